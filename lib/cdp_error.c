@@ -1,0 +1,1 @@
+#include "cdp_error.h"

@@ -1,0 +1,36 @@
+/* cdp_key.h: tile keys, NAME_ROW_COL.
+ *
+ * ROW and COL are grid indices, zero-padded to the number of digits of the
+ * largest index on that axis (rows-1, cols-1), so byte order of the keys of one
+ * raster equals row-major grid order. NAME may itself contain '_'; keys are
+ * parsed from the right. A valid NAME is 1..CDP_NAME_MAX bytes of
+ * [A-Za-z0-9._+-] (no '_'-only restriction); this keeps keys safe in file
+ * names, shell globs and the line-based pointer file. LMDB limits keys to 511
+ * bytes; CDP_KEY_MAX stays below that.
+ */
+#ifndef CDP_KEY_H
+#define CDP_KEY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define CDP_NAME_MAX 200
+#define CDP_KEY_MAX  256   /* including the terminating NUL */
+
+/* Number of decimal digits of the largest index n-1 (1 for n <= 10). */
+int cdp_key_digits(uint64_t n);
+/* 0 if name is a valid NAME, else CDP_EKEY. */
+int cdp_key_name_check(const char *name);
+/* Writes NAME_ROW_COL into buf (cap bytes); CDP_EKEY if it does not fit. */
+int cdp_key_format(char *buf, size_t cap, const char *name, uint64_t row,
+                   int row_digits, uint64_t col, int col_digits);
+/* Splits a key into name (copied, NUL-terminated), row and col. */
+int cdp_key_parse(const char *key, size_t keylen, char *name, size_t namecap,
+                  uint64_t *row, uint64_t *col);
+/* Derives NAME from a path: the file stem, with characters outside the NAME
+ * alphabet replaced by '-'. CDP_EKEY if nothing is left. */
+int cdp_key_stem(const char *path, char *name, size_t cap);
+/* fnmatch(3)-style glob match of a key (no FNM flags: '*' crosses '_'). */
+int cdp_key_match(const char *glob, const char *key);
+
+#endif

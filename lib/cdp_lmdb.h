@@ -1,0 +1,3 @@
+#ifndef CDP_LMDB_H
+#define CDP_LMDB_H
+#endif

@@ -1,0 +1,84 @@
+/* cdp_pool.h: the central data pool, an LMDB environment with two named
+ * sub-databases. Defined here and in man/cdp-pool.5.
+ *
+ *   tiles: key (NAME_ROW_COL, cdp_key.h) -> tile record (cdp_record.h)
+ *   meta:  name -> text value of "name=value\n" lines, the last line being
+ *          "crc32=XXXXXXXX\n" (lowercase hex of zlib crc32 over the
+ *          preceding bytes of the value). Names:
+ *     format      "format=cdpool-pool\nversion=1\n"
+ *     uuid        "uuid=<32 lowercase hex>\n"           (set at creation)
+ *     shape       dtype=, bands=, height=, width=, label= (none|u8|u16|class),
+ *                 ignore= (label ignore value)
+ *     count       "tiles=N\n"
+ *     stats       per band b (1-based): "band.b.count=", ".sum=", ".sumsq=",
+ *                 ".min=", ".max=", ".mean=", ".std=" (accumulator state that
+ *                 cdp_stats.h can resume, plus the derived mean and std)
+ *     classes     "class.K=count\n" per label class id seen (ignore excluded)
+ *     source.NNNNNN  one per source raster: the 'S' frame body (cdp_stream.h)
+ *     cmdline     one line per cdp-lmdbpack run that changed the pool
+ *
+ * Every pool change is one committed transaction holding both the records and
+ * the meta that describes them, so a killed writer leaves a consistent pool.
+ * Readers open it MDB_RDONLY | MDB_NOTLS; LMDB errors come back as LMDB's
+ * own codes (cdp_strerror() decodes them).
+ */
+#ifndef CDP_POOL_H
+#define CDP_POOL_H
+
+#include <lmdb.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "cdp_record.h"
+
+#define CDP_POOL_FORMAT  "cdpool-pool"
+#define CDP_POOL_VERSION 1
+
+enum {
+	CDP_POOL_RDONLY    = 1,  /* MDB_RDONLY | MDB_NOTLS */
+	CDP_POOL_CREATE    = 2,  /* create the directory and sub-databases */
+	CDP_POOL_NOSYNC    = 4,  /* MDB_NOSYNC: commits are not fsynced */
+	CDP_POOL_NORDAHEAD = 8   /* MDB_NORDAHEAD */
+};
+
+typedef struct cdp_pool {
+	MDB_env *env;
+	MDB_dbi tiles, meta;
+	int flags;
+} cdp_pool;
+
+typedef struct cdp_band_info {
+	uint64_t count;
+	double mean, std, min, max;
+} cdp_band_info;
+
+/* What a trainer or a tool needs to know about a pool without reading tiles. */
+typedef struct cdp_pool_info {
+	char uuid[33];
+	int dtype, label_kind;
+	uint32_t bands, height, width, label_ignore;
+	uint64_t tiles;
+	cdp_band_info *band;   /* [bands], owned */
+	uint32_t nsources;
+} cdp_pool_info;
+
+/* Opens (and with CDP_POOL_CREATE creates, with a new uuid and format meta)
+ * the pool at path, a directory. mapsize 0 keeps LMDB's (or the file's). */
+int  cdp_pool_open(const char *path, int flags, size_t mapsize, cdp_pool *p);
+void cdp_pool_close(cdp_pool *p);
+
+/* Reads meta value `name` in txn (NULL: own read txn) into out (NUL-terminated,
+ * out->len excludes the crc line), verifying its crc. MDB_NOTFOUND if absent,
+ * CDP_ECRC if corrupt. */
+int  cdp_pool_meta_get(cdp_pool *p, MDB_txn *txn, const char *name, cdp_buf *out);
+/* Writes meta value `name` (text without the crc line) in a write txn. */
+int  cdp_pool_meta_put(cdp_pool *p, MDB_txn *txn, const char *name,
+                       const char *text, size_t len);
+/* Finds "key=" in a meta text and copies its value (to end of line). */
+int  cdp_meta_field(const char *text, const char *key, char *out, size_t cap);
+
+/* Loads and validates format, uuid, shape, count and stats. CDP_EFORMAT with
+ * a wrong format name, CDP_EVERSION with a newer version. */
+int  cdp_pool_info_load(cdp_pool *p, cdp_pool_info *info);
+void cdp_pool_info_free(cdp_pool_info *info);
+
+#endif

@@ -1,0 +1,43 @@
+/* cdp_ptrfile.h: the pointer file, a shuffled list of pool keys.
+ * Defined here and in man/cdp-keys.5.
+ *
+ * Text, one header line then one key per line, each ending in '\n':
+ *   #cdpool-keys 1 uuid=<32 hex> seed=<u64> count=<N> crc32=<8 hex>
+ *   KEY
+ *   ...
+ * uuid is the pool's meta uuid; seed the shuffle seed (0 when unshuffled);
+ * count the number of key lines; crc32 is zlib's crc32 over all the bytes
+ * after the header line (the key lines with their newlines). Keys are
+ * NAME_ROW_COL (cdp_key.h), no whitespace.
+ */
+#ifndef CDP_PTRFILE_H
+#define CDP_PTRFILE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#define CDP_PTRFILE_MAGIC   "#cdpool-keys"
+#define CDP_PTRFILE_VERSION 1
+
+typedef struct cdp_keylist {
+	char uuid[33];
+	uint64_t seed;
+	size_t count;
+	char **keys;        /* [count], pointers into data */
+	size_t *lens;       /* [count] key lengths */
+	char *data;         /* owned storage */
+} cdp_keylist;
+
+/* Writes header and keys to f; returns an errno on a write failure. */
+int  cdp_ptrfile_write(FILE *f, const char *uuid, uint64_t seed,
+                       char *const *keys, const size_t *lens, size_t count);
+/* Reads and validates a whole pointer file: CDP_EMAGIC, CDP_EVERSION,
+ * CDP_ESYNTAX (bad header or a key line with whitespace or empty),
+ * CDP_ETRUNC (fewer lines than count), CDP_EFORMAT (more lines, or no final
+ * newline), CDP_ECRC. On error *line gets the 1-based offending line (0 when
+ * it does not apply). */
+int  cdp_ptrfile_read(const char *path, cdp_keylist *kl, size_t *line);
+void cdp_keylist_free(cdp_keylist *kl);
+
+#endif

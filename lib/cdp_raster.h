@@ -1,0 +1,54 @@
+/* cdp_raster.h: the little of GDAL that cdpool's dataset tools need.
+ *
+ * The implementation (cdp_raster.c) uses GDAL; this header does not, so code
+ * that includes it stays buildable and testable without GDAL headers. It is
+ * built into libcdpraster.a, separate from libcdp.a, so programs that need
+ * only CUDA never link GDAL.
+ *
+ * Errors: functions return CDP_OK, CDP_EGDAL, CDP_EUNSUP or CDP_ENOMEM and,
+ * on failure, copy a one-line reason (GDAL's own message where there is one)
+ * into err[errcap].
+ */
+#ifndef CDP_RASTER_H
+#define CDP_RASTER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct cdp_raster cdp_raster;
+
+typedef struct cdp_raster_info {
+	uint64_t width, height;
+	uint32_t bands;          /* band count of the dataset */
+	int dtype;               /* cdp_dtype of band 1; all bands must agree */
+	int has_nodata;          /* band 1 declares a nodata value */
+	double nodata;
+	int has_gt;              /* the dataset has a geotransform */
+	double gt[6];            /* identity (0,1,0,0,0,1) when it has none */
+	const char *crs;         /* WKT, "" when none; owned by the raster */
+	int block_w, block_h;    /* natural block size of band 1 */
+} cdp_raster_info;
+
+/* Calls GDALAllRegister once and quiets GDAL's own stderr handler; errors are
+ * returned through err instead. */
+void cdp_raster_init(void);
+int  cdp_raster_open(const char *path, cdp_raster **out, char *err, size_t errcap);
+const cdp_raster_info *cdp_raster_get_info(const cdp_raster *r);
+/* Reads the window (x, y, w, h) of the listed 1-based bands into buf as
+ * (nbands, h, w) samples of the raster's dtype. The window must lie inside the
+ * raster. */
+int  cdp_raster_read(cdp_raster *r, const int *bands, int nbands, int64_t x,
+                     int64_t y, int w, int h, void *buf, char *err, size_t errcap);
+/* Per-pixel validity of the window from GDAL's mask band of the first listed
+ * band: out[h*w], 0 = nodata, 255 = valid. */
+int  cdp_raster_read_mask(cdp_raster *r, int band, int64_t x, int64_t y, int w,
+                          int h, uint8_t *out, char *err, size_t errcap);
+void cdp_raster_close(cdp_raster *r);
+
+/* Writes a (nbands, h, w) buffer of dtype as a GeoTIFF (temporary name, then
+ * rename) with geotransform gt and CRS wkt (may be ""). */
+int  cdp_raster_write_tif(const char *path, int dtype, int nbands, int w, int h,
+                          const void *buf, const double gt[6], const char *wkt,
+                          int has_nodata, double nodata, char *err, size_t errcap);
+
+#endif

@@ -1,0 +1,100 @@
+/* cdp_record.h: the tile record, cdpool's one on-disk unit of data.
+ *
+ * Defined here and in man/cdp-record.5; nothing else defines it. A record is
+ * the value stored under a key in the pool's `tiles` database and the body of
+ * an 'R' frame in a record stream (cdp_stream.h). All integers little-endian.
+ *
+ *   offset size  field
+ *   0      4     magic "CDPR" (bytes 43 44 50 52)
+ *   4      2     version (1)
+ *   6      2     header size in bytes (CDP_RECORD_HDR = 160)
+ *   8      1     dtype (cdp_dtype.h)
+ *   9      1     label kind: 0 none, 1 per-pixel u8, 2 per-pixel u16, 3 scalar class
+ *   10     1     compression: 0 none, 1 zlib (each payload deflated separately)
+ *   11     1     flags: bit0 nodata value present, bit1 mask present
+ *   12     4     bands C
+ *   16     4     height H
+ *   20     4     width W
+ *   24     8     x offset (int64): column of the tile's top-left pixel in its source
+ *   32     8     y offset (int64): row of the same
+ *   40     48    geotransform of the tile (6 doubles, GDAL order)
+ *   88     4     source index (into the pool's list of source rasters)
+ *   92     4     label ignore value (per-pixel labels; pixels to ignore in the loss)
+ *   96     4     class id (scalar label), else 0
+ *   100    4     reserved, 0
+ *   104    8     nodata value (double), valid when flags bit0
+ *   112    8     image payload stored size (bytes)
+ *   120    8     label payload stored size (0 unless label kind 1 or 2)
+ *   128    8     mask payload stored size (0 unless flags bit1)
+ *   136    24    reserved, 0
+ *   160    ...   image payload: C*H*W samples of dtype, band-sequential (C,H,W)
+ *   ...          label payload: H*W u8 or u16 class ids (H,W)
+ *   ...          mask payload: H*W u8, 0 = nodata or padding, 255 = valid (H,W)
+ *   end-4  4     CRC-32 (zlib's crc32) of every preceding byte of the record
+ *
+ * Uncompressed, the image payload starts at byte 160 of the value, so a
+ * reader can use it in place (zero-copy) from a memory-mapped LMDB.
+ */
+#ifndef CDP_RECORD_H
+#define CDP_RECORD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define CDP_RECORD_MAGIC   "CDPR"
+#define CDP_RECORD_VERSION 1
+#define CDP_RECORD_HDR     160
+#define CDP_RECORD_MAXDIM  65536u   /* bands, height and width are at most this */
+
+enum { CDP_LABEL_NONE = 0, CDP_LABEL_U8 = 1, CDP_LABEL_U16 = 2,
+       CDP_LABEL_CLASS = 3 };
+enum { CDP_COMP_NONE = 0, CDP_COMP_ZLIB = 1 };
+enum { CDP_REC_NODATA = 1, CDP_REC_MASK = 2 };
+
+/* A decoded (or to-be-encoded) record. The payload pointers either point into
+ * the encoded buffer (uncompressed records, zero-copy) or into the scratch
+ * buffer given to cdp_record_decode(). Sizes are raw (decompressed) bytes. */
+typedef struct cdp_record {
+	int dtype;            /* cdp_dtype */
+	int label_kind;       /* CDP_LABEL_* */
+	int compression;      /* CDP_COMP_*; on encode: how to store */
+	int flags;            /* CDP_REC_* */
+	uint32_t bands, height, width;
+	int64_t x_off, y_off;
+	double gt[6];
+	uint32_t source;
+	uint32_t label_ignore;
+	uint32_t class_id;
+	double nodata;
+	const void *image;    /* bands*height*width*dtype_size bytes */
+	const void *label;    /* height*width*(1|2) bytes, or NULL */
+	const uint8_t *mask;  /* height*width bytes, or NULL */
+} cdp_record;
+
+/* A growable byte buffer reused across calls to avoid allocations. */
+typedef struct cdp_buf { uint8_t *p; size_t len, cap; } cdp_buf;
+int  cdp_buf_reserve(cdp_buf *b, size_t cap);
+void cdp_buf_free(cdp_buf *b);
+
+/* Raw payload sizes implied by the header fields, overflow-checked. */
+int cdp_record_sizes(const cdp_record *r, size_t *image, size_t *label,
+                     size_t *mask);
+
+/* Encodes r into out (replacing its contents; out->len = encoded size).
+ * zlevel 1..9 is used when r->compression is CDP_COMP_ZLIB. Validates the
+ * fields first (CDP_EFORMAT, CDP_EOVERFLOW). */
+int cdp_record_encode(const cdp_record *r, int zlevel, cdp_buf *out);
+
+/* Decodes and validates a record of len bytes. Every size is checked against
+ * len before any payload is touched; the CRC is verified. Compressed payloads
+ * are inflated into scratch (may be NULL for uncompressed records; then a
+ * compressed record gives CDP_EINVAL). Errors: CDP_ETRUNC, CDP_EMAGIC,
+ * CDP_EVERSION, CDP_EFORMAT, CDP_EOVERFLOW, CDP_ECRC, CDP_EZLIB, CDP_ENOMEM. */
+int cdp_record_decode(const void *buf, size_t len, cdp_record *r,
+                      cdp_buf *scratch);
+
+/* Header-only validation (no CRC, no inflation): fills the scalar fields of r
+ * and leaves the payload pointers NULL. For shape checks and listings. */
+int cdp_record_peek(const void *buf, size_t len, cdp_record *r);
+
+#endif

@@ -1,0 +1,3 @@
+#ifndef CDP_STATS_H
+#define CDP_STATS_H
+#endif
