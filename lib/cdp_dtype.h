@@ -19,9 +19,11 @@ size_t cdp_dtype_size(int dt);
 const char *cdp_dtype_name(int dt);
 /* Inverse of cdp_dtype_name; 0 if unknown. */
 int cdp_dtype_parse(const char *name);
-/* Sample i of a buffer of type dt, as a double. */
+/* Sample i of a buffer of type dt, as a double (0 for an unknown type). The
+ * buffer need not be aligned. */
 double cdp_dtype_get(int dt, const void *buf, size_t i);
-/* Converts n samples to float32 (the trainer's input). */
+/* Converts n samples to float32 (the trainer's input); src need not be
+ * aligned, and may equal dst for f32. An unknown type gives zeros. */
 void cdp_dtype_to_f32(int dt, const void *src, float *dst, size_t n);
 
 #endif

@@ -21,16 +21,28 @@
 int cdp_key_digits(uint64_t n);
 /* 0 if name is a valid NAME, else CDP_EKEY. */
 int cdp_key_name_check(const char *name);
-/* Writes NAME_ROW_COL into buf (cap bytes); CDP_EKEY if it does not fit. */
+/* Writes NAME_ROW_COL into buf (cap bytes); CDP_EKEY if name is invalid or
+ * the key does not fit (buf is then ""). CDP_EINVAL if a digit count is
+ * outside 1..20 or an index has more digits than its count, which would
+ * break the sort order. */
 int cdp_key_format(char *buf, size_t cap, const char *name, uint64_t row,
                    int row_digits, uint64_t col, int col_digits);
-/* Splits a key into name (copied, NUL-terminated), row and col. */
+/* Splits a key into name (copied, NUL-terminated), row and col. The key is
+ * keylen bytes and need not be NUL-terminated (LMDB keys are not). CDP_EKEY
+ * if it is not NAME_ROW_COL with a valid NAME and 1..20-digit indices that
+ * fit uint64_t, or keylen >= CDP_KEY_MAX; CDP_EINVAL if namecap is too small
+ * (CDP_NAME_MAX + 1 always suffices). */
 int cdp_key_parse(const char *key, size_t keylen, char *name, size_t namecap,
                   uint64_t *row, uint64_t *col);
-/* Derives NAME from a path: the file stem, with characters outside the NAME
- * alphabet replaced by '-'. CDP_EKEY if nothing is left. */
+/* Derives NAME from a path: the file stem (the part after the last '/',
+ * without its last extension: "/a/b/scene.1.tif" gives "scene.1"; a leading
+ * dot is not an extension), with each byte outside the NAME alphabet
+ * replaced by '-'. CDP_EKEY if nothing is left, if the stem is longer than
+ * CDP_NAME_MAX or if it does not fit cap bytes with its NUL. */
 int cdp_key_stem(const char *path, char *name, size_t cap);
-/* fnmatch(3)-style glob match of a key (no FNM flags: '*' crosses '_'). */
+/* fnmatch(3)-style glob match of a NUL-terminated key (no FNM flags: '*'
+ * crosses '_'). Returns 1 if key matches glob, else 0 (note: the opposite
+ * sense of fnmatch's return value). */
 int cdp_key_match(const char *glob, const char *key);
 
 #endif

@@ -1,1 +1,297 @@
+/* cdp_lmdb.c: environment opening and the batched writer (cdp_lmdb.h).
+ *
+ * A batch is retried as a whole after MDB_MAP_FULL: the aborted txn leaves
+ * no trace, so redoing every put and hook from the buffered copies gives the
+ * same result as if the map had been large enough in the first place.
+ */
 #include "cdp_lmdb.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+
+#include "cdp_error.h"
+
+int cdp_lmdb_env_open(const char *path, unsigned int flags, int create,
+                      unsigned int maxdbs, size_t mapsize, MDB_env **out)
+{
+	MDB_env *env = NULL;
+	struct stat st;
+	int rc;
+
+	*out = NULL;
+	if (create && !(flags & MDB_RDONLY) && mkdir(path, 0777) != 0 && errno != EEXIST)
+		return errno;
+	/* LMDB would create "path-lock" beside a plain file; a pool is a dir. */
+	if (stat(path, &st) != 0)
+		return errno;
+	if (!S_ISDIR(st.st_mode))
+		return ENOTDIR;
+	if ((rc = mdb_env_create(&env)) != 0)
+		return rc;
+	if ((maxdbs && (rc = mdb_env_set_maxdbs(env, maxdbs)) != 0) ||
+	    (mapsize && (rc = mdb_env_set_mapsize(env, mapsize)) != 0) ||
+	    (rc = mdb_env_open(env, path, flags, 0666)) != 0) {
+		mdb_env_close(env);
+		return rc;
+	}
+	*out = env;
+	return CDP_OK;
+}
+
+int cdp_lmdb_txn_begin(MDB_env *env, unsigned int flags, MDB_txn **txn)
+{
+	int rc = mdb_txn_begin(env, NULL, flags, txn);
+
+	/* Another process grew the map: take its size and try again. */
+	if (rc == MDB_MAP_RESIZED && (rc = mdb_env_set_mapsize(env, 0)) == 0)
+		rc = mdb_txn_begin(env, NULL, flags, txn);
+	return rc;
+}
+
+int cdp_lmdb_grow(MDB_env *env)
+{
+	MDB_envinfo info;
+	int rc;
+
+	if ((rc = mdb_env_info(env, &info)) != 0)
+		return rc;
+	if (info.me_mapsize > SIZE_MAX / 2)
+		return MDB_MAP_FULL;
+	return mdb_env_set_mapsize(env, info.me_mapsize * 2);
+}
+
+void cdp_lmdb_writer_init(cdp_lmdb_writer *w, MDB_env *env, MDB_dbi dbi,
+                          int dup, size_t max_items, size_t max_bytes,
+                          cdp_lmdb_hook prepare, cdp_lmdb_hook finish, void *arg)
+{
+	memset(w, 0, sizeof *w);
+	w->env = env;
+	w->dbi = dbi;
+	w->dup = dup;
+	w->max_items = max_items ? max_items : CDP_LMDB_TXN_RECORDS;
+	w->max_bytes = max_bytes ? max_bytes : CDP_LMDB_TXN_BYTES;
+	w->prepare = prepare;
+	w->finish = finish;
+	w->arg = arg;
+}
+
+static int reserve(void **p, size_t *cap, size_t need, size_t elem)
+{
+	size_t ncap = *cap ? *cap : 16;
+	void *np;
+
+	if (need <= *cap)
+		return CDP_OK;
+	while (ncap < need) {
+		if (ncap > SIZE_MAX / 2 / elem)
+			return CDP_ENOMEM;
+		ncap *= 2;
+	}
+	if (!(np = realloc(*p, ncap * elem)))
+		return CDP_ENOMEM;
+	*p = np;
+	*cap = ncap;
+	return CDP_OK;
+}
+
+int cdp_lmdb_writer_add(cdp_lmdb_writer *w, const void *key, size_t klen,
+                        const void *val, size_t vlen)
+{
+	cdp_lmdb_item *it;
+	int rc;
+
+	if (w->flushed)
+		cdp_lmdb_writer_discard(w);
+	if (klen == 0 || klen > CDP_LMDB_KEYMAX)
+		return MDB_BAD_VALSIZE;
+	if (vlen > SIZE_MAX - klen || w->len > SIZE_MAX - klen - vlen)
+		return CDP_ENOMEM;
+	if ((rc = reserve((void **)&w->items, &w->cap, w->n + 1, sizeof *w->items)) ||
+	    (rc = reserve((void **)&w->buf, &w->bufcap, w->len + klen + vlen, 1)))
+		return rc;
+	it = &w->items[w->n++];
+	memset(it, 0, sizeof *it);
+	it->koff = w->len;
+	memcpy(w->buf + w->len, key, klen);
+	it->key.mv_size = klen;
+	w->len += klen;
+	it->voff = w->len;
+	if (vlen)
+		memcpy(w->buf + w->len, val, vlen);
+	it->val.mv_size = vlen;
+	w->len += vlen;
+	return CDP_OK;
+}
+
+int cdp_lmdb_writer_full(const cdp_lmdb_writer *w)
+{
+	return !w->flushed && (w->n >= w->max_items || w->len >= w->max_bytes);
+}
+
+static void set_failkey(cdp_lmdb_writer *w, const MDB_val *k)
+{
+	w->failkey_len = k->mv_size;
+	memcpy(w->failkey, k->mv_data, k->mv_size);
+	w->failkey[k->mv_size] = '\0';
+}
+
+/* Puts one item that does not sort after the last key. */
+static int put_existing(cdp_lmdb_writer *w, MDB_txn *txn, cdp_lmdb_item *it)
+{
+	MDB_val old = it->val;
+	int rc = mdb_put(txn, w->dbi, &it->key, &old, MDB_NOOVERWRITE);
+	int same;
+
+	if (rc == 0) {
+		it->status = CDP_PUT_NEW;
+		return CDP_OK;
+	}
+	if (rc != MDB_KEYEXIST)
+		return rc;
+	/* On MDB_KEYEXIST, old holds the stored value. */
+	same = old.mv_size == it->val.mv_size &&
+	       memcmp(old.mv_data, it->val.mv_data, old.mv_size) == 0;
+	switch (w->dup) {
+	case CDP_DUP_SKIP:
+		it->status = same ? CDP_PUT_SAME : CDP_PUT_SKIPPED;
+		return CDP_OK;
+	case CDP_DUP_REPLACE:
+		if (same) {
+			it->status = CDP_PUT_SAME;
+			return CDP_OK;
+		}
+		if ((rc = mdb_put(txn, w->dbi, &it->key, &it->val, 0)) != 0)
+			return rc;
+		it->status = CDP_PUT_REPLACED;
+		return CDP_OK;
+	default:
+		return MDB_KEYEXIST;
+	}
+}
+
+/* One try at the whole batch in one txn. */
+static int attempt(cdp_lmdb_writer *w)
+{
+	unsigned char lastbuf[CDP_LMDB_KEYMAX];
+	MDB_val last = { 0, lastbuf }, k, v;
+	MDB_txn *txn = NULL;
+	MDB_cursor *cur;
+	int rc, have_last = 0;
+
+	for (size_t i = 0; i < w->n; i++) {
+		cdp_lmdb_item *it = &w->items[i];
+		it->key.mv_data = w->buf + it->koff;
+		it->val.mv_data = w->buf + it->voff;
+		it->status = CDP_PUT_PENDING;
+	}
+	if ((rc = cdp_lmdb_txn_begin(w->env, 0, &txn)) != 0)
+		return rc;
+	if (w->prepare && (rc = w->prepare(txn, w->items, w->n, w->arg)) != 0)
+		goto fail;
+	/* The last key as of this txn: later writers may have appended. */
+	if ((rc = mdb_cursor_open(txn, w->dbi, &cur)) != 0)
+		goto fail;
+	rc = mdb_cursor_get(cur, &k, &v, MDB_LAST);
+	if (rc == 0 && k.mv_size <= sizeof lastbuf) {
+		memcpy(lastbuf, k.mv_data, k.mv_size);
+		last.mv_size = k.mv_size;
+		have_last = 1;
+	}
+	mdb_cursor_close(cur);
+	if (rc != 0 && rc != MDB_NOTFOUND)
+		goto fail;
+	for (size_t i = 0; i < w->n; i++) {
+		cdp_lmdb_item *it = &w->items[i];
+
+		if (!have_last || mdb_cmp(txn, w->dbi, &it->key, &last) > 0) {
+			rc = mdb_put(txn, w->dbi, &it->key, &it->val, MDB_APPEND);
+			if (rc == 0) {
+				it->status = CDP_PUT_NEW;
+				/* Our buffer is stable for the whole txn. */
+				last = it->key;
+				have_last = 1;
+			}
+		} else {
+			rc = put_existing(w, txn, it);
+		}
+		if (rc != 0) {
+			set_failkey(w, &it->key);
+			goto fail;
+		}
+	}
+	if (w->finish && (rc = w->finish(txn, w->items, w->n, w->arg)) != 0)
+		goto fail;
+	return mdb_txn_commit(txn);
+fail:
+	mdb_txn_abort(txn);
+	return rc;
+}
+
+/* LMDB turns a short write into EIO; on a full file system that hides the
+ * real cause, so tell it apart by the space left. */
+static int full_disk(cdp_lmdb_writer *w, int rc)
+{
+	const char *path;
+	struct statvfs vfs;
+
+	if (rc != EIO || mdb_env_get_path(w->env, &path) != 0 || statvfs(path, &vfs) != 0)
+		return rc;
+	if ((uint64_t)vfs.f_bavail * vfs.f_frsize < (uint64_t)w->len + (1u << 20))
+		return ENOSPC;
+	return rc;
+}
+
+int cdp_lmdb_writer_flush(cdp_lmdb_writer *w)
+{
+	int rc;
+
+	if (w->flushed || w->n == 0)
+		return CDP_OK;
+	w->failkey_len = 0;
+	w->failkey[0] = '\0';
+	for (;;) {
+		rc = attempt(w);
+		if (rc != MDB_MAP_FULL)
+			break;
+		if ((rc = cdp_lmdb_grow(w->env)) != 0)
+			return rc;
+		w->grows++;
+	}
+	if (rc != 0)
+		return full_disk(w, rc);
+	for (size_t i = 0; i < w->n; i++) {
+		switch (w->items[i].status) {
+		case CDP_PUT_REPLACED:
+			w->replaced++;
+			/* fall through */
+		case CDP_PUT_NEW:
+			w->written++;
+			w->bytes += w->items[i].val.mv_size;
+			break;
+		default:
+			w->skipped++;
+		}
+	}
+	w->commits++;
+	w->flushed = 1;
+	return CDP_OK;
+}
+
+void cdp_lmdb_writer_discard(cdp_lmdb_writer *w)
+{
+	w->n = 0;
+	w->len = 0;
+	w->flushed = 0;
+}
+
+void cdp_lmdb_writer_free(cdp_lmdb_writer *w)
+{
+	free(w->items);
+	free(w->buf);
+	w->items = NULL;
+	w->buf = NULL;
+	w->n = w->cap = w->len = w->bufcap = 0;
+}

@@ -1,3 +1,122 @@
+/* cdp_lmdb.h: LMDB helpers shared by the pool and the packer.
+ *
+ * cdp_lmdb_env_open() opens an environment directory with the flags cdpool
+ * uses. The batched writer buffers copies of key/value pairs and writes each
+ * batch in one write transaction, the way bulk loaders (BVLC/caffe's
+ * db_lmdb.cpp, mdb_load) do:
+ *
+ *   begin txn; prepare hook; put every item; finish hook; commit
+ *
+ * - An item whose key sorts after the database's last key (read inside the
+ *   txn, so concurrent writers are seen) is put with MDB_APPEND; others with
+ *   MDB_NOOVERWRITE, and the duplicate mode decides what a present key does:
+ *   CDP_DUP_ERROR fails the batch with MDB_KEYEXIST (the key is in
+ *   w->failkey), CDP_DUP_SKIP leaves the stored value, CDP_DUP_REPLACE
+ *   overwrites it (or leaves it when the bytes are identical).
+ * - MDB_MAP_FULL anywhere (a put, a hook, the commit) aborts the txn, doubles
+ *   the map size and redoes the whole batch, hooks included. Hooks must
+ *   therefore compute everything from what they read in the txn they are
+ *   given, never from process state they changed in an earlier attempt.
+ *   MDB_MAP_RESIZED (another process grew the map) adopts the new size and
+ *   retries.
+ * - The prepare hook runs before the puts and may rewrite item values in
+ *   place (same length). The finish hook sees each item's status and writes
+ *   the meta that describes the batch, so both commit atomically.
+ *
+ * Return values are CDP_OK, LMDB's codes unchanged (MDB_KEYEXIST,
+ * MDB_BAD_VALSIZE, ...), errno values (EACCES, ...; a commit that LMDB
+ * reports as EIO because a write came up short on a file system with no
+ * space left is ENOSPC), CDP_ENOMEM, or whatever a hook returned.
+ */
 #ifndef CDP_LMDB_H
 #define CDP_LMDB_H
+
+#include <lmdb.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define CDP_LMDB_KEYMAX 511        /* mdb_env_get_maxkeysize() of stock LMDB */
+#define CDP_LMDB_TXN_RECORDS 1000
+#define CDP_LMDB_TXN_BYTES ((size_t)256 << 20)
+
+/* Opens the environment at path, a directory (created, mode 0777 & ~umask,
+ * when create is set). flags are MDB_* env flags (MDB_RDONLY, MDB_NOTLS,
+ * MDB_NOSYNC, MDB_NORDAHEAD); mapsize 0 keeps LMDB's default or the size
+ * recorded in the file. */
+int cdp_lmdb_env_open(const char *path, unsigned int flags, int create,
+                      unsigned int maxdbs, size_t mapsize, MDB_env **env);
+
+/* mdb_txn_begin that adopts a map grown by another process. */
+int cdp_lmdb_txn_begin(MDB_env *env, unsigned int flags, MDB_txn **txn);
+
+/* Doubles the map size; no transaction of this process may be open.
+ * MDB_MAP_FULL if it cannot grow any further. */
+int cdp_lmdb_grow(MDB_env *env);
+
+enum { CDP_DUP_ERROR = 0, CDP_DUP_SKIP = 1, CDP_DUP_REPLACE = 2 };
+
+/* Item status after a put attempt. */
+enum {
+	CDP_PUT_PENDING = 0,
+	CDP_PUT_NEW = 1,        /* key was absent; written */
+	CDP_PUT_SKIPPED = 2,    /* key present, CDP_DUP_SKIP: not written */
+	CDP_PUT_SAME = 3,       /* key present with identical bytes: not written */
+	CDP_PUT_REPLACED = 4    /* key present, CDP_DUP_REPLACE: overwritten */
+};
+
+typedef struct cdp_lmdb_item {
+	MDB_val key, val;       /* into the writer's buffer; set during a flush */
+	size_t koff, voff;      /* offsets of key and value in that buffer */
+	int status;             /* CDP_PUT_* */
+} cdp_lmdb_item;
+
+/* A hook gets the txn, the batch's items [n] and the writer's arg. */
+typedef int (*cdp_lmdb_hook)(MDB_txn *txn, cdp_lmdb_item *items, size_t n,
+                             void *arg);
+
+typedef struct cdp_lmdb_writer {
+	MDB_env *env;
+	MDB_dbi dbi;
+	int dup;                      /* CDP_DUP_* */
+	size_t max_items, max_bytes;  /* batch caps */
+	cdp_lmdb_hook prepare, finish;/* either may be NULL */
+	void *arg;
+
+	cdp_lmdb_item *items;         /* [n] buffered items */
+	size_t n, cap;
+	unsigned char *buf;           /* their keys and values */
+	size_t len, bufcap;
+	int flushed;                  /* items are a committed batch */
+
+	/* Totals over committed batches. */
+	uint64_t written;             /* CDP_PUT_NEW + CDP_PUT_REPLACED */
+	uint64_t skipped;             /* CDP_PUT_SKIPPED + CDP_PUT_SAME */
+	uint64_t replaced;
+	uint64_t bytes;               /* value bytes written */
+	uint64_t commits, grows;
+
+	/* The key of the item whose put failed (MDB_KEYEXIST, MDB_BAD_VALSIZE). */
+	char failkey[CDP_LMDB_KEYMAX + 1];
+	size_t failkey_len;
+} cdp_lmdb_writer;
+
+/* max_items 0 / max_bytes 0 take CDP_LMDB_TXN_RECORDS / CDP_LMDB_TXN_BYTES. */
+void cdp_lmdb_writer_init(cdp_lmdb_writer *w, MDB_env *env, MDB_dbi dbi,
+                          int dup, size_t max_items, size_t max_bytes,
+                          cdp_lmdb_hook prepare, cdp_lmdb_hook finish,
+                          void *arg);
+/* Buffers a copy of the pair. Items of the last committed batch stay
+ * readable (with their status) until this call. A key longer than
+ * CDP_LMDB_KEYMAX or empty is MDB_BAD_VALSIZE. */
+int  cdp_lmdb_writer_add(cdp_lmdb_writer *w, const void *key, size_t klen,
+                         const void *val, size_t vlen);
+/* 1 when the buffered items reach either cap. */
+int  cdp_lmdb_writer_full(const cdp_lmdb_writer *w);
+/* Writes and commits the buffered items (nothing when there are none). On
+ * failure nothing of the batch is committed and the items stay buffered. */
+int  cdp_lmdb_writer_flush(cdp_lmdb_writer *w);
+/* Drops the buffered items without writing them. */
+void cdp_lmdb_writer_discard(cdp_lmdb_writer *w);
+void cdp_lmdb_writer_free(cdp_lmdb_writer *w);
+
 #endif

@@ -1,1 +1,283 @@
+/* cdp_num.c: strict number parsing and overflow-checked size arithmetic.
+ *
+ * strtoll() and friends are lenient: they skip leading white space, accept an
+ * empty string as 0, stop at the first bad character and wrap "-1" into a huge
+ * unsigned value. Each parser here wraps them with the checks that make a
+ * number either exactly what the user typed or an error: decimal only (no
+ * octal "010", no hex), no white space anywhere, the whole string consumed,
+ * errno ERANGE mapped to CDP_ERANGE, then the caller's [min, max] applied.
+ * *out is written only on success.
+ */
 #include "cdp_num.h"
+#include "cdp_error.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+static int is_digit(char c)
+{
+	return c >= '0' && c <= '9';
+}
+
+/* An optional sign (if allowed) followed by one or more decimal digits and
+ * nothing else. Checking this first leaves strto*() only the range to judge. */
+static int is_decimal(const char *s, int sign_ok)
+{
+	if (sign_ok && (*s == '+' || *s == '-'))
+		s++;
+	if (!is_digit(*s))
+		return 0;
+	while (is_digit(*s))
+		s++;
+	return *s == '\0';
+}
+
+int cdp_parse_i64(const char *s, int64_t min, int64_t max, int64_t *out)
+{
+	char *end;
+	long long v;
+
+	if (!s || !out)
+		return CDP_EINVAL;
+	if (!is_decimal(s, 1))
+		return CDP_ESYNTAX;
+	errno = 0;
+	v = strtoll(s, &end, 10);
+	if (errno == ERANGE)
+		return CDP_ERANGE;
+	if (errno != 0 || *end != '\0')
+		return CDP_ESYNTAX;
+	if (v < min || v > max)
+		return CDP_ERANGE;
+	*out = v;
+	return CDP_OK;
+}
+
+int cdp_parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *out)
+{
+	char *end;
+	unsigned long long v;
+
+	if (!s || !out)
+		return CDP_EINVAL;
+	/* A '-' would make strtoull() negate silently: "-1" -> 2^64-1. */
+	if (!is_decimal(s, 0) && !(s[0] == '+' && is_decimal(s + 1, 0)))
+		return CDP_ESYNTAX;
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno == ERANGE)
+		return CDP_ERANGE;
+	if (errno != 0 || *end != '\0')
+		return CDP_ESYNTAX;
+	if (v < min || v > max)
+		return CDP_ERANGE;
+	*out = v;
+	return CDP_OK;
+}
+
+int cdp_parse_int(const char *s, int min, int max, int *out)
+{
+	int64_t v;
+	int rc;
+
+	if (!out)
+		return CDP_EINVAL;
+	rc = cdp_parse_i64(s, min, max, &v);
+	if (rc == CDP_OK)
+		*out = (int)v;
+	return rc;
+}
+
+/* "inf", "+Infinity", "-inf", ... as strtod() spells infinity. */
+static int is_inf_word(const char *s)
+{
+	if (*s == '+' || *s == '-')
+		s++;
+	return strcasecmp(s, "inf") == 0 || strcasecmp(s, "infinity") == 0;
+}
+
+/* Decimal floating point: sign, digits with at most one '.', and an optional
+ * exponent. Rejects strtod()'s hex floats and nan, and any white space. */
+static int is_decimal_float(const char *s)
+{
+	int digits = 0;
+
+	if (*s == '+' || *s == '-')
+		s++;
+	while (is_digit(*s)) {
+		s++;
+		digits++;
+	}
+	if (*s == '.') {
+		s++;
+		while (is_digit(*s)) {
+			s++;
+			digits++;
+		}
+	}
+	if (digits == 0)
+		return 0;
+	if (*s == 'e' || *s == 'E') {
+		s++;
+		if (*s == '+' || *s == '-')
+			s++;
+		if (!is_digit(*s))
+			return 0;
+		while (is_digit(*s))
+			s++;
+	}
+	return *s == '\0';
+}
+
+int cdp_parse_double(const char *s, double min, double max, double *out)
+{
+	char *end;
+	double v;
+
+	if (!s || !out || isnan(min) || isnan(max))
+		return CDP_EINVAL;
+	if (is_inf_word(s)) {
+		/* Infinity is a value only where the range reaches it. */
+		v = s[0] == '-' ? -INFINITY : INFINITY;
+		if (v < 0 ? min != -INFINITY : max != INFINITY)
+			return CDP_ERANGE;
+		*out = v;
+		return CDP_OK;
+	}
+	if (!is_decimal_float(s))
+		return CDP_ESYNTAX;
+	errno = 0;
+	v = strtod(s, &end);
+	if (*end != '\0')
+		return CDP_ESYNTAX;
+	/* ERANGE also flags underflow; a tiny number rounded towards 0 is
+	 * still the number the user meant, overflow to HUGE_VAL is not. */
+	if (errno == ERANGE && isinf(v))
+		return CDP_ERANGE;
+	if (v < min || v > max)
+		return CDP_ERANGE;
+	*out = v;
+	return CDP_OK;
+}
+
+/* Multiplier of a size suffix, or 0 if the suffix is not one we accept:
+ * "", or one of K M G T (either case) optionally followed by "iB". */
+static uint64_t size_suffix(const char *suf)
+{
+	static const char letters[] = "KMGT";
+	const char *p;
+	uint64_t mult = 1;
+
+	if (*suf == '\0')
+		return 1;
+	if (*suf >= 'a' && *suf <= 'z')
+		p = strchr(letters, *suf - 'a' + 'A');
+	else
+		p = strchr(letters, *suf);
+	if (!p)
+		return 0;
+	if (strcmp(suf + 1, "") != 0 && strcmp(suf + 1, "iB") != 0)
+		return 0;
+	for (int i = 0; i <= (int)(p - letters); i++)
+		mult *= 1024;
+	return mult;
+}
+
+int cdp_parse_size(const char *s, uint64_t min, uint64_t max, uint64_t *out)
+{
+	const char *p;
+	char num[32];
+	uint64_t v, mult;
+	size_t len;
+	int rc;
+
+	if (!s || !out)
+		return CDP_EINVAL;
+	for (p = s; is_digit(*p); p++)
+		;
+	len = (size_t)(p - s);
+	if (len == 0)
+		return CDP_ESYNTAX;
+	mult = size_suffix(p);
+	if (mult == 0)
+		return CDP_ESYNTAX;
+	if (len >= sizeof num)
+		return CDP_ERANGE;      /* more digits than any uint64_t */
+	memcpy(num, s, len);
+	num[len] = '\0';
+	rc = cdp_parse_u64(num, 0, UINT64_MAX, &v);
+	if (rc != CDP_OK)
+		return rc;
+	if (v > UINT64_MAX / mult)
+		return CDP_ERANGE;
+	v *= mult;
+	if (v < min || v > max)
+		return CDP_ERANGE;
+	*out = v;
+	return CDP_OK;
+}
+
+int cdp_parse_int_list(const char *s, int min, int max, int *out, size_t cap,
+                       size_t *n)
+{
+	char *copy, *item, *comma;
+	size_t count = 0;
+	int rc = CDP_OK;
+
+	if (!s || !n || (cap > 0 && !out))
+		return CDP_EINVAL;
+	copy = strdup(s);
+	if (!copy)
+		return CDP_ENOMEM;
+	/* Walk the items by hand: strtok() would skip empty ones ("1,,2"). */
+	item = copy;
+	for (;;) {
+		int v;
+
+		comma = strchr(item, ',');
+		if (comma)
+			*comma = '\0';
+		if (*item == '\0') {
+			rc = CDP_ESYNTAX;
+			break;
+		}
+		rc = cdp_parse_int(item, min, max, &v);
+		if (rc != CDP_OK)
+			break;
+		if (count == cap) {
+			rc = CDP_ERANGE;
+			break;
+		}
+		out[count++] = v;
+		if (!comma)
+			break;
+		item = comma + 1;
+	}
+	free(copy);
+	if (rc == CDP_OK)
+		*n = count;
+	return rc;
+}
+
+int cdp_mul_size(size_t a, size_t b, size_t *out)
+{
+	if (!out)
+		return CDP_EINVAL;
+	if (b != 0 && a > SIZE_MAX / b)
+		return CDP_EOVERFLOW;
+	*out = a * b;
+	return CDP_OK;
+}
+
+int cdp_add_size(size_t a, size_t b, size_t *out)
+{
+	if (!out)
+		return CDP_EINVAL;
+	if (a > SIZE_MAX - b)
+		return CDP_EOVERFLOW;
+	*out = a + b;
+	return CDP_OK;
+}

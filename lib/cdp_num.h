@@ -2,7 +2,12 @@
  *
  * Every parser accepts the whole string or fails: no trailing garbage, no
  * empty string, no silent wrap-around. Returns CDP_OK, CDP_ESYNTAX (not a
- * number) or CDP_ERANGE (outside [min, max]).
+ * number) or CDP_ERANGE (outside [min, max], or beyond the type), and
+ * CDP_EINVAL for NULL pointers. *out is written only on success.
+ *
+ * Integers are decimal only ("010" is ten, "0x10" is a syntax error), with no
+ * white space anywhere. Signed parsers take an optional '+' or '-'; unsigned
+ * ones an optional '+' but never '-' ("-1" is CDP_ESYNTAX, not 2^64-1).
  */
 #ifndef CDP_NUM_H
 #define CDP_NUM_H
@@ -13,12 +18,18 @@
 int cdp_parse_i64(const char *s, int64_t min, int64_t max, int64_t *out);
 int cdp_parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *out);
 int cdp_parse_int(const char *s, int min, int max, int *out);
-/* Finite doubles only (no nan/inf) unless the range is infinite. */
+/* Decimal notation ("1.5", ".5", "2e-3"); no hex floats, no nan. Finite
+ * doubles only: "inf" / "infinity" (any case, signed) are accepted only when
+ * that side of the range is infinite, otherwise CDP_ERANGE, as is overflow
+ * ("1e999"). Underflow rounds towards zero and is accepted. */
 int cdp_parse_double(const char *s, double min, double max, double *out);
-/* A size with an optional binary suffix: 64K, 1M, 2G, 1T (powers of 1024). */
+/* A size: decimal digits with an optional binary suffix K, M, G or T (either
+ * case, powers of 1024), optionally spelled KiB, MiB, GiB, TiB: "4096",
+ * "64K", "64KiB", "1m", "2G". No fractions, no sign, no space, no "KB". */
 int cdp_parse_size(const char *s, uint64_t min, uint64_t max, uint64_t *out);
 /* A comma-separated list of ints in [min,max], e.g. "1,2,3". At most cap
- * items; *n receives the count. Empty items are CDP_ESYNTAX. */
+ * items (more is CDP_ERANGE); *n receives the count on success. Empty items
+ * ("", "1,,2", "1,") are CDP_ESYNTAX; CDP_ENOMEM if a copy cannot be made. */
 int cdp_parse_int_list(const char *s, int min, int max, int *out, size_t cap,
                        size_t *n);
 

@@ -1,8 +1,10 @@
 /* cdp_png.h: writing PNG files with libpng (tile files, previews, plots).
  *
  * Writes go to "PATH.tmp.XXXXXX" and are renamed on success, so a failure
- * leaves no half-written PNG. Returns CDP_OK, an errno, or CDP_EFORMAT when
- * libpng reports an error.
+ * leaves no half-written PNG (and no temporary file). Returns CDP_OK, an
+ * errno (from open, write, close or rename: ENOENT for a missing directory,
+ * ENOSPC, ...), CDP_EINVAL for bad arguments, or CDP_EFORMAT when libpng
+ * reports an error. Nothing is printed: libpng's messages are suppressed.
  */
 #ifndef CDP_PNG_H
 #define CDP_PNG_H
@@ -15,7 +17,11 @@
 int cdp_png_write(const char *path, const void *pixels, int w, int h,
                   int channels, int depth);
 /* Reads a PNG written by cdp_png_write (for tests and previews): allocates
- * *pixels (free()), fills w, h, channels, depth. */
+ * *pixels (free()), fills w, h, channels, depth, in the layout that
+ * cdp_png_write takes. Palette and 1/2/4-bit gray files are expanded to 8 bits.
+ * Errors: an errno (ENOENT, EIO), CDP_EMAGIC (not a PNG), CDP_ETRUNC (file
+ * ends early), CDP_EFORMAT (corrupt), CDP_EUNSUP, CDP_ENOMEM; the outputs are
+ * untouched on failure. */
 int cdp_png_read(const char *path, void **pixels, int *w, int *h, int *channels,
                  int *depth);
 

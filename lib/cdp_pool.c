@@ -1,1 +1,452 @@
+/* cdp_pool.c: opening a pool, its checksummed meta values, and the summary a
+ * trainer loads (cdp_pool.h, cdp-pool(5)).
+ *
+ * Creation is idempotent and safe under concurrency: the sub-databases and
+ * the format/uuid values are made inside one write txn that first looks for
+ * them, and LMDB serializes write txns across processes, so two packers that
+ * create the same pool at once agree on one uuid.
+ */
 #include "cdp_pool.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include "cdp_dtype.h"
+#include "cdp_error.h"
+#include "cdp_lmdb.h"
+#include "cdp_stats.h"
+
+#define CRC_LINE_LEN 15  /* "crc32=" + 8 hex + "\n" */
+
+static int new_uuid(char out[33])
+{
+	unsigned char r[16];
+	size_t got = 0;
+	int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return errno;
+	while (got < sizeof r) {
+		ssize_t n = read(fd, r + got, sizeof r - got);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			int e = n < 0 ? errno : EIO;
+			close(fd);
+			return e;
+		}
+		got += (size_t)n;
+	}
+	close(fd);
+	for (int i = 0; i < 16; i++)
+		snprintf(out + 2 * i, 3, "%02x", r[i]);
+	return CDP_OK;
+}
+
+/* Checks "format=cdpool-pool\nversion=N\n". */
+static int check_format(const char *text)
+{
+	char v[32];
+	char *end;
+	unsigned long long ver;
+
+	if (cdp_meta_field(text, "format", v, sizeof v) != CDP_OK ||
+	    strcmp(v, CDP_POOL_FORMAT) != 0 ||
+	    cdp_meta_field(text, "version", v, sizeof v) != CDP_OK ||
+	    v[0] < '0' || v[0] > '9')
+		return CDP_EFORMAT;
+	errno = 0;
+	ver = strtoull(v, &end, 10);
+	if (*end || errno || ver < 1)
+		return CDP_EFORMAT;
+	return ver > CDP_POOL_VERSION ? CDP_EVERSION : CDP_OK;
+}
+
+/* Creates the sub-databases and format/uuid values unless present. */
+static int create_txn(cdp_pool *p)
+{
+	MDB_txn *txn;
+	cdp_buf b = {0};
+	char text[64], uuid[33];
+	int rc, n;
+
+	if ((rc = cdp_lmdb_txn_begin(p->env, 0, &txn)) != 0)
+		return rc;
+	if ((rc = mdb_dbi_open(txn, "tiles", MDB_CREATE, &p->tiles)) != 0 ||
+	    (rc = mdb_dbi_open(txn, "meta", MDB_CREATE, &p->meta)) != 0)
+		goto fail;
+	rc = cdp_pool_meta_get(p, txn, "format", &b);
+	if (rc == MDB_NOTFOUND) {
+		n = snprintf(text, sizeof text, "format=%s\nversion=%d\n",
+		             CDP_POOL_FORMAT, CDP_POOL_VERSION);
+		if ((rc = cdp_pool_meta_put(p, txn, "format", text, (size_t)n)) != 0 ||
+		    (rc = new_uuid(uuid)) != 0)
+			goto fail;
+		n = snprintf(text, sizeof text, "uuid=%s\n", uuid);
+		if ((rc = cdp_pool_meta_put(p, txn, "uuid", text, (size_t)n)) != 0)
+			goto fail;
+	} else if (rc != CDP_OK || (rc = check_format((const char *)b.p)) != CDP_OK) {
+		goto fail;
+	}
+	cdp_buf_free(&b);
+	return mdb_txn_commit(txn);
+fail:
+	cdp_buf_free(&b);
+	mdb_txn_abort(txn);
+	return rc;
+}
+
+/* Opens the existing sub-databases in a read txn (handles outlive it once
+ * committed) and checks the format value. */
+static int open_txn(cdp_pool *p)
+{
+	MDB_txn *txn;
+	cdp_buf b = {0};
+	int rc;
+
+	if ((rc = cdp_lmdb_txn_begin(p->env, MDB_RDONLY, &txn)) != 0)
+		return rc;
+	rc = mdb_dbi_open(txn, "tiles", 0, &p->tiles);
+	if (rc == 0)
+		rc = mdb_dbi_open(txn, "meta", 0, &p->meta);
+	if (rc == MDB_NOTFOUND)
+		rc = CDP_ELMDB;
+	if (rc == 0) {
+		rc = cdp_pool_meta_get(p, txn, "format", &b);
+		if (rc == MDB_NOTFOUND)
+			rc = CDP_EFORMAT;
+		if (rc == 0)
+			rc = check_format((const char *)b.p);
+	}
+	cdp_buf_free(&b);
+	if (rc != 0) {
+		mdb_txn_abort(txn);
+		return rc;
+	}
+	return mdb_txn_commit(txn);
+}
+
+int cdp_pool_open(const char *path, int flags, size_t mapsize, cdp_pool *p)
+{
+	unsigned int mflags = 0;
+	int rc;
+
+	memset(p, 0, sizeof *p);
+	if (flags & CDP_POOL_RDONLY)
+		mflags |= MDB_RDONLY | MDB_NOTLS;
+	if (flags & CDP_POOL_NOSYNC)
+		mflags |= MDB_NOSYNC;
+	if (flags & CDP_POOL_NORDAHEAD)
+		mflags |= MDB_NORDAHEAD;
+	if ((flags & CDP_POOL_RDONLY) && (flags & CDP_POOL_CREATE))
+		return CDP_EINVAL;
+	rc = cdp_lmdb_env_open(path, mflags, flags & CDP_POOL_CREATE, 2, mapsize, &p->env);
+	if (rc != 0)
+		return rc;
+	p->flags = flags;
+	if (flags & CDP_POOL_CREATE) {
+		while ((rc = create_txn(p)) == MDB_MAP_FULL)
+			if ((rc = cdp_lmdb_grow(p->env)) != 0)
+				break;
+	} else {
+		rc = open_txn(p);
+	}
+	if (rc != 0)
+		cdp_pool_close(p);
+	return rc;
+}
+
+void cdp_pool_close(cdp_pool *p)
+{
+	if (p && p->env)
+		mdb_env_close(p->env);
+	if (p)
+		memset(p, 0, sizeof *p);
+}
+
+static int meta_copy(const MDB_val *v, cdp_buf *out)
+{
+	const char *s = v->mv_data;
+	size_t n = v->mv_size, body;
+	char want[CRC_LINE_LEN + 1];
+	int rc;
+
+	if (n < CRC_LINE_LEN)
+		return CDP_ECRC;
+	body = n - CRC_LINE_LEN;
+	if (body && s[body - 1] != '\n')
+		return CDP_ECRC;
+	snprintf(want, sizeof want, "crc32=%08lx\n",
+	         crc32(0L, (const Bytef *)s, (uInt)body));
+	if (body > UINT32_MAX || memcmp(s + body, want, CRC_LINE_LEN) != 0)
+		return CDP_ECRC;
+	if ((rc = cdp_buf_reserve(out, body + 1)) != CDP_OK)
+		return rc;
+	memcpy(out->p, s, body);
+	out->p[body] = '\0';
+	out->len = body;
+	return CDP_OK;
+}
+
+int cdp_pool_meta_get(cdp_pool *p, MDB_txn *txn, const char *name, cdp_buf *out)
+{
+	MDB_txn *own = NULL;
+	MDB_val k = { strlen(name), (void *)name }, v;
+	int rc;
+
+	if (!txn) {
+		if ((rc = cdp_lmdb_txn_begin(p->env, MDB_RDONLY, &own)) != 0)
+			return rc;
+		txn = own;
+	}
+	rc = mdb_get(txn, p->meta, &k, &v);
+	if (rc == 0)
+		rc = meta_copy(&v, out);
+	if (own)
+		mdb_txn_abort(own);
+	return rc;
+}
+
+int cdp_pool_meta_put(cdp_pool *p, MDB_txn *txn, const char *name,
+                      const char *text, size_t len)
+{
+	MDB_val k = { strlen(name), (void *)name }, v;
+	char *s;
+	int rc;
+
+	if ((len && text[len - 1] != '\n') || memchr(text, '\0', len) ||
+	    len > UINT32_MAX || k.mv_size == 0)
+		return CDP_EINVAL;
+	if (!(s = malloc(len + CRC_LINE_LEN + 1)))
+		return CDP_ENOMEM;
+	memcpy(s, text, len);
+	snprintf(s + len, CRC_LINE_LEN + 1, "crc32=%08lx\n",
+	         crc32(0L, (const Bytef *)text, (uInt)len));
+	v.mv_size = len + CRC_LINE_LEN;
+	v.mv_data = s;
+	rc = mdb_put(txn, p->meta, &k, &v, 0);
+	free(s);
+	return rc;
+}
+
+int cdp_meta_field(const char *text, const char *key, char *out, size_t cap)
+{
+	size_t kl = strlen(key);
+	const char *p = text;
+
+	while (*p) {
+		const char *eol = strchr(p, '\n');
+		size_t ll = eol ? (size_t)(eol - p) : strlen(p);
+
+		if (ll > kl && memcmp(p, key, kl) == 0 && p[kl] == '=') {
+			size_t vl = ll - kl - 1;
+			if (vl >= cap)
+				return CDP_ERANGE;
+			memcpy(out, p + kl + 1, vl);
+			out[vl] = '\0';
+			return CDP_OK;
+		}
+		if (!eol)
+			break;
+		p = eol + 1;
+	}
+	return MDB_NOTFOUND;
+}
+
+static const char *const label_names[] = { "none", "u8", "u16", "class" };
+
+int cdp_pool_shape_format(const cdp_record *r, cdp_buf *out)
+{
+	int n;
+
+	if (!cdp_dtype_name(r->dtype) || r->label_kind < CDP_LABEL_NONE ||
+	    r->label_kind > CDP_LABEL_CLASS)
+		return CDP_EINVAL;
+	n = snprintf(NULL, 0, "dtype=%s\nbands=%" PRIu32 "\nheight=%" PRIu32
+	             "\nwidth=%" PRIu32 "\nlabel=%s\nignore=%" PRIu32 "\n",
+	             cdp_dtype_name(r->dtype), r->bands, r->height, r->width,
+	             label_names[r->label_kind], r->label_ignore);
+	if (cdp_buf_reserve(out, (size_t)n + 1) != CDP_OK)
+		return CDP_ENOMEM;
+	snprintf((char *)out->p, (size_t)n + 1, "dtype=%s\nbands=%" PRIu32
+	         "\nheight=%" PRIu32 "\nwidth=%" PRIu32 "\nlabel=%s\nignore=%"
+	         PRIu32 "\n", cdp_dtype_name(r->dtype), r->bands, r->height,
+	         r->width, label_names[r->label_kind], r->label_ignore);
+	out->len = (size_t)n;
+	return CDP_OK;
+}
+
+static int field_u32(const char *text, const char *key, uint32_t min,
+                     uint32_t max, uint32_t *out)
+{
+	char v[32], *end;
+	unsigned long long x;
+
+	if (cdp_meta_field(text, key, v, sizeof v) != CDP_OK || v[0] < '0' || v[0] > '9')
+		return CDP_EFORMAT;
+	errno = 0;
+	x = strtoull(v, &end, 10);
+	if (*end || errno || x < min || x > max)
+		return CDP_EFORMAT;
+	*out = (uint32_t)x;
+	return CDP_OK;
+}
+
+int cdp_pool_shape_parse(const char *text, cdp_record *r)
+{
+	char v[32];
+	int rc;
+
+	memset(r, 0, sizeof *r);
+	if (cdp_meta_field(text, "dtype", v, sizeof v) != CDP_OK ||
+	    !(r->dtype = cdp_dtype_parse(v)))
+		return CDP_EFORMAT;
+	if ((rc = field_u32(text, "bands", 1, CDP_RECORD_MAXDIM, &r->bands)) ||
+	    (rc = field_u32(text, "height", 1, CDP_RECORD_MAXDIM, &r->height)) ||
+	    (rc = field_u32(text, "width", 1, CDP_RECORD_MAXDIM, &r->width)) ||
+	    (rc = field_u32(text, "ignore", 0, UINT32_MAX, &r->label_ignore)))
+		return rc;
+	if (cdp_meta_field(text, "label", v, sizeof v) != CDP_OK)
+		return CDP_EFORMAT;
+	for (r->label_kind = CDP_LABEL_NONE; r->label_kind <= CDP_LABEL_CLASS; r->label_kind++)
+		if (strcmp(v, label_names[r->label_kind]) == 0)
+			return CDP_OK;
+	return CDP_EFORMAT;
+}
+
+static int is_hex32(const char *u)
+{
+	size_t i;
+
+	for (i = 0; u[i]; i++)
+		if (!((u[i] >= '0' && u[i] <= '9') || (u[i] >= 'a' && u[i] <= 'f')))
+			return 0;
+	return i == 32;
+}
+
+/* Number of "source." meta names. */
+static int count_sources(cdp_pool *p, MDB_txn *txn, uint32_t *n)
+{
+	static const char prefix[] = "source.";
+	MDB_cursor *cur;
+	MDB_val k = { sizeof prefix - 1, (void *)prefix }, v;
+	int rc;
+
+	*n = 0;
+	if ((rc = mdb_cursor_open(txn, p->meta, &cur)) != 0)
+		return rc;
+	for (rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE); rc == 0;
+	     rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+		if (k.mv_size < sizeof prefix - 1 ||
+		    memcmp(k.mv_data, prefix, sizeof prefix - 1) != 0)
+			break;
+		(*n)++;
+	}
+	mdb_cursor_close(cur);
+	return rc == MDB_NOTFOUND || rc == 0 ? CDP_OK : rc;
+}
+
+static int load(cdp_pool *p, MDB_txn *txn, cdp_pool_info *info, cdp_buf *b)
+{
+	cdp_record shape;
+	cdp_stats st = {0};
+	MDB_stat ms;
+	char v[40], *end;
+	int rc;
+
+	if ((rc = cdp_pool_meta_get(p, txn, "format", b)) == MDB_NOTFOUND)
+		return CDP_EFORMAT;
+	if (rc || (rc = check_format((const char *)b->p)))
+		return rc;
+	if ((rc = cdp_pool_meta_get(p, txn, "uuid", b)) == MDB_NOTFOUND)
+		return CDP_EFORMAT;
+	if (rc)
+		return rc;
+	if (cdp_meta_field((const char *)b->p, "uuid", info->uuid, sizeof info->uuid) ||
+	    !is_hex32(info->uuid))
+		return CDP_EFORMAT;
+
+	rc = cdp_pool_meta_get(p, txn, "count", b);
+	if (rc == CDP_OK) {
+		if (cdp_meta_field((const char *)b->p, "tiles", v, sizeof v) ||
+		    v[0] < '0' || v[0] > '9')
+			return CDP_EFORMAT;
+		errno = 0;
+		info->tiles = strtoull(v, &end, 10);
+		if (*end || errno)
+			return CDP_EFORMAT;
+	} else if (rc != MDB_NOTFOUND) {
+		return rc;
+	}
+	/* The count must describe the records actually committed. */
+	if ((rc = mdb_stat(txn, p->tiles, &ms)) != 0)
+		return rc;
+	if (ms.ms_entries != info->tiles)
+		return CDP_EFORMAT;
+
+	rc = cdp_pool_meta_get(p, txn, "shape", b);
+	if (rc == MDB_NOTFOUND)
+		return info->tiles ? CDP_EFORMAT : count_sources(p, txn, &info->nsources);
+	if (rc || (rc = cdp_pool_shape_parse((const char *)b->p, &shape)))
+		return rc;
+	info->dtype = shape.dtype;
+	info->label_kind = shape.label_kind;
+	info->bands = shape.bands;
+	info->height = shape.height;
+	info->width = shape.width;
+	info->label_ignore = shape.label_ignore;
+
+	if ((rc = cdp_pool_meta_get(p, txn, "stats", b)) == MDB_NOTFOUND)
+		rc = cdp_stats_init(&st, shape.dtype, shape.bands);
+	else if (rc == CDP_OK)
+		rc = cdp_stats_parse((const char *)b->p, b->len, &st);
+	if (rc)
+		return rc == CDP_ESYNTAX ? CDP_EFORMAT : rc;
+	/* Stale stats (an interrupted --replace) would mislead a trainer. */
+	if (st.dtype != shape.dtype || st.bands != shape.bands || st.stale) {
+		cdp_stats_free(&st);
+		return CDP_EFORMAT;
+	}
+	if (!(info->band = calloc(shape.bands, sizeof *info->band))) {
+		cdp_stats_free(&st);
+		return CDP_ENOMEM;
+	}
+	for (uint32_t i = 0; i < shape.bands; i++) {
+		cdp_band_info *bi = &info->band[i];
+		bi->count = st.b[i].count;
+		cdp_stats_result(&st, i, &bi->mean, &bi->std, &bi->min, &bi->max);
+	}
+	cdp_stats_free(&st);
+	return count_sources(p, txn, &info->nsources);
+}
+
+int cdp_pool_info_load(cdp_pool *p, cdp_pool_info *info)
+{
+	MDB_txn *txn;
+	cdp_buf b = {0};
+	int rc;
+
+	memset(info, 0, sizeof *info);
+	if ((rc = cdp_lmdb_txn_begin(p->env, MDB_RDONLY, &txn)) != 0)
+		return rc;
+	rc = load(p, txn, info, &b);
+	mdb_txn_abort(txn);
+	cdp_buf_free(&b);
+	if (rc)
+		cdp_pool_info_free(info);
+	return rc;
+}
+
+void cdp_pool_info_free(cdp_pool_info *info)
+{
+	if (!info)
+		return;
+	free(info->band);
+	info->band = NULL;
+}

@@ -1,26 +1,34 @@
 /* cdp_pool.h: the central data pool, an LMDB environment with two named
  * sub-databases. Defined here and in man/cdp-pool.5.
  *
- *   tiles: key (NAME_ROW_COL, cdp_key.h) -> tile record (cdp_record.h)
+ *   tiles: key (NAME_ROW_COL, cdp_key.h; a chip packed by cdp-lmdbpack --list
+ *          is keyed by its file stem) -> tile record (cdp_record.h)
  *   meta:  name -> text value of "name=value\n" lines, the last line being
  *          "crc32=XXXXXXXX\n" (lowercase hex of zlib crc32 over the
  *          preceding bytes of the value). Names:
  *     format      "format=cdpool-pool\nversion=1\n"
  *     uuid        "uuid=<32 lowercase hex>\n"           (set at creation)
  *     shape       dtype=, bands=, height=, width=, label= (none|u8|u16|class),
- *                 ignore= (label ignore value)
+ *                 ignore= (label ignore value); set by the first record
  *     count       "tiles=N\n"
- *     stats       per band b (1-based): "band.b.count=", ".sum=", ".sumsq=",
- *                 ".min=", ".max=", ".mean=", ".std=" (accumulator state that
- *                 cdp_stats.h can resume, plus the derived mean and std)
- *     classes     "class.K=count\n" per label class id seen (ignore excluded)
- *     source.NNNNNN  one per source raster: the 'S' frame body (cdp_stream.h)
- *     cmdline     one line per cdp-lmdbpack run that changed the pool
+ *     stats       the text form of cdp_stats.h: "dtype=", "bands=", then per
+ *                 band b (1-based) "band.b.count=", ".sum=", ".sumsq=",
+ *                 ".min=", ".max=", ".mean=", ".std=" (float dtypes add the
+ *                 compensations ".sumc=" and ".sumsqc="); a "stale=1" line
+ *                 marks stats that no longer match the records (a --replace
+ *                 that did not finish)
+ *     classes     "class.K=count\n" per label class id seen (ignore excluded;
+ *                 scalar classes count tiles)
+ *     source.NNNNNN  one per source raster (NNNNNN its 0-based index, 6 or
+ *                 more digits): the 'S' frame body (cdp_stream.h) with the
+ *                 pool's index; records' source fields index this list
+ *     cmdline     "cmd.N=<UTC time> <argv>\n", one line per cdp-lmdbpack run
+ *                 that changed the pool
  *
  * Every pool change is one committed transaction holding both the records and
  * the meta that describes them, so a killed writer leaves a consistent pool.
  * Readers open it MDB_RDONLY | MDB_NOTLS; LMDB errors come back as LMDB's
- * own codes (cdp_strerror() decodes them).
+ * own codes (cdp_strerror() decodes them), system errors as errno values.
  */
 #ifndef CDP_POOL_H
 #define CDP_POOL_H
@@ -62,7 +70,9 @@ typedef struct cdp_pool_info {
 } cdp_pool_info;
 
 /* Opens (and with CDP_POOL_CREATE creates, with a new uuid and format meta)
- * the pool at path, a directory. mapsize 0 keeps LMDB's (or the file's). */
+ * the pool at path, a directory. mapsize 0 keeps LMDB's (or the file's).
+ * CDP_ELMDB when a sub-database is missing, CDP_EFORMAT/CDP_EVERSION when the
+ * format value is not ours, errno values (ENOENT, ENOTDIR, EACCES). */
 int  cdp_pool_open(const char *path, int flags, size_t mapsize, cdp_pool *p);
 void cdp_pool_close(cdp_pool *p);
 
@@ -73,11 +83,21 @@ int  cdp_pool_meta_get(cdp_pool *p, MDB_txn *txn, const char *name, cdp_buf *out
 /* Writes meta value `name` (text without the crc line) in a write txn. */
 int  cdp_pool_meta_put(cdp_pool *p, MDB_txn *txn, const char *name,
                        const char *text, size_t len);
-/* Finds "key=" in a meta text and copies its value (to end of line). */
+/* Finds the line "key=..." in a meta text and copies its value (to end of
+ * line) into out[cap]. MDB_NOTFOUND if absent, CDP_ERANGE if it does not fit. */
 int  cdp_meta_field(const char *text, const char *key, char *out, size_t cap);
 
+/* The "shape" meta text of a record layout (dtype, bands, height, width,
+ * label kind and ignore value of r), and back into those fields of r (the
+ * others zeroed; CDP_EFORMAT on a bad text). */
+int  cdp_pool_shape_format(const cdp_record *r, cdp_buf *out);
+int  cdp_pool_shape_parse(const char *text, cdp_record *r);
+
 /* Loads and validates format, uuid, shape, count and stats. CDP_EFORMAT with
- * a wrong format name, CDP_EVERSION with a newer version. */
+ * a wrong format name, a missing or malformed value, a count that differs
+ * from the tiles database's entries, or stale stats; CDP_EVERSION with a
+ * newer version; CDP_ECRC with a corrupt value. An empty pool (no shape yet)
+ * loads with bands 0. */
 int  cdp_pool_info_load(cdp_pool *p, cdp_pool_info *info);
 void cdp_pool_info_free(cdp_pool_info *info);
 

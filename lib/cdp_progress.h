@@ -2,8 +2,12 @@
  *
  * Progress is drawn only when stderr is a terminal (CDP_PROGRESS_AUTO), or
  * always (CDP_PROGRESS_ON, from --progress), or never (CDP_PROGRESS_OFF,
- * from -q). It is redrawn at most once a second, on one line ending in \r,
- * and finished with a newline by cdp_progress_end().
+ * from -q). It is redrawn at most once a second, the first time one second
+ * after the start, on one line ending in \r:
+ *     cdp-tile: tiling 1234/5000 (24%) 3.1/s
+ * ("cdp-tile: tiling 1234 3.1/s" when the total is 0, i.e. unknown), and
+ * finished by cdp_progress_end() with the final counts, ", done" and a
+ * newline. On a terminal each line also clears the rest of the row.
  */
 #ifndef CDP_PROGRESS_H
 #define CDP_PROGRESS_H
@@ -27,7 +31,8 @@ void cdp_progress_start(cdp_progress *p, int mode, const char *prog,
                         const char *title, uint64_t total);
 /* Set the done count; redraws if at least one second has passed. */
 void cdp_progress_update(cdp_progress *p, uint64_t done);
-/* Final redraw and newline (only if anything was drawn or enabled). */
+/* Final redraw and newline (only if anything was drawn or enabled); a
+ * second call prints nothing. */
 void cdp_progress_end(cdp_progress *p);
 
 /* Monotonic clock in seconds. */

@@ -1,1 +1,395 @@
+/* cdp_raster.c: the GDAL side of cdp_raster.h.
+ *
+ * Everything GDAL-specific in cdpool lives here: opening a dataset, mapping
+ * its data type onto cdp_dtype, windowed reads of (bands, h, w) blocks, the
+ * validity mask, and writing a GeoTIFF through a temporary name. GDAL's own
+ * error handler is silenced once; each failure copies CPLGetLastErrorMsg()
+ * into the caller's err buffer instead, so lib/ still never prints.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cpl_conv.h>
+#include <cpl_error.h>
+#include <gdal.h>
+
+#include "cdp_error.h"
+#include "cdp_dtype.h"
 #include "cdp_raster.h"
+
+struct cdp_raster {
+	GDALDatasetH ds;
+	cdp_raster_info info;
+	char *crs;
+};
+
+static int gdt_of(int dt)
+{
+	switch (dt) {
+	case CDP_DT_U8:  return GDT_Byte;
+	case CDP_DT_U16: return GDT_UInt16;
+	case CDP_DT_I16: return GDT_Int16;
+	case CDP_DT_U32: return GDT_UInt32;
+	case CDP_DT_I32: return GDT_Int32;
+	case CDP_DT_F32: return GDT_Float32;
+	case CDP_DT_F64: return GDT_Float64;
+	}
+	return GDT_Unknown;
+}
+
+/* The cdp_dtype of a band, or 0 (with *what naming the GDAL type) when cdpool
+ * cannot store it. GDAL before 3.7 reports int8 as Byte with a PIXELTYPE. */
+static int dtype_of(GDALRasterBandH b, const char **what)
+{
+	GDALDataType t = GDALGetRasterDataType(b);
+	*what = GDALGetDataTypeName(t);
+	switch (t) {
+	case GDT_Byte: {
+		const char *pt = GDALGetMetadataItem(b, "PIXELTYPE", "IMAGE_STRUCTURE");
+		if (pt && strcmp(pt, "SIGNEDBYTE") == 0) {
+			*what = "Int8";
+			return 0;
+		}
+		return CDP_DT_U8;
+	}
+	case GDT_UInt16:  return CDP_DT_U16;
+	case GDT_Int16:   return CDP_DT_I16;
+	case GDT_UInt32:  return CDP_DT_U32;
+	case GDT_Int32:   return CDP_DT_I32;
+	case GDT_Float32: return CDP_DT_F32;
+	case GDT_Float64: return CDP_DT_F64;
+	default:          return 0;
+	}
+}
+
+/* Copies GDAL's last message (or fallback) into err as one line without a
+ * trailing full stop, matching the tools' message style. */
+static void gdal_err(char *err, size_t errcap, const char *fallback)
+{
+	const char *m = CPLGetLastErrorMsg();
+	size_t n;
+
+	if (!err || errcap == 0)
+		return;
+	snprintf(err, errcap, "%s", (m && *m) ? m : fallback);
+	for (char *p = err; *p; p++)
+		if (*p == '\n' || *p == '\r' || *p == '\t')
+			*p = ' ';
+	n = strlen(err);
+	while (n > 0 && (err[n - 1] == '.' || err[n - 1] == ' '))
+		err[--n] = '\0';
+}
+
+static void set_err(char *err, size_t errcap, const char *msg)
+{
+	if (err && errcap)
+		snprintf(err, errcap, "%s", msg);
+}
+
+void cdp_raster_init(void)
+{
+	static int done;
+
+	if (done)
+		return;
+	done = 1;
+	GDALAllRegister();
+	CPLSetErrorHandler(CPLQuietErrorHandler);
+}
+
+int cdp_raster_open(const char *path, cdp_raster **out, char *err, size_t errcap)
+{
+	cdp_raster *r;
+	cdp_raster_info *in;
+	GDALRasterBandH b1;
+	const char *what, *wkt;
+	int nb;
+
+	*out = NULL;
+	cdp_raster_init();
+	r = calloc(1, sizeof(*r));
+	if (!r) {
+		set_err(err, errcap, "out of memory");
+		return CDP_ENOMEM;
+	}
+	CPLErrorReset();
+	r->ds = GDALOpenEx(path, GDAL_OF_RASTER | GDAL_OF_READONLY |
+	                   GDAL_OF_VERBOSE_ERROR, NULL, NULL, NULL);
+	if (!r->ds) {
+		size_t n = strlen(path);
+		gdal_err(err, errcap, "not a raster GDAL can open");
+		/* The caller names the file already: drop GDAL's "PATH: " prefix. */
+		if (err && errcap && strncmp(err, path, n) == 0 &&
+		    strncmp(err + n, ": ", 2) == 0)
+			memmove(err, err + n + 2, strlen(err + n + 2) + 1);
+		free(r);
+		return CDP_EGDAL;
+	}
+	in = &r->info;
+	nb = GDALGetRasterCount(r->ds);
+	if (nb < 1) {
+		set_err(err, errcap, "dataset has no raster bands");
+		cdp_raster_close(r);
+		return CDP_EGDAL;
+	}
+	b1 = GDALGetRasterBand(r->ds, 1);
+	in->width = (uint64_t)GDALGetRasterXSize(r->ds);
+	in->height = (uint64_t)GDALGetRasterYSize(r->ds);
+	in->bands = (uint32_t)nb;
+	in->dtype = dtype_of(b1, &what);
+	if (!in->dtype) {
+		if (err && errcap)
+			snprintf(err, errcap, "unsupported data type %s", what);
+		cdp_raster_close(r);
+		return CDP_EUNSUP;
+	}
+	for (int i = 2; i <= nb; i++) {
+		const char *w2;
+		if (dtype_of(GDALGetRasterBand(r->ds, i), &w2) != in->dtype) {
+			if (err && errcap)
+				snprintf(err, errcap, "band %d is %s but band 1 is %s",
+				         i, w2, what);
+			cdp_raster_close(r);
+			return CDP_EUNSUP;
+		}
+	}
+	in->nodata = GDALGetRasterNoDataValue(b1, &in->has_nodata);
+	if (!in->has_nodata)
+		in->nodata = 0;
+	in->has_gt = GDALGetGeoTransform(r->ds, in->gt) == CE_None;
+	if (!in->has_gt) {
+		static const double id[6] = { 0, 1, 0, 0, 0, 1 };
+		memcpy(in->gt, id, sizeof(id));
+	}
+	wkt = GDALGetProjectionRef(r->ds);
+	r->crs = strdup(wkt ? wkt : "");
+	if (!r->crs) {
+		set_err(err, errcap, "out of memory");
+		cdp_raster_close(r);
+		return CDP_ENOMEM;
+	}
+	in->crs = r->crs;
+	GDALGetBlockSize(b1, &in->block_w, &in->block_h);
+	*out = r;
+	return CDP_OK;
+}
+
+const cdp_raster_info *cdp_raster_get_info(const cdp_raster *r)
+{
+	return &r->info;
+}
+
+static int window_ok(const cdp_raster *r, int64_t x, int64_t y, int w, int h,
+                     char *err, size_t errcap)
+{
+	if (x < 0 || y < 0 || w < 1 || h < 1 ||
+	    (uint64_t)x + (uint64_t)w > r->info.width ||
+	    (uint64_t)y + (uint64_t)h > r->info.height) {
+		if (err && errcap)
+			snprintf(err, errcap,
+			         "window %dx%d at (%lld, %lld) outside the %llux%llu raster",
+			         w, h, (long long)x, (long long)y,
+			         (unsigned long long)r->info.width,
+			         (unsigned long long)r->info.height);
+		return CDP_EINVAL;
+	}
+	return CDP_OK;
+}
+
+int cdp_raster_read(cdp_raster *r, const int *bands, int nbands, int64_t x,
+                    int64_t y, int w, int h, void *buf, char *err, size_t errcap)
+{
+	int *map, rc;
+	GDALDataType t = gdt_of(r->info.dtype);
+	GSpacing px = GDALGetDataTypeSizeBytes(t);
+
+	rc = window_ok(r, x, y, w, h, err, errcap);
+	if (rc)
+		return rc;
+	if (nbands < 1) {
+		set_err(err, errcap, "no bands to read");
+		return CDP_EINVAL;
+	}
+	for (int i = 0; i < nbands; i++) {
+		if (bands[i] < 1 || (uint32_t)bands[i] > r->info.bands) {
+			if (err && errcap)
+				snprintf(err, errcap, "band %d requested, raster has %u",
+				         bands[i], r->info.bands);
+			return CDP_EINVAL;
+		}
+	}
+	/* GDAL's band map is not const. */
+	map = malloc(sizeof(int) * (size_t)nbands);
+	if (!map) {
+		set_err(err, errcap, "out of memory");
+		return CDP_ENOMEM;
+	}
+	memcpy(map, bands, sizeof(int) * (size_t)nbands);
+	CPLErrorReset();
+	/* Band-sequential (nbands, h, w), spacings as 64-bit so a wide strip of
+	 * many bands does not overflow GDAL's int defaults. */
+	if (GDALDatasetRasterIOEx(r->ds, GF_Read, (int)x, (int)y, w, h, buf, w, h,
+	                          t, nbands, map, px, px * w, px * w * h,
+	                          NULL) != CE_None) {
+		gdal_err(err, errcap, "read failed");
+		rc = CDP_EGDAL;
+	}
+	free(map);
+	return rc;
+}
+
+int cdp_raster_has_mask(const cdp_raster *r, int band)
+{
+	GDALRasterBandH b;
+	int f;
+
+	if (band < 1 || (uint32_t)band > r->info.bands)
+		return 0;
+	b = GDALGetRasterBand(r->ds, band);
+	f = GDALGetMaskFlags(b);
+	return !(f & (GMF_ALL_VALID | GMF_NODATA));
+}
+
+int cdp_raster_read_mask(cdp_raster *r, int band, int64_t x, int64_t y, int w,
+                         int h, uint8_t *out, char *err, size_t errcap)
+{
+	GDALRasterBandH m;
+	size_t n = (size_t)w * (size_t)h;
+	int rc = window_ok(r, x, y, w, h, err, errcap);
+
+	if (rc)
+		return rc;
+	if (band < 1 || (uint32_t)band > r->info.bands) {
+		if (err && errcap)
+			snprintf(err, errcap, "band %d requested, raster has %u",
+			         band, r->info.bands);
+		return CDP_EINVAL;
+	}
+	CPLErrorReset();
+	m = GDALGetMaskBand(GDALGetRasterBand(r->ds, band));
+	if (!m || GDALRasterIO(m, GF_Read, (int)x, (int)y, w, h, out, w, h,
+	                       GDT_Byte, 0, 0) != CE_None) {
+		gdal_err(err, errcap, "mask read failed");
+		return CDP_EGDAL;
+	}
+	/* Alpha masks carry 1..255 for partly opaque pixels: all count as valid. */
+	for (size_t i = 0; i < n; i++)
+		out[i] = out[i] ? 255 : 0;
+	return CDP_OK;
+}
+
+void cdp_raster_close(cdp_raster *r)
+{
+	if (!r)
+		return;
+	if (r->ds)
+		GDALClose(r->ds);
+	free(r->crs);
+	free(r);
+}
+
+int cdp_raster_write_tif(const char *path, int dtype, int nbands, int w, int h,
+                         const void *buf, const double gt[6], const char *wkt,
+                         int has_nodata, double nodata, char *err, size_t errcap)
+{
+	GDALDriverH drv;
+	GDALDatasetH ds = NULL;
+	GDALDataType t = gdt_of(dtype);
+	GSpacing px;
+	char *tmp = NULL;
+	double g[6];
+	mode_t um;
+	int fd, rc = CDP_OK;
+
+	cdp_raster_init();
+	if (t == GDT_Unknown || nbands < 1 || w < 1 || h < 1) {
+		set_err(err, errcap, "invalid data type or shape");
+		return CDP_EINVAL;
+	}
+	px = GDALGetDataTypeSizeBytes(t);
+	drv = GDALGetDriverByName("GTiff");
+	if (!drv) {
+		set_err(err, errcap, "GDAL has no GTiff driver");
+		return CDP_EGDAL;
+	}
+	tmp = malloc(strlen(path) + sizeof(".tmp.XXXXXX"));
+	if (!tmp) {
+		set_err(err, errcap, "out of memory");
+		return CDP_ENOMEM;
+	}
+	strcpy(tmp, path);
+	strcat(tmp, ".tmp.XXXXXX");
+	fd = mkstemp(tmp);
+	if (fd < 0) {
+		rc = errno;
+		set_err(err, errcap, strerror(rc));
+		free(tmp);
+		return rc;
+	}
+	/* mkstemp makes the file 0600; give the tile the usual umask mode. */
+	um = umask(0);
+	umask(um);
+	if (fchmod(fd, 0666 & ~um) != 0 || close(fd) != 0) {
+		rc = errno;
+		set_err(err, errcap, strerror(rc));
+		goto fail;
+	}
+	CPLErrorReset();
+	ds = GDALCreate(drv, tmp, w, h, nbands, t, NULL);
+	if (!ds) {
+		gdal_err(err, errcap, "cannot create GeoTIFF");
+		rc = CDP_EGDAL;
+		goto fail;
+	}
+	memcpy(g, gt, sizeof(g));
+	if (GDALSetGeoTransform(ds, g) != CE_None ||
+	    (wkt && *wkt && GDALSetProjection(ds, wkt) != CE_None)) {
+		gdal_err(err, errcap, "cannot set the georeference");
+		rc = CDP_EGDAL;
+		goto fail;
+	}
+	for (int i = 1; has_nodata && i <= nbands; i++) {
+		if (GDALSetRasterNoDataValue(GDALGetRasterBand(ds, i), nodata) != CE_None) {
+			gdal_err(err, errcap, "cannot set the nodata value");
+			rc = CDP_EGDAL;
+			goto fail;
+		}
+	}
+	if (GDALDatasetRasterIOEx(ds, GF_Write, 0, 0, w, h, (void *)buf, w, h, t,
+	                          nbands, NULL, px, px * w, px * w * h,
+	                          NULL) != CE_None) {
+		gdal_err(err, errcap, "write failed");
+		rc = CDP_EGDAL;
+		goto fail;
+	}
+	/* GDALClose returns nothing before GDAL 3.7: write errors that surface
+	 * while flushing show up as the last error instead. */
+	CPLErrorReset();
+	GDALClose(ds);
+	ds = NULL;
+	if (CPLGetLastErrorType() >= CE_Failure) {
+		gdal_err(err, errcap, "write failed");
+		rc = CDP_EGDAL;
+		goto fail;
+	}
+	if (rename(tmp, path) != 0) {
+		rc = errno;
+		set_err(err, errcap, strerror(rc));
+		goto fail;
+	}
+	free(tmp);
+	return CDP_OK;
+fail:
+	if (ds)
+		GDALClose(ds);
+	unlink(tmp);
+	free(tmp);
+	return rc;
+}

@@ -43,6 +43,11 @@ int  cdp_raster_read(cdp_raster *r, const int *bands, int nbands, int64_t x,
  * band: out[h*w], 0 = nodata, 255 = valid. */
 int  cdp_raster_read_mask(cdp_raster *r, int band, int64_t x, int64_t y, int w,
                           int h, uint8_t *out, char *err, size_t errcap);
+/* 1 when GDAL's mask band of `band` carries information of its own: a
+ * per-dataset or per-band mask, or an alpha band. 0 when it is all-valid or
+ * only derived from the nodata value (callers compare against the nodata
+ * value themselves, which is cheaper and handles NaN). */
+int  cdp_raster_has_mask(const cdp_raster *r, int band);
 void cdp_raster_close(cdp_raster *r);
 
 /* Writes a (nbands, h, w) buffer of dtype as a GeoTIFF (temporary name, then

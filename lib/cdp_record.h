@@ -19,10 +19,11 @@
  *   32     8     y offset (int64): row of the same
  *   40     48    geotransform of the tile (6 doubles, GDAL order)
  *   88     4     source index (into the pool's list of source rasters)
- *   92     4     label ignore value (per-pixel labels; pixels to ignore in the loss)
+ *   92     4     label ignore value (per-pixel labels; pixels to ignore in the
+ *                 loss), else 0
  *   96     4     class id (scalar label), else 0
  *   100    4     reserved, 0
- *   104    8     nodata value (double), valid when flags bit0
+ *   104    8     nodata value (double), valid when flags bit0, else 0
  *   112    8     image payload stored size (bytes)
  *   120    8     label payload stored size (0 unless label kind 1 or 2)
  *   128    8     mask payload stored size (0 unless flags bit1)
@@ -81,20 +82,31 @@ int cdp_record_sizes(const cdp_record *r, size_t *image, size_t *label,
                      size_t *mask);
 
 /* Encodes r into out (replacing its contents; out->len = encoded size).
- * zlevel 1..9 is used when r->compression is CDP_COMP_ZLIB. Validates the
- * fields first (CDP_EFORMAT, CDP_EOVERFLOW). */
+ * zlevel 1..9 is used when r->compression is CDP_COMP_ZLIB (else CDP_EINVAL).
+ * Validates the fields first (CDP_EFORMAT, CDP_EOVERFLOW): known dtype, label
+ * kind, compression and flags, dims 1..CDP_RECORD_MAXDIM, label given iff
+ * kind 1/2, class_id 0 unless kind 3, mask given iff CDP_REC_MASK. Fields not
+ * in use (label_ignore without per-pixel labels, nodata without its flag) are
+ * stored as 0. Payloads must not point into out (CDP_EINVAL). */
 int cdp_record_encode(const cdp_record *r, int zlevel, cdp_buf *out);
 
 /* Decodes and validates a record of len bytes. Every size is checked against
  * len before any payload is touched; the CRC is verified. Compressed payloads
  * are inflated into scratch (may be NULL for uncompressed records; then a
- * compressed record gives CDP_EINVAL). Errors: CDP_ETRUNC, CDP_EMAGIC,
- * CDP_EVERSION, CDP_EFORMAT, CDP_EOVERFLOW, CDP_ECRC, CDP_EZLIB, CDP_ENOMEM. */
+ * compressed record gives CDP_EINVAL), each 8-byte aligned there; a stored
+ * size of n claims at most 1032*(n+1) raw bytes (deflate's limit), so the
+ * allocation is bounded by len. Uncompressed label and mask pointers may be
+ * unaligned. Errors: CDP_ETRUNC (shorter than its sizes), CDP_EMAGIC,
+ * CDP_EVERSION, CDP_EFORMAT (bad field, nonzero reserved or unused field,
+ * trailing bytes), CDP_EOVERFLOW, CDP_ECRC, CDP_EZLIB (a payload does not
+ * inflate from exactly its stored bytes to exactly its raw size), CDP_ENOMEM. */
 int cdp_record_decode(const void *buf, size_t len, cdp_record *r,
                       cdp_buf *scratch);
 
 /* Header-only validation (no CRC, no inflation): fills the scalar fields of r
- * and leaves the payload pointers NULL. For shape checks and listings. */
+ * and leaves the payload pointers NULL. For shape checks and listings. It
+ * makes every check of decode except the CRC and inflation, so buf must hold
+ * the whole record (len its exact length). */
 int cdp_record_peek(const void *buf, size_t len, cdp_record *r);
 
 #endif

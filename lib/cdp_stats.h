@@ -1,3 +1,99 @@
+/* cdp_stats.h: per-band pixel statistics and class histograms of a pool.
+ *
+ * A cdp_stats holds, for each band, the count, sum, sum of squares, min and
+ * max of the valid samples it was given: those whose mask byte is 255 (all of
+ * them without a mask), and for f32/f64 only finite ones (NaN and +-inf are
+ * never counted). Integer dtypes are summed exactly in 128-bit integers, so
+ * the result is independent of order and of how the data was split and
+ * merged. f32/f64 are summed in double with Neumaier's compensated summation;
+ * the compensation term is part of the state, so a fold over the same samples
+ * in the same order gives bit-identical results however often the state is
+ * saved and reloaded (merge order still matters in the last bits).
+ *
+ * Mean and (population) standard deviation are derived: for integers from
+ * the exact sums (variance = (n*sumsq - sum^2) / n^2, evaluated without
+ * cancellation), for floats as sumsq/n - mean^2.
+ *
+ * The text form is the value of the pool's "stats" meta (cdp-pool(5)):
+ *   dtype=u16\nbands=C\n[stale=1\n]
+ *   then per band b (1-based): band.b.count= .sum= [.sumc=] .sumsq= [.sumsqc=]
+ *   .min= .max= .mean= .std=
+ * Integer sums, min and max are decimal; doubles are %.17g (exact round trip);
+ * .sumc/.sumsqc (compensations) appear for float dtypes only; an empty band
+ * has min, max, mean and std "nan". parse(format(s)) restores s exactly.
+ *
+ * A cdp_classes counts label classes: per-pixel labels (u8/u16 payloads)
+ * excluding the record's ignore value, or one per record for scalar classes.
+ * Class ids are below CDP_CLASS_MAX. Its text form ("classes" meta) is
+ * "class.K=N\n" for every K with N > 0, ascending.
+ *
+ * Errors: CDP_ENOMEM, CDP_ESHAPE (dtype or band count differ), CDP_EUNSUP
+ * (unknown dtype), CDP_ERANGE (class id too large), CDP_ESYNTAX (text).
+ */
 #ifndef CDP_STATS_H
 #define CDP_STATS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "cdp_record.h"
+
+#define CDP_CLASS_MAX 65536u
+
+typedef struct cdp_band_acc {
+	uint64_t count;
+	__int128 isum;               /* integer dtypes */
+	unsigned __int128 isumsq;
+	int64_t imin, imax;
+	double sum, sumc;            /* float dtypes: Neumaier sum, compensation */
+	double sumsq, sumsqc;
+	double min, max;
+} cdp_band_acc;
+
+typedef struct cdp_stats {
+	int dtype;                   /* cdp_dtype */
+	int is_float;
+	int stale;                   /* contents no longer match the records */
+	uint32_t bands;
+	cdp_band_acc *b;             /* [bands], owned */
+} cdp_stats;
+
+/* Allocates an empty accumulator for `bands` bands of dtype. */
+int  cdp_stats_init(cdp_stats *s, int dtype, uint32_t bands);
+void cdp_stats_reset(cdp_stats *s);
+void cdp_stats_free(cdp_stats *s);
+/* Adds n samples of s->dtype to band (0-based); mask NULL: all valid. */
+int  cdp_stats_add(cdp_stats *s, uint32_t band, const void *samples,
+                   const uint8_t *mask, size_t n);
+/* Adds every band of a decoded record (image payload, mask). CDP_ESHAPE when
+ * its dtype or band count differ from s. */
+int  cdp_stats_add_record(cdp_stats *s, const cdp_record *r);
+/* dst += src. CDP_ESHAPE when dtype or bands differ. */
+int  cdp_stats_merge(cdp_stats *dst, const cdp_stats *src);
+/* Derived values of band b (0-based); NaN for an empty band. */
+void cdp_stats_result(const cdp_stats *s, uint32_t b, double *mean,
+                      double *std, double *min, double *max);
+/* Text form into out (replacing its contents, NUL-terminated; out->len
+ * excludes the NUL). */
+int  cdp_stats_format(const cdp_stats *s, cdp_buf *out);
+/* Parses the text form into s (initialised here; free with cdp_stats_free). */
+int  cdp_stats_parse(const char *text, size_t len, cdp_stats *s);
+
+typedef struct cdp_classes {
+	uint64_t *n;                 /* [len] count per class id */
+	size_t len, cap;             /* len = largest id seen + 1 */
+} cdp_classes;
+
+/* An all-zero cdp_classes is empty and valid. */
+void cdp_classes_reset(cdp_classes *c);
+void cdp_classes_free(cdp_classes *c);
+int  cdp_classes_add(cdp_classes *c, uint32_t id, uint64_t count);
+/* Per-pixel labels except label_ignore, or the scalar class; a record with
+ * no label adds nothing. */
+int  cdp_classes_add_record(cdp_classes *c, const cdp_record *r);
+int  cdp_classes_merge(cdp_classes *dst, const cdp_classes *src);
+uint64_t cdp_classes_total(const cdp_classes *c);
+int  cdp_classes_format(const cdp_classes *c, cdp_buf *out);
+/* Parses into c (reset first). */
+int  cdp_classes_parse(const char *text, size_t len, cdp_classes *c);
+
 #endif

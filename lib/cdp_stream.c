@@ -1,1 +1,406 @@
+/* cdp_stream.c: the framed record stream and the source description text.
+ *
+ * The layout is in cdp_stream.h and man/cdp-record.5 (RECORD STREAM). A
+ * reader can tell a complete stream (ending in an 'E' frame) from one whose
+ * producer died (CDP_ETRUNC), and a damaged frame (CDP_ECRC) from both.
+ * read_frame returns CDP_OK for the 'E' frame too (fr->type == 'E', its body
+ * checked to be "count=N\n"); the caller stops there and compares N with the
+ * 'R' frames it saw. A stream that ends where the next frame should start is
+ * CDP_ETRUNC, not a clean end: only 'E' ends a stream.
+ *
+ * Lengths read from a stream are checked before use, and a body is read in
+ * growing chunks, so a corrupted length cannot make the reader allocate much
+ * more than the bytes actually present.
+ */
 #include "cdp_stream.h"
+#include "cdp_dtype.h"
+#include "cdp_error.h"
+#include "cdp_num.h"
+
+#include <errno.h>
+#include <float.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zlib.h>
+
+#define FRAME_HDR 8
+#define NAME_MAX_LEN (sizeof ((cdp_frame *)0)->name - 1)
+#define READ_CHUNK ((size_t)1 << 20)
+
+/* A failed stdio call as an errno; EIO when stdio left errno unset. */
+static int io_error(void)
+{
+	return errno > 0 ? errno : EIO;
+}
+
+static int write_all(FILE *f, const void *p, size_t n)
+{
+	if (n == 0)
+		return CDP_OK;
+	errno = 0;
+	if (fwrite(p, 1, n, f) != n)
+		return io_error();
+	return CDP_OK;
+}
+
+/* Reads exactly n bytes: CDP_OK, CDP_ETRUNC at end of file, or an errno. */
+static int read_all(FILE *f, void *p, size_t n)
+{
+	size_t got;
+
+	if (n == 0)
+		return CDP_OK;
+	errno = 0;
+	got = fread(p, 1, n, f);
+	if (got == n)
+		return CDP_OK;
+	return ferror(f) ? io_error() : CDP_ETRUNC;
+}
+
+int cdp_stream_write_header(FILE *f)
+{
+	uint8_t h[8] = { 'C', 'D', 'P', 'S', CDP_STREAM_VERSION, 0, 0, 0 };
+
+	if (!f)
+		return CDP_EINVAL;
+	return write_all(f, h, sizeof h);
+}
+
+static int valid_type(int type)
+{
+	return type == CDP_FRAME_SOURCE || type == CDP_FRAME_RECORD ||
+	       type == CDP_FRAME_END;
+}
+
+int cdp_stream_write_frame(FILE *f, int type, const char *name, size_t name_len,
+                           const void *body, size_t body_len)
+{
+	uint8_t h[FRAME_HDR], c[4];
+	uint32_t crc;
+	int rc;
+
+	if (!f || !valid_type(type) || name_len > NAME_MAX_LEN ||
+	    body_len > CDP_STREAM_MAXBODY || (name_len && !name) ||
+	    (body_len && !body) || (name_len && memchr(name, '\0', name_len)))
+		return CDP_EINVAL;
+	h[0] = (uint8_t)type;
+	h[1] = 0;
+	h[2] = (uint8_t)name_len;
+	h[3] = (uint8_t)(name_len >> 8);
+	for (int i = 0; i < 4; i++)
+		h[4 + i] = (uint8_t)(body_len >> (8 * i));
+	crc = (uint32_t)crc32_z(0, h, sizeof h);
+	if (name_len)
+		crc = (uint32_t)crc32_z(crc, (const uint8_t *)name, name_len);
+	if (body_len)
+		crc = (uint32_t)crc32_z(crc, body, body_len);
+	for (int i = 0; i < 4; i++)
+		c[i] = (uint8_t)(crc >> (8 * i));
+	if ((rc = write_all(f, h, sizeof h)) != CDP_OK ||
+	    (rc = write_all(f, name, name_len)) != CDP_OK ||
+	    (rc = write_all(f, body, body_len)) != CDP_OK ||
+	    (rc = write_all(f, c, sizeof c)) != CDP_OK)
+		return rc;
+	return CDP_OK;
+}
+
+int cdp_stream_read_header(FILE *f)
+{
+	uint8_t h[8];
+	int rc;
+
+	if (!f)
+		return CDP_EINVAL;
+	/* Check the magic on what is there, so a foreign short file is
+	 * "not ours" rather than "truncated". */
+	errno = 0;
+	rc = (int)fread(h, 1, 4, f);
+	if (rc < 4 && ferror(f))
+		return io_error();
+	if (rc >= 1 && memcmp(h, CDP_STREAM_MAGIC, (size_t)rc) != 0)
+		return CDP_EMAGIC;
+	if (rc < 4)
+		return CDP_ETRUNC;
+	if ((rc = read_all(f, h + 4, 4)) != CDP_OK)
+		return rc;
+	if ((h[4] | h[5] << 8) != CDP_STREAM_VERSION)
+		return CDP_EVERSION;
+	if (h[6] || h[7])
+		return CDP_EFORMAT;
+	return CDP_OK;
+}
+
+/* The body of an 'E' frame is exactly "count=N\n" with N a plain decimal. */
+static int check_end_body(const uint8_t *p, size_t n)
+{
+	char num[24];
+	uint64_t v;
+
+	if (n < 8 || n - 7 >= sizeof num || memcmp(p, "count=", 6) != 0 ||
+	    p[n - 1] != '\n')
+		return CDP_EFORMAT;
+	memcpy(num, p + 6, n - 7);
+	num[n - 7] = '\0';
+	if (num[0] == '+' || cdp_parse_u64(num, 0, UINT64_MAX, &v) != CDP_OK)
+		return CDP_EFORMAT;
+	return CDP_OK;
+}
+
+int cdp_stream_read_frame(FILE *f, cdp_frame *fr)
+{
+	uint8_t h[FRAME_HDR], c[4];
+	size_t name_len, body_len, have = 0;
+	uint32_t crc;
+	int rc;
+
+	if (!f || !fr)
+		return CDP_EINVAL;
+	fr->type = 0;
+	fr->name[0] = '\0';
+	fr->name_len = 0;
+	fr->body.len = 0;
+	if ((rc = read_all(f, h, sizeof h)) != CDP_OK)
+		return rc;
+	name_len = (size_t)h[2] | (size_t)h[3] << 8;
+	body_len = (size_t)((uint32_t)h[4] | (uint32_t)h[5] << 8 |
+	                    (uint32_t)h[6] << 16 | (uint32_t)h[7] << 24);
+	if (!valid_type(h[0]) || h[1] != 0 || name_len > NAME_MAX_LEN ||
+	    body_len > CDP_STREAM_MAXBODY)
+		return CDP_EFORMAT;
+	if ((rc = read_all(f, fr->name, name_len)) != CDP_OK)
+		return rc;
+	fr->name[name_len] = '\0';
+	/* Grow with the data that actually arrives, not with the length the
+	 * frame claims. */
+	while (have < body_len) {
+		size_t want = body_len - have;
+		size_t step = have < READ_CHUNK ? READ_CHUNK : have;
+
+		if (want > step)
+			want = step;
+		if ((rc = cdp_buf_reserve(&fr->body, have + want)) != CDP_OK)
+			return rc;
+		if ((rc = read_all(f, fr->body.p + have, want)) != CDP_OK)
+			return rc;
+		have += want;
+	}
+	if ((rc = read_all(f, c, sizeof c)) != CDP_OK)
+		return rc;
+	/* A NUL after the body lets callers treat text bodies as strings. */
+	if ((rc = cdp_buf_reserve(&fr->body, body_len + 1)) != CDP_OK)
+		return rc;
+	fr->body.p[body_len] = '\0';
+	crc = (uint32_t)crc32_z(0, h, sizeof h);
+	crc = (uint32_t)crc32_z(crc, (const uint8_t *)fr->name, name_len);
+	if (body_len)
+		crc = (uint32_t)crc32_z(crc, fr->body.p, body_len);
+	if (crc != ((uint32_t)c[0] | (uint32_t)c[1] << 8 |
+	            (uint32_t)c[2] << 16 | (uint32_t)c[3] << 24))
+		return CDP_ECRC;
+	/* Valid CRC, so what follows is a writer's mistake, not damage. */
+	if (memchr(fr->name, '\0', name_len) ||
+	    (h[0] == CDP_FRAME_END ? name_len != 0 : name_len == 0))
+		return CDP_EFORMAT;
+	if (h[0] == CDP_FRAME_END &&
+	    (rc = check_end_body(fr->body.p, body_len)) != CDP_OK)
+		return rc;
+	fr->type = h[0];
+	fr->name_len = name_len;
+	fr->body.len = body_len;
+	return CDP_OK;
+}
+
+void cdp_frame_free(cdp_frame *fr)
+{
+	if (!fr)
+		return;
+	cdp_buf_free(&fr->body);
+	fr->type = 0;
+	fr->name[0] = '\0';
+	fr->name_len = 0;
+}
+
+/* A value written on one line of the body must not break the line. */
+static int one_line(const char *s)
+{
+	return strchr(s, '\n') == NULL;
+}
+
+int cdp_source_format(const cdp_source *s, cdp_buf *out)
+{
+	const char *crs;
+	size_t name_len;
+	int n, rc;
+
+	if (!s || !out || !s->path)
+		return CDP_EINVAL;
+	crs = s->crs ? s->crs : "";
+	name_len = strnlen(s->name, sizeof s->name);
+	if (name_len == sizeof s->name || !one_line(s->name) ||
+	    !one_line(s->path) || !one_line(crs) ||
+	    !cdp_dtype_name(s->dtype) || s->width < 1 ||
+	    s->width > INT64_MAX || s->height < 1 || s->height > INT64_MAX ||
+	    s->bands < 1)
+		return CDP_EINVAL;
+	for (int i = 0; i < 6; i++)
+		if (!isfinite(s->gt[i]))
+			return CDP_EINVAL;
+	/* %.17g round-trips every double exactly. */
+#define SOURCE_FMT "index=%" PRIu32 "\nname=%s\npath=%s\nwidth=%" PRIu64 \
+	"\nheight=%" PRIu64 "\nbands=%" PRIu32 "\ndtype=%s\n" \
+	"geotransform=%.17g,%.17g,%.17g,%.17g,%.17g,%.17g\ncrs=%s\n"
+#define SOURCE_ARGS s->index, s->name, s->path, s->width, s->height, \
+	s->bands, cdp_dtype_name(s->dtype), s->gt[0], s->gt[1], s->gt[2], \
+	s->gt[3], s->gt[4], s->gt[5], crs
+	n = snprintf(NULL, 0, SOURCE_FMT, SOURCE_ARGS);
+	if (n < 0)
+		return CDP_EINVAL;
+	if ((rc = cdp_buf_reserve(out, (size_t)n + 1)) != CDP_OK)
+		return rc;
+	snprintf((char *)out->p, (size_t)n + 1, SOURCE_FMT, SOURCE_ARGS);
+#undef SOURCE_FMT
+#undef SOURCE_ARGS
+	out->len = (size_t)n;
+	return CDP_OK;
+}
+
+enum {
+	F_INDEX = 1, F_NAME = 2, F_PATH = 4, F_WIDTH = 8, F_HEIGHT = 16,
+	F_BANDS = 32, F_DTYPE = 64, F_GT = 128, F_CRS = 256
+};
+#define F_REQUIRED (F_INDEX | F_PATH | F_WIDTH | F_HEIGHT | F_BANDS | F_DTYPE | F_GT)
+
+static int parse_gt(char *v, double gt[6])
+{
+	char *comma;
+	int rc;
+
+	for (int i = 0; i < 6; i++) {
+		comma = strchr(v, ',');
+		if ((i < 5) != (comma != NULL))
+			return CDP_ESYNTAX;
+		if (comma)
+			*comma = '\0';
+		if ((rc = cdp_parse_double(v, -DBL_MAX, DBL_MAX, &gt[i])) != CDP_OK)
+			return rc;
+		if (comma)
+			v = comma + 1;
+	}
+	return CDP_OK;
+}
+
+/* One "key=value" line into t; *seen collects the keys, so a repeated key
+ * (which of the two would be meant?) is an error. Unknown keys are skipped
+ * for the sake of later versions that add lines. */
+static int parse_line(char *line, cdp_source *t, unsigned *seen)
+{
+	static const char *const keys[] = {
+		"index", "name", "path", "width", "height", "bands", "dtype",
+		"geotransform", "crs"
+	};
+	char *v = strchr(line, '=');
+	uint64_t u;
+	unsigned bit = 0;
+	int rc = CDP_OK;
+
+	if (!v)
+		return CDP_ESYNTAX;
+	*v++ = '\0';
+	for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
+		if (strcmp(line, keys[i]) == 0)
+			bit = 1u << i;
+	if (!bit)
+		return CDP_OK;
+	if (*seen & bit)
+		return CDP_EFORMAT;
+	*seen |= bit;
+	switch (bit) {
+	case F_INDEX:
+		if ((rc = cdp_parse_u64(v, 0, UINT32_MAX, &u)) == CDP_OK)
+			t->index = (uint32_t)u;
+		break;
+	case F_NAME:
+		if (strlen(v) >= sizeof t->name)
+			return CDP_ERANGE;
+		strcpy(t->name, v);
+		break;
+	case F_PATH:
+		if (!(t->path = strdup(v)))
+			return CDP_ENOMEM;
+		break;
+	case F_WIDTH:
+		rc = cdp_parse_u64(v, 1, INT64_MAX, &t->width);
+		break;
+	case F_HEIGHT:
+		rc = cdp_parse_u64(v, 1, INT64_MAX, &t->height);
+		break;
+	case F_BANDS:
+		if ((rc = cdp_parse_u64(v, 1, UINT32_MAX, &u)) == CDP_OK)
+			t->bands = (uint32_t)u;
+		break;
+	case F_DTYPE:
+		if (!(t->dtype = cdp_dtype_parse(v)))
+			return CDP_EFORMAT;
+		break;
+	case F_GT:
+		rc = parse_gt(v, t->gt);
+		break;
+	case F_CRS:
+		if (!(t->crs = strdup(v)))
+			return CDP_ENOMEM;
+		break;
+	}
+	return rc;
+}
+
+int cdp_source_parse(const void *body, size_t len, cdp_source *s)
+{
+	cdp_source t;
+	unsigned seen = 0;
+	char *text, *line, *nl;
+	int rc = CDP_OK;
+
+	if ((!body && len) || !s)
+		return CDP_EINVAL;
+	memset(s, 0, sizeof *s);
+	if (len && memchr(body, '\0', len))
+		return CDP_ESYNTAX;
+	if (!(text = malloc(len + 1)))
+		return CDP_ENOMEM;
+	if (len)
+		memcpy(text, body, len);
+	text[len] = '\0';
+	memset(&t, 0, sizeof t);
+	/* Lines end in '\n'; a missing final newline is tolerated, empty
+	 * lines are skipped. */
+	for (line = text; rc == CDP_OK && line; line = nl ? nl + 1 : NULL) {
+		nl = strchr(line, '\n');
+		if (nl)
+			*nl = '\0';
+		if (*line)
+			rc = parse_line(line, &t, &seen);
+	}
+	free(text);
+	if (rc == CDP_OK && (seen & F_REQUIRED) != F_REQUIRED)
+		rc = CDP_EFORMAT;
+	if (rc == CDP_OK && !t.crs && !(t.crs = strdup("")))
+		rc = CDP_ENOMEM;
+	if (rc != CDP_OK) {
+		cdp_source_free(&t);
+		return rc;
+	}
+	*s = t;
+	return CDP_OK;
+}
+
+void cdp_source_free(cdp_source *s)
+{
+	if (!s)
+		return;
+	free(s->path);
+	free(s->crs);
+	s->path = NULL;
+	s->crs = NULL;
+}

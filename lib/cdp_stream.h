@@ -9,12 +9,14 @@
  *                  body length u32, name bytes, body bytes,
  *                  CRC-32 u32 of all preceding bytes of the frame
  *   type 'S' source:  name = source NAME; body = text lines
- *                     "index=N\npath=P\nwidth=W\nheight=H\nbands=C\n"
- *                     "dtype=D\ngeotransform=g0,g1,g2,g3,g4,g5\ncrs=WKT\n"
- *                     (crs is the last line; WKT has no newlines)
+ *                     "index=N\nname=NAME\npath=P\nwidth=W\nheight=H\n"
+ *                     "bands=C\ndtype=D\ngeotransform=g0,g1,g2,g3,g4,g5\n"
+ *                     "crs=WKT\n" (D a cdp_dtype_name(); crs is the last
+ *                     line; values have no newlines)
  *   type 'R' record:  name = tile key; body = one tile record (cdp_record.h)
  *   type 'E' end:     name empty; body = "count=N\n" (number of 'R' frames)
- * Bodies are at most CDP_STREAM_MAXBODY bytes.
+ * Bodies are at most CDP_STREAM_MAXBODY bytes, names at most 511 bytes (no
+ * NUL); 'S' and 'R' names are not empty.
  */
 #ifndef CDP_STREAM_H
 #define CDP_STREAM_H
@@ -33,17 +35,25 @@ typedef struct cdp_frame {
 	int type;
 	char name[512];       /* NUL-terminated key or source name */
 	size_t name_len;
-	cdp_buf body;         /* owned; reused across reads */
+	cdp_buf body;         /* owned; reused across reads; after a successful
+	                         read, body.p[body.len] is a NUL (not counted) */
 } cdp_frame;
 
-/* Writing. Each returns CDP_OK or an errno (EPIPE, ENOSPC, ...). */
+/* Writing. Each returns CDP_OK, CDP_EINVAL for an invalid type, name or
+ * length, or the errno of a failed fwrite (EPIPE, ENOSPC, ...). stdio may
+ * only report a write error at fflush/fclose: the caller checks those. */
 int cdp_stream_write_header(FILE *f);
 int cdp_stream_write_frame(FILE *f, int type, const char *name, size_t name_len,
                            const void *body, size_t body_len);
 
-/* Reading. read_header: CDP_EMAGIC/CDP_EVERSION/CDP_ETRUNC. read_frame fills
- * fr; returns CDP_ETRUNC on a stream that ends inside a frame or without an
- * 'E' frame, CDP_ECRC on a corrupted frame, CDP_EFORMAT on a bad type or size. */
+/* Reading. read_header: CDP_EMAGIC/CDP_EVERSION/CDP_ETRUNC (CDP_EFORMAT for
+ * a nonzero reserved field). read_frame fills fr (fr zero-initialised before
+ * the first call); returns CDP_ETRUNC on a stream that ends inside a frame or
+ * without an 'E' frame, CDP_ECRC on a corrupted frame, CDP_EFORMAT on a bad
+ * type or size (checked before allocating), an empty 'S'/'R' name, or an 'E'
+ * frame with a name or a body other than "count=N\n". The 'E' frame itself is
+ * CDP_OK with fr->type == CDP_FRAME_END: the caller stops reading there and
+ * compares N with the 'R' frames it read. Read errors return the errno. */
 int cdp_stream_read_header(FILE *f);
 int cdp_stream_read_frame(FILE *f, cdp_frame *fr);
 void cdp_frame_free(cdp_frame *fr);
@@ -59,7 +69,17 @@ typedef struct cdp_source {
 	double gt[6];
 	char *crs;            /* owned WKT, may be "" */
 } cdp_source;
-int  cdp_source_format(const cdp_source *s, cdp_buf *out);  /* body text */
+/* format: the body text into out (out->len bytes, NUL-terminated beyond);
+ * CDP_EINVAL for a value that has a newline, an unknown dtype, a zero size
+ * or a non-finite geotransform. A NULL crs is written as "".
+ * parse: overwrites *s. Lines are "key=value" (the value is everything after
+ * the first '=', so WKT and paths may hold '=' and ','); empty lines and
+ * unknown keys are skipped, the final newline is optional. Requires index,
+ * path, width, height, bands, dtype, geotransform (name, crs default to "").
+ * CDP_ESYNTAX for a line without '=' or a malformed number, CDP_ERANGE for
+ * one out of range, CDP_EFORMAT for a missing or repeated key or an unknown
+ * dtype. On failure nothing is left allocated. */
+int  cdp_source_format(const cdp_source *s, cdp_buf *out);
 int  cdp_source_parse(const void *body, size_t len, cdp_source *s);
 void cdp_source_free(cdp_source *s);
 

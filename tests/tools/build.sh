@@ -1,1 +1,37 @@
-exit 77
+#!/bin/sh
+# What `make install` delivers and what every program promises on its
+# command line: installed programs, man pages that render without warnings,
+# share/cdpool; --help exits 0 and prints the man page's synopsis options,
+# an unknown option is a usage error (exit 2).
+. "$CDP_SRCDIR/tests/tools/common.sh"
+make -s -C "$CDP_BUILDDIR" install DESTDIR="$T/dest" prefix=/usr/local >/dev/null
+for p in cdp-tile cdp-lmdbpack cdp-keyshuffle; do
+	[ -x "$T/dest/usr/local/bin/$p" ] || fail "$p not installed"
+	[ -f "$T/dest/usr/local/share/man/man1/$p.1" ] || fail "$p.1 not installed"
+	"$p" --help >"$T/help" 2>&1 || fail "$p --help exited non-zero"
+	# usage() mirrors the man page's SYNOPSIS: the same long options.
+	sect() { awk -v s="$1" '$0 ~ "^\\.SH " s {o=1; next} /^\.SH/ {o=0} o' "$CDP_SRCDIR/man/$p.1" \
+		| sed 's/\\-/-/g' | grep -o -- '--[a-z][a-z0-9-]*' | sort -u; }
+	sect SYNOPSIS >"$T/synopsis"
+	grep -o -- '--[a-z][a-z0-9-]*' "$T/help" | sort -u >"$T/helpopts"
+	[ -s "$T/helpopts" ] || fail "$p --help lists no long options"
+	d=$(comm -3 "$T/synopsis" "$T/helpopts" | tr -d '\t' | tr '\n' ' ')
+	[ -z "$d" ] || fail "$p: long options in only one of usage() and the SYNOPSIS of $p.1: $d"
+	# Every option documented under OPTIONS is one the program knows.
+	sect OPTIONS >"$T/manopts"
+	for o in $(cat "$T/manopts"); do
+		set +e; timeout 20 "$p" "$o" </dev/null >/dev/null 2>"$T/opterr"; set -e
+		! grep -q "unrecognized option" "$T/opterr" || fail "$p does not know $o, documented in $p.1"
+	done
+	expect_fail 2 "$p" "$p" --no-such-option
+done
+for m in cdp-record.5 cdp-pool.5 cdp-keys.5; do
+	[ -f "$T/dest/usr/local/share/man/man5/$m" ] || fail "$m not installed"
+done
+[ -f "$T/dest/usr/local/share/man/man7/cdpool.7" ] || fail "cdpool.7 not installed"
+[ -f "$T/dest/usr/local/share/cdpool/examples/Makefile" ] || fail "examples not installed"
+for m in "$CDP_SRCDIR"/man/*.[157]; do
+	w=$(groff -man -ww -z "$m" 2>&1)
+	[ -z "$w" ] || fail "$(basename "$m"): groff warnings: $w"
+done
+exit 0

@@ -1,1 +1,263 @@
-exit 77
+#!/bin/sh
+# cdp-keyshuffle on pools packed by cdp-tile | cdp-lmdbpack, checked from
+# outside with Python lmdb and zlib:
+#  - the list is exactly the pool's keys, in the order a Python model of the
+#    documented shuffle (xoshiro256** + SplitMix64, Lemire, Fisher-Yates over
+#    the byte-sorted keys) gives; the header's uuid, seed, count and crc32;
+#  - same seed -> same bytes, other seed -> other order; over 240 seeds all
+#    24 orders of a 4-key pool appear;
+#  - --val, --val-by, --match, --no-shuffle; -o/--val-out atomic;
+#  - failures: exit codes, one-line messages, no output file left behind.
+. "$CDP_SRCDIR/tests/tools/common.sh"
+need_python
+MK="$CDP_SRCDIR/tests/tools/mkraster.py"
+
+# Three scenes of 20x20 tiles: alpha 4x5 = 20, beta 3x3 = 9, gam_2 2x2 = 4
+# (33 keys; gam_2 has '_' in its name, which keys parse from the right).
+"$PYTHON" "$MK" "$T/alpha.tif" --width 100 --height 80 --bands 2 --dtype u8 --seed 1
+"$PYTHON" "$MK" "$T/beta.tif" --width 60 --height 60 --bands 2 --dtype u8 --seed 2
+"$PYTHON" "$MK" "$T/gam_2.tif" --width 40 --height 40 --bands 2 --dtype u8 --seed 3
+cdp-tile -q --size 20 "$T/alpha.tif" "$T/beta.tif" "$T/gam_2.tif" | cdp-lmdbpack -q "$T/pool"
+P="$T/pool"
+
+# pool.py DB KEYS UUID: the pool's keys in byte order, and its meta uuid.
+cat >"$T/pool.py" <<'EOF'
+import sys, lmdb
+env = lmdb.open(sys.argv[1], readonly=True, lock=False, max_dbs=4)
+with env.begin() as tx:
+    tiles = env.open_db(b"tiles", txn=tx, create=False)
+    meta = env.open_db(b"meta", txn=tx, create=False)
+    keys = [k for k, _ in tx.cursor(db=tiles)]
+    uuid = [l for l in tx.get(b"uuid", db=meta).decode().split("\n") if l.startswith("uuid=")]
+open(sys.argv[2], "wb").write(b"".join(k + b"\n" for k in sorted(keys)))
+open(sys.argv[3], "w").write(uuid[0][5:] + "\n")
+EOF
+# check.py FILE UUID SEED [EXPECTED-KEYS]: header syntax and fields, crc32
+# over the key lines, count; with EXPECTED-KEYS the lines must equal it.
+cat >"$T/check.py" <<'EOF'
+import sys, re, zlib
+d = open(sys.argv[1], "rb").read()
+nl = d.index(b"\n")
+m = re.fullmatch(rb"#cdpool-keys 1 uuid=([0-9a-f]{32}) seed=(\d+) count=(\d+) crc32=([0-9a-f]{8})", d[:nl])
+if not m:
+    sys.exit("%s: bad header %r" % (sys.argv[1], d[:nl]))
+body = d[nl + 1:]
+if m.group(1).decode() != sys.argv[2]:
+    sys.exit("%s: uuid %s, pool has %s" % (sys.argv[1], m.group(1).decode(), sys.argv[2]))
+if m.group(2).decode() != sys.argv[3]:
+    sys.exit("%s: seed %s, want %s" % (sys.argv[1], m.group(2).decode(), sys.argv[3]))
+if int(m.group(4), 16) != zlib.crc32(body):
+    sys.exit("%s: crc32 %s, body has %08x" % (sys.argv[1], m.group(4).decode(), zlib.crc32(body)))
+if body and not body.endswith(b"\n"):
+    sys.exit("%s: no final newline" % sys.argv[1])
+lines = body.split(b"\n")[:-1]
+if int(m.group(3)) != len(lines):
+    sys.exit("%s: count %s, %d lines" % (sys.argv[1], m.group(3).decode(), len(lines)))
+if len(sys.argv) > 4 and open(sys.argv[4], "rb").read() != body:
+    sys.exit("%s: keys differ from %s" % (sys.argv[1], sys.argv[4]))
+EOF
+# model.py SORTED-KEYS SEED: the documented shuffle, written from cdp_rng.h
+# and cdp-keyshuffle(1) rather than from the C code.
+cat >"$T/model.py" <<'EOF'
+import sys
+M = (1 << 64) - 1
+def rotl(x, k): return ((x << k) | (x >> (64 - k))) & M
+x = int(sys.argv[2]); s = []
+for _ in range(4):
+    x = (x + 0x9e3779b97f4a7c15) & M
+    z = ((x ^ (x >> 30)) * 0xbf58476d1ce4e5b9) & M
+    z = ((z ^ (z >> 27)) * 0x94d049bb133111eb) & M
+    s.append(z ^ (z >> 31))
+def nxt():
+    r = (rotl((s[1] * 5) & M, 7) * 9) & M
+    t = (s[1] << 17) & M
+    s[2] ^= s[0]; s[3] ^= s[1]; s[1] ^= s[2]; s[0] ^= s[3]; s[2] ^= t; s[3] = rotl(s[3], 45)
+    return r
+def below(n):
+    m = nxt() * n
+    if (m & M) < n:
+        t = (1 << 64) % n
+        while (m & M) < t:
+            m = nxt() * n
+    return m >> 64
+keys = open(sys.argv[1], "rb").read().split(b"\n")[:-1]
+for i in range(len(keys) - 1, 0, -1):
+    j = below(i + 1)
+    keys[i], keys[j] = keys[j], keys[i]
+sys.stdout.buffer.write(b"".join(k + b"\n" for k in keys))
+EOF
+
+"$PYTHON" "$T/pool.py" "$P" "$T/keys" "$T/uuid"
+uuid=$(cat "$T/uuid")
+[ "$(wc -l <"$T/keys")" -eq 33 ] || fail "pool has $(wc -l <"$T/keys") keys, want 33"
+body() { tail -n +2 "$1"; }
+
+# --- the default run: a permutation of exactly the pool's keys -------------
+cdp-keyshuffle "$P" >"$T/s1" 2>"$T/err"
+[ "$(cat "$T/err")" = "cdp-keyshuffle: seed 1, 33 keys (33 train, 0 validation)" ] \
+	|| fail "summary line: $(cat "$T/err")"
+"$PYTHON" "$T/check.py" "$T/s1" "$uuid" 1 || fail "default run header"
+body "$T/s1" | LC_ALL=C sort >"$T/sorted"
+cmp -s "$T/sorted" "$T/keys" || fail "default list is not a permutation of the pool's keys"
+body "$T/s1" | cmp -s - "$T/keys" && fail "default list is in pool order"
+"$PYTHON" "$T/model.py" "$T/keys" 1 >"$T/model1"
+"$PYTHON" "$T/check.py" "$T/s1" "$uuid" 1 "$T/model1" || fail "seed 1 order differs from the model"
+
+# Same seed: same bytes (also through -o); another seed: another order.
+# -q silences stderr; --progress draws there even when it is not a terminal.
+cdp-keyshuffle -q "$P" >"$T/s1b" 2>"$T/err"
+cmp "$T/s1" "$T/s1b" || fail "same seed gave different output"
+[ ! -s "$T/err" ] || fail "-q printed: $(cat "$T/err")"
+cdp-keyshuffle --progress "$P" 2>"$T/err" | cmp -s - "$T/s1" || fail "--progress changed the list"
+grep -q '^cdp-keyshuffle: reading keys 33/33 (100%)' "$T/err" || fail "--progress: $(cat "$T/err")"
+mkdir "$T/o"
+cdp-keyshuffle -q -o "$T/o/train.keys" --seed 1 "$P"
+cmp "$T/s1" "$T/o/train.keys" || fail "-o differs from stdout"
+[ "$(ls -A "$T/o")" = "train.keys" ] || fail "-o left files: $(ls -A "$T/o")"
+cdp-keyshuffle -q -s 2 "$P" >"$T/s2"
+cmp -s "$T/s1" "$T/s2" && fail "seeds 1 and 2 gave the same list"
+"$PYTHON" "$T/model.py" "$T/keys" 2 >"$T/model2"
+"$PYTHON" "$T/check.py" "$T/s2" "$uuid" 2 "$T/model2" || fail "seed 2"
+cdp-keyshuffle -q --seed 18446744073709551615 "$P" >"$T/smax"
+"$PYTHON" "$T/model.py" "$T/keys" 18446744073709551615 >"$T/modelmax"
+"$PYTHON" "$T/check.py" "$T/smax" "$uuid" 18446744073709551615 "$T/modelmax" || fail "seed 2^64-1"
+
+# --- --no-shuffle: pool order; seed 0 unless given -------------------------
+cdp-keyshuffle -q --no-shuffle "$P" >"$T/ns"
+"$PYTHON" "$T/check.py" "$T/ns" "$uuid" 0 "$T/keys" || fail "--no-shuffle"
+cdp-keyshuffle -q --no-shuffle -s 9 "$P" >"$T/ns9"
+"$PYTHON" "$T/check.py" "$T/ns9" "$uuid" 9 "$T/keys" || fail "--no-shuffle -s 9"
+
+# --- --val: round(F*N) keys, the head of the permutation -------------------
+cdp-keyshuffle -s 1 --val 0.25 --val-out "$T/o/val.keys" -o "$T/o/train.keys" "$P" 2>"$T/err"
+[ "$(cat "$T/err")" = "cdp-keyshuffle: seed 1, 33 keys (25 train, 8 validation)" ] \
+	|| fail "--val 0.25 summary: $(cat "$T/err")"
+head -n 8 "$T/model1" >"$T/want_val"
+tail -n +9 "$T/model1" >"$T/want_train"
+"$PYTHON" "$T/check.py" "$T/o/val.keys" "$uuid" 1 "$T/want_val" || fail "--val 0.25 val list"
+"$PYTHON" "$T/check.py" "$T/o/train.keys" "$uuid" 1 "$T/want_train" || fail "--val 0.25 train list"
+{ body "$T/o/val.keys"; body "$T/o/train.keys"; } | LC_ALL=C sort -u >"$T/union"
+cmp -s "$T/union" "$T/keys" || fail "--val: train and val are not disjoint with union = all"
+[ "$(ls -A "$T/o" | tr '\n' ' ')" = "train.keys val.keys " ] || fail "--val left files: $(ls -A "$T/o")"
+for fv in 0:0 0.5:17 0.1:3 0.96:32; do
+	cdp-keyshuffle -q --val "${fv%:*}" --val-out "$T/v" "$P" >"$T/t"
+	[ "$(body "$T/v" | wc -l)" -eq "${fv#*:}" ] || fail "--val ${fv%:*}: $(body "$T/v" | wc -l) keys, want ${fv#*:}"
+	[ "$(body "$T/t" | wc -l)" -eq $((33 - ${fv#*:})) ] || fail "--val ${fv%:*}: train count"
+	"$PYTHON" "$T/check.py" "$T/v" "$uuid" 1 || fail "--val ${fv%:*} val header"
+done
+
+# --- --val-by: exactly the scene's keys, in permutation order --------------
+cdp-keyshuffle -s 1 --val-by beta --val-out "$T/vb" "$P" >"$T/tb" 2>"$T/err"
+[ "$(cat "$T/err")" = "cdp-keyshuffle: seed 1, 33 keys (24 train, 9 validation)" ] \
+	|| fail "--val-by beta summary: $(cat "$T/err")"
+grep '^beta_[0-9]*_[0-9]*$' "$T/model1" >"$T/want_val"
+grep -v '^beta_[0-9]*_[0-9]*$' "$T/model1" >"$T/want_train"
+"$PYTHON" "$T/check.py" "$T/vb" "$uuid" 1 "$T/want_val" || fail "--val-by beta val list"
+"$PYTHON" "$T/check.py" "$T/tb" "$uuid" 1 "$T/want_train" || fail "--val-by beta train list"
+cdp-keyshuffle -q --val-by gam_2,beta --val-out "$T/vb2" "$P" >"$T/tb2"
+cdp-keyshuffle -q --val-by beta --val-by gam_2 --val-out "$T/vb3" "$P" >"$T/tb3"
+cmp "$T/vb2" "$T/vb3" && cmp "$T/tb2" "$T/tb3" || fail "--val-by a,b differs from --val-by a --val-by b"
+grep -E '^(beta|gam_2)_[0-9]+_[0-9]+$' "$T/model1" >"$T/want_val"
+"$PYTHON" "$T/check.py" "$T/vb2" "$uuid" 1 "$T/want_val" || fail "--val-by gam_2,beta"
+expect_fail 1 "^cdp-keyshuffle: '$P': --val-by 'gam': no keys of that scene$" \
+	cdp-keyshuffle --val-by gam --val-out "$T/o/v2" -o "$T/o/t2" "$P"
+expect_fail 1 "no training keys left" \
+	cdp-keyshuffle --val-by alpha,beta,gam_2 --val-out "$T/o/v2" -o "$T/o/t2" "$P"
+expect_fail 2 "invalid scene name 'a b'" cdp-keyshuffle --val-by 'a b' --val-out "$T/uv" "$P"
+expect_fail 2 "invalid scene name ''" cdp-keyshuffle --val-by 'beta,,gam_2' --val-out "$T/uv" "$P"
+
+# --- --match: selection before the shuffle -------------------------------
+cdp-keyshuffle -q -m 'alpha_*' "$P" >"$T/ma"
+grep '^alpha_' "$T/keys" >"$T/sel"
+"$PYTHON" "$T/model.py" "$T/sel" 1 >"$T/want"
+"$PYTHON" "$T/check.py" "$T/ma" "$uuid" 1 "$T/want" || fail "--match 'alpha_*'"
+cdp-keyshuffle -q --match 'gam*' -m '*_0_0' "$P" >"$T/mb"
+grep -E '^gam|_0_0$' "$T/keys" >"$T/sel"
+"$PYTHON" "$T/model.py" "$T/sel" 1 >"$T/want"
+"$PYTHON" "$T/check.py" "$T/mb" "$uuid" 1 "$T/want" || fail "two --match patterns"
+expect_fail 1 "^cdp-keyshuffle: '$P': no key matches --match$" cdp-keyshuffle -m 'zeta*' "$P"
+expect_fail 1 "--val-by 'beta': no selected keys of that scene" \
+	cdp-keyshuffle -m 'alpha_*' --val-by beta --val-out "$T/o/v2" -o "$T/o/t2" "$P"
+[ "$(ls -A "$T/o" | tr '\n' ' ')" = "train.keys val.keys " ] || fail "failed runs left files: $(ls -A "$T/o")"
+
+# --- shuffle bias: all 24 orders of 4 keys over 240 seeds ---------------------
+"$PYTHON" "$MK" "$T/four.tif" --width 40 --height 40 --bands 1 --dtype u8 --seed 4
+cdp-tile -q --size 20 "$T/four.tif" | cdp-lmdbpack -q "$T/pool4"
+seed=0
+while [ $seed -lt 240 ]; do
+	cdp-keyshuffle -q -s $seed "$T/pool4" | tail -n +2 | tr '\n' ' '
+	echo
+	seed=$((seed + 1))
+done >"$T/orders"
+[ "$(sort -u "$T/orders" | wc -l)" -eq 24 ] || fail "$(sort -u "$T/orders" | wc -l) of 24 orders of 4 keys in 240 seeds"
+# No order may dominate (expected 10 each; binomial p(> 26) ~ 1e-5).
+[ "$(sort "$T/orders" | uniq -c | sort -rn | awk 'NR == 1 {print $1}')" -le 26 ] || fail "one order of 4 keys is far too common"
+
+# --- atomic outputs and write failures --------------------------------------
+cp "$T/o/train.keys" "$T/before"
+expect_fail 1 "^cdp-keyshuffle: cannot open '$T/nope': No such file or directory$" \
+	cdp-keyshuffle -o "$T/o/train.keys" --val 0.1 --val-out "$T/o/new.keys" "$T/nope"
+cmp -s "$T/before" "$T/o/train.keys" || fail "a failed run changed the -o file"
+[ ! -e "$T/o/new.keys" ] || fail "a failed run created the --val-out file"
+expect_fail 1 "cannot write '$T/missing/v.keys': No such file or directory" \
+	cdp-keyshuffle --val 0.1 --val-out "$T/missing/v.keys" -o "$T/o/fresh.keys" "$P"
+[ ! -e "$T/o/fresh.keys" ] || fail "-o file created although --val-out failed"
+[ "$(ls -A "$T/o" | tr '\n' ' ')" = "train.keys val.keys " ] || fail "temporary files left: $(ls -A "$T/o")"
+if [ -w /dev/full ]; then
+	expect_fail 1 "cannot write standard output: No space left on device" sh -c 'cdp-keyshuffle "$1" >/dev/full' sh "$P"
+	expect_fail 1 "cannot write standard output" \
+		sh -c 'cdp-keyshuffle --val 0.5 --val-out "$2" "$1" >/dev/full' sh "$P" "$T/o/v3"
+	[ ! -e "$T/o/v3" ] || fail "--val-out file created although stdout failed"
+fi
+
+# --- not a pool ------------------------------------------------------------------
+mkdir "$T/empty"
+expect_fail 1 "^cdp-keyshuffle: '$T/empty': not a cdpool pool: " cdp-keyshuffle "$T/empty"
+expect_fail 1 "^cdp-keyshuffle: '$T/uuid': not a cdpool pool: " cdp-keyshuffle "$T/uuid"
+mkdir "$T/junk"
+echo 'not lmdb' >"$T/junk/data.mdb"
+expect_fail 1 "^cdp-keyshuffle: '$T/junk': not a cdpool pool: " cdp-keyshuffle "$T/junk"
+# An LMDB environment that is not a pool; a pool whose tiles db is empty.
+"$PYTHON" - "$T/plain" "$T/nopool" <<'EOF'
+import sys, lmdb, zlib
+env = lmdb.open(sys.argv[1], max_dbs=4)
+t = env.open_db(b"tiles"); m = env.open_db(b"meta")
+with env.begin(write=True) as tx:
+    tx.put(b"a_0_0", b"x", db=t)
+env = lmdb.open(sys.argv[2], max_dbs=4)
+t = env.open_db(b"tiles"); m = env.open_db(b"meta")
+def meta(s):
+    return s.encode() + b"crc32=%08x\n" % zlib.crc32(s.encode())
+with env.begin(write=True) as tx:
+    tx.put(b"format", meta("format=cdpool-pool\nversion=1\n"), db=m)
+    tx.put(b"uuid", meta("uuid=" + "ab" * 16 + "\n"), db=m)
+EOF
+expect_fail 1 "^cdp-keyshuffle: '$T/plain': not a cdpool pool: " cdp-keyshuffle "$T/plain"
+expect_fail 1 "^cdp-keyshuffle: '$T/nopool': pool has no tiles$" cdp-keyshuffle -o "$T/o/e.keys" "$T/nopool"
+[ ! -e "$T/o/e.keys" ] || fail "-o file created for an empty pool"
+
+# --- usage errors ----------------------------------------------------------------
+for v in 1 1.0 -0.1 abc 0.5x nan ''; do
+	expect_fail 2 "^cdp-keyshuffle: --val '$v': not a fraction in \[0, 1)$" \
+		cdp-keyshuffle --val "$v" --val-out "$T/uv" "$P"
+done
+expect_fail 2 "--val and --val-by need --val-out" cdp-keyshuffle --val 0.1 "$P"
+expect_fail 2 "--val-out needs --val or --val-by" cdp-keyshuffle --val-out "$T/uv" "$P"
+expect_fail 2 "mutually exclusive" cdp-keyshuffle --val 0.1 --val-by beta --val-out "$T/uv" "$P"
+expect_fail 2 "same file" cdp-keyshuffle --val 0.1 --val-out "$T/uv" -o "$T/uv" "$P"
+expect_fail 2 "--seed '-1'" cdp-keyshuffle --seed -1 "$P"
+expect_fail 2 "--seed '18446744073709551616'" cdp-keyshuffle -s 18446744073709551616 "$P"
+expect_fail 2 "missing DB" cdp-keyshuffle
+expect_fail 2 "too many arguments" cdp-keyshuffle "$P" "$P"
+expect_fail 2 "usage: cdp-keyshuffle" cdp-keyshuffle --bogus "$P"
+[ ! -e "$T/uv" ] || fail "a usage error created '$T/uv'"
+cdp-keyshuffle -h | grep -q '^usage: cdp-keyshuffle \[-hq\]' || fail "-h usage"
+
+# usage() is the man page's SYNOPSIS with the roff removed.
+syn=$(sed -n '/^\.SH SYNOPSIS/,/^\.SH DESCRIPTION/p' "$CDP_SRCDIR/man/cdp-keyshuffle.1" | sed '1d;$d' \
+	| awk '$1 ~ /^\.(RB|IR|BR|IB|BI|RI)$/ { s = ""; for (i = 2; i <= NF; i++) s = s $i; print s; next }
+	       $1 ~ /^\.[BI]$/ { $1 = ""; sub(/^ /, ""); print; next } { print }' \
+	| tr '\n' ' ' | sed 's/\\-/-/g; s/  */ /g; s/ $//')
+use=$(cdp-keyshuffle -h | sed 's/^usage: //' | tr '\n' ' ' | sed 's/  */ /g; s/ $//')
+[ "$syn" = "$use" ] || fail "man SYNOPSIS '$syn' differs from usage '$use'"
+exit 0

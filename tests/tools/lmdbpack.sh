@@ -1,1 +1,435 @@
-exit 77
+#!/bin/sh
+# cdp-lmdbpack, checked from outside with LMDB's tools and Python lmdb/numpy:
+#  - the pool reads back (mdb_stat -a, mdb_dump, Python lmdb, a record
+#    header); every record's CRC holds; meta count/shape/stats/classes equal
+#    what Python recomputes exactly from the records, and the stats equal
+#    numpy's over the source raster's valid pixels;
+#  - duplicate keys (error naming the key, pool unchanged), --resume,
+#    --replace (stats recomputed), shape mismatch, a corrupt record, a
+#    truncated stream, usage errors, a terminal on stdin;
+#  - --list with a label folder (same pool contents as the stream) and with
+#    class names;
+#  - a full disk (tmpfs), kill -9 mid-pack then --resume (bit-identical meta,
+#    f32 stats included), two packers at once.
+. "$CDP_SRCDIR/tests/tools/common.sh"
+need_python
+MK="$CDP_SRCDIR/tests/tools/mkraster.py"
+PP="$T/pp.py"
+
+cat >"$PP" <<'EOF'
+import math, signal, struct, sys, time, zlib
+from fractions import Fraction
+import lmdb
+import numpy as np
+
+DT = {1: np.uint8, 2: np.uint16, 3: np.int16, 4: np.uint32, 5: np.int32, 6: np.float32, 7: np.float64}
+
+def openpool(path):
+    env = lmdb.open(path, max_dbs=2, readonly=True)
+    return env, env.open_db(b"tiles", create=False), env.open_db(b"meta", create=False)
+
+def meta(txn, db, name):
+    v = txn.get(name.encode(), db=db)
+    if v is None:
+        return None
+    body, crc = v[:-15], v[-15:]
+    assert crc == b"crc32=%08x\n" % zlib.crc32(body), "meta %s: bad crc line" % name
+    return body.decode()
+
+def fields(text):
+    return dict(l.split("=", 1) for l in text.splitlines())
+
+def decode(k, v):
+    assert v[:4] == b"CDPR", k
+    assert struct.unpack_from("<I", v, len(v) - 4)[0] == zlib.crc32(v[:-4]), "%s: record crc" % k
+    dt, lk, comp, flags = v[8], v[9], v[10], v[11]
+    c, h, w = struct.unpack_from("<III", v, 12)
+    src, ign, cls = struct.unpack_from("<III", v, 88)
+    sizes = struct.unpack_from("<QQQ", v, 112)
+    off, parts = 160, []
+    for sz in sizes:
+        b = v[off:off + sz]
+        off += sz
+        parts.append(zlib.decompress(b) if comp == 1 and sz else b)
+    img = np.frombuffer(parts[0], dtype=DT[dt]).reshape(c, h, w)
+    lab = None
+    if lk in (1, 2):
+        lab = np.frombuffer(parts[1], dtype=np.uint8 if lk == 1 else np.uint16).reshape(h, w)
+    mask = np.frombuffer(parts[2], dtype=np.uint8).reshape(h, w) if flags & 2 else None
+    return dict(dt=dt, lk=lk, c=c, h=h, w=w, src=src, ign=ign, cls=cls, img=img, lab=lab, mask=mask)
+
+class Acc:
+    def __init__(s, c):
+        s.n = [0] * c; s.sum = [0] * c; s.sq = [0] * c; s.fs = [[] for _ in range(c)]
+        s.lo = [None] * c; s.hi = [None] * c
+    def add(s, b, x, isfloat):
+        if isfloat:
+            x = x[np.isfinite(x)].astype(np.float64)
+            s.fs[b].append(x)
+        else:
+            x = x.astype(np.int64)
+            s.sum[b] += int(x.sum()); s.sq[b] += int((x * x).sum())
+        if x.size:
+            lo, hi = x.min(), x.max()
+            s.lo[b] = lo if s.lo[b] is None else min(s.lo[b], lo)
+            s.hi[b] = hi if s.hi[b] is None else max(s.hi[b], hi)
+        s.n[b] += int(x.size)
+    def check(s, st, isfloat):
+        for b in range(len(s.n)):
+            p = "band.%d." % (b + 1)
+            n = s.n[b]
+            assert int(st[p + "count"]) == n, "%scount %s, want %d" % (p, st[p + "count"], n)
+            if n == 0:
+                continue
+            assert float(st[p + "min"]) == s.lo[b] and float(st[p + "max"]) == s.hi[b], "%smin/max" % p
+            if isfloat:
+                x = np.concatenate(s.fs[b])
+                mean = math.fsum(x) / n
+                var = math.fsum((x - mean) ** 2) / n
+                tol = 1e-9
+            else:
+                assert int(st[p + "sum"]) == s.sum[b], "%ssum %s, want %d" % (p, st[p + "sum"], s.sum[b])
+                assert int(st[p + "sumsq"]) == s.sq[b], "%ssumsq" % p
+                mean = float(Fraction(s.sum[b], n))
+                var = float(Fraction(n * s.sq[b] - s.sum[b] ** 2, n * n))
+                tol = 1e-12
+            for what, want in (("mean", mean), ("std", math.sqrt(var))):
+                got = float(st[p + what])
+                assert abs(got - want) <= tol * max(abs(want), 1e-300), "%s%s %r, want %r" % (p, what, got, want)
+
+def check(path):
+    """Every record decodes; meta equals what the records imply."""
+    env, tiles, mdb = openpool(path)
+    with env.begin() as txn:
+        shape = fields(meta(txn, mdb, "shape"))
+        st = fields(meta(txn, mdb, "stats"))
+        count = int(fields(meta(txn, mdb, "count"))["tiles"])
+        classes = fields(meta(txn, mdb, "classes") or "")
+        nsrc = sum(1 for k, _ in txn.cursor(db=mdb) if k.startswith(b"source."))
+        assert "stale" not in st, "stats stale"
+        isfloat = shape["dtype"] in ("f32", "f64")
+        acc, hist, n = Acc(int(shape["bands"])), {}, 0
+        for k, v in txn.cursor(db=tiles):
+            r = decode(k, v)
+            n += 1
+            assert r["src"] < nsrc, "%s: source %d of %d" % (k, r["src"], nsrc)
+            assert (r["c"], r["h"], r["w"]) == (int(shape["bands"]), int(shape["height"]), int(shape["width"]))
+            for b in range(r["c"]):
+                x = r["img"][b]
+                acc.add(b, x[r["mask"] == 255] if r["mask"] is not None else x.ravel(), isfloat)
+            if r["lab"] is not None:
+                ids, cnt = np.unique(r["lab"][r["lab"] != r["ign"]], return_counts=True)
+                for i, c in zip(ids, cnt):
+                    hist[int(i)] = hist.get(int(i), 0) + int(c)
+            elif r["lk"] == 3:
+                hist[r["cls"]] = hist.get(r["cls"], 0) + 1
+    assert count == n, "count meta %d, %d records" % (count, n)
+    acc.check(st, isfloat)
+    got = {int(k[6:]): int(v) for k, v in classes.items()}
+    assert got == hist, "classes %r, want %r" % (got, hist)
+    print("%d records ok" % n)
+
+def rstats(tif, path):
+    """Meta stats equal numpy's over the raster's valid pixels (the tiles
+    partition it exactly)."""
+    from osgeo import gdal
+    ds = gdal.Open(tif)
+    a = ds.ReadAsArray()
+    nd = ds.GetRasterBand(1).GetNoDataValue()
+    # GDAL's mask band (an internal per-dataset mask, or nodata) and nodata.
+    valid = ds.GetRasterBand(1).GetMaskBand().ReadAsArray() == 255
+    if nd is not None:
+        valid &= a[0] != nd
+    env, tiles, mdb = openpool(path)
+    with env.begin() as txn:
+        st = fields(meta(txn, mdb, "stats"))
+    acc = Acc(a.shape[0])
+    for b in range(a.shape[0]):
+        acc.add(b, a[b][valid], a.dtype.kind == "f")
+    acc.check(st, a.dtype.kind == "f")
+
+def dump(path, what):
+    env, tiles, mdb = openpool(path)
+    with env.begin() as txn:
+        if what == "keys":
+            for k, _ in txn.cursor(db=tiles):
+                print(k.decode())
+        elif what == "header":
+            k, v = next(iter(txn.cursor(db=tiles)))
+            r = decode(k, v)
+            print(v[:4].decode(), struct.unpack_from("<H", v, 4)[0], r["dt"], r["c"], r["h"], r["w"])
+        elif what == "payloads":
+            for k, v in txn.cursor(db=tiles):
+                r = decode(k, v)
+                lab = r["lab"].tobytes() if r["lab"] is not None else b""
+                print(k.decode(), zlib.crc32(r["img"].tobytes()), zlib.crc32(lab), r["mask"] is None)
+        else:
+            for name in what.split(","):
+                print(name, meta(txn, mdb, name))
+
+def frames(data):
+    off = 8
+    while off < len(data):
+        t, _, nl, bl = struct.unpack_from("<BBHI", data, off)
+        yield t, data[off + 8:off + 8 + nl], off + 8 + nl, bl, off
+        off += 8 + nl + bl + 4
+
+def corrupt(src, dst, nth):
+    """Flips a payload byte of the nth 'R' frame and re-CRCs the frame, so
+    only the record's own CRC can catch it."""
+    d = bytearray(open(src, "rb").read())
+    i = 0
+    for t, name, body, bl, start in frames(bytes(d)):
+        if t == ord("R"):
+            if i == nth:
+                d[body + 200] ^= 0x55
+                end = body + bl
+                struct.pack_into("<I", d, end, zlib.crc32(bytes(d[start:end])))
+                print(name.decode())
+            i += 1
+    open(dst, "wb").write(d)
+
+def concat(dst, srcs):
+    """One stream of the records of several streams of the same raster
+    (duplicates kept), with the first one's source frames."""
+    out, n = [open(srcs[0], "rb").read()[:8]], 0
+    for i, src in enumerate(srcs):
+        d = open(src, "rb").read()
+        for t, name, body, bl, start in frames(d):
+            if t == ord("R") or (t == ord("S") and i == 0):
+                out.append(d[start:body + bl + 4])
+                n += t == ord("R")
+    b = b"count=%d\n" % n
+    e = struct.pack("<BBHI", ord("E"), 0, 0, len(b)) + b
+    out.append(e + struct.pack("<I", zlib.crc32(e)))
+    open(dst, "wb").write(b"".join(out))
+
+def slow(src):
+    """Writes the first half of a stream, then stalls (a slow producer)."""
+    d = open(src, "rb").read()
+    out = sys.stdout.buffer
+    try:
+        out.write(d[:len(d) // 2]); out.flush()
+        time.sleep(60)
+        out.write(d[len(d) // 2:]); out.flush()
+    except BrokenPipeError:
+        pass
+
+signal.signal(signal.SIGPIPE, signal.SIG_DFL)   # "| head -1" is fine
+cmd = sys.argv[1]
+try:
+    if cmd == "check": check(sys.argv[2])
+    elif cmd == "rstats": rstats(sys.argv[2], sys.argv[3])
+    elif cmd == "dump": dump(sys.argv[2], sys.argv[3])
+    elif cmd == "corrupt": corrupt(sys.argv[2], sys.argv[3], int(sys.argv[4]))
+    elif cmd == "concat": concat(sys.argv[2], sys.argv[3:])
+    elif cmd == "slow": slow(sys.argv[2])
+except AssertionError as e:
+    sys.exit("pp.py %s: %s" % (cmd, e))
+EOF
+pp() { "$PYTHON" "$PP" "$@"; }
+entries() { mdb_stat -s tiles "$1" 2>/dev/null | awk '/Entries:/ {print $2}'; }
+snapshot() { mdb_dump -a "$1" >"$2"; }
+
+# --- pack and read back: u16, 4 bands, nodata, an internal mask, zlib -------
+"$PYTHON" "$MK" "$T/ms.tif" --width 160 --height 96 --bands 4 --dtype u16 --nodata 0 \
+	--nodata-frac 0.2 --mask-rect 10,10,30,20 --seed 5 --label "$T/ms_lab.tif" --classes 5
+cdp-tile -q --size 32 --zlib 6 --label "$T/ms_lab.tif" "$T/ms.tif" >"$T/ms.cdps"
+cdp-lmdbpack "$T/ms" <"$T/ms.cdps" 2>"$T/err" || fail "pack: $(cat "$T/err")"
+grep -q '^cdp-lmdbpack: 15 records written, 0 skipped, .* MB in .* s (.* MB/s)$' "$T/err" ||
+	fail "summary line: $(cat "$T/err")"
+[ -f "$T/ms/data.mdb" ] && [ -f "$T/ms/lock.mdb" ] || fail "pool is not a directory with data.mdb and lock.mdb"
+mdb_stat -a "$T/ms" >"$T/stat" || fail "mdb_stat -a failed"
+grep -q '^Status of tiles' "$T/stat" && grep -q '^Status of meta' "$T/stat" || fail "mdb_stat -a: $(cat "$T/stat")"
+[ "$(entries "$T/ms")" = 15 ] || fail "mdb_stat: $(entries "$T/ms") entries, want 15"
+[ "$(mdb_dump -s tiles "$T/ms" | grep -c '^ ')" -eq 30 ] || fail "mdb_dump -s tiles: want 15 keys and 15 values"
+[ "$(pp dump "$T/ms" keys | wc -l)" -eq 15 ] || fail "Python lmdb does not see 15 keys"
+[ "$(pp dump "$T/ms" keys | head -1)" = ms_0_0 ] || fail "first key $(pp dump "$T/ms" keys | head -1)"
+[ "$(pp dump "$T/ms" header)" = "CDPR 1 2 4 32 32" ] || fail "record header: $(pp dump "$T/ms" header)"
+pp check "$T/ms" >/dev/null
+pp rstats "$T/ms.tif" "$T/ms"
+pp dump "$T/ms" shape,count | tr '\n' ' ' | grep -q 'dtype=u16 bands=4 height=32 width=32 label=u8 ignore=255 .*tiles=15' ||
+	fail "shape/count meta: $(pp dump "$T/ms" shape,count)"
+pp dump "$T/ms" uuid | grep -Eq '^uuid uuid=[0-9a-f]{32}$' || fail "uuid meta"
+pp dump "$T/ms" cmdline | grep -q "cmd.1=.*Z cdp-lmdbpack $T/ms" || fail "cmdline meta: $(pp dump "$T/ms" cmdline)"
+pp dump "$T/ms" source.000000 | grep -q "path=$T/ms.tif" || fail "source meta"
+pp dump "$T/ms" source.000000 | grep -q 'crs=PROJCS\[.*32633' || fail "source meta lacks the CRS"
+
+# --- f32 with nodata: compensated float stats --------------------------------
+"$PYTHON" "$MK" "$T/f.tif" --width 128 --height 64 --bands 2 --dtype f32 --nodata -9999 \
+	--nodata-frac 0.1 --seed 7
+cdp-tile -q --size 32 "$T/f.tif" >"$T/f.cdps"
+cdp-lmdbpack -q "$T/f" <"$T/f.cdps"
+pp check "$T/f" >/dev/null
+pp rstats "$T/f.tif" "$T/f"
+
+# --- duplicates, --resume, --replace --------------------------------------------
+snapshot "$T/ms" "$T/before"
+expect_fail 1 "cdp-lmdbpack: '$T/ms': duplicate key 'ms_0_0' (use --resume to skip or --replace to overwrite)" \
+	cdp-lmdbpack -q "$T/ms" <"$T/ms.cdps"
+[ "$(wc -l <"$T/err")" -eq 1 ] || fail "duplicate: more than one line"
+snapshot "$T/ms" "$T/after"
+cmp -s "$T/before" "$T/after" || fail "a refused duplicate changed the pool"
+cdp-lmdbpack --resume "$T/ms" <"$T/ms.cdps" 2>"$T/err"
+grep -q ' 0 records written, 15 skipped' "$T/err" || fail "--resume: $(cat "$T/err")"
+snapshot "$T/ms" "$T/after"
+cmp -s "$T/before" "$T/after" || fail "--resume of a complete pack changed the pool"
+# Duplicate keys within one stream.
+pp concat "$T/twice.cdps" "$T/ms.cdps" "$T/ms.cdps"
+expect_fail 1 "duplicate key 'ms_0_0'" cdp-lmdbpack -q "$T/dup" <"$T/twice.cdps"
+# --replace with other pixels under the same keys: stats recomputed exactly.
+mkdir "$T/other"
+"$PYTHON" "$MK" "$T/other/ms.tif" --width 160 --height 96 --bands 4 --dtype u16 --nodata 0 \
+	--nodata-frac 0.05 --seed 9 --label "$T/other/ms_lab.tif" --classes 3
+cdp-tile -q --size 32 --label "$T/other/ms_lab.tif" "$T/other/ms.tif" >"$T/other.cdps"
+cdp-lmdbpack --replace "$T/ms" <"$T/other.cdps" 2>"$T/err"
+grep -q ' 15 records written, 0 skipped' "$T/err" || fail "--replace: $(cat "$T/err")"
+pp check "$T/ms" >/dev/null
+pp rstats "$T/other/ms.tif" "$T/ms"
+cdp-lmdbpack -q "$T/fresh" <"$T/other.cdps"
+[ "$(pp dump "$T/ms" stats,classes,count)" = "$(pp dump "$T/fresh" stats,classes,count)" ] ||
+	fail "--replace: meta differs from a fresh pack of the new stream"
+[ "$(pp dump "$T/ms" cmdline | grep -o 'cmd\.[0-9]*=' | tr '\n' ' ')" = "cmd.1= cmd.2= " ] ||
+	fail "cmdline after --replace: $(pp dump "$T/ms" cmdline)"
+# Its raster has another path: a second source, which the records now name.
+[ "$(mdb_stat -s meta "$T/ms" | awk '/Entries:/ {print $2}')" -eq 9 ] || fail "--replace: want 2 sources"
+pp dump "$T/ms" source.000001 | grep -q "path=$T/other/ms.tif" || fail "--replace: second source"
+
+# --- refused input: shape, corrupt record, truncation, usage, terminal -------------
+snapshot "$T/f" "$T/before"
+cdp-tile -q --size 16 "$T/f.tif" >"$T/f16.cdps"
+expect_fail 1 "'$T/f': record 'f_0_0' is f32, 2 bands, 16x16, label none; the pool holds f32, 2 bands, 32x32" \
+	cdp-lmdbpack -q "$T/f" <"$T/f16.cdps"
+"$PYTHON" "$MK" "$T/f3.tif" --width 64 --height 64 --bands 3 --dtype f32 --seed 2
+cdp-tile -q --size 32 "$T/f3.tif" >"$T/f3.cdps"
+expect_fail 1 "record 'f3_0_0' is f32, 3 bands" cdp-lmdbpack -q "$T/f" <"$T/f3.cdps"
+key=$(pp corrupt "$T/f.cdps" "$T/bad.cdps" 3)
+expect_fail 1 "'<stdin>': record '$key': checksum mismatch" cdp-lmdbpack -q --resume "$T/f" <"$T/bad.cdps"
+head -c 20000 "$T/f.cdps" >"$T/cut.cdps"
+expect_fail 1 "truncated record stream.*re-run with --resume" cdp-lmdbpack -q --resume "$T/f" <"$T/cut.cdps"
+snapshot "$T/f" "$T/after"
+cmp -s "$T/before" "$T/after" || fail "refused input changed the pool"
+expect_fail 1 "not a record stream" cdp-lmdbpack -q "$T/nopool" </dev/null
+[ ! -e "$T/nopool" ] || fail "a bad stream created the pool"
+expect_fail 2 "exclude each other" cdp-lmdbpack --resume --replace "$T/x" <"$T/f.cdps"
+expect_fail 2 "'0' is not" cdp-lmdbpack --txn-records 0 "$T/x" <"$T/f.cdps"
+expect_fail 2 "usage:" cdp-lmdbpack <"$T/f.cdps"
+expect_fail 2 "need --list" cdp-lmdbpack --classes a,b "$T/x" <"$T/f.cdps"
+cdp-lmdbpack -h | grep -q '^usage: cdp-lmdbpack' || fail "-h"
+if command -v script >/dev/null 2>&1; then
+	script -qec "cdp-lmdbpack '$T/tty'" /dev/null >"$T/tty.out" 2>&1 && fail "read a stream from a terminal"
+	grep -q "terminal" "$T/tty.out" || fail "terminal stdin: $(cat "$T/tty.out")"
+fi
+
+# --- --list: a tile folder with labels equals the stream pack -------------------
+"$PYTHON" "$MK" "$T/road.tif" --width 96 --height 64 --bands 3 --dtype u8 --seed 3 \
+	--label "$T/road_mask.tif" --classes 2
+cdp-tile -q --size 32 --label-suffix _mask -O "$T/chips" "$T/road.tif"
+cdp-tile -q --size 32 --label-suffix _mask "$T/road.tif" | cdp-lmdbpack -q "$T/rs"
+( cd "$T/chips" && echo "# road chips: IMAGE LABEL" && for f in *.tif; do
+	case $f in *_label.tif) ;; *) printf '%s\t%s  # chip\n\n' "$f" "${f%.tif}_label.tif" ;; esac
+done ) >"$T/chips/list.txt"
+cdp-lmdbpack -q --list "$T/chips/list.txt" "$T/rl"
+pp check "$T/rl" >/dev/null
+pp dump "$T/rs" payloads >"$T/p1"
+pp dump "$T/rl" payloads >"$T/p2"
+cmp -s "$T/p1" "$T/p2" || fail "--list of tile files differs from the stream pack: $(diff "$T/p1" "$T/p2" | head -3)"
+[ "$(pp dump "$T/rs" shape,stats,classes,count)" = "$(pp dump "$T/rl" shape,stats,classes,count)" ] ||
+	fail "--list meta differs from the stream pack's"
+[ "$(mdb_stat -s meta "$T/rl" | awk '/Entries:/ {print $2}')" -eq $((7 + 6)) ] || fail "--list: want one source per chip"
+
+# --- --list with class names ---------------------------------------------------
+mkdir "$T/scenes"
+i=0
+for c in water road road field urban; do
+	i=$((i + 1))
+	"$PYTHON" "$MK" "$T/scenes/s$i.tif" --width 24 --height 24 --bands 3 --dtype u8 --seed "$i"
+	echo "s$i.tif $c" >>"$T/scenes/list.txt"
+done
+echo "$T/scenes/s1.tif 4   # absolute path, class index" >"$T/scenes/abs.txt"
+cdp-lmdbpack -q --classes water,road,forest,field,urban --list "$T/scenes/list.txt" "$T/cls"
+pp check "$T/cls" >/dev/null
+[ "$(pp dump "$T/cls" classes | tr '\n' ' ')" = "classes class.0=1 class.1=2 class.3=1 class.4=1  " ] || fail "class histogram: $(pp dump "$T/cls" classes)"
+[ "$(pp dump "$T/cls" keys | tr '\n' ' ')" = "s1 s2 s3 s4 s5 " ] || fail "--list keys: $(pp dump "$T/cls" keys)"
+pp dump "$T/cls" shape | grep -q 'label=class' || fail "class shape"
+expect_fail 1 "line 1: 'lake' is neither a class of --classes nor a file" \
+	cdp-lmdbpack -q --classes lake2 --list /dev/stdin "$T/cls2" <<EOF
+s1.tif lake
+EOF
+expect_fail 1 "duplicate key 's1'" cdp-lmdbpack -q --list "$T/scenes/abs.txt" "$T/cls"
+cdp-lmdbpack -q --replace --list "$T/scenes/abs.txt" "$T/cls"
+[ "$(pp dump "$T/cls" classes | tr '\n' ' ')" = "classes class.1=2 class.3=1 class.4=2  " ] ||
+	fail "classes after --replace: $(pp dump "$T/cls" classes)"
+expect_fail 1 "cannot open '$T/scenes/none.tif'" cdp-lmdbpack -q --list /dev/stdin "$T/cls3" <<EOF
+$T/scenes/none.tif
+EOF
+
+# --- a full disk -----------------------------------------------------------------
+mkdir "$T/small"
+if mount -t tmpfs -o size=3m tmpfs "$T/small" 2>/dev/null; then
+	trap 'umount "$T/small" 2>/dev/null || :; rm -rf "$T"' EXIT
+	"$PYTHON" "$MK" "$T/big.tif" --width 640 --height 640 --bands 4 --dtype u16 --seed 4
+	cdp-tile -q --size 64 "$T/big.tif" >"$T/big.cdps"
+	expect_fail 1 "cdp-lmdbpack: cannot write '$T/small/pool': No space left on device" \
+		cdp-lmdbpack -q --txn-records 10 "$T/small/pool" <"$T/big.cdps"
+	[ "$(wc -l <"$T/err")" -eq 1 ] || fail "full disk: more than one line"
+	mdb_stat -a "$T/small/pool" >/dev/null || fail "the pool does not open after a full disk"
+	n=$(entries "$T/small/pool")
+	[ "$n" -gt 0 ] && [ "$n" -lt 100 ] && [ $((n % 10)) -eq 0 ] || fail "full disk left $n records"
+	pp check "$T/small/pool" >/dev/null
+	umount "$T/small"
+else
+	echo "note: cannot mount a tmpfs here; full-disk case skipped" >&2
+fi
+
+# --- kill -9 mid-pack, then --resume: identical to an uninterrupted pack --------
+"$PYTHON" "$MK" "$T/k.tif" --width 256 --height 192 --bands 2 --dtype f32 --nodata=-1e30 \
+	--nodata-frac 0.05 --seed 11 --label "$T/k_lab.tif" --classes 6
+cdp-tile -q --size 16 --label "$T/k_lab.tif" "$T/k.tif" >"$T/k.cdps"
+cdp-lmdbpack -q "$T/kref" <"$T/k.cdps"
+mkfifo "$T/fifo"
+"$PYTHON" "$PP" slow "$T/k.cdps" >"$T/fifo" &
+ppid=$!
+cdp-lmdbpack -q --txn-records 7 "$T/kpool" <"$T/fifo" &
+kpid=$!
+i=0
+until [ "$(entries "$T/kpool")" -ge 70 ] 2>/dev/null; do
+	i=$((i + 1))
+	[ "$i" -lt 300 ] || { kill -9 "$kpid" "$ppid" 2>/dev/null; fail "no commit seen within 30 s"; }
+	sleep 0.1
+done
+kill -9 "$kpid"
+kill "$ppid" 2>/dev/null || :
+wait "$kpid" 2>/dev/null || :
+wait "$ppid" 2>/dev/null || :
+n=$(entries "$T/kpool")
+[ "$n" -lt 192 ] && [ $((n % 7)) -eq 0 ] || fail "killed pack holds $n records (want whole batches of 7, not all 192)"
+pp check "$T/kpool" >/dev/null
+cdp-lmdbpack --resume "$T/kpool" <"$T/k.cdps" 2>"$T/err"
+grep -q " $((192 - n)) records written, $n skipped" "$T/err" || fail "resume: $(cat "$T/err")"
+pp check "$T/kpool" >/dev/null
+[ "$(pp dump "$T/kpool" keys)" = "$(pp dump "$T/kref" keys)" ] || fail "resumed key set differs"
+[ "$(pp dump "$T/kpool" payloads)" = "$(pp dump "$T/kref" payloads)" ] || fail "resumed records differ"
+[ "$(pp dump "$T/kpool" shape,count,stats,classes,source.000000)" = \
+  "$(pp dump "$T/kref" shape,count,stats,classes,source.000000)" ] ||
+	fail "resumed meta differs from an uninterrupted pack: $(pp dump "$T/kpool" stats | head -5)"
+
+# --- two packers at once equal one after the other ------------------------------
+"$PYTHON" "$MK" "$T/c1.tif" --width 200 --height 120 --bands 3 --dtype i16 --seed 21
+"$PYTHON" "$MK" "$T/c2.tif" --width 150 --height 150 --bands 3 --dtype i16 --seed 22
+cdp-tile -q --size 16 "$T/c1.tif" >"$T/c1.cdps"
+cdp-tile -q --size 16 "$T/c2.tif" >"$T/c2.cdps"
+cdp-lmdbpack -q --txn-records 5 --no-sync "$T/conc" <"$T/c1.cdps" &
+a=$!
+cdp-lmdbpack -q --txn-records 5 --no-sync "$T/conc" <"$T/c2.cdps" &
+b=$!
+wait "$a" || fail "concurrent packer 1 failed"
+wait "$b" || fail "concurrent packer 2 failed"
+cdp-lmdbpack -q "$T/seq" <"$T/c1.cdps"
+cdp-lmdbpack -q "$T/seq" <"$T/c2.cdps"
+pp check "$T/conc" >/dev/null
+[ "$(pp dump "$T/conc" keys)" = "$(pp dump "$T/seq" keys)" ] || fail "concurrent key set differs"
+[ "$(pp dump "$T/conc" shape,count,stats)" = "$(pp dump "$T/seq" shape,count,stats)" ] ||
+	fail "concurrent packers: meta differs from sequential packing"
+[ "$(mdb_stat -s meta "$T/conc" | awk '/Entries:/ {print $2}')" -eq 9 ] || fail "concurrent: want 2 sources"
+exit 0

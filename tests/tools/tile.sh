@@ -1,1 +1,279 @@
-exit 77
+#!/bin/sh
+# tile.sh: cdp-tile end to end. Every stream is decoded and compared with
+# GDAL's own reading of the source by crosscheck.py (pixels, padding, mask,
+# label, geotransform, the exact key set); tile files are read back with
+# GDAL; each failure case must exit non-zero with a one-line message naming
+# the file and leave no output behind.
+set -eu
+
+if [ -z "${PYTHON:-}" ] || ! "$PYTHON" -c 'import osgeo.gdal, numpy' 2>/dev/null; then
+	echo "skip: no Python with osgeo.gdal and numpy"
+	exit 77
+fi
+command -v cdp-tile >/dev/null || { echo "cdp-tile not on PATH" >&2; exit 99; }
+
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT INT TERM
+MK="$PYTHON $CDP_SRCDIR/tests/tools/mkraster.py"
+XC="$PYTHON $CDP_SRCDIR/tests/tools/crosscheck.py"
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+# xcheck STREAM CROSSCHECK-ARGS...: the stream must match its sources.
+xcheck() {
+	s=$1
+	shift
+	$XC --stream "$s" "$@" || fail "crosscheck of $s ($*)"
+}
+
+# expect_fail RC PATTERN CMD...: CMD exits RC (1 or 2) with exactly one line
+# on stderr that contains PATTERN and writes nothing to stdout.
+expect_fail() {
+	want=$1 pat=$2
+	shift 2
+	set +e
+	"$@" >"$T/fail.out" 2>"$T/fail.err"
+	rc=$?
+	set -e
+	[ "$rc" -eq "$want" ] || fail "$* exited $rc, want $want: $(cat "$T/fail.err")"
+	[ "$(wc -l <"$T/fail.err")" -eq 1 ] || fail "$*: not one line: $(cat "$T/fail.err")"
+	grep -qF -- "$pat" "$T/fail.err" || fail "$*: '$(cat "$T/fail.err")' lacks '$pat'"
+	grep -q '^cdp-tile: ' "$T/fail.err" || fail "$*: message lacks the program name"
+	[ ! -s "$T/fail.out" ] || fail "$*: wrote to stdout on failure"
+}
+
+cd "$T"
+
+# --- dtypes, band counts, edge modes, overlap, nodata, labels --------------
+# u8, 1 band, 50x37 (16 divides neither), nodata 0: shift, pad and drop.
+$MK u8.tif --width 50 --height 37 --dtype u8 --nodata 0 --nodata-frac 0.2 --seed 2
+for e in shift pad drop; do
+	cdp-tile -q -s 16 --edge $e u8.tif >u8.$e
+	xcheck u8.$e --raster u8=u8.tif --size 16 --edge $e
+done
+
+# u16, 3 bands, overlap, pad, a label found by --label-suffix.
+$MK u16.tif --width 45 --height 33 --bands 3 --dtype u16 --nodata 65535 \
+	--nodata-frac 0.1 --label u16_mask.tif --classes 7 --seed 3 --tiled
+cdp-tile -q -s 16 --overlap 4 --edge pad --label-suffix _mask u16.tif >u16.s
+xcheck u16.s --raster u16=u16.tif --label u16=u16_mask.tif --size 16 \
+	--overlap 4 --edge pad
+cdp-tile -q -s 16 --overlap 5 --label-suffix _mask --ignore 9 u16.tif >u16i.s
+xcheck u16i.s --raster u16=u16.tif --label u16=u16_mask.tif --size 16 \
+	--overlap 5 --ignore 9
+
+# i16, 6 bands, a --bands subset in a new order, drop.
+$MK i16.tif --width 40 --height 40 --bands 6 --dtype i16 --seed 4
+cdp-tile -q -s 16 --edge drop --bands 6,2,4 i16.tif >i16.s
+xcheck i16.s --raster i16=i16.tif --size 16 --edge drop --bands 6,2,4
+
+# f32 with NaN nodata and an all-nodata corner (its tile is dropped), zlib,
+# an explicit --label, and --max-nodata.
+$MK f32.tif --width 48 --height 40 --bands 2 --dtype f32 --nodata nan \
+	--nodata-frac 0.3 --nodata-rect 0,0,16,16 --label f32lab.tif --seed 5
+cdp-tile -q -s 16 -z 6 --label f32lab.tif f32.tif >f32.s
+xcheck f32.s --raster f32=f32.tif --label f32=f32lab.tif --size 16 --zlib
+cdp-tile -q -s 16 --max-nodata 0.3 --edge pad f32.tif >f32m.s
+xcheck f32m.s --raster f32=f32.tif --size 16 --edge pad --max-nodata 0.3
+# a u16 label and a --nodata override on f64
+$MK f64.tif --width 30 --height 20 --dtype f64 --label f64lab.tif \
+	--label-dtype u16 --classes 300 --seed 6
+cdp-tile -q -s 8 --overlap 3 --nodata 100 --label f64lab.tif f64.tif >f64.s
+xcheck f64.s --raster f64=f64.tif --label f64=f64lab.tif --size 8 --overlap 3 \
+	--nodata 100
+
+# u32 and i32 rasters smaller than one tile: one padded tile each.
+$MK u32.tif --width 10 --height 7 --dtype u32 --nodata 5 --nodata-frac 0.2
+$MK i32.tif --width 7 --height 12 --bands 2 --dtype i32
+cdp-tile -q -s 16 --edge pad u32.tif i32.tif >small.s
+xcheck small.s --raster u32=u32.tif --raster i32=i32.tif --size 16 --edge pad
+
+# A GDAL per-dataset mask marks pixels invalid without a nodata value.
+$MK msk.tif --width 32 --height 32 --bands 3 --mask-rect 3,3,10,20 --seed 7
+cdp-tile -q -s 16 msk.tif >msk.s
+xcheck msk.s --raster msk=msk.tif --size 16
+
+# Any raster GDAL opens: a VRT and a COG of the u16 raster.
+"$PYTHON" -c 'from osgeo import gdal; gdal.UseExceptions()
+gdal.Translate("v.vrt", "u16.tif", format="VRT")
+gdal.Translate("cog.tif", "u16.tif", format="COG")'
+cdp-tile -q -s 16 v.vrt cog.tif >vc.s
+xcheck vc.s --raster v=v.vrt --raster cog=cog.tif --size 16
+
+# The checker itself must notice a mismatch (wrong edge policy).
+if $XC --stream u8.pad --raster u8=u8.tif --size 16 --edge shift 2>xc.err; then
+	fail "crosscheck accepted a pad stream as shift"
+fi
+grep -q 'crosscheck.py: ' xc.err || fail "crosscheck gave no reason"
+
+# --- keys ------------------------------------------------------------------
+# 11 rows and 3 columns of tiles: rows get 2 digits, columns 1.
+$MK dig.tif --width 24 --height 88 --seed 8
+cdp-tile -q -s 8 --edge drop dig.tif >dig.s
+keys=$(LC_ALL=C grep -ao 'dig_[0-9]*_[0-9]*' dig.s | sort -u)
+[ "$(echo "$keys" | wc -l)" -eq 33 ] || fail "expected 33 keys, got: $keys"
+echo "$keys" | grep -qx 'dig_00_0' || fail "no dig_00_0 key"
+echo "$keys" | grep -qx 'dig_10_2' || fail "no dig_10_2 key"
+xcheck dig.s --raster dig=dig.tif --size 8 --edge drop
+
+# Two inputs with one stem, told apart by --name.
+mkdir a b
+$MK a/x.tif --width 20 --height 20 --seed 9
+$MK b/x.tif --width 20 --height 20 --seed 10
+cdp-tile -q -s 10 --name left --name right a/x.tif b/x.tif >ab.s
+xcheck ab.s --raster left=a/x.tif --raster right=b/x.tif --size 10
+
+# --- tile files ---------------------------------------------------------------
+# png: 8-bit for u8, 16-bit for u16; labels alongside.
+$MK rgb.tif --width 40 --height 24 --bands 3 --label rgb_mask.tif --seed 11
+cdp-tile -q -s 16 --edge pad -O png8 --format png --label-suffix _mask rgb.tif
+cdp-tile -q -s 16 -O png16 --format png --bands 2 u16.tif
+[ "$(ls png8 | wc -l)" -eq 12 ] || fail "png8 has $(ls png8 | wc -l) files, want 12"
+[ "$(ls png16 | wc -l)" -eq 9 ] || fail "png16 has $(ls png16 | wc -l) files, want 9"
+# tif: georeferenced tiles.
+cdp-tile -q -s 16 --overlap 2 -O tifs --format tif --label-suffix _mask u16.tif
+[ "$(ls tifs | wc -l)" -eq 24 ] || fail "tifs has $(ls tifs | wc -l) files, want 24"
+[ -z "$(find png8 png16 tifs -name '*.tmp.*')" ] || fail "temporary files left behind"
+$PYTHON - <<'EOF' || fail "tile files differ from their source"
+import numpy as np
+from osgeo import gdal
+gdal.UseExceptions()
+
+def same(tile, src, x0, y0, bands=None, geo=True, depth=gdal.GDT_Byte,
+         lab=None, image=None):
+    """tile equals src's window at (x0, y0); label tiles (lab = ignore value)
+    have lab where the image is nodata in every band."""
+    t, s = gdal.Open(tile), gdal.Open(src)
+    S = t.RasterXSize
+    win = (x0, y0, min(S, s.RasterXSize - x0), min(S, s.RasterYSize - y0))
+    a = s.ReadAsArray(*win)
+    if a.ndim == 2:
+        a = a[None]
+    a = a if bands is None else a[[b - 1 for b in bands]]
+    if image is not None:
+        i = gdal.Open(image)
+        nd = i.GetRasterBand(1).GetNoDataValue()
+        a = np.where((i.ReadAsArray(*win) == nd).all(axis=0), lab, a)
+    b = t.ReadAsArray()
+    b = b[None] if b.ndim == 2 else b
+    assert t.GetRasterBand(1).DataType == depth, (tile, t.GetRasterBand(1).DataType)
+    assert np.array_equal(b[:, :a.shape[1], :a.shape[2]], a), tile
+    if lab is not None:
+        assert (b[:, a.shape[1]:, :] == lab).all() and (b[:, :, a.shape[2]:] == lab).all(), tile
+    if geo:
+        g, tg = s.GetGeoTransform(), t.GetGeoTransform()
+        want = (g[0] + x0 * g[1] + y0 * g[2], g[1], g[2],
+                g[3] + x0 * g[4] + y0 * g[5], g[4], g[5])
+        assert np.allclose(tg, want, rtol=1e-12), (tile, tg, want)
+        assert t.GetSpatialRef().IsSame(s.GetSpatialRef()), tile
+
+same("png8/rgb_0_0.png", "rgb.tif", 0, 0, geo=False)
+same("png8/rgb_1_2.png", "rgb.tif", 32, 16, geo=False)
+same("png8/rgb_1_2_label.png", "rgb_mask.tif", 32, 16, geo=False, lab=255)
+same("png16/u16_1_2.png", "u16.tif", 29, 16, bands=[2], geo=False,
+     depth=gdal.GDT_UInt16)
+# u16.tif is 45x33, size 16, stride 14, shift: columns 0,14,28,29
+same("tifs/u16_2_3.tif", "u16.tif", 29, 17, depth=gdal.GDT_UInt16)
+same("tifs/u16_1_1.tif", "u16.tif", 14, 14, depth=gdal.GDT_UInt16)
+same("tifs/u16_1_1_label.tif", "u16_mask.tif", 14, 14, lab=255, image="u16.tif")
+t = gdal.Open("tifs/u16_1_1.tif")   # bands need their dataset alive
+assert t.GetRasterBand(1).GetNoDataValue() == 65535
+EOF
+
+# --- standardize -----------------------------------------------------------
+$MK st.tif --width 40 --height 32 --bands 3 --dtype i16 --nodata -1 \
+	--nodata-frac 0.2 --seed 12
+cdp-tile -q -s 8 --edge drop --standardize st.tif >st.s
+xcheck st.s --raster st=st.tif --size 8 --edge drop --standardize
+printf '# mean std per band\n10 2\n\n-5 0.5  # band 2\n1e3 4e2\n' >st.txt
+cdp-tile -q -s 8 --edge drop --standardize --stats st.txt st.tif >stf.s
+xcheck stf.s --raster st=st.tif --size 8 --edge drop --standardize --stats st.txt
+# Over every valid pixel (drop, no overlap: each pixel once) each band has
+# mean 0 and std 1; with the file's statistics it does not.
+$PYTHON - "$CDP_SRCDIR/tests/tools" <<'EOF' || fail "standardized moments"
+import sys
+import numpy as np
+sys.path.insert(0, sys.argv[1])
+import crosscheck as xc
+for path, want in (("st.s", True), ("stf.s", False)):
+    recs, _ = xc.read_stream(path)
+    vals = [[], [], []]
+    for key, body in recs:
+        r = xc.decode(key, body)
+        assert r["dtype"] == 6, r["dtype"]
+        v = np.ones((8, 8), bool) if r["mask"] is None else r["mask"] != 0
+        for b in range(3):
+            vals[b].append(r["image"][b][v])
+            assert (r["image"][b][~v] == 0).all()
+    for b in range(3):
+        x = np.concatenate(vals[b]).astype(np.float64)
+        ok = abs(x.mean()) < 1e-5 and abs(x.std() - 1) < 1e-5
+        assert ok == want, (path, b, x.mean(), x.std())
+EOF
+
+# --- output refusals and write errors --------------------------------------
+cdp-tile -s 16 u8.tif 2>sum.err >/dev/null
+grep -q '^cdp-tile: [0-9]* tiles written, [0-9]* dropped, [0-9]* bytes$' sum.err ||
+	fail "no summary line: $(cat sum.err)"
+cdp-tile -q -s 16 u8.tif 2>q.err >/dev/null
+[ ! -s q.err ] || fail "-q still wrote: $(cat q.err)"
+cdp-tile --progress -s 16 u8.tif 2>p.err >/dev/null
+grep -q 'tiling' p.err || fail "--progress drew nothing: $(cat p.err)"
+cdp-tile --progress -q -s 16 u8.tif 2>q.err >/dev/null
+[ ! -s q.err ] || fail "-q still wrote: $(cat q.err)"
+expect_fail 1 'No space left on device' sh -c 'cdp-tile -q -s 8 u16.tif >/dev/full'
+$MK big.tif --width 300 --height 300 --bands 3 --dtype u16
+( set +e; cdp-tile -q -s 16 big.tif 2>pipe.err; echo $? >pipe.rc ) | head -c 100 >/dev/null
+[ "$(cat pipe.rc)" -eq 1 ] || fail "a closed pipe gave exit $(cat pipe.rc)"
+grep -q 'Broken pipe' pipe.err || fail "no EPIPE message: $(cat pipe.err)"
+$PYTHON - <<'EOF' || fail "a terminal on stdout was not refused"
+import os, subprocess, sys
+try:
+    m, s = os.openpty()
+except OSError:
+    sys.exit(0)    # no pseudo-terminals here: nothing to check
+p = subprocess.run(["cdp-tile", "-q", "-s", "16", "u8.tif"], stdout=s,
+                   stderr=subprocess.PIPE)
+os.close(s)
+os.close(m)
+assert p.returncode == 1 and b"terminal" in p.stderr, (p.returncode, p.stderr)
+EOF
+
+# --- failures: one line naming the file, exit 1 (2 for usage), no output ---
+echo 'not a raster' >text.tif
+$MK lab_small.tif --width 49 --height 37
+$MK i16lab.tif --width 50 --height 37 --dtype i16
+$MK tiny.tif --width 10 --height 40
+mkdir c
+$MK c/u8.tif --width 20 --height 20
+"$PYTHON" -c 'from osgeo import gdal; gdal.GetDriverByName("GTiff").Create("cplx.tif", 4, 4, 1, gdal.GDT_CInt16)'
+expect_fail 1 "cannot open 'nope.tif'" cdp-tile -s 16 nope.tif
+expect_fail 1 "cannot open 'text.tif'" cdp-tile -s 16 text.tif
+expect_fail 1 "'u8.tif': label 'lab_small.tif' is 49x37, image is 50x37" \
+	cdp-tile -s 16 --label lab_small.tif u8.tif
+expect_fail 1 "label 'i16lab.tif' is i16, need u8 or u16" \
+	cdp-tile -s 16 --label i16lab.tif u8.tif
+expect_fail 1 "'c/u8.tif': name 'u8' is also used by 'u8.tif'" \
+	cdp-tile -s 16 u8.tif c/u8.tif
+expect_fail 1 "'tiny.tif': 10x40 is smaller than the 16x16 tile" \
+	cdp-tile -s 16 tiny.tif
+expect_fail 1 "'cplx.tif': unsupported data type CInt16" cdp-tile -s 2 cplx.tif
+expect_fail 1 "'u8.tif': band 2 requested, raster has 1" \
+	cdp-tile -s 16 --bands 1,2 u8.tif
+expect_fail 1 "'st.txt': 3 lines of statistics for 1 bands" \
+	cdp-tile -s 16 --standardize --stats st.txt u8.tif
+expect_fail 1 "use --format tif" cdp-tile -s 16 -O pngfail --format png i16.tif
+[ ! -e pngfail ] || fail "a failed -O run left its directory"
+expect_fail 1 "cannot open 'nope.tif'" cdp-tile -s 16 -O tiffail u8.tif nope.tif
+[ ! -e tiffail ] || fail "a failed -O run left files"
+# A write that fails midway (a directory where a tile should go) removes
+# the tiles already written.
+mkdir -p mid/u8_1_1.tif
+expect_fail 1 "cannot write 'mid/u8_1_1.tif'" cdp-tile -s 16 -O mid u8.tif
+[ "$(ls mid)" = u8_1_1.tif ] || fail "a failed -O run left: $(ls mid)"
+expect_fail 2 "--size: '0'" cdp-tile -s 0 u8.tif
+expect_fail 2 "--edge: 'wrap'" cdp-tile --edge wrap u8.tif
+expect_fail 2 "--overlap 16 must be less than the tile size 16" \
+	cdp-tile -s 16 --overlap 16 u8.tif
+expect_fail 2 "--max-nodata: '1.5'" cdp-tile --max-nodata 1.5 u8.tif
+expect_fail 2 "2 --name for 1 rasters" cdp-tile --name a --name b u8.tif
+exit 0

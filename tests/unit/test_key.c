@@ -1,2 +1,187 @@
+/* test_key.c: NAME_ROW_COL keys: padding, parsing from the right, stems and
+ * glob matching.
+ *
+ * The property readers rely on: keys of one raster sort bytewise in row-major
+ * grid order, and parse back to the name, row and column they were made of.
+ */
+#include "cdp_error.h"
+#include "cdp_key.h"
 #include "tap.h"
-int main(void) { return 77; }
+
+#include <stdlib.h>
+#include <string.h>
+
+static void test_digits(void)
+{
+	CHECK(cdp_key_digits(0) == 1, "digits(0)");
+	CHECK(cdp_key_digits(1) == 1, "digits(1)");
+	CHECK(cdp_key_digits(10) == 1, "digits(10)");
+	CHECK(cdp_key_digits(11) == 2, "digits(11)");
+	CHECK(cdp_key_digits(100) == 2, "digits(100)");
+	CHECK(cdp_key_digits(101) == 3, "digits(101)");
+	CHECK(cdp_key_digits(UINT64_MAX) == 20, "digits(max) = %d",
+	      cdp_key_digits(UINT64_MAX));
+}
+
+static void test_name_check(void)
+{
+	char longname[CDP_NAME_MAX + 2];
+
+	CHECK_RC(cdp_key_name_check("scene.1"), CDP_OK);
+	CHECK_RC(cdp_key_name_check("dop_2020+v2-A"), CDP_OK);
+	CHECK_RC(cdp_key_name_check("_"), CDP_OK);
+	CHECK_RC(cdp_key_name_check(""), CDP_EKEY);
+	CHECK_RC(cdp_key_name_check("a b"), CDP_EKEY);
+	CHECK_RC(cdp_key_name_check("a/b"), CDP_EKEY);
+	CHECK_RC(cdp_key_name_check("a*"), CDP_EKEY);
+	CHECK_RC(cdp_key_name_check("stra\xc3\x9f" "e"), CDP_EKEY);
+	memset(longname, 'n', CDP_NAME_MAX);
+	longname[CDP_NAME_MAX] = '\0';
+	CHECK_RC(cdp_key_name_check(longname), CDP_OK);
+	longname[CDP_NAME_MAX] = 'n';
+	longname[CDP_NAME_MAX + 1] = '\0';
+	CHECK_RC(cdp_key_name_check(longname), CDP_EKEY);
+}
+
+static void test_format_parse(void)
+{
+	char key[CDP_KEY_MAX], name[CDP_NAME_MAX + 1], small[8];
+	char longname[CDP_NAME_MAX + 1];
+	uint64_t row = 99, col = 99;
+
+	CHECK_RC(cdp_key_format(key, sizeof key, "dop_2020", 3, 2, 7, 3), CDP_OK);
+	CHECK(strcmp(key, "dop_2020_03_007") == 0, "got \"%s\"", key);
+	CHECK_RC(cdp_key_parse(key, strlen(key), name, sizeof name, &row, &col),
+	         CDP_OK);
+	CHECK(strcmp(name, "dop_2020") == 0 && row == 3 && col == 7,
+	      "parsed \"%s\" %llu %llu", name, (unsigned long long)row,
+	      (unsigned long long)col);
+
+	/* Round trip over a grid, and byte order equals row-major order. */
+	{
+		int rd = cdp_key_digits(12), cd = cdp_key_digits(101), ok = 1;
+		char prev[CDP_KEY_MAX] = "";
+
+		for (uint64_t r = 0; r < 12; r++)
+			for (uint64_t c = 0; c < 101; c++) {
+				if (cdp_key_format(key, sizeof key, "a_b", r, rd, c,
+				                   cd) != CDP_OK ||
+				    cdp_key_parse(key, strlen(key), name, sizeof name,
+				                  &row, &col) != CDP_OK ||
+				    strcmp(name, "a_b") != 0 || row != r ||
+				    col != c || strcmp(prev, key) >= 0)
+					ok = 0;
+				strcpy(prev, key);
+			}
+		CHECK(ok, "grid round trip or ordering failed at \"%s\"", key);
+	}
+
+	/* A key need not be NUL-terminated (LMDB hands out lengths). */
+	memcpy(small, "x_1_2zzz", 8);
+	CHECK_RC(cdp_key_parse(small, 5, name, sizeof name, &row, &col), CDP_OK);
+	CHECK(strcmp(name, "x") == 0 && row == 1 && col == 2, "length-bounded");
+
+	/* Formatting refuses what could not be parsed or sorted back. */
+	CHECK_RC(cdp_key_format(key, sizeof key, "a b", 0, 1, 0, 1), CDP_EKEY);
+	CHECK_RC(cdp_key_format(key, sizeof key, "", 0, 1, 0, 1), CDP_EKEY);
+	CHECK_RC(cdp_key_format(key, sizeof key, "a", 10, 1, 0, 1), CDP_EINVAL);
+	CHECK_RC(cdp_key_format(key, sizeof key, "a", 0, 0, 0, 1), CDP_EINVAL);
+	/* "ab_1_10" needs 8 bytes with its NUL: fits; one more does not, and
+	 * no truncated key is left in the buffer. */
+	CHECK_RC(cdp_key_format(small, sizeof small, "ab", 1, 1, 10, 2), CDP_OK);
+	CHECK(strcmp(small, "ab_1_10") == 0, "got \"%s\"", small);
+	CHECK_RC(cdp_key_format(small, sizeof small, "abc", 1, 1, 10, 2),
+	         CDP_EKEY);
+	CHECK(small[0] == '\0', "truncated key \"%s\" left behind", small);
+	/* Longest name and widest indices still fit CDP_KEY_MAX. */
+	memset(longname, 'n', CDP_NAME_MAX);
+	longname[CDP_NAME_MAX] = '\0';
+	CHECK_RC(cdp_key_format(key, sizeof key, longname, UINT64_MAX, 20,
+	                        UINT64_MAX, 20), CDP_OK);
+	CHECK_RC(cdp_key_parse(key, strlen(key), name, sizeof name, &row, &col),
+	         CDP_OK);
+	CHECK(row == UINT64_MAX && col == UINT64_MAX &&
+	      strcmp(name, longname) == 0, "widest key round trip");
+	CHECK_RC(cdp_key_parse(key, strlen(key), small, sizeof small, &row, &col),
+	         CDP_EINVAL);
+}
+
+static void test_parse_bad(void)
+{
+	static const char *const bad[] = { "", "abc", "a_1", "_1_2", "a__1",
+		"a_1_", "a_x_1", "a_1_x", "a b_1_2", "a_1_-2", "a_1_+2", "a_1_ 2",
+		"a_18446744073709551616_0", "a_000000000000000000001_0" };
+	char name[CDP_NAME_MAX + 1], key[CDP_KEY_MAX + 8];
+	uint64_t row, col;
+
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+		CHECK(cdp_key_parse(bad[i], strlen(bad[i]), name, sizeof name,
+		                    &row, &col) == CDP_EKEY, "\"%s\" parsed", bad[i]);
+	/* An embedded NUL is not a key byte. */
+	CHECK_RC(cdp_key_parse("a\0b_1_2", 7, name, sizeof name, &row, &col),
+	         CDP_EKEY);
+	/* Too long for CDP_KEY_MAX, and a name over CDP_NAME_MAX. */
+	memset(key, 'k', sizeof key);
+	memcpy(key + CDP_KEY_MAX - 4, "_1_2", 4);
+	CHECK_RC(cdp_key_parse(key, CDP_KEY_MAX, name, sizeof name, &row, &col),
+	         CDP_EKEY);
+	memcpy(key + CDP_NAME_MAX + 1, "_1_2", 4);
+	CHECK_RC(cdp_key_parse(key, CDP_NAME_MAX + 5, name, sizeof name, &row,
+	                       &col), CDP_EKEY);
+	memcpy(key + CDP_NAME_MAX, "_1_2", 4);
+	CHECK_RC(cdp_key_parse(key, CDP_NAME_MAX + 4, name, sizeof name, &row,
+	                       &col), CDP_OK);
+}
+
+static void test_stem(void)
+{
+	char name[CDP_NAME_MAX + 1], tiny[4];
+	char *longpath;
+
+	CHECK_RC(cdp_key_stem("/a/b/scene.1.tif", name, sizeof name), CDP_OK);
+	CHECK(strcmp(name, "scene.1") == 0, "got \"%s\"", name);
+	CHECK_RC(cdp_key_stem("scene.tif", name, sizeof name), CDP_OK);
+	CHECK(strcmp(name, "scene") == 0, "got \"%s\"", name);
+	CHECK_RC(cdp_key_stem("noext", name, sizeof name), CDP_OK);
+	CHECK(strcmp(name, "noext") == 0, "got \"%s\"", name);
+	CHECK_RC(cdp_key_stem("dir.d/my scene(2).tif", name, sizeof name), CDP_OK);
+	CHECK(strcmp(name, "my-scene-2-") == 0, "got \"%s\"", name);
+	CHECK_RC(cdp_key_stem("a/dop_2020_x.TIF", name, sizeof name), CDP_OK);
+	CHECK(strcmp(name, "dop_2020_x") == 0, "got \"%s\"", name);
+	CHECK_RC(cdp_key_stem("/x/.hidden", name, sizeof name), CDP_OK);
+	CHECK(strcmp(name, ".hidden") == 0, "got \"%s\"", name);
+	CHECK_RC(cdp_key_stem("/x/", name, sizeof name), CDP_EKEY);
+	CHECK_RC(cdp_key_stem("", name, sizeof name), CDP_EKEY);
+	CHECK_RC(cdp_key_stem("a/b.", name, sizeof name), CDP_OK);
+	CHECK(strcmp(name, "b") == 0, "got \"%s\"", name);
+	CHECK_RC(cdp_key_stem("longer.tif", tiny, sizeof tiny), CDP_EKEY);
+	longpath = malloc(CDP_NAME_MAX + 8);
+	if (longpath) {
+		memset(longpath, 'p', CDP_NAME_MAX + 1);
+		strcpy(longpath + CDP_NAME_MAX + 1, ".tif");
+		CHECK_RC(cdp_key_stem(longpath, name, sizeof name), CDP_EKEY);
+		free(longpath);
+	}
+}
+
+static void test_match(void)
+{
+	CHECK(cdp_key_match("*", "a_1_2"), "* matches all");
+	CHECK(cdp_key_match("dop_2020_*", "dop_2020_03_07"), "prefix");
+	CHECK(cdp_key_match("*_0?_07", "dop_2020_03_07"), "? and '*' across _");
+	CHECK(cdp_key_match("scene_[0-1]_*", "scene_1_5"), "bracket");
+	CHECK(!cdp_key_match("scene_[0-1]_*", "scene_2_5"), "bracket miss");
+	CHECK(!cdp_key_match("dop_2021_*", "dop_2020_03_07"), "wrong prefix");
+	CHECK(!cdp_key_match("a_1_2", "a_1_23"), "no implicit trailing *");
+}
+
+int main(void)
+{
+	test_digits();
+	test_name_check();
+	test_format_parse();
+	test_parse_bad();
+	test_stem();
+	test_match();
+	return tap_done();
+}

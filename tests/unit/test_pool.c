@@ -1,2 +1,242 @@
+/* test_pool.c: creating and opening a pool, meta values and their CRC, and
+ * cdp_pool_info_load's validation.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cdp_dtype.h"
+#include "cdp_error.h"
+#include "cdp_pool.h"
+#include "cdp_stats.h"
 #include "tap.h"
-int main(void) { return 77; }
+
+static char dir[64];
+
+static void rmdb(const char *d)
+{
+	char p[128];
+
+	snprintf(p, sizeof p, "%s/data.mdb", d);
+	unlink(p);
+	snprintf(p, sizeof p, "%s/lock.mdb", d);
+	unlink(p);
+	rmdir(d);
+}
+
+/* Writes a raw meta value, bypassing the CRC line. */
+static void raw_put(cdp_pool *p, const char *name, const char *val)
+{
+	MDB_txn *txn;
+	MDB_val k = { strlen(name), (void *)name }, v = { strlen(val), (void *)val };
+
+	CHECK_RC(mdb_txn_begin(p->env, NULL, 0, &txn), 0);
+	CHECK_RC(mdb_put(txn, p->meta, &k, &v, 0), 0);
+	CHECK_RC(mdb_txn_commit(txn), 0);
+}
+
+static void put(cdp_pool *p, const char *name, const char *text)
+{
+	MDB_txn *txn;
+
+	CHECK_RC(mdb_txn_begin(p->env, NULL, 0, &txn), 0);
+	CHECK_RC(cdp_pool_meta_put(p, txn, name, text, strlen(text)), CDP_OK);
+	CHECK_RC(mdb_txn_commit(txn), 0);
+}
+
+static void put_tile(cdp_pool *p, const char *key)
+{
+	MDB_txn *txn;
+	MDB_val k = { strlen(key), (void *)key }, v = { 4, "tile" };
+
+	CHECK_RC(mdb_txn_begin(p->env, NULL, 0, &txn), 0);
+	CHECK_RC(mdb_put(txn, p->tiles, &k, &v, 0), 0);
+	CHECK_RC(mdb_txn_commit(txn), 0);
+}
+
+static void test_create_open(void)
+{
+	cdp_pool p, q;
+	cdp_pool_info info;
+	cdp_buf b = {0};
+	char uuid[40], u2[40], sub[96];
+
+	CHECK_RC(cdp_pool_open(dir, CDP_POOL_CREATE, 1 << 20, &p), CDP_OK);
+	CHECK_RC(cdp_pool_meta_get(&p, NULL, "uuid", &b), CDP_OK);
+	CHECK_RC(cdp_meta_field((char *)b.p, "uuid", uuid, sizeof uuid), CDP_OK);
+	CHECK(strlen(uuid) == 32 && strspn(uuid, "0123456789abcdef") == 32, "uuid '%s'", uuid);
+	CHECK_RC(cdp_meta_field((char *)b.p, "uuid", u2, 10), CDP_ERANGE);
+	CHECK_RC(cdp_meta_field((char *)b.p, "uu", u2, sizeof u2), MDB_NOTFOUND);
+	CHECK_RC(cdp_pool_meta_get(&p, NULL, "format", &b), CDP_OK);
+	CHECK(strcmp((char *)b.p, "format=cdpool-pool\nversion=1\n") == 0 && b.len == 29,
+	      "format value '%s'", (char *)b.p);
+	CHECK_RC(cdp_pool_meta_get(&p, NULL, "count", &b), MDB_NOTFOUND);
+	cdp_pool_close(&p);
+
+	/* Creating again keeps the uuid; readers see an empty pool. */
+	CHECK_RC(cdp_pool_open(dir, CDP_POOL_CREATE | CDP_POOL_NOSYNC, 0, &p), CDP_OK);
+	CHECK_RC(cdp_pool_open(dir, CDP_POOL_RDONLY | CDP_POOL_NORDAHEAD, 0, &q), CDP_OK);
+	CHECK_RC(cdp_pool_info_load(&q, &info), CDP_OK);
+	CHECK(strcmp(info.uuid, uuid) == 0, "uuid changed on re-create: %s", info.uuid);
+	CHECK(info.tiles == 0 && info.bands == 0 && info.band == NULL, "empty pool info");
+	cdp_pool_info_free(&info);
+	cdp_pool_close(&q);
+	cdp_pool_close(&p);
+
+	snprintf(sub, sizeof sub, "%s/none", dir);
+	CHECK_RC(cdp_pool_open(sub, CDP_POOL_RDONLY, 0, &q), ENOENT);
+	CHECK_RC(cdp_pool_open(sub, 0, 0, &q), ENOENT);
+	CHECK_RC(cdp_pool_open(sub, CDP_POOL_RDONLY | CDP_POOL_CREATE, 0, &q), CDP_EINVAL);
+	cdp_buf_free(&b);
+}
+
+static void test_meta(void)
+{
+	cdp_pool p;
+	cdp_buf b = {0};
+	MDB_txn *txn;
+
+	CHECK_RC(cdp_pool_open(dir, 0, 0, &p), CDP_OK);
+	put(&p, "x", "a=1\nbb=two\n");
+	CHECK_RC(cdp_pool_meta_get(&p, NULL, "x", &b), CDP_OK);
+	CHECK(b.len == 11 && strcmp((char *)b.p, "a=1\nbb=two\n") == 0, "meta round trip");
+	put(&p, "empty", "");
+	CHECK_RC(cdp_pool_meta_get(&p, NULL, "empty", &b), CDP_OK);
+	CHECK(b.len == 0 && b.p[0] == '\0', "empty meta value");
+	CHECK_RC(mdb_txn_begin(p.env, NULL, 0, &txn), 0);
+	CHECK_RC(cdp_pool_meta_put(&p, txn, "y", "no newline", 10), CDP_EINVAL);
+	CHECK_RC(cdp_pool_meta_get(&p, txn, "x", &b), CDP_OK);
+	mdb_txn_abort(txn);
+
+	/* Corruption: a flipped byte, a missing CRC line, a CRC of other bytes. */
+	raw_put(&p, "x", "a=2\nbb=two\ncrc32=00000000\n");
+	CHECK_RC(cdp_pool_meta_get(&p, NULL, "x", &b), CDP_ECRC);
+	raw_put(&p, "x", "a=1\n");
+	CHECK_RC(cdp_pool_meta_get(&p, NULL, "x", &b), CDP_ECRC);
+	put(&p, "x", "a=1\n");
+	CHECK_RC(cdp_pool_meta_get(&p, NULL, "x", &b), CDP_OK);
+	{
+		/* The same CRC line over a changed body. */
+		MDB_txn *t;
+		MDB_val k = { 1, "x" }, val;
+		char buf[64];
+		CHECK_RC(mdb_txn_begin(p.env, NULL, 0, &t), 0);
+		CHECK_RC(mdb_get(t, p.meta, &k, &val), 0);
+		memcpy(buf, val.mv_data, val.mv_size);
+		buf[2] = '7';
+		val.mv_data = buf;
+		CHECK_RC(mdb_put(t, p.meta, &k, &val, 0), 0);
+		CHECK_RC(mdb_txn_commit(t), 0);
+		CHECK_RC(cdp_pool_meta_get(&p, NULL, "x", &b), CDP_ECRC);
+	}
+	cdp_pool_close(&p);
+	cdp_buf_free(&b);
+}
+
+static void test_info(void)
+{
+	cdp_record shape = { .dtype = CDP_DT_U16, .bands = 2, .height = 8, .width = 4,
+	                     .label_kind = CDP_LABEL_U8, .label_ignore = 255 }, back;
+	uint16_t px[3] = { 10, 20, 30 };
+	cdp_stats st;
+	cdp_buf b = {0};
+	cdp_pool p, q;
+	cdp_pool_info info;
+
+	CHECK_RC(cdp_pool_shape_format(&shape, &b), CDP_OK);
+	CHECK(strcmp((char *)b.p, "dtype=u16\nbands=2\nheight=8\nwidth=4\nlabel=u8\nignore=255\n") == 0,
+	      "shape text '%s'", (char *)b.p);
+	CHECK_RC(cdp_pool_shape_parse((char *)b.p, &back), CDP_OK);
+	CHECK(back.dtype == shape.dtype && back.bands == 2 && back.height == 8 && back.width == 4 &&
+	      back.label_kind == CDP_LABEL_U8 && back.label_ignore == 255, "shape round trip");
+	CHECK_RC(cdp_pool_shape_parse("dtype=u16\nbands=0\nheight=8\nwidth=4\nlabel=u8\nignore=1\n", &back),
+	         CDP_EFORMAT);
+	CHECK_RC(cdp_pool_shape_parse("dtype=u16\nbands=1\nheight=8\nwidth=4\nlabel=rgb\nignore=1\n", &back),
+	         CDP_EFORMAT);
+
+	CHECK_RC(cdp_pool_open(dir, 0, 0, &p), CDP_OK);
+	CHECK_RC(cdp_pool_open(dir, CDP_POOL_RDONLY, 0, &q), CDP_OK);
+	put(&p, "shape", (char *)b.p);
+	CHECK_RC(cdp_stats_init(&st, CDP_DT_U16, 2), CDP_OK);
+	CHECK_RC(cdp_stats_add(&st, 0, px, NULL, 3), CDP_OK);
+	CHECK_RC(cdp_stats_format(&st, &b), CDP_OK);
+	put(&p, "stats", (char *)b.p);
+	put(&p, "count", "tiles=2\n");
+	put(&p, "source.000000", "index=0\npath=a.tif\n");
+	put(&p, "source.000001", "index=1\npath=b.tif\n");
+	put(&p, "sourcez", "not a source\n");
+	/* count says 2, tiles holds 1: inconsistent. */
+	put_tile(&p, "a_0_0");
+	CHECK_RC(cdp_pool_info_load(&q, &info), CDP_EFORMAT);
+	put_tile(&p, "a_0_1");
+	CHECK_RC(cdp_pool_info_load(&q, &info), CDP_OK);
+	CHECK(info.dtype == CDP_DT_U16 && info.bands == 2 && info.height == 8 && info.width == 4 &&
+	      info.label_kind == CDP_LABEL_U8 && info.label_ignore == 255 && info.tiles == 2,
+	      "info shape");
+	CHECK(info.nsources == 2, "nsources %u", info.nsources);
+	CHECK(info.band && info.band[0].count == 3 && info.band[0].mean == 20 &&
+	      info.band[0].min == 10 && info.band[0].max == 30 &&
+	      info.band[1].count == 0, "band info");
+	cdp_pool_info_free(&info);
+
+	/* Stale stats, stats of another shape, a corrupt value, a newer format. */
+	st.stale = 1;
+	CHECK_RC(cdp_stats_format(&st, &b), CDP_OK);
+	put(&p, "stats", (char *)b.p);
+	CHECK_RC(cdp_pool_info_load(&q, &info), CDP_EFORMAT);
+	cdp_stats_free(&st);
+	CHECK_RC(cdp_stats_init(&st, CDP_DT_U16, 3), CDP_OK);
+	CHECK_RC(cdp_stats_format(&st, &b), CDP_OK);
+	put(&p, "stats", (char *)b.p);
+	CHECK_RC(cdp_pool_info_load(&q, &info), CDP_EFORMAT);
+	raw_put(&p, "stats", "dtype=u16\n");
+	CHECK_RC(cdp_pool_info_load(&q, &info), CDP_ECRC);
+	put(&p, "format", "format=cdpool-pool\nversion=2\n");
+	CHECK_RC(cdp_pool_info_load(&q, &info), CDP_EVERSION);
+	cdp_pool_close(&q);
+	CHECK_RC(cdp_pool_open(dir, CDP_POOL_RDONLY, 0, &q), CDP_EVERSION);
+	put(&p, "format", "format=other\nversion=1\n");
+	CHECK_RC(cdp_pool_open(dir, CDP_POOL_RDONLY, 0, &q), CDP_EFORMAT);
+	CHECK_RC(cdp_pool_open(dir, CDP_POOL_CREATE, 0, &q), CDP_EFORMAT);
+	cdp_pool_close(&p);
+	cdp_stats_free(&st);
+	cdp_buf_free(&b);
+}
+
+/* An LMDB environment without our sub-databases is not a pool. */
+static void test_foreign(void)
+{
+	MDB_env *env;
+	MDB_txn *txn;
+	MDB_dbi dbi;
+	cdp_pool p;
+
+	CHECK_RC(mdb_env_create(&env), 0);
+	CHECK_RC(mdb_env_set_maxdbs(env, 2), 0);
+	CHECK_RC(mdb_env_open(env, dir, 0, 0644), 0);
+	CHECK_RC(mdb_txn_begin(env, NULL, 0, &txn), 0);
+	CHECK_RC(mdb_dbi_open(txn, "tiles", MDB_CREATE, &dbi), 0);
+	CHECK_RC(mdb_txn_commit(txn), 0);
+	mdb_env_close(env);
+	CHECK_RC(cdp_pool_open(dir, CDP_POOL_RDONLY, 0, &p), CDP_ELMDB);
+}
+
+int main(void)
+{
+	snprintf(dir, sizeof dir, "/tmp/cdp_test_pool.XXXXXX");
+	if (!mkdtemp(dir)) {
+		perror("mkdtemp");
+		return 99;
+	}
+	test_create_open();
+	test_meta();
+	test_info();
+	rmdb(dir);
+	CHECK(mkdir(dir, 0700) == 0, "mkdir");
+	test_foreign();
+	rmdb(dir);
+	return tap_done();
+}

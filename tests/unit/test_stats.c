@@ -1,2 +1,305 @@
+/* test_stats.c: cdp_stats and cdp_classes.
+ *
+ * Integer statistics must be exact where doubles are not (u32 values near
+ * 2^32 with a standard deviation of 0.5), merging halves must equal adding
+ * the whole, the text form must restore the state bit for bit, and float sums
+ * must be compensated.
+ */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cdp_dtype.h"
+#include "cdp_error.h"
+#include "cdp_stats.h"
 #include "tap.h"
-int main(void) { return 77; }
+
+static int same_double(double a, double b)
+{
+	return memcmp(&a, &b, sizeof a) == 0;
+}
+
+/* Field-by-field equality (the struct has padding). */
+static int same_stats(const cdp_stats *a, const cdp_stats *b)
+{
+	if (a->dtype != b->dtype || a->bands != b->bands || a->stale != b->stale)
+		return 0;
+	for (uint32_t i = 0; i < a->bands; i++) {
+		const cdp_band_acc *x = &a->b[i], *y = &b->b[i];
+		if (x->count != y->count || x->isum != y->isum ||
+		    x->isumsq != y->isumsq || x->imin != y->imin || x->imax != y->imax ||
+		    !same_double(x->sum, y->sum) || !same_double(x->sumc, y->sumc) ||
+		    !same_double(x->sumsq, y->sumsq) || !same_double(x->sumsqc, y->sumsqc) ||
+		    !same_double(x->min, y->min) || !same_double(x->max, y->max))
+			return 0;
+	}
+	return 1;
+}
+
+static void roundtrip(const cdp_stats *s, const char *what)
+{
+	cdp_buf t = {0}, t2 = {0};
+	cdp_stats r;
+
+	CHECK_RC(cdp_stats_format(s, &t), CDP_OK);
+	CHECK_RC(cdp_stats_parse((const char *)t.p, t.len, &r), CDP_OK);
+	CHECK(same_stats(s, &r), "%s: parse(format(s)) differs from s:\n%s", what, (char *)t.p);
+	CHECK_RC(cdp_stats_format(&r, &t2), CDP_OK);
+	CHECK(t.len == t2.len && memcmp(t.p, t2.p, t.len) == 0, "%s: text changed on round trip", what);
+	cdp_stats_free(&r);
+	cdp_buf_free(&t);
+	cdp_buf_free(&t2);
+}
+
+static void test_u32_exact(void)
+{
+	enum { N = 1000 };
+	uint32_t v[N];
+	cdp_stats s;
+	double mean, sd, lo, hi;
+
+	for (int i = 0; i < N; i++)
+		v[i] = i % 2 ? 4294967295u : 4294967294u;
+	CHECK_RC(cdp_stats_init(&s, CDP_DT_U32, 1), CDP_OK);
+	CHECK_RC(cdp_stats_add(&s, 0, v, NULL, N), CDP_OK);
+	cdp_stats_result(&s, 0, &mean, &sd, &lo, &hi);
+	CHECK(s.b[0].count == N, "count %llu", (unsigned long long)s.b[0].count);
+	CHECK(s.b[0].isum == (__int128)N * 4294967294u + N / 2, "u32 sum not exact");
+	CHECK(mean == 4294967294.5, "mean %.17g", mean);
+	CHECK(sd == 0.5, "std %.17g, want 0.5 (cancellation?)", sd);
+	CHECK(lo == 4294967294.0 && hi == 4294967295.0, "min %g max %g", lo, hi);
+	roundtrip(&s, "u32");
+	cdp_stats_free(&s);
+}
+
+static void test_i16_negative_mask(void)
+{
+	int16_t v[6] = { -3, -2, -3, 30000, -2, -32768 };
+	uint8_t m[6] = { 255, 255, 255, 0, 255, 1 };
+	cdp_stats s;
+	double mean, sd, lo, hi;
+
+	CHECK_RC(cdp_stats_init(&s, CDP_DT_I16, 2), CDP_OK);
+	CHECK_RC(cdp_stats_add(&s, 0, v, m, 6), CDP_OK);
+	CHECK_RC(cdp_stats_add(&s, 1, v, NULL, 6), CDP_OK);
+	cdp_stats_result(&s, 0, &mean, &sd, &lo, &hi);
+	CHECK(s.b[0].count == 4, "masked count %llu", (unsigned long long)s.b[0].count);
+	CHECK(mean == -2.5 && sd == 0.5, "mean %.17g std %.17g", mean, sd);
+	CHECK(lo == -3 && hi == -2, "min %g max %g", lo, hi);
+	cdp_stats_result(&s, 1, &mean, &sd, &lo, &hi);
+	CHECK(s.b[1].count == 6 && lo == -32768 && hi == 30000, "unmasked band");
+	CHECK(s.b[1].isum == -3 - 2 - 3 + 30000 - 2 - 32768, "i16 sum");
+	CHECK(s.b[1].isumsq == 9 + 4 + 9 + 900000000u + 4 + 1073741824u, "i16 sumsq");
+	CHECK_RC(cdp_stats_add(&s, 2, v, NULL, 6), CDP_EINVAL);
+	roundtrip(&s, "i16");
+	cdp_stats_free(&s);
+}
+
+/* Mean and std against a long-double two-pass reference on random u16. */
+static void test_u16_reference(void)
+{
+	enum { N = 200000 };
+	uint16_t *v = malloc(N * sizeof *v);
+	uint64_t x = 12345;
+	long double sum = 0, m2 = 0;
+	cdp_stats s;
+	double mean, sd;
+
+	for (int i = 0; i < N; i++) {
+		x = x * 6364136223846793005ull + 1442695040888963407ull;
+		v[i] = (uint16_t)(60000 + (x >> 60));
+		sum += v[i];
+	}
+	for (int i = 0; i < N; i++)
+		m2 += (v[i] - sum / N) * (v[i] - sum / N);
+	CHECK_RC(cdp_stats_init(&s, CDP_DT_U16, 1), CDP_OK);
+	CHECK_RC(cdp_stats_add(&s, 0, v, NULL, N), CDP_OK);
+	cdp_stats_result(&s, 0, &mean, &sd, NULL, NULL);
+	CHECK(fabs(mean - (double)(sum / N)) <= 1e-15 * mean, "mean %.17g vs %.17Lg", mean, sum / N);
+	CHECK(fabs(sd - (double)sqrtl(m2 / N)) <= 1e-12 * sd, "std %.17g vs %.17Lg", sd, sqrtl(m2 / N));
+	cdp_stats_free(&s);
+	free(v);
+}
+
+static void test_float(void)
+{
+	double v[5] = { 1e16, 1.0, -1e16, NAN, INFINITY };
+	float f[4] = { 1.5f, -2.0f, NAN, -INFINITY };
+	cdp_stats s, t;
+	double mean, sd, lo, hi;
+
+	CHECK_RC(cdp_stats_init(&s, CDP_DT_F64, 1), CDP_OK);
+	CHECK_RC(cdp_stats_add(&s, 0, v, NULL, 5), CDP_OK);
+	cdp_stats_result(&s, 0, &mean, &sd, &lo, &hi);
+	CHECK(s.b[0].count == 3, "nan/inf counted: %llu", (unsigned long long)s.b[0].count);
+	CHECK(fabs(mean - 1.0 / 3) < 1e-15, "compensated mean %.17g, want 1/3", mean);
+	CHECK(lo == -1e16 && hi == 1e16, "min/max");
+	roundtrip(&s, "f64");
+	cdp_stats_free(&s);
+
+	CHECK_RC(cdp_stats_init(&s, CDP_DT_F32, 1), CDP_OK);
+	CHECK_RC(cdp_stats_add(&s, 0, f, NULL, 4), CDP_OK);
+	cdp_stats_result(&s, 0, &mean, &sd, &lo, &hi);
+	CHECK(s.b[0].count == 2 && mean == -0.25 && sd == 1.75, "f32 mean %g std %g", mean, sd);
+	/* An empty band formats as nan and round-trips. */
+	CHECK_RC(cdp_stats_init(&t, CDP_DT_F32, 2), CDP_OK);
+	CHECK_RC(cdp_stats_merge(&t, &s), CDP_ESHAPE);
+	roundtrip(&t, "empty f32");
+	cdp_stats_free(&t);
+	cdp_stats_free(&s);
+}
+
+/* Folding per-item accumulators through the text form (as the packer does
+ * across transactions) is bit-identical to folding in memory; for integers,
+ * any split merges to the whole. */
+static void test_fold_merge(void)
+{
+	enum { N = 5000, ITEMS = 10 };
+	float *f = malloc(N * sizeof *f);
+	uint8_t *u = malloc(N);
+	uint64_t x = 99;
+	cdp_stats mem, disk, item, whole, a, b;
+	cdp_buf t = {0};
+
+	for (int i = 0; i < N; i++) {
+		x = x * 6364136223846793005ull + 1442695040888963407ull;
+		f[i] = (float)((double)(x >> 11) / 9007199254740992.0 * 1e4 - 3e3);
+		u[i] = (uint8_t)(x >> 56);
+	}
+	CHECK_RC(cdp_stats_init(&mem, CDP_DT_F32, 1), CDP_OK);
+	CHECK_RC(cdp_stats_init(&disk, CDP_DT_F32, 1), CDP_OK);
+	CHECK_RC(cdp_stats_init(&item, CDP_DT_F32, 1), CDP_OK);
+	for (int k = 0; k < ITEMS; k++) {
+		cdp_stats_reset(&item);
+		CHECK_RC(cdp_stats_add(&item, 0, f + k * (N / ITEMS), NULL, N / ITEMS), CDP_OK);
+		CHECK_RC(cdp_stats_merge(&mem, &item), CDP_OK);
+		CHECK_RC(cdp_stats_merge(&disk, &item), CDP_OK);
+		CHECK_RC(cdp_stats_format(&disk, &t), CDP_OK);
+		cdp_stats_free(&disk);
+		CHECK_RC(cdp_stats_parse((const char *)t.p, t.len, &disk), CDP_OK);
+	}
+	CHECK(same_stats(&mem, &disk), "fold through text differs from fold in memory");
+	cdp_stats_free(&mem);
+	cdp_stats_free(&disk);
+	cdp_stats_free(&item);
+
+	CHECK_RC(cdp_stats_init(&whole, CDP_DT_U8, 1), CDP_OK);
+	CHECK_RC(cdp_stats_init(&a, CDP_DT_U8, 1), CDP_OK);
+	CHECK_RC(cdp_stats_init(&b, CDP_DT_U8, 1), CDP_OK);
+	CHECK_RC(cdp_stats_add(&whole, 0, u, NULL, N), CDP_OK);
+	CHECK_RC(cdp_stats_add(&b, 0, u + 1234, NULL, N - 1234), CDP_OK);
+	CHECK_RC(cdp_stats_add(&a, 0, u, NULL, 1234), CDP_OK);
+	CHECK_RC(cdp_stats_merge(&b, &a), CDP_OK);
+	CHECK(same_stats(&whole, &b), "u8 merge of halves differs from the whole");
+	cdp_stats_free(&whole);
+	cdp_stats_free(&a);
+	cdp_stats_free(&b);
+	cdp_buf_free(&t);
+	free(f);
+	free(u);
+}
+
+static void test_record_and_parse_errors(void)
+{
+	uint16_t img[2 * 2 * 3] = { 1, 2, 3, 4, 5, 6, 10, 20, 30, 40, 50, 60 };
+	uint8_t mask[6] = { 255, 0, 255, 255, 0, 255 };
+	cdp_record r = { .dtype = CDP_DT_U16, .bands = 2, .height = 2, .width = 3,
+	                 .flags = CDP_REC_MASK, .image = img, .mask = mask };
+	cdp_stats s;
+	cdp_buf t = {0};
+	double mean;
+	const char *bad[] = {
+		"dtype=u8\nbands=1\nband.1.count=1\n",
+		"dtype=u9\nbands=1\n",
+		"dtype=u8\nbands=0\n",
+		"dtype=u8\nbands=1\nband.1.count=1\nband.1.sumsq=1\nband.1.sum=1\n"
+		"band.1.min=1\nband.1.max=1\nband.1.mean=1\nband.1.std=0\n",
+		"dtype=u8\nbands=1\nband.1.count=0\nband.1.sum=0\nband.1.sumsq=0\n"
+		"band.1.min=0\nband.1.max=nan\nband.1.mean=nan\nband.1.std=nan\n",
+		"dtype=u8\nbands=1\nband.1.count=1\nband.1.sum=1\nband.1.sumsq=1\n"
+		"band.1.min=1\nband.1.max=1\nband.1.mean=1\nband.1.std=0\nextra=1\n",
+	};
+
+	CHECK_RC(cdp_stats_init(&s, CDP_DT_U16, 2), CDP_OK);
+	CHECK_RC(cdp_stats_add_record(&s, &r), CDP_OK);
+	cdp_stats_result(&s, 1, &mean, NULL, NULL, NULL);
+	CHECK(s.b[0].count == 4 && s.b[0].isum == 1 + 3 + 4 + 6, "record band 1 uses the mask");
+	CHECK(mean == 35.0, "record band 2 mean %g", mean);
+	r.bands = 1;
+	CHECK_RC(cdp_stats_add_record(&s, &r), CDP_ESHAPE);
+	s.stale = 1;
+	roundtrip(&s, "stale u16");
+	CHECK_RC(cdp_stats_format(&s, &t), CDP_OK);
+	for (size_t cut = 0; cut + 1 < t.len; cut += 7) {
+		cdp_stats p;
+		int rc = cdp_stats_parse((const char *)t.p, cut, &p);
+		CHECK(rc != CDP_OK, "truncated stats text (%zu bytes) parsed", cut);
+		if (rc == CDP_OK)
+			cdp_stats_free(&p);
+	}
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		cdp_stats p;
+		int rc = cdp_stats_parse(bad[i], strlen(bad[i]), &p);
+		CHECK(rc != CDP_OK, "bad stats text %zu parsed", i);
+		if (rc == CDP_OK)
+			cdp_stats_free(&p);
+	}
+	cdp_buf_free(&t);
+	cdp_stats_free(&s);
+}
+
+static void test_classes(void)
+{
+	uint8_t l8[6] = { 0, 1, 1, 255, 4, 1 };
+	uint16_t l16[4] = { 700, 3, 65535, 700 };
+	cdp_record r = { .label_kind = CDP_LABEL_U8, .height = 2, .width = 3,
+	                 .label = l8, .label_ignore = 255 };
+	cdp_classes c = {0}, d = {0}, p = {0};
+	cdp_buf t = {0};
+
+	CHECK_RC(cdp_classes_add_record(&c, &r), CDP_OK);
+	CHECK(c.len == 5 && c.n[0] == 1 && c.n[1] == 3 && c.n[4] == 1 &&
+	      cdp_classes_total(&c) == 5, "u8 histogram excluding ignore");
+	r.label_kind = CDP_LABEL_U16;
+	r.height = 2; r.width = 2; r.label = l16; r.label_ignore = 65535;
+	CHECK_RC(cdp_classes_add_record(&d, &r), CDP_OK);
+	CHECK(d.len == 701 && d.n[700] == 2 && d.n[3] == 1, "u16 histogram");
+	r.label_kind = CDP_LABEL_CLASS;
+	r.class_id = 2;
+	CHECK_RC(cdp_classes_add_record(&d, &r), CDP_OK);
+	r.class_id = CDP_CLASS_MAX;
+	CHECK_RC(cdp_classes_add_record(&d, &r), CDP_ERANGE);
+	r.label_kind = CDP_LABEL_NONE;
+	CHECK_RC(cdp_classes_add_record(&d, &r), CDP_OK);
+	CHECK_RC(cdp_classes_merge(&c, &d), CDP_OK);
+	CHECK(cdp_classes_total(&c) == 9 && c.n[2] == 1 && c.n[3] == 1, "merged total");
+
+	CHECK_RC(cdp_classes_format(&c, &t), CDP_OK);
+	CHECK(strcmp((char *)t.p, "class.0=1\nclass.1=3\nclass.2=1\nclass.3=1\n"
+	             "class.4=1\nclass.700=2\n") == 0, "classes text: %s", (char *)t.p);
+	CHECK_RC(cdp_classes_parse((char *)t.p, t.len, &p), CDP_OK);
+	CHECK(p.len == c.len && memcmp(p.n, c.n, c.len * sizeof *c.n) == 0, "classes round trip");
+	CHECK_RC(cdp_classes_parse("class.2=1\nclass.1=1\n", 20, &p), CDP_ESYNTAX);
+	CHECK_RC(cdp_classes_parse("class.1=0\n", 10, &p), CDP_ESYNTAX);
+	CHECK_RC(cdp_classes_parse("class.1=1", 9, &p), CDP_ESYNTAX);
+	CHECK_RC(cdp_classes_parse("class.70000=1\n", 14, &p), CDP_ERANGE);
+	CHECK_RC(cdp_classes_parse("", 0, &p), CDP_OK);
+	CHECK(cdp_classes_total(&p) == 0, "empty classes text");
+	cdp_classes_free(&c);
+	cdp_classes_free(&d);
+	cdp_classes_free(&p);
+	cdp_buf_free(&t);
+}
+
+int main(void)
+{
+	test_u32_exact();
+	test_i16_negative_mask();
+	test_u16_reference();
+	test_float();
+	test_fold_merge();
+	test_record_and_parse_errors();
+	test_classes();
+	return tap_done();
+}

@@ -1,1 +1,221 @@
-int main(void) { return 1; }
+/* main.c: cdp-keyshuffle, options and output (man/cdp-keyshuffle.1).
+ *
+ * The work is ks_build (shuffle.c); this file parses options, writes the
+ * lists and reports. Files named by -o and --val-out are written to
+ * temporary names first and renamed only after both are complete, so a
+ * failure leaves neither behind.
+ */
+#include "shuffle.h"
+
+#include "cdp_error.h"
+#include "cdp_key.h"
+#include "cdp_num.h"
+#include "cdp_progress.h"
+#include "cdp_ptrfile.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define PROG "cdp-keyshuffle"
+
+enum { OPT_NO_SHUFFLE = 256, OPT_PROGRESS, OPT_VAL, OPT_VAL_BY, OPT_VAL_OUT };
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+	    "usage: " PROG " [-hq] [-m glob] [-o file] [-s seed] [--no-shuffle] [--progress]\n"
+	    "                      [--val fraction | --val-by name[,name...]] [--val-out file] DB\n");
+}
+
+/* Appends s to a growing array of strings. */
+static int push(const char ***v, size_t *n, size_t *cap, const char *s)
+{
+	if (*n == *cap) {
+		size_t nc = *cap ? *cap * 2 : 8;
+		const char **nv = realloc(*v, nc * sizeof *nv);
+		if (!nv)
+			return CDP_ENOMEM;
+		*v = nv;
+		*cap = nc;
+	}
+	(*v)[(*n)++] = s;
+	return CDP_OK;
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "help",       no_argument,       NULL, 'h' },
+		{ "match",      required_argument, NULL, 'm' },
+		{ "no-shuffle", no_argument,       NULL, OPT_NO_SHUFFLE },
+		{ "output",     required_argument, NULL, 'o' },
+		{ "progress",   no_argument,       NULL, OPT_PROGRESS },
+		{ "quiet",      no_argument,       NULL, 'q' },
+		{ "seed",       required_argument, NULL, 's' },
+		{ "val",        required_argument, NULL, OPT_VAL },
+		{ "val-by",     required_argument, NULL, OPT_VAL_BY },
+		{ "val-out",    required_argument, NULL, OPT_VAL_OUT },
+		{ NULL, 0, NULL, 0 }
+	};
+	ks_options o = { .seed = KS_DEFAULT_SEED, .progress = CDP_PROGRESS_AUTO };
+	ks_lists l = { 0 };
+	ks_output train_out = { 0 }, val_out = { 0 };
+	const char **names = NULL, **globs = NULL;
+	char **copies = NULL;    /* strdup'd --val-by arguments, split in place */
+	size_t nnames = 0, names_cap = 0, nglobs = 0, globs_cap = 0, ncopies = 0;
+	const char *out_path = NULL, *val_path = NULL, *db;
+	char err[1024];
+	int quiet = 0, c, rc = 2;
+
+	while ((c = getopt_long(argc, argv, "hm:o:qs:", longopts, NULL)) != -1) {
+		switch (c) {
+		case 'h':
+			usage(stdout);
+			rc = 0;
+			goto out;
+		case 'm':
+			if (push(&globs, &nglobs, &globs_cap, optarg) != CDP_OK)
+				goto nomem;
+			break;
+		case 'o':
+			out_path = optarg;
+			break;
+		case 'q':
+			quiet = 1;
+			o.progress = CDP_PROGRESS_OFF;
+			break;
+		case 's':
+			if (cdp_parse_u64(optarg, 0, UINT64_MAX, &o.seed) != CDP_OK) {
+				fprintf(stderr, PROG ": --seed '%s': not an integer in "
+				        "[0, %" PRIu64 "]\n", optarg, UINT64_MAX);
+				goto out;
+			}
+			o.seed_given = 1;
+			break;
+		case OPT_NO_SHUFFLE:
+			o.no_shuffle = 1;
+			break;
+		case OPT_PROGRESS:
+			o.progress = CDP_PROGRESS_ON;
+			break;
+		case OPT_VAL:
+			if (cdp_parse_double(optarg, 0.0, 1.0, &o.val_frac) != CDP_OK ||
+			    o.val_frac >= 1.0) {
+				fprintf(stderr, PROG ": --val '%s': not a fraction in "
+				        "[0, 1)\n", optarg);
+				goto out;
+			}
+			o.have_val = 1;
+			break;
+		case OPT_VAL_BY: {
+			char *s = strdup(optarg), *tok, **nc;
+			if (!s || !(nc = realloc(copies, (ncopies + 1) * sizeof *nc))) {
+				free(s);
+				goto nomem;
+			}
+			copies = nc;
+			copies[ncopies++] = s;
+			/* strsep, not strtok: "a,,b" must fail, not become "a,b". */
+			while ((tok = strsep(&s, ",")) != NULL) {
+				if (cdp_key_name_check(tok) != CDP_OK) {
+					fprintf(stderr, PROG ": --val-by '%s': invalid scene "
+					        "name '%s'\n", optarg, tok);
+					goto out;
+				}
+				if (push(&names, &nnames, &names_cap, tok) != CDP_OK)
+					goto nomem;
+			}
+			break;
+		}
+		case OPT_VAL_OUT:
+			val_path = optarg;
+			break;
+		default:
+			usage(stderr);
+			goto out;
+		}
+	}
+	if (argc - optind != 1) {
+		fprintf(stderr, PROG ": %s\n", argc - optind ? "too many arguments" :
+		        "missing DB");
+		usage(stderr);
+		goto out;
+	}
+	db = argv[optind];
+	if (o.have_val && nnames > 0) {
+		fprintf(stderr, PROG ": --val and --val-by are mutually exclusive\n");
+		goto out;
+	}
+	if ((o.have_val || nnames > 0) != (val_path != NULL)) {
+		fprintf(stderr, PROG ": %s\n", val_path ?
+		        "--val-out needs --val or --val-by" :
+		        "--val and --val-by need --val-out");
+		goto out;
+	}
+	if (out_path && val_path && strcmp(out_path, val_path) == 0) {
+		fprintf(stderr, PROG ": -o and --val-out name the same file '%s'\n",
+		        out_path);
+		goto out;
+	}
+	o.globs = globs;
+	o.nglobs = nglobs;
+	o.val_names = names;
+	o.nval_names = nnames;
+
+	rc = 1;
+	if (ks_build(db, &o, &l, err, sizeof err) != CDP_OK) {
+		fprintf(stderr, PROG ": %s\n", err);
+		goto out;
+	}
+	/* Both files complete before either appears under its name. */
+	if (val_path && ks_output_prepare(&val_out, val_path, l.uuid, l.seed,
+	                                  l.val, l.val_len, l.nval, err, sizeof err) != CDP_OK)
+		goto report;
+	if (out_path) {
+		if (ks_output_prepare(&train_out, out_path, l.uuid, l.seed, l.train,
+		                      l.train_len, l.ntrain, err, sizeof err) != CDP_OK)
+			goto report;
+	} else {
+		int wrc = cdp_ptrfile_write(stdout, l.uuid, l.seed, l.train,
+		                            l.train_len, l.ntrain);
+		if (wrc != CDP_OK) {
+			snprintf(err, sizeof err, "cannot write standard output: %s",
+			         cdp_strerror(wrc));
+			goto report;
+		}
+	}
+	if (val_path && ks_output_commit(&val_out, err, sizeof err) != CDP_OK)
+		goto report;
+	if (out_path && ks_output_commit(&train_out, err, sizeof err) != CDP_OK)
+		goto report;
+	if (!quiet)
+		fprintf(stderr, PROG ": seed %" PRIu64 ", %zu keys (%zu train, %zu "
+		        "validation)\n", l.seed, l.total, l.ntrain, l.nval);
+	rc = 0;
+	goto out;
+nomem:
+	snprintf(err, sizeof err, "%s", cdp_strerror(CDP_ENOMEM));
+	rc = 1;
+report:
+	fprintf(stderr, PROG ": %s\n", err);
+out:
+	ks_output_discard(&val_out);
+	ks_output_discard(&train_out);
+	ks_lists_free(&l);
+	for (size_t i = 0; i < ncopies; i++)
+		free(copies[i]);
+	free(copies);
+	free(names);
+	free(globs);
+	/* stdout may still hold buffered bytes; a failed close is a failure. */
+	if (fclose(stdout) != 0 && rc == 0) {
+		fprintf(stderr, PROG ": cannot write standard output: %s\n",
+		        strerror(errno));
+		rc = 1;
+	}
+	return rc;
+}

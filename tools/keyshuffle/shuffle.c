@@ -1,0 +1,554 @@
+/* shuffle.c: cdp-keyshuffle's work (shuffle.h, man/cdp-keyshuffle.1).
+ *
+ * The pool is opened read-only and its tiles database walked with one
+ * cursor whose data argument is NULL, so LMDB never touches a value page:
+ * the cost is that of the B-tree's leaf pages, not of the tiles. Selected
+ * keys are copied into one arena (LMDB's pointers die with the read txn).
+ * The keys arrive in LMDB's byte order, which makes the input of the shuffle
+ * independent of how the pool was loaded; the Fisher-Yates shuffle of
+ * cdp_rng then makes the output a function of (keys, seed) alone.
+ *
+ * Not done here: printing (main.c does), reading tile values, or any
+ * second pass over the pool.
+ */
+#include "shuffle.h"
+
+#include "cdp_error.h"
+#include "cdp_key.h"
+#include "cdp_num.h"
+#include "cdp_pool.h"
+#include "cdp_ptrfile.h"
+#include "cdp_progress.h"
+#include "cdp_rng.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define PROG "cdp-keyshuffle"
+
+static void seterr(char *err, size_t cap, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static void seterr(char *err, size_t cap, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (!err || cap == 0)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(err, cap, fmt, ap);
+	va_end(ap);
+}
+
+/* The selected keys while the pool is read: offsets into a growing arena. */
+typedef struct keybuf {
+	char *arena;
+	size_t used, cap;
+	size_t *off, *len;       /* [n] */
+	unsigned char *held;     /* [n] 1: the key's scene is in --val-by */
+	size_t n, ncap;
+} keybuf;
+
+static int keybuf_add(keybuf *b, const char *k, size_t len, int held)
+{
+	if (b->n == b->ncap) {
+		size_t nc = b->ncap ? b->ncap * 2 : 4096;
+		size_t *no, *nl;
+		unsigned char *nh;
+		if (nc > SIZE_MAX / sizeof *no)
+			return CDP_EOVERFLOW;
+		no = realloc(b->off, nc * sizeof *no);
+		if (!no)
+			return CDP_ENOMEM;
+		b->off = no;
+		nl = realloc(b->len, nc * sizeof *nl);
+		if (!nl)
+			return CDP_ENOMEM;
+		b->len = nl;
+		nh = realloc(b->held, nc);
+		if (!nh)
+			return CDP_ENOMEM;
+		b->held = nh;
+		b->ncap = nc;
+	}
+	if (b->cap - b->used < len + 1) {
+		size_t nc = b->cap ? b->cap : 1 << 16;
+		char *na;
+		while (nc - b->used < len + 1) {
+			if (nc > SIZE_MAX / 2)
+				return CDP_EOVERFLOW;
+			nc *= 2;
+		}
+		na = realloc(b->arena, nc);
+		if (!na)
+			return CDP_ENOMEM;
+		b->arena = na;
+		b->cap = nc;
+	}
+	memcpy(b->arena + b->used, k, len);
+	b->arena[b->used + len] = '\0';
+	b->off[b->n] = b->used;
+	b->len[b->n] = len;
+	b->held[b->n] = (unsigned char)held;
+	b->used += len + 1;
+	b->n++;
+	return CDP_OK;
+}
+
+static void keybuf_free(keybuf *b)
+{
+	free(b->arena);
+	free(b->off);
+	free(b->len);
+	free(b->held);
+	memset(b, 0, sizeof *b);
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+static int is_uuid(const char *u)
+{
+	size_t i;
+
+	for (i = 0; u[i]; i++)
+		if (!((u[i] >= '0' && u[i] <= '9') || (u[i] >= 'a' && u[i] <= 'f')))
+			return 0;
+	return i == 32;
+}
+
+/* Checks the format and uuid records that make a directory a pool, and reads
+ * the tile count (0 if the record is absent: a pool that was never filled). */
+static int check_meta(cdp_pool *p, MDB_txn *txn, const char *db,
+                      char uuid[33], uint64_t *count, char *err, size_t cap)
+{
+	cdp_buf b = { 0 };
+	char val[64];
+	uint64_t version = 0;
+	int rc;
+
+	rc = cdp_pool_meta_get(p, txn, "format", &b);
+	if (rc != CDP_OK) {
+		seterr(err, cap, "'%s': not a cdpool pool: format record: %s", db,
+		       rc == MDB_NOTFOUND ? "missing" : cdp_strerror(rc));
+		goto out;
+	}
+	if (cdp_meta_field((const char *)b.p, "format", val, sizeof val) != CDP_OK ||
+	    strcmp(val, CDP_POOL_FORMAT) != 0) {
+		rc = CDP_EFORMAT;
+		seterr(err, cap, "'%s': not a cdpool pool: wrong format record", db);
+		goto out;
+	}
+	if (cdp_meta_field((const char *)b.p, "version", val, sizeof val) != CDP_OK ||
+	    cdp_parse_u64(val, 1, UINT64_MAX, &version) != CDP_OK) {
+		rc = CDP_EFORMAT;
+		seterr(err, cap, "'%s': not a cdpool pool: bad version in the format record", db);
+		goto out;
+	}
+	if (version > CDP_POOL_VERSION) {
+		rc = CDP_EVERSION;
+		seterr(err, cap, "'%s': pool version %" PRIu64 " is newer than this "
+		       "program reads (%d)", db, version, CDP_POOL_VERSION);
+		goto out;
+	}
+	rc = cdp_pool_meta_get(p, txn, "uuid", &b);
+	if (rc == CDP_OK && (cdp_meta_field((const char *)b.p, "uuid", uuid, 33) != CDP_OK ||
+	                     !is_uuid(uuid)))
+		rc = CDP_EFORMAT;
+	if (rc != CDP_OK) {
+		seterr(err, cap, "'%s': not a cdpool pool: uuid record: %s", db,
+		       rc == MDB_NOTFOUND ? "missing" : cdp_strerror(rc));
+		goto out;
+	}
+	*count = 0;
+	rc = cdp_pool_meta_get(p, txn, "count", &b);
+	if (rc == MDB_NOTFOUND) {
+		rc = CDP_OK;
+	} else if (rc != CDP_OK ||
+	           cdp_meta_field((const char *)b.p, "tiles", val, sizeof val) != CDP_OK ||
+	           cdp_parse_u64(val, 0, UINT64_MAX, count) != CDP_OK) {
+		if (rc == CDP_OK)
+			rc = CDP_EFORMAT;
+		seterr(err, cap, "'%s': corrupt count record: %s", db, cdp_strerror(rc));
+	}
+out:
+	cdp_buf_free(&b);
+	return rc;
+}
+
+/* Opens db as a pool, telling "no such file" apart from "not a pool". */
+static int open_pool(const char *db, cdp_pool *p, char *err, size_t cap)
+{
+	struct stat st;
+	char *data;
+	size_t n = strlen(db);
+	int rc;
+
+	if (stat(db, &st) != 0) {
+		rc = errno;
+		seterr(err, cap, "cannot open '%s': %s", db, strerror(rc));
+		return rc;
+	}
+	if (!S_ISDIR(st.st_mode)) {
+		seterr(err, cap, "'%s': not a cdpool pool: not a directory", db);
+		return ENOTDIR;
+	}
+	data = malloc(n + sizeof "/data.mdb");
+	if (!data) {
+		seterr(err, cap, "%s", cdp_strerror(CDP_ENOMEM));
+		return CDP_ENOMEM;
+	}
+	snprintf(data, n + sizeof "/data.mdb", "%s/data.mdb", db);
+	rc = stat(data, &st) != 0 ? errno : 0;
+	free(data);
+	if (rc == ENOENT) {
+		seterr(err, cap, "'%s': not a cdpool pool: no data.mdb", db);
+		return CDP_EFORMAT;
+	}
+	rc = cdp_pool_open(db, CDP_POOL_RDONLY | CDP_POOL_NORDAHEAD, 0, p);
+	if (rc > 0)
+		seterr(err, cap, "cannot open '%s': %s", db, strerror(rc));
+	else if (rc == CDP_EVERSION)
+		seterr(err, cap, "'%s': pool version is newer than this program "
+		       "reads (%d)", db, CDP_POOL_VERSION);
+	else if (rc == CDP_ELMDB)
+		seterr(err, cap, "'%s': not a cdpool pool: no tiles or meta "
+		       "database", db);
+	else if (rc == CDP_EFORMAT)
+		seterr(err, cap, "'%s': not a cdpool pool: missing or wrong format "
+		       "record", db);
+	else if (rc != CDP_OK)
+		seterr(err, cap, "'%s': not a cdpool pool: %s", db, cdp_strerror(rc));
+	return rc;
+}
+
+/* Reads every key of the tiles database into kb, keeping those that match a
+ * glob (all when there are none) and marking those of a --val-by scene.
+ * names is sorted; nkeys[i] counts the kept keys of names[i]. */
+static int read_keys(cdp_pool *p, MDB_txn *txn, const char *db,
+                     const ks_options *o, const char **names, size_t nnames,
+                     size_t *nkeys, uint64_t meta_count, size_t *scanned,
+                     keybuf *kb, char *err, size_t cap)
+{
+	MDB_cursor *cur = NULL;
+	MDB_val k;
+	cdp_progress pg;
+	char key[CDP_KEY_MAX], name[CDP_NAME_MAX + 1];
+	uint64_t row, col;
+	size_t seen = 0;
+	int rc;
+
+	rc = mdb_cursor_open(txn, p->tiles, &cur);
+	if (rc != MDB_SUCCESS) {
+		seterr(err, cap, "cannot read '%s': %s", db, cdp_strerror(rc));
+		return rc;
+	}
+	cdp_progress_start(&pg, o->progress, PROG, "reading keys", meta_count);
+	/* data = NULL: LMDB then skips reading the value (mdb_node_read). */
+	while ((rc = mdb_cursor_get(cur, &k, NULL, MDB_NEXT)) == MDB_SUCCESS) {
+		const char *const *hit = NULL;
+		int keep = o->nglobs == 0;
+
+		seen++;
+		if ((seen & 4095) == 0)
+			cdp_progress_update(&pg, seen);
+		rc = CDP_EKEY;
+		if (k.mv_size < sizeof key) {
+			memcpy(key, k.mv_data, k.mv_size);
+			key[k.mv_size] = '\0';
+			rc = cdp_key_parse(key, k.mv_size, name, sizeof name, &row, &col);
+		}
+		if (rc != CDP_OK) {
+			seterr(err, cap, "'%s': invalid key '%.*s' in the pool", db,
+			       (int)(k.mv_size > 80 ? 80 : k.mv_size), (const char *)k.mv_data);
+			goto out;
+		}
+		for (size_t g = 0; g < o->nglobs && !keep; g++)
+			keep = cdp_key_match(o->globs[g], key);
+		if (!keep)
+			continue;
+		if (nnames > 0) {
+			const char *np = name;
+			hit = bsearch(&np, names, nnames, sizeof *names, cmp_str);
+			if (hit)
+				nkeys[hit - names]++;
+		}
+		rc = keybuf_add(kb, key, k.mv_size, hit != NULL);
+		if (rc != CDP_OK) {
+			seterr(err, cap, "'%s': %s", db, cdp_strerror(rc));
+			goto out;
+		}
+	}
+	if (rc != MDB_NOTFOUND) {
+		seterr(err, cap, "cannot read '%s': %s", db, cdp_strerror(rc));
+		goto out;
+	}
+	rc = CDP_OK;
+out:
+	cdp_progress_update(&pg, seen);
+	cdp_progress_end(&pg);
+	mdb_cursor_close(cur);
+	*scanned = seen;
+	return rc;
+}
+
+/* Sorted, duplicate-free copy of the --val-by names. */
+static int sort_names(const ks_options *o, const char ***out, size_t *n)
+{
+	const char **v;
+	size_t m = 0;
+
+	*out = NULL;
+	*n = 0;
+	if (o->nval_names == 0)
+		return CDP_OK;
+	v = malloc(o->nval_names * sizeof *v);
+	if (!v)
+		return CDP_ENOMEM;
+	memcpy(v, o->val_names, o->nval_names * sizeof *v);
+	qsort(v, o->nval_names, sizeof *v, cmp_str);
+	for (size_t i = 0; i < o->nval_names; i++)
+		if (m == 0 || strcmp(v[m - 1], v[i]) != 0)
+			v[m++] = v[i];
+	*out = v;
+	*n = m;
+	return CDP_OK;
+}
+
+int ks_build(const char *db, const ks_options *o, ks_lists *out,
+             char *err, size_t cap)
+{
+	cdp_pool pool;
+	int pool_open = 0;
+	MDB_txn *txn = NULL;
+	keybuf kb = { 0 };
+	const char **names = NULL;
+	size_t nnames = 0, *nkeys = NULL, *perm = NULL, scanned = 0, nval = 0;
+	uint64_t meta_count = 0;
+	int rc;
+
+	memset(out, 0, sizeof *out);
+	rc = sort_names(o, &names, &nnames);
+	if (rc == CDP_OK && nnames > 0 && !(nkeys = calloc(nnames, sizeof *nkeys)))
+		rc = CDP_ENOMEM;
+	if (rc != CDP_OK) {
+		seterr(err, cap, "%s", cdp_strerror(rc));
+		goto out;
+	}
+	rc = open_pool(db, &pool, err, cap);
+	if (rc != CDP_OK)
+		goto out;
+	pool_open = 1;
+	rc = mdb_txn_begin(pool.env, NULL, MDB_RDONLY, &txn);
+	if (rc != MDB_SUCCESS) {
+		seterr(err, cap, "cannot read '%s': %s", db, cdp_strerror(rc));
+		goto out;
+	}
+	rc = check_meta(&pool, txn, db, out->uuid, &meta_count, err, cap);
+	if (rc != CDP_OK)
+		goto out;
+	rc = read_keys(&pool, txn, db, o, names, nnames, nkeys, meta_count,
+	               &scanned, &kb, err, cap);
+	if (rc != CDP_OK)
+		goto out;
+	/* Keys were copied; end the read txn before the slow part. */
+	mdb_txn_abort(txn);
+	txn = NULL;
+
+	rc = CDP_EFORMAT;
+	if (scanned == 0) {
+		seterr(err, cap, "'%s': pool has no tiles", db);
+		goto out;
+	}
+	/* Records and meta are committed together, so a mismatch is damage. */
+	if (meta_count != 0 && meta_count != scanned) {
+		rc = CDP_EMISMATCH;
+		seterr(err, cap, "'%s': count record says %" PRIu64 " tiles but the "
+		       "pool holds %zu", db, meta_count, scanned);
+		goto out;
+	}
+	if (kb.n == 0) {
+		seterr(err, cap, "'%s': no key matches --match", db);
+		goto out;
+	}
+	for (size_t i = 0; i < nnames; i++) {
+		if (nkeys[i] == 0) {
+			seterr(err, cap, "'%s': --val-by '%s': no %skeys of that scene",
+			       db, names[i], o->nglobs ? "selected " : "");
+			goto out;
+		}
+		nval += nkeys[i];
+	}
+
+	perm = malloc(kb.n * sizeof *perm);
+	if (!perm) {
+		rc = CDP_ENOMEM;
+		seterr(err, cap, "%s", cdp_strerror(rc));
+		goto out;
+	}
+	for (size_t i = 0; i < kb.n; i++)
+		perm[i] = i;
+	if (!o->no_shuffle) {
+		cdp_rng r;
+		cdp_rng_seed(&r, o->seed);
+		cdp_rng_shuffle_size(&r, perm, kb.n);
+	}
+	/* The permutation's head is the validation list for --val. */
+	if (o->have_val)
+		nval = (size_t)floor(o->val_frac * (double)kb.n + 0.5);
+	if (nval >= kb.n) {
+		seterr(err, cap, "'%s': no training keys left: all %zu selected keys "
+		       "are held out for validation", db, kb.n);
+		goto out;
+	}
+
+	out->train = malloc((kb.n - nval) * sizeof *out->train);
+	out->train_len = malloc((kb.n - nval) * sizeof *out->train_len);
+	out->val = malloc((nval ? nval : 1) * sizeof *out->val);
+	out->val_len = malloc((nval ? nval : 1) * sizeof *out->val_len);
+	if (!out->train || !out->train_len || !out->val || !out->val_len) {
+		rc = CDP_ENOMEM;
+		seterr(err, cap, "%s", cdp_strerror(rc));
+		goto out;
+	}
+	for (size_t i = 0; i < kb.n; i++) {
+		size_t k = perm[i];
+		int to_val = o->have_val ? i < nval : kb.held[k];
+		if (to_val) {
+			out->val[out->nval] = kb.arena + kb.off[k];
+			out->val_len[out->nval++] = kb.len[k];
+		} else {
+			out->train[out->ntrain] = kb.arena + kb.off[k];
+			out->train_len[out->ntrain++] = kb.len[k];
+		}
+	}
+	out->arena = kb.arena;
+	kb.arena = NULL;
+	out->pool_keys = scanned;
+	out->total = kb.n;
+	/* An unshuffled list records seed 0 (cdp_ptrfile.h) unless the user
+	 * named one, which then labels the list for the trainer. */
+	out->seed = o->no_shuffle && !o->seed_given ? 0 : o->seed;
+	rc = CDP_OK;
+out:
+	if (txn)
+		mdb_txn_abort(txn);
+	if (pool_open)
+		cdp_pool_close(&pool);
+	if (rc != CDP_OK)
+		ks_lists_free(out);
+	keybuf_free(&kb);
+	free(perm);
+	free(names);
+	free(nkeys);
+	return rc;
+}
+
+void ks_lists_free(ks_lists *l)
+{
+	free(l->train);
+	free(l->train_len);
+	free(l->val);
+	free(l->val_len);
+	free(l->arena);
+	memset(l, 0, sizeof *l);
+}
+
+int ks_output_prepare(ks_output *o, const char *path, const char *uuid,
+                      uint64_t seed, char *const *keys, const size_t *lens,
+                      size_t n, char *err, size_t cap)
+{
+	size_t plen = strlen(path);
+	mode_t mask;
+	FILE *f = NULL;
+	int fd, rc;
+
+	o->path = path;
+	o->tmp = malloc(plen + sizeof ".XXXXXX");
+	if (!o->tmp) {
+		seterr(err, cap, "cannot write '%s': %s", path, cdp_strerror(CDP_ENOMEM));
+		return CDP_ENOMEM;
+	}
+	snprintf(o->tmp, plen + sizeof ".XXXXXX", "%s.XXXXXX", path);
+	fd = mkstemp(o->tmp);
+	if (fd < 0) {
+		rc = errno;
+		seterr(err, cap, "cannot write '%s': %s", path, strerror(rc));
+		free(o->tmp);
+		o->tmp = NULL;
+		return rc;
+	}
+	/* mkstemp makes 0600; give the file the mode open(2) would. */
+	mask = umask(0);
+	umask(mask);
+	if (fchmod(fd, 0666 & ~mask) != 0 || !(f = fdopen(fd, "w"))) {
+		rc = errno;
+		close(fd);
+		goto fail;
+	}
+	rc = cdp_ptrfile_write(f, uuid, seed, keys, lens, n);
+	if (rc == CDP_OK && fsync(fileno(f)) != 0)
+		rc = errno;
+	/* Write errors can first appear at close. */
+	if (fclose(f) != 0 && rc == CDP_OK)
+		rc = errno > 0 ? errno : EIO;
+	if (rc == CDP_OK)
+		return CDP_OK;
+fail:
+	seterr(err, cap, "cannot write '%s': %s", path, cdp_strerror(rc));
+	ks_output_discard(o);
+	return rc;
+}
+
+int ks_output_commit(ks_output *o, char *err, size_t cap)
+{
+	char *dir, *slash;
+	int fd, rc;
+
+	if (rename(o->tmp, o->path) != 0) {
+		rc = errno;
+		seterr(err, cap, "cannot write '%s': %s", o->path, strerror(rc));
+		ks_output_discard(o);
+		return rc;
+	}
+	/* The rename is durable only once the directory is synced. */
+	dir = o->tmp;
+	o->tmp = NULL;
+	slash = strrchr(dir, '/');
+	if (slash == dir)
+		slash[1] = '\0';
+	else if (slash)
+		*slash = '\0';
+	else
+		strcpy(dir, ".");
+	rc = CDP_OK;
+	fd = open(dir, O_RDONLY | O_DIRECTORY);
+	if (fd < 0 || (fsync(fd) != 0 && errno != EINVAL)) {
+		rc = errno;
+		seterr(err, cap, "cannot sync directory of '%s': %s", o->path,
+		       strerror(rc));
+	}
+	if (fd >= 0)
+		close(fd);
+	free(dir);
+	return rc;
+}
+
+void ks_output_discard(ks_output *o)
+{
+	if (o->tmp) {
+		unlink(o->tmp);
+		free(o->tmp);
+		o->tmp = NULL;
+	}
+}

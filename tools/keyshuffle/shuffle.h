@@ -1,0 +1,63 @@
+/* shuffle.h: the work of cdp-keyshuffle as functions that print nothing, so
+ * that main.c stays a thin option parser (as gdal_translate_lib does).
+ *
+ * ks_build reads a pool's keys (never its values), selects, shuffles and
+ * splits them; ks_output_* writes a pointer file atomically. Each returns 0
+ * or a cdp_error.h code, and on failure leaves a one-line message without
+ * the program prefix in err, e.g. "'pool': not a cdpool pool: ...".
+ */
+#ifndef CDP_KS_SHUFFLE_H
+#define CDP_KS_SHUFFLE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define KS_DEFAULT_SEED 1
+
+typedef struct ks_options {
+	uint64_t seed;
+	int seed_given;          /* --seed on the command line */
+	int no_shuffle;          /* keep the pool's byte order */
+	int have_val;            /* --val given */
+	double val_frac;         /* [0, 1) */
+	const char **val_names;  /* [nval_names] --val-by scenes, not owned */
+	size_t nval_names;
+	const char **globs;      /* [nglobs] --match patterns, not owned */
+	size_t nglobs;
+	int progress;            /* CDP_PROGRESS_AUTO / _ON / _OFF */
+} ks_options;
+
+/* The two lists. Both keep the order of the one permutation of the selected
+ * keys; train holds what val does not. */
+typedef struct ks_lists {
+	char uuid[33];
+	uint64_t seed;           /* the seed both files record */
+	size_t pool_keys;        /* keys in the pool */
+	size_t total;            /* keys selected (= ntrain + nval) */
+	size_t ntrain, nval;
+	char **train, **val;     /* [ntrain], [nval] into arena */
+	size_t *train_len, *val_len;
+	char *arena;             /* the selected keys, NUL-terminated */
+} ks_lists;
+
+int  ks_build(const char *db, const ks_options *o, ks_lists *out,
+              char *err, size_t errcap);
+void ks_lists_free(ks_lists *l);
+
+/* An output file in the making: a temporary file next to path. */
+typedef struct ks_output {
+	const char *path;
+	char *tmp;               /* NULL when nothing is pending */
+} ks_output;
+
+/* Writes the pointer file to a new temporary file in path's directory and
+ * fsyncs it; on failure removes it. */
+int  ks_output_prepare(ks_output *o, const char *path, const char *uuid,
+                       uint64_t seed, char *const *keys, const size_t *lens,
+                       size_t n, char *err, size_t errcap);
+/* Renames the temporary file over path and fsyncs the directory. */
+int  ks_output_commit(ks_output *o, char *err, size_t errcap);
+/* Removes a pending temporary file (safe to call after commit). */
+void ks_output_discard(ks_output *o);
+
+#endif

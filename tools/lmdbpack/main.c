@@ -1,1 +1,228 @@
-int main(void) { return 1; }
+/* cdp-lmdbpack: pack a record stream (or a list of chips) into a pool.
+ *
+ * This file only turns the command line into cdp_pack_opts, runs
+ * cdp_pack_run() (pack.c) and reports the outcome; see man/cdp-lmdbpack.1.
+ */
+#include "config.h"
+
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cdp_error.h"
+#include "cdp_lmdb.h"
+#include "cdp_num.h"
+#include "cdp_progress.h"
+#include "pack.h"
+
+#define MAXCLASSES 4096
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+	    "usage: cdp-lmdbpack [-hq] [--map-size size] [--no-sync] [--progress]\n"
+	    "                    [--replace | --resume] [--txn-bytes size]\n"
+	    "                    [--txn-records n] db < stream\n"
+	    "       cdp-lmdbpack [-hq] [--classes name[,name...]] [--ignore value]\n"
+	    "                    [--map-size size] [--no-sync] [--progress]\n"
+	    "                    [--replace | --resume] [--txn-bytes size]\n"
+	    "                    [--txn-records n] [-z level] --list file db\n");
+}
+
+static int bad(const char *opt, const char *arg, const char *want)
+{
+	fprintf(stderr, "cdp-lmdbpack: %s: '%s' is not %s\n", opt, arg, want);
+	return 2;
+}
+
+/* The command line as one shell-quoted line for the pool's cmdline meta. */
+static char *join_argv(int argc, char **argv)
+{
+	size_t n = 1;
+	char *s, *q;
+
+	for (int i = 0; i < argc; i++)
+		n += 4 * strlen(argv[i]) + 3;
+	if (!(s = malloc(n)))
+		return NULL;
+	q = s;
+	for (int i = 0; i < argc; i++) {
+		/* argv[0] as the program's name, not the path it was run by. */
+		const char *a = i ? argv[i] : "cdp-lmdbpack";
+		int plain = *a && strspn(a, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+		                            "0123456789-_./=,:+%@") == strlen(a);
+		if (i)
+			*q++ = ' ';
+		if (!plain)
+			*q++ = '\'';
+		for (; *a; a++) {
+			if (*a == '\'') {
+				memcpy(q, "'\\''", 4);
+				q += 4;
+			} else {
+				*q++ = *a == '\n' ? ' ' : *a;
+			}
+		}
+		if (!plain)
+			*q++ = '\'';
+	}
+	*q = '\0';
+	return s;
+}
+
+enum { OPT_CLASSES = 256, OPT_IGNORE, OPT_LIST, OPT_MAP_SIZE, OPT_NO_SYNC,
+       OPT_PROGRESS, OPT_REPLACE, OPT_RESUME, OPT_TXN_BYTES, OPT_TXN_RECORDS };
+
+static const struct option longopts[] = {
+	{ "classes",     required_argument, NULL, OPT_CLASSES },
+	{ "help",        no_argument,       NULL, 'h' },
+	{ "ignore",      required_argument, NULL, OPT_IGNORE },
+	{ "list",        required_argument, NULL, OPT_LIST },
+	{ "map-size",    required_argument, NULL, OPT_MAP_SIZE },
+	{ "no-sync",     no_argument,       NULL, OPT_NO_SYNC },
+	{ "progress",    no_argument,       NULL, OPT_PROGRESS },
+	{ "quiet",       no_argument,       NULL, 'q' },
+	{ "replace",     no_argument,       NULL, OPT_REPLACE },
+	{ "resume",      no_argument,       NULL, OPT_RESUME },
+	{ "txn-bytes",   required_argument, NULL, OPT_TXN_BYTES },
+	{ "txn-records", required_argument, NULL, OPT_TXN_RECORDS },
+	{ "zlib",        required_argument, NULL, 'z' },
+	{ NULL, 0, NULL, 0 }
+};
+
+int main(int argc, char **argv)
+{
+	cdp_pack_opts o;
+	cdp_pack_result res;
+	const char *classes[MAXCLASSES];
+	char *classbuf = NULL, *cmdline = NULL, err[1024];
+	uint64_t u;
+	int ch, quiet = 0, ret = 0, resume = 0, replace = 0, v;
+
+	cdp_pack_opts_init(&o);
+	while ((ch = getopt_long(argc, argv, "hqz:", longopts, NULL)) != -1) {
+		switch (ch) {
+		case 'h':
+			usage(stdout);
+			goto out;
+		case 'q':
+			quiet = 1;
+			o.progress = CDP_PROGRESS_OFF;
+			break;
+		case 'z':
+			if (cdp_parse_int(optarg, 1, 9, &o.zlevel)) {
+				ret = bad("--zlib", optarg, "a level in 1..9");
+				goto out;
+			}
+			break;
+		case OPT_CLASSES:
+			free(classbuf);
+			if (!(classbuf = strdup(optarg)))
+				goto nomem;
+			o.nclasses = 0;
+			for (char *s = classbuf, *c; s; s = c) {
+				if ((c = strchr(s, ',')))
+					*c++ = '\0';
+				if (!*s || o.nclasses == MAXCLASSES) {
+					ret = bad("--classes", optarg, "a list of names like a,b,c");
+					goto out;
+				}
+				classes[o.nclasses++] = s;
+			}
+			o.classes = classes;
+			break;
+		case OPT_IGNORE:
+			if (cdp_parse_int(optarg, 0, 65535, &v)) {
+				ret = bad("--ignore", optarg, "an integer in 0..65535");
+				goto out;
+			}
+			o.has_ignore = 1;
+			o.ignore = (uint32_t)v;
+			break;
+		case OPT_LIST:
+			o.list = optarg;
+			break;
+		case OPT_MAP_SIZE:
+			if (cdp_parse_size(optarg, 1 << 16, SIZE_MAX / 2, &u)) {
+				ret = bad("--map-size", optarg, "a size like 64K, 512M or 2G");
+				goto out;
+			}
+			o.map_size = (size_t)u;
+			break;
+		case OPT_NO_SYNC:
+			o.nosync = 1;
+			break;
+		case OPT_PROGRESS:
+			o.progress = CDP_PROGRESS_ON;
+			break;
+		case OPT_REPLACE:
+			replace = 1;
+			o.dup = CDP_DUP_REPLACE;
+			break;
+		case OPT_RESUME:
+			resume = 1;
+			o.dup = CDP_DUP_SKIP;
+			break;
+		case OPT_TXN_BYTES:
+			if (cdp_parse_size(optarg, 1, SIZE_MAX / 2, &u)) {
+				ret = bad("--txn-bytes", optarg, "a size like 64M");
+				goto out;
+			}
+			o.txn_bytes = (size_t)u;
+			break;
+		case OPT_TXN_RECORDS:
+			if (cdp_parse_u64(optarg, 1, 100000000, &u)) {
+				ret = bad("--txn-records", optarg, "an integer in 1..100000000");
+				goto out;
+			}
+			o.txn_records = (size_t)u;
+			break;
+		default:
+			usage(stderr);
+			ret = 2;
+			goto out;
+		}
+	}
+	if (argc - optind != 1) {
+		usage(stderr);
+		ret = 2;
+		goto out;
+	}
+	o.db = argv[optind];
+	if (resume && replace) {
+		fprintf(stderr, "cdp-lmdbpack: --resume and --replace exclude each other\n");
+		ret = 2;
+		goto out;
+	}
+	if (!o.list && (o.nclasses || o.has_ignore || o.zlevel)) {
+		fprintf(stderr, "cdp-lmdbpack: --classes, --ignore and --zlib need --list\n");
+		ret = 2;
+		goto out;
+	}
+	if (!(cmdline = join_argv(argc, argv)))
+		goto nomem;
+	o.cmdline = cmdline;
+
+	/* A write error must come back as EPIPE or ENOSPC, never a signal. */
+	signal(SIGPIPE, SIG_IGN);
+	if (cdp_pack_run(&o, stdin, &res, err, sizeof err) != CDP_OK) {
+		fprintf(stderr, "cdp-lmdbpack: %s\n", err);
+		ret = 1;
+		goto out;
+	}
+	if (!quiet)
+		fprintf(stderr, "cdp-lmdbpack: %llu records written, %llu skipped, %.1f MB "
+		        "in %.1f s (%.1f MB/s)\n", (unsigned long long)res.written,
+		        (unsigned long long)res.skipped, res.bytes / 1e6, res.seconds,
+		        res.seconds > 0 ? res.bytes / 1e6 / res.seconds : 0.0);
+	goto out;
+nomem:
+	fprintf(stderr, "cdp-lmdbpack: %s\n", cdp_strerror(CDP_ENOMEM));
+	ret = 1;
+out:
+	free(classbuf);
+	free(cmdline);
+	return ret;
+}

@@ -1,0 +1,359 @@
+/* pack.c: cdp-lmdbpack's work (pack.h): records into the pool's `tiles`,
+ * with the meta that describes them committed in the same transactions.
+ *
+ * This file holds the run (cdp_pack_run: input checks, the pool, clean-up),
+ * the input's sources, and the record path shared by both inputs: a record
+ * stream read here, or --list chips read through GDAL in list.c. Each record
+ * is decoded, checked against the pool's shape, measured (its own stats and
+ * class counts) and buffered in cdp_lmdb.h's batched writer; a full batch
+ * becomes one write txn whose hooks, in meta.c, map the batch's sources to
+ * pool indices and fold the written records into the meta. Measuring a
+ * record when it is read, rather than when its batch commits, keeps the
+ * per-record contributions independent of where batches were cut.
+ */
+#include "pack_int.h"
+
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cdp_dtype.h"
+#include "cdp_error.h"
+#include "cdp_lmdb.h"
+#include "cdp_num.h"
+#include "cdp_pool.h"
+#include "cdp_progress.h"
+#include "cdp_record.h"
+#include "cdp_stats.h"
+#include "cdp_stream.h"
+
+int pack_seterr(pk *p, int rc, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (!p->errset) {
+		va_start(ap, fmt);
+		vsnprintf(p->err, p->errcap, fmt, ap);
+		va_end(ap);
+		p->errset = 1;
+	}
+	return rc;
+}
+
+void cdp_pack_opts_init(cdp_pack_opts *o)
+{
+	memset(o, 0, sizeof *o);
+	o->dup = CDP_DUP_ERROR;
+	o->txn_records = CDP_LMDB_TXN_RECORDS;
+	o->txn_bytes = CDP_LMDB_TXN_BYTES;
+	o->map_size = CDP_PACK_MAP_SIZE;
+}
+
+/* ---- sources and shapes ------------------------------------------------- */
+
+/* Takes ownership of s (its index is the input's). */
+int pack_add_source(pk *p, cdp_source *s)
+{
+	psrc *ps;
+
+	if (s->index >= PACK_MAX_SOURCES) {
+		cdp_source_free(s);
+		return pack_seterr(p, CDP_ERANGE, "'%s': source index %" PRIu32 " is too large",
+		                   p->in, s->index);
+	}
+	if (s->index >= p->nsrc) {
+		size_t n = (size_t)s->index + 1 > p->nsrc * 2 ? (size_t)s->index + 1 : p->nsrc * 2;
+		psrc **np = realloc(p->src, n * sizeof *np);
+		if (!np) {
+			cdp_source_free(s);
+			return pack_seterr(p, CDP_ENOMEM, "out of memory");
+		}
+		memset(np + p->nsrc, 0, (n - p->nsrc) * sizeof *np);
+		p->src = np;
+		p->nsrc = n;
+	}
+	if (p->src[s->index]) {
+		uint32_t i = s->index;
+		cdp_source_free(s);
+		return pack_seterr(p, CDP_EFORMAT, "'%s': source %" PRIu32 " is described twice",
+		                   p->in, i);
+	}
+	if (!(ps = calloc(1, sizeof *ps))) {
+		cdp_source_free(s);
+		return pack_seterr(p, CDP_ENOMEM, "out of memory");
+	}
+	ps->s = *s;
+	p->src[s->index] = ps;
+	return CDP_OK;
+}
+
+static const char *label_name(int k)
+{
+	static const char *const n[] = { "none", "u8", "u16", "class" };
+	return k >= 0 && k <= 3 ? n[k] : "?";
+}
+
+static void shape_str(const cdp_record *r, char *buf, size_t cap)
+{
+	const char *dt = cdp_dtype_name(r->dtype);
+
+	snprintf(buf, cap, "%s, %" PRIu32 " bands, %" PRIu32 "x%" PRIu32 ", label %s",
+	         dt ? dt : "?", r->bands, r->width, r->height, label_name(r->label_kind));
+	if (r->label_kind == CDP_LABEL_U8 || r->label_kind == CDP_LABEL_U16)
+		snprintf(buf + strlen(buf), cap - strlen(buf), " (ignore %" PRIu32 ")",
+		         r->label_ignore);
+}
+
+int pack_same_shape(const cdp_record *a, const cdp_record *b)
+{
+	return a->dtype == b->dtype && a->bands == b->bands && a->height == b->height &&
+	       a->width == b->width && a->label_kind == b->label_kind &&
+	       a->label_ignore == b->label_ignore;
+}
+
+int pack_shape_mismatch(pk *p, const char *key, const cdp_record *r,
+                        const cdp_record *pool)
+{
+	char a[128], b[128];
+
+	shape_str(r, a, sizeof a);
+	shape_str(pool, b, sizeof b);
+	return pack_seterr(p, CDP_ESHAPE, "'%s': record '%s' is %s; the pool holds %s",
+	                   p->o->db, key, a, b);
+}
+
+/* ---- batches and records ------------------------------------------------ */
+
+static int flush(pk *p)
+{
+	cdp_lmdb_writer *w = &p->w;
+	int rc = cdp_lmdb_writer_flush(w);
+
+	if (rc == MDB_KEYEXIST)
+		return pack_seterr(p, rc, "'%s': duplicate key '%s' (use --resume to skip or "
+		                   "--replace to overwrite)", p->o->db, w->failkey);
+	if (rc && w->failkey_len)
+		return pack_seterr(p, rc, "'%s': cannot write record '%s': %s", p->o->db,
+		                   w->failkey, cdp_strerror(rc));
+	if (rc)
+		return pack_seterr(p, rc, "cannot write '%s': %s", p->o->db, cdp_strerror(rc));
+	if (!w->flushed)
+		return CDP_OK;
+	/* Committed: the chosen source indices are final. */
+	for (size_t i = 0; i < w->n; i++) {
+		psrc *s = p->src[p->it[i].src];
+		int st = w->items[i].status;
+
+		if (!s->mapped && s->attempt == p->attempt) {
+			s->mapped = 1;
+			cdp_source_free(&s->s);
+		}
+		if (st == CDP_PUT_NEW || st == CDP_PUT_REPLACED)
+			p->cmd_done = 1;
+		if (st == CDP_PUT_REPLACED)
+			p->replaced = 1;
+	}
+	p->res->written = w->written;
+	p->res->skipped = w->skipped;
+	p->res->replaced = w->replaced;
+	p->res->bytes = w->bytes;
+	p->res->commits = w->commits;
+	return CDP_OK;
+}
+
+/* Checks, measures and buffers one encoded record. */
+int pack_add_record(pk *p, const char *key, const void *body, size_t len)
+{
+	cdp_record r;
+	pitem *it;
+	size_t idx;
+	int rc;
+
+	if ((rc = cdp_record_decode(body, len, &r, &p->scratch)))
+		return pack_seterr(p, rc, "'%s': record '%s': %s", p->in, key, cdp_strerror(rc));
+	if (!p->have_shape) {
+		p->shape = r;
+		p->have_shape = 1;
+	} else if (!pack_same_shape(&r, &p->shape)) {
+		return pack_shape_mismatch(p, key, &r, &p->shape);
+	}
+	if (r.source >= p->nsrc || !p->src[r.source])
+		return pack_seterr(p, CDP_EFORMAT, "'%s': record '%s' refers to source %" PRIu32
+		                   ", which the input does not describe", p->in, key, r.source);
+	rc = cdp_lmdb_writer_add(&p->w, key, strlen(key), body, len);
+	if (rc == MDB_BAD_VALSIZE)
+		return pack_seterr(p, rc, "'%s': key '%s' is empty or longer than %d bytes",
+		                   p->in, key, CDP_LMDB_KEYMAX);
+	if (rc)
+		return pack_seterr(p, rc, "%s", cdp_strerror(rc));
+	idx = p->w.n - 1;
+	if (idx >= p->itcap) {
+		size_t ncap = p->itcap ? p->itcap * 2 : 64;
+		pitem *ni = realloc(p->it, ncap * sizeof *ni);
+		if (!ni)
+			return pack_seterr(p, CDP_ENOMEM, "out of memory");
+		memset(ni + p->itcap, 0, (ncap - p->itcap) * sizeof *ni);
+		p->it = ni;
+		p->itcap = ncap;
+	}
+	it = &p->it[idx];
+	if (!it->st.b && (rc = cdp_stats_init(&it->st, p->shape.dtype, p->shape.bands)))
+		return pack_seterr(p, rc, "%s", cdp_strerror(rc));
+	cdp_stats_reset(&it->st);
+	cdp_classes_reset(&it->cl);
+	it->src = r.source;
+	if ((rc = cdp_stats_add_record(&it->st, &r)) ||
+	    (rc = cdp_classes_add_record(&it->cl, &r)))
+		return pack_seterr(p, rc, "'%s': record '%s': %s", p->in, key, cdp_strerror(rc));
+	p->res->read++;
+	cdp_progress_update(&p->pg, p->res->read);
+	return cdp_lmdb_writer_full(&p->w) ? flush(p) : CDP_OK;
+}
+
+/* ---- inputs ------------------------------------------------------------- */
+
+static int read_stream(pk *p, FILE *in)
+{
+	cdp_frame fr = {0};
+	cdp_source s;
+	uint64_t count;
+	char v[32] = "no count";
+	int rc;
+
+	for (;;) {
+		rc = cdp_stream_read_frame(in, &fr);
+		if (rc == CDP_ETRUNC) {
+			rc = pack_seterr(p, rc, "'%s': truncated record stream (its producer "
+			                 "died?) after %" PRIu64 " records; the %" PRIu64
+			                 " committed stay, re-run with --resume", p->in,
+			                 p->res->read, p->w.written);
+			break;
+		}
+		if (rc) {
+			rc = pack_seterr(p, rc, "'%s': bad record stream after %" PRIu64
+			                 " records: %s", p->in, p->res->read, cdp_strerror(rc));
+			break;
+		}
+		if (fr.type == CDP_FRAME_SOURCE) {
+			if ((rc = cdp_source_parse(fr.body.p, fr.body.len, &s))) {
+				rc = pack_seterr(p, rc, "'%s': source '%s': %s", p->in, fr.name,
+				                 cdp_strerror(rc));
+				break;
+			}
+			if ((rc = pack_add_source(p, &s)))
+				break;
+		} else if (fr.type == CDP_FRAME_RECORD) {
+			if ((rc = pack_add_record(p, fr.name, fr.body.p, fr.body.len)))
+				break;
+		} else {
+			if (cdp_meta_field((char *)fr.body.p, "count", v, sizeof v) ||
+			    cdp_parse_u64(v, 0, UINT64_MAX, &count) || count != p->res->read)
+				rc = pack_seterr(p, CDP_EFORMAT, "'%s': the stream's end says %s "
+				                 "records, %" PRIu64 " were read", p->in, v,
+				                 p->res->read);
+			break;
+		}
+	}
+	cdp_frame_free(&fr);
+	return rc;
+}
+
+/* cmdline and stamp, the input, the pool: then the input's records. */
+int cdp_pack_run(const cdp_pack_opts *o, FILE *in, cdp_pack_result *res,
+                 char *err, size_t errcap)
+{
+	pk p;
+	list_entry *ents = NULL;
+	size_t nents = 0;
+	time_t now = time(NULL);
+	double t0 = cdp_now();
+	int flags = CDP_POOL_CREATE | (o->nosync ? CDP_POOL_NOSYNC : 0);
+	int rc, pg = 0;
+
+	memset(res, 0, sizeof *res);
+	memset(&p, 0, sizeof p);
+	p.o = o;
+	p.res = res;
+	p.err = err;
+	p.errcap = errcap;
+	err[0] = '\0';
+	p.in = o->list ? o->list : "<stdin>";
+	strftime(p.stamp, sizeof p.stamp, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
+
+	/* Check the input before the pool is created or touched. */
+	if (o->list) {
+		if ((rc = pack_list_read(&p, &ents, &nents)))
+			goto out;
+	} else if (isatty(fileno(in))) {
+		rc = pack_seterr(&p, CDP_ETTY, "refusing to read a record stream from a terminal "
+		                 "(pipe cdp-tile into it or use --list)");
+		goto out;
+	} else if ((rc = cdp_stream_read_header(in))) {
+		rc = pack_seterr(&p, rc, "'%s': not a record stream: %s", p.in,
+		                 rc == CDP_ETRUNC ? "empty or truncated header" : cdp_strerror(rc));
+		goto out;
+	}
+
+	if ((rc = cdp_pool_open(o->db, flags, o->map_size, &p.pool))) {
+		rc = pack_seterr(&p, rc, "cannot open '%s': %s", o->db, cdp_strerror(rc));
+		goto out;
+	}
+	p.pool_open = 1;
+	rc = cdp_pool_meta_get(&p.pool, NULL, "shape", &p.tmp);
+	if (rc == CDP_OK)
+		rc = cdp_pool_shape_parse((char *)p.tmp.p, &p.shape);
+	if (rc == CDP_OK)
+		p.have_shape = 1;
+	else if (rc != MDB_NOTFOUND) {
+		rc = pack_meta_error(&p, "shape", rc);
+		goto out;
+	}
+	cdp_lmdb_writer_init(&p.w, p.pool.env, p.pool.tiles, o->dup, o->txn_records,
+	                     o->txn_bytes, pack_prepare, pack_finish, &p);
+	cdp_progress_start(&p.pg, o->progress, "cdp-lmdbpack", "packing", nents);
+	pg = 1;
+
+	rc = o->list ? pack_list_pack(&p, ents, nents) : read_stream(&p, in);
+	if (rc == CDP_OK)
+		rc = flush(&p);
+	if (rc == CDP_OK)
+		rc = pack_rescan_if_needed(&p);
+	/* Without per-commit fsync, one sync makes the finished pool durable. */
+	if (rc == CDP_OK && o->nosync && (rc = mdb_env_sync(p.pool.env, 1)))
+		rc = pack_seterr(&p, rc, "cannot sync '%s': %s", o->db, cdp_strerror(rc));
+out:
+	/* A failure ends a drawn progress line without claiming "done", so the
+	 * error message starts a line of its own. */
+	if (pg && rc == CDP_OK)
+		cdp_progress_end(&p.pg);
+	else if (pg && p.pg.drawn)
+		fputc('\n', stderr);
+	res->seconds = cdp_now() - t0;
+	pack_list_free(ents, nents);
+	cdp_lmdb_writer_free(&p.w);
+	if (p.pool_open)
+		cdp_pool_close(&p.pool);
+	for (size_t i = 0; i < p.nsrc; i++) {
+		if (p.src[i] && !p.src[i]->mapped)
+			cdp_source_free(&p.src[i]->s);
+		free(p.src[i]);
+	}
+	free(p.src);
+	for (size_t i = 0; i < p.itcap; i++) {
+		cdp_stats_free(&p.it[i].st);
+		cdp_classes_free(&p.it[i].cl);
+	}
+	free(p.it);
+	for (size_t i = 0; i < p.mcap; i++)
+		free(p.mpath[i]);
+	free(p.mpath);
+	free(p.midx);
+	cdp_buf_free(&p.scratch);
+	cdp_buf_free(&p.tmp);
+	if (rc && !p.errset)
+		pack_seterr(&p, rc, "'%s': %s", o->db, cdp_strerror(rc));
+	return rc;
+}

@@ -1,1 +1,280 @@
-int main(void) { return 1; }
+/* cdp-tile: cut rasters into tiles, as a record stream or tile files.
+ *
+ * This file only turns the command line into cdp_tile_opts, runs
+ * cdp_tile_run() (tile.c) and reports the outcome; see man/cdp-tile.1.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "cdp_error.h"
+#include "cdp_num.h"
+#include "cdp_progress.h"
+#include "cdp_record.h"
+#include "tile.h"
+
+#define MAXBANDS 1024
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+	    "usage: cdp-tile [-hq] [-O dir] [-s size] [-z level] [--bands list]\n"
+	    "                [--edge shift|pad|drop] [--format png|tif] [--ignore value]\n"
+	    "                [--label raster]... [--label-suffix suffix]\n"
+	    "                [--max-nodata fraction] [--name name]... [--nodata value]\n"
+	    "                [--overlap n] [--progress] [--standardize] [--stats file]\n"
+	    "                raster...\n");
+}
+
+static int bad(const char *opt, const char *arg, const char *want)
+{
+	fprintf(stderr, "cdp-tile: %s: '%s' is not %s\n", opt, arg, want);
+	return 2;
+}
+
+/* Appends arg to a growable list of strings; returns 0 or -1 without memory. */
+static int push(const char ***list, size_t *n, const char *arg)
+{
+	const char **nl = realloc(*list, (*n + 1) * sizeof(*nl));
+
+	if (!nl)
+		return -1;
+	nl[(*n)++] = arg;
+	*list = nl;
+	return 0;
+}
+
+enum { OPT_BANDS = 256, OPT_EDGE, OPT_FORMAT, OPT_IGNORE, OPT_LABEL,
+       OPT_LABEL_SUFFIX, OPT_MAX_NODATA, OPT_NAME, OPT_NODATA, OPT_OVERLAP,
+       OPT_PROGRESS, OPT_STANDARDIZE, OPT_STATS };
+
+static const struct option longopts[] = {
+	{ "bands",        required_argument, NULL, OPT_BANDS },
+	{ "edge",         required_argument, NULL, OPT_EDGE },
+	{ "format",       required_argument, NULL, OPT_FORMAT },
+	{ "help",         no_argument,       NULL, 'h' },
+	{ "ignore",       required_argument, NULL, OPT_IGNORE },
+	{ "label",        required_argument, NULL, OPT_LABEL },
+	{ "label-suffix", required_argument, NULL, OPT_LABEL_SUFFIX },
+	{ "max-nodata",   required_argument, NULL, OPT_MAX_NODATA },
+	{ "name",         required_argument, NULL, OPT_NAME },
+	{ "nodata",       required_argument, NULL, OPT_NODATA },
+	{ "outdir",       required_argument, NULL, 'O' },
+	{ "overlap",      required_argument, NULL, OPT_OVERLAP },
+	{ "progress",     no_argument,       NULL, OPT_PROGRESS },
+	{ "quiet",        no_argument,       NULL, 'q' },
+	{ "size",         required_argument, NULL, 's' },
+	{ "standardize",  no_argument,       NULL, OPT_STANDARDIZE },
+	{ "stats",        required_argument, NULL, OPT_STATS },
+	{ "zlib",         required_argument, NULL, 'z' },
+	{ NULL, 0, NULL, 0 }
+};
+
+int main(int argc, char **argv)
+{
+	cdp_tile_opts o;
+	cdp_tile_result res;
+	const char **names = NULL, **labels = NULL;
+	size_t nnames = 0, nlabels = 0, nb = 0;
+	int bands[MAXBANDS], ch, quiet = 0, format = -1, rc = 0, ret = 0;
+	char err[1024];
+	int ign;
+
+	cdp_tile_opts_init(&o);
+	while ((ch = getopt_long(argc, argv, "hO:qs:z:", longopts, NULL)) != -1) {
+		switch (ch) {
+		case 'h':
+			usage(stdout);
+			ret = 0;
+			goto out;
+		case 'O':
+			o.outdir = optarg;
+			break;
+		case 'q':
+			quiet = 1;
+			o.progress = CDP_PROGRESS_OFF;
+			break;
+		case 's':
+			if (cdp_parse_int(optarg, 1, (int)CDP_RECORD_MAXDIM, &o.size)) {
+				ret = bad("--size", optarg, "an integer in 1..65536");
+				goto out;
+			}
+			break;
+		case 'z':
+			if (cdp_parse_int(optarg, 1, 9, &o.zlevel)) {
+				ret = bad("--zlib", optarg, "a level in 1..9");
+				goto out;
+			}
+			break;
+		case OPT_BANDS:
+			if (cdp_parse_int_list(optarg, 1, (int)CDP_RECORD_MAXDIM, bands,
+			                       MAXBANDS, &nb) || nb == 0) {
+				ret = bad("--bands", optarg, "a list of band numbers like 1,2,3");
+				goto out;
+			}
+			o.bands = bands;
+			o.nbands = nb;
+			break;
+		case OPT_EDGE:
+			if (strcmp(optarg, "shift") == 0)
+				o.edge = CDP_EDGE_SHIFT;
+			else if (strcmp(optarg, "pad") == 0)
+				o.edge = CDP_EDGE_PAD;
+			else if (strcmp(optarg, "drop") == 0)
+				o.edge = CDP_EDGE_DROP;
+			else {
+				ret = bad("--edge", optarg, "shift, pad or drop");
+				goto out;
+			}
+			break;
+		case OPT_FORMAT:
+			if (strcmp(optarg, "png") == 0)
+				format = CDP_TILE_PNG;
+			else if (strcmp(optarg, "tif") == 0)
+				format = CDP_TILE_TIF;
+			else {
+				ret = bad("--format", optarg, "png or tif");
+				goto out;
+			}
+			break;
+		case OPT_IGNORE:
+			if (cdp_parse_int(optarg, 0, 65535, &ign)) {
+				ret = bad("--ignore", optarg, "an integer in 0..65535");
+				goto out;
+			}
+			o.has_ignore = 1;
+			o.ignore = (uint32_t)ign;
+			break;
+		case OPT_LABEL:
+			if (push(&labels, &nlabels, optarg))
+				goto nomem;
+			break;
+		case OPT_LABEL_SUFFIX:
+			if (!*optarg || strchr(optarg, '/')) {
+				ret = bad("--label-suffix", optarg, "a file name suffix");
+				goto out;
+			}
+			o.label_suffix = optarg;
+			break;
+		case OPT_MAX_NODATA:
+			if (cdp_parse_double(optarg, 0, 1, &o.max_nodata)) {
+				ret = bad("--max-nodata", optarg, "a fraction in 0..1");
+				goto out;
+			}
+			break;
+		case OPT_NAME:
+			if (push(&names, &nnames, optarg))
+				goto nomem;
+			break;
+		case OPT_NODATA:
+			o.has_nodata = 1;
+			if (strcasecmp(optarg, "nan") == 0)
+				o.nodata = NAN;
+			else if (cdp_parse_double(optarg, -HUGE_VAL, HUGE_VAL, &o.nodata) ||
+			         !isfinite(o.nodata)) {
+				ret = bad("--nodata", optarg, "a number or nan");
+				goto out;
+			}
+			break;
+		case OPT_OVERLAP:
+			if (cdp_parse_int(optarg, 0, (int)CDP_RECORD_MAXDIM - 1,
+			                  &o.overlap)) {
+				ret = bad("--overlap", optarg, "an integer in 0..65535");
+				goto out;
+			}
+			break;
+		case OPT_PROGRESS:
+			o.progress = CDP_PROGRESS_ON;
+			break;
+		case OPT_STANDARDIZE:
+			o.standardize = 1;
+			break;
+		case OPT_STATS:
+			o.stats_path = optarg;
+			break;
+		default:
+			usage(stderr);
+			ret = 2;
+			goto out;
+		}
+	}
+	o.inputs = (const char *const *)argv + optind;
+	o.ninputs = (size_t)(argc - optind);
+
+	if (o.ninputs == 0) {
+		usage(stderr);
+		ret = 2;
+		goto out;
+	}
+	if (o.overlap >= o.size) {
+		fprintf(stderr, "cdp-tile: --overlap %d must be less than the tile "
+		        "size %d\n", o.overlap, o.size);
+		ret = 2;
+		goto out;
+	}
+	if (nnames && nnames != o.ninputs) {
+		fprintf(stderr, "cdp-tile: %zu --name for %zu rasters: give one per "
+		        "raster\n", nnames, o.ninputs);
+		ret = 2;
+		goto out;
+	}
+	if (nlabels && nlabels != o.ninputs) {
+		fprintf(stderr, "cdp-tile: %zu --label for %zu rasters: give one per "
+		        "raster\n", nlabels, o.ninputs);
+		ret = 2;
+		goto out;
+	}
+	if (nlabels && o.label_suffix) {
+		fprintf(stderr, "cdp-tile: --label and --label-suffix exclude each "
+		        "other\n");
+		ret = 2;
+		goto out;
+	}
+	if (o.stats_path && !o.standardize) {
+		fprintf(stderr, "cdp-tile: --stats needs --standardize\n");
+		ret = 2;
+		goto out;
+	}
+	if (format >= 0 && !o.outdir) {
+		fprintf(stderr, "cdp-tile: --format needs -O DIR\n");
+		ret = 2;
+		goto out;
+	}
+	if (o.outdir)
+		o.format = format >= 0 ? format : CDP_TILE_TIF;
+	o.names = nnames ? names : NULL;
+	o.labels = nlabels ? labels : NULL;
+
+	/* A consumer that exits early must give EPIPE, reported, not a kill. */
+	signal(SIGPIPE, SIG_IGN);
+	rc = cdp_tile_run(&o, stdout, &res, err, sizeof(err));
+	if (rc) {
+		fprintf(stderr, "cdp-tile: %s\n", err);
+		ret = 1;
+	}
+	if (fclose(stdout) != 0 && !rc) {
+		fprintf(stderr, "cdp-tile: cannot write the record stream: %s\n",
+		        strerror(errno));
+		ret = 1;
+	}
+	if (!ret && !quiet)
+		fprintf(stderr, "cdp-tile: %llu tiles written, %llu dropped, "
+		        "%llu bytes\n", (unsigned long long)res.written,
+		        (unsigned long long)res.dropped,
+		        (unsigned long long)res.bytes);
+	goto out;
+nomem:
+	fprintf(stderr, "cdp-tile: out of memory\n");
+	ret = 1;
+out:
+	free(names);
+	free(labels);
+	return ret;
+}

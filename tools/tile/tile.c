@@ -1,0 +1,637 @@
+/* tile.c: cut rasters into fixed-size tiles (cdp-tile's work): the tile
+ * grid, opening and checking inputs, reading strips, cutting tiles and
+ * cdp_tile_run's loop. Statistics for --standardize and everything that
+ * writes tile files or stream frames live in tile_out.c; tile_int.h holds
+ * what the two share.
+ *
+ * For each input it reads one strip per row of tiles, `size` rows by the full
+ * width of the selected bands, (nb, sh, W), with one GDAL read (plus one for
+ * the label and one for GDAL's mask where the dataset has a real one), and
+ * cuts the row's tiles from memory, so the source is read in its natural
+ * order and never tile by tile. A tile is (nb, S, S) samples of the source
+ * dtype, or float32 with --standardize; its mask and label are (S, S).
+ *
+ * Every input is opened and checked once before anything is written, so bad
+ * input fails without output. Tile files go through a temporary name and are
+ * removed again if a later step fails; a failed stream simply lacks its 'E'
+ * frame, which readers detect.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cdp_dtype.h"
+#include "cdp_error.h"
+#include "cdp_key.h"
+#include "cdp_num.h"
+#include "cdp_progress.h"
+#include "cdp_raster.h"
+#include "cdp_record.h"
+#include "cdp_stream.h"
+#include "tile.h"
+#include "tile_int.h"
+
+void cdp_tile_opts_init(cdp_tile_opts *o)
+{
+	memset(o, 0, sizeof(*o));
+	o->size = 256;
+	o->edge = CDP_EDGE_SHIFT;
+	o->max_nodata = -1;
+	o->format = CDP_TILE_STREAM;
+}
+
+/* Tiles along an axis of len pixels; 0 when the axis is shorter than a tile
+ * and the edge mode is not pad. */
+static uint64_t grid_count(uint64_t len, int S, int T, int edge)
+{
+	if (len < (uint64_t)S)
+		return edge == CDP_EDGE_PAD ? 1 : 0;
+	if (edge == CDP_EDGE_DROP)
+		return (len - S) / T + 1;
+	return (len - S + T - 1) / T + 1;
+}
+
+static uint64_t grid_off(uint64_t i, uint64_t len, int S, int T, int edge)
+{
+	uint64_t off = i * (uint64_t)T;
+
+	if (edge == CDP_EDGE_SHIFT && off + S > len)
+		off = len - S;
+	return off;
+}
+
+/* X.tif + _mask -> X_mask.tif, in the same directory. */
+static char *suffix_path(const char *path, const char *suf)
+{
+	const char *base = strrchr(path, '/'), *dot;
+	size_t stem;
+	char *p;
+
+	base = base ? base + 1 : path;
+	dot = strrchr(base, '.');
+	if (!dot || dot == base)
+		dot = path + strlen(path);
+	stem = (size_t)(dot - path);
+	p = malloc(strlen(path) + strlen(suf) + 1);
+	if (p) {
+		memcpy(p, path, stem);
+		strcpy(p + stem, suf);
+		strcat(p, dot);
+	}
+	return p;
+}
+
+static int near(double a, double b, double tol)
+{
+	return fabs(a - b) <= tol;
+}
+
+static int same_gt(const double *a, const double *b)
+{
+	double pix = 0;
+
+	for (int i = 1; i < 6; i += (i == 2 ? 2 : 1))
+		pix = fmax(pix, fmax(fabs(a[i]), fabs(b[i])));
+	pix *= 1e-9;
+	return near(a[0], b[0], 1e-9 * fmax(fabs(a[0]), fabs(b[0])) + pix) &&
+	       near(a[3], b[3], 1e-9 * fmax(fabs(a[3]), fabs(b[3])) + pix) &&
+	       near(a[1], b[1], pix) && near(a[2], b[2], pix) &&
+	       near(a[4], b[4], pix) && near(a[5], b[5], pix);
+}
+
+static void input_close(input *in)
+{
+	cdp_raster_close(in->r);
+	cdp_raster_close(in->lab);
+	free(in->lpath);
+	free(in->bands);
+	memset(in, 0, sizeof(*in));
+}
+
+/* Opens input i and its label and checks everything that can be checked
+ * before reading pixels. On failure, in is closed and err is set. */
+static int input_open(ctx *c, size_t i, input *in)
+{
+	const cdp_tile_opts *o = c->o;
+	const cdp_raster_info *li;
+	char msg[512];
+	int rc;
+
+	memset(in, 0, sizeof(*in));
+	in->path = o->inputs[i];
+	if ((rc = cdp_raster_open(in->path, &in->r, msg, sizeof(msg)))) {
+		if (rc == CDP_EUNSUP)
+			ERR(c, "'%s': %s (need u8, u16, i16, u32, i32, f32 or f64)",
+			    in->path, msg);
+		else
+			ERR(c, "cannot open '%s': %s", in->path, msg);
+		goto fail;
+	}
+	in->ri = cdp_raster_get_info(in->r);
+	in->dt = in->ri->dtype;
+	if (o->names) {
+		if (cdp_key_name_check(o->names[i])) {
+			ERR(c, "'%s': invalid name '%s' (1-%d of A-Z a-z 0-9 . _ + -)",
+			    in->path, o->names[i], CDP_NAME_MAX);
+			rc = CDP_EKEY;
+			goto fail;
+		}
+		snprintf(in->name, sizeof(in->name), "%s", o->names[i]);
+	} else if ((rc = cdp_key_stem(in->path, in->name, sizeof(in->name)))) {
+		ERR(c, "'%s': cannot make a tile name from the file name (use --name)",
+		    in->path);
+		goto fail;
+	}
+
+	in->nb = o->bands ? (int)o->nbands : (int)in->ri->bands;
+	in->bands = malloc(sizeof(int) * (size_t)in->nb);
+	if (!in->bands) {
+		rc = CDP_ENOMEM;
+		ERR(c, "out of memory");
+		goto fail;
+	}
+	for (int b = 0; b < in->nb; b++) {
+		in->bands[b] = o->bands ? o->bands[b] : b + 1;
+		if (in->bands[b] < 1 || (uint32_t)in->bands[b] > in->ri->bands) {
+			ERR(c, "'%s': band %d requested, raster has %u", in->path,
+			    in->bands[b], in->ri->bands);
+			rc = CDP_ESHAPE;
+			goto fail;
+		}
+	}
+	if ((uint32_t)in->nb > CDP_RECORD_MAXDIM) {
+		ERR(c, "'%s': %d bands, at most %u fit a record", in->path, in->nb,
+		    CDP_RECORD_MAXDIM);
+		rc = CDP_ESHAPE;
+		goto fail;
+	}
+	in->odt = o->standardize ? CDP_DT_F32 : in->dt;
+	in->has_nd = o->has_nodata || in->ri->has_nodata;
+	in->nd = o->has_nodata ? o->nodata : in->ri->nodata;
+	in->use_mask = cdp_raster_has_mask(in->r, in->bands[0]);
+
+	in->rows = grid_count(in->ri->height, c->S, c->T, o->edge);
+	in->cols = grid_count(in->ri->width, c->S, c->T, o->edge);
+	if (in->rows == 0 || in->cols == 0) {
+		ERR(c, "'%s': %llux%llu is smaller than the %dx%d tile (use --edge pad)",
+		    in->path, (unsigned long long)in->ri->width,
+		    (unsigned long long)in->ri->height, c->S, c->S);
+		rc = CDP_ESHAPE;
+		goto fail;
+	}
+	in->rdig = cdp_key_digits(in->rows);
+	in->cdig = cdp_key_digits(in->cols);
+
+	if (o->format == CDP_TILE_PNG && o->outdir &&
+	    ((in->odt != CDP_DT_U8 && in->odt != CDP_DT_U16) || in->nb > 4)) {
+		ERR(c, "'%s': png tiles need 1-4 bands of u8 or u16, not %d of %s "
+		    "(use --format tif)", in->path, in->nb, cdp_dtype_name(in->odt));
+		rc = CDP_EUNSUP;
+		goto fail;
+	}
+
+	if (o->labels)
+		in->lpath = strdup(o->labels[i]);
+	else if (o->label_suffix)
+		in->lpath = suffix_path(in->path, o->label_suffix);
+	if ((o->labels || o->label_suffix) && !in->lpath) {
+		rc = CDP_ENOMEM;
+		ERR(c, "out of memory");
+		goto fail;
+	}
+	if (!in->lpath)
+		return CDP_OK;
+	if ((rc = cdp_raster_open(in->lpath, &in->lab, msg, sizeof(msg)))) {
+		ERR(c, "'%s': cannot open label '%s': %s", in->path, in->lpath, msg);
+		goto fail;
+	}
+	li = cdp_raster_get_info(in->lab);
+	rc = CDP_EMISMATCH;
+	if (li->dtype != CDP_DT_U8 && li->dtype != CDP_DT_U16) {
+		ERR(c, "'%s': label '%s' is %s, need u8 or u16", in->path, in->lpath,
+		    cdp_dtype_name(li->dtype));
+		goto fail;
+	}
+	if (li->width != in->ri->width || li->height != in->ri->height) {
+		ERR(c, "'%s': label '%s' is %llux%llu, image is %llux%llu", in->path,
+		    in->lpath, (unsigned long long)li->width,
+		    (unsigned long long)li->height,
+		    (unsigned long long)in->ri->width,
+		    (unsigned long long)in->ri->height);
+		goto fail;
+	}
+	if (li->has_gt != in->ri->has_gt || !same_gt(li->gt, in->ri->gt)) {
+		ERR(c, "'%s': label '%s' has a different geotransform", in->path,
+		    in->lpath);
+		goto fail;
+	}
+	in->lkind = li->dtype == CDP_DT_U8 ? CDP_LABEL_U8 : CDP_LABEL_U16;
+	in->ignore = o->has_ignore ? o->ignore
+	                           : (in->lkind == CDP_LABEL_U8 ? 255 : 65535);
+	if (in->lkind == CDP_LABEL_U8 && in->ignore > 255) {
+		ERR(c, "'%s': ignore value %u does not fit the u8 label '%s'",
+		    in->path, in->ignore, in->lpath);
+		goto fail;
+	}
+	return CDP_OK;
+fail:
+	input_close(in);
+	return rc;
+}
+
+/* Integer nodata values that the dtype cannot hold match no pixel. */
+static int nd_fits(int dt, double nd)
+{
+	double lo, hi;
+
+	switch (dt) {
+	case CDP_DT_U8:  lo = 0; hi = 255; break;
+	case CDP_DT_U16: lo = 0; hi = 65535; break;
+	case CDP_DT_I16: lo = -32768; hi = 32767; break;
+	case CDP_DT_U32: lo = 0; hi = 4294967295.0; break;
+	case CDP_DT_I32: lo = -2147483648.0; hi = 2147483647.0; break;
+	default: return 1;
+	}
+	return nd >= lo && nd <= hi && nd == floor(nd);
+}
+
+/* Clears m[y * mstride + x] (h, w) where every band of img equals nd. img is
+ * (nb, ., rstride) samples with bands bstride samples apart, already offset
+ * to the window's first pixel. Float32 compares in float, as GDAL does. */
+void tile_mark_nodata(const void *img, int dt, int nb, size_t bstride,
+                      size_t rstride, int w, int h, double nd, uint8_t *m,
+                      size_t mstride)
+{
+#define MARK(T, EQ) do { \
+	const T *s_ = img; \
+	for (int y = 0; y < h; y++) \
+		for (int x = 0; x < w; x++) { \
+			size_t p_ = (size_t)y * rstride + x; \
+			int all_ = 1; \
+			for (int b = 0; b < nb && all_; b++) { \
+				T a = s_[b * bstride + p_]; \
+				all_ = (EQ); \
+			} \
+			if (all_) \
+				m[(size_t)y * mstride + x] = 0; \
+		} \
+} while (0)
+	if (!nd_fits(dt, nd))
+		return;
+	switch (dt) {
+	case CDP_DT_U8:  { uint8_t v = (uint8_t)nd; MARK(uint8_t, a == v); break; }
+	case CDP_DT_U16: { uint16_t v = (uint16_t)nd; MARK(uint16_t, a == v); break; }
+	case CDP_DT_I16: { int16_t v = (int16_t)nd; MARK(int16_t, a == v); break; }
+	case CDP_DT_U32: { uint32_t v = (uint32_t)nd; MARK(uint32_t, a == v); break; }
+	case CDP_DT_I32: { int32_t v = (int32_t)nd; MARK(int32_t, a == v); break; }
+	case CDP_DT_F32:
+		if (isnan(nd))
+			MARK(float, isnan(a));
+		else {
+			float v = (float)nd;
+			MARK(float, a == v);
+		}
+		break;
+	case CDP_DT_F64:
+		if (isnan(nd))
+			MARK(double, isnan(a));
+		else
+			MARK(double, a == nd);
+		break;
+	}
+#undef MARK
+}
+
+/* Writes the sample value v of dtype dt into out[dsize]. */
+static void sample_bytes(int dt, double v, void *out)
+{
+	switch (dt) {
+	case CDP_DT_U8:  *(uint8_t *)out = (uint8_t)v; break;
+	case CDP_DT_U16: { uint16_t s = (uint16_t)v; memcpy(out, &s, 2); break; }
+	case CDP_DT_I16: { int16_t s = (int16_t)v; memcpy(out, &s, 2); break; }
+	case CDP_DT_U32: { uint32_t s = (uint32_t)v; memcpy(out, &s, 4); break; }
+	case CDP_DT_I32: { int32_t s = (int32_t)v; memcpy(out, &s, 4); break; }
+	case CDP_DT_F32: { float s = (float)v; memcpy(out, &s, 4); break; }
+	case CDP_DT_F64: memcpy(out, &v, 8); break;
+	}
+}
+
+/* Tiles one input: a strip (nb, sh, W) per row of tiles, cut into (nb, S, S)
+ * tiles with their (S, S) mask and label. */
+static int cut_input(ctx *c, size_t idx, input *in)
+{
+	const cdp_tile_opts *o = c->o;
+	const int S = c->S;
+	const uint64_t W = in->ri->width, H = in->ri->height;
+	const size_t np = (size_t)S * S, dsz = cdp_dtype_size(in->dt);
+	const size_t lsz = in->lkind == CDP_LABEL_U16 ? 2 : 1;
+	const double *g = in->ri->gt;
+	size_t sn, tn, t8;
+	char *strip = NULL, *tile = NULL, *scratch = NULL, msg[512];
+	char key[CDP_KEY_MAX];
+	uint8_t *lstrip = NULL, *gstrip = NULL, *m = NULL, *lt = NULL;
+	float *ft = NULL;
+	unsigned char padv[8];
+	cdp_buf enc = { 0 };
+	cdp_record rec;
+	int rc = CDP_OK;
+
+	/* Sizes: strip nb*S*W samples, tile nb*S*S samples. */
+	if (cdp_mul_size((size_t)in->nb * S, (size_t)W, &sn) ||
+	    cdp_mul_size(sn, dsz, &sn) || cdp_mul_size((size_t)in->nb, np, &tn) ||
+	    cdp_mul_size(tn, 8, &t8)) {
+		ERR(c, "'%s': a strip of %d rows is too large", in->path, S);
+		return CDP_EOVERFLOW;
+	}
+	strip = malloc(sn);
+	tile = malloc(tn * dsz);
+	m = malloc(np);
+	gstrip = malloc((size_t)S * W);
+	if (in->lkind) {
+		lstrip = malloc((size_t)S * W * lsz);
+		lt = malloc(np * lsz);
+	}
+	if (o->standardize)
+		ft = malloc(tn * sizeof(float));
+	if (o->outdir && o->format == CDP_TILE_PNG)
+		scratch = malloc(tn * dsz);
+	if (!strip || !tile || !m || !gstrip || (in->lkind && (!lstrip || !lt)) ||
+	    (o->standardize && !ft) ||
+	    (o->outdir && o->format == CDP_TILE_PNG && !scratch)) {
+		ERR(c, "'%s': out of memory for a strip of %d rows", in->path, S);
+		rc = CDP_ENOMEM;
+		goto out;
+	}
+	if (o->standardize && !o->stats_path) {
+		double *nm = realloc(c->mean, sizeof(double) * in->nb), *ns;
+		if (nm)
+			c->mean = nm;
+		ns = nm ? realloc(c->std, sizeof(double) * in->nb) : NULL;
+		if (!ns) {
+			ERR(c, "out of memory");
+			rc = CDP_ENOMEM;
+			goto out;
+		}
+		c->std = ns;
+		if ((rc = tile_stats_compute(c, in, strip, gstrip)))
+			goto out;
+	}
+	if (!o->outdir && (rc = tile_emit_source(c, idx, in, &enc)))
+		goto out;
+	sample_bytes(in->dt, in->has_nd && nd_fits(in->dt, in->nd) ? in->nd : 0,
+	             padv);
+
+	for (uint64_t r = 0; r < in->rows; r++) {
+		uint64_t y0 = grid_off(r, H, S, c->T, o->edge);
+		int sh = (int)(H - y0 < (uint64_t)S ? H - y0 : (uint64_t)S);
+		size_t bs = (size_t)sh * W;      /* band stride in the strip */
+
+		if ((rc = cdp_raster_read(in->r, in->bands, in->nb, 0, (int64_t)y0,
+		                          (int)W, sh, strip, msg, sizeof(msg))) ||
+		    (in->use_mask &&
+		     (rc = cdp_raster_read_mask(in->r, in->bands[0], 0, (int64_t)y0,
+		                                (int)W, sh, gstrip, msg, sizeof(msg))))) {
+			ERR(c, "cannot read '%s': %s", in->path, msg);
+			goto out;
+		}
+		if (in->lkind && (rc = cdp_raster_read(in->lab, (const int[]){ 1 }, 1,
+		                                       0, (int64_t)y0, (int)W, sh,
+		                                       lstrip, msg, sizeof(msg)))) {
+			ERR(c, "cannot read '%s': %s", in->lpath, msg);
+			goto out;
+		}
+		for (uint64_t col = 0; col < in->cols; col++) {
+			uint64_t x0 = grid_off(col, W, S, c->T, o->edge);
+			int tw = (int)(W - x0 < (uint64_t)S ? W - x0 : (uint64_t)S);
+			size_t valid = 0;
+
+			for (int b = 0; b < in->nb; b++)
+				for (int y = 0; y < S; y++) {
+					char *d = tile + ((size_t)b * np + (size_t)y * S) * dsz;
+					int from = 0;
+					if (y < sh) {
+						memcpy(d, strip + (b * bs + y * W + x0) * dsz,
+						       (size_t)tw * dsz);
+						from = tw;
+					}
+					for (int x = from; x < S; x++)
+						memcpy(d + (size_t)x * dsz, padv, dsz);
+				}
+			memset(m, 0, np);
+			for (int y = 0; y < sh; y++)
+				memset(m + (size_t)y * S, 255, (size_t)tw);
+			if (in->has_nd)
+				tile_mark_nodata(strip + x0 * dsz, in->dt, in->nb, bs, W, tw,
+				                 sh, in->nd, m, S);
+			for (int y = 0; in->use_mask && y < sh; y++)
+				for (int x = 0; x < tw; x++)
+					if (!gstrip[y * W + x0 + x])
+						m[(size_t)y * S + x] = 0;
+			for (size_t p = 0; p < np; p++)
+				valid += m[p] != 0;
+			if (o->max_nodata < 0 ? valid == 0
+			    : (double)(np - valid) / (double)np > o->max_nodata) {
+				c->res->dropped++;
+				continue;
+			}
+			for (int y = 0; in->lkind && y < S; y++)
+				for (int x = 0; x < S; x++) {
+					size_t p = (size_t)y * S + x;
+					uint32_t v = in->ignore;
+					if (y < sh && x < tw && m[p])
+						v = lsz == 1 ? lstrip[y * W + x0 + x]
+						    : ((uint16_t *)lstrip)[y * W + x0 + x];
+					if (lsz == 1)
+						lt[p] = (uint8_t)v;
+					else
+						((uint16_t *)lt)[p] = (uint16_t)v;
+				}
+			for (int b = 0; o->standardize && b < in->nb; b++)
+				for (size_t p = 0; p < np; p++)
+					ft[b * np + p] = m[p] ? (float)((cdp_dtype_get(in->dt,
+					    tile, b * np + p) - c->mean[b]) / c->std[b]) : 0.0f;
+
+			memset(&rec, 0, sizeof(rec));
+			rec.dtype = in->odt;
+			rec.label_kind = in->lkind;
+			rec.compression = o->zlevel ? CDP_COMP_ZLIB : CDP_COMP_NONE;
+			rec.flags = (in->has_nd && !o->standardize ? CDP_REC_NODATA : 0) |
+			            (valid < np ? CDP_REC_MASK : 0);
+			rec.bands = (uint32_t)in->nb;
+			rec.height = rec.width = (uint32_t)S;
+			rec.x_off = (int64_t)x0;
+			rec.y_off = (int64_t)y0;
+			rec.gt[0] = g[0] + (double)x0 * g[1] + (double)y0 * g[2];
+			rec.gt[1] = g[1];
+			rec.gt[2] = g[2];
+			rec.gt[3] = g[3] + (double)x0 * g[4] + (double)y0 * g[5];
+			rec.gt[4] = g[4];
+			rec.gt[5] = g[5];
+			rec.source = (uint32_t)idx;
+			rec.label_ignore = in->lkind ? in->ignore : 0;
+			rec.nodata = rec.flags & CDP_REC_NODATA ? in->nd : 0;
+			rec.image = o->standardize ? (const void *)ft : tile;
+			rec.label = in->lkind ? lt : NULL;
+			rec.mask = valid < np ? m : NULL;
+			if ((rc = cdp_key_format(key, sizeof(key), in->name, r, in->rdig,
+			                         col, in->cdig))) {
+				ERR(c, "'%s': cannot form a key for name '%s'", in->path,
+				    in->name);
+				goto out;
+			}
+			rc = o->outdir ? tile_emit_files(c, in, key, &rec, scratch)
+			               : tile_emit_record(c, key, &rec, &enc);
+			if (rc)
+				goto out;
+			c->res->written++;
+		}
+		c->prog.done += in->cols;
+		cdp_progress_update(&c->prog, c->prog.done);
+	}
+out:
+	cdp_buf_free(&enc);
+	free(strip);
+	free(tile);
+	free(scratch);
+	free(lstrip);
+	free(gstrip);
+	free(m);
+	free(lt);
+	free(ft);
+	return rc;
+}
+
+int cdp_tile_run(const cdp_tile_opts *o, FILE *out, cdp_tile_result *res,
+                 char *err, size_t errcap)
+{
+	ctx cx, *c = &cx;
+	char (*names)[CDP_NAME_MAX + 1] = NULL;
+	const char **owner = NULL;
+	uint64_t total = 0;
+	int rc = CDP_OK, made_dir = 0;
+	input in;
+	struct stat st;
+
+	memset(c, 0, sizeof(*c));
+	memset(res, 0, sizeof(*res));
+	memset(&in, 0, sizeof(in));
+	c->o = o;
+	c->out = out;
+	c->res = res;
+	c->err = err;
+	c->errcap = errcap;
+	c->S = o->size;
+	c->T = o->size - o->overlap;
+	if (o->ninputs < 1 || o->size < 1 || (uint32_t)o->size > CDP_RECORD_MAXDIM ||
+	    o->overlap < 0 || o->overlap >= o->size || o->edge < CDP_EDGE_SHIFT ||
+	    o->edge > CDP_EDGE_DROP || o->zlevel < 0 || o->zlevel > 9 ||
+	    o->max_nodata > 1 || (o->labels && o->label_suffix) ||
+	    (o->stats_path && !o->standardize) ||
+	    (o->outdir && o->format != CDP_TILE_PNG && o->format != CDP_TILE_TIF)) {
+		ERR(c, "invalid options");
+		return CDP_EINVAL;
+	}
+	if (!o->outdir && isatty(fileno(out))) {
+		ERR(c, "refusing to write a binary record stream to a terminal "
+		    "(redirect standard output or use -O DIR)");
+		return CDP_ETTY;
+	}
+	if (o->stats_path && (rc = tile_stats_load(c, o->stats_path)))
+		goto out;
+
+	/* Check every input before writing anything. */
+	names = calloc(o->ninputs, sizeof(*names));
+	owner = calloc(o->ninputs, sizeof(*owner));
+	if (!names || !owner) {
+		ERR(c, "out of memory");
+		rc = CDP_ENOMEM;
+		goto out;
+	}
+	for (size_t i = 0; i < o->ninputs; i++) {
+		if ((rc = input_open(c, i, &in)))
+			goto out;
+		if (o->stats_path && c->nstats != (size_t)in.nb) {
+			ERR(c, "'%s': %zu lines of statistics for %d bands", o->stats_path,
+			    c->nstats, in.nb);
+			rc = CDP_ESHAPE;
+			goto out;
+		}
+		for (size_t j = 0; j < i; j++)
+			if (strcmp(names[j], in.name) == 0) {
+				ERR(c, "'%s': name '%s' is also used by '%s' (use --name)",
+				    in.path, in.name, owner[j]);
+				rc = CDP_EDUPKEY;
+				goto out;
+			}
+		memcpy(names[i], in.name, sizeof(in.name));
+		owner[i] = o->inputs[i];
+		total += in.rows * in.cols;
+		input_close(&in);
+	}
+
+	if (o->outdir) {
+		if (stat(o->outdir, &st) != 0) {
+			if (errno != ENOENT || mkdir(o->outdir, 0777) != 0) {
+				rc = errno;
+				ERR(c, "cannot create '%s': %s", o->outdir, strerror(rc));
+				goto out;
+			}
+			made_dir = 1;
+		} else if (!S_ISDIR(st.st_mode)) {
+			ERR(c, "'%s': not a directory", o->outdir);
+			rc = ENOTDIR;
+			goto out;
+		}
+	} else if ((rc = cdp_stream_write_header(out))) {
+		ERR(c, "cannot write the record stream: %s", cdp_strerror(rc));
+		goto out;
+	} else {
+		res->bytes += 8;
+	}
+
+	cdp_progress_start(&c->prog, o->progress, "cdp-tile", "tiling", total);
+	for (size_t i = 0; i < o->ninputs; i++) {
+		if ((rc = input_open(c, i, &in)) || (rc = cut_input(c, i, &in)))
+			break;
+		input_close(&in);
+	}
+	cdp_progress_end(&c->prog);
+	if (rc)
+		goto out;
+	if (!o->outdir) {
+		char body[64];
+		int n = snprintf(body, sizeof(body), "count=%llu\n",
+		                 (unsigned long long)res->written);
+		if ((rc = cdp_stream_write_frame(out, CDP_FRAME_END, "", 0, body,
+		                                 (size_t)n))) {
+			ERR(c, "cannot write the record stream: %s", cdp_strerror(rc));
+			goto out;
+		}
+		res->bytes += 12 + (uint64_t)n;
+		if (fflush(out) != 0) {
+			rc = errno ? errno : EIO;
+			ERR(c, "cannot write the record stream: %s", strerror(rc));
+			goto out;
+		}
+	}
+out:
+	input_close(&in);
+	for (size_t i = 0; i < c->nfiles; i++) {
+		if (rc)
+			unlink(c->files[i]);
+		free(c->files[i]);
+	}
+	if (rc && made_dir)
+		rmdir(o->outdir);
+	free(c->files);
+	free(c->mean);
+	free(c->std);
+	free(names);
+	free(owner);
+	return rc;
+}

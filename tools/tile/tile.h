@@ -1,0 +1,57 @@
+/* tile.h: cdp-tile's work as a library function, so tests and other tools can
+ * run it in-process; tools/tile/main.c only parses options into
+ * cdp_tile_opts and prints the outcome. See man/cdp-tile.1.
+ */
+#ifndef CDP_TILE_H
+#define CDP_TILE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+enum { CDP_EDGE_SHIFT = 0, CDP_EDGE_PAD = 1, CDP_EDGE_DROP = 2 };
+enum { CDP_TILE_STREAM = 0, CDP_TILE_PNG = 1, CDP_TILE_TIF = 2 };
+
+typedef struct cdp_tile_opts {
+	const char *const *inputs;   /* [ninputs] raster paths */
+	size_t ninputs;
+	const char *const *names;    /* [ninputs] or NULL: NAME of each input */
+	const char *const *labels;   /* [ninputs] or NULL: label raster paths */
+	const char *label_suffix;    /* or NULL: X.tif pairs with X<suffix>.tif */
+	int size;                    /* tile edge in pixels, 1..CDP_RECORD_MAXDIM */
+	int overlap;                 /* 0..size-1; stride is size - overlap */
+	int edge;                    /* CDP_EDGE_* */
+	const int *bands;            /* [nbands] 1-based, or NULL for all bands */
+	size_t nbands;
+	int has_nodata;              /* nodata overrides the source's */
+	double nodata;
+	int has_ignore;              /* ignore overrides 255 / 65535 */
+	uint32_t ignore;
+	double max_nodata;           /* < 0: drop only all-invalid tiles */
+	int standardize;             /* float32 (x - mean) / std tiles */
+	const char *stats_path;      /* or NULL: MEAN STD per band from a file */
+	int zlevel;                  /* 0: uncompressed records, else 1..9 */
+	const char *outdir;          /* or NULL: a record stream on out */
+	int format;                  /* CDP_TILE_PNG or CDP_TILE_TIF with outdir */
+	int progress;                /* CDP_PROGRESS_* */
+} cdp_tile_opts;
+
+typedef struct cdp_tile_result {
+	uint64_t written;            /* tiles written */
+	uint64_t dropped;            /* tiles dropped for nodata */
+	uint64_t bytes;              /* bytes of stream or tile files written */
+} cdp_tile_result;
+
+/* Defaults: size 256, no overlap, shift, all bands, stream output. */
+void cdp_tile_opts_init(cdp_tile_opts *o);
+
+/* Tiles every input. Without o->outdir, writes a record stream (cdp_stream.h)
+ * to out, refusing a terminal (CDP_ETTY). With o->outdir, writes tile files
+ * there (creating the directory if it is missing) and removes the files it
+ * wrote if it fails. Returns CDP_OK, or an error code with a one-line message
+ * naming the file in err (without the program name). res is filled either
+ * way. */
+int cdp_tile_run(const cdp_tile_opts *o, FILE *out, cdp_tile_result *res,
+                 char *err, size_t errcap);
+
+#endif

@@ -1,0 +1,313 @@
+/* list.c: cdp-lmdbpack's --list input (pack_int.h): reads a list file of
+ * "IMAGE [LABEL|CLASS]" lines and packs each image, read whole through GDAL
+ * (lib/cdp_raster.h), as one record keyed by its file stem, with its mask
+ * (GDAL's, and pixels where every band is nodata), its label raster or
+ * scalar class, and its source description. The records then take the same
+ * path as a record stream's (pack_add_source, pack_add_record in pack.c).
+ * It does not tile: an image larger than a record can hold is an error.
+ */
+#include "pack_int.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <libgen.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cdp_dtype.h"
+#include "cdp_error.h"
+#include "cdp_key.h"
+#include "cdp_num.h"
+#include "cdp_raster.h"
+#include "cdp_record.h"
+#include "cdp_stream.h"
+
+void pack_list_free(list_entry *e, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		free(e[i].image);
+		free(e[i].label);
+	}
+	free(e);
+}
+
+static char *resolve(const char *dir, const char *path)
+{
+	size_t n = strlen(dir) + strlen(path) + 2;
+	char *s = malloc(n);
+
+	if (s && path[0] == '/')
+		snprintf(s, n, "%s", path);
+	else if (s)
+		snprintf(s, n, "%s/%s", dir, path);
+	return s;
+}
+
+static int all_digits(const char *s)
+{
+	return *s && strspn(s, "0123456789") == strlen(s);
+}
+
+/* The third field: a class name (--classes), a class index, or a label. */
+static int list_third(pk *p, const char *dir, const char *tok, list_entry *e)
+{
+	const cdp_pack_opts *o = p->o;
+	int v;
+
+	for (size_t c = 0; c < o->nclasses; c++)
+		if (strcmp(tok, o->classes[c]) == 0) {
+			e->cls = (long)c;
+			return CDP_OK;
+		}
+	if (all_digits(tok)) {
+		if (cdp_parse_int(tok, 0, (int)CDP_CLASS_MAX - 1, &v) ||
+		    (o->nclasses && (size_t)v >= o->nclasses))
+			return pack_seterr(p, CDP_ERANGE, "'%s': line %zu: class %s is out "
+			                   "of range", p->in, e->line, tok);
+		e->cls = v;
+		return CDP_OK;
+	}
+	if (!(e->label = resolve(dir, tok)))
+		return pack_seterr(p, CDP_ENOMEM, "out of memory");
+	if (o->nclasses && access(e->label, F_OK) != 0)
+		return pack_seterr(p, CDP_ESYNTAX, "'%s': line %zu: '%s' is neither a class of "
+		                   "--classes nor a file", p->in, e->line, tok);
+	return CDP_OK;
+}
+
+/* Reads "IMAGE [LABEL|CLASS]" lines; '#' starts a comment. */
+int pack_list_read(pk *p, list_entry **out, size_t *nout)
+{
+	FILE *f = fopen(p->in, "r");
+	char *line = NULL, *copy = NULL, *dir, *save, *tok[3];
+	size_t cap = 0, n = 0, ecap = 0, lineno = 0;
+	list_entry *e = NULL;
+	int rc = CDP_OK, nt;
+
+	if (!f)
+		return pack_seterr(p, errno, "cannot open '%s': %s", p->in, strerror(errno));
+	if (!(copy = strdup(p->in))) {
+		rc = pack_seterr(p, CDP_ENOMEM, "out of memory");
+		goto out;
+	}
+	dir = dirname(copy);
+	while (getline(&line, &cap, f) >= 0) {
+		char *hash = strchr(line, '#');
+		lineno++;
+		if (hash)
+			*hash = '\0';
+		nt = 0;
+		for (char *t = strtok_r(line, " \t\r\n", &save); t; t = strtok_r(NULL, " \t\r\n", &save))
+			tok[nt < 3 ? nt : 2] = t, nt++;
+		if (nt == 0)
+			continue;
+		if (nt > 2) {
+			rc = pack_seterr(p, CDP_ESYNTAX, "'%s': line %zu: expected IMAGE "
+			                 "[LABEL|CLASS], found %d fields", p->in, lineno, nt);
+			goto out;
+		}
+		if (n == ecap) {
+			list_entry *ne = realloc(e, (ecap = ecap ? ecap * 2 : 64) * sizeof *ne);
+			if (!ne) {
+				rc = pack_seterr(p, CDP_ENOMEM, "out of memory");
+				goto out;
+			}
+			e = ne;
+		}
+		memset(&e[n], 0, sizeof e[n]);
+		e[n].cls = -1;
+		e[n].line = lineno;
+		if (!(e[n++].image = resolve(dir, tok[0]))) {
+			rc = pack_seterr(p, CDP_ENOMEM, "out of memory");
+			goto out;
+		}
+		if (nt == 2 && (rc = list_third(p, dir, tok[1], &e[n - 1])))
+			goto out;
+	}
+	if (ferror(f))
+		rc = pack_seterr(p, errno ? errno : EIO, "cannot read '%s': %s", p->in,
+		                 strerror(errno ? errno : EIO));
+	else if (n == 0)
+		rc = pack_seterr(p, CDP_ESYNTAX, "'%s': no chips listed", p->in);
+out:
+	fclose(f);
+	free(line);
+	free(copy);
+	if (rc) {
+		pack_list_free(e, n);
+		e = NULL;
+		n = 0;
+	}
+	*out = e;
+	*nout = n;
+	return rc;
+}
+
+/* Clears mask pixels where every band equals the nodata value (NaN matches
+ * NaN; float32 compares in float, as GDAL does). img is (C, H, W). */
+static void mark_nodata(const void *img, int dt, uint32_t bands, size_t plane,
+                        double nd, uint8_t *mask)
+{
+	for (size_t i = 0; i < plane; i++) {
+		uint32_t b = 0;
+		for (; b < bands; b++) {
+			double v = cdp_dtype_get(dt, img, b * plane + i);
+			if (isnan(nd) ? !isnan(v) : dt == CDP_DT_F32 ? (float)v != (float)nd : v != nd)
+				break;
+		}
+		if (b == bands)
+			mask[i] = 0;
+	}
+}
+
+static int read_label(pk *p, const list_entry *e, const cdp_raster_info *ii,
+                      cdp_record *rec, cdp_buf *lab)
+{
+	cdp_raster *r = NULL;
+	const cdp_raster_info *li;
+	char msg[512];
+	int one = 1, rc;
+
+	if ((rc = cdp_raster_open(e->label, &r, msg, sizeof msg)))
+		return pack_seterr(p, rc, "cannot open '%s': %s", e->label, msg);
+	li = cdp_raster_get_info(r);
+	if (li->width != ii->width || li->height != ii->height)
+		rc = pack_seterr(p, CDP_EMISMATCH, "'%s': label is %" PRIu64 "x%" PRIu64
+		                 ", its image %" PRIu64 "x%" PRIu64, e->label, li->width,
+		                 li->height, ii->width, ii->height);
+	else if (li->dtype != CDP_DT_U8 && li->dtype != CDP_DT_U16)
+		rc = pack_seterr(p, CDP_EUNSUP, "'%s': label data type %s is not u8 or u16",
+		                 e->label, cdp_dtype_name(li->dtype) ? cdp_dtype_name(li->dtype)
+		                                                     : "?");
+	else if ((rc = cdp_buf_reserve(lab, (size_t)li->width * li->height * 2)))
+		rc = pack_seterr(p, rc, "out of memory");
+	else if ((rc = cdp_raster_read(r, &one, 1, 0, 0, (int)li->width, (int)li->height,
+	                               lab->p, msg, sizeof msg)))
+		rc = pack_seterr(p, rc, "cannot read '%s': %s", e->label, msg);
+	if (rc == CDP_OK) {
+		rec->label_kind = li->dtype == CDP_DT_U8 ? CDP_LABEL_U8 : CDP_LABEL_U16;
+		rec->label_ignore = p->o->has_ignore ? p->o->ignore
+		                    : li->dtype == CDP_DT_U8 ? 255 : 65535;
+		rec->label = lab->p;
+	}
+	cdp_raster_close(r);
+	return rc;
+}
+
+/* One chip: the whole raster is one tile, keyed by its file stem. */
+static int add_chip(pk *p, const list_entry *e, uint32_t index, cdp_buf bufs[4])
+{
+	cdp_raster *r = NULL;
+	const cdp_raster_info *ri;
+	cdp_record rec;
+	cdp_source s;
+	char key[CDP_KEY_MAX], msg[512];
+	size_t plane, bytes;
+	int *bl = NULL, rc;
+
+	if (cdp_key_stem(e->image, key, sizeof key))
+		return pack_seterr(p, CDP_EKEY, "'%s': line %zu: no usable key in '%s'", p->in,
+		                   e->line, e->image);
+	if ((rc = cdp_raster_open(e->image, &r, msg, sizeof msg)))
+		return pack_seterr(p, rc, "cannot open '%s': %s", e->image, msg);
+	ri = cdp_raster_get_info(r);
+	memset(&rec, 0, sizeof rec);
+	if (ri->width > CDP_RECORD_MAXDIM || ri->height > CDP_RECORD_MAXDIM ||
+	    ri->bands > CDP_RECORD_MAXDIM || !cdp_dtype_size(ri->dtype)) {
+		rc = pack_seterr(p, CDP_EUNSUP, "'%s': %" PRIu64 "x%" PRIu64 "x%" PRIu32
+		                 " %s is not a chip a record can hold", e->image, ri->width,
+		                 ri->height, ri->bands,
+		                 cdp_dtype_name(ri->dtype) ? cdp_dtype_name(ri->dtype) : "?");
+		goto out;
+	}
+	plane = (size_t)ri->width * ri->height;
+	if ((rc = cdp_mul_size(plane * cdp_dtype_size(ri->dtype), ri->bands, &bytes)) ||
+	    (rc = cdp_buf_reserve(&bufs[0], bytes)) || (rc = cdp_buf_reserve(&bufs[1], plane)) ||
+	    !(bl = malloc(ri->bands * sizeof *bl))) {
+		rc = pack_seterr(p, rc ? rc : CDP_ENOMEM, "'%s': %s", e->image,
+		                 cdp_strerror(rc ? rc : CDP_ENOMEM));
+		goto out;
+	}
+	for (uint32_t b = 0; b < ri->bands; b++)
+		bl[b] = (int)b + 1;
+	if ((rc = cdp_raster_read(r, bl, (int)ri->bands, 0, 0, (int)ri->width,
+	                          (int)ri->height, bufs[0].p, msg, sizeof msg))) {
+		rc = pack_seterr(p, rc, "cannot read '%s': %s", e->image, msg);
+		goto out;
+	}
+	memset(bufs[1].p, 255, plane);
+	if (cdp_raster_has_mask(r, 1) &&
+	    (rc = cdp_raster_read_mask(r, 1, 0, 0, (int)ri->width, (int)ri->height,
+	                               bufs[1].p, msg, sizeof msg))) {
+		rc = pack_seterr(p, rc, "cannot read the mask of '%s': %s", e->image, msg);
+		goto out;
+	}
+	if (ri->has_nodata)
+		mark_nodata(bufs[0].p, ri->dtype, ri->bands, plane, ri->nodata, bufs[1].p);
+	rec.dtype = ri->dtype;
+	rec.bands = ri->bands;
+	rec.height = (uint32_t)ri->height;
+	rec.width = (uint32_t)ri->width;
+	memcpy(rec.gt, ri->gt, sizeof rec.gt);
+	rec.source = index;
+	rec.compression = p->o->zlevel ? CDP_COMP_ZLIB : CDP_COMP_NONE;
+	rec.image = bufs[0].p;
+	if (ri->has_nodata) {
+		rec.flags |= CDP_REC_NODATA;
+		rec.nodata = ri->nodata;
+	}
+	for (size_t i = 0; i < plane && !(rec.flags & CDP_REC_MASK); i++)
+		if (bufs[1].p[i] != 255)
+			rec.flags |= CDP_REC_MASK;
+	if (rec.flags & CDP_REC_MASK) {
+		rec.mask = bufs[1].p;
+	}
+	if (e->label && (rc = read_label(p, e, ri, &rec, &bufs[2])))
+		goto out;
+	if (e->cls >= 0) {
+		rec.label_kind = CDP_LABEL_CLASS;
+		rec.class_id = (uint32_t)e->cls;
+	}
+	if ((rc = cdp_record_encode(&rec, p->o->zlevel ? p->o->zlevel : 6, &bufs[3]))) {
+		rc = pack_seterr(p, rc, "'%s': cannot encode: %s", e->image, cdp_strerror(rc));
+		goto out;
+	}
+	memset(&s, 0, sizeof s);
+	s.index = index;
+	snprintf(s.name, sizeof s.name, "%s", key);
+	s.width = ri->width;
+	s.height = ri->height;
+	s.bands = ri->bands;
+	s.dtype = ri->dtype;
+	memcpy(s.gt, ri->gt, sizeof s.gt);
+	if (!(s.path = strdup(e->image)) || !(s.crs = strdup(ri->crs ? ri->crs : ""))) {
+		cdp_source_free(&s);
+		rc = pack_seterr(p, CDP_ENOMEM, "out of memory");
+		goto out;
+	}
+	if ((rc = pack_add_source(p, &s)) == CDP_OK)
+		rc = pack_add_record(p, key, bufs[3].p, bufs[3].len);
+out:
+	free(bl);
+	cdp_raster_close(r);
+	return rc;
+}
+
+int pack_list_pack(pk *p, const list_entry *e, size_t n)
+{
+	cdp_buf bufs[4] = {{0}};   /* image, mask, label, encoded record */
+	int rc = CDP_OK;
+
+	if (n > PACK_MAX_SOURCES)
+		return pack_seterr(p, CDP_ERANGE, "'%s': more than %u chips", p->in,
+		                   PACK_MAX_SOURCES);
+	cdp_raster_init();
+	for (size_t i = 0; i < n && rc == CDP_OK; i++)
+		rc = add_chip(p, &e[i], (uint32_t)i, bufs);
+	for (int i = 0; i < 4; i++)
+		cdp_buf_free(&bufs[i]);
+	return rc;
+}

@@ -1,0 +1,415 @@
+/* meta.c: cdp-lmdbpack's batch hooks (pack_int.h), which keep the pool's
+ * meta equal to what its committed records imply.
+ *
+ * Each batch is one write txn (cdp_lmdb.h's batched writer):
+ *  - prepare: learns the sources committed so far (source.N values past the
+ *    ones already known, by any writer), gives each source of the batch the
+ *    index of a pool source with the same path or appends a new one, and
+ *    patches the records' source field (and CRC) where the index differs;
+ *  - puts (MDB_APPEND for sorted keys; duplicates per --resume/--replace);
+ *  - finish: reads shape, count, stats, classes and cmdline in the txn, folds
+ *    in the written records' contributions and writes them back.
+ * So the meta always equals what the committed records imply, with several
+ * packers at once and after a kill. The per-record statistics (measured by
+ * pack_add_record in pack.c) are folded record by record in write order, so
+ * float sums are independent of where batches were cut and a killed and
+ * resumed pack ends bit-identical to an uninterrupted one. A replaced
+ * record's old contribution cannot be taken out of min/max, so --replace
+ * marks the stats stale and pack_rescan_if_needed rescans at the end.
+ * The puts themselves and the run around them are pack.c's.
+ */
+#include "pack_int.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zlib.h>
+
+#include "cdp_error.h"
+#include "cdp_lmdb.h"
+#include "cdp_num.h"
+#include "cdp_pool.h"
+#include "cdp_record.h"
+#include "cdp_stats.h"
+#include "cdp_stream.h"
+
+#define SRC_OFF 88                /* record header: source index (u32 LE) */
+
+/* ---- committed source paths: open addressing, FNV-1a -------------------- */
+
+static size_t hash(const char *s)
+{
+	uint64_t h = 1469598103934665603ull;
+
+	while (*s)
+		h = (h ^ (unsigned char)*s++) * 1099511628211ull;
+	return (size_t)h;
+}
+
+static long map_find(const pk *p, const char *path)
+{
+	if (!p->mcap)
+		return -1;
+	for (size_t i = hash(path) & (p->mcap - 1); p->mpath[i]; i = (i + 1) & (p->mcap - 1))
+		if (strcmp(p->mpath[i], path) == 0)
+			return (long)p->midx[i];
+	return -1;
+}
+
+static int map_put(pk *p, const char *path, uint32_t idx)
+{
+	if (map_find(p, path) >= 0)
+		return CDP_OK;
+	if ((p->mn + 1) * 2 > p->mcap) {
+		size_t ncap = p->mcap ? p->mcap * 2 : 64;
+		char **np = calloc(ncap, sizeof *np);
+		uint32_t *ni = calloc(ncap, sizeof *ni);
+
+		if (!np || !ni) {
+			free(np);
+			free(ni);
+			return CDP_ENOMEM;
+		}
+		for (size_t i = 0; i < p->mcap; i++) {
+			size_t j;
+			if (!p->mpath[i])
+				continue;
+			for (j = hash(p->mpath[i]) & (ncap - 1); np[j]; j = (j + 1) & (ncap - 1))
+				;
+			np[j] = p->mpath[i];
+			ni[j] = p->midx[i];
+		}
+		free(p->mpath);
+		free(p->midx);
+		p->mpath = np;
+		p->midx = ni;
+		p->mcap = ncap;
+	}
+	size_t i = hash(path) & (p->mcap - 1);
+	while (p->mpath[i])
+		i = (i + 1) & (p->mcap - 1);
+	if (!(p->mpath[i] = strdup(path)))
+		return CDP_ENOMEM;
+	p->midx[i] = idx;
+	p->mn++;
+	return CDP_OK;
+}
+
+/* ---- a record's source field -------------------------------------------- */
+
+static uint32_t get_le32(const unsigned char *b)
+{
+	return (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 |
+	       (uint32_t)b[3] << 24;
+}
+
+static void put_le32(unsigned char *b, uint32_t v)
+{
+	for (int i = 0; i < 4; i++)
+		b[i] = (unsigned char)(v >> (8 * i));
+}
+
+/* Sets an encoded record's source index, re-computing its CRC only if the
+ * index changes (the field sits in the header, outside any zlib payload). */
+static void patch_source(MDB_val *v, uint32_t idx)
+{
+	unsigned char *b = v->mv_data;
+
+	if (get_le32(b + SRC_OFF) == idx)
+		return;
+	put_le32(b + SRC_OFF, idx);
+	put_le32(b + v->mv_size - 4, (uint32_t)crc32_z(0, b, v->mv_size - 4));
+}
+
+/* ---- the batch hooks ---------------------------------------------------- */
+
+int pack_meta_error(pk *p, const char *name, int rc)
+{
+	return pack_seterr(p, rc, "'%s': meta '%s': %s", p->o->db, name, cdp_strerror(rc));
+}
+
+/* Adds the pool sources committed since we last looked to the path set. */
+static int learn_sources(pk *p, MDB_txn *txn)
+{
+	char name[32];
+	cdp_source s;
+	int rc;
+
+	for (;;) {
+		snprintf(name, sizeof name, "source.%06" PRIu32, p->known);
+		rc = cdp_pool_meta_get(&p->pool, txn, name, &p->tmp);
+		if (rc == MDB_NOTFOUND)
+			return CDP_OK;
+		if (rc == CDP_OK && (rc = cdp_source_parse(p->tmp.p, p->tmp.len, &s)) == CDP_OK) {
+			rc = map_put(p, s.path, p->known);
+			cdp_source_free(&s);
+		}
+		if (rc)
+			return pack_meta_error(p, name, rc);
+		p->known++;
+	}
+}
+
+int pack_prepare(MDB_txn *txn, cdp_lmdb_item *items, size_t n, void *arg)
+{
+	pk *p = arg;
+	uint32_t next;
+	char name[32];
+	int rc;
+
+	p->attempt++;
+	if ((rc = learn_sources(p, txn)))
+		return rc;
+	next = p->known;
+	for (size_t i = 0; i < n; i++) {
+		psrc *s = p->src[p->it[i].src];
+
+		if (!s->mapped && s->attempt != p->attempt) {
+			long found = map_find(p, s->s.path);
+			/* Input sources may share a path: one pool source. */
+			for (size_t j = 0; found < 0 && j < i; j++) {
+				psrc *o = p->src[p->it[j].src];
+				if (!o->mapped && o->pool >= p->known && strcmp(o->s.path, s->s.path) == 0)
+					found = o->pool;
+			}
+			if (found >= 0) {
+				s->pool = (uint32_t)found;
+			} else {
+				/* A new source: its text with the pool's index. */
+				uint32_t own = s->s.index;
+				s->pool = next++;
+				s->s.index = s->pool;
+				rc = cdp_source_format(&s->s, &p->tmp);
+				s->s.index = own;
+				snprintf(name, sizeof name, "source.%06" PRIu32, s->pool);
+				if (rc || (rc = cdp_pool_meta_put(&p->pool, txn, name,
+				                                  (char *)p->tmp.p, p->tmp.len)))
+					return rc == MDB_MAP_FULL ? rc
+					                          : pack_meta_error(p, name, rc);
+			}
+			s->attempt = p->attempt;
+		}
+		patch_source(&items[i].val, s->pool);
+	}
+	return CDP_OK;
+}
+
+/* Reads meta `name` into p->tmp; *absent set when it is missing. */
+static int meta_read(pk *p, MDB_txn *txn, const char *name, int *absent)
+{
+	int rc = cdp_pool_meta_get(&p->pool, txn, name, &p->tmp);
+
+	*absent = rc == MDB_NOTFOUND;
+	if (*absent) {
+		/* An empty text, as the parsers expect. */
+		if (cdp_buf_reserve(&p->tmp, 1))
+			return pack_meta_error(p, name, CDP_ENOMEM);
+		p->tmp.p[0] = '\0';
+		p->tmp.len = 0;
+		return CDP_OK;
+	}
+	return rc ? pack_meta_error(p, name, rc) : CDP_OK;
+}
+
+static int meta_write(pk *p, MDB_txn *txn, const char *name, const cdp_buf *b)
+{
+	int rc = cdp_pool_meta_put(&p->pool, txn, name, (const char *)b->p, b->len);
+
+	return rc == 0 || rc == MDB_MAP_FULL ? rc : pack_meta_error(p, name, rc);
+}
+
+static int update_count(pk *p, MDB_txn *txn, uint64_t add)
+{
+	char v[32];
+	uint64_t n = 0;
+	int absent, rc;
+
+	if ((rc = meta_read(p, txn, "count", &absent)))
+		return rc;
+	if (!absent && (cdp_meta_field((char *)p->tmp.p, "tiles", v, sizeof v) ||
+	                cdp_parse_u64(v, 0, UINT64_MAX, &n)))
+		return pack_meta_error(p, "count", CDP_EFORMAT);
+	if (cdp_buf_reserve(&p->tmp, 32))
+		return pack_meta_error(p, "count", CDP_ENOMEM);
+	p->tmp.len = (size_t)snprintf((char *)p->tmp.p, 32, "tiles=%" PRIu64 "\n", n + add);
+	return meta_write(p, txn, "count", &p->tmp);
+}
+
+static int update_cmdline(pk *p, MDB_txn *txn)
+{
+	const char *s;
+	size_t lines = 0, need;
+	int absent, rc;
+
+	if ((rc = meta_read(p, txn, "cmdline", &absent)))
+		return rc;
+	for (s = (char *)p->tmp.p; *s; s++)
+		lines += *s == '\n';
+	need = p->tmp.len + strlen(p->o->cmdline) + 64;
+	if (cdp_buf_reserve(&p->tmp, need))
+		return pack_meta_error(p, "cmdline", CDP_ENOMEM);
+	p->tmp.len += (size_t)snprintf((char *)p->tmp.p + p->tmp.len, need - p->tmp.len,
+	                               "cmd.%zu=%s %s\n", lines + 1, p->stamp, p->o->cmdline);
+	return meta_write(p, txn, "cmdline", &p->tmp);
+}
+
+/* Folds the written items into stats and classes as stored in the txn. */
+static int update_stats(pk *p, MDB_txn *txn, const cdp_lmdb_item *items, size_t n)
+{
+	cdp_stats st = {0};
+	cdp_classes cl = {0};
+	const char *name = "stats";
+	int absent, rc;
+
+	if ((rc = meta_read(p, txn, "stats", &absent)))
+		return rc;
+	rc = absent ? cdp_stats_init(&st, p->shape.dtype, p->shape.bands)
+	            : cdp_stats_parse((char *)p->tmp.p, p->tmp.len, &st);
+	if (rc)
+		return pack_meta_error(p, name, rc);
+	if ((rc = meta_read(p, txn, "classes", &absent)))
+		goto out;
+	name = "classes";
+	if ((rc = cdp_classes_parse((char *)p->tmp.p, p->tmp.len, &cl)))
+		goto out;
+	name = "stats";
+	for (size_t i = 0; i < n && !rc; i++) {
+		if (items[i].status != CDP_PUT_NEW && items[i].status != CDP_PUT_REPLACED)
+			continue;
+		/* The replaced record's share cannot be taken out: rescan later. */
+		if (items[i].status == CDP_PUT_REPLACED)
+			st.stale = 1;
+		if ((rc = cdp_stats_merge(&st, &p->it[i].st)) == CDP_OK)
+			rc = cdp_classes_merge(&cl, &p->it[i].cl);
+	}
+	if (rc || (rc = cdp_stats_format(&st, &p->tmp)) ||
+	    (rc = meta_write(p, txn, "stats", &p->tmp)))
+		goto out;
+	name = "classes";
+	if ((rc = cdp_classes_format(&cl, &p->tmp)) == CDP_OK)
+		rc = meta_write(p, txn, "classes", &p->tmp);
+out:
+	cdp_stats_free(&st);
+	cdp_classes_free(&cl);
+	return rc && rc != MDB_MAP_FULL ? pack_meta_error(p, name, rc) : rc;
+}
+
+int pack_finish(MDB_txn *txn, cdp_lmdb_item *items, size_t n, void *arg)
+{
+	pk *p = arg;
+	cdp_record shape;
+	uint64_t added = 0;
+	size_t first = n;
+	int absent, rc;
+
+	for (size_t i = n; i-- > 0;) {
+		if (items[i].status == CDP_PUT_NEW || items[i].status == CDP_PUT_REPLACED)
+			first = i;
+		added += items[i].status == CDP_PUT_NEW;
+	}
+	if (first == n)
+		return CDP_OK;   /* nothing written: nothing to describe */
+
+	if ((rc = meta_read(p, txn, "shape", &absent)))
+		return rc;
+	if (absent) {
+		if ((rc = cdp_pool_shape_format(&p->shape, &p->tmp)) ||
+		    (rc = meta_write(p, txn, "shape", &p->tmp)))
+			return rc;
+	} else if ((rc = cdp_pool_shape_parse((char *)p->tmp.p, &shape))) {
+		return pack_meta_error(p, "shape", rc);
+	} else if (!pack_same_shape(&shape, &p->shape)) {
+		/* Another writer set a different shape after we started. */
+		char key[CDP_LMDB_KEYMAX + 1];
+		memcpy(key, items[first].key.mv_data, items[first].key.mv_size);
+		key[items[first].key.mv_size] = '\0';
+		return pack_shape_mismatch(p, key, &p->shape, &shape);
+	}
+	if ((rc = update_count(p, txn, added)) || (rc = update_stats(p, txn, items, n)))
+		return rc;
+	return p->cmd_done ? CDP_OK : update_cmdline(p, txn);
+}
+
+/* Recomputes stats, classes and count from every record, in one txn. */
+static int rescan_txn(pk *p)
+{
+	cdp_stats st = {0};
+	cdp_classes cl = {0};
+	MDB_txn *txn;
+	MDB_cursor *cur = NULL;
+	MDB_val k, v;
+	cdp_record r;
+	uint64_t n = 0;
+	int rc;
+
+	if ((rc = cdp_lmdb_txn_begin(p->pool.env, 0, &txn)))
+		return rc;
+	if ((rc = cdp_stats_init(&st, p->shape.dtype, p->shape.bands)) ||
+	    (rc = mdb_cursor_open(txn, p->pool.tiles, &cur)))
+		goto out;
+	for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0;
+	     rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+		if ((rc = cdp_record_decode(v.mv_data, v.mv_size, &r, &p->scratch)) ||
+		    (rc = cdp_stats_add_record(&st, &r)) ||
+		    (rc = cdp_classes_add_record(&cl, &r))) {
+			pack_seterr(p, rc, "'%s': record '%.*s': %s", p->o->db, (int)k.mv_size,
+			            (char *)k.mv_data, cdp_strerror(rc));
+			goto out;
+		}
+		n++;
+	}
+	if (rc != MDB_NOTFOUND)
+		goto out;
+	mdb_cursor_close(cur);
+	cur = NULL;
+	p->tmp.len = 0;
+	if ((rc = cdp_stats_format(&st, &p->tmp)) || (rc = meta_write(p, txn, "stats", &p->tmp)) ||
+	    (rc = cdp_classes_format(&cl, &p->tmp)) || (rc = meta_write(p, txn, "classes", &p->tmp)) ||
+	    (rc = cdp_buf_reserve(&p->tmp, 32)))
+		goto out;
+	p->tmp.len = (size_t)snprintf((char *)p->tmp.p, 32, "tiles=%" PRIu64 "\n", n);
+	if ((rc = meta_write(p, txn, "count", &p->tmp)))
+		goto out;
+	rc = mdb_txn_commit(txn);
+	txn = NULL;
+out:
+	if (cur)
+		mdb_cursor_close(cur);
+	if (txn)
+		mdb_txn_abort(txn);
+	cdp_stats_free(&st);
+	cdp_classes_free(&cl);
+	return rc;
+}
+
+/* After --replace (or a replace that was killed earlier): exact stats again. */
+int pack_rescan_if_needed(pk *p)
+{
+	cdp_stats st;
+	int rc, absent, stale = p->replaced;
+
+	if (!stale) {
+		MDB_txn *txn;
+		if ((rc = cdp_lmdb_txn_begin(p->pool.env, MDB_RDONLY, &txn)))
+			return pack_seterr(p, rc, "cannot read '%s': %s", p->o->db,
+			                   cdp_strerror(rc));
+		rc = meta_read(p, txn, "stats", &absent);
+		if (!rc && !absent && !(rc = cdp_stats_parse((char *)p->tmp.p, p->tmp.len, &st))) {
+			stale = st.stale;
+			cdp_stats_free(&st);
+		}
+		mdb_txn_abort(txn);
+		if (rc)
+			return rc == CDP_ESYNTAX ? pack_meta_error(p, "stats", rc) : rc;
+	}
+	if (!stale || !p->have_shape)
+		return CDP_OK;
+	while ((rc = rescan_txn(p)) == MDB_MAP_FULL)
+		if ((rc = cdp_lmdb_grow(p->pool.env)))
+			break;
+	if (rc)
+		return pack_seterr(p, rc, "cannot update '%s': %s", p->o->db,
+		                   cdp_strerror(rc));
+	return CDP_OK;
+}

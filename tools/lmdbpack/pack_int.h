@@ -1,0 +1,108 @@
+/* pack_int.h: what pack.c, meta.c and list.c share inside cdp-lmdbpack; not
+ * an interface (pack.h is). pack.c drives a run and buffers records, meta.c
+ * holds the batch hooks that keep the pool's meta equal to its records, and
+ * list.c reads --list chips through GDAL into the same record path.
+ */
+#ifndef CDP_PACK_INT_H
+#define CDP_PACK_INT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cdp_lmdb.h"
+#include "cdp_pool.h"
+#include "cdp_progress.h"
+#include "cdp_record.h"
+#include "cdp_stats.h"
+#include "cdp_stream.h"
+#include "pack.h"
+
+#define PACK_MAX_SOURCES (1u << 24)    /* source indices of one input */
+
+/* A source raster of the input, by its input index. */
+typedef struct psrc {
+	cdp_source s;                 /* parsed; freed once mapped */
+	int mapped;                   /* pool index committed */
+	uint32_t pool;                /* pool index (tentative until mapped) */
+	unsigned attempt;             /* txn attempt that chose `pool` */
+} psrc;
+
+/* Per buffered record: its input source and its own contributions. */
+typedef struct pitem {
+	uint32_t src;
+	cdp_stats st;
+	cdp_classes cl;
+} pitem;
+
+/* One run's state; the writer's hooks get it as their arg. */
+typedef struct pk {
+	const cdp_pack_opts *o;
+	cdp_pack_result *res;
+	char *err;
+	size_t errcap;
+	int errset;
+	const char *in;               /* input name for messages */
+	cdp_pool pool;
+	int pool_open;
+	cdp_lmdb_writer w;
+	cdp_record shape;             /* the pool's, or the first record's */
+	int have_shape;
+	psrc **src;                   /* [nsrc] by input index, NULL if unseen */
+	size_t nsrc;
+	pitem *it;                    /* [itcap] beside the writer's items */
+	size_t itcap;
+	char **mpath;                 /* hash set: committed source paths */
+	uint32_t *midx;               /* their pool indices */
+	size_t mcap, mn;
+	uint32_t known;               /* pool sources 0..known-1 are in the set */
+	unsigned attempt;
+	int cmd_done, replaced;
+	char stamp[32];               /* UTC start time for cmdline */
+	cdp_buf scratch, tmp;
+	cdp_progress pg;
+} pk;
+
+/* One line of a --list file. */
+typedef struct list_entry {
+	char *image;                  /* path, resolved against the list's dir */
+	char *label;                  /* label raster path, or NULL */
+	long cls;                     /* scalar class id, or -1 */
+	size_t line;
+} list_entry;
+
+/* pack.c */
+
+/* Keeps the first message only (the root cause) and returns rc. */
+int pack_seterr(pk *p, int rc, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+/* Takes ownership of s (its index is the input's). */
+int pack_add_source(pk *p, cdp_source *s);
+/* Checks, measures and buffers one encoded record; flushes a full batch. */
+int pack_add_record(pk *p, const char *key, const void *body, size_t len);
+int pack_same_shape(const cdp_record *a, const cdp_record *b);
+/* Sets the "record is X; the pool holds Y" error; returns CDP_ESHAPE. */
+int pack_shape_mismatch(pk *p, const char *key, const cdp_record *r,
+                        const cdp_record *pool);
+
+/* meta.c */
+
+/* Sets the "meta 'name': reason" error; returns rc. */
+int pack_meta_error(pk *p, const char *name, int rc);
+/* cdp_lmdb_hook: maps the batch's sources to pool indices. */
+int pack_prepare(MDB_txn *txn, cdp_lmdb_item *items, size_t n, void *arg);
+/* cdp_lmdb_hook: folds the written records into shape, count, stats,
+ * classes and cmdline. */
+int pack_finish(MDB_txn *txn, cdp_lmdb_item *items, size_t n, void *arg);
+/* After --replace (or an interrupted one): recomputes stats, classes and
+ * count from every record. */
+int pack_rescan_if_needed(pk *p);
+
+/* list.c */
+
+/* Reads p->in; on failure *out is NULL and *nout 0. */
+int pack_list_read(pk *p, list_entry **out, size_t *nout);
+/* Packs the chips e[n], each as one record of its own source. */
+int pack_list_pack(pk *p, const list_entry *e, size_t n);
+void pack_list_free(list_entry *e, size_t n);
+
+#endif

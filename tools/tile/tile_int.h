@@ -1,0 +1,84 @@
+/* tile_int.h: what tile.c and tile_out.c share inside cdp-tile: the state of
+ * one open input, the run's context, and the functions one file calls in the
+ * other. Private to tools/tile; the tile library's API is tile.h.
+ */
+#ifndef CDP_TILE_INT_H
+#define CDP_TILE_INT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "cdp_key.h"
+#include "cdp_progress.h"
+#include "cdp_raster.h"
+#include "cdp_record.h"
+#include "tile.h"
+
+/* One input raster, opened and checked by input_open in tile.c. */
+typedef struct input {
+	const char *path;
+	char *lpath;               /* owned; NULL without a label */
+	char name[CDP_NAME_MAX + 1];
+	cdp_raster *r, *lab;
+	const cdp_raster_info *ri;
+	int *bands, nb;            /* owned: the selected 1-based bands */
+	int dt, odt;               /* source and output dtype */
+	int lkind;                 /* CDP_LABEL_NONE / U8 / U16 */
+	uint32_t ignore;
+	int has_nd;
+	double nd;
+	int use_mask;              /* GDAL's mask band carries information */
+	uint64_t rows, cols;
+	int rdig, cdig;
+} input;
+
+/* The state of one cdp_tile_run. */
+typedef struct ctx {
+	const cdp_tile_opts *o;
+	FILE *out;
+	cdp_tile_result *res;
+	char *err;
+	size_t errcap;
+	int S, T;                  /* tile size and stride */
+	double *mean, *std;        /* [nb] standardization of the current input */
+	size_t nstats;             /* lines read from --stats */
+	char **files;              /* tile files written, removed on failure */
+	size_t nfiles, capfiles;
+	cdp_progress prog;
+} ctx;
+
+/* Sets the one-line message of a failure, without the program name. */
+#define ERR(c, ...) snprintf((c)->err, (c)->errcap, __VA_ARGS__)
+
+/* tile.c */
+
+/* Clears m[y * mstride + x] (h, w) where every band of img equals nd. img is
+ * (nb, ., rstride) samples with bands bstride samples apart, already offset
+ * to the window's first pixel. */
+void tile_mark_nodata(const void *img, int dt, int nb, size_t bstride,
+                      size_t rstride, int w, int h, double nd, uint8_t *m,
+                      size_t mstride);
+
+/* tile_out.c; each returns CDP_OK or an error code with c->err set. */
+
+/* Reads --stats FILE into c->mean, c->std [c->nstats]. */
+int tile_stats_load(ctx *c, const char *path);
+
+/* Fills c->mean, c->std [in->nb] from a first pass over in's valid pixels;
+ * strip holds (nb, S, W) samples, gm S*W bytes. */
+int tile_stats_compute(ctx *c, input *in, void *strip, uint8_t *gm);
+
+/* Writes r as KEY.png / KEY.tif (and KEY_label.*) under c->o->outdir and
+ * records the files in c->files; scratch holds (S, S, nb) samples. */
+int tile_emit_files(ctx *c, input *in, const char *key, const cdp_record *r,
+                    void *scratch);
+
+/* Encodes r into enc and writes it as a record frame to c->out. */
+int tile_emit_record(ctx *c, const char *key, const cdp_record *r,
+                     cdp_buf *enc);
+
+/* Writes in's source frame (index idx) to c->out, using body as scratch. */
+int tile_emit_source(ctx *c, size_t idx, input *in, cdp_buf *body);
+
+#endif

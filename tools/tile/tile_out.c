@@ -1,0 +1,288 @@
+/* tile_out.c: the --standardize statistics and the output side of cdp-tile:
+ * reading --stats files, the exact first pass that computes a band's mean and
+ * std, writing tile files (PNG or GeoTIFF, with their labels) under -O DIR,
+ * and writing source and record frames of the record stream (cdp_stream.h).
+ * It leaves the grid, reading strips and cutting tiles to tile.c; tile_int.h
+ * holds what the two share.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "cdp_dtype.h"
+#include "cdp_error.h"
+#include "cdp_num.h"
+#include "cdp_png.h"
+#include "cdp_raster.h"
+#include "cdp_record.h"
+#include "cdp_stream.h"
+#include "tile_int.h"
+
+/* Reads --stats FILE: one "MEAN STD" line per selected band, '#' comments
+ * and blank lines allowed. */
+int tile_stats_load(ctx *c, const char *path)
+{
+	FILE *f = fopen(path, "r");
+	char *line = NULL;
+	size_t cap = 0, lineno = 0, n = 0;
+	int rc = CDP_OK;
+
+	if (!f) {
+		rc = errno;
+		ERR(c, "cannot open '%s': %s", path, strerror(rc));
+		return rc;
+	}
+	while (getline(&line, &cap, f) >= 0) {
+		char *hash = strchr(line, '#'), *tok[3], *save = NULL;
+		int nt = 0;
+		double m, s;
+
+		lineno++;
+		if (hash)
+			*hash = '\0';
+		for (char *t = strtok_r(line, " \t\r\n", &save); t && nt < 3;
+		     t = strtok_r(NULL, " \t\r\n", &save))
+			tok[nt++] = t;
+		if (nt == 0)
+			continue;
+		if (nt != 2 || cdp_parse_double(tok[0], -HUGE_VAL, HUGE_VAL, &m) ||
+		    !isfinite(m) || cdp_parse_double(tok[1], 0, HUGE_VAL, &s) ||
+		    !(s > 0) || !isfinite(s)) {
+			ERR(c, "'%s' line %zu: expected MEAN STD with STD > 0", path,
+			    lineno);
+			rc = CDP_ESYNTAX;
+			goto out;
+		}
+		if (n % 16 == 0) {
+			double *nm = realloc(c->mean, sizeof(double) * (n + 16));
+			double *ns = nm ? realloc(c->std, sizeof(double) * (n + 16)) : NULL;
+			if (nm)
+				c->mean = nm;
+			if (!ns) {
+				rc = CDP_ENOMEM;
+				ERR(c, "out of memory");
+				goto out;
+			}
+			c->std = ns;
+		}
+		c->mean[n] = m;
+		c->std[n++] = s;
+	}
+	if (ferror(f)) {
+		rc = errno ? errno : EIO;
+		ERR(c, "cannot read '%s': %s", path, strerror(rc));
+	}
+out:
+	free(line);
+	fclose(f);
+	c->nstats = n;
+	return rc;
+}
+
+/* The exact first pass of --standardize: mean and population std of each
+ * selected band over the input's valid pixels, read in strips of S rows,
+ * accumulated in double around the band's first valid value. strip holds
+ * (nb, S, W) samples, gm S*W bytes. */
+int tile_stats_compute(ctx *c, input *in, void *strip, uint8_t *gm)
+{
+	uint64_t W = in->ri->width, H = in->ri->height, n = 0;
+	double *k = calloc((size_t)in->nb * 3, sizeof(double)), *s1, *s2;
+	uint8_t *vm = malloc((size_t)c->S * W);
+	char msg[512];
+	int rc = CDP_OK;
+
+	if (!k || !vm) {
+		free(k);
+		free(vm);
+		ERR(c, "out of memory");
+		return CDP_ENOMEM;
+	}
+	s1 = k + in->nb;
+	s2 = s1 + in->nb;
+	for (uint64_t y = 0; y < H; y += c->S) {
+		int sh = (int)(H - y < (uint64_t)c->S ? H - y : (uint64_t)c->S);
+		size_t np = (size_t)sh * W;
+
+		if ((rc = cdp_raster_read(in->r, in->bands, in->nb, 0, (int64_t)y,
+		                          (int)W, sh, strip, msg, sizeof(msg))) ||
+		    (in->use_mask &&
+		     (rc = cdp_raster_read_mask(in->r, in->bands[0], 0, (int64_t)y,
+		                                (int)W, sh, gm, msg, sizeof(msg))))) {
+			ERR(c, "cannot read '%s': %s", in->path, msg);
+			goto out;
+		}
+		memset(vm, 255, np);
+		if (in->has_nd)
+			tile_mark_nodata(strip, in->dt, in->nb, np, W, (int)W, sh,
+			                 in->nd, vm, W);
+		for (size_t p = 0; p < np; p++) {
+			if (!vm[p] || (in->use_mask && !gm[p]))
+				continue;
+			for (int b = 0; b < in->nb; b++) {
+				double v = cdp_dtype_get(in->dt, strip, b * np + p), d;
+				if (n == 0)
+					k[b] = v;
+				d = v - k[b];
+				s1[b] += d;
+				s2[b] += d * d;
+			}
+			n++;
+		}
+	}
+	if (n == 0) {
+		ERR(c, "'%s': no valid pixels to compute statistics from", in->path);
+		rc = CDP_EFORMAT;
+		goto out;
+	}
+	for (int b = 0; b < in->nb; b++) {
+		double mu = s1[b] / (double)n, var = s2[b] / (double)n - mu * mu;
+		c->mean[b] = k[b] + mu;
+		c->std[b] = var > 0 ? sqrt(var) : 0;
+		if (!isfinite(c->mean[b]) || !isfinite(c->std[b])) {
+			ERR(c, "'%s': band %d has non-finite valid pixels (set --nodata)",
+			    in->path, in->bands[b]);
+			rc = CDP_EFORMAT;
+			goto out;
+		}
+		/* A constant band is only centred. */
+		if (c->std[b] == 0)
+			c->std[b] = 1;
+	}
+out:
+	free(k);
+	free(vm);
+	return rc;
+}
+
+static int file_add(ctx *c, const char *path)
+{
+	struct stat st;
+
+	if (c->nfiles == c->capfiles) {
+		size_t nc = c->capfiles ? 2 * c->capfiles : 64;
+		char **nf = realloc(c->files, nc * sizeof(*nf));
+		if (!nf)
+			return CDP_ENOMEM;
+		c->files = nf;
+		c->capfiles = nc;
+	}
+	if (!(c->files[c->nfiles] = strdup(path)))
+		return CDP_ENOMEM;
+	c->nfiles++;
+	if (stat(path, &st) == 0)
+		c->res->bytes += (uint64_t)st.st_size;
+	return CDP_OK;
+}
+
+/* Writes one (C, H, W) u8/u16/float32 payload and its label as tile files
+ * KEY.png / KEY.tif and KEY_label.*; scratch holds an interleaved copy for
+ * PNG's (H, W, C) layout. */
+int tile_emit_files(ctx *c, input *in, const char *key, const cdp_record *r,
+                    void *scratch)
+{
+	const char *ext = c->o->format == CDP_TILE_PNG ? "png" : "tif";
+	size_t np = (size_t)c->S * c->S, dsz = cdp_dtype_size(r->dtype);
+	size_t plen = strlen(c->o->outdir) + strlen(key) + 16;
+	char *path = malloc(plen), msg[512] = "";
+	int rc = CDP_OK;
+
+	if (!path) {
+		ERR(c, "out of memory");
+		return CDP_ENOMEM;
+	}
+	for (int pass = 0; pass < 2 && !rc; pass++) {
+		int isl = pass == 1, depth = 0;
+		if (isl && !r->label)
+			break;
+		snprintf(path, plen, "%s/%s%s.%s", c->o->outdir, key,
+		         isl ? "_label" : "", ext);
+		if (c->o->format == CDP_TILE_PNG) {
+			const void *px = isl ? r->label : scratch;
+			int ch = isl ? 1 : (int)r->bands;
+			if (!isl)
+				for (size_t p = 0; p < np; p++)
+					for (int b = 0; b < ch; b++)
+						memcpy((char *)scratch + (p * ch + b) * dsz,
+						       (const char *)r->image + (b * np + p) * dsz,
+						       dsz);
+			depth = (isl ? r->label_kind == CDP_LABEL_U16
+			             : r->dtype == CDP_DT_U16) ? 16 : 8;
+			rc = cdp_png_write(path, px, c->S, c->S, ch, depth);
+			if (rc)
+				snprintf(msg, sizeof(msg), "%s", cdp_strerror(rc));
+		} else if (isl) {
+			rc = cdp_raster_write_tif(path, r->label_kind == CDP_LABEL_U8 ?
+			                          CDP_DT_U8 : CDP_DT_U16, 1, c->S, c->S,
+			                          r->label, r->gt, in->ri->crs, 0, 0,
+			                          msg, sizeof(msg));
+		} else {
+			rc = cdp_raster_write_tif(path, r->dtype, (int)r->bands, c->S,
+			                          c->S, r->image, r->gt, in->ri->crs,
+			                          r->flags & CDP_REC_NODATA, r->nodata,
+			                          msg, sizeof(msg));
+		}
+		if (rc)
+			ERR(c, "cannot write '%s': %s", path, msg);
+		else if ((rc = file_add(c, path)))
+			ERR(c, "out of memory");
+	}
+	free(path);
+	return rc;
+}
+
+int tile_emit_record(ctx *c, const char *key, const cdp_record *r,
+                     cdp_buf *enc)
+{
+	size_t klen = strlen(key);
+	int rc = cdp_record_encode(r, c->o->zlevel, enc);
+
+	if (rc) {
+		ERR(c, "cannot encode tile '%s': %s", key, cdp_strerror(rc));
+		return rc;
+	}
+	if (enc->len > CDP_STREAM_MAXBODY) {
+		ERR(c, "tile '%s' is %zu bytes, a stream frame holds at most %u", key,
+		    enc->len, CDP_STREAM_MAXBODY);
+		return CDP_EOVERFLOW;
+	}
+	if ((rc = cdp_stream_write_frame(c->out, CDP_FRAME_RECORD, key, klen,
+	                                 enc->p, enc->len))) {
+		ERR(c, "cannot write the record stream: %s", cdp_strerror(rc));
+		return rc;
+	}
+	c->res->bytes += 12 + klen + enc->len;
+	return CDP_OK;
+}
+
+int tile_emit_source(ctx *c, size_t idx, input *in, cdp_buf *body)
+{
+	cdp_source s;
+	int rc;
+
+	memset(&s, 0, sizeof(s));
+	s.index = (uint32_t)idx;
+	snprintf(s.name, sizeof(s.name), "%s", in->name);
+	s.path = (char *)in->path;
+	s.width = in->ri->width;
+	s.height = in->ri->height;
+	s.bands = (uint32_t)in->nb;
+	s.dtype = in->odt;
+	memcpy(s.gt, in->ri->gt, sizeof(s.gt));
+	s.crs = (char *)in->ri->crs;
+	if ((rc = cdp_source_format(&s, body))) {
+		ERR(c, "'%s': cannot describe the source: %s", in->path,
+		    cdp_strerror(rc));
+		return rc;
+	}
+	if ((rc = cdp_stream_write_frame(c->out, CDP_FRAME_SOURCE, in->name,
+	                                 strlen(in->name), body->p, body->len))) {
+		ERR(c, "cannot write the record stream: %s", cdp_strerror(rc));
+		return rc;
+	}
+	c->res->bytes += 12 + strlen(in->name) + body->len;
+	return CDP_OK;
+}
