@@ -16,16 +16,18 @@ src=$(cd "$(dirname "$0")/.." && pwd)
 build=$(cd "${1:-$src}" && pwd)
 size=${BENCH_SIZE:-16384}
 PY=${PYTHON:-/usr/bin/python3}
-dir=${BENCH_DIR:-$(mktemp -d /var/tmp/cdpbench.XXXXXX)}
-trap 'rm -rf "$dir"' EXIT
-mkdir -p "$dir"
+# BENCH_DIR keeps the generated scenes between runs; a temporary one is removed.
+if [ -n "${BENCH_DIR:-}" ]; then dir=$BENCH_DIR; mkdir -p "$dir"
+else dir=$(mktemp -d /var/tmp/cdpbench.XXXXXX); trap 'rm -rf "$dir"' EXIT; fi
 now() { date +%s.%N; }
 mbps() { "$PY" -c "import sys; print('%.1f' % ($1 / 1e6 / ($3 - $2)))"; }
 
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')"
 echo "scene: ${size}x${size}x3 uint8; tiles 256x256, no overlap; warm page cache; fsync on in every packer"
-"$PY" "$src/share/cdpool/examples/genscene.py" "$dir/plain.tif" --size "$size" --seed 1
-gdal_translate -q -co TILED=YES -co COMPRESS=DEFLATE "$dir/plain.tif" "$dir/tiled.tif"
+if [ ! -f "$dir/plain-$size.tif" ]; then
+	"$PY" "$src/share/cdpool/examples/genscene.py" "$dir/plain-$size.tif" --size "$size" --seed 1
+	gdal_translate -q -co TILED=YES -co COMPRESS=DEFLATE "$dir/plain-$size.tif" "$dir/tiled-$size.tif"
+fi
 bytes=$((size * size * 3))
 
 cat >"$dir/pypack.py" <<'PYEOF'
@@ -34,19 +36,21 @@ import glob, os, sys, lmdb
 from osgeo import gdal
 tiles, db, name = sys.argv[1], sys.argv[2], sys.argv[3]
 env = lmdb.open(db, map_size=1 << 40)
-with env.begin(write=True) as txn:
-    for i, path in enumerate(sorted(glob.glob(os.path.join(tiles, "*.tif")))):
-        r, c = os.path.basename(path)[:-4].split("_")[-2:]
-        a = gdal.Open(path).ReadAsArray()
-        txn.put(("%s_%s_%s" % (name, r, c)).encode(), a.tobytes())
-        if i % 1000 == 999:
-            txn.commit(); txn = env.begin(write=True)
+txn = env.begin(write=True)
+for i, path in enumerate(sorted(glob.glob(os.path.join(tiles, "*.tif")))):
+    r, c = os.path.basename(path)[:-4].split("_")[-2:]
+    a = gdal.Open(path).ReadAsArray()
+    txn.put(("%s_%s_%s" % (name, r, c)).encode(), a.tobytes())
+    if i % 1000 == 999:
+        txn.commit()
+        txn = env.begin(write=True)
+txn.commit()
 env.sync()
 PYEOF
 
 printf '\n%-8s %12s %12s %12s %10s %10s\n' variant "cdp MB/s" "retile+py" "raw GDAL" "vs peer" "vs raw"
 for v in plain tiled; do
-	f="$dir/$v.tif"
+	f="$dir/$v-$size.tif"
 	cat "$f" >/dev/null   # warm the cache the same way for everyone
 	rm -rf "$dir/pool" "$dir/raw.bin" "$dir/tiles" "$dir/pypool"
 	t0=$(now); "$build/cdp-tile" -q --size 256 "$f" | "$build/cdp-lmdbpack" -q "$dir/pool"; t1=$(now)

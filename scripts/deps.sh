@@ -2,14 +2,15 @@
 # scripts/deps.sh: installs every Debian package cdpool needs to build, test,
 # run its demo and its benchmarks. The one list of packages is here.
 #   build:    autotools, a C compiler, GDAL, LMDB, libpng, zlib, Open MPI, OpenBLAS
-#   tests:    lmdb-utils (mdb_stat, mdb_dump), gdal-bin, Python with GDAL, numpy, lmdb
+#   tests:    lmdb-utils (mdb_stat, mdb_dump), gdal-bin, Python with GDAL, numpy, lmdb,
+#             and PyTorch (python3-torch) for the engine's parity test
 #   sanitizers/fuzzing: clang and its runtime
 set -e
 PACKAGES="
   build-essential autoconf automake libtool pkg-config
   libgdal-dev gdal-bin liblmdb-dev lmdb-utils libpng-dev zlib1g-dev
   libopenmpi-dev openmpi-bin libopenblas-dev
-  python3 python3-gdal python3-numpy python3-lmdb
+  python3 python3-gdal python3-numpy python3-lmdb python3-torch
   clang libclang-rt-14-dev
 "
 if [ "$(id -u)" -ne 0 ]; then SUDO=sudo; else SUDO=; fi

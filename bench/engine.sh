@@ -1,0 +1,95 @@
+#!/bin/sh
+# bench/engine.sh: training-step throughput of the engine's CPU backend
+# against PyTorch on the same model, the same batch and the same number of
+# threads. One step = forward, loss (ce), backward, SGD step (momentum 0.9,
+# weight decay 1e-4) for
+#   unet        unet.cfg width=16 depth=4 (1,942,594 params), 3x256x256, batch 8
+#   classifier  classifier.cfg (584,165 params), 3x64x64, batch 64
+# Ours: bench/engine_bench with --threads T. PyTorch: bench/torch_model.py
+# (the same model built from tests/train/model_dump's JSON) with
+# torch.set_num_threads(T), once in NCHW and once in channels_last; ours is
+# compared with the better of the two. Warm-up steps are not timed; each
+# configuration runs BENCH_REPEAT times, interleaved, and the fastest run
+# counts (the machine may be shared). Peak memory is getrusage's ru_maxrss
+# of each whole process (a fresh one per run), so torch's includes the
+# ~0.5 GiB of its libraries; "base" is the peak before the model is built.
+#   usage: bench/engine.sh [BUILDDIR]
+#   env: BENCH_THREADS (default nproc), BENCH_STEPS (5), BENCH_WARMUP (2),
+#        BENCH_REPEAT (2), BENCH_MODELS ("unet classifier"),
+#        TORCH_PYTHON (python3 on PATH: the newest torch, 2.x)
+set -eu
+src=$(cd "$(dirname "$0")/.." && pwd)
+build=$(cd "${1:-$src}" && pwd)
+T=${BENCH_THREADS:-$(nproc)}
+steps=${BENCH_STEPS:-5}
+warmup=${BENCH_WARMUP:-2}
+repeat=${BENCH_REPEAT:-2}
+models_run=${BENCH_MODELS:-unet classifier}
+PY=${TORCH_PYTHON:-python3}
+dump=$build/tests/train/model_dump
+bench=$build/bench/engine_bench
+models=$src/share/cdpool/models
+
+for p in "$dump" "$bench"; do
+	[ -x "$p" ] || { echo "engine.sh: no '$p' (build it first)" >&2; exit 1; }
+done
+if ! tv=$("$PY" -c 'import torch, numpy; print(torch.__version__)' 2>/dev/null); then
+	echo "engine.sh: $PY cannot import torch and numpy" >&2
+	exit 1
+fi
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')"
+echo "threads: $T; steps: $warmup warm-up + $steps timed, best of $repeat; torch $tv ($PY)"
+
+# model NAME CFG ARGS...: model_dump's JSON, then the runs
+model() {
+	name=$1 cfg=$2
+	shift 2
+	"$dump" "$@" "$cfg" >"$tmp/$name.json"
+	i=0
+	while [ "$i" -lt "$repeat" ]; do
+		"$bench" -t "$T" -n "$steps" -w "$warmup" "$@" "$cfg" >>"$tmp/$name.runs"
+		"$PY" "$src/bench/torch_model.py" bench "$tmp/$name.json" --threads "$T" \
+			--steps "$steps" --warmup "$warmup" >>"$tmp/$name.runs"
+		"$PY" "$src/bench/torch_model.py" bench "$tmp/$name.json" --threads "$T" \
+			--steps "$steps" --warmup "$warmup" --channels-last >>"$tmp/$name.runs"
+		i=$((i + 1))
+	done
+}
+
+for m in $models_run; do
+	case $m in
+	unet) model unet "$models/unet.cfg" -D width=16 -D depth=4 -i 3,256,256 -b 8 ;;
+	classifier) model classifier "$models/classifier.cfg" -i 3,64,64 -b 64 ;;
+	*) echo "engine.sh: unknown model '$m'" >&2; exit 1 ;;
+	esac
+done
+
+"$PY" - "$tmp" $models_run <<'PYEOF'
+import json, os, sys
+tmp, names = sys.argv[1], sys.argv[2:]
+print("\n%-11s %-22s %-14s %10s %12s %10s" % ("model", "impl", "layout", "samples/s",
+                                               "peak MiB", "base MiB"))
+for name in names:
+    best = {}
+    with open(os.path.join(tmp, name + ".runs")) as f:
+        for line in f:
+            r = json.loads(line)
+            key = (r["impl"], r["layout"])
+            if key not in best or r["samples_per_s"] > best[key]["samples_per_s"]:
+                best[key] = r
+    ours = [r for k, r in best.items() if k[0].startswith("cdpool")][0]
+    torch_runs = [r for k, r in best.items() if k[0].startswith("torch")]
+    peer = max(torch_runs, key=lambda r: r["samples_per_s"])
+    for r in [ours] + torch_runs:
+        print("%-11s %-22s %-14s %10.2f %12.0f %10.0f" % (name, r["impl"], r["layout"],
+              r["samples_per_s"], r["maxrss_kib"] / 1024, r["base_kib"] / 1024))
+    print("%-11s ours / torch %s: speed %.2fx, peak memory %.2fx (ours: forward %.0f%%, "
+          "backward %.0f%%, optimizer %.0f%% of the step)" % (
+              name, peer["layout"], ours["samples_per_s"] / peer["samples_per_s"],
+              ours["maxrss_kib"] / peer["maxrss_kib"],
+              100 * ours["forward_s"] / ours["seconds"], 100 * ours["backward_s"] / ours["seconds"],
+              100 * ours["optim_s"] / ours["seconds"]))
+PYEOF

@@ -1,0 +1,245 @@
+/* engine_bench.c: the speed of one training step of the engine on the CPU
+ * backend, for bench/engine.sh.
+ *
+ * usage: engine_bench [-b N] [-D KEY=VALUE]... [-i C,H,W] [-n STEPS]
+ *                     [-t THREADS] [-w WARMUP] CFG
+ *
+ * A step is what cdp-train does per batch: forward, the cfg's loss,
+ * backward, and an SGD step (lr 1e-3, momentum 0.9, weight decay 1e-4; the
+ * same settings bench/torch_model.py gives torch.optim.SGD). The input is
+ * N(0,1) and the labels uniform over the classes, fixed for all steps.
+ * WARMUP steps (default 2) run first and are not timed; then STEPS
+ * (default 5). Prints one JSON line: samples/s over the timed steps, the
+ * seconds spent in forward (with the loss), backward and the optimizer,
+ * and the peak resident memory of the whole process (getrusage ru_maxrss,
+ * KiB) at the end and right after the backend started (base_kib).
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+#include "cdp_num.h"
+#include "cdp_rng.h"
+#include "loss.h"
+#include "net.h"
+#include "optim.h"
+
+#define MAX_OVERRIDES 32
+
+static double now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static long maxrss_kib(void)
+{
+	struct rusage ru;
+	return getrusage(RUSAGE_SELF, &ru) == 0 ? ru.ru_maxrss : -1;
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: engine_bench [-b N] [-D KEY=VALUE]... [-i C,H,W] [-n STEPS]\n"
+	           "                    [-t THREADS] [-w WARMUP] CFG\n");
+}
+
+static char *read_text(const char *path)
+{
+	FILE *f = fopen(path, "rb");
+	char *buf = NULL;
+	long len;
+
+	if (!f)
+		return NULL;
+	if (fseek(f, 0, SEEK_END) == 0 && (len = ftell(f)) >= 0 && fseek(f, 0, SEEK_SET) == 0 &&
+	    (buf = malloc((size_t)len + 1)) != NULL) {
+		if (fread(buf, 1, (size_t)len, f) != (size_t)len) {
+			free(buf);
+			buf = NULL;
+			errno = EIO;
+		} else {
+			buf[len] = '\0';
+		}
+	}
+	fclose(f);
+	return buf;
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "batch", required_argument, NULL, 'b' },
+		{ "define", required_argument, NULL, 'D' },
+		{ "help", no_argument, NULL, 'h' },
+		{ "input", required_argument, NULL, 'i' },
+		{ "steps", required_argument, NULL, 'n' },
+		{ "threads", required_argument, NULL, 't' },
+		{ "warmup", required_argument, NULL, 'w' },
+		{ NULL, 0, NULL, 0 },
+	};
+	const char *ov[MAX_OVERRIDES], *path;
+	int nov = 0, batch = 8, steps = 5, warmup = 2, threads = 0, shape[3] = { 0, 0, 0 };
+	int ch, rc = 1, have_net = 0, have_cfg = 0, have_loss = 0, have_opt = 0, hw;
+	size_t ns, nx, nl;
+	char *text = NULL, err[512];
+	cdp_backend *be = NULL;
+	cdp_net net;
+	cdp_cfg cfg;
+	cdp_loss loss;
+	cdp_optim_cfg oc;
+	cdp_optim opt;
+	cdp_loss_result res;
+	int32_t *lab = NULL, *dlab = NULL;
+	float *x = NULL;
+	double t_fwd = 0, t_bwd = 0, t_opt = 0, t0, t1, start = 0;
+	long base;
+	cdp_rng r;
+
+	while ((ch = getopt_long(argc, argv, "b:D:hi:n:t:w:", longopts, NULL)) != -1) {
+		switch (ch) {
+		case 'b':
+			if (cdp_parse_int(optarg, 1, 1 << 16, &batch) != 0)
+				goto bad;
+			break;
+		case 'D':
+			if (nov == MAX_OVERRIDES || !strchr(optarg, '='))
+				goto bad;
+			ov[nov++] = optarg;
+			break;
+		case 'h':
+			usage(stdout);
+			return 0;
+		case 'i':
+			if (cdp_parse_int_list(optarg, 1, 1 << 16, shape, 3, &ns) != 0 || ns != 3)
+				goto bad;
+			break;
+		case 'n':
+			if (cdp_parse_int(optarg, 1, 1 << 20, &steps) != 0)
+				goto bad;
+			break;
+		case 't':
+			if (cdp_parse_int(optarg, 1, 256, &threads) != 0)
+				goto bad;
+			break;
+		case 'w':
+			if (cdp_parse_int(optarg, 0, 1 << 20, &warmup) != 0)
+				goto bad;
+			break;
+		default:
+			usage(stderr);
+			return 2;
+		}
+	}
+	if (optind != argc - 1) {
+		usage(stderr);
+		return 2;
+	}
+	path = argv[optind];
+	if (!(text = read_text(path))) {
+		fprintf(stderr, "engine_bench: cannot read '%s': %s\n", path, strerror(errno));
+		return 1;
+	}
+	if (!(be = cdp_backend_cpu(threads))) {
+		fprintf(stderr, "engine_bench: cannot start the cpu backend\n");
+		goto out;
+	}
+	base = maxrss_kib();
+	if (cdp_net_build(&net, be, text, path, ov, nov, shape[0], shape[1], shape[2], batch,
+	                  err, sizeof err) < 0)
+		goto fail;
+	have_net = 1;
+	if (cdp_cfg_parse(text, path, ov, nov, &cfg, err, sizeof err) < 0)
+		goto fail;
+	have_cfg = 1;
+	if (cdp_loss_init_cfg(&loss, be, &cfg, &cfg.s[0], net.classes, err, sizeof err) < 0)
+		goto fail;
+	have_loss = 1;
+	cdp_optim_defaults(&oc);
+	oc.type = CDP_OPT_SGD;
+	oc.lr = 1e-3f;
+	oc.momentum = 0.9f;
+	oc.weight_decay = 1e-4f;
+	if (cdp_optim_init(&opt, be, &oc, net.nparams, err, sizeof err) < 0)
+		goto fail;
+	have_opt = 1;
+	hw = net.layers[net.out_layer].out.h * net.layers[net.out_layer].out.w;
+	nx = (size_t)batch * net.in.c * net.in.h * net.in.w;
+	nl = (size_t)batch * hw;
+	x = malloc(nx * sizeof *x);
+	lab = malloc(nl * sizeof *lab);
+	dlab = be->alloc(be, nl * sizeof *dlab);
+	if (!x || !lab || !dlab) {
+		snprintf(err, sizeof err, "out of memory");
+		goto fail;
+	}
+	cdp_rng_seed(&r, 1);
+	for (size_t i = 0; i < nx; i++)
+		x[i] = (float)cdp_rng_normal(&r);
+	for (size_t i = 0; i < nl; i++)
+		lab[i] = (int32_t)cdp_rng_below(&r, (uint64_t)loss.classes);
+	be->to_device(be, net.x, x, nx * sizeof *x);
+	be->to_device(be, dlab, lab, nl * sizeof *lab);
+	cdp_net_init(&net, 1);
+	cdp_net_zero_grad(&net);
+	for (int s = 0; s < warmup + steps; s++) {
+		cdp_layer *out = &net.layers[net.out_layer];
+		if (s == warmup) {
+			t_fwd = t_bwd = t_opt = 0;
+			start = now();
+		}
+		net.step_seed = cdp_rng_derive(1, 1, (uint64_t)s);
+		t0 = now();
+		cdp_net_forward(&net);
+		cdp_loss_compute(&loss, net.n, hw, out->y, dlab, out->dy, &res);
+		be->sync(be);
+		t1 = now();
+		t_fwd += t1 - t0;
+		cdp_net_backward(&net, NULL, NULL);
+		be->sync(be);
+		t0 = now();
+		t_bwd += t0 - t1;
+		if (cdp_optim_micro_done(&opt) && cdp_optim_step(&opt, net.params, net.grads) != 0) {
+			snprintf(err, sizeof err, "step %d: gradient norm %g", s, opt.last_norm);
+			goto fail;
+		}
+		be->sync(be);
+		t_opt += now() - t0;
+	}
+	t1 = now() - start;
+	printf("{\"impl\": \"cdpool %s\", \"layout\": \"nchw\", \"threads\": %d, \"batch\": %d, "
+	       "\"steps\": %d, \"seconds\": %.6f, \"samples_per_s\": %.4f, \"forward_s\": %.6f, "
+	       "\"backward_s\": %.6f, \"optim_s\": %.6f, \"loss\": %.6f, \"nparams\": %zu, "
+	       "\"maxrss_kib\": %ld, \"base_kib\": %ld}\n", be->name, be->threads, batch, steps,
+	       t1, steps * batch / t1, t_fwd, t_bwd, t_opt, res.loss, net.nparams, maxrss_kib(),
+	       base);
+	rc = 0;
+	goto out;
+bad:
+	fprintf(stderr, "engine_bench: bad value '%s' for -%c\n", optarg, ch);
+	free(text);
+	return 2;
+fail:
+	fprintf(stderr, "engine_bench: %s\n", err);
+out:
+	if (dlab)
+		be->free(be, dlab);
+	free(x);
+	free(lab);
+	if (have_opt)
+		cdp_optim_free(&opt);
+	if (have_loss)
+		cdp_loss_free(&loss);
+	if (have_cfg)
+		cdp_cfg_free(&cfg);
+	if (have_net)
+		cdp_net_free(&net);
+	if (be)
+		be->destroy(be);
+	free(text);
+	return rc;
+}

@@ -1,0 +1,253 @@
+"""torch_model.py: the PyTorch twin of a cdpool model, built from the JSON
+that tests/train/model_dump prints for a model cfg.
+
+EngineNet(model) holds one torch module per engine layer, in layer order,
+so model.parameters() yields the tensors in the order of the engine's
+parameter block (net.h: layer order, weight then bias / gamma then beta).
+load_blocks() copies the engine's params and buffers blocks (float32 numpy
+arrays, offsets from the JSON) into it; param_block() reads them back in
+block order. Layer semantics follow tools/train/backend.h:
+
+  conv      Conv2d (weight (F,C,K,K))      deconv   ConvTranspose2d (C,F,K,K)
+  bn        BatchNorm2d(eps, momentum)     dense    Linear on the flattened
+  maxpool   MaxPool2d                                input, output (N,OUT,1,1)
+  avgpool   AvgPool2d(count_include_pad)   gap      AdaptiveAvgPool2d(1)
+  upsample  interpolate x2 (nearest, or bilinear with align_corners=False)
+  concat    cat(dim=1)                     add      sum of the inputs
+  relu, leaky and the fused activation= of conv/deconv/bn/dense
+  dropout   Dropout(p), or with dropout_seeds the engine's own mask
+            (cpu.h cpu_dropout_keep: a SplitMix64 hash of seed and element
+            index), so a training step can be compared exactly.
+
+loss_fn() is the engine's loss (loss.h) in PyTorch terms.
+
+Run as a program it is the PyTorch side of bench/engine.sh: it times
+training steps (forward, loss, backward, SGD step) and prints one JSON line.
+    python3 torch_model.py bench MODEL.json [--threads T] [--steps S]
+                           [--warmup W] [--channels-last]
+"""
+import argparse
+import json
+import resource
+import sys
+import time
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+M64 = (1 << 64) - 1
+
+
+def dropout_keep(seed, n, p):
+    """cpu_dropout_keep over element indices 0..n-1: bool array (n)."""
+    with np.errstate(over="ignore"):
+        z = np.uint64(seed) ^ (np.arange(n, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15))
+        z = z + np.uint64(0x9E3779B97F4A7C15)
+        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        z = z ^ (z >> np.uint64(31))
+    u = (z >> np.uint64(40)).astype(np.float32) * np.float32(1.0 / 16777216.0)
+    return u >= np.float32(p)
+
+
+def _act(x, name, slope):
+    if name == "relu":
+        return F.relu(x)
+    if name == "leaky":
+        return F.leaky_relu(x, slope)
+    return x
+
+
+class EngineNet(nn.Module):
+    def __init__(self, model, dropout_seeds=None):
+        super().__init__()
+        self.model = model
+        self.dropout_seeds = {int(k): int(v) for k, v in (dropout_seeds or {}).items()}
+        mods = []
+        for L in model["layers"]:
+            t, cin = L["type"], L["in"][0][0]
+            if t == "conv":
+                m = nn.Conv2d(cin, L["filters"], L["size"], L["stride"], L["pad"],
+                              L["dilation"], bias=bool(L["bias"]))
+            elif t == "deconv":
+                m = nn.ConvTranspose2d(cin, L["filters"], L["size"], L["stride"], L["pad"],
+                                       bias=bool(L["bias"]))
+            elif t == "bn":
+                m = nn.BatchNorm2d(cin, eps=L["eps"], momentum=L["momentum"])
+            elif t == "dense":
+                c, h, w = L["in"][0]
+                m = nn.Linear(c * h * w, L["output"], bias=bool(L["bias"]))
+            elif t == "maxpool":
+                m = nn.MaxPool2d(L["size"], L["stride"], L["pad"])
+            elif t == "avgpool":
+                m = nn.AvgPool2d(L["size"], L["stride"], L["pad"], count_include_pad=True)
+            elif t == "gap":
+                m = nn.AdaptiveAvgPool2d(1)
+            elif t == "dropout":
+                m = nn.Dropout(L["p"])
+            elif t in ("relu", "leaky", "upsample", "concat", "add"):
+                m = nn.Identity()
+            else:
+                raise ValueError("layer %d: unknown type %r" % (L["index"], t))
+            mods.append(m)
+        self.layers = nn.ModuleList(mods)
+        self._check_order()
+
+    def _check_order(self):
+        """named_parameters() order must be the block order (net.h)."""
+        offs = [(p["off"], p["shape"]) for L in self.model["layers"] for p in L["params"]]
+        mine = list(self.parameters())
+        if len(offs) != len(mine):
+            raise ValueError("%d parameter tensors, the JSON lists %d" % (len(mine), len(offs)))
+        at = 0
+        for (off, shape), p in zip(offs, mine):
+            if off != at or list(p.shape) != list(shape):
+                raise ValueError("parameter at %d %s: block order has %d %s"
+                                 % (at, list(p.shape), off, shape))
+            at += p.numel()
+        if at != self.model["nparams"]:
+            raise ValueError("%d parameters, the JSON says %d" % (at, self.model["nparams"]))
+
+    def forward(self, x):
+        outs = []
+        for L, m in zip(self.model["layers"], self.layers):
+            xs = [x if f < 0 else outs[f] for f in L["from"]]
+            t = L["type"]
+            if t == "concat":
+                y = torch.cat(xs, dim=1)
+            elif t == "add":
+                y = xs[0]
+                for z in xs[1:]:
+                    y = y + z
+            elif t == "upsample":
+                if L["mode"] == "bilinear":
+                    y = F.interpolate(xs[0], scale_factor=2, mode="bilinear", align_corners=False)
+                else:
+                    y = F.interpolate(xs[0], scale_factor=2, mode="nearest")
+            elif t == "relu":
+                y = F.relu(xs[0])
+            elif t == "leaky":
+                y = F.leaky_relu(xs[0], L["slope"])
+            elif t == "dense":
+                y = m(xs[0].flatten(1)).reshape(xs[0].shape[0], -1, 1, 1)
+            elif t == "dropout" and self.training and L["index"] in self.dropout_seeds:
+                keep = dropout_keep(self.dropout_seeds[L["index"]], xs[0].numel(), L["p"])
+                mask = torch.from_numpy(keep.reshape(tuple(xs[0].shape))).to(xs[0].dtype)
+                y = xs[0] * mask * (1.0 / (1.0 - np.float32(L["p"])))
+            else:
+                y = m(xs[0])
+            if "activation" in L and t not in ("relu", "leaky"):
+                y = _act(y, L["activation"], L["slope"])
+            outs.append(y)
+        return outs[self.model["out_layer"]]
+
+    def bn_modules(self):
+        return [(L, m) for L, m in zip(self.model["layers"], self.layers) if L["type"] == "bn"]
+
+    @torch.no_grad()
+    def load_blocks(self, params, buffers=None):
+        """Copy the engine's blocks (flat numpy arrays) into the modules."""
+        for p, t in zip(self.parameters(), self._param_specs()):
+            p.copy_(torch.from_numpy(params[t["off"]:t["off"] + p.numel()].reshape(p.shape)))
+        if buffers is not None:
+            for L, m in self.bn_modules():
+                for b in L["buffers"]:
+                    dst = getattr(m, b["name"])
+                    dst.copy_(torch.from_numpy(buffers[b["off"]:b["off"] + dst.numel()]))
+
+    def _param_specs(self):
+        return [p for L in self.model["layers"] for p in L["params"]]
+
+    def param_block(self):
+        """The parameters as one float64 numpy block in engine order."""
+        return np.concatenate([p.detach().double().reshape(-1).numpy() for p in self.parameters()])
+
+    def tensor_names(self):
+        """(name, offset, size) of every parameter tensor, block order."""
+        out = []
+        for L in self.model["layers"]:
+            for p in L["params"]:
+                out.append(("%s.%s" % (L["name"], p["name"]), p["off"], int(np.prod(p["shape"]))))
+        return out
+
+
+def loss_fn(model, logits, labels, smooth=1.0, class_w=None):
+    """The engine's loss (loss.h) on logits (N,K,H,W) and int labels (N,H*W)."""
+    kind, ignore = model["loss"], model["ignore"]
+    n = logits.shape[0]
+    hw = logits.shape[2] * logits.shape[3]
+    lab = labels.reshape(n, hw).long()
+    if kind == "ce":
+        return F.cross_entropy(logits.reshape(n, logits.shape[1], hw), lab, weight=class_w,
+                               ignore_index=ignore if ignore >= 0 else -100)
+    z = logits.reshape(n, hw)
+    keep = lab != ignore
+    z, t = z[keep], (lab[keep] != 0).to(logits.dtype)
+    total = logits.new_zeros(())
+    if kind in ("bce", "bce+dice"):
+        total = total + F.binary_cross_entropy_with_logits(z, t)
+    if kind in ("dice", "bce+dice"):
+        p = torch.sigmoid(z)
+        total = total + 1 - (2 * (p * t).sum() + smooth) / (p.sum() + t.sum() + smooth)
+    return total
+
+
+def bench(args):
+    torch.set_num_threads(args.threads)
+    base_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    with open(args.model) as f:
+        model = json.load(f)
+    net = EngineNet(model)
+    n = model["batch"]
+    c, h, w = model["input"]
+    out = model["layers"][model["out_layer"]]["out"]
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(n, c, h, w, generator=g)
+    k = model["classes"] if model["loss"] == "ce" else 2
+    labels = torch.randint(0, k, (n, out[1] * out[2]), generator=g)
+    fmt = torch.channels_last if args.channels_last else torch.contiguous_format
+    net = net.to(memory_format=fmt)
+    x = x.contiguous(memory_format=fmt)
+    net.train()
+    opt = torch.optim.SGD(net.parameters(), lr=1e-3, momentum=0.9, weight_decay=1e-4)
+
+    def step():
+        opt.zero_grad(set_to_none=False)
+        loss = loss_fn(model, net(x), labels)
+        loss.backward()
+        opt.step()
+        return loss
+
+    for _ in range(args.warmup):
+        step()
+    t0 = time.perf_counter()
+    for _ in range(args.steps):
+        step()
+    dt = time.perf_counter() - t0
+    print(json.dumps({
+        "impl": "torch " + torch.__version__,
+        "layout": "channels_last" if args.channels_last else "nchw",
+        "threads": torch.get_num_threads(), "batch": n, "steps": args.steps,
+        "seconds": dt, "samples_per_s": args.steps * n / dt,
+        "maxrss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+        "base_kib": base_kib}))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    b = sub.add_parser("bench", help="time training steps of the model")
+    b.add_argument("model")
+    b.add_argument("--threads", type=int, default=1)
+    b.add_argument("--steps", type=int, default=5)
+    b.add_argument("--warmup", type=int, default=2)
+    b.add_argument("--channels-last", action="store_true")
+    args = ap.parse_args()
+    if args.cmd == "bench":
+        bench(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,200 @@
+"""parity.py: replays a model_dump parity run (tests/train/model_dump.c) in
+PyTorch and compares every result with the engine's.
+
+    python3 parity.py MODEL.json DIR [--tol 1e-4] [--channels-last]
+
+The PyTorch model is bench/torch_model.py's EngineNet, loaded with the
+engine's initial parameter and buffer blocks, fed the same input and
+labels, in float32 and in float64 (the reference). Compared, per tensor:
+the training-mode logits, the loss, the gradient of every parameter tensor,
+the input gradient, the batchnorm running statistics after that forward,
+the eval-mode logits after it, and the parameters after each step of
+torch.optim.SGD and torch.optim.AdamW with the engine's settings (run.json).
+
+Relative error of the engine's tensor a against a reference b:
+    max|a - b| / max(max|b|, tiny)
+tiny is 1e-12, except for the parameter gradients and the updates of one
+step, where it is 1e-3 times the largest |b| over all parameter tensors: a
+tensor whose exact value is 0 (the beta gradient of a batchnorm all of
+whose consumers are normalised again, as ResUNet's shortcut bns) holds
+rounding noise on both sides and is measured on the scale of the block.
+Each is checked against the float64 reference and against PyTorch float32;
+both must be <= tol. For the optimizer steps the parameters are compared
+and, more strictly, the update p_k - p_0 (whose scale is lr*|g|, not |p|):
+there the limit is tol plus a float32 rounding of the stored parameter on
+each side, 2 * 2^-24 max|p_k| / max|p_k - p_0| (a batchnorm gamma near 1
+moved by 1e-4 keeps only ~3 significant digits of its update in float32,
+whoever computes it).
+Exit 0 when every check passes, 1 otherwise, with a table of errors.
+"""
+import argparse
+import json
+import os
+import sys
+
+import numpy as np
+import torch
+
+sys.dont_write_bytecode = True     # no __pycache__ in the source tree
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench"))
+from torch_model import EngineNet, loss_fn  # noqa: E402
+
+TINY = 1e-12
+
+
+def rel_err(a, b, tiny=TINY):
+    a = np.asarray(a, dtype=np.float64)
+    b = np.asarray(b, dtype=np.float64)
+    return float(np.max(np.abs(a - b)) / max(float(np.max(np.abs(b))), tiny)) if b.size else 0.0
+
+
+def block_tiny(block):
+    """tiny for the tensors of a whole block (see the top)."""
+    return max(1e-3 * float(np.max(np.abs(block))), TINY)
+
+
+class Run:
+    """The engine's files in DIR."""
+
+    def __init__(self, model, d):
+        self.d = d
+        with open(os.path.join(d, "run.json")) as f:
+            self.run = json.load(f)
+        n = model["batch"]
+        c, h, w = model["input"]
+        out = model["layers"][model["out_layer"]]["out"]
+        self.x = self.f32("input.f32").reshape(n, c, h, w)
+        self.labels = np.fromfile(os.path.join(d, "labels.i32"), dtype="<i4").reshape(n, -1)
+        self.out_shape = (n, out[0], out[1], out[2])
+        self.p0 = self.f32("params0.f32")
+        self.b0 = self.f32("buffers0.f32")
+
+    def f32(self, name):
+        return np.fromfile(os.path.join(self.d, name), dtype="<f4")
+
+
+def torch_side(model, r, dtype, channels_last):
+    """All the compared results from PyTorch at dtype, as numpy float64."""
+    res = {}
+    fmt = torch.channels_last if channels_last else torch.contiguous_format
+    net = EngineNet(model, r.run["dropout_seeds"]).to(dtype)
+    smooth = r.run["dice_smooth"]
+
+    def fresh():
+        net.load_blocks(r.p0, r.b0)
+        net.to(memory_format=fmt)
+        net.train()
+
+    def xin(grad=False):
+        x = torch.from_numpy(r.x).to(dtype).contiguous(memory_format=fmt)
+        return x.requires_grad_(grad)
+
+    lab = torch.from_numpy(r.labels.astype(np.int64))
+    fresh()
+    x = xin(True)
+    logits = net(x)
+    loss = loss_fn(model, logits, lab, smooth)
+    loss.backward()
+    res["logits"] = logits.detach().double().numpy()
+    res["loss"] = float(loss.detach())
+    res["dx"] = x.grad.double().numpy()
+    res["grads"] = np.concatenate([p.grad.double().reshape(-1).numpy() for p in net.parameters()])
+    res["bn"] = {L["name"]: (m.running_mean.double().numpy().copy(),
+                             m.running_var.double().numpy().copy()) for L, m in net.bn_modules()}
+    net.eval()
+    with torch.no_grad():
+        res["eval"] = net(xin()).double().numpy()
+
+    for kind in ("sgd", "adamw"):
+        s = r.run[kind]
+        fresh()
+        if kind == "sgd":
+            opt = torch.optim.SGD(net.parameters(), lr=s["lr"], momentum=s["momentum"],
+                                  nesterov=bool(s["nesterov"]), weight_decay=s["weight_decay"])
+        else:
+            opt = torch.optim.AdamW(net.parameters(), lr=s["lr"], betas=(s["beta1"], s["beta2"]),
+                                    eps=s["eps"], weight_decay=s["weight_decay"])
+        res[kind] = []
+        for _ in range(r.run["steps"]):
+            opt.zero_grad()
+            loss_fn(model, net(xin()), lab, smooth).backward()
+            opt.step()
+            res[kind].append(net.param_block())
+    return res
+
+
+def compare(model, r, ref, t32, tol):
+    """Rows (what, err vs float64, err vs float32, limit); the engine's side from DIR."""
+    rows = []
+    names = EngineNet(model).tensor_names()
+
+    def add(what, ours, a64, a32, limit=tol, tiny=TINY):
+        rows.append((what, rel_err(ours, a64, tiny), rel_err(ours, a32, tiny), limit))
+
+    add("logits (train)", r.f32("logits.f32").reshape(r.out_shape), ref["logits"], t32["logits"])
+    add("loss", r.run["loss"], ref["loss"], t32["loss"])
+    add("input gradient", r.f32("dx.f32").reshape(r.x.shape), ref["dx"], t32["dx"])
+    g = r.f32("grads.f32")
+    tiny = block_tiny(ref["grads"])
+    for name, off, n in names:
+        add("grad " + name, g[off:off + n], ref["grads"][off:off + n], t32["grads"][off:off + n],
+            tiny=tiny)
+    b1 = r.f32("buffers1.f32")
+    for L in model["layers"]:
+        for i, b in enumerate(L["buffers"]):
+            n = int(np.prod(b["shape"]))
+            add("%s.%s" % (L["name"], b["name"]), b1[b["off"]:b["off"] + n],
+                ref["bn"][L["name"]][i], t32["bn"][L["name"]][i])
+    add("logits (eval)", r.f32("eval.f32").reshape(r.out_shape), ref["eval"], t32["eval"])
+    p0 = r.p0.astype(np.float64)
+    for kind in ("sgd", "adamw"):
+        for k in range(r.run["steps"]):
+            ours = r.f32("%s%d.f32" % (kind, k + 1)).astype(np.float64)
+            add("%s step %d params" % (kind, k + 1), ours, ref[kind][k], t32[kind][k])
+            tiny = block_tiny(ref[kind][k] - p0)
+            for name, off, n in names:
+                sl = slice(off, off + n)
+                upd = ref[kind][k][sl] - p0[sl]
+                ulp = 2.0 ** -23 * float(np.max(np.abs(ref[kind][k][sl])))
+                add("%s step %d update %s" % (kind, k + 1, name), ours[sl] - p0[sl], upd,
+                    t32[kind][k][sl] - p0[sl],
+                    tol + ulp / max(float(np.max(np.abs(upd))), tiny), tiny)
+    return rows
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("model")
+    ap.add_argument("dir")
+    ap.add_argument("--tol", type=float, default=1e-4)
+    ap.add_argument("--channels-last", action="store_true",
+                    help="run the PyTorch float32 model in channels_last")
+    ap.add_argument("--verbose", action="store_true", help="print every row, not just failures")
+    args = ap.parse_args()
+    torch.set_num_threads(1)
+    with open(args.model) as f:
+        model = json.load(f)
+    r = Run(model, args.dir)
+    ref = torch_side(model, r, torch.float64, False)
+    t32 = torch_side(model, r, torch.float32, args.channels_last)
+    rows = compare(model, r, ref, t32, args.tol)
+    bad = [row for row in rows if not (row[1] <= row[3] and row[2] <= row[3])]
+    worst = max(rows, key=lambda row: max(row[1], row[2]) / row[3])
+    print("%s: %d tensors compared, loss %.9g (torch float64 %.9g); relative error "
+          "max|a-b|/max(max|b|,tiny), tolerance %g" % (model["cfg"], len(rows), r.run["loss"],
+                                                       ref["loss"], args.tol))
+    print("worst: %s: %.3g vs float64, %.3g vs float32 (limit %.3g)" % worst)
+    show = rows if (args.verbose or bad) else []
+    if show:
+        print("%-48s %11s %11s %11s" % ("tensor", "vs float64", "vs float32", "limit"))
+        for what, e64, e32, lim in show:
+            flag = "" if (e64 <= lim and e32 <= lim) else "  FAIL"
+            print("%-48s %11.3g %11.3g %11.3g%s" % (what, e64, e32, lim, flag))
+    if bad:
+        print("%d of %d comparisons exceed their limit" % (len(bad), len(rows)))
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,89 @@
+#!/bin/sh
+# unet_parity.sh: the training engine against PyTorch on whole models.
+# tests/train/model_dump runs a model through the engine (init, forward,
+# loss, backward, two SGD steps, two AdamW steps) and writes every result;
+# parity.py replays it in PyTorch (float32, and float64 as the reference)
+# from the model's JSON and compares each tensor: relative error
+# max|a-b| / max(max|b|, tiny) <= 1e-4 (parity.py states tiny and the
+# allowance for the optimizer updates).
+# Cases, all with batchnorm in training mode:
+#   1. unet.cfg width=4 depth=2, 3x32x32, batch 2, 2 classes, loss=ce with
+#      10% of the labels ignored (ignore=255), 2 threads;
+#   2. the same U-Net with one output and loss=bce+dice, ignore=255;
+#   3. classifier.cfg width=4 blocks=2, 3x16x16, batch 4: gap, dropout
+#      (PyTorch replays the engine's mask) and dense.
+# Also: a comparison that must fail does (gradients scaled by 1.001), and
+# model_dump reports a model that cannot be built.
+# Needs torch and numpy in $PYTHON (/usr/bin/python3); skips (77) without.
+set -eu
+PY=${PYTHON:-/usr/bin/python3}
+src=${CDP_SRCDIR:-$(cd "$(dirname "$0")/../.." && pwd)}
+dump=${CDP_BUILDDIR:-.}/tests/train/model_dump
+models=$src/share/cdpool/models
+if ! "$PY" -c 'import numpy, torch' 2>/dev/null; then
+	echo "unet_parity: $PY has no torch/numpy: skipped"
+	exit 77
+fi
+[ -x "$dump" ] || { echo "unet_parity: no $dump" >&2; exit 99; }
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail=0
+
+# case NAME CFG MODEL_DUMP-ARGS...: dump into $tmp/NAME, compare
+case_run() {
+	name=$1 cfg=$2
+	shift 2
+	mkdir "$tmp/$name"
+	# AdamW's first update is lr*g/(|g|+eps): with eps 1e-3 it stays a smooth
+	# function of g, so float32 rounding of a near-zero gradient cannot flip it
+	# by 2 lr (as it can with 1e-8) and it is comparable to 1e-4.
+	if ! "$dump" -s 7 --adam-eps 1e-2 -p "$tmp/$name" "$@" "$cfg" >"$tmp/$name/model.json"; then
+		echo "FAIL $name: model_dump failed"
+		fail=1
+		return
+	fi
+	if "$PY" "$src/tests/parity/parity.py" "$tmp/$name/model.json" "$tmp/$name"; then
+		echo "ok   $name"
+	else
+		echo "FAIL $name"
+		fail=1
+	fi
+}
+
+case_run unet_ce "$models/unet.cfg" -D width=4 -D depth=2 -D ignore=255 -i 3,32,32 -b 2 \
+	-t 2 --ignore-frac 0.1
+case_run unet_bce_dice "$models/unet.cfg" -D width=4 -D depth=2 -D outputs=1 \
+	-D loss=bce+dice -D ignore=255 -i 3,32,32 -b 2 --ignore-frac 0.1
+case_run classifier "$models/classifier.cfg" -D width=4 -D blocks=2 -i 3,16,16 -b 4
+
+# the comparison catches a gradient off by 0.1%
+if [ -f "$tmp/unet_ce/grads.f32" ]; then
+	"$PY" -c 'import numpy as np, sys
+g = np.fromfile(sys.argv[1], "<f4"); (g * np.float32(1.001)).astype("<f4").tofile(sys.argv[1])' \
+		"$tmp/unet_ce/grads.f32"
+	if "$PY" "$src/tests/parity/parity.py" "$tmp/unet_ce/model.json" "$tmp/unet_ce" \
+		>"$tmp/neg.out"; then
+		echo "FAIL negative control: gradients scaled by 1.001 passed"
+		fail=1
+	elif grep -q "FAIL" "$tmp/neg.out" && grep -q "grad conv0.weight" "$tmp/neg.out"; then
+		echo "ok   negative control"
+	else
+		echo "FAIL negative control: no per-tensor report"
+		cat "$tmp/neg.out"
+		fail=1
+	fi
+fi
+
+# a model that cannot be built: exit 1, the message names file and line
+printf '[net]\nchannels=3\nin_h=8\nin_w=8\n[conv]\nfilters=4\n[maxpool]\n' >"$tmp/bad.cfg"
+printf '[concat]\nfrom=conv0,maxpool1\n' >>"$tmp/bad.cfg"
+if "$dump" "$tmp/bad.cfg" >/dev/null 2>"$tmp/bad.err"; then
+	echo "FAIL bad cfg accepted"
+	fail=1
+elif grep -q "bad.cfg:8: layer 'concat2' (concat)" "$tmp/bad.err"; then
+	echo "ok   bad cfg"
+else
+	echo "FAIL bad cfg: $(cat "$tmp/bad.err")"
+	fail=1
+fi
+exit $fail

@@ -1,0 +1,240 @@
+/* test_augment.c: crops, flips and quarter turns (augment.c).
+ *
+ * The exact pixel mapping is checked twice: against small literal arrays
+ * (np.rot90 / np.fliplr results written out), and for every flip and
+ * rotation combination against a reference that applies crop, fliplr,
+ * flipud and rot90 one step at a time. Each image channel encodes the
+ * pixel's source position, so the check also proves image and label stay
+ * aligned. Drawing: same seed, same transform; all combinations and every
+ * crop offset occur; odd turns never for non-square outputs.
+ */
+#include "augment.h"
+#include "cfg.h"
+#include "tap.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- step-by-step reference on (h, w) int planes ---------------------------- */
+
+static void ref_crop(const int *a, int w, int y0, int x0, int oh, int ow, int *o)
+{
+	for (int i = 0; i < oh; i++)
+		for (int j = 0; j < ow; j++)
+			o[i * ow + j] = a[(y0 + i) * w + x0 + j];
+}
+
+static void ref_fliplr(int *a, int h, int w)
+{
+	for (int i = 0; i < h; i++)
+		for (int j = 0; j < w / 2; j++) {
+			int t = a[i * w + j];
+			a[i * w + j] = a[i * w + w - 1 - j];
+			a[i * w + w - 1 - j] = t;
+		}
+}
+
+static void ref_flipud(int *a, int h, int w)
+{
+	for (int i = 0; i < h / 2; i++)
+		for (int j = 0; j < w; j++) {
+			int t = a[i * w + j];
+			a[i * w + j] = a[(h - 1 - i) * w + j];
+			a[(h - 1 - i) * w + j] = t;
+		}
+}
+
+/* One counter-clockwise quarter turn, np.rot90(a): (h, w) -> (w, h),
+ * out = a.T[::-1]. */
+static void ref_rot90_once(int *a, int *h, int *w)
+{
+	int *t = malloc(sizeof(int) * (size_t)*h * *w);
+	int nh = *w, nw = *h;
+
+	for (int i = 0; i < nh; i++)
+		for (int j = 0; j < nw; j++)
+			t[i * nw + j] = a[j * *w + (*w - 1 - i)];
+	memcpy(a, t, sizeof(int) * (size_t)*h * *w);
+	free(t);
+	*h = nh;
+	*w = nw;
+}
+
+static void ref_apply(const cdp_aug *t, const int *in, int w, int *out)
+{
+	int oh = t->oh, ow = t->ow;
+
+	ref_crop(in, w, t->y0, t->x0, oh, ow, out);
+	if (t->hflip)
+		ref_fliplr(out, oh, ow);
+	if (t->vflip)
+		ref_flipud(out, oh, ow);
+	for (int k = 0; k < t->rot; k++)
+		ref_rot90_once(out, &oh, &ow);
+}
+
+/* ---- tests ----------------------------------------------------------------- */
+
+static void test_literals(void)
+{
+	/* a = [[1,2,3],[4,5,6],[7,8,9]] */
+	const float a[9] = { 1, 2, 3, 4, 5, 6, 7, 8, 9 };
+	static const struct { int hf, vf, rot; float want[9]; } cases[] = {
+		{ 0, 0, 1, { 3, 6, 9, 2, 5, 8, 1, 4, 7 } },       /* np.rot90(a) */
+		{ 0, 0, 2, { 9, 8, 7, 6, 5, 4, 3, 2, 1 } },
+		{ 0, 0, 3, { 7, 4, 1, 8, 5, 2, 9, 6, 3 } },       /* np.rot90(a, 3) */
+		{ 1, 0, 0, { 3, 2, 1, 6, 5, 4, 9, 8, 7 } },       /* np.fliplr(a) */
+		{ 0, 1, 0, { 7, 8, 9, 4, 5, 6, 1, 2, 3 } },       /* np.flipud(a) */
+		{ 1, 0, 1, { 1, 4, 7, 2, 5, 8, 3, 6, 9 } },       /* np.rot90(np.fliplr(a)) = a.T */
+	};
+	float out[9];
+
+	for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+		cdp_aug t = { .oh = 3, .ow = 3, .hflip = cases[c].hf, .vflip = cases[c].vf,
+		              .rot = cases[c].rot };
+		CHECK_RC(cdp_aug_apply(&t, 1, 3, 3, a, NULL, out, NULL), 0);
+		CHECK(memcmp(out, cases[c].want, sizeof(out)) == 0,
+		      "case %zu: %g %g %g / %g %g %g / %g %g %g", c, out[0], out[1], out[2], out[3],
+		      out[4], out[5], out[6], out[7], out[8]);
+	}
+	/* crop (2, 2) at (1, 0) of a 3x4 image, then rot 2: rows (5 6) (9 10) of
+	 * 1..12 turned half way */
+	{
+		const float b[12] = { 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12 };
+		const int32_t lb[12] = { 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12 };
+		const float want[4] = { 10, 9, 6, 5 };
+		const int32_t wantl[4] = { 10, 9, 6, 5 };
+		float o[4];
+		int32_t ol[4];
+		cdp_aug t = { .y0 = 1, .x0 = 0, .oh = 2, .ow = 2, .rot = 2 };
+		CHECK_RC(cdp_aug_apply(&t, 1, 3, 4, b, lb, o, ol), 0);
+		CHECK(memcmp(o, want, sizeof(o)) == 0 && memcmp(ol, wantl, sizeof(ol)) == 0,
+		      "crop+rot2: %g %g %g %g", o[0], o[1], o[2], o[3]);
+	}
+	/* invalid transforms are refused */
+	{
+		float o[9];
+		cdp_aug t = { .oh = 2, .ow = 3, .rot = 1 };
+		CHECK_RC(cdp_aug_apply(&t, 1, 3, 3, a, NULL, o, NULL), -1);
+		t = (cdp_aug){ .oh = 3, .ow = 3, .y0 = 1 };
+		CHECK_RC(cdp_aug_apply(&t, 1, 3, 3, a, NULL, o, NULL), -1);
+		t = (cdp_aug){ .oh = 3, .ow = 3, .rot = 4 };
+		CHECK_RC(cdp_aug_apply(&t, 1, 3, 3, a, NULL, o, NULL), -1);
+	}
+}
+
+/* Every flip/rotation combination on crops of a 7x9 input with 3 channels:
+ * channel ch of pixel p holds p + 1000 ch and the label holds p. */
+static void test_all_combinations(void)
+{
+	enum { H = 7, W = 9, C = 3 };
+	static const int shapes[][2] = { { 5, 5 }, { 7, 9 }, { 4, 6 }, { 1, 1 }, { 1, 9 } };
+	static float img[C * H * W], out[C * H * W];
+	static int32_t lab[H * W], lout[H * W];
+	static int plane[H * W], ref[H * W];
+	int bad = 0;
+
+	for (int p = 0; p < H * W; p++) {
+		plane[p] = lab[p] = p;
+		for (int ch = 0; ch < C; ch++)
+			img[ch * H * W + p] = (float)(p + 1000 * ch);
+	}
+	for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++)
+		for (int combo = 0; combo < 16; combo++) {
+			cdp_aug t = { .oh = shapes[s][0], .ow = shapes[s][1], .hflip = combo & 1,
+			              .vflip = (combo >> 1) & 1, .rot = combo >> 2 };
+			t.y0 = (H - t.oh) / 3;
+			t.x0 = W - t.ow;
+			if ((t.rot & 1) && t.oh != t.ow) {
+				CHECK_RC(cdp_aug_apply(&t, C, H, W, img, lab, out, lout), -1);
+				continue;
+			}
+			CHECK_RC(cdp_aug_apply(&t, C, H, W, img, lab, out, lout), 0);
+			ref_apply(&t, plane, W, ref);
+			for (int q = 0; q < t.oh * t.ow; q++) {
+				bad += lout[q] != ref[q];
+				for (int ch = 0; ch < C; ch++)
+					bad += out[ch * t.oh * t.ow + q] != (float)(ref[q] + 1000 * ch);
+			}
+		}
+	CHECK(bad == 0, "%d pixels differ from the step-by-step reference", bad);
+}
+
+static void test_draw(void)
+{
+	cdp_aug_cfg a = { .hflip = 1, .vflip = 1, .rot90 = 1, .crop_h = 4, .crop_w = 4 };
+	cdp_aug t1, t2;
+	int seen[16] = { 0 }, ys[5] = { 0 }, xs[7] = { 0 }, odd = 0;
+	char err[128];
+
+	CHECK_RC(cdp_aug_check(&a, 8, 10, err, sizeof(err)), 0);
+	CHECK_RC(cdp_aug_check(&a, 3, 10, err, sizeof(err)), -1);
+	CHECK(strcmp(err, "crop 4x4 does not fit in 3x10 tiles") == 0, "%s", err);
+	cdp_aug_draw(&a, 8, 10, 42, &t1);
+	cdp_aug_draw(&a, 8, 10, 42, &t2);
+	CHECK(memcmp(&t1, &t2, sizeof(t1)) == 0, "same seed, same transform");
+	for (uint64_t seed = 0; seed < 2000; seed++) {
+		cdp_aug_draw(&a, 8, 10, seed, &t1);
+		CHECK(t1.oh == 4 && t1.ow == 4 && t1.y0 >= 0 && t1.y0 <= 4 && t1.x0 >= 0 &&
+		      t1.x0 <= 6, "window");
+		seen[t1.hflip | t1.vflip << 1 | t1.rot << 2]++;
+		ys[t1.y0]++;
+		xs[t1.x0]++;
+	}
+	for (int i = 0; i < 16; i++)
+		CHECK(seen[i] > 60, "combination %d drawn %d times of 2000", i, seen[i]);
+	for (int i = 0; i < 5; i++)
+		CHECK(ys[i] > 250, "y0 %d drawn %d times", i, ys[i]);
+	for (int i = 0; i < 7; i++)
+		CHECK(xs[i] > 180, "x0 %d drawn %d times", i, xs[i]);
+
+	/* non-square output: half turns only */
+	a.crop_w = 6;
+	for (uint64_t seed = 0; seed < 200; seed++) {
+		cdp_aug_draw(&a, 8, 10, seed, &t1);
+		odd += t1.rot & 1;
+		seen[0] += t1.rot == 2;
+	}
+	CHECK(odd == 0, "odd turn on a non-square output");
+	/* disabled options draw nothing */
+	{
+		cdp_aug_cfg none = { 0 };
+		cdp_aug_draw(&none, 8, 10, 7, &t1);
+		CHECK(t1.oh == 8 && t1.ow == 10 && t1.y0 == 0 && t1.x0 == 0 && !t1.hflip &&
+		      !t1.vflip && t1.rot == 0, "identity");
+	}
+	a.crop_w = 4;
+	cdp_aug_center(&a, 8, 11, &t1);
+	CHECK(t1.y0 == 2 && t1.x0 == 3 && t1.rot == 0 && !t1.hflip && !t1.vflip, "center crop");
+}
+
+static void test_cfg(void)
+{
+	char err[256];
+	cdp_cfg cfg;
+	cdp_aug_cfg a;
+
+	CHECK_RC(cdp_cfg_parse("[net]\naug_hflip=1\naug_rot90=1\ncrop_h=224\ncrop_w=200\n", "m.cfg",
+	                       NULL, 0, &cfg, err, sizeof(err)), 0);
+	CHECK_RC(cdp_aug_cfg_parse(&a, &cfg, &cfg.s[0], err, sizeof(err)), 0);
+	CHECK(a.hflip == 1 && a.vflip == 0 && a.rot90 == 1 && a.crop_h == 224 && a.crop_w == 200,
+	      "parsed");
+	cdp_cfg_free(&cfg);
+	CHECK_RC(cdp_cfg_parse("[net]\ncrop_h=224\n", "m.cfg", NULL, 0, &cfg, err, sizeof(err)), 0);
+	CHECK_RC(cdp_aug_cfg_parse(&a, &cfg, &cfg.s[0], err, sizeof(err)), -1);
+	CHECK(strcmp(err, "m.cfg:1: [net]: set both crop_h and crop_w, or neither") == 0, "%s", err);
+	cdp_cfg_free(&cfg);
+	CHECK_RC(cdp_cfg_parse("[net]\naug_vflip=2\n", "m.cfg", NULL, 0, &cfg, err, sizeof(err)), 0);
+	CHECK_RC(cdp_aug_cfg_parse(&a, &cfg, &cfg.s[0], err, sizeof(err)), -1);
+	CHECK(strcmp(err, "m.cfg:2: option 'aug_vflip': 2 is outside [0, 1]") == 0, "%s", err);
+	cdp_cfg_free(&cfg);
+}
+
+int main(void)
+{
+	test_literals();
+	test_all_combinations();
+	test_draw();
+	test_cfg();
+	return tap_done();
+}

@@ -1,0 +1,332 @@
+/* test_backend.c: every op of the CPU backend against a naive
+ * double-precision reference written here, on odd shapes (stride 2,
+ * padding, dilation 2, 1x1 kernels, batch > 1; shapes chosen to hit every
+ * convolution plan, several row chunks per sample included), forward and
+ * backward, with beta = 0 and 1, at 3 threads.
+ *
+ * Tolerances: a float result of a sum of K products carries a rounding
+ * error of about sqrt(K) * 6e-8 times the magnitude of the terms; with
+ * K <= a few hundred and values of order 1, 1e-5 relative to the largest
+ * reference value is far above that and far below any indexing mistake.
+ * Ops without reductions are compared at 1e-6.
+ *
+ * The gemm and convolution checks run with each set of gemm kernels the
+ * CPU supports (AVX-512, AVX2, SSE2). The non-GEMM ops must also give
+ * bitwise identical results at 1 and 3 threads (each worker owns its
+ * outputs).
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include "cdp_rng.h"
+#include "cpu/cpu.h"
+#include "tap.h"
+
+static cdp_rng rng;
+static cdp_backend *be;
+static const char *isa = "";    /* the gemm kernels in use */
+
+static float *rnd(size_t n)
+{
+	float *p = be->alloc(be, n * sizeof(float) + 4);
+	for (size_t i = 0; i < n; i++)
+		p[i] = (float)(cdp_rng_double(&rng) * 2.0 - 1.0);
+	return p;
+}
+
+static double *dzero(size_t n) { return calloc(n ? n : 1, sizeof(double)); }
+
+static double *dcopy(const float *x, size_t n)
+{
+	double *d = dzero(n);
+	for (size_t i = 0; i < n; i++)
+		d[i] = x[i];
+	return d;
+}
+
+/* max |a - ref| <= tol * max(1, max |ref|) */
+static int near(const float *a, const double *ref, size_t n, double tol, const char *what)
+{
+	double scale = 1.0, worst = 0.0;
+	size_t at = 0;
+	for (size_t i = 0; i < n; i++)
+		if (fabs(ref[i]) > scale)
+			scale = fabs(ref[i]);
+	for (size_t i = 0; i < n; i++) {
+		double e = fabs(a[i] - ref[i]);
+		if (!(e <= worst)) {
+			worst = e;
+			at = i;
+		}
+	}
+	CHECK(worst <= tol * scale, "[%s] %s: max error %.3g at %zu (%.7g vs %.7g), scale %.3g",
+	      isa, what, worst, at, n ? a[at] : 0.0, n ? ref[at] : 0.0, scale);
+	return worst <= tol * scale;
+}
+
+/* ---- gemm and the vector ops ---- */
+
+static void test_blas(void)
+{
+	/* every transpose case, alpha 1 (our kernels) and 0.5 (OpenBLAS), beta
+	 * 0, 1 and 2, small (one call) and large enough to be split */
+	static const int shapes[][3] = { { 7, 5, 9 }, { 67, 45, 400 }, { 33, 130, 300 } };
+	static const float ab[][2] = { { 1, 0 }, { 1, 1 }, { 1, 2 }, { 0.5f, 2 } };
+	for (size_t si = 0; si < 3; si++)
+		for (int ta = 0; ta < 2; ta++)
+			for (int tb = 0; tb < 2; tb++)
+				for (int v = 0; v < 4; v++) {
+					int m = shapes[si][0], n = shapes[si][1], k = shapes[si][2];
+					float alpha = ab[v][0], beta = ab[v][1];
+					float *a = rnd((size_t)m * k), *b = rnd((size_t)k * n), *c = rnd((size_t)m * n);
+					double *ref = dzero((size_t)m * n);
+					char what[128];
+					for (int i = 0; i < m; i++)
+						for (int j = 0; j < n; j++) {
+							double s = 0;
+							for (int t = 0; t < k; t++)
+								s += (double)(ta ? a[t * m + i] : a[i * k + t]) *
+								     (tb ? b[j * k + t] : b[t * n + j]);
+							ref[i * n + j] = alpha * s + beta * c[i * n + j];
+						}
+					cpu_gemm(be, ta, tb, m, n, k, alpha, a, ta ? m : k, b, tb ? k : n, beta, c, n);
+					snprintf(what, sizeof what, "gemm %dx%dx%d t%d%d alpha %g beta %g",
+					         m, n, k, ta, tb, alpha, beta);
+					near(c, ref, (size_t)m * n, 1e-5, what);
+					be->free(be, a); be->free(be, b); be->free(be, c); free(ref);
+				}
+	size_t n = 200003;
+	float *x = rnd(n), *y = rnd(n);
+	double *ry = dcopy(y, n), ss = 0;
+	for (size_t i = 0; i < n; i++) {
+		ry[i] = (ry[i] + 0.25 * x[i]) * -3.0;
+		ss += (double)x[i] * x[i];
+	}
+	cpu_axpy(be, 0.25f, x, y, n);
+	cpu_scale(be, y, -3.0f, n);
+	near(y, ry, n, 1e-6, "axpy+scale");
+	CHECK(fabs(cpu_sumsq(be, x, n) - ss) <= 1e-9 * ss, "sumsq");
+	cpu_fill(be, y, 1.5f, n);
+	for (size_t i = 0; i < n; i++)
+		ry[i] = 1.5;
+	near(y, ry, n, 0, "fill");
+	CHECK(((uintptr_t)x & 63) == 0, "alloc is 64-byte aligned");
+	be->free(be, x); be->free(be, y); free(ry);
+}
+
+/* ---- convolution ---- */
+
+typedef struct conv_case { int n, c, h, w, f, k, s, p, d; } conv_case;
+
+static void conv_ref(const cdp_conv_desc *d, const float *x, const float *w, const float *b,
+                     const float *dy, double *y, double *dx, double *dw, double *db)
+{
+	for (int n = 0; n < d->n; n++)
+		for (int f = 0; f < d->f; f++)
+			for (int oh = 0; oh < d->oh; oh++)
+				for (int ow = 0; ow < d->ow; ow++) {
+					size_t yi = (((size_t)n * d->f + f) * d->oh + oh) * d->ow + ow;
+					double s = b ? b[f] : 0.0, g = dy[yi];
+					for (int c = 0; c < d->c; c++)
+						for (int i = 0; i < d->kh; i++)
+							for (int j = 0; j < d->kw; j++) {
+								int ih = oh * d->stride - d->pad + i * d->dil;
+								int iw = ow * d->stride - d->pad + j * d->dil;
+								if (ih < 0 || ih >= d->h || iw < 0 || iw >= d->w)
+									continue;
+								size_t xi = (((size_t)n * d->c + c) * d->h + ih) * d->w + iw;
+								size_t wi = (((size_t)f * d->c + c) * d->kh + i) * d->kw + j;
+								s += (double)x[xi] * w[wi];
+								dx[xi] += g * w[wi];
+								dw[wi] += g * x[xi];
+							}
+					y[yi] = s;
+					db[f] += g;
+				}
+}
+
+static void test_conv(void)
+{
+	static const conv_case cases[] = {
+		{ 2, 3, 7, 9, 4, 3, 1, 1, 1 },     /* implicit, small */
+		{ 1, 3, 7, 9, 4, 3, 1, 1, 1 },     /* implicit, one sample */
+		{ 3, 5, 11, 10, 6, 3, 2, 1, 1 },   /* stride 2, odd size */
+		{ 2, 4, 9, 9, 3, 3, 1, 2, 2 },     /* dilation 2 */
+		{ 2, 4, 9, 9, 3, 3, 2, 2, 2 },     /* batched plan: dilation, stride 2 */
+		{ 2, 6, 5, 7, 8, 1, 1, 0, 1 },     /* 1x1 plan */
+		{ 2, 6, 5, 7, 8, 1, 2, 0, 1 },     /* 1x1 stride 2 */
+		{ 2, 2, 37, 33, 3, 3, 1, 1, 1 },   /* implicit at batch 2 */
+		{ 2, 2, 41, 35, 5, 3, 2, 0, 2 },   /* big plane, stride 2, dilation 2 */
+		{ 2, 3, 8, 8, 2, 4, 2, 1, 1 },     /* even kernel */
+		{ 2, 3, 6, 6, 4, 2, 2, 0, 1 },     /* 2x2 stride 2 (deconv) */
+		{ 1, 1, 3, 3, 2, 5, 1, 2, 1 },     /* kernel larger than the image */
+		{ 2, 4, 150, 200, 3, 3, 1, 1, 1 }, /* implicit, wide plane */
+		{ 1, 2, 301, 257, 2, 3, 2, 1, 2 }, /* chunks, stride 2, dilation 2 */
+		{ 3, 16, 300, 200, 3, 1, 1, 0, 1 },/* 1x1 in several chunks */
+		{ 1, 32, 100, 150, 40, 3, 1, 1, 1 },/* implicit plan, several chunks */
+		{ 1, 3, 40, 45, 4, 3, 1, 2, 2 },   /* implicit, dilation 2 */
+		{ 2, 2, 30, 40, 3, 3, 1, 0, 1 },   /* implicit, no padding */
+		{ 1, 2, 20, 22, 3, 4, 1, 1, 1 },   /* implicit, even kernel */
+		{ 1, 2, 20, 22, 3, 3, 1, 3, 1 },   /* pad > dil*(K-1): im2col rows */
+		{ 3, 3, 80, 70, 4, 3, 2, 1, 1 },   /* im2col rows, batch 3 */
+	};
+	for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+		const conv_case *cc = &cases[ci];
+		cdp_conv_desc d = { cc->n, cc->c, cc->h, cc->w, cc->f, cc->k, cc->k, cc->s, cc->p, cc->d, 0, 0 };
+		char what[96];
+		if (cdp_conv_desc_init(&d) < 0) {
+			CHECK(0, "case %zu: desc_init failed", ci);
+			continue;
+		}
+		size_t nx = (size_t)d.n * d.c * d.h * d.w, ny = (size_t)d.n * d.f * d.oh * d.ow;
+		size_t nw = (size_t)d.f * d.c * d.kh * d.kw;
+		float *x = rnd(nx), *w = rnd(nw), *b = rnd((size_t)d.f), *dy = rnd(ny);
+		float *y = rnd(ny), *dx = rnd(nx), *dw = rnd(nw), *db = rnd((size_t)d.f);
+		double *ry = dzero(ny), *rdx = dzero(nx), *rdw = dcopy(dw, nw), *rdb = dcopy(db, (size_t)d.f);
+		void *ws = be->alloc(be, cpu_conv_workspace(be, &d));
+
+		conv_ref(&d, x, w, b, dy, ry, rdx, rdw, rdb);
+		snprintf(what, sizeof what, "conv case %zu fwd", ci);
+		cpu_conv_fwd(be, &d, x, w, b, y, ws);
+		near(y, ry, ny, 1e-5, what);
+		snprintf(what, sizeof what, "conv case %zu bwd_data beta 0", ci);
+		cpu_conv_bwd_data(be, &d, dy, w, dx, 0.0f, ws);
+		near(dx, rdx, nx, 1e-5, what);
+		/* beta 1 adds the same again */
+		for (size_t i = 0; i < nx; i++)
+			rdx[i] *= 2.0;
+		snprintf(what, sizeof what, "conv case %zu bwd_data beta 1", ci);
+		cpu_conv_bwd_data(be, &d, dy, w, dx, 1.0f, ws);
+		near(dx, rdx, nx, 1e-5, what);
+		snprintf(what, sizeof what, "conv case %zu bwd_filter", ci);
+		cpu_conv_bwd_filter(be, &d, x, dy, dw, db, ws);
+		near(dw, rdw, nw, 1e-5, what);
+		snprintf(what, sizeof what, "conv case %zu dbias", ci);
+		near(db, rdb, (size_t)d.f, 1e-5, what);
+		/* no bias: y without it */
+		for (int n = 0; n < d.n; n++)
+			for (int f = 0; f < d.f; f++)
+				for (size_t i = 0; i < (size_t)d.oh * d.ow; i++)
+					ry[((size_t)n * d.f + f) * d.oh * d.ow + i] -= b[f];
+		cpu_conv_fwd(be, &d, x, w, NULL, y, ws);
+		snprintf(what, sizeof what, "conv case %zu fwd without bias", ci);
+		near(y, ry, ny, 1e-5, what);
+		be->free(be, x); be->free(be, w); be->free(be, b); be->free(be, dy);
+		be->free(be, y); be->free(be, dx); be->free(be, dw); be->free(be, db);
+		be->free(be, ws);
+		free(ry); free(rdx); free(rdw); free(rdb);
+	}
+	cdp_conv_desc bad = { 1, 1, 2, 2, 1, 5, 5, 1, 0, 1, 0, 0 };
+	CHECK(cdp_conv_desc_init(&bad) == -1, "a kernel larger than the padded input is refused");
+}
+
+/* ---- batch norm ---- */
+
+static void test_bn(void)
+{
+	int n = 3, c = 5, hw = 7 * 3;
+	size_t nx = (size_t)n * c * hw;
+	float *x = rnd(nx), *g = rnd((size_t)c), *bt = rnd((size_t)c), *y = rnd(nx);
+	float *rm = rnd((size_t)c), *rv = rnd((size_t)c), *sm = rnd((size_t)c), *si = rnd((size_t)c);
+	float *dy = rnd(nx), *dx = rnd(nx), *dg = rnd((size_t)c), *dbt = rnd((size_t)c);
+	double *ry = dzero(nx), *rdx = dzero(nx), *rrm = dzero((size_t)c), *rrv = dzero((size_t)c);
+	double *rdg = dcopy(dg, (size_t)c), *rdb = dcopy(dbt, (size_t)c), *rsm = dzero((size_t)c), *rsi = dzero((size_t)c);
+	double mom = 0.1, eps = 1e-5;
+
+	for (size_t i = 0; i < nx; i++)
+		x[i] = x[i] * 3.0f + 2.0f;      /* offset mean, larger variance */
+	for (int k = 0; k < c; k++)
+		rv[k] = fabsf(rv[k]) + 0.5f;
+	for (int k = 0; k < c; k++) {
+		double m = 0, v = 0, sdy = 0, sdyx = 0, M = (double)n * hw;
+		for (int s = 0; s < n; s++)
+			for (int i = 0; i < hw; i++)
+				m += x[((size_t)s * c + k) * hw + i];
+		m /= M;
+		for (int s = 0; s < n; s++)
+			for (int i = 0; i < hw; i++) {
+				double t = x[((size_t)s * c + k) * hw + i] - m;
+				v += t * t;
+			}
+		double inv = 1.0 / sqrt(v / M + eps);
+		rsm[k] = m;
+		rsi[k] = inv;
+		rrm[k] = (1 - mom) * rm[k] + mom * m;
+		rrv[k] = (1 - mom) * rv[k] + mom * v / (M - 1);
+		for (int s = 0; s < n; s++)
+			for (int i = 0; i < hw; i++) {
+				size_t t = ((size_t)s * c + k) * hw + i;
+				ry[t] = (x[t] - m) * inv * g[k] + bt[k];
+				sdy += dy[t];
+				sdyx += dy[t] * (x[t] - m) * inv;
+			}
+		rdg[k] += sdyx;
+		rdb[k] += sdy;
+		for (int s = 0; s < n; s++)
+			for (int i = 0; i < hw; i++) {
+				size_t t = ((size_t)s * c + k) * hw + i;
+				double xh = (x[t] - m) * inv;
+				rdx[t] = g[k] * inv * (dy[t] - sdy / M - xh * sdyx / M);
+			}
+	}
+	cpu_bn_fwd_train(be, n, c, hw, x, g, bt, y, rm, rv, (float)mom, (float)eps, sm, si);
+	near(y, ry, nx, 1e-5, "bn train y");
+	near(rm, rrm, (size_t)c, 1e-6, "bn running mean");
+	near(rv, rrv, (size_t)c, 1e-6, "bn running var (unbiased)");
+	near(sm, rsm, (size_t)c, 1e-6, "bn saved mean");
+	near(si, rsi, (size_t)c, 1e-5, "bn saved invstd");
+	cpu_bn_bwd(be, n, c, hw, x, dy, g, sm, si, dx, 0.0f, dg, dbt);
+	near(dx, rdx, nx, 1e-5, "bn dx");
+	near(dg, rdg, (size_t)c, 1e-5, "bn dgamma");
+	near(dbt, rdb, (size_t)c, 1e-5, "bn dbeta");
+	for (size_t i = 0; i < nx; i++)
+		rdx[i] = 2 * rdx[i];
+	cpu_bn_bwd(be, n, c, hw, x, dy, g, sm, si, dx, 1.0f, dg, dbt);
+	near(dx, rdx, nx, 1e-5, "bn dx beta 1");
+	/* inference with the running statistics */
+	for (int k = 0; k < c; k++)
+		for (int s = 0; s < n; s++)
+			for (int i = 0; i < hw; i++) {
+				size_t t = ((size_t)s * c + k) * hw + i;
+				ry[t] = (x[t] - rm[k]) / sqrt(rv[k] + eps) * g[k] + bt[k];
+			}
+	cpu_bn_fwd_infer(be, n, c, hw, x, g, bt, y, rm, rv, (float)eps);
+	near(y, ry, nx, 1e-5, "bn infer y");
+	be->free(be, x); be->free(be, g); be->free(be, bt); be->free(be, y); be->free(be, rm);
+	be->free(be, rv); be->free(be, sm); be->free(be, si); be->free(be, dy); be->free(be, dx);
+	be->free(be, dg); be->free(be, dbt);
+	free(ry); free(rdx); free(rrm); free(rrv); free(rdg); free(rdb); free(rsm); free(rsi);
+}
+
+#include "test_backend_ops.h"
+
+int main(void)
+{
+	cdp_rng_seed(&rng, 20240611);
+	be = cdp_backend_cpu(3);
+	if (!be) {
+		fprintf(stderr, "test_backend: cannot create the cpu backend\n");
+		return 99;
+	}
+	CHECK(be->threads == 3, "set_threads(3) gives %d", be->threads);
+	/* the gemm and convolution checks once per kernel set the CPU can run
+	 * (cpu_gemm.c), the best last so that it stays in use */
+	static const char *const isas[] = { "sse2", "avx2", "avx512" };
+	const char *best = cpu_kgemm_isa();
+	for (int i = 0; i < 3; i++) {
+		if (cpu_kgemm_force(isas[i]) < 0)
+			continue;
+		isa = isas[i];
+		test_blas();
+		test_conv();
+	}
+	CHECK(cpu_kgemm_force(best) == 0, "back to %s", best);
+	test_bn();
+	test_elementwise();
+	test_pool();
+	test_upsample();
+	test_dropout();
+	test_threads();
+	be->destroy(be);
+	return tap_done();
+}

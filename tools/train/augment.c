@@ -1,0 +1,126 @@
+/* augment.c: crops, flips and quarter turns of host samples (augment.h).
+ *
+ * Every output pixel has one source pixel, and along an output row the
+ * source moves by a constant step (+-1 within a row, +-w across rows after
+ * a quarter turn), so each row is a strided copy whose start and step come
+ * from the mapping of its first two pixels. Image channels and the label
+ * share the mapping, which is what keeps them aligned.
+ *
+ * Not done: scaling, arbitrary angles, photometric changes (those would
+ * need interpolation and per-band statistics; the data are multi-band).
+ */
+#include "augment.h"
+#include "cdp_rng.h"
+
+#include <stdio.h>
+#include <string.h>
+
+int cdp_aug_cfg_parse(cdp_aug_cfg *a, const cdp_cfg *cfg, cdp_cfg_section *s,
+                      char *err, size_t cap)
+{
+	memset(a, 0, sizeof(*a));
+	if (cdp_cfg_int(cfg, s, "aug_hflip", 0, 0, 1, &a->hflip, err, cap) < 0 ||
+	    cdp_cfg_int(cfg, s, "aug_vflip", 0, 0, 1, &a->vflip, err, cap) < 0 ||
+	    cdp_cfg_int(cfg, s, "aug_rot90", 0, 0, 1, &a->rot90, err, cap) < 0 ||
+	    cdp_cfg_int(cfg, s, "crop_h", 0, 0, 1 << 20, &a->crop_h, err, cap) < 0 ||
+	    cdp_cfg_int(cfg, s, "crop_w", 0, 0, 1 << 20, &a->crop_w, err, cap) < 0)
+		return -1;
+	if ((a->crop_h == 0) != (a->crop_w == 0)) {
+		snprintf(err, cap, "%s:%d: [net]: set both crop_h and crop_w, or neither",
+		         cfg->path, s->line);
+		return -1;
+	}
+	return 0;
+}
+
+int cdp_aug_check(const cdp_aug_cfg *a, int h, int w, char *err, size_t cap)
+{
+	if (h < 1 || w < 1) {
+		snprintf(err, cap, "empty input %dx%d", h, w);
+		return -1;
+	}
+	if (a->crop_h > h || a->crop_w > w) {
+		snprintf(err, cap, "crop %dx%d does not fit in %dx%d tiles", a->crop_h, a->crop_w, h, w);
+		return -1;
+	}
+	return 0;
+}
+
+static void out_size(const cdp_aug_cfg *a, int h, int w, cdp_aug *t)
+{
+	memset(t, 0, sizeof(*t));
+	t->oh = a->crop_h ? a->crop_h : h;
+	t->ow = a->crop_w ? a->crop_w : w;
+}
+
+void cdp_aug_draw(const cdp_aug_cfg *a, int h, int w, uint64_t seed, cdp_aug *t)
+{
+	cdp_rng r;
+
+	cdp_rng_seed(&r, seed);
+	out_size(a, h, w, t);
+	if (a->crop_h) {
+		t->y0 = (int)cdp_rng_below(&r, (uint64_t)(h - t->oh + 1));
+		t->x0 = (int)cdp_rng_below(&r, (uint64_t)(w - t->ow + 1));
+	}
+	if (a->hflip)
+		t->hflip = (int)cdp_rng_below(&r, 2);
+	if (a->vflip)
+		t->vflip = (int)cdp_rng_below(&r, 2);
+	if (a->rot90)
+		t->rot = t->oh == t->ow ? (int)cdp_rng_below(&r, 4) : 2 * (int)cdp_rng_below(&r, 2);
+}
+
+void cdp_aug_center(const cdp_aug_cfg *a, int h, int w, cdp_aug *t)
+{
+	out_size(a, h, w, t);
+	t->y0 = (h - t->oh) / 2;
+	t->x0 = (w - t->ow) / 2;
+}
+
+/* Source offset in an (h, w) plane of output pixel (i, j). */
+static long src_of(const cdp_aug *t, int w, int i, int j)
+{
+	int r, s;
+
+	switch (t->rot) {
+	case 1: r = j; s = t->ow - 1 - i; break;
+	case 2: r = t->oh - 1 - i; s = t->ow - 1 - j; break;
+	case 3: r = t->oh - 1 - j; s = i; break;
+	default: r = i; s = j; break;
+	}
+	if (t->vflip)
+		r = t->oh - 1 - r;
+	if (t->hflip)
+		s = t->ow - 1 - s;
+	return (long)(t->y0 + r) * w + (t->x0 + s);
+}
+
+int cdp_aug_apply(const cdp_aug *t, int c, int h, int w, const float *img,
+                  const int32_t *lab, float *img_out, int32_t *lab_out)
+{
+	size_t plane = (size_t)h * w, oplane = (size_t)t->oh * t->ow;
+
+	/* a hand-made transform must not read outside the input */
+	if (t->oh < 1 || t->ow < 1 || t->y0 < 0 || t->x0 < 0 || t->y0 > h - t->oh ||
+	    t->x0 > w - t->ow || t->rot < 0 || t->rot > 3 || ((t->rot & 1) && t->oh != t->ow))
+		return -1;
+
+	for (int i = 0; i < t->oh; i++) {
+		long start = src_of(t, w, i, 0);
+		long step = t->ow > 1 ? src_of(t, w, i, 1) - start : 0;
+		for (int ch = 0; ch < c; ch++) {
+			const float *src = img + ch * plane + start;
+			float *dst = img_out + ch * oplane + (size_t)i * t->ow;
+			for (int j = 0; j < t->ow; j++)
+				dst[j] = src[(long)j * step];
+		}
+		if (lab) {
+			const int32_t *src = lab + start;
+			int32_t *dst = lab_out + (size_t)i * t->ow;
+			for (int j = 0; j < t->ow; j++)
+				dst[j] = src[(long)j * step];
+		}
+	}
+	return 0;
+}

@@ -1,0 +1,59 @@
+/* augment.h: random geometric augmentation of a training sample on the
+ * host: an image (C, H, W) float and its label (H, W) int32 get the same
+ * transform, so every label stays on its pixel.
+ *
+ * A transform is a crop window, optional flips and a rotation, applied in
+ * that order. With A the (oh, ow) crop at (y0, x0) of the input:
+ *   B = A flipped left-right if hflip (W axis), then top-bottom if vflip
+ *   out = np.rot90(B, rot, axes=(H, W))          (counter-clockwise)
+ * so out[i][j] = B[i][j], B[j][ow-1-i], B[oh-1-i][ow-1-j], B[oh-1-j][i] for
+ * rot = 0, 1, 2, 3. Odd rotations swap H and W, so they are drawn only when
+ * the output is square; otherwise rot is 0 or 2.
+ *
+ * Drawing is deterministic from one 64-bit seed (cdp_rng), in this order:
+ * y0 = below(H - oh + 1), x0 = below(W - ow + 1) (with a crop), hflip =
+ * below(2), vflip = below(2), rot = below(4) (square) or 2 * below(2), each
+ * only when enabled. The trainer derives the seed per sample from the run
+ * seed, epoch and sample index (cdp_rng_derive), so a sample gets the same
+ * transform whichever rank or thread loads it.
+ *
+ * [net] options (cdp_aug_cfg_parse): aug_hflip=0|1, aug_vflip=0|1,
+ * aug_rot90=0|1 (default 0), crop_h=, crop_w= (default 0: no crop; both or
+ * neither).
+ */
+#ifndef CDP_AUGMENT_H
+#define CDP_AUGMENT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "cfg.h"
+
+typedef struct cdp_aug_cfg {
+	int hflip, vflip, rot90;    /* 1: draw it */
+	int crop_h, crop_w;         /* output size; 0: the input size */
+} cdp_aug_cfg;
+
+typedef struct cdp_aug {
+	int y0, x0, oh, ow;         /* crop window in the input */
+	int hflip, vflip;
+	int rot;                    /* quarter turns counter-clockwise, 0..3 */
+} cdp_aug;
+
+int  cdp_aug_cfg_parse(cdp_aug_cfg *a, const cdp_cfg *cfg, cdp_cfg_section *s,
+                       char *err, size_t cap);
+/* The crop must fit inputs of (h, w); 0 or -1 with a reason. */
+int  cdp_aug_check(const cdp_aug_cfg *a, int h, int w, char *err, size_t cap);
+/* A random transform for an (h, w) input (cdp_aug_check passed). */
+void cdp_aug_draw(const cdp_aug_cfg *a, int h, int w, uint64_t seed, cdp_aug *t);
+/* The evaluation transform: the centred crop ((h - oh) / 2, (w - ow) / 2),
+ * no flip, no rotation. */
+void cdp_aug_center(const cdp_aug_cfg *a, int h, int w, cdp_aug *t);
+/* Applies t to img (c, h, w) into img_out (c, t->oh, t->ow) and, when lab is
+ * not NULL, lab (h, w) into lab_out (t->oh, t->ow). Outputs must not
+ * overlap the inputs. Returns 0, or -1 (nothing written) when t does not
+ * fit the input: a window outside it, rot outside 0..3, or an odd rot with
+ * oh != ow. */
+int  cdp_aug_apply(const cdp_aug *t, int c, int h, int w, const float *img,
+                   const int32_t *lab, float *img_out, int32_t *lab_out);
+
+#endif

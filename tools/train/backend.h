@@ -1,0 +1,182 @@
+/* backend.h: the one interface between layers and the device that runs them.
+ *
+ * Layers never touch memory directly: they call these ops on device pointers.
+ * The CPU backend (cpu/) is the readable reference; the CUDA backend (cuda/,
+ * later) implements the same table with cuDNN, cuBLAS and our kernels, and is
+ * tested op by op against the CPU one.
+ *
+ * Layout: every activation is NCHW float32, dense: element (n,c,h,w) sits at
+ * ((n*C + c)*H + h)*W + w. Convolution weights are (F, C, KH, KW) as in
+ * PyTorch; transposed-convolution weights are (C_in, F, KH, KW) as in
+ * PyTorch's ConvTranspose2d; dense weights are (OUT, IN) and y = x W^T + b.
+ *
+ * Descriptors carry shapes once (like cuDNN's), so a backend can cache plans
+ * and size a workspace: conv ops take a workspace of at least
+ * conv_workspace(desc) bytes, provided by the caller (the net owns one shared
+ * workspace sized for its largest layer).
+ *
+ * Every op is synchronous on the CPU; on CUDA ops are queued on the backend's
+ * compute stream and be->sync() waits for them.
+ */
+#ifndef CDP_BACKEND_H
+#define CDP_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct cdp_conv_desc {
+	int n, c, h, w;          /* input (N, C, H, W) */
+	int f, kh, kw;           /* output channels and kernel */
+	int stride, pad, dil;    /* same along both axes */
+	int oh, ow;              /* output size, filled by cdp_conv_desc_init */
+} cdp_conv_desc;
+
+/* Fills oh, ow; returns -1 when the output would be empty. */
+int cdp_conv_desc_init(cdp_conv_desc *d);
+
+typedef struct cdp_pool_desc {
+	int n, c, h, w;
+	int k, stride, pad;      /* square window */
+	int oh, ow;
+} cdp_pool_desc;
+int cdp_pool_desc_init(cdp_pool_desc *d);
+
+enum { CDP_ACT_RELU = 1, CDP_ACT_LEAKY = 2 };
+enum { CDP_UP_NEAREST = 1, CDP_UP_BILINEAR = 2 };  /* bilinear: align_corners=False */
+
+typedef struct cdp_backend cdp_backend;
+
+struct cdp_backend {
+	const char *name;        /* "cpu", "cuda" */
+	int threads;             /* CPU worker threads (set by set_threads) */
+	void *impl;
+
+	/* memory (device pointers; on the CPU plain host memory, 64-byte aligned) */
+	void *(*alloc)(cdp_backend *be, size_t bytes);   /* zeroed; NULL on failure */
+	void  (*free)(cdp_backend *be, void *p);
+	void  (*to_device)(cdp_backend *be, void *dst, const void *src, size_t bytes);
+	void  (*to_host)(cdp_backend *be, void *dst, const void *src, size_t bytes);
+	void  (*copy)(cdp_backend *be, void *dst, const void *src, size_t bytes);
+	void  (*sync)(cdp_backend *be);
+	void  (*set_threads)(cdp_backend *be, int n);
+	void  (*destroy)(cdp_backend *be);
+
+	/* BLAS-like, row-major: C = alpha * op(A) op(B) + beta * C, op(A) is MxK */
+	void (*gemm)(cdp_backend *be, int ta, int tb, int m, int n, int k,
+	             float alpha, const float *a, int lda, const float *b, int ldb,
+	             float beta, float *c, int ldc);
+	void (*fill)(cdp_backend *be, float *x, float v, size_t n);
+	void (*scale)(cdp_backend *be, float *x, float a, size_t n);       /* x *= a */
+	void (*axpy)(cdp_backend *be, float a, const float *x, float *y, size_t n); /* y += a x */
+	/* sum of squares of x[0..n) in double (for gradient clipping by norm) */
+	double (*sumsq)(cdp_backend *be, const float *x, size_t n);
+
+	/* convolution; y (N,F,OH,OW), w (F,C,KH,KW), bias (F) or NULL */
+	size_t (*conv_workspace)(cdp_backend *be, const cdp_conv_desc *d);
+	void (*conv_fwd)(cdp_backend *be, const cdp_conv_desc *d, const float *x,
+	                 const float *w, const float *bias, float *y, void *ws);
+	/* dx (+)= conv_transpose(dy, w); accumulate when beta == 1, overwrite when 0 */
+	void (*conv_bwd_data)(cdp_backend *be, const cdp_conv_desc *d, const float *dy,
+	                      const float *w, float *dx, float beta, void *ws);
+	/* dw += dW(x, dy); dbias += sum over N,OH,OW of dy (dbias may be NULL) */
+	void (*conv_bwd_filter)(cdp_backend *be, const cdp_conv_desc *d, const float *x,
+	                        const float *dy, float *dw, float *dbias, void *ws);
+
+	/* batch norm over (N,H,W) per channel; eps as PyTorch (1e-5 default);
+	 * running stats: r = (1-momentum) r + momentum * batch (unbiased var), as
+	 * PyTorch. save_mean/save_invstd (C) are kept for backward. */
+	void (*bn_fwd_train)(cdp_backend *be, int n, int c, int hw, const float *x,
+	                     const float *gamma, const float *beta, float *y,
+	                     float *run_mean, float *run_var, float momentum, float eps,
+	                     float *save_mean, float *save_invstd);
+	void (*bn_fwd_infer)(cdp_backend *be, int n, int c, int hw, const float *x,
+	                     const float *gamma, const float *beta, float *y,
+	                     const float *run_mean, const float *run_var, float eps);
+	/* dx (+)= per beta; dgamma, dbeta accumulate */
+	void (*bn_bwd)(cdp_backend *be, int n, int c, int hw, const float *x,
+	               const float *dy, const float *gamma, const float *save_mean,
+	               const float *save_invstd, float *dx, float beta, float *dgamma,
+	               float *dbeta);
+
+	/* activations, elementwise over n values; dx (+)= per beta */
+	void (*act_fwd)(cdp_backend *be, int kind, float slope, const float *x, float *y, size_t n);
+	void (*act_bwd)(cdp_backend *be, int kind, float slope, const float *y,
+	                const float *dy, float *dx, float beta, size_t n);
+
+	/* pooling; max keeps an argmax index (int32, OH*OW per (n,c)) for backward;
+	 * avg counts padding like PyTorch's count_include_pad=True */
+	void (*maxpool_fwd)(cdp_backend *be, const cdp_pool_desc *d, const float *x, float *y, int32_t *idx);
+	void (*maxpool_bwd)(cdp_backend *be, const cdp_pool_desc *d, const float *dy, const int32_t *idx, float *dx, float beta);
+	void (*avgpool_fwd)(cdp_backend *be, const cdp_pool_desc *d, const float *x, float *y);
+	void (*avgpool_bwd)(cdp_backend *be, const cdp_pool_desc *d, const float *dy, float *dx, float beta);
+
+	/* x2 upsample of (N,C,H,W) to (N,C,2H,2W) */
+	void (*upsample_fwd)(cdp_backend *be, int mode, int n, int c, int h, int w, const float *x, float *y);
+	void (*upsample_bwd)(cdp_backend *be, int mode, int n, int c, int h, int w, const float *dy, float *dx, float beta);
+
+	/* channel slice copy for concat: dst(N, dc_total, HW)[:, off:off+c] (+)= src(N, c, HW) */
+	void (*chan_copy)(cdp_backend *be, int n, int c, int hw, const float *src,
+	                  float *dst, int dst_c, int dst_off, float beta);
+	/* the reverse: dst(N, c, HW) (+)= src(N, src_c, HW)[:, off:off+c] */
+	void (*chan_slice)(cdp_backend *be, int n, int c, int hw, const float *src,
+	                   int src_c, int src_off, float *dst, float beta);
+
+	/* dropout with keep mask from a counter-based hash of (seed, index), so
+	 * both backends draw the same mask: keep when hash01 >= p, scale 1/(1-p) */
+	void (*dropout_fwd)(cdp_backend *be, float p, uint64_t seed, const float *x, float *y, uint8_t *mask, size_t n);
+	void (*dropout_bwd)(cdp_backend *be, float p, const uint8_t *mask, const float *dy, float *dx, float beta, size_t n);
+
+	/* global average pool: x (N,C,H,W) -> y (N,C) */
+	void (*gap_fwd)(cdp_backend *be, int n, int c, int hw, const float *x, float *y);
+	void (*gap_bwd)(cdp_backend *be, int n, int c, int hw, const float *dy, float *dx, float beta);
+	/* y (N,F) (+)= bias broadcast; dbias (F) += sum over N of dy */
+	void (*bias_add)(cdp_backend *be, int n, int f, int hw, const float *bias, float *y);
+	void (*bias_grad)(cdp_backend *be, int n, int f, int hw, const float *dy, float *dbias);
+	/* y = a + b elementwise (residual add); backward is two axpy/copies */
+	void (*add)(cdp_backend *be, const float *a, const float *b, float *y, size_t n);
+
+	/* Losses. logits (N,K,HW); labels (N,HW) int32 class ids (per pixel) or
+	 * (N) (classification, HW = 1). Pixels whose label == ignore are not
+	 * counted. Each returns the summed loss over counted elements in double
+	 * and the count in *count, and writes dlogits = d(sum)/d(logits) * gscale
+	 * (the caller passes gscale = 1/total_count for a mean). class_w (K) or
+	 * NULL weights each counted element by class_w[label] (and the count by the
+	 * same weights, as PyTorch's weighted mean does). A softmax_ce label
+	 * outside [0, K) other than ignore is skipped like an ignored one (zero
+	 * gradient, not counted): callers validate labels first (loss.h). */
+	double (*softmax_ce)(cdp_backend *be, int n, int k, int hw, const float *logits,
+	                     const int32_t *labels, int ignore, const float *class_w,
+	                     float *dlogits, float gscale, double *count);
+	/* sigmoid BCE with logits, K = 1: target = (label != 0) */
+	double (*bce_logits)(cdp_backend *be, int n, int hw, const float *logits,
+	                     const int32_t *labels, int ignore, float *dlogits,
+	                     float gscale, double *count);
+	/* soft Dice on sigmoid(logits) vs (label != 0), ignored pixels excluded,
+	 * over the whole batch: loss = 1 - (2 sum(p t) + smooth) / (sum p + sum t + smooth);
+	 * dlogits (+)= gscale * d(loss)/d(logits) (accumulates, so BCE+Dice adds) */
+	double (*dice_logits)(cdp_backend *be, int n, int hw, const float *logits,
+	                      const int32_t *labels, int ignore, float smooth,
+	                      float *dlogits, float gscale);
+	/* argmax over K (K==1: logit > 0) -> pred (N,HW) int32 */
+	void (*argmax)(cdp_backend *be, int n, int k, int hw, const float *logits, int32_t *pred);
+	/* confusion counts: conf[K*K] (row = label, col = pred) += over pixels whose label != ignore;
+	 * a label or prediction outside [0, K) is not counted */
+	void (*confusion)(cdp_backend *be, int n_elems, int k, const int32_t *labels,
+	                  const int32_t *pred, int ignore, uint64_t *conf_host);
+
+	/* Optimizers over the whole contiguous parameter block (n floats).
+	 * SGD (PyTorch semantics): g' = g + wd*w; v = mu*v + g' (v = g' at step 1);
+	 * nesterov: d = g' + mu*v else d = v; w -= lr*d.
+	 * AdamW (PyTorch): w -= lr*wd*w; m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
+	 * w -= lr * (m/(1-b1^t)) / (sqrt(v/(1-b2^t)) + eps). t is 1-based.
+	 * With mu == 0 SGD keeps no buffer (d = g', as PyTorch) and v may be NULL. */
+	void (*sgd_step)(cdp_backend *be, float *w, const float *g, float *v, size_t n,
+	                 float lr, float mu, float wd, int nesterov, int first);
+	void (*adamw_step)(cdp_backend *be, float *w, const float *g, float *m, float *v,
+	                   size_t n, float lr, float b1, float b2, float eps, float wd, long t);
+};
+
+/* The CPU backend (cpu/cpu_backend.c). threads <= 0: OpenBLAS's default. */
+cdp_backend *cdp_backend_cpu(int threads);
+
+#endif

@@ -1,0 +1,68 @@
+/* cfg.h: model description files, INI-style as in darknet, with a small
+ * preprocessor so one file describes a family (U-Net of any width and depth).
+ *
+ *   # comment            ; comment
+ *   [net]                 the first section: input and training options, and
+ *   width=16              variables usable below as ${width}
+ *   depth=4
+ *   [conv]                a layer; its options follow, one key=value a line
+ *   name=enc0             optional unique name, referenced by from=
+ *   filters=${width}
+ *   from=enc0,-1          inputs: names, or relative indices (-1 = previous)
+ *
+ * Preprocessor (applied before parsing, line numbers preserved for messages):
+ *   ${EXPR}               integer expression: decimal integers, variables
+ *                         ([net] keys with integer values, loop variables),
+ *                         + - * / % ** ( ), unary -; / and % truncate toward 0
+ *   @for VAR A B [STEP]   repeats the lines up to the matching @end with VAR
+ *                         running from A to B inclusive (A, B, STEP may be
+ *                         ${...} or integers; STEP may be negative, not 0)
+ *   @end
+ *   @if EXPR / @end       keeps the lines when EXPR != 0
+ * Overrides "key=value" (from the command line) replace [net] keys before
+ * expansion, so `--model unet.cfg:width=32,depth=5` rebuilds the family.
+ *
+ * Details (cfg.c): ** is right-associative and binds tighter than unary -
+ * (-2**2 = -4, as in Python); overflow, division by zero and a negative
+ * exponent are errors. Comments are whole lines. Loop variables may not
+ * shadow a defined variable and end at their @end. An integer override is a
+ * variable from the first line on; an override naming a key the [net]
+ * section lacks is appended to it with line 0 (messages then say
+ * "(override)"). Duplicate sections other than [net] are layers; a
+ * duplicate key within one section is an error. Expansion stops with an
+ * error beyond 1000000 lines or loop iterations.
+ */
+#ifndef CDP_CFG_H
+#define CDP_CFG_H
+
+#include <stddef.h>
+
+typedef struct cdp_cfg_kv { char *key, *value; int line, used; } cdp_cfg_kv;
+typedef struct cdp_cfg_section {
+	char *type;            /* "net", "conv", ... */
+	int line;              /* line of the [type] header */
+	cdp_cfg_kv *kv;
+	int nkv;
+} cdp_cfg_section;
+typedef struct cdp_cfg {
+	cdp_cfg_section *s;
+	int ns;
+	char *path;            /* for messages */
+} cdp_cfg;
+
+/* Expands and parses text. Errors: "PATH:LINE: reason" in err, returns -1. */
+int  cdp_cfg_parse(const char *text, const char *path, const char *const *overrides,
+                   int noverrides, cdp_cfg *cfg, char *err, size_t cap);
+void cdp_cfg_free(cdp_cfg *cfg);
+
+/* Option lookup; each marks the key used. Missing -> def. A malformed or
+ * out-of-range value is an error "PATH:LINE: option 'k': reason" (-1). */
+const char *cdp_cfg_str(cdp_cfg_section *s, const char *key, const char *def);
+int cdp_cfg_int(const cdp_cfg *cfg, cdp_cfg_section *s, const char *key, int def,
+                int min, int max, int *out, char *err, size_t cap);
+int cdp_cfg_float(const cdp_cfg *cfg, cdp_cfg_section *s, const char *key, float def,
+                  float min, float max, float *out, char *err, size_t cap);
+/* After a section is consumed: an unused key is an error naming it. */
+int cdp_cfg_check_used(const cdp_cfg *cfg, const cdp_cfg_section *s, char *err, size_t cap);
+
+#endif

@@ -1,0 +1,470 @@
+/* checkpoint.c: writing checkpoints (checkpoint.h, man/cdp-checkpoint.5),
+ * and the validation that reading shares.
+ *
+ * One set of emit functions serves three writers: a counting pass that
+ * sizes every chunk (the header and chunk headers carry sizes up front), a
+ * memory buffer, and a FILE on a temporary file. The same semantic checks
+ * (cdp_ckpt_check) run on what is about to be written and on what was read
+ * (checkpoint_read.c), so a file this code writes is always one it reads.
+ *
+ * Not done: compression, big-endian files (a big-endian host converts on
+ * the way out and in).
+ */
+#include "checkpoint_int.h"
+#include "cdp_error.h"
+#include "cdp_num.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+const char cdp_ckpt_tags[NCHUNKS][5] = { "META", "CFG ", "PARM", "BUFS", "OPTM", "RNG ", "DATA" };
+
+uint32_t cdp_ckpt_crc(uint32_t crc, const void *p, size_t n)
+{
+	const unsigned char *b = p;
+
+	while (n > 0) {
+		uInt step = n > UINT_MAX ? UINT_MAX : (uInt)n;
+		crc = (uint32_t)crc32(crc, b, step);
+		b += step;
+		n -= step;
+	}
+	return crc;
+}
+
+/* ---- writing --------------------------------------------------------------- */
+
+typedef struct wr {
+	unsigned char *mem;     /* memory target, or */
+	FILE *f;                /* file target; neither: count only */
+	size_t cap, pos;
+	uint32_t crc;
+	int err;
+} wr;
+
+static void put(wr *w, const void *p, size_t n)
+{
+	if (w->err || n == 0)
+		return;
+	if (w->mem) {
+		if (n > w->cap - w->pos) {
+			w->err = CDP_EINVAL;
+			return;
+		}
+		memcpy(w->mem + w->pos, p, n);
+	} else if (w->f && fwrite(p, 1, n, w->f) != n) {
+		w->err = errno > 0 ? errno : EIO;
+		return;
+	}
+	if (w->mem || w->f)
+		w->crc = cdp_ckpt_crc(w->crc, p, n);
+	w->pos += n;
+}
+
+static void put_u32(wr *w, uint32_t v)
+{
+	unsigned char b[4];
+
+	le32(b, v);
+	put(w, b, 4);
+}
+
+static void put_u64(wr *w, uint64_t v)
+{
+	put_u32(w, (uint32_t)v);
+	put_u32(w, (uint32_t)(v >> 32));
+}
+
+static void put_f32(wr *w, float f)
+{
+	uint32_t u;
+
+	memcpy(&u, &f, 4);
+	put_u32(w, u);
+}
+
+static void put_f64(wr *w, double d)
+{
+	uint64_t u;
+
+	memcpy(&u, &d, 8);
+	put_u64(w, u);
+}
+
+static void put_f32s(wr *w, const float *x, size_t n)
+{
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+	put(w, x, n * sizeof(float));
+#else
+	for (size_t i = 0; i < n; i++)
+		put_f32(w, x[i]);
+#endif
+}
+
+static void put_str(wr *w, const char *s)
+{
+	size_t n = strlen(s);
+
+	put_u32(w, (uint32_t)n);
+	put(w, s, n);
+}
+
+static void emit_meta(wr *w, const cdp_ckpt *ck)
+{
+	unsigned char uuid[32] = { 0 };
+
+	put_u32(w, (uint32_t)ck->in_c);
+	put_u32(w, (uint32_t)ck->in_h);
+	put_u32(w, (uint32_t)ck->in_w);
+	put_u32(w, 0);
+	put_u64(w, ck->step);
+	put_u64(w, ck->epoch);
+	put_u64(w, ck->data_pos);
+	put_u64(w, ck->seed);
+	if (ck->pool_uuid[0])
+		memcpy(uuid, ck->pool_uuid, 32);
+	put(w, uuid, 32);
+}
+
+static void emit_cfg(wr *w, const cdp_ckpt *ck)
+{
+	put_str(w, ck->cfg_text);
+	put_u32(w, (uint32_t)ck->noverrides);
+	for (int i = 0; i < ck->noverrides; i++)
+		put_str(w, ck->overrides[i]);
+}
+
+static void emit_tensors(wr *w, const cdp_ckpt_tensor *t, int n)
+{
+	uint64_t total = 0;
+
+	for (int i = 0; i < n; i++)
+		total += t[i].numel;
+	put_u32(w, (uint32_t)n);
+	put_u32(w, 0);
+	put_u64(w, total);
+	for (int i = 0; i < n; i++) {
+		put_str(w, t[i].name);
+		put_u32(w, (uint32_t)t[i].ndim);
+		for (int d = 0; d < t[i].ndim; d++)
+			put_u32(w, (uint32_t)t[i].dims[d]);
+		put_f32s(w, t[i].data, t[i].numel);
+	}
+}
+
+static void emit_params(wr *w, const cdp_ckpt *ck)
+{
+	emit_tensors(w, ck->params, ck->nparams);
+}
+
+static void emit_buffers(wr *w, const cdp_ckpt *ck)
+{
+	emit_tensors(w, ck->buffers, ck->nbuffers);
+}
+
+static void emit_optim(wr *w, const cdp_ckpt *ck)
+{
+	const cdp_optim_cfg *c = &ck->optim;
+	int nb = c->type ? cdp_optim_nblocks(c) : 0;
+	const float f[10] = { c->lr, c->momentum, c->weight_decay, c->beta1, c->beta2, c->eps,
+	                      c->gamma, c->min_lr, c->warmup_factor, c->clip_norm };
+
+	put_u32(w, (uint32_t)c->type);
+	put_u32(w, (uint32_t)c->policy);
+	put_u32(w, (uint32_t)c->nesterov);
+	put_u32(w, (uint32_t)c->accumulate);
+	for (int i = 0; i < 10; i++)
+		put_f32(w, f[i]);
+	put_u64(w, (uint64_t)(int64_t)c->step_size);
+	put_u64(w, (uint64_t)(int64_t)c->total_steps);
+	put_u64(w, (uint64_t)(int64_t)c->warmup);
+	put_u64(w, (uint64_t)(int64_t)ck->optim_step);
+	put_u32(w, (uint32_t)nb);
+	put_u32(w, 0);
+	put_u64(w, nb ? ck->optim_n : 0);
+	if (nb == 2)
+		put_f32s(w, ck->optim_m, ck->optim_n);
+	if (nb >= 1)
+		put_f32s(w, ck->optim_v, ck->optim_n);
+}
+
+static void emit_rng(wr *w, const cdp_ckpt *ck)
+{
+	put_u32(w, (uint32_t)ck->nrng);
+	for (int i = 0; i < ck->nrng; i++) {
+		put_str(w, ck->rng[i].name);
+		for (int j = 0; j < 4; j++)
+			put_u64(w, ck->rng[i].s[j]);
+	}
+}
+
+static void emit_data(wr *w, const cdp_ckpt *ck)
+{
+	put_u32(w, (uint32_t)ck->nbands);
+	put_u32(w, ck->mean ? (uint32_t)ck->nbands : 0);
+	for (int i = 0; i < ck->nbands; i++)
+		put_u32(w, (uint32_t)ck->bands[i]);
+	for (int i = 0; ck->mean && i < ck->nbands; i++)
+		put_f64(w, ck->mean[i]);
+	for (int i = 0; ck->mean && i < ck->nbands; i++)
+		put_f64(w, ck->std[i]);
+}
+
+typedef void (*emit_fn)(wr *, const cdp_ckpt *);
+static const emit_fn emitters[NCHUNKS] = {
+	emit_meta, emit_cfg, emit_params, emit_buffers, emit_optim, emit_rng, emit_data
+};
+
+/* Sizes every chunk by a counting pass; returns the file size. */
+static size_t encoded_size(const cdp_ckpt *ck, size_t len[NCHUNKS])
+{
+	size_t total = HDR + 4;
+
+	for (int i = 0; i < NCHUNKS; i++) {
+		wr c = { 0 };
+		emitters[i](&c, ck);
+		len[i] = c.pos;
+		total += 16 + c.pos;
+	}
+	return total;
+}
+
+static int emit_all(wr *w, const cdp_ckpt *ck, const size_t len[NCHUNKS], size_t total)
+{
+	unsigned char b[4];
+
+	put(w, CDP_CKPT_MAGIC, 8);
+	put_u32(w, CDP_CKPT_VERSION);
+	put_u32(w, NCHUNKS);
+	put_u64(w, total);
+	for (int i = 0; i < NCHUNKS; i++) {
+		size_t start;
+		put(w, cdp_ckpt_tags[i], 4);
+		put_u32(w, 0);
+		put_u64(w, len[i]);
+		start = w->pos;
+		emitters[i](w, ck);
+		if (!w->err && w->pos - start != len[i])
+			w->err = CDP_EINVAL;
+	}
+	le32(b, w->crc);
+	put(w, b, 4);
+	if (!w->err && w->pos != total)
+		w->err = CDP_EINVAL;
+	return w->err;
+}
+/* ---- what a valid checkpoint holds ------------------------------------------- */
+
+int cdp_ckpt_name_ok(const char *s)
+{
+	size_t n = strnlen(s, CDP_CKPT_NAME_MAX + 1);
+
+	if (n == 0 || n > CDP_CKPT_NAME_MAX)
+		return 0;
+	for (size_t i = 0; i < n; i++)
+		if ((unsigned char)s[i] < 0x21 || (unsigned char)s[i] > 0x7e)
+			return 0;
+	return 1;
+}
+
+static int tensors_ok(const cdp_ckpt_tensor *t, int n, uint64_t *total)
+{
+	*total = 0;
+	if (n < 0 || (n > 0 && !t))
+		return 0;
+	for (int i = 0; i < n; i++) {
+		size_t numel = 1;
+		if (!cdp_ckpt_name_ok(t[i].name) || t[i].ndim < 1 || t[i].ndim > CDP_CKPT_MAX_DIMS)
+			return 0;
+		for (int d = 0; d < t[i].ndim; d++)
+			if (t[i].dims[d] < 1 || cdp_mul_size(numel, (size_t)t[i].dims[d], &numel))
+				return 0;
+		if (numel != t[i].numel || !t[i].data || numel > SIZE_MAX / sizeof(float))
+			return 0;
+		*total += numel;
+	}
+	return 1;
+}
+
+static int uuid_ok(const char *u)
+{
+	if (u[0] == '\0')
+		return 1;
+	for (int i = 0; i < 32; i++)
+		if (!((u[i] >= '0' && u[i] <= '9') || (u[i] >= 'a' && u[i] <= 'f')))
+			return 0;
+	return u[32] == '\0';
+}
+
+int cdp_ckpt_check(const cdp_ckpt *ck)
+{
+	uint64_t ptotal, btotal;
+	char why[200];
+
+	if (ck->in_c < 1 || ck->in_h < 1 || ck->in_w < 1 || ck->in_c > (1 << 20) ||
+	    ck->in_h > (1 << 20) || ck->in_w > (1 << 20))
+		return -1;
+	if (!ck->cfg_text || !ck->cfg_text[0] || strlen(ck->cfg_text) > CDP_CKPT_CFG_MAX)
+		return -1;
+	if (ck->noverrides < 0 || ck->noverrides > CDP_CKPT_MAX_OVERRIDES ||
+	    (ck->noverrides > 0 && !ck->overrides))
+		return -1;
+	for (int i = 0; i < ck->noverrides; i++)
+		if (!ck->overrides[i] || !ck->overrides[i][0] ||
+		    strlen(ck->overrides[i]) > CDP_CKPT_OVERRIDE_MAX)
+			return -1;
+	if (!tensors_ok(ck->params, ck->nparams, &ptotal) ||
+	    !tensors_ok(ck->buffers, ck->nbuffers, &btotal))
+		return -1;
+	if (ck->optim.type != 0) {
+		int nb = cdp_optim_nblocks(&ck->optim);
+		if (cdp_optim_cfg_check(&ck->optim, why, sizeof(why)) != 0 || ck->optim_step < 0 ||
+		    ck->optim_n != ptotal || (nb >= 1 && !ck->optim_v) || (nb == 2 && !ck->optim_m))
+			return -1;
+	}
+	if (ck->nrng < 0 || ck->nrng > CDP_CKPT_MAX_RNG || (ck->nrng > 0 && !ck->rng))
+		return -1;
+	for (int i = 0; i < ck->nrng; i++) {
+		const uint64_t *s = ck->rng[i].s;
+		if (!cdp_ckpt_name_ok(ck->rng[i].name) || (s[0] | s[1] | s[2] | s[3]) == 0)
+			return -1;
+		for (int j = 0; j < i; j++)
+			if (strcmp(ck->rng[i].name, ck->rng[j].name) == 0)
+				return -1;
+	}
+	if (ck->nbands < 0 || ck->nbands > CDP_CKPT_MAX_BANDS || (ck->nbands > 0 && !ck->bands) ||
+	    (ck->nbands > 0 && ck->nbands != ck->in_c) || (!ck->mean != !ck->std) ||
+	    (ck->mean && ck->nbands == 0))
+		return -1;
+	for (int i = 0; i < ck->nbands; i++) {
+		if (ck->bands[i] < 1)
+			return -1;
+		if (ck->mean && (!isfinite(ck->mean[i]) || !isfinite(ck->std[i]) || !(ck->std[i] > 0)))
+			return -1;
+	}
+	return uuid_ok(ck->pool_uuid) ? 0 : -1;
+}
+int cdp_ckpt_encode(const cdp_ckpt *ck, unsigned char **buf, size_t *len)
+{
+	size_t lens[NCHUNKS], total;
+	wr w = { 0 };
+	int rc;
+
+	*buf = NULL;
+	*len = 0;
+	if (cdp_ckpt_check(ck) != 0)
+		return CDP_EINVAL;
+	total = encoded_size(ck, lens);
+	w.mem = malloc(total);
+	if (!w.mem)
+		return CDP_ENOMEM;
+	w.cap = total;
+	w.crc = (uint32_t)crc32(0L, Z_NULL, 0);
+	rc = emit_all(&w, ck, lens, total);
+	if (rc != CDP_OK) {
+		free(w.mem);
+		return rc;
+	}
+	*buf = w.mem;
+	*len = total;
+	return CDP_OK;
+}
+/* ---- files ------------------------------------------------------------------- */
+
+int cdp_ckpt_write(const char *path, const cdp_ckpt *ck)
+{
+	size_t lens[NCHUNKS], total, dlen;
+	const char *slash = strrchr(path, '/');
+	char *tmp = NULL, *dir = NULL;
+	wr w = { 0 };
+	mode_t mask;
+	int fd, dfd, rc;
+
+	if (cdp_ckpt_check(ck) != 0)
+		return CDP_EINVAL;
+	total = encoded_size(ck, lens);
+	/* the temporary sits next to the target, so rename() stays atomic */
+	dlen = slash ? (size_t)(slash - path) + 1 : 0;
+	tmp = malloc(strlen(path) + 16);
+	dir = malloc(dlen + 2);
+	if (!tmp || !dir) {
+		rc = CDP_ENOMEM;
+		goto out;
+	}
+	snprintf(tmp, strlen(path) + 16, "%.*s.%s.XXXXXX", (int)dlen, path, path + dlen);
+	snprintf(dir, dlen + 2, "%.*s", (int)dlen, dlen ? path : ".");
+	fd = mkstemp(tmp);
+	if (fd < 0) {
+		rc = errno;
+		goto out;
+	}
+	/* mkstemp makes 0600; give the file the mode a plain create would */
+	mask = umask(0);
+	umask(mask);
+	(void)fchmod(fd, 0666 & ~mask);
+	w.f = fdopen(fd, "wb");
+	if (!w.f) {
+		rc = errno;
+		close(fd);
+		goto fail;
+	}
+	w.crc = (uint32_t)crc32(0L, Z_NULL, 0);
+	rc = emit_all(&w, ck, lens, total);
+	if (rc == CDP_OK && fflush(w.f) != 0)
+		rc = errno > 0 ? errno : EIO;
+	if (rc == CDP_OK && fsync(fileno(w.f)) != 0)
+		rc = errno;
+	if (fclose(w.f) != 0 && rc == CDP_OK)
+		rc = errno > 0 ? errno : EIO;
+	if (rc == CDP_OK && rename(tmp, path) != 0)
+		rc = errno;
+	if (rc != CDP_OK)
+		goto fail;
+	/* make the rename itself durable; some file systems cannot sync a
+	 * directory (EINVAL), which is no failure of ours */
+	dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0) {
+		rc = errno;
+		goto out;
+	}
+	if (fsync(dfd) != 0 && errno != EINVAL)
+		rc = errno;
+	close(dfd);
+	goto out;
+fail:
+	unlink(tmp);
+out:
+	free(tmp);
+	free(dir);
+	return rc;
+}
+void cdp_ckpt_free(cdp_ckpt *ck)
+{
+	if (!ck)
+		return;
+	free(ck->cfg_text);
+	for (int i = 0; ck->overrides && i < ck->noverrides; i++)
+		free(ck->overrides[i]);
+	free(ck->overrides);
+	for (int i = 0; ck->params && i < ck->nparams; i++)
+		free(ck->params[i].data);
+	free(ck->params);
+	for (int i = 0; ck->buffers && i < ck->nbuffers; i++)
+		free(ck->buffers[i].data);
+	free(ck->buffers);
+	free(ck->optim_m);
+	free(ck->optim_v);
+	free(ck->rng);
+	free(ck->bands);
+	free(ck->mean);
+	free(ck->std);
+	memset(ck, 0, sizeof(*ck));
+}

@@ -1,0 +1,140 @@
+/* checkpoint.h: training checkpoints, defined here and in
+ * man/cdp-checkpoint.5.
+ *
+ * A checkpoint holds everything needed to resume training bit for bit or to
+ * predict: the model cfg text and overrides, the input shape, every
+ * parameter and buffer tensor (by name and shape, in block order), the
+ * optimizer state, the progress (step, epoch, position in the epoch's key
+ * list, run seed), named RNG states, the input bands and their
+ * standardization statistics, and the pool UUID.
+ *
+ * Little-endian, all sizes explicit:
+ *   0   8  magic "CDPCKPT\n"
+ *   8   4  u32 version (1)
+ *   12  4  u32 number of chunks (7)
+ *   16  8  u64 file size in bytes, CRC included
+ *   24     chunks "META" "CFG " "PARM" "BUFS" "OPTM" "RNG " "DATA", in order,
+ *          each: 4-byte tag, u32 0, u64 payload length, payload
+ *   end-4  u32 CRC-32 (zlib's crc32) of every byte before it
+ * The payloads are described in cdp-checkpoint(5).
+ *
+ * The reader needs no net: cdp_ckpt_read returns the cfg text, overrides and
+ * input shape, from which a caller builds the net (cdp_net_build), then
+ * cdp_ckpt_to_net copies the tensors in, checking names and shapes.
+ * cdp_ckpt_write replaces the file atomically: a temporary file in the same
+ * directory, fsync, rename, fsync of the directory; on failure the old file
+ * is untouched and the temporary is removed.
+ *
+ * Errors are lib/cdp_error.h codes (errno values for system failures):
+ *   CDP_EMAGIC    not a checkpoint
+ *   CDP_EVERSION  a version this build does not read
+ *   CDP_ETRUNC    shorter than its header says (or than a header)
+ *   CDP_ECRC      checksum mismatch: the bytes are damaged
+ *   CDP_EFORMAT   a field out of range or inconsistent, or extra bytes
+ *   CDP_EOVERFLOW a size that does not fit in memory arithmetic
+ *   CDP_ENOMEM    allocation failed
+ *   CDP_EMISMATCH (to_net, to_optim) tensors or state do not fit the target
+ * Every size is checked against the bytes present before anything is
+ * allocated, so a damaged or hostile file cannot make the reader read
+ * outside it or allocate more than a small multiple of its size.
+ *
+ * Sources: checkpoint.c (writing, validation), checkpoint_read.c (reading),
+ * checkpoint_net.c (filling from and restoring to nets and optimizers).
+ */
+#ifndef CDP_CHECKPOINT_H
+#define CDP_CHECKPOINT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "cdp_rng.h"
+#include "net.h"
+#include "optim.h"
+
+#define CDP_CKPT_MAGIC      "CDPCKPT\n"
+#define CDP_CKPT_VERSION    1
+#define CDP_CKPT_NAME_MAX   95          /* tensor and RNG stream names */
+#define CDP_CKPT_MAX_DIMS   4
+#define CDP_CKPT_CFG_MAX    (16u << 20) /* cfg text bytes */
+#define CDP_CKPT_MAX_OVERRIDES 256
+#define CDP_CKPT_OVERRIDE_MAX  4096
+#define CDP_CKPT_MAX_RNG    1024
+#define CDP_CKPT_MAX_BANDS  65535
+
+typedef struct cdp_ckpt_tensor {
+	char name[CDP_CKPT_NAME_MAX + 1];   /* "enc0.w", "bn3.mean", ... */
+	int ndim;
+	int dims[CDP_CKPT_MAX_DIMS];
+	size_t numel;
+	float *data;                        /* host, numel floats */
+} cdp_ckpt_tensor;
+
+typedef struct cdp_ckpt_rng {
+	char name[CDP_CKPT_NAME_MAX + 1];
+	uint64_t s[4];                      /* cdp_rng state */
+} cdp_ckpt_rng;
+
+/* Every pointer is malloc'ed and owned by the struct; cdp_ckpt_free frees
+ * them. Zero-initialise before filling one by hand. */
+typedef struct cdp_ckpt {
+	/* the model */
+	char *cfg_text;
+	char **overrides;
+	int noverrides;
+	int in_c, in_h, in_w;
+	cdp_ckpt_tensor *params;            /* in parameter-block order */
+	int nparams;
+	cdp_ckpt_tensor *buffers;           /* in buffer-block order */
+	int nbuffers;
+	/* the optimizer; optim.type 0: none saved (an inference export) */
+	cdp_optim_cfg optim;
+	long optim_step;
+	size_t optim_n;                     /* floats per moment block */
+	float *optim_m, *optim_v;           /* as in cdp_optim: NULL when unused */
+	/* progress */
+	uint64_t step, epoch;
+	uint64_t data_pos;                  /* samples of this epoch consumed */
+	uint64_t seed;                      /* the run seed */
+	cdp_ckpt_rng *rng;
+	int nrng;
+	/* the data */
+	int *bands;                         /* 1-based band indices */
+	int nbands;
+	double *mean, *std;                 /* per band, NULL when not standardized */
+	char pool_uuid[33];                 /* 32 lowercase hex, or "" */
+} cdp_ckpt;
+
+/* Reads and validates path. On error *ck is left zeroed. */
+int  cdp_ckpt_read(const char *path, cdp_ckpt *ck);
+/* Writes ck to path atomically (see above). */
+int  cdp_ckpt_write(const char *path, const cdp_ckpt *ck);
+/* The same in memory: encode mallocs *buf; decode validates as read does. */
+int  cdp_ckpt_encode(const cdp_ckpt *ck, unsigned char **buf, size_t *len);
+int  cdp_ckpt_decode(const unsigned char *buf, size_t len, cdp_ckpt *ck);
+void cdp_ckpt_free(cdp_ckpt *ck);
+
+/* Fillers; each copies what it is given. */
+int  cdp_ckpt_set_cfg(cdp_ckpt *ck, const char *text, const char *const *overrides, int n);
+/* Copies the net's parameters and buffers (device to host), its cfg text is
+ * NOT taken (set it with the overrides by cdp_ckpt_set_cfg) but its input
+ * shape is. Tensors are named "<layer>.w", "<layer>.b" and, for bn,
+ * "<layer>.mean" and "<layer>.var" (other buffers "<layer>.buf"). */
+int  cdp_ckpt_from_net(cdp_ckpt *ck, const cdp_net *net);
+/* Copies the optimizer's settings, step and moment blocks (to host). */
+int  cdp_ckpt_set_optim(cdp_ckpt *ck, const cdp_optim *o);
+/* Adds or replaces the named RNG state. */
+int  cdp_ckpt_set_rng(cdp_ckpt *ck, const char *name, const cdp_rng *r);
+/* bands[n] 1-based; mean/std (n each) or NULL */
+int  cdp_ckpt_set_data(cdp_ckpt *ck, const int *bands, int n, const double *mean,
+                       const double *std);
+
+/* Copies the tensors into a built net; every tensor's name and shape must
+ * match the net's, in order, and cover its blocks exactly. On
+ * CDP_EMISMATCH err names the first difference and the net is unchanged. */
+int  cdp_ckpt_to_net(const cdp_ckpt *ck, cdp_net *net, char *err, size_t cap);
+/* Restores the step and moment blocks into o, initialised (cdp_optim_init)
+ * with the same optimizer type and parameter count; settings stay o's. */
+int  cdp_ckpt_to_optim(const cdp_ckpt *ck, cdp_optim *o, char *err, size_t cap);
+/* The named RNG state into *r: 0, or -1 when absent. */
+int  cdp_ckpt_get_rng(const cdp_ckpt *ck, const char *name, cdp_rng *r);
+
+#endif

@@ -1,0 +1,489 @@
+/* checkpoint_read.c: reading and validating checkpoints (checkpoint.h,
+ * man/cdp-checkpoint.5).
+ *
+ * The reader checks the fixed header against the file's real length before
+ * it allocates the file's bytes, the CRC before it parses anything, and
+ * then every count against the bytes left in its chunk before allocating
+ * for it; a count that cannot fit is a format error, never a large
+ * allocation. Values are then checked as the writer checks them.
+ */
+#include "checkpoint_int.h"
+#include "cdp_error.h"
+#include "cdp_num.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+/* ---- reading ------------------------------------------------------------------ */
+
+/* A cursor over one chunk: running past its end is a format error (the
+ * file's length was already checked against the header). */
+typedef struct rd {
+	const unsigned char *p, *end;
+	int err;
+} rd;
+
+static int need(rd *r, size_t n)
+{
+	if (r->err)
+		return 0;
+	if ((size_t)(r->end - r->p) < n) {
+		r->err = CDP_EFORMAT;
+		return 0;
+	}
+	return 1;
+}
+
+static void bad(rd *r, int code)
+{
+	if (!r->err)
+		r->err = code;
+}
+
+static uint32_t get_u32(rd *r)
+{
+	uint32_t v;
+
+	if (!need(r, 4))
+		return 0;
+	v = rd32(r->p);
+	r->p += 4;
+	return v;
+}
+
+static uint64_t get_u64(rd *r)
+{
+	uint64_t v;
+
+	if (!need(r, 8))
+		return 0;
+	v = rd64(r->p);
+	r->p += 8;
+	return v;
+}
+
+static float get_f32(rd *r)
+{
+	uint32_t u = get_u32(r);
+	float f;
+
+	memcpy(&f, &u, 4);
+	return f;
+}
+
+static double get_f64(rd *r)
+{
+	uint64_t u = get_u64(r);
+	double d;
+
+	memcpy(&d, &u, 8);
+	return d;
+}
+
+static void get_f32s(rd *r, float *x, size_t n)
+{
+	if (!need(r, n * sizeof(float)))
+		return;
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+	memcpy(x, r->p, n * sizeof(float));
+	r->p += n * sizeof(float);
+#else
+	for (size_t i = 0; i < n; i++)
+		x[i] = get_f32(r);
+#endif
+}
+
+/* A u32-length string of 1..max bytes without NUL; malloc'ed when out is
+ * NULL (returned), else copied into out[max + 1]. */
+static char *get_str(rd *r, size_t max, char *out)
+{
+	uint32_t n = get_u32(r);
+	char *s;
+
+	if (r->err)
+		return NULL;
+	if (n == 0 || n > max || !need(r, n) || memchr(r->p, '\0', n)) {
+		bad(r, CDP_EFORMAT);
+		return NULL;
+	}
+	s = out ? out : malloc((size_t)n + 1);
+	if (!s) {
+		bad(r, CDP_ENOMEM);
+		return NULL;
+	}
+	memcpy(s, r->p, n);
+	s[n] = '\0';
+	r->p += n;
+	return s;
+}
+
+static void parse_meta(rd *r, cdp_ckpt *ck)
+{
+	uint32_t c = get_u32(r), h = get_u32(r), w = get_u32(r);
+
+	if (get_u32(r) != 0 || c > (1u << 20) || h > (1u << 20) || w > (1u << 20))
+		bad(r, CDP_EFORMAT);
+	ck->in_c = (int)c;
+	ck->in_h = (int)h;
+	ck->in_w = (int)w;
+	ck->step = get_u64(r);
+	ck->epoch = get_u64(r);
+	ck->data_pos = get_u64(r);
+	ck->seed = get_u64(r);
+	if (!need(r, 32))
+		return;
+	/* all zero (no pool) or 32 characters: nothing in between */
+	if (r->p[0] == 0) {
+		for (int i = 0; i < 32; i++)
+			if (r->p[i] != 0)
+				bad(r, CDP_EFORMAT);
+	} else {
+		memcpy(ck->pool_uuid, r->p, 32);
+	}
+	r->p += 32;
+}
+
+static void parse_cfg(rd *r, cdp_ckpt *ck)
+{
+	uint32_t n;
+
+	ck->cfg_text = get_str(r, CDP_CKPT_CFG_MAX, NULL);
+	n = get_u32(r);
+	if (r->err)
+		return;
+	/* an override takes at least 5 bytes */
+	if (n > CDP_CKPT_MAX_OVERRIDES || n > (size_t)(r->end - r->p) / 5) {
+		bad(r, CDP_EFORMAT);
+		return;
+	}
+	ck->overrides = calloc((size_t)n + 1, sizeof(char *));
+	if (!ck->overrides) {
+		bad(r, CDP_ENOMEM);
+		return;
+	}
+	ck->noverrides = (int)n;
+	for (uint32_t i = 0; i < n && !r->err; i++)
+		ck->overrides[i] = get_str(r, CDP_CKPT_OVERRIDE_MAX, NULL);
+}
+
+static void parse_tensors(rd *r, cdp_ckpt_tensor **out, int *count)
+{
+	uint32_t n = get_u32(r);
+	uint64_t total, sum = 0;
+	cdp_ckpt_tensor *t;
+
+	if (get_u32(r) != 0)
+		bad(r, CDP_EFORMAT);
+	total = get_u64(r);
+	if (r->err)
+		return;
+	/* a tensor takes at least 13 bytes: name length and 1 byte, ndim, a dim */
+	if (n > INT_MAX || n > (size_t)(r->end - r->p) / 13) {
+		bad(r, CDP_EFORMAT);
+		return;
+	}
+	t = calloc((size_t)n + 1, sizeof(*t));
+	if (!t) {
+		bad(r, CDP_ENOMEM);
+		return;
+	}
+	*out = t;
+	*count = (int)n;
+	for (uint32_t i = 0; i < n && !r->err; i++) {
+		uint32_t nd;
+		size_t numel = 1, bytes;
+		get_str(r, CDP_CKPT_NAME_MAX, t[i].name);
+		nd = get_u32(r);
+		if (nd < 1 || nd > CDP_CKPT_MAX_DIMS)
+			bad(r, CDP_EFORMAT);
+		for (uint32_t d = 0; d < nd && !r->err; d++) {
+			uint32_t v = get_u32(r);
+			if (v < 1 || v > INT_MAX || cdp_mul_size(numel, v, &numel) != 0)
+				bad(r, CDP_EFORMAT);
+			t[i].dims[d] = (int)v;
+		}
+		if (r->err)
+			return;
+		t[i].ndim = (int)nd;
+		t[i].numel = numel;
+		if (cdp_mul_size(numel, sizeof(float), &bytes) != 0 || !need(r, bytes)) {
+			bad(r, CDP_EFORMAT);
+			return;
+		}
+		t[i].data = malloc(bytes);
+		if (!t[i].data) {
+			bad(r, CDP_ENOMEM);
+			return;
+		}
+		get_f32s(r, t[i].data, numel);
+		sum += numel;
+	}
+	if (!r->err && sum != total)
+		bad(r, CDP_EFORMAT);
+}
+
+static void parse_params(rd *r, cdp_ckpt *ck)
+{
+	parse_tensors(r, &ck->params, &ck->nparams);
+}
+
+static void parse_buffers(rd *r, cdp_ckpt *ck)
+{
+	parse_tensors(r, &ck->buffers, &ck->nbuffers);
+}
+
+static void parse_optim(rd *r, cdp_ckpt *ck)
+{
+	cdp_optim_cfg *c = &ck->optim;
+	float *f[10] = { &c->lr, &c->momentum, &c->weight_decay, &c->beta1, &c->beta2, &c->eps,
+	                 &c->gamma, &c->min_lr, &c->warmup_factor, &c->clip_norm };
+	uint32_t u[4], nb;
+	uint64_t n;
+	size_t bytes;
+
+	for (int i = 0; i < 4; i++)
+		u[i] = get_u32(r);
+	for (int i = 0; i < 10; i++)
+		*f[i] = get_f32(r);
+	c->step_size = (long)(int64_t)get_u64(r);
+	c->total_steps = (long)(int64_t)get_u64(r);
+	c->warmup = (long)(int64_t)get_u64(r);
+	ck->optim_step = (long)(int64_t)get_u64(r);
+	nb = get_u32(r);
+	if (get_u32(r) != 0)
+		bad(r, CDP_EFORMAT);
+	n = get_u64(r);
+	if (r->err)
+		return;
+	if (u[0] > CDP_OPT_ADAMW || u[1] > CDP_LR_COSINE || u[2] > 1 || u[3] > INT_MAX) {
+		bad(r, CDP_EFORMAT);
+		return;
+	}
+	c->type = (int)u[0];
+	c->policy = (int)u[1];
+	c->nesterov = (int)u[2];
+	c->accumulate = (int)u[3];
+	if ((int)nb != (c->type ? cdp_optim_nblocks(c) : 0) || (nb == 0 && n != 0) ||
+	    n > SIZE_MAX || cdp_mul_size((size_t)n, sizeof(float) * (nb ? nb : 1), &bytes) != 0 ||
+	    !need(r, nb ? bytes : 0)) {
+		bad(r, CDP_EFORMAT);
+		return;
+	}
+	ck->optim_n = (size_t)n;
+	if (nb == 0)
+		return;
+	bytes /= nb;
+	ck->optim_v = malloc(bytes ? bytes : 1);
+	if (nb == 2)
+		ck->optim_m = malloc(bytes ? bytes : 1);
+	if (!ck->optim_v || (nb == 2 && !ck->optim_m)) {
+		bad(r, CDP_ENOMEM);
+		return;
+	}
+	if (nb == 2)
+		get_f32s(r, ck->optim_m, ck->optim_n);
+	get_f32s(r, ck->optim_v, ck->optim_n);
+}
+
+static void parse_rng(rd *r, cdp_ckpt *ck)
+{
+	uint32_t n = get_u32(r);
+
+	/* a stream takes at least 37 bytes */
+	if (r->err || n > CDP_CKPT_MAX_RNG || n > (size_t)(r->end - r->p) / 37) {
+		bad(r, CDP_EFORMAT);
+		return;
+	}
+	ck->rng = calloc((size_t)n + 1, sizeof(*ck->rng));
+	if (!ck->rng) {
+		bad(r, CDP_ENOMEM);
+		return;
+	}
+	ck->nrng = (int)n;
+	for (uint32_t i = 0; i < n && !r->err; i++) {
+		get_str(r, CDP_CKPT_NAME_MAX, ck->rng[i].name);
+		for (int j = 0; j < 4; j++)
+			ck->rng[i].s[j] = get_u64(r);
+	}
+}
+
+static void parse_data(rd *r, cdp_ckpt *ck)
+{
+	uint32_t n = get_u32(r), ns = get_u32(r);
+
+	if (r->err)
+		return;
+	if (n > CDP_CKPT_MAX_BANDS || (ns != 0 && ns != n) ||
+	    !need(r, (size_t)n * 4 + (size_t)ns * 16)) {
+		bad(r, CDP_EFORMAT);
+		return;
+	}
+	ck->bands = malloc((size_t)n * sizeof(int) + 1);
+	if (ns) {
+		ck->mean = malloc((size_t)ns * sizeof(double));
+		ck->std = malloc((size_t)ns * sizeof(double));
+	}
+	if (!ck->bands || (ns && (!ck->mean || !ck->std))) {
+		bad(r, CDP_ENOMEM);
+		return;
+	}
+	ck->nbands = (int)n;
+	for (uint32_t i = 0; i < n; i++) {
+		uint32_t b = get_u32(r);
+		ck->bands[i] = b > INT_MAX ? -1 : (int)b;
+	}
+	for (uint32_t i = 0; i < ns; i++)
+		ck->mean[i] = get_f64(r);
+	for (uint32_t i = 0; i < ns; i++)
+		ck->std[i] = get_f64(r);
+}
+
+typedef void (*parse_fn)(rd *, cdp_ckpt *);
+static const parse_fn parsers[NCHUNKS] = {
+	parse_meta, parse_cfg, parse_params, parse_buffers, parse_optim, parse_rng, parse_data
+};
+
+/* The fixed header against the bytes available (have) and the true total
+ * length (total): magic first, then version, then size. */
+static int check_header(const unsigned char *b, size_t have, uint64_t total)
+{
+	uint64_t fs;
+
+	if (memcmp(b, CDP_CKPT_MAGIC, have < 8 ? have : 8) != 0)
+		return CDP_EMAGIC;
+	if (have < 12)
+		return CDP_ETRUNC;
+	if (rd32(b + 8) != CDP_CKPT_VERSION)
+		return CDP_EVERSION;
+	if (have < HDR)
+		return CDP_ETRUNC;
+	fs = rd64(b + 16);
+	if (fs < HDR + 4)
+		return CDP_EFORMAT;
+	if (fs > total)
+		return CDP_ETRUNC;
+	if (fs < total)
+		return CDP_EFORMAT;
+	return CDP_OK;
+}
+
+int cdp_ckpt_decode(const unsigned char *buf, size_t len, cdp_ckpt *ck)
+{
+	rd top;
+	int rc;
+
+	memset(ck, 0, sizeof(*ck));
+	rc = check_header(buf, len, len);
+	if (rc != CDP_OK)
+		return rc;
+	if (cdp_ckpt_crc((uint32_t)crc32(0L, Z_NULL, 0), buf, len - 4) != rd32(buf + len - 4))
+		return CDP_ECRC;
+	if (rd32(buf + 12) != NCHUNKS)
+		return CDP_EFORMAT;
+	top = (rd){ buf + HDR, buf + len - 4, 0 };
+	for (int i = 0; i < NCHUNKS; i++) {
+		uint64_t plen;
+		rd sub;
+		if (!need(&top, 16) || memcmp(top.p, cdp_ckpt_tags[i], 4) != 0 || rd32(top.p + 4) != 0) {
+			rc = CDP_EFORMAT;
+			goto fail;
+		}
+		plen = rd64(top.p + 8);
+		top.p += 16;
+		if (plen > (uint64_t)(top.end - top.p)) {
+			rc = CDP_EFORMAT;
+			goto fail;
+		}
+		sub = (rd){ top.p, top.p + plen, 0 };
+		parsers[i](&sub, ck);
+		if (sub.err || sub.p != sub.end) {
+			rc = sub.err ? sub.err : CDP_EFORMAT;
+			goto fail;
+		}
+		top.p += plen;
+	}
+	if (top.p != top.end || cdp_ckpt_check(ck) != 0) {
+		rc = CDP_EFORMAT;
+		goto fail;
+	}
+	return CDP_OK;
+fail:
+	cdp_ckpt_free(ck);
+	return rc;
+}
+
+/* ---- files ------------------------------------------------------------------- */
+
+/* Reads exactly n bytes at offset off; CDP_ETRUNC when the file ends first. */
+static int read_at(int fd, unsigned char *b, size_t n, off_t off)
+{
+	while (n > 0) {
+		ssize_t got = pread(fd, b, n, off);
+		if (got < 0) {
+			if (errno == EINTR)
+				continue;
+			return errno;
+		}
+		if (got == 0)
+			return CDP_ETRUNC;
+		b += got;
+		n -= (size_t)got;
+		off += got;
+	}
+	return CDP_OK;
+}
+
+int cdp_ckpt_read(const char *path, cdp_ckpt *ck)
+{
+	unsigned char hdr[HDR], *buf = NULL;
+	struct stat st;
+	size_t size, h;
+	int fd, rc;
+
+	memset(ck, 0, sizeof(*ck));
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return errno;
+	if (fstat(fd, &st) != 0) {
+		rc = errno;
+		goto out;
+	}
+	if (S_ISDIR(st.st_mode)) {
+		rc = EISDIR;
+		goto out;
+	}
+	if (!S_ISREG(st.st_mode) || st.st_size < 0) {
+		rc = CDP_EFORMAT;
+		goto out;
+	}
+	if ((uint64_t)st.st_size > SIZE_MAX / 2) {
+		rc = CDP_EOVERFLOW;
+		goto out;
+	}
+	size = (size_t)st.st_size;
+	h = size < HDR ? size : HDR;
+	rc = read_at(fd, hdr, h, 0);
+	if (rc == CDP_OK)
+		rc = check_header(hdr, h, size);
+	if (rc != CDP_OK)
+		goto out;
+	/* only now, with the header's size equal to the file's, allocate it */
+	buf = malloc(size);
+	if (!buf) {
+		rc = CDP_ENOMEM;
+		goto out;
+	}
+	rc = read_at(fd, buf, size, 0);
+	if (rc == CDP_OK)
+		rc = cdp_ckpt_decode(buf, size, ck);
+out:
+	free(buf);
+	close(fd);
+	return rc;
+}

@@ -1,0 +1,256 @@
+/* cpu_conv_implicit.c: stride-1 convolution without im2col.
+ *
+ * A stride-1 convolution reads, for kernel tap (i,j), the input shifted by
+ * (i*dil, j*dil). With the input zero-padded to width Wp = W + 2*pad and
+ * the output computed at that width too (its last dil*(KW-1) columns of
+ * each row are junk and dropped), the shift is one constant offset, so the
+ * "column matrix" row of (channel s, tap i, j) is just the padded input
+ * at offset s*CS + i*dil*Wp + j*dil (CS: the channel stride of the padded
+ * slice). The gemm kernels take B's rows from such a table of offsets
+ * (cpu_kgemm_*_tab), and the 9x bigger im2col matrix is never written.
+ *
+ * One routine, corr(), computes out (O, OH, OW) (+)= sum over (s,i,j) of
+ * A[o, (s,i,j)] * in_padded[s, oh + i*dil, ow + j*dil]:
+ *   forward:  in = x, A = w (F, C*KH*KW), pad as given
+ *   data:     in = dy, A = w flipped and transposed (C, F*KH*KW), pad
+ *             dil*(K-1) - pad: the data gradient of a stride-1 conv is the
+ *             correlation of dy with the flipped kernel
+ * and the filter gradient is dw (F, C*KH*KW) += dy_p (F, np) B^T with the
+ * same table over x (dy_p: dy at padded width, junk columns zero).
+ *
+ * Work: (sample, chunk of output rows) items over the workers; each copies
+ * the input rows its chunk needs into a padded slice in its scratch (about
+ * CHUNK_FLOATS), so the slice stays in cache while the gemm reads it. The
+ * filter gradient is summed per worker and then over the workers in order.
+ * Usable when stride is 1 and pad <= dil*(K-1) (so the data gradient's pad
+ * is not negative).
+ */
+#include <string.h>
+#include "cpu.h"
+
+#define CHUNK_FLOATS (256 * 1024)
+#define SLACK 64             /* >= 16: the columns round16 adds */
+
+/* The correlation problem corr() solves. */
+typedef struct corr {
+	int s, h, w;             /* input channels and size */
+	int o, oh, ow;           /* output channels and size */
+	int kh, kw, dil, ph, pw; /* kernel, dilation, padding */
+	int wp, rows, chs;       /* padded width, output rows per chunk, slice channel stride (floats) */
+} corr;
+
+static corr make_corr(int s, int h, int w, int o, int kh, int kw, int dil, int ph, int pw)
+{
+	corr c = { s, h, w, o, 0, 0, kh, kw, dil, ph, pw, 0, 0, 0 };
+	long ext = (long)dil * (kh - 1), r;
+
+	c.oh = h + 2 * ph - (int)ext;
+	c.ow = w + 2 * pw - dil * (kw - 1);
+	c.wp = w + 2 * pw;
+	r = CHUNK_FLOATS / ((long)s * c.wp) - ext;
+	c.rows = r < 1 ? 1 : r > c.oh ? c.oh : (int)r;
+	c.chs = (int)((c.rows + ext) * c.wp);
+	return c;
+}
+
+static corr fwd_corr(const cdp_conv_desc *d)
+{
+	return make_corr(d->c, d->h, d->w, d->f, d->kh, d->kw, d->dil, d->pad, d->pad);
+}
+
+static corr data_corr(const cdp_conv_desc *d)
+{
+	return make_corr(d->f, d->oh, d->ow, d->c, d->kh, d->kw, d->dil,
+	                 d->dil * (d->kh - 1) - d->pad, d->dil * (d->kw - 1) - d->pad);
+}
+
+int cpu_iconv_usable(const cdp_conv_desc *d)
+{
+	return d->stride == 1 && (d->kh > 1 || d->kw > 1) &&
+	       d->pad <= d->dil * (d->kh - 1) && d->pad <= d->dil * (d->kw - 1);
+}
+
+/* slice: s * chs + slack; tmp (o, rows * wp) */
+static size_t slice_floats(const corr *c) { return (size_t)c->s * c->chs + SLACK + (size_t)c->dil * c->kw; }
+/* Gemms run over whole vectors of columns: the junk columns past np are
+ * computed and dropped like the padding columns. */
+static int round16(int np) { return (np + 15) / 16 * 16; }
+static size_t tmp_floats(const corr *c) { return (size_t)c->o * round16(c->rows * c->wp); }
+
+size_t cpu_iconv_scratch(const cdp_conv_desc *d)
+{
+	corr f = fwd_corr(d), g = data_corr(d);
+	size_t k = (size_t)d->c * d->kh * d->kw;
+	size_t a = slice_floats(&f) + tmp_floats(&f);
+	size_t b = slice_floats(&g) + tmp_floats(&g);
+	size_t fl = (size_t)d->f * k + slice_floats(&f) + (size_t)d->f * round16(f.rows * f.wp);
+	size_t m = a > b ? a : b;
+	return (m > fl ? m : fl) * sizeof(float);
+}
+
+/* the caller's workspace: the offset table (one entry per input channel
+ * and tap, of x or of dy), then the flipped weights */
+static size_t table_bytes(const cdp_conv_desc *d)
+{
+	size_t s = d->c > d->f ? (size_t)d->c : (size_t)d->f;
+	return (s * d->kh * d->kw * sizeof(long) + 63) / 64 * 64;
+}
+
+size_t cpu_iconv_workspace(const cdp_conv_desc *d)
+{
+	return table_bytes(d) + (size_t)d->f * d->c * d->kh * d->kw * sizeof(float);
+}
+
+static void make_table(const corr *c, long *tab)
+{
+	for (int s = 0; s < c->s; s++)
+		for (int i = 0; i < c->kh; i++)
+			for (int j = 0; j < c->kw; j++)
+				*tab++ = (long)s * c->chs + (long)i * c->dil * c->wp + (long)j * c->dil;
+}
+
+/* Input rows [r0, r1 + dil*(KH-1)) of padded sample `in` into slice. */
+static void fill_slice(const corr *c, const float *in, int r0, int r1, float *slice)
+{
+	int sr = r1 - r0 + c->dil * (c->kh - 1);
+
+	for (int s = 0; s < c->s; s++) {
+		const float *is = in + (size_t)s * c->h * c->w;
+		float *os = slice + (size_t)s * c->chs;
+		for (int r = 0; r < sr; r++, os += c->wp) {
+			int ih = r0 + r - c->ph;
+			if (ih < 0 || ih >= c->h) {
+				memset(os, 0, (size_t)c->wp * sizeof *os);
+				continue;
+			}
+			memset(os, 0, (size_t)c->pw * sizeof *os);
+			memcpy(os + c->pw, is + (size_t)ih * c->w, (size_t)c->w * sizeof *os);
+			memset(os + c->pw + c->w, 0, (size_t)c->pw * sizeof *os);
+		}
+		/* the junk columns of the last rows read on into the rows below:
+		 * in a short (last) chunk those are stale, so clear them (junk
+		 * times the zeros of dy_p must stay 0 in the filter gradient) */
+		if ((long)sr * c->wp < c->chs)
+			memset(os, 0, (size_t)(c->chs - (long)sr * c->wp) * sizeof *os);
+	}
+	/* what the junk columns of the last rows read past the slice */
+	memset(slice + (size_t)c->s * c->chs, 0, (SLACK + (size_t)c->dil * c->kw) * sizeof *slice);
+}
+
+typedef struct ijob {
+	cdp_backend *be;
+	corr c;
+	int n, parts, f, k;
+	const float *in, *a, *bias, *dy;
+	long rs;
+	const long *tab;
+	float *out, *dw;
+	float beta;
+} ijob;
+
+static void corr_part(void *ctx, int t)
+{
+	const ijob *j = ctx;
+	const corr *c = &j->c;
+	int nch = (c->oh + c->rows - 1) / c->rows, items = j->n * nch;
+	int lo = (int)((long)items * t / j->parts), hi = (int)((long)items * (t + 1) / j->parts);
+	float *slice = cpu_scratch(j->be, t), *tmp = slice + slice_floats(c);
+	int k = c->s * c->kh * c->kw;
+
+	for (int it = lo; it < hi; it++) {
+		int n = it / nch, r0 = (it % nch) * c->rows;
+		int r1 = r0 + c->rows < c->oh ? r0 + c->rows : c->oh, np = round16((r1 - r0) * c->wp);
+		fill_slice(c, j->in + (size_t)n * c->s * c->h * c->w, r0, r1, slice);
+		cpu_kgemm_nn_tab(c->o, np, k, j->a, j->rs, 1, slice, j->tab, 0.0f, tmp, np);
+		for (int o = 0; o < c->o; o++) {
+			float b = j->bias ? j->bias[o] : 0.0f;
+			for (int r = r0; r < r1; r++) {
+				const float *src = tmp + (size_t)o * np + (size_t)(r - r0) * c->wp;
+				float *dst = j->out + (((size_t)n * c->o + o) * c->oh + r) * c->ow;
+				if (j->beta == 0.0f)
+					for (int q = 0; q < c->ow; q++)
+						dst[q] = src[q] + b;
+				else
+					for (int q = 0; q < c->ow; q++)
+						dst[q] += src[q] + b;
+			}
+		}
+	}
+}
+
+void cpu_iconv_fwd(cdp_backend *be, const cdp_conv_desc *d, const float *x,
+                   const float *w, const float *bias, float *y, void *ws)
+{
+	ijob j = { .be = be, .c = fwd_corr(d), .n = d->n, .parts = be->threads, .in = x,
+	           .a = w, .rs = (long)d->c * d->kh * d->kw, .bias = bias, .out = y,
+	           .tab = ws, .beta = 0.0f };
+	make_table(&j.c, ws);
+	cpu_parallel_for(be, j.parts, corr_part, &j);
+}
+
+void cpu_iconv_data(cdp_backend *be, const cdp_conv_desc *d, const float *dy,
+                    const float *w, float *dx, float beta, void *ws)
+{
+	int kk = d->kh * d->kw;
+	float *wf = (float *)((char *)ws + table_bytes(d));
+	ijob j = { .be = be, .c = data_corr(d), .n = d->n, .parts = be->threads, .in = dy,
+	           .a = wf, .rs = (long)d->f * kk, .out = dx, .tab = ws, .beta = beta };
+
+	/* wf[c, (f, t)] = w[f, c, KK-1-t]: the kernel turned around */
+	for (int c = 0; c < d->c; c++)
+		for (int f = 0; f < d->f; f++)
+			for (int t = 0; t < kk; t++)
+				wf[((size_t)c * d->f + f) * kk + t] = w[((size_t)f * d->c + c) * kk + kk - 1 - t];
+	make_table(&j.c, ws);
+	cpu_parallel_for(be, j.parts, corr_part, &j);
+}
+
+static void filter_part(void *ctx, int t)
+{
+	const ijob *j = ctx;
+	const corr *c = &j->c;
+	int nch = (c->oh + c->rows - 1) / c->rows, items = j->n * nch;
+	int lo = (int)((long)items * t / j->parts), hi = (int)((long)items * (t + 1) / j->parts);
+	float *dwt = cpu_scratch(j->be, t), *slice = dwt + (size_t)j->f * j->k;
+	float *dyp = slice + slice_floats(c);
+
+	memset(dwt, 0, (size_t)j->f * j->k * sizeof *dwt);
+	for (int it = lo; it < hi; it++) {
+		int n = it / nch, r0 = (it % nch) * c->rows;
+		int r1 = r0 + c->rows < c->oh ? r0 + c->rows : c->oh, nv = (r1 - r0) * c->wp;
+		int np = round16(nv);
+		fill_slice(c, j->in + (size_t)n * c->s * c->h * c->w, r0, r1, slice);
+		for (int f = 0; f < j->f; f++) {
+			for (int r = r0; r < r1; r++) {
+				float *o = dyp + (size_t)f * np + (size_t)(r - r0) * c->wp;
+				memcpy(o, j->dy + (((size_t)n * j->f + f) * c->oh + r) * c->ow,
+				       (size_t)c->ow * sizeof *o);
+				memset(o + c->ow, 0, (size_t)(c->wp - c->ow) * sizeof *o);
+			}
+			memset(dyp + (size_t)f * np + nv, 0, (size_t)(np - nv) * sizeof *dyp);
+		}
+		cpu_kgemm_nt_tab(j->f, j->k, np, dyp, np, slice, j->tab, dwt, j->k);
+	}
+}
+
+static void reduce_part(void *ctx, int t)
+{
+	const ijob *j = ctx;
+	size_t n = (size_t)j->f * j->k, lo = n * t / j->parts, hi = n * (t + 1) / j->parts;
+
+	for (int u = 0; u < j->parts; u++) {
+		const float *s = cpu_scratch(j->be, u);
+		for (size_t i = lo; i < hi; i++)
+			j->dw[i] += s[i];
+	}
+}
+
+void cpu_iconv_filter(cdp_backend *be, const cdp_conv_desc *d, const float *x,
+                      const float *dy, float *dw, void *ws)
+{
+	ijob j = { .be = be, .c = fwd_corr(d), .n = d->n, .parts = be->threads, .in = x,
+	           .dy = dy, .dw = dw, .f = d->f, .k = d->c * d->kh * d->kw, .tab = ws };
+	make_table(&j.c, ws);
+	cpu_parallel_for(be, j.parts, filter_part, &j);
+	cpu_parallel_for(be, j.parts, reduce_part, &j);
+}

@@ -1,0 +1,188 @@
+/* cpu_gemm.c: single-threaded sgemm kernels for the shapes convolutions
+ * make: few rows (the filters, 16..256), long rows of pixels.
+ *
+ * OpenBLAS (0.3.21 measured on an AVX-512 Xeon) packs both operands on
+ * every call, which for M = 16 costs more than the arithmetic: these
+ * shapes ran at a quarter of its large-matrix speed, and the kernels here
+ * at 3-4 times OpenBLAS's speed. They need no packing, because the
+ * convolution code hands them cache-sized blocks (cpu_conv.c):
+ *
+ *  cpu_kgemm_nn: C (M,N) = A (M,K) B (K,N) + beta C. A is read through
+ *    strides (A[i,k] = a[i*rs + k*cs]), so A^T needs no copy; B and C are
+ *    row-major. Register tile (AVX-512): 8 rows x 32 columns of C in 16
+ *    vectors; each step of k loads 2 vectors of B's row k and broadcasts 8
+ *    values of A's column k, for 16 FMAs. k runs in blocks of 128 so the B
+ *    panel (128 x 32) stays in L1.
+ *  cpu_kgemm_nt: C (M,N) += A (M,K) B^T with rows of A and B contiguous
+ *    along K (the filter gradient: a sum over pixels). Register tile
+ *    (AVX-512): 4 x 6 dot products, each a vector of partial sums over k,
+ *    added up once at the end of the row.
+ * The _tab variants take B's rows from a table of offsets instead of a
+ * stride (row k of B at b + boff[k]): the implicit convolution
+ * (cpu_conv_implicit.c) points them at shifted views of its input.
+ *
+ * cpu_gemm_kern.h holds the kernels for one vector width; it is compiled
+ * here for AVX-512 (16 floats), AVX2+FMA (8) and SSE2 (4, every x86-64),
+ * and the first call picks the best the CPU has (CDP_CPU_ISA=avx2 or sse2
+ * in the environment caps it). Every element of C is summed in a fixed
+ * order that depends only on K and the instruction set (not on M, N, the
+ * tile or the thread that computes it).
+ */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include "cpu.h"
+
+#define KC 128
+
+/* The ISA-specific kernels use GCC's target pragmas; other compilers build the
+ * baseline kernel only. */
+#if (defined(__x86_64__) || defined(__i386__)) && !defined(__clang__)
+#define CDP_X86 1
+#endif
+
+#ifdef CDP_X86
+#pragma GCC push_options
+#pragma GCC target("avx512f")
+#define KNAME(x) x##_avx512
+#define VW 16
+#define NN_MR 8
+#define NN_NV 2
+#define NT_MR 4
+#define NT_NR 6
+#include "cpu_gemm_kern.h"
+#undef KNAME
+#undef VW
+#undef NN_MR
+#undef NN_NV
+#undef NT_MR
+#undef NT_NR
+#pragma GCC pop_options
+
+#pragma GCC push_options
+/* tune=haswell: generic tuning would split each unaligned 256-bit load */
+#pragma GCC target("avx2,fma,tune=haswell")
+#define KNAME(x) x##_avx2
+#define VW 8
+#define NN_MR 6
+#define NN_NV 2
+#define NT_MR 3
+#define NT_NR 3
+#include "cpu_gemm_kern.h"
+#undef KNAME
+#undef VW
+#undef NN_MR
+#undef NN_NV
+#undef NT_MR
+#undef NT_NR
+#pragma GCC pop_options
+#endif
+
+/* the baseline: SSE2 on x86-64; elsewhere 4-float vectors of the target */
+#define KNAME(x) x##_sse2
+#define VW 4
+#define NN_MR 6
+#define NN_NV 2
+#define NT_MR 3
+#define NT_NR 3
+#include "cpu_gemm_kern.h"
+#undef KNAME
+#undef VW
+#undef NN_MR
+#undef NN_NV
+#undef NT_MR
+#undef NT_NR
+
+typedef struct kernels {
+	const char *isa;
+	int (*usable)(void);
+	void (*nn)(int, int, int, const float *, long, long, const float *, long, float, float *, long);
+	void (*nn_tab)(int, int, int, const float *, long, long, const float *, const long *,
+	               float, float *, long);
+	void (*nt)(int, int, int, const float *, long, const float *, long, float *, long);
+	void (*nt_tab)(int, int, int, const float *, long, const float *, const long *, float *, long);
+} kernels;
+
+static int has_sse2(void) { return 1; }
+
+/* best first */
+#ifdef CDP_X86
+static int has_avx512(void) { return __builtin_cpu_supports("avx512f"); }
+static int has_avx2(void) { return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"); }
+
+static const kernels table[] = {
+	{ "avx512", has_avx512, nn_avx512, nn_tab_avx512, nt_avx512, nt_tab_avx512 },
+	{ "avx2", has_avx2, nn_avx2, nn_tab_avx2, nt_avx2, nt_tab_avx2 },
+	{ "sse2", has_sse2, nn_sse2, nn_tab_sse2, nt_sse2, nt_tab_sse2 },
+};
+#else
+static const kernels table[] = {
+	{ "sse2", has_sse2, nn_sse2, nn_tab_sse2, nt_sse2, nt_tab_sse2 },
+};
+#endif
+#define NKERNELS ((int)(sizeof table / sizeof table[0]))
+
+static const kernels *chosen;
+static pthread_once_t chosen_once = PTHREAD_ONCE_INIT;
+
+static void choose(void)
+{
+	const char *cap = getenv("CDP_CPU_ISA");
+	int from = 0;
+
+#ifdef CDP_X86
+	__builtin_cpu_init();
+#endif
+	for (int i = 0; cap && i < NKERNELS; i++)
+		if (strcmp(cap, table[i].isa) == 0)
+			from = i;
+	for (int i = from; i < NKERNELS && !chosen; i++)
+		if (table[i].usable())
+			chosen = &table[i];
+}
+
+static const kernels *kern(void)
+{
+	pthread_once(&chosen_once, choose);
+	return chosen;
+}
+
+const char *cpu_kgemm_isa(void)
+{
+	return kern()->isa;
+}
+
+int cpu_kgemm_force(const char *isa)
+{
+	kern();
+	for (int i = 0; i < NKERNELS; i++)
+		if (strcmp(isa, table[i].isa) == 0 && table[i].usable()) {
+			chosen = &table[i];
+			return 0;
+		}
+	return -1;
+}
+
+void cpu_kgemm_nn(int m, int n, int k, const float *a, long rs, long cs,
+                  const float *b, long ldb, float beta, float *c, long ldc)
+{
+	kern()->nn(m, n, k, a, rs, cs, b, ldb, beta, c, ldc);
+}
+
+void cpu_kgemm_nn_tab(int m, int n, int k, const float *a, long rs, long cs,
+                      const float *b, const long *boff, float beta, float *c, long ldc)
+{
+	kern()->nn_tab(m, n, k, a, rs, cs, b, boff, beta, c, ldc);
+}
+
+void cpu_kgemm_nt(int m, int n, int k, const float *a, long lda, const float *b,
+                  long ldb, float *c, long ldc)
+{
+	kern()->nt(m, n, k, a, lda, b, ldb, c, ldc);
+}
+
+void cpu_kgemm_nt_tab(int m, int n, int k, const float *a, long lda, const float *b,
+                      const long *boff, float *c, long ldc)
+{
+	kern()->nt_tab(m, n, k, a, lda, b, boff, c, ldc);
+}

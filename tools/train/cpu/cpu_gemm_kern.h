@@ -1,0 +1,245 @@
+/* cpu_gemm_kern.h: the sgemm kernels of cpu_gemm.c, written once for a
+ * vector width and included once per instruction set. The includer
+ * defines:
+ *   KNAME(x)   the name of x in this instance (x##_avx512, ...)
+ *   VW         floats per vector (16, 8, 4)
+ *   NN_MR      rows of C per nn tile (a broadcast each per step of k)
+ *   NN_NV      vectors of C per row of an nn tile
+ *   NT_MR, NT_NR  the nt tile: NT_MR x NT_NR dot products
+ * and selects the instruction set (#pragma GCC target) around it. The tiles
+ * are sized so the accumulators, the B vectors and one broadcast fit the
+ * registers: 32 of 16 floats with AVX-512, 16 of 8 with AVX2, 16 of 4 with
+ * SSE2. See cpu_gemm.c for what the kernels compute.
+ */
+
+typedef float KNAME(vec) __attribute__((vector_size(VW * 4), aligned(4), may_alias));
+typedef int KNAME(veci) __attribute__((vector_size(VW * 4)));
+#define V KNAME(vec)
+/* unaligned vector load and store, straight to and from registers */
+#define VLOAD(v, p) ((v) = *(const V *)(p))
+#define VSTORE(p, v) (*(V *)(p) = (v))
+
+/* C[0..mr, 0..VW*nv) for k in [k0, k1); the first block (k0 == 0) starts
+ * from beta*C, later ones from C. B's row k is b + tab[k] or b + k*ldb. */
+static inline __attribute__((always_inline)) void
+KNAME(tile_nn)(const int mr, const int nv, int k0, int k1, const float *a, long rs, long cs,
+               const float *b, long ldb, const long *tab, float beta, float *c, long ldc)
+{
+	V acc[NN_MR][NN_NV];
+
+	#pragma GCC unroll 16
+	for (int i = 0; i < mr; i++)
+		#pragma GCC unroll 16
+		for (int v = 0; v < nv; v++) {
+			if (k0 > 0 || beta != 0.0f) {
+				VLOAD(acc[i][v], c + i * ldc + VW * v);
+				if (k0 == 0 && beta != 1.0f)
+					acc[i][v] *= beta;
+			} else {
+				acc[i][v] = (V){ 0 };
+			}
+		}
+	for (int k = k0; k < k1; k++) {
+		const float *brow = b + (tab ? tab[k] : k * ldb);
+		V bv[NN_NV];
+		#pragma GCC unroll 16
+		for (int v = 0; v < nv; v++)
+			VLOAD(bv[v], brow + VW * v);
+		#pragma GCC unroll 16
+		for (int i = 0; i < mr; i++) {
+			float s = a[i * rs + k * cs];
+			#pragma GCC unroll 16
+			for (int v = 0; v < nv; v++)
+				acc[i][v] += s * bv[v];
+		}
+	}
+	#pragma GCC unroll 16
+	for (int i = 0; i < mr; i++)
+		#pragma GCC unroll 16
+		for (int v = 0; v < nv; v++)
+			VSTORE(c + i * ldc + VW * v, acc[i][v]);
+}
+
+/* Columns past the last full vector, one at a time, in the same k order. */
+static void KNAME(tail_nn)(int m, int j0, int n, int k0, int k1, const float *a, long rs,
+                           long cs, const float *b, long ldb, const long *tab, float beta,
+                           float *c, long ldc)
+{
+	for (int i = 0; i < m; i++)
+		for (int j = j0; j < n; j++) {
+			float s = k0 > 0 ? c[i * ldc + j] : (beta != 0.0f ? beta * c[i * ldc + j] : 0.0f);
+			for (int k = k0; k < k1; k++)
+				s += a[i * rs + k * cs] * b[(tab ? tab[k] : k * ldb) + j];
+			c[i * ldc + j] = s;
+		}
+}
+
+/* rows of C in tiles of NN_MR, then 4 (when smaller), then 1 */
+static inline __attribute__((always_inline)) void
+KNAME(rows_nn)(const int nv, int m, int j, int k0, int k1, const float *a, long rs, long cs,
+               const float *b, long ldb, const long *tab, float beta, float *c, long ldc)
+{
+	int i0 = 0;
+	for (; i0 + NN_MR <= m; i0 += NN_MR)
+		KNAME(tile_nn)(NN_MR, nv, k0, k1, a + i0 * rs, rs, cs, b + j, ldb, tab, beta,
+		               c + i0 * ldc + j, ldc);
+	for (; NN_MR > 4 && i0 + 4 <= m; i0 += 4)
+		KNAME(tile_nn)(4, nv, k0, k1, a + i0 * rs, rs, cs, b + j, ldb, tab, beta,
+		               c + i0 * ldc + j, ldc);
+	for (; i0 < m; i0++)
+		KNAME(tile_nn)(1, nv, k0, k1, a + i0 * rs, rs, cs, b + j, ldb, tab, beta,
+		               c + i0 * ldc + j, ldc);
+}
+
+static inline __attribute__((always_inline)) void
+KNAME(kgemm_nn)(int m, int n, int k, const float *a, long rs, long cs, const float *b,
+                long ldb, const long *tab, float beta, float *c, long ldc)
+{
+	if (m <= 0 || n <= 0)
+		return;
+	if (k <= 0) {
+		for (int i = 0; i < m; i++)
+			for (int j = 0; j < n; j++)
+				c[i * ldc + j] = beta != 0.0f ? beta * c[i * ldc + j] : 0.0f;
+		return;
+	}
+	for (int k0 = 0; k0 < k; k0 += KC) {
+		int k1 = k0 + KC < k ? k0 + KC : k, j = 0;
+		for (; j + NN_NV * VW <= n; j += NN_NV * VW)
+			KNAME(rows_nn)(NN_NV, m, j, k0, k1, a, rs, cs, b, ldb, tab, beta, c, ldc);
+		for (; j + VW <= n; j += VW)
+			KNAME(rows_nn)(1, m, j, k0, k1, a, rs, cs, b, ldb, tab, beta, c, ldc);
+		if (j < n)
+			KNAME(tail_nn)(m, j, n, k0, k1, a, rs, cs, b, ldb, tab, beta, c, ldc);
+	}
+}
+
+/* ---- C += A B^T ---- */
+
+/* The lanes summed as a tree (halves, quarters, ...): a fixed order. */
+static inline __attribute__((always_inline)) float KNAME(hsum)(const V *v)
+{
+	V s = *v;
+#if defined(__clang__)
+	/* clang has no __builtin_shuffle; the same tree of additions on lanes */
+	float t[VW];
+
+	for (int i = 0; i < VW; i++)
+		t[i] = s[i];
+#if VW == 16
+	for (int i = 0; i < 8; i++)
+		t[i] += t[i + 8];
+#endif
+#if VW >= 8
+	for (int i = 0; i < 4; i++)
+		t[i] += t[i + 4];
+#endif
+	return (t[0] + t[2]) + (t[1] + t[3]);
+#else
+#if VW == 16
+	s += __builtin_shuffle(s, (KNAME(veci)){ 8, 9, 10, 11, 12, 13, 14, 15, 8, 9, 10, 11, 12, 13, 14, 15 });
+#endif
+#if VW >= 8
+	s += __builtin_shuffle(s, (KNAME(veci)){ 4, 5, 6, 7, 4, 5, 6, 7
+#if VW == 16
+	                                         , 4, 5, 6, 7, 4, 5, 6, 7
+#endif
+	                                         });
+#endif
+	return (s[0] + s[2]) + (s[1] + s[3]);
+#endif
+}
+
+static inline __attribute__((always_inline)) void
+KNAME(tile_nt)(const int mr, const int nr, int k, const float *a, long lda, const float *b,
+               long ldb, const long *tab, float *c, long ldc)
+{
+	V acc[NT_MR][NT_NR];
+	int kv = k / VW * VW;
+
+	#pragma GCC unroll 16
+	for (int i = 0; i < mr; i++)
+		#pragma GCC unroll 16
+		for (int j = 0; j < nr; j++)
+			acc[i][j] = (V){ 0 };
+	for (int q = 0; q < kv; q += VW) {
+		V av[NT_MR], bv[NT_NR];
+		#pragma GCC unroll 16
+		for (int i = 0; i < mr; i++)
+			VLOAD(av[i], a + i * lda + q);
+		#pragma GCC unroll 16
+		for (int j = 0; j < nr; j++)
+			VLOAD(bv[j], b + (tab ? tab[j] : j * ldb) + q);
+		#pragma GCC unroll 16
+		for (int i = 0; i < mr; i++)
+			#pragma GCC unroll 16
+			for (int j = 0; j < nr; j++)
+				acc[i][j] += av[i] * bv[j];
+	}
+	#pragma GCC unroll 16
+	for (int i = 0; i < mr; i++)
+		#pragma GCC unroll 16
+		for (int j = 0; j < nr; j++) {
+			float s = KNAME(hsum)(&acc[i][j]);
+			for (int q = kv; q < k; q++)
+				s += a[i * lda + q] * b[(tab ? tab[j] : j * ldb) + q];
+			c[i * ldc + j] += s;
+		}
+}
+
+static inline __attribute__((always_inline)) void
+KNAME(rows_nt)(const int nr, int m, int j, int k, const float *a, long lda, const float *b,
+               long ldb, const long *tab, float *c, long ldc)
+{
+	const float *bj = tab ? b : b + j * ldb;
+	const long *tj = tab ? tab + j : NULL;
+	int i0 = 0;
+
+	for (; i0 + NT_MR <= m; i0 += NT_MR)
+		KNAME(tile_nt)(NT_MR, nr, k, a + i0 * lda, lda, bj, ldb, tj, c + i0 * ldc + j, ldc);
+	for (; i0 < m; i0++)
+		KNAME(tile_nt)(1, nr, k, a + i0 * lda, lda, bj, ldb, tj, c + i0 * ldc + j, ldc);
+}
+
+static inline __attribute__((always_inline)) void
+KNAME(kgemm_nt)(int m, int n, int k, const float *a, long lda, const float *b, long ldb,
+                const long *tab, float *c, long ldc)
+{
+	int j = 0;
+
+	if (m <= 0 || n <= 0 || k <= 0)
+		return;
+	for (; j + NT_NR <= n; j += NT_NR)
+		KNAME(rows_nt)(NT_NR, m, j, k, a, lda, b, ldb, tab, c, ldc);
+	for (; j < n; j++)
+		KNAME(rows_nt)(1, m, j, k, a, lda, b, ldb, tab, c, ldc);
+}
+
+/* The four entry points; NULL constants specialise the stride versions. */
+static void KNAME(nn)(int m, int n, int k, const float *a, long rs, long cs,
+                      const float *b, long ldb, float beta, float *c, long ldc)
+{
+	KNAME(kgemm_nn)(m, n, k, a, rs, cs, b, ldb, NULL, beta, c, ldc);
+}
+
+static void KNAME(nn_tab)(int m, int n, int k, const float *a, long rs, long cs,
+                          const float *b, const long *tab, float beta, float *c, long ldc)
+{
+	KNAME(kgemm_nn)(m, n, k, a, rs, cs, b, 0, tab, beta, c, ldc);
+}
+
+static void KNAME(nt)(int m, int n, int k, const float *a, long lda, const float *b,
+                      long ldb, float *c, long ldc)
+{
+	KNAME(kgemm_nt)(m, n, k, a, lda, b, ldb, NULL, c, ldc);
+}
+
+static void KNAME(nt_tab)(int m, int n, int k, const float *a, long lda, const float *b,
+                          const long *tab, float *c, long ldc)
+{
+	KNAME(kgemm_nt)(m, n, k, a, lda, b, 0, tab, c, ldc);
+}
+
+#undef V
+#undef VLOAD
+#undef VSTORE

@@ -1,0 +1,449 @@
+/* cpu_ops.c: the CPU backend's batchnorm, activations and pooling (the
+ * simpler layer ops are in cpu_elem.c).
+ *
+ * Every op follows PyTorch's definition (backend.h spells them out). The
+ * work is split over the thread pool by a unit that owns its outputs: a
+ * channel for batchnorm (whose reductions then run in one fixed order), an
+ * (n,c) plane for pooling and upsampling, a block of elements for the
+ * elementwise ops. Results therefore do not depend on the thread count.
+ * Per-channel reductions are summed in double: a channel of a 8x256x256
+ * batch has half a million values.
+ *
+ * `beta` arguments: 0 overwrites the output, 1 adds to it.
+ */
+#include <math.h>
+#include <string.h>
+#include "cpu.h"
+
+/* The loops here are simple streams over large arrays: let GCC vectorize
+ * them even at -O2 (which does not, or only when no remainder loop is
+ * needed), and if-convert selects (which trapping math forbids; we never
+ * read floating-point exception flags). Vectorization does not reorder any
+ * sum in this file: the reductions accumulate in double or across separate
+ * outputs. */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize ("tree-vectorize", "vect-cost-model=dynamic", "no-trapping-math")
+#endif
+
+#define ELEM_BLOCK 65536
+
+static int nblocks(size_t n) { return (int)((n + ELEM_BLOCK - 1) / ELEM_BLOCK); }
+
+static void block_range(size_t n, int i, size_t *lo, size_t *hi)
+{
+	*lo = (size_t)i * ELEM_BLOCK;
+	*hi = *lo + ELEM_BLOCK < n ? *lo + ELEM_BLOCK : n;
+}
+
+/* ---- batch norm: x (N,C,HW), statistics over N and HW per channel ---- */
+
+/* Sums in double over 8 lanes (lane l takes elements l, l+8, ...), the
+ * lanes then added in order: vectorizable, and a fixed order. */
+typedef float v8f __attribute__((vector_size(32), aligned(4)));
+typedef double v8d __attribute__((vector_size(64)));
+
+static double lanes_sum(const v8d *a)
+{
+	double s = 0.0;
+	for (int l = 0; l < 8; l++)
+		s += (*a)[l];
+	return s;
+}
+
+/* sum of x, or with sq, sum of (x - m)^2 */
+static double dsum(const float *x, size_t n, int sq, double m)
+{
+	v8d acc = { 0 }, mv = { m, m, m, m, m, m, m, m };
+	size_t i = 0;
+	double s;
+
+	for (; i + 8 <= n; i += 8) {
+		v8f f;
+		memcpy(&f, x + i, sizeof f);
+		v8d v = __builtin_convertvector(f, v8d);
+		if (sq) {
+			v -= mv;
+			acc += v * v;
+		} else {
+			acc += v;
+		}
+	}
+	s = lanes_sum(&acc);
+	for (; i < n; i++)
+		s += sq ? (x[i] - m) * (x[i] - m) : x[i];
+	return s;
+}
+
+/* sum of g and of g * (x - m) * is */
+static void dsum_bwd(const float *g, const float *x, size_t n, float m, float is,
+                     double *sg, double *sgx)
+{
+	v8d a = { 0 }, b = { 0 };
+	size_t i = 0;
+
+	for (; i + 8 <= n; i += 8) {
+		v8f xf, gf;
+		memcpy(&xf, x + i, sizeof xf);
+		memcpy(&gf, g + i, sizeof gf);
+		v8d gd = __builtin_convertvector(gf, v8d);
+		a += gd;
+		b += gd * __builtin_convertvector((xf - m) * is, v8d);
+	}
+	*sg += lanes_sum(&a);
+	*sgx += lanes_sum(&b);
+	for (; i < n; i++) {
+		*sg += g[i];
+		*sgx += (double)g[i] * ((x[i] - m) * is);
+	}
+}
+
+typedef struct bn_job {
+	int n, c, hw;
+	const float *x, *dy, *gamma, *beta, *mean, *var, *invstd;
+	float *y, *dx, *run_mean, *run_var, *save_mean, *save_invstd, *dgamma, *dbeta;
+	float momentum, eps, dxbeta;
+} bn_job;
+
+static void bn_train_chan(void *ctx, int c)
+{
+	const bn_job *j = ctx;
+	size_t hw = (size_t)j->hw, m = (size_t)j->n * hw;
+	double s = 0.0, ss = 0.0, mean, var;
+	float fm, fi, g = j->gamma[c], b = j->beta[c];
+
+	for (int n = 0; n < j->n; n++)
+		s += dsum(j->x + ((size_t)n * j->c + c) * hw, hw, 0, 0.0);
+	mean = s / (double)m;
+	/* second pass about the mean: no cancellation for large offsets */
+	for (int n = 0; n < j->n; n++)
+		ss += dsum(j->x + ((size_t)n * j->c + c) * hw, hw, 1, mean);
+	var = ss / (double)m;
+	fm = (float)mean;
+	fi = (float)(1.0 / sqrt(var + j->eps));
+	for (int n = 0; n < j->n; n++) {
+		const float *xc = j->x + ((size_t)n * j->c + c) * hw;
+		float *yc = j->y + ((size_t)n * j->c + c) * hw;
+		float a = g * fi;
+		for (size_t i = 0; i < hw; i++)
+			yc[i] = (xc[i] - fm) * a + b;
+	}
+	j->save_mean[c] = fm;
+	j->save_invstd[c] = fi;
+	if (j->run_mean) {
+		double unbiased = m > 1 ? ss / (double)(m - 1) : var;
+		j->run_mean[c] = (1.0f - j->momentum) * j->run_mean[c] + j->momentum * fm;
+		j->run_var[c] = (1.0f - j->momentum) * j->run_var[c] + j->momentum * (float)unbiased;
+	}
+}
+
+void cpu_bn_fwd_train(cdp_backend *be, int n, int c, int hw, const float *x,
+                      const float *gamma, const float *beta, float *y,
+                      float *run_mean, float *run_var, float momentum, float eps,
+                      float *save_mean, float *save_invstd)
+{
+	bn_job j = { .n = n, .c = c, .hw = hw, .x = x, .gamma = gamma, .beta = beta,
+	             .y = y, .run_mean = run_mean, .run_var = run_var,
+	             .momentum = momentum, .eps = eps, .save_mean = save_mean,
+	             .save_invstd = save_invstd };
+	cpu_parallel_for(be, c, bn_train_chan, &j);
+}
+
+static void bn_infer_chan(void *ctx, int c)
+{
+	const bn_job *j = ctx;
+	size_t hw = (size_t)j->hw;
+	float fi = (float)(1.0 / sqrt((double)j->var[c] + j->eps));
+	float a = j->gamma[c] * fi, m = j->mean[c], b = j->beta[c];
+
+	for (int n = 0; n < j->n; n++) {
+		const float *xc = j->x + ((size_t)n * j->c + c) * hw;
+		float *yc = j->y + ((size_t)n * j->c + c) * hw;
+		for (size_t i = 0; i < hw; i++)
+			yc[i] = (xc[i] - m) * a + b;
+	}
+}
+
+void cpu_bn_fwd_infer(cdp_backend *be, int n, int c, int hw, const float *x,
+                      const float *gamma, const float *beta, float *y,
+                      const float *run_mean, const float *run_var, float eps)
+{
+	bn_job j = { .n = n, .c = c, .hw = hw, .x = x, .gamma = gamma, .beta = beta,
+	             .y = y, .mean = run_mean, .var = run_var, .eps = eps };
+	cpu_parallel_for(be, c, bn_infer_chan, &j);
+}
+
+/* With xh = (x - mean) * invstd and m = N*HW:
+ *   dbeta = sum dy, dgamma = sum dy*xh,
+ *   dx = gamma*invstd/m * (m*dy - dbeta - xh*dgamma) */
+static void bn_bwd_chan(void *ctx, int c)
+{
+	const bn_job *j = ctx;
+	size_t hw = (size_t)j->hw, m = (size_t)j->n * hw;
+	double sdy = 0.0, sdyx = 0.0;
+	float mean = j->mean[c], is = j->invstd[c];
+
+	for (int n = 0; n < j->n; n++)
+		dsum_bwd(j->dy + ((size_t)n * j->c + c) * hw, j->x + ((size_t)n * j->c + c) * hw,
+		         hw, mean, is, &sdy, &sdyx);
+	float k = j->gamma[c] * is;
+	float mdy = (float)(sdy / (double)m), mdyx = (float)(sdyx / (double)m);
+	for (int n = 0; n < j->n; n++) {
+		const float *xc = j->x + ((size_t)n * j->c + c) * hw;
+		const float *gc = j->dy + ((size_t)n * j->c + c) * hw;
+		float *dc = j->dx + ((size_t)n * j->c + c) * hw;
+		if (j->dxbeta == 0.0f)
+			for (size_t i = 0; i < hw; i++)
+				dc[i] = k * (gc[i] - mdy - (xc[i] - mean) * is * mdyx);
+		else
+			for (size_t i = 0; i < hw; i++)
+				dc[i] += k * (gc[i] - mdy - (xc[i] - mean) * is * mdyx);
+	}
+	j->dgamma[c] += (float)sdyx;
+	j->dbeta[c] += (float)sdy;
+}
+
+void cpu_bn_bwd(cdp_backend *be, int n, int c, int hw, const float *x,
+                const float *dy, const float *gamma, const float *save_mean,
+                const float *save_invstd, float *dx, float beta, float *dgamma,
+                float *dbeta)
+{
+	bn_job j = { .n = n, .c = c, .hw = hw, .x = x, .dy = dy, .gamma = gamma,
+	             .mean = save_mean, .invstd = save_invstd, .dx = dx,
+	             .dxbeta = beta, .dgamma = dgamma, .dbeta = dbeta };
+	cpu_parallel_for(be, c, bn_bwd_chan, &j);
+}
+
+/* ---- activations (in place allowed: y may be x, dx may be dy) ---- */
+
+typedef struct act_job {
+	int kind;
+	float slope, beta;
+	const float *x, *dy;
+	float *y, *dx;
+	size_t n;
+} act_job;
+
+/* Both candidates are computed unconditionally so the loops vectorize as
+ * selects (a conditional multiply would not: it might trap). */
+static void act_fwd_block(void *ctx, int b)
+{
+	const act_job *j = ctx;
+	const float *x = j->x;
+	float *y = j->y, slope = j->slope;
+	size_t lo, hi;
+
+	block_range(j->n, b, &lo, &hi);
+	if (j->kind == CDP_ACT_RELU)
+		for (size_t i = lo; i < hi; i++) {
+			float v = x[i];
+			y[i] = v < 0.0f ? 0.0f : v;     /* NaN passes, as in PyTorch */
+		}
+	else
+		for (size_t i = lo; i < hi; i++) {
+			float v = x[i], neg = v * slope;
+			y[i] = v < 0.0f ? neg : v;
+		}
+}
+
+/* The mask comes from y: for relu and leaky (slope >= 0), y > 0 exactly
+ * when x > 0. relu passes the gradient unless y <= 0, as PyTorch's
+ * threshold_backward on its output (so a NaN passes). */
+static void act_bwd_block(void *ctx, int b)
+{
+	const act_job *j = ctx;
+	const float *y = j->x, *dy = j->dy;
+	float *dx = j->dx, slope = j->slope;
+	size_t lo, hi;
+
+	block_range(j->n, b, &lo, &hi);
+	if (j->kind == CDP_ACT_RELU && j->beta == 0.0f)
+		for (size_t i = lo; i < hi; i++) {
+			float g = dy[i];
+			dx[i] = y[i] <= 0.0f ? 0.0f : g;
+		}
+	else if (j->kind == CDP_ACT_RELU)
+		for (size_t i = lo; i < hi; i++) {
+			float g = dy[i];
+			dx[i] += y[i] <= 0.0f ? 0.0f : g;
+		}
+	else if (j->beta == 0.0f)
+		for (size_t i = lo; i < hi; i++) {
+			float g = dy[i], neg = g * slope;
+			dx[i] = y[i] > 0.0f ? g : neg;
+		}
+	else
+		for (size_t i = lo; i < hi; i++) {
+			float g = dy[i], neg = g * slope;
+			dx[i] += y[i] > 0.0f ? g : neg;
+		}
+}
+
+void cpu_act_fwd(cdp_backend *be, int kind, float slope, const float *x, float *y, size_t n)
+{
+	act_job j = { kind, slope, 0.0f, x, NULL, y, NULL, n };
+	cpu_parallel_for(be, nblocks(n), act_fwd_block, &j);
+}
+
+void cpu_act_bwd(cdp_backend *be, int kind, float slope, const float *y,
+                 const float *dy, float *dx, float beta, size_t n)
+{
+	act_job j = { kind, slope, beta, y, dy, NULL, dx, n };
+	cpu_parallel_for(be, nblocks(n), act_bwd_block, &j);
+}
+
+/* ---- pooling: one job per (n,c) plane; idx is h*W+w within the plane ---- */
+
+typedef struct pool_job {
+	const cdp_pool_desc *d;
+	const float *x, *dy;
+	float *y, *dx;
+	int32_t *idx;
+	const int32_t *cidx;
+	float beta;
+} pool_job;
+
+/* Max padding is -inf: padded cells never win. The first maximum in
+ * row-major window order wins ties, and NaN propagates, as in PyTorch. */
+static void maxpool_plane(void *ctx, int t)
+{
+	const pool_job *j = ctx;
+	const cdp_pool_desc *d = j->d;
+	const float *x = j->x + (size_t)t * d->h * d->w;
+	float *y = j->y + (size_t)t * d->oh * d->ow;
+	int32_t *ix = j->idx + (size_t)t * d->oh * d->ow;
+
+	for (int oh = 0; oh < d->oh; oh++) {
+		int h0 = oh * d->stride - d->pad, h1 = h0 + d->k;
+		if (h0 < 0) h0 = 0;
+		if (h1 > d->h) h1 = d->h;
+		for (int ow = 0; ow < d->ow; ow++) {
+			int w0 = ow * d->stride - d->pad, w1 = w0 + d->k;
+			if (w0 < 0) w0 = 0;
+			if (w1 > d->w) w1 = d->w;
+			float best = -INFINITY;
+			int bi = h0 * d->w + w0;
+			for (int h = h0; h < h1; h++)
+				for (int w = w0; w < w1; w++) {
+					float v = x[h * d->w + w];
+					if (v > best || isnan(v)) {
+						best = v;
+						bi = h * d->w + w;
+						if (isnan(v))
+							goto found;
+					}
+				}
+found:
+			y[oh * d->ow + ow] = best;
+			ix[oh * d->ow + ow] = bi;
+		}
+	}
+}
+
+static void maxpool_bwd_plane(void *ctx, int t)
+{
+	const pool_job *j = ctx;
+	const cdp_pool_desc *d = j->d;
+	size_t plane = (size_t)d->h * d->w, op = (size_t)d->oh * d->ow;
+	float *dx = j->dx + (size_t)t * plane;
+	const float *dy = j->dy + (size_t)t * op;
+	const int32_t *ix = j->cidx + (size_t)t * op;
+
+	if (j->beta == 0.0f)
+		memset(dx, 0, plane * sizeof *dx);
+	for (size_t i = 0; i < op; i++)
+		dx[ix[i]] += dy[i];
+}
+
+/* PyTorch's count_include_pad=True divisor: the window clipped to the
+ * padded image, (h1-h0)*(w1-w0) before clipping to the image itself. */
+static void avg_window(const cdp_pool_desc *d, int oh, int ow, int *h0, int *h1,
+                       int *w0, int *w1, float *inv)
+{
+	*h0 = oh * d->stride - d->pad;
+	*w0 = ow * d->stride - d->pad;
+	*h1 = *h0 + d->k < d->h + d->pad ? *h0 + d->k : d->h + d->pad;
+	*w1 = *w0 + d->k < d->w + d->pad ? *w0 + d->k : d->w + d->pad;
+	*inv = 1.0f / (float)((*h1 - *h0) * (*w1 - *w0));
+	if (*h0 < 0) *h0 = 0;
+	if (*w0 < 0) *w0 = 0;
+	if (*h1 > d->h) *h1 = d->h;
+	if (*w1 > d->w) *w1 = d->w;
+}
+
+static void avgpool_plane(void *ctx, int t)
+{
+	const pool_job *j = ctx;
+	const cdp_pool_desc *d = j->d;
+	const float *x = j->x + (size_t)t * d->h * d->w;
+	float *y = j->y + (size_t)t * d->oh * d->ow;
+
+	for (int oh = 0; oh < d->oh; oh++)
+		for (int ow = 0; ow < d->ow; ow++) {
+			int h0, h1, w0, w1;
+			float inv, s = 0.0f;
+			avg_window(d, oh, ow, &h0, &h1, &w0, &w1, &inv);
+			for (int h = h0; h < h1; h++)
+				for (int w = w0; w < w1; w++)
+					s += x[h * d->w + w];
+			y[oh * d->ow + ow] = s * inv;
+		}
+}
+
+static void avgpool_bwd_plane(void *ctx, int t)
+{
+	const pool_job *j = ctx;
+	const cdp_pool_desc *d = j->d;
+	size_t plane = (size_t)d->h * d->w;
+	float *dx = j->dx + (size_t)t * plane;
+	const float *dy = j->dy + (size_t)t * d->oh * d->ow;
+
+	if (j->beta == 0.0f)
+		memset(dx, 0, plane * sizeof *dx);
+	for (int oh = 0; oh < d->oh; oh++)
+		for (int ow = 0; ow < d->ow; ow++) {
+			int h0, h1, w0, w1;
+			float inv;
+			avg_window(d, oh, ow, &h0, &h1, &w0, &w1, &inv);
+			float g = dy[oh * d->ow + ow] * inv;
+			for (int h = h0; h < h1; h++)
+				for (int w = w0; w < w1; w++)
+					dx[h * d->w + w] += g;
+		}
+}
+
+/* PyTorch's rule (ceil_mode=False): out = (in + 2 pad - k) / stride + 1,
+ * and pad <= k/2 so that no window lies entirely in the padding. */
+int cdp_pool_desc_init(cdp_pool_desc *d)
+{
+	if (d->n < 1 || d->c < 1 || d->h < 1 || d->w < 1 || d->k < 1 ||
+	    d->stride < 1 || d->pad < 0 || d->pad > d->k / 2 ||
+	    d->h + 2 * d->pad < d->k || d->w + 2 * d->pad < d->k)
+		return -1;
+	d->oh = (d->h + 2 * d->pad - d->k) / d->stride + 1;
+	d->ow = (d->w + 2 * d->pad - d->k) / d->stride + 1;
+	return 0;
+}
+
+void cpu_maxpool_fwd(cdp_backend *be, const cdp_pool_desc *d, const float *x, float *y, int32_t *idx)
+{
+	pool_job j = { .d = d, .x = x, .y = y, .idx = idx };
+	cpu_parallel_for(be, d->n * d->c, maxpool_plane, &j);
+}
+
+void cpu_maxpool_bwd(cdp_backend *be, const cdp_pool_desc *d, const float *dy, const int32_t *idx, float *dx, float beta)
+{
+	pool_job j = { .d = d, .dy = dy, .dx = dx, .cidx = idx, .beta = beta };
+	cpu_parallel_for(be, d->n * d->c, maxpool_bwd_plane, &j);
+}
+
+void cpu_avgpool_fwd(cdp_backend *be, const cdp_pool_desc *d, const float *x, float *y)
+{
+	pool_job j = { .d = d, .x = x, .y = y };
+	cpu_parallel_for(be, d->n * d->c, avgpool_plane, &j);
+}
+
+void cpu_avgpool_bwd(cdp_backend *be, const cdp_pool_desc *d, const float *dy, float *dx, float beta)
+{
+	pool_job j = { .d = d, .dy = dy, .dx = dx, .beta = beta };
+	cpu_parallel_for(be, d->n * d->c, avgpool_bwd_plane, &j);
+}

@@ -1,0 +1,167 @@
+/* dist.h: data-parallel communication for cdp-train (the only MPI user).
+ *
+ * j processes started by `mpirun -np J`, `srun` (PMI through Open MPI) or
+ * alone (`./cdp-train`, an MPI singleton) each hold a full copy of the net
+ * and sum their gradients after every step. With one process the same calls
+ * report rank 0 of 1 and every reduction is a no-op, so callers need no
+ * #ifdef and no special case. Nothing here includes <mpi.h>.
+ *
+ * Reductions (all in place, float sums unless said otherwise):
+ *  - CDP_DIST_MPI:  MPI_Allreduce / MPI_Iallreduce (Open MPI picks the
+ *    algorithm by size and rank count);
+ *  - CDP_DIST_RING: our ring (Baidu / Horovod style): j-1 scatter-reduce
+ *    steps, then j-1 all-gather steps, over MPI_Isend/MPI_Irecv with the
+ *    left and right neighbour. The buffer is cut into j segments (the first
+ *    n % j one float longer), each step moves one segment, and segments are
+ *    sent in chunks (cdp_dist_set_chunk, default 1 MiB) with a few chunks in
+ *    flight, so a large buffer overlaps sending, receiving and adding, and a
+ *    chunk goes on to the next step as soon as it is reduced. Each rank sends
+ *    2(j-1)/j * n floats.
+ * Accuracy: each element of a ring sum is ((x_s + x_s+1) + ...) + x_s-1 for
+ * the segment's start rank s, a fixed order, so the result is bitwise the
+ * same run to run and on every rank (the all-gather copies the owner's
+ * value). MPI may add in another order; both are recursive sums of j terms,
+ * so each is within (j-1)u sum|x_i| of the exact sum (u = 2^-24), and ring
+ * and mpi differ by at most 2(j-1)u sum|x_i| per element. With j <= 2 there
+ * is one addition, so ring and mpi agree bitwise.
+ *
+ * Buckets and overlap: cdp_dist_buckets() registers the gradient block split
+ * into buckets at layer boundaries. The trainer calls cdp_dist_layer_done(l)
+ * from the cdp_net_backward callback; when the last layer of a bucket is done
+ * (buckets finish in reverse layer order) its reduction starts without
+ * blocking: MPI_Iallreduce for mpi; for ring, the non-blocking state machine
+ * above. cdp_dist_progress() (between layers) moves it on with MPI_Test, and
+ * cdp_dist_wait_all() before the optimizer step finishes everything.
+ * Why a progress engine and not a communication thread: all MPI calls stay
+ * on the main thread, so MPI_THREAD_FUNNELED suffices (Open MPI's
+ * THREAD_MULTIPLE takes locks on every call), the order of every operation
+ * is the program order on every rank (messages and collectives match with no
+ * handoff protocol), and there is no race to get wrong. The price is that a
+ * reduction advances only when the trainer calls in; with one call per layer
+ * that is often enough for chunks of 1 MiB.
+ * The serial baseline (overlap 0) ignores cdp_dist_layer_done and reduces
+ * the same buckets, in the same order and with the same segmentation, in
+ * cdp_dist_wait_all, so both modes give bitwise the same gradients.
+ *
+ * Errors: MPI runs with MPI_ERRORS_RETURN and every call is checked; a
+ * failure prints "cdp-train: rank R: dist_mpi.c:LINE: MPI_Call: MPI's text"
+ * and calls MPI_Abort, which ends every rank. A watchdog thread aborts the
+ * job the same way when one blocking call (a wait, collective or blocking
+ * reduction) has not finished after CDP_DIST_TIMEOUT seconds (default 60,
+ * 0 = off), because a collective whose peer died can spin forever on shared
+ * memory. (A rank killed outright is caught sooner: mpirun ends the job as
+ * soon as a rank exits without MPI_Finalize.) Raise the timeout where ranks
+ * may legitimately wait longer, e.g. while rank 0 alone writes a large
+ * checkpoint and the others wait in the next collective. Functions that take arguments return 0 or CDP_EINVAL / CDP_ENOMEM
+ * (lib/cdp_error.h) for a caller error; an MPI failure never returns.
+ *
+ * Threads: call everything from the thread that called cdp_dist_init. Do not
+ * touch a buffer while its reduction is in flight.
+ */
+#ifndef CDP_DIST_H
+#define CDP_DIST_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum cdp_dist_algo {
+	CDP_DIST_MPI = 0,
+	CDP_DIST_RING = 1
+} cdp_dist_algo;
+
+/* Starts MPI (MPI_Init_thread, FUNNELED), finds rank and size, and the local
+ * rank and size among the processes on this node (MPI_Comm_split_type
+ * SHARED; to pick a GPU). Reads CDP_DIST_TIMEOUT (seconds, a decimal number
+ * >= 0) and starts the watchdog. Returns 0, or CDP_ERANGE / CDP_ESYNTAX for
+ * a bad CDP_DIST_TIMEOUT (after which the caller reports and exits), or
+ * CDP_EINVAL if already initialised. */
+int  cdp_dist_init(int *argc, char ***argv);
+/* Finishes reductions in flight (starts no bucket), stops the watchdog,
+ * MPI_Finalize. */
+void cdp_dist_finalize(void);
+/* Prints "PROG: rank R: message" (PROG as set below, default cdp-train) to
+ * stderr and ends every rank with exit status `code` (MPI_Abort; plain exit
+ * before init or after finalize). */
+void cdp_dist_abort(int code, const char *fmt, ...)
+	__attribute__((noreturn, format(printf, 2, 3)));
+/* The program name used in messages (not copied; default "cdp-train"). */
+void cdp_dist_set_prog(const char *prog);
+
+int  cdp_dist_rank(void);        /* 0 .. size-1; 0 before init */
+int  cdp_dist_size(void);        /* j; 1 before init */
+int  cdp_dist_local_rank(void);  /* rank among the processes on this node */
+int  cdp_dist_local_size(void);
+
+/* Settings, the same on every rank. The default algorithm is used by
+ * cdp_dist_average and the buckets (default CDP_DIST_RING). Chunk: floats
+ * per ring message, >= 1 (default 262144 = 1 MiB). Timeout in seconds,
+ * 0 = no watchdog; called after cdp_dist_init it overrides CDP_DIST_TIMEOUT.
+ * Return 0 or CDP_EINVAL (also while a reduction is in flight). */
+int  cdp_dist_set_algo(cdp_dist_algo algo);
+cdp_dist_algo cdp_dist_get_algo(void);
+int  cdp_dist_set_chunk(size_t floats);
+int  cdp_dist_set_timeout(double seconds);
+/* "mpi" or "ring" -> *algo; CDP_ESYNTAX otherwise. */
+int  cdp_dist_algo_parse(const char *s, cdp_dist_algo *algo);
+const char *cdp_dist_algo_name(cdp_dist_algo algo);
+
+/* Blocking collectives, called by every rank with the same n (and root).
+ * allreduce: buf[0..n) = sum over ranks (divided by j if average). */
+int  cdp_dist_allreduce(float *buf, size_t n, cdp_dist_algo algo, int average);
+/* Parameter averaging: buf = sum / j with the default algorithm. */
+int  cdp_dist_average(float *buf, size_t n);
+/* Broadcast n floats (initial weights) or bytes from rank 0. */
+int  cdp_dist_bcast(float *buf, size_t n);
+int  cdp_dist_bcast_bytes(void *buf, size_t n);
+/* Exact-order sums for metrics: loss sums (double), confusion matrices and
+ * counts (uint64). */
+int  cdp_dist_sum_f64(double *buf, size_t n);
+int  cdp_dist_sum_u64(uint64_t *buf, size_t n);
+/* Maximum of one double over ranks (e.g. the slowest step time). */
+int  cdp_dist_max_f64(double *v);
+void cdp_dist_barrier(void);
+
+/* Registers buf[0 .. layer_off[nlayers]) for bucketed reduction. Layer l
+ * owns floats [layer_off[l], layer_off[l+1]) (non-decreasing; layers without
+ * parameters own nothing). Buckets are runs of consecutive layers filled
+ * from the last layer backwards until they hold at least bucket_floats
+ * floats (the default cut is ~25 MiB = 6553600 floats), or, when
+ * nbuckets > 0, cut into about nbuckets buckets of equal size instead.
+ * overlap 1: reduce each bucket as soon as its layers are done; 0: the
+ * serial baseline, everything in cdp_dist_wait_all. average: divide by j.
+ * Replaces an earlier registration (none may be in flight). Returns the
+ * number of buckets (>= 1, at most nlayers), or CDP_EINVAL, CDP_ENOMEM, or
+ * CDP_ERANGE for a bucket over 8 * INT_MAX floats. */
+int  cdp_dist_buckets(float *buf, const size_t *layer_off, int nlayers,
+                      size_t bucket_floats, int nbuckets, int overlap, int average);
+/* Bucket b covers floats [*off, *off + *n) and layers [*l0, *l1). Bucket 0
+ * holds the last layers (it is ready first). Returns 0 or CDP_EINVAL. */
+int  cdp_dist_bucket_info(int b, size_t *off, size_t *n, int *l0, int *l1);
+/* 0: not started this step, 1: in flight, 2: reduced; CDP_EINVAL. */
+int  cdp_dist_bucket_state(int b);
+/* Layer l's gradients are final for this step (the backward callback). */
+int  cdp_dist_layer_done(int l);
+/* Bucket b is final: start its reduction now (overlap mode). */
+int  cdp_dist_bucket_ready(int b);
+/* Moves reductions in flight on without blocking. */
+void cdp_dist_progress(void);
+/* Starts every bucket not yet started (in bucket order) and waits for all.
+ * After it the whole block is reduced and the next step may begin. */
+void cdp_dist_wait_all(void);
+
+/* Time spent in communication on the calling thread since the last reset:
+ * wait_s blocked in cdp_dist_wait_all and the blocking calls, progress_s in
+ * the overlap calls (layer_done, bucket_ready, progress). Exposed
+ * communication time = wait_s + progress_s; what the overlap hides is the
+ * serial mode's exposed time minus this. reductions: float reductions
+ * finished (any algorithm, empty ones too). ring_bytes: bytes this rank
+ * sent in ring reductions, about 2(j-1)/j * 4n each (what MPI sends inside
+ * MPI_Allreduce is its own business). */
+typedef struct cdp_dist_stats {
+	double wait_s, progress_s;
+	uint64_t reductions, ring_bytes;
+} cdp_dist_stats;
+void cdp_dist_stats_get(cdp_dist_stats *s);
+void cdp_dist_stats_reset(void);
+
+#endif

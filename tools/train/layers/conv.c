@@ -1,0 +1,101 @@
+/* conv.c: the convolution layer, PyTorch's Conv2d with an optional fused
+ * activation.
+ *
+ * [conv]
+ *   filters=F        output channels (required)
+ *   size=K           square kernel (default 3)
+ *   stride=S         (default 1)
+ *   dilation=D       (default 1)
+ *   pad=P            zero padding on each side (default K/2*D: "same" size
+ *                    for odd K at stride 1)
+ *   bias=0|1         (default 1; 0 before a batchnorm, whose beta is a bias)
+ *   activation=linear|relu|leaky, slope=A for leaky (default linear)
+ * Input (C,H,W) -> output (F,OH,OW), OH = (H + 2P - D(K-1) - 1)/S + 1.
+ * Parameters: weight (F,C,K,K), then bias (F). He init, fan_in = C*K*K.
+ */
+#include <stdio.h>
+#include "layers.h"
+
+static cdp_conv_desc desc(const cdp_layer *l, int n)
+{
+	cdp_conv_desc d = { .n = n, .c = l->in[0].c, .h = l->in[0].h, .w = l->in[0].w,
+	                    .f = l->filters, .kh = l->k, .kw = l->k, .stride = l->stride,
+	                    .pad = l->pad, .dil = l->dil };
+	cdp_conv_desc_init(&d);
+	return d;
+}
+
+static int make(cdp_layer *l, cdp_net *net, const cdp_cfg_section *s, char *err, size_t cap)
+{
+	cdp_conv_desc d;
+
+	if (cdp_layer_one_input(l, err, cap) < 0 ||
+	    cdp_lopt_int(net, s, "filters", 0, 1, 1 << 16, &l->filters, err, cap) < 0 ||
+	    cdp_lopt_int(net, s, "size", 3, 1, 1 << 10, &l->k, err, cap) < 0 ||
+	    cdp_lopt_int(net, s, "stride", 1, 1, 1 << 10, &l->stride, err, cap) < 0 ||
+	    cdp_lopt_int(net, s, "dilation", 1, 1, 1 << 10, &l->dil, err, cap) < 0 ||
+	    cdp_lopt_int(net, s, "pad", l->k / 2 * l->dil, 0, 1 << 10, &l->pad, err, cap) < 0 ||
+	    cdp_lopt_int(net, s, "bias", 1, 0, 1, &l->bias, err, cap) < 0 ||
+	    cdp_lopt_act(net, s, l, err, cap) < 0)
+		return -1;
+	if (l->filters == 0) {
+		snprintf(err, cap, "filters= is required");
+		return -1;
+	}
+	d = desc(l, 1);
+	if (cdp_conv_desc_init(&d) < 0) {
+		snprintf(err, cap, "input (%d,%d,%d) is smaller than the kernel %d "
+		         "(dilation %d, pad %d)", l->in[0].c, l->in[0].h, l->in[0].w,
+		         l->k, l->dil, l->pad);
+		return -1;
+	}
+	l->out = (cdp_shape){ l->filters, d.oh, d.ow };
+	l->w_len = (size_t)l->filters * l->in[0].c * l->k * l->k;
+	l->w_off = cdp_net_param(net, l->w_len);
+	l->b_len = l->bias ? (size_t)l->filters : 0;
+	l->b_off = l->bias ? cdp_net_param(net, l->b_len) : 0;
+	return 0;
+}
+
+static size_t workspace(cdp_layer *l, cdp_net *net)
+{
+	cdp_conv_desc d = desc(l, net->n);
+	return net->be->conv_workspace(net->be, &d);
+}
+
+static void init(cdp_layer *l, cdp_net *net, uint64_t seed)
+{
+	cdp_layer_he_init(l, net, seed, (size_t)l->in[0].c * l->k * l->k);
+}
+
+static void forward(cdp_layer *l, cdp_net *net)
+{
+	cdp_backend *be = net->be;
+	cdp_conv_desc d = desc(l, net->n);
+
+	be->conv_fwd(be, &d, cdp_layer_x(net, l, 0), net->params + l->w_off,
+	             l->bias ? net->params + l->b_off : NULL, l->y, net->ws);
+	if (l->act)
+		be->act_fwd(be, l->act, l->slope, l->y, l->y, cdp_layer_out_count(l, net));
+}
+
+static void backward(cdp_layer *l, cdp_net *net)
+{
+	cdp_backend *be = net->be;
+	cdp_conv_desc d = desc(l, net->n);
+	float *dx = cdp_layer_dx(net, l, 0);
+
+	/* dy becomes the gradient before the activation, in place */
+	if (l->act)
+		be->act_bwd(be, l->act, l->slope, l->y, l->dy, l->dy, 0.0f,
+		            cdp_layer_out_count(l, net));
+	be->conv_bwd_filter(be, &d, cdp_layer_x(net, l, 0), l->dy, net->grads + l->w_off,
+	                    l->bias ? net->grads + l->b_off : NULL, net->ws);
+	if (dx)
+		be->conv_bwd_data(be, &d, l->dy, net->params + l->w_off, dx, l->in_beta[0], net->ws);
+}
+
+const cdp_layer_ops cdp_layer_conv = {
+	.type = "conv", .make = make, .workspace = workspace, .init = init,
+	.forward = forward, .backward = backward,
+};

@@ -1,0 +1,34 @@
+/* relu.c: the relu activation layer, PyTorch's ReLU, y = max(x, 0).
+ *
+ * [relu]            no options
+ * Input (C,H,W) -> output (C,H,W); no parameters. Backward takes the
+ * mask from the output (y > 0 exactly when x > 0).
+ */
+#include "layers.h"
+
+static int make(cdp_layer *l, cdp_net *net, const cdp_cfg_section *s, char *err, size_t cap)
+{
+	if (cdp_layer_one_input(l, err, cap) < 0)
+		return -1;
+	l->act = CDP_ACT_RELU;
+	l->out = l->in[0];
+	return 0;
+}
+
+static void forward(cdp_layer *l, cdp_net *net)
+{
+	net->be->act_fwd(net->be, l->act, l->slope, cdp_layer_x(net, l, 0), l->y,
+	                 cdp_layer_out_count(l, net));
+}
+
+static void backward(cdp_layer *l, cdp_net *net)
+{
+	float *dx = cdp_layer_dx(net, l, 0);
+	if (dx)
+		net->be->act_bwd(net->be, l->act, l->slope, l->y, l->dy, dx, l->in_beta[0],
+		                 cdp_layer_out_count(l, net));
+}
+
+const cdp_layer_ops cdp_layer_relu = {
+	.type = "relu", .make = make, .forward = forward, .backward = backward,
+};

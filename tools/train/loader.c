@@ -1,0 +1,528 @@
+/* loader.c: the training data loader (loader.h).
+ *
+ * Threads: the caller, one prefetch thread, and threads-1 helpers. Shared
+ * state (the ring of two slots, counters, the epoch) is under `mu`; the
+ * prefetch thread fills a slot outside the lock, with `busy` set so that a
+ * restart waits for it and a generation counter so that its result is
+ * dropped when the epoch changed meanwhile. The helpers only decode: all
+ * LMDB lookups happen at open (one long read txn), so no txn is shared
+ * between threads.
+ *
+ * Not done here: MPI (the caller passes rank and j), GPU upload (the caller
+ * copies the host batch).
+ */
+#include "loader_int.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
+
+#include "cdp_dtype.h"
+#include "cdp_error.h"
+#include "cdp_rng.h"
+
+#define RA_MIN_VALUE (128u << 10) /* see cdp_loader_readahead_auto */
+
+void cdp_loader_opts_init(cdp_loader_opts *o)
+{
+	memset(o, 0, sizeof *o);
+	o->nranks = 1;
+	o->batch = 1;
+	o->threads = 1;
+	o->mode = CDP_LOAD_POOL;
+	o->readahead = CDP_RA_AUTO;
+}
+
+/* Measured in bench/loader.sh (cold random reads through the loader, pools
+ * in and 3x beyond the page cache): with MADV_WILLNEED of the next batch,
+ * read-around adds nothing at any value size and wastes the cache when the
+ * pool does not fit; without it, page-at-a-time faults are 6-12x slower for
+ * a pool that fits, while read-around thrashes for small values of a pool
+ * that does not (50x slower at 3 KB), and breaks even near 128 KiB. */
+int cdp_loader_readahead_auto(size_t value_size, int willneed)
+{
+	if (willneed)
+		return CDP_RA_OFF;
+	return value_size >= RA_MIN_VALUE ? CDP_RA_ON : CDP_RA_OFF;
+}
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* ---- one sample --------------------------------------------------------- */
+
+/* y = (x - m) * k over n u8 samples; fixed-length inner loops let gcc -O2
+ * vectorize without an epilogue. With `stream` (the batch buffer, which is
+ * larger than the caches and not read back here) SSE2 non-temporal stores
+ * skip the read-for-ownership of each output line: the float output is 4x
+ * the input, so the write bandwidth bounds this loop (bench/loader.sh). */
+static void std_u8(const uint8_t *restrict s, float *restrict d, size_t n, float m, float k,
+                   int stream)
+{
+	size_t i = 0;
+
+#ifdef __SSE2__
+	if (stream) {
+		const __m128 vm = _mm_set1_ps(m), vk = _mm_set1_ps(k);
+		const __m128i z = _mm_setzero_si128();
+		for (; i < n && ((uintptr_t)(d + i) & 15); i++)
+			d[i] = ((float)s[i] - m) * k;
+		for (; i + 16 <= n; i += 16) {
+			__m128i b = _mm_loadu_si128((const __m128i *)(s + i));
+			__m128i lo = _mm_unpacklo_epi8(b, z), hi = _mm_unpackhi_epi8(b, z);
+			_mm_stream_ps(d + i, _mm_mul_ps(_mm_sub_ps(
+				_mm_cvtepi32_ps(_mm_unpacklo_epi16(lo, z)), vm), vk));
+			_mm_stream_ps(d + i + 4, _mm_mul_ps(_mm_sub_ps(
+				_mm_cvtepi32_ps(_mm_unpackhi_epi16(lo, z)), vm), vk));
+			_mm_stream_ps(d + i + 8, _mm_mul_ps(_mm_sub_ps(
+				_mm_cvtepi32_ps(_mm_unpacklo_epi16(hi, z)), vm), vk));
+			_mm_stream_ps(d + i + 12, _mm_mul_ps(_mm_sub_ps(
+				_mm_cvtepi32_ps(_mm_unpackhi_epi16(hi, z)), vm), vk));
+		}
+		_mm_sfence();
+	}
+#else
+	(void)stream;
+#endif
+	for (; i + 32 <= n; i += 32)
+		for (int j = 0; j < 32; j++)
+			d[i + j] = ((float)s[i + j] - m) * k;
+	for (; i < n; i++)
+		d[i] = ((float)s[i] - m) * k;
+}
+
+static void std_f32(float *d, size_t n, float m, float k, int check)
+{
+	size_t i = 0;
+
+	if (check)
+		for (i = 0; i < n; i++)
+			if (!isfinite(d[i]))
+				d[i] = m;   /* becomes 0 below */
+	for (i = 0; i + 32 <= n; i += 32)
+		for (int j = 0; j < 32; j++)
+			d[i + j] = (d[i + j] - m) * k;
+	for (; i < n; i++)
+		d[i] = (d[i] - m) * k;
+}
+
+static int record_invalid_nodata(const cdp_record *r, size_t px, size_t hw)
+{
+	for (uint32_t c = 0; c < r->bands; c++) {
+		double v = cdp_dtype_get(r->dtype, r->image, c * hw + px);
+		if (!(v == r->nodata || (isnan(v) && isnan(r->nodata))))
+			return 0;
+	}
+	return 1;
+}
+
+static int32_t label_of(const cdp_loader *l, uint32_t v)
+{
+	if (l->o.remap_ignore && v == (uint32_t)l->stored_ignore)
+		return l->ignore;
+	return (int32_t)v;
+}
+
+/* cdp_record_decode, or with verify_once, for an uncompressed record whose
+ * CRC this loader already checked, the header checks alone with the payloads
+ * taken in place (image, label, mask follow the header in that order). */
+static int decode_record(cdp_loader *l, worker *w, size_t k, const MDB_val *v, cdp_record *r)
+{
+	const uint8_t *p = v->mv_data;
+	size_t isz, lsz, msz;
+	int rc;
+
+	if (!l->o.verify_once || !__atomic_load_n(&l->verified[k], __ATOMIC_RELAXED)) {
+		if ((rc = cdp_record_decode(p, v->mv_size, r, &w->scratch)) == 0 && l->o.verify_once)
+			__atomic_store_n(&l->verified[k], 1, __ATOMIC_RELAXED);
+		return rc;
+	}
+	if ((rc = cdp_record_peek(p, v->mv_size, r)) != 0)
+		return rc;
+	if (r->compression != CDP_COMP_NONE)
+		return cdp_record_decode(p, v->mv_size, r, &w->scratch);
+	if ((rc = cdp_record_sizes(r, &isz, &lsz, &msz)) != 0)
+		return rc;
+	r->image = p + CDP_RECORD_HDR;
+	r->label = lsz ? p + CDP_RECORD_HDR + isz : NULL;
+	r->mask = msz ? p + CDP_RECORD_HDR + isz + lsz : NULL;
+	return 0;
+}
+
+/* Decodes key k into img (C, H, W) and lab ((H, W), (1) or NULL); stream:
+ * img is the batch buffer (see std_u8). */
+static int decode_one(cdp_loader *l, worker *w, size_t k, float *img, int32_t *lab, int stream)
+{
+	const MDB_val *v = &l->val[k];
+	size_t hw = (size_t)l->H * l->W;
+	cdp_record r;
+	int rc, dt = l->info.dtype;
+
+	if ((rc = decode_record(l, w, k, v, &r)) != 0)
+		return rc;
+	if (r.dtype != dt || r.bands != (uint32_t)l->C || r.height != (uint32_t)l->H ||
+	    r.width != (uint32_t)l->W || r.label_kind != l->info.label_kind)
+		return CDP_ESHAPE;
+	for (int c = 0; c < l->C; c++) {
+		float *d = img + (size_t)c * hw;
+		if (dt == CDP_DT_U8) {
+			std_u8((const uint8_t *)r.image + (size_t)c * hw, d, hw, l->mean[c], l->inv[c],
+			       stream);
+		} else {
+			cdp_dtype_to_f32(dt, (const uint8_t *)r.image + c * hw * cdp_dtype_size(dt), d, hw);
+			std_f32(d, hw, l->mean[c], l->inv[c], dt == CDP_DT_F32 || dt == CDP_DT_F64);
+		}
+	}
+	if (lab && r.label_kind == CDP_LABEL_CLASS) {
+		lab[0] = label_of(l, r.class_id);
+	} else if (lab) {
+		const uint8_t *p = r.label;
+		for (size_t i = 0; i < hw; i++)
+			lab[i] = label_of(l, r.label_kind == CDP_LABEL_U8 ? p[i] :
+			                  (uint32_t)(p[2 * i] | p[2 * i + 1] << 8));
+	}
+	if (!r.mask && !(r.flags & CDP_REC_NODATA))
+		return 0;
+	for (size_t i = 0; i < hw; i++) {
+		if (r.mask ? r.mask[i] != 0 : !record_invalid_nodata(&r, i, hw))
+			continue;
+		for (int c = 0; c < l->C; c++)
+			img[(size_t)c * hw + i] = 0.0f;
+		if (lab && l->label_px)
+			lab[i] = l->ignore;
+	}
+	return 0;
+}
+
+/* Decodes and augments key k into sample i of s. */
+static int load_sample(cdp_loader *l, worker *w, size_t k, slot *s, int i)
+{
+	float *img = s->image + (size_t)i * loader_img_size(l);
+	int32_t *lab = s->label ? s->label + (size_t)i * loader_lab_size(l) : NULL;
+	cdp_aug t;
+	int rc;
+
+	if (!l->has_aug)
+		return decode_one(l, w, k, img, lab, 1);
+	if ((rc = decode_one(l, w, k, w->tmp_img, lab ? w->tmp_lab : NULL, 0)) != 0)
+		return rc;
+	if (l->o.val)
+		cdp_aug_center(&l->aug, l->H, l->W, &t);
+	else
+		cdp_aug_draw(&l->aug, l->H, l->W,
+		             cdp_rng_derive(cdp_rng_derive(l->o.seed, l->epoch, 1), k, 0), &t);
+	if (lab && !l->label_px)
+		lab[0] = w->tmp_lab[0];
+	return cdp_aug_apply(&t, l->C, l->H, l->W, w->tmp_img,
+	                     l->label_px ? w->tmp_lab : NULL, img,
+	                     l->label_px ? lab : NULL) ? CDP_EINVAL : 0;
+}
+
+static int known_bad(cdp_loader *l, size_t k)
+{
+	return __atomic_load_n(&l->bad[k], __ATOMIC_RELAXED);
+}
+
+/* Sample i of s, replacing a bad record by the rule in loader.h. */
+static int fill_sample(cdp_loader *l, worker *w, slot *s, int i)
+{
+	size_t k = s->index[i], tries;
+	int rc = known_bad(l, k) ? CDP_ECRC : load_sample(l, w, k, s, i);
+
+	if (rc == 0 || !l->o.skip_bad)
+		return rc;
+	__atomic_store_n(&l->bad[k], 1, __ATOMIC_RELAXED);
+	__atomic_fetch_add(&s->skipped, 1, __ATOMIC_RELAXED);
+	if (l->o.val) {
+		memset(s->image + (size_t)i * loader_img_size(l), 0, loader_img_size(l) * sizeof(float));
+		if (s->label)
+			for (size_t j = 0; j < loader_lab_size(l); j++)
+				s->label[(size_t)i * loader_lab_size(l) + j] = l->ignore;
+		return 0;
+	}
+	for (tries = 1; tries < l->N; tries++) {
+		k = l->order[(s->pos[i] + tries) % l->N];
+		if (known_bad(l, k))
+			continue;
+		if ((rc = load_sample(l, w, k, s, i)) == 0) {
+			s->index[i] = k;
+			return 0;
+		}
+		__atomic_store_n(&l->bad[k], 1, __ATOMIC_RELAXED);
+	}
+	return rc ? rc : CDP_ECRC;   /* every record is bad */
+}
+
+/* Samples [n*id/T, n*(id+1)/T) of the gang's slot; keeps the first error. */
+static void work_range(cdp_loader *l, worker *w, slot *s)
+{
+	int lo = (int)((long)s->n * w->id / l->T), hi = (int)((long)s->n * (w->id + 1) / l->T);
+
+	w->rc = 0;
+	for (int i = lo; i < hi && !w->rc; i++)
+		if ((w->rc = fill_sample(l, w, s, i)) != 0) {
+			w->bad_i = i;
+			w->bad_k = s->index[i];
+		}
+}
+
+void *cdp_loader_helper_main(void *arg)
+{
+	worker *w = arg;
+	cdp_loader *l = w->l;
+	uint64_t seen = 0;
+
+	pthread_mutex_lock(&l->gmu);
+	for (;;) {
+		while (!l->gquit && l->ggen == seen)
+			pthread_cond_wait(&l->gcv_go, &l->gmu);
+		if (l->gquit)
+			break;
+		seen = l->ggen;
+		pthread_mutex_unlock(&l->gmu);
+		work_range(l, w, l->gslot);
+		pthread_mutex_lock(&l->gmu);
+		if (--l->gpending == 0)
+			pthread_cond_signal(&l->gcv_done);
+	}
+	pthread_mutex_unlock(&l->gmu);
+	return NULL;
+}
+
+/* ---- batches ------------------------------------------------------------ */
+
+/* Key index of sample i of step `step` (training: also its position). */
+static int batch_keys(const cdp_loader *l, uint64_t step, size_t *index, size_t *pos)
+{
+	size_t b = (size_t)l->o.batch, r = (size_t)l->o.rank, j = (size_t)l->o.nranks;
+	int n = 0;
+
+	for (size_t i = 0; i < b; i++) {
+		if (l->o.val) {
+			size_t local = step * b + i;
+			if (local >= l->val_count)
+				break;
+			index[n++] = r + local * j;
+		} else {
+			size_t p = step * l->B + r * b + i;
+			if (pos)
+				pos[n] = p % l->N;
+			index[n++] = l->order[p % l->N];
+		}
+	}
+	return n;
+}
+
+/* MADV_WILLNEED on the page-aligned ranges of step's records. */
+static void advise_step(cdp_loader *l, uint64_t step)
+{
+	uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE);
+	int n;
+
+	if (l->o.mode != CDP_LOAD_POOL || l->o.no_willneed || step >= l->steps)
+		return;
+	n = batch_keys(l, step, l->adv, NULL);
+	for (int i = 0; i < n; i++) {
+		uintptr_t a = (uintptr_t)l->val[l->adv[i]].mv_data;
+		uintptr_t lo = a & ~(pg - 1);
+		uintptr_t hi = (a + l->val[l->adv[i]].mv_size + pg - 1) & ~(pg - 1);
+		madvise((void *)lo, hi - lo, MADV_WILLNEED);   /* advice only */
+	}
+}
+
+static void fill(cdp_loader *l, slot *s, uint64_t step, int first)
+{
+	s->step = step;
+	s->skipped = 0;
+	s->rc = 0;
+	s->n = batch_keys(l, step, s->index, s->pos);
+	if (first)
+		advise_step(l, step);
+	advise_step(l, step + 1);
+	if (l->T > 1) {
+		pthread_mutex_lock(&l->gmu);
+		l->gslot = s;
+		l->gpending = l->T - 1;
+		l->ggen++;
+		pthread_cond_broadcast(&l->gcv_go);
+		pthread_mutex_unlock(&l->gmu);
+	}
+	work_range(l, &l->wk[0], s);
+	if (l->T > 1) {
+		pthread_mutex_lock(&l->gmu);
+		while (l->gpending)
+			pthread_cond_wait(&l->gcv_done, &l->gmu);
+		pthread_mutex_unlock(&l->gmu);
+	}
+	/* the first failing sample in batch order, whatever thread found it */
+	for (int t = 0, best = s->n; t < l->T; t++)
+		if (l->wk[t].rc && l->wk[t].bad_i < best) {
+			best = l->wk[t].bad_i;
+			s->rc = l->wk[t].rc;
+			s->errk = l->wk[t].bad_k;
+		}
+}
+
+void *cdp_loader_prefetch_main(void *arg)
+{
+	cdp_loader *l = arg;
+
+	pthread_mutex_lock(&l->mu);
+	for (;;) {
+		slot *s;
+		uint64_t step, gen;
+		int first;
+
+		while (!l->quit && !(l->active && l->next_step < l->steps &&
+		                     l->filled - l->released < NSLOT))
+			pthread_cond_wait(&l->cv_prod, &l->mu);
+		if (l->quit)
+			break;
+		s = &l->slot[l->filled % NSLOT];
+		step = l->next_step++;
+		first = step == l->first_step;
+		gen = l->gen;
+		l->busy = 1;
+		pthread_mutex_unlock(&l->mu);
+		fill(l, s, step, first);
+		pthread_mutex_lock(&l->mu);
+		l->busy = 0;
+		if (gen == l->gen) {
+			l->filled++;
+			if (s->rc)
+				l->active = 0;   /* nothing after a bad record */
+		}
+		pthread_cond_broadcast(&l->cv_cons);
+	}
+	pthread_mutex_unlock(&l->mu);
+	return NULL;
+}
+
+int cdp_loader_start_epoch(cdp_loader *l, uint64_t epoch, uint64_t start_step)
+{
+	cdp_rng rng;
+
+	if (start_step > l->steps)
+		return CDP_EINVAL;
+	pthread_mutex_lock(&l->mu);
+	l->gen++;
+	l->active = 0;
+	while (l->busy)
+		pthread_cond_wait(&l->cv_cons, &l->mu);
+	pthread_mutex_unlock(&l->mu);
+
+	/* the prefetch thread is idle and stays so until active is set */
+	for (size_t i = 0; i < l->N; i++)
+		l->order[i] = i;
+	if (!l->o.val) {
+		cdp_rng_seed(&rng, cdp_rng_derive(l->o.seed, epoch, 0));
+		cdp_rng_shuffle_size(&rng, l->order, l->N);
+	}
+	pthread_mutex_lock(&l->mu);
+	l->epoch = epoch;
+	l->next_step = l->first_step = start_step;
+	l->filled = l->consumed = l->released = 0;
+	l->held = l->err = 0;
+	l->errmsg[0] = l->errkey[0] = '\0';
+	l->started = l->active = 1;
+	pthread_cond_broadcast(&l->cv_prod);
+	pthread_mutex_unlock(&l->mu);
+	return 0;
+}
+
+int cdp_loader_next(cdp_loader *l, cdp_batch *b)
+{
+	double t0 = now_s();
+	slot *s;
+	int rc;
+
+	memset(b, 0, sizeof *b);
+	pthread_mutex_lock(&l->mu);
+	if (l->held) {
+		l->released++;
+		l->held = 0;
+		pthread_cond_broadcast(&l->cv_prod);
+	}
+	if (!l->started || l->err) {
+		rc = l->started ? l->err : CDP_EINVAL;
+		goto out;
+	}
+	if (l->first_step + l->consumed >= l->steps) {
+		rc = CDP_EEOF;
+		goto out;
+	}
+	while (l->consumed == l->filled)
+		pthread_cond_wait(&l->cv_cons, &l->mu);
+	s = &l->slot[l->consumed % NSLOT];
+	l->consumed++;
+	if ((rc = s->rc) != 0) {
+		l->err = rc;
+		l->released++;
+		snprintf(l->errkey, sizeof l->errkey, "%s", l->kl.keys[s->errk]);
+		snprintf(l->errmsg, sizeof l->errmsg, "'%s': record '%s': %s",
+		         l->pool_path, l->errkey, cdp_strerror(rc));
+		goto out;
+	}
+	l->held = 1;
+	b->n = s->n;
+	b->c = l->C;
+	b->h = l->oh;
+	b->w = l->ow;
+	b->image = s->image;
+	b->label = s->label;
+	b->index = s->index;
+	b->epoch = l->epoch;
+	b->step = s->step;
+	b->skipped = s->skipped;
+	b->wait_s = now_s() - t0;
+	l->batches++;
+	l->skipped += s->skipped;
+	l->wait_total += b->wait_s;
+out:
+	pthread_mutex_unlock(&l->mu);
+	return rc;
+}
+
+const char *cdp_loader_error(const cdp_loader *l) { return l->errmsg; }
+const char *cdp_loader_errkey(const cdp_loader *l) { return l->errkey; }
+const size_t *cdp_loader_order(const cdp_loader *l) { return l->order; }
+
+const char *cdp_loader_key(const cdp_loader *l, size_t k)
+{
+	return k < l->N ? l->kl.keys[k] : NULL;
+}
+
+void cdp_loader_get_info(const cdp_loader *l, cdp_loader_info *info)
+{
+	memset(info, 0, sizeof *info);
+	info->count = l->N;
+	info->steps = l->steps;
+	info->batch = l->o.batch;
+	info->c = l->C;
+	info->h = l->oh;
+	info->w = l->ow;
+	info->label_kind = l->info.label_kind;
+	info->ignore = l->ignore;
+	info->value_size = l->N ? l->val[0].mv_size : 0;
+	info->readahead = l->readahead;
+	info->pool = &l->info;
+	pthread_mutex_lock((pthread_mutex_t *)&l->mu);
+	info->skipped = l->skipped;
+	info->batches = l->batches;
+	info->wait_s = l->wait_total;
+	pthread_mutex_unlock((pthread_mutex_t *)&l->mu);
+}
+
+

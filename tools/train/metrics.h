@@ -1,0 +1,57 @@
+/* metrics.h: evaluation metrics from a confusion matrix.
+ *
+ * conf is K x K uint64 counts, row = label, column = prediction, as the
+ * backend's confusion op fills it (backend.h). Counts are plain sums, so
+ * matrices from several batches or ranks merge by adding them (an
+ * all-reduce with MPI_UINT64_T / MPI_SUM) and the metrics of the merge are
+ * the metrics of all the data, which a mean of per-rank ratios would not be.
+ *
+ * Undefined ratios are NaN, never 0 or 1 by convention:
+ *  - accuracy with no counted pixel;
+ *  - IoU of class c = TP / (TP + FP + FN) when c appears neither in the
+ *    labels nor in the predictions (TP + FP + FN = 0); mean IoU averages the
+ *    classes with a defined IoU only (*nvalid says how many), so a class
+ *    missing from a validation set neither helps nor hurts;
+ *  - precision = TP / (TP + FP) when c is never predicted, recall =
+ *    TP / (TP + FN) when c never occurs, F1 = 2 TP / (2 TP + FP + FN) when
+ *    both (F1 is defined, and 0, when only one of them is).
+ * For binary masks (K = 2, roads) the class of interest is 1.
+ */
+#ifndef CDP_METRICS_H
+#define CDP_METRICS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct cdp_confusion {
+	int k;
+	uint64_t *counts;       /* k * k, host memory */
+} cdp_confusion;
+
+/* Allocates a zeroed k x k matrix (k >= 2); 0 or -1 when out of memory or
+ * k out of [2, 65536]. */
+int  cdp_confusion_init(cdp_confusion *c, int k);
+void cdp_confusion_reset(cdp_confusion *c);
+void cdp_confusion_free(cdp_confusion *c);
+/* dst += src, both k x k */
+void cdp_confusion_merge(uint64_t *dst, const uint64_t *src, int k);
+uint64_t cdp_confusion_total(const uint64_t *conf, int k);
+
+typedef struct cdp_prf {
+	uint64_t tp, fp, fn;
+	double precision, recall, f1;
+} cdp_prf;
+
+double cdp_metrics_accuracy(const uint64_t *conf, int k);
+double cdp_metrics_iou(const uint64_t *conf, int k, int c);
+/* nvalid may be NULL */
+double cdp_metrics_miou(const uint64_t *conf, int k, int *nvalid);
+/* class c against all others */
+void   cdp_metrics_prf(const uint64_t *conf, int k, int c, cdp_prf *out);
+
+/* One line for logs: "acc=0.9512 miou=0.7034 iou=0.9801,0.4267" and for
+ * K = 2 also " precision=... recall=... f1=..." of class 1; undefined values
+ * print as "nan". Returns the length snprintf would have written. */
+int cdp_metrics_format(const uint64_t *conf, int k, char *buf, size_t cap);
+
+#endif

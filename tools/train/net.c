@@ -1,0 +1,555 @@
+/* net.c: building a net from a model cfg, and running it (net.h).
+ *
+ * The [net] section (the first) gives the input and the head:
+ *   channels=C     input bands; the caller's in_c > 0 overrides it
+ *   in_h=H in_w=W  input size; the caller's in_h/in_w > 0 override them.
+ *                  (Not height/width: `width` is the model-width variable
+ *                  of the cfg families, e.g. ${width} filters.)
+ *   classes=K      label classes; default: the head's channels for loss=ce,
+ *                  2 for the sigmoid losses
+ *   loss=ce|bce|dice|bce+dice   (default ce) ce needs a head of K channels,
+ *                  the sigmoid losses a head of 1 channel and K = 2
+ *   ignore=V       label value left out of the loss (default -1: none)
+ * Other [net] keys are variables for the preprocessor or training options
+ * for cdp-train, so net.c does not reject keys it does not know there.
+ * Every other section is a layer (layers/<type>.c) whose unknown options
+ * are errors.
+ *
+ * Layers take their inputs from from= (names, "input", or negative indices
+ * relative to the layer: -1 = the previous one, the default; the first
+ * layer's previous is the net input). The output layer is the last.
+ *
+ * Backward needs no zeroing of activation gradients: for every tensor,
+ * the consumer that runs first in backward order (the highest index)
+ * overwrites its gradient (in_beta 0) and the others accumulate (1).
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "cdp_rng.h"
+#include "layers.h"
+
+static const cdp_layer_ops *const registry[] = {
+	&cdp_layer_conv, &cdp_layer_deconv, &cdp_layer_bn, &cdp_layer_relu,
+	&cdp_layer_leaky, &cdp_layer_maxpool, &cdp_layer_avgpool, &cdp_layer_gap,
+	&cdp_layer_upsample, &cdp_layer_concat, &cdp_layer_add, &cdp_layer_dropout,
+	&cdp_layer_dense,
+};
+
+const cdp_layer_ops *cdp_layer_ops_find(const char *type)
+{
+	for (size_t i = 0; i < sizeof registry / sizeof registry[0]; i++)
+		if (strcmp(registry[i]->type, type) == 0)
+			return registry[i];
+	return NULL;
+}
+
+size_t cdp_net_param(cdp_net *net, size_t len)
+{
+	size_t off = net->nparams;
+	net->nparams += len;
+	return off;
+}
+
+size_t cdp_net_buffer(cdp_net *net, size_t len)
+{
+	size_t off = net->nbuffers;
+	net->nbuffers += len;
+	return off;
+}
+
+/* ---- helpers for the layer files (layers.h) ---- */
+
+const float *cdp_layer_x(const cdp_net *net, const cdp_layer *l, int j)
+{
+	return l->from[j] < 0 ? net->x : net->layers[l->from[j]].y;
+}
+
+float *cdp_layer_dx(const cdp_net *net, const cdp_layer *l, int j)
+{
+	if (l->from[j] < 0)
+		return net->input_grad ? net->dx : NULL;
+	return net->layers[l->from[j]].dy;
+}
+
+int cdp_lopt_int(cdp_net *net, const cdp_cfg_section *s, const char *key, int def,
+                 int min, int max, int *out, char *err, size_t cap)
+{
+	/* the section belongs to net->cfg; reading marks the key used */
+	return cdp_cfg_int(net->cfg, (cdp_cfg_section *)s, key, def, min, max, out, err, cap);
+}
+
+int cdp_lopt_float(cdp_net *net, const cdp_cfg_section *s, const char *key, float def,
+                   float min, float max, float *out, char *err, size_t cap)
+{
+	return cdp_cfg_float(net->cfg, (cdp_cfg_section *)s, key, def, min, max, out, err, cap);
+}
+
+int cdp_lopt_act(cdp_net *net, const cdp_cfg_section *s, cdp_layer *l, char *err, size_t cap)
+{
+	const char *a = cdp_cfg_str((cdp_cfg_section *)s, "activation", "linear");
+
+	l->slope = 0.0f;
+	if (strcmp(a, "linear") == 0)
+		l->act = 0;
+	else if (strcmp(a, "relu") == 0)
+		l->act = CDP_ACT_RELU;
+	else if (strcmp(a, "leaky") == 0) {
+		l->act = CDP_ACT_LEAKY;
+		return cdp_lopt_float(net, s, "slope", 0.01f, 0.0f, 1.0f, &l->slope, err, cap);
+	} else {
+		snprintf(err, cap, "activation '%.32s' is not linear, relu or leaky", a);
+		return -1;
+	}
+	return 0;
+}
+
+int cdp_layer_one_input(const cdp_layer *l, char *err, size_t cap)
+{
+	if (l->nfrom == 1)
+		return 0;
+	snprintf(err, cap, "takes one input, from= names %d", l->nfrom);
+	return -1;
+}
+
+void cdp_layer_he_init(cdp_layer *l, cdp_net *net, uint64_t seed, size_t fan_in)
+{
+	cdp_backend *be = net->be;
+	float buf[1024];
+	double std = fan_in ? sqrt(2.0 / (double)fan_in) : 0.0;
+	cdp_rng r;
+
+	cdp_rng_seed(&r, cdp_rng_derive(seed, (uint64_t)l->index, 0));
+	for (size_t done = 0; done < l->w_len; ) {
+		size_t m = l->w_len - done < 1024 ? l->w_len - done : 1024;
+		for (size_t i = 0; i < m; i++)
+			buf[i] = (float)(cdp_rng_normal(&r) * std);
+		be->to_device(be, net->params + l->w_off + done, buf, m * sizeof(float));
+		done += m;
+	}
+	if (l->b_len)
+		be->fill(be, net->params + l->b_off, 0.0f, l->b_len);
+}
+
+/* ---- building ---- */
+
+/* "PATH:LINE: layer 'NAME' (TYPE): reason". A reason from the cfg option
+ * readers already starts with "PATH:LINE: " (the option's own line): the
+ * layer goes after that prefix. */
+static void layer_err(const cdp_net *net, const cdp_layer *l, const char *type,
+                      const char *reason, char *err, size_t cap)
+{
+	const char *path = net->cfg->path;
+	size_t pl = strlen(path);
+	char tmp[512];
+
+	snprintf(tmp, sizeof tmp, "%s", reason);
+	if (strncmp(tmp, path, pl) == 0 && tmp[pl] == ':') {
+		const char *p = tmp + pl + 1;
+		while (*p >= '0' && *p <= '9')
+			p++;
+		if (*p == ':')
+			p++;
+		if (*p == ' ')
+			p++;
+		snprintf(err, cap, "%.*slayer '%s' (%s): %s", (int)(p - tmp), tmp,
+		         l->name, type, p);
+		return;
+	}
+	snprintf(err, cap, "%s:%d: layer '%s' (%s): %s", path, l->cfg_line, l->name,
+	         type, tmp);
+}
+
+static int valid_name(const char *s)
+{
+	if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || *s == '_'))
+		return 0;
+	for (; *s; s++)
+		if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') ||
+		      (*s >= '0' && *s <= '9') || *s == '_' || *s == '.' || *s == '-'))
+			return 0;
+	return 1;
+}
+
+/* from= of layer i: names, "input", or -k (the layer k before this one). */
+static int parse_from(cdp_net *net, cdp_layer *l, const char *spec, char *err, size_t cap)
+{
+	char buf[512], *save = NULL;
+	int i = l->index;
+
+	l->nfrom = 0;
+	if (!spec) {
+		l->from[0] = i - 1;
+		l->nfrom = 1;
+		return 0;
+	}
+	if (strlen(spec) >= sizeof buf) {
+		snprintf(err, cap, "from= is too long");
+		return -1;
+	}
+	strcpy(buf, spec);
+	for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+		char *end;
+		int src = -2;
+		while (*t == ' ' || *t == '\t')
+			t++;
+		end = t + strlen(t);
+		while (end > t && (end[-1] == ' ' || end[-1] == '\t'))
+			*--end = '\0';
+		if (l->nfrom == CDP_MAX_FROM) {
+			snprintf(err, cap, "from= names more than %d inputs", CDP_MAX_FROM);
+			return -1;
+		}
+		if (t[0] == '-' && t[1] >= '0' && t[1] <= '9') {
+			long v = strtol(t, &end, 10);
+			if (*end || v == 0 || i + v < -1) {
+				snprintf(err, cap, "from=%s does not name a layer before this one", t);
+				return -1;
+			}
+			src = (int)(i + v);
+		} else if (strcmp(t, "input") == 0) {
+			src = -1;
+		} else {
+			for (int k = 0; k < i && src == -2; k++)
+				if (strcmp(net->layers[k].name, t) == 0)
+					src = k;
+			if (src == -2) {
+				snprintf(err, cap, "from: no layer named '%.64s' before this one", t);
+				return -1;
+			}
+		}
+		l->from[l->nfrom++] = src;
+	}
+	if (l->nfrom == 0) {
+		snprintf(err, cap, "from= names no layer");
+		return -1;
+	}
+	return 0;
+}
+
+static int net_options(cdp_net *net, int in_c, int in_h, int in_w, char *err, size_t cap)
+{
+	cdp_cfg *cfg = net->cfg;
+	cdp_cfg_section *s = &cfg->s[0];
+	int c, h, w;
+	const char *loss;
+
+	if (cdp_cfg_int(cfg, s, "channels", 0, 1, 1 << 20, &c, err, cap) < 0 ||
+	    cdp_cfg_int(cfg, s, "in_h", 0, 1, 1 << 20, &h, err, cap) < 0 ||
+	    cdp_cfg_int(cfg, s, "in_w", 0, 1, 1 << 20, &w, err, cap) < 0 ||
+	    cdp_cfg_int(cfg, s, "classes", 0, 1, 1 << 20, &net->classes, err, cap) < 0 ||
+	    cdp_cfg_int(cfg, s, "ignore", -1, -1, 1 << 30, &net->ignore, err, cap) < 0)
+		return -1;
+	net->in.c = in_c > 0 ? in_c : c;
+	net->in.h = in_h > 0 ? in_h : h;
+	net->in.w = in_w > 0 ? in_w : w;
+	if (!net->in.c || !net->in.h || !net->in.w) {
+		snprintf(err, cap, "%s:%d: [net]: the input shape is unknown (set channels=, "
+		         "in_h=, in_w= or pass them)", cfg->path, s->line);
+		return -1;
+	}
+	loss = cdp_cfg_str(s, "loss", "ce");
+	if (strcmp(loss, "ce") && strcmp(loss, "bce") && strcmp(loss, "dice") &&
+	    strcmp(loss, "bce+dice")) {
+		snprintf(err, cap, "%s:%d: [net]: loss '%.32s' is not ce, bce, dice or bce+dice",
+		         cfg->path, s->line, loss);
+		return -1;
+	}
+	snprintf(net->loss, sizeof net->loss, "%s", loss);
+	return 0;
+}
+
+/* The head must fit the loss: ce scores K classes, the sigmoid losses one. */
+static int check_head(cdp_net *net, char *err, size_t cap)
+{
+	cdp_layer *h = &net->layers[net->out_layer];
+	int ce = strcmp(net->loss, "ce") == 0;
+	int want = ce ? (net->classes ? net->classes : h->out.c) : 1;
+	char why[160];
+
+	if (!ce && net->classes && net->classes != 2) {
+		snprintf(err, cap, "%s:%d: [net]: loss=%s is binary, classes=%d should be 2",
+		         net->cfg->path, net->cfg->s[0].line, net->loss, net->classes);
+		return -1;
+	}
+	if (h->out.c != want) {
+		snprintf(why, sizeof why, "the output has %d channels, loss=%s needs %d",
+		         h->out.c, net->loss, want);
+		layer_err(net, h, h->ops->type, why, err, cap);
+		return -1;
+	}
+	if (!net->classes)
+		net->classes = ce ? h->out.c : 2;
+	return 0;
+}
+
+static void set_betas(cdp_net *net)
+{
+	/* first writer of source s (layer index, or -1 = net input) in backward order */
+	for (int i = net->nlayers - 1; i >= 0; i--) {
+		cdp_layer *l = &net->layers[i];
+		for (int j = 0; j < l->nfrom; j++) {
+			int first = 1;
+			for (int k = i + 1; k < net->nlayers && first; k++)
+				for (int m = 0; m < net->layers[k].nfrom; m++)
+					if (net->layers[k].from[m] == l->from[j])
+						first = 0;
+			for (int m = 0; m < j; m++)
+				if (l->from[m] == l->from[j])
+					first = 0;
+			l->in_beta[j] = first ? 0.0f : 1.0f;
+		}
+	}
+}
+
+static int has_consumer(const cdp_net *net, int src)
+{
+	for (int k = 0; k < net->nlayers; k++)
+		for (int m = 0; m < net->layers[k].nfrom; m++)
+			if (net->layers[k].from[m] == src)
+				return 1;
+	return 0;
+}
+
+static void free_batch(cdp_net *net)
+{
+	cdp_backend *be = net->be;
+
+	for (int i = 0; i < net->nlayers; i++) {
+		cdp_layer *l = &net->layers[i];
+		if (l->ops && l->ops->free)
+			l->ops->free(l, net);
+		be->free(be, l->y);
+		be->free(be, l->dy);
+		l->y = l->dy = NULL;
+	}
+	be->free(be, net->x);
+	be->free(be, net->dx);
+	be->free(be, net->ws);
+	net->x = net->dx = NULL;
+	net->ws = NULL;
+	net->ws_bytes = 0;
+}
+
+static int alloc_batch(cdp_net *net, char *err, size_t cap)
+{
+	cdp_backend *be = net->be;
+	size_t in = (size_t)net->n * cdp_shape_numel(net->in) * sizeof(float);
+
+	net->x = be->alloc(be, in);
+	net->dx = be->alloc(be, in);
+	if (!net->x || !net->dx)
+		goto nomem;
+	for (int i = 0; i < net->nlayers; i++) {
+		cdp_layer *l = &net->layers[i];
+		size_t bytes = cdp_layer_out_count(l, net) * sizeof(float), ws;
+		l->y = be->alloc(be, bytes);
+		l->dy = be->alloc(be, bytes);
+		if (!l->y || !l->dy || (l->ops->alloc && l->ops->alloc(l, net) < 0))
+			goto nomem;
+		ws = l->ops->workspace ? l->ops->workspace(l, net) : 0;
+		if (ws > net->ws_bytes)
+			net->ws_bytes = ws;
+	}
+	if (net->ws_bytes && !(net->ws = be->alloc(be, net->ws_bytes)))
+		goto nomem;
+	return 0;
+nomem:
+	snprintf(err, cap, "cannot allocate the activations for batch %d: out of memory", net->n);
+	free_batch(net);
+	return -1;
+}
+
+static int make_layers(cdp_net *net, char *err, size_t cap)
+{
+	cdp_cfg *cfg = net->cfg;
+	char why[400];
+
+	for (int i = 0; i < net->nlayers; i++) {
+		cdp_cfg_section *s = &cfg->s[i + 1];
+		cdp_layer *l = &net->layers[i];
+		const char *name;
+
+		l->index = i;
+		l->cfg_line = s->line;
+		l->ops = cdp_layer_ops_find(s->type);
+		snprintf(l->name, sizeof l->name, "%s%d", s->type, i);
+		if (!l->ops) {
+			snprintf(err, cap, "%s:%d: unknown layer type [%.64s]", cfg->path, s->line, s->type);
+			return -1;
+		}
+		name = cdp_cfg_str(s, "name", NULL);
+		if (name) {
+			if (strlen(name) >= sizeof l->name || !valid_name(name) ||
+			    strcmp(name, "input") == 0) {
+				snprintf(why, sizeof why, "bad name '%.64s' (a letter or _, then "
+				         "letters, digits, _ . -; at most %d; not 'input')", name,
+				         CDP_LAYER_NAME - 1);
+				goto fail;
+			}
+			snprintf(l->name, sizeof l->name, "%s", name);
+		}
+		for (int k = 0; k < i; k++)
+			if (strcmp(net->layers[k].name, l->name) == 0) {
+				snprintf(why, sizeof why, "the name is already used at line %d",
+				         net->layers[k].cfg_line);
+				goto fail;
+			}
+		if (parse_from(net, l, cdp_cfg_str(s, "from", NULL), why, sizeof why) < 0)
+			goto fail;
+		for (int j = 0; j < l->nfrom; j++)
+			l->in[j] = l->from[j] < 0 ? net->in : net->layers[l->from[j]].out;
+		why[0] = '\0';
+		if (l->ops->make(l, net, s, why, sizeof why) < 0)
+			goto fail;
+		if (l->out.c < 1 || l->out.h < 1 || l->out.w < 1) {
+			snprintf(why, sizeof why, "empty output (%d,%d,%d)", l->out.c, l->out.h, l->out.w);
+			goto fail;
+		}
+		if (cdp_cfg_check_used(cfg, s, why, sizeof why) < 0)
+			goto fail;
+		continue;
+fail:
+		layer_err(net, l, s->type, why, err, cap);
+		return -1;
+	}
+	return 0;
+}
+
+int cdp_net_build(cdp_net *net, cdp_backend *be, const char *cfg_text, const char *path,
+                  const char *const *overrides, int noverrides,
+                  int in_c, int in_h, int in_w, int n, char *err, size_t cap)
+{
+	memset(net, 0, sizeof *net);
+	net->be = be;
+	net->n = n;
+	net->train = 1;
+	if (n < 1) {
+		snprintf(err, cap, "%s: batch size %d is not positive", path ? path : "<cfg>", n);
+		return -1;
+	}
+	net->cfg_text = strdup(cfg_text ? cfg_text : "");
+	net->cfg = calloc(1, sizeof *net->cfg);
+	if (!net->cfg_text || !net->cfg) {
+		snprintf(err, cap, "%s: out of memory", path ? path : "<cfg>");
+		goto fail;
+	}
+	if (cdp_cfg_parse(cfg_text, path, overrides, noverrides, net->cfg, err, cap) < 0)
+		goto fail;
+	if (net_options(net, in_c, in_h, in_w, err, cap) < 0)
+		goto fail;
+	net->nlayers = net->cfg->ns - 1;
+	if (net->nlayers < 1) {
+		snprintf(err, cap, "%s: no layers after [net]", net->cfg->path);
+		goto fail;
+	}
+	net->layers = calloc((size_t)net->nlayers, sizeof *net->layers);
+	if (!net->layers) {
+		snprintf(err, cap, "%s: out of memory", net->cfg->path);
+		goto fail;
+	}
+	if (make_layers(net, err, cap) < 0)
+		goto fail;
+	net->out_layer = net->nlayers - 1;
+	if (check_head(net, err, cap) < 0)
+		goto fail;
+	set_betas(net);
+	net->params = be->alloc(be, net->nparams * sizeof(float));
+	net->grads = be->alloc(be, net->nparams * sizeof(float));
+	net->buffers = be->alloc(be, net->nbuffers * sizeof(float));
+	if (!net->params || !net->grads || !net->buffers) {
+		snprintf(err, cap, "%s: cannot allocate %zu parameters: out of memory",
+		         net->cfg->path, net->nparams);
+		goto fail;
+	}
+	if (alloc_batch(net, err, cap) < 0)
+		goto fail;
+	cdp_cfg_free(net->cfg);
+	free(net->cfg);
+	net->cfg = NULL;
+	return 0;
+fail:
+	cdp_net_free(net);
+	return -1;
+}
+
+int cdp_net_resize(cdp_net *net, int n, char *err, size_t cap)
+{
+	if (n < 1) {
+		snprintf(err, cap, "batch size %d is not positive", n);
+		return -1;
+	}
+	if (n == net->n)
+		return 0;
+	free_batch(net);
+	net->n = n;
+	return alloc_batch(net, err, cap);
+}
+
+void cdp_net_free(cdp_net *net)
+{
+	cdp_backend *be = net->be;
+
+	if (net->layers)
+		free_batch(net);
+	if (be) {
+		be->free(be, net->params);
+		be->free(be, net->grads);
+		be->free(be, net->buffers);
+	}
+	free(net->layers);
+	free(net->cfg_text);
+	if (net->cfg) {
+		cdp_cfg_free(net->cfg);
+		free(net->cfg);
+	}
+	memset(net, 0, sizeof *net);
+}
+
+/* ---- running ---- */
+
+void cdp_net_init(cdp_net *net, uint64_t seed)
+{
+	for (int i = 0; i < net->nlayers; i++) {
+		cdp_layer *l = &net->layers[i];
+		if (l->ops->init)
+			l->ops->init(l, net, seed);
+	}
+}
+
+void cdp_net_forward(cdp_net *net)
+{
+	for (int i = 0; i <= net->out_layer; i++)
+		net->layers[i].ops->forward(&net->layers[i], net);
+}
+
+void cdp_net_backward(cdp_net *net, void (*on_layer_done)(cdp_net *, int, void *), void *ctx)
+{
+	cdp_backend *be = net->be;
+
+	/* a tensor nobody reads gets no gradient written: zero it */
+	for (int i = 0; i < net->out_layer; i++)
+		if (!has_consumer(net, i))
+			be->fill(be, net->layers[i].dy, 0.0f, cdp_layer_out_count(&net->layers[i], net));
+	if (net->input_grad && !has_consumer(net, -1))
+		be->fill(be, net->dx, 0.0f, (size_t)net->n * cdp_shape_numel(net->in));
+	for (int i = net->out_layer; i >= 0; i--) {
+		cdp_layer *l = &net->layers[i];
+		if (l->ops->backward)
+			l->ops->backward(l, net);
+		if (on_layer_done)
+			on_layer_done(net, i, ctx);
+	}
+}
+
+void cdp_net_zero_grad(cdp_net *net)
+{
+	if (net->nparams)
+		net->be->fill(net->be, net->grads, 0.0f, net->nparams);
+}
+
+const float *cdp_net_output(const cdp_net *net)
+{
+	return net->layers[net->out_layer].y;
+}

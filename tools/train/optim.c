@@ -1,0 +1,270 @@
+/* optim.c: optimizer settings, schedule, clipping and accumulation around
+ * the backend's sgd_step/adamw_step (optim.h).
+ *
+ * The state is two device blocks of the parameter block's size and layout,
+ * so data-parallel ranks keep identical state without communicating it, and
+ * a checkpoint saves it as two flat arrays.
+ *
+ * Not done: parameter groups (no decay exemption for biases or batchnorm),
+ * schedules other than the three policies with linear warm-up.
+ */
+#include "optim.h"
+#include "cdp_error.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+static const char *const type_names[] = { NULL, "sgd", "adamw" };
+static const char *const policy_names[] = { "constant", "step", "cosine" };
+
+const char *cdp_optim_type_name(int type)
+{
+	return type == CDP_OPT_SGD || type == CDP_OPT_ADAMW ? type_names[type] : "?";
+}
+
+const char *cdp_optim_policy_name(int policy)
+{
+	return policy >= CDP_LR_CONSTANT && policy <= CDP_LR_COSINE ? policy_names[policy] : "?";
+}
+
+void cdp_optim_defaults(cdp_optim_cfg *c)
+{
+	memset(c, 0, sizeof(*c));
+	c->type = CDP_OPT_SGD;
+	c->lr = 0.01f;
+	c->momentum = 0.9f;
+	c->beta1 = 0.9f;
+	c->beta2 = 0.999f;
+	c->eps = 1e-8f;
+	c->policy = CDP_LR_CONSTANT;
+	c->step_size = 1000;
+	c->gamma = 0.1f;
+	c->warmup_factor = 0.1f;
+	c->accumulate = 1;
+}
+
+/* Index of s in names[lo..hi], or -1. */
+static int pick(const char *s, const char *const *names, int lo, int hi)
+{
+	for (int i = lo; i <= hi; i++)
+		if (strcmp(s, names[i]) == 0)
+			return i;
+	return -1;
+}
+
+/* Line of key k in s, for messages about a word-valued option. */
+static int key_line(const cdp_cfg_section *s, const char *k)
+{
+	for (int i = 0; i < s->nkv; i++)
+		if (strcmp(s->kv[i].key, k) == 0)
+			return s->kv[i].line;
+	return s->line;
+}
+
+int cdp_optim_cfg_parse(cdp_optim_cfg *c, const cdp_cfg *cfg, cdp_cfg_section *s,
+                        char *err, size_t cap)
+{
+	const char *t = cdp_cfg_str(s, "optimizer", "sgd");
+	const char *p = cdp_cfg_str(s, "lr_policy", "constant");
+	int nesterov, step_size, warmup;
+	char why[200];
+
+	cdp_optim_defaults(c);
+	c->type = pick(t, type_names, 1, 2);
+	if (c->type < 0) {
+		snprintf(err, cap, "%s:%d: option 'optimizer': '%.32s' is not sgd or adamw",
+		         cfg->path, key_line(s, "optimizer"), t);
+		return -1;
+	}
+	c->policy = pick(p, policy_names, 0, 2);
+	if (c->policy < 0) {
+		snprintf(err, cap, "%s:%d: option 'lr_policy': '%.32s' is not constant, step or cosine",
+		         cfg->path, key_line(s, "lr_policy"), p);
+		return -1;
+	}
+	if (c->type == CDP_OPT_ADAMW) {
+		c->lr = 0.001f;
+		c->weight_decay = 0.01f;
+	}
+	if (cdp_cfg_float(cfg, s, "lr", c->lr, 0, 1e6f, &c->lr, err, cap) < 0 ||
+	    cdp_cfg_float(cfg, s, "momentum", c->momentum, 0, 1, &c->momentum, err, cap) < 0 ||
+	    cdp_cfg_int(cfg, s, "nesterov", 0, 0, 1, &nesterov, err, cap) < 0 ||
+	    cdp_cfg_float(cfg, s, "weight_decay", c->weight_decay, 0, 1e6f, &c->weight_decay,
+	                  err, cap) < 0 ||
+	    cdp_cfg_float(cfg, s, "beta1", c->beta1, 0, 0.999999f, &c->beta1, err, cap) < 0 ||
+	    cdp_cfg_float(cfg, s, "beta2", c->beta2, 0, 0.999999f, &c->beta2, err, cap) < 0 ||
+	    cdp_cfg_float(cfg, s, "adam_eps", c->eps, 1e-30f, 1, &c->eps, err, cap) < 0 ||
+	    cdp_cfg_int(cfg, s, "lr_step", 1000, 1, 1 << 30, &step_size, err, cap) < 0 ||
+	    cdp_cfg_float(cfg, s, "lr_gamma", c->gamma, 0, 1e6f, &c->gamma, err, cap) < 0 ||
+	    cdp_cfg_float(cfg, s, "lr_min", 0, 0, 1e6f, &c->min_lr, err, cap) < 0 ||
+	    cdp_cfg_int(cfg, s, "warmup", 0, 0, 1 << 30, &warmup, err, cap) < 0 ||
+	    cdp_cfg_float(cfg, s, "warmup_factor", c->warmup_factor, 0, 1, &c->warmup_factor,
+	                  err, cap) < 0 ||
+	    cdp_cfg_float(cfg, s, "clip_norm", 0, 0, 1e30f, &c->clip_norm, err, cap) < 0 ||
+	    cdp_cfg_int(cfg, s, "accumulate", 1, 1, 1 << 20, &c->accumulate, err, cap) < 0)
+		return -1;
+	c->nesterov = nesterov;
+	c->step_size = step_size;
+	c->warmup = warmup;
+	/* total_steps is the trainer's to set, so only check what it cannot
+	 * fix: a contradiction inside the file */
+	if (c->nesterov && c->momentum == 0) {
+		snprintf(why, sizeof(why), "nesterov=1 needs momentum > 0");
+		snprintf(err, cap, "%s:%d: option 'nesterov': %s", cfg->path, key_line(s, "nesterov"), why);
+		return -1;
+	}
+	return 0;
+}
+
+int cdp_optim_cfg_check(const cdp_optim_cfg *c, char *err, size_t cap)
+{
+	if (c->type != CDP_OPT_SGD && c->type != CDP_OPT_ADAMW) {
+		snprintf(err, cap, "unknown optimizer type %d", c->type);
+		return -1;
+	}
+	if (!(c->lr >= 0) || !isfinite(c->lr) || !(c->weight_decay >= 0) ||
+	    !isfinite(c->weight_decay)) {
+		snprintf(err, cap, "lr and weight_decay must be finite numbers >= 0");
+		return -1;
+	}
+	if (c->type == CDP_OPT_SGD && (!(c->momentum >= 0) || c->momentum > 1 ||
+	                               (c->nesterov && c->momentum == 0))) {
+		snprintf(err, cap, c->nesterov && c->momentum == 0 ? "nesterov needs momentum > 0"
+		                                                   : "momentum must be in [0, 1]");
+		return -1;
+	}
+	if (c->type == CDP_OPT_ADAMW && (!(c->beta1 >= 0) || !(c->beta1 < 1) ||
+	                                 !(c->beta2 >= 0) || !(c->beta2 < 1) || !(c->eps > 0))) {
+		snprintf(err, cap, "adamw needs 0 <= beta1, beta2 < 1 and eps > 0");
+		return -1;
+	}
+	if (c->policy < CDP_LR_CONSTANT || c->policy > CDP_LR_COSINE) {
+		snprintf(err, cap, "unknown lr policy %d", c->policy);
+		return -1;
+	}
+	if (c->policy == CDP_LR_STEP && (c->step_size < 1 || !(c->gamma >= 0))) {
+		snprintf(err, cap, "lr_policy=step needs lr_step >= 1 and lr_gamma >= 0");
+		return -1;
+	}
+	if (c->policy == CDP_LR_COSINE && (c->total_steps <= c->warmup || !(c->min_lr >= 0))) {
+		snprintf(err, cap, "lr_policy=cosine needs more total steps (%ld) than warm-up steps (%ld)",
+		         c->total_steps, c->warmup);
+		return -1;
+	}
+	if (c->warmup < 0 || !(c->warmup_factor >= 0) || c->warmup_factor > 1) {
+		snprintf(err, cap, "warm-up needs warmup >= 0 and warmup_factor in [0, 1]");
+		return -1;
+	}
+	if (!(c->clip_norm >= 0) || c->accumulate < 1) {
+		snprintf(err, cap, "clip_norm must be >= 0 and accumulate >= 1");
+		return -1;
+	}
+	return 0;
+}
+
+double cdp_optim_lr(const cdp_optim_cfg *c, long step)
+{
+	double lr = c->lr;
+	long u;
+
+	if (step < 0)
+		step = 0;
+	if (step < c->warmup) {
+		double f = c->warmup_factor;
+		return lr * (f + (1.0 - f) * (double)step / (double)c->warmup);
+	}
+	u = step - c->warmup;
+	switch (c->policy) {
+	case CDP_LR_STEP:
+		return lr * pow(c->gamma, (double)(u / c->step_size));
+	case CDP_LR_COSINE: {
+		long span = c->total_steps - c->warmup;
+		if (span <= 0 || u >= span)
+			return c->min_lr;
+		return c->min_lr + (lr - c->min_lr) * (1.0 + cos(M_PI * (double)u / (double)span)) / 2;
+	}
+	default:
+		return lr;
+	}
+}
+
+int cdp_optim_nblocks(const cdp_optim_cfg *c)
+{
+	if (c->type == CDP_OPT_ADAMW)
+		return 2;
+	return c->momentum != 0 ? 1 : 0;
+}
+
+int cdp_optim_init(cdp_optim *o, cdp_backend *be, const cdp_optim_cfg *c, size_t nparams,
+                   char *err, size_t cap)
+{
+	int nb = cdp_optim_nblocks(c);
+
+	memset(o, 0, sizeof(*o));
+	if (cdp_optim_cfg_check(c, err, cap) < 0)
+		return -1;
+	if (nparams > SIZE_MAX / sizeof(float)) {
+		snprintf(err, cap, "%zu parameters are too many", nparams);
+		return -1;
+	}
+	o->cfg = *c;
+	o->be = be;
+	o->n = nparams;
+	if (nb >= 1) {
+		o->v = be->alloc(be, nparams * sizeof(float));
+		if (nb == 2)
+			o->m = be->alloc(be, nparams * sizeof(float));
+		if (!o->v || (nb == 2 && !o->m)) {
+			snprintf(err, cap, "cannot allocate %d optimizer blocks of %zu floats", nb, nparams);
+			cdp_optim_free(o);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+void cdp_optim_free(cdp_optim *o)
+{
+	if (o->m)
+		o->be->free(o->be, o->m);
+	if (o->v)
+		o->be->free(o->be, o->v);
+	memset(o, 0, sizeof(*o));
+}
+
+int cdp_optim_micro_done(cdp_optim *o)
+{
+	o->micro++;
+	return o->micro >= o->cfg.accumulate;
+}
+
+int cdp_optim_step(cdp_optim *o, float *params, float *grads)
+{
+	cdp_backend *be = o->be;
+	const cdp_optim_cfg *c = &o->cfg;
+	double norm, lr;
+
+	if (c->accumulate > 1)
+		be->scale(be, grads, 1.0f / (float)c->accumulate, o->n);
+	norm = sqrt(be->sumsq(be, grads, o->n));
+	o->last_norm = norm;
+	o->micro = 0;
+	if (!isfinite(norm)) {
+		be->fill(be, grads, 0.0f, o->n);
+		return CDP_ERANGE;
+	}
+	if (c->clip_norm > 0 && norm > c->clip_norm)
+		be->scale(be, grads, (float)(c->clip_norm / (norm + 1e-6)), o->n);
+	lr = cdp_optim_lr(c, o->step);
+	o->last_lr = lr;
+	if (c->type == CDP_OPT_ADAMW)
+		be->adamw_step(be, params, grads, o->m, o->v, o->n, (float)lr, c->beta1, c->beta2,
+		               c->eps, c->weight_decay, o->step + 1);
+	else
+		be->sgd_step(be, params, grads, o->v, o->n, (float)lr, c->momentum,
+		             c->weight_decay, c->nesterov, o->step == 0);
+	o->step++;
+	be->fill(be, grads, 0.0f, o->n);
+	return 0;
+}
