@@ -12,6 +12,7 @@
  * growing chunks, so a corrupted length cannot make the reader allocate much
  * more than the bytes actually present.
  */
+#define _GNU_SOURCE /* F_SETPIPE_SZ */
 #include "cdp_stream.h"
 #include "cdp_dtype.h"
 #include "cdp_error.h"
@@ -24,6 +25,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <zlib.h>
+#include <fcntl.h>
+#include <sys/stat.h>
 
 #define FRAME_HDR 8
 #define NAME_MAX_LEN (sizeof ((cdp_frame *)0)->name - 1)
@@ -403,4 +406,23 @@ void cdp_source_free(cdp_source *s)
 	free(s->crs);
 	s->path = NULL;
 	s->crs = NULL;
+}
+
+void cdp_stream_pipe_grow(int fd)
+{
+	struct stat st;
+	FILE *f;
+	long max = 1 << 20, sysmax;
+
+	if (fstat(fd, &st) != 0 || !S_ISFIFO(st.st_mode))
+		return;
+	f = fopen("/proc/sys/fs/pipe-max-size", "r");
+	if (f) {
+		if (fscanf(f, "%ld", &sysmax) == 1 && sysmax > 0 && sysmax < max)
+			max = sysmax;
+		fclose(f);
+	}
+#ifdef F_SETPIPE_SZ
+	(void)fcntl(fd, F_SETPIPE_SZ, (int)max);
+#endif
 }

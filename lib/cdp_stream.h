@@ -58,6 +58,12 @@ int cdp_stream_read_header(FILE *f);
 int cdp_stream_read_frame(FILE *f, cdp_frame *fr);
 void cdp_frame_free(cdp_frame *fr);
 
+/* When fd is a pipe, grows its buffer to 1 MiB (or the system's
+ * /proc/sys/fs/pipe-max-size if smaller). A 64 KiB pipe makes producer and
+ * consumer switch every quarter tile; the larger one lets both run. Does
+ * nothing for other files; failures are harmless and ignored. */
+void cdp_stream_pipe_grow(int fd);
+
 /* Source info carried by 'S' frames (and stored in the pool's meta). */
 typedef struct cdp_source {
 	uint32_t index;

@@ -29,8 +29,10 @@ expect_fail 1 "cdp-lmdbpack: " cdp-lmdbpack -q "$T/pool2" <"$T/noise"
 expect_fail 1 "cdp-lmdbpack: " cdp-lmdbpack -q "$T/pool2" </dev/null
 
 # The consumer dies: cdp-tile reports the broken pipe and fails, no crash.
+# (The scene's stream, ~9 MB, must outgrow the 1 MiB pipe cdp-tile asks for.)
+"$PYTHON" "$MK" "$T/big.tif" --width 2000 --height 1500 --bands 3 --dtype u8 --seed 2
 set +e
-cdp-tile -q --size 16 "$T/a.tif" 2>"$T/tile.err" | head -c 100 >/dev/null
+cdp-tile -q --size 16 "$T/big.tif" 2>"$T/tile.err" | head -c 100 >/dev/null
 set -e
 grep -q "cdp-tile: .*\(pipe\|Broken\)" "$T/tile.err" || fail "cdp-tile on a closed pipe: $(cat "$T/tile.err")"
 

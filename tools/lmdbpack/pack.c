@@ -284,6 +284,8 @@ int cdp_pack_run(const cdp_pack_opts *o, FILE *in, cdp_pack_result *res,
 	strftime(p.stamp, sizeof p.stamp, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
 
 	/* Check the input before the pool is created or touched. */
+	if (!o->list)
+		cdp_stream_pipe_grow(fileno(in));
 	if (o->list) {
 		if ((rc = pack_list_read(&p, &ents, &nents)))
 			goto out;

@@ -541,6 +541,8 @@ int cdp_tile_run(const cdp_tile_opts *o, FILE *out, cdp_tile_result *res,
 		    "(redirect standard output or use -O DIR)");
 		return CDP_ETTY;
 	}
+	if (!o->outdir)
+		cdp_stream_pipe_grow(fileno(out));
 	if (o->stats_path && (rc = tile_stats_load(c, o->stats_path)))
 		goto out;
 
