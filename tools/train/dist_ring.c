@@ -1,0 +1,558 @@
+/* dist_ring.c: the reductions in flight behind dist.h - the ring all-reduce
+ * (a non-blocking state machine), MPI_Iallreduce ops, the progress engine
+ * that drives both, cdp_dist_allreduce / cdp_dist_average, the chunk
+ * setting, and the gradient buckets with their overlap calls
+ * (cdp_dist_buckets .. cdp_dist_wait_all). Start-up, the other settings,
+ * the watchdog, the blocking collectives and every MPI call itself are in
+ * dist_mpi.c; this file reaches MPI through the checked calls of
+ * dist_int.h.
+ *
+ * Every reduction in flight is an `op` on one list in start order. An mpi op
+ * is an MPI_Iallreduce (split into parts of at most INT_MAX floats). A ring
+ * op is a state machine over two FIFOs of at most RING_WIN requests: sends
+ * to the right neighbour and receives from the left, both in (step, chunk)
+ * order, all with the op's own tag, so MPI's in-order matching pairs them.
+ * Step k (0 <= k < 2(j-1)) sends segment (r - k) mod j and receives segment
+ * (r - k - 1) mod j; steps below j-1 receive into a scratch slot and add it
+ * in (scatter-reduce), later steps receive in place (all-gather). The only
+ * ordering rules:
+ *  - send (k, c) waits until receive (k-1, c) is retired: it is the chunk
+ *    just reduced (or gathered);
+ *  - an in-place receive (k, c) waits until send (k+1-j, c), which read the
+ *    same chunk of the same segment, is retired. (The data flow already
+ *    implies that the right neighbour has received that chunk; the rule
+ *    keeps us legal MPI: no receive into the buffer of a pending send.)
+ * Both point to earlier (step, chunk) positions, so every rank can always
+ * move, and a chunk goes on to the next step while later chunks of the same
+ * step are still on the wire (the pipeline). Waiting blocks in MPI_Waitany
+ * over every outstanding request, never on one request, because the request
+ * that unblocks a peer may be any of ours.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include "cdp_error.h"
+#include "dist_int.h"
+
+#define RING_WIN 4          /* chunks in flight per direction per ring op */
+#define RING_ACTIVE 4       /* ring ops progressing at once; the rest queue */
+#define TAG_SPAN 30000      /* the standard promises tags up to 32767 */
+#define MPI_PARTS 8         /* an mpi bucket may hold 8 * INT_MAX floats */
+
+typedef struct op op;
+struct op {
+	cdp_dist_algo algo;
+	float *buf;
+	size_t n;
+	int average, done;
+	op *next;                     /* the in-flight list */
+	MPI_Request mreq[MPI_PARTS];  /* mpi: one per part */
+	int nmreq;
+	/* ring */
+	int tag, slot, nsteps;        /* slot: scratch in use, -1 while queued */
+	size_t q, rem;                /* segment s holds q + (s < rem) floats */
+	int sk, rk, sdk, rdk;         /* step of the next send/recv to post (sk,
+	                               * rk) and to retire (sdk, rdk) */
+	size_t sc, rc, sdc, rdc;      /* ... and its chunk */
+	int s0, ns, r0, nr;           /* FIFO heads and lengths */
+	MPI_Request sreq[RING_WIN], rreq[RING_WIN];
+};
+
+static struct {
+	size_t chunk;                 /* floats per ring message */
+	unsigned seq;                 /* ring ops started, for tags */
+	op *head, *tail;              /* in flight, in start order */
+	float *scratch[RING_ACTIVE];  /* RING_WIN * chunk floats each, lazily */
+	int slot_busy[RING_ACTIVE];
+	/* buckets */
+	float *bbuf;
+	int nb, nl, overlap, average;
+	cdp_dist_algo balgo;
+	size_t *boff, *bn;
+	int *bl0, *bl1, *lbucket, *bleft;
+	unsigned char *ldone, *bstate;  /* bstate: 0 idle, 1 started */
+	op *bops;
+} st = { .chunk = 262144 };
+
+int dist_busy(void) { return st.head != NULL; }
+
+static void scratch_free(void)
+{
+	for (int i = 0; i < RING_ACTIVE; i++) {
+		free(st.scratch[i]);
+		st.scratch[i] = NULL;
+	}
+}
+
+int cdp_dist_set_chunk(size_t floats)
+{
+	if (floats < 1 || floats > INT_MAX / RING_WIN || st.head)
+		return CDP_EINVAL;
+	if (floats != st.chunk)
+		scratch_free();
+	st.chunk = floats;
+	return 0;
+}
+
+/* ---- the ring state machine ------------------------------------------ */
+
+static int seg_of(int k, int recv)
+{
+	int j = cdp_dist_size();
+
+	return ((cdp_dist_rank() - k - recv) % j + j) % j;
+}
+
+static size_t seg_len(const op *o, int s) { return o->q + ((size_t)s < o->rem); }
+
+static size_t seg_off(const op *o, int s)
+{
+	return (size_t)s * o->q + ((size_t)s < o->rem ? (size_t)s : o->rem);
+}
+
+static size_t nchunks(const op *o, int k, int recv)
+{
+	return (seg_len(o, seg_of(k, recv)) + st.chunk - 1) / st.chunk;
+}
+
+/* Moves (k, c) past chunks that do not exist (short or empty segments). */
+static void pos_norm(const op *o, int recv, int *k, size_t *c)
+{
+	while (*k < o->nsteps && *c >= nchunks(o, *k, recv)) {
+		(*k)++;
+		*c = 0;
+	}
+}
+
+static int before(int k1, size_t c1, int k2, size_t c2)
+{
+	return k1 < k2 || (k1 == k2 && c1 < c2);
+}
+
+/* Chunk c of the segment moved at step k: *len floats at buf + return. */
+static size_t chunk_at(const op *o, int k, size_t c, int recv, int *len)
+{
+	int s = seg_of(k, recv);
+	size_t left = seg_len(o, s) - c * st.chunk;
+
+	*len = (int)(left < st.chunk ? left : st.chunk);
+	return seg_off(o, s) + c * st.chunk;
+}
+
+/* dst += src, n floats: unrolled by 8 so that gcc -O2 (whose cost model
+ * will not vectorize a loop of unknown length) packs it into SIMD adds. */
+static void add_into(float *restrict dst, const float *restrict src, size_t n)
+{
+	size_t i = 0;
+
+	for (; i + 8 <= n; i += 8) {
+		dst[i] += src[i], dst[i + 1] += src[i + 1];
+		dst[i + 2] += src[i + 2], dst[i + 3] += src[i + 3];
+		dst[i + 4] += src[i + 4], dst[i + 5] += src[i + 5];
+		dst[i + 6] += src[i + 6], dst[i + 7] += src[i + 7];
+	}
+	for (; i < n; i++)
+		dst[i] += src[i];
+}
+
+static int ring_take_slot(op *o)
+{
+	int i;
+
+	for (i = 0; i < RING_ACTIVE; i++)
+		if (!st.slot_busy[i])
+			break;
+	if (i == RING_ACTIVE)
+		return 0;
+	if (!st.scratch[i] && !(st.scratch[i] = malloc(RING_WIN * st.chunk * sizeof(float))))
+		cdp_dist_abort(1, "cannot allocate %zu bytes for the ring reduction: %s",
+		               RING_WIN * st.chunk * sizeof(float), strerror(ENOMEM));
+	st.slot_busy[i] = 1;
+	o->slot = i;
+	return 1;
+}
+
+/* Retires what has completed and posts what may be posted; returns 1 if
+ * anything moved. */
+static int ring_advance(op *o)
+{
+	int j = cdp_dist_size(), moved = 0, again = 1, len;
+	size_t off;
+	float *tmp;
+
+	if (o->slot < 0 && !ring_take_slot(o))
+		return 0;
+	while (again) {
+		again = 0;
+		while (o->nr > 0) {
+			if (!dist_test(&o->rreq[o->r0]))
+				break;
+			if (o->rdk < j - 1) {   /* scatter-reduce: add the partial sum */
+				off = chunk_at(o, o->rdk, o->rdc, 1, &len);
+				add_into(o->buf + off, st.scratch[o->slot] + (size_t)o->r0 * st.chunk,
+				         (size_t)len);
+			}
+			o->r0 = (o->r0 + 1) % RING_WIN;
+			o->nr--;
+			o->rdc++;
+			pos_norm(o, 1, &o->rdk, &o->rdc);
+			again = 1;
+		}
+		while (o->ns > 0) {
+			if (!dist_test(&o->sreq[o->s0]))
+				break;
+			o->s0 = (o->s0 + 1) % RING_WIN;
+			o->ns--;
+			o->sdc++;
+			pos_norm(o, 0, &o->sdk, &o->sdc);
+			again = 1;
+		}
+		while (o->nr < RING_WIN && o->rk < o->nsteps &&
+		       (o->rk < j - 1 || before(o->rk + 1 - j, o->rc, o->sdk, o->sdc))) {
+			int i = (o->r0 + o->nr) % RING_WIN;
+			off = chunk_at(o, o->rk, o->rc, 1, &len);
+			tmp = o->rk < j - 1 ? st.scratch[o->slot] + (size_t)i * st.chunk : o->buf + off;
+			dist_irecv(tmp, len, o->tag, &o->rreq[i]);
+			o->nr++;
+			o->rc++;
+			pos_norm(o, 1, &o->rk, &o->rc);
+			again = 1;
+		}
+		while (o->ns < RING_WIN && o->sk < o->nsteps &&
+		       (o->sk == 0 || before(o->sk - 1, o->sc, o->rdk, o->rdc))) {
+			int i = (o->s0 + o->ns) % RING_WIN;
+			off = chunk_at(o, o->sk, o->sc, 0, &len);
+			dist_isend(o->buf + off, len, o->tag, &o->sreq[i]);
+			dist_stats.ring_bytes += (uint64_t)len * sizeof(float);
+			o->ns++;
+			o->sc++;
+			pos_norm(o, 0, &o->sk, &o->sc);
+			again = 1;
+		}
+		moved |= again;   /* every branch above sets again after a move */
+	}
+	if (o->rdk == o->nsteps && o->sdk == o->nsteps) {
+		st.slot_busy[o->slot] = 0;
+		o->done = 1;
+	}
+	return moved;
+}
+
+/* ---- ops in flight ---------------------------------------------------- */
+
+static void op_finish(op *o)
+{
+	int size = cdp_dist_size();
+	float *restrict x = o->buf, j = (float)size;
+	size_t i = 0;
+
+	/* a division, not a multiplication by 1/j: sum / j exactly */
+	if (o->average && size > 1) {
+		for (; i + 8 <= o->n; i += 8) {
+			x[i] /= j, x[i + 1] /= j, x[i + 2] /= j, x[i + 3] /= j;
+			x[i + 4] /= j, x[i + 5] /= j, x[i + 6] /= j, x[i + 7] /= j;
+		}
+		for (; i < o->n; i++)
+			x[i] /= j;
+	}
+	dist_stats.reductions++;
+}
+
+/* Starts a reduction of buf[0..n); an mpi op is posted now, a ring op when
+ * a scratch slot is free (in start order). */
+static void op_start(op *o, float *buf, size_t n, cdp_dist_algo algo, int average)
+{
+	int size = cdp_dist_size();
+
+	memset(o, 0, sizeof *o);
+	o->algo = algo;
+	o->buf = buf;
+	o->n = n;
+	o->average = average;
+	o->slot = -1;
+	if (size == 1 || n == 0) {
+		o->done = 1;
+		dist_stats.reductions++;
+		return;
+	}
+	if (algo == CDP_DIST_MPI) {
+		for (size_t off = 0; off < n; off += INT_MAX) {
+			size_t part = n - off < INT_MAX ? n - off : INT_MAX;
+			dist_iallreduce(buf + off, (int)part, &o->mreq[o->nmreq++]);
+		}
+	} else {
+		o->tag = (int)(st.seq++ % TAG_SPAN);
+		o->nsteps = 2 * (size - 1);
+		o->q = n / (size_t)size;
+		o->rem = n % (size_t)size;
+		pos_norm(o, 0, &o->sk, &o->sc);
+		pos_norm(o, 1, &o->rk, &o->rc);
+		o->sdk = o->sk, o->sdc = o->sc;
+		o->rdk = o->rk, o->rdc = o->rc;
+	}
+	if (st.tail)
+		st.tail->next = o;
+	else
+		st.head = o;
+	st.tail = o;
+}
+
+/* One pass over the ops in flight; returns 1 if anything moved. */
+static int progress_all(void)
+{
+	op *o, *prev = NULL, *next;
+	int moved = 0;
+
+	for (o = st.head; o; o = next) {
+		next = o->next;
+		if (o->algo == CDP_DIST_MPI) {
+			o->done = dist_testall(o->nmreq, o->mreq);
+		} else {
+			moved |= ring_advance(o);
+		}
+		if (!o->done) {
+			prev = o;
+			continue;
+		}
+		moved = 1;
+		op_finish(o);
+		if (prev)
+			prev->next = next;
+		else
+			st.head = next;
+		if (st.tail == o)
+			st.tail = prev;
+	}
+	return moved;
+}
+
+/* Blocks until `target` (or, when NULL, every op) is done. */
+static void drive(const op *target, const char *what)
+{
+	enum { RING_REQ = RING_ACTIVE * 2 * RING_WIN, CAP = RING_REQ + 32 * MPI_PARTS };
+	MPI_Request req[CAP], *where[CAP];
+	int n, idx;
+	op *o;
+
+	for (;;) {
+		if (!progress_all() && (target ? !target->done : st.head != NULL)) {
+			/* Everything postable is posted: wait for any completion. All
+			 * ring requests must be in the set (any may be the one a peer
+			 * needs); mpi ones need only MPI's internal progress, so a
+			 * subset of them will do. */
+			n = 0;
+			for (o = st.head; o; o = o->next) {
+				for (int i = 0; i < o->nr; i++)
+					where[n] = &o->rreq[(o->r0 + i) % RING_WIN], req[n] = *where[n], n++;
+				for (int i = 0; i < o->ns; i++)
+					where[n] = &o->sreq[(o->s0 + i) % RING_WIN], req[n] = *where[n], n++;
+			}
+			for (o = st.head; o && n <= CAP - MPI_PARTS; o = o->next)
+				for (int i = 0; i < o->nmreq; i++)
+					where[n] = &o->mreq[i], req[n++] = o->mreq[i];
+			if (n == 0)
+				cdp_dist_abort(1, "%s: internal error: nothing to wait for", what);
+			idx = dist_waitany(n, req, what);
+			if (idx != MPI_UNDEFINED)
+				*where[idx] = MPI_REQUEST_NULL;
+		}
+		if (target ? target->done : st.head == NULL)
+			return;
+	}
+}
+
+/* ---- blocking float reductions ---------------------------------------- */
+
+int cdp_dist_allreduce(float *buf, size_t n, cdp_dist_algo algo, int average)
+{
+	op o;
+	double t0 = dist_now();
+
+	if ((!buf && n) || (algo != CDP_DIST_MPI && algo != CDP_DIST_RING))
+		return CDP_EINVAL;
+	if (algo == CDP_DIST_MPI && cdp_dist_size() > 1) {
+		dist_allreduce_sum(buf, n);
+		o.average = average, o.buf = buf, o.n = n;
+		op_finish(&o);
+	} else {
+		op_start(&o, buf, n, algo, average);
+		if (!o.done)
+			drive(&o, "ring all-reduce");
+	}
+	dist_stats.wait_s += dist_now() - t0;
+	return 0;
+}
+
+int cdp_dist_average(float *buf, size_t n)
+{
+	return cdp_dist_allreduce(buf, n, cdp_dist_get_algo(), 1);
+}
+
+/* ---- buckets ------------------------------------------------------------ */
+
+static void buckets_free(void)
+{
+	free(st.boff), free(st.bn), free(st.bl0), free(st.bl1);
+	free(st.lbucket), free(st.bleft), free(st.ldone), free(st.bstate), free(st.bops);
+	st.boff = st.bn = NULL;
+	st.bl0 = st.bl1 = st.lbucket = st.bleft = NULL;
+	st.ldone = st.bstate = NULL;
+	st.bops = NULL;
+	st.nb = st.nl = 0;
+	st.bbuf = NULL;
+}
+
+/* Per-step state back to "nothing done". */
+static void buckets_rearm(void)
+{
+	for (int b = 0; b < st.nb; b++) {
+		st.bleft[b] = st.bl1[b] - st.bl0[b];
+		st.bstate[b] = 0;
+	}
+	memset(st.ldone, 0, (size_t)st.nl);
+}
+
+int cdp_dist_buckets(float *buf, const size_t *layer_off, int nlayers,
+                     size_t bucket_floats, int nbuckets, int overlap, int average)
+{
+	size_t total, target, acc = 0;
+	int l, b = 0, l1;
+
+	if (!layer_off || nlayers < 1 || st.head || nbuckets < 0 ||
+	    (!nbuckets && !bucket_floats))
+		return CDP_EINVAL;
+	for (l = 0; l < nlayers; l++)
+		if (layer_off[l + 1] < layer_off[l])
+			return CDP_EINVAL;
+	total = layer_off[nlayers] - layer_off[0];
+	if (!buf && total)
+		return CDP_EINVAL;
+	target = nbuckets ? (total + (size_t)nbuckets - 1) / (size_t)nbuckets : bucket_floats;
+	if (target == 0)
+		target = 1;
+	buckets_free();
+	st.nl = nlayers;
+	/* at most one bucket per layer */
+	if (!(st.boff = calloc((size_t)nlayers, sizeof *st.boff)) ||
+	    !(st.bn = calloc((size_t)nlayers, sizeof *st.bn)) ||
+	    !(st.bl0 = calloc((size_t)nlayers, sizeof *st.bl0)) ||
+	    !(st.bl1 = calloc((size_t)nlayers, sizeof *st.bl1)) ||
+	    !(st.lbucket = calloc((size_t)nlayers, sizeof *st.lbucket)) ||
+	    !(st.bleft = calloc((size_t)nlayers, sizeof *st.bleft)) ||
+	    !(st.ldone = calloc((size_t)nlayers, 1)) ||
+	    !(st.bstate = calloc((size_t)nlayers, 1)) ||
+	    !(st.bops = calloc((size_t)nlayers, sizeof *st.bops))) {
+		buckets_free();
+		return CDP_ENOMEM;
+	}
+	/* from the last layer down: close a bucket once it holds target */
+	for (l1 = l = nlayers; l > 0; l--) {
+		acc += layer_off[l] - layer_off[l - 1];
+		st.lbucket[l - 1] = b;
+		if (acc >= target || l == 1) {
+			st.bl0[b] = l - 1, st.bl1[b] = l1;
+			st.boff[b] = layer_off[l - 1];
+			st.bn[b] = layer_off[l1] - layer_off[l - 1];
+			if (acc > (size_t)MPI_PARTS * INT_MAX) {
+				buckets_free();
+				return CDP_ERANGE;
+			}
+			b++, l1 = l - 1, acc = 0;
+		}
+	}
+	st.nb = b;
+	st.bbuf = buf;
+	st.overlap = overlap;
+	st.average = average;
+	st.balgo = cdp_dist_get_algo();
+	buckets_rearm();
+	return b;
+}
+
+int cdp_dist_bucket_info(int b, size_t *off, size_t *n, int *l0, int *l1)
+{
+	if (b < 0 || b >= st.nb)
+		return CDP_EINVAL;
+	if (off) *off = st.boff[b];
+	if (n) *n = st.bn[b];
+	if (l0) *l0 = st.bl0[b];
+	if (l1) *l1 = st.bl1[b];
+	return 0;
+}
+
+int cdp_dist_bucket_state(int b)
+{
+	if (b < 0 || b >= st.nb)
+		return CDP_EINVAL;
+	return st.bstate[b] ? (st.bops[b].done ? 2 : 1) : 0;
+}
+
+static void bucket_start(int b)
+{
+	st.bstate[b] = 1;
+	op_start(&st.bops[b], st.bbuf + st.boff[b], st.bn[b], st.balgo, st.average);
+}
+
+int cdp_dist_bucket_ready(int b)
+{
+	double t0 = dist_now();
+
+	if (b < 0 || b >= st.nb)
+		return CDP_EINVAL;
+	if (!st.bstate[b]) {
+		bucket_start(b);
+		progress_all();
+	}
+	dist_stats.progress_s += dist_now() - t0;
+	return 0;
+}
+
+int cdp_dist_layer_done(int l)
+{
+	int b;
+
+	if (l < 0 || l >= st.nl)
+		return CDP_EINVAL;
+	if (st.ldone[l])
+		return 0;
+	st.ldone[l] = 1;
+	b = st.lbucket[l];
+	if (--st.bleft[b] == 0 && st.overlap)
+		return cdp_dist_bucket_ready(b);
+	if (st.overlap)
+		cdp_dist_progress();
+	return 0;
+}
+
+void cdp_dist_progress(void)
+{
+	double t0 = dist_now();
+
+	if (st.head)
+		progress_all();
+	dist_stats.progress_s += dist_now() - t0;
+}
+
+void cdp_dist_wait_all(void)
+{
+	double t0 = dist_now();
+
+	for (int b = 0; b < st.nb; b++)
+		if (!st.bstate[b])
+			bucket_start(b);
+	if (st.head)
+		drive(NULL, "waiting for the gradient reductions");
+	buckets_rearm();
+	dist_stats.wait_s += dist_now() - t0;
+}
+
+void dist_ring_finalize(void)
+{
+	/* finish what is in flight, but start nothing: the bucket block may be
+	 * gone by now */
+	if (st.head)
+		drive(NULL, "finishing reductions in flight");
+	buckets_free();
+	scratch_free();
+}
