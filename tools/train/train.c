@@ -1,0 +1,250 @@
+/* train.c: the training loop of cdp-train (train.h, man/cdp-train.1).
+ *
+ * One optimizer step takes A = accumulate micro-batches of b samples per
+ * rank (global batch A*j*b). Per micro-batch: the loader's batch goes to
+ * the device, forward, loss, then one small sum over ranks of (loss sum,
+ * counted pixels, dice term, stop flag). It gives the global loss for the
+ * log, lets every rank scale its loss gradient by its share of the
+ * counted pixels (so the averaged gradient is the mean over the global
+ * batch even when ranks count different numbers of pixels, e.g. nodata),
+ * and makes every rank see a SIGINT/SIGTERM at the same step. Backward
+ * starts the gradient reductions bucket by bucket (train_sync.c); the step
+ * waits for them, updates, and, every so many steps, logs, validates and
+ * checkpoints, all collectively at steps every rank knows in advance.
+ *
+ * Randomness is counter-based: the epoch order and augmentations come from
+ * (seed, epoch, key) in the loader, dropout masks from (seed, global
+ * micro-batch, rank), so a resumed run needs only the seed and the
+ * position, which the checkpoint holds, to continue bit for bit.
+ */
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cdp_error.h"
+#include "cdp_progress.h"
+#include "cdp_rng.h"
+#include "dist.h"
+#include "train_int.h"
+
+volatile int cdp_train_stop;
+
+void cdp_train_opts_init(cdp_train_opts *o)
+{
+	memset(o, 0, sizeof *o);
+	o->batch = 8;
+	o->lr = -1;
+	o->schedule = -1;
+	o->warmup = -1;
+	o->momentum = -1;
+	o->weight_decay = -1;
+	o->nesterov = -1;
+	o->seed = 1;
+	o->sync = CDP_SYNC_ALLREDUCE;
+	o->sync_k = 1;
+	o->rho = 0.01;
+	o->allreduce = CDP_DIST_MPI;
+	o->overlap = 1;
+	o->log_every = 10;
+	o->load = CDP_LOAD_POOL;
+	o->progress = CDP_PROGRESS_AUTO;
+}
+
+/* Every rank learns whether any rank failed; a failed rank has printed why. */
+static int agree_failed(int failed)
+{
+	uint64_t v = failed != 0;
+	cdp_dist_sum_u64(&v, 1);
+	return v != 0;
+}
+
+/* One micro-batch: returns the global mean loss; *stop from any rank. */
+static double micro_batch(trainer *t, uint64_t micro, int *stop)
+{
+	cdp_layer *out = &t->net.layers[t->net.out_layer];
+	cdp_loss_result res;
+	cdp_batch b;
+	double v[4];
+	int rc = cdp_loader_next(t->tl, &b);
+
+	if (rc != 0)
+		TR_FAIL("%s", rc == CDP_EEOF ? "the epoch ended early" :
+		        *cdp_loader_error(t->tl) ? cdp_loader_error(t->tl) : cdp_strerror(rc));
+	t->iv_wait += b.wait_s;
+	t->skipped += b.skipped;
+	if (t->keylog)
+		tr_log_keys(t, &b);
+	tr_upload(t, t->tl, &b);
+	t->net.step_seed = cdp_rng_derive(t->o->seed ^ 0x64726f706f7574ull, micro, (uint64_t)t->rank);
+	cdp_net_forward(&t->net);
+	cdp_loss_compute(&t->loss, b.n, t->hw, out->y, t->dlab, out->dy, &res);
+	v[0] = res.sum;
+	v[1] = res.count;
+	v[2] = res.dice;
+	v[3] = cdp_train_stop ? 1 : 0;
+	cdp_dist_sum_f64(v, 4);
+	if (v[3] > 0)
+		*stop = 1;
+	/* the mean over the global batch: each rank's gradient is a mean over
+	 * its own counted pixels, the all-reduce averages over j ranks */
+	if (t->o->sync == CDP_SYNC_ALLREDUCE && t->size > 1 && v[1] > 0 &&
+	    (t->loss.kind == CDP_LOSS_CE || t->loss.kind == CDP_LOSS_BCE)) {
+		double s = res.count * t->size / v[1];
+		if (s != 1.0)
+			t->be->scale(t->be, out->dy, (float)s, (size_t)b.n * t->loss.k * t->hw);
+	}
+	return (v[1] > 0 ? v[0] / v[1] : 0) + v[2] / t->size;
+}
+
+static void report(trainer *t, const tr_val *v, const char *what)
+{
+	char m[512] = "";
+
+	if (t->rank != 0 || t->o->quiet)
+		return;
+	if (v && v->done) {
+		char cm[400];
+		cdp_metrics_format(v->conf.counts, v->conf.k, cm, sizeof cm);
+		snprintf(m, sizeof m, ", val loss %.4f %s", v->loss, cm);
+	}
+	if (t->ep_steps)
+		fprintf(stderr, "cdp-train: %s %" PRIu64 " step %ld/%ld loss %.4f%s\n", what,
+		        t->epoch, t->step, t->total, t->ep_loss / t->ep_steps, m);
+	else
+		fprintf(stderr, "cdp-train: %s step %ld/%ld%s\n", what, t->step, t->total, m);
+}
+
+static int train_loop(trainer *t)
+{
+	const cdp_train_opts *o = t->o;
+	cdp_progress pr;
+	tr_val v = { 0 };
+	int stop = 0, started = 0, validated = 0, ckpted = 0;
+
+	if (cdp_confusion_init(&v.conf, t->loss.classes) != 0)
+		TR_FAIL("out of memory");
+	cdp_progress_start(&pr, t->rank == 0 ? o->progress : CDP_PROGRESS_OFF, "cdp-train",
+	                   "training", (uint64_t)t->total);
+	pr.done = (uint64_t)t->step;
+	t->iv_t0 = cdp_now();
+	cdp_dist_stats_reset();
+	tr_logf(t, "start at step %ld of %ld (epoch %" PRIu64 ", %ld steps per epoch), %d ranks, "
+	        "global batch %d", t->step, t->total, t->epoch, t->spe, t->size,
+	        o->batch * t->size * t->accumulate);
+	while (t->step < t->total && !stop) {
+		int epoch_end = 0;
+		double loss = 0, lr;
+
+		if (!started) {
+			int rc = cdp_loader_start_epoch(t->tl, t->epoch,
+			                                (uint64_t)(t->estep * t->accumulate));
+			if (rc != 0)
+				TR_FAIL("cannot start epoch %" PRIu64 ": %s", t->epoch, cdp_strerror(rc));
+			started = 1;
+		}
+		for (int a = 0; a < t->accumulate; a++) {
+			uint64_t micro = (uint64_t)t->step * t->accumulate + a;
+			t->last_micro = a == t->accumulate - 1;
+			loss += micro_batch(t, micro, &stop) / t->accumulate;
+			cdp_net_backward(&t->net, tr_on_layer_done, t);
+			cdp_optim_micro_done(&t->opt);
+		}
+		tr_sync_grads(t);
+		lr = cdp_optim_lr(&t->oc, t->opt.step);
+		if (cdp_optim_step(&t->opt, t->net.params, t->net.grads) != 0)
+			tr_logf(t, "step %ld: gradient norm %g is not finite, update skipped",
+			        t->step + 1, t->opt.last_norm);
+		t->step++;
+		t->estep++;
+		tr_sync_after_step(t);
+		t->iv_loss += loss;
+		t->iv_steps++;
+		t->ep_loss += loss;
+		t->ep_steps++;
+		if (t->estep == t->spe) {
+			epoch_end = 1;
+			t->epoch++;
+			t->estep = 0;
+			started = 0;
+		}
+		if (t->step % o->log_every == 0 || t->step == t->total)
+			tr_log_step(t, lr);
+		validated = 0;
+		if (t->vl && ((o->val_every && t->step % o->val_every == 0) ||
+		              (!o->val_every && epoch_end))) {
+			tr_validate(t, &v);
+			tr_log_val(t, &v);
+			validated = 1;
+		}
+		if (epoch_end) {
+			tr_log_epoch(t, validated ? &v : NULL);
+			report(t, validated ? &v : NULL, "epoch");
+			tr_plot(t);
+			t->ep_loss = 0;
+			t->ep_steps = 0;
+		}
+		ckpted = 0;
+		if (stop || (o->checkpoint_every && t->step % o->checkpoint_every == 0)) {
+			tr_checkpoint(t);
+			ckpted = 1;
+		}
+		cdp_progress_update(&pr, (uint64_t)t->step);
+	}
+	cdp_progress_end(&pr);
+	if (!stop) {
+		stop = agree_failed(cdp_train_stop);
+		if (t->vl && !validated && !stop) {
+			tr_validate(t, &v);
+			tr_log_val(t, &v);
+		}
+		if (!ckpted)
+			tr_checkpoint(t);
+	}
+	tr_plot(t);
+	if (stop) {
+		tr_logf(t, "interrupted: checkpoint at step %ld written", t->step);
+		if (t->rank == 0)
+			fprintf(stderr, "cdp-train: interrupted at step %ld, checkpoint written to "
+			        "'%s/checkpoint.cdpt'\n", t->step, o->out);
+	} else {
+		tr_logf(t, "done at step %ld", t->step);
+		if (t->vl && !validated)
+			report(t, &v, "done:");
+	}
+	cdp_confusion_free(&v.conf);
+	return stop ? 3 : 0;
+}
+
+int cdp_train_run(const cdp_train_opts *o)
+{
+	trainer t;
+	char err[TR_ERR] = "";
+	int rc;
+
+	memset(&t, 0, sizeof t);
+	t.o = o;
+	t.rank = cdp_dist_rank();
+	t.size = cdp_dist_size();
+	rc = tr_setup(&t, err, sizeof err);
+	if (rc != 0) {
+		if (t.size > 1)
+			fprintf(stderr, "cdp-train: rank %d: %s\n", t.rank, err);
+		else
+			fprintf(stderr, "cdp-train: %s\n", err);
+	}
+	if (agree_failed(rc)) {
+		tr_teardown(&t);
+		return 1;
+	}
+	/* one model on every rank, whatever each initialised or read */
+	cdp_dist_bcast(t.net.params, t.net.nparams);
+	if (t.net.nbuffers)
+		cdp_dist_bcast(t.net.buffers, t.net.nbuffers);
+	tr_sync_begin(&t);
+	t.t_start = cdp_now();
+	rc = train_loop(&t);
+	tr_teardown(&t);
+	return rc;
+}

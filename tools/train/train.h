@@ -1,0 +1,63 @@
+/* train.h: one data-parallel training run of cdp-train as a library
+ * function (train.c), so main.c stays a thin option parser.
+ *
+ * The run is SPMD: every rank calls cdp_train_run with the same options
+ * after cdp_dist_init. Rank 0 writes the outputs (RUNDIR/metrics.jsonl,
+ * RUNDIR/train.log, RUNDIR/loss.png, RUNDIR/checkpoint.cdpt); every rank
+ * reports its own errors. See man/cdp-train.1 for the user's view.
+ */
+#ifndef CDP_TRAIN_H
+#define CDP_TRAIN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+enum { CDP_SYNC_ALLREDUCE = 0, CDP_SYNC_AVERAGE = 1, CDP_SYNC_ADMM = 2 };
+
+typedef struct cdp_train_opts {
+	const char *db, *keys, *val_keys;
+	const char *model;          /* cfg path, overrides split off */
+	char **overrides;           /* "k=v" from --model PATH:k=v,... */
+	int noverrides;
+	const char *out;            /* RUNDIR */
+	const char *log_path;       /* text log; NULL: RUNDIR/train.log */
+	long epochs;                /* 0: unset */
+	long steps;                 /* 0: unset */
+	int batch;                  /* per rank */
+	double lr;                  /* < 0: the cfg's */
+	int schedule;               /* CDP_LR_*, -1: the cfg's */
+	long warmup;                /* < 0: the cfg's */
+	int optimizer;              /* CDP_OPT_*, 0: the cfg's */
+	double momentum;            /* < 0: the cfg's */
+	double weight_decay;        /* < 0: the cfg's */
+	int nesterov;               /* -1: the cfg's */
+	uint64_t seed;
+	int threads;                /* 0: cores / ranks on the node */
+	int sync;                   /* CDP_SYNC_* */
+	long sync_k;                /* average / admm: local steps per round */
+	double rho;                 /* admm penalty */
+	int allreduce;              /* cdp_dist_algo */
+	int overlap;                /* reduce buckets during backward */
+	long checkpoint_every;      /* steps; 0: only at the end */
+	long val_every;             /* steps; 0: every epoch */
+	long log_every;             /* steps between metrics.jsonl step lines */
+	int load;                   /* CDP_LOAD_* */
+	int pad_last, skip_bad, resume;
+	int progress;               /* CDP_PROGRESS_* */
+	int quiet;
+	const char *log_keys;       /* test mode: per-rank key log prefix, or NULL */
+} cdp_train_opts;
+
+void cdp_train_opts_init(cdp_train_opts *o);
+
+/* Runs the training. Returns 0 on success, 1 on a failure that every rank
+ * agreed on before training started (each rank with an error printed it),
+ * 3 when stopped by SIGINT/SIGTERM after writing a checkpoint. A failure
+ * during training ends the whole job through cdp_dist_abort and does not
+ * return. */
+int cdp_train_run(const cdp_train_opts *o);
+
+/* The SIGINT/SIGTERM flag, set by main's handler. */
+extern volatile int cdp_train_stop;
+
+#endif

@@ -1,0 +1,175 @@
+/* train_eval.c: validation, checkpoints and resuming for cdp-train.
+ *
+ * Validation is exact across ranks: the validation loader gives rank r the
+ * keys i with i mod j == r, each once, in batches that may be short (never
+ * padded with repeats), and the ranks add up their confusion matrices and
+ * loss sums, so the metrics are those of the whole validation list. It
+ * runs on the model train_sync.c designates (the average over ranks for
+ * average:K, z for admm) in eval mode.
+ *
+ * The checkpoint (checkpoint.h, cdp-checkpoint(5)) is written by rank 0 to
+ * RUNDIR/checkpoint.cdpt, atomically. It records the cfg text and
+ * overrides, parameters and (rank-averaged) batchnorm buffers, the
+ * optimizer, the step, the epoch and the samples of the epoch consumed
+ * (estep * global batch), the seed, the input bands with the pool's
+ * per-band mean and std, and the pool's uuid. The RNG state stored,
+ * "epoch_order", is the state the loader permutes the epoch's keys from:
+ * all other randomness is derived from (seed, position), see train.c.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cdp_error.h"
+#include "cdp_rng.h"
+#include "dist.h"
+#include "train_int.h"
+
+void tr_upload(trainer *t, cdp_loader *l, const cdp_batch *b)
+{
+	cdp_backend *be = t->be;
+	size_t npx = (size_t)b->n * t->hw, bad;
+
+	if (b->n == 0)
+		return;
+	if (cdp_loss_check_labels(&t->loss, b->label, npx, &bad) != 0)
+		TR_FAIL("'%s': record '%s': label %" PRId32 " is not a class of the model "
+		        "(%d classes, ignore %d)", t->o->db, cdp_loader_key(l, b->index[bad / t->hw]),
+		        b->label[bad], t->loss.classes, t->loss.ignore);
+	be->to_device(be, t->net.x, b->image, (size_t)b->n * b->c * b->h * b->w * sizeof(float));
+	be->to_device(be, t->dlab, b->label, npx * sizeof(int32_t));
+}
+
+int tr_validate(trainer *t, tr_val *v)
+{
+	cdp_backend *be = t->be;
+	cdp_layer *out = &t->net.layers[t->net.out_layer];
+	double sums[4] = { 0 };   /* loss sum, counted pixels, dice * samples, samples */
+	cdp_batch b;
+	int rc;
+
+	cdp_confusion_reset(&v->conf);
+	v->done = 0;
+	if (!t->vl)
+		return 0;
+	tr_eval_model_begin(t);
+	t->net.train = 0;
+	if ((rc = cdp_loader_start_epoch(t->vl, 0, 0)) != 0)
+		TR_FAIL("cannot start validation: %s", cdp_strerror(rc));
+	while ((rc = cdp_loader_next(t->vl, &b)) == 0) {
+		cdp_loss_result res;
+		t->skipped += b.skipped;
+		if (b.n == 0)
+			continue;
+		tr_upload(t, t->vl, &b);
+		cdp_net_forward(&t->net);
+		cdp_loss_compute(&t->loss, b.n, t->hw, out->y, t->dlab, out->dy, &res);
+		sums[0] += res.sum;
+		sums[1] += res.count;
+		sums[2] += res.dice * b.n;
+		sums[3] += b.n;
+		be->argmax(be, b.n, t->loss.k, t->hw, out->y, t->pred);
+		be->confusion(be, b.n * t->hw, t->loss.classes, t->dlab, t->pred, t->loss.ignore,
+		              v->conf.counts);
+	}
+	if (rc != CDP_EEOF)
+		TR_FAIL("%s", *cdp_loader_error(t->vl) ? cdp_loader_error(t->vl) : cdp_strerror(rc));
+	t->net.train = 1;
+	tr_eval_model_end(t);
+	cdp_dist_sum_u64(v->conf.counts, (size_t)v->conf.k * v->conf.k);
+	cdp_dist_sum_f64(sums, 4);
+	v->loss = (sums[1] > 0 ? sums[0] / sums[1] : 0) + (sums[3] > 0 ? sums[2] / sums[3] : 0);
+	v->done = 1;
+	return 0;
+}
+
+void tr_checkpoint(trainer *t)
+{
+	const cdp_pool_info *pi = t->ti.pool;
+	cdp_ckpt ck;
+	cdp_rng r;
+	char path[4096];
+	int rc = 0, *bands = NULL;
+	double *mean = NULL, *sd = NULL;
+	int C = t->ti.c;
+
+	tr_eval_model_begin(t);
+	if (t->rank != 0)
+		goto out;
+	memset(&ck, 0, sizeof ck);
+	snprintf(path, sizeof path, "%s/checkpoint.cdpt", t->o->out);
+	if (!(bands = malloc(C * sizeof *bands)) || !(mean = malloc(C * sizeof *mean)) ||
+	    !(sd = malloc(C * sizeof *sd))) {
+		rc = CDP_ENOMEM;
+		goto done;
+	}
+	for (int c = 0; c < C; c++) {
+		bands[c] = c + 1;
+		mean[c] = pi->band[c].mean;
+		sd[c] = pi->band[c].std;
+	}
+	cdp_rng_seed(&r, cdp_rng_derive(t->o->seed, t->epoch, 0));
+	ck.step = (uint64_t)t->step;
+	ck.epoch = t->epoch;
+	ck.data_pos = (uint64_t)t->estep * t->accumulate * t->o->batch * t->size;
+	ck.seed = t->o->seed;
+	memcpy(ck.pool_uuid, pi->uuid, sizeof ck.pool_uuid);
+	if ((rc = cdp_ckpt_set_cfg(&ck, t->cfg_text, (const char *const *)t->ov, t->nov)) ||
+	    (rc = cdp_ckpt_from_net(&ck, &t->net)) || (rc = cdp_ckpt_set_optim(&ck, &t->opt)) ||
+	    (rc = cdp_ckpt_set_rng(&ck, "epoch_order", &r)) ||
+	    (rc = cdp_ckpt_set_data(&ck, bands, C, mean, sd)))
+		goto done;
+	rc = cdp_ckpt_write(path, &ck);
+done:
+	cdp_ckpt_free(&ck);
+	free(bands);
+	free(mean);
+	free(sd);
+	if (rc != 0)
+		TR_FAIL("cannot write '%s': %s", path, cdp_strerror(rc));
+	tr_logf(t, "checkpoint at step %ld: %s", t->step, path);
+out:
+	tr_eval_model_end(t);
+}
+
+int tr_resume(trainer *t, char *err, size_t cap)
+{
+	const cdp_ckpt *ck = &t->ck;
+	uint64_t gb = (uint64_t)t->accumulate * t->o->batch * t->size;
+
+	if (strcmp(ck->pool_uuid, t->ti.pool->uuid) != 0) {
+		snprintf(err, cap, "the checkpoint in '%s' was trained on pool %s, '%s' is %s",
+		         t->o->out, ck->pool_uuid, t->o->db, t->ti.pool->uuid);
+		return -1;
+	}
+	if (ck->seed != t->o->seed) {
+		snprintf(err, cap, "the checkpoint in '%s' was trained with --seed %" PRIu64
+		         " (the data order depends on it)", t->o->out, ck->seed);
+		return -1;
+	}
+	if (ck->data_pos % gb != 0 || ck->data_pos / gb > (uint64_t)t->spe) {
+		snprintf(err, cap, "the checkpoint in '%s' stopped after %" PRIu64 " samples of "
+		         "epoch %" PRIu64 ", not a whole number of steps of the global batch %" PRIu64
+		         " (resume with the same --batch times ranks)", t->o->out, ck->data_pos,
+		         ck->epoch, gb);
+		return -1;
+	}
+	if (ck->optim.type != t->oc.type) {
+		snprintf(err, cap, "the checkpoint in '%s' holds %s state, the run uses %s",
+		         t->o->out, cdp_optim_type_name(ck->optim.type),
+		         cdp_optim_type_name(t->oc.type));
+		return -1;
+	}
+	if (cdp_ckpt_to_net(ck, &t->net, err, cap) != 0 ||
+	    cdp_ckpt_to_optim(ck, &t->opt, err, cap) != 0)
+		return -1;
+	t->step = (long)ck->step;
+	t->epoch = ck->epoch;
+	t->estep = (long)(ck->data_pos / gb);
+	if (t->estep == t->spe) {
+		t->epoch++;
+		t->estep = 0;
+	}
+	return 0;
+}

@@ -1,0 +1,128 @@
+/* train_int.h: the state of one cdp-train run, shared by train.c (the
+ * loop), train_setup.c (opening data, model, optimizer, resume),
+ * train_sync.c (gradient and model synchronization), train_eval.c
+ * (validation and checkpoints) and train_log.c (metrics.jsonl, train.log,
+ * loss.png). Not installed; nothing outside tools/train/train*.c uses it.
+ */
+#ifndef CDP_TRAIN_INT_H
+#define CDP_TRAIN_INT_H
+
+#include <stdio.h>
+#include "cdp_pool.h"
+#include "checkpoint.h"
+#include "loader.h"
+#include "loss.h"
+#include "metrics.h"
+#include "net.h"
+#include "optim.h"
+#include "train.h"
+
+#define TR_ERR 1024
+
+typedef struct tr_point { double step, value; } tr_point;
+
+typedef struct tr_curve {
+	tr_point *p;
+	size_t n, cap;
+} tr_curve;
+
+typedef struct trainer {
+	const cdp_train_opts *o;
+	int rank, size;
+	cdp_backend *be;
+	cdp_pool pool;
+	int have_pool;
+	cdp_loader *tl, *vl;            /* training and validation loaders */
+	cdp_loader_info ti, vi;
+	char *cfg_text;                 /* the model cfg (from --model or the checkpoint) */
+	char **ov;                      /* overrides in use (borrowed) */
+	int nov;
+	cdp_cfg cfg;
+	int have_cfg;
+	cdp_net net;
+	int have_net;
+	cdp_loss loss;
+	int have_loss;
+	cdp_optim_cfg oc;
+	cdp_optim opt;
+	int have_opt;
+	cdp_aug_cfg aug;
+	int32_t *dlab, *pred;           /* device (b, hw) */
+	int hw;                         /* output pixels per sample: H*W or 1 */
+	int accumulate;                 /* micro-batches per step, A */
+	int last_micro;                 /* 1: this backward completes a step */
+	long spe;                       /* optimizer steps per epoch */
+	long total;                     /* optimizer steps of the whole run */
+	long step;                      /* optimizer steps done (global count) */
+	uint64_t epoch;
+	long estep;                     /* steps done in this epoch */
+	size_t *layer_off;              /* [nlayers + 1] parameter offsets */
+	float *z, *u, *save;            /* admm consensus and dual; a spare copy */
+	/* logging (rank 0) */
+	FILE *jsonl, *log, *keylog;
+	char png_path[4096];
+	tr_curve loss_curve, val_curve;
+	double t_start;
+	/* the current logging interval */
+	double iv_loss, iv_wait, iv_comm, iv_t0;
+	long iv_steps;
+	double ep_loss;
+	long ep_steps;
+	uint64_t skipped;
+	cdp_ckpt ck;                    /* the checkpoint being resumed */
+	int have_ck;
+} trainer;
+
+/* train_setup.c */
+int  tr_setup(trainer *t, char *err, size_t cap);
+void tr_teardown(trainer *t);
+
+/* train_sync.c */
+int  tr_sync_init(trainer *t, char *err, size_t cap);
+void tr_sync_free(trainer *t);
+/* After the initial weights are final on every rank: z = w (admm). */
+void tr_sync_begin(trainer *t);
+/* The backward callback: starts bucket reductions (allreduce mode). */
+void tr_on_layer_done(cdp_net *net, int l, void *ctx);
+/* Before the optimizer step: finishes the gradient reduction (allreduce)
+ * or adds the ADMM penalty gradient (admm). */
+void tr_sync_grads(trainer *t);
+/* After optimizer step number t->step (already counted): the periodic
+ * averaging (average) or consensus update (admm). */
+void tr_sync_after_step(trainer *t);
+/* Puts the model to evaluate and checkpoint into net->params (the
+ * averaged model, z for admm; allreduce: nothing to do) and averages the
+ * batchnorm running statistics over ranks; tr_eval_model_end restores the
+ * local parameters. Collective. */
+void tr_eval_model_begin(trainer *t);
+void tr_eval_model_end(trainer *t);
+
+/* train_eval.c */
+typedef struct tr_val {
+	double loss;
+	cdp_confusion conf;
+	int done;
+} tr_val;
+/* Checks a batch's labels on the host (aborting with the key of a bad
+ * one) and copies image and labels to the device. */
+void tr_upload(trainer *t, cdp_loader *l, const cdp_batch *b);
+int  tr_validate(trainer *t, tr_val *v);   /* collective; aborts on error */
+void tr_checkpoint(trainer *t);            /* collective; rank 0 writes */
+int  tr_resume(trainer *t, char *err, size_t cap);
+
+/* train_log.c */
+int  tr_log_open(trainer *t, char *err, size_t cap);
+void tr_log_close(trainer *t);
+void tr_logf(trainer *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* One metrics.jsonl step line (collective: gathers per-rank memory). */
+void tr_log_step(trainer *t, double lr);
+void tr_log_epoch(trainer *t, const tr_val *v);
+void tr_log_val(trainer *t, const tr_val *v);
+void tr_plot(trainer *t);
+long tr_rss_anon_kb(void);
+void tr_log_keys(trainer *t, const cdp_batch *b);
+
+/* Abort the job naming this rank (cdp_dist_abort). */
+#define TR_FAIL(...) cdp_dist_abort(1, __VA_ARGS__)
+
+#endif

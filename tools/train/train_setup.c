@@ -1,0 +1,309 @@
+/* train_setup.c: everything cdp-train does before the first step: the
+ * backend, the pool and its two loaders, the model (from --model or the
+ * checkpoint being resumed), the loss, the optimizer and its schedule,
+ * the initial weights (rank 0's, broadcast) and the logs.
+ *
+ * Every check that can fail on one rank only (a file it cannot read) runs
+ * here, before any collective of the training loop, so train.c can agree
+ * on the outcome with one reduction and every rank can exit cleanly.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cdp_error.h"
+#include "checkpoint.h"
+#include "dist.h"
+#include "train_int.h"
+
+static int fail(char *err, size_t cap, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static int fail(char *err, size_t cap, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(err, cap, fmt, ap);
+	va_end(ap);
+	return -1;
+}
+
+static char *slurp(const char *path, char *err, size_t cap)
+{
+	FILE *f = fopen(path, "rb");
+	char *buf = NULL;
+	long len = -1;
+
+	if (!f) {
+		fail(err, cap, "cannot open '%s': %s", path, strerror(errno));
+		return NULL;
+	}
+	if (fseek(f, 0, SEEK_END) != 0 || (len = ftell(f)) < 0 || fseek(f, 0, SEEK_SET) != 0 ||
+	    len > (long)CDP_CKPT_CFG_MAX) {
+		fail(err, cap, "cannot read '%s': %s", path, len > 0 ? "too large" : strerror(errno));
+		fclose(f);
+		return NULL;
+	}
+	if (!(buf = malloc((size_t)len + 1)) || fread(buf, 1, (size_t)len, f) != (size_t)len) {
+		fail(err, cap, "cannot read '%s': %s", path, buf ? strerror(errno) : "out of memory");
+		free(buf);
+		fclose(f);
+		return NULL;
+	}
+	buf[len] = '\0';
+	fclose(f);
+	return buf;
+}
+
+/* The model text and overrides: --model, or the checkpoint's when resuming
+ * without one; with both they must agree, or the weights would not fit. */
+static int model_text(trainer *t, char *err, size_t cap)
+{
+	const cdp_train_opts *o = t->o;
+
+	if (o->model) {
+		if (!(t->cfg_text = slurp(o->model, err, cap)))
+			return -1;
+		t->ov = o->overrides;
+		t->nov = o->noverrides;
+	}
+	if (!t->have_ck)
+		return 0;
+	if (!o->model) {
+		if (!(t->cfg_text = strdup(t->ck.cfg_text)))
+			return fail(err, cap, "out of memory");
+		t->ov = t->ck.overrides;
+		t->nov = t->ck.noverrides;
+		return 0;
+	}
+	int same = strcmp(t->cfg_text, t->ck.cfg_text) == 0 && t->nov == t->ck.noverrides;
+	for (int i = 0; same && i < t->nov; i++)
+		same = strcmp(t->ov[i], t->ck.overrides[i]) == 0;
+	if (!same)
+		return fail(err, cap, "--model '%s' differs from the model of the checkpoint in '%s' "
+		            "(leave --model out to resume with the checkpoint's)", o->model, o->out);
+	return 0;
+}
+
+static int open_loaders(trainer *t, char *err, size_t cap)
+{
+	const cdp_train_opts *o = t->o;
+	cdp_loader_opts lo;
+	int rc, ign;
+
+	if ((rc = cdp_pool_open(o->db, CDP_POOL_RDONLY | CDP_POOL_NORDAHEAD, 0, &t->pool)) != 0)
+		return fail(err, cap, "cannot open '%s': %s", o->db, cdp_strerror(rc));
+	t->have_pool = 1;
+	if (cdp_cfg_int(&t->cfg, &t->cfg.s[0], "ignore", -1, -1, 1 << 30, &ign, err, cap) < 0)
+		return -1;
+	cdp_loader_opts_init(&lo);
+	lo.pool_path = o->db;
+	lo.pool = &t->pool;
+	lo.keys_path = o->keys;
+	lo.rank = t->rank;
+	lo.nranks = t->size;
+	lo.batch = o->batch;
+	lo.seed = o->seed;
+	lo.pad_last = o->pad_last;
+	lo.mode = o->load;
+	lo.skip_bad = o->skip_bad;
+	lo.aug = &t->aug;
+	/* ignore=V in the cfg renames the pool's ignore label; otherwise the
+	 * pool's own stays and the loss ignores it */
+	lo.remap_ignore = ign >= 0;
+	lo.ignore = ign;
+	if (cdp_loader_open(&lo, &t->tl, err, cap) != 0)
+		return -1;
+	cdp_loader_get_info(t->tl, &t->ti);
+	if (o->val_keys) {
+		lo.keys_path = o->val_keys;
+		lo.val = 1;
+		lo.pad_last = 0;
+		if (cdp_loader_open(&lo, &t->vl, err, cap) != 0)
+			return -1;
+		cdp_loader_get_info(t->vl, &t->vi);
+	}
+	if (t->ti.label_kind == CDP_LABEL_NONE)
+		return fail(err, cap, "'%s': the pool has no labels to train on", o->db);
+	return 0;
+}
+
+static const char *o_model_name(const trainer *t)
+{
+	return t->o->model ? t->o->model : "(checkpoint)";
+}
+
+/* The head must fit the labels: per-pixel labels need an output of the
+ * input's size (segmentation), class labels one value per sample. */
+static int check_head(trainer *t, char *err, size_t cap)
+{
+	const cdp_layer *h = &t->net.layers[t->net.out_layer];
+	int px = t->ti.label_kind == CDP_LABEL_U8 || t->ti.label_kind == CDP_LABEL_U16;
+
+	t->hw = h->out.h * h->out.w;
+	if (px && (h->out.h != t->ti.h || h->out.w != t->ti.w))
+		return fail(err, cap, "model '%s' gives a %dx%d output, the pool's per-pixel labels "
+		            "are %dx%d (a segmentation head is needed)", o_model_name(t),
+		            h->out.h, h->out.w, t->ti.h, t->ti.w);
+	if (!px && t->hw != 1)
+		return fail(err, cap, "model '%s' gives a %dx%d output per sample, the pool has one "
+		            "class label per tile (a classifier head is needed)", o_model_name(t),
+		            h->out.h, h->out.w);
+	return 0;
+}
+
+/* The optimizer settings: the cfg's, then the command line's. */
+static int optimizer(trainer *t, char *err, size_t cap)
+{
+	const cdp_train_opts *o = t->o;
+	cdp_optim_cfg *c = &t->oc;
+
+	if (cdp_optim_cfg_parse(c, &t->cfg, &t->cfg.s[0], err, cap) < 0)
+		return -1;
+	if (o->optimizer && o->optimizer != c->type) {
+		/* the other optimizer's own defaults, then the explicit options */
+		cdp_optim_cfg d;
+		cdp_optim_defaults(&d);
+		c->type = o->optimizer;
+		if (o->optimizer == CDP_OPT_ADAMW) {
+			c->lr = 0.001f;
+			c->weight_decay = 0.01f;
+		} else {
+			c->lr = d.lr;
+			c->weight_decay = d.weight_decay;
+			c->momentum = d.momentum;
+		}
+	}
+	if (o->lr >= 0)
+		c->lr = (float)o->lr;
+	if (o->schedule >= 0)
+		c->policy = o->schedule;
+	if (o->warmup >= 0)
+		c->warmup = o->warmup;
+	if (o->momentum >= 0)
+		c->momentum = (float)o->momentum;
+	if (o->weight_decay >= 0)
+		c->weight_decay = (float)o->weight_decay;
+	if (o->nesterov >= 0)
+		c->nesterov = o->nesterov;
+	if (c->type == CDP_OPT_SGD && c->momentum == 0)
+		c->nesterov = 0;
+	t->accumulate = c->accumulate;
+	t->spe = (long)(t->ti.steps / (uint64_t)t->accumulate);
+	if (t->spe < 1)
+		return fail(err, cap, "'%s': %zu keys make %llu batches of %d per rank, fewer than "
+		            "one step of %d batches", o->keys, t->ti.count,
+		            (unsigned long long)t->ti.steps, o->batch, t->accumulate);
+	t->total = o->steps ? o->steps : (o->epochs ? o->epochs : 10) * t->spe;
+	if (o->steps && o->epochs && o->epochs * t->spe < t->total)
+		t->total = o->epochs * t->spe;
+	c->total_steps = t->total;
+	if (c->policy == CDP_LR_COSINE && c->warmup >= c->total_steps)
+		c->warmup = c->total_steps - 1;
+	if (cdp_optim_cfg_check(c, err, cap) < 0)
+		return -1;
+	if (cdp_optim_init(&t->opt, t->be, c, t->net.nparams, err, cap) < 0)
+		return -1;
+	t->have_opt = 1;
+	return 0;
+}
+
+int tr_setup(trainer *t, char *err, size_t cap)
+{
+	const cdp_train_opts *o = t->o;
+	char path[4096];
+	int threads = o->threads, n;
+
+	if (mkdir(o->out, 0777) != 0 && errno != EEXIST)
+		return fail(err, cap, "cannot create '%s': %s", o->out, strerror(errno));
+	if (threads <= 0) {
+		long cores = sysconf(_SC_NPROCESSORS_ONLN);
+		threads = (int)(cores / cdp_dist_local_size());
+		if (threads < 1)
+			threads = 1;
+	}
+	if (!(t->be = cdp_backend_cpu(threads)))
+		return fail(err, cap, "cannot start the cpu backend");
+	if (o->resume) {
+		snprintf(path, sizeof path, "%s/checkpoint.cdpt", o->out);
+		int rc = cdp_ckpt_read(path, &t->ck);
+		if (rc != 0)
+			return fail(err, cap, "cannot resume from '%s': %s", path, cdp_strerror(rc));
+		t->have_ck = 1;
+	}
+	if (model_text(t, err, cap) < 0)
+		return -1;
+	if (cdp_cfg_parse(t->cfg_text, o->model ? o->model : path, (const char *const *)t->ov,
+	                  t->nov, &t->cfg, err, cap) < 0)
+		return -1;
+	t->have_cfg = 1;
+	if (cdp_aug_cfg_parse(&t->aug, &t->cfg, &t->cfg.s[0], err, cap) < 0)
+		return -1;
+	if (open_loaders(t, err, cap) < 0)
+		return -1;
+	if (cdp_net_build(&t->net, t->be, t->cfg_text, o->model ? o->model : path,
+	                  (const char *const *)t->ov, t->nov, t->ti.c, t->ti.h, t->ti.w,
+	                  o->batch, err, cap) < 0)
+		return -1;
+	t->have_net = 1;
+	if (check_head(t, err, cap) < 0)
+		return -1;
+	if (cdp_loss_init_cfg(&t->loss, t->be, &t->cfg, &t->cfg.s[0], t->net.classes, err,
+	                      cap) < 0)
+		return -1;
+	t->have_loss = 1;
+	t->loss.ignore = t->ti.ignore;
+	if (optimizer(t, err, cap) < 0)
+		return -1;
+	n = o->batch * t->hw;
+	if (!(t->dlab = t->be->alloc(t->be, (size_t)n * sizeof *t->dlab)) ||
+	    !(t->pred = t->be->alloc(t->be, (size_t)n * sizeof *t->pred)))
+		return fail(err, cap, "out of memory");
+	cdp_net_init(&t->net, o->seed);
+	if (t->have_ck && tr_resume(t, err, cap) < 0)
+		return -1;
+	if (tr_sync_init(t, err, cap) < 0)
+		return -1;
+	if (t->rank == 0 && tr_log_open(t, err, cap) < 0)
+		return -1;
+	if (o->log_keys) {
+		snprintf(path, sizeof path, "%s.%d", o->log_keys, t->rank);
+		if (!(t->keylog = fopen(path, t->have_ck ? "a" : "w")))
+			return fail(err, cap, "cannot create '%s': %s", path, strerror(errno));
+	}
+	return 0;
+}
+
+void tr_teardown(trainer *t)
+{
+	tr_sync_free(t);
+	if (t->keylog)
+		fclose(t->keylog);
+	tr_log_close(t);
+	if (t->dlab)
+		t->be->free(t->be, t->dlab);
+	if (t->pred)
+		t->be->free(t->be, t->pred);
+	if (t->have_opt)
+		cdp_optim_free(&t->opt);
+	if (t->have_loss)
+		cdp_loss_free(&t->loss);
+	if (t->have_net)
+		cdp_net_free(&t->net);
+	if (t->have_cfg)
+		cdp_cfg_free(&t->cfg);
+	if (t->vl)
+		cdp_loader_close(t->vl);
+	if (t->tl)
+		cdp_loader_close(t->tl);
+	if (t->have_pool)
+		cdp_pool_close(&t->pool);
+	if (t->have_ck)
+		cdp_ckpt_free(&t->ck);
+	free(t->cfg_text);
+	if (t->be)
+		t->be->destroy(t->be);
+}
