@@ -5,7 +5,7 @@
 # an unknown option is a usage error (exit 2).
 . "$CDP_SRCDIR/tests/tools/common.sh"
 make -s -C "$CDP_BUILDDIR" install DESTDIR="$T/dest" prefix=/usr/local >/dev/null
-for p in cdp-tile cdp-lmdbpack cdp-keyshuffle cdp-train; do
+for p in cdp-tile cdp-lmdbpack cdp-keyshuffle cdp-train cdp-predict cdp-evaluate; do
 	[ -x "$T/dest/usr/local/bin/$p" ] || fail "$p not installed"
 	[ -f "$T/dest/usr/local/share/man/man1/$p.1" ] || fail "$p.1 not installed"
 	"$p" --help >"$T/help" 2>&1 || fail "$p --help exited non-zero"

@@ -1,0 +1,83 @@
+#!/bin/sh
+# cdp-evaluate on hand-made 4x3 rasters whose figures are worked out here:
+#   reference  0 0 1 1    prediction  0 1 1 0
+#              0 1 1 1                0 1 1 1
+#              0 0 0 1                1 0 0 1
+# confusion (rows reference): [[4 2] [1 5]]; class 1: TP 5 FP 2 FN 1, IoU
+# 5/8, precision 5/7, recall 5/6, F1 10/13; class 0: IoU 4/7, precision
+# 4/5, recall 4/6, F1 8/11; accuracy 9/12, mean IoU (5/8 + 4/7) / 2.
+# Then: --ignore and the reference's nodata leave pixels out, the
+# prediction's nodata counts as unpredicted, K comes from the data or
+# --classes (values beyond it are "outside"), and bad input is refused.
+. "$CDP_SRCDIR/tests/tools/common.sh"
+need_python
+# mk OUT ROWS [NODATA] [BANDS]: a u8 GeoTIFF from "a b c d;e f g h;..."
+mk() {
+	"$PYTHON" -c "
+import sys, numpy as np
+from osgeo import gdal
+a = np.array([[int(v) for v in r.split()] for r in sys.argv[2].split(';')], np.uint8)
+nb = int(sys.argv[4]) if len(sys.argv) > 4 else 1
+d = gdal.GetDriverByName('GTiff').Create(sys.argv[1], a.shape[1], a.shape[0], nb, gdal.GDT_Byte)
+for b in range(nb):
+    d.GetRasterBand(b + 1).WriteArray(a)
+    if len(sys.argv) > 3 and sys.argv[3] != '-': d.GetRasterBand(b + 1).SetNoDataValue(float(sys.argv[3]))
+" "$@"
+}
+mk "$T/ref.tif" "0 0 1 1;0 1 1 1;0 0 0 1"
+mk "$T/pred.tif" "0 1 1 0;0 1 1 1;1 0 0 1"
+
+echo "== text"
+cdp-evaluate "$T/pred.tif" "$T/ref.tif" >"$T/out" || fail "cdp-evaluate failed"
+cat "$T/out"
+grep -q '^pixels: 12 counted, 0 ignored, 0 unpredicted, 0 outside \[0, 2)$' "$T/out" || fail "pixels line"
+grep -Eq '^ +0 +4 +2$' "$T/out" && grep -Eq '^ +1 +1 +5$' "$T/out" || fail "confusion matrix"
+grep -Eq '^ +1 +0\.6250 +0\.7692 +0\.7143 +0\.8333 +6$' "$T/out" || fail "class 1 figures"
+grep -Eq '^ +0 +0\.5714 +0\.7273 +0\.8000 +0\.6667 +6$' "$T/out" || fail "class 0 figures"
+grep -q '^accuracy 0.7500$' "$T/out" && grep -q '^mean iou 0.5982$' "$T/out" || fail "overall figures"
+
+echo "== json"
+cdp-evaluate --json "$T/pred.tif" "$T/ref.tif" >"$T/json" || fail "--json failed"
+"$PYTHON" - "$T/json" <<'PY' || fail "JSON figures: $(cat "$T/json")"
+import json, sys
+e = json.load(open(sys.argv[1]))
+ok = lambda a, b: abs(a - b) < 1e-6
+assert e["classes"] == 2 and e["pixels"] == 12 and e["confusion"] == [[4, 2], [1, 5]]
+c0, c1 = e["per_class"]
+assert ok(c1["iou"], 5 / 8) and ok(c1["precision"], 5 / 7) and ok(c1["recall"], 5 / 6)
+assert ok(c1["f1"], 10 / 13) and (c1["tp"], c1["fp"], c1["fn"], c1["support"]) == (5, 2, 1, 6)
+assert ok(c0["iou"], 4 / 7) and ok(c0["precision"], 4 / 5) and ok(c0["recall"], 4 / 6)
+assert ok(c0["f1"], 8 / 11)
+assert ok(e["accuracy"], 9 / 12) and ok(e["mean_iou"], (5 / 8 + 4 / 7) / 2)
+PY
+
+echo "== ignore, nodata, classes"
+mk "$T/ref9.tif" "0 0 1 1;0 1 1 1;0 0 0 9"
+cdp-evaluate --json --ignore 9 "$T/pred.tif" "$T/ref9.tif" >"$T/j9"
+grep -q '"pixels":11,"ignored":1,' "$T/j9" && grep -q '"confusion":\[\[4,2\],\[1,4\]\]' "$T/j9" ||
+	fail "--ignore: $(cat "$T/j9")"
+mk "$T/refnd.tif" "0 0 1 1;0 1 1 1;0 0 0 9" 9
+cdp-evaluate --json "$T/pred.tif" "$T/refnd.tif" >"$T/jnd"
+grep -q '"pixels":11,"ignored":1,' "$T/jnd" || fail "reference nodata: $(cat "$T/jnd")"
+mk "$T/prednd.tif" "0 1 1 0;0 1 1 1;255 0 0 1" 255
+cdp-evaluate --json "$T/prednd.tif" "$T/ref.tif" >"$T/jp"
+grep -q '"pixels":11,"ignored":0,"unpredicted":1,' "$T/jp" || fail "prediction nodata: $(cat "$T/jp")"
+# class 2 appears only in the prediction: K = 3 and its IoU is 0, its recall undefined
+mk "$T/pred3.tif" "0 1 1 0;0 1 1 2;1 0 0 1"
+cdp-evaluate --json "$T/pred3.tif" "$T/ref.tif" >"$T/j3"
+grep -q '"classes":3,' "$T/j3" && grep -q '{"class":2,"iou":0.000000,"f1":0.000000,"precision":0.000000,"recall":null,' "$T/j3" ||
+	fail "3 classes: $(cat "$T/j3")"
+cdp-evaluate --json --classes 2 "$T/pred3.tif" "$T/ref.tif" >"$T/j2"
+grep -q '"pixels":11,"ignored":0,"unpredicted":0,"outside":1,' "$T/j2" || fail "--classes 2: $(cat "$T/j2")"
+
+echo "== failures"
+mk "$T/small.tif" "0 1;1 0"
+expect_fail 1 "'$T/pred.tif' is 4x3, '$T/small.tif' is 2x2: not the same size" \
+	cdp-evaluate "$T/pred.tif" "$T/small.tif"
+mk "$T/two.tif" "0 0 1 1;0 1 1 1;0 0 0 1" - 2
+expect_fail 1 "'$T/two.tif' has 2 bands" cdp-evaluate "$T/two.tif" "$T/ref.tif"
+expect_fail 1 "cannot open '$T/none.tif'" cdp-evaluate "$T/pred.tif" "$T/none.tif"
+expect_fail 2 "want PREDICTION and REFERENCE" cdp-evaluate "$T/pred.tif"
+expect_fail 2 "--classes '1'" cdp-evaluate --classes 1 "$T/pred.tif" "$T/ref.tif"
+expect_fail 2 "--ignore 'x'" cdp-evaluate --ignore x "$T/pred.tif" "$T/ref.tif"
+exit 0

@@ -1,0 +1,209 @@
+#!/bin/sh
+# cdp-predict end to end. A tiny net is trained with cdp-train on a
+# trivially learnable target (label = band value > 128, mkthreshold.py) and
+# must then:
+#  - reproduce it on a new raster of another size (road IoU >= 0.9, by
+#    cdp-evaluate), with the input's size, geotransform and CRS, and 255
+#    where the input has nodata (a nodata value or a mask);
+#  - leave no seam: against a reference from one window over the whole
+#    raster, tiles without overlap differ along their borders, blended
+#    windows (overlap 16) by less than a tenth of that;
+#  - write probabilities (--prob: float32, one band per class, summing to
+#    1, NaN at nodata; one band of P(class 1) for a sigmoid head), polygons (--vector: ogrinfo lists features in the
+#    CRS) and a PNG preview (--preview);
+#  - work on a raster one pixel wide and one smaller than a window;
+#  - stream: the peak memory does not grow with the raster's height;
+#  - give byte-identical output on 2 ranks and on 1 process (skipped
+#    without $MPIRUN);
+#  - refuse a raster with the wrong band count or data type, a missing or
+#    damaged checkpoint, --device cuda, bad options; write nothing then.
+. "$CDP_SRCDIR/tests/tools/common.sh"
+need_python
+D="$CDP_SRCDIR/tests/predict"
+mk() { "$PYTHON" "$D/mkthreshold.py" "$@"; }
+mk "$T/a.tif" 256 256 1
+mk "$T/b.tif" 200 170 2 --nodata-rect 10,20,30,15
+cat >"$T/tiny.cfg" <<'CFG'
+[net]
+channels=1
+in_h=64
+in_w=64
+width=4
+classes=2
+loss=ce
+optimizer=sgd
+lr=0.05
+momentum=0.9
+[conv]
+filters=${width}
+activation=relu
+[conv]
+filters=${width}
+activation=relu
+[conv]
+filters=${classes}
+size=1
+CFG
+cdp-tile -q --size 64 --label-suffix _mask "$T/a.tif" | cdp-lmdbpack -q "$T/pool"
+cdp-keyshuffle -q --seed 1 -o "$T/keys" "$T/pool"
+cdp-train -q --db "$T/pool" --keys "$T/keys" --model "$T/tiny.cfg" --out "$T/run" --steps 300 \
+	--batch 4 --threads 1 --lr 0.05 || fail "training failed"
+# py CODE: run Python with numpy and gdal imported
+py() { "$PYTHON" -c "import sys, numpy as np; from osgeo import gdal, ogr; $1"; }
+
+echo "== a new raster"
+cdp-predict -q "$T/run" "$T/b.tif" -o "$T/pred.tif" || fail "prediction failed"
+cdp-evaluate --json "$T/pred.tif" "$T/b_mask.tif" >"$T/eval.json" || fail "cdp-evaluate failed"
+py "import json; e = json.load(open('$T/eval.json')); iou = e['per_class'][1]['iou']
+print('threshold target: IoU %.4f, F1 %.4f' % (iou, e['per_class'][1]['f1']))
+sys.exit(0 if iou >= 0.9 and e['unpredicted'] == 450 else 1)" ||
+	fail "IoU below 0.9 or nodata not kept: $(cat "$T/eval.json")"
+py "
+a, b = gdal.Open('$T/b.tif'), gdal.Open('$T/pred.tif')
+assert (a.RasterXSize, a.RasterYSize) == (b.RasterXSize, b.RasterYSize), 'size'
+assert a.GetGeoTransform() == b.GetGeoTransform(), 'geotransform'
+assert a.GetSpatialRef().IsSame(b.GetSpatialRef()), 'crs'
+r = b.GetRasterBand(1)
+assert b.RasterCount == 1 and r.DataType == gdal.GDT_Byte and r.GetNoDataValue() == 255, 'type'
+p = r.ReadAsArray()
+assert (p[20:35, 10:40] == 255).all() and (p[:20] != 255).all(), 'nodata'
+assert set(np.unique(p)) <= {0, 1, 255}, 'classes'
+" || fail "the prediction's georeference, type or nodata differs from the input's"
+
+# a per-dataset mask instead of a nodata value
+"$PYTHON" "$CDP_SRCDIR/tests/tools/mkraster.py" "$T/mr.tif" --width 90 --height 70 --bands 1 \
+	--dtype u8 --mask-rect 5,6,20,10 --seed 3
+cdp-predict -q "$T/run" "$T/mr.tif" -o "$T/mrp.tif" || fail "masked raster: prediction failed"
+py "p = gdal.Open('$T/mrp.tif').ReadAsArray(); d = gdal.Open('$T/mr.tif')
+m = d.GetRasterBand(1).GetMaskBand().ReadAsArray()
+assert (m == 0).sum() == 200 and ((p == 255) == (m == 0)).all()" ||
+	fail "the output's nodata is not the input's mask"
+
+echo "== blending"
+cdp-predict -q --prob --size 256 "$T/run" "$T/b.tif" -o "$T/ref.tif"
+cdp-predict -q --prob --overlap 0 "$T/run" "$T/b.tif" -o "$T/p0.tif"
+cdp-predict -q --prob --overlap 16 --batch 3 "$T/run" "$T/b.tif" -o "$T/p16.tif"
+s=$("$PYTHON" "$D/seam.py" "$T/ref.tif" "$T/p0.tif" "$T/p16.tif")
+echo "largest border error: tiles $s (blended)"
+echo "$s" | awk '{ exit !($1 > 0.02 && $2 < $1 / 10) }' || fail "seam: tiles vs blended $s"
+
+echo "== --prob, --vector, --preview"
+cdp-predict -q --prob --vector "$T/v.gpkg" --preview "$T/v.png" "$T/run/checkpoint.cdpt" \
+	"$T/b.tif" -o "$T/prob.tif" || fail "--prob --vector --preview failed"
+py "
+d = gdal.Open('$T/prob.tif'); p = d.ReadAsArray()
+assert d.RasterCount == 2 and d.GetRasterBand(1).DataType == gdal.GDT_Float32, 'type'
+assert np.isnan(d.GetRasterBand(2).GetNoDataValue()), 'nodata value'
+assert np.isnan(p[:, 20:35, 10:40]).all() and not np.isnan(p[:, :20]).any(), 'nodata'
+v = p[:, :20]
+assert ((v >= 0) & (v <= 1)).all() and np.allclose(v.sum(0), 1, atol=1e-5), 'probabilities'
+c = gdal.Open('$T/pred.tif').ReadAsArray()
+assert ((p[1] > p[0]) == (c == 1))[c != 255].all(), 'argmax'
+" || fail "--prob output is wrong"
+ogrinfo -so -al "$T/v.gpkg" >"$T/ogr" 2>&1 || fail "ogrinfo cannot read the GeoPackage"
+n=$(sed -n 's/^Feature Count: //p' "$T/ogr")
+[ "${n:-0}" -gt 0 ] || fail "no polygons: $(cat "$T/ogr")"
+grep -q 'UTM zone 33N' "$T/ogr" || fail "the polygons lack the CRS"
+py "
+ds = ogr.Open('$T/v.gpkg'); l = ds.GetLayer(0)
+fs = list(l)
+area = sum(f.GetGeometryRef().GetArea() for f in fs)
+cls = {f.GetField('class') for f in fs}
+c = gdal.Open('$T/pred.tif').ReadAsArray()
+assert cls == {1}, cls
+assert abs(area - (c == 1).sum() * 0.25) < 1e-6, (area, (c == 1).sum() * 0.25)
+" || fail "the polygons do not cover the class-1 pixels"
+[ "$(od -An -c -N4 "$T/v.png" | tr -d ' ')" = '211PNG' ] || fail "preview is not a PNG"
+py "d = gdal.Open('$T/v.png'); assert (d.RasterXSize, d.RasterYSize, d.RasterCount) == (200, 170, 3)" ||
+	fail "preview size"
+
+echo "== a sigmoid head"
+sed 's/^loss=ce$/loss=bce/; s/^filters=${classes}$/filters=1/' "$T/tiny.cfg" >"$T/bce.cfg"
+cdp-train -q --db "$T/pool" --keys "$T/keys" --model "$T/bce.cfg" --out "$T/runb" --steps 300 \
+	--batch 4 --threads 1 --lr 0.05 || fail "training the sigmoid head failed"
+cdp-predict -q "$T/runb" "$T/b.tif" -o "$T/bc.tif" && cdp-predict -q --prob "$T/runb" "$T/b.tif" \
+	-o "$T/bp.tif" || fail "sigmoid head: prediction failed"
+cdp-evaluate --json "$T/bc.tif" "$T/b_mask.tif" >"$T/b.json"
+py "import json
+iou = json.load(open('$T/b.json'))['per_class'][1]['iou']
+d = gdal.Open('$T/bp.tif'); p = d.ReadAsArray(); c = gdal.Open('$T/bc.tif').ReadAsArray()
+assert d.RasterCount == 1 and iou >= 0.9, (d.RasterCount, iou)
+assert ((p > 0.5) == (c == 1))[c != 255].all(), 'class ids are not P > 0.5'" ||
+	fail "sigmoid head: $(cat "$T/b.json")"
+
+echo "== tiny rasters"
+mk "$T/w1.tif" 1 50 3
+mk "$T/s.tif" 20 30 4
+for r in w1 s; do
+	cdp-predict -q "$T/run" "$T/$r.tif" -o "$T/${r}p.tif" || fail "$r: prediction failed"
+	py "a, b = gdal.Open('$T/$r.tif'), gdal.Open('$T/${r}p.tif')
+assert (a.RasterXSize, a.RasterYSize) == (b.RasterXSize, b.RasterYSize)" || fail "$r: wrong size"
+done
+cdp-evaluate --json "$T/sp.tif" "$T/s_mask.tif" >"$T/s.json"
+py "import json; sys.exit(json.load(open('$T/s.json'))['accuracy'] < 0.9)" ||
+	fail "the small raster is mispredicted: $(cat "$T/s.json")"
+
+echo "== streaming"
+# The peak memory must not grow with the raster's height: 8000 rows of
+# probabilities are 19 MB, 800 rows 2 MB (GDAL's own block cache is held
+# at 4 MB so that only cdp-predict's buffers count).
+if [ -x /usr/bin/time ]; then
+	mk "$T/short.tif" 300 800 7
+	mk "$T/tall.tif" 300 8000 7
+	for r in short tall; do
+		GDAL_CACHEMAX=4 /usr/bin/time -f %M -o "$T/$r.rss" cdp-predict -q --prob --threads 1 \
+			"$T/run" "$T/$r.tif" -o "$T/${r}p.tif" || fail "$r: prediction failed"
+	done
+	echo "peak RSS: $(cat "$T/short.rss") KB for 800 rows, $(cat "$T/tall.rss") KB for 8000"
+	[ $(($(cat "$T/tall.rss") - $(cat "$T/short.rss"))) -lt 6000 ] ||
+		fail "memory grows with the height of the raster"
+else
+	echo "no /usr/bin/time: skipped"
+fi
+
+echo "== 2 ranks"
+mpirun=${MPIRUN:-}
+if [ -n "$mpirun" ] && command -v "$mpirun" >/dev/null 2>&1; then
+	MP="$mpirun --oversubscribe -np 2"
+	[ "$(id -u)" -ne 0 ] || MP="$mpirun --allow-run-as-root --oversubscribe -np 2"
+	cdp-predict -q --threads 1 --prob "$T/run" "$T/b.tif" -o "$T/one.tif"
+	$MP cdp-predict -q --threads 1 --prob "$T/run" "$T/b.tif" -o "$T/two.tif" ||
+		fail "2 ranks failed"
+	py "a, b = gdal.Open('$T/one.tif').ReadAsArray(), gdal.Open('$T/two.tif').ReadAsArray()
+assert np.array_equal(a, b, equal_nan=True)" || fail "2 ranks differ from 1 process"
+	echo "2 ranks: the same probabilities as 1 process"
+else
+	echo "no MPIRUN: skipped"
+fi
+
+echo "== failures"
+mk "$T/c3.tif" 40 40 5 --bands 3
+expect_fail 1 "'$T/c3.tif' has 3 bands, the model in '$T/run/checkpoint.cdpt' takes 1" \
+	cdp-predict "$T/run" "$T/c3.tif" -o "$T/x.tif"
+"$PYTHON" - "$T/run/checkpoint.cdpt" "$T/big.cdpt" <<'PY'
+# the checkpoint with band 1's training mean set to 1000, as if trained on u16
+import struct, sys, zlib
+b = bytearray(open(sys.argv[1], "rb").read())
+i = b.rindex(b"DATA") + 16 + 12         # tag, 0, length; nbands, nstats, band index
+b[i:i + 8] = struct.pack("<d", 1000.0)
+b[-4:] = struct.pack("<I", zlib.crc32(bytes(b[:-4])))
+open(sys.argv[2], "wb").write(b)
+PY
+expect_fail 1 "'$T/b.tif' is u8, but the model in '$T/big.cdpt' was trained on band 1 values around 1000" \
+	cdp-predict "$T/big.cdpt" "$T/b.tif" -o "$T/x.tif"
+expect_fail 1 "cannot read '$T/nope.cdpt'" cdp-predict "$T/nope.cdpt" "$T/b.tif" -o "$T/x.tif"
+head -c 300 "$T/run/checkpoint.cdpt" >"$T/cut.cdpt"
+expect_fail 1 "cannot read '$T/cut.cdpt'" cdp-predict "$T/cut.cdpt" "$T/b.tif" -o "$T/x.tif"
+expect_fail 1 "cannot open '$T/none.tif'" cdp-predict "$T/run" "$T/none.tif" -o "$T/x.tif"
+expect_fail 1 "no cuda backend" cdp-predict --device cuda "$T/run" "$T/b.tif" -o "$T/x.tif"
+expect_fail 1 "overlap 64: must be smaller" cdp-predict --overlap 64 "$T/run" "$T/b.tif" -o "$T/x.tif"
+expect_fail 1 "vector-class 2" cdp-predict --vector "$T/x.gpkg" --vector-class 2 "$T/run" \
+	"$T/b.tif" -o "$T/x.tif"
+expect_fail 1 "cannot create '$T/no/dir/x.tif'" cdp-predict "$T/run" "$T/b.tif" -o "$T/no/dir/x.tif"
+expect_fail 2 "missing -o" cdp-predict "$T/run" "$T/b.tif"
+expect_fail 2 "want MODEL and RASTER" cdp-predict "$T/run" -o "$T/x.tif"
+expect_fail 2 "--batch '0'" cdp-predict --batch 0 "$T/run" "$T/b.tif" -o "$T/x.tif"
+expect_fail 2 "--device 'tpu'" cdp-predict --device tpu "$T/run" "$T/b.tif" -o "$T/x.tif"
+[ ! -e "$T/x.tif" ] || fail "a failed run left x.tif"
+[ -z "$(ls -A "$T" | grep '\.tmp\.')" ] || fail "a failed run left a temporary: $(ls -A "$T")"
+exit 0

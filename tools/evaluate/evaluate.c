@@ -1,0 +1,250 @@
+/* evaluate.c: cdp_evaluate_run, the confusion matrix of a class-id raster
+ * against a reference of the same size, read in bands of rows, and its
+ * report (metrics.h: IoU, F1, precision, recall per class, accuracy, mean
+ * IoU) as text or JSON.
+ *
+ * Pixels counted: those whose reference is neither the ignore value nor the
+ * reference's nodata, and whose prediction is not the prediction's nodata
+ * (a prediction nodata over valid reference is reported as "unpredicted").
+ * Values must be integers in [0, K); K is --classes, or one more than the
+ * largest counted value of either raster (a first pass finds it).
+ */
+#include "evaluate.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cdp_dtype.h"
+#include "cdp_error.h"
+#include "cdp_raster.h"
+#include "metrics.h"
+
+#define ROWS 256
+#define AUTO_MAX 1024
+
+typedef struct side {
+	const char *path;
+	cdp_raster *r;
+	const cdp_raster_info *ri;
+	void *buf;
+} side;
+
+typedef struct counts {
+	uint64_t counted, ignored, unpredicted, outside;
+	double vmax;
+} counts;
+
+static int fail(char *err, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int fail(char *err, size_t cap, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(err, cap, fmt, ap);
+	va_end(ap);
+	return -1;
+}
+
+void cdp_evaluate_opts_init(cdp_evaluate_opts *o)
+{
+	memset(o, 0, sizeof *o);
+	o->ignore = -1;
+}
+
+static int open_side(side *s, const char *path, char *err, size_t cap)
+{
+	char why[512];
+
+	s->path = path;
+	if (cdp_raster_open(path, &s->r, why, sizeof why) != 0)
+		return fail(err, cap, "cannot open '%s': %s", path, why);
+	s->ri = cdp_raster_get_info(s->r);
+	if (s->ri->bands != 1)
+		return fail(err, cap, "'%s' has %u bands, want one band of class ids", path,
+		            s->ri->bands);
+	if (!(s->buf = malloc((size_t)ROWS * s->ri->width * cdp_dtype_size(s->ri->dtype))))
+		return fail(err, cap, "out of memory");
+	return 0;
+}
+
+static int is_nodata(const cdp_raster_info *ri, double v)
+{
+	return ri->has_nodata && (v == ri->nodata || (isnan(v) && isnan(ri->nodata)));
+}
+
+/* One pass over both rasters: with conf, count into it (k x k); without,
+ * only find the largest value. */
+static int pass(side *p, side *r, const cdp_evaluate_opts *o, uint64_t *conf, int k,
+                counts *n, char *err, size_t cap)
+{
+	uint64_t w = p->ri->width, h = p->ri->height;
+	char why[512];
+	int b1 = 1;
+
+	memset(n, 0, sizeof *n);
+	n->vmax = -1;
+	for (uint64_t y = 0; y < h; y += ROWS) {
+		int rows = h - y < ROWS ? (int)(h - y) : ROWS;
+		if (cdp_raster_read(p->r, &b1, 1, 0, (int64_t)y, (int)w, rows, p->buf, why, sizeof why))
+			return fail(err, cap, "cannot read '%s': %s", p->path, why);
+		if (cdp_raster_read(r->r, &b1, 1, 0, (int64_t)y, (int)w, rows, r->buf, why, sizeof why))
+			return fail(err, cap, "cannot read '%s': %s", r->path, why);
+		for (size_t i = 0; i < (size_t)rows * w; i++) {
+			double lv = cdp_dtype_get(r->ri->dtype, r->buf, i);
+			double pv = cdp_dtype_get(p->ri->dtype, p->buf, i);
+			if (is_nodata(r->ri, lv) || (o->ignore >= 0 && lv == o->ignore)) {
+				n->ignored++;
+				continue;
+			}
+			if (is_nodata(p->ri, pv)) {
+				n->unpredicted++;
+				continue;
+			}
+			if (!(lv >= 0 && pv >= 0 && lv == floor(lv) && pv == floor(pv)))
+				return fail(err, cap, "'%s' or '%s': value %g or %g at pixel (%zu, %llu) is "
+				            "not a class id", r->path, p->path, lv, pv, (size_t)(i % w),
+				            (unsigned long long)(y + i / w));
+			if (!conf) {
+				n->vmax = fmax(n->vmax, fmax(lv, pv));
+				continue;
+			}
+			if (lv >= k || pv >= k) {
+				n->outside++;
+				continue;
+			}
+			conf[(size_t)lv * k + (size_t)pv]++;
+			n->counted++;
+		}
+	}
+	return 0;
+}
+
+static void num(FILE *f, double v, int json)
+{
+	if (isnan(v))
+		fputs(json ? "null" : "nan", f);
+	else
+		fprintf(f, "%.6f", v);
+}
+
+static void report_json(FILE *f, const uint64_t *conf, int k, const counts *n)
+{
+	fprintf(f, "{\"classes\":%d,\"pixels\":%llu,\"ignored\":%llu,\"unpredicted\":%llu,"
+	        "\"outside\":%llu,\"confusion\":[", k, (unsigned long long)n->counted,
+	        (unsigned long long)n->ignored, (unsigned long long)n->unpredicted,
+	        (unsigned long long)n->outside);
+	for (int i = 0; i < k; i++) {
+		fputs(i ? ",[" : "[", f);
+		for (int j = 0; j < k; j++)
+			fprintf(f, "%s%llu", j ? "," : "", (unsigned long long)conf[(size_t)i * k + j]);
+		fputc(']', f);
+	}
+	fputs("],\"per_class\":[", f);
+	for (int c = 0; c < k; c++) {
+		cdp_prf m;
+		uint64_t sup = 0;
+		cdp_metrics_prf(conf, k, c, &m);
+		for (int j = 0; j < k; j++)
+			sup += conf[(size_t)c * k + j];
+		fprintf(f, "%s{\"class\":%d,\"iou\":", c ? "," : "", c);
+		num(f, cdp_metrics_iou(conf, k, c), 1);
+		fputs(",\"f1\":", f);
+		num(f, m.f1, 1);
+		fputs(",\"precision\":", f);
+		num(f, m.precision, 1);
+		fputs(",\"recall\":", f);
+		num(f, m.recall, 1);
+		fprintf(f, ",\"tp\":%llu,\"fp\":%llu,\"fn\":%llu,\"support\":%llu}",
+		        (unsigned long long)m.tp, (unsigned long long)m.fp, (unsigned long long)m.fn,
+		        (unsigned long long)sup);
+	}
+	fputs("],\"accuracy\":", f);
+	num(f, cdp_metrics_accuracy(conf, k), 1);
+	fputs(",\"mean_iou\":", f);
+	num(f, cdp_metrics_miou(conf, k, NULL), 1);
+	fputs("}\n", f);
+}
+
+static void report_text(FILE *f, const uint64_t *conf, int k, const counts *n)
+{
+	fprintf(f, "pixels: %llu counted, %llu ignored, %llu unpredicted, %llu outside [0, %d)\n",
+	        (unsigned long long)n->counted, (unsigned long long)n->ignored,
+	        (unsigned long long)n->unpredicted, (unsigned long long)n->outside, k);
+	fputs("confusion (rows: reference, columns: prediction)\n      ", f);
+	for (int j = 0; j < k; j++)
+		fprintf(f, " %12d", j);
+	fputc('\n', f);
+	for (int i = 0; i < k; i++) {
+		fprintf(f, "%6d", i);
+		for (int j = 0; j < k; j++)
+			fprintf(f, " %12llu", (unsigned long long)conf[(size_t)i * k + j]);
+		fputc('\n', f);
+	}
+	fputs("class      iou       f1  precision   recall      support\n", f);
+	for (int c = 0; c < k; c++) {
+		cdp_prf m;
+		uint64_t sup = 0;
+		cdp_metrics_prf(conf, k, c, &m);
+		for (int j = 0; j < k; j++)
+			sup += conf[(size_t)c * k + j];
+		fprintf(f, "%5d %8.4f %8.4f %10.4f %8.4f %12llu\n", c, cdp_metrics_iou(conf, k, c),
+		        m.f1, m.precision, m.recall, (unsigned long long)sup);
+	}
+	fprintf(f, "accuracy %.4f\nmean iou %.4f\n", cdp_metrics_accuracy(conf, k),
+	        cdp_metrics_miou(conf, k, NULL));
+}
+
+int cdp_evaluate_run(const cdp_evaluate_opts *o, FILE *out, char *err, size_t cap)
+{
+	side p = { 0 }, r = { 0 };
+	counts n;
+	uint64_t *conf = NULL;
+	int k = o->classes, rc = -1;
+
+	cdp_raster_init();
+	if (open_side(&p, o->prediction, err, cap) < 0 || open_side(&r, o->reference, err, cap) < 0)
+		goto out;
+	if (p.ri->width != r.ri->width || p.ri->height != r.ri->height) {
+		fail(err, cap, "'%s' is %llux%llu, '%s' is %llux%llu: not the same size", p.path,
+		     (unsigned long long)p.ri->width, (unsigned long long)p.ri->height, r.path,
+		     (unsigned long long)r.ri->width, (unsigned long long)r.ri->height);
+		goto out;
+	}
+	if (!k) {
+		if (pass(&p, &r, o, NULL, 0, &n, err, cap) < 0)
+			goto out;
+		if (n.vmax >= AUTO_MAX) {
+			fail(err, cap, "'%s' or '%s' holds class %g: give --classes", p.path, r.path,
+			     n.vmax);
+			goto out;
+		}
+		k = n.vmax < 1 ? 2 : (int)n.vmax + 1;
+	}
+	if (!(conf = calloc((size_t)k * k, sizeof *conf))) {
+		fail(err, cap, "out of memory");
+		goto out;
+	}
+	if (pass(&p, &r, o, conf, k, &n, err, cap) < 0)
+		goto out;
+	if (o->json)
+		report_json(out, conf, k, &n);
+	else
+		report_text(out, conf, k, &n);
+	if (fflush(out) != 0 || ferror(out)) {
+		fail(err, cap, "cannot write the report: %s", strerror(errno));
+		goto out;
+	}
+	rc = 0;
+out:
+	free(conf);
+	free(p.buf);
+	free(r.buf);
+	if (p.r)
+		cdp_raster_close(p.r);
+	if (r.r)
+		cdp_raster_close(r.r);
+	return rc;
+}

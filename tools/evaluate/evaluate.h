@@ -1,0 +1,20 @@
+/* evaluate.h: cdp-evaluate's work as a library function (main.c parses
+ * the command line). */
+#ifndef CDP_EVALUATE_H
+#define CDP_EVALUATE_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+typedef struct cdp_evaluate_opts {
+	const char *prediction, *reference;  /* one-band rasters of class ids */
+	int classes;     /* K; 0: one more than the largest value found */
+	long ignore;     /* reference value not counted; -1: none */
+	int json;        /* 1: one JSON object instead of the text report */
+} cdp_evaluate_opts;
+
+void cdp_evaluate_opts_init(cdp_evaluate_opts *o);
+/* Writes the report to out. Returns 0, or -1 with a one-line reason in err. */
+int cdp_evaluate_run(const cdp_evaluate_opts *o, FILE *out, char *err, size_t cap);
+
+#endif

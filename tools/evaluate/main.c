@@ -1,0 +1,67 @@
+/* main.c: cdp-evaluate, options (man/cdp-evaluate.1); the work is
+ * cdp_evaluate_run (evaluate.c). */
+#include "evaluate.h"
+
+#include "cdp_error.h"
+#include "cdp_num.h"
+
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#define PROG "cdp-evaluate"
+
+enum { OPT_CLASSES = 256, OPT_IGNORE, OPT_JSON };
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: " PROG " [-h] [--classes K] [--ignore V] [--json] PREDICTION REFERENCE\n");
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "classes", required_argument, NULL, OPT_CLASSES },
+		{ "help",    no_argument,       NULL, 'h' },
+		{ "ignore",  required_argument, NULL, OPT_IGNORE },
+		{ "json",    no_argument,       NULL, OPT_JSON },
+		{ NULL, 0, NULL, 0 }
+	};
+	cdp_evaluate_opts o;
+	char err[1024];
+	int c, v;
+
+	cdp_evaluate_opts_init(&o);
+	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+		switch (c) {
+		case 'h': usage(stdout); return 0;
+		case OPT_CLASSES:
+			if (cdp_parse_int(optarg, 2, 65536, &o.classes) != CDP_OK) {
+				fprintf(stderr, PROG ": --classes '%s': not an integer in [2, 65536]\n", optarg);
+				return 2;
+			}
+			break;
+		case OPT_IGNORE:
+			if (cdp_parse_int(optarg, 0, 65535, &v) != CDP_OK) {
+				fprintf(stderr, PROG ": --ignore '%s': not an integer in [0, 65535]\n", optarg);
+				return 2;
+			}
+			o.ignore = v;
+			break;
+		case OPT_JSON: o.json = 1; break;
+		default: usage(stderr); return 2;
+		}
+	}
+	if (argc - optind != 2) {
+		fprintf(stderr, PROG ": want PREDICTION and REFERENCE\n");
+		usage(stderr);
+		return 2;
+	}
+	o.prediction = argv[optind];
+	o.reference = argv[optind + 1];
+	if (cdp_evaluate_run(&o, stdout, err, sizeof err) != 0) {
+		fprintf(stderr, PROG ": %s\n", err);
+		return 1;
+	}
+	return 0;
+}

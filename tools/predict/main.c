@@ -1,0 +1,140 @@
+/* main.c: cdp-predict, options (man/cdp-predict.1). The work is
+ * cdp_predict_run (predict.c); this file parses and checks the options,
+ * starts MPI (an MPI singleton when run alone) and maps the outcome to
+ * the exit status.
+ */
+#include "predict.h"
+
+#include "cdp_error.h"
+#include "cdp_num.h"
+#include "cdp_progress.h"
+#include "dist.h"
+
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define PROG "cdp-predict"
+
+enum {
+	OPT_BATCH = 256, OPT_DEVICE, OPT_OVERLAP, OPT_PREVIEW, OPT_PROB, OPT_PROGRESS, OPT_SIZE,
+	OPT_THREADS, OPT_VECTOR, OPT_VECTOR_CLASS
+};
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+	    "usage: " PROG " [-hq] [--size N] [--overlap N] [--batch N] [--threads N]\n"
+	    "                   [--device cpu|cuda|auto] [--prob] [--vector OUT.gpkg]\n"
+	    "                   [--vector-class K] [--preview FILE.png] [--progress]\n"
+	    "                   MODEL RASTER -o OUT.tif\n");
+}
+
+static int num(const char *opt, const char *arg, int min, int max, int *out)
+{
+	if (cdp_parse_int(arg, min, max, out) != CDP_OK) {
+		fprintf(stderr, PROG ": %s '%s': not an integer in [%d, %d]\n", opt, arg, min, max);
+		return -1;
+	}
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "batch",        required_argument, NULL, OPT_BATCH },
+		{ "device",       required_argument, NULL, OPT_DEVICE },
+		{ "help",         no_argument,       NULL, 'h' },
+		{ "output",       required_argument, NULL, 'o' },
+		{ "overlap",      required_argument, NULL, OPT_OVERLAP },
+		{ "preview",      required_argument, NULL, OPT_PREVIEW },
+		{ "prob",         no_argument,       NULL, OPT_PROB },
+		{ "progress",     no_argument,       NULL, OPT_PROGRESS },
+		{ "quiet",        no_argument,       NULL, 'q' },
+		{ "size",         required_argument, NULL, OPT_SIZE },
+		{ "threads",      required_argument, NULL, OPT_THREADS },
+		{ "vector",       required_argument, NULL, OPT_VECTOR },
+		{ "vector-class", required_argument, NULL, OPT_VECTOR_CLASS },
+		{ NULL, 0, NULL, 0 }
+	};
+	cdp_predict_opts o;
+	char err[1024];
+	int c, rc = 2, mpi = 0;
+
+	cdp_predict_opts_init(&o);
+	while ((c = getopt_long(argc, argv, "ho:q", longopts, NULL)) != -1) {
+		switch (c) {
+		case 'h': usage(stdout); rc = 0; goto out;
+		case 'o': o.output = optarg; break;
+		case 'q': o.progress = CDP_PROGRESS_OFF; break;
+		case OPT_BATCH:
+			if (num("--batch", optarg, 1, 4096, &o.batch) < 0)
+				goto out;
+			break;
+		case OPT_DEVICE:
+			if (strcmp(optarg, "cpu") == 0) {
+				o.device = CDP_PREDICT_CPU;
+			} else if (strcmp(optarg, "cuda") == 0) {
+				o.device = CDP_PREDICT_CUDA;
+			} else if (strcmp(optarg, "auto") == 0) {
+				o.device = CDP_PREDICT_AUTO;
+			} else {
+				fprintf(stderr, PROG ": --device '%s': not cpu, cuda or auto\n", optarg);
+				goto out;
+			}
+			break;
+		case OPT_OVERLAP:
+			if (num("--overlap", optarg, 0, 65535, &o.overlap) < 0)
+				goto out;
+			break;
+		case OPT_PREVIEW: o.preview = optarg; break;
+		case OPT_PROB: o.prob = 1; break;
+		case OPT_PROGRESS: o.progress = CDP_PROGRESS_ON; break;
+		case OPT_SIZE:
+			if (num("--size", optarg, 1, 65536, &o.size) < 0)
+				goto out;
+			break;
+		case OPT_THREADS:
+			if (num("--threads", optarg, 1, 1024, &o.threads) < 0)
+				goto out;
+			break;
+		case OPT_VECTOR: o.vector = optarg; break;
+		case OPT_VECTOR_CLASS:
+			if (num("--vector-class", optarg, 0, 254, &o.vector_class) < 0)
+				goto out;
+			break;
+		default: usage(stderr); goto out;
+		}
+	}
+	if (argc - optind != 2 || !o.output) {
+		fprintf(stderr, PROG ": %s\n", argc - optind != 2 ? "want MODEL and RASTER" :
+		        "missing -o OUT.tif");
+		usage(stderr);
+		goto out;
+	}
+	o.model = argv[optind];
+	o.input = argv[optind + 1];
+
+	rc = 1;
+	cdp_dist_set_prog(PROG);
+	if ((c = cdp_dist_init(&argc, &argv)) != 0) {
+		fprintf(stderr, PROG ": CDP_DIST_TIMEOUT: %s\n", cdp_strerror(c));
+		goto out;
+	}
+	mpi = 1;
+	/* ranks wait for each other once per round of strips, which can take
+	 * longer than the default watchdog on a wide raster */
+	if (!getenv("CDP_DIST_TIMEOUT"))
+		cdp_dist_set_timeout(3600);
+	if (cdp_predict_run(&o, err, sizeof err) == 0)
+		rc = 0;
+	else if (cdp_dist_size() > 1)
+		fprintf(stderr, PROG ": rank %d: %s\n", cdp_dist_rank(), err);
+	else
+		fprintf(stderr, PROG ": %s\n", err);
+out:
+	if (mpi)
+		cdp_dist_finalize();
+	return rc;
+}

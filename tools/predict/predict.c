@@ -1,0 +1,376 @@
+/* predict.c: cdp_predict_run, the sliding-window inference over a raster
+ * (the scheme is described in predict.h), once predict_setup.c has
+ * built the model, opened the raster and allocated the buffers. It reads through cdp_raster.h,
+ * runs the engine's net on the CPU backend and leaves the output files to
+ * predict_out.c. Shapes: the strip input img is (C, rows, W) float, the
+ * net input (B, C, S, S), its output (B, K, S, S) logits, a strip's
+ * weighted probabilities and the accumulator (K, S, W).
+ */
+#include "predict_int.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cdp_dtype.h"
+#include "cdp_progress.h"
+#include "dist.h"
+
+/* numpy's "reflect" padding of index i into [0, n) */
+static int reflect(long i, long n)
+{
+	long p = 2 * (n - 1);
+
+	if (n == 1)
+		return 0;
+	i %= p;
+	if (i < 0)
+		i += p;
+	return (int)(i < n ? i : p - i);
+}
+
+/* Validity of n samples of every band (C, n) at stride `stride`:
+ * invalid where every band equals the nodata value (NaN matching NaN), as
+ * the training loader decides. */
+static void nodata_valid(const predictor *p, const void *raw, size_t stride, size_t n, uint8_t *v)
+{
+	double nd = p->ri->nodata;
+
+	for (size_t i = 0; i < n; i++) {
+		int all = 1;
+		for (int c = 0; c < p->C && all; c++) {
+			double x = cdp_dtype_get(p->ri->dtype, raw, (size_t)c * stride + i);
+			all = x == nd || (isnan(x) && isnan(nd));
+		}
+		v[i] = all ? 0 : 255;
+	}
+}
+
+/* Reads rows [y, y + n) of the selected bands into p->raw (C, n, W) and
+ * their validity into v (n, W). */
+static int read_rows(predictor *p, int y, int n, uint8_t *v, char *err, size_t cap)
+{
+	char why[512];
+	size_t px = (size_t)n * p->W;
+
+	if (cdp_raster_read(p->r, p->ck.bands, p->C, 0, y, p->W, n, p->raw, why, sizeof why) != 0)
+		return pr_fail(err, cap, "cannot read '%s': %s", p->o->input, why);
+	if (p->nodata_mode == 2) {
+		if (cdp_raster_read_mask(p->r, p->ck.bands[0], 0, y, p->W, n, v, why, sizeof why) != 0)
+			return pr_fail(err, cap, "cannot read the mask of '%s': %s", p->o->input, why);
+	} else if (p->nodata_mode == 1) {
+		nodata_valid(p, p->raw, px, px, v);
+	} else {
+		memset(v, 255, px);
+	}
+	return 0;
+}
+
+/* Standardizes p->raw (C, n, W) into p->img; invalid pixels become 0 in
+ * every band and non-finite values 0, as in training. */
+static void standardize(predictor *p, int n)
+{
+	size_t px = (size_t)n * p->W;
+	size_t dsz = cdp_dtype_size(p->ri->dtype);
+
+	for (int c = 0; c < p->C; c++) {
+		float *d = p->img + (size_t)c * px;
+		cdp_dtype_to_f32(p->ri->dtype, (const char *)p->raw + (size_t)c * px * dsz, d, px);
+		for (size_t i = 0; i < px; i++) {
+			float x = isfinite(d[i]) ? (d[i] - p->mean[c]) * p->inv[c] : 0.0f;
+			d[i] = p->valid[i] ? x : 0.0f;
+		}
+	}
+}
+
+/* Probabilities of window b's logits (K, S, S) in place: sigmoid for one
+ * output channel, softmax over K otherwise. */
+static void probabilities(predictor *p, float *y)
+{
+	size_t hw = (size_t)p->S * p->S;
+
+	if (p->K == 1) {
+		for (size_t i = 0; i < hw; i++)
+			y[i] = 1.0f / (1.0f + expf(-y[i]));
+		return;
+	}
+	for (size_t i = 0; i < hw; i++) {
+		float mx = y[i], s = 0;
+		for (int k = 1; k < p->K; k++)
+			mx = fmaxf(mx, y[k * hw + i]);
+		for (int k = 0; k < p->K; k++)
+			s += (y[k * hw + i] = expf(y[k * hw + i] - mx));
+		for (int k = 0; k < p->K; k++)
+			y[k * hw + i] /= s;
+	}
+}
+
+/* Runs the batch of nb windows whose first is window i0 of the strip,
+ * adding w(x) w(y) p into sum (K, S, W). */
+static void run_batch(predictor *p, int i0, int nb, float *sum)
+{
+	size_t hw = (size_t)p->S * p->S, in = (size_t)p->B * p->C * hw;
+	const float *y;
+
+	p->be->to_device(p->be, p->net.x, p->xin, in * sizeof(float));
+	cdp_net_forward(&p->net);
+	y = cdp_net_output(&p->net);
+	p->be->to_host(p->be, p->yout, y, (size_t)p->B * p->K * hw * sizeof(float));
+	for (int b = 0; b < nb; b++) {
+		float *pr = p->yout + (size_t)b * p->K * hw;
+		long x0 = -p->m + (long)(i0 + b) * p->T;
+		probabilities(p, pr);
+		for (int k = 0; k < p->K; k++)
+			for (int r = 0; r < p->S; r++) {
+				float *d = sum + ((size_t)k * p->S + r) * p->W;
+				const float *s = pr + (size_t)k * hw + (size_t)r * p->S;
+				for (int x = 0; x < p->S; x++) {
+					long xx = x0 + x;
+					if (xx >= 0 && xx < p->W)
+						d[xx] += p->w1[r] * p->w1[x] * s[x];
+				}
+			}
+	}
+}
+
+/* Strip s: its rows (reflected), its windows in batches, into sum (K, S, W). */
+static int run_strip(predictor *p, int s, float *sum, char *err, size_t cap)
+{
+	long y0 = -p->m + (long)s * p->T;
+	int lo = p->H, hi = 0, n;
+	size_t hw = (size_t)p->S * p->S;
+
+	for (int r = 0; r < p->S; r++) {
+		p->srow[r] = reflect(y0 + r, p->H);
+		lo = p->srow[r] < lo ? p->srow[r] : lo;
+		hi = p->srow[r] + 1 > hi ? p->srow[r] + 1 : hi;
+	}
+	n = hi - lo;
+	if (read_rows(p, lo, n, p->valid, err, cap) < 0)
+		return -1;
+	standardize(p, n);
+	memset(sum, 0, (size_t)p->K * p->S * p->W * sizeof *sum);
+	for (int i0 = 0; i0 < p->nx; i0 += p->B) {
+		int nb = p->nx - i0 < p->B ? p->nx - i0 : p->B;
+		memset(p->xin, 0, (size_t)p->B * p->C * hw * sizeof *p->xin);
+		for (int b = 0; b < nb; b++) {
+			long x0 = -p->m + (long)(i0 + b) * p->T;
+			for (int x = 0; x < p->S; x++)
+				p->scol[x] = reflect(x0 + x, p->W);
+			for (int c = 0; c < p->C; c++)
+				for (int r = 0; r < p->S; r++) {
+					const float *src = p->img + ((size_t)c * n + (p->srow[r] - lo)) * p->W;
+					float *d = p->xin + (((size_t)b * p->C + c) * p->S + r) * p->S;
+					for (int x = 0; x < p->S; x++)
+						d[x] = src[p->scol[x]];
+				}
+		}
+		run_batch(p, i0, nb, sum);
+	}
+	return 0;
+}
+
+/* Rank 0: rows [ya, yb) of the accumulator (row ya at acc row ya - a0) are
+ * final: normalize, write the output, the vector mask and the preview. */
+static int finish_rows(predictor *p, long a0, int ya, int yb, char *err, size_t cap)
+{
+	int n = yb - ya;
+	size_t px = (size_t)n * p->W, plane = (size_t)p->S * p->W;
+	uint8_t *v = p->valid;
+
+	if (n <= 0)
+		return 0;
+	if (p->nodata_mode && read_rows(p, ya, n, v, err, cap) < 0)
+		return -1;
+	if (!p->nodata_mode)
+		memset(v, 255, px);
+	for (int y = ya; y < yb; y++)
+		for (int x = 0; x < p->W; x++) {
+			size_t a = (size_t)(y - a0) * p->W + x, i = (size_t)(y - ya) * p->W + x;
+			float nrm = p->normx[x] * p->normy[y], best = -1;
+			int cls = 0;
+			for (int k = 0; k < p->K; k++) {
+				/* the division can round a certainty just above 1 */
+				float pk = fminf(p->acc[k * plane + a] / nrm, 1.0f);
+				if (p->o->prob)
+					((float *)p->orow)[k * px + i] = v[i] ? pk : NAN;
+				if (pk > best) {
+					best = pk;
+					cls = k;
+				}
+			}
+			if (p->K == 1)
+				cls = best > 0.5f;
+			if (!v[i])
+				cls = 255;
+			if (!p->o->prob)
+				((uint8_t *)p->orow)[i] = (uint8_t)cls;
+			p->vrow[i] = cls == p->o->vector_class ? (uint8_t)cls : 255;
+			if (p->pcls && y % p->pstep == 0 && x % p->pstep == 0)
+				p->pcls[(y / p->pstep) * p->pw + x / p->pstep] = (uint8_t)cls;
+		}
+	if (pr_out_write(p->out, ya, n, p->orow, err, cap) < 0)
+		return -1;
+	if (p->vout && pr_out_write(p->vout, ya, n, p->vrow, err, cap) < 0)
+		return -1;
+	return 0;
+}
+
+static int open_outputs(predictor *p, char *err, size_t cap)
+{
+	const cdp_predict_opts *o = p->o;
+	const double *gt = p->ri->has_gt ? p->ri->gt : NULL;
+
+	if (pr_out_open(&p->out, o->output, p->W, p->H, o->prob ? p->K : 1, o->prob, gt,
+	                p->ri->crs, err, cap) < 0)
+		return -1;
+	if (o->vector) {
+		snprintf(p->vtmp, sizeof p->vtmp, "%s.classes.tif", o->vector);
+		if (pr_out_open(&p->vout, p->vtmp, p->W, p->H, 1, 0, gt, p->ri->crs, err, cap) < 0)
+			return -1;
+	}
+	return 0;
+}
+
+/* The strips, round by round; rank 0 accumulates and writes. */
+static int run_all(predictor *p, char *err, size_t cap)
+{
+	size_t slot = (size_t)p->K * p->S * p->W, plane = (size_t)p->S * p->W;
+	long a0 = -p->m;      /* image row of acc row 0: the top row of the next strip */
+	int rc = 0;
+	cdp_progress pg;
+
+	cdp_progress_start(&pg, p->rank == 0 ? p->o->progress : CDP_PROGRESS_OFF, PR_PROG,
+	                   "predicting", (uint64_t)p->ny);
+	for (int s0 = 0; s0 < p->ny; s0 += p->nranks) {
+		int s = s0 + p->rank, ok;
+		memset(p->slots, 0, p->nranks * slot * sizeof(float));
+		ok = s < p->ny ? run_strip(p, s, p->slots + p->rank * slot, err, cap) == 0 : 1;
+		if (p->nranks > 1) {
+			/* every rank learns whether all succeeded before exchanging */
+			double bad = !ok;
+			cdp_dist_sum_f64(&bad, 1);
+			if (bad != 0) {
+				if (ok)
+					pr_fail(err, cap, "another rank failed");
+				rc = -1;
+				break;
+			}
+			cdp_dist_allreduce(p->slots, p->nranks * slot, cdp_dist_get_algo(), 0);
+		} else if (!ok) {
+			rc = -1;
+			break;
+		}
+		if (p->rank == 0) {
+			for (int j = 0; j < p->nranks && s0 + j < p->ny; j++) {
+				const float *src = p->slots + j * slot;
+				int last = s0 + j == p->ny - 1;
+				long ya = a0 > 0 ? a0 : 0, yb = last ? p->H : a0 + p->T;
+				for (size_t i = 0; i < slot; i++)
+					p->acc[i] += src[i];
+				if (yb > p->H)
+					yb = p->H;
+				if (finish_rows(p, a0, (int)ya, (int)yb, err, cap) < 0) {
+					rc = -1;
+					break;
+				}
+				for (int k = 0; k < p->K; k++) {
+					float *a = p->acc + k * plane;
+					memmove(a, a + (size_t)p->T * p->W, (plane - (size_t)p->T * p->W) * sizeof *a);
+					memset(a + plane - (size_t)p->T * p->W, 0, (size_t)p->T * p->W * sizeof *a);
+				}
+				a0 += p->T;
+			}
+			cdp_progress_update(&pg, (uint64_t)(s0 + p->nranks < p->ny ? s0 + p->nranks : p->ny));
+		}
+		if (p->nranks > 1) {
+			double bad = rc != 0;
+			cdp_dist_sum_f64(&bad, 1);
+			if (bad != 0) {
+				if (rc == 0)
+					pr_fail(err, cap, "rank 0 failed");
+				rc = -1;
+				break;
+			}
+		}
+		if (rc)
+			break;
+	}
+	cdp_progress_end(&pg);
+	return rc;
+}
+
+static void cleanup(predictor *p)
+{
+	char e[16];
+	if (p->out)
+		pr_out_close(p->out, 0, e, sizeof e);
+	if (p->vout)
+		pr_out_close(p->vout, 0, e, sizeof e);
+	if (p->r)
+		cdp_raster_close(p->r);
+	if (p->have_net)
+		cdp_net_free(&p->net);
+	if (p->be)
+		p->be->destroy(p->be);
+	if (p->have_ck)
+		cdp_ckpt_free(&p->ck);
+	free(p->w1); free(p->normx); free(p->normy); free(p->mean); free(p->inv);
+	free(p->raw); free(p->img); free(p->valid); free(p->srow); free(p->scol);
+	free(p->xin); free(p->yout); free(p->slots); free(p->acc); free(p->orow);
+	free(p->vrow); free(p->pcls);
+}
+
+int cdp_predict_run(const cdp_predict_opts *o, char *err, size_t cap)
+{
+	predictor p;
+	int rc = -1;
+
+	memset(&p, 0, sizeof p);
+	p.o = o;
+	p.rank = cdp_dist_rank();
+	p.nranks = cdp_dist_size();
+	if (o->device == CDP_PREDICT_CUDA)
+		return pr_fail(err, cap, "--device cuda: this cdp-predict has no cuda backend");
+	int ok = pr_load_model(&p, err, cap) == 0 && pr_open_raster(&p, err, cap) == 0 &&
+	         pr_weights(&p, err, cap) == 0 && pr_alloc(&p, err, cap) == 0 &&
+	         (p.rank != 0 || open_outputs(&p, err, cap) == 0);
+	if (p.nranks > 1) {
+		/* agree before the first collective, so no rank waits for a dead one */
+		double bad = !ok;
+		cdp_dist_sum_f64(&bad, 1);
+		if (bad != 0 && ok) {
+			pr_fail(err, cap, "another rank failed");
+			ok = 0;
+		}
+	}
+	if (!ok)
+		goto out;
+	if (run_all(&p, err, cap) < 0)
+		goto out;
+	if (p.rank == 0) {
+		pr_out *v = p.vout;
+		p.vout = NULL;
+		if (v && pr_out_close(v, 1, err, cap) < 0)
+			goto out;
+		if (v) {
+			int vr = pr_vector(p.vtmp, o->vector, o->vector_class, err, cap);
+			unlink(p.vtmp);
+			if (vr < 0)
+				goto out;
+		}
+		if (o->preview && pr_preview(o->input, p.ck.bands, p.C, p.pcls, p.pw, p.ph, p.K,
+		                             o->preview, err, cap) < 0)
+			goto out;
+		pr_out *f = p.out;
+		p.out = NULL;
+		if (pr_out_close(f, 1, err, cap) < 0)
+			goto out;
+	}
+	rc = 0;
+out:
+	cleanup(&p);
+	return rc;
+}

@@ -1,0 +1,51 @@
+/* predict.h: cdp-predict's work as a library function (main.c parses the
+ * command line and calls cdp_predict_run).
+ *
+ * The model (a checkpoint, cdp-checkpoint(5)) is slid over the raster in
+ * square windows of `size` pixels on a grid of stride size - overlap; the
+ * grid starts overlap/2 pixels before the raster's first row and column so
+ * that border pixels get context, and pixels outside the raster come from
+ * reflection (numpy's "reflect": no edge repeated). Each window's
+ * probabilities are weighted by w(x) w(y), where w ramps as sin^2 over the
+ * first and last `overlap` pixels and is 1 between: the ramps of two
+ * neighbouring windows add up to 1 exactly, so predictions cross-fade and
+ * no seam shows; with overlap 0 the windows simply tile. The output is the
+ * weighted sum divided by the summed weights (which factor per axis).
+ *
+ * Memory is bounded by the raster's width times `size`: one row of windows
+ * (a "strip") is read, run and added to an accumulator of `size` rows, and
+ * the rows no later strip touches are written out. Under mpirun rank r runs
+ * strips r, r + j, ...; after every round of j strips the strips' weighted
+ * sums go to rank 0 (one all-reduce of j slots, each filled by one rank and
+ * zero elsewhere, so the sums are exact copies), which adds them in strip
+ * order exactly as one process does: the output does not depend on j.
+ */
+#ifndef CDP_PREDICT_H
+#define CDP_PREDICT_H
+
+#include <stddef.h>
+
+enum { CDP_PREDICT_CPU = 0, CDP_PREDICT_CUDA = 1, CDP_PREDICT_AUTO = 2 };
+
+typedef struct cdp_predict_opts {
+	const char *model;      /* checkpoint file, or a run directory holding checkpoint.cdpt */
+	const char *input;      /* the raster */
+	const char *output;     /* GeoTIFF written (atomically) */
+	int size;               /* window size; 0: the checkpoint's input size */
+	int overlap;            /* -1: size / 4 */
+	int batch;              /* windows per forward pass */
+	int threads;            /* CPU threads; <= 0: cores / local ranks */
+	int device;             /* CDP_PREDICT_* */
+	int prob;               /* 1: float32 probabilities instead of class ids */
+	const char *vector;     /* GeoPackage of polygons of vector_class, or NULL */
+	int vector_class;
+	const char *preview;    /* PNG quick-look, or NULL */
+	int progress;           /* CDP_PROGRESS_* */
+} cdp_predict_opts;
+
+void cdp_predict_opts_init(cdp_predict_opts *o);
+/* Runs the prediction; on every rank under MPI (cdp_dist_init first).
+ * Returns 0, or -1 with a one-line reason in err (naming the file). */
+int cdp_predict_run(const cdp_predict_opts *o, char *err, size_t cap);
+
+#endif

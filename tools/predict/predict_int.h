@@ -1,0 +1,87 @@
+/* predict_int.h: cdp-predict's internals: the state of a run (built by
+ * predict_setup.c, run strip by strip by predict.c) and the GDAL side
+ * (predict_out.c): the output GeoTIFF written in rows, the polygons and the
+ * preview. predict.c and predict_setup.c keep to cdp_raster.h and the
+ * engine. */
+#ifndef CDP_PREDICT_INT_H
+#define CDP_PREDICT_INT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cdp_raster.h"
+#include "checkpoint.h"
+#include "predict.h"
+
+#define PR_PROG "cdp-predict"
+#define PR_PREVIEW_MAX 1024
+
+typedef struct pr_out pr_out;
+
+/* One run's state (predict.c runs it, predict_setup.c builds it). */
+typedef struct predictor {
+	const cdp_predict_opts *o;
+	char model[4096];
+	cdp_ckpt ck;
+	int have_ck, have_net;
+	cdp_backend *be;
+	cdp_net net;
+	cdp_raster *r;
+	const cdp_raster_info *ri;
+	int C, K, S, O, T, m, B;  /* channels, classes, size, overlap, stride, margin, batch */
+	int W, H, nx, ny;         /* raster size, windows per strip, strips */
+	int rank, nranks, nodata_mode; /* 0 none, 1 nodata value, 2 mask band */
+	float *w1;                /* (S) the 1-D window weight */
+	float *normx, *normy;     /* (W), (H): summed weights per column and row */
+	float *mean, *inv;        /* (C) standardization */
+	void *raw;                /* (C, S, W) samples of the raster's dtype */
+	float *img;               /* (C, S, W) standardized */
+	uint8_t *valid;           /* (S, W) */
+	int *srow, *scol;         /* (S) reflected rows, (S) columns of one window */
+	float *xin, *yout;        /* (B, C, S, S), (B, K, S, S) host */
+	float *slots;             /* (nranks, K, S, W) strip sums of a round */
+	float *acc;               /* (K, S, W) rank 0's accumulator */
+	void *orow;               /* (nb, T or S, W) output rows */
+	uint8_t *vrow;            /* (S, W) class rows for the vector mask */
+	uint8_t *pcls;            /* (ph, pw) preview class ids */
+	int pw, ph, pstep;
+	pr_out *out, *vout;
+	char vtmp[4200];
+} predictor;
+
+/* predict_setup.c: each returns 0 or -1 with the reason in err. */
+int  pr_fail(char *err, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* The checkpoint, the net rebuilt from it at (C, S, S), and its tensors. */
+int  pr_load_model(predictor *p, char *err, size_t cap);
+/* The raster, checked against the checkpoint's bands and statistics. */
+int  pr_open_raster(predictor *p, char *err, size_t cap);
+/* The window weight and the grid of windows. */
+int  pr_weights(predictor *p, char *err, size_t cap);
+/* The strip buffers (all ranks) and the accumulator and outputs (rank 0). */
+int  pr_alloc(predictor *p, char *err, size_t cap);
+
+/* A GeoTIFF of nb bands, w x h, written top to bottom: u8 with nodata 255,
+ * or (f32) float32 with nodata NaN, under a temporary name in the target's
+ * directory until pr_out_close commits it. gt may be NULL (none). */
+int  pr_out_open(pr_out **o, const char *path, int w, int h, int nb, int f32,
+                 const double *gt, const char *wkt, char *err, size_t cap);
+/* Rows [y, y + n) from buf (nb, n, w) of the file's type. */
+int  pr_out_write(pr_out *o, int y, int n, const void *buf, char *err, size_t cap);
+/* Closes; commit 1 renames into place (a failure at close is a failure),
+ * 0 removes the temporary. */
+int  pr_out_close(pr_out *o, int commit, char *err, size_t cap);
+
+/* Polygonizes the pixels equal to klass of a u8 raster (its nodata 255 is
+ * outside every polygon) into a new GeoPackage layer "prediction" with an
+ * integer field "class", written under a temporary name and renamed. */
+int  pr_vector(const char *mask_tif, const char *gpkg, int klass, char *err, size_t cap);
+
+/* Writes the PNG quick-look: bands (1-based, n >= 1) of raster `input`
+ * sampled on a pw x ph grid, shown as RGB (first three) or gray, each
+ * stretched between its 2nd and 98th percentiles, with cls (ph, pw) class
+ * ids overlaid: class 1 in red for 1- and 2-class models, every class but 0
+ * in its own colour otherwise (255 = nodata, shown black). */
+int  pr_preview(const char *input, const int *bands, int n, const uint8_t *cls, int pw,
+                int ph, int classes, const char *png, char *err, size_t cap);
+
+#endif

@@ -1,0 +1,291 @@
+/* predict_out.c: cdp-predict's outputs through GDAL: the GeoTIFF written
+ * row by row (a striped, deflate-compressed file, so rows go out in order
+ * and no block is rewritten), the GeoPackage of polygons and the PNG
+ * preview. Every file is written under a temporary name and renamed. */
+#include "predict_int.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cpl_conv.h>
+#include <cpl_error.h>
+#include <cpl_string.h>
+#include <gdal.h>
+#include <gdal_alg.h>
+#include <ogr_api.h>
+#include <ogr_srs_api.h>
+
+#include "cdp_png.h"
+#include "cdp_error.h"
+
+struct pr_out {
+	GDALDatasetH ds;
+	char *path, *tmp;
+	int w, h, nb, f32;
+};
+
+static int fail(char *err, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int fail(char *err, size_t cap, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(err, cap, fmt, ap);
+	va_end(ap);
+	return -1;
+}
+
+static const char *gdal_msg(void)
+{
+	const char *m = CPLGetLastErrorMsg();
+	return m && *m ? m : "GDAL error";
+}
+
+/* "DIR/.NAME.tmp.PID" beside path */
+static char *tmp_name(const char *path)
+{
+	const char *slash = strrchr(path, '/');
+	size_t dl = slash ? (size_t)(slash - path + 1) : 0, n = strlen(path) + 48;
+	char *t = malloc(n);
+	if (t)
+		snprintf(t, n, "%.*s.%s.tmp.%ld", (int)dl, path, path + dl, (long)getpid());
+	return t;
+}
+
+int pr_out_open(pr_out **out, const char *path, int w, int h, int nb, int f32,
+                const double *gt, const char *wkt, char *err, size_t cap)
+{
+	GDALDriverH drv = GDALGetDriverByName("GTiff");
+	char **co = NULL;
+	pr_out *o = calloc(1, sizeof *o);
+
+	*out = NULL;
+	if (!o || !(o->path = strdup(path)) || !(o->tmp = tmp_name(path))) {
+		pr_out_close(o, 0, err, cap);
+		return fail(err, cap, "out of memory");
+	}
+	o->w = w;
+	o->h = h;
+	o->nb = nb;
+	o->f32 = f32;
+	co = CSLSetNameValue(co, "COMPRESS", "DEFLATE");
+	co = CSLSetNameValue(co, "BIGTIFF", "IF_SAFER");
+	if (nb > 1)
+		co = CSLSetNameValue(co, "INTERLEAVE", "BAND");
+	CPLErrorReset();
+	o->ds = drv ? GDALCreate(drv, o->tmp, w, h, nb, f32 ? GDT_Float32 : GDT_Byte, co) : NULL;
+	CSLDestroy(co);
+	if (!o->ds) {
+		fail(err, cap, "cannot create '%s': %s", path, gdal_msg());
+		pr_out_close(o, 0, NULL, 0);
+		return -1;
+	}
+	if ((gt && GDALSetGeoTransform(o->ds, (double *)gt) != CE_None) ||
+	    (wkt && *wkt && GDALSetProjection(o->ds, wkt) != CE_None)) {
+		fail(err, cap, "cannot georeference '%s': %s", path, gdal_msg());
+		pr_out_close(o, 0, NULL, 0);
+		return -1;
+	}
+	for (int b = 1; b <= nb; b++)
+		GDALSetRasterNoDataValue(GDALGetRasterBand(o->ds, b), f32 ? NAN : 255);
+	*out = o;
+	return 0;
+}
+
+int pr_out_write(pr_out *o, int y, int n, const void *buf, char *err, size_t cap)
+{
+	size_t sz = o->f32 ? 4 : 1, plane = (size_t)n * o->w * sz;
+
+	for (int b = 0; b < o->nb; b++) {
+		GDALRasterBandH band = GDALGetRasterBand(o->ds, b + 1);
+		CPLErrorReset();
+		if (GDALRasterIO(band, GF_Write, 0, y, o->w, n, (char *)buf + b * plane, o->w, n,
+		                 o->f32 ? GDT_Float32 : GDT_Byte, 0, 0) != CE_None)
+			return fail(err, cap, "cannot write '%s': %s", o->path, gdal_msg());
+	}
+	return 0;
+}
+
+int pr_out_close(pr_out *o, int commit, char *err, size_t cap)
+{
+	int rc = 0;
+
+	if (!o)
+		return 0;
+	if (o->ds) {
+		CPLErrorReset();
+		GDALClose(o->ds);
+		if (CPLGetLastErrorType() >= CE_Failure && commit)
+			rc = fail(err, cap, "cannot write '%s': %s", o->path, gdal_msg());
+	}
+	if (commit && rc == 0 && rename(o->tmp, o->path) != 0)
+		rc = fail(err, cap, "cannot rename '%s' to '%s': %s", o->tmp, o->path, strerror(errno));
+	if ((!commit || rc != 0) && o->tmp)
+		unlink(o->tmp);
+	free(o->path);
+	free(o->tmp);
+	free(o);
+	return rc;
+}
+
+int pr_vector(const char *mask_tif, const char *gpkg, int klass, char *err, size_t cap)
+{
+	GDALDriverH drv = GDALGetDriverByName("GPKG");
+	GDALDatasetH src = NULL, dst = NULL;
+	OGRSpatialReferenceH srs = NULL;
+	OGRLayerH layer;
+	OGRFieldDefnH fd;
+	const char *wkt;
+	char *tmp = tmp_name(gpkg);
+	int rc = -1;
+
+	(void)klass;
+	if (!tmp)
+		return fail(err, cap, "out of memory");
+	CPLErrorReset();
+	if (!drv || !(src = GDALOpen(mask_tif, GA_ReadOnly))) {
+		fail(err, cap, "cannot open '%s': %s", mask_tif, gdal_msg());
+		goto out;
+	}
+	unlink(tmp);
+	if (!(dst = GDALCreate(drv, tmp, 0, 0, 0, GDT_Unknown, NULL))) {
+		fail(err, cap, "cannot create '%s': %s", gpkg, gdal_msg());
+		goto out;
+	}
+	wkt = GDALGetProjectionRef(src);
+	if (wkt && *wkt) {
+		srs = OSRNewSpatialReference(wkt);
+		if (srs)
+			OSRSetAxisMappingStrategy(srs, OAMS_TRADITIONAL_GIS_ORDER);
+	}
+	if (!(layer = GDALDatasetCreateLayer(dst, "prediction", srs, wkbPolygon, NULL))) {
+		fail(err, cap, "cannot create a layer in '%s': %s", gpkg, gdal_msg());
+		goto out;
+	}
+	fd = OGR_Fld_Create("class", OFTInteger);
+	OGR_L_CreateField(layer, fd, TRUE);
+	OGR_Fld_Destroy(fd);
+	GDALRasterBandH band = GDALGetRasterBand(src, 1);
+	GDALDatasetStartTransaction(dst, FALSE);
+	/* the band's nodata (255) marks every pixel not of the class */
+	if (GDALPolygonize(band, GDALGetMaskBand(band), layer, 0, NULL, NULL, NULL) != CE_None ||
+	    GDALDatasetCommitTransaction(dst) != OGRERR_NONE) {
+		fail(err, cap, "cannot polygonize into '%s': %s", gpkg, gdal_msg());
+		goto out;
+	}
+	CPLErrorReset();
+	GDALClose(dst);
+	dst = NULL;
+	if (CPLGetLastErrorType() >= CE_Failure) {
+		fail(err, cap, "cannot write '%s': %s", gpkg, gdal_msg());
+		goto out;
+	}
+	if (rename(tmp, gpkg) != 0) {
+		fail(err, cap, "cannot rename '%s' to '%s': %s", tmp, gpkg, strerror(errno));
+		goto out;
+	}
+	rc = 0;
+out:
+	if (dst)
+		GDALClose(dst);
+	if (src)
+		GDALClose(src);
+	if (srs)
+		OSRDestroySpatialReference(srs);
+	if (rc != 0)
+		unlink(tmp);
+	free(tmp);
+	return rc;
+}
+
+static int cmp_float(const void *a, const void *b)
+{
+	float x = *(const float *)a, y = *(const float *)b;
+	return (x > y) - (x < y);
+}
+
+/* v (n) -> bytes, stretched between the 2nd and 98th percentiles of its
+ * finite values; s is scratch of n floats */
+static void stretch(const float *v, size_t n, float *s, uint8_t *out, size_t step)
+{
+	size_t m = 0;
+	float lo = 0, hi = 1;
+
+	for (size_t i = 0; i < n; i++)
+		if (isfinite(v[i]))
+			s[m++] = v[i];
+	if (m) {
+		qsort(s, m, sizeof *s, cmp_float);
+		lo = s[(size_t)(0.02 * (m - 1))];
+		hi = s[(size_t)(0.98 * (m - 1))];
+	}
+	for (size_t i = 0; i < n; i++) {
+		float t = hi > lo ? (v[i] - lo) / (hi - lo) : 0.5f;
+		t = isfinite(t) ? t : 0;
+		out[i * step] = (uint8_t)lrintf(255 * (t < 0 ? 0 : t > 1 ? 1 : t));
+	}
+}
+
+int pr_preview(const char *input, const int *bands, int n, const uint8_t *cls, int pw,
+               int ph, int classes, const char *png, char *err, size_t cap)
+{
+	static const uint8_t pal[8][3] = {
+		{ 255, 0, 0 }, { 30, 90, 230 }, { 40, 190, 60 }, { 240, 200, 20 },
+		{ 200, 40, 200 }, { 20, 200, 210 }, { 250, 130, 20 }, { 255, 255, 255 }
+	};
+	size_t np = (size_t)pw * ph;
+	int nc = n >= 3 ? 3 : 1, rc = -1, prc;
+	float *v = malloc(np * sizeof *v), *s = malloc(np * sizeof *s);
+	uint8_t *rgb = malloc(np * 3);
+	GDALDatasetH ds = NULL;
+
+	if (!v || !s || !rgb) {
+		fail(err, cap, "out of memory");
+		goto out;
+	}
+	CPLErrorReset();
+	if (!(ds = GDALOpen(input, GA_ReadOnly))) {
+		fail(err, cap, "cannot open '%s': %s", input, gdal_msg());
+		goto out;
+	}
+	for (int c = 0; c < 3; c++) {
+		GDALRasterBandH b = GDALGetRasterBand(ds, bands[c < nc ? c : 0]);
+		if (c < nc && GDALRasterIO(b, GF_Read, 0, 0, GDALGetRasterXSize(ds),
+		                           GDALGetRasterYSize(ds), v, pw, ph, GDT_Float32, 0, 0) != CE_None) {
+			fail(err, cap, "cannot read '%s': %s", input, gdal_msg());
+			goto out;
+		}
+		if (c < nc)
+			stretch(v, np, s, rgb + c, 3);
+		else
+			for (size_t i = 0; i < np; i++)
+				rgb[i * 3 + c] = rgb[i * 3];
+	}
+	for (size_t i = 0; i < np; i++) {
+		int k = cls[i];
+		if (k == 255) {
+			rgb[3 * i] = rgb[3 * i + 1] = rgb[3 * i + 2] = 0;
+			continue;
+		}
+		if (k == 0 || (classes <= 2 && k != 1))
+			continue;
+		for (int c = 0; c < 3; c++)
+			rgb[3 * i + c] = (uint8_t)((rgb[3 * i + c] + 3 * pal[(k - 1) % 8][c]) / 4);
+	}
+	if ((prc = cdp_png_write(png, rgb, pw, ph, 3, 8)) != 0) {
+		fail(err, cap, "cannot write '%s': %s", png, cdp_strerror(prc));
+		goto out;
+	}
+	rc = 0;
+out:
+	if (ds)
+		GDALClose(ds);
+	free(v);
+	free(s);
+	free(rgb);
+	return rc;
+}

@@ -1,0 +1,235 @@
+/* predict_setup.c: what cdp-predict does before the first strip: the
+ * model from its checkpoint, the raster checked against it, the window
+ * weights and grid, and the buffers (their shapes are in predict_int.h). */
+#include "predict_int.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cdp_dtype.h"
+#include "cdp_error.h"
+#include "cdp_num.h"
+#include "dist.h"
+
+int pr_fail(char *err, size_t cap, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(err, cap, fmt, ap);
+	va_end(ap);
+	return -1;
+}
+
+void cdp_predict_opts_init(cdp_predict_opts *o)
+{
+	memset(o, 0, sizeof *o);
+	o->overlap = -1;
+	o->batch = 4;
+	o->device = CDP_PREDICT_AUTO;
+	o->vector_class = 1;
+}
+
+static void *xmalloc(size_t a, size_t b, size_t c, size_t d)
+{
+	size_t n;
+	if (cdp_mul_size(a, b, &n) || cdp_mul_size(n, c, &n) || cdp_mul_size(n, d, &n))
+		return NULL;
+	return calloc(1, n ? n : 1);
+}
+
+/* The checkpoint, the net rebuilt from it at (C, S, S), and its tensors. */
+int pr_load_model(predictor *p, char *err, size_t cap)
+{
+	const cdp_predict_opts *o = p->o;
+	struct stat st;
+	int rc, threads = o->threads;
+
+	if (stat(o->model, &st) == 0 && S_ISDIR(st.st_mode))
+		snprintf(p->model, sizeof p->model, "%s/checkpoint.cdpt", o->model);
+	else
+		snprintf(p->model, sizeof p->model, "%s", o->model);
+	if ((rc = cdp_ckpt_read(p->model, &p->ck)) != 0)
+		return pr_fail(err, cap, "cannot read '%s': %s", p->model, cdp_strerror(rc));
+	p->have_ck = 1;
+	p->C = p->ck.in_c;
+	if (p->ck.nbands != 0 && p->ck.nbands != p->C)
+		return pr_fail(err, cap, "'%s': %d bands for %d input channels", p->model, p->ck.nbands, p->C);
+	p->S = o->size ? o->size : (p->ck.in_h == p->ck.in_w ? p->ck.in_h : 256);
+	p->O = o->overlap >= 0 ? o->overlap : p->S / 4;
+	if (p->O >= p->S)
+		return pr_fail(err, cap, "--overlap %d: must be smaller than the window size %d", p->O, p->S);
+	p->T = p->S - p->O;
+	p->m = p->O / 2;
+	p->B = o->batch;
+	if (threads <= 0) {
+		long cores = sysconf(_SC_NPROCESSORS_ONLN);
+		threads = (int)(cores / cdp_dist_local_size());
+		if (threads < 1)
+			threads = 1;
+	}
+	if (!(p->be = cdp_backend_cpu(threads)))
+		return pr_fail(err, cap, "cannot start the cpu backend");
+	if (cdp_net_build(&p->net, p->be, p->ck.cfg_text, p->model,
+	                  (const char *const *)p->ck.overrides, p->ck.noverrides, p->C, p->S, p->S,
+	                  p->B, err, cap) < 0) {
+		size_t l = strlen(err);
+		snprintf(err + l, cap - l, " (window size %d)", p->S);
+		return -1;
+	}
+	p->have_net = 1;
+	const cdp_layer *h = &p->net.layers[p->net.out_layer];
+	if (h->out.h != p->S || h->out.w != p->S)
+		return pr_fail(err, cap, "'%s': the model gives a %dx%d output for a %dx%d window, "
+		            "not a segmentation model", p->model, h->out.h, h->out.w, p->S, p->S);
+	p->K = h->out.c;
+	if ((rc = cdp_ckpt_to_net(&p->ck, &p->net, err, cap)) != 0) {
+		char why[512];
+		snprintf(why, sizeof why, "%s", err);
+		return pr_fail(err, cap, "'%s': %s", p->model, why);
+	}
+	p->net.train = 0;
+	if (!o->prob && p->K > 255)
+		return pr_fail(err, cap, "'%s': %d classes do not fit class ids of uint8 (use --prob)",
+		            p->model, p->K);
+	if (o->vector && o->vector_class >= (p->K > 1 ? p->K : 2))
+		return pr_fail(err, cap, "--vector-class %d: the model in '%s' has classes 0 to %d",
+		            o->vector_class, p->model, p->K > 1 ? p->K - 1 : 1);
+	return 0;
+}
+
+static double dtype_min(int dt)
+{
+	switch (dt) {
+	case CDP_DT_U8: case CDP_DT_U16: case CDP_DT_U32: return 0;
+	case CDP_DT_I16: return -32768;
+	case CDP_DT_I32: return -2147483648.0;
+	default: return -HUGE_VAL;
+	}
+}
+
+static double dtype_max(int dt)
+{
+	switch (dt) {
+	case CDP_DT_U8: return 255;
+	case CDP_DT_U16: return 65535;
+	case CDP_DT_I16: return 32767;
+	case CDP_DT_U32: return 4294967295.0;
+	case CDP_DT_I32: return 2147483647.0;
+	default: return HUGE_VAL;
+	}
+}
+
+/* The raster against the checkpoint's bands and statistics. The checkpoint
+ * records band indices and per-band means but not the pool's data type, so
+ * a type that cannot hold the training data's mean is the type check. */
+int pr_open_raster(predictor *p, char *err, size_t cap)
+{
+	const cdp_predict_opts *o = p->o;
+	int rc, seq = 1;
+
+	cdp_raster_init();
+	if ((rc = cdp_raster_open(o->input, &p->r, err, cap)) != 0) {
+		char why[512];
+		snprintf(why, sizeof why, "%s", err);
+		return pr_fail(err, cap, "cannot open '%s': %s", o->input, why);
+	}
+	p->ri = cdp_raster_get_info(p->r);
+	if (p->ri->width > 1u << 30 || p->ri->height > 1u << 30)
+		return pr_fail(err, cap, "'%s': %llux%llu pixels is too large", o->input,
+		            (unsigned long long)p->ri->width, (unsigned long long)p->ri->height);
+	p->W = (int)p->ri->width;
+	p->H = (int)p->ri->height;
+	if (!(p->mean = calloc(p->C, sizeof *p->mean)) || !(p->inv = calloc(p->C, sizeof *p->inv)) ||
+	    !(p->ck.bands || (p->ck.bands = calloc(p->C, sizeof *p->ck.bands))))
+		return pr_fail(err, cap, "out of memory");
+	if (p->ck.nbands == 0)
+		for (int c = 0; c < p->C; c++)
+			p->ck.bands[c] = c + 1;
+	for (int c = 0; c < p->C; c++)
+		seq &= p->ck.bands[c] == c + 1;
+	for (int c = 0; c < p->C; c++)
+		if (p->ck.bands[c] > (int)p->ri->bands || (seq && (int)p->ri->bands != p->C))
+			return pr_fail(err, cap, "'%s' has %u band%s, the model in '%s' takes %d", o->input,
+			            p->ri->bands, p->ri->bands == 1 ? "" : "s", p->model, p->C);
+	for (int c = 0; c < p->C; c++) {
+		double mu = p->ck.mean ? p->ck.mean[c] : 0, sd = p->ck.std ? p->ck.std[c] : 1;
+		if (p->ck.mean && (mu < dtype_min(p->ri->dtype) || mu > dtype_max(p->ri->dtype)))
+			return pr_fail(err, cap, "'%s' is %s, but the model in '%s' was trained on band %d "
+			            "values around %g: a different data type", o->input,
+			            cdp_dtype_name(p->ri->dtype), p->model, p->ck.bands[c], mu);
+		p->mean[c] = (float)mu;
+		p->inv[c] = sd > 0 ? (float)(1.0 / sd) : 1.0f;
+	}
+	p->nodata_mode = cdp_raster_has_mask(p->r, p->ck.bands[0]) ? 2 : p->ri->has_nodata ? 1 : 0;
+	return 0;
+}
+
+/* w1 and the per-axis sums of weights over the window grid */
+int pr_weights(predictor *p, char *err, size_t cap)
+{
+	if (!(p->w1 = calloc(p->S, sizeof *p->w1)) || !(p->normx = calloc(p->W, sizeof *p->normx)) ||
+	    !(p->normy = calloc(p->H, sizeof *p->normy)))
+		return pr_fail(err, cap, "out of memory");
+	for (int i = 0; i < p->S; i++) {
+		int d = i < p->S - 1 - i ? i : p->S - 1 - i;
+		double s = d < p->O ? sin(M_PI / 2 * (d + 0.5) / p->O) : 1;
+		p->w1[i] = (float)(s * s);
+	}
+	/* windows needed so that the grid from -m covers [0, n) */
+	p->nx = p->W + p->m <= p->S ? 1 : 1 + (p->W + p->m - p->S + p->T - 1) / p->T;
+	p->ny = p->H + p->m <= p->S ? 1 : 1 + (p->H + p->m - p->S + p->T - 1) / p->T;
+	for (int i = 0; i < p->nx; i++)
+		for (int x = 0; x < p->S; x++) {
+			long xx = -p->m + (long)i * p->T + x;
+			if (xx >= 0 && xx < p->W)
+				p->normx[xx] += p->w1[x];
+		}
+	for (int i = 0; i < p->ny; i++)
+		for (int y = 0; y < p->S; y++) {
+			long yy = -p->m + (long)i * p->T + y;
+			if (yy >= 0 && yy < p->H)
+				p->normy[yy] += p->w1[y];
+		}
+	return 0;
+}
+
+int pr_alloc(predictor *p, char *err, size_t cap)
+{
+	size_t S = p->S, W = p->W, hw = S * S;
+	int nb = p->o->prob ? p->K : 1;
+
+	p->raw = xmalloc(p->C, S, W, cdp_dtype_size(p->ri->dtype));
+	p->img = xmalloc(p->C, S, W, sizeof(float));
+	p->valid = xmalloc(S, W, 1, 1);
+	p->srow = xmalloc(S, sizeof(int), 1, 1);
+	p->scol = xmalloc(S, sizeof(int), 1, 1);
+	p->xin = xmalloc(p->B, p->C, hw, sizeof(float));
+	p->yout = xmalloc(p->B, p->K, hw, sizeof(float));
+	p->slots = xmalloc(p->nranks, p->K, S * W, sizeof(float));
+	if (!p->raw || !p->img || !p->valid || !p->srow || !p->scol || !p->xin || !p->yout ||
+	    !p->slots)
+		return pr_fail(err, cap, "out of memory for windows of %d pixels over a width of %d",
+		            p->S, p->W);
+	if (p->rank != 0)
+		return 0;
+	p->acc = xmalloc(p->K, S, W, sizeof(float));
+	p->orow = xmalloc(nb, S, W, p->o->prob ? sizeof(float) : 1);
+	p->vrow = xmalloc(S, W, 1, 1);
+	if (!p->acc || !p->orow || !p->vrow)
+		return pr_fail(err, cap, "out of memory for windows of %d pixels over a width of %d",
+		            p->S, p->W);
+	if (p->o->preview) {
+		int mx = p->W > p->H ? p->W : p->H;
+		p->pstep = (mx + PR_PREVIEW_MAX - 1) / PR_PREVIEW_MAX;
+		p->pw = (p->W + p->pstep - 1) / p->pstep;
+		p->ph = (p->H + p->pstep - 1) / p->pstep;
+		if (!(p->pcls = xmalloc(p->pw, p->ph, 1, 1)))
+			return pr_fail(err, cap, "out of memory");
+	}
+	return 0;
+}
