@@ -169,6 +169,9 @@ static void test_conv(void)
 		{ 1, 2, 20, 22, 3, 4, 1, 1, 1 },   /* implicit, even kernel */
 		{ 1, 2, 20, 22, 3, 3, 1, 3, 1 },   /* pad > dil*(K-1): im2col rows */
 		{ 3, 3, 80, 70, 4, 3, 2, 1, 1 },   /* im2col rows, batch 3 */
+		{ 7, 5, 8, 8, 6, 3, 1, 1, 1 },     /* small planes: samples stacked */
+		{ 64, 16, 8, 8, 32, 3, 1, 1, 1 },  /* classifier-like 8x8, batch 64 */
+		{ 9, 3, 10, 6, 4, 3, 1, 0, 1 },    /* stacked, no padding */
 	};
 	for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
 		const conv_case *cc = &cases[ci];

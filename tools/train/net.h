@@ -62,7 +62,10 @@ struct cdp_layer {
 	float slope, p, momentum, eps;
 	/* parameters and buffers: offsets (in floats) into the net's blocks */
 	size_t w_off, w_len, b_off, b_len, buf_off, buf_len;
-	/* activations (N, out.c, out.h, out.w) and their gradient, device memory */
+	/* activations (N, out.c, out.h, out.w) and their gradient, device memory.
+	 * Layers whose gradients are never live at once share one dy buffer, so
+	 * an inner layer's dy is valid only while backward runs through it; the
+	 * output layer's dy is its own (the loss writes it before backward). */
 	float *y, *dy;
 	void *state;                /* layer-private device/host state */
 	/* beta for writing input j's gradient in backward: 0 (overwrite) when

@@ -21,7 +21,8 @@
  * Work: (sample, chunk of output rows) items over the workers; each copies
  * the input rows its chunk needs into a padded slice in its scratch (about
  * CHUNK_FLOATS), so the slice stays in cache while the gemm reads it. The
- * filter gradient is summed per worker and then over the workers in order.
+ * filter gradient is summed per worker and then over the workers in order;
+ * for small planes its items are groups of whole samples (group_max).
  * Usable when stride is 1 and pad <= dil*(K-1) (so the data gradient's pad
  * is not negative).
  */
@@ -37,11 +38,12 @@ typedef struct corr {
 	int o, oh, ow;           /* output channels and size */
 	int kh, kw, dil, ph, pw; /* kernel, dilation, padding */
 	int wp, rows, chs;       /* padded width, output rows per chunk, slice channel stride (floats) */
+	int g;                   /* filter gradient: samples per item (0: chunks of rows) */
 } corr;
 
 static corr make_corr(int s, int h, int w, int o, int kh, int kw, int dil, int ph, int pw)
 {
-	corr c = { s, h, w, o, 0, 0, kh, kw, dil, ph, pw, 0, 0, 0 };
+	corr c = { s, h, w, o, 0, 0, kh, kw, dil, ph, pw, 0, 0, 0, 0 };
 	long ext = (long)dil * (kh - 1), r;
 
 	c.oh = h + 2 * ph - (int)ext;
@@ -77,6 +79,41 @@ static size_t slice_floats(const corr *c) { return (size_t)c->s * c->chs + SLACK
 static int round16(int np) { return (np + 15) / 16 * 16; }
 static size_t tmp_floats(const corr *c) { return (size_t)c->o * round16(c->rows * c->wp); }
 
+/* Padded rows of one whole sample times the padded width: a sample's
+ * block in a grouped slice. */
+static long sample_floats(const corr *c)
+{
+	return (long)(c->oh + c->dil * (c->kh - 1)) * c->wp;
+}
+
+/* The filter gradient sums over pixels: a dot product of K = np pixels
+ * per weight, which for small planes (8x8: np = 80) is too short to pay
+ * for its horizontal sum. When whole samples fit a chunk, an item takes
+ * up to group_max() of them stacked vertically in the slice (each with its
+ * own padding rows; the rows between them are junk rows, like the junk
+ * columns, with zeros in dy_p), keeping slice + dy_p near 2*CHUNK_FLOATS. */
+static int group_max(const corr *c, int f)
+{
+	long g;
+
+	if (c->rows < c->oh)
+		return 0;
+	g = 2L * CHUNK_FLOATS / (sample_floats(c) * (c->s + f));
+	return g < 1 ? 1 : (int)g;
+}
+
+/* Samples per item for n samples over `parts` workers: at most group_max,
+ * and as even as it can be over the same number of items per worker. */
+static int group_size(const corr *c, int f, int n, int parts)
+{
+	int gmax = group_max(c, f), per;
+
+	if (gmax == 0)
+		return 0;
+	per = (n + (long)parts * gmax - 1) / ((long)parts * gmax);   /* items per worker */
+	return (int)((n + (long)parts * per - 1) / ((long)parts * per));
+}
+
 size_t cpu_iconv_scratch(const cdp_conv_desc *d)
 {
 	corr f = fwd_corr(d), g = data_corr(d);
@@ -85,6 +122,15 @@ size_t cpu_iconv_scratch(const cdp_conv_desc *d)
 	size_t b = slice_floats(&g) + tmp_floats(&g);
 	size_t fl = (size_t)d->f * k + slice_floats(&f) + (size_t)d->f * round16(f.rows * f.wp);
 	size_t m = a > b ? a : b;
+	int gm = group_max(&f, d->f);
+
+	if (gm > 0) {
+		long sf = sample_floats(&f) * gm;
+		size_t gl = (size_t)d->f * k + (size_t)f.s * sf + SLACK + (size_t)f.dil * f.kw +
+		            (size_t)d->f * round16((int)sf);
+		if (gl > fl)
+			fl = gl;
+	}
 	return (m > fl ? m : fl) * sizeof(float);
 }
 
@@ -109,14 +155,12 @@ static void make_table(const corr *c, long *tab)
 				*tab++ = (long)s * c->chs + (long)i * c->dil * c->wp + (long)j * c->dil;
 }
 
-/* Input rows [r0, r1 + dil*(KH-1)) of padded sample `in` into slice. */
-static void fill_slice(const corr *c, const float *in, int r0, int r1, float *slice)
+/* Padded rows [r0, r0 + sr) of sample `in`, channel s at out + s*chs. */
+static void fill_rows(const corr *c, const float *in, int r0, int sr, float *out)
 {
-	int sr = r1 - r0 + c->dil * (c->kh - 1);
-
 	for (int s = 0; s < c->s; s++) {
 		const float *is = in + (size_t)s * c->h * c->w;
-		float *os = slice + (size_t)s * c->chs;
+		float *os = out + (size_t)s * c->chs;
 		for (int r = 0; r < sr; r++, os += c->wp) {
 			int ih = r0 + r - c->ph;
 			if (ih < 0 || ih >= c->h) {
@@ -127,6 +171,17 @@ static void fill_slice(const corr *c, const float *in, int r0, int r1, float *sl
 			memcpy(os + c->pw, is + (size_t)ih * c->w, (size_t)c->w * sizeof *os);
 			memset(os + c->pw + c->w, 0, (size_t)c->pw * sizeof *os);
 		}
+	}
+}
+
+/* Input rows [r0, r1 + dil*(KH-1)) of padded sample `in` into slice. */
+static void fill_slice(const corr *c, const float *in, int r0, int r1, float *slice)
+{
+	int sr = r1 - r0 + c->dil * (c->kh - 1);
+
+	fill_rows(c, in, r0, sr, slice);
+	for (int s = 0; s < c->s; s++) {
+		float *os = slice + (size_t)s * c->chs + (size_t)sr * c->wp;
 		/* the junk columns of the last rows read on into the rows below:
 		 * in a short (last) chunk those are stale, so clear them (junk
 		 * times the zeros of dy_p must stay 0 in the filter gradient) */
@@ -233,6 +288,50 @@ static void filter_part(void *ctx, int t)
 	}
 }
 
+/* filter_part for items of j->c.g whole samples (group_size) */
+static void filter_group_part(void *ctx, int t)
+{
+	const ijob *j = ctx;
+	const corr *c = &j->c;
+	int items = (j->n + c->g - 1) / c->g, ext = c->dil * (c->kh - 1);
+	int lo = (int)((long)items * t / j->parts), hi = (int)((long)items * (t + 1) / j->parts);
+	long sf = sample_floats(c);
+	float *dwt = cpu_scratch(j->be, t), *slice = dwt + (size_t)j->f * j->k;
+	float *dyp = slice + (size_t)c->s * c->chs + SLACK + (size_t)c->dil * c->kw;
+
+	memset(dwt, 0, (size_t)j->f * j->k * sizeof *dwt);
+	for (int it = lo; it < hi; it++) {
+		int n0 = it * c->g, gn = j->n - n0 < c->g ? j->n - n0 : c->g;
+		/* B's rows run on past the last sample's rows by at most ext*wp +
+		 * ext_w + 15 < the next sample's block or the slack: nv stops at
+		 * the last sample's junk rows */
+		int nv = (int)(gn * sf - (long)ext * c->wp), np = round16(nv);
+		for (int g = 0; g < gn; g++)
+			fill_rows(c, j->in + (size_t)(n0 + g) * c->s * c->h * c->w, 0, c->oh + ext,
+			          slice + g * sf);
+		if (gn < c->g)      /* a short last group: no stale rows to read */
+			for (int s = 0; s < c->s; s++)
+				memset(slice + (size_t)s * c->chs + gn * sf, 0,
+				       (size_t)(c->chs - gn * sf) * sizeof *slice);
+		memset(slice + (size_t)c->s * c->chs, 0, (SLACK + (size_t)c->dil * c->kw) * sizeof *slice);
+		for (int f = 0; f < j->f; f++) {
+			float *of = dyp + (size_t)f * np;
+			for (int g = 0; g < gn; g++) {
+				const float *src = j->dy + ((size_t)(n0 + g) * j->f + f) * c->oh * c->ow;
+				float *o = of + g * sf;
+				for (int r = 0; r < c->oh; r++, o += c->wp, src += c->ow) {
+					memcpy(o, src, (size_t)c->ow * sizeof *o);
+					memset(o + c->ow, 0, (size_t)(c->wp - c->ow) * sizeof *o);
+				}
+				if (g + 1 < gn)     /* the junk rows between samples */
+					memset(o, 0, (size_t)ext * c->wp * sizeof *o);
+			}
+			memset(of + nv, 0, (size_t)(np - nv) * sizeof *of);
+		}
+		cpu_kgemm_nt_tab(j->f, j->k, np, dyp, np, slice, j->tab, dwt, j->k);
+	}
+}
+
 static void reduce_part(void *ctx, int t)
 {
 	const ijob *j = ctx;
@@ -250,7 +349,10 @@ void cpu_iconv_filter(cdp_backend *be, const cdp_conv_desc *d, const float *x,
 {
 	ijob j = { .be = be, .c = fwd_corr(d), .n = d->n, .parts = be->threads, .in = x,
 	           .dy = dy, .dw = dw, .f = d->f, .k = d->c * d->kh * d->kw, .tab = ws };
+	j.c.g = group_size(&j.c, d->f, d->n, j.parts);
+	if (j.c.g > 0)
+		j.c.chs = (int)(j.c.g * sample_floats(&j.c));
 	make_table(&j.c, ws);
-	cpu_parallel_for(be, j.parts, filter_part, &j);
+	cpu_parallel_for(be, j.parts, j.c.g > 0 ? filter_group_part : filter_part, &j);
 	cpu_parallel_for(be, j.parts, reduce_part, &j);
 }

@@ -16,7 +16,8 @@
  *  cpu_kgemm_nt: C (M,N) += A (M,K) B^T with rows of A and B contiguous
  *    along K (the filter gradient: a sum over pixels). Register tile
  *    (AVX-512): 4 x 6 dot products, each a vector of partial sums over k,
- *    added up once at the end of the row.
+ *    added up at the end of each block of NT_KC values of k (the tile's
+ *    B rows stay in L1 while the rows of A stream past).
  * The _tab variants take B's rows from a table of offsets instead of a
  * stride (row k of B at b + boff[k]): the implicit convolution
  * (cpu_conv_implicit.c) points them at shifted views of its input.
@@ -34,6 +35,9 @@
 #include "cpu.h"
 
 #define KC 128
+#ifndef NT_KC
+#define NT_KC 1024           /* a multiple of every VW */
+#endif
 
 /* The ISA-specific kernels use GCC's target pragmas; other compilers build the
  * baseline kernel only. */

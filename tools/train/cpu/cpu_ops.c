@@ -339,6 +339,71 @@ found:
 	}
 }
 
+/* The usual 2x2 window at stride 2 without padding (always inside the
+ * image): the same rule as maxpool_plane without its branches, 4 outputs
+ * at a time. A candidate replaces the best so far when it is greater or
+ * NaN, unless the best already is NaN (the first NaN wins). */
+typedef float v4f __attribute__((vector_size(16), aligned(4)));
+typedef int32_t v4i __attribute__((vector_size(16), aligned(4)));
+
+static inline void pick4(v4f *best, v4i *bi, v4f v, v4i vi)
+{
+	v4i take = (*best == *best) & ((v > *best) | (v != v));
+	*best = (v4f)(((v4i)v & take) | ((v4i)*best & ~take));
+	*bi = (vi & take) | (*bi & ~take);
+}
+
+static void maxpool2_plane(void *ctx, int t)
+{
+	const pool_job *j = ctx;
+	const cdp_pool_desc *d = j->d;
+	const float *x = j->x + (size_t)t * d->h * d->w;
+	float *y = j->y + (size_t)t * d->oh * d->ow;
+	int32_t *ix = j->idx + (size_t)t * d->oh * d->ow;
+	const v4i even = { 0, 2, 4, 6 }, odd = { 1, 3, 5, 7 };
+
+	for (int oh = 0; oh < d->oh; oh++) {
+		const float *r0 = x + (size_t)2 * oh * d->w, *r1 = r0 + d->w;
+		float *yr = y + (size_t)oh * d->ow;
+		int32_t *ir = ix + (size_t)oh * d->ow, base = 2 * oh * d->w;
+		int ow = 0;
+		for (; ow + 4 <= d->ow; ow += 4) {
+			v4f p0, p1, q0, q1, best;
+			v4i bi, i0 = base + 2 * ow + even;
+			memcpy(&p0, r0 + 2 * ow, sizeof p0);
+			memcpy(&p1, r0 + 2 * ow + 4, sizeof p1);
+			memcpy(&q0, r1 + 2 * ow, sizeof q0);
+			memcpy(&q1, r1 + 2 * ow + 4, sizeof q1);
+			best = __builtin_shuffle(p0, p1, even);
+			bi = i0;
+			pick4(&best, &bi, __builtin_shuffle(p0, p1, odd), i0 + 1);
+			pick4(&best, &bi, __builtin_shuffle(q0, q1, even), i0 + d->w);
+			pick4(&best, &bi, __builtin_shuffle(q0, q1, odd), i0 + d->w + 1);
+			memcpy(yr + ow, &best, sizeof best);
+			memcpy(ir + ow, &bi, sizeof bi);
+		}
+		for (; ow < d->ow; ow++) {
+			float best = r0[2 * ow], v;
+			int32_t bi = base + 2 * ow;
+			int take;
+			v = r0[2 * ow + 1];
+			take = (best == best) & ((v > best) | (v != v));
+			best = take ? v : best;
+			bi = take ? base + 2 * ow + 1 : bi;
+			v = r1[2 * ow];
+			take = (best == best) & ((v > best) | (v != v));
+			best = take ? v : best;
+			bi = take ? base + d->w + 2 * ow : bi;
+			v = r1[2 * ow + 1];
+			take = (best == best) & ((v > best) | (v != v));
+			best = take ? v : best;
+			bi = take ? base + d->w + 2 * ow + 1 : bi;
+			yr[ow] = best;
+			ir[ow] = bi;
+		}
+	}
+}
+
 static void maxpool_bwd_plane(void *ctx, int t)
 {
 	const pool_job *j = ctx;
@@ -427,7 +492,8 @@ int cdp_pool_desc_init(cdp_pool_desc *d)
 void cpu_maxpool_fwd(cdp_backend *be, const cdp_pool_desc *d, const float *x, float *y, int32_t *idx)
 {
 	pool_job j = { .d = d, .x = x, .y = y, .idx = idx };
-	cpu_parallel_for(be, d->n * d->c, maxpool_plane, &j);
+	int two = d->k == 2 && d->stride == 2 && d->pad == 0;
+	cpu_parallel_for(be, d->n * d->c, two ? maxpool2_plane : maxpool_plane, &j);
 }
 
 void cpu_maxpool_bwd(cdp_backend *be, const cdp_pool_desc *d, const float *dy, const int32_t *idx, float *dx, float beta)
