@@ -21,6 +21,7 @@
 #include <errno.h>
 #include <float.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -231,9 +232,30 @@ static int one_line(const char *s)
 	return strchr(s, '\n') == NULL;
 }
 
+/* The "band_list=..." line of s into a new string ("" without a list);
+ * NULL when out of memory. */
+static char *band_list_line(const cdp_source *s)
+{
+	/* "band_list=" + up to 11 characters and a separator per band + NUL */
+	size_t cap = 12 + (size_t)s->nband_list * 12, len;
+	char *t = malloc(cap);
+
+	if (!t || !s->nband_list) {
+		if (t)
+			*t = '\0';
+		return t;
+	}
+	len = (size_t)snprintf(t, cap, "band_list=");
+	for (uint32_t i = 0; i < s->nband_list; i++)
+		len += (size_t)snprintf(t + len, cap - len, "%d%c", s->band_list[i],
+		                        i + 1 < s->nband_list ? ',' : '\n');
+	return t;
+}
+
 int cdp_source_format(const cdp_source *s, cdp_buf *out)
 {
 	const char *crs;
+	char *bl;
 	size_t name_len;
 	int n, rc;
 
@@ -250,28 +272,36 @@ int cdp_source_format(const cdp_source *s, cdp_buf *out)
 	for (int i = 0; i < 6; i++)
 		if (!isfinite(s->gt[i]))
 			return CDP_EINVAL;
-	/* %.17g round-trips every double exactly. */
+	if (s->nband_list && (s->nband_list != s->bands || !s->band_list))
+		return CDP_EINVAL;
+	for (uint32_t i = 0; i < s->nband_list; i++)
+		if (s->band_list[i] < 1)
+			return CDP_EINVAL;
+	if (!(bl = band_list_line(s)))
+		return CDP_ENOMEM;
+	/* %.17g round-trips every double exactly. crs stays the last line. */
 #define SOURCE_FMT "index=%" PRIu32 "\nname=%s\npath=%s\nwidth=%" PRIu64 \
 	"\nheight=%" PRIu64 "\nbands=%" PRIu32 "\ndtype=%s\n" \
-	"geotransform=%.17g,%.17g,%.17g,%.17g,%.17g,%.17g\ncrs=%s\n"
+	"geotransform=%.17g,%.17g,%.17g,%.17g,%.17g,%.17g\n%scrs=%s\n"
 #define SOURCE_ARGS s->index, s->name, s->path, s->width, s->height, \
 	s->bands, cdp_dtype_name(s->dtype), s->gt[0], s->gt[1], s->gt[2], \
-	s->gt[3], s->gt[4], s->gt[5], crs
+	s->gt[3], s->gt[4], s->gt[5], bl, crs
 	n = snprintf(NULL, 0, SOURCE_FMT, SOURCE_ARGS);
 	if (n < 0)
-		return CDP_EINVAL;
-	if ((rc = cdp_buf_reserve(out, (size_t)n + 1)) != CDP_OK)
-		return rc;
-	snprintf((char *)out->p, (size_t)n + 1, SOURCE_FMT, SOURCE_ARGS);
+		rc = CDP_EINVAL;
+	else if ((rc = cdp_buf_reserve(out, (size_t)n + 1)) == CDP_OK) {
+		snprintf((char *)out->p, (size_t)n + 1, SOURCE_FMT, SOURCE_ARGS);
+		out->len = (size_t)n;
+	}
 #undef SOURCE_FMT
 #undef SOURCE_ARGS
-	out->len = (size_t)n;
-	return CDP_OK;
+	free(bl);
+	return rc;
 }
 
 enum {
 	F_INDEX = 1, F_NAME = 2, F_PATH = 4, F_WIDTH = 8, F_HEIGHT = 16,
-	F_BANDS = 32, F_DTYPE = 64, F_GT = 128, F_CRS = 256
+	F_BANDS = 32, F_DTYPE = 64, F_GT = 128, F_CRS = 256, F_BAND_LIST = 512
 };
 #define F_REQUIRED (F_INDEX | F_PATH | F_WIDTH | F_HEIGHT | F_BANDS | F_DTYPE | F_GT)
 
@@ -294,6 +324,25 @@ static int parse_gt(char *v, double gt[6])
 	return CDP_OK;
 }
 
+/* "b1,b2,..." into t->band_list; its count against bands is checked once
+ * all lines are read (bands may come later). */
+static int parse_band_list(const char *v, cdp_source *t)
+{
+	size_t cap = 1, n;
+	int rc;
+
+	for (const char *c = v; *c; c++)
+		cap += *c == ',';
+	if (cap > UINT32_MAX)
+		return CDP_ERANGE;
+	if (!(t->band_list = malloc(cap * sizeof *t->band_list)))
+		return CDP_ENOMEM;
+	if ((rc = cdp_parse_int_list(v, 1, INT_MAX, t->band_list, cap, &n)) != CDP_OK)
+		return rc;
+	t->nband_list = (uint32_t)n;
+	return CDP_OK;
+}
+
 /* One "key=value" line into t; *seen collects the keys, so a repeated key
  * (which of the two would be meant?) is an error. Unknown keys are skipped
  * for the sake of later versions that add lines. */
@@ -301,7 +350,7 @@ static int parse_line(char *line, cdp_source *t, unsigned *seen)
 {
 	static const char *const keys[] = {
 		"index", "name", "path", "width", "height", "bands", "dtype",
-		"geotransform", "crs"
+		"geotransform", "crs", "band_list"
 	};
 	char *v = strchr(line, '=');
 	uint64_t u;
@@ -354,6 +403,9 @@ static int parse_line(char *line, cdp_source *t, unsigned *seen)
 		if (!(t->crs = strdup(v)))
 			return CDP_ENOMEM;
 		break;
+	case F_BAND_LIST:
+		rc = parse_band_list(v, t);
+		break;
 	}
 	return rc;
 }
@@ -386,7 +438,8 @@ int cdp_source_parse(const void *body, size_t len, cdp_source *s)
 			rc = parse_line(line, &t, &seen);
 	}
 	free(text);
-	if (rc == CDP_OK && (seen & F_REQUIRED) != F_REQUIRED)
+	if (rc == CDP_OK && ((seen & F_REQUIRED) != F_REQUIRED ||
+	                     ((seen & F_BAND_LIST) && t.nband_list != t.bands)))
 		rc = CDP_EFORMAT;
 	if (rc == CDP_OK && !t.crs && !(t.crs = strdup("")))
 		rc = CDP_ENOMEM;
@@ -404,8 +457,11 @@ void cdp_source_free(cdp_source *s)
 		return;
 	free(s->path);
 	free(s->crs);
+	free(s->band_list);
 	s->path = NULL;
 	s->crs = NULL;
+	s->band_list = NULL;
+	s->nband_list = 0;
 }
 
 void cdp_stream_pipe_grow(int fd)

@@ -12,7 +12,9 @@
  *                     "index=N\nname=NAME\npath=P\nwidth=W\nheight=H\n"
  *                     "bands=C\ndtype=D\ngeotransform=g0,g1,g2,g3,g4,g5\n"
  *                     "crs=WKT\n" (D a cdp_dtype_name(); crs is the last
- *                     line; values have no newlines)
+ *                     line; values have no newlines), optionally preceded
+ *                     by "band_list=b1,b2,...\n": the 1-based source bands
+ *                     the records hold, in order (absent when unknown)
  *   type 'R' record:  name = tile key; body = one tile record (cdp_record.h)
  *   type 'E' end:     name empty; body = "count=N\n" (number of 'R' frames)
  * Bodies are at most CDP_STREAM_MAXBODY bytes, names at most 511 bytes (no
@@ -74,14 +76,23 @@ typedef struct cdp_source {
 	int dtype;
 	double gt[6];
 	char *crs;            /* owned WKT, may be "" */
+	int *band_list;       /* owned [nband_list] 1-based bands of the source
+	                         raster that the records hold, in order; NULL
+	                         (nband_list 0) when unknown */
+	uint32_t nband_list;
 } cdp_source;
 /* format: the body text into out (out->len bytes, NUL-terminated beyond);
  * CDP_EINVAL for a value that has a newline, an unknown dtype, a zero size
- * or a non-finite geotransform. A NULL crs is written as "".
+ * or a non-finite geotransform, or a band_list whose length is not bands or
+ * with an entry < 1. A NULL crs is written as ""; no band_list line is
+ * written when nband_list is 0.
  * parse: overwrites *s. Lines are "key=value" (the value is everything after
  * the first '=', so WKT and paths may hold '=' and ','); empty lines and
  * unknown keys are skipped, the final newline is optional. Requires index,
- * path, width, height, bands, dtype, geotransform (name, crs default to "").
+ * path, width, height, bands, dtype, geotransform (name, crs default to "";
+ * band_list to NULL, and when present it must be bands comma-separated
+ * integers >= 1: CDP_ESYNTAX for an empty item, CDP_EFORMAT for another
+ * count).
  * CDP_ESYNTAX for a line without '=' or a malformed number, CDP_ERANGE for
  * one out of range, CDP_EFORMAT for a missing or repeated key or an unknown
  * dtype. On failure nothing is left allocated. */

@@ -115,7 +115,10 @@ static void cdp_fuzz_source_check(const cdp_frame *fr)
 	if (s.index != t.index || strcmp(s.name, t.name) ||
 	    strcmp(s.path, t.path) || s.width != t.width ||
 	    s.height != t.height || s.bands != t.bands || s.dtype != t.dtype ||
-	    memcmp(s.gt, t.gt, sizeof s.gt) || strcmp(s.crs, t.crs))
+	    memcmp(s.gt, t.gt, sizeof s.gt) || strcmp(s.crs, t.crs) ||
+	    s.nband_list != t.nband_list ||
+	    (s.nband_list && memcmp(s.band_list, t.band_list,
+	                            s.nband_list * sizeof *s.band_list)))
 		abort();
 	cdp_source_free(&s);
 	cdp_source_free(&t);

@@ -12,6 +12,9 @@
 #    1, NaN at nodata; one band of P(class 1) for a sigmoid head), polygons (--vector: ogrinfo lists features in the
 #    CRS) and a PNG preview (--preview);
 #  - work on a raster one pixel wide and one smaller than a window;
+#  - read the bands cdp-tile --bands 3,1 chose (recorded in the pool's
+#    sources and the checkpoint) from the raw 3-band scene, exactly as a
+#    model trained on the 2-band raster of those bands reads that raster;
 #  - stream: the peak memory does not grow with the raster's height;
 #  - give byte-identical output on 2 ranks and on 1 process (skipped
 #    without $MPIRUN);
@@ -142,6 +145,41 @@ done
 cdp-evaluate --json "$T/sp.tif" "$T/s_mask.tif" >"$T/s.json"
 py "import json; sys.exit(json.load(open('$T/s.json'))['accuracy'] < 0.9)" ||
 	fail "the small raster is mispredicted: $(cat "$T/s.json")"
+
+echo "== bands chosen by cdp-tile --bands"
+# m3: three different bands; m31: its bands 3 and 1. Tiled with --bands 3,1
+# and tiled whole, both pools hold the same tiles, so the same short
+# training gives the same weights; only the checkpoints' bands differ.
+py "
+s = gdal.Open('$T/a.tif'); a = s.ReadAsArray().astype(np.int32)
+d = gdal.GetDriverByName('GTiff').Create('$T/m3.tif', 256, 256, 3, gdal.GDT_Byte)
+d.SetGeoTransform(s.GetGeoTransform()); d.SetProjection(s.GetProjection())
+for i, b in enumerate([255 - a, a * 7 % 256, a]): d.GetRasterBand(i + 1).WriteArray(b.astype(np.uint8))"
+gdal_translate -q -b 3 -b 1 "$T/m3.tif" "$T/m31.tif"
+sed 's/^channels=1$/channels=2/' "$T/tiny.cfg" >"$T/c2.cfg"
+for r in m3 m31; do
+	cp "$T/a_mask.tif" "$T/${r}_mask.tif"
+	b=; [ $r = m31 ] || b="--bands 3,1"
+	cdp-tile -q --size 64 $b --label-suffix _mask "$T/$r.tif" | cdp-lmdbpack -q "$T/p$r"
+	cdp-keyshuffle -q --seed 1 -o "$T/k$r" "$T/p$r"
+	cdp-train -q --db "$T/p$r" --keys "$T/k$r" --model "$T/c2.cfg" --out "$T/r$r" --steps 5 \
+		--batch 4 --threads 1 || fail "$r: training failed"
+done
+py "import struct
+def bands(p):
+    b = open(p, 'rb').read(); i = b.rindex(b'DATA') + 16
+    n = struct.unpack_from('<I', b, i)[0]
+    return list(struct.unpack_from('<%dI' % n, b, i + 8))
+got = bands('$T/rm3/checkpoint.cdpt'), bands('$T/rm31/checkpoint.cdpt')
+assert got == ([3, 1], [1, 2]), got" || fail "the checkpoints' bands are not 3,1 and 1,2"
+cdp-predict -q --prob "$T/rm3" "$T/m3.tif" -o "$T/m3p.tif" || fail "--bands 3,1: prediction failed"
+cdp-predict -q --prob "$T/rm31" "$T/m31.tif" -o "$T/m31p.tif" || fail "2 bands: prediction failed"
+py "a, b = gdal.Open('$T/m3p.tif').ReadAsArray(), gdal.Open('$T/m31p.tif').ReadAsArray()
+assert np.array_equal(a, b, equal_nan=True)" ||
+	fail "bands 3,1 of the scene predict otherwise than the 2-band raster of them"
+expect_fail 1 "'$T/m31.tif' has 2 bands, the model in '$T/rm3.*' reads band 3" \
+	cdp-predict -q "$T/rm3" "$T/m31.tif" -o "$T/x.tif"
+[ ! -e "$T/x.tif" ] || fail "a refused prediction left '$T/x.tif'"
 
 echo "== streaming"
 # The peak memory must not grow with the raster's height: 8000 rows of

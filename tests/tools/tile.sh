@@ -221,7 +221,8 @@ grep -q 'tiling' p.err || fail "--progress drew nothing: $(cat p.err)"
 cdp-tile --progress -q -s 16 u8.tif 2>q.err >/dev/null
 [ ! -s q.err ] || fail "-q still wrote: $(cat q.err)"
 expect_fail 1 'No space left on device' sh -c 'cdp-tile -q -s 8 u16.tif >/dev/full'
-$MK big.tif --width 300 --height 300 --bands 3 --dtype u16
+# ~7 MB of records: more than the 1 MiB pipe cdp-tile asks for, so head closes it mid-stream
+$MK big.tif --width 1200 --height 1000 --bands 3 --dtype u16
 ( set +e; cdp-tile -q -s 16 big.tif 2>pipe.err; echo $? >pipe.rc ) | head -c 100 >/dev/null
 [ "$(cat pipe.rc)" -eq 1 ] || fail "a closed pipe gave exit $(cat pipe.rc)"
 grep -q 'Broken pipe' pipe.err || fail "no EPIPE message: $(cat pipe.err)"

@@ -419,6 +419,58 @@ static void test_source_text(void)
 	CHECK(t.path == NULL && t.crs == NULL, "nothing left allocated on failure");
 }
 
+/* The selected source bands survive format and parse, in order; a body
+ * without them (an older producer) still parses, as unknown. */
+static void test_band_list(void)
+{
+	cdp_source s = sample_source(), t;
+	cdp_buf out = { 0 };
+	int bl[4] = { 3, 1, 4, 2 };
+
+	s.band_list = bl;
+	s.nband_list = 4;
+	CHECK_RC(cdp_source_format(&s, &out), CDP_OK);
+	CHECK(strstr((char *)out.p, "\nband_list=3,1,4,2\ncrs=PROJCS[") != NULL,
+	      "band_list line before crs: %s", (char *)out.p);
+	CHECK_RC(cdp_source_parse(out.p, out.len, &t), CDP_OK);
+	CHECK(t.nband_list == 4 && t.band_list && t.band_list[0] == 3 &&
+	      t.band_list[1] == 1 && t.band_list[2] == 4 && t.band_list[3] == 2 &&
+	      !strcmp(t.crs, WKT), "band_list round trip");
+	cdp_source_free(&t);
+	CHECK(t.band_list == NULL && t.nband_list == 0, "free clears band_list");
+
+	s.band_list = NULL;
+	s.nband_list = 0;
+	CHECK_RC(cdp_source_format(&s, &out), CDP_OK);
+	CHECK(strstr((char *)out.p, "band_list") == NULL, "no list, no line");
+	CHECK_RC(cdp_source_parse(out.p, out.len, &t), CDP_OK);
+	CHECK(t.band_list == NULL && t.nband_list == 0, "no line reads as unknown");
+	cdp_source_free(&t);
+
+	s.band_list = bl;
+	s.nband_list = 3;
+	CHECK_RC(cdp_source_format(&s, &out), CDP_EINVAL);
+	s.nband_list = 4;
+	bl[1] = 0;
+	CHECK_RC(cdp_source_format(&s, &out), CDP_EINVAL);
+	cdp_buf_free(&out);
+
+	CHECK_RC(parse_text("band_list=7\n" BASE GT), CDP_OK);
+	CHECK_RC(parse_text(BASE GT "band_list=1,2\n"), CDP_EFORMAT);
+	CHECK_RC(parse_text(BASE GT "band_list=1\nband_list=1\n"), CDP_EFORMAT);
+	CHECK_RC(parse_text(BASE GT "band_list=\n"), CDP_ESYNTAX);
+	CHECK_RC(parse_text(BASE GT "band_list=1,\n"), CDP_ESYNTAX);
+	CHECK_RC(parse_text(BASE GT "band_list=,1\n"), CDP_ESYNTAX);
+	CHECK_RC(parse_text(BASE GT "band_list=x\n"), CDP_ESYNTAX);
+	CHECK_RC(parse_text(BASE GT "band_list= 1\n"), CDP_ESYNTAX);
+	CHECK_RC(parse_text(BASE GT "band_list=0\n"), CDP_ERANGE);
+	CHECK_RC(parse_text(BASE GT "band_list=-1\n"), CDP_ERANGE);
+	CHECK_RC(parse_text(BASE GT "band_list=2147483648\n"), CDP_ERANGE);
+	CHECK_RC(cdp_source_parse(BASE GT "band_list=1,2\n", strlen(BASE GT) + 14, &t),
+	         CDP_EFORMAT);
+	CHECK(t.band_list == NULL && t.path == NULL, "nothing left allocated on failure");
+}
+
 int main(void)
 {
 	test_round_trip();
@@ -426,5 +478,6 @@ int main(void)
 	test_bad_frames();
 	test_write_errors();
 	test_source_text();
+	test_band_list();
 	return tap_done();
 }

@@ -152,10 +152,14 @@ int pr_open_raster(predictor *p, char *err, size_t cap)
 			p->ck.bands[c] = c + 1;
 	for (int c = 0; c < p->C; c++)
 		seq &= p->ck.bands[c] == c + 1;
+	if (seq && (int)p->ri->bands != p->C)
+		return pr_fail(err, cap, "'%s' has %u band%s, the model in '%s' takes %d", o->input,
+		            p->ri->bands, p->ri->bands == 1 ? "" : "s", p->model, p->C);
 	for (int c = 0; c < p->C; c++)
-		if (p->ck.bands[c] > (int)p->ri->bands || (seq && (int)p->ri->bands != p->C))
-			return pr_fail(err, cap, "'%s' has %u band%s, the model in '%s' takes %d", o->input,
-			            p->ri->bands, p->ri->bands == 1 ? "" : "s", p->model, p->C);
+		if (p->ck.bands[c] > (int)p->ri->bands)
+			return pr_fail(err, cap, "'%s' has %u band%s, the model in '%s' reads band %d",
+			            o->input, p->ri->bands, p->ri->bands == 1 ? "" : "s", p->model,
+			            p->ck.bands[c]);
 	for (int c = 0; c < p->C; c++) {
 		double mu = p->ck.mean ? p->ck.mean[c] : 0, sd = p->ck.std ? p->ck.std[c] : 1;
 		if (p->ck.mean && (mu < dtype_min(p->ri->dtype) || mu > dtype_max(p->ri->dtype)))

@@ -273,6 +273,10 @@ int tile_emit_source(ctx *c, size_t idx, input *in, cdp_buf *body)
 	s.dtype = in->odt;
 	memcpy(s.gt, in->ri->gt, sizeof(s.gt));
 	s.crs = (char *)in->ri->crs;
+	/* The selected bands (all of them without --bands), so that a model
+	 * trained on the pool can read the same ones from a raw scene. */
+	s.band_list = in->bands;
+	s.nband_list = (uint32_t)in->nb;
 	if ((rc = cdp_source_format(&s, body))) {
 		ERR(c, "'%s': cannot describe the source: %s", in->path,
 		    cdp_strerror(rc));

@@ -12,7 +12,10 @@
  * overrides, parameters and (rank-averaged) batchnorm buffers, the
  * optimizer, the step, the epoch and the samples of the epoch consumed
  * (estep * global batch), the seed, the input bands with the pool's
- * per-band mean and std, and the pool's uuid. The RNG state stored,
+ * per-band mean and std, and the pool's uuid. The input bands are the
+ * source raster bands the pool's tiles hold (the sources' band_list, when
+ * all sources give the same one), so that cdp-predict reads those bands
+ * from a raw scene; otherwise 1..C. The RNG state stored,
  * "epoch_order", is the state the loader permutes the epoch's keys from:
  * all other randomness is derived from (seed, position), see train.c.
  */
@@ -23,6 +26,7 @@
 
 #include "cdp_error.h"
 #include "cdp_rng.h"
+#include "cdp_stream.h"
 #include "dist.h"
 #include "train_int.h"
 
@@ -84,6 +88,41 @@ int tr_validate(trainer *t, tr_val *v)
 	return 0;
 }
 
+/* The pool's sources' common band_list into bands[C], or 1..C when a
+ * source has none (a pool from chips or an older cdp-tile), or sources
+ * differ. A source meta that cannot be read or parsed is an error. */
+static int pool_bands(trainer *t, int *bands, int C)
+{
+	cdp_source s;
+	cdp_buf text = { 0 };
+	char name[32];
+	int rc = CDP_OK, same = 1;
+	uint32_t i;
+
+	for (int c = 0; c < C; c++)
+		bands[c] = c + 1;
+	for (i = 0; same && rc == CDP_OK; i++) {
+		snprintf(name, sizeof name, "source.%06" PRIu32, i);
+		if ((rc = cdp_pool_meta_get(&t->pool, NULL, name, &text)) != CDP_OK ||
+		    (rc = cdp_source_parse(text.p, text.len, &s)) != CDP_OK)
+			break;
+		same = s.nband_list == (uint32_t)C;
+		for (int c = 0; same && c < C; c++) {
+			if (i == 0)
+				bands[c] = s.band_list[c];
+			same = bands[c] == s.band_list[c];
+		}
+		cdp_source_free(&s);
+	}
+	cdp_buf_free(&text);
+	if (rc == MDB_NOTFOUND)
+		rc = i > 0 ? CDP_OK : rc;
+	if (rc != CDP_OK || !same)
+		for (int c = 0; c < C; c++)
+			bands[c] = c + 1;
+	return rc == MDB_NOTFOUND ? CDP_OK : rc;
+}
+
 void tr_checkpoint(trainer *t)
 {
 	const cdp_pool_info *pi = t->ti.pool;
@@ -105,10 +144,11 @@ void tr_checkpoint(trainer *t)
 		goto done;
 	}
 	for (int c = 0; c < C; c++) {
-		bands[c] = c + 1;
 		mean[c] = pi->band[c].mean;
 		sd[c] = pi->band[c].std;
 	}
+	if ((rc = pool_bands(t, bands, C)))
+		goto done;
 	cdp_rng_seed(&r, cdp_rng_derive(t->o->seed, t->epoch, 0));
 	ck.step = (uint64_t)t->step;
 	ck.epoch = t->epoch;
