@@ -218,11 +218,25 @@ echo "== failures"
 mk "$T/c3.tif" 40 40 5 --bands 3
 expect_fail 1 "'$T/c3.tif' has 3 bands, the model in '$T/run/checkpoint.cdpt' takes 1" \
 	cdp-predict "$T/run" "$T/c3.tif" -o "$T/x.tif"
+# the checkpoint records the pool's data type: a u16 raster of the same band
+# count is refused, although its values could hold the training data's
+gdal_translate -q -ot UInt16 "$T/b.tif" "$T/b16.tif"
+expect_fail 1 "'$T/b16.tif' is u16, the model in '$T/run/checkpoint.cdpt' was trained on u8 data" \
+	cdp-predict "$T/run" "$T/b16.tif" -o "$T/x.tif"
 "$PYTHON" - "$T/run/checkpoint.cdpt" "$T/big.cdpt" <<'PY'
-# the checkpoint with band 1's training mean set to 1000, as if trained on u16
+# the checkpoint as version 1 wrote it (no data type: the DATA chunk, last,
+# without its trailing u32), with band 1's training mean set to 1000, as if
+# trained on u16: then the mean is the type check
 import struct, sys, zlib
 b = bytearray(open(sys.argv[1], "rb").read())
-i = b.rindex(b"DATA") + 16 + 12         # tag, 0, length; nbands, nstats, band index
+assert struct.unpack_from("<I", b, 8)[0] == 2, "not a version 2 checkpoint"
+d = b.rindex(b"DATA")
+assert struct.unpack_from("<I", b, len(b) - 8)[0] == 1, "data type not u8"
+del b[-8:-4]                            # the data type
+struct.pack_into("<I", b, 8, 1)         # version
+struct.pack_into("<Q", b, 16, len(b))   # file size
+struct.pack_into("<Q", b, d + 8, struct.unpack_from("<Q", b, d + 8)[0] - 4)
+i = d + 16 + 12                         # tag, 0, length; nbands, nstats, band index
 b[i:i + 8] = struct.pack("<d", 1000.0)
 b[-4:] = struct.pack("<I", zlib.crc32(bytes(b[:-4])))
 open(sys.argv[2], "wb").write(b)

@@ -2,7 +2,8 @@
  * model cfgs.
  *
  * Round trips in memory and through files keep every field bit for bit and
- * re-encode to the same bytes. Every truncation is CDP_ETRUNC and every
+ * re-encode to the same bytes; a version 1 file (no data type) still reads,
+ * with the data type unknown. Every truncation is CDP_ETRUNC and every
  * single-bit flip is refused (magic, version, size or CRC). Mutations with a
  * recomputed CRC, which reach the parser, never crash it (run under
  * --enable-asan to see reads too) and either fail or describe exactly the
@@ -12,6 +13,7 @@
  * states, and survives a checkpoint round trip with identical outputs.
  */
 #include "checkpoint.h"
+#include "cdp_dtype.h"
 #include "cdp_error.h"
 #include "cdp_rng.h"
 #include "tap.h"
@@ -85,6 +87,7 @@ static void make_ck(cdp_ckpt *ck)
 	cdp_rng_seed(&s2, 2);
 	cdp_ckpt_set_rng(ck, "dropout", &s2);
 	cdp_ckpt_set_data(ck, bands, 3, mean, sd);
+	ck->dtype = CDP_DT_U16;
 	snprintf(ck->pool_uuid, sizeof(ck->pool_uuid), "0123456789abcdef0123456789abcdef");
 }
 
@@ -141,7 +144,7 @@ static int ck_equal(const cdp_ckpt *a, const cdp_ckpt *b)
 	       a->nbands == b->nbands && same(a->bands, b->bands, (size_t)a->nbands * sizeof(int)) &&
 	       same(a->mean, b->mean, (size_t)a->nbands * sizeof(double)) &&
 	       same(a->std, b->std, (size_t)a->nbands * sizeof(double)) &&
-	       strcmp(a->pool_uuid, b->pool_uuid) == 0;
+	       a->dtype == b->dtype && strcmp(a->pool_uuid, b->pool_uuid) == 0;
 }
 
 static void fix_crc(unsigned char *b, size_t len)
@@ -160,10 +163,11 @@ static void test_round_trip(unsigned char **out, size_t *outlen)
 
 	make_ck(&a);
 	CHECK_RC(cdp_ckpt_encode(&a, &buf, &len), CDP_OK);
-	CHECK(memcmp(buf, "CDPCKPT\n\1\0\0\0\7\0\0\0", 16) == 0, "header bytes");
+	CHECK(memcmp(buf, "CDPCKPT\n\2\0\0\0\7\0\0\0", 16) == 0, "header bytes");
 	CHECK(buf[16] == (len & 0xff) && buf[17] == ((len >> 8) & 0xff), "size field little-endian");
 	CHECK_RC(cdp_ckpt_decode(buf, len, &b), CDP_OK);
 	CHECK(ck_equal(&a, &b), "decoded checkpoint differs");
+	CHECK(b.dtype == CDP_DT_U16, "data type u16 kept: %d", b.dtype);
 	CHECK_RC(cdp_ckpt_encode(&b, &buf2, &len2), CDP_OK);
 	CHECK(len2 == len && memcmp(buf, buf2, len) == 0, "re-encoding changes bytes");
 	free(buf2);
@@ -188,9 +192,11 @@ static void test_round_trip(unsigned char **out, size_t *outlen)
 	free(a.std);
 	a.mean = a.std = NULL;
 	a.pool_uuid[0] = '\0';
+	a.dtype = 0;
 	CHECK_RC(cdp_ckpt_encode(&a, &buf2, &len2), CDP_OK);
 	CHECK_RC(cdp_ckpt_decode(buf2, len2, &b), CDP_OK);
-	CHECK(ck_equal(&a, &b) && b.optim.type == 0 && b.mean == NULL, "minimal checkpoint");
+	CHECK(ck_equal(&a, &b) && b.optim.type == 0 && b.mean == NULL && b.dtype == 0,
+	      "minimal checkpoint");
 	cdp_ckpt_free(&b);
 	free(buf2);
 	cdp_ckpt_free(&a);
@@ -262,7 +268,7 @@ static void test_damage(const unsigned char *buf, size_t len)
 	CHECK(fuzz_bad > 0 && fuzz_ok > 0, "mutations: %d refused, %d accepted", fuzz_bad, fuzz_ok);
 	/* a future version, CRC fixed */
 	memcpy(c, buf, len);
-	c[8] = 2;
+	c[8] = CDP_CKPT_VERSION + 1;
 	fix_crc(c, len);
 	CHECK_RC(cdp_ckpt_decode(c, len, &ck), CDP_EVERSION);
 	free(c);
@@ -332,6 +338,74 @@ static void test_files(const unsigned char *buf, size_t len)
 	cdp_ckpt_free(&a);
 }
 
+/* buf (version 2) as version 1 wrote it: the DATA chunk, last before the
+ * CRC, without its trailing u32 data type. Returns the new length. */
+static size_t to_v1(unsigned char *c, const unsigned char *buf, size_t len)
+{
+	size_t pos = 24, n = len - 4;
+	uint64_t plen = 0;
+
+	memcpy(c, buf, len);
+	for (int i = 0; i < 7; i++) {
+		plen = 0;
+		for (int j = 0; j < 8; j++)
+			plen |= (uint64_t)c[pos + 8 + j] << (8 * j);
+		if (i < 6)
+			pos += 16 + (size_t)plen;
+	}
+	if (memcmp(c + pos, "DATA", 4) != 0 || pos + 16 + plen != len - 4)
+		return 0;
+	plen -= 4;
+	for (int j = 0; j < 8; j++) {
+		c[pos + 8 + j] = (unsigned char)(plen >> (8 * j));
+		c[16 + j] = (unsigned char)((uint64_t)n >> (8 * j));
+	}
+	c[8] = 1;
+	fix_crc(c, n);
+	return n;
+}
+
+static void test_version1(const unsigned char *buf, size_t len)
+{
+	unsigned char *c = malloc(len);
+	cdp_ckpt a, b;
+	size_t n = to_v1(c, buf, len);
+	int wrong = 0;
+
+	CHECK(n == len - 4, "a version 1 file made from the version 2 bytes");
+	CHECK_RC(cdp_ckpt_decode(buf, len, &a), CDP_OK);
+	CHECK_RC(cdp_ckpt_decode(c, n, &b), CDP_OK);
+	CHECK(b.dtype == 0, "version 1: data type unknown, got %d", b.dtype);
+	a.dtype = 0;
+	CHECK(ck_equal(&a, &b), "version 1: every other field as in version 2");
+	cdp_ckpt_free(&a);
+	cdp_ckpt_free(&b);
+	for (size_t k = 0; k < n; k++) {
+		int rc = cdp_ckpt_decode(c, k, &b);
+		if (rc != CDP_ETRUNC) {
+			if (!wrong++)
+				CHECK(0, "version 1 truncated to %zu bytes: %d, want CDP_ETRUNC", k, rc);
+			if (rc == CDP_OK)
+				cdp_ckpt_free(&b);
+		}
+	}
+	CHECK(wrong == 0, "%d version 1 truncations not reported as such", wrong);
+	/* version 2 bytes labelled 1: the data type is an extra 4 bytes */
+	memcpy(c, buf, len);
+	c[8] = 1;
+	fix_crc(c, len);
+	CHECK_RC(cdp_ckpt_decode(c, len, &b), CDP_EFORMAT);
+	/* version 0 and an unknown data type */
+	c[8] = 0;
+	fix_crc(c, len);
+	CHECK_RC(cdp_ckpt_decode(c, len, &b), CDP_EVERSION);
+	c[8] = 2;
+	c[len - 8] = 8;
+	fix_crc(c, len);
+	CHECK_RC(cdp_ckpt_decode(c, len, &b), CDP_EFORMAT);
+	free(c);
+}
+
 static void test_invalid(void)
 {
 	cdp_ckpt a;
@@ -354,6 +428,11 @@ static void test_invalid(void)
 	a.std[1] = 0;
 	CHECK_RC(cdp_ckpt_encode(&a, &buf, &len), CDP_EINVAL);
 	a.std[1] = 1;
+	a.dtype = CDP_DT_F64 + 1;
+	CHECK_RC(cdp_ckpt_encode(&a, &buf, &len), CDP_EINVAL);
+	a.dtype = -1;
+	CHECK_RC(cdp_ckpt_encode(&a, &buf, &len), CDP_EINVAL);
+	a.dtype = CDP_DT_F32;
 	CHECK_RC(cdp_ckpt_set_rng(&a, "data", &(cdp_rng){ { 0, 0, 0, 0 } }), CDP_OK);
 	CHECK_RC(cdp_ckpt_encode(&a, &buf, &len), CDP_EINVAL);
 	CHECK(a.nrng == 2, "set_rng replaces by name");
@@ -553,6 +632,7 @@ int main(void)
 		return 99;
 	test_round_trip(&buf, &len);
 	test_damage(buf, len);
+	test_version1(buf, len);
 	test_files(buf, len);
 	test_invalid();
 	test_mismatch();

@@ -124,9 +124,10 @@ static double dtype_max(int dt)
 	}
 }
 
-/* The raster against the checkpoint's bands and statistics. The checkpoint
- * records band indices and per-band means but not the pool's data type, so
- * a type that cannot hold the training data's mean is the type check. */
+/* The raster against the checkpoint's bands, data type and statistics.
+ * Version 1 checkpoints do not record the pool's data type (ck.dtype 0);
+ * for them a type that cannot hold the training data's mean is the type
+ * check. */
 int pr_open_raster(predictor *p, char *err, size_t cap)
 {
 	const cdp_predict_opts *o = p->o;
@@ -160,9 +161,13 @@ int pr_open_raster(predictor *p, char *err, size_t cap)
 			return pr_fail(err, cap, "'%s' has %u band%s, the model in '%s' reads band %d",
 			            o->input, p->ri->bands, p->ri->bands == 1 ? "" : "s", p->model,
 			            p->ck.bands[c]);
+	if (p->ck.dtype != 0 && p->ck.dtype != p->ri->dtype)
+		return pr_fail(err, cap, "'%s' is %s, the model in '%s' was trained on %s data",
+		            o->input, cdp_dtype_name(p->ri->dtype), p->model,
+		            cdp_dtype_name(p->ck.dtype));
 	for (int c = 0; c < p->C; c++) {
 		double mu = p->ck.mean ? p->ck.mean[c] : 0, sd = p->ck.std ? p->ck.std[c] : 1;
-		if (p->ck.mean && (mu < dtype_min(p->ri->dtype) || mu > dtype_max(p->ri->dtype)))
+		if (p->ck.dtype == 0 && p->ck.mean && (mu < dtype_min(p->ri->dtype) || mu > dtype_max(p->ri->dtype)))
 			return pr_fail(err, cap, "'%s' is %s, but the model in '%s' was trained on band %d "
 			            "values around %g: a different data type", o->input,
 			            cdp_dtype_name(p->ri->dtype), p->model, p->ck.bands[c], mu);

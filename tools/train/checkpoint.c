@@ -11,6 +11,7 @@
  * the way out and in).
  */
 #include "checkpoint_int.h"
+#include "cdp_dtype.h"
 #include "cdp_error.h"
 #include "cdp_num.h"
 
@@ -216,6 +217,8 @@ static void emit_data(wr *w, const cdp_ckpt *ck)
 		put_f64(w, ck->mean[i]);
 	for (int i = 0; ck->mean && i < ck->nbands; i++)
 		put_f64(w, ck->std[i]);
+	/* last, so a version 1 DATA chunk is this one without it */
+	put_u32(w, (uint32_t)ck->dtype);
 }
 
 typedef void (*emit_fn)(wr *, const cdp_ckpt *);
@@ -342,7 +345,7 @@ int cdp_ckpt_check(const cdp_ckpt *ck)
 	}
 	if (ck->nbands < 0 || ck->nbands > CDP_CKPT_MAX_BANDS || (ck->nbands > 0 && !ck->bands) ||
 	    (ck->nbands > 0 && ck->nbands != ck->in_c) || (!ck->mean != !ck->std) ||
-	    (ck->mean && ck->nbands == 0))
+	    (ck->mean && ck->nbands == 0) || (ck->dtype != 0 && !cdp_dtype_name(ck->dtype)))
 		return -1;
 	for (int i = 0; i < ck->nbands; i++) {
 		if (ck->bands[i] < 1)

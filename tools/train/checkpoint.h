@@ -5,12 +5,12 @@
  * predict: the model cfg text and overrides, the input shape, every
  * parameter and buffer tensor (by name and shape, in block order), the
  * optimizer state, the progress (step, epoch, position in the epoch's key
- * list, run seed), named RNG states, the input bands and their
+ * list, run seed), named RNG states, the input bands, their data type and
  * standardization statistics, and the pool UUID.
  *
  * Little-endian, all sizes explicit:
  *   0   8  magic "CDPCKPT\n"
- *   8   4  u32 version (1)
+ *   8   4  u32 version (2; version 1, without the data type, is still read)
  *   12  4  u32 number of chunks (7)
  *   16  8  u64 file size in bytes, CRC included
  *   24     chunks "META" "CFG " "PARM" "BUFS" "OPTM" "RNG " "DATA", in order,
@@ -51,7 +51,8 @@
 #include "optim.h"
 
 #define CDP_CKPT_MAGIC      "CDPCKPT\n"
-#define CDP_CKPT_VERSION    1
+#define CDP_CKPT_VERSION    2
+#define CDP_CKPT_VERSION_MIN 1         /* oldest version read */
 #define CDP_CKPT_NAME_MAX   95          /* tensor and RNG stream names */
 #define CDP_CKPT_MAX_DIMS   4
 #define CDP_CKPT_CFG_MAX    (16u << 20) /* cfg text bytes */
@@ -100,6 +101,8 @@ typedef struct cdp_ckpt {
 	int *bands;                         /* 1-based band indices */
 	int nbands;
 	double *mean, *std;                 /* per band, NULL when not standardized */
+	int dtype;                          /* the pool's cdp_dtype (cdp_dtype.h), 0 unknown;
+	                                     * set by hand, 0 after reading a version 1 file */
 	char pool_uuid[33];                 /* 32 lowercase hex, or "" */
 } cdp_ckpt;
 

@@ -8,6 +8,7 @@
  * allocation. Values are then checked as the writer checks them.
  */
 #include "checkpoint_int.h"
+#include "cdp_dtype.h"
 #include "cdp_error.h"
 #include "cdp_num.h"
 
@@ -27,6 +28,7 @@
 typedef struct rd {
 	const unsigned char *p, *end;
 	int err;
+	uint32_t version;                   /* the file's format version */
 } rd;
 
 static int need(rd *r, size_t n)
@@ -342,6 +344,13 @@ static void parse_data(rd *r, cdp_ckpt *ck)
 		ck->mean[i] = get_f64(r);
 	for (uint32_t i = 0; i < ns; i++)
 		ck->std[i] = get_f64(r);
+	/* version 1 has no data type: unknown */
+	if (r->version >= 2) {
+		uint32_t dt = get_u32(r);
+		if (!r->err && (dt > INT_MAX || (dt != 0 && !cdp_dtype_name((int)dt))))
+			bad(r, CDP_EFORMAT);
+		ck->dtype = r->err ? 0 : (int)dt;
+	}
 }
 
 typedef void (*parse_fn)(rd *, cdp_ckpt *);
@@ -359,7 +368,7 @@ static int check_header(const unsigned char *b, size_t have, uint64_t total)
 		return CDP_EMAGIC;
 	if (have < 12)
 		return CDP_ETRUNC;
-	if (rd32(b + 8) != CDP_CKPT_VERSION)
+	if (rd32(b + 8) < CDP_CKPT_VERSION_MIN || rd32(b + 8) > CDP_CKPT_VERSION)
 		return CDP_EVERSION;
 	if (have < HDR)
 		return CDP_ETRUNC;
@@ -386,7 +395,7 @@ int cdp_ckpt_decode(const unsigned char *buf, size_t len, cdp_ckpt *ck)
 		return CDP_ECRC;
 	if (rd32(buf + 12) != NCHUNKS)
 		return CDP_EFORMAT;
-	top = (rd){ buf + HDR, buf + len - 4, 0 };
+	top = (rd){ buf + HDR, buf + len - 4, 0, rd32(buf + 8) };
 	for (int i = 0; i < NCHUNKS; i++) {
 		uint64_t plen;
 		rd sub;
@@ -400,7 +409,7 @@ int cdp_ckpt_decode(const unsigned char *buf, size_t len, cdp_ckpt *ck)
 			rc = CDP_EFORMAT;
 			goto fail;
 		}
-		sub = (rd){ top.p, top.p + plen, 0 };
+		sub = (rd){ top.p, top.p + plen, 0, top.version };
 		parsers[i](&sub, ck);
 		if (sub.err || sub.p != sub.end) {
 			rc = sub.err ? sub.err : CDP_EFORMAT;

@@ -11,8 +11,8 @@
  * RUNDIR/checkpoint.cdpt, atomically. It records the cfg text and
  * overrides, parameters and (rank-averaged) batchnorm buffers, the
  * optimizer, the step, the epoch and the samples of the epoch consumed
- * (estep * global batch), the seed, the input bands with the pool's
- * per-band mean and std, and the pool's uuid. The input bands are the
+ * (estep * global batch), the seed, the input bands with the pool's data type
+ * and per-band mean and std, and the pool's uuid. The input bands are the
  * source raster bands the pool's tiles hold (the sources' band_list, when
  * all sources give the same one), so that cdp-predict reads those bands
  * from a raw scene; otherwise 1..C. The RNG state stored,
@@ -155,6 +155,7 @@ void tr_checkpoint(trainer *t)
 	ck.data_pos = (uint64_t)t->estep * t->accumulate * t->o->batch * t->size;
 	ck.seed = t->o->seed;
 	memcpy(ck.pool_uuid, pi->uuid, sizeof ck.pool_uuid);
+	ck.dtype = pi->dtype;               /* lets cdp-predict refuse a raster of another type */
 	if ((rc = cdp_ckpt_set_cfg(&ck, t->cfg_text, (const char *const *)t->ov, t->nov)) ||
 	    (rc = cdp_ckpt_from_net(&ck, &t->net)) || (rc = cdp_ckpt_set_optim(&ck, &t->opt)) ||
 	    (rc = cdp_ckpt_set_rng(&ck, "epoch_order", &r)) ||
