@@ -2,7 +2,8 @@
  * Private to tools/train; users include net.h.
  *
  * Every layer file defines one `const cdp_layer_ops cdp_layer_<type>`,
- * listed in net.c's registry. The helpers below are implemented in net.c.
+ * listed in net.c's registry. The helpers below are implemented in net.c,
+ * except the pooling ones.
  */
 #ifndef CDP_LAYERS_H
 #define CDP_LAYERS_H
@@ -39,6 +40,12 @@ int cdp_lopt_float(cdp_net *net, const cdp_cfg_section *s, const char *key, floa
 int cdp_lopt_act(cdp_net *net, const cdp_cfg_section *s, cdp_layer *l, char *err, size_t cap);
 /* Exactly one input (the usual case): else an error. */
 int cdp_layer_one_input(const cdp_layer *l, char *err, size_t cap);
+
+/* Max and average pooling (layers/pool_common.c): the descriptor at batch n,
+ * and make() for their shared options size=, stride=, pad=. */
+cdp_pool_desc cdp_pool_layer_desc(const cdp_layer *l, int n);
+int cdp_pool_layer_make(cdp_layer *l, cdp_net *net, const cdp_cfg_section *s, char *err,
+                        size_t cap);
 
 /* He normal: w[i] = N(0,1) * sqrt(2 / fan_in), drawn in order from
  * cdp_rng seeded with cdp_rng_derive(seed, layer index, 0), written to

@@ -2,42 +2,13 @@
  * first maximum of a window wins ties).
  *
  * [maxpool]
- *   size=K           square window (default 2)
- *   stride=S         (default K)
- *   pad=P            on each side, at most K/2 (default 0)
- * Input (C,H,W) -> output (C,OH,OW), OH = (H + 2P - K)/S + 1 (floor, as
- * PyTorch's ceil_mode=False). No parameters.
+ *   size=K, stride=S, pad=P as in pool_common.c (defaults 2, K, 0)
+ * Input (C,H,W) -> output (C,OH,OW). No parameters.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include "layers.h"
 
-static cdp_pool_desc desc(const cdp_layer *l, int n)
-{
-	cdp_pool_desc d = { .n = n, .c = l->in[0].c, .h = l->in[0].h, .w = l->in[0].w,
-	                    .k = l->k, .stride = l->stride, .pad = l->pad };
-	cdp_pool_desc_init(&d);
-	return d;
-}
-
-static int make(cdp_layer *l, cdp_net *net, const cdp_cfg_section *s, char *err, size_t cap)
-{
-	cdp_pool_desc d;
-
-	if (cdp_layer_one_input(l, err, cap) < 0 ||
-	    cdp_lopt_int(net, s, "size", 2, 1, 1 << 10, &l->k, err, cap) < 0 ||
-	    cdp_lopt_int(net, s, "stride", l->k, 1, 1 << 10, &l->stride, err, cap) < 0 ||
-	    cdp_lopt_int(net, s, "pad", 0, 0, l->k / 2, &l->pad, err, cap) < 0)
-		return -1;
-	d = desc(l, 1);
-	if (cdp_pool_desc_init(&d) < 0) {
-		snprintf(err, cap, "input (%d,%d,%d) is smaller than the window %d (pad %d)",
-		         l->in[0].c, l->in[0].h, l->in[0].w, l->k, l->pad);
-		return -1;
-	}
-	l->out = (cdp_shape){ l->in[0].c, d.oh, d.ow };
-	return 0;
-}
 
 typedef struct pool_state { int32_t *idx; } pool_state;   /* (N,C,OH,OW) argmax */
 
@@ -62,19 +33,19 @@ static void lfree(cdp_layer *l, cdp_net *net)
 
 static void forward(cdp_layer *l, cdp_net *net)
 {
-	cdp_pool_desc d = desc(l, net->n);
+	cdp_pool_desc d = cdp_pool_layer_desc(l, net->n);
 	net->be->maxpool_fwd(net->be, &d, cdp_layer_x(net, l, 0), l->y, ((pool_state *)l->state)->idx);
 }
 
 static void backward(cdp_layer *l, cdp_net *net)
 {
-	cdp_pool_desc d = desc(l, net->n);
+	cdp_pool_desc d = cdp_pool_layer_desc(l, net->n);
 	float *dx = cdp_layer_dx(net, l, 0);
 	if (dx)
 		net->be->maxpool_bwd(net->be, &d, l->dy, ((pool_state *)l->state)->idx, dx, l->in_beta[0]);
 }
 
 const cdp_layer_ops cdp_layer_maxpool = {
-	.type = "maxpool", .make = make, .alloc = alloc, .free = lfree,
+	.type = "maxpool", .make = cdp_pool_layer_make, .alloc = alloc, .free = lfree,
 	.forward = forward, .backward = backward,
 };
