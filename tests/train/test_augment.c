@@ -9,6 +9,8 @@
  * crop offset occur; odd turns never for non-square outputs.
  */
 #include "augment.h"
+#include "backend.h"
+#include "cdp_dtype.h"
 #include "cfg.h"
 #include "tap.h"
 
@@ -208,6 +210,56 @@ static void test_draw(void)
 	CHECK(t1.y0 == 2 && t1.x0 == 3 && t1.rot == 0 && !t1.hflip && !t1.vflip, "center crop");
 }
 
+/* The backend's prep_batch (the device data path) must give what the host
+ * path gives: dtype conversion, standardisation, then cdp_aug_apply. Both
+ * square crops (all turns) and non-square ones (half turns), u8 and i16. */
+static void test_prep_batch(void)
+{
+	enum { N = 6, C = 2, H = 9, W = 11 };
+	cdp_backend *be = cdp_backend_cpu(1);
+	static const int dts[2] = { CDP_DT_U8, CDP_DT_I16 };
+	const float mean[C] = { 100.0f, -3.5f }, inv[C] = { 0.02f, 0.5f };
+	int bad = 0, cases = 0;
+
+	for (int d = 0; d < 2; d++)
+		for (int shape = 0; shape < 2; shape++) {
+			cdp_aug_cfg a = { 1, 1, 1, shape ? 5 : 7, shape ? 7 : 7 };
+			int oh = a.crop_h, ow = a.crop_w, dt = dts[d];
+			size_t es = cdp_dtype_size(dt), hw = (size_t)H * W, ohw = (size_t)oh * ow;
+			unsigned char *raw = malloc(N * C * hw * es);
+			int32_t *lab = malloc(N * hw * sizeof *lab), *lo = malloc(N * ohw * sizeof *lo);
+			int32_t *lr = malloc(ohw * sizeof *lr);
+			float *img = malloc(N * C * ohw * sizeof *img), *f = malloc(C * hw * sizeof *f);
+			float *ref = malloc(C * ohw * sizeof *ref);
+			cdp_prep_aug pa[N];
+			cdp_aug t[N];
+
+			for (size_t i = 0; i < N * C * hw * es; i++)
+				raw[i] = (unsigned char)(i * 2654435761u >> 13);
+			for (size_t i = 0; i < N * hw; i++)
+				lab[i] = (int32_t)(i % 7);
+			for (int s = 0; s < N; s++) {
+				cdp_aug_draw(&a, H, W, 1000 + 17 * s + shape, &t[s]);
+				pa[s] = (cdp_prep_aug){ t[s].y0, t[s].x0, t[s].hflip, t[s].vflip, t[s].rot };
+			}
+			be->prep_batch(be, dt, N, C, H, W, raw, mean, inv, pa, oh, ow, img, lab, lo);
+			for (int s = 0; s < N; s++) {
+				cdp_dtype_to_f32(dt, raw + (size_t)s * C * hw * es, f, C * hw);
+				for (int ch = 0; ch < C; ch++)
+					for (size_t i = 0; i < hw; i++)
+						f[ch * hw + i] = (f[ch * hw + i] - mean[ch]) * inv[ch];
+				CHECK_RC(cdp_aug_apply(&t[s], C, H, W, f, lab + s * hw, ref, lr), 0);
+				bad += memcmp(ref, img + s * C * ohw, C * ohw * sizeof *ref) != 0;
+				bad += memcmp(lr, lo + s * ohw, ohw * sizeof *lr) != 0;
+				cases++;
+			}
+			free(raw); free(lab); free(lo); free(lr); free(img); free(f); free(ref);
+		}
+	CHECK(bad == 0 && cases == 24, "prep_batch differs from convert+standardize+cdp_aug_apply in %d of %d samples",
+	      bad, cases);
+	be->destroy(be);
+}
+
 static void test_cfg(void)
 {
 	char err[256];
@@ -235,6 +287,7 @@ int main(void)
 	test_literals();
 	test_all_combinations();
 	test_draw();
+	test_prep_batch();
 	test_cfg();
 	return tap_done();
 }

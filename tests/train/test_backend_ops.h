@@ -148,7 +148,7 @@ static void test_pool(void)
 			if (x[(i / ((size_t)d.oh * d.ow)) * d.h * d.w + idx[i]] != y[i])
 				idx_ok = 0;
 		CHECK(idx_ok, "maxpool case %zu: idx points at the maximum", ci);
-		cpu_maxpool_bwd(be, &d, dy, idx, dx, 1.0f);
+		cpu_maxpool_bwd(be, &d, x, y, dy, idx, dx, 1.0f);
 		snprintf(what, sizeof what, "maxpool case %zu bwd beta 1", ci);
 		near(dx, rdx, nx, 1e-6, what);
 		cpu_avgpool_fwd(be, &d, x, y);

@@ -17,6 +17,17 @@
  *
  * Every op is synchronous on the CPU; on CUDA ops are queued on the backend's
  * compute stream and be->sync() waits for them.
+ *
+ * Precision (set_precision): every tensor is stored in float32 on every
+ * backend. CDP_PREC_FP32 computes in IEEE float32 (the reference; the CPU
+ * backend supports only this). On CUDA, CDP_PREC_TF32 lets convolutions and
+ * GEMMs use TF32 tensor cores (PyTorch's default for cuDNN convolutions),
+ * and CDP_PREC_BF16 / CDP_PREC_FP16 round the inputs of convolutions and
+ * GEMMs to bf16 / fp16 (channels-last for cuDNN's tensor-core kernels) and
+ * accumulate in float32; everything else (batchnorm, losses, optimizer
+ * steps) stays float32, so master weights are float32 by construction.
+ * Loss scaling for fp16 is the trainer's business (train.c), not the
+ * backend's.
  */
 #ifndef CDP_BACKEND_H
 #define CDP_BACKEND_H
@@ -42,6 +53,15 @@ typedef struct cdp_pool_desc {
 int cdp_pool_desc_init(cdp_pool_desc *d);
 
 enum { CDP_ACT_RELU = 1, CDP_ACT_LEAKY = 2 };
+enum { CDP_PREC_FP32 = 0, CDP_PREC_TF32 = 1, CDP_PREC_BF16 = 2, CDP_PREC_FP16 = 3 };
+
+/* One sample's geometric transform for prep_batch (the fields of augment.h's
+ * cdp_aug, repeated here so that backends need not include the trainer's
+ * headers): crop window (y0, x0) of the output size, then hflip, vflip, then
+ * rot quarter turns counter-clockwise. */
+typedef struct cdp_prep_aug {
+	int y0, x0, hflip, vflip, rot;
+} cdp_prep_aug;
 enum { CDP_UP_NEAREST = 1, CDP_UP_BILINEAR = 2 };  /* bilinear: align_corners=False */
 
 typedef struct cdp_backend cdp_backend;
@@ -49,6 +69,8 @@ typedef struct cdp_backend cdp_backend;
 struct cdp_backend {
 	const char *name;        /* "cpu", "cuda" */
 	int threads;             /* CPU worker threads (set by set_threads) */
+	int precision;           /* CDP_PREC_*, set by set_precision */
+	int device;              /* CUDA device ordinal; -1 on the CPU */
 	void *impl;
 
 	/* memory (device pointers; on the CPU plain host memory, 64-byte aligned) */
@@ -59,7 +81,24 @@ struct cdp_backend {
 	void  (*copy)(cdp_backend *be, void *dst, const void *src, size_t bytes);
 	void  (*sync)(cdp_backend *be);
 	void  (*set_threads)(cdp_backend *be, int n);
+	/* 0, or -1 when this backend cannot compute in that precision */
+	int   (*set_precision)(cdp_backend *be, int prec);
 	void  (*destroy)(cdp_backend *be);
+
+	/* The data path. host_alloc: host memory the device copies from fastest
+	 * (pinned on CUDA, 64-byte aligned on the CPU), zeroed; NULL on failure.
+	 * to_device_async queues a copy on the copy stream (the CPU copies at
+	 * once); copy_fence makes compute ops queued after it wait for every copy
+	 * queued before it, without blocking the host; copy_wait blocks the host
+	 * until those copies are done, after which their sources may be reused.
+	 * stream: the compute stream (cudaStream_t) for code that must order its
+	 * own work with the ops (NCCL); NULL on the CPU. */
+	void *(*host_alloc)(cdp_backend *be, size_t bytes);
+	void  (*host_free)(cdp_backend *be, void *p);
+	void  (*to_device_async)(cdp_backend *be, void *dst, const void *src, size_t bytes);
+	void  (*copy_fence)(cdp_backend *be);
+	void  (*copy_wait)(cdp_backend *be);
+	void *(*stream)(cdp_backend *be);
 
 	/* BLAS-like, row-major: C = alpha * op(A) op(B) + beta * C, op(A) is MxK */
 	void (*gemm)(cdp_backend *be, int ta, int tb, int m, int n, int k,
@@ -106,7 +145,11 @@ struct cdp_backend {
 	/* pooling; max keeps an argmax index (int32, OH*OW per (n,c)) for backward;
 	 * avg counts padding like PyTorch's count_include_pad=True */
 	void (*maxpool_fwd)(cdp_backend *be, const cdp_pool_desc *d, const float *x, float *y, int32_t *idx);
-	void (*maxpool_bwd)(cdp_backend *be, const cdp_pool_desc *d, const float *dy, const int32_t *idx, float *dx, float beta);
+	/* x, y: the forward's input and output (cuDNN's backward wants them; the
+	 * CPU uses idx). Where several inputs of a window tie for the maximum,
+	 * the gradient goes to one of them (the first on the CPU). */
+	void (*maxpool_bwd)(cdp_backend *be, const cdp_pool_desc *d, const float *x, const float *y,
+	                    const float *dy, const int32_t *idx, float *dx, float beta);
 	void (*avgpool_fwd)(cdp_backend *be, const cdp_pool_desc *d, const float *x, float *y);
 	void (*avgpool_bwd)(cdp_backend *be, const cdp_pool_desc *d, const float *dy, float *dx, float beta);
 
@@ -174,9 +217,33 @@ struct cdp_backend {
 	                 float lr, float mu, float wd, int nesterov, int first);
 	void (*adamw_step)(cdp_backend *be, float *w, const float *g, float *m, float *v,
 	                   size_t n, float lr, float b1, float b2, float eps, float wd, long t);
+
+	/* Batch preparation on the device: raw holds n samples of (c, h, w)
+	 * pixels of type dt (lib/cdp_dtype.h, as stored in the pool), uploaded
+	 * unconverted. img (n, c, oh, ow) = (raw - mean[ch]) * inv[ch] in float,
+	 * cropped and transformed per sample by aug[i] (a HOST array of n):
+	 *   A = raw[i][:, y0:y0+oh', x0:x0+ow'] (oh', ow' = oh, ow, or ow, oh
+	 *       for odd rot), B = A flipped along W if hflip, then along H if
+	 *       vflip, img[i] = rot90(B, rot) counter-clockwise over (H, W), i.e.
+	 *   img[i][ch][p][q] = B[ch][p][q], B[ch][q][ow'-1-p], B[ch][oh'-1-p][ow'-1-q],
+	 *                      B[ch][oh'-1-q][p]  for rot = 0, 1, 2, 3
+	 * (tools/train/augment.h's convention). mean, inv: device (c). lab_raw
+	 * (n, h, w) int32 or NULL -> lab (n, oh, ow) with the same transform. */
+	void (*prep_batch)(cdp_backend *be, int dt, int n, int c, int h, int w, const void *raw,
+	                   const float *mean, const float *inv, const cdp_prep_aug *aug,
+	                   int oh, int ow, float *img, const int32_t *lab_raw, int32_t *lab);
 };
 
 /* The CPU backend (cpu/cpu_backend.c). threads <= 0: OpenBLAS's default. */
 cdp_backend *cdp_backend_cpu(int threads);
+
+/* The CUDA backend (cuda/, built only with HAVE_CUDA). Binds `device` on the
+ * calling thread and creates its streams and cuDNN/cuBLAS handles. Returns
+ * NULL with a one-line reason in err (no device, driver too old, out of
+ * memory). cdp_cuda_device_count returns the number of usable devices, 0
+ * when there is no driver or no GPU (never an error), and always 0 in a
+ * build without CUDA, so `--device auto` needs no #ifdef. */
+cdp_backend *cdp_backend_cuda(int device, char *err, size_t cap);
+int cdp_cuda_device_count(void);
 
 #endif

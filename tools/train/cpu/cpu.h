@@ -70,6 +70,8 @@ void  cpu_to_host(cdp_backend *be, void *dst, const void *src, size_t bytes);
 void  cpu_copy(cdp_backend *be, void *dst, const void *src, size_t bytes);
 void  cpu_sync(cdp_backend *be);
 void  cpu_set_threads(cdp_backend *be, int n);
+/* the data path and precision (cpu_data.c) */
+void  cpu_data_ops(cdp_backend *be);
 void  cpu_destroy(cdp_backend *be);
 
 void cpu_gemm(cdp_backend *be, int ta, int tb, int m, int n, int k,
@@ -118,7 +120,8 @@ void cpu_act_fwd(cdp_backend *be, int kind, float slope, const float *x, float *
 void cpu_act_bwd(cdp_backend *be, int kind, float slope, const float *y,
                  const float *dy, float *dx, float beta, size_t n);
 void cpu_maxpool_fwd(cdp_backend *be, const cdp_pool_desc *d, const float *x, float *y, int32_t *idx);
-void cpu_maxpool_bwd(cdp_backend *be, const cdp_pool_desc *d, const float *dy, const int32_t *idx, float *dx, float beta);
+void cpu_maxpool_bwd(cdp_backend *be, const cdp_pool_desc *d, const float *x, const float *y,
+                     const float *dy, const int32_t *idx, float *dx, float beta);
 void cpu_avgpool_fwd(cdp_backend *be, const cdp_pool_desc *d, const float *x, float *y);
 void cpu_avgpool_bwd(cdp_backend *be, const cdp_pool_desc *d, const float *dy, float *dx, float beta);
 void cpu_upsample_fwd(cdp_backend *be, int mode, int n, int c, int h, int w, const float *x, float *y);

@@ -488,6 +488,8 @@ cdp_backend *cdp_backend_cpu(int threads)
 	be->sgd_step = cpu_sgd_step;
 	be->adamw_step = cpu_adamw_step;
 
+	be->device = -1;
+	cpu_data_ops(be);
 	cpu_set_threads(be, threads);
 	return be;
 }

@@ -496,7 +496,9 @@ void cpu_maxpool_fwd(cdp_backend *be, const cdp_pool_desc *d, const float *x, fl
 	cpu_parallel_for(be, d->n * d->c, two ? maxpool2_plane : maxpool_plane, &j);
 }
 
-void cpu_maxpool_bwd(cdp_backend *be, const cdp_pool_desc *d, const float *dy, const int32_t *idx, float *dx, float beta)
+/* x and y are not needed: idx says where each maximum came from. */
+void cpu_maxpool_bwd(cdp_backend *be, const cdp_pool_desc *d, const float *x, const float *y,
+                     const float *dy, const int32_t *idx, float *dx, float beta)
 {
 	pool_job j = { .d = d, .dy = dy, .dx = dx, .cidx = idx, .beta = beta };
 	cpu_parallel_for(be, d->n * d->c, maxpool_bwd_plane, &j);

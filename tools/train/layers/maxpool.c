@@ -42,7 +42,8 @@ static void backward(cdp_layer *l, cdp_net *net)
 	cdp_pool_desc d = cdp_pool_layer_desc(l, net->n);
 	float *dx = cdp_layer_dx(net, l, 0);
 	if (dx)
-		net->be->maxpool_bwd(net->be, &d, l->dy, ((pool_state *)l->state)->idx, dx, l->in_beta[0]);
+		net->be->maxpool_bwd(net->be, &d, cdp_layer_x(net, l, 0), l->y, l->dy,
+		                     ((pool_state *)l->state)->idx, dx, l->in_beta[0]);
 }
 
 const cdp_layer_ops cdp_layer_maxpool = {

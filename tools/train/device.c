@@ -1,0 +1,64 @@
+/* device.c: --device cpu|cuda|cuda:N|auto (device.h). In a build without
+ * CUDA the two CUDA entry points of backend.h are defined here: no device,
+ * and a reason that says how to get one. */
+#include <config.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "device.h"
+#include "cdp_num.h"
+
+#ifndef HAVE_CUDA
+int cdp_cuda_device_count(void) { return 0; }
+
+cdp_backend *cdp_backend_cuda(int device, char *err, size_t cap)
+{
+	(void)device;
+	snprintf(err, cap, "this build has no CUDA backend (configure --with-cuda)");
+	return NULL;
+}
+#endif
+
+/* "cuda:N" -> N, or -1 */
+static int cuda_index(const char *spec)
+{
+	int v;
+	if (strncmp(spec, "cuda:", 5) != 0 || cdp_parse_int(spec + 5, 0, 1023, &v) != 0)
+		return -1;
+	return v;
+}
+
+int cdp_device_parse(const char *spec)
+{
+	if (!strcmp(spec, "cpu") || !strcmp(spec, "cuda") || !strcmp(spec, "auto") ||
+	    cuda_index(spec) >= 0)
+		return 0;
+	return -1;
+}
+
+cdp_backend *cdp_device_open(const char *spec, int threads, int local_rank, char *err, size_t cap)
+{
+	int n, dev;
+	cdp_backend *be;
+
+	if (cdp_device_parse(spec) != 0) {
+		snprintf(err, cap, "unknown device '%s' (cpu, cuda, cuda:N or auto)", spec);
+		return NULL;
+	}
+	n = strcmp(spec, "cpu") ? cdp_cuda_device_count() : 0;
+	if (!strcmp(spec, "cpu") || (!strcmp(spec, "auto") && n == 0)) {
+		if (!(be = cdp_backend_cpu(threads)))
+			snprintf(err, cap, "cannot create the CPU backend: out of memory");
+		return be;
+	}
+	if ((dev = cuda_index(spec)) < 0) {
+		if (n == 0)   /* the backend says why: no CUDA build, driver or GPU */
+			return cdp_backend_cuda(0, err, cap);
+		dev = (local_rank < 0 ? 0 : local_rank) % n;
+	} else if (dev >= n) {
+		snprintf(err, cap, "device cuda:%d does not exist (%d GPU%s found)", dev, n,
+		         n == 1 ? "" : "s");
+		return NULL;
+	}
+	return cdp_backend_cuda(dev, err, cap);
+}
