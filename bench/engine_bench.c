@@ -1,16 +1,20 @@
-/* engine_bench.c: the speed of one training step of the engine on the CPU
- * backend, for bench/engine.sh.
+/* engine_bench.c: the speed of one training step of the engine, for
+ * bench/engine.sh (CPU backend) and bench/gpu.sh (--device cuda).
  *
- * usage: engine_bench [-b N] [-D KEY=VALUE]... [-i C,H,W] [-n STEPS]
- *                     [-t THREADS] [-w WARMUP] CFG
+ * usage: engine_bench [-b N] [-d DEVICE] [-D KEY=VALUE]... [-i C,H,W]
+ *                     [-n STEPS] [-p PRECISION] [-t THREADS] [-w WARMUP] CFG
+ * DEVICE as cdp-train's --device (default cpu); PRECISION fp32 (default),
+ * tf32, bf16 or fp16 (backend.h; the CPU has only fp32).
  *
  * A step is what cdp-train does per batch: forward, the cfg's loss,
  * backward, and an SGD step (lr 1e-3, momentum 0.9, weight decay 1e-4; the
  * same settings bench/torch_model.py gives torch.optim.SGD). The input is
  * N(0,1) and the labels uniform over the classes, fixed for all steps.
  * WARMUP steps (default 2) run first and are not timed; then STEPS
- * (default 5). Prints one JSON line: samples/s over the timed steps, the
- * seconds spent in forward (with the loss), backward and the optimizer,
+ * (default 5); each timed phase ends with be->sync, so on a GPU the
+ * times are those of the work, not of queueing it. Prints one JSON line:
+ * samples/s over the timed steps, the seconds spent in forward (with the
+ * loss), backward and the optimizer,
  * and the peak resident memory of the whole process (getrusage ru_maxrss,
  * KiB) at the end and right after the backend started (base_kib).
  */
@@ -23,6 +27,7 @@
 #include <time.h>
 #include "cdp_num.h"
 #include "cdp_rng.h"
+#include "device.h"
 #include "loss.h"
 #include "net.h"
 #include "optim.h"
@@ -44,8 +49,8 @@ static long maxrss_kib(void)
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: engine_bench [-b N] [-D KEY=VALUE]... [-i C,H,W] [-n STEPS]\n"
-	           "                    [-t THREADS] [-w WARMUP] CFG\n");
+	fprintf(f, "usage: engine_bench [-b N] [-d DEVICE] [-D KEY=VALUE]... [-i C,H,W]\n"
+	           "                    [-n STEPS] [-p PRECISION] [-t THREADS] [-w WARMUP] CFG\n");
 }
 
 static char *read_text(const char *path)
@@ -75,14 +80,18 @@ int main(int argc, char **argv)
 	static const struct option longopts[] = {
 		{ "batch", required_argument, NULL, 'b' },
 		{ "define", required_argument, NULL, 'D' },
+		{ "device", required_argument, NULL, 'd' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "input", required_argument, NULL, 'i' },
+		{ "precision", required_argument, NULL, 'p' },
 		{ "steps", required_argument, NULL, 'n' },
 		{ "threads", required_argument, NULL, 't' },
 		{ "warmup", required_argument, NULL, 'w' },
 		{ NULL, 0, NULL, 0 },
 	};
-	const char *ov[MAX_OVERRIDES], *path;
+	static const char *const precs[] = { "fp32", "tf32", "bf16", "fp16" };
+	const char *ov[MAX_OVERRIDES], *path, *device = "cpu";
+	int prec = CDP_PREC_FP32;
 	int nov = 0, batch = 8, steps = 5, warmup = 2, threads = 0, shape[3] = { 0, 0, 0 };
 	int ch, rc = 1, have_net = 0, have_cfg = 0, have_loss = 0, have_opt = 0, hw;
 	size_t ns, nx, nl;
@@ -100,10 +109,21 @@ int main(int argc, char **argv)
 	long base;
 	cdp_rng r;
 
-	while ((ch = getopt_long(argc, argv, "b:D:hi:n:t:w:", longopts, NULL)) != -1) {
+	while ((ch = getopt_long(argc, argv, "b:d:D:hi:n:p:t:w:", longopts, NULL)) != -1) {
 		switch (ch) {
 		case 'b':
 			if (cdp_parse_int(optarg, 1, 1 << 16, &batch) != 0)
+				goto bad;
+			break;
+		case 'd':
+			if (cdp_device_parse(optarg) != 0)
+				goto bad;
+			device = optarg;
+			break;
+		case 'p':
+			for (prec = 0; prec < 4 && strcmp(optarg, precs[prec]); prec++)
+				;
+			if (prec == 4)
 				goto bad;
 			break;
 		case 'D':
@@ -144,9 +164,13 @@ int main(int argc, char **argv)
 		fprintf(stderr, "engine_bench: cannot read '%s': %s\n", path, strerror(errno));
 		return 1;
 	}
-	if (!(be = cdp_backend_cpu(threads))) {
-		fprintf(stderr, "engine_bench: cannot start the cpu backend\n");
+	if (!(be = cdp_device_open(device, threads, 0, err, sizeof err))) {
+		fprintf(stderr, "engine_bench: %s\n", err);
 		goto out;
+	}
+	if (be->set_precision(be, prec) != 0) {
+		snprintf(err, sizeof err, "the %s backend has no %s", be->name, precs[prec]);
+		goto fail;
 	}
 	base = maxrss_kib();
 	if (cdp_net_build(&net, be, text, path, ov, nov, shape[0], shape[1], shape[2], batch,
@@ -211,11 +235,12 @@ int main(int argc, char **argv)
 		t_opt += now() - t0;
 	}
 	t1 = now() - start;
-	printf("{\"impl\": \"cdpool %s\", \"layout\": \"nchw\", \"threads\": %d, \"batch\": %d, "
+	printf("{\"impl\": \"cdpool %s\", \"precision\": \"%s\", \"layout\": \"nchw\", "
+	       "\"threads\": %d, \"batch\": %d, "
 	       "\"steps\": %d, \"seconds\": %.6f, \"samples_per_s\": %.4f, \"forward_s\": %.6f, "
 	       "\"backward_s\": %.6f, \"optim_s\": %.6f, \"loss\": %.6f, \"nparams\": %zu, "
-	       "\"maxrss_kib\": %ld, \"base_kib\": %ld}\n", be->name, be->threads, batch, steps,
-	       t1, steps * batch / t1, t_fwd, t_bwd, t_opt, res.loss, net.nparams, maxrss_kib(),
+	       "\"maxrss_kib\": %ld, \"base_kib\": %ld}\n", be->name, precs[prec], be->threads,
+	       batch, steps, t1, steps * batch / t1, t_fwd, t_bwd, t_opt, res.loss, net.nparams, maxrss_kib(),
 	       base);
 	rc = 0;
 	goto out;

@@ -2,8 +2,10 @@
 # bench/loader.sh: the training data loader (tools/train/loader.c) alone.
 #  1. Warm page cache: batches/s of the loader (uint8 tiles 3x256x256, batch
 #     32, standardized float output) against memcpy over the same batches,
-#     of the stored bytes and of the float bytes (loader_bench speed);
-#     target >= 0.5x memcpy of the stored bytes. Prints the ratios.
+#     of the stored bytes and of the float bytes (loader_bench speed: five
+#     rounds of loader then memcpy, interleaved, medians reported);
+#     target >= 0.5x memcpy of the stored bytes. Prints the ratios, also
+#     by CPU time (immune to the threads being descheduled on a busy host).
 #  2. Cold and warm random reads of whole values, per tile size (value
 #     size), with readahead on (MADV_NORMAL) and off (MDB_NORDAHEAD), each
 #     with and without MADV_WILLNEED one batch ahead (loader_bench read), and

@@ -2,12 +2,14 @@
  *
  *   loader_bench speed [options] POOL KEYS
  *       Warm-cache throughput of the loader alone (nothing consumes the
- *       batches) against two memcpy baselines over the same batches, each
- *       timed on a second pass after a warm-up pass in the same process:
+ *       batches) against two memcpy baselines over the same batches:
  *         stored  memcpy of each record's image payload (the stored bytes)
  *                 from the map into a batch buffer;
  *         float   memcpy of a float batch (b, C, H, W) of the loader's size.
- *       Prints batches/s of each and the ratios loader/stored, loader/float.
+ *       After a warm-up round, -R rounds (5) each time the loader, then
+ *       both memcpys, so other load on the host hits them alike. Prints
+ *       the ratio loader/stored of each round, then medians over rounds:
+ *       batches/s of each and the ratios loader/stored, loader/float.
  *   loader_bench read [options] POOL KEYS
  *       Random reads of --count values in epoch-0 order, each byte of each
  *       value read, with readahead on (MADV_NORMAL) or off (MDB_NORDAHEAD,
@@ -19,12 +21,13 @@
  *   loader_bench drop FILE
  *       posix_fadvise(POSIX_FADV_DONTNEED) of FILE, for hosts where writing
  *       /proc/sys/vm/drop_caches is not permitted.
- * Options: -b batch (32), -t threads (1), -n steps or --count values,
+ * Options: -b batch (32), -t threads (1), -n steps or --count values, -R rounds,
  * --mode pool|copy, --readahead auto|on|off, --no-willneed, -s seed,
  * --verify-once (the loader option), --compute-ms (load: sleep per batch, standing in for a training step).
  * Exit 0 ok, 1 failure, 2 usage.
  */
 #include "loader.h"
+#include "cdp_crc32.h"
 #include "cdp_error.h"
 #include "cdp_num.h"
 #include "cdp_ptrfile.h"
@@ -39,22 +42,26 @@
 #include <time.h>
 #include <unistd.h>
 
+#define MAX_ROUNDS 99
+
 typedef struct args {
-	int batch, threads, mode, readahead, no_willneed, compute_ms, verify_once;
+	int batch, threads, mode, readahead, no_willneed, compute_ms, verify_once, rounds;
 	uint64_t steps, count, seed;
 } args;
 
-static double now_s(void)
+static double clock_s(clockid_t id)
 {
 	struct timespec ts;
 
-	clock_gettime(CLOCK_MONOTONIC, &ts);
+	clock_gettime(id, &ts);
 	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+static double now_s(void) { return clock_s(CLOCK_MONOTONIC); }
+
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: loader_bench speed|read|load [-b batch] [-n steps] [-s seed] [-t threads]\n"
+	fprintf(f, "usage: loader_bench speed|read|load [-b batch] [-n steps] [-R rounds] [-s seed] [-t threads]\n"
 	           "                    [--compute-ms ms] [--count n] [--mode pool|copy] [--no-willneed]\n"
 	           "                    [--readahead auto|on|off] [--verify-once] POOL KEYS\n"
 	           "       loader_bench drop FILE\n");
@@ -124,6 +131,47 @@ static int payloads(cdp_pool *p, MDB_txn *txn, const cdp_keylist *kl, const size
 	return 0;
 }
 
+static int cmp_double(const void *x, const void *y)
+{
+	double a = *(const double *)x, b = *(const double *)y;
+
+	return (a > b) - (a < b);
+}
+
+static double median(double *v, int n)
+{
+	qsort(v, (size_t)n, sizeof *v, cmp_double);
+	return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* memcpy of the stored image payloads img[s*b .. (s+1)*b) into dst, and of
+ * a float batch, over `steps` batches; times in t_stored, t_float. */
+static void time_memcpy(const uint8_t **img, size_t isz, size_t b, uint64_t steps, uint8_t *dst,
+                        const float *fsrc, float *fdst, size_t fbytes, double *t_stored,
+                        double *c_stored, double *t_float)
+{
+	double t0 = now_s(), c0 = clock_s(CLOCK_THREAD_CPUTIME_ID);
+
+	for (size_t s = 0; s < steps; s++)
+		for (size_t i = 0; i < b; i++)
+			memcpy(dst + i * isz, img[s * b + i], isz);
+	__asm__ volatile("" : : "r"(dst) : "memory");
+	*t_stored = now_s() - t0;
+	*c_stored = clock_s(CLOCK_THREAD_CPUTIME_ID) - c0;
+	t0 = now_s();
+	for (size_t s = 0; s < steps; s++) {
+		memcpy(fdst, fsrc, fbytes);
+		__asm__ volatile("" : : "r"(fdst) : "memory");
+	}
+	*t_float = now_s() - t0;
+}
+
+/* Rounds of (loader, memcpy stored, memcpy float) after one warm-up round,
+ * interleaved so that load from other processes hits all three alike; the
+ * ratios are per round, the reported figures medians over rounds. The
+ * ratio of CPU times (the process's while the loader runs, its threads
+ * being the only busy ones; the calling thread's for memcpy) leaves out
+ * time the threads spent descheduled on a busy host. */
 static int cmd_speed(const args *a, const char *path, const char *keys)
 {
 	cdp_pool pool;
@@ -134,9 +182,10 @@ static int cmd_speed(const args *a, const char *path, const char *keys)
 	const uint8_t **img = NULL;
 	uint8_t *dst = NULL;
 	float *fsrc = NULL, *fdst = NULL;
-	size_t line, isz = 0, b = (size_t)a->batch, n, fbytes;
-	double t0, t_load, t_stored, t_float, wait = 0;
-	int rc;
+	size_t line, isz = 0, b = (size_t)a->batch, n, fbytes, *ord = NULL;
+	double t0, t_load[MAX_ROUNDS], t_stored[MAX_ROUNDS], t_float[MAX_ROUNDS], wait[MAX_ROUNDS];
+	double r_stored[MAX_ROUNDS], r_float[MAX_ROUNDS], c_load, c_stored, r_cpu[MAX_ROUNDS];
+	int rc, R = a->rounds;
 
 	if ((rc = cdp_pool_open(path, CDP_POOL_RDONLY, 0, &pool)) != 0) {
 		fprintf(stderr, "loader_bench: cannot open '%s': %s\n", path, cdp_strerror(rc));
@@ -145,27 +194,18 @@ static int cmd_speed(const args *a, const char *path, const char *keys)
 	if ((rc = open_loader(a, &pool, path, keys, &l)) != 0)
 		goto out;
 	cdp_loader_get_info(l, &in);
-	/* loader: a warm-up pass, then the timed one */
-	if ((rc = run_loader(l, 0, a->steps, NULL, 0)) != 0)
-		goto out;
-	t0 = now_s();
-	if ((rc = run_loader(l, 100, a->steps, &wait, 0)) != 0)
-		goto out;
-	t_load = now_s() - t0;
 
-	/* the same batches' stored bytes: epoch 0 order, wrapping */
+	/* the same number of batches of stored bytes: epoch 0 order, wrapping */
 	if ((rc = cdp_ptrfile_read(keys, &kl, &line)) != 0 ||
 	    (rc = mdb_txn_begin(pool.env, NULL, MDB_RDONLY, &txn)) != 0)
 		goto out;
 	n = (size_t)a->steps * b;
-	size_t *ord = malloc(n * sizeof *ord);
+	ord = malloc(n * sizeof *ord);
 	img = malloc(n * sizeof *img);
 	cdp_loader_start_epoch(l, 0, 0);
 	for (size_t i = 0; ord && i < n; i++)
 		ord[i] = cdp_loader_order(l)[i % in.count];
-	rc = ord && img ? payloads(&pool, txn, &kl, ord, n, img, &isz) : CDP_ENOMEM;
-	free(ord);
-	if (rc)
+	if ((rc = ord && img ? payloads(&pool, txn, &kl, ord, n, img, &isz) : CDP_ENOMEM) != 0)
 		goto out;
 	fbytes = b * (size_t)in.c * in.h * in.w * sizeof(float);
 	if (!(dst = malloc(b * isz)) || !(fsrc = malloc(fbytes)) || !(fdst = malloc(fbytes))) {
@@ -173,30 +213,40 @@ static int cmd_speed(const args *a, const char *path, const char *keys)
 		goto out;
 	}
 	memset(fsrc, 1, fbytes);
-	for (int pass = 0; pass < 2; pass++) {
+	for (int r = -1; r < R; r++) {
+		int k = r < 0 ? 0 : r;
+		wait[k] = 0;
 		t0 = now_s();
-		for (size_t s = 0; s < a->steps; s++)
-			for (size_t i = 0; i < b; i++)
-				memcpy(dst + i * isz, img[s * b + i], isz);
-		t_stored = now_s() - t0;
-		t0 = now_s();
-		for (size_t s = 0; s < a->steps; s++) {
-			memcpy(fdst, fsrc, fbytes);
-			__asm__ volatile("" : : "r"(fdst) : "memory");
-		}
-		t_float = now_s() - t0;
+		c_load = clock_s(CLOCK_PROCESS_CPUTIME_ID);
+		if ((rc = run_loader(l, r < 0 ? 0 : 100 + (uint64_t)r, a->steps, &wait[k], 0)) != 0)
+			goto out;
+		t_load[k] = now_s() - t0;
+		c_load = clock_s(CLOCK_PROCESS_CPUTIME_ID) - c_load;
+		time_memcpy(img, isz, b, a->steps, dst, fsrc, fdst, fbytes, &t_stored[k], &c_stored,
+		            &t_float[k]);
+		r_stored[k] = t_stored[k] / t_load[k];
+		r_float[k] = t_float[k] / t_load[k];
+		r_cpu[k] = c_stored / c_load * a->threads;
 	}
-	printf("tiles %dx%dx%d, %zu stored bytes each, batch %zu, %d threads, %llu steps, mode %s, "
-	       "CRC %s\n", in.c, in.h, in.w, isz, b, a->threads, (unsigned long long)a->steps,
-	       a->mode == CDP_LOAD_COPY ? "copy" : "pool", a->verify_once ? "on first read" : "every read");
+	printf("tiles %dx%dx%d, %zu stored bytes each, batch %zu, %d threads, %llu steps x %d rounds, "
+	       "mode %s, CRC %s (%s), conversion %s\n", in.c, in.h, in.w, isz, b, a->threads,
+	       (unsigned long long)a->steps, R, a->mode == CDP_LOAD_COPY ? "copy" : "pool",
+	       a->verify_once ? "on first read" : "every read", cdp_crc32_name(CDP_CRC32_AUTO),
+	       in.conv_isa);
+	printf("ratio loader/memcpy(stored bytes) per round:");
+	for (int r = 0; r < R; r++)
+		printf(" %.2f", r_stored[r]);
+	printf("\n");
+	double tl = median(t_load, R), ts = median(t_stored, R), tf = median(t_float, R);
 	printf("loader        %9.1f batches/s  %8.1f MB/s stored  %8.1f MB/s float  wait %.3f s\n",
-	       a->steps / t_load, a->steps * b * isz / t_load / 1e6, a->steps * fbytes / t_load / 1e6, wait);
-	printf("memcpy stored %9.1f batches/s  %8.1f MB/s\n", a->steps / t_stored,
-	       a->steps * b * isz / t_stored / 1e6);
-	printf("memcpy float  %9.1f batches/s  %8.1f MB/s\n", a->steps / t_float,
-	       a->steps * fbytes / t_float / 1e6);
-	printf("ratio loader/memcpy(stored bytes) %.2f\n", t_stored / t_load);
-	printf("ratio loader/memcpy(float bytes)  %.2f\n", t_float / t_load);
+	       a->steps / tl, a->steps * b * isz / tl / 1e6, a->steps * fbytes / tl / 1e6,
+	       median(wait, R));
+	printf("memcpy stored %9.1f batches/s  %8.1f MB/s\n", a->steps / ts, a->steps * b * isz / ts / 1e6);
+	printf("memcpy float  %9.1f batches/s  %8.1f MB/s\n", a->steps / tf, a->steps * fbytes / tf / 1e6);
+	printf("ratio loader/memcpy(stored bytes) %.2f (median of %d)\n", median(r_stored, R), R);
+	printf("ratio loader/memcpy(float bytes)  %.2f (median of %d)\n", median(r_float, R), R);
+	printf("ratio loader/memcpy(stored bytes) by CPU time x threads %.2f (median of %d)\n",
+	       median(r_cpu, R), R);
 out:
 	if (rc)
 		fprintf(stderr, "loader_bench: speed: %s\n", cdp_strerror(rc));
@@ -204,6 +254,7 @@ out:
 		mdb_txn_abort(txn);
 	cdp_loader_close(l);
 	cdp_keylist_free(&kl);
+	free(ord);
 	free(img);
 	free(dst);
 	free(fsrc);
@@ -331,7 +382,7 @@ int main(int argc, char **argv)
 		{ "verify-once", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 }
 	};
-	args a = { .batch = 32, .threads = 1, .steps = 40, .count = 1024, .seed = 1 };
+	args a = { .batch = 32, .threads = 1, .steps = 40, .count = 1024, .seed = 1, .rounds = 5 };
 	const char *cmd;
 	int c, bad = 0;
 
@@ -342,7 +393,7 @@ int main(int argc, char **argv)
 	cmd = argv[1];
 	argc--;
 	argv++;
-	while ((c = getopt_long(argc, argv, "b:n:s:t:", lo, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "b:n:R:s:t:", lo, NULL)) != -1) {
 		switch (c) {
 		case 'b': bad |= cdp_parse_int(optarg, 1, 1 << 20, &a.batch); break;
 		case 'C': bad |= cdp_parse_int(optarg, 0, 10000, &a.compute_ms); break;
@@ -352,6 +403,7 @@ int main(int argc, char **argv)
 			bad |= strcmp(optarg, "copy") && strcmp(optarg, "pool");
 			break;
 		case 'n': bad |= cdp_parse_u64(optarg, 1, 1u << 30, &a.steps); break;
+		case 'R': bad |= cdp_parse_int(optarg, 1, MAX_ROUNDS, &a.rounds); break;
 		case 'r':
 			a.readahead = strcmp(optarg, "on") == 0 ? CDP_RA_ON :
 			              strcmp(optarg, "off") == 0 ? CDP_RA_OFF : CDP_RA_AUTO;

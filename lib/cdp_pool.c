@@ -15,8 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include <zlib.h>
 
+#include "cdp_crc32.h"
 #include "cdp_dtype.h"
 #include "cdp_error.h"
 #include "cdp_lmdb.h"
@@ -183,7 +183,7 @@ static int meta_copy(const MDB_val *v, cdp_buf *out)
 	if (body && s[body - 1] != '\n')
 		return CDP_ECRC;
 	snprintf(want, sizeof want, "crc32=%08lx\n",
-	         crc32(0L, (const Bytef *)s, (uInt)body));
+	         (unsigned long)cdp_crc32(0, s, body));
 	if (body > UINT32_MAX || memcmp(s + body, want, CRC_LINE_LEN) != 0)
 		return CDP_ECRC;
 	if ((rc = cdp_buf_reserve(out, body + 1)) != CDP_OK)
@@ -227,7 +227,7 @@ int cdp_pool_meta_put(cdp_pool *p, MDB_txn *txn, const char *name,
 		return CDP_ENOMEM;
 	memcpy(s, text, len);
 	snprintf(s + len, CRC_LINE_LEN + 1, "crc32=%08lx\n",
-	         crc32(0L, (const Bytef *)text, (uInt)len));
+	         (unsigned long)cdp_crc32(0, text, len));
 	v.mv_size = len + CRC_LINE_LEN;
 	v.mv_data = s;
 	rc = mdb_put(txn, p->meta, &k, &v, 0);

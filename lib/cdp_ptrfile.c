@@ -13,6 +13,7 @@
  * exist), and reading from stdin.
  */
 #include "cdp_ptrfile.h"
+#include "cdp_crc32.h"
 #include "cdp_error.h"
 #include "cdp_key.h"
 
@@ -21,21 +22,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <zlib.h>
-
-/* zlib's crc32 takes a uInt length; feed it large buffers in pieces. */
-static uint32_t crc_update(uint32_t crc, const void *p, size_t n)
-{
-	const unsigned char *b = p;
-
-	while (n > 0) {
-		uInt step = n > UINT_MAX ? UINT_MAX : (uInt)n;
-		crc = (uint32_t)crc32(crc, b, step);
-		b += step;
-		n -= step;
-	}
-	return crc;
-}
 
 /* A key byte must be printable and not a space: the file is split on '\n'
  * and users grep and cut it. */
@@ -67,7 +53,7 @@ static int uuid_ok(const char *u)
 int cdp_ptrfile_write(FILE *f, const char *uuid, uint64_t seed,
                       char *const *keys, const size_t *lens, size_t count)
 {
-	uint32_t crc = (uint32_t)crc32(0L, Z_NULL, 0);
+	uint32_t crc = 0;
 
 	if (!f || !uuid || !uuid_ok(uuid) || (count > 0 && (!keys || !lens)))
 		return CDP_EINVAL;
@@ -76,8 +62,8 @@ int cdp_ptrfile_write(FILE *f, const char *uuid, uint64_t seed,
 	for (size_t i = 0; i < count; i++) {
 		if (!keys[i] || !key_ok(keys[i], lens[i]))
 			return CDP_EKEY;
-		crc = crc_update(crc, keys[i], lens[i]);
-		crc = crc_update(crc, "\n", 1);
+		crc = cdp_crc32(crc, keys[i], lens[i]);
+		crc = cdp_crc32(crc, "\n", 1);
 	}
 	errno = 0;
 	if (fprintf(f, "%s %d uuid=%s seed=%llu count=%llu crc32=%08lx\n",
@@ -287,8 +273,7 @@ int cdp_ptrfile_read(const char *path, cdp_keylist *kl, size_t *line)
 		goto out;
 	}
 	bad = 0;
-	if (crc_update((uint32_t)crc32(0L, Z_NULL, 0), body,
-	               (size_t)(end - body)) != want_crc) {
+	if (cdp_crc32(0, body, (size_t)(end - body)) != want_crc) {
 		rc = CDP_ECRC;
 		goto out;
 	}

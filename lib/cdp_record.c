@@ -15,6 +15,7 @@
  * Not here: choosing record contents (cdp-tile) or storing them (cdp_pool).
  */
 #include "cdp_record.h"
+#include "cdp_crc32.h"
 #include "cdp_dtype.h"
 #include "cdp_error.h"
 #include "cdp_num.h"
@@ -276,7 +277,7 @@ int cdp_record_encode(const cdp_record *r, int zlevel, cdp_buf *out)
 		pos += (size_t)stored[i];
 	}
 	write_header(r, stored[0], stored[1], stored[2], out->p);
-	put_u32(out->p + pos, (uint32_t)crc32_z(0, out->p, pos));
+	put_u32(out->p + pos, cdp_crc32(0, out->p, pos));
 	out->len = pos + 4;
 	return CDP_OK;
 }
@@ -385,7 +386,7 @@ int cdp_record_decode(const void *buf, size_t len, cdp_record *r,
 		return CDP_EINVAL;
 	if ((rc = parse(b, len, r, raw, stored)) != CDP_OK)
 		return rc;
-	if (get_u32(b + len - 4) != (uint32_t)crc32_z(0, b, len - 4))
+	if (get_u32(b + len - 4) != cdp_crc32(0, b, len - 4))
 		return CDP_ECRC;
 
 	if (r->compression == CDP_COMP_NONE) {

@@ -14,6 +14,7 @@
  */
 #define _GNU_SOURCE /* F_SETPIPE_SZ */
 #include "cdp_stream.h"
+#include "cdp_crc32.h"
 #include "cdp_dtype.h"
 #include "cdp_error.h"
 #include "cdp_num.h"
@@ -25,7 +26,6 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <zlib.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 
@@ -95,11 +95,11 @@ int cdp_stream_write_frame(FILE *f, int type, const char *name, size_t name_len,
 	h[3] = (uint8_t)(name_len >> 8);
 	for (int i = 0; i < 4; i++)
 		h[4 + i] = (uint8_t)(body_len >> (8 * i));
-	crc = (uint32_t)crc32_z(0, h, sizeof h);
+	crc = cdp_crc32(0, h, sizeof h);
 	if (name_len)
-		crc = (uint32_t)crc32_z(crc, (const uint8_t *)name, name_len);
+		crc = cdp_crc32(crc, (const uint8_t *)name, name_len);
 	if (body_len)
-		crc = (uint32_t)crc32_z(crc, body, body_len);
+		crc = cdp_crc32(crc, body, body_len);
 	for (int i = 0; i < 4; i++)
 		c[i] = (uint8_t)(crc >> (8 * i));
 	if ((rc = write_all(f, h, sizeof h)) != CDP_OK ||
@@ -196,10 +196,10 @@ int cdp_stream_read_frame(FILE *f, cdp_frame *fr)
 	if ((rc = cdp_buf_reserve(&fr->body, body_len + 1)) != CDP_OK)
 		return rc;
 	fr->body.p[body_len] = '\0';
-	crc = (uint32_t)crc32_z(0, h, sizeof h);
-	crc = (uint32_t)crc32_z(crc, (const uint8_t *)fr->name, name_len);
+	crc = cdp_crc32(0, h, sizeof h);
+	crc = cdp_crc32(crc, (const uint8_t *)fr->name, name_len);
 	if (body_len)
-		crc = (uint32_t)crc32_z(crc, fr->body.p, body_len);
+		crc = cdp_crc32(crc, fr->body.p, body_len);
 	if (crc != ((uint32_t)c[0] | (uint32_t)c[1] << 8 |
 	            (uint32_t)c[2] << 16 | (uint32_t)c[3] << 24))
 		return CDP_ECRC;

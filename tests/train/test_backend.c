@@ -223,82 +223,121 @@ static void test_conv(void)
 	CHECK(cdp_conv_desc_init(&bad) == -1, "a kernel larger than the padded input is refused");
 }
 
-/* ---- batch norm ---- */
+/* ---- batch norm, with its fused activation ---- */
 
-static void test_bn(void)
+/* act applied to v, and the gradient it passes back given its output y */
+static double ref_act(int act, double slope, double v)
 {
-	int n = 3, c = 5, hw = 7 * 3;
+	return act == CDP_ACT_RELU ? (v < 0 ? 0 : v) : act == CDP_ACT_LEAKY && v < 0 ? v * slope : v;
+}
+
+static double ref_act_grad(int act, double slope, double y, double g)
+{
+	return act == CDP_ACT_RELU ? (y <= 0 ? 0 : g) : act == CDP_ACT_LEAKY && y <= 0 ? g * slope : g;
+}
+
+/* hw > 1024 runs the vector blocks of cpu_bn.c, a remainder and its tail */
+static void bn_case(int n, int c, int hw, int act, float slope)
+{
 	size_t nx = (size_t)n * c * hw;
 	float *x = rnd(nx), *g = rnd((size_t)c), *bt = rnd((size_t)c), *y = rnd(nx);
 	float *rm = rnd((size_t)c), *rv = rnd((size_t)c), *sm = rnd((size_t)c), *si = rnd((size_t)c);
 	float *dy = rnd(nx), *dx = rnd(nx), *dg = rnd((size_t)c), *dbt = rnd((size_t)c);
+	float *dy0 = rnd(nx);
 	double *ry = dzero(nx), *rdx = dzero(nx), *rrm = dzero((size_t)c), *rrv = dzero((size_t)c);
 	double *rdg = dcopy(dg, (size_t)c), *rdb = dcopy(dbt, (size_t)c), *rsm = dzero((size_t)c), *rsi = dzero((size_t)c);
-	double mom = 0.1, eps = 1e-5;
+	double mom = 0.1, eps = 1e-5, *m = dzero((size_t)c), *inv = dzero((size_t)c);
+	char what[96];
 
 	for (size_t i = 0; i < nx; i++)
 		x[i] = x[i] * 3.0f + 2.0f;      /* offset mean, larger variance */
 	for (int k = 0; k < c; k++)
 		rv[k] = fabsf(rv[k]) + 0.5f;
+	memcpy(dy0, dy, nx * sizeof *dy);
 	for (int k = 0; k < c; k++) {
-		double m = 0, v = 0, sdy = 0, sdyx = 0, M = (double)n * hw;
+		double v = 0, M = (double)n * hw;
 		for (int s = 0; s < n; s++)
 			for (int i = 0; i < hw; i++)
-				m += x[((size_t)s * c + k) * hw + i];
-		m /= M;
+				m[k] += x[((size_t)s * c + k) * hw + i];
+		m[k] /= M;
 		for (int s = 0; s < n; s++)
 			for (int i = 0; i < hw; i++) {
-				double t = x[((size_t)s * c + k) * hw + i] - m;
+				double t = x[((size_t)s * c + k) * hw + i] - m[k];
 				v += t * t;
 			}
-		double inv = 1.0 / sqrt(v / M + eps);
-		rsm[k] = m;
-		rsi[k] = inv;
-		rrm[k] = (1 - mom) * rm[k] + mom * m;
+		inv[k] = 1.0 / sqrt(v / M + eps);
+		rsm[k] = m[k];
+		rsi[k] = inv[k];
+		rrm[k] = (1 - mom) * rm[k] + mom * m[k];
 		rrv[k] = (1 - mom) * rv[k] + mom * v / (M - 1);
 		for (int s = 0; s < n; s++)
 			for (int i = 0; i < hw; i++) {
 				size_t t = ((size_t)s * c + k) * hw + i;
-				ry[t] = (x[t] - m) * inv * g[k] + bt[k];
-				sdy += dy[t];
-				sdyx += dy[t] * (x[t] - m) * inv;
+				ry[t] = ref_act(act, slope, (x[t] - m[k]) * inv[k] * g[k] + bt[k]);
+			}
+	}
+#define BN_NEAR(a, r, cnt, tol, name) do { \
+	snprintf(what, sizeof what, "bn (%d,%d,%d) act %d: %s", n, c, hw, act, name); \
+	near(a, r, cnt, tol, what); } while (0)
+	cpu_bn_fwd_train(be, n, c, hw, x, g, bt, y, rm, rv, (float)mom, (float)eps, sm, si, act, slope);
+	BN_NEAR(y, ry, nx, 1e-5, "train y");
+	BN_NEAR(rm, rrm, (size_t)c, 1e-6, "running mean");
+	BN_NEAR(rv, rrv, (size_t)c, 1e-6, "running var (unbiased)");
+	BN_NEAR(sm, rsm, (size_t)c, 1e-6, "saved mean");
+	BN_NEAR(si, rsi, (size_t)c, 1e-5, "saved invstd");
+	/* the gradient before the activation, masked by the y the op wrote */
+	for (int k = 0; k < c; k++) {
+		double sdy = 0, sdyx = 0, M = (double)n * hw;
+		for (int s = 0; s < n; s++)
+			for (int i = 0; i < hw; i++) {
+				size_t t = ((size_t)s * c + k) * hw + i;
+				double gt = ref_act_grad(act, slope, y[t], dy[t]);
+				sdy += gt;
+				sdyx += gt * (x[t] - m[k]) * inv[k];
 			}
 		rdg[k] += sdyx;
 		rdb[k] += sdy;
 		for (int s = 0; s < n; s++)
 			for (int i = 0; i < hw; i++) {
 				size_t t = ((size_t)s * c + k) * hw + i;
-				double xh = (x[t] - m) * inv;
-				rdx[t] = g[k] * inv * (dy[t] - sdy / M - xh * sdyx / M);
+				double xh = (x[t] - m[k]) * inv[k];
+				double gt = ref_act_grad(act, slope, y[t], dy[t]);
+				rdx[t] = g[k] * inv[k] * (gt - sdy / M - xh * sdyx / M);
 			}
 	}
-	cpu_bn_fwd_train(be, n, c, hw, x, g, bt, y, rm, rv, (float)mom, (float)eps, sm, si);
-	near(y, ry, nx, 1e-5, "bn train y");
-	near(rm, rrm, (size_t)c, 1e-6, "bn running mean");
-	near(rv, rrv, (size_t)c, 1e-6, "bn running var (unbiased)");
-	near(sm, rsm, (size_t)c, 1e-6, "bn saved mean");
-	near(si, rsi, (size_t)c, 1e-5, "bn saved invstd");
-	cpu_bn_bwd(be, n, c, hw, x, dy, g, sm, si, dx, 0.0f, dg, dbt);
-	near(dx, rdx, nx, 1e-5, "bn dx");
-	near(dg, rdg, (size_t)c, 1e-5, "bn dgamma");
-	near(dbt, rdb, (size_t)c, 1e-5, "bn dbeta");
+	cpu_bn_bwd(be, n, c, hw, x, y, dy, g, sm, si, act, slope, dx, 0.0f, dg, dbt);
+	BN_NEAR(dx, rdx, nx, 1e-5, "dx");
+	BN_NEAR(dg, rdg, (size_t)c, 1e-5, "dgamma");
+	BN_NEAR(dbt, rdb, (size_t)c, 1e-5, "dbeta");
+	CHECK(memcmp(dy, dy0, nx * sizeof *dy) == 0, "bn bwd act %d: the CPU leaves dy as it was", act);
 	for (size_t i = 0; i < nx; i++)
 		rdx[i] = 2 * rdx[i];
-	cpu_bn_bwd(be, n, c, hw, x, dy, g, sm, si, dx, 1.0f, dg, dbt);
-	near(dx, rdx, nx, 1e-5, "bn dx beta 1");
+	cpu_bn_bwd(be, n, c, hw, x, y, dy, g, sm, si, act, slope, dx, 1.0f, dg, dbt);
+	BN_NEAR(dx, rdx, nx, 1e-5, "dx beta 1");
 	/* inference with the running statistics */
 	for (int k = 0; k < c; k++)
 		for (int s = 0; s < n; s++)
 			for (int i = 0; i < hw; i++) {
 				size_t t = ((size_t)s * c + k) * hw + i;
-				ry[t] = (x[t] - rm[k]) / sqrt(rv[k] + eps) * g[k] + bt[k];
+				ry[t] = ref_act(act, slope, (x[t] - rm[k]) / sqrt(rv[k] + eps) * g[k] + bt[k]);
 			}
-	cpu_bn_fwd_infer(be, n, c, hw, x, g, bt, y, rm, rv, (float)eps);
-	near(y, ry, nx, 1e-5, "bn infer y");
+	cpu_bn_fwd_infer(be, n, c, hw, x, g, bt, y, rm, rv, (float)eps, act, slope);
+	BN_NEAR(y, ry, nx, 1e-5, "infer y");
+#undef BN_NEAR
 	be->free(be, x); be->free(be, g); be->free(be, bt); be->free(be, y); be->free(be, rm);
 	be->free(be, rv); be->free(be, sm); be->free(be, si); be->free(be, dy); be->free(be, dx);
-	be->free(be, dg); be->free(be, dbt);
+	be->free(be, dg); be->free(be, dbt); be->free(be, dy0);
 	free(ry); free(rdx); free(rrm); free(rrv); free(rdg); free(rdb); free(rsm); free(rsi);
+	free(m); free(inv);
+}
+
+static void test_bn(void)
+{
+	bn_case(3, 5, 7 * 3, 0, 0.0f);
+	bn_case(3, 5, 7 * 3, CDP_ACT_RELU, 0.0f);
+	bn_case(2, 3, 1100, 0, 0.0f);
+	bn_case(2, 3, 1100, CDP_ACT_RELU, 0.0f);
+	bn_case(2, 4, 2 * 1024 + 37, CDP_ACT_LEAKY, 0.1f);
 }
 
 #include "test_backend_ops.h"

@@ -288,11 +288,17 @@ static void test_threads(void)
 	CHECK(b1->threads == 1, "threads 1");
 	memset(s1, 0, 4 * c * sizeof(float));
 	memset(s3, 0, 4 * c * sizeof(float));
-	cpu_bn_fwd_train(b1, n, c, hw, x, g, bt, o1, s1, s1 + c, 0.1f, 1e-5f, s1 + 2 * c, s1 + 3 * c);
-	cpu_bn_fwd_train(be, n, c, hw, x, g, bt, o3, s3, s3 + c, 0.1f, 1e-5f, s3 + 2 * c, s3 + 3 * c);
+	cpu_bn_fwd_train(b1, n, c, hw, x, g, bt, o1, s1, s1 + c, 0.1f, 1e-5f, s1 + 2 * c, s1 + 3 * c,
+	                 CDP_ACT_RELU, 0.0f);
+	cpu_bn_fwd_train(be, n, c, hw, x, g, bt, o3, s3, s3 + c, 0.1f, 1e-5f, s3 + 2 * c, s3 + 3 * c,
+	                 CDP_ACT_RELU, 0.0f);
 	CHECK(memcmp(o1, o3, nx * 4) == 0 && memcmp(s1, s3, 4 * c * 4) == 0, "bn fwd bitwise");
-	cpu_bn_bwd(b1, n, c, hw, x, dy, g, s1 + 2 * c, s1 + 3 * c, o1, 0.0f, s1, s1 + c);
-	cpu_bn_bwd(be, n, c, hw, x, dy, g, s3 + 2 * c, s3 + 3 * c, o3, 0.0f, s3, s3 + c);
+	/* y for the activation's mask: the forward's output, o1 == o3 */
+	memcpy(o3 + nx, o1, nx * 4);
+	cpu_bn_bwd(b1, n, c, hw, x, o3 + nx, dy, g, s1 + 2 * c, s1 + 3 * c, CDP_ACT_RELU, 0.0f, o1,
+	           0.0f, s1, s1 + c);
+	cpu_bn_bwd(be, n, c, hw, x, o3 + nx, dy, g, s3 + 2 * c, s3 + 3 * c, CDP_ACT_RELU, 0.0f, o3,
+	           0.0f, s3, s3 + c);
 	CHECK(memcmp(o1, o3, nx * 4) == 0 && memcmp(s1, s3, 2 * c * 4) == 0, "bn bwd bitwise");
 	cdp_pool_desc_init(&pd);
 	cpu_maxpool_fwd(b1, &pd, x, o1, i1);

@@ -2,9 +2,10 @@
  * model cfgs.
  *
  * Round trips in memory and through files keep every field bit for bit and
- * re-encode to the same bytes; a version 1 file (no data type) still reads,
- * with the data type unknown. Every truncation is CDP_ETRUNC and every
- * single-bit flip is refused (magic, version, size or CRC). Mutations with a
+ * re-encode to the same bytes; version 2 files (no loss scaler) and version
+ * 1 files (nor data type) still read, the latter with the data type
+ * unknown. Every truncation is CDP_ETRUNC and every single-bit flip is
+ * refused (magic, version, size or CRC). Mutations with a
  * recomputed CRC, which reach the parser, never crash it (run under
  * --enable-asan to see reads too) and either fail or describe exactly the
  * bytes given. Writes replace files atomically and a refused write leaves the
@@ -147,6 +148,11 @@ static int ck_equal(const cdp_ckpt *a, const cdp_ckpt *b)
 	       a->dtype == b->dtype && strcmp(a->pool_uuid, b->pool_uuid) == 0;
 }
 
+static uint32_t rd_u32(const unsigned char *b)
+{
+	return (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24;
+}
+
 static void fix_crc(unsigned char *b, size_t len)
 {
 	uint32_t c = (uint32_t)crc32(0L, b, (uInt)(len - 4));
@@ -163,7 +169,7 @@ static void test_round_trip(unsigned char **out, size_t *outlen)
 
 	make_ck(&a);
 	CHECK_RC(cdp_ckpt_encode(&a, &buf, &len), CDP_OK);
-	CHECK(memcmp(buf, "CDPCKPT\n\2\0\0\0\7\0\0\0", 16) == 0, "header bytes");
+	CHECK(memcmp(buf, "CDPCKPT\n\3\0\0\0\7\0\0\0", 16) == 0, "header bytes");
 	CHECK(buf[16] == (len & 0xff) && buf[17] == ((len >> 8) & 0xff), "size field little-endian");
 	CHECK_RC(cdp_ckpt_decode(buf, len, &b), CDP_OK);
 	CHECK(ck_equal(&a, &b), "decoded checkpoint differs");
@@ -233,6 +239,10 @@ static void test_damage(const unsigned char *buf, size_t len)
 		c[i] ^= (unsigned char)(1u << (i % 8));
 		rc = cdp_ckpt_decode(c, len, &ck);
 		want = i < 8 ? CDP_EMAGIC : i < 12 ? CDP_EVERSION : CDP_ECRC;
+		/* 3 -> 2 or 1: versions still read, so the CRC catches it */
+		if (i >= 8 && i < 12 && rd_u32(c + 8) >= CDP_CKPT_VERSION_MIN &&
+		    rd_u32(c + 8) <= CDP_CKPT_VERSION)
+			want = CDP_ECRC;
 		/* the size field: larger reads as truncated, smaller as extra bytes */
 		if (i >= 16 && i < 24)
 			want = c[i] > buf[i] ? CDP_ETRUNC : CDP_EFORMAT;
@@ -338,29 +348,42 @@ static void test_files(const unsigned char *buf, size_t len)
 	cdp_ckpt_free(&a);
 }
 
-/* buf (version 2) as version 1 wrote it: the DATA chunk, last before the
- * CRC, without its trailing u32 data type. Returns the new length. */
-static size_t to_v1(unsigned char *c, const unsigned char *buf, size_t len)
+static uint64_t rd_u64(const unsigned char *b)
 {
-	size_t pos = 24, n = len - 4;
-	uint64_t plen = 0;
+	return rd_u32(b) | (uint64_t)rd_u32(b + 4) << 32;
+}
 
-	memcpy(c, buf, len);
-	for (int i = 0; i < 7; i++) {
-		plen = 0;
-		for (int j = 0; j < 8; j++)
-			plen |= (uint64_t)c[pos + 8 + j] << (8 * j);
-		if (i < 6)
-			pos += 16 + (size_t)plen;
-	}
-	if (memcmp(c + pos, "DATA", 4) != 0 || pos + 16 + plen != len - 4)
+static void wr_u64(unsigned char *b, uint64_t v)
+{
+	for (int j = 0; j < 8; j++)
+		b[j] = (unsigned char)(v >> (8 * j));
+}
+
+/* buf (version 3, no per-rank state) as an older version wrote it: META
+ * without version 3's 24 bytes of loss scaler at its end, and for version
+ * 1 also the DATA chunk, last before the CRC, without its trailing u32
+ * data type. Returns the new length, 0 when buf is not laid out so. */
+static size_t to_old(unsigned char *c, const unsigned char *buf, size_t len, int version)
+{
+	size_t pos = 24, n = len - 24;
+	uint64_t plen = rd_u64(buf + 32);
+
+	if (memcmp(buf + 24, "META", 4) != 0 || plen != 104 || buf[12] != 7)
 		return 0;
-	plen -= 4;
-	for (int j = 0; j < 8; j++) {
-		c[pos + 8 + j] = (unsigned char)(plen >> (8 * j));
-		c[16 + j] = (unsigned char)((uint64_t)n >> (8 * j));
+	memcpy(c, buf, 24 + 16 + 80);
+	memcpy(c + 24 + 16 + 80, buf + 24 + 16 + 104, len - (24 + 16 + 104));
+	wr_u64(c + 32, 80);
+	if (version == 1) {
+		for (int i = 0; i < 6; i++)
+			pos += 16 + (size_t)rd_u64(c + pos + 8);
+		plen = rd_u64(c + pos + 8);
+		if (memcmp(c + pos, "DATA", 4) != 0 || pos + 16 + plen != n - 4)
+			return 0;
+		wr_u64(c + pos + 8, plen - 4);
+		n -= 4;
 	}
-	c[8] = 1;
+	wr_u64(c + 16, n);
+	c[8] = (unsigned char)version;
 	fix_crc(c, n);
 	return n;
 }
@@ -369,15 +392,15 @@ static void test_version1(const unsigned char *buf, size_t len)
 {
 	unsigned char *c = malloc(len);
 	cdp_ckpt a, b;
-	size_t n = to_v1(c, buf, len);
+	size_t n = to_old(c, buf, len, 1);
 	int wrong = 0;
 
-	CHECK(n == len - 4, "a version 1 file made from the version 2 bytes");
+	CHECK(n == len - 28, "a version 1 file made from the version 3 bytes");
 	CHECK_RC(cdp_ckpt_decode(buf, len, &a), CDP_OK);
 	CHECK_RC(cdp_ckpt_decode(c, n, &b), CDP_OK);
 	CHECK(b.dtype == 0, "version 1: data type unknown, got %d", b.dtype);
 	a.dtype = 0;
-	CHECK(ck_equal(&a, &b), "version 1: every other field as in version 2");
+	CHECK(ck_equal(&a, &b), "version 1: every other field as in version 3");
 	cdp_ckpt_free(&a);
 	cdp_ckpt_free(&b);
 	for (size_t k = 0; k < n; k++) {
@@ -390,19 +413,32 @@ static void test_version1(const unsigned char *buf, size_t len)
 		}
 	}
 	CHECK(wrong == 0, "%d version 1 truncations not reported as such", wrong);
-	/* version 2 bytes labelled 1: the data type is an extra 4 bytes */
-	memcpy(c, buf, len);
+	/* version 2 keeps the data type */
+	n = to_old(c, buf, len, 2);
+	CHECK(n == len - 24, "a version 2 file made from the version 3 bytes");
+	CHECK_RC(cdp_ckpt_decode(buf, len, &a), CDP_OK);
+	CHECK_RC(cdp_ckpt_decode(c, n, &b), CDP_OK);
+	CHECK(ck_equal(&a, &b) && b.dtype == a.dtype, "version 2: every field as in version 3");
+	cdp_ckpt_free(&a);
+	cdp_ckpt_free(&b);
+	/* an unknown data type */
+	c[n - 8] = 8;
+	fix_crc(c, n);
+	CHECK_RC(cdp_ckpt_decode(c, n, &b), CDP_EFORMAT);
+	/* version 2 bytes labelled 1: the data type is an extra 4 bytes; and
+	 * version 3 bytes labelled 2: META's loss scaler is 24 extra bytes */
+	c[n - 8] = (unsigned char)CDP_DT_U16;
 	c[8] = 1;
+	fix_crc(c, n);
+	CHECK_RC(cdp_ckpt_decode(c, n, &b), CDP_EFORMAT);
+	memcpy(c, buf, len);
+	c[8] = 2;
 	fix_crc(c, len);
 	CHECK_RC(cdp_ckpt_decode(c, len, &b), CDP_EFORMAT);
-	/* version 0 and an unknown data type */
+	/* version 0 */
 	c[8] = 0;
 	fix_crc(c, len);
 	CHECK_RC(cdp_ckpt_decode(c, len, &b), CDP_EVERSION);
-	c[8] = 2;
-	c[len - 8] = 8;
-	fix_crc(c, len);
-	CHECK_RC(cdp_ckpt_decode(c, len, &b), CDP_EFORMAT);
 	free(c);
 }
 

@@ -14,7 +14,7 @@
  *  - bucketed reduction with overlap equals the serial baseline bitwise, for
  *    both algorithms, over two steps; buckets partition the block at layer
  *    boundaries and start as soon as their layers are done;
- *  - bcast from rank 0, double and uint64 metric sums, max;
+ *  - bcast from rank 0, gather to rank 0, double and uint64 metric sums, max;
  *  - bad arguments are refused.
  * Failure modes (run by dist.sh, each must end the job non-zero), with an
  * optional second argument mpi|ring (default ring) for the reduction:
@@ -300,12 +300,32 @@ static void test_misc(void)
 	CHECK_RC(cdp_dist_max_f64(&mx), 0);
 	CHECK(mx == J - 1, "max %g", mx);
 	cdp_dist_barrier();
+	/* gather: rank r's 1000 floats land at r * 1000 on rank 0 */
+	{
+		float *all = R == 0 ? malloc((size_t)J * sizeof w) : NULL;
+		for (int i = 0; i < 1000; i++)
+			w[i] = (float)(R * 1000 + i);
+		CHECK_RC(cdp_dist_gather_bytes(w, sizeof w, all), 0);
+		bad = 0;
+		for (int i = 0; R == 0 && i < J * 1000; i++)
+			bad += all[i] != (float)i;
+		CHECK(!bad, "gather: %d values out of place", bad);
+		CHECK_RC(cdp_dist_gather_bytes(w, 0, NULL), 0);
+		if (R == 0)
+			CHECK_RC(cdp_dist_gather_bytes(w, sizeof w, NULL), CDP_EINVAL);
+		free(all);
+	}
 
 	CHECK_RC(cdp_dist_algo_parse("ring", &a), 0);
 	CHECK(a == CDP_DIST_RING, "parse ring");
 	CHECK_RC(cdp_dist_algo_parse("mpi", &a), 0);
 	CHECK(a == CDP_DIST_MPI, "parse mpi");
-	CHECK_RC(cdp_dist_algo_parse("nccl", &a), CDP_ESYNTAX);
+	CHECK_RC(cdp_dist_algo_parse("nccl", &a), 0);
+	CHECK(a == CDP_DIST_NCCL, "parse nccl");
+	CHECK_RC(cdp_dist_algo_parse("gloo", &a), CDP_ESYNTAX);
+	/* NCCL needs a GPU backend named first (cdp_dist_set_backend) */
+	CHECK_RC(cdp_dist_set_algo(CDP_DIST_NCCL), CDP_EINVAL);
+	CHECK(cdp_dist_get_algo() != CDP_DIST_NCCL, "nccl set without a GPU");
 	CHECK_RC(cdp_dist_set_chunk(0), CDP_EINVAL);
 	CHECK_RC(cdp_dist_set_timeout(-1), CDP_EINVAL);
 	CHECK_RC(cdp_dist_allreduce(NULL, 5, CDP_DIST_RING, 0), CDP_EINVAL);

@@ -3,7 +3,7 @@
 #  - bad pointer files (another pool's, a key the pool lacks, truncated, a
 #    damaged checksum) and a model whose head does not fit the labels are
 #    errors naming the problem before training: exit 1, no metrics.jsonl;
-#  - usage errors exit 2; --device cuda is a clear error in a CPU build;
+#  - usage errors exit 2; a GPU that does not exist is a clear error;
 #  - a corrupt record stops the run naming its key; --skip-bad-records
 #    counts and skips it instead;
 #  - under 2 ranks: a corrupt record brings the whole job down naming the
@@ -48,7 +48,8 @@ echo "== usage"
 expect_fail 2 "missing --db" cdp-train --keys "$T/train.keys" --model x --out "$T/run"
 expect_fail 2 "--sync 'admm:3'" cdp-train --db "$T/pool" --keys "$T/train.keys" $C --sync admm:3
 expect_fail 2 "--batch '0'" cdp-train --db "$T/pool" --keys "$T/train.keys" $C --batch 0
-expect_fail 1 "built without CUDA" cdp-train --db "$T/pool" --keys "$T/train.keys" $C --device cuda
+expect_fail 1 "device cuda:1023 does not exist" cdp-train --db "$T/pool" --keys "$T/train.keys" $C \
+	--device cuda:1023
 cdp-train --db "$T/pool" --keys "$T/train.keys" $C --device auto || fail "--device auto did not run on the cpu"
 
 echo "== a corrupt record"

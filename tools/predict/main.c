@@ -8,6 +8,7 @@
 #include "cdp_error.h"
 #include "cdp_num.h"
 #include "cdp_progress.h"
+#include "device.h"
 #include "dist.h"
 
 #include <getopt.h>
@@ -18,15 +19,16 @@
 #define PROG "cdp-predict"
 
 enum {
-	OPT_BATCH = 256, OPT_DEVICE, OPT_OVERLAP, OPT_PREVIEW, OPT_PROB, OPT_PROGRESS, OPT_SIZE,
-	OPT_THREADS, OPT_VECTOR, OPT_VECTOR_CLASS
+	OPT_BATCH = 256, OPT_DEVICE, OPT_OVERLAP, OPT_PRECISION, OPT_PREVIEW, OPT_PROB,
+	OPT_PROGRESS, OPT_SIZE, OPT_THREADS, OPT_VECTOR, OPT_VECTOR_CLASS
 };
 
 static void usage(FILE *f)
 {
 	fprintf(f,
 	    "usage: " PROG " [-hq] [--size N] [--overlap N] [--batch N] [--threads N]\n"
-	    "                   [--device cpu|cuda|auto] [--prob] [--vector OUT.gpkg]\n"
+	    "                   [--device cpu|cuda|cuda:N|auto] [--precision fp32|tf32|bf16|fp16]\n"
+	    "                   [--prob] [--vector OUT.gpkg]\n"
 	    "                   [--vector-class K] [--preview FILE.png] [--progress]\n"
 	    "                   MODEL RASTER -o OUT.tif\n");
 }
@@ -48,6 +50,7 @@ int main(int argc, char **argv)
 		{ "help",         no_argument,       NULL, 'h' },
 		{ "output",       required_argument, NULL, 'o' },
 		{ "overlap",      required_argument, NULL, OPT_OVERLAP },
+		{ "precision",    required_argument, NULL, OPT_PRECISION },
 		{ "preview",      required_argument, NULL, OPT_PREVIEW },
 		{ "prob",         no_argument,       NULL, OPT_PROB },
 		{ "progress",     no_argument,       NULL, OPT_PROGRESS },
@@ -73,20 +76,31 @@ int main(int argc, char **argv)
 				goto out;
 			break;
 		case OPT_DEVICE:
-			if (strcmp(optarg, "cpu") == 0) {
-				o.device = CDP_PREDICT_CPU;
-			} else if (strcmp(optarg, "cuda") == 0) {
-				o.device = CDP_PREDICT_CUDA;
-			} else if (strcmp(optarg, "auto") == 0) {
-				o.device = CDP_PREDICT_AUTO;
-			} else {
-				fprintf(stderr, PROG ": --device '%s': not cpu, cuda or auto\n", optarg);
+			if (cdp_device_parse(optarg) != 0) {
+				fprintf(stderr, PROG ": --device '%s': not cpu, cuda, cuda:N or auto\n",
+				        optarg);
 				goto out;
 			}
+			o.device = optarg;
 			break;
 		case OPT_OVERLAP:
 			if (num("--overlap", optarg, 0, 65535, &o.overlap) < 0)
 				goto out;
+			break;
+		case OPT_PRECISION:
+			if (!strcmp(optarg, "fp32"))
+				o.precision = CDP_PREC_FP32;
+			else if (!strcmp(optarg, "tf32"))
+				o.precision = CDP_PREC_TF32;
+			else if (!strcmp(optarg, "bf16"))
+				o.precision = CDP_PREC_BF16;
+			else if (!strcmp(optarg, "fp16"))
+				o.precision = CDP_PREC_FP16;
+			else {
+				fprintf(stderr, PROG ": --precision '%s': not fp32, tf32, bf16 or fp16\n",
+				        optarg);
+				goto out;
+			}
 			break;
 		case OPT_PREVIEW: o.preview = optarg; break;
 		case OPT_PROB: o.prob = 1; break;
@@ -119,10 +133,16 @@ int main(int argc, char **argv)
 	rc = 1;
 	cdp_dist_set_prog(PROG);
 	if ((c = cdp_dist_init(&argc, &argv)) != 0) {
-		fprintf(stderr, PROG ": CDP_DIST_TIMEOUT: %s\n", cdp_strerror(c));
+		fprintf(stderr, PROG ": %s: %s\n", cdp_dist_bad_env(), cdp_strerror(c));
 		goto out;
 	}
 	mpi = 1;
+	if (cdp_dist_env_launch()) {
+		/* its strips are exchanged through host memory, which only MPI moves */
+		fprintf(stderr, PROG ": runs alone or under mpirun or srun, not launched by "
+		        "CDP_RENDEZVOUS\n");
+		goto out;
+	}
 	/* ranks wait for each other once per round of strips, which can take
 	 * longer than the default watchdog on a wide raster */
 	if (!getenv("CDP_DIST_TIMEOUT"))

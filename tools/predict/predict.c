@@ -1,7 +1,7 @@
 /* predict.c: cdp_predict_run, the sliding-window inference over a raster
  * (the scheme is described in predict.h), once predict_setup.c has
  * built the model, opened the raster and allocated the buffers. It reads through cdp_raster.h,
- * runs the engine's net on the CPU backend and leaves the output files to
+ * runs the engine's net on the backend of --device and leaves the output files to
  * predict_out.c. Shapes: the strip input img is (C, rows, W) float, the
  * net input (B, C, S, S), its output (B, K, S, S) logits, a strip's
  * weighted probabilities and the accumulator (K, S, W).
@@ -313,13 +313,17 @@ static void cleanup(predictor *p)
 		cdp_raster_close(p->r);
 	if (p->have_net)
 		cdp_net_free(&p->net);
+	if (p->xin)
+		p->be->host_free(p->be, p->xin);
+	if (p->yout)
+		p->be->host_free(p->be, p->yout);
 	if (p->be)
 		p->be->destroy(p->be);
 	if (p->have_ck)
 		cdp_ckpt_free(&p->ck);
 	free(p->w1); free(p->normx); free(p->normy); free(p->mean); free(p->inv);
 	free(p->raw); free(p->img); free(p->valid); free(p->srow); free(p->scol);
-	free(p->xin); free(p->yout); free(p->slots); free(p->acc); free(p->orow);
+	free(p->slots); free(p->acc); free(p->orow);
 	free(p->vrow); free(p->pcls);
 }
 
@@ -332,8 +336,6 @@ int cdp_predict_run(const cdp_predict_opts *o, char *err, size_t cap)
 	p.o = o;
 	p.rank = cdp_dist_rank();
 	p.nranks = cdp_dist_size();
-	if (o->device == CDP_PREDICT_CUDA)
-		return pr_fail(err, cap, "--device cuda: this cdp-predict has no cuda backend");
 	int ok = pr_load_model(&p, err, cap) == 0 && pr_open_raster(&p, err, cap) == 0 &&
 	         pr_weights(&p, err, cap) == 0 && pr_alloc(&p, err, cap) == 0 &&
 	         (p.rank != 0 || open_outputs(&p, err, cap) == 0);

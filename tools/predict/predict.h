@@ -25,8 +25,6 @@
 
 #include <stddef.h>
 
-enum { CDP_PREDICT_CPU = 0, CDP_PREDICT_CUDA = 1, CDP_PREDICT_AUTO = 2 };
-
 typedef struct cdp_predict_opts {
 	const char *model;      /* checkpoint file, or a run directory holding checkpoint.cdpt */
 	const char *input;      /* the raster */
@@ -35,7 +33,8 @@ typedef struct cdp_predict_opts {
 	int overlap;            /* -1: size / 4 */
 	int batch;              /* windows per forward pass */
 	int threads;            /* CPU threads; <= 0: cores / local ranks */
-	int device;             /* CDP_PREDICT_* */
+	const char *device;     /* --device (tools/train/device.h) */
+	int precision;          /* CDP_PREC_* (backend.h) */
 	int prob;               /* 1: float32 probabilities instead of class ids */
 	const char *vector;     /* GeoPackage of polygons of vector_class, or NULL */
 	int vector_class;

@@ -14,6 +14,7 @@
 #include "cdp_dtype.h"
 #include "cdp_error.h"
 #include "cdp_num.h"
+#include "device.h"
 #include "dist.h"
 
 int pr_fail(char *err, size_t cap, const char *fmt, ...)
@@ -30,8 +31,15 @@ void cdp_predict_opts_init(cdp_predict_opts *o)
 	memset(o, 0, sizeof *o);
 	o->overlap = -1;
 	o->batch = 4;
-	o->device = CDP_PREDICT_AUTO;
+	o->device = "auto";
+	o->precision = CDP_PREC_FP32;
 	o->vector_class = 1;
+}
+
+static const char *precision_name(int prec)
+{
+	static const char *const names[] = { "fp32", "tf32", "bf16", "fp16" };
+	return prec >= 0 && prec < 4 ? names[prec] : "?";
 }
 
 static void *xmalloc(size_t a, size_t b, size_t c, size_t d)
@@ -48,6 +56,7 @@ int pr_load_model(predictor *p, char *err, size_t cap)
 	const cdp_predict_opts *o = p->o;
 	struct stat st;
 	int rc, threads = o->threads;
+	char why[512];
 
 	if (stat(o->model, &st) == 0 && S_ISDIR(st.st_mode))
 		snprintf(p->model, sizeof p->model, "%s/checkpoint.cdpt", o->model);
@@ -72,8 +81,13 @@ int pr_load_model(predictor *p, char *err, size_t cap)
 		if (threads < 1)
 			threads = 1;
 	}
-	if (!(p->be = cdp_backend_cpu(threads)))
-		return pr_fail(err, cap, "cannot start the cpu backend");
+	if (!(p->be = cdp_device_open(o->device, threads, cdp_dist_local_rank(), why,
+	                              sizeof why)))
+		return pr_fail(err, cap, "--device %s: %s", o->device, why);
+	if (p->be->set_precision(p->be, o->precision) != 0)
+		return pr_fail(err, cap, "--precision %s: the %s backend cannot compute in it%s",
+		               precision_name(o->precision), p->be->name,
+		               p->be->device < 0 ? " (the cpu computes in fp32 only)" : "");
 	if (cdp_net_build(&p->net, p->be, p->ck.cfg_text, p->model,
 	                  (const char *const *)p->ck.overrides, p->ck.noverrides, p->C, p->S, p->S,
 	                  p->B, err, cap) < 0) {
@@ -88,7 +102,6 @@ int pr_load_model(predictor *p, char *err, size_t cap)
 		            "not a segmentation model", p->model, h->out.h, h->out.w, p->S, p->S);
 	p->K = h->out.c;
 	if ((rc = cdp_ckpt_to_net(&p->ck, &p->net, err, cap)) != 0) {
-		char why[512];
 		snprintf(why, sizeof why, "%s", err);
 		return pr_fail(err, cap, "'%s': %s", p->model, why);
 	}
@@ -207,6 +220,16 @@ int pr_weights(predictor *p, char *err, size_t cap)
 	return 0;
 }
 
+/* a * b * c floats of the backend's host memory (pinned on a GPU, for
+ * the copies of every batch), zeroed */
+static float *hostmem(predictor *p, size_t a, size_t b, size_t c)
+{
+	size_t n;
+	if (cdp_mul_size(a, b, &n) || cdp_mul_size(n, c, &n) || cdp_mul_size(n, sizeof(float), &n))
+		return NULL;
+	return p->be->host_alloc(p->be, n ? n : 1);
+}
+
 int pr_alloc(predictor *p, char *err, size_t cap)
 {
 	size_t S = p->S, W = p->W, hw = S * S;
@@ -217,8 +240,8 @@ int pr_alloc(predictor *p, char *err, size_t cap)
 	p->valid = xmalloc(S, W, 1, 1);
 	p->srow = xmalloc(S, sizeof(int), 1, 1);
 	p->scol = xmalloc(S, sizeof(int), 1, 1);
-	p->xin = xmalloc(p->B, p->C, hw, sizeof(float));
-	p->yout = xmalloc(p->B, p->K, hw, sizeof(float));
+	p->xin = hostmem(p, p->B, p->C, hw);
+	p->yout = hostmem(p, p->B, p->K, hw);
 	p->slots = xmalloc(p->nranks, p->K, S * W, sizeof(float));
 	if (!p->raw || !p->img || !p->valid || !p->srow || !p->scol || !p->xin || !p->yout ||
 	    !p->slots)

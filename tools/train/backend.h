@@ -121,21 +121,29 @@ struct cdp_backend {
 	void (*conv_bwd_filter)(cdp_backend *be, const cdp_conv_desc *d, const float *x,
 	                        const float *dy, float *dw, float *dbias, void *ws);
 
-	/* batch norm over (N,H,W) per channel; eps as PyTorch (1e-5 default);
-	 * running stats: r = (1-momentum) r + momentum * batch (unbiased var), as
-	 * PyTorch. save_mean/save_invstd (C) are kept for backward. */
+	/* batch norm over (N,H,W) per channel, then the activation act (0: none,
+	 * or CDP_ACT_*, slope for leaky, as act_fwd) fused in: y = act(bn(x)).
+	 * eps as PyTorch (1e-5 default); running stats: r = (1-momentum) r +
+	 * momentum * batch (unbiased var), as PyTorch. save_mean/save_invstd (C)
+	 * are kept for backward. */
 	void (*bn_fwd_train)(cdp_backend *be, int n, int c, int hw, const float *x,
 	                     const float *gamma, const float *beta, float *y,
 	                     float *run_mean, float *run_var, float momentum, float eps,
-	                     float *save_mean, float *save_invstd);
+	                     float *save_mean, float *save_invstd, int act, float slope);
 	void (*bn_fwd_infer)(cdp_backend *be, int n, int c, int hw, const float *x,
 	                     const float *gamma, const float *beta, float *y,
-	                     const float *run_mean, const float *run_var, float eps);
-	/* dx (+)= per beta; dgamma, dbeta accumulate */
-	void (*bn_bwd)(cdp_backend *be, int n, int c, int hw, const float *x,
-	               const float *dy, const float *gamma, const float *save_mean,
-	               const float *save_invstd, float *dx, float beta, float *dgamma,
-	               float *dbeta);
+	                     const float *run_mean, const float *run_var, float eps,
+	                     int act, float slope);
+	/* The training-mode gradient of y = act(bn(x)): x and y as in and out of
+	 * bn_fwd_train, dy the gradient of y; the activation's derivative comes
+	 * from y (as act_bwd's). With act != 0 the backend may overwrite dy
+	 * (CUDA leaves the gradient before the activation there); with act 0, y
+	 * is not read (it may be NULL). dx (+)= per beta; dgamma, dbeta
+	 * accumulate. */
+	void (*bn_bwd)(cdp_backend *be, int n, int c, int hw, const float *x, const float *y,
+	               float *dy, const float *gamma, const float *save_mean,
+	               const float *save_invstd, int act, float slope, float *dx, float beta,
+	               float *dgamma, float *dbeta);
 
 	/* activations, elementwise over n values; dx (+)= per beta */
 	void (*act_fwd)(cdp_backend *be, int kind, float slope, const float *x, float *y, size_t n);

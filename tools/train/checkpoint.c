@@ -26,7 +26,9 @@
 #include <unistd.h>
 #include <zlib.h>
 
-const char cdp_ckpt_tags[NCHUNKS][5] = { "META", "CFG ", "PARM", "BUFS", "OPTM", "RNG ", "DATA" };
+const char cdp_ckpt_tags[NCHUNKS_MAX][5] = {
+	"META", "CFG ", "PARM", "BUFS", "OPTM", "RNG ", "DATA", "RANK"
+};
 
 uint32_t cdp_ckpt_crc(uint32_t crc, const void *p, size_t n)
 {
@@ -133,6 +135,9 @@ static void emit_meta(wr *w, const cdp_ckpt *ck)
 	if (ck->pool_uuid[0])
 		memcpy(uuid, ck->pool_uuid, 32);
 	put(w, uuid, 32);
+	put_f64(w, ck->loss_scale);
+	put_u64(w, ck->scale_good);
+	put_u64(w, ck->scale_skipped);
 }
 
 static void emit_cfg(wr *w, const cdp_ckpt *ck)
@@ -221,34 +226,54 @@ static void emit_data(wr *w, const cdp_ckpt *ck)
 	put_u32(w, (uint32_t)ck->dtype);
 }
 
+static void put_cb(void *w, const void *p, size_t n)
+{
+	put(w, p, n);
+}
+
+/* checkpoint_rank.c writes the per-rank state through put */
+static void emit_rank(wr *w, const cdp_ckpt *ck)
+{
+	cdp_ckpt_rank_emit(ck, put_cb, w);
+}
+
 typedef void (*emit_fn)(wr *, const cdp_ckpt *);
-static const emit_fn emitters[NCHUNKS] = {
-	emit_meta, emit_cfg, emit_params, emit_buffers, emit_optim, emit_rng, emit_data
+static const emit_fn emitters[NCHUNKS_MAX] = {
+	emit_meta, emit_cfg, emit_params, emit_buffers, emit_optim, emit_rng, emit_data, emit_rank
 };
 
-/* Sizes every chunk by a counting pass; returns the file size. */
-static size_t encoded_size(const cdp_ckpt *ck, size_t len[NCHUNKS])
+static int nchunks(const cdp_ckpt *ck)
+{
+	return ck->nranks > 0 ? NCHUNKS_MAX : NCHUNKS;
+}
+
+/* Sizes every chunk by a counting pass (the per-rank state, all floats, by
+ * arithmetic); returns the file size. */
+static size_t encoded_size(const cdp_ckpt *ck, size_t len[NCHUNKS_MAX])
 {
 	size_t total = HDR + 4;
 
-	for (int i = 0; i < NCHUNKS; i++) {
+	for (int i = 0; i < nchunks(ck); i++) {
 		wr c = { 0 };
-		emitters[i](&c, ck);
+		if (i == NCHUNKS)
+			c.pos = cdp_ckpt_rank_bytes(ck);
+		else
+			emitters[i](&c, ck);
 		len[i] = c.pos;
 		total += 16 + c.pos;
 	}
 	return total;
 }
 
-static int emit_all(wr *w, const cdp_ckpt *ck, const size_t len[NCHUNKS], size_t total)
+static int emit_all(wr *w, const cdp_ckpt *ck, const size_t len[NCHUNKS_MAX], size_t total)
 {
 	unsigned char b[4];
 
 	put(w, CDP_CKPT_MAGIC, 8);
 	put_u32(w, CDP_CKPT_VERSION);
-	put_u32(w, NCHUNKS);
+	put_u32(w, (uint32_t)nchunks(ck));
 	put_u64(w, total);
-	for (int i = 0; i < NCHUNKS; i++) {
+	for (int i = 0; i < nchunks(ck); i++) {
 		size_t start;
 		put(w, cdp_ckpt_tags[i], 4);
 		put_u32(w, 0);
@@ -330,7 +355,8 @@ int cdp_ckpt_check(const cdp_ckpt *ck)
 	if (ck->optim.type != 0) {
 		int nb = cdp_optim_nblocks(&ck->optim);
 		if (cdp_optim_cfg_check(&ck->optim, why, sizeof(why)) != 0 || ck->optim_step < 0 ||
-		    ck->optim_n != ptotal || (nb >= 1 && !ck->optim_v) || (nb == 2 && !ck->optim_m))
+		    (nb >= 1 && ck->optim_n != ptotal) || (nb >= 1 && !ck->optim_v) ||
+		    (nb == 2 && !ck->optim_m))
 			return -1;
 	}
 	if (ck->nrng < 0 || ck->nrng > CDP_CKPT_MAX_RNG || (ck->nrng > 0 && !ck->rng))
@@ -353,17 +379,25 @@ int cdp_ckpt_check(const cdp_ckpt *ck)
 		if (ck->mean && (!isfinite(ck->mean[i]) || !isfinite(ck->std[i]) || !(ck->std[i] > 0)))
 			return -1;
 	}
+	if (cdp_ckpt_ranks_check(ck, 0) != 0)
+		return -1;
 	return uuid_ok(ck->pool_uuid) ? 0 : -1;
+}
+
+/* What a writer accepts: a valid checkpoint holding every rank's state. */
+static int writable(const cdp_ckpt *ck)
+{
+	return cdp_ckpt_check(ck) == 0 && cdp_ckpt_ranks_check(ck, 1) == 0;
 }
 int cdp_ckpt_encode(const cdp_ckpt *ck, unsigned char **buf, size_t *len)
 {
-	size_t lens[NCHUNKS], total;
+	size_t lens[NCHUNKS_MAX], total;
 	wr w = { 0 };
 	int rc;
 
 	*buf = NULL;
 	*len = 0;
-	if (cdp_ckpt_check(ck) != 0)
+	if (!writable(ck))
 		return CDP_EINVAL;
 	total = encoded_size(ck, lens);
 	w.mem = malloc(total);
@@ -384,14 +418,14 @@ int cdp_ckpt_encode(const cdp_ckpt *ck, unsigned char **buf, size_t *len)
 
 int cdp_ckpt_write(const char *path, const cdp_ckpt *ck)
 {
-	size_t lens[NCHUNKS], total, dlen;
+	size_t lens[NCHUNKS_MAX], total, dlen;
 	const char *slash = strrchr(path, '/');
 	char *tmp = NULL, *dir = NULL;
 	wr w = { 0 };
 	mode_t mask;
 	int fd, dfd, rc;
 
-	if (cdp_ckpt_check(ck) != 0)
+	if (!writable(ck))
 		return CDP_EINVAL;
 	total = encoded_size(ck, lens);
 	/* the temporary sits next to the target, so rename() stays atomic */
@@ -469,5 +503,7 @@ void cdp_ckpt_free(cdp_ckpt *ck)
 	free(ck->bands);
 	free(ck->mean);
 	free(ck->std);
+	free(ck->rank_optim_step);
+	free(ck->rank_data);
 	memset(ck, 0, sizeof(*ck));
 }

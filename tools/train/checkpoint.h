@@ -10,13 +10,31 @@
  *
  * Little-endian, all sizes explicit:
  *   0   8  magic "CDPCKPT\n"
- *   8   4  u32 version (2; version 1, without the data type, is still read)
- *   12  4  u32 number of chunks (7)
+ *   8   4  u32 version (3; versions 1 and 2 are still read)
+ *   12  4  u32 number of chunks (7, or 8 with the per-rank state)
  *   16  8  u64 file size in bytes, CRC included
  *   24     chunks "META" "CFG " "PARM" "BUFS" "OPTM" "RNG " "DATA", in order,
+ *          then optionally "RANK" (version 3),
  *          each: 4-byte tag, u32 0, u64 payload length, payload
  *   end-4  u32 CRC-32 (zlib's crc32) of every byte before it
- * The payloads are described in cdp-checkpoint(5).
+ * The payloads are described in cdp-checkpoint(5). Version 2 added the data
+ * type to DATA, version 3 the optional RANK chunk.
+ *
+ * The per-rank state (RANK). With --sync average:K or admm:K:RHO each rank
+ * trains its own copy of the model between averaging points, so PARM holds
+ * the consensus (the average, or ADMM's z) and OPTM rank 0's optimizer, and
+ * exactly resuming needs what each rank holds besides: its parameters, its
+ * optimizer moments and step count, ADMM's dual u, its batchnorm running
+ * statistics. RANK records them for every rank r of the j that wrote it,
+ * each a block of `stride` floats (cdp_ckpt_rank_stride):
+ *   [P] parameters      CDP_CKPT_RANK_PARAMS   (P = PARM's total)
+ *   [P] x nm moments    CDP_CKPT_RANK_OPTIM    (nm = OPTM's blocks: AdamW
+ *                                               m then v, SGD's momentum)
+ *   [P] dual u          CDP_CKPT_RANK_DUAL
+ *   [B] buffers         CDP_CKPT_RANK_BUFFERS  (B = BUFS's total)
+ * (those whose flag is set, in this order), with the sync mode, K and RHO it
+ * was run with, and its own version and CRC, so a damaged section names
+ * itself even inside a file whose CRC was recomputed.
  *
  * The reader needs no net: cdp_ckpt_read returns the cfg text, overrides and
  * input shape, from which a caller builds the net (cdp_net_build), then
@@ -51,8 +69,10 @@
 #include "optim.h"
 
 #define CDP_CKPT_MAGIC      "CDPCKPT\n"
-#define CDP_CKPT_VERSION    2
+#define CDP_CKPT_VERSION    3
 #define CDP_CKPT_VERSION_MIN 1         /* oldest version read */
+#define CDP_CKPT_RANK_VERSION 1        /* of the RANK chunk's layout */
+#define CDP_CKPT_MAX_RANKS  (1 << 20)
 #define CDP_CKPT_NAME_MAX   95          /* tensor and RNG stream names */
 #define CDP_CKPT_MAX_DIMS   4
 #define CDP_CKPT_CFG_MAX    (16u << 20) /* cfg text bytes */
@@ -68,6 +88,14 @@ typedef struct cdp_ckpt_tensor {
 	size_t numel;
 	float *data;                        /* host, numel floats */
 } cdp_ckpt_tensor;
+
+/* RANK: the run's --sync mode (as train.h numbers them) and which blocks
+ * each rank's state holds. */
+enum { CDP_CKPT_SYNC_ALLREDUCE = 0, CDP_CKPT_SYNC_AVERAGE = 1, CDP_CKPT_SYNC_ADMM = 2 };
+enum {
+	CDP_CKPT_RANK_PARAMS = 1, CDP_CKPT_RANK_OPTIM = 2, CDP_CKPT_RANK_DUAL = 4,
+	CDP_CKPT_RANK_BUFFERS = 8
+};
 
 typedef struct cdp_ckpt_rng {
 	char name[CDP_CKPT_NAME_MAX + 1];
@@ -104,10 +132,32 @@ typedef struct cdp_ckpt {
 	int dtype;                          /* the pool's cdp_dtype (cdp_dtype.h), 0 unknown;
 	                                     * set by hand, 0 after reading a version 1 file */
 	char pool_uuid[33];                 /* 32 lowercase hex, or "" */
+	/* dynamic loss scaling (META, version 3): the scale, 0 when the run
+	 * did not scale; finite steps since it last changed; steps skipped */
+	double loss_scale;
+	uint64_t scale_good, scale_skipped;
+	/* the per-rank state (RANK); nranks 0: none */
+	int nranks;                         /* j of the run that wrote it */
+	int rank_sync;                      /* CDP_CKPT_SYNC_* */
+	long rank_k;                        /* K of average:K / admm:K:RHO, >= 1 */
+	double rank_rho;                    /* RHO (admm), else 0 */
+	unsigned rank_what;                 /* CDP_CKPT_RANK_* blocks held */
+	long *rank_optim_step;              /* [nranks] each rank's optimizer steps */
+	float *rank_data;                   /* stride floats per rank held, in rank order */
+	int rank_loaded;                    /* -1: every rank's data is held; r: only
+	                                     * rank r's (cdp_ckpt_read_rank), none
+	                                     * when r >= nranks */
 } cdp_ckpt;
 
 /* Reads and validates path. On error *ck is left zeroed. */
 int  cdp_ckpt_read(const char *path, cdp_ckpt *ck);
+/* The same, but of the per-rank state keeps only rank `rank`'s data (every
+ * rank's is still validated), so each of j ranks resuming holds its own
+ * share and not j of them: rank_loaded becomes `rank` (when the file has
+ * fewer ranks, no rank's data is held). rank -1 keeps all, as read does.
+ * On an error inside a chunk, tag gets the chunk's tag ("RANK"), else "",
+ * so a message can say which part of an intact file is damaged. */
+int  cdp_ckpt_read_rank(const char *path, int rank, cdp_ckpt *ck, char tag[5]);
 /* Writes ck to path atomically (see above). */
 int  cdp_ckpt_write(const char *path, const cdp_ckpt *ck);
 /* The same in memory: encode mallocs *buf; decode validates as read does. */
@@ -139,5 +189,21 @@ int  cdp_ckpt_to_net(const cdp_ckpt *ck, cdp_net *net, char *err, size_t cap);
 int  cdp_ckpt_to_optim(const cdp_ckpt *ck, cdp_optim *o, char *err, size_t cap);
 /* The named RNG state into *r: 0, or -1 when absent. */
 int  cdp_ckpt_get_rng(const cdp_ckpt *ck, const char *name, cdp_rng *r);
+
+/* Per-rank state. The floats one rank's state takes with these blocks, P
+ * parameters, B buffers and nm moment blocks: SIZE_MAX on overflow. */
+size_t cdp_ckpt_rank_floats(unsigned what, size_t P, size_t B, int nm);
+/* ... for ck (its PARM and BUFS totals and OPTM's blocks). */
+size_t cdp_ckpt_rank_stride(const cdp_ckpt *ck);
+/* Allocates rank_data and rank_optim_step (zeroed) for nranks ranks with
+ * the blocks `what`, after PARM, BUFS and OPTM are set; the caller fills
+ * them, e.g. by gathering from the ranks. Replaces earlier per-rank state.
+ * CDP_EINVAL for settings a reader would refuse, CDP_EOVERFLOW, CDP_ENOMEM. */
+int  cdp_ckpt_set_ranks(cdp_ckpt *ck, int nranks, int sync, long k, double rho,
+                        unsigned what);
+/* Rank r's block `what` (one CDP_CKPT_RANK_* flag; for CDP_CKPT_RANK_OPTIM
+ * the first moment block, the next follows P floats on), or NULL when the
+ * block or the rank's data is not held. */
+float *cdp_ckpt_rank_block(const cdp_ckpt *ck, int r, unsigned what);
 
 #endif

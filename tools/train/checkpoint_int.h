@@ -10,9 +10,12 @@
 #include "checkpoint.h"
 
 #define HDR      24         /* magic, version, chunk count, file size */
-#define NCHUNKS  7
+#define NCHUNKS  7          /* every version's chunks, then */
+#define NCHUNKS_MAX 8       /* "RANK" (version 3, optional) */
+#define RANK_HDR 48         /* RANK's fields before the first rank */
+#define RANK_PER 16         /* a rank's index, 0, optimizer step before its floats */
 
-extern const char cdp_ckpt_tags[NCHUNKS][5];
+extern const char cdp_ckpt_tags[NCHUNKS_MAX][5];
 
 /* zlib's crc32 over any length */
 uint32_t cdp_ckpt_crc(uint32_t crc, const void *p, size_t n);
@@ -21,6 +24,19 @@ uint32_t cdp_ckpt_crc(uint32_t crc, const void *p, size_t n);
 int cdp_ckpt_check(const cdp_ckpt *ck);
 /* 1..CDP_CKPT_NAME_MAX printable ASCII characters, no space */
 int cdp_ckpt_name_ok(const char *s);
+/* The per-rank state's rules, as cdp_ckpt_check applies them (0 or -1);
+ * all: every rank's data must be held (for writing). */
+int cdp_ckpt_ranks_check(const cdp_ckpt *ck, int all);
+/* RANK's payload length for ck: SIZE_MAX when it cannot be represented. */
+size_t cdp_ckpt_rank_bytes(const cdp_ckpt *ck);
+/* Writes RANK's payload (cdp_ckpt_rank_bytes of them) through put. */
+typedef void (*cdp_ckpt_put_fn)(void *ctx, const void *p, size_t n);
+void cdp_ckpt_rank_emit(const cdp_ckpt *ck, cdp_ckpt_put_fn put, void *ctx);
+/* Parses RANK's payload p[0..n) into ck, whose PARM, BUFS and OPTM are
+ * already read, keeping rank keep's floats (keep < 0: all). Returns
+ * CDP_EVERSION, CDP_ECRC, CDP_EFORMAT or CDP_ENOMEM; ck's per-rank fields
+ * may then be partly set (cdp_ckpt_free frees them). */
+int  cdp_ckpt_rank_parse(const unsigned char *p, size_t n, int keep, cdp_ckpt *ck);
 
 static inline void le32(unsigned char *b, uint32_t v)
 {

@@ -296,7 +296,9 @@ int cdp_ckpt_to_optim(const cdp_ckpt *ck, cdp_optim *o, char *err, size_t cap)
 		snprintf(err, cap, "the checkpoint holds no optimizer state");
 		return CDP_EMISMATCH;
 	}
-	if (ck->optim.type != o->cfg.type || nb != cdp_optim_nblocks(&o->cfg) || ck->optim_n != o->n) {
+	/* without moment blocks the file stores no count (cdp-checkpoint(5)) */
+	if (ck->optim.type != o->cfg.type || nb != cdp_optim_nblocks(&o->cfg) ||
+	    (nb > 0 && ck->optim_n != o->n)) {
 		snprintf(err, cap, "the checkpoint's optimizer is %s with %d state blocks of %zu, "
 		         "this one %s with %d of %zu", cdp_optim_type_name(ck->optim.type), nb,
 		         ck->optim_n, cdp_optim_type_name(o->cfg.type), cdp_optim_nblocks(&o->cfg), o->n);

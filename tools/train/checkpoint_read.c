@@ -149,6 +149,13 @@ static void parse_meta(rd *r, cdp_ckpt *ck)
 		memcpy(ck->pool_uuid, r->p, 32);
 	}
 	r->p += 32;
+	if (r->version >= 3) {     /* the loss scaler */
+		ck->loss_scale = get_f64(r);
+		ck->scale_good = get_u64(r);
+		ck->scale_skipped = get_u64(r);
+		if (!(ck->loss_scale >= 0 && ck->loss_scale <= 1e300))
+			bad(r, CDP_EFORMAT);
+	}
 }
 
 static void parse_cfg(rd *r, cdp_ckpt *ck)
@@ -382,21 +389,27 @@ static int check_header(const unsigned char *b, size_t have, uint64_t total)
 	return CDP_OK;
 }
 
-int cdp_ckpt_decode(const unsigned char *buf, size_t len, cdp_ckpt *ck)
+/* keep: the rank whose per-rank state to hold, -1 all (checkpoint.h);
+ * tag: the chunk at fault, or "" */
+static int decode(const unsigned char *buf, size_t len, int keep, cdp_ckpt *ck, char tag[5])
 {
+	uint32_t n;
 	rd top;
 	int rc;
 
 	memset(ck, 0, sizeof(*ck));
+	tag[0] = '\0';
 	rc = check_header(buf, len, len);
 	if (rc != CDP_OK)
 		return rc;
 	if (cdp_ckpt_crc((uint32_t)crc32(0L, Z_NULL, 0), buf, len - 4) != rd32(buf + len - 4))
 		return CDP_ECRC;
-	if (rd32(buf + 12) != NCHUNKS)
+	/* versions 1 and 2 have the 7 chunks; 3 may add RANK */
+	n = rd32(buf + 12);
+	if (n != NCHUNKS && (n != NCHUNKS_MAX || rd32(buf + 8) < 3))
 		return CDP_EFORMAT;
 	top = (rd){ buf + HDR, buf + len - 4, 0, rd32(buf + 8) };
-	for (int i = 0; i < NCHUNKS; i++) {
+	for (int i = 0; i < (int)n; i++) {
 		uint64_t plen;
 		rd sub;
 		if (!need(&top, 16) || memcmp(top.p, cdp_ckpt_tags[i], 4) != 0 || rd32(top.p + 4) != 0) {
@@ -410,11 +423,20 @@ int cdp_ckpt_decode(const unsigned char *buf, size_t len, cdp_ckpt *ck)
 			goto fail;
 		}
 		sub = (rd){ top.p, top.p + plen, 0, top.version };
-		parsers[i](&sub, ck);
+		memcpy(tag, cdp_ckpt_tags[i], 5);
+		if (i == NCHUNKS) {
+			rc = cdp_ckpt_rank_parse(sub.p, (size_t)plen, keep, ck);
+			if (rc != CDP_OK)
+				goto fail;
+			sub.p = sub.end;
+		} else {
+			parsers[i](&sub, ck);
+		}
 		if (sub.err || sub.p != sub.end) {
 			rc = sub.err ? sub.err : CDP_EFORMAT;
 			goto fail;
 		}
+		tag[0] = '\0';
 		top.p += plen;
 	}
 	if (top.p != top.end || cdp_ckpt_check(ck) != 0) {
@@ -425,6 +447,13 @@ int cdp_ckpt_decode(const unsigned char *buf, size_t len, cdp_ckpt *ck)
 fail:
 	cdp_ckpt_free(ck);
 	return rc;
+}
+
+int cdp_ckpt_decode(const unsigned char *buf, size_t len, cdp_ckpt *ck)
+{
+	char tag[5];
+
+	return decode(buf, len, -1, ck, tag);
 }
 
 /* ---- files ------------------------------------------------------------------- */
@@ -448,7 +477,7 @@ static int read_at(int fd, unsigned char *b, size_t n, off_t off)
 	return CDP_OK;
 }
 
-int cdp_ckpt_read(const char *path, cdp_ckpt *ck)
+int cdp_ckpt_read_rank(const char *path, int rank, cdp_ckpt *ck, char tag[5])
 {
 	unsigned char hdr[HDR], *buf = NULL;
 	struct stat st;
@@ -456,6 +485,7 @@ int cdp_ckpt_read(const char *path, cdp_ckpt *ck)
 	int fd, rc;
 
 	memset(ck, 0, sizeof(*ck));
+	tag[0] = '\0';
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return errno;
@@ -490,9 +520,16 @@ int cdp_ckpt_read(const char *path, cdp_ckpt *ck)
 	}
 	rc = read_at(fd, buf, size, 0);
 	if (rc == CDP_OK)
-		rc = cdp_ckpt_decode(buf, size, ck);
+		rc = decode(buf, size, rank < 0 ? -1 : rank, ck, tag);
 out:
 	free(buf);
 	close(fd);
 	return rc;
+}
+
+int cdp_ckpt_read(const char *path, cdp_ckpt *ck)
+{
+	char tag[5];
+
+	return cdp_ckpt_read_rank(path, -1, ck, tag);
 }

@@ -57,6 +57,40 @@
  *
  * Threads: call everything from the thread that called cdp_dist_init. Do not
  * touch a buffer while its reduction is in flight.
+ *
+ * Device buffers (cdp_dist_set_backend). The trainer keeps its parameters,
+ * gradients and batchnorm buffers in a backend's device memory, so once it
+ * has named its backend the FLOAT buffers of cdp_dist_allreduce,
+ * cdp_dist_average, cdp_dist_bcast and the buckets are that backend's device
+ * pointers (the byte, double and uint64 collectives keep host memory). How
+ * they move depends on the algorithm (dist_dev.c, dist_nccl.c):
+ *  - CDP_DIST_MPI, CDP_DIST_RING on a GPU: staged. A bucket's range is
+ *    copied to a pinned host mirror when the bucket is ready (be->to_host,
+ *    which waits for the backward ops queued before it), reduced there by
+ *    the host code above while backward goes on, and the block is copied
+ *    back in cdp_dist_wait_all. The blocking calls stage their whole buffer
+ *    the same way (not in chunks: the ring's segmentation depends on the
+ *    size), so staged results equal host results bit for bit. Staging needs
+ *    no GPU of one's own: several ranks may share one GPU, which is how the
+ *    multi-rank path is tested on one GPU. CDP_DIST_STAGE=1 stages on the
+ *    CPU backend too (its device memory is host memory), so that the CPU
+ *    tests run this code.
+ *  - CDP_DIST_NCCL (builds with CUDA; one GPU per rank): ncclAllReduce on a
+ *    communication stream of its own. A bucket's reduction is queued when
+ *    the bucket is ready, after an event recorded on the backend's compute
+ *    stream (compute -> comm); cdp_dist_wait_all does not block the host:
+ *    the compute stream waits for an event recorded after the last
+ *    reduction (comm -> compute), so the optimizer step queued next reads
+ *    reduced gradients. The blocking float calls (averaging, broadcasts)
+ *    are ncclAllReduce / ncclBroadcast that the host waits for. The
+ *    communicator is made at the first collective that needs it, from a
+ *    unique id made by rank 0 and sent with MPI_Bcast, or, when launched
+ *    without MPI, through the rendezvous file (cdp_dist_init). Its watchdog
+ *    thread checks every min(1 s, timeout / 4) that no queued NCCL
+ *    operation is older than CDP_DIST_TIMEOUT (cudaEventQuery) and that
+ *    ncclCommGetAsyncError reports no error; otherwise it calls
+ *    ncclCommAbort and ends the job with a message naming the rank.
+ * With one process every reduction stays a no-op and nothing is copied.
  */
 #ifndef CDP_DIST_H
 #define CDP_DIST_H
@@ -66,16 +100,32 @@
 
 typedef enum cdp_dist_algo {
 	CDP_DIST_MPI = 0,
-	CDP_DIST_RING = 1
+	CDP_DIST_RING = 1,
+	CDP_DIST_NCCL = 2     /* device buffers of a GPU backend only */
 } cdp_dist_algo;
+
+struct cdp_backend;
 
 /* Starts MPI (MPI_Init_thread, FUNNELED), finds rank and size, and the local
  * rank and size among the processes on this node (MPI_Comm_split_type
  * SHARED; to pick a GPU). Reads CDP_DIST_TIMEOUT (seconds, a decimal number
  * >= 0) and starts the watchdog. Returns 0, or CDP_ERANGE / CDP_ESYNTAX for
  * a bad CDP_DIST_TIMEOUT (after which the caller reports and exits), or
- * CDP_EINVAL if already initialised. */
+ * CDP_EINVAL if already initialised.
+ * Launched without MPI: when MPI finds one process (a singleton) but
+ * CDP_RENDEZVOUS names a file and WORLD_SIZE > 1, RANK, WORLD_SIZE,
+ * LOCAL_WORLD_SIZE (default WORLD_SIZE: one node) and LOCAL_RANK (default
+ * RANK mod LOCAL_WORLD_SIZE) give rank, size, local size and local rank (as
+ * torchrun and similar launchers set them), and every collective goes
+ * through NCCL, so the caller must name a
+ * GPU backend and CDP_DIST_NCCL before its first collective. Rank 0 writes
+ * NCCL's unique id to the file (a temporary file renamed into place, which
+ * must not exist yet: use a fresh name per job on a filesystem every rank
+ * sees) and removes it once the communicator is up; the others poll for it
+ * for up to CDP_DIST_TIMEOUT. CDP_ESYNTAX / CDP_ERANGE for a malformed or
+ * inconsistent variable, whose name cdp_dist_bad_env returns. */
 int  cdp_dist_init(int *argc, char ***argv);
+const char *cdp_dist_bad_env(void);
 /* Finishes reductions in flight (starts no bucket), stops the watchdog,
  * MPI_Finalize. */
 void cdp_dist_finalize(void);
@@ -101,7 +151,23 @@ int  cdp_dist_set_algo(cdp_dist_algo algo);
 cdp_dist_algo cdp_dist_get_algo(void);
 int  cdp_dist_set_chunk(size_t floats);
 int  cdp_dist_set_timeout(double seconds);
-/* "mpi" or "ring" -> *algo; CDP_ESYNTAX otherwise. */
+/* Device buffers (see above): be's device memory from now on, or host
+ * memory again for NULL or a CPU backend (unless CDP_DIST_STAGE=1). Drops
+ * the bucket registration and frees what the previous backend's staging or
+ * communicator held, so call it before cdp_dist_buckets and again with NULL
+ * before destroying the backend (the algorithm CDP_DIST_NCCL then becomes
+ * the default CDP_DIST_RING). Not collective. 0, or CDP_EINVAL while a
+ * reduction is in flight. */
+int  cdp_dist_set_backend(struct cdp_backend *be);
+/* 1 when CDP_DIST_NCCL can be set: a build with CUDA and a GPU backend
+ * named; cdp_dist_set_algo refuses it otherwise (CDP_EINVAL). */
+int  cdp_dist_nccl_usable(void);
+/* 1 when the float buffers reduced with the current algorithm are staged
+ * through host memory (for the logs). */
+int  cdp_dist_staged(void);
+/* 1 when launched without MPI (see cdp_dist_init). */
+int  cdp_dist_env_launch(void);
+/* "mpi", "ring" or "nccl" -> *algo; CDP_ESYNTAX otherwise. */
 int  cdp_dist_algo_parse(const char *s, cdp_dist_algo *algo);
 const char *cdp_dist_algo_name(cdp_dist_algo algo);
 
@@ -113,6 +179,12 @@ int  cdp_dist_average(float *buf, size_t n);
 /* Broadcast n floats (initial weights) or bytes from rank 0. */
 int  cdp_dist_bcast(float *buf, size_t n);
 int  cdp_dist_bcast_bytes(void *buf, size_t n);
+/* Gathers n bytes from every rank into recv[j * n] on rank 0, in rank
+ * order (recv is not touched elsewhere and may be NULL there): the ranks'
+ * local state for a checkpoint. Point-to-point in parts of at most INT_MAX
+ * bytes, so n may be any size. Returns 0, or CDP_EINVAL for NULL buffers
+ * or while a reduction is in flight. */
+int  cdp_dist_gather_bytes(const void *send, size_t n, void *recv);
 /* Exact-order sums for metrics: loss sums (double), confusion matrices and
  * counts (uint64). */
 int  cdp_dist_sum_f64(double *buf, size_t n);

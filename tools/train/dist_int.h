@@ -43,6 +43,9 @@ void dist_iallreduce(float *buf, int n, MPI_Request *req);
  * the watchdog as "MPI_Allreduce". */
 void dist_allreduce_sum(float *buf, size_t n);
 
+/* The watchdog's timeout in seconds (0: none), for dist_nccl.c. */
+double dist_timeout(void);
+
 /* ---- in dist_ring.c ------------------------------------------------- */
 
 /* 1 while any reduction is in flight (settings may not change then). */
@@ -50,5 +53,46 @@ int  dist_busy(void);
 /* For cdp_dist_finalize: finishes the reductions in flight (starts no
  * bucket), drops the bucket registration and frees the ring's scratch. */
 void dist_ring_finalize(void);
+/* Drops the bucket registration (none may be in flight). */
+void dist_buckets_drop(void);
+/* cdp_dist_allreduce on host memory, whatever the backend. */
+int  dist_host_allreduce(float *buf, size_t n, cdp_dist_algo algo, int average);
+
+/* ---- in dist_dev.c: device buffers ----------------------------------- */
+
+enum { DIST_HOST = 0, DIST_STAGE = 1, DIST_NCCL = 2 };
+/* How float buffers reduced with `algo` move (dist.h, "Device buffers"):
+ * DIST_HOST also with one process, where nothing moves at all. */
+int  dist_dev_mode(cdp_dist_algo algo);
+struct cdp_backend *dist_dev_backend(void);
+/* Staged blocking calls on a device buffer of n floats. */
+int  dist_dev_allreduce(float *buf, size_t n, cdp_dist_algo algo, int average);
+int  dist_dev_bcast(float *buf, size_t n);
+/* Buckets: the pinned host mirror of the device block dev[0..n) the
+ * buckets are registered over (NULL: out of memory), the copy of a ready
+ * bucket's range [off, off + n) down to it, and of the reduced range back
+ * up. */
+float *dist_dev_mirror(float *dev, size_t n);
+void dist_dev_down(size_t off, size_t n);
+void dist_dev_up(size_t off, size_t n);
+
+/* ---- in dist_nccl.c (HAVE_CUDA; elsewhere every entry aborts) --------- */
+
+int  dist_nccl_built(void);
+/* The communicator's resources, before the backend goes. */
+void dist_nccl_release(void);
+/* Blocking, device buffers. */
+void dist_nccl_allreduce(float *buf, size_t n, int average, const char *what);
+void dist_nccl_bcast(float *buf, size_t n);
+/* A bucket: queued on the communication stream after what the compute
+ * stream holds now; join: the compute stream waits for every reduction
+ * queued so far. */
+void dist_nccl_bucket(float *buf, size_t n, int average);
+void dist_nccl_join(void);
+/* Launches without MPI: the host collectives through NCCL. op 0 sum,
+ * 1 max; type 0 double, 1 uint64. */
+void dist_nccl_host_reduce(void *buf, size_t n, int type, int op);
+void dist_nccl_host_bcast(void *buf, size_t n);
+void dist_nccl_host_gather(const void *send, size_t n, void *recv);
 
 #endif

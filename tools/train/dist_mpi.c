@@ -1,6 +1,7 @@
 /* dist_mpi.c: dist.h's start-up and shutdown, the settings other than the
  * ring's chunk, the error path with its MPI_CHECK macro, the watchdog, the
- * simple blocking collectives (broadcasts, metric sums, max, barrier), and
+ * simple blocking collectives (broadcasts, a gather, metric sums, max,
+ * barrier), and
  * the checked MPI calls that dist_ring.c makes through dist_int.h. Every
  * MPI call of the dist layer is in this file, so a failure always reads
  * "dist_mpi.c:LINE: MPI_Call: MPI's text" as dist.h promises. The ring
@@ -21,6 +22,8 @@
 
 static struct {
 	int inited, rank, size, lrank, lsize, left, right;
+	int env;                /* launched without MPI (dist.h), size > 1 */
+	const char *bad_env;    /* the variable cdp_dist_init refused */
 	MPI_Comm comm;
 	const char *prog;
 	cdp_dist_algo algo;
@@ -63,7 +66,10 @@ void cdp_dist_abort(int code, const char *fmt, ...)
 	va_end(ap);
 	fprintf(stderr, "%s\n", msg);
 	fflush(stderr);
-	if (MPI_Initialized(&live) == MPI_SUCCESS && live && MPI_Finalized(&fin) == MPI_SUCCESS && !fin)
+	/* launched without MPI the other ranks are no MPI peers: they learn of
+	 * this exit from NCCL (a broken connection) or their watchdog */
+	if (!st.env && MPI_Initialized(&live) == MPI_SUCCESS && live &&
+	    MPI_Finalized(&fin) == MPI_SUCCESS && !fin)
 		MPI_Abort(MPI_COMM_WORLD, code);
 	exit(code);
 }
@@ -168,6 +174,53 @@ static void wd_leave(void)
 
 /* ---- start-up and settings ------------------------------------------- */
 
+/* An integer variable of the launcher's environment in [lo, hi], or def
+ * when unset (def < lo: required). */
+static int env_int(const char *name, int def, int lo, int hi, int *out)
+{
+	const char *v = getenv(name);
+	int rc;
+
+	st.bad_env = name;
+	if (!v || !*v) {
+		*out = def;
+		return def < lo ? CDP_ESYNTAX : 0;
+	}
+	if ((rc = cdp_parse_int(v, lo, hi, out)) != 0)
+		return rc;
+	st.bad_env = NULL;
+	return 0;
+}
+
+/* After MPI found a singleton: a launch without MPI (dist.h)? */
+static int env_launch(void)
+{
+	const char *rdv = getenv("CDP_RENDEZVOUS");
+	int size, rank, lrank, lsize, rc;
+
+	if (!rdv || !*rdv || !getenv("WORLD_SIZE"))
+		return 0;
+	if ((rc = env_int("WORLD_SIZE", 0, 1, 1 << 20, &size)) != 0)
+		return rc;
+	if (size == 1)
+		return 0;
+	if ((rc = env_int("RANK", -1, 0, size - 1, &rank)) != 0 ||
+	    (rc = env_int("LOCAL_WORLD_SIZE", size, 1, size, &lsize)) != 0 ||
+	    (rc = env_int("LOCAL_RANK", rank % lsize, 0, lsize - 1, &lrank)) != 0)
+		return rc == CDP_ESYNTAX || rc == CDP_ERANGE ? rc : CDP_ESYNTAX;
+	st.bad_env = NULL;
+	st.env = 1;
+	st.rank = rank;
+	st.size = size;
+	st.lrank = lrank;
+	st.lsize = lsize;
+	return 0;
+}
+
+const char *cdp_dist_bad_env(void) { return st.bad_env ? st.bad_env : "CDP_DIST_TIMEOUT"; }
+int cdp_dist_env_launch(void) { return st.env; }
+double dist_timeout(void) { return st.timeout; }
+
 int cdp_dist_init(int *argc, char ***argv)
 {
 	const char *env = getenv("CDP_DIST_TIMEOUT");
@@ -189,6 +242,11 @@ int cdp_dist_init(int *argc, char ***argv)
 	MPI_CHECK(MPI_Comm_rank(local, &st.lrank));
 	MPI_CHECK(MPI_Comm_size(local, &st.lsize));
 	MPI_CHECK(MPI_Comm_free(&local));
+	if (st.size == 1 && (rc = env_launch()) != 0) {
+		MPI_CHECK(MPI_Comm_free(&st.comm));
+		MPI_CHECK(MPI_Finalize());
+		return rc;
+	}
 	st.left = (st.rank + st.size - 1) % st.size;
 	st.right = (st.rank + 1) % st.size;
 	st.inited = 1;
@@ -210,7 +268,8 @@ void cdp_dist_finalize(void)
 
 int cdp_dist_set_algo(cdp_dist_algo algo)
 {
-	if ((algo != CDP_DIST_MPI && algo != CDP_DIST_RING) || dist_busy())
+	if ((algo != CDP_DIST_MPI && algo != CDP_DIST_RING && algo != CDP_DIST_NCCL) ||
+	    (algo == CDP_DIST_NCCL && !cdp_dist_nccl_usable()) || dist_busy())
 		return CDP_EINVAL;
 	st.algo = algo;
 	return 0;
@@ -233,6 +292,8 @@ int cdp_dist_algo_parse(const char *s, cdp_dist_algo *algo)
 		*algo = CDP_DIST_MPI;
 	else if (s && strcmp(s, "ring") == 0)
 		*algo = CDP_DIST_RING;
+	else if (s && strcmp(s, "nccl") == 0)
+		*algo = CDP_DIST_NCCL;
 	else
 		return CDP_ESYNTAX;
 	return 0;
@@ -240,7 +301,7 @@ int cdp_dist_algo_parse(const char *s, cdp_dist_algo *algo)
 
 const char *cdp_dist_algo_name(cdp_dist_algo algo)
 {
-	return algo == CDP_DIST_MPI ? "mpi" : "ring";
+	return algo == CDP_DIST_MPI ? "mpi" : algo == CDP_DIST_NCCL ? "nccl" : "ring";
 }
 
 void cdp_dist_stats_get(cdp_dist_stats *s) { *s = dist_stats; }
@@ -266,6 +327,10 @@ int cdp_dist_bcast(float *buf, size_t n)
 {
 	if (!buf && n)
 		return CDP_EINVAL;
+	switch (dist_dev_mode(st.algo)) {
+	case DIST_STAGE: return dist_dev_bcast(buf, n);
+	case DIST_NCCL: dist_nccl_bcast(buf, n); return 0;
+	}
 	BLOCKING("MPI_Bcast", n, MPI_Bcast(buf + off, part, MPI_FLOAT, 0, st.comm));
 	return 0;
 }
@@ -274,7 +339,48 @@ int cdp_dist_bcast_bytes(void *buf, size_t n)
 {
 	if (!buf && n)
 		return CDP_EINVAL;
+	if (st.env) {
+		dist_nccl_host_bcast(buf, n);
+		return 0;
+	}
 	BLOCKING("MPI_Bcast", n, MPI_Bcast((char *)buf + off, part, MPI_BYTE, 0, st.comm));
+	return 0;
+}
+
+/* A tag the ring never uses (its tags stay below TAG_SPAN = 30000), though
+ * no ring op may be in flight here anyway. */
+#define GATHER_TAG 32000
+
+int cdp_dist_gather_bytes(const void *send, size_t n, void *recv)
+{
+	double t0 = dist_now();
+
+	if ((!send && n) || (st.rank == 0 && !recv && n) || dist_busy())
+		return CDP_EINVAL;
+	if (st.env) {
+		dist_nccl_host_gather(send, n, recv);
+		return 0;
+	}
+	if (st.rank == 0 && n)
+		memmove(recv, send, n);
+	if (st.size > 1 && n) {
+		wd_enter(st.rank == 0 ? "MPI_Recv" : "MPI_Send");
+		for (int r = 1; r < st.size; r++) {
+			if (st.rank != 0 && st.rank != r)
+				continue;
+			for (size_t off = 0; off < n; off += INT_MAX) {
+				int part = (int)(n - off < INT_MAX ? n - off : INT_MAX);
+				if (st.rank == 0)
+					MPI_CHECK(MPI_Recv((char *)recv + (size_t)r * n + off, part, MPI_BYTE, r,
+					                   GATHER_TAG, st.comm, MPI_STATUS_IGNORE));
+				else
+					MPI_CHECK(MPI_Send((const char *)send + off, part, MPI_BYTE, 0,
+					                   GATHER_TAG, st.comm));
+			}
+		}
+		wd_leave();
+	}
+	dist_stats.wait_s += dist_now() - t0;
 	return 0;
 }
 
@@ -282,6 +388,10 @@ int cdp_dist_sum_f64(double *buf, size_t n)
 {
 	if (!buf && n)
 		return CDP_EINVAL;
+	if (st.env) {
+		dist_nccl_host_reduce(buf, n, 0, 0);
+		return 0;
+	}
 	BLOCKING("MPI_Allreduce", n, MPI_Allreduce(MPI_IN_PLACE, buf + off, part, MPI_DOUBLE,
 	                                           MPI_SUM, st.comm));
 	return 0;
@@ -291,6 +401,10 @@ int cdp_dist_sum_u64(uint64_t *buf, size_t n)
 {
 	if (!buf && n)
 		return CDP_EINVAL;
+	if (st.env) {
+		dist_nccl_host_reduce(buf, n, 1, 0);
+		return 0;
+	}
 	BLOCKING("MPI_Allreduce", n, MPI_Allreduce(MPI_IN_PLACE, buf + off, part, MPI_UINT64_T,
 	                                           MPI_SUM, st.comm));
 	return 0;
@@ -300,6 +414,10 @@ int cdp_dist_max_f64(double *v)
 {
 	if (!v)
 		return CDP_EINVAL;
+	if (st.env) {
+		dist_nccl_host_reduce(v, 1, 0, 1);
+		return 0;
+	}
 	BLOCKING("MPI_Allreduce", (size_t)1, MPI_Allreduce(MPI_IN_PLACE, v, part, MPI_DOUBLE,
 	                                                   MPI_MAX, st.comm));
 	return 0;
@@ -308,8 +426,11 @@ int cdp_dist_max_f64(double *v)
 void cdp_dist_barrier(void)
 {
 	double t0 = dist_now();
+	uint64_t one = 1;
 
-	if (st.size > 1) {
+	if (st.env)
+		dist_nccl_host_reduce(&one, 1, 1, 0);
+	else if (st.size > 1) {
 		wd_enter("MPI_Barrier");
 		MPI_CHECK(MPI_Barrier(st.comm));
 		wd_leave();

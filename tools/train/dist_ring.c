@@ -5,7 +5,9 @@
  * (cdp_dist_buckets .. cdp_dist_wait_all). Start-up, the other settings,
  * the watchdog, the blocking collectives and every MPI call itself are in
  * dist_mpi.c; this file reaches MPI through the checked calls of
- * dist_int.h.
+ * dist_int.h. On device buffers (dist.h) the blocking reductions and the
+ * buckets hand over to dist_dev.c (staged through pinned host memory, then
+ * the code here) or dist_nccl.c at the few places marked dist_dev_mode.
  *
  * Every reduction in flight is an `op` on one list in start order. An mpi op
  * is an MPI_Iallreduce (split into parts of at most INT_MAX floats). A ring
@@ -71,6 +73,7 @@ static struct {
 	cdp_dist_algo balgo;
 	size_t *boff, *bn;
 	int *bl0, *bl1, *lbucket, *bleft;
+	int bmode;                      /* dist_dev_mode of the buckets */
 	unsigned char *ldone, *bstate;  /* bstate: 0 idle, 1 started */
 	op *bops;
 } st = { .chunk = 262144 };
@@ -366,10 +369,22 @@ static void drive(const op *target, const char *what)
 
 int cdp_dist_allreduce(float *buf, size_t n, cdp_dist_algo algo, int average)
 {
+	if (!buf && n)
+		return CDP_EINVAL;
+	switch (dist_dev_mode(algo)) {
+	case DIST_STAGE: return dist_dev_allreduce(buf, n, algo, average);
+	case DIST_NCCL: dist_nccl_allreduce(buf, n, average, "ncclAllReduce"); return 0;
+	}
+	return dist_host_allreduce(buf, n, algo, average);
+}
+
+int dist_host_allreduce(float *buf, size_t n, cdp_dist_algo algo, int average)
+{
 	op o;
 	double t0 = dist_now();
 
-	if ((!buf && n) || (algo != CDP_DIST_MPI && algo != CDP_DIST_RING))
+	if ((!buf && n) || (algo != CDP_DIST_MPI && algo != CDP_DIST_RING &&
+	                    !(algo == CDP_DIST_NCCL && cdp_dist_size() == 1)))
 		return CDP_EINVAL;
 	if (algo == CDP_DIST_MPI && cdp_dist_size() > 1) {
 		dist_allreduce_sum(buf, n);
@@ -403,6 +418,8 @@ static void buckets_free(void)
 	st.bbuf = NULL;
 }
 
+void dist_buckets_drop(void) { buckets_free(); }
+
 /* Per-step state back to "nothing done". */
 static void buckets_rearm(void)
 {
@@ -428,6 +445,10 @@ int cdp_dist_buckets(float *buf, const size_t *layer_off, int nlayers,
 	total = layer_off[nlayers] - layer_off[0];
 	if (!buf && total)
 		return CDP_EINVAL;
+	st.bmode = dist_dev_mode(cdp_dist_get_algo());
+	/* staged: the buckets live in a pinned host mirror of the block */
+	if (st.bmode == DIST_STAGE && !(buf = dist_dev_mirror(buf, layer_off[nlayers])))
+		return CDP_ENOMEM;
 	target = nbuckets ? (total + (size_t)nbuckets - 1) / (size_t)nbuckets : bucket_floats;
 	if (target == 0)
 		target = 1;
@@ -491,6 +512,16 @@ int cdp_dist_bucket_state(int b)
 static void bucket_start(int b)
 {
 	st.bstate[b] = 1;
+	if (st.bmode == DIST_NCCL) {
+		/* queued behind the compute stream: done as far as the host goes */
+		dist_nccl_bucket(st.bbuf + st.boff[b], st.bn[b], st.average);
+		memset(&st.bops[b], 0, sizeof st.bops[b]);
+		st.bops[b].done = 1;
+		dist_stats.reductions++;
+		return;
+	}
+	if (st.bmode == DIST_STAGE)
+		dist_dev_down(st.boff[b], st.bn[b]);
 	op_start(&st.bops[b], st.bbuf + st.boff[b], st.bn[b], st.balgo, st.average);
 }
 
@@ -543,6 +574,12 @@ void cdp_dist_wait_all(void)
 			bucket_start(b);
 	if (st.head)
 		drive(NULL, "waiting for the gradient reductions");
+	if (st.nb > 0 && st.bmode == DIST_STAGE) {
+		/* bucket nb-1 holds the first layers, bucket 0 the last */
+		size_t lo = st.boff[st.nb - 1], hi = st.boff[0] + st.bn[0];
+		dist_dev_up(lo, hi - lo);
+	} else if (st.nb > 0 && st.bmode == DIST_NCCL)
+		dist_nccl_join();
 	buckets_rearm();
 	dist_stats.wait_s += dist_now() - t0;
 }

@@ -13,18 +13,13 @@
  */
 #include "loader_int.h"
 
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
-#ifdef __SSE2__
-#include <emmintrin.h>
-#endif
 
-#include "cdp_dtype.h"
 #include "cdp_error.h"
 #include "cdp_rng.h"
 
@@ -61,174 +56,7 @@ static double now_s(void)
 	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* ---- one sample --------------------------------------------------------- */
-
-/* y = (x - m) * k over n u8 samples; fixed-length inner loops let gcc -O2
- * vectorize without an epilogue. With `stream` (the batch buffer, which is
- * larger than the caches and not read back here) SSE2 non-temporal stores
- * skip the read-for-ownership of each output line: the float output is 4x
- * the input, so the write bandwidth bounds this loop (bench/loader.sh). */
-static void std_u8(const uint8_t *restrict s, float *restrict d, size_t n, float m, float k,
-                   int stream)
-{
-	size_t i = 0;
-
-#ifdef __SSE2__
-	if (stream) {
-		const __m128 vm = _mm_set1_ps(m), vk = _mm_set1_ps(k);
-		const __m128i z = _mm_setzero_si128();
-		for (; i < n && ((uintptr_t)(d + i) & 15); i++)
-			d[i] = ((float)s[i] - m) * k;
-		for (; i + 16 <= n; i += 16) {
-			__m128i b = _mm_loadu_si128((const __m128i *)(s + i));
-			__m128i lo = _mm_unpacklo_epi8(b, z), hi = _mm_unpackhi_epi8(b, z);
-			_mm_stream_ps(d + i, _mm_mul_ps(_mm_sub_ps(
-				_mm_cvtepi32_ps(_mm_unpacklo_epi16(lo, z)), vm), vk));
-			_mm_stream_ps(d + i + 4, _mm_mul_ps(_mm_sub_ps(
-				_mm_cvtepi32_ps(_mm_unpackhi_epi16(lo, z)), vm), vk));
-			_mm_stream_ps(d + i + 8, _mm_mul_ps(_mm_sub_ps(
-				_mm_cvtepi32_ps(_mm_unpacklo_epi16(hi, z)), vm), vk));
-			_mm_stream_ps(d + i + 12, _mm_mul_ps(_mm_sub_ps(
-				_mm_cvtepi32_ps(_mm_unpackhi_epi16(hi, z)), vm), vk));
-		}
-		_mm_sfence();
-	}
-#else
-	(void)stream;
-#endif
-	for (; i + 32 <= n; i += 32)
-		for (int j = 0; j < 32; j++)
-			d[i + j] = ((float)s[i + j] - m) * k;
-	for (; i < n; i++)
-		d[i] = ((float)s[i] - m) * k;
-}
-
-static void std_f32(float *d, size_t n, float m, float k, int check)
-{
-	size_t i = 0;
-
-	if (check)
-		for (i = 0; i < n; i++)
-			if (!isfinite(d[i]))
-				d[i] = m;   /* becomes 0 below */
-	for (i = 0; i + 32 <= n; i += 32)
-		for (int j = 0; j < 32; j++)
-			d[i + j] = (d[i + j] - m) * k;
-	for (; i < n; i++)
-		d[i] = (d[i] - m) * k;
-}
-
-static int record_invalid_nodata(const cdp_record *r, size_t px, size_t hw)
-{
-	for (uint32_t c = 0; c < r->bands; c++) {
-		double v = cdp_dtype_get(r->dtype, r->image, c * hw + px);
-		if (!(v == r->nodata || (isnan(v) && isnan(r->nodata))))
-			return 0;
-	}
-	return 1;
-}
-
-static int32_t label_of(const cdp_loader *l, uint32_t v)
-{
-	if (l->o.remap_ignore && v == (uint32_t)l->stored_ignore)
-		return l->ignore;
-	return (int32_t)v;
-}
-
-/* cdp_record_decode, or with verify_once, for an uncompressed record whose
- * CRC this loader already checked, the header checks alone with the payloads
- * taken in place (image, label, mask follow the header in that order). */
-static int decode_record(cdp_loader *l, worker *w, size_t k, const MDB_val *v, cdp_record *r)
-{
-	const uint8_t *p = v->mv_data;
-	size_t isz, lsz, msz;
-	int rc;
-
-	if (!l->o.verify_once || !__atomic_load_n(&l->verified[k], __ATOMIC_RELAXED)) {
-		if ((rc = cdp_record_decode(p, v->mv_size, r, &w->scratch)) == 0 && l->o.verify_once)
-			__atomic_store_n(&l->verified[k], 1, __ATOMIC_RELAXED);
-		return rc;
-	}
-	if ((rc = cdp_record_peek(p, v->mv_size, r)) != 0)
-		return rc;
-	if (r->compression != CDP_COMP_NONE)
-		return cdp_record_decode(p, v->mv_size, r, &w->scratch);
-	if ((rc = cdp_record_sizes(r, &isz, &lsz, &msz)) != 0)
-		return rc;
-	r->image = p + CDP_RECORD_HDR;
-	r->label = lsz ? p + CDP_RECORD_HDR + isz : NULL;
-	r->mask = msz ? p + CDP_RECORD_HDR + isz + lsz : NULL;
-	return 0;
-}
-
-/* Decodes key k into img (C, H, W) and lab ((H, W), (1) or NULL); stream:
- * img is the batch buffer (see std_u8). */
-static int decode_one(cdp_loader *l, worker *w, size_t k, float *img, int32_t *lab, int stream)
-{
-	const MDB_val *v = &l->val[k];
-	size_t hw = (size_t)l->H * l->W;
-	cdp_record r;
-	int rc, dt = l->info.dtype;
-
-	if ((rc = decode_record(l, w, k, v, &r)) != 0)
-		return rc;
-	if (r.dtype != dt || r.bands != (uint32_t)l->C || r.height != (uint32_t)l->H ||
-	    r.width != (uint32_t)l->W || r.label_kind != l->info.label_kind)
-		return CDP_ESHAPE;
-	for (int c = 0; c < l->C; c++) {
-		float *d = img + (size_t)c * hw;
-		if (dt == CDP_DT_U8) {
-			std_u8((const uint8_t *)r.image + (size_t)c * hw, d, hw, l->mean[c], l->inv[c],
-			       stream);
-		} else {
-			cdp_dtype_to_f32(dt, (const uint8_t *)r.image + c * hw * cdp_dtype_size(dt), d, hw);
-			std_f32(d, hw, l->mean[c], l->inv[c], dt == CDP_DT_F32 || dt == CDP_DT_F64);
-		}
-	}
-	if (lab && r.label_kind == CDP_LABEL_CLASS) {
-		lab[0] = label_of(l, r.class_id);
-	} else if (lab) {
-		const uint8_t *p = r.label;
-		for (size_t i = 0; i < hw; i++)
-			lab[i] = label_of(l, r.label_kind == CDP_LABEL_U8 ? p[i] :
-			                  (uint32_t)(p[2 * i] | p[2 * i + 1] << 8));
-	}
-	if (!r.mask && !(r.flags & CDP_REC_NODATA))
-		return 0;
-	for (size_t i = 0; i < hw; i++) {
-		if (r.mask ? r.mask[i] != 0 : !record_invalid_nodata(&r, i, hw))
-			continue;
-		for (int c = 0; c < l->C; c++)
-			img[(size_t)c * hw + i] = 0.0f;
-		if (lab && l->label_px)
-			lab[i] = l->ignore;
-	}
-	return 0;
-}
-
-/* Decodes and augments key k into sample i of s. */
-static int load_sample(cdp_loader *l, worker *w, size_t k, slot *s, int i)
-{
-	float *img = s->image + (size_t)i * loader_img_size(l);
-	int32_t *lab = s->label ? s->label + (size_t)i * loader_lab_size(l) : NULL;
-	cdp_aug t;
-	int rc;
-
-	if (!l->has_aug)
-		return decode_one(l, w, k, img, lab, 1);
-	if ((rc = decode_one(l, w, k, w->tmp_img, lab ? w->tmp_lab : NULL, 0)) != 0)
-		return rc;
-	if (l->o.val)
-		cdp_aug_center(&l->aug, l->H, l->W, &t);
-	else
-		cdp_aug_draw(&l->aug, l->H, l->W,
-		             cdp_rng_derive(cdp_rng_derive(l->o.seed, l->epoch, 1), k, 0), &t);
-	if (lab && !l->label_px)
-		lab[0] = w->tmp_lab[0];
-	return cdp_aug_apply(&t, l->C, l->H, l->W, w->tmp_img,
-	                     l->label_px ? w->tmp_lab : NULL, img,
-	                     l->label_px ? lab : NULL) ? CDP_EINVAL : 0;
-}
+/* ---- samples ------------------------------------------------------------- */
 
 static int known_bad(cdp_loader *l, size_t k)
 {
@@ -239,7 +67,7 @@ static int known_bad(cdp_loader *l, size_t k)
 static int fill_sample(cdp_loader *l, worker *w, slot *s, int i)
 {
 	size_t k = s->index[i], tries;
-	int rc = known_bad(l, k) ? CDP_ECRC : load_sample(l, w, k, s, i);
+	int rc = known_bad(l, k) ? CDP_ECRC : cdp_loader_load_sample(l, w, k, s, i);
 
 	if (rc == 0 || !l->o.skip_bad)
 		return rc;
@@ -256,7 +84,7 @@ static int fill_sample(cdp_loader *l, worker *w, slot *s, int i)
 		k = l->order[(s->pos[i] + tries) % l->N];
 		if (known_bad(l, k))
 			continue;
-		if ((rc = load_sample(l, w, k, s, i)) == 0) {
+		if ((rc = cdp_loader_load_sample(l, w, k, s, i)) == 0) {
 			s->index[i] = k;
 			return 0;
 		}
@@ -271,11 +99,13 @@ static void work_range(cdp_loader *l, worker *w, slot *s)
 	int lo = (int)((long)s->n * w->id / l->T), hi = (int)((long)s->n * (w->id + 1) / l->T);
 
 	w->rc = 0;
-	for (int i = lo; i < hi && !w->rc; i++)
+	for (int i = lo; i < hi && !w->rc; i++) {
+		w->after = i + 1 < hi ? &l->val[s->index[i + 1]] : NULL;
 		if ((w->rc = fill_sample(l, w, s, i)) != 0) {
 			w->bad_i = i;
 			w->bad_k = s->index[i];
 		}
+	}
 }
 
 void *cdp_loader_helper_main(void *arg)
@@ -517,6 +347,7 @@ void cdp_loader_get_info(const cdp_loader *l, cdp_loader_info *info)
 	info->ignore = l->ignore;
 	info->value_size = l->N ? l->val[0].mv_size : 0;
 	info->readahead = l->readahead;
+	info->conv_isa = l->std_u8_isa;
 	info->pool = &l->info;
 	pthread_mutex_lock((pthread_mutex_t *)&l->mu);
 	info->skipped = l->skipped;

@@ -47,12 +47,16 @@
  * for key index k, so a sample gets the same transform on any rank or
  * thread; validation takes the centred crop, no flips or turns.
  *
- * Verification. Every read of a record checks its CRC (cdp_record_decode),
- * which costs about as much as the conversion for uint8 tiles. With
- * verify_once the loader checks the CRC of an uncompressed record the first
- * time it serves it and afterwards only its header (cdp_record_peek): the
- * map is read-only and the txn's snapshot cannot change, so only a page
- * re-read from a disk that went bad meanwhile would go unnoticed.
+ * Verification. Every read of a record checks its header and sizes first
+ * (cdp_record_peek) and its CRC (cdp_crc32, zlib's CRC-32 by carry-less
+ * multiplication where the CPU has it) before the sample is handed out; for
+ * an uncompressed record the CRC is computed piecewise as the image is
+ * converted, so the map is read once, and costs a few percent for uint8
+ * tiles (bench/loader.sh). With verify_once the loader checks the CRC of an
+ * uncompressed record the first time it serves it and afterwards only its
+ * header: the map is read-only and the txn's snapshot cannot change, so
+ * only a page re-read from a disk that went bad meanwhile would go
+ * unnoticed.
  *
  * Bad records. A record that fails to decode (CRC, truncation, format) or
  * whose shape differs from the pool's stops the loader: cdp_loader_next
@@ -119,6 +123,13 @@ typedef struct cdp_loader_opts {
 	const cdp_aug_cfg *aug;    /* NULL: no augmentation (copied at open) */
 	int remap_ignore;          /* 1: ignored labels become `ignore` */
 	int32_t ignore;
+	/* Memory for the batch images and labels (NULL: the loader's own):
+	 * zeroed, NULL on failure. cdp-train passes a GPU backend's pinned host
+	 * memory (be->host_alloc) so that batches copy to the device
+	 * asynchronously. alloc_ctx is passed back. */
+	void *(*host_alloc)(void *alloc_ctx, size_t bytes);
+	void (*host_free)(void *alloc_ctx, void *p);
+	void *alloc_ctx;
 } cdp_loader_opts;
 
 /* A batch, valid until the next cdp_loader_next, start_epoch or close. */
@@ -141,6 +152,7 @@ typedef struct cdp_loader_info {
 	int32_t ignore;            /* label of ignored pixels */
 	size_t value_size;         /* bytes of the first record */
 	int readahead;             /* CDP_RA_ON or CDP_RA_OFF, as resolved */
+	const char *conv_isa;      /* uint8 conversion kernel: "avx512", "avx2", "sse2", "plain" */
 	const cdp_pool_info *pool; /* the pool's meta (stats in pool->band) */
 	uint64_t skipped;          /* bad records replaced since open */
 	uint64_t batches;          /* batches returned since open */

@@ -1,6 +1,7 @@
 /* loader_int.h: the loader's internals, shared by loader.c (batches,
- * threads) and loader_open.c (validation, open, close). Not a contract:
- * only those two files include it.
+ * threads), loader_open.c (validation, open, close) and loader_conv.c
+ * (conversion kernels). Not a contract: only those files and the loader's
+ * tests include it.
  */
 #ifndef CDP_LOADER_INT_H
 #define CDP_LOADER_INT_H
@@ -33,12 +34,33 @@ typedef struct worker {
 	cdp_buf scratch;        /* inflated payloads */
 	float *tmp_img;         /* (c, H, W) before augmentation */
 	int32_t *tmp_lab;       /* (H, W) */
+	const MDB_val *after;   /* the next sample's value, prefetched early */
 	int rc, bad_i;          /* first failing sample of its range */
 	size_t bad_k;
 } worker;
 
+/* Conversion kernels (loader_conv.c), by instruction set. */
+enum { CDP_CONV_AUTO = 0, CDP_CONV_PLAIN = 1, CDP_CONV_SSE2 = 2, CDP_CONV_AVX2 = 3,
+       CDP_CONV_AVX512 = 4 };
+
+/* d[i] = ((float)s[i] - m) * k for i < n, bit for bit in every kernel.
+ * stream: non-temporal stores, to be followed by cdp_loader_conv_fence()
+ * before another thread reads d; then the n bytes at next (unless NULL)
+ * are prefetched along the way. */
+typedef void (*cdp_loader_u8_fn)(const uint8_t *restrict s, float *restrict d, size_t n,
+                                 float m, float k, int stream, const uint8_t *next);
+
+/* Kernel `which` (AUTO: the best this CPU runs) and its name, or NULL when
+ * this CPU or build lacks it. */
+cdp_loader_u8_fn cdp_loader_u8_kernel(int which, const char **name);
+void cdp_loader_conv_fence(void);
+/* d = (d - m) * k in place over n floats; check: non-finite values become 0 */
+void cdp_loader_std_f32(float *d, size_t n, float m, float k, int check);
+
 struct cdp_loader {
 	cdp_loader_opts o;
+	cdp_loader_u8_fn std_u8; /* the uint8 kernel chosen at open */
+	const char *std_u8_isa;
 	char *pool_path, *keys_path;
 	cdp_aug_cfg aug;
 	int has_aug;
@@ -92,6 +114,11 @@ static inline size_t loader_lab_size(const cdp_loader *l)
 {
 	return l->label_px ? (size_t)l->oh * l->ow : 1;
 }
+
+/* Decodes and augments key k into sample i of s (loader_sample.c): 0 or
+ * the record's error code (cdp_record_peek/decode codes, CDP_ECRC,
+ * CDP_ESHAPE), CDP_EINVAL when augmentation fails. */
+int cdp_loader_load_sample(cdp_loader *l, worker *w, size_t k, slot *s, int i);
 
 /* Thread bodies (loader.c), started by cdp_loader_open. */
 void *cdp_loader_prefetch_main(void *arg);

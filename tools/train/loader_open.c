@@ -249,6 +249,25 @@ static void *xalloc(size_t n, size_t size, int *fail_flag)
 	return p;
 }
 
+/* A batch buffer: 2 MiB aligned and advised MADV_HUGEPAGE when that large,
+ * so that its stores (several MB per batch) take few TLB misses. */
+static void *xalloc_batch(size_t n, size_t size, int *fail_flag)
+{
+	size_t bytes, huge = (size_t)2 << 20;
+	void *p = NULL;
+
+	if (__builtin_mul_overflow(n, size, &bytes) || bytes < huge)
+		return xalloc(n, size, fail_flag);
+	if (posix_memalign(&p, huge, bytes)) {
+		*fail_flag = 1;
+		return NULL;
+	}
+#ifdef MADV_HUGEPAGE
+	madvise(p, bytes, MADV_HUGEPAGE);   /* advice only */
+#endif
+	return p;
+}
+
 static int alloc_buffers(cdp_loader *l, char *err, size_t cap)
 {
 	size_t b = (size_t)l->o.batch, isz, lsz;
@@ -259,9 +278,18 @@ static int alloc_buffers(cdp_loader *l, char *err, size_t cap)
 	l->order = xalloc(l->N, sizeof *l->order, &oom);
 	l->adv = xalloc(b, sizeof *l->adv, &oom);
 	for (int i = 0; i < NSLOT; i++) {
-		l->slot[i].image = xalloc(isz, sizeof(float), &oom);
-		if (l->info.label_kind != CDP_LABEL_NONE)
-			l->slot[i].label = xalloc(lsz, sizeof(int32_t), &oom);
+		if (l->o.host_alloc) {
+			/* isz, lsz: at most a batch of images, which did not overflow */
+			l->slot[i].image = l->o.host_alloc(l->o.alloc_ctx, isz * sizeof(float));
+			if (l->info.label_kind != CDP_LABEL_NONE)
+				l->slot[i].label = l->o.host_alloc(l->o.alloc_ctx, lsz * sizeof(int32_t));
+			oom |= !l->slot[i].image ||
+			       (l->info.label_kind != CDP_LABEL_NONE && !l->slot[i].label);
+		} else {
+			l->slot[i].image = xalloc_batch(isz, sizeof(float), &oom);
+			if (l->info.label_kind != CDP_LABEL_NONE)
+				l->slot[i].label = xalloc(lsz, sizeof(int32_t), &oom);
+		}
 		l->slot[i].index = xalloc(b, sizeof(size_t), &oom);
 		l->slot[i].pos = xalloc(b, sizeof(size_t), &oom);
 	}
@@ -312,6 +340,7 @@ int cdp_loader_open(const cdp_loader_opts *o, cdp_loader **out, char *err, size_
 		return fail(err, cap, CDP_ENOMEM, "out of memory");
 	l->o = *o;
 	l->T = o->threads;
+	l->std_u8 = cdp_loader_u8_kernel(CDP_CONV_AUTO, &l->std_u8_isa);
 	pthread_mutex_init(&l->mu, NULL);
 	pthread_mutex_init(&l->gmu, NULL);
 	pthread_cond_init(&l->cv_prod, NULL);
@@ -360,8 +389,15 @@ void cdp_loader_close(cdp_loader *l)
 		free(l->wk[t].tmp_lab);
 	}
 	for (int i = 0; i < NSLOT; i++) {
-		free(l->slot[i].image);
-		free(l->slot[i].label);
+		if (l->o.host_free) {
+			if (l->slot[i].image)
+				l->o.host_free(l->o.alloc_ctx, l->slot[i].image);
+			if (l->slot[i].label)
+				l->o.host_free(l->o.alloc_ctx, l->slot[i].label);
+		} else {
+			free(l->slot[i].image);
+			free(l->slot[i].label);
+		}
 		free(l->slot[i].index);
 		free(l->slot[i].pos);
 	}

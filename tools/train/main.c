@@ -9,6 +9,7 @@
 #include "cdp_error.h"
 #include "cdp_num.h"
 #include "cdp_progress.h"
+#include "device.h"
 #include "dist.h"
 #include "loader.h"
 #include "optim.h"
@@ -25,8 +26,8 @@
 
 enum {
 	OPT_ALLREDUCE = 256, OPT_BATCH, OPT_CKPT_EVERY, OPT_DB, OPT_DEVICE, OPT_EPOCHS,
-	OPT_KEYS, OPT_LOAD, OPT_LOG, OPT_LOG_EVERY, OPT_LR, OPT_MODEL, OPT_MOMENTUM,
-	OPT_NESTEROV, OPT_NO_OVERLAP, OPT_OPTIMIZER, OPT_OUT, OPT_PAD_LAST, OPT_PROGRESS,
+	OPT_KEYS, OPT_LOAD, OPT_LOG, OPT_LOG_EVERY, OPT_LOSS_SCALE, OPT_LR, OPT_MODEL, OPT_MOMENTUM,
+	OPT_NESTEROV, OPT_NO_OVERLAP, OPT_OPTIMIZER, OPT_OUT, OPT_PAD_LAST, OPT_PRECISION, OPT_PROGRESS,
 	OPT_RESUME, OPT_SCHEDULE, OPT_SEED, OPT_SKIP_BAD, OPT_STEPS, OPT_SYNC, OPT_THREADS,
 	OPT_VAL_EVERY, OPT_VAL_KEYS, OPT_WARMUP, OPT_WD
 };
@@ -38,8 +39,9 @@ static void usage(FILE *f)
 	    "                 --out RUNDIR [--epochs N | --steps N] [--batch N] [--lr X]\n"
 	    "                 [--schedule constant|step|cosine] [--warmup N] [--optimizer sgd|adamw]\n"
 	    "                 [--momentum X] [--weight-decay X] [--nesterov] [--seed N] [--threads N]\n"
-	    "                 [--device cpu|cuda|auto] [--sync allreduce|average:K|admm:K:RHO]\n"
-	    "                 [--allreduce mpi|ring] [--no-overlap] [--checkpoint-every N] [--resume]\n"
+	    "                 [--device cpu|cuda|cuda:N|auto] [--precision fp32|tf32|bf16|fp16]\n"
+	    "                 [--loss-scale dynamic|off|S] [--sync allreduce|average:K|admm:K:RHO]\n"
+	    "                 [--allreduce mpi|ring|nccl] [--no-overlap] [--checkpoint-every N] [--resume]\n"
 	    "                 [--log FILE] [--log-every N] [--val-every N] [--load pool|copy]\n"
 	    "                 [--pad-last] [--skip-bad-records] [--progress]\n");
 }
@@ -106,6 +108,32 @@ static int parse_sync(const char *s, cdp_train_opts *o)
 	return -1;
 }
 
+/* fp32|tf32|bf16|fp16 -> CDP_PREC_*, or -1 */
+static int parse_precision(const char *s)
+{
+	static const char *const names[] = { "fp32", "tf32", "bf16", "fp16" };
+	static const int prec[] = { CDP_PREC_FP32, CDP_PREC_TF32, CDP_PREC_BF16, CDP_PREC_FP16 };
+
+	for (size_t i = 0; i < sizeof names / sizeof *names; i++)
+		if (strcmp(s, names[i]) == 0)
+			return prec[i];
+	return -1;
+}
+
+/* dynamic -> 65536 (PyTorch GradScaler's initial scale), off -> 0, S: a
+ * number in [1, 1e300] to start from (beyond FLT_MAX the scaled gradient
+ * is infinite at once, and the scale halves until it is not) */
+static int parse_loss_scale(const char *s, double *out)
+{
+	if (strcmp(s, "dynamic") == 0)
+		*out = 65536;
+	else if (strcmp(s, "off") == 0)
+		*out = 0;
+	else if (cdp_parse_double(s, 1, 1e300, out) != CDP_OK)
+		return -1;
+	return 0;
+}
+
 static int num_long(const char *opt, const char *arg, long min, long *out)
 {
 	int64_t v;
@@ -141,6 +169,7 @@ int main(int argc, char **argv)
 		{ "load",             required_argument, NULL, OPT_LOAD },
 		{ "log",              required_argument, NULL, OPT_LOG },
 		{ "log-every",        required_argument, NULL, OPT_LOG_EVERY },
+		{ "loss-scale",       required_argument, NULL, OPT_LOSS_SCALE },
 		{ "lr",               required_argument, NULL, OPT_LR },
 		{ "model",            required_argument, NULL, OPT_MODEL },
 		{ "momentum",         required_argument, NULL, OPT_MOMENTUM },
@@ -149,6 +178,7 @@ int main(int argc, char **argv)
 		{ "optimizer",        required_argument, NULL, OPT_OPTIMIZER },
 		{ "out",              required_argument, NULL, OPT_OUT },
 		{ "pad-last",         no_argument,       NULL, OPT_PAD_LAST },
+		{ "precision",        required_argument, NULL, OPT_PRECISION },
 		{ "progress",         no_argument,       NULL, OPT_PROGRESS },
 		{ "quiet",            no_argument,       NULL, 'q' },
 		{ "resume",           no_argument,       NULL, OPT_RESUME },
@@ -177,7 +207,7 @@ int main(int argc, char **argv)
 		case 'q': o.quiet = 1; o.progress = CDP_PROGRESS_OFF; break;
 		case OPT_ALLREDUCE:
 			if (cdp_dist_algo_parse(optarg, &algo) != CDP_OK) {
-				fprintf(stderr, PROG ": --allreduce '%s': not mpi or ring\n", optarg);
+				fprintf(stderr, PROG ": --allreduce '%s': not mpi, ring or nccl\n", optarg);
 				goto out;
 			}
 			o.allreduce = (int)algo;
@@ -193,16 +223,12 @@ int main(int argc, char **argv)
 			break;
 		case OPT_DB: o.db = optarg; break;
 		case OPT_DEVICE:
-			if (strcmp(optarg, "cuda") == 0) {
-				fprintf(stderr, PROG ": --device cuda: this cdp-train was built without "
-				        "CUDA support\n");
-				rc = 1;
+			if (cdp_device_parse(optarg) != 0) {
+				fprintf(stderr, PROG ": --device '%s': not cpu, cuda, cuda:N or auto\n",
+				        optarg);
 				goto out;
 			}
-			if (strcmp(optarg, "cpu") != 0 && strcmp(optarg, "auto") != 0) {
-				fprintf(stderr, PROG ": --device '%s': not cpu, cuda or auto\n", optarg);
-				goto out;
-			}
+			o.device = optarg;
 			break;
 		case OPT_EPOCHS:
 			if (num_long("--epochs", optarg, 1, &o.epochs) < 0)
@@ -223,6 +249,13 @@ int main(int argc, char **argv)
 		case OPT_LOG_EVERY:
 			if (num_long("--log-every", optarg, 1, &o.log_every) < 0)
 				goto out;
+			break;
+		case OPT_LOSS_SCALE:
+			if (parse_loss_scale(optarg, &o.loss_scale) < 0) {
+				fprintf(stderr, PROG ": --loss-scale '%s': not dynamic, off or a number in "
+				        "[1, 1e300]\n", optarg);
+				goto out;
+			}
 			break;
 		case OPT_LR:
 			if (num_double("--lr", optarg, 100, &o.lr) < 0)
@@ -255,6 +288,13 @@ int main(int argc, char **argv)
 			break;
 		case OPT_OUT: o.out = optarg; break;
 		case OPT_PAD_LAST: o.pad_last = 1; break;
+		case OPT_PRECISION:
+			if ((o.precision = parse_precision(optarg)) < 0) {
+				fprintf(stderr, PROG ": --precision '%s': not fp32, tf32, bf16 or fp16\n",
+				        optarg);
+				goto out;
+			}
+			break;
 		case OPT_PROGRESS: o.progress = CDP_PROGRESS_ON; break;
 		case OPT_RESUME: o.resume = 1; break;
 		case OPT_SCHEDULE:
@@ -329,12 +369,15 @@ int main(int argc, char **argv)
 
 	rc = 1;
 	if ((c = cdp_dist_init(&argc, &argv)) != 0) {
-		fprintf(stderr, PROG ": CDP_DIST_TIMEOUT: %s\n", cdp_strerror(c));
+		fprintf(stderr, PROG ": %s: %s\n", cdp_dist_bad_env(), cdp_strerror(c));
 		goto out;
 	}
 	mpi = 1;
 	memset(&sa, 0, sizeof sa);
 	sa.sa_handler = on_signal;
+	/* the handler only sets a flag the loop polls: no system call (a
+	 * checkpoint's write, a loader's read) should fail with EINTR for it */
+	sa.sa_flags = SA_RESTART;
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);

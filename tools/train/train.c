@@ -12,6 +12,10 @@
  * waits for them, updates, and, every so many steps, logs, validates and
  * checkpoints, all collectively at steps every rank knows in advance.
  *
+ * The next micro-batch's copy to the device is queued while backward
+ * runs (fetch_batch), and --loss-scale's dynamic loss scaling judges the
+ * gradients before the optimizer step (scale_check).
+ *
  * Randomness is counter-based: the epoch order and augmentations come from
  * (seed, epoch, key) in the loader, dropout masks from (seed, global
  * micro-batch, rank), so a resumed run needs only the seed and the
@@ -45,7 +49,10 @@ void cdp_train_opts_init(cdp_train_opts *o)
 	o->sync = CDP_SYNC_ALLREDUCE;
 	o->sync_k = 1;
 	o->rho = 0.01;
-	o->allreduce = CDP_DIST_MPI;
+	o->device = "cpu";
+	o->precision = CDP_PREC_FP32;
+	o->loss_scale = -1;
+	o->allreduce = -1;
 	o->overlap = 1;
 	o->log_every = 10;
 	o->load = CDP_LOAD_POOL;
@@ -60,23 +67,66 @@ static int agree_failed(int failed)
 	return v != 0;
 }
 
+/* The next training batch: labels checked on the host, its copy to the
+ * device queued into nx, nlab (be->to_device_async), to run while the
+ * current step computes. nx held the batch of the step before the current
+ * one, whose every op has run: the current step's loss has come back to
+ * the host since (cdp_loss_compute returns a value), and ops run in order.
+ * The batch's host memory (the loader's, pinned on a GPU) must outlive its
+ * copy, so the host waits for the copies (be->copy_wait) before
+ * cdp_loader_next gives the previous batch's slot back to the loader. */
+static void fetch_batch(trainer *t)
+{
+	cdp_backend *be = t->be;
+	cdp_batch *b = &t->next;
+	size_t npx, bad;
+	int rc;
+
+	be->copy_wait(be);
+	if ((rc = cdp_loader_next(t->tl, b)) != 0)
+		TR_FAIL("%s", rc == CDP_EEOF ? "the epoch ended early" :
+		        *cdp_loader_error(t->tl) ? cdp_loader_error(t->tl) : cdp_strerror(rc));
+	npx = (size_t)b->n * t->hw;
+	if (cdp_loss_check_labels(&t->loss, b->label, npx, &bad) != 0)
+		TR_FAIL("'%s': record '%s': label %" PRId32 " is not a class of the model "
+		        "(%d classes, ignore %d)", t->o->db,
+		        cdp_loader_key(t->tl, b->index[bad / t->hw]), b->label[bad],
+		        t->loss.classes, t->loss.ignore);
+	be->to_device_async(be, t->nx, b->image, (size_t)b->n * b->c * b->h * b->w * sizeof(float));
+	be->to_device_async(be, t->nlab, b->label, npx * sizeof(int32_t));
+	t->have_next = 1;
+}
+
+/* The batch for this micro-batch (fetched now when none is prefetched):
+ * compute waits for its copy (be->copy_fence, the host does not), and its
+ * buffers become the net's input and the labels. */
+static void take_batch(trainer *t, cdp_batch *b)
+{
+	float *x;
+	int32_t *lab;
+
+	if (!t->have_next)
+		fetch_batch(t);
+	*b = t->next;
+	t->have_next = 0;
+	t->be->copy_fence(t->be);
+	x = t->net.x, t->net.x = t->nx, t->nx = x;
+	lab = t->dlab, t->dlab = t->nlab, t->nlab = lab;
+}
+
 /* One micro-batch: returns the global mean loss; *stop from any rank. */
 static double micro_batch(trainer *t, uint64_t micro, int *stop)
 {
 	cdp_layer *out = &t->net.layers[t->net.out_layer];
 	cdp_loss_result res;
 	cdp_batch b;
-	double v[4];
-	int rc = cdp_loader_next(t->tl, &b);
+	double v[4], g;
 
-	if (rc != 0)
-		TR_FAIL("%s", rc == CDP_EEOF ? "the epoch ended early" :
-		        *cdp_loader_error(t->tl) ? cdp_loader_error(t->tl) : cdp_strerror(rc));
+	take_batch(t, &b);
 	t->iv_wait += b.wait_s;
 	t->skipped += b.skipped;
 	if (t->keylog)
 		tr_log_keys(t, &b);
-	tr_upload(t, t->tl, &b);
 	t->net.step_seed = cdp_rng_derive(t->o->seed ^ 0x64726f706f7574ull, micro, (uint64_t)t->rank);
 	cdp_net_forward(&t->net);
 	cdp_loss_compute(&t->loss, b.n, t->hw, out->y, t->dlab, out->dy, &res);
@@ -88,14 +138,60 @@ static double micro_batch(trainer *t, uint64_t micro, int *stop)
 	if (v[3] > 0)
 		*stop = 1;
 	/* the mean over the global batch: each rank's gradient is a mean over
-	 * its own counted pixels, the all-reduce averages over j ranks */
+	 * its own counted pixels, the all-reduce averages over j ranks; times
+	 * the loss scale (one multiplication: for a power of two the same
+	 * float as two) */
+	g = t->scale > 0 ? t->scale : 1;
 	if (t->o->sync == CDP_SYNC_ALLREDUCE && t->size > 1 && v[1] > 0 &&
-	    (t->loss.kind == CDP_LOSS_CE || t->loss.kind == CDP_LOSS_BCE)) {
-		double s = res.count * t->size / v[1];
-		if (s != 1.0)
-			t->be->scale(t->be, out->dy, (float)s, (size_t)b.n * t->loss.k * t->hw);
-	}
+	    (t->loss.kind == CDP_LOSS_CE || t->loss.kind == CDP_LOSS_BCE))
+		g *= res.count * t->size / v[1];
+	if (g != 1.0)
+		t->be->scale(t->be, out->dy, (float)g, (size_t)b.n * t->loss.k * t->hw);
 	return (v[1] > 0 ? v[0] / v[1] : 0) + v[2] / t->size;
+}
+
+/* Dynamic loss scaling, as PyTorch's GradScaler (growth 2, backoff 0.5,
+ * interval 2000). The gradients hold `scale` times the true ones: the
+ * reduced ones under --sync allreduce, so every rank finds the same, the
+ * local ones otherwise, so the ranks agree on the verdict with a
+ * reduction. Not finite: the step is skipped on every rank (gradients
+ * zeroed, parameters and optimizer untouched) and the scale halves.
+ * Finite: the gradients are unscaled, ahead of clipping and the
+ * optimizer, and after 2000 finite steps in a row the scale doubles.
+ * Returns 1 when the step goes ahead. */
+static int scale_check(trainer *t)
+{
+	cdp_backend *be = t->be;
+	size_t n = t->net.nparams;
+	double bad;
+
+	if (t->scale <= 0)
+		return 1;
+	bad = !isfinite(be->sumsq(be, t->net.grads, n));
+	if (t->o->sync != CDP_SYNC_ALLREDUCE)
+		cdp_dist_sum_f64(&bad, 1);
+	if (bad > 0) {
+		tr_logf(t, "step %ld: the gradients overflowed at loss scale %g, step skipped",
+		        t->step + 1, t->scale);
+		t->scale = fmax(t->scale * 0.5, 1e-30);
+		t->scale_good = 0;
+		t->scale_skipped++;
+		be->fill(be, t->net.grads, 0.0f, n);
+		t->opt.micro = 0;
+		return 0;
+	}
+	/* 1 / scale must stay a normal float: beyond 2^64 in two steps */
+	if (t->scale > 0x1p64) {
+		be->scale(be, t->net.grads, (float)(0x1p64 / t->scale), n);
+		be->scale(be, t->net.grads, 0x1p-64f, n);
+	} else {
+		be->scale(be, t->net.grads, (float)(1.0 / t->scale), n);
+	}
+	if (++t->scale_good >= 2000) {
+		t->scale = fmin(t->scale * 2, 1e300);
+		t->scale_good = 0;
+	}
+	return 1;
 }
 
 static void report(trainer *t, const tr_val *v, const char *what)
@@ -122,6 +218,7 @@ static int train_loop(trainer *t)
 	cdp_progress pr;
 	tr_val v = { 0 };
 	int stop = 0, started = 0, validated = 0, ckpted = 0;
+	char dev[64];
 
 	if (cdp_confusion_init(&v.conf, t->loss.classes) != 0)
 		TR_FAIL("out of memory");
@@ -133,8 +230,15 @@ static int train_loop(trainer *t)
 	tr_logf(t, "start at step %ld of %ld (epoch %" PRIu64 ", %ld steps per epoch), %d ranks, "
 	        "global batch %d", t->step, t->total, t->epoch, t->spe, t->size,
 	        o->batch * t->size * t->accumulate);
+	if (t->be->device >= 0)
+		snprintf(dev, sizeof dev, "%s:%d", t->be->name, t->be->device);
+	else
+		snprintf(dev, sizeof dev, "%s", t->be->name);
+	tr_logf(t, "device %s, precision %s, loss scale %g, all-reduce %s%s", dev,
+	        tr_prec_name(o->precision), t->scale, cdp_dist_algo_name(t->algo),
+	        cdp_dist_staged() ? " staged through host memory" : "");
 	while (t->step < t->total && !stop) {
-		int epoch_end = 0;
+		int epoch_end = 0, go;
 		double loss = 0, lr;
 
 		if (!started) {
@@ -150,10 +254,20 @@ static int train_loop(trainer *t)
 			loss += micro_batch(t, micro, &stop) / t->accumulate;
 			cdp_net_backward(&t->net, tr_on_layer_done, t);
 			cdp_optim_micro_done(&t->opt);
+			/* while backward runs: the next micro-batch of this epoch */
+			if (a + 1 < t->accumulate ||
+			    (!stop && t->estep + 1 < t->spe && t->step + 1 < t->total))
+				fetch_batch(t);
 		}
-		tr_sync_grads(t);
+		/* the loss scale judges the reduced gradients (allreduce) and
+		 * the local ones before ADMM's penalty is added (admm) */
+		if (o->sync == CDP_SYNC_ALLREDUCE)
+			tr_sync_grads(t);
+		go = scale_check(t);
+		if (o->sync != CDP_SYNC_ALLREDUCE && go)
+			tr_sync_grads(t);
 		lr = cdp_optim_lr(&t->oc, t->opt.step);
-		if (cdp_optim_step(&t->opt, t->net.params, t->net.grads) != 0)
+		if (go && cdp_optim_step(&t->opt, t->net.params, t->net.grads) != 0)
 			tr_logf(t, "step %ld: gradient norm %g is not finite, update skipped",
 			        t->step + 1, t->opt.last_norm);
 		t->step++;
@@ -172,8 +286,9 @@ static int train_loop(trainer *t)
 		if (t->step % o->log_every == 0 || t->step == t->total)
 			tr_log_step(t, lr);
 		validated = 0;
-		if (t->vl && ((o->val_every && t->step % o->val_every == 0) ||
-		              (!o->val_every && epoch_end))) {
+		/* stopping: the checkpoint first, within mpirun's grace (cdp-train(1)) */
+		if (t->vl && !stop && ((o->val_every && t->step % o->val_every == 0) ||
+		                       (!o->val_every && epoch_end))) {
 			tr_validate(t, &v);
 			tr_log_val(t, &v);
 			validated = 1;

@@ -33,10 +33,14 @@ typedef struct cdp_train_opts {
 	int nesterov;               /* -1: the cfg's */
 	uint64_t seed;
 	int threads;                /* 0: cores / ranks on the node */
+	const char *device;         /* --device (device.h) */
+	int precision;              /* CDP_PREC_* (backend.h) */
+	double loss_scale;          /* initial dynamic loss scale; 0: off; < 0: the
+	                             * default, dynamic (65536) for fp16, else off */
 	int sync;                   /* CDP_SYNC_* */
 	long sync_k;                /* average / admm: local steps per round */
 	double rho;                 /* admm penalty */
-	int allreduce;              /* cdp_dist_algo */
+	int allreduce;              /* cdp_dist_algo; -1: nccl on GPUs of their own, else mpi */
 	int overlap;                /* reduce buckets during backward */
 	long checkpoint_every;      /* steps; 0: only at the end */
 	long val_every;             /* steps; 0: every epoch */

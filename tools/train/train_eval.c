@@ -12,7 +12,8 @@
  * overrides, parameters and (rank-averaged) batchnorm buffers, the
  * optimizer, the step, the epoch and the samples of the epoch consumed
  * (estep * global batch), the seed, the input bands with the pool's data type
- * and per-band mean and std, and the pool's uuid. The input bands are the
+ * and per-band mean and std, the pool's uuid and, for average and admm,
+ * every rank's own state (tr_sync_state_save). The input bands are the
  * source raster bands the pool's tiles hold (the sources' band_list, when
  * all sources give the same one), so that cdp-predict reads those bands
  * from a raw scene; otherwise 1..C. The RNG state stored,
@@ -134,8 +135,12 @@ void tr_checkpoint(trainer *t)
 	int C = t->ti.c;
 
 	tr_eval_model_begin(t);
-	if (t->rank != 0)
+	if (t->rank != 0) {
+		if ((rc = tr_sync_state_save(t, NULL)) != 0)
+			TR_FAIL("cannot send the local state for '%s/checkpoint.cdpt': %s", t->o->out,
+			        cdp_strerror(rc));
 		goto out;
+	}
 	memset(&ck, 0, sizeof ck);
 	snprintf(path, sizeof path, "%s/checkpoint.cdpt", t->o->out);
 	if (!(bands = malloc(C * sizeof *bands)) || !(mean = malloc(C * sizeof *mean)) ||
@@ -156,10 +161,14 @@ void tr_checkpoint(trainer *t)
 	ck.seed = t->o->seed;
 	memcpy(ck.pool_uuid, pi->uuid, sizeof ck.pool_uuid);
 	ck.dtype = pi->dtype;               /* lets cdp-predict refuse a raster of another type */
+	ck.loss_scale = t->scale;           /* the loss scaler resumes where it was */
+	ck.scale_good = (uint64_t)t->scale_good;
+	ck.scale_skipped = t->scale_skipped;
 	if ((rc = cdp_ckpt_set_cfg(&ck, t->cfg_text, (const char *const *)t->ov, t->nov)) ||
 	    (rc = cdp_ckpt_from_net(&ck, &t->net)) || (rc = cdp_ckpt_set_optim(&ck, &t->opt)) ||
 	    (rc = cdp_ckpt_set_rng(&ck, "epoch_order", &r)) ||
-	    (rc = cdp_ckpt_set_data(&ck, bands, C, mean, sd)))
+	    (rc = cdp_ckpt_set_data(&ck, bands, C, mean, sd)) ||
+	    (rc = tr_sync_state_save(t, &ck)))
 		goto done;
 	rc = cdp_ckpt_write(path, &ck);
 done:

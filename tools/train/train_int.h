@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include "cdp_pool.h"
 #include "checkpoint.h"
+#include "dist.h"
 #include "loader.h"
 #include "loss.h"
 #include "metrics.h"
@@ -71,17 +72,42 @@ typedef struct trainer {
 	uint64_t skipped;
 	cdp_ckpt ck;                    /* the checkpoint being resumed */
 	int have_ck;
+	cdp_dist_algo algo;             /* --allreduce, resolved (train_setup.c) */
+	/* the next training batch (train.c): its device copy is queued into
+	 * nx, nlab (device, like net.x and dlab, which they swap with) while
+	 * the current step computes; next stays valid until cdp_loader_next */
+	float *nx;
+	int32_t *nlab;
+	cdp_batch next;
+	int have_next;
+	/* dynamic loss scaling (train.c): the loss gradient is scaled by
+	 * scale (0: off); scale_good finite steps since it last changed */
+	double scale;
+	long scale_good;
+	uint64_t scale_skipped;         /* steps skipped for overflow, whole run */
 } trainer;
 
 /* train_setup.c */
 int  tr_setup(trainer *t, char *err, size_t cap);
+const char *tr_prec_name(int prec);   /* CDP_PREC_* -> "fp32" ... */
 void tr_teardown(trainer *t);
 
 /* train_sync.c */
 int  tr_sync_init(trainer *t, char *err, size_t cap);
 void tr_sync_free(trainer *t);
-/* After the initial weights are final on every rank: z = w (admm). */
+/* At setup, after tr_resume: whether the checkpoint's per-rank state
+ * (average, admm) is this run's to restore: the same j and --sync, else a
+ * one-line warning on rank 0 and the consensus model. -1 with err when the
+ * state cannot fit the net. */
+int  tr_sync_resume(trainer *t, char *err, size_t cap);
+/* After the initial weights are final on every rank: z = w (admm), then
+ * each rank's own state from the checkpoint, when tr_sync_resume kept it. */
 void tr_sync_begin(trainer *t);
+/* Collective, between tr_eval_model_begin and _end: gathers every rank's
+ * local state (average, admm; nothing for allreduce) into ck's per-rank
+ * section on rank 0 (ck NULL elsewhere), after ck's tensors and optimizer
+ * are set. 0 or a CDP error code; a rank that fails must abort the job. */
+int  tr_sync_state_save(trainer *t, cdp_ckpt *ck);
 /* The backward callback: starts bucket reductions (allreduce mode). */
 void tr_on_layer_done(cdp_net *net, int l, void *ctx);
 /* Before the optimizer step: finishes the gradient reduction (allreduce)
@@ -93,7 +119,8 @@ void tr_sync_after_step(trainer *t);
 /* Puts the model to evaluate and checkpoint into net->params (the
  * averaged model, z for admm; allreduce: nothing to do) and averages the
  * batchnorm running statistics over ranks; tr_eval_model_end restores the
- * local parameters. Collective. */
+ * local parameters (and, average/admm, the local statistics, so that
+ * evaluating never changes the run). Collective. */
 void tr_eval_model_begin(trainer *t);
 void tr_eval_model_end(trainer *t);
 

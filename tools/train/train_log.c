@@ -3,9 +3,13 @@
  *
  *  RUNDIR/metrics.jsonl  one JSON object a line:
  *    {"type":"step","step":S,"epoch":E,"loss":L,"lr":X,"samples_per_s":R,
- *     "data_wait_s":W,"allreduce_s":A,"rss_anon_kb":[per rank],"skipped":K}
+ *     "data_wait_s":W,"allreduce_s":A,"loss_scale":X,"skipped_steps":N,
+ *     "rss_anon_kb":[per rank],"skipped":K}
  *      averages over the steps since the last step line; data_wait_s and
- *      allreduce_s are the slowest rank's totals over them;
+ *      allreduce_s are the slowest rank's totals over them; loss_scale is
+ *      the dynamic loss scale after the step (null when off), skipped_steps
+ *      the optimizer steps skipped so far because the scaled gradients
+ *      overflowed, skipped the bad records skipped so far;
  *    {"type":"val","step":S,"epoch":E,"loss":L,"accuracy":X,"miou":X,
  *     "iou":[per class],"f1":[per class]}
  *    {"type":"epoch","step":S,"epoch":E,"loss":L,"seconds":T[,"val_loss":..,
@@ -191,6 +195,8 @@ void tr_log_step(trainer *t, double lr)
 		     dt > 0 ? t->iv_steps * (double)t->accumulate * t->o->batch * j / dt : NAN);
 		jnum(f, "data_wait_s", wait);
 		jnum(f, "allreduce_s", comm);
+		jnum(f, "loss_scale", t->scale > 0 ? t->scale : NAN);
+		fprintf(f, ",\"skipped_steps\":%" PRIu64, t->scale_skipped);
 		fprintf(f, ",\"rss_anon_kb\":[");
 		for (int r = 0; r < j; r++)
 			fprintf(f, "%s%.0f", r ? "," : "", v[r]);

@@ -1,5 +1,6 @@
 /* train_setup.c: everything cdp-train does before the first step: the
- * backend, the pool and its two loaders, the model (from --model or the
+ * backend (--device, --precision) and where the dist layer finds its
+ * buffers (--allreduce), the pool and its two loaders, the model (from --model or the
  * checkpoint being resumed), the loss, the optimizer and its schedule,
  * the initial weights (rank 0's, broadcast) and the logs.
  *
@@ -17,6 +18,7 @@
 
 #include "cdp_error.h"
 #include "checkpoint.h"
+#include "device.h"
 #include "dist.h"
 #include "train_int.h"
 
@@ -88,6 +90,75 @@ static int model_text(trainer *t, char *err, size_t cap)
 	return 0;
 }
 
+const char *tr_prec_name(int prec)
+{
+	static const char *const names[] = { "fp32", "tf32", "bf16", "fp16" };
+	return prec >= 0 && prec < 4 ? names[prec] : "?";
+}
+
+/* The backend of --device at --precision, handed to the dist layer (the
+ * trainer's parameters, gradients and buffers are its device memory), and
+ * the algorithm of --allreduce: by default nccl when every rank of the node
+ * has a GPU of its own, else mpi (staged through host memory on a GPU). */
+static int open_device(trainer *t, int threads, char *err, size_t cap)
+{
+	const cdp_train_opts *o = t->o;
+	int gpus, shared;
+	char why[512];
+
+	if (!(t->be = cdp_device_open(o->device, threads, cdp_dist_local_rank(), why, sizeof why)))
+		return fail(err, cap, "--device %s: %s", o->device, why);
+	if (t->be->set_precision(t->be, o->precision) != 0)
+		return fail(err, cap, "--precision %s: the %s backend cannot compute in it%s",
+		            tr_prec_name(o->precision), t->be->name,
+		            t->be->device < 0 ? " (the cpu computes in fp32 only)" : "");
+	cdp_dist_set_backend(t->be);
+	gpus = t->be->device >= 0 ? cdp_cuda_device_count() : 0;
+	shared = cdp_dist_local_size() > gpus;
+	t->algo = o->allreduce >= 0 ? (cdp_dist_algo)o->allreduce :
+	          cdp_dist_nccl_usable() && !shared ? CDP_DIST_NCCL : CDP_DIST_MPI;
+	if (cdp_dist_env_launch() && t->algo != CDP_DIST_NCCL)
+		return fail(err, cap, "launched without MPI (CDP_RENDEZVOUS), every collective goes "
+		            "through NCCL: run on GPUs (--device cuda) with --allreduce nccl");
+	if (t->algo == CDP_DIST_NCCL && !cdp_dist_nccl_usable())
+		return fail(err, cap, "--allreduce nccl: needs %s", t->be->device < 0 ?
+		            "a GPU (--device cuda)" : "a build with NCCL (configure --with-cuda)");
+	if (t->algo == CDP_DIST_NCCL && shared && t->size > 1)
+		return fail(err, cap, "--allreduce nccl: %d ranks on this node share %d GPU%s, NCCL "
+		            "wants one each (use --allreduce mpi)", cdp_dist_local_size(), gpus,
+		            gpus == 1 ? "" : "s");
+	return 0;
+}
+
+/* Loader batches in the backend's host memory: pinned on a GPU, so their
+ * copies to the device run asynchronously (train.c). */
+static void *loader_alloc(void *ctx, size_t bytes)
+{
+	cdp_backend *be = ctx;
+	return be->host_alloc(be, bytes);
+}
+
+static void loader_free(void *ctx, void *p)
+{
+	cdp_backend *be = ctx;
+	be->host_free(be, p);
+}
+
+/* The loss scale: --loss-scale's (dynamic by default for fp16), or, when
+ * resuming a run that scaled, the checkpoint's scale and counters. */
+static void loss_scale(trainer *t)
+{
+	const cdp_train_opts *o = t->o;
+
+	t->scale = o->loss_scale >= 0 ? o->loss_scale :
+	           o->precision == CDP_PREC_FP16 ? 65536 : 0;
+	if (t->scale > 0 && t->have_ck && t->ck.loss_scale > 0) {
+		t->scale = t->ck.loss_scale;
+		t->scale_good = (long)t->ck.scale_good;
+		t->scale_skipped = t->ck.scale_skipped;
+	}
+}
+
 static int open_loaders(trainer *t, char *err, size_t cap)
 {
 	const cdp_train_opts *o = t->o;
@@ -115,6 +186,11 @@ static int open_loaders(trainer *t, char *err, size_t cap)
 	 * pool's own stays and the loss ignores it */
 	lo.remap_ignore = ign >= 0;
 	lo.ignore = ign;
+	if (t->be->device >= 0) {
+		lo.host_alloc = loader_alloc;
+		lo.host_free = loader_free;
+		lo.alloc_ctx = t->be;
+	}
 	if (cdp_loader_open(&lo, &t->tl, err, cap) != 0)
 		return -1;
 	cdp_loader_get_info(t->tl, &t->ti);
@@ -225,13 +301,16 @@ int tr_setup(trainer *t, char *err, size_t cap)
 		if (threads < 1)
 			threads = 1;
 	}
-	if (!(t->be = cdp_backend_cpu(threads)))
-		return fail(err, cap, "cannot start the cpu backend");
+	if (open_device(t, threads, err, cap) < 0)
+		return -1;
 	if (o->resume) {
 		snprintf(path, sizeof path, "%s/checkpoint.cdpt", o->out);
-		int rc = cdp_ckpt_read(path, &t->ck);
+		/* each rank holds only its own share of the per-rank state */
+		char tag[5];
+		int rc = cdp_ckpt_read_rank(path, t->rank, &t->ck, tag);
 		if (rc != 0)
-			return fail(err, cap, "cannot resume from '%s': %s", path, cdp_strerror(rc));
+			return fail(err, cap, "cannot resume from '%s': %s%s%s%s", path,
+			            tag[0] ? "chunk '" : "", tag, tag[0] ? "': " : "", cdp_strerror(rc));
 		t->have_ck = 1;
 	}
 	if (model_text(t, err, cap) < 0)
@@ -260,14 +339,20 @@ int tr_setup(trainer *t, char *err, size_t cap)
 		return -1;
 	n = o->batch * t->hw;
 	if (!(t->dlab = t->be->alloc(t->be, (size_t)n * sizeof *t->dlab)) ||
-	    !(t->pred = t->be->alloc(t->be, (size_t)n * sizeof *t->pred)))
-		return fail(err, cap, "out of memory");
+	    !(t->pred = t->be->alloc(t->be, (size_t)n * sizeof *t->pred)) ||
+	    !(t->nlab = t->be->alloc(t->be, (size_t)n * sizeof *t->nlab)) ||
+	    !(t->nx = t->be->alloc(t->be, (size_t)o->batch * t->ti.c * t->ti.h * t->ti.w *
+	                                  sizeof *t->nx)))
+		return fail(err, cap, "out of memory on the %s device", t->be->name);
 	cdp_net_init(&t->net, o->seed);
 	if (t->have_ck && tr_resume(t, err, cap) < 0)
 		return -1;
+	loss_scale(t);
 	if (tr_sync_init(t, err, cap) < 0)
 		return -1;
 	if (t->rank == 0 && tr_log_open(t, err, cap) < 0)
+		return -1;
+	if (t->have_ck && tr_sync_resume(t, err, cap) < 0)
 		return -1;
 	if (o->log_keys) {
 		snprintf(path, sizeof path, "%s.%d", o->log_keys, t->rank);
@@ -283,10 +368,16 @@ void tr_teardown(trainer *t)
 	if (t->keylog)
 		fclose(t->keylog);
 	tr_log_close(t);
+	if (t->be)
+		t->be->copy_wait(t->be);   /* a prefetched batch's copy may be in flight */
 	if (t->dlab)
 		t->be->free(t->be, t->dlab);
 	if (t->pred)
 		t->be->free(t->be, t->pred);
+	if (t->nlab)
+		t->be->free(t->be, t->nlab);
+	if (t->nx)
+		t->be->free(t->be, t->nx);
 	if (t->have_opt)
 		cdp_optim_free(&t->opt);
 	if (t->have_loss)
@@ -304,6 +395,8 @@ void tr_teardown(trainer *t)
 	if (t->have_ck)
 		cdp_ckpt_free(&t->ck);
 	free(t->cfg_text);
-	if (t->be)
+	if (t->be) {
+		cdp_dist_set_backend(NULL);
 		t->be->destroy(t->be);
+	}
 }

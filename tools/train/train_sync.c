@@ -16,8 +16,21 @@
  * Batchnorm running statistics are buffers no optimizer touches; they are
  * averaged over ranks before every validation and checkpoint (and at every
  * averaging round of average/admm), so every rank evaluates and saves the
- * same model.
+ * same model. With average and admm that average is taken on a copy and
+ * each rank's own statistics come back afterwards, like its parameters, so
+ * validating or checkpointing never changes the course of the run.
+ *
+ * Resuming average and admm exactly: between averaging points every rank
+ * has its own parameters, optimizer moments and step count, batchnorm
+ * statistics and (admm) dual u, none of which the consensus model in the
+ * checkpoint holds. tr_sync_state_save gathers them to rank 0 into the
+ * checkpoint's per-rank section (checkpoint.h); on --resume with the same
+ * j and --sync every rank puts its own back (tr_sync_begin), so the run
+ * continues as if never stopped, at any step, not only at averaging
+ * points. Otherwise every rank starts from the consensus (z for admm, with
+ * u = 0) and rank 0 says so in one line.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -50,14 +63,17 @@ int tr_sync_init(trainer *t, char *err, size_t cap)
 		snprintf(err, cap, "parameter layout is not in layer order");
 		return -1;
 	}
-	if ((rc = cdp_dist_set_algo((cdp_dist_algo)t->o->allreduce)) != 0 ||
+	if ((rc = cdp_dist_set_algo(t->algo)) != 0 ||
 	    (t->o->sync == CDP_SYNC_ALLREDUCE &&
 	     (rc = cdp_dist_buckets(net->grads, t->layer_off, net->nlayers, 6553600, 0,
 	                            t->o->overlap, 1)) < 0)) {
 		snprintf(err, cap, "cannot register gradient buckets: %s", cdp_strerror(rc));
 		return -1;
 	}
-	if (t->o->sync != CDP_SYNC_ALLREDUCE && !(t->save = t->be->alloc(t->be, n))) {
+	/* save: the local parameters, then the local buffers, while the
+	 * evaluated model stands in for them */
+	if (t->o->sync != CDP_SYNC_ALLREDUCE &&
+	    !(t->save = t->be->alloc(t->be, n + net->nbuffers * sizeof(float)))) {
 		snprintf(err, cap, "out of memory");
 		return -1;
 	}
@@ -69,10 +85,166 @@ int tr_sync_init(trainer *t, char *err, size_t cap)
 	return 0;
 }
 
+/* The per-rank blocks this run keeps (checkpoint.h), for average/admm. */
+static unsigned local_what(const trainer *t)
+{
+	return CDP_CKPT_RANK_PARAMS |
+	       (cdp_optim_nblocks(&t->opt.cfg) > 0 ? CDP_CKPT_RANK_OPTIM : 0) |
+	       (t->o->sync == CDP_SYNC_ADMM ? CDP_CKPT_RANK_DUAL : 0) |
+	       (t->net.nbuffers ? CDP_CKPT_RANK_BUFFERS : 0);
+}
+
+static void sync_name(char *b, size_t cap, int sync, long k, double rho)
+{
+	if (sync == CDP_SYNC_AVERAGE)
+		snprintf(b, cap, "average:%ld", k);
+	else if (sync == CDP_SYNC_ADMM)
+		snprintf(b, cap, "admm:%ld:%g", k, rho);
+	else
+		snprintf(b, cap, "allreduce");
+}
+
+static void drop_ranks(cdp_ckpt *ck)
+{
+	free(ck->rank_optim_step);
+	free(ck->rank_data);
+	ck->rank_optim_step = NULL;
+	ck->rank_data = NULL;
+	ck->nranks = 0;
+}
+
+int tr_sync_resume(trainer *t, char *err, size_t cap)
+{
+	const cdp_train_opts *o = t->o;
+	cdp_ckpt *ck = &t->ck;
+	char had[64], now[64], why[200] = "";
+	size_t P = t->net.nparams, B = t->net.nbuffers;
+	int nm = cdp_optim_nblocks(&t->opt.cfg);
+
+	if (o->sync == CDP_SYNC_ALLREDUCE) {
+		/* the consensus is all synchronous SGD has */
+		drop_ranks(ck);
+		return 0;
+	}
+	sync_name(had, sizeof had, ck->rank_sync, ck->rank_k, ck->rank_rho);
+	sync_name(now, sizeof now, o->sync, o->sync_k, o->rho);
+	if (ck->nranks == 0)
+		snprintf(why, sizeof why, "holds no per-rank state (written with --sync allreduce "
+		         "or by an older cdp-train)");
+	else if (ck->nranks != t->size)
+		snprintf(why, sizeof why, "holds the local state of %d ranks, this run has %d",
+		         ck->nranks, t->size);
+	else if (ck->rank_sync != o->sync || ck->rank_k != o->sync_k ||
+	         (o->sync == CDP_SYNC_ADMM && ck->rank_rho != o->rho))
+		snprintf(why, sizeof why, "was written with --sync %s, this run uses %s", had, now);
+	if (why[0]) {
+		drop_ranks(ck);
+		if (t->rank == 0)
+			fprintf(stderr, "cdp-train: warning: '%s/checkpoint.cdpt' %s: every rank "
+			        "resumes from the consensus model\n", o->out, why);
+		tr_logf(t, "warning: the checkpoint %s: every rank resumes from the consensus model",
+		        why);
+		return 0;
+	}
+	/* the same net and optimizer (tr_resume checked PARM and OPTM), so only
+	 * a damaged or foreign section can fail here */
+	if (ck->rank_what != local_what(t) ||
+	    cdp_ckpt_rank_stride(ck) != cdp_ckpt_rank_floats(local_what(t), P, B, nm) ||
+	    !cdp_ckpt_rank_block(ck, t->rank, CDP_CKPT_RANK_PARAMS)) {
+		snprintf(err, cap, "the per-rank state in '%s/checkpoint.cdpt' does not fit this "
+		         "model and optimizer (blocks %#x of %zu values, want %#x of %zu)", o->out,
+		         ck->rank_what, cdp_ckpt_rank_stride(ck), local_what(t),
+		         cdp_ckpt_rank_floats(local_what(t), P, B, nm));
+		return -1;
+	}
+	return 0;
+}
+
 void tr_sync_begin(trainer *t)
 {
+	cdp_backend *be = t->be;
+	cdp_net *net = &t->net;
+	cdp_ckpt *ck = &t->ck;
+	size_t bytes = net->nparams * sizeof(float);
+	const float *b;
+
 	if (t->z)
-		t->be->copy(t->be, t->z, t->net.params, t->net.nparams * sizeof(float));
+		be->copy(be, t->z, net->params, bytes);
+	if (!t->have_ck || ck->nranks == 0)
+		return;
+	/* this rank's own state over the consensus every rank got */
+	be->to_device(be, net->params, cdp_ckpt_rank_block(ck, t->rank, CDP_CKPT_RANK_PARAMS),
+	              bytes);
+	if ((b = cdp_ckpt_rank_block(ck, t->rank, CDP_CKPT_RANK_OPTIM))) {
+		/* AdamW's m then v; SGD's momentum lives in v */
+		if (t->opt.m) {
+			be->to_device(be, t->opt.m, b, bytes);
+			b += net->nparams;
+		}
+		be->to_device(be, t->opt.v, b, bytes);
+	}
+	if ((b = cdp_ckpt_rank_block(ck, t->rank, CDP_CKPT_RANK_DUAL)))
+		be->to_device(be, t->u, b, bytes);
+	if ((b = cdp_ckpt_rank_block(ck, t->rank, CDP_CKPT_RANK_BUFFERS)))
+		be->to_device(be, net->buffers, b, net->nbuffers * sizeof(float));
+	t->opt.step = ck->rank_optim_step[t->rank];
+	drop_ranks(ck);
+}
+
+int tr_sync_state_save(trainer *t, cdp_ckpt *ck)
+{
+	cdp_backend *be = t->be;
+	const cdp_net *net = &t->net;
+	size_t P = net->nparams, B = net->nbuffers, bytes = P * sizeof(float), L;
+	unsigned what = local_what(t);
+	int nm = cdp_optim_nblocks(&t->opt.cfg), rc;
+	int64_t step = t->opt.step, *steps = NULL;
+	float *mine, *p;
+
+	if (t->o->sync == CDP_SYNC_ALLREDUCE)
+		return 0;
+	L = cdp_ckpt_rank_floats(what, P, B, nm);
+	if (t->rank == 0) {
+		if ((rc = cdp_ckpt_set_ranks(ck, t->size, t->o->sync, t->o->sync_k,
+		                             t->o->sync == CDP_SYNC_ADMM ? t->o->rho : 0, what)))
+			return rc;
+		if (cdp_ckpt_rank_stride(ck) != L)
+			return CDP_EINVAL;
+		mine = ck->rank_data;           /* rank 0's slot: the gather leaves it */
+		if (!(steps = malloc((size_t)t->size * sizeof *steps)))
+			return CDP_ENOMEM;
+	} else if (!(mine = malloc(L * sizeof(float) + 1))) {
+		return CDP_ENOMEM;
+	}
+	/* the local model is in save while the evaluated one is in params */
+	p = mine;
+	be->to_host(be, p, t->save, bytes);
+	p += P;
+	if (nm > 0) {
+		if (t->opt.m) {
+			be->to_host(be, p, t->opt.m, bytes);
+			p += P;
+		}
+		be->to_host(be, p, t->opt.v, bytes);
+		p += P;
+	}
+	if (t->u) {
+		be->to_host(be, p, t->u, bytes);
+		p += P;
+	}
+	if (B)
+		be->to_host(be, p, t->save + P, B * sizeof(float));
+	rc = cdp_dist_gather_bytes(mine, L * sizeof(float), t->rank == 0 ? ck->rank_data : NULL);
+	if (rc == 0)
+		rc = cdp_dist_gather_bytes(&step, sizeof step, steps);
+	if (t->rank == 0) {
+		for (int r = 0; rc == 0 && r < t->size; r++)
+			ck->rank_optim_step[r] = (long)steps[r];
+		free(steps);
+	} else {
+		free(mine);
+	}
+	return rc;
 }
 
 void tr_sync_free(trainer *t)
@@ -141,6 +313,8 @@ void tr_eval_model_begin(trainer *t)
 	cdp_net *net = &t->net;
 	size_t bytes = net->nparams * sizeof(float);
 
+	if (t->save && net->nbuffers)
+		be->copy(be, t->save + net->nparams, net->buffers, net->nbuffers * sizeof(float));
 	if (net->nbuffers)
 		cdp_dist_average(net->buffers, net->nbuffers);
 	if (t->o->sync == CDP_SYNC_AVERAGE) {
@@ -154,6 +328,12 @@ void tr_eval_model_begin(trainer *t)
 
 void tr_eval_model_end(trainer *t)
 {
-	if (t->save)
-		t->be->copy(t->be, t->net.params, t->save, t->net.nparams * sizeof(float));
+	cdp_net *net = &t->net;
+
+	if (!t->save)
+		return;
+	t->be->copy(t->be, net->params, t->save, net->nparams * sizeof(float));
+	if (net->nbuffers)
+		t->be->copy(t->be, net->buffers, t->save + net->nparams,
+		            net->nbuffers * sizeof(float));
 }

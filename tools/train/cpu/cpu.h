@@ -8,7 +8,8 @@
  *   cpu_conv_implicit.c  stride-1 convolution without im2col
  *   cpu_gemm.c     the sgemm kernels for convolution-shaped products
  *                  (cpu_gemm_kern.h: their code, per vector width)
- *   cpu_ops.c      batchnorm, activations, pooling
+ *   cpu_bn.c       batchnorm with its activation fused in
+ *   cpu_ops.c      activations, pooling
  *   cpu_elem.c     upsampling, concat slices, dropout, global average
  *                  pool, bias, add (bias_grad is in cpu_conv.c)
  *   cpu_loss.c     softmax_ce, bce_logits, dice_logits, argmax, confusion
@@ -104,18 +105,19 @@ void cpu_iconv_data(cdp_backend *be, const cdp_conv_desc *d, const float *dy,
 void cpu_iconv_filter(cdp_backend *be, const cdp_conv_desc *d, const float *x,
                       const float *dy, float *dw, void *ws);
 
-/* ---- other layer ops (cpu_ops.c, cpu_elem.c) ---- */
+/* ---- other layer ops (cpu_bn.c, cpu_ops.c, cpu_elem.c) ---- */
 void cpu_bn_fwd_train(cdp_backend *be, int n, int c, int hw, const float *x,
                       const float *gamma, const float *beta, float *y,
                       float *run_mean, float *run_var, float momentum, float eps,
-                      float *save_mean, float *save_invstd);
+                      float *save_mean, float *save_invstd, int act, float slope);
 void cpu_bn_fwd_infer(cdp_backend *be, int n, int c, int hw, const float *x,
                       const float *gamma, const float *beta, float *y,
-                      const float *run_mean, const float *run_var, float eps);
-void cpu_bn_bwd(cdp_backend *be, int n, int c, int hw, const float *x,
-                const float *dy, const float *gamma, const float *save_mean,
-                const float *save_invstd, float *dx, float beta, float *dgamma,
-                float *dbeta);
+                      const float *run_mean, const float *run_var, float eps, int act,
+                      float slope);
+void cpu_bn_bwd(cdp_backend *be, int n, int c, int hw, const float *x, const float *y,
+                float *dy, const float *gamma, const float *save_mean,
+                const float *save_invstd, int act, float slope, float *dx, float beta,
+                float *dgamma, float *dbeta);
 void cpu_act_fwd(cdp_backend *be, int kind, float slope, const float *x, float *y, size_t n);
 void cpu_act_bwd(cdp_backend *be, int kind, float slope, const float *y,
                  const float *dy, float *dx, float beta, size_t n);

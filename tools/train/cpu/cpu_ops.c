@@ -1,13 +1,10 @@
-/* cpu_ops.c: the CPU backend's batchnorm, activations and pooling (the
- * simpler layer ops are in cpu_elem.c).
+/* cpu_ops.c: the CPU backend's activations and pooling (batchnorm is in
+ * cpu_bn.c, the simpler layer ops in cpu_elem.c).
  *
  * Every op follows PyTorch's definition (backend.h spells them out). The
- * work is split over the thread pool by a unit that owns its outputs: a
- * channel for batchnorm (whose reductions then run in one fixed order), an
- * (n,c) plane for pooling and upsampling, a block of elements for the
- * elementwise ops. Results therefore do not depend on the thread count.
- * Per-channel reductions are summed in double: a channel of a 8x256x256
- * batch has half a million values.
+ * work is split over the thread pool by a unit that owns its outputs: an
+ * (n,c) plane for pooling, a block of elements for the elementwise ops.
+ * Results therefore do not depend on the thread count.
  *
  * `beta` arguments: 0 overwrites the output, 1 adds to it.
  */
@@ -18,9 +15,9 @@
 /* The loops here are simple streams over large arrays: let GCC vectorize
  * them even at -O2 (which does not, or only when no remainder loop is
  * needed), and if-convert selects (which trapping math forbids; we never
- * read floating-point exception flags). Vectorization does not reorder any
- * sum in this file: the reductions accumulate in double or across separate
- * outputs. */
+ * read floating-point exception flags). Vectorization does not reorder
+ * the window sums of average pooling: GCC reorders a float sum only under
+ * -fassociative-math. */
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC optimize ("tree-vectorize", "vect-cost-model=dynamic", "no-trapping-math")
 #endif
@@ -33,184 +30,6 @@ static void block_range(size_t n, int i, size_t *lo, size_t *hi)
 {
 	*lo = (size_t)i * ELEM_BLOCK;
 	*hi = *lo + ELEM_BLOCK < n ? *lo + ELEM_BLOCK : n;
-}
-
-/* ---- batch norm: x (N,C,HW), statistics over N and HW per channel ---- */
-
-/* Sums in double over 8 lanes (lane l takes elements l, l+8, ...), the
- * lanes then added in order: vectorizable, and a fixed order. */
-typedef float v8f __attribute__((vector_size(32), aligned(4)));
-typedef double v8d __attribute__((vector_size(64)));
-
-static double lanes_sum(const v8d *a)
-{
-	double s = 0.0;
-	for (int l = 0; l < 8; l++)
-		s += (*a)[l];
-	return s;
-}
-
-/* sum of x, or with sq, sum of (x - m)^2 */
-static double dsum(const float *x, size_t n, int sq, double m)
-{
-	v8d acc = { 0 }, mv = { m, m, m, m, m, m, m, m };
-	size_t i = 0;
-	double s;
-
-	for (; i + 8 <= n; i += 8) {
-		v8f f;
-		memcpy(&f, x + i, sizeof f);
-		v8d v = __builtin_convertvector(f, v8d);
-		if (sq) {
-			v -= mv;
-			acc += v * v;
-		} else {
-			acc += v;
-		}
-	}
-	s = lanes_sum(&acc);
-	for (; i < n; i++)
-		s += sq ? (x[i] - m) * (x[i] - m) : x[i];
-	return s;
-}
-
-/* sum of g and of g * (x - m) * is */
-static void dsum_bwd(const float *g, const float *x, size_t n, float m, float is,
-                     double *sg, double *sgx)
-{
-	v8d a = { 0 }, b = { 0 };
-	size_t i = 0;
-
-	for (; i + 8 <= n; i += 8) {
-		v8f xf, gf;
-		memcpy(&xf, x + i, sizeof xf);
-		memcpy(&gf, g + i, sizeof gf);
-		v8d gd = __builtin_convertvector(gf, v8d);
-		a += gd;
-		b += gd * __builtin_convertvector((xf - m) * is, v8d);
-	}
-	*sg += lanes_sum(&a);
-	*sgx += lanes_sum(&b);
-	for (; i < n; i++) {
-		*sg += g[i];
-		*sgx += (double)g[i] * ((x[i] - m) * is);
-	}
-}
-
-typedef struct bn_job {
-	int n, c, hw;
-	const float *x, *dy, *gamma, *beta, *mean, *var, *invstd;
-	float *y, *dx, *run_mean, *run_var, *save_mean, *save_invstd, *dgamma, *dbeta;
-	float momentum, eps, dxbeta;
-} bn_job;
-
-static void bn_train_chan(void *ctx, int c)
-{
-	const bn_job *j = ctx;
-	size_t hw = (size_t)j->hw, m = (size_t)j->n * hw;
-	double s = 0.0, ss = 0.0, mean, var;
-	float fm, fi, g = j->gamma[c], b = j->beta[c];
-
-	for (int n = 0; n < j->n; n++)
-		s += dsum(j->x + ((size_t)n * j->c + c) * hw, hw, 0, 0.0);
-	mean = s / (double)m;
-	/* second pass about the mean: no cancellation for large offsets */
-	for (int n = 0; n < j->n; n++)
-		ss += dsum(j->x + ((size_t)n * j->c + c) * hw, hw, 1, mean);
-	var = ss / (double)m;
-	fm = (float)mean;
-	fi = (float)(1.0 / sqrt(var + j->eps));
-	for (int n = 0; n < j->n; n++) {
-		const float *xc = j->x + ((size_t)n * j->c + c) * hw;
-		float *yc = j->y + ((size_t)n * j->c + c) * hw;
-		float a = g * fi;
-		for (size_t i = 0; i < hw; i++)
-			yc[i] = (xc[i] - fm) * a + b;
-	}
-	j->save_mean[c] = fm;
-	j->save_invstd[c] = fi;
-	if (j->run_mean) {
-		double unbiased = m > 1 ? ss / (double)(m - 1) : var;
-		j->run_mean[c] = (1.0f - j->momentum) * j->run_mean[c] + j->momentum * fm;
-		j->run_var[c] = (1.0f - j->momentum) * j->run_var[c] + j->momentum * (float)unbiased;
-	}
-}
-
-void cpu_bn_fwd_train(cdp_backend *be, int n, int c, int hw, const float *x,
-                      const float *gamma, const float *beta, float *y,
-                      float *run_mean, float *run_var, float momentum, float eps,
-                      float *save_mean, float *save_invstd)
-{
-	bn_job j = { .n = n, .c = c, .hw = hw, .x = x, .gamma = gamma, .beta = beta,
-	             .y = y, .run_mean = run_mean, .run_var = run_var,
-	             .momentum = momentum, .eps = eps, .save_mean = save_mean,
-	             .save_invstd = save_invstd };
-	cpu_parallel_for(be, c, bn_train_chan, &j);
-}
-
-static void bn_infer_chan(void *ctx, int c)
-{
-	const bn_job *j = ctx;
-	size_t hw = (size_t)j->hw;
-	float fi = (float)(1.0 / sqrt((double)j->var[c] + j->eps));
-	float a = j->gamma[c] * fi, m = j->mean[c], b = j->beta[c];
-
-	for (int n = 0; n < j->n; n++) {
-		const float *xc = j->x + ((size_t)n * j->c + c) * hw;
-		float *yc = j->y + ((size_t)n * j->c + c) * hw;
-		for (size_t i = 0; i < hw; i++)
-			yc[i] = (xc[i] - m) * a + b;
-	}
-}
-
-void cpu_bn_fwd_infer(cdp_backend *be, int n, int c, int hw, const float *x,
-                      const float *gamma, const float *beta, float *y,
-                      const float *run_mean, const float *run_var, float eps)
-{
-	bn_job j = { .n = n, .c = c, .hw = hw, .x = x, .gamma = gamma, .beta = beta,
-	             .y = y, .mean = run_mean, .var = run_var, .eps = eps };
-	cpu_parallel_for(be, c, bn_infer_chan, &j);
-}
-
-/* With xh = (x - mean) * invstd and m = N*HW:
- *   dbeta = sum dy, dgamma = sum dy*xh,
- *   dx = gamma*invstd/m * (m*dy - dbeta - xh*dgamma) */
-static void bn_bwd_chan(void *ctx, int c)
-{
-	const bn_job *j = ctx;
-	size_t hw = (size_t)j->hw, m = (size_t)j->n * hw;
-	double sdy = 0.0, sdyx = 0.0;
-	float mean = j->mean[c], is = j->invstd[c];
-
-	for (int n = 0; n < j->n; n++)
-		dsum_bwd(j->dy + ((size_t)n * j->c + c) * hw, j->x + ((size_t)n * j->c + c) * hw,
-		         hw, mean, is, &sdy, &sdyx);
-	float k = j->gamma[c] * is;
-	float mdy = (float)(sdy / (double)m), mdyx = (float)(sdyx / (double)m);
-	for (int n = 0; n < j->n; n++) {
-		const float *xc = j->x + ((size_t)n * j->c + c) * hw;
-		const float *gc = j->dy + ((size_t)n * j->c + c) * hw;
-		float *dc = j->dx + ((size_t)n * j->c + c) * hw;
-		if (j->dxbeta == 0.0f)
-			for (size_t i = 0; i < hw; i++)
-				dc[i] = k * (gc[i] - mdy - (xc[i] - mean) * is * mdyx);
-		else
-			for (size_t i = 0; i < hw; i++)
-				dc[i] += k * (gc[i] - mdy - (xc[i] - mean) * is * mdyx);
-	}
-	j->dgamma[c] += (float)sdyx;
-	j->dbeta[c] += (float)sdy;
-}
-
-void cpu_bn_bwd(cdp_backend *be, int n, int c, int hw, const float *x,
-                const float *dy, const float *gamma, const float *save_mean,
-                const float *save_invstd, float *dx, float beta, float *dgamma,
-                float *dbeta)
-{
-	bn_job j = { .n = n, .c = c, .hw = hw, .x = x, .dy = dy, .gamma = gamma,
-	             .mean = save_mean, .invstd = save_invstd, .dx = dx,
-	             .dxbeta = beta, .dgamma = dgamma, .dbeta = dbeta };
-	cpu_parallel_for(be, c, bn_bwd_chan, &j);
 }
 
 /* ---- activations (in place allowed: y may be x, dx may be dy) ---- */

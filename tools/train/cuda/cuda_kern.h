@@ -10,11 +10,21 @@
  * reference): tests/gpu compares them. beta: 0 overwrites the output, 1
  * accumulates into it.
  *
- * Reductions (sumsq, losses, bias_grad, gap_bwd's sums, bn is cuDNN's) use
- * fixed-shape two-pass block reductions into a scratch buffer, never float
+ * Reductions (sumsq, losses, bias_grad, gap_fwd's sums; bn is cuDNN's) use
+ * fixed-shape block reductions in double (two-pass through a scratch
+ * buffer where one block per output would not fill the GPU), never float
  * atomics, so a result depends only on the input and the launch shape: the
  * same run gives bitwise the same result twice. Scratch needs are given by
- * cdk_reduce_scratch_bytes(n); the backend owns one scratch buffer.
+ * cdk_reduce_scratch_bytes(n); the backend owns one scratch buffer. The
+ * elementwise ops, upsampling, pooling, prep_batch and the optimizers
+ * round like the CPU backend and agree with it bit for bit.
+ *
+ * Sources: cuda_kern_elem.cu (fill .. act, sumsq), cuda_kern_layers.cu
+ * (upsample, chan slices, dropout, gap, bias), cuda_kern_pool.cu (maxpool),
+ * cuda_kern_loss.cu (losses, argmax, confusion), cuda_kern_optim.cu,
+ * cuda_kern_prec.cu (half staging), cuda_kern_data.cu (prep_batch), and
+ * their private header cuda_kern_int.cuh. A failed launch prints the
+ * file and line and aborts (a launcher cannot return an error).
  */
 #ifndef CDP_CUDA_KERN_H
 #define CDP_CUDA_KERN_H
@@ -22,13 +32,19 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cuda_runtime.h>
-#include "backend.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-/* Bytes of scratch a reduction over n elements needs (>= 64). */
+/* backend.h is C: its functions keep C linkage in the .cu files too */
+#include "backend.h"
+
+/* Bytes of scratch a reduction over n elements needs (>= 64): n is the
+ * length of the reduced input (sumsq: n; bias_grad: n*f*hw; losses: N*HW,
+ * or anything larger such as N*K*HW). It grows with n, so one buffer sized
+ * for the largest n serves every smaller one. Results (out) must not lie
+ * in the scratch. */
 size_t cdk_reduce_scratch_bytes(size_t n);
 
 /* elementwise */
@@ -69,7 +85,8 @@ void cdk_maxpool_bwd(cudaStream_t s, const cdp_pool_desc *d, const float *dy, co
                      float *dx, float beta);
 
 /* Losses: as backend.h; the loss sum and the count land in out[0], out[1]
- * (device doubles); the backend copies them back. */
+ * (device doubles); the backend copies them back. dlogits are written
+ * (ignored pixels get 0), except by dice_logits. */
 void cdk_softmax_ce(cudaStream_t s, int n, int k, int hw, const float *logits,
                     const int32_t *labels, int ignore, const float *class_w, float *dlogits,
                     float gscale, void *scratch, double *out);
@@ -101,7 +118,8 @@ void cdk_from_nhwc_half(cudaStream_t s, int prec, int n, int c, int h, int w, co
 void cdk_to_half(cudaStream_t s, int prec, const float *x, void *y, size_t n);
 void cdk_from_half(cudaStream_t s, int prec, const void *x, float *y, float beta, size_t n);
 
-/* The data path (backend.h prep_batch); aug is a DEVICE array of n here. */
+/* The data path (backend.h prep_batch); aug is a DEVICE array of n here,
+ * and raw must be aligned to its element size (dt). */
 void cdk_prep_batch(cudaStream_t s, int dt, int n, int c, int h, int w, const void *raw,
                     const float *mean, const float *inv, const cdp_prep_aug *aug, int oh, int ow,
                     float *img, const int32_t *lab_raw, int32_t *lab);

@@ -10,7 +10,8 @@
  * Training mode normalises with the batch statistics (biased variance) and
  * updates the running ones; eval mode uses the running ones. Backward is
  * that of training mode: it uses the batch mean and 1/std saved by the last
- * training-mode forward.
+ * training-mode forward. The activation runs inside the backend's bn ops
+ * (bn_fwd_train, bn_fwd_infer, bn_bwd), in the same pass over the data.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -78,12 +79,10 @@ static void forward(cdp_layer *l, cdp_net *net)
 	if (net->train)
 		be->bn_fwd_train(be, net->n, c, hw, cdp_layer_x(net, l, 0), net->params + l->w_off,
 		                 net->params + l->b_off, l->y, rm, rv, l->momentum, l->eps,
-		                 st->save, st->save + c);
+		                 st->save, st->save + c, l->act, l->slope);
 	else
 		be->bn_fwd_infer(be, net->n, c, hw, cdp_layer_x(net, l, 0), net->params + l->w_off,
-		                 net->params + l->b_off, l->y, rm, rv, l->eps);
-	if (l->act)
-		be->act_fwd(be, l->act, l->slope, l->y, l->y, cdp_layer_out_count(l, net));
+		                 net->params + l->b_off, l->y, rm, rv, l->eps, l->act, l->slope);
 }
 
 static void backward(cdp_layer *l, cdp_net *net)
@@ -93,16 +92,14 @@ static void backward(cdp_layer *l, cdp_net *net)
 	int c = l->out.c, hw = l->out.h * l->out.w;
 	float *dx = cdp_layer_dx(net, l, 0), beta = l->in_beta[0];
 
-	if (l->act)
-		be->act_bwd(be, l->act, l->slope, l->y, l->dy, l->dy, 0.0f,
-		            cdp_layer_out_count(l, net));
 	if (!dx) {
 		dx = net->ws;
 		beta = 0.0f;
 	}
-	be->bn_bwd(be, net->n, c, hw, cdp_layer_x(net, l, 0), l->dy, net->params + l->w_off,
-	           st->save, st->save + c, dx, beta, net->grads + l->w_off,
-	           net->grads + l->b_off);
+	/* the backend may leave the gradient before the activation in dy */
+	be->bn_bwd(be, net->n, c, hw, cdp_layer_x(net, l, 0), l->y, l->dy,
+	           net->params + l->w_off, st->save, st->save + c, l->act, l->slope, dx, beta,
+	           net->grads + l->w_off, net->grads + l->b_off);
 }
 
 const cdp_layer_ops cdp_layer_bn = {

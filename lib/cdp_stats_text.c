@@ -1,0 +1,252 @@
+/* cdp_stats_text.c: the text form of band statistics (cdp_stats.h), the
+ * form cdp-lmdbpack stores in the pool's meta and reads back: 128-bit
+ * integer sums in decimal, float sums as %.17g, so a round trip is exact.
+ */
+#include "cdp_stats.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cdp_dtype.h"
+#include "cdp_error.h"
+#include "cdp_stats_int.h"
+
+/* Decimal of an unsigned 128-bit integer into buf[40]. */
+static const char *u128_str(unsigned __int128 v, char *buf)
+{
+	char *p = buf + 39;
+
+	*p = '\0';
+	do {
+		*--p = (char)('0' + (int)(v % 10));
+		v /= 10;
+	} while (v);
+	return p;
+}
+
+static const char *i128_str(__int128 v, char *buf)
+{
+	char *p;
+
+	if (v >= 0)
+		return u128_str((unsigned __int128)v, buf);
+	p = (char *)u128_str(-(unsigned __int128)v, buf + 1) - 1;
+	*p = '-';
+	return p;
+}
+
+int cdp_text_parse_u128(const char *s, unsigned __int128 *out)
+{
+	unsigned __int128 v = 0, lim = ~(unsigned __int128)0 / 10;
+
+	if (!*s)
+		return CDP_ESYNTAX;
+	for (; *s; s++) {
+		if (*s < '0' || *s > '9')
+			return CDP_ESYNTAX;
+		if (v > lim || v * 10 > ~(unsigned __int128)0 - (unsigned)(*s - '0'))
+			return CDP_ERANGE;
+		v = v * 10 + (unsigned)(*s - '0');
+	}
+	*out = v;
+	return CDP_OK;
+}
+
+static int parse_i128(const char *s, __int128 *out)
+{
+	unsigned __int128 u, lim = (~(unsigned __int128)0) >> 1;
+	int neg = *s == '-', rc;
+
+	if ((rc = cdp_text_parse_u128(s + neg, &u)) != CDP_OK)
+		return rc;
+	if (u > lim + (unsigned)neg)
+		return CDP_ERANGE;
+	*out = neg ? (__int128)(0 - u) : (__int128)u;
+	return CDP_OK;
+}
+
+static int parse_dbl(const char *s, double *out)
+{
+	char *end;
+
+	if (!*s)
+		return CDP_ESYNTAX;
+	*out = strtod(s, &end);
+	return *end ? CDP_ESYNTAX : CDP_OK;
+}
+
+int cdp_text_appendf(cdp_buf *out, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+	int rc;
+
+	va_start(ap, fmt);
+	n = vsnprintf(NULL, 0, fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		return CDP_EINVAL;
+	if ((rc = cdp_buf_reserve(out, out->len + (size_t)n + 1)) != CDP_OK)
+		return rc;
+	va_start(ap, fmt);
+	vsnprintf((char *)out->p + out->len, (size_t)n + 1, fmt, ap);
+	va_end(ap);
+	out->len += (size_t)n;
+	return CDP_OK;
+}
+
+int cdp_stats_format(const cdp_stats *s, cdp_buf *out)
+{
+	char b1[41], b2[41];
+	int rc;
+
+	out->len = 0;
+	rc = cdp_text_appendf(out, "dtype=%s\nbands=%u\n%s", cdp_dtype_name(s->dtype),
+	             s->bands, s->stale ? "stale=1\n" : "");
+	for (uint32_t i = 0; i < s->bands && rc == CDP_OK; i++) {
+		const cdp_band_acc *a = &s->b[i];
+		unsigned k = i + 1;
+		double mean, sd, lo, hi;
+
+		cdp_stats_result(s, i, &mean, &sd, &lo, &hi);
+		rc = cdp_text_appendf(out, "band.%u.count=%llu\n", k, (unsigned long long)a->count);
+		if (rc == CDP_OK && s->is_float)
+			rc = cdp_text_appendf(out, "band.%u.sum=%.17g\nband.%u.sumc=%.17g\n"
+			             "band.%u.sumsq=%.17g\nband.%u.sumsqc=%.17g\n",
+			             k, a->sum, k, a->sumc, k, a->sumsq, k, a->sumsqc);
+		else if (rc == CDP_OK)
+			rc = cdp_text_appendf(out, "band.%u.sum=%s\nband.%u.sumsq=%s\n",
+			             k, i128_str(a->isum, b1), k, u128_str(a->isumsq, b2));
+		if (rc == CDP_OK && a->count && !s->is_float)
+			rc = cdp_text_appendf(out, "band.%u.min=%lld\nband.%u.max=%lld\n",
+			             k, (long long)a->imin, k, (long long)a->imax);
+		else if (rc == CDP_OK)
+			rc = cdp_text_appendf(out, "band.%u.min=%.17g\nband.%u.max=%.17g\n",
+			             k, lo, k, hi);
+		if (rc == CDP_OK)
+			rc = cdp_text_appendf(out, "band.%u.mean=%.17g\nband.%u.std=%.17g\n",
+			             k, mean, k, sd);
+	}
+	return rc;
+}
+
+/* Sequential reader of "name=value\n" lines in a fixed order. */
+typedef struct line_rd {
+	const char *p, *end;
+	char val[128];
+} line_rd;
+
+/* Reads the next line; it must be "<name>=value". */
+static int next_field(line_rd *l, const char *name)
+{
+	size_t nl = strlen(name), vl;
+	const char *eol = memchr(l->p, '\n', (size_t)(l->end - l->p));
+
+	if (!eol || (size_t)(eol - l->p) <= nl || memcmp(l->p, name, nl) != 0 ||
+	    l->p[nl] != '=')
+		return CDP_ESYNTAX;
+	vl = (size_t)(eol - l->p) - nl - 1;
+	if (vl >= sizeof l->val || memchr(l->p + nl + 1, '\0', vl))
+		return CDP_ESYNTAX;
+	memcpy(l->val, l->p + nl + 1, vl);
+	l->val[vl] = '\0';
+	l->p = eol + 1;
+	return CDP_OK;
+}
+
+static int band_field(line_rd *l, unsigned k, const char *what)
+{
+	char name[64];
+
+	snprintf(name, sizeof name, "band.%u.%s", k, what);
+	return next_field(l, name);
+}
+
+static int parse_band(line_rd *l, const cdp_stats *s, unsigned k, cdp_band_acc *a)
+{
+	unsigned __int128 u;
+	__int128 v;
+	double d;
+	int rc;
+
+	if ((rc = band_field(l, k, "count")) || (rc = cdp_text_parse_u128(l->val, &u)))
+		return rc;
+	if (u > UINT64_MAX)
+		return CDP_ERANGE;
+	a->count = (uint64_t)u;
+	if (s->is_float) {
+		if ((rc = band_field(l, k, "sum")) || (rc = parse_dbl(l->val, &a->sum)) ||
+		    (rc = band_field(l, k, "sumc")) || (rc = parse_dbl(l->val, &a->sumc)) ||
+		    (rc = band_field(l, k, "sumsq")) || (rc = parse_dbl(l->val, &a->sumsq)) ||
+		    (rc = band_field(l, k, "sumsqc")) || (rc = parse_dbl(l->val, &a->sumsqc)))
+			return rc;
+	} else {
+		if ((rc = band_field(l, k, "sum")) || (rc = parse_i128(l->val, &a->isum)) ||
+		    (rc = band_field(l, k, "sumsq")) || (rc = cdp_text_parse_u128(l->val, &a->isumsq)))
+			return rc;
+	}
+	for (int i = 0; i < 2; i++) {
+		if ((rc = band_field(l, k, i ? "max" : "min")))
+			return rc;
+		if (!a->count) {
+			if (strcmp(l->val, "nan") && strcmp(l->val, "-nan"))
+				return CDP_ESYNTAX;
+		} else if (s->is_float) {
+			if ((rc = parse_dbl(l->val, i ? &a->max : &a->min)))
+				return rc;
+		} else {
+			if ((rc = parse_i128(l->val, &v)))
+				return rc;
+			if (v < INT64_MIN || v > INT64_MAX)
+				return CDP_ERANGE;
+			*(i ? &a->imax : &a->imin) = (int64_t)v;
+		}
+	}
+	/* Derived values are recomputed from the state; only check syntax. */
+	if ((rc = band_field(l, k, "mean")) || (rc = parse_dbl(l->val, &d)) ||
+	    (rc = band_field(l, k, "std")) || (rc = parse_dbl(l->val, &d)))
+		return rc;
+	return CDP_OK;
+}
+
+int cdp_stats_parse(const char *text, size_t len, cdp_stats *s)
+{
+	line_rd l = { text, text + len, "" };
+	uint64_t bands;
+	char *end;
+	int dt, rc;
+
+	memset(s, 0, sizeof *s);
+	if ((rc = next_field(&l, "dtype")))
+		return rc;
+	if (!(dt = cdp_dtype_parse(l.val)))
+		return CDP_ESYNTAX;
+	if ((rc = next_field(&l, "bands")))
+		return rc;
+	bands = strtoull(l.val, &end, 10);
+	if (*end || l.val[0] < '0' || l.val[0] > '9' || bands == 0 ||
+	    bands > CDP_RECORD_MAXDIM)
+		return CDP_ESYNTAX;
+	if ((rc = cdp_stats_init(s, dt, (uint32_t)bands)))
+		return rc;
+	if (l.p < l.end && strncmp(l.p, "stale=", 6) == 0) {
+		if ((rc = next_field(&l, "stale")) || strcmp(l.val, "1")) {
+			rc = CDP_ESYNTAX;
+			goto fail;
+		}
+		s->stale = 1;
+	}
+	for (uint32_t b = 0; b < s->bands; b++)
+		if ((rc = parse_band(&l, s, b + 1, &s->b[b])))
+			goto fail;
+	if (l.p != l.end) {
+		rc = CDP_ESYNTAX;
+		goto fail;
+	}
+	return CDP_OK;
+fail:
+	cdp_stats_free(s);
+	return rc;
+}

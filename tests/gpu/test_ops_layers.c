@@ -1,0 +1,350 @@
+/* test_ops_layers.c: batchnorm, activations, pooling, upsampling, channel
+ * copies, dropout, global average pool, bias and add, each forward and
+ * backward with beta 0 and 1 on both sides (gpu_harness.h). Pure moves
+ * (channel copies, max values, dropout masks) must agree bit for bit. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "test_ops.h"
+
+/* ---- batch norm over (N, C, HW) ---- */
+
+static void bn_case(int n, int c, int hw)
+{
+	size_t nx = (size_t)n * c * hw, nc = (size_t)c;
+	gh_buf x = gh_rand(nx, -1, 5), g = gh_rand(nc, 0.5f, 1.5f), bt = gh_rand(nc, -1, 1);
+	gh_buf y = gh_rand(nx, -1, 1), rm = gh_rand(nc, -1, 1), rv = gh_rand(nc, 0.5f, 2);
+	gh_buf sm = gh_alloc(nc * 4), si = gh_alloc(nc * 4), dy = gh_rand(nx, -1, 1);
+	gh_buf dx = gh_rand(nx, -1, 1), dg = gh_rand(nc, -1, 1), db = gh_rand(nc, -1, 1);
+	char what[128];
+#define BN_CMP(name, b, cnt) do { \
+	snprintf(what, sizeof what, "bn %s (%d,%d,%d)", name, n, c, hw); \
+	gh_cmp(what, &(b), (cnt), GH_TOL); } while (0)
+
+	GH_BOTH(s, be)
+		be->bn_fwd_train(be, n, c, hw, GF(x, s), GF(g, s), GF(bt, s), GF(y, s), GF(rm, s),
+		                 GF(rv, s), 0.1f, 1e-5f, GF(sm, s), GF(si, s));
+	BN_CMP("train y", y, nx);
+	BN_CMP("running mean", rm, nc);
+	BN_CMP("running var (unbiased)", rv, nc);
+	BN_CMP("saved mean", sm, nc);
+	BN_CMP("saved invstd", si, nc);
+	GH_BOTH(s, be)
+		be->bn_bwd(be, n, c, hw, GF(x, s), GF(dy, s), GF(g, s), GF(sm, s), GF(si, s), GF(dx, s),
+		           0.0f, GF(dg, s), GF(db, s));
+	BN_CMP("bwd dx beta 0", dx, nx);
+	BN_CMP("bwd dgamma +=", dg, nc);
+	BN_CMP("bwd dbeta +=", db, nc);
+	GH_BOTH(s, be)
+		be->bn_bwd(be, n, c, hw, GF(x, s), GF(dy, s), GF(g, s), GF(sm, s), GF(si, s), GF(dx, s),
+		           1.0f, GF(dg, s), GF(db, s));
+	BN_CMP("bwd dx beta 1", dx, nx);
+	GH_BOTH(s, be)
+		be->bn_fwd_infer(be, n, c, hw, GF(x, s), GF(g, s), GF(bt, s), GF(y, s), GF(rm, s),
+		                 GF(rv, s), 1e-5f);
+	BN_CMP("infer y", y, nx);
+#undef BN_CMP
+	gh_free(&x); gh_free(&g); gh_free(&bt); gh_free(&y); gh_free(&rm); gh_free(&rv);
+	gh_free(&sm); gh_free(&si); gh_free(&dy); gh_free(&dx); gh_free(&dg); gh_free(&db);
+}
+
+void test_bn(void)
+{
+	static const int cases[][3] = {
+		{ 3, 5, 21 }, { 1, 3, 7 }, { 2, 16, 1 }, { 8, 4, 1 }, { 4, 32, 33 * 31 }, { 16, 64, 64 },
+		{ 2, 8, 128 * 128 },
+	};
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+		bn_case(cases[i][0], cases[i][1], cases[i][2]);
+	for (int i = 0; i < 4; i++) {
+		int n = gh_int(1, 6), hw = gh_int(1, 300);
+		if (n * hw < 2)
+			hw = 2;     /* the unbiased variance needs two values */
+		bn_case(n, gh_int(1, 20), hw);
+	}
+}
+
+/* ---- activations, also in place (y == x, dx == dy) ---- */
+
+void test_act(void)
+{
+	static const size_t sizes[] = { 1, 1000, 100003 };
+	static const struct { int kind; float slope; const char *name; } acts[] = {
+		{ CDP_ACT_RELU, 0.0f, "relu" }, { CDP_ACT_LEAKY, 0.1f, "leaky 0.1" },
+		{ CDP_ACT_LEAKY, 0.01f, "leaky 0.01" },
+	};
+	for (size_t i = 0; i < 3; i++)
+		for (size_t a = 0; a < 3; a++) {
+			size_t n = sizes[i];
+			int kind = acts[a].kind;
+			float sl = acts[a].slope;
+			gh_buf x = gh_rand(n, -1, 1), y = gh_rand(n, -1, 1), dy = gh_rand(n, -1, 1);
+			gh_buf dx = gh_rand(n, -1, 1), xi = gh_alloc(n * 4), di = gh_alloc(n * 4);
+			char what[96];
+			GH_BOTH(s, be) {
+				be->act_fwd(be, kind, sl, GF(x, s), GF(y, s), n);
+				be->copy(be, GF(xi, s), GF(x, s), n * 4);
+				be->act_fwd(be, kind, sl, GF(xi, s), GF(xi, s), n);
+			}
+			snprintf(what, sizeof what, "%s fwd n=%zu", acts[a].name, n);
+			gh_cmp(what, &y, n, GH_TOL);
+			snprintf(what, sizeof what, "%s fwd in place n=%zu", acts[a].name, n);
+			gh_cmp(what, &xi, n, GH_TOL);
+			GH_BOTH(s, be)
+				be->act_bwd(be, kind, sl, GF(y, s), GF(dy, s), GF(dx, s), 1.0f, n);
+			snprintf(what, sizeof what, "%s bwd beta 1 n=%zu", acts[a].name, n);
+			gh_cmp(what, &dx, n, GH_TOL);
+			GH_BOTH(s, be)
+				be->act_bwd(be, kind, sl, GF(y, s), GF(dy, s), GF(dx, s), 0.0f, n);
+			snprintf(what, sizeof what, "%s bwd beta 0 n=%zu", acts[a].name, n);
+			gh_cmp(what, &dx, n, GH_TOL);
+			GH_BOTH(s, be) {
+				be->copy(be, GF(di, s), GF(dy, s), n * 4);
+				be->act_bwd(be, kind, sl, GF(y, s), GF(di, s), GF(di, s), 0.0f, n);
+			}
+			snprintf(what, sizeof what, "%s bwd in place n=%zu", acts[a].name, n);
+			gh_cmp(what, &di, n, GH_TOL);
+			gh_free(&x); gh_free(&y); gh_free(&dy); gh_free(&dx); gh_free(&xi); gh_free(&di);
+		}
+}
+
+/* ---- pooling ---- */
+
+typedef struct pool_case { int n, c, h, w, k, s, p; } pool_case;
+
+/* ties: values from a small set, windows not overlapping (k == stride, no
+ * padding), so where the gradient of a tied window lands may differ
+ * (backend.h) but each window's gradient sum may not */
+static void pool_run(const pool_case *pc, int ties)
+{
+	cdp_pool_desc d = { pc->n, pc->c, pc->h, pc->w, pc->k, pc->s, pc->p, 0, 0 };
+	char tag[96], what[160];
+
+	if (cdp_pool_desc_init(&d) < 0) {
+		GCHECK(0, "pool case (%d,%d,%d,%d) k%d s%d p%d refused", pc->n, pc->c, pc->h, pc->w,
+		       pc->k, pc->s, pc->p);
+		return;
+	}
+	snprintf(tag, sizeof tag, "(%d,%d,%d,%d) k%d s%d p%d%s", d.n, d.c, d.h, d.w, d.k, d.stride,
+	         d.pad, ties ? " ties" : "");
+	size_t nx = (size_t)d.n * d.c * d.h * d.w, ny = (size_t)d.n * d.c * d.oh * d.ow;
+	gh_buf x = gh_rand(nx, -1, 1), y = gh_rand(ny, -1, 1), dy = gh_rand(ny, -1, 1);
+	gh_buf dx = gh_rand(nx, -1, 1), idx = gh_alloc(ny * sizeof(int32_t));
+	if (ties) {
+		float *h = gh_host(&x, GH_REF);
+		for (size_t i = 0; i < nx; i++)
+			h[i] = roundf(h[i] * 2);
+		gh_set(&x, h, nx * 4);
+		free(h);
+	}
+	GH_BOTH(s, be)
+		be->maxpool_fwd(be, &d, GF(x, s), GF(y, s), GI(idx, s));
+	snprintf(what, sizeof what, "maxpool fwd %s", tag);
+	gh_cmp_exact(what, &y, ny * 4);
+	GH_BOTH(s, be)
+		be->maxpool_bwd(be, &d, GF(x, s), GF(y, s), GF(dy, s), GI(idx, s), GF(dx, s), 1.0f);
+	if (!ties) {
+		snprintf(what, sizeof what, "maxpool bwd beta 1 %s", tag);
+		gh_cmp(what, &dx, nx, GH_TOL);
+		GH_BOTH(s, be)
+			be->maxpool_bwd(be, &d, GF(x, s), GF(y, s), GF(dy, s), GI(idx, s), GF(dx, s), 0.0f);
+		snprintf(what, sizeof what, "maxpool bwd beta 0 %s", tag);
+		gh_cmp(what, &dx, nx, GH_TOL);
+	} else {
+		/* dx was random before (beta 1): compare per-window sums of dx */
+		float *sum[2];
+		for (int s = 0; s < 2; s++) {
+			float *h = gh_host(&dx, s);
+			sum[s] = calloc(ny, sizeof(float));
+			for (size_t t = 0; t < (size_t)d.n * d.c; t++)
+				for (int i = 0; i < d.oh * d.k; i++)
+					for (int j = 0; j < d.ow * d.k; j++)
+						sum[s][(t * d.oh + i / d.k) * d.ow + j / d.k] +=
+							h[(t * d.h + i) * d.w + j];
+			free(h);
+		}
+		snprintf(what, sizeof what, "maxpool bwd window sums %s", tag);
+		gh_cmp_host(what, sum[GH_DEV], sum[GH_REF], ny, GH_TOL, GH_FLOOR);
+		free(sum[0]);
+		free(sum[1]);
+	}
+	GH_BOTH(s, be)
+		be->avgpool_fwd(be, &d, GF(x, s), GF(y, s));
+	snprintf(what, sizeof what, "avgpool fwd %s", tag);
+	gh_cmp(what, &y, ny, GH_TOL);
+	GH_BOTH(s, be)
+		be->avgpool_bwd(be, &d, GF(dy, s), GF(dx, s), 0.0f);
+	snprintf(what, sizeof what, "avgpool bwd beta 0 %s", tag);
+	gh_cmp(what, &dx, nx, GH_TOL);
+	GH_BOTH(s, be)
+		be->avgpool_bwd(be, &d, GF(dy, s), GF(dx, s), 1.0f);
+	snprintf(what, sizeof what, "avgpool bwd beta 1 %s", tag);
+	gh_cmp(what, &dx, nx, GH_TOL);
+	gh_free(&x); gh_free(&y); gh_free(&dy); gh_free(&dx); gh_free(&idx);
+}
+
+void test_pool(void)
+{
+	static const pool_case cases[] = {
+		{ 2, 3, 8, 8, 2, 2, 0 }, { 2, 2, 9, 7, 3, 2, 1 }, { 1, 3, 5, 6, 3, 1, 1 },
+		{ 2, 2, 7, 7, 2, 2, 1 }, { 1, 1, 11, 9, 5, 3, 2 }, { 4, 16, 32, 32, 2, 2, 0 },
+		{ 2, 3, 1, 1, 1, 1, 0 }, { 8, 64, 64, 64, 2, 2, 0 },
+	};
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+		pool_run(&cases[i], 0);
+	pool_case tie = { 2, 3, 8, 10, 2, 2, 0 }, tie3 = { 1, 4, 9, 12, 3, 3, 0 };
+	pool_run(&tie, 1);
+	pool_run(&tie3, 1);
+	for (int i = 0; i < 4; i++) {
+		pool_case pc;
+		pc.n = gh_int(1, 3), pc.c = gh_int(1, 5), pc.k = gh_int(1, 4), pc.s = gh_int(1, 3);
+		pc.p = gh_int(0, pc.k / 2);
+		pc.h = gh_int(pc.k, 20), pc.w = gh_int(pc.k, 20);
+		pool_run(&pc, 0);
+	}
+}
+
+/* ---- x2 upsampling ---- */
+
+void test_upsample(void)
+{
+	static const int cases[][4] = {
+		{ 2, 3, 5, 4 }, { 1, 1, 1, 1 }, { 1, 2, 1, 7 }, { 3, 4, 16, 16 }, { 2, 8, 33, 17 },
+		{ 0, 0, 0, 0 }, { 0, 0, 0, 0 },
+	};
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+		for (int mode = CDP_UP_NEAREST; mode <= CDP_UP_BILINEAR; mode++) {
+			int n = cases[i][0], c = cases[i][1], h = cases[i][2], w = cases[i][3];
+			if (n == 0)    /* random */
+				n = gh_int(1, 3), c = gh_int(1, 4), h = gh_int(1, 25), w = gh_int(1, 25);
+			size_t nx = (size_t)n * c * h * w, ny = 4 * nx;
+			const char *m = mode == CDP_UP_NEAREST ? "nearest" : "bilinear";
+			gh_buf x = gh_rand(nx, -1, 1), y = gh_rand(ny, -1, 1), dy = gh_rand(ny, -1, 1);
+			gh_buf dx = gh_rand(nx, -1, 1);
+			char what[128];
+			GH_BOTH(s, be)
+				be->upsample_fwd(be, mode, n, c, h, w, GF(x, s), GF(y, s));
+			snprintf(what, sizeof what, "upsample %s fwd (%d,%d,%d,%d)", m, n, c, h, w);
+			gh_cmp(what, &y, ny, GH_TOL);
+			GH_BOTH(s, be)
+				be->upsample_bwd(be, mode, n, c, h, w, GF(dy, s), GF(dx, s), 1.0f);
+			snprintf(what, sizeof what, "upsample %s bwd beta 1 (%d,%d,%d,%d)", m, n, c, h, w);
+			gh_cmp(what, &dx, nx, GH_TOL);
+			GH_BOTH(s, be)
+				be->upsample_bwd(be, mode, n, c, h, w, GF(dy, s), GF(dx, s), 0.0f);
+			snprintf(what, sizeof what, "upsample %s bwd beta 0 (%d,%d,%d,%d)", m, n, c, h, w);
+			gh_cmp(what, &dx, nx, GH_TOL);
+			gh_free(&x); gh_free(&y); gh_free(&dy); gh_free(&dx);
+		}
+}
+
+/* ---- concat's channel copies: exact (a move, or one float add) ---- */
+
+void test_chan(void)
+{
+	static const int cases[][5] = {   /* n, c, hw, total channels, offset */
+		{ 2, 3, 5, 9, 4 }, { 1, 1, 1, 1, 0 }, { 4, 16, 1024, 48, 32 }, { 3, 7, 33, 7, 0 },
+		{ 0, 0, 0, 0, 0 }, { 0, 0, 0, 0, 0 },
+	};
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		int n = cases[i][0], c = cases[i][1], hw = cases[i][2], big = cases[i][3], off = cases[i][4];
+		if (n == 0) {
+			n = gh_int(1, 4), c = gh_int(1, 9), hw = gh_int(1, 500), big = c + gh_int(0, 9);
+			off = gh_int(0, big - c);
+		}
+		size_t nb = (size_t)n * big * hw, ns = (size_t)n * c * hw;
+		gh_buf dst = gh_rand(nb, -1, 1), src = gh_rand(ns, -1, 1), back = gh_rand(ns, -1, 1);
+		char tag[64], what[128];
+		snprintf(tag, sizeof tag, "(%d,%d,%d) into %d at %d", n, c, hw, big, off);
+		for (int beta = 0; beta <= 1; beta++) {
+			GH_BOTH(s, be)
+				be->chan_copy(be, n, c, hw, GF(src, s), GF(dst, s), big, off, (float)beta);
+			snprintf(what, sizeof what, "chan_copy beta %d %s", beta, tag);
+			gh_cmp_exact(what, &dst, nb * 4);
+			GH_BOTH(s, be)
+				be->chan_slice(be, n, c, hw, GF(dst, s), big, off, GF(back, s), (float)beta);
+			snprintf(what, sizeof what, "chan_slice beta %d %s", beta, tag);
+			gh_cmp_exact(what, &back, ns * 4);
+		}
+		gh_free(&dst); gh_free(&src); gh_free(&back);
+	}
+}
+
+/* ---- dropout: the same mask from the same (seed, index) ---- */
+
+void test_dropout(void)
+{
+	static const size_t sizes[] = { 1, 1000, 100003 };
+	static const float ps[] = { 0.0f, 0.3f, 0.5f };
+	for (size_t i = 0; i < 3; i++)
+		for (size_t j = 0; j < 3; j++) {
+			size_t n = sizes[i];
+			uint64_t seed = cdp_rng_next(&gh_rng);
+			gh_buf x = gh_rand(n, -1, 1), y = gh_rand(n, -1, 1), dy = gh_rand(n, -1, 1);
+			gh_buf dx = gh_rand(n, -1, 1), mask = gh_alloc(n);
+			char what[96];
+			GH_BOTH(s, be)
+				be->dropout_fwd(be, ps[j], seed, GF(x, s), GF(y, s), GU8(mask, s), n);
+			snprintf(what, sizeof what, "dropout mask p=%g n=%zu", ps[j], n);
+			gh_cmp_exact(what, &mask, n);
+			snprintf(what, sizeof what, "dropout fwd p=%g n=%zu", ps[j], n);
+			gh_cmp(what, &y, n, GH_TOL);
+			GH_BOTH(s, be)
+				be->dropout_bwd(be, ps[j], GU8(mask, s), GF(dy, s), GF(dx, s), 1.0f, n);
+			snprintf(what, sizeof what, "dropout bwd beta 1 p=%g n=%zu", ps[j], n);
+			gh_cmp(what, &dx, n, GH_TOL);
+			GH_BOTH(s, be)
+				be->dropout_bwd(be, ps[j], GU8(mask, s), GF(dy, s), GF(dx, s), 0.0f, n);
+			snprintf(what, sizeof what, "dropout bwd beta 0 p=%g n=%zu", ps[j], n);
+			gh_cmp(what, &dx, n, GH_TOL);
+			gh_free(&x); gh_free(&y); gh_free(&dy); gh_free(&dx); gh_free(&mask);
+		}
+}
+
+/* ---- global average pool, bias add and gradient, add ---- */
+
+void test_gap_bias_add(void)
+{
+	static const int cases[][3] = {
+		{ 2, 3, 5 }, { 1, 1, 1 }, { 64, 256, 16 }, { 8, 32, 64 * 64 }, { 3, 5, 1 }, { 0, 0, 0 },
+		{ 0, 0, 0 },
+	};
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		int n = cases[i][0], c = cases[i][1], hw = cases[i][2];
+		if (n == 0)
+			n = gh_int(1, 8), c = gh_int(1, 40), hw = gh_int(1, 700);
+		size_t nx = (size_t)n * c * hw, nc = (size_t)n * c;
+		gh_buf x = gh_rand(nx, -1, 1), g = gh_rand(nc, -1, 1), y = gh_rand(nc, -1, 1);
+		gh_buf dx = gh_rand(nx, -1, 1), b = gh_rand((size_t)c, -1, 1), db = gh_rand((size_t)c, -1, 1);
+		char tag[48], what[128];
+		snprintf(tag, sizeof tag, "(%d,%d,%d)", n, c, hw);
+		GH_BOTH(s, be)
+			be->gap_fwd(be, n, c, hw, GF(x, s), GF(y, s));
+		snprintf(what, sizeof what, "gap fwd %s", tag);
+		gh_cmp(what, &y, nc, GH_TOL);
+		GH_BOTH(s, be)
+			be->gap_bwd(be, n, c, hw, GF(g, s), GF(dx, s), 1.0f);
+		snprintf(what, sizeof what, "gap bwd beta 1 %s", tag);
+		gh_cmp(what, &dx, nx, GH_TOL);
+		GH_BOTH(s, be)
+			be->gap_bwd(be, n, c, hw, GF(g, s), GF(dx, s), 0.0f);
+		snprintf(what, sizeof what, "gap bwd beta 0 %s", tag);
+		gh_cmp(what, &dx, nx, GH_TOL);
+		GH_BOTH(s, be)
+			be->bias_grad(be, n, c, hw, GF(x, s), GF(db, s));
+		snprintf(what, sizeof what, "bias_grad += %s", tag);
+		gh_cmp(what, &db, (size_t)c, GH_TOL);
+		GH_BOTH(s, be)
+			be->bias_add(be, n, c, hw, GF(b, s), GF(x, s));
+		snprintf(what, sizeof what, "bias_add %s", tag);
+		gh_cmp(what, &x, nx, GH_TOL);
+		gh_buf z = gh_rand(nx, -1, 1);
+		GH_BOTH(s, be)
+			be->add(be, GF(x, s), GF(dx, s), GF(z, s), nx);
+		snprintf(what, sizeof what, "add %s", tag);
+		gh_cmp(what, &z, nx, GH_TOL);
+		gh_free(&z);
+		gh_free(&x); gh_free(&g); gh_free(&y); gh_free(&dx); gh_free(&b); gh_free(&db);
+	}
+}

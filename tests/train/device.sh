@@ -1,0 +1,120 @@
+#!/bin/sh
+# tests/train/device.sh: where cdp-train and cdp-predict compute (--device,
+# --precision, --allreduce) and the staged all-reduce path, on the CPU:
+#  - --device: bad spellings are usage errors (exit 2); cuda:N beyond the
+#    GPUs present is an error naming it; without a GPU --device cuda is an
+#    error saying why, and --device auto trains on the CPU with the losses
+#    of --device cpu, bit for bit;
+#  - --precision: bad spellings exit 2; tf32, bf16 and fp16 on the CPU are
+#    errors saying that it computes in fp32 only; fp32 is the default;
+#  - --allreduce nccl on the CPU, and bad --allreduce / --loss-scale
+#    spellings, are errors; a refused run writes no metrics;
+#  - cdp-predict: the same --device and --precision errors, and --device
+#    auto predicts what --device cpu does;
+#  - a launch without MPI (CDP_RENDEZVOUS with RANK and WORLD_SIZE) on the
+#    CPU is a clear error, and so is a malformed WORLD_SIZE or RANK;
+#  - staging (CDP_DIST_STAGE=1: the CPU backend's memory stands for a GPU's,
+#    so gradients, averages and broadcasts go through the pinned mirror and
+#    back as on a GPU with --allreduce mpi or ring): 2 ranks with mpi and
+#    ring, --sync allreduce and average:3, give the losses of the unstaged
+#    runs bit for bit, and train.log says the buffers were staged.
+# The no-GPU cases skip where a GPU is present (tests/gpu covers those);
+# the 2-rank cases skip without $MPIRUN.
+. "$CDP_SRCDIR/tests/train/train_common.sh"
+ngpu=$("$CDP_BUILDDIR/tests/gpu/test_ops" --count-devices 2>/dev/null || echo 0)
+case $ngpu in ''|*[!0-9]*) ngpu=0 ;; esac
+C="--db $T/pool --keys $T/train.keys --threads 1 -q --model $T/plain.cfg --batch 4 --steps 6"
+C="$C --log-every 1"
+
+echo "== --device"
+for d in tpu cuda:x cuda: cuda:-1 CPU; do
+	expect_fail 2 "--device '$d': not cpu, cuda, cuda:N or auto" cdp-train $C --out "$T/x" --device "$d"
+done
+expect_fail 1 "--device cuda:1023: device cuda:1023 does not exist ($ngpu GPU" \
+	cdp-train $C --out "$T/x" --device cuda:1023
+cdp-train $C --out "$T/cpu" --device cpu || fail "--device cpu did not train"
+grep -q 'device cpu, precision fp32, loss scale 0, all-reduce mpi$' "$T/cpu/train.log" ||
+	fail "train.log lacks the device line: $(grep device "$T/cpu/train.log")"
+cdp-train $C --out "$T/dflt" || fail "the default device did not train"
+cmp -s "$T/cpu/checkpoint.cdpt" "$T/dflt/checkpoint.cdpt" || fail "the default is not --device cpu"
+if [ "$ngpu" -eq 0 ]; then
+	expect_fail 1 "cdp-train: --device cuda: " cdp-train $C --out "$T/x" --device cuda
+	cdp-train $C --out "$T/auto" --device auto || fail "--device auto did not train"
+	grep -q 'device cpu,' "$T/auto/train.log" || fail "--device auto did not fall back to the cpu"
+	losses "$T/cpu/metrics.jsonl" >"$T/l.cpu"
+	losses "$T/auto/metrics.jsonl" >"$T/l.auto"
+	[ "$(wc -l <"$T/l.cpu")" -eq 6 ] || fail "want 6 step lines"
+	cmp -s "$T/l.cpu" "$T/l.auto" || fail "--device auto and cpu differ: $(diff "$T/l.cpu" "$T/l.auto")"
+else
+	echo "SKIP: the no-GPU cases ($ngpu GPUs here)"
+fi
+
+echo "== --precision, --allreduce, --loss-scale"
+expect_fail 2 "--precision 'fp8': not fp32, tf32, bf16 or fp16" cdp-train $C --out "$T/x" --precision fp8
+for p in tf32 bf16 fp16; do
+	expect_fail 1 "--precision $p: the cpu backend cannot compute in it (the cpu computes in fp32 only)" \
+		cdp-train $C --out "$T/x" --device cpu --precision $p
+done
+cdp-train $C --out "$T/fp32" --device cpu --precision fp32 || fail "--precision fp32 did not train"
+cmp -s "$T/cpu/checkpoint.cdpt" "$T/fp32/checkpoint.cdpt" || fail "fp32 is not the default"
+expect_fail 2 "--allreduce 'gloo': not mpi, ring or nccl" cdp-train $C --out "$T/x" --allreduce gloo
+expect_fail 1 "--allreduce nccl: needs a GPU (--device cuda)" \
+	cdp-train $C --out "$T/x" --device cpu --allreduce nccl
+for s in auto 0.5 -1 1e400 x; do
+	expect_fail 2 "--loss-scale '$s': not dynamic, off or a number in \[1, 1e300\]" \
+		cdp-train $C --out "$T/x" --loss-scale "$s"
+done
+[ ! -e "$T/x/metrics.jsonl" ] || fail "a refused run wrote metrics.jsonl"
+
+echo "== cdp-predict"
+P="$T/cpu $T/c3.tif -o $T/p.tif"
+expect_fail 2 "--device 'tpu': not cpu, cuda, cuda:N or auto" cdp-predict --device tpu $P
+expect_fail 2 "--precision 'half'" cdp-predict --precision half $P
+expect_fail 1 "--precision bf16: the cpu backend cannot compute in it" \
+	cdp-predict --device cpu --precision bf16 $P
+expect_fail 1 "device cuda:1023 does not exist" cdp-predict --device cuda:1023 $P
+[ ! -e "$T/p.tif" ] || fail "a refused prediction wrote p.tif"
+cdp-predict -q --device cpu --prob "$T/cpu" "$T/c3.tif" -o "$T/p.cpu.tif" || fail "cdp-predict --device cpu"
+if [ "$ngpu" -eq 0 ]; then
+	expect_fail 1 "cdp-predict: --device cuda: " cdp-predict --device cuda $P
+	cdp-predict -q --device auto --prob "$T/cpu" "$T/c3.tif" -o "$T/p.auto.tif" ||
+		fail "cdp-predict --device auto"
+	cmp -s "$T/p.cpu.tif" "$T/p.auto.tif" || fail "cdp-predict --device auto and cpu differ"
+fi
+
+echo "== launched without MPI"
+R="env CDP_RENDEZVOUS=$T/rdv WORLD_SIZE=2"
+expect_fail 1 "launched without MPI (CDP_RENDEZVOUS), every collective goes through NCCL" \
+	$R RANK=0 cdp-train $C --out "$T/x" --device cpu
+expect_fail 1 "cdp-train: WORLD_SIZE: " env CDP_RENDEZVOUS="$T/rdv" WORLD_SIZE=two RANK=0 \
+	cdp-train $C --out "$T/x"
+expect_fail 1 "cdp-train: RANK: " $R RANK=2 cdp-train $C --out "$T/x"
+expect_fail 1 "cdp-train: RANK: " $R cdp-train $C --out "$T/x"
+expect_fail 1 "not launched by CDP_RENDEZVOUS" $R RANK=1 cdp-predict $P
+[ ! -e "$T/rdv" ] || fail "a refused launch left the rendezvous file"
+
+if [ -z "$MP" ]; then
+	echo "SKIP: staging at 2 ranks (no MPIRUN)"
+	exit 0
+fi
+echo "== staged reductions at 2 ranks"
+S="$C --batch 2 --steps 8"
+for a in mpi ring; do
+	for s in allreduce average:3; do
+		n=$a.$(echo $s | tr : _)
+		$MP cdp-train $S --out "$T/h.$n" --allreduce $a --sync $s || fail "$n: unstaged run"
+		CDP_DIST_STAGE=1 $MP cdp-train $S --out "$T/s.$n" --allreduce $a --sync $s ||
+			fail "$n: staged run"
+		grep -q "all-reduce $a staged through host memory" "$T/s.$n/train.log" ||
+			fail "$n: CDP_DIST_STAGE=1 did not stage: $(grep device "$T/s.$n/train.log")"
+		! grep -q staged "$T/h.$n/train.log" || fail "$n: staged without CDP_DIST_STAGE"
+		losses "$T/h.$n/metrics.jsonl" >"$T/lh"
+		losses "$T/s.$n/metrics.jsonl" >"$T/ls"
+		[ "$(wc -l <"$T/lh")" -eq 8 ] || fail "$n: $(wc -l <"$T/lh") step lines"
+		cmp -s "$T/lh" "$T/ls" || fail "$n: staged losses differ: $(diff "$T/lh" "$T/ls" | head -4)"
+		cmp -s "$T/h.$n/checkpoint.cdpt" "$T/s.$n/checkpoint.cdpt" ||
+			fail "$n: staged checkpoint differs"
+		echo "$n: staged = unstaged, bit for bit"
+	done
+done
+exit 0

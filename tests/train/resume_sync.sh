@@ -1,0 +1,155 @@
+#!/bin/sh
+# tests/train/resume_sync.sh: exact --resume for --sync average:K and
+# admm:K:RHO, and SIGTERM under mpirun (train_common.sh builds the pool):
+#  - mpirun -np 2 with average:5 and admm:5:0.01: 40 steps in one go against
+#    17 steps (not a multiple of K; --checkpoint-every 7, not one either)
+#    then --resume to 40: every step's loss and every validation line equal
+#    bit for bit, and the resume prints nothing;
+#  - the same checkpoint without its per-rank section, or resumed by one
+#    process: one warning line, the run goes on from the consensus model,
+#    and the losses after step 17 then differ (the section is what makes
+#    the resume exact);
+#  - a per-rank section damaged (its own CRC) or truncated inside an intact
+#    file is a one-line error naming the file and the chunk, exit 1;
+#  - SIGTERM to mpirun once steps are logged: the job exits non-zero within
+#    30 s, leaving a valid checkpoint at the last logged step, and --resume
+#    from it continues.
+# Skipped without MPI ($MPIRUN empty).
+. "$CDP_SRCDIR/tests/train/train_common.sh"
+[ -n "$MP" ] || { echo "SKIP: no MPIRUN" >&2; exit 77; }
+R="--db $T/pool --keys $T/train.keys --val-keys $T/val.keys --model $UNET --threads 1 -q"
+R="$R --batch 4 --log-every 1 --val-every 10 --schedule constant --lr 0.01 --checkpoint-every 7"
+# vals FILE: "step loss metric" of every validation line
+vals() {
+	sed -n 's/^{"type":"val","step":\([0-9]*\),.*"loss":\([^,]*\),"metric":\([^,]*\),.*/\1 \2 \3/p' "$1"
+}
+# ckpt FROM TO strip|flip|cut: a copy of checkpoint FROM without its RANK
+# chunk, with a bit of it flipped, or with 100 bytes cut from it (its own
+# CRC and length redone); the file's size and CRC are always redone.
+ckpt() {
+	"$PYTHON" - "$@" <<'PYEOF'
+import struct, sys, zlib
+src, dst, mode = sys.argv[1:4]
+b = bytearray(open(src, "rb").read())
+pos, last = 24, None
+while pos < len(b) - 4:
+    tag, _, n = struct.unpack_from("<4sIQ", b, pos)
+    last = (tag, pos, n)
+    pos += 16 + n
+tag, pos, n = last
+assert tag == b"RANK", tag
+s = pos + 16
+if mode == "strip":
+    b = b[:pos] + b[-4:]
+    struct.pack_into("<I", b, 12, 7)
+elif mode == "flip":
+    b[s + 200] ^= 1
+else:
+    body = b[s:s + n - 4 - 100]
+    body += struct.pack("<I", zlib.crc32(body))
+    b = b[:pos] + struct.pack("<4sIQ", b"RANK", 0, len(body)) + body + b[-4:]
+struct.pack_into("<Q", b, 16, len(b))
+struct.pack_into("<I", b, len(b) - 4, zlib.crc32(bytes(b[:-4])))
+open(dst, "wb").write(b)
+PYEOF
+}
+# ckstep FILE: the step of a checkpoint whose header and CRC are valid
+ckstep() {
+	"$PYTHON" - "$1" <<'PYEOF'
+import struct, sys, zlib
+b = open(sys.argv[1], "rb").read()
+magic, version, nchunks, size = struct.unpack_from("<8sIIQ", b)
+assert magic == b"CDPCKPT\n" and size == len(b), "bad header"
+assert zlib.crc32(b[:-4]) == struct.unpack("<I", b[-4:])[0], "bad CRC"
+assert b[24:28] == b"META"
+print(struct.unpack_from("<Q", b, 56)[0])
+PYEOF
+}
+
+for sync in average:5 admm:5:0.01; do
+	echo "== $sync: 40 steps against 17 + resume"
+	d=$T/$(echo "$sync" | tr : _)
+	$MP cdp-train $R --sync "$sync" --out "$d.a" --steps 40 || fail "$sync: run a"
+	$MP cdp-train $R --sync "$sync" --out "$d.b" --steps 17 || fail "$sync: run b"
+	cp -r "$d.b" "$d.c"
+	$MP cdp-train $R --sync "$sync" --out "$d.b" --steps 40 --resume 2>"$T/err" ||
+		fail "$sync: resume: $(cat "$T/err")"
+	[ ! -s "$T/err" ] || fail "$sync: the resume said: $(cat "$T/err")"
+	losses "$d.a/metrics.jsonl" >"$T/la"
+	losses "$d.b/metrics.jsonl" >"$T/lb"
+	[ "$(wc -l <"$T/la")" -eq 40 ] || fail "$sync: $(wc -l <"$T/la") step lines"
+	cmp -s "$T/la" "$T/lb" || fail "$sync: resumed losses differ: $(diff "$T/la" "$T/lb" | head -4)"
+	vals "$d.a/metrics.jsonl" >"$T/va"
+	vals "$d.b/metrics.jsonl" | grep -v '^17 ' >"$T/vb"
+	[ "$(wc -l <"$T/va")" -eq 4 ] || fail "$sync: $(wc -l <"$T/va") validation lines"
+	cmp -s "$T/va" "$T/vb" || fail "$sync: resumed validation differs: $(diff "$T/va" "$T/vb")"
+	echo "$sync: 40 losses and 4 validations equal bit for bit after resuming at step 17"
+
+	echo "== $sync: without the per-rank section"
+	cp -r "$d.c" "$d.s"
+	ckpt "$d.c/checkpoint.cdpt" "$d.s/checkpoint.cdpt" strip
+	$MP cdp-train $R --sync "$sync" --out "$d.s" --steps 40 --resume 2>"$T/err" ||
+		fail "$sync: resume without the section: $(cat "$T/err")"
+	w="warning: '$d.s/checkpoint.cdpt' holds no per-rank state.*consensus"
+	[ "$(wc -l <"$T/err")" -eq 1 ] && grep -q "$w" "$T/err" ||
+		fail "$sync: want one warning line, got: $(cat "$T/err")"
+	losses "$d.s/metrics.jsonl" >"$T/ls"
+	[ "$(wc -l <"$T/ls")" -eq 40 ] || fail "$sync: $(wc -l <"$T/ls") step lines without the section"
+	cmp -s "$T/la" "$T/ls" && fail "$sync: the same losses without the per-rank state"
+	echo "$sync: without the section, a warning and other losses:" \
+		"$(sed -n 18p "$T/la") vs $(sed -n 18p "$T/ls")"
+done
+
+echo "== another j"
+cp -r "$d.c" "$d.j"
+cdp-train $R --sync admm:5:0.01 --out "$d.j" --steps 20 --batch 8 --resume 2>"$T/err" ||
+	fail "1 process from 2 ranks: $(cat "$T/err")"
+[ "$(wc -l <"$T/err")" -eq 1 ] && grep -q 'holds the local state of 2 ranks, this run has 1' "$T/err" ||
+	fail "1 process from 2 ranks: want one warning line, got: $(cat "$T/err")"
+cat "$T/err"
+
+echo "== damaged per-rank section"
+for mode in flip cut; do
+	cp -r "$d.c" "$d.$mode"
+	ckpt "$d.c/checkpoint.cdpt" "$d.$mode/checkpoint.cdpt" $mode
+done
+expect_fail 1 \
+	"^cdp-train: cannot resume from '$d.flip/checkpoint.cdpt': chunk 'RANK': checksum mismatch$" \
+	cdp-train $R --sync admm:5:0.01 --out "$d.flip" --steps 40 --resume
+[ "$(wc -l <"$T/err")" -eq 1 ] || fail "flip: $(cat "$T/err")"
+cat "$T/err"
+expect_fail 1 \
+	"^cdp-train: cannot resume from '$d.cut/checkpoint.cdpt': chunk 'RANK': truncated data$" \
+	cdp-train $R --sync admm:5:0.01 --out "$d.cut" --steps 40 --resume
+[ "$(wc -l <"$T/err")" -eq 1 ] || fail "cut: $(cat "$T/err")"
+cat "$T/err"
+
+echo "== SIGTERM to mpirun"
+S="--db $T/pool --keys $T/train.keys --model $UNET --threads 1 -q --batch 4 --log-every 1"
+S="$S --sync average:5 --out $T/sig"
+$MP cdp-train $S --steps 1000000 >"$T/sig.out" 2>"$T/sig.err" &
+pid=$!
+i=0
+while ! grep -q '"step":5,' "$T/sig/metrics.jsonl" 2>/dev/null; do
+	i=$((i + 1)); [ $i -lt 600 ] || { kill -9 $pid; fail "no step logged after 60 s"; }
+	sleep 0.1
+done
+kill -TERM $pid
+t0=$(date +%s)
+i=0
+while kill -0 $pid 2>/dev/null; do
+	i=$((i + 1)); [ $i -lt 300 ] || { kill -9 $pid; fail "mpirun still running 30 s after SIGTERM"; }
+	sleep 0.1
+done
+set +e; wait $pid; rc=$?; set -e
+echo "exit $rc after $(($(date +%s) - t0)) s: $(cat "$T/sig.err" | head -3)"
+[ "$rc" -ne 0 ] || fail "SIGTERM: mpirun exited 0"
+last=$(losses "$T/sig/metrics.jsonl" | tail -1 | cut -d' ' -f1)
+at=$(ckstep "$T/sig/checkpoint.cdpt") || fail "SIGTERM: no valid checkpoint"
+[ "$at" = "$last" ] || fail "SIGTERM: checkpoint at step $at, last logged step $last"
+$MP cdp-train $S --steps $((at + 3)) --resume 2>"$T/err" || fail "SIGTERM: resume: $(cat "$T/err")"
+[ ! -s "$T/err" ] || fail "SIGTERM: the resume said: $(cat "$T/err")"
+[ "$(losses "$T/sig/metrics.jsonl" | tail -1 | cut -d' ' -f1)" -eq $((at + 3)) ] ||
+	fail "SIGTERM: the resumed run did not reach step $((at + 3))"
+echo "stopped at step $at (the last logged), resumed to $((at + 3))"
+exit 0

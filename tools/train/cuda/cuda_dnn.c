@@ -1,0 +1,251 @@
+/* cuda_dnn.c: batchnorm, pooling and activations on cuDNN (leaky ReLU on
+ * our kernel, which cuDNN lacks).
+ *
+ * The descriptors are set per call from the op's shapes (host-side work
+ * of a microsecond); all tensors are NCHW float32 in every precision.
+ *
+ * Batchnorm is CUDNN_BATCHNORM_SPATIAL: statistics per channel over
+ * (N, H, W), viewed as (N, C, 1, HW). cuDNN's definitions are PyTorch's:
+ * running = (1 - factor) running + factor batch with factor = momentum,
+ * the running variance unbiased, the saved statistics mean and
+ * 1/sqrt(var + eps) (backend.h's save_mean, save_invstd). The fused
+ * activation of the bn ops is cuDNN's batchnorm followed by our activation
+ * op on its output (cuDNN's own fused mode, CUDNN_BATCHNORM_OPS_BN_ACTIVATION
+ * of the *Ex calls deprecated in cuDNN 9, is documented for NHWC half-
+ * precision tensors only); in backward the activation's gradient is
+ * written over dy, which backend.h allows, and cuDNN's batchnorm backward
+ * reads it from there.
+ *
+ * Max pooling is CUDNN_POOLING_MAX_DETERMINISTIC with NaN propagation;
+ * padding never wins. Its backward finds the maximum again from x and y
+ * (the argmax index of backend.h is not needed); where several inputs tie
+ * one of them gets the gradient, as backend.h allows. Average pooling
+ * counts the padding (PyTorch's count_include_pad=True): with floor-mode
+ * output sizes no window reaches past the padded image, so cuDNN's
+ * divisor k*k is PyTorch's.
+ */
+#include <config.h>
+#include <stdio.h>
+#include "cuda.h"
+#include "cuda_kern.h"
+
+/* cuDNN's batchnorm needs eps in backward only to recompute the inverse
+ * deviation when no saved statistics are passed; we always pass them. */
+#define BN_BWD_EPS 1e-5
+
+/* ---- activations ---- */
+
+/* cuDNN describes a tensor with int dimensions: long arrays go in pieces. */
+#define ACT_PIECE ((size_t)1 << 30)
+
+static void cu_act_fwd(cdp_backend *be, int kind, float slope, const float *x, float *y, size_t n)
+{
+	cu_impl *im = cu_im(be);
+	const float one = 1.0f, zero = 0.0f;
+
+	if (n == 0)
+		return;
+	if (kind != CDP_ACT_RELU) {
+		cdk_act_fwd(im->comp, kind, slope, x, y, n);
+		CDP_KERNEL_CHECK();
+		return;
+	}
+	for (size_t off = 0; off < n; off += ACT_PIECE) {
+		size_t len = n - off < ACT_PIECE ? n - off : ACT_PIECE;
+		CDP_CUDNN_CHECK(cudnnSetTensor4dDescriptor(im->ta, CUDNN_TENSOR_NCHW,
+		                                           CUDNN_DATA_FLOAT, 1, 1, 1, (int)len));
+		CDP_CUDNN_CHECK(cudnnActivationForward(im->dnn, im->relu, &one, im->ta, x + off,
+		                                       &zero, im->ta, y + off));
+	}
+}
+
+/* y serves as cuDNN's x too: relu'(x) is (x > 0), which is (y > 0). */
+static void cu_act_bwd(cdp_backend *be, int kind, float slope, const float *y,
+                       const float *dy, float *dx, float beta, size_t n)
+{
+	cu_impl *im = cu_im(be);
+	const float one = 1.0f;
+
+	if (n == 0)
+		return;
+	if (kind != CDP_ACT_RELU) {
+		cdk_act_bwd(im->comp, kind, slope, y, dy, dx, beta, n);
+		CDP_KERNEL_CHECK();
+		return;
+	}
+	for (size_t off = 0; off < n; off += ACT_PIECE) {
+		size_t len = n - off < ACT_PIECE ? n - off : ACT_PIECE;
+		CDP_CUDNN_CHECK(cudnnSetTensor4dDescriptor(im->ta, CUDNN_TENSOR_NCHW,
+		                                           CUDNN_DATA_FLOAT, 1, 1, 1, (int)len));
+		CDP_CUDNN_CHECK(cudnnActivationBackward(im->dnn, im->relu, &one, im->ta, y + off,
+			im->ta, dy + off, im->ta, y + off, &beta, im->ta, dx + off));
+	}
+}
+
+/* ---- batch norm ---- */
+
+static void bn_descs(cu_impl *im, int n, int c, int hw)
+{
+	CDP_CUDNN_CHECK(cudnnSetTensor4dDescriptor(im->ta, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT,
+	                                           n, c, 1, hw));
+	CDP_CUDNN_CHECK(cudnnDeriveBNTensorDescriptor(im->tbn, im->ta, CUDNN_BATCHNORM_SPATIAL));
+}
+
+static void cu_bn_fwd_train(cdp_backend *be, int n, int c, int hw, const float *x,
+                            const float *gamma, const float *beta, float *y,
+                            float *run_mean, float *run_var, float momentum, float eps,
+                            float *save_mean, float *save_invstd, int act, float slope)
+{
+	cu_impl *im = cu_im(be);
+	const float one = 1.0f, zero = 0.0f;
+
+	/* cuDNN takes both running (or both saved) pointers, or neither */
+	if (!run_mean || !run_var)
+		run_mean = run_var = NULL;
+	if (!save_mean || !save_invstd)
+		save_mean = save_invstd = NULL;
+	bn_descs(im, n, c, hw);
+	CDP_CUDNN_CHECK(cudnnBatchNormalizationForwardTraining(im->dnn, CUDNN_BATCHNORM_SPATIAL,
+		&one, &zero, im->ta, x, im->ta, y, im->tbn, gamma, beta, (double)momentum,
+		run_mean, run_var, (double)eps, save_mean, save_invstd));
+	if (act)
+		cu_act_fwd(be, act, slope, y, y, (size_t)n * c * hw);
+}
+
+static void cu_bn_fwd_infer(cdp_backend *be, int n, int c, int hw, const float *x,
+                            const float *gamma, const float *beta, float *y,
+                            const float *run_mean, const float *run_var, float eps, int act,
+                            float slope)
+{
+	cu_impl *im = cu_im(be);
+	const float one = 1.0f, zero = 0.0f;
+
+	bn_descs(im, n, c, hw);
+	CDP_CUDNN_CHECK(cudnnBatchNormalizationForwardInference(im->dnn, CUDNN_BATCHNORM_SPATIAL,
+		&one, &zero, im->ta, x, im->ta, y, im->tbn, gamma, beta, run_mean, run_var,
+		(double)eps));
+	if (act)
+		cu_act_fwd(be, act, slope, y, y, (size_t)n * c * hw);
+}
+
+/* dx = beta dx + the input gradient; dgamma, dbeta accumulate (beta 1).
+ * With act, dy first becomes the gradient before the activation, in place
+ * (cu_act_bwd sets its own descriptor in im->ta, so bn_descs comes after). */
+static void cu_bn_bwd(cdp_backend *be, int n, int c, int hw, const float *x, const float *y,
+                      float *dy, const float *gamma, const float *save_mean,
+                      const float *save_invstd, int act, float slope, float *dx, float beta,
+                      float *dgamma, float *dbeta)
+{
+	cu_impl *im = cu_im(be);
+	const float one = 1.0f;
+
+	if (act)
+		cu_act_bwd(be, act, slope, y, dy, dy, 0.0f, (size_t)n * c * hw);
+	bn_descs(im, n, c, hw);
+	CDP_CUDNN_CHECK(cudnnBatchNormalizationBackward(im->dnn, CUDNN_BATCHNORM_SPATIAL,
+		&one, &beta, &one, &one, im->ta, x, im->ta, dy, im->ta, dx, im->tbn, gamma,
+		dgamma, dbeta, BN_BWD_EPS, save_mean, save_invstd));
+}
+
+/* ---- pooling: x (N,C,H,W), y (N,C,OH,OW) ---- */
+
+static void pool_descs(cu_impl *im, const cdp_pool_desc *d, cudnnPoolingMode_t mode)
+{
+	CDP_CUDNN_CHECK(cudnnSetTensor4dDescriptor(im->ta, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT,
+	                                           d->n, d->c, d->h, d->w));
+	CDP_CUDNN_CHECK(cudnnSetTensor4dDescriptor(im->tb, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT,
+	                                           d->n, d->c, d->oh, d->ow));
+	CDP_CUDNN_CHECK(cudnnSetPooling2dDescriptor(im->pool, mode, CUDNN_PROPAGATE_NAN, d->k,
+	                                            d->k, d->pad, d->pad, d->stride, d->stride));
+}
+
+static void cu_maxpool_fwd(cdp_backend *be, const cdp_pool_desc *d, const float *x, float *y,
+                           int32_t *idx)
+{
+	cu_impl *im = cu_im(be);
+	const float one = 1.0f, zero = 0.0f;
+
+	pool_descs(im, d, CUDNN_POOLING_MAX_DETERMINISTIC);
+	CDP_CUDNN_CHECK(cudnnPoolingForward(im->dnn, im->pool, &one, im->ta, x, &zero, im->tb, y));
+}
+
+static void cu_maxpool_bwd(cdp_backend *be, const cdp_pool_desc *d, const float *x,
+                           const float *y, const float *dy, const int32_t *idx, float *dx,
+                           float beta)
+{
+	cu_impl *im = cu_im(be);
+	const float one = 1.0f;
+
+	pool_descs(im, d, CUDNN_POOLING_MAX_DETERMINISTIC);
+	CDP_CUDNN_CHECK(cudnnPoolingBackward(im->dnn, im->pool, &one, im->tb, y, im->tb, dy,
+	                                     im->ta, x, &beta, im->ta, dx));
+}
+
+static void cu_avgpool_fwd(cdp_backend *be, const cdp_pool_desc *d, const float *x, float *y)
+{
+	cu_impl *im = cu_im(be);
+	const float one = 1.0f, zero = 0.0f;
+
+	pool_descs(im, d, CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING);
+	CDP_CUDNN_CHECK(cudnnPoolingForward(im->dnn, im->pool, &one, im->ta, x, &zero, im->tb, y));
+}
+
+/* Average pooling's gradient needs neither x nor y; cuDNN's call takes
+ * them, and gets dy and dx (valid tensors of those shapes) in their place. */
+static void cu_avgpool_bwd(cdp_backend *be, const cdp_pool_desc *d, const float *dy, float *dx,
+                           float beta)
+{
+	cu_impl *im = cu_im(be);
+	const float one = 1.0f;
+
+	pool_descs(im, d, CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING);
+	CDP_CUDNN_CHECK(cudnnPoolingBackward(im->dnn, im->pool, &one, im->tb, dy, im->tb, dy,
+	                                     im->ta, dx, &beta, im->ta, dx));
+}
+
+int cu_dnn_init(cdp_backend *be, char *err, size_t cap)
+{
+	cu_impl *im = cu_im(be);
+	cudnnStatus_t s;
+
+	if ((s = cudnnCreateTensorDescriptor(&im->ta)) != CUDNN_STATUS_SUCCESS ||
+	    (s = cudnnCreateTensorDescriptor(&im->tb)) != CUDNN_STATUS_SUCCESS ||
+	    (s = cudnnCreateTensorDescriptor(&im->tbn)) != CUDNN_STATUS_SUCCESS ||
+	    (s = cudnnCreatePoolingDescriptor(&im->pool)) != CUDNN_STATUS_SUCCESS ||
+	    (s = cudnnCreateActivationDescriptor(&im->relu)) != CUDNN_STATUS_SUCCESS ||
+	    /* NaN passes, as on the CPU and in PyTorch */
+	    (s = cudnnSetActivationDescriptor(im->relu, CUDNN_ACTIVATION_RELU,
+	                                      CUDNN_PROPAGATE_NAN, 0.0)) != CUDNN_STATUS_SUCCESS) {
+		snprintf(err, cap, "cannot set up cuDNN descriptors: %s", cudnnGetErrorString(s));
+		return -1;
+	}
+	be->bn_fwd_train = cu_bn_fwd_train;
+	be->bn_fwd_infer = cu_bn_fwd_infer;
+	be->bn_bwd = cu_bn_bwd;
+	be->act_fwd = cu_act_fwd;
+	be->act_bwd = cu_act_bwd;
+	be->maxpool_fwd = cu_maxpool_fwd;
+	be->maxpool_bwd = cu_maxpool_bwd;
+	be->avgpool_fwd = cu_avgpool_fwd;
+	be->avgpool_bwd = cu_avgpool_bwd;
+	return 0;
+}
+
+void cu_dnn_free(cdp_backend *be)
+{
+	cu_impl *im = cu_im(be);
+
+	if (im->ta)
+		cudnnDestroyTensorDescriptor(im->ta);
+	if (im->tb)
+		cudnnDestroyTensorDescriptor(im->tb);
+	if (im->tbn)
+		cudnnDestroyTensorDescriptor(im->tbn);
+	if (im->pool)
+		cudnnDestroyPoolingDescriptor(im->pool);
+	if (im->relu)
+		cudnnDestroyActivationDescriptor(im->relu);
+	im->ta = im->tb = im->tbn = NULL;
+	im->pool = NULL;
+	im->relu = NULL;
+}

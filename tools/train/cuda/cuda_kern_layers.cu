@@ -1,0 +1,359 @@
+/* cuda_kern_layers.cu: the simple layer launchers of cuda_kern.h, the CUDA
+ * twins of cpu_elem.c (and of cpu_bias_grad in cpu_conv.c): x2 upsampling,
+ * the channel slices of concat, dropout, global average pooling, bias.
+ *
+ * Shapes are NCHW float; hw = H*W. One thread per output element in
+ * grid-stride loops (cdk_grid blocks of CDK_THREADS), except gap_fwd (one
+ * block per (n, c) plane) and bias_grad (blocks of a fixed split of each
+ * channel's n*hw values, then one block per channel).
+ *
+ * Backward ops gather instead of scatter: each thread owns one input
+ * gradient and adds what reaches it in the order the CPU's scatter loop
+ * adds it, so there are no atomics and upsample_bwd agrees with the CPU bit
+ * for bit. Sums (gap_fwd, bias_grad) are in double like the CPU's, in a
+ * fixed order of their own.
+ */
+#include "cuda_kern_int.cuh"
+
+/* ---- x2 upsampling: x (N,C,H,W) -> y (N,C,2H,2W) ---- */
+
+/* cpu_elem.c's bilin_src: PyTorch's source index for align_corners=False
+ * at scale 2, src = (dst + 0.5) * 0.5 - 0.5 clamped at 0, i1 = i0 + 1 unless
+ * i0 is last; the weights l0 = 1 - (src - i0), l1 = src - i0. */
+static __host__ __device__ inline void bilin_src(int dst, int size, int *i0, int *i1,
+                                                 float *l0, float *l1)
+{
+	float src = ((float)dst + 0.5f) * 0.5f - 0.5f;
+
+	if (src < 0.0f)
+		src = 0.0f;
+	*i0 = (int)src;
+	*i1 = *i0 + (*i0 < size - 1 ? 1 : 0);
+	*l1 = src - (float)*i0;
+	*l0 = 1.0f - *l1;
+}
+
+/* y[oy][ox] of one (2h, 2w) plane from its (h, w) input plane x */
+static __host__ __device__ inline float up_fwd1(int mode, int h, int w, const float *x,
+                                                int oy, int ox)
+{
+	int y0, y1, x0, x1;
+	float a0, a1, b0, b1;
+
+	if (mode == CDP_UP_NEAREST)
+		return x[(size_t)(oy / 2) * w + ox / 2];
+	bilin_src(oy, h, &y0, &y1, &a0, &a1);
+	bilin_src(ox, w, &x0, &x1, &b0, &b1);
+	const float *r0 = x + (size_t)y0 * w, *r1 = x + (size_t)y1 * w;
+	float t0 = cdk_add(cdk_mul(b0, r0[x0]), cdk_mul(b1, r0[x1]));
+	float t1 = cdk_add(cdk_mul(b0, r1[x0]), cdk_mul(b1, r1[x1]));
+	return cdk_add(cdk_mul(a0, t0), cdk_mul(a1, t1));
+}
+
+/* acc + every contribution of dy (one (2h, 2w) plane) to dx[iy][ix], in
+ * cpu_elem.c's order: by output pixel (oy, ox) row-major, then its four
+ * terms (y0,x0), (y0,x1), (y1,x0), (y1,x1). Rows oy in [2iy-1, 2iy+2]
+ * reach row iy, and so does oy = 0 for iy = 1 (with weight 0, which still
+ * matters for -0, inf and NaN): the loop takes [2iy-2, 2iy+2], likewise
+ * for ox. */
+static __host__ __device__ inline float up_bwd1(int mode, int h, int w, const float *dy,
+                                                int iy, int ix, float acc)
+{
+	int ow = 2 * w;
+
+	if (mode == CDP_UP_NEAREST) {
+		const float *g0 = dy + (size_t)(2 * iy) * ow + 2 * ix, *g1 = g0 + ow;
+		acc = cdk_add(acc, g0[0]);
+		acc = cdk_add(acc, g0[1]);
+		acc = cdk_add(acc, g1[0]);
+		return cdk_add(acc, g1[1]);
+	}
+	int oy0 = 2 * iy - 2 < 0 ? 0 : 2 * iy - 2, oy1 = 2 * iy + 2 > 2 * h - 1 ? 2 * h - 1 : 2 * iy + 2;
+	int ox0 = 2 * ix - 2 < 0 ? 0 : 2 * ix - 2, ox1 = 2 * ix + 2 > ow - 1 ? ow - 1 : 2 * ix + 2;
+	for (int oy = oy0; oy <= oy1; oy++) {
+		int y0, y1;
+		float a0, a1;
+		bilin_src(oy, h, &y0, &y1, &a0, &a1);
+		if (y0 != iy && y1 != iy)
+			continue;
+		for (int ox = ox0; ox <= ox1; ox++) {
+			int x0, x1;
+			float b0, b1;
+			bilin_src(ox, w, &x0, &x1, &b0, &b1);
+			if (x0 != ix && x1 != ix)
+				continue;
+			float g = dy[(size_t)oy * ow + ox];
+			if (y0 == iy && x0 == ix)
+				acc = cdk_add(acc, cdk_mul(cdk_mul(a0, b0), g));
+			if (y0 == iy && x1 == ix)
+				acc = cdk_add(acc, cdk_mul(cdk_mul(a0, b1), g));
+			if (y1 == iy && x0 == ix)
+				acc = cdk_add(acc, cdk_mul(cdk_mul(a1, b0), g));
+			if (y1 == iy && x1 == ix)
+				acc = cdk_add(acc, cdk_mul(cdk_mul(a1, b1), g));
+		}
+	}
+	return acc;
+}
+
+static __global__ void up_fwd_k(int mode, size_t planes, int h, int w, const float *x, float *y)
+{
+	size_t ohw = (size_t)4 * h * w;
+
+	CDK_FOR_EACH(i, planes * ohw) {
+		size_t r, t = cdk_divmod(i, (unsigned)ohw, &r);
+		int oy = (int)(r / (2 * w)), ox = (int)(r % (2 * w));
+		y[i] = up_fwd1(mode, h, w, x + t * h * w, oy, ox);
+	}
+}
+
+static __global__ void up_bwd_k(int mode, size_t planes, int h, int w, const float *dy,
+                                float *dx, float beta)
+{
+	size_t hw = (size_t)h * w;
+
+	CDK_FOR_EACH(i, planes * hw) {
+		size_t r, t = cdk_divmod(i, (unsigned)hw, &r);
+		float acc = beta == 0.0f ? 0.0f : cdk_mul(beta, dx[i]);
+		dx[i] = up_bwd1(mode, h, w, dy + t * 4 * hw, (int)(r / w), (int)(r % w), acc);
+	}
+}
+
+void cdk_upsample_fwd(cudaStream_t s, int mode, int n, int c, int h, int w, const float *x, float *y)
+{
+	size_t planes = (size_t)n * c, len = planes * 4 * h * w;
+
+	if (len == 0)
+		return;
+	up_fwd_k<<<cdk_grid(len), CDK_THREADS, 0, s>>>(mode, planes, h, w, x, y);
+	CDK_CHECK_LAUNCH();
+}
+
+void cdk_upsample_bwd(cudaStream_t s, int mode, int n, int c, int h, int w, const float *dy,
+                      float *dx, float beta)
+{
+	size_t planes = (size_t)n * c, len = planes * h * w;
+
+	if (len == 0)
+		return;
+	up_bwd_k<<<cdk_grid(len), CDK_THREADS, 0, s>>>(mode, planes, h, w, dy, dx, beta);
+	CDK_CHECK_LAUNCH();
+}
+
+/* ---- channel slices: small (N, c, HW) <-> big (N, big_c, HW)[:, off:off+c];
+ * to_big 1: small -> big (chan_copy), 0: big -> small (chan_slice) ---- */
+
+static __global__ void chan_k(size_t len, int c, int hw, int big_c, int off, const float *src,
+                              float *dst, float beta, int to_big)
+{
+	CDK_FOR_EACH(i, len) {
+		size_t r, plane = cdk_divmod(i, (unsigned)hw, &r), ch;
+		size_t nn = cdk_divmod(plane, (unsigned)c, &ch);
+		size_t big = (nn * big_c + off + ch) * hw + r;
+		if (to_big)
+			cdk_put(&dst[big], src[i], beta);
+		else
+			cdk_put(&dst[i], src[big], beta);
+	}
+}
+
+void cdk_chan_copy(cudaStream_t s, int n, int c, int hw, const float *src, float *dst,
+                   int dst_c, int dst_off, float beta)
+{
+	size_t len = (size_t)n * c * hw;
+
+	if (len == 0)
+		return;
+	chan_k<<<cdk_grid(len), CDK_THREADS, 0, s>>>(len, c, hw, dst_c, dst_off, src, dst, beta, 1);
+	CDK_CHECK_LAUNCH();
+}
+
+void cdk_chan_slice(cudaStream_t s, int n, int c, int hw, const float *src, int src_c,
+                    int src_off, float *dst, float beta)
+{
+	size_t len = (size_t)n * c * hw;
+
+	if (len == 0)
+		return;
+	chan_k<<<cdk_grid(len), CDK_THREADS, 0, s>>>(len, c, hw, src_c, src_off, src, dst, beta, 0);
+	CDK_CHECK_LAUNCH();
+}
+
+/* ---- dropout ---- */
+
+/* cpu.h's cpu_dropout_keep, which this must equal for every (seed, index):
+ * h = SplitMix64(seed ^ (index * 0x9E3779B97F4A7C15)), keep when
+ * (h >> 40) * 2^-24 >= p. */
+static __host__ __device__ inline int dropout_keep(uint64_t seed, uint64_t index, float p)
+{
+	uint64_t z = seed ^ (index * 0x9E3779B97F4A7C15ULL);
+
+	z += 0x9E3779B97F4A7C15ULL;
+	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+	z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+	z ^= z >> 31;
+	return (float)(z >> 40) * (1.0f / 16777216.0f) >= p;
+}
+
+static __global__ void drop_fwd_k(float p, float scale, uint64_t seed, const float *x, float *y,
+                                  uint8_t *mask, size_t n)
+{
+	CDK_FOR_EACH(i, n) {
+		int keep = dropout_keep(seed, i, p);
+		mask[i] = (uint8_t)keep;
+		y[i] = keep ? cdk_mul(x[i], scale) : 0.0f;
+	}
+}
+
+static __global__ void drop_bwd_k(float scale, const uint8_t *mask, const float *dy, float *dx,
+                                  float beta, size_t n)
+{
+	CDK_FOR_EACH(i, n)
+		cdk_put(&dx[i], mask[i] ? cdk_mul(dy[i], scale) : 0.0f, beta);
+}
+
+void cdk_dropout_fwd(cudaStream_t s, float p, uint64_t seed, const float *x, float *y,
+                     uint8_t *mask, size_t n)
+{
+	if (n == 0)
+		return;
+	drop_fwd_k<<<cdk_grid(n), CDK_THREADS, 0, s>>>(p, 1.0f / (1.0f - p), seed, x, y, mask, n);
+	CDK_CHECK_LAUNCH();
+}
+
+void cdk_dropout_bwd(cudaStream_t s, float p, const uint8_t *mask, const float *dy, float *dx,
+                     float beta, size_t n)
+{
+	if (n == 0)
+		return;
+	drop_bwd_k<<<cdk_grid(n), CDK_THREADS, 0, s>>>(1.0f / (1.0f - p), mask, dy, dx, beta, n);
+	CDK_CHECK_LAUNCH();
+}
+
+/* ---- global average pool: x (N,C,HW) -> y (N,C) ---- */
+
+/* one block per (n, c) plane t */
+static __global__ void gap_fwd_k(int hw, const float *x, float *y)
+{
+	const float *xp = x + (size_t)blockIdx.x * hw;
+	double v[1] = { 0.0 };
+
+	for (int i = threadIdx.x; i < hw; i += CDK_THREADS)
+		v[0] += xp[i];
+	cdk_block_sum<1>(v);
+	if (threadIdx.x == 0)
+		y[blockIdx.x] = (float)(v[0] / hw);
+}
+
+static __global__ void gap_bwd_k(size_t len, int hw, const float *dy, float *dx, float beta)
+{
+	CDK_FOR_EACH(i, len) {
+		size_t r, t = cdk_divmod(i, (unsigned)hw, &r);
+		cdk_put(&dx[i], cdk_div(dy[t], (float)hw), beta);
+	}
+}
+
+void cdk_gap_fwd(cudaStream_t s, int n, int c, int hw, const float *x, float *y)
+{
+	unsigned planes = (unsigned)n * (unsigned)c;
+
+	if (planes == 0 || hw <= 0)
+		return;
+	gap_fwd_k<<<planes, CDK_THREADS, 0, s>>>(hw, x, y);
+	CDK_CHECK_LAUNCH();
+}
+
+void cdk_gap_bwd(cudaStream_t s, int n, int c, int hw, const float *dy, float *dx, float beta)
+{
+	size_t len = (size_t)n * c * hw;
+
+	if (len == 0)
+		return;
+	gap_bwd_k<<<cdk_grid(len), CDK_THREADS, 0, s>>>(len, hw, dy, dx, beta);
+	CDK_CHECK_LAUNCH();
+}
+
+/* ---- bias: y (N,F,HW) += bias[f]; dbias[f] += sum over N, HW of dy ---- */
+
+static __global__ void bias_add_k(size_t len, int f, int hw, const float *bias, float *y)
+{
+	CDK_FOR_EACH(i, len) {
+		size_t r, ch, t = cdk_divmod(i, (unsigned)hw, &r);
+		cdk_divmod(t, (unsigned)f, &ch);
+		y[i] = cdk_add(y[i], bias[ch]);
+	}
+}
+
+void cdk_bias_add(cudaStream_t s, int n, int f, int hw, const float *bias, float *y)
+{
+	size_t len = (size_t)n * f * hw;
+
+	if (len == 0)
+		return;
+	bias_add_k<<<cdk_grid(len), CDK_THREADS, 0, s>>>(len, f, hw, bias, y);
+	CDK_CHECK_LAUNCH();
+}
+
+#define BIAS_CHUNK 4096      /* values of one channel per first-pass block */
+
+/* Block (ch, b) of a (f, parts) grid sums channel ch's values j in
+ * [b*chunk, (b+1)*chunk) of its n*hw, j = nn*hw + i. With one part it adds
+ * the sum to dbias itself; otherwise it leaves it in part[ch*parts + b]. */
+static __global__ void bias_grad_k(int n, int f, int hw, size_t chunk, const float *dy,
+                                   float *dbias, double *part)
+{
+	int ch = blockIdx.x, parts = gridDim.y;
+	size_t m = (size_t)n * hw, lo = blockIdx.y * chunk, hi = lo + chunk < m ? lo + chunk : m;
+	double v[1] = { 0.0 };
+
+	for (size_t j = lo + threadIdx.x; j < hi; j += CDK_THREADS) {
+		size_t i, nn = cdk_divmod(j, (unsigned)hw, &i);
+		v[0] += dy[(nn * f + ch) * hw + i];
+	}
+	cdk_block_sum<1>(v);
+	if (threadIdx.x != 0)
+		return;
+	if (parts == 1)
+		dbias[ch] += (float)v[0];
+	else
+		part[(size_t)ch * parts + blockIdx.y] = v[0];
+}
+
+/* one block per channel: dbias[ch] += the sum of its parts, in order */
+static __global__ void bias_sum_k(int parts, const double *part, float *dbias)
+{
+	double v[1] = { 0.0 };
+
+	for (int b = threadIdx.x; b < parts; b += CDK_THREADS)
+		v[0] += part[(size_t)blockIdx.x * parts + b];
+	cdk_block_sum<1>(v);
+	if (threadIdx.x == 0)
+		dbias[blockIdx.x] += (float)v[0];
+}
+
+/* Parts per channel: a split into BIAS_CHUNK values, with at most
+ * CDK_RED_PARTS blocks in all (one per channel when f exceeds that). With
+ * more than one part, f * parts <= CDK_RED_PARTS and parts <= m / 2048, so
+ * f * parts <= cdk_red_grid(n*f*hw): the partials fit the scratch that
+ * cdk_reduce_scratch_bytes(n*f*hw) gives. */
+void cdk_bias_grad(cudaStream_t s, int n, int f, int hw, const float *dy, float *dbias,
+                   void *scratch)
+{
+	size_t m = (size_t)n * hw, parts = (m + BIAS_CHUNK - 1) / BIAS_CHUNK;
+	double *part = cdk_parts(scratch);
+
+	if (f <= 0 || m == 0)
+		return;
+	if (parts > CDK_RED_PARTS / (size_t)f)
+		parts = CDK_RED_PARTS / (size_t)f;
+	if (parts < 1)
+		parts = 1;
+	dim3 grid((unsigned)f, (unsigned)parts);
+	size_t chunk = (m + parts - 1) / parts;
+	bias_grad_k<<<grid, CDK_THREADS, 0, s>>>(n, f, hw, chunk, dy, dbias, part);
+	CDK_CHECK_LAUNCH();
+	if (parts == 1)
+		return;
+	bias_sum_k<<<(unsigned)f, CDK_THREADS, 0, s>>>((int)parts, part, dbias);
+	CDK_CHECK_LAUNCH();
+}
