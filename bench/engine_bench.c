@@ -18,7 +18,6 @@
  * and the peak resident memory of the whole process (getrusage ru_maxrss,
  * KiB) at the end and right after the backend started (base_kib).
  */
-#include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -51,28 +50,6 @@ static void usage(FILE *f)
 {
 	fprintf(f, "usage: engine_bench [-b N] [-d DEVICE] [-D KEY=VALUE]... [-i C,H,W]\n"
 	           "                    [-n STEPS] [-p PRECISION] [-t THREADS] [-w WARMUP] CFG\n");
-}
-
-static char *read_text(const char *path)
-{
-	FILE *f = fopen(path, "rb");
-	char *buf = NULL;
-	long len;
-
-	if (!f)
-		return NULL;
-	if (fseek(f, 0, SEEK_END) == 0 && (len = ftell(f)) >= 0 && fseek(f, 0, SEEK_SET) == 0 &&
-	    (buf = malloc((size_t)len + 1)) != NULL) {
-		if (fread(buf, 1, (size_t)len, f) != (size_t)len) {
-			free(buf);
-			buf = NULL;
-			errno = EIO;
-		} else {
-			buf[len] = '\0';
-		}
-	}
-	fclose(f);
-	return buf;
 }
 
 int main(int argc, char **argv)
@@ -160,8 +137,8 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	path = argv[optind];
-	if (!(text = read_text(path))) {
-		fprintf(stderr, "engine_bench: cannot read '%s': %s\n", path, strerror(errno));
+	if (cdp_cfg_read(path, &text, err, sizeof err) < 0) {
+		fprintf(stderr, "engine_bench: %s\n", err);
 		return 1;
 	}
 	if (!(be = cdp_device_open(device, threads, 0, err, sizeof err))) {

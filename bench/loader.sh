@@ -5,7 +5,8 @@
 #     of the stored bytes and of the float bytes (loader_bench speed: five
 #     rounds of loader then memcpy, interleaved, medians reported);
 #     target >= 0.5x memcpy of the stored bytes. Prints the ratios, also
-#     by CPU time (immune to the threads being descheduled on a busy host).
+#     by CPU time (immune to the threads being descheduled on a busy host),
+#     then the conversion kernel alone against memcpy (loader_bench kernel).
 #  2. Cold and warm random reads of whole values, per tile size (value
 #     size), with readahead on (MADV_NORMAL) and off (MDB_NORDAHEAD), each
 #     with and without MADV_WILLNEED one batch ahead (loader_bench read), and
@@ -69,6 +70,9 @@ if [ -f "$dir/pool-256/data.mdb" ]; then
 		done
 	done
 	"$lb" speed -b 32 -n 40 -t 1 --mode copy "$dir/pool-256" "$dir/keys-256"
+	echo
+	echo "-- the uint8 kernel alone (the ceiling of one loader thread) --"
+	"$lb" kernel -b 32 -n 40 "$dir/pool-256" "$dir/keys-256"
 else
 	echo "(no 256 tiles in BENCH_TILES)"
 fi

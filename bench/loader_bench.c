@@ -10,6 +10,9 @@
  *       both memcpys, so other load on the host hits them alike. Prints
  *       the ratio loader/stored of each round, then medians over rounds:
  *       batches/s of each and the ratios loader/stored, loader/float.
+ *   loader_bench kernel [options] POOL KEYS
+ *       The uint8 kernel alone over the same payloads (loader_kernel.c):
+ *       write-only, convert, CRC+convert, each against memcpy, by CPU time.
  *   loader_bench read [options] POOL KEYS
  *       Random reads of --count values in epoch-0 order, each byte of each
  *       value read, with readahead on (MADV_NORMAL) or off (MDB_NORDAHEAD,
@@ -32,6 +35,7 @@
 #include "cdp_num.h"
 #include "cdp_ptrfile.h"
 #include "cdp_rng.h"
+#include "loader_kernel.h"
 
 #include <fcntl.h>
 #include <getopt.h>
@@ -61,7 +65,7 @@ static double now_s(void) { return clock_s(CLOCK_MONOTONIC); }
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: loader_bench speed|read|load [-b batch] [-n steps] [-R rounds] [-s seed] [-t threads]\n"
+	fprintf(f, "usage: loader_bench speed|kernel|read|load [-b batch] [-n steps] [-R rounds] [-s seed] [-t threads]\n"
 	           "                    [--compute-ms ms] [--count n] [--mode pool|copy] [--no-willneed]\n"
 	           "                    [--readahead auto|on|off] [--verify-once] POOL KEYS\n"
 	           "       loader_bench drop FILE\n");
@@ -172,7 +176,7 @@ static void time_memcpy(const uint8_t **img, size_t isz, size_t b, uint64_t step
  * ratio of CPU times (the process's while the loader runs, its threads
  * being the only busy ones; the calling thread's for memcpy) leaves out
  * time the threads spent descheduled on a busy host. */
-static int cmd_speed(const args *a, const char *path, const char *keys)
+static int cmd_speed(const args *a, const char *path, const char *keys, int kernel)
 {
 	cdp_pool pool;
 	cdp_loader *l = NULL;
@@ -213,6 +217,10 @@ static int cmd_speed(const args *a, const char *path, const char *keys)
 		goto out;
 	}
 	memset(fsrc, 1, fbytes);
+	if (kernel) {
+		rc = loader_kernel_bench(img, isz, b, a->steps, R) ? CDP_ENOMEM : 0;
+		goto out;
+	}
 	for (int r = -1; r < R; r++) {
 		int k = r < 0 ? 0 : r;
 		wait[k] = 0;
@@ -423,7 +431,9 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	if (strcmp(cmd, "speed") == 0)
-		return cmd_speed(&a, argv[optind], argv[optind + 1]);
+		return cmd_speed(&a, argv[optind], argv[optind + 1], 0);
+	if (strcmp(cmd, "kernel") == 0)
+		return cmd_speed(&a, argv[optind], argv[optind + 1], 1);
 	if (strcmp(cmd, "read") == 0)
 		return cmd_read(&a, argv[optind], argv[optind + 1]);
 	if (strcmp(cmd, "load") == 0)

@@ -47,36 +47,19 @@ case ${1:-} in
 	for p in test_ops test_model; do
 		CDP_GPU_TEST_PEER=cpu CDP_SRCDIR=$src "$b/tests/gpu/$p" | tail -1
 	done
-	cat >"$HOME/plain.cfg" <<'EOF'
-[net]
-channels=3
-in_h=64
-in_w=64
-classes=2
-loss=ce
-optimizer=sgd
-lr=0.05
-momentum=0.9
-[conv]
-filters=4
-activation=relu
-[conv]
-filters=2
-size=1
-EOF
 	P=$src/.devdeps/pool
-	set -- --db "$P/pool" --keys "$P/train.keys" --threads 1 -q --model "$HOME/plain.cfg" \
-		--steps 6 --log-every 1
+	set -- --db "$P/pool" --keys "$P/train.keys" --threads 1 -q \
+		--model "$src/tests/train/small.cfg:depth=1" --steps 6 --log-every 1
 	"$b/cdp-train" "$@" --batch 8 --out "$HOME/one"
 	"$MPIRUN" --allow-run-as-root --oversubscribe -np 2 "$b/cdp-train" "$@" --batch 4 \
 		--allreduce mpi --out "$HOME/two"
+	# shellcheck disable=SC1091
+	. "$src/tests/train/metrics.sh"
 	for r in one two; do
-		sed -n 's/^{"type":"step","step":\([0-9]*\),.*"loss":\([^,]*\),.*/\1 \2/p' \
-			"$HOME/$r/metrics.jsonl" >"$HOME/$r.l"
+		losses "$HOME/$r/metrics.jsonl" >"$HOME/$r.l"
 	done
 	[ "$(wc -l <"$HOME/one.l")" -eq 6 ] || { echo "dryrun.sh: want 6 losses" >&2; exit 1; }
-	paste "$HOME/one.l" "$HOME/two.l" | awk '{ d = $2 - $4; if (d < 0) d = -d;
-		if ($1 != $3 || d > 1e-6 * $2) { print "step " $1 ": " $2 " vs " $4; exit 1 } }' ||
+	losses_close "$HOME/one.l" "$HOME/two.l" 1e-6 ||
 		{ echo "dryrun.sh: 2 ranks differ from 1 process" >&2; exit 1; }
 	echo "cdp-train: 6 losses of 2 ranks (.devdeps mpirun) x 4 = 1 process x 8"
 	;;

@@ -28,7 +28,8 @@ for pat in 'gemm .* t00' 'gemm .* t01' 'gemm .* t10' 'gemm .* t11' 'axpy + scale
 	'sumsq' 'fill' 'conv fwd ' 'conv fwd no bias' 'conv bwd_data beta 0' 'conv bwd_data beta 1' \
 	'conv bwd_filter dw' 'conv bwd_filter dbias' 'conv bwd_filter without dbias' \
 	'bn train y' 'bn running var' 'bn saved invstd' 'bn bwd dx beta 0' 'bn bwd dx beta 1' \
-	'bn bwd dgamma' 'bn infer y' 'relu fwd' 'relu bwd beta 0' 'leaky 0.1 fwd' \
+	'bn bwd dgamma' 'bn infer y' 'bn relu train y' 'bn relu bwd dx beta 0' \
+	'bn relu bwd dgamma' 'bn leaky 0.1 bwd dx beta 1' 'bn leaky 0.1 infer y' 'relu fwd' 'relu bwd beta 0' 'leaky 0.1 fwd' \
 	'leaky 0.1 bwd beta 1' 'maxpool fwd' 'maxpool bwd beta 0' 'maxpool bwd window sums' \
 	'avgpool fwd' 'avgpool bwd beta 1' 'upsample nearest fwd' 'upsample nearest bwd beta 0' \
 	'upsample bilinear fwd' 'upsample bilinear bwd beta 1' 'chan_copy beta 0' \

@@ -27,7 +27,6 @@
  * geometrically) the logits must agree to 0.1 (bf16) and 0.02 (fp16) of
  * their largest value and the loss to 5e-2 and 1e-2.
  */
-#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -51,27 +50,6 @@ static const model models[] = {
 	{ "unet", "unet.cfg", { "width=8", "depth=2" }, 2, 3, 32, 32, 4 },
 	{ "classifier", "classifier.cfg", { "width=8", "blocks=2" }, 2, 3, 32, 32, 16 },
 };
-
-static char *read_text(const char *path)
-{
-	FILE *f = fopen(path, "rb");
-	char *buf = NULL;
-	long len;
-
-	if (!f)
-		return NULL;
-	if (fseek(f, 0, SEEK_END) == 0 && (len = ftell(f)) >= 0 && fseek(f, 0, SEEK_SET) == 0 &&
-	    (buf = malloc((size_t)len + 1)) != NULL) {
-		if (fread(buf, 1, (size_t)len, f) != (size_t)len) {
-			free(buf);
-			buf = NULL;
-		} else {
-			buf[len] = '\0';
-		}
-	}
-	fclose(f);
-	return buf;
-}
 
 static float *dl(cdp_net *net, const float *p, size_t n)
 {
@@ -225,8 +203,8 @@ static void run_model(const model *m, const char *srcdir)
 	int built = 0;
 
 	snprintf(path, sizeof path, "%s/share/cdpool/models/%s", srcdir, m->file);
-	if (!(text = read_text(path))) {
-		GCHECK(0, "cannot read '%s': %s", path, strerror(errno));
+	if (cdp_cfg_read(path, &text, err, sizeof err) < 0) {
+		GCHECK(0, "%s", err);
 		return;
 	}
 	GH_BOTH(s, be) {

@@ -26,30 +26,10 @@ D="$CDP_SRCDIR/tests/predict"
 mk() { "$PYTHON" "$D/mkthreshold.py" "$@"; }
 mk "$T/a.tif" 256 256 1
 mk "$T/b.tif" 200 170 2 --nodata-rect 10,20,30,15
-cat >"$T/tiny.cfg" <<'CFG'
-[net]
-channels=1
-in_h=64
-in_w=64
-width=4
-classes=2
-loss=ce
-optimizer=sgd
-lr=0.05
-momentum=0.9
-[conv]
-filters=${width}
-activation=relu
-[conv]
-filters=${width}
-activation=relu
-[conv]
-filters=${classes}
-size=1
-CFG
+SMALL="$CDP_SRCDIR/tests/train/small.cfg"
 cdp-tile -q --size 64 --label-suffix _mask "$T/a.tif" | cdp-lmdbpack -q "$T/pool"
 cdp-keyshuffle -q --seed 1 -o "$T/keys" "$T/pool"
-cdp-train -q --db "$T/pool" --keys "$T/keys" --model "$T/tiny.cfg" --out "$T/run" --steps 300 \
+cdp-train -q --db "$T/pool" --keys "$T/keys" --model "$SMALL:channels=1" --out "$T/run" --steps 300 \
 	--batch 4 --threads 1 --lr 0.05 || fail "training failed"
 # py CODE: run Python with numpy and gdal imported
 py() { "$PYTHON" -c "import sys, numpy as np; from osgeo import gdal, ogr; $1"; }
@@ -121,9 +101,9 @@ py "d = gdal.Open('$T/v.png'); assert (d.RasterXSize, d.RasterYSize, d.RasterCou
 	fail "preview size"
 
 echo "== a sigmoid head"
-sed 's/^loss=ce$/loss=bce/; s/^filters=${classes}$/filters=1/' "$T/tiny.cfg" >"$T/bce.cfg"
-cdp-train -q --db "$T/pool" --keys "$T/keys" --model "$T/bce.cfg" --out "$T/runb" --steps 300 \
-	--batch 4 --threads 1 --lr 0.05 || fail "training the sigmoid head failed"
+cdp-train -q --db "$T/pool" --keys "$T/keys" --model "$SMALL:channels=1,loss=bce,outputs=1" \
+	--out "$T/runb" --steps 300 --batch 4 --threads 1 --lr 0.05 ||
+	fail "training the sigmoid head failed"
 cdp-predict -q "$T/runb" "$T/b.tif" -o "$T/bc.tif" && cdp-predict -q --prob "$T/runb" "$T/b.tif" \
 	-o "$T/bp.tif" || fail "sigmoid head: prediction failed"
 cdp-evaluate --json "$T/bc.tif" "$T/b_mask.tif" >"$T/b.json"
@@ -156,13 +136,12 @@ d = gdal.GetDriverByName('GTiff').Create('$T/m3.tif', 256, 256, 3, gdal.GDT_Byte
 d.SetGeoTransform(s.GetGeoTransform()); d.SetProjection(s.GetProjection())
 for i, b in enumerate([255 - a, a * 7 % 256, a]): d.GetRasterBand(i + 1).WriteArray(b.astype(np.uint8))"
 gdal_translate -q -b 3 -b 1 "$T/m3.tif" "$T/m31.tif"
-sed 's/^channels=1$/channels=2/' "$T/tiny.cfg" >"$T/c2.cfg"
 for r in m3 m31; do
 	cp "$T/a_mask.tif" "$T/${r}_mask.tif"
 	b=; [ $r = m31 ] || b="--bands 3,1"
 	cdp-tile -q --size 64 $b --label-suffix _mask "$T/$r.tif" | cdp-lmdbpack -q "$T/p$r"
 	cdp-keyshuffle -q --seed 1 -o "$T/k$r" "$T/p$r"
-	cdp-train -q --db "$T/p$r" --keys "$T/k$r" --model "$T/c2.cfg" --out "$T/r$r" --steps 5 \
+	cdp-train -q --db "$T/p$r" --keys "$T/k$r" --model "$SMALL:channels=2" --out "$T/r$r" --steps 5 \
 		--batch 4 --threads 1 || fail "$r: training failed"
 done
 py "import struct

@@ -23,7 +23,7 @@
 . "$CDP_SRCDIR/tests/train/train_common.sh"
 ngpu=$("$CDP_BUILDDIR/tests/gpu/test_ops" --count-devices 2>/dev/null || echo 0)
 case $ngpu in ''|*[!0-9]*) ngpu=0 ;; esac
-C="--db $T/pool --keys $T/train.keys --threads 1 -q --model $T/plain.cfg --batch 4 --steps 6"
+C="--db $T/pool --keys $T/train.keys --threads 1 -q --model $SMALL --batch 4 --steps 6"
 C="$C --log-every 1"
 
 echo "== --device"

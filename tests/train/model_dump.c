@@ -454,28 +454,6 @@ out:
 
 /* ---- main ---- */
 
-static char *read_text(const char *path)
-{
-	FILE *f = fopen(path, "rb");
-	char *buf = NULL;
-	long len;
-
-	if (!f)
-		return NULL;
-	if (fseek(f, 0, SEEK_END) == 0 && (len = ftell(f)) >= 0 && fseek(f, 0, SEEK_SET) == 0 &&
-	    (buf = malloc((size_t)len + 1)) != NULL) {
-		if (fread(buf, 1, (size_t)len, f) != (size_t)len) {
-			free(buf);
-			buf = NULL;
-			errno = EIO;
-		} else {
-			buf[len] = '\0';
-		}
-	}
-	fclose(f);
-	return buf;
-}
-
 static int parse_args(int argc, char **argv, opts *o)
 {
 	enum { O_STEPS = 256, O_SGD_LR, O_ADAMW_LR, O_ADAM_EPS, O_IGNORE_FRAC };
@@ -570,8 +548,8 @@ int main(int argc, char **argv)
 
 	if (parse_args(argc, argv, &o) < 0)
 		return 2;
-	if (!(text = read_text(o.cfg_path))) {
-		fprintf(stderr, "model_dump: cannot read '%s': %s\n", o.cfg_path, strerror(errno));
+	if (cdp_cfg_read(o.cfg_path, &text, err, sizeof err) < 0) {
+		fprintf(stderr, "model_dump: %s\n", err);
 		return 1;
 	}
 	if (!(be = cdp_backend_cpu(o.threads))) {

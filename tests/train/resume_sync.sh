@@ -129,11 +129,7 @@ S="--db $T/pool --keys $T/train.keys --model $UNET --threads 1 -q --batch 4 --lo
 S="$S --sync average:5 --out $T/sig"
 $MP cdp-train $S --steps 1000000 >"$T/sig.out" 2>"$T/sig.err" &
 pid=$!
-i=0
-while ! grep -q '"step":5,' "$T/sig/metrics.jsonl" 2>/dev/null; do
-	i=$((i + 1)); [ $i -lt 600 ] || { kill -9 $pid; fail "no step logged after 60 s"; }
-	sleep 0.1
-done
+wait_step $pid "$T/sig/metrics.jsonl" 5 60
 kill -TERM $pid
 t0=$(date +%s)
 i=0

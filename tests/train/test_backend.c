@@ -172,6 +172,9 @@ static void test_conv(void)
 		{ 7, 5, 8, 8, 6, 3, 1, 1, 1 },     /* small planes: samples stacked */
 		{ 64, 16, 8, 8, 32, 3, 1, 1, 1 },  /* classifier-like 8x8, batch 64 */
 		{ 9, 3, 10, 6, 4, 3, 1, 0, 1 },    /* stacked, no padding */
+		{ 2, 3, 20, 64, 5, 3, 1, 1, 1 },   /* implicit, width 64: rows in place */
+		{ 1, 32, 100, 128, 6, 3, 1, 1, 1 },/* the same in several chunks */
+		{ 1, 3, 40, 64, 4, 3, 1, 2, 2 },   /* rows in place, dilation 2 */
 	};
 	for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
 		const conv_case *cc = &cases[ci];

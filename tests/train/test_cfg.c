@@ -3,14 +3,16 @@
  * Checks what a model author relies on: sections and options with their
  * source line numbers (also inside loops), ${} arithmetic with Python-like
  * precedence and C truncation, @for/@if expansion, command-line overrides,
- * typed lookups with range errors, and one exact "PATH:LINE: reason"
- * message for each kind of mistake.
+ * typed lookups with range errors, one exact "PATH:LINE: reason"
+ * message for each kind of mistake, and reading a cfg file (cdp_cfg_read).
  */
 #include "cfg.h"
 #include "tap.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static char err[512];
 
@@ -341,6 +343,38 @@ static void test_scope(void)
 	}
 }
 
+/* cdp_cfg_read: the whole file as text, or one message naming the path. */
+static void test_read(void)
+{
+	char dir[] = "/tmp/cdp-cfg-XXXXXX", path[64], want[160], *text = (char *)"x";
+	FILE *f;
+
+	if (!mkdtemp(dir)) {
+		CHECK(0, "mkdtemp");
+		return;
+	}
+	snprintf(path, sizeof(path), "%s/m.cfg", dir);
+	f = fopen(path, "wb");
+	CHECK(f && fputs("[net]\nwidth=4\n", f) >= 0 && fclose(f) == 0, "cannot write '%s'", path);
+	CHECK_RC(cdp_cfg_read(path, &text, err, sizeof(err)), 0);
+	CHECK(text && strcmp(text, "[net]\nwidth=4\n") == 0, "read '%s'", text ? text : "(null)");
+	free(text);
+	/* one byte over the limit (a sparse file) is refused before any read */
+	CHECK_RC(truncate(path, (off_t)CDP_CFG_TEXT_MAX + 1), 0);
+	CHECK_RC(cdp_cfg_read(path, &text, err, sizeof(err)), -1);
+	snprintf(want, sizeof(want), "cannot read '%s': too large", path);
+	CHECK(text == NULL && strcmp(err, want) == 0, "message '%s', want '%s'", err, want);
+	unlink(path);
+	CHECK_RC(cdp_cfg_read(path, &text, err, sizeof(err)), -1);
+	snprintf(want, sizeof(want), "cannot open '%s': No such file or directory", path);
+	CHECK(text == NULL && strcmp(err, want) == 0, "message '%s', want '%s'", err, want);
+	/* fopen takes a directory */
+	CHECK_RC(cdp_cfg_read(dir, &text, err, sizeof(err)), -1);
+	snprintf(want, sizeof(want), "cannot read '%s': Is a directory", dir);
+	CHECK(text == NULL && strcmp(err, want) == 0, "message '%s', want '%s'", err, want);
+	rmdir(dir);
+}
+
 int main(void)
 {
 	test_basic();
@@ -349,5 +383,6 @@ int main(void)
 	test_overrides();
 	test_errors();
 	test_scope();
+	test_read();
 	return tap_done();
 }

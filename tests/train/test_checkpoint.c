@@ -478,26 +478,6 @@ static void test_invalid(void)
 
 /* ---- nets and optimizers -------------------------------------------------- */
 
-static char *slurp(const char *path)
-{
-	FILE *f = fopen(path, "rb");
-	char *t;
-	long n;
-
-	if (!f)
-		return NULL;
-	fseek(f, 0, SEEK_END);
-	n = ftell(f);
-	rewind(f);
-	t = calloc((size_t)n + 1, 1);
-	if (fread(t, 1, (size_t)n, f) != (size_t)n) {
-		free(t);
-		t = NULL;
-	}
-	fclose(f);
-	return t;
-}
-
 static void test_models(void)
 {
 	static const struct { const char *file; size_t nparams; int in; } models[] = {
@@ -518,9 +498,8 @@ static void test_models(void)
 		float *ya, *yb;
 
 		snprintf(path, sizeof(path), "%s/share/cdpool/models/%s", CDP_SRCDIR, models[i].file);
-		text = slurp(path);
-		if (!text) {
-			CHECK(0, "cannot read %s", path);
+		if (cdp_cfg_read(path, &text, err, sizeof(err)) < 0) {
+			CHECK(0, "%s", err);
 			continue;
 		}
 		/* the documented size: 3 bands at the cfg's own input size */

@@ -31,38 +31,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#ifndef CDP_SRCDIR
-#define CDP_SRCDIR "."
-#endif
+#include "fixture.h"
 
-static char dir[256], path_pool[300], path_keys[300];
+static char path_pool[300], path_keys[300];
 static cdp_pool pool;           /* shared by all simulated ranks */
-
-static int sh(const char *fmt, ...)
-{
-	char cmd[2048];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(cmd, sizeof cmd, fmt, ap);
-	va_end(ap);
-	return system(cmd);
-}
-
-static char *pth(const char *name)
-{
-	static char buf[8][300];
-	static int k;
-
-	k = (k + 1) % 8;
-	snprintf(buf[k], sizeof buf[k], "%s/%s", dir, name);
-	return buf[k];
-}
 
 static int build_fixtures(void)
 {
-	const char *py = getenv("PYTHON") && *getenv("PYTHON") ? getenv("PYTHON") : "/usr/bin/python3";
-	const char *src = getenv("CDP_SRCDIR") ? getenv("CDP_SRCDIR") : CDP_SRCDIR;
+	const char *py = fixture_python(), *src = fixture_srcdir();
 	char mk[400];
 	FILE *f;
 

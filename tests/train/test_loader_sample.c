@@ -30,32 +30,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#ifndef CDP_SRCDIR
-#define CDP_SRCDIR "."
-#endif
+#include "fixture.h"
 
-static char dir[256];
-
-static int sh(const char *fmt, ...)
-{
-	char cmd[2048];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(cmd, sizeof cmd, fmt, ap);
-	va_end(ap);
-	return system(cmd);
-}
-
-static char *pth(const char *name)
-{
-	static char buf[4][300];
-	static int k;
-
-	k = (k + 1) % 4;
-	snprintf(buf[k], sizeof buf[k], "%s/%s", dir, name);
-	return buf[k];
-}
 
 static void test_kernels(void)
 {
@@ -109,8 +85,7 @@ static void test_kernels(void)
 /* The pool: 200x200 u8, 3 bands, nodata (masks), u8 labels, 100x100 tiles. */
 static int build_pool(void)
 {
-	const char *py = getenv("PYTHON") && *getenv("PYTHON") ? getenv("PYTHON") : "/usr/bin/python3";
-	const char *src = getenv("CDP_SRCDIR") ? getenv("CDP_SRCDIR") : CDP_SRCDIR;
+	const char *py = fixture_python(), *src = fixture_srcdir();
 
 	if (sh("command -v cdp-tile cdp-lmdbpack cdp-keyshuffle >/dev/null") ||
 	    sh("%s -c 'import numpy; from osgeo import gdal' 2>/dev/null", py))

@@ -55,11 +55,7 @@ resume_exact resume1
 echo "== SIGTERM"
 cdp-train $C --model "$UNET" --batch 4 --out "$T/sig" --steps 100000 --log-every 1 &
 pid=$!
-i=0
-while ! grep -q '"step":5,' "$T/sig/metrics.jsonl" 2>/dev/null; do
-	i=$((i + 1)); [ $i -lt 300 ] || { kill -9 $pid; fail "no progress after 30 s"; }
-	sleep 0.1
-done
+wait_step $pid "$T/sig/metrics.jsonl" 5 30
 kill -TERM $pid
 set +e; wait $pid; rc=$?; set -e
 [ "$rc" -eq 1 ] || fail "SIGTERM: exit $rc, want 1"
@@ -77,16 +73,14 @@ if [ -z "$MP" ]; then
 fi
 
 echo "== 2 ranks x batch 4 = 1 process x batch 8"
-P="$C --model $T/plain.cfg --steps 12 --log-every 1"
+P="$C --model $SMALL --steps 12 --log-every 1"
 cdp-train $P --batch 8 --out "$T/one" || fail "1 process"
 losses "$T/one/metrics.jsonl" >"$T/l1"
 for algo in mpi ring; do
 	$MP cdp-train $P --batch 4 --allreduce $algo --out "$T/two.$algo" || fail "2 ranks ($algo)"
 	losses "$T/two.$algo/metrics.jsonl" >"$T/l2"
 	[ "$(wc -l <"$T/l1")" -eq 12 ] || fail "want 12 losses"
-	paste "$T/l1" "$T/l2" | awk '{ d = $2 - $4; if (d < 0) d = -d;
-		if ($1 != $3 || d > 1e-6 * $2) { print "step " $1 ": " $2 " vs " $4; exit 1 } }' ||
-		fail "$algo: 2-rank losses differ from 1 process"
+	losses_close "$T/l1" "$T/l2" 1e-6 || fail "$algo: 2-rank losses differ from 1 process"
 	echo "$algo: 12 losses agree to 1e-6"
 done
 

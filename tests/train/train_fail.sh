@@ -10,7 +10,7 @@
 #    rank and the key, and kill -9 of one rank ends the job non-zero, each
 #    within 30 s. (Skipped when $MPIRUN is empty.)
 . "$CDP_SRCDIR/tests/train/train_common.sh"
-C0="--model $T/plain.cfg --out $T/run --threads 1 -q"
+C0="--model $SMALL --out $T/run --threads 1 -q"
 C="$C0 --steps 3"
 
 echo "== bad pointer files"
@@ -94,14 +94,10 @@ within30 "cdp-train: rank [01]: .*record '$bad'" $MP cdp-train --db "$T/bad" --k
 	$C0 --batch 4 --epochs 1
 echo "== kill -9 of a rank"
 rm -rf "$T/run"
-$MP cdp-train --db "$T/pool" --keys "$T/train.keys" --model "$T/plain.cfg" --out "$T/run" \
+$MP cdp-train --db "$T/pool" --keys "$T/train.keys" --model "$SMALL" --out "$T/run" \
 	--steps 1000000 --threads 1 -q --log-every 1 >"$T/out" 2>"$T/err" &
 job=$!
-i=0
-while ! grep -q '"step":3,' "$T/run/metrics.jsonl" 2>/dev/null; do
-	i=$((i + 1)); [ $i -lt 300 ] || { kill $job; fail "no progress after 30 s"; }
-	sleep 0.1
-done
+wait_step $job "$T/run/metrics.jsonl" 3 30
 # the newest cdp-train child of this mpirun (one of its two ranks)
 victim=$(pgrep -n -P $job cdp-train) || fail "kill -9: no rank of mpirun $job found"
 t0=$(date +%s)

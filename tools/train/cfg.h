@@ -50,6 +50,14 @@ typedef struct cdp_cfg {
 	char *path;            /* for messages */
 } cdp_cfg;
 
+/* The largest cfg text read or stored (a checkpoint holds the text). */
+#define CDP_CFG_TEXT_MAX (16u << 20)
+
+/* Reads the cfg file at path into *text (NUL-terminated, malloc'ed: free
+ * it), for cdp_cfg_parse or cdp_net_build with the same path. Errors in
+ * err, returning -1 with *text NULL: "cannot open 'PATH': reason",
+ * "cannot read 'PATH': reason" (over CDP_CFG_TEXT_MAX bytes: "too large"). */
+int  cdp_cfg_read(const char *path, char **text, char *err, size_t cap);
 /* Expands and parses text. Errors: "PATH:LINE: reason" in err, returns -1. */
 int  cdp_cfg_parse(const char *text, const char *path, const char *const *overrides,
                    int noverrides, cdp_cfg *cfg, char *err, size_t cap);

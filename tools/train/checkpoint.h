@@ -75,7 +75,7 @@
 #define CDP_CKPT_MAX_RANKS  (1 << 20)
 #define CDP_CKPT_NAME_MAX   95          /* tensor and RNG stream names */
 #define CDP_CKPT_MAX_DIMS   4
-#define CDP_CKPT_CFG_MAX    (16u << 20) /* cfg text bytes */
+#define CDP_CKPT_CFG_MAX    CDP_CFG_TEXT_MAX /* cfg text bytes (cfg.h) */
 #define CDP_CKPT_MAX_OVERRIDES 256
 #define CDP_CKPT_OVERRIDE_MAX  4096
 #define CDP_CKPT_MAX_RNG    1024

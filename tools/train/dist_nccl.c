@@ -148,10 +148,15 @@ static void fire(const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof msg, fmt, ap);
 	va_end(ap);
+	/* say why first: ncclCommAbort may itself crash or hang (the main
+	 * thread can be inside a call on the same communicator), and then the
+	 * alarm ends the process without another word */
+	fprintf(stderr, "cdp-train: rank %d: %s\n", cdp_dist_rank(), msg);
+	fflush(stderr);
 	signal(SIGALRM, SIG_DFL);
 	alarm(10);
 	comm_abort();
-	cdp_dist_abort(1, "%s", msg);
+	cdp_dist_abort(1, "NCCL communicator aborted after the error above");
 }
 
 static void *wd_main(void *arg)

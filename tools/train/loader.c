@@ -9,7 +9,7 @@
  * between threads.
  *
  * Not done here: MPI (the caller passes rank and j), GPU upload (the caller
- * copies the host batch).
+ * copies the host batch, and with opts.raw prepares it on the device).
  */
 #include "loader_int.h"
 
@@ -74,10 +74,7 @@ static int fill_sample(cdp_loader *l, worker *w, slot *s, int i)
 	__atomic_store_n(&l->bad[k], 1, __ATOMIC_RELAXED);
 	__atomic_fetch_add(&s->skipped, 1, __ATOMIC_RELAXED);
 	if (l->o.val) {
-		memset(s->image + (size_t)i * loader_img_size(l), 0, loader_img_size(l) * sizeof(float));
-		if (s->label)
-			for (size_t j = 0; j < loader_lab_size(l); j++)
-				s->label[(size_t)i * loader_lab_size(l) + j] = l->ignore;
+		cdp_loader_blank_sample(l, s, i);
 		return 0;
 	}
 	for (tries = 1; tries < l->N; tries++) {
@@ -312,6 +309,16 @@ int cdp_loader_next(cdp_loader *l, cdp_batch *b)
 	b->w = l->ow;
 	b->image = s->image;
 	b->label = s->label;
+	if (l->o.raw) {
+		b->raw = s->raw;
+		b->dtype = l->info.dtype;
+		b->in_h = l->H;
+		b->in_w = l->W;
+		b->aug = s->aug;
+		for (int i = 0; i < s->n && !b->valid; i++)
+			if (s->invalid[i])
+				b->valid = s->valid;
+	}
 	b->index = s->index;
 	b->epoch = l->epoch;
 	b->step = s->step;
@@ -349,6 +356,12 @@ void cdp_loader_get_info(const cdp_loader *l, cdp_loader_info *info)
 	info->readahead = l->readahead;
 	info->conv_isa = l->std_u8_isa;
 	info->pool = &l->info;
+	info->mean = l->mean;
+	info->inv = l->inv;
+	info->raw = l->o.raw;
+	info->in_h = l->H;
+	info->in_w = l->W;
+	info->raw_size = l->raw_size;
 	pthread_mutex_lock((pthread_mutex_t *)&l->mu);
 	info->skipped = l->skipped;
 	info->batches = l->batches;

@@ -1,6 +1,7 @@
-/* loader.h: the training data loader: batches of standardized float tiles
- * from a pool (cdp_pool.h) in the order of a pointer file (cdp_ptrfile.h),
- * one loader per rank, filled by a prefetch thread while compute runs.
+/* loader.h: the training data loader: batches of standardized float tiles,
+ * or of raw tiles for the device to prepare ("The data path" below), from a
+ * pool (cdp_pool.h) in the order of a pointer file (cdp_ptrfile.h), one
+ * loader per rank, filled by a prefetch thread while compute runs.
  *
  * Opening. The pool is opened read-only (CDP_POOL_RDONLY: MDB_RDONLY |
  * MDB_NOTLS) once per rank, after MPI_Init and never across a fork, or an
@@ -92,6 +93,29 @@
  * buffering): while the caller computes on batch s it fills s+1. With
  * opts.threads = T > 1 it splits each batch over itself and T-1 helper
  * threads (contiguous sample ranges); the results do not depend on T.
+ *
+ * The data path. By default (the host path, cdp-train on the CPU) a batch is
+ * what "A sample" above describes: standardized, augmented float32, 4 bytes
+ * a value. With opts.raw (the device path, cdp-train on a GPU) the loader
+ * leaves conversion, standardization and augmentation to the device
+ * (backend.h prep_batch) and hands out each sample's stored pixels as the
+ * record holds them, (C, H, W) of the pool's type, uncropped: 1 byte a value
+ * for uint8 tiles. Nothing changes in what is checked: the same header, size
+ * and CRC checks run as the bytes are copied, before a sample is handed out,
+ * and bad records are replaced as above. Labels are decoded on the host as
+ * above but in the tile's geometry, (H, W) before the crop, invalid pixels
+ * already ignored; each sample's transform is drawn from the same seed as on
+ * the host path and comes as a cdp_prep_aug; and the caller standardizes with
+ * cdp_loader_info's mean and inv, the very floats of the host path, so that
+ * prep_batch yields its images bit for bit. Two things the host path does to
+ * values are carried over: a float (f32, f64) value that is not finite as a
+ * float32 is replaced in the copy by its band's mean, which prep_batch maps
+ * to 0 as the host path does; and the invalid pixels, which the host path
+ * sets to 0 in every band, come as batch.valid, already transformed ((n, h,
+ * w) bytes, 0 where a pixel is invalid, 1 elsewhere; NULL when no pixel of
+ * the batch is), which the caller applies to every band after prep_batch
+ * (cdp-train: tools/train/train.c). A bad record in validation becomes a
+ * zero copy with every pixel invalid and every label ignored.
  */
 #ifndef CDP_LOADER_H
 #define CDP_LOADER_H
@@ -100,6 +124,7 @@
 #include <stdint.h>
 
 #include "augment.h"
+#include "backend.h"
 #include "cdp_pool.h"
 
 enum { CDP_LOAD_POOL = 0, CDP_LOAD_COPY = 1 };
@@ -121,9 +146,11 @@ typedef struct cdp_loader_opts {
 	int readahead;             /* CDP_RA_* */
 	int no_willneed;           /* no MADV_WILLNEED of the next batch */
 	const cdp_aug_cfg *aug;    /* NULL: no augmentation (copied at open) */
+	int raw;                   /* 1: raw batches for the device (see above) */
 	int remap_ignore;          /* 1: ignored labels become `ignore` */
 	int32_t ignore;
-	/* Memory for the batch images and labels (NULL: the loader's own):
+	/* Memory for the batch images and labels, with raw also the valid
+	 * masks (NULL: the loader's own):
 	 * zeroed, NULL on failure. cdp-train passes a GPU backend's pinned host
 	 * memory (be->host_alloc) so that batches copy to the device
 	 * asynchronously. alloc_ctx is passed back. */
@@ -135,9 +162,17 @@ typedef struct cdp_loader_opts {
 /* A batch, valid until the next cdp_loader_next, start_epoch or close. */
 typedef struct cdp_batch {
 	int n;                     /* samples, b (fewer only in validation) */
-	int c, h, w;               /* image shape per sample */
-	float *image;              /* (n, c, h, w) */
-	int32_t *label;            /* (n, h, w) per-pixel, (n) class; NULL: none */
+	int c, h, w;               /* image shape per sample (after a crop) */
+	float *image;              /* (n, c, h, w); NULL with opts.raw */
+	/* per-pixel (n, h, w), raw (n, in_h, in_w); (n) class; NULL: none */
+	int32_t *label;
+	/* opts.raw: raw (n, c, in_h, in_w) samples of type dtype (cdp_dtype.h),
+	 * aug [n] each sample's transform to (h, w), valid (n, h, w) 1 or 0
+	 * (invalid) after the transform, NULL when every pixel is valid */
+	const void *raw;
+	int dtype, in_h, in_w;
+	const cdp_prep_aug *aug;
+	const uint8_t *valid;
 	const size_t *index;       /* [n] key indices into the pointer file */
 	uint64_t epoch, step;
 	uint32_t skipped;          /* bad records replaced in this batch */
@@ -154,6 +189,10 @@ typedef struct cdp_loader_info {
 	int readahead;             /* CDP_RA_ON or CDP_RA_OFF, as resolved */
 	const char *conv_isa;      /* uint8 conversion kernel: "avx512", "avx2", "sse2", "plain" */
 	const cdp_pool_info *pool; /* the pool's meta (stats in pool->band) */
+	const float *mean, *inv;   /* [c] the standardization (x - mean) * inv */
+	int raw;                   /* opts.raw */
+	int in_h, in_w;            /* tile shape (before a crop) */
+	size_t raw_size;           /* bytes of one raw sample, c * in_h * in_w * type */
 	uint64_t skipped;          /* bad records replaced since open */
 	uint64_t batches;          /* batches returned since open */
 	double wait_s;             /* total time cdp_loader_next blocked */

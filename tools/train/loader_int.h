@@ -1,7 +1,7 @@
 /* loader_int.h: the loader's internals, shared by loader.c (batches,
- * threads), loader_open.c (validation, open, close) and loader_conv.c
- * (conversion kernels). Not a contract: only those files and the loader's
- * tests include it.
+ * threads), loader_sample.c (one sample), loader_open.c (validation, open,
+ * close) and loader_conv.c (conversion kernels). Not a contract: only those
+ * files, the loader's tests and bench/loader_kernel.c include it.
  */
 #ifndef CDP_LOADER_INT_H
 #define CDP_LOADER_INT_H
@@ -16,8 +16,12 @@
 #define NSLOT 2             /* double buffering */
 
 typedef struct slot {
-	float *image;           /* (b, c, h, w) */
-	int32_t *label;         /* (b, h, w) or (b) */
+	float *image;           /* (b, c, h, w); NULL with raw */
+	int32_t *label;         /* (b, h, w), raw (b, H, W); or (b) */
+	uint8_t *raw;           /* raw: (b, C, H, W) stored samples */
+	uint8_t *valid;         /* raw: (b, h, w) 1 valid, 0 invalid, transformed */
+	cdp_prep_aug *aug;      /* raw: [b] transforms */
+	unsigned char *invalid; /* raw: [b] 1 when the sample has an invalid pixel */
 	size_t *index;          /* [b] key indices */
 	size_t *pos;            /* [b] positions in the order (training) */
 	int n;
@@ -33,7 +37,8 @@ typedef struct worker {
 	pthread_t th;
 	cdp_buf scratch;        /* inflated payloads */
 	float *tmp_img;         /* (c, H, W) before augmentation */
-	int32_t *tmp_lab;       /* (H, W) */
+	int32_t *tmp_lab;       /* (H, W); raw: the validity before augmentation */
+	int32_t *tmp_valid;     /* raw: (h, w) the validity after it */
 	const MDB_val *after;   /* the next sample's value, prefetched early */
 	int rc, bad_i;          /* first failing sample of its range */
 	size_t bad_k;
@@ -76,6 +81,7 @@ struct cdp_loader {
 	size_t N, B, steps;      /* keys, global batch j*b, steps per epoch */
 	size_t val_count;        /* validation: keys of this rank */
 	int C, H, W, oh, ow;     /* record shape; output h, w after a crop */
+	size_t raw_size;         /* bytes of a record's image, C*H*W*type size */
 	int label_px;            /* per-pixel labels */
 	int32_t ignore, stored_ignore;
 	int readahead;
@@ -104,7 +110,8 @@ struct cdp_loader {
 	slot *gslot;
 };
 
-/* Floats per output image and int32s per output label of one sample. */
+/* Floats per output image and int32s per label of one sample (raw: in the
+ * tile's geometry), and bytes per raw sample (raw_size, set at open). */
 static inline size_t loader_img_size(const cdp_loader *l)
 {
 	return (size_t)l->C * l->oh * l->ow;
@@ -112,13 +119,19 @@ static inline size_t loader_img_size(const cdp_loader *l)
 
 static inline size_t loader_lab_size(const cdp_loader *l)
 {
-	return l->label_px ? (size_t)l->oh * l->ow : 1;
+	if (!l->label_px)
+		return 1;
+	return l->o.raw ? (size_t)l->H * l->W : (size_t)l->oh * l->ow;
 }
 
-/* Decodes and augments key k into sample i of s (loader_sample.c): 0 or
- * the record's error code (cdp_record_peek/decode codes, CDP_ECRC,
- * CDP_ESHAPE), CDP_EINVAL when augmentation fails. */
+/* Decodes and augments key k into sample i of s (loader_sample.c), with
+ * raw its stored pixels, labels, validity and transform: 0 or the record's
+ * error code (cdp_record_peek/decode codes, CDP_ECRC, CDP_ESHAPE),
+ * CDP_EINVAL when augmentation fails. */
 int cdp_loader_load_sample(cdp_loader *l, worker *w, size_t k, slot *s, int i);
+/* Sample i of s as a bad validation record: zeros, every label ignored,
+ * (raw) every pixel invalid and the evaluation transform. */
+void cdp_loader_blank_sample(cdp_loader *l, slot *s, int i);
 
 /* Thread bodies (loader.c), started by cdp_loader_open. */
 void *cdp_loader_prefetch_main(void *arg);

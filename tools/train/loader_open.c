@@ -69,6 +69,9 @@ static int open_pool(cdp_loader *l, char *err, size_t cap)
 		l->mean[c] = (float)l->info.band[c].mean;
 		l->inv[c] = l->info.band[c].std > 0 ? (float)(1.0 / l->info.band[c].std) : 1.0f;
 	}
+	if (__builtin_mul_overflow((size_t)l->C * l->H * l->W, cdp_dtype_size(l->info.dtype),
+	                           &l->raw_size))
+		return fail(err, cap, CDP_EOVERFLOW, "'%s': tiles too large", l->pool_path);
 	l->oh = l->H;
 	l->ow = l->W;
 	if (l->o.aug && (l->o.aug->hflip || l->o.aug->vflip || l->o.aug->rot90 ||
@@ -268,40 +271,67 @@ static void *xalloc_batch(size_t n, size_t size, int *fail_flag)
 	return p;
 }
 
+/* A buffer the caller copies to the device: opts.host_alloc's memory when
+ * given (pinned on a GPU), else the loader's own. */
+static void *xalloc_io(const cdp_loader *l, size_t n, size_t size, int *fail_flag)
+{
+	void *p;
+	size_t bytes;
+
+	if (!l->o.host_alloc)
+		return xalloc_batch(n, size, fail_flag);
+	if (__builtin_mul_overflow(n, size, &bytes) || !(p = l->o.host_alloc(l->o.alloc_ctx, bytes))) {
+		*fail_flag = 1;
+		return NULL;
+	}
+	return p;
+}
+
+static void free_io(const cdp_loader *l, void *p)
+{
+	if (p && l->o.host_free)
+		l->o.host_free(l->o.alloc_ctx, p);
+	else
+		free(p);
+}
+
 static int alloc_buffers(cdp_loader *l, char *err, size_t cap)
 {
-	size_t b = (size_t)l->o.batch, isz, lsz;
+	size_t b = (size_t)l->o.batch, ohw = (size_t)l->oh * l->ow, isz, lsz, rsz, vsz;
 	int oom = 0;
 
-	if (__builtin_mul_overflow(loader_img_size(l), b, &isz) || __builtin_mul_overflow(loader_lab_size(l), b, &lsz))
+	if (__builtin_mul_overflow(loader_img_size(l), b, &isz) ||
+	    __builtin_mul_overflow(loader_lab_size(l), b, &lsz) ||
+	    __builtin_mul_overflow(l->raw_size, b, &rsz) || __builtin_mul_overflow(ohw, b, &vsz))
 		return fail(err, cap, CDP_EOVERFLOW, "'%s': batch too large", l->pool_path);
 	l->order = xalloc(l->N, sizeof *l->order, &oom);
 	l->adv = xalloc(b, sizeof *l->adv, &oom);
 	for (int i = 0; i < NSLOT; i++) {
-		if (l->o.host_alloc) {
-			/* isz, lsz: at most a batch of images, which did not overflow */
-			l->slot[i].image = l->o.host_alloc(l->o.alloc_ctx, isz * sizeof(float));
-			if (l->info.label_kind != CDP_LABEL_NONE)
-				l->slot[i].label = l->o.host_alloc(l->o.alloc_ctx, lsz * sizeof(int32_t));
-			oom |= !l->slot[i].image ||
-			       (l->info.label_kind != CDP_LABEL_NONE && !l->slot[i].label);
+		slot *s = &l->slot[i];
+		if (l->o.raw) {
+			s->raw = xalloc_io(l, rsz, 1, &oom);
+			s->valid = xalloc_io(l, vsz, 1, &oom);
+			s->aug = xalloc(b, sizeof *s->aug, &oom);
+			s->invalid = xalloc(b, 1, &oom);
 		} else {
-			l->slot[i].image = xalloc_batch(isz, sizeof(float), &oom);
-			if (l->info.label_kind != CDP_LABEL_NONE)
-				l->slot[i].label = xalloc(lsz, sizeof(int32_t), &oom);
+			s->image = xalloc_io(l, isz, sizeof(float), &oom);
 		}
-		l->slot[i].index = xalloc(b, sizeof(size_t), &oom);
-		l->slot[i].pos = xalloc(b, sizeof(size_t), &oom);
+		if (l->info.label_kind != CDP_LABEL_NONE)
+			s->label = xalloc_io(l, lsz, sizeof(int32_t), &oom);
+		s->index = xalloc(b, sizeof(size_t), &oom);
+		s->pos = xalloc(b, sizeof(size_t), &oom);
 	}
 	if (!oom && !(l->wk = calloc((size_t)l->T, sizeof *l->wk)))
 		oom = 1;
 	for (int t = 0; !oom && t < l->T; t++) {
 		l->wk[t].l = l;
 		l->wk[t].id = t;
-		if (l->has_aug) {
+		if (l->has_aug && !l->o.raw)
 			l->wk[t].tmp_img = xalloc((size_t)l->C * l->H, (size_t)l->W * sizeof(float), &oom);
+		if (l->has_aug || l->o.raw)
 			l->wk[t].tmp_lab = xalloc((size_t)l->H * l->W, sizeof(int32_t), &oom);
-		}
+		if (l->has_aug && l->o.raw)
+			l->wk[t].tmp_valid = xalloc(ohw, sizeof(int32_t), &oom);
 	}
 	for (size_t i = 0; !oom && i < l->N; i++)
 		l->order[i] = i;
@@ -387,17 +417,15 @@ void cdp_loader_close(cdp_loader *l)
 		cdp_buf_free(&l->wk[t].scratch);
 		free(l->wk[t].tmp_img);
 		free(l->wk[t].tmp_lab);
+		free(l->wk[t].tmp_valid);
 	}
 	for (int i = 0; i < NSLOT; i++) {
-		if (l->o.host_free) {
-			if (l->slot[i].image)
-				l->o.host_free(l->o.alloc_ctx, l->slot[i].image);
-			if (l->slot[i].label)
-				l->o.host_free(l->o.alloc_ctx, l->slot[i].label);
-		} else {
-			free(l->slot[i].image);
-			free(l->slot[i].label);
-		}
+		free_io(l, l->slot[i].image);
+		free_io(l, l->slot[i].label);
+		free_io(l, l->slot[i].raw);
+		free_io(l, l->slot[i].valid);
+		free(l->slot[i].aug);
+		free(l->slot[i].invalid);
 		free(l->slot[i].index);
 		free(l->slot[i].pos);
 	}

@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cdp_dtype.h"
 #include "cdp_error.h"
 #include "cdp_progress.h"
 #include "cdp_rng.h"
@@ -67,14 +68,60 @@ static int agree_failed(int failed)
 	return v != 0;
 }
 
+static void bad_label(trainer *t, const cdp_batch *b, int i, int32_t v)
+{
+	TR_FAIL("'%s': record '%s': label %" PRId32 " is not a class of the model "
+	        "(%d classes, ignore %d)", t->o->db, cdp_loader_key(t->tl, b->index[i]), v,
+	        t->loss.classes, t->loss.ignore);
+}
+
+static void upload(trainer *t, void *dst, const void *src, size_t bytes)
+{
+	t->be->to_device_async(t->be, dst, src, bytes);
+	t->up_bytes += (double)bytes;
+}
+
+/* A raw batch (loader.h "The data path"): its labels checked where each
+ * sample's crop window keeps them, so that a bad label outside it fails
+ * neither path, and its stored pixels, labels and validity queued into
+ * draw, dlabraw (class labels: nlab) and dvalid, for take_batch. */
+static void fetch_raw(trainer *t, const cdp_batch *b)
+{
+	size_t hw = (size_t)b->in_h * b->in_w, bad;
+	int px = t->ti.label_kind != CDP_LABEL_CLASS;
+
+	for (int i = 0; i < b->n; i++) {
+		const cdp_prep_aug *a = &b->aug[i];
+		int wh = a->rot & 1 ? b->w : b->h, ww = a->rot & 1 ? b->h : b->w;
+		if (!px) {
+			if (cdp_loss_check_labels(&t->loss, &b->label[i], 1, &bad) != 0)
+				bad_label(t, b, i, b->label[i]);
+			continue;
+		}
+		for (int y = 0; y < wh; y++) {
+			const int32_t *row = b->label + i * hw + (size_t)(a->y0 + y) * b->in_w + a->x0;
+			if (cdp_loss_check_labels(&t->loss, row, (size_t)ww, &bad) != 0)
+				bad_label(t, b, i, row[bad]);
+		}
+	}
+	upload(t, t->draw, b->raw, (size_t)b->n * t->ti.raw_size);
+	if (px)
+		upload(t, t->dlabraw, b->label, (size_t)b->n * hw * sizeof(int32_t));
+	else
+		upload(t, t->nlab, b->label, (size_t)b->n * sizeof(int32_t));
+	if (b->valid)
+		upload(t, t->dvalid, b->valid, (size_t)b->n * b->h * b->w);
+}
+
 /* The next training batch: labels checked on the host, its copy to the
- * device queued into nx, nlab (be->to_device_async), to run while the
- * current step computes. nx held the batch of the step before the current
- * one, whose every op has run: the current step's loss has come back to
- * the host since (cdp_loss_compute returns a value), and ops run in order.
- * The batch's host memory (the loader's, pinned on a GPU) must outlive its
- * copy, so the host waits for the copies (be->copy_wait) before
- * cdp_loader_next gives the previous batch's slot back to the loader. */
+ * device queued into nx, nlab (be->to_device_async; raw: fetch_raw), to
+ * run while the current step computes. nx held the batch of the step
+ * before the current one, and draw the current one, both read by ops that
+ * have run: the current step's loss has come back to the host since
+ * (cdp_loss_compute returns a value), and ops run in order. The batch's
+ * host memory (the loader's, pinned on a GPU) must outlive its copy, so
+ * the host waits for the copies (be->copy_wait) before cdp_loader_next
+ * gives the previous batch's slot back to the loader. */
 static void fetch_batch(trainer *t)
 {
 	cdp_backend *be = t->be;
@@ -86,20 +133,50 @@ static void fetch_batch(trainer *t)
 	if ((rc = cdp_loader_next(t->tl, b)) != 0)
 		TR_FAIL("%s", rc == CDP_EEOF ? "the epoch ended early" :
 		        *cdp_loader_error(t->tl) ? cdp_loader_error(t->tl) : cdp_strerror(rc));
+	t->up_batches++;
+	t->have_next = 1;
+	if (t->raw) {
+		fetch_raw(t, b);
+		return;
+	}
 	npx = (size_t)b->n * t->hw;
 	if (cdp_loss_check_labels(&t->loss, b->label, npx, &bad) != 0)
-		TR_FAIL("'%s': record '%s': label %" PRId32 " is not a class of the model "
-		        "(%d classes, ignore %d)", t->o->db,
-		        cdp_loader_key(t->tl, b->index[bad / t->hw]), b->label[bad],
-		        t->loss.classes, t->loss.ignore);
-	be->to_device_async(be, t->nx, b->image, (size_t)b->n * b->c * b->h * b->w * sizeof(float));
-	be->to_device_async(be, t->nlab, b->label, npx * sizeof(int32_t));
-	t->have_next = 1;
+		bad_label(t, b, (int)(bad / t->hw), b->label[bad]);
+	upload(t, t->nx, b->image, (size_t)b->n * b->c * b->h * b->w * sizeof(float));
+	upload(t, t->nlab, b->label, npx * sizeof(int32_t));
+}
+
+/* The raw batch b, its copies fenced, into net.x and dlab: prep_batch
+ * converts, standardizes and transforms (the host path's floats, bit for
+ * bit); then every band of an invalid pixel becomes 0 as on the host path,
+ * by dropout's backward at p = 0 (dx = valid ? dy * 1 : 0, exact, +0.0f)
+ * over each (sample, band) plane with the sample's validity (h, w). */
+static void prep_raw(trainer *t, const cdp_batch *b)
+{
+	cdp_backend *be = t->be;
+	size_t ohw = (size_t)b->h * b->w;
+	int px = t->ti.label_kind != CDP_LABEL_CLASS;
+
+	be->prep_batch(be, b->dtype, b->n, b->c, b->in_h, b->in_w, t->draw, t->dmean, t->dinv,
+	               b->aug, b->h, b->w, t->net.x, px ? t->dlabraw : NULL, px ? t->dlab : NULL);
+	if (!px) {
+		int32_t *lab = t->dlab;
+		t->dlab = t->nlab;
+		t->nlab = lab;
+	}
+	if (!b->valid)
+		return;
+	for (int i = 0; i < b->n; i++)
+		for (int ch = 0; ch < b->c; ch++) {
+			float *x = t->net.x + ((size_t)i * b->c + ch) * ohw;
+			be->dropout_bwd(be, 0.0f, t->dvalid + i * ohw, x, x, 0.0f, ohw);
+		}
 }
 
 /* The batch for this micro-batch (fetched now when none is prefetched):
  * compute waits for its copy (be->copy_fence, the host does not), and its
- * buffers become the net's input and the labels. */
+ * buffers become the net's input and the labels (raw: prep_raw makes
+ * them). */
 static void take_batch(trainer *t, cdp_batch *b)
 {
 	float *x;
@@ -110,6 +187,10 @@ static void take_batch(trainer *t, cdp_batch *b)
 	*b = t->next;
 	t->have_next = 0;
 	t->be->copy_fence(t->be);
+	if (t->raw) {
+		prep_raw(t, b);
+		return;
+	}
 	x = t->net.x, t->net.x = t->nx, t->nx = x;
 	lab = t->dlab, t->dlab = t->nlab, t->nlab = lab;
 }
@@ -237,6 +318,11 @@ static int train_loop(trainer *t)
 	tr_logf(t, "device %s, precision %s, loss scale %g, all-reduce %s%s", dev,
 	        tr_prec_name(o->precision), t->scale, cdp_dist_algo_name(t->algo),
 	        cdp_dist_staged() ? " staged through host memory" : "");
+	if (t->raw)
+		tr_logf(t, "data path device: raw %s tiles, prepared by the %s backend",
+		        cdp_dtype_name(t->ti.pool->dtype), t->be->name);
+	else
+		tr_logf(t, "data path host: float32 tiles, prepared by the loader");
 	while (t->step < t->total && !stop) {
 		int epoch_end = 0, go;
 		double loss = 0, lr;
@@ -308,6 +394,9 @@ static int train_loop(trainer *t)
 		cdp_progress_update(&pr, (uint64_t)t->step);
 	}
 	cdp_progress_end(&pr);
+	if (t->up_batches)
+		tr_logf(t, "data path %s: %.0f bytes a batch to the device (%ld batches)",
+		        t->raw ? "device" : "host", t->up_bytes / (double)t->up_batches, t->up_batches);
 	if (!stop) {
 		stop = agree_failed(cdp_train_stop);
 		if (t->vl && !validated && !stop) {

@@ -80,6 +80,19 @@ typedef struct trainer {
 	int32_t *nlab;
 	cdp_batch next;
 	int have_next;
+	/* the device data path (train.c, loader.h "The data path"): with raw
+	 * the loader hands out stored pixels, which are copied into draw
+	 * (b, C, H, W of the pool's type), per-pixel labels into dlabraw
+	 * (b, H, W) (class labels into nlab) and the transformed validity
+	 * into dvalid (b, h, w) bytes; prep_batch makes net.x and dlab of
+	 * them with the loader's dmean, dinv (C). No nx with raw. */
+	int raw;
+	void *draw;
+	int32_t *dlabraw;
+	uint8_t *dvalid;
+	float *dmean, *dinv;
+	double up_bytes;                /* bytes queued to the device, training batches */
+	long up_batches;
 	/* dynamic loss scaling (train.c): the loss gradient is scaled by
 	 * scale (0: off); scale_good finite steps since it last changed */
 	double scale;

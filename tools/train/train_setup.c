@@ -16,6 +16,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "cdp_dtype.h"
 #include "cdp_error.h"
 #include "checkpoint.h"
 #include "device.h"
@@ -33,33 +34,6 @@ static int fail(char *err, size_t cap, const char *fmt, ...)
 	return -1;
 }
 
-static char *slurp(const char *path, char *err, size_t cap)
-{
-	FILE *f = fopen(path, "rb");
-	char *buf = NULL;
-	long len = -1;
-
-	if (!f) {
-		fail(err, cap, "cannot open '%s': %s", path, strerror(errno));
-		return NULL;
-	}
-	if (fseek(f, 0, SEEK_END) != 0 || (len = ftell(f)) < 0 || fseek(f, 0, SEEK_SET) != 0 ||
-	    len > (long)CDP_CKPT_CFG_MAX) {
-		fail(err, cap, "cannot read '%s': %s", path, len > 0 ? "too large" : strerror(errno));
-		fclose(f);
-		return NULL;
-	}
-	if (!(buf = malloc((size_t)len + 1)) || fread(buf, 1, (size_t)len, f) != (size_t)len) {
-		fail(err, cap, "cannot read '%s': %s", path, buf ? strerror(errno) : "out of memory");
-		free(buf);
-		fclose(f);
-		return NULL;
-	}
-	buf[len] = '\0';
-	fclose(f);
-	return buf;
-}
-
 /* The model text and overrides: --model, or the checkpoint's when resuming
  * without one; with both they must agree, or the weights would not fit. */
 static int model_text(trainer *t, char *err, size_t cap)
@@ -67,7 +41,7 @@ static int model_text(trainer *t, char *err, size_t cap)
 	const cdp_train_opts *o = t->o;
 
 	if (o->model) {
-		if (!(t->cfg_text = slurp(o->model, err, cap)))
+		if (cdp_cfg_read(o->model, &t->cfg_text, err, cap) < 0)
 			return -1;
 		t->ov = o->overrides;
 		t->nov = o->noverrides;
@@ -159,6 +133,33 @@ static void loss_scale(trainer *t)
 	}
 }
 
+/* The data path (loader.h): on a GPU, raw batches that the device
+ * converts, standardizes and augments (train.c), except from f64 pools,
+ * whose raw values are twice the floats' size; on the CPU, the loader's
+ * float batches. CDP_TRAIN_DATA=host|device overrides, for testing: device
+ * on the CPU runs the GPU's path through the CPU backend's prep_batch. */
+static int data_path(trainer *t, char *err, size_t cap)
+{
+	const char *env = getenv("CDP_TRAIN_DATA");
+	cdp_pool_info pi;
+	int rc;
+
+	if (env && *env) {
+		if (strcmp(env, "host") != 0 && strcmp(env, "device") != 0)
+			return fail(err, cap, "CDP_TRAIN_DATA: '%s' is not host or device", env);
+		t->raw = strcmp(env, "device") == 0;
+		return 0;
+	}
+	t->raw = 0;
+	if (t->be->device < 0)
+		return 0;
+	if ((rc = cdp_pool_info_load(&t->pool, &pi)) != 0)
+		return fail(err, cap, "'%s': cannot load meta: %s", t->o->db, cdp_strerror(rc));
+	t->raw = pi.dtype != CDP_DT_F64;
+	cdp_pool_info_free(&pi);
+	return 0;
+}
+
 static int open_loaders(trainer *t, char *err, size_t cap)
 {
 	const cdp_train_opts *o = t->o;
@@ -168,7 +169,8 @@ static int open_loaders(trainer *t, char *err, size_t cap)
 	if ((rc = cdp_pool_open(o->db, CDP_POOL_RDONLY | CDP_POOL_NORDAHEAD, 0, &t->pool)) != 0)
 		return fail(err, cap, "cannot open '%s': %s", o->db, cdp_strerror(rc));
 	t->have_pool = 1;
-	if (cdp_cfg_int(&t->cfg, &t->cfg.s[0], "ignore", -1, -1, 1 << 30, &ign, err, cap) < 0)
+	if (cdp_cfg_int(&t->cfg, &t->cfg.s[0], "ignore", -1, -1, 1 << 30, &ign, err, cap) < 0 ||
+	    data_path(t, err, cap) < 0)
 		return -1;
 	cdp_loader_opts_init(&lo);
 	lo.pool_path = o->db;
@@ -191,19 +193,42 @@ static int open_loaders(trainer *t, char *err, size_t cap)
 		lo.host_free = loader_free;
 		lo.alloc_ctx = t->be;
 	}
+	lo.raw = t->raw;
 	if (cdp_loader_open(&lo, &t->tl, err, cap) != 0)
 		return -1;
 	cdp_loader_get_info(t->tl, &t->ti);
 	if (o->val_keys) {
+		/* validation copies with to_device (train_eval.c): host batches */
 		lo.keys_path = o->val_keys;
 		lo.val = 1;
 		lo.pad_last = 0;
+		lo.raw = 0;
 		if (cdp_loader_open(&lo, &t->vl, err, cap) != 0)
 			return -1;
 		cdp_loader_get_info(t->vl, &t->vi);
 	}
 	if (t->ti.label_kind == CDP_LABEL_NONE)
 		return fail(err, cap, "'%s': the pool has no labels to train on", o->db);
+	return 0;
+}
+
+/* The device buffers of the raw data path (train_int.h), and the loader's
+ * standardization, uploaded once. The loader's batch buffers of the same
+ * sizes did not overflow. */
+static int raw_buffers(trainer *t)
+{
+	cdp_backend *be = t->be;
+	size_t b = (size_t)t->o->batch, c = (size_t)t->ti.c;
+	size_t hw = (size_t)t->ti.in_h * t->ti.in_w, ohw = (size_t)t->ti.h * t->ti.w;
+
+	if (!(t->draw = be->alloc(be, b * t->ti.raw_size)) ||
+	    (t->ti.label_kind != CDP_LABEL_CLASS &&
+	     !(t->dlabraw = be->alloc(be, b * hw * sizeof *t->dlabraw))) ||
+	    !(t->dvalid = be->alloc(be, b * ohw)) || !(t->dmean = be->alloc(be, c * sizeof(float))) ||
+	    !(t->dinv = be->alloc(be, c * sizeof(float))))
+		return -1;
+	be->to_device(be, t->dmean, t->ti.mean, c * sizeof(float));
+	be->to_device(be, t->dinv, t->ti.inv, c * sizeof(float));
 	return 0;
 }
 
@@ -341,8 +366,9 @@ int tr_setup(trainer *t, char *err, size_t cap)
 	if (!(t->dlab = t->be->alloc(t->be, (size_t)n * sizeof *t->dlab)) ||
 	    !(t->pred = t->be->alloc(t->be, (size_t)n * sizeof *t->pred)) ||
 	    !(t->nlab = t->be->alloc(t->be, (size_t)n * sizeof *t->nlab)) ||
-	    !(t->nx = t->be->alloc(t->be, (size_t)o->batch * t->ti.c * t->ti.h * t->ti.w *
-	                                  sizeof *t->nx)))
+	    (!t->raw && !(t->nx = t->be->alloc(t->be, (size_t)o->batch * t->ti.c * t->ti.h *
+	                                                t->ti.w * sizeof *t->nx))) ||
+	    (t->raw && raw_buffers(t) < 0))
 		return fail(err, cap, "out of memory on the %s device", t->be->name);
 	cdp_net_init(&t->net, o->seed);
 	if (t->have_ck && tr_resume(t, err, cap) < 0)
@@ -378,6 +404,16 @@ void tr_teardown(trainer *t)
 		t->be->free(t->be, t->nlab);
 	if (t->nx)
 		t->be->free(t->be, t->nx);
+	if (t->draw)
+		t->be->free(t->be, t->draw);
+	if (t->dlabraw)
+		t->be->free(t->be, t->dlabraw);
+	if (t->dvalid)
+		t->be->free(t->be, t->dvalid);
+	if (t->dmean)
+		t->be->free(t->be, t->dmean);
+	if (t->dinv)
+		t->be->free(t->be, t->dinv);
 	if (t->have_opt)
 		cdp_optim_free(&t->opt);
 	if (t->have_loss)

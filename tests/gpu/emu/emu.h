@@ -73,7 +73,9 @@
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
 
-/* CUDA's qualifiers mean nothing on the host: kernels are plain functions */
+/* CUDA's qualifiers mean nothing on the host: kernels are plain functions.
+ * (CUDA's headers are included above, so the kernels' own #includes of
+ * them are no-ops and never see these definitions.) */
 #undef __global__
 #undef __device__
 #undef __host__

@@ -7,12 +7,16 @@
  *
  * Tolerances follow what cuda_kern.h promises. Bitwise: the elementwise
  * ops, upsampling, channel slices, dropout (mask too), pooling (and its
- * argmax), the per-pixel loss gradients, argmax, confusion, the optimizers,
- * the half staging (against cuda_fp16.h / cuda_bf16.h's host conversions)
- * and prep_batch. The double sums add in another, fixed order than the
- * CPU: totals within 1e-12 relative (sumsq, losses), float results of a
- * double sum within 2e-7 relative (gap_fwd) or 1e-6 (bias_grad, whose dbias
- * accumulates a float; Dice's gradient, which depends on the totals).
+ * argmax), argmax, confusion, the optimizers, the half staging (against
+ * cuda_fp16.h / cuda_bf16.h's host conversions), prep_batch, and the
+ * per-pixel loss gradients (here only: the emulated kernels call the same
+ * host exp and log as the CPU backend, a GPU its own). The double sums add in another, fixed order than the
+ * CPU: a total of n terms within n * 2^-52 relative (sum_tol; the worst
+ * case for terms of one sign, which sumsq's, the losses' and the counts'
+ * are; Dice's loss, a ratio of two totals, 4 times that), float results of
+ * a double sum within 2e-7 relative (gap_fwd: one float rounding) or 1e-6
+ * (bias_grad, whose dbias accumulates a float; Dice's gradient, which
+ * depends on the totals).
  *
  * First it checks the emulator itself (shuffles, barriers, poisoned shared
  * memory, launch limits, deadlock detection), so a broken emulator cannot
@@ -21,6 +25,7 @@
  * summary. Arguments name the groups to run (default: all; mutate.sh
  * runs one). Exit 0 all passed, 1 a comparison failed, 99 harness error.
  */
+#include <float.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -94,6 +99,13 @@ static void cmp(const std::string &name, const float *got, const float *want, si
 	}
 	report(name, bad, bad ? fmt("%ld of %zu values differ, first [%zu]: emulated %.9g, cpu %.9g",
 	                            bad, n, first, got[first], want[first]) : "");
+}
+
+/* relative tolerance for a double sum of n terms of one sign added in
+ * another order: n roundings of at most 2^-53 of the total each, twice */
+static double sum_tol(size_t n)
+{
+	return fmax(1e-15, (double)n * DBL_EPSILON);
 }
 
 static void cmp_d(const std::string &name, double got, double want, double tol)

@@ -17,10 +17,11 @@
  *
  * Threads: be->threads is the number of workers of our own pthread pool
  * (cpu_parallel_for); OpenBLAS runs single-threaded inside its jobs. Each
- * worker writes a disjoint range of the output and every reduction is done
- * in a fixed order, so results are bitwise identical run to run for a given
- * thread count (and, for ops that do not reduce across the split, for any
- * thread count).
+ * index of a job writes its own part of the output and every reduction is
+ * done in a fixed order over parts that depend on the shape and the thread
+ * count only, never on which thread ran what; so results are bitwise
+ * identical run to run for a given thread count (and, for ops that do not
+ * reduce across the split, for any thread count).
  */
 #ifndef CDP_CPU_H
 #define CDP_CPU_H
@@ -31,14 +32,20 @@
 
 /* ---- the thread pool (cpu_backend.c) ---- */
 
-/* fn(ctx, i) for i in [0, n), split into contiguous chunks over the
- * backend's workers; returns when all are done. Runs inline when
+/* fn(ctx, i) for i in [0, n), the indices claimed in small runs by
+ * whichever of the backend's threads is free (so any thread may run any
+ * index, one at a time); returns when all are done. Runs inline when
  * be->threads <= 1, n == 1 or when called from inside a job. fn must only
  * write data owned by index i. One thread at a time may use a backend. */
 void cpu_parallel_for(cdp_backend *be, int n, void (*fn)(void *ctx, int i), void *ctx);
 
-/* Scratch memory of job t in [0, be->threads) of a cpu_parallel_for over
- * be->threads jobs; at least the largest size reserved so far. */
+/* The thread running the calling job, in [0, be->threads): 0 for the
+ * thread that called the op. */
+int cpu_worker(void);
+
+/* Scratch memory number t in [0, be->threads), at least the largest size
+ * reserved so far: a thread's own (cpu_scratch(be, cpu_worker())), or
+ * that of index t of a job over be->threads indices. */
 float *cpu_scratch(cdp_backend *be, int t);
 int cpu_scratch_reserve(cdp_backend *be, size_t bytes);
 
@@ -62,6 +69,11 @@ void cpu_kgemm_nn_tab(int m, int n, int k, const float *a, long rs, long cs,
                       const float *b, const long *boff, float beta, float *c, long ldc);
 void cpu_kgemm_nt_tab(int m, int n, int k, const float *a, long lda, const float *b,
                       const long *boff, float *c, long ldc);
+/* nt_tab over ns segments of seg floats (a multiple of 16): C (M,N) +=
+ * sum over s, q of A[i, s*as + q] B[j, s*bs + q], A[i,.] at a + i*lda,
+ * B[j,.] at b + boff[j] */
+void cpu_kgemm_nt_seg(int m, int n, int ns, int seg, const float *a, long lda, long as,
+                      const float *b, const long *boff, long bs, float *c, long ldc);
 
 /* ---- memory and BLAS-like (cpu_backend.c) ---- */
 void *cpu_alloc(cdp_backend *be, size_t bytes);

@@ -2,10 +2,13 @@
  * thread pool and the per-worker scratch memory.
  *
  * All parallelism is ours: the caller plus threads-1 workers that sleep on
- * a condition variable between jobs. A job is a range [0, n) cut into
- * `threads` contiguous chunks, so which index a worker handles never
- * depends on timing, and as long as fn(i) writes only what belongs to i the
- * result is deterministic. A GEMM is split into blocks of C, one per
+ * a condition variable between jobs. A job is a range [0, n) whose indices
+ * the threads claim in small runs from a shared counter, so a thread that
+ * the machine's other work holds up leaves its share to the others (on a
+ * shared machine a fixed split waits for the slowest thread at every op).
+ * Which thread runs an index depends on timing, what fn(i) computes does
+ * not: as long as fn(i) writes only what belongs to i the result is
+ * deterministic. A GEMM is split into blocks of C, one per
  * worker, each computed single-threaded (by our kernels, cpu_gemm.c, or
  * OpenBLAS with openblas_set_num_threads(1) for the cases they do not
  * cover); the convolutions give each worker whole samples or row chunks
@@ -13,6 +16,7 @@
  * (cpu_conv.c).
  */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <cblas.h>
@@ -24,10 +28,13 @@ typedef struct cpu_pool {
 	pthread_t *th;
 	int nworkers;            /* threads besides the caller */
 	unsigned long gen;       /* bumped once per job */
-	int pending, stop;
+	int open;                /* the job takes new workers */
+	int active;              /* workers inside the job */
+	int stop;
 	void (*fn)(void *, int);
 	void *ctx;
-	int n, nchunks;
+	int n, grain;
+	atomic_int next;         /* the next index to claim */
 } cpu_pool;
 
 #define MAX_THREADS 256
@@ -41,32 +48,47 @@ typedef struct cpu_impl {
 	size_t scratch_bytes;
 } cpu_impl;
 
-typedef struct cpu_worker_arg { cpu_pool *p; int chunk; } cpu_worker_arg;
+typedef struct cpu_worker_arg { cpu_pool *p; int id; } cpu_worker_arg;
 
 /* Set while a thread runs a job: a parallel_for from inside one runs
  * inline instead of deadlocking on workers busy with the outer job. Ops do
  * not nest (the convolutions' jobs own per-worker scratch and must not);
  * this only keeps a mistake from hanging. */
 static __thread int in_job;
+/* 0 for the thread that calls the ops, 1.. for the pool's workers */
+static __thread int worker_id;
 
-static void run_chunk(cpu_pool *p, int chunk)
+int cpu_worker(void)
 {
-	int lo = (int)((long)p->n * chunk / p->nchunks);
-	int hi = (int)((long)p->n * (chunk + 1) / p->nchunks);
+	return worker_id;
+}
 
+/* Claims runs of `grain` indices until none are left. */
+static void run_claims(cpu_pool *p)
+{
 	in_job = 1;
-	for (int i = lo; i < hi; i++)
-		p->fn(p->ctx, i);
+	for (;;) {
+		int lo = atomic_fetch_add_explicit(&p->next, p->grain, memory_order_relaxed);
+		int hi = lo + p->grain < p->n ? lo + p->grain : p->n;
+		if (lo >= p->n)
+			break;
+		for (int i = lo; i < hi; i++)
+			p->fn(p->ctx, i);
+	}
 	in_job = 0;
 }
 
+/* A worker joins a job only while it is open: one that wakes after the
+ * caller has closed it (the caller and the others did all the work) goes
+ * back to sleep, and the caller never waits for a worker that the
+ * machine did not run in time. */
 static void *worker_main(void *arg)
 {
 	cpu_worker_arg *a = arg;
 	cpu_pool *p = a->p;
-	int chunk = a->chunk;
 	unsigned long seen = 0;
 
+	worker_id = a->id;
 	free(a);
 	pthread_mutex_lock(&p->mu);
 	for (;;) {
@@ -75,11 +97,13 @@ static void *worker_main(void *arg)
 		if (p->stop)
 			break;
 		seen = p->gen;
+		if (!p->open)
+			continue;
+		p->active++;
 		pthread_mutex_unlock(&p->mu);
-		if (chunk < p->nchunks)
-			run_chunk(p, chunk);
+		run_claims(p);
 		pthread_mutex_lock(&p->mu);
-		if (--p->pending == 0)
+		if (--p->active == 0 && !p->open)
 			pthread_cond_signal(&p->done);
 	}
 	pthread_mutex_unlock(&p->mu);
@@ -119,7 +143,7 @@ static int pool_start(cpu_pool *p, int nworkers)
 		if (!a)
 			return -1;
 		a->p = p;
-		a->chunk = i + 1;
+		a->id = i + 1;
 		if (pthread_create(&p->th[i], NULL, worker_main, a) != 0) {
 			free(a);
 			return -1;
@@ -129,17 +153,18 @@ static int pool_start(cpu_pool *p, int nworkers)
 	return 0;
 }
 
+/* Runs of about an eighth of an even share: fine enough to even out
+ * threads that run at different speeds, coarse enough that claiming costs
+ * nothing next to the work. */
 void cpu_parallel_for(cdp_backend *be, int n, void (*fn)(void *ctx, int i), void *ctx)
 {
 	cpu_impl *im = be->impl;
 	cpu_pool *p = &im->pool;
-	int nchunks = p->nworkers + 1;
+	int threads = p->nworkers + 1;
 
 	if (n <= 0)
 		return;
-	if (nchunks > n)
-		nchunks = n;
-	if (nchunks <= 1 || !im->pool_ok || in_job) {
+	if (threads <= 1 || n == 1 || !im->pool_ok || in_job) {
 		for (int i = 0; i < n; i++)
 			fn(ctx, i);
 		return;
@@ -148,16 +173,19 @@ void cpu_parallel_for(cdp_backend *be, int n, void (*fn)(void *ctx, int i), void
 	p->fn = fn;
 	p->ctx = ctx;
 	p->n = n;
-	p->nchunks = nchunks;
-	p->pending = p->nworkers;
+	p->grain = n / (8 * threads) > 1 ? n / (8 * threads) : 1;
+	atomic_store_explicit(&p->next, 0, memory_order_relaxed);
+	p->open = 1;
 	p->gen++;
 	pthread_cond_broadcast(&p->start);
 	pthread_mutex_unlock(&p->mu);
 
-	run_chunk(p, 0);
+	run_claims(p);
 
+	/* every index is claimed: wait for the workers still running theirs */
 	pthread_mutex_lock(&p->mu);
-	while (p->pending > 0)
+	p->open = 0;
+	while (p->active > 0)
 		pthread_cond_wait(&p->done, &p->mu);
 	pthread_mutex_unlock(&p->mu);
 }

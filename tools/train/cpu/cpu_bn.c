@@ -35,17 +35,22 @@
 #pragma GCC optimize ("tree-vectorize", "vect-cost-model=dynamic", "no-trapping-math")
 #endif
 
-#define VL 16
+/* The sums run on NV vectors of 4 floats (SSE2, which every x86-64 has:
+ * GCC would split wider vectors, and their comparisons into scalars), 16
+ * lanes in all. */
+#define NV 4
+#define VL (4 * NV)
 #define BLOCK 1024
-typedef float vf __attribute__((vector_size(VL * 4), aligned(4)));
-typedef int32_t vi __attribute__((vector_size(VL * 4), aligned(4)));
+typedef float v4f __attribute__((vector_size(16), aligned(4)));
+typedef int32_t v4i __attribute__((vector_size(16), aligned(4)));
 
-/* vectors go by pointer: a 64-byte vector argument would change the ABI */
-static double lanes(const vf *v)
+/* the lanes of acc[0..NV) added in order */
+static double lanes(const v4f *acc)
 {
 	double s = 0.0;
-	for (int l = 0; l < VL; l++)
-		s += (*v)[l];
+	for (int v = 0; v < NV; v++)
+		for (int l = 0; l < 4; l++)
+			s += acc[v][l];
 	return s;
 }
 
@@ -56,16 +61,17 @@ static void shifted_sums(const float *x, size_t n, float k, double *s1, double *
 
 	while (i + VL <= n) {
 		size_t end = i + BLOCK < n ? i + BLOCK : n;
-		vf a = { 0 }, b = { 0 };
-		for (; i + VL <= end; i += VL) {
-			vf v;
-			memcpy(&v, x + i, sizeof v);
-			v -= k;
-			a += v;
-			b += v * v;
-		}
-		*s1 += lanes(&a);
-		*s2 += lanes(&b);
+		v4f a[NV] = { { 0 } }, b[NV] = { { 0 } };
+		for (; i + VL <= end; i += VL)
+			for (int v = 0; v < NV; v++) {
+				v4f t;
+				memcpy(&t, x + i + 4 * v, sizeof t);
+				t -= k;
+				a[v] += t;
+				b[v] += t * t;
+			}
+		*s1 += lanes(a);
+		*s2 += lanes(b);
 	}
 	for (; i < n; i++) {
 		double v = (double)x[i] - k;
@@ -87,16 +93,16 @@ static inline __attribute__((always_inline)) float grad1(const int act, float sl
 	return g;
 }
 
-/* grad1 on 16 lanes, g in place */
-static inline __attribute__((always_inline)) void gradv(const int act, float slope,
-                                                       const vf *y, vf *g)
+/* grad1 on 4 lanes */
+static inline __attribute__((always_inline)) v4f grad4(const int act, float slope, v4f y, v4f g)
 {
-	if (act == CDP_ACT_RELU) {
-		*g = (vf)((vi)*g & ~(vi)(*y <= 0.0f));
-	} else if (act == CDP_ACT_LEAKY) {
-		vi pos = (vi)(*y > 0.0f);
-		*g = (vf)(((vi)*g & pos) | ((vi)(*g * slope) & ~pos));
+	if (act == CDP_ACT_RELU)
+		return (v4f)((v4i)g & ~(v4i)(y <= 0.0f));
+	if (act == CDP_ACT_LEAKY) {
+		v4i pos = (v4i)(y > 0.0f);
+		return (v4f)(((v4i)g & pos) | ((v4i)(g * slope) & ~pos));
 	}
+	return g;
 }
 
 /* sg += sum of g, sgx += sum of g * (x - m) * is over a plane of n */
@@ -108,19 +114,20 @@ grad_sums(const int act, float slope, const float *x, const float *y, const floa
 
 	while (i + VL <= n) {
 		size_t end = i + BLOCK < n ? i + BLOCK : n;
-		vf a = { 0 }, b = { 0 };
-		for (; i + VL <= end; i += VL) {
-			vf xv, yv = { 0 }, gv;
-			memcpy(&xv, x + i, sizeof xv);
-			if (act)
-				memcpy(&yv, y + i, sizeof yv);
-			memcpy(&gv, dy + i, sizeof gv);
-			gradv(act, slope, &yv, &gv);
-			a += gv;
-			b += gv * ((xv - m) * is);
-		}
-		*sg += lanes(&a);
-		*sgx += lanes(&b);
+		v4f a[NV] = { { 0 } }, b[NV] = { { 0 } };
+		for (; i + VL <= end; i += VL)
+			for (int v = 0; v < NV; v++) {
+				v4f xv, yv = { 0 }, gv;
+				memcpy(&xv, x + i + 4 * v, sizeof xv);
+				if (act)
+					memcpy(&yv, y + i + 4 * v, sizeof yv);
+				memcpy(&gv, dy + i + 4 * v, sizeof gv);
+				gv = grad4(act, slope, yv, gv);
+				a[v] += gv;
+				b[v] += gv * ((xv - m) * is);
+			}
+		*sg += lanes(a);
+		*sgx += lanes(b);
 	}
 	for (; i < n; i++) {
 		float g = grad1(act, slope, act ? y[i] : 0.0f, dy[i]);

@@ -9,28 +9,34 @@
  * slice). The gemm kernels take B's rows from such a table of offsets
  * (cpu_kgemm_*_tab), and the 9x bigger im2col matrix is never written.
  *
- * One routine, corr(), computes out (O, OH, OW) (+)= sum over (s,i,j) of
- * A[o, (s,i,j)] * in_padded[s, oh + i*dil, ow + j*dil]:
+ * One routine, corr_item(), computes out (O, OH, OW) (+)= sum over (s,i,j)
+ * of A[o, (s,i,j)] * in_padded[s, oh + i*dil, ow + j*dil]:
  *   forward:  in = x, A = w (F, C*KH*KW), pad as given
  *   data:     in = dy, A = w flipped and transposed (C, F*KH*KW), pad
  *             dil*(K-1) - pad: the data gradient of a stride-1 conv is the
  *             correlation of dy with the flipped kernel
  * and the filter gradient is dw (F, C*KH*KW) += dy_p (F, np) B^T with the
  * same table over x (dy_p: dy at padded width, junk columns zero).
+ * When OW is a multiple of 32 (a whole number of the kernels' column
+ * tiles) the junk columns are not computed at all: the gemm runs once per
+ * output row, writing straight into out, and the filter gradient reads
+ * dy's rows in place (cpu_kgemm_nt_seg) instead of a dy_p copy.
  *
- * Work: (sample, chunk of output rows) items over the workers; each copies
- * the input rows its chunk needs into a padded slice in its scratch (about
- * CHUNK_FLOATS), so the slice stays in cache while the gemm reads it. The
- * filter gradient is summed per worker and then over the workers in order;
- * for small planes its items are groups of whole samples (group_max).
- * Usable when stride is 1 and pad <= dil*(K-1) (so the data gradient's pad
- * is not negative).
+ * Work: (sample, chunk of output rows) items, taken by whichever thread is
+ * free; each copies the input rows its chunk needs into a padded slice in
+ * that thread's scratch (about CHUNK_FLOATS), so the slice stays in cache
+ * while the gemm reads it. The filter gradient sums over the items in
+ * FILTER_PARTS parts per thread, each into its own partial, then adds the
+ * partials in order (filter_part); for small planes its items are groups
+ * of whole samples (group_max). Usable when stride is 1 and pad <=
+ * dil*(K-1) (so the data gradient's pad is not negative).
  */
 #include <string.h>
 #include "cpu.h"
 
 #define CHUNK_FLOATS (256 * 1024)
 #define SLACK 64             /* >= 16: the columns round16 adds */
+#define FILTER_PARTS 4       /* filter-gradient parts per thread */
 
 /* The correlation problem corr() solves. */
 typedef struct corr {
@@ -102,15 +108,15 @@ static int group_max(const corr *c, int f)
 	return g < 1 ? 1 : (int)g;
 }
 
-/* Samples per item for n samples over `parts` workers: at most group_max,
- * and as even as it can be over the same number of items per worker. */
+/* Samples per item for n samples over `parts` parts: at most group_max,
+ * and as even as it can be over the same number of items per part. */
 static int group_size(const corr *c, int f, int n, int parts)
 {
 	int gmax = group_max(c, f), per;
 
 	if (gmax == 0)
 		return 0;
-	per = (n + (long)parts * gmax - 1) / ((long)parts * gmax);   /* items per worker */
+	per = (n + (long)parts * gmax - 1) / ((long)parts * gmax);   /* items per part */
 	return (int)((n + (long)parts * per - 1) / ((long)parts * per));
 }
 
@@ -120,14 +126,15 @@ size_t cpu_iconv_scratch(const cdp_conv_desc *d)
 	size_t k = (size_t)d->c * d->kh * d->kw;
 	size_t a = slice_floats(&f) + tmp_floats(&f);
 	size_t b = slice_floats(&g) + tmp_floats(&g);
-	size_t fl = (size_t)d->f * k + slice_floats(&f) + (size_t)d->f * round16(f.rows * f.wp);
+	size_t fl = FILTER_PARTS * (size_t)d->f * k + slice_floats(&f) +
+	            (size_t)d->f * round16(f.rows * f.wp);
 	size_t m = a > b ? a : b;
 	int gm = group_max(&f, d->f);
 
 	if (gm > 0) {
 		long sf = sample_floats(&f) * gm;
-		size_t gl = (size_t)d->f * k + (size_t)f.s * sf + SLACK + (size_t)f.dil * f.kw +
-		            (size_t)d->f * round16((int)sf);
+		size_t gl = FILTER_PARTS * (size_t)d->f * k + (size_t)f.s * sf + SLACK +
+		            (size_t)f.dil * f.kw + (size_t)d->f * round16((int)sf);
 		if (gl > fl)
 			fl = gl;
 	}
@@ -203,44 +210,61 @@ typedef struct ijob {
 	float beta;
 } ijob;
 
-static void corr_part(void *ctx, int t)
+/* One item of forward or data: output rows [r0, r1) of one sample, in the
+ * running thread's scratch (the items write disjoint output rows, so any
+ * thread may take any item). */
+static void corr_item(void *ctx, int it)
 {
 	const ijob *j = ctx;
 	const corr *c = &j->c;
-	int nch = (c->oh + c->rows - 1) / c->rows, items = j->n * nch;
-	int lo = (int)((long)items * t / j->parts), hi = (int)((long)items * (t + 1) / j->parts);
-	float *slice = cpu_scratch(j->be, t), *tmp = slice + slice_floats(c);
+	int nch = (c->oh + c->rows - 1) / c->rows, n = it / nch, r0 = (it % nch) * c->rows;
+	int r1 = r0 + c->rows < c->oh ? r0 + c->rows : c->oh, np = round16((r1 - r0) * c->wp);
 	int k = c->s * c->kh * c->kw;
+	float *slice = cpu_scratch(j->be, cpu_worker()), *tmp = slice + slice_floats(c);
+	float *on = j->out + (size_t)n * c->o * c->oh * c->ow;
 
-	for (int it = lo; it < hi; it++) {
-		int n = it / nch, r0 = (it % nch) * c->rows;
-		int r1 = r0 + c->rows < c->oh ? r0 + c->rows : c->oh, np = round16((r1 - r0) * c->wp);
-		fill_slice(c, j->in + (size_t)n * c->s * c->h * c->w, r0, r1, slice);
-		cpu_kgemm_nn_tab(c->o, np, k, j->a, j->rs, 1, slice, j->tab, 0.0f, tmp, np);
-		for (int o = 0; o < c->o; o++) {
-			float b = j->bias ? j->bias[o] : 0.0f;
-			for (int r = r0; r < r1; r++) {
-				const float *src = tmp + (size_t)o * np + (size_t)(r - r0) * c->wp;
-				float *dst = j->out + (((size_t)n * c->o + o) * c->oh + r) * c->ow;
-				if (j->beta == 0.0f)
-					for (int q = 0; q < c->ow; q++)
-						dst[q] = src[q] + b;
-				else
-					for (int q = 0; q < c->ow; q++)
-						dst[q] += src[q] + b;
-			}
+	fill_slice(c, j->in + (size_t)n * c->s * c->h * c->w, r0, r1, slice);
+	if (c->ow % 32 == 0) {
+		/* row by row straight into out (C's rows are channels, OH*OW
+		 * apart): no junk columns, no copy */
+		for (int r = r0; r < r1; r++)
+			cpu_kgemm_nn_tab(c->o, c->ow, k, j->a, j->rs, 1, slice + (size_t)(r - r0) * c->wp,
+			                 j->tab, j->beta, on + (size_t)r * c->ow, (long)c->oh * c->ow);
+		for (int o = 0; j->bias && o < c->o; o++)
+			for (float *d = on + ((size_t)o * c->oh + r0) * c->ow,
+			     *e = d + (size_t)(r1 - r0) * c->ow; d < e; d++)
+				*d += j->bias[o];
+		return;
+	}
+	cpu_kgemm_nn_tab(c->o, np, k, j->a, j->rs, 1, slice, j->tab, 0.0f, tmp, np);
+	for (int o = 0; o < c->o; o++) {
+		float b = j->bias ? j->bias[o] : 0.0f;
+		for (int r = r0; r < r1; r++) {
+			const float *src = tmp + (size_t)o * np + (size_t)(r - r0) * c->wp;
+			float *dst = on + ((size_t)o * c->oh + r) * c->ow;
+			if (j->beta == 0.0f)
+				for (int q = 0; q < c->ow; q++)
+					dst[q] = src[q] + b;
+			else
+				for (int q = 0; q < c->ow; q++)
+					dst[q] += src[q] + b;
 		}
 	}
+}
+
+static int corr_items(const corr *c, int n)
+{
+	return n * ((c->oh + c->rows - 1) / c->rows);
 }
 
 void cpu_iconv_fwd(cdp_backend *be, const cdp_conv_desc *d, const float *x,
                    const float *w, const float *bias, float *y, void *ws)
 {
-	ijob j = { .be = be, .c = fwd_corr(d), .n = d->n, .parts = be->threads, .in = x,
-	           .a = w, .rs = (long)d->c * d->kh * d->kw, .bias = bias, .out = y,
-	           .tab = ws, .beta = 0.0f };
+	ijob j = { .be = be, .c = fwd_corr(d), .n = d->n, .in = x, .a = w,
+	           .rs = (long)d->c * d->kh * d->kw, .bias = bias, .out = y, .tab = ws,
+	           .beta = 0.0f };
 	make_table(&j.c, ws);
-	cpu_parallel_for(be, j.parts, corr_part, &j);
+	cpu_parallel_for(be, corr_items(&j.c, d->n), corr_item, &j);
 }
 
 void cpu_iconv_data(cdp_backend *be, const cdp_conv_desc *d, const float *dy,
@@ -248,8 +272,8 @@ void cpu_iconv_data(cdp_backend *be, const cdp_conv_desc *d, const float *dy,
 {
 	int kk = d->kh * d->kw;
 	float *wf = (float *)((char *)ws + table_bytes(d));
-	ijob j = { .be = be, .c = data_corr(d), .n = d->n, .parts = be->threads, .in = dy,
-	           .a = wf, .rs = (long)d->f * kk, .out = dx, .tab = ws, .beta = beta };
+	ijob j = { .be = be, .c = data_corr(d), .n = d->n, .in = dy, .a = wf,
+	           .rs = (long)d->f * kk, .out = dx, .tab = ws, .beta = beta };
 
 	/* wf[c, (f, t)] = w[f, c, KK-1-t]: the kernel turned around */
 	for (int c = 0; c < d->c; c++)
@@ -257,17 +281,32 @@ void cpu_iconv_data(cdp_backend *be, const cdp_conv_desc *d, const float *dy,
 			for (int t = 0; t < kk; t++)
 				wf[((size_t)c * d->f + f) * kk + t] = w[((size_t)f * d->c + c) * kk + kk - 1 - t];
 	make_table(&j.c, ws);
-	cpu_parallel_for(be, j.parts, corr_part, &j);
+	cpu_parallel_for(be, corr_items(&j.c, d->n), corr_item, &j);
 }
 
-static void filter_part(void *ctx, int t)
+/* The filter gradient sums over all items. Its parts (j->parts of them,
+ * at most FILTER_PARTS per thread) are fixed runs of items, each summed
+ * into its own partial dw, which the threads take as they come free; the
+ * partials are then added in part order. Part p's partial is number
+ * p % FILTER_PARTS in the scratch of thread p / FILTER_PARTS; a thread's
+ * own slice and dy_p follow the partials in its scratch. */
+static float *part_dw(const ijob *j, int p)
+{
+	return cpu_scratch(j->be, p / FILTER_PARTS) + (size_t)(p % FILTER_PARTS) * j->f * j->k;
+}
+
+static float *own_slice(const ijob *j)
+{
+	return cpu_scratch(j->be, cpu_worker()) + (size_t)FILTER_PARTS * j->f * j->k;
+}
+
+static void filter_part(void *ctx, int p)
 {
 	const ijob *j = ctx;
 	const corr *c = &j->c;
 	int nch = (c->oh + c->rows - 1) / c->rows, items = j->n * nch;
-	int lo = (int)((long)items * t / j->parts), hi = (int)((long)items * (t + 1) / j->parts);
-	float *dwt = cpu_scratch(j->be, t), *slice = dwt + (size_t)j->f * j->k;
-	float *dyp = slice + slice_floats(c);
+	int lo = (int)((long)items * p / j->parts), hi = (int)((long)items * (p + 1) / j->parts);
+	float *dwt = part_dw(j, p), *slice = own_slice(j), *dyp = slice + slice_floats(c);
 
 	memset(dwt, 0, (size_t)j->f * j->k * sizeof *dwt);
 	for (int it = lo; it < hi; it++) {
@@ -275,6 +314,14 @@ static void filter_part(void *ctx, int t)
 		int r1 = r0 + c->rows < c->oh ? r0 + c->rows : c->oh, nv = (r1 - r0) * c->wp;
 		int np = round16(nv);
 		fill_slice(c, j->in + (size_t)n * c->s * c->h * c->w, r0, r1, slice);
+		if (c->ow % 32 == 0) {
+			/* dy's rows in place: the sum runs over the valid
+			 * columns of each row only, no dy_p */
+			cpu_kgemm_nt_seg(j->f, j->k, r1 - r0, c->ow,
+			                 j->dy + ((size_t)n * j->f * c->oh + r0) * c->ow,
+			                 (long)c->oh * c->ow, c->ow, slice, j->tab, c->wp, dwt, j->k);
+			continue;
+		}
 		for (int f = 0; f < j->f; f++) {
 			for (int r = r0; r < r1; r++) {
 				float *o = dyp + (size_t)f * np + (size_t)(r - r0) * c->wp;
@@ -289,14 +336,14 @@ static void filter_part(void *ctx, int t)
 }
 
 /* filter_part for items of j->c.g whole samples (group_size) */
-static void filter_group_part(void *ctx, int t)
+static void filter_group_part(void *ctx, int p)
 {
 	const ijob *j = ctx;
 	const corr *c = &j->c;
 	int items = (j->n + c->g - 1) / c->g, ext = c->dil * (c->kh - 1);
-	int lo = (int)((long)items * t / j->parts), hi = (int)((long)items * (t + 1) / j->parts);
+	int lo = (int)((long)items * p / j->parts), hi = (int)((long)items * (p + 1) / j->parts);
 	long sf = sample_floats(c);
-	float *dwt = cpu_scratch(j->be, t), *slice = dwt + (size_t)j->f * j->k;
+	float *dwt = part_dw(j, p), *slice = own_slice(j);
 	float *dyp = slice + (size_t)c->s * c->chs + SLACK + (size_t)c->dil * c->kw;
 
 	memset(dwt, 0, (size_t)j->f * j->k * sizeof *dwt);
@@ -332,13 +379,15 @@ static void filter_group_part(void *ctx, int t)
 	}
 }
 
-static void reduce_part(void *ctx, int t)
+/* dw += the partials in part order, over be->threads ranges of dw */
+static void reduce_range(void *ctx, int t)
 {
 	const ijob *j = ctx;
-	size_t n = (size_t)j->f * j->k, lo = n * t / j->parts, hi = n * (t + 1) / j->parts;
+	int ranges = j->be->threads;
+	size_t n = (size_t)j->f * j->k, lo = n * t / ranges, hi = n * (t + 1) / ranges;
 
-	for (int u = 0; u < j->parts; u++) {
-		const float *s = cpu_scratch(j->be, u);
+	for (int p = 0; p < j->parts; p++) {
+		const float *s = part_dw(j, p);
 		for (size_t i = lo; i < hi; i++)
 			j->dw[i] += s[i];
 	}
@@ -347,12 +396,16 @@ static void reduce_part(void *ctx, int t)
 void cpu_iconv_filter(cdp_backend *be, const cdp_conv_desc *d, const float *x,
                       const float *dy, float *dw, void *ws)
 {
-	ijob j = { .be = be, .c = fwd_corr(d), .n = d->n, .parts = be->threads, .in = x,
-	           .dy = dy, .dw = dw, .f = d->f, .k = d->c * d->kh * d->kw, .tab = ws };
-	j.c.g = group_size(&j.c, d->f, d->n, j.parts);
+	ijob j = { .be = be, .c = fwd_corr(d), .n = d->n, .in = x, .dy = dy, .dw = dw,
+	           .f = d->f, .k = d->c * d->kh * d->kw, .tab = ws };
+	int parts = FILTER_PARTS * be->threads, items;
+
+	j.c.g = j.c.ow % 32 == 0 ? 0 : group_size(&j.c, d->f, d->n, parts);
 	if (j.c.g > 0)
 		j.c.chs = (int)(j.c.g * sample_floats(&j.c));
+	items = j.c.g > 0 ? (d->n + j.c.g - 1) / j.c.g : corr_items(&j.c, d->n);
+	j.parts = items < parts ? items : parts;
 	make_table(&j.c, ws);
 	cpu_parallel_for(be, j.parts, j.c.g > 0 ? filter_group_part : filter_part, &j);
-	cpu_parallel_for(be, j.parts, reduce_part, &j);
+	cpu_parallel_for(be, be->threads, reduce_range, &j);
 }

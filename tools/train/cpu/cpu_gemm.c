@@ -21,6 +21,9 @@
  * The _tab variants take B's rows from a table of offsets instead of a
  * stride (row k of B at b + boff[k]): the implicit convolution
  * (cpu_conv_implicit.c) points them at shifted views of its input.
+ *  cpu_kgemm_nt_seg: nt_tab with the sum over k cut into segments that
+ *    lie at their own strides in A and in B (dy's output rows, and the
+ *    padded input's rows, which are wider), so neither is copied.
  *
  * cpu_gemm_kern.h holds the kernels for one vector width; it is compiled
  * here for AVX-512 (16 floats), AVX2+FMA (8) and SSE2 (4, every x86-64),
@@ -105,6 +108,8 @@ typedef struct kernels {
 	               float, float *, long);
 	void (*nt)(int, int, int, const float *, long, const float *, long, float *, long);
 	void (*nt_tab)(int, int, int, const float *, long, const float *, const long *, float *, long);
+	void (*nt_seg)(int, int, int, int, const float *, long, long, const float *, const long *,
+	               long, float *, long);
 } kernels;
 
 static int has_sse2(void) { return 1; }
@@ -115,13 +120,13 @@ static int has_avx512(void) { return __builtin_cpu_supports("avx512f"); }
 static int has_avx2(void) { return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"); }
 
 static const kernels table[] = {
-	{ "avx512", has_avx512, nn_avx512, nn_tab_avx512, nt_avx512, nt_tab_avx512 },
-	{ "avx2", has_avx2, nn_avx2, nn_tab_avx2, nt_avx2, nt_tab_avx2 },
-	{ "sse2", has_sse2, nn_sse2, nn_tab_sse2, nt_sse2, nt_tab_sse2 },
+	{ "avx512", has_avx512, nn_avx512, nn_tab_avx512, nt_avx512, nt_tab_avx512, nt_seg_avx512 },
+	{ "avx2", has_avx2, nn_avx2, nn_tab_avx2, nt_avx2, nt_tab_avx2, nt_seg_avx2 },
+	{ "sse2", has_sse2, nn_sse2, nn_tab_sse2, nt_sse2, nt_tab_sse2, nt_seg_sse2 },
 };
 #else
 static const kernels table[] = {
-	{ "sse2", has_sse2, nn_sse2, nn_tab_sse2, nt_sse2, nt_tab_sse2 },
+	{ "sse2", has_sse2, nn_sse2, nn_tab_sse2, nt_sse2, nt_tab_sse2, nt_seg_sse2 },
 };
 #endif
 #define NKERNELS ((int)(sizeof table / sizeof table[0]))
@@ -189,4 +194,10 @@ void cpu_kgemm_nt_tab(int m, int n, int k, const float *a, long lda, const float
                       const long *boff, float *c, long ldc)
 {
 	kern()->nt_tab(m, n, k, a, lda, b, boff, c, ldc);
+}
+
+void cpu_kgemm_nt_seg(int m, int n, int ns, int seg, const float *a, long lda, long as,
+                      const float *b, const long *boff, long bs, float *c, long ldc)
+{
+	kern()->nt_seg(m, n, ns, seg, a, lda, as, b, boff, bs, c, ldc);
 }

@@ -230,6 +230,81 @@ KNAME(kgemm_nt)(int m, int n, int k, const float *a, long lda, const float *b, l
 	}
 }
 
+/* ---- C += A B^T over segmented rows ----
+ * Row i of A is the ns segments a + i*lda + s*as, row j of B the segments
+ * b + tab[j] + s*bs, each seg floats (a multiple of VW): the filter
+ * gradient reads dy's output rows and the padded input's rows in place,
+ * which lie at different strides. */
+static inline __attribute__((always_inline)) void
+KNAME(tile_nts)(const int mr, const int nr, int ns, int seg, const float *a, long lda, long as,
+                const float *b, const long *tab, long bs, float *c, long ldc)
+{
+	V acc[NT_MR][NT_NR];
+	const float *bp[NT_NR];
+
+	#pragma GCC unroll 16
+	for (int j = 0; j < nr; j++)
+		bp[j] = b + tab[j];
+	#pragma GCC unroll 16
+	for (int i = 0; i < mr; i++)
+		#pragma GCC unroll 16
+		for (int j = 0; j < nr; j++)
+			acc[i][j] = (V){ 0 };
+	for (int s = 0; s < ns; s++) {
+		const float *as0 = a + s * as;
+		long bo = s * bs;
+		for (int q = 0; q < seg; q += VW) {
+			V av[NT_MR];
+			#pragma GCC unroll 16
+			for (int i = 0; i < mr; i++)
+				VLOAD(av[i], as0 + i * lda + q);
+			#pragma GCC unroll 16
+			for (int j = 0; j < nr; j++) {
+				V bv;
+				VLOAD(bv, bp[j] + bo + q);
+				#pragma GCC unroll 16
+				for (int i = 0; i < mr; i++)
+					acc[i][j] += av[i] * bv;
+			}
+		}
+	}
+	#pragma GCC unroll 16
+	for (int i = 0; i < mr; i++)
+		#pragma GCC unroll 16
+		for (int j = 0; j < nr; j++)
+			c[i * ldc + j] += KNAME(hsum)(&acc[i][j]);
+}
+
+/* segments in blocks of about NT_KC floats, as kgemm_nt blocks k */
+static void KNAME(nt_seg)(int m, int n, int ns, int seg, const float *a, long lda, long as,
+                          const float *b, const long *tab, long bs, float *c, long ldc)
+{
+	int per = NT_KC / seg > 1 ? NT_KC / seg : 1;
+
+	for (int s0 = 0; s0 < ns; s0 += per) {
+		int sn = ns - s0 < per ? ns - s0 : per, j = 0;
+		const float *ab = a + s0 * as, *bb = b + s0 * bs;
+		for (; j + NT_NR <= n; j += NT_NR) {
+			int i0 = 0;
+			for (; i0 + NT_MR <= m; i0 += NT_MR)
+				KNAME(tile_nts)(NT_MR, NT_NR, sn, seg, ab + i0 * lda, lda, as, bb, tab + j,
+				                bs, c + i0 * ldc + j, ldc);
+			for (; i0 < m; i0++)
+				KNAME(tile_nts)(1, NT_NR, sn, seg, ab + i0 * lda, lda, as, bb, tab + j, bs,
+				                c + i0 * ldc + j, ldc);
+		}
+		for (; j < n; j++) {
+			int i0 = 0;
+			for (; i0 + NT_MR <= m; i0 += NT_MR)
+				KNAME(tile_nts)(NT_MR, 1, sn, seg, ab + i0 * lda, lda, as, bb, tab + j, bs,
+				                c + i0 * ldc + j, ldc);
+			for (; i0 < m; i0++)
+				KNAME(tile_nts)(1, 1, sn, seg, ab + i0 * lda, lda, as, bb, tab + j, bs,
+				                c + i0 * ldc + j, ldc);
+		}
+	}
+}
+
 /* The four entry points; NULL constants specialise the stride versions. */
 static void KNAME(nn)(int m, int n, int k, const float *a, long rs, long cs,
                       const float *b, long ldb, float beta, float *c, long ldc)
