@@ -8,14 +8,19 @@
 # Ours: bench/engine_bench with --threads T. PyTorch: bench/torch_model.py
 # (the same model built from tests/train/model_dump's JSON) with
 # torch.set_num_threads(T), once in NCHW and once in channels_last; ours is
-# compared with the better of the two. Warm-up steps are not timed; each
-# configuration runs BENCH_REPEAT times, interleaved, and the fastest run
-# counts (the machine may be shared). Peak memory is getrusage's ru_maxrss
+# compared with the better of the two (by median). Warm-up steps are not
+# timed; each configuration runs BENCH_REPEAT times, interleaved (ours,
+# torch NCHW, torch channels_last, then again), and the table shows the
+# median and the best of the runs. On a shared machine the load changes
+# from minute to minute, so the speed ratio is the median of the ratios of
+# runs made back to back (ours against the same repeat's torch), which
+# a quiet or a busy minute sways less than a ratio of medians or of bests.
+# Peak memory is getrusage's ru_maxrss
 # of each whole process (a fresh one per run), so torch's includes the
 # ~0.5 GiB of its libraries; "base" is the peak before the model is built.
 #   usage: bench/engine.sh [BUILDDIR]
 #   env: BENCH_THREADS (default nproc), BENCH_STEPS (5), BENCH_WARMUP (2),
-#        BENCH_REPEAT (2), BENCH_MODELS ("unet classifier"),
+#        BENCH_REPEAT (3), BENCH_MODELS ("unet classifier"),
 #        TORCH_PYTHON (python3 on PATH: the newest torch, 2.x)
 set -eu
 src=$(cd "$(dirname "$0")/.." && pwd)
@@ -23,7 +28,7 @@ build=$(cd "${1:-$src}" && pwd)
 T=${BENCH_THREADS:-$(nproc)}
 steps=${BENCH_STEPS:-5}
 warmup=${BENCH_WARMUP:-2}
-repeat=${BENCH_REPEAT:-2}
+repeat=${BENCH_REPEAT:-3}
 models_run=${BENCH_MODELS:-unet classifier}
 PY=${TORCH_PYTHON:-python3}
 dump=$build/tests/train/model_dump
@@ -41,7 +46,7 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')"
-echo "threads: $T; steps: $warmup warm-up + $steps timed, best of $repeat; torch $tv ($PY)"
+echo "threads: $T; steps: $warmup warm-up + $steps timed, $repeat runs each; torch $tv ($PY)"
 
 # model NAME CFG ARGS...: model_dump's JSON, then the runs
 model() {
@@ -68,28 +73,33 @@ for m in $models_run; do
 done
 
 "$PY" - "$tmp" $models_run <<'PYEOF'
-import json, os, sys
+import json, os, statistics, sys
 tmp, names = sys.argv[1], sys.argv[2:]
-print("\n%-11s %-22s %-14s %10s %12s %10s" % ("model", "impl", "layout", "samples/s",
-                                               "peak MiB", "base MiB"))
+print("\n%-11s %-22s %-14s %9s %9s %10s %10s" % ("model", "impl", "layout", "median/s",
+                                               "best/s", "peak MiB", "base MiB"))
 for name in names:
-    best = {}
+    runs = {}                   # (impl, layout) -> runs in repeat order
     with open(os.path.join(tmp, name + ".runs")) as f:
         for line in f:
             r = json.loads(line)
-            key = (r["impl"], r["layout"])
-            if key not in best or r["samples_per_s"] > best[key]["samples_per_s"]:
-                best[key] = r
-    ours = [r for k, r in best.items() if k[0].startswith("cdpool")][0]
-    torch_runs = [r for k, r in best.items() if k[0].startswith("torch")]
-    peer = max(torch_runs, key=lambda r: r["samples_per_s"])
-    for r in [ours] + torch_runs:
-        print("%-11s %-22s %-14s %10.2f %12.0f %10.0f" % (name, r["impl"], r["layout"],
-              r["samples_per_s"], r["maxrss_kib"] / 1024, r["base_kib"] / 1024))
-    print("%-11s ours / torch %s: speed %.2fx, peak memory %.2fx (ours: forward %.0f%%, "
-          "backward %.0f%%, optimizer %.0f%% of the step)" % (
-              name, peer["layout"], ours["samples_per_s"] / peer["samples_per_s"],
-              ours["maxrss_kib"] / peer["maxrss_kib"],
-              100 * ours["forward_s"] / ours["seconds"], 100 * ours["backward_s"] / ours["seconds"],
-              100 * ours["optim_s"] / ours["seconds"]))
+            runs.setdefault((r["impl"], r["layout"]), []).append(r)
+    med = {k: statistics.median(r["samples_per_s"] for r in v) for k, v in runs.items()}
+    ours_k = [k for k in runs if k[0].startswith("cdpool")][0]
+    torch_k = [k for k in runs if k[0].startswith("torch")]
+    peer_k = max(torch_k, key=lambda k: med[k])
+    for k in [ours_k] + torch_k:
+        v = runs[k]
+        print("%-11s %-22s %-14s %9.2f %9.2f %10.0f %10.0f" % (name, k[0], k[1], med[k],
+              max(r["samples_per_s"] for r in v), max(r["maxrss_kib"] for r in v) / 1024,
+              v[0]["base_kib"] / 1024))
+    ours, peer = runs[ours_k], runs[peer_k]
+    ratios = [a["samples_per_s"] / b["samples_per_s"] for a, b in zip(ours, peer)]
+    o = ours[0]
+    print("%-11s ours / torch %s: speed %.2fx (median of %s), peak memory %.2fx "
+          "(ours: forward %.0f%%, backward %.0f%%, optimizer %.0f%% of the step)" % (
+              name, peer_k[1], statistics.median(ratios),
+              " ".join("%.2f" % x for x in ratios),
+              max(r["maxrss_kib"] for r in ours) / max(r["maxrss_kib"] for r in peer),
+              100 * o["forward_s"] / o["seconds"], 100 * o["backward_s"] / o["seconds"],
+              100 * o["optim_s"] / o["seconds"]))
 PYEOF

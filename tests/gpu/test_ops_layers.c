@@ -32,23 +32,23 @@ static void bn_case(int n, int c, int hw, int act, float slope, const char *name
 	BN_CMP("running var (unbiased)", rv, nc);
 	BN_CMP("saved mean", sm, nc);
 	BN_CMP("saved invstd", si, nc);
-	/* y is side 0's on both sides, so the activation's mask is the same
-	 * (a value within rounding of 0 could otherwise flip it); a backend
-	 * may overwrite dy when act != 0 (backend.h): it is set again before
-	 * each call */
+	/* y is side 0's on both sides, so a side that masks by y (CUDA) uses
+	 * the mask that side 0 computes again from x (a value within rounding
+	 * of 0 could otherwise flip it); a backend may overwrite dy when act
+	 * != 0 (backend.h): it is set again before each call */
 	yh = gh_host(&y, 0);
 	gh_set(&y, yh, nx * 4);
 	free(yh);
 	GH_BOTH(s, be)
-		be->bn_bwd(be, n, c, hw, GF(x, s), GF(y, s), GF(dy, s), GF(g, s), GF(sm, s), GF(si, s),
-		           act, slope, GF(dx, s), 0.0f, GF(dg, s), GF(db, s));
+		be->bn_bwd(be, n, c, hw, GF(x, s), GF(y, s), GF(dy, s), GF(g, s), GF(bt, s), GF(sm, s),
+		           GF(si, s), act, slope, GF(dx, s), 0.0f, GF(dg, s), GF(db, s));
 	BN_CMP("bwd dx beta 0", dx, nx);
 	BN_CMP("bwd dgamma +=", dg, nc);
 	BN_CMP("bwd dbeta +=", db, nc);
 	gh_set(&dy, dy0, nx * 4);
 	GH_BOTH(s, be)
-		be->bn_bwd(be, n, c, hw, GF(x, s), GF(y, s), GF(dy, s), GF(g, s), GF(sm, s), GF(si, s),
-		           act, slope, GF(dx, s), 1.0f, GF(dg, s), GF(db, s));
+		be->bn_bwd(be, n, c, hw, GF(x, s), GF(y, s), GF(dy, s), GF(g, s), GF(bt, s), GF(sm, s),
+		           GF(si, s), act, slope, GF(dx, s), 1.0f, GF(dg, s), GF(db, s));
 	BN_CMP("bwd dx beta 1", dx, nx);
 	GH_BOTH(s, be)
 		be->bn_fwd_infer(be, n, c, hw, GF(x, s), GF(g, s), GF(bt, s), GF(y, s), GF(rm, s),

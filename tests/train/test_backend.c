@@ -175,6 +175,7 @@ static void test_conv(void)
 		{ 2, 3, 20, 64, 5, 3, 1, 1, 1 },   /* implicit, width 64: rows in place */
 		{ 1, 32, 100, 128, 6, 3, 1, 1, 1 },/* the same in several chunks */
 		{ 1, 3, 40, 64, 4, 3, 1, 2, 2 },   /* rows in place, dilation 2 */
+		{ 1, 16, 256, 256, 4, 2, 2, 0, 1 },/* 2x2 stride 2 in several chunks */
 	};
 	for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
 		const conv_case *cc = &cases[ci];
@@ -308,14 +309,14 @@ static void bn_case(int n, int c, int hw, int act, float slope)
 				rdx[t] = g[k] * inv[k] * (gt - sdy / M - xh * sdyx / M);
 			}
 	}
-	cpu_bn_bwd(be, n, c, hw, x, y, dy, g, sm, si, act, slope, dx, 0.0f, dg, dbt);
+	cpu_bn_bwd(be, n, c, hw, x, y, dy, g, bt, sm, si, act, slope, dx, 0.0f, dg, dbt);
 	BN_NEAR(dx, rdx, nx, 1e-5, "dx");
 	BN_NEAR(dg, rdg, (size_t)c, 1e-5, "dgamma");
 	BN_NEAR(dbt, rdb, (size_t)c, 1e-5, "dbeta");
 	CHECK(memcmp(dy, dy0, nx * sizeof *dy) == 0, "bn bwd act %d: the CPU leaves dy as it was", act);
 	for (size_t i = 0; i < nx; i++)
 		rdx[i] = 2 * rdx[i];
-	cpu_bn_bwd(be, n, c, hw, x, y, dy, g, sm, si, act, slope, dx, 1.0f, dg, dbt);
+	cpu_bn_bwd(be, n, c, hw, x, y, dy, g, bt, sm, si, act, slope, dx, 1.0f, dg, dbt);
 	BN_NEAR(dx, rdx, nx, 1e-5, "dx beta 1");
 	/* inference with the running statistics */
 	for (int k = 0; k < c; k++)

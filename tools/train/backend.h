@@ -134,16 +134,20 @@ struct cdp_backend {
 	                     const float *gamma, const float *beta, float *y,
 	                     const float *run_mean, const float *run_var, float eps,
 	                     int act, float slope);
-	/* The training-mode gradient of y = act(bn(x)): x and y as in and out of
-	 * bn_fwd_train, dy the gradient of y; the activation's derivative comes
-	 * from y (as act_bwd's). With act != 0 the backend may overwrite dy
-	 * (CUDA leaves the gradient before the activation there); with act 0, y
-	 * is not read (it may be NULL). dx (+)= per beta; dgamma, dbeta
-	 * accumulate. */
+	/* The training-mode gradient of y = act(bn(x)): x, gamma, bn_beta and y
+	 * as in and out of bn_fwd_train, dy the gradient of y. The activation
+	 * passes dy where bn(x) > 0 (scaled by slope elsewhere for leaky, zeroed
+	 * for relu): a backend reads that from y, as act_bwd does (CUDA), or
+	 * computes bn(x) again from x, gamma, bn_beta and the saved statistics,
+	 * in the forward's arithmetic (the CPU: two fewer passes over memory
+	 * than reading y). With act != 0 the backend may overwrite dy (CUDA
+	 * leaves the gradient before the activation there); with act 0, y and
+	 * bn_beta are not read (they may be NULL). dx (+)= per beta; dgamma,
+	 * dbeta accumulate. */
 	void (*bn_bwd)(cdp_backend *be, int n, int c, int hw, const float *x, const float *y,
-	               float *dy, const float *gamma, const float *save_mean,
-	               const float *save_invstd, int act, float slope, float *dx, float beta,
-	               float *dgamma, float *dbeta);
+	               float *dy, const float *gamma, const float *bn_beta,
+	               const float *save_mean, const float *save_invstd, int act, float slope,
+	               float *dx, float beta, float *dgamma, float *dbeta);
 
 	/* activations, elementwise over n values; dx (+)= per beta */
 	void (*act_fwd)(cdp_backend *be, int kind, float slope, const float *x, float *y, size_t n);

@@ -3,8 +3,10 @@
  * Every op of the cdp_backend table (backend.h) is a function cpu_<field>
  * with exactly that field's signature; cpu_backend.c fills the table with
  * them. The files:
- *   cpu_backend.c  memory, BLAS-like ops, thread pool, the table
+ *   cpu_backend.c  memory, BLAS-like ops, the table
+ *   cpu_pool.c     the thread pool, per-thread scratch, set_threads
  *   cpu_conv.c     convolution (im2col/col2im + sgemm)
+ *   cpu_im2col.c   its column matrices
  *   cpu_conv_implicit.c  stride-1 convolution without im2col
  *   cpu_gemm.c     the sgemm kernels for convolution-shaped products
  *                  (cpu_gemm_kern.h: their code, per vector width)
@@ -43,11 +45,34 @@ void cpu_parallel_for(cdp_backend *be, int n, void (*fn)(void *ctx, int i), void
  * thread that called the op. */
 int cpu_worker(void);
 
+/* Filter gradients sum over items in up to this many parts per thread,
+ * each into its own partial (in the scratch), added up in part order. A
+ * partial costs a clearing and a reading of the whole dw, so each part
+ * gets at least CPU_PART_PIXELS output pixels' worth of items, and there
+ * are never fewer parts than threads (nor more than items). */
+#define CPU_FILTER_PARTS 4
+#define CPU_PART_PIXELS 2048
+
+static inline int cpu_filter_parts(int threads, int items, long pixels)
+{
+	long p = pixels / CPU_PART_PIXELS;
+
+	if (p < threads)
+		p = threads;
+	if (p > (long)CPU_FILTER_PARTS * threads)
+		p = (long)CPU_FILTER_PARTS * threads;
+	return p < items ? (int)p : items;
+}
+
 /* Scratch memory number t in [0, be->threads), at least the largest size
  * reserved so far: a thread's own (cpu_scratch(be, cpu_worker())), or
  * that of index t of a job over be->threads indices. */
 float *cpu_scratch(cdp_backend *be, int t);
 int cpu_scratch_reserve(cdp_backend *be, size_t bytes);
+
+/* The backend's private state (the pool, the scratch), zeroed; NULL when
+ * out of memory. cpu_set_threads starts the pool, cpu_destroy frees it. */
+void *cpu_impl_new(void);
 
 /* One single-threaded row-major sgemm (what the parallel jobs call). */
 void cpu_sgemm1(int ta, int tb, int m, int n, int k, float alpha, const float *a,
@@ -104,6 +129,20 @@ void cpu_conv_bwd_data(cdp_backend *be, const cdp_conv_desc *d, const float *dy,
 void cpu_conv_bwd_filter(cdp_backend *be, const cdp_conv_desc *d, const float *x,
                          const float *dy, float *dw, float *dbias, void *ws);
 
+/* column matrices (cpu_im2col.c): output rows [r0, r1) of one sample,
+ * col (C*KH*KW, (r1-r0)*OW) <-> xn (C, H, W), col2im adding to xn (beta 1)
+ * or overwriting it (beta 0); and the same over all N samples, col (K,
+ * N*OH*OW), split over the threads. cpu_col2im_disjoint: every element of
+ * xn lies in exactly one window (2x2 at stride 2 tiling it), so the rows
+ * of different chunks do not overlap. */
+void cpu_im2col_rows(const cdp_conv_desc *d, const float *xn, int r0, int r1, float *col);
+void cpu_col2im_rows(const cdp_conv_desc *d, const float *col, int r0, int r1, float *xn,
+                     float beta);
+void cpu_im2col_all(cdp_backend *be, const cdp_conv_desc *d, const float *x, float *col);
+void cpu_col2im_all(cdp_backend *be, const cdp_conv_desc *d, const float *col, float *dx,
+                    float beta);
+int cpu_col2im_disjoint(const cdp_conv_desc *d);
+
 /* stride-1 convolution without im2col (cpu_conv_implicit.c), a plan of
  * cpu_conv.c: usable for stride 1, not 1x1, pad <= dil*(K-1); per-worker
  * scratch and caller workspace bytes; the three ops (ws: its workspace) */
@@ -127,7 +166,7 @@ void cpu_bn_fwd_infer(cdp_backend *be, int n, int c, int hw, const float *x,
                       const float *run_mean, const float *run_var, float eps, int act,
                       float slope);
 void cpu_bn_bwd(cdp_backend *be, int n, int c, int hw, const float *x, const float *y,
-                float *dy, const float *gamma, const float *save_mean,
+                float *dy, const float *gamma, const float *bn_beta, const float *save_mean,
                 const float *save_invstd, int act, float slope, float *dx, float beta,
                 float *dgamma, float *dbeta);
 void cpu_act_fwd(cdp_backend *be, int kind, float slope, const float *x, float *y, size_t n);

@@ -1,194 +1,16 @@
-/* cpu_backend.c: the CPU backend's table, memory, BLAS-like ops, the
- * thread pool and the per-worker scratch memory.
+/* cpu_backend.c: the CPU backend's table, memory and BLAS-like ops (the
+ * thread pool and the per-thread scratch are in cpu_pool.c).
  *
- * All parallelism is ours: the caller plus threads-1 workers that sleep on
- * a condition variable between jobs. A job is a range [0, n) whose indices
- * the threads claim in small runs from a shared counter, so a thread that
- * the machine's other work holds up leaves its share to the others (on a
- * shared machine a fixed split waits for the slowest thread at every op).
- * Which thread runs an index depends on timing, what fn(i) computes does
- * not: as long as fn(i) writes only what belongs to i the result is
- * deterministic. A GEMM is split into blocks of C, one per
- * worker, each computed single-threaded (by our kernels, cpu_gemm.c, or
- * OpenBLAS with openblas_set_num_threads(1) for the cases they do not
- * cover); the convolutions give each worker whole samples or row chunks
- * with their own im2col buffer, which keeps that buffer in cache
- * (cpu_conv.c).
+ * A GEMM is split into blocks of C, one per thread, each computed
+ * single-threaded (by our kernels, cpu_gemm.c, or OpenBLAS with
+ * openblas_set_num_threads(1) for the cases they do not cover); the
+ * convolutions give each thread whole samples or row chunks with its own
+ * im2col buffer, which keeps that buffer in cache (cpu_conv.c).
  */
-#include <pthread.h>
-#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <cblas.h>
 #include "cpu.h"
-
-typedef struct cpu_pool {
-	pthread_mutex_t mu;
-	pthread_cond_t start, done;
-	pthread_t *th;
-	int nworkers;            /* threads besides the caller */
-	unsigned long gen;       /* bumped once per job */
-	int open;                /* the job takes new workers */
-	int active;              /* workers inside the job */
-	int stop;
-	void (*fn)(void *, int);
-	void *ctx;
-	int n, grain;
-	atomic_int next;         /* the next index to claim */
-} cpu_pool;
-
-#define MAX_THREADS 256
-
-typedef struct cpu_impl {
-	cpu_pool pool;
-	int pool_ok;
-	/* scratch[t] (scratch_bytes each) belongs to job t of a parallel_for
-	 * over be->threads jobs */
-	float *scratch[MAX_THREADS];
-	size_t scratch_bytes;
-} cpu_impl;
-
-typedef struct cpu_worker_arg { cpu_pool *p; int id; } cpu_worker_arg;
-
-/* Set while a thread runs a job: a parallel_for from inside one runs
- * inline instead of deadlocking on workers busy with the outer job. Ops do
- * not nest (the convolutions' jobs own per-worker scratch and must not);
- * this only keeps a mistake from hanging. */
-static __thread int in_job;
-/* 0 for the thread that calls the ops, 1.. for the pool's workers */
-static __thread int worker_id;
-
-int cpu_worker(void)
-{
-	return worker_id;
-}
-
-/* Claims runs of `grain` indices until none are left. */
-static void run_claims(cpu_pool *p)
-{
-	in_job = 1;
-	for (;;) {
-		int lo = atomic_fetch_add_explicit(&p->next, p->grain, memory_order_relaxed);
-		int hi = lo + p->grain < p->n ? lo + p->grain : p->n;
-		if (lo >= p->n)
-			break;
-		for (int i = lo; i < hi; i++)
-			p->fn(p->ctx, i);
-	}
-	in_job = 0;
-}
-
-/* A worker joins a job only while it is open: one that wakes after the
- * caller has closed it (the caller and the others did all the work) goes
- * back to sleep, and the caller never waits for a worker that the
- * machine did not run in time. */
-static void *worker_main(void *arg)
-{
-	cpu_worker_arg *a = arg;
-	cpu_pool *p = a->p;
-	unsigned long seen = 0;
-
-	worker_id = a->id;
-	free(a);
-	pthread_mutex_lock(&p->mu);
-	for (;;) {
-		while (p->gen == seen && !p->stop)
-			pthread_cond_wait(&p->start, &p->mu);
-		if (p->stop)
-			break;
-		seen = p->gen;
-		if (!p->open)
-			continue;
-		p->active++;
-		pthread_mutex_unlock(&p->mu);
-		run_claims(p);
-		pthread_mutex_lock(&p->mu);
-		if (--p->active == 0 && !p->open)
-			pthread_cond_signal(&p->done);
-	}
-	pthread_mutex_unlock(&p->mu);
-	return NULL;
-}
-
-static void pool_stop(cpu_pool *p)
-{
-	pthread_mutex_lock(&p->mu);
-	p->stop = 1;
-	pthread_cond_broadcast(&p->start);
-	pthread_mutex_unlock(&p->mu);
-	for (int i = 0; i < p->nworkers; i++)
-		pthread_join(p->th[i], NULL);
-	free(p->th);
-	pthread_cond_destroy(&p->start);
-	pthread_cond_destroy(&p->done);
-	pthread_mutex_destroy(&p->mu);
-	memset(p, 0, sizeof *p);
-}
-
-/* Starts nworkers threads; on failure keeps the ones that started (the pool
- * then just uses fewer chunks). */
-static int pool_start(cpu_pool *p, int nworkers)
-{
-	memset(p, 0, sizeof *p);
-	pthread_mutex_init(&p->mu, NULL);
-	pthread_cond_init(&p->start, NULL);
-	pthread_cond_init(&p->done, NULL);
-	if (nworkers <= 0)
-		return 0;
-	p->th = calloc((size_t)nworkers, sizeof *p->th);
-	if (!p->th)
-		return -1;
-	for (int i = 0; i < nworkers; i++) {
-		cpu_worker_arg *a = malloc(sizeof *a);
-		if (!a)
-			return -1;
-		a->p = p;
-		a->id = i + 1;
-		if (pthread_create(&p->th[i], NULL, worker_main, a) != 0) {
-			free(a);
-			return -1;
-		}
-		p->nworkers++;
-	}
-	return 0;
-}
-
-/* Runs of about an eighth of an even share: fine enough to even out
- * threads that run at different speeds, coarse enough that claiming costs
- * nothing next to the work. */
-void cpu_parallel_for(cdp_backend *be, int n, void (*fn)(void *ctx, int i), void *ctx)
-{
-	cpu_impl *im = be->impl;
-	cpu_pool *p = &im->pool;
-	int threads = p->nworkers + 1;
-
-	if (n <= 0)
-		return;
-	if (threads <= 1 || n == 1 || !im->pool_ok || in_job) {
-		for (int i = 0; i < n; i++)
-			fn(ctx, i);
-		return;
-	}
-	pthread_mutex_lock(&p->mu);
-	p->fn = fn;
-	p->ctx = ctx;
-	p->n = n;
-	p->grain = n / (8 * threads) > 1 ? n / (8 * threads) : 1;
-	atomic_store_explicit(&p->next, 0, memory_order_relaxed);
-	p->open = 1;
-	p->gen++;
-	pthread_cond_broadcast(&p->start);
-	pthread_mutex_unlock(&p->mu);
-
-	run_claims(p);
-
-	/* every index is claimed: wait for the workers still running theirs */
-	pthread_mutex_lock(&p->mu);
-	p->open = 0;
-	while (p->active > 0)
-		pthread_cond_wait(&p->done, &p->mu);
-	pthread_mutex_unlock(&p->mu);
-}
 
 /* ---- memory ---- */
 
@@ -223,96 +45,6 @@ void cpu_copy(cdp_backend *be, void *dst, const void *src, size_t bytes)
 }
 
 void cpu_sync(cdp_backend *be) { }
-
-/* ---- per-worker scratch ---- */
-
-static void scratch_free(cpu_impl *im)
-{
-	for (int t = 0; t < MAX_THREADS; t++) {
-		free(im->scratch[t]);
-		im->scratch[t] = NULL;
-	}
-}
-
-/* Gives jobs 0..threads-1 `bytes` each (keeping the largest size asked
- * for so far); -1 when memory runs out (the old buffers are then kept). */
-int cpu_scratch_reserve(cdp_backend *be, size_t bytes)
-{
-	cpu_impl *im = be->impl;
-	float *fresh[MAX_THREADS] = { 0 };
-
-	if (bytes < im->scratch_bytes)
-		bytes = im->scratch_bytes;
-	if (bytes == im->scratch_bytes && (bytes == 0 || im->scratch[be->threads - 1]))
-		return 0;
-	for (int t = 0; t < be->threads; t++) {
-		fresh[t] = cpu_alloc(be, bytes);
-		if (!fresh[t]) {
-			for (int u = 0; u < t; u++)
-				free(fresh[u]);
-			return -1;
-		}
-	}
-	scratch_free(im);
-	memcpy(im->scratch, fresh, sizeof fresh);
-	im->scratch_bytes = bytes;
-	return 0;
-}
-
-float *cpu_scratch(cdp_backend *be, int t)
-{
-	return ((cpu_impl *)be->impl)->scratch[t];
-}
-
-/* OpenBLAS's own count (OPENBLAS_NUM_THREADS or the cores), read before
- * the first openblas_set_num_threads(1) below */
-static int default_threads(void)
-{
-	static int d;
-	if (!d)
-		d = openblas_get_num_threads();
-	return d;
-}
-
-void cpu_set_threads(cdp_backend *be, int n)
-{
-	cpu_impl *im = be->impl;
-
-	if (n <= 0)
-		n = default_threads();
-	if (n < 1)
-		n = 1;
-	if (n > MAX_THREADS)
-		n = MAX_THREADS;
-	openblas_set_num_threads(1);
-	if (im->pool_ok)
-		pool_stop(&im->pool);
-	im->pool_ok = pool_start(&im->pool, n - 1) == 0;
-	if (!im->pool_ok) {
-		pool_stop(&im->pool);
-		im->pool_ok = pool_start(&im->pool, 0) == 0;
-	}
-	be->threads = n;
-	/* new workers get scratch of the size already promised; should that
-	 * fail, keep fewer threads rather than hand out missing buffers */
-	while (cpu_scratch_reserve(be, 0) < 0 && be->threads > 1)
-		be->threads--;
-}
-
-void cpu_destroy(cdp_backend *be)
-{
-	cpu_impl *im;
-
-	if (!be)
-		return;
-	im = be->impl;
-	if (im && im->pool_ok)
-		pool_stop(&im->pool);
-	if (im)
-		scratch_free(im);
-	free(im);
-	free(be);
-}
 
 /* ---- BLAS-like ---- */
 
@@ -456,7 +188,7 @@ double cpu_sumsq(cdp_backend *be, const float *x, size_t n)
 cdp_backend *cdp_backend_cpu(int threads)
 {
 	cdp_backend *be = calloc(1, sizeof *be);
-	cpu_impl *im = calloc(1, sizeof *im);
+	void *im = cpu_impl_new();
 
 	if (!be || !im) {
 		free(be);

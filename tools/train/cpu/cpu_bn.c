@@ -6,14 +6,17 @@
  * more than a core's L2 holds next to its other inputs, so each pass over
  * it goes to memory. The passes per channel:
  *   forward:  1. the shifted sums of x (mean and variance at once),
- *             2. y = act((x - mean) * gamma * invstd + beta);
+ *             2. y = act(p), p = (x - mean) * gamma * invstd + beta;
  *   backward: 1. the sums of g and g * xh, where g = dy masked by the
- *                activation's derivative (from y) and xh = (x - mean) * invstd,
+ *                activation's derivative and xh = (x - mean) * invstd,
  *             2. dx = gamma * invstd * (g - mean(g) - xh * mean(g * xh)).
- * Done as separate bn and activation ops (and with a second pass about the
- * mean for the variance) the same work took 6 passes forward and 8
- * backward; here it is 3 and 7. Pass 2 walks the samples in the reverse
- * order of pass 1, so it starts on what pass 1 left in the caches.
+ * The backward's mask is computed again from x (p > 0, by the forward's
+ * own expression, pre1) instead of read from y, so its passes read only x
+ * and dy. Counting each array read or written once per pass, separate bn
+ * and activation ops (with a second pass about the mean for the variance)
+ * moved 6 arrays forward and 8 backward; here it is 3 and 5. Pass 2 walks
+ * the samples in the reverse order of pass 1, so it starts on what pass 1
+ * left in the caches.
  *
  * Sums: each sample plane is summed in 16 float lanes over blocks of
  * BLOCK values, each block's lanes then added in order into a double (a
@@ -80,57 +83,70 @@ static void shifted_sums(const float *x, size_t n, float k, double *s1, double *
 	}
 }
 
-/* The gradient before the activation, from its output y and the gradient
- * dy after it (act_bwd's rule: relu passes dy unless y <= 0, so NaN
- * passes; leaky passes it where y > 0 and scales it by slope elsewhere). */
-static inline __attribute__((always_inline)) float grad1(const int act, float slope, float y,
+/* bn(x) before the activation: the one expression the forward and the
+ * backward both use, so that the backward's mask is the forward's. */
+static inline __attribute__((always_inline)) float pre1(float x, float m, float a, float b)
+{
+	return (x - m) * a + b;
+}
+
+static inline __attribute__((always_inline)) v4f pre4(v4f x, float m, float a, float b)
+{
+	return (x - m) * a + b;
+}
+
+/* The gradient before the activation, from bn(x) = p and the gradient g
+ * after it: act_bwd's rule on y = act(p), with y <= 0 exactly when p <= 0
+ * (slope >= 0): relu passes g unless p <= 0 (so NaN passes), leaky passes
+ * it where p > 0 and scales it by slope elsewhere. */
+static inline __attribute__((always_inline)) float grad1(const int act, float slope, float p,
                                                         float g)
 {
 	if (act == CDP_ACT_RELU)
-		return y <= 0.0f ? 0.0f : g;
+		return p <= 0.0f ? 0.0f : g;
 	if (act == CDP_ACT_LEAKY)
-		return y > 0.0f ? g : g * slope;
+		return p > 0.0f ? g : g * slope;
 	return g;
 }
 
 /* grad1 on 4 lanes */
-static inline __attribute__((always_inline)) v4f grad4(const int act, float slope, v4f y, v4f g)
+static inline __attribute__((always_inline)) v4f grad4(const int act, float slope, v4f p, v4f g)
 {
 	if (act == CDP_ACT_RELU)
-		return (v4f)((v4i)g & ~(v4i)(y <= 0.0f));
+		return (v4f)((v4i)g & ~(v4i)(p <= 0.0f));
 	if (act == CDP_ACT_LEAKY) {
-		v4i pos = (v4i)(y > 0.0f);
+		v4i pos = (v4i)(p > 0.0f);
 		return (v4f)(((v4i)g & pos) | ((v4i)(g * slope) & ~pos));
 	}
 	return g;
 }
 
-/* sg += sum of g, sgx += sum of g * (x - m) * is over a plane of n */
+/* sg += sum of g, sgx += sum of g * (x - m) * is over a plane of n, the
+ * activation's mask from bn(x) = (x - m) * a + b */
 static inline __attribute__((always_inline)) void
-grad_sums(const int act, float slope, const float *x, const float *y, const float *dy,
-          size_t n, float m, float is, double *sg, double *sgx)
+grad_sums(const int act, float slope, const float *x, const float *dy, size_t n, float m,
+          float is, float a, float b, double *sg, double *sgx)
 {
 	size_t i = 0;
 
 	while (i + VL <= n) {
 		size_t end = i + BLOCK < n ? i + BLOCK : n;
-		v4f a[NV] = { { 0 } }, b[NV] = { { 0 } };
+		v4f s1[NV] = { { 0 } }, s2[NV] = { { 0 } };
 		for (; i + VL <= end; i += VL)
 			for (int v = 0; v < NV; v++) {
-				v4f xv, yv = { 0 }, gv;
+				v4f xv, gv;
 				memcpy(&xv, x + i + 4 * v, sizeof xv);
-				if (act)
-					memcpy(&yv, y + i + 4 * v, sizeof yv);
 				memcpy(&gv, dy + i + 4 * v, sizeof gv);
-				gv = grad4(act, slope, yv, gv);
-				a[v] += gv;
-				b[v] += gv * ((xv - m) * is);
+				if (act)
+					gv = grad4(act, slope, pre4(xv, m, a, b), gv);
+				s1[v] += gv;
+				s2[v] += gv * ((xv - m) * is);
 			}
-		*sg += lanes(a);
-		*sgx += lanes(b);
+		*sg += lanes(s1);
+		*sgx += lanes(s2);
 	}
 	for (; i < n; i++) {
-		float g = grad1(act, slope, act ? y[i] : 0.0f, dy[i]);
+		float g = grad1(act, slope, act ? pre1(x[i], m, a, b) : 0.0f, dy[i]);
 		*sg += g;
 		*sgx += (double)g * ((x[i] - m) * is);
 	}
@@ -142,7 +158,7 @@ norm_plane(const int act, float slope, const float *x, float *y, size_t n, float
            float b)
 {
 	for (size_t i = 0; i < n; i++) {
-		float v = (x[i] - m) * a + b, neg = v * slope;
+		float v = pre1(x[i], m, a, b), neg = v * slope;
 		if (act == CDP_ACT_RELU)
 			v = v < 0.0f ? 0.0f : v;        /* NaN passes, as in PyTorch */
 		else if (act == CDP_ACT_LEAKY)
@@ -151,18 +167,18 @@ norm_plane(const int act, float slope, const float *x, float *y, size_t n, float
 	}
 }
 
-/* dx (+)= k * (g - mg - (x - m) * is * mgx) over a plane of n */
+/* dx (+)= a * (g - mg - (x - m) * is * mgx) over a plane of n */
 static inline __attribute__((always_inline)) void
-dx_plane(const int act, float slope, const float *x, const float *y, const float *dy,
-         float *dx, size_t n, float m, float is, float k, float mg, float mgx, int add)
+dx_plane(const int act, float slope, const float *x, const float *dy, float *dx, size_t n,
+         float m, float is, float a, float b, float mg, float mgx, int add)
 {
 	if (add)
 		for (size_t i = 0; i < n; i++)
-			dx[i] += k * (grad1(act, slope, act ? y[i] : 0.0f, dy[i]) - mg -
+			dx[i] += a * (grad1(act, slope, act ? pre1(x[i], m, a, b) : 0.0f, dy[i]) - mg -
 			              (x[i] - m) * is * mgx);
 	else
 		for (size_t i = 0; i < n; i++)
-			dx[i] = k * (grad1(act, slope, act ? y[i] : 0.0f, dy[i]) - mg -
+			dx[i] = a * (grad1(act, slope, act ? pre1(x[i], m, a, b) : 0.0f, dy[i]) - mg -
 			             (x[i] - m) * is * mgx);
 }
 
@@ -170,7 +186,7 @@ typedef struct bn_job {
 	int n, c, act;
 	size_t hw;
 	float slope, momentum, eps, dxbeta;
-	const float *x, *y_in, *dy, *gamma, *beta, *mean, *var, *invstd;
+	const float *x, *dy, *gamma, *beta, *mean, *var, *invstd;
 	float *y, *dx, *run_mean, *run_var, *save_mean, *save_invstd, *dgamma, *dbeta;
 } bn_job;
 
@@ -250,25 +266,26 @@ void cpu_bn_fwd_infer(cdp_backend *be, int n, int c, int hw, const float *x,
 }
 
 /* Both passes of the backward for channel c with the activation a constant
- * (so each specialisation is a straight vector loop). */
+ * (so each specialisation is a straight vector loop). a = gamma * invstd is
+ * the forward's scale (bn_train_chan's), and dx's factor. */
 static inline __attribute__((always_inline)) void
 bwd_chan(const int act, const bn_job *j, int c)
 {
 	size_t m = (size_t)j->n * j->hw;
 	double sg = 0.0, sgx = 0.0;
-	float mean = j->mean[c], is = j->invstd[c], k = j->gamma[c] * is, mg, mgx;
+	float mean = j->mean[c], is = j->invstd[c], a = j->gamma[c] * is, mg, mgx;
+	float b = act ? j->beta[c] : 0.0f;
 
 	for (int n = 0; n < j->n; n++) {
 		size_t o = plane(j, n, c);
-		grad_sums(act, j->slope, j->x + o, act ? j->y_in + o : NULL, j->dy + o, j->hw,
-		          mean, is, &sg, &sgx);
+		grad_sums(act, j->slope, j->x + o, j->dy + o, j->hw, mean, is, a, b, &sg, &sgx);
 	}
 	mg = (float)(sg / (double)m);
 	mgx = (float)(sgx / (double)m);
 	for (int n = j->n - 1; n >= 0; n--) {
 		size_t o = plane(j, n, c);
-		dx_plane(act, j->slope, j->x + o, act ? j->y_in + o : NULL, j->dy + o, j->dx + o,
-		         j->hw, mean, is, k, mg, mgx, j->dxbeta != 0.0f);
+		dx_plane(act, j->slope, j->x + o, j->dy + o, j->dx + o, j->hw, mean, is, a, b, mg,
+		         mgx, j->dxbeta != 0.0f);
 	}
 	j->dgamma[c] += (float)sgx;
 	j->dbeta[c] += (float)sg;
@@ -285,14 +302,15 @@ static void bn_bwd_chan(void *ctx, int c)
 	}
 }
 
-/* dy is only read: the CPU never needs backend.h's permission to overwrite it */
+/* The activation's mask comes from x, gamma and bn_beta (pre1), not y:
+ * the passes read x and dy only. dy is only read. */
 void cpu_bn_bwd(cdp_backend *be, int n, int c, int hw, const float *x, const float *y,
-                float *dy, const float *gamma, const float *save_mean,
+                float *dy, const float *gamma, const float *bn_beta, const float *save_mean,
                 const float *save_invstd, int act, float slope, float *dx, float beta,
                 float *dgamma, float *dbeta)
 {
 	bn_job j = { .n = n, .c = c, .hw = (size_t)hw, .act = act, .slope = slope, .x = x,
-	             .y_in = y, .dy = dy, .gamma = gamma, .mean = save_mean,
+	             .dy = dy, .gamma = gamma, .beta = bn_beta, .mean = save_mean,
 	             .invstd = save_invstd, .dx = dx, .dxbeta = beta, .dgamma = dgamma,
 	             .dbeta = dbeta };
 	cpu_parallel_for(be, c, bn_bwd_chan, &j);

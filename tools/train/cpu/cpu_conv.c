@@ -18,17 +18,19 @@
  *  - PLAN_ROWS (the rest: strided convolutions of large planes): the
  *    output plane is cut into chunks of whole rows whose column matrix
  *    (K, R*OW) fits in about 1 MB, so it stays in cache between im2col and
- *    the gemm that reads it. The jobs are (sample, chunk) pairs, split over
- *    the workers, each with its own column buffer (cpu_scratch):
+ *    the gemm that reads it. The items are (sample, chunk) pairs, taken
+ *    by whichever thread is free, each using that thread's column buffer
+ *    (cpu_scratch):
  *        fwd:    y_n[:, chunk] (F,R*OW)  = w (F,K) col (K,R*OW)
  *        data:   dcol (K,R*OW) = w^T (K,F) dy_n[:, chunk]; dx_n += col2im
- *                (whole samples per worker: the chunks' dx rows overlap)
- *        filter: dw_t (F,K) += dy_n[:, chunk] col^T; dw += sum over t of
- *                dw_t in order t = 0, 1, ...
+ *                (whole samples per item: the chunks' dx rows overlap)
+ *        filter: dw_t (F,K) += dy_n[:, chunk] col^T over the items of part
+ *                t (CPU_FILTER_PARTS per thread); dw += sum over t of dw_t
+ *                in order t = 0, 1, ...
  *    PLAN_1X1 runs the same way, without im2col.
  * The gemms run single-threaded inside each job (cpu_gemm.c's kernels).
  * Only the filter gradients of PLAN_ROWS, PLAN_1X1 and PLAN_IMPLICIT
- * depend on the thread count (their per-worker partial sums).
+ * depend on the thread count (their parts' partial sums).
  */
 #include <stdint.h>
 #include <string.h>
@@ -95,7 +97,7 @@ size_t cpu_conv_workspace(cdp_backend *be, const cdp_conv_desc *d)
 
 	switch (conv_plan(d)) {
 	case PLAN_1X1:
-		per = (size_t)d->f * d->c;
+		per = CPU_FILTER_PARTS * (size_t)d->f * d->c;
 		break;
 	case PLAN_BATCH:
 		ws = (k + (size_t)d->f) * (size_t)d->n * p * sizeof(float);
@@ -105,120 +107,11 @@ size_t cpu_conv_workspace(cdp_backend *be, const cdp_conv_desc *d)
 			return SIZE_MAX;
 		return cpu_iconv_workspace(d);
 	default:
-		per = k * (size_t)chunk_rows(d) * d->ow + (size_t)d->f * k;
+		per = k * (size_t)chunk_rows(d) * d->ow + CPU_FILTER_PARTS * (size_t)d->f * k;
 	}
 	if (cpu_scratch_reserve(be, per * sizeof(float)) < 0)
 		return SIZE_MAX;
 	return ws;
-}
-
-/* ---- im2col / col2im over output rows [r0, r1) of `nsamp` samples ----
- * The chunk's columns start at col + r*ld; sample s's pixels at s*(r1-r0)*OW. */
-
-typedef struct col_job {
-	const cdp_conv_desc *d;
-	const float *x;          /* (nsamp, C, H, W) */
-	float *col;              /* (K, ld) */
-	int nsamp, r0, r1;
-	size_t ld;
-	float beta;              /* col2im: 0 overwrite, 1 accumulate */
-} col_job;
-
-/* Output columns [lo, hi) of a row whose input column is ow*s + start
- * stay inside [0, w). */
-static void valid_cols(int ow_n, int s, int start, int w, int *lo, int *hi)
-{
-	int a = 0, b = ow_n;
-	if (start < 0)
-		a = (-start + s - 1) / s;
-	if (start + (long)(ow_n - 1) * s >= w)
-		b = (w - 1 - start) < 0 ? 0 : (w - 1 - start) / s + 1;
-	if (a > b)
-		a = b;
-	*lo = a;
-	*hi = b;
-}
-
-static void im2col_row(void *ctx, int r)
-{
-	const col_job *jb = ctx;
-	const cdp_conv_desc *d = jb->d;
-	int kk = d->kh * d->kw, c = r / kk, i = (r % kk) / d->kw, j = r % d->kw;
-	int s = d->stride, wstart = j * d->dil - d->pad, lo, hi;
-	size_t plane = (size_t)d->h * d->w, rows = (size_t)(jb->r1 - jb->r0) * d->ow;
-
-	valid_cols(d->ow, s, wstart, d->w, &lo, &hi);
-	for (int n = 0; n < jb->nsamp; n++) {
-		const float *xc = jb->x + ((size_t)n * d->c + c) * plane;
-		float *out = jb->col + (size_t)r * jb->ld + (size_t)n * rows;
-		for (int oh = jb->r0; oh < jb->r1; oh++, out += d->ow) {
-			int ih = oh * s - d->pad + i * d->dil;
-			if (ih < 0 || ih >= d->h) {
-				memset(out, 0, (size_t)d->ow * sizeof *out);
-				continue;
-			}
-			const float *xr = xc + (size_t)ih * d->w;
-			for (int ow = 0; ow < lo; ow++)
-				out[ow] = 0.0f;
-			if (s == 1)
-				memcpy(out + lo, xr + lo + wstart, (size_t)(hi - lo) * sizeof *out);
-			else
-				for (int ow = lo; ow < hi; ow++)
-					out[ow] = xr[ow * s + wstart];
-			for (int ow = hi; ow < d->ow; ow++)
-				out[ow] = 0.0f;
-		}
-	}
-}
-
-/* One (sample, channel) plane of dx, summing its KH*KW rows in a fixed
- * order; with beta 0 the plane is cleared first. */
-static void col2im_plane(void *ctx, int t)
-{
-	const col_job *jb = ctx;
-	const cdp_conv_desc *d = jb->d;
-	int n = t / d->c, c = t % d->c, s = d->stride;
-	size_t plane = (size_t)d->h * d->w, rows = (size_t)(jb->r1 - jb->r0) * d->ow;
-	float *xc = (float *)jb->x + ((size_t)n * d->c + c) * plane;
-
-	if (jb->beta == 0.0f)
-		memset(xc, 0, plane * sizeof *xc);
-	for (int i = 0; i < d->kh; i++) {
-		for (int j = 0; j < d->kw; j++) {
-			int r = (c * d->kh + i) * d->kw + j, wstart = j * d->dil - d->pad, lo, hi;
-			const float *in = jb->col + (size_t)r * jb->ld + (size_t)n * rows;
-			valid_cols(d->ow, s, wstart, d->w, &lo, &hi);
-			for (int oh = jb->r0; oh < jb->r1; oh++, in += d->ow) {
-				int ih = oh * s - d->pad + i * d->dil;
-				if (ih < 0 || ih >= d->h || lo >= hi)
-					continue;
-				float *xr = xc + (size_t)ih * d->w + (wstart + lo * s);
-				const float *ir = in + lo;
-				if (s == 1)
-					for (int m = 0; m < hi - lo; m++)
-						xr[m] += ir[m];
-				else
-					for (int m = 0; m < hi - lo; m++)
-						xr[m * s] += ir[m];
-			}
-		}
-	}
-}
-
-/* Sequential versions for one chunk inside a worker's job. */
-static void im2col_seq(const cdp_conv_desc *d, const float *xn, int r0, int r1, float *col)
-{
-	col_job jb = { d, xn, col, 1, r0, r1, (size_t)(r1 - r0) * d->ow, 0.0f };
-	for (int r = 0; r < d->c * d->kh * d->kw; r++)
-		im2col_row(&jb, r);
-}
-
-static void col2im_seq(const cdp_conv_desc *d, const float *col, int r0, int r1,
-                       float *dxn, float beta)
-{
-	col_job jb = { d, dxn, (float *)col, 1, r0, r1, (size_t)(r1 - r0) * d->ow, beta };
-	for (int c = 0; c < d->c; c++)
-		col2im_plane(&jb, c);
 }
 
 /* ---- PLAN_ROWS and PLAN_1X1: jobs over (sample, chunk) items ---- */
@@ -238,64 +131,72 @@ static void item_range(const conv_job *j, int t, int items, int *lo, int *hi)
 	*hi = (int)((long)items * (t + 1) / j->parts);
 }
 
-static void fwd_part(void *ctx, int t)
+/* One (sample, chunk) item of the forward, in the running thread's column
+ * buffer (items write disjoint rows of y: any thread may take any). */
+static void fwd_item(void *ctx, int it)
 {
 	const conv_job *j = ctx;
 	const cdp_conv_desc *d = j->d;
-	int k = d->c * d->kh * d->kw, p = d->oh * d->ow, lo, hi;
-	float *col = cpu_scratch(j->be, t);
+	int k = d->c * d->kh * d->kw, p = d->oh * d->ow;
+	int n = it / j->nchunk, r0 = (it % j->nchunk) * j->rows;
+	int r1 = r0 + j->rows < d->oh ? r0 + j->rows : d->oh, np = (r1 - r0) * d->ow, ldb = p;
+	const float *xn = j->x + (size_t)n * d->c * d->h * d->w, *b = xn + (size_t)r0 * d->ow;
+	float *col = cpu_scratch(j->be, cpu_worker());
+	float *yn = j->y + (size_t)n * d->f * p + (size_t)r0 * d->ow;
 
-	item_range(j, t, d->n * j->nchunk, &lo, &hi);
-	for (int it = lo; it < hi; it++) {
-		int n = it / j->nchunk, r0 = (it % j->nchunk) * j->rows;
-		int r1 = r0 + j->rows < d->oh ? r0 + j->rows : d->oh, np = (r1 - r0) * d->ow;
-		const float *xn = j->x + (size_t)n * d->c * d->h * d->w;
-		float *yn = j->y + (size_t)n * d->f * p + (size_t)r0 * d->ow;
-		const float *b = xn + (size_t)r0 * d->ow;
-		int ldb = p;
-		if (j->plan == PLAN_ROWS) {
-			im2col_seq(d, xn, r0, r1, col);
-			b = col;
-			ldb = np;
+	if (j->plan == PLAN_ROWS) {
+		cpu_im2col_rows(d, xn, r0, r1, col);
+		b = col;
+		ldb = np;
+	}
+	cpu_kgemm_nn(d->f, np, k, j->w, k, 1, b, ldb, 0.0f, yn, p);
+	if (j->bias)
+		for (int f = 0; f < d->f; f++) {
+			float *yr = yn + (size_t)f * p, bf = j->bias[f];
+			for (int q = 0; q < np; q++)
+				yr[q] += bf;
 		}
-		cpu_kgemm_nn(d->f, np, k, j->w, k, 1, b, ldb, 0.0f, yn, p);
-		if (j->bias)
-			for (int f = 0; f < d->f; f++) {
-				float *yr = yn + (size_t)f * p, bf = j->bias[f];
-				for (int q = 0; q < np; q++)
-					yr[q] += bf;
-			}
+}
+
+/* One item of the data gradient: PLAN_1X1's (sample, chunk) items own dx
+ * columns; PLAN_ROWS's are whole samples, whose chunks overlap in dx. */
+static int data_items(const conv_job *j)
+{
+	return j->plan == PLAN_1X1 ? j->d->n * j->nchunk : j->d->n;
+}
+
+static void data_item(void *ctx, int it)
+{
+	const conv_job *j = ctx;
+	const cdp_conv_desc *d = j->d;
+	int k = d->c * d->kh * d->kw, p = d->oh * d->ow;
+	float *col = cpu_scratch(j->be, cpu_worker()), *dxn;
+
+	if (j->plan == PLAN_1X1) {
+		int n = it / j->nchunk, q0 = (it % j->nchunk) * j->rows * d->ow;
+		int q1 = q0 + j->rows * d->ow < p ? q0 + j->rows * d->ow : p;
+		cpu_kgemm_nn(d->c, q1 - q0, d->f, j->w, 1, k, j->dy + (size_t)n * d->f * p + q0, p,
+		             j->beta, j->dx + (size_t)n * d->c * p + q0, p);
+		return;
+	}
+	dxn = j->dx + (size_t)it * d->c * d->h * d->w;
+	for (int r0 = 0; r0 < d->oh; r0 += j->rows) {
+		int r1 = r0 + j->rows < d->oh ? r0 + j->rows : d->oh, np = (r1 - r0) * d->ow;
+		cpu_kgemm_nn(k, np, d->f, j->w, 1, k,
+		             j->dy + (size_t)it * d->f * p + (size_t)r0 * d->ow, p, 0.0f, col, np);
+		/* after the first chunk the rest add to dx, unless the chunks'
+		 * rows of dx are their own */
+		cpu_col2im_rows(d, col, r0, r1, dxn, r0 == 0 || cpu_col2im_disjoint(d) ? j->beta : 1.0f);
 	}
 }
 
-static void data_part(void *ctx, int t)
+/* Part t of the filter gradient's items into its own partial dw: number
+ * t % CPU_FILTER_PARTS in the scratch of thread t / CPU_FILTER_PARTS (a
+ * thread's column buffer follows those partials). */
+static float *part_dw(const conv_job *j, int t)
 {
-	const conv_job *j = ctx;
-	const cdp_conv_desc *d = j->d;
-	int k = d->c * d->kh * d->kw, p = d->oh * d->ow, lo, hi;
-	float *col = cpu_scratch(j->be, t);
-
-	if (j->plan == PLAN_1X1) {      /* (sample, chunk) items own dx columns */
-		item_range(j, t, d->n * j->nchunk, &lo, &hi);
-		for (int it = lo; it < hi; it++) {
-			int n = it / j->nchunk, q0 = (it % j->nchunk) * j->rows * d->ow;
-			int q1 = q0 + j->rows * d->ow < p ? q0 + j->rows * d->ow : p;
-			cpu_kgemm_nn(d->c, q1 - q0, d->f, j->w, 1, k,
-			             j->dy + (size_t)n * d->f * p + q0, p, j->beta,
-			             j->dx + (size_t)n * d->c * p + q0, p);
-		}
-		return;
-	}
-	item_range(j, t, d->n, &lo, &hi);   /* whole samples: chunks overlap in dx */
-	for (int n = lo; n < hi; n++) {
-		float *dxn = j->dx + (size_t)n * d->c * d->h * d->w;
-		for (int r0 = 0; r0 < d->oh; r0 += j->rows) {
-			int r1 = r0 + j->rows < d->oh ? r0 + j->rows : d->oh, np = (r1 - r0) * d->ow;
-			cpu_kgemm_nn(k, np, d->f, j->w, 1, k,
-			             j->dy + (size_t)n * d->f * p + (size_t)r0 * d->ow, p, 0.0f, col, np);
-			col2im_seq(d, col, r0, r1, dxn, r0 == 0 ? j->beta : 1.0f);
-		}
-	}
+	size_t fk = (size_t)j->d->f * j->d->c * j->d->kh * j->d->kw;
+	return cpu_scratch(j->be, t / CPU_FILTER_PARTS) + (size_t)(t % CPU_FILTER_PARTS) * fk;
 }
 
 static void filter_part(void *ctx, int t)
@@ -303,7 +204,8 @@ static void filter_part(void *ctx, int t)
 	const conv_job *j = ctx;
 	const cdp_conv_desc *d = j->d;
 	int k = d->c * d->kh * d->kw, p = d->oh * d->ow, lo, hi;
-	float *dwt = cpu_scratch(j->be, t), *col = dwt + (size_t)d->f * k;
+	float *dwt = part_dw(j, t);
+	float *col = cpu_scratch(j->be, cpu_worker()) + CPU_FILTER_PARTS * (size_t)d->f * k;
 
 	memset(dwt, 0, (size_t)d->f * k * sizeof *dwt);
 	item_range(j, t, d->n * j->nchunk, &lo, &hi);
@@ -314,7 +216,7 @@ static void filter_part(void *ctx, int t)
 		const float *b = xn + (size_t)r0 * d->ow;
 		int ldb = p;
 		if (j->plan == PLAN_ROWS) {
-			im2col_seq(d, xn, r0, r1, col);
+			cpu_im2col_rows(d, xn, r0, r1, col);
 			b = col;
 			ldb = np;
 		}
@@ -323,15 +225,16 @@ static void filter_part(void *ctx, int t)
 	}
 }
 
-/* dw[i] += sum over t of partial_t[i], in order t = 0, 1, ... */
-static void reduce_part(void *ctx, int t)
+/* dw[i] += sum over t of partial_t[i], in order t = 0, 1, ..., over
+ * be->threads ranges of dw */
+static void reduce_range(void *ctx, int r)
 {
 	const conv_job *j = ctx;
 	size_t n = (size_t)j->d->f * j->d->c * j->d->kh * j->d->kw;
-	size_t lo = n * t / j->parts, hi = n * (t + 1) / j->parts;
+	size_t lo = n * r / j->be->threads, hi = n * (r + 1) / j->be->threads;
 
 	for (int u = 0; u < j->parts; u++) {
-		const float *s = cpu_scratch(j->be, u);
+		const float *s = part_dw(j, u);
 		for (size_t i = lo; i < hi; i++)
 			j->dw[i] += s[i];
 	}
@@ -369,12 +272,6 @@ static void batch_plane(void *ctx, int t)
 	       jb->src + ((size_t)n * jb->f + f) * jb->p, jb->p * sizeof(float));
 }
 
-static void im2col_all(cdp_backend *be, const cdp_conv_desc *d, const float *x, float *col)
-{
-	col_job jb = { d, x, col, d->n, 0, d->oh, (size_t)d->n * d->oh * d->ow, 0.0f };
-	cpu_parallel_for(be, d->c * d->kh * d->kw, im2col_row, &jb);
-}
-
 /* ---- the three ops ---- */
 
 static conv_job make_job(cdp_backend *be, const cdp_conv_desc *d)
@@ -398,7 +295,7 @@ void cpu_conv_fwd(cdp_backend *be, const cdp_conv_desc *d, const float *x,
 	if (j.plan == PLAN_BATCH) {
 		float *col = ws, *ym = col + (size_t)k * np;    /* (K, N*P), (F, N*P) */
 		perm_job pj = { ym, y, bias, d->n, d->f, (size_t)d->oh * d->ow };
-		im2col_all(be, d, x, col);
+		cpu_im2col_all(be, d, x, col);
 		cpu_gemm(be, 0, 0, d->f, np, k, 1.0f, w, k, col, np, 0.0f, ym, np);
 		cpu_parallel_for(be, d->n * d->f, unbatch_plane, &pj);
 		return;
@@ -411,7 +308,7 @@ void cpu_conv_fwd(cdp_backend *be, const cdp_conv_desc *d, const float *x,
 	j.w = w;
 	j.bias = bias;
 	j.y = y;
-	cpu_parallel_for(be, j.parts, fwd_part, &j);
+	cpu_parallel_for(be, d->n * j.nchunk, fwd_item, &j);
 }
 
 void cpu_conv_bwd_data(cdp_backend *be, const cdp_conv_desc *d, const float *dy,
@@ -423,10 +320,9 @@ void cpu_conv_bwd_data(cdp_backend *be, const cdp_conv_desc *d, const float *dy,
 	if (j.plan == PLAN_BATCH) {
 		float *col = ws, *dym = col + (size_t)k * np;
 		perm_job pj = { dy, dym, NULL, d->n, d->f, (size_t)d->oh * d->ow };
-		col_job cj = { d, dx, col, d->n, 0, d->oh, (size_t)np, beta };
 		cpu_parallel_for(be, d->n * d->f, batch_plane, &pj);
 		cpu_gemm(be, 1, 0, k, np, d->f, 1.0f, w, k, dym, np, 0.0f, col, np);
-		cpu_parallel_for(be, d->n * d->c, col2im_plane, &cj);
+		cpu_col2im_all(be, d, col, dx, beta);
 		return;
 	}
 	if (j.plan == PLAN_IMPLICIT) {
@@ -437,7 +333,7 @@ void cpu_conv_bwd_data(cdp_backend *be, const cdp_conv_desc *d, const float *dy,
 	j.dy = dy;
 	j.dx = dx;
 	j.beta = beta;
-	cpu_parallel_for(be, j.parts, data_part, &j);
+	cpu_parallel_for(be, data_items(&j), data_item, &j);
 }
 
 void cpu_conv_bwd_filter(cdp_backend *be, const cdp_conv_desc *d, const float *x,
@@ -451,7 +347,7 @@ void cpu_conv_bwd_filter(cdp_backend *be, const cdp_conv_desc *d, const float *x
 	if (j.plan == PLAN_BATCH) {
 		float *col = ws, *dym = col + (size_t)k * np;
 		perm_job pj = { dy, dym, NULL, d->n, d->f, (size_t)d->oh * d->ow };
-		im2col_all(be, d, x, col);
+		cpu_im2col_all(be, d, x, col);
 		cpu_parallel_for(be, d->n * d->f, batch_plane, &pj);
 		/* dw (F,K) += dym (F,N*P) col^T: split over dw's columns */
 		cpu_gemm(be, 0, 1, d->f, k, np, 1.0f, dym, np, col, np, 1.0f, dw, k);
@@ -464,8 +360,9 @@ void cpu_conv_bwd_filter(cdp_backend *be, const cdp_conv_desc *d, const float *x
 	j.x = x;
 	j.dy = dy;
 	j.dw = dw;
+	j.parts = cpu_filter_parts(be->threads, d->n * j.nchunk, (long)d->n * d->oh * d->ow);
 	cpu_parallel_for(be, j.parts, filter_part, &j);
-	cpu_parallel_for(be, j.parts, reduce_part, &j);
+	cpu_parallel_for(be, be->threads, reduce_range, &j);
 }
 
 /* The sum over N and the pixels of dy (N,F,P) per f, in double, one f per

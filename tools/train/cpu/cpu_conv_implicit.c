@@ -25,18 +25,17 @@
  * Work: (sample, chunk of output rows) items, taken by whichever thread is
  * free; each copies the input rows its chunk needs into a padded slice in
  * that thread's scratch (about CHUNK_FLOATS), so the slice stays in cache
- * while the gemm reads it. The filter gradient sums over the items in
- * FILTER_PARTS parts per thread, each into its own partial, then adds the
- * partials in order (filter_part); for small planes its items are groups
- * of whole samples (group_max). Usable when stride is 1 and pad <=
- * dil*(K-1) (so the data gradient's pad is not negative).
+ * while the gemm reads it. The filter gradient sums over the items in up
+ * to CPU_FILTER_PARTS parts per thread, each into its own partial, then
+ * adds the partials in order (filter_part); for small planes its items
+ * are groups of whole samples (group_max). Usable when stride is 1 and
+ * pad <= dil*(K-1) (so the data gradient's pad is not negative).
  */
 #include <string.h>
 #include "cpu.h"
 
 #define CHUNK_FLOATS (256 * 1024)
 #define SLACK 64             /* >= 16: the columns round16 adds */
-#define FILTER_PARTS 4       /* filter-gradient parts per thread */
 
 /* The correlation problem corr() solves. */
 typedef struct corr {
@@ -108,15 +107,15 @@ static int group_max(const corr *c, int f)
 	return g < 1 ? 1 : (int)g;
 }
 
-/* Samples per item for n samples over `parts` parts: at most group_max,
- * and as even as it can be over the same number of items per part. */
+/* Samples per item for n samples over `parts` threads: at most group_max,
+ * and as even as it can be over the same number of items per thread. */
 static int group_size(const corr *c, int f, int n, int parts)
 {
 	int gmax = group_max(c, f), per;
 
 	if (gmax == 0)
 		return 0;
-	per = (n + (long)parts * gmax - 1) / ((long)parts * gmax);   /* items per part */
+	per = (n + (long)parts * gmax - 1) / ((long)parts * gmax);   /* items per thread */
 	return (int)((n + (long)parts * per - 1) / ((long)parts * per));
 }
 
@@ -126,14 +125,14 @@ size_t cpu_iconv_scratch(const cdp_conv_desc *d)
 	size_t k = (size_t)d->c * d->kh * d->kw;
 	size_t a = slice_floats(&f) + tmp_floats(&f);
 	size_t b = slice_floats(&g) + tmp_floats(&g);
-	size_t fl = FILTER_PARTS * (size_t)d->f * k + slice_floats(&f) +
+	size_t fl = CPU_FILTER_PARTS * (size_t)d->f * k + slice_floats(&f) +
 	            (size_t)d->f * round16(f.rows * f.wp);
 	size_t m = a > b ? a : b;
 	int gm = group_max(&f, d->f);
 
 	if (gm > 0) {
 		long sf = sample_floats(&f) * gm;
-		size_t gl = FILTER_PARTS * (size_t)d->f * k + (size_t)f.s * sf + SLACK +
+		size_t gl = CPU_FILTER_PARTS * (size_t)d->f * k + (size_t)f.s * sf + SLACK +
 		            (size_t)f.dil * f.kw + (size_t)d->f * round16((int)sf);
 		if (gl > fl)
 			fl = gl;
@@ -285,19 +284,20 @@ void cpu_iconv_data(cdp_backend *be, const cdp_conv_desc *d, const float *dy,
 }
 
 /* The filter gradient sums over all items. Its parts (j->parts of them,
- * at most FILTER_PARTS per thread) are fixed runs of items, each summed
- * into its own partial dw, which the threads take as they come free; the
- * partials are then added in part order. Part p's partial is number
- * p % FILTER_PARTS in the scratch of thread p / FILTER_PARTS; a thread's
- * own slice and dy_p follow the partials in its scratch. */
+ * cpu_filter_parts) are fixed runs of items, each summed into its own
+ * partial dw, which the threads take as they come free; the partials are
+ * then added in part order. Part p's partial is number p %
+ * CPU_FILTER_PARTS in the scratch of thread p / CPU_FILTER_PARTS; a
+ * thread's own slice and dy_p follow the partials in its scratch. */
 static float *part_dw(const ijob *j, int p)
 {
-	return cpu_scratch(j->be, p / FILTER_PARTS) + (size_t)(p % FILTER_PARTS) * j->f * j->k;
+	return cpu_scratch(j->be, p / CPU_FILTER_PARTS) +
+	       (size_t)(p % CPU_FILTER_PARTS) * j->f * j->k;
 }
 
 static float *own_slice(const ijob *j)
 {
-	return cpu_scratch(j->be, cpu_worker()) + (size_t)FILTER_PARTS * j->f * j->k;
+	return cpu_scratch(j->be, cpu_worker()) + (size_t)CPU_FILTER_PARTS * j->f * j->k;
 }
 
 static void filter_part(void *ctx, int p)
@@ -398,13 +398,16 @@ void cpu_iconv_filter(cdp_backend *be, const cdp_conv_desc *d, const float *x,
 {
 	ijob j = { .be = be, .c = fwd_corr(d), .n = d->n, .in = x, .dy = dy, .dw = dw,
 	           .f = d->f, .k = d->c * d->kh * d->kw, .tab = ws };
-	int parts = FILTER_PARTS * be->threads, items;
+	int items;
 
-	j.c.g = j.c.ow % 32 == 0 ? 0 : group_size(&j.c, d->f, d->n, parts);
+	/* groups as long as the threads allow: the parts then take whole
+	 * groups (splitting the groups over more parts would shorten the
+	 * sums that grouping is for) */
+	j.c.g = j.c.ow % 32 == 0 ? 0 : group_size(&j.c, d->f, d->n, be->threads);
 	if (j.c.g > 0)
 		j.c.chs = (int)(j.c.g * sample_floats(&j.c));
 	items = j.c.g > 0 ? (d->n + j.c.g - 1) / j.c.g : corr_items(&j.c, d->n);
-	j.parts = items < parts ? items : parts;
+	j.parts = cpu_filter_parts(be->threads, items, (long)d->n * d->oh * d->ow);
 	make_table(&j.c, ws);
 	cpu_parallel_for(be, j.parts, j.c.g > 0 ? filter_group_part : filter_part, &j);
 	cpu_parallel_for(be, be->threads, reduce_range, &j);

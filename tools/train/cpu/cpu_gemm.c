@@ -23,7 +23,8 @@
  * (cpu_conv_implicit.c) points them at shifted views of its input.
  *  cpu_kgemm_nt_seg: nt_tab with the sum over k cut into segments that
  *    lie at their own strides in A and in B (dy's output rows, and the
- *    padded input's rows, which are wider), so neither is copied.
+ *    padded input's rows, which are wider), so neither is copied; its
+ *    order of summation is set by the number and length of segments.
  *
  * cpu_gemm_kern.h holds the kernels for one vector width; it is compiled
  * here for AVX-512 (16 floats), AVX2+FMA (8) and SSE2 (4, every x86-64),
@@ -120,7 +121,8 @@ static int has_avx512(void) { return __builtin_cpu_supports("avx512f"); }
 static int has_avx2(void) { return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"); }
 
 static const kernels table[] = {
-	{ "avx512", has_avx512, nn_avx512, nn_tab_avx512, nt_avx512, nt_tab_avx512, nt_seg_avx512 },
+	{ "avx512", has_avx512, nn_avx512, nn_tab_avx512, nt_avx512, nt_tab_avx512,
+	  nt_seg_avx512 },
 	{ "avx2", has_avx2, nn_avx2, nn_tab_avx2, nt_avx2, nt_tab_avx2, nt_seg_avx2 },
 	{ "sse2", has_sse2, nn_sse2, nn_tab_sse2, nt_sse2, nt_tab_sse2, nt_seg_sse2 },
 };

@@ -129,12 +129,13 @@ static void cu_bn_fwd_infer(cdp_backend *be, int n, int c, int hw, const float *
 }
 
 /* dx = beta dx + the input gradient; dgamma, dbeta accumulate (beta 1).
- * With act, dy first becomes the gradient before the activation, in place
- * (cu_act_bwd sets its own descriptor in im->ta, so bn_descs comes after). */
+ * With act, dy first becomes the gradient before the activation, in place,
+ * masked by y (bn_beta is not needed; cu_act_bwd sets its own descriptor
+ * in im->ta, so bn_descs comes after). */
 static void cu_bn_bwd(cdp_backend *be, int n, int c, int hw, const float *x, const float *y,
-                      float *dy, const float *gamma, const float *save_mean,
-                      const float *save_invstd, int act, float slope, float *dx, float beta,
-                      float *dgamma, float *dbeta)
+                      float *dy, const float *gamma, const float *bn_beta,
+                      const float *save_mean, const float *save_invstd, int act, float slope,
+                      float *dx, float beta, float *dgamma, float *dbeta)
 {
 	cu_impl *im = cu_im(be);
 	const float one = 1.0f;
