@@ -171,4 +171,27 @@ echo "== a bad CDP_TRAIN_DATA"
 expect_fail 1 "cdp-train: CDP_TRAIN_DATA: 'gpu' is not host or device" env CDP_TRAIN_DATA=gpu \
 	cdp-train --db "$T/u8" --keys "$T/u8.keys" --model "$T/seg.cfg" --out "$T/x" -q --steps 1
 [ ! -e "$T/x/metrics.jsonl" ] || fail "a refused run wrote metrics.jsonl"
+
+echo "== statistics out of float32 range (f64 near 1e300: the sum of squares overflows)"
+"$PYTHON" - "$T/huge.tif" <<'PYEOF'
+import sys
+import numpy as np
+from osgeo import gdal
+gdal.UseExceptions()
+a = np.random.default_rng(3).normal(1.0, 0.5, (3, 64, 64)) * 1e300
+ds = gdal.GetDriverByName("GTiff").Create(sys.argv[1], 64, 64, 3, gdal.GDT_Float64)
+ds.SetGeoTransform((500000, 0.5, 0, 5800000, 0, -0.5))
+for b in range(3):
+    ds.GetRasterBand(b + 1).WriteArray(a[b])
+ds = None
+lab = gdal.GetDriverByName("GTiff").Create(sys.argv[1][:-4] + "_l.tif", 64, 64, 1, gdal.GDT_Byte)
+lab.SetGeoTransform((500000, 0.5, 0, 5800000, 0, -0.5))
+lab.GetRasterBand(1).WriteArray((a[0] > 1e300).astype(np.uint8))
+lab = None
+PYEOF
+cdp-tile -q --size 32 --label "$T/huge_l.tif" "$T/huge.tif" | cdp-lmdbpack -q "$T/huge"
+cdp-keyshuffle -q --seed 1 -o "$T/huge.keys" "$T/huge"
+expect_fail 1 "'$T/huge': band 1 statistics are out of float32 range" \
+	cdp-train --db "$T/huge" --keys "$T/huge.keys" --model "$T/seg.cfg" --out "$T/xh" -q --steps 1
+[ ! -e "$T/xh/checkpoint.cdpt" ] || fail "a refused run wrote a checkpoint"
 exit 0

@@ -11,6 +11,8 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
+#include <float.h>
+#include <math.h>
 
 #include "cdp_dtype.h"
 #include "cdp_error.h"
@@ -66,6 +68,13 @@ static int open_pool(cdp_loader *l, char *err, size_t cap)
 	if (!(l->mean = malloc(l->C * sizeof *l->mean)) || !(l->inv = malloc(l->C * sizeof *l->inv)))
 		return fail(err, cap, CDP_ENOMEM, "'%s': out of memory", l->pool_path);
 	for (int c = 0; c < l->C; c++) {
+		/* the net standardizes in float32: statistics that overflowed
+		 * (an f64 pool near 1e300 has an infinite sum of squares) would
+		 * turn every input into inf or NaN, and fail much later */
+		double m = l->info.band[c].mean, sd = l->info.band[c].std;
+		if (!isfinite(m) || !isfinite(sd) || fabs(m) > FLT_MAX)
+			return fail(err, cap, CDP_ERANGE, "'%s': band %d statistics are out of float32 "
+			            "range (mean %g, std %g)", l->pool_path, c + 1, m, sd);
 		l->mean[c] = (float)l->info.band[c].mean;
 		l->inv[c] = l->info.band[c].std > 0 ? (float)(1.0 / l->info.band[c].std) : 1.0f;
 	}
