@@ -107,29 +107,16 @@ static void texture_tile(uint64_t seed, int cls, float *img)
 		}
 }
 
+/* share/cdpool/models/NAME through cdp_cfg_read; NULL with a message */
 static char *read_model(const char *name)
 {
 	const char *dir = getenv("CDP_SRCDIR") ? getenv("CDP_SRCDIR") : CDP_SRCDIR;
-	char path[4096];
-	FILE *f;
-	char *buf;
-	long len;
+	char path[4096], err[512], *text;
 
 	snprintf(path, sizeof path, "%s/share/cdpool/models/%s", dir, name);
-	if (!(f = fopen(path, "rb")))
-		return NULL;
-	fseek(f, 0, SEEK_END);
-	len = ftell(f);
-	rewind(f);
-	buf = malloc((size_t)len + 1);
-	if (buf && fread(buf, 1, (size_t)len, f) != (size_t)len) {
-		free(buf);
-		buf = NULL;
-	}
-	if (buf)
-		buf[len] = '\0';
-	fclose(f);
-	return buf;
+	if (cdp_cfg_read(path, &text, err, sizeof err) < 0)
+		fprintf(stderr, "%s\n", err);
+	return text;
 }
 
 typedef struct fit {

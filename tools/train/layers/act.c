@@ -1,13 +1,23 @@
-/* leaky.c: the leaky activation layer, PyTorch's LeakyReLU, y = x > 0 ? x : A x.
+/* act.c: the activation layers, which differ only in their options:
  *
- * [leaky]
+ * [relu]            PyTorch's ReLU, y = max(x, 0); no options
+ * [leaky]           PyTorch's LeakyReLU, y = x > 0 ? x : A x
  *   slope=A          negative slope (default 0.01, PyTorch's)
  * Input (C,H,W) -> output (C,H,W); no parameters. Backward takes the
  * mask from the output (y > 0 exactly when x > 0).
  */
 #include "layers.h"
 
-static int make(cdp_layer *l, cdp_net *net, const cdp_cfg_section *s, char *err, size_t cap)
+static int make_relu(cdp_layer *l, cdp_net *net, const cdp_cfg_section *s, char *err, size_t cap)
+{
+	if (cdp_layer_one_input(l, err, cap) < 0)
+		return -1;
+	l->act = CDP_ACT_RELU;
+	l->out = l->in[0];
+	return 0;
+}
+
+static int make_leaky(cdp_layer *l, cdp_net *net, const cdp_cfg_section *s, char *err, size_t cap)
 {
 	if (cdp_layer_one_input(l, err, cap) < 0)
 		return -1;
@@ -32,6 +42,10 @@ static void backward(cdp_layer *l, cdp_net *net)
 		                 cdp_layer_out_count(l, net));
 }
 
+const cdp_layer_ops cdp_layer_relu = {
+	.type = "relu", .make = make_relu, .forward = forward, .backward = backward,
+};
+
 const cdp_layer_ops cdp_layer_leaky = {
-	.type = "leaky", .make = make, .forward = forward, .backward = backward,
+	.type = "leaky", .make = make_leaky, .forward = forward, .backward = backward,
 };
