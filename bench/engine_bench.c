@@ -2,7 +2,8 @@
  * bench/engine.sh (CPU backend) and bench/gpu.sh (--device cuda).
  *
  * usage: engine_bench [-b N] [-d DEVICE] [-D KEY=VALUE]... [-i C,H,W]
- *                     [-n STEPS] [-p PRECISION] [-t THREADS] [-w WARMUP] CFG
+ *                     [-n STEPS] [-p PRECISION] [-P FILE] [-t THREADS]
+ *                     [-w WARMUP] CFG
  * DEVICE as cdp-train's --device (default cpu); PRECISION fp32 (default),
  * tf32, bf16 or fp16 (backend.h; the CPU has only fp32).
  *
@@ -17,7 +18,15 @@
  * loss), backward and the optimizer,
  * and the peak resident memory of the whole process (getrusage ru_maxrss,
  * KiB) at the end and right after the backend started (base_kib).
+ *
+ * -P FILE: after the timed steps, STEPS more steps with the net's per-layer
+ * profile on (net.h: the device is waited for around every layer), and a
+ * table in FILE: each layer's forward and backward milliseconds per step,
+ * then the totals per layer type, each with its share of the profiled
+ * step. It says where a step's time goes; its sum is above the plain
+ * step's time by the cost of the waits, which the last line states.
  */
+#include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -49,7 +58,54 @@ static long maxrss_kib(void)
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: engine_bench [-b N] [-d DEVICE] [-D KEY=VALUE]... [-i C,H,W]\n"
-	           "                    [-n STEPS] [-p PRECISION] [-t THREADS] [-w WARMUP] CFG\n");
+	           "                    [-n STEPS] [-p PRECISION] [-P FILE] [-t THREADS]\n"
+	           "                    [-w WARMUP] CFG\n");
+}
+
+/* The -P table (see the top): per layer, then per type, in ms per step.
+ * plain_s is one unprofiled step's seconds, for the last line. */
+static int write_profile(const char *path, const cdp_net *net, const char *prec, int steps,
+                         double plain_s)
+{
+	FILE *f = fopen(path, "w");
+	double tot = 0, tf[64] = { 0 }, tb[64] = { 0 };
+	const char *types[64];
+	int nt = 0;
+
+	if (!f)
+		return -1;
+	for (int i = 0; i <= net->out_layer; i++)
+		tot += net->prof_fwd[i] + net->prof_bwd[i];
+	tot = tot > 0 ? tot : 1e-30;
+	fprintf(f, "# %s %s batch %d, %d profiled steps; ms per step\n", net->be->name, prec,
+	        net->n, steps);
+	fprintf(f, "%-4s %-16s %-8s %-16s %10s %10s %6s\n", "#", "layer", "type", "out (C,H,W)",
+	        "fwd_ms", "bwd_ms", "share");
+	for (int i = 0; i <= net->out_layer; i++) {
+		const cdp_layer *l = &net->layers[i];
+		double fw = net->prof_fwd[i], bw = net->prof_bwd[i];
+		char shape[48];
+		int t;
+		snprintf(shape, sizeof shape, "%d,%d,%d", l->out.c, l->out.h, l->out.w);
+		fprintf(f, "%-4d %-16s %-8s %-16s %10.3f %10.3f %5.1f%%\n", i, l->name,
+		        l->ops->type, shape, 1e3 * fw / steps, 1e3 * bw / steps,
+		        100 * (fw + bw) / tot);
+		for (t = 0; t < nt && strcmp(types[t], l->ops->type); t++)
+			;
+		if (t == nt && nt < 64)
+			types[nt++] = l->ops->type;
+		if (t < 64) {
+			tf[t] += fw;
+			tb[t] += bw;
+		}
+	}
+	fprintf(f, "\n%-8s %10s %10s %6s\n", "type", "fwd_ms", "bwd_ms", "share");
+	for (int t = 0; t < nt; t++)
+		fprintf(f, "%-8s %10.3f %10.3f %5.1f%%\n", types[t], 1e3 * tf[t] / steps,
+		        1e3 * tb[t] / steps, 100 * (tf[t] + tb[t]) / tot);
+	fprintf(f, "\nlayers, profiled: %.3f ms per step; a plain step (forward, loss, backward, "
+	        "optimizer): %.3f ms\n", 1e3 * tot / steps, 1e3 * plain_s);
+	return fclose(f);
 }
 
 int main(int argc, char **argv)
@@ -61,13 +117,14 @@ int main(int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ "input", required_argument, NULL, 'i' },
 		{ "precision", required_argument, NULL, 'p' },
+		{ "profile", required_argument, NULL, 'P' },
 		{ "steps", required_argument, NULL, 'n' },
 		{ "threads", required_argument, NULL, 't' },
 		{ "warmup", required_argument, NULL, 'w' },
 		{ NULL, 0, NULL, 0 },
 	};
 	static const char *const precs[] = { "fp32", "tf32", "bf16", "fp16" };
-	const char *ov[MAX_OVERRIDES], *path, *device = "cpu";
+	const char *ov[MAX_OVERRIDES], *path, *device = "cpu", *prof_path = NULL;
 	int prec = CDP_PREC_FP32;
 	int nov = 0, batch = 8, steps = 5, warmup = 2, threads = 0, shape[3] = { 0, 0, 0 };
 	int ch, rc = 1, have_net = 0, have_cfg = 0, have_loss = 0, have_opt = 0, hw;
@@ -82,11 +139,11 @@ int main(int argc, char **argv)
 	cdp_loss_result res;
 	int32_t *lab = NULL, *dlab = NULL;
 	float *x = NULL;
-	double t_fwd = 0, t_bwd = 0, t_opt = 0, t0, t1, start = 0;
+	double t_fwd = 0, t_bwd = 0, t_opt = 0, t0, t1, start = 0, elapsed = 0, *prof = NULL;
 	long base;
 	cdp_rng r;
 
-	while ((ch = getopt_long(argc, argv, "b:d:D:hi:n:p:t:w:", longopts, NULL)) != -1) {
+	while ((ch = getopt_long(argc, argv, "b:d:D:hi:n:p:P:t:w:", longopts, NULL)) != -1) {
 		switch (ch) {
 		case 'b':
 			if (cdp_parse_int(optarg, 1, 1 << 16, &batch) != 0)
@@ -102,6 +159,9 @@ int main(int argc, char **argv)
 				;
 			if (prec == 4)
 				goto bad;
+			break;
+		case 'P':
+			prof_path = optarg;
 			break;
 		case 'D':
 			if (nov == MAX_OVERRIDES || !strchr(optarg, '='))
@@ -187,11 +247,21 @@ int main(int argc, char **argv)
 	be->to_device(be, dlab, lab, nl * sizeof *lab);
 	cdp_net_init(&net, 1);
 	cdp_net_zero_grad(&net);
-	for (int s = 0; s < warmup + steps; s++) {
+	for (int s = 0; s < warmup + steps + (prof_path ? steps : 0); s++) {
 		cdp_layer *out = &net.layers[net.out_layer];
 		if (s == warmup) {
 			t_fwd = t_bwd = t_opt = 0;
 			start = now();
+		}
+		if (s == warmup + steps) {      /* the -P steps, after the timed ones */
+			elapsed = now() - start;
+			prof = calloc(2 * (size_t)net.nlayers, sizeof *prof);
+			if (!prof) {
+				snprintf(err, sizeof err, "out of memory");
+				goto fail;
+			}
+			net.prof_fwd = prof;
+			net.prof_bwd = prof + net.nlayers;
 		}
 		net.step_seed = cdp_rng_derive(1, 1, (uint64_t)s);
 		t0 = now();
@@ -199,19 +269,26 @@ int main(int argc, char **argv)
 		cdp_loss_compute(&loss, net.n, hw, out->y, dlab, out->dy, &res);
 		be->sync(be);
 		t1 = now();
-		t_fwd += t1 - t0;
+		if (!prof)
+			t_fwd += t1 - t0;
 		cdp_net_backward(&net, NULL, NULL);
 		be->sync(be);
 		t0 = now();
-		t_bwd += t0 - t1;
+		if (!prof)
+			t_bwd += t0 - t1;
 		if (cdp_optim_micro_done(&opt) && cdp_optim_step(&opt, net.params, net.grads) != 0) {
 			snprintf(err, sizeof err, "step %d: gradient norm %g", s, opt.last_norm);
 			goto fail;
 		}
 		be->sync(be);
-		t_opt += now() - t0;
+		if (!prof)
+			t_opt += now() - t0;
 	}
-	t1 = now() - start;
+	t1 = prof ? elapsed : now() - start;
+	if (prof && write_profile(prof_path, &net, precs[prec], steps, t1 / steps) != 0) {
+		snprintf(err, sizeof err, "cannot write '%s': %s", prof_path, strerror(errno));
+		goto fail;
+	}
 	printf("{\"impl\": \"cdpool %s\", \"precision\": \"%s\", \"layout\": \"nchw\", "
 	       "\"threads\": %d, \"batch\": %d, "
 	       "\"steps\": %d, \"seconds\": %.6f, \"samples_per_s\": %.4f, \"forward_s\": %.6f, "
@@ -232,6 +309,7 @@ out:
 		be->free(be, dlab);
 	free(x);
 	free(lab);
+	free(prof);
 	if (have_opt)
 		cdp_optim_free(&opt);
 	if (have_loss)

@@ -22,7 +22,12 @@
 #   usage: bench/gpu.sh [BUILDDIR]
 #   env: BENCH_STEPS (10), BENCH_WARMUP (3), BENCH_REPEAT (2),
 #        BENCH_MODELS ("unet classifier"), BENCH_PRECISIONS ("fp32 tf32 bf16"),
-#        BENCH_CUDNN_BENCHMARK (0), TORCH_PYTHON (python3)
+#        BENCH_CUDNN_BENCHMARK (0), TORCH_PYTHON (python3),
+#        BENCH_PROFILE_DIR (unset): in the first repeat, per model and
+#        precision, also write where each side's step spends its time:
+#        MODEL-PREC-cdpool.txt (engine_bench -P: per layer and layer type)
+#        and MODEL-PREC-torch.txt (torch.profiler, per operator); profiled
+#        steps run after the timed ones and do not change the numbers
 # Exit 77 (with a message) when this build sees no CUDA device.
 set -eu
 src=$(cd "$(dirname "$0")/.." && pwd)
@@ -57,6 +62,7 @@ if [ "${BENCH_CUDNN_BENCHMARK:-0}" = 1 ]; then
 fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
+[ -z "${BENCH_PROFILE_DIR:-}" ] || mkdir -p "$BENCH_PROFILE_DIR"
 
 echo "gpu: $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null | head -1)"
 echo "steps: $warmup warm-up + $steps timed, best of $repeat; torch $tv ($PY);" \
@@ -71,12 +77,17 @@ model() {
 	i=0
 	while [ "$i" -lt "$repeat" ]; do
 		for p in $precs; do
+			our_prof= tor_prof=
+			if [ "$i" -eq 0 ] && [ -n "${BENCH_PROFILE_DIR:-}" ]; then
+				our_prof="-P $BENCH_PROFILE_DIR/$name-$p-cdpool.txt"
+				tor_prof="--profile $BENCH_PROFILE_DIR/$name-$p-torch.txt"
+			fi
 			# shellcheck disable=SC2086
-			env $our_env "$bench" -d cuda -p "$p" -n "$steps" -w "$warmup" -b "$batch" "$@" "$cfg" \
+			env $our_env "$bench" -d cuda -p "$p" -n "$steps" -w "$warmup" -b "$batch" $our_prof "$@" "$cfg" \
 				>>"$tmp/$name.runs" || echo "{\"impl\": \"cdpool (failed)\", \"precision\": \"$p\"}" >>"$tmp/$name.runs"
 			# shellcheck disable=SC2086
 			"$PY" "$src/bench/gpu_torch.py" "$tmp/$name.json" --precision "$p" --batch "$batch" \
-				--steps "$steps" --warmup "$warmup" $tor_flags >>"$tmp/$name.runs" ||
+				--steps "$steps" --warmup "$warmup" $tor_flags $tor_prof >>"$tmp/$name.runs" ||
 				echo "{\"impl\": \"torch (failed)\", \"precision\": \"$p\"}" >>"$tmp/$name.runs"
 		done
 		i=$((i + 1))

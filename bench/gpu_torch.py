@@ -4,6 +4,7 @@ on the GPU, timed as bench/engine_bench times ours, one JSON line out.
 
     python3 gpu_torch.py MODEL.json --precision fp32|tf32|bf16 [--batch N]
                          [--steps S] [--warmup W] [--nchw] [--cudnn-benchmark]
+                         [--profile FILE]
 
 A step: forward, the model's loss (torch_model.loss_fn, in float32), backward,
 torch.optim.SGD (lr 1e-3, momentum 0.9, weight decay 1e-4, as engine_bench).
@@ -18,6 +19,9 @@ the GPU. Memory format channels_last unless --nchw. Precision:
         defaults above
 cudnn.benchmark stays False (PyTorch's default) unless --cudnn-benchmark.
 Warm-up steps run first; the timed steps end with torch.cuda.synchronize().
+--profile FILE: after the timed steps, STEPS more under torch.profiler, and
+its table of GPU time per operator in FILE (the counterpart of
+engine_bench -P: where PyTorch's step spends its time).
 """
 import argparse
 import json
@@ -31,6 +35,29 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from torch_model import EngineNet, loss_fn  # noqa: E402
 
 
+def write_profile(path, step, steps, title):
+    """STEPS steps under torch.profiler; the operator table, by GPU time."""
+    from torch.profiler import ProfilerActivity, profile
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        for _ in range(steps):
+            step()
+        torch.cuda.synchronize()
+    avg = prof.key_averages()
+    table = None
+    # the column's name changed from cuda to device in torch 2.4
+    for key in ("self_device_time_total", "self_cuda_time_total"):
+        try:
+            table = avg.table(sort_by=key, row_limit=40)
+            break
+        except (AttributeError, KeyError, ValueError):
+            continue
+    with open(path, "w") as f:
+        f.write("# torch %s, %s, %d profiled steps (totals over all of them)\n" % (
+            torch.__version__, title, steps))
+        f.write(table if table is not None else avg.table(row_limit=40))
+        f.write("\n")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("model")
@@ -40,6 +67,7 @@ def main():
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--nchw", action="store_true")
     ap.add_argument("--cudnn-benchmark", action="store_true")
+    ap.add_argument("--profile", metavar="FILE")
     args = ap.parse_args()
     if not torch.cuda.is_available():
         sys.exit("gpu_torch.py: torch %s sees no CUDA device" % torch.__version__)
@@ -80,6 +108,9 @@ def main():
         loss = step()
     torch.cuda.synchronize()
     dt = time.perf_counter() - t0
+    if args.profile:
+        write_profile(args.profile, step, args.steps, "%s %s batch %d" % (
+            torch.cuda.get_device_name(0), prec, n))
     print(json.dumps({
         "impl": "torch " + torch.__version__, "precision": prec,
         "layout": "nchw" if args.nchw else "channels_last",

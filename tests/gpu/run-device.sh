@@ -18,13 +18,18 @@
 #   build      cdp-train, cdp-keyshuffle, tests/gpu/test_ops, test_model,
 #              bench/engine_bench, tests/train/model_dump (make -j nproc)
 #   test_ops, test_ops (cudnn find), test_model, two_ranks.sh, bench/gpu.sh
+#              (with per-layer and per-operator profiles of both sides in
+#              LOGS/profiles: bench/gpu.sh's BENCH_PROFILE_DIR)
 # and prints a summary table last (step, result, seconds). Logs go to
 # $OUT (if set) or BUILD/gpu-logs, one file per step.
 #
 # usage: tests/gpu/run-device.sh
 # env: CDP_GPU_BUILD (default: build-gpu in the source tree), CUDA_HOME,
 #      CDP_GPU_CUDA=no (build without CUDA: a dry run on a machine without
-#      it, where the GPU steps skip), BENCH_* (bench/gpu.sh)
+#      it, where the GPU steps skip), BENCH_* (bench/gpu.sh),
+#      CDP_GPU_STEPS: the steps after the build to run, of "test_ops
+#      test_ops_cudnn_find test_model two_ranks bench_gpu" (all by default;
+#      a rerun after a fix need not repeat what passed)
 # Exit: 0 when no step failed (skips are not failures), else 1.
 set -u
 src=$(cd "$(dirname "$0")/../.." && pwd)
@@ -151,18 +156,32 @@ run_test() {
 	CDP_BUILDDIR=$build CDP_SRCDIR=$src PATH=$build:$PATH "$@"
 }
 
+# want STEP: whether CDP_GPU_STEPS (default: all) names STEP
+all_steps="test_ops test_ops_cudnn_find test_model two_ranks bench_gpu"
+for w in ${CDP_GPU_STEPS:-$all_steps}; do
+	case " $all_steps " in
+	*" $w "*) ;;
+	*) echo "run-device: unknown step '$w' in CDP_GPU_STEPS (steps: $all_steps)" >&2; exit 2 ;;
+	esac
+done
+want() { case " ${CDP_GPU_STEPS:-$all_steps} " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
+
 cuda= extra_inc= extra_lib=
 # (a function with a redirection runs in this shell: find_env's exports stay)
 if step env find_env && step configure do_configure && step build do_build; then
-	step test_ops run_test "$build/tests/gpu/test_ops"
-	step test_ops_cudnn_find env CDP_CUDNN_BENCHMARK=1 CDP_GPU_TEST_SEED=7 \
-		CDP_BUILDDIR="$build" "$build/tests/gpu/test_ops"
-	step test_model run_test "$build/tests/gpu/test_model"
+	want test_ops && step test_ops run_test "$build/tests/gpu/test_ops"
+	want test_ops_cudnn_find && step test_ops_cudnn_find env CDP_CUDNN_BENCHMARK=1 \
+		CDP_GPU_TEST_SEED=7 CDP_BUILDDIR="$build" "$build/tests/gpu/test_ops"
+	want test_model && step test_model run_test "$build/tests/gpu/test_model"
 	pool=
 	[ ! -d "$src/.devdeps/pool/pool" ] || pool=$src/.devdeps/pool
-	step two_ranks run_test env CDP_GPU_POOL="$pool" sh "$src/tests/gpu/two_ranks.sh"
-	step bench_gpu run_test sh "$src/bench/gpu.sh" "$build"
-	sed -n '/^model /,$p' "$logs/bench_gpu.log"
+	want two_ranks && step two_ranks run_test env CDP_GPU_POOL="$pool" \
+		sh "$src/tests/gpu/two_ranks.sh"
+	if want bench_gpu; then
+		step bench_gpu run_test env BENCH_PROFILE_DIR="$logs/profiles" \
+			sh "$src/bench/gpu.sh" "$build"
+		sed -n '/^model /,$p' "$logs/bench_gpu.log"
+	fi
 fi
 echo
 echo "=== summary ($(($(date +%s) - t_all)) s; logs in $logs)"

@@ -244,5 +244,6 @@ int main(int argc, char **argv)
 	test_optim();
 	test_prep();
 	test_datapath();
+	test_edges();
 	return gh_close();
 }

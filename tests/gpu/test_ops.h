@@ -24,6 +24,7 @@ void test_upsample(void);
 void test_chan(void);
 void test_dropout(void);
 void test_gap_bias_add(void);
+void test_edges(void);         /* NaN, misaligned bn arrays, bn of one value: run last */
 void test_losses(void);        /* test_ops_loss.c */
 void test_metrics(void);
 void test_optim(void);

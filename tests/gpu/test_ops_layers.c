@@ -1,7 +1,9 @@
 /* test_ops_layers.c: batchnorm, activations, pooling, upsampling, channel
  * copies, dropout, global average pool, bias and add, each forward and
  * backward with beta 0 and 1 on both sides (gpu_harness.h). Pure moves
- * (channel copies, max values, dropout masks) must agree bit for bit. */
+ * (channel copies, max values, dropout masks) must agree bit for bit.
+ * test_edges (run last): NaN through activations and max pooling, bn's
+ * per-channel arrays off 16-byte alignment, bn over one value per channel. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,11 +12,16 @@
 
 /* ---- batch norm over (N, C, HW), with its fused activation ---- */
 
-/* act: 0, CDP_ACT_RELU or CDP_ACT_LEAKY; name: "" or its name and a space */
-static void bn_case(int n, int c, int hw, int act, float slope, const char *name)
+/* act: 0, CDP_ACT_RELU or CDP_ACT_LEAKY; name: "" or its name and a space.
+ * x is uniform in [-xw, 5 xw]. off: the per-channel arrays (gamma, beta,
+ * running and saved statistics, their gradients) start `off` floats into
+ * their buffers, as a net's packed parameters and buffers may (1: not
+ * 16-byte aligned); the buffers are compared whole, the head included. */
+static void bn_case(int n, int c, int hw, int act, float slope, const char *name, float eps,
+                    float xw, int off)
 {
-	size_t nx = (size_t)n * c * hw, nc = (size_t)c;
-	gh_buf x = gh_rand(nx, -1, 5), g = gh_rand(nc, 0.5f, 1.5f), bt = gh_rand(nc, -1, 1);
+	size_t nx = (size_t)n * c * hw, nc = (size_t)c + off;
+	gh_buf x = gh_rand(nx, -xw, 5 * xw), g = gh_rand(nc, 0.5f, 1.5f), bt = gh_rand(nc, -1, 1);
 	gh_buf y = gh_rand(nx, -1, 1), rm = gh_rand(nc, -1, 1), rv = gh_rand(nc, 0.5f, 2);
 	gh_buf sm = gh_alloc(nc * 4), si = gh_alloc(nc * 4), dy = gh_rand(nx, -1, 1);
 	gh_buf dx = gh_rand(nx, -1, 1), dg = gh_rand(nc, -1, 1), db = gh_rand(nc, -1, 1);
@@ -23,10 +30,11 @@ static void bn_case(int n, int c, int hw, int act, float slope, const char *name
 #define BN_CMP(what_, b, cnt) do { \
 	snprintf(what, sizeof what, "bn %s%s (%d,%d,%d)", name, what_, n, c, hw); \
 	gh_cmp(what, &(b), (cnt), GH_TOL); } while (0)
+#define PC(b, s) (GF(b, s) + off)
 
 	GH_BOTH(s, be)
-		be->bn_fwd_train(be, n, c, hw, GF(x, s), GF(g, s), GF(bt, s), GF(y, s), GF(rm, s),
-		                 GF(rv, s), 0.1f, 1e-5f, GF(sm, s), GF(si, s), act, slope);
+		be->bn_fwd_train(be, n, c, hw, GF(x, s), PC(g, s), PC(bt, s), GF(y, s), PC(rm, s),
+		                 PC(rv, s), 0.1f, eps, PC(sm, s), PC(si, s), act, slope);
 	BN_CMP("train y", y, nx);
 	BN_CMP("running mean", rm, nc);
 	BN_CMP("running var (unbiased)", rv, nc);
@@ -40,20 +48,21 @@ static void bn_case(int n, int c, int hw, int act, float slope, const char *name
 	gh_set(&y, yh, nx * 4);
 	free(yh);
 	GH_BOTH(s, be)
-		be->bn_bwd(be, n, c, hw, GF(x, s), GF(y, s), GF(dy, s), GF(g, s), GF(bt, s), GF(sm, s),
-		           GF(si, s), act, slope, GF(dx, s), 0.0f, GF(dg, s), GF(db, s));
+		be->bn_bwd(be, n, c, hw, GF(x, s), GF(y, s), GF(dy, s), PC(g, s), PC(bt, s), PC(sm, s),
+		           PC(si, s), eps, act, slope, GF(dx, s), 0.0f, PC(dg, s), PC(db, s));
 	BN_CMP("bwd dx beta 0", dx, nx);
 	BN_CMP("bwd dgamma +=", dg, nc);
 	BN_CMP("bwd dbeta +=", db, nc);
 	gh_set(&dy, dy0, nx * 4);
 	GH_BOTH(s, be)
-		be->bn_bwd(be, n, c, hw, GF(x, s), GF(y, s), GF(dy, s), GF(g, s), GF(bt, s), GF(sm, s),
-		           GF(si, s), act, slope, GF(dx, s), 1.0f, GF(dg, s), GF(db, s));
+		be->bn_bwd(be, n, c, hw, GF(x, s), GF(y, s), GF(dy, s), PC(g, s), PC(bt, s), PC(sm, s),
+		           PC(si, s), eps, act, slope, GF(dx, s), 1.0f, PC(dg, s), PC(db, s));
 	BN_CMP("bwd dx beta 1", dx, nx);
 	GH_BOTH(s, be)
-		be->bn_fwd_infer(be, n, c, hw, GF(x, s), GF(g, s), GF(bt, s), GF(y, s), GF(rm, s),
-		                 GF(rv, s), 1e-5f, act, slope);
+		be->bn_fwd_infer(be, n, c, hw, GF(x, s), PC(g, s), PC(bt, s), GF(y, s), PC(rm, s),
+		                 PC(rv, s), eps, act, slope);
 	BN_CMP("infer y", y, nx);
+#undef PC
 #undef BN_CMP
 	free(dy0);
 	gh_free(&x); gh_free(&g); gh_free(&bt); gh_free(&y); gh_free(&rm); gh_free(&rv);
@@ -67,19 +76,23 @@ void test_bn(void)
 		{ 2, 8, 128 * 128 },
 	};
 	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
-		bn_case(cases[i][0], cases[i][1], cases[i][2], 0, 0.0f, "");
+		bn_case(cases[i][0], cases[i][1], cases[i][2], 0, 0.0f, "", 1e-5f, 1.0f, 0);
 	for (int i = 0; i < 4; i++) {
 		int n = gh_int(1, 6), hw = gh_int(1, 300);
 		if (n * hw < 2)
 			hw = 2;     /* the unbiased variance needs two values */
-		bn_case(n, gh_int(1, 20), hw, 0, 0.0f, "");
+		bn_case(n, gh_int(1, 20), hw, 0, 0.0f, "", 1e-5f, 1.0f, 0);
 	}
 	/* the fused activations, on shapes with and without vector remainders */
-	bn_case(3, 5, 21, CDP_ACT_RELU, 0.0f, "relu ");
-	bn_case(4, 32, 33 * 31, CDP_ACT_RELU, 0.0f, "relu ");
-	bn_case(2, 8, 128 * 128, CDP_ACT_RELU, 0.0f, "relu ");
-	bn_case(3, 5, 21, CDP_ACT_LEAKY, 0.1f, "leaky 0.1 ");
-	bn_case(4, 32, 33 * 31, CDP_ACT_LEAKY, 0.1f, "leaky 0.1 ");
+	bn_case(3, 5, 21, CDP_ACT_RELU, 0.0f, "relu ", 1e-5f, 1.0f, 0);
+	bn_case(4, 32, 33 * 31, CDP_ACT_RELU, 0.0f, "relu ", 1e-5f, 1.0f, 0);
+	bn_case(2, 8, 128 * 128, CDP_ACT_RELU, 0.0f, "relu ", 1e-5f, 1.0f, 0);
+	bn_case(3, 5, 21, CDP_ACT_LEAKY, 0.1f, "leaky 0.1 ", 1e-5f, 1.0f, 0);
+	bn_case(4, 32, 33 * 31, CDP_ACT_LEAKY, 0.1f, "leaky 0.1 ", 1e-5f, 1.0f, 0);
+	/* an eps that matters (variance ~1e-3): forward and backward must both
+	 * use it (cuDNN's backward takes eps as an argument of its own) */
+	bn_case(4, 6, 50, 0, 0.0f, "eps 1e-3 ", 1e-3f, 0.02f, 0);
+	bn_case(4, 6, 50, CDP_ACT_RELU, 0.0f, "eps 1e-3 relu ", 1e-3f, 0.02f, 0);
 }
 
 /* ---- activations, also in place (y == x, dx == dy) ---- */
@@ -364,4 +377,104 @@ void test_gap_bias_add(void)
 		gh_free(&z);
 		gh_free(&x); gh_free(&g); gh_free(&y); gh_free(&dx); gh_free(&b); gh_free(&db);
 	}
+}
+
+/* ---- edge cases whose cuDNN behaviour its documentation leaves open;
+ * last in test_ops, so that a backend that aborts on one (a cuDNN error
+ * status is fatal) has already reported every other op ---- */
+
+/* NaN exactly where side 0 has one, the other values bit for bit equal
+ * (the ops compared are moves or one rounded product on both sides) */
+static void cmp_nan(const char *what, const gh_buf *b, size_t n)
+{
+	float *r = gh_host(b, GH_REF), *d = gh_host(b, GH_DEV);
+	size_t i = 0;
+
+	while (i < n && (isnan(r[i]) ? isnan(d[i]) : !isnan(d[i]) && d[i] == r[i]))
+		i++;
+	printf("%-4s %-60s %s\n", i == n ? "ok" : "FAIL", what, "exact, NaN where the cpu's");
+	GCHECK(i == n, "[%s] %s: element %zu of %zu differs (%s %.9g, cpu %.9g)", gh_peer, what, i,
+	       n, gh_be[GH_DEV]->name, i < n ? d[i] : 0.0, i < n ? r[i] : 0.0);
+	free(r);
+	free(d);
+}
+
+/* NaN inputs: activations pass a NaN forward, and backward passes dy
+ * where y is NaN (y <= 0 is false; PyTorch's threshold_backward); max
+ * pooling propagates a NaN (the first in its window wins on the CPU) */
+static void nan_cases(void)
+{
+	static const struct { int kind; float slope; const char *name; } acts[] = {
+		{ CDP_ACT_RELU, 0.0f, "relu" }, { CDP_ACT_LEAKY, 0.1f, "leaky 0.1" },
+	};
+	static const pool_case pools[] = { { 2, 3, 8, 8, 2, 2, 0 }, { 2, 2, 9, 7, 3, 2, 1 } };
+	size_t n = 1000;
+	char what[96];
+
+	gh_buf x = gh_rand(n, -1, 1), y = gh_rand(n, -1, 1), dy = gh_rand(n, -1, 1);
+	gh_buf dx = gh_rand(n, -1, 1);
+	float *h = gh_host(&x, GH_REF);
+	for (size_t i = 5; i < n; i += 13)
+		h[i] = NAN;
+	gh_set(&x, h, n * 4);
+	free(h);
+	for (size_t a = 0; a < 2; a++) {
+		GH_BOTH(s, be)
+			be->act_fwd(be, acts[a].kind, acts[a].slope, GF(x, s), GF(y, s), n);
+		snprintf(what, sizeof what, "%s fwd NaN n=%zu", acts[a].name, n);
+		cmp_nan(what, &y, n);
+		GH_BOTH(s, be)
+			be->act_bwd(be, acts[a].kind, acts[a].slope, GF(y, s), GF(dy, s), GF(dx, s), 0.0f, n);
+		snprintf(what, sizeof what, "%s bwd NaN y n=%zu", acts[a].name, n);
+		cmp_nan(what, &dx, n);
+	}
+	for (size_t p = 0; p < 2; p++) {
+		cdp_pool_desc d = { pools[p].n, pools[p].c, pools[p].h, pools[p].w, pools[p].k,
+		                    pools[p].s, pools[p].p, 0, 0 };
+		if (cdp_pool_desc_init(&d) < 0 || (size_t)d.n * d.c * d.h * d.w > n) {
+			GCHECK(0, "NaN pool case %zu does not fit", p);
+			continue;
+		}
+		size_t ny = (size_t)d.n * d.c * d.oh * d.ow;
+		gh_buf idx = gh_alloc(ny * sizeof(int32_t));
+		GH_BOTH(s, be)
+			be->maxpool_fwd(be, &d, GF(x, s), GF(y, s), GI(idx, s));
+		snprintf(what, sizeof what, "maxpool fwd NaN (%d,%d,%d,%d) k%d s%d p%d", d.n, d.c, d.h,
+		         d.w, d.k, d.stride, d.pad);
+		cmp_nan(what, &y, ny);
+		gh_free(&idx);
+	}
+	gh_free(&x); gh_free(&y); gh_free(&dy); gh_free(&dx);
+}
+
+/* Batchnorm over one value per channel (N*H*W = 1): the batch variance is
+ * 0 and the CPU takes 0 for the unbiased one too (PyTorch refuses such a
+ * batch in training); y is beta. Forward only: the running statistics
+ * are what the division by N*H*W - 1 could spoil. */
+static void bn_single(void)
+{
+	int c = 4;
+	gh_buf x = gh_rand(c, -1, 1), g = gh_rand(c, 0.5f, 1.5f), bt = gh_rand(c, -1, 1);
+	gh_buf y = gh_rand(c, -1, 1), rm = gh_rand(c, -1, 1), rv = gh_rand(c, 0.5f, 2);
+	gh_buf sm = gh_alloc(c * 4), si = gh_alloc(c * 4);
+
+	GH_BOTH(s, be)
+		be->bn_fwd_train(be, 1, c, 1, GF(x, s), GF(g, s), GF(bt, s), GF(y, s), GF(rm, s),
+		                 GF(rv, s), 0.1f, 1e-5f, GF(sm, s), GF(si, s), 0, 0.0f);
+	gh_cmp("bn N*H*W=1 (1,4,1) train y", &y, c, GH_TOL);
+	gh_cmp("bn N*H*W=1 (1,4,1) running mean", &rm, c, GH_TOL);
+	gh_cmp("bn N*H*W=1 (1,4,1) running var", &rv, c, GH_TOL);
+	gh_cmp("bn N*H*W=1 (1,4,1) saved mean", &sm, c, GH_TOL);
+	gh_free(&x); gh_free(&g); gh_free(&bt); gh_free(&y); gh_free(&rm); gh_free(&rv);
+	gh_free(&sm); gh_free(&si);
+}
+
+void test_edges(void)
+{
+	nan_cases();
+	/* per-channel arrays 4 bytes past 16-byte alignment, as bn layers get
+	 * them from the net's packed parameters and buffers */
+	bn_case(3, 5, 21, 0, 0.0f, "misaligned ", 1e-5f, 1.0f, 1);
+	bn_case(3, 5, 21, CDP_ACT_RELU, 0.0f, "misaligned relu ", 1e-5f, 1.0f, 1);
+	bn_single();
 }

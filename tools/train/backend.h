@@ -142,12 +142,12 @@ struct cdp_backend {
 	 * in the forward's arithmetic (the CPU: two fewer passes over memory
 	 * than reading y). With act != 0 the backend may overwrite dy (CUDA
 	 * leaves the gradient before the activation there); with act 0, y and
-	 * bn_beta are not read (they may be NULL). dx (+)= per beta; dgamma,
-	 * dbeta accumulate. */
+	 * bn_beta are not read (they may be NULL). eps is the forward's (cuDNN's
+	 * backward wants it). dx (+)= per beta; dgamma, dbeta accumulate. */
 	void (*bn_bwd)(cdp_backend *be, int n, int c, int hw, const float *x, const float *y,
 	               float *dy, const float *gamma, const float *bn_beta,
-	               const float *save_mean, const float *save_invstd, int act, float slope,
-	               float *dx, float beta, float *dgamma, float *dbeta);
+	               const float *save_mean, const float *save_invstd, float eps, int act,
+	               float slope, float *dx, float beta, float *dgamma, float *dbeta);
 
 	/* activations, elementwise over n values; dx (+)= per beta */
 	void (*act_fwd)(cdp_backend *be, int kind, float slope, const float *x, float *y, size_t n);

@@ -1,15 +1,24 @@
 /* dist_nccl.c: dist.h's reductions over NCCL (--allreduce nccl; built only
  * with CUDA): the communicator, made from a unique id that rank 0 sends by
- * MPI_Bcast or, when launched without MPI, through the rendezvous file;
- * gradient buckets on a communication stream ordered by events; the
- * blocking float calls; the host collectives of launches without MPI; and
- * the watchdog thread.
+ * MPI_Bcast or, when launched without MPI, through the rendezvous file
+ * (dist_rdv.c); gradient buckets on a communication stream ordered by
+ * events; the blocking float calls; the host collectives of launches
+ * without MPI; and the watchdog (dist_watch.c) over what is queued.
  *
  * The communicator is non-blocking (ncclConfig_t.blocking = 0), so that no
- * NCCL call can block the host where the watchdog cannot reach it, init
- * included (a rank that never arrives). Any call may then return
- * ncclInProgress; nb() polls ncclCommGetAsyncError until the call is
- * through, and gives up after the timeout.
+ * NCCL call can block the host where no timeout reaches it, init included
+ * (a rank that never arrives). Any call may then return ncclInProgress;
+ * nb() polls ncclCommGetAsyncError until the call is through (NCCL refuses
+ * the next call on a communicator still in progress) and gives up after
+ * the timeout.
+ *
+ * Threads. NCCL lets one thread at a time use a communicator (its "Thread
+ * Safety" section), and the watchdog thread calls ncclCommGetAsyncError and
+ * ncclCommAbort on the one the main thread uses. So every NCCL call holds
+ * nc.api: the main thread's calls return at once (non-blocking), the
+ * watchdog's health check only tries the lock, and its abort takes the lock
+ * and keeps it, so that the main thread never touches the freed
+ * communicator (it blocks there while the watchdog ends the process).
  *
  * Ordering. Buffers are written by ops on the backend's compute stream.
  * Every NCCL operation is queued on our stream `cs` after an event recorded
@@ -18,60 +27,55 @@
  * for it at cdp_dist_wait_all (comm -> compute, the host does not block),
  * the host waits for it in the blocking calls.
  *
- * The watchdog. Every operation queued is followed by an event of a FIFO,
- * with the time it was queued and its name. The thread wakes every
- * min(1 s, timeout / 4), retires the events that have completed
- * (cudaEventQuery), and fires when the oldest one left is older than
- * CDP_DIST_TIMEOUT or ncclCommGetAsyncError reports an error: it calls
- * ncclCommAbort (NCCL's kernels return, the device is not left spinning)
- * and ends the job through cdp_dist_abort, naming the rank, with alarm(10)
- * as the fallback should exiting hang, as in dist_mpi.c. Only that thread
- * queries events, so the main thread's CUDA error state is never touched.
+ * The watchdog (dist_watch.h). Every operation queued on cs is pushed with
+ * its name; the event of its slot is recorded on cs after it. The watchdog
+ * thread queries the events (cudaEventQuery, on that thread only, so the
+ * main thread's CUDA error state is never touched) and fires when the
+ * oldest is older than CDP_DIST_TIMEOUT, failed, or ncclCommGetAsyncError
+ * reports an error: it aborts the communicator (ncclCommAbort: NCCL's
+ * kernels return, the device is not left spinning) and ends the job with
+ * one line naming the rank (cdp_dist_abort), or after GRACE seconds by the
+ * alarm should the abort hang.
  *
  * Not done: registering buffers with NCCL (ncclCommRegister), more than one
  * communication stream.
  */
+#define _GNU_SOURCE             /* program_invocation_short_name */
 #include <config.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <pthread.h>
-#include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <time.h>
-#include <unistd.h>
 #include <cuda_runtime.h>
 #include <nccl.h>
 
 #include "backend.h"
 #include "cdp_error.h"
 #include "dist_int.h"
+#include "dist_rdv.h"
+#include "dist_watch.h"
 
-#define QN 256                  /* operations the watchdog tracks at once */
-#define RDV_MAGIC "CDPRDV1\n"   /* the rendezvous file: magic, u32 size, id */
+#define GRACE 10                /* seconds for the abort before the alarm */
 
 static struct {
 	cdp_backend *be;
 	ncclComm_t comm;
+	pthread_mutex_t api;        /* held in every NCCL call (see Threads) */
 	cudaStream_t cs;            /* communication stream */
 	cudaEvent_t ready;          /* compute -> cs */
 	cudaEvent_t joined;         /* cs -> compute, cs -> host */
 	int have_stream, have_ev;
-	/* the watchdog's FIFO of queued operations: ev[q0 .. q0 + qn) */
-	cudaEvent_t ev[QN];
-	double qt[QN];
-	const char *qwhat[QN];
-	int q0, qn;
+	cudaEvent_t ev[CDP_WATCH_SLOTS];    /* the watchdog's slots */
+	cdp_watch *wd;
+	char prefix[96];            /* "prog: rank R: " for the alarm's line */
+	cdp_rdv rdv;                /* a launch without MPI: the rendezvous */
+	char job[CDP_RDV_JOB_MAX + 1];
+	int rdv_up;                 /* rank 0 wrote the file, not yet removed */
 	void *dbuf;                 /* device scratch of the host collectives */
 	size_t dbuf_n;
-	pthread_t wd;
-	int wd_on, wd_stop;
-	pthread_mutex_t mu;
-	pthread_cond_t cv;
-} nc = { .mu = PTHREAD_MUTEX_INITIALIZER };
+} nc = { .api = PTHREAD_MUTEX_INITIALIZER };
 
 int dist_nccl_built(void) { return 1; }
 
@@ -82,8 +86,43 @@ static const char *base(const char *file)
 	return b ? b + 1 : file;
 }
 
+/* Rank 0 removes the rendezvous file once every rank has read it, or when
+ * it fails before, so that no stale file is left. */
+static void rdv_drop(void)
+{
+	if (nc.rdv_up) {
+		nc.rdv_up = 0;
+		cdp_rdv_remove(&nc.rdv);
+	}
+}
+
+/* Aborts the communicator (once) so that NCCL's kernels return: on the
+ * main thread's failure paths. */
+static void comm_abort(void)
+{
+	ncclComm_t c;
+
+	pthread_mutex_lock(&nc.api);
+	c = nc.comm;
+	nc.comm = NULL;
+	if (c)
+		ncclCommAbort(c);
+	pthread_mutex_unlock(&nc.api);
+	rdv_drop();
+}
+
+/* The start of every failure path of the main thread: when the watchdog
+ * is already ending the process, wait for it (one message). */
+static void claim(void)
+{
+	if (!cdp_watch_claim())
+		cdp_watch_park();
+}
+
 static void cuda_fail(const char *file, int line, const char *call, cudaError_t rc)
 {
+	claim();
+	rdv_drop();
 	cdp_dist_abort(1, "%s:%d: %.*s: %s", base(file), line, (int)strcspn(call, "("), call,
 	               cudaGetErrorString(rc));
 }
@@ -92,21 +131,13 @@ static void cuda_fail(const char *file, int line, const char *call, cudaError_t 
 	if (cc_rc_ != cudaSuccess) cuda_fail(__FILE__, __LINE__, #call, cc_rc_); \
 } while (0)
 
-/* Aborts the communicator (once) so that NCCL's kernels return. */
-static void comm_abort(void)
-{
-	ncclComm_t c = nc.comm;
-
-	nc.comm = NULL;
-	if (c)
-		ncclCommAbort(c);
-}
-
 static void nccl_fail(const char *file, int line, const char *call, ncclResult_t rc)
 {
 	char detail[512] = "";
-	const char *last = ncclGetLastError(nc.comm);
+	const char *last;
 
+	claim();
+	last = ncclGetLastError(NULL);
 	if (last && *last)
 		snprintf(detail, sizeof detail, " (%s)", last);
 	comm_abort();
@@ -122,196 +153,147 @@ static ncclResult_t nb(ncclResult_t rc, const char *what)
 
 	while (rc == ncclInProgress) {
 		if (to > 0 && dist_now() - t0 > to) {
+			claim();
 			comm_abort();
 			cdp_dist_abort(1, "%s did not finish within %g s: a peer rank died or hangs "
 			               "(timeout set by CDP_DIST_TIMEOUT)", what, to);
 		}
 		nanosleep(&pause, NULL);
-		if (ncclCommGetAsyncError(nc.comm, &rc) != ncclSuccess)
+		pthread_mutex_lock(&nc.api);
+		if (!nc.comm || ncclCommGetAsyncError(nc.comm, &rc) != ncclSuccess)
 			rc = ncclInternalError;
+		pthread_mutex_unlock(&nc.api);
 	}
 	return rc;
 }
+/* `call` (on nc.comm) under nc.api, then until it is through. */
 #define NCCL_CHECK(call, what) do { \
-	ncclResult_t nc_rc_ = nb((call), (what)); \
+	ncclResult_t nc_rc_; \
+	pthread_mutex_lock(&nc.api); \
+	nc_rc_ = (call); \
+	pthread_mutex_unlock(&nc.api); \
+	nc_rc_ = nb(nc_rc_, (what)); \
 	if (nc_rc_ != ncclSuccess) nccl_fail(__FILE__, __LINE__, #call, nc_rc_); \
 } while (0)
 
-/* ---- the watchdog ------------------------------------------------------ */
+/* ---- the watchdog's callbacks (dist_watch.h) ---------------------------- */
 
-static void fire(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
-static void fire(const char *fmt, ...)
+static int wd_enter(void *ctx, char *msg, size_t cap)
 {
-	char msg[512];
-	va_list ap;
+	cudaError_t q = cudaSetDevice(nc.be->device);     /* the events' device */
 
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof msg, fmt, ap);
-	va_end(ap);
-	/* say why first: ncclCommAbort may itself crash or hang (the main
-	 * thread can be inside a call on the same communicator), and then the
-	 * alarm ends the process without another word */
-	fprintf(stderr, "cdp-train: rank %d: %s\n", cdp_dist_rank(), msg);
-	fflush(stderr);
-	signal(SIGALRM, SIG_DFL);
-	alarm(10);
-	comm_abort();
-	cdp_dist_abort(1, "NCCL communicator aborted after the error above");
+	if (q == cudaSuccess)
+		return 0;
+	snprintf(msg, cap, "the NCCL watchdog cannot bind GPU %d: %s", nc.be->device,
+	         cudaGetErrorString(q));
+	return -1;
 }
 
-static void *wd_main(void *arg)
-{
-	double to = dist_timeout(), period = to / 4 < 1 ? to / 4 : 1, t;
-	struct timespec ts;
-	ncclResult_t async;
-	cudaError_t q;
+static void wd_arm(void *ctx, int slot) { CUDA_CHECK(cudaEventRecord(nc.ev[slot], nc.cs)); }
+static void wd_wait(void *ctx, int slot) { CUDA_CHECK(cudaEventSynchronize(nc.ev[slot])); }
 
-	(void)arg;
-	/* the events belong to the backend's device */
-	if ((q = cudaSetDevice(nc.be->device)) != cudaSuccess)
-		fire("the NCCL watchdog cannot bind GPU %d: %s", nc.be->device, cudaGetErrorString(q));
-	pthread_mutex_lock(&nc.mu);
-	while (!nc.wd_stop) {
-		t = dist_now() + period;
-		ts.tv_sec = (time_t)t;
-		ts.tv_nsec = (long)((t - (double)ts.tv_sec) * 1e9);
-		pthread_cond_timedwait(&nc.cv, &nc.mu, &ts);
-		if (nc.wd_stop)
-			break;
-		while (nc.qn > 0 && (q = cudaEventQuery(nc.ev[nc.q0])) != cudaErrorNotReady) {
-			if (q != cudaSuccess)
-				fire("%s failed on the GPU: %s", nc.qwhat[nc.q0], cudaGetErrorString(q));
-			nc.q0 = (nc.q0 + 1) % QN;
-			nc.qn--;
-		}
-		if (nc.qn > 0 && dist_now() - nc.qt[nc.q0] > to)
-			fire("%s did not finish within %g s: a peer rank died or hangs (timeout set by "
-			     "CDP_DIST_TIMEOUT)", nc.qwhat[nc.q0], to);
-		if (nc.comm && ncclCommGetAsyncError(nc.comm, &async) == ncclSuccess &&
-		    async != ncclSuccess && async != ncclInProgress)
-			fire("NCCL reports an error: %s (%s)", ncclGetErrorString(async),
-			     ncclGetLastError(nc.comm));
+static int wd_query(void *ctx, int slot, char *msg, size_t cap)
+{
+	cudaError_t q = cudaEventQuery(nc.ev[slot]);
+
+	if (q == cudaSuccess)
+		return 1;
+	if (q == cudaErrorNotReady)
+		return 0;
+	snprintf(msg, cap, "%s", cudaGetErrorString(q));
+	return -1;
+}
+
+/* Only tries nc.api: the main thread holds it for a moment at a time, and
+ * the next wake-up looks again. */
+static int wd_health(void *ctx, char *msg, size_t cap)
+{
+	ncclResult_t async = ncclSuccess;
+	int bad = 0;
+
+	if (pthread_mutex_trylock(&nc.api) != 0)
+		return 0;
+	if (nc.comm && ncclCommGetAsyncError(nc.comm, &async) == ncclSuccess &&
+	    async != ncclSuccess && async != ncclInProgress) {
+		const char *last = ncclGetLastError(NULL);
+		snprintf(msg, cap, "NCCL reports an error: %s%s%s%s", ncclGetErrorString(async),
+		         last && *last ? " (" : "", last && *last ? last : "", last && *last ? ")" : "");
+		bad = -1;
 	}
-	pthread_mutex_unlock(&nc.mu);
-	return NULL;
+	pthread_mutex_unlock(&nc.api);
+	return bad;
+}
+
+/* Takes nc.api and keeps it (see Threads). Should the main thread hold it
+ * longer than a non-blocking call can take, the process ends without the
+ * abort. */
+static void wd_abort(void *ctx)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += 2;
+	if (pthread_mutex_timedlock(&nc.api, &ts) == 0 && nc.comm) {
+		ncclCommAbort(nc.comm);
+		nc.comm = NULL;
+	}
+	rdv_drop();
+}
+
+static void wd_die(void *ctx, const char *msg) __attribute__((noreturn));
+static void wd_die(void *ctx, const char *msg)
+{
+	cdp_dist_abort(1, "%s", msg);
 }
 
 static void wd_start(void)
 {
-	pthread_condattr_t ca;
+	cdp_watch_ops ops = {
+		.enter = wd_enter, .arm = wd_arm, .query = wd_query, .wait = wd_wait,
+		.health = wd_health, .abort = wd_abort, .die = wd_die, .prefix = nc.prefix
+	};
 	int rc;
 
 	if (dist_timeout() <= 0)
 		return;
-	nc.wd_stop = 0;
-	if ((rc = pthread_condattr_init(&ca)) != 0 ||
-	    (rc = pthread_condattr_setclock(&ca, CLOCK_MONOTONIC)) != 0 ||
-	    (rc = pthread_cond_init(&nc.cv, &ca)) != 0)
-		cdp_dist_abort(1, "cannot start the NCCL watchdog: %s", strerror(rc));
-	pthread_condattr_destroy(&ca);
-	if ((rc = pthread_create(&nc.wd, NULL, wd_main, NULL)) != 0)
-		cdp_dist_abort(1, "cannot start the NCCL watchdog: %s", strerror(rc));
-	nc.wd_on = 1;
+	snprintf(nc.prefix, sizeof nc.prefix, "%s: rank %d: ", program_invocation_short_name,
+	         cdp_dist_rank());
+	if ((rc = cdp_watch_start(&nc.wd, &ops, dist_timeout(), GRACE)) != 0)
+		cdp_dist_abort(1, "cannot start the NCCL watchdog: %s", cdp_strerror(rc));
 }
 
-static void wd_stop(void)
-{
-	if (!nc.wd_on)
-		return;
-	pthread_mutex_lock(&nc.mu);
-	nc.wd_stop = 1;
-	pthread_cond_signal(&nc.cv);
-	pthread_mutex_unlock(&nc.mu);
-	pthread_join(nc.wd, NULL);
-	pthread_cond_destroy(&nc.cv);
-	nc.wd_on = 0;
-	nc.q0 = nc.qn = 0;
-}
-
-/* After queuing `what` on cs: the watchdog tracks it. When the FIFO is
- * full the host waits for its oldest entry (which the watchdog covers). */
+/* After queuing `what` on cs: the watchdog tracks it. */
 static void track(const char *what)
 {
-	int i;
-
-	if (!nc.wd_on)
-		return;
-	pthread_mutex_lock(&nc.mu);
-	while (nc.qn == QN) {
-		cudaEvent_t head = nc.ev[nc.q0];
-		int q0 = nc.q0;
-		pthread_mutex_unlock(&nc.mu);
-		CUDA_CHECK(cudaEventSynchronize(head));
-		pthread_mutex_lock(&nc.mu);
-		if (nc.qn == QN && nc.q0 == q0) {
-			nc.q0 = (nc.q0 + 1) % QN;
-			nc.qn--;
-		}
-	}
-	i = (nc.q0 + nc.qn) % QN;
-	CUDA_CHECK(cudaEventRecord(nc.ev[i], nc.cs));
-	nc.qt[i] = dist_now();
-	nc.qwhat[i] = what;
-	nc.qn++;
-	pthread_mutex_unlock(&nc.mu);
+	if (nc.wd)
+		cdp_watch_push(nc.wd, what);
 }
 
 /* ---- the communicator -------------------------------------------------- */
 
-/* Rank 0 writes the id for the others of a launch without MPI. */
-static void rdv_publish(const char *path, const ncclUniqueId *id)
+/* A launch without MPI: rank 0 writes the id to CDP_RENDEZVOUS, the others
+ * read it (dist_rdv.h), waiting up to CDP_DIST_TIMEOUT. */
+static void rdv_exchange(ncclUniqueId *id)
 {
-	unsigned char rec[8 + 4 + sizeof *id];
-	uint32_t size = (uint32_t)cdp_dist_size();
-	char tmp[4200];
-	struct stat sb;
-	int fd;
+	char msg[1024];
+	int rc;
 
-	if (stat(path, &sb) == 0)
-		cdp_dist_abort(1, "the rendezvous file '%s' exists already (left by an earlier run?): "
-		               "remove it or name a new one in CDP_RENDEZVOUS", path);
-	memcpy(rec, RDV_MAGIC, 8);
-	memcpy(rec + 8, &size, 4);
-	memcpy(rec + 12, id, sizeof *id);
-	snprintf(tmp, sizeof tmp, "%s.%ld.tmp", path, (long)getpid());
-	if ((fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL, 0600)) < 0 ||
-	    write(fd, rec, sizeof rec) != (ssize_t)sizeof rec || fsync(fd) != 0 || close(fd) != 0 ||
-	    rename(tmp, path) != 0) {
-		int e = errno;
-		unlink(tmp);
-		cdp_dist_abort(1, "cannot write the rendezvous file '%s': %s", path, strerror(e));
+	if (cdp_rdv_job_env(nc.job, sizeof nc.job) != 0)
+		cdp_dist_abort(1, "the job id of the environment (CDP_JOB_ID, SLURM_*, TORCHELASTIC_*) "
+		               "is longer than %d bytes: set a shorter CDP_JOB_ID", CDP_RDV_JOB_MAX);
+	nc.rdv.path = getenv("CDP_RENDEZVOUS");
+	nc.rdv.job = nc.job;
+	nc.rdv.world = (uint32_t)cdp_dist_size();
+	nc.rdv.timeout = dist_timeout();
+	if (cdp_dist_rank() == 0)
+		rc = cdp_rdv_publish(&nc.rdv, id, sizeof *id);
+	else
+		rc = cdp_rdv_fetch(&nc.rdv, id, sizeof *id);
+	if (rc != 0) {
+		cdp_rdv_explain(&nc.rdv, rc, msg, sizeof msg);
+		cdp_dist_abort(1, "%s", msg);
 	}
-}
-
-/* The others poll for it (the rename makes it appear whole). */
-static void rdv_fetch(const char *path, ncclUniqueId *id)
-{
-	unsigned char rec[8 + 4 + sizeof *id];
-	double t0 = dist_now(), to = dist_timeout();
-	struct timespec pause = { 0, 50 * 1000 * 1000 };
-	uint32_t size;
-
-	for (;;) {
-		int fd = open(path, O_RDONLY);
-		if (fd >= 0) {
-			ssize_t got = read(fd, rec, sizeof rec);
-			close(fd);
-			if (got != (ssize_t)sizeof rec || memcmp(rec, RDV_MAGIC, 8) != 0)
-				cdp_dist_abort(1, "'%s' is not a cdp-train rendezvous file", path);
-			memcpy(&size, rec + 8, 4);
-			if (size != (uint32_t)cdp_dist_size())
-				cdp_dist_abort(1, "the rendezvous file '%s' is for %u ranks, WORLD_SIZE is %d",
-				               path, size, cdp_dist_size());
-			memcpy(id, rec + 12, sizeof *id);
-			return;
-		}
-		if (errno != ENOENT)
-			cdp_dist_abort(1, "cannot read the rendezvous file '%s': %s", path, strerror(errno));
-		if (to > 0 && dist_now() - t0 > to)
-			cdp_dist_abort(1, "no rendezvous file '%s' from rank 0 within %g s (timeout set "
-			               "by CDP_DIST_TIMEOUT)", path, to);
-		nanosleep(&pause, NULL);
-	}
+	nc.rdv_up = cdp_dist_rank() == 0;
 }
 
 /* The communicator, stream and events, at the first collective that needs
@@ -320,7 +302,6 @@ static void rdv_fetch(const char *path, ncclUniqueId *id)
 static void comm_up(void)
 {
 	ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
-	const char *rdv = getenv("CDP_RENDEZVOUS");
 	ncclUniqueId id;
 	int lo, hi;
 
@@ -332,27 +313,23 @@ static void comm_up(void)
 	memset(&id, 0, sizeof id);
 	if (cdp_dist_rank() == 0)
 		NCCL_CHECK(ncclGetUniqueId(&id), "ncclGetUniqueId");
-	if (cdp_dist_env_launch()) {
-		if (cdp_dist_rank() == 0)
-			rdv_publish(rdv, &id);
-		else
-			rdv_fetch(rdv, &id);
-	} else {
+	if (cdp_dist_env_launch())
+		rdv_exchange(&id);
+	else
 		cdp_dist_bcast_bytes(&id, sizeof id);
-	}
 	cfg.blocking = 0;
 	NCCL_CHECK(ncclCommInitRankConfig(&nc.comm, cdp_dist_size(), id, cdp_dist_rank(), &cfg),
 	           "ncclCommInitRankConfig (waiting for every rank to join)");
-	/* every rank has read the file once the communicator is up */
-	if (cdp_dist_env_launch() && cdp_dist_rank() == 0)
-		unlink(rdv);
+	/* every rank has read the file once the communicator is up: NCCL's
+	 * bootstrap needs each rank to reach rank 0's address in the id */
+	rdv_drop();
 	/* communication first when both streams have work ready */
 	CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&lo, &hi));
 	CUDA_CHECK(cudaStreamCreateWithPriority(&nc.cs, cudaStreamNonBlocking, hi));
 	nc.have_stream = 1;
 	CUDA_CHECK(cudaEventCreateWithFlags(&nc.ready, cudaEventDisableTiming));
 	CUDA_CHECK(cudaEventCreateWithFlags(&nc.joined, cudaEventDisableTiming));
-	for (int i = 0; i < QN; i++)
+	for (int i = 0; i < CDP_WATCH_SLOTS; i++)
 		CUDA_CHECK(cudaEventCreateWithFlags(&nc.ev[i], cudaEventDisableTiming));
 	nc.have_ev = 1;
 	wd_start();
@@ -364,7 +341,9 @@ void dist_nccl_release(void)
 	 * peer that died, and this wait must end in a timeout, not a hang */
 	if (nc.have_stream)
 		CUDA_CHECK(cudaStreamSynchronize(nc.cs));
-	wd_stop();
+	cdp_watch_stop(nc.wd);
+	nc.wd = NULL;
+	rdv_drop();
 	if (nc.comm) {
 		NCCL_CHECK(ncclCommFinalize(nc.comm), "ncclCommFinalize");
 		NCCL_CHECK(ncclCommDestroy(nc.comm), "ncclCommDestroy");
@@ -373,7 +352,7 @@ void dist_nccl_release(void)
 	if (nc.have_ev) {
 		CUDA_CHECK(cudaEventDestroy(nc.ready));
 		CUDA_CHECK(cudaEventDestroy(nc.joined));
-		for (int i = 0; i < QN; i++)
+		for (int i = 0; i < CDP_WATCH_SLOTS; i++)
 			CUDA_CHECK(cudaEventDestroy(nc.ev[i]));
 		nc.have_ev = 0;
 	}
@@ -528,11 +507,17 @@ void dist_nccl_host_gather(const void *send, size_t n, void *recv)
 		cdp_dist_abort(1, "cannot gather %zu bytes from %d ranks: too many", n, j);
 	d = dscratch(r == 0 ? n * (size_t)j : n);
 	if (r == 0) {
+		ncclResult_t rc, end;
 		memmove(recv, send, n);
-		NCCL_CHECK(ncclGroupStart(), "ncclGroupStart");
-		for (int p = 1; p < j; p++)
-			NCCL_CHECK(ncclRecv(d + (size_t)p * n, n, ncclUint8, p, nc.comm, nc.cs), "ncclRecv");
-		NCCL_CHECK(ncclGroupEnd(), "ncclGroupEnd");
+		/* the whole group under nc.api: one thread issues a group's calls */
+		pthread_mutex_lock(&nc.api);
+		rc = ncclGroupStart();
+		for (int p = 1; p < j && rc == ncclSuccess; p++)
+			rc = ncclRecv(d + (size_t)p * n, n, ncclUint8, p, nc.comm, nc.cs);
+		end = ncclGroupEnd();
+		pthread_mutex_unlock(&nc.api);
+		if ((rc = nb(rc == ncclSuccess ? end : rc, "the gather of host bytes")) != ncclSuccess)
+			nccl_fail(__FILE__, __LINE__, "ncclGroupStart/ncclRecv/ncclGroupEnd", rc);
 	} else {
 		h2d(d, send, n);
 		NCCL_CHECK(ncclSend(d, n, ncclUint8, 0, nc.comm, nc.cs), "ncclSend");

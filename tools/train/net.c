@@ -27,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include "cdp_rng.h"
 #include "layers.h"
 
@@ -537,10 +538,25 @@ void cdp_net_init(cdp_net *net, uint64_t seed)
 	}
 }
 
+/* The wall clock after the device has finished what was queued: the start
+ * or end of one layer's work in a profiled pass (net.h). */
+static double prof_clock(cdp_net *net)
+{
+	struct timespec ts;
+
+	net->be->sync(net->be);
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
 void cdp_net_forward(cdp_net *net)
 {
-	for (int i = 0; i <= net->out_layer; i++)
+	for (int i = 0; i <= net->out_layer; i++) {
+		double t0 = net->prof_fwd ? prof_clock(net) : 0.0;
 		net->layers[i].ops->forward(&net->layers[i], net);
+		if (net->prof_fwd)
+			net->prof_fwd[i] += prof_clock(net) - t0;
+	}
 }
 
 void cdp_net_backward(cdp_net *net, void (*on_layer_done)(cdp_net *, int, void *), void *ctx)
@@ -555,8 +571,11 @@ void cdp_net_backward(cdp_net *net, void (*on_layer_done)(cdp_net *, int, void *
 		be->fill(be, net->dx, 0.0f, (size_t)net->n * cdp_shape_numel(net->in));
 	for (int i = net->out_layer; i >= 0; i--) {
 		cdp_layer *l = &net->layers[i];
+		double t0 = net->prof_bwd ? prof_clock(net) : 0.0;
 		if (l->ops->backward)
 			l->ops->backward(l, net);
+		if (net->prof_bwd)
+			net->prof_bwd[i] += prof_clock(net) - t0;
 		if (on_layer_done)
 			on_layer_done(net, i, ctx);
 	}

@@ -97,6 +97,11 @@ struct cdp_net {
 	 * dx stays zero and the first layers skip that work) */
 	int input_grad;
 	cdp_cfg *cfg;               /* the parsed cfg, only during cdp_net_build */
+	/* Per-layer profile (bench/engine_bench -P), NULL when off: nlayers
+	 * seconds each, added to by every forward / backward. Profiling waits
+	 * for the device before and after each layer (be->sync), so a
+	 * profiled step is slower than a plain one; the shares are the point. */
+	double *prof_fwd, *prof_bwd;
 };
 
 /* Builds a net from cfg text (the contents of a cfg file; `path` only for

@@ -167,8 +167,8 @@ void cpu_bn_fwd_infer(cdp_backend *be, int n, int c, int hw, const float *x,
                       float slope);
 void cpu_bn_bwd(cdp_backend *be, int n, int c, int hw, const float *x, const float *y,
                 float *dy, const float *gamma, const float *bn_beta, const float *save_mean,
-                const float *save_invstd, int act, float slope, float *dx, float beta,
-                float *dgamma, float *dbeta);
+                const float *save_invstd, float eps, int act, float slope, float *dx,
+                float beta, float *dgamma, float *dbeta);
 void cpu_act_fwd(cdp_backend *be, int kind, float slope, const float *x, float *y, size_t n);
 void cpu_act_bwd(cdp_backend *be, int kind, float slope, const float *y,
                  const float *dy, float *dx, float beta, size_t n);

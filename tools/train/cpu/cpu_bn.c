@@ -306,9 +306,10 @@ static void bn_bwd_chan(void *ctx, int c)
  * the passes read x and dy only. dy is only read. */
 void cpu_bn_bwd(cdp_backend *be, int n, int c, int hw, const float *x, const float *y,
                 float *dy, const float *gamma, const float *bn_beta, const float *save_mean,
-                const float *save_invstd, int act, float slope, float *dx, float beta,
-                float *dgamma, float *dbeta)
+                const float *save_invstd, float eps, int act, float slope, float *dx,
+                float beta, float *dgamma, float *dbeta)
 {
+	(void)eps;   /* save_invstd already holds 1/sqrt(var + eps) */
 	bn_job j = { .n = n, .c = c, .hw = (size_t)hw, .act = act, .slope = slope, .x = x,
 	             .dy = dy, .gamma = gamma, .beta = bn_beta, .mean = save_mean,
 	             .invstd = save_invstd, .dx = dx, .dxbeta = beta, .dgamma = dgamma,

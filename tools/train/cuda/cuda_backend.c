@@ -211,11 +211,17 @@ static void *cu_host_alloc(cdp_backend *be, size_t bytes)
 	return p;
 }
 
+/* As cu_free: a copy queued from or into p may still run (cudaFreeHost
+ * is not documented to wait for it), so wait for both streams first. */
 static void cu_host_free(cdp_backend *be, void *p)
 {
+	cu_impl *im = cu_im(be);
+
 	if (!p)
 		return;
-	cu_bind(cu_im(be));
+	cu_bind(im);
+	CDP_CUDA_CHECK(cudaStreamSynchronize(im->copy));
+	CDP_CUDA_CHECK(cudaStreamSynchronize(im->comp));
 	CDP_CUDA_CHECK(cudaFreeHost(p));
 }
 

@@ -33,8 +33,11 @@
  * Bias: forward adds it afterwards (cdk_bias_add); dbias comes from the
  * float32 dy (cdk_bias_grad), in every precision.
  */
+#define _GNU_SOURCE  /* program_invocation_short_name */
 #include <config.h>
+#include <errno.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "cuda.h"
@@ -49,7 +52,8 @@ enum { DIR_FWD, DIR_DATA, DIR_FILT, NDIR };
 
 struct cu_plan {
 	cdp_conv_desc d;
-	int prec;
+	int req;                               /* the precision asked for (the cache key) */
+	int prec;                              /* the one it runs in (see plan_new) */
 	cudnnTensorDescriptor_t x, y;          /* (N,C,H,W), (N,F,OH,OW) */
 	cudnnFilterDescriptor_t w;             /* (F,C,KH,KW) */
 	cudnnConvolutionDescriptor_t cv[NDIR]; /* each with its algorithm's math type */
@@ -72,19 +76,13 @@ static int same_desc(const cdp_conv_desc *a, const cdp_conv_desc *b)
 	       a->pad == b->pad && a->dil == b->dil && a->oh == b->oh && a->ow == b->ow;
 }
 
+static void plan_descs_free(cu_plan *p);
+
 static void plan_free(cu_plan *p)
 {
 	if (!p)
 		return;
-	if (p->x)
-		cudnnDestroyTensorDescriptor(p->x);
-	if (p->y)
-		cudnnDestroyTensorDescriptor(p->y);
-	if (p->w)
-		cudnnDestroyFilterDescriptor(p->w);
-	for (int i = 0; i < NDIR; i++)
-		if (p->cv[i])
-			cudnnDestroyConvolutionDescriptor(p->cv[i]);
+	plan_descs_free(p);
 	free(p);
 }
 
@@ -256,9 +254,10 @@ static int find_alloc(const cu_plan *p, size_t limit, find_bufs *fb)
 }
 
 /* Chooses the three algorithms, measuring when asked to (and there is
- * memory to measure with). Aborts when a direction has no usable
- * algorithm: cuDNN always has one for a valid 2-d convolution. */
-static void plan_algos(cdp_backend *be, cu_plan *p)
+ * memory to measure with). Returns -1 when a direction has no usable
+ * algorithm: cuDNN always has one for a valid float 2-d convolution, but
+ * not necessarily for every half-precision channels-last shape. */
+static int plan_algos(cdp_backend *be, cu_plan *p)
 {
 	cu_impl *im = cu_im(be);
 	size_t free_b = 0, total_b = 0, limit = WS_MAX;
@@ -291,26 +290,40 @@ static void plan_algos(cdp_backend *be, cu_plan *p)
 	}
 	for (int dir = 0; dir < NDIR; dir++)
 		if (a[dir] < 0)
-			cu_fail(__FILE__, __LINE__, "cudnnGetConvolutionAlgorithm", "no algorithm",
-			        "no convolution algorithm fits this shape and workspace limit");
+			return -1;
 	p->fwd = (cudnnConvolutionFwdAlgo_t)a[DIR_FWD];
 	p->data = (cudnnConvolutionBwdDataAlgo_t)a[DIR_DATA];
 	p->filt = (cudnnConvolutionBwdFilterAlgo_t)a[DIR_FILT];
+	return 0;
 }
 
-static cu_plan *plan_new(cdp_backend *be, const cdp_conv_desc *d)
+static void plan_descs_free(cu_plan *p)
 {
-	cu_plan *p = calloc(1, sizeof *p);
-	int half = is_half(be->precision), on, oc, ohh, oww;
-	cudnnDataType_t dt = be->precision == CDP_PREC_BF16 ? CUDNN_DATA_BFLOAT16 :
-	                     be->precision == CDP_PREC_FP16 ? CUDNN_DATA_HALF : CUDNN_DATA_FLOAT;
-	cudnnTensorFormat_t fmt = half ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW;
-	size_t ws;
+	if (p->x)
+		cudnnDestroyTensorDescriptor(p->x);
+	if (p->y)
+		cudnnDestroyTensorDescriptor(p->y);
+	if (p->w)
+		cudnnDestroyFilterDescriptor(p->w);
+	for (int i = 0; i < NDIR; i++)
+		if (p->cv[i])
+			cudnnDestroyConvolutionDescriptor(p->cv[i]);
+	p->x = p->y = NULL;
+	p->w = NULL;
+	for (int i = 0; i < NDIR; i++)
+		p->cv[i] = NULL;
+}
 
-	if (!p)
-		cu_fail(__FILE__, __LINE__, "calloc", "ENOMEM", "out of memory for a conv plan");
-	p->d = *d;
-	p->prec = be->precision;
+/* The descriptors of p for precision p->prec and its algorithms; -1 when
+ * cuDNN has no algorithm for some direction. */
+static int plan_setup(cdp_backend *be, cu_plan *p)
+{
+	const cdp_conv_desc *d = &p->d;
+	int on, oc, ohh, oww;
+	cudnnDataType_t dt = p->prec == CDP_PREC_BF16 ? CUDNN_DATA_BFLOAT16 :
+	                     p->prec == CDP_PREC_FP16 ? CUDNN_DATA_HALF : CUDNN_DATA_FLOAT;
+	cudnnTensorFormat_t fmt = is_half(p->prec) ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW;
+
 	CDP_CUDNN_CHECK(cudnnCreateTensorDescriptor(&p->x));
 	CDP_CUDNN_CHECK(cudnnCreateTensorDescriptor(&p->y));
 	CDP_CUDNN_CHECK(cudnnCreateFilterDescriptor(&p->w));
@@ -330,8 +343,37 @@ static cu_plan *plan_new(cdp_backend *be, const cdp_conv_desc *d)
 	if (on != d->n || oc != d->f || ohh != d->oh || oww != d->ow)
 		cu_fail(__FILE__, __LINE__, "cudnnGetConvolution2dForwardOutputDim", "mismatch",
 		        "cuDNN's output size differs from the descriptor's");
-	plan_algos(be, p);
+	return plan_algos(be, p);
+}
 
+/* A plan for d in be->precision. A bf16/fp16 shape for which cuDNN has no
+ * channels-last algorithm (a first layer with 3 input channels is the
+ * likely case) runs in tf32 instead, with a note on stderr: the layer is
+ * then slower and its operands rounded to TF32 rather than bf16/fp16, but
+ * the run goes on, as PyTorch's autocast would. */
+static cu_plan *plan_new(cdp_backend *be, const cdp_conv_desc *d)
+{
+	cu_plan *p = calloc(1, sizeof *p);
+	size_t ws;
+	int rc;
+
+	if (!p)
+		cu_fail(__FILE__, __LINE__, "calloc", "ENOMEM", "out of memory for a conv plan");
+	p->d = *d;
+	p->req = p->prec = be->precision;
+	rc = plan_setup(be, p);
+	if (rc < 0 && is_half(p->prec)) {
+		fprintf(stderr, "%s: note: cuDNN has no %s channels-last algorithm for the "
+		        "convolution %dx%dx%d -> %d (%dx%d, stride %d); it runs in tf32\n",
+		        program_invocation_short_name, p->prec == CDP_PREC_BF16 ? "bf16" : "fp16",
+		        d->c, d->h, d->w, d->f, d->kh, d->kw, d->stride);
+		plan_descs_free(p);
+		p->prec = CDP_PREC_TF32;
+		rc = plan_setup(be, p);
+	}
+	if (rc < 0)
+		cu_fail(__FILE__, __LINE__, "cudnnGetConvolutionAlgorithm", "no algorithm",
+		        "no convolution algorithm fits this shape and workspace limit");
 	ws = p->ws[DIR_FWD];
 	if (p->ws[DIR_DATA] > ws)
 		ws = p->ws[DIR_DATA];
@@ -339,7 +381,7 @@ static cu_plan *plan_new(cdp_backend *be, const cdp_conv_desc *d)
 		ws = p->ws[DIR_FILT];
 	p->off_w = align256(ws);
 	p->total = p->off_w + align256(tensor_bytes(p, 'w'));
-	if (half) {
+	if (is_half(p->prec)) {
 		p->off_x = p->total;
 		p->off_y = p->off_x + align256(tensor_bytes(p, 'x'));
 		p->total = p->off_y + align256(tensor_bytes(p, 'y'));
@@ -355,7 +397,7 @@ static cu_plan *plan_get(cdp_backend *be, const cdp_conv_desc *d)
 	cu_plan *p;
 
 	for (int i = im->nplans - 1; i >= 0; i--)
-		if (im->plans[i]->prec == be->precision && same_desc(&im->plans[i]->d, d))
+		if (im->plans[i]->req == be->precision && same_desc(&im->plans[i]->d, d))
 			return im->plans[i];
 	if (im->nplans == im->cap_plans) {
 		int cap = im->cap_plans ? 2 * im->cap_plans : 32;

@@ -6,9 +6,11 @@
  *
  * Batchnorm is CUDNN_BATCHNORM_SPATIAL: statistics per channel over
  * (N, H, W), viewed as (N, C, 1, HW). cuDNN's definitions are PyTorch's:
- * running = (1 - factor) running + factor batch with factor = momentum,
- * the running variance unbiased, the saved statistics mean and
- * 1/sqrt(var + eps) (backend.h's save_mean, save_invstd). The fused
+ * running = (1 - factor) running + factor batch with factor = momentum
+ * (cudnn_ops.h: "runningMean = newMean*factor + runningMean*(1-factor)"),
+ * the running variance unbiased (PyTorch's cudnn_batch_norm passes its
+ * momentum and running_var to cuDNN unchanged), the saved statistics mean
+ * and 1/sqrt(var + eps) (backend.h's save_mean, save_invstd). The fused
  * activation of the bn ops is cuDNN's batchnorm followed by our activation
  * op on its output (cuDNN's own fused mode, CUDNN_BATCHNORM_OPS_BN_ACTIVATION
  * of the *Ex calls deprecated in cuDNN 9, is documented for NHWC half-
@@ -19,23 +21,45 @@
  * Max pooling is CUDNN_POOLING_MAX_DETERMINISTIC with NaN propagation;
  * padding never wins. Its backward finds the maximum again from x and y
  * (the argmax index of backend.h is not needed); where several inputs tie
- * one of them gets the gradient, as backend.h allows. Average pooling
- * counts the padding (PyTorch's count_include_pad=True): with floor-mode
- * output sizes no window reaches past the padded image, so cuDNN's
- * divisor k*k is PyTorch's.
+ * one of them gets the gradient, as backend.h allows (cuDNN gives it to
+ * one input only: Theano issues #5248, #5404 compare the conventions).
+ * Average pooling counts the padding (PyTorch's count_include_pad=True):
+ * with floor-mode output sizes no window reaches past the padded image, so
+ * cuDNN's divisor k*k is PyTorch's.
+ *
+ * cuDNN describes a tensor with int sizes and strides and refuses one of
+ * more than 2 Giga-elements (cudnnSetTensor4dDescriptor, "The total size
+ * of a tensor ... is limited to 2 Giga-elements"): the elementwise ReLU
+ * goes in pieces, the others fail with that reason (set4d).
  */
 #include <config.h>
+#include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include "cuda.h"
 #include "cuda_kern.h"
 
-/* cuDNN's batchnorm needs eps in backward only to recompute the inverse
- * deviation when no saved statistics are passed; we always pass them. */
-#define BN_BWD_EPS 1e-5
+/* An NCHW float descriptor; a tensor past cuDNN's limit fails here with a
+ * hint instead of inside cuDNN with CUDNN_STATUS_NOT_SUPPORTED. */
+static void set4d(cudnnTensorDescriptor_t t, int n, int c, int h, int w)
+{
+	char msg[160];
+
+	if ((size_t)n * c * h * w > INT_MAX) {
+		snprintf(msg, sizeof msg, "tensor (%d,%d,%d,%d) has more than 2^31-1 elements, "
+		         "cuDNN's limit; use a smaller batch", n, c, h, w);
+		cu_fail(__FILE__, __LINE__, "cudnnSetTensor4dDescriptor", "too large", msg);
+	}
+	CDP_CUDNN_CHECK(cudnnSetTensor4dDescriptor(t, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, n, c, h, w));
+}
 
 /* ---- activations ---- */
 
-/* cuDNN describes a tensor with int dimensions: long arrays go in pieces. */
+/* ReLU is elementwise: long arrays go to cuDNN in pieces of (1,1,1,len).
+ * cuDNN allows in place (x == y in forward, dy == dx in backward) when the
+ * two descriptors are the same (cudnnActivationForward/Backward: "In-place
+ * operation is allowed for this routine ... this requires the
+ * corresponding tensor descriptors to be identical"): they are one, ta. */
 #define ACT_PIECE ((size_t)1 << 30)
 
 static void cu_act_fwd(cdp_backend *be, int kind, float slope, const float *x, float *y, size_t n)
@@ -52,14 +76,16 @@ static void cu_act_fwd(cdp_backend *be, int kind, float slope, const float *x, f
 	}
 	for (size_t off = 0; off < n; off += ACT_PIECE) {
 		size_t len = n - off < ACT_PIECE ? n - off : ACT_PIECE;
-		CDP_CUDNN_CHECK(cudnnSetTensor4dDescriptor(im->ta, CUDNN_TENSOR_NCHW,
-		                                           CUDNN_DATA_FLOAT, 1, 1, 1, (int)len));
+		set4d(im->ta, 1, 1, 1, (int)len);
 		CDP_CUDNN_CHECK(cudnnActivationForward(im->dnn, im->relu, &one, im->ta, x + off,
 		                                       &zero, im->ta, y + off));
 	}
 }
 
-/* y serves as cuDNN's x too: relu'(x) is (x > 0), which is (y > 0). */
+/* y serves as cuDNN's x too: relu'(x) is (x > 0), which is (y > 0).
+ * Where y is NaN (forward propagates it) the CPU passes dy; cuDNN's
+ * documentation does not say what its backward does there (test_ops
+ * checks it: "relu bwd NaN"). */
 static void cu_act_bwd(cdp_backend *be, int kind, float slope, const float *y,
                        const float *dy, float *dx, float beta, size_t n)
 {
@@ -75,8 +101,7 @@ static void cu_act_bwd(cdp_backend *be, int kind, float slope, const float *y,
 	}
 	for (size_t off = 0; off < n; off += ACT_PIECE) {
 		size_t len = n - off < ACT_PIECE ? n - off : ACT_PIECE;
-		CDP_CUDNN_CHECK(cudnnSetTensor4dDescriptor(im->ta, CUDNN_TENSOR_NCHW,
-		                                           CUDNN_DATA_FLOAT, 1, 1, 1, (int)len));
+		set4d(im->ta, 1, 1, 1, (int)len);
 		CDP_CUDNN_CHECK(cudnnActivationBackward(im->dnn, im->relu, &one, im->ta, y + off,
 			im->ta, dy + off, im->ta, y + off, &beta, im->ta, dx + off));
 	}
@@ -86,9 +111,16 @@ static void cu_act_bwd(cdp_backend *be, int kind, float slope, const float *y,
 
 static void bn_descs(cu_impl *im, int n, int c, int hw)
 {
-	CDP_CUDNN_CHECK(cudnnSetTensor4dDescriptor(im->ta, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT,
-	                                           n, c, 1, hw));
+	set4d(im->ta, n, c, 1, hw);
 	CDP_CUDNN_CHECK(cudnnDeriveBNTensorDescriptor(im->tbn, im->ta, CUDNN_BATCHNORM_SPATIAL));
+}
+
+/* eps as cuDNN takes it: the float the CPU adds, widened, and at least
+ * CUDNN_BN_MIN_EPSILON (cudnn_ops.h: "Has to be >= CUDNN_BN_MIN_EPSILON";
+ * 0.0 in cuDNN 9, 1e-5 in old ones, where PyTorch then skips cuDNN). */
+static double bn_eps(float eps)
+{
+	return (double)eps < CUDNN_BN_MIN_EPSILON ? CUDNN_BN_MIN_EPSILON : (double)eps;
 }
 
 static void cu_bn_fwd_train(cdp_backend *be, int n, int c, int hw, const float *x,
@@ -107,7 +139,7 @@ static void cu_bn_fwd_train(cdp_backend *be, int n, int c, int hw, const float *
 	bn_descs(im, n, c, hw);
 	CDP_CUDNN_CHECK(cudnnBatchNormalizationForwardTraining(im->dnn, CUDNN_BATCHNORM_SPATIAL,
 		&one, &zero, im->ta, x, im->ta, y, im->tbn, gamma, beta, (double)momentum,
-		run_mean, run_var, (double)eps, save_mean, save_invstd));
+		run_mean, run_var, bn_eps(eps), save_mean, save_invstd));
 	if (act)
 		cu_act_fwd(be, act, slope, y, y, (size_t)n * c * hw);
 }
@@ -123,7 +155,7 @@ static void cu_bn_fwd_infer(cdp_backend *be, int n, int c, int hw, const float *
 	bn_descs(im, n, c, hw);
 	CDP_CUDNN_CHECK(cudnnBatchNormalizationForwardInference(im->dnn, CUDNN_BATCHNORM_SPATIAL,
 		&one, &zero, im->ta, x, im->ta, y, im->tbn, gamma, beta, run_mean, run_var,
-		(double)eps));
+		bn_eps(eps)));
 	if (act)
 		cu_act_fwd(be, act, slope, y, y, (size_t)n * c * hw);
 }
@@ -131,11 +163,12 @@ static void cu_bn_fwd_infer(cdp_backend *be, int n, int c, int hw, const float *
 /* dx = beta dx + the input gradient; dgamma, dbeta accumulate (beta 1).
  * With act, dy first becomes the gradient before the activation, in place,
  * masked by y (bn_beta is not needed; cu_act_bwd sets its own descriptor
- * in im->ta, so bn_descs comes after). */
+ * in im->ta, so bn_descs comes after). dx is never dy (net.c's gradient
+ * slots give a layer's dy and its input's dy different buffers). */
 static void cu_bn_bwd(cdp_backend *be, int n, int c, int hw, const float *x, const float *y,
                       float *dy, const float *gamma, const float *bn_beta,
-                      const float *save_mean, const float *save_invstd, int act, float slope,
-                      float *dx, float beta, float *dgamma, float *dbeta)
+                      const float *save_mean, const float *save_invstd, float eps, int act,
+                      float slope, float *dx, float beta, float *dgamma, float *dbeta)
 {
 	cu_impl *im = cu_im(be);
 	const float one = 1.0f;
@@ -145,17 +178,15 @@ static void cu_bn_bwd(cdp_backend *be, int n, int c, int hw, const float *x, con
 	bn_descs(im, n, c, hw);
 	CDP_CUDNN_CHECK(cudnnBatchNormalizationBackward(im->dnn, CUDNN_BATCHNORM_SPATIAL,
 		&one, &beta, &one, &one, im->ta, x, im->ta, dy, im->ta, dx, im->tbn, gamma,
-		dgamma, dbeta, BN_BWD_EPS, save_mean, save_invstd));
+		dgamma, dbeta, bn_eps(eps), save_mean, save_invstd));
 }
 
 /* ---- pooling: x (N,C,H,W), y (N,C,OH,OW) ---- */
 
 static void pool_descs(cu_impl *im, const cdp_pool_desc *d, cudnnPoolingMode_t mode)
 {
-	CDP_CUDNN_CHECK(cudnnSetTensor4dDescriptor(im->ta, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT,
-	                                           d->n, d->c, d->h, d->w));
-	CDP_CUDNN_CHECK(cudnnSetTensor4dDescriptor(im->tb, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT,
-	                                           d->n, d->c, d->oh, d->ow));
+	set4d(im->ta, d->n, d->c, d->h, d->w);
+	set4d(im->tb, d->n, d->c, d->oh, d->ow);
 	CDP_CUDNN_CHECK(cudnnSetPooling2dDescriptor(im->pool, mode, CUDNN_PROPAGATE_NAN, d->k,
 	                                            d->k, d->pad, d->pad, d->stride, d->stride));
 }
@@ -192,7 +223,11 @@ static void cu_avgpool_fwd(cdp_backend *be, const cdp_pool_desc *d, const float 
 }
 
 /* Average pooling's gradient needs neither x nor y; cuDNN's call takes
- * them, and gets dy and dx (valid tensors of those shapes) in their place. */
+ * them, and gets dy and dx (valid tensors of those shapes) in their place.
+ * cuDNN does not read them in this mode: TensorFlow's AvgPoolGrad hands it
+ * uninitialized buffers there ("For AvgPoolGrad, the original input tensor
+ * is not necessary. However, cudnn still requires them to run, although
+ * they do not affect the results", pooling_ops_common.cc). */
 static void cu_avgpool_bwd(cdp_backend *be, const cdp_pool_desc *d, const float *dy, float *dx,
                            float beta)
 {

@@ -20,7 +20,14 @@
 
 /* fp32 stays IEEE float32 (CUBLAS_COMPUTE_32F, default math: no TF32);
  * tf32 allows TF32 tensor cores; bf16/fp16 let cuBLAS round the float32
- * inputs to bf16/fp16 for the tensor cores and accumulate in float32. */
+ * inputs to bf16/fp16 for the tensor cores and accumulate in float32.
+ * cuBLAS's cublasComputeType_t: the FAST_* types "allow the library to use
+ * Tensor Cores with automatic down-conversion ... for 32-bit input and
+ * output matrices" (CUDA_R_32F A, B, C as here: allow, so it may also stay
+ * in float32); CUBLAS_DEFAULT_MATH keeps "at least the same number of
+ * mantissa and exponent bits as requested", so COMPUTE_32F gets no TF32.
+ * alpha and beta are host floats (the default CUBLAS_POINTER_MODE_HOST);
+ * with beta 0 cuBLAS does not read C, as on the CPU. */
 static cublasComputeType_t gemm_compute(int prec)
 {
 	switch (prec) {

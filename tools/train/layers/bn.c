@@ -99,7 +99,7 @@ static void backward(cdp_layer *l, cdp_net *net)
 	/* the backend may leave the gradient before the activation in dy */
 	be->bn_bwd(be, net->n, c, hw, cdp_layer_x(net, l, 0), l->y, l->dy,
 	           net->params + l->w_off, net->params + l->b_off, st->save, st->save + c,
-	           l->act, l->slope, dx, beta, net->grads + l->w_off, net->grads + l->b_off);
+	           l->eps, l->act, l->slope, dx, beta, net->grads + l->w_off, net->grads + l->b_off);
 }
 
 const cdp_layer_ops cdp_layer_bn = {
