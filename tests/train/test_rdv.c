@@ -244,7 +244,7 @@ static void damaged(size_t at, unsigned x, int want)
 	r = rdv("cdp:d", 2, 5);
 	t0 = now();
 	CHECK(cdp_rdv_fetch(&r, id, ID) == want, "byte %zu ^ %u: not %s", at, x, cdp_strerror(want));
-	CHECK(now() - t0 < 1, "a damaged file was waited on for %.1f s", now() - t0);
+	CHECK(now() - t0 < 2.5, "a damaged file was waited on for %.1f s (timeout 5)", now() - t0);
 	cdp_rdv_remove(&r);
 }
 
@@ -294,7 +294,7 @@ static void test_no_rank0(void)
 		CHECK(strstr(msg, "no rendezvous file") && strstr(msg, "within 0.5 s"), "message: %s",
 		      msg);
 	}
-	CHECK(now() - t0 >= 0.5 && now() - t0 < 2.5, "timed out after %.2f s, want 0.5",
+	CHECK(now() - t0 >= 0.5 && now() - t0 < 5, "timed out after %.2f s, want 0.5",
 	      now() - t0);
 	snprintf(errf, sizeof errf, "%s.err", dir);
 	t0 = now();
