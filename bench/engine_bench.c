@@ -285,10 +285,6 @@ int main(int argc, char **argv)
 			t_opt += now() - t0;
 	}
 	t1 = prof ? elapsed : now() - start;
-	if (prof && write_profile(prof_path, &net, precs[prec], steps, t1 / steps) != 0) {
-		snprintf(err, sizeof err, "cannot write '%s': %s", prof_path, strerror(errno));
-		goto fail;
-	}
 	printf("{\"impl\": \"cdpool %s\", \"precision\": \"%s\", \"layout\": \"nchw\", "
 	       "\"threads\": %d, \"batch\": %d, "
 	       "\"steps\": %d, \"seconds\": %.6f, \"samples_per_s\": %.4f, \"forward_s\": %.6f, "
@@ -296,6 +292,12 @@ int main(int argc, char **argv)
 	       "\"maxrss_kib\": %ld, \"base_kib\": %ld}\n", be->name, precs[prec], be->threads,
 	       batch, steps, t1, steps * batch / t1, t_fwd, t_bwd, t_opt, res.loss, net.nparams, maxrss_kib(),
 	       base);
+	fflush(stdout);
+	/* the profile after the result line: a failure here loses only itself */
+	if (prof && write_profile(prof_path, &net, precs[prec], steps, t1 / steps) != 0) {
+		snprintf(err, sizeof err, "cannot write '%s': %s", prof_path, strerror(errno));
+		goto fail;
+	}
 	rc = 0;
 	goto out;
 bad:
