@@ -8,6 +8,7 @@
  *   cpu_conv.c     convolution (im2col/col2im + sgemm)
  *   cpu_im2col.c   its column matrices
  *   cpu_conv_implicit.c  stride-1 convolution without im2col
+ *   cpu_conv_kcol.c  its small planes and filter gradients (cpu_iconv.h)
  *   cpu_gemm.c     the sgemm kernels for convolution-shaped products
  *                  (cpu_gemm_kern.h: their code, per vector width)
  *   cpu_bn.c       batchnorm with its activation fused in
@@ -94,7 +95,7 @@ void cpu_kgemm_nn_tab(int m, int n, int k, const float *a, long rs, long cs,
                       const float *b, const long *boff, float beta, float *c, long ldc);
 void cpu_kgemm_nt_tab(int m, int n, int k, const float *a, long lda, const float *b,
                       const long *boff, float *c, long ldc);
-/* nt_tab over ns segments of seg floats (a multiple of 16): C (M,N) +=
+/* nt_tab over ns segments of seg floats: C (M,N) +=
  * sum over s, q of A[i, s*as + q] B[j, s*bs + q], A[i,.] at a + i*lda,
  * B[j,.] at b + boff[j] */
 void cpu_kgemm_nt_seg(int m, int n, int ns, int seg, const float *a, long lda, long as,

@@ -34,7 +34,7 @@
  */
 #include <stdint.h>
 #include <string.h>
-#include "cpu.h"
+#include "cpu_iconv.h"
 
 /* The loops here are simple streams over large arrays: let GCC vectorize
  * them even at -O2 (which does not, or only when no remainder loop is
@@ -190,13 +190,39 @@ static void data_item(void *ctx, int it)
 	}
 }
 
-/* Part t of the filter gradient's items into its own partial dw: number
- * t % CPU_FILTER_PARTS in the scratch of thread t / CPU_FILTER_PARTS (a
- * thread's column buffer follows those partials). */
-static float *part_dw(const conv_job *j, int t)
+/* Part t's partial dw: number t % CPU_FILTER_PARTS in the scratch of
+ * thread t / CPU_FILTER_PARTS (a thread's column buffer or slice follows
+ * those partials). */
+float *cpu_filter_partial(cdp_backend *be, size_t fk, int t)
 {
-	size_t fk = (size_t)j->d->f * j->d->c * j->d->kh * j->d->kw;
-	return cpu_scratch(j->be, t / CPU_FILTER_PARTS) + (size_t)(t % CPU_FILTER_PARTS) * fk;
+	return cpu_scratch(be, t / CPU_FILTER_PARTS) + (size_t)(t % CPU_FILTER_PARTS) * fk;
+}
+
+typedef struct reduce_job {
+	cdp_backend *be;
+	int parts;
+	size_t fk;
+	float *dw;
+} reduce_job;
+
+/* dw[i] += sum over t of partial_t[i], in order t = 0, 1, ..., over
+ * be->threads ranges of dw */
+static void reduce_range(void *ctx, int r)
+{
+	const reduce_job *j = ctx;
+	size_t lo = j->fk * r / j->be->threads, hi = j->fk * (r + 1) / j->be->threads;
+
+	for (int u = 0; u < j->parts; u++) {
+		const float *s = cpu_filter_partial(j->be, j->fk, u);
+		for (size_t i = lo; i < hi; i++)
+			j->dw[i] += s[i];
+	}
+}
+
+void cpu_filter_reduce(cdp_backend *be, int parts, size_t fk, float *dw)
+{
+	reduce_job j = { be, parts, fk, dw };
+	cpu_parallel_for(be, be->threads, reduce_range, &j);
 }
 
 static void filter_part(void *ctx, int t)
@@ -204,7 +230,7 @@ static void filter_part(void *ctx, int t)
 	const conv_job *j = ctx;
 	const cdp_conv_desc *d = j->d;
 	int k = d->c * d->kh * d->kw, p = d->oh * d->ow, lo, hi;
-	float *dwt = part_dw(j, t);
+	float *dwt = cpu_filter_partial(j->be, (size_t)d->f * k, t);
 	float *col = cpu_scratch(j->be, cpu_worker()) + CPU_FILTER_PARTS * (size_t)d->f * k;
 
 	memset(dwt, 0, (size_t)d->f * k * sizeof *dwt);
@@ -222,21 +248,6 @@ static void filter_part(void *ctx, int t)
 		}
 		cpu_kgemm_nt(d->f, k, np, j->dy + (size_t)n * d->f * p + (size_t)r0 * d->ow,
 		             p, b, ldb, dwt, k);
-	}
-}
-
-/* dw[i] += sum over t of partial_t[i], in order t = 0, 1, ..., over
- * be->threads ranges of dw */
-static void reduce_range(void *ctx, int r)
-{
-	const conv_job *j = ctx;
-	size_t n = (size_t)j->d->f * j->d->c * j->d->kh * j->d->kw;
-	size_t lo = n * r / j->be->threads, hi = n * (r + 1) / j->be->threads;
-
-	for (int u = 0; u < j->parts; u++) {
-		const float *s = part_dw(j, u);
-		for (size_t i = lo; i < hi; i++)
-			j->dw[i] += s[i];
 	}
 }
 
@@ -362,7 +373,7 @@ void cpu_conv_bwd_filter(cdp_backend *be, const cdp_conv_desc *d, const float *x
 	j.dw = dw;
 	j.parts = cpu_filter_parts(be->threads, d->n * j.nchunk, (long)d->n * d->oh * d->ow);
 	cpu_parallel_for(be, j.parts, filter_part, &j);
-	cpu_parallel_for(be, be->threads, reduce_range, &j);
+	cpu_filter_reduce(be, j.parts, (size_t)d->f * k, dw);
 }
 
 /* The sum over N and the pixels of dy (N,F,P) per f, in double, one f per

@@ -22,9 +22,9 @@
  * stride (row k of B at b + boff[k]): the implicit convolution
  * (cpu_conv_implicit.c) points them at shifted views of its input.
  *  cpu_kgemm_nt_seg: nt_tab with the sum over k cut into segments that
- *    lie at their own strides in A and in B (dy's output rows, and the
- *    padded input's rows, which are wider), so neither is copied; its
- *    order of summation is set by the number and length of segments.
+ *    lie at their own strides in A and in B (whole samples of dy and of
+ *    the convolution's input slice), so neither is copied; its order of
+ *    summation is set by the number and length of segments.
  *
  * cpu_gemm_kern.h holds the kernels for one vector width; it is compiled
  * here for AVX-512 (16 floats), AVX2+FMA (8) and SSE2 (4, every x86-64),

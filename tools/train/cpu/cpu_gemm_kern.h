@@ -232,15 +232,34 @@ KNAME(kgemm_nt)(int m, int n, int k, const float *a, long lda, const float *b, l
 
 /* ---- C += A B^T over segmented rows ----
  * Row i of A is the ns segments a + i*lda + s*as, row j of B the segments
- * b + tab[j] + s*bs, each seg floats (a multiple of VW): the filter
- * gradient reads dy's output rows and the padded input's rows in place,
- * which lie at different strides. */
+ * b + tab[j] + s*bs, each seg floats: the filter gradient of small planes
+ * sums over whole samples, which lie at one stride in dy and at another
+ * in the input's slice (cpu_conv_kcol.c). The floats of each segment past
+ * its last whole vector go to a scalar sum per dot product (tail_nts,
+ * called outside the vector loop: inside, its scalars took registers the
+ * loop needs and cost 12% on whole vectors), added to C after the
+ * vectors' horizontal sum. */
+static __attribute__((noinline)) void
+KNAME(tail_nts)(int mr, int nr, int ns, int q0, int seg, const float *a, long lda, long as,
+                const float *b, const long *tab, long bs, float *c, long ldc)
+{
+	for (int i = 0; i < mr; i++)
+		for (int j = 0; j < nr; j++) {
+			float t = 0.0f;
+			for (int s = 0; s < ns; s++)
+				for (int q = q0; q < seg; q++)
+					t += a[i * lda + s * as + q] * b[tab[j] + s * bs + q];
+			c[i * ldc + j] += t;
+		}
+}
+
 static inline __attribute__((always_inline)) void
 KNAME(tile_nts)(const int mr, const int nr, int ns, int seg, const float *a, long lda, long as,
                 const float *b, const long *tab, long bs, float *c, long ldc)
 {
 	V acc[NT_MR][NT_NR];
 	const float *bp[NT_NR];
+	int segv = seg / VW * VW;
 
 	#pragma GCC unroll 16
 	for (int j = 0; j < nr; j++)
@@ -253,7 +272,7 @@ KNAME(tile_nts)(const int mr, const int nr, int ns, int seg, const float *a, lon
 	for (int s = 0; s < ns; s++) {
 		const float *as0 = a + s * as;
 		long bo = s * bs;
-		for (int q = 0; q < seg; q += VW) {
+		for (int q = 0; q < segv; q += VW) {
 			V av[NT_MR];
 			#pragma GCC unroll 16
 			for (int i = 0; i < mr; i++)
@@ -273,6 +292,8 @@ KNAME(tile_nts)(const int mr, const int nr, int ns, int seg, const float *a, lon
 		#pragma GCC unroll 16
 		for (int j = 0; j < nr; j++)
 			c[i * ldc + j] += KNAME(hsum)(&acc[i][j]);
+	if (segv < seg)
+		KNAME(tail_nts)(mr, nr, ns, segv, seg, a, lda, as, b, tab, bs, c, ldc);
 }
 
 /* segments in blocks of about NT_KC floats, as kgemm_nt blocks k */

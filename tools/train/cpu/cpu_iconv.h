@@ -1,0 +1,54 @@
+/* cpu_iconv.h: what the convolution files share, private to them: the
+ * implicit convolution's two halves (cpu_conv_implicit.c, cpu_conv_kcol.c)
+ * and the filter gradients' partial sums (cpu_conv.c).
+ *
+ * Both solve one correlation problem (cpu_conv_implicit.c says how the
+ * three convolution ops become one): out (O, OH, OW) (+)= sum over input
+ * channel s and kernel tap (i, j) of A[o, (s,i,j)] * in[s, oh + i*dil - ph,
+ * ow + j*dil - pw], in (S, H, W) zero outside the image. cpu_conv_implicit.c
+ * computes forward and data for output widths that are a multiple of 32
+ * (row by row, on a padded slice); cpu_conv_kcol.c the other widths (the
+ * small planes above all) and every filter gradient, in whole chunks on
+ * one masked copy of the input per kernel column.
+ */
+#ifndef CDP_CPU_ICONV_H
+#define CDP_CPU_ICONV_H
+
+#include "cpu.h"
+
+typedef struct cpu_corr {
+	int s, h, w;             /* input channels and size */
+	int o, oh, ow;           /* output channels and size */
+	int kh, kw, dil, ph, pw; /* kernel, dilation, padding */
+} cpu_corr;
+
+/* Forward or data goes to cpu_conv_kcol.c. The caller's table (tab
+ * below) has room for one long per (s, i, j). */
+static inline int cpu_kcol_takes(const cpu_corr *c)
+{
+	return c->ow % 32 != 0;
+}
+
+/* Per-thread scratch bytes: of corr (forward or data), and of the filter
+ * gradient of f filters (c the forward's problem). */
+size_t cpu_kcol_scratch(const cpu_corr *c);
+size_t cpu_kcol_filter_scratch(const cpu_corr *c, int f);
+
+/* out (N, O, OH, OW) = A (O, S*KH*KW; row stride rs) * the taps of in
+ * (N, S, H, W), + beta out, + bias[o] when bias is not NULL. */
+void cpu_kcol_corr(cdp_backend *be, const cpu_corr *c, int n, const float *in,
+                   const float *a, long rs, const float *bias, float beta, float *out,
+                   long *tab);
+
+/* dw (F, S*KH*KW) += sum over samples and output pixels of dy (N, F, OH, OW)
+ * times the taps of x (N, S, H, W); c is the forward's problem (O = F). */
+void cpu_kcol_filter(cdp_backend *be, const cpu_corr *c, int n, const float *x,
+                     const float *dy, float *dw, long *tab);
+
+/* The filter gradients' partial sums (cpu.h, CPU_FILTER_PARTS): part p's
+ * partial of fk floats, at the start of a thread's scratch; and dw += the
+ * partials 0..parts-1 in that order, split over the threads. */
+float *cpu_filter_partial(cdp_backend *be, size_t fk, int p);
+void cpu_filter_reduce(cdp_backend *be, int parts, size_t fk, float *dw);
+
+#endif
