@@ -17,7 +17,8 @@
 #              here needs it
 #   build      cdp-train, cdp-keyshuffle, tests/gpu/test_ops, test_model,
 #              bench/engine_bench, tests/train/model_dump (make -j nproc)
-#   test_ops, test_ops (cudnn find), test_model, two_ranks.sh, bench/gpu.sh
+#   test_ops, test_ops (cudnn find), test_model, two_ranks.sh, multi_gpu.sh
+#              (NCCL, rendezvous, watchdog; skips on fewer than 2 GPUs), bench/gpu.sh
 #              (with per-layer and per-operator profiles of both sides in
 #              LOGS/profiles: bench/gpu.sh's BENCH_PROFILE_DIR)
 # and prints a summary table last (step, result, seconds). Logs go to
@@ -28,7 +29,7 @@
 #      CDP_GPU_CUDA=no (build without CUDA: a dry run on a machine without
 #      it, where the GPU steps skip), BENCH_* (bench/gpu.sh),
 #      CDP_GPU_STEPS: the steps after the build to run, of "test_ops
-#      test_ops_cudnn_find test_model two_ranks bench_gpu" (all by default;
+#      test_ops_cudnn_find test_model two_ranks multi_gpu bench_gpu" (all by default;
 #      a rerun after a fix need not repeat what passed)
 # Exit: 0 when no step failed (skips are not failures), else 1.
 set -u
@@ -157,7 +158,7 @@ run_test() {
 }
 
 # want STEP: whether CDP_GPU_STEPS (default: all) names STEP
-all_steps="test_ops test_ops_cudnn_find test_model two_ranks bench_gpu"
+all_steps="test_ops test_ops_cudnn_find test_model two_ranks multi_gpu bench_gpu"
 for w in ${CDP_GPU_STEPS:-$all_steps}; do
 	case " $all_steps " in
 	*" $w "*) ;;
@@ -177,6 +178,8 @@ if step env find_env && step configure do_configure && step build do_build; then
 	[ ! -d "$src/.devdeps/pool/pool" ] || pool=$src/.devdeps/pool
 	want two_ranks && step two_ranks run_test env CDP_GPU_POOL="$pool" \
 		sh "$src/tests/gpu/two_ranks.sh"
+	want multi_gpu && step multi_gpu run_test env CDP_GPU_POOL="$pool" \
+		sh "$src/tests/gpu/multi_gpu.sh"
 	if want bench_gpu; then
 		step bench_gpu run_test env BENCH_PROFILE_DIR="$logs/profiles" \
 			sh "$src/bench/gpu.sh" "$build"
