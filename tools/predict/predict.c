@@ -4,7 +4,10 @@
  * runs the engine's net on the backend of --device and leaves the output files to
  * predict_out.c. Shapes: the strip input img is (C, rows, W) float, the
  * net input (B, C, S, S), its output (B, K, S, S) logits, a strip's
- * weighted probabilities and the accumulator (K, S, W).
+ * weighted probabilities and the accumulator (K, S, W). The windows are
+ * cut from the strip and blended back on the backend's device
+ * (backend.h win_gather, win_blend), so per strip only the standardized
+ * rows go up and the weighted sums come down.
  */
 #include "predict_int.h"
 
@@ -17,19 +20,6 @@
 #include "cdp_dtype.h"
 #include "cdp_progress.h"
 #include "dist.h"
-
-/* numpy's "reflect" padding of index i into [0, n) */
-static int reflect(long i, long n)
-{
-	long p = 2 * (n - 1);
-
-	if (n == 1)
-		return 0;
-	i %= p;
-	if (i < 0)
-		i += p;
-	return (int)(i < n ? i : p - i);
-}
 
 /* Validity of n samples of every band (C, n) at stride `stride`:
  * invalid where every band equals the nodata value (NaN matching NaN), as
@@ -85,65 +75,19 @@ static void standardize(predictor *p, int n)
 	}
 }
 
-/* Probabilities of window b's logits (K, S, S) in place: sigmoid for one
- * output channel, softmax over K otherwise. */
-static void probabilities(predictor *p, float *y)
-{
-	size_t hw = (size_t)p->S * p->S;
-
-	if (p->K == 1) {
-		for (size_t i = 0; i < hw; i++)
-			y[i] = 1.0f / (1.0f + expf(-y[i]));
-		return;
-	}
-	for (size_t i = 0; i < hw; i++) {
-		float mx = y[i], s = 0;
-		for (int k = 1; k < p->K; k++)
-			mx = fmaxf(mx, y[k * hw + i]);
-		for (int k = 0; k < p->K; k++)
-			s += (y[k * hw + i] = expf(y[k * hw + i] - mx));
-		for (int k = 0; k < p->K; k++)
-			y[k * hw + i] /= s;
-	}
-}
-
-/* Runs the batch of nb windows whose first is window i0 of the strip,
- * adding w(x) w(y) p into sum (K, S, W). */
-static void run_batch(predictor *p, int i0, int nb, float *sum)
-{
-	size_t hw = (size_t)p->S * p->S, in = (size_t)p->B * p->C * hw;
-	const float *y;
-
-	p->be->to_device(p->be, p->net.x, p->xin, in * sizeof(float));
-	cdp_net_forward(&p->net);
-	y = cdp_net_output(&p->net);
-	p->be->to_host(p->be, p->yout, y, (size_t)p->B * p->K * hw * sizeof(float));
-	for (int b = 0; b < nb; b++) {
-		float *pr = p->yout + (size_t)b * p->K * hw;
-		long x0 = -p->m + (long)(i0 + b) * p->T;
-		probabilities(p, pr);
-		for (int k = 0; k < p->K; k++)
-			for (int r = 0; r < p->S; r++) {
-				float *d = sum + ((size_t)k * p->S + r) * p->W;
-				const float *s = pr + (size_t)k * hw + (size_t)r * p->S;
-				for (int x = 0; x < p->S; x++) {
-					long xx = x0 + x;
-					if (xx >= 0 && xx < p->W)
-						d[xx] += p->w1[r] * p->w1[x] * s[x];
-				}
-			}
-	}
-}
-
-/* Strip s: its rows (reflected), its windows in batches, into sum (K, S, W). */
+/* Strip s: its rows (reflected), standardized and uploaded once; its
+ * windows in batches of B, each gathered from the strip, run, and blended
+ * into the strip's sums on the device (win_gather, win_blend); the sums
+ * come back into sum (K, S, W). */
 static int run_strip(predictor *p, int s, float *sum, char *err, size_t cap)
 {
+	cdp_backend *be = p->be;
 	long y0 = -p->m + (long)s * p->T;
 	int lo = p->H, hi = 0, n;
-	size_t hw = (size_t)p->S * p->S;
+	size_t hw = (size_t)p->S * p->S, plane = (size_t)p->S * p->W;
 
 	for (int r = 0; r < p->S; r++) {
-		p->srow[r] = reflect(y0 + r, p->H);
+		p->srow[r] = cdp_reflect(y0 + r, p->H);
 		lo = p->srow[r] < lo ? p->srow[r] : lo;
 		hi = p->srow[r] + 1 > hi ? p->srow[r] + 1 : hi;
 	}
@@ -151,24 +95,23 @@ static int run_strip(predictor *p, int s, float *sum, char *err, size_t cap)
 	if (read_rows(p, lo, n, p->valid, err, cap) < 0)
 		return -1;
 	standardize(p, n);
-	memset(sum, 0, (size_t)p->K * p->S * p->W * sizeof *sum);
+	for (int r = 0; r < p->S; r++)
+		p->srow[r] -= lo;
+	be->to_device(be, p->dsrow, p->srow, (size_t)p->S * sizeof *p->srow);
+	be->to_device(be, p->dimg, p->img, (size_t)p->C * n * p->W * sizeof *p->img);
+	be->fill(be, p->dsum, 0.0f, (size_t)p->K * plane);
 	for (int i0 = 0; i0 < p->nx; i0 += p->B) {
 		int nb = p->nx - i0 < p->B ? p->nx - i0 : p->B;
-		memset(p->xin, 0, (size_t)p->B * p->C * hw * sizeof *p->xin);
-		for (int b = 0; b < nb; b++) {
-			long x0 = -p->m + (long)(i0 + b) * p->T;
-			for (int x = 0; x < p->S; x++)
-				p->scol[x] = reflect(x0 + x, p->W);
-			for (int c = 0; c < p->C; c++)
-				for (int r = 0; r < p->S; r++) {
-					const float *src = p->img + ((size_t)c * n + (p->srow[r] - lo)) * p->W;
-					float *d = p->xin + (((size_t)b * p->C + c) * p->S + r) * p->S;
-					for (int x = 0; x < p->S; x++)
-						d[x] = src[p->scol[x]];
-				}
-		}
-		run_batch(p, i0, nb, sum);
+		be->win_gather(be, p->C, n, p->W, p->S, p->dimg, p->dsrow, nb, p->dx0 + i0, p->net.x);
+		/* a short last batch: the unused windows run on zeros */
+		if (nb < p->B)
+			be->fill(be, p->net.x + (size_t)nb * p->C * hw, 0.0f,
+			         (size_t)(p->B - nb) * p->C * hw);
+		cdp_net_forward(&p->net);
+		be->win_blend(be, p->K, p->S, p->W, nb, cdp_net_output(&p->net), p->dx0 + i0, p->dw1,
+		              p->dsum);
 	}
+	be->to_host(be, sum, p->dsum, (size_t)p->K * plane * sizeof *sum);
 	return 0;
 }
 
@@ -313,16 +256,17 @@ static void cleanup(predictor *p)
 		cdp_raster_close(p->r);
 	if (p->have_net)
 		cdp_net_free(&p->net);
-	if (p->xin)
-		p->be->host_free(p->be, p->xin);
-	if (p->yout)
-		p->be->host_free(p->be, p->yout);
-	if (p->be)
+	if (p->be) {
+		void *dev[] = { p->dimg, p->dsum, p->dw1, p->dsrow, p->dx0 };
+		for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++)
+			if (dev[i])
+				p->be->free(p->be, dev[i]);
 		p->be->destroy(p->be);
+	}
 	if (p->have_ck)
 		cdp_ckpt_free(&p->ck);
 	free(p->w1); free(p->normx); free(p->normy); free(p->mean); free(p->inv);
-	free(p->raw); free(p->img); free(p->valid); free(p->srow); free(p->scol);
+	free(p->raw); free(p->img); free(p->valid); free(p->srow);
 	free(p->slots); free(p->acc); free(p->orow);
 	free(p->vrow); free(p->pcls);
 }

@@ -37,8 +37,12 @@ typedef struct predictor {
 	void *raw;                /* (C, S, W) samples of the raster's dtype */
 	float *img;               /* (C, S, W) standardized */
 	uint8_t *valid;           /* (S, W) */
-	int *srow, *scol;         /* (S) reflected rows, (S) columns of one window */
-	float *xin, *yout;        /* (B, C, S, S), (B, K, S, S) host */
+	int32_t *srow;            /* (S) a strip's rows (reflected), as rows of img */
+	/* on the backend's device: the strip, its sums, the rows, every
+	 * window's first column, the weight (win_gather, win_blend) */
+	float *dimg, *dsum;       /* (C, S, W), (K, S, W) */
+	int32_t *dsrow, *dx0;     /* (S), (nx) */
+	float *dw1;               /* (S) */
 	float *slots;             /* (nranks, K, S, W) strip sums of a round */
 	float *acc;               /* (K, S, W) rank 0's accumulator */
 	void *orow;               /* (nb, T or S, W) output rows */

@@ -223,31 +223,49 @@ int pr_weights(predictor *p, char *err, size_t cap)
 	return 0;
 }
 
-/* a * b * c floats of the backend's host memory (pinned on a GPU, for
- * the copies of every batch), zeroed */
-static float *hostmem(predictor *p, size_t a, size_t b, size_t c)
+/* a * b * c elements of `size` bytes of the backend's device memory, zeroed */
+static void *devmem(predictor *p, size_t a, size_t b, size_t c, size_t size)
 {
 	size_t n;
-	if (cdp_mul_size(a, b, &n) || cdp_mul_size(n, c, &n) || cdp_mul_size(n, sizeof(float), &n))
+	if (cdp_mul_size(a, b, &n) || cdp_mul_size(n, c, &n) || cdp_mul_size(n, size, &n))
 		return NULL;
-	return p->be->host_alloc(p->be, n ? n : 1);
+	return p->be->alloc(p->be, n ? n : 1);
+}
+
+/* The device buffers of the window ops, with the window weight and every
+ * window's first column, which stay for the whole run. */
+static int dev_alloc(predictor *p)
+{
+	int32_t *x0 = malloc((size_t)p->nx * sizeof *x0);
+
+	p->dimg = devmem(p, p->C, p->S, p->W, sizeof(float));
+	p->dsum = devmem(p, p->K, p->S, p->W, sizeof(float));
+	p->dsrow = devmem(p, p->S, 1, 1, sizeof(int32_t));
+	p->dx0 = devmem(p, p->nx, 1, 1, sizeof(int32_t));
+	p->dw1 = devmem(p, p->S, 1, 1, sizeof(float));
+	if (!x0 || !p->dimg || !p->dsum || !p->dsrow || !p->dx0 || !p->dw1) {
+		free(x0);
+		return -1;
+	}
+	for (int i = 0; i < p->nx; i++)
+		x0[i] = -p->m + i * p->T;
+	p->be->to_device(p->be, p->dx0, x0, (size_t)p->nx * sizeof *x0);
+	p->be->to_device(p->be, p->dw1, p->w1, (size_t)p->S * sizeof *p->w1);
+	free(x0);
+	return 0;
 }
 
 int pr_alloc(predictor *p, char *err, size_t cap)
 {
-	size_t S = p->S, W = p->W, hw = S * S;
+	size_t S = p->S, W = p->W;
 	int nb = p->o->prob ? p->K : 1;
 
 	p->raw = xmalloc(p->C, S, W, cdp_dtype_size(p->ri->dtype));
 	p->img = xmalloc(p->C, S, W, sizeof(float));
 	p->valid = xmalloc(S, W, 1, 1);
-	p->srow = xmalloc(S, sizeof(int), 1, 1);
-	p->scol = xmalloc(S, sizeof(int), 1, 1);
-	p->xin = hostmem(p, p->B, p->C, hw);
-	p->yout = hostmem(p, p->B, p->K, hw);
+	p->srow = xmalloc(S, sizeof(int32_t), 1, 1);
 	p->slots = xmalloc(p->nranks, p->K, S * W, sizeof(float));
-	if (!p->raw || !p->img || !p->valid || !p->srow || !p->scol || !p->xin || !p->yout ||
-	    !p->slots)
+	if (!p->raw || !p->img || !p->valid || !p->srow || !p->slots || dev_alloc(p) < 0)
 		return pr_fail(err, cap, "out of memory for windows of %d pixels over a width of %d",
 		            p->S, p->W);
 	if (p->rank != 0)

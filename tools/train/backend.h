@@ -244,7 +244,49 @@ struct cdp_backend {
 	void (*prep_batch)(cdp_backend *be, int dt, int n, int c, int h, int w, const void *raw,
 	                   const float *mean, const float *inv, const cdp_prep_aug *aug,
 	                   int oh, int ow, float *img, const int32_t *lab_raw, int32_t *lab);
+
+	/* Sliding-window inference (cdp-predict, tools/predict/predict.h), so
+	 * that a strip is uploaded once and only its weighted sums come back.
+	 * win_gather: strip (c, r, w) float, srow (s) int32 row indices into
+	 * [0, r), x0 (nb) int32 window origins (columns; they may lie before 0
+	 * or run past w) -> x (nb, c, s, s):
+	 *   x[b][ch][i][j] = strip[ch][srow[i]][cdp_reflect(x0[b] + j, w)]
+	 * (an exact copy). srow and x0 are device arrays. */
+	void (*win_gather)(cdp_backend *be, int c, int r, int w, int s, const float *strip,
+	                   const int32_t *srow, int nb, const int32_t *x0, float *x);
+	/* win_blend: logits (nb, k, s, s) -> probabilities p: for k == 1
+	 * p = 1 / (1 + expf(-l)), else per pixel mx = max over classes (fmaxf
+	 * from class 0 up), e_j = expf(l_j - mx), t = e_0 + e_1 + ... (float,
+	 * in class order), p_j = e_j / t. Then for every window b = 0..nb-1 in
+	 * order, sum (k, s, w) [j][i][x0[b] + q] += (w1[i] * w1[q]) * p[b][j][i][q]
+	 * for the columns x0[b] + q inside [0, w) (the rest is dropped). x0
+	 * (nb) int32 and w1 (s) float are device arrays; logits are not
+	 * changed. The CPU rounds exactly as written (cdp-predict's output on
+	 * the CPU depends on it); CUDA differs only by its expf (a few ulp),
+	 * and each element of sum is owned by one thread (no atomics), so the
+	 * result is the same run to run. */
+	void (*win_blend)(cdp_backend *be, int k, int s, int w, int nb, const float *logits,
+	                  const int32_t *x0, const float *w1, float *sum);
 };
+
+/* numpy's "reflect" padding (no edge repeated) of index i into [0, n),
+ * n >= 1: the column rule of win_gather, and cdp-predict's for rows. */
+#ifdef __CUDACC__
+#define CDP_HOST_DEVICE __host__ __device__
+#else
+#define CDP_HOST_DEVICE
+#endif
+static inline CDP_HOST_DEVICE int cdp_reflect(long i, long n)
+{
+	long p = 2 * (n - 1);
+
+	if (n == 1)
+		return 0;
+	i %= p;
+	if (i < 0)
+		i += p;
+	return (int)(i < n ? i : p - i);
+}
 
 /* The CPU backend (cpu/cpu_backend.c). threads <= 0: OpenBLAS's default. */
 cdp_backend *cdp_backend_cpu(int threads);

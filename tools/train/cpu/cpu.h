@@ -17,6 +17,7 @@
  *                  pool, bias, add (bias_grad is in cpu_conv.c)
  *   cpu_loss.c     softmax_ce, bce_logits, dice_logits, argmax, confusion
  *   cpu_optim.c    sgd_step, adamw_step
+ *   cpu_window.c   win_gather, win_blend (cdp-predict's sliding windows)
  *
  * Threads: be->threads is the number of workers of our own pthread pool
  * (cpu_parallel_for); OpenBLAS runs single-threaded inside its jobs. Each
@@ -111,6 +112,8 @@ void  cpu_sync(cdp_backend *be);
 void  cpu_set_threads(cdp_backend *be, int n);
 /* the data path and precision (cpu_data.c) */
 void  cpu_data_ops(cdp_backend *be);
+/* win_gather, win_blend (cpu_window.c) */
+void  cpu_window_ops(cdp_backend *be);
 void  cpu_destroy(cdp_backend *be);
 
 void cpu_gemm(cdp_backend *be, int ta, int tb, int m, int n, int k,

@@ -250,6 +250,7 @@ cdp_backend *cdp_backend_cpu(int threads)
 
 	be->device = -1;
 	cpu_data_ops(be);
+	cpu_window_ops(be);
 	cpu_set_threads(be, threads);
 	return be;
 }

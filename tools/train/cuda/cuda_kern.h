@@ -22,8 +22,8 @@
  * Sources: cuda_kern_elem.cu (fill .. act, sumsq), cuda_kern_layers.cu
  * (upsample, chan slices, dropout, gap, bias), cuda_kern_pool.cu (maxpool),
  * cuda_kern_loss.cu (losses, argmax, confusion), cuda_kern_optim.cu,
- * cuda_kern_prec.cu (half staging), cuda_kern_data.cu (prep_batch), and
- * their private header cuda_kern_int.cuh. A failed launch prints the
+ * cuda_kern_prec.cu (half staging), cuda_kern_data.cu (prep_batch),
+ * cuda_kern_window.cu (cdp-predict's windows), and their private header cuda_kern_int.cuh. A failed launch prints the
  * file and line and aborts (a launcher cannot return an error).
  */
 #ifndef CDP_CUDA_KERN_H
@@ -123,6 +123,15 @@ void cdk_from_half(cudaStream_t s, int prec, const void *x, float *y, float beta
 void cdk_prep_batch(cudaStream_t s, int dt, int n, int c, int h, int w, const void *raw,
                     const float *mean, const float *inv, const cdp_prep_aug *aug, int oh, int ow,
                     float *img, const int32_t *lab_raw, int32_t *lab);
+
+/* cdp-predict's sliding windows (backend.h win_gather, win_blend; srow, x0
+ * and w1 are device arrays). gather: strip (c, r, w) -> x (nb, c, s, s),
+ * bitwise the CPU's; blend: logits (nb, k, s, s) -> sum (k, s, w) +=,
+ * the CPU's rounding but the device's expf. */
+void cdk_win_gather(cudaStream_t s, int c, int r, int w, int sz, const float *strip,
+                    const int32_t *srow, int nb, const int32_t *x0, float *x);
+void cdk_win_blend(cudaStream_t s, int k, int sz, int w, int nb, const float *logits,
+                   const int32_t *x0, const float *w1, float *sum);
 
 #ifdef __cplusplus
 }

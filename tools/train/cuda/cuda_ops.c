@@ -1,6 +1,7 @@
 /* cuda_ops.c: the CUDA backend's GEMM (cuBLAS) and every op that is one of
  * our kernels (cuda_kern.h): the BLAS-like ops, upsampling, concat slices,
- * dropout, global average pooling, bias, add, losses, argmax, confusion
+ * dropout, global average pooling, bias, add, cdp-predict's window gather
+ * and blend, losses, argmax, confusion
  * and the optimizers.
  *
  * Each op queues its kernel on the compute stream and checks the launch.
@@ -211,6 +212,26 @@ static void cu_add(cdp_backend *be, const float *a, const float *b, float *y, si
 	CDP_KERNEL_CHECK();
 }
 
+/* ---- cdp-predict's sliding windows ---- */
+
+static void cu_win_gather(cdp_backend *be, int c, int r, int w, int s, const float *strip,
+                          const int32_t *srow, int nb, const int32_t *x0, float *x)
+{
+	if ((size_t)(nb > 0 ? nb : 0) * (c > 0 ? c : 0) * (s > 0 ? s : 0) == 0)
+		return;
+	cdk_win_gather(cu_im(be)->comp, c, r, w, s, strip, srow, nb, x0, x);
+	CDP_KERNEL_CHECK();
+}
+
+static void cu_win_blend(cdp_backend *be, int k, int s, int w, int nb, const float *logits,
+                         const int32_t *x0, const float *w1, float *sum)
+{
+	if (nb <= 0 || k <= 0 || s <= 0 || w <= 0)
+		return;
+	cdk_win_blend(cu_im(be)->comp, k, s, w, nb, logits, x0, w1, sum);
+	CDP_KERNEL_CHECK();
+}
+
 /* ---- losses and metrics: the sums come back through dres ---- */
 
 static double cu_softmax_ce(cdp_backend *be, int n, int k, int hw, const float *logits,
@@ -342,6 +363,8 @@ void cu_ops_init(cdp_backend *be)
 	be->bias_add = cu_bias_add;
 	be->bias_grad = cu_bias_grad;
 	be->add = cu_add;
+	be->win_gather = cu_win_gather;
+	be->win_blend = cu_win_blend;
 
 	be->softmax_ce = cu_softmax_ce;
 	be->bce_logits = cu_bce_logits;
