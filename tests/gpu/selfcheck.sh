@@ -39,7 +39,8 @@ for pat in 'gemm .* t00' 'gemm .* t01' 'gemm .* t10' 'gemm .* t11' 'axpy + scale
 	'bce loss' 'bce dlogits' 'dice loss smooth 0' 'dice dlogits' 'argmax (.,1,' 'argmax' \
 	'confusion' 'sgd 3 steps: update .*nesterov' 'sgd 3 steps: momentum' 'adamw step 3' \
 	'adamw 3 steps: v' 'prep_batch img u8' 'prep_batch img i16' 'prep_batch img f32' \
-	'prep_batch labels' 'data path: host_alloc' 'data path: both sides'; do
+	'prep_batch labels' 'win_gather .* grid' 'win_gather .* scattered' 'win_blend k 1 ' \
+	'win_blend k 40 ' 'data path: host_alloc' 'data path: both sides'; do
 	grep -q "^ok .*$pat" "$T/test_ops.out" || missing="$missing '$pat'"
 done
 for m in unet classifier; do

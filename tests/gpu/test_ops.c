@@ -243,6 +243,8 @@ int main(int argc, char **argv)
 	test_metrics();
 	test_optim();
 	test_prep();
+	test_win_gather();
+	test_win_blend();
 	test_datapath();
 	test_edges();
 	return gh_close();

@@ -29,6 +29,8 @@ void test_losses(void);        /* test_ops_loss.c */
 void test_metrics(void);
 void test_optim(void);
 void test_prep(void);          /* test_ops_data.c */
+void test_win_gather(void);    /* cdp-predict's window ops */
+void test_win_blend(void);
 void test_datapath(void);
 
 #endif

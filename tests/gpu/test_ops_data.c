@@ -1,6 +1,8 @@
 /* test_ops_data.c: batch preparation on the device (prep_batch: u8, i16 and
  * f32 pixels, every combination of hflip, vflip and the four rotations,
- * random crops, with and without labels) and the data path (pinned host
+ * random crops, with and without labels), cdp-predict's window ops
+ * (win_gather, win_blend: windows inside, before and past the strip,
+ * wider than it; sigmoid and softmax) and the data path (pinned host
  * memory, asynchronous copies ordered by copy_fence, copy_wait before the
  * host reuses its buffer), on both sides (gpu_harness.h). */
 #include <stdio.h>
@@ -85,6 +87,83 @@ void test_prep(void)
 	}
 	int h = gh_int(2, 40), w = gh_int(2, 40), m = h < w ? h : w;
 	prep_run(CDP_DT_U8, gh_int(1, 8), h, w, gh_int(1, m), gh_int(1, m), 1);
+}
+
+/* ---- cdp-predict's windows ---- */
+
+/* Window sizes, strips and batches: on cdp-predict's grid (stride 3s/4
+ * from -s/8: windows at both edges) and scattered in [-2s, w + s] in any
+ * order (wider than the strip: reflected more than once). */
+static const struct { int c, k, r, w, s, nb; } win_shapes[] = {
+	{ 3, 1, 40, 300, 32, 12 }, { 2, 4, 20, 75, 16, 6 }, { 1, 2, 5, 7, 16, 3 },
+	{ 4, 1, 3, 1, 5, 2 }, { 3, 40, 9, 50, 8, 8 },
+};
+
+/* x0 (nb): window origins as above; the caller frees */
+static int32_t *win_origins(int w, int s, int nb, int grid)
+{
+	int32_t *x0 = malloc((size_t)nb * sizeof *x0);
+	for (int b = 0; b < nb; b++)
+		x0[b] = grid ? -(s / 8) + b * (s - s / 4) : gh_int(-2 * s, w + s);
+	return x0;
+}
+
+static void win_gather_case(int c, int r, int w, int s, int nb, int grid)
+{
+	size_t nx = (size_t)nb * c * s * s;
+	int32_t *x0 = win_origins(w, s, nb, grid), *srow = malloc((size_t)s * sizeof *srow);
+	char what[128];
+
+	for (int i = 0; i < s; i++)
+		srow[i] = gh_int(0, r - 1);
+	gh_buf strip = gh_rand((size_t)c * r * w, -3, 3), x = gh_rand(nx, -1, 1);
+	gh_buf dx0 = gh_from(x0, (size_t)nb * 4), drow = gh_from(srow, (size_t)s * 4);
+	GH_BOTH(t, be)
+		be->win_gather(be, c, r, w, s, GF(strip, t), GI(drow, t), nb, GI(dx0, t), GF(x, t));
+	snprintf(what, sizeof what, "win_gather (%d,%d,%d) s %d nb %d %s", c, r, w, s, nb,
+	         grid ? "grid" : "scattered");
+	gh_cmp_exact(what, &x, nx * 4);
+	gh_free(&strip); gh_free(&x); gh_free(&dx0); gh_free(&drow);
+	free(x0);
+	free(srow);
+}
+
+void test_win_gather(void)
+{
+	for (size_t i = 0; i < sizeof win_shapes / sizeof win_shapes[0]; i++)
+		for (int grid = 1; grid >= 0; grid--)
+			win_gather_case(win_shapes[i].c, win_shapes[i].r, win_shapes[i].w, win_shapes[i].s,
+			                win_shapes[i].nb, grid);
+	win_gather_case(gh_int(1, 5), gh_int(1, 30), gh_int(1, 200), gh_int(1, 40), gh_int(1, 9), 0);
+}
+
+/* Sums of non-negative terms: every element within 1e-5 of itself (the
+ * GPU's expf is a few ulp off the CPU's), down to 1e-6 of the largest,
+ * below which products of tiny probabilities may turn subnormal. */
+static void win_blend_case(int k, int w, int s, int nb, int grid)
+{
+	size_t ns = (size_t)k * s * w;
+	int32_t *x0 = win_origins(w, s, nb, grid);
+	char what[128];
+
+	gh_buf logits = gh_rand((size_t)nb * k * s * s, -12, 12), w1 = gh_rand((size_t)s, 0, 1);
+	gh_buf sum = gh_rand(ns, 0, 2), dx0 = gh_from(x0, (size_t)nb * 4);
+	GH_BOTH(t, be)
+		be->win_blend(be, k, s, w, nb, GF(logits, t), GI(dx0, t), GF(w1, t), GF(sum, t));
+	snprintf(what, sizeof what, "win_blend k %d w %d s %d nb %d %s", k, w, s, nb,
+	         grid ? "grid" : "scattered");
+	gh_cmp_floor(what, &sum, ns, 1e-5, 1e-6);
+	gh_free(&logits); gh_free(&w1); gh_free(&sum); gh_free(&dx0);
+	free(x0);
+}
+
+void test_win_blend(void)
+{
+	for (size_t i = 0; i < sizeof win_shapes / sizeof win_shapes[0]; i++)
+		for (int grid = 1; grid >= 0; grid--)
+			win_blend_case(win_shapes[i].k, win_shapes[i].w, win_shapes[i].s, win_shapes[i].nb,
+			               grid);
+	win_blend_case(gh_int(1, 6), gh_int(1, 200), gh_int(1, 40), gh_int(1, 9), 0);
 }
 
 /* ---- the data path ---- */
