@@ -8,8 +8,9 @@
  * Tolerances follow what cuda_kern.h promises. Bitwise: the elementwise
  * ops, upsampling, channel slices, dropout (mask too), pooling (and its
  * argmax), argmax, confusion, the optimizers, the half staging (against
- * cuda_fp16.h / cuda_bf16.h's host conversions), prep_batch, and the
- * per-pixel loss gradients (here only: the emulated kernels call the same
+ * cuda_fp16.h / cuda_bf16.h's host conversions), prep_batch, the window
+ * gather and blend (cdp-predict's), and the per-pixel loss gradients (the
+ * blend and the gradients only here: the emulated kernels call the same
  * host exp and log as the CPU backend, a GPU its own). The double sums add in another, fixed order than the
  * CPU: a total of n terms within n * 2^-52 relative (sum_tol; the worst
  * case for terms of one sign, which sumsq's, the losses' and the counts'
@@ -150,7 +151,7 @@ int main(int argc, char **argv)
 		{ "emulator", t_emu }, { "elementwise", t_elem }, { "layers", t_layers },
 		{ "bias_grad", t_bias_grad }, { "dropout", t_dropout }, { "maxpool", t_pool },
 		{ "losses", t_loss }, { "optimizers", t_optim }, { "half", t_prec },
-		{ "prep_batch", t_data },
+		{ "prep_batch", t_data }, { "windows", t_window },
 	};
 	const char *sd = getenv("CDP_GPU_TEST_SEED");
 	uint64_t seed = 20250601;
