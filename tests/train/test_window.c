@@ -27,19 +27,26 @@ static float *rnd(size_t n, float lo, float hi)
 	return p;
 }
 
-/* ---- the reference: tools/predict/predict.c before win_gather/win_blend ---- */
+/* ---- the reference: tools/predict/predict.c before win_gather/win_blend
+ * (its reflect() is backend.h's cdp_reflect now, checked first) ---- */
 
-static int ref_reflect(long i, long n)
+/* numpy: np.pad(np.arange(n), 3, "reflect") for n = 4, 2 and 1; far
+ * outside 4096: np.pad(np.arange(4096), 13000, "reflect") */
+static void check_reflect(void)
 {
-	long p = 2 * (n - 1);
+	static const int n4[] = { 3, 2, 1, 0, 1, 2, 3, 2, 1, 0 }, n2[] = { 1, 0, 1, 0, 1, 0, 1, 0 };
 
-	if (n == 1)
-		return 0;
-	i %= p;
-	if (i < 0)
-		i += p;
-	return (int)(i < n ? i : p - i);
+	for (int i = 0; i < 10; i++)
+		CHECK(cdp_reflect(i - 3, 4) == n4[i], "reflect(%d, 4) = %d want %d", i - 3,
+		      cdp_reflect(i - 3, 4), n4[i]);
+	for (int i = 0; i < 8; i++)
+		CHECK(cdp_reflect(i - 3, 2) == n2[i], "reflect(%d, 2) = %d want %d", i - 3,
+		      cdp_reflect(i - 3, 2), n2[i]);
+	CHECK(cdp_reflect(-5, 1) == 0 && cdp_reflect(7, 1) == 0, "reflect into one index");
+	CHECK(cdp_reflect(-4099, 4096) == 4091 && cdp_reflect(3 * 4096, 4096) == 4092,
+	      "reflect far away: %d %d", cdp_reflect(-4099, 4096), cdp_reflect(3 * 4096, 4096));
 }
+
 
 static void ref_gather(int C, int n, int W, int S, const float *img, const int32_t *srow, int nb,
                        const int32_t *x0, float *xin)
@@ -47,7 +54,7 @@ static void ref_gather(int C, int n, int W, int S, const float *img, const int32
 	int *scol = malloc(S * sizeof *scol);
 	for (int b = 0; b < nb; b++) {
 		for (int x = 0; x < S; x++)
-			scol[x] = ref_reflect((long)x0[b] + x, W);
+			scol[x] = cdp_reflect((long)x0[b] + x, W);
 		for (int c = 0; c < C; c++)
 			for (int r = 0; r < S; r++) {
 				const float *src = img + ((size_t)c * n + srow[r]) * W;
@@ -163,6 +170,7 @@ int main(void)
 	};
 
 	cdp_rng_seed(&rng, 20261129);
+	check_reflect();
 	for (int threads = 1; threads <= 3; threads += 2) {
 		cdp_backend *be = cdp_backend_cpu(threads);
 		if (!be) {
