@@ -16,7 +16,7 @@ block order. Layer semantics follow tools/train/backend.h:
   concat    cat(dim=1)                     add      sum of the inputs
   relu, leaky and the fused activation= of conv/deconv/bn/dense
   dropout   Dropout(p), or with dropout_seeds the engine's own mask
-            (cpu.h cpu_dropout_keep: a SplitMix64 hash of seed and element
+            (backend.h cdp_dropout_keep: a SplitMix64 hash of seed and element
             index), so a training step can be compared exactly.
 
 loss_fn() is the engine's loss (loss.h) in PyTorch terms.
@@ -41,7 +41,7 @@ M64 = (1 << 64) - 1
 
 
 def dropout_keep(seed, n, p):
-    """cpu_dropout_keep over element indices 0..n-1: bool array (n)."""
+    """cdp_dropout_keep over element indices 0..n-1: bool array (n)."""
     with np.errstate(over="ignore"):
         z = np.uint64(seed) ^ (np.arange(n, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15))
         z = z + np.uint64(0x9E3779B97F4A7C15)

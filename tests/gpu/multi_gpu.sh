@@ -24,24 +24,7 @@ if [ "$dry" -eq 0 ]; then
 	n=$("$CDP_BUILDDIR/tests/gpu/test_ops" --count-devices) || fail "test_ops --count-devices failed"
 	[ "$n" -ge 2 ] || { echo "SKIP: $n CUDA device(s); these checks need 2" >&2; exit 77; }
 fi
-mpirun=${MPIRUN:-$(command -v mpirun || true)}
-if [ -z "$mpirun" ] || ! command -v "$mpirun" >/dev/null 2>&1; then
-	echo "SKIP: no mpirun" >&2
-	exit 77
-fi
-MP="$mpirun --oversubscribe -np 2"
-[ "$(id -u)" -ne 0 ] || MP="$mpirun --allow-run-as-root --oversubscribe -np 2"
-P=${CDP_GPU_POOL:-}
-if [ -z "$P" ]; then
-	P=$T/fixture
-	set +e
-	sh "$CDP_SRCDIR/tests/gpu/mkpool.sh" "$P"
-	rc=$?
-	set -e
-	[ "$rc" -ne 77 ] || exit 77
-	[ "$rc" -eq 0 ] || fail "cannot make the pool"
-fi
-[ -d "$P/pool" ] && [ -s "$P/train.keys" ] || fail "no pool in '$P' (tests/gpu/mkpool.sh makes one)"
+. "$CDP_SRCDIR/tests/gpu/ranks_common.sh"
 export CDP_DIST_TIMEOUT=120
 dev=cuda algos="nccl mpi"
 [ "$dry" -eq 0 ] || dev=cpu algos="ring mpi"

@@ -35,6 +35,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* The small rules below that the CPU backend and the CUDA kernels must
+ * apply alike are written once, for both (host and device under nvcc). */
+#ifdef __CUDACC__
+#define CDP_HOST_DEVICE __host__ __device__
+#else
+#define CDP_HOST_DEVICE
+#endif
+
 typedef struct cdp_conv_desc {
 	int n, c, h, w;          /* input (N, C, H, W) */
 	int f, kh, kw;           /* output channels and kernel */
@@ -62,6 +70,42 @@ enum { CDP_PREC_FP32 = 0, CDP_PREC_TF32 = 1, CDP_PREC_BF16 = 2, CDP_PREC_FP16 = 
 typedef struct cdp_prep_aug {
 	int y0, x0, hflip, vflip, rot;
 } cdp_prep_aug;
+
+/* prep_batch's geometry: output pixel (p, q) of an (oh, ow) output comes
+ * from input pixel (*sy, *sx): undo the rotation into B (bh x bw), the
+ * flips into A, then add the crop origin. */
+static inline CDP_HOST_DEVICE void cdp_prep_src(const cdp_prep_aug *a, int oh, int ow, int p,
+                                                int q, int *sy, int *sx)
+{
+	int odd = a->rot & 1, bh = odd ? ow : oh, bw = odd ? oh : ow, i, j;
+
+	switch (a->rot & 3) {
+	case 0:  i = p;          j = q;          break;
+	case 1:  i = q;          j = bw - 1 - p; break;
+	case 2:  i = bh - 1 - p; j = bw - 1 - q; break;
+	default: i = bh - 1 - q; j = p;          break;
+	}
+	if (a->vflip)
+		i = bh - 1 - i;
+	if (a->hflip)
+		j = bw - 1 - j;
+	*sy = a->y0 + i;
+	*sx = a->x0 + j;
+}
+
+/* dropout_fwd's keep test for element `index` under `seed` (also
+ * bench/torch_model.py's): h = SplitMix64(seed ^ (index *
+ * 0x9E3779B97F4A7C15)), keep when (h >> 40) * 2^-24 >= p. */
+static inline CDP_HOST_DEVICE int cdp_dropout_keep(uint64_t seed, uint64_t index, float p)
+{
+	uint64_t z = seed ^ (index * 0x9E3779B97F4A7C15ULL);
+
+	z += 0x9E3779B97F4A7C15ULL;
+	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+	z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+	z ^= z >> 31;
+	return (float)(z >> 40) * (1.0f / 16777216.0f) >= p;
+}
 enum { CDP_UP_NEAREST = 1, CDP_UP_BILINEAR = 2 };  /* bilinear: align_corners=False */
 
 typedef struct cdp_backend cdp_backend;
@@ -271,11 +315,6 @@ struct cdp_backend {
 
 /* numpy's "reflect" padding (no edge repeated) of index i into [0, n),
  * n >= 1: the column rule of win_gather, and cdp-predict's for rows. */
-#ifdef __CUDACC__
-#define CDP_HOST_DEVICE __host__ __device__
-#else
-#define CDP_HOST_DEVICE
-#endif
 static inline CDP_HOST_DEVICE int cdp_reflect(long i, long n)
 {
 	long p = 2 * (n - 1);

@@ -195,19 +195,6 @@ void cpu_bias_add(cdp_backend *be, int n, int f, int hw, const float *bias, floa
 void cpu_bias_grad(cdp_backend *be, int n, int f, int hw, const float *dy, float *dbias);
 void cpu_add(cdp_backend *be, const float *a, const float *b, float *y, size_t n);
 
-/* The dropout keep test shared with the CUDA kernel and the tests:
- * h = SplitMix64(seed ^ (index * 0x9E3779B97F4A7C15)), keep when
- * (h >> 40) * 2^-24 >= p. */
-static inline int cpu_dropout_keep(uint64_t seed, uint64_t index, float p)
-{
-	uint64_t z = seed ^ (index * 0x9E3779B97F4A7C15ULL);
-	z += 0x9E3779B97F4A7C15ULL;
-	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-	z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-	z ^= z >> 31;
-	return (float)(z >> 40) * (1.0f / 16777216.0f) >= p;
-}
-
 /* ---- losses and metrics (cpu_loss.c, helper G) ---- */
 double cpu_softmax_ce(cdp_backend *be, int n, int k, int hw, const float *logits,
                       const int32_t *labels, int ignore, const float *class_w,

@@ -29,27 +29,6 @@ static void cpu_copy_fence(cdp_backend *be) { }
 static void cpu_copy_wait(cdp_backend *be) { }
 static void *cpu_stream(cdp_backend *be) { return NULL; }
 
-/* Output pixel (p, q) of an (oh, ow) output comes from input pixel
- * (*sy, *sx): undo the rotation into B (bh x bw), the flips into A, then
- * add the crop origin. */
-static void prep_src(const cdp_prep_aug *a, int oh, int ow, int p, int q, int *sy, int *sx)
-{
-	int odd = a->rot & 1, bh = odd ? ow : oh, bw = odd ? oh : ow, i, j;
-
-	switch (a->rot & 3) {
-	case 0:  i = p;          j = q;          break;
-	case 1:  i = q;          j = bw - 1 - p; break;
-	case 2:  i = bh - 1 - p; j = bw - 1 - q; break;
-	default: i = bh - 1 - q; j = p;          break;
-	}
-	if (a->vflip)
-		i = bh - 1 - i;
-	if (a->hflip)
-		j = bw - 1 - j;
-	*sy = a->y0 + i;
-	*sx = a->x0 + j;
-}
-
 /* raw (n, c, h, w) of dt -> img (n, c, oh, ow); lab_raw (n, h, w) -> lab (n, oh, ow) */
 static void cpu_prep_batch(cdp_backend *be, int dt, int n, int c, int h, int w, const void *raw,
                            const float *mean, const float *inv, const cdp_prep_aug *aug,
@@ -63,7 +42,7 @@ static void cpu_prep_batch(cdp_backend *be, int dt, int n, int c, int h, int w, 
 				int sy, sx;
 				size_t src, dst = (size_t)p * ow + q;
 
-				prep_src(&aug[s], oh, ow, p, q, &sy, &sx);
+				cdp_prep_src(&aug[s], oh, ow, p, q, &sy, &sx);
 				src = (size_t)sy * w + sx;
 				for (int ch = 0; ch < c; ch++) {
 					size_t k = ((size_t)s * c + ch) * hw + src;

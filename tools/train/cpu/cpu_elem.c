@@ -187,7 +187,7 @@ static void drop_fwd_block(void *ctx, int b)
 	size_t lo, hi;
 	block_range(j->n, b, &lo, &hi);
 	for (size_t i = lo; i < hi; i++) {
-		int keep = cpu_dropout_keep(j->seed, i, j->p);
+		int keep = cdp_dropout_keep(j->seed, i, j->p);
 		j->mask[i] = (uint8_t)keep;
 		j->y[i] = keep ? j->x[i] * j->scale : 0.0f;
 	}

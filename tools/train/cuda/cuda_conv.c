@@ -76,7 +76,22 @@ static int same_desc(const cdp_conv_desc *a, const cdp_conv_desc *b)
 	       a->pad == b->pad && a->dil == b->dil && a->oh == b->oh && a->ow == b->ow;
 }
 
-static void plan_descs_free(cu_plan *p);
+static void plan_descs_free(cu_plan *p)
+{
+	if (p->x)
+		cudnnDestroyTensorDescriptor(p->x);
+	if (p->y)
+		cudnnDestroyTensorDescriptor(p->y);
+	if (p->w)
+		cudnnDestroyFilterDescriptor(p->w);
+	for (int i = 0; i < NDIR; i++) {
+		if (p->cv[i])
+			cudnnDestroyConvolutionDescriptor(p->cv[i]);
+		p->cv[i] = NULL;
+	}
+	p->x = p->y = NULL;
+	p->w = NULL;
+}
 
 static void plan_free(cu_plan *p)
 {
@@ -295,23 +310,6 @@ static int plan_algos(cdp_backend *be, cu_plan *p)
 	p->data = (cudnnConvolutionBwdDataAlgo_t)a[DIR_DATA];
 	p->filt = (cudnnConvolutionBwdFilterAlgo_t)a[DIR_FILT];
 	return 0;
-}
-
-static void plan_descs_free(cu_plan *p)
-{
-	if (p->x)
-		cudnnDestroyTensorDescriptor(p->x);
-	if (p->y)
-		cudnnDestroyTensorDescriptor(p->y);
-	if (p->w)
-		cudnnDestroyFilterDescriptor(p->w);
-	for (int i = 0; i < NDIR; i++)
-		if (p->cv[i])
-			cudnnDestroyConvolutionDescriptor(p->cv[i]);
-	p->x = p->y = NULL;
-	p->w = NULL;
-	for (int i = 0; i < NDIR; i++)
-		p->cv[i] = NULL;
 }
 
 /* The descriptors of p for precision p->prec and its algorithms; -1 when

@@ -191,39 +191,50 @@ static void pool_descs(cu_impl *im, const cdp_pool_desc *d, cudnnPoolingMode_t m
 	                                            d->k, d->pad, d->pad, d->stride, d->stride));
 }
 
-static void cu_maxpool_fwd(cdp_backend *be, const cdp_pool_desc *d, const float *x, float *y,
-                           int32_t *idx)
+/* y = pool(x) in cuDNN's mode */
+static void pool_fwd(cdp_backend *be, const cdp_pool_desc *d, cudnnPoolingMode_t mode,
+                     const float *x, float *y)
 {
 	cu_impl *im = cu_im(be);
 	const float one = 1.0f, zero = 0.0f;
 
-	pool_descs(im, d, CUDNN_POOLING_MAX_DETERMINISTIC);
+	pool_descs(im, d, mode);
 	CDP_CUDNN_CHECK(cudnnPoolingForward(im->dnn, im->pool, &one, im->ta, x, &zero, im->tb, y));
+}
+
+/* dx = beta dx + the gradient of pool from y, dy and x */
+static void pool_bwd(cdp_backend *be, const cdp_pool_desc *d, cudnnPoolingMode_t mode,
+                     const float *x, const float *y, const float *dy, float *dx, float beta)
+{
+	cu_impl *im = cu_im(be);
+	const float one = 1.0f;
+
+	pool_descs(im, d, mode);
+	CDP_CUDNN_CHECK(cudnnPoolingBackward(im->dnn, im->pool, &one, im->tb, y, im->tb, dy,
+	                                     im->ta, x, &beta, im->ta, dx));
+}
+
+/* cuDNN's max pooling needs no argmax: idx is not written nor read */
+static void cu_maxpool_fwd(cdp_backend *be, const cdp_pool_desc *d, const float *x, float *y,
+                           int32_t *idx)
+{
+	pool_fwd(be, d, CUDNN_POOLING_MAX_DETERMINISTIC, x, y);
 }
 
 static void cu_maxpool_bwd(cdp_backend *be, const cdp_pool_desc *d, const float *x,
                            const float *y, const float *dy, const int32_t *idx, float *dx,
                            float beta)
 {
-	cu_impl *im = cu_im(be);
-	const float one = 1.0f;
-
-	pool_descs(im, d, CUDNN_POOLING_MAX_DETERMINISTIC);
-	CDP_CUDNN_CHECK(cudnnPoolingBackward(im->dnn, im->pool, &one, im->tb, y, im->tb, dy,
-	                                     im->ta, x, &beta, im->ta, dx));
+	pool_bwd(be, d, CUDNN_POOLING_MAX_DETERMINISTIC, x, y, dy, dx, beta);
 }
 
 static void cu_avgpool_fwd(cdp_backend *be, const cdp_pool_desc *d, const float *x, float *y)
 {
-	cu_impl *im = cu_im(be);
-	const float one = 1.0f, zero = 0.0f;
-
-	pool_descs(im, d, CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING);
-	CDP_CUDNN_CHECK(cudnnPoolingForward(im->dnn, im->pool, &one, im->ta, x, &zero, im->tb, y));
+	pool_fwd(be, d, CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING, x, y);
 }
 
 /* Average pooling's gradient needs neither x nor y; cuDNN's call takes
- * them, and gets dy and dx (valid tensors of those shapes) in their place.
+ * them, and gets dx and dy (valid tensors of those shapes) in their place.
  * cuDNN does not read them in this mode: TensorFlow's AvgPoolGrad hands it
  * uninitialized buffers there ("For AvgPoolGrad, the original input tensor
  * is not necessary. However, cudnn still requires them to run, although
@@ -231,12 +242,7 @@ static void cu_avgpool_fwd(cdp_backend *be, const cdp_pool_desc *d, const float 
 static void cu_avgpool_bwd(cdp_backend *be, const cdp_pool_desc *d, const float *dy, float *dx,
                            float beta)
 {
-	cu_impl *im = cu_im(be);
-	const float one = 1.0f;
-
-	pool_descs(im, d, CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING);
-	CDP_CUDNN_CHECK(cudnnPoolingBackward(im->dnn, im->pool, &one, im->tb, dy, im->tb, dy,
-	                                     im->ta, dx, &beta, im->ta, dx));
+	pool_bwd(be, d, CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING, dx, dy, dy, dx, beta);
 }
 
 int cu_dnn_init(cdp_backend *be, char *err, size_t cap)

@@ -19,28 +19,6 @@
 #include "cuda_kern_int.cuh"
 #include "cdp_dtype.h"
 
-/* cpu_data.c's prep_src: output pixel (p, q) of an (oh, ow) output comes
- * from input pixel (*sy, *sx): undo the rotation into B (bh x bw), the
- * flips into A, then add the crop origin. */
-static __host__ __device__ inline void prep_src(const cdp_prep_aug *a, int oh, int ow, int p,
-                                                int q, int *sy, int *sx)
-{
-	int odd = a->rot & 1, bh = odd ? ow : oh, bw = odd ? oh : ow, i, j;
-
-	switch (a->rot & 3) {
-	case 0:  i = p;          j = q;          break;
-	case 1:  i = q;          j = bw - 1 - p; break;
-	case 2:  i = bh - 1 - p; j = bw - 1 - q; break;
-	default: i = bh - 1 - q; j = p;          break;
-	}
-	if (a->vflip)
-		i = bh - 1 - i;
-	if (a->hflip)
-		j = bw - 1 - j;
-	*sy = a->y0 + i;
-	*sx = a->x0 + j;
-}
-
 /* sample k of raw as a float (0 for an unknown type, as cdp_dtype_get) */
 static __host__ __device__ inline float raw_get(int dt, const void *raw, size_t k)
 {
@@ -67,7 +45,7 @@ static __global__ void prep_k(int dt, size_t len, int c, int h, int w, const voi
 		int sy, sx, p = (int)(r / ow), q = (int)(r % ow);
 		cdp_prep_aug a = aug[s];
 
-		prep_src(&a, oh, ow, p, q, &sy, &sx);
+		cdp_prep_src(&a, oh, ow, p, q, &sy, &sx);
 		size_t src = (size_t)sy * w + sx;
 		for (int ch = 0; ch < c; ch++) {
 			float v = raw_get(dt, raw, (s * c + ch) * hw + src);

@@ -181,25 +181,11 @@ void cdk_chan_slice(cudaStream_t s, int n, int c, int hw, const float *src, int 
 
 /* ---- dropout ---- */
 
-/* cpu.h's cpu_dropout_keep, which this must equal for every (seed, index):
- * h = SplitMix64(seed ^ (index * 0x9E3779B97F4A7C15)), keep when
- * (h >> 40) * 2^-24 >= p. */
-static __host__ __device__ inline int dropout_keep(uint64_t seed, uint64_t index, float p)
-{
-	uint64_t z = seed ^ (index * 0x9E3779B97F4A7C15ULL);
-
-	z += 0x9E3779B97F4A7C15ULL;
-	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-	z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-	z ^= z >> 31;
-	return (float)(z >> 40) * (1.0f / 16777216.0f) >= p;
-}
-
 static __global__ void drop_fwd_k(float p, float scale, uint64_t seed, const float *x, float *y,
                                   uint8_t *mask, size_t n)
 {
 	CDK_FOR_EACH(i, n) {
-		int keep = dropout_keep(seed, i, p);
+		int keep = cdp_dropout_keep(seed, i, p);
 		mask[i] = (uint8_t)keep;
 		y[i] = keep ? cdk_mul(x[i], scale) : 0.0f;
 	}
