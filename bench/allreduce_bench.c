@@ -24,7 +24,7 @@
 #include <time.h>
 #include "cdp_error.h"
 #include "cdp_num.h"
-#include "dist.h"
+#include "dist/dist.h"
 
 static const char *prog = "allreduce_bench";
 

@@ -6,7 +6,7 @@
 #   unet        unet.cfg width=16 depth=4 (1,942,594 params), 3x256x256, batch 8
 #   classifier  classifier.cfg (584,165 params), 3x64x64, batch 64
 # Ours: bench/engine_bench with --threads T. PyTorch: bench/torch_model.py
-# (the same model built from tests/train/model_dump's JSON) with
+# (the same model built from tests/engine/model_dump's JSON) with
 # torch.set_num_threads(T), once in NCHW and once in channels_last; ours is
 # compared with the better of the two (by median). Warm-up steps are not
 # timed; each configuration runs BENCH_REPEAT times, interleaved (ours,
@@ -31,7 +31,7 @@ warmup=${BENCH_WARMUP:-2}
 repeat=${BENCH_REPEAT:-3}
 models_run=${BENCH_MODELS:-unet classifier}
 PY=${TORCH_PYTHON:-python3}
-dump=$build/tests/train/model_dump
+dump=$build/tests/engine/model_dump
 bench=$build/bench/engine_bench
 models=$src/share/cdpool/models
 

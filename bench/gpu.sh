@@ -12,7 +12,7 @@
 #   bf16  ours: bf16 convolution/GEMM inputs, channels-last, float32
 #         accumulation and master weights; PyTorch: torch.autocast bf16
 # Ours: bench/engine_bench -d cuda -p PREC. PyTorch: bench/gpu_torch.py
-# (channels_last; the model from tests/train/model_dump's JSON), cudnn
+# (channels_last; the model from tests/engine/model_dump's JSON), cudnn
 # algorithm search off on both sides (PyTorch's default) unless
 # BENCH_CUDNN_BENCHMARK=1 turns it on for both (CDP_CUDNN_BENCHMARK=1 and
 # cudnn.benchmark). Warm-up steps are not timed; each side synchronises the
@@ -38,7 +38,7 @@ repeat=${BENCH_REPEAT:-2}
 models_run=${BENCH_MODELS:-unet classifier}
 precs=${BENCH_PRECISIONS:-fp32 tf32 bf16}
 PY=${TORCH_PYTHON:-python3}
-dump=$build/tests/train/model_dump
+dump=$build/tests/engine/model_dump
 bench=$build/bench/engine_bench
 probe=$build/tests/gpu/test_ops
 models=$src/share/cdpool/models

@@ -1,5 +1,5 @@
 """gpu_torch.py: the PyTorch side of bench/gpu.sh: training steps of a cdpool
-model (the JSON of tests/train/model_dump, built by torch_model.EngineNet)
+model (the JSON of tests/engine/model_dump, built by torch_model.EngineNet)
 on the GPU, timed as bench/engine_bench times ours, one JSON line out.
 
     python3 gpu_torch.py MODEL.json --precision fp32|tf32|bf16 [--batch N]

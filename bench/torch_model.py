@@ -1,12 +1,12 @@
 """torch_model.py: the PyTorch twin of a cdpool model, built from the JSON
-that tests/train/model_dump prints for a model cfg.
+that tests/engine/model_dump prints for a model cfg.
 
 EngineNet(model) holds one torch module per engine layer, in layer order,
 so model.parameters() yields the tensors in the order of the engine's
 parameter block (net.h: layer order, weight then bias / gamma then beta).
 load_blocks() copies the engine's params and buffers blocks (float32 numpy
 arrays, offsets from the JSON) into it; param_block() reads them back in
-block order. Layer semantics follow tools/train/backend.h:
+block order. Layer semantics follow engine/backend.h:
 
   conv      Conv2d (weight (F,C,K,K))      deconv   ConvTranspose2d (C,F,K,K)
   bn        BatchNorm2d(eps, momentum)     dense    Linear on the flattened

@@ -1,11 +1,11 @@
 #!/bin/sh
-# tests/gpu/kernel_emu.sh: our CUDA kernels (tools/train/cuda/cuda_kern_*.cu)
+# tests/gpu/kernel_emu.sh: our CUDA kernels (engine/cuda/cuda_kern_*.cu)
 # against the CPU backend on any machine, GPU or not. tests/gpu/emu/mkemu.py
 # rewrites the kernel sources for the host emulator tests/gpu/emu/emu.h
 # (into the build tree), the configured C++ compiler builds them with
-# tests/gpu/emu/kernel_check.cpp and the CPU backend (tools/train/
-# libcdptrain.a), and kernel_check compares every launcher of
-# tools/train/cuda/cuda_kern.h with the CPU op (tests/gpu/README).
+# tests/gpu/emu/kernel_check.cpp and the CPU backend (
+# engine/libcdpengine.a), and kernel_check compares every launcher of
+# engine/cuda/cuda_kern.h with the CPU op (tests/gpu/README).
 # Passes when every comparison does and every launcher that cuda_kern.h
 # declares is called by the checks.
 # Exit 77 only without a C++ compiler, a Python 3 or CUDA's headers
@@ -51,13 +51,13 @@ if [ "$CUDA_INC" = none ] && $CXX -std=c++17 -fsyntax-only "$T/h.cpp" >/dev/null
 fi
 [ "$CUDA_INC" != none ] ||
 	skip "no usable cuda_runtime.h, cuda_fp16.h, cuda_bf16.h (tried:${tried:- none} and the compiler's path)"
-for f in tools/train/libcdptrain.a lib/libcdp.a; do
+for f in engine/libcdpengine.a lib/libcdp.a; do
 	[ -f "$CDP_BUILDDIR/$f" ] || fail "$CDP_BUILDDIR/$f is not built (run make first)"
 done
 
 # --- every launcher of cuda_kern.h is checked ------------------------------------
-launchers=$(sed -n 's/^[a-z_ ]*[ *]\(cdk_[a-z0-9_]*\)(.*/\1/p' "$S/tools/train/cuda/cuda_kern.h")
-[ -n "$launchers" ] || fail "no launcher found in tools/train/cuda/cuda_kern.h"
+launchers=$(sed -n 's/^[a-z_ ]*[ *]\(cdk_[a-z0-9_]*\)(.*/\1/p' "$S/engine/cuda/cuda_kern.h")
+[ -n "$launchers" ] || fail "no launcher found in engine/cuda/cuda_kern.h"
 missing=
 for l in $launchers; do
 	grep -q "\\<$l(" "$E/kernel_check_ops.h" "$E/kernel_check.cpp" || missing="$missing $l"
@@ -74,13 +74,13 @@ cat >"$B/build.sh" <<EOF
 # written by tests/gpu/kernel_emu.sh: build.sh DIR OUT builds kernel_check
 # OUT from the kernel sources that mkemu.py rewrote into DIR
 exec $CXX -std=c++17 ${CDP_EMU_CXXFLAGS:-} -Wall -Wno-unused-function -Wno-unused-parameter \\
-	-I"\$1" $CUDA_INC -I"$E" -I"$S/tools/train" -I"$S/tools/train/cpu" -I"$S/lib" \\
+	-I"\$1" $CUDA_INC -I"$E" -I"$S/engine" -I"$S/engine/cpu" -I"$S/lib" \\
 	-o "\$2" "$E/kernel_check.cpp" \\
-	"$CDP_BUILDDIR/tools/train/libcdptrain.a" "$CDP_BUILDDIR/lib/libcdp.a" \\
+	"$CDP_BUILDDIR/engine/libcdpengine.a" "$CDP_BUILDDIR/lib/libcdp.a" \\
 	${CDP_EMU_LIBS:-} -lpthread -lm
 EOF
 rm -rf "$B/gen"
-"$PY" "$E/mkemu.py" "$S/tools/train/cuda" "$B/gen" || fail "mkemu.py could not rewrite the kernels"
+"$PY" "$E/mkemu.py" "$S/engine/cuda" "$B/gen" || fail "mkemu.py could not rewrite the kernels"
 if ! sh "$B/build.sh" "$B/gen" "$B/kernel_check" >"$T/build.err" 2>&1; then
 	cat "$T/build.err" >&2
 	fail "building tests/gpu/emu/kernel_check failed (compiler output above; $B/build.sh)"

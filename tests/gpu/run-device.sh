@@ -16,7 +16,7 @@
 #              _CFLAGS/_LIBS (no pkg-config), GDAL left out: nothing built
 #              here needs it
 #   build      cdp-train, cdp-keyshuffle, tests/gpu/test_ops, test_model,
-#              bench/engine_bench, tests/train/model_dump (make -j nproc)
+#              bench/engine_bench, tests/engine/model_dump (make -j nproc)
 #   test_ops, test_ops (cudnn find), test_model, two_ranks.sh, multi_gpu.sh
 #              (NCCL, rendezvous, watchdog; skips on fewer than 2 GPUs), bench/gpu.sh
 #              (with per-layer and per-operator profiles of both sides in
@@ -149,7 +149,7 @@ do_configure() {
 
 do_build() {
 	make -C "$build" -j "$(nproc)" cdp-train cdp-keyshuffle tests/gpu/test_ops tests/gpu/test_model \
-		bench/engine_bench tests/train/model_dump
+		bench/engine_bench tests/engine/model_dump
 }
 
 # the environment make check gives the tests

@@ -31,7 +31,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "cfg.h"
+#include "cfg/cfg.h"
 #include "gpu_harness.h"
 #include "loss.h"
 #include "net.h"

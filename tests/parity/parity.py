@@ -1,4 +1,4 @@
-"""parity.py: replays a model_dump parity run (tests/train/model_dump.c) in
+"""parity.py: replays a model_dump parity run (tests/engine/model_dump.c) in
 PyTorch and compares every result with the engine's.
 
     python3 parity.py MODEL.json DIR [--tol 1e-4] [--channels-last]

@@ -1,6 +1,6 @@
 #!/bin/sh
 # unet_parity.sh: the training engine against PyTorch on whole models.
-# tests/train/model_dump runs a model through the engine (init, forward,
+# tests/engine/model_dump runs a model through the engine (init, forward,
 # loss, backward, two SGD steps, two AdamW steps) and writes every result;
 # parity.py replays it in PyTorch (float32, and float64 as the reference)
 # from the model's JSON and compares each tensor: relative error
@@ -18,7 +18,7 @@
 set -eu
 PY=${PYTHON:-/usr/bin/python3}
 src=${CDP_SRCDIR:-$(cd "$(dirname "$0")/../.." && pwd)}
-dump=${CDP_BUILDDIR:-.}/tests/train/model_dump
+dump=${CDP_BUILDDIR:-.}/tests/engine/model_dump
 models=$src/share/cdpool/models
 if ! "$PY" -c 'import numpy, torch' 2>/dev/null; then
 	echo "unet_parity: $PY has no torch/numpy: skipped"

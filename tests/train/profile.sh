@@ -14,7 +14,7 @@ set -- -i 3,32,32 -b 2 -t 1 -D width=4 -D depth=2 -w 1
 
 "$B" "$@" -n 2 -P "$T/prof.txt" "$M" >"$T/prof.json"
 "$B" "$@" -n 4 "$M" >"$T/plain.json"
-"$CDP_BUILDDIR/tests/train/model_dump" -b 2 -i 3,32,32 -D width=4 -D depth=2 "$M" >"$T/model.json"
+"$CDP_BUILDDIR/tests/engine/model_dump" -b 2 -i 3,32,32 -D width=4 -D depth=2 "$M" >"$T/model.json"
 
 python3 - "$T" <<'PYEOF'
 import json, sys

@@ -11,7 +11,7 @@
 #include "augment.h"
 #include "backend.h"
 #include "cdp_dtype.h"
-#include "cfg.h"
+#include "cfg/cfg.h"
 #include "tap.h"
 
 #include <stdlib.h>

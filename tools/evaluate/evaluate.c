@@ -21,7 +21,7 @@
 #include "cdp_dtype.h"
 #include "cdp_error.h"
 #include "cdp_raster.h"
-#include "metrics.h"
+#include "cdp_metrics.h"
 
 #define ROWS 256
 #define AUTO_MAX 1024

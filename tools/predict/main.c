@@ -9,7 +9,7 @@
 #include "cdp_num.h"
 #include "cdp_progress.h"
 #include "device.h"
-#include "dist.h"
+#include "dist/dist.h"
 
 #include <getopt.h>
 #include <stdio.h>

@@ -19,7 +19,7 @@
 
 #include "cdp_dtype.h"
 #include "cdp_progress.h"
-#include "dist.h"
+#include "dist/dist.h"
 
 /* Validity of n samples of every band (C, n) at stride `stride`:
  * invalid where every band equals the nodata value (NaN matching NaN), as

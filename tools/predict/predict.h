@@ -33,7 +33,7 @@ typedef struct cdp_predict_opts {
 	int overlap;            /* -1: size / 4 */
 	int batch;              /* windows per forward pass */
 	int threads;            /* CPU threads; <= 0: cores / local ranks */
-	const char *device;     /* --device (tools/train/device.h) */
+	const char *device;     /* --device (engine/device.h) */
 	int precision;          /* CDP_PREC_* (backend.h) */
 	int prob;               /* 1: float32 probabilities instead of class ids */
 	const char *vector;     /* GeoPackage of polygons of vector_class, or NULL */

@@ -10,7 +10,7 @@
 #include <stdint.h>
 
 #include "cdp_raster.h"
-#include "checkpoint.h"
+#include "ckpt/checkpoint.h"
 #include "predict.h"
 
 #define PR_PROG "cdp-predict"

@@ -15,7 +15,7 @@
 #include "cdp_error.h"
 #include "cdp_num.h"
 #include "device.h"
-#include "dist.h"
+#include "dist/dist.h"
 
 int pr_fail(char *err, size_t cap, const char *fmt, ...)
 {

@@ -26,7 +26,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
-#include "cfg.h"
+#include "cfg/cfg.h"
 
 typedef struct cdp_aug_cfg {
 	int hflip, vflip, rot90;    /* 1: draw it */

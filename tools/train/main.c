@@ -10,7 +10,7 @@
 #include "cdp_num.h"
 #include "cdp_progress.h"
 #include "device.h"
-#include "dist.h"
+#include "dist/dist.h"
 #include "loader.h"
 #include "optim.h"
 

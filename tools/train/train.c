@@ -31,7 +31,7 @@
 #include "cdp_error.h"
 #include "cdp_progress.h"
 #include "cdp_rng.h"
-#include "dist.h"
+#include "dist/dist.h"
 #include "train_int.h"
 
 volatile int cdp_train_stop;

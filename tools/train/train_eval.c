@@ -28,7 +28,7 @@
 #include "cdp_error.h"
 #include "cdp_rng.h"
 #include "cdp_stream.h"
-#include "dist.h"
+#include "dist/dist.h"
 #include "train_int.h"
 
 void tr_upload(trainer *t, cdp_loader *l, const cdp_batch *b)

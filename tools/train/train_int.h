@@ -9,11 +9,11 @@
 
 #include <stdio.h>
 #include "cdp_pool.h"
-#include "checkpoint.h"
-#include "dist.h"
+#include "ckpt/checkpoint.h"
+#include "dist/dist.h"
 #include "loader.h"
 #include "loss.h"
-#include "metrics.h"
+#include "cdp_metrics.h"
 #include "net.h"
 #include "optim.h"
 #include "train.h"

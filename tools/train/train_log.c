@@ -32,7 +32,7 @@
 #include "cdp_error.h"
 #include "cdp_png.h"
 #include "cdp_progress.h"
-#include "dist.h"
+#include "dist/dist.h"
 #include "train_int.h"
 
 long tr_rss_anon_kb(void)

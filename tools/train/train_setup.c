@@ -18,9 +18,9 @@
 
 #include "cdp_dtype.h"
 #include "cdp_error.h"
-#include "checkpoint.h"
+#include "ckpt/checkpoint.h"
 #include "device.h"
-#include "dist.h"
+#include "dist/dist.h"
 #include "train_int.h"
 
 static int fail(char *err, size_t cap, const char *fmt, ...)

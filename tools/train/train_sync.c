@@ -35,7 +35,7 @@
 #include <string.h>
 
 #include "cdp_error.h"
-#include "dist.h"
+#include "dist/dist.h"
 #include "train_int.h"
 
 int tr_sync_init(trainer *t, char *err, size_t cap)

@@ -1,4 +1,4 @@
-/* emu.h: runs our CUDA kernels (tools/train/cuda/cuda_kern_*.cu) on the
+/* emu.h: runs our CUDA kernels (engine/cuda/cuda_kern_*.cu) on the
  * host, so that make check compares every one of them with the CPU
  * backend on machines without a GPU (tests/gpu/emu/kernel_check.cpp).
  * mkemu.py rewrites each launch k<<<grid, block, shmem, stream>>>(args)

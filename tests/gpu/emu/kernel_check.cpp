@@ -1,4 +1,4 @@
-/* kernel_check.cpp: every launcher of tools/train/cuda/cuda_kern.h, run on
+/* kernel_check.cpp: every launcher of engine/cuda/cuda_kern.h, run on
  * the host by the emulator (emu.h, after mkemu.py's rewrite), against the
  * CPU backend's op of the same name (through its cdp_backend table, the
  * reference), on random shapes and data. Built and run by
@@ -173,7 +173,7 @@ int main(int argc, char **argv)
 		return 99;
 	}
 	cdp_rng_seed(&rng, seed);
-	printf("# kernel_check: tools/train/cuda kernels, emulated, against the cpu backend; "
+	printf("# kernel_check: engine/cuda kernels, emulated, against the cpu backend; "
 	       "seed %llu (CDP_GPU_TEST_SEED)\n", (unsigned long long)seed);
 	be = cdp_backend_cpu(1);
 	if (!be) {

@@ -21,7 +21,7 @@ if [ ! -f "$build" ]; then
 fi
 T=$(mktemp -d "${TMPDIR:-/tmp}/cdpmutate.XXXXXX")
 trap 'rm -rf "$T"' EXIT
-python3 "$E/mkemu.py" "$S/tools/train/cuda" "$T/orig" >/dev/null
+python3 "$E/mkemu.py" "$S/engine/cuda" "$T/orig" >/dev/null
 
 # file @ kernel_check group @ sed expression @ the bug
 bad=0 n=0

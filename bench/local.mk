@@ -1,0 +1,12 @@
+# bench/: ratios against a peer measured in the same run (bench/README).
+noinst_PROGRAMS += bench/allreduce_bench bench/loader_bench bench/engine_bench
+bench_engine_bench_SOURCES = bench/engine_bench.c
+bench_engine_bench_CPPFLAGS = $(ENGINE_CPPFLAGS)
+bench_engine_bench_LDADD = $(ENGINE_LIBS)
+bench_loader_bench_SOURCES = bench/loader_bench.c bench/loader_kernel.c bench/loader_kernel.h
+bench_loader_bench_CPPFLAGS = $(TRAIN_CPPFLAGS)
+bench_loader_bench_LDADD = $(TRAIN_LIBS)
+bench_allreduce_bench_SOURCES = bench/allreduce_bench.c
+bench_allreduce_bench_CPPFLAGS = $(DIST_CPPFLAGS)
+bench_allreduce_bench_LDADD = $(DIST_LIBS)
+EXTRA_DIST += bench

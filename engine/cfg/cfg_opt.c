@@ -1,0 +1,113 @@
+/* cfg_opt.c: typed option lookup in a parsed cfg (cfg.h). Every lookup
+ * marks the key used, so cdp_cfg_check_used can name a key nothing read: a
+ * misspelt option is an error rather than a silent default.
+ */
+#include "cfg/cfg.h"
+#include "cdp_num.h"
+#include "cdp_error.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+static cdp_cfg_kv *lookup(cdp_cfg_section *s, const char *key)
+{
+	for (int i = 0; s && i < s->nkv; i++)
+		if (strcmp(s->kv[i].key, key) == 0) {
+			s->kv[i].used = 1;
+			return &s->kv[i];
+		}
+	return NULL;
+}
+
+/* "PATH:LINE: option 'k'" or, for an override the file lacked,
+ * "PATH: option 'k' (override)". */
+static int opt_fail(const cdp_cfg *cfg, const cdp_cfg_kv *kv, char *err, size_t cap,
+                    const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+
+static int opt_fail(const cdp_cfg *cfg, const cdp_cfg_kv *kv, char *err, size_t cap,
+                    const char *fmt, ...)
+{
+	const char *path = cfg && cfg->path ? cfg->path : "<cfg>";
+	va_list ap;
+	int n;
+
+	if (!err || cap == 0)
+		return -1;
+	if (kv->line > 0)
+		n = snprintf(err, cap, "%s:%d: option '%s': ", path, kv->line, kv->key);
+	else
+		n = snprintf(err, cap, "%s: option '%s' (override): ", path, kv->key);
+	if (n < 0 || (size_t)n >= cap)
+		return -1;
+	va_start(ap, fmt);
+	vsnprintf(err + n, cap - (size_t)n, fmt, ap);
+	va_end(ap);
+	return -1;
+}
+
+const char *cdp_cfg_str(cdp_cfg_section *s, const char *key, const char *def)
+{
+	cdp_cfg_kv *kv = lookup(s, key);
+
+	return kv ? kv->value : def;
+}
+
+int cdp_cfg_int(const cdp_cfg *cfg, cdp_cfg_section *s, const char *key, int def,
+                int min, int max, int *out, char *err, size_t cap)
+{
+	cdp_cfg_kv *kv = lookup(s, key);
+	int rc;
+
+	if (!kv) {
+		*out = def;
+		return 0;
+	}
+	rc = cdp_parse_int(kv->value, min, max, out);
+	if (rc == CDP_ESYNTAX)
+		return opt_fail(cfg, kv, err, cap, "'%.64s' is not an integer", kv->value);
+	if (rc != CDP_OK)
+		return opt_fail(cfg, kv, err, cap, "%.64s is outside [%d, %d]", kv->value, min, max);
+	return 0;
+}
+
+int cdp_cfg_float(const cdp_cfg *cfg, cdp_cfg_section *s, const char *key, float def,
+                  float min, float max, float *out, char *err, size_t cap)
+{
+	cdp_cfg_kv *kv = lookup(s, key);
+	double v;
+	int rc;
+
+	if (!kv) {
+		*out = def;
+		return 0;
+	}
+	rc = cdp_parse_double(kv->value, (double)min, (double)max, &v);
+	if (rc == CDP_ESYNTAX)
+		return opt_fail(cfg, kv, err, cap, "'%.64s' is not a number", kv->value);
+	if (rc != CDP_OK)
+		return opt_fail(cfg, kv, err, cap, "%.64s is outside [%g, %g]", kv->value,
+		                (double)min, (double)max);
+	*out = (float)v;
+	return 0;
+}
+
+int cdp_cfg_check_used(const cdp_cfg *cfg, const cdp_cfg_section *s, char *err, size_t cap)
+{
+	for (int i = 0; s && i < s->nkv; i++) {
+		const cdp_cfg_kv *kv = &s->kv[i];
+		const char *path = cfg && cfg->path ? cfg->path : "<cfg>";
+		if (kv->used)
+			continue;
+		if (err && cap) {
+			if (kv->line > 0)
+				snprintf(err, cap, "%s:%d: unknown option '%s' in [%s]", path,
+				         kv->line, kv->key, s->type);
+			else
+				snprintf(err, cap, "%s: unknown option '%s' in [%s] (override)",
+				         path, kv->key, s->type);
+		}
+		return -1;
+	}
+	return 0;
+}

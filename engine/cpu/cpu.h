@@ -1,0 +1,218 @@
+/* cpu.h: the CPU backend's ops, private to engine/cpu/.
+ *
+ * Every op of the cdp_backend table (backend.h) is a function cpu_<field>
+ * with exactly that field's signature; cpu_backend.c fills the table with
+ * them. The files:
+ *   cpu_backend.c  memory, BLAS-like ops, the table
+ *   cpu_pool.c     the thread pool, per-thread scratch, set_threads
+ *   cpu_conv.c     convolution (im2col/col2im + sgemm)
+ *   cpu_im2col.c   its column matrices
+ *   cpu_conv_implicit.c  stride-1 convolution without im2col
+ *   cpu_conv_kcol.c  its small planes and filter gradients (cpu_iconv.h)
+ *   cpu_gemm.c     the sgemm kernels for convolution-shaped products
+ *                  (cpu_gemm_kern.h: their code, per vector width)
+ *   cpu_bn.c       batchnorm with its activation fused in
+ *   cpu_ops.c      activations, pooling
+ *   cpu_elem.c     upsampling, concat slices, dropout, global average
+ *                  pool, bias, add (bias_grad is in cpu_conv.c)
+ *   cpu_loss.c     softmax_ce, bce_logits, dice_logits, argmax, confusion
+ *   cpu_optim.c    sgd_step, adamw_step
+ *   cpu_window.c   win_gather, win_blend (cdp-predict's sliding windows)
+ *
+ * Threads: be->threads is the number of workers of our own pthread pool
+ * (cpu_parallel_for); OpenBLAS runs single-threaded inside its jobs. Each
+ * index of a job writes its own part of the output and every reduction is
+ * done in a fixed order over parts that depend on the shape and the thread
+ * count only, never on which thread ran what; so results are bitwise
+ * identical run to run for a given thread count (and, for ops that do not
+ * reduce across the split, for any thread count).
+ */
+#ifndef CDP_CPU_H
+#define CDP_CPU_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "backend.h"
+
+/* ---- the thread pool (cpu_backend.c) ---- */
+
+/* fn(ctx, i) for i in [0, n), the indices claimed in small runs by
+ * whichever of the backend's threads is free (so any thread may run any
+ * index, one at a time); returns when all are done. Runs inline when
+ * be->threads <= 1, n == 1 or when called from inside a job. fn must only
+ * write data owned by index i. One thread at a time may use a backend. */
+void cpu_parallel_for(cdp_backend *be, int n, void (*fn)(void *ctx, int i), void *ctx);
+
+/* The thread running the calling job, in [0, be->threads): 0 for the
+ * thread that called the op. */
+int cpu_worker(void);
+
+/* Filter gradients sum over items in up to this many parts per thread,
+ * each into its own partial (in the scratch), added up in part order. A
+ * partial costs a clearing and a reading of the whole dw, so each part
+ * gets at least CPU_PART_PIXELS output pixels' worth of items, and there
+ * are never fewer parts than threads (nor more than items). */
+#define CPU_FILTER_PARTS 4
+#define CPU_PART_PIXELS 2048
+
+static inline int cpu_filter_parts(int threads, int items, long pixels)
+{
+	long p = pixels / CPU_PART_PIXELS;
+
+	if (p < threads)
+		p = threads;
+	if (p > (long)CPU_FILTER_PARTS * threads)
+		p = (long)CPU_FILTER_PARTS * threads;
+	return p < items ? (int)p : items;
+}
+
+/* Scratch memory number t in [0, be->threads), at least the largest size
+ * reserved so far: a thread's own (cpu_scratch(be, cpu_worker())), or
+ * that of index t of a job over be->threads indices. */
+float *cpu_scratch(cdp_backend *be, int t);
+int cpu_scratch_reserve(cdp_backend *be, size_t bytes);
+
+/* The backend's private state (the pool, the scratch), zeroed; NULL when
+ * out of memory. cpu_set_threads starts the pool, cpu_destroy frees it. */
+void *cpu_impl_new(void);
+
+/* One single-threaded row-major sgemm (what the parallel jobs call). */
+void cpu_sgemm1(int ta, int tb, int m, int n, int k, float alpha, const float *a,
+                int lda, const float *b, int ldb, float beta, float *c, int ldc);
+
+/* Single-threaded kernels (cpu_gemm.c):
+ * nn: C (M,N) = A (M,K) B (K,N) + beta C, A[i,k] = a[i*rs + k*cs];
+ * nt: C (M,N) += A (M,K) B^T, B (N,K); all row-major. */
+void cpu_kgemm_nn(int m, int n, int k, const float *a, long rs, long cs,
+                  const float *b, long ldb, float beta, float *c, long ldc);
+void cpu_kgemm_nt(int m, int n, int k, const float *a, long lda, const float *b,
+                  long ldb, float *c, long ldc);
+/* The kernels' instruction set ("avx512", "avx2", "sse2"), and a way for
+ * tests to use a lower one the CPU also has (-1 if it does not). */
+const char *cpu_kgemm_isa(void);
+int cpu_kgemm_force(const char *isa);
+/* The same with B's row k at b + boff[k] (nn) or row j at b + boff[j] (nt). */
+void cpu_kgemm_nn_tab(int m, int n, int k, const float *a, long rs, long cs,
+                      const float *b, const long *boff, float beta, float *c, long ldc);
+void cpu_kgemm_nt_tab(int m, int n, int k, const float *a, long lda, const float *b,
+                      const long *boff, float *c, long ldc);
+/* nt_tab over ns segments of seg floats: C (M,N) +=
+ * sum over s, q of A[i, s*as + q] B[j, s*bs + q], A[i,.] at a + i*lda,
+ * B[j,.] at b + boff[j] */
+void cpu_kgemm_nt_seg(int m, int n, int ns, int seg, const float *a, long lda, long as,
+                      const float *b, const long *boff, long bs, float *c, long ldc);
+
+/* ---- memory and BLAS-like (cpu_backend.c) ---- */
+void *cpu_alloc(cdp_backend *be, size_t bytes);
+void  cpu_free(cdp_backend *be, void *p);
+void  cpu_to_device(cdp_backend *be, void *dst, const void *src, size_t bytes);
+void  cpu_to_host(cdp_backend *be, void *dst, const void *src, size_t bytes);
+void  cpu_copy(cdp_backend *be, void *dst, const void *src, size_t bytes);
+void  cpu_sync(cdp_backend *be);
+void  cpu_set_threads(cdp_backend *be, int n);
+/* the data path and precision (cpu_data.c) */
+void  cpu_data_ops(cdp_backend *be);
+/* win_gather, win_blend (cpu_window.c) */
+void  cpu_window_ops(cdp_backend *be);
+void  cpu_destroy(cdp_backend *be);
+
+void cpu_gemm(cdp_backend *be, int ta, int tb, int m, int n, int k,
+              float alpha, const float *a, int lda, const float *b, int ldb,
+              float beta, float *c, int ldc);
+void cpu_fill(cdp_backend *be, float *x, float v, size_t n);
+void cpu_scale(cdp_backend *be, float *x, float a, size_t n);
+void cpu_axpy(cdp_backend *be, float a, const float *x, float *y, size_t n);
+double cpu_sumsq(cdp_backend *be, const float *x, size_t n);
+
+/* ---- convolution (cpu_conv.c) ---- */
+size_t cpu_conv_workspace(cdp_backend *be, const cdp_conv_desc *d);
+void cpu_conv_fwd(cdp_backend *be, const cdp_conv_desc *d, const float *x,
+                  const float *w, const float *bias, float *y, void *ws);
+void cpu_conv_bwd_data(cdp_backend *be, const cdp_conv_desc *d, const float *dy,
+                       const float *w, float *dx, float beta, void *ws);
+void cpu_conv_bwd_filter(cdp_backend *be, const cdp_conv_desc *d, const float *x,
+                         const float *dy, float *dw, float *dbias, void *ws);
+
+/* column matrices (cpu_im2col.c): output rows [r0, r1) of one sample,
+ * col (C*KH*KW, (r1-r0)*OW) <-> xn (C, H, W), col2im adding to xn (beta 1)
+ * or overwriting it (beta 0); and the same over all N samples, col (K,
+ * N*OH*OW), split over the threads. cpu_col2im_disjoint: every element of
+ * xn lies in exactly one window (2x2 at stride 2 tiling it), so the rows
+ * of different chunks do not overlap. */
+void cpu_im2col_rows(const cdp_conv_desc *d, const float *xn, int r0, int r1, float *col);
+void cpu_col2im_rows(const cdp_conv_desc *d, const float *col, int r0, int r1, float *xn,
+                     float beta);
+void cpu_im2col_all(cdp_backend *be, const cdp_conv_desc *d, const float *x, float *col);
+void cpu_col2im_all(cdp_backend *be, const cdp_conv_desc *d, const float *col, float *dx,
+                    float beta);
+int cpu_col2im_disjoint(const cdp_conv_desc *d);
+
+/* stride-1 convolution without im2col (cpu_conv_implicit.c), a plan of
+ * cpu_conv.c: usable for stride 1, not 1x1, pad <= dil*(K-1); per-worker
+ * scratch and caller workspace bytes; the three ops (ws: its workspace) */
+int cpu_iconv_usable(const cdp_conv_desc *d);
+size_t cpu_iconv_scratch(const cdp_conv_desc *d);
+size_t cpu_iconv_workspace(const cdp_conv_desc *d);
+void cpu_iconv_fwd(cdp_backend *be, const cdp_conv_desc *d, const float *x,
+                   const float *w, const float *bias, float *y, void *ws);
+void cpu_iconv_data(cdp_backend *be, const cdp_conv_desc *d, const float *dy,
+                    const float *w, float *dx, float beta, void *ws);
+void cpu_iconv_filter(cdp_backend *be, const cdp_conv_desc *d, const float *x,
+                      const float *dy, float *dw, void *ws);
+
+/* ---- other layer ops (cpu_bn.c, cpu_ops.c, cpu_elem.c) ---- */
+void cpu_bn_fwd_train(cdp_backend *be, int n, int c, int hw, const float *x,
+                      const float *gamma, const float *beta, float *y,
+                      float *run_mean, float *run_var, float momentum, float eps,
+                      float *save_mean, float *save_invstd, int act, float slope);
+void cpu_bn_fwd_infer(cdp_backend *be, int n, int c, int hw, const float *x,
+                      const float *gamma, const float *beta, float *y,
+                      const float *run_mean, const float *run_var, float eps, int act,
+                      float slope);
+void cpu_bn_bwd(cdp_backend *be, int n, int c, int hw, const float *x, const float *y,
+                float *dy, const float *gamma, const float *bn_beta, const float *save_mean,
+                const float *save_invstd, float eps, int act, float slope, float *dx,
+                float beta, float *dgamma, float *dbeta);
+void cpu_act_fwd(cdp_backend *be, int kind, float slope, const float *x, float *y, size_t n);
+void cpu_act_bwd(cdp_backend *be, int kind, float slope, const float *y,
+                 const float *dy, float *dx, float beta, size_t n);
+void cpu_maxpool_fwd(cdp_backend *be, const cdp_pool_desc *d, const float *x, float *y, int32_t *idx);
+void cpu_maxpool_bwd(cdp_backend *be, const cdp_pool_desc *d, const float *x, const float *y,
+                     const float *dy, const int32_t *idx, float *dx, float beta);
+void cpu_avgpool_fwd(cdp_backend *be, const cdp_pool_desc *d, const float *x, float *y);
+void cpu_avgpool_bwd(cdp_backend *be, const cdp_pool_desc *d, const float *dy, float *dx, float beta);
+void cpu_upsample_fwd(cdp_backend *be, int mode, int n, int c, int h, int w, const float *x, float *y);
+void cpu_upsample_bwd(cdp_backend *be, int mode, int n, int c, int h, int w, const float *dy, float *dx, float beta);
+void cpu_chan_copy(cdp_backend *be, int n, int c, int hw, const float *src,
+                   float *dst, int dst_c, int dst_off, float beta);
+void cpu_chan_slice(cdp_backend *be, int n, int c, int hw, const float *src,
+                    int src_c, int src_off, float *dst, float beta);
+void cpu_dropout_fwd(cdp_backend *be, float p, uint64_t seed, const float *x, float *y, uint8_t *mask, size_t n);
+void cpu_dropout_bwd(cdp_backend *be, float p, const uint8_t *mask, const float *dy, float *dx, float beta, size_t n);
+void cpu_gap_fwd(cdp_backend *be, int n, int c, int hw, const float *x, float *y);
+void cpu_gap_bwd(cdp_backend *be, int n, int c, int hw, const float *dy, float *dx, float beta);
+void cpu_bias_add(cdp_backend *be, int n, int f, int hw, const float *bias, float *y);
+void cpu_bias_grad(cdp_backend *be, int n, int f, int hw, const float *dy, float *dbias);
+void cpu_add(cdp_backend *be, const float *a, const float *b, float *y, size_t n);
+
+/* ---- losses and metrics (cpu_loss.c, helper G) ---- */
+double cpu_softmax_ce(cdp_backend *be, int n, int k, int hw, const float *logits,
+                      const int32_t *labels, int ignore, const float *class_w,
+                      float *dlogits, float gscale, double *count);
+double cpu_bce_logits(cdp_backend *be, int n, int hw, const float *logits,
+                      const int32_t *labels, int ignore, float *dlogits,
+                      float gscale, double *count);
+double cpu_dice_logits(cdp_backend *be, int n, int hw, const float *logits,
+                       const int32_t *labels, int ignore, float smooth,
+                       float *dlogits, float gscale);
+void cpu_argmax(cdp_backend *be, int n, int k, int hw, const float *logits, int32_t *pred);
+void cpu_confusion(cdp_backend *be, int n_elems, int k, const int32_t *labels,
+                   const int32_t *pred, int ignore, uint64_t *conf_host);
+
+/* ---- optimizers (cpu_optim.c, helper G) ---- */
+void cpu_sgd_step(cdp_backend *be, float *w, const float *g, float *v, size_t n,
+                  float lr, float mu, float wd, int nesterov, int first);
+void cpu_adamw_step(cdp_backend *be, float *w, const float *g, float *m, float *v,
+                    size_t n, float lr, float b1, float b2, float eps, float wd, long t);
+
+#endif

@@ -1,0 +1,98 @@
+/* dist_int.h: what the two halves of dist.h share; private to them.
+ * dist_mpi.c makes every MPI call (start-up, the check macro, the watchdog,
+ * the blocking collectives and the checked calls below); dist_ring.c holds
+ * the reductions in flight (the ring, MPI_Iallreduce ops, the buckets) and
+ * reaches MPI only through these calls. Keeping every MPI_CHECK in
+ * dist_mpi.c keeps failures reading "dist_mpi.c:LINE: MPI_Call: text", as
+ * dist.h documents. Not a contract: only dist_mpi.c and dist_ring.c include
+ * it.
+ */
+#ifndef CDP_DIST_INT_H
+#define CDP_DIST_INT_H
+
+#include <stddef.h>
+#include <mpi.h>
+#include "dist/dist.h"
+
+/* Communication counters of the calling thread (dist.h, cdp_dist_stats);
+ * defined in dist_mpi.c, added to by both files. */
+extern cdp_dist_stats dist_stats;
+
+/* CLOCK_MONOTONIC in seconds. */
+double dist_now(void);
+
+/* ---- in dist_mpi.c: checked MPI calls on our communicator. A failure
+ * reports and calls MPI_Abort (cdp_dist_abort); none returns an error. */
+
+/* MPI_Test / MPI_Testall: 1 when complete (the request becomes
+ * MPI_REQUEST_NULL), else 0. */
+int  dist_test(MPI_Request *req);
+int  dist_testall(int n, MPI_Request *req);
+/* MPI_Waitany over req[0..n) under the watchdog, which names `what` if it
+ * fires. Returns the index completed (now MPI_REQUEST_NULL in req) or
+ * MPI_UNDEFINED. */
+int  dist_waitany(int n, MPI_Request *req, const char *what);
+/* n floats to the right neighbour (rank + 1) / from the left one (rank - 1),
+ * with tag `tag`. */
+void dist_isend(const float *buf, int n, int tag, MPI_Request *req);
+void dist_irecv(float *buf, int n, int tag, MPI_Request *req);
+/* In-place float sum of buf[0..n) over every rank, started without
+ * blocking. */
+void dist_iallreduce(float *buf, int n, MPI_Request *req);
+/* The same, blocking, for any n (parts of at most INT_MAX floats), under
+ * the watchdog as "MPI_Allreduce". */
+void dist_allreduce_sum(float *buf, size_t n);
+
+/* The watchdog's timeout in seconds (0: none), for dist_nccl.c. */
+double dist_timeout(void);
+
+/* ---- in dist_ring.c ------------------------------------------------- */
+
+/* 1 while any reduction is in flight (settings may not change then). */
+int  dist_busy(void);
+/* For cdp_dist_finalize: finishes the reductions in flight (starts no
+ * bucket), drops the bucket registration and frees the ring's scratch. */
+void dist_ring_finalize(void);
+/* Drops the bucket registration (none may be in flight). */
+void dist_buckets_drop(void);
+/* cdp_dist_allreduce on host memory, whatever the backend. */
+int  dist_host_allreduce(float *buf, size_t n, cdp_dist_algo algo, int average);
+
+/* ---- in dist_dev.c: device buffers ----------------------------------- */
+
+enum { DIST_HOST = 0, DIST_STAGE = 1, DIST_NCCL = 2 };
+/* How float buffers reduced with `algo` move (dist.h, "Device buffers"):
+ * DIST_HOST also with one process, where nothing moves at all. */
+int  dist_dev_mode(cdp_dist_algo algo);
+struct cdp_backend *dist_dev_backend(void);
+/* Staged blocking calls on a device buffer of n floats. */
+int  dist_dev_allreduce(float *buf, size_t n, cdp_dist_algo algo, int average);
+int  dist_dev_bcast(float *buf, size_t n);
+/* Buckets: the pinned host mirror of the device block dev[0..n) the
+ * buckets are registered over (NULL: out of memory), the copy of a ready
+ * bucket's range [off, off + n) down to it, and of the reduced range back
+ * up. */
+float *dist_dev_mirror(float *dev, size_t n);
+void dist_dev_down(size_t off, size_t n);
+void dist_dev_up(size_t off, size_t n);
+
+/* ---- in dist_nccl.c (HAVE_CUDA; elsewhere every entry aborts) --------- */
+
+int  dist_nccl_built(void);
+/* The communicator's resources, before the backend goes. */
+void dist_nccl_release(void);
+/* Blocking, device buffers. */
+void dist_nccl_allreduce(float *buf, size_t n, int average, const char *what);
+void dist_nccl_bcast(float *buf, size_t n);
+/* A bucket: queued on the communication stream after what the compute
+ * stream holds now; join: the compute stream waits for every reduction
+ * queued so far. */
+void dist_nccl_bucket(float *buf, size_t n, int average);
+void dist_nccl_join(void);
+/* Launches without MPI: the host collectives through NCCL. op 0 sum,
+ * 1 max; type 0 double, 1 uint64. */
+void dist_nccl_host_reduce(void *buf, size_t n, int type, int op);
+void dist_nccl_host_bcast(void *buf, size_t n);
+void dist_nccl_host_gather(const void *send, size_t n, void *recv);
+
+#endif

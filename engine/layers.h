@@ -1,0 +1,55 @@
+/* layers.h: what the layer files (layers/<type>.c) share with net.c.
+ * Private to the engine; users include net.h.
+ *
+ * Every layer file defines one `const cdp_layer_ops cdp_layer_<type>`,
+ * listed in net.c's registry. The helpers below are implemented in net.c,
+ * except the pooling ones.
+ */
+#ifndef CDP_LAYERS_H
+#define CDP_LAYERS_H
+
+#include <stddef.h>
+#include "net.h"
+
+extern const cdp_layer_ops cdp_layer_conv, cdp_layer_deconv, cdp_layer_bn,
+	cdp_layer_relu, cdp_layer_leaky, cdp_layer_maxpool, cdp_layer_avgpool,
+	cdp_layer_gap, cdp_layer_upsample, cdp_layer_concat, cdp_layer_add,
+	cdp_layer_dropout, cdp_layer_dense;
+
+/* Elements of one sample of shape s, and of the whole batch. */
+static inline size_t cdp_shape_numel(cdp_shape s) { return (size_t)s.c * s.h * s.w; }
+static inline size_t cdp_layer_out_count(const cdp_layer *l, const cdp_net *net)
+{
+	return (size_t)net->n * cdp_shape_numel(l->out);
+}
+
+/* Input j's activations (the net input for from == -1) and the gradient
+ * to accumulate into, or NULL when none is wanted (the net input while
+ * net->input_grad is 0). Write it with beta = l->in_beta[j]. */
+const float *cdp_layer_x(const cdp_net *net, const cdp_layer *l, int j);
+float *cdp_layer_dx(const cdp_net *net, const cdp_layer *l, int j);
+
+/* Option readers for make(): the section being made, in net->cfg. They
+ * mark the key used; errors read "PATH:LINE: option 'k': reason". */
+int cdp_lopt_int(cdp_net *net, const cdp_cfg_section *s, const char *key, int def,
+                 int min, int max, int *out, char *err, size_t cap);
+int cdp_lopt_float(cdp_net *net, const cdp_cfg_section *s, const char *key, float def,
+                   float min, float max, float *out, char *err, size_t cap);
+/* activation=linear|relu|leaky (default linear) into l->act (0 for linear)
+ * and, for leaky, slope= (default 0.01, PyTorch's) into l->slope. */
+int cdp_lopt_act(cdp_net *net, const cdp_cfg_section *s, cdp_layer *l, char *err, size_t cap);
+/* Exactly one input (the usual case): else an error. */
+int cdp_layer_one_input(const cdp_layer *l, char *err, size_t cap);
+
+/* Max and average pooling (layers/pool_common.c): the descriptor at batch n,
+ * and make() for their shared options size=, stride=, pad=. */
+cdp_pool_desc cdp_pool_layer_desc(const cdp_layer *l, int n);
+int cdp_pool_layer_make(cdp_layer *l, cdp_net *net, const cdp_cfg_section *s, char *err,
+                        size_t cap);
+
+/* He normal: w[i] = N(0,1) * sqrt(2 / fan_in), drawn in order from
+ * cdp_rng seeded with cdp_rng_derive(seed, layer index, 0), written to
+ * params at w_off; the bias (b_off, b_len) is set to 0. */
+void cdp_layer_he_init(cdp_layer *l, cdp_net *net, uint64_t seed, size_t fan_in);
+
+#endif

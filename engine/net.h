@@ -1,0 +1,143 @@
+/* net.h: a network built from a model cfg, and its layers.
+ *
+ * As in darknet, every layer type is one file (layers/<type>.c) with the same
+ * verbs: make (parse its cfg section, check and compute shapes, declare its
+ * parameters), init (He initialisation), forward, backward. The net owns:
+ *  - params: ONE contiguous float block with every layer's parameters, and
+ *    grads: one block of the same size and layout, so data-parallel training
+ *    all-reduces a few large buffers (bucketed by layer ranges);
+ *  - buffers: one block of non-trained state (batchnorm running mean/var),
+ *    checkpointed and averaged across ranks, never touched by the optimizer;
+ *  - activations and their gradients, one (N, C, H, W) pair per layer;
+ *  - one workspace shared by all layers, sized for the largest need.
+ * Parameter order in the block is layer order, and within a layer weight then
+ * bias (conv/dense), gamma then beta (batchnorm) - the order of PyTorch's
+ * named_parameters() for the same model, which the parity tests rely on.
+ *
+ * Shapes are per sample (C, H, W); the batch size N is fixed at cdp_net_build
+ * and changed with cdp_net_resize (reallocates activations only).
+ */
+#ifndef CDP_NET_H
+#define CDP_NET_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "backend.h"
+#include "cfg/cfg.h"
+
+#define CDP_MAX_FROM 4
+#define CDP_LAYER_NAME 64
+
+typedef struct cdp_net cdp_net;
+typedef struct cdp_layer cdp_layer;
+
+typedef struct cdp_shape { int c, h, w; } cdp_shape;
+
+typedef struct cdp_layer_ops {
+	const char *type;    /* cfg section name: "conv", "deconv", "bn", ... */
+	/* Parse s, set l->out and declare params (cdp_net_param) and buffers;
+	 * l->in[] is filled by the caller. On error write a one-line reason
+	 * (without the layer name/line, the caller adds them) and return -1. */
+	int  (*make)(cdp_layer *l, cdp_net *net, const cdp_cfg_section *s, char *err, size_t cap);
+	/* Bytes of shared workspace needed at batch n (may be NULL) */
+	size_t (*workspace)(cdp_layer *l, cdp_net *net);
+	/* Allocate per-layer state at batch n (argmax, masks, saved stats); may be NULL */
+	int  (*alloc)(cdp_layer *l, cdp_net *net);
+	void (*init)(cdp_layer *l, cdp_net *net, uint64_t seed);
+	void (*forward)(cdp_layer *l, cdp_net *net);
+	/* Accumulates into the input gradients (beta = 1 semantics) and param grads */
+	void (*backward)(cdp_layer *l, cdp_net *net);
+	void (*free)(cdp_layer *l, cdp_net *net);
+} cdp_layer_ops;
+
+struct cdp_layer {
+	const cdp_layer_ops *ops;
+	char name[CDP_LAYER_NAME];
+	int index, cfg_line;
+	int from[CDP_MAX_FROM];     /* input layer indices; -1 = the net input */
+	int nfrom;
+	cdp_shape in[CDP_MAX_FROM], out;
+	/* hyper-parameters (meaning per type) */
+	int filters, k, stride, pad, dil, bias, mode, act;
+	float slope, p, momentum, eps;
+	/* parameters and buffers: offsets (in floats) into the net's blocks */
+	size_t w_off, w_len, b_off, b_len, buf_off, buf_len;
+	/* activations (N, out.c, out.h, out.w) and their gradient, device memory.
+	 * Layers whose gradients are never live at once share one dy buffer, so
+	 * an inner layer's dy is valid only while backward runs through it; the
+	 * output layer's dy is its own (the loss writes it before backward). */
+	float *y, *dy;
+	void *state;                /* layer-private device/host state */
+	/* beta for writing input j's gradient in backward: 0 (overwrite) when
+	 * this layer is the first, in backward order, to write it, else 1. The
+	 * net sets it so that no activation gradient needs zeroing per step. */
+	float in_beta[CDP_MAX_FROM];
+};
+
+struct cdp_net {
+	cdp_backend *be;
+	int n;                      /* batch size */
+	cdp_shape in;               /* input (C, H, W) */
+	int nlayers;
+	cdp_layer *layers;
+	int out_layer;              /* index of the output layer (last by default) */
+	int classes;                /* output channels of the head */
+	int train;                  /* 1: training mode (bn batch stats, dropout) */
+	uint64_t step_seed;         /* per-step seed for dropout masks */
+	float *x, *dx;              /* net input (N, C, H, W) on device */
+	float *params, *grads;      /* contiguous blocks of nparams floats */
+	float *buffers;             /* nbuffers floats */
+	size_t nparams, nbuffers;
+	void *ws; size_t ws_bytes;  /* shared workspace */
+	char *cfg_text;             /* the cfg source (owned), stored in checkpoints */
+	/* [net] options */
+	char loss[32];              /* ce | bce | dice | bce+dice */
+	int ignore;                 /* label ignore index */
+	/* 1: backward also writes dx, the gradient of the net input (default 0:
+	 * dx stays zero and the first layers skip that work) */
+	int input_grad;
+	cdp_cfg *cfg;               /* the parsed cfg, only during cdp_net_build */
+	/* Per-layer profile (bench/engine_bench -P), NULL when off: nlayers
+	 * seconds each, added to by every forward / backward. Profiling waits
+	 * for the device before and after each layer (be->sync), so a
+	 * profiled step is slower than a plain one; the shares are the point. */
+	double *prof_fwd, *prof_bwd;
+};
+
+/* Builds a net from cfg text (the contents of a cfg file; `path` only for
+ * messages) for inputs of (in_c, in_h, in_w) at batch n, with overrides
+ * "key=value" applied to the [net] section (e.g. width=16, depth=4,
+ * classes=2). Errors name the layer and cfg line:
+ *   "unet.cfg:42: layer 'up3' (concat): shapes (64,32,32) and (64,31,31) differ"
+ * Returns 0 or -1 with the message in err. */
+int  cdp_net_build(cdp_net *net, cdp_backend *be, const char *cfg_text, const char *path,
+                   const char *const *overrides, int noverrides,
+                   int in_c, int in_h, int in_w, int n, char *err, size_t cap);
+int  cdp_net_resize(cdp_net *net, int n, char *err, size_t cap);
+void cdp_net_free(cdp_net *net);
+/* He/Kaiming normal init of every weight (fan_in, gain sqrt(2)), biases 0,
+ * bn gamma 1 beta 0, running var 1 mean 0; deterministic from seed. */
+void cdp_net_init(cdp_net *net, uint64_t seed);
+/* Forward over all layers; output logits at net->layers[out_layer].y */
+void cdp_net_forward(cdp_net *net);
+/* Backward from net->layers[out_layer].dy (set by the loss); zeroes the
+ * activation gradients first, accumulates into grads (call cdp_net_zero_grad
+ * between steps unless accumulating). on_layer_done, when set, is called
+ * after each layer's backward with that layer's index, so a caller can start
+ * reducing the gradient bucket of layers that are finished.
+ * (The "zeroing" costs nothing: the first writer of each activation
+ * gradient overwrites it, see cdp_layer.in_beta. Layers with a fused
+ * activation turn their own dy into the pre-activation gradient in place.
+ * Batchnorm's backward uses the batch statistics of the last forward, so
+ * call it after a training-mode forward.) */
+void cdp_net_backward(cdp_net *net, void (*on_layer_done)(cdp_net *, int, void *), void *ctx);
+void cdp_net_zero_grad(cdp_net *net);
+const float *cdp_net_output(const cdp_net *net);
+
+/* For layer makers: declare `len` parameter floats; returns the offset. */
+size_t cdp_net_param(cdp_net *net, size_t len);
+size_t cdp_net_buffer(cdp_net *net, size_t len);
+/* The registry of layer types. */
+const cdp_layer_ops *cdp_layer_ops_find(const char *type);
+
+#endif

@@ -1,0 +1,149 @@
+/* metrics.c: accuracy, IoU and precision/recall/F1 from confusion counts
+ * (metrics.h). Counts stay integers until the final division, so merged
+ * matrices give exact ratios however the data was split.
+ */
+#include "cdp_metrics.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int cdp_confusion_init(cdp_confusion *c, int k)
+{
+	memset(c, 0, sizeof(*c));
+	if (k < 2 || k > 65536)
+		return -1;
+	c->counts = calloc((size_t)k * k, sizeof(uint64_t));
+	if (!c->counts)
+		return -1;
+	c->k = k;
+	return 0;
+}
+
+void cdp_confusion_reset(cdp_confusion *c)
+{
+	if (c->counts)
+		memset(c->counts, 0, (size_t)c->k * c->k * sizeof(uint64_t));
+}
+
+void cdp_confusion_free(cdp_confusion *c)
+{
+	free(c->counts);
+	memset(c, 0, sizeof(*c));
+}
+
+void cdp_confusion_merge(uint64_t *dst, const uint64_t *src, int k)
+{
+	for (size_t i = 0; i < (size_t)k * k; i++)
+		dst[i] += src[i];
+}
+
+uint64_t cdp_confusion_total(const uint64_t *conf, int k)
+{
+	uint64_t t = 0;
+
+	for (size_t i = 0; i < (size_t)k * k; i++)
+		t += conf[i];
+	return t;
+}
+
+static double ratio(uint64_t num, uint64_t den)
+{
+	return den ? (double)num / (double)den : NAN;
+}
+
+double cdp_metrics_accuracy(const uint64_t *conf, int k)
+{
+	uint64_t diag = 0;
+
+	for (int i = 0; i < k; i++)
+		diag += conf[(size_t)i * k + i];
+	return ratio(diag, cdp_confusion_total(conf, k));
+}
+
+void cdp_metrics_prf(const uint64_t *conf, int k, int c, cdp_prf *out)
+{
+	memset(out, 0, sizeof(*out));
+	if (c < 0 || c >= k) {
+		out->precision = out->recall = out->f1 = NAN;
+		return;
+	}
+	out->tp = conf[(size_t)c * k + c];
+	for (int i = 0; i < k; i++) {
+		if (i == c)
+			continue;
+		out->fp += conf[(size_t)i * k + c];     /* labelled i, predicted c */
+		out->fn += conf[(size_t)c * k + i];     /* labelled c, predicted i */
+	}
+	out->precision = ratio(out->tp, out->tp + out->fp);
+	out->recall = ratio(out->tp, out->tp + out->fn);
+	out->f1 = ratio(2 * out->tp, 2 * out->tp + out->fp + out->fn);
+}
+
+double cdp_metrics_iou(const uint64_t *conf, int k, int c)
+{
+	cdp_prf p;
+
+	cdp_metrics_prf(conf, k, c, &p);
+	if (c < 0 || c >= k)
+		return NAN;
+	return ratio(p.tp, p.tp + p.fp + p.fn);
+}
+
+double cdp_metrics_miou(const uint64_t *conf, int k, int *nvalid)
+{
+	double sum = 0;
+	int n = 0;
+
+	for (int c = 0; c < k; c++) {
+		double v = cdp_metrics_iou(conf, k, c);
+		if (isnan(v))
+			continue;
+		sum += v;
+		n++;
+	}
+	if (nvalid)
+		*nvalid = n;
+	return n ? sum / n : NAN;
+}
+
+/* Appends "name=value" (value with 4 decimals or "nan") at *len. */
+static void put(char *buf, size_t cap, size_t *len, const char *sep, const char *name, double v)
+{
+	int n;
+
+	if (isnan(v))
+		n = snprintf(buf + (*len < cap ? *len : cap), *len < cap ? cap - *len : 0, "%s%s%snan",
+		             sep, name, *name ? "=" : "");
+	else
+		n = snprintf(buf + (*len < cap ? *len : cap), *len < cap ? cap - *len : 0, "%s%s%s%.4f",
+		             sep, name, *name ? "=" : "", v);
+	if (n > 0)
+		*len += (size_t)n;
+}
+
+int cdp_metrics_format(const uint64_t *conf, int k, char *buf, size_t cap)
+{
+	size_t len = 0;
+	char dummy[1];
+
+	if (!buf || cap == 0) {
+		buf = dummy;
+		cap = 0;
+	}
+	if (cap)
+		buf[0] = '\0';
+	put(buf, cap, &len, "", "acc", cdp_metrics_accuracy(conf, k));
+	put(buf, cap, &len, " ", "miou", cdp_metrics_miou(conf, k, NULL));
+	for (int c = 0; c < k; c++)
+		put(buf, cap, &len, c ? "," : " iou=", "", cdp_metrics_iou(conf, k, c));
+	if (k == 2) {
+		cdp_prf p;
+		cdp_metrics_prf(conf, k, 1, &p);
+		put(buf, cap, &len, " ", "precision", p.precision);
+		put(buf, cap, &len, " ", "recall", p.recall);
+		put(buf, cap, &len, " ", "f1", p.f1);
+	}
+	return (int)len;
+}

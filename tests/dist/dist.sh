@@ -1,0 +1,76 @@
+#!/bin/sh
+# tests/dist/dist.sh: runs tests/dist/test_dist alone (an MPI singleton,
+# rank 0 of 1) and under mpirun at 1, 2 and 3 ranks, then the failure modes,
+# each of which must end the whole job with a non-zero status within 30 s and
+# a message naming the rank and the cause:
+#   --kill   rank 1 dies of SIGKILL mid-reduction (mpirun notices), with
+#            MPI_Allreduce and with the ring;
+#   --hang   rank 1 stops answering, rank 0's watchdog fires after
+#            CDP_DIST_TIMEOUT=2 s and MPI_Abort ends the job (both again);
+#   --abort  rank 1 calls cdp_dist_abort (a bad record, say);
+#   --mismatch  rank 1 reduces fewer floats: the MPI error is reported with
+#            file, line, call and MPI's text by the check macro.
+# Exit 77 when mpirun is missing.
+set -eu
+: "${CDP_BUILDDIR:?run under make check}"
+prog=$CDP_BUILDDIR/tests/dist/test_dist
+mpirun=${MPIRUN:-$(command -v mpirun || true)}
+if [ -z "$mpirun" ] || ! command -v "$mpirun" >/dev/null 2>&1; then
+	echo "SKIP: no mpirun" >&2
+	exit 77
+fi
+command -v timeout >/dev/null 2>&1 || { echo "SKIP: no timeout(1)" >&2; exit 77; }
+T=$(mktemp -d "${TMPDIR:-/tmp}/cdpdist.XXXXXX")
+trap 'rm -rf "$T"' EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+# Open MPI refuses root without this, and 3 ranks may exceed the cores.
+flags=
+if "$mpirun" --version 2>&1 | grep -q 'Open MPI'; then
+	flags=--oversubscribe
+	[ "$(id -u)" -ne 0 ] || flags="$flags --allow-run-as-root"
+fi
+
+# The watchdog must not fire in a healthy run on a loaded machine.
+export CDP_DIST_TIMEOUT=60
+
+echo "== singleton"
+timeout 60 "$prog" >"$T/out" 2>"$T/err" || fail "singleton: $(cat "$T/err")"
+grep -q '^1 ranks: .* 0 failed' "$T/out" || fail "singleton: $(cat "$T/out" "$T/err")"
+cat "$T/out"
+
+for np in 1 2 3; do
+	echo "== mpirun -np $np"
+	# shellcheck disable=SC2086
+	timeout 120 "$mpirun" $flags -np "$np" "$prog" >"$T/out" 2>"$T/err" ||
+		fail "-np $np: $(cat "$T/out" "$T/err")"
+	grep -q "^$np ranks: .* 0 failed" "$T/out" || fail "-np $np: $(cat "$T/out" "$T/err")"
+	cat "$T/out"
+done
+
+# failmode MODE ALGO PATTERN: the job must exit non-zero within 30 s, and
+# stderr must match PATTERN.
+failmode() {
+	mode=$1 algo=$2 pat=$3
+	echo "== $mode $algo"
+	t0=$(date +%s)
+	set +e
+	# shellcheck disable=SC2086
+	timeout 60 "$mpirun" $flags -np 2 "$prog" "$mode" "$algo" >"$T/out" 2>"$T/err"
+	rc=$?
+	set -e
+	t1=$(date +%s)
+	[ "$rc" -ne 124 ] || fail "$mode: the job hung (killed by timeout after 60 s)"
+	[ "$rc" -ne 0 ] || fail "$mode: the job exited 0: $(cat "$T/out" "$T/err")"
+	[ $((t1 - t0)) -le 30 ] || fail "$mode: the job took $((t1 - t0)) s to end, want <= 30"
+	grep -q -- "$pat" "$T/err" || fail "$mode: stderr lacks '$pat': $(cat "$T/err")"
+	echo "exit $rc after $((t1 - t0)) s: $(grep -m1 -- "$pat" "$T/err")"
+}
+
+failmode --kill mpi 'rank 1 .* exited on signal 9'
+failmode --kill ring 'rank 1 .* exited on signal 9'
+CDP_DIST_TIMEOUT=2 failmode --hang mpi 'test_dist: rank 0: MPI_Allreduce did not finish within 2 s'
+CDP_DIST_TIMEOUT=2 failmode --hang ring 'test_dist: rank 0: ring all-reduce did not finish within 2 s'
+failmode --abort ring "test_dist: rank 1: cannot decode record 'scene_3_4'"
+CDP_DIST_TIMEOUT=5 failmode --mismatch ring 'test_dist: rank 1: dist_mpi.c:[0-9]*: MPI_[A-Za-z]*: MPI_ERR_TRUNCATE'
+exit 0

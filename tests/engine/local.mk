@@ -1,0 +1,51 @@
+# tests/engine/: the engine without MPI: backend ops, gradients, nets, the
+# model language, losses, optimizers, checkpoints, whole-model overfit and
+# determinism, and model_dump (the engine's view of a model as JSON, for
+# tests/parity and bench/).
+ENGINE_TESTS = tests/engine/test_backend tests/engine/test_grad tests/engine/test_net \
+	tests/engine/test_cfg tests/engine/test_loss tests/engine/test_optim \
+	tests/engine/test_checkpoint tests/engine/test_ckpt_rank \
+	tests/engine/test_overfit tests/engine/test_determinism tests/engine/test_window \
+	tests/engine/test_metrics
+UNIT_TESTS += $(ENGINE_TESTS)
+check_PROGRAMS += $(ENGINE_TESTS) tests/engine/model_dump
+ENGINE_TEST_CPPFLAGS = $(ENGINE_CPPFLAGS) -I$(top_srcdir)/tests/unit -DCDP_SRCDIR='"$(abs_top_srcdir)"'
+tests_engine_test_backend_SOURCES = tests/engine/test_backend.c tests/engine/test_backend_ops.h
+tests_engine_test_backend_CPPFLAGS = $(ENGINE_TEST_CPPFLAGS)
+tests_engine_test_backend_LDADD = $(ENGINE_LIBS)
+tests_engine_test_grad_SOURCES = tests/engine/test_grad.c
+tests_engine_test_grad_CPPFLAGS = $(ENGINE_TEST_CPPFLAGS)
+tests_engine_test_grad_LDADD = $(ENGINE_LIBS)
+tests_engine_test_net_SOURCES = tests/engine/test_net.c
+tests_engine_test_net_CPPFLAGS = $(ENGINE_TEST_CPPFLAGS)
+tests_engine_test_net_LDADD = $(ENGINE_LIBS)
+tests_engine_test_cfg_SOURCES = tests/engine/test_cfg.c
+tests_engine_test_cfg_CPPFLAGS = $(ENGINE_TEST_CPPFLAGS)
+tests_engine_test_cfg_LDADD = $(ENGINE_LIBS)
+tests_engine_test_loss_SOURCES = tests/engine/test_loss.c
+tests_engine_test_loss_CPPFLAGS = $(ENGINE_TEST_CPPFLAGS)
+tests_engine_test_loss_LDADD = $(ENGINE_LIBS)
+tests_engine_test_optim_SOURCES = tests/engine/test_optim.c
+tests_engine_test_optim_CPPFLAGS = $(ENGINE_TEST_CPPFLAGS)
+tests_engine_test_optim_LDADD = $(ENGINE_LIBS)
+tests_engine_test_checkpoint_SOURCES = tests/engine/test_checkpoint.c
+tests_engine_test_checkpoint_CPPFLAGS = $(ENGINE_TEST_CPPFLAGS)
+tests_engine_test_checkpoint_LDADD = $(ENGINE_LIBS)
+tests_engine_test_ckpt_rank_SOURCES = tests/engine/test_ckpt_rank.c
+tests_engine_test_ckpt_rank_CPPFLAGS = $(ENGINE_TEST_CPPFLAGS)
+tests_engine_test_ckpt_rank_LDADD = $(ENGINE_LIBS)
+tests_engine_test_overfit_SOURCES = tests/engine/test_overfit.c
+tests_engine_test_overfit_CPPFLAGS = $(ENGINE_TEST_CPPFLAGS)
+tests_engine_test_overfit_LDADD = $(ENGINE_LIBS)
+tests_engine_test_determinism_SOURCES = tests/engine/test_determinism.c
+tests_engine_test_determinism_CPPFLAGS = $(ENGINE_TEST_CPPFLAGS)
+tests_engine_test_determinism_LDADD = $(ENGINE_LIBS)
+tests_engine_test_window_SOURCES = tests/engine/test_window.c
+tests_engine_test_window_CPPFLAGS = $(ENGINE_TEST_CPPFLAGS)
+tests_engine_test_window_LDADD = $(ENGINE_LIBS)
+tests_engine_model_dump_SOURCES = tests/engine/model_dump.c
+tests_engine_model_dump_CPPFLAGS = $(ENGINE_TEST_CPPFLAGS)
+tests_engine_model_dump_LDADD = $(ENGINE_LIBS)
+tests_engine_test_metrics_SOURCES = tests/engine/test_metrics.c
+tests_engine_test_metrics_CPPFLAGS = $(ENGINE_TEST_CPPFLAGS)
+tests_engine_test_metrics_LDADD = $(ENGINE_LIBS)

@@ -1,0 +1,659 @@
+/* test_checkpoint.c: the checkpoint format (checkpoint*.c) and the shipped
+ * model cfgs.
+ *
+ * Round trips in memory and through files keep every field bit for bit and
+ * re-encode to the same bytes; version 2 files (no loss scaler) and version
+ * 1 files (nor data type) still read, the latter with the data type
+ * unknown. Every truncation is CDP_ETRUNC and every single-bit flip is
+ * refused (magic, version, size or CRC). Mutations with a
+ * recomputed CRC, which reach the parser, never crash it (run under
+ * --enable-asan to see reads too) and either fail or describe exactly the
+ * bytes given. Writes replace files atomically and a refused write leaves the
+ * old file. Tensors go into a net only when names and shapes agree. Each
+ * model in share/cdpool/models builds with the parameter count its comment
+ * states, and survives a checkpoint round trip with identical outputs.
+ */
+#include "ckpt/checkpoint.h"
+#include "cdp_dtype.h"
+#include "cdp_error.h"
+#include "cdp_rng.h"
+#include "tap.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+static cdp_backend *be;
+static char dir[64];
+
+static void fill_tensor(cdp_ckpt_tensor *t, const char *name, int nd, const int *d, cdp_rng *r)
+{
+	snprintf(t->name, sizeof(t->name), "%s", name);
+	t->ndim = nd;
+	t->numel = 1;
+	for (int i = 0; i < nd; i++)
+		t->numel *= (size_t)(t->dims[i] = d[i]);
+	t->data = malloc(t->numel * sizeof(float));
+	for (size_t i = 0; i < t->numel; i++)
+		t->data[i] = (float)cdp_rng_normal(r);
+}
+
+/* A checkpoint with every field set. */
+static void make_ck(cdp_ckpt *ck)
+{
+	const char *ov[2] = { "width=8", "classes=3" };
+	const int bands[3] = { 4, 3, 2 };
+	const double mean[3] = { 100.5, 80.25, 60 }, sd[3] = { 20, 15.5, 12 };
+	cdp_rng r, s2;
+
+	memset(ck, 0, sizeof(*ck));
+	cdp_rng_seed(&r, 1);
+	cdp_ckpt_set_cfg(ck, "[net]\nwidth=16\n[conv]\nfilters=${width}\n", ov, 2);
+	ck->in_c = 3;
+	ck->in_h = 8;
+	ck->in_w = 8;
+	ck->nparams = 4;
+	ck->params = calloc(4, sizeof(cdp_ckpt_tensor));
+	fill_tensor(&ck->params[0], "c.w", 4, (int[]){ 4, 3, 3, 3 }, &r);
+	fill_tensor(&ck->params[1], "c.b", 1, (int[]){ 4 }, &r);
+	fill_tensor(&ck->params[2], "bn.w", 1, (int[]){ 4 }, &r);
+	fill_tensor(&ck->params[3], "bn.b", 1, (int[]){ 4 }, &r);
+	ck->nbuffers = 2;
+	ck->buffers = calloc(2, sizeof(cdp_ckpt_tensor));
+	fill_tensor(&ck->buffers[0], "bn.mean", 1, (int[]){ 4 }, &r);
+	fill_tensor(&ck->buffers[1], "bn.var", 1, (int[]){ 4 }, &r);
+	cdp_optim_defaults(&ck->optim);
+	ck->optim.type = CDP_OPT_ADAMW;
+	ck->optim.policy = CDP_LR_COSINE;
+	ck->optim.total_steps = 1000;
+	ck->optim.warmup = 10;
+	ck->optim.clip_norm = 1.5f;
+	ck->optim_step = 17;
+	ck->optim_n = 120;
+	ck->optim_m = malloc(120 * sizeof(float));
+	ck->optim_v = malloc(120 * sizeof(float));
+	for (int i = 0; i < 120; i++) {
+		ck->optim_m[i] = (float)cdp_rng_normal(&r);
+		ck->optim_v[i] = (float)cdp_rng_double(&r);
+	}
+	ck->step = 17;
+	ck->epoch = 2;
+	ck->data_pos = 12345;
+	ck->seed = 0xfeedfacecafebeefULL;
+	cdp_ckpt_set_rng(ck, "data", &r);
+	cdp_rng_seed(&s2, 2);
+	cdp_ckpt_set_rng(ck, "dropout", &s2);
+	cdp_ckpt_set_data(ck, bands, 3, mean, sd);
+	ck->dtype = CDP_DT_U16;
+	snprintf(ck->pool_uuid, sizeof(ck->pool_uuid), "0123456789abcdef0123456789abcdef");
+}
+
+static int tensors_equal(const cdp_ckpt_tensor *a, const cdp_ckpt_tensor *b, int n)
+{
+	for (int i = 0; i < n; i++)
+		if (strcmp(a[i].name, b[i].name) || a[i].ndim != b[i].ndim || a[i].numel != b[i].numel ||
+		    memcmp(a[i].dims, b[i].dims, sizeof(a[i].dims)) ||
+		    memcmp(a[i].data, b[i].data, a[i].numel * sizeof(float)))
+			return 0;
+	return 1;
+}
+
+/* memcmp that takes two NULLs as equal and one as different */
+static int same(const void *a, const void *b, size_t n)
+{
+	if (!a || !b)
+		return a == b;
+	return memcmp(a, b, n) == 0;
+}
+
+static int optim_equal(const cdp_optim_cfg *a, const cdp_optim_cfg *b)
+{
+	return a->type == b->type && a->lr == b->lr && a->momentum == b->momentum &&
+	       a->nesterov == b->nesterov && a->weight_decay == b->weight_decay &&
+	       a->beta1 == b->beta1 && a->beta2 == b->beta2 && a->eps == b->eps &&
+	       a->policy == b->policy && a->step_size == b->step_size && a->gamma == b->gamma &&
+	       a->total_steps == b->total_steps && a->min_lr == b->min_lr &&
+	       a->warmup == b->warmup && a->warmup_factor == b->warmup_factor &&
+	       a->clip_norm == b->clip_norm && a->accumulate == b->accumulate;
+}
+
+static int ck_equal(const cdp_ckpt *a, const cdp_ckpt *b)
+{
+	if (strcmp(a->cfg_text, b->cfg_text) || a->noverrides != b->noverrides ||
+	    a->nrng != b->nrng)
+		return 0;
+	for (int i = 0; i < a->noverrides; i++)
+		if (strcmp(a->overrides[i], b->overrides[i]))
+			return 0;
+	for (int i = 0; i < a->nrng; i++)
+		if (strcmp(a->rng[i].name, b->rng[i].name) ||
+		    memcmp(a->rng[i].s, b->rng[i].s, sizeof(a->rng[i].s)))
+			return 0;
+	return a->in_c == b->in_c && a->in_h == b->in_h && a->in_w == b->in_w &&
+	       a->nparams == b->nparams && tensors_equal(a->params, b->params, a->nparams) &&
+	       a->nbuffers == b->nbuffers && tensors_equal(a->buffers, b->buffers, a->nbuffers) &&
+	       optim_equal(&a->optim, &b->optim) && a->optim_step == b->optim_step &&
+	       a->optim_n == b->optim_n &&
+	       same(a->optim_m, b->optim_m, a->optim_n * sizeof(float)) &&
+	       same(a->optim_v, b->optim_v, a->optim_n * sizeof(float)) &&
+	       a->step == b->step && a->epoch == b->epoch && a->data_pos == b->data_pos &&
+	       a->seed == b->seed &&
+	       a->nbands == b->nbands && same(a->bands, b->bands, (size_t)a->nbands * sizeof(int)) &&
+	       same(a->mean, b->mean, (size_t)a->nbands * sizeof(double)) &&
+	       same(a->std, b->std, (size_t)a->nbands * sizeof(double)) &&
+	       a->dtype == b->dtype && strcmp(a->pool_uuid, b->pool_uuid) == 0;
+}
+
+static uint32_t rd_u32(const unsigned char *b)
+{
+	return (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24;
+}
+
+static void fix_crc(unsigned char *b, size_t len)
+{
+	uint32_t c = (uint32_t)crc32(0L, b, (uInt)(len - 4));
+
+	for (int i = 0; i < 4; i++)
+		b[len - 4 + i] = (unsigned char)(c >> (8 * i));
+}
+
+static void test_round_trip(unsigned char **out, size_t *outlen)
+{
+	cdp_ckpt a, b;
+	unsigned char *buf, *buf2;
+	size_t len, len2;
+
+	make_ck(&a);
+	CHECK_RC(cdp_ckpt_encode(&a, &buf, &len), CDP_OK);
+	CHECK(memcmp(buf, "CDPCKPT\n\3\0\0\0\7\0\0\0", 16) == 0, "header bytes");
+	CHECK(buf[16] == (len & 0xff) && buf[17] == ((len >> 8) & 0xff), "size field little-endian");
+	CHECK_RC(cdp_ckpt_decode(buf, len, &b), CDP_OK);
+	CHECK(ck_equal(&a, &b), "decoded checkpoint differs");
+	CHECK(b.dtype == CDP_DT_U16, "data type u16 kept: %d", b.dtype);
+	CHECK_RC(cdp_ckpt_encode(&b, &buf2, &len2), CDP_OK);
+	CHECK(len2 == len && memcmp(buf, buf2, len) == 0, "re-encoding changes bytes");
+	free(buf2);
+	{
+		cdp_rng r, want;
+		CHECK_RC(cdp_ckpt_get_rng(&b, "dropout", &r), 0);
+		cdp_rng_seed(&want, 2);
+		CHECK(cdp_rng_next(&r) == cdp_rng_next(&want), "restored rng continues its stream");
+		CHECK_RC(cdp_ckpt_get_rng(&b, "nope", &r), -1);
+	}
+	cdp_ckpt_free(&b);
+	CHECK(b.params == NULL && b.cfg_text == NULL, "free clears");
+	/* an inference export: no optimizer, no statistics, no pool */
+	cdp_ckpt_free(&b);
+	free(a.optim_m);
+	free(a.optim_v);
+	a.optim_m = a.optim_v = NULL;
+	memset(&a.optim, 0, sizeof(a.optim));
+	a.optim_step = 0;
+	a.optim_n = 0;
+	free(a.mean);
+	free(a.std);
+	a.mean = a.std = NULL;
+	a.pool_uuid[0] = '\0';
+	a.dtype = 0;
+	CHECK_RC(cdp_ckpt_encode(&a, &buf2, &len2), CDP_OK);
+	CHECK_RC(cdp_ckpt_decode(buf2, len2, &b), CDP_OK);
+	CHECK(ck_equal(&a, &b) && b.optim.type == 0 && b.mean == NULL && b.dtype == 0,
+	      "minimal checkpoint");
+	cdp_ckpt_free(&b);
+	free(buf2);
+	cdp_ckpt_free(&a);
+	*out = buf;
+	*outlen = len;
+}
+
+static void test_damage(const unsigned char *buf, size_t len)
+{
+	unsigned char *c = malloc(len + 1);
+	cdp_ckpt ck;
+	int wrong = 0, drift = 0, fuzz_ok = 0, fuzz_bad = 0;
+
+	/* every truncation */
+	for (size_t n = 0; n < len; n++) {
+		int rc = cdp_ckpt_decode(buf, n, &ck);
+		if (rc != CDP_ETRUNC) {
+			if (!wrong++)
+				CHECK(0, "truncated to %zu bytes: %d, want CDP_ETRUNC", n, rc);
+			if (rc == CDP_OK)
+				cdp_ckpt_free(&ck);
+		}
+	}
+	CHECK(wrong == 0, "%d truncations not reported as such", wrong);
+	/* one extra byte */
+	memcpy(c, buf, len);
+	c[len] = 0;
+	CHECK_RC(cdp_ckpt_decode(c, len + 1, &ck), CDP_EFORMAT);
+	/* every byte, one bit each */
+	wrong = 0;
+	for (size_t i = 0; i < len; i++) {
+		int rc, want;
+		memcpy(c, buf, len);
+		c[i] ^= (unsigned char)(1u << (i % 8));
+		rc = cdp_ckpt_decode(c, len, &ck);
+		want = i < 8 ? CDP_EMAGIC : i < 12 ? CDP_EVERSION : CDP_ECRC;
+		/* 3 -> 2 or 1: versions still read, so the CRC catches it */
+		if (i >= 8 && i < 12 && rd_u32(c + 8) >= CDP_CKPT_VERSION_MIN &&
+		    rd_u32(c + 8) <= CDP_CKPT_VERSION)
+			want = CDP_ECRC;
+		/* the size field: larger reads as truncated, smaller as extra bytes */
+		if (i >= 16 && i < 24)
+			want = c[i] > buf[i] ? CDP_ETRUNC : CDP_EFORMAT;
+		if (rc != want) {
+			if (!wrong++)
+				CHECK(0, "flip at %zu: %d, want %d", i, rc, want);
+			if (rc == CDP_OK)
+				cdp_ckpt_free(&ck);
+		}
+	}
+	CHECK(wrong == 0, "%d bit flips not refused as expected", wrong);
+	/* past the CRC: the parser itself must refuse or decode exactly */
+	for (size_t i = 24; i < len - 4; i++)
+		for (int m = 0; m < 3; m++) {
+			static const unsigned char x[3] = { 0x01, 0x80, 0xff };
+			unsigned char *re;
+			size_t relen;
+			memcpy(c, buf, len);
+			c[i] ^= x[m];
+			fix_crc(c, len);
+			if (cdp_ckpt_decode(c, len, &ck) != CDP_OK) {
+				fuzz_bad++;
+				continue;
+			}
+			fuzz_ok++;
+			if (cdp_ckpt_encode(&ck, &re, &relen) != CDP_OK || relen != len ||
+			    memcmp(re, c, len) != 0)
+				drift++;
+			free(re);
+			cdp_ckpt_free(&ck);
+		}
+	CHECK(drift == 0, "%d accepted mutations do not re-encode to themselves", drift);
+	CHECK(fuzz_bad > 0 && fuzz_ok > 0, "mutations: %d refused, %d accepted", fuzz_bad, fuzz_ok);
+	/* a future version, CRC fixed */
+	memcpy(c, buf, len);
+	c[8] = CDP_CKPT_VERSION + 1;
+	fix_crc(c, len);
+	CHECK_RC(cdp_ckpt_decode(c, len, &ck), CDP_EVERSION);
+	free(c);
+}
+
+static size_t files_in(const char *d)
+{
+	DIR *dp = opendir(d);
+	struct dirent *e;
+	size_t n = 0;
+
+	while (dp && (e = readdir(dp)))
+		n += strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0;
+	if (dp)
+		closedir(dp);
+	return n;
+}
+
+static void test_files(const unsigned char *buf, size_t len)
+{
+	char path[128], other[128];
+	cdp_ckpt a, b;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/model.ckpt", dir);
+	make_ck(&a);
+	CHECK_RC(cdp_ckpt_write(path, &a), CDP_OK);
+	CHECK(files_in(dir) == 1, "temporary file left: %zu entries", files_in(dir));
+	CHECK_RC(cdp_ckpt_read(path, &b), CDP_OK);
+	CHECK(ck_equal(&a, &b), "file round trip");
+	cdp_ckpt_free(&b);
+	/* the file is what encode produces */
+	{
+		FILE *g = fopen(path, "rb");
+		unsigned char *fb = malloc(len + 8);
+		size_t got = g ? fread(fb, 1, len + 8, g) : 0;
+		CHECK(got == len && memcmp(fb, buf, len) == 0, "file bytes differ from encode");
+		if (g)
+			fclose(g);
+		free(fb);
+	}
+	/* replace, then a refused write leaves the last good file */
+	a.step = 99;
+	CHECK_RC(cdp_ckpt_write(path, &a), CDP_OK);
+	a.nbands = 2;          /* != in_c: invalid */
+	CHECK_RC(cdp_ckpt_write(path, &a), CDP_EINVAL);
+	a.nbands = 3;
+	CHECK_RC(cdp_ckpt_read(path, &b), CDP_OK);
+	CHECK(b.step == 99 && files_in(dir) == 1, "after a refused write");
+	cdp_ckpt_free(&b);
+	/* truncated on disk, not a checkpoint, missing, a directory */
+	CHECK(truncate(path, (off_t)len / 2) == 0, "truncate");
+	CHECK_RC(cdp_ckpt_read(path, &b), CDP_ETRUNC);
+	CHECK(b.cfg_text == NULL && b.params == NULL, "nothing returned on error");
+	snprintf(other, sizeof(other), "%s/text", dir);
+	f = fopen(other, "w");
+	fputs("[net]\nwidth=16\n", f);
+	fclose(f);
+	CHECK_RC(cdp_ckpt_read(other, &b), CDP_EMAGIC);
+	unlink(other);
+	snprintf(other, sizeof(other), "%s/missing", dir);
+	CHECK_RC(cdp_ckpt_read(other, &b), ENOENT);
+	CHECK_RC(cdp_ckpt_read(dir, &b), EISDIR);
+	snprintf(other, sizeof(other), "%s/nodir/x.ckpt", dir);
+	CHECK_RC(cdp_ckpt_write(other, &a), ENOENT);
+	unlink(path);
+	cdp_ckpt_free(&a);
+}
+
+static uint64_t rd_u64(const unsigned char *b)
+{
+	return rd_u32(b) | (uint64_t)rd_u32(b + 4) << 32;
+}
+
+static void wr_u64(unsigned char *b, uint64_t v)
+{
+	for (int j = 0; j < 8; j++)
+		b[j] = (unsigned char)(v >> (8 * j));
+}
+
+/* buf (version 3, no per-rank state) as an older version wrote it: META
+ * without version 3's 24 bytes of loss scaler at its end, and for version
+ * 1 also the DATA chunk, last before the CRC, without its trailing u32
+ * data type. Returns the new length, 0 when buf is not laid out so. */
+static size_t to_old(unsigned char *c, const unsigned char *buf, size_t len, int version)
+{
+	size_t pos = 24, n = len - 24;
+	uint64_t plen = rd_u64(buf + 32);
+
+	if (memcmp(buf + 24, "META", 4) != 0 || plen != 104 || buf[12] != 7)
+		return 0;
+	memcpy(c, buf, 24 + 16 + 80);
+	memcpy(c + 24 + 16 + 80, buf + 24 + 16 + 104, len - (24 + 16 + 104));
+	wr_u64(c + 32, 80);
+	if (version == 1) {
+		for (int i = 0; i < 6; i++)
+			pos += 16 + (size_t)rd_u64(c + pos + 8);
+		plen = rd_u64(c + pos + 8);
+		if (memcmp(c + pos, "DATA", 4) != 0 || pos + 16 + plen != n - 4)
+			return 0;
+		wr_u64(c + pos + 8, plen - 4);
+		n -= 4;
+	}
+	wr_u64(c + 16, n);
+	c[8] = (unsigned char)version;
+	fix_crc(c, n);
+	return n;
+}
+
+static void test_version1(const unsigned char *buf, size_t len)
+{
+	unsigned char *c = malloc(len);
+	cdp_ckpt a, b;
+	size_t n = to_old(c, buf, len, 1);
+	int wrong = 0;
+
+	CHECK(n == len - 28, "a version 1 file made from the version 3 bytes");
+	CHECK_RC(cdp_ckpt_decode(buf, len, &a), CDP_OK);
+	CHECK_RC(cdp_ckpt_decode(c, n, &b), CDP_OK);
+	CHECK(b.dtype == 0, "version 1: data type unknown, got %d", b.dtype);
+	a.dtype = 0;
+	CHECK(ck_equal(&a, &b), "version 1: every other field as in version 3");
+	cdp_ckpt_free(&a);
+	cdp_ckpt_free(&b);
+	for (size_t k = 0; k < n; k++) {
+		int rc = cdp_ckpt_decode(c, k, &b);
+		if (rc != CDP_ETRUNC) {
+			if (!wrong++)
+				CHECK(0, "version 1 truncated to %zu bytes: %d, want CDP_ETRUNC", k, rc);
+			if (rc == CDP_OK)
+				cdp_ckpt_free(&b);
+		}
+	}
+	CHECK(wrong == 0, "%d version 1 truncations not reported as such", wrong);
+	/* version 2 keeps the data type */
+	n = to_old(c, buf, len, 2);
+	CHECK(n == len - 24, "a version 2 file made from the version 3 bytes");
+	CHECK_RC(cdp_ckpt_decode(buf, len, &a), CDP_OK);
+	CHECK_RC(cdp_ckpt_decode(c, n, &b), CDP_OK);
+	CHECK(ck_equal(&a, &b) && b.dtype == a.dtype, "version 2: every field as in version 3");
+	cdp_ckpt_free(&a);
+	cdp_ckpt_free(&b);
+	/* an unknown data type */
+	c[n - 8] = 8;
+	fix_crc(c, n);
+	CHECK_RC(cdp_ckpt_decode(c, n, &b), CDP_EFORMAT);
+	/* version 2 bytes labelled 1: the data type is an extra 4 bytes; and
+	 * version 3 bytes labelled 2: META's loss scaler is 24 extra bytes */
+	c[n - 8] = (unsigned char)CDP_DT_U16;
+	c[8] = 1;
+	fix_crc(c, n);
+	CHECK_RC(cdp_ckpt_decode(c, n, &b), CDP_EFORMAT);
+	memcpy(c, buf, len);
+	c[8] = 2;
+	fix_crc(c, len);
+	CHECK_RC(cdp_ckpt_decode(c, len, &b), CDP_EFORMAT);
+	/* version 0 */
+	c[8] = 0;
+	fix_crc(c, len);
+	CHECK_RC(cdp_ckpt_decode(c, len, &b), CDP_EVERSION);
+	free(c);
+}
+
+static void test_invalid(void)
+{
+	cdp_ckpt a;
+	unsigned char *buf;
+	size_t len;
+
+	make_ck(&a);
+	strcpy(a.pool_uuid, "0123456789ABCDEF0123456789abcdef");
+	CHECK_RC(cdp_ckpt_encode(&a, &buf, &len), CDP_EINVAL);
+	strcpy(a.pool_uuid, "");
+	a.params[1].numel = 5;               /* dims say 4 */
+	CHECK_RC(cdp_ckpt_encode(&a, &buf, &len), CDP_EINVAL);
+	a.params[1].numel = 4;
+	strcpy(a.params[1].name, "c b");
+	CHECK_RC(cdp_ckpt_encode(&a, &buf, &len), CDP_EINVAL);
+	strcpy(a.params[1].name, "c.b");
+	a.optim_n = 100;                     /* not the parameter count */
+	CHECK_RC(cdp_ckpt_encode(&a, &buf, &len), CDP_EINVAL);
+	a.optim_n = 120;
+	a.std[1] = 0;
+	CHECK_RC(cdp_ckpt_encode(&a, &buf, &len), CDP_EINVAL);
+	a.std[1] = 1;
+	a.dtype = CDP_DT_F64 + 1;
+	CHECK_RC(cdp_ckpt_encode(&a, &buf, &len), CDP_EINVAL);
+	a.dtype = -1;
+	CHECK_RC(cdp_ckpt_encode(&a, &buf, &len), CDP_EINVAL);
+	a.dtype = CDP_DT_F32;
+	CHECK_RC(cdp_ckpt_set_rng(&a, "data", &(cdp_rng){ { 0, 0, 0, 0 } }), CDP_OK);
+	CHECK_RC(cdp_ckpt_encode(&a, &buf, &len), CDP_EINVAL);
+	CHECK(a.nrng == 2, "set_rng replaces by name");
+	CHECK_RC(cdp_ckpt_set_rng(&a, "has space", &(cdp_rng){ { 1, 2, 3, 4 } }), CDP_EINVAL);
+	cdp_ckpt_free(&a);
+}
+
+/* ---- nets and optimizers -------------------------------------------------- */
+
+static void test_models(void)
+{
+	static const struct { const char *file; size_t nparams; int in; } models[] = {
+		{ "unet.cfg", 1942594, 32 },
+		{ "resunet.cfg", 2057697, 32 },
+		{ "classifier.cfg", 584165, 64 },
+	};
+	char path[512], err[512], ck_path[128];
+
+	snprintf(ck_path, sizeof(ck_path), "%s/m.ckpt", dir);
+	for (size_t i = 0; i < sizeof(models) / sizeof(models[0]); i++) {
+		cdp_net a, b;
+		cdp_ckpt ck, rd;
+		cdp_optim o, o2;
+		cdp_optim_cfg oc;
+		char *text;
+		size_t out;
+		float *ya, *yb;
+
+		snprintf(path, sizeof(path), "%s/share/cdpool/models/%s", CDP_SRCDIR, models[i].file);
+		if (cdp_cfg_read(path, &text, err, sizeof(err)) < 0) {
+			CHECK(0, "%s", err);
+			continue;
+		}
+		/* the documented size: 3 bands at the cfg's own input size */
+		if (cdp_net_build(&a, be, text, path, NULL, 0, 0, 0, 0, 1, err, sizeof(err)) != 0) {
+			CHECK(0, "%s", err);
+			free(text);
+			continue;
+		}
+		CHECK(a.nparams == models[i].nparams, "%s: %zu parameters, its comment says %zu",
+		      models[i].file, a.nparams, models[i].nparams);
+		cdp_net_free(&a);
+		if (i == 0 && cdp_net_build(&a, be, text, path, NULL, 0, 4, 0, 0, 1, err,
+		                            sizeof(err)) == 0) {
+			CHECK(a.nparams == models[i].nparams + 144, "unet with 4 bands: %zu", a.nparams);
+			cdp_net_free(&a);
+		}
+		/* a small input for the round trip */
+		CHECK_RC(cdp_net_build(&a, be, text, path, NULL, 0, 3, models[i].in, models[i].in, 2,
+		                       err, sizeof(err)), 0);
+		CHECK_RC(cdp_net_build(&b, be, text, path, NULL, 0, 3, models[i].in, models[i].in, 2,
+		                       err, sizeof(err)), 0);
+		cdp_net_init(&a, 7);
+		cdp_net_init(&b, 8);
+		/* make the bn buffers differ from their init */
+		for (size_t k = 0; k < a.nbuffers; k++)
+			a.buffers[k] += 0.001f * (float)k;
+		cdp_optim_defaults(&oc);
+		oc.type = CDP_OPT_ADAMW;
+		CHECK_RC(cdp_optim_init(&o, be, &oc, a.nparams, err, sizeof(err)), 0);
+		CHECK_RC(cdp_optim_init(&o2, be, &oc, a.nparams, err, sizeof(err)), 0);
+		for (size_t k = 0; k < a.nparams; k++)
+			a.grads[k] = 0.01f * (float)((k % 7) - 3);
+		CHECK_RC(cdp_optim_step(&o, a.params, a.grads), 0);
+		memset(&ck, 0, sizeof(ck));
+		CHECK_RC(cdp_ckpt_from_net(&ck, &a), CDP_OK);
+		CHECK_RC(cdp_ckpt_set_cfg(&ck, text, NULL, 0), CDP_OK);
+		CHECK_RC(cdp_ckpt_set_optim(&ck, &o), CDP_OK);
+		CHECK_RC(cdp_ckpt_write(ck_path, &ck), CDP_OK);
+		CHECK_RC(cdp_ckpt_read(ck_path, &rd), CDP_OK);
+		CHECK(strcmp(rd.cfg_text, text) == 0 && rd.in_c == 3 && rd.in_h == models[i].in,
+		      "cfg and input shape kept");
+		CHECK_RC(cdp_ckpt_to_net(&rd, &b, err, sizeof(err)), CDP_OK);
+		CHECK_RC(cdp_ckpt_to_optim(&rd, &o2, err, sizeof(err)), CDP_OK);
+		CHECK(memcmp(a.params, b.params, a.nparams * 4) == 0 &&
+		      memcmp(a.buffers, b.buffers, a.nbuffers * 4) == 0, "%s: tensors restored",
+		      models[i].file);
+		CHECK(o2.step == 1 && memcmp(o.m, o2.m, o.n * 4) == 0 && memcmp(o.v, o2.v, o.n * 4) == 0,
+		      "optimizer restored");
+		/* the restored net computes what the saved one did */
+		for (size_t k = 0; k < (size_t)2 * 3 * models[i].in * models[i].in; k++)
+			a.x[k] = b.x[k] = (float)((k * 2654435761u) % 1000) / 500.0f - 1;
+		a.train = b.train = 0;
+		cdp_net_forward(&a);
+		cdp_net_forward(&b);
+		out = (size_t)2 * a.layers[a.out_layer].out.c * a.layers[a.out_layer].out.h *
+		      a.layers[a.out_layer].out.w;
+		ya = (float *)cdp_net_output(&a);
+		yb = (float *)cdp_net_output(&b);
+		CHECK(memcmp(ya, yb, out * 4) == 0, "%s: outputs differ after restore", models[i].file);
+		if (i == 0) {
+			/* conv weight shape and bn buffer names as documented */
+			CHECK(strcmp(ck.params[0].name, "conv0.w") == 0 && ck.params[0].ndim == 4 &&
+			      ck.params[0].dims[0] == 16 && ck.params[0].dims[1] == 3 &&
+			      ck.params[0].dims[2] == 3, "first tensor %s", ck.params[0].name);
+			CHECK(strcmp(ck.buffers[0].name, "bn1.mean") == 0 &&
+			      strcmp(ck.buffers[1].name, "bn1.var") == 0, "buffer names %s %s",
+			      ck.buffers[0].name, ck.buffers[1].name);
+		}
+		cdp_ckpt_free(&rd);
+		cdp_ckpt_free(&ck);
+		cdp_optim_free(&o);
+		cdp_optim_free(&o2);
+		cdp_net_free(&a);
+		cdp_net_free(&b);
+		free(text);
+	}
+	unlink(ck_path);
+}
+
+/* A checkpoint goes only into a net of the same architecture. */
+static void test_mismatch(void)
+{
+	const char *small = "[net]\nchannels=3\nin_h=8\nin_w=8\nwidth=4\n[conv]\nfilters=${width}\n"
+	                    "bias=0\n[bn]\nactivation=relu\n[conv]\nfilters=2\nsize=1\n";
+	const char *ov[1] = { "width=5" };
+	char err[256];
+	cdp_net a, b, c;
+	cdp_ckpt ck;
+	cdp_optim o;
+	cdp_optim_cfg oc;
+
+	CHECK_RC(cdp_net_build(&a, be, small, "s.cfg", NULL, 0, 0, 0, 0, 1, err, sizeof(err)), 0);
+	CHECK_RC(cdp_net_build(&b, be, small, "s.cfg", ov, 1, 0, 0, 0, 1, err, sizeof(err)), 0);
+	CHECK_RC(cdp_net_build(&c, be, small, "s.cfg", NULL, 0, 4, 0, 0, 1, err, sizeof(err)), 0);
+	cdp_net_init(&a, 1);
+	cdp_net_init(&b, 2);
+	memset(&ck, 0, sizeof(ck));
+	CHECK_RC(cdp_ckpt_from_net(&ck, &a), CDP_OK);
+	CHECK(ck.nparams == 5 && ck.nbuffers == 2, "tensors %d %d", ck.nparams, ck.nbuffers);
+	{
+		float before = b.params[0];
+		CHECK_RC(cdp_ckpt_to_net(&ck, &b, err, sizeof(err)), CDP_EMISMATCH);
+		CHECK(strcmp(err, "parameter tensor 1: the checkpoint has 'conv0.w' (4,3,3,3), the net "
+		                  "'conv0.w' (5,3,3,3)") == 0, "%s", err);
+		CHECK(b.params[0] == before, "net changed by a refused load");
+	}
+	CHECK_RC(cdp_ckpt_to_net(&ck, &c, err, sizeof(err)), CDP_EMISMATCH);
+	CHECK(strcmp(err, "parameter tensor 1: the checkpoint has 'conv0.w' (4,3,3,3), the net "
+	                  "'conv0.w' (4,4,3,3)") == 0, "%s", err);
+	ck.nbuffers--;
+	CHECK_RC(cdp_ckpt_to_net(&ck, &a, err, sizeof(err)), CDP_EMISMATCH);
+	CHECK(strcmp(err, "the checkpoint has 1 buffer tensors, the net 2") == 0, "%s", err);
+	ck.nbuffers++;
+	/* optimizer kinds must agree */
+	CHECK_RC(cdp_ckpt_to_optim(&ck, &o, err, sizeof(err)), CDP_EMISMATCH);
+	CHECK(strcmp(err, "the checkpoint holds no optimizer state") == 0, "%s", err);
+	cdp_optim_defaults(&oc);
+	CHECK_RC(cdp_optim_init(&o, be, &oc, a.nparams, err, sizeof(err)), 0);
+	CHECK_RC(cdp_ckpt_set_optim(&ck, &o), CDP_OK);
+	cdp_optim_free(&o);
+	oc.type = CDP_OPT_ADAMW;
+	CHECK_RC(cdp_optim_init(&o, be, &oc, a.nparams, err, sizeof(err)), 0);
+	CHECK_RC(cdp_ckpt_to_optim(&ck, &o, err, sizeof(err)), CDP_EMISMATCH);
+	CHECK(strcmp(err, "the checkpoint's optimizer is sgd with 1 state blocks of 126, this one "
+	                  "adamw with 2 of 126") == 0, "%s", err);
+	cdp_optim_free(&o);
+	cdp_ckpt_free(&ck);
+	cdp_net_free(&a);
+	cdp_net_free(&b);
+	cdp_net_free(&c);
+}
+
+int main(void)
+{
+	unsigned char *buf;
+	size_t len;
+
+	snprintf(dir, sizeof(dir), "/tmp/cdp-ckpt-XXXXXX");
+	if (!mkdtemp(dir)) {
+		perror("mkdtemp");
+		return 99;
+	}
+	be = cdp_backend_cpu(1);
+	if (!be)
+		return 99;
+	test_round_trip(&buf, &len);
+	test_damage(buf, len);
+	test_version1(buf, len);
+	test_files(buf, len);
+	test_invalid();
+	test_mismatch();
+	test_models();
+	free(buf);
+	rmdir(dir);
+	be->destroy(be);
+	return tap_done();
+}

@@ -1,0 +1,133 @@
+/* test_metrics.c: metrics from confusion counts (metrics.c), fed by the CPU
+ * backend's argmax and confusion ops.
+ *
+ * Checks hand-computed accuracy, per-class IoU, mean IoU and binary
+ * precision/recall/F1; the NaN conventions for classes that never occur;
+ * that merging per-shard matrices gives the metrics of all the data (what
+ * the all-reduce relies on); and the log line format.
+ */
+#include "backend.h"
+#include "cdp_metrics.h"
+#include "tap.h"
+
+#include <math.h>
+#include <string.h>
+
+static int near(double a, double b)
+{
+	return fabs(a - b) < 1e-12;
+}
+
+static void test_multiclass(void)
+{
+	/* 4 classes; class 2 never labelled but predicted 9 times; class 3
+	 * neither labelled nor predicted */
+	const uint64_t conf[16] = {
+		50, 2, 3, 0,
+		4, 30, 6, 0,
+		0, 0, 0, 0,
+		0, 0, 0, 0,
+	};
+	int nv = -1;
+	cdp_prf p;
+
+	CHECK(cdp_confusion_total(conf, 4) == 95, "total");
+	CHECK(near(cdp_metrics_accuracy(conf, 4), 80.0 / 95), "acc %g", cdp_metrics_accuracy(conf, 4));
+	CHECK(near(cdp_metrics_iou(conf, 4, 0), 50.0 / (50 + 4 + 5)), "iou0");
+	CHECK(near(cdp_metrics_iou(conf, 4, 1), 30.0 / (30 + 2 + 10)), "iou1");
+	CHECK(cdp_metrics_iou(conf, 4, 2) == 0, "iou2: predicted only -> 0, defined");
+	CHECK(isnan(cdp_metrics_iou(conf, 4, 3)), "iou3: absent -> NaN");
+	CHECK(isnan(cdp_metrics_iou(conf, 4, 4)) && isnan(cdp_metrics_iou(conf, 4, -1)), "bad class");
+	CHECK(near(cdp_metrics_miou(conf, 4, &nv), (50.0 / 59 + 30.0 / 42 + 0) / 3) && nv == 3,
+	      "miou %g over %d", cdp_metrics_miou(conf, 4, &nv), nv);
+	cdp_metrics_prf(conf, 4, 2, &p);
+	CHECK(p.tp == 0 && p.fp == 9 && p.fn == 0 && p.precision == 0 && isnan(p.recall) &&
+	      p.f1 == 0, "class 2 prf: p %g r %g f1 %g", p.precision, p.recall, p.f1);
+	cdp_metrics_prf(conf, 4, 3, &p);
+	CHECK(isnan(p.precision) && isnan(p.recall) && isnan(p.f1), "class 3 prf undefined");
+}
+
+static void test_binary(void)
+{
+	const uint64_t conf[4] = { 90, 5, 10, 20 };     /* tp 20, fp 5, fn 10 */
+	const uint64_t empty[4] = { 0 };
+	const uint64_t never_predicted[4] = { 10, 0, 5, 0 };
+	char line[256], small[16];
+	cdp_prf p;
+	int n, nv = -1;
+
+	cdp_metrics_prf(conf, 2, 1, &p);
+	CHECK(p.tp == 20 && p.fp == 5 && p.fn == 10, "counts");
+	CHECK(near(p.precision, 0.8) && near(p.recall, 2.0 / 3) && near(p.f1, 40.0 / 55),
+	      "prf %g %g %g", p.precision, p.recall, p.f1);
+	/* F1 is the harmonic mean of precision and recall */
+	CHECK(near(p.f1, 2 * p.precision * p.recall / (p.precision + p.recall)), "harmonic");
+	n = cdp_metrics_format(conf, 2, line, sizeof(line));
+	CHECK(strcmp(line, "acc=0.8800 miou=0.7143 iou=0.8571,0.5714 precision=0.8000 "
+	                   "recall=0.6667 f1=0.7273") == 0, "line '%s'", line);
+	CHECK(n == (int)strlen(line), "length %d", n);
+	CHECK(cdp_metrics_format(conf, 2, small, sizeof(small)) == n && strlen(small) == 15 &&
+	      strncmp(small, line, 15) == 0, "truncated '%s'", small);
+	CHECK(cdp_metrics_format(conf, 2, NULL, 0) == n, "length only");
+
+	CHECK(isnan(cdp_metrics_accuracy(empty, 2)) && isnan(cdp_metrics_miou(empty, 2, &nv)) &&
+	      nv == 0, "empty matrix");
+	cdp_metrics_format(empty, 2, line, sizeof(line));
+	CHECK(strcmp(line, "acc=nan miou=nan iou=nan,nan precision=nan recall=nan f1=nan") == 0,
+	      "'%s'", line);
+	cdp_metrics_prf(never_predicted, 2, 1, &p);
+	CHECK(isnan(p.precision) && p.recall == 0 && p.f1 == 0, "never predicted");
+	cdp_metrics_format(never_predicted, 2, line, sizeof(line));
+	CHECK(strstr(line, " precision=nan recall=0.0000 f1=0.0000") != NULL, "'%s'", line);
+}
+
+/* Shards counted separately and merged equal counting everything at once. */
+static void test_ops_and_merge(void)
+{
+	enum { HW = 10 };
+	/* (N=1, K=3, HW=10) logits; argmax: 0 1 2 0 1 2 0 1 2 2 */
+	const float logits[3 * HW] = {
+		5, 0, 0, 5, 0, 0, 5, 0, 0, 0,
+		0, 5, 0, 0, 5, 0, 0, 5, 0, 0,
+		0, 0, 5, 0, 0, 5, 0, 0, 5, 5,
+	};
+	const int32_t lab[HW] = { 0, 1, 2, 1, 1, 0, 0, 255, 2, 1 };
+	int32_t pred[HW];
+	cdp_confusion all, a, b;
+	cdp_backend *be = cdp_backend_cpu(1);
+
+	if (!be) {
+		CHECK(0, "no backend");
+		return;
+	}
+	CHECK_RC(cdp_confusion_init(&all, 3), 0);
+	CHECK_RC(cdp_confusion_init(&a, 3), 0);
+	CHECK_RC(cdp_confusion_init(&b, 3), 0);
+	be->argmax(be, 1, 3, HW, logits, pred);
+	be->confusion(be, HW, 3, lab, pred, 255, all.counts);
+	be->confusion(be, 4, 3, lab, pred, 255, a.counts);
+	be->confusion(be, HW - 4, 3, lab + 4, pred + 4, 255, b.counts);
+	cdp_confusion_merge(a.counts, b.counts, 3);
+	CHECK(memcmp(a.counts, all.counts, 9 * sizeof(uint64_t)) == 0, "merge == whole");
+	{
+		/* rows label, cols pred: (0,0) x2, (1,1) x2, (2,2) x2, (1,0), (0,2), (1,2) */
+		const uint64_t want[9] = { 2, 0, 1,   1, 2, 1,   0, 0, 2 };
+		CHECK(memcmp(all.counts, want, sizeof(want)) == 0, "counts from the ops");
+		CHECK(near(cdp_metrics_accuracy(all.counts, 3), 6.0 / 9), "acc");
+	}
+	cdp_confusion_reset(&all);
+	CHECK(cdp_confusion_total(all.counts, 3) == 0, "reset");
+	cdp_confusion_free(&b);
+	CHECK(cdp_confusion_init(&b, 1) == -1 && b.counts == NULL, "k = 1 refused");
+	cdp_confusion_free(&all);
+	cdp_confusion_free(&a);
+	be->destroy(be);
+}
+
+int main(void)
+{
+	test_multiclass();
+	test_binary();
+	test_ops_and_merge();
+	return tap_done();
+}

@@ -1,0 +1,33 @@
+# tests/gpu/: the CUDA backend against the CPU one, op by op, whole models
+# and 2 ranks on one GPU; each exits 77 without a GPU. selfcheck.sh runs the
+# two programs with a second CPU backend as the "device" (CDP_GPU_TEST_PEER).
+# tests/gpu/run-device.sh runs all of it on a GPU machine (tests/gpu/README).
+GPU_HARNESS = tests/gpu/gpu_harness.c tests/gpu/gpu_harness.h tests/unit/tap.h
+tests_gpu_test_ops_SOURCES = tests/gpu/test_ops.c tests/gpu/test_ops.h tests/gpu/test_ops_layers.c \
+	tests/gpu/test_ops_loss.c tests/gpu/test_ops_data.c $(GPU_HARNESS)
+tests_gpu_test_ops_CPPFLAGS = $(ENGINE_TEST_CPPFLAGS)
+tests_gpu_test_ops_LDADD = $(ENGINE_LIBS)
+tests_gpu_test_model_SOURCES = tests/gpu/test_model.c $(GPU_HARNESS)
+tests_gpu_test_model_CPPFLAGS = $(ENGINE_TEST_CPPFLAGS)
+tests_gpu_test_model_LDADD = $(ENGINE_LIBS)
+check_PROGRAMS += tests/gpu/test_ops tests/gpu/test_model
+TESTS += tests/gpu/test_ops tests/gpu/test_model tests/gpu/selfcheck.sh tests/gpu/two_ranks.sh \
+	tests/gpu/multi_gpu.sh
+
+# tests/gpu/kernel_emu.sh: our kernels (engine/cuda/cuda_kern_*.cu) on the
+# host emulator of tests/gpu/emu/ against the CPU backend, on every machine.
+# It builds tests/gpu/emu/kernel_check itself, with these (and skips only
+# without a C++ compiler, Python 3 or CUDA's headers).
+TESTS += tests/gpu/kernel_emu.sh
+AM_TESTS_ENVIRONMENT += \
+	CDP_EMU_CXX='$(CXX)'; CDP_EMU_CXXFLAGS='$(CXXFLAGS) $(SAN_FLAGS)'; \
+	CDP_EMU_CUDA_DIR='$(CUDA_DIR)'; CDP_EMU_LIBS='$(OPENBLAS_LIBS) $(SAN_FLAGS)'; \
+	export CDP_EMU_CXX CDP_EMU_CXXFLAGS CDP_EMU_CUDA_DIR CDP_EMU_LIBS;
+EXTRA_DIST += tests/gpu/kernel_emu.sh tests/gpu/emu/emu.h tests/gpu/emu/mkemu.py \
+	tests/gpu/emu/kernel_check.cpp tests/gpu/emu/kernel_check_emu.h \
+	tests/gpu/emu/kernel_check_ops.h tests/gpu/emu/mutate.sh
+CLEANFILES += tests/gpu/emu/kernel_check tests/gpu/emu/build.sh tests/gpu/emu/gen/*
+EXTRA_DIST += tests/gpu/selfcheck.sh tests/gpu/two_ranks.sh tests/gpu/multi_gpu.sh \
+	tests/gpu/ranks_common.sh tests/gpu/mkpool.sh \
+	tests/gpu/run-device.sh tests/gpu/dryrun.sh tests/gpu/devenv.sh tests/gpu/arc4random.c \
+	tests/gpu/elf_weak_version.py tests/gpu/README
