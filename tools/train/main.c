@@ -381,6 +381,7 @@ int main(int argc, char **argv)
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
+	/* 3, stopped by a signal, is a failure to finish too (cdp-train(1)) */
 	rc = cdp_train_run(&o) == 0 ? 0 : 1;
 out:
 	if (mpi)

@@ -34,7 +34,7 @@
 #include "dist/dist.h"
 #include "train_int.h"
 
-volatile int cdp_train_stop;
+volatile sig_atomic_t cdp_train_stop;
 
 void cdp_train_opts_init(cdp_train_opts *o)
 {
