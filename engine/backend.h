@@ -2,8 +2,10 @@
  *
  * Layers never touch memory directly: they call these ops on device pointers.
  * The CPU backend (cpu/) is the readable reference; the CUDA backend (cuda/,
- * later) implements the same table with cuDNN, cuBLAS and our kernels, and is
- * tested op by op against the CPU one.
+ * built when configure finds CUDA) implements the same table with cuDNN,
+ * cuBLAS and our kernels, and is tested op by op against the CPU one
+ * (tests/gpu/). The descriptors' output sizes are computed once, for both,
+ * in backend.c.
  *
  * Layout: every activation is NCHW float32, dense: element (n,c,h,w) sits at
  * ((n*C + c)*H + h)*W + w. Convolution weights are (F, C, KH, KW) as in
@@ -50,7 +52,7 @@ typedef struct cdp_conv_desc {
 	int oh, ow;              /* output size, filled by cdp_conv_desc_init */
 } cdp_conv_desc;
 
-/* Fills oh, ow; returns -1 when the output would be empty. */
+/* Fills oh, ow (backend.c); returns -1 when the output would be empty. */
 int cdp_conv_desc_init(cdp_conv_desc *d);
 
 typedef struct cdp_pool_desc {
@@ -58,6 +60,8 @@ typedef struct cdp_pool_desc {
 	int k, stride, pad;      /* square window */
 	int oh, ow;
 } cdp_pool_desc;
+/* Fills oh, ow (backend.c) by PyTorch's rule; returns -1 when the output
+ * would be empty or pad > k/2. */
 int cdp_pool_desc_init(cdp_pool_desc *d);
 
 enum { CDP_ACT_RELU = 1, CDP_ACT_LEAKY = 2 };

@@ -7,7 +7,7 @@ noinst_LIBRARIES += engine/libcdpengine.a
 ENGINE_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/engine $(OPENBLAS_CFLAGS) $(LMDB_CFLAGS) $(ZLIB_CFLAGS)
 engine_libcdpengine_a_CPPFLAGS = $(ENGINE_CPPFLAGS) $(CUDA_CPPFLAGS)
 engine_libcdpengine_a_SOURCES = \
-	engine/backend.h engine/net.h engine/net.c engine/layers.h \
+	engine/backend.h engine/backend.c engine/net.h engine/net.c engine/layers.h \
 	engine/loss.c engine/loss.h engine/optim.c engine/optim.h \
 	engine/device.h engine/device.c \
 	engine/cpu/cpu.h engine/cpu/cpu_backend.c engine/cpu/cpu_bn.c engine/cpu/cpu_conv.c \

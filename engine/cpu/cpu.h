@@ -47,6 +47,22 @@ void cpu_parallel_for(cdp_backend *be, int n, void (*fn)(void *ctx, int i), void
  * thread that called the op. */
 int cpu_worker(void);
 
+/* Elementwise ops over large arrays are split into blocks of this many
+ * floats, one index of cpu_parallel_for each: cpu_nblocks(n) blocks, block
+ * i covering [*lo, *hi). */
+#define CPU_ELEM_BLOCK 65536
+
+static inline int cpu_nblocks(size_t n)
+{
+	return (int)((n + CPU_ELEM_BLOCK - 1) / CPU_ELEM_BLOCK);
+}
+
+static inline void cpu_block_range(size_t n, int i, size_t *lo, size_t *hi)
+{
+	*lo = (size_t)i * CPU_ELEM_BLOCK;
+	*hi = *lo + CPU_ELEM_BLOCK < n ? *lo + CPU_ELEM_BLOCK : n;
+}
+
 /* Filter gradients sum over items in up to this many parts per thread,
  * each into its own partial (in the scratch), added up in part order. A
  * partial costs a clearing and a reading of the whole dw, so each part

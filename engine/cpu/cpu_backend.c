@@ -113,10 +113,6 @@ void cpu_gemm(cdp_backend *be, int ta, int tb, int m, int n, int k,
 	cpu_parallel_for(be, be->threads, gemm_part, &g);
 }
 
-/* Elementwise ops over large arrays are split into blocks of this many
- * floats; smaller ones run inline. */
-#define ELEM_BLOCK 65536
-
 typedef struct elem_job {
 	float *x; const float *cx; float v; size_t n;
 } elem_job;
@@ -124,9 +120,9 @@ typedef struct elem_job {
 static void fill_block(void *ctx, int i)
 {
 	elem_job *j = ctx;
-	size_t lo = (size_t)i * ELEM_BLOCK, hi = lo + ELEM_BLOCK;
-	if (hi > j->n)
-		hi = j->n;
+	size_t lo, hi;
+
+	cpu_block_range(j->n, i, &lo, &hi);
 	for (size_t t = lo; t < hi; t++)
 		j->x[t] = j->v;
 }
@@ -134,9 +130,9 @@ static void fill_block(void *ctx, int i)
 static void scale_block(void *ctx, int i)
 {
 	elem_job *j = ctx;
-	size_t lo = (size_t)i * ELEM_BLOCK, hi = lo + ELEM_BLOCK;
-	if (hi > j->n)
-		hi = j->n;
+	size_t lo, hi;
+
+	cpu_block_range(j->n, i, &lo, &hi);
 	for (size_t t = lo; t < hi; t++)
 		j->x[t] *= j->v;
 }
@@ -144,35 +140,33 @@ static void scale_block(void *ctx, int i)
 static void axpy_block(void *ctx, int i)
 {
 	elem_job *j = ctx;
-	size_t lo = (size_t)i * ELEM_BLOCK, hi = lo + ELEM_BLOCK;
-	if (hi > j->n)
-		hi = j->n;
+	size_t lo, hi;
+
+	cpu_block_range(j->n, i, &lo, &hi);
 	for (size_t t = lo; t < hi; t++)
 		j->x[t] += j->v * j->cx[t];
 }
 
-static int nblocks(size_t n) { return (int)((n + ELEM_BLOCK - 1) / ELEM_BLOCK); }
-
 void cpu_fill(cdp_backend *be, float *x, float v, size_t n)
 {
 	elem_job j = { x, NULL, v, n };
-	if (v == 0.0f && n < ELEM_BLOCK) {
+	if (v == 0.0f && n < CPU_ELEM_BLOCK) {
 		memset(x, 0, n * sizeof *x);
 		return;
 	}
-	cpu_parallel_for(be, nblocks(n), fill_block, &j);
+	cpu_parallel_for(be, cpu_nblocks(n), fill_block, &j);
 }
 
 void cpu_scale(cdp_backend *be, float *x, float a, size_t n)
 {
 	elem_job j = { x, NULL, a, n };
-	cpu_parallel_for(be, nblocks(n), scale_block, &j);
+	cpu_parallel_for(be, cpu_nblocks(n), scale_block, &j);
 }
 
 void cpu_axpy(cdp_backend *be, float a, const float *x, float *y, size_t n)
 {
 	elem_job j = { y, x, a, n };
-	cpu_parallel_for(be, nblocks(n), axpy_block, &j);
+	cpu_parallel_for(be, cpu_nblocks(n), axpy_block, &j);
 }
 
 /* Single-threaded on purpose: the result must not depend on the thread

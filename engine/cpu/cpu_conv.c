@@ -71,22 +71,6 @@ static int chunk_rows(const cdp_conv_desc *d)
 	return r > d->oh ? d->oh : (int)r;
 }
 
-int cdp_conv_desc_init(cdp_conv_desc *d)
-{
-	long eh, ew;
-
-	if (d->n < 1 || d->c < 1 || d->h < 1 || d->w < 1 || d->f < 1 ||
-	    d->kh < 1 || d->kw < 1 || d->stride < 1 || d->pad < 0 || d->dil < 1)
-		return -1;
-	eh = (long)d->dil * (d->kh - 1) + 1;
-	ew = (long)d->dil * (d->kw - 1) + 1;
-	if (d->h + 2L * d->pad < eh || d->w + 2L * d->pad < ew)
-		return -1;
-	d->oh = (int)((d->h + 2L * d->pad - eh) / d->stride + 1);
-	d->ow = (int)((d->w + 2L * d->pad - ew) / d->stride + 1);
-	return 0;
-}
-
 /* The caller's workspace holds PLAN_BATCH's matrices; each worker's column
  * chunk and partial filter gradient live in the backend's scratch, which
  * this call reserves (SIZE_MAX when that memory cannot be had, so that

@@ -18,16 +18,6 @@
 #pragma GCC optimize ("tree-vectorize", "vect-cost-model=dynamic", "no-trapping-math")
 #endif
 
-#define ELEM_BLOCK 65536
-
-static int nblocks(size_t n) { return (int)((n + ELEM_BLOCK - 1) / ELEM_BLOCK); }
-
-static void block_range(size_t n, int i, size_t *lo, size_t *hi)
-{
-	*lo = (size_t)i * ELEM_BLOCK;
-	*hi = *lo + ELEM_BLOCK < n ? *lo + ELEM_BLOCK : n;
-}
-
 /* ---- x2 upsampling: x (N,C,H,W) -> y (N,C,2H,2W); one job per plane ---- */
 
 typedef struct up_job {
@@ -185,7 +175,7 @@ static void drop_fwd_block(void *ctx, int b)
 {
 	const drop_job *j = ctx;
 	size_t lo, hi;
-	block_range(j->n, b, &lo, &hi);
+	cpu_block_range(j->n, b, &lo, &hi);
 	for (size_t i = lo; i < hi; i++) {
 		int keep = cdp_dropout_keep(j->seed, i, j->p);
 		j->mask[i] = (uint8_t)keep;
@@ -197,7 +187,7 @@ static void drop_bwd_block(void *ctx, int b)
 {
 	const drop_job *j = ctx;
 	size_t lo, hi;
-	block_range(j->n, b, &lo, &hi);
+	cpu_block_range(j->n, b, &lo, &hi);
 	if (j->beta == 0.0f)
 		for (size_t i = lo; i < hi; i++)
 			j->y[i] = j->cmask[i] ? j->x[i] * j->scale : 0.0f;
@@ -210,14 +200,14 @@ void cpu_dropout_fwd(cdp_backend *be, float p, uint64_t seed, const float *x, fl
 {
 	drop_job j = { .p = p, .scale = 1.0f / (1.0f - p), .seed = seed, .x = x,
 	               .y = y, .mask = mask, .n = n };
-	cpu_parallel_for(be, nblocks(n), drop_fwd_block, &j);
+	cpu_parallel_for(be, cpu_nblocks(n), drop_fwd_block, &j);
 }
 
 void cpu_dropout_bwd(cdp_backend *be, float p, const uint8_t *mask, const float *dy, float *dx, float beta, size_t n)
 {
 	drop_job j = { .p = p, .scale = 1.0f / (1.0f - p), .beta = beta, .x = dy,
 	               .y = dx, .cmask = mask, .n = n };
-	cpu_parallel_for(be, nblocks(n), drop_bwd_block, &j);
+	cpu_parallel_for(be, cpu_nblocks(n), drop_bwd_block, &j);
 }
 
 /* ---- global average pool: x (N,C,HW) -> y (N,C); one job per plane ---- */
@@ -296,7 +286,7 @@ static void add_block(void *ctx, int bl)
 {
 	const add_job *j = ctx;
 	size_t lo, hi;
-	block_range(j->n, bl, &lo, &hi);
+	cpu_block_range(j->n, bl, &lo, &hi);
 	for (size_t i = lo; i < hi; i++)
 		j->y[i] = j->a[i] + j->b[i];
 }
@@ -304,5 +294,5 @@ static void add_block(void *ctx, int bl)
 void cpu_add(cdp_backend *be, const float *a, const float *b, float *y, size_t n)
 {
 	add_job j = { a, b, y, n };
-	cpu_parallel_for(be, nblocks(n), add_block, &j);
+	cpu_parallel_for(be, cpu_nblocks(n), add_block, &j);
 }

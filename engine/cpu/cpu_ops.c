@@ -22,16 +22,6 @@
 #pragma GCC optimize ("tree-vectorize", "vect-cost-model=dynamic", "no-trapping-math")
 #endif
 
-#define ELEM_BLOCK 65536
-
-static int nblocks(size_t n) { return (int)((n + ELEM_BLOCK - 1) / ELEM_BLOCK); }
-
-static void block_range(size_t n, int i, size_t *lo, size_t *hi)
-{
-	*lo = (size_t)i * ELEM_BLOCK;
-	*hi = *lo + ELEM_BLOCK < n ? *lo + ELEM_BLOCK : n;
-}
-
 /* ---- activations (in place allowed: y may be x, dx may be dy) ---- */
 
 typedef struct act_job {
@@ -51,7 +41,7 @@ static void act_fwd_block(void *ctx, int b)
 	float *y = j->y, slope = j->slope;
 	size_t lo, hi;
 
-	block_range(j->n, b, &lo, &hi);
+	cpu_block_range(j->n, b, &lo, &hi);
 	if (j->kind == CDP_ACT_RELU)
 		for (size_t i = lo; i < hi; i++) {
 			float v = x[i];
@@ -74,7 +64,7 @@ static void act_bwd_block(void *ctx, int b)
 	float *dx = j->dx, slope = j->slope;
 	size_t lo, hi;
 
-	block_range(j->n, b, &lo, &hi);
+	cpu_block_range(j->n, b, &lo, &hi);
 	if (j->kind == CDP_ACT_RELU && j->beta == 0.0f)
 		for (size_t i = lo; i < hi; i++) {
 			float g = dy[i];
@@ -100,14 +90,14 @@ static void act_bwd_block(void *ctx, int b)
 void cpu_act_fwd(cdp_backend *be, int kind, float slope, const float *x, float *y, size_t n)
 {
 	act_job j = { kind, slope, 0.0f, x, NULL, y, NULL, n };
-	cpu_parallel_for(be, nblocks(n), act_fwd_block, &j);
+	cpu_parallel_for(be, cpu_nblocks(n), act_fwd_block, &j);
 }
 
 void cpu_act_bwd(cdp_backend *be, int kind, float slope, const float *y,
                  const float *dy, float *dx, float beta, size_t n)
 {
 	act_job j = { kind, slope, beta, y, dy, NULL, dx, n };
-	cpu_parallel_for(be, nblocks(n), act_bwd_block, &j);
+	cpu_parallel_for(be, cpu_nblocks(n), act_bwd_block, &j);
 }
 
 /* ---- pooling: one job per (n,c) plane; idx is h*W+w within the plane ---- */
@@ -293,19 +283,6 @@ static void avgpool_bwd_plane(void *ctx, int t)
 				for (int w = w0; w < w1; w++)
 					dx[h * d->w + w] += g;
 		}
-}
-
-/* PyTorch's rule (ceil_mode=False): out = (in + 2 pad - k) / stride + 1,
- * and pad <= k/2 so that no window lies entirely in the padding. */
-int cdp_pool_desc_init(cdp_pool_desc *d)
-{
-	if (d->n < 1 || d->c < 1 || d->h < 1 || d->w < 1 || d->k < 1 ||
-	    d->stride < 1 || d->pad < 0 || d->pad > d->k / 2 ||
-	    d->h + 2 * d->pad < d->k || d->w + 2 * d->pad < d->k)
-		return -1;
-	d->oh = (d->h + 2 * d->pad - d->k) / d->stride + 1;
-	d->ow = (d->w + 2 * d->pad - d->k) / d->stride + 1;
-	return 0;
 }
 
 void cpu_maxpool_fwd(cdp_backend *be, const cdp_pool_desc *d, const float *x, float *y, int32_t *idx)
