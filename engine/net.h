@@ -45,7 +45,8 @@ typedef struct cdp_layer_ops {
 	int  (*alloc)(cdp_layer *l, cdp_net *net);
 	void (*init)(cdp_layer *l, cdp_net *net, uint64_t seed);
 	void (*forward)(cdp_layer *l, cdp_net *net);
-	/* Accumulates into the input gradients (beta = 1 semantics) and param grads */
+	/* From l->dy: writes input j's gradient with beta l->in_beta[j] (0
+	 * overwrites, 1 adds) and adds to its parameter gradients in net->grads */
 	void (*backward)(cdp_layer *l, cdp_net *net);
 	void (*free)(cdp_layer *l, cdp_net *net);
 } cdp_layer_ops;
@@ -120,13 +121,14 @@ void cdp_net_free(cdp_net *net);
 void cdp_net_init(cdp_net *net, uint64_t seed);
 /* Forward over all layers; output logits at net->layers[out_layer].y */
 void cdp_net_forward(cdp_net *net);
-/* Backward from net->layers[out_layer].dy (set by the loss); zeroes the
- * activation gradients first, accumulates into grads (call cdp_net_zero_grad
- * between steps unless accumulating). on_layer_done, when set, is called
- * after each layer's backward with that layer's index, so a caller can start
- * reducing the gradient bucket of layers that are finished.
- * (The "zeroing" costs nothing: the first writer of each activation
- * gradient overwrites it, see cdp_layer.in_beta. Layers with a fused
+/* Backward from net->layers[out_layer].dy (set by the loss). Activation
+ * gradients are overwritten, never zeroed: the first writer of each, in
+ * backward order, overwrites it and later ones add (cdp_layer.in_beta), and
+ * one that no layer reads is filled with zeros. Parameter gradients are
+ * added to grads, so call cdp_net_zero_grad between steps unless
+ * accumulating micro-batches. on_layer_done, when set, is called after each
+ * layer's backward with that layer's index, so a caller can start reducing
+ * the gradient bucket of layers that are finished. (Layers with a fused
  * activation turn their own dy into the pre-activation gradient in place.
  * Batchnorm's backward uses the batch statistics of the last forward, so
  * call it after a training-mode forward.) */
