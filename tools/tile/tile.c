@@ -321,188 +321,313 @@ static void sample_bytes(int dt, double v, void *out)
 	}
 }
 
+/* One input's cutting state: its buffers, sized once, and the strip being
+ * cut. strip (nb, sh, W) samples with bands bs apart, gstrip (sh, W) GDAL's
+ * mask, lstrip (sh, W) labels; tile (nb, S, S) samples, m (S, S) the tile's
+ * mask (0 invalid, 255 valid), lt (S, S) its labels, ft (nb, S, S) the
+ * standardized tile. */
+typedef struct cutter {
+	ctx *c;
+	input *in;
+	size_t np, dsz, lsz;       /* S*S, sample and label sizes */
+	char *strip, *tile, *scratch;
+	uint8_t *lstrip, *gstrip, *m, *lt;
+	float *ft;
+	unsigned char padv[8];     /* the padding sample */
+	cdp_buf enc;
+	uint64_t y0;               /* the strip's first row */
+	int sh;                    /* its rows, S but at a shifted or padded edge */
+	size_t bs;                 /* band stride in the strip: sh * W */
+} cutter;
+
+static void cut_free(cutter *k)
+{
+	cdp_buf_free(&k->enc);
+	free(k->strip);
+	free(k->tile);
+	free(k->scratch);
+	free(k->lstrip);
+	free(k->gstrip);
+	free(k->m);
+	free(k->lt);
+	free(k->ft);
+}
+
+/* Sizes and allocates k's buffers for input in; on failure the caller
+ * still calls cut_free. */
+static int cut_alloc(cutter *k, ctx *c, input *in)
+{
+	const cdp_tile_opts *o = c->o;
+	const int S = c->S;
+	const uint64_t W = in->ri->width;
+	const int png = o->outdir && o->format == CDP_TILE_PNG;
+	size_t sn, tn, t8;
+
+	memset(k, 0, sizeof(*k));
+	k->c = c;
+	k->in = in;
+	k->np = (size_t)S * S;
+	k->dsz = cdp_dtype_size(in->dt);
+	k->lsz = in->lkind == CDP_LABEL_U16 ? 2 : 1;
+	/* Sizes: strip nb*S*W samples, tile nb*S*S samples. */
+	if (cdp_mul_size((size_t)in->nb * S, (size_t)W, &sn) ||
+	    cdp_mul_size(sn, k->dsz, &sn) || cdp_mul_size((size_t)in->nb, k->np, &tn) ||
+	    cdp_mul_size(tn, 8, &t8)) {
+		ERR(c, "'%s': a strip of %d rows is too large", in->path, S);
+		return CDP_EOVERFLOW;
+	}
+	k->strip = malloc(sn);
+	k->tile = malloc(tn * k->dsz);
+	k->m = malloc(k->np);
+	k->gstrip = malloc((size_t)S * W);
+	if (in->lkind) {
+		k->lstrip = malloc((size_t)S * W * k->lsz);
+		k->lt = malloc(k->np * k->lsz);
+	}
+	if (o->standardize)
+		k->ft = malloc(tn * sizeof(float));
+	if (png)
+		k->scratch = malloc(tn * k->dsz);
+	if (!k->strip || !k->tile || !k->m || !k->gstrip ||
+	    (in->lkind && (!k->lstrip || !k->lt)) || (o->standardize && !k->ft) ||
+	    (png && !k->scratch)) {
+		ERR(c, "'%s': out of memory for a strip of %d rows", in->path, S);
+		return CDP_ENOMEM;
+	}
+	sample_bytes(in->dt, in->has_nd && nd_fits(in->dt, in->nd) ? in->nd : 0,
+	             k->padv);
+	return CDP_OK;
+}
+
+/* --standardize without --stats: this input's own per-band mean and std
+ * (c->mean, c->std [nb]), a pass over the raster through k's buffers. */
+static int cut_stats(cutter *k)
+{
+	ctx *c = k->c;
+	double *nm = realloc(c->mean, sizeof(double) * k->in->nb), *ns;
+
+	if (nm)
+		c->mean = nm;
+	ns = nm ? realloc(c->std, sizeof(double) * k->in->nb) : NULL;
+	if (!ns) {
+		ERR(c, "out of memory");
+		return CDP_ENOMEM;
+	}
+	c->std = ns;
+	return tile_stats_compute(c, k->in, k->strip, k->gstrip);
+}
+
+/* Reads the strip of sh rows from row y0: the bands, GDAL's mask where the
+ * dataset has one, the label. */
+static int cut_read_strip(cutter *k, uint64_t y0, int sh)
+{
+	ctx *c = k->c;
+	input *in = k->in;
+	const int W = (int)in->ri->width;
+	char msg[512];
+	int rc;
+
+	k->y0 = y0;
+	k->sh = sh;
+	k->bs = (size_t)sh * in->ri->width;
+	if ((rc = cdp_raster_read(in->r, in->bands, in->nb, 0, (int64_t)y0, W, sh,
+	                          k->strip, msg, sizeof(msg))) ||
+	    (in->use_mask &&
+	     (rc = cdp_raster_read_mask(in->r, in->bands[0], 0, (int64_t)y0, W, sh,
+	                                k->gstrip, msg, sizeof(msg))))) {
+		ERR(c, "cannot read '%s': %s", in->path, msg);
+		return rc;
+	}
+	if (in->lkind && (rc = cdp_raster_read(in->lab, (const int[]){ 1 }, 1, 0,
+	                                       (int64_t)y0, W, sh, k->lstrip, msg,
+	                                       sizeof(msg)))) {
+		ERR(c, "cannot read '%s': %s", in->lpath, msg);
+		return rc;
+	}
+	return CDP_OK;
+}
+
+/* The tile's samples: columns [x0, x0 + tw) of the strip's sh rows, the
+ * rest of the (S, S) tile the padding sample. */
+static void cut_copy(cutter *k, uint64_t x0, int tw)
+{
+	const int S = k->c->S;
+	const uint64_t W = k->in->ri->width;
+	const size_t dsz = k->dsz;
+
+	for (int b = 0; b < k->in->nb; b++)
+		for (int y = 0; y < S; y++) {
+			char *d = k->tile + ((size_t)b * k->np + (size_t)y * S) * dsz;
+			int from = 0;
+			if (y < k->sh) {
+				memcpy(d, k->strip + (b * k->bs + y * W + x0) * dsz,
+				       (size_t)tw * dsz);
+				from = tw;
+			}
+			for (int x = from; x < S; x++)
+				memcpy(d + (size_t)x * dsz, k->padv, dsz);
+		}
+}
+
+/* The tile's mask: valid inside the raster unless nodata (every band equal
+ * to it) or masked by GDAL. Returns the number of valid pixels. */
+static size_t cut_mask(cutter *k, uint64_t x0, int tw)
+{
+	const input *in = k->in;
+	const int S = k->c->S;
+	const uint64_t W = in->ri->width;
+	size_t valid = 0;
+
+	memset(k->m, 0, k->np);
+	for (int y = 0; y < k->sh; y++)
+		memset(k->m + (size_t)y * S, 255, (size_t)tw);
+	if (in->has_nd)
+		tile_mark_nodata(k->strip + x0 * k->dsz, in->dt, in->nb, k->bs, W, tw,
+		                 k->sh, in->nd, k->m, S);
+	for (int y = 0; in->use_mask && y < k->sh; y++)
+		for (int x = 0; x < tw; x++)
+			if (!k->gstrip[y * W + x0 + x])
+				k->m[(size_t)y * S + x] = 0;
+	for (size_t p = 0; p < k->np; p++)
+		valid += k->m[p] != 0;
+	return valid;
+}
+
+/* The tile's labels: the label strip's at valid pixels, the ignore value
+ * elsewhere (padding included). */
+static void cut_labels(cutter *k, uint64_t x0, int tw)
+{
+	const input *in = k->in;
+	const int S = k->c->S;
+	const uint64_t W = in->ri->width;
+
+	for (int y = 0; y < S; y++)
+		for (int x = 0; x < S; x++) {
+			size_t p = (size_t)y * S + x;
+			uint32_t v = in->ignore;
+			if (y < k->sh && x < tw && k->m[p])
+				v = k->lsz == 1 ? k->lstrip[y * W + x0 + x]
+				    : ((uint16_t *)k->lstrip)[y * W + x0 + x];
+			if (k->lsz == 1)
+				k->lt[p] = (uint8_t)v;
+			else
+				((uint16_t *)k->lt)[p] = (uint16_t)v;
+		}
+}
+
+/* --standardize: ft = (x - mean) / std per band at valid pixels, 0 at the
+ * others. */
+static void cut_standardize(cutter *k)
+{
+	const ctx *c = k->c;
+
+	for (int b = 0; b < k->in->nb; b++)
+		for (size_t p = 0; p < k->np; p++)
+			k->ft[b * k->np + p] = k->m[p] ? (float)((cdp_dtype_get(k->in->dt,
+			    k->tile, b * k->np + p) - c->mean[b]) / c->std[b]) : 0.0f;
+}
+
+/* The record of the tile at column x0 of the strip, of input number idx,
+ * pointing into k's tile buffers. */
+static void cut_record(const cutter *k, size_t idx, uint64_t x0, size_t valid,
+                       cdp_record *rec)
+{
+	const cdp_tile_opts *o = k->c->o;
+	const input *in = k->in;
+	const double *g = in->ri->gt;
+	const uint64_t y0 = k->y0;
+
+	memset(rec, 0, sizeof(*rec));
+	rec->dtype = in->odt;
+	rec->label_kind = in->lkind;
+	rec->compression = o->zlevel ? CDP_COMP_ZLIB : CDP_COMP_NONE;
+	rec->flags = (in->has_nd && !o->standardize ? CDP_REC_NODATA : 0) |
+	             (valid < k->np ? CDP_REC_MASK : 0);
+	rec->bands = (uint32_t)in->nb;
+	rec->height = rec->width = (uint32_t)k->c->S;
+	rec->x_off = (int64_t)x0;
+	rec->y_off = (int64_t)y0;
+	rec->gt[0] = g[0] + (double)x0 * g[1] + (double)y0 * g[2];
+	rec->gt[1] = g[1];
+	rec->gt[2] = g[2];
+	rec->gt[3] = g[3] + (double)x0 * g[4] + (double)y0 * g[5];
+	rec->gt[4] = g[4];
+	rec->gt[5] = g[5];
+	rec->source = (uint32_t)idx;
+	rec->label_ignore = in->lkind ? in->ignore : 0;
+	rec->nodata = rec->flags & CDP_REC_NODATA ? in->nd : 0;
+	rec->image = o->standardize ? (const void *)k->ft : k->tile;
+	rec->label = in->lkind ? k->lt : NULL;
+	rec->mask = valid < k->np ? k->m : NULL;
+}
+
+/* Tile (r, col) of the current strip: cut, dropped when too much of it is
+ * invalid (--max-nodata), else written as a file or a stream frame. */
+static int cut_tile(cutter *k, size_t idx, uint64_t r, uint64_t col)
+{
+	ctx *c = k->c;
+	const cdp_tile_opts *o = c->o;
+	input *in = k->in;
+	const uint64_t W = in->ri->width;
+	const uint64_t x0 = grid_off(col, W, c->S, c->T, o->edge);
+	const int tw = (int)(W - x0 < (uint64_t)c->S ? W - x0 : (uint64_t)c->S);
+	char key[CDP_KEY_MAX];
+	cdp_record rec;
+	size_t valid;
+	int rc;
+
+	cut_copy(k, x0, tw);
+	valid = cut_mask(k, x0, tw);
+	if (o->max_nodata < 0 ? valid == 0
+	    : (double)(k->np - valid) / (double)k->np > o->max_nodata) {
+		c->res->dropped++;
+		return CDP_OK;
+	}
+	if (in->lkind)
+		cut_labels(k, x0, tw);
+	if (o->standardize)
+		cut_standardize(k);
+	cut_record(k, idx, x0, valid, &rec);
+	if ((rc = cdp_key_format(key, sizeof(key), in->name, r, in->rdig, col,
+	                         in->cdig))) {
+		ERR(c, "'%s': cannot form a key for name '%s'", in->path, in->name);
+		return rc;
+	}
+	rc = o->outdir ? tile_emit_files(c, in, key, &rec, k->scratch)
+	               : tile_emit_record(c, key, &rec, &k->enc);
+	if (rc)
+		return rc;
+	c->res->written++;
+	return CDP_OK;
+}
+
 /* Tiles one input: a strip (nb, sh, W) per row of tiles, cut into (nb, S, S)
  * tiles with their (S, S) mask and label. */
 static int cut_input(ctx *c, size_t idx, input *in)
 {
 	const cdp_tile_opts *o = c->o;
-	const int S = c->S;
-	const uint64_t W = in->ri->width, H = in->ri->height;
-	const size_t np = (size_t)S * S, dsz = cdp_dtype_size(in->dt);
-	const size_t lsz = in->lkind == CDP_LABEL_U16 ? 2 : 1;
-	const double *g = in->ri->gt;
-	size_t sn, tn, t8;
-	char *strip = NULL, *tile = NULL, *scratch = NULL, msg[512];
-	char key[CDP_KEY_MAX];
-	uint8_t *lstrip = NULL, *gstrip = NULL, *m = NULL, *lt = NULL;
-	float *ft = NULL;
-	unsigned char padv[8];
-	cdp_buf enc = { 0 };
-	cdp_record rec;
-	int rc = CDP_OK;
+	const uint64_t H = in->ri->height;
+	cutter k;
+	int rc;
 
-	/* Sizes: strip nb*S*W samples, tile nb*S*S samples. */
-	if (cdp_mul_size((size_t)in->nb * S, (size_t)W, &sn) ||
-	    cdp_mul_size(sn, dsz, &sn) || cdp_mul_size((size_t)in->nb, np, &tn) ||
-	    cdp_mul_size(tn, 8, &t8)) {
-		ERR(c, "'%s': a strip of %d rows is too large", in->path, S);
-		return CDP_EOVERFLOW;
-	}
-	strip = malloc(sn);
-	tile = malloc(tn * dsz);
-	m = malloc(np);
-	gstrip = malloc((size_t)S * W);
-	if (in->lkind) {
-		lstrip = malloc((size_t)S * W * lsz);
-		lt = malloc(np * lsz);
-	}
-	if (o->standardize)
-		ft = malloc(tn * sizeof(float));
-	if (o->outdir && o->format == CDP_TILE_PNG)
-		scratch = malloc(tn * dsz);
-	if (!strip || !tile || !m || !gstrip || (in->lkind && (!lstrip || !lt)) ||
-	    (o->standardize && !ft) ||
-	    (o->outdir && o->format == CDP_TILE_PNG && !scratch)) {
-		ERR(c, "'%s': out of memory for a strip of %d rows", in->path, S);
-		rc = CDP_ENOMEM;
+	if ((rc = cut_alloc(&k, c, in)) ||
+	    (o->standardize && !o->stats_path && (rc = cut_stats(&k))) ||
+	    (!o->outdir && (rc = tile_emit_source(c, idx, in, &k.enc))))
 		goto out;
-	}
-	if (o->standardize && !o->stats_path) {
-		double *nm = realloc(c->mean, sizeof(double) * in->nb), *ns;
-		if (nm)
-			c->mean = nm;
-		ns = nm ? realloc(c->std, sizeof(double) * in->nb) : NULL;
-		if (!ns) {
-			ERR(c, "out of memory");
-			rc = CDP_ENOMEM;
-			goto out;
-		}
-		c->std = ns;
-		if ((rc = tile_stats_compute(c, in, strip, gstrip)))
-			goto out;
-	}
-	if (!o->outdir && (rc = tile_emit_source(c, idx, in, &enc)))
-		goto out;
-	sample_bytes(in->dt, in->has_nd && nd_fits(in->dt, in->nd) ? in->nd : 0,
-	             padv);
-
 	for (uint64_t r = 0; r < in->rows; r++) {
-		uint64_t y0 = grid_off(r, H, S, c->T, o->edge);
-		int sh = (int)(H - y0 < (uint64_t)S ? H - y0 : (uint64_t)S);
-		size_t bs = (size_t)sh * W;      /* band stride in the strip */
+		uint64_t y0 = grid_off(r, H, c->S, c->T, o->edge);
+		int sh = (int)(H - y0 < (uint64_t)c->S ? H - y0 : (uint64_t)c->S);
 
-		if ((rc = cdp_raster_read(in->r, in->bands, in->nb, 0, (int64_t)y0,
-		                          (int)W, sh, strip, msg, sizeof(msg))) ||
-		    (in->use_mask &&
-		     (rc = cdp_raster_read_mask(in->r, in->bands[0], 0, (int64_t)y0,
-		                                (int)W, sh, gstrip, msg, sizeof(msg))))) {
-			ERR(c, "cannot read '%s': %s", in->path, msg);
+		if ((rc = cut_read_strip(&k, y0, sh)))
 			goto out;
-		}
-		if (in->lkind && (rc = cdp_raster_read(in->lab, (const int[]){ 1 }, 1,
-		                                       0, (int64_t)y0, (int)W, sh,
-		                                       lstrip, msg, sizeof(msg)))) {
-			ERR(c, "cannot read '%s': %s", in->lpath, msg);
-			goto out;
-		}
-		for (uint64_t col = 0; col < in->cols; col++) {
-			uint64_t x0 = grid_off(col, W, S, c->T, o->edge);
-			int tw = (int)(W - x0 < (uint64_t)S ? W - x0 : (uint64_t)S);
-			size_t valid = 0;
-
-			for (int b = 0; b < in->nb; b++)
-				for (int y = 0; y < S; y++) {
-					char *d = tile + ((size_t)b * np + (size_t)y * S) * dsz;
-					int from = 0;
-					if (y < sh) {
-						memcpy(d, strip + (b * bs + y * W + x0) * dsz,
-						       (size_t)tw * dsz);
-						from = tw;
-					}
-					for (int x = from; x < S; x++)
-						memcpy(d + (size_t)x * dsz, padv, dsz);
-				}
-			memset(m, 0, np);
-			for (int y = 0; y < sh; y++)
-				memset(m + (size_t)y * S, 255, (size_t)tw);
-			if (in->has_nd)
-				tile_mark_nodata(strip + x0 * dsz, in->dt, in->nb, bs, W, tw,
-				                 sh, in->nd, m, S);
-			for (int y = 0; in->use_mask && y < sh; y++)
-				for (int x = 0; x < tw; x++)
-					if (!gstrip[y * W + x0 + x])
-						m[(size_t)y * S + x] = 0;
-			for (size_t p = 0; p < np; p++)
-				valid += m[p] != 0;
-			if (o->max_nodata < 0 ? valid == 0
-			    : (double)(np - valid) / (double)np > o->max_nodata) {
-				c->res->dropped++;
-				continue;
-			}
-			for (int y = 0; in->lkind && y < S; y++)
-				for (int x = 0; x < S; x++) {
-					size_t p = (size_t)y * S + x;
-					uint32_t v = in->ignore;
-					if (y < sh && x < tw && m[p])
-						v = lsz == 1 ? lstrip[y * W + x0 + x]
-						    : ((uint16_t *)lstrip)[y * W + x0 + x];
-					if (lsz == 1)
-						lt[p] = (uint8_t)v;
-					else
-						((uint16_t *)lt)[p] = (uint16_t)v;
-				}
-			for (int b = 0; o->standardize && b < in->nb; b++)
-				for (size_t p = 0; p < np; p++)
-					ft[b * np + p] = m[p] ? (float)((cdp_dtype_get(in->dt,
-					    tile, b * np + p) - c->mean[b]) / c->std[b]) : 0.0f;
-
-			memset(&rec, 0, sizeof(rec));
-			rec.dtype = in->odt;
-			rec.label_kind = in->lkind;
-			rec.compression = o->zlevel ? CDP_COMP_ZLIB : CDP_COMP_NONE;
-			rec.flags = (in->has_nd && !o->standardize ? CDP_REC_NODATA : 0) |
-			            (valid < np ? CDP_REC_MASK : 0);
-			rec.bands = (uint32_t)in->nb;
-			rec.height = rec.width = (uint32_t)S;
-			rec.x_off = (int64_t)x0;
-			rec.y_off = (int64_t)y0;
-			rec.gt[0] = g[0] + (double)x0 * g[1] + (double)y0 * g[2];
-			rec.gt[1] = g[1];
-			rec.gt[2] = g[2];
-			rec.gt[3] = g[3] + (double)x0 * g[4] + (double)y0 * g[5];
-			rec.gt[4] = g[4];
-			rec.gt[5] = g[5];
-			rec.source = (uint32_t)idx;
-			rec.label_ignore = in->lkind ? in->ignore : 0;
-			rec.nodata = rec.flags & CDP_REC_NODATA ? in->nd : 0;
-			rec.image = o->standardize ? (const void *)ft : tile;
-			rec.label = in->lkind ? lt : NULL;
-			rec.mask = valid < np ? m : NULL;
-			if ((rc = cdp_key_format(key, sizeof(key), in->name, r, in->rdig,
-			                         col, in->cdig))) {
-				ERR(c, "'%s': cannot form a key for name '%s'", in->path,
-				    in->name);
+		for (uint64_t col = 0; col < in->cols; col++)
+			if ((rc = cut_tile(&k, idx, r, col)))
 				goto out;
-			}
-			rc = o->outdir ? tile_emit_files(c, in, key, &rec, scratch)
-			               : tile_emit_record(c, key, &rec, &enc);
-			if (rc)
-				goto out;
-			c->res->written++;
-		}
 		c->prog.done += in->cols;
 		cdp_progress_update(&c->prog, c->prog.done);
 	}
 out:
-	cdp_buf_free(&enc);
-	free(strip);
-	free(tile);
-	free(scratch);
-	free(lstrip);
-	free(gstrip);
-	free(m);
-	free(lt);
-	free(ft);
+	cut_free(&k);
 	return rc;
 }
 
