@@ -57,10 +57,10 @@ void cdp_train_opts_init(cdp_train_opts *o);
 
 /* Runs the training. Returns 0 on success, 1 on a failure that every rank
  * agreed on before training started (each rank with an error printed it),
- * 3 when stopped by SIGINT/SIGTERM after writing a checkpoint (and printing
- * so). A failure during training ends the whole job through cdp_dist_abort
- * and does not return. cdp-train exits 1 for both 1 and 3 (cdp-train(1),
- * EXIT STATUS): its caller learns of the stop from the message. */
+ * 3 when stopped by SIGINT/SIGTERM after writing a checkpoint (rank 0
+ * prints so). A failure during training ends the whole job through cdp_dist_abort
+ * and does not return. cdp-train's main exits 1 for both 1 and 3
+ * (cdp-train(1), EXIT STATUS); the stop is told apart by its message. */
 int cdp_train_run(const cdp_train_opts *o);
 
 /* The SIGINT/SIGTERM flag, set by main's handler, read at every micro-batch. */
