@@ -317,6 +317,23 @@ struct cdp_backend {
 	                  const int32_t *x0, const float *w1, float *sum);
 };
 
+/* Every op of struct cdp_backend, in declaration order: a backend sets them
+ * all. An op added to the struct goes here too (tests/engine/test_backend_table.c
+ * checks the list against the struct's size, and that both backends set
+ * every entry). */
+#define CDP_BACKEND_OPS(X) \
+	X(alloc) X(free) X(to_device) X(to_host) X(copy) X(sync) X(set_threads) \
+	X(set_precision) X(destroy) \
+	X(host_alloc) X(host_free) X(to_device_async) X(copy_fence) X(copy_wait) X(stream) \
+	X(gemm) X(fill) X(scale) X(axpy) X(sumsq) \
+	X(conv_workspace) X(conv_fwd) X(conv_bwd_data) X(conv_bwd_filter) \
+	X(bn_fwd_train) X(bn_fwd_infer) X(bn_bwd) X(act_fwd) X(act_bwd) \
+	X(maxpool_fwd) X(maxpool_bwd) X(avgpool_fwd) X(avgpool_bwd) \
+	X(upsample_fwd) X(upsample_bwd) X(chan_copy) X(chan_slice) \
+	X(dropout_fwd) X(dropout_bwd) X(gap_fwd) X(gap_bwd) X(bias_add) X(bias_grad) X(add) \
+	X(softmax_ce) X(bce_logits) X(dice_logits) X(argmax) X(confusion) \
+	X(sgd_step) X(adamw_step) X(prep_batch) X(win_gather) X(win_blend)
+
 /* numpy's "reflect" padding (no edge repeated) of index i into [0, n),
  * n >= 1: the column rule of win_gather, and cdp-predict's for rows. */
 static inline CDP_HOST_DEVICE int cdp_reflect(long i, long n)

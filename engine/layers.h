@@ -1,9 +1,11 @@
 /* layers.h: what the layer files (layers/<type>.c) share with net.c.
  * Private to the engine; users include net.h.
  *
- * Every layer file defines one `const cdp_layer_ops cdp_layer_<type>`,
- * listed in net.c's registry. The helpers below are implemented in net.c,
- * except the pooling ones.
+ * Every layer file defines one `const cdp_layer_ops cdp_layer_<type>`
+ * whose .type is "<type>", and adds X(<type>) to CDP_LAYERS below: the one
+ * list that net.c's registry and the tests (tests/engine/test_model_doc.c
+ * holds it against cdp-model(5)) read. The helpers below are implemented
+ * in layer_common.c, except the pooling ones.
  */
 #ifndef CDP_LAYERS_H
 #define CDP_LAYERS_H
@@ -11,10 +13,15 @@
 #include <stddef.h>
 #include "net.h"
 
-extern const cdp_layer_ops cdp_layer_conv, cdp_layer_deconv, cdp_layer_bn,
-	cdp_layer_relu, cdp_layer_leaky, cdp_layer_maxpool, cdp_layer_avgpool,
-	cdp_layer_gap, cdp_layer_upsample, cdp_layer_concat, cdp_layer_add,
-	cdp_layer_dropout, cdp_layer_dense;
+/* Every layer type, in the registry's order: X(type) names the cfg section
+ * [type] and the table cdp_layer_type. */
+#define CDP_LAYERS(X) \
+	X(conv) X(deconv) X(bn) X(relu) X(leaky) X(maxpool) X(avgpool) X(gap) \
+	X(upsample) X(concat) X(add) X(dropout) X(dense)
+
+#define CDP_LAYER_DECLARE(type) extern const cdp_layer_ops cdp_layer_##type;
+CDP_LAYERS(CDP_LAYER_DECLARE)
+#undef CDP_LAYER_DECLARE
 
 /* Elements of one sample of shape s, and of the whole batch. */
 static inline size_t cdp_shape_numel(cdp_shape s) { return (size_t)s.c * s.h * s.w; }

@@ -59,4 +59,4 @@ EXTRA_DIST += $(CUDA_KERN_SRCS) engine/cuda/cuda_kern_int.cuh
 # select (device.c), and what both use.
 ENGINE_LIBS = engine/libcdpengine.a $(CUDA_LINK) $(CDP_LIBS) $(OPENBLAS_LIBS) -lpthread -lm
 
-dist_man_MANS += man/cdp-checkpoint.5
+dist_man_MANS += man/cdp-checkpoint.5 man/cdp-model.5

@@ -31,12 +31,9 @@
 #include "cdp_rng.h"
 #include "layers.h"
 
-static const cdp_layer_ops *const registry[] = {
-	&cdp_layer_conv, &cdp_layer_deconv, &cdp_layer_bn, &cdp_layer_relu,
-	&cdp_layer_leaky, &cdp_layer_maxpool, &cdp_layer_avgpool, &cdp_layer_gap,
-	&cdp_layer_upsample, &cdp_layer_concat, &cdp_layer_add, &cdp_layer_dropout,
-	&cdp_layer_dense,
-};
+#define REGISTRY_ENTRY(type) &cdp_layer_##type,
+static const cdp_layer_ops *const registry[] = { CDP_LAYERS(REGISTRY_ENTRY) };
+#undef REGISTRY_ENTRY
 
 const cdp_layer_ops *cdp_layer_ops_find(const char *type)
 {

@@ -103,7 +103,13 @@ void cu_fetch_results(cdp_backend *be);
 void cu_ops_init(cdp_backend *be);
 void cu_conv_init(cdp_backend *be);
 void cu_conv_free(cdp_backend *be);
+void cu_dnn_ops(cdp_backend *be);
 int cu_dnn_init(cdp_backend *be, char *err, size_t cap);   /* 0 or -1 with a reason */
 void cu_dnn_free(cdp_backend *be);
+/* cuda_backend.c: puts every op of the backend into be's table and nothing
+ * else, touching no device: cdp_backend_cuda's last step, and how
+ * tests/engine/test_backend_table.c checks without a GPU that no op is
+ * missing. */
+void cu_table(cdp_backend *be);
 
 #endif

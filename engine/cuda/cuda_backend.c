@@ -374,6 +374,29 @@ static int cu_libs(cdp_backend *be, int device, char *err, size_t cap)
 	return cu_dnn_init(be, err, cap);
 }
 
+void cu_table(cdp_backend *be)
+{
+	be->alloc = cu_alloc;
+	be->free = cu_free;
+	be->to_device = cu_to_device;
+	be->to_host = cu_to_host;
+	be->copy = cu_copy;
+	be->sync = cu_sync;
+	be->set_threads = cu_set_threads;
+	be->set_precision = cu_set_precision;
+	be->destroy = cu_destroy;
+	be->host_alloc = cu_host_alloc;
+	be->host_free = cu_host_free;
+	be->to_device_async = cu_to_device_async;
+	be->copy_fence = cu_copy_fence;
+	be->copy_wait = cu_copy_wait;
+	be->stream = cu_stream;
+	be->prep_batch = cu_prep_batch;
+	cu_ops_init(be);
+	cu_conv_init(be);
+	cu_dnn_ops(be);
+}
+
 cdp_backend *cdp_backend_cuda(int device, char *err, size_t cap)
 {
 	cdp_backend *be = NULL;
@@ -424,25 +447,7 @@ cdp_backend *cdp_backend_cuda(int device, char *err, size_t cap)
 	TRY_CUDA(cudaHostAlloc((void **)&im->hres, 2 * sizeof(double), cudaHostAllocPortable));
 	if (cu_libs(be, device, err, cap) < 0)
 		goto fail;
-
-	be->alloc = cu_alloc;
-	be->free = cu_free;
-	be->to_device = cu_to_device;
-	be->to_host = cu_to_host;
-	be->copy = cu_copy;
-	be->sync = cu_sync;
-	be->set_threads = cu_set_threads;
-	be->set_precision = cu_set_precision;
-	be->destroy = cu_destroy;
-	be->host_alloc = cu_host_alloc;
-	be->host_free = cu_host_free;
-	be->to_device_async = cu_to_device_async;
-	be->copy_fence = cu_copy_fence;
-	be->copy_wait = cu_copy_wait;
-	be->stream = cu_stream;
-	be->prep_batch = cu_prep_batch;
-	cu_ops_init(be);
-	cu_conv_init(be);
+	cu_table(be);
 	return be;
 fail:
 	cu_destroy(be);

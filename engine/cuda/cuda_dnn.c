@@ -261,6 +261,11 @@ int cu_dnn_init(cdp_backend *be, char *err, size_t cap)
 		snprintf(err, cap, "cannot set up cuDNN descriptors: %s", cudnnGetErrorString(s));
 		return -1;
 	}
+	return 0;
+}
+
+void cu_dnn_ops(cdp_backend *be)
+{
 	be->bn_fwd_train = cu_bn_fwd_train;
 	be->bn_fwd_infer = cu_bn_fwd_infer;
 	be->bn_bwd = cu_bn_bwd;
@@ -270,7 +275,6 @@ int cu_dnn_init(cdp_backend *be, char *err, size_t cap)
 	be->maxpool_bwd = cu_maxpool_bwd;
 	be->avgpool_fwd = cu_avgpool_fwd;
 	be->avgpool_bwd = cu_avgpool_bwd;
-	return 0;
 }
 
 void cu_dnn_free(cdp_backend *be)
