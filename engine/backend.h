@@ -287,7 +287,7 @@ struct cdp_backend {
 	 *       vflip, img[i] = rot90(B, rot) counter-clockwise over (H, W), i.e.
 	 *   img[i][ch][p][q] = B[ch][p][q], B[ch][q][ow'-1-p], B[ch][oh'-1-p][ow'-1-q],
 	 *                      B[ch][oh'-1-q][p]  for rot = 0, 1, 2, 3
-	 * (tools/train/augment.h's convention). mean, inv: device (c). lab_raw
+	 * (engine/augment.h's convention). mean, inv: device (c). lab_raw
 	 * (n, h, w) int32 or NULL -> lab (n, oh, ow) with the same transform. */
 	void (*prep_batch)(cdp_backend *be, int dt, int n, int c, int h, int w, const void *raw,
 	                   const float *mean, const float *inv, const cdp_prep_aug *aug,

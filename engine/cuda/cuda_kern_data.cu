@@ -8,7 +8,7 @@
  * cdp_prep_aug, all on the device. Output img (n, c, oh, ow) =
  * (raw - mean[ch]) * inv[ch] in float, and lab (n, oh, ow) from lab_raw
  * (n, h, w) int32 when lab_raw is not NULL, both through aug[s]'s crop,
- * flips and quarter turns (tools/train/augment.h's convention). Each raw
+ * flips and quarter turns (engine/augment.h's convention). Each raw
  * value becomes a float with one rounding, as the CPU's double-then-float
  * path gives, so img agrees with cpu_data.c bit for bit.
  *

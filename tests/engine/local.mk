@@ -7,7 +7,7 @@ ENGINE_TESTS = tests/engine/test_backend tests/engine/test_grad tests/engine/tes
 	tests/engine/test_cfg tests/engine/test_loss tests/engine/test_optim \
 	tests/engine/test_checkpoint tests/engine/test_ckpt_rank \
 	tests/engine/test_overfit tests/engine/test_determinism tests/engine/test_window \
-	tests/engine/test_metrics tests/engine/test_backend_table tests/engine/test_model_doc
+	tests/engine/test_metrics tests/engine/test_augment tests/engine/test_backend_table tests/engine/test_model_doc
 UNIT_TESTS += $(ENGINE_TESTS)
 check_PROGRAMS += $(ENGINE_TESTS) tests/engine/model_dump
 ENGINE_TEST_CPPFLAGS = $(ENGINE_CPPFLAGS) -I$(top_srcdir)/tests/unit -DCDP_SRCDIR='"$(abs_top_srcdir)"'
@@ -53,10 +53,12 @@ tests_engine_test_metrics_LDADD = $(ENGINE_LIBS)
 tests_engine_test_backend_table_SOURCES = tests/engine/test_backend_table.c
 tests_engine_test_backend_table_CPPFLAGS = $(ENGINE_TEST_CPPFLAGS) $(CUDA_CPPFLAGS)
 tests_engine_test_backend_table_LDADD = $(ENGINE_LIBS)
-# It sees which options the code reads by wrapping the cfg lookups, and
-# builds cdp-train's augment.c in for the augmentation keys of [net].
-tests_engine_test_model_doc_SOURCES = tests/engine/test_model_doc.c tools/train/augment.c
-tests_engine_test_model_doc_CPPFLAGS = $(ENGINE_TEST_CPPFLAGS) -I$(top_srcdir)/tools/train
+# It sees which options the code reads by wrapping the cfg lookups.
+tests_engine_test_model_doc_SOURCES = tests/engine/test_model_doc.c
+tests_engine_test_model_doc_CPPFLAGS = $(ENGINE_TEST_CPPFLAGS)
 tests_engine_test_model_doc_LDFLAGS = $(AM_LDFLAGS) \
 	-Wl,--wrap=cdp_cfg_str -Wl,--wrap=cdp_cfg_int -Wl,--wrap=cdp_cfg_float
 tests_engine_test_model_doc_LDADD = $(ENGINE_LIBS)
+tests_engine_test_augment_SOURCES = tests/engine/test_augment.c
+tests_engine_test_augment_CPPFLAGS = $(ENGINE_TEST_CPPFLAGS)
+tests_engine_test_augment_LDADD = $(ENGINE_LIBS)

@@ -1,5 +1,5 @@
 # tools/train/: cdp-train. Its library holds the loader of the central pool
-# (loader*.c, augment.c) and the training loop (train*.c), which the tests
+# (loader*.c) and the training loop (train*.c), which the tests
 # and benchmarks link; main.c is the command line over cdp_train_run.
 noinst_LIBRARIES += tools/train/libcdptrain.a
 TRAIN_CPPFLAGS = $(DIST_CPPFLAGS) -I$(top_srcdir)/tools/train $(PNG_CFLAGS)
@@ -7,7 +7,6 @@ tools_train_libcdptrain_a_CPPFLAGS = $(TRAIN_CPPFLAGS)
 tools_train_libcdptrain_a_SOURCES = \
 	tools/train/loader.h tools/train/loader_int.h tools/train/loader.c tools/train/loader_open.c \
 	tools/train/loader_sample.c tools/train/loader_conv.c \
-	tools/train/augment.c tools/train/augment.h \
 	tools/train/train.h tools/train/train_int.h \
 	tools/train/train.c tools/train/train_setup.c tools/train/train_sync.c \
 	tools/train/train_eval.c tools/train/train_log.c
