@@ -68,8 +68,9 @@ int cdp_cli_getopt(int argc, char *const argv[], const char *shortopts,
                    const struct option *longopts)
 {
 	char opts[256];
+	const struct option *lo;
 	const char *el;
-	int c, amb;
+	int c, amb = 0;
 
 	/* a leading ':' makes a missing argument ':' rather than '?' */
 	if (snprintf(opts, sizeof opts, ":%s", shortopts) >= (int)sizeof opts)
@@ -82,17 +83,20 @@ int cdp_cli_getopt(int argc, char *const argv[], const char *shortopts,
 	/* getopt_long steps past a long option it refuses, so argv[optind-1]
 	 * is that option; a short one is named by optopt. */
 	el = optind > 0 && optind <= argc ? argv[optind - 1] : "";
-	if (strncmp(el, "--", 2) == 0 && (c == ':' || optopt == 0 ||
-	                                  find_long(el, longopts, &amb))) {
+	/* optopt is 0 for an unknown long option and the option's value for a
+	 * known one misused; a bad "-x" inside "-xq" leaves optind on its
+	 * element, so el may be an earlier, good option: check it is this one */
+	lo = strncmp(el, "--", 2) == 0 ? find_long(el, longopts, &amb) : NULL;
+	if (lo && lo->flag == NULL && lo->val == optopt && optopt != 0) {
 		int len = (int)strcspn(el, "=");
+
 		if (c == ':')
 			say("option '%.*s' needs an argument", len, el);
-		else if (optopt != 0)
-			say("option '%.*s' takes no argument", len, el);
-		else if (find_long(el, longopts, &amb), amb)
-			say("ambiguous option '%.*s' (%s --help lists the options)", len, el, prog);
 		else
-			say("unknown option '%.*s' (%s --help lists the options)", len, el, prog);
+			say("option '%.*s' takes no argument", len, el);
+	} else if (strncmp(el, "--", 2) == 0 && optopt == 0) {
+		say("%s option '%.*s' (%s --help lists the options)", amb ? "ambiguous" : "unknown",
+		    (int)strcspn(el, "="), el, prog);
 	} else if (c == ':') {
 		say("option '-%c' needs an argument", optopt);
 	} else if (optopt > ' ' && optopt < 127) {
