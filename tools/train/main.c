@@ -123,7 +123,7 @@ static int parse_loss_scale(const char *s, double *out)
 	return 0;
 }
 
-/* counts and step numbers: min..INT32_MAX */
+/* counts and step numbers, min..INT32_MAX: 0, or < 0 after the message */
 static int num_long(const char *opt, const char *arg, long min, long *out)
 {
 	return cdp_cli_long(opt, arg, min, INT32_MAX, out);
@@ -199,12 +199,12 @@ int main(int argc, char **argv)
 			o.allreduce = (int)algo;
 			break;
 		case OPT_BATCH:
-			if (num_long("--batch", optarg, 1, &v))
+			if (num_long("--batch", optarg, 1, &v) < 0)
 				goto out;
 			o.batch = (int)v;
 			break;
 		case OPT_CKPT_EVERY:
-			if (num_long("--checkpoint-every", optarg, 0, &o.checkpoint_every))
+			if (num_long("--checkpoint-every", optarg, 0, &o.checkpoint_every) < 0)
 				goto out;
 			break;
 		case OPT_DB: o.db = optarg; break;
@@ -216,7 +216,7 @@ int main(int argc, char **argv)
 			o.device = optarg;
 			break;
 		case OPT_EPOCHS:
-			if (num_long("--epochs", optarg, 1, &o.epochs))
+			if (num_long("--epochs", optarg, 1, &o.epochs) < 0)
 				goto out;
 			break;
 		case OPT_KEYS: o.keys = optarg; break;
@@ -227,7 +227,7 @@ int main(int argc, char **argv)
 			break;
 		case OPT_LOG: o.log_path = optarg; break;
 		case OPT_LOG_EVERY:
-			if (num_long("--log-every", optarg, 1, &o.log_every))
+			if (num_long("--log-every", optarg, 1, &o.log_every) < 0)
 				goto out;
 			break;
 		case OPT_LOSS_SCALE:
@@ -277,7 +277,7 @@ int main(int argc, char **argv)
 			break;
 		case OPT_SKIP_BAD: o.skip_bad = 1; break;
 		case OPT_STEPS:
-			if (num_long("--steps", optarg, 1, &o.steps))
+			if (num_long("--steps", optarg, 1, &o.steps) < 0)
 				goto out;
 			break;
 		case OPT_SYNC:
@@ -288,17 +288,17 @@ int main(int argc, char **argv)
 			}
 			break;
 		case OPT_THREADS:
-			if (num_long("--threads", optarg, 1, &v))
+			if (num_long("--threads", optarg, 1, &v) < 0)
 				goto out;
 			o.threads = (int)v;
 			break;
 		case OPT_VAL_EVERY:
-			if (num_long("--val-every", optarg, 0, &o.val_every))
+			if (num_long("--val-every", optarg, 0, &o.val_every) < 0)
 				goto out;
 			break;
 		case OPT_VAL_KEYS: o.val_keys = optarg; break;
 		case OPT_WARMUP:
-			if (num_long("--warmup", optarg, 0, &o.warmup))
+			if (num_long("--warmup", optarg, 0, &o.warmup) < 0)
 				goto out;
 			break;
 		case OPT_WD:
