@@ -123,7 +123,6 @@ int main(int argc, char **argv)
 		{ "warmup", required_argument, NULL, 'w' },
 		{ NULL, 0, NULL, 0 },
 	};
-	static const char *const precs[] = { "fp32", "tf32", "bf16", "fp16" };
 	const char *ov[MAX_OVERRIDES], *path, *device = "cpu", *prof_path = NULL;
 	int prec = CDP_PREC_FP32;
 	int nov = 0, batch = 8, steps = 5, warmup = 2, threads = 0, shape[3] = { 0, 0, 0 };
@@ -155,9 +154,7 @@ int main(int argc, char **argv)
 			device = optarg;
 			break;
 		case 'p':
-			for (prec = 0; prec < 4 && strcmp(optarg, precs[prec]); prec++)
-				;
-			if (prec == 4)
+			if ((prec = cdp_precision_parse(optarg)) < 0)
 				goto bad;
 			break;
 		case 'P':
@@ -206,7 +203,7 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	if (be->set_precision(be, prec) != 0) {
-		snprintf(err, sizeof err, "the %s backend has no %s", be->name, precs[prec]);
+		snprintf(err, sizeof err, "the %s backend has no %s", be->name, cdp_precision_name(prec));
 		goto fail;
 	}
 	base = maxrss_kib();
@@ -289,12 +286,12 @@ int main(int argc, char **argv)
 	       "\"threads\": %d, \"batch\": %d, "
 	       "\"steps\": %d, \"seconds\": %.6f, \"samples_per_s\": %.4f, \"forward_s\": %.6f, "
 	       "\"backward_s\": %.6f, \"optim_s\": %.6f, \"loss\": %.6f, \"nparams\": %zu, "
-	       "\"maxrss_kib\": %ld, \"base_kib\": %ld}\n", be->name, precs[prec], be->threads,
+	       "\"maxrss_kib\": %ld, \"base_kib\": %ld}\n", be->name, cdp_precision_name(prec), be->threads,
 	       batch, steps, t1, steps * batch / t1, t_fwd, t_bwd, t_opt, res.loss, net.nparams, maxrss_kib(),
 	       base);
 	fflush(stdout);
 	/* the profile after the result line: a failure here loses only itself */
-	if (prof && write_profile(prof_path, &net, precs[prec], steps, t1 / steps) != 0) {
+	if (prof && write_profile(prof_path, &net, cdp_precision_name(prec), steps, t1 / steps) != 0) {
 		snprintf(err, sizeof err, "cannot write '%s': %s", prof_path, strerror(errno));
 		goto fail;
 	}

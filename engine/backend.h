@@ -66,6 +66,12 @@ int cdp_pool_desc_init(cdp_pool_desc *d);
 
 enum { CDP_ACT_RELU = 1, CDP_ACT_LEAKY = 2 };
 enum { CDP_PREC_FP32 = 0, CDP_PREC_TF32 = 1, CDP_PREC_BF16 = 2, CDP_PREC_FP16 = 3 };
+/* The names of --precision (precision.c): "fp32", "tf32", "bf16", "fp16".
+ * cdp_precision_name gives "?" for a value that is none of them;
+ * cdp_precision_parse gives the CDP_PREC_* of a name, or -1. */
+extern const char *const cdp_precision_names[];   /* NULL-terminated */
+const char *cdp_precision_name(int prec);
+int cdp_precision_parse(const char *s);
 
 /* One sample's geometric transform for prep_batch (the fields of augment.h's
  * cdp_aug, repeated here so that backends need not include the trainer's
@@ -359,5 +365,11 @@ cdp_backend *cdp_backend_cpu(int threads);
  * build without CUDA, so `--device auto` needs no #ifdef. */
 cdp_backend *cdp_backend_cuda(int device, char *err, size_t cap);
 int cdp_cuda_device_count(void);
+
+/* What this build of the engine was compiled against, for --version
+ * (features.c): "CUDA: runtime 12.4, cuDNN 9.1.0" (or "CUDA: not built")
+ * and "OpenBLAS: 0.3.21", on two lines. The headers' versions, not the
+ * libraries found at run time. */
+const char *cdp_engine_features(void);
 
 #endif

@@ -9,7 +9,8 @@ engine_libcdpengine_a_CPPFLAGS = $(ENGINE_CPPFLAGS) $(CUDA_CPPFLAGS)
 engine_libcdpengine_a_SOURCES = \
 	engine/backend.h engine/backend.c engine/net.h engine/net.c engine/layers.h \
 	engine/loss.c engine/loss.h engine/optim.c engine/optim.h \
-	engine/device.h engine/device.c engine/augment.h engine/augment.c \
+	engine/device.h engine/device.c engine/precision.c engine/features.c \
+	engine/augment.h engine/augment.c \
 	engine/cpu/cpu.h engine/cpu/cpu_backend.c engine/cpu/cpu_bn.c engine/cpu/cpu_conv.c \
 	engine/cpu/cpu_elem.c engine/cpu/cpu_gemm.c engine/cpu/cpu_gemm_kern.h engine/cpu/cpu_ops.c \
 	engine/cpu/cpu_im2col.c engine/cpu/cpu_pool.c \

@@ -295,3 +295,11 @@ void cdp_lmdb_writer_free(cdp_lmdb_writer *w)
 	w->buf = NULL;
 	w->n = w->cap = w->len = w->bufcap = 0;
 }
+
+#define CDP_STR_(x) #x
+#define CDP_STR(x) CDP_STR_(x)
+const char *cdp_lmdb_version(void)
+{
+	return "LMDB: " CDP_STR(MDB_VERSION_MAJOR) "." CDP_STR(MDB_VERSION_MINOR) "."
+	       CDP_STR(MDB_VERSION_PATCH);
+}

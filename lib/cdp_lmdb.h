@@ -119,4 +119,7 @@ int  cdp_lmdb_writer_flush(cdp_lmdb_writer *w);
 void cdp_lmdb_writer_discard(cdp_lmdb_writer *w);
 void cdp_lmdb_writer_free(cdp_lmdb_writer *w);
 
+/* "LMDB: 0.9.24", the version compiled against (for --version). */
+const char *cdp_lmdb_version(void);
+
 #endif

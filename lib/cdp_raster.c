@@ -404,3 +404,8 @@ fail:
 	free(tmp);
 	return rc;
 }
+
+const char *cdp_raster_version(void)
+{
+	return "GDAL: " GDAL_RELEASE_NAME;
+}

@@ -56,4 +56,7 @@ int  cdp_raster_write_tif(const char *path, int dtype, int nbands, int w, int h,
                           const void *buf, const double gt[6], const char *wkt,
                           int has_nodata, double nodata, char *err, size_t errcap);
 
+/* "GDAL: 3.6.2", the version compiled against (for --version). */
+const char *cdp_raster_version(void);
+
 #endif

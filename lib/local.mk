@@ -5,6 +5,7 @@ lib_libcdp_a_CPPFLAGS = $(AM_CPPFLAGS) $(LMDB_CFLAGS) $(ZLIB_CFLAGS) $(PNG_CFLAG
 lib_libcdp_a_SOURCES = \
 	lib/cdp_error.c lib/cdp_error.h \
 	lib/cdp_num.c lib/cdp_num.h \
+	lib/cdp_cli.c lib/cdp_cli.h \
 	lib/cdp_progress.c lib/cdp_progress.h \
 	lib/cdp_rng.c lib/cdp_rng.h \
 	lib/cdp_key.c lib/cdp_key.h \

@@ -171,6 +171,9 @@ int  cdp_dist_env_launch(void);
 /* "mpi", "ring" or "nccl" -> *algo; CDP_ESYNTAX otherwise. */
 int  cdp_dist_algo_parse(const char *s, cdp_dist_algo *algo);
 const char *cdp_dist_algo_name(cdp_dist_algo algo);
+/* What the layer was compiled against, for --version: "NCCL: 2.21.5" (or
+ * "NCCL: not built") and "Open MPI: 4.1.4", on two lines. */
+const char *cdp_dist_features(void);
 
 /* Blocking collectives, called by every rank with the same n (and root).
  * allreduce: buf[0..n) = sum over ranks (divided by j if average). */
@@ -192,6 +195,11 @@ int  cdp_dist_sum_f64(double *buf, size_t n);
 int  cdp_dist_sum_u64(uint64_t *buf, size_t n);
 /* Maximum of one double over ranks (e.g. the slowest step time). */
 int  cdp_dist_max_f64(double *v);
+/* Every rank agrees it failed: 1 on every rank when flag is nonzero on any
+ * rank, else 0 (flag != 0 with one process). Collective: each rank calls it
+ * at the same point, so that all stop together and none waits in a later
+ * collective for a rank that gave up. A failed rank has said why itself. */
+int  cdp_dist_any(int flag);
 void cdp_dist_barrier(void);
 
 /* Registers buf[0 .. layer_off[nlayers]) for bucketed reduction. Layer l

@@ -7,6 +7,7 @@
  * "dist_mpi.c:LINE: MPI_Call: MPI's text" as dist.h promises. The ring
  * all-reduce, the ops in flight and the buckets are in dist_ring.c.
  */
+#include <config.h>
 #include <limits.h>
 #include <pthread.h>
 #include <signal.h>
@@ -19,6 +20,9 @@
 #include "cdp_error.h"
 #include "cdp_num.h"
 #include "dist_int.h"
+#ifdef HAVE_CUDA
+#include <nccl.h>       /* NCCL_MAJOR/MINOR/PATCH for cdp_dist_features */
+#endif
 
 static struct {
 	int inited, rank, size, lrank, lsize, left, right;
@@ -489,4 +493,35 @@ void dist_allreduce_sum(float *buf, size_t n)
 		MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, buf + off, (int)part, MPI_FLOAT, MPI_SUM, st.comm));
 	}
 	wd_leave();
+}
+
+int cdp_dist_any(int flag)
+{
+	uint64_t v = flag != 0;
+
+	/* a sum of 0/1 flags: the ranks' order cannot change it, and it goes
+	 * where every host collective goes (MPI, or NCCL when launched
+	 * without MPI) */
+	cdp_dist_sum_u64(&v, 1);
+	return v != 0;
+}
+
+const char *cdp_dist_features(void)
+{
+	static char buf[128];
+	char mpi[48], nccl[48];
+
+#ifdef OMPI_MAJOR_VERSION
+	snprintf(mpi, sizeof mpi, "Open MPI: %d.%d.%d", OMPI_MAJOR_VERSION, OMPI_MINOR_VERSION,
+	         OMPI_RELEASE_VERSION);
+#else
+	snprintf(mpi, sizeof mpi, "MPI: standard %d.%d", MPI_VERSION, MPI_SUBVERSION);
+#endif
+#ifdef HAVE_CUDA
+	snprintf(nccl, sizeof nccl, "NCCL: %d.%d.%d", NCCL_MAJOR, NCCL_MINOR, NCCL_PATCH);
+#else
+	snprintf(nccl, sizeof nccl, "NCCL: not built");
+#endif
+	snprintf(buf, sizeof buf, "%s\n%s", nccl, mpi);
+	return buf;
 }

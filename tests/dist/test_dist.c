@@ -96,6 +96,12 @@ static void test_ranks(void)
 	      "ranks sum to %llu over %llu processes", (unsigned long long)v[0], (unsigned long long)v[1]);
 	/* each node's local rank 0 reports its node's size: they add up to j */
 	CHECK(v[2] == (uint64_t)J, "local sizes add up to %llu, want %d", (unsigned long long)v[2], J);
+	/* every rank agrees one failed: the last rank alone, rank 0 alone, all
+	 * of them (any nonzero flag counts), none */
+	CHECK(cdp_dist_any(R == J - 1) == 1, "rank %d: the last rank's failure not seen", R);
+	CHECK(cdp_dist_any(R == 0 ? -5 : 0) == 1, "rank %d: rank 0's failure not seen", R);
+	CHECK(cdp_dist_any(1) == 1, "rank %d: all failed, not seen", R);
+	CHECK(cdp_dist_any(0) == 0, "rank %d: a failure where none was", R);
 }
 
 /* One size n, the ring at each chunk size in chunks[]. */

@@ -78,6 +78,6 @@ mk "$T/two.tif" "0 0 1 1;0 1 1 1;0 0 0 1" - 2
 expect_fail 1 "'$T/two.tif' has 2 bands" cdp-evaluate "$T/two.tif" "$T/ref.tif"
 expect_fail 1 "cannot open '$T/none.tif'" cdp-evaluate "$T/pred.tif" "$T/none.tif"
 expect_fail 2 "want PREDICTION and REFERENCE" cdp-evaluate "$T/pred.tif"
-expect_fail 2 "--classes '1'" cdp-evaluate --classes 1 "$T/pred.tif" "$T/ref.tif"
-expect_fail 2 "--ignore 'x'" cdp-evaluate --ignore x "$T/pred.tif" "$T/ref.tif"
+expect_fail 2 "--classes: '1' is not an integer in 2\.\.65536" cdp-evaluate --classes 1 "$T/pred.tif" "$T/ref.tif"
+expect_fail 2 "--ignore: 'x' is not an integer in 0\.\.65535" cdp-evaluate --ignore x "$T/pred.tif" "$T/ref.tif"
 exit 0

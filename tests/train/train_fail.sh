@@ -46,8 +46,8 @@ expect_fail 1 "cannot open '$T/nopool'" cdp-train --db "$T/nopool" --keys "$T/tr
 
 echo "== usage"
 expect_fail 2 "missing --db" cdp-train --keys "$T/train.keys" --model x --out "$T/run"
-expect_fail 2 "--sync 'admm:3'" cdp-train --db "$T/pool" --keys "$T/train.keys" $C --sync admm:3
-expect_fail 2 "--batch '0'" cdp-train --db "$T/pool" --keys "$T/train.keys" $C --batch 0
+expect_fail 2 "--sync: 'admm:3' is not allreduce" cdp-train --db "$T/pool" --keys "$T/train.keys" $C --sync admm:3
+expect_fail 2 "--batch: '0' is not an integer in 1\.\." cdp-train --db "$T/pool" --keys "$T/train.keys" $C --batch 0
 expect_fail 1 "device cuda:1023 does not exist" cdp-train --db "$T/pool" --keys "$T/train.keys" $C \
 	--device cuda:1023
 cdp-train --db "$T/pool" --keys "$T/train.keys" $C --device auto || fail "--device auto did not run on the cpu"

@@ -1,5 +1,5 @@
 # tests/unit/: lib/ on its own (TAP programs, tap.h).
-UNIT_LIB_TESTS = tests/unit/test_error tests/unit/test_num tests/unit/test_progress \
+UNIT_LIB_TESTS = tests/unit/test_error tests/unit/test_num tests/unit/test_cli tests/unit/test_progress \
 	tests/unit/test_rng tests/unit/test_key tests/unit/test_dtype \
 	tests/unit/test_crc32 tests/unit/test_record tests/unit/test_stream tests/unit/test_stats \
 	tests/unit/test_lmdb tests/unit/test_pool tests/unit/test_ptrfile \
@@ -12,6 +12,8 @@ tests_unit_test_error_SOURCES = tests/unit/test_error.c tests/unit/tap.h
 tests_unit_test_error_LDADD = $(UNIT_LDADD)
 tests_unit_test_num_SOURCES = tests/unit/test_num.c tests/unit/tap.h
 tests_unit_test_num_LDADD = $(UNIT_LDADD)
+tests_unit_test_cli_SOURCES = tests/unit/test_cli.c tests/unit/tap.h
+tests_unit_test_cli_LDADD = $(UNIT_LDADD)
 tests_unit_test_progress_SOURCES = tests/unit/test_progress.c tests/unit/tap.h
 tests_unit_test_progress_LDADD = $(UNIT_LDADD)
 tests_unit_test_rng_SOURCES = tests/unit/test_rng.c tests/unit/tap.h

@@ -2,8 +2,9 @@
  * cdp_evaluate_run (evaluate.c). */
 #include "evaluate.h"
 
+#include "cdp_cli.h"
 #include "cdp_error.h"
-#include "cdp_num.h"
+#include "cdp_raster.h"
 
 #include <getopt.h>
 #include <stdio.h>
@@ -15,7 +16,7 @@ enum { OPT_CLASSES = 256, OPT_IGNORE, OPT_JSON };
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: " PROG " [-h] [--classes K] [--ignore V] [--json] PREDICTION REFERENCE\n");
+	fprintf(f, "usage: " PROG " [-hV] [--classes K] [--ignore V] [--json] PREDICTION REFERENCE\n");
 }
 
 int main(int argc, char **argv)
@@ -25,6 +26,7 @@ int main(int argc, char **argv)
 		{ "help",    no_argument,       NULL, 'h' },
 		{ "ignore",  required_argument, NULL, OPT_IGNORE },
 		{ "json",    no_argument,       NULL, OPT_JSON },
+		{ "version", no_argument,       NULL, 'V' },
 		{ NULL, 0, NULL, 0 }
 	};
 	cdp_evaluate_opts o;
@@ -32,24 +34,22 @@ int main(int argc, char **argv)
 	int c, v;
 
 	cdp_evaluate_opts_init(&o);
-	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+	cdp_cli_init(PROG, stderr);
+	while ((c = cdp_cli_getopt(argc, argv, "hV", longopts)) != -1) {
 		switch (c) {
 		case 'h': usage(stdout); return 0;
+		case 'V': return cdp_cli_version(stdout, cdp_raster_version(), NULL) ? 1 : 0;
 		case OPT_CLASSES:
-			if (cdp_parse_int(optarg, 2, 65536, &o.classes) != CDP_OK) {
-				fprintf(stderr, PROG ": --classes '%s': not an integer in [2, 65536]\n", optarg);
+			if (cdp_cli_int("--classes", optarg, 2, 65536, &o.classes) != CDP_OK)
 				return 2;
-			}
 			break;
 		case OPT_IGNORE:
-			if (cdp_parse_int(optarg, 0, 65535, &v) != CDP_OK) {
-				fprintf(stderr, PROG ": --ignore '%s': not an integer in [0, 65535]\n", optarg);
+			if (cdp_cli_int("--ignore", optarg, 0, 65535, &v) != CDP_OK)
 				return 2;
-			}
 			o.ignore = v;
 			break;
 		case OPT_JSON: o.json = 1; break;
-		default: usage(stderr); return 2;
+		default: return 2;
 		}
 	}
 	if (argc - optind != 2) {

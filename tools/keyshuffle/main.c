@@ -7,9 +7,10 @@
  */
 #include "shuffle.h"
 
+#include "cdp_cli.h"
 #include "cdp_error.h"
 #include "cdp_key.h"
-#include "cdp_num.h"
+#include "cdp_lmdb.h"
 #include "cdp_progress.h"
 #include "cdp_ptrfile.h"
 
@@ -27,7 +28,7 @@ enum { OPT_NO_SHUFFLE = 256, OPT_PROGRESS, OPT_VAL, OPT_VAL_BY, OPT_VAL_OUT };
 static void usage(FILE *f)
 {
 	fprintf(f,
-	    "usage: " PROG " [-hq] [-m glob] [-o file] [-s seed] [--no-shuffle] [--progress]\n"
+	    "usage: " PROG " [-hqV] [-m glob] [-o file] [-s seed] [--no-shuffle] [--progress]\n"
 	    "                      [--val fraction | --val-by name[,name...]] [--val-out file] DB\n");
 }
 
@@ -59,6 +60,7 @@ int main(int argc, char **argv)
 		{ "val",        required_argument, NULL, OPT_VAL },
 		{ "val-by",     required_argument, NULL, OPT_VAL_BY },
 		{ "val-out",    required_argument, NULL, OPT_VAL_OUT },
+		{ "version",    no_argument,       NULL, 'V' },
 		{ NULL, 0, NULL, 0 }
 	};
 	ks_options o = { .seed = KS_DEFAULT_SEED, .progress = CDP_PROGRESS_AUTO };
@@ -71,7 +73,8 @@ int main(int argc, char **argv)
 	char err[1024];
 	int quiet = 0, c, rc = 2;
 
-	while ((c = getopt_long(argc, argv, "hm:o:qs:", longopts, NULL)) != -1) {
+	cdp_cli_init(PROG, stderr);
+	while ((c = cdp_cli_getopt(argc, argv, "hm:o:qs:V", longopts)) != -1) {
 		switch (c) {
 		case 'h':
 			usage(stdout);
@@ -89,13 +92,13 @@ int main(int argc, char **argv)
 			o.progress = CDP_PROGRESS_OFF;
 			break;
 		case 's':
-			if (cdp_parse_u64(optarg, 0, UINT64_MAX, &o.seed) != CDP_OK) {
-				fprintf(stderr, PROG ": --seed '%s': not an integer in "
-				        "[0, %" PRIu64 "]\n", optarg, UINT64_MAX);
+			if (cdp_cli_u64("--seed", optarg, 0, UINT64_MAX, &o.seed) != CDP_OK)
 				goto out;
-			}
 			o.seed_given = 1;
 			break;
+		case 'V':
+			rc = cdp_cli_version(stdout, cdp_lmdb_version(), NULL) ? 1 : 0;
+			goto out;
 		case OPT_NO_SHUFFLE:
 			o.no_shuffle = 1;
 			break;
@@ -103,12 +106,8 @@ int main(int argc, char **argv)
 			o.progress = CDP_PROGRESS_ON;
 			break;
 		case OPT_VAL:
-			if (cdp_parse_double(optarg, 0.0, 1.0, &o.val_frac) != CDP_OK ||
-			    o.val_frac >= 1.0) {
-				fprintf(stderr, PROG ": --val '%s': not a fraction in "
-				        "[0, 1)\n", optarg);
+			if (cdp_cli_double("--val", optarg, 0.0, 1.0, 1, &o.val_frac) != CDP_OK)
 				goto out;
-			}
 			o.have_val = 1;
 			break;
 		case OPT_VAL_BY: {
@@ -122,8 +121,7 @@ int main(int argc, char **argv)
 			/* strsep, not strtok: "a,,b" must fail, not become "a,b". */
 			while ((tok = strsep(&s, ",")) != NULL) {
 				if (cdp_key_name_check(tok) != CDP_OK) {
-					fprintf(stderr, PROG ": --val-by '%s': invalid scene "
-					        "name '%s'\n", optarg, tok);
+					cdp_cli_bad("--val-by", tok, "a scene name");
 					goto out;
 				}
 				if (push(&names, &nnames, &names_cap, tok) != CDP_OK)
@@ -135,7 +133,6 @@ int main(int argc, char **argv)
 			val_path = optarg;
 			break;
 		default:
-			usage(stderr);
 			goto out;
 		}
 	}

@@ -11,10 +11,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cdp_cli.h"
 #include "cdp_error.h"
 #include "cdp_lmdb.h"
-#include "cdp_num.h"
 #include "cdp_progress.h"
+#include "cdp_raster.h"
 #include "pack.h"
 
 #define MAXCLASSES 4096
@@ -22,19 +23,13 @@
 static void usage(FILE *f)
 {
 	fprintf(f,
-	    "usage: cdp-lmdbpack [-hq] [--map-size size] [--no-sync] [--progress]\n"
+	    "usage: cdp-lmdbpack [-hqV] [--map-size size] [--no-sync] [--progress]\n"
 	    "                    [--replace | --resume] [--txn-bytes size]\n"
 	    "                    [--txn-records n] db < stream\n"
-	    "       cdp-lmdbpack [-hq] [--classes name[,name...]] [--ignore value]\n"
+	    "       cdp-lmdbpack [-hqV] [--classes name[,name...]] [--ignore value]\n"
 	    "                    [--map-size size] [--no-sync] [--progress]\n"
 	    "                    [--replace | --resume] [--txn-bytes size]\n"
 	    "                    [--txn-records n] [-z level] --list file db\n");
-}
-
-static int bad(const char *opt, const char *arg, const char *want)
-{
-	fprintf(stderr, "cdp-lmdbpack: %s: '%s' is not %s\n", opt, arg, want);
-	return 2;
 }
 
 /* The command line as one shell-quoted line for the pool's cmdline meta. */
@@ -88,6 +83,7 @@ static const struct option longopts[] = {
 	{ "resume",      no_argument,       NULL, OPT_RESUME },
 	{ "txn-bytes",   required_argument, NULL, OPT_TXN_BYTES },
 	{ "txn-records", required_argument, NULL, OPT_TXN_RECORDS },
+	{ "version",     no_argument,       NULL, 'V' },
 	{ "zlib",        required_argument, NULL, 'z' },
 	{ NULL, 0, NULL, 0 }
 };
@@ -102,20 +98,25 @@ int main(int argc, char **argv)
 	int ch, quiet = 0, ret = 0, resume = 0, replace = 0, v;
 
 	cdp_pack_opts_init(&o);
-	while ((ch = getopt_long(argc, argv, "hqz:", longopts, NULL)) != -1) {
+	cdp_cli_init("cdp-lmdbpack", stderr);
+	ret = 2;   /* until the options are read */
+	while ((ch = cdp_cli_getopt(argc, argv, "hqVz:", longopts)) != -1) {
 		switch (ch) {
 		case 'h':
 			usage(stdout);
+			ret = 0;
 			goto out;
 		case 'q':
 			quiet = 1;
 			o.progress = CDP_PROGRESS_OFF;
 			break;
+		case 'V':
+			ret = cdp_cli_version(stdout, cdp_lmdb_version(), cdp_raster_version(),
+			                      NULL) ? 1 : 0;
+			goto out;
 		case 'z':
-			if (cdp_parse_int(optarg, 1, 9, &o.zlevel)) {
-				ret = bad("--zlib", optarg, "a level in 1..9");
+			if (cdp_cli_int("--zlib", optarg, 1, 9, &o.zlevel))
 				goto out;
-			}
 			break;
 		case OPT_CLASSES:
 			free(classbuf);
@@ -126,7 +127,7 @@ int main(int argc, char **argv)
 				if ((c = strchr(s, ',')))
 					*c++ = '\0';
 				if (!*s || o.nclasses == MAXCLASSES) {
-					ret = bad("--classes", optarg, "a list of names like a,b,c");
+					cdp_cli_bad("--classes", optarg, "a list of names like a,b,c");
 					goto out;
 				}
 				classes[o.nclasses++] = s;
@@ -134,10 +135,8 @@ int main(int argc, char **argv)
 			o.classes = classes;
 			break;
 		case OPT_IGNORE:
-			if (cdp_parse_int(optarg, 0, 65535, &v)) {
-				ret = bad("--ignore", optarg, "an integer in 0..65535");
+			if (cdp_cli_int("--ignore", optarg, 0, 65535, &v))
 				goto out;
-			}
 			o.has_ignore = 1;
 			o.ignore = (uint32_t)v;
 			break;
@@ -145,10 +144,8 @@ int main(int argc, char **argv)
 			o.list = optarg;
 			break;
 		case OPT_MAP_SIZE:
-			if (cdp_parse_size(optarg, 1 << 16, SIZE_MAX / 2, &u)) {
-				ret = bad("--map-size", optarg, "a size like 64K, 512M or 2G");
+			if (cdp_cli_size("--map-size", optarg, 1 << 16, SIZE_MAX / 2, &u))
 				goto out;
-			}
 			o.map_size = (size_t)u;
 			break;
 		case OPT_NO_SYNC:
@@ -166,25 +163,20 @@ int main(int argc, char **argv)
 			o.dup = CDP_DUP_SKIP;
 			break;
 		case OPT_TXN_BYTES:
-			if (cdp_parse_size(optarg, 1, SIZE_MAX / 2, &u)) {
-				ret = bad("--txn-bytes", optarg, "a size like 64M");
+			if (cdp_cli_size("--txn-bytes", optarg, 1, SIZE_MAX / 2, &u))
 				goto out;
-			}
 			o.txn_bytes = (size_t)u;
 			break;
 		case OPT_TXN_RECORDS:
-			if (cdp_parse_u64(optarg, 1, 100000000, &u)) {
-				ret = bad("--txn-records", optarg, "an integer in 1..100000000");
+			if (cdp_cli_u64("--txn-records", optarg, 1, 100000000, &u))
 				goto out;
-			}
 			o.txn_records = (size_t)u;
 			break;
 		default:
-			usage(stderr);
-			ret = 2;
 			goto out;
 		}
 	}
+	ret = 0;
 	if (argc - optind != 1) {
 		usage(stderr);
 		ret = 2;

@@ -5,9 +5,10 @@
  */
 #include "predict.h"
 
+#include "cdp_cli.h"
 #include "cdp_error.h"
-#include "cdp_num.h"
 #include "cdp_progress.h"
+#include "cdp_raster.h"
 #include "device.h"
 #include "dist/dist.h"
 
@@ -26,20 +27,11 @@ enum {
 static void usage(FILE *f)
 {
 	fprintf(f,
-	    "usage: " PROG " [-hq] [--size N] [--overlap N] [--batch N] [--threads N]\n"
+	    "usage: " PROG " [-hqV] [--size N] [--overlap N] [--batch N] [--threads N]\n"
 	    "                   [--device cpu|cuda|cuda:N|auto] [--precision fp32|tf32|bf16|fp16]\n"
 	    "                   [--prob] [--vector OUT.gpkg]\n"
 	    "                   [--vector-class K] [--preview FILE.png] [--progress]\n"
 	    "                   MODEL RASTER -o OUT.tif\n");
-}
-
-static int num(const char *opt, const char *arg, int min, int max, int *out)
-{
-	if (cdp_parse_int(arg, min, max, out) != CDP_OK) {
-		fprintf(stderr, PROG ": %s '%s': not an integer in [%d, %d]\n", opt, arg, min, max);
-		return -1;
-	}
-	return 0;
 }
 
 int main(int argc, char **argv)
@@ -59,6 +51,7 @@ int main(int argc, char **argv)
 		{ "threads",      required_argument, NULL, OPT_THREADS },
 		{ "vector",       required_argument, NULL, OPT_VECTOR },
 		{ "vector-class", required_argument, NULL, OPT_VECTOR_CLASS },
+		{ "version",      no_argument,       NULL, 'V' },
 		{ NULL, 0, NULL, 0 }
 	};
 	cdp_predict_opts o;
@@ -66,59 +59,53 @@ int main(int argc, char **argv)
 	int c, rc = 2, mpi = 0;
 
 	cdp_predict_opts_init(&o);
-	while ((c = getopt_long(argc, argv, "ho:q", longopts, NULL)) != -1) {
+	cdp_cli_init(PROG, stderr);
+	while ((c = cdp_cli_getopt(argc, argv, "ho:qV", longopts)) != -1) {
 		switch (c) {
 		case 'h': usage(stdout); rc = 0; goto out;
 		case 'o': o.output = optarg; break;
 		case 'q': o.progress = CDP_PROGRESS_OFF; break;
+		case 'V':
+			rc = cdp_cli_version(stdout, cdp_engine_features(), cdp_dist_features(),
+			                     cdp_raster_version(), NULL) ? 1 : 0;
+			goto out;
 		case OPT_BATCH:
-			if (num("--batch", optarg, 1, 4096, &o.batch) < 0)
+			if (cdp_cli_int("--batch", optarg, 1, 4096, &o.batch))
 				goto out;
 			break;
 		case OPT_DEVICE:
 			if (cdp_device_parse(optarg) != 0) {
-				fprintf(stderr, PROG ": --device '%s': not cpu, cuda, cuda:N or auto\n",
-				        optarg);
+				cdp_cli_bad("--device", optarg, "cpu, cuda, cuda:N or auto");
 				goto out;
 			}
 			o.device = optarg;
 			break;
 		case OPT_OVERLAP:
-			if (num("--overlap", optarg, 0, 65535, &o.overlap) < 0)
+			if (cdp_cli_int("--overlap", optarg, 0, 65535, &o.overlap))
 				goto out;
 			break;
 		case OPT_PRECISION:
-			if (!strcmp(optarg, "fp32"))
-				o.precision = CDP_PREC_FP32;
-			else if (!strcmp(optarg, "tf32"))
-				o.precision = CDP_PREC_TF32;
-			else if (!strcmp(optarg, "bf16"))
-				o.precision = CDP_PREC_BF16;
-			else if (!strcmp(optarg, "fp16"))
-				o.precision = CDP_PREC_FP16;
-			else {
-				fprintf(stderr, PROG ": --precision '%s': not fp32, tf32, bf16 or fp16\n",
-				        optarg);
+			/* the names are indexed by CDP_PREC_* */
+			if (cdp_cli_keyword("--precision", optarg, cdp_precision_names, &o.precision))
 				goto out;
-			}
 			break;
 		case OPT_PREVIEW: o.preview = optarg; break;
 		case OPT_PROB: o.prob = 1; break;
 		case OPT_PROGRESS: o.progress = CDP_PROGRESS_ON; break;
 		case OPT_SIZE:
-			if (num("--size", optarg, 1, 65536, &o.size) < 0)
+			if (cdp_cli_int("--size", optarg, 1, 65536, &o.size))
 				goto out;
 			break;
 		case OPT_THREADS:
-			if (num("--threads", optarg, 1, 1024, &o.threads) < 0)
+			if (cdp_cli_int("--threads", optarg, 1, 1024, &o.threads))
 				goto out;
 			break;
 		case OPT_VECTOR: o.vector = optarg; break;
 		case OPT_VECTOR_CLASS:
-			if (num("--vector-class", optarg, 0, 254, &o.vector_class) < 0)
+			if (cdp_cli_int("--vector-class", optarg, 0, 254, &o.vector_class))
 				goto out;
 			break;
-		default: usage(stderr); goto out;
+		default: goto out;
 		}
 	}
 	if (argc - optind != 2 || !o.output) {

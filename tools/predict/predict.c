@@ -191,21 +191,15 @@ static int run_all(predictor *p, char *err, size_t cap)
 		int s = s0 + p->rank, ok;
 		memset(p->slots, 0, p->nranks * slot * sizeof(float));
 		ok = s < p->ny ? run_strip(p, s, p->slots + p->rank * slot, err, cap) == 0 : 1;
-		if (p->nranks > 1) {
-			/* every rank learns whether all succeeded before exchanging */
-			double bad = !ok;
-			cdp_dist_sum_f64(&bad, 1);
-			if (bad != 0) {
-				if (ok)
-					pr_fail(err, cap, "another rank failed");
-				rc = -1;
-				break;
-			}
-			cdp_dist_allreduce(p->slots, p->nranks * slot, cdp_dist_get_algo(), 0);
-		} else if (!ok) {
+		/* every rank learns whether all succeeded before exchanging */
+		if (cdp_dist_any(!ok)) {
+			if (ok)
+				pr_fail(err, cap, "another rank failed");
 			rc = -1;
 			break;
 		}
+		if (p->nranks > 1)
+			cdp_dist_allreduce(p->slots, p->nranks * slot, cdp_dist_get_algo(), 0);
 		if (p->rank == 0) {
 			for (int j = 0; j < p->nranks && s0 + j < p->ny; j++) {
 				const float *src = p->slots + j * slot;
@@ -228,18 +222,12 @@ static int run_all(predictor *p, char *err, size_t cap)
 			}
 			cdp_progress_update(&pg, (uint64_t)(s0 + p->nranks < p->ny ? s0 + p->nranks : p->ny));
 		}
-		if (p->nranks > 1) {
-			double bad = rc != 0;
-			cdp_dist_sum_f64(&bad, 1);
-			if (bad != 0) {
-				if (rc == 0)
-					pr_fail(err, cap, "rank 0 failed");
-				rc = -1;
-				break;
-			}
-		}
-		if (rc)
+		if (cdp_dist_any(rc != 0)) {
+			if (rc == 0)
+				pr_fail(err, cap, "rank 0 failed");
+			rc = -1;
 			break;
+		}
 	}
 	cdp_progress_end(&pg);
 	return rc;
@@ -283,14 +271,10 @@ int cdp_predict_run(const cdp_predict_opts *o, char *err, size_t cap)
 	int ok = pr_load_model(&p, err, cap) == 0 && pr_open_raster(&p, err, cap) == 0 &&
 	         pr_weights(&p, err, cap) == 0 && pr_alloc(&p, err, cap) == 0 &&
 	         (p.rank != 0 || open_outputs(&p, err, cap) == 0);
-	if (p.nranks > 1) {
-		/* agree before the first collective, so no rank waits for a dead one */
-		double bad = !ok;
-		cdp_dist_sum_f64(&bad, 1);
-		if (bad != 0 && ok) {
-			pr_fail(err, cap, "another rank failed");
-			ok = 0;
-		}
+	/* agree before the first collective, so no rank waits for a dead one */
+	if (cdp_dist_any(!ok) && ok) {
+		pr_fail(err, cap, "another rank failed");
+		ok = 0;
 	}
 	if (!ok)
 		goto out;

@@ -36,12 +36,6 @@ void cdp_predict_opts_init(cdp_predict_opts *o)
 	o->vector_class = 1;
 }
 
-static const char *precision_name(int prec)
-{
-	static const char *const names[] = { "fp32", "tf32", "bf16", "fp16" };
-	return prec >= 0 && prec < 4 ? names[prec] : "?";
-}
-
 static void *xmalloc(size_t a, size_t b, size_t c, size_t d)
 {
 	size_t n;
@@ -89,7 +83,7 @@ int pr_load_model(predictor *p, char *err, size_t cap)
 		return pr_fail(err, cap, "--device %s: %s", o->device, why);
 	if (p->be->set_precision(p->be, o->precision) != 0)
 		return pr_fail(err, cap, "--precision %s: the %s backend cannot compute in it%s",
-		               precision_name(o->precision), p->be->name,
+		               cdp_precision_name(o->precision), p->be->name,
 		               p->be->device < 0 ? " (the cpu computes in fp32 only)" : "");
 	if (cdp_net_build(&p->net, p->be, p->ck.cfg_text, p->model,
 	                  (const char *const *)p->ck.overrides, p->ck.noverrides, p->C, p->S, p->S,

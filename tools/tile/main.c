@@ -14,9 +14,11 @@
 #include <string.h>
 #include <strings.h>
 
+#include "cdp_cli.h"
 #include "cdp_error.h"
 #include "cdp_num.h"
 #include "cdp_progress.h"
+#include "cdp_raster.h"
 #include "cdp_record.h"
 #include "tile.h"
 
@@ -25,18 +27,12 @@
 static void usage(FILE *f)
 {
 	fprintf(f,
-	    "usage: cdp-tile [-hq] [-O dir] [-s size] [-z level] [--bands list]\n"
+	    "usage: cdp-tile [-hqV] [-O dir] [-s size] [-z level] [--bands list]\n"
 	    "                [--edge shift|pad|drop] [--format png|tif] [--ignore value]\n"
 	    "                [--label raster]... [--label-suffix suffix]\n"
 	    "                [--max-nodata fraction] [--name name]... [--nodata value]\n"
 	    "                [--overlap n] [--progress] [--standardize] [--stats file]\n"
 	    "                raster...\n");
-}
-
-static int bad(const char *opt, const char *arg, const char *want)
-{
-	fprintf(stderr, "cdp-tile: %s: '%s' is not %s\n", opt, arg, want);
-	return 2;
 }
 
 /* Appends arg to a growable list of strings; returns 0 or -1 without memory. */
@@ -73,6 +69,7 @@ static const struct option longopts[] = {
 	{ "size",         required_argument, NULL, 's' },
 	{ "standardize",  no_argument,       NULL, OPT_STANDARDIZE },
 	{ "stats",        required_argument, NULL, OPT_STATS },
+	{ "version",      no_argument,       NULL, 'V' },
 	{ "zlib",         required_argument, NULL, 'z' },
 	{ NULL, 0, NULL, 0 }
 };
@@ -86,9 +83,15 @@ int main(int argc, char **argv)
 	int bands[MAXBANDS], ch, quiet = 0, format = -1, rc = 0, ret = 0;
 	char err[1024];
 	int ign;
+	static const char *const edges[] = { "shift", "pad", "drop", NULL };
+	static const int edge_of[] = { CDP_EDGE_SHIFT, CDP_EDGE_PAD, CDP_EDGE_DROP };
+	static const char *const formats[] = { "png", "tif", NULL };
+	static const int format_of[] = { CDP_TILE_PNG, CDP_TILE_TIF };
 
 	cdp_tile_opts_init(&o);
-	while ((ch = getopt_long(argc, argv, "hO:qs:z:", longopts, NULL)) != -1) {
+	cdp_cli_init("cdp-tile", stderr);
+	ret = 2;   /* until the options are read */
+	while ((ch = cdp_cli_getopt(argc, argv, "hO:qs:Vz:", longopts)) != -1) {
 		switch (ch) {
 		case 'h':
 			usage(stdout);
@@ -102,53 +105,36 @@ int main(int argc, char **argv)
 			o.progress = CDP_PROGRESS_OFF;
 			break;
 		case 's':
-			if (cdp_parse_int(optarg, 1, (int)CDP_RECORD_MAXDIM, &o.size)) {
-				ret = bad("--size", optarg, "an integer in 1..65536");
+			if (cdp_cli_int("--size", optarg, 1, (int)CDP_RECORD_MAXDIM, &o.size))
 				goto out;
-			}
 			break;
+		case 'V':
+			ret = cdp_cli_version(stdout, cdp_raster_version(), NULL) ? 1 : 0;
+			goto out;
 		case 'z':
-			if (cdp_parse_int(optarg, 1, 9, &o.zlevel)) {
-				ret = bad("--zlib", optarg, "a level in 1..9");
+			if (cdp_cli_int("--zlib", optarg, 1, 9, &o.zlevel))
 				goto out;
-			}
 			break;
 		case OPT_BANDS:
-			if (cdp_parse_int_list(optarg, 1, (int)CDP_RECORD_MAXDIM, bands,
-			                       MAXBANDS, &nb) || nb == 0) {
-				ret = bad("--bands", optarg, "a list of band numbers like 1,2,3");
+			if (cdp_cli_int_list("--bands", optarg, 1, (int)CDP_RECORD_MAXDIM, bands,
+			                     MAXBANDS, &nb))
 				goto out;
-			}
 			o.bands = bands;
 			o.nbands = nb;
 			break;
 		case OPT_EDGE:
-			if (strcmp(optarg, "shift") == 0)
-				o.edge = CDP_EDGE_SHIFT;
-			else if (strcmp(optarg, "pad") == 0)
-				o.edge = CDP_EDGE_PAD;
-			else if (strcmp(optarg, "drop") == 0)
-				o.edge = CDP_EDGE_DROP;
-			else {
-				ret = bad("--edge", optarg, "shift, pad or drop");
+			if (cdp_cli_keyword("--edge", optarg, edges, &ign))
 				goto out;
-			}
+			o.edge = edge_of[ign];
 			break;
 		case OPT_FORMAT:
-			if (strcmp(optarg, "png") == 0)
-				format = CDP_TILE_PNG;
-			else if (strcmp(optarg, "tif") == 0)
-				format = CDP_TILE_TIF;
-			else {
-				ret = bad("--format", optarg, "png or tif");
+			if (cdp_cli_keyword("--format", optarg, formats, &ign))
 				goto out;
-			}
+			format = format_of[ign];
 			break;
 		case OPT_IGNORE:
-			if (cdp_parse_int(optarg, 0, 65535, &ign)) {
-				ret = bad("--ignore", optarg, "an integer in 0..65535");
+			if (cdp_cli_int("--ignore", optarg, 0, 65535, &ign))
 				goto out;
-			}
 			o.has_ignore = 1;
 			o.ignore = (uint32_t)ign;
 			break;
@@ -158,16 +144,14 @@ int main(int argc, char **argv)
 			break;
 		case OPT_LABEL_SUFFIX:
 			if (!*optarg || strchr(optarg, '/')) {
-				ret = bad("--label-suffix", optarg, "a file name suffix");
+				cdp_cli_bad("--label-suffix", optarg, "a file name suffix");
 				goto out;
 			}
 			o.label_suffix = optarg;
 			break;
 		case OPT_MAX_NODATA:
-			if (cdp_parse_double(optarg, 0, 1, &o.max_nodata)) {
-				ret = bad("--max-nodata", optarg, "a fraction in 0..1");
+			if (cdp_cli_double("--max-nodata", optarg, 0, 1, 0, &o.max_nodata))
 				goto out;
-			}
 			break;
 		case OPT_NAME:
 			if (push(&names, &nnames, optarg))
@@ -179,16 +163,14 @@ int main(int argc, char **argv)
 				o.nodata = NAN;
 			else if (cdp_parse_double(optarg, -HUGE_VAL, HUGE_VAL, &o.nodata) ||
 			         !isfinite(o.nodata)) {
-				ret = bad("--nodata", optarg, "a number or nan");
+				cdp_cli_bad("--nodata", optarg, "a number or nan");
 				goto out;
 			}
 			break;
 		case OPT_OVERLAP:
-			if (cdp_parse_int(optarg, 0, (int)CDP_RECORD_MAXDIM - 1,
-			                  &o.overlap)) {
-				ret = bad("--overlap", optarg, "an integer in 0..65535");
+			if (cdp_cli_int("--overlap", optarg, 0, (int)CDP_RECORD_MAXDIM - 1,
+			                &o.overlap))
 				goto out;
-			}
 			break;
 		case OPT_PROGRESS:
 			o.progress = CDP_PROGRESS_ON;
@@ -200,11 +182,10 @@ int main(int argc, char **argv)
 			o.stats_path = optarg;
 			break;
 		default:
-			usage(stderr);
-			ret = 2;
 			goto out;
 		}
 	}
+	ret = 0;
 	o.inputs = (const char *const *)argv + optind;
 	o.ninputs = (size_t)(argc - optind);
 

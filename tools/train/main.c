@@ -6,7 +6,9 @@
  */
 #include "train.h"
 
+#include "cdp_cli.h"
 #include "cdp_error.h"
+#include "cdp_lmdb.h"
 #include "cdp_num.h"
 #include "cdp_progress.h"
 #include "device.h"
@@ -15,7 +17,6 @@
 #include "optim.h"
 
 #include <getopt.h>
-#include <inttypes.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
@@ -35,7 +36,7 @@ enum {
 static void usage(FILE *f)
 {
 	fprintf(f,
-	    "usage: " PROG " [-hq] --db DB --keys FILE [--val-keys FILE] --model CFG[:KEY=VALUE,...]\n"
+	    "usage: " PROG " [-hqV] --db DB --keys FILE [--val-keys FILE] --model CFG[:KEY=VALUE,...]\n"
 	    "                 --out RUNDIR [--epochs N | --steps N] [--batch N] [--lr X]\n"
 	    "                 [--schedule constant|step|cosine] [--warmup N] [--optimizer sgd|adamw]\n"
 	    "                 [--momentum X] [--weight-decay X] [--nesterov] [--seed N] [--threads N]\n"
@@ -108,18 +109,6 @@ static int parse_sync(const char *s, cdp_train_opts *o)
 	return -1;
 }
 
-/* fp32|tf32|bf16|fp16 -> CDP_PREC_*, or -1 */
-static int parse_precision(const char *s)
-{
-	static const char *const names[] = { "fp32", "tf32", "bf16", "fp16" };
-	static const int prec[] = { CDP_PREC_FP32, CDP_PREC_TF32, CDP_PREC_BF16, CDP_PREC_FP16 };
-
-	for (size_t i = 0; i < sizeof names / sizeof *names; i++)
-		if (strcmp(s, names[i]) == 0)
-			return prec[i];
-	return -1;
-}
-
 /* dynamic -> 65536 (PyTorch GradScaler's initial scale), off -> 0, S: a
  * number in [1, 1e300] to start from (beyond FLT_MAX the scaled gradient
  * is infinite at once, and the scale halves until it is not) */
@@ -134,25 +123,10 @@ static int parse_loss_scale(const char *s, double *out)
 	return 0;
 }
 
+/* counts and step numbers, min..INT32_MAX: 0, or < 0 after the message */
 static int num_long(const char *opt, const char *arg, long min, long *out)
 {
-	int64_t v;
-	if (cdp_parse_i64(arg, min, INT32_MAX, &v) != CDP_OK) {
-		fprintf(stderr, PROG ": %s '%s': not an integer in [%ld, %d]\n", opt, arg, min,
-		        INT32_MAX);
-		return -1;
-	}
-	*out = (long)v;
-	return 0;
-}
-
-static int num_double(const char *opt, const char *arg, double max, double *out)
-{
-	if (cdp_parse_double(arg, 0, max, out) != CDP_OK) {
-		fprintf(stderr, PROG ": %s '%s': not a number in [0, %g]\n", opt, arg, max);
-		return -1;
-	}
-	return 0;
+	return cdp_cli_long(opt, arg, min, INT32_MAX, out);
 }
 
 int main(int argc, char **argv)
@@ -190,6 +164,7 @@ int main(int argc, char **argv)
 		{ "threads",          required_argument, NULL, OPT_THREADS },
 		{ "val-every",        required_argument, NULL, OPT_VAL_EVERY },
 		{ "val-keys",         required_argument, NULL, OPT_VAL_KEYS },
+		{ "version",          no_argument,       NULL, 'V' },
 		{ "warmup",           required_argument, NULL, OPT_WARMUP },
 		{ "weight-decay",     required_argument, NULL, OPT_WD },
 		{ NULL, 0, NULL, 0 }
@@ -199,15 +174,26 @@ int main(int argc, char **argv)
 	long v;
 	int c, rc = 2, mpi = 0;
 	cdp_dist_algo algo;
+	static const char *const loads[] = { "pool", "copy", NULL };
+	static const char *const optimizers[] = { "sgd", "adamw", NULL };
+	static const int optimizer_of[] = { CDP_OPT_SGD, CDP_OPT_ADAMW };
+	static const char *const schedules[] = { "constant", "step", "cosine", NULL };
+	static const int schedule_of[] = { CDP_LR_CONSTANT, CDP_LR_STEP, CDP_LR_COSINE };
+	int k;
 
 	cdp_train_opts_init(&o);
-	while ((c = getopt_long(argc, argv, "hq", longopts, NULL)) != -1) {
+	cdp_cli_init(PROG, stderr);
+	while ((c = cdp_cli_getopt(argc, argv, "hqV", longopts)) != -1) {
 		switch (c) {
 		case 'h': usage(stdout); rc = 0; goto out;
 		case 'q': o.quiet = 1; o.progress = CDP_PROGRESS_OFF; break;
+		case 'V':
+			rc = cdp_cli_version(stdout, cdp_engine_features(), cdp_dist_features(),
+			                     cdp_lmdb_version(), NULL) ? 1 : 0;
+			goto out;
 		case OPT_ALLREDUCE:
 			if (cdp_dist_algo_parse(optarg, &algo) != CDP_OK) {
-				fprintf(stderr, PROG ": --allreduce '%s': not mpi, ring or nccl\n", optarg);
+				cdp_cli_bad("--allreduce", optarg, "mpi, ring or nccl");
 				goto out;
 			}
 			o.allreduce = (int)algo;
@@ -224,8 +210,7 @@ int main(int argc, char **argv)
 		case OPT_DB: o.db = optarg; break;
 		case OPT_DEVICE:
 			if (cdp_device_parse(optarg) != 0) {
-				fprintf(stderr, PROG ": --device '%s': not cpu, cuda, cuda:N or auto\n",
-				        optarg);
+				cdp_cli_bad("--device", optarg, "cpu, cuda, cuda:N or auto");
 				goto out;
 			}
 			o.device = optarg;
@@ -236,14 +221,9 @@ int main(int argc, char **argv)
 			break;
 		case OPT_KEYS: o.keys = optarg; break;
 		case OPT_LOAD:
-			if (strcmp(optarg, "pool") == 0)
-				o.load = CDP_LOAD_POOL;
-			else if (strcmp(optarg, "copy") == 0)
-				o.load = CDP_LOAD_COPY;
-			else {
-				fprintf(stderr, PROG ": --load '%s': not pool or copy\n", optarg);
+			if (cdp_cli_keyword("--load", optarg, loads, &k))
 				goto out;
-			}
+			o.load = k == 0 ? CDP_LOAD_POOL : CDP_LOAD_COPY;
 			break;
 		case OPT_LOG: o.log_path = optarg; break;
 		case OPT_LOG_EVERY:
@@ -252,70 +232,48 @@ int main(int argc, char **argv)
 			break;
 		case OPT_LOSS_SCALE:
 			if (parse_loss_scale(optarg, &o.loss_scale) < 0) {
-				fprintf(stderr, PROG ": --loss-scale '%s': not dynamic, off or a number in "
-				        "[1, 1e300]\n", optarg);
+				cdp_cli_bad("--loss-scale", optarg, "dynamic, off or a number in 1..1e300");
 				goto out;
 			}
 			break;
 		case OPT_LR:
-			if (num_double("--lr", optarg, 100, &o.lr) < 0)
+			if (cdp_cli_double("--lr", optarg, 0, 100, 0, &o.lr))
 				goto out;
 			break;
 		case OPT_MODEL:
 			if (split_model(optarg, &o) < 0) {
-				fprintf(stderr, PROG ": --model '%s': overrides must be KEY=VALUE,...\n",
-				        optarg);
+				cdp_cli_bad("--model", optarg, "CFG or CFG:KEY=VALUE,...");
 				goto out;
 			}
 			break;
 		case OPT_MOMENTUM:
-			if (num_double("--momentum", optarg, 1, &o.momentum) < 0 || o.momentum >= 1) {
-				fprintf(stderr, PROG ": --momentum must be below 1\n");
+			if (cdp_cli_double("--momentum", optarg, 0, 1, 1, &o.momentum))
 				goto out;
-			}
 			break;
 		case OPT_NESTEROV: o.nesterov = 1; break;
 		case OPT_NO_OVERLAP: o.overlap = 0; break;
 		case OPT_OPTIMIZER:
-			if (strcmp(optarg, "sgd") == 0)
-				o.optimizer = CDP_OPT_SGD;
-			else if (strcmp(optarg, "adamw") == 0)
-				o.optimizer = CDP_OPT_ADAMW;
-			else {
-				fprintf(stderr, PROG ": --optimizer '%s': not sgd or adamw\n", optarg);
+			if (cdp_cli_keyword("--optimizer", optarg, optimizers, &k))
 				goto out;
-			}
+			o.optimizer = optimizer_of[k];
 			break;
 		case OPT_OUT: o.out = optarg; break;
 		case OPT_PAD_LAST: o.pad_last = 1; break;
 		case OPT_PRECISION:
-			if ((o.precision = parse_precision(optarg)) < 0) {
-				fprintf(stderr, PROG ": --precision '%s': not fp32, tf32, bf16 or fp16\n",
-				        optarg);
+			/* the names are indexed by CDP_PREC_* */
+			if (cdp_cli_keyword("--precision", optarg, cdp_precision_names, &o.precision))
 				goto out;
-			}
 			break;
 		case OPT_PROGRESS: o.progress = CDP_PROGRESS_ON; break;
 		case OPT_RESUME: o.resume = 1; break;
 		case OPT_SCHEDULE:
-			if (strcmp(optarg, "constant") == 0)
-				o.schedule = CDP_LR_CONSTANT;
-			else if (strcmp(optarg, "step") == 0)
-				o.schedule = CDP_LR_STEP;
-			else if (strcmp(optarg, "cosine") == 0)
-				o.schedule = CDP_LR_COSINE;
-			else {
-				fprintf(stderr, PROG ": --schedule '%s': not constant, step or cosine\n",
-				        optarg);
+			if (cdp_cli_keyword("--schedule", optarg, schedules, &k))
 				goto out;
-			}
+			o.schedule = schedule_of[k];
 			break;
 		case OPT_SEED:
-			if (cdp_parse_u64(optarg, 0, UINT64_MAX, &o.seed) != CDP_OK) {
-				fprintf(stderr, PROG ": --seed '%s': not an integer in [0, %" PRIu64 "]\n",
-				        optarg, UINT64_MAX);
+			if (cdp_cli_u64("--seed", optarg, 0, UINT64_MAX, &o.seed))
 				goto out;
-			}
 			break;
 		case OPT_SKIP_BAD: o.skip_bad = 1; break;
 		case OPT_STEPS:
@@ -324,8 +282,8 @@ int main(int argc, char **argv)
 			break;
 		case OPT_SYNC:
 			if (parse_sync(optarg, &o) < 0) {
-				fprintf(stderr, PROG ": --sync '%s': not allreduce, average:K or "
-				        "admm:K:RHO (K >= 1, RHO > 0)\n", optarg);
+				cdp_cli_bad("--sync", optarg, "allreduce, average:K or admm:K:RHO "
+				            "(K >= 1, RHO > 0)");
 				goto out;
 			}
 			break;
@@ -344,11 +302,10 @@ int main(int argc, char **argv)
 				goto out;
 			break;
 		case OPT_WD:
-			if (num_double("--weight-decay", optarg, 10, &o.weight_decay) < 0)
+			if (cdp_cli_double("--weight-decay", optarg, 0, 10, 0, &o.weight_decay))
 				goto out;
 			break;
 		default:
-			usage(stderr);
 			goto out;
 		}
 	}

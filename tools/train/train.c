@@ -60,14 +60,6 @@ void cdp_train_opts_init(cdp_train_opts *o)
 	o->progress = CDP_PROGRESS_AUTO;
 }
 
-/* Every rank learns whether any rank failed; a failed rank has printed why. */
-static int agree_failed(int failed)
-{
-	uint64_t v = failed != 0;
-	cdp_dist_sum_u64(&v, 1);
-	return v != 0;
-}
-
 static void bad_label(trainer *t, const cdp_batch *b, int i, int32_t v)
 {
 	TR_FAIL("'%s': record '%s': label %" PRId32 " is not a class of the model "
@@ -244,14 +236,14 @@ static int scale_check(trainer *t)
 {
 	cdp_backend *be = t->be;
 	size_t n = t->net.nparams;
-	double bad;
+	int bad;
 
 	if (t->scale <= 0)
 		return 1;
 	bad = !isfinite(be->sumsq(be, t->net.grads, n));
 	if (t->o->sync != CDP_SYNC_ALLREDUCE)
-		cdp_dist_sum_f64(&bad, 1);
-	if (bad > 0) {
+		bad = cdp_dist_any(bad);
+	if (bad) {
 		tr_logf(t, "step %ld: the gradients overflowed at loss scale %g, step skipped",
 		        t->step + 1, t->scale);
 		t->scale = fmax(t->scale * 0.5, 1e-30);
@@ -316,7 +308,7 @@ static int train_loop(trainer *t)
 	else
 		snprintf(dev, sizeof dev, "%s", t->be->name);
 	tr_logf(t, "device %s, precision %s, loss scale %g, all-reduce %s%s", dev,
-	        tr_prec_name(o->precision), t->scale, cdp_dist_algo_name(t->algo),
+	        cdp_precision_name(o->precision), t->scale, cdp_dist_algo_name(t->algo),
 	        cdp_dist_staged() ? " staged through host memory" : "");
 	if (t->raw)
 		tr_logf(t, "data path device: raw %s tiles, prepared by the %s backend",
@@ -398,7 +390,7 @@ static int train_loop(trainer *t)
 		tr_logf(t, "data path %s: %.0f bytes a batch to the device (%ld batches)",
 		        t->raw ? "device" : "host", t->up_bytes / (double)t->up_batches, t->up_batches);
 	if (!stop) {
-		stop = agree_failed(cdp_train_stop);
+		stop = cdp_dist_any(cdp_train_stop);
 		if (t->vl && !validated && !stop) {
 			tr_validate(t, &v);
 			tr_log_val(t, &v);
@@ -438,7 +430,7 @@ int cdp_train_run(const cdp_train_opts *o)
 		else
 			fprintf(stderr, "cdp-train: %s\n", err);
 	}
-	if (agree_failed(rc)) {
+	if (cdp_dist_any(rc)) {
 		tr_teardown(&t);
 		return 1;
 	}

@@ -102,7 +102,6 @@ typedef struct trainer {
 
 /* train_setup.c */
 int  tr_setup(trainer *t, char *err, size_t cap);
-const char *tr_prec_name(int prec);   /* CDP_PREC_* -> "fp32" ... */
 void tr_teardown(trainer *t);
 
 /* train_sync.c */

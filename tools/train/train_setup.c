@@ -64,12 +64,6 @@ static int model_text(trainer *t, char *err, size_t cap)
 	return 0;
 }
 
-const char *tr_prec_name(int prec)
-{
-	static const char *const names[] = { "fp32", "tf32", "bf16", "fp16" };
-	return prec >= 0 && prec < 4 ? names[prec] : "?";
-}
-
 /* The backend of --device at --precision, handed to the dist layer (the
  * trainer's parameters, gradients and buffers are its device memory), and
  * the algorithm of --allreduce: by default nccl when every rank of the node
@@ -84,7 +78,7 @@ static int open_device(trainer *t, int threads, char *err, size_t cap)
 		return fail(err, cap, "--device %s: %s", o->device, why);
 	if (t->be->set_precision(t->be, o->precision) != 0)
 		return fail(err, cap, "--precision %s: the %s backend cannot compute in it%s",
-		            tr_prec_name(o->precision), t->be->name,
+		            cdp_precision_name(o->precision), t->be->name,
 		            t->be->device < 0 ? " (the cpu computes in fp32 only)" : "");
 	cdp_dist_set_backend(t->be);
 	gpus = t->be->device >= 0 ? cdp_cuda_device_count() : 0;

@@ -1,0 +1,246 @@
+/* cdp_cli.c: option parsing and messages shared by the programs (cdp_cli.h).
+ *
+ * The numbers are cdp_num.c's; this file adds the one message each error
+ * gets, and the getopt_long wrapper that replaces getopt's own messages
+ * (which name the program by the path it was run as) with ours.
+ */
+#include "config.h"
+
+#include "cdp_cli.h"
+#include "cdp_error.h"
+#include "cdp_num.h"
+
+#include <stdarg.h>
+#include <string.h>
+
+static const char *prog = "cdp";
+static FILE *errf;
+
+void cdp_cli_init(const char *name, FILE *err)
+{
+	prog = name ? name : "cdp";
+	errf = err;
+}
+
+const char *cdp_cli_prog(void)
+{
+	return prog;
+}
+
+static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void say(const char *fmt, ...)
+{
+	FILE *f = errf ? errf : stderr;
+	va_list ap;
+
+	fprintf(f, "%s: ", prog);
+	va_start(ap, fmt);
+	vfprintf(f, fmt, ap);
+	va_end(ap);
+	fputc('\n', f);
+	fflush(f);
+}
+
+/* The long option the user typed in arg ("--name" or "--name=value"):
+ * its entry, or NULL when none or several match (getopt_long accepts any
+ * unambiguous prefix). *ambiguous tells the two apart. */
+static const struct option *find_long(const char *arg, const struct option *lo,
+                                      int *ambiguous)
+{
+	const struct option *hit = NULL;
+	size_t len = strcspn(arg + 2, "=");
+	int n = 0;
+
+	*ambiguous = 0;
+	for (; lo && lo->name; lo++) {
+		if (strncmp(lo->name, arg + 2, len) != 0)
+			continue;
+		if (strlen(lo->name) == len)
+			return lo;
+		hit = lo;
+		n++;
+	}
+	*ambiguous = n > 1;
+	return n == 1 ? hit : NULL;
+}
+
+int cdp_cli_getopt(int argc, char *const argv[], const char *shortopts,
+                   const struct option *longopts)
+{
+	char opts[256];
+	const struct option *lo;
+	const char *el;
+	int c, amb = 0;
+
+	/* a leading ':' makes a missing argument ':' rather than '?' */
+	if (snprintf(opts, sizeof opts, ":%s", shortopts) >= (int)sizeof opts)
+		return '?';
+	opterr = 0;
+	optopt = 0;
+	c = getopt_long(argc, argv, opts, longopts, NULL);
+	if (c != '?' && c != ':')
+		return c;
+	/* getopt_long steps past a long option it refuses, so argv[optind-1]
+	 * is that option; a short one is named by optopt. */
+	el = optind > 0 && optind <= argc ? argv[optind - 1] : "";
+	/* optopt is 0 for an unknown long option and the option's value for a
+	 * known one misused; a bad "-x" inside "-xq" leaves optind on its
+	 * element, so el may be an earlier, good option: check it is this one */
+	lo = strncmp(el, "--", 2) == 0 ? find_long(el, longopts, &amb) : NULL;
+	if (lo && lo->flag == NULL && lo->val == optopt && optopt != 0) {
+		int len = (int)strcspn(el, "=");
+
+		if (c == ':')
+			say("option '%.*s' needs an argument", len, el);
+		else
+			say("option '%.*s' takes no argument", len, el);
+	} else if (strncmp(el, "--", 2) == 0 && optopt == 0) {
+		say("%s option '%.*s' (%s --help lists the options)", amb ? "ambiguous" : "unknown",
+		    (int)strcspn(el, "="), el, prog);
+	} else if (c == ':') {
+		say("option '-%c' needs an argument", optopt);
+	} else if (optopt > ' ' && optopt < 127) {
+		say("unknown option '-%c' (%s --help lists the options)", optopt, prog);
+	} else {
+		say("unknown option (%s --help lists the options)", prog);
+	}
+	return '?';
+}
+
+int cdp_cli_bad(const char *opt, const char *arg, const char *want)
+{
+	say("%s: '%s' is not %s", opt, arg, want);
+	return CDP_ESYNTAX;
+}
+
+/* rc from a cdp_num parser: CDP_OK, or the message and rc. */
+static int report(int rc, const char *opt, const char *arg, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+static int report(int rc, const char *opt, const char *arg, const char *fmt, ...)
+{
+	char want[256];
+	va_list ap;
+
+	if (rc == CDP_OK)
+		return rc;
+	va_start(ap, fmt);
+	vsnprintf(want, sizeof want, fmt, ap);
+	va_end(ap);
+	if (rc == CDP_ENOMEM)
+		say("%s: %s", opt, cdp_strerror(rc));
+	else
+		say("%s: '%s' is not %s", opt, arg, want);
+	return rc;
+}
+
+int cdp_cli_int(const char *opt, const char *arg, int min, int max, int *out)
+{
+	return report(cdp_parse_int(arg, min, max, out), opt, arg,
+	              "an integer in %d..%d", min, max);
+}
+
+int cdp_cli_long(const char *opt, const char *arg, long min, long max, long *out)
+{
+	int64_t v;
+	int rc = cdp_parse_i64(arg, min, max, &v);
+
+	if (rc == CDP_OK)
+		*out = (long)v;
+	return report(rc, opt, arg, "an integer in %ld..%ld", min, max);
+}
+
+int cdp_cli_u64(const char *opt, const char *arg, uint64_t min, uint64_t max,
+                uint64_t *out)
+{
+	return report(cdp_parse_u64(arg, min, max, out), opt, arg,
+	              "an integer in %llu..%llu", (unsigned long long)min,
+	              (unsigned long long)max);
+}
+
+int cdp_cli_double(const char *opt, const char *arg, double min, double max,
+                   int below_max, double *out)
+{
+	double v;
+	int rc = cdp_parse_double(arg, min, max, &v);
+
+	if (rc == CDP_OK && below_max && v >= max)
+		rc = CDP_ERANGE;
+	if (rc == CDP_OK)
+		*out = v;
+	if (below_max)
+		return report(rc, opt, arg, "a number in %g..%g, less than %g", min, max, max);
+	return report(rc, opt, arg, "a number in %g..%g", min, max);
+}
+
+/* A size bound in the largest of K, M, G, T that divides it: "64K". */
+static void size_text(uint64_t v, char *buf, size_t cap)
+{
+	static const char units[] = "KMGT";
+	int u = -1;
+
+	while (u < 3 && v >= 1024 && v % 1024 == 0) {
+		v /= 1024;
+		u++;
+	}
+	snprintf(buf, cap, "%llu%.*s", (unsigned long long)v, u >= 0, u >= 0 ? units + u : "");
+}
+
+int cdp_cli_size(const char *opt, const char *arg, uint64_t min, uint64_t max,
+                 uint64_t *out)
+{
+	char lo[32], hi[32];
+
+	size_text(min, lo, sizeof lo);
+	size_text(max, hi, sizeof hi);
+	/* a bound past any disk (SIZE_MAX / 2) is no help to the user */
+	if (max >= (uint64_t)1 << 62)
+		return report(cdp_parse_size(arg, min, max, out), opt, arg,
+		              "a size like 64K, 512M or 2G, at least %s", lo);
+	return report(cdp_parse_size(arg, min, max, out), opt, arg,
+	              "a size like 64K, 512M or 2G in %s..%s", lo, hi);
+}
+
+int cdp_cli_int_list(const char *opt, const char *arg, int min, int max, int *out,
+                     size_t cap, size_t *n)
+{
+	int rc = cdp_parse_int_list(arg, min, max, out, cap, n);
+
+	if (rc == CDP_OK && *n == 0)
+		rc = CDP_ESYNTAX;
+	return report(rc, opt, arg, "a list like 1,2,3 of at most %zu integers in %d..%d",
+	              cap, min, max);
+}
+
+int cdp_cli_keyword(const char *opt, const char *arg, const char *const *words,
+                    int *out)
+{
+	char want[256];
+	size_t len = 0;
+	int n = 0;
+
+	for (int i = 0; words[i]; i++) {
+		if (strcmp(arg, words[i]) == 0) {
+			*out = i;
+			return CDP_OK;
+		}
+		n++;
+	}
+	want[0] = '\0';
+	for (int i = 0; i < n && len < sizeof want; i++)
+		len += (size_t)snprintf(want + len, sizeof want - len, "%s%s",
+		                        i == 0 ? "" : i == n - 1 ? " or " : ", ", words[i]);
+	return cdp_cli_bad(opt, arg, want);
+}
+
+int cdp_cli_version(FILE *out, ...)
+{
+	const char *s;
+	va_list ap;
+
+	fprintf(out, "%s (%s) %s\n", prog, PACKAGE_NAME, PACKAGE_VERSION);
+	va_start(ap, out);
+	while ((s = va_arg(ap, const char *)) != NULL)
+		fprintf(out, "%s\n", s);
+	va_end(ap);
+	return fflush(out) == 0 && !ferror(out) ? 0 : -1;
+}
