@@ -89,9 +89,22 @@ static void broken_adamw(cdp_backend *be, float *w, const float *g, float *m, fl
 	real_adamw(be, w, g, m, v, n, lr * 1.001f, b1, b2, eps, wd, t);
 }
 
+/* "abort": side 1's conv_fwd aborts at once, as a failed CUDA call does,
+ * without flushing anything itself (selfcheck.sh: every line printed before
+ * it must still be in the log) */
+static void aborting_conv_fwd(cdp_backend *be, const cdp_conv_desc *d, const float *x,
+                              const float *w, const float *bias, float *y, void *ws)
+{
+	(void)be, (void)d, (void)x, (void)w, (void)bias, (void)y, (void)ws;
+	fprintf(stderr, "%s: CDP_GPU_TEST_BREAK=abort: conv_fwd aborts\n", gh_prog);
+	abort();
+}
+
 static int break_op(cdp_backend *be, const char *op)
 {
-	if (!strcmp(op, "conv_bwd_filter")) {
+	if (!strcmp(op, "abort")) {
+		be->conv_fwd = aborting_conv_fwd;
+	} else if (!strcmp(op, "conv_bwd_filter")) {
 		real_bwd_filter = be->conv_bwd_filter;
 		be->conv_bwd_filter = broken_bwd_filter;
 	} else if (!strcmp(op, "dropout_fwd")) {
@@ -116,6 +129,10 @@ int gh_open(const char *prog, int ref_threads)
 	char err[256] = "";
 
 	gh_prog = prog;
+	/* stdout is a file under run-device.sh: block-buffered, it would lose
+	 * the last results to an abort (a failed CUDA call); line by line, the
+	 * log ends at the last comparison made */
+	setvbuf(stdout, NULL, _IOLBF, 0);
 	if (sd && cdp_parse_u64(sd, 0, UINT64_MAX, &seed) != 0) {
 		fprintf(stderr, "%s: bad CDP_GPU_TEST_SEED '%s'\n", prog, sd);
 		return 99;

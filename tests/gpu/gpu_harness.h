@@ -8,7 +8,10 @@
  * GPU (tests/gpu/selfcheck.sh); that peer refuses bf16/fp16/tf32, so those
  * cases are skipped there and only there. With the peer,
  * CDP_GPU_TEST_BREAK=conv_bwd_filter|dropout_fwd|adamw_step makes that op
- * of side 1 slightly wrong, to show the comparisons fail. Without a GPU and
+ * of side 1 slightly wrong, to show the comparisons fail, and
+ * CDP_GPU_TEST_BREAK=abort makes side 1's conv_fwd abort, as a failed CUDA
+ * call does, to show that stdout (line-buffered) keeps every result
+ * printed before it. Without a GPU and
  * without the peer variable a program exits 77 (skip).
  *
  * A gh_buf is one buffer of the same size on each side; GH_BOTH runs its
