@@ -10,7 +10,19 @@ tests_gpu_test_ops_LDADD = $(ENGINE_LIBS)
 tests_gpu_test_model_SOURCES = tests/gpu/test_model.c $(GPU_HARNESS)
 tests_gpu_test_model_CPPFLAGS = $(ENGINE_TEST_CPPFLAGS)
 tests_gpu_test_model_LDADD = $(ENGINE_LIBS)
-check_PROGRAMS += tests/gpu/test_ops tests/gpu/test_model
+# the choice among cuDNN's algorithms (engine/cuda/cuda_algo.h, plain C):
+# runs everywhere
+tests_gpu_test_conv_algo_SOURCES = tests/gpu/test_conv_algo.c engine/cuda/cuda_algo.h \
+	tests/unit/tap.h
+tests_gpu_test_conv_algo_CPPFLAGS = $(ENGINE_TEST_CPPFLAGS)
+# a net's workspace after a precision change, on a CPU backend that sizes
+# convolutions as the CUDA one does: runs everywhere
+tests_gpu_test_ws_precision_SOURCES = tests/gpu/test_ws_precision.c tests/unit/tap.h
+tests_gpu_test_ws_precision_CPPFLAGS = $(ENGINE_TEST_CPPFLAGS)
+tests_gpu_test_ws_precision_LDADD = $(ENGINE_LIBS)
+check_PROGRAMS += tests/gpu/test_ops tests/gpu/test_model tests/gpu/test_conv_algo \
+	tests/gpu/test_ws_precision
+TESTS += tests/gpu/test_conv_algo tests/gpu/test_ws_precision
 TESTS += tests/gpu/test_ops tests/gpu/test_model tests/gpu/selfcheck.sh tests/gpu/two_ranks.sh \
 	tests/gpu/multi_gpu.sh
 
