@@ -20,9 +20,13 @@ tests_gpu_test_conv_algo_CPPFLAGS = $(ENGINE_TEST_CPPFLAGS)
 tests_gpu_test_ws_precision_SOURCES = tests/gpu/test_ws_precision.c tests/unit/tap.h
 tests_gpu_test_ws_precision_CPPFLAGS = $(ENGINE_TEST_CPPFLAGS)
 tests_gpu_test_ws_precision_LDADD = $(ENGINE_LIBS)
+# the GPU taken before MPI_Init (engine/device.h): runs everywhere
+tests_gpu_test_devsel_SOURCES = tests/gpu/test_devsel.c tests/unit/tap.h
+tests_gpu_test_devsel_CPPFLAGS = $(ENGINE_TEST_CPPFLAGS)
+tests_gpu_test_devsel_LDADD = $(ENGINE_LIBS)
 check_PROGRAMS += tests/gpu/test_ops tests/gpu/test_model tests/gpu/test_conv_algo \
-	tests/gpu/test_ws_precision
-TESTS += tests/gpu/test_conv_algo tests/gpu/test_ws_precision
+	tests/gpu/test_ws_precision tests/gpu/test_devsel
+TESTS += tests/gpu/test_conv_algo tests/gpu/test_ws_precision tests/gpu/test_devsel
 TESTS += tests/gpu/test_ops tests/gpu/test_model tests/gpu/selfcheck.sh tests/gpu/two_ranks.sh \
 	tests/gpu/multi_gpu.sh
 
