@@ -1,4 +1,5 @@
 /* gpu_harness.c: the two-backend harness of tests/gpu (gpu_harness.h). */
+#include <config.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -7,6 +8,9 @@
 #include "cdp_num.h"
 #include "gpu_harness.h"
 #include "tap.h"
+#ifdef HAVE_CUDA
+#include <cuda_runtime.h>
+#endif
 
 cdp_backend *gh_be[2];
 const char *gh_peer = "cuda";
@@ -120,6 +124,21 @@ static int break_op(cdp_backend *be, const char *op)
 	return 0;
 }
 
+const char *gh_no_device_why(void)
+{
+#ifdef HAVE_CUDA
+	int n = 0;
+	cudaError_t e = cudaGetDeviceCount(&n);
+
+	cudaGetLastError();
+	if (e != cudaSuccess)
+		return cudaGetErrorString(e);
+	return n ? "a device is there" : "cudaGetDeviceCount found 0 devices";
+#else
+	return "this build has no CUDA backend (configure --with-cuda)";
+#endif
+}
+
 int gh_open(const char *prog, int ref_threads)
 {
 	const char *peer = getenv("CDP_GPU_TEST_PEER"), *sd = getenv("CDP_GPU_TEST_SEED");
@@ -163,7 +182,8 @@ int gh_open(const char *prog, int ref_threads)
 	} else {
 		int n = cdp_cuda_device_count();
 		if (n == 0) {
-			printf("SKIP: no CUDA device (cdp_cuda_device_count() == 0)\n");
+			printf("SKIP: no CUDA device (cdp_cuda_device_count() == 0: %s)\n",
+			       gh_no_device_why());
 			return 77;
 		}
 		if (dev >= n) {

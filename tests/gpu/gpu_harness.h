@@ -71,6 +71,10 @@ void gh_check(int ok, const char *file, int line, const char *fmt, ...)
 /* Opens both sides; 0, or the exit code to return at once (77: skip, 99:
  * the harness could not start). ref_threads: the reference's threads. */
 int  gh_open(const char *prog, int ref_threads);
+/* Why cdp_cuda_device_count() is 0: the CUDA runtime's error string
+ * ("no CUDA-capable device is detected", "CUDA driver version is
+ * insufficient for CUDA runtime version", ...), for the skip message. */
+const char *gh_no_device_why(void);
 /* Closes both sides and returns tap_done()'s exit code. */
 int  gh_close(void);
 

@@ -5,10 +5,10 @@
 GPU_HARNESS = tests/gpu/gpu_harness.c tests/gpu/gpu_harness.h tests/unit/tap.h
 tests_gpu_test_ops_SOURCES = tests/gpu/test_ops.c tests/gpu/test_ops.h tests/gpu/test_ops_layers.c \
 	tests/gpu/test_ops_loss.c tests/gpu/test_ops_data.c $(GPU_HARNESS)
-tests_gpu_test_ops_CPPFLAGS = $(ENGINE_TEST_CPPFLAGS)
+tests_gpu_test_ops_CPPFLAGS = $(ENGINE_TEST_CPPFLAGS) $(CUDA_CPPFLAGS)
 tests_gpu_test_ops_LDADD = $(ENGINE_LIBS)
 tests_gpu_test_model_SOURCES = tests/gpu/test_model.c $(GPU_HARNESS)
-tests_gpu_test_model_CPPFLAGS = $(ENGINE_TEST_CPPFLAGS)
+tests_gpu_test_model_CPPFLAGS = $(ENGINE_TEST_CPPFLAGS) $(CUDA_CPPFLAGS)
 tests_gpu_test_model_LDADD = $(ENGINE_LIBS)
 # the choice among cuDNN's algorithms (engine/cuda/cuda_algo.h, plain C):
 # runs everywhere
@@ -28,7 +28,7 @@ check_PROGRAMS += tests/gpu/test_ops tests/gpu/test_model tests/gpu/test_conv_al
 	tests/gpu/test_ws_precision tests/gpu/test_devsel
 TESTS += tests/gpu/test_conv_algo tests/gpu/test_ws_precision tests/gpu/test_devsel
 TESTS += tests/gpu/test_ops tests/gpu/test_model tests/gpu/selfcheck.sh tests/gpu/two_ranks.sh \
-	tests/gpu/multi_gpu.sh
+	tests/gpu/multi_gpu.sh tests/gpu/steps_check.sh
 
 # tests/gpu/kernel_emu.sh: our kernels (engine/cuda/cuda_kern_*.cu) on the
 # host emulator of tests/gpu/emu/ against the CPU backend, on every machine.
@@ -45,5 +45,6 @@ EXTRA_DIST += tests/gpu/kernel_emu.sh tests/gpu/emu/emu.h tests/gpu/emu/mkemu.py
 CLEANFILES += tests/gpu/emu/kernel_check tests/gpu/emu/build.sh tests/gpu/emu/gen/*
 EXTRA_DIST += tests/gpu/selfcheck.sh tests/gpu/two_ranks.sh tests/gpu/multi_gpu.sh \
 	tests/gpu/ranks_common.sh tests/gpu/mkpool.sh \
-	tests/gpu/run-device.sh tests/gpu/dryrun.sh tests/gpu/devenv.sh tests/gpu/arc4random.c \
+	tests/gpu/run-device.sh tests/gpu/steps.sh tests/gpu/steps_check.sh tests/gpu/dryrun.sh \
+	tests/gpu/devenv.sh tests/gpu/arc4random.c \
 	tests/gpu/elf_weak_version.py tests/gpu/README
