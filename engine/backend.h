@@ -14,8 +14,9 @@
  *
  * Descriptors carry shapes once (like cuDNN's), so a backend can cache plans
  * and size a workspace: conv ops take a workspace of at least
- * conv_workspace(desc) bytes, provided by the caller (the net owns one shared
- * workspace sized for its largest layer).
+ * conv_workspace(desc) bytes in the precision in effect, provided by the
+ * caller (the net owns one shared workspace sized for its largest layer,
+ * grown by cdp_net_set_precision).
  *
  * Every op is synchronous on the CPU; on CUDA ops are queued on the backend's
  * compute stream and be->sync() waits for them.

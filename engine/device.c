@@ -19,6 +19,10 @@ cdp_backend *cdp_backend_cuda(int device, char *err, size_t cap)
 }
 #endif
 
+#ifdef HAVE_CUDA
+#include <cuda_runtime.h>
+#endif
+
 /* "cuda:N" -> N, or -1 */
 static int cuda_index(const char *spec)
 {
@@ -34,6 +38,47 @@ int cdp_device_parse(const char *spec)
 	    cuda_index(spec) >= 0)
 		return 0;
 	return -1;
+}
+
+int cdp_device_pick(const char *spec, int ngpu, int local_rank)
+{
+	int dev;
+
+	if (cdp_device_parse(spec) != 0 || !strcmp(spec, "cpu") || ngpu <= 0)
+		return -1;
+	if ((dev = cuda_index(spec)) >= 0)
+		return dev < ngpu ? dev : -1;
+	return (local_rank < 0 ? 0 : local_rank) % ngpu;
+}
+
+int cdp_device_env_local_rank(void)
+{
+	static const char *const vars[] = { "OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID",
+	                                    "LOCAL_RANK", "MPI_LOCALRANKID" };
+	int v;
+
+	for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+		const char *s = getenv(vars[i]);
+		if (s && *s && cdp_parse_int(s, 0, 1 << 20, &v) == 0)
+			return v;
+	}
+	return -1;
+}
+
+int cdp_device_preselect(const char *spec)
+{
+	int lr = cdp_device_env_local_rank(), dev;
+
+	if (lr < 0 || !spec || cdp_device_parse(spec) != 0 || !strcmp(spec, "cpu"))
+		return -1;
+	dev = cdp_device_pick(spec, cdp_cuda_device_count(), lr);
+#ifdef HAVE_CUDA
+	if (dev >= 0 && cudaSetDevice(dev) != cudaSuccess) {
+		cudaGetLastError();   /* cdp_device_open reports the device's trouble */
+		dev = -1;
+	}
+#endif
+	return dev;
 }
 
 cdp_backend *cdp_device_open(const char *spec, int threads, int local_rank, char *err, size_t cap)
@@ -54,7 +99,7 @@ cdp_backend *cdp_device_open(const char *spec, int threads, int local_rank, char
 	if ((dev = cuda_index(spec)) < 0) {
 		if (n == 0)   /* the backend says why: no CUDA build, driver or GPU */
 			return cdp_backend_cuda(0, err, cap);
-		dev = (local_rank < 0 ? 0 : local_rank) % n;
+		dev = cdp_device_pick(spec, n, local_rank);
 	} else if (dev >= n) {
 		snprintf(err, cap, "device cuda:%d does not exist (%d GPU%s found)", dev, n,
 		         n == 1 ? "" : "s");

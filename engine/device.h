@@ -15,6 +15,22 @@
 
 /* Checks the spelling only (for option parsing): 0 or -1. */
 int cdp_device_parse(const char *spec);
+/* The CUDA device cdp_device_open(spec, .., local_rank) binds when ngpu
+ * GPUs are visible: -1 for cpu, a bad spec, no GPU or cuda:N past them. */
+int cdp_device_pick(const char *spec, int ngpu, int local_rank);
+/* The launcher's local rank, before MPI is up: the first of
+ * OMPI_COMM_WORLD_LOCAL_RANK (Open MPI), SLURM_LOCALID (srun), LOCAL_RANK
+ * (torchrun and the like), MPI_LOCALRANKID (MPICH, Intel MPI) that holds a
+ * number >= 0; else -1. */
+int cdp_device_env_local_rank(void);
+/* Call before cdp_dist_init (MPI_Init): makes the GPU that cdp_device_open
+ * will bind (from the launcher's local rank, which is MPI's local rank on
+ * one node) the process's current device, so that a CUDA-aware MPI, which
+ * sets up its CUDA context in MPI_Init on the current device, does not put
+ * one on GPU 0 for every rank. Does nothing for cpu, without a local-rank
+ * variable (a single process: GPU 0 either way) or without a GPU. Returns
+ * the device made current, or -1. */
+int cdp_device_preselect(const char *spec);
 /* Opens the backend; NULL with a one-line reason in err. */
 cdp_backend *cdp_device_open(const char *spec, int threads, int local_rank, char *err, size_t cap);
 

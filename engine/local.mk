@@ -37,7 +37,7 @@ CUDA_KERN_OBJS = $(CUDA_KERN_SRCS:.cu=.$(OBJEXT))
 if HAVE_CUDA
 noinst_LIBRARIES += engine/libcdpcuda.a
 engine_libcdpcuda_a_CPPFLAGS = $(ENGINE_CPPFLAGS) $(CUDA_CPPFLAGS)
-engine_libcdpcuda_a_SOURCES = engine/cuda/cuda.h engine/cuda/cuda_kern.h \
+engine_libcdpcuda_a_SOURCES = engine/cuda/cuda.h engine/cuda/cuda_kern.h engine/cuda/cuda_algo.h \
 	engine/cuda/cuda_backend.c engine/cuda/cuda_ops.c \
 	engine/cuda/cuda_conv.c engine/cuda/cuda_dnn.c
 engine_libcdpcuda_a_LIBADD = $(CUDA_KERN_OBJS)

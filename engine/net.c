@@ -504,6 +504,42 @@ int cdp_net_resize(cdp_net *net, int n, char *err, size_t cap)
 	return alloc_batch(net, err, cap);
 }
 
+/* The workspace depends on the precision (a bf16/fp16 convolution on CUDA
+ * stages its operands in it): grown, never shrunk, so that it holds every
+ * layer's need in the precision set now. */
+int cdp_net_set_precision(cdp_net *net, int prec, char *err, size_t cap)
+{
+	static const char *const names[] = { "fp32", "tf32", "bf16", "fp16" };
+	cdp_backend *be = net->be;
+	int old = be->precision;
+	size_t need = 0;
+	void *ws;
+
+	if (be->set_precision(be, prec) != 0) {
+		snprintf(err, cap, "the %s backend cannot compute in %s", be->name,
+		         prec >= 0 && prec < 4 ? names[prec] : "this precision");
+		return -1;
+	}
+	for (int i = 0; i < net->nlayers; i++) {
+		cdp_layer *l = &net->layers[i];
+		size_t b = l->ops->workspace ? l->ops->workspace(l, net) : 0;
+		if (b > need)
+			need = b;
+	}
+	if (need <= net->ws_bytes)
+		return 0;
+	if (!(ws = be->alloc(be, need))) {
+		be->set_precision(be, old);
+		snprintf(err, cap, "cannot allocate a %zu-byte workspace for %s: out of memory", need,
+		         names[prec]);
+		return -1;
+	}
+	be->free(be, net->ws);
+	net->ws = ws;
+	net->ws_bytes = need;
+	return 0;
+}
+
 void cdp_net_free(cdp_net *net)
 {
 	cdp_backend *be = net->be;

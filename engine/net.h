@@ -115,6 +115,14 @@ int  cdp_net_build(cdp_net *net, cdp_backend *be, const char *cfg_text, const ch
                    const char *const *overrides, int noverrides,
                    int in_c, int in_h, int in_w, int n, char *err, size_t cap);
 int  cdp_net_resize(cdp_net *net, int n, char *err, size_t cap);
+/* Sets the backend's precision (CDP_PREC_*) for a built net and grows its
+ * workspace to what every layer needs in it (a CUDA bf16/fp16 convolution
+ * stages its operands there: a net sized in fp32 is too small for it).
+ * Calling be->set_precision alone on a built net leaves the workspace as
+ * it was, and the CUDA backend refuses a convolution it has not sized.
+ * Returns 0, or -1 with the reason in err (the backend refuses the
+ * precision, or out of memory; the precision is then unchanged). */
+int  cdp_net_set_precision(cdp_net *net, int prec, char *err, size_t cap);
 void cdp_net_free(cdp_net *net);
 /* He/Kaiming normal init of every weight (fan_in, gain sqrt(2)), biases 0,
  * bn gamma 1 beta 0, running var 1 mean 0; deterministic from seed. */

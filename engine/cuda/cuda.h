@@ -1,20 +1,21 @@
 /* cuda.h: the CUDA backend's private header (engine/cuda/ only).
  *
  * The backend fills the cdp_backend table (backend.h) with cuDNN for
- * convolution, batchnorm, pooling and ReLU, cuBLAS for GEMM, and our own
- * kernels (cuda_kern.h) for everything else. The files:
+ * convolution, batchnorm and pooling, cuBLAS for GEMM, and our own kernels
+ * (cuda_kern.h) for everything else, the activations included. The files:
  *   cuda_backend.c  the table, device binding, memory, the data path,
  *                   precision, error reporting
  *   cuda_ops.c      GEMM, the BLAS-like ops, the layer ops that are our
  *                   kernels, losses, metrics, optimizers
  *   cuda_conv.c     cuDNN convolution: per-shape plans, algorithms, the
  *                   bf16/fp16 channels-last staging
- *   cuda_dnn.c      cuDNN batchnorm, pooling and activations
+ *   cuda_dnn.c      cuDNN batchnorm and pooling, the activations
  *
  * Every op queues work on the compute stream and returns; an op cannot
  * return an error, so a failed CUDA, cuDNN or cuBLAS call (a bug, or a
- * dead device) prints "prog: file.c:LINE: call: STATUS_NAME: message" and
- * aborts. Under mpirun that ends the job.
+ * dead device) prints "prog: file.c:LINE: call: STATUS_NAME: message",
+ * flushes every stdio stream (abort() does not) and aborts. Under mpirun
+ * that ends the job.
  */
 #ifndef CDP_CUDA_H
 #define CDP_CUDA_H
@@ -82,7 +83,6 @@ typedef struct cu_impl {
 	/* cuDNN descriptors of the non-convolution ops, set per call (cuda_dnn.c) */
 	cudnnTensorDescriptor_t ta, tb, tbn;
 	cudnnPoolingDescriptor_t pool;
-	cudnnActivationDescriptor_t relu;
 
 	cu_plan **plans;         /* convolution plans, one per (desc, precision) */
 	int nplans, cap_plans;

@@ -37,7 +37,9 @@ _Noreturn void cu_fail(const char *file, int line, const char *call, const char 
 	fprintf(stderr, "%s: %s:%d: %.*s: %s%s%s\n", program_invocation_short_name,
 	        base ? base + 1 : file, line, (int)strcspn(call, "("), call, status,
 	        msg && *msg ? ": " : "", msg ? msg : "");
-	fflush(stderr);
+	/* every stream: stdout into a file is block-buffered, and what it holds
+	 * (the results before the failure) would die with abort() */
+	fflush(NULL);
 	abort();
 }
 

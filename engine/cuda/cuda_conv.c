@@ -1,14 +1,28 @@
 /* cuda_conv.c: convolution on cuDNN's legacy cudnnConvolution* API, one
  * cached plan per (descriptor, precision).
  *
- * A plan holds the tensor, filter and convolution descriptors and the
- * algorithm of each direction (forward, backward-data, backward-filter),
- * chosen once: by cuDNN's heuristics (cudnnGet*Algorithm_v7), or measured
- * (cudnnFind*AlgorithmEx on scratch tensors, PyTorch's cudnn.benchmark)
- * when CDP_CUDNN_BENCHMARK=1. Without measuring, backward algorithms that
- * cuDNN flags deterministic are preferred, so reruns give the same bits.
- * The net calls conv_workspace() for every conv layer when it is built, so
- * plans (and any measuring) are made then, not during a step.
+ * A plan holds the tensor, filter and convolution descriptors and, per
+ * direction (forward, backward-data, backward-filter), the list of
+ * algorithms it may use (cuda_algo.h): cuDNN's candidates by its
+ * heuristics (cudnnGet*Algorithm_v7), or measured (cudnnFind*AlgorithmEx
+ * on scratch tensors, PyTorch's cudnn.benchmark) when CDP_CUDNN_BENCHMARK=1,
+ * less those that break a precision's math rule or want too much
+ * workspace. Without measuring, backward algorithms that cuDNN flags
+ * deterministic come first, so reruns give the same bits. When the plan
+ * is made each candidate is run once, in that order, on zeroed scratch
+ * tensors until one succeeds, and that one is used; should it fail later
+ * (a cuDNN error status), the op goes on to the next candidate that fits
+ * the plan's workspace, with a note on stderr, instead of aborting.
+ * CDP_CUDNN_VERBOSE=1 prints each plan's choice (one line per plan); a
+ * candidate that failed is always reported.
+ *
+ * Plans are made only by conv_workspace(), which the net calls for every
+ * conv layer when it is built or its precision changes
+ * (cdp_net_set_precision), so that plans (trials, measuring) are made
+ * then, not during a step, and the caller's workspace is known to hold
+ * the plan. An op for which conv_workspace() was not called in the current
+ * precision aborts with that reason instead of writing past a workspace
+ * sized for another precision.
  *
  * Precision (backend.h):
  *   fp32       NCHW float, CUDNN_FMA_MATH: no TF32, the CPU within 1e-4;
@@ -21,15 +35,13 @@
  *
  * Workspace layout (conv_workspace bytes, base 256-aligned), each part
  * 256-aligned:
- *   [0, ws)  cuDNN's workspace: the largest of the three directions;
+ *   [0, ws)  cuDNN's workspace: the largest of the three chosen ones;
  *   W        the weights or their gradient: (F,KH,KW,C) half for bf16/fp16;
  *            in fp32/tf32 (F,C,KH,KW) float, used only when w or dw is not
  *            16-byte aligned (the net packs its parameters back to back, so
  *            a layer's weights may start at any float), since cuDNN's
  *            vectorized kernels want aligned operands;
  *   X, Y     bf16/fp16 only: (N,H,W,C) for x or dx, (N,OH,OW,F) for y or dy.
- * The size depends on the precision, so set_precision comes before the net
- * is built (the trainer, cdp-predict and the tests all do so).
  * Bias: forward adds it afterwards (cdk_bias_add); dbias comes from the
  * float32 dy (cdk_bias_grad), in every precision.
  */
@@ -41,6 +53,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "cuda.h"
+#include "cuda_algo.h"
 #include "cuda_kern.h"
 
 /* The most workspace one algorithm may take. Measured or not, a faster
@@ -49,6 +62,7 @@
 #define WS_MAX ((size_t)1 << 30)
 
 enum { DIR_FWD, DIR_DATA, DIR_FILT, NDIR };
+static const char *const dir_name[NDIR] = { "fwd", "data", "filter" };
 
 struct cu_plan {
 	cdp_conv_desc d;
@@ -57,17 +71,23 @@ struct cu_plan {
 	cudnnTensorDescriptor_t x, y;          /* (N,C,H,W), (N,F,OH,OW) */
 	cudnnFilterDescriptor_t w;             /* (F,C,KH,KW) */
 	cudnnConvolutionDescriptor_t cv[NDIR]; /* each with its algorithm's math type */
-	cudnnConvolutionFwdAlgo_t fwd;
-	cudnnConvolutionBwdDataAlgo_t data;
-	cudnnConvolutionBwdFilterAlgo_t filt;
-	size_t ws[NDIR];                       /* cuDNN workspace of each direction */
-	size_t off_w;                          /* weight staging */
+	cu_cand list[NDIR][CU_MAXC];           /* usable candidates, in trial order */
+	int nlist[NDIR];
+	int cur[NDIR];                         /* the one in use: list[dir][cur[dir]] */
+	size_t ws[NDIR];                       /* cuDNN workspace of the one in use */
+	size_t off_w;                          /* weight staging; [0, off_w) for cuDNN */
 	size_t off_x, off_y;                   /* half staging (bf16/fp16) */
 	size_t total;                          /* conv_workspace() */
 };
 
 static int is_half(int prec) { return prec == CDP_PREC_BF16 || prec == CDP_PREC_FP16; }
 static size_t align256(size_t v) { return (v + 255) / 256 * 256; }
+
+static const char *prec_name(int prec)
+{
+	return prec == CDP_PREC_FP32 ? "fp32" : prec == CDP_PREC_TF32 ? "tf32" :
+	       prec == CDP_PREC_BF16 ? "bf16" : "fp16";
+}
 
 static int same_desc(const cdp_conv_desc *a, const cdp_conv_desc *b)
 {
@@ -103,73 +123,83 @@ static void plan_free(cu_plan *p)
 
 /* fp32 must stay FMA whatever cuDNN suggests; otherwise take the math type
  * the algorithm was rated with. */
-static cudnnMathType_t math_for(int prec, cudnnMathType_t suggested)
+static cudnnMathType_t math_for(int prec, int math)
 {
-	return prec == CDP_PREC_FP32 ? CUDNN_FMA_MATH : suggested;
+	static const cudnnMathType_t type[] = { CUDNN_DEFAULT_MATH, CUDNN_TENSOR_OP_MATH,
+	                                        CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION,
+	                                        CUDNN_FMA_MATH };
+	return prec == CDP_PREC_FP32 ? CUDNN_FMA_MATH : type[math];
 }
 
-/* The candidate lists of the three directions, in cuDNN's order (fastest
- * expected or measured first), reduced to what the choice needs. */
-typedef struct cand {
-	int algo;
-	cudnnStatus_t status;
-	cudnnDeterminism_t det;
-	cudnnMathType_t math;
-} cand;
+static int math_of(cudnnMathType_t m)
+{
+	return m == CUDNN_TENSOR_OP_MATH ? CU_MATH_TENSOR :
+	       m == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION ? CU_MATH_TENSOR_CONV :
+	       m == CUDNN_FMA_MATH ? CU_MATH_FMA : CU_MATH_DEFAULT;
+}
 
-#define MAXC 16
+/* cuDNN's names, for the notes */
+static const char *algo_name(int dir, int a)
+{
+	static const char *const fwd[] = { "IMPLICIT_GEMM", "IMPLICIT_PRECOMP_GEMM", "GEMM",
+	                                   "DIRECT", "FFT", "FFT_TILING", "WINOGRAD",
+	                                   "WINOGRAD_NONFUSED" };
+	static const char *const data[] = { "ALGO_0", "ALGO_1", "FFT", "FFT_TILING", "WINOGRAD",
+	                                    "WINOGRAD_NONFUSED" };
+	static const char *const filt[] = { "ALGO_0", "ALGO_1", "FFT", "ALGO_3", "WINOGRAD",
+	                                    "WINOGRAD_NONFUSED", "FFT_TILING" };
+	const char *const *t = dir == DIR_FWD ? fwd : dir == DIR_DATA ? data : filt;
+	int n = dir == DIR_FWD ? 8 : dir == DIR_DATA ? 6 : 7;
 
-/* scratch tensors for measuring (benchmark mode only) */
+	return a >= 0 && a < n ? t[a] : "?";
+}
+
+/* scratch tensors for trying and measuring algorithms */
 typedef struct find_bufs {
 	void *x, *w, *y, *ws;
 	size_t ws_bytes;
 } find_bufs;
 
-static int cands_fwd(cu_impl *im, cu_plan *p, const find_bufs *fb, cand *c)
+/* cuDNN's candidates for direction dir (measured on fb when `measure`),
+ * reduced to what the choice needs; the workspace is filled in later. */
+static int cands(cu_impl *im, cu_plan *p, int dir, const find_bufs *fb, int measure,
+                 cu_cand *c)
 {
-	cudnnConvolutionFwdAlgoPerf_t r[MAXC];
 	int n = 0;
 
-	if (fb)
-		CDP_CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithmEx(im->dnn, p->x, fb->x, p->w,
-			fb->w, p->cv[DIR_FWD], p->y, fb->y, MAXC, &n, r, fb->ws, fb->ws_bytes));
-	else
-		CDP_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(im->dnn, p->x, p->w,
-			p->cv[DIR_FWD], p->y, MAXC, &n, r));
-	for (int i = 0; i < n; i++)
-		c[i] = (cand){ r[i].algo, r[i].status, r[i].determinism, r[i].mathType };
-	return n;
-}
-
-static int cands_data(cu_impl *im, cu_plan *p, const find_bufs *fb, cand *c)
-{
-	cudnnConvolutionBwdDataAlgoPerf_t r[MAXC];
-	int n = 0;
-
-	if (fb)
-		CDP_CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithmEx(im->dnn, p->w, fb->w,
-			p->y, fb->y, p->cv[DIR_DATA], p->x, fb->x, MAXC, &n, r, fb->ws, fb->ws_bytes));
-	else
-		CDP_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(im->dnn, p->w, p->y,
-			p->cv[DIR_DATA], p->x, MAXC, &n, r));
-	for (int i = 0; i < n; i++)
-		c[i] = (cand){ r[i].algo, r[i].status, r[i].determinism, r[i].mathType };
-	return n;
-}
-
-static int cands_filt(cu_impl *im, cu_plan *p, const find_bufs *fb, cand *c)
-{
-	cudnnConvolutionBwdFilterAlgoPerf_t r[MAXC];
-	int n = 0;
-
-	if (fb)
-		CDP_CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithmEx(im->dnn, p->x, fb->x,
-			p->y, fb->y, p->cv[DIR_FILT], p->w, fb->w, MAXC, &n, r, fb->ws, fb->ws_bytes));
-	else
-		CDP_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(im->dnn, p->x, p->y,
-			p->cv[DIR_FILT], p->w, MAXC, &n, r));
-	for (int i = 0; i < n; i++)
-		c[i] = (cand){ r[i].algo, r[i].status, r[i].determinism, r[i].mathType };
+#define CANDS_COPY(r) \
+	for (int i = 0; i < n; i++) \
+		c[i] = (cu_cand){ (int)r[i].algo, r[i].status == CUDNN_STATUS_SUCCESS, \
+		                  r[i].determinism == CUDNN_DETERMINISTIC, math_of(r[i].mathType), 0 }
+	if (dir == DIR_FWD) {
+		cudnnConvolutionFwdAlgoPerf_t r[CU_MAXC];
+		if (measure)
+			CDP_CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithmEx(im->dnn, p->x, fb->x, p->w,
+				fb->w, p->cv[dir], p->y, fb->y, CU_MAXC, &n, r, fb->ws, fb->ws_bytes));
+		else
+			CDP_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(im->dnn, p->x, p->w,
+				p->cv[dir], p->y, CU_MAXC, &n, r));
+		CANDS_COPY(r);
+	} else if (dir == DIR_DATA) {
+		cudnnConvolutionBwdDataAlgoPerf_t r[CU_MAXC];
+		if (measure)
+			CDP_CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithmEx(im->dnn, p->w, fb->w,
+				p->y, fb->y, p->cv[dir], p->x, fb->x, CU_MAXC, &n, r, fb->ws, fb->ws_bytes));
+		else
+			CDP_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(im->dnn, p->w, p->y,
+				p->cv[dir], p->x, CU_MAXC, &n, r));
+		CANDS_COPY(r);
+	} else {
+		cudnnConvolutionBwdFilterAlgoPerf_t r[CU_MAXC];
+		if (measure)
+			CDP_CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithmEx(im->dnn, p->x, fb->x,
+				p->y, fb->y, p->cv[dir], p->w, fb->w, CU_MAXC, &n, r, fb->ws, fb->ws_bytes));
+		else
+			CDP_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(im->dnn, p->x, p->y,
+				p->cv[dir], p->w, CU_MAXC, &n, r));
+		CANDS_COPY(r);
+	}
+#undef CANDS_COPY
 	return n;
 }
 
@@ -191,36 +221,33 @@ static cudnnStatus_t ws_size(cu_impl *im, cu_plan *p, int dir, int a, size_t *by
 	}
 }
 
-/* Picks the first usable candidate: status success, workspace within
- * limit, and (pass 0, when want_det) deterministic. Sets the descriptor's
- * math type for it. Returns the algorithm, or -1. */
-static int choose(cu_impl *im, cu_plan *p, int dir, const cand *c, int n, int want_det,
-                  size_t limit)
+/* Makes candidate c the one direction dir runs: its math type on the
+ * direction's descriptor. */
+static void use_cand(cu_plan *p, int dir, const cu_cand *c)
 {
-	for (int pass = want_det ? 0 : 1; pass < 2; pass++)
-		for (int i = 0; i < n; i++) {
-			size_t bytes;
-			if (c[i].status != CUDNN_STATUS_SUCCESS)
-				continue;
-			if (pass == 0 && c[i].det != CUDNN_DETERMINISTIC)
-				continue;
-			/* fp32 never takes a tensor-core (TF32) kernel */
-			if (p->prec == CDP_PREC_FP32 && (c[i].math == CUDNN_TENSOR_OP_MATH ||
-			    c[i].math == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION))
-				continue;
-			/* nor tf32 one that converts its float tensors down to fp16
-			 * (cudnnMathType_t): tf32 promises TF32 rounding, not fp16 range */
-			if (p->prec == CDP_PREC_TF32 && c[i].math == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION)
-				continue;
-			CDP_CUDNN_CHECK(cudnnSetConvolutionMathType(p->cv[dir],
-			                                            math_for(p->prec, c[i].math)));
-			if (ws_size(im, p, dir, c[i].algo, &bytes) != CUDNN_STATUS_SUCCESS ||
-			    bytes > limit)
-				continue;
-			p->ws[dir] = bytes;
-			return c[i].algo;
-		}
-	return -1;
+	CDP_CUDNN_CHECK(cudnnSetConvolutionMathType(p->cv[dir], math_for(p->prec, c->math)));
+}
+
+/* One convolution of direction dir with candidate c: out = conv(a, b) +
+ * beta out, a and b being (x, w) forward, (w, dy) backward-data and (x, dy)
+ * backward-filter, in the plan's tensor types. Returns cuDNN's status. */
+static cudnnStatus_t conv_exec(cu_impl *im, cu_plan *p, int dir, const cu_cand *c,
+                               const void *a, const void *b, void *out, const float *beta,
+                               void *ws)
+{
+	const float one = 1.0f;
+
+	switch (dir) {
+	case DIR_FWD:
+		return cudnnConvolutionForward(im->dnn, &one, p->x, a, p->w, b, p->cv[dir],
+			(cudnnConvolutionFwdAlgo_t)c->algo, ws, c->ws, beta, p->y, out);
+	case DIR_DATA:
+		return cudnnConvolutionBackwardData(im->dnn, &one, p->w, a, p->y, b, p->cv[dir],
+			(cudnnConvolutionBwdDataAlgo_t)c->algo, ws, c->ws, beta, p->x, out);
+	default:
+		return cudnnConvolutionBackwardFilter(im->dnn, &one, p->x, a, p->y, b, p->cv[dir],
+			(cudnnConvolutionBwdFilterAlgo_t)c->algo, ws, c->ws, beta, p->w, out);
+	}
 }
 
 /* Bytes of x (N,C,H,W), w (F,C,KH,KW) or y (N,F,OH,OW) in the plan's type */
@@ -242,11 +269,32 @@ static void find_free(find_bufs *fb)
 	cudaFree(fb->w);
 	cudaFree(fb->y);
 	cudaFree(fb->ws);
+	memset(fb, 0, sizeof *fb);
 }
 
-/* Scratch x, w, y (plus a workspace of up to `limit` bytes) for measuring;
- * returns -1 when there is no memory for them (then the heuristics choose). */
-static int find_alloc(const cu_plan *p, size_t limit, find_bufs *fb)
+/* Grows the scratch workspace to `bytes`; -1 when there is no memory. Each
+ * failed allocation is cleared at once: a successful call does not reset
+ * the runtime's last error, and the next launch check would report it. */
+static int find_ws(find_bufs *fb, size_t bytes)
+{
+	if (fb->ws_bytes >= bytes && (fb->ws || !bytes))
+		return 0;
+	cudaFree(fb->ws);
+	fb->ws = NULL;
+	fb->ws_bytes = 0;
+	if (cudaMalloc(&fb->ws, bytes) != cudaSuccess) {
+		cudaGetLastError();
+		fb->ws = NULL;
+		return -1;
+	}
+	fb->ws_bytes = bytes;
+	return 0;
+}
+
+/* Zeroed scratch x, w, y (finite data for timing and trials), plus for
+ * measuring a workspace of up to `limit` bytes (halved until it fits);
+ * -1 when there is no memory for x, w, y. */
+static int find_alloc(cu_impl *im, const cu_plan *p, int measure, size_t limit, find_bufs *fb)
 {
 	memset(fb, 0, sizeof *fb);
 	if (cudaMalloc(&fb->x, tensor_bytes(p, 'x')) != cudaSuccess ||
@@ -256,60 +304,123 @@ static int find_alloc(const cu_plan *p, size_t limit, find_bufs *fb)
 		find_free(fb);
 		return -1;
 	}
-	/* Each failed try is cleared at once: a successful call does not reset
-	 * the runtime's last error, and the next launch check would report it. */
-	for (fb->ws_bytes = limit; fb->ws_bytes >= ((size_t)1 << 20); fb->ws_bytes /= 2) {
-		if (cudaMalloc(&fb->ws, fb->ws_bytes) == cudaSuccess)
-			return 0;
-		cudaGetLastError();
-	}
-	fb->ws = NULL;
-	fb->ws_bytes = 0;
+	CDP_CUDA_CHECK(cudaMemsetAsync(fb->x, 0, tensor_bytes(p, 'x'), im->comp));
+	CDP_CUDA_CHECK(cudaMemsetAsync(fb->w, 0, tensor_bytes(p, 'w'), im->comp));
+	CDP_CUDA_CHECK(cudaMemsetAsync(fb->y, 0, tensor_bytes(p, 'y'), im->comp));
+	CDP_CUDA_CHECK(cudaStreamSynchronize(im->comp));
+	if (measure)
+		for (size_t b = limit; b >= ((size_t)1 << 20) && !fb->ws; b /= 2)
+			find_ws(fb, b);
 	return 0;
 }
 
-/* Chooses the three algorithms, measuring when asked to (and there is
- * memory to measure with). Returns -1 when a direction has no usable
- * algorithm: cuDNN always has one for a valid float 2-d convolution, but
- * not necessarily for every half-precision channels-last shape. */
+/* One trial (cu_algo_first's run) of a candidate of direction dir on the
+ * scratch tensors: 0 when it runs; one whose workspace cannot be had now
+ * is passed over. Without scratch (no memory) every candidate is taken
+ * untried. */
+typedef struct trial {
+	cu_impl *im;
+	cu_plan *p;
+	int dir;
+	find_bufs *fb;
+} trial;
+
+static int try_cand(void *ctx, const cu_cand *c)
+{
+	trial *t = ctx;
+	cu_plan *p = t->p;
+	find_bufs *fb = t->fb;
+	const float zero = 0.0f;
+	const void *a[NDIR] = { fb->x, fb->w, fb->x }, *b[NDIR] = { fb->w, fb->y, fb->y };
+	void *out[NDIR] = { fb->y, fb->x, fb->w };
+	cudnnStatus_t st;
+
+	use_cand(p, t->dir, c);
+	if (!fb->x)
+		return 0;
+	if (find_ws(fb, c->ws) < 0)
+		return -1;
+	st = conv_exec(t->im, p, t->dir, c, a[t->dir], b[t->dir], out[t->dir], &zero, fb->ws);
+	if (st == CUDNN_STATUS_SUCCESS && cudaStreamSynchronize(t->im->comp) != cudaSuccess) {
+		cudaGetLastError();
+		st = CUDNN_STATUS_EXECUTION_FAILED;
+	}
+	if (st == CUDNN_STATUS_SUCCESS)
+		return 0;
+	fprintf(stderr, "%s: note: cuDNN's %s algorithm %d (%s) failed on the convolution "
+	        "%dx%dx%dx%d -> %d (%dx%d, stride %d) in %s: %s; trying the next\n",
+	        program_invocation_short_name, dir_name[t->dir], c->algo, algo_name(t->dir, c->algo),
+	        p->d.n, p->d.c, p->d.h, p->d.w, p->d.f, p->d.kh, p->d.kw, p->d.stride,
+	        prec_name(p->prec), cudnnGetErrorString(st));
+	return -1;
+}
+
+/* Tries the candidates of direction dir in order and keeps the first that
+ * runs (its math type set); 0, or -1 when none does. */
+static int try_dir(cu_impl *im, cu_plan *p, int dir, find_bufs *fb)
+{
+	trial t = { im, p, dir, fb };
+	int i = cu_algo_first(p->list[dir], p->nlist[dir], try_cand, &t);
+
+	if (i < 0)
+		return -1;
+	p->cur[dir] = i;
+	use_cand(p, dir, &p->list[dir][i]);
+	return 0;
+}
+
+/* Lists, tries and chooses the algorithms of the three directions,
+ * measuring when asked to (and there is memory to measure with). Returns
+ * -1 when a direction has no algorithm that runs: cuDNN always has one for
+ * a valid float 2-d convolution, but not necessarily for every
+ * half-precision channels-last shape. */
 static int plan_algos(cdp_backend *be, cu_plan *p)
 {
 	cu_impl *im = cu_im(be);
 	size_t free_b = 0, total_b = 0, limit = WS_MAX;
-	find_bufs fb, *fbp = NULL;
-	cand c[MAXC] = { { 0 } };
-	int n, a[NDIR];
+	find_bufs fb;
+	cu_cand c[CU_MAXC];
+	int order[CU_MAXC], measure, rc = 0;
 
 	if (cudaMemGetInfo(&free_b, &total_b) != cudaSuccess)
 		cudaGetLastError();     /* keep WS_MAX; leave no error for the next check */
 	else if (free_b / 4 < limit)
 		limit = free_b / 4;
-	if (im->benchmark && find_alloc(p, limit, &fb) == 0) {
-		fbp = &fb;
+	if (find_alloc(im, p, im->benchmark, limit, &fb) < 0)
+		memset(&fb, 0, sizeof fb);
+	measure = im->benchmark && fb.ws;
+	if (measure)
 		limit = fb.ws_bytes;
-		/* Find times real convolutions: give them finite data (zeros) */
-		CDP_CUDA_CHECK(cudaMemsetAsync(fb.x, 0, tensor_bytes(p, 'x'), im->comp));
-		CDP_CUDA_CHECK(cudaMemsetAsync(fb.w, 0, tensor_bytes(p, 'w'), im->comp));
-		CDP_CUDA_CHECK(cudaMemsetAsync(fb.y, 0, tensor_bytes(p, 'y'), im->comp));
-		CDP_CUDA_CHECK(cudaStreamSynchronize(im->comp));
+	for (int dir = 0; dir < NDIR && rc == 0; dir++) {
+		int n = cands(im, p, dir, &fb, measure, c), k;
+		for (int i = 0; i < n; i++) {
+			c[i].ws = SIZE_MAX;
+			if (c[i].ok && cu_math_allowed(p->prec, c[i].math)) {
+				use_cand(p, dir, &c[i]);
+				if (ws_size(im, p, dir, c[i].algo, &c[i].ws) != CUDNN_STATUS_SUCCESS)
+					c[i].ws = SIZE_MAX;
+			}
+		}
+		k = cu_algo_order(c, n, p->prec, dir != DIR_FWD && !measure, limit, order);
+		p->nlist[dir] = k;
+		for (int i = 0; i < k; i++)
+			p->list[dir][i] = c[order[i]];
+		rc = try_dir(im, p, dir, &fb);
+		if (rc == 0)
+			p->ws[dir] = p->list[dir][p->cur[dir]].ws;
 	}
-	n = cands_fwd(im, p, fbp, c);
-	a[DIR_FWD] = choose(im, p, DIR_FWD, c, n, 0, limit);
-	n = cands_data(im, p, fbp, c);
-	a[DIR_DATA] = choose(im, p, DIR_DATA, c, n, !fbp, limit);
-	n = cands_filt(im, p, fbp, c);
-	a[DIR_FILT] = choose(im, p, DIR_FILT, c, n, !fbp, limit);
-	if (fbp) {
-		CDP_CUDA_CHECK(cudaStreamSynchronize(im->comp));
-		find_free(fbp);
-	}
-	for (int dir = 0; dir < NDIR; dir++)
-		if (a[dir] < 0)
-			return -1;
-	p->fwd = (cudnnConvolutionFwdAlgo_t)a[DIR_FWD];
-	p->data = (cudnnConvolutionBwdDataAlgo_t)a[DIR_DATA];
-	p->filt = (cudnnConvolutionBwdFilterAlgo_t)a[DIR_FILT];
-	return 0;
+	find_free(&fb);
+	if (rc == 0 && getenv("CDP_CUDNN_VERBOSE") && !strcmp(getenv("CDP_CUDNN_VERBOSE"), "1"))
+		fprintf(stderr, "%s: cuDNN plan %dx%dx%dx%d -> %d (%dx%d, stride %d, pad %d, dil %d) "
+		        "%s%s: fwd %s, data %s, filter %s (of %d, %d, %d usable)\n",
+		        program_invocation_short_name, p->d.n, p->d.c, p->d.h, p->d.w, p->d.f,
+		        p->d.kh, p->d.kw, p->d.stride, p->d.pad, p->d.dil, prec_name(p->prec),
+		        measure ? " measured" : "",
+		        algo_name(DIR_FWD, p->list[DIR_FWD][p->cur[DIR_FWD]].algo),
+		        algo_name(DIR_DATA, p->list[DIR_DATA][p->cur[DIR_DATA]].algo),
+		        algo_name(DIR_FILT, p->list[DIR_FILT][p->cur[DIR_FILT]].algo),
+		        p->nlist[DIR_FWD], p->nlist[DIR_DATA], p->nlist[DIR_FILT]);
+	return rc;
 }
 
 /* The descriptors of p for precision p->prec and its algorithms; -1 when
@@ -345,10 +456,10 @@ static int plan_setup(cdp_backend *be, cu_plan *p)
 }
 
 /* A plan for d in be->precision. A bf16/fp16 shape for which cuDNN has no
- * channels-last algorithm (a first layer with 3 input channels is the
- * likely case) runs in tf32 instead, with a note on stderr: the layer is
- * then slower and its operands rounded to TF32 rather than bf16/fp16, but
- * the run goes on, as PyTorch's autocast would. */
+ * channels-last algorithm that runs (a first layer with 3 input channels
+ * is the likely case) runs in tf32 instead, with a note on stderr: the
+ * layer is then slower and its operands rounded to TF32 rather than
+ * bf16/fp16, but the run goes on, as PyTorch's autocast would. */
 static cu_plan *plan_new(cdp_backend *be, const cdp_conv_desc *d)
 {
 	cu_plan *p = calloc(1, sizeof *p);
@@ -363,15 +474,15 @@ static cu_plan *plan_new(cdp_backend *be, const cdp_conv_desc *d)
 	if (rc < 0 && is_half(p->prec)) {
 		fprintf(stderr, "%s: note: cuDNN has no %s channels-last algorithm for the "
 		        "convolution %dx%dx%d -> %d (%dx%d, stride %d); it runs in tf32\n",
-		        program_invocation_short_name, p->prec == CDP_PREC_BF16 ? "bf16" : "fp16",
-		        d->c, d->h, d->w, d->f, d->kh, d->kw, d->stride);
+		        program_invocation_short_name, prec_name(p->prec), d->c, d->h, d->w, d->f,
+		        d->kh, d->kw, d->stride);
 		plan_descs_free(p);
 		p->prec = CDP_PREC_TF32;
 		rc = plan_setup(be, p);
 	}
 	if (rc < 0)
 		cu_fail(__FILE__, __LINE__, "cudnnGetConvolutionAlgorithm", "no algorithm",
-		        "no convolution algorithm fits this shape and workspace limit");
+		        "no convolution algorithm runs with this shape and workspace limit");
 	ws = p->ws[DIR_FWD];
 	if (p->ws[DIR_DATA] > ws)
 		ws = p->ws[DIR_DATA];
@@ -387,40 +498,86 @@ static cu_plan *plan_new(cdp_backend *be, const cdp_conv_desc *d)
 	return p;
 }
 
-/* The plan for (d, be->precision), made on first use. A net has a few
- * dozen distinct shapes: a linear search from the most recent is enough. */
-static cu_plan *plan_get(cdp_backend *be, const cdp_conv_desc *d)
+/* The plan for (d, be->precision), or NULL. A net has a few dozen distinct
+ * shapes: a linear search from the most recent is enough. */
+static cu_plan *plan_find(cdp_backend *be, const cdp_conv_desc *d)
 {
 	cu_impl *im = cu_im(be);
-	cu_plan *p;
 
 	for (int i = im->nplans - 1; i >= 0; i--)
 		if (im->plans[i]->req == be->precision && same_desc(&im->plans[i]->d, d))
 			return im->plans[i];
-	if (im->nplans == im->cap_plans) {
-		int cap = im->cap_plans ? 2 * im->cap_plans : 32;
-		cu_plan **np = realloc(im->plans, (size_t)cap * sizeof *np);
-		if (!np)
-			cu_fail(__FILE__, __LINE__, "realloc", "ENOMEM", "out of memory for conv plans");
-		im->plans = np;
-		im->cap_plans = cap;
-	}
-	p = plan_new(be, d);
-	im->plans[im->nplans++] = p;
-	return p;
+	return NULL;
 }
 
-/* Called for every conv layer when the net is built: makes the plan and
- * grows the reduction scratch for the layer's bias gradient (over the
- * output, or over the input for a transposed convolution), so that steps
- * allocate nothing. */
+/* The plan an op runs. Only conv_workspace() makes plans: an op without
+ * one was never sized for this precision, and its caller's workspace (sized
+ * for another precision, say fp32 while bf16 adds the staging) may be too
+ * small for what the plan would write. */
+static cu_plan *plan_need(cdp_backend *be, const cdp_conv_desc *d, const char *op)
+{
+	cu_plan *p = plan_find(be, d);
+	char msg[320];
+
+	if (p)
+		return p;
+	snprintf(msg, sizeof msg, "no workspace was sized for the convolution %dx%dx%dx%d -> %d "
+	         "(%dx%d, stride %d) in %s: call conv_workspace() after set_precision() (a net: "
+	         "cdp_net_set_precision)", d->n, d->c, d->h, d->w, d->f, d->kh, d->kw, d->stride,
+	         prec_name(be->precision));
+	cu_fail(__FILE__, __LINE__, op, "unsized plan", msg);
+}
+
+/* Called for every conv layer when the net is built or changes precision:
+ * makes the plan and grows the reduction scratch for the layer's bias
+ * gradient (over the output, or over the input for a transposed
+ * convolution), so that steps allocate nothing. */
 static size_t cu_conv_workspace(cdp_backend *be, const cdp_conv_desc *d)
 {
-	cu_plan *p = plan_get(be, d);
+	cu_impl *im = cu_im(be);
+	cu_plan *p = plan_find(be, d);
 	size_t out = (size_t)d->n * d->f * d->oh * d->ow, in = (size_t)d->n * d->c * d->h * d->w;
 
+	if (!p) {
+		if (im->nplans == im->cap_plans) {
+			int cap = im->cap_plans ? 2 * im->cap_plans : 32;
+			cu_plan **np = realloc(im->plans, (size_t)cap * sizeof *np);
+			if (!np)
+				cu_fail(__FILE__, __LINE__, "realloc", "ENOMEM", "out of memory for conv plans");
+			im->plans = np;
+			im->cap_plans = cap;
+		}
+		p = plan_new(be, d);
+		im->plans[im->nplans++] = p;
+	}
 	cu_scratch(be, out > in ? out : in);
 	return p->total;
+}
+
+/* Runs direction dir with the plan's candidate; when cuDNN refuses it
+ * (an error status), goes on to the next candidate whose workspace fits
+ * the plan's cuDNN part [0, off_w) and keeps that one, with a note. */
+static void run_dir(cu_impl *im, cu_plan *p, int dir, const void *a, const void *b, void *out,
+                    float beta, void *ws, const char *op)
+{
+	for (;;) {
+		const cu_cand *c = &p->list[dir][p->cur[dir]];
+		cudnnStatus_t st = conv_exec(im, p, dir, c, a, b, out, &beta, ws);
+		int next;
+
+		if (st == CUDNN_STATUS_SUCCESS)
+			return;
+		next = cu_algo_next(p->list[dir], p->nlist[dir], p->cur[dir] + 1, p->off_w);
+		if (next < 0)
+			cu_fail(__FILE__, __LINE__, op, cudnnGetErrorString(st), cu_dnn_msg());
+		fprintf(stderr, "%s: note: cuDNN's %s algorithm %d (%s) failed at run time: %s; "
+		        "using %d (%s) from now on\n", program_invocation_short_name, dir_name[dir],
+		        c->algo, algo_name(dir, c->algo), cudnnGetErrorString(st),
+		        p->list[dir][next].algo, algo_name(dir, p->list[dir][next].algo));
+		p->cur[dir] = next;
+		p->ws[dir] = p->list[dir][next].ws;
+		use_cand(p, dir, &p->list[dir][next]);
+	}
 }
 
 static int misaligned(const void *ptr) { return ((uintptr_t)ptr & 15) != 0; }
@@ -441,21 +598,18 @@ static void cu_conv_fwd(cdp_backend *be, const cdp_conv_desc *d, const float *x,
                         const float *w, const float *bias, float *y, void *ws)
 {
 	cu_impl *im = cu_im(be);
-	cu_plan *p = plan_get(be, d);
-	const float one = 1.0f, zero = 0.0f;
+	cu_plan *p = plan_need(be, d, "conv_fwd");
 
 	if (!is_half(p->prec)) {
 		w = aligned_w(im, p, w, ws);
-		CDP_CUDNN_CHECK(cudnnConvolutionForward(im->dnn, &one, p->x, x, p->w, w,
-			p->cv[DIR_FWD], p->fwd, ws, p->ws[DIR_FWD], &zero, p->y, y));
+		run_dir(im, p, DIR_FWD, x, w, y, 0.0f, ws, "cudnnConvolutionForward");
 	} else {
 		char *b = ws;
 		cdk_to_nhwc_half(im->comp, p->prec, d->n, d->c, d->h, d->w, x, b + p->off_x);
 		cdk_to_nhwc_half(im->comp, p->prec, d->f, d->c, d->kh, d->kw, w, b + p->off_w);
 		CDP_KERNEL_CHECK();
-		CDP_CUDNN_CHECK(cudnnConvolutionForward(im->dnn, &one, p->x, b + p->off_x, p->w,
-			b + p->off_w, p->cv[DIR_FWD], p->fwd, ws, p->ws[DIR_FWD], &zero, p->y,
-			b + p->off_y));
+		run_dir(im, p, DIR_FWD, b + p->off_x, b + p->off_w, b + p->off_y, 0.0f, ws,
+		        "cudnnConvolutionForward");
 		cdk_from_nhwc_half(im->comp, p->prec, d->n, d->f, d->oh, d->ow, b + p->off_y, y, 0.0f);
 		CDP_KERNEL_CHECK();
 	}
@@ -470,22 +624,19 @@ static void cu_conv_bwd_data(cdp_backend *be, const cdp_conv_desc *d, const floa
                              const float *w, float *dx, float beta, void *ws)
 {
 	cu_impl *im = cu_im(be);
-	cu_plan *p = plan_get(be, d);
-	const float one = 1.0f, zero = 0.0f;
+	cu_plan *p = plan_need(be, d, "conv_bwd_data");
 
 	if (!is_half(p->prec)) {
 		w = aligned_w(im, p, w, ws);
-		CDP_CUDNN_CHECK(cudnnConvolutionBackwardData(im->dnn, &one, p->w, w, p->y, dy,
-			p->cv[DIR_DATA], p->data, ws, p->ws[DIR_DATA], &beta, p->x, dx));
+		run_dir(im, p, DIR_DATA, w, dy, dx, beta, ws, "cudnnConvolutionBackwardData");
 		return;
 	}
 	char *b = ws;
 	cdk_to_nhwc_half(im->comp, p->prec, d->n, d->f, d->oh, d->ow, dy, b + p->off_y);
 	cdk_to_nhwc_half(im->comp, p->prec, d->f, d->c, d->kh, d->kw, w, b + p->off_w);
 	CDP_KERNEL_CHECK();
-	CDP_CUDNN_CHECK(cudnnConvolutionBackwardData(im->dnn, &one, p->w, b + p->off_w, p->y,
-		b + p->off_y, p->cv[DIR_DATA], p->data, ws, p->ws[DIR_DATA], &zero, p->x,
-		b + p->off_x));
+	run_dir(im, p, DIR_DATA, b + p->off_w, b + p->off_y, b + p->off_x, 0.0f, ws,
+	        "cudnnConvolutionBackwardData");
 	cdk_from_nhwc_half(im->comp, p->prec, d->n, d->c, d->h, d->w, b + p->off_x, dx, beta);
 	CDP_KERNEL_CHECK();
 }
@@ -495,27 +646,23 @@ static void cu_conv_bwd_filter(cdp_backend *be, const cdp_conv_desc *d, const fl
                                const float *dy, float *dw, float *dbias, void *ws)
 {
 	cu_impl *im = cu_im(be);
-	cu_plan *p = plan_get(be, d);
-	const float one = 1.0f, zero = 0.0f;
+	cu_plan *p = plan_need(be, d, "conv_bwd_filter");
 
 	if (!is_half(p->prec) && misaligned(dw)) {
 		/* into the aligned W slot, then added: dw + sum, as beta = 1 does */
 		float *tmp = (float *)((char *)ws + p->off_w);
-		CDP_CUDNN_CHECK(cudnnConvolutionBackwardFilter(im->dnn, &one, p->x, x, p->y, dy,
-			p->cv[DIR_FILT], p->filt, ws, p->ws[DIR_FILT], &zero, p->w, tmp));
+		run_dir(im, p, DIR_FILT, x, dy, tmp, 0.0f, ws, "cudnnConvolutionBackwardFilter");
 		cdk_axpy(im->comp, 1.0f, tmp, dw, (size_t)d->f * d->c * d->kh * d->kw);
 		CDP_KERNEL_CHECK();
 	} else if (!is_half(p->prec)) {
-		CDP_CUDNN_CHECK(cudnnConvolutionBackwardFilter(im->dnn, &one, p->x, x, p->y, dy,
-			p->cv[DIR_FILT], p->filt, ws, p->ws[DIR_FILT], &one, p->w, dw));
+		run_dir(im, p, DIR_FILT, x, dy, dw, 1.0f, ws, "cudnnConvolutionBackwardFilter");
 	} else {
 		char *b = ws;
 		cdk_to_nhwc_half(im->comp, p->prec, d->n, d->c, d->h, d->w, x, b + p->off_x);
 		cdk_to_nhwc_half(im->comp, p->prec, d->n, d->f, d->oh, d->ow, dy, b + p->off_y);
 		CDP_KERNEL_CHECK();
-		CDP_CUDNN_CHECK(cudnnConvolutionBackwardFilter(im->dnn, &one, p->x, b + p->off_x,
-			p->y, b + p->off_y, p->cv[DIR_FILT], p->filt, ws, p->ws[DIR_FILT], &zero, p->w,
-			b + p->off_w));
+		run_dir(im, p, DIR_FILT, b + p->off_x, b + p->off_y, b + p->off_w, 0.0f, ws,
+		        "cudnnConvolutionBackwardFilter");
 		/* dw in (F,KH,KW,C) half: back to (F,C,KH,KW) float, accumulating */
 		cdk_from_nhwc_half(im->comp, p->prec, d->f, d->c, d->kh, d->kw, b + p->off_w, dw, 1.0f);
 		CDP_KERNEL_CHECK();

@@ -1,5 +1,5 @@
-/* cuda_dnn.c: batchnorm, pooling and activations on cuDNN (leaky ReLU on
- * our kernel, which cuDNN lacks).
+/* cuda_dnn.c: batchnorm and pooling on cuDNN, and the activations on our
+ * kernels (cuDNN lacks leaky ReLU, and its ReLU's NaN rule is undocumented).
  *
  * The descriptors are set per call from the op's shapes (host-side work
  * of a microsecond); all tensors are NCHW float32 in every precision.
@@ -12,11 +12,15 @@
  * momentum and running_var to cuDNN unchanged), the saved statistics mean
  * and 1/sqrt(var + eps) (backend.h's save_mean, save_invstd). The fused
  * activation of the bn ops is cuDNN's batchnorm followed by our activation
- * op on its output (cuDNN's own fused mode, CUDNN_BATCHNORM_OPS_BN_ACTIVATION
+ * kernel on its output (cuDNN's own fused mode, CUDNN_BATCHNORM_OPS_BN_ACTIVATION
  * of the *Ex calls deprecated in cuDNN 9, is documented for NHWC half-
  * precision tensors only); in backward the activation's gradient is
  * written over dy, which backend.h allows, and cuDNN's batchnorm backward
- * reads it from there.
+ * reads it from there. A training forward over one value per channel
+ * (N*H*W = 1) is our kernel (cdk_bn_train1), as the CPU computes it: the
+ * batch variance 0 also for the running one, where cuDNN's unbiased
+ * estimate would divide by zero. Its backward stays cuDNN's (the batch
+ * statistics are finite: dx = 0, dgamma = 0, dbeta = dy).
  *
  * Max pooling is CUDNN_POOLING_MAX_DETERMINISTIC with NaN propagation;
  * padding never wins. Its backward finds the maximum again from x and y
@@ -29,8 +33,8 @@
  *
  * cuDNN describes a tensor with int sizes and strides and refuses one of
  * more than 2 Giga-elements (cudnnSetTensor4dDescriptor, "The total size
- * of a tensor ... is limited to 2 Giga-elements"): the elementwise ReLU
- * goes in pieces, the others fail with that reason (set4d).
+ * of a tensor ... is limited to 2 Giga-elements"): the others fail with
+ * that reason (set4d); the activations' kernels have no such limit.
  */
 #include <config.h>
 #include <limits.h>
@@ -53,58 +57,22 @@ static void set4d(cudnnTensorDescriptor_t t, int n, int c, int h, int w)
 	CDP_CUDNN_CHECK(cudnnSetTensor4dDescriptor(t, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, n, c, h, w));
 }
 
-/* ---- activations ---- */
-
-/* ReLU is elementwise: long arrays go to cuDNN in pieces of (1,1,1,len).
- * cuDNN allows in place (x == y in forward, dy == dx in backward) when the
- * two descriptors are the same (cudnnActivationForward/Backward: "In-place
- * operation is allowed for this routine ... this requires the
- * corresponding tensor descriptors to be identical"): they are one, ta. */
-#define ACT_PIECE ((size_t)1 << 30)
+/* ---- activations ----
+ * Our kernels (cuda_kern_elem.cu), for ReLU too: they agree with the CPU
+ * bit for bit (kernel_emu.sh), NaN included, where cuDNN's ReLU backward
+ * leaves undocumented what it does for a NaN y. They take any size_t n. */
 
 static void cu_act_fwd(cdp_backend *be, int kind, float slope, const float *x, float *y, size_t n)
 {
-	cu_impl *im = cu_im(be);
-	const float one = 1.0f, zero = 0.0f;
-
-	if (n == 0)
-		return;
-	if (kind != CDP_ACT_RELU) {
-		cdk_act_fwd(im->comp, kind, slope, x, y, n);
-		CDP_KERNEL_CHECK();
-		return;
-	}
-	for (size_t off = 0; off < n; off += ACT_PIECE) {
-		size_t len = n - off < ACT_PIECE ? n - off : ACT_PIECE;
-		set4d(im->ta, 1, 1, 1, (int)len);
-		CDP_CUDNN_CHECK(cudnnActivationForward(im->dnn, im->relu, &one, im->ta, x + off,
-		                                       &zero, im->ta, y + off));
-	}
+	cdk_act_fwd(cu_im(be)->comp, kind, slope, x, y, n);
+	CDP_KERNEL_CHECK();
 }
 
-/* y serves as cuDNN's x too: relu'(x) is (x > 0), which is (y > 0).
- * Where y is NaN (forward propagates it) the CPU passes dy; cuDNN's
- * documentation does not say what its backward does there (test_ops
- * checks it: "relu bwd NaN"). */
 static void cu_act_bwd(cdp_backend *be, int kind, float slope, const float *y,
                        const float *dy, float *dx, float beta, size_t n)
 {
-	cu_impl *im = cu_im(be);
-	const float one = 1.0f;
-
-	if (n == 0)
-		return;
-	if (kind != CDP_ACT_RELU) {
-		cdk_act_bwd(im->comp, kind, slope, y, dy, dx, beta, n);
-		CDP_KERNEL_CHECK();
-		return;
-	}
-	for (size_t off = 0; off < n; off += ACT_PIECE) {
-		size_t len = n - off < ACT_PIECE ? n - off : ACT_PIECE;
-		set4d(im->ta, 1, 1, 1, (int)len);
-		CDP_CUDNN_CHECK(cudnnActivationBackward(im->dnn, im->relu, &one, im->ta, y + off,
-			im->ta, dy + off, im->ta, y + off, &beta, im->ta, dx + off));
-	}
+	cdk_act_bwd(cu_im(be)->comp, kind, slope, y, dy, dx, beta, n);
+	CDP_KERNEL_CHECK();
 }
 
 /* ---- batch norm ---- */
@@ -136,6 +104,14 @@ static void cu_bn_fwd_train(cdp_backend *be, int n, int c, int hw, const float *
 		run_mean = run_var = NULL;
 	if (!save_mean || !save_invstd)
 		save_mean = save_invstd = NULL;
+	/* one value per channel: cuDNN's unbiased running variance would
+	 * divide by N*H*W - 1 = 0; our kernel does what the CPU does */
+	if ((size_t)n * hw == 1) {
+		cdk_bn_train1(im->comp, c, x, gamma, beta, y, run_mean, run_var, momentum, eps,
+		              save_mean, save_invstd, act, slope);
+		CDP_KERNEL_CHECK();
+		return;
+	}
 	bn_descs(im, n, c, hw);
 	CDP_CUDNN_CHECK(cudnnBatchNormalizationForwardTraining(im->dnn, CUDNN_BATCHNORM_SPATIAL,
 		&one, &zero, im->ta, x, im->ta, y, im->tbn, gamma, beta, (double)momentum,
@@ -162,8 +138,7 @@ static void cu_bn_fwd_infer(cdp_backend *be, int n, int c, int hw, const float *
 
 /* dx = beta dx + the input gradient; dgamma, dbeta accumulate (beta 1).
  * With act, dy first becomes the gradient before the activation, in place,
- * masked by y (bn_beta is not needed; cu_act_bwd sets its own descriptor
- * in im->ta, so bn_descs comes after). dx is never dy (net.c's gradient
+ * masked by y (bn_beta is not needed). dx is never dy (net.c's gradient
  * slots give a layer's dy and its input's dy different buffers). */
 static void cu_bn_bwd(cdp_backend *be, int n, int c, int hw, const float *x, const float *y,
                       float *dy, const float *gamma, const float *bn_beta,
@@ -253,11 +228,7 @@ int cu_dnn_init(cdp_backend *be, char *err, size_t cap)
 	if ((s = cudnnCreateTensorDescriptor(&im->ta)) != CUDNN_STATUS_SUCCESS ||
 	    (s = cudnnCreateTensorDescriptor(&im->tb)) != CUDNN_STATUS_SUCCESS ||
 	    (s = cudnnCreateTensorDescriptor(&im->tbn)) != CUDNN_STATUS_SUCCESS ||
-	    (s = cudnnCreatePoolingDescriptor(&im->pool)) != CUDNN_STATUS_SUCCESS ||
-	    (s = cudnnCreateActivationDescriptor(&im->relu)) != CUDNN_STATUS_SUCCESS ||
-	    /* NaN passes, as on the CPU and in PyTorch */
-	    (s = cudnnSetActivationDescriptor(im->relu, CUDNN_ACTIVATION_RELU,
-	                                      CUDNN_PROPAGATE_NAN, 0.0)) != CUDNN_STATUS_SUCCESS) {
+	    (s = cudnnCreatePoolingDescriptor(&im->pool)) != CUDNN_STATUS_SUCCESS) {
 		snprintf(err, cap, "cannot set up cuDNN descriptors: %s", cudnnGetErrorString(s));
 		return -1;
 	}
@@ -289,9 +260,6 @@ void cu_dnn_free(cdp_backend *be)
 		cudnnDestroyTensorDescriptor(im->tbn);
 	if (im->pool)
 		cudnnDestroyPoolingDescriptor(im->pool);
-	if (im->relu)
-		cudnnDestroyActivationDescriptor(im->relu);
 	im->ta = im->tb = im->tbn = NULL;
 	im->pool = NULL;
-	im->relu = NULL;
 }

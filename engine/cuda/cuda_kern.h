@@ -1,7 +1,7 @@
 /* cuda_kern.h: our CUDA C kernels (cuda_kern_*.cu), behind C-callable
  * launchers that the CUDA backend (cuda_backend.c, cuda_conv.c, cuda_dnn.c)
- * puts in the cdp_backend table. cuDNN does convolution, batchnorm, pooling
- * and ReLU; cuBLAS does GEMM; everything else is here.
+ * puts in the cdp_backend table. cuDNN does convolution, batchnorm and
+ * pooling; cuBLAS does GEMM; everything else is here.
  *
  * Every launcher queues work on stream s and returns at once (no sync, no
  * allocation). Pointers are device pointers unless said otherwise. Each
@@ -20,11 +20,13 @@
  * round like the CPU backend and agree with it bit for bit.
  *
  * Sources: cuda_kern_elem.cu (fill .. act, sumsq), cuda_kern_layers.cu
- * (upsample, chan slices, dropout, gap, bias), cuda_kern_pool.cu (maxpool),
- * cuda_kern_loss.cu (losses, argmax, confusion), cuda_kern_optim.cu,
- * cuda_kern_prec.cu (half staging), cuda_kern_data.cu (prep_batch),
- * cuda_kern_window.cu (cdp-predict's windows), and their private header cuda_kern_int.cuh. A failed launch prints the
- * file and line and aborts (a launcher cannot return an error).
+ * (upsample, chan slices, dropout, gap, bias, bn over one value per
+ * channel), cuda_kern_pool.cu (maxpool), cuda_kern_loss.cu (losses,
+ * argmax, confusion), cuda_kern_optim.cu, cuda_kern_prec.cu (half
+ * staging), cuda_kern_data.cu (prep_batch), cuda_kern_window.cu
+ * (cdp-predict's windows), and their private header cuda_kern_int.cuh. A
+ * failed launch prints the file and line, flushes every stream and aborts
+ * (a launcher cannot return an error).
  */
 #ifndef CDP_CUDA_KERN_H
 #define CDP_CUDA_KERN_H
@@ -78,6 +80,13 @@ void cdk_bias_add(cudaStream_t s, int n, int f, int hw, const float *bias, float
 /* dbias (f) += sum over n, hw of dy */
 void cdk_bias_grad(cudaStream_t s, int n, int f, int hw, const float *dy, float *dbias,
                    void *scratch);
+/* batchnorm's training forward over one value per channel (N*H*W = 1):
+ * x, y (1, c, 1, 1), bit for bit cpu_bn.c's, whose running variance takes
+ * the batch's (0) for the unbiased one that cuDNN would divide by N*H*W - 1
+ * = 0 for; run_* (both or neither) and save_* may be NULL */
+void cdk_bn_train1(cudaStream_t s, int c, const float *x, const float *gamma, const float *beta,
+                   float *y, float *run_mean, float *run_var, float momentum, float eps,
+                   float *save_mean, float *save_invstd, int act, float slope);
 /* maxpool backward from the argmax indices of cdk_maxpool_fwd (own kernels,
  * used where cuDNN's pooling does not fit, e.g. ties must go to the first) */
 void cdk_maxpool_fwd(cudaStream_t s, const cdp_pool_desc *d, const float *x, float *y, int32_t *idx);

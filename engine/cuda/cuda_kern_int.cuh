@@ -71,7 +71,10 @@ static __host__ __device__ __forceinline__ size_t cdk_divmod(size_t i, unsigned 
 /* The launchers cannot return an error, and a launch that fails (a bad
  * shape, no usable device) would leave no trace until much later: report
  * which launch failed and abort, as the backend does for a failed CUDA call
- * (cuda.h; under mpirun that ends the job). */
+ * (cuda.h; under mpirun that ends the job). abort() flushes no stdio
+ * stream, and a program's stdout into a file is block-buffered: every
+ * stream is flushed first, so the results printed before the failure
+ * (the test programs' "ok" lines, a trainer's log) are not lost. */
 #define CDK_CHECK_LAUNCH() cdk_check_launch(__FILE__, __LINE__)
 
 static inline void cdk_check_launch(const char *file, int line)
@@ -82,6 +85,7 @@ static inline void cdk_check_launch(const char *file, int line)
 		return;
 	fprintf(stderr, "%s: %s:%d: kernel launch: %s: %s\n", program_invocation_short_name,
 	        file, line, cudaGetErrorName(e), cudaGetErrorString(e));
+	fflush(NULL);
 	abort();
 }
 
@@ -89,6 +93,7 @@ static inline void cdk_check_launch(const char *file, int line)
 static inline void cdk_die(const char *file, int line, const char *what)
 {
 	fprintf(stderr, "%s: %s:%d: %s\n", program_invocation_short_name, file, line, what);
+	fflush(NULL);
 	abort();
 }
 

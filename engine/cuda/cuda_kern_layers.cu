@@ -1,6 +1,7 @@
 /* cuda_kern_layers.cu: the simple layer launchers of cuda_kern.h, the CUDA
  * twins of cpu_elem.c (and of cpu_bias_grad in cpu_conv.c): x2 upsampling,
- * the channel slices of concat, dropout, global average pooling, bias.
+ * the channel slices of concat, dropout, global average pooling, bias, and
+ * batchnorm's training forward over one value per channel.
  *
  * Shapes are NCHW float; hw = H*W. One thread per output element in
  * grid-stride loops (cdk_grid blocks of CDK_THREADS), except gap_fwd (one
@@ -13,6 +14,7 @@
  * for bit. Sums (gap_fwd, bias_grad) are in double like the CPU's, in a
  * fixed order of their own.
  */
+#include <math.h>
 #include "cuda_kern_int.cuh"
 
 /* ---- x2 upsampling: x (N,C,H,W) -> y (N,C,2H,2W) ---- */
@@ -341,5 +343,66 @@ void cdk_bias_grad(cudaStream_t s, int n, int f, int hw, const float *dy, float 
 	if (parts == 1)
 		return;
 	bias_sum_k<<<(unsigned)f, CDK_THREADS, 0, s>>>((int)parts, part, dbias);
+	CDK_CHECK_LAUNCH();
+}
+
+/* ---- batchnorm over one value per channel: x, y (1,C,1,1) ----
+ *
+ * cuDNN's training forward divides the batch variance by N*H*W - 1 for the
+ * running variance, which is 0 here. This is cpu_bn.c's bn_train_chan with
+ * N*H*W = 1, one thread per channel, in the CPU's arithmetic: the shifted
+ * sums about k = x give d = x - k = 0 (NaN for an infinite or NaN x) in
+ * double, the variance d*d - d*d = 0 whose "unbiased" value the CPU also
+ * takes as 0, save_invstd = 1/sqrt(0 + eps) in double, y = act((x - m) * a
+ * + b) with a = gamma * invstd, every float operation rounded alone. */
+static __host__ __device__ inline void bn1(int i, const float *x, const float *gamma,
+                                           const float *beta, float *y, float *run_mean,
+                                           float *run_var, float momentum, float eps,
+                                           float *save_mean, float *save_invstd, int act,
+                                           float slope)
+{
+	float k = x[i], fm, fi, v;
+	double d = (double)k - k, var = d * d - d * d;
+
+	if (var < 0.0)
+		var = 0.0;
+	fm = (float)(k + d);
+	fi = (float)(1.0 / sqrt(var + (double)eps));
+	v = cdk_add(cdk_mul(cdk_sub(k, fm), cdk_mul(gamma[i], fi)), beta[i]);
+	if (act == CDP_ACT_RELU)
+		v = v < 0.0f ? 0.0f : v;
+	else if (act == CDP_ACT_LEAKY)
+		v = v < 0.0f ? cdk_mul(v, slope) : v;
+	y[i] = v;
+	if (save_mean)
+		save_mean[i] = fm;
+	if (save_invstd)
+		save_invstd[i] = fi;
+	if (run_mean && run_var) {
+		float keep = cdk_sub(1.0f, momentum);
+		run_mean[i] = cdk_add(cdk_mul(keep, run_mean[i]), cdk_mul(momentum, fm));
+		run_var[i] = cdk_add(cdk_mul(keep, run_var[i]), cdk_mul(momentum, (float)var));
+	}
+}
+
+static __global__ void bn1_k(int c, const float *x, const float *gamma, const float *beta,
+                             float *y, float *run_mean, float *run_var, float momentum,
+                             float eps, float *save_mean, float *save_invstd, int act,
+                             float slope)
+{
+	CDK_FOR_EACH(i, (size_t)c)
+		bn1((int)i, x, gamma, beta, y, run_mean, run_var, momentum, eps, save_mean,
+		    save_invstd, act, slope);
+}
+
+void cdk_bn_train1(cudaStream_t s, int c, const float *x, const float *gamma, const float *beta,
+                   float *y, float *run_mean, float *run_var, float momentum, float eps,
+                   float *save_mean, float *save_invstd, int act, float slope)
+{
+	if (c <= 0)
+		return;
+	bn1_k<<<cdk_grid((size_t)c), CDK_THREADS, 0, s>>>(c, x, gamma, beta, y, run_mean, run_var,
+	                                                  momentum, eps, save_mean, save_invstd,
+	                                                  act, slope);
 	CDK_CHECK_LAUNCH();
 }

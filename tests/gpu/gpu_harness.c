@@ -1,4 +1,5 @@
 /* gpu_harness.c: the two-backend harness of tests/gpu (gpu_harness.h). */
+#include <config.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -7,6 +8,9 @@
 #include "cdp_num.h"
 #include "gpu_harness.h"
 #include "tap.h"
+#ifdef HAVE_CUDA
+#include <cuda_runtime.h>
+#endif
 
 cdp_backend *gh_be[2];
 const char *gh_peer = "cuda";
@@ -89,9 +93,22 @@ static void broken_adamw(cdp_backend *be, float *w, const float *g, float *m, fl
 	real_adamw(be, w, g, m, v, n, lr * 1.001f, b1, b2, eps, wd, t);
 }
 
+/* "abort": side 1's conv_fwd aborts at once, as a failed CUDA call does,
+ * without flushing anything itself (selfcheck.sh: every line printed before
+ * it must still be in the log) */
+static void aborting_conv_fwd(cdp_backend *be, const cdp_conv_desc *d, const float *x,
+                              const float *w, const float *bias, float *y, void *ws)
+{
+	(void)be, (void)d, (void)x, (void)w, (void)bias, (void)y, (void)ws;
+	fprintf(stderr, "%s: CDP_GPU_TEST_BREAK=abort: conv_fwd aborts\n", gh_prog);
+	abort();
+}
+
 static int break_op(cdp_backend *be, const char *op)
 {
-	if (!strcmp(op, "conv_bwd_filter")) {
+	if (!strcmp(op, "abort")) {
+		be->conv_fwd = aborting_conv_fwd;
+	} else if (!strcmp(op, "conv_bwd_filter")) {
 		real_bwd_filter = be->conv_bwd_filter;
 		be->conv_bwd_filter = broken_bwd_filter;
 	} else if (!strcmp(op, "dropout_fwd")) {
@@ -107,6 +124,21 @@ static int break_op(cdp_backend *be, const char *op)
 	return 0;
 }
 
+const char *gh_no_device_why(void)
+{
+#ifdef HAVE_CUDA
+	int n = 0;
+	cudaError_t e = cudaGetDeviceCount(&n);
+
+	cudaGetLastError();
+	if (e != cudaSuccess)
+		return cudaGetErrorString(e);
+	return n ? "a device is there" : "cudaGetDeviceCount found 0 devices";
+#else
+	return "this build has no CUDA backend (configure --with-cuda)";
+#endif
+}
+
 int gh_open(const char *prog, int ref_threads)
 {
 	const char *peer = getenv("CDP_GPU_TEST_PEER"), *sd = getenv("CDP_GPU_TEST_SEED");
@@ -116,6 +148,10 @@ int gh_open(const char *prog, int ref_threads)
 	char err[256] = "";
 
 	gh_prog = prog;
+	/* stdout is a file under run-device.sh: block-buffered, it would lose
+	 * the last results to an abort (a failed CUDA call); line by line, the
+	 * log ends at the last comparison made */
+	setvbuf(stdout, NULL, _IOLBF, 0);
 	if (sd && cdp_parse_u64(sd, 0, UINT64_MAX, &seed) != 0) {
 		fprintf(stderr, "%s: bad CDP_GPU_TEST_SEED '%s'\n", prog, sd);
 		return 99;
@@ -146,7 +182,8 @@ int gh_open(const char *prog, int ref_threads)
 	} else {
 		int n = cdp_cuda_device_count();
 		if (n == 0) {
-			printf("SKIP: no CUDA device (cdp_cuda_device_count() == 0)\n");
+			printf("SKIP: no CUDA device (cdp_cuda_device_count() == 0: %s)\n",
+			       gh_no_device_why());
 			return 77;
 		}
 		if (dev >= n) {

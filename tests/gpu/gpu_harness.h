@@ -8,7 +8,10 @@
  * GPU (tests/gpu/selfcheck.sh); that peer refuses bf16/fp16/tf32, so those
  * cases are skipped there and only there. With the peer,
  * CDP_GPU_TEST_BREAK=conv_bwd_filter|dropout_fwd|adamw_step makes that op
- * of side 1 slightly wrong, to show the comparisons fail. Without a GPU and
+ * of side 1 slightly wrong, to show the comparisons fail, and
+ * CDP_GPU_TEST_BREAK=abort makes side 1's conv_fwd abort, as a failed CUDA
+ * call does, to show that stdout (line-buffered) keeps every result
+ * printed before it. Without a GPU and
  * without the peer variable a program exits 77 (skip).
  *
  * A gh_buf is one buffer of the same size on each side; GH_BOTH runs its
@@ -68,6 +71,10 @@ void gh_check(int ok, const char *file, int line, const char *fmt, ...)
 /* Opens both sides; 0, or the exit code to return at once (77: skip, 99:
  * the harness could not start). ref_threads: the reference's threads. */
 int  gh_open(const char *prog, int ref_threads);
+/* Why cdp_cuda_device_count() is 0: the CUDA runtime's error string
+ * ("no CUDA-capable device is detected", "CUDA driver version is
+ * insufficient for CUDA runtime version", ...), for the skip message. */
+const char *gh_no_device_why(void);
 /* Closes both sides and returns tap_done()'s exit code. */
 int  gh_close(void);
 

@@ -5,14 +5,30 @@
 GPU_HARNESS = tests/gpu/gpu_harness.c tests/gpu/gpu_harness.h tests/unit/tap.h
 tests_gpu_test_ops_SOURCES = tests/gpu/test_ops.c tests/gpu/test_ops.h tests/gpu/test_ops_layers.c \
 	tests/gpu/test_ops_loss.c tests/gpu/test_ops_data.c $(GPU_HARNESS)
-tests_gpu_test_ops_CPPFLAGS = $(ENGINE_TEST_CPPFLAGS)
+tests_gpu_test_ops_CPPFLAGS = $(ENGINE_TEST_CPPFLAGS) $(CUDA_CPPFLAGS)
 tests_gpu_test_ops_LDADD = $(ENGINE_LIBS)
 tests_gpu_test_model_SOURCES = tests/gpu/test_model.c $(GPU_HARNESS)
-tests_gpu_test_model_CPPFLAGS = $(ENGINE_TEST_CPPFLAGS)
+tests_gpu_test_model_CPPFLAGS = $(ENGINE_TEST_CPPFLAGS) $(CUDA_CPPFLAGS)
 tests_gpu_test_model_LDADD = $(ENGINE_LIBS)
-check_PROGRAMS += tests/gpu/test_ops tests/gpu/test_model
+# the choice among cuDNN's algorithms (engine/cuda/cuda_algo.h, plain C):
+# runs everywhere
+tests_gpu_test_conv_algo_SOURCES = tests/gpu/test_conv_algo.c engine/cuda/cuda_algo.h \
+	tests/unit/tap.h
+tests_gpu_test_conv_algo_CPPFLAGS = $(ENGINE_TEST_CPPFLAGS)
+# a net's workspace after a precision change, on a CPU backend that sizes
+# convolutions as the CUDA one does: runs everywhere
+tests_gpu_test_ws_precision_SOURCES = tests/gpu/test_ws_precision.c tests/unit/tap.h
+tests_gpu_test_ws_precision_CPPFLAGS = $(ENGINE_TEST_CPPFLAGS)
+tests_gpu_test_ws_precision_LDADD = $(ENGINE_LIBS)
+# the GPU taken before MPI_Init (engine/device.h): runs everywhere
+tests_gpu_test_devsel_SOURCES = tests/gpu/test_devsel.c tests/unit/tap.h
+tests_gpu_test_devsel_CPPFLAGS = $(ENGINE_TEST_CPPFLAGS)
+tests_gpu_test_devsel_LDADD = $(ENGINE_LIBS)
+check_PROGRAMS += tests/gpu/test_ops tests/gpu/test_model tests/gpu/test_conv_algo \
+	tests/gpu/test_ws_precision tests/gpu/test_devsel
+TESTS += tests/gpu/test_conv_algo tests/gpu/test_ws_precision tests/gpu/test_devsel
 TESTS += tests/gpu/test_ops tests/gpu/test_model tests/gpu/selfcheck.sh tests/gpu/two_ranks.sh \
-	tests/gpu/multi_gpu.sh
+	tests/gpu/multi_gpu.sh tests/gpu/steps_check.sh
 
 # tests/gpu/kernel_emu.sh: our kernels (engine/cuda/cuda_kern_*.cu) on the
 # host emulator of tests/gpu/emu/ against the CPU backend, on every machine.
@@ -29,5 +45,6 @@ EXTRA_DIST += tests/gpu/kernel_emu.sh tests/gpu/emu/emu.h tests/gpu/emu/mkemu.py
 CLEANFILES += tests/gpu/emu/kernel_check tests/gpu/emu/build.sh tests/gpu/emu/gen/*
 EXTRA_DIST += tests/gpu/selfcheck.sh tests/gpu/two_ranks.sh tests/gpu/multi_gpu.sh \
 	tests/gpu/ranks_common.sh tests/gpu/mkpool.sh \
-	tests/gpu/run-device.sh tests/gpu/dryrun.sh tests/gpu/devenv.sh tests/gpu/arc4random.c \
+	tests/gpu/run-device.sh tests/gpu/steps.sh tests/gpu/steps_check.sh tests/gpu/dryrun.sh \
+	tests/gpu/devenv.sh tests/gpu/arc4random.c \
 	tests/gpu/elf_weak_version.py tests/gpu/README

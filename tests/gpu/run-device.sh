@@ -8,65 +8,75 @@
 #   .devdeps/     libraries and Open MPI, unpacked by scripts/device-deps.sh
 #                 (with the road pool for two_ranks.sh in .devdeps/pool)
 #   configure Makefile.in config.h.in aclocal.m4 build-aux/   from ./bootstrap
-# Steps, each timed; a failed step does not stop the later ones:
-#   env        the .devdeps paths (tests/gpu/devenv.sh), the CUDA toolkit,
-#              cuDNN and NCCL found (the toolkit of nvcc, or CUDA_HOME;
-#              cuDNN/NCCL there, in /usr, or in PyTorch's nvidia wheels)
-#   configure  $src/configure in BUILD with every library given by its
+# Steps, each with a timeout (seconds; a step killed at its timeout reads
+# TIMEOUT, and takes its process group with it: a hung mpirun cannot eat
+# the slot), inside one time budget for the whole run (CDP_GPU_BUDGET,
+# default 440 s, so that the summary comes out before the run tool's 480 s
+# limit: a step that cannot get 20 s is NOT RUN); a failed step does not
+# stop the later ones:
+#   env        (in this shell, each probe with a timeout) the .devdeps paths
+#              (tests/gpu/devenv.sh), the GPUs nvidia-smi lists, the CUDA
+#              toolkit (of nvcc, or CUDA_HOME), cuDNN and NCCL: the
+#              toolkit's, the system's, or PyTorch's wheels' (python3's
+#              site-packages, then the usual pip folders:
+#              site-packages/nvidia/{cudnn,nccl}/include)
+#   configure  120  $src/configure in BUILD with every library given by its
 #              _CFLAGS/_LIBS (no pkg-config), GDAL left out: nothing built
 #              here needs it
-#   build      cdp-train, cdp-keyshuffle, tests/gpu/test_ops, test_model,
-#              bench/engine_bench, tests/engine/model_dump (make -j nproc)
-#   test_ops, test_ops (cudnn find), test_model, two_ranks.sh, multi_gpu.sh
-#              (NCCL, rendezvous, watchdog; skips on fewer than 2 GPUs), bench/gpu.sh
-#              (with per-layer and per-operator profiles of both sides in
-#              LOGS/profiles: bench/gpu.sh's BENCH_PROFILE_DIR)
-# and prints a summary table last (step, result, seconds). Logs go to
-# $OUT (if set) or BUILD/gpu-logs, one file per step.
+#   build      300  cdp-train, cdp-keyshuffle, tests/gpu/test_ops,
+#              test_model, bench/engine_bench, tests/engine/model_dump
+#              (make -j nproc)
+#   devices     30  the devices this build sees (test_ops --count-devices):
+#              none while nvidia-smi lists a GPU is a failure, with the
+#              CUDA runtime's reason
+#   test_ops 120, test_ops_cudnn_find 150 (CDP_CUDNN_BENCHMARK=1, another
+#              seed), test_model 90, two_ranks 150, multi_gpu 150 (NCCL,
+#              rendezvous, watchdog; skips on fewer than 2 GPUs), bench_gpu
+#              240 (with per-layer and per-operator profiles of both sides
+#              in LOGS/profiles: bench/gpu.sh's BENCH_PROFILE_DIR);
+#   test_ops_blocking 150, optional: test_ops with CUDA_LAUNCH_BLOCKING=1,
+#              which pins an asynchronous error on the launch that caused
+#              it; run when named in CDP_GPU_STEPS, or when test_ops FAILed
+# The test steps run with CDP_CUDNN_VERBOSE=1 (each conv plan's cuDNN
+# algorithms in the log). A skip for "no CUDA device" on a machine whose
+# nvidia-smi lists a GPU is a failure (tests/gpu/steps.sh). The summary
+# table comes last (step, result, seconds), with what this machine could
+# not check (two-rank NCCL and the rest of multi_gpu.sh need 2 GPUs; on one
+# GPU two_ranks.sh's MPI and ring runs are the multi-rank cover). Logs go
+# to $OUT (if set) or BUILD/gpu-logs, one file per step.
 #
 # usage: tests/gpu/run-device.sh
 # env: CDP_GPU_BUILD (default: build-gpu in the source tree), CUDA_HOME,
 #      CDP_GPU_CUDA=no (build without CUDA: a dry run on a machine without
-#      it, where the GPU steps skip), BENCH_* (bench/gpu.sh),
-#      CDP_GPU_STEPS: the steps after the build to run, of "test_ops
-#      test_ops_cudnn_find test_model two_ranks multi_gpu bench_gpu" (all by default;
-#      a rerun after a fix need not repeat what passed)
-# Exit: 0 when no step failed (skips are not failures), else 1.
+#      it, where the GPU steps skip), CDP_GPU_BUDGET (seconds, default 440),
+#      BENCH_* (bench/gpu.sh), CDP_GPU_STEPS: the steps after the build to
+#      run, of "test_ops test_ops_cudnn_find test_model two_ranks multi_gpu
+#      bench_gpu" (all by default) and "test_ops_blocking" (a rerun after a
+#      fix need not repeat what passed)
+# Exit: 0 when no step failed, timed out or was not run (skips are not
+# failures, but for want of a device on a GPU machine), else 1.
 set -u
 src=$(cd "$(dirname "$0")/../.." && pwd)
 build=${CDP_GPU_BUILD:-$src/build-gpu}
 logs=${OUT:-$build/gpu-logs}
 mkdir -p "$build" "$logs" || exit 1
 summary=$logs/summary.txt
-: >"$summary"
-failed=0
-t_all=$(date +%s)
 
-# step NAME CMD...: runs CMD with its output in $logs/NAME.log and records
-# PASS (0), SKIP (77) or FAIL; on failure shows the failed checks and the
-# log's tail
-step() {
-	name=$1
-	shift
-	echo "=== $name"
-	t0=$(date +%s)
-	"$@" >"$logs/$name.log" 2>&1
-	rc=$?
-	t1=$(date +%s)
-	case $rc in
-	0) res=PASS ;;
-	77) res=SKIP ;;
-	*) res="FAIL ($rc)"; failed=1 ;;
-	esac
-	printf '%-22s %-10s %6d\n' "$name" "$res" $((t1 - t0)) >>"$summary"
-	if [ "$rc" -ne 0 ] && [ "$rc" -ne 77 ]; then
-		grep -E '^FAIL|check failed|error' "$logs/$name.log" | head -30
-		echo "--- last lines of $name.log"
-		tail -15 "$logs/$name.log"
-	else
-		tail -3 "$logs/$name.log"
-	fi
-	return $rc
+# shellcheck source=tests/gpu/steps.sh
+. "$src/tests/gpu/steps.sh"
+
+# to SECS CMD...: a probe that must not hang the env step
+to() { timeout -k 5 "$@"; }
+
+# the folders where PyTorch's nvidia wheels may be: python3's sys.path
+# (its site-packages), then the usual places of pip's installs
+wheel_roots() {
+	to 20 python3 -c 'import sys; print("\n".join(p for p in sys.path if p))' 2>/dev/null
+	for d in /usr/local/lib/python3*/dist-packages /usr/local/lib/python3*/site-packages \
+		/usr/lib/python3/dist-packages /opt/conda/lib/python3*/site-packages \
+		"${HOME:-/nonexistent}"/.local/lib/python3*/site-packages; do
+		[ -d "$d" ] && echo "$d"
+	done
 }
 
 # --- env: the carried libraries, CUDA, cuDNN, NCCL -----------------------
@@ -75,7 +85,13 @@ find_env() {
 	# shellcheck disable=SC1091
 	. "$src/tests/gpu/devenv.sh" || { echo "run-device: $DEVENV_ERR"; return 1; }
 	echo "glibc $(getconf GNU_LIBC_VERSION 2>/dev/null); $(uname -srm)"
-	command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L
+	gpus_listed=0
+	if command -v nvidia-smi >/dev/null 2>&1; then
+		to 30 nvidia-smi -L >"$logs/nvidia-smi.txt" 2>&1
+		cat "$logs/nvidia-smi.txt"
+		gpus_listed=$(grep -c '^GPU [0-9]' "$logs/nvidia-smi.txt")
+	fi
+	echo "nvidia-smi lists $gpus_listed GPU(s)"
 	if [ "${CDP_GPU_CUDA:-}" = no ]; then
 		echo "CDP_GPU_CUDA=no: building without CUDA"
 		return 0
@@ -86,23 +102,23 @@ find_env() {
 	done
 	[ -n "$nv" ] || { echo "run-device: no nvcc (set CUDA_HOME)"; return 1; }
 	cuda=$(cd "$(dirname "$(readlink -f "$nv")")/.." && pwd)
-	"$nv" --version | tail -2
+	to 30 "$nv" --version | tail -2
 	# cuDNN and NCCL: the toolkit, the system, or PyTorch's wheels
-	wheels=$(python3 -c 'import nvidia, os; print(os.path.dirname(nvidia.__path__[0]))' 2>/dev/null) ||
-		wheels=
+	roots=$(wheel_roots)
 	extra_inc= extra_lib=
 	for lib in cudnn nccl; do
-		found=
-		for d in "$cuda" /usr /usr/local ${wheels:+"$wheels/nvidia/$lib"}; do
-			for inc in "$d/include" "$d/include/x86_64-linux-gnu"; do
-				[ -z "$found" ] && [ -f "$inc/$lib.h" ] && found=$inc
-			done
-		done
-		[ -n "$found" ] || { echo "run-device: no $lib.h under $cuda, /usr or $wheels"; return 1; }
+		# shellcheck disable=SC2086
+		found=$(IFS='
+'; find_inc "$lib" "$cuda" /usr /usr/local $roots) || {
+			echo "run-device: no $lib.h under $cuda, /usr, /usr/local or the site-packages" \
+				"of python3 ($(printf "%s " $roots)): nvidia/$lib/include"
+			return 1
+		}
 		[ "$found" = "$cuda/include" ] || extra_inc="$extra_inc -I$found"
 		ld=
-		for l in "$cuda/lib64" "$cuda/lib" /usr/lib/x86_64-linux-gnu /usr/local/lib \
-			"$(dirname "$found")/lib"; do
+		# the library beside the header first (a wheel's next to its include/)
+		for l in "$(dirname "$found")/lib" "$cuda/lib64" "$cuda/lib" \
+			/usr/lib/x86_64-linux-gnu /usr/local/lib; do
 			[ -z "$ld" ] && ls "$l"/lib$lib.so* >/dev/null 2>&1 && ld=$l
 		done
 		[ -n "$ld" ] || { echo "run-device: no lib$lib.so for $found"; return 1; }
@@ -152,42 +168,94 @@ do_build() {
 		bench/engine_bench tests/engine/model_dump
 }
 
-# the environment make check gives the tests
-run_test() {
-	CDP_BUILDDIR=$build CDP_SRCDIR=$src PATH=$build:$PATH "$@"
+
+# the devices this build sees; none while nvidia-smi lists a GPU fails
+do_devices() {
+	n=$("$build/tests/gpu/test_ops" --count-devices 2>"$logs/devices.why") || return 1
+	echo "this build sees $n CUDA device(s); nvidia-smi lists $gpus_listed"
+	[ "$n" -gt 0 ] && return 0
+	cat "$logs/devices.why"
+	[ "$gpus_listed" -eq 0 ] || return 1
+	return 77
 }
 
-# want STEP: whether CDP_GPU_STEPS (default: all) names STEP
+# sh run-device.sh --run FUNCTION: a step's function in a child process,
+# which the step's timeout can end (the variables it needs are exported)
+if [ "${1:-}" = --run ]; then
+	shift
+	"$@"
+	exit $?
+fi
+
+: >"$summary"
+failed=0
+t_all=$(date +%s)
+
+# want STEP: whether CDP_GPU_STEPS (default: all but the optional) names STEP
 all_steps="test_ops test_ops_cudnn_find test_model two_ranks multi_gpu bench_gpu"
 for w in ${CDP_GPU_STEPS:-$all_steps}; do
-	case " $all_steps " in
+	case " $all_steps test_ops_blocking " in
 	*" $w "*) ;;
-	*) echo "run-device: unknown step '$w' in CDP_GPU_STEPS (steps: $all_steps)" >&2; exit 2 ;;
+	*) echo "run-device: unknown step '$w' in CDP_GPU_STEPS (steps: $all_steps test_ops_blocking)" >&2
+		exit 2 ;;
 	esac
 done
 want() { case " ${CDP_GPU_STEPS:-$all_steps} " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
+budget=${CDP_GPU_BUDGET:-440}
+case $budget in '' | *[!0-9]*) echo "run-device: CDP_GPU_BUDGET='$budget' is not seconds" >&2; exit 2 ;; esac
+budget_end=$((t_all + budget))
 
-cuda= extra_inc= extra_lib=
-# (a function with a redirection runs in this shell: find_env's exports stay)
-if step env find_env && step configure do_configure && step build do_build; then
-	want test_ops && step test_ops run_test "$build/tests/gpu/test_ops"
-	want test_ops_cudnn_find && step test_ops_cudnn_find env CDP_CUDNN_BENCHMARK=1 \
-		CDP_GPU_TEST_SEED=7 CDP_BUILDDIR="$build" "$build/tests/gpu/test_ops"
-	want test_model && step test_model run_test "$build/tests/gpu/test_model"
+cuda= extra_inc= extra_lib= gpus_listed=0 cuda_why=
+self=$src/tests/gpu/run-device.sh
+# env runs in this shell (its exports are for the later steps): a function
+# with a redirection runs here
+echo "=== env"
+if find_env >"$logs/env.log" 2>&1; then
+	printf '%-22s %-24s %6d\n' env PASS $(($(date +%s) - t_all)) >>"$summary"
+	tail -6 "$logs/env.log"
+	env_ok=1
+else
+	printf '%-22s %-24s %6d\n' env FAIL $(($(date +%s) - t_all)) >>"$summary"
+	failed=1 env_ok=0
+	tail -15 "$logs/env.log"
+fi
+export src build logs cuda extra_inc extra_lib gpus_listed
+if [ "$env_ok" -eq 1 ] && step configure 120 sh "$self" --run do_configure &&
+	step build 300 sh "$self" --run do_build; then
+	# the environment make check gives the tests (exported: step's timeout
+	# runs programs, not functions), and each conv plan's cuDNN choice
+	export CDP_BUILDDIR="$build" CDP_SRCDIR="$src" PATH="$build:$PATH" CDP_CUDNN_VERBOSE=1
+	step devices 30 sh "$self" --run do_devices
+	# no device while nvidia-smi lists one: every GPU step's skip is a failure
+	[ "$gpus_listed" -eq 0 ] || [ ! -s "$logs/devices.why" ] ||
+		cuda_why=$(cat "$logs/devices.why")
+	want test_ops && step test_ops 120 "$build/tests/gpu/test_ops"
+	want test_ops_cudnn_find && step test_ops_cudnn_find 150 env CDP_CUDNN_BENCHMARK=1 \
+		CDP_GPU_TEST_SEED=7 "$build/tests/gpu/test_ops"
+	if want test_ops_blocking || grep -q '^test_ops  *FAIL' "$summary"; then
+		step test_ops_blocking 150 env CUDA_LAUNCH_BLOCKING=1 "$build/tests/gpu/test_ops"
+	fi
+	want test_model && step test_model 90 "$build/tests/gpu/test_model"
 	pool=
 	[ ! -d "$src/.devdeps/pool/pool" ] || pool=$src/.devdeps/pool
-	want two_ranks && step two_ranks run_test env CDP_GPU_POOL="$pool" \
+	want two_ranks && step two_ranks 150 env CDP_GPU_POOL="$pool" \
 		sh "$src/tests/gpu/two_ranks.sh"
-	want multi_gpu && step multi_gpu run_test env CDP_GPU_POOL="$pool" \
+	want multi_gpu && step multi_gpu 150 env CDP_GPU_POOL="$pool" \
 		sh "$src/tests/gpu/multi_gpu.sh"
 	if want bench_gpu; then
-		step bench_gpu run_test env BENCH_PROFILE_DIR="$logs/profiles" \
+		step bench_gpu 240 env BENCH_PROFILE_DIR="$logs/profiles" \
 			sh "$src/bench/gpu.sh" "$build"
 		sed -n '/^model /,$p' "$logs/bench_gpu.log"
 	fi
 fi
 echo
-echo "=== summary ($(($(date +%s) - t_all)) s; logs in $logs)"
-printf '%-22s %-10s %6s\n' step result seconds
+echo "=== summary ($(($(date +%s) - t_all)) s of a ${budget} s budget; logs in $logs)"
+printf '%-22s %-24s %6s\n' step result seconds
 cat "$summary"
+if [ "$gpus_listed" -lt 2 ]; then
+	echo "not checked with $gpus_listed GPU(s) listed: two-rank NCCL (--allreduce nccl), the"
+	echo "  launch without mpirun (rendezvous file, NCCL only), the watchdog after a rank dies"
+	echo "  (multi_gpu.sh: NCCL refuses two ranks on one GPU), and a rank per GPU; covered on"
+	echo "  one GPU: 2 ranks sharing it with --allreduce mpi and ring (two_ranks)"
+fi
 exit $failed

@@ -4,8 +4,10 @@
 # "device" side is a second CPU backend at another thread count, so every
 # test body and every comparison runs without a GPU. Passes when both
 # programs pass, no comparison failed, every op of the backend table was
-# compared (the list below names each one's output line), and an op made
-# wrong on purpose on the peer side (CDP_GPU_TEST_BREAK) is caught.
+# compared (the list below names each one's output line), an op made
+# wrong on purpose on the peer side (CDP_GPU_TEST_BREAK) is caught, and an
+# abort on the peer side (CDP_GPU_TEST_BREAK=abort) leaves every result
+# printed before it in the log.
 . "$CDP_SRCDIR/tests/tools/common.sh"
 ops=$CDP_BUILDDIR/tests/gpu/test_ops
 model=$CDP_BUILDDIR/tests/gpu/test_model
@@ -63,6 +65,19 @@ for op in 'conv_bwd_filter:conv bwd_filter dw' 'dropout_fwd:dropout mask' \
 	grep -q "^FAIL $pat" "$T/broken.out" || fail "$name broken on purpose: no FAIL '$pat'"
 	echo "$name broken on purpose: caught ($(grep -c '^FAIL' "$T/broken.out") comparisons failed)"
 done
+# an abort (what a failed CUDA call does) must not lose the results printed
+# before it, with stdout a file as under run-device.sh: the log ends with
+# the comparison made just before the first convolution
+set +e
+CDP_GPU_TEST_PEER=cpu CDP_GPU_TEST_BREAK=abort "$ops" >"$T/abort.out" 2>"$T/abort.err"
+rc=$?
+set -e
+[ "$rc" -gt 128 ] || fail "CDP_GPU_TEST_BREAK=abort: test_ops exited $rc, want a signal (abort)"
+want=$(sed -n '/^ok   conv fwd /{g;p;q;};h' "$T/test_ops.out")
+[ -n "$want" ] || fail "no conv fwd line in the normal run"
+[ "$(tail -n 1 "$T/abort.out")" = "$want" ] ||
+	fail "after an abort the log ends with '$(tail -n 1 "$T/abort.out" | cut -c1-60)', want '$want'"
+echo "an abort in conv_fwd: the $(wc -l <"$T/abort.out") lines before it are in the log"
 # the reduced-precision cases are the only ones the CPU peer may skip
 grep '^skip' "$T/test_ops.out" "$T/test_model.out" | grep -v 'the CPU peer computes in fp32 only' &&
 	fail "unexpected skips"

@@ -309,6 +309,12 @@ static void run_model(const model *m, const char *srcdir)
 		snprintf(what, sizeof what, "%s forward", m->name);
 		if (gh_precision(precs[p], what) != 0)
 			continue;
+		/* the workspace was sized in fp32: grown for the staging of half */
+		if (cdp_net_set_precision(&net[GH_DEV], precs[p], err, sizeof err) < 0) {
+			GCHECK(0, "%s: %s", m->name, err);
+			gh_precision(CDP_PREC_FP32, "fp32");
+			continue;
+		}
 		cdp_net_forward(&net[GH_DEV]);
 		cdp_loss_compute(&loss[GH_DEV], m->n, hw, net[GH_DEV].layers[net[GH_DEV].out_layer].y,
 		                 lab[GH_DEV], net[GH_DEV].layers[net[GH_DEV].out_layer].dy, &rb);

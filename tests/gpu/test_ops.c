@@ -221,7 +221,10 @@ int main(int argc, char **argv)
 	int rc;
 
 	if (argc == 2 && !strcmp(argv[1], "--count-devices")) {
-		printf("%d\n", cdp_cuda_device_count());
+		int n = cdp_cuda_device_count();
+		printf("%d\n", n);
+		if (n == 0)
+			fprintf(stderr, "no CUDA device: %s\n", gh_no_device_why());
 		return 0;
 	}
 	if (argc != 1) {

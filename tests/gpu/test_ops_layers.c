@@ -450,7 +450,8 @@ static void nan_cases(void)
 /* Batchnorm over one value per channel (N*H*W = 1): the batch variance is
  * 0 and the CPU takes 0 for the unbiased one too (PyTorch refuses such a
  * batch in training); y is beta. Forward only: the running statistics
- * are what the division by N*H*W - 1 could spoil. */
+ * are what cuDNN's division by N*H*W - 1 would spoil (the CUDA backend
+ * uses its own kernel here, cdk_bn_train1). */
 static void bn_single(void)
 {
 	int c = 4;
@@ -465,6 +466,7 @@ static void bn_single(void)
 	gh_cmp("bn N*H*W=1 (1,4,1) running mean", &rm, c, GH_TOL);
 	gh_cmp("bn N*H*W=1 (1,4,1) running var", &rv, c, GH_TOL);
 	gh_cmp("bn N*H*W=1 (1,4,1) saved mean", &sm, c, GH_TOL);
+	gh_cmp("bn N*H*W=1 (1,4,1) saved invstd", &si, c, GH_TOL);
 	gh_free(&x); gh_free(&g); gh_free(&bt); gh_free(&y); gh_free(&rm); gh_free(&rv);
 	gh_free(&sm); gh_free(&si);
 }

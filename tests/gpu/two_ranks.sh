@@ -14,8 +14,9 @@
 # made here. Exit 77 without a GPU, without mpirun or without a pool.
 . "$CDP_SRCDIR/tests/tools/common.sh"
 . "$CDP_SRCDIR/tests/train/metrics.sh"
-n=$("$CDP_BUILDDIR/tests/gpu/test_ops" --count-devices) || fail "test_ops --count-devices failed"
-[ "$n" -gt 0 ] || { echo "SKIP: no CUDA device" >&2; exit 77; }
+n=$("$CDP_BUILDDIR/tests/gpu/test_ops" --count-devices 2>"$T/why") ||
+	fail "test_ops --count-devices failed"
+[ "$n" -gt 0 ] || { echo "SKIP: $(cat "$T/why")" >&2; exit 77; }
 . "$CDP_SRCDIR/tests/gpu/ranks_common.sh"
 export CDP_DIST_TIMEOUT=120
 A="--db $P/pool --keys $P/train.keys --threads 1 -q --steps 12"

@@ -119,6 +119,8 @@ int main(int argc, char **argv)
 
 	rc = 1;
 	cdp_dist_set_prog(PROG);
+	/* the GPU before MPI_Init, where a CUDA-aware MPI sets up on the current one */
+	cdp_device_preselect(o.device);
 	if ((c = cdp_dist_init(&argc, &argv)) != 0) {
 		fprintf(stderr, PROG ": %s: %s\n", cdp_dist_bad_env(), cdp_strerror(c));
 		goto out;

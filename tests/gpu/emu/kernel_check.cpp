@@ -148,7 +148,7 @@ static double now(void)
 int main(int argc, char **argv)
 {
 	static const struct { const char *name; void (*fn)(void); } groups[] = {
-		{ "emulator", t_emu }, { "elementwise", t_elem }, { "layers", t_layers },
+		{ "emulator", t_emu }, { "elementwise", t_elem }, { "layers", t_layers }, { "batchnorm1", t_bn1 },
 		{ "bias_grad", t_bias_grad }, { "dropout", t_dropout }, { "maxpool", t_pool },
 		{ "losses", t_loss }, { "optimizers", t_optim }, { "half", t_prec },
 		{ "prep_batch", t_data }, { "windows", t_window },

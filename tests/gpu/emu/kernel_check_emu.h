@@ -56,6 +56,51 @@ static int launch_ok(dim3 g, dim3 b, size_t shmem)
 	return cudaGetLastError() == cudaSuccess && ran;
 }
 
+/* A failed launch aborts (cuda_kern_int.cuh's cdk_check_launch) after
+ * flushing stdout: in a child whose stdout is a file (block-buffered, as
+ * under run-device.sh), a line printed before a launch that the GPU would
+ * refuse must be in the file once the next launcher's check has aborted. */
+static void abort_flushes(void)
+{
+	char path[] = "/tmp/kernel_check.XXXXXX";
+	int fd = mkstemp(path), st = 0;
+	pid_t pid;
+
+	if (fd < 0) {
+		fprintf(stderr, "kernel_check: cannot make a temporary file: %s\n", strerror(errno));
+		exit(99);
+	}
+	close(fd);
+	fflush(stdout);
+	pid = fork();
+	if (pid == 0) {
+		float v = 0.0f;
+		if (!freopen(path, "w", stdout) || !freopen("/dev/null", "w", stderr))
+			_exit(2);
+		printf("printed before the failed launch\n");
+		emu_launch("empty_k", __FILE__, __LINE__, dim3(1), dim3(1025), 0, [&]() {});
+		cdk_fill(0, &v, 1.0f, 1);      /* its launch check sees the error */
+		_exit(0);
+	}
+	if (pid < 0 || waitpid(pid, &st, 0) != pid) {
+		fprintf(stderr, "kernel_check: cannot fork for the abort check: %s\n", strerror(errno));
+		exit(99);
+	}
+	char line[64] = "";
+	FILE *f = fopen(path, "r");
+	if (f) {
+		if (!fgets(line, sizeof line, f))
+			line[0] = '\0';
+		fclose(f);
+	}
+	unlink(path);
+	report("a failed launch aborts", !(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT),
+	       fmt("child status %#x, want SIGABRT", st));
+	report("a failed launch flushes stdout before abort()",
+	       strcmp(line, "printed before the failed launch\n") != 0,
+	       fmt("the child's stdout file holds '%s'", line));
+}
+
 static void t_emu(void)
 {
 	/* shuffles: lanes past the warp or segment keep their value; lanes
@@ -122,4 +167,5 @@ static void t_emu(void)
 	}
 	report("emu deadlock detection", !(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT),
 	       fmt("child status %#x, want SIGABRT", st));
+	abort_flushes();
 }

@@ -448,3 +448,38 @@ static void t_window(void)
 		cmp("win_blend" + nm, sa.data(), sb.data(), sa.size());
 	}
 }
+
+/* batchnorm's training forward over one value per channel (cdk_bn_train1)
+ * against the CPU's with n = hw = 1: y, the saved and the running
+ * statistics bit for bit, for every activation, with +-0, an infinity and
+ * a NaN among the inputs (their statistics are NaN on both sides) */
+static void t_bn1(void)
+{
+	for (int rep = 0; rep < 4; rep++) {
+		int c = rep ? rint_(1, 600) : 1;
+		float mom = rep == 3 ? 1.0f : rf(0, 1), eps = rep == 2 ? 1e-3f : 1e-5f;
+		auto x = rvec(c), g = rvec(c, 0.5f, 1.5f), bt = rvec(c), rm = rvec(c), rv = rvec(c, 0, 2);
+		if (c > 4)
+			x[0] = -0.0f, x[1] = 0.0f, x[2] = INFINITY, x[3] = NAN, bt[4] = -0.0f;
+		for (int act : { 0, (int)CDP_ACT_RELU, (int)CDP_ACT_LEAKY }) {
+			std::string sh = fmt(" act %d (1,%d,1) momentum %g eps %g", act, c, mom, eps);
+			std::vector<float> ya(c, NAN), yb(c, NAN), sma(c, NAN), smb(c, NAN), sia(c, NAN),
+				sib(c, NAN);
+			auto rma = rm, rmb = rm, rva = rv, rvb = rv;
+			cdk_bn_train1(0, c, x.data(), g.data(), bt.data(), ya.data(), rma.data(), rva.data(),
+			              mom, eps, sma.data(), sia.data(), act, 0.1f);
+			be->bn_fwd_train(be, 1, c, 1, x.data(), g.data(), bt.data(), yb.data(), rmb.data(),
+			                 rvb.data(), mom, eps, smb.data(), sib.data(), act, 0.1f);
+			cmp("bn_train1 y" + sh, ya.data(), yb.data(), c);
+			cmp("bn_train1 save_mean" + sh, sma.data(), smb.data(), c);
+			cmp("bn_train1 save_invstd" + sh, sia.data(), sib.data(), c);
+			cmp("bn_train1 running mean" + sh, rma.data(), rmb.data(), c);
+			cmp("bn_train1 running var" + sh, rva.data(), rvb.data(), c);
+			/* without running statistics (both NULL) the rest is the same */
+			std::vector<float> yc(c, NAN);
+			cdk_bn_train1(0, c, x.data(), g.data(), bt.data(), yc.data(), NULL, NULL, mom, eps,
+			              NULL, NULL, act, 0.1f);
+			cmp("bn_train1 y without statistics" + sh, yc.data(), yb.data(), c);
+		}
+	}
+}

@@ -66,7 +66,9 @@ cuda_kern_int.cuh@elementwise@s/\*out = beta == 0.0f ? v : /*out = /@cdk_put rea
 cuda_kern_elem.cu@elementwise@s/return v < 0.0f ? 0.0f : v;/return v > 0.0f ? v : 0.0f;/@relu turns NaN into 0
 cuda_kern_layers.cu@layers@s/int oy0 = 2 \* iy - 2 < 0 ? 0 : 2 \* iy - 2/int oy0 = 2 * iy - 1 < 0 ? 0 : 2 * iy - 1/@bilinear backward skips the weight-0 row (inf, -0)
 cuda_kern_layers.cu@layers@s/(nn \* big_c + off + ch)/(nn * big_c + ch)/@channel slices ignore the channel offset
-cuda_kern_layers.cu@dropout@s/z += 0x9E3779B97F4A7C15ULL;/z += 0x9E3779B97F4A7C17ULL;/@dropout hash differs from the CPU's
+cuda_kern_layers.cu@dropout@s/int keep = cdp_dropout_keep(seed, i, p);/int keep = cdp_dropout_keep(seed + 1, i, p);/@dropout mask drawn from another hash than the CPU's
+cuda_kern_layers.cu@batchnorm1@s/cdk_mul(momentum, (float)var)/cdk_mul(momentum, (float)(var \/ (1.0 - 1.0)))/@bn over one value: running variance divided by N*H*W - 1 = 0
+cuda_kern_int.cuh@emulator@s/^\tfflush(NULL);$//@a failed launch aborts without flushing stdout
 cuda_kern_layers.cu@bias_grad@s/dbias\[ch\] += (float)v\[0\];/dbias[ch] = (float)v[0];/@one-part bias_grad overwrites dbias
 cuda_kern_layers.cu@bias_grad@s/b < parts; b += CDK_THREADS/b < parts - 1; b += CDK_THREADS/@bias_grad second pass drops the last part
 cuda_kern_pool.cu@maxpool@s/if (v > b || v != v)/if (v >= b || v != v)/@maxpool ties go to the last maximum
@@ -77,7 +79,7 @@ cuda_kern_loss.cu@losses@/atomicAdd(&hist/,/__syncthreads();/s/__syncthreads();/
 cuda_kern_prec.cu@half@s/to16(t\[threadIdx.x\]\[j\], /to16(t[j][threadIdx.x], /@to_nhwc tile written untransposed
 cuda_kern_prec.cu@half@/from_nhwc_tile_k/,/__syncthreads();/s/__syncthreads();/;/@from_nhwc tile read before it is filled
 cuda_kern_optim.cu@optimizers@s/float denom = cdk_add(cdk_div(root, c.bc2s), c.eps)/float denom = cdk_div(cdk_add(root, c.eps), c.bc2s)/@adamw: eps inside the bias correction
-cuda_kern_data.cu@prep_batch@s/case 1:  i = q;          j = bw - 1 - p;/case 1:  i = bh - 1 - q; j = p;/@prep_batch: quarter turn 1 turns clockwise
+cuda_kern_data.cu@prep_batch@s/cdp_prep_src(\&a, oh, ow, p, q, \&sy, \&sx);/cdp_prep_src(\&a, oh, ow, q, p, \&sy, \&sx);/@prep_batch: output row and column swapped (the geometry itself is backend.h's, the CPU's too)
 EOF
 echo "mutate.sh: $((n - bad)) of $n seeded bugs caught"
 [ "$bad" -eq 0 ]
