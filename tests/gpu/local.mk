@@ -10,15 +10,20 @@ tests_gpu_test_ops_LDADD = $(ENGINE_LIBS)
 tests_gpu_test_model_SOURCES = tests/gpu/test_model.c $(GPU_HARNESS)
 tests_gpu_test_model_CPPFLAGS = $(ENGINE_TEST_CPPFLAGS)
 tests_gpu_test_model_LDADD = $(ENGINE_LIBS)
+# the engine's tests (and kernel_emu.sh, below) with HAVE_OPENBLAS, the
+# ranks' (cdp-train) with HAVE_MPI
+if HAVE_OPENBLAS
 check_PROGRAMS += tests/gpu/test_ops tests/gpu/test_model
-TESTS += tests/gpu/test_ops tests/gpu/test_model tests/gpu/selfcheck.sh tests/gpu/two_ranks.sh \
-	tests/gpu/multi_gpu.sh
+TESTS += tests/gpu/test_ops tests/gpu/test_model tests/gpu/selfcheck.sh tests/gpu/kernel_emu.sh
+endif
+if HAVE_MPI
+TESTS += tests/gpu/two_ranks.sh tests/gpu/multi_gpu.sh
+endif
 
 # tests/gpu/kernel_emu.sh: our kernels (engine/cuda/cuda_kern_*.cu) on the
 # host emulator of tests/gpu/emu/ against the CPU backend, on every machine.
 # It builds tests/gpu/emu/kernel_check itself, with these (and skips only
 # without a C++ compiler, Python 3 or CUDA's headers).
-TESTS += tests/gpu/kernel_emu.sh
 AM_TESTS_ENVIRONMENT += \
 	CDP_EMU_CXX='$(CXX)'; CDP_EMU_CXXFLAGS='$(CXXFLAGS) $(SAN_FLAGS)'; \
 	CDP_EMU_CUDA_DIR='$(CUDA_DIR)'; CDP_EMU_LIBS='$(OPENBLAS_LIBS) $(SAN_FLAGS)'; \
