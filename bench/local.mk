@@ -1,5 +1,11 @@
 # bench/: ratios against a peer measured in the same run (bench/README).
-noinst_PROGRAMS += bench/allreduce_bench bench/loader_bench bench/engine_bench
+# engine_bench with the engine, the others with MPI.
+if HAVE_OPENBLAS
+noinst_PROGRAMS += bench/engine_bench
+endif
+if HAVE_MPI
+noinst_PROGRAMS += bench/allreduce_bench bench/loader_bench
+endif
 bench_engine_bench_SOURCES = bench/engine_bench.c
 bench_engine_bench_CPPFLAGS = $(ENGINE_CPPFLAGS)
 bench_engine_bench_LDADD = $(ENGINE_LIBS)

@@ -2,8 +2,14 @@
 # backend (cpu/, the reference) and the CUDA backend (cuda/, only with
 # HAVE_CUDA), the layers (layers/), the net, losses and optimizers, the model
 # language (cfg/) and the checkpoint format (ckpt/). No MPI: the
-# communication layer is engine/dist/ (dist/local.mk).
+# communication layer is engine/dist/ (dist/local.mk). Built with OpenBLAS
+# (HAVE_OPENBLAS; HAVE_CUDA implies it).
+if HAVE_OPENBLAS
 noinst_LIBRARIES += engine/libcdpengine.a
+dist_man_MANS += man/cdp-checkpoint.5 man/cdp-model.5
+else
+EXTRA_DIST += man/cdp-checkpoint.5 man/cdp-model.5
+endif
 ENGINE_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/engine $(OPENBLAS_CFLAGS) $(LMDB_CFLAGS) $(ZLIB_CFLAGS)
 engine_libcdpengine_a_CPPFLAGS = $(ENGINE_CPPFLAGS) $(CUDA_CPPFLAGS)
 engine_libcdpengine_a_SOURCES = \
@@ -59,5 +65,3 @@ EXTRA_DIST += $(CUDA_KERN_SRCS) engine/cuda/cuda_kern_int.cuh
 # Everything that links the engine: the engine, the CUDA backend it may
 # select (device.c), and what both use.
 ENGINE_LIBS = engine/libcdpengine.a $(CUDA_LINK) $(CDP_LIBS) $(OPENBLAS_LIBS) -lpthread -lm
-
-dist_man_MANS += man/cdp-checkpoint.5 man/cdp-model.5

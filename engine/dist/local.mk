@@ -1,6 +1,12 @@
 # engine/dist/: the communication layer (dist.h): MPI, our ring all-reduce,
-# NCCL (with HAVE_CUDA), the rendezvous file and the watchdog.
+# NCCL (with HAVE_CUDA), the rendezvous file and the watchdog. Built with
+# MPI (HAVE_MPI, which implies the engine's HAVE_OPENBLAS).
+if HAVE_MPI
 noinst_LIBRARIES += engine/dist/libcdpdist.a
+dist_man_MANS += man/cdp-rendezvous.5
+else
+EXTRA_DIST += man/cdp-rendezvous.5
+endif
 DIST_CPPFLAGS = $(ENGINE_CPPFLAGS) $(MPI_CFLAGS)
 engine_dist_libcdpdist_a_CPPFLAGS = $(DIST_CPPFLAGS) $(CUDA_CPPFLAGS)
 engine_dist_libcdpdist_a_SOURCES = \
@@ -14,4 +20,3 @@ endif
 # dist_dev.c moves device buffers through the engine's backend: the engine
 # comes after it.
 DIST_LIBS = engine/dist/libcdpdist.a $(ENGINE_LIBS) $(MPI_LIBS)
-dist_man_MANS += man/cdp-rendezvous.5

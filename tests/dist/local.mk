@@ -1,11 +1,17 @@
 # tests/dist/: the communication layer. test_dist runs under mpirun from
 # dist.sh; test_rdv and test_watch (the rendezvous file and the watchdog)
 # need neither NCCL nor a GPU; test_nccl_mock runs dist_nccl.c itself on the
-# CUDA and NCCL stand-ins of nccl_mock.c.
+# CUDA and NCCL stand-ins of nccl_mock.c. All of it only with HAVE_MPI.
 DIST_TESTS = tests/dist/test_rdv tests/dist/test_watch
+if HAVE_MPI
 UNIT_TESTS += $(DIST_TESTS)
 check_PROGRAMS += $(DIST_TESTS) tests/dist/test_dist
 TESTS += tests/dist/dist.sh
+if HAVE_CUDA
+check_PROGRAMS += tests/dist/test_nccl_mock
+TESTS += tests/dist/test_nccl_mock
+endif
+endif
 EXTRA_DIST += tests/dist/dist.sh
 DIST_TEST_CPPFLAGS = $(DIST_CPPFLAGS) -I$(top_srcdir)/tests/unit -DCDP_SRCDIR='"$(abs_top_srcdir)"'
 tests_dist_test_dist_SOURCES = tests/dist/test_dist.c
@@ -17,11 +23,7 @@ tests_dist_test_rdv_LDADD = $(DIST_LIBS)
 tests_dist_test_watch_SOURCES = tests/dist/test_watch.c tests/dist/clock.h
 tests_dist_test_watch_CPPFLAGS = $(DIST_TEST_CPPFLAGS)
 tests_dist_test_watch_LDADD = $(DIST_LIBS)
-if HAVE_CUDA
-check_PROGRAMS += tests/dist/test_nccl_mock
-TESTS += tests/dist/test_nccl_mock
 tests_dist_test_nccl_mock_SOURCES = tests/dist/test_nccl_mock.c tests/dist/nccl_mock.c \
 	tests/dist/clock.h
 tests_dist_test_nccl_mock_CPPFLAGS = $(DIST_TEST_CPPFLAGS) $(CUDA_CPPFLAGS)
 tests_dist_test_nccl_mock_LDADD = $(DIST_LIBS)
-endif

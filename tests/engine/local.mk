@@ -2,14 +2,16 @@
 # model language, losses, optimizers, checkpoints, whole-model overfit and
 # determinism, the backend tables and cdp-model(5) against the code, and
 # model_dump (the engine's view of a model as JSON, for tests/parity and
-# bench/).
+# bench/). Built with the engine (HAVE_OPENBLAS).
 ENGINE_TESTS = tests/engine/test_backend tests/engine/test_grad tests/engine/test_net \
 	tests/engine/test_cfg tests/engine/test_loss tests/engine/test_optim \
 	tests/engine/test_checkpoint tests/engine/test_ckpt_rank \
 	tests/engine/test_overfit tests/engine/test_determinism tests/engine/test_window \
 	tests/engine/test_metrics tests/engine/test_augment tests/engine/test_backend_table tests/engine/test_model_doc
+if HAVE_OPENBLAS
 UNIT_TESTS += $(ENGINE_TESTS)
 check_PROGRAMS += $(ENGINE_TESTS) tests/engine/model_dump
+endif
 ENGINE_TEST_CPPFLAGS = $(ENGINE_CPPFLAGS) -I$(top_srcdir)/tests/unit -DCDP_SRCDIR='"$(abs_top_srcdir)"'
 tests_engine_test_backend_SOURCES = tests/engine/test_backend.c tests/engine/test_backend_ops.h
 tests_engine_test_backend_CPPFLAGS = $(ENGINE_TEST_CPPFLAGS)

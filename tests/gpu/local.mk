@@ -24,17 +24,25 @@ tests_gpu_test_ws_precision_LDADD = $(ENGINE_LIBS)
 tests_gpu_test_devsel_SOURCES = tests/gpu/test_devsel.c tests/unit/tap.h
 tests_gpu_test_devsel_CPPFLAGS = $(ENGINE_TEST_CPPFLAGS)
 tests_gpu_test_devsel_LDADD = $(ENGINE_LIBS)
-check_PROGRAMS += tests/gpu/test_ops tests/gpu/test_model tests/gpu/test_conv_algo \
-	tests/gpu/test_ws_precision tests/gpu/test_devsel
-TESTS += tests/gpu/test_conv_algo tests/gpu/test_ws_precision tests/gpu/test_devsel
-TESTS += tests/gpu/test_ops tests/gpu/test_model tests/gpu/selfcheck.sh tests/gpu/two_ranks.sh \
-	tests/gpu/multi_gpu.sh tests/gpu/steps_check.sh
+# run-device.sh's step runner, on fake commands
+TESTS += tests/gpu/steps_check.sh
+check_PROGRAMS += tests/gpu/test_conv_algo
+TESTS += tests/gpu/test_conv_algo
+# the engine's tests (and kernel_emu.sh, below) with HAVE_OPENBLAS, the
+# ranks' (cdp-train) with HAVE_MPI
+if HAVE_OPENBLAS
+check_PROGRAMS += tests/gpu/test_ops tests/gpu/test_model tests/gpu/test_ws_precision tests/gpu/test_devsel
+TESTS += tests/gpu/test_ws_precision tests/gpu/test_devsel
+TESTS += tests/gpu/test_ops tests/gpu/test_model tests/gpu/selfcheck.sh tests/gpu/kernel_emu.sh
+endif
+if HAVE_MPI
+TESTS += tests/gpu/two_ranks.sh tests/gpu/multi_gpu.sh
+endif
 
 # tests/gpu/kernel_emu.sh: our kernels (engine/cuda/cuda_kern_*.cu) on the
 # host emulator of tests/gpu/emu/ against the CPU backend, on every machine.
 # It builds tests/gpu/emu/kernel_check itself, with these (and skips only
 # without a C++ compiler, Python 3 or CUDA's headers).
-TESTS += tests/gpu/kernel_emu.sh
 AM_TESTS_ENVIRONMENT += \
 	CDP_EMU_CXX='$(CXX)'; CDP_EMU_CXXFLAGS='$(CXXFLAGS) $(SAN_FLAGS)'; \
 	CDP_EMU_CUDA_DIR='$(CUDA_DIR)'; CDP_EMU_LIBS='$(OPENBLAS_LIBS) $(SAN_FLAGS)'; \

@@ -1,5 +1,10 @@
 # tests/tools/: the pipeline programs driven from the shell, with their
-# failure cases and cross-checks against GDAL, LMDB's tools and Python.
+# failure cases and cross-checks against GDAL, LMDB's tools and Python;
+# configure.sh builds the pipeline without MPI; build.sh installs all six
+# programs, so it runs only in the build that has them all.
 TESTS += tests/tools/tile.sh tests/tools/lmdbpack.sh tests/tools/keyshuffle.sh \
-	tests/tools/pipeline.sh tests/tools/failures.sh tests/tools/build.sh tests/tools/cli.sh
+	tests/tools/pipeline.sh tests/tools/failures.sh tests/tools/configure.sh
+if HAVE_MPI
+TESTS += tests/tools/build.sh tests/tools/cli.sh
+endif
 EXTRA_DIST += tests/tools

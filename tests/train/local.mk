@@ -1,10 +1,15 @@
 # tests/train/: cdp-train's loader (C), and the trainer
 # driven from the shell: training, failures, resume, devices, loss scaling,
 # the two data paths and profiles. small.cfg, train_common.sh and metrics.sh
-# are shared with tests/predict and tests/gpu.
+# are shared with tests/predict and tests/gpu. Built with cdp-train (HAVE_MPI).
 TRAIN_TESTS = tests/train/test_loader tests/train/test_loader_sample tests/train/test_loader_raw
+if HAVE_MPI
 UNIT_TESTS += $(TRAIN_TESTS)
 check_PROGRAMS += $(TRAIN_TESTS)
+TESTS += tests/train/profile.sh tests/train/train.sh tests/train/train_fail.sh \
+	tests/train/resume_sync.sh tests/train/device.sh tests/train/loss_scale.sh \
+	tests/train/data_path.sh
+endif
 TRAIN_TEST_CPPFLAGS = $(TRAIN_CPPFLAGS) -I$(top_srcdir)/tests/unit -DCDP_SRCDIR='"$(abs_top_srcdir)"'
 tests_train_test_loader_SOURCES = tests/train/test_loader.c tests/train/fixture.h
 tests_train_test_loader_CPPFLAGS = $(TRAIN_TEST_CPPFLAGS)
@@ -15,9 +20,6 @@ tests_train_test_loader_sample_LDADD = $(TRAIN_LIBS)
 tests_train_test_loader_raw_SOURCES = tests/train/test_loader_raw.c tests/train/fixture.h
 tests_train_test_loader_raw_CPPFLAGS = $(TRAIN_TEST_CPPFLAGS)
 tests_train_test_loader_raw_LDADD = $(TRAIN_LIBS)
-TESTS += tests/train/profile.sh tests/train/train.sh tests/train/train_fail.sh \
-	tests/train/resume_sync.sh tests/train/device.sh tests/train/loss_scale.sh \
-	tests/train/data_path.sh
 EXTRA_DIST += tests/train/profile.sh tests/train/train.sh tests/train/train_fail.sh \
 	tests/train/train_common.sh tests/train/resume_sync.sh tests/train/device.sh \
 	tests/train/loss_scale.sh tests/train/metrics.sh tests/train/small.cfg tests/train/data_path.sh

@@ -1,7 +1,14 @@
 # tools/train/: cdp-train. Its library holds the loader of the central pool
 # (loader*.c) and the training loop (train*.c), which the tests
 # and benchmarks link; main.c is the command line over cdp_train_run.
+# Built with MPI (HAVE_MPI).
+if HAVE_MPI
 noinst_LIBRARIES += tools/train/libcdptrain.a
+bin_PROGRAMS += cdp-train
+dist_man_MANS += man/cdp-train.1
+else
+EXTRA_DIST += man/cdp-train.1
+endif
 TRAIN_CPPFLAGS = $(DIST_CPPFLAGS) -I$(top_srcdir)/tools/train $(PNG_CFLAGS)
 tools_train_libcdptrain_a_CPPFLAGS = $(TRAIN_CPPFLAGS)
 tools_train_libcdptrain_a_SOURCES = \
@@ -12,8 +19,6 @@ tools_train_libcdptrain_a_SOURCES = \
 	tools/train/train_eval.c tools/train/train_log.c
 TRAIN_LIBS = tools/train/libcdptrain.a $(DIST_LIBS)
 
-bin_PROGRAMS += cdp-train
 cdp_train_SOURCES = tools/train/main.c
 cdp_train_CPPFLAGS = $(TRAIN_CPPFLAGS)
 cdp_train_LDADD = $(TRAIN_LIBS)
-dist_man_MANS += man/cdp-train.1
