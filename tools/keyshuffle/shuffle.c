@@ -190,7 +190,7 @@ out:
 static int open_pool(const char *db, cdp_pool *p, char *err, size_t cap)
 {
 	struct stat st;
-	char *data;
+	char *data, why[128];
 	size_t n = strlen(db);
 	int rc;
 
@@ -218,6 +218,8 @@ static int open_pool(const char *db, cdp_pool *p, char *err, size_t cap)
 	rc = cdp_pool_open(db, CDP_POOL_RDONLY | CDP_POOL_NORDAHEAD, 0, p);
 	if (rc > 0)
 		seterr(err, cap, "cannot open '%s': %s", db, strerror(rc));
+	else if (rc == CDP_ETRUNC)
+		seterr(err, cap, "cannot open '%s': %s", db, cdp_pool_strerror(p, rc, why, sizeof why));
 	else if (rc == CDP_EVERSION)
 		seterr(err, cap, "'%s': pool version is newer than this program "
 		       "reads (%d)", db, CDP_POOL_VERSION);

@@ -271,6 +271,7 @@ int cdp_pack_run(const cdp_pack_opts *o, FILE *in, cdp_pack_result *res,
 	time_t now = time(NULL);
 	double t0 = cdp_now();
 	int flags = CDP_POOL_CREATE | (o->nosync ? CDP_POOL_NOSYNC : 0);
+	char why[128];
 	int rc, pg = 0;
 
 	memset(res, 0, sizeof *res);
@@ -300,7 +301,8 @@ int cdp_pack_run(const cdp_pack_opts *o, FILE *in, cdp_pack_result *res,
 	}
 
 	if ((rc = cdp_pool_open(o->db, flags, o->map_size, &p.pool))) {
-		rc = pack_seterr(&p, rc, "cannot open '%s': %s", o->db, cdp_strerror(rc));
+		rc = pack_seterr(&p, rc, "cannot open '%s': %s", o->db,
+		                 cdp_pool_strerror(&p.pool, rc, why, sizeof why));
 		goto out;
 	}
 	p.pool_open = 1;

@@ -52,7 +52,8 @@ static int open_pool(cdp_loader *l, char *err, size_t cap)
 		 * them; set_readahead then advises the values' range */
 		if ((rc = cdp_pool_open(l->pool_path, CDP_POOL_RDONLY | CDP_POOL_NORDAHEAD, 0,
 		                        &l->own)) != 0)
-			return fail(err, cap, rc, "cannot open '%s': %s", l->pool_path, cdp_strerror(rc));
+			return fail(err, cap, rc, "cannot open '%s': %s", l->pool_path,
+			            cdp_pool_strerror(&l->own, rc, why, sizeof why));
 		l->pool = &l->own;
 	}
 	if ((rc = cdp_pool_info_load(l->pool, &l->info)) != 0)
