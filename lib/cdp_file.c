@@ -67,7 +67,7 @@ int cdp_fileset_add(cdp_fileset *s, const char *path, const char *what)
 	if (!s || !path || !what)
 		return CDP_EINVAL;
 	if (stat(path, &st) != 0)
-		return errno == ENOENT ? CDP_OK : errno;
+		return errno == ENOENT || errno == ENOTDIR ? CDP_OK : errno;
 	if (s->n == s->cap) {
 		size_t cap = s->cap ? s->cap * 2 : 8;
 		if (cap > SIZE_MAX / sizeof *e || !(e = realloc(s->e, cap * sizeof *e)))

@@ -34,8 +34,8 @@ typedef struct cdp_fileset {
 	int sorted;
 } cdp_fileset;
 
-/* Adds path with the phrase what (copied). A path that does not exist is
- * skipped (CDP_OK: nothing there to overwrite); CDP_ENOMEM, or the errno
+/* Adds path with the phrase what (copied). A path that does not exist
+ * (ENOENT, ENOTDIR) is skipped (CDP_OK: nothing there to overwrite); CDP_ENOMEM, or the errno
  * of stat(2) otherwise. */
 int  cdp_fileset_add(cdp_fileset *s, const char *path, const char *what);
 /* The phrase of the member that path is, or NULL (also when path does not

@@ -30,6 +30,7 @@ typedef struct tr_curve {
 typedef struct trainer {
 	const cdp_train_opts *o;
 	int rank, size;
+	int made_out;             /* this rank's mkdir created --out */
 	cdp_backend *be;
 	cdp_pool pool;
 	int have_pool;

@@ -320,7 +320,9 @@ int tr_setup(trainer *t, char *err, size_t cap)
 	char path[4096];
 	int threads = o->threads, n;
 
-	if (mkdir(o->out, 0777) != 0 && errno != EEXIST)
+	if (mkdir(o->out, 0777) == 0)
+		t->made_out = 1;
+	else if (errno != EEXIST)
 		return fail(err, cap, "cannot create '%s': %s", o->out, strerror(errno));
 	if (threads <= 0) {
 		long cores = sysconf(_SC_NPROCESSORS_ONLN);
