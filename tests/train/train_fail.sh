@@ -3,6 +3,8 @@
 #  - bad pointer files (another pool's, a key the pool lacks, truncated, a
 #    damaged checksum, a key on two lines) and a model whose head does not fit the labels are
 #    errors naming the problem before training: exit 1, no metrics.jsonl;
+#  - no output (the log, metrics.jsonl) may be an input (the model cfg,
+#    the pointer file through a symlink);
 #  - usage errors exit 2; a GPU that does not exist is a clear error;
 #  - a corrupt record stops the run naming its key; --skip-bad-records
 #    counts and skips it instead;
@@ -45,6 +47,19 @@ check_bad dup.keys "^cdp-train: '.*dup.keys': key '$(sed -n 3p "$T/train.keys")'
 expect_fail 1 "segmentation head" cdp-train --db "$T/pool" --keys "$T/train.keys" --out "$T/run" \
 	--model "$CDP_SRCDIR/share/cdpool/models/classifier.cfg" -q
 expect_fail 1 "cannot open '$T/nopool'" cdp-train --db "$T/nopool" --keys "$T/train.keys" $C
+
+echo "== outputs that are inputs"
+cp "$SMALL" "$T/m.cfg"
+expect_fail 1 "^cdp-train: refusing to write '$T/m.cfg': it is the --model cfg '$T/m.cfg'\$" \
+	cdp-train --db "$T/pool" --keys "$T/train.keys" --model "$T/m.cfg" --out "$T/r1" \
+	--log "$T/m.cfg" --threads 1 -q --steps 1
+cmp -s "$T/m.cfg" "$SMALL" || fail "--log appended to the model cfg"
+cp "$T/train.keys" "$T/keys.orig"
+mkdir "$T/r2"
+ln -s ../train.keys "$T/r2/metrics.jsonl"
+expect_fail 1 "refusing to write '$T/r2/metrics.jsonl': it is the --keys file '$T/train.keys'" \
+	cdp-train --db "$T/pool" --keys "$T/train.keys" --model "$SMALL" --out "$T/r2" --threads 1 -q --steps 1
+cmp -s "$T/train.keys" "$T/keys.orig" || fail "metrics.jsonl replaced the pointer file"
 
 echo "== usage"
 expect_fail 2 "missing --db" cdp-train --keys "$T/train.keys" --model x --out "$T/run"
