@@ -14,14 +14,54 @@
 
 #include "cdp_error.h"
 
+/* The data file must hold every page up to the newest meta page's last
+ * one: LMDB maps the file and would fault on a page past its end. The meta
+ * pages themselves are read by mdb_env_open with read(2), so an env that
+ * opened has a last page number to compare with. */
+static int check_size(MDB_env *env, uint64_t *have, uint64_t *need)
+{
+	MDB_envinfo info;
+	MDB_stat ms;
+	struct stat st;
+	mdb_filehandle_t fd;
+	uint64_t want;
+	int rc;
+
+	if ((rc = mdb_env_info(env, &info)) != 0 || (rc = mdb_env_stat(env, &ms)) != 0 ||
+	    (rc = mdb_env_get_fd(env, &fd)) != 0)
+		return rc;
+	if (fstat(fd, &st) != 0)
+		return errno;
+	if (__builtin_mul_overflow((uint64_t)info.me_last_pgno + 1, (uint64_t)ms.ms_psize, &want))
+		return CDP_EOVERFLOW;
+	if ((uint64_t)st.st_size >= want)
+		return CDP_OK;
+	if (have)
+		*have = (uint64_t)st.st_size;
+	if (need)
+		*need = want;
+	return CDP_ETRUNC;
+}
+
 int cdp_lmdb_env_open(const char *path, unsigned int flags, int create,
                       unsigned int maxdbs, size_t mapsize, MDB_env **out)
+{
+	return cdp_lmdb_env_open_sized(path, flags, create, maxdbs, mapsize, out, NULL, NULL);
+}
+
+int cdp_lmdb_env_open_sized(const char *path, unsigned int flags, int create,
+                            unsigned int maxdbs, size_t mapsize, MDB_env **out,
+                            uint64_t *have, uint64_t *need)
 {
 	MDB_env *env = NULL;
 	struct stat st;
 	int rc;
 
 	*out = NULL;
+	if (have)
+		*have = 0;
+	if (need)
+		*need = 0;
 	if (create && !(flags & MDB_RDONLY) && mkdir(path, 0777) != 0 && errno != EEXIST)
 		return errno;
 	/* LMDB would create "path-lock" beside a plain file; a pool is a dir. */
@@ -33,7 +73,8 @@ int cdp_lmdb_env_open(const char *path, unsigned int flags, int create,
 		return rc;
 	if ((maxdbs && (rc = mdb_env_set_maxdbs(env, maxdbs)) != 0) ||
 	    (mapsize && (rc = mdb_env_set_mapsize(env, mapsize)) != 0) ||
-	    (rc = mdb_env_open(env, path, flags, 0666)) != 0) {
+	    (rc = mdb_env_open(env, path, flags, 0666)) != 0 ||
+	    (rc = check_size(env, have, need)) != 0) {
 		mdb_env_close(env);
 		return rc;
 	}

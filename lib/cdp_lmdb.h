@@ -45,6 +45,15 @@
  * recorded in the file. */
 int cdp_lmdb_env_open(const char *path, unsigned int flags, int create,
                       unsigned int maxdbs, size_t mapsize, MDB_env **env);
+/* cdp_lmdb_env_open that also checks the data file against the newest meta
+ * page before anything maps it: a file shorter than (me_last_pgno + 1) *
+ * page size (cut by a copy, a full disk or truncate(1)) would raise SIGBUS
+ * at the first read of a missing page, so it is CDP_ETRUNC, with *have the
+ * file's bytes and *need the bytes its pages take (either may be NULL;
+ * both are 0 on any other outcome). cdp_lmdb_env_open checks the same. */
+int cdp_lmdb_env_open_sized(const char *path, unsigned int flags, int create,
+                            unsigned int maxdbs, size_t mapsize, MDB_env **env,
+                            uint64_t *have, uint64_t *need);
 
 /* mdb_txn_begin that adopts a map grown by another process. */
 int cdp_lmdb_txn_begin(MDB_env *env, unsigned int flags, MDB_txn **txn);

@@ -146,7 +146,8 @@ int cdp_pool_open(const char *path, int flags, size_t mapsize, cdp_pool *p)
 		mflags |= MDB_NORDAHEAD;
 	if ((flags & CDP_POOL_RDONLY) && (flags & CDP_POOL_CREATE))
 		return CDP_EINVAL;
-	rc = cdp_lmdb_env_open(path, mflags, flags & CDP_POOL_CREATE, 2, mapsize, &p->env);
+	rc = cdp_lmdb_env_open_sized(path, mflags, flags & CDP_POOL_CREATE, 2, mapsize,
+	                             &p->env, &p->file_bytes, &p->need_bytes);
 	if (rc != 0)
 		return rc;
 	p->flags = flags;
@@ -160,6 +161,15 @@ int cdp_pool_open(const char *path, int flags, size_t mapsize, cdp_pool *p)
 	if (rc != 0)
 		cdp_pool_close(p);
 	return rc;
+}
+
+const char *cdp_pool_strerror(const cdp_pool *p, int rc, char *buf, size_t cap)
+{
+	if (rc != CDP_ETRUNC || !p || p->need_bytes == 0 || !buf || cap == 0)
+		return cdp_strerror(rc);
+	snprintf(buf, cap, "data.mdb is truncated: %llu bytes, its last page ends at byte %llu",
+	         (unsigned long long)p->file_bytes, (unsigned long long)p->need_bytes);
+	return buf;
 }
 
 void cdp_pool_close(cdp_pool *p)

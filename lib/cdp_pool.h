@@ -52,6 +52,9 @@ typedef struct cdp_pool {
 	MDB_env *env;
 	MDB_dbi tiles, meta;
 	int flags;
+	/* After CDP_ETRUNC from cdp_pool_open: data.mdb's size and the size
+	 * its pages need (cdp_lmdb_env_open_sized); 0 otherwise. */
+	uint64_t file_bytes, need_bytes;
 } cdp_pool;
 
 typedef struct cdp_band_info {
@@ -72,9 +75,15 @@ typedef struct cdp_pool_info {
 /* Opens (and with CDP_POOL_CREATE creates, with a new uuid and format meta)
  * the pool at path, a directory. mapsize 0 keeps LMDB's (or the file's).
  * CDP_ELMDB when a sub-database is missing, CDP_EFORMAT/CDP_EVERSION when the
- * format value is not ours, errno values (ENOENT, ENOTDIR, EACCES). */
+ * format value is not ours, CDP_ETRUNC when data.mdb is shorter than its
+ * last page (p->file_bytes and p->need_bytes say by how much; nothing is
+ * mapped), errno values (ENOENT, ENOTDIR, EACCES). */
 int  cdp_pool_open(const char *path, int flags, size_t mapsize, cdp_pool *p);
 void cdp_pool_close(cdp_pool *p);
+/* The phrase for an rc of cdp_pool_open on p: cdp_strerror(rc), or for
+ * CDP_ETRUNC "data.mdb is truncated: H bytes, its last page ends at byte N",
+ * formatted into buf[cap]. Returns buf or the static phrase. */
+const char *cdp_pool_strerror(const cdp_pool *p, int rc, char *buf, size_t cap);
 
 /* Reads meta value `name` in txn (NULL: own read txn) into out (NUL-terminated,
  * out->len excludes the crc line), verifying its crc. MDB_NOTFOUND if absent,

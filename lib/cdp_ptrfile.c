@@ -6,7 +6,8 @@
  * allocates the key arrays: their size comes from the lines actually present,
  * never from the header's count alone. The newlines of the buffer become the
  * NULs that end the keys, so a list costs one copy of the file plus two
- * pointer-sized words per key.
+ * pointer-sized words per key. Duplicates are found last, with a hash set
+ * of key indices that lives only during the read.
  *
  * Not done here: key syntax beyond "non-empty, no whitespace or control
  * bytes, shorter than CDP_KEY_MAX" (the pool is the authority on which keys
@@ -204,7 +205,63 @@ static int parse_header(const char *h, const char *end, cdp_keylist *kl,
 	return CDP_OK;
 }
 
+/* FNV-1a, 64 bits: keys share long prefixes (the scene name), which it
+ * mixes well enough for an open-addressing table at load 1/2 or less. */
+static uint64_t key_hash(const char *k, size_t len)
+{
+	uint64_t h = 14695981039346656037ull;
+
+	for (size_t i = 0; i < len; i++) {
+		h ^= (unsigned char)k[i];
+		h *= 1099511628211ull;
+	}
+	return h;
+}
+
+/* Finds the first key (in file order) equal to an earlier one: a hash set
+ * of key indices, linear probing over 2^k >= 2n slots, so O(n) expected
+ * time and 16n bytes at most. Returns CDP_EDUPKEY with *a < *b the two
+ * indices, CDP_OK, or CDP_ENOMEM. */
+static int find_dup(char *const *keys, const size_t *lens, size_t n, size_t *a, size_t *b)
+{
+	size_t cap = 16, mask, *slot;      /* slot holds index + 1, 0 = empty */
+
+	while (cap / 2 < n) {
+		if (cap > SIZE_MAX / 2 / sizeof *slot)
+			return CDP_ENOMEM;
+		cap *= 2;
+	}
+	if (!(slot = calloc(cap, sizeof *slot)))
+		return CDP_ENOMEM;
+	mask = cap - 1;
+	for (size_t i = 0; i < n; i++) {
+		size_t s = (size_t)key_hash(keys[i], lens[i]) & mask;
+		for (; slot[s]; s = (s + 1) & mask) {
+			size_t j = slot[s] - 1;
+			if (lens[j] == lens[i] && memcmp(keys[j], keys[i], lens[i]) == 0) {
+				*a = j;
+				*b = i;
+				free(slot);
+				return CDP_EDUPKEY;
+			}
+		}
+		slot[s] = i + 1;
+	}
+	free(slot);
+	return CDP_OK;
+}
+
 int cdp_ptrfile_read(const char *path, cdp_keylist *kl, size_t *line)
+{
+	cdp_ptrfile_where w;
+	int rc = cdp_ptrfile_read_where(path, kl, &w);
+
+	if (line)
+		*line = w.line;
+	return rc;
+}
+
+int cdp_ptrfile_read_where(const char *path, cdp_keylist *kl, cdp_ptrfile_where *w)
 {
 	FILE *f = NULL;
 	char *data = NULL, *body, *end, *p;
@@ -214,8 +271,10 @@ int cdp_ptrfile_read(const char *path, cdp_keylist *kl, size_t *line)
 	size_t bad = 0;
 	int rc;
 
-	if (line)
-		*line = 0;
+	size_t first = 0;
+
+	if (w)
+		memset(w, 0, sizeof *w);
 	if (!path || !kl)
 		return CDP_EINVAL;
 	memset(kl, 0, sizeof *kl);
@@ -294,6 +353,17 @@ int cdp_ptrfile_read(const char *path, cdp_keylist *kl, size_t *line)
 		kl->lens[i] = (size_t)(nl - p);
 		p = nl + 1;
 	}
+	if ((rc = find_dup(kl->keys, kl->lens, n, &first, &bad)) != CDP_OK) {
+		if (rc == CDP_EDUPKEY) {
+			if (w)
+				memcpy(w->key, kl->keys[bad], kl->lens[bad] + 1);
+			first += 2;
+			bad += 2;
+		} else {
+			bad = 0;
+		}
+		goto out;
+	}
 	kl->count = n;
 	kl->data = data;
 	return CDP_OK;
@@ -302,8 +372,10 @@ out:
 	free(kl->lens);
 	free(data);
 	memset(kl, 0, sizeof *kl);
-	if (line)
-		*line = bad;
+	if (w) {
+		w->line = bad;
+		w->first = first;
+	}
 	return rc;
 }
 

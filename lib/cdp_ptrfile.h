@@ -17,6 +17,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "cdp_key.h"
+
 #define CDP_PTRFILE_MAGIC   "#cdpool-keys"
 #define CDP_PTRFILE_VERSION 1
 
@@ -32,11 +34,25 @@ typedef struct cdp_keylist {
 /* Writes header and keys to f; returns an errno on a write failure. */
 int  cdp_ptrfile_write(FILE *f, const char *uuid, uint64_t seed,
                        char *const *keys, const size_t *lens, size_t count);
+/* Where a read failed: line is the 1-based offending line (the header is
+ * line 1; 0 when no line applies). For CDP_EDUPKEY, line is the key's second
+ * appearance, first its first and key the key itself; otherwise first is 0
+ * and key empty. */
+typedef struct cdp_ptrfile_where {
+	size_t line;
+	size_t first;
+	char key[CDP_KEY_MAX];
+} cdp_ptrfile_where;
+
 /* Reads and validates a whole pointer file: CDP_EMAGIC, CDP_EVERSION,
  * CDP_ESYNTAX (bad header or a key line with whitespace or empty),
  * CDP_ETRUNC (fewer lines than count), CDP_EFORMAT (more lines, or no final
- * newline), CDP_ECRC. On error *line gets the 1-based offending line (0 when
- * it does not apply). */
+ * newline), CDP_ECRC, CDP_EDUPKEY (a key on two lines; checked after the
+ * CRC, in O(n) expected time), CDP_ENOMEM, or an errno. On error kl is empty
+ * and *line gets the 1-based offending line (0 when it does not apply); w,
+ * which may be NULL, gets the detail of cdp_ptrfile_where. */
+int  cdp_ptrfile_read_where(const char *path, cdp_keylist *kl, cdp_ptrfile_where *w);
+/* cdp_ptrfile_read_where reporting only the line (NULL allowed). */
 int  cdp_ptrfile_read(const char *path, cdp_keylist *kl, size_t *line);
 void cdp_keylist_free(cdp_keylist *kl);
 

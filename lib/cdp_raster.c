@@ -18,6 +18,7 @@
 
 #include <cpl_conv.h>
 #include <cpl_error.h>
+#include <cpl_string.h>
 #include <gdal.h>
 
 #include "cdp_error.h"
@@ -294,6 +295,20 @@ int cdp_raster_read_mask(cdp_raster *r, int band, int64_t x, int64_t y, int w,
 	for (size_t i = 0; i < n; i++)
 		out[i] = out[i] ? 255 : 0;
 	return CDP_OK;
+}
+
+int cdp_raster_files(const cdp_raster *r, int (*fn)(const char *path, void *arg), void *arg)
+{
+	char **list;
+	int rc = CDP_OK;
+
+	if (!r || !r->ds || !fn)
+		return CDP_EINVAL;
+	list = GDALGetFileList(r->ds);
+	for (char **f = list; f && *f && rc == CDP_OK; f++)
+		rc = fn(*f, arg);
+	CSLDestroy(list);
+	return rc;
 }
 
 void cdp_raster_close(cdp_raster *r)

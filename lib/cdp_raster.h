@@ -48,6 +48,11 @@ int  cdp_raster_read_mask(cdp_raster *r, int band, int64_t x, int64_t y, int w,
  * only derived from the nodata value (callers compare against the nodata
  * value themselves, which is cheaper and handles NaN). */
 int  cdp_raster_has_mask(const cdp_raster *r, int band);
+/* Calls fn(path, arg) for each file GDAL reads for r (GDALGetFileList):
+ * the dataset's own file, its side-cars (.aux.xml, .ovr, .msk) and, for a
+ * VRT, its source files. Stops at and returns the first non-zero value of
+ * fn; CDP_OK otherwise. */
+int  cdp_raster_files(const cdp_raster *r, int (*fn)(const char *path, void *arg), void *arg);
 void cdp_raster_close(cdp_raster *r);
 
 /* Writes a (nbands, h, w) buffer of dtype as a GeoTIFF (temporary name, then

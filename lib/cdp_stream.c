@@ -2,7 +2,8 @@
  *
  * The layout is in cdp_stream.h and man/cdp-record.5 (RECORD STREAM). A
  * reader can tell a complete stream (ending in an 'E' frame) from one whose
- * producer died (CDP_ETRUNC), and a damaged frame (CDP_ECRC) from both.
+ * producer died (CDP_ETRUNC), one whose producer failed and said so (an 'F'
+ * frame: CDP_ECANCEL), and a damaged frame (CDP_ECRC) from all three.
  * read_frame returns CDP_OK for the 'E' frame too (fr->type == 'E', its body
  * checked to be "count=N\n"); the caller stops there and compares N with the
  * 'R' frames it saw. A stream that ends where the next frame should start is
@@ -75,7 +76,7 @@ int cdp_stream_write_header(FILE *f)
 static int valid_type(int type)
 {
 	return type == CDP_FRAME_SOURCE || type == CDP_FRAME_RECORD ||
-	       type == CDP_FRAME_END;
+	       type == CDP_FRAME_END || type == CDP_FRAME_FAIL;
 }
 
 int cdp_stream_write_frame(FILE *f, int type, const char *name, size_t name_len,
@@ -108,6 +109,24 @@ int cdp_stream_write_frame(FILE *f, int type, const char *name, size_t name_len,
 	    (rc = write_all(f, c, sizeof c)) != CDP_OK)
 		return rc;
 	return CDP_OK;
+}
+
+int cdp_stream_write_fail(FILE *f, const char *msg)
+{
+	char body[4096];
+	size_t n = 0;
+	int rc;
+
+	if (!f)
+		return CDP_EINVAL;
+	memcpy(body, "error=", 6);
+	n = 6;
+	for (const char *m = msg ? msg : ""; *m && n < 6 + 4000; m++)
+		body[n++] = (unsigned char)*m < 0x20 || *m == 0x7f ? ' ' : *m;
+	body[n++] = '\n';
+	if ((rc = cdp_stream_write_frame(f, CDP_FRAME_FAIL, "", 0, body, n)) != CDP_OK)
+		return rc;
+	return fflush(f) == 0 ? CDP_OK : io_error();
 }
 
 int cdp_stream_read_header(FILE *f)
@@ -205,8 +224,17 @@ int cdp_stream_read_frame(FILE *f, cdp_frame *fr)
 		return CDP_ECRC;
 	/* Valid CRC, so what follows is a writer's mistake, not damage. */
 	if (memchr(fr->name, '\0', name_len) ||
-	    (h[0] == CDP_FRAME_END ? name_len != 0 : name_len == 0))
+	    (h[0] == CDP_FRAME_END || h[0] == CDP_FRAME_FAIL ? name_len != 0 : name_len == 0))
 		return CDP_EFORMAT;
+	if (h[0] == CDP_FRAME_FAIL) {
+		/* exactly "error=" + one line */
+		if (body_len < 7 || memcmp(fr->body.p, "error=", 6) != 0 ||
+		    memchr(fr->body.p, '\n', body_len) != fr->body.p + body_len - 1)
+			return CDP_EFORMAT;
+		fr->type = h[0];
+		fr->body.len = body_len;
+		return CDP_ECANCEL;
+	}
 	if (h[0] == CDP_FRAME_END &&
 	    (rc = check_end_body(fr->body.p, body_len)) != CDP_OK)
 		return rc;

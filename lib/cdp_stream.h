@@ -2,7 +2,10 @@
  *
  * Defined here and in man/cdp-record.5 (section RECORD STREAM). A stream is a
  * file header, then frames, then an end frame, so a truncated stream (a killed
- * producer) is detected and not mistaken for a short dataset.
+ * producer) is detected and not mistaken for a short dataset, and a producer
+ * that fails (a source that cannot be read) says so with an 'F' frame. The
+ * 'F' frame needs no new version: a version 1 reader that predates it refuses
+ * the unknown type as an invalid frame, an error too.
  *
  *   stream header: "CDPS" (4 bytes), version u16 (1), reserved u16 (0)
  *   frame:         type u8, reserved u8 (0), key/name length u16,
@@ -17,6 +20,9 @@
  *                     the records hold, in order (absent when unknown)
  *   type 'R' record:  name = tile key; body = one tile record (cdp_record.h)
  *   type 'E' end:     name empty; body = "count=N\n" (number of 'R' frames)
+ *   type 'F' failed:  name empty; body = "error=MESSAGE\n", MESSAGE one line
+ *                     (may be empty): the producer failed and ends the stream
+ *                     here; the stream is not complete, whatever came before
  * Bodies are at most CDP_STREAM_MAXBODY bytes, names at most 511 bytes (no
  * NUL); 'S' and 'R' names are not empty.
  */
@@ -31,7 +37,8 @@
 #define CDP_STREAM_VERSION 1
 #define CDP_STREAM_MAXBODY (1u << 31)
 
-enum { CDP_FRAME_SOURCE = 'S', CDP_FRAME_RECORD = 'R', CDP_FRAME_END = 'E' };
+enum { CDP_FRAME_SOURCE = 'S', CDP_FRAME_RECORD = 'R', CDP_FRAME_END = 'E',
+       CDP_FRAME_FAIL = 'F' };
 
 typedef struct cdp_frame {
 	int type;
@@ -47,6 +54,10 @@ typedef struct cdp_frame {
 int cdp_stream_write_header(FILE *f);
 int cdp_stream_write_frame(FILE *f, int type, const char *name, size_t name_len,
                            const void *body, size_t body_len);
+/* Ends a stream whose producer failed with an 'F' frame carrying msg (at
+ * most 4000 bytes of it; control bytes, newlines included, become spaces so
+ * that it stays one line) and flushes f. */
+int cdp_stream_write_fail(FILE *f, const char *msg);
 
 /* Reading. read_header: CDP_EMAGIC/CDP_EVERSION/CDP_ETRUNC (CDP_EFORMAT for
  * a nonzero reserved field). read_frame fills fr (fr zero-initialised before
@@ -55,7 +66,10 @@ int cdp_stream_write_frame(FILE *f, int type, const char *name, size_t name_len,
  * type or size (checked before allocating), an empty 'S'/'R' name, or an 'E'
  * frame with a name or a body other than "count=N\n". The 'E' frame itself is
  * CDP_OK with fr->type == CDP_FRAME_END: the caller stops reading there and
- * compares N with the 'R' frames it read. Read errors return the errno. */
+ * compares N with the 'R' frames it read. An 'F' frame is CDP_ECANCEL with
+ * fr->type == CDP_FRAME_FAIL and the body "error=MESSAGE\n" in fr->body (an
+ * 'F' frame with a name or another body is CDP_EFORMAT): the producer failed,
+ * so the stream ends there incomplete. Read errors return the errno. */
 int cdp_stream_read_header(FILE *f);
 int cdp_stream_read_frame(FILE *f, cdp_frame *fr);
 void cdp_frame_free(cdp_frame *fr);

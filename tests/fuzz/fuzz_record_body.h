@@ -141,8 +141,14 @@ static int cdp_fuzz_stream_part(const uint8_t *data, size_t size)
 		return CDP_ENOMEM;
 	rc = cdp_stream_read_header(f);
 	while (rc == CDP_OK) {
-		if ((rc = cdp_stream_read_frame(f, &fr)) != CDP_OK)
+		if ((rc = cdp_stream_read_frame(f, &fr)) != CDP_OK) {
+			/* a producer's failure: an 'F' frame of one line */
+			if (rc == CDP_ECANCEL && (fr.type != CDP_FRAME_FAIL || fr.body.len < 7 ||
+			                          memcmp(fr.body.p, "error=", 6) != 0 ||
+			                          fr.body.p[fr.body.len - 1] != '\n'))
+				abort();
 			break;
+		}
 		if (fr.name_len != strlen(fr.name) || fr.name_len > 511)
 			abort();
 		if (fr.type == CDP_FRAME_RECORD) {

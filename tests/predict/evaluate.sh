@@ -8,7 +8,8 @@
 # 4/5, recall 4/6, F1 8/11; accuracy 9/12, mean IoU (5/8 + 4/7) / 2.
 # Then: --ignore and the reference's nodata leave pixels out, the
 # prediction's nodata counts as unpredicted, K comes from the data or
-# --classes (values beyond it are "outside"), and bad input is refused.
+# --classes (values beyond it are "outside"), and bad input is refused, as
+# is a standard output that is one of the inputs.
 . "$CDP_SRCDIR/tests/tools/common.sh"
 need_python
 # mk OUT ROWS [NODATA] [BANDS]: a u8 GeoTIFF from "a b c d;e f g h;..."
@@ -80,4 +81,13 @@ expect_fail 1 "cannot open '$T/none.tif'" cdp-evaluate "$T/pred.tif" "$T/none.ti
 expect_fail 2 "want PREDICTION and REFERENCE" cdp-evaluate "$T/pred.tif"
 expect_fail 2 "--classes: '1' is not an integer in 2\.\.65536" cdp-evaluate --classes 1 "$T/pred.tif" "$T/ref.tif"
 expect_fail 2 "--ignore: 'x' is not an integer in 0\.\.65535" cdp-evaluate --ignore x "$T/pred.tif" "$T/ref.tif"
+# the report appended to an input (by a symlink or a VRT's source too) is refused
+cp "$T/pred.tif" "$T/pred.orig"
+expect_fail 1 "^cdp-evaluate: refusing to write the report: standard output is '$T/pred.tif'\$" \
+	sh -c 'cdp-evaluate "$1" "$2" >>"$1"' sh "$T/pred.tif" "$T/ref.tif"
+ln -s pred.tif "$T/pl.tif"
+gdal_translate -q -of VRT "$T/pred.tif" "$T/p.vrt"
+expect_fail 1 "standard output is '.*pred.tif', read for '$T/p.vrt'" \
+	sh -c 'cdp-evaluate "$1" "$2" >>"$3"' sh "$T/p.vrt" "$T/ref.tif" "$T/pl.tif"
+cmp -s "$T/pred.tif" "$T/pred.orig" || fail "cdp-evaluate appended to its input"
 exit 0

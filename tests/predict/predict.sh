@@ -18,6 +18,8 @@
 #  - stream: the peak memory does not grow with the raster's height;
 #  - give byte-identical output on 2 ranks and on 1 process (skipped
 #    without $MPIRUN);
+#  - refuse an output that is the input (also through a symlink, a hard
+#    link or a VRT's sources), the checkpoint or another output;
 #  - refuse a raster with the wrong band count or data type, a missing or
 #    damaged checkpoint, a GPU that does not exist, bad options; write nothing then.
 . "$CDP_SRCDIR/tests/tools/common.sh"
@@ -192,6 +194,41 @@ assert np.array_equal(a, b, equal_nan=True)" || fail "2 ranks differ from 1 proc
 else
 	echo "no MPIRUN: skipped"
 fi
+
+echo "== outputs that are inputs"
+# -o, --vector and --preview may not name the input (by any name: a
+# symlink, a hard link), a file a VRT input reads, the checkpoint, or each
+# other; every file is left as it was
+cp "$T/b.tif" "$T/in.tif"
+cp "$T/b.tif" "$T/in.orig"
+cp "$T/run/checkpoint.cdpt" "$T/ck.orig"
+ln -s in.tif "$T/sym.tif"
+ln "$T/in.tif" "$T/hard.tif"
+gdalbuildvrt -q "$T/in.vrt" "$T/in.tif"
+refused() { # PATTERN ARGS...: refused with PATTERN, the input and checkpoint intact
+	pat=$1; shift
+	expect_fail 1 "^cdp-predict: $pat" cdp-predict -q "$@"
+	cmp -s "$T/in.tif" "$T/in.orig" || fail "'cdp-predict $*' changed the input"
+	cmp -s "$T/run/checkpoint.cdpt" "$T/ck.orig" || fail "'cdp-predict $*' changed the checkpoint"
+}
+refused "refusing to write '$T/in.tif': it is the input '$T/in.tif'\$" "$T/run" "$T/in.tif" -o "$T/in.tif"
+refused "refusing to write '$T/./in.tif': it is the input" "$T/run" "$T/in.tif" -o "$T/./in.tif"
+refused "refusing to write '$T/sym.tif': it is the input '$T/in.tif'" "$T/run" "$T/in.tif" -o "$T/sym.tif"
+refused "refusing to write '$T/in.tif': it is the input '$T/sym.tif'" "$T/run" "$T/sym.tif" -o "$T/in.tif"
+refused "refusing to write '$T/hard.tif': it is the input" "$T/run" "$T/in.tif" -o "$T/hard.tif"
+refused "refusing to write '$T/in.tif': it is '.*in.tif', read through the input '$T/in.vrt'" \
+	"$T/run" "$T/in.vrt" -o "$T/in.tif"
+refused "refusing to write '$T/run/checkpoint.cdpt': it is the model '$T/run/checkpoint.cdpt'" \
+	"$T/run" "$T/in.tif" -o "$T/run/checkpoint.cdpt"
+refused "refusing to write '$T/in.tif': it is the input" "$T/run" "$T/in.tif" -o "$T/x.tif" \
+	--preview "$T/in.tif"
+refused "refusing to write '$T/sym.tif': it is the input" "$T/run" "$T/in.tif" -o "$T/x.tif" \
+	--vector "$T/sym.tif"
+refused "-o '$T/x.tif' and --preview '$T/./x.tif' are the same file" "$T/run" "$T/in.tif" \
+	-o "$T/x.tif" --preview "$T/./x.tif"
+[ ! -e "$T/x.tif" ] || fail "a refused prediction left '$T/x.tif'"
+cdp-predict -q "$T/run" "$T/in.vrt" -o "$T/vrtp.tif" || fail "a VRT input is not predicted"
+cmp -s "$T/vrtp.tif" "$T/pred.tif" || fail "the VRT of b.tif predicts otherwise than b.tif"
 
 echo "== failures"
 mk "$T/c3.tif" 40 40 5 --bands 3

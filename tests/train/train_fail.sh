@@ -1,8 +1,10 @@
 #!/bin/sh
 # cdp-train's failure modes (train_common.sh builds the pool):
 #  - bad pointer files (another pool's, a key the pool lacks, truncated, a
-#    damaged checksum) and a model whose head does not fit the labels are
+#    damaged checksum, a key on two lines) and a model whose head does not fit the labels are
 #    errors naming the problem before training: exit 1, no metrics.jsonl;
+#  - no output (the log, metrics.jsonl) may be an input (the model cfg,
+#    the pointer file through a symlink);
 #  - usage errors exit 2; a GPU that does not exist is a clear error;
 #  - a corrupt record stops the run naming its key; --skip-bad-records
 #    counts and skips it instead;
@@ -19,7 +21,7 @@ echo "== bad pointer files"
 cdp-tile -q --size 64 --label-suffix _mask "$T/o.tif" | cdp-lmdbpack -q "$T/other"
 cdp-keyshuffle -q -o "$T/other.keys" "$T/other"
 head -c 200 "$T/train.keys" >"$T/trunc.keys"
-"$PYTHON" - "$T/train.keys" "$T/missing.keys" "$T/crc.keys" <<'PYEOF'
+"$PYTHON" - "$T/train.keys" "$T/missing.keys" "$T/crc.keys" "$T/dup.keys" <<'PYEOF'
 import sys, zlib, re
 lines = open(sys.argv[1]).read().split("\n")[:-1]
 head, keys = lines[0], lines[1:]
@@ -30,6 +32,7 @@ def write(path, keys, crc=None):
     open(path, "wb").write(h.encode() + b"\n" + body)
 write(sys.argv[2], keys[:-1] + ["c3_9_9"])
 write(sys.argv[3], keys, crc=zlib.crc32(b"x"))
+write(sys.argv[4], keys[:15] + [keys[1]] + keys[15:])
 PYEOF
 check_bad() {
 	expect_fail 1 "$2" cdp-train --db "$T/pool" --keys "$T/$1" $C
@@ -40,9 +43,23 @@ check_bad other.keys "'.*other.keys': made for pool"
 check_bad missing.keys "c3_9_9"
 check_bad trunc.keys "'.*trunc.keys': line [0-9]*: truncated"
 check_bad crc.keys "'.*crc.keys'.*checksum"
+check_bad dup.keys "^cdp-train: '.*dup.keys': key '$(sed -n 3p "$T/train.keys")' on lines 3 and 17\$"
 expect_fail 1 "segmentation head" cdp-train --db "$T/pool" --keys "$T/train.keys" --out "$T/run" \
 	--model "$CDP_SRCDIR/share/cdpool/models/classifier.cfg" -q
 expect_fail 1 "cannot open '$T/nopool'" cdp-train --db "$T/nopool" --keys "$T/train.keys" $C
+
+echo "== outputs that are inputs"
+cp "$SMALL" "$T/m.cfg"
+expect_fail 1 "^cdp-train: refusing to write '$T/m.cfg': it is the --model cfg '$T/m.cfg'\$" \
+	cdp-train --db "$T/pool" --keys "$T/train.keys" --model "$T/m.cfg" --out "$T/r1" \
+	--log "$T/m.cfg" --threads 1 -q --steps 1
+cmp -s "$T/m.cfg" "$SMALL" || fail "--log appended to the model cfg"
+cp "$T/train.keys" "$T/keys.orig"
+mkdir "$T/r2"
+ln -s ../train.keys "$T/r2/metrics.jsonl"
+expect_fail 1 "refusing to write '$T/r2/metrics.jsonl': it is the --keys file '$T/train.keys'" \
+	cdp-train --db "$T/pool" --keys "$T/train.keys" --model "$SMALL" --out "$T/r2" --threads 1 -q --steps 1
+cmp -s "$T/train.keys" "$T/keys.orig" || fail "metrics.jsonl replaced the pointer file"
 
 echo "== usage"
 expect_fail 2 "missing --db" cdp-train --keys "$T/train.keys" --model x --out "$T/run"

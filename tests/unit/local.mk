@@ -3,7 +3,7 @@ UNIT_LIB_TESTS = tests/unit/test_error tests/unit/test_num tests/unit/test_cli t
 	tests/unit/test_rng tests/unit/test_key tests/unit/test_dtype \
 	tests/unit/test_crc32 tests/unit/test_record tests/unit/test_stream tests/unit/test_stats \
 	tests/unit/test_lmdb tests/unit/test_pool tests/unit/test_ptrfile \
-	tests/unit/test_png tests/unit/test_fuzz_regress tests/unit/test_raster
+	tests/unit/test_png tests/unit/test_fuzz_regress tests/unit/test_raster tests/unit/test_file
 UNIT_TESTS += $(UNIT_LIB_TESTS)
 check_PROGRAMS += $(UNIT_LIB_TESTS)
 UNIT_LDADD = $(CDP_LIBS)
@@ -28,6 +28,8 @@ tests_unit_test_stream_SOURCES = tests/unit/test_stream.c tests/unit/tap.h
 tests_unit_test_stream_LDADD = $(UNIT_LDADD)
 tests_unit_test_stats_SOURCES = tests/unit/test_stats.c tests/unit/tap.h
 tests_unit_test_stats_LDADD = $(UNIT_LDADD)
+tests_unit_test_file_SOURCES = tests/unit/test_file.c tests/unit/tap.h
+tests_unit_test_file_LDADD = $(UNIT_LDADD)
 tests_unit_test_ptrfile_SOURCES = tests/unit/test_ptrfile.c tests/unit/tap.h
 tests_unit_test_ptrfile_LDADD = $(UNIT_LDADD)
 tests_unit_test_crc32_SOURCES = tests/unit/test_crc32.c tests/unit/tap.h

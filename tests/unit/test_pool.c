@@ -224,6 +224,41 @@ static void test_foreign(void)
 	CHECK_RC(cdp_pool_open(dir, CDP_POOL_RDONLY, 0, &p), CDP_ELMDB);
 }
 
+/* A data.mdb cut below its last page is refused at open with both sizes,
+ * in either mode, instead of faulting on the first missing page. */
+static void test_truncated(void)
+{
+	char data[128], why[128], want[128];
+	cdp_pool p;
+	char key[32];
+	struct stat st;
+	off_t cut;
+
+	CHECK_RC(cdp_pool_open(dir, CDP_POOL_CREATE, 1 << 24, &p), CDP_OK);
+	for (int i = 0; i < 2000; i++) {
+		snprintf(key, sizeof key, "t_%d_0", i);
+		put_tile(&p, key);
+	}
+	cdp_pool_close(&p);
+	snprintf(data, sizeof data, "%s/data.mdb", dir);
+	CHECK(stat(data, &st) == 0 && st.st_size > 8 * 4096, "pool of %lld bytes",
+	      (long long)st.st_size);
+	cut = st.st_size / 2 / 4096 * 4096;
+	CHECK(truncate(data, cut) == 0, "truncate");
+	CHECK_RC(cdp_pool_open(dir, CDP_POOL_RDONLY, 0, &p), CDP_ETRUNC);
+	CHECK(p.env == NULL && p.file_bytes == (uint64_t)cut && p.need_bytes > p.file_bytes,
+	      "sizes %llu and %llu", (unsigned long long)p.file_bytes,
+	      (unsigned long long)p.need_bytes);
+	snprintf(want, sizeof want, "data.mdb is truncated: %lld bytes, its last page ends at byte %llu",
+	         (long long)cut, (unsigned long long)p.need_bytes);
+	CHECK(strcmp(cdp_pool_strerror(&p, CDP_ETRUNC, why, sizeof why), want) == 0,
+	      "phrase '%s'", why);
+	CHECK(strcmp(cdp_pool_strerror(&p, ENOENT, why, sizeof why), strerror(ENOENT)) == 0,
+	      "other codes keep cdp_strerror");
+	CHECK_RC(cdp_pool_open(dir, CDP_POOL_CREATE, 0, &p), CDP_ETRUNC);
+	CHECK(stat(data, &st) == 0 && st.st_size == cut, "a writable open changed the file");
+}
+
 int main(void)
 {
 	snprintf(dir, sizeof dir, "/tmp/cdp_test_pool.XXXXXX");
@@ -237,6 +272,9 @@ int main(void)
 	rmdb(dir);
 	CHECK(mkdir(dir, 0700) == 0, "mkdir");
 	test_foreign();
+	rmdb(dir);
+	CHECK(mkdir(dir, 0700) == 0, "mkdir");
+	test_truncated();
 	rmdb(dir);
 	return tap_done();
 }

@@ -2,7 +2,8 @@
  *
  * Round trips (small, empty, 200k keys), the exact bytes of a known file
  * (its crc32 taken from Python's zlib, not from this code), every failure
- * class of cdp_ptrfile_read with the line it must report, write failures,
+ * class of cdp_ptrfile_read with the line it must report (both lines and
+ * the key for a duplicate), write failures,
  * and a bias check of the Fisher-Yates shuffle cdp-keyshuffle relies on.
  */
 #include "tap.h"
@@ -215,6 +216,42 @@ static void test_read_failures(void)
 	longkey[255] = '\0';
 	snprintf(body, sizeof body, "a_0_0\n%s\n", longkey);
 	EXPECT_READ("key of 255 bytes", HDR, 2, body, CDP_OK, 0);
+
+	/* Duplicates: the later line is the one reported (cdp-keys(5): each
+	 * key at most once per file). */
+	EXPECT_READ("duplicate key", HDR, 3, "a_0_0\nb_0_1\na_0_0\n", CDP_EDUPKEY, 4);
+	EXPECT_READ("adjacent duplicate", HDR, 2, "a_0_0\na_0_0\n", CDP_EDUPKEY, 3);
+	EXPECT_READ("prefix is no duplicate", HDR, 3, "a_0_0\na_0_00\na_0_\n", CDP_OK, 0);
+
+	/* One key 16 times among others, as the attack found it: the detail
+	 * names the key and its first two lines. */
+	{
+		char many[1024] = "";
+		cdp_ptrfile_where w;
+		cdp_keylist kl;
+		for (int i = 0; i < 20; i++) {
+			char k[32];
+			snprintf(k, sizeof k, i % 5 == 1 || i > 8 ? "a_0001_0002\n" : "s_%d_0\n", i);
+			strcat(many, k);
+		}
+		{
+			char h[256];
+			FILE *f = fopen(tpath("case"), "wb");
+			snprintf(h, sizeof h, "#cdpool-keys 1 uuid=" UUID " seed=7 count=20 crc32=%08lx\n",
+			         (unsigned long)crc32(0L, (const Bytef *)many, (uInt)strlen(many)));
+			fputs(h, f);
+			fputs(many, f);
+			fclose(f);
+		}
+		memset(&w, 0x55, sizeof w);
+		CHECK_RC(cdp_ptrfile_read_where(tpath("case"), &kl, &w), CDP_EDUPKEY);
+		CHECK(w.first == 3 && w.line == 8, "duplicate on lines %zu and %zu, want 3 and 8",
+		      w.first, w.line);
+		CHECK(strcmp(w.key, "a_0001_0002") == 0, "duplicate key '%.20s'", w.key);
+		CHECK(kl.keys == NULL && kl.count == 0, "keylist not cleared on a duplicate");
+		CHECK_RC(cdp_ptrfile_read_where(tpath("absent"), &kl, &w), ENOENT);
+		CHECK(w.line == 0 && w.first == 0 && w.key[0] == '\0', "stale detail on ENOENT");
+	}
 
 	/* A correct structure with a wrong checksum. */
 	put("case", "#cdpool-keys 1 uuid=" UUID " seed=7 count=2 crc32=1a6c722c\n"

@@ -303,6 +303,34 @@ static void test_bad_frames(void)
 	CHECK_RC(write_read('R', "k", ""), CDP_OK);
 }
 
+/* A producer that fails ends its stream with an 'F' frame: read back as
+ * CDP_ECANCEL with the message, never as a record or a clean end. */
+static void test_fail_frame(void)
+{
+	cdp_frame fr = { 0 };
+	FILE *f = tmpfile();
+	size_t n;
+	uint8_t *b;
+
+	CHECK_RC(cdp_stream_write_fail(f, "cannot read 'a.tif':\nstrip 29\tfailed"), CDP_OK);
+	fflush(f);
+	b = slurp(f, &n);
+	fclose(f);
+	CHECK_RC(read_raw_frame(b, n, &fr), CDP_ECANCEL);
+	CHECK(fr.type == CDP_FRAME_FAIL && fr.name_len == 0, "type %d", fr.type);
+	CHECK(fr.body.len > 0 && strcmp((char *)fr.body.p, "error=cannot read 'a.tif': strip 29 failed\n") == 0,
+	      "body '%s'", fr.body.len ? (char *)fr.body.p : "");
+	free(b);
+	cdp_frame_free(&fr);
+	CHECK_RC(write_read('F', "", "error=x\n"), CDP_ECANCEL);
+	CHECK_RC(write_read('F', "", "error=\n"), CDP_ECANCEL);
+	CHECK_RC(write_read('F', "k", "error=x\n"), CDP_EFORMAT);
+	CHECK_RC(write_read('F', "", "error=x"), CDP_EFORMAT);
+	CHECK_RC(write_read('F', "", "error=x\ny\n"), CDP_EFORMAT);
+	CHECK_RC(write_read('F', "", "count=0\n"), CDP_EFORMAT);
+	CHECK_RC(cdp_stream_write_fail(NULL, "x"), CDP_EINVAL);
+}
+
 static void test_write_errors(void)
 {
 	char name[600];
@@ -476,6 +504,7 @@ int main(void)
 	test_round_trip();
 	test_damage();
 	test_bad_frames();
+	test_fail_frame();
 	test_write_errors();
 	test_source_text();
 	test_band_list();

@@ -20,6 +20,7 @@
 
 #include "cdp_dtype.h"
 #include "cdp_error.h"
+#include "cdp_file.h"
 #include "cdp_raster.h"
 #include "cdp_metrics.h"
 
@@ -197,6 +198,44 @@ static void report_text(FILE *f, const uint64_t *conf, int k, const counts *n)
 	        cdp_metrics_miou(conf, k, NULL));
 }
 
+typedef struct reads_arg {
+	cdp_fileset *set;
+	const char *path;
+} reads_arg;
+
+static int add_read(const char *file, void *arg)
+{
+	const reads_arg *a = arg;
+	char what[8400];
+
+	snprintf(what, sizeof what, "'%s', read for '%s'", file, a->path);
+	return cdp_fileset_add(a->set, file, what);
+}
+
+/* The report goes to out: refuse an out that is a file the run reads (a
+ * shell's ">>" onto the prediction), by inode (cdp_file.h). */
+static int check_out(side *p, side *r, FILE *out, char *err, size_t cap)
+{
+	cdp_fileset set = { 0 };
+	side *s[2] = { p, r };
+	const char *hit = NULL;
+	int rc = 0;
+
+	for (int i = 0; i < 2 && rc == 0; i++) {
+		reads_arg a = { &set, s[i]->path };
+		char what[4200];
+		snprintf(what, sizeof what, "'%s'", s[i]->path);
+		if ((rc = cdp_fileset_add(&set, s[i]->path, what)) == 0)
+			rc = cdp_raster_files(s[i]->r, add_read, &a);
+	}
+	if (rc == 0 && (hit = cdp_fileset_find_fd(&set, fileno(out))))
+		fail(err, cap, "refusing to write the report: standard output is %s", hit);
+	else if (rc)
+		fail(err, cap, "cannot examine the input files: %s", cdp_strerror(rc));
+	cdp_fileset_free(&set);
+	return rc || hit ? -1 : 0;
+}
+
 int cdp_evaluate_run(const cdp_evaluate_opts *o, FILE *out, char *err, size_t cap)
 {
 	side p = { 0 }, r = { 0 };
@@ -205,7 +244,8 @@ int cdp_evaluate_run(const cdp_evaluate_opts *o, FILE *out, char *err, size_t ca
 	int k = o->classes, rc = -1;
 
 	cdp_raster_init();
-	if (open_side(&p, o->prediction, err, cap) < 0 || open_side(&r, o->reference, err, cap) < 0)
+	if (open_side(&p, o->prediction, err, cap) < 0 || open_side(&r, o->reference, err, cap) < 0 ||
+	    check_out(&p, &r, out, err, cap) < 0)
 		goto out;
 	if (p.ri->width != r.ri->width || p.ri->height != r.ri->height) {
 		fail(err, cap, "'%s' is %llux%llu, '%s' is %llux%llu: not the same size", p.path,

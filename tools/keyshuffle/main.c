@@ -164,6 +164,8 @@ int main(int argc, char **argv)
 	o.nval_names = nnames;
 
 	rc = 1;
+	if (ks_check_outputs(db, out_path, val_path, err, sizeof err) != CDP_OK)
+		goto report;
 	if (ks_build(db, &o, &l, err, sizeof err) != CDP_OK) {
 		fprintf(stderr, PROG ": %s\n", err);
 		goto out;

@@ -17,6 +17,7 @@
 #include "cdp_key.h"
 #include "cdp_num.h"
 #include "cdp_pool.h"
+#include "cdp_file.h"
 #include "cdp_ptrfile.h"
 #include "cdp_progress.h"
 #include "cdp_rng.h"
@@ -190,7 +191,7 @@ out:
 static int open_pool(const char *db, cdp_pool *p, char *err, size_t cap)
 {
 	struct stat st;
-	char *data;
+	char *data, why[128];
 	size_t n = strlen(db);
 	int rc;
 
@@ -218,6 +219,8 @@ static int open_pool(const char *db, cdp_pool *p, char *err, size_t cap)
 	rc = cdp_pool_open(db, CDP_POOL_RDONLY | CDP_POOL_NORDAHEAD, 0, p);
 	if (rc > 0)
 		seterr(err, cap, "cannot open '%s': %s", db, strerror(rc));
+	else if (rc == CDP_ETRUNC)
+		seterr(err, cap, "cannot open '%s': %s", db, cdp_pool_strerror(p, rc, why, sizeof why));
 	else if (rc == CDP_EVERSION)
 		seterr(err, cap, "'%s': pool version is newer than this program "
 		       "reads (%d)", db, CDP_POOL_VERSION);
@@ -462,6 +465,42 @@ void ks_lists_free(ks_lists *l)
 	free(l->val_len);
 	free(l->arena);
 	memset(l, 0, sizeof *l);
+}
+
+int ks_check_outputs(const char *db, const char *out, const char *val,
+                     char *err, size_t cap)
+{
+	static const char *const files[] = { "data.mdb", "lock.mdb" };
+	const char *outs[2] = { out, val }, *opt[2] = { "-o", "--val-out" }, *hit;
+	cdp_fileset set = { 0 };
+	char path[4200], what[4300];
+	int rc = CDP_OK;
+
+	for (int i = 0; i < 2 && rc == CDP_OK; i++) {
+		snprintf(path, sizeof path, "%s/%s", db, files[i]);
+		snprintf(what, sizeof what, "'%s' of the pool", path);
+		rc = cdp_fileset_add(&set, path, what);
+	}
+	if (rc != CDP_OK) {
+		seterr(err, cap, "cannot examine '%s': %s", db, cdp_strerror(rc));
+		cdp_fileset_free(&set);
+		return rc;
+	}
+	for (int i = 0; i < 2; i++) {
+		if (!outs[i])
+			continue;
+		if ((hit = cdp_fileset_find(&set, outs[i]))) {
+			seterr(err, cap, "refusing to write '%s': it is %s", outs[i], hit);
+			rc = CDP_EMISMATCH;
+			break;
+		}
+	}
+	if (rc == CDP_OK && out && val && cdp_same_file(out, val)) {
+		seterr(err, cap, "%s '%s' and %s '%s' are the same file", opt[0], out, opt[1], val);
+		rc = CDP_EMISMATCH;
+	}
+	cdp_fileset_free(&set);
+	return rc;
 }
 
 int ks_output_prepare(ks_output *o, const char *path, const char *uuid,

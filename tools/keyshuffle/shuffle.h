@@ -44,6 +44,13 @@ int  ks_build(const char *db, const ks_options *o, ks_lists *out,
               char *err, size_t errcap);
 void ks_lists_free(ks_lists *l);
 
+/* Refuses outputs (out for -o, val for --val-out; either may be NULL) that
+ * are a file of the pool db or each other, by inode (cdp_file.h): the
+ * second rename would otherwise replace the first file, or a pool file.
+ * CDP_EMISMATCH with the reason in err. */
+int  ks_check_outputs(const char *db, const char *out, const char *val,
+                      char *err, size_t errcap);
+
 /* An output file in the making: a temporary file next to path. */
 typedef struct ks_output {
 	const char *path;

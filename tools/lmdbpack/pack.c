@@ -13,10 +13,13 @@
  */
 #include "pack_int.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -215,21 +218,40 @@ int pack_add_record(pk *p, const char *key, const void *body, size_t len)
 
 /* ---- inputs ------------------------------------------------------------- */
 
+/* What an incomplete stream leaves: the batches committed before it broke
+ * (each a consistent pool state, so --resume completes them to what one
+ * whole pack gives); the batch in the making is never committed. */
+static const char *kept(const pk *p, char *buf, size_t cap)
+{
+	if (p->w.written == 0)
+		return p->made ? "nothing was committed" :
+		       "nothing of it was committed, re-run with --resume";
+	snprintf(buf, cap, "the %" PRIu64 " committed stay, re-run with --resume", p->w.written);
+	return buf;
+}
+
 static int read_stream(pk *p, FILE *in)
 {
 	cdp_frame fr = {0};
 	cdp_source s;
 	uint64_t count;
-	char v[32] = "no count";
+	char v[32] = "no count", k[96];
 	int rc;
 
 	for (;;) {
 		rc = cdp_stream_read_frame(in, &fr);
 		if (rc == CDP_ETRUNC) {
 			rc = pack_seterr(p, rc, "'%s': truncated record stream (its producer "
-			                 "died?) after %" PRIu64 " records; the %" PRIu64
-			                 " committed stay, re-run with --resume", p->in,
-			                 p->res->read, p->w.written);
+			                 "died?) after %" PRIu64 " records; %s", p->in,
+			                 p->res->read, kept(p, k, sizeof k));
+			break;
+		}
+		if (rc == CDP_ECANCEL) {
+			/* body: "error=MESSAGE\n" (cdp_stream.h) */
+			fr.body.p[fr.body.len - 1] = '\0';
+			rc = pack_seterr(p, rc, "'%s': the record stream's producer failed after %"
+			                 PRIu64 " records (%s); %s", p->in, p->res->read,
+			                 (char *)fr.body.p + 6, kept(p, k, sizeof k));
 			break;
 		}
 		if (rc) {
@@ -261,6 +283,39 @@ static int read_stream(pk *p, FILE *in)
 	return rc;
 }
 
+/* 1 when the pool holds no tile (a read txn of its own: the writer has
+ * none open after a failure). */
+static int pool_empty(cdp_pool *pool)
+{
+	MDB_txn *txn;
+	MDB_stat ms;
+	int rc;
+
+	if (cdp_lmdb_txn_begin(pool->env, MDB_RDONLY, &txn) != 0)
+		return 0;
+	rc = mdb_stat(txn, pool->tiles, &ms);
+	mdb_txn_abort(txn);
+	return rc == 0 && ms.ms_entries == 0;
+}
+
+/* A failed first pack removes the pool directory it created when no tile
+ * was committed: data.mdb then holds only the format and uuid the open
+ * wrote. rmdir keeps the directory if anything else has appeared in it;
+ * a writer that opened the new pool and committed tiles in between is
+ * seen by pool_empty (concurrent packers are allowed), one that does so
+ * between pool_empty and the unlink is not: that window is accepted. */
+static void remove_new_pool(const char *db, int opened)
+{
+	static const char *const files[] = { "data.mdb", "lock.mdb" };
+	char path[4200];
+
+	for (int i = 0; i < 2 && opened; i++) {
+		snprintf(path, sizeof path, "%s/%s", db, files[i]);
+		unlink(path);
+	}
+	rmdir(db);
+}
+
 /* cmdline and stamp, the input, the pool: then the input's records. */
 int cdp_pack_run(const cdp_pack_opts *o, FILE *in, cdp_pack_result *res,
                  char *err, size_t errcap)
@@ -271,7 +326,9 @@ int cdp_pack_run(const cdp_pack_opts *o, FILE *in, cdp_pack_result *res,
 	time_t now = time(NULL);
 	double t0 = cdp_now();
 	int flags = CDP_POOL_CREATE | (o->nosync ? CDP_POOL_NOSYNC : 0);
-	int rc, pg = 0;
+	char why[128];
+	struct stat st;
+	int rc, pg = 0, made = 0, empty = 0;
 
 	memset(res, 0, sizeof *res);
 	memset(&p, 0, sizeof p);
@@ -299,8 +356,10 @@ int cdp_pack_run(const cdp_pack_opts *o, FILE *in, cdp_pack_result *res,
 		goto out;
 	}
 
+	p.made = made = stat(o->db, &st) != 0 && errno == ENOENT;
 	if ((rc = cdp_pool_open(o->db, flags, o->map_size, &p.pool))) {
-		rc = pack_seterr(&p, rc, "cannot open '%s': %s", o->db, cdp_strerror(rc));
+		rc = pack_seterr(&p, rc, "cannot open '%s': %s", o->db,
+		                 cdp_pool_strerror(&p.pool, rc, why, sizeof why));
 		goto out;
 	}
 	p.pool_open = 1;
@@ -336,8 +395,12 @@ out:
 	res->seconds = cdp_now() - t0;
 	pack_list_free(ents, nents);
 	cdp_lmdb_writer_free(&p.w);
+	if (rc && made && p.pool_open)
+		empty = pool_empty(&p.pool);
 	if (p.pool_open)
 		cdp_pool_close(&p.pool);
+	if (rc && made && (empty || !p.pool_open))
+		remove_new_pool(o->db, empty);
 	for (size_t i = 0; i < p.nsrc; i++) {
 		if (p.src[i] && !p.src[i]->mapped)
 			cdp_source_free(&p.src[i]->s);

@@ -44,6 +44,7 @@ typedef struct pk {
 	const char *in;               /* input name for messages */
 	cdp_pool pool;
 	int pool_open;
+	int made;                    /* this run creates the pool directory */
 	cdp_lmdb_writer w;
 	cdp_record shape;             /* the pool's, or the first record's */
 	int have_shape;

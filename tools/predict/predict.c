@@ -166,6 +166,8 @@ static int open_outputs(predictor *p, char *err, size_t cap)
 	const cdp_predict_opts *o = p->o;
 	const double *gt = p->ri->has_gt ? p->ri->gt : NULL;
 
+	if (pr_check_outputs(p, err, cap) < 0)
+		return -1;
 	if (pr_out_open(&p->out, o->output, p->W, p->H, o->prob ? p->K : 1, o->prob, gt,
 	                p->ri->crs, err, cap) < 0)
 		return -1;

@@ -63,6 +63,9 @@ int  pr_open_raster(predictor *p, char *err, size_t cap);
 int  pr_weights(predictor *p, char *err, size_t cap);
 /* The strip buffers (all ranks) and the accumulator and outputs (rank 0). */
 int  pr_alloc(predictor *p, char *err, size_t cap);
+/* Refuses an output (-o, --vector and its mask, --preview) that is the
+ * input, a file GDAL reads for it, the checkpoint, or another output. */
+int  pr_check_outputs(predictor *p, char *err, size_t cap);
 
 /* A GeoTIFF of nb bands, w x h, written top to bottom: u8 with nodata 255,
  * or (f32) float32 with nodata NaN, under a temporary name in the target's

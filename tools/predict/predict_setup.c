@@ -13,6 +13,7 @@
 
 #include "cdp_dtype.h"
 #include "cdp_error.h"
+#include "cdp_file.h"
 #include "cdp_num.h"
 #include "device.h"
 #include "dist/dist.h"
@@ -278,5 +279,71 @@ int pr_alloc(predictor *p, char *err, size_t cap)
 		if (!(p->pcls = xmalloc(p->pw, p->ph, 1, 1)))
 			return pr_fail(err, cap, "out of memory");
 	}
+	return 0;
+}
+
+/* Files GDAL reads for the input other than the input itself (a VRT's
+ * sources, side-cars), each named with the input it is read through. */
+typedef struct read_arg {
+	cdp_fileset *set;
+	const char *input;
+} read_arg;
+
+static int add_read(const char *path, void *arg)
+{
+	const read_arg *a = arg;
+	char what[8400];
+
+	if (cdp_same_file(path, a->input))
+		return CDP_OK;
+	snprintf(what, sizeof what, "'%s', read through the input '%s'", path, a->input);
+	return cdp_fileset_add(a->set, path, what);
+}
+
+int pr_check_outputs(predictor *p, char *err, size_t cap)
+{
+	const cdp_predict_opts *o = p->o;
+	char vtmp[4200], what[4200];
+	const char *out[4] = { o->output, o->vector, NULL, o->preview };
+	static const char *const opt[4] = { "-o", "--vector", "--vector", "--preview" };
+	read_arg a;
+	cdp_fileset set = { 0 };
+	const char *hit;
+	int rc = 0;
+
+	if (o->vector) {
+		snprintf(vtmp, sizeof vtmp, "%s.classes.tif", o->vector);
+		out[2] = vtmp;
+	}
+	a.set = &set;
+	a.input = o->input;
+	snprintf(what, sizeof what, "the input '%s'", o->input);
+	if ((rc = cdp_fileset_add(&set, o->input, what)) != 0 ||
+	    (rc = cdp_raster_files(p->r, add_read, &a)) != 0)
+		goto out;
+	snprintf(what, sizeof what, "the model '%s'", p->model);
+	if ((rc = cdp_fileset_add(&set, p->model, what)) != 0)
+		goto out;
+	for (int i = 0; i < 4; i++) {
+		if (!out[i])
+			continue;
+		if ((hit = cdp_fileset_find(&set, out[i]))) {
+			pr_fail(err, cap, "refusing to write '%s'%s: it is %s", out[i],
+			        i == 2 ? " (the --vector mask)" : "", hit);
+			cdp_fileset_free(&set);
+			return -1;
+		}
+		for (int j = 0; j < i; j++)
+			if (out[j] && cdp_same_file(out[i], out[j])) {
+				cdp_fileset_free(&set);
+				return pr_fail(err, cap, "%s '%s' and %s '%s' are the same file",
+				               opt[j], out[j], opt[i], out[i]);
+			}
+	}
+out:
+	cdp_fileset_free(&set);
+	if (rc)
+		return pr_fail(err, cap, "cannot examine the files of '%s': %s", o->input,
+		               cdp_strerror(rc));
 	return 0;
 }

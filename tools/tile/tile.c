@@ -631,6 +631,37 @@ out:
 	return rc;
 }
 
+typedef struct reads_arg {
+	ctx *c;
+	const char *path;
+} reads_arg;
+
+static int add_read(const char *file, void *arg)
+{
+	const reads_arg *a = arg;
+	char what[8400];
+
+	if (cdp_same_file(file, a->path))
+		snprintf(what, sizeof what, "the input '%s'", a->path);
+	else
+		snprintf(what, sizeof what, "'%s', read through the input '%s'", file, a->path);
+	return cdp_fileset_add(&a->c->reads, file, what);
+}
+
+int tile_add_reads(ctx *c, cdp_raster *r, const char *path)
+{
+	reads_arg a = { c, path };
+	char what[4200];
+	int rc;
+
+	/* the path itself first: GDAL may list it under another spelling */
+	snprintf(what, sizeof what, "the input '%s'", path);
+	if ((rc = cdp_fileset_add(&c->reads, path, what)) != CDP_OK ||
+	    (rc = cdp_raster_files(r, add_read, &a)) != CDP_OK)
+		ERR(c, "cannot examine the files of '%s': %s", path, cdp_strerror(rc));
+	return rc;
+}
+
 int cdp_tile_run(const cdp_tile_opts *o, FILE *out, cdp_tile_result *res,
                  char *err, size_t errcap)
 {
@@ -638,7 +669,8 @@ int cdp_tile_run(const cdp_tile_opts *o, FILE *out, cdp_tile_result *res,
 	char (*names)[CDP_NAME_MAX + 1] = NULL;
 	const char **owner = NULL;
 	uint64_t total = 0;
-	int rc = CDP_OK, made_dir = 0;
+	int rc = CDP_OK, made_dir = 0, streaming = 0;
+	const char *hit;
 	input in;
 	struct stat st;
 
@@ -670,6 +702,14 @@ int cdp_tile_run(const cdp_tile_opts *o, FILE *out, cdp_tile_result *res,
 		cdp_stream_pipe_grow(fileno(out));
 	if (o->stats_path && (rc = tile_stats_load(c, o->stats_path)))
 		goto out;
+	if (o->stats_path) {
+		char what[4200];
+		snprintf(what, sizeof what, "the --stats file '%s'", o->stats_path);
+		if ((rc = cdp_fileset_add(&c->reads, o->stats_path, what))) {
+			ERR(c, "cannot examine '%s': %s", o->stats_path, cdp_strerror(rc));
+			goto out;
+		}
+	}
 
 	/* Check every input before writing anything. */
 	names = calloc(o->ninputs, sizeof(*names));
@@ -680,7 +720,8 @@ int cdp_tile_run(const cdp_tile_opts *o, FILE *out, cdp_tile_result *res,
 		goto out;
 	}
 	for (size_t i = 0; i < o->ninputs; i++) {
-		if ((rc = input_open(c, i, &in)))
+		if ((rc = input_open(c, i, &in)) || (rc = tile_add_reads(c, in.r, in.path)) ||
+		    (in.lab && (rc = tile_add_reads(c, in.lab, in.lpath))))
 			goto out;
 		if (o->stats_path && c->nstats != (size_t)in.nb) {
 			ERR(c, "'%s': %zu lines of statistics for %d bands", o->stats_path,
@@ -701,6 +742,11 @@ int cdp_tile_run(const cdp_tile_opts *o, FILE *out, cdp_tile_result *res,
 		input_close(&in);
 	}
 
+	if (!o->outdir && (hit = cdp_fileset_find_fd(&c->reads, fileno(out)))) {
+		ERR(c, "refusing to write the record stream: standard output is %s", hit);
+		rc = CDP_EMISMATCH;
+		goto out;
+	}
 	if (o->outdir) {
 		if (stat(o->outdir, &st) != 0) {
 			if (errno != ENOENT || mkdir(o->outdir, 0777) != 0) {
@@ -719,6 +765,7 @@ int cdp_tile_run(const cdp_tile_opts *o, FILE *out, cdp_tile_result *res,
 		goto out;
 	} else {
 		res->bytes += 8;
+		streaming = 1;
 	}
 
 	cdp_progress_start(&c->prog, o->progress, "cdp-tile", "tiling", total);
@@ -747,6 +794,11 @@ int cdp_tile_run(const cdp_tile_opts *o, FILE *out, cdp_tile_result *res,
 		}
 	}
 out:
+	/* A failed stream ends with its reason, so that the packer refuses
+	 * it as failed rather than as cut short (or, were it complete up to
+	 * here, as data); a broken pipe has no reader left to tell. */
+	if (rc && streaming && rc != EPIPE)
+		cdp_stream_write_fail(out, err);
 	input_close(&in);
 	for (size_t i = 0; i < c->nfiles; i++) {
 		if (rc)
@@ -756,6 +808,7 @@ out:
 	if (rc && made_dir)
 		rmdir(o->outdir);
 	free(c->files);
+	cdp_fileset_free(&c->reads);
 	free(c->mean);
 	free(c->std);
 	free(names);

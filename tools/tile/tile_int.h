@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "cdp_file.h"
 #include "cdp_key.h"
 #include "cdp_progress.h"
 #include "cdp_raster.h"
@@ -43,6 +44,7 @@ typedef struct ctx {
 	int S, T;                  /* tile size and stride */
 	double *mean, *std;        /* [nb] standardization of the current input */
 	size_t nstats;             /* lines read from --stats */
+	cdp_fileset reads;         /* every file the inputs read: no tile overwrites one */
 	char **files;              /* tile files written, removed on failure */
 	size_t nfiles, capfiles;
 	cdp_progress prog;
@@ -52,6 +54,10 @@ typedef struct ctx {
 #define ERR(c, ...) snprintf((c)->err, (c)->errcap, __VA_ARGS__)
 
 /* tile.c */
+
+/* Adds the files GDAL reads for r (opened from path: an input raster or its
+ * label) to c->reads, each named as read for path. */
+int tile_add_reads(ctx *c, cdp_raster *r, const char *path);
 
 /* Clears m[y * mstride + x] (h, w) where every band of img equals nd. img is
  * (nb, ., rstride) samples with bands bstride samples apart, already offset

@@ -188,6 +188,7 @@ int tile_emit_files(ctx *c, input *in, const char *key, const cdp_record *r,
 	size_t np = (size_t)c->S * c->S, dsz = cdp_dtype_size(r->dtype);
 	size_t plen = strlen(c->o->outdir) + strlen(key) + 16;
 	char *path = malloc(plen), msg[512] = "";
+	const char *hit;
 	int rc = CDP_OK;
 
 	if (!path) {
@@ -200,6 +201,11 @@ int tile_emit_files(ctx *c, input *in, const char *key, const cdp_record *r,
 			break;
 		snprintf(path, plen, "%s/%s%s.%s", c->o->outdir, key,
 		         isl ? "_label" : "", ext);
+		if ((hit = cdp_fileset_find(&c->reads, path))) {
+			ERR(c, "refusing to write '%s': it is %s", path, hit);
+			rc = CDP_EMISMATCH;
+			break;
+		}
 		if (c->o->format == CDP_TILE_PNG) {
 			const void *px = isl ? r->label : scratch;
 			int ch = isl ? 1 : (int)r->bands;

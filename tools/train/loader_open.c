@@ -52,7 +52,8 @@ static int open_pool(cdp_loader *l, char *err, size_t cap)
 		 * them; set_readahead then advises the values' range */
 		if ((rc = cdp_pool_open(l->pool_path, CDP_POOL_RDONLY | CDP_POOL_NORDAHEAD, 0,
 		                        &l->own)) != 0)
-			return fail(err, cap, rc, "cannot open '%s': %s", l->pool_path, cdp_strerror(rc));
+			return fail(err, cap, rc, "cannot open '%s': %s", l->pool_path,
+			            cdp_pool_strerror(&l->own, rc, why, sizeof why));
 		l->pool = &l->own;
 	}
 	if ((rc = cdp_pool_info_load(l->pool, &l->info)) != 0)
@@ -98,12 +99,17 @@ static int open_pool(cdp_loader *l, char *err, size_t cap)
 /* The pointer file: readable, made for this pool, steps per epoch. */
 static int open_keys(cdp_loader *l, char *err, size_t cap)
 {
-	size_t line, b = (size_t)l->o.batch, j = (size_t)l->o.nranks, r = (size_t)l->o.rank;
+	size_t b = (size_t)l->o.batch, j = (size_t)l->o.nranks, r = (size_t)l->o.rank;
+	cdp_ptrfile_where w;
 	int rc;
 
-	if ((rc = cdp_ptrfile_read(l->keys_path, &l->kl, &line)) != 0) {
-		if (line)
-			return fail(err, cap, rc, "'%s': line %zu: %s", l->keys_path, line, cdp_strerror(rc));
+	if ((rc = cdp_ptrfile_read_where(l->keys_path, &l->kl, &w)) != 0) {
+		if (rc == CDP_EDUPKEY)
+			return fail(err, cap, rc, "'%s': key '%s' on lines %zu and %zu",
+			            l->keys_path, w.key, w.first, w.line);
+		if (w.line)
+			return fail(err, cap, rc, "'%s': line %zu: %s", l->keys_path, w.line,
+			            cdp_strerror(rc));
 		return fail(err, cap, rc, "cannot read '%s': %s", l->keys_path, cdp_strerror(rc));
 	}
 	if (strcmp(l->kl.uuid, l->info.uuid) != 0)

@@ -26,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cdp_dtype.h"
 #include "cdp_error.h"
@@ -432,6 +433,10 @@ int cdp_train_run(const cdp_train_opts *o)
 	}
 	if (cdp_dist_any(rc)) {
 		tr_teardown(&t);
+		/* a run refused before its first step leaves no RUNDIR it made;
+		 * rmdir keeps one that holds anything */
+		if (t.made_out)
+			rmdir(o->out);
 		return 1;
 	}
 	/* one model on every rank, whatever each initialised or read */
@@ -442,5 +447,7 @@ int cdp_train_run(const cdp_train_opts *o)
 	t.t_start = cdp_now();
 	rc = train_loop(&t);
 	tr_teardown(&t);
+	if (rc && t.made_out)
+		rmdir(o->out);
 	return rc;
 }

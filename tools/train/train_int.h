@@ -30,6 +30,7 @@ typedef struct tr_curve {
 typedef struct trainer {
 	const cdp_train_opts *o;
 	int rank, size;
+	int made_out;             /* this rank's mkdir created --out */
 	cdp_backend *be;
 	cdp_pool pool;
 	int have_pool;
@@ -150,6 +151,9 @@ void tr_checkpoint(trainer *t);            /* collective; rank 0 writes */
 int  tr_resume(trainer *t, char *err, size_t cap);
 
 /* train_log.c */
+/* Opens metrics.jsonl and the log, after refusing any output of the run
+ * (the log, metrics.jsonl, loss.png, checkpoint.cdpt) that is one of its
+ * inputs (the pool's files, the pointer files, the model cfg). */
 int  tr_log_open(trainer *t, char *err, size_t cap);
 void tr_log_close(trainer *t);
 void tr_logf(trainer *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

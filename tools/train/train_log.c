@@ -30,6 +30,7 @@
 #include <time.h>
 
 #include "cdp_error.h"
+#include "cdp_file.h"
 #include "cdp_png.h"
 #include "cdp_progress.h"
 #include "dist/dist.h"
@@ -103,9 +104,55 @@ static int trim_jsonl(trainer *t, const char *path, long upto, char *err, size_t
 	return 0;
 }
 
+/* No file the run writes (the log, metrics.jsonl, loss.png, the
+ * checkpoint) may be one it reads: the pool's files, the pointer files,
+ * the model cfg. By inode (cdp_file.h), so "--log model.cfg" or a link
+ * into the pool is refused before anything is appended to it. */
+static int check_outputs(trainer *t, char *err, size_t cap)
+{
+	const cdp_train_opts *o = t->o;
+	const char *in[5] = { "data.mdb", "lock.mdb", o->keys, o->val_keys, o->model };
+	static const char *const role[5] = { "a file of the pool", "a file of the pool",
+	                                     "the --keys file", "the --val-keys file",
+	                                     "the --model cfg" };
+	static const char *const outs[4] = { "train.log", "metrics.jsonl", "loss.png",
+	                                     "checkpoint.cdpt" };
+	char path[4200], what[4400];
+	cdp_fileset set = { 0 };
+	const char *hit = NULL;
+	int rc = 0;
+
+	for (int i = 0; i < 5 && rc == 0; i++) {
+		if (!in[i])
+			continue;
+		if (i < 2)
+			snprintf(path, sizeof path, "%s/%s", o->db, in[i]);
+		else
+			snprintf(path, sizeof path, "%s", in[i]);
+		snprintf(what, sizeof what, "%s '%s'", role[i], path);
+		rc = cdp_fileset_add(&set, path, what);
+	}
+	for (int i = 0; i < 4 && rc == 0 && !hit; i++) {
+		if (i == 0 && o->log_path)
+			snprintf(path, sizeof path, "%s", o->log_path);
+		else
+			snprintf(path, sizeof path, "%s/%s", o->out, outs[i]);
+		hit = cdp_fileset_find(&set, path);
+	}
+	if (rc)
+		snprintf(err, cap, "cannot examine the input files: %s", cdp_strerror(rc));
+	else if (hit)
+		snprintf(err, cap, "refusing to write '%s': it is %s", path, hit);
+	cdp_fileset_free(&set);
+	return rc || hit ? -1 : 0;
+}
+
 int tr_log_open(trainer *t, char *err, size_t cap)
 {
 	char path[4200];
+
+	if (check_outputs(t, err, cap) < 0)
+		return -1;
 
 	snprintf(path, sizeof path, "%s/metrics.jsonl", t->o->out);
 	if (t->have_ck && trim_jsonl(t, path, (long)t->ck.step, err, cap) < 0)

@@ -158,10 +158,12 @@ static int open_loaders(trainer *t, char *err, size_t cap)
 {
 	const cdp_train_opts *o = t->o;
 	cdp_loader_opts lo;
+	char why[128];
 	int rc, ign;
 
 	if ((rc = cdp_pool_open(o->db, CDP_POOL_RDONLY | CDP_POOL_NORDAHEAD, 0, &t->pool)) != 0)
-		return fail(err, cap, "cannot open '%s': %s", o->db, cdp_strerror(rc));
+		return fail(err, cap, "cannot open '%s': %s", o->db,
+		            cdp_pool_strerror(&t->pool, rc, why, sizeof why));
 	t->have_pool = 1;
 	if (cdp_cfg_int(&t->cfg, &t->cfg.s[0], "ignore", -1, -1, 1 << 30, &ign, err, cap) < 0 ||
 	    data_path(t, err, cap) < 0)
@@ -312,7 +314,9 @@ int tr_setup(trainer *t, char *err, size_t cap)
 	char path[4096];
 	int threads = o->threads, n;
 
-	if (mkdir(o->out, 0777) != 0 && errno != EEXIST)
+	if (mkdir(o->out, 0777) == 0)
+		t->made_out = 1;
+	else if (errno != EEXIST)
 		return fail(err, cap, "cannot create '%s': %s", o->out, strerror(errno));
 	if (threads <= 0) {
 		long cores = sysconf(_SC_NPROCESSORS_ONLN);

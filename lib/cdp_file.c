@@ -1,0 +1,139 @@
+/* cdp_file.c: file identities for the output-is-an-input checks
+ * (cdp_file.h).
+ *
+ * Not done here: renames between the check and the write (another process
+ * racing the run) and files reached through a different mount of the same
+ * file system (bind mounts give the same st_dev and st_ino, so those do
+ * count; NFS exports seen twice may not).
+ */
+#include "cdp_file.h"
+#include "cdp_error.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+/* The directory part of path ("." when it has none) into buf[cap], and a
+ * pointer to its last component inside path. */
+static const char *split(const char *path, char *buf, size_t cap)
+{
+	const char *slash = strrchr(path, '/');
+	size_t n;
+
+	if (!slash) {
+		snprintf(buf, cap, ".");
+		return path;
+	}
+	n = (size_t)(slash - path);
+	if (n == 0)
+		n = 1;          /* "/x": the root */
+	if (n >= cap)
+		n = cap - 1;
+	memcpy(buf, path, n);
+	buf[n] = '\0';
+	return slash + 1;
+}
+
+int cdp_same_file(const char *a, const char *b)
+{
+	struct stat sa, sb;
+	int ea, eb;
+	char da[4096], db[4096];
+	const char *ba, *bb;
+
+	if (!a || !b)
+		return 0;
+	ea = stat(a, &sa) == 0 ? 0 : errno;
+	eb = stat(b, &sb) == 0 ? 0 : errno;
+	if (!ea && !eb)
+		return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+	if (ea != ENOENT || eb != ENOENT)
+		return 0;
+	/* Neither exists: the same name in the same directory. */
+	ba = split(a, da, sizeof da);
+	bb = split(b, db, sizeof db);
+	if (strcmp(ba, bb) != 0 || stat(da, &sa) != 0 || stat(db, &sb) != 0)
+		return 0;
+	return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
+int cdp_fileset_add(cdp_fileset *s, const char *path, const char *what)
+{
+	struct stat st;
+	cdp_file_entry *e;
+
+	if (!s || !path || !what)
+		return CDP_EINVAL;
+	if (stat(path, &st) != 0)
+		return errno == ENOENT || errno == ENOTDIR ? CDP_OK : errno;
+	if (s->n == s->cap) {
+		size_t cap = s->cap ? s->cap * 2 : 8;
+		if (cap > SIZE_MAX / sizeof *e || !(e = realloc(s->e, cap * sizeof *e)))
+			return CDP_ENOMEM;
+		s->e = e;
+		s->cap = cap;
+	}
+	e = &s->e[s->n];
+	if (!(e->what = strdup(what)))
+		return CDP_ENOMEM;
+	e->dev = (uint64_t)st.st_dev;
+	e->ino = (uint64_t)st.st_ino;
+	s->n++;
+	s->sorted = 0;
+	return CDP_OK;
+}
+
+static int cmp_entry(const void *pa, const void *pb)
+{
+	const cdp_file_entry *a = pa, *b = pb;
+
+	if (a->dev != b->dev)
+		return a->dev < b->dev ? -1 : 1;
+	if (a->ino != b->ino)
+		return a->ino < b->ino ? -1 : 1;
+	return 0;
+}
+
+static const char *find(cdp_fileset *s, const struct stat *st)
+{
+	cdp_file_entry key, *hit;
+
+	if (!s || s->n == 0)
+		return NULL;
+	if (!s->sorted) {
+		/* Stable order among equal identities does not matter: any
+		 * phrase of the file names it. */
+		qsort(s->e, s->n, sizeof *s->e, cmp_entry);
+		s->sorted = 1;
+	}
+	key.dev = (uint64_t)st->st_dev;
+	key.ino = (uint64_t)st->st_ino;
+	hit = bsearch(&key, s->e, s->n, sizeof *s->e, cmp_entry);
+	return hit ? hit->what : NULL;
+}
+
+const char *cdp_fileset_find(cdp_fileset *s, const char *path)
+{
+	struct stat st;
+
+	return path && stat(path, &st) == 0 ? find(s, &st) : NULL;
+}
+
+const char *cdp_fileset_find_fd(cdp_fileset *s, int fd)
+{
+	struct stat st;
+
+	return fd >= 0 && fstat(fd, &st) == 0 ? find(s, &st) : NULL;
+}
+
+void cdp_fileset_free(cdp_fileset *s)
+{
+	if (!s)
+		return;
+	for (size_t i = 0; i < s->n; i++)
+		free(s->e[i].what);
+	free(s->e);
+	memset(s, 0, sizeof *s);
+}

@@ -1,0 +1,48 @@
+/* cdp_file.h: would an output overwrite a file the run reads?
+ *
+ * A program about to write a file compares it with every file it reads, by
+ * identity (st_dev and st_ino, following symbolic links, so a symlink or a
+ * hard link to an input counts as the input), never by name alone. An
+ * output that does not exist yet is none of the existing inputs; two paths
+ * that neither exist are the same file when their directories are the same
+ * directory and their last components are equal (so "out.tif" and
+ * "./out.tif" collide before either is written).
+ *
+ * A file set holds the identities of the files a run reads, each with a
+ * phrase naming it for the error message ("the input 'scene.tif'"), sorted
+ * for lookups in O(log n): cdp-tile checks every tile it writes.
+ */
+#ifndef CDP_FILE_H
+#define CDP_FILE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* 1 when a and b are (or, not existing yet, would be) the same file, 0
+ * when not. A path that cannot be examined (EACCES, ...) is taken as not
+ * the other: the open that follows reports it. */
+int cdp_same_file(const char *a, const char *b);
+
+typedef struct cdp_file_entry {
+	uint64_t dev, ino;
+	char *what;             /* owned: the phrase naming the file */
+} cdp_file_entry;
+
+typedef struct cdp_fileset {
+	cdp_file_entry *e;      /* [n], sorted by (dev, ino) when sorted is set */
+	size_t n, cap;
+	int sorted;
+} cdp_fileset;
+
+/* Adds path with the phrase what (copied). A path that does not exist
+ * (ENOENT, ENOTDIR) is skipped (CDP_OK: nothing there to overwrite); CDP_ENOMEM, or the errno
+ * of stat(2) otherwise. */
+int  cdp_fileset_add(cdp_fileset *s, const char *path, const char *what);
+/* The phrase of the member that path is, or NULL (also when path does not
+ * exist). */
+const char *cdp_fileset_find(cdp_fileset *s, const char *path);
+/* Same for an open descriptor (a redirected standard output). */
+const char *cdp_fileset_find_fd(cdp_fileset *s, int fd);
+void cdp_fileset_free(cdp_fileset *s);
+
+#endif

@@ -1,0 +1,105 @@
+/* test_file.c: file identities (cdp_file.h): the same file by name, by
+ * "./" name, through a symlink and a hard link; different files with equal
+ * contents; outputs that do not exist yet; a file set's lookups by path and
+ * by descriptor, and its phrases.
+ */
+#include "tap.h"
+#include "cdp_error.h"
+#include "cdp_file.h"
+
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static char dir[64];
+
+static const char *tp(const char *name)
+{
+	static char buf[4][256];
+	static int k;
+	k = (k + 1) % 4;
+	snprintf(buf[k], sizeof buf[k], "%s/%s", dir, name);
+	return buf[k];
+}
+
+static void put(const char *name)
+{
+	FILE *f = fopen(tp(name), "w");
+	CHECK(f != NULL, "cannot create %s", name);
+	if (f) {
+		fputs("same bytes\n", f);
+		fclose(f);
+	}
+}
+
+int main(void)
+{
+	cdp_fileset s = { 0 };
+	char dotted[300];
+	int fd;
+
+	snprintf(dir, sizeof dir, "%s/cdptest.XXXXXX",
+	         getenv("TMPDIR") && strlen(getenv("TMPDIR")) < 40 ? getenv("TMPDIR") : "/tmp");
+	if (!mkdtemp(dir)) {
+		perror("mkdtemp");
+		return 99;
+	}
+	put("a");
+	put("b");
+	CHECK(symlink("a", tp("sym")) == 0, "symlink");
+	CHECK(link(tp("a"), tp("hard")) == 0, "link");
+	snprintf(dotted, sizeof dotted, "%s/./a", dir);
+
+	CHECK(cdp_same_file(tp("a"), tp("a")) == 1, "a is a");
+	CHECK(cdp_same_file(tp("a"), dotted) == 1, "a is ./a");
+	CHECK(cdp_same_file(tp("sym"), tp("a")) == 1, "a symlink is its target");
+	CHECK(cdp_same_file(tp("a"), tp("hard")) == 1, "a hard link is the file");
+	CHECK(cdp_same_file(tp("a"), tp("b")) == 0, "equal contents are not the same file");
+	CHECK(cdp_same_file(tp("a"), tp("new")) == 0, "a new file is no existing one");
+	CHECK(cdp_same_file(tp("new"), tp("new")) == 1, "a new name is itself");
+	snprintf(dotted, sizeof dotted, "%s/./new", dir);
+	CHECK(cdp_same_file(tp("new"), dotted) == 1, "new is ./new before either exists");
+	CHECK(cdp_same_file(tp("new"), tp("new2")) == 0, "two new names differ");
+	CHECK(cdp_same_file(tp("new"), "/nonexistent-dir/new") == 0, "a new name elsewhere");
+	CHECK(cdp_same_file(NULL, tp("a")) == 0, "NULL is no file");
+
+	CHECK_RC(cdp_fileset_add(&s, tp("a"), "the input 'a'"), CDP_OK);
+	CHECK_RC(cdp_fileset_add(&s, tp("missing"), "the model"), CDP_OK);
+	CHECK(s.n == 1, "a missing file is not added (%zu members)", s.n);
+	for (int i = 0; i < 50; i++) {
+		char name[16], what[32];
+		snprintf(name, sizeof name, "f%d", i);
+		snprintf(what, sizeof what, "file %d", i);
+		put(name);
+		CHECK_RC(cdp_fileset_add(&s, tp(name), what), CDP_OK);
+	}
+	CHECK(cdp_fileset_find(&s, tp("hard")) && strcmp(cdp_fileset_find(&s, tp("hard")),
+	      "the input 'a'") == 0, "a hard link is found with its phrase");
+	CHECK(cdp_fileset_find(&s, tp("sym")) != NULL, "a symlink is found");
+	CHECK(cdp_fileset_find(&s, tp("f37")) && strcmp(cdp_fileset_find(&s, tp("f37")),
+	      "file 37") == 0, "f37 among 51");
+	CHECK(cdp_fileset_find(&s, tp("b")) == NULL, "b is no member");
+	CHECK(cdp_fileset_find(&s, tp("new")) == NULL, "a new file is no member");
+	fd = open(tp("hard"), O_RDONLY);
+	CHECK(cdp_fileset_find_fd(&s, fd) != NULL, "found by descriptor");
+	close(fd);
+	fd = open(tp("b"), O_RDONLY);
+	CHECK(cdp_fileset_find_fd(&s, fd) == NULL, "b by descriptor");
+	close(fd);
+	cdp_fileset_free(&s);
+	CHECK(s.n == 0 && s.e == NULL, "free clears the set");
+
+	for (int i = 0; i < 50; i++) {
+		char name[16];
+		snprintf(name, sizeof name, "f%d", i);
+		unlink(tp(name));
+	}
+	unlink(tp("a"));
+	unlink(tp("b"));
+	unlink(tp("sym"));
+	unlink(tp("hard"));
+	rmdir(dir);
+	return tap_done();
+}
