@@ -48,8 +48,10 @@ engine_libcdpcuda_a_SOURCES = engine/cuda/cuda.h engine/cuda/cuda_kern.h engine/
 	engine/cuda/cuda_conv.c engine/cuda/cuda_dnn.c
 engine_libcdpcuda_a_LIBADD = $(CUDA_KERN_OBJS)
 engine_libcdpcuda_a_DEPENDENCIES = $(CUDA_KERN_OBJS)
-# nvcc's host code may call the C++ runtime
-CUDA_LINK = engine/libcdpcuda.a $(CUDA_LIBS) -lstdc++
+# nvcc's host code may call the C++ runtime. The CUDA backend calls back
+# into the engine (precision names, descriptors), which device.c's choice of
+# the backend does not pull in: the engine comes again after it.
+CUDA_LINK = engine/libcdpcuda.a engine/libcdpengine.a $(CUDA_LIBS) -lstdc++
 else
 CUDA_LINK =
 endif

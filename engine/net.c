@@ -509,7 +509,6 @@ int cdp_net_resize(cdp_net *net, int n, char *err, size_t cap)
  * layer's need in the precision set now. */
 int cdp_net_set_precision(cdp_net *net, int prec, char *err, size_t cap)
 {
-	static const char *const names[] = { "fp32", "tf32", "bf16", "fp16" };
 	cdp_backend *be = net->be;
 	int old = be->precision;
 	size_t need = 0;
@@ -517,7 +516,7 @@ int cdp_net_set_precision(cdp_net *net, int prec, char *err, size_t cap)
 
 	if (be->set_precision(be, prec) != 0) {
 		snprintf(err, cap, "the %s backend cannot compute in %s", be->name,
-		         prec >= 0 && prec < 4 ? names[prec] : "this precision");
+		         cdp_precision_name(prec));
 		return -1;
 	}
 	for (int i = 0; i < net->nlayers; i++) {
@@ -531,7 +530,7 @@ int cdp_net_set_precision(cdp_net *net, int prec, char *err, size_t cap)
 	if (!(ws = be->alloc(be, need))) {
 		be->set_precision(be, old);
 		snprintf(err, cap, "cannot allocate a %zu-byte workspace for %s: out of memory", need,
-		         names[prec]);
+		         cdp_precision_name(prec));
 		return -1;
 	}
 	be->free(be, net->ws);

@@ -83,12 +83,6 @@ struct cu_plan {
 static int is_half(int prec) { return prec == CDP_PREC_BF16 || prec == CDP_PREC_FP16; }
 static size_t align256(size_t v) { return (v + 255) / 256 * 256; }
 
-static const char *prec_name(int prec)
-{
-	return prec == CDP_PREC_FP32 ? "fp32" : prec == CDP_PREC_TF32 ? "tf32" :
-	       prec == CDP_PREC_BF16 ? "bf16" : "fp16";
-}
-
 static int same_desc(const cdp_conv_desc *a, const cdp_conv_desc *b)
 {
 	return a->n == b->n && a->c == b->c && a->h == b->h && a->w == b->w &&
@@ -351,7 +345,7 @@ static int try_cand(void *ctx, const cu_cand *c)
 	        "%dx%dx%dx%d -> %d (%dx%d, stride %d) in %s: %s; trying the next\n",
 	        program_invocation_short_name, dir_name[t->dir], c->algo, algo_name(t->dir, c->algo),
 	        p->d.n, p->d.c, p->d.h, p->d.w, p->d.f, p->d.kh, p->d.kw, p->d.stride,
-	        prec_name(p->prec), cudnnGetErrorString(st));
+	        cdp_precision_name(p->prec), cudnnGetErrorString(st));
 	return -1;
 }
 
@@ -414,7 +408,7 @@ static int plan_algos(cdp_backend *be, cu_plan *p)
 		fprintf(stderr, "%s: cuDNN plan %dx%dx%dx%d -> %d (%dx%d, stride %d, pad %d, dil %d) "
 		        "%s%s: fwd %s, data %s, filter %s (of %d, %d, %d usable)\n",
 		        program_invocation_short_name, p->d.n, p->d.c, p->d.h, p->d.w, p->d.f,
-		        p->d.kh, p->d.kw, p->d.stride, p->d.pad, p->d.dil, prec_name(p->prec),
+		        p->d.kh, p->d.kw, p->d.stride, p->d.pad, p->d.dil, cdp_precision_name(p->prec),
 		        measure ? " measured" : "",
 		        algo_name(DIR_FWD, p->list[DIR_FWD][p->cur[DIR_FWD]].algo),
 		        algo_name(DIR_DATA, p->list[DIR_DATA][p->cur[DIR_DATA]].algo),
@@ -474,7 +468,7 @@ static cu_plan *plan_new(cdp_backend *be, const cdp_conv_desc *d)
 	if (rc < 0 && is_half(p->prec)) {
 		fprintf(stderr, "%s: note: cuDNN has no %s channels-last algorithm for the "
 		        "convolution %dx%dx%d -> %d (%dx%d, stride %d); it runs in tf32\n",
-		        program_invocation_short_name, prec_name(p->prec), d->c, d->h, d->w, d->f,
+		        program_invocation_short_name, cdp_precision_name(p->prec), d->c, d->h, d->w, d->f,
 		        d->kh, d->kw, d->stride);
 		plan_descs_free(p);
 		p->prec = CDP_PREC_TF32;
@@ -524,7 +518,7 @@ static cu_plan *plan_need(cdp_backend *be, const cdp_conv_desc *d, const char *o
 	snprintf(msg, sizeof msg, "no workspace was sized for the convolution %dx%dx%dx%d -> %d "
 	         "(%dx%d, stride %d) in %s: call conv_workspace() after set_precision() (a net: "
 	         "cdp_net_set_precision)", d->n, d->c, d->h, d->w, d->f, d->kh, d->kw, d->stride,
-	         prec_name(be->precision));
+	         cdp_precision_name(be->precision));
 	cu_fail(__FILE__, __LINE__, op, "unsized plan", msg);
 }
 
