@@ -1,0 +1,52 @@
+"""errors.py: the error codes of lib/cdp_error.h and their phrases.
+
+A CdpError carries the C library's code name (``"ECRC"``), its phrase as
+cdp_strerror() gives it ("checksum mismatch") and a message in the form the
+tools print: the subject quoted first, then the phrase.
+"""
+
+PHRASES = {
+    "EINVAL": "invalid argument",
+    "ENOMEM": "out of memory",
+    "ERANGE": "number out of range",
+    "ESYNTAX": "syntax error",
+    "EMAGIC": "bad magic number (not a cdpool file)",
+    "EVERSION": "unsupported format version",
+    "ETRUNC": "truncated data",
+    "ECRC": "checksum mismatch",
+    "EFORMAT": "invalid or inconsistent field",
+    "EOVERFLOW": "size overflow",
+    "EZLIB": "compressed data is corrupt",
+    "ELMDB": "lmdb database is missing a part",
+    "EKEY": "invalid key",
+    "EDUPKEY": "duplicate key",
+    "ESHAPE": "shape, data type or band count differs",
+    "EMISMATCH": "mismatch",
+}
+
+
+class CdpError(ValueError):
+    """A file that a cdpool reader refuses.
+
+    code is the name of the C error code (``"ECRC"``, ``"EFORMAT"``, ...),
+    phrase its cdp_strerror() text, subject what was being read, line the
+    1-based offending line of a pointer file (0 when it does not apply),
+    record the key of a pool's record at fault (or None): the message is
+    then cdp-train's "'POOL': record 'KEY': checksum mismatch".
+    """
+
+    def __init__(self, code, subject, detail=None, line=0, record=None):
+        self.code = code
+        self.phrase = PHRASES[code]
+        self.subject = subject
+        self.detail = detail
+        self.line = line
+        self.record = record
+        text = "'%s': %s" % (subject, self.phrase)
+        if line:
+            text = "'%s': line %d: %s" % (subject, line, self.phrase)
+        if record is not None:
+            text = "'%s': record '%s': %s" % (subject, record, self.phrase)
+        if detail:
+            text += " (%s)" % detail
+        super().__init__(text)
