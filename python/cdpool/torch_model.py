@@ -1,4 +1,4 @@
-"""torch_model.py: the PyTorch twin of a cdpool model, built from the JSON
+"""cdpool.torch_model: the PyTorch twin of a cdpool model, built from the JSON
 that tests/engine/model_dump prints for a model cfg.
 
 EngineNet(model) holds one torch module per engine layer, in layer order,
@@ -23,7 +23,7 @@ loss_fn() is the engine's loss (loss.h) in PyTorch terms.
 
 Run as a program it is the PyTorch side of bench/engine.sh: it times
 training steps (forward, loss, backward, SGD step) and prints one JSON line.
-    python3 torch_model.py bench MODEL.json [--threads T] [--steps S]
+    python3 -m cdpool.torch_model bench MODEL.json [--threads T] [--steps S]
                            [--warmup W] [--channels-last]
 """
 import argparse
