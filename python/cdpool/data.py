@@ -153,22 +153,22 @@ class PoolDataset:
         p = self.pool
         self.keys = keys if isinstance(keys, KeyList) else read_keys(keys, pool=p)
         if self.keys.uuid != p.uuid:
-            raise CdpError("EMISMATCH", self.keys.path, "made for pool %s, '%s' is %s"
+            raise CdpError("EMISMATCH", self.keys.path, message="made for pool %s, '%s' is %s"
                            % (self.keys.uuid, p.path, p.uuid))
         if p.bands == 0:
-            raise CdpError("EFORMAT", p.path, "pool holds no tiles")
+            raise CdpError("EFORMAT", p.path, message="pool holds no tiles")
         with p.view() as v:
             for i, k in enumerate(self.keys):
                 try:
                     v.raw(k)
                 except KeyError:
-                    raise CdpError("EKEY", self.keys.path, "key '%s' is not in '%s'"
-                                   % (k, p.path), line=i + 2) from None
+                    raise CdpError("EKEY", self.keys.path, line=i + 2, message="key '%s' is not "
+                                   "in '%s'" % (k, p.path)) from None
         for c in range(p.bands):
             m, sd = p.mean[c], p.std[c]
             if not (math.isfinite(m) and math.isfinite(sd)) or abs(m) > 3.4028234663852886e38:
-                raise CdpError("ERANGE", p.path, "band %d statistics are out of float32 range "
-                               "(mean %g, std %g)" % (c + 1, m, sd))
+                raise CdpError("ERANGE", p.path, message="band %d statistics are out of float32 "
+                               "range (mean %g, std %g)" % (c + 1, m, sd))
         self.standardize = standardize
         self.mean = p.mean.astype(np.float32)
         self.inv = np.array([np.float32(1.0 / s) if s > 0 else np.float32(1) for s in p.std],

@@ -32,21 +32,23 @@ class CdpError(ValueError):
     phrase its cdp_strerror() text, subject what was being read, line the
     1-based offending line of a pointer file (0 when it does not apply),
     record the key of a pool's record at fault (or None): the message is
-    then cdp-train's "'POOL': record 'KEY': checksum mismatch".
+    then cdp-train's "'POOL': record 'KEY': checksum mismatch"; message
+    replaces the phrase where the C tools say more ("made for pool ...").
     """
 
-    def __init__(self, code, subject, detail=None, line=0, record=None):
+    def __init__(self, code, subject, detail=None, line=0, record=None, message=None):
         self.code = code
         self.phrase = PHRASES[code]
         self.subject = subject
         self.detail = detail
         self.line = line
         self.record = record
-        text = "'%s': %s" % (subject, self.phrase)
+        text = "'%s': " % subject
         if line:
-            text = "'%s': line %d: %s" % (subject, line, self.phrase)
+            text += "line %d: " % line
         if record is not None:
-            text = "'%s': record '%s': %s" % (subject, record, self.phrase)
+            text += "record '%s': " % record
+        text += message if message else self.phrase
         if detail:
             text += " (%s)" % detail
         super().__init__(text)

@@ -88,6 +88,6 @@ def read_keys(path, pool=None):
             raise CdpError("EDUPKEY", path, line=i + 2)
         seen[k] = i
     if pool is not None and pool.uuid != uuid:
-        raise CdpError("EMISMATCH", path, "made for pool %s, '%s' is %s"
+        raise CdpError("EMISMATCH", path, message="made for pool %s, '%s' is %s"
                        % (uuid, pool.path, pool.uuid))
     return KeyList(keys, uuid, seed, path)

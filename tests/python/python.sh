@@ -1,0 +1,89 @@
+#!/bin/sh
+# tests/python/python.sh: the Python package (python/cdpool) against the C
+# tools. The package is installed from a copy of python/ into a fresh
+# virtual environment over $PYTHON's site packages (numpy, lmdb, torch from
+# Debian), with no index and no build isolation, so no network is needed;
+# test_cdpool.py then runs under that environment's interpreter on
+# fixtures made here by the C tools:
+#   - one pool per record dtype (u8 .. f64; nodata masks, zlib, u16
+#     labels) and a pool of scalar-class chips (cdp-lmdbpack --list);
+#   - a road pool, its pointer file and cdp-train runs logging the keys
+#     they read (CDP_TRAIN_LOG_KEYS): one process at global batch 4, 2
+#     and 4 ranks with MPI (skipped without $MPIRUN), and a run resumed
+#     from a step-5 checkpoint.
+# Skips (77) when $PYTHON lacks numpy or lmdb, or cannot make a venv.
+. "$CDP_SRCDIR/tests/tools/common.sh"
+need_python
+if ! "$PYTHON" -c 'import numpy, lmdb, setuptools' 2>/dev/null; then
+	echo "SKIP: $PYTHON lacks numpy, lmdb or setuptools" >&2
+	exit 77
+fi
+MK="$CDP_SRCDIR/tests/tools/mkraster.py"
+GEN="$CDP_SRCDIR/share/cdpool/examples/genscene.py"
+SMALL="$CDP_SRCDIR/tests/train/small.cfg:in_h=32,in_w=32"
+
+echo "== install into a fresh venv"
+# pip builds in the tree it is given: a copy keeps the source tree clean
+cp -R "$CDP_SRCDIR/python" "$T/src"
+"$PYTHON" -m venv --system-site-packages --without-pip "$T/venv" ||
+	{ echo "SKIP: $PYTHON cannot make a virtual environment" >&2; exit 77; }
+VPY=$T/venv/bin/python
+"$VPY" -m pip install -q --no-index --no-deps --no-build-isolation "$T/src" >"$T/pip.log" 2>&1 ||
+	fail "pip install: $(tail -5 "$T/pip.log")"
+rm -rf "$T/src"
+where=$(cd "$T" && "$VPY" -c 'import cdpool; print(cdpool.__file__)')
+case $where in
+"$T/venv/"*) ;;
+*) fail "cdpool imported from '$where', not the venv" ;;
+esac
+export PYTHONDONTWRITEBYTECODE=1
+
+echo "== fixtures"
+mkdir "$T/r"
+for dt in u8 u16 i16 u32 i32 f32 f64; do
+	extra= lab=
+	case $dt in
+	u8) extra="--label $T/r/$dt""_lab.tif --classes 7 --label-dtype u16" lab="--label-suffix _lab" ;;
+	i16|f32) extra="--nodata -7 --nodata-frac 0.05" ;;
+	esac
+	# shellcheck disable=SC2086
+	"$PYTHON" "$MK" "$T/r/$dt.tif" --width 64 --height 64 --bands 2 --dtype $dt --seed 3 $extra
+	z=
+	[ "$dt" = u16 ] || [ "$dt" = f32 ] && z="--zlib 6"
+	# shellcheck disable=SC2086
+	cdp-tile -q --size 32 $lab $z "$T/r/$dt.tif" | cdp-lmdbpack -q "$T/p_$dt"
+done
+"$PYTHON" "$MK" "$T/r/chip_a.tif" --width 16 --height 16 --bands 3 --dtype u8 --seed 4
+"$PYTHON" "$MK" "$T/r/chip_b.tif" --width 16 --height 16 --bands 3 --dtype u8 --seed 5
+printf 'chip_a.tif 0\nchip_b.tif 2\n' >"$T/r/chips.list"
+cdp-lmdbpack -q --list "$T/r/chips.list" "$T/p_class"
+cdp-keyshuffle -q --seed 2 -o "$T/i16.keys" "$T/p_i16"
+
+"$PYTHON" "$GEN" "$T/r/road.tif" --size 192 --seed 3 --mask "$T/r/road_mask.tif"
+cdp-tile -q --size 32 --label-suffix _mask "$T/r/road.tif" | cdp-lmdbpack -q "$T/pool"
+cdp-keyshuffle -q --seed 5 -o "$T/train.keys" "$T/pool"
+C="--db $T/pool --keys $T/train.keys --threads 1 -q --model $SMALL --seed 7"
+CDP_TRAIN_LOG_KEYS="$T/k1" cdp-train $C --batch 4 --epochs 2 --out "$T/run1" || fail "cdp-train"
+CDP_TRAIN_LOG_KEYS="$T/kp" cdp-train $C --batch 5 --epochs 2 --pad-last --out "$T/runp" ||
+	fail "cdp-train --pad-last"
+cdp-train $C --batch 4 --steps 5 --out "$T/runr" || fail "cdp-train --steps 5"
+cp "$T/runr/checkpoint.cdpt" "$T/step5.cdpt"
+CDP_TRAIN_LOG_KEYS="$T/kr" cdp-train $C --batch 4 --steps 14 --resume --out "$T/runr" ||
+	fail "cdp-train --resume"
+mpirun=${MPIRUN:-}
+if [ -n "$mpirun" ] && command -v "$mpirun" >/dev/null 2>&1; then
+	MP="$mpirun --oversubscribe"
+	[ "$(id -u)" -ne 0 ] || MP="$mpirun --allow-run-as-root --oversubscribe"
+	export CDP_DIST_TIMEOUT=60
+	CDP_TRAIN_LOG_KEYS="$T/k2" $MP -np 2 cdp-train $C --batch 2 --epochs 2 --out "$T/run2" ||
+		fail "cdp-train, 2 ranks"
+	CDP_TRAIN_LOG_KEYS="$T/k4" $MP -np 4 cdp-train $C --batch 1 --epochs 2 --out "$T/run4" ||
+		fail "cdp-train, 4 ranks"
+else
+	echo "SKIP: the 2 and 4 rank runs (no MPIRUN); the sampler is checked against 1 process"
+fi
+"$CDP_BUILDDIR/tests/engine/model_dump" -i 3,32,32 -b 4 -D in_h=32 -D in_w=32 \
+	"$CDP_SRCDIR/tests/train/small.cfg" >"$T/small.json" || fail "model_dump"
+
+echo "== test_cdpool.py"
+"$VPY" "$CDP_SRCDIR/tests/python/test_cdpool.py" "$T"
