@@ -87,3 +87,26 @@ fi
 
 echo "== test_cdpool.py"
 "$VPY" "$CDP_SRCDIR/tests/python/test_cdpool.py" "$T"
+
+echo "== the DDP example of cdpool(7): 2 ranks, gloo"
+if ! "$VPY" -c 'import torch.distributed as d; assert d.is_available()' 2>/dev/null; then
+	echo "SKIP: no torch.distributed in $VPY"
+	exit 0
+fi
+sed -n '/^\.\\" BEGIN DDP EXAMPLE/,/^\.\\" END DDP EXAMPLE/p' "$CDP_SRCDIR/man/cdpool.7" \
+	| sed '1d;$d' | sed 's/\\e/\\/g' >"$T/train_ddp.py"
+[ -s "$T/train_ddp.py" ] || fail "no DDP example in cdpool.7"
+# torchrun's environment by hand (Debian's torch 1.13 torchrun fails under Python 3.11)
+port=$("$VPY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+pids=
+for r in 0 1; do
+	RANK=$r WORLD_SIZE=2 LOCAL_RANK=$r MASTER_ADDR=127.0.0.1 MASTER_PORT=$port OMP_NUM_THREADS=1 \
+		"$VPY" "$T/train_ddp.py" "$T/pool" "$T/train.keys" >"$T/ddp.$r" 2>&1 &
+	pids="$pids $!"
+done
+for p in $pids; do
+	wait "$p" || fail "DDP example: a rank failed: $(cat "$T/ddp.0" "$T/ddp.1")"
+done
+cat "$T/ddp.0"
+awk '$1 == "epoch" {l[n++] = $4} END { if (n != 4 || !(l[3] < 0.8 * l[0])) exit 1 }' "$T/ddp.0" ||
+	fail "DDP example: the loss did not fall"
