@@ -19,7 +19,9 @@ block order. Layer semantics follow engine/backend.h:
             (backend.h cdp_dropout_keep: a SplitMix64 hash of seed and element
             index), so a training step can be compared exactly.
 
-loss_fn() is the engine's loss (loss.h) in PyTorch terms.
+loss_fn() is the engine's loss (loss.h) in PyTorch terms. to_torch() builds
+the EngineNet of a cdp-train checkpoint (cdpool.load_checkpoint()) and loads
+its tensors; model_json() gets the JSON for a checkpoint's cfg.
 
 Run as a program it is the PyTorch side of bench/engine.sh: it times
 training steps (forward, loss, backward, SGD step) and prints one JSON line.
@@ -192,6 +194,56 @@ def loss_fn(model, logits, labels, smooth=1.0, class_w=None):
         p = torch.sigmoid(z)
         total = total + 1 - (2 * (p * t).sum() + smooth) / (p.sum() + t.sum() + smooth)
     return total
+
+
+_CKPT_SUFFIX = {"weight": "w", "bias": "b", "running_mean": "mean", "running_var": "var"}
+
+
+def model_json(ckpt, model_dump):
+    """model_dump's JSON (a dict) for a checkpoint's cfg text, overrides and
+    input shape: model_dump is the path of the built tests/engine/model_dump
+    (the cfg language has no Python reader yet)."""
+    import os
+    import subprocess
+    import tempfile
+    with tempfile.TemporaryDirectory() as d:
+        cfg = os.path.join(d, "model.cfg")
+        with open(cfg, "w") as f:
+            f.write(ckpt.cfg_text)
+        cmd = [model_dump, "-i", ",".join(map(str, ckpt.in_shape))]
+        for o in ckpt.overrides:
+            cmd += ["-D", o]
+        r = subprocess.run(cmd + [cfg], capture_output=True, text=True)
+    if r.returncode != 0:
+        raise ValueError("model_dump: %s" % r.stderr.strip())
+    return json.loads(r.stdout)
+
+
+def to_torch(ckpt, model):
+    """The EngineNet of a checkpoint (cdpool.load_checkpoint()) in eval mode,
+    holding its parameters and batchnorm statistics. model is model_dump's
+    JSON of the checkpoint's cfg (a dict, or model_json()); every tensor's
+    name and shape must be the model's, in block order, as cdp_ckpt_to_net()
+    requires. Its input is standardized: ckpt.standardize(raw)."""
+    if list(model["input"]) != list(ckpt.in_shape):
+        raise ValueError("the model takes %s, the checkpoint %s" % (model["input"],
+                                                                     list(ckpt.in_shape)))
+    for kind, tensors in (("params", ckpt.params), ("buffers", ckpt.buffers)):
+        want = [("%s.%s" % (L["name"], _CKPT_SUFFIX.get(t["name"], "buf")), tuple(t["shape"]))
+                for L in model["layers"] for t in L[kind]]
+        got = [(k, tuple(v.shape)) for k, v in tensors.items()]
+        if got != want:
+            diff = next((i for i, (g, w) in enumerate(zip(got, want)) if g != w),
+                        min(len(got), len(want)))
+            raise ValueError("%s differ at tensor %d: checkpoint %s, model %s" % (
+                kind, diff, got[diff] if diff < len(got) else None,
+                want[diff] if diff < len(want) else None))
+    net = EngineNet(model)
+    blocks = [np.concatenate([t.ravel() for t in d.values()]) if d else np.zeros(0, np.float32)
+              for d in (ckpt.params, ckpt.buffers)]
+    with torch.no_grad():
+        net.load_blocks(blocks[0], blocks[1])
+    return net.eval()
 
 
 def bench(args):

@@ -62,7 +62,8 @@ cdp-keyshuffle -q --seed 2 -o "$T/i16.keys" "$T/p_i16"
 "$PYTHON" "$GEN" "$T/r/road.tif" --size 192 --seed 3 --mask "$T/r/road_mask.tif"
 cdp-tile -q --size 32 --label-suffix _mask "$T/r/road.tif" | cdp-lmdbpack -q "$T/pool"
 cdp-keyshuffle -q --seed 5 -o "$T/train.keys" "$T/pool"
-C="--db $T/pool --keys $T/train.keys --threads 1 -q --model $SMALL --seed 7"
+C0="--db $T/pool --keys $T/train.keys --threads 1 -q --seed 7"
+C="$C0 --model $SMALL"
 CDP_TRAIN_LOG_KEYS="$T/k1" cdp-train $C --batch 4 --epochs 2 --out "$T/run1" || fail "cdp-train"
 CDP_TRAIN_LOG_KEYS="$T/kp" cdp-train $C --batch 5 --epochs 2 --pad-last --out "$T/runp" ||
 	fail "cdp-train --pad-last"
@@ -70,6 +71,8 @@ cdp-train $C --batch 4 --steps 5 --out "$T/runr" || fail "cdp-train --steps 5"
 cp "$T/runr/checkpoint.cdpt" "$T/step5.cdpt"
 CDP_TRAIN_LOG_KEYS="$T/kr" cdp-train $C --batch 4 --steps 14 --resume --out "$T/runr" ||
 	fail "cdp-train --resume"
+cdp-train $C0 --model "$CDP_SRCDIR/share/cdpool/models/unet.cfg:width=4,depth=2,in_h=32,in_w=32" \
+	--batch 4 --steps 2 --out "$T/runu" || fail "cdp-train unet"
 mpirun=${MPIRUN:-}
 if [ -n "$mpirun" ] && command -v "$mpirun" >/dev/null 2>&1; then
 	MP="$mpirun --oversubscribe"

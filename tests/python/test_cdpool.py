@@ -346,6 +346,9 @@ def test_checkpoint():
         check([tuple(p.shape) for p in net.parameters()] == [s for _, s in want], "twin shapes")
         check(c.param_block().size == sum(p.numel() for p in net.parameters()), "twin size")
     ok("a cdp-train checkpoint: every field, tensors of model_dump's model")
+    test_to_torch(c, os.path.join(T, "run1", "checkpoint.cdpt"))
+    test_to_torch(cdpool.load_checkpoint(os.path.join(T, "runu", "checkpoint.cdpt")),
+                  os.path.join(T, "runu", "checkpoint.cdpt"))
 
     b = open(path, "rb").read()
     d = os.path.join(T, "ck")
@@ -373,6 +376,35 @@ def test_checkpoint():
     check(np.isnan(cdpool.load_checkpoint(f).params["conv0.w"].flat[0]), "NaN read")
     refused("EFORMAT", cdpool.load_checkpoint, f, finite=True)
     ok("damaged checkpoints: the refusals and messages of cdp-predict; finite=True")
+
+
+def test_to_torch(c, path):
+    """to_torch(ckpt) gives cdp-predict --prob's probabilities on a raster of one window
+    (--overlap 0: no mirrored context, no blending)."""
+    try:
+        import torch
+        from cdpool.torch_model import model_json, to_torch
+    except ImportError:
+        print("SKIP to_torch (no torch)")
+        return
+    dump = os.path.join(os.environ["CDP_BUILDDIR"], "tests", "engine", "model_dump")
+    net = to_torch(c, model_json(c, dump))
+    win = os.path.join(T, "win.tif")
+    gdal.Translate(win, os.path.join(T, "r", "road.tif"), srcWin=[37, 61, 32, 32])
+    out = os.path.join(T, "win_prob.tif")
+    r = subprocess.run(["cdp-predict", "-q", "--prob", "--overlap", "0", "--threads", "1", path,
+                        win, "-o", out],
+                       capture_output=True, text=True)
+    check(r.returncode == 0, "cdp-predict --prob: %s" % r.stderr)
+    want = gdal.Open(out).ReadAsArray().astype(np.float64)            # (K, 32, 32)
+    raw = gdal.Open(win).ReadAsArray()
+    with torch.no_grad():
+        got = torch.softmax(net(torch.from_numpy(c.standardize(raw)[None])), 1)[0].numpy()
+    err = float(np.max(np.abs(got - want)))
+    check(got.shape == want.shape and err <= 1e-5, "to_torch differs from cdp-predict --prob "
+          "by %g" % err)
+    print("ok   to_torch(%s, %d buffers): cdp-predict --prob's probabilities within %.1e"
+          % (os.path.basename(os.path.dirname(path)), len(c.buffers), err))
 
 
 # ---- samples and DataLoader -------------------------------------------------------------
