@@ -17,9 +17,10 @@ float values that are not finite become 0, invalid pixels (mask 0, or every
 band equal to the nodata value) become 0 in every band and get the ignore
 label; labels are int64: (H, W) class ids or one scalar class.
 
-Not reproduced: the loader's --skip-bad replacement of damaged records (a
-damaged record raises CdpError here) and augmentation (flips, turns,
-crops).
+Augment (engine/augment.h) crops, flips and turns a sample after that, as
+cdp-train does, with the transform drawn from the seed, the epoch and the
+key index. Not reproduced: the loader's --skip-bad replacement of damaged
+records (a damaged record raises CdpError here).
 
 With DataLoader(num_workers > 0) every worker opens the pool's LMDB
 environment itself on first use (pool.py), never one inherited across the
@@ -35,7 +36,7 @@ from .errors import CdpError
 from .keys import KeyList, read_keys
 from .pool import Pool
 from .record import DTYPE_NAMES, LABEL_CLASS, LABEL_U8, LABEL_U16, REC_NODATA
-from .rng import epoch_order
+from .rng import Rng, derive, epoch_order
 
 
 def steps_per_epoch(n, global_batch, pad_last=False):
@@ -66,13 +67,15 @@ class BlockSampler:
               DistributedSampler; resume(ckpt) takes both from a
               checkpoint (its epoch and data position)
 
+    with_epoch yields (epoch, index) pairs, which PoolDataset takes, so
+    that augmentation draws from the sampler's epoch in every worker.
     Use with DataLoader(dataset, batch_size=batch, sampler=sampler): its
     batches are then the loader's, step by step. len() is the samples this
     rank yields in the current epoch from start_step on.
     """
 
     def __init__(self, n, batch, rank=None, num_replicas=None, seed=1, pad_last=False,
-                 epoch=0, start_step=0):
+                 epoch=0, start_step=0, with_epoch=False):
         self.n = n if isinstance(n, int) else len(n)
         if rank is None or num_replicas is None:
             r, j = _dist_rank()
@@ -88,6 +91,7 @@ class BlockSampler:
                              % (self.n, batch * num_replicas))
         self.epoch = epoch
         self.start_step = start_step
+        self.with_epoch = with_epoch
 
     def set_epoch(self, epoch):
         """The epoch to iterate next; a later epoch starts at its step 0."""
@@ -116,7 +120,8 @@ class BlockSampler:
         o = self.order()
         start = self.start_step
         for s in range(start, self.steps):
-            yield from self.step_indices(s, order=o)
+            for k in self.step_indices(s, order=o):
+                yield (self.epoch, k) if self.with_epoch else k
 
     def __len__(self):
         return (self.steps - self.start_step) * self.batch
@@ -132,6 +137,60 @@ def _dist_rank():
     return 0, 1
 
 
+class Augment:
+    """engine/augment.h: a crop, flips and quarter turns, drawn per sample
+    as cdp-train draws them, from cdp_rng_derive(cdp_rng_derive(seed,
+    epoch, 1), k, 0) for key index k: y0, x0 (with a crop), hflip, vflip,
+    rot (each only when enabled; odd turns only for square outputs). The
+    options are the cfg's [net] aug_hflip, aug_vflip, aug_rot90, crop_h and
+    crop_w. val=True gives the validation transform, the centred crop."""
+
+    def __init__(self, hflip=False, vflip=False, rot90=False, crop_h=0, crop_w=0, seed=1,
+                 val=False):
+        if bool(crop_h) != bool(crop_w) or crop_h < 0 or crop_w < 0:
+            raise ValueError("crop_h and crop_w: both or neither")
+        self.hflip, self.vflip, self.rot90 = bool(hflip), bool(vflip), bool(rot90)
+        self.crop_h, self.crop_w, self.seed, self.val = crop_h, crop_w, seed, val
+
+    @property
+    def active(self):
+        return self.hflip or self.vflip or self.rot90 or bool(self.crop_h)
+
+    def draw(self, h, w, epoch, k):
+        """(y0, x0, oh, ow, hflip, vflip, rot) of key index k in epoch."""
+        oh, ow = self.crop_h or h, self.crop_w or w
+        if oh > h or ow > w:
+            raise ValueError("crop %dx%d does not fit %dx%d tiles" % (oh, ow, h, w))
+        if self.val:
+            return ((h - oh) // 2, (w - ow) // 2, oh, ow, 0, 0, 0)
+        r = Rng(derive(derive(self.seed, epoch, 1), k, 0))
+        y0 = x0 = hf = vf = rot = 0
+        if self.crop_h:
+            y0, x0 = r.below(h - oh + 1), r.below(w - ow + 1)
+        if self.hflip:
+            hf = r.below(2)
+        if self.vflip:
+            vf = r.below(2)
+        if self.rot90:
+            rot = r.below(4) if oh == ow else 2 * r.below(2)
+        return (y0, x0, oh, ow, hf, vf, rot)
+
+    @staticmethod
+    def apply(t, image, label=None):
+        """image (C, H, W) and label (H, W) (or None) under transform t."""
+        y0, x0, oh, ow, hf, vf, rot = t
+
+        def one(a):          # (..., H, W)
+            a = a[..., y0:y0 + oh, x0:x0 + ow]
+            if hf:
+                a = a[..., :, ::-1]
+            if vf:
+                a = a[..., ::-1, :]
+            return np.ascontiguousarray(np.rot90(a, rot, axes=(-2, -1)))
+
+        return one(image), (one(label) if label is not None and label.ndim == 2 else label)
+
+
 class PoolDataset:
     """Samples of a pool in the order of a pointer file, as cdp-train makes
     them (see the top of this file).
@@ -143,12 +202,13 @@ class PoolDataset:
               False: float32 values as stored (invalid pixels still 0)
     ignore    cdp-train --ignore: ignored labels (the stored ignore value
               and invalid pixels) become this value; None keeps the pool's
+    augment   an Augment, or None
 
     dataset[i] is (image float32 (C, H, W), label int64 (H, W) or () or
     None when the pool has no labels).
     """
 
-    def __init__(self, pool, keys, standardize=True, ignore=None):
+    def __init__(self, pool, keys, standardize=True, ignore=None, augment=None):
         self.pool = pool if isinstance(pool, Pool) else Pool(pool)
         p = self.pool
         self.keys = keys if isinstance(keys, KeyList) else read_keys(keys, pool=p)
@@ -176,6 +236,8 @@ class PoolDataset:
         self.stored_ignore = p.label_ignore
         self.ignore = p.label_ignore if ignore is None else ignore
         self.label_px = p.label_kind in ("u8", "u16")
+        self.augment = augment if augment is not None and augment.active else None
+        self.epoch = 0
 
     def __len__(self):
         return len(self.keys)
@@ -183,14 +245,27 @@ class PoolDataset:
     def key(self, i):
         return self.keys[i]
 
+    def set_epoch(self, epoch):
+        """The epoch whose augmentation an int index draws (a sampler made
+        with with_epoch=True passes it with each index instead, which also
+        reaches DataLoader workers)."""
+        self.epoch = epoch
+
     def __getitem__(self, i):
+        """Sample i, or (epoch, i) as BlockSampler(with_epoch=True) gives."""
+        epoch = self.epoch
+        if isinstance(i, tuple):
+            epoch, i = i
         p = self.pool
         with p.view() as v:
             r = v.record(self.keys[i])
             if (DTYPE_NAMES[r.dtype] != p.dtype_name or (r.bands, r.height, r.width) != p.shape
                     or _KINDS[r.label_kind] != p.label_kind):
                 raise CdpError("ESHAPE", p.path, record=self.keys[i])
-            return self.prepare(r)
+            x, lab = self.prepare(r)
+        if self.augment is not None:
+            x, lab = Augment.apply(self.augment.draw(p.height, p.width, epoch, i), x, lab)
+        return x, lab
 
     def prepare(self, r):
         """A decoded Record as the trainer's (image, label)."""

@@ -73,6 +73,19 @@ CDP_TRAIN_LOG_KEYS="$T/kr" cdp-train $C --batch 4 --steps 14 --resume --out "$T/
 	fail "cdp-train --resume"
 cdp-train $C0 --model "$CDP_SRCDIR/share/cdpool/models/unet.cfg:width=4,depth=2,in_h=32,in_w=32" \
 	--batch 4 --steps 2 --out "$T/runu" || fail "cdp-train unet"
+# the first step's loss, with and without augmentation, and model_dump's
+# initial weights for the same seed
+AUG=in_h=24,in_w=24,crop_h=24,crop_w=24,aug_hflip=1,aug_vflip=1,aug_rot90=1
+for v in aug:$AUG plain:in_h=32,in_w=32; do
+	name=${v%%:*} ov=${v#*:}
+	cdp-train $C0 --model "$CDP_SRCDIR/tests/train/small.cfg:$ov" --batch 4 --steps 1 \
+		--log-every 1 --out "$T/first_$name" || fail "cdp-train $name"
+	mkdir "$T/init_$name"
+	# shellcheck disable=SC2046
+	"$CDP_BUILDDIR/tests/engine/model_dump" -s 7 -b 4 -p "$T/init_$name" \
+		$(echo "$ov" | tr ',' '\n' | sed 's/^/-D /') "$CDP_SRCDIR/tests/train/small.cfg" \
+		>"$T/init_$name/model.json" || fail "model_dump $name"
+done
 mpirun=${MPIRUN:-}
 if [ -n "$mpirun" ] && command -v "$mpirun" >/dev/null 2>&1; then
 	MP="$mpirun --oversubscribe"

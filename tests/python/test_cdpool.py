@@ -446,6 +446,43 @@ def test_dataset():
     ok("DataLoader(num_workers=2) with BlockSampler: cdp-train's batches")
 
 
+def test_first_step():
+    """PoolDataset's first batch, with cdp-train's augmentation or without,
+    through the torch twin at model_dump's initial weights (the engine's
+    init for the run seed), gives the loss cdp-train logs for step 1."""
+    try:
+        import torch
+        from cdpool.torch_model import EngineNet, loss_fn
+    except ImportError:
+        print("SKIP first step (no torch)")
+        return
+    import json
+    pool = cdpool.Pool(os.path.join(T, "pool"))
+    kl = cdpool.read_keys(os.path.join(T, "train.keys"), pool=pool)
+    for name in ("plain", "aug"):
+        d = os.path.join(T, "init_" + name)
+        model = json.load(open(os.path.join(d, "model.json")))
+        aug = cdpool.Augment(True, True, True, 24, 24, seed=7) if name == "aug" else None
+        ds = cdpool.PoolDataset(pool, kl, augment=aug)
+        s = cdpool.BlockSampler(len(kl), 4, 0, 1, seed=7, with_epoch=True)
+        batch = [ds[next(it)] for it in [iter(s)] for _ in range(4)]
+        x = torch.from_numpy(np.stack([b[0] for b in batch]))
+        y = torch.from_numpy(np.stack([b[1] for b in batch])).reshape(4, -1)
+        net = EngineNet(model)
+        net.load_blocks(np.fromfile(os.path.join(d, "params0.f32"), "<f4"))
+        got = float(loss_fn(model, net.train()(x), y))
+        want = next(json.loads(line)["loss"] for line in
+                    open(os.path.join(T, "first_" + name, "metrics.jsonl"))
+                    if '"type":"step"' in line and '"step":1,' in line)
+        check(abs(got - want) <= 1e-5 * abs(want), "%s: loss %r, cdp-train's %r" % (name, got,
+                                                                                       want))
+        if aug is not None:          # the validation transform must differ
+            ds.augment = cdpool.Augment(crop_h=24, crop_w=24, val=True)
+            xv = torch.from_numpy(np.stack([ds[(0, i)][0] for i in s.step_indices(0, 0)]))
+            check(not torch.equal(xv, x), "augmentation changed nothing")
+        print("ok   first step %s: loss %.9g, cdp-train's %.9g" % (name, got, want))
+
+
 def test_info():
     py = sys.executable
     good = [os.path.join(T, "pool"), os.path.join(T, "train.keys"),
@@ -465,7 +502,7 @@ def test_info():
 
 def main():
     tests = [test_dtypes, test_record_refusals, test_keys, test_sampler, test_checkpoint,
-             test_dataset, test_info]
+             test_dataset, test_first_step, test_info]
     for t in tests:
         try:
             t()
