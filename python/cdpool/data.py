@@ -28,7 +28,7 @@ fork. Neither class needs torch: DataLoader takes any sampler that iterates
 and any dataset with __len__ and __getitem__, and collates NumPy arrays.
 """
 import math
-import os
+import re
 
 import numpy as np
 
@@ -152,6 +152,44 @@ class Augment:
         self.hflip, self.vflip, self.rot90 = bool(hflip), bool(vflip), bool(rot90)
         self.crop_h, self.crop_w, self.seed, self.val = crop_h, crop_w, seed, val
 
+    @classmethod
+    def from_cfg(cls, text, overrides=(), seed=1):
+        """The augmentation a model cfg asks for: its [net] section's
+        aug_hflip, aug_vflip, aug_rot90, crop_h and crop_w, after the
+        overrides ("key=value", as cdp-train applies them to [net]). Only
+        literal values are read (a ${...} expression raises ValueError)."""
+        net, section = {}, None
+        for line in text.splitlines():
+            line = line.split("#", 1)[0].strip()
+            if line.startswith("["):
+                section = line
+            elif section == "[net]" and "=" in line:
+                k, v = line.split("=", 1)
+                net[k.strip()] = v.strip()
+        for o in overrides:
+            k, v = o.split("=", 1)
+            net[k.strip()] = v.strip()
+
+        def num(key):
+            v = net.get(key, "0")
+            if not re.fullmatch(r"[0-9]+", v):
+                raise ValueError("[net] %s=%s: not a number this reader evaluates" % (key, v))
+            return int(v)
+
+        return cls(num("aug_hflip"), num("aug_vflip"), num("aug_rot90"), num("crop_h"),
+                   num("crop_w"), seed=seed)
+
+    @classmethod
+    def from_checkpoint(cls, ckpt):
+        """from_cfg() of a checkpoint's cfg and overrides, with its run seed."""
+        return cls.from_cfg(ckpt.cfg_text, ckpt.overrides, seed=ckpt.seed)
+
+    def __eq__(self, other):
+        return isinstance(other, Augment) and vars(self) == vars(other)
+
+    def __repr__(self):
+        return "Augment(%s)" % ", ".join("%s=%r" % kv for kv in vars(self).items())
+
     @property
     def active(self):
         return self.hflip or self.vflip or self.rot90 or bool(self.crop_h)
@@ -200,8 +238,9 @@ class PoolDataset:
               must be the pool's, and every key must be in the pool
     standardize
               False: float32 values as stored (invalid pixels still 0)
-    ignore    cdp-train --ignore: ignored labels (the stored ignore value
-              and invalid pixels) become this value; None keeps the pool's
+    ignore    the model cfg's [net] ignore=: ignored labels (the stored
+              ignore value and invalid pixels) become this value; None
+              keeps the pool's, as cdp-train does without it
     augment   an Augment, or None
 
     dataset[i] is (image float32 (C, H, W), label int64 (H, W) or () or

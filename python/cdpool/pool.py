@@ -7,11 +7,16 @@ shape, the statistics (refused when stale) and, beyond the C summary, the
 class histogram and the sources. pool[key] decodes and checks one record
 (record.py) and returns copies; pool.view() is the zero-copy form.
 
-Processes. An LMDB environment must not be used across a fork: a Pool
-opens its environment in the process that first needs it and again in any
-child that touches it afterwards (the parent's handle is left alone, never
-closed, in the child), so a Pool can be handed to DataLoader workers, and
-it pickles without its handle for spawned ones.
+Processes. An LMDB environment must not be used across a fork, nor opened
+twice in one process: a Pool opens its environment in the process that
+first needs it, shared with every other Pool of the same directory there,
+and again in any child that touches it afterwards (the parent's handle is
+left alone, never closed, in the child), so a Pool can be handed to
+DataLoader workers, and it pickles without its handle for spawned ones.
+As with any LMDB reader, a process must not open and close the pool's
+lock.mdb by other means (copying the directory, say) while it has the pool
+open: that drops the process's lock on it, and other processes would then
+reclaim its reader slots.
 """
 import contextlib
 import os
@@ -26,6 +31,7 @@ from .record import DTYPE_CODES, DTYPES, LABEL_CLASS, LABEL_NAMES, decode
 FORMAT = "cdpool-pool"
 VERSION = 1
 CLASS_MAX = 65536
+_envs = {}              # realpath -> this process's environment, its handles, its users
 _orphans = []           # environments inherited across a fork: never used, never closed
 
 
@@ -142,9 +148,12 @@ class Pool:
         if lock is None:
             lock = os.access(self.path, os.W_OK)
         self._opts = dict(lock=bool(lock), readahead=bool(readahead))
-        self._env = None
-        self._pid = None
-        self._load()
+        self._env = self._pid = self._tiles = self._meta = None
+        try:
+            self._load()
+        except BaseException:
+            self.close()
+            raise
 
     # -- the environment, per process --------------------------------------
     def _open(self):
@@ -155,26 +164,41 @@ class Pool:
         env = lmdb.open(self.path, readonly=True, max_dbs=2, subdir=True,
                         lock=self._opts["lock"], readahead=self._opts["readahead"])
         try:
-            self._tiles = env.open_db(b"tiles", create=False)
-            self._meta = env.open_db(b"meta", create=False)
+            return env, env.open_db(b"tiles", create=False), env.open_db(b"meta", create=False)
         except lmdb.NotFoundError:
             env.close()
             raise CdpError("ELMDB", self.path) from None
-        return env
 
     @property
     def env(self):
-        """The process's lmdb.Environment (opened on first use here)."""
-        if self._env is None or self._pid != os.getpid():
-            if self._env is not None:
-                _orphans.append(self._env)
-            self._env = self._open()
-            self._pid = os.getpid()
+        """The process's lmdb.Environment of the pool (opened on first use
+        in this process, and shared by every Pool of the same directory:
+        LMDB forbids opening one environment twice in a process)."""
+        pid = os.getpid()
+        if self._env is not None and self._pid == pid:
+            return self._env
+        key = os.path.realpath(self.path)
+        ent = _envs.get(key)
+        if ent is None or ent["pid"] != pid:
+            if ent is not None:
+                _orphans.append(ent["env"])
+            env, tiles, meta = self._open()
+            ent = _envs[key] = dict(env=env, pid=pid, refs=0, tiles=tiles, meta=meta)
+        ent["refs"] += 1
+        self._env, self._pid, self._tiles, self._meta = ent["env"], pid, ent["tiles"], ent["meta"]
         return self._env
 
     def close(self):
+        """Drops this Pool's use of the environment, which is closed when no
+        Pool of this process uses it any more."""
         if self._env is not None and self._pid == os.getpid():
-            self._env.close()
+            key = os.path.realpath(self.path)
+            ent = _envs.get(key)
+            if ent is not None and ent["env"] is self._env:
+                ent["refs"] -= 1
+                if ent["refs"] <= 0:
+                    del _envs[key]
+                    self._env.close()
         self._env = None
 
     def __enter__(self):
@@ -185,7 +209,7 @@ class Pool:
 
     def __getstate__(self):
         d = dict(self.__dict__)
-        d["_env"] = d["_pid"] = None
+        d["_env"] = d["_pid"] = d["_tiles"] = d["_meta"] = None
         return d
 
     # -- meta --------------------------------------------------------------

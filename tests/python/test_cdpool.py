@@ -59,9 +59,12 @@ def c_says(err, *cmd):
 
 
 def copy_pool(src, name):
+    """A copy without the lock file: reading and closing the lock file of a
+    pool this process has open would drop its fcntl lock, and LMDB would
+    then take the process's reader slots for a dead one's."""
     dst = os.path.join(T, name)
     shutil.rmtree(dst, ignore_errors=True)
-    shutil.copytree(src, dst)
+    shutil.copytree(src, dst, ignore=shutil.ignore_patterns("lock.mdb"))
     return dst
 
 
@@ -428,6 +431,14 @@ def test_dataset():
     img, lab = rd[0]
     rec = road.record(rd.key(0))
     check(lab.dtype == np.int64 and np.array_equal(lab, rec.label.astype(np.int64)), "labels")
+    import pickle
+    again = pickle.loads(pickle.dumps(rd))          # how spawned workers get it
+    check(all(np.array_equal(a, b) for a, b in zip(again[5], rd[5])), "pickled dataset")
+    nolock = copy_pool(road.path, "nolock")
+    q = cdpool.Pool(nolock, lock=False)
+    check(np.array_equal(q[rd.key(3)][0], rd.pool[rd.key(3)][0]), "lock=False")
+    check(not os.path.exists(os.path.join(nolock, "lock.mdb")), "lock=False made a lock file")
+    ok("a pickled PoolDataset (spawned workers); Pool(lock=False) leaves no lock file")
     try:
         import torch
         from torch.utils.data import DataLoader
@@ -462,7 +473,10 @@ def test_first_step():
     for name in ("plain", "aug"):
         d = os.path.join(T, "init_" + name)
         model = json.load(open(os.path.join(d, "model.json")))
-        aug = cdpool.Augment(True, True, True, 24, 24, seed=7) if name == "aug" else None
+        ck = cdpool.load_checkpoint(os.path.join(T, "first_" + name, "checkpoint.cdpt"))
+        aug = cdpool.Augment.from_checkpoint(ck)
+        check(aug == (cdpool.Augment(True, True, True, 24, 24, seed=7) if name == "aug" else
+                      cdpool.Augment(seed=7)), "Augment.from_checkpoint: %r" % aug)
         ds = cdpool.PoolDataset(pool, kl, augment=aug)
         s = cdpool.BlockSampler(len(kl), 4, 0, 1, seed=7, with_epoch=True)
         batch = [ds[next(it)] for it in [iter(s)] for _ in range(4)]
@@ -476,7 +490,7 @@ def test_first_step():
                     if '"type":"step"' in line and '"step":1,' in line)
         check(abs(got - want) <= 1e-5 * abs(want), "%s: loss %r, cdp-train's %r" % (name, got,
                                                                                        want))
-        if aug is not None:          # the validation transform must differ
+        if aug.active:               # the validation transform must differ
             ds.augment = cdpool.Augment(crop_h=24, crop_w=24, val=True)
             xv = torch.from_numpy(np.stack([ds[(0, i)][0] for i in s.step_indices(0, 0)]))
             check(not torch.equal(xv, x), "augmentation changed nothing")
