@@ -21,7 +21,9 @@ block order. Layer semantics follow engine/backend.h:
 
 loss_fn() is the engine's loss (loss.h) in PyTorch terms. to_torch() builds
 the EngineNet of a cdp-train checkpoint (cdpool.load_checkpoint()) and loads
-its tensors; model_json() gets the JSON for a checkpoint's cfg.
+its tensors; model_json() gets the JSON for a checkpoint's cfg. Deployed
+wraps it for raw band values (the standardization inside, probabilities
+out) and export_onnx() writes that as ONNX.
 
 Run as a program it is the PyTorch side of bench/engine.sh: it times
 training steps (forward, loss, backward, SGD step) and prints one JSON line.
@@ -244,6 +246,45 @@ def to_torch(ckpt, model):
     with torch.no_grad():
         net.load_blocks(blocks[0], blocks[1])
     return net.eval()
+
+
+class Deployed(nn.Module):
+    """A checkpoint's model for raw band values: (N, C, H, W) of the pool's
+    type (as float) in, cdp-predict --prob's probabilities out: (N, K, H, W)
+    softmax for loss=ce, (N, 1, H, W) sigmoid for the one-output losses.
+    Inside: (x - mean) * (1 / std) in float32 with the checkpoint's
+    statistics, values that are not finite then 0, the net in eval mode.
+    Nodata pixels are the caller's to mask (cdp-predict writes NaN there)."""
+
+    def __init__(self, ckpt, model):
+        super().__init__()
+        self.net = to_torch(ckpt, model)
+        c = ckpt.in_shape[0]
+        mean = ckpt.mean if ckpt.mean is not None else np.zeros(c)
+        inv = 1.0 / ckpt.std if ckpt.std is not None else np.ones(c)
+        self.register_buffer("mean", torch.from_numpy(mean.astype(np.float32)).reshape(1, c, 1, 1))
+        self.register_buffer("inv", torch.from_numpy(inv.astype(np.float32)).reshape(1, c, 1, 1))
+        self.sigmoid = model["loss"] != "ce"
+
+    def forward(self, x):
+        y = (x.float() - self.mean) * self.inv
+        y = torch.where(torch.isfinite(y), y, torch.zeros_like(y))
+        z = self.net(y)
+        return torch.sigmoid(z) if self.sigmoid else torch.softmax(z, 1)
+
+
+def export_onnx(ckpt, model, path, opset=13):
+    """Writes Deployed(ckpt, model) as ONNX to path: input "bands" (N, C, H,
+    W) float32 raw values, output "prob"; N, H and W are dynamic (a U-Net
+    of depth d still needs multiples of 2^d). Returns the Deployed module."""
+    m = Deployed(ckpt, model).eval()
+    c, h, w = ckpt.in_shape
+    with torch.no_grad():
+        torch.onnx.export(m, torch.zeros(1, c, h, w), path, opset_version=opset,
+                          input_names=["bands"], output_names=["prob"],
+                          dynamic_axes={"bands": {0: "n", 2: "h", 3: "w"},
+                                        "prob": {0: "n", 2: "h", 3: "w"}})
+    return m
 
 
 def bench(args):

@@ -25,6 +25,7 @@ SMALL="$CDP_SRCDIR/tests/train/small.cfg:in_h=32,in_w=32"
 echo "== install into a fresh venv"
 # pip builds in the tree it is given: a copy keeps the source tree clean
 cp -R "$CDP_SRCDIR/python" "$T/src"
+chmod -R u+w "$T/src"     # a read-only source tree (distcheck)
 "$PYTHON" -m venv --system-site-packages --without-pip "$T/venv" ||
 	{ echo "SKIP: $PYTHON cannot make a virtual environment" >&2; exit 77; }
 VPY=$T/venv/bin/python

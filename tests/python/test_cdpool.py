@@ -408,6 +408,25 @@ def test_to_torch(c, path):
           "by %g" % err)
     print("ok   to_torch(%s, %d buffers): cdp-predict --prob's probabilities within %.1e"
           % (os.path.basename(os.path.dirname(path)), len(c.buffers), err))
+    from cdpool.torch_model import export_onnx
+    onnx_path = os.path.join(T, "model.onnx")
+    dep = export_onnx(c, model_json(c, dump), onnx_path)
+    with torch.no_grad():
+        got = dep(torch.from_numpy(raw[None].astype(np.float32)))[0].numpy()
+    err = float(np.max(np.abs(got - want)))
+    check(err <= 1e-5, "Deployed (raw bands in) differs from cdp-predict --prob by %g" % err)
+    check(os.path.getsize(onnx_path) > 0, "no ONNX file")
+    try:
+        import onnxruntime
+    except ImportError:
+        print("ok   Deployed: raw bands to cdp-predict's probabilities; ONNX written "
+              "(SKIP its run: no onnxruntime)")
+        return
+    sess = onnxruntime.InferenceSession(onnx_path)
+    got = sess.run(None, {"bands": raw[None].astype(np.float32)})[0][0]
+    err = float(np.max(np.abs(got - want)))
+    check(err <= 1e-5, "ONNX Runtime differs from cdp-predict --prob by %g" % err)
+    ok("export_onnx: ONNX Runtime gives cdp-predict's probabilities")
 
 
 # ---- samples and DataLoader -------------------------------------------------------------
