@@ -4,8 +4,8 @@ xoshiro256** 1.0 seeded by SplitMix64, Lemire's unbiased below(n), the
 Fisher-Yates shuffle (last element first) and cdp_rng_derive(seed, a, b).
 cdp-train's epoch order is epoch_order(n, seed, epoch): the shuffle of
 0..n-1 by the generator seeded with derive(seed, epoch, 0) (see
-tools/train/loader.h). Pure Python: a shuffle costs about a microsecond per
-key.
+tools/train/loader.h). Pure Python: a shuffle costs a few microseconds per
+key (seconds per epoch for a million keys).
 """
 
 M64 = (1 << 64) - 1
