@@ -5,7 +5,7 @@
 # weight decay 1e-4) for
 #   unet        unet.cfg width=16 depth=4 (1,942,594 params), 3x256x256, batch 8
 #   classifier  classifier.cfg (584,165 params), 3x64x64, batch 64
-# Ours: bench/engine_bench with --threads T. PyTorch: bench/torch_model.py
+# Ours: bench/engine_bench with --threads T. PyTorch: cdpool.torch_model
 # (the same model built from tests/engine/model_dump's JSON) with
 # torch.set_num_threads(T), once in NCHW and once in channels_last; ours is
 # compared with the better of the two (by median). Warm-up steps are not
@@ -34,6 +34,10 @@ PY=${TORCH_PYTHON:-python3}
 dump=$build/tests/engine/model_dump
 bench=$build/bench/engine_bench
 models=$src/share/cdpool/models
+# the torch twin is python/cdpool/torch_model.py, run from the tree
+PYTHONPATH=$src/python${PYTHONPATH:+:$PYTHONPATH}
+PYTHONDONTWRITEBYTECODE=1
+export PYTHONPATH PYTHONDONTWRITEBYTECODE
 
 for p in "$dump" "$bench"; do
 	[ -x "$p" ] || { echo "engine.sh: no '$p' (build it first)" >&2; exit 1; }
@@ -56,9 +60,9 @@ model() {
 	i=0
 	while [ "$i" -lt "$repeat" ]; do
 		"$bench" -t "$T" -n "$steps" -w "$warmup" "$@" "$cfg" >>"$tmp/$name.runs"
-		"$PY" "$src/bench/torch_model.py" bench "$tmp/$name.json" --threads "$T" \
+		"$PY" -m cdpool.torch_model bench "$tmp/$name.json" --threads "$T" \
 			--steps "$steps" --warmup "$warmup" >>"$tmp/$name.runs"
-		"$PY" "$src/bench/torch_model.py" bench "$tmp/$name.json" --threads "$T" \
+		"$PY" -m cdpool.torch_model bench "$tmp/$name.json" --threads "$T" \
 			--steps "$steps" --warmup "$warmup" --channels-last >>"$tmp/$name.runs"
 		i=$((i + 1))
 	done

@@ -9,7 +9,7 @@
  *
  * A step is what cdp-train does per batch: forward, the cfg's loss,
  * backward, and an SGD step (lr 1e-3, momentum 0.9, weight decay 1e-4; the
- * same settings bench/torch_model.py gives torch.optim.SGD). The input is
+ * same settings cdpool.torch_model gives torch.optim.SGD). The input is
  * N(0,1) and the labels uniform over the classes, fixed for all steps.
  * WARMUP steps (default 2) run first and are not timed; then STEPS
  * (default 5); each timed phase ends with be->sync, so on a GPU the

@@ -42,6 +42,10 @@ dump=$build/tests/engine/model_dump
 bench=$build/bench/engine_bench
 probe=$build/tests/gpu/test_ops
 models=$src/share/cdpool/models
+# gpu_torch.py imports the torch twin from python/cdpool
+PYTHONPATH=$src/python${PYTHONPATH:+:$PYTHONPATH}
+PYTHONDONTWRITEBYTECODE=1
+export PYTHONPATH PYTHONDONTWRITEBYTECODE
 
 for p in "$dump" "$bench" "$probe"; do
 	[ -x "$p" ] || { echo "gpu.sh: no '$p' (build it first)" >&2; exit 1; }

@@ -25,14 +25,12 @@ engine_bench -P: where PyTorch's step spends its time).
 """
 import argparse
 import json
-import os
 import sys
 import time
 
 import torch
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from torch_model import EngineNet, loss_fn  # noqa: E402
+from cdpool.torch_model import EngineNet, loss_fn  # PYTHONPATH=python (gpu.sh)
 
 
 def write_profile(path, step, steps, title):

@@ -105,7 +105,7 @@ static inline CDP_HOST_DEVICE void cdp_prep_src(const cdp_prep_aug *a, int oh, i
 }
 
 /* dropout_fwd's keep test for element `index` under `seed` (also
- * bench/torch_model.py's): h = SplitMix64(seed ^ (index *
+ * python/cdpool/torch_model.py's): h = SplitMix64(seed ^ (index *
  * 0x9E3779B97F4A7C15)), keep when (h >> 40) * 2^-24 >= p. */
 static inline CDP_HOST_DEVICE int cdp_dropout_keep(uint64_t seed, uint64_t index, float p)
 {

@@ -3,7 +3,8 @@ PyTorch and compares every result with the engine's.
 
     python3 parity.py MODEL.json DIR [--tol 1e-4] [--channels-last]
 
-The PyTorch model is bench/torch_model.py's EngineNet, loaded with the
+The PyTorch model is cdpool.torch_model's EngineNet (python/cdpool; the
+driver sets PYTHONPATH), loaded with the
 engine's initial parameter and buffer blocks, fed the same input and
 labels, in float32 and in float64 (the reference). Compared, per tensor:
 the training-mode logits, the loss, the gradient of every parameter tensor,
@@ -36,8 +37,7 @@ import numpy as np
 import torch
 
 sys.dont_write_bytecode = True     # no __pycache__ in the source tree
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench"))
-from torch_model import EngineNet, loss_fn  # noqa: E402
+from cdpool.torch_model import EngineNet, loss_fn  # noqa: E402  (PYTHONPATH=python)
 
 TINY = 1e-12
 

@@ -19,6 +19,10 @@ set -eu
 PY=${PYTHON:-/usr/bin/python3}
 src=${CDP_SRCDIR:-$(cd "$(dirname "$0")/../.." && pwd)}
 dump=${CDP_BUILDDIR:-.}/tests/engine/model_dump
+# parity.py imports the torch twin, python/cdpool/torch_model.py
+PYTHONPATH=$src/python${PYTHONPATH:+:$PYTHONPATH}
+PYTHONDONTWRITEBYTECODE=1
+export PYTHONPATH PYTHONDONTWRITEBYTECODE
 models=$src/share/cdpool/models
 if ! "$PY" -c 'import numpy, torch' 2>/dev/null; then
 	echo "unet_parity: $PY has no torch/numpy: skipped"

@@ -2,7 +2,8 @@
 # The whole dataset pipeline on generated scenes, cross-checked from outside:
 #  - cdp-tile | cdp-lmdbpack, then every packed tile equals the window GDAL
 #    reads at the offset its key implies (crosscheck.py);
-#  - the Python reader printed in cdp-record(5) decodes the packed pool;
+#  - the Python reader printed in cdp-record(5), with the package in
+#    python/ (cdpool), decodes the packed pool;
 #  - LMDB's own tools read it; cdp-keyshuffle covers it exactly;
 #  - the examples Makefile under make -j2 gives the same pool contents as
 #    packing the scenes one after another.
@@ -27,6 +28,9 @@ cdp-tile -q --size 64 --overlap 16 --label-suffix _mask "$T/scenes/s1.tif" "$T/s
 sed -n '/^\.\\" BEGIN PYTHON READER/,/^\.\\" END PYTHON READER/p' "$CDP_SRCDIR/man/cdp-record.5" \
 	| sed '1d;$d' | sed 's/\\e/\\/g' | grep -v '^\.E[XE]' >"$T/reader.py"
 [ -s "$T/reader.py" ] || fail "no Python reader found in cdp-record.5"
+PYTHONPATH=$CDP_SRCDIR/python${PYTHONPATH:+:$PYTHONPATH}
+PYTHONDONTWRITEBYTECODE=1
+export PYTHONPATH PYTHONDONTWRITEBYTECODE
 "$PYTHON" "$T/reader.py" "$T/pool" >"$T/reader.out"
 n=$(mdb_stat -s tiles "$T/pool" | awk '/Entries:/ {print $2}')
 [ "$(grep -c '_' "$T/reader.out")" -eq "$n" ] || fail "man page reader printed $(grep -c _ "$T/reader.out") keys, pool has $n"

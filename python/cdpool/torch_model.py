@@ -1,4 +1,4 @@
-"""torch_model.py: the PyTorch twin of a cdpool model, built from the JSON
+"""cdpool.torch_model: the PyTorch twin of a cdpool model, built from the JSON
 that tests/engine/model_dump prints for a model cfg.
 
 EngineNet(model) holds one torch module per engine layer, in layer order,
@@ -19,11 +19,15 @@ block order. Layer semantics follow engine/backend.h:
             (backend.h cdp_dropout_keep: a SplitMix64 hash of seed and element
             index), so a training step can be compared exactly.
 
-loss_fn() is the engine's loss (loss.h) in PyTorch terms.
+loss_fn() is the engine's loss (loss.h) in PyTorch terms. to_torch() builds
+the EngineNet of a cdp-train checkpoint (cdpool.load_checkpoint()) and loads
+its tensors; model_json() gets the JSON for a checkpoint's cfg. Deployed
+wraps it for raw band values (the standardization inside, probabilities
+out) and export_onnx() writes that as ONNX.
 
 Run as a program it is the PyTorch side of bench/engine.sh: it times
 training steps (forward, loss, backward, SGD step) and prints one JSON line.
-    python3 torch_model.py bench MODEL.json [--threads T] [--steps S]
+    python3 -m cdpool.torch_model bench MODEL.json [--threads T] [--steps S]
                            [--warmup W] [--channels-last]
 """
 import argparse
@@ -192,6 +196,95 @@ def loss_fn(model, logits, labels, smooth=1.0, class_w=None):
         p = torch.sigmoid(z)
         total = total + 1 - (2 * (p * t).sum() + smooth) / (p.sum() + t.sum() + smooth)
     return total
+
+
+_CKPT_SUFFIX = {"weight": "w", "bias": "b", "running_mean": "mean", "running_var": "var"}
+
+
+def model_json(ckpt, model_dump):
+    """model_dump's JSON (a dict) for a checkpoint's cfg text, overrides and
+    input shape: model_dump is the path of the built tests/engine/model_dump
+    (the cfg language has no Python reader yet)."""
+    import os
+    import subprocess
+    import tempfile
+    with tempfile.TemporaryDirectory() as d:
+        cfg = os.path.join(d, "model.cfg")
+        with open(cfg, "w") as f:
+            f.write(ckpt.cfg_text)
+        cmd = [model_dump, "-i", ",".join(map(str, ckpt.in_shape))]
+        for o in ckpt.overrides:
+            cmd += ["-D", o]
+        r = subprocess.run(cmd + [cfg], capture_output=True, text=True)
+    if r.returncode != 0:
+        raise ValueError("model_dump: %s" % r.stderr.strip())
+    return json.loads(r.stdout)
+
+
+def to_torch(ckpt, model):
+    """The EngineNet of a checkpoint (cdpool.load_checkpoint()) in eval mode,
+    holding its parameters and batchnorm statistics. model is model_dump's
+    JSON of the checkpoint's cfg (a dict, or model_json()); every tensor's
+    name and shape must be the model's, in block order, as cdp_ckpt_to_net()
+    requires. Its input is standardized: ckpt.standardize(raw)."""
+    if list(model["input"]) != list(ckpt.in_shape):
+        raise ValueError("the model takes %s, the checkpoint %s" % (model["input"],
+                                                                     list(ckpt.in_shape)))
+    for kind, tensors in (("params", ckpt.params), ("buffers", ckpt.buffers)):
+        want = [("%s.%s" % (L["name"], _CKPT_SUFFIX.get(t["name"], "buf")), tuple(t["shape"]))
+                for L in model["layers"] for t in L[kind]]
+        got = [(k, tuple(v.shape)) for k, v in tensors.items()]
+        if got != want:
+            diff = next((i for i, (g, w) in enumerate(zip(got, want)) if g != w),
+                        min(len(got), len(want)))
+            raise ValueError("%s differ at tensor %d: checkpoint %s, model %s" % (
+                kind, diff, got[diff] if diff < len(got) else None,
+                want[diff] if diff < len(want) else None))
+    net = EngineNet(model)
+    blocks = [np.concatenate([t.ravel() for t in d.values()]) if d else np.zeros(0, np.float32)
+              for d in (ckpt.params, ckpt.buffers)]
+    with torch.no_grad():
+        net.load_blocks(blocks[0], blocks[1])
+    return net.eval()
+
+
+class Deployed(nn.Module):
+    """A checkpoint's model for raw band values: (N, C, H, W) of the pool's
+    type (as float) in, cdp-predict --prob's probabilities out: (N, K, H, W)
+    softmax for loss=ce, (N, 1, H, W) sigmoid for the one-output losses.
+    Inside: (x - mean) * (1 / std) in float32 with the checkpoint's
+    statistics, values that are not finite then 0, the net in eval mode.
+    Nodata pixels are the caller's to mask (cdp-predict writes NaN there)."""
+
+    def __init__(self, ckpt, model):
+        super().__init__()
+        self.net = to_torch(ckpt, model)
+        c = ckpt.in_shape[0]
+        mean = ckpt.mean if ckpt.mean is not None else np.zeros(c)
+        inv = 1.0 / ckpt.std if ckpt.std is not None else np.ones(c)
+        self.register_buffer("mean", torch.from_numpy(mean.astype(np.float32)).reshape(1, c, 1, 1))
+        self.register_buffer("inv", torch.from_numpy(inv.astype(np.float32)).reshape(1, c, 1, 1))
+        self.sigmoid = model["loss"] != "ce"
+
+    def forward(self, x):
+        y = (x.float() - self.mean) * self.inv
+        y = torch.where(torch.isfinite(y), y, torch.zeros_like(y))
+        z = self.net(y)
+        return torch.sigmoid(z) if self.sigmoid else torch.softmax(z, 1)
+
+
+def export_onnx(ckpt, model, path, opset=13):
+    """Writes Deployed(ckpt, model) as ONNX to path: input "bands" (N, C, H,
+    W) float32 raw values, output "prob"; N, H and W are dynamic (a U-Net
+    of depth d still needs multiples of 2^d). Returns the Deployed module."""
+    m = Deployed(ckpt, model).eval()
+    c, h, w = ckpt.in_shape
+    with torch.no_grad():
+        torch.onnx.export(m, torch.zeros(1, c, h, w), path, opset_version=opset,
+                          input_names=["bands"], output_names=["prob"],
+                          dynamic_axes={"bands": {0: "n", 2: "h", 3: "w"},
+                                        "prob": {0: "n", 2: "h", 3: "w"}})
+    return m
 
 
 def bench(args):

@@ -1,0 +1,125 @@
+"""python -m cdpool info PATH...: what a pool, a checkpoint or a pointer
+file holds, one "name: value" line per item (stdout). The kind is told from
+the path: a directory is a pool, a file starting with "CDPCKPT" a
+checkpoint, one starting with "#cdpool-keys" a pointer file. Each is
+checked fully as it is read. Exit 0, 1 when a file is refused (message on
+stderr), 2 on a usage error.
+"""
+import argparse
+import os
+import sys
+
+from .checkpoint import load_checkpoint
+from .errors import CdpError
+from .keys import read_keys
+from .pool import Pool
+
+PROG = "cdpool"
+
+
+def _pool(path, out):
+    p = Pool(path)
+    out("kind: pool")
+    out("uuid: %s" % p.uuid)
+    out("tiles: %d" % p.tiles)
+    if p.bands:
+        out("shape: %dx%dx%d" % p.shape)
+        out("dtype: %s" % p.dtype_name)
+        out("label: %s" % p.label_kind)
+        out("ignore: %d" % p.label_ignore)
+    for b, st in enumerate(p.stats, 1):
+        out("band %d: count %d mean %.17g std %.17g min %.17g max %.17g"
+            % (b, st["count"], st["mean"], st["std"], st["min"], st["max"]))
+    for k in sorted(p.classes):
+        out("class %d: %d" % (k, p.classes[k]))
+    for s in p.sources:
+        out("source %s: %s %s %dx%dx%d %s" % (s["index"], s["name"], s["path"], s["bands"],
+                                              s["height"], s["width"], s["dtype"]))
+    p.close()
+
+
+def _ckpt(path, out):
+    c = load_checkpoint(path)
+    o = c.optim
+    out("kind: checkpoint")
+    out("version: %d" % c.version)
+    out("input: %dx%dx%d" % c.in_shape)
+    out("step: %d" % c.step)
+    out("epoch: %d" % c.epoch)
+    out("data position: %d" % c.data_pos)
+    out("seed: %d" % c.seed)
+    out("pool uuid: %s" % (c.pool_uuid or "none"))
+    out("dtype: %s" % (c.dtype or "unknown"))
+    out("bands: %s" % ",".join(map(str, c.bands)))
+    if c.mean is not None:
+        for i in range(len(c.bands)):
+            out("band %d: mean %.17g std %.17g" % (c.bands[i], c.mean[i], c.std[i]))
+    out("overrides: %s" % " ".join(c.overrides))
+    out("parameters: %d tensors, %d values" % (len(c.params),
+                                                sum(t.size for t in c.params.values())))
+    for name, t in list(c.params.items()) + list(c.buffers.items()):
+        out("tensor %s: %s" % (name, "x".join(map(str, t.shape))))
+    out("buffers: %d tensors, %d values" % (len(c.buffers),
+                                             sum(t.size for t in c.buffers.values())))
+    out("optimizer: %s lr %.9g policy %s step %d" % (o["type"], o["lr"], o["policy"], o["step"]))
+    out("loss scale: %.17g" % c.loss_scale)
+    for name in c.rng:
+        out("rng: %s" % name)
+    if c.ranks:
+        out("ranks: %d (%s)" % (c.ranks["nranks"], c.ranks["sync"]))
+    out("cfg: %d bytes" % len(c.cfg_text.encode()))
+
+
+def _keys(path, out):
+    k = read_keys(path)
+    out("kind: keys")
+    out("uuid: %s" % k.uuid)
+    out("seed: %d" % k.seed)
+    out("count: %d" % len(k))
+    if len(k):
+        out("first: %s" % k[0])
+        out("last: %s" % k[-1])
+
+
+def kind_of(path):
+    if os.path.isdir(path):
+        return "pool"
+    with open(path, "rb") as f:
+        head = f.read(12)
+    if head.startswith(b"CDPCKPT"):
+        return "checkpoint"
+    if head.startswith(b"#cdpool-keys"):
+        return "keys"
+    return None
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(prog=PROG, description="Show what a cdpool file holds.")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    info = sub.add_parser("info", help="print what a pool, checkpoint or pointer file holds")
+    info.add_argument("path", nargs="+", metavar="POOL|CHECKPOINT|KEYS")
+    args = ap.parse_args(argv)
+    rc = 0
+    for path in args.path:
+        lines = []
+        try:
+            kind = kind_of(path)
+            if kind is None:
+                raise CdpError("EMAGIC", path)
+            {"pool": _pool, "checkpoint": _ckpt, "keys": _keys}[kind](path, lines.append)
+        except CdpError as e:
+            print("%s: cannot read %s" % (PROG, e), file=sys.stderr)
+            rc = 1
+            continue
+        except OSError as e:
+            print("%s: cannot read '%s': %s" % (PROG, path, e.strerror or e), file=sys.stderr)
+            rc = 1
+            continue
+        if len(args.path) > 1:
+            print("%s:" % path)
+        print("\n".join(lines))
+    return rc
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,368 @@
+"""checkpoint.py: cdp-train's checkpoints (engine/ckpt/checkpoint.h,
+cdp-checkpoint(5)) read from Python.
+
+load_checkpoint() makes the C reader's checks in its order: the magic, the
+version (1 to 3), the file size field against the real size, the CRC-32
+(zlib's) before any field is trusted, the chunk tags, lengths and counts
+against the bytes left in each chunk, then the values (ranges, tensor
+totals, optimizer blocks of the parameter count, bands matching the input
+channels, finite positive deviations, unique RNG stream names, the RANK
+chunk's own version, CRC and sizes). Error codes are the C reader's.
+Tensors are float32 NumPy arrays that share one writable copy of the file.
+"""
+import math
+import os
+import re
+import struct
+import zlib
+from collections import OrderedDict
+
+import numpy as np
+
+from .errors import CdpError
+from .record import DTYPE_NAMES
+
+MAGIC = b"CDPCKPT\n"
+VERSION, VERSION_MIN = 3, 1
+HDR = 24
+TAGS = (b"META", b"CFG ", b"PARM", b"BUFS", b"OPTM", b"RNG ", b"DATA", b"RANK")
+OPTIMIZERS = {0: "none", 1: "sgd", 2: "adamw"}
+POLICIES = {0: "constant", 1: "step", 2: "cosine"}
+SYNCS = {0: "allreduce", 1: "average", 2: "admm"}
+CFG_MAX = 16 << 20
+NAME_MAX = 95
+_NAME = re.compile(rb"[\x21-\x7e]{1,95}")
+
+
+class _Bad(Exception):
+    def __init__(self, code):
+        self.code = code
+
+
+class _Rd:
+    """A cursor over one chunk; running past its end is EFORMAT."""
+
+    def __init__(self, buf, start, end, version):
+        self.b, self.p, self.end, self.version = buf, start, end, version
+
+    def need(self, n):
+        if self.end - self.p < n:
+            raise _Bad("EFORMAT")
+
+    def tuple(self, fmt):
+        n = struct.calcsize(fmt)
+        self.need(n)
+        v = struct.unpack_from(fmt, self.b, self.p)
+        self.p += n
+        return v
+
+    def take(self, fmt):
+        v = self.tuple(fmt)
+        return v if len(v) > 1 else v[0]
+
+    def string(self, maxlen):
+        n = self.take("<I")
+        if n == 0 or n > maxlen:
+            raise _Bad("EFORMAT")
+        self.need(n)
+        s = bytes(self.b[self.p:self.p + n])
+        if b"\0" in s:
+            raise _Bad("EFORMAT")
+        self.p += n
+        return s
+
+    def floats(self, n, shape=None):
+        self.need(4 * n)
+        a = np.frombuffer(self.b, dtype="<f4", count=n, offset=self.p)
+        self.p += 4 * n
+        return a.reshape(shape) if shape is not None else a
+
+
+class Checkpoint:
+    """A checkpoint's contents.
+
+    version; in_shape (C, H, W); cfg_text and overrides (list of
+    "key=value"): the model; params and buffers: OrderedDict name -> float32
+    array of the tensor's shape, in block order (PyTorch's parameter order);
+    optim: dict (type "none"|"sgd"|"adamw", policy, nesterov, accumulate, lr,
+    momentum, weight_decay, beta1, beta2, eps, gamma, min_lr, warmup_factor,
+    clip_norm, step_size, total_steps, warmup, step, blocks, m, v: the
+    moment blocks (float32 (P)) or None); step, epoch, data_pos (samples of
+    the epoch consumed), seed; rng: OrderedDict name -> 4 u64 words; bands
+    (1-based), mean and std (float64 (C) or None), dtype ("u8".. or None);
+    pool_uuid ("" for none); loss_scale, scale_good, scale_skipped; ranks:
+    None, or a dict of the RANK chunk (nranks, sync, k, rho, what,
+    optim_steps, data (nranks, stride) float32).
+    """
+
+    def param_block(self):
+        """Every parameter in one float32 vector (the engine's block)."""
+        return np.concatenate([t.ravel() for t in self.params.values()]) if self.params \
+            else np.zeros(0, np.float32)
+
+    def standardize(self, x):
+        """(x - mean) / std per channel of x (..., C, H, W), float32 as the
+        trainer computes it; x unchanged when the checkpoint has no stats."""
+        x = np.asarray(x, dtype=np.float32)
+        if self.mean is None:
+            return x
+        m = self.mean.astype(np.float32)[:, None, None]
+        inv = (1.0 / self.std).astype(np.float32)[:, None, None]
+        return (x - m) * inv
+
+    def __repr__(self):
+        return "<cdpool.Checkpoint v%d step %d epoch %d, %d params, input %s>" % (
+            self.version, self.step, self.epoch, len(self.params), "x".join(map(str, self.in_shape)))
+
+
+def _meta(r, ck):
+    c, h, w, z = r.take("<4I")
+    if z != 0 or c > 1 << 20 or h > 1 << 20 or w > 1 << 20:
+        raise _Bad("EFORMAT")
+    ck.in_shape = (c, h, w)
+    ck.step, ck.epoch, ck.data_pos, ck.seed = r.take("<4Q")
+    r.need(32)
+    u = bytes(r.b[r.p:r.p + 32])
+    r.p += 32
+    if u[0] == 0:
+        if u != bytes(32):
+            raise _Bad("EFORMAT")
+        ck.pool_uuid = ""
+    else:
+        ck.pool_uuid = u.decode("latin-1")
+    ck.loss_scale, ck.scale_good, ck.scale_skipped = 0.0, 0, 0
+    if r.version >= 3:
+        ck.loss_scale, ck.scale_good, ck.scale_skipped = r.take("<dQQ")
+        if not 0 <= ck.loss_scale <= 1e300:
+            raise _Bad("EFORMAT")
+
+
+def _cfg(r, ck):
+    ck.cfg_text = r.string(CFG_MAX).decode("utf-8", "surrogateescape")
+    n = r.take("<I")
+    if n > 256 or n > (r.end - r.p) // 5:
+        raise _Bad("EFORMAT")
+    ck.overrides = [r.string(4096).decode("utf-8", "surrogateescape") for _ in range(n)]
+
+
+def _tensors(r):
+    n, z, total = r.take("<IIQ")
+    if z != 0 or n > (r.end - r.p) // 13:
+        raise _Bad("EFORMAT")
+    out, s = OrderedDict(), 0
+    for _ in range(n):
+        name = r.string(NAME_MAX)
+        nd = r.take("<I")
+        if not 1 <= nd <= 4:
+            raise _Bad("EFORMAT")
+        dims = [r.take("<I") for _ in range(nd)]
+        if min(dims) < 1 or max(dims) > 0x7FFFFFFF:
+            raise _Bad("EFORMAT")
+        numel = math.prod(dims)
+        if not _NAME.fullmatch(name):
+            raise _Bad("EFORMAT")        # cdp_ckpt_check: printable, no space
+        out[name.decode()] = r.floats(numel, dims)
+        s += numel
+    if s != total:
+        raise _Bad("EFORMAT")
+    return out, s
+
+
+def _optim(r, ck):
+    typ, policy, nesterov, accumulate = r.take("<4I")
+    f = r.take("<10f")
+    step_size, total_steps, warmup, ostep = r.take("<4q")
+    nb, z, n = r.take("<IIQ")
+    if z != 0:
+        raise _Bad("EFORMAT")
+    if typ > 2 or policy > 2 or nesterov > 1 or accumulate > 0x7FFFFFFF:
+        raise _Bad("EFORMAT")
+    o = dict(zip(("lr", "momentum", "weight_decay", "beta1", "beta2", "eps", "gamma", "min_lr",
+                  "warmup_factor", "clip_norm"), f))
+    o.update(type=OPTIMIZERS[typ], policy=POLICIES[policy], nesterov=nesterov,
+             accumulate=accumulate, step_size=step_size, total_steps=total_steps,
+             warmup=warmup, step=ostep, m=None, v=None)
+    want = 0 if typ == 0 else 2 if typ == 2 else (1 if o["momentum"] != 0 else 0)
+    if nb != want or (nb == 0 and n != 0):
+        raise _Bad("EFORMAT")
+    o["blocks"], o["n"] = nb, n
+    if nb:
+        r.need(4 * n * nb)
+        if nb == 2:
+            o["m"] = r.floats(n)
+        o["v"] = r.floats(n)
+    ck.optim = o
+
+
+def _rng(r, ck):
+    n = r.take("<I")
+    if n > 1024 or n > (r.end - r.p) // 37:
+        raise _Bad("EFORMAT")
+    ck.rng = OrderedDict()
+    for _ in range(n):
+        name = r.string(NAME_MAX)
+        s = r.take("<4Q")
+        if not _NAME.fullmatch(name) or not any(s) or name.decode() in ck.rng:
+            raise _Bad("EFORMAT")
+        ck.rng[name.decode()] = s
+
+
+def _data(r, ck):
+    n, ns = r.take("<II")
+    if n > 65535 or (ns != 0 and ns != n):
+        raise _Bad("EFORMAT")
+    r.need(4 * n + 16 * ns)
+    ck.bands = list(r.tuple("<%dI" % n))
+    ck.mean = np.array(r.tuple("<%dd" % ns), dtype=np.float64) if ns else None
+    ck.std = np.array(r.tuple("<%dd" % ns), dtype=np.float64) if ns else None
+    ck.dtype = None
+    if r.version >= 2:
+        dt = r.take("<I")
+        if dt != 0 and dt not in DTYPE_NAMES:
+            raise _Bad("EFORMAT")
+        ck.dtype = DTYPE_NAMES.get(dt)
+
+
+def _rank(r, ck):
+    """RANK (version 3): its own version first, then its own CRC."""
+    b, p, n = r.b, r.p, r.end - r.p
+    if n < 48 + 4:
+        raise _Bad("EFORMAT")
+    v = struct.unpack_from("<I", b, p)[0]
+    if v != 1:
+        raise _Bad("EFORMAT" if v == 0 else "EVERSION")
+    if zlib.crc32(memoryview(b)[p:p + n - 4]) != struct.unpack_from("<I", b, p + n - 4)[0]:
+        raise _Bad("ECRC")
+    j, sync, k, rho, what, nm, P, B = struct.unpack_from("<IIIdIIQQ", b, p + 4)
+    ptotal = sum(t.size for t in ck.params.values())
+    btotal = sum(t.size for t in ck.buffers.values())
+    moments = ck.optim["blocks"] if ck.optim["type"] != "none" else 0
+    if (not 1 <= j <= 1 << 20 or sync > 2 or not 1 <= k <= 0x7FFFFFFF or not math.isfinite(rho)
+            or rho < 0 or not 1 <= what <= 15 or (what & 4 and sync != 2)
+            or (what & 2 and moments == 0) or (what & 8 and btotal == 0)
+            or (what & 5 and ptotal == 0)
+            or nm != (moments if what & 2 else 0) or P != ptotal or B != btotal):
+        raise _Bad("EFORMAT")
+    stride = ((1 if what & 1 else 0) + (nm if what & 2 else 0) + (1 if what & 4 else 0)) * P \
+        + (B if what & 8 else 0)
+    size = 48 + j * (16 + 4 * stride) + 4
+    if size != n:
+        raise _Bad("ETRUNC" if size > n else "EFORMAT")
+    steps, data = [], np.empty((j, stride), np.float32)
+    q = p + 48
+    for i in range(j):
+        idx, z, st = struct.unpack_from("<IIq", b, q)
+        if idx != i or z != 0 or st < 0:
+            raise _Bad("EFORMAT")
+        steps.append(st)
+        data[i] = np.frombuffer(b, "<f4", stride, q + 16)
+        q += 16 + 4 * stride
+    r.p = r.end
+    ck.ranks = dict(nranks=j, sync=SYNCS[sync], k=k, rho=rho, what=what, moments=nm,
+                    optim_steps=steps, data=data)
+
+
+def _check(ck):
+    """cdp_ckpt_check's value rules that the parsers above leave."""
+    c, h, w = ck.in_shape
+    if min(ck.in_shape) < 1 or not ck.cfg_text:
+        raise _Bad("EFORMAT")
+    o = ck.optim
+    if o["type"] != "none":
+        ok = o["lr"] >= 0 and math.isfinite(o["lr"]) and o["weight_decay"] >= 0 \
+            and math.isfinite(o["weight_decay"])
+        if o["type"] == "sgd":
+            ok = ok and 0 <= o["momentum"] <= 1 and not (o["nesterov"] and o["momentum"] == 0)
+        else:
+            ok = ok and 0 <= o["beta1"] < 1 and 0 <= o["beta2"] < 1 and o["eps"] > 0
+        if o["policy"] == "step":
+            ok = ok and o["step_size"] >= 1 and o["gamma"] >= 0
+        if o["policy"] == "cosine":
+            ok = ok and o["total_steps"] > o["warmup"] and o["min_lr"] >= 0
+        ok = ok and o["warmup"] >= 0 and 0 <= o["warmup_factor"] <= 1
+        ok = ok and o["clip_norm"] >= 0 and o["accumulate"] >= 1 and o["step"] >= 0
+        ptotal = sum(t.size for t in ck.params.values())
+        if not ok or (o["blocks"] >= 1 and o["n"] != ptotal):
+            raise _Bad("EFORMAT")
+    if ck.bands and len(ck.bands) != c:
+        raise _Bad("EFORMAT")
+    if ck.mean is not None and not ck.bands:
+        raise _Bad("EFORMAT")
+    if any(b < 1 or b > 0x7FFFFFFF for b in ck.bands):
+        raise _Bad("EFORMAT")
+    if ck.mean is not None and not (np.all(np.isfinite(ck.mean)) and np.all(np.isfinite(ck.std))
+                                    and np.all(ck.std > 0)):
+        raise _Bad("EFORMAT")
+    if ck.pool_uuid and not re.fullmatch(r"[0-9a-f]{32}", ck.pool_uuid):
+        raise _Bad("EFORMAT")
+
+
+def decode_checkpoint(buf, subject="checkpoint", finite=False):
+    """A checkpoint from its bytes; see load_checkpoint()."""
+    b = bytearray(buf)
+    n = len(b)
+    try:
+        if b[:min(n, 8)] != MAGIC[:min(n, 8)]:
+            raise _Bad("EMAGIC")
+        if n < 12:
+            raise _Bad("ETRUNC")
+        version = struct.unpack_from("<I", b, 8)[0]
+        if not VERSION_MIN <= version <= VERSION:
+            raise _Bad("EVERSION")
+        if n < HDR:
+            raise _Bad("ETRUNC")
+        fs = struct.unpack_from("<Q", b, 16)[0]
+        if fs < HDR + 4:
+            raise _Bad("EFORMAT")
+        if fs != n:
+            raise _Bad("ETRUNC" if fs > n else "EFORMAT")
+        if zlib.crc32(memoryview(b)[:n - 4]) != struct.unpack_from("<I", b, n - 4)[0]:
+            raise _Bad("ECRC")
+        nchunks = struct.unpack_from("<I", b, 12)[0]
+        if nchunks != 7 and (nchunks != 8 or version < 3):
+            raise _Bad("EFORMAT")
+        ck = Checkpoint()
+        ck.version, ck.ranks = version, None
+        top = _Rd(b, HDR, n - 4, version)
+        for i in range(nchunks):
+            top.need(16)
+            tag, z, plen = struct.unpack_from("<4sIQ", b, top.p)
+            if tag != TAGS[i] or z != 0:
+                raise _Bad("EFORMAT")
+            top.p += 16
+            if plen > top.end - top.p:
+                raise _Bad("EFORMAT")
+            sub = _Rd(b, top.p, top.p + plen, version)
+            if i == 2:
+                ck.params, _ = _tensors(sub)
+            elif i == 3:
+                ck.buffers, _ = _tensors(sub)
+            else:
+                (_meta, _cfg, None, None, _optim, _rng, _data, _rank)[i](sub, ck)
+            if sub.p != sub.end:
+                raise _Bad("EFORMAT")
+            top.p += plen
+        if top.p != top.end:
+            raise _Bad("EFORMAT")
+        _check(ck)
+    except _Bad as e:
+        raise CdpError(e.code, subject) from None
+    if finite:
+        for name, t in list(ck.params.items()) + list(ck.buffers.items()):
+            if not np.all(np.isfinite(t)):
+                raise CdpError("EFORMAT", subject, "tensor %s holds a value that is not finite"
+                               % name)
+    return ck
+
+
+def load_checkpoint(path, finite=False):
+    """Reads and checks a checkpoint file (cdp_ckpt_read), or raises
+    CdpError (EMAGIC, EVERSION, ETRUNC, ECRC, EFORMAT) naming the file.
+    finite=True also refuses a tensor holding NaN or infinity (a run that
+    diverged), which the C reader accepts."""
+    path = os.fspath(path)
+    if os.path.isdir(path):
+        raise IsADirectoryError(21, "Is a directory", path)
+    with open(path, "rb") as f:
+        data = f.read()
+    return decode_checkpoint(data, path, finite)

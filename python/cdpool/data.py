@@ -1,0 +1,345 @@
+"""data.py: cdp-train's training order and samples for torch.utils.data.
+
+BlockSampler gives rank r of j the key indices cdp-train's loader reads
+(tools/train/loader.h, "Order (training)"): epoch e permutes the N keys of
+the pointer file by rng.epoch_order(N, seed, e); global step s is positions
+[s*B, (s+1)*B) of that order, B = j*b, and rank r takes block r + j*s of b
+keys. An epoch has floor(N / B) steps, or ceil(N / B) with pad_last, a
+position p >= N then taking order[p mod N]. The global batches depend on
+the keys, the seed and B only, never on j.
+
+PoolDataset gives sample i of a pointer file as cdp-train's host path
+prepares it without augmentation ("A sample" in loader.h): the record is
+checked (CRC, shape against the pool's), converted to float32, standardized
+per band by the pool's statistics as y = (x - mean) * (1 / std) in float32
+(mean and 1 / std rounded to float32, a band with std 0 only centred),
+float values that are not finite become 0, invalid pixels (mask 0, or every
+band equal to the nodata value) become 0 in every band and get the ignore
+label; labels are int64: (H, W) class ids or one scalar class.
+
+Augment (engine/augment.h) crops, flips and turns a sample after that, as
+cdp-train does, with the transform drawn from the seed, the epoch and the
+key index. Not reproduced: the loader's --skip-bad replacement of damaged
+records (a damaged record raises CdpError here).
+
+With DataLoader(num_workers > 0) every worker opens the pool's LMDB
+environment itself on first use (pool.py), never one inherited across the
+fork. Neither class needs torch: DataLoader takes any sampler that iterates
+and any dataset with __len__ and __getitem__, and collates NumPy arrays.
+"""
+import math
+import re
+
+import numpy as np
+
+from .errors import CdpError
+from .keys import KeyList, read_keys
+from .pool import Pool
+from .record import DTYPE_NAMES, LABEL_CLASS, LABEL_U8, LABEL_U16, REC_NODATA
+from .rng import Rng, derive, epoch_order
+
+
+def steps_per_epoch(n, global_batch, pad_last=False):
+    """Steps of an epoch of n keys at global batch B (cdp-train's)."""
+    return -(-n // global_batch) if pad_last else n // global_batch
+
+
+def block(order, step, rank, nranks, batch):
+    """Key indices of rank r at global step s: block r + j*s of b (with
+    the pad_last wrap-around)."""
+    start = step * nranks * batch + rank * batch
+    n = len(order)
+    return [order[p % n] for p in range(start, start + batch)]
+
+
+class BlockSampler:
+    """Key indices of one rank in cdp-train's order.
+
+    n         keys in the pointer file (an int, or a list / KeyList)
+    batch     b, samples per rank per step (global batch j*b)
+    rank, num_replicas
+              r of j; by default torch.distributed's when it is initialised,
+              else 0 of 1
+    seed      the run seed (cdp-train --seed, default 1)
+    pad_last  cdp-train --pad-last
+    epoch, start_step
+              where iteration starts: set_epoch(e) as for
+              DistributedSampler; resume(ckpt) takes both from a
+              checkpoint (its epoch and data position)
+
+    with_epoch yields (epoch, index) pairs, which PoolDataset takes, so
+    that augmentation draws from the sampler's epoch in every worker.
+    Use with DataLoader(dataset, batch_size=batch, sampler=sampler): its
+    batches are then the loader's, step by step. len() is the samples this
+    rank yields in the current epoch from start_step on.
+    """
+
+    def __init__(self, n, batch, rank=None, num_replicas=None, seed=1, pad_last=False,
+                 epoch=0, start_step=0, with_epoch=False):
+        self.n = n if isinstance(n, int) else len(n)
+        if rank is None or num_replicas is None:
+            r, j = _dist_rank()
+            rank = r if rank is None else rank
+            num_replicas = j if num_replicas is None else num_replicas
+        if batch < 1 or num_replicas < 1 or not 0 <= rank < num_replicas:
+            raise ValueError("want batch >= 1 and 0 <= rank < num_replicas")
+        self.batch, self.rank, self.num_replicas = batch, rank, num_replicas
+        self.seed, self.pad_last = seed, pad_last
+        self.steps = steps_per_epoch(self.n, batch * num_replicas, pad_last)
+        if self.steps == 0:
+            raise ValueError("%d keys make no step of global batch %d"
+                             % (self.n, batch * num_replicas))
+        self.epoch = epoch
+        self.start_step = start_step
+        self.with_epoch = with_epoch
+
+    def set_epoch(self, epoch):
+        """The epoch to iterate next; a later epoch starts at its step 0."""
+        if epoch != self.epoch:
+            self.start_step = 0
+        self.epoch = epoch
+
+    def resume(self, ckpt):
+        """Continue where a checkpoint (Checkpoint) left off: its epoch, and
+        the step its data position means at this global batch."""
+        gb = self.batch * self.num_replicas
+        if ckpt.data_pos % gb or ckpt.data_pos // gb > self.steps:
+            raise ValueError("checkpoint position %d is not a step of global batch %d"
+                             % (ckpt.data_pos, gb))
+        self.epoch, self.start_step = ckpt.epoch, ckpt.data_pos // gb
+
+    def order(self, epoch=None):
+        return epoch_order(self.n, self.seed, self.epoch if epoch is None else epoch)
+
+    def step_indices(self, step, epoch=None, order=None):
+        """This rank's b key indices at (epoch, step)."""
+        o = order if order is not None else self.order(epoch)
+        return block(o, step, self.rank, self.num_replicas, self.batch)
+
+    def __iter__(self):
+        o = self.order()
+        start = self.start_step
+        for s in range(start, self.steps):
+            for k in self.step_indices(s, order=o):
+                yield (self.epoch, k) if self.with_epoch else k
+
+    def __len__(self):
+        return (self.steps - self.start_step) * self.batch
+
+
+def _dist_rank():
+    try:
+        import torch.distributed as dist
+        if dist.is_available() and dist.is_initialized():
+            return dist.get_rank(), dist.get_world_size()
+    except ImportError:
+        pass
+    return 0, 1
+
+
+class Augment:
+    """engine/augment.h: a crop, flips and quarter turns, drawn per sample
+    as cdp-train draws them, from cdp_rng_derive(cdp_rng_derive(seed,
+    epoch, 1), k, 0) for key index k: y0, x0 (with a crop), hflip, vflip,
+    rot (each only when enabled; odd turns only for square outputs). The
+    options are the cfg's [net] aug_hflip, aug_vflip, aug_rot90, crop_h and
+    crop_w. val=True gives the validation transform, the centred crop."""
+
+    def __init__(self, hflip=False, vflip=False, rot90=False, crop_h=0, crop_w=0, seed=1,
+                 val=False):
+        if bool(crop_h) != bool(crop_w) or crop_h < 0 or crop_w < 0:
+            raise ValueError("crop_h and crop_w: both or neither")
+        self.hflip, self.vflip, self.rot90 = bool(hflip), bool(vflip), bool(rot90)
+        self.crop_h, self.crop_w, self.seed, self.val = crop_h, crop_w, seed, val
+
+    @classmethod
+    def from_cfg(cls, text, overrides=(), seed=1):
+        """The augmentation a model cfg asks for: its [net] section's
+        aug_hflip, aug_vflip, aug_rot90, crop_h and crop_w, after the
+        overrides ("key=value", as cdp-train applies them to [net]). Only
+        literal values are read (a ${...} expression raises ValueError)."""
+        net, section = {}, None
+        for line in text.splitlines():
+            line = line.split("#", 1)[0].strip()
+            if line.startswith("["):
+                section = line
+            elif section == "[net]" and "=" in line:
+                k, v = line.split("=", 1)
+                net[k.strip()] = v.strip()
+        for o in overrides:
+            k, v = o.split("=", 1)
+            net[k.strip()] = v.strip()
+
+        def num(key):
+            v = net.get(key, "0")
+            if not re.fullmatch(r"[0-9]+", v):
+                raise ValueError("[net] %s=%s: not a number this reader evaluates" % (key, v))
+            return int(v)
+
+        return cls(num("aug_hflip"), num("aug_vflip"), num("aug_rot90"), num("crop_h"),
+                   num("crop_w"), seed=seed)
+
+    @classmethod
+    def from_checkpoint(cls, ckpt):
+        """from_cfg() of a checkpoint's cfg and overrides, with its run seed."""
+        return cls.from_cfg(ckpt.cfg_text, ckpt.overrides, seed=ckpt.seed)
+
+    def __eq__(self, other):
+        return isinstance(other, Augment) and vars(self) == vars(other)
+
+    def __repr__(self):
+        return "Augment(%s)" % ", ".join("%s=%r" % kv for kv in vars(self).items())
+
+    @property
+    def active(self):
+        return self.hflip or self.vflip or self.rot90 or bool(self.crop_h)
+
+    def draw(self, h, w, epoch, k):
+        """(y0, x0, oh, ow, hflip, vflip, rot) of key index k in epoch."""
+        oh, ow = self.crop_h or h, self.crop_w or w
+        if oh > h or ow > w:
+            raise ValueError("crop %dx%d does not fit %dx%d tiles" % (oh, ow, h, w))
+        if self.val:
+            return ((h - oh) // 2, (w - ow) // 2, oh, ow, 0, 0, 0)
+        r = Rng(derive(derive(self.seed, epoch, 1), k, 0))
+        y0 = x0 = hf = vf = rot = 0
+        if self.crop_h:
+            y0, x0 = r.below(h - oh + 1), r.below(w - ow + 1)
+        if self.hflip:
+            hf = r.below(2)
+        if self.vflip:
+            vf = r.below(2)
+        if self.rot90:
+            rot = r.below(4) if oh == ow else 2 * r.below(2)
+        return (y0, x0, oh, ow, hf, vf, rot)
+
+    @staticmethod
+    def apply(t, image, label=None):
+        """image (C, H, W) and label (H, W) (or None) under transform t."""
+        y0, x0, oh, ow, hf, vf, rot = t
+
+        def one(a):          # (..., H, W)
+            a = a[..., y0:y0 + oh, x0:x0 + ow]
+            if hf:
+                a = a[..., :, ::-1]
+            if vf:
+                a = a[..., ::-1, :]
+            return np.ascontiguousarray(np.rot90(a, rot, axes=(-2, -1)))
+
+        return one(image), (one(label) if label is not None and label.ndim == 2 else label)
+
+
+class PoolDataset:
+    """Samples of a pool in the order of a pointer file, as cdp-train makes
+    them (see the top of this file).
+
+    pool      a Pool or a pool directory
+    keys      a KeyList (read_keys()) or a pointer file's path; its uuid
+              must be the pool's, and every key must be in the pool
+    standardize
+              False: float32 values as stored (invalid pixels still 0)
+    ignore    the model cfg's [net] ignore=: ignored labels (the stored
+              ignore value and invalid pixels) become this value; None
+              keeps the pool's, as cdp-train does without it
+    augment   an Augment, or None
+
+    dataset[i] is (image float32 (C, H, W), label int64 (H, W) or () or
+    None when the pool has no labels).
+    """
+
+    def __init__(self, pool, keys, standardize=True, ignore=None, augment=None):
+        self.pool = pool if isinstance(pool, Pool) else Pool(pool)
+        p = self.pool
+        self.keys = keys if isinstance(keys, KeyList) else read_keys(keys, pool=p)
+        if self.keys.uuid != p.uuid:
+            raise CdpError("EMISMATCH", self.keys.path, message="made for pool %s, '%s' is %s"
+                           % (self.keys.uuid, p.path, p.uuid))
+        if p.bands == 0:
+            raise CdpError("EFORMAT", p.path, message="pool holds no tiles")
+        with p.view() as v:
+            for i, k in enumerate(self.keys):
+                try:
+                    v.raw(k)
+                except KeyError:
+                    raise CdpError("EKEY", self.keys.path, line=i + 2, message="key '%s' is not "
+                                   "in '%s'" % (k, p.path)) from None
+        for c in range(p.bands):
+            m, sd = p.mean[c], p.std[c]
+            if not (math.isfinite(m) and math.isfinite(sd)) or abs(m) > 3.4028234663852886e38:
+                raise CdpError("ERANGE", p.path, message="band %d statistics are out of float32 "
+                               "range (mean %g, std %g)" % (c + 1, m, sd))
+        self.standardize = standardize
+        self.mean = p.mean.astype(np.float32)
+        self.inv = np.array([np.float32(1.0 / s) if s > 0 else np.float32(1) for s in p.std],
+                            dtype=np.float32)
+        self.stored_ignore = p.label_ignore
+        self.ignore = p.label_ignore if ignore is None else ignore
+        self.label_px = p.label_kind in ("u8", "u16")
+        self.augment = augment if augment is not None and augment.active else None
+        self.epoch = 0
+
+    def __len__(self):
+        return len(self.keys)
+
+    def key(self, i):
+        return self.keys[i]
+
+    def set_epoch(self, epoch):
+        """The epoch whose augmentation an int index draws (a sampler made
+        with with_epoch=True passes it with each index instead, which also
+        reaches DataLoader workers)."""
+        self.epoch = epoch
+
+    def __getitem__(self, i):
+        """Sample i, or (epoch, i) as BlockSampler(with_epoch=True) gives."""
+        epoch = self.epoch
+        if isinstance(i, tuple):
+            epoch, i = i
+        p = self.pool
+        with p.view() as v:
+            r = v.record(self.keys[i])
+            if (DTYPE_NAMES[r.dtype] != p.dtype_name or (r.bands, r.height, r.width) != p.shape
+                    or _KINDS[r.label_kind] != p.label_kind):
+                raise CdpError("ESHAPE", p.path, record=self.keys[i])
+            x, lab = self.prepare(r)
+        if self.augment is not None:
+            x, lab = Augment.apply(self.augment.draw(p.height, p.width, epoch, i), x, lab)
+        return x, lab
+
+    def prepare(self, r):
+        """A decoded Record as the trainer's (image, label)."""
+        x = r.image.astype(np.float32)        # (C, H, W)
+        if r.image.dtype.kind == "f":
+            bad = ~np.isfinite(x)
+            if bad.any():     # the band's mean: 0 once standardized
+                fill = self.mean if self.standardize else np.zeros_like(self.mean)
+                x[bad] = np.broadcast_to(fill[:, None, None], x.shape)[bad]
+        if self.standardize:
+            x = (x - self.mean[:, None, None]) * self.inv[:, None, None]
+        lab = None
+        if r.label_kind == LABEL_CLASS:
+            lab = np.array(self._remap(r.class_id), dtype=np.int64)
+        elif r.label_kind in (LABEL_U8, LABEL_U16):
+            lab = r.label.astype(np.int64)
+            if self.ignore != self.stored_ignore:
+                lab[lab == self.stored_ignore] = self.ignore
+        invalid = None
+        if r.mask is not None:
+            invalid = r.mask == 0
+        elif r.flags & REC_NODATA:
+            img = r.image.astype(np.float64)
+            if math.isnan(r.nodata):
+                invalid = np.all(np.isnan(img), axis=0)
+            else:
+                invalid = np.all(img == r.nodata, axis=0)
+        if invalid is not None and invalid.any():
+            x[:, invalid] = 0
+            if self.label_px:
+                lab[invalid] = self.ignore
+        return x, lab
+
+    def _remap(self, v):
+        return self.ignore if v == self.stored_ignore and self.ignore != self.stored_ignore else v
+
+
+_KINDS = {0: "none", 1: "u8", 2: "u16", 3: "class"}

@@ -1,0 +1,93 @@
+"""keys.py: the pointer file of lib/cdp_ptrfile.h and cdp-keys(5).
+
+read_keys() validates a whole file as cdp_ptrfile_read() does, naming the
+first offending line (the header is line 1): the magic, then the version,
+then the header's fields, then each key line (1 to 255 bytes, no space,
+control byte or DEL), the number of lines against count, the final line
+feed, the CRC-32 (zlib's) of the key lines, and that no key appears twice.
+"""
+import os
+import re
+import zlib
+
+from .errors import CdpError
+
+MAGIC = b"#cdpool-keys"
+VERSION = 1
+KEY_MAX = 255
+_HEADER = re.compile(rb" uuid=([0-9a-f]{32}) seed=([0-9]{1,20}) count=([0-9]{1,20}) "
+                     rb"crc32=([0-9a-f]{8})")
+_BADKEY = re.compile(rb"[\x00-\x20\x7f]")
+
+
+class KeyList(list):
+    """The keys (str) in file order, with the header's uuid, seed and path."""
+
+    def __init__(self, keys, uuid, seed, path):
+        super().__init__(keys)
+        self.uuid, self.seed, self.path = uuid, seed, path
+
+    def __repr__(self):
+        return "<cdpool.KeyList %r %d keys uuid=%s seed=%d>" % (self.path, len(self), self.uuid,
+                                                                self.seed)
+
+
+def _header(h, path):
+    if not h.startswith(MAGIC):
+        raise CdpError("EMAGIC", path, line=1)
+    rest = h[len(MAGIC):]
+    if not rest:
+        raise CdpError("ESYNTAX", path, line=1)
+    if rest[:1] != b" ":
+        raise CdpError("EMAGIC", path, line=1)
+    m = re.match(rb" ([0-9]+)", rest)
+    if not m or len(m.group(1)) > 20 or int(m.group(1)) >= 1 << 64:
+        raise CdpError("ESYNTAX", path, line=1)
+    if int(m.group(1)) != VERSION:
+        raise CdpError("EVERSION", path, line=1)
+    f = _HEADER.fullmatch(rest, m.end())
+    if not f or int(f.group(2)) >= 1 << 64 or int(f.group(3)) >= 1 << 64:
+        raise CdpError("ESYNTAX", path, line=1)
+    return f.group(1).decode(), int(f.group(2)), int(f.group(3)), int(f.group(4), 16)
+
+
+def read_keys(path, pool=None):
+    """The keys of a pointer file, checked; with pool (a Pool), also that
+    the file was made for it (the uuids agree: "mismatch" otherwise)."""
+    path = os.fspath(path)
+    with open(path, "rb") as f:
+        data = f.read()
+    nl = data.find(b"\n")
+    hl = nl if nl >= 0 else len(data)
+    uuid, seed, count, crc = _header(data[:hl], path)
+    if nl < 0:
+        if count > 0:
+            raise CdpError("ETRUNC", path, line=2)
+        raise CdpError("EFORMAT", path, line=1)
+    body = data[hl + 1:]
+    lines = body.split(b"\n")
+    last = lines.pop()             # b"" when the body ends in a line feed
+    for i, k in enumerate(lines):
+        if i >= count:
+            raise CdpError("EFORMAT", path, line=i + 2)
+        if not k or len(k) > KEY_MAX or _BADKEY.search(k):
+            raise CdpError("ESYNTAX", path, line=i + 2)
+    n = len(lines)
+    if last:
+        if n >= count:
+            raise CdpError("EFORMAT", path, line=n + 2)
+        raise CdpError("ETRUNC" if n + 1 < count else "EFORMAT", path, line=n + 2)
+    if n < count:
+        raise CdpError("ETRUNC", path, line=n + 2)
+    if zlib.crc32(body) != crc:
+        raise CdpError("ECRC", path)
+    keys = [k.decode("utf-8", "surrogateescape") for k in lines]
+    seen = {}
+    for i, k in enumerate(keys):
+        if k in seen:
+            raise CdpError("EDUPKEY", path, line=i + 2)
+        seen[k] = i
+    if pool is not None and pool.uuid != uuid:
+        raise CdpError("EMISMATCH", path, message="made for pool %s, '%s' is %s"
+                       % (uuid, pool.path, pool.uuid))
+    return KeyList(keys, uuid, seed, path)

@@ -1,0 +1,360 @@
+"""pool.py: a cdpool pool (lib/cdp_pool.h, cdp-pool(5)) read from Python.
+
+Pool(path) opens the LMDB environment read-only and loads its meta as
+cdp_pool_info_load() does: every value's CRC line, the format name and
+version, the uuid, the count against the tiles database's entries, the
+shape, the statistics (refused when stale) and, beyond the C summary, the
+class histogram and the sources. pool[key] decodes and checks one record
+(record.py) and returns copies; pool.view() is the zero-copy form.
+
+Processes. An LMDB environment must not be used across a fork, nor opened
+twice in one process: a Pool opens its environment in the process that
+first needs it, shared with every other Pool of the same directory there,
+and again in any child that touches it afterwards (the parent's handle is
+left alone, never closed, in the child), so a Pool can be handed to
+DataLoader workers, and it pickles without its handle for spawned ones.
+As with any LMDB reader, a process must not open and close the pool's
+lock.mdb by other means (copying the directory, say) while it has the pool
+open: that drops the process's lock on it, and other processes would then
+reclaim its reader slots.
+"""
+import contextlib
+import os
+import re
+import zlib
+
+import numpy as np
+
+from .errors import CdpError
+from .record import DTYPE_CODES, DTYPES, LABEL_CLASS, LABEL_NAMES, decode
+
+FORMAT = "cdpool-pool"
+VERSION = 1
+CLASS_MAX = 65536
+_envs = {}              # realpath -> this process's environment, its handles, its users
+_orphans = []           # environments inherited across a fork: never used, never closed
+
+
+def meta_text(value, subject, name):
+    """A meta value's text without its crc32 line, checked as meta_copy()."""
+    v = bytes(value)
+    body = v[:-15]
+    if (len(v) < 15 or (body and body[-1:] != b"\n")
+            or v[-15:] != b"crc32=%08x\n" % zlib.crc32(body)):
+        raise CdpError("ECRC", subject, "meta value '%s'" % name)
+    return body.decode("utf-8", "surrogateescape")
+
+
+def meta_field(text, key):
+    """The value of the first line "key=..." of text (cdp_meta_field), or None."""
+    for line in text.split("\n"):
+        if line.startswith(key + "=") and len(line) > len(key):
+            return line[len(key) + 1:]
+    return None
+
+
+def _uint(v, lo=0, hi=(1 << 64) - 1):
+    if v is None or not re.fullmatch(r"[0-9]+", v) or not lo <= int(v) <= hi:
+        return None
+    return int(v)
+
+
+def _parse_stats(text, dtype, bands, subject):
+    """The "stats" meta (cdp_stats.h's text form, fields in their fixed
+    order): per band (count, mean, std, min, max)."""
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    it = iter(lines)
+
+    def field(name):
+        line = next(it, None)
+        if line is None or not line.startswith(name + "=") or len(line) == len(name) + 1:
+            raise CdpError("EFORMAT", subject, "stats: want %s" % name)
+        return line[len(name) + 1:]
+
+    def num(name):
+        v = field(name)
+        try:
+            return float(v)
+        except ValueError:
+            raise CdpError("EFORMAT", subject, "stats: %s=%s" % (name, v)) from None
+
+    st_dtype = field("dtype")
+    st_bands = _uint(field("bands"), 1, 65536)
+    if st_dtype != dtype or st_bands != bands:
+        raise CdpError("EFORMAT", subject, "stats describe other records")
+    is_float = dtype in ("f32", "f64")
+    if lines[2:3] and lines[2].startswith("stale="):
+        field("stale")
+        raise CdpError("EFORMAT", subject, "stale statistics")
+    out = []
+    for k in range(1, bands + 1):
+        b = "band.%d." % k
+        count = _uint(field(b + "count"))
+        if count is None:
+            raise CdpError("EFORMAT", subject, "stats: %scount" % b)
+        for name in (("sum", "sumc", "sumsq", "sumsqc") if is_float else ("sum", "sumsq")):
+            v = field(b + name)
+            if not is_float and not re.fullmatch(r"-?[0-9]+", v):
+                raise CdpError("EFORMAT", subject, "stats: %s%s" % (b, name))
+        lo, hi, mean, std = num(b + "min"), num(b + "max"), num(b + "mean"), num(b + "std")
+        out.append((count, mean, std, lo, hi))
+    if next(it, None) is not None:
+        raise CdpError("EFORMAT", subject, "stats: extra lines")
+    return out
+
+
+def parse_source(text):
+    """A source.NNNNNN meta value (cdp-record(5), "Source text") as a dict:
+    index, width, height, bands (int), geotransform (6 floats), band_list
+    (list of int or None), and the strings name, path, dtype, crs."""
+    d = {}
+    for line in text.split("\n"):
+        if line and "=" in line:
+            k, v = line.split("=", 1)
+            d[k] = v
+    src = {"name": d.get("name", ""), "path": d.get("path"), "dtype": d.get("dtype"),
+           "crs": d.get("crs", "")}
+    for k in ("index", "width", "height", "bands"):
+        src[k] = _uint(d.get(k))
+    gt = d.get("geotransform")
+    src["geotransform"] = tuple(float(x) for x in gt.split(",")) if gt else None
+    bl = d.get("band_list")
+    src["band_list"] = [int(x) for x in bl.split(",")] if bl else None
+    return src
+
+
+class Pool:
+    """A pool opened read-only.
+
+    path      the pool directory
+    lock      LMDB's lock file: None (default) uses it unless the directory
+              is not writable (a read-only medium), False never (safe only
+              while no writer changes the pool), True always
+    readahead False (default, as cdp-train's loader: MDB_NORDAHEAD) suits
+              random access to a pool larger than memory
+
+    Attributes: path, uuid, dtype (NumPy), dtype_name ("u8", ...), bands,
+    height, width, shape (C, H, W), label_kind ("none", "u8", "u16",
+    "class"), label_ignore, tiles (count), stats (per band dicts count,
+    mean, std, min, max), mean and std (float64 arrays (C)), classes
+    ({class id: count}), sources (list of dicts, parse_source()), meta
+    (every meta value's text).
+    """
+
+    def __init__(self, path, lock=None, readahead=False):
+        self.path = os.fspath(path)
+        if lock is None:
+            lock = os.access(self.path, os.W_OK)
+        self._opts = dict(lock=bool(lock), readahead=bool(readahead))
+        self._env = self._pid = self._tiles = self._meta = None
+        try:
+            self._load()
+        except BaseException:
+            self.close()
+            raise
+
+    # -- the environment, per process --------------------------------------
+    def _open(self):
+        import lmdb
+        if not os.path.isdir(self.path):
+            raise FileNotFoundError(2, "No such file or directory" if not os.path.exists(self.path)
+                                    else "Not a directory", self.path)
+        env = lmdb.open(self.path, readonly=True, max_dbs=2, subdir=True,
+                        lock=self._opts["lock"], readahead=self._opts["readahead"])
+        try:
+            return env, env.open_db(b"tiles", create=False), env.open_db(b"meta", create=False)
+        except lmdb.NotFoundError:
+            env.close()
+            raise CdpError("ELMDB", self.path) from None
+
+    @property
+    def env(self):
+        """The process's lmdb.Environment of the pool (opened on first use
+        in this process, and shared by every Pool of the same directory:
+        LMDB forbids opening one environment twice in a process)."""
+        pid = os.getpid()
+        if self._env is not None and self._pid == pid:
+            return self._env
+        key = os.path.realpath(self.path)
+        ent = _envs.get(key)
+        if ent is None or ent["pid"] != pid:
+            if ent is not None:
+                _orphans.append(ent["env"])
+            env, tiles, meta = self._open()
+            ent = _envs[key] = dict(env=env, pid=pid, refs=0, tiles=tiles, meta=meta)
+        ent["refs"] += 1
+        self._env, self._pid, self._tiles, self._meta = ent["env"], pid, ent["tiles"], ent["meta"]
+        return self._env
+
+    def close(self):
+        """Drops this Pool's use of the environment, which is closed when no
+        Pool of this process uses it any more."""
+        if self._env is not None and self._pid == os.getpid():
+            key = os.path.realpath(self.path)
+            ent = _envs.get(key)
+            if ent is not None and ent["env"] is self._env:
+                ent["refs"] -= 1
+                if ent["refs"] <= 0:
+                    del _envs[key]
+                    self._env.close()
+        self._env = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __getstate__(self):
+        d = dict(self.__dict__)
+        d["_env"] = d["_pid"] = d["_tiles"] = d["_meta"] = None
+        return d
+
+    # -- meta --------------------------------------------------------------
+    def _load(self):
+        env = self.env
+        with env.begin(buffers=True) as txn:
+            meta = {}
+            for k, v in txn.cursor(db=self._meta):
+                name = bytes(k).decode("utf-8", "surrogateescape")
+                meta[name] = meta_text(v, self.path, name)
+            entries = txn.stat(self._tiles)["entries"]
+        self.meta = meta
+        p = self.path
+        fmt = meta.get("format")
+        if fmt is None or meta_field(fmt, "format") != FORMAT:
+            raise CdpError("EFORMAT", p, "not a cdpool pool")
+        ver = _uint(meta_field(fmt, "version"), 1)
+        if ver is None:
+            raise CdpError("EFORMAT", p, "format version")
+        if ver > VERSION:
+            raise CdpError("EVERSION", p)
+        self.uuid = meta_field(meta.get("uuid", ""), "uuid")
+        if self.uuid is None or not re.fullmatch(r"[0-9a-f]{32}", self.uuid):
+            raise CdpError("EFORMAT", p, "uuid")
+        self.tiles = 0
+        if "count" in meta:
+            self.tiles = _uint(meta_field(meta["count"], "tiles"))
+            if self.tiles is None:
+                raise CdpError("EFORMAT", p, "count")
+        if self.tiles != entries:
+            raise CdpError("EFORMAT", p, "count %d but %d records" % (self.tiles, entries))
+        self.sources = [parse_source(v) for k, v in sorted(meta.items())
+                        if k.startswith("source.")]
+        self.classes = {}
+        for line in meta.get("classes", "").split("\n"):
+            m = re.fullmatch(r"class\.([0-9]+)=([0-9]+)", line)
+            if m:
+                self.classes[int(m.group(1))] = int(m.group(2))
+            elif line:
+                raise CdpError("EFORMAT", p, "classes")
+        self.dtype_name = self.dtype = self.label_kind = None
+        self.bands = self.height = self.width = self.label_ignore = 0
+        self.stats = []
+        if "shape" not in meta:
+            if self.tiles:
+                raise CdpError("EFORMAT", p, "no shape")
+            self.mean = self.std = np.zeros(0)
+            return
+        sh = meta["shape"]
+        dt = meta_field(sh, "dtype")
+        if dt not in DTYPE_CODES:
+            raise CdpError("EFORMAT", p, "shape dtype")
+        vals = [_uint(meta_field(sh, k), 1, 65536) for k in ("bands", "height", "width")]
+        ignore = _uint(meta_field(sh, "ignore"), 0, (1 << 32) - 1)
+        kind = meta_field(sh, "label")
+        if None in vals or ignore is None or kind not in LABEL_NAMES.values():
+            raise CdpError("EFORMAT", p, "shape")
+        self.dtype_name, self.dtype = dt, DTYPES[DTYPE_CODES[dt]]
+        self.bands, self.height, self.width = vals
+        self.label_kind, self.label_ignore = kind, ignore
+        if "stats" in meta:
+            bands = _parse_stats(meta["stats"], dt, self.bands, p)
+        else:
+            bands = [(0, float("nan"), float("nan"), float("nan"), float("nan"))] * self.bands
+        self.stats = [dict(zip(("count", "mean", "std", "min", "max"), b)) for b in bands]
+        self.mean = np.array([b[1] for b in bands], dtype=np.float64)
+        self.std = np.array([b[2] for b in bands], dtype=np.float64)
+
+    @property
+    def shape(self):
+        return (self.bands, self.height, self.width)
+
+    # -- records -----------------------------------------------------------
+    def __len__(self):
+        return self.tiles
+
+    def keys(self):
+        """Every key in the pool's (byte) order, as str."""
+        with self.env.begin() as txn:
+            return [k.decode() for k in txn.cursor(db=self._tiles).iternext(values=False)]
+
+    def __contains__(self, key):
+        with self.env.begin(buffers=True) as txn:
+            return txn.get(_key(key), db=self._tiles) is not None
+
+    def record(self, key):
+        """The decoded, checked Record of key (arrays copied)."""
+        with self.view() as v:
+            return v.record(key, copy=True)
+
+    def __getitem__(self, key):
+        """(image (C, H, W), label) of key, copied out of the map: label is
+        the (H, W) u8/u16 array, a 0-d int64 array for a scalar class, or
+        None. KeyError when the pool has no such key; CdpError when its
+        record is damaged."""
+        r = self.record(key)
+        return r.image, _label(r)
+
+    @contextlib.contextmanager
+    def view(self):
+        """A read transaction whose records view the memory map (no copy):
+
+            with pool.view() as v:
+                image, label = v[key]     # valid until the with block ends
+
+        Arrays from it must not be used after the block: the map's pages
+        may then be reused by a writer or unmapped (use pool[key] or
+        np.array(image) to keep them)."""
+        txn = self.env.begin(buffers=True)
+        try:
+            yield _View(self, txn)
+        finally:
+            txn.abort()
+
+    def __repr__(self):
+        return "<cdpool.Pool %r %d tiles %s %dx%dx%d label=%s>" % (
+            self.path, self.tiles, self.dtype_name, self.bands, self.height, self.width,
+            self.label_kind)
+
+
+def _key(key):
+    return key.encode() if isinstance(key, str) else bytes(key)
+
+
+def _label(r):
+    if r.label_kind == LABEL_CLASS:
+        return np.array(r.class_id, dtype=np.int64)
+    return r.label
+
+
+class _View:
+    def __init__(self, pool, txn):
+        self._pool, self._txn = pool, txn
+
+    def raw(self, key):
+        """The record's bytes as a memoryview into the map, or KeyError."""
+        v = self._txn.get(_key(key), db=self._pool._tiles)
+        if v is None:
+            raise KeyError(key)
+        return v
+
+    def record(self, key, copy=False):
+        k = key if isinstance(key, str) else bytes(key).decode("utf-8", "replace")
+        return decode(self.raw(key), (self._pool.path, k), copy=copy)
+
+    def __getitem__(self, key):
+        r = self.record(key)
+        return r.image, _label(r)

@@ -1,0 +1,129 @@
+#!/bin/sh
+# tests/python/python.sh: the Python package (python/cdpool) against the C
+# tools. The package is installed from a copy of python/ into a fresh
+# virtual environment over $PYTHON's site packages (numpy, lmdb, torch from
+# Debian), with no index and no build isolation, so no network is needed;
+# test_cdpool.py then runs under that environment's interpreter on
+# fixtures made here by the C tools:
+#   - one pool per record dtype (u8 .. f64; nodata masks, zlib, u16
+#     labels) and a pool of scalar-class chips (cdp-lmdbpack --list);
+#   - a road pool, its pointer file and cdp-train runs logging the keys
+#     they read (CDP_TRAIN_LOG_KEYS): one process at global batch 4, 2
+#     and 4 ranks with MPI (skipped without $MPIRUN), and a run resumed
+#     from a step-5 checkpoint.
+# Skips (77) when $PYTHON lacks numpy or lmdb, or cannot make a venv.
+. "$CDP_SRCDIR/tests/tools/common.sh"
+need_python
+if ! "$PYTHON" -c 'import numpy, lmdb, setuptools' 2>/dev/null; then
+	echo "SKIP: $PYTHON lacks numpy, lmdb or setuptools" >&2
+	exit 77
+fi
+MK="$CDP_SRCDIR/tests/tools/mkraster.py"
+GEN="$CDP_SRCDIR/share/cdpool/examples/genscene.py"
+SMALL="$CDP_SRCDIR/tests/train/small.cfg:in_h=32,in_w=32"
+
+echo "== install into a fresh venv"
+# pip builds in the tree it is given: a copy keeps the source tree clean
+cp -R "$CDP_SRCDIR/python" "$T/src"
+chmod -R u+w "$T/src"     # a read-only source tree (distcheck)
+"$PYTHON" -m venv --system-site-packages --without-pip "$T/venv" ||
+	{ echo "SKIP: $PYTHON cannot make a virtual environment" >&2; exit 77; }
+VPY=$T/venv/bin/python
+"$VPY" -m pip install -q --no-index --no-deps --no-build-isolation "$T/src" >"$T/pip.log" 2>&1 ||
+	fail "pip install: $(tail -5 "$T/pip.log")"
+rm -rf "$T/src"
+where=$(cd "$T" && "$VPY" -c 'import cdpool; print(cdpool.__file__)')
+case $where in
+"$T/venv/"*) ;;
+*) fail "cdpool imported from '$where', not the venv" ;;
+esac
+export PYTHONDONTWRITEBYTECODE=1
+
+echo "== fixtures"
+mkdir "$T/r"
+for dt in u8 u16 i16 u32 i32 f32 f64; do
+	extra= lab=
+	case $dt in
+	u8) extra="--label $T/r/$dt""_lab.tif --classes 7 --label-dtype u16" lab="--label-suffix _lab" ;;
+	i16|f32) extra="--nodata -7 --nodata-frac 0.05" ;;
+	esac
+	# shellcheck disable=SC2086
+	"$PYTHON" "$MK" "$T/r/$dt.tif" --width 64 --height 64 --bands 2 --dtype $dt --seed 3 $extra
+	z=
+	[ "$dt" = u16 ] || [ "$dt" = f32 ] && z="--zlib 6"
+	# shellcheck disable=SC2086
+	cdp-tile -q --size 32 $lab $z "$T/r/$dt.tif" | cdp-lmdbpack -q "$T/p_$dt"
+done
+"$PYTHON" "$MK" "$T/r/chip_a.tif" --width 16 --height 16 --bands 3 --dtype u8 --seed 4
+"$PYTHON" "$MK" "$T/r/chip_b.tif" --width 16 --height 16 --bands 3 --dtype u8 --seed 5
+printf 'chip_a.tif 0\nchip_b.tif 2\n' >"$T/r/chips.list"
+cdp-lmdbpack -q --list "$T/r/chips.list" "$T/p_class"
+cdp-keyshuffle -q --seed 2 -o "$T/i16.keys" "$T/p_i16"
+
+"$PYTHON" "$GEN" "$T/r/road.tif" --size 192 --seed 3 --mask "$T/r/road_mask.tif"
+cdp-tile -q --size 32 --label-suffix _mask "$T/r/road.tif" | cdp-lmdbpack -q "$T/pool"
+cdp-keyshuffle -q --seed 5 -o "$T/train.keys" "$T/pool"
+C0="--db $T/pool --keys $T/train.keys --threads 1 -q --seed 7"
+C="$C0 --model $SMALL"
+CDP_TRAIN_LOG_KEYS="$T/k1" cdp-train $C --batch 4 --epochs 2 --out "$T/run1" || fail "cdp-train"
+CDP_TRAIN_LOG_KEYS="$T/kp" cdp-train $C --batch 5 --epochs 2 --pad-last --out "$T/runp" ||
+	fail "cdp-train --pad-last"
+cdp-train $C --batch 4 --steps 5 --out "$T/runr" || fail "cdp-train --steps 5"
+cp "$T/runr/checkpoint.cdpt" "$T/step5.cdpt"
+CDP_TRAIN_LOG_KEYS="$T/kr" cdp-train $C --batch 4 --steps 14 --resume --out "$T/runr" ||
+	fail "cdp-train --resume"
+cdp-train $C0 --model "$CDP_SRCDIR/share/cdpool/models/unet.cfg:width=4,depth=2,in_h=32,in_w=32" \
+	--batch 4 --steps 2 --out "$T/runu" || fail "cdp-train unet"
+# the first step's loss, with and without augmentation, and model_dump's
+# initial weights for the same seed
+AUG=in_h=24,in_w=24,crop_h=24,crop_w=24,aug_hflip=1,aug_vflip=1,aug_rot90=1
+for v in aug:$AUG plain:in_h=32,in_w=32; do
+	name=${v%%:*} ov=${v#*:}
+	cdp-train $C0 --model "$CDP_SRCDIR/tests/train/small.cfg:$ov" --batch 4 --steps 1 \
+		--log-every 1 --out "$T/first_$name" || fail "cdp-train $name"
+	mkdir "$T/init_$name"
+	# shellcheck disable=SC2046
+	"$CDP_BUILDDIR/tests/engine/model_dump" -s 7 -b 4 -p "$T/init_$name" \
+		$(echo "$ov" | tr ',' '\n' | sed 's/^/-D /') "$CDP_SRCDIR/tests/train/small.cfg" \
+		>"$T/init_$name/model.json" || fail "model_dump $name"
+done
+mpirun=${MPIRUN:-}
+if [ -n "$mpirun" ] && command -v "$mpirun" >/dev/null 2>&1; then
+	MP="$mpirun --oversubscribe"
+	[ "$(id -u)" -ne 0 ] || MP="$mpirun --allow-run-as-root --oversubscribe"
+	export CDP_DIST_TIMEOUT=60
+	CDP_TRAIN_LOG_KEYS="$T/k2" $MP -np 2 cdp-train $C --batch 2 --epochs 2 --out "$T/run2" ||
+		fail "cdp-train, 2 ranks"
+	CDP_TRAIN_LOG_KEYS="$T/k4" $MP -np 4 cdp-train $C --batch 1 --epochs 2 --out "$T/run4" ||
+		fail "cdp-train, 4 ranks"
+else
+	echo "SKIP: the 2 and 4 rank runs (no MPIRUN); the sampler is checked against 1 process"
+fi
+"$CDP_BUILDDIR/tests/engine/model_dump" -i 3,32,32 -b 4 -D in_h=32 -D in_w=32 \
+	"$CDP_SRCDIR/tests/train/small.cfg" >"$T/small.json" || fail "model_dump"
+
+echo "== test_cdpool.py"
+"$VPY" "$CDP_SRCDIR/tests/python/test_cdpool.py" "$T"
+
+echo "== the DDP example of cdpool(7): 2 ranks, gloo"
+if ! "$VPY" -c 'import torch.distributed as d; assert d.is_available()' 2>/dev/null; then
+	echo "SKIP: no torch.distributed in $VPY"
+	exit 0
+fi
+sed -n '/^\.\\" BEGIN DDP EXAMPLE/,/^\.\\" END DDP EXAMPLE/p' "$CDP_SRCDIR/man/cdpool.7" \
+	| sed '1d;$d' | sed 's/\\e/\\/g' >"$T/train_ddp.py"
+[ -s "$T/train_ddp.py" ] || fail "no DDP example in cdpool.7"
+# torchrun's environment by hand (Debian's torch 1.13 torchrun fails under Python 3.11)
+port=$("$VPY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+pids=
+for r in 0 1; do
+	RANK=$r WORLD_SIZE=2 LOCAL_RANK=$r MASTER_ADDR=127.0.0.1 MASTER_PORT=$port OMP_NUM_THREADS=1 \
+		"$VPY" "$T/train_ddp.py" "$T/pool" "$T/train.keys" >"$T/ddp.$r" 2>&1 &
+	pids="$pids $!"
+done
+for p in $pids; do
+	wait "$p" || fail "DDP example: a rank failed: $(cat "$T/ddp.0" "$T/ddp.1")"
+done
+cat "$T/ddp.0"
+awk '$1 == "epoch" {l[n++] = $4} END { if (n != 4 || !(l[3] < 0.8 * l[0])) exit 1 }' "$T/ddp.0" ||
+	fail "DDP example: the loss did not fall"

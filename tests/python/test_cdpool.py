@@ -1,0 +1,549 @@
+"""test_cdpool.py: the installed cdpool package against the C tools'
+fixtures that tests/python/python.sh makes in DIR.
+
+    test_cdpool.py DIR
+
+Each check prints "ok  NAME"; the first failure prints "FAIL NAME: why"
+and exits 1. Checks that need torch say SKIP when it is absent.
+"""
+import os
+import re
+import shutil
+import struct
+import subprocess
+import sys
+import zlib
+
+import lmdb
+import numpy as np
+from osgeo import gdal
+
+import cdpool
+from cdpool import CdpError
+
+gdal.UseExceptions()
+T = sys.argv[1]
+SMALL = os.path.join(os.environ["CDP_SRCDIR"], "tests", "train", "small.cfg")
+NP = {"u8": np.uint8, "u16": np.uint16, "i16": np.int16, "u32": np.uint32, "i32": np.int32,
+      "f32": np.float32, "f64": np.float64}
+
+
+class Fail(Exception):
+    pass
+
+
+def check(cond, why):
+    if not cond:
+        raise Fail(why)
+
+
+def ok(name):
+    print("ok  ", name)
+
+
+def refused(code, fn, *args, **kw):
+    """fn(*args) must raise CdpError with code; returns it."""
+    try:
+        fn(*args, **kw)
+    except CdpError as e:
+        check(e.code == code, "%s: want %s, got %s (%s)" % (fn.__name__, code, e.code, e))
+        return e
+    raise Fail("%s(%.60s) accepted, want %s" % (fn.__name__, repr(args), code))
+
+
+def c_says(err, *cmd):
+    """The C tool cmd must exit 1 with err's message in its stderr."""
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    check(p.returncode == 1, "%s exited %d, want 1: %s" % (cmd[0], p.returncode, p.stderr))
+    check(str(err) in p.stderr, "%s says %r, Python %r" % (cmd[0], p.stderr.strip(), str(err)))
+
+
+def copy_pool(src, name):
+    """A copy without the lock file: reading and closing the lock file of a
+    pool this process has open would drop its fcntl lock, and LMDB would
+    then take the process's reader slots for a dead one's."""
+    dst = os.path.join(T, name)
+    shutil.rmtree(dst, ignore_errors=True)
+    shutil.copytree(src, dst, ignore=shutil.ignore_patterns("lock.mdb"))
+    return dst
+
+
+def put(pool_dir, db, key, value):
+    env = lmdb.open(pool_dir, max_dbs=2)
+    with env.begin(write=True) as txn:
+        txn.put(key, value, db=env.open_db(db, txn=txn))
+    env.close()
+
+
+def raw(pool_dir, db, key):
+    env = lmdb.open(pool_dir, max_dbs=2, readonly=True, lock=False)
+    with env.begin() as txn:
+        v = txn.get(key, db=env.open_db(db, txn=txn, create=False))
+    env.close()
+    return v
+
+
+def recrc(rec):
+    """A record with its CRC recomputed over the (modified) bytes."""
+    return rec[:-4] + struct.pack("<I", zlib.crc32(rec[:-4]))
+
+
+def meta_value(text):
+    b = text.encode()
+    return b + b"crc32=%08x\n" % zlib.crc32(b)
+
+
+# ---- pools of every record dtype ------------------------------------------------------
+def test_dtypes():
+    for dt in NP:
+        path = os.path.join(T, "p_" + dt)
+        p = cdpool.Pool(path)
+        check(p.dtype_name == dt and p.dtype == np.dtype(NP[dt]).newbyteorder("<"),
+              "%s: dtype %s" % (dt, p.dtype_name))
+        check(p.shape == (2, 32, 32) and len(p) == 4 and p.tiles == 4, "%s: shape" % dt)
+        check(p.keys() == ["%s_%d_%d" % (dt, r, c) for r in (0, 1) for c in (0, 1)],
+              "%s: keys %s" % (dt, p.keys()))
+        check(re.fullmatch("[0-9a-f]{32}", p.uuid), "uuid")
+        src = gdal.Open(os.path.join(T, "r", dt + ".tif"))
+        full = src.ReadAsArray()                               # (C, 64, 64)
+        nodata = src.GetRasterBand(1).GetNoDataValue()
+        valid = np.ones(full.shape[1:], bool) if nodata is None else ~np.all(full == nodata, 0)
+        check(len(p.sources) == 1 and p.sources[0]["path"].endswith(dt + ".tif")
+              and p.sources[0]["width"] == 64 and p.sources[0]["dtype"] == dt, "sources")
+        for key in p.keys():
+            r, c = (int(x) for x in key.split("_")[1:])
+            win = (slice(None), slice(32 * r, 32 * r + 32), slice(32 * c, 32 * c + 32))
+            image, label = p[key]
+            rec = p.record(key)
+            check(image.dtype == NP[dt] and image.shape == (2, 32, 32), "%s %s" % (dt, key))
+            check(np.array_equal(image, full[win]), "%s: %s differs from GDAL" % (dt, key))
+            check((rec.x_off, rec.y_off) == (32 * c, 32 * r), "%s: offsets" % key)
+            check(image.flags.writeable and image.flags.owndata, "pool[key] copies")
+            if nodata is not None:
+                check(rec.mask is not None and np.array_equal(rec.mask == 255, valid[win[1:]]),
+                      "%s: mask" % key)
+            if dt == "u8":
+                lab = gdal.Open(os.path.join(T, "r", "u8_lab.tif")).ReadAsArray()
+                check(p.label_kind == "u16" and label.dtype == np.uint16
+                      and np.array_equal(label, lab[win[1:]]), "%s: label" % key)
+            else:
+                check(label is None and p.label_kind == "none", "%s: no label" % key)
+            with p.view() as v:
+                im2, _ = v[key]
+                check(np.array_equal(im2, image), "view")
+                zero_copy = not rec.compression
+                check(im2.flags.owndata is False and (im2.flags.writeable is False), "view ro")
+                base = im2
+                while isinstance(base, np.ndarray) and base.base is not None:
+                    base = base.base
+                check(isinstance(base, memoryview) or not zero_copy,
+                      "%s: view copies an uncompressed record" % key)
+        check((p.record(p.keys()[0]).compression == 1) == (dt in ("u16", "f32")), "zlib")
+        for b in range(2):
+            x = full[b][valid].astype(np.float64)
+            m, s = x.mean(), x.std()
+            check(p.stats[b]["count"] == x.size, "%s: band %d count" % (dt, b + 1))
+            check(abs(p.mean[b] - m) <= 1e-12 * abs(m) and abs(p.std[b] - s) <= 1e-9 * s,
+                  "%s: band %d mean %r std %r, numpy %r %r" % (dt, b + 1, p.mean[b], p.std[b], m, s))
+            check(p.stats[b]["min"] == x.min() and p.stats[b]["max"] == x.max(), "min max")
+        if dt == "u8":
+            lab = gdal.Open(os.path.join(T, "r", "u8_lab.tif")).ReadAsArray()
+            want = {int(k): int(n) for k, n in zip(*np.unique(lab, return_counts=True))}
+            check(p.classes == want, "classes %s, want %s" % (p.classes, want))
+        p.close()
+    ok("pools u8..f64: tiles, masks, u16 labels, zlib, statistics, classes equal GDAL's")
+
+    p = cdpool.Pool(os.path.join(T, "p_class"))
+    check(p.label_kind == "class" and sorted(p.keys()) == ["chip_a", "chip_b"], "class pool")
+    for key, cls in (("chip_a", 0), ("chip_b", 2)):
+        image, label = p[key]
+        want = gdal.Open(os.path.join(T, "r", key + ".tif")).ReadAsArray()
+        check(np.array_equal(image, want) and label.shape == () and int(label) == cls,
+              "%s: class %s" % (key, label))
+    check(p.classes == {0: 1, 2: 1}, "class histogram %s" % p.classes)
+    ok("scalar-class chips")
+
+
+# ---- refusals -------------------------------------------------------------------------
+def test_record_refusals():
+    pool = os.path.join(T, "pool")
+    p = cdpool.Pool(pool)
+    key = p.keys()[3]
+    rec = raw(pool, b"tiles", key.encode())
+    dec = cdpool.decode_record
+    flip = bytearray(rec)
+    flip[300] ^= 1
+    refused("ECRC", dec, bytes(flip))
+    refused("EMAGIC", dec, b"CDPX" + rec[4:])
+    refused("EVERSION", dec, rec[:4] + b"\x02\x00" + rec[6:])
+    refused("ETRUNC", dec, rec[:-10])
+    refused("ETRUNC", dec, rec[:100])
+    refused("EFORMAT", dec, rec + b"\0")                       # trailing bytes
+    refused("EFORMAT", dec, recrc(rec[:100] + b"\1" + rec[101:]))   # reserved byte
+    refused("EFORMAT", dec, recrc(rec[:8] + b"\x09" + rec[9:]))     # dtype 9
+    zp = os.path.join(T, "p_u16")
+    zrec = raw(zp, b"tiles", b"u16_0_0")
+    bad = bytearray(zrec)
+    bad[170] ^= 0xFF                                           # inside the deflate stream
+    refused("EZLIB", dec, recrc(bytes(bad)))
+    ok("record refusals: crc, magic, version, truncation, trailing bytes, fields, zlib")
+
+    bad = copy_pool(pool, "badrec")
+    put(bad, b"tiles", key.encode(), bytes(flip))
+    e = refused("ECRC", cdpool.Pool(bad).__getitem__, key)
+    check(str(e) == "'%s': record '%s': checksum mismatch" % (bad, key), str(e))
+    c_says(e, "cdp-train", "--db", bad, "--keys", os.path.join(T, "train.keys"), "-q",
+           "--threads", "1", "--model", SMALL + ":in_h=32,in_w=32", "--batch", "36",
+           "--steps", "1", "--out", os.path.join(T, "badrun"))
+    ok("a damaged record in a pool: the same message as cdp-train's")
+
+    cases = [("stats", lambda t: t.replace(b"band.1.mean=", b"band.1.mean=9"), "ECRC"),
+             ("count", lambda t: meta_value("tiles=99\n"), "EFORMAT"),
+             ("format", lambda t: meta_value("format=cdpool-pool\nversion=2\n"), "EVERSION"),
+             ("format", lambda t: meta_value("format=other\nversion=1\n"), "EFORMAT"),
+             ("uuid", lambda t: meta_value("uuid=XYZ\n"), "EFORMAT"),
+             ("stats", lambda t: meta_value(t[:-15].decode().replace("bands=3\n",
+                                                                      "bands=3\nstale=1\n")),
+              "EFORMAT")]
+    for i, (name, change, code) in enumerate(cases):
+        bad = copy_pool(pool, "badmeta%d" % i)
+        put(bad, b"meta", name.encode(), change(raw(pool, b"meta", name.encode())))
+        refused(code, cdpool.Pool, bad)
+    ok("pool meta refusals: crc, count, version, format, uuid, stale stats")
+
+
+def write_keys(path, uuid, keys, seed=5, count=None, crc=None, header=None):
+    body = "".join(k + "\n" for k in keys).encode()
+    h = header or "#cdpool-keys 1 uuid=%s seed=%d count=%d crc32=%08x" % (
+        uuid, seed, len(keys) if count is None else count,
+        zlib.crc32(body) if crc is None else crc)
+    with open(path, "wb") as f:
+        f.write(h.encode() + b"\n" + body)
+    return path
+
+
+def test_keys():
+    pool = cdpool.Pool(os.path.join(T, "pool"))
+    kl = cdpool.read_keys(os.path.join(T, "train.keys"), pool=pool)
+    check(kl.uuid == pool.uuid and kl.seed == 5 and sorted(kl) == pool.keys(), "train.keys")
+    u, keys = kl.uuid, list(kl)
+    d = os.path.join(T, "k")
+    os.makedirs(d, exist_ok=True)
+    cases = [
+        ("magic", write_keys(d + "/a", u, keys, header="#cdpool-kez 1"), "EMAGIC", 1),
+        ("version", write_keys(d + "/b", u, keys, header="#cdpool-keys 2 uuid=%s" % u),
+         "EVERSION", 1),
+        ("header", write_keys(d + "/c", u, keys, header="#cdpool-keys 1 uuid=%s seed=x" % u),
+         "ESYNTAX", 1),
+        ("crc", write_keys(d + "/d", u, keys, crc=zlib.crc32(b"x")), "ECRC", 0),
+        ("fewer lines", write_keys(d + "/e", u, keys, count=len(keys) + 2), "ETRUNC",
+         len(keys) + 2),
+        ("more lines", write_keys(d + "/f", u, keys, count=len(keys) - 1), "EFORMAT",
+         len(keys) + 1),
+        ("a space", write_keys(d + "/g", u, keys[:3] + ["a b"] + keys[4:]), "ESYNTAX", 5),
+    ]
+    with open(d + "/h", "wb") as f:              # no final line feed
+        f.write(open(os.path.join(T, "train.keys"), "rb").read()[:-1])
+    cases.append(("no final newline", d + "/h", "EFORMAT", len(keys) + 1))
+    for name, path, code, line in cases:
+        e = refused(code, cdpool.read_keys, path)
+        check(e.line == line, "%s: line %d, want %d" % (name, e.line, line))
+        c_says(e, "cdp-train", "--db", pool.path, "--keys", path, "-q", "--threads", "1",
+               "--model", SMALL + ":in_h=32,in_w=32", "--batch", "4", "--steps", "1",
+               "--out", os.path.join(T, "krun"))
+    e = refused("EDUPKEY", cdpool.read_keys, write_keys(d + "/i", u, keys[:5] + keys[3:4] + keys[6:]))
+    check(e.line == 7, "duplicate key: line %d" % e.line)
+    other = write_keys(d + "/j", "0" * 32, keys)
+    cdpool.read_keys(other)
+    e = refused("EMISMATCH", cdpool.read_keys, other, pool=pool)
+    c_says(e, "cdp-train", "--db", pool.path, "--keys", other, "-q", "--threads", "1",
+           "--model", SMALL + ":in_h=32,in_w=32", "--batch", "4", "--steps", "1",
+           "--out", os.path.join(T, "krun"))
+    ok("pointer files: the C reader's refusals, lines and messages; duplicates; uuid")
+
+
+# ---- cdp-train's order -----------------------------------------------------------------
+def key_log(path):
+    """{(epoch, step): [keys]} of a CDP_TRAIN_LOG_KEYS file, in order."""
+    out = {}
+    for line in open(path):
+        e, s, k = line.split()
+        out.setdefault((int(e), int(s)), []).append(k)
+    return out
+
+
+def sampler_log(kl, sampler, epochs):
+    out = {}
+    for e in epochs:
+        sampler.set_epoch(e)
+        idx = list(sampler)
+        b = sampler.batch
+        for i in range(0, len(idx), b):
+            out[(e, sampler.start_step + i // b)] = [kl[j] for j in idx[i:i + b]]
+    return out
+
+
+def test_sampler():
+    kl = cdpool.read_keys(os.path.join(T, "train.keys"))
+    n = len(kl)
+    one = key_log(os.path.join(T, "k1.0"))
+    s1 = cdpool.BlockSampler(kl, 4, 0, 1, seed=7)
+    check(s1.steps == n // 4 and len(s1) == n // 4 * 4, "steps")
+    check(sampler_log(kl, s1, (0, 1)) == one, "j=1: the sampler's keys differ from cdp-train's")
+    for j in (2, 4):
+        b = 4 // j
+        logs = [os.path.join(T, "k%d.%d" % (j, r)) for r in range(j)]
+        have = all(os.path.exists(f) for f in logs)
+        for r in range(j):
+            s = cdpool.BlockSampler(n, b, r, j, seed=7)
+            got = sampler_log(kl, s, (0, 1))
+            want = {es: keys[r * b:(r + 1) * b] for es, keys in one.items()}
+            check(got == want, "j=%d rank %d: not block r + j*s of the 1-process order" % (j, r))
+            if have:
+                check(got == key_log(logs[r]), "j=%d rank %d: differs from cdp-train's log" % (j, r))
+        print("ok   j=%d: every (epoch, step, rank)%s" % (
+            j, " equals cdp-train's log" if have else " is block r + j*s (no MPI run)"))
+    sp = cdpool.BlockSampler(n, 5, 0, 1, seed=7, pad_last=True)
+    check(sp.steps == -(-n // 5), "pad_last steps")
+    check(sampler_log(kl, sp, (0, 1)) == key_log(os.path.join(T, "kp.0")), "pad_last keys")
+    ck = cdpool.load_checkpoint(os.path.join(T, "step5.cdpt"))
+    check((ck.step, ck.epoch, ck.data_pos) == (5, 0, 20), "step-5 checkpoint position")
+    sr = cdpool.BlockSampler(n, 4, 0, 1, seed=ck.seed)
+    sr.resume(ck)
+    got = sampler_log(kl, sr, (0,))
+    sr.set_epoch(1)
+    got.update({k: v for k, v in sampler_log(kl, sr, (1,)).items() if k[1] < 5})
+    check(got == key_log(os.path.join(T, "kr.0")), "resumed keys differ from cdp-train --resume")
+    ok("j=1 and --pad-last equal cdp-train's logs; resume(ckpt) continues as --resume")
+
+
+# ---- checkpoints ------------------------------------------------------------------------
+def test_checkpoint():
+    pool = cdpool.Pool(os.path.join(T, "pool"))
+    path = os.path.join(T, "run1", "checkpoint.cdpt")
+    c = cdpool.load_checkpoint(path)
+    check(c.version == 3 and c.in_shape == (3, 32, 32) and (c.step, c.epoch, c.data_pos) ==
+          (18, 2, 0) and c.seed == 7, "progress %r" % c)
+    check(c.pool_uuid == pool.uuid and c.bands == [1, 2, 3] and c.dtype == "u8", "data")
+    check(np.array_equal(c.mean, pool.mean) and np.array_equal(c.std, pool.std), "stats")
+    check(c.cfg_text == open(SMALL).read() and c.overrides == ["in_h=32", "in_w=32"], "cfg")
+    o = c.optim
+    check(o["type"] == "sgd" and o["lr"] == np.float32(0.05) and o["momentum"] == np.float32(0.9)
+          and o["step"] == 18 and o["m"] is None and o["v"].size == c.param_block().size,
+          "optimizer %r" % {k: v for k, v in o.items() if k not in ("m", "v")})
+    check(all(np.all(np.isfinite(t)) for t in c.params.values()), "finite")
+    model = __import__("json").load(open(os.path.join(T, "small.json")))
+    suffix = {"weight": "w", "bias": "b"}
+    want = [(L["name"] + "." + suffix[q["name"]], tuple(q["shape"]))
+            for L in model["layers"] for q in L["params"]]
+    got = [(k, t.shape) for k, t in c.params.items()]
+    check(got == want, "tensors %s, model_dump's model %s" % (got, want))
+    check(c.param_block().size == model["nparams"] and not c.buffers, "parameter count")
+    try:
+        import torch  # noqa: F401
+        from cdpool.torch_model import EngineNet
+    except ImportError:
+        print("SKIP torch twin (no torch)")
+    else:
+        net = EngineNet(model)
+        check([tuple(p.shape) for p in net.parameters()] == [s for _, s in want], "twin shapes")
+        check(c.param_block().size == sum(p.numel() for p in net.parameters()), "twin size")
+    ok("a cdp-train checkpoint: every field, tensors of model_dump's model")
+    test_to_torch(c, os.path.join(T, "run1", "checkpoint.cdpt"))
+    test_to_torch(cdpool.load_checkpoint(os.path.join(T, "runu", "checkpoint.cdpt")),
+                  os.path.join(T, "runu", "checkpoint.cdpt"))
+
+    b = open(path, "rb").read()
+    d = os.path.join(T, "ck")
+    os.makedirs(d, exist_ok=True)
+
+    def fixcrc(x):
+        return x[:-4] + struct.pack("<I", zlib.crc32(x[:-4]))
+
+    i = b.index(b"DATA") + 16 + 8 + 12 + 24           # the first std, f64
+    nan_at = b.index(b"conv0.w") + 7 + 4 + 16         # conv0.w's first value
+    cases = [("ECRC", b[:500] + bytes([b[500] ^ 1]) + b[501:]),
+             ("ETRUNC", b[:-9]),
+             ("EFORMAT", b + b"\0"),
+             ("EMAGIC", b"CDPCKPX\n" + b[8:]),
+             ("EVERSION", b[:8] + struct.pack("<I", 9) + b[12:]),
+             ("EFORMAT", fixcrc(b[:i] + struct.pack("<d", -1.0) + b[i + 8:]))]
+    for k, (code, data) in enumerate(cases):
+        f = os.path.join(d, "bad%d.cdpt" % k)
+        open(f, "wb").write(data)
+        e = refused(code, cdpool.load_checkpoint, f)
+        c_says(e, "cdp-predict", "-q", f, os.path.join(T, "r", "road.tif"),
+               "-o", os.path.join(T, "pred.tif"))
+    f = os.path.join(d, "nan.cdpt")
+    open(f, "wb").write(fixcrc(b[:nan_at] + struct.pack("<f", float("nan")) + b[nan_at + 4:]))
+    check(np.isnan(cdpool.load_checkpoint(f).params["conv0.w"].flat[0]), "NaN read")
+    refused("EFORMAT", cdpool.load_checkpoint, f, finite=True)
+    ok("damaged checkpoints: the refusals and messages of cdp-predict; finite=True")
+
+
+def test_to_torch(c, path):
+    """to_torch(ckpt) gives cdp-predict --prob's probabilities on a raster of one window
+    (--overlap 0: no mirrored context, no blending)."""
+    try:
+        import torch
+        from cdpool.torch_model import model_json, to_torch
+    except ImportError:
+        print("SKIP to_torch (no torch)")
+        return
+    dump = os.path.join(os.environ["CDP_BUILDDIR"], "tests", "engine", "model_dump")
+    net = to_torch(c, model_json(c, dump))
+    win = os.path.join(T, "win.tif")
+    gdal.Translate(win, os.path.join(T, "r", "road.tif"), srcWin=[37, 61, 32, 32])
+    out = os.path.join(T, "win_prob.tif")
+    r = subprocess.run(["cdp-predict", "-q", "--prob", "--overlap", "0", "--threads", "1", path,
+                        win, "-o", out],
+                       capture_output=True, text=True)
+    check(r.returncode == 0, "cdp-predict --prob: %s" % r.stderr)
+    want = gdal.Open(out).ReadAsArray().astype(np.float64)            # (K, 32, 32)
+    raw = gdal.Open(win).ReadAsArray()
+    with torch.no_grad():
+        got = torch.softmax(net(torch.from_numpy(c.standardize(raw)[None])), 1)[0].numpy()
+    err = float(np.max(np.abs(got - want)))
+    check(got.shape == want.shape and err <= 1e-5, "to_torch differs from cdp-predict --prob "
+          "by %g" % err)
+    print("ok   to_torch(%s, %d buffers): cdp-predict --prob's probabilities within %.1e"
+          % (os.path.basename(os.path.dirname(path)), len(c.buffers), err))
+    from cdpool.torch_model import export_onnx
+    onnx_path = os.path.join(T, "model.onnx")
+    dep = export_onnx(c, model_json(c, dump), onnx_path)
+    with torch.no_grad():
+        got = dep(torch.from_numpy(raw[None].astype(np.float32)))[0].numpy()
+    err = float(np.max(np.abs(got - want)))
+    check(err <= 1e-5, "Deployed (raw bands in) differs from cdp-predict --prob by %g" % err)
+    check(os.path.getsize(onnx_path) > 0, "no ONNX file")
+    try:
+        import onnxruntime
+    except ImportError:
+        print("ok   Deployed: raw bands to cdp-predict's probabilities; ONNX written "
+              "(SKIP its run: no onnxruntime)")
+        return
+    sess = onnxruntime.InferenceSession(onnx_path)
+    got = sess.run(None, {"bands": raw[None].astype(np.float32)})[0][0]
+    err = float(np.max(np.abs(got - want)))
+    check(err <= 1e-5, "ONNX Runtime differs from cdp-predict --prob by %g" % err)
+    ok("export_onnx: ONNX Runtime gives cdp-predict's probabilities")
+
+
+# ---- samples and DataLoader -------------------------------------------------------------
+def test_dataset():
+    p = cdpool.Pool(os.path.join(T, "p_i16"))
+    ds = cdpool.PoolDataset(p, os.path.join(T, "i16.keys"))
+    src = gdal.Open(os.path.join(T, "r", "i16.tif")).ReadAsArray()
+    m32, inv = p.mean.astype(np.float32), (1.0 / p.std).astype(np.float32)
+    for i in range(len(ds)):
+        r, c = (int(x) for x in ds.key(i).split("_")[1:])
+        x = src[:, 32 * r:32 * r + 32, 32 * c:32 * c + 32]
+        want = (x.astype(np.float32) - m32[:, None, None]) * inv[:, None, None]
+        want[:, np.all(x == -7, 0)] = 0
+        img, lab = ds[i]
+        check(img.dtype == np.float32 and lab is None and np.array_equal(img, want),
+              "sample %d: not the standardized tile with invalid pixels 0" % i)
+    ok("PoolDataset: float32 standardization, invalid pixels 0")
+
+    road = cdpool.Pool(os.path.join(T, "pool"))
+    rd = cdpool.PoolDataset(road, os.path.join(T, "train.keys"), ignore=-1)
+    img, lab = rd[0]
+    rec = road.record(rd.key(0))
+    check(lab.dtype == np.int64 and np.array_equal(lab, rec.label.astype(np.int64)), "labels")
+    import pickle
+    again = pickle.loads(pickle.dumps(rd))          # how spawned workers get it
+    check(all(np.array_equal(a, b) for a, b in zip(again[5], rd[5])), "pickled dataset")
+    nolock = copy_pool(road.path, "nolock")
+    q = cdpool.Pool(nolock, lock=False)
+    check(np.array_equal(q[rd.key(3)][0], rd.pool[rd.key(3)][0]), "lock=False")
+    check(not os.path.exists(os.path.join(nolock, "lock.mdb")), "lock=False made a lock file")
+    ok("a pickled PoolDataset (spawned workers); Pool(lock=False) leaves no lock file")
+    try:
+        import torch
+        from torch.utils.data import DataLoader
+    except ImportError:
+        print("SKIP DataLoader (no torch)")
+        return
+    s = cdpool.BlockSampler(len(rd), 4, 0, 1, seed=7)
+    dl = DataLoader(rd, batch_size=4, sampler=s, num_workers=2)
+    idx = list(s)
+    with road.view():                   # a parent transaction open while workers fork
+        for k, (x, y) in enumerate(dl):
+            want = np.stack([rd[j][0] for j in idx[4 * k:4 * k + 4]])
+            check(x.dtype == torch.float32 and np.array_equal(x.numpy(), want), "batch %d" % k)
+            check(y.dtype == torch.int64 and tuple(y.shape) == (4, 32, 32), "labels %d" % k)
+    check(k + 1 == s.steps, "batches")
+    ok("DataLoader(num_workers=2) with BlockSampler: cdp-train's batches")
+
+
+def test_first_step():
+    """PoolDataset's first batch, with cdp-train's augmentation or without,
+    through the torch twin at model_dump's initial weights (the engine's
+    init for the run seed), gives the loss cdp-train logs for step 1."""
+    try:
+        import torch
+        from cdpool.torch_model import EngineNet, loss_fn
+    except ImportError:
+        print("SKIP first step (no torch)")
+        return
+    import json
+    pool = cdpool.Pool(os.path.join(T, "pool"))
+    kl = cdpool.read_keys(os.path.join(T, "train.keys"), pool=pool)
+    for name in ("plain", "aug"):
+        d = os.path.join(T, "init_" + name)
+        model = json.load(open(os.path.join(d, "model.json")))
+        ck = cdpool.load_checkpoint(os.path.join(T, "first_" + name, "checkpoint.cdpt"))
+        aug = cdpool.Augment.from_checkpoint(ck)
+        check(aug == (cdpool.Augment(True, True, True, 24, 24, seed=7) if name == "aug" else
+                      cdpool.Augment(seed=7)), "Augment.from_checkpoint: %r" % aug)
+        ds = cdpool.PoolDataset(pool, kl, augment=aug)
+        s = cdpool.BlockSampler(len(kl), 4, 0, 1, seed=7, with_epoch=True)
+        batch = [ds[next(it)] for it in [iter(s)] for _ in range(4)]
+        x = torch.from_numpy(np.stack([b[0] for b in batch]))
+        y = torch.from_numpy(np.stack([b[1] for b in batch])).reshape(4, -1)
+        net = EngineNet(model)
+        net.load_blocks(np.fromfile(os.path.join(d, "params0.f32"), "<f4"))
+        got = float(loss_fn(model, net.train()(x), y))
+        want = next(json.loads(line)["loss"] for line in
+                    open(os.path.join(T, "first_" + name, "metrics.jsonl"))
+                    if '"type":"step"' in line and '"step":1,' in line)
+        check(abs(got - want) <= 1e-5 * abs(want), "%s: loss %r, cdp-train's %r" % (name, got,
+                                                                                       want))
+        if aug.active:               # the validation transform must differ
+            ds.augment = cdpool.Augment(crop_h=24, crop_w=24, val=True)
+            xv = torch.from_numpy(np.stack([ds[(0, i)][0] for i in s.step_indices(0, 0)]))
+            check(not torch.equal(xv, x), "augmentation changed nothing")
+        print("ok   first step %s: loss %.9g, cdp-train's %.9g" % (name, got, want))
+
+
+def test_info():
+    py = sys.executable
+    good = [os.path.join(T, "pool"), os.path.join(T, "train.keys"),
+            os.path.join(T, "run1", "checkpoint.cdpt")]
+    r = subprocess.run([py, "-m", "cdpool", "info"] + good, capture_output=True, text=True)
+    check(r.returncode == 0, "info: exit %d %s" % (r.returncode, r.stderr))
+    for want in ("tiles: 36", "count: 36", "step: 18", "shape: 3x32x32", "tensor conv0.w: 4x3x3x3"):
+        check(want in r.stdout, "info lacks %r" % want)
+    bad = os.path.join(T, "ck", "bad0.cdpt")
+    r = subprocess.run([py, "-m", "cdpool", "info", bad], capture_output=True, text=True)
+    check(r.returncode == 1 and r.stderr == "cdpool: cannot read '%s': checksum mismatch\n" % bad,
+          "info on a damaged file: %d %r" % (r.returncode, r.stderr))
+    r = subprocess.run([py, "-m", "cdpool", "info"], capture_output=True, text=True)
+    check(r.returncode == 2, "info without a path: exit %d" % r.returncode)
+    ok("python -m cdpool info")
+
+
+def main():
+    tests = [test_dtypes, test_record_refusals, test_keys, test_sampler, test_checkpoint,
+             test_dataset, test_first_step, test_info]
+    for t in tests:
+        try:
+            t()
+        except Fail as e:
+            print("FAIL %s: %s" % (t.__name__, e))
+            return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
