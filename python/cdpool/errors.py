@@ -44,7 +44,7 @@ class CdpError(ValueError):
         self.line = line
         self.record = record
         text = "'%s': " % subject
-        if line:
+        if line and not (message and code == "EDUPKEY"):
             text += "line %d: " % line
         if record is not None:
             text += "record '%s': " % record

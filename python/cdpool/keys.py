@@ -85,7 +85,9 @@ def read_keys(path, pool=None):
     seen = {}
     for i, k in enumerate(keys):
         if k in seen:
-            raise CdpError("EDUPKEY", path, line=i + 2)
+            # as cdp-train words it (lib/cdp_ptrfile.c, both lines 1-based)
+            raise CdpError("EDUPKEY", path, line=i + 2,
+                           message="key '%s' on lines %d and %d" % (k, seen[k] + 2, i + 2))
         seen[k] = i
     if pool is not None and pool.uuid != uuid:
         raise CdpError("EMISMATCH", path, message="made for pool %s, '%s' is %s"

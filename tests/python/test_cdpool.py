@@ -251,8 +251,13 @@ def test_keys():
         c_says(e, "cdp-train", "--db", pool.path, "--keys", path, "-q", "--threads", "1",
                "--model", SMALL + ":in_h=32,in_w=32", "--batch", "4", "--steps", "1",
                "--out", os.path.join(T, "krun"))
-    e = refused("EDUPKEY", cdpool.read_keys, write_keys(d + "/i", u, keys[:5] + keys[3:4] + keys[6:]))
+    dup = write_keys(d + "/i", u, keys[:5] + keys[3:4] + keys[6:])
+    e = refused("EDUPKEY", cdpool.read_keys, dup)
     check(e.line == 7, "duplicate key: line %d" % e.line)
+    check("key '%s' on lines 5 and 7" % keys[3] in str(e), "duplicate key: %s" % e)
+    c_says(e, "cdp-train", "--db", pool.path, "--keys", dup, "-q", "--threads", "1",
+           "--model", SMALL + ":in_h=32,in_w=32", "--batch", "4", "--steps", "1",
+           "--out", os.path.join(T, "krun"))
     other = write_keys(d + "/j", "0" * 32, keys)
     cdpool.read_keys(other)
     e = refused("EMISMATCH", cdpool.read_keys, other, pool=pool)
