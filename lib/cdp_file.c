@@ -80,6 +80,7 @@ int cdp_fileset_add(cdp_fileset *s, const char *path, const char *what)
 		return CDP_ENOMEM;
 	e->dev = (uint64_t)st.st_dev;
 	e->ino = (uint64_t)st.st_ino;
+	e->seq = s->n;
 	s->n++;
 	s->sorted = 0;
 	return CDP_OK;
@@ -96,6 +97,16 @@ static int cmp_entry(const void *pa, const void *pb)
 	return 0;
 }
 
+/* (dev, ino), then the order of addition, so that equal identities sit in
+ * the order they were added. */
+static int cmp_entry_seq(const void *pa, const void *pb)
+{
+	const cdp_file_entry *a = pa, *b = pb;
+	int c = cmp_entry(pa, pb);
+
+	return c ? c : a->seq < b->seq ? -1 : a->seq > b->seq;
+}
+
 static const char *find(cdp_fileset *s, const struct stat *st)
 {
 	cdp_file_entry key, *hit;
@@ -103,14 +114,16 @@ static const char *find(cdp_fileset *s, const struct stat *st)
 	if (!s || s->n == 0)
 		return NULL;
 	if (!s->sorted) {
-		/* Stable order among equal identities does not matter: any
-		 * phrase of the file names it. */
-		qsort(s->e, s->n, sizeof *s->e, cmp_entry);
+		qsort(s->e, s->n, sizeof *s->e, cmp_entry_seq);
 		s->sorted = 1;
 	}
 	key.dev = (uint64_t)st->st_dev;
 	key.ino = (uint64_t)st->st_ino;
 	hit = bsearch(&key, s->e, s->n, sizeof *s->e, cmp_entry);
+	/* bsearch may land on any of a file's entries: the message names it
+	 * by the phrase added first (the input itself, not "read for" it). */
+	while (hit && hit > s->e && cmp_entry(hit - 1, &key) == 0)
+		hit--;
 	return hit ? hit->what : NULL;
 }
 

@@ -25,6 +25,7 @@ int cdp_same_file(const char *a, const char *b);
 
 typedef struct cdp_file_entry {
 	uint64_t dev, ino;
+	size_t seq;             /* order of addition: the first phrase of a file wins */
 	char *what;             /* owned: the phrase naming the file */
 } cdp_file_entry;
 
@@ -38,7 +39,8 @@ typedef struct cdp_fileset {
  * (ENOENT, ENOTDIR) is skipped (CDP_OK: nothing there to overwrite); CDP_ENOMEM, or the errno
  * of stat(2) otherwise. */
 int  cdp_fileset_add(cdp_fileset *s, const char *path, const char *what);
-/* The phrase of the member that path is, or NULL (also when path does not
+/* The phrase of the member that path is (the one added first where a file
+ * was added more than once), or NULL (also when path does not
  * exist). */
 const char *cdp_fileset_find(cdp_fileset *s, const char *path);
 /* Same for an open descriptor (a redirected standard output). */

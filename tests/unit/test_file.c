@@ -88,6 +88,13 @@ int main(void)
 	fd = open(tp("b"), O_RDONLY);
 	CHECK(cdp_fileset_find_fd(&s, fd) == NULL, "b by descriptor");
 	close(fd);
+	/* A file added again under other phrases (GDAL lists the dataset
+	 * itself among the files it reads) is named by its first phrase,
+	 * wherever bsearch lands among its entries. */
+	for (int i = 0; i < 7; i++)
+		CHECK_RC(cdp_fileset_add(&s, tp("f37"), "read for something"), CDP_OK);
+	CHECK(cdp_fileset_find(&s, tp("f37")) && strcmp(cdp_fileset_find(&s, tp("f37")),
+	      "file 37") == 0, "a file added 8 times is named by its first phrase");
 	cdp_fileset_free(&s);
 	CHECK(s.n == 0 && s.e == NULL, "free clears the set");
 
