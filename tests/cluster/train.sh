@@ -1,0 +1,64 @@
+#!/bin/sh
+# cdp-train across 2 simulated hosts (cluster_common.sh: network, mount and
+# UTS namespaces, TCP only, each host its own copy of the pool and its own
+# run directory at the same node-local path):
+#  - mpirun places rank r on host r+1;
+#  - 2 hosts x 1 rank with batch 4 give the losses of 1 process with batch
+#    8 (relative 1e-6), with --allreduce mpi and ring, and 2 hosts x 2 ranks
+#    with batch 2 those of the same process (1e-5: four partial sums);
+#  - the ranks of the 2 hosts read, between them, the samples of 1 process,
+#    step by step (CDP_TRAIN_LOG_KEYS);
+#  - only rank 0's host gets metrics.jsonl, train.log, loss.png and the
+#    checkpoint; rank 1's host holds an empty run directory;
+#  - --sync average:5 and admm:5:0.01 on 2 hosts x 1 rank give the losses
+#    of 2 ranks on one host (1e-6).
+# Skipped where namespaces cannot be made or without MPI.
+. "$CDP_SRCDIR/tests/cluster/cluster_common.sh"
+
+echo "== placement"
+$CMP -np 2 sh -c 'echo "$OMPI_COMM_WORLD_RANK $(hostname)"' | sort >"$T/map"
+printf '0 node1\n1 node2\n' | cmp -s - "$T/map" || fail "ranks placed as: $(cat "$T/map")"
+cat "$T/map"
+
+P="--db $N/pool --keys $T/train.keys --model $SMALL --steps 12 --log-every 1 --threads 1 -q"
+echo "== 2 hosts x batch 4 = 1 process x batch 8"
+CDP_TRAIN_LOG_KEYS="$T/k1" on node1 cdp-train $P --batch 8 --out "$N/one" || fail "1 process"
+losses "$(node_path node1 "$N/one")/metrics.jsonl" >"$T/l1"
+[ "$(wc -l <"$T/l1")" -eq 12 ] || fail "want 12 losses from 1 process"
+for algo in mpi ring; do
+	CDP_TRAIN_LOG_KEYS="$T/k.$algo" $CMP -x CDP_TRAIN_LOG_KEYS -np 2 \
+		cdp-train $P --batch 4 --allreduce $algo --out "$N/two.$algo" || fail "2 hosts ($algo)"
+	r0=$(node_path node1 "$N/two.$algo") r1=$(node_path node2 "$N/two.$algo")
+	losses "$r0/metrics.jsonl" >"$T/l2"
+	losses_close "$T/l1" "$T/l2" 1e-6 || fail "$algo: 2-host losses differ from 1 process"
+	echo "$algo: 12 losses agree to 1e-6"
+	for f in metrics.jsonl train.log loss.png checkpoint.cdpt; do
+		[ -s "$r0/$f" ] || fail "$algo: rank 0's host has no $f"
+	done
+	[ -d "$r1" ] || fail "$algo: rank 1 made no run directory on node2"
+	[ -z "$(ls -A "$r1")" ] || fail "$algo: rank 1 wrote to its host: $(ls -A "$r1")"
+	sort "$T/k.$algo.0" "$T/k.$algo.1" >"$T/k2"
+	sort "$T/k1.0" | cmp -s - "$T/k2" || fail "$algo: 2 hosts read other (epoch, step, key) than 1 process"
+done
+echo "rank 0's host holds the run's files, rank 1's an empty directory; the samples of each step are 1 process's"
+
+echo "== 2 hosts x 2 ranks x batch 2 = 1 process x batch 8"
+$CMP -np 4 --host node1:2,node2:2 cdp-train $P --batch 2 --allreduce ring --out "$N/four" ||
+	fail "2 hosts x 2 ranks"
+losses "$(node_path node1 "$N/four")/metrics.jsonl" >"$T/l4"
+losses_close "$T/l1" "$T/l4" 1e-5 || fail "2x2: losses differ from 1 process"
+echo "2x2: 12 losses agree to 1e-5"
+
+for sync in average:5 admm:5:0.01; do
+	echo "== --sync $sync: 2 hosts = 2 ranks on one host"
+	d=$(echo "$sync" | tr : _)
+	$CMP -np 2 --host node1:2 cdp-train $P --batch 4 --sync $sync --out "$N/$d.one" ||
+		fail "$sync: 1 host"
+	$CMP -np 2 cdp-train $P --batch 4 --sync $sync --out "$N/$d.two" || fail "$sync: 2 hosts"
+	losses "$(node_path node1 "$N/$d.one")/metrics.jsonl" >"$T/la"
+	losses "$(node_path node1 "$N/$d.two")/metrics.jsonl" >"$T/lb"
+	[ "$(wc -l <"$T/la")" -eq 12 ] || fail "$sync: want 12 losses"
+	losses_close "$T/la" "$T/lb" 1e-6 || fail "$sync: 2-host losses differ from 1 host"
+	echo "$sync: 12 losses agree to 1e-6"
+done
+exit 0
