@@ -6,6 +6,12 @@
 #    bit for bit, the resume says nothing, and rank 1's host never holds a
 #    checkpoint (rank 0 read it and sent each rank its state);
 #  - the same with a run directory both hosts share;
+#  - the same global batch on another number of hosts continues the same
+#    run: 2 hosts x batch 4 to step 7, 1 host x batch 8 to 14, 2 hosts to
+#    20 give the losses of 2 hosts throughout (1e-6);
+#  - another global batch is refused (exit 1, the message names the step
+#    and the global batch), even where the position in the epoch is a
+#    whole number of its steps;
 #  - --resume where rank 0's host has no checkpoint: one message, from rank
 #    0, naming the file; exit 1.
 # Skipped where namespaces cannot be made or without MPI.
@@ -39,6 +45,34 @@ done
 echo "== average:5: a run directory both hosts share"
 resume_same average:5 "$T/shared"
 echo "average:5: 20 losses equal bit for bit"
+
+echo "== another number of hosts, the same global batch"
+S="--db $N/pool --keys $T/train.keys --model $SMALL --threads 1 -q --log-every 1"
+S="$S --schedule constant --lr 0.01"
+$CMP -np 2 cdp-train $S --batch 4 --out "$N/hx.a" --steps 20 || fail "2 hosts: run a"
+$CMP -np 2 cdp-train $S --batch 4 --out "$N/hx.b" --steps 7 || fail "2 hosts: run b"
+cp -r "$(node_path node1 "$N/hx.b")" "$T/hx.7"
+on node1 cdp-train $S --batch 8 --out "$N/hx.b" --steps 14 --resume 2>"$T/err" ||
+	fail "1 host from 2: $(cat "$T/err")"
+[ ! -s "$T/err" ] || fail "1 host from 2 said: $(cat "$T/err")"
+$CMP -np 2 cdp-train $S --batch 4 --out "$N/hx.b" --steps 20 --resume 2>"$T/err" ||
+	fail "2 hosts from 1: $(cat "$T/err")"
+losses "$(node_path node1 "$N/hx.a")/metrics.jsonl" >"$T/la"
+losses "$(node_path node1 "$N/hx.b")/metrics.jsonl" >"$T/lb"
+[ "$(wc -l <"$T/la")" -eq 20 ] || fail "hosts: $(wc -l <"$T/la") step lines"
+losses_close "$T/la" "$T/lb" 1e-6 || fail "2 hosts, then 1 from step 7, then 2 from 14: other losses"
+echo "2 hosts to step 7, 1 host to 14, 2 hosts to 20: the 20 losses of 2 hosts throughout (1e-6)"
+
+echo "== another global batch"
+set +e
+$CMP -np 2 cdp-train $S --batch 2 --out "$T/hx.7" --steps 20 --resume >"$T/out" 2>"$T/err"
+rc=$?
+set -e
+[ "$rc" -eq 1 ] || fail "global batch 4 from 8: exit $rc, want 1: $(cat "$T/err")"
+want="cdp-train: rank 0: the checkpoint in '$T/hx.7' is at step 7, 8 samples into epoch 2,"
+want="$want where steps of 4 samples, 6 an epoch, do not lead (resume with the global batch"
+grep -qF "$want" "$T/err" || fail "global batch 4 from 8: want '$want...', got: $(cat "$T/err")"
+grep '^cdp-train: rank 0' "$T/err"
 
 echo "== no checkpoint on rank 0's host"
 on node1 mkdir -p "$N/none"
