@@ -11,7 +11,11 @@
 #  - only rank 0's host gets metrics.jsonl, train.log, loss.png and the
 #    checkpoint; rank 1's host holds an empty run directory;
 #  - --sync average:5 and admm:5:0.01 on 2 hosts x 1 rank give the losses
-#    of 2 ranks on one host (1e-6).
+#    of 2 ranks on one host (1e-6);
+#  - a pool per host must be a copy: another pool (another uuid, with a
+#    pointer file made for it) or another pointer file on host 2 is refused
+#    in one message naming rank 1, its host and both uuids (both pointer
+#    file headers); copies train.
 # Skipped where namespaces cannot be made or without MPI.
 . "$CDP_SRCDIR/tests/cluster/cluster_common.sh"
 
@@ -61,4 +65,31 @@ for sync in average:5 admm:5:0.01; do
 	losses_close "$T/la" "$T/lb" 1e-6 || fail "$sync: 2-host losses differ from 1 host"
 	echo "$sync: 12 losses agree to 1e-6"
 done
+echo "== a pool per host that is not a copy"
+# node1: a copy of the pool and its pointer file; node2: the same tiles
+# packed again (another uuid) with a pointer file of its own, so each rank's
+# pool and pointer file agree, but the hosts train on different pools
+n1=$(node_path node1 "$N/other") n2=$(node_path node2 "$N/other")
+cp -r "$T/pool" "$n1"
+cp "$T/train.keys" "$n1.keys"
+cdp-tile -q --size 64 --label-suffix _mask "$T/c3.tif" "$T/c4.tif" | cdp-lmdbpack -q "$n2"
+cdp-keyshuffle -q --seed 1 --val 0.25 --val-out "$T/val2.keys" -o "$n2.keys" "$n2"
+u1=$(sed -n '1s/.*uuid=\([0-9a-f]*\).*/\1/p' "$n1.keys") u2=$(sed -n '1s/.*uuid=\([0-9a-f]*\).*/\1/p' "$n2.keys")
+[ -n "$u1" ] && [ -n "$u2" ] && [ "$u1" != "$u2" ] || fail "pools: uuids '$u1' '$u2'"
+O="--db $N/other --keys $N/other.keys --model $SMALL --steps 2 --threads 1 -q --batch 4"
+expect_fail 1 "^cdp-train: rank 1 on host 'node2': pool '$N/other' is $u2, rank 0's is $u1$" \
+	$CMP -np 2 cdp-train $O --out "$N/other.run"
+grep '^cdp-train' "$T/err"
+[ "$(grep -c '^cdp-train' "$T/err")" -eq 1 ] || fail "pools: want one message: $(cat "$T/err")"
+
+echo "== the same pool, another pointer file"
+rm -rf "$n2" "$n2.keys"
+cp -r "$T/pool" "$n2"
+cdp-keyshuffle -q --seed 2 -o "$n2.keys" "$n2"
+expect_fail 1 "^cdp-train: rank 1 on host 'node2': pointer file '$N/other.keys' is not rank 0's: '.*seed=2 .*' here, '.*seed=1 .*' there$" \
+	$CMP -np 2 cdp-train $O --out "$N/other.run"
+grep '^cdp-train' "$T/err"
+cp "$n1.keys" "$n2.keys"
+$CMP -np 2 cdp-train $O --out "$N/other.run" || fail "copies of the pool and pointer file refused"
+echo "copies of the pool and its pointer file on each host train"
 exit 0

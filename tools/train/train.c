@@ -437,7 +437,7 @@ int cdp_train_run(const cdp_train_opts *o)
 	rc = tr_setup(&t, err, sizeof err);
 	if (rc != 0)
 		tr_report(&t, err);
-	if (cdp_dist_any(rc)) {
+	if (cdp_dist_any(rc) || (t.size > 1 && tr_same_data(&t))) {
 		tr_teardown(&t);
 		return 1;
 	}

@@ -429,6 +429,48 @@ int tr_setup(trainer *t, char *err, size_t cap)
 	return 0;
 }
 
+/* The header line of a pointer file (its pool uuid, seed, count and the
+ * CRC of its keys) into line[cap], or "" when it cannot be read. */
+static void ptr_header(const char *path, char *line, size_t cap)
+{
+	FILE *f = path ? fopen(path, "r") : NULL;
+
+	line[0] = '\0';
+	if (f && !fgets(line, (int)cap, f))
+		line[0] = '\0';
+	if (f)
+		fclose(f);
+	line[strcspn(line, "\n")] = '\0';
+}
+
+int tr_same_data(trainer *t)
+{
+	const cdp_train_opts *o = t->o;
+	char mine[3][256], first[3][256], host[256];
+	int bad = 0;
+
+	snprintf(mine[0], sizeof mine[0], "%s", t->ti.pool->uuid);
+	ptr_header(o->keys, mine[1], sizeof mine[1]);
+	ptr_header(o->val_keys, mine[2], sizeof mine[2]);
+	memcpy(first, mine, sizeof first);
+	cdp_dist_bcast_bytes(first, sizeof first);
+	for (int i = 0; i < 3 && !bad; i++)
+		bad = strcmp(mine[i], first[i]) != 0 ? i + 1 : 0;
+	if (bad) {
+		if (gethostname(host, sizeof host) != 0)
+			snprintf(host, sizeof host, "?");
+		host[sizeof host - 1] = '\0';
+		if (bad == 1)
+			fprintf(stderr, "cdp-train: rank %d on host '%s': pool '%s' is %s, rank 0's is %s\n",
+			        t->rank, host, o->db, mine[0], first[0]);
+		else
+			fprintf(stderr, "cdp-train: rank %d on host '%s': pointer file '%s' is not rank "
+			        "0's: '%s' here, '%s' there\n", t->rank, host,
+			        bad == 2 ? o->keys : o->val_keys, mine[bad - 1], first[bad - 1]);
+	}
+	return cdp_dist_any(bad);
+}
+
 void tr_teardown(trainer *t)
 {
 	tr_sync_free(t);
