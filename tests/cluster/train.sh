@@ -15,7 +15,9 @@
 #  - a pool per host must be a copy: another pool (another uuid, with a
 #    pointer file made for it) or another pointer file on host 2 is refused
 #    in one message naming rank 1, its host and both uuids (both pointer
-#    file headers); copies train.
+#    file headers); copies train;
+#  - one pool on read-only storage both hosts mount (a read-only bind
+#    mount, no lock.mdb) trains, with the losses of 1 process.
 # Skipped where namespaces cannot be made or without MPI.
 . "$CDP_SRCDIR/tests/cluster/cluster_common.sh"
 
@@ -92,4 +94,22 @@ grep '^cdp-train' "$T/err"
 cp "$n1.keys" "$n2.keys"
 $CMP -np 2 cdp-train $O --out "$N/other.run" || fail "copies of the pool and pointer file refused"
 echo "copies of the pool and its pointer file on each host train"
+
+echo "== one pool on read-only shared storage"
+# as a read-only NFS export: every host mounts the same directory read-only
+# (here a read-only bind mount of one directory); without lock.mdb, which
+# LMDB cannot create there and does without on a read-only filesystem
+mkdir "$T/export"
+cp "$T/pool/data.mdb" "$T/export/"
+for h in node1 node2; do
+	on $h sh -c "mkdir -p '$N/ro' && mount --bind '$T/export' '$N/ro' &&
+		mount -o remount,ro,bind '$N/ro'" || fail "$h: cannot mount '$T/export' read-only"
+done
+on node2 sh -c ": >'$N/ro/probe'" 2>/dev/null && fail "the export is writable on node2"
+$CMP -np 2 cdp-train --db "$N/ro" ${P#"--db $N/pool "} --batch 4 --out "$N/ro.run" ||
+	fail "read-only pool"
+losses "$(node_path node1 "$N/ro.run")/metrics.jsonl" >"$T/lr"
+losses_close "$T/l1" "$T/lr" 1e-6 || fail "read-only pool: other losses"
+[ "$(ls "$T/export")" = data.mdb ] || fail "the export changed: $(ls "$T/export")"
+echo "2 hosts train from one read-only pool without a lock file: the losses of 1 process"
 exit 0
