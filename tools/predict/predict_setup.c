@@ -70,12 +70,20 @@ static int fetch_ckpt(predictor *p, unsigned char **buf, size_t *len, char *err,
 		head[1] = (int64_t)*len;
 	}
 	if (p->nranks > 1) {
+		int none;
 		cdp_dist_bcast_bytes(head, 2 * sizeof head[0]);
-		if (head[0] == 0 && p->rank != 0 && (*len = (size_t)head[1]) > 0 && !(*buf = malloc(*len)))
-			return pr_fail(err, cap, "cannot read '%s': %s", p->model,
-			               cdp_strerror(CDP_ENOMEM));
-		if (cdp_dist_any(head[0] == 0 && !*buf))
-			return pr_fail(err, cap, "another rank failed");
+		if (head[0] == 0 && p->rank != 0) {
+			*len = (size_t)head[1];
+			*buf = malloc(*len);
+		}
+		/* a rank without room still takes part in the agreement */
+		if ((none = head[0] == 0 && !*buf))
+			pr_fail(err, cap, "cannot read '%s': %s", p->model, cdp_strerror(CDP_ENOMEM));
+		if (cdp_dist_any(none)) {
+			free(*buf);
+			*buf = NULL;
+			return none ? -1 : pr_fail(err, cap, "another rank failed");
+		}
 		if (head[0] == 0)
 			cdp_dist_bcast_bytes(*buf, *len);
 	}
