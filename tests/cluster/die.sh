@@ -8,7 +8,8 @@
 # (kill: mpirun's, which names host 2 or not, depending on whether it first
 # sees its daemon's link close or its launcher exit; link: mpirun's, naming
 # host 2, whose daemon the keepalive finds lost; stop: rank 0's watchdog,
-# CDP_DIST_TIMEOUT=10), and no process of the job is left on host 1. mpirun runs with the OOB keepalive
+# CDP_DIST_TIMEOUT=10, naming rank 1 and its host), and no process of the
+# job is left on host 1. mpirun runs with the OOB keepalive
 # that cdp-train(1) recommends, without which a lost link leaves mpirun
 # waiting for TCP to give up (minutes).
 # Skipped where namespaces cannot be made or without MPI.
@@ -56,7 +57,7 @@ lose() {
 	case $1 in
 	kill) [ -s "$T/lose.err" ] || fail "kill: mpirun said nothing" ;;
 	link) grep -q 'node2' "$T/lose.err" || fail "link: no message names node2: $(cat "$T/lose.err")" ;;
-	stop) grep -q '^cdp-train: rank 0: .* did not finish within 10 s' "$T/lose.err" ||
+	stop) grep -q "^cdp-train: rank 0: .* did not finish within 10 s: rank 1 on host 'node2' died or hangs" "$T/lose.err" ||
 		fail "stop: no timeout message: $(cat "$T/lose.err")" ;;
 	esac
 	grep -e 'on node' -e '^cdp-train' -e '^[A-Z]' "$T/lose.err" | head -3
