@@ -158,6 +158,17 @@ int  cdp_ckpt_read(const char *path, cdp_ckpt *ck);
  * On an error inside a chunk, tag gets the chunk's tag ("RANK"), else "",
  * so a message can say which part of an intact file is damaged. */
 int  cdp_ckpt_read_rank(const char *path, int rank, cdp_ckpt *ck, char tag[5]);
+/* The two halves of read_rank, for a file that one process reads and
+ * others get by message (cdp-train --resume: rank 0 reads and broadcasts
+ * the bytes, so only its host needs the file). load: the file's bytes in
+ * *buf (malloc'ed; *len of them) after its header's size was checked
+ * against the file's, so a damaged header allocates nothing; errno values,
+ * CDP_EMAGIC, CDP_EVERSION, CDP_ETRUNC, CDP_EFORMAT, CDP_EOVERFLOW,
+ * CDP_ENOMEM. decode_rank: validates and parses buf[0..len) exactly as
+ * read_rank parses a file (rank and tag as there). */
+int  cdp_ckpt_load(const char *path, unsigned char **buf, size_t *len);
+int  cdp_ckpt_decode_rank(const unsigned char *buf, size_t len, int rank, cdp_ckpt *ck,
+                          char tag[5]);
 /* Writes ck to path atomically (see above). */
 int  cdp_ckpt_write(const char *path, const cdp_ckpt *ck);
 /* The same in memory: encode mallocs *buf; decode validates as read does. */

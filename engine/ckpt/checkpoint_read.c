@@ -477,15 +477,21 @@ static int read_at(int fd, unsigned char *b, size_t n, off_t off)
 	return CDP_OK;
 }
 
-int cdp_ckpt_read_rank(const char *path, int rank, cdp_ckpt *ck, char tag[5])
+int cdp_ckpt_decode_rank(const unsigned char *buf, size_t len, int rank, cdp_ckpt *ck,
+                         char tag[5])
+{
+	return decode(buf, len, rank < 0 ? -1 : rank, ck, tag);
+}
+
+int cdp_ckpt_load(const char *path, unsigned char **out, size_t *len)
 {
 	unsigned char hdr[HDR], *buf = NULL;
 	struct stat st;
 	size_t size, h;
 	int fd, rc;
 
-	memset(ck, 0, sizeof(*ck));
-	tag[0] = '\0';
+	*out = NULL;
+	*len = 0;
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return errno;
@@ -519,11 +525,29 @@ int cdp_ckpt_read_rank(const char *path, int rank, cdp_ckpt *ck, char tag[5])
 		goto out;
 	}
 	rc = read_at(fd, buf, size, 0);
-	if (rc == CDP_OK)
-		rc = decode(buf, size, rank < 0 ? -1 : rank, ck, tag);
+	if (rc == CDP_OK) {
+		*out = buf;
+		*len = size;
+		buf = NULL;
+	}
 out:
 	free(buf);
 	close(fd);
+	return rc;
+}
+
+int cdp_ckpt_read_rank(const char *path, int rank, cdp_ckpt *ck, char tag[5])
+{
+	unsigned char *buf;
+	size_t len;
+	int rc;
+
+	memset(ck, 0, sizeof(*ck));
+	tag[0] = '\0';
+	rc = cdp_ckpt_load(path, &buf, &len);
+	if (rc == CDP_OK)
+		rc = cdp_ckpt_decode_rank(buf, len, rank, ck, tag);
+	free(buf);
 	return rc;
 }
 

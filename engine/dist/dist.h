@@ -49,7 +49,8 @@
  * job the same way when one blocking call (a wait, collective or blocking
  * reduction) has not finished after CDP_DIST_TIMEOUT seconds (default 60,
  * 0 = off), because a collective whose peer died can spin forever on shared
- * memory. (A rank killed outright is caught sooner: mpirun ends the job as
+ * memory; with 2 ranks its message names the other rank and its host (the
+ * one late, since the waiting rank has entered the call). (A rank killed outright is caught sooner: mpirun ends the job as
  * soon as a rank exits without MPI_Finalize.) Raise the timeout where ranks
  * may legitimately wait longer, e.g. while rank 0 alone writes a large
  * checkpoint and the others wait in the next collective. Functions that take arguments return 0 or CDP_EINVAL / CDP_ENOMEM

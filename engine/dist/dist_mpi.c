@@ -39,6 +39,8 @@ static struct {
 	pthread_cond_t wd_cv;
 	const char *what;
 	double since;
+	/* with 2 ranks the watchdog names the peer it waits for: its host */
+	char peer_host[64];
 } st = { .size = 1, .lsize = 1, .prog = "cdp-train", .algo = CDP_DIST_RING,
          .timeout = 60, .wd_mu = PTHREAD_MUTEX_INITIALIZER };
 
@@ -117,6 +119,12 @@ static void *wd_main(void *arg)
 		if (!st.wd_stop && st.what && dist_now() - st.since > st.timeout) {
 			signal(SIGALRM, SIG_DFL);
 			alarm(10);
+			/* A rank waits here only once it has entered the call: with
+			 * two ranks the other one is late. */
+			if (st.size == 2 && st.peer_host[0])
+				cdp_dist_abort(1, "%s did not finish within %g s: rank %d on host '%s' "
+				               "died or hangs (timeout set by CDP_DIST_TIMEOUT)", st.what,
+				               st.timeout, 1 - st.rank, st.peer_host);
 			cdp_dist_abort(1, "%s did not finish within %g s: a peer rank died or hangs "
 			               "(timeout set by CDP_DIST_TIMEOUT)", st.what, st.timeout);
 		}
@@ -253,6 +261,16 @@ int cdp_dist_init(int *argc, char ***argv)
 	}
 	st.left = (st.rank + st.size - 1) % st.size;
 	st.right = (st.rank + 1) % st.size;
+	if (st.size == 2 && !st.env) {     /* launched without MPI: no peer to ask */
+		char name[MPI_MAX_PROCESSOR_NAME], mine[sizeof st.peer_host] = "";
+		int len;
+		MPI_CHECK(MPI_Get_processor_name(name, &len));
+		snprintf(mine, sizeof mine, "%.*s", (int)sizeof mine - 1, name);
+		MPI_CHECK(MPI_Sendrecv(mine, (int)sizeof mine, MPI_CHAR, st.right, 0, st.peer_host,
+		                       (int)sizeof st.peer_host, MPI_CHAR, st.left, 0, st.comm,
+		                       MPI_STATUS_IGNORE));
+		st.peer_host[sizeof st.peer_host - 1] = '\0';
+	}
 	st.inited = 1;
 	if ((rc = wd_start()) != 0)
 		cdp_dist_abort(1, "cannot start the watchdog thread: %s", strerror(rc));

@@ -11,12 +11,14 @@
  * rank count, sizes or rank indices are wrong, as truncated when its counts
  * want more bytes than it has. A section only comes in a version 3 file. A
  * writer refuses settings a reader would refuse, or a partial state; SGD
- * without momentum (no moment blocks) writes and reads back.
+ * without momentum (no moment blocks) writes and reads back. A file loaded
+ * whole (cdp_ckpt_load) decodes rank by rank as read_rank reads it.
  */
 #include "ckpt/checkpoint.h"
 #include "cdp_error.h"
 #include "tap.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -220,6 +222,59 @@ static void test_read_rank(const unsigned char *buf, size_t len)
 	rmdir(dir);
 }
 
+/* The file read by one process and decoded by each (cdp-train --resume:
+ * rank 0 loads, every rank decodes its share): load gives the file's bytes
+ * or, for a file whose header does not fit its size, an error and no
+ * buffer; decode_rank keeps one rank's share and names a damaged chunk, as
+ * read_rank does. */
+static void test_load(const unsigned char *buf, size_t len)
+{
+	char dir[] = "/tmp/cdp-ckload-XXXXXX", path[64], tag[5];
+	unsigned char *got = (unsigned char *)"x", *c;
+	size_t n = 1, s, cn = 0;
+	cdp_ckpt one;
+	FILE *f;
+
+	if (!mkdtemp(dir)) {
+		CHECK(0, "mkdtemp");
+		return;
+	}
+	snprintf(path, sizeof(path), "%s/c.cdpt", dir);
+	CHECK_RC(cdp_ckpt_load(path, &got, &n), ENOENT);
+	CHECK(got == NULL && n == 0, "a missing file leaves a buffer");
+	f = fopen(path, "wb");
+	CHECK(f && fwrite(buf, 1, len, f) == len && fclose(f) == 0, "write %s", path);
+	CHECK_RC(cdp_ckpt_load(path, &got, &n), CDP_OK);
+	CHECK(got && n == len && memcmp(got, buf, len) == 0, "load: %zu bytes of %zu", n, len);
+	for (int r = 0; r < J; r++) {
+		CHECK_RC(cdp_ckpt_decode_rank(got, n, r, &one, tag), CDP_OK);
+		CHECK(one.rank_loaded == r && cdp_ckpt_rank_block(&one, r, CDP_CKPT_RANK_PARAMS) &&
+		      !cdp_ckpt_rank_block(&one, (r + 1) % J, CDP_CKPT_RANK_PARAMS),
+		      "decode_rank %d: loaded %d", r, one.rank_loaded);
+		cdp_ckpt_free(&one);
+	}
+	c = malloc(len);
+	memcpy(c, got, len);
+	s = rank_chunk(c, len, &cn);
+	c[s + 100] ^= 1;
+	fix_crc(c, len);
+	CHECK_RC(cdp_ckpt_decode_rank(c, len, 1, &one, tag), CDP_ECRC);
+	CHECK(strcmp(tag, "RANK") == 0, "decode_rank: damaged chunk '%s'", tag);
+	CHECK_RC(cdp_ckpt_decode_rank(got, len - 1, 1, &one, tag), CDP_ETRUNC);
+	free(c);
+	free(got);
+	/* one byte short of, or past, the size in the header */
+	CHECK(truncate(path, (off_t)len - 1) == 0, "truncate");
+	CHECK_RC(cdp_ckpt_load(path, &got, &n), CDP_ETRUNC);
+	CHECK(got == NULL && n == 0, "a truncated file leaves a buffer");
+	f = fopen(path, "wb");
+	CHECK(f && fwrite(buf, 1, len, f) == len && fputc(0, f) == 0 && fclose(f) == 0, "write");
+	CHECK_RC(cdp_ckpt_load(path, &got, &n), CDP_EFORMAT);
+	CHECK(got == NULL, "a file with extra bytes leaves a buffer");
+	unlink(path);
+	rmdir(dir);
+}
+
 static void test_damage(const unsigned char *buf, size_t len)
 {
 	unsigned char *c = malloc(len);
@@ -343,6 +398,7 @@ int main(void)
 
 	test_round_trip(&buf, &len);
 	test_read_rank(buf, len);
+	test_load(buf, len);
 	test_damage(buf, len);
 	test_invalid();
 	free(buf);

@@ -191,8 +191,9 @@ static int run_all(predictor *p, char *err, size_t cap)
 	                   "predicting", (uint64_t)p->ny);
 	for (int s0 = 0; s0 < p->ny; s0 += p->nranks) {
 		int s = s0 + p->rank, ok;
-		memset(p->slots, 0, p->nranks * slot * sizeof(float));
-		ok = s < p->ny ? run_strip(p, s, p->slots + p->rank * slot, err, cap) == 0 : 1;
+		/* this rank's strip in slot 0, where rank 0 keeps its own */
+		memset(p->slots, 0, slot * sizeof(float));
+		ok = s < p->ny ? run_strip(p, s, p->slots, err, cap) == 0 : 1;
 		/* every rank learns whether all succeeded before exchanging */
 		if (cdp_dist_any(!ok)) {
 			if (ok)
@@ -201,7 +202,7 @@ static int run_all(predictor *p, char *err, size_t cap)
 			break;
 		}
 		if (p->nranks > 1)
-			cdp_dist_allreduce(p->slots, p->nranks * slot, cdp_dist_get_algo(), 0);
+			cdp_dist_gather_bytes(p->slots, slot * sizeof(float), p->rank == 0 ? p->slots : NULL);
 		if (p->rank == 0) {
 			for (int j = 0; j < p->nranks && s0 + j < p->ny; j++) {
 				const float *src = p->slots + j * slot;

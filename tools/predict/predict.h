@@ -16,9 +16,11 @@
  * (a "strip") is read, run and added to an accumulator of `size` rows, and
  * the rows no later strip touches are written out. Under mpirun rank r runs
  * strips r, r + j, ...; after every round of j strips the strips' weighted
- * sums go to rank 0 (one all-reduce of j slots, each filled by one rank and
- * zero elsewhere, so the sums are exact copies), which adds them in strip
- * order exactly as one process does: the output does not depend on j.
+ * sums are gathered to rank 0 (each rank sends its one slot; only rank 0
+ * holds j, so the other ranks' memory does not grow with j; the copies are
+ * exact), which adds them in strip order exactly as one process does: the
+ * output does not depend on j. Rank 0 reads the checkpoint and broadcasts
+ * it, so only its host needs the file; every rank reads the raster.
  */
 #ifndef CDP_PREDICT_H
 #define CDP_PREDICT_H

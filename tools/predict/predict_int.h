@@ -43,7 +43,8 @@ typedef struct predictor {
 	float *dimg, *dsum;       /* (C, S, W), (K, S, W) */
 	int32_t *dsrow, *dx0;     /* (S), (nx) */
 	float *dw1;               /* (S) */
-	float *slots;             /* (nranks, K, S, W) strip sums of a round */
+	float *slots;             /* (nranks, K, S, W) strip sums of a round on
+	                           * rank 0, (1, K, S, W) elsewhere */
 	float *acc;               /* (K, S, W) rank 0's accumulator */
 	void *orow;               /* (nb, T or S, W) output rows */
 	uint8_t *vrow;            /* (S, W) class rows for the vector mask */

@@ -5,6 +5,7 @@
 
 #include <math.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,21 +46,71 @@ static void *xmalloc(size_t a, size_t b, size_t c, size_t d)
 	return calloc(1, n ? n : 1);
 }
 
+/* The checkpoint's bytes, read by rank 0 and broadcast, so that only rank
+ * 0's host needs the file (a node-local run directory) and it is read once.
+ * The run's first collective: nothing before it can fail. rank 0's stat
+ * of --model decides whether it names a run directory, on every rank. */
+static int fetch_ckpt(predictor *p, unsigned char **buf, size_t *len, char *err, size_t cap)
+{
+	const cdp_predict_opts *o = p->o;
+	int64_t head[3] = { 0, 0, 0 };  /* rank 0's error code, length, is a directory */
+	struct stat st;
+
+	*buf = NULL;
+	*len = 0;
+	if (p->rank == 0 && stat(o->model, &st) == 0 && S_ISDIR(st.st_mode))
+		head[2] = 1;
+	if (p->nranks > 1)
+		cdp_dist_bcast_bytes(&head[2], sizeof head[2]);
+	if (head[2])
+		snprintf(p->model, sizeof p->model, "%s/checkpoint.cdpt", o->model);
+	else
+		snprintf(p->model, sizeof p->model, "%s", o->model);
+	if (p->rank == 0) {
+		head[0] = cdp_ckpt_load(p->model, buf, len);
+		head[1] = (int64_t)*len;
+	}
+	if (p->nranks > 1) {
+		int none;
+		cdp_dist_bcast_bytes(head, 2 * sizeof head[0]);
+		if (head[0] == 0 && p->rank != 0) {
+			*len = (size_t)head[1];
+			*buf = malloc(*len);
+		}
+		/* a rank without room still takes part in the agreement */
+		if ((none = head[0] == 0 && !*buf))
+			pr_fail(err, cap, "cannot read '%s': %s", p->model, cdp_strerror(CDP_ENOMEM));
+		if (cdp_dist_any(none)) {
+			free(*buf);
+			*buf = NULL;
+			return none ? -1 : pr_fail(err, cap, "another rank failed");
+		}
+		if (head[0] == 0)
+			cdp_dist_bcast_bytes(*buf, *len);
+	}
+	if (head[0] != 0)
+		return p->rank == 0 ? pr_fail(err, cap, "cannot read '%s': %s", p->model,
+		                              cdp_strerror((int)head[0])) :
+		       pr_fail(err, cap, "another rank failed");
+	return 0;
+}
+
 /* The checkpoint, the net rebuilt from it at (C, S, S), and its tensors. */
 int pr_load_model(predictor *p, char *err, size_t cap)
 {
 	const cdp_predict_opts *o = p->o;
-	struct stat st;
+	unsigned char *buf;
+	size_t len;
 	int rc, threads = o->threads;
 	char why[512], tag[5] = "";
 
-	if (stat(o->model, &st) == 0 && S_ISDIR(st.st_mode))
-		snprintf(p->model, sizeof p->model, "%s/checkpoint.cdpt", o->model);
-	else
-		snprintf(p->model, sizeof p->model, "%s", o->model);
+	if (fetch_ckpt(p, &buf, &len, err, cap) < 0)
+		return -1;
 	/* prediction needs the consensus model only: of the per-rank state of
 	 * an average/admm run keep no rank's share (all are still validated) */
-	if ((rc = cdp_ckpt_read_rank(p->model, CDP_CKPT_MAX_RANKS, &p->ck, tag)) != 0)
+	rc = cdp_ckpt_decode_rank(buf, len, CDP_CKPT_MAX_RANKS, &p->ck, tag);
+	free(buf);
+	if (rc != 0)
 		return pr_fail(err, cap, "cannot read '%s': %s%s%s%s", p->model, tag[0] ? "chunk '" : "",
 		               tag, tag[0] ? "': " : "", cdp_strerror(rc));
 	p->have_ck = 1;
@@ -259,7 +310,7 @@ int pr_alloc(predictor *p, char *err, size_t cap)
 	p->img = xmalloc(p->C, S, W, sizeof(float));
 	p->valid = xmalloc(S, W, 1, 1);
 	p->srow = xmalloc(S, sizeof(int32_t), 1, 1);
-	p->slots = xmalloc(p->nranks, p->K, S * W, sizeof(float));
+	p->slots = xmalloc(p->rank == 0 ? p->nranks : 1, p->K, S * W, sizeof(float));
 	if (!p->raw || !p->img || !p->valid || !p->srow || !p->slots || dev_alloc(p) < 0)
 		return pr_fail(err, cap, "out of memory for windows of %d pixels over a width of %d",
 		            p->S, p->W);

@@ -414,6 +414,17 @@ static int train_loop(trainer *t)
 	return stop ? 3 : 0;
 }
 
+void tr_report(const trainer *t, char *err)
+{
+	if (!err[0])
+		return;
+	if (t->size > 1)
+		fprintf(stderr, "cdp-train: rank %d: %s\n", t->rank, err);
+	else
+		fprintf(stderr, "cdp-train: %s\n", err);
+	err[0] = '\0';
+}
+
 int cdp_train_run(const cdp_train_opts *o)
 {
 	trainer t;
@@ -425,13 +436,9 @@ int cdp_train_run(const cdp_train_opts *o)
 	t.rank = cdp_dist_rank();
 	t.size = cdp_dist_size();
 	rc = tr_setup(&t, err, sizeof err);
-	if (rc != 0) {
-		if (t.size > 1)
-			fprintf(stderr, "cdp-train: rank %d: %s\n", t.rank, err);
-		else
-			fprintf(stderr, "cdp-train: %s\n", err);
-	}
-	if (cdp_dist_any(rc)) {
+	if (rc != 0)
+		tr_report(&t, err);
+	if (cdp_dist_any(rc) || (t.size > 1 && tr_same_data(&t))) {
 		tr_teardown(&t);
 		/* a run refused before its first step leaves no RUNDIR it made;
 		 * rmdir keeps one that holds anything */

@@ -205,6 +205,19 @@ int tr_resume(trainer *t, char *err, size_t cap)
 		         ck->epoch, gb);
 		return -1;
 	}
+	/* The step follows from the epoch and the position in it only at the
+	 * global batch (and pointer file) the run was trained with; at another,
+	 * whose position happens to be a whole number of steps, every later
+	 * step would read other samples. */
+	if (ck->epoch > ck->step / (uint64_t)t->spe ||
+	    ck->step - ck->epoch * (uint64_t)t->spe != ck->data_pos / gb) {
+		snprintf(err, cap, "the checkpoint in '%s' is at step %" PRIu64 ", %" PRIu64
+		         " samples into epoch %" PRIu64 ", where steps of %" PRIu64 " samples, %ld an "
+		         "epoch, do not lead (resume with the global batch it was trained with: "
+		         "--batch times ranks)", t->o->out, ck->step, ck->data_pos, ck->epoch, gb,
+		         t->spe);
+		return -1;
+	}
 	if (ck->optim.type != t->oc.type) {
 		snprintf(err, cap, "the checkpoint in '%s' holds %s state, the run uses %s",
 		         t->o->out, cdp_optim_type_name(ck->optim.type),

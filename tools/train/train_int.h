@@ -101,9 +101,19 @@ typedef struct trainer {
 	uint64_t scale_skipped;         /* steps skipped for overflow, whole run */
 } trainer;
 
-/* train_setup.c */
+/* train_setup.c. tr_setup is collective when resuming (rank 0 reads the
+ * checkpoint for every rank); it returns -1 with err empty where another
+ * rank has said why. */
 int  tr_setup(trainer *t, char *err, size_t cap);
 void tr_teardown(trainer *t);
+/* Collective, after a successful tr_setup: 1 on every rank when a rank's
+ * pool (its uuid) or pointer files (their header: uuid, seed, count, CRC)
+ * are not rank 0's, which that rank reports naming its host; copies per
+ * host are the same data, so 0. */
+int  tr_same_data(trainer *t);
+/* train.c: prints err ("cdp-train: rank R: err" with more than one rank)
+ * and empties it */
+void tr_report(const trainer *t, char *err);
 
 /* train_sync.c */
 int  tr_sync_init(trainer *t, char *err, size_t cap);

@@ -308,34 +308,82 @@ static int optimizer(trainer *t, char *err, size_t cap)
 	return 0;
 }
 
+/* --resume: rank 0 reads the checkpoint and broadcasts its bytes, and each
+ * rank decodes them keeping its own share of the per-rank state, so the
+ * file need exist only on rank 0's host (a node-local run directory) and is
+ * read once however many ranks share the directory. Collective, the run's
+ * first: failed says this rank has already failed (err set), and every
+ * rank first agrees on that, so none waits in the broadcast for a rank
+ * that will not come. The failed rank says why before that agreement,
+ * because when launched without MPI it may end the job (no GPU for NCCL). */
+static int fetch_ckpt(trainer *t, const char *path, int failed, char *err, size_t cap)
+{
+	unsigned char *buf = NULL;
+	int64_t head[2] = { 0, 0 };     /* rank 0's error code, the file's length */
+	size_t len = 0;
+	char tag[5] = "";
+	int rc = 0;
+
+	if (failed)
+		tr_report(t, err);
+	if (t->size > 1 ? cdp_dist_any(failed) : failed)
+		return -1;
+	if (t->rank == 0) {
+		rc = cdp_ckpt_load(path, &buf, &len);
+		head[0] = rc;
+		head[1] = (int64_t)len;
+	}
+	if (t->size > 1) {
+		cdp_dist_bcast_bytes(head, sizeof head);
+		len = (size_t)head[1];
+		if (head[0] == 0 && t->rank != 0 && !(buf = malloc(len)))
+			fail(err, cap, "cannot resume from '%s': %s", path, cdp_strerror(CDP_ENOMEM));
+		if (cdp_dist_any(head[0] == 0 && !buf)) {
+			free(buf);
+			return -1;
+		}
+		if (head[0] == 0)
+			cdp_dist_bcast_bytes(buf, len);
+	}
+	if (head[0] != 0) {
+		if (t->rank != 0)
+			return -1;          /* rank 0 says why */
+		return fail(err, cap, "cannot resume from '%s': %s", path, cdp_strerror(rc));
+	}
+	rc = cdp_ckpt_decode_rank(buf, len, t->rank, &t->ck, tag);
+	free(buf);
+	if (rc != 0)
+		return fail(err, cap, "cannot resume from '%s': %s%s%s%s", path,
+		            tag[0] ? "chunk '" : "", tag, tag[0] ? "': " : "", cdp_strerror(rc));
+	t->have_ck = 1;
+	return 0;
+}
+
 int tr_setup(trainer *t, char *err, size_t cap)
 {
 	const cdp_train_opts *o = t->o;
 	char path[4096];
-	int threads = o->threads, n;
+	int threads = o->threads, n, rc = 0;
 
+	/* A failure here still takes part in fetch_ckpt's agreement below. */
 	if (mkdir(o->out, 0777) == 0)
 		t->made_out = 1;
 	else if (errno != EEXIST)
-		return fail(err, cap, "cannot create '%s': %s", o->out, strerror(errno));
+		rc = fail(err, cap, "cannot create '%s': %s", o->out, strerror(errno));
 	if (threads <= 0) {
 		long cores = sysconf(_SC_NPROCESSORS_ONLN);
 		threads = (int)(cores / cdp_dist_local_size());
 		if (threads < 1)
 			threads = 1;
 	}
-	if (open_device(t, threads, err, cap) < 0)
-		return -1;
+	if (rc == 0)
+		rc = open_device(t, threads, err, cap);
 	if (o->resume) {
 		snprintf(path, sizeof path, "%s/checkpoint.cdpt", o->out);
-		/* each rank holds only its own share of the per-rank state */
-		char tag[5];
-		int rc = cdp_ckpt_read_rank(path, t->rank, &t->ck, tag);
-		if (rc != 0)
-			return fail(err, cap, "cannot resume from '%s': %s%s%s%s", path,
-			            tag[0] ? "chunk '" : "", tag, tag[0] ? "': " : "", cdp_strerror(rc));
-		t->have_ck = 1;
+		rc = fetch_ckpt(t, path, rc != 0, err, cap);
 	}
+	if (rc < 0)
+		return -1;
 	if (model_text(t, err, cap) < 0)
 		return -1;
 	if (cdp_cfg_parse(t->cfg_text, o->model ? o->model : path, (const char *const *)t->ov,
@@ -384,6 +432,48 @@ int tr_setup(trainer *t, char *err, size_t cap)
 			return fail(err, cap, "cannot create '%s': %s", path, strerror(errno));
 	}
 	return 0;
+}
+
+/* The header line of a pointer file (its pool uuid, seed, count and the
+ * CRC of its keys) into line[cap], or "" when it cannot be read. */
+static void ptr_header(const char *path, char *line, size_t cap)
+{
+	FILE *f = path ? fopen(path, "r") : NULL;
+
+	line[0] = '\0';
+	if (f && !fgets(line, (int)cap, f))
+		line[0] = '\0';
+	if (f)
+		fclose(f);
+	line[strcspn(line, "\n")] = '\0';
+}
+
+int tr_same_data(trainer *t)
+{
+	const cdp_train_opts *o = t->o;
+	char mine[3][256], first[3][256], host[256];
+	int bad = 0;
+
+	snprintf(mine[0], sizeof mine[0], "%s", t->ti.pool->uuid);
+	ptr_header(o->keys, mine[1], sizeof mine[1]);
+	ptr_header(o->val_keys, mine[2], sizeof mine[2]);
+	memcpy(first, mine, sizeof first);
+	cdp_dist_bcast_bytes(first, sizeof first);
+	for (int i = 0; i < 3 && !bad; i++)
+		bad = strcmp(mine[i], first[i]) != 0 ? i + 1 : 0;
+	if (bad) {
+		if (gethostname(host, sizeof host) != 0)
+			snprintf(host, sizeof host, "?");
+		host[sizeof host - 1] = '\0';
+		if (bad == 1)
+			fprintf(stderr, "cdp-train: rank %d on host '%s': pool '%s' is %s, rank 0's is %s\n",
+			        t->rank, host, o->db, mine[0], first[0]);
+		else
+			fprintf(stderr, "cdp-train: rank %d on host '%s': pointer file '%s' is not rank "
+			        "0's: '%s' here, '%s' there\n", t->rank, host,
+			        bad == 2 ? o->keys : o->val_keys, mine[bad - 1], first[bad - 1]);
+	}
+	return cdp_dist_any(bad);
 }
 
 void tr_teardown(trainer *t)

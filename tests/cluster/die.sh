@@ -1,0 +1,78 @@
+#!/bin/sh
+# cdp-train when a host is lost mid-epoch, on 2 simulated hosts
+# (cluster_common.sh): once rank 0 has logged step 5,
+#  - kill: every process of host 2 is SIGKILLed (a host that dies);
+#  - link: host 2's link goes down (a host that drops off the network);
+#  - stop: rank 1 is SIGSTOPped (a rank that hangs);
+# each time the job ends within 30 s and exits non-zero, with a message
+# (kill: mpirun's, which names host 2 or not, depending on whether it first
+# sees its daemon's link close or its launcher exit; link: mpirun's, naming
+# host 2, whose daemon the keepalive finds lost; stop: rank 0's watchdog,
+# CDP_DIST_TIMEOUT=10, naming rank 1 and its host), and no process of the
+# job is left on host 1. mpirun runs with the OOB keepalive
+# that cdp-train(1) recommends, without which a lost link leaves mpirun
+# waiting for TCP to give up (minutes).
+# Skipped where namespaces cannot be made or without MPI.
+. "$CDP_SRCDIR/tests/cluster/cluster_common.sh"
+export CDP_DIST_TIMEOUT=10
+KA="--mca oob_tcp_keepalive_time 2 --mca oob_tcp_keepalive_intvl 1 --mca oob_tcp_keepalive_probes 3"
+P="--db $N/pool --keys $T/train.keys --model $SMALL --threads 1 -q --batch 2 --log-every 1"
+P="$P --steps 1000000"
+
+# procs HOST: the processes on HOST but its namespaces' holder
+procs() {
+	cluster_host "$1"
+	ip netns pids "$h_ns" | grep -vx "$h_pid" || :
+}
+
+lose() {
+	echo "== $1"
+	d=$N/lose.$1
+	$CMP $KA -np 2 cdp-train $P --out "$d" >"$T/lose.out" 2>"$T/lose.err" &
+	pid=$!
+	wait_step $pid "$(node_path node1 "$d")/metrics.jsonl" 5 60
+	cluster_host node2
+	case $1 in
+	kill) kill -9 $(procs node2) ;;
+	link) ip -n "$h_ns" link set "$CDPC_IF" down ;;
+	stop)
+		r1=
+		for p in $(procs node2); do
+			[ "$(cat "/proc/$p/comm" 2>/dev/null)" != cdp-train ] || r1="$r1 $p"
+		done
+		[ -n "$r1" ] || fail "stop: no cdp-train on node2"
+		kill -STOP $r1
+		;;
+	esac
+	t0=$(date +%s)
+	i=0
+	while kill -0 $pid 2>/dev/null; do
+		i=$((i + 1))
+		[ $i -lt 300 ] || fail "$1: the job still runs 30 s after losing node2: $(cat "$T/lose.err")"
+		sleep 0.1
+	done
+	set +e; wait $pid; rc=$?; set -e
+	echo "$1: exit $rc after $(($(date +%s) - t0)) s"
+	[ "$rc" -ne 0 ] || fail "$1: mpirun exited 0"
+	case $1 in
+	kill) [ -s "$T/lose.err" ] || fail "kill: mpirun said nothing" ;;
+	link) grep -q 'node2' "$T/lose.err" || fail "link: no message names node2: $(cat "$T/lose.err")" ;;
+	stop) grep -q "^cdp-train: rank 0: .* did not finish within 10 s: rank 1 on host 'node2' died or hangs" "$T/lose.err" ||
+		fail "stop: no timeout message: $(cat "$T/lose.err")" ;;
+	esac
+	grep -e 'on node' -e '^cdp-train' -e '^[A-Z]' "$T/lose.err" | head -3
+	i=0
+	while [ -n "$(procs node1)" ]; do
+		i=$((i + 1))
+		[ $i -lt 50 ] || fail "$1: left on node1: $(procs node1 | xargs ps -o pid,stat,args -p)"
+		sleep 0.1
+	done
+	# host 2 back for the next case
+	[ "$1" != link ] || ip -n "$h_ns" link set "$CDPC_IF" up
+	for p in $(procs node2); do kill -9 "$p" 2>/dev/null || :; done
+}
+
+lose kill
+lose link
+lose stop
+exit 0
