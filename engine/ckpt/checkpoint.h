@@ -158,6 +158,21 @@ int  cdp_ckpt_read(const char *path, cdp_ckpt *ck);
  * On an error inside a chunk, tag gets the chunk's tag ("RANK"), else "",
  * so a message can say which part of an intact file is damaged. */
 int  cdp_ckpt_read_rank(const char *path, int rank, cdp_ckpt *ck, char tag[5]);
+/* The same as cdp_ckpt_read_rank, but on error why (cap bytes) says what is
+ * wrong, for a message after the file's name: the first non-finite float
+ * ("parameter tensor 'conv0.w' holds NaN at element 3"), a band's
+ * standardization, or else the chunk at fault and cdp_strerror's text. */
+int  cdp_ckpt_read_why(const char *path, int rank, cdp_ckpt *ck, char *why, size_t cap);
+/* The same in memory (a checkpoint rank 0 read and broadcast). */
+int  cdp_ckpt_decode_why(const unsigned char *buf, size_t len, int rank, cdp_ckpt *ck,
+                         char *why, size_t cap);
+/* What every reader and writer checks of the values: 0, or -1 with why
+ * saying what is wrong. Besides the ranges, every float must be finite:
+ * parameters, buffers, optimizer moments and per-rank state (a NaN weight,
+ * even under a valid CRC, is refused). cdp_ckpt_write's CDP_EINVAL is this
+ * check failing (or a per-rank state not wholly held): call it for the
+ * reason. */
+int  cdp_ckpt_validate(const cdp_ckpt *ck, char *why, size_t cap);
 /* Writes ck to path atomically (see above). */
 int  cdp_ckpt_write(const char *path, const cdp_ckpt *ck);
 /* The same in memory: encode mallocs *buf; decode validates as read does. */

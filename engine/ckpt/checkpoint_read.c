@@ -15,6 +15,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -390,8 +391,9 @@ static int check_header(const unsigned char *b, size_t have, uint64_t total)
 }
 
 /* keep: the rank whose per-rank state to hold, -1 all (checkpoint.h);
- * tag: the chunk at fault, or "" */
-static int decode(const unsigned char *buf, size_t len, int keep, cdp_ckpt *ck, char tag[5])
+ * tag: the chunk at fault, or ""; why: what is wrong (cdp_ckpt_read_why) */
+static int decode(const unsigned char *buf, size_t len, int keep, cdp_ckpt *ck, char tag[5],
+                  char *why, size_t cap)
 {
 	uint32_t n;
 	rd top;
@@ -439,7 +441,12 @@ static int decode(const unsigned char *buf, size_t len, int keep, cdp_ckpt *ck, 
 		tag[0] = '\0';
 		top.p += plen;
 	}
-	if (top.p != top.end || cdp_ckpt_check(ck) != 0) {
+	if (top.p != top.end) {
+		rc = CDP_EFORMAT;
+		goto fail;
+	}
+	/* the values, as a writer checks them, and every float finite */
+	if (cdp_ckpt_validate(ck, why, cap) != 0) {
 		rc = CDP_EFORMAT;
 		goto fail;
 	}
@@ -449,11 +456,33 @@ fail:
 	return rc;
 }
 
-int cdp_ckpt_decode(const unsigned char *buf, size_t len, cdp_ckpt *ck)
+/* why for a failure without a reason of its own: the chunk and the code */
+static void say(char *why, size_t cap, const char *tag, int rc)
+{
+	if (cap && why[0] == '\0')
+		snprintf(why, cap, "%s%s%s%s", tag[0] ? "chunk '" : "", tag, tag[0] ? "': " : "",
+		         cdp_strerror(rc));
+}
+
+int cdp_ckpt_decode_why(const unsigned char *buf, size_t len, int rank, cdp_ckpt *ck, char *why,
+                        size_t cap)
 {
 	char tag[5];
+	int rc;
 
-	return decode(buf, len, -1, ck, tag);
+	if (cap)
+		why[0] = '\0';
+	rc = decode(buf, len, rank < 0 ? -1 : rank, ck, tag, why, cap);
+	if (rc != CDP_OK)
+		say(why, cap, tag, rc);
+	return rc;
+}
+
+int cdp_ckpt_decode(const unsigned char *buf, size_t len, cdp_ckpt *ck)
+{
+	char tag[5], why[8];
+
+	return decode(buf, len, -1, ck, tag, why, sizeof why);
 }
 
 /* ---- files ------------------------------------------------------------------- */
@@ -477,7 +506,9 @@ static int read_at(int fd, unsigned char *b, size_t n, off_t off)
 	return CDP_OK;
 }
 
-int cdp_ckpt_read_rank(const char *path, int rank, cdp_ckpt *ck, char tag[5])
+/* Both readers: tag and why as decode fills them. */
+static int read_file(const char *path, int rank, cdp_ckpt *ck, char tag[5], char *why,
+                     size_t cap)
 {
 	unsigned char hdr[HDR], *buf = NULL;
 	struct stat st;
@@ -520,10 +551,30 @@ int cdp_ckpt_read_rank(const char *path, int rank, cdp_ckpt *ck, char tag[5])
 	}
 	rc = read_at(fd, buf, size, 0);
 	if (rc == CDP_OK)
-		rc = decode(buf, size, rank < 0 ? -1 : rank, ck, tag);
+		rc = decode(buf, size, rank < 0 ? -1 : rank, ck, tag, why, cap);
 out:
 	free(buf);
 	close(fd);
+	return rc;
+}
+
+int cdp_ckpt_read_rank(const char *path, int rank, cdp_ckpt *ck, char tag[5])
+{
+	char why[8];
+
+	return read_file(path, rank, ck, tag, why, sizeof why);
+}
+
+int cdp_ckpt_read_why(const char *path, int rank, cdp_ckpt *ck, char *why, size_t cap)
+{
+	char tag[5];
+	int rc;
+
+	if (cap)
+		why[0] = '\0';
+	rc = read_file(path, rank, ck, tag, why, cap);
+	if (rc != CDP_OK)
+		say(why, cap, tag, rc);
 	return rc;
 }
 

@@ -9,7 +9,8 @@
  * recomputed CRC, which reach the parser, never crash it (run under
  * --enable-asan to see reads too) and either fail or describe exactly the
  * bytes given. Writes replace files atomically and a refused write leaves the
- * old file. Tensors go into a net only when names and shapes agree. Each
+ * old file. A NaN or infinite value anywhere (a weight under a valid CRC)
+ * is refused by reader and writer, naming the tensor. Tensors go into a net only when names and shapes agree. Each
  * model in share/cdpool/models builds with the parameter count its comment
  * states, and survives a checkpoint round trip with identical outputs.
  */
@@ -21,6 +22,8 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -476,6 +479,72 @@ static void test_invalid(void)
 	cdp_ckpt_free(&a);
 }
 
+/* Non-finite numbers (issue 14): a NaN weight under a valid CRC, an
+ * infinite optimizer moment, are refused by the reader, which names the
+ * tensor, and never written. */
+static void test_nonfinite(void)
+{
+	cdp_ckpt a, b;
+	unsigned char *buf, *c;
+	size_t len, off = 0;
+	char why[200], path[128];
+	float want, nan = NAN;
+	FILE *f;
+
+	make_ck(&a);
+	CHECK_RC(cdp_ckpt_encode(&a, &buf, &len), CDP_OK);
+	/* c.b's third value, found by its bytes (the values are random) */
+	want = a.params[1].data[2];
+	for (size_t i = 24; i + 4 <= len; i++)
+		if (memcmp(buf + i, &want, 4) == 0) {
+			CHECK(off == 0, "c.b[2]'s bytes occur twice");
+			off = i;
+		}
+	CHECK(off > 0, "c.b[2] not found in the encoding");
+	c = malloc(len);
+	memcpy(c, buf, len);
+	memcpy(c + off, &nan, 4);
+	fix_crc(c, len);
+	CHECK_RC(cdp_ckpt_decode(c, len, &b), CDP_EFORMAT);
+	CHECK(b.params == NULL, "nothing returned for a NaN weight");
+	CHECK_RC(cdp_ckpt_decode_why(c, len, -1, &b, why, sizeof why), CDP_EFORMAT);
+	CHECK(strcmp(why, "parameter tensor 'c.b' holds NaN at element 2") == 0, "%s", why);
+	snprintf(path, sizeof path, "%s/nan.cdpt", dir);
+	f = fopen(path, "wb");
+	CHECK(f && fwrite(c, 1, len, f) == len && fclose(f) == 0, "write %s", path);
+	CHECK_RC(cdp_ckpt_read_why(path, -1, &b, why, sizeof why), CDP_EFORMAT);
+	CHECK(strcmp(why, "parameter tensor 'c.b' holds NaN at element 2") == 0, "%s", why);
+	unlink(path);
+	/* the reasons of other refusals: a damaged CRC, a missing file */
+	c[len - 1] ^= 1;
+	CHECK_RC(cdp_ckpt_decode_why(c, len, -1, &b, why, sizeof why), CDP_ECRC);
+	CHECK(strcmp(why, cdp_strerror(CDP_ECRC)) == 0, "%s", why);
+	CHECK_RC(cdp_ckpt_read_why(path, -1, &b, why, sizeof why), ENOENT);
+	CHECK(strcmp(why, strerror(ENOENT)) == 0, "%s", why);
+	/* the writer refuses them, each named */
+	a.params[1].data[2] = INFINITY;
+	CHECK_RC(cdp_ckpt_encode(&a, &buf, &len), CDP_EINVAL);
+	CHECK_RC(cdp_ckpt_validate(&a, why, sizeof why), -1);
+	CHECK(strcmp(why, "parameter tensor 'c.b' holds +Inf at element 2") == 0, "%s", why);
+	a.params[1].data[2] = want;
+	a.buffers[1].data[0] = -INFINITY;
+	CHECK_RC(cdp_ckpt_validate(&a, why, sizeof why), -1);
+	CHECK(strcmp(why, "buffer tensor 'bn.var' holds -Inf at element 0") == 0, "%s", why);
+	a.buffers[1].data[0] = 1;
+	a.optim_v[119] = NAN;
+	CHECK_RC(cdp_ckpt_validate(&a, why, sizeof why), -1);
+	CHECK(strcmp(why, "the optimizer's second moment holds NaN at element 119") == 0, "%s", why);
+	snprintf(path, sizeof path, "%s/inf.cdpt", dir);
+	CHECK_RC(cdp_ckpt_write(path, &a), CDP_EINVAL);
+	CHECK(access(path, F_OK) != 0 && files_in(dir) == 0, "a refused write left a file");
+	a.optim_v[119] = 1;
+	CHECK_RC(cdp_ckpt_validate(&a, why, sizeof why), 0);
+	CHECK(why[0] == '\0', "a valid checkpoint has no reason: %s", why);
+	free(c);
+	free(buf);
+	cdp_ckpt_free(&a);
+}
+
 /* ---- nets and optimizers -------------------------------------------------- */
 
 static void test_models(void)
@@ -650,6 +719,7 @@ int main(void)
 	test_version1(buf, len);
 	test_files(buf, len);
 	test_invalid();
+	test_nonfinite();
 	test_mismatch();
 	test_models();
 	free(buf);

@@ -51,7 +51,7 @@ int pr_load_model(predictor *p, char *err, size_t cap)
 	const cdp_predict_opts *o = p->o;
 	struct stat st;
 	int rc, threads = o->threads;
-	char why[512], tag[5] = "";
+	char why[512];
 
 	if (stat(o->model, &st) == 0 && S_ISDIR(st.st_mode))
 		snprintf(p->model, sizeof p->model, "%s/checkpoint.cdpt", o->model);
@@ -59,9 +59,8 @@ int pr_load_model(predictor *p, char *err, size_t cap)
 		snprintf(p->model, sizeof p->model, "%s", o->model);
 	/* prediction needs the consensus model only: of the per-rank state of
 	 * an average/admm run keep no rank's share (all are still validated) */
-	if ((rc = cdp_ckpt_read_rank(p->model, CDP_CKPT_MAX_RANKS, &p->ck, tag)) != 0)
-		return pr_fail(err, cap, "cannot read '%s': %s%s%s%s", p->model, tag[0] ? "chunk '" : "",
-		               tag, tag[0] ? "': " : "", cdp_strerror(rc));
+	if (cdp_ckpt_read_why(p->model, CDP_CKPT_MAX_RANKS, &p->ck, why, sizeof why) != 0)
+		return pr_fail(err, cap, "cannot read '%s': %s", p->model, why);
 	p->have_ck = 1;
 	p->C = p->ck.in_c;
 	if (p->ck.nbands != 0 && p->ck.nbands != p->C)

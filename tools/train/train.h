@@ -14,6 +14,11 @@
 #include <stdint.h>
 
 enum { CDP_SYNC_ALLREDUCE = 0, CDP_SYNC_AVERAGE = 1, CDP_SYNC_ADMM = 2 };
+/* --nan-policy: a step whose loss or gradient is not finite (and which the
+ * loss scaler did not skip) stops the run, or is skipped, up to
+ * CDP_NAN_MAX_SKIPS in a row */
+enum { CDP_NAN_STOP = 0, CDP_NAN_SKIP = 1 };
+#define CDP_NAN_MAX_SKIPS 100
 
 typedef struct cdp_train_opts {
 	const char *db, *keys, *val_keys;
@@ -48,6 +53,7 @@ typedef struct cdp_train_opts {
 	long log_every;             /* steps between metrics.jsonl step lines */
 	int load;                   /* CDP_LOAD_* */
 	int pad_last, skip_bad, resume;
+	int nan_policy;             /* CDP_NAN_* */
 	int progress;               /* CDP_PROGRESS_* */
 	int quiet;
 	const char *log_keys;       /* test mode: per-rank key log prefix, or NULL */

@@ -129,7 +129,7 @@ void tr_checkpoint(trainer *t)
 	const cdp_pool_info *pi = t->ti.pool;
 	cdp_ckpt ck;
 	cdp_rng r;
-	char path[4096];
+	char path[4096], why[256] = "";
 	int rc = 0, *bands = NULL;
 	double *mean = NULL, *sd = NULL;
 	int C = t->ti.c;
@@ -170,16 +170,22 @@ void tr_checkpoint(trainer *t)
 	    (rc = cdp_ckpt_set_data(&ck, bands, C, mean, sd)) ||
 	    (rc = tr_sync_state_save(t, &ck)))
 		goto done;
-	rc = cdp_ckpt_write(path, &ck);
+	/* a refused value is named; the file keeps what it held */
+	if (cdp_ckpt_validate(&ck, why, sizeof why) != 0)
+		rc = CDP_EINVAL;
+	else
+		rc = cdp_ckpt_write(path, &ck);
 done:
 	cdp_ckpt_free(&ck);
 	free(bands);
 	free(mean);
 	free(sd);
 	if (rc != 0)
-		TR_FAIL("cannot write '%s': %s", path, cdp_strerror(rc));
+		TR_FAIL("cannot write '%s' at step %ld: %s", path, t->step,
+		        why[0] ? why : cdp_strerror(rc));
 	tr_logf(t, "checkpoint at step %ld: %s", t->step, path);
 out:
+	t->ck_step = t->step;
 	tr_eval_model_end(t);
 }
 
@@ -215,6 +221,7 @@ int tr_resume(trainer *t, char *err, size_t cap)
 	    cdp_ckpt_to_optim(ck, &t->opt, err, cap) != 0)
 		return -1;
 	t->step = (long)ck->step;
+	t->ck_step = t->step;
 	t->epoch = ck->epoch;
 	t->estep = (long)(ck->data_pos / gb);
 	if (t->estep == t->spe) {

@@ -99,6 +99,9 @@ typedef struct trainer {
 	double scale;
 	long scale_good;
 	uint64_t scale_skipped;         /* steps skipped for overflow, whole run */
+	/* non-finite steps (--nan-policy skip): in a row, in this run; the
+	 * step of the last checkpoint written or resumed from, -1 none */
+	long nan_run, nan_skipped, ck_step;
 } trainer;
 
 /* train_setup.c */

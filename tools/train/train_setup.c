@@ -329,11 +329,9 @@ int tr_setup(trainer *t, char *err, size_t cap)
 	if (o->resume) {
 		snprintf(path, sizeof path, "%s/checkpoint.cdpt", o->out);
 		/* each rank holds only its own share of the per-rank state */
-		char tag[5];
-		int rc = cdp_ckpt_read_rank(path, t->rank, &t->ck, tag);
-		if (rc != 0)
-			return fail(err, cap, "cannot resume from '%s': %s%s%s%s", path,
-			            tag[0] ? "chunk '" : "", tag, tag[0] ? "': " : "", cdp_strerror(rc));
+		char why[256];
+		if (cdp_ckpt_read_why(path, t->rank, &t->ck, why, sizeof why) != 0)
+			return fail(err, cap, "cannot resume from '%s': %s", path, why);
 		t->have_ck = 1;
 	}
 	if (model_text(t, err, cap) < 0)
