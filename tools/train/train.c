@@ -345,7 +345,7 @@ static int train_loop(trainer *t)
 	else
 		tr_logf(t, "data path host: float32 tiles, prepared by the loader");
 	while (t->step < t->total && !stop) {
-		int epoch_end = 0, go;
+		int epoch_end = 0, go, finite;
 		double loss = 0, lr;
 
 		if (!started) {
@@ -374,19 +374,20 @@ static int train_loop(trainer *t)
 		if (o->sync != CDP_SYNC_ALLREDUCE && go)
 			tr_sync_grads(t);
 		lr = cdp_optim_lr(&t->oc, t->opt.step);
+		finite = 1;
 		if (go && !isfinite(loss)) {
 			t->be->fill(t->be, t->net.grads, 0.0f, t->net.nparams);
 			t->opt.micro = 0;
-			go = nonfinite(t, "the loss", loss);
+			finite = nonfinite(t, "the loss", loss);
 		} else if (go && cdp_optim_step(&t->opt, t->net.params, t->net.grads) != 0) {
-			go = nonfinite(t, "the gradient norm", t->opt.last_norm);
+			finite = nonfinite(t, "the gradient norm", t->opt.last_norm);
 		} else if (go) {
 			t->nan_run = 0;
 		}
 		t->step++;
 		t->estep++;
 		tr_sync_after_step(t);
-		if (go) {    /* a skipped NaN would make every mean NaN */
+		if (finite && isfinite(loss)) {    /* a skipped NaN would make every mean NaN */
 			t->iv_loss += loss;
 			t->iv_steps++;
 			t->ep_loss += loss;
