@@ -138,6 +138,10 @@ static void emit_meta(wr *w, const cdp_ckpt *ck)
 	put_f64(w, ck->loss_scale);
 	put_u64(w, ck->scale_good);
 	put_u64(w, ck->scale_skipped);
+	put_u32(w, (uint32_t)ck->batch);
+	put_u32(w, (uint32_t)ck->batch_ranks);
+	put_u32(w, (uint32_t)ck->batch_accumulate);
+	put_u32(w, 0);
 }
 
 static void emit_cfg(wr *w, const cdp_ckpt *ck)
@@ -332,6 +336,13 @@ static int uuid_ok(const char *u)
 	return u[32] == '\0';
 }
 
+uint64_t cdp_ckpt_global_batch(const cdp_ckpt *ck)
+{
+	if (ck->batch < 1 || ck->batch_ranks < 1 || ck->batch_accumulate < 1)
+		return 0;
+	return (uint64_t)ck->batch * (uint64_t)ck->batch_ranks * (uint64_t)ck->batch_accumulate;
+}
+
 int cdp_ckpt_check(const cdp_ckpt *ck)
 {
 	uint64_t ptotal, btotal;
@@ -380,6 +391,13 @@ int cdp_ckpt_check(const cdp_ckpt *ck)
 			return -1;
 	}
 	if (cdp_ckpt_ranks_check(ck, 0) != 0)
+		return -1;
+	/* the global batch: unknown, or three counts whose product fits */
+	if ((ck->batch | ck->batch_ranks | ck->batch_accumulate) != 0 &&
+	    (ck->batch < 1 || ck->batch_ranks < 1 || ck->batch_accumulate < 1 ||
+	     ck->batch_ranks > CDP_CKPT_MAX_RANKS ||
+	     cdp_ckpt_global_batch(ck) / (uint64_t)ck->batch_ranks / (uint64_t)ck->batch_accumulate !=
+	         (uint64_t)ck->batch))
 		return -1;
 	return uuid_ok(ck->pool_uuid) ? 0 : -1;
 }

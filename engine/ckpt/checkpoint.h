@@ -10,7 +10,7 @@
  *
  * Little-endian, all sizes explicit:
  *   0   8  magic "CDPCKPT\n"
- *   8   4  u32 version (3; versions 1 and 2 are still read)
+ *   8   4  u32 version (4; versions 1 to 3 are still read)
  *   12  4  u32 number of chunks (7, or 8 with the per-rank state)
  *   16  8  u64 file size in bytes, CRC included
  *   24     chunks "META" "CFG " "PARM" "BUFS" "OPTM" "RNG " "DATA", in order,
@@ -18,7 +18,8 @@
  *          each: 4-byte tag, u32 0, u64 payload length, payload
  *   end-4  u32 CRC-32 (zlib's crc32) of every byte before it
  * The payloads are described in cdp-checkpoint(5). Version 2 added the data
- * type to DATA, version 3 the optional RANK chunk.
+ * type to DATA, version 3 the loss scaler to META and the optional RANK
+ * chunk, version 4 the global batch to META.
  *
  * The per-rank state (RANK). With --sync average:K or admm:K:RHO each rank
  * trains its own copy of the model between averaging points, so PARM holds
@@ -69,7 +70,7 @@
 #include "optim.h"
 
 #define CDP_CKPT_MAGIC      "CDPCKPT\n"
-#define CDP_CKPT_VERSION    3
+#define CDP_CKPT_VERSION    4
 #define CDP_CKPT_VERSION_MIN 1         /* oldest version read */
 #define CDP_CKPT_RANK_VERSION 1        /* of the RANK chunk's layout */
 #define CDP_CKPT_MAX_RANKS  (1 << 20)
@@ -136,6 +137,11 @@ typedef struct cdp_ckpt {
 	 * did not scale; finite steps since it last changed; steps skipped */
 	double loss_scale;
 	uint64_t scale_good, scale_skipped;
+	/* the global batch (META, version 4): samples per rank and
+	 * micro-batch, ranks, micro-batches accumulated per step; all 0 when
+	 * unknown (older versions), else all >= 1, their product the global
+	 * batch (cdp_ckpt_global_batch) that the data position counts in */
+	int batch, batch_ranks, batch_accumulate;
 	/* the per-rank state (RANK); nranks 0: none */
 	int nranks;                         /* j of the run that wrote it */
 	int rank_sync;                      /* CDP_CKPT_SYNC_* */
@@ -148,6 +154,9 @@ typedef struct cdp_ckpt {
 	                                     * rank r's (cdp_ckpt_read_rank), none
 	                                     * when r >= nranks */
 } cdp_ckpt;
+
+/* batch x ranks x accumulate, 0 when not recorded */
+uint64_t cdp_ckpt_global_batch(const cdp_ckpt *ck);
 
 /* Reads and validates path. On error *ck is left zeroed. */
 int  cdp_ckpt_read(const char *path, cdp_ckpt *ck);

@@ -157,6 +157,14 @@ static void parse_meta(rd *r, cdp_ckpt *ck)
 		if (!(ck->loss_scale >= 0 && ck->loss_scale <= 1e300))
 			bad(r, CDP_EFORMAT);
 	}
+	if (r->version >= 4) {     /* the global batch; checked by cdp_ckpt_check */
+		uint32_t b = get_u32(r), j = get_u32(r), a = get_u32(r);
+		if (get_u32(r) != 0 || b > INT_MAX || j > INT_MAX || a > INT_MAX)
+			bad(r, CDP_EFORMAT);
+		ck->batch = (int)b;
+		ck->batch_ranks = (int)j;
+		ck->batch_accumulate = (int)a;
+	}
 }
 
 static void parse_cfg(rd *r, cdp_ckpt *ck)

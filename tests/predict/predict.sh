@@ -247,10 +247,11 @@ expect_fail 1 "'$T/b16.tif' is u16, the model in '$T/run/checkpoint.cdpt' was tr
 import struct, sys, zlib
 b = bytearray(open(sys.argv[1], "rb").read())
 v = struct.unpack_from("<I", b, 8)[0]
-assert v in (2, 3), "not a version 2 or 3 checkpoint"
-if v == 3:                              # META's loss scaler (f64, u64, u64) goes
-    assert b[24:28] == b"META" and struct.unpack_from("<Q", b, 32)[0] == 104
-    del b[40 + 80:40 + 104]
+assert v in (2, 3, 4), "not a version 2, 3 or 4 checkpoint"
+if v >= 3:                              # META's loss scaler (f64, u64, u64) and
+    meta = {3: 104, 4: 120}[v]          # global batch (4 u32) go
+    assert b[24:28] == b"META" and struct.unpack_from("<Q", b, 32)[0] == meta
+    del b[40 + 80:40 + meta]
     struct.pack_into("<Q", b, 32, 80)
 d = b.rindex(b"DATA")
 assert struct.unpack_from("<I", b, len(b) - 8)[0] == 1, "data type not u8"

@@ -8,6 +8,8 @@
 #  - a checkpoint holding a NaN or infinity is refused on resume, naming
 #    the tensor; a NaN loss stops the run naming the step, keeping the last
 #    checkpoint, exit 1 (--nan-policy skip: logged, 100 in a row stop it);
+#  - a resume with another global batch than the checkpoint's is refused,
+#    both named;
 #  - usage errors exit 2; a GPU that does not exist is a clear error;
 #  - a corrupt record stops the run naming its key; --skip-bad-records
 #    counts and skips it instead;
@@ -100,6 +102,23 @@ grep -q "step 4: the loss is -\?nan, update skipped (1 in a row, 1 in this run)"
 	fail "--nan-policy skip: the skipped step is not logged"
 expect_fail 2 "--nan-policy: 'ignore' is not" cdp-train --db "$T/pool" --keys "$T/train.keys" $C \
 	--nan-policy ignore
+
+echo "== resume with another global batch"
+# the checkpoint records 4 x 1 rank; the data position counts in it, so
+# --batch 2 (before: trained on, skipping nothing but misplaced) and
+# --batch 8 (before: "start at step 6 of 3", exit 0) are refused
+rm -rf "$T/gb"
+cdp-train --db "$T/pool" --keys "$T/train.keys" --model "$SMALL" --out "$T/gb" --threads 1 -q \
+	--steps 3 --batch 4 || fail "training failed"
+cp "$T/gb/checkpoint.cdpt" "$T/gb.cdpt"
+for b in 2 8; do
+	expect_fail 1 "^cdp-train: cannot resume '$T/gb/checkpoint.cdpt': it was trained with a global batch of 4 (4 x 1 rank), this run has $b ($b x 1 rank)\$" \
+		cdp-train --db "$T/pool" --keys "$T/train.keys" --out "$T/gb" --threads 1 -q \
+		--steps 6 --batch $b --resume
+	cmp -s "$T/gb.cdpt" "$T/gb/checkpoint.cdpt" || fail "--batch $b: the refused resume wrote"
+done
+cdp-train --db "$T/pool" --keys "$T/train.keys" --out "$T/gb" --threads 1 -q --steps 6 \
+	--batch 4 --resume || fail "the same global batch: resume failed"
 
 echo "== usage"
 expect_fail 2 "missing --db" cdp-train --keys "$T/train.keys" --model x --out "$T/run"

@@ -164,6 +164,9 @@ void tr_checkpoint(trainer *t)
 	ck.loss_scale = t->scale;           /* the loss scaler resumes where it was */
 	ck.scale_good = (uint64_t)t->scale_good;
 	ck.scale_skipped = t->scale_skipped;
+	ck.batch = t->o->batch;             /* data_pos counts in their product */
+	ck.batch_ranks = t->size;
+	ck.batch_accumulate = t->accumulate;
 	if ((rc = cdp_ckpt_set_cfg(&ck, t->cfg_text, (const char *const *)t->ov, t->nov)) ||
 	    (rc = cdp_ckpt_from_net(&ck, &t->net)) || (rc = cdp_ckpt_set_optim(&ck, &t->opt)) ||
 	    (rc = cdp_ckpt_set_rng(&ck, "epoch_order", &r)) ||
@@ -189,6 +192,15 @@ out:
 	tr_eval_model_end(t);
 }
 
+/* "4 x 2 ranks", "4 x 1 rank x 2 accumulated" */
+static void describe_batch(char *s, size_t cap, int batch, int ranks, int accumulate)
+{
+	int k = snprintf(s, cap, "%d x %d rank%s", batch, ranks, ranks == 1 ? "" : "s");
+
+	if (accumulate > 1 && k > 0 && (size_t)k < cap)
+		snprintf(s + k, cap - (size_t)k, " x %d accumulated", accumulate);
+}
+
 int tr_resume(trainer *t, char *err, size_t cap)
 {
 	const cdp_ckpt *ck = &t->ck;
@@ -202,6 +214,19 @@ int tr_resume(trainer *t, char *err, size_t cap)
 	if (ck->seed != t->o->seed) {
 		snprintf(err, cap, "the checkpoint in '%s' was trained with --seed %" PRIu64
 		         " (the data order depends on it)", t->o->out, ck->seed);
+		return -1;
+	}
+	/* the data order and the step count are planned in global batches:
+	 * another one would skip or repeat samples (issue 14); the number of
+	 * ranks may differ. Older checkpoints do not say: the position must at
+	 * least be a whole number of this run's steps. */
+	if (cdp_ckpt_global_batch(ck) != 0 && cdp_ckpt_global_batch(ck) != gb) {
+		char was[96], now[96];
+		describe_batch(was, sizeof was, ck->batch, ck->batch_ranks, ck->batch_accumulate);
+		describe_batch(now, sizeof now, t->o->batch, t->size, t->accumulate);
+		snprintf(err, cap, "cannot resume '%s/checkpoint.cdpt': it was trained with a global "
+		         "batch of %" PRIu64 " (%s), this run has %" PRIu64 " (%s)", t->o->out,
+		         cdp_ckpt_global_batch(ck), was, gb, now);
 		return -1;
 	}
 	if (ck->data_pos % gb != 0 || ck->data_pos / gb > (uint64_t)t->spe) {
