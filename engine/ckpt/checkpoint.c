@@ -387,7 +387,8 @@ int cdp_ckpt_check(const cdp_ckpt *ck)
 	for (int i = 0; i < ck->nbands; i++) {
 		if (ck->bands[i] < 1)
 			return -1;
-		if (ck->mean && (!isfinite(ck->mean[i]) || !isfinite(ck->std[i]) || !(ck->std[i] > 0)))
+		/* std 0: a constant band, centred and not scaled (cdp-checkpoint(5)) */
+		if (ck->mean && (!isfinite(ck->mean[i]) || !isfinite(ck->std[i]) || !(ck->std[i] >= 0)))
 			return -1;
 	}
 	if (cdp_ckpt_ranks_check(ck, 0) != 0)
@@ -465,10 +466,27 @@ int cdp_ckpt_validate(const cdp_ckpt *ck, char *why, size_t cap)
 		 * a constant band); the rest are a programming error's */
 		for (int i = 0; ck->mean && ck->std && ck->bands && i < ck->nbands &&
 		                i <= CDP_CKPT_MAX_BANDS; i++)
-			if (!isfinite(ck->mean[i]) || !isfinite(ck->std[i]) || !(ck->std[i] > 0)) {
+			if (!isfinite(ck->mean[i]) || !isfinite(ck->std[i]) || !(ck->std[i] >= 0)) {
 				snprintf(why, cap, "band %d's standardization is mean %g, standard deviation "
-				         "%g (finite, and a deviation above 0, expected)", ck->bands[i],
+				         "%g (finite, and a deviation not negative, expected)", ck->bands[i],
 				         ck->mean[i], ck->std[i]);
+				return -1;
+			}
+		/* what a user's --model can exceed */
+		if (ck->cfg_text && strlen(ck->cfg_text) > CDP_CKPT_CFG_MAX) {
+			snprintf(why, cap, "the model cfg text has %zu bytes, at most %d are kept",
+			         strlen(ck->cfg_text), CDP_CKPT_CFG_MAX);
+			return -1;
+		}
+		if (ck->noverrides > CDP_CKPT_MAX_OVERRIDES) {
+			snprintf(why, cap, "%d model overrides, at most %d are kept", ck->noverrides,
+			         CDP_CKPT_MAX_OVERRIDES);
+			return -1;
+		}
+		for (int i = 0; ck->overrides && i < ck->noverrides; i++)
+			if (ck->overrides[i] && strlen(ck->overrides[i]) > CDP_CKPT_OVERRIDE_MAX) {
+				snprintf(why, cap, "model override %d has %zu bytes, at most %d are kept",
+				         i + 1, strlen(ck->overrides[i]), CDP_CKPT_OVERRIDE_MAX);
 				return -1;
 			}
 		snprintf(why, cap, "a field is out of range or inconsistent");

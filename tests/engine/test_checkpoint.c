@@ -491,7 +491,18 @@ static void test_invalid(void)
 	a.optim_n = 100;                     /* not the parameter count */
 	CHECK_RC(cdp_ckpt_encode(&a, &buf, &len), CDP_EINVAL);
 	a.optim_n = 120;
-	a.std[1] = 0;
+	a.std[1] = 0;                        /* a constant band: centred, not scaled */
+	CHECK_RC(cdp_ckpt_encode(&a, &buf, &len), CDP_OK);
+	free(buf);
+	a.std[1] = -1;
+	CHECK_RC(cdp_ckpt_encode(&a, &buf, &len), CDP_EINVAL);
+	{
+		char why[200];
+		CHECK_RC(cdp_ckpt_validate(&a, why, sizeof why), -1);
+		CHECK(strcmp(why, "band 3's standardization is mean 80.25, standard deviation -1 "
+		                  "(finite, and a deviation not negative, expected)") == 0, "%s", why);
+	}
+	a.std[1] = NAN;
 	CHECK_RC(cdp_ckpt_encode(&a, &buf, &len), CDP_EINVAL);
 	a.std[1] = 1;
 	a.dtype = CDP_DT_F64 + 1;

@@ -10,6 +10,8 @@
 #    checkpoint, exit 1 (--nan-policy skip: logged, 100 in a row stop it);
 #  - a resume with another global batch than the checkpoint's is refused,
 #    both named;
+#  - a pool with a constant band (std 0) trains, resumes and predicts; a
+#    run whose checkpoint could not be written is refused before step 1;
 #  - usage errors exit 2; a GPU that does not exist is a clear error;
 #  - a corrupt record stops the run naming its key; --skip-bad-records
 #    counts and skips it instead;
@@ -119,6 +121,37 @@ for b in 2 8; do
 done
 cdp-train --db "$T/pool" --keys "$T/train.keys" --out "$T/gb" --threads 1 -q --steps 6 \
 	--batch 4 --resume || fail "the same global batch: resume failed"
+
+echo "== a constant band"
+# std 0 means centred, not scaled, in the loader, the checkpoint and
+# cdp-predict alike: the run saves its checkpoint (before: it trained to
+# the end, then "cannot write ...: invalid argument", the run lost)
+"$PYTHON" - "$T/c3.tif" "$T/k.tif" <<'PYEOF'
+import sys
+from osgeo import gdal
+src = gdal.Open(sys.argv[1])
+d = gdal.GetDriverByName("GTiff").CreateCopy(sys.argv[2], src)
+for b in range(1, d.RasterCount + 1):
+    d.GetRasterBand(b).Fill(100 if b == 1 else 50)
+d = None
+PYEOF
+cp "$T/c3_mask.tif" "$T/k_mask.tif"
+cdp-tile -q --size 64 --label-suffix _mask "$T/k.tif" | cdp-lmdbpack -q "$T/kpool"
+cdp-keyshuffle -q --seed 1 -o "$T/k.keys" "$T/kpool"
+rm -rf "$T/k"
+cdp-train --db "$T/kpool" --keys "$T/k.keys" --model "$SMALL" --out "$T/k" --threads 1 -q \
+	--steps 3 2>"$T/err" || fail "a constant band: $(cat "$T/err")"
+cdp-train --db "$T/kpool" --keys "$T/k.keys" --out "$T/k" --threads 1 -q --steps 5 --resume ||
+	fail "a constant band: resume failed"
+cdp-predict -q "$T/k" "$T/k.tif" -o "$T/k.pred.tif" || fail "a constant band: cdp-predict failed"
+# what no checkpoint can hold is refused before step 1, not after the last
+# (before: trained, then "cannot write ...: invalid argument")
+long="lr=0.05$(printf '%04100d' 0)"
+rm -rf "$T/k"
+expect_fail 1 "^cdp-train: this run could not save its checkpoint '$T/k/checkpoint.cdpt' (from pool '$T/kpool'): model override 1 has 4107 bytes, at most 4096 are kept\$" \
+	cdp-train --db "$T/kpool" --keys "$T/k.keys" --model "$SMALL:$long" --out "$T/k" --threads 1 \
+	-q --steps 3
+[ ! -e "$T/k" ] || fail "a run refused at start left its RUNDIR"
 
 echo "== usage"
 expect_fail 2 "missing --db" cdp-train --keys "$T/train.keys" --model x --out "$T/run"

@@ -124,25 +124,17 @@ static int pool_bands(trainer *t, int *bands, int C)
 	return rc == MDB_NOTFOUND ? CDP_OK : rc;
 }
 
-void tr_checkpoint(trainer *t)
+/* The checkpoint of the run as it stands, but for the per-rank state: ck
+ * zeroed first; CDP_* on failure (ck then for cdp_ckpt_free). */
+static int fill(trainer *t, cdp_ckpt *ck)
 {
 	const cdp_pool_info *pi = t->ti.pool;
-	cdp_ckpt ck;
 	cdp_rng r;
-	char path[4096], why[256] = "";
 	int rc = 0, *bands = NULL;
 	double *mean = NULL, *sd = NULL;
 	int C = t->ti.c;
 
-	tr_eval_model_begin(t);
-	if (t->rank != 0) {
-		if ((rc = tr_sync_state_save(t, NULL)) != 0)
-			TR_FAIL("cannot send the local state for '%s/checkpoint.cdpt': %s", t->o->out,
-			        cdp_strerror(rc));
-		goto out;
-	}
-	memset(&ck, 0, sizeof ck);
-	snprintf(path, sizeof path, "%s/checkpoint.cdpt", t->o->out);
+	memset(ck, 0, sizeof *ck);
 	if (!(bands = malloc(C * sizeof *bands)) || !(mean = malloc(C * sizeof *mean)) ||
 	    !(sd = malloc(C * sizeof *sd))) {
 		rc = CDP_ENOMEM;
@@ -155,23 +147,64 @@ void tr_checkpoint(trainer *t)
 	if ((rc = pool_bands(t, bands, C)))
 		goto done;
 	cdp_rng_seed(&r, cdp_rng_derive(t->o->seed, t->epoch, 0));
-	ck.step = (uint64_t)t->step;
-	ck.epoch = t->epoch;
-	ck.data_pos = (uint64_t)t->estep * t->accumulate * t->o->batch * t->size;
-	ck.seed = t->o->seed;
-	memcpy(ck.pool_uuid, pi->uuid, sizeof ck.pool_uuid);
-	ck.dtype = pi->dtype;               /* lets cdp-predict refuse a raster of another type */
-	ck.loss_scale = t->scale;           /* the loss scaler resumes where it was */
-	ck.scale_good = (uint64_t)t->scale_good;
-	ck.scale_skipped = t->scale_skipped;
-	ck.batch = t->o->batch;             /* data_pos counts in their product */
-	ck.batch_ranks = t->size;
-	ck.batch_accumulate = t->accumulate;
-	if ((rc = cdp_ckpt_set_cfg(&ck, t->cfg_text, (const char *const *)t->ov, t->nov)) ||
-	    (rc = cdp_ckpt_from_net(&ck, &t->net)) || (rc = cdp_ckpt_set_optim(&ck, &t->opt)) ||
-	    (rc = cdp_ckpt_set_rng(&ck, "epoch_order", &r)) ||
-	    (rc = cdp_ckpt_set_data(&ck, bands, C, mean, sd)) ||
-	    (rc = tr_sync_state_save(t, &ck)))
+	ck->step = (uint64_t)t->step;
+	ck->epoch = t->epoch;
+	ck->data_pos = (uint64_t)t->estep * t->accumulate * t->o->batch * t->size;
+	ck->seed = t->o->seed;
+	memcpy(ck->pool_uuid, pi->uuid, sizeof ck->pool_uuid);
+	ck->dtype = pi->dtype;              /* lets cdp-predict refuse a raster of another type */
+	ck->loss_scale = t->scale;          /* the loss scaler resumes where it was */
+	ck->scale_good = (uint64_t)t->scale_good;
+	ck->scale_skipped = t->scale_skipped;
+	ck->batch = t->o->batch;            /* data_pos counts in their product */
+	ck->batch_ranks = t->size;
+	ck->batch_accumulate = t->accumulate;
+	if ((rc = cdp_ckpt_set_cfg(ck, t->cfg_text, (const char *const *)t->ov, t->nov)) ||
+	    (rc = cdp_ckpt_from_net(ck, &t->net)) || (rc = cdp_ckpt_set_optim(ck, &t->opt)) ||
+	    (rc = cdp_ckpt_set_rng(ck, "epoch_order", &r)) ||
+	    (rc = cdp_ckpt_set_data(ck, bands, C, mean, sd)))
+		goto done;
+done:
+	free(bands);
+	free(mean);
+	free(sd);
+	return rc;
+}
+
+int tr_checkpoint_check(trainer *t, char *err, size_t cap)
+{
+	cdp_ckpt ck;
+	char why[256];
+	int rc = fill(t, &ck);
+
+	if (rc == 0 && cdp_ckpt_validate(&ck, why, sizeof why) != 0) {
+		snprintf(err, cap, "this run could not save its checkpoint '%s/checkpoint.cdpt' "
+		         "(from pool '%s'): %s", t->o->out, t->o->db, why);
+		rc = -1;
+	} else if (rc != 0) {
+		snprintf(err, cap, "cannot prepare the checkpoint '%s/checkpoint.cdpt': %s", t->o->out,
+		         cdp_strerror(rc));
+		rc = -1;
+	}
+	cdp_ckpt_free(&ck);
+	return rc;
+}
+
+void tr_checkpoint(trainer *t)
+{
+	cdp_ckpt ck;
+	char path[4096], why[256] = "";
+	int rc = 0;
+
+	tr_eval_model_begin(t);
+	if (t->rank != 0) {
+		if ((rc = tr_sync_state_save(t, NULL)) != 0)
+			TR_FAIL("cannot send the local state for '%s/checkpoint.cdpt': %s", t->o->out,
+			        cdp_strerror(rc));
+		goto out;
+	}
+	snprintf(path, sizeof path, "%s/checkpoint.cdpt", t->o->out);
+	if ((rc = fill(t, &ck)) || (rc = tr_sync_state_save(t, &ck)))
 		goto done;
 	/* a refused value is named; the file keeps what it held */
 	if (cdp_ckpt_validate(&ck, why, sizeof why) != 0)
@@ -180,9 +213,6 @@ void tr_checkpoint(trainer *t)
 		rc = cdp_ckpt_write(path, &ck);
 done:
 	cdp_ckpt_free(&ck);
-	free(bands);
-	free(mean);
-	free(sd);
 	if (rc != 0)
 		TR_FAIL("cannot write '%s' at step %ld: %s", path, t->step,
 		        why[0] ? why : cdp_strerror(rc));

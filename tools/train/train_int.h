@@ -151,6 +151,10 @@ typedef struct tr_val {
 void tr_upload(trainer *t, cdp_loader *l, const cdp_batch *b);
 int  tr_validate(trainer *t, tr_val *v);   /* collective; aborts on error */
 void tr_checkpoint(trainer *t);            /* collective; rank 0 writes */
+/* At setup, before step 1: -1 with err set when the checkpoint this run
+ * would write (the per-rank state aside) is one cdp_ckpt_validate refuses,
+ * so no run trains to the end and then cannot save (issue 14) */
+int  tr_checkpoint_check(trainer *t, char *err, size_t cap);
 int  tr_resume(trainer *t, char *err, size_t cap);
 
 /* train_log.c */

@@ -370,6 +370,8 @@ int tr_setup(trainer *t, char *err, size_t cap)
 	if (t->have_ck && tr_resume(t, err, cap) < 0)
 		return -1;
 	loss_scale(t);
+	if (tr_checkpoint_check(t, err, cap) < 0)
+		return -1;
 	if (tr_sync_init(t, err, cap) < 0)
 		return -1;
 	if (t->rank == 0 && tr_log_open(t, err, cap) < 0)
