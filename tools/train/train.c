@@ -407,6 +407,7 @@ static int train_loop(trainer *t)
 		                       (!o->val_every && epoch_end))) {
 			tr_validate(t, &v);
 			tr_log_val(t, &v);
+			tr_keep_best(t, &v);
 			validated = 1;
 		}
 		if (epoch_end) {
@@ -432,6 +433,7 @@ static int train_loop(trainer *t)
 		if (t->vl && !validated && !stop) {
 			tr_validate(t, &v);
 			tr_log_val(t, &v);
+			tr_keep_best(t, &v);
 		}
 		if (!ckpted)
 			tr_checkpoint(t);
@@ -481,6 +483,12 @@ int cdp_train_run(const cdp_train_opts *o)
 	cdp_dist_bcast(t.net.params, t.net.nparams);
 	if (t.net.nbuffers)
 		cdp_dist_bcast(t.net.buffers, t.net.nbuffers);
+	if (o->keep_best) {    /* the best so far, which rank 0 read from metrics.jsonl */
+		double b[2] = { t.rank == 0 ? t.have_best : 0, t.rank == 0 ? t.best : 0 };
+		cdp_dist_sum_f64(b, 2);
+		t.have_best = b[0] > 0;
+		t.best = b[1];
+	}
 	tr_sync_begin(&t);
 	t.t_start = cdp_now();
 	rc = train_loop(&t);

@@ -21,11 +21,13 @@
  * all other randomness is derived from (seed, position), see train.c.
  */
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cdp_error.h"
+#include "cdp_metrics.h"
 #include "cdp_rng.h"
 #include "cdp_stream.h"
 #include "dist/dist.h"
@@ -190,7 +192,8 @@ int tr_checkpoint_check(trainer *t, char *err, size_t cap)
 	return rc;
 }
 
-void tr_checkpoint(trainer *t)
+/* RUNDIR/name: checkpoint.cdpt, or best.cdpt (--keep-best) */
+static void write_checkpoint(trainer *t, const char *name)
 {
 	cdp_ckpt ck;
 	char path[4096], why[256] = "";
@@ -199,11 +202,11 @@ void tr_checkpoint(trainer *t)
 	tr_eval_model_begin(t);
 	if (t->rank != 0) {
 		if ((rc = tr_sync_state_save(t, NULL)) != 0)
-			TR_FAIL("cannot send the local state for '%s/checkpoint.cdpt': %s", t->o->out,
+			TR_FAIL("cannot send the local state for '%s/%s': %s", t->o->out, name,
 			        cdp_strerror(rc));
 		goto out;
 	}
-	snprintf(path, sizeof path, "%s/checkpoint.cdpt", t->o->out);
+	snprintf(path, sizeof path, "%s/%s", t->o->out, name);
 	if ((rc = fill(t, &ck)) || (rc = tr_sync_state_save(t, &ck)))
 		goto done;
 	/* a refused value is named; the file keeps what it held */
@@ -216,10 +219,43 @@ done:
 	if (rc != 0)
 		TR_FAIL("cannot write '%s' at step %ld: %s", path, t->step,
 		        why[0] ? why : cdp_strerror(rc));
-	tr_logf(t, "checkpoint at step %ld: %s", t->step, path);
+	tr_logf(t, "%scheckpoint at step %ld: %s", strcmp(name, "best.cdpt") ? "" : "best ",
+	        t->step, path);
 out:
-	t->ck_step = t->step;
+	if (!strcmp(name, "checkpoint.cdpt"))
+		t->ck_step = t->step;
 	tr_eval_model_end(t);
+}
+
+void tr_checkpoint(trainer *t)
+{
+	write_checkpoint(t, "checkpoint.cdpt");
+}
+
+double tr_best_value(const trainer *t, const tr_val *v)
+{
+	switch (t->o->keep_best) {
+	case CDP_BEST_MIOU: return cdp_metrics_miou(v->conf.counts, v->conf.k, NULL);
+	case CDP_BEST_LOSS: return v->loss;
+	case CDP_BEST_ACC: return cdp_metrics_accuracy(v->conf.counts, v->conf.k);
+	}
+	return NAN;
+}
+
+void tr_keep_best(trainer *t, const tr_val *v)
+{
+	double x = tr_best_value(t, v);
+	int lower = t->o->keep_best == CDP_BEST_LOSS;
+
+	/* a NaN is never best; ties keep the earlier */
+	if (!t->o->keep_best || !v->done || !isfinite(x) ||
+	    (t->have_best && (lower ? !(x < t->best) : !(x > t->best))))
+		return;
+	t->best = x;
+	t->have_best = 1;
+	write_checkpoint(t, "best.cdpt");
+	tr_logf(t, "best %s so far at step %ld: %g", t->o->keep_best == CDP_BEST_MIOU ? "miou" :
+	        lower ? "validation loss" : "accuracy", t->step, x);
 }
 
 /* "4 x 2 ranks", "4 x 1 rank x 2 accumulated" */
