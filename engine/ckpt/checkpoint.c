@@ -138,6 +138,10 @@ static void emit_meta(wr *w, const cdp_ckpt *ck)
 	put_f64(w, ck->loss_scale);
 	put_u64(w, ck->scale_good);
 	put_u64(w, ck->scale_skipped);
+	put_u32(w, (uint32_t)ck->batch);
+	put_u32(w, (uint32_t)ck->batch_ranks);
+	put_u32(w, (uint32_t)ck->batch_accumulate);
+	put_u32(w, 0);
 }
 
 static void emit_cfg(wr *w, const cdp_ckpt *ck)
@@ -332,6 +336,13 @@ static int uuid_ok(const char *u)
 	return u[32] == '\0';
 }
 
+uint64_t cdp_ckpt_global_batch(const cdp_ckpt *ck)
+{
+	if (ck->batch < 1 || ck->batch_ranks < 1 || ck->batch_accumulate < 1)
+		return 0;
+	return (uint64_t)ck->batch * (uint64_t)ck->batch_ranks * (uint64_t)ck->batch_accumulate;
+}
+
 int cdp_ckpt_check(const cdp_ckpt *ck)
 {
 	uint64_t ptotal, btotal;
@@ -376,18 +387,121 @@ int cdp_ckpt_check(const cdp_ckpt *ck)
 	for (int i = 0; i < ck->nbands; i++) {
 		if (ck->bands[i] < 1)
 			return -1;
-		if (ck->mean && (!isfinite(ck->mean[i]) || !isfinite(ck->std[i]) || !(ck->std[i] > 0)))
+		/* std 0: a constant band, centred and not scaled (cdp-checkpoint(5)) */
+		if (ck->mean && (!isfinite(ck->mean[i]) || !isfinite(ck->std[i]) || !(ck->std[i] >= 0)))
 			return -1;
 	}
 	if (cdp_ckpt_ranks_check(ck, 0) != 0)
 		return -1;
+	/* the global batch: unknown, or three counts whose product fits */
+	if ((ck->batch | ck->batch_ranks | ck->batch_accumulate) != 0 &&
+	    (ck->batch < 1 || ck->batch_ranks < 1 || ck->batch_accumulate < 1 ||
+	     ck->batch_ranks > CDP_CKPT_MAX_RANKS ||
+	     cdp_ckpt_global_batch(ck) / (uint64_t)ck->batch_ranks / (uint64_t)ck->batch_accumulate !=
+	         (uint64_t)ck->batch))
+		return -1;
 	return uuid_ok(ck->pool_uuid) ? 0 : -1;
 }
 
-/* What a writer accepts: a valid checkpoint holding every rank's state. */
+/* The first non-finite float of x[n] into why as "WHAT holds NaN at element
+ * I": -1, or 0 when all are finite. */
+static int finite_or_say(const float *x, size_t n, const char *what, char *why, size_t cap)
+{
+	for (size_t i = 0; i < n; i++)
+		if (!isfinite(x[i])) {
+			snprintf(why, cap, "%s holds %s at element %zu", what,
+			         isnan(x[i]) ? "NaN" : x[i] > 0 ? "+Inf" : "-Inf", i);
+			return -1;
+		}
+	return 0;
+}
+
+static int tensors_finite(const cdp_ckpt_tensor *t, int n, const char *kind, char *why,
+                          size_t cap)
+{
+	char what[CDP_CKPT_NAME_MAX + 32];
+
+	for (int i = 0; i < n; i++) {
+		snprintf(what, sizeof what, "%s '%s'", kind, t[i].name);
+		if (finite_or_say(t[i].data, t[i].numel, what, why, cap) != 0)
+			return -1;
+	}
+	return 0;
+}
+
+/* Every float of a structurally valid checkpoint: a NaN or infinite weight
+ * would predict a constant map and train on a NaN loss (issue 14). */
+static int all_finite(const cdp_ckpt *ck, char *why, size_t cap)
+{
+	size_t stride = cdp_ckpt_rank_stride(ck);
+	char what[64];
+
+	if (tensors_finite(ck->params, ck->nparams, "parameter tensor", why, cap) != 0 ||
+	    tensors_finite(ck->buffers, ck->nbuffers, "buffer tensor", why, cap) != 0)
+		return -1;
+	if (ck->optim.type != 0 && ck->optim_m &&
+	    finite_or_say(ck->optim_m, ck->optim_n, "the optimizer's first moment", why, cap) != 0)
+		return -1;
+	if (ck->optim.type != 0 && ck->optim_v &&
+	    finite_or_say(ck->optim_v, ck->optim_n,
+	                  ck->optim_m ? "the optimizer's second moment" : "the optimizer's momentum",
+	                  why, cap) != 0)
+		return -1;
+	for (int r = 0; r < ck->nranks && ck->rank_data && stride != SIZE_MAX; r++) {
+		const float *base = ck->rank_loaded == -1 ? ck->rank_data + (size_t)r * stride :
+		                    ck->rank_loaded == r ? ck->rank_data : NULL;
+		snprintf(what, sizeof what, "rank %d's state", r);
+		if (base && finite_or_say(base, stride, what, why, cap) != 0)
+			return -1;
+	}
+	return 0;
+}
+
+int cdp_ckpt_validate(const cdp_ckpt *ck, char *why, size_t cap)
+{
+	if (cap)
+		why[0] = '\0';
+	if (cdp_ckpt_check(ck) != 0) {
+		/* the data block's rules are the ones a run can break (issue 14:
+		 * a constant band); the rest are a programming error's */
+		for (int i = 0; ck->mean && ck->std && ck->bands && i < ck->nbands &&
+		                i <= CDP_CKPT_MAX_BANDS; i++)
+			if (!isfinite(ck->mean[i]) || !isfinite(ck->std[i]) || !(ck->std[i] >= 0)) {
+				snprintf(why, cap, "band %d's standardization is mean %g, standard deviation "
+				         "%g (finite, and a deviation not negative, expected)", ck->bands[i],
+				         ck->mean[i], ck->std[i]);
+				return -1;
+			}
+		/* what a user's --model can exceed */
+		if (ck->cfg_text && strlen(ck->cfg_text) > CDP_CKPT_CFG_MAX) {
+			snprintf(why, cap, "the model cfg text has %zu bytes, at most %d are kept",
+			         strlen(ck->cfg_text), CDP_CKPT_CFG_MAX);
+			return -1;
+		}
+		if (ck->noverrides > CDP_CKPT_MAX_OVERRIDES) {
+			snprintf(why, cap, "%d model overrides, at most %d are kept", ck->noverrides,
+			         CDP_CKPT_MAX_OVERRIDES);
+			return -1;
+		}
+		for (int i = 0; ck->overrides && i < ck->noverrides; i++)
+			if (ck->overrides[i] && strlen(ck->overrides[i]) > CDP_CKPT_OVERRIDE_MAX) {
+				snprintf(why, cap, "model override %d has %zu bytes, at most %d are kept",
+				         i + 1, strlen(ck->overrides[i]), CDP_CKPT_OVERRIDE_MAX);
+				return -1;
+			}
+		snprintf(why, cap, "a field is out of range or inconsistent");
+		return -1;
+	}
+	return all_finite(ck, why, cap);
+}
+
+/* What a writer accepts: a valid checkpoint, every float finite, holding
+ * every rank's state. */
 static int writable(const cdp_ckpt *ck)
 {
-	return cdp_ckpt_check(ck) == 0 && cdp_ckpt_ranks_check(ck, 1) == 0;
+	char why[8];
+
+	return cdp_ckpt_validate(ck, why, sizeof why) == 0 && cdp_ckpt_ranks_check(ck, 1) == 0;
 }
 int cdp_ckpt_encode(const cdp_ckpt *ck, unsigned char **buf, size_t *len)
 {

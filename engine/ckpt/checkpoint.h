@@ -10,7 +10,7 @@
  *
  * Little-endian, all sizes explicit:
  *   0   8  magic "CDPCKPT\n"
- *   8   4  u32 version (3; versions 1 and 2 are still read)
+ *   8   4  u32 version (4; versions 1 to 3 are still read)
  *   12  4  u32 number of chunks (7, or 8 with the per-rank state)
  *   16  8  u64 file size in bytes, CRC included
  *   24     chunks "META" "CFG " "PARM" "BUFS" "OPTM" "RNG " "DATA", in order,
@@ -18,7 +18,8 @@
  *          each: 4-byte tag, u32 0, u64 payload length, payload
  *   end-4  u32 CRC-32 (zlib's crc32) of every byte before it
  * The payloads are described in cdp-checkpoint(5). Version 2 added the data
- * type to DATA, version 3 the optional RANK chunk.
+ * type to DATA, version 3 the loss scaler to META and the optional RANK
+ * chunk, version 4 the global batch to META.
  *
  * The per-rank state (RANK). With --sync average:K or admm:K:RHO each rank
  * trains its own copy of the model between averaging points, so PARM holds
@@ -69,7 +70,7 @@
 #include "optim.h"
 
 #define CDP_CKPT_MAGIC      "CDPCKPT\n"
-#define CDP_CKPT_VERSION    3
+#define CDP_CKPT_VERSION    4
 #define CDP_CKPT_VERSION_MIN 1         /* oldest version read */
 #define CDP_CKPT_RANK_VERSION 1        /* of the RANK chunk's layout */
 #define CDP_CKPT_MAX_RANKS  (1 << 20)
@@ -136,6 +137,11 @@ typedef struct cdp_ckpt {
 	 * did not scale; finite steps since it last changed; steps skipped */
 	double loss_scale;
 	uint64_t scale_good, scale_skipped;
+	/* the global batch (META, version 4): samples per rank and
+	 * micro-batch, ranks, micro-batches accumulated per step; all 0 when
+	 * unknown (older versions), else all >= 1, their product the global
+	 * batch (cdp_ckpt_global_batch) that the data position counts in */
+	int batch, batch_ranks, batch_accumulate;
 	/* the per-rank state (RANK); nranks 0: none */
 	int nranks;                         /* j of the run that wrote it */
 	int rank_sync;                      /* CDP_CKPT_SYNC_* */
@@ -148,6 +154,9 @@ typedef struct cdp_ckpt {
 	                                     * rank r's (cdp_ckpt_read_rank), none
 	                                     * when r >= nranks */
 } cdp_ckpt;
+
+/* batch x ranks x accumulate, 0 when not recorded */
+uint64_t cdp_ckpt_global_batch(const cdp_ckpt *ck);
 
 /* Reads and validates path. On error *ck is left zeroed. */
 int  cdp_ckpt_read(const char *path, cdp_ckpt *ck);
@@ -169,6 +178,21 @@ int  cdp_ckpt_read_rank(const char *path, int rank, cdp_ckpt *ck, char tag[5]);
 int  cdp_ckpt_load(const char *path, unsigned char **buf, size_t *len);
 int  cdp_ckpt_decode_rank(const unsigned char *buf, size_t len, int rank, cdp_ckpt *ck,
                           char tag[5]);
+/* The same as cdp_ckpt_read_rank, but on error why (cap bytes) says what is
+ * wrong, for a message after the file's name: the first non-finite float
+ * ("parameter tensor 'conv0.w' holds NaN at element 3"), a band's
+ * standardization, or else the chunk at fault and cdp_strerror's text. */
+int  cdp_ckpt_read_why(const char *path, int rank, cdp_ckpt *ck, char *why, size_t cap);
+/* The same in memory (a checkpoint rank 0 read and broadcast). */
+int  cdp_ckpt_decode_why(const unsigned char *buf, size_t len, int rank, cdp_ckpt *ck,
+                         char *why, size_t cap);
+/* What every reader and writer checks of the values: 0, or -1 with why
+ * saying what is wrong. Besides the ranges, every float must be finite:
+ * parameters, buffers, optimizer moments and per-rank state (a NaN weight,
+ * even under a valid CRC, is refused). cdp_ckpt_write's CDP_EINVAL is this
+ * check failing (or a per-rank state not wholly held): call it for the
+ * reason. */
+int  cdp_ckpt_validate(const cdp_ckpt *ck, char *why, size_t cap);
 /* Writes ck to path atomically (see above). */
 int  cdp_ckpt_write(const char *path, const cdp_ckpt *ck);
 /* The same in memory: encode mallocs *buf; decode validates as read does. */

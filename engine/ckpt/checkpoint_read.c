@@ -15,6 +15,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -155,6 +156,14 @@ static void parse_meta(rd *r, cdp_ckpt *ck)
 		ck->scale_skipped = get_u64(r);
 		if (!(ck->loss_scale >= 0 && ck->loss_scale <= 1e300))
 			bad(r, CDP_EFORMAT);
+	}
+	if (r->version >= 4) {     /* the global batch; checked by cdp_ckpt_check */
+		uint32_t b = get_u32(r), j = get_u32(r), a = get_u32(r);
+		if (get_u32(r) != 0 || b > INT_MAX || j > INT_MAX || a > INT_MAX)
+			bad(r, CDP_EFORMAT);
+		ck->batch = (int)b;
+		ck->batch_ranks = (int)j;
+		ck->batch_accumulate = (int)a;
 	}
 }
 
@@ -390,8 +399,9 @@ static int check_header(const unsigned char *b, size_t have, uint64_t total)
 }
 
 /* keep: the rank whose per-rank state to hold, -1 all (checkpoint.h);
- * tag: the chunk at fault, or "" */
-static int decode(const unsigned char *buf, size_t len, int keep, cdp_ckpt *ck, char tag[5])
+ * tag: the chunk at fault, or ""; why: what is wrong (cdp_ckpt_read_why) */
+static int decode(const unsigned char *buf, size_t len, int keep, cdp_ckpt *ck, char tag[5],
+                  char *why, size_t cap)
 {
 	uint32_t n;
 	rd top;
@@ -439,7 +449,12 @@ static int decode(const unsigned char *buf, size_t len, int keep, cdp_ckpt *ck, 
 		tag[0] = '\0';
 		top.p += plen;
 	}
-	if (top.p != top.end || cdp_ckpt_check(ck) != 0) {
+	if (top.p != top.end) {
+		rc = CDP_EFORMAT;
+		goto fail;
+	}
+	/* the values, as a writer checks them, and every float finite */
+	if (cdp_ckpt_validate(ck, why, cap) != 0) {
 		rc = CDP_EFORMAT;
 		goto fail;
 	}
@@ -449,11 +464,33 @@ fail:
 	return rc;
 }
 
-int cdp_ckpt_decode(const unsigned char *buf, size_t len, cdp_ckpt *ck)
+/* why for a failure without a reason of its own: the chunk and the code */
+static void say(char *why, size_t cap, const char *tag, int rc)
+{
+	if (cap && why[0] == '\0')
+		snprintf(why, cap, "%s%s%s%s", tag[0] ? "chunk '" : "", tag, tag[0] ? "': " : "",
+		         cdp_strerror(rc));
+}
+
+int cdp_ckpt_decode_why(const unsigned char *buf, size_t len, int rank, cdp_ckpt *ck, char *why,
+                        size_t cap)
 {
 	char tag[5];
+	int rc;
 
-	return decode(buf, len, -1, ck, tag);
+	if (cap)
+		why[0] = '\0';
+	rc = decode(buf, len, rank < 0 ? -1 : rank, ck, tag, why, cap);
+	if (rc != CDP_OK)
+		say(why, cap, tag, rc);
+	return rc;
+}
+
+int cdp_ckpt_decode(const unsigned char *buf, size_t len, cdp_ckpt *ck)
+{
+	char tag[5], why[8];
+
+	return decode(buf, len, -1, ck, tag, why, sizeof why);
 }
 
 /* ---- files ------------------------------------------------------------------- */
@@ -480,7 +517,9 @@ static int read_at(int fd, unsigned char *b, size_t n, off_t off)
 int cdp_ckpt_decode_rank(const unsigned char *buf, size_t len, int rank, cdp_ckpt *ck,
                          char tag[5])
 {
-	return decode(buf, len, rank < 0 ? -1 : rank, ck, tag);
+	char why[8];
+
+	return decode(buf, len, rank < 0 ? -1 : rank, ck, tag, why, sizeof why);
 }
 
 int cdp_ckpt_load(const char *path, unsigned char **out, size_t *len)
@@ -548,6 +587,25 @@ int cdp_ckpt_read_rank(const char *path, int rank, cdp_ckpt *ck, char tag[5])
 	if (rc == CDP_OK)
 		rc = cdp_ckpt_decode_rank(buf, len, rank, ck, tag);
 	free(buf);
+	return rc;
+}
+
+int cdp_ckpt_read_why(const char *path, int rank, cdp_ckpt *ck, char *why, size_t cap)
+{
+	unsigned char *buf;
+	size_t len;
+	char tag[5] = "";
+	int rc;
+
+	if (cap)
+		why[0] = '\0';
+	memset(ck, 0, sizeof(*ck));
+	rc = cdp_ckpt_load(path, &buf, &len);
+	if (rc == CDP_OK)
+		rc = decode(buf, len, rank < 0 ? -1 : rank, ck, tag, why, cap);
+	free(buf);
+	if (rc != CDP_OK)
+		say(why, cap, tag, rc);
 	return rc;
 }
 

@@ -69,8 +69,8 @@ $CMP -np 2 cdp-train $S --batch 2 --out "$T/hx.7" --steps 20 --resume >"$T/out" 
 rc=$?
 set -e
 [ "$rc" -eq 1 ] || fail "global batch 4 from 8: exit $rc, want 1: $(cat "$T/err")"
-want="cdp-train: rank 0: the checkpoint in '$T/hx.7' is at step 7, 8 samples into epoch 2,"
-want="$want where steps of 4 samples, 6 an epoch, do not lead (resume with the global batch"
+want="cdp-train: rank 0: cannot resume '$T/hx.7/checkpoint.cdpt': it was trained with a global"
+want="$want batch of 8 (4 x 2 ranks), this run has 4 (2 x 2 ranks)"
 grep -qF "$want" "$T/err" || fail "global batch 4 from 8: want '$want...', got: $(cat "$T/err")"
 grep '^cdp-train: rank 0' "$T/err"
 

@@ -2,14 +2,15 @@
  * model cfgs.
  *
  * Round trips in memory and through files keep every field bit for bit and
- * re-encode to the same bytes; version 2 files (no loss scaler) and version
- * 1 files (nor data type) still read, the latter with the data type
- * unknown. Every truncation is CDP_ETRUNC and every single-bit flip is
+ * re-encode to the same bytes; version 3 files (no global batch), version
+ * 2 files (nor loss scaler) and version 1 files (nor data type) still
+ * read, with what they lack unknown. Every truncation is CDP_ETRUNC and every single-bit flip is
  * refused (magic, version, size or CRC). Mutations with a
  * recomputed CRC, which reach the parser, never crash it (run under
  * --enable-asan to see reads too) and either fail or describe exactly the
  * bytes given. Writes replace files atomically and a refused write leaves the
- * old file. Tensors go into a net only when names and shapes agree. Each
+ * old file. A NaN or infinite value anywhere (a weight under a valid CRC)
+ * is refused by reader and writer, naming the tensor. Tensors go into a net only when names and shapes agree. Each
  * model in share/cdpool/models builds with the parameter count its comment
  * states, and survives a checkpoint round trip with identical outputs.
  */
@@ -21,6 +22,8 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -89,6 +92,9 @@ static void make_ck(cdp_ckpt *ck)
 	cdp_ckpt_set_rng(ck, "dropout", &s2);
 	cdp_ckpt_set_data(ck, bands, 3, mean, sd);
 	ck->dtype = CDP_DT_U16;
+	ck->batch = 4;                       /* a global batch of 4 x 3 x 5 */
+	ck->batch_ranks = 3;
+	ck->batch_accumulate = 5;
 	snprintf(ck->pool_uuid, sizeof(ck->pool_uuid), "0123456789abcdef0123456789abcdef");
 }
 
@@ -145,7 +151,9 @@ static int ck_equal(const cdp_ckpt *a, const cdp_ckpt *b)
 	       a->nbands == b->nbands && same(a->bands, b->bands, (size_t)a->nbands * sizeof(int)) &&
 	       same(a->mean, b->mean, (size_t)a->nbands * sizeof(double)) &&
 	       same(a->std, b->std, (size_t)a->nbands * sizeof(double)) &&
-	       a->dtype == b->dtype && strcmp(a->pool_uuid, b->pool_uuid) == 0;
+	       a->dtype == b->dtype && strcmp(a->pool_uuid, b->pool_uuid) == 0 &&
+	       a->batch == b->batch && a->batch_ranks == b->batch_ranks &&
+	       a->batch_accumulate == b->batch_accumulate;
 }
 
 static uint32_t rd_u32(const unsigned char *b)
@@ -169,7 +177,7 @@ static void test_round_trip(unsigned char **out, size_t *outlen)
 
 	make_ck(&a);
 	CHECK_RC(cdp_ckpt_encode(&a, &buf, &len), CDP_OK);
-	CHECK(memcmp(buf, "CDPCKPT\n\3\0\0\0\7\0\0\0", 16) == 0, "header bytes");
+	CHECK(memcmp(buf, "CDPCKPT\n\4\0\0\0\7\0\0\0", 16) == 0, "header bytes");
 	CHECK(buf[16] == (len & 0xff) && buf[17] == ((len >> 8) & 0xff), "size field little-endian");
 	CHECK_RC(cdp_ckpt_decode(buf, len, &b), CDP_OK);
 	CHECK(ck_equal(&a, &b), "decoded checkpoint differs");
@@ -359,20 +367,24 @@ static void wr_u64(unsigned char *b, uint64_t v)
 		b[j] = (unsigned char)(v >> (8 * j));
 }
 
-/* buf (version 3, no per-rank state) as an older version wrote it: META
- * without version 3's 24 bytes of loss scaler at its end, and for version
- * 1 also the DATA chunk, last before the CRC, without its trailing u32
- * data type. Returns the new length, 0 when buf is not laid out so. */
+/* META's length in each version: 80, version 3 added 24 bytes of loss
+ * scaler, version 4 16 of global batch */
+static const size_t meta_len[5] = { 0, 80, 80, 104, 120 };
+
+/* buf (version 4, no per-rank state) as an older version wrote it: META
+ * cut to that version's length, and for version 1 also the DATA chunk,
+ * last before the CRC, without its trailing u32 data type. Returns the new
+ * length, 0 when buf is not laid out so. */
 static size_t to_old(unsigned char *c, const unsigned char *buf, size_t len, int version)
 {
-	size_t pos = 24, n = len - 24;
+	size_t pos = 24, m = meta_len[version], cut = meta_len[CDP_CKPT_VERSION] - m, n = len - cut;
 	uint64_t plen = rd_u64(buf + 32);
 
-	if (memcmp(buf + 24, "META", 4) != 0 || plen != 104 || buf[12] != 7)
+	if (memcmp(buf + 24, "META", 4) != 0 || plen != meta_len[CDP_CKPT_VERSION] || buf[12] != 7)
 		return 0;
-	memcpy(c, buf, 24 + 16 + 80);
-	memcpy(c + 24 + 16 + 80, buf + 24 + 16 + 104, len - (24 + 16 + 104));
-	wr_u64(c + 32, 80);
+	memcpy(c, buf, 24 + 16 + m);
+	memcpy(c + 24 + 16 + m, buf + 24 + 16 + m + cut, len - (24 + 16 + m + cut));
+	wr_u64(c + 32, m);
 	if (version == 1) {
 		for (int i = 0; i < 6; i++)
 			pos += 16 + (size_t)rd_u64(c + pos + 8);
@@ -395,12 +407,15 @@ static void test_version1(const unsigned char *buf, size_t len)
 	size_t n = to_old(c, buf, len, 1);
 	int wrong = 0;
 
-	CHECK(n == len - 28, "a version 1 file made from the version 3 bytes");
+	CHECK(n == len - 44, "a version 1 file made from the version 4 bytes");
 	CHECK_RC(cdp_ckpt_decode(buf, len, &a), CDP_OK);
 	CHECK_RC(cdp_ckpt_decode(c, n, &b), CDP_OK);
 	CHECK(b.dtype == 0, "version 1: data type unknown, got %d", b.dtype);
+	CHECK(b.batch == 0 && b.batch_ranks == 0 && b.batch_accumulate == 0 &&
+	      cdp_ckpt_global_batch(&b) == 0, "version 1: global batch unknown");
 	a.dtype = 0;
-	CHECK(ck_equal(&a, &b), "version 1: every other field as in version 3");
+	a.batch = a.batch_ranks = a.batch_accumulate = 0;
+	CHECK(ck_equal(&a, &b), "version 1: every other field as in version 4");
 	cdp_ckpt_free(&a);
 	cdp_ckpt_free(&b);
 	for (size_t k = 0; k < n; k++) {
@@ -414,11 +429,22 @@ static void test_version1(const unsigned char *buf, size_t len)
 	}
 	CHECK(wrong == 0, "%d version 1 truncations not reported as such", wrong);
 	/* version 2 keeps the data type */
-	n = to_old(c, buf, len, 2);
-	CHECK(n == len - 24, "a version 2 file made from the version 3 bytes");
+	n = to_old(c, buf, len, 3);
+	CHECK(n == len - 16, "a version 3 file made from the version 4 bytes");
 	CHECK_RC(cdp_ckpt_decode(buf, len, &a), CDP_OK);
 	CHECK_RC(cdp_ckpt_decode(c, n, &b), CDP_OK);
-	CHECK(ck_equal(&a, &b) && b.dtype == a.dtype, "version 2: every field as in version 3");
+	CHECK(cdp_ckpt_global_batch(&a) == 60 && cdp_ckpt_global_batch(&b) == 0,
+	      "version 4 records the global batch, 3 does not");
+	a.batch = a.batch_ranks = a.batch_accumulate = 0;
+	CHECK(ck_equal(&a, &b), "version 3: every other field as in version 4");
+	cdp_ckpt_free(&a);
+	cdp_ckpt_free(&b);
+	n = to_old(c, buf, len, 2);
+	CHECK(n == len - 40, "a version 2 file made from the version 4 bytes");
+	CHECK_RC(cdp_ckpt_decode(buf, len, &a), CDP_OK);
+	CHECK_RC(cdp_ckpt_decode(c, n, &b), CDP_OK);
+	a.batch = a.batch_ranks = a.batch_accumulate = 0;
+	CHECK(ck_equal(&a, &b) && b.dtype == a.dtype, "version 2: every field as in version 4");
 	cdp_ckpt_free(&a);
 	cdp_ckpt_free(&b);
 	/* an unknown data type */
@@ -426,13 +452,17 @@ static void test_version1(const unsigned char *buf, size_t len)
 	fix_crc(c, n);
 	CHECK_RC(cdp_ckpt_decode(c, n, &b), CDP_EFORMAT);
 	/* version 2 bytes labelled 1: the data type is an extra 4 bytes; and
-	 * version 3 bytes labelled 2: META's loss scaler is 24 extra bytes */
+	 * version 4 bytes labelled 2: META's loss scaler and batch are 40
+	 * extra bytes, labelled 3: the batch 16 */
 	c[n - 8] = (unsigned char)CDP_DT_U16;
 	c[8] = 1;
 	fix_crc(c, n);
 	CHECK_RC(cdp_ckpt_decode(c, n, &b), CDP_EFORMAT);
 	memcpy(c, buf, len);
 	c[8] = 2;
+	fix_crc(c, len);
+	CHECK_RC(cdp_ckpt_decode(c, len, &b), CDP_EFORMAT);
+	c[8] = 3;
 	fix_crc(c, len);
 	CHECK_RC(cdp_ckpt_decode(c, len, &b), CDP_EFORMAT);
 	/* version 0 */
@@ -461,7 +491,18 @@ static void test_invalid(void)
 	a.optim_n = 100;                     /* not the parameter count */
 	CHECK_RC(cdp_ckpt_encode(&a, &buf, &len), CDP_EINVAL);
 	a.optim_n = 120;
-	a.std[1] = 0;
+	a.std[1] = 0;                        /* a constant band: centred, not scaled */
+	CHECK_RC(cdp_ckpt_encode(&a, &buf, &len), CDP_OK);
+	free(buf);
+	a.std[1] = -1;
+	CHECK_RC(cdp_ckpt_encode(&a, &buf, &len), CDP_EINVAL);
+	{
+		char why[200];
+		CHECK_RC(cdp_ckpt_validate(&a, why, sizeof why), -1);
+		CHECK(strcmp(why, "band 3's standardization is mean 80.25, standard deviation -1 "
+		                  "(finite, and a deviation not negative, expected)") == 0, "%s", why);
+	}
+	a.std[1] = NAN;
 	CHECK_RC(cdp_ckpt_encode(&a, &buf, &len), CDP_EINVAL);
 	a.std[1] = 1;
 	a.dtype = CDP_DT_F64 + 1;
@@ -469,10 +510,82 @@ static void test_invalid(void)
 	a.dtype = -1;
 	CHECK_RC(cdp_ckpt_encode(&a, &buf, &len), CDP_EINVAL);
 	a.dtype = CDP_DT_F32;
+	a.batch_ranks = 0;                   /* the batch: all three or none */
+	CHECK_RC(cdp_ckpt_encode(&a, &buf, &len), CDP_EINVAL);
+	a.batch_ranks = 3;
+	a.batch_accumulate = -1;
+	CHECK_RC(cdp_ckpt_encode(&a, &buf, &len), CDP_EINVAL);
+	a.batch_accumulate = 5;
 	CHECK_RC(cdp_ckpt_set_rng(&a, "data", &(cdp_rng){ { 0, 0, 0, 0 } }), CDP_OK);
 	CHECK_RC(cdp_ckpt_encode(&a, &buf, &len), CDP_EINVAL);
 	CHECK(a.nrng == 2, "set_rng replaces by name");
 	CHECK_RC(cdp_ckpt_set_rng(&a, "has space", &(cdp_rng){ { 1, 2, 3, 4 } }), CDP_EINVAL);
+	cdp_ckpt_free(&a);
+}
+
+/* Non-finite numbers (issue 14): a NaN weight under a valid CRC, an
+ * infinite optimizer moment, are refused by the reader, which names the
+ * tensor, and never written. */
+static void test_nonfinite(void)
+{
+	cdp_ckpt a, b;
+	unsigned char *buf, *c;
+	size_t len, off = 0;
+	char why[200], path[128];
+	float want, nan = NAN;
+	FILE *f;
+
+	make_ck(&a);
+	CHECK_RC(cdp_ckpt_encode(&a, &buf, &len), CDP_OK);
+	/* c.b's third value, found by its bytes (the values are random) */
+	want = a.params[1].data[2];
+	for (size_t i = 24; i + 4 <= len; i++)
+		if (memcmp(buf + i, &want, 4) == 0) {
+			CHECK(off == 0, "c.b[2]'s bytes occur twice");
+			off = i;
+		}
+	CHECK(off > 0, "c.b[2] not found in the encoding");
+	c = malloc(len);
+	memcpy(c, buf, len);
+	memcpy(c + off, &nan, 4);
+	fix_crc(c, len);
+	CHECK_RC(cdp_ckpt_decode(c, len, &b), CDP_EFORMAT);
+	CHECK(b.params == NULL, "nothing returned for a NaN weight");
+	CHECK_RC(cdp_ckpt_decode_why(c, len, -1, &b, why, sizeof why), CDP_EFORMAT);
+	CHECK(strcmp(why, "parameter tensor 'c.b' holds NaN at element 2") == 0, "%s", why);
+	snprintf(path, sizeof path, "%s/nan.cdpt", dir);
+	f = fopen(path, "wb");
+	CHECK(f && fwrite(c, 1, len, f) == len && fclose(f) == 0, "write %s", path);
+	CHECK_RC(cdp_ckpt_read_why(path, -1, &b, why, sizeof why), CDP_EFORMAT);
+	CHECK(strcmp(why, "parameter tensor 'c.b' holds NaN at element 2") == 0, "%s", why);
+	unlink(path);
+	/* the reasons of other refusals: a damaged CRC, a missing file */
+	c[len - 1] ^= 1;
+	CHECK_RC(cdp_ckpt_decode_why(c, len, -1, &b, why, sizeof why), CDP_ECRC);
+	CHECK(strcmp(why, cdp_strerror(CDP_ECRC)) == 0, "%s", why);
+	CHECK_RC(cdp_ckpt_read_why(path, -1, &b, why, sizeof why), ENOENT);
+	CHECK(strcmp(why, strerror(ENOENT)) == 0, "%s", why);
+	/* the writer refuses them, each named */
+	a.params[1].data[2] = INFINITY;
+	CHECK_RC(cdp_ckpt_encode(&a, &buf, &len), CDP_EINVAL);
+	CHECK_RC(cdp_ckpt_validate(&a, why, sizeof why), -1);
+	CHECK(strcmp(why, "parameter tensor 'c.b' holds +Inf at element 2") == 0, "%s", why);
+	a.params[1].data[2] = want;
+	a.buffers[1].data[0] = -INFINITY;
+	CHECK_RC(cdp_ckpt_validate(&a, why, sizeof why), -1);
+	CHECK(strcmp(why, "buffer tensor 'bn.var' holds -Inf at element 0") == 0, "%s", why);
+	a.buffers[1].data[0] = 1;
+	a.optim_v[119] = NAN;
+	CHECK_RC(cdp_ckpt_validate(&a, why, sizeof why), -1);
+	CHECK(strcmp(why, "the optimizer's second moment holds NaN at element 119") == 0, "%s", why);
+	snprintf(path, sizeof path, "%s/inf.cdpt", dir);
+	CHECK_RC(cdp_ckpt_write(path, &a), CDP_EINVAL);
+	CHECK(access(path, F_OK) != 0 && files_in(dir) == 0, "a refused write left a file");
+	a.optim_v[119] = 1;
+	CHECK_RC(cdp_ckpt_validate(&a, why, sizeof why), 0);
+	CHECK(why[0] == '\0', "a valid checkpoint has no reason: %s", why);
+	free(c);
+	free(buf);
 	cdp_ckpt_free(&a);
 }
 
@@ -650,6 +763,7 @@ int main(void)
 	test_version1(buf, len);
 	test_files(buf, len);
 	test_invalid();
+	test_nonfinite();
 	test_mismatch();
 	test_models();
 	free(buf);

@@ -21,7 +21,8 @@
 #  - refuse an output that is the input (also through a symlink, a hard
 #    link or a VRT's sources), the checkpoint or another output;
 #  - refuse a raster with the wrong band count or data type, a missing or
-#    damaged checkpoint, a GPU that does not exist, bad options; write nothing then.
+#    damaged checkpoint, one holding a NaN weight (naming it), a GPU that does
+#    not exist, bad options; write nothing then.
 . "$CDP_SRCDIR/tests/tools/common.sh"
 need_python
 D="$CDP_SRCDIR/tests/predict"
@@ -246,10 +247,11 @@ expect_fail 1 "'$T/b16.tif' is u16, the model in '$T/run/checkpoint.cdpt' was tr
 import struct, sys, zlib
 b = bytearray(open(sys.argv[1], "rb").read())
 v = struct.unpack_from("<I", b, 8)[0]
-assert v in (2, 3), "not a version 2 or 3 checkpoint"
-if v == 3:                              # META's loss scaler (f64, u64, u64) goes
-    assert b[24:28] == b"META" and struct.unpack_from("<Q", b, 32)[0] == 104
-    del b[40 + 80:40 + 104]
+assert v in (2, 3, 4), "not a version 2, 3 or 4 checkpoint"
+if v >= 3:                              # META's loss scaler (f64, u64, u64) and
+    meta = {3: 104, 4: 120}[v]          # global batch (4 u32) go
+    assert b[24:28] == b"META" and struct.unpack_from("<Q", b, 32)[0] == meta
+    del b[40 + 80:40 + meta]
     struct.pack_into("<Q", b, 32, 80)
 d = b.rindex(b"DATA")
 assert struct.unpack_from("<I", b, len(b) - 8)[0] == 1, "data type not u8"
@@ -267,6 +269,10 @@ expect_fail 1 "'$T/b.tif' is u8, but the model in '$T/big.cdpt' was trained on b
 expect_fail 1 "cannot read '$T/nope.cdpt'" cdp-predict "$T/nope.cdpt" "$T/b.tif" -o "$T/x.tif"
 head -c 300 "$T/run/checkpoint.cdpt" >"$T/cut.cdpt"
 expect_fail 1 "cannot read '$T/cut.cdpt'" cdp-predict "$T/cut.cdpt" "$T/b.tif" -o "$T/x.tif"
+# a NaN weight under a valid CRC (before: a constant map, exit 0)
+name=$("$PYTHON" "$CDP_SRCDIR/tests/train/ckpt_nan.py" "$T/run/checkpoint.cdpt" "$T/nan.cdpt")
+expect_fail 1 "^cdp-predict: cannot read '$T/nan.cdpt': parameter tensor '$name' holds NaN at element 0\$" \
+	cdp-predict "$T/nan.cdpt" "$T/b.tif" -o "$T/x.tif"
 expect_fail 1 "cannot open '$T/none.tif'" cdp-predict "$T/run" "$T/none.tif" -o "$T/x.tif"
 expect_fail 1 "device cuda:1023 does not exist" cdp-predict --device cuda:1023 "$T/run" "$T/b.tif" \
 	-o "$T/x.tif"

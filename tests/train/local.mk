@@ -22,4 +22,5 @@ tests_train_test_loader_raw_CPPFLAGS = $(TRAIN_TEST_CPPFLAGS)
 tests_train_test_loader_raw_LDADD = $(TRAIN_LIBS)
 EXTRA_DIST += tests/train/profile.sh tests/train/train.sh tests/train/train_fail.sh \
 	tests/train/train_common.sh tests/train/resume_sync.sh tests/train/device.sh \
-	tests/train/loss_scale.sh tests/train/metrics.sh tests/train/small.cfg tests/train/data_path.sh
+	tests/train/loss_scale.sh tests/train/metrics.sh tests/train/small.cfg tests/train/data_path.sh \
+	tests/train/ckpt_nan.py

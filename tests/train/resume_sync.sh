@@ -9,6 +9,8 @@
 #    process: one warning line, the run goes on from the consensus model,
 #    and the losses after step 17 then differ (the section is what makes
 #    the resume exact);
+#  - a resume with another global batch (1 process x 4, 2 ranks x 2 after
+#    2 ranks x 4) is refused naming both; 1 process x 8 resumes;
 #  - a per-rank section damaged (its own CRC) or truncated inside an intact
 #    file is a one-line error naming the file and the chunk, exit 1;
 #  - SIGTERM to mpirun once steps are logged: the job exits non-zero within
@@ -107,6 +109,17 @@ cdp-train $R --sync admm:5:0.01 --out "$d.j" --steps 20 --batch 8 --resume 2>"$T
 [ "$(wc -l <"$T/err")" -eq 1 ] && grep -q 'holds the local state of 2 ranks, this run has 1' "$T/err" ||
 	fail "1 process from 2 ranks: want one warning line, got: $(cat "$T/err")"
 cat "$T/err"
+
+echo "== another global batch"
+# the checkpoint of 2 ranks x 4: 1 process x 4 and 2 ranks x 2 are refused
+# with both numbers named (before: trained on); 1 process x 8, above, is
+# the same global batch and resumes
+cp -r "$d.c" "$d.g"
+expect_fail 1 "^cdp-train: cannot resume '$d.g/checkpoint.cdpt': it was trained with a global batch of 8 (4 x 2 ranks), this run has 4 (4 x 1 rank)\$" \
+	cdp-train $R --sync admm:5:0.01 --out "$d.g" --steps 20 --resume
+expect_fail 1 "^cdp-train: rank 0: cannot resume '$d.g/checkpoint.cdpt': it was trained with a global batch of 8 (4 x 2 ranks), this run has 4 (2 x 2 ranks)\$" \
+	$MP cdp-train $R --sync admm:5:0.01 --out "$d.g" --steps 20 --batch 2 --resume
+cmp -s "$d.c/checkpoint.cdpt" "$d.g/checkpoint.cdpt" || fail "a refused resume wrote"
 
 echo "== damaged per-rank section"
 for mode in flip cut; do

@@ -6,6 +6,8 @@
 #    the resume equal the uninterrupted run's exactly (1 process, 2 ranks);
 #  - SIGTERM finishes the step, writes a checkpoint, exits 1; --resume then
 #    finishes the run;
+#  - --keep-best loss keeps best.cdpt at the step of the lowest validation
+#    loss, also across a resume, and cdp-predict reads it;
 #  - 2 ranks with batch b give the loss curve of 1 process with batch 2b
 #    (relative 1e-6), with MPI's all-reduce and with the ring;
 #  - across 2 ranks every sample of an epoch is served exactly once, and the
@@ -66,6 +68,36 @@ cdp-train $C --model "$UNET" --batch 4 --out "$T/sig" --steps $((at + 3)) --log-
 [ "$(losses "$T/sig/metrics.jsonl" | tail -1 | cut -d' ' -f1)" -eq $((at + 3)) ] ||
 	fail "SIGTERM: the resumed run did not reach step $((at + 3))"
 echo "stopped at step $at, resumed to $((at + 3))"
+
+echo "== --keep-best"
+# best.cdpt is the model of the best validation so far (here the lowest
+# validation loss, SMALL at a high learning rate so the loss goes up and
+# down), beside checkpoint.cdpt, also across a resume; cdp-predict reads it
+# step STEP FILE: the step a checkpoint records (META, cdp-checkpoint(5))
+ckstep() { "$PYTHON" -c "import struct,sys; print(struct.unpack_from('<Q', open(sys.argv[1],'rb').read(), 56)[0])" "$1"; }
+# argmin FILE: the step of the lowest validation loss (the first of equals)
+argmin() {
+	sed -n 's/^{"type":"val","step":\([0-9]*\),.*"loss":\([^,]*\),.*/\1 \2/p' "$1" |
+		awk 'NR == 1 || $2 < m { m = $2; s = $1 } END { print s }'
+}
+B="$C --val-keys $T/val.keys --model $SMALL --batch 4 --lr 0.5 --val-every 1 --keep-best loss"
+cdp-train $B --out "$T/best" --steps 6 || fail "--keep-best loss failed"
+[ -s "$T/best/best.cdpt" ] || fail "--keep-best left no best.cdpt"
+[ "$(ckstep "$T/best/best.cdpt")" = "$(argmin "$T/best/metrics.jsonl")" ] ||
+	fail "best.cdpt is of step $(ckstep "$T/best/best.cdpt"), the lowest validation loss at $(argmin "$T/best/metrics.jsonl")"
+first=$(ckstep "$T/best/best.cdpt")
+[ "$first" -lt 6 ] || fail "the test wants a validation loss that rises: best at step $first of 6"
+cp "$T/best/best.cdpt" "$T/best.first"
+# resumed at a learning rate that makes every later validation worse: the
+# best (read back from metrics.jsonl) stays, best.cdpt untouched
+cdp-train $B --out "$T/best" --steps 10 --resume --lr 20 || fail "--keep-best: resume failed"
+[ "$(argmin "$T/best/metrics.jsonl")" = "$first" ] ||
+	fail "the resumed run at --lr 20 did improve the validation loss: this test wants it not to"
+cmp -s "$T/best/best.cdpt" "$T/best.first" || fail "after the resume a worse model replaced best.cdpt"
+[ "$(ckstep "$T/best/checkpoint.cdpt")" = 10 ] || fail "checkpoint.cdpt is not the last step"
+echo "best.cdpt at step $first of 6, kept through a resume to 10"
+cdp-predict -q "$T/best/best.cdpt" "$T/c3.tif" -o "$T/best.tif" || fail "cdp-predict best.cdpt failed"
+expect_fail 2 "--keep-best: 'f1' is not" cdp-train $B --out "$T/best" --steps 1 --keep-best f1
 
 if [ -z "$MP" ]; then
 	echo "SKIP: MPI cases (no MPIRUN)"

@@ -5,6 +5,13 @@
 #    errors naming the problem before training: exit 1, no metrics.jsonl;
 #  - no output (the log, metrics.jsonl) may be an input (the model cfg,
 #    the pointer file through a symlink);
+#  - a checkpoint holding a NaN or infinity is refused on resume, naming
+#    the tensor; a NaN loss stops the run naming the step, keeping the last
+#    checkpoint, exit 1 (--nan-policy skip: logged, 100 in a row stop it);
+#  - a resume with another global batch than the checkpoint's is refused,
+#    both named;
+#  - a pool with a constant band (std 0) trains, resumes and predicts; a
+#    run whose checkpoint could not be written is refused before step 1;
 #  - usage errors exit 2; a GPU that does not exist is a clear error;
 #  - a corrupt record stops the run naming its key; --skip-bad-records
 #    counts and skips it instead;
@@ -60,6 +67,91 @@ ln -s ../train.keys "$T/r2/metrics.jsonl"
 expect_fail 1 "refusing to write '$T/r2/metrics.jsonl': it is the --keys file '$T/train.keys'" \
 	cdp-train --db "$T/pool" --keys "$T/train.keys" --model "$SMALL" --out "$T/r2" --threads 1 -q --steps 1
 cmp -s "$T/train.keys" "$T/keys.orig" || fail "metrics.jsonl replaced the pointer file"
+
+echo "== non-finite numbers"
+# a NaN weight (or an infinite moment) under a valid CRC is refused on
+# resume, naming the file and the tensor
+NAN="$CDP_SRCDIR/tests/train/ckpt_nan.py"
+rm -rf "$T/nan"
+cdp-train --db "$T/pool" --keys "$T/train.keys" --model "$SMALL" --out "$T/nan" --threads 1 -q \
+	--steps 3 || fail "training failed"
+cp "$T/nan/checkpoint.cdpt" "$T/good.cdpt"
+name=$("$PYTHON" "$NAN" "$T/good.cdpt" "$T/nan/checkpoint.cdpt")
+expect_fail 1 "^cdp-train: cannot resume from '$T/nan/checkpoint.cdpt': parameter tensor '$name' holds NaN at element 0\$" \
+	cdp-train --db "$T/pool" --keys "$T/train.keys" --model "$SMALL" --out "$T/nan" --threads 1 -q \
+	--steps 6 --resume
+"$PYTHON" "$NAN" "$T/good.cdpt" "$T/nan/checkpoint.cdpt" OPTM inf >/dev/null
+expect_fail 1 "cannot resume from '$T/nan/checkpoint.cdpt': the optimizer's momentum holds +Inf at element 0\$" \
+	cdp-train --db "$T/pool" --keys "$T/train.keys" --model "$SMALL" --out "$T/nan" --threads 1 -q \
+	--steps 6 --resume
+# a finite but huge weight: the forward pass overflows, the loss of step
+# 4 is NaN, the run stops there naming the step, keeps the checkpoint of
+# step 3 and exits 1 (before: it trained on "loss nan", exit 0)
+"$PYTHON" "$NAN" "$T/good.cdpt" "$T/big.cdpt" PARM 3e38 >/dev/null
+cp "$T/big.cdpt" "$T/nan/checkpoint.cdpt"
+expect_fail 1 "^cdp-train: rank 0: step 4: the loss is -\?nan: training stopped (--nan-policy stop), '$T/nan/checkpoint.cdpt' keeps step 3\$" \
+	cdp-train --db "$T/pool" --keys "$T/train.keys" --model "$SMALL" --out "$T/nan" --threads 1 -q \
+	--steps 8 --resume --checkpoint-every 1
+cmp -s "$T/big.cdpt" "$T/nan/checkpoint.cdpt" || fail "a NaN step replaced the checkpoint"
+grep -q "step 4: the loss is -\?nan: training stopped" "$T/nan/train.log" ||
+	fail "train.log does not say why the run stopped"
+# --nan-policy skip: each such step is logged and skipped, the weights
+# stay as they were, and 100 in a row end the run
+expect_fail 1 "step 103: the loss is -\?nan: 100 steps in a row were not finite, training stopped, '$T/nan/checkpoint.cdpt' keeps step 102\$" \
+	cdp-train --db "$T/pool" --keys "$T/train.keys" --model "$SMALL" --out "$T/nan" --threads 1 -q \
+	--steps 200 --resume --checkpoint-every 1 --nan-policy skip
+grep -q "step 4: the loss is -\?nan, update skipped (1 in a row, 1 in this run)" "$T/nan/train.log" ||
+	fail "--nan-policy skip: the skipped step is not logged"
+expect_fail 2 "--nan-policy: 'ignore' is not" cdp-train --db "$T/pool" --keys "$T/train.keys" $C \
+	--nan-policy ignore
+
+echo "== resume with another global batch"
+# the checkpoint records 4 x 1 rank; the data position counts in it, so
+# --batch 2 (before: trained on, skipping nothing but misplaced) and
+# --batch 8 (before: "start at step 6 of 3", exit 0) are refused
+rm -rf "$T/gb"
+cdp-train --db "$T/pool" --keys "$T/train.keys" --model "$SMALL" --out "$T/gb" --threads 1 -q \
+	--steps 3 --batch 4 || fail "training failed"
+cp "$T/gb/checkpoint.cdpt" "$T/gb.cdpt"
+for b in 2 8; do
+	expect_fail 1 "^cdp-train: cannot resume '$T/gb/checkpoint.cdpt': it was trained with a global batch of 4 (4 x 1 rank), this run has $b ($b x 1 rank)\$" \
+		cdp-train --db "$T/pool" --keys "$T/train.keys" --out "$T/gb" --threads 1 -q \
+		--steps 6 --batch $b --resume
+	cmp -s "$T/gb.cdpt" "$T/gb/checkpoint.cdpt" || fail "--batch $b: the refused resume wrote"
+done
+cdp-train --db "$T/pool" --keys "$T/train.keys" --out "$T/gb" --threads 1 -q --steps 6 \
+	--batch 4 --resume || fail "the same global batch: resume failed"
+
+echo "== a constant band"
+# std 0 means centred, not scaled, in the loader, the checkpoint and
+# cdp-predict alike: the run saves its checkpoint (before: it trained to
+# the end, then "cannot write ...: invalid argument", the run lost)
+"$PYTHON" - "$T/c3.tif" "$T/k.tif" <<'PYEOF'
+import sys
+from osgeo import gdal
+src = gdal.Open(sys.argv[1])
+d = gdal.GetDriverByName("GTiff").CreateCopy(sys.argv[2], src)
+for b in range(1, d.RasterCount + 1):
+    d.GetRasterBand(b).Fill(100 if b == 1 else 50)
+d = None
+PYEOF
+cp "$T/c3_mask.tif" "$T/k_mask.tif"
+cdp-tile -q --size 64 --label-suffix _mask "$T/k.tif" | cdp-lmdbpack -q "$T/kpool"
+cdp-keyshuffle -q --seed 1 -o "$T/k.keys" "$T/kpool"
+rm -rf "$T/k"
+cdp-train --db "$T/kpool" --keys "$T/k.keys" --model "$SMALL" --out "$T/k" --threads 1 -q \
+	--steps 3 2>"$T/err" || fail "a constant band: $(cat "$T/err")"
+cdp-train --db "$T/kpool" --keys "$T/k.keys" --out "$T/k" --threads 1 -q --steps 5 --resume ||
+	fail "a constant band: resume failed"
+cdp-predict -q "$T/k" "$T/k.tif" -o "$T/k.pred.tif" || fail "a constant band: cdp-predict failed"
+# what no checkpoint can hold is refused before step 1, not after the last
+# (before: trained, then "cannot write ...: invalid argument")
+long="lr=0.05$(printf '%04100d' 0)"
+rm -rf "$T/k"
+expect_fail 1 "^cdp-train: this run could not save its checkpoint '$T/k/checkpoint.cdpt' (from pool '$T/kpool'): model override 1 has 4107 bytes, at most 4096 are kept\$" \
+	cdp-train --db "$T/kpool" --keys "$T/k.keys" --model "$SMALL:$long" --out "$T/k" --threads 1 \
+	-q --steps 3
+[ ! -e "$T/k" ] || fail "a run refused at start left its RUNDIR"
 
 echo "== usage"
 expect_fail 2 "missing --db" cdp-train --keys "$T/train.keys" --model x --out "$T/run"

@@ -102,17 +102,16 @@ int pr_load_model(predictor *p, char *err, size_t cap)
 	unsigned char *buf;
 	size_t len;
 	int rc, threads = o->threads;
-	char why[512], tag[5] = "";
+	char why[512];
 
 	if (fetch_ckpt(p, &buf, &len, err, cap) < 0)
 		return -1;
 	/* prediction needs the consensus model only: of the per-rank state of
 	 * an average/admm run keep no rank's share (all are still validated) */
-	rc = cdp_ckpt_decode_rank(buf, len, CDP_CKPT_MAX_RANKS, &p->ck, tag);
+	rc = cdp_ckpt_decode_why(buf, len, CDP_CKPT_MAX_RANKS, &p->ck, why, sizeof why);
 	free(buf);
 	if (rc != 0)
-		return pr_fail(err, cap, "cannot read '%s': %s%s%s%s", p->model, tag[0] ? "chunk '" : "",
-		               tag, tag[0] ? "': " : "", cdp_strerror(rc));
+		return pr_fail(err, cap, "cannot read '%s': %s", p->model, why);
 	p->have_ck = 1;
 	p->C = p->ck.in_c;
 	if (p->ck.nbands != 0 && p->ck.nbands != p->C)

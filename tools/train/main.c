@@ -27,10 +27,10 @@
 
 enum {
 	OPT_ALLREDUCE = 256, OPT_BATCH, OPT_CKPT_EVERY, OPT_DB, OPT_DEVICE, OPT_EPOCHS,
-	OPT_KEYS, OPT_LOAD, OPT_LOG, OPT_LOG_EVERY, OPT_LOSS_SCALE, OPT_LR, OPT_MODEL, OPT_MOMENTUM,
-	OPT_NESTEROV, OPT_NO_OVERLAP, OPT_OPTIMIZER, OPT_OUT, OPT_PAD_LAST, OPT_PRECISION, OPT_PROGRESS,
-	OPT_RESUME, OPT_SCHEDULE, OPT_SEED, OPT_SKIP_BAD, OPT_STEPS, OPT_SYNC, OPT_THREADS,
-	OPT_VAL_EVERY, OPT_VAL_KEYS, OPT_WARMUP, OPT_WD
+	OPT_KEEP_BEST, OPT_KEYS, OPT_LOAD, OPT_LOG, OPT_LOG_EVERY, OPT_LOSS_SCALE, OPT_LR, OPT_MODEL, OPT_MOMENTUM,
+	OPT_NAN_POLICY, OPT_NESTEROV, OPT_NO_OVERLAP, OPT_OPTIMIZER, OPT_OUT, OPT_PAD_LAST,
+	OPT_PRECISION, OPT_PROGRESS, OPT_RESUME, OPT_SCHEDULE, OPT_SEED, OPT_SKIP_BAD, OPT_STEPS,
+	OPT_SYNC, OPT_THREADS, OPT_VAL_EVERY, OPT_VAL_KEYS, OPT_WARMUP, OPT_WD
 };
 
 static void usage(FILE *f)
@@ -44,7 +44,8 @@ static void usage(FILE *f)
 	    "                 [--loss-scale dynamic|off|S] [--sync allreduce|average:K|admm:K:RHO]\n"
 	    "                 [--allreduce mpi|ring|nccl] [--no-overlap] [--checkpoint-every N] [--resume]\n"
 	    "                 [--log FILE] [--log-every N] [--val-every N] [--load pool|copy]\n"
-	    "                 [--pad-last] [--skip-bad-records] [--progress]\n");
+	    "                 [--pad-last] [--skip-bad-records] [--nan-policy stop|skip]\n"
+	    "                 [--keep-best miou|loss|acc] [--progress]\n");
 }
 
 static void on_signal(int sig)
@@ -147,6 +148,8 @@ int main(int argc, char **argv)
 		{ "lr",               required_argument, NULL, OPT_LR },
 		{ "model",            required_argument, NULL, OPT_MODEL },
 		{ "momentum",         required_argument, NULL, OPT_MOMENTUM },
+		{ "keep-best",        required_argument, NULL, OPT_KEEP_BEST },
+		{ "nan-policy",       required_argument, NULL, OPT_NAN_POLICY },
 		{ "nesterov",         no_argument,       NULL, OPT_NESTEROV },
 		{ "no-overlap",       no_argument,       NULL, OPT_NO_OVERLAP },
 		{ "optimizer",        required_argument, NULL, OPT_OPTIMIZER },
@@ -178,6 +181,8 @@ int main(int argc, char **argv)
 	static const char *const optimizers[] = { "sgd", "adamw", NULL };
 	static const int optimizer_of[] = { CDP_OPT_SGD, CDP_OPT_ADAMW };
 	static const char *const schedules[] = { "constant", "step", "cosine", NULL };
+	static const char *const nan_policies[] = { "stop", "skip", NULL };
+	static const char *const bests[] = { "miou", "loss", "acc", NULL };
 	static const int schedule_of[] = { CDP_LR_CONSTANT, CDP_LR_STEP, CDP_LR_COSINE };
 	int k;
 
@@ -249,6 +254,16 @@ int main(int argc, char **argv)
 		case OPT_MOMENTUM:
 			if (cdp_cli_double("--momentum", optarg, 0, 1, 1, &o.momentum))
 				goto out;
+			break;
+		case OPT_KEEP_BEST:
+			if (cdp_cli_keyword("--keep-best", optarg, bests, &k))
+				goto out;
+			o.keep_best = CDP_BEST_MIOU + k;
+			break;
+		case OPT_NAN_POLICY:
+			if (cdp_cli_keyword("--nan-policy", optarg, nan_policies, &k))
+				goto out;
+			o.nan_policy = k == 0 ? CDP_NAN_STOP : CDP_NAN_SKIP;
 			break;
 		case OPT_NESTEROV: o.nesterov = 1; break;
 		case OPT_NO_OVERLAP: o.overlap = 0; break;

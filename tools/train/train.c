@@ -268,6 +268,34 @@ static int scale_check(trainer *t)
 	return 1;
 }
 
+/* A step whose loss or gradient is not finite, outside the loss scaler's
+ * skips (its gradients are zeroed, the update not made): under --nan-policy
+ * stop the job ends here, before any checkpoint holds what followed; under
+ * skip it is counted and logged, and ends the job after CDP_NAN_MAX_SKIPS
+ * in a row. Returns 0 (the step did not go ahead). */
+static int nonfinite(trainer *t, const char *what, double v)
+{
+	char kept[4200];
+
+	if (t->ck_step >= 0)
+		snprintf(kept, sizeof kept, "'%s/checkpoint.cdpt' keeps step %ld", t->o->out,
+		         t->ck_step);
+	else
+		snprintf(kept, sizeof kept, "no checkpoint written");
+	if (t->o->nan_policy == CDP_NAN_STOP) {
+		tr_logf(t, "step %ld: %s is %g: training stopped", t->step + 1, what, v);
+		TR_FAIL("step %ld: %s is %g: training stopped (--nan-policy stop), %s", t->step + 1,
+		        what, v, kept);
+	}
+	t->nan_skipped++;
+	tr_logf(t, "step %ld: %s is %g, update skipped (%ld in a row, %ld in this run)",
+	        t->step + 1, what, v, t->nan_run + 1, t->nan_skipped);
+	if (++t->nan_run >= CDP_NAN_MAX_SKIPS)
+		TR_FAIL("step %ld: %s is %g: %ld steps in a row were not finite, training stopped, %s",
+		        t->step + 1, what, v, t->nan_run, kept);
+	return 0;
+}
+
 static void report(trainer *t, const tr_val *v, const char *what)
 {
 	char m[512] = "";
@@ -317,7 +345,7 @@ static int train_loop(trainer *t)
 	else
 		tr_logf(t, "data path host: float32 tiles, prepared by the loader");
 	while (t->step < t->total && !stop) {
-		int epoch_end = 0, go;
+		int epoch_end = 0, go, finite;
 		double loss = 0, lr;
 
 		if (!started) {
@@ -346,16 +374,25 @@ static int train_loop(trainer *t)
 		if (o->sync != CDP_SYNC_ALLREDUCE && go)
 			tr_sync_grads(t);
 		lr = cdp_optim_lr(&t->oc, t->opt.step);
-		if (go && cdp_optim_step(&t->opt, t->net.params, t->net.grads) != 0)
-			tr_logf(t, "step %ld: gradient norm %g is not finite, update skipped",
-			        t->step + 1, t->opt.last_norm);
+		finite = 1;
+		if (go && !isfinite(loss)) {
+			t->be->fill(t->be, t->net.grads, 0.0f, t->net.nparams);
+			t->opt.micro = 0;
+			finite = nonfinite(t, "the loss", loss);
+		} else if (go && cdp_optim_step(&t->opt, t->net.params, t->net.grads) != 0) {
+			finite = nonfinite(t, "the gradient norm", t->opt.last_norm);
+		} else if (go) {
+			t->nan_run = 0;
+		}
 		t->step++;
 		t->estep++;
 		tr_sync_after_step(t);
-		t->iv_loss += loss;
-		t->iv_steps++;
-		t->ep_loss += loss;
-		t->ep_steps++;
+		if (finite && isfinite(loss)) {    /* a skipped NaN would make every mean NaN */
+			t->iv_loss += loss;
+			t->iv_steps++;
+			t->ep_loss += loss;
+			t->ep_steps++;
+		}
 		if (t->estep == t->spe) {
 			epoch_end = 1;
 			t->epoch++;
@@ -370,6 +407,7 @@ static int train_loop(trainer *t)
 		                       (!o->val_every && epoch_end))) {
 			tr_validate(t, &v);
 			tr_log_val(t, &v);
+			tr_keep_best(t, &v);
 			validated = 1;
 		}
 		if (epoch_end) {
@@ -395,6 +433,7 @@ static int train_loop(trainer *t)
 		if (t->vl && !validated && !stop) {
 			tr_validate(t, &v);
 			tr_log_val(t, &v);
+			tr_keep_best(t, &v);
 		}
 		if (!ckpted)
 			tr_checkpoint(t);
@@ -433,6 +472,7 @@ int cdp_train_run(const cdp_train_opts *o)
 
 	memset(&t, 0, sizeof t);
 	t.o = o;
+	t.ck_step = -1;
 	t.rank = cdp_dist_rank();
 	t.size = cdp_dist_size();
 	rc = tr_setup(&t, err, sizeof err);
@@ -450,6 +490,12 @@ int cdp_train_run(const cdp_train_opts *o)
 	cdp_dist_bcast(t.net.params, t.net.nparams);
 	if (t.net.nbuffers)
 		cdp_dist_bcast(t.net.buffers, t.net.nbuffers);
+	if (o->keep_best) {    /* the best so far, which rank 0 read from metrics.jsonl */
+		double b[2] = { t.rank == 0 ? t.have_best : 0, t.rank == 0 ? t.best : 0 };
+		cdp_dist_sum_f64(b, 2);
+		t.have_best = b[0] > 0;
+		t.best = b[1];
+	}
 	tr_sync_begin(&t);
 	t.t_start = cdp_now();
 	rc = train_loop(&t);

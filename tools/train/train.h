@@ -3,8 +3,9 @@
  *
  * The run is SPMD: every rank calls cdp_train_run with the same options
  * after cdp_dist_init. Rank 0 writes the outputs (RUNDIR/metrics.jsonl,
- * RUNDIR/train.log, RUNDIR/loss.png, RUNDIR/checkpoint.cdpt); every rank
- * reports its own errors. See man/cdp-train.1 for the user's view.
+ * RUNDIR/train.log, RUNDIR/loss.png, RUNDIR/checkpoint.cdpt, with --keep-best
+ * RUNDIR/best.cdpt); every rank reports its own errors. See
+ * man/cdp-train.1 for the user's view.
  */
 #ifndef CDP_TRAIN_H
 #define CDP_TRAIN_H
@@ -14,6 +15,13 @@
 #include <stdint.h>
 
 enum { CDP_SYNC_ALLREDUCE = 0, CDP_SYNC_AVERAGE = 1, CDP_SYNC_ADMM = 2 };
+/* --nan-policy: a step whose loss or gradient is not finite (and which the
+ * loss scaler did not skip) stops the run, or is skipped, up to
+ * CDP_NAN_MAX_SKIPS in a row */
+enum { CDP_NAN_STOP = 0, CDP_NAN_SKIP = 1 };
+#define CDP_NAN_MAX_SKIPS 100
+/* --keep-best: the validation metric RUNDIR/best.cdpt is kept by */
+enum { CDP_BEST_NONE = 0, CDP_BEST_MIOU, CDP_BEST_LOSS, CDP_BEST_ACC };
 
 typedef struct cdp_train_opts {
 	const char *db, *keys, *val_keys;
@@ -48,6 +56,8 @@ typedef struct cdp_train_opts {
 	long log_every;             /* steps between metrics.jsonl step lines */
 	int load;                   /* CDP_LOAD_* */
 	int pad_last, skip_bad, resume;
+	int nan_policy;             /* CDP_NAN_* */
+	int keep_best;              /* CDP_BEST_* */
 	int progress;               /* CDP_PROGRESS_* */
 	int quiet;
 	const char *log_keys;       /* test mode: per-rank key log prefix, or NULL */

@@ -21,11 +21,13 @@
  * all other randomness is derived from (seed, position), see train.c.
  */
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cdp_error.h"
+#include "cdp_metrics.h"
 #include "cdp_rng.h"
 #include "cdp_stream.h"
 #include "dist/dist.h"
@@ -124,25 +126,17 @@ static int pool_bands(trainer *t, int *bands, int C)
 	return rc == MDB_NOTFOUND ? CDP_OK : rc;
 }
 
-void tr_checkpoint(trainer *t)
+/* The checkpoint of the run as it stands, but for the per-rank state: ck
+ * zeroed first; CDP_* on failure (ck then for cdp_ckpt_free). */
+static int fill(trainer *t, cdp_ckpt *ck)
 {
 	const cdp_pool_info *pi = t->ti.pool;
-	cdp_ckpt ck;
 	cdp_rng r;
-	char path[4096];
 	int rc = 0, *bands = NULL;
 	double *mean = NULL, *sd = NULL;
 	int C = t->ti.c;
 
-	tr_eval_model_begin(t);
-	if (t->rank != 0) {
-		if ((rc = tr_sync_state_save(t, NULL)) != 0)
-			TR_FAIL("cannot send the local state for '%s/checkpoint.cdpt': %s", t->o->out,
-			        cdp_strerror(rc));
-		goto out;
-	}
-	memset(&ck, 0, sizeof ck);
-	snprintf(path, sizeof path, "%s/checkpoint.cdpt", t->o->out);
+	memset(ck, 0, sizeof *ck);
 	if (!(bands = malloc(C * sizeof *bands)) || !(mean = malloc(C * sizeof *mean)) ||
 	    !(sd = malloc(C * sizeof *sd))) {
 		rc = CDP_ENOMEM;
@@ -155,32 +149,122 @@ void tr_checkpoint(trainer *t)
 	if ((rc = pool_bands(t, bands, C)))
 		goto done;
 	cdp_rng_seed(&r, cdp_rng_derive(t->o->seed, t->epoch, 0));
-	ck.step = (uint64_t)t->step;
-	ck.epoch = t->epoch;
-	ck.data_pos = (uint64_t)t->estep * t->accumulate * t->o->batch * t->size;
-	ck.seed = t->o->seed;
-	memcpy(ck.pool_uuid, pi->uuid, sizeof ck.pool_uuid);
-	ck.dtype = pi->dtype;               /* lets cdp-predict refuse a raster of another type */
-	ck.loss_scale = t->scale;           /* the loss scaler resumes where it was */
-	ck.scale_good = (uint64_t)t->scale_good;
-	ck.scale_skipped = t->scale_skipped;
-	if ((rc = cdp_ckpt_set_cfg(&ck, t->cfg_text, (const char *const *)t->ov, t->nov)) ||
-	    (rc = cdp_ckpt_from_net(&ck, &t->net)) || (rc = cdp_ckpt_set_optim(&ck, &t->opt)) ||
-	    (rc = cdp_ckpt_set_rng(&ck, "epoch_order", &r)) ||
-	    (rc = cdp_ckpt_set_data(&ck, bands, C, mean, sd)) ||
-	    (rc = tr_sync_state_save(t, &ck)))
+	ck->step = (uint64_t)t->step;
+	ck->epoch = t->epoch;
+	ck->data_pos = (uint64_t)t->estep * t->accumulate * t->o->batch * t->size;
+	ck->seed = t->o->seed;
+	memcpy(ck->pool_uuid, pi->uuid, sizeof ck->pool_uuid);
+	ck->dtype = pi->dtype;              /* lets cdp-predict refuse a raster of another type */
+	ck->loss_scale = t->scale;          /* the loss scaler resumes where it was */
+	ck->scale_good = (uint64_t)t->scale_good;
+	ck->scale_skipped = t->scale_skipped;
+	ck->batch = t->o->batch;            /* data_pos counts in their product */
+	ck->batch_ranks = t->size;
+	ck->batch_accumulate = t->accumulate;
+	if ((rc = cdp_ckpt_set_cfg(ck, t->cfg_text, (const char *const *)t->ov, t->nov)) ||
+	    (rc = cdp_ckpt_from_net(ck, &t->net)) || (rc = cdp_ckpt_set_optim(ck, &t->opt)) ||
+	    (rc = cdp_ckpt_set_rng(ck, "epoch_order", &r)) ||
+	    (rc = cdp_ckpt_set_data(ck, bands, C, mean, sd)))
 		goto done;
-	rc = cdp_ckpt_write(path, &ck);
 done:
-	cdp_ckpt_free(&ck);
 	free(bands);
 	free(mean);
 	free(sd);
+	return rc;
+}
+
+int tr_checkpoint_check(trainer *t, char *err, size_t cap)
+{
+	cdp_ckpt ck;
+	char why[256];
+	int rc = fill(t, &ck);
+
+	if (rc == 0 && cdp_ckpt_validate(&ck, why, sizeof why) != 0) {
+		snprintf(err, cap, "this run could not save its checkpoint '%s/checkpoint.cdpt' "
+		         "(from pool '%s'): %s", t->o->out, t->o->db, why);
+		rc = -1;
+	} else if (rc != 0) {
+		snprintf(err, cap, "cannot prepare the checkpoint '%s/checkpoint.cdpt': %s", t->o->out,
+		         cdp_strerror(rc));
+		rc = -1;
+	}
+	cdp_ckpt_free(&ck);
+	return rc;
+}
+
+/* RUNDIR/name: checkpoint.cdpt, or best.cdpt (--keep-best) */
+static void write_checkpoint(trainer *t, const char *name)
+{
+	cdp_ckpt ck;
+	char path[4096], why[256] = "";
+	int rc = 0;
+
+	tr_eval_model_begin(t);
+	if (t->rank != 0) {
+		if ((rc = tr_sync_state_save(t, NULL)) != 0)
+			TR_FAIL("cannot send the local state for '%s/%s': %s", t->o->out, name,
+			        cdp_strerror(rc));
+		goto out;
+	}
+	snprintf(path, sizeof path, "%s/%s", t->o->out, name);
+	if ((rc = fill(t, &ck)) || (rc = tr_sync_state_save(t, &ck)))
+		goto done;
+	/* a refused value is named; the file keeps what it held */
+	if (cdp_ckpt_validate(&ck, why, sizeof why) != 0)
+		rc = CDP_EINVAL;
+	else
+		rc = cdp_ckpt_write(path, &ck);
+done:
+	cdp_ckpt_free(&ck);
 	if (rc != 0)
-		TR_FAIL("cannot write '%s': %s", path, cdp_strerror(rc));
-	tr_logf(t, "checkpoint at step %ld: %s", t->step, path);
+		TR_FAIL("cannot write '%s' at step %ld: %s", path, t->step,
+		        why[0] ? why : cdp_strerror(rc));
+	tr_logf(t, "%scheckpoint at step %ld: %s", strcmp(name, "best.cdpt") ? "" : "best ",
+	        t->step, path);
 out:
+	if (!strcmp(name, "checkpoint.cdpt"))
+		t->ck_step = t->step;
 	tr_eval_model_end(t);
+}
+
+void tr_checkpoint(trainer *t)
+{
+	write_checkpoint(t, "checkpoint.cdpt");
+}
+
+double tr_best_value(const trainer *t, const tr_val *v)
+{
+	switch (t->o->keep_best) {
+	case CDP_BEST_MIOU: return cdp_metrics_miou(v->conf.counts, v->conf.k, NULL);
+	case CDP_BEST_LOSS: return v->loss;
+	case CDP_BEST_ACC: return cdp_metrics_accuracy(v->conf.counts, v->conf.k);
+	}
+	return NAN;
+}
+
+void tr_keep_best(trainer *t, const tr_val *v)
+{
+	double x = tr_best_value(t, v);
+	int lower = t->o->keep_best == CDP_BEST_LOSS;
+
+	/* a NaN is never best; ties keep the earlier */
+	if (!t->o->keep_best || !v->done || !isfinite(x) ||
+	    (t->have_best && (lower ? !(x < t->best) : !(x > t->best))))
+		return;
+	t->best = x;
+	t->have_best = 1;
+	write_checkpoint(t, "best.cdpt");
+	tr_logf(t, "best %s so far at step %ld: %g", t->o->keep_best == CDP_BEST_MIOU ? "miou" :
+	        lower ? "validation loss" : "accuracy", t->step, x);
+}
+
+/* "4 x 2 ranks", "4 x 1 rank x 2 accumulated" */
+static void describe_batch(char *s, size_t cap, int batch, int ranks, int accumulate)
+{
+	int k = snprintf(s, cap, "%d x %d rank%s", batch, ranks, ranks == 1 ? "" : "s");
+
+	if (accumulate > 1 && k > 0 && (size_t)k < cap)
+		snprintf(s + k, cap - (size_t)k, " x %d accumulated", accumulate);
 }
 
 int tr_resume(trainer *t, char *err, size_t cap)
@@ -196,6 +280,19 @@ int tr_resume(trainer *t, char *err, size_t cap)
 	if (ck->seed != t->o->seed) {
 		snprintf(err, cap, "the checkpoint in '%s' was trained with --seed %" PRIu64
 		         " (the data order depends on it)", t->o->out, ck->seed);
+		return -1;
+	}
+	/* the data order and the step count are planned in global batches:
+	 * another one would skip or repeat samples (issue 14); the number of
+	 * ranks may differ. Older checkpoints do not say: the position must at
+	 * least be a whole number of this run's steps. */
+	if (cdp_ckpt_global_batch(ck) != 0 && cdp_ckpt_global_batch(ck) != gb) {
+		char was[96], now[96];
+		describe_batch(was, sizeof was, ck->batch, ck->batch_ranks, ck->batch_accumulate);
+		describe_batch(now, sizeof now, t->o->batch, t->size, t->accumulate);
+		snprintf(err, cap, "cannot resume '%s/checkpoint.cdpt': it was trained with a global "
+		         "batch of %" PRIu64 " (%s), this run has %" PRIu64 " (%s)", t->o->out,
+		         cdp_ckpt_global_batch(ck), was, gb, now);
 		return -1;
 	}
 	if (ck->data_pos % gb != 0 || ck->data_pos / gb > (uint64_t)t->spe) {
@@ -228,6 +325,7 @@ int tr_resume(trainer *t, char *err, size_t cap)
 	    cdp_ckpt_to_optim(ck, &t->opt, err, cap) != 0)
 		return -1;
 	t->step = (long)ck->step;
+	t->ck_step = t->step;
 	t->epoch = ck->epoch;
 	t->estep = (long)(ck->data_pos / gb);
 	if (t->estep == t->spe) {

@@ -99,6 +99,13 @@ typedef struct trainer {
 	double scale;
 	long scale_good;
 	uint64_t scale_skipped;         /* steps skipped for overflow, whole run */
+	/* non-finite steps (--nan-policy skip): in a row, in this run; the
+	 * step of the last checkpoint written or resumed from, -1 none */
+	long nan_run, nan_skipped, ck_step;
+	/* --keep-best: the best validation so far (best.cdpt's), have_best 0
+	 * before the first; rank 0 reloads it from metrics.jsonl on resume */
+	double best;
+	int have_best;
 } trainer;
 
 /* train_setup.c. tr_setup is collective when resuming (rank 0 reads the
@@ -158,6 +165,15 @@ typedef struct tr_val {
 void tr_upload(trainer *t, cdp_loader *l, const cdp_batch *b);
 int  tr_validate(trainer *t, tr_val *v);   /* collective; aborts on error */
 void tr_checkpoint(trainer *t);            /* collective; rank 0 writes */
+/* At setup, before step 1: -1 with err set when the checkpoint this run
+ * would write (the per-rank state aside) is one cdp_ckpt_validate refuses,
+ * so no run trains to the end and then cannot save (issue 14) */
+int  tr_checkpoint_check(trainer *t, char *err, size_t cap);
+/* --keep-best: after a validation, writes RUNDIR/best.cdpt when v is the
+ * best so far (collective: every rank sees the same v) */
+void tr_keep_best(trainer *t, const tr_val *v);
+/* v's value of the --keep-best metric (NAN when there is none) */
+double tr_best_value(const trainer *t, const tr_val *v);
 int  tr_resume(trainer *t, char *err, size_t cap);
 
 /* train_log.c */

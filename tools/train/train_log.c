@@ -94,6 +94,18 @@ static int trim_jsonl(trainer *t, const char *path, long upto, char *err, size_t
 		if (!strcmp(type, "val") && (m = strstr(line, "\"metric\":")) &&
 		    sscanf(m + 9, "%lf", &loss) == 1)
 			curve_add(&t->val_curve, step, loss);
+		/* --keep-best: best.cdpt's value, so a resume keeps a better one */
+		if (!strcmp(type, "val") && t->o->keep_best) {
+			const char *key = t->o->keep_best == CDP_BEST_MIOU ? "\"miou\":" :
+			                  t->o->keep_best == CDP_BEST_LOSS ? "\"loss\":" : "\"accuracy\":";
+			int lower = t->o->keep_best == CDP_BEST_LOSS;
+			double x;
+			if ((m = strstr(line, key)) && sscanf(m + strlen(key), "%lf", &x) == 1 &&
+			    isfinite(x) && (!t->have_best || (lower ? x < t->best : x > t->best))) {
+				t->best = x;
+				t->have_best = 1;
+			}
+		}
 	}
 	fclose(in);
 	if (fclose(out) != 0 || rename(tmp, path) != 0) {
@@ -115,8 +127,8 @@ static int check_outputs(trainer *t, char *err, size_t cap)
 	static const char *const role[5] = { "a file of the pool", "a file of the pool",
 	                                     "the --keys file", "the --val-keys file",
 	                                     "the --model cfg" };
-	static const char *const outs[4] = { "train.log", "metrics.jsonl", "loss.png",
-	                                     "checkpoint.cdpt" };
+	static const char *const outs[5] = { "train.log", "metrics.jsonl", "loss.png",
+	                                     "checkpoint.cdpt", "best.cdpt" };
 	char path[4200], what[4400];
 	cdp_fileset set = { 0 };
 	const char *hit = NULL;
@@ -132,7 +144,7 @@ static int check_outputs(trainer *t, char *err, size_t cap)
 		snprintf(what, sizeof what, "%s '%s'", role[i], path);
 		rc = cdp_fileset_add(&set, path, what);
 	}
-	for (int i = 0; i < 4 && rc == 0 && !hit; i++) {
+	for (int i = 0; i < 5 && rc == 0 && !hit; i++) {
 		if (i == 0 && o->log_path)
 			snprintf(path, sizeof path, "%s", o->log_path);
 		else

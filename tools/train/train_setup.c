@@ -321,7 +321,7 @@ static int fetch_ckpt(trainer *t, const char *path, int failed, char *err, size_
 	unsigned char *buf = NULL;
 	int64_t head[2] = { 0, 0 };     /* rank 0's error code, the file's length */
 	size_t len = 0;
-	char tag[5] = "";
+	char why[256];
 	int rc = 0;
 
 	if (failed)
@@ -350,11 +350,11 @@ static int fetch_ckpt(trainer *t, const char *path, int failed, char *err, size_
 			return -1;          /* rank 0 says why */
 		return fail(err, cap, "cannot resume from '%s': %s", path, cdp_strerror(rc));
 	}
-	rc = cdp_ckpt_decode_rank(buf, len, t->rank, &t->ck, tag);
+	/* each rank keeps only its own share of the per-rank state */
+	rc = cdp_ckpt_decode_why(buf, len, t->rank, &t->ck, why, sizeof why);
 	free(buf);
 	if (rc != 0)
-		return fail(err, cap, "cannot resume from '%s': %s%s%s%s", path,
-		            tag[0] ? "chunk '" : "", tag, tag[0] ? "': " : "", cdp_strerror(rc));
+		return fail(err, cap, "cannot resume from '%s': %s", path, why);
 	t->have_ck = 1;
 	return 0;
 }
@@ -420,6 +420,8 @@ int tr_setup(trainer *t, char *err, size_t cap)
 	if (t->have_ck && tr_resume(t, err, cap) < 0)
 		return -1;
 	loss_scale(t);
+	if (tr_checkpoint_check(t, err, cap) < 0)
+		return -1;
 	if (tr_sync_init(t, err, cap) < 0)
 		return -1;
 	if (t->rank == 0 && tr_log_open(t, err, cap) < 0)
