@@ -2,12 +2,14 @@
 cdp-checkpoint(5)) read from Python.
 
 load_checkpoint() makes the C reader's checks in its order: the magic, the
-version (1 to 3), the file size field against the real size, the CRC-32
+version (1 to 4), the file size field against the real size, the CRC-32
 (zlib's) before any field is trusted, the chunk tags, lengths and counts
 against the bytes left in each chunk, then the values (ranges, tensor
 totals, optimizer blocks of the parameter count, bands matching the input
-channels, finite positive deviations, unique RNG stream names, the RANK
-chunk's own version, CRC and sizes). Error codes are the C reader's.
+channels, finite deviations >= 0 (0: a constant band, centred only), the
+global batch (version 4), unique RNG stream names, the RANK chunk's own
+version, CRC and sizes), and every float finite: parameters, buffers,
+optimizer moments and the per-rank state (cdp_ckpt_validate). Error codes are the C reader's.
 Tensors are float32 NumPy arrays that share one writable copy of the file.
 """
 import math
@@ -23,7 +25,8 @@ from .errors import CdpError
 from .record import DTYPE_NAMES
 
 MAGIC = b"CDPCKPT\n"
-VERSION, VERSION_MIN = 3, 1
+VERSION, VERSION_MIN = 4, 1
+MAX_RANKS = 1 << 20        # CDP_CKPT_MAX_RANKS
 HDR = 24
 TAGS = (b"META", b"CFG ", b"PARM", b"BUFS", b"OPTM", b"RNG ", b"DATA", b"RANK")
 OPTIMIZERS = {0: "none", 1: "sgd", 2: "adamw"}
@@ -35,8 +38,9 @@ _NAME = re.compile(rb"[\x21-\x7e]{1,95}")
 
 
 class _Bad(Exception):
-    def __init__(self, code):
+    def __init__(self, code, message=None):
         self.code = code
+        self.message = message      # where cdp_ckpt_validate says more
 
 
 class _Rd:
@@ -135,6 +139,13 @@ def _meta(r, ck):
         ck.loss_scale, ck.scale_good, ck.scale_skipped = r.take("<dQQ")
         if not 0 <= ck.loss_scale <= 1e300:
             raise _Bad("EFORMAT")
+    # the global batch (version 4): per rank, ranks, accumulated; 0 0 0 unknown
+    ck.batch, ck.batch_ranks, ck.batch_accumulate = 0, 0, 0
+    if r.version >= 4:
+        b, j, a, zero = r.take("<IIII")
+        if zero != 0 or max(b, j, a) > 0x7FFFFFFF:
+            raise _Bad("EFORMAT")
+        ck.batch, ck.batch_ranks, ck.batch_accumulate = b, j, a
 
 
 def _cfg(r, ck):
@@ -290,14 +301,19 @@ def _check(ck):
         raise _Bad("EFORMAT")
     if any(b < 1 or b > 0x7FFFFFFF for b in ck.bands):
         raise _Bad("EFORMAT")
-    if ck.mean is not None and not (np.all(np.isfinite(ck.mean)) and np.all(np.isfinite(ck.std))
-                                    and np.all(ck.std > 0)):
+    if ck.mean is not None:
+        for b, m, sd in zip(ck.bands, ck.mean, ck.std):
+            if not (math.isfinite(m) and math.isfinite(sd) and sd >= 0):
+                raise _Bad("EFORMAT", "band %d's standardization is mean %g, standard deviation "
+                           "%g (finite, and a deviation not negative, expected)" % (b, m, sd))
+    if (ck.batch | ck.batch_ranks | ck.batch_accumulate) != 0 and not (
+            ck.batch >= 1 and 1 <= ck.batch_ranks <= MAX_RANKS and ck.batch_accumulate >= 1):
         raise _Bad("EFORMAT")
     if ck.pool_uuid and not re.fullmatch(r"[0-9a-f]{32}", ck.pool_uuid):
         raise _Bad("EFORMAT")
 
 
-def decode_checkpoint(buf, subject="checkpoint", finite=False):
+def decode_checkpoint(buf, subject="checkpoint", finite=True):
     """A checkpoint from its bytes; see load_checkpoint()."""
     b = bytearray(buf)
     n = len(b)
@@ -346,20 +362,29 @@ def decode_checkpoint(buf, subject="checkpoint", finite=False):
             raise _Bad("EFORMAT")
         _check(ck)
     except _Bad as e:
-        raise CdpError(e.code, subject) from None
+        raise CdpError(e.code, subject, message=e.message) from None
     if finite:
-        for name, t in list(ck.params.items()) + list(ck.buffers.items()):
-            if not np.all(np.isfinite(t)):
-                raise CdpError("EFORMAT", subject, "tensor %s holds a value that is not finite"
-                               % name)
+        # as cdp_ckpt_validate: a NaN weight under a valid CRC is refused
+        named = [("parameter tensor '%s'" % n, t) for n, t in ck.params.items()]
+        named += [("buffer tensor '%s'" % n, t) for n, t in ck.buffers.items()]
+        named += [("optimizer moment %s" % k, ck.optim[k]) for k in ("m", "v")
+                  if ck.optim.get(k) is not None]
+        if ck.ranks is not None:
+            named.append(("the ranks' state", ck.ranks["data"]))
+        for name, t in named:
+            bad = np.flatnonzero(~np.isfinite(np.asarray(t, dtype=np.float32).ravel()))
+            if bad.size:
+                v = float(np.asarray(t).ravel()[bad[0]])
+                raise CdpError("EFORMAT", subject, message="%s holds %s at element %d"
+                               % (name, "NaN" if v != v else "inf" if v > 0 else "-inf", bad[0]))
     return ck
 
 
-def load_checkpoint(path, finite=False):
+def load_checkpoint(path, finite=True):
     """Reads and checks a checkpoint file (cdp_ckpt_read), or raises
     CdpError (EMAGIC, EVERSION, ETRUNC, ECRC, EFORMAT) naming the file.
-    finite=True also refuses a tensor holding NaN or infinity (a run that
-    diverged), which the C reader accepts."""
+    Like the C reader it refuses a NaN or infinite value (a run that
+    diverged); finite=False reads such a file for inspection."""
     path = os.fspath(path)
     if os.path.isdir(path):
         raise IsADirectoryError(21, "Is a directory", path)

@@ -327,9 +327,11 @@ def test_checkpoint():
     pool = cdpool.Pool(os.path.join(T, "pool"))
     path = os.path.join(T, "run1", "checkpoint.cdpt")
     c = cdpool.load_checkpoint(path)
-    check(c.version == 3 and c.in_shape == (3, 32, 32) and (c.step, c.epoch, c.data_pos) ==
+    check(c.version == 4 and c.in_shape == (3, 32, 32) and (c.step, c.epoch, c.data_pos) ==
           (18, 2, 0) and c.seed == 7, "progress %r" % c)
     check(c.pool_uuid == pool.uuid and c.bands == [1, 2, 3] and c.dtype == "u8", "data")
+    check((c.batch, c.batch_ranks, c.batch_accumulate) == (4, 1, 1), "global batch %r" %
+          ((c.batch, c.batch_ranks, c.batch_accumulate),))
     check(np.array_equal(c.mean, pool.mean) and np.array_equal(c.std, pool.std), "stats")
     check(c.cfg_text == open(SMALL).read() and c.overrides == ["in_h=32", "in_w=32"], "cfg")
     o = c.optim
@@ -381,9 +383,13 @@ def test_checkpoint():
                "-o", os.path.join(T, "pred.tif"))
     f = os.path.join(d, "nan.cdpt")
     open(f, "wb").write(fixcrc(b[:nan_at] + struct.pack("<f", float("nan")) + b[nan_at + 4:]))
-    check(np.isnan(cdpool.load_checkpoint(f).params["conv0.w"].flat[0]), "NaN read")
-    refused("EFORMAT", cdpool.load_checkpoint, f, finite=True)
-    ok("damaged checkpoints: the refusals and messages of cdp-predict; finite=True")
+    check(np.isnan(cdpool.load_checkpoint(f, finite=False).params["conv0.w"].flat[0]),
+          "NaN read with finite=False")
+    e = refused("EFORMAT", cdpool.load_checkpoint, f)
+    check("parameter tensor 'conv0.w' holds NaN at element 0" in str(e), "NaN: %s" % e)
+    c_says(e, "cdp-predict", "-q", f, os.path.join(T, "r", "road.tif"),
+           "-o", os.path.join(T, "pred.tif"))
+    ok("damaged checkpoints: the refusals and messages of cdp-predict; NaN refused")
 
 
 def test_to_torch(c, path):
