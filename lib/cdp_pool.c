@@ -180,10 +180,10 @@ void cdp_pool_close(cdp_pool *p)
 		memset(p, 0, sizeof *p);
 }
 
-static int meta_copy(const MDB_val *v, cdp_buf *out)
+int cdp_pool_meta_decode(const void *value, size_t n, cdp_buf *out)
 {
-	const char *s = v->mv_data;
-	size_t n = v->mv_size, body;
+	const char *s = value;
+	size_t body;
 	char want[CRC_LINE_LEN + 1];
 	int rc;
 
@@ -217,7 +217,7 @@ int cdp_pool_meta_get(cdp_pool *p, MDB_txn *txn, const char *name, cdp_buf *out)
 	}
 	rc = mdb_get(txn, p->meta, &k, &v);
 	if (rc == 0)
-		rc = meta_copy(&v, out);
+		rc = cdp_pool_meta_decode(v.mv_data, v.mv_size, out);
 	if (own)
 		mdb_txn_abort(own);
 	return rc;

@@ -89,6 +89,8 @@ const char *cdp_pool_strerror(const cdp_pool *p, int rc, char *buf, size_t cap);
  * out->len excludes the crc line), verifying its crc. MDB_NOTFOUND if absent,
  * CDP_ECRC if corrupt. */
 int  cdp_pool_meta_get(cdp_pool *p, MDB_txn *txn, const char *name, cdp_buf *out);
+/* The check and copy of cdp_pool_meta_get on a stored value[n]. */
+int  cdp_pool_meta_decode(const void *value, size_t n, cdp_buf *out);
 /* Writes meta value `name` (text without the crc line) in a write txn. */
 int  cdp_pool_meta_put(cdp_pool *p, MDB_txn *txn, const char *name,
                        const char *text, size_t len);

@@ -251,6 +251,8 @@ static int find_dup(char *const *keys, const size_t *lens, size_t n, size_t *a, 
 	return CDP_OK;
 }
 
+static int parse(char *data, size_t len, cdp_keylist *kl, cdp_ptrfile_where *w);
+
 int cdp_ptrfile_read(const char *path, cdp_keylist *kl, size_t *line)
 {
 	cdp_ptrfile_where w;
@@ -264,14 +266,9 @@ int cdp_ptrfile_read(const char *path, cdp_keylist *kl, size_t *line)
 int cdp_ptrfile_read_where(const char *path, cdp_keylist *kl, cdp_ptrfile_where *w)
 {
 	FILE *f = NULL;
-	char *data = NULL, *body, *end, *p;
-	size_t len, hl, n;
-	uint64_t count = 0;
-	uint32_t want_crc = 0;
-	size_t bad = 0;
+	char *data = NULL;
+	size_t len;
 	int rc;
-
-	size_t first = 0;
 
 	if (w)
 		memset(w, 0, sizeof *w);
@@ -285,6 +282,39 @@ int cdp_ptrfile_read_where(const char *path, cdp_keylist *kl, cdp_ptrfile_where 
 	fclose(f);
 	if (rc != CDP_OK)
 		return rc;
+	return parse(data, len, kl, w);
+}
+
+int cdp_ptrfile_parse_where(const void *buf, size_t len, cdp_keylist *kl,
+                            cdp_ptrfile_where *w)
+{
+	char *data;
+
+	if (w)
+		memset(w, 0, sizeof *w);
+	if ((!buf && len) || !kl || len == SIZE_MAX)
+		return CDP_EINVAL;
+	memset(kl, 0, sizeof *kl);
+	if (!(data = malloc(len + 1)))
+		return CDP_ENOMEM;
+	if (len)
+		memcpy(data, buf, len);
+	data[len] = '\0';
+	return parse(data, len, kl, w);
+}
+
+/* Validates data[len] (NUL-terminated, malloc'ed; taken over: kept in kl on
+ * success, freed on error) as cdp_ptrfile_read_where describes. */
+static int parse(char *data, size_t len, cdp_keylist *kl, cdp_ptrfile_where *w)
+{
+	char *body, *end, *p;
+	size_t hl, n;
+	uint64_t count = 0;
+	uint32_t want_crc = 0;
+	size_t bad = 0;
+	size_t first = 0;
+	int rc;
+
 	end = data + len;
 
 	p = memchr(data, '\n', len);

@@ -52,6 +52,10 @@ typedef struct cdp_ptrfile_where {
  * and *line gets the 1-based offending line (0 when it does not apply); w,
  * which may be NULL, gets the detail of cdp_ptrfile_where. */
 int  cdp_ptrfile_read_where(const char *path, cdp_keylist *kl, cdp_ptrfile_where *w);
+/* The same checks on the bytes buf[len] of a whole file (copied; kl does
+ * not point into buf). */
+int  cdp_ptrfile_parse_where(const void *buf, size_t len, cdp_keylist *kl,
+                             cdp_ptrfile_where *w);
 /* cdp_ptrfile_read_where reporting only the line (NULL allowed). */
 int  cdp_ptrfile_read(const char *path, cdp_keylist *kl, size_t *line);
 void cdp_keylist_free(cdp_keylist *kl);

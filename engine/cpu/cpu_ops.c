@@ -155,6 +155,16 @@ found:
 typedef float v4f __attribute__((vector_size(16), aligned(4)));
 typedef int32_t v4i __attribute__((vector_size(16), aligned(4)));
 
+/* The even and odd lanes of a:b (8 floats). GCC's __builtin_shuffle takes
+ * a mask vector, clang only __builtin_shufflevector's constant indices. */
+#ifdef __clang__
+#define EVEN4(a, b) __builtin_shufflevector(a, b, 0, 2, 4, 6)
+#define ODD4(a, b)  __builtin_shufflevector(a, b, 1, 3, 5, 7)
+#else
+#define EVEN4(a, b) __builtin_shuffle(a, b, (v4i){ 0, 2, 4, 6 })
+#define ODD4(a, b)  __builtin_shuffle(a, b, (v4i){ 1, 3, 5, 7 })
+#endif
+
 static inline void pick4(v4f *best, v4i *bi, v4f v, v4i vi)
 {
 	v4i take = (*best == *best) & ((v > *best) | (v != v));
@@ -169,7 +179,7 @@ static void maxpool2_plane(void *ctx, int t)
 	const float *x = j->x + (size_t)t * d->h * d->w;
 	float *y = j->y + (size_t)t * d->oh * d->ow;
 	int32_t *ix = j->idx + (size_t)t * d->oh * d->ow;
-	const v4i even = { 0, 2, 4, 6 }, odd = { 1, 3, 5, 7 };
+	const v4i even = { 0, 2, 4, 6 };
 
 	for (int oh = 0; oh < d->oh; oh++) {
 		const float *r0 = x + (size_t)2 * oh * d->w, *r1 = r0 + d->w;
@@ -183,11 +193,11 @@ static void maxpool2_plane(void *ctx, int t)
 			memcpy(&p1, r0 + 2 * ow + 4, sizeof p1);
 			memcpy(&q0, r1 + 2 * ow, sizeof q0);
 			memcpy(&q1, r1 + 2 * ow + 4, sizeof q1);
-			best = __builtin_shuffle(p0, p1, even);
+			best = EVEN4(p0, p1);
 			bi = i0;
-			pick4(&best, &bi, __builtin_shuffle(p0, p1, odd), i0 + 1);
-			pick4(&best, &bi, __builtin_shuffle(q0, q1, even), i0 + d->w);
-			pick4(&best, &bi, __builtin_shuffle(q0, q1, odd), i0 + d->w + 1);
+			pick4(&best, &bi, ODD4(p0, p1), i0 + 1);
+			pick4(&best, &bi, EVEN4(q0, q1), i0 + d->w);
+			pick4(&best, &bi, ODD4(q0, q1), i0 + d->w + 1);
 			memcpy(yr + ow, &best, sizeof best);
 			memcpy(ir + ow, &bi, sizeof bi);
 		}

@@ -98,10 +98,7 @@ static size_t encode(const cdp_rdv *r, const void *blob, size_t n, unsigned char
 	return len + 4;
 }
 
-/* Checks rec[len] and finds its parts: the job id (copied, NUL-terminated,
- * into job[CDP_RDV_JOB_MAX + 1]), world size and blob. 0 or CDP_EMAGIC,
- * CDP_EVERSION, CDP_ETRUNC, CDP_EFORMAT, CDP_ECRC. */
-static int decode(const unsigned char *rec, size_t len, char *job, uint32_t *world,
+int cdp_rdv_decode(const unsigned char *rec, size_t len, char *job, uint32_t *world,
                   const unsigned char **blob, size_t *n)
 {
 	uint32_t j, b;
@@ -167,7 +164,7 @@ static int is_stale(cdp_rdv *r)
 	size_t len, n;
 
 	if (slurp(r->path, rec, &len) != 0 ||
-	    decode(rec, len, r->seen_job, &r->seen_world, &blob, &n) != 0)
+	    cdp_rdv_decode(rec, len, r->seen_job, &r->seen_world, &blob, &n) != 0)
 		return 0;
 	r->seen_n = n;
 	return strcmp(r->seen_job, r->job) != 0;
@@ -264,7 +261,7 @@ int cdp_rdv_fetch(cdp_rdv *r, void *blob, size_t n)
 		rc = slurp(r->path, rec, &len);
 		if (rc == 0) {
 			char job[CDP_RDV_JOB_MAX + 1];
-			if ((rc = decode(rec, len, job, &world, &b, &got)) != 0)
+			if ((rc = cdp_rdv_decode(rec, len, job, &world, &b, &got)) != 0)
 				return rc;
 			memcpy(r->seen_job, job, sizeof job);
 			r->seen_world = world;

@@ -82,6 +82,15 @@ int cdp_rdv_publish(cdp_rdv *r, const void *blob, size_t n);
  * CDP_EINVAL for bad arguments. */
 int cdp_rdv_fetch(cdp_rdv *r, void *blob, size_t n);
 
+/* Checks the bytes rec[len] of a whole rendezvous file and finds its
+ * parts: the job id (copied, NUL-terminated, into job[CDP_RDV_JOB_MAX + 1]),
+ * the world size and the blob (*blob points into rec, *n bytes). Returns 0
+ * or CDP_EMAGIC, CDP_EVERSION, CDP_ETRUNC, CDP_EFORMAT (a length over its
+ * maximum, a file longer than its lengths say, a NUL in the job id),
+ * CDP_ECRC. */
+int cdp_rdv_decode(const unsigned char *rec, size_t len, char *job, uint32_t *world,
+                   const unsigned char **blob, size_t *n);
+
 /* Removes r->path (rank 0, once every rank has read it). 0 or errno; a file
  * already gone is 0. */
 int cdp_rdv_remove(const cdp_rdv *r);

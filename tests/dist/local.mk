@@ -3,6 +3,8 @@
 # need neither NCCL nor a GPU; test_nccl_mock runs dist_nccl.c itself on the
 # CUDA and NCCL stand-ins of nccl_mock.c. All of it only with HAVE_MPI.
 DIST_TESTS = tests/dist/test_rdv tests/dist/test_watch
+# the corpus replay of fuzz_rdv (tests/fuzz/, doc/FUZZING.md)
+DIST_TESTS += tests/dist/test_fuzz_rdv
 if HAVE_MPI
 UNIT_TESTS += $(DIST_TESTS)
 check_PROGRAMS += $(DIST_TESTS) tests/dist/test_dist
@@ -27,3 +29,7 @@ tests_dist_test_nccl_mock_SOURCES = tests/dist/test_nccl_mock.c tests/dist/nccl_
 	tests/dist/clock.h
 tests_dist_test_nccl_mock_CPPFLAGS = $(DIST_TEST_CPPFLAGS) $(CUDA_CPPFLAGS)
 tests_dist_test_nccl_mock_LDADD = $(DIST_LIBS)
+tests_dist_test_fuzz_rdv_SOURCES = tests/dist/test_fuzz_rdv.c tests/fuzz/fuzz_rdv_body.h \
+	tests/fuzz/fuzz_replay.h
+tests_dist_test_fuzz_rdv_CPPFLAGS = $(DIST_TEST_CPPFLAGS)
+tests_dist_test_fuzz_rdv_LDADD = $(DIST_LIBS)

@@ -8,6 +8,8 @@ ENGINE_TESTS = tests/engine/test_backend tests/engine/test_grad tests/engine/tes
 	tests/engine/test_checkpoint tests/engine/test_ckpt_rank \
 	tests/engine/test_overfit tests/engine/test_determinism tests/engine/test_window \
 	tests/engine/test_metrics tests/engine/test_augment tests/engine/test_backend_table tests/engine/test_model_doc
+# the corpus replays of the fuzz harnesses (tests/fuzz/, doc/FUZZING.md)
+ENGINE_TESTS += tests/engine/test_fuzz_ckpt tests/engine/test_fuzz_cfg
 if HAVE_OPENBLAS
 UNIT_TESTS += $(ENGINE_TESTS)
 check_PROGRAMS += $(ENGINE_TESTS) tests/engine/model_dump
@@ -64,3 +66,11 @@ tests_engine_test_model_doc_LDADD = $(ENGINE_LIBS)
 tests_engine_test_augment_SOURCES = tests/engine/test_augment.c
 tests_engine_test_augment_CPPFLAGS = $(ENGINE_TEST_CPPFLAGS)
 tests_engine_test_augment_LDADD = $(ENGINE_LIBS)
+tests_engine_test_fuzz_ckpt_SOURCES = tests/engine/test_fuzz_ckpt.c tests/fuzz/fuzz_ckpt_body.h \
+	tests/fuzz/fuzz_replay.h
+tests_engine_test_fuzz_ckpt_CPPFLAGS = $(ENGINE_TEST_CPPFLAGS)
+tests_engine_test_fuzz_ckpt_LDADD = $(ENGINE_LIBS)
+tests_engine_test_fuzz_cfg_SOURCES = tests/engine/test_fuzz_cfg.c tests/fuzz/fuzz_cfg_body.h \
+	tests/fuzz/fuzz_replay.h
+tests_engine_test_fuzz_cfg_CPPFLAGS = $(ENGINE_TEST_CPPFLAGS)
+tests_engine_test_fuzz_cfg_LDADD = $(ENGINE_LIBS)

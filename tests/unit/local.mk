@@ -4,6 +4,8 @@ UNIT_LIB_TESTS = tests/unit/test_error tests/unit/test_num tests/unit/test_cli t
 	tests/unit/test_crc32 tests/unit/test_record tests/unit/test_stream tests/unit/test_stats \
 	tests/unit/test_lmdb tests/unit/test_pool tests/unit/test_ptrfile \
 	tests/unit/test_png tests/unit/test_fuzz_regress tests/unit/test_raster tests/unit/test_file
+# the corpus replays of the fuzz harnesses (tests/fuzz/, doc/FUZZING.md)
+UNIT_LIB_TESTS += tests/unit/test_fuzz_ptrfile tests/unit/test_fuzz_meta
 UNIT_TESTS += $(UNIT_LIB_TESTS)
 check_PROGRAMS += $(UNIT_LIB_TESTS)
 UNIT_LDADD = $(CDP_LIBS)
@@ -50,3 +52,11 @@ tests_unit_test_fuzz_regress_LDADD = $(UNIT_LDADD)
 tests_unit_test_raster_SOURCES = tests/unit/test_raster.c tests/unit/tap.h
 tests_unit_test_raster_CPPFLAGS = $(AM_CPPFLAGS) $(GDAL_CFLAGS)
 tests_unit_test_raster_LDADD = $(RASTER_LIBS) $(UNIT_LDADD)
+tests_unit_test_fuzz_ptrfile_SOURCES = tests/unit/test_fuzz_ptrfile.c tests/fuzz/fuzz_ptrfile_body.h \
+	tests/fuzz/fuzz_replay.h tests/unit/tap.h
+tests_unit_test_fuzz_ptrfile_CPPFLAGS = $(UNIT_CPPFLAGS)
+tests_unit_test_fuzz_ptrfile_LDADD = $(UNIT_LDADD)
+tests_unit_test_fuzz_meta_SOURCES = tests/unit/test_fuzz_meta.c tests/fuzz/fuzz_meta_body.h \
+	tests/fuzz/fuzz_replay.h tests/unit/tap.h
+tests_unit_test_fuzz_meta_CPPFLAGS = $(UNIT_CPPFLAGS)
+tests_unit_test_fuzz_meta_LDADD = $(UNIT_LDADD)

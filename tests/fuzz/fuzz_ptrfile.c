@@ -1,0 +1,11 @@
+/* fuzz_ptrfile.c: libFuzzer entry point; the target is fuzz_ptrfile_body.h,
+ * shared with its corpus replay. How to run it: doc/FUZZING.md. */
+#include "fuzz_ptrfile_body.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	cdp_fuzz_ptrfile_one(data, size);
+	return 0;
+}
