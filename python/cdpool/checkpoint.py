@@ -367,16 +367,21 @@ def decode_checkpoint(buf, subject="checkpoint", finite=True):
         # as cdp_ckpt_validate: a NaN weight under a valid CRC is refused
         named = [("parameter tensor '%s'" % n, t) for n, t in ck.params.items()]
         named += [("buffer tensor '%s'" % n, t) for n, t in ck.buffers.items()]
-        named += [("optimizer moment %s" % k, ck.optim[k]) for k in ("m", "v")
-                  if ck.optim.get(k) is not None]
+        m, v = ck.optim.get("m"), ck.optim.get("v")
+        if m is not None:
+            named.append(("the optimizer's first moment", m))
+        if v is not None:
+            named.append(("the optimizer's second moment" if m is not None else
+                          "the optimizer's momentum", v))
         if ck.ranks is not None:
-            named.append(("the ranks' state", ck.ranks["data"]))
+            named += [("rank %d's state" % r, row) for r, row in enumerate(ck.ranks["data"])]
         for name, t in named:
-            bad = np.flatnonzero(~np.isfinite(np.asarray(t, dtype=np.float32).ravel()))
+            t = np.asarray(t, dtype=np.float32).ravel()
+            bad = np.flatnonzero(~np.isfinite(t))
             if bad.size:
-                v = float(np.asarray(t).ravel()[bad[0]])
+                x = float(t[bad[0]])
                 raise CdpError("EFORMAT", subject, message="%s holds %s at element %d"
-                               % (name, "NaN" if v != v else "inf" if v > 0 else "-inf", bad[0]))
+                               % (name, "NaN" if x != x else "+Inf" if x > 0 else "-Inf", bad[0]))
     return ck
 
 

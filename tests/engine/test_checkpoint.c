@@ -547,6 +547,7 @@ static void test_nonfinite(void)
 	CHECK(off > 0, "c.b[2] not found in the encoding");
 	c = malloc(len);
 	memcpy(c, buf, len);
+	free(buf);
 	memcpy(c + off, &nan, 4);
 	fix_crc(c, len);
 	CHECK_RC(cdp_ckpt_decode(c, len, &b), CDP_EFORMAT);
