@@ -594,18 +594,18 @@ int cdp_ckpt_read_why(const char *path, int rank, cdp_ckpt *ck, char *why, size_
 {
 	unsigned char *buf;
 	size_t len;
-	char tag[5] = "";
 	int rc;
 
-	if (cap)
-		why[0] = '\0';
 	memset(ck, 0, sizeof(*ck));
 	rc = cdp_ckpt_load(path, &buf, &len);
-	if (rc == CDP_OK)
-		rc = decode(buf, len, rank < 0 ? -1 : rank, ck, tag, why, cap);
+	if (rc != CDP_OK) {
+		if (cap)
+			why[0] = '\0';
+		say(why, cap, "", rc);
+		return rc;
+	}
+	rc = cdp_ckpt_decode_why(buf, len, rank, ck, why, cap);
 	free(buf);
-	if (rc != CDP_OK)
-		say(why, cap, tag, rc);
 	return rc;
 }
 

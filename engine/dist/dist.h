@@ -201,6 +201,14 @@ int  cdp_dist_max_f64(double *v);
  * at the same point, so that all stop together and none waits in a later
  * collective for a rank that gave up. A failed rank has said why itself. */
 int  cdp_dist_any(int flag);
+/* Rank 0's buffer to every rank (a checkpoint that only rank 0's host
+ * holds): rank 0 passes rc0, its error reading the bytes (0 when *buf, *len
+ * hold them, malloc'ed); the others pass 0 and get a malloc'ed copy in *buf,
+ * *len. Returns 0 on every rank, or -1 on every rank with *mine this
+ * rank's own error (rank 0's rc0, a rank's CDP_ENOMEM when it cannot hold
+ * the bytes), 0 where another rank failed; on failure no rank keeps a
+ * buffer. Collective (with one process: -1 and *mine = rc0 when rc0 != 0). */
+int  cdp_dist_bcast_buf(int rc0, unsigned char **buf, size_t *len, int *mine);
 void cdp_dist_barrier(void);
 
 /* Registers buf[0 .. layer_off[nlayers]) for bucketed reduction. Layer l

@@ -524,6 +524,35 @@ int cdp_dist_any(int flag)
 	return v != 0;
 }
 
+int cdp_dist_bcast_buf(int rc0, unsigned char **buf, size_t *len, int *mine)
+{
+	int64_t head[2] = { rc0, (int64_t)*len };   /* rank 0's error, the length */
+	int rank = cdp_dist_rank(), failed = rc0 != 0;
+
+	*mine = rank == 0 ? rc0 : 0;
+	if (cdp_dist_size() > 1) {
+		cdp_dist_bcast_bytes(head, sizeof head);
+		failed = head[0] != 0;
+		if (rank != 0) {
+			*buf = NULL;
+			*len = (size_t)head[1];
+			if (!failed && !(*buf = malloc(*len ? *len : 1)))
+				*mine = CDP_ENOMEM;
+		}
+		/* a rank without room still takes part in the agreement */
+		if (!failed)
+			failed = cdp_dist_any(*mine != 0);
+		if (!failed)
+			cdp_dist_bcast_bytes(*buf, *len);
+	}
+	if (!failed)
+		return 0;
+	free(*buf);
+	*buf = NULL;
+	*len = 0;
+	return -1;
+}
+
 const char *cdp_dist_features(void)
 {
 	static char buf[128];

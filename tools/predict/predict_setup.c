@@ -53,46 +53,25 @@ static void *xmalloc(size_t a, size_t b, size_t c, size_t d)
 static int fetch_ckpt(predictor *p, unsigned char **buf, size_t *len, char *err, size_t cap)
 {
 	const cdp_predict_opts *o = p->o;
-	int64_t head[3] = { 0, 0, 0 };  /* rank 0's error code, length, is a directory */
+	int64_t dir = 0;                /* rank 0's --model is a directory */
 	struct stat st;
+	int rc;
 
 	*buf = NULL;
 	*len = 0;
 	if (p->rank == 0 && stat(o->model, &st) == 0 && S_ISDIR(st.st_mode))
-		head[2] = 1;
+		dir = 1;
 	if (p->nranks > 1)
-		cdp_dist_bcast_bytes(&head[2], sizeof head[2]);
-	if (head[2])
+		cdp_dist_bcast_bytes(&dir, sizeof dir);
+	if (dir)
 		snprintf(p->model, sizeof p->model, "%s/checkpoint.cdpt", o->model);
 	else
 		snprintf(p->model, sizeof p->model, "%s", o->model);
-	if (p->rank == 0) {
-		head[0] = cdp_ckpt_load(p->model, buf, len);
-		head[1] = (int64_t)*len;
-	}
-	if (p->nranks > 1) {
-		int none;
-		cdp_dist_bcast_bytes(head, 2 * sizeof head[0]);
-		if (head[0] == 0 && p->rank != 0) {
-			*len = (size_t)head[1];
-			*buf = malloc(*len);
-		}
-		/* a rank without room still takes part in the agreement */
-		if ((none = head[0] == 0 && !*buf))
-			pr_fail(err, cap, "cannot read '%s': %s", p->model, cdp_strerror(CDP_ENOMEM));
-		if (cdp_dist_any(none)) {
-			free(*buf);
-			*buf = NULL;
-			return none ? -1 : pr_fail(err, cap, "another rank failed");
-		}
-		if (head[0] == 0)
-			cdp_dist_bcast_bytes(*buf, *len);
-	}
-	if (head[0] != 0)
-		return p->rank == 0 ? pr_fail(err, cap, "cannot read '%s': %s", p->model,
-		                              cdp_strerror((int)head[0])) :
-		       pr_fail(err, cap, "another rank failed");
-	return 0;
+	if (cdp_dist_bcast_buf(p->rank == 0 ? cdp_ckpt_load(p->model, buf, len) : 0, buf, len,
+	                       &rc) == 0)
+		return 0;
+	return rc ? pr_fail(err, cap, "cannot read '%s': %s", p->model, cdp_strerror(rc)) :
+	       pr_fail(err, cap, "another rank failed");
 }
 
 /* The checkpoint, the net rebuilt from it at (C, S, S), and its tensors. */

@@ -319,7 +319,6 @@ static int optimizer(trainer *t, char *err, size_t cap)
 static int fetch_ckpt(trainer *t, const char *path, int failed, char *err, size_t cap)
 {
 	unsigned char *buf = NULL;
-	int64_t head[2] = { 0, 0 };     /* rank 0's error code, the file's length */
 	size_t len = 0;
 	char why[256];
 	int rc = 0;
@@ -328,28 +327,9 @@ static int fetch_ckpt(trainer *t, const char *path, int failed, char *err, size_
 		tr_report(t, err);
 	if (t->size > 1 ? cdp_dist_any(failed) : failed)
 		return -1;
-	if (t->rank == 0) {
-		rc = cdp_ckpt_load(path, &buf, &len);
-		head[0] = rc;
-		head[1] = (int64_t)len;
-	}
-	if (t->size > 1) {
-		cdp_dist_bcast_bytes(head, sizeof head);
-		len = (size_t)head[1];
-		if (head[0] == 0 && t->rank != 0 && !(buf = malloc(len)))
-			fail(err, cap, "cannot resume from '%s': %s", path, cdp_strerror(CDP_ENOMEM));
-		if (cdp_dist_any(head[0] == 0 && !buf)) {
-			free(buf);
-			return -1;
-		}
-		if (head[0] == 0)
-			cdp_dist_bcast_bytes(buf, len);
-	}
-	if (head[0] != 0) {
-		if (t->rank != 0)
-			return -1;          /* rank 0 says why */
-		return fail(err, cap, "cannot resume from '%s': %s", path, cdp_strerror(rc));
-	}
+	if (cdp_dist_bcast_buf(t->rank == 0 ? cdp_ckpt_load(path, &buf, &len) : 0, &buf, &len,
+	                       &rc) != 0)      /* the rank that failed says why */
+		return rc ? fail(err, cap, "cannot resume from '%s': %s", path, cdp_strerror(rc)) : -1;
 	/* each rank keeps only its own share of the per-rank state */
 	rc = cdp_ckpt_decode_why(buf, len, t->rank, &t->ck, why, sizeof why);
 	free(buf);
