@@ -3,8 +3,8 @@
 # Each test skips (77, with the reason) where namespaces cannot be made.
 if HAVE_MPI
 TESTS += tests/cluster/train.sh tests/cluster/resume.sh tests/cluster/die.sh \
-	tests/cluster/predict.sh
+	tests/cluster/predict.sh tests/cluster/slurm.sh
 endif
 EXTRA_DIST += tests/cluster/README tests/cluster/cluster.sh tests/cluster/cluster_lib.sh \
 	tests/cluster/cluster_common.sh tests/cluster/train.sh tests/cluster/resume.sh \
-	tests/cluster/die.sh tests/cluster/predict.sh
+	tests/cluster/die.sh tests/cluster/predict.sh tests/cluster/slurm.sh

@@ -1,0 +1,196 @@
+#!/bin/sh
+# cdp-train under a real one-node Slurm (Debian's slurmctld, slurmd,
+# slurm-client and munge: scripts/deps.sh), started here in $T/slurm with
+# its own slurm.conf (2 CPUs), munge key, state, spool and log directories
+# and ports, as root, and stopped by the EXIT trap (its jobs cancelled, then
+# exactly the three daemons this test started, by pid):
+#  - cdp-train(1)'s sbatch script, taken from the man page as printed,
+#    gives the losses and the checkpoint of `mpirun -np 2` byte for byte;
+#  - so does `srun -n 2 cdp-train` (srun --mpi=pmix: Open MPI's ranks get
+#    their world from Slurm's PMIx server); where Slurm or Open MPI has no
+#    PMIx, that part says why and is skipped;
+#  - and the same script with mpirun in place of srun, and salloc + mpirun:
+#    Open MPI reads the allocation from Slurm and starts its 2 ranks.
+# Skipped where the packages are missing, without root or MPI, or where the
+# daemons do not start (their log says why).
+. "$CDP_SRCDIR/tests/tools/common.sh"
+for c in slurmctld slurmd munged srun sbatch salloc squeue scancel sinfo; do
+	command -v "$c" >/dev/null 2>&1 ||
+		{ echo "SKIP: no '$c' (slurmctld slurmd slurm-client munge: scripts/deps.sh)" >&2; exit 77; }
+done
+[ "$(id -u)" -eq 0 ] || { echo "SKIP: not root: slurmd must run as root" >&2; exit 77; }
+[ -n "${MPIRUN:-}" ] && command -v "$MPIRUN" >/dev/null 2>&1 || { echo "SKIP: no MPIRUN" >&2; exit 77; }
+. "$CDP_SRCDIR/tests/train/train_common.sh"
+
+# No variable of an outer Slurm job (make check run under sbatch) may
+# reach srun or sbatch: they would take it for their own allocation.
+for v in $(env | sed -n 's/^\(SLURM_[A-Za-z0-9_]*\)=.*/\1/p'); do unset "$v"; done
+S=$T/slurm
+mkdir -m 700 "$S" "$S/munge" "$S/state" "$S/spool" "$S/log"
+export SLURM_CONF="$S/slurm.conf"
+# mpirun as root (sbatch and salloc pass the environment on)
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+pids=
+slurm_down() {
+	if [ -n "$pids" ]; then
+		scancel --full --signal=KILL --quiet --user=root 2>/dev/null || true
+		sd_i=0
+		while [ -n "$(squeue -h -o %i 2>/dev/null)" ] && [ "$sd_i" -lt 50 ]; do
+			sd_i=$((sd_i + 1)); sleep 0.2
+		done
+		# shellcheck disable=SC2086
+		kill $pids 2>/dev/null || true
+		for p in $pids; do wait "$p" 2>/dev/null || true; done
+	fi
+}
+trap 'slurm_down; rm -rf "$T"' EXIT
+trap 'exit 1' HUP INT TERM
+started() { # NAME PID LOG: skip (77) with the log's last lines if PID died
+	kill -0 "$2" 2>/dev/null ||
+		{ echo "SKIP: $1 did not start: $(tail -n 3 "$3" | tr '\n' ' ')" >&2; exit 77; }
+}
+
+echo "== munge and Slurm in $S"
+dd if=/dev/urandom of="$S/munge/key" bs=128 count=1 2>/dev/null
+chmod 600 "$S/munge/key"
+munged -F --force --key-file="$S/munge/key" --socket="$S/munge/socket" \
+	--pid-file="$S/munge/pid" --seed-file="$S/munge/seed" --log-file="$S/log/munged.log" \
+	>"$S/log/munged.out" 2>&1 &
+pids="$!"
+i=0
+until [ -S "$S/munge/socket" ]; do
+	i=$((i + 1)); [ "$i" -lt 50 ] || break; sleep 0.1
+done
+started munged "$!" "$S/log/munged.out"
+# two free ports on loopback, for slurmctld and slurmd
+set -- $("$PYTHON" -c 'import socket
+ss = [socket.socket() for _ in range(2)]
+for s in ss: s.bind(("127.0.0.1", 0))
+print(*(s.getsockname()[1] for s in ss))')
+host=$(hostname)
+cat >"$SLURM_CONF" <<EOF
+ClusterName=cdptest
+SlurmctldHost=$host(127.0.0.1)
+SlurmctldPort=$1
+SlurmdPort=$2
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+AuthInfo=socket=$S/munge/socket
+CredType=cred/munge
+StateSaveLocation=$S/state
+SlurmdSpoolDir=$S/spool
+SlurmctldPidFile=$S/slurmctld.pid
+SlurmdPidFile=$S/slurmd.pid
+SlurmctldLogFile=$S/log/slurmctld.log
+SlurmdLogFile=$S/log/slurmd.log
+PlugStackConfig=$S/plugstack.conf
+MailProg=/bin/true
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_CPU
+SlurmdParameters=config_overrides
+MpiDefault=none
+ReturnToService=2
+SchedulerType=sched/builtin
+JobCompType=jobcomp/none
+AccountingStorageType=accounting_storage/none
+JobAcctGatherType=jobacct_gather/none
+InactiveLimit=0
+KillWait=5
+NodeName=cdp1 NodeHostname=$host NodeAddr=127.0.0.1 CPUs=2 State=UNKNOWN
+PartitionName=cdp Nodes=cdp1 Default=YES MaxTime=10 State=UP
+EOF
+: >"$S/plugstack.conf"
+slurmctld -D -i >"$S/log/slurmctld.out" 2>&1 &
+pids="$pids $!"
+ctld=$!
+slurmd -D -N cdp1 >"$S/log/slurmd.out" 2>&1 &
+pids="$pids $!"
+slurmd=$!
+i=0
+until [ "$(sinfo -h -n cdp1 -o %t 2>/dev/null)" = idle ]; do
+	started slurmctld "$ctld" "$S/log/slurmctld.out"
+	started slurmd "$slurmd" "$S/log/slurmd.out"
+	i=$((i + 1))
+	[ "$i" -lt 100 ] || { echo "SKIP: node cdp1 not idle after 20 s: $(sinfo -h -o '%t %E' 2>&1)" >&2; exit 77; }
+	sleep 0.2
+done
+sinfo -h -o '%P %D nodes %c CPUs %t'
+
+# the run each launcher must reproduce: mpirun -np 2, 12 steps of batch 8
+P="--steps 12 --log-every 1 -q"
+W=$T/work
+mkdir "$W"
+cp -r "$T/pool" "$W/pool"
+cp "$T/train.keys" "$W/train.keys"
+cp "$SMALL" "$W/unet.cfg"
+$MP cdp-train --db "$W/pool" --keys "$W/train.keys" --model "$W/unet.cfg" --out "$T/ref" \
+	--batch 8 --threads 1 --checkpoint-every 500 $P || fail "mpirun -np 2"
+losses "$T/ref/metrics.jsonl" >"$T/lref"
+[ "$(wc -l <"$T/lref")" -eq 12 ] || fail "want 12 losses from mpirun -np 2"
+same() { # NAME RUNDIR: the run in RUNDIR is mpirun -np 2's
+	[ -s "$2/metrics.jsonl" ] || fail "$1: no metrics.jsonl in $2"
+	losses "$2/metrics.jsonl" >"$T/l"
+	losses_close "$T/lref" "$T/l" 0 || fail "$1: losses differ from mpirun -np 2"
+	cmp -s "$T/ref/checkpoint.cdpt" "$2/checkpoint.cdpt" ||
+		fail "$1: checkpoint differs from mpirun -np 2's"
+	echo "$1: 12 losses and the checkpoint of mpirun -np 2"
+}
+
+# The man page's script as printed: the lines between the marks, with
+# roff's \- and \e as the shell reads them
+sed -n '/^\.\\" sbatch script begin/,/^\.\\" sbatch script end/p' "$CDP_SRCDIR/man/cdp-train.1" |
+	sed -e '/^\./d' -e 's/\\-/-/g' -e 's/\\e/\\/g' >"$W/train.sbatch"
+grep -q '^srun --mpi=pmix cdp-train' "$W/train.sbatch" ||
+	fail "no 'srun --mpi=pmix cdp-train' line in cdp-train(1)'s sbatch script: $(cat "$W/train.sbatch")"
+sed 's/^srun --mpi=pmix cdp-train/mpirun cdp-train/' "$W/train.sbatch" >"$W/mpirun.sbatch"
+# submit SCRIPT DIR: the script on 1 node x 2 tasks (in place of its
+# 2 nodes x 4), with the test's run length, from $W (where its relative
+# paths lead); waits for the job's end (polling: sbatch --wait looks only
+# every few seconds) and moves its run directory to DIR
+submit() {
+	job=$(cd "$W" && sbatch --parsable --time=5 --nodes=1 --ntasks-per-node=2 \
+		--cpus-per-task=1 "$1" $P 2>"$T/sb") || fail "sbatch $1: $(cat "$T/sb")"
+	i=0
+	while squeue -h -j "$job" -t PD,CF,R,CG -o %i 2>/dev/null | grep -q .; do
+		i=$((i + 1)); [ "$i" -lt 600 ] || fail "sbatch $1: job $job still running after 120 s"
+		sleep 0.2
+	done
+	state=$(scontrol show job "$job" | sed -n 's/.*JobState=\([A-Z_]*\).*/\1/p')
+	[ "$state" = COMPLETED ] ||
+		fail "sbatch $1: job $job $state: $(cat "$W/slurm-$job.out" 2>/dev/null)"
+	mv "$W/run" "$2"
+}
+
+# srun starts Open MPI ranks only through PMIx: Open MPI 4.1 as Debian
+# builds it has no PMI-1 or PMI-2 (OMPI_... "not built with SLURM's PMI
+# support"), so srun's default --mpi=none and --mpi=pmi2 cannot
+why=
+srun --mpi=list 2>&1 | grep -qx '[[:space:]]*pmix' ||
+	why="Slurm has no pmix plugin (srun --mpi=list: $(srun --mpi=list 2>&1 | tr -s '\n\t' '  '))"
+[ -n "$why" ] || ompi_info --parsable 2>/dev/null | grep -q '^mca:pmix:ext' ||
+	why="this Open MPI has no external PMIx client (ompi_info lists no 'MCA pmix: ext...'); it cannot take its world from srun's PMIx server"
+if [ -z "$why" ]; then
+	echo "== the sbatch script of cdp-train(1) (srun --mpi=pmix)"
+	submit train.sbatch "$T/sbatch"
+	same "sbatch + srun --mpi=pmix" "$T/sbatch"
+	echo "== srun -n 2 cdp-train"
+	timeout 120 srun --mpi=pmix -n 2 cdp-train --db "$W/pool" --keys "$W/train.keys" \
+		--model "$W/unet.cfg" --out "$T/srun" --batch 8 --threads 1 --checkpoint-every 500 $P \
+		>"$T/so" 2>&1 || fail "srun -n 2: $(cat "$T/so")"
+	same "srun -n 2" "$T/srun"
+else
+	echo "SKIP (srun part): srun cannot start Open MPI ranks here: $why" >&2
+fi
+
+echo "== the sbatch script with mpirun in place of srun"
+submit mpirun.sbatch "$T/sbatch-mpirun"
+same "sbatch + mpirun" "$T/sbatch-mpirun"
+echo "== salloc -n 2 mpirun cdp-train"
+timeout 120 salloc -n 2 "$MPIRUN" cdp-train --db "$W/pool" --keys "$W/train.keys" \
+	--model "$W/unet.cfg" --out "$T/salloc" --batch 8 --threads 1 --checkpoint-every 500 $P \
+	>"$T/sa" 2>&1 || fail "salloc -n 2 mpirun: $(cat "$T/sa")"
+same "salloc + mpirun" "$T/salloc"
+exit 0
