@@ -9,6 +9,9 @@
 #  - so does `srun -n 2 cdp-train` (srun --mpi=pmix: Open MPI's ranks get
 #    their world from Slurm's PMIx server); where Slurm or Open MPI has no
 #    PMIx, that part says why and is skipped;
+#  - under srun, a rank killed (SIGKILL) or stopped (SIGSTOP, found by
+#    the watchdog, CDP_DIST_TIMEOUT=5) ends the job within 30 s, non-zero,
+#    leaving neither rank running;
 #  - and the same script with mpirun in place of srun, and salloc + mpirun:
 #    Open MPI reads the allocation from Slurm and starts its 2 ranks.
 # Skipped where the packages are missing, without root or MPI, or where the
@@ -181,6 +184,32 @@ if [ -z "$why" ]; then
 		--model "$W/unet.cfg" --out "$T/srun" --batch 8 --threads 1 --checkpoint-every 500 $P \
 		>"$T/so" 2>&1 || fail "srun -n 2: $(cat "$T/so")"
 	same "srun -n 2" "$T/srun"
+	# a rank killed ends the step at once (Slurm's PMIx server sees it);
+	# a rank stopped, through rank 0's watchdog after CDP_DIST_TIMEOUT
+	for how in KILL STOP; do
+		echo "== srun -n 2: rank 1 gets SIG$how at step 5"
+		d=$T/lost.$how
+		CDP_DIST_TIMEOUT=5 srun --mpi=pmix -n 2 sh -c 'echo $$ >"$0.$SLURM_PROCID"; exec "$@"' \
+			"$T/pid" cdp-train --db "$W/pool" --keys "$W/train.keys" --model "$W/unet.cfg" \
+			--out "$d" --batch 2 --threads 1 --steps 1000000 --log-every 1 -q >"$T/so" 2>&1 &
+		sp=$!
+		wait_step $sp "$d/metrics.jsonl" 5 60
+		t0=$(date +%s)
+		kill -$how "$(cat "$T/pid.1")"
+		i=0
+		while kill -0 $sp 2>/dev/null; do
+			i=$((i + 1)); [ "$i" -lt 150 ] || { kill -9 $sp; fail "SIG$how: srun still running after 30 s"; }
+			sleep 0.2
+		done
+		rc=0; wait $sp || rc=$?
+		[ "$rc" -ne 0 ] || fail "SIG$how: srun exited 0"
+		echo "srun exited $rc after $(($(date +%s) - t0)) s"
+		for r in 0 1; do
+			! kill -0 "$(cat "$T/pid.$r")" 2>/dev/null || fail "SIG$how: rank $r still runs"
+		done
+		[ $how = KILL ] || grep -q "^cdp-train: rank 0: .*rank 1 on host '.*' died or hangs" "$T/so" ||
+			fail "SIGSTOP: no watchdog message: $(cat "$T/so")"
+	done
 else
 	echo "SKIP (srun part): srun cannot start Open MPI ranks here: $why" >&2
 fi
