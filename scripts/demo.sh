@@ -11,17 +11,31 @@
 #      ids, the roads as polygons (GeoPackage) and a PNG preview
 #   6. scores the prediction against the held-out mask (cdp-evaluate)
 # Outputs go to demo-out/ (or $CDP_DEMO_OUT). Re-running starts afresh.
+# The set-up prints one line a step; its output goes to $out/logs/ (the
+# last lines of a failed step's log are shown).
 set -eu
 start=$(date +%s)
 cd "$(dirname "$0")/.."
-sh scripts/deps.sh
-if [ ! -x ./configure ]; then ./bootstrap; fi
-if [ ! -f Makefile ]; then ./configure -q; fi
-make -j2 >/dev/null
-
 out=${CDP_DEMO_OUT:-demo-out}
 rm -rf "$out"
-mkdir -p "$out/scenes"
+mkdir -p "$out/scenes" "$out/logs"
+
+echo "== 0. setting up: packages and build (logs in $out/logs)"
+CDP_DEPS_LOG="$out/logs/deps.log" sh scripts/deps.sh
+# quietly NAME CMD...: runs CMD with its output in $out/logs/NAME.log
+quietly() {
+	ql=$out/logs/$1.log
+	shift
+	echo "demo.sh: $* (log: $ql)"
+	"$@" >"$ql" 2>&1 </dev/null || {
+		echo "demo.sh: $* failed (exit status $?); the last lines of '$ql':" >&2
+		tail -n 15 "$ql" >&2
+		exit 1
+	}
+}
+if [ ! -x ./configure ]; then quietly bootstrap ./bootstrap; fi
+if [ ! -f Makefile ]; then quietly configure ./configure -q; fi
+quietly make make -j2
 PY=/usr/bin/python3
 size=${CDP_DEMO_SIZE:-2048}
 
