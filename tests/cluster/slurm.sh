@@ -70,7 +70,7 @@ set -- $("$PYTHON" -c 'import socket
 ss = [socket.socket() for _ in range(2)]
 for s in ss: s.bind(("127.0.0.1", 0))
 print(*(s.getsockname()[1] for s in ss))')
-host=$(hostname)
+host=$(hostname -s)
 cat >"$SLURM_CONF" <<EOF
 ClusterName=cdptest
 SlurmctldHost=$host(127.0.0.1)
