@@ -1,6 +1,7 @@
 # tests/cluster/: cdp-train and cdp-predict across simulated hosts on this one machine (the
 # cluster in a box: README, cluster.sh by hand, cluster_lib.sh sourced).
-# Each test skips (77, with the reason) where namespaces cannot be made.
+# Each test skips (77, with the reason) where namespaces cannot be made;
+# slurm.sh (a real one-node Slurm) where its packages or root are missing.
 if HAVE_MPI
 TESTS += tests/cluster/train.sh tests/cluster/resume.sh tests/cluster/die.sh \
 	tests/cluster/predict.sh tests/cluster/slurm.sh
