@@ -4,8 +4,9 @@
 # its own slurm.conf (2 CPUs), munge key, state, spool and log directories
 # and ports, as root, and stopped by the EXIT trap (its jobs cancelled, then
 # exactly the three daemons this test started, by pid):
-#  - cdp-train(1)'s sbatch script, taken from the man page as printed,
-#    gives the losses and the checkpoint of `mpirun -np 2` byte for byte;
+#  - cdp-train(1)'s sbatch script, taken from the man page as printed (and
+#    the same in cdpool(7)), gives the losses and the checkpoint of
+#    `mpirun -np 2` byte for byte;
 #  - so does `srun -n 2 cdp-train` (srun --mpi=pmix: Open MPI's ranks get
 #    their world from Slurm's PMIx server); where Slurm or Open MPI has no
 #    PMIx, that part says why and is skipped;
@@ -143,9 +144,14 @@ same() { # NAME RUNDIR: the run in RUNDIR is mpirun -np 2's
 }
 
 # The man page's script as printed: the lines between the marks, with
-# roff's \- and \e as the shell reads them
-sed -n '/^\.\\" sbatch script begin/,/^\.\\" sbatch script end/p' "$CDP_SRCDIR/man/cdp-train.1" |
-	sed -e '/^\./d' -e 's/\\-/-/g' -e 's/\\e/\\/g' >"$W/train.sbatch"
+# roff's \- and \e as the shell reads them; cdpool(7) prints the same
+sbatch_script() {
+	sed -n '/^\.\\" sbatch script begin/,/^\.\\" sbatch script end/p' "$CDP_SRCDIR/man/$1" |
+		sed -e '/^\./d' -e 's/\\-/-/g' -e 's/\\e/\\/g'
+}
+sbatch_script cdp-train.1 >"$W/train.sbatch"
+sbatch_script cdpool.7 | cmp -s - "$W/train.sbatch" ||
+	fail "cdpool(7)'s sbatch script is not cdp-train(1)'s: $(sbatch_script cdpool.7 | diff - "$W/train.sbatch")"
 grep -q '^srun --mpi=pmix cdp-train' "$W/train.sbatch" ||
 	fail "no 'srun --mpi=pmix cdp-train' line in cdp-train(1)'s sbatch script: $(cat "$W/train.sbatch")"
 sed 's/^srun --mpi=pmix cdp-train/mpirun cdp-train/' "$W/train.sbatch" >"$W/mpirun.sbatch"
