@@ -6,7 +6,9 @@
     BlockSampler, PoolDataset
                              cdp-train's order and samples for
                              torch.utils.data (torch itself is optional)
-    cdpool.torch_model       the PyTorch twin of the engine's models
+    cdpool.model             the model cfg language (cdp-model(5)): build(text)
+    cdpool.torch_model       the PyTorch twin of the engine's models, to_torch(ckpt),
+                             export_onnx(ckpt, path)
     python -m cdpool info POOL|CHECKPOINT|KEYS
 
 Every reader checks what the C readers check (magic, version, sizes, CRCs)

@@ -393,16 +393,18 @@ def test_checkpoint():
 
 
 def test_to_torch(c, path):
-    """to_torch(ckpt) gives cdp-predict --prob's probabilities on a raster of one window
-    (--overlap 0: no mirrored context, no blending)."""
+    """to_torch(ckpt), built from the cfg the checkpoint holds, gives cdp-predict --prob's
+    probabilities on a raster of one window (--overlap 0: no mirrored context, no
+    blending); export_onnx(ckpt, path) writes a model of raw bands that ONNX's checker
+    accepts and that gives them too (run by ONNX Runtime where it is installed, and by
+    onnx_eval.py, a NumPy reading of the ONNX operators, independent of torch)."""
     try:
         import torch
-        from cdpool.torch_model import model_json, to_torch
+        from cdpool.torch_model import export_onnx, to_torch
     except ImportError:
         print("SKIP to_torch (no torch)")
         return
-    dump = os.path.join(os.environ["CDP_BUILDDIR"], "tests", "engine", "model_dump")
-    net = to_torch(c, model_json(c, dump))
+    net = to_torch(c)
     win = os.path.join(T, "win.tif")
     gdal.Translate(win, os.path.join(T, "r", "road.tif"), srcWin=[37, 61, 32, 32])
     out = os.path.join(T, "win_prob.tif")
@@ -417,27 +419,182 @@ def test_to_torch(c, path):
     err = float(np.max(np.abs(got - want)))
     check(got.shape == want.shape and err <= 1e-5, "to_torch differs from cdp-predict --prob "
           "by %g" % err)
-    print("ok   to_torch(%s, %d buffers): cdp-predict --prob's probabilities within %.1e"
-          % (os.path.basename(os.path.dirname(path)), len(c.buffers), err))
-    from cdpool.torch_model import export_onnx
-    onnx_path = os.path.join(T, "model.onnx")
-    dep = export_onnx(c, model_json(c, dump), onnx_path)
+    name = os.path.basename(os.path.dirname(path))
+    print("ok   to_torch(%s, %d buffers), the model read from its cfg: cdp-predict --prob's "
+          "probabilities within %.1e" % (name, len(c.buffers), err))
+    onnx_path = os.path.join(T, name + ".onnx")
+    dep = export_onnx(c, onnx_path)
     with torch.no_grad():
         got = dep(torch.from_numpy(raw[None].astype(np.float32)))[0].numpy()
     err = float(np.max(np.abs(got - want)))
     check(err <= 1e-5, "Deployed (raw bands in) differs from cdp-predict --prob by %g" % err)
-    check(os.path.getsize(onnx_path) > 0, "no ONNX file")
+    try:
+        import onnx
+    except ImportError:
+        print("SKIP the ONNX file's checks (no onnx in %s)" % sys.executable)
+        return
+    m = onnx.load(onnx_path)
+    onnx.checker.check_model(m, full_check=True)
+    dims = [[d.dim_param or d.dim_value for d in v.type.tensor_type.shape.dim]
+            for v in (m.graph.input[0], m.graph.output[0])]
+    check([v.name for v in m.graph.input] == ["bands"] and dims[0] == ["n", 3, "h", "w"] and
+          [v.name for v in m.graph.output] == ["prob"] and dims[1] == ["n", want.shape[0], "h", "w"],
+          "ONNX inputs and outputs: %s" % dims)
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import onnx_eval
+    two = np.stack([raw, raw[:, ::-1].copy()]).astype(np.float32)   # N = 2
+    got = onnx_eval.run(m, {"bands": two})["prob"]
+    with torch.no_grad():
+        twin = dep(torch.from_numpy(two)).numpy()
+    err = float(np.max(np.abs(got[0] - want)))
+    err2 = float(np.max(np.abs(got - twin)))
+    check(err <= 1e-5 and err2 <= 1e-5, "the ONNX graph (onnx_eval) differs from cdp-predict "
+          "--prob by %g, from torch by %g" % (err, err2))
+    print("ok   export_onnx(%s): checked by onnx %s; its graph run by onnx_eval gives "
+          "cdp-predict's probabilities within %.1e" % (name, onnx.__version__, err))
     try:
         import onnxruntime
     except ImportError:
-        print("ok   Deployed: raw bands to cdp-predict's probabilities; ONNX written "
-              "(SKIP its run: no onnxruntime)")
+        print("SKIP export_onnx under ONNX Runtime: no onnxruntime in %s" % sys.executable)
         return
-    sess = onnxruntime.InferenceSession(onnx_path)
+    sess = onnxruntime.InferenceSession(onnx_path, providers=["CPUExecutionProvider"])
     got = sess.run(None, {"bands": raw[None].astype(np.float32)})[0][0]
     err = float(np.max(np.abs(got - want)))
     check(err <= 1e-5, "ONNX Runtime differs from cdp-predict --prob by %g" % err)
     ok("export_onnx: ONNX Runtime gives cdp-predict's probabilities")
+
+
+# ---- the model cfg language ---------------------------------------------------------------
+def man_examples(page):
+    """{name: cfg text} of cdp-model(5)'s `.\" example NAME` blocks and
+    [(name, [overrides])] of its `.\" build NAME K=V,...` lines."""
+    ex, builds, name, text = {}, [], None, None
+    for line in open(page).read().split("\n"):
+        if line.startswith('.\\" example '):
+            name = line.split()[2]
+        elif line.startswith('.\\" build '):
+            w = line.split()
+            builds.append((w[2], w[3].split(",")))
+        elif line == ".EX" and name:
+            text = []
+        elif line == ".EE" and text is not None:
+            ex[name], name, text = "\n".join(text) + "\n", None, None
+        elif text is not None:
+            text.append(line.replace("\\-", "-").replace("\\e", "\\").replace("\\&", ""))
+    return ex, builds
+
+
+def f32(x):
+    """model_dump prints floats with %.9g: equal as float32."""
+    if isinstance(x, float):
+        return float(np.float32(x))
+    if isinstance(x, dict):
+        return {k: f32(v) for k, v in x.items() if k != "cfg"}
+    if isinstance(x, list):
+        return [f32(v) for v in x]
+    return x
+
+
+def test_model_cfg():
+    """cdpool.model.build() against the C parser and builder (model_dump) on
+    every shipped cfg, cdp-model(5)'s examples and builds, and refusals."""
+    import json
+    from cdpool import model as cm
+    src = os.environ["CDP_SRCDIR"]
+    dump = os.path.join(os.environ["CDP_BUILDDIR"], "tests", "engine", "model_dump")
+    d = os.path.join(T, "cfgs")
+    os.makedirs(d, exist_ok=True)
+    cases = []
+    for f in sorted(os.listdir(os.path.join(src, "share", "cdpool", "models"))):
+        text = open(os.path.join(src, "share", "cdpool", "models", f)).read()
+        cases += [(f, text, [], None), (f, text, [], (5, 64, 64))]
+    cases += [("unet.cfg", open(os.path.join(src, "share", "cdpool", "models", "unet.cfg")).read(),
+               ["width=4", "depth=2", "loss=bce+dice", "outputs=1"], (3, 32, 32))]
+    ex, builds = man_examples(os.path.join(src, "man", "cdp-model.5"))
+    check(len(ex) >= 4 and builds, "cdp-model(5): %d examples, %d builds" % (len(ex), len(builds)))
+    cases += [(n, t, [], (0, 32, 32)) for n, t in ex.items()]
+    cases += [(n, ex[n], ov, (0, 32, 32)) for n, ov in builds]
+    cases.append(("small.cfg", open(SMALL).read(), ["in_h=24", "in_w=24"], None))
+    nlayers = 0
+    for name, text, ov, shape in cases:
+        path = os.path.join(d, name)
+        open(path, "w").write(text)
+        cmd = [dump, "-b", "1"] + sum((["-D", o] for o in ov), [])
+        if shape:
+            cmd += ["-i", ",".join(str(v or 0) for v in shape)] if all(shape) else \
+                ["-D", "in_h=%d" % shape[1], "-D", "in_w=%d" % shape[2]]
+            if not all(shape):
+                ov = ov + ["in_h=%d" % shape[1], "in_w=%d" % shape[2]]
+        r = subprocess.run(cmd + [path], capture_output=True, text=True)
+        check(r.returncode == 0, "model_dump %s: %s" % (name, r.stderr))
+        want = json.loads(r.stdout)
+        got = cm.build(text, path, ov, shape if shape and all(shape) else None, batch=1)
+        if f32(got) != f32(want):
+            for a, b in zip(got["layers"], want["layers"]):
+                check(f32(a) == f32(b), "%s %s: layer %d: Python %s, C %s" % (name, ov, a["index"],
+                                                                             f32(a), f32(b)))
+            check(False, "%s %s: Python %s, C %s" % (name, ov,
+                  {k: v for k, v in got.items() if k != "layers"},
+                  {k: v for k, v in want.items() if k != "layers"}))
+        nlayers += len(got["layers"])
+    print("ok   cfg reader: %d models (%d layers), every layer, shape and tensor as model_dump's"
+          % (len(cases), nlayers))
+
+    base = "[net]\nchannels=3\nin_h=16\nin_w=16\nwidth=4\n"
+    bad = [
+        ("[conv]\nfilters=${width*}\nsize=1\n", []),
+        ("[conv]\nfilters=${wdth}\n", []),
+        ("[conv]\nfilters=${(width}\n", []),
+        ("[conv]\nfilters=${2**-1}\n", []),
+        ("[conv]\nfilters=${9223372036854775807+1}\n", []),
+        ("[conv]\nfilters=${7/0}\n", []),
+        ("@for i 0 2\n[conv]\nfilters=2\n", []),
+        ("@end\n", []),
+        ("@fore i 0 1\n@end\n", []),
+        ("@for width 0 1\n@end\n", []),
+        ("@for i 0 1 0\n@end\n", []),
+        ("[conv]\nfilters=2\nfilters=3\n", []),
+        ("[conv]\nfilter=2\n", []),
+        ("[conv]\nfilters=2\nsize=0\n", []),
+        ("[bn]\neps=2\n", []),
+        ("[bn]\nmomentum=x\n", []),
+        ("[conv]\nfilters=2\nfrom=nothere\n", []),
+        ("[conv]\nfilters=2\nfrom=-3\n", []),
+        ("[conv]\nname=input\nfilters=2\n", []),
+        ("[conv]\nname=a\nfilters=2\n[conv]\nname=a\nfilters=2\n", []),
+        ("[add]\n", []),
+        ("[conv]\nfilters=2\nactivation=tanh\n", []),
+        ("[conv]\nfilters=2\nslope=0.1\n", []),
+        ("[maxpool]\nsize=32\n", []),
+        ("[upsample]\nmode=cubic\n", []),
+        ("[conv]\nfilters=3\n", ["classes=2"]),
+        ("[conv]\nfilters=1\n", ["loss=bce", "classes=3"]),
+        ("[conv]\nfilters=2\n", ["loss=mse"]),
+        ("[conv]\nfilters=${width}\n", ["width=x"]),
+        ("[conv]\nfilters=2\n", ["channels=0"]),
+        ("[conv]\nfilters=2\n", ["a=1", "a=2"]),
+        ("[frob]\n", []),
+        ("[conv\n", []),
+        ("[net]\n", []),
+        ("key\n", []),
+        ("[conv]\nfilters=\n", []),
+        ("@if width-4\n[bad]\n@end\n[gap]\n[dense]\noutput=2\n[dropout]\np=1\n", []),
+    ]
+    for k, (tail, ov) in enumerate(bad):
+        path = os.path.join(d, "bad%d.cfg" % k)
+        open(path, "w").write(base + tail)
+        r = subprocess.run([dump] + sum((["-D", o] for o in ov), []) + [path],
+                           capture_output=True, text=True)
+        check(r.returncode == 1 and r.stderr.startswith("model_dump: "),
+              "model_dump accepted bad%d.cfg: %s" % (k, r.stderr))
+        try:
+            cm.build(base + tail, path, ov)
+        except cm.CfgError as e:
+            check("model_dump: %s\n" % e == r.stderr, "bad%d.cfg: Python %r, C %r" % (k, str(e),
+                                                                                    r.stderr))
+        else:
+            raise Fail("bad%d.cfg accepted, C says %s" % (k, r.stderr.strip()))
+    ok("cfg reader: %d refused cfgs, each with the C builder's message" % len(bad))
 
 
 # ---- samples and DataLoader -------------------------------------------------------------
@@ -545,7 +702,8 @@ def test_info():
 
 
 def main():
-    tests = [test_dtypes, test_record_refusals, test_keys, test_sampler, test_checkpoint,
+    tests = [test_model_cfg, test_dtypes, test_record_refusals, test_keys, test_sampler,
+             test_checkpoint,
              test_dataset, test_first_step, test_info]
     for t in tests:
         try:
