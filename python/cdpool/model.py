@@ -479,6 +479,21 @@ def _one_input(L):
         raise _LayerError("takes one input, from= names %d" % len(L["from"]))
 
 
+def _conv_opts(L, o, size, stride, dilated):
+    """conv.c's and deconv.c's options, in their order: (F, K, S, P, D, bias)."""
+    _one_input(L)
+    f = o.int("filters", 0, 1, 1 << 16)
+    k = o.int("size", size, 1, 1 << 10)
+    stride = o.int("stride", stride, 1, 1 << 10)
+    dil = o.int("dilation", 1, 1, 1 << 10) if dilated else 1
+    pad = o.int("pad", k // 2 * dil if dilated else 0, 0, 1 << 10)
+    bias = o.int("bias", 1, 0, 1)
+    o.act(L)
+    if f == 0:
+        raise _LayerError("filters= is required")
+    return f, k, stride, pad, dil, bias
+
+
 def _conv_out(h, w, k, stride, pad, dil):
     e = dil * (k - 1) + 1
     if h + 2 * pad < e or w + 2 * pad < e:
@@ -502,16 +517,7 @@ class _Builder:
         t, ins = L["type"], L["in"]
         c, h, w = ins[0]
         if t == "conv":
-            _one_input(L)
-            f = o.int("filters", 0, 1, 1 << 16)
-            k = o.int("size", 3, 1, 1 << 10)
-            stride = o.int("stride", 1, 1, 1 << 10)
-            dil = o.int("dilation", 1, 1, 1 << 10)
-            pad = o.int("pad", k // 2 * dil, 0, 1 << 10)
-            bias = o.int("bias", 1, 0, 1)
-            o.act(L)
-            if f == 0:
-                raise _LayerError("filters= is required")
+            f, k, stride, pad, dil, bias = _conv_opts(L, o, 3, 1, True)
             oh = _conv_out(h, w, k, stride, pad, dil)
             if oh is None:
                 raise _LayerError("input (%d,%d,%d) is smaller than the kernel %d (dilation %d, "
@@ -522,15 +528,7 @@ class _Builder:
             if bias:
                 self.param(L, "bias", (f,))
         elif t == "deconv":
-            _one_input(L)
-            f = o.int("filters", 0, 1, 1 << 16)
-            k = o.int("size", 2, 1, 1 << 10)
-            stride = o.int("stride", 2, 1, 1 << 10)
-            pad = o.int("pad", 0, 0, 1 << 10)
-            bias = o.int("bias", 1, 0, 1)
-            o.act(L)
-            if f == 0:
-                raise _LayerError("filters= is required")
+            f, k, stride, pad, _, bias = _conv_opts(L, o, 2, 2, False)
             oh, ow = (h - 1) * stride - 2 * pad + k, (w - 1) * stride - 2 * pad + k
             if oh < 1 or ow < 1 or oh > 1 << 24 or ow > 1 << 24:
                 raise _LayerError("output size %dx%d from input (%d,%d,%d) is not valid"
