@@ -13,7 +13,9 @@
 #     from a step-5 checkpoint;
 #   - one-step cdp-train runs and model_dump's initial weights for the
 #     same seed, for the first step's loss (test_cdpool.py) and, under a
-#     2-rank gloo DDP job, its gradient (ddp_grad.py).
+#     2-rank gloo DDP job, its gradient (ddp_grad.py);
+# and test_cdpool.py compares PoolDataset's batches with those of the C
+# loader (tests/python/batch_dump).
 # Skips (77) when $PYTHON lacks numpy or lmdb, or cannot make a venv.
 . "$CDP_SRCDIR/tests/tools/common.sh"
 need_python

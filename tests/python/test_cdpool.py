@@ -644,6 +644,69 @@ def test_dataset():
     ok("DataLoader(num_workers=2) with BlockSampler: cdp-train's batches")
 
 
+def c_batch(pool, keys, seed, b, rank, j, epoch, step, aug=(0, 0, 0, 0, 0)):
+    """tests/python/batch_dump: the C loader's batch, (images, labels or None, key indices)."""
+    out = os.path.join(T, "cbatch")
+    r = subprocess.run([os.path.join(os.environ["CDP_BUILDDIR"], "tests", "python", "batch_dump"),
+                        pool, keys] + [str(v) for v in (seed, b, rank, j, epoch, step) + aug] +
+                       [out], capture_output=True, text=True)
+    check(r.returncode == 0, "batch_dump: %s" % r.stderr)
+    head, *idx = r.stdout.split("\n")[:-1]
+    shape = tuple(int(v) for v in head.split())
+    x = np.fromfile(out + ".f32", "<f4").reshape(shape)
+    y = np.fromfile(out + ".i32", "<i4")
+    return x, (y.reshape(shape[0], shape[2], shape[3]) if y.size else None), [int(i) for i in idx]
+
+
+def test_batches():
+    """PoolDataset's float batch for (epoch, step, rank) is the C loader's bit for bit, at
+    j = 1, 2, 4, for every record dtype (nodata masks, zlib), and with cdp-train's flips,
+    turns and crops."""
+    road = os.path.join(T, "pool")
+    kl = cdpool.read_keys(os.path.join(T, "train.keys"))
+    pool = cdpool.Pool(road)
+    aug = cdpool.Augment(True, True, True, 24, 24, seed=7)
+    n = 0
+    for augment, flags in ((None, (0, 0, 0, 0, 0)), (aug, (1, 1, 1, 24, 24))):
+        ds = cdpool.PoolDataset(pool, kl, augment=augment)
+        for j in (1, 2, 4):
+            b = 4 // j
+            for rank in range(j):
+                s = cdpool.BlockSampler(len(kl), b, rank, j, seed=7, with_epoch=True)
+                for epoch, step in ((0, 0), (1, 3), (2, s.steps - 1)):
+                    x, y, idx = c_batch(road, os.path.join(T, "train.keys"), 7, b, rank, j, epoch,
+                                        step, flags)
+                    check(idx == list(s.step_indices(step, epoch)), "j=%d rank %d (%d, %d): keys %s, "
+                          "the sampler's %s" % (j, rank, epoch, step, idx,
+                                                list(s.step_indices(step, epoch))))
+                    got = [ds[(epoch, i)] for i in idx]
+                    gx = np.stack([g[0] for g in got])
+                    gy = np.stack([g[1] for g in got])
+                    check(gx.dtype == np.float32 and gx.shape == x.shape and
+                          gx.tobytes() == x.tobytes(), "%s j=%d rank %d (%d, %d): images differ "
+                          "from the C loader's (largest %g)" % ("aug" if augment else "plain", j,
+                                                                rank, epoch, step,
+                                                                np.max(np.abs(gx - x))))
+                    check(np.array_equal(gy, y), "labels differ from the C loader's")
+                    n += 1
+    print("ok   %d batches at j = 1, 2, 4, plain and augmented: the C loader's bit for bit" % n)
+    for dt in NP:
+        path = os.path.join(T, "p_" + dt)
+        keys = os.path.join(T, dt + ".keys")
+        subprocess.run(["cdp-keyshuffle", "-q", "--seed", "3", "-o", keys, path], check=True)
+        p = cdpool.Pool(path)
+        ds = cdpool.PoolDataset(p, cdpool.read_keys(keys))
+        for epoch, rank in ((0, 0), (3, 1)):
+            x, y, idx = c_batch(path, keys, 5, 1, rank, 2, epoch, 1)
+            gx = np.stack([ds[i][0] for i in idx])
+            check(gx.tobytes() == x.tobytes(), "%s: batch (%d, 1, rank %d) differs from the C "
+                  "loader's" % (dt, epoch, rank))
+            if y is not None:
+                check(np.array_equal(np.stack([ds[i][1] for i in idx]), y), "%s: labels" % dt)
+        p.close()
+    ok("every record dtype u8..f64 (nodata masks, zlib, u16 labels): the C loader's batches")
+
+
 def test_first_step():
     """PoolDataset's first batch, with cdp-train's augmentation or without,
     through the torch twin at model_dump's initial weights (the engine's
@@ -704,7 +767,7 @@ def test_info():
 def main():
     tests = [test_model_cfg, test_dtypes, test_record_refusals, test_keys, test_sampler,
              test_checkpoint,
-             test_dataset, test_first_step, test_info]
+             test_dataset, test_batches, test_first_step, test_info]
     for t in tests:
         try:
             t()
