@@ -13,6 +13,7 @@
  * "n c h w" and then the batch's key indices, one a line.
  * Exit 0 ok, 1 failure, 2 usage.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 #include "cdp_num.h"
@@ -26,7 +27,7 @@ static int write_file(const char *out, const char *ext, const void *p, size_t by
 
 	snprintf(path, sizeof path, "%s.%s", out, ext);
 	if (!(f = fopen(path, "wb"))) {
-		perror(path);
+		fprintf(stderr, "batch_dump: cannot create '%s': %s\n", path, strerror(errno));
 		return -1;
 	}
 	ok = fwrite(p, 1, bytes, f) == bytes;

@@ -106,6 +106,13 @@ def _resize(x, roi=None, scales=None, sizes=None, mode="nearest",
     return x
 
 
+def _pad_op(x, pads, value=None, mode=b"constant"):
+    assert mode in (b"constant", "constant"), "Pad mode %r" % mode
+    r = x.ndim
+    return np.pad(x, [(int(pads[i]), int(pads[i + r])) for i in range(r)],
+                  constant_values=0 if value is None else value)
+
+
 def _const(value=None, **_):
     return numpy_helper.to_array(value)
 
@@ -136,6 +143,7 @@ OPS = {
     "Gemm": lambda a, b, c=None, alpha=1.0, beta=1.0, transA=0, transB=0:
         alpha * (a.T if transA else a) @ (b.T if transB else b) + (0 if c is None else beta * c),
     "Resize": _resize,
+    "Pad": _pad_op,
 }
 
 

@@ -12,6 +12,7 @@ import shutil
 import struct
 import subprocess
 import sys
+import warnings
 import zlib
 
 import lmdb
@@ -495,6 +496,44 @@ def f32(x):
     return x
 
 
+# layer options no shipped cfg or example of cdp-model(5) uses
+MISC_CFG = """[net]
+channels=3
+in_h=32
+in_w=32
+classes=2
+[conv]
+filters=4
+dilation=2
+activation=leaky
+slope=0.2
+[leaky]
+slope=0.1
+[maxpool]
+size=3
+stride=2
+pad=1
+[avgpool]
+size=3
+stride=1
+pad=1
+[upsample]
+[deconv]
+filters=4
+size=4
+stride=2
+pad=1
+activation=relu
+[bn]
+momentum=0.3
+eps=0.001
+activation=leaky
+[conv]
+filters=2
+size=1
+"""
+
+
 def test_model_cfg():
     """cdpool.model.build() against the C parser and builder (model_dump) on
     every shipped cfg, cdp-model(5)'s examples and builds, and refusals."""
@@ -515,6 +554,7 @@ def test_model_cfg():
     cases += [(n, t, [], (0, 32, 32)) for n, t in ex.items()]
     cases += [(n, ex[n], ov, (0, 32, 32)) for n, ov in builds]
     cases.append(("small.cfg", open(SMALL).read(), ["in_h=24", "in_w=24"], None))
+    cases.append(("misc.cfg", MISC_CFG, [], None))
     nlayers = 0
     for name, text, ov, shape in cases:
         path = os.path.join(d, name)
@@ -595,6 +635,57 @@ def test_model_cfg():
         else:
             raise Fail("bad%d.cfg accepted, C says %s" % (k, r.stderr.strip()))
     ok("cfg reader: %d refused cfgs, each with the C builder's message" % len(bad))
+
+
+def test_onnx_layers():
+    """Every layer type exports: the torch twin of each shipped cfg and cdp-model(5)
+    example (random weights, eval mode, 32x32 inputs) written by torch.onnx.export as
+    export_onnx() does, accepted by onnx's checker, and its graph run by onnx_eval
+    gives torch's output."""
+    try:
+        import onnx
+        import torch
+        from cdpool.torch_model import EngineNet
+    except ImportError as e:
+        print("SKIP ONNX export of every layer type (%s)" % e)
+        return
+    from cdpool import model as cm
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import onnx_eval
+    src = os.environ["CDP_SRCDIR"]
+    ex, _ = man_examples(os.path.join(src, "man", "cdp-model.5"))
+    mdir = os.path.join(src, "share", "cdpool", "models")
+    for f in sorted(os.listdir(mdir)):
+        ex[f] = open(os.path.join(mdir, f)).read()
+    ex["misc.cfg"] = MISC_CFG
+    types = set()
+    torch.manual_seed(3)
+    for name, text in sorted(ex.items()):
+        model = cm.build(text, name, ["width=8"] if "${width" in text else [], (0, 32, 32))
+        net = EngineNet(model).eval()
+        with torch.no_grad():
+            for m in net.modules():           # running statistics other than 0 and 1
+                if isinstance(m, torch.nn.BatchNorm2d):
+                    m.running_mean.uniform_(-0.5, 0.5)
+                    m.running_var.uniform_(0.5, 2)
+        x = torch.randn(2, *model["input"])
+        path = os.path.join(T, "layers_%s.onnx" % name)
+        with torch.no_grad(), warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)    # torch 1.13's shape inference
+            want = net(x).numpy()
+            torch.onnx.export(net, x, path, opset_version=13, input_names=["x"],
+                              output_names=["y"])
+        m = onnx.load(path)
+        onnx.checker.check_model(m, full_check=True)
+        got = onnx_eval.run(m, {"x": x.numpy()})["y"]
+        err = float(np.max(np.abs(got - want)))
+        check(got.shape == want.shape and err <= 1e-4 * max(1.0, float(np.max(np.abs(want)))),
+              "%s: the ONNX graph differs from torch by %g" % (name, err))
+        types |= {L["type"] for L in model["layers"]}
+    missing = set(cm.LAYER_TYPES) - types
+    check(not missing, "no example exports %s" % sorted(missing))
+    ok("ONNX export of %d models, every layer type: onnx's checker, onnx_eval equals torch"
+       % len(ex))
 
 
 # ---- samples and DataLoader -------------------------------------------------------------
@@ -753,7 +844,8 @@ def test_info():
             os.path.join(T, "run1", "checkpoint.cdpt")]
     r = subprocess.run([py, "-m", "cdpool", "info"] + good, capture_output=True, text=True)
     check(r.returncode == 0, "info: exit %d %s" % (r.returncode, r.stderr))
-    for want in ("tiles: 36", "count: 36", "step: 18", "shape: 3x32x32", "tensor conv0.w: 4x3x3x3"):
+    for want in ("tiles: 36", "count: 36", "step: 18", "shape: 3x32x32", "tensor conv0.w: 4x3x3x3",
+                 "model: 3 layers, ce loss, 2 classes", "layer 2 conv conv2: 4x32x32 -> 2x32x32"):
         check(want in r.stdout, "info lacks %r" % want)
     bad = os.path.join(T, "ck", "bad0.cdpt")
     r = subprocess.run([py, "-m", "cdpool", "info", bad], capture_output=True, text=True)
@@ -767,7 +859,7 @@ def test_info():
 def main():
     tests = [test_model_cfg, test_dtypes, test_record_refusals, test_keys, test_sampler,
              test_checkpoint,
-             test_dataset, test_batches, test_first_step, test_info]
+             test_onnx_layers, test_dataset, test_batches, test_first_step, test_info]
     for t in tests:
         try:
             t()
