@@ -15,7 +15,8 @@
 #     same seed, for the first step's loss (test_cdpool.py) and, under a
 #     2-rank gloo DDP job, its gradient (ddp_grad.py);
 # and test_cdpool.py compares PoolDataset's batches with those of the C
-# loader (tests/python/batch_dump).
+# loader (tests/python/batch_dump). test_model.py checks the Python reader
+# of the model cfg language against model_dump, and the ONNX export.
 # Skips (77) when $PYTHON lacks numpy or lmdb, or cannot make a venv.
 . "$CDP_SRCDIR/tests/tools/common.sh"
 need_python
@@ -106,6 +107,9 @@ else
 fi
 "$CDP_BUILDDIR/tests/engine/model_dump" -i 3,32,32 -b 4 -D in_h=32 -D in_w=32 \
 	"$CDP_SRCDIR/tests/train/small.cfg" >"$T/small.json" || fail "model_dump"
+
+echo "== test_model.py"
+"$VPY" "$CDP_SRCDIR/tests/python/test_model.py" "$T"
 
 echo "== test_cdpool.py"
 "$VPY" "$CDP_SRCDIR/tests/python/test_cdpool.py" "$T"
