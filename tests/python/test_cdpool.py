@@ -632,10 +632,8 @@ def test_info():
     ok("python -m cdpool info")
 
 
-def main():
-    tests = [test_dtypes, test_record_refusals, test_keys, test_sampler,
-             test_checkpoint,
-             test_dataset, test_batches, test_first_step, test_info]
+def run_tests(tests):
+    """Runs each test; the first Fail prints "FAIL NAME: why" and gives 1."""
     for t in tests:
         try:
             t()
@@ -643,6 +641,11 @@ def main():
             print("FAIL %s: %s" % (t.__name__, e))
             return 1
     return 0
+
+
+def main():
+    return run_tests([test_dtypes, test_record_refusals, test_keys, test_sampler,
+                      test_checkpoint, test_dataset, test_batches, test_first_step, test_info])
 
 
 if __name__ == "__main__":

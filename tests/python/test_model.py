@@ -14,7 +14,7 @@ import warnings
 
 import numpy as np
 
-from test_cdpool import SMALL, Fail, check, ok
+from test_cdpool import SMALL, Fail, check, ok, run_tests
 
 T = sys.argv[1]
 
@@ -242,13 +242,7 @@ def test_onnx_layers():
 
 
 def main():
-    for t in (test_model_cfg, test_onnx_layers):
-        try:
-            t()
-        except Fail as e:
-            print("FAIL %s: %s" % (t.__name__, e))
-            return 1
-    return 0
+    return run_tests([test_model_cfg, test_onnx_layers])
 
 
 if __name__ == "__main__":
