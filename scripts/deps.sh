@@ -3,10 +3,10 @@
 # run its demo and its benchmarks. The one list of packages is here.
 #   build:    autotools, a C compiler, GDAL, LMDB, libpng, zlib, Open MPI, OpenBLAS
 #   tests:    lmdb-utils (mdb_stat, mdb_dump), gdal-bin, Python with GDAL, numpy, lmdb,
-#             and PyTorch (python3-torch) for the engine's parity test; iproute2 and
-#             util-linux (ip, tc, unshare, nsenter: tests/cluster), time (peak memory);
-#             slurmctld, slurmd, slurm-client and munge (a one-node Slurm:
-#             tests/cluster/slurm.sh)
+#             PyTorch (python3-torch) for the engine's parity test, ONNX (python3-onnx)
+#             for python/'s export_onnx test; iproute2 and util-linux (ip, tc, unshare,
+#             nsenter: tests/cluster), time (peak memory); slurmctld, slurmd,
+#             slurm-client and munge (a one-node Slurm: tests/cluster/slurm.sh)
 #   sanitizers/fuzzing: clang and its runtime
 # It prints one line a step; apt-get's output goes to a log file that the
 # step names ($CDP_DEPS_LOG, else a new file in $TMPDIR or /tmp), and a
@@ -17,7 +17,7 @@ PACKAGES="
   build-essential autoconf automake libtool pkg-config
   libgdal-dev gdal-bin liblmdb-dev lmdb-utils libpng-dev zlib1g-dev
   libopenmpi-dev openmpi-bin libopenblas-dev
-  python3 python3-gdal python3-numpy python3-lmdb python3-torch
+  python3 python3-gdal python3-numpy python3-lmdb python3-torch python3-onnx
   iproute2 util-linux time
   slurmctld slurmd slurm-client munge
   clang libclang-rt-14-dev

@@ -6,7 +6,10 @@
     BlockSampler, PoolDataset
                              cdp-train's order and samples for
                              torch.utils.data (torch itself is optional)
-    cdpool.torch_model       the PyTorch twin of the engine's models
+    cdpool.cfg, cdpool.model the model cfg language (cdp-model(5)): parse(text),
+                             build(text), model_of(ckpt)
+    cdpool.torch_model       the PyTorch twin of the engine's models, to_torch(ckpt),
+                             export_onnx(ckpt, path)
     python -m cdpool info POOL|CHECKPOINT|KEYS
 
 Every reader checks what the C readers check (magic, version, sizes, CRCs)

@@ -12,6 +12,7 @@ import sys
 from .checkpoint import load_checkpoint
 from .errors import CdpError
 from .keys import read_keys
+from .model import CfgError, model_of
 from .pool import Pool
 
 PROG = "cdpool"
@@ -68,6 +69,15 @@ def _ckpt(path, out):
     if c.ranks:
         out("ranks: %d (%s)" % (c.ranks["nranks"], c.ranks["sync"]))
     out("cfg: %d bytes" % len(c.cfg_text.encode()))
+    try:
+        m = model_of(c)
+    except CfgError as e:
+        out("model: the cfg is refused: %s" % e)
+        return
+    out("model: %d layers, %s loss, %d classes" % (len(m["layers"]), m["loss"], m["classes"]))
+    for L in m["layers"]:
+        out("layer %d %s %s: %s -> %s" % (L["index"], L["type"], L["name"], " ".join(
+            "x".join(map(str, s)) for s in L["in"]), "x".join(map(str, L["out"]))))
 
 
 def _keys(path, out):

@@ -1,5 +1,6 @@
-"""cdpool.torch_model: the PyTorch twin of a cdpool model, built from the JSON
-that tests/engine/model_dump prints for a model cfg.
+"""cdpool.torch_model: the PyTorch twin of a cdpool model, built from the
+model of a cfg: cdpool.model.build()'s dict, the JSON that
+tests/engine/model_dump prints.
 
 EngineNet(model) holds one torch module per engine layer, in layer order,
 so model.parameters() yields the tensors in the order of the engine's
@@ -20,10 +21,10 @@ block order. Layer semantics follow engine/backend.h:
             index), so a training step can be compared exactly.
 
 loss_fn() is the engine's loss (loss.h) in PyTorch terms. to_torch() builds
-the EngineNet of a cdp-train checkpoint (cdpool.load_checkpoint()) and loads
-its tensors; model_json() gets the JSON for a checkpoint's cfg. Deployed
-wraps it for raw band values (the standardization inside, probabilities
-out) and export_onnx() writes that as ONNX.
+the EngineNet of a cdp-train checkpoint (cdpool.load_checkpoint()) from the
+cfg it holds (cdpool.model reads the cfg language) and loads its tensors.
+Deployed wraps it for raw band values (the standardization inside,
+probabilities out) and export_onnx() writes that as ONNX.
 
 Run as a program it is the PyTorch side of bench/engine.sh: it times
 training steps (forward, loss, backward, SGD step) and prints one JSON line.
@@ -40,6 +41,8 @@ import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+
+from .model import model_of
 
 M64 = (1 << 64) - 1
 
@@ -201,32 +204,16 @@ def loss_fn(model, logits, labels, smooth=1.0, class_w=None):
 _CKPT_SUFFIX = {"weight": "w", "bias": "b", "running_mean": "mean", "running_var": "var"}
 
 
-def model_json(ckpt, model_dump):
-    """model_dump's JSON (a dict) for a checkpoint's cfg text, overrides and
-    input shape: model_dump is the path of the built tests/engine/model_dump
-    (the cfg language has no Python reader yet)."""
-    import os
-    import subprocess
-    import tempfile
-    with tempfile.TemporaryDirectory() as d:
-        cfg = os.path.join(d, "model.cfg")
-        with open(cfg, "w") as f:
-            f.write(ckpt.cfg_text)
-        cmd = [model_dump, "-i", ",".join(map(str, ckpt.in_shape))]
-        for o in ckpt.overrides:
-            cmd += ["-D", o]
-        r = subprocess.run(cmd + [cfg], capture_output=True, text=True)
-    if r.returncode != 0:
-        raise ValueError("model_dump: %s" % r.stderr.strip())
-    return json.loads(r.stdout)
-
-
-def to_torch(ckpt, model):
+def to_torch(ckpt, model=None):
     """The EngineNet of a checkpoint (cdpool.load_checkpoint()) in eval mode,
-    holding its parameters and batchnorm statistics. model is model_dump's
-    JSON of the checkpoint's cfg (a dict, or model_json()); every tensor's
-    name and shape must be the model's, in block order, as cdp_ckpt_to_net()
-    requires. Its input is standardized: ckpt.standardize(raw)."""
+    holding its parameters and batchnorm statistics. model is the model of
+    the checkpoint's cfg as model_dump prints it; by default
+    cdpool.model.model_of(ckpt) reads it from the cfg text, overrides and
+    input shape the checkpoint holds. Every tensor's name and shape must be
+    the model's, in block order, as cdp_ckpt_to_net() requires. Its input is
+    standardized: ckpt.standardize(raw)."""
+    if model is None:
+        model = model_of(ckpt)
     if list(model["input"]) != list(ckpt.in_shape):
         raise ValueError("the model takes %s, the checkpoint %s" % (model["input"],
                                                                      list(ckpt.in_shape)))
@@ -256,8 +243,10 @@ class Deployed(nn.Module):
     statistics, values that are not finite then 0, the net in eval mode.
     Nodata pixels are the caller's to mask (cdp-predict writes NaN there)."""
 
-    def __init__(self, ckpt, model):
+    def __init__(self, ckpt, model=None):
         super().__init__()
+        if model is None:
+            model = model_of(ckpt)
         self.net = to_torch(ckpt, model)
         c = ckpt.in_shape[0]
         mean = ckpt.mean if ckpt.mean is not None else np.zeros(c)
@@ -273,7 +262,7 @@ class Deployed(nn.Module):
         return torch.sigmoid(z) if self.sigmoid else torch.softmax(z, 1)
 
 
-def export_onnx(ckpt, model, path, opset=13):
+def export_onnx(ckpt, path, model=None, opset=13):
     """Writes Deployed(ckpt, model) as ONNX to path: input "bands" (N, C, H,
     W) float32 raw values, output "prob"; N, H and W are dynamic (a U-Net
     of depth d still needs multiples of 2^d). Returns the Deployed module."""

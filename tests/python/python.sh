@@ -10,7 +10,13 @@
 #   - a road pool, its pointer file and cdp-train runs logging the keys
 #     they read (CDP_TRAIN_LOG_KEYS): one process at global batch 4, 2
 #     and 4 ranks with MPI (skipped without $MPIRUN), and a run resumed
-#     from a step-5 checkpoint.
+#     from a step-5 checkpoint;
+#   - one-step cdp-train runs and model_dump's initial weights for the
+#     same seed, for the first step's loss (test_cdpool.py) and, under a
+#     2-rank gloo DDP job, its gradient (ddp_grad.py);
+# and test_cdpool.py compares PoolDataset's batches with those of the C
+# loader (tests/python/batch_dump). test_model.py checks the Python reader
+# of the model cfg language against model_dump, and the ONNX export.
 # Skips (77) when $PYTHON lacks numpy or lmdb, or cannot make a venv.
 . "$CDP_SRCDIR/tests/tools/common.sh"
 need_python
@@ -102,28 +108,45 @@ fi
 "$CDP_BUILDDIR/tests/engine/model_dump" -i 3,32,32 -b 4 -D in_h=32 -D in_w=32 \
 	"$CDP_SRCDIR/tests/train/small.cfg" >"$T/small.json" || fail "model_dump"
 
+echo "== test_model.py"
+"$VPY" "$CDP_SRCDIR/tests/python/test_model.py" "$T"
+
 echo "== test_cdpool.py"
 "$VPY" "$CDP_SRCDIR/tests/python/test_cdpool.py" "$T"
 
-echo "== the DDP example of cdpool(7): 2 ranks, gloo"
 if ! "$VPY" -c 'import torch.distributed as d; assert d.is_available()' 2>/dev/null; then
-	echo "SKIP: no torch.distributed in $VPY"
+	echo "SKIP: the DDP runs: no torch.distributed in $VPY"
 	exit 0
 fi
+# ddp2 NAME SCRIPT ARGS...: SCRIPT as 2 ranks of a gloo job on this host, with
+# torchrun's environment set by hand (Debian's torch 1.13 torchrun fails under
+# Python 3.11); rank r's output in $T/NAME.r
+ddp2() {
+	name=$1
+	shift
+	port=$("$VPY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+	pids=
+	for r in 0 1; do
+		RANK=$r WORLD_SIZE=2 LOCAL_RANK=$r MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
+			OMP_NUM_THREADS=1 "$VPY" "$@" >"$T/$name.$r" 2>&1 &
+		pids="$pids $!"
+	done
+	for p in $pids; do
+		wait "$p" || fail "$name: a rank failed: $(cat "$T/$name.0" "$T/$name.1")"
+	done
+	cat "$T/$name.0"
+}
+
+echo "== DDP, 2 ranks, gloo: the first step's gradient against cdp-train's, then training"
+ddp2 grad "$CDP_SRCDIR/tests/python/ddp_grad.py" "$T" 3
+grep -q "^ok   rank 0 of 2: the first step's loss" "$T/grad.0" || fail "ddp_grad.py checked nothing"
+awk '$1 == "epoch" {l[n++] = $4} END { if (n != 3 || !(l[2] < 0.8 * l[0])) exit 1 }' "$T/grad.0" ||
+	fail "ddp_grad.py: the loss did not fall"
+
+echo "== the DDP example of cdpool(7): 2 ranks, gloo"
 sed -n '/^\.\\" BEGIN DDP EXAMPLE/,/^\.\\" END DDP EXAMPLE/p' "$CDP_SRCDIR/man/cdpool.7" \
 	| sed '1d;$d' | sed 's/\\e/\\/g' >"$T/train_ddp.py"
 [ -s "$T/train_ddp.py" ] || fail "no DDP example in cdpool.7"
-# torchrun's environment by hand (Debian's torch 1.13 torchrun fails under Python 3.11)
-port=$("$VPY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-pids=
-for r in 0 1; do
-	RANK=$r WORLD_SIZE=2 LOCAL_RANK=$r MASTER_ADDR=127.0.0.1 MASTER_PORT=$port OMP_NUM_THREADS=1 \
-		"$VPY" "$T/train_ddp.py" "$T/pool" "$T/train.keys" >"$T/ddp.$r" 2>&1 &
-	pids="$pids $!"
-done
-for p in $pids; do
-	wait "$p" || fail "DDP example: a rank failed: $(cat "$T/ddp.0" "$T/ddp.1")"
-done
-cat "$T/ddp.0"
+ddp2 ddp "$T/train_ddp.py" "$T/pool" "$T/train.keys"
 awk '$1 == "epoch" {l[n++] = $4} END { if (n != 4 || !(l[3] < 0.8 * l[0])) exit 1 }' "$T/ddp.0" ||
 	fail "DDP example: the loss did not fall"

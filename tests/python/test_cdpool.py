@@ -393,16 +393,18 @@ def test_checkpoint():
 
 
 def test_to_torch(c, path):
-    """to_torch(ckpt) gives cdp-predict --prob's probabilities on a raster of one window
-    (--overlap 0: no mirrored context, no blending)."""
+    """to_torch(ckpt), built from the cfg the checkpoint holds, gives cdp-predict --prob's
+    probabilities on a raster of one window (--overlap 0: no mirrored context, no
+    blending); export_onnx(ckpt, path) writes a model of raw bands that ONNX's checker
+    accepts and that gives them too (run by ONNX Runtime where it is installed, and by
+    onnx_eval.py, a NumPy reading of the ONNX operators, independent of torch)."""
     try:
         import torch
-        from cdpool.torch_model import model_json, to_torch
+        from cdpool.torch_model import export_onnx, to_torch
     except ImportError:
         print("SKIP to_torch (no torch)")
         return
-    dump = os.path.join(os.environ["CDP_BUILDDIR"], "tests", "engine", "model_dump")
-    net = to_torch(c, model_json(c, dump))
+    net = to_torch(c)
     win = os.path.join(T, "win.tif")
     gdal.Translate(win, os.path.join(T, "r", "road.tif"), srcWin=[37, 61, 32, 32])
     out = os.path.join(T, "win_prob.tif")
@@ -417,23 +419,45 @@ def test_to_torch(c, path):
     err = float(np.max(np.abs(got - want)))
     check(got.shape == want.shape and err <= 1e-5, "to_torch differs from cdp-predict --prob "
           "by %g" % err)
-    print("ok   to_torch(%s, %d buffers): cdp-predict --prob's probabilities within %.1e"
-          % (os.path.basename(os.path.dirname(path)), len(c.buffers), err))
-    from cdpool.torch_model import export_onnx
-    onnx_path = os.path.join(T, "model.onnx")
-    dep = export_onnx(c, model_json(c, dump), onnx_path)
+    name = os.path.basename(os.path.dirname(path))
+    print("ok   to_torch(%s, %d buffers), the model read from its cfg: cdp-predict --prob's "
+          "probabilities within %.1e" % (name, len(c.buffers), err))
+    onnx_path = os.path.join(T, name + ".onnx")
+    dep = export_onnx(c, onnx_path)
     with torch.no_grad():
         got = dep(torch.from_numpy(raw[None].astype(np.float32)))[0].numpy()
     err = float(np.max(np.abs(got - want)))
     check(err <= 1e-5, "Deployed (raw bands in) differs from cdp-predict --prob by %g" % err)
-    check(os.path.getsize(onnx_path) > 0, "no ONNX file")
+    try:
+        import onnx
+    except ImportError:
+        print("SKIP the ONNX file's checks (no onnx in %s)" % sys.executable)
+        return
+    m = onnx.load(onnx_path)
+    onnx.checker.check_model(m, full_check=True)
+    dims = [[d.dim_param or d.dim_value for d in v.type.tensor_type.shape.dim]
+            for v in (m.graph.input[0], m.graph.output[0])]
+    check([v.name for v in m.graph.input] == ["bands"] and dims[0] == ["n", 3, "h", "w"] and
+          [v.name for v in m.graph.output] == ["prob"] and dims[1] == ["n", want.shape[0], "h", "w"],
+          "ONNX inputs and outputs: %s" % dims)
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import onnx_eval
+    two = np.stack([raw, raw[:, ::-1].copy()]).astype(np.float32)   # N = 2
+    got = onnx_eval.run(m, {"bands": two})["prob"]
+    with torch.no_grad():
+        twin = dep(torch.from_numpy(two)).numpy()
+    err = float(np.max(np.abs(got[0] - want)))
+    err2 = float(np.max(np.abs(got - twin)))
+    check(err <= 1e-5 and err2 <= 1e-5, "the ONNX graph (onnx_eval) differs from cdp-predict "
+          "--prob by %g, from torch by %g" % (err, err2))
+    print("ok   export_onnx(%s): checked by onnx %s; its graph run by onnx_eval gives "
+          "cdp-predict's probabilities within %.1e" % (name, onnx.__version__, err))
     try:
         import onnxruntime
     except ImportError:
-        print("ok   Deployed: raw bands to cdp-predict's probabilities; ONNX written "
-              "(SKIP its run: no onnxruntime)")
+        print("SKIP export_onnx under ONNX Runtime: no onnxruntime in %s" % sys.executable)
         return
-    sess = onnxruntime.InferenceSession(onnx_path)
+    sess = onnxruntime.InferenceSession(onnx_path, providers=["CPUExecutionProvider"])
     got = sess.run(None, {"bands": raw[None].astype(np.float32)})[0][0]
     err = float(np.max(np.abs(got - want)))
     check(err <= 1e-5, "ONNX Runtime differs from cdp-predict --prob by %g" % err)
@@ -487,6 +511,69 @@ def test_dataset():
     ok("DataLoader(num_workers=2) with BlockSampler: cdp-train's batches")
 
 
+def c_batch(pool, keys, seed, b, rank, j, epoch, step, aug=(0, 0, 0, 0, 0)):
+    """tests/python/batch_dump: the C loader's batch, (images, labels or None, key indices)."""
+    out = os.path.join(T, "cbatch")
+    r = subprocess.run([os.path.join(os.environ["CDP_BUILDDIR"], "tests", "python", "batch_dump"),
+                        pool, keys] + [str(v) for v in (seed, b, rank, j, epoch, step) + aug] +
+                       [out], capture_output=True, text=True)
+    check(r.returncode == 0, "batch_dump: %s" % r.stderr)
+    head, *idx = r.stdout.split("\n")[:-1]
+    shape = tuple(int(v) for v in head.split())
+    x = np.fromfile(out + ".f32", "<f4").reshape(shape)
+    y = np.fromfile(out + ".i32", "<i4")
+    return x, (y.reshape(shape[0], shape[2], shape[3]) if y.size else None), [int(i) for i in idx]
+
+
+def test_batches():
+    """PoolDataset's float batch for (epoch, step, rank) is the C loader's bit for bit, at
+    j = 1, 2, 4, for every record dtype (nodata masks, zlib), and with cdp-train's flips,
+    turns and crops."""
+    road = os.path.join(T, "pool")
+    kl = cdpool.read_keys(os.path.join(T, "train.keys"))
+    pool = cdpool.Pool(road)
+    aug = cdpool.Augment(True, True, True, 24, 24, seed=7)
+    n = 0
+    for augment, flags in ((None, (0, 0, 0, 0, 0)), (aug, (1, 1, 1, 24, 24))):
+        ds = cdpool.PoolDataset(pool, kl, augment=augment)
+        for j in (1, 2, 4):
+            b = 4 // j
+            for rank in range(j):
+                s = cdpool.BlockSampler(len(kl), b, rank, j, seed=7, with_epoch=True)
+                for epoch, step in ((0, 0), (1, 3), (2, s.steps - 1)):
+                    x, y, idx = c_batch(road, os.path.join(T, "train.keys"), 7, b, rank, j, epoch,
+                                        step, flags)
+                    check(idx == list(s.step_indices(step, epoch)), "j=%d rank %d (%d, %d): keys %s, "
+                          "the sampler's %s" % (j, rank, epoch, step, idx,
+                                                list(s.step_indices(step, epoch))))
+                    got = [ds[(epoch, i)] for i in idx]
+                    gx = np.stack([g[0] for g in got])
+                    gy = np.stack([g[1] for g in got])
+                    check(gx.dtype == np.float32 and gx.shape == x.shape and
+                          gx.tobytes() == x.tobytes(), "%s j=%d rank %d (%d, %d): images differ "
+                          "from the C loader's (largest %g)" % ("aug" if augment else "plain", j,
+                                                                rank, epoch, step,
+                                                                np.max(np.abs(gx - x))))
+                    check(np.array_equal(gy, y), "labels differ from the C loader's")
+                    n += 1
+    print("ok   %d batches at j = 1, 2, 4, plain and augmented: the C loader's bit for bit" % n)
+    for dt in NP:
+        path = os.path.join(T, "p_" + dt)
+        keys = os.path.join(T, dt + ".keys")
+        subprocess.run(["cdp-keyshuffle", "-q", "--seed", "3", "-o", keys, path], check=True)
+        p = cdpool.Pool(path)
+        ds = cdpool.PoolDataset(p, cdpool.read_keys(keys))
+        for epoch, rank in ((0, 0), (3, 1)):
+            x, y, idx = c_batch(path, keys, 5, 1, rank, 2, epoch, 1)
+            gx = np.stack([ds[i][0] for i in idx])
+            check(gx.tobytes() == x.tobytes(), "%s: batch (%d, 1, rank %d) differs from the C "
+                  "loader's" % (dt, epoch, rank))
+            if y is not None:
+                check(np.array_equal(np.stack([ds[i][1] for i in idx]), y), "%s: labels" % dt)
+        p.close()
+    ok("every record dtype u8..f64 (nodata masks, zlib, u16 labels): the C loader's batches")
+
+
 def test_first_step():
     """PoolDataset's first batch, with cdp-train's augmentation or without,
     through the torch twin at model_dump's initial weights (the engine's
@@ -533,7 +620,8 @@ def test_info():
             os.path.join(T, "run1", "checkpoint.cdpt")]
     r = subprocess.run([py, "-m", "cdpool", "info"] + good, capture_output=True, text=True)
     check(r.returncode == 0, "info: exit %d %s" % (r.returncode, r.stderr))
-    for want in ("tiles: 36", "count: 36", "step: 18", "shape: 3x32x32", "tensor conv0.w: 4x3x3x3"):
+    for want in ("tiles: 36", "count: 36", "step: 18", "shape: 3x32x32", "tensor conv0.w: 4x3x3x3",
+                 "model: 3 layers, ce loss, 2 classes", "layer 2 conv conv2: 4x32x32 -> 2x32x32"):
         check(want in r.stdout, "info lacks %r" % want)
     bad = os.path.join(T, "ck", "bad0.cdpt")
     r = subprocess.run([py, "-m", "cdpool", "info", bad], capture_output=True, text=True)
@@ -544,9 +632,8 @@ def test_info():
     ok("python -m cdpool info")
 
 
-def main():
-    tests = [test_dtypes, test_record_refusals, test_keys, test_sampler, test_checkpoint,
-             test_dataset, test_first_step, test_info]
+def run_tests(tests):
+    """Runs each test; the first Fail prints "FAIL NAME: why" and gives 1."""
     for t in tests:
         try:
             t()
@@ -554,6 +641,11 @@ def main():
             print("FAIL %s: %s" % (t.__name__, e))
             return 1
     return 0
+
+
+def main():
+    return run_tests([test_dtypes, test_record_refusals, test_keys, test_sampler,
+                      test_checkpoint, test_dataset, test_batches, test_first_step, test_info])
 
 
 if __name__ == "__main__":
