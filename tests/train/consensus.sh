@@ -20,12 +20,14 @@ export PYTHONPATH
 
 "$PYTHON" "$CDP_SRCDIR/share/cdpool/examples/genscene.py" --scene-tiles "$T/sc" --count 20 \
 	--size 8 --seed 5
-i=0
-while read -r f c; do
-	mv "$T/sc/$f" "$T/sc/sc_${i}_0.tif"
-	echo "sc_${i}_0.tif $c"
-	i=$((i + 1))
-done <"$T/sc/list.txt" >"$T/sc/keys.txt"
+# chip i of the list becomes sc_i_0.tif, a key every tool parses
+"$PYTHON" -c 'import os, sys
+d = sys.argv[1]
+with open(d + "/keys.txt", "w") as out:
+    for i, line in enumerate(open(d + "/list.txt")):
+        f, c = line.split()
+        os.rename(os.path.join(d, f), "%s/sc_%d_0.tif" % (d, i))
+        out.write("sc_%d_0.tif %s\n" % (i, c))' "$T/sc"
 cdp-lmdbpack -q --classes residential,road,green,lake,land --list "$T/sc/keys.txt" "$T/pool"
 cdp-keyshuffle -q --seed 1 -o "$T/keys" "$T/pool"
 cat >"$T/tiny.cfg" <<'CFG'
