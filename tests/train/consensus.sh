@@ -7,11 +7,14 @@
 # (CDP_TRAIN_LOG_KEYS): the checkpoint's model and every rank's own
 # parameters and ADMM dual within 1e-5. The replay starts from the
 # parameters of a run at --lr 0. A replay without ADMM's dual update must
-# not match (the check can fail). Needs MPI (skipped without), torch-free
-# NumPy in $PYTHON.
+# not match (the check can fail). Needs MPI (skipped without) and NumPy
+# in $PYTHON.
 . "$CDP_SRCDIR/tests/tools/common.sh"
 need_python
-[ -n "${MPIRUN:-}" ] && command -v "$MPIRUN" >/dev/null 2>&1 || { echo "SKIP: no MPIRUN"; exit 77; }
+if [ -z "${MPIRUN:-}" ] || ! command -v "$MPIRUN" >/dev/null 2>&1; then
+	echo "SKIP: no MPIRUN"
+	exit 77
+fi
 MP="$MPIRUN --oversubscribe -np 2"
 [ "$(id -u)" -ne 0 ] || MP="$MPIRUN --allow-run-as-root --oversubscribe -np 2"
 export CDP_DIST_TIMEOUT=60
