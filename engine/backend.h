@@ -263,10 +263,17 @@ struct cdp_backend {
 	                     float gscale, double *count);
 	/* soft Dice on sigmoid(logits) vs (label != 0), ignored pixels excluded,
 	 * over the whole batch: loss = 1 - (2 sum(p t) + smooth) / (sum p + sum t + smooth);
-	 * dlogits (+)= gscale * d(loss)/d(logits) (accumulates, so BCE+Dice adds) */
+	 * dlogits (+)= gscale * d(loss)/d(logits) (accumulates, so BCE+Dice adds).
+	 * tot: NULL, or the totals {sum p t, sum p, sum t} of a larger batch
+	 * this one is a part of (dice_sums of every part, added: a batch split
+	 * over ranks), used in place of this batch's own; the loss returned
+	 * and the gradient are then the larger batch's */
 	double (*dice_logits)(cdp_backend *be, int n, int hw, const float *logits,
-	                      const int32_t *labels, int ignore, float smooth,
+	                      const int32_t *labels, int ignore, float smooth, const double *tot,
 	                      float *dlogits, float gscale);
+	/* tot[0..3) = {sum p t, sum p, sum t} over this batch's counted pixels */
+	void (*dice_sums)(cdp_backend *be, int n, int hw, const float *logits,
+	                  const int32_t *labels, int ignore, double tot[3]);
 	/* argmax over K (K==1: logit > 0) -> pred (N,HW) int32 */
 	void (*argmax)(cdp_backend *be, int n, int k, int hw, const float *logits, int32_t *pred);
 	/* confusion counts: conf[K*K] (row = label, col = pred) += over pixels whose label != ignore;
@@ -338,7 +345,7 @@ struct cdp_backend {
 	X(maxpool_fwd) X(maxpool_bwd) X(avgpool_fwd) X(avgpool_bwd) \
 	X(upsample_fwd) X(upsample_bwd) X(chan_copy) X(chan_slice) \
 	X(dropout_fwd) X(dropout_bwd) X(gap_fwd) X(gap_bwd) X(bias_add) X(bias_grad) X(add) \
-	X(softmax_ce) X(bce_logits) X(dice_logits) X(argmax) X(confusion) \
+	X(softmax_ce) X(bce_logits) X(dice_logits) X(dice_sums) X(argmax) X(confusion) \
 	X(sgd_step) X(adamw_step) X(prep_batch) X(win_gather) X(win_blend)
 
 /* numpy's "reflect" padding (no edge repeated) of index i into [0, n),

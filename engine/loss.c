@@ -7,7 +7,8 @@
  * then scaled by 1/count: one more pass over dlogits, but no second
  * labels pass and the same code on both backends. Dice accumulates into
  * dlogits, so for bce+dice it runs after the BCE gradient is final, and for
- * dice alone dlogits is cleared first.
+ * dice alone dlogits is cleared first. The two halves, cdp_loss_parts and
+ * cdp_loss_finish, let a caller add the sums over ranks in between.
  */
 #include "loss.h"
 #include "cdp_num.h"
@@ -162,34 +163,69 @@ int cdp_loss_check_labels(const cdp_loss *l, const int32_t *labels, size_t n, si
 	return 0;
 }
 
-void cdp_loss_compute(const cdp_loss *l, int n, int hw, const float *logits,
-                      const int32_t *labels, float *dlogits, cdp_loss_result *r)
+static int has_dice(const cdp_loss *l)
+{
+	return l->kind == CDP_LOSS_DICE || l->kind == CDP_LOSS_BCE_DICE;
+}
+
+void cdp_loss_parts(const cdp_loss *l, int n, int hw, const float *logits,
+                    const int32_t *labels, float *dlogits, double part[CDP_LOSS_NPART])
 {
 	cdp_backend *be = l->be;
-	size_t total = (size_t)n * l->k * hw;
 
-	memset(r, 0, sizeof(*r));
+	memset(part, 0, CDP_LOSS_NPART * sizeof *part);
 	switch (l->kind) {
 	case CDP_LOSS_CE:
-		r->sum = be->softmax_ce(be, n, l->k, hw, logits, labels, l->ignore, l->class_w,
-		                        dlogits, 1.0f, &r->count);
+		part[0] = be->softmax_ce(be, n, l->k, hw, logits, labels, l->ignore, l->class_w,
+		                         dlogits, 1.0f, &part[1]);
 		break;
 	case CDP_LOSS_BCE:
 	case CDP_LOSS_BCE_DICE:
-		r->sum = be->bce_logits(be, n, hw, logits, labels, l->ignore, dlogits, 1.0f,
-		                        &r->count);
+		part[0] = be->bce_logits(be, n, hw, logits, labels, l->ignore, dlogits, 1.0f,
+		                         &part[1]);
 		break;
 	default:
-		be->fill(be, dlogits, 0.0f, total);
+		be->fill(be, dlogits, 0.0f, (size_t)n * l->k * hw);
 		break;
 	}
-	if (r->count > 0) {
+	if (has_dice(l))
+		be->dice_sums(be, n, hw, logits, labels, l->ignore, part + 2);
+}
+
+void cdp_loss_of(const cdp_loss *l, const double part[CDP_LOSS_NPART], cdp_loss_result *r)
+{
+	double d = part[3] + part[4] + l->smooth;
+
+	memset(r, 0, sizeof(*r));
+	r->sum = part[0];
+	r->count = part[1];
+	if (r->count > 0)
 		r->loss = r->sum / r->count;
-		be->scale(be, dlogits, (float)(1.0 / r->count), total);
-	}
-	if (l->kind == CDP_LOSS_DICE || l->kind == CDP_LOSS_BCE_DICE) {
-		r->dice = be->dice_logits(be, n, hw, logits, labels, l->ignore, l->smooth,
-		                          dlogits, 1.0f);
-		r->loss += r->dice;
-	}
+	/* d <= 0 only with smooth 0 and no pixel counted: no overlap to measure */
+	if (has_dice(l) && d > 0)
+		r->dice = 1.0 - (2 * part[2] + l->smooth) / d;
+	r->loss += r->dice;
+}
+
+void cdp_loss_finish(const cdp_loss *l, int n, int hw, const float *logits,
+                     const int32_t *labels, const double part[CDP_LOSS_NPART], double gmul,
+                     float *dlogits, cdp_loss_result *r)
+{
+	cdp_backend *be = l->be;
+
+	cdp_loss_of(l, part, r);
+	if (r->count > 0)
+		be->scale(be, dlogits, (float)(gmul / r->count), (size_t)n * l->k * hw);
+	if (has_dice(l))
+		be->dice_logits(be, n, hw, logits, labels, l->ignore, l->smooth, part + 2, dlogits,
+		                (float)gmul);
+}
+
+void cdp_loss_compute(const cdp_loss *l, int n, int hw, const float *logits,
+                      const int32_t *labels, float *dlogits, cdp_loss_result *r)
+{
+	double part[CDP_LOSS_NPART];
+
+	cdp_loss_parts(l, n, hw, logits, labels, dlogits, part);
+	cdp_loss_finish(l, n, hw, logits, labels, part, 1.0, dlogits, r);
 }

@@ -69,8 +69,30 @@ void cdp_loss_free(cdp_loss *l);
 int cdp_loss_check_labels(const cdp_loss *l, const int32_t *labels, size_t n, size_t *bad);
 
 /* logits (N, k, HW) and labels (N, HW) on the device; writes dlogits
- * (N, k, HW) = d(loss)/d(logits) for this batch's mean and fills r. */
+ * (N, k, HW) = d(loss)/d(logits) for this batch's mean and fills r.
+ * cdp_loss_parts + cdp_loss_finish with this batch's own parts, gmul 1. */
 void cdp_loss_compute(const cdp_loss *l, int n, int hw, const float *logits,
                       const int32_t *labels, float *dlogits, cdp_loss_result *r);
+
+/* A batch split over ranks (cdp-train --sync allreduce) or over many
+ * batches (validation): neither the CE/BCE mean nor Dice is a mean of the
+ * parts' losses, but both are functions of sums over the parts. part[]:
+ * the CE/BCE loss sum, the counted pixels (ce: their weights), and
+ * Dice's sum p t, sum p, sum t (0 for the losses without Dice). */
+#define CDP_LOSS_NPART 5
+
+/* This batch's part[]; dlogits (N, k, HW) hold the CE/BCE gradient of the
+ * loss sum (not yet divided by any count), 0 for loss=dice. */
+void cdp_loss_parts(const cdp_loss *l, int n, int hw, const float *logits,
+                    const int32_t *labels, float *dlogits, double part[CDP_LOSS_NPART]);
+/* After cdp_loss_parts on the same batch, with part[] the totals of the
+ * whole batch (every part's, added): dlogits = gmul * d(the whole batch's
+ * loss)/d(this part's logits), and r the whole batch's loss. cdp-train
+ * passes gmul = j, as the all-reduce then averages over j ranks. */
+void cdp_loss_finish(const cdp_loss *l, int n, int hw, const float *logits,
+                     const int32_t *labels, const double part[CDP_LOSS_NPART], double gmul,
+                     float *dlogits, cdp_loss_result *r);
+/* r = the loss of totals part[], without a gradient. */
+void cdp_loss_of(const cdp_loss *l, const double part[CDP_LOSS_NPART], cdp_loss_result *r);
 
 #endif

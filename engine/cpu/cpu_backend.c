@@ -236,6 +236,7 @@ cdp_backend *cdp_backend_cpu(int threads)
 	be->softmax_ce = cpu_softmax_ce;
 	be->bce_logits = cpu_bce_logits;
 	be->dice_logits = cpu_dice_logits;
+	be->dice_sums = cpu_dice_sums;
 	be->argmax = cpu_argmax;
 	be->confusion = cpu_confusion;
 

@@ -252,16 +252,28 @@ static void dice_grad(const loss_ctx *c, int i, double out[3])
 	out[0] = out[1] = out[2] = 0;
 }
 
+void cpu_dice_sums(cdp_backend *be, int n, int hw, const float *logits,
+                   const int32_t *labels, int ignore, double tot[3])
+{
+	loss_ctx c = { .n = n, .k = 1, .hw = hw, .cpn = chunks_per_sample(hw), .x = logits,
+	               .lab = labels, .ignore = ignore };
+
+	run_chunks(be, &c, dice_sums, tot);
+}
+
 double cpu_dice_logits(cdp_backend *be, int n, int hw, const float *logits,
-                       const int32_t *labels, int ignore, float smooth,
+                       const int32_t *labels, int ignore, float smooth, const double *tot,
                        float *dlogits, float gscale)
 {
 	loss_ctx c = { .n = n, .k = 1, .hw = hw, .cpn = chunks_per_sample(hw), .x = logits,
 	               .lab = labels, .ignore = ignore, .dx = dlogits, .gscale = gscale,
 	               .smooth = smooth };
-	double tot[3], d;
+	double own[3], d, unused[3];
 
-	run_chunks(be, &c, dice_sums, tot);
+	if (!tot) {
+		cpu_dice_sums(be, n, hw, logits, labels, ignore, own);
+		tot = own;
+	}
 	c.inter = tot[0];
 	c.psum = tot[1];
 	c.tsum = tot[2];
@@ -270,7 +282,7 @@ double cpu_dice_logits(cdp_backend *be, int n, int hw, const float *logits,
 	 * to measure, so no loss and no gradient rather than 0/0. */
 	if (d <= 0)
 		return 0;
-	run_chunks(be, &c, dice_grad, tot);
+	run_chunks(be, &c, dice_grad, unused);
 	return 1.0 - (2 * c.inter + smooth) / d;
 }
 

@@ -101,10 +101,15 @@ void cdk_softmax_ce(cudaStream_t s, int n, int k, int hw, const float *logits,
                     float gscale, void *scratch, double *out);
 void cdk_bce_logits(cudaStream_t s, int n, int hw, const float *logits, const int32_t *labels,
                     int ignore, float *dlogits, float gscale, void *scratch, double *out);
-/* out[0] = loss; dlogits accumulate (+=) as backend.h says */
+/* out[0] = loss; dlogits accumulate (+=) as backend.h says; tot: NULL, or
+ * the host totals of a larger batch (backend.h), used in their place (out
+ * is then not written: the loss is 1 - (2 tot[0] + smooth) / D) */
 void cdk_dice_logits(cudaStream_t s, int n, int hw, const float *logits, const int32_t *labels,
-                     int ignore, float smooth, float *dlogits, float gscale, void *scratch,
-                     double *out);
+                     int ignore, float smooth, const double *tot, float *dlogits, float gscale,
+                     void *scratch, double *out);
+/* sum p t, sum p, sum t into out[0..3) (device doubles) */
+void cdk_dice_sums(cudaStream_t s, int n, int hw, const float *logits, const int32_t *labels,
+                   int ignore, void *scratch, double *out);
 void cdk_argmax(cudaStream_t s, int n, int k, int hw, const float *logits, int32_t *pred);
 /* conf (k*k, device uint64) += counts (integer atomics are exact) */
 void cdk_confusion(cudaStream_t s, int n_elems, int k, const int32_t *labels, const int32_t *pred,

@@ -271,19 +271,41 @@ static double cu_bce_logits(cdp_backend *be, int n, int hw, const float *logits,
 }
 
 static double cu_dice_logits(cdp_backend *be, int n, int hw, const float *logits,
-                             const int32_t *labels, int ignore, float smooth,
+                             const int32_t *labels, int ignore, float smooth, const double *tot,
                              float *dlogits, float gscale)
 {
 	cu_impl *im = cu_im(be);
 	size_t elems = (size_t)n * hw;
+	double d = tot ? tot[1] + tot[2] + smooth : 0;
 
 	if (elems == 0)
-		return 0.0;
-	cdk_dice_logits(im->comp, n, hw, logits, labels, ignore, smooth, dlogits, gscale,
+		return tot && d > 0 ? 1.0 - (2 * tot[0] + smooth) / d : 0.0;
+	cdk_dice_logits(im->comp, n, hw, logits, labels, ignore, smooth, tot, dlogits, gscale,
 	                cu_scratch(be, elems), im->dres);
 	CDP_KERNEL_CHECK();
+	if (tot)
+		return d > 0 ? 1.0 - (2 * tot[0] + smooth) / d : 0.0;
 	cu_fetch_results(be);
 	return im->hres[0];
+}
+
+/* the three totals land in the scratch's head (dres holds two) */
+static void cu_dice_sums(cdp_backend *be, int n, int hw, const float *logits,
+                         const int32_t *labels, int ignore, double tot[3])
+{
+	cu_impl *im = cu_im(be);
+	size_t elems = (size_t)n * hw;
+	double *dev;
+
+	tot[0] = tot[1] = tot[2] = 0;
+	if (elems == 0)
+		return;
+	dev = cu_scratch(be, elems);
+	cdk_dice_sums(im->comp, n, hw, logits, labels, ignore, dev, dev);
+	CDP_KERNEL_CHECK();
+	CDP_CUDA_CHECK(cudaMemcpyAsync(tot, dev, 3 * sizeof(double), cudaMemcpyDeviceToHost,
+	                               im->comp));
+	CDP_CUDA_CHECK(cudaStreamSynchronize(im->comp));
 }
 
 static void cu_argmax(cdp_backend *be, int n, int k, int hw, const float *logits, int32_t *pred)
@@ -369,6 +391,7 @@ void cu_ops_init(cdp_backend *be)
 	be->softmax_ce = cu_softmax_ce;
 	be->bce_logits = cu_bce_logits;
 	be->dice_logits = cu_dice_logits;
+	be->dice_sums = cu_dice_sums;
 	be->argmax = cu_argmax;
 	be->confusion = cu_confusion;
 

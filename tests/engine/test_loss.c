@@ -229,7 +229,7 @@ static void test_bce_dice(void)
 	/* Dice accumulates: start from a gradient of 1 everywhere */
 	for (size_t i = 0; i < N * HW; i++)
 		g[i] = 1.0f;
-	dice = be->dice_logits(be, N, HW, x, lab, IGN, 1.0f, g, 1.0f);
+	dice = be->dice_logits(be, N, HW, x, lab, IGN, 1.0f, NULL, g, 1.0f);
 	rdice = ref_dice(xd, lab, N * HW, 1.0);
 	CHECK(fabs(dice - rdice) < 1e-12, "dice %.15g ref %.15g", dice, rdice);
 	for (size_t i = 0; i < N * HW; i++)
@@ -242,8 +242,34 @@ static void test_bce_dice(void)
 		}
 	be->set_threads(be, 2);
 	memset(g2, 0, sizeof(g2));
-	CHECK(be->dice_logits(be, N, HW, x, lab, IGN, 1.0f, g2, 1.0f) == dice, "dice threads");
+	CHECK(be->dice_logits(be, N, HW, x, lab, IGN, 1.0f, NULL, g2, 1.0f) == dice, "dice threads");
 	be->set_threads(be, 1);
+
+	/* the batch as two parts (two ranks' shares): each part's gradient
+	 * from the added dice_sums is the whole batch's, and so is the loss */
+	{
+		double t0[3], t1[3], tot[3], d0, d1;
+		int n0 = N / 2;
+		memset(g2, 0, sizeof(g2));
+		be->dice_sums(be, n0, HW, x, lab, IGN, t0);
+		be->dice_sums(be, N - n0, HW, x + n0 * HW, lab + n0 * HW, IGN, t1);
+		for (int i = 0; i < 3; i++)
+			tot[i] = t0[i] + t1[i];
+		d0 = be->dice_logits(be, n0, HW, x, lab, IGN, 1.0f, tot, g2, 1.0f);
+		d1 = be->dice_logits(be, N - n0, HW, x + n0 * HW, lab + n0 * HW, IGN, 1.0f, tot,
+		                     g2 + n0 * HW, 1.0f);
+		CHECK(fabs(d0 - dice) < 1e-12 && fabs(d1 - dice) < 1e-12,
+		      "dice of the parts %.15g %.15g, whole %.15g", d0, d1, dice);
+		for (size_t i = 0; i < N * HW; i++)
+			if (fabsf(g2[i] - g[i]) > 1.5e-7f) {   /* g went through 1 + g - 1 */
+				CHECK(0, "dice of the parts: pixel %zu gradient %g, whole batch %g", i,
+				      (double)g2[i], (double)g[i]);
+				break;
+			}
+		/* the parts' own totals give their own, other, loss */
+		CHECK(fabs(be->dice_logits(be, n0, HW, x, lab, IGN, 1.0f, t0, g2, 0.0f) - dice) > 1e-6,
+		      "the test wants parts whose own Dice differs from the batch's");
+	}
 
 	/* stable at large |x|: loss |x| where the sign is wrong, 0-ish where right */
 	{
@@ -259,7 +285,7 @@ static void test_bce_dice(void)
 	{
 		float l[2] = { 0, 0 }, d[2] = { 0, 0 };
 		int32_t y[2] = { 1, 0 };
-		double v = be->dice_logits(be, 1, 2, l, y, -1, 1.0f, d, 1.0f);
+		double v = be->dice_logits(be, 1, 2, l, y, -1, 1.0f, NULL, d, 1.0f);
 		CHECK(fabs(v - 1.0 / 3) < 1e-15, "hand dice %.17g", v);
 		CHECK(fabs(d[0] - (-4.0 / 36)) < 1e-7 && fabs(d[1] - 2.0 / 36) < 1e-7,
 		      "hand dice grad %g %g", d[0], d[1]);
@@ -268,7 +294,7 @@ static void test_bce_dice(void)
 	{
 		float l[2] = { 1, 2 }, d[2] = { 0, 0 };
 		int32_t y[2] = { IGN, IGN };
-		double v = be->dice_logits(be, 1, 2, l, y, IGN, 0.0f, d, 1.0f);
+		double v = be->dice_logits(be, 1, 2, l, y, IGN, 0.0f, NULL, d, 1.0f);
 		CHECK(v == 0 && d[0] == 0 && d[1] == 0, "empty dice %g", v);
 	}
 }

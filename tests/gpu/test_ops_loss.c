@@ -57,7 +57,7 @@ static void bin_run(int n, int hw, int ignore, int every, float smooth)
 	size_t nl = (size_t)n * hw;
 	gh_buf x = gh_rand(nl, -6, 6), lab = labels(nl, 0, 3, every, ignore);
 	gh_buf dx = gh_rand(nl, -1, 1);
-	double loss[2], cnt[2];
+	double loss[2], cnt[2], tot[2][3];
 	float gscale = 1.0f / (float)nl;
 	char tag[96], what[160];
 
@@ -79,11 +79,27 @@ static void bin_run(int n, int hw, int ignore, int every, float smooth)
 	gh_cmp(what, &dx, nl, GH_TOL);
 	/* dice adds to what bce wrote, as loss=bce+dice does */
 	GH_BOTH(s, be)
-		loss[s] = be->dice_logits(be, n, hw, GF(x, s), GI(lab, s), ignore, smooth, GF(dx, s),
+		loss[s] = be->dice_logits(be, n, hw, GF(x, s), GI(lab, s), ignore, smooth, NULL, GF(dx, s),
 		                          0.5f);
 	snprintf(what, sizeof what, "dice loss smooth %g %s", smooth, tag);
 	gh_cmp_scalar(what, loss[GH_DEV], loss[GH_REF], LOSS_TOL, 1e-6);
 	snprintf(what, sizeof what, "dice dlogits += smooth %g %s", smooth, tag);
+	gh_cmp(what, &dx, nl, GH_TOL);
+	/* the sums, and the gradient from given totals (a batch split over
+	 * ranks: here a larger batch of twice these sums) */
+	GH_BOTH(s, be)
+		be->dice_sums(be, n, hw, GF(x, s), GI(lab, s), ignore, tot[s]);
+	for (int j = 0; j < 3; j++) {
+		snprintf(what, sizeof what, "dice sum %d %s", j, tag);
+		gh_cmp_scalar(what, tot[GH_DEV][j], tot[GH_REF][j], LOSS_TOL, 1e-6);
+		tot[GH_REF][j] *= 2;
+	}
+	GH_BOTH(s, be)
+		loss[s] = be->dice_logits(be, n, hw, GF(x, s), GI(lab, s), ignore, smooth,
+		                          tot[GH_REF], GF(dx, s), 0.5f);
+	snprintf(what, sizeof what, "dice loss, totals given %s", tag);
+	gh_cmp_scalar(what, loss[GH_DEV], loss[GH_REF], LOSS_TOL, 1e-6);
+	snprintf(what, sizeof what, "dice dlogits, totals given %s", tag);
 	gh_cmp(what, &dx, nl, GH_TOL);
 	gh_free(&x); gh_free(&lab); gh_free(&dx);
 }

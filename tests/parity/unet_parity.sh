@@ -11,7 +11,13 @@
 #      10% of the labels ignored (ignore=255), 2 threads;
 #   2. the same U-Net with one output and loss=bce+dice, ignore=255;
 #   3. classifier.cfg width=4 blocks=2, 3x16x16, batch 4: gap, dropout
-#      (PyTorch replays the engine's mask) and dense.
+#      (PyTorch replays the engine's mask) and dense;
+#   4. resunet.cfg width=4 depth=2 (its default loss=bce+dice), 3x32x32,
+#      batch 2, ignore=255: residual units ([add]), strided convs, 1x1
+#      shortcuts with batchnorm, upsample and concat. AdamW eps 0.1 here:
+#      the shortcut batchnorms' betas have an exact gradient of 0 (all
+#      their consumers are normalised again), so both sides hold rounding
+#      noise there, and AdamW's lr g/(|g| + eps) magnifies it by 1/eps.
 # Also: a comparison that must fail does (gradients scaled by 1.001), and
 # model_dump reports a model that cannot be built.
 # Needs torch and numpy in $PYTHON (/usr/bin/python3); skips (77) without.
@@ -59,6 +65,8 @@ case_run unet_ce "$models/unet.cfg" -D width=4 -D depth=2 -D ignore=255 -i 3,32,
 case_run unet_bce_dice "$models/unet.cfg" -D width=4 -D depth=2 -D outputs=1 \
 	-D loss=bce+dice -D ignore=255 -i 3,32,32 -b 2 --ignore-frac 0.1
 case_run classifier "$models/classifier.cfg" -D width=4 -D blocks=2 -i 3,16,16 -b 4
+case_run resunet "$models/resunet.cfg" -D width=4 -D depth=2 -D ignore=255 -i 3,32,32 -b 2 \
+	--ignore-frac 0.1 --adam-eps 0.1
 
 # the comparison catches a gradient off by 0.1%
 if [ -f "$tmp/unet_ce/grads.f32" ]; then

@@ -9,7 +9,9 @@
 #  - --keep-best loss keeps best.cdpt at the step of the lowest validation
 #    loss, also across a resume, and cdp-predict reads it;
 #  - 2 ranks with batch b give the loss curve of 1 process with batch 2b
-#    (relative 1e-6), with MPI's all-reduce and with the ring;
+#    (relative 1e-6), with MPI's all-reduce and with the ring, and with
+#    loss=bce, dice and bce+dice; the validation loss of bce+dice is the
+#    same at batch 8, 3 and 2 ranks x 3 (relative 1e-9);
 #  - across 2 ranks every sample of an epoch is served exactly once, and the
 #    global batches are those of 1 process (CDP_TRAIN_LOG_KEYS);
 #  - average:5 and admm:5:0.01 converge: road IoU >= 0.5 after 60 steps,
@@ -115,6 +117,31 @@ for algo in mpi ring; do
 	losses_close "$T/l1" "$T/l2" 1e-6 || fail "$algo: 2-rank losses differ from 1 process"
 	echo "$algo: 12 losses agree to 1e-6"
 done
+# the sigmoid losses, Dice included (not a mean over samples: 2 ranks take
+# the gradient of the Dice of the global batch's sums)
+for loss in bce dice bce+dice; do
+	L="$C --model $SMALL:loss=$loss,outputs=1 --steps 12 --log-every 1"
+	cdp-train $L --batch 8 --out "$T/one.$loss" || fail "$loss: 1 process"
+	$MP cdp-train $L --batch 4 --out "$T/two.$loss" || fail "$loss: 2 ranks"
+	losses "$T/one.$loss/metrics.jsonl" >"$T/l1"
+	losses "$T/two.$loss/metrics.jsonl" >"$T/l2"
+	losses_close "$T/l1" "$T/l2" 1e-6 || fail "loss=$loss: 2-rank losses differ from 1 process"
+	echo "loss=$loss: 12 losses agree to 1e-6"
+done
+# the validation loss (bce+dice: Dice of the whole validation list) does
+# not depend on the batch or the ranks: the same model (--lr 0) at batch
+# 8, 3 and 2 ranks x 3 (8 keys: batches of 8; 3, 3, 2; 3 + 1 and 3)
+vloss() { sed -n 's/^{"type":"val",.*"loss":\([^,]*\),.*/\1/p' "$1"; }
+L="$C --model $SMALL:loss=bce+dice,outputs=1 --val-keys $T/val.keys --steps 1 --lr 0"
+cdp-train $L --batch 8 --out "$T/v8" || fail "validation at batch 8"
+cdp-train $L --batch 3 --out "$T/v3" || fail "validation at batch 3"
+$MP cdp-train $L --batch 3 --out "$T/v2x3" || fail "validation at 2 ranks"
+for r in v3 v2x3; do
+	awk -v a="$(vloss "$T/v8/metrics.jsonl")" -v b="$(vloss "$T/$r/metrics.jsonl")" \
+		'BEGIN { d = a - b; exit !(a > 0 && (d < 0 ? -d : d) <= 1e-9 * a) }' ||
+		fail "$r: validation loss $(vloss "$T/$r/metrics.jsonl"), at batch 8 $(vloss "$T/v8/metrics.jsonl")"
+done
+echo "validation loss (bce+dice) $(vloss "$T/v8/metrics.jsonl") at batch 8, 3 and 2 ranks x 3"
 
 echo "== every sample once per epoch"
 CDP_TRAIN_LOG_KEYS="$T/k2" $MP cdp-train $P --batch 4 --epochs 2 --out "$T/keys2" || fail "keys 2 ranks"

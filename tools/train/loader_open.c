@@ -64,7 +64,9 @@ static int open_pool(cdp_loader *l, char *err, size_t cap)
 	l->H = (int)l->info.height;
 	l->W = (int)l->info.width;
 	l->label_px = l->info.label_kind == CDP_LABEL_U8 || l->info.label_kind == CDP_LABEL_U16;
-	l->stored_ignore = (int32_t)l->info.label_ignore;
+	/* a class pool stores ignore 0 as "not in use" (cdp_record.h): class 0
+	 * is a class there, and no label is ignored */
+	l->stored_ignore = l->label_px ? (int32_t)l->info.label_ignore : -1;
 	l->ignore = l->o.remap_ignore ? l->o.ignore : l->stored_ignore;
 	if (!(l->mean = malloc(l->C * sizeof *l->mean)) || !(l->inv = malloc(l->C * sizeof *l->inv)))
 		return fail(err, cap, CDP_ENOMEM, "'%s': out of memory", l->pool_path);

@@ -2,12 +2,14 @@
  *
  * One optimizer step takes A = accumulate micro-batches of b samples per
  * rank (global batch A*j*b). Per micro-batch: the loader's batch goes to
- * the device, forward, loss, then one small sum over ranks of (loss sum,
- * counted pixels, dice term, stop flag). It gives the global loss for the
- * log, lets every rank scale its loss gradient by its share of the
- * counted pixels (so the averaged gradient is the mean over the global
- * batch even when ranks count different numbers of pixels, e.g. nodata),
- * and makes every rank see a SIGINT/SIGTERM at the same step. Backward
+ * the device, forward, loss, then one small sum over ranks of the loss's
+ * parts (loss sum, counted pixels, Dice's three sums: loss.h) and a stop
+ * flag. It gives the global loss for the log, lets every rank take the
+ * gradient of the global batch's loss (so the averaged gradient is the
+ * one process with the global batch would take, even when ranks count
+ * different numbers of pixels, e.g. nodata, and for Dice, which is no
+ * mean over samples), and makes every rank see a SIGINT/SIGTERM at the
+ * same step. Backward
  * starts the gradient reductions bucket by bucket (train_sync.c); the step
  * waits for them, updates, and, every so many steps, logs, validates and
  * checkpoints, all collectively at steps every rank knows in advance.
@@ -188,13 +190,15 @@ static void take_batch(trainer *t, cdp_batch *b)
 	lab = t->dlab, t->dlab = t->nlab, t->nlab = lab;
 }
 
-/* One micro-batch: returns the global mean loss; *stop from any rank. */
+/* One micro-batch: returns the loss of the global batch; *stop from any
+ * rank. */
 static double micro_batch(trainer *t, uint64_t micro, int *stop)
 {
 	cdp_layer *out = &t->net.layers[t->net.out_layer];
 	cdp_loss_result res;
 	cdp_batch b;
-	double v[4], g;
+	double part[CDP_LOSS_NPART], v[CDP_LOSS_NPART + 1], g;
+	int sync = t->o->sync == CDP_SYNC_ALLREDUCE;
 
 	take_batch(t, &b);
 	t->iv_wait += b.wait_s;
@@ -203,25 +207,26 @@ static double micro_batch(trainer *t, uint64_t micro, int *stop)
 		tr_log_keys(t, &b);
 	t->net.step_seed = cdp_rng_derive(t->o->seed ^ 0x64726f706f7574ull, micro, (uint64_t)t->rank);
 	cdp_net_forward(&t->net);
-	cdp_loss_compute(&t->loss, b.n, t->hw, out->y, t->dlab, out->dy, &res);
-	v[0] = res.sum;
-	v[1] = res.count;
-	v[2] = res.dice;
-	v[3] = cdp_train_stop ? 1 : 0;
-	cdp_dist_sum_f64(v, 4);
-	if (v[3] > 0)
+	cdp_loss_parts(&t->loss, b.n, t->hw, out->y, t->dlab, out->dy, part);
+	/* one sum over ranks: the loss's parts (loss.h) and the stop flag */
+	memcpy(v, part, sizeof part);
+	v[CDP_LOSS_NPART] = cdp_train_stop ? 1 : 0;
+	cdp_dist_sum_f64(v, CDP_LOSS_NPART + 1);
+	if (v[CDP_LOSS_NPART] > 0)
 		*stop = 1;
-	/* the mean over the global batch: each rank's gradient is a mean over
-	 * its own counted pixels, the all-reduce averages over j ranks; times
-	 * the loss scale (one multiplication: for a power of two the same
-	 * float as two) */
+	/* allreduce: the gradient of the global batch's loss (CE/BCE mean
+	 * over every rank's counted pixels, Dice of the global sums), times j
+	 * as the all-reduce averages over j ranks. average/admm: each rank
+	 * minimises the loss of its own batch. */
+	cdp_loss_finish(&t->loss, b.n, t->hw, out->y, t->dlab, sync ? v : part,
+	                sync ? t->size : 1, out->dy, &res);
+	if (!sync)
+		cdp_loss_of(&t->loss, v, &res);
+	/* times the loss scale */
 	g = t->scale > 0 ? t->scale : 1;
-	if (t->o->sync == CDP_SYNC_ALLREDUCE && t->size > 1 && v[1] > 0 &&
-	    (t->loss.kind == CDP_LOSS_CE || t->loss.kind == CDP_LOSS_BCE))
-		g *= res.count * t->size / v[1];
 	if (g != 1.0)
 		t->be->scale(t->be, out->dy, (float)g, (size_t)b.n * t->loss.k * t->hw);
-	return (v[1] > 0 ? v[0] / v[1] : 0) + v[2] / t->size;
+	return res.loss;
 }
 
 /* Dynamic loss scaling, as PyTorch's GradScaler (growth 2, backoff 0.5,

@@ -3,7 +3,9 @@
  * Validation is exact across ranks: the validation loader gives rank r the
  * keys i with i mod j == r, each once, in batches that may be short (never
  * padded with repeats), and the ranks add up their confusion matrices and
- * loss sums, so the metrics are those of the whole validation list. It
+ * the loss's parts (loss.h), so the metrics and the loss (Dice too: of the
+ * sums over the whole list, not a mean over batches) are those of the
+ * whole validation list, at any j and batch. It
  * runs on the model train_sync.c designates (the average over ranks for
  * average:K, z for admm) in eval mode.
  *
@@ -52,7 +54,8 @@ int tr_validate(trainer *t, tr_val *v)
 {
 	cdp_backend *be = t->be;
 	cdp_layer *out = &t->net.layers[t->net.out_layer];
-	double sums[4] = { 0 };   /* loss sum, counted pixels, dice * samples, samples */
+	double sums[CDP_LOSS_NPART] = { 0 }, part[CDP_LOSS_NPART];
+	cdp_loss_result res;
 	cdp_batch b;
 	int rc;
 
@@ -65,17 +68,14 @@ int tr_validate(trainer *t, tr_val *v)
 	if ((rc = cdp_loader_start_epoch(t->vl, 0, 0)) != 0)
 		TR_FAIL("cannot start validation: %s", cdp_strerror(rc));
 	while ((rc = cdp_loader_next(t->vl, &b)) == 0) {
-		cdp_loss_result res;
 		t->skipped += b.skipped;
 		if (b.n == 0)
 			continue;
 		tr_upload(t, t->vl, &b);
 		cdp_net_forward(&t->net);
-		cdp_loss_compute(&t->loss, b.n, t->hw, out->y, t->dlab, out->dy, &res);
-		sums[0] += res.sum;
-		sums[1] += res.count;
-		sums[2] += res.dice * b.n;
-		sums[3] += b.n;
+		cdp_loss_parts(&t->loss, b.n, t->hw, out->y, t->dlab, out->dy, part);
+		for (int i = 0; i < CDP_LOSS_NPART; i++)
+			sums[i] += part[i];
 		be->argmax(be, b.n, t->loss.k, t->hw, out->y, t->pred);
 		be->confusion(be, b.n * t->hw, t->loss.classes, t->dlab, t->pred, t->loss.ignore,
 		              v->conf.counts);
@@ -85,8 +85,9 @@ int tr_validate(trainer *t, tr_val *v)
 	t->net.train = 1;
 	tr_eval_model_end(t);
 	cdp_dist_sum_u64(v->conf.counts, (size_t)v->conf.k * v->conf.k);
-	cdp_dist_sum_f64(sums, 4);
-	v->loss = (sums[1] > 0 ? sums[0] / sums[1] : 0) + (sums[3] > 0 ? sums[2] / sums[3] : 0);
+	cdp_dist_sum_f64(sums, CDP_LOSS_NPART);
+	cdp_loss_of(&t->loss, sums, &res);
+	v->loss = res.loss;
 	v->done = 1;
 	return 0;
 }

@@ -246,11 +246,26 @@ static void t_loss(void)
 						v = ignore;
 				auto ga = rvec(np), gb = ga;
 				double o[1] = { -1 };
-				cdk_dice_logits(0, n, hw, xb.data(), l2.data(), ignore, sm, ga.data(), 0.7f,
-				                scratch(np), o);
-				double dl = be->dice_logits(be, n, hw, xb.data(), l2.data(), ignore, sm, gb.data(), 0.7f);
+				cdk_dice_logits(0, n, hw, xb.data(), l2.data(), ignore, sm, NULL, ga.data(),
+				                0.7f, scratch(np), o);
+				double dl = be->dice_logits(be, n, hw, xb.data(), l2.data(), ignore, sm, NULL,
+				                            gb.data(), 0.7f);
 				cmp_d("dice loss" + nm, o[0], dl, 4 * sum_tol(np));
 				cmp("dice dlogits" + nm, ga.data(), gb.data(), np, 1e-6);
+				/* the sums, and the gradient from totals given (a
+				 * larger batch's: here twice these) */
+				double ts[3] = { -1, -1, -1 }, tb[3];
+				cdk_dice_sums(0, n, hw, xb.data(), l2.data(), ignore, scratch(np), ts);
+				be->dice_sums(be, n, hw, xb.data(), l2.data(), ignore, tb);
+				for (int j = 0; j < 3; j++) {
+					cmp_d(fmt("dice sum %d", j) + nm, ts[j], tb[j], sum_tol(np));
+					tb[j] *= 2;
+				}
+				cdk_dice_logits(0, n, hw, xb.data(), l2.data(), ignore, sm, tb, ga.data(),
+				                0.7f, scratch(np), o);
+				be->dice_logits(be, n, hw, xb.data(), l2.data(), ignore, sm, tb, gb.data(),
+				                0.7f);
+				cmp("dice dlogits, totals given" + nm, ga.data(), gb.data(), np, 1e-6);
 			}
 		for (int kk : { 1, k }) {
 			std::vector<int32_t> pa(np, -3), pb(np, -4);
