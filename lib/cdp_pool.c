@@ -460,3 +460,77 @@ void cdp_pool_info_free(cdp_pool_info *info)
 	free(info->band);
 	info->band = NULL;
 }
+
+void cdp_pool_srcstats_name(uint32_t i, char *name, size_t cap)
+{
+	snprintf(name, cap, "srcstats.%06" PRIu32, i);
+}
+
+static int by_u32(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+
+	return (x > y) - (x < y);
+}
+
+/* Folds each distinct source's sums once, in ascending index order, so the
+ * float compensations come out the same whatever order src[] is in. */
+static int source_stats(cdp_pool *p, MDB_txn *txn, uint32_t *src, size_t n, cdp_stats *out,
+                        uint32_t *missing, cdp_buf *b)
+{
+	cdp_stats one;
+	char name[40];
+	int rc;
+
+	qsort(src, n, sizeof *src, by_u32);
+	for (size_t i = 0; i < n; i++) {
+		if (i > 0 && src[i] == src[i - 1])
+			continue;
+		cdp_pool_srcstats_name(src[i], name, sizeof name);
+		if ((rc = cdp_pool_meta_get(p, txn, name, b)) != CDP_OK) {
+			if (rc == MDB_NOTFOUND && missing)
+				*missing = src[i];
+			return rc;
+		}
+		if ((rc = cdp_stats_parse((const char *)b->p, b->len, &one)) != CDP_OK)
+			return rc == CDP_ESYNTAX ? CDP_EFORMAT : rc;
+		if (one.stale)
+			rc = CDP_EFORMAT;
+		else if (out->bands == 0)
+			rc = cdp_stats_init(out, one.dtype, one.bands);
+		if (rc == CDP_OK && (rc = cdp_stats_merge(out, &one)) == CDP_ESHAPE)
+			rc = CDP_EFORMAT;
+		cdp_stats_free(&one);
+		if (rc)
+			return rc;
+	}
+	return CDP_OK;
+}
+
+int cdp_pool_source_stats(cdp_pool *p, MDB_txn *txn, const uint32_t *src, size_t n,
+                          cdp_stats *out, uint32_t *missing)
+{
+	MDB_txn *own = NULL;
+	cdp_buf b = {0};
+	uint32_t *s;
+	int rc;
+
+	memset(out, 0, sizeof *out);
+	if (n == 0 || !src)
+		return CDP_EINVAL;
+	if (!(s = malloc(n * sizeof *s)))
+		return CDP_ENOMEM;
+	memcpy(s, src, n * sizeof *s);
+	if (!txn && (rc = cdp_lmdb_txn_begin(p->env, MDB_RDONLY, &own)) != 0) {
+		free(s);
+		return rc;
+	}
+	rc = source_stats(p, own ? own : txn, s, n, out, missing, &b);
+	if (own)
+		mdb_txn_abort(own);
+	free(s);
+	cdp_buf_free(&b);
+	if (rc)
+		cdp_stats_free(out);
+	return rc;
+}

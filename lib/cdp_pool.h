@@ -22,6 +22,12 @@
  *     source.NNNNNN  one per source raster (NNNNNN its 0-based index, 6 or
  *                 more digits): the 'S' frame body (cdp_stream.h) with the
  *                 pool's index; records' source fields index this list
+ *     srcstats.NNNNNN  the stats text (as "stats") of the records of source
+ *                 NNNNNN alone: exact sums that combine over any set of
+ *                 sources (cdp_stats_merge) to what a scan of their records
+ *                 would give; written with the source since cdp-lmdbpack of
+ *                 checkpoint version 5's release; a source without one
+ *                 (an older pool's) has no per-source sums
  *     cmdline     "cmd.N=<UTC time> <argv>\n", one line per cdp-lmdbpack run
  *                 that changed the pool
  *
@@ -37,6 +43,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "cdp_record.h"
+#include "cdp_stats.h"
 
 #define CDP_POOL_FORMAT  "cdpool-pool"
 #define CDP_POOL_VERSION 1
@@ -111,5 +118,16 @@ int  cdp_pool_shape_parse(const char *text, cdp_record *r);
  * loads with bands 0. */
 int  cdp_pool_info_load(cdp_pool *p, cdp_pool_info *info);
 void cdp_pool_info_free(cdp_pool_info *info);
+
+/* The meta name of source index i's sums ("srcstats.NNNNNN") into name[cap]. */
+void cdp_pool_srcstats_name(uint32_t i, char *name, size_t cap);
+/* The sums of the sources src[n] (any order, duplicates counted once)
+ * combined into *out (initialised here; free with cdp_stats_free) in txn
+ * (NULL: own read txn). MDB_NOTFOUND when a source has no sums (an older
+ * pool), *missing then naming it; CDP_EFORMAT when one is stale (an
+ * unfinished --replace), malformed, or of another dtype or band count than
+ * the others; CDP_EINVAL for n 0; CDP_ECRC, CDP_ENOMEM. */
+int  cdp_pool_source_stats(cdp_pool *p, MDB_txn *txn, const uint32_t *src, size_t n,
+                           cdp_stats *out, uint32_t *missing);
 
 #endif

@@ -10,6 +10,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +21,7 @@
 #include <cpl_error.h>
 #include <cpl_string.h>
 #include <gdal.h>
+#include <ogr_srs_api.h>
 
 #include "cdp_error.h"
 #include "cdp_dtype.h"
@@ -418,6 +420,54 @@ fail:
 	unlink(tmp);
 	free(tmp);
 	return rc;
+}
+
+int cdp_raster_crs_same(const char *a, const char *b, char *err, size_t errcap)
+{
+	OGRSpatialReferenceH x = OSRNewSpatialReference(NULL), y = OSRNewSpatialReference(NULL);
+	int rc = -1;
+
+	if (!x || !y) {
+		snprintf(err, errcap, "out of memory");
+	} else if (OSRSetFromUserInput(x, a) != OGRERR_NONE) {
+		snprintf(err, errcap, "the first CRS does not parse");
+	} else if (OSRSetFromUserInput(y, b) != OGRERR_NONE) {
+		snprintf(err, errcap, "the second CRS does not parse");
+	} else {
+		rc = OSRIsSame(x, y) ? 1 : 0;
+	}
+	if (x)
+		OSRDestroySpatialReference(x);
+	if (y)
+		OSRDestroySpatialReference(y);
+	return rc;
+}
+
+void cdp_raster_crs_name(const char *wkt, char *out, size_t cap)
+{
+	OGRSpatialReferenceH s;
+	const char *auth, *code, *name;
+
+	snprintf(out, cap, "unknown");
+	if (!wkt || !*wkt || !(s = OSRNewSpatialReference(NULL)))
+		return;
+	if (OSRSetFromUserInput(s, wkt) == OGRERR_NONE) {
+		OSRAutoIdentifyEPSG(s);
+		auth = OSRGetAuthorityName(s, NULL);
+		code = OSRGetAuthorityCode(s, NULL);
+		name = OSRGetName(s);
+		if (auth && code)
+			snprintf(out, cap, "%s:%s", auth, code);
+		else if (name && *name)
+			snprintf(out, cap, "'%s'", name);
+	}
+	OSRDestroySpatialReference(s);
+}
+
+void cdp_raster_pixel_size(const double gt[6], double *x, double *y)
+{
+	*x = hypot(gt[1], gt[4]);
+	*y = hypot(gt[2], gt[5]);
 }
 
 const char *cdp_raster_version(void)

@@ -61,6 +61,18 @@ int  cdp_raster_write_tif(const char *path, int dtype, int nbands, int w, int h,
                           const void *buf, const double gt[6], const char *wkt,
                           int has_nodata, double nodata, char *err, size_t errcap);
 
+/* Whether two WKT texts name the same CRS by OGR's OSRIsSame (not string
+ * equality: the same CRS written by two GDAL versions compares equal): 1
+ * the same, 0 not, -1 when one does not parse (err says which, "first" or
+ * "second"). */
+int  cdp_raster_crs_same(const char *a, const char *b, char *err, size_t errcap);
+/* A short name of a WKT CRS for messages into out[cap]: "EPSG:32633" when
+ * it has an authority code, else its name ("unknown" for none). */
+void cdp_raster_crs_name(const char *wkt, char *out, size_t cap);
+/* The pixel width and height of a geotransform in CRS units (the lengths
+ * of its column and row steps, so a rotated grid counts too). */
+void cdp_raster_pixel_size(const double gt[6], double *x, double *y);
+
 /* "GDAL: 3.6.2", the version compiled against (for --version). */
 const char *cdp_raster_version(void);
 

@@ -228,6 +228,16 @@ static void emit_data(wr *w, const cdp_ckpt *ck)
 		put_f64(w, ck->std[i]);
 	/* last, so a version 1 DATA chunk is this one without it */
 	put_u32(w, (uint32_t)ck->dtype);
+	/* version 5: where the statistics came from, the georeference */
+	put_u32(w, (uint32_t)ck->std_from);
+	put_u32(w, (uint32_t)ck->nstd_sources);
+	for (int i = 0; i < ck->nstd_sources; i++)
+		put_u32(w, ck->std_sources[i]);
+	put_u32(w, ck->crs ? (uint32_t)strlen(ck->crs) : 0);
+	if (ck->crs)
+		put(w, ck->crs, strlen(ck->crs));
+	put_f64(w, ck->res_x);
+	put_f64(w, ck->res_y);
 }
 
 static void put_cb(void *w, const void *p, size_t n)
@@ -392,6 +402,19 @@ int cdp_ckpt_check(const cdp_ckpt *ck)
 			return -1;
 	}
 	if (cdp_ckpt_ranks_check(ck, 0) != 0)
+		return -1;
+	/* version 5's origin of the statistics and georeference */
+	if (ck->std_from < CDP_CKPT_STD_UNKNOWN || ck->std_from > CDP_CKPT_STD_SOURCES ||
+	    ck->nstd_sources < 0 || ck->nstd_sources > CDP_CKPT_MAX_SOURCES ||
+	    (ck->nstd_sources > 0 && !ck->std_sources) ||
+	    (ck->std_from == CDP_CKPT_STD_SOURCES) != (ck->nstd_sources > 0) ||
+	    (ck->std_from != CDP_CKPT_STD_UNKNOWN && !ck->mean))
+		return -1;
+	for (int i = 1; i < ck->nstd_sources; i++)
+		if (ck->std_sources[i] <= ck->std_sources[i - 1])
+			return -1;
+	if ((ck->crs && strlen(ck->crs) > CDP_CKPT_CRS_MAX) || !isfinite(ck->res_x) ||
+	    !isfinite(ck->res_y) || ck->res_x < 0 || ck->res_y < 0)
 		return -1;
 	/* the global batch: unknown, or three counts whose product fits */
 	if ((ck->batch | ck->batch_ranks | ck->batch_accumulate) != 0 &&
@@ -617,6 +640,8 @@ void cdp_ckpt_free(cdp_ckpt *ck)
 	free(ck->bands);
 	free(ck->mean);
 	free(ck->std);
+	free(ck->std_sources);
+	free(ck->crs);
 	free(ck->rank_optim_step);
 	free(ck->rank_data);
 	memset(ck, 0, sizeof(*ck));

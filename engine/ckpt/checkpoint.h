@@ -10,7 +10,7 @@
  *
  * Little-endian, all sizes explicit:
  *   0   8  magic "CDPCKPT\n"
- *   8   4  u32 version (4; versions 1 to 3 are still read)
+ *   8   4  u32 version (5; versions 1 to 4 are still read)
  *   12  4  u32 number of chunks (7, or 8 with the per-rank state)
  *   16  8  u64 file size in bytes, CRC included
  *   24     chunks "META" "CFG " "PARM" "BUFS" "OPTM" "RNG " "DATA", in order,
@@ -19,7 +19,9 @@
  *   end-4  u32 CRC-32 (zlib's crc32) of every byte before it
  * The payloads are described in cdp-checkpoint(5). Version 2 added the data
  * type to DATA, version 3 the loss scaler to META and the optional RANK
- * chunk, version 4 the global batch to META.
+ * chunk, version 4 the global batch to META, version 5 to DATA where the
+ * standardization came from (the pool's statistics or the training
+ * sources', which sources) and the training pool's CRS and pixel size.
  *
  * The per-rank state (RANK). With --sync average:K or admm:K:RHO each rank
  * trains its own copy of the model between averaging points, so PARM holds
@@ -70,7 +72,7 @@
 #include "optim.h"
 
 #define CDP_CKPT_MAGIC      "CDPCKPT\n"
-#define CDP_CKPT_VERSION    4
+#define CDP_CKPT_VERSION    5
 #define CDP_CKPT_VERSION_MIN 1         /* oldest version read */
 #define CDP_CKPT_RANK_VERSION 1        /* of the RANK chunk's layout */
 #define CDP_CKPT_MAX_RANKS  (1 << 20)
@@ -81,6 +83,15 @@
 #define CDP_CKPT_OVERRIDE_MAX  4096
 #define CDP_CKPT_MAX_RNG    1024
 #define CDP_CKPT_MAX_BANDS  65535
+#define CDP_CKPT_CRS_MAX    65536       /* bytes of the CRS text */
+#define CDP_CKPT_MAX_SOURCES (1 << 24)  /* standardization sources listed */
+
+/* Where the standardization (mean, std) came from (DATA, version 5). */
+enum {
+	CDP_CKPT_STD_UNKNOWN = 0,   /* not recorded (versions 1 to 4) */
+	CDP_CKPT_STD_POOL = 1,      /* the pool's statistics over every tile */
+	CDP_CKPT_STD_SOURCES = 2    /* the exact sums of the training keys' sources */
+};
 
 typedef struct cdp_ckpt_tensor {
 	char name[CDP_CKPT_NAME_MAX + 1];   /* "enc0.w", "bn3.mean", ... */
@@ -133,6 +144,17 @@ typedef struct cdp_ckpt {
 	int dtype;                          /* the pool's cdp_dtype (cdp_dtype.h), 0 unknown;
 	                                     * set by hand, 0 after reading a version 1 file */
 	char pool_uuid[33];                 /* 32 lowercase hex, or "" */
+	/* DATA, version 5 (all 0 / NULL when older): std_from a
+	 * CDP_CKPT_STD_*; std_sources[nstd_sources] the pool's source indices
+	 * whose sums made mean and std (CDP_CKPT_STD_SOURCES, at least one,
+	 * ascending, distinct); crs the training sources' CRS as WKT, NULL or
+	 * "" when unknown; res_x, res_y their pixel width and height in CRS
+	 * units (> 0), 0 when unknown */
+	int std_from;
+	uint32_t *std_sources;
+	int nstd_sources;
+	char *crs;
+	double res_x, res_y;
 	/* dynamic loss scaling (META, version 3): the scale, 0 when the run
 	 * did not scale; finite steps since it last changed; steps skipped */
 	double loss_scale;
@@ -214,6 +236,12 @@ int  cdp_ckpt_set_rng(cdp_ckpt *ck, const char *name, const cdp_rng *r);
 /* bands[n] 1-based; mean/std (n each) or NULL */
 int  cdp_ckpt_set_data(cdp_ckpt *ck, const int *bands, int n, const double *mean,
                        const double *std);
+/* Where mean/std came from: from a CDP_CKPT_STD_*, src[nsrc] the sources
+ * (copied; NULL, 0 unless CDP_CKPT_STD_SOURCES); and the georeference of
+ * the training data: crs (copied; NULL unknown), pixel size res_x, res_y
+ * (0 unknown). */
+int  cdp_ckpt_set_origin(cdp_ckpt *ck, int from, const uint32_t *src, int nsrc,
+                         const char *crs, double res_x, double res_y);
 
 /* Copies the tensors into a built net; every tensor's name and shape must
  * match the net's, in order, and cover its blocks exactly. On

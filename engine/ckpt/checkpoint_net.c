@@ -347,6 +347,32 @@ int cdp_ckpt_get_rng(const cdp_ckpt *ck, const char *name, cdp_rng *r)
 	return -1;
 }
 
+int cdp_ckpt_set_origin(cdp_ckpt *ck, int from, const uint32_t *src, int nsrc,
+                        const char *crs, double res_x, double res_y)
+{
+	uint32_t *s = NULL;
+	char *c = NULL;
+
+	if (from < CDP_CKPT_STD_UNKNOWN || from > CDP_CKPT_STD_SOURCES || nsrc < 0 ||
+	    nsrc > CDP_CKPT_MAX_SOURCES || (nsrc > 0 && !src))
+		return CDP_EINVAL;
+	if ((nsrc > 0 && !(s = malloc((size_t)nsrc * sizeof *s))) || (crs && !(c = strdup(crs)))) {
+		free(s);
+		return CDP_ENOMEM;
+	}
+	if (nsrc > 0)
+		memcpy(s, src, (size_t)nsrc * sizeof *s);
+	free(ck->std_sources);
+	free(ck->crs);
+	ck->std_from = from;
+	ck->std_sources = s;
+	ck->nstd_sources = nsrc;
+	ck->crs = c;
+	ck->res_x = res_x;
+	ck->res_y = res_y;
+	return CDP_OK;
+}
+
 int cdp_ckpt_set_data(cdp_ckpt *ck, const int *bands, int n, const double *mean,
                       const double *std)
 {

@@ -331,6 +331,44 @@ static void parse_rng(rd *r, cdp_ckpt *ck)
 	}
 }
 
+/* DATA's version 5 tail: the statistics' origin, the sources, the CRS
+ * (may be empty) and the pixel size; cdp_ckpt_check judges the values */
+static void parse_origin(rd *r, cdp_ckpt *ck)
+{
+	uint32_t from = get_u32(r), n = get_u32(r), len;
+
+	if (r->err)
+		return;
+	if (from > CDP_CKPT_STD_SOURCES || n > CDP_CKPT_MAX_SOURCES || !need(r, (size_t)n * 4)) {
+		bad(r, CDP_EFORMAT);
+		return;
+	}
+	ck->std_from = (int)from;
+	if (n && !(ck->std_sources = malloc((size_t)n * sizeof *ck->std_sources))) {
+		bad(r, CDP_ENOMEM);
+		return;
+	}
+	ck->nstd_sources = (int)n;
+	for (uint32_t i = 0; i < n; i++)
+		ck->std_sources[i] = get_u32(r);
+	len = get_u32(r);
+	if (r->err)
+		return;
+	if (len > CDP_CKPT_CRS_MAX || !need(r, len) || memchr(r->p, '\0', len)) {
+		bad(r, CDP_EFORMAT);
+		return;
+	}
+	if (!(ck->crs = malloc((size_t)len + 1))) {
+		bad(r, CDP_ENOMEM);
+		return;
+	}
+	memcpy(ck->crs, r->p, len);
+	ck->crs[len] = '\0';
+	r->p += len;
+	ck->res_x = get_f64(r);
+	ck->res_y = get_f64(r);
+}
+
 static void parse_data(rd *r, cdp_ckpt *ck)
 {
 	uint32_t n = get_u32(r), ns = get_u32(r);
@@ -367,6 +405,8 @@ static void parse_data(rd *r, cdp_ckpt *ck)
 			bad(r, CDP_EFORMAT);
 		ck->dtype = r->err ? 0 : (int)dt;
 	}
+	if (r->version >= 5)
+		parse_origin(r, ck);
 }
 
 typedef void (*parse_fn)(rd *, cdp_ckpt *);

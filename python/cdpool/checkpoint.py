@@ -2,12 +2,13 @@
 cdp-checkpoint(5)) read from Python.
 
 load_checkpoint() makes the C reader's checks in its order: the magic, the
-version (1 to 4), the file size field against the real size, the CRC-32
+version (1 to 5), the file size field against the real size, the CRC-32
 (zlib's) before any field is trusted, the chunk tags, lengths and counts
 against the bytes left in each chunk, then the values (ranges, tensor
 totals, optimizer blocks of the parameter count, bands matching the input
 channels, finite deviations >= 0 (0: a constant band, centred only), the
-global batch (version 4), unique RNG stream names, the RANK chunk's own
+global batch (version 4), the standardization's origin, sources and the
+training data's CRS and pixel size (version 5), unique RNG stream names, the RANK chunk's own
 version, CRC and sizes), and every float finite: parameters, buffers,
 optimizer moments and the per-rank state (cdp_ckpt_validate). Error codes are the C reader's.
 Tensors are float32 NumPy arrays that share one writable copy of the file.
@@ -25,8 +26,11 @@ from .errors import CdpError
 from .record import DTYPE_NAMES
 
 MAGIC = b"CDPCKPT\n"
-VERSION, VERSION_MIN = 4, 1
+VERSION, VERSION_MIN = 5, 1
 MAX_RANKS = 1 << 20        # CDP_CKPT_MAX_RANKS
+CRS_MAX = 65536            # CDP_CKPT_CRS_MAX
+MAX_SOURCES = 1 << 24      # CDP_CKPT_MAX_SOURCES
+STD_FROM = {0: "unknown", 1: "pool", 2: "sources"}   # CDP_CKPT_STD_*
 HDR = 24
 TAGS = (b"META", b"CFG ", b"PARM", b"BUFS", b"OPTM", b"RNG ", b"DATA", b"RANK")
 OPTIMIZERS = {0: "none", 1: "sgd", 2: "adamw"}
@@ -94,7 +98,11 @@ class Checkpoint:
     moment blocks (float32 (P)) or None); step, epoch, data_pos (samples of
     the epoch consumed), seed; rng: OrderedDict name -> 4 u64 words; bands
     (1-based), mean and std (float64 (C) or None), dtype ("u8".. or None);
-    pool_uuid ("" for none); loss_scale, scale_good, scale_skipped; ranks:
+    pool_uuid ("" for none); loss_scale, scale_good, scale_skipped;
+    std_from ("unknown" before version 5, "pool": the pool's statistics over
+    every tile, "sources": the sums of std_sources, the pool source indices
+    of the training keys); crs (WKT, "" unknown) and res (pixel width and
+    height, 0 unknown) of the training data; ranks:
     None, or a dict of the RANK chunk (nranks, sync, k, rho, what,
     optim_steps, data (nranks, stride) float32).
     """
@@ -232,6 +240,23 @@ def _data(r, ck):
         if dt != 0 and dt not in DTYPE_NAMES:
             raise _Bad("EFORMAT")
         ck.dtype = DTYPE_NAMES.get(dt)
+    ck.std_from, ck.std_sources, ck.crs, ck.res = "unknown", [], "", (0.0, 0.0)
+    if r.version >= 5:
+        frm, ns = r.take("<II")
+        if frm not in STD_FROM or ns > MAX_SOURCES:
+            raise _Bad("EFORMAT")
+        r.need(4 * ns)
+        ck.std_from, ck.std_sources = STD_FROM[frm], list(r.tuple("<%dI" % ns))
+        n = r.take("<I")
+        if n > CRS_MAX:
+            raise _Bad("EFORMAT")
+        r.need(n)
+        crs = bytes(r.b[r.p:r.p + n])
+        if b"\0" in crs:
+            raise _Bad("EFORMAT")
+        r.p += n
+        ck.crs = crs.decode("utf-8", "replace")
+        ck.res = r.take("<2d")
 
 
 def _rank(r, ck):
@@ -308,6 +333,11 @@ def _check(ck):
                            "%g (finite, and a deviation not negative, expected)" % (b, m, sd))
     if (ck.batch | ck.batch_ranks | ck.batch_accumulate) != 0 and not (
             ck.batch >= 1 and 1 <= ck.batch_ranks <= MAX_RANKS and ck.batch_accumulate >= 1):
+        raise _Bad("EFORMAT")
+    src = ck.std_sources
+    if ((ck.std_from == "sources") != bool(src) or any(b <= a for a, b in zip(src, src[1:]))
+            or (ck.std_from != "unknown" and ck.mean is None)
+            or not all(math.isfinite(x) and x >= 0 for x in ck.res)):
         raise _Bad("EFORMAT")
     if ck.pool_uuid and not re.fullmatch(r"[0-9a-f]{32}", ck.pool_uuid):
         raise _Bad("EFORMAT")

@@ -19,6 +19,7 @@ open: that drops the process's lock on it, and other processes would then
 reclaim its reader slots.
 """
 import contextlib
+import math
 import os
 import re
 import zlib
@@ -140,7 +141,8 @@ class Pool:
     "class"), label_ignore, tiles (count), stats (per band dicts count,
     mean, std, min, max), mean and std (float64 arrays (C)), classes
     ({class id: count}), sources (list of dicts, parse_source()), meta
-    (every meta value's text).
+    (every meta value's text). source_stats() combines the per-source sums
+    (srcstats.NNNNNN, cdp-pool(5)) of chosen sources as cdp-train does.
     """
 
     def __init__(self, path, lock=None, readahead=False):
@@ -277,6 +279,48 @@ class Pool:
         self.stats = [dict(zip(("count", "mean", "std", "min", "max"), b)) for b in bands]
         self.mean = np.array([b[1] for b in bands], dtype=np.float64)
         self.std = np.array([b[2] for b in bands], dtype=np.float64)
+
+    def source_stats(self, sources):
+        """The mean and std (float64 arrays (C)) and counts (list) of the
+        records of the pool sources `sources` (indices), from their exact
+        sums: integers combine exactly, floats as their compensated sums.
+        None when a source has no sums (a pool packed before they were
+        kept); CdpError EFORMAT for stale or malformed ones."""
+        from fractions import Fraction
+        is_float = self.dtype_name in ("f32", "f64")
+        n, s1, s2 = [0] * self.bands, [0] * self.bands, [0] * self.bands
+        for i in sorted(set(sources)):
+            name = "srcstats.%06d" % i
+            text = self.meta.get(name)
+            if text is None:
+                return None
+            f = dict(line.split("=", 1) for line in text.split("\n") if "=" in line)
+            if "stale" in f or f.get("dtype") != self.dtype_name or \
+                    _uint(f.get("bands")) != self.bands:
+                raise CdpError("EFORMAT", self.path, name)
+            for b in range(self.bands):
+                p = "band.%d." % (b + 1)
+                try:
+                    n[b] += int(f[p + "count"])
+                    if is_float:
+                        s1[b] += float(f[p + "sum"]) + float(f[p + "sumc"])
+                        s2[b] += float(f[p + "sumsq"]) + float(f[p + "sumsqc"])
+                    else:
+                        s1[b] += int(f[p + "sum"])
+                        s2[b] += int(f[p + "sumsq"])
+                except (KeyError, ValueError):
+                    raise CdpError("EFORMAT", self.path, name) from None
+        mean, std = np.full(self.bands, np.nan), np.full(self.bands, np.nan)
+        for b in range(self.bands):
+            if n[b] == 0:
+                continue
+            if is_float:
+                mean[b] = s1[b] / n[b]
+                std[b] = math.sqrt(max(s2[b] / n[b] - mean[b] ** 2, 0.0))
+            else:
+                mean[b] = float(Fraction(s1[b], n[b]))
+                std[b] = math.sqrt(float(Fraction(n[b] * s2[b] - s1[b] ** 2, n[b] * n[b])))
+        return mean, std, n
 
     @property
     def shape(self):

@@ -2,7 +2,8 @@
  * model cfgs.
  *
  * Round trips in memory and through files keep every field bit for bit and
- * re-encode to the same bytes; version 3 files (no global batch), version
+ * re-encode to the same bytes; version 4 files (no standardization origin
+ * nor georeference), version 3 files (nor global batch), version
  * 2 files (nor loss scaler) and version 1 files (nor data type) still
  * read, with what they lack unknown. Every truncation is CDP_ETRUNC and every single-bit flip is
  * refused (magic, version, size or CRC). Mutations with a
@@ -96,6 +97,8 @@ static void make_ck(cdp_ckpt *ck)
 	ck->batch_ranks = 3;
 	ck->batch_accumulate = 5;
 	snprintf(ck->pool_uuid, sizeof(ck->pool_uuid), "0123456789abcdef0123456789abcdef");
+	cdp_ckpt_set_origin(ck, CDP_CKPT_STD_SOURCES, (const uint32_t[]){ 0, 3, 7 }, 3,
+	                    "PROJCS[\"WGS 84 / UTM zone 33N\"]", 0.5, 0.25);
 }
 
 static int tensors_equal(const cdp_ckpt_tensor *a, const cdp_ckpt_tensor *b, int n)
@@ -153,7 +156,11 @@ static int ck_equal(const cdp_ckpt *a, const cdp_ckpt *b)
 	       same(a->std, b->std, (size_t)a->nbands * sizeof(double)) &&
 	       a->dtype == b->dtype && strcmp(a->pool_uuid, b->pool_uuid) == 0 &&
 	       a->batch == b->batch && a->batch_ranks == b->batch_ranks &&
-	       a->batch_accumulate == b->batch_accumulate;
+	       a->batch_accumulate == b->batch_accumulate && a->std_from == b->std_from &&
+	       a->nstd_sources == b->nstd_sources &&
+	       same(a->std_sources, b->std_sources, (size_t)a->nstd_sources * sizeof(uint32_t)) &&
+	       strcmp(a->crs ? a->crs : "", b->crs ? b->crs : "") == 0 && a->res_x == b->res_x &&
+	       a->res_y == b->res_y;
 }
 
 static uint32_t rd_u32(const unsigned char *b)
@@ -177,7 +184,7 @@ static void test_round_trip(unsigned char **out, size_t *outlen)
 
 	make_ck(&a);
 	CHECK_RC(cdp_ckpt_encode(&a, &buf, &len), CDP_OK);
-	CHECK(memcmp(buf, "CDPCKPT\n\4\0\0\0\7\0\0\0", 16) == 0, "header bytes");
+	CHECK(memcmp(buf, "CDPCKPT\n\5\0\0\0\7\0\0\0", 16) == 0, "header bytes");
 	CHECK(buf[16] == (len & 0xff) && buf[17] == ((len >> 8) & 0xff), "size field little-endian");
 	CHECK_RC(cdp_ckpt_decode(buf, len, &b), CDP_OK);
 	CHECK(ck_equal(&a, &b), "decoded checkpoint differs");
@@ -207,6 +214,10 @@ static void test_round_trip(unsigned char **out, size_t *outlen)
 	a.mean = a.std = NULL;
 	a.pool_uuid[0] = '\0';
 	a.dtype = 0;
+	/* without statistics no origin of them, the georeference kept */
+	CHECK_RC(cdp_ckpt_encode(&a, &buf2, &len2), CDP_EINVAL);
+	CHECK_RC(cdp_ckpt_set_origin(&a, CDP_CKPT_STD_UNKNOWN, NULL, 0, a.crs, a.res_x, a.res_y),
+	         CDP_OK);
 	CHECK_RC(cdp_ckpt_encode(&a, &buf2, &len2), CDP_OK);
 	CHECK_RC(cdp_ckpt_decode(buf2, len2, &b), CDP_OK);
 	CHECK(ck_equal(&a, &b) && b.optim.type == 0 && b.mean == NULL && b.dtype == 0,
@@ -368,28 +379,64 @@ static void wr_u64(unsigned char *b, uint64_t v)
 }
 
 /* META's length in each version: 80, version 3 added 24 bytes of loss
- * scaler, version 4 16 of global batch */
-static const size_t meta_len[5] = { 0, 80, 80, 104, 120 };
+ * scaler, version 4 16 of global batch (version 5 none) */
+static const size_t meta_len[6] = { 0, 80, 80, 104, 120, 120 };
 
-/* buf (version 4, no per-rank state) as an older version wrote it: META
- * cut to that version's length, and for version 1 also the DATA chunk,
- * last before the CRC, without its trailing u32 data type. Returns the new
- * length, 0 when buf is not laid out so. */
+/* The offset of chunk `tag` of a file of 7 chunks, or 0. */
+static size_t chunk_at(const unsigned char *b, size_t len, const char *tag)
+{
+	size_t pos = 24;
+
+	for (int i = 0; i < 7 && pos + 16 <= len; i++) {
+		if (memcmp(b + pos, tag, 4) == 0)
+			return pos;
+		pos += 16 + (size_t)rd_u64(b + pos + 8);
+	}
+	return 0;
+}
+
+/* The bytes of version 5's DATA tail (origin, sources, CRS, pixel size)
+ * in buf, or 0 when buf is not laid out so (DATA last, before the CRC). */
+static size_t v5_tail(const unsigned char *b, size_t len)
+{
+	size_t d = chunk_at(b, len, "DATA"), n, ns, e, nsrc;
+
+	if (!d || d + 16 + rd_u64(b + d + 8) != len - 4)
+		return 0;
+	n = rd_u32(b + d + 16);
+	ns = rd_u32(b + d + 20);
+	e = d + 16 + 8 + 4 * n + 16 * ns + 4;
+	nsrc = rd_u32(b + e + 4);
+	return 8 + 4 * nsrc + 4 + rd_u32(b + e + 8 + 4 * nsrc) + 16;
+}
+
+/* buf (version 5, no per-rank state) as an older version wrote it: the
+ * DATA tail of version 5 cut, META cut to that version's length, and for
+ * version 1 also the DATA chunk, last before the CRC, without its trailing
+ * u32 data type. Returns the new length, 0 when buf is not laid out so. */
 static size_t to_old(unsigned char *c, const unsigned char *buf, size_t len, int version)
 {
-	size_t pos = 24, m = meta_len[version], cut = meta_len[CDP_CKPT_VERSION] - m, n = len - cut;
+	size_t pos, m = meta_len[version], cut = meta_len[CDP_CKPT_VERSION] - m, n, tail, d;
 	uint64_t plen = rd_u64(buf + 32);
 
-	if (memcmp(buf + 24, "META", 4) != 0 || plen != meta_len[CDP_CKPT_VERSION] || buf[12] != 7)
+	if (memcmp(buf + 24, "META", 4) != 0 || plen != meta_len[CDP_CKPT_VERSION] || buf[12] != 7 ||
+	    !(tail = v5_tail(buf, len)))
 		return 0;
-	memcpy(c, buf, 24 + 16 + m);
-	memcpy(c + 24 + 16 + m, buf + 24 + 16 + m + cut, len - (24 + 16 + m + cut));
+	memcpy(c, buf, len);
+	n = len;
+	if (version < 5) {
+		d = chunk_at(c, n, "DATA");
+		memmove(c + n - 4 - tail, c + n - 4, 4);
+		n -= tail;
+		wr_u64(c + d + 8, rd_u64(c + d + 8) - tail);
+	}
+	memmove(c + 24 + 16 + m, c + 24 + 16 + m + cut, n - (24 + 16 + m + cut));
+	n -= cut;
 	wr_u64(c + 32, m);
 	if (version == 1) {
-		for (int i = 0; i < 6; i++)
-			pos += 16 + (size_t)rd_u64(c + pos + 8);
+		pos = chunk_at(c, n, "DATA");
 		plen = rd_u64(c + pos + 8);
-		if (memcmp(c + pos, "DATA", 4) != 0 || pos + 16 + plen != n - 4)
+		if (!pos || pos + 16 + plen != n - 4)
 			return 0;
 		wr_u64(c + pos + 8, plen - 4);
 		n -= 4;
@@ -400,22 +447,32 @@ static size_t to_old(unsigned char *c, const unsigned char *buf, size_t len, int
 	return n;
 }
 
+/* ck without version 5's DATA tail, as an older file reads */
+static void no_origin(cdp_ckpt *ck)
+{
+	cdp_ckpt_set_origin(ck, CDP_CKPT_STD_UNKNOWN, NULL, 0, NULL, 0, 0);
+}
+
 static void test_version1(const unsigned char *buf, size_t len)
 {
 	unsigned char *c = malloc(len);
 	cdp_ckpt a, b;
-	size_t n = to_old(c, buf, len, 1);
+	size_t n = to_old(c, buf, len, 1), tail = v5_tail(buf, len);
 	int wrong = 0;
 
-	CHECK(n == len - 44, "a version 1 file made from the version 4 bytes");
+	CHECK(tail == 8 + 12 + 4 + 31 + 16, "version 5's DATA tail: %zu bytes", tail);
+	CHECK(n == len - 44 - tail, "a version 1 file made from the version 5 bytes");
 	CHECK_RC(cdp_ckpt_decode(buf, len, &a), CDP_OK);
 	CHECK_RC(cdp_ckpt_decode(c, n, &b), CDP_OK);
 	CHECK(b.dtype == 0, "version 1: data type unknown, got %d", b.dtype);
 	CHECK(b.batch == 0 && b.batch_ranks == 0 && b.batch_accumulate == 0 &&
 	      cdp_ckpt_global_batch(&b) == 0, "version 1: global batch unknown");
+	CHECK(b.std_from == CDP_CKPT_STD_UNKNOWN && !b.crs && b.res_x == 0,
+	      "version 1: the standardization's origin and georeference unknown");
 	a.dtype = 0;
 	a.batch = a.batch_ranks = a.batch_accumulate = 0;
-	CHECK(ck_equal(&a, &b), "version 1: every other field as in version 4");
+	no_origin(&a);
+	CHECK(ck_equal(&a, &b), "version 1: every other field as in version 5");
 	cdp_ckpt_free(&a);
 	cdp_ckpt_free(&b);
 	for (size_t k = 0; k < n; k++) {
@@ -429,22 +486,36 @@ static void test_version1(const unsigned char *buf, size_t len)
 	}
 	CHECK(wrong == 0, "%d version 1 truncations not reported as such", wrong);
 	/* version 2 keeps the data type */
+	n = to_old(c, buf, len, 4);
+	CHECK(n == len - tail, "a version 4 file made from the version 5 bytes");
+	CHECK_RC(cdp_ckpt_decode(buf, len, &a), CDP_OK);
+	CHECK_RC(cdp_ckpt_decode(c, n, &b), CDP_OK);
+	CHECK(a.std_from == CDP_CKPT_STD_SOURCES && a.nstd_sources == 3 && a.std_sources[2] == 7 &&
+	      a.res_y == 0.25 && strstr(a.crs, "UTM zone 33N") && b.std_from == 0 &&
+	      b.nstd_sources == 0 && !b.crs && b.res_x == 0 && b.res_y == 0,
+	      "version 5 records the standardization's origin and the georeference, 4 does not");
+	no_origin(&a);
+	CHECK(ck_equal(&a, &b), "version 4: every other field as in version 5");
+	cdp_ckpt_free(&a);
+	cdp_ckpt_free(&b);
 	n = to_old(c, buf, len, 3);
-	CHECK(n == len - 16, "a version 3 file made from the version 4 bytes");
+	CHECK(n == len - 16 - tail, "a version 3 file made from the version 5 bytes");
 	CHECK_RC(cdp_ckpt_decode(buf, len, &a), CDP_OK);
 	CHECK_RC(cdp_ckpt_decode(c, n, &b), CDP_OK);
 	CHECK(cdp_ckpt_global_batch(&a) == 60 && cdp_ckpt_global_batch(&b) == 0,
 	      "version 4 records the global batch, 3 does not");
 	a.batch = a.batch_ranks = a.batch_accumulate = 0;
-	CHECK(ck_equal(&a, &b), "version 3: every other field as in version 4");
+	no_origin(&a);
+	CHECK(ck_equal(&a, &b), "version 3: every other field as in version 5");
 	cdp_ckpt_free(&a);
 	cdp_ckpt_free(&b);
 	n = to_old(c, buf, len, 2);
-	CHECK(n == len - 40, "a version 2 file made from the version 4 bytes");
+	CHECK(n == len - 40 - tail, "a version 2 file made from the version 5 bytes");
 	CHECK_RC(cdp_ckpt_decode(buf, len, &a), CDP_OK);
 	CHECK_RC(cdp_ckpt_decode(c, n, &b), CDP_OK);
 	a.batch = a.batch_ranks = a.batch_accumulate = 0;
-	CHECK(ck_equal(&a, &b) && b.dtype == a.dtype, "version 2: every field as in version 4");
+	no_origin(&a);
+	CHECK(ck_equal(&a, &b) && b.dtype == a.dtype, "version 2: every field as in version 5");
 	cdp_ckpt_free(&a);
 	cdp_ckpt_free(&b);
 	/* an unknown data type */
@@ -463,6 +534,9 @@ static void test_version1(const unsigned char *buf, size_t len)
 	fix_crc(c, len);
 	CHECK_RC(cdp_ckpt_decode(c, len, &b), CDP_EFORMAT);
 	c[8] = 3;
+	fix_crc(c, len);
+	CHECK_RC(cdp_ckpt_decode(c, len, &b), CDP_EFORMAT);
+	c[8] = 4;                            /* version 5's DATA tail is extra bytes */
 	fix_crc(c, len);
 	CHECK_RC(cdp_ckpt_decode(c, len, &b), CDP_EFORMAT);
 	/* version 0 */
@@ -516,6 +590,19 @@ static void test_invalid(void)
 	a.batch_accumulate = -1;
 	CHECK_RC(cdp_ckpt_encode(&a, &buf, &len), CDP_EINVAL);
 	a.batch_accumulate = 5;
+	a.std_sources[1] = 0;                /* the sources ascending, distinct */
+	CHECK_RC(cdp_ckpt_encode(&a, &buf, &len), CDP_EINVAL);
+	a.std_sources[1] = 3;
+	a.std_from = CDP_CKPT_STD_POOL;      /* the pool's statistics name no sources */
+	CHECK_RC(cdp_ckpt_encode(&a, &buf, &len), CDP_EINVAL);
+	a.std_from = CDP_CKPT_STD_SOURCES + 1;
+	CHECK_RC(cdp_ckpt_encode(&a, &buf, &len), CDP_EINVAL);
+	a.std_from = CDP_CKPT_STD_SOURCES;
+	a.res_x = -0.5;
+	CHECK_RC(cdp_ckpt_encode(&a, &buf, &len), CDP_EINVAL);
+	a.res_x = NAN;
+	CHECK_RC(cdp_ckpt_encode(&a, &buf, &len), CDP_EINVAL);
+	a.res_x = 0.5;
 	CHECK_RC(cdp_ckpt_set_rng(&a, "data", &(cdp_rng){ { 0, 0, 0, 0 } }), CDP_OK);
 	CHECK_RC(cdp_ckpt_encode(&a, &buf, &len), CDP_EINVAL);
 	CHECK(a.nrng == 2, "set_rng replaces by name");

@@ -9,7 +9,8 @@
 # Then: --ignore and the reference's nodata leave pixels out, the
 # prediction's nodata counts as unpredicted, K comes from the data or
 # --classes (values beyond it are "outside"), and bad input is refused, as
-# is a standard output that is one of the inputs.
+# are rasters of another georeference (CRS by OGR's comparison,
+# geotransform) and a standard output that is one of the inputs.
 . "$CDP_SRCDIR/tests/tools/common.sh"
 need_python
 # mk OUT ROWS [NODATA] [BANDS]: a u8 GeoTIFF from "a b c d;e f g h;..."
@@ -75,6 +76,21 @@ echo "== failures"
 mk "$T/small.tif" "0 1;1 0"
 expect_fail 1 "'$T/pred.tif' is 4x3, '$T/small.tif' is 2x2: not the same size" \
 	cdp-evaluate "$T/pred.tif" "$T/small.tif"
+# georeference: the same CRS (also in another text: OGR's comparison) and
+# geotransform pass; another CRS, none against one, or a shift are refused
+gdal_translate -q -a_srs EPSG:32633 -a_ullr 500000 5800003 500004 5800000 "$T/pred.tif" "$T/pg.tif"
+gdal_translate -q -a_srs "+proj=utm +zone=33 +datum=WGS84 +units=m +no_defs" \
+	-a_ullr 500000 5800003 500004 5800000 "$T/ref.tif" "$T/rg.tif"
+cdp-evaluate --json "$T/pg.tif" "$T/rg.tif" >"$T/jg" || fail "the same georeference refused"
+grep -q '"pixels":12,' "$T/jg" || fail "georeferenced: $(cat "$T/jg")"
+gdal_translate -q -a_srs EPSG:4326 -a_ullr 15 52 15.0004 51.9997 "$T/ref.tif" "$T/r4326.tif"
+expect_fail 1 "^cdp-evaluate: '$T/pg.tif' is in CRS EPSG:32633, '$T/r4326.tif' in EPSG:4326: not the same georeference\$" \
+	cdp-evaluate "$T/pg.tif" "$T/r4326.tif"
+expect_fail 1 "^cdp-evaluate: '$T/pg.tif' is in CRS EPSG:32633, '$T/ref.tif' in none: not the same georeference\$" \
+	cdp-evaluate "$T/pg.tif" "$T/ref.tif"
+gdal_translate -q -a_srs EPSG:32633 -a_ullr 500001 5800003 500005 5800000 "$T/ref.tif" "$T/rs.tif"
+expect_fail 1 "^cdp-evaluate: '$T/pg.tif' has geotransform (500000, 1, 0, 5800003, 0, -1), '$T/rs.tif' (500001, 1, 0, 5800003, 0, -1): not the same georeference\$" \
+	cdp-evaluate "$T/pg.tif" "$T/rs.tif"
 mk "$T/two.tif" "0 0 1 1;0 1 1 1;0 0 0 1" - 2
 expect_fail 1 "'$T/two.tif' has 2 bands" cdp-evaluate "$T/two.tif" "$T/ref.tif"
 expect_fail 1 "cannot open '$T/none.tif'" cdp-evaluate "$T/pred.tif" "$T/none.tif"

@@ -20,6 +20,8 @@
 #    without $MPIRUN);
 #  - refuse an output that is the input (also through a symlink, a hard
 #    link or a VRT's sources), the checkpoint or another output;
+#  - refuse a raster in another CRS than the training data's (not the same
+#    CRS in another text) unless --any-crs, warn on another pixel size;
 #  - refuse a raster with the wrong band count or data type, a missing or
 #    damaged checkpoint, one holding a NaN weight (naming it), a GPU that does
 #    not exist, bad options; write nothing then.
@@ -247,13 +249,27 @@ expect_fail 1 "'$T/b16.tif' is u16, the model in '$T/run/checkpoint.cdpt' was tr
 import struct, sys, zlib
 b = bytearray(open(sys.argv[1], "rb").read())
 v = struct.unpack_from("<I", b, 8)[0]
-assert v in (2, 3, 4), "not a version 2, 3 or 4 checkpoint"
+assert v in (2, 3, 4, 5), "not a version 2 to 5 checkpoint"
+def chunk(tag):                         # offset of a chunk's header
+    o = 24
+    while b[o:o + 4] != tag:
+        o += 16 + struct.unpack_from("<Q", b, o + 8)[0]
+    return o
+if v >= 5:                              # DATA's origin and georeference go
+    d = chunk(b"DATA")
+    n, ns = struct.unpack_from("<II", b, d + 16)
+    e = d + 16 + 8 + 4 * n + 16 * ns + 4  # past the data type
+    nsrc = struct.unpack_from("<I", b, e + 4)[0]
+    crs = struct.unpack_from("<I", b, e + 8 + 4 * nsrc)[0]
+    cut = 8 + 4 * nsrc + 4 + crs + 16
+    del b[e:e + cut]
+    struct.pack_into("<Q", b, d + 8, struct.unpack_from("<Q", b, d + 8)[0] - cut)
 if v >= 3:                              # META's loss scaler (f64, u64, u64) and
-    meta = {3: 104, 4: 120}[v]          # global batch (4 u32) go
+    meta = {3: 104, 4: 120, 5: 120}[v]  # global batch (4 u32) go
     assert b[24:28] == b"META" and struct.unpack_from("<Q", b, 32)[0] == meta
     del b[40 + 80:40 + meta]
     struct.pack_into("<Q", b, 32, 80)
-d = b.rindex(b"DATA")
+d = chunk(b"DATA")
 assert struct.unpack_from("<I", b, len(b) - 8)[0] == 1, "data type not u8"
 del b[-8:-4]                            # the data type
 struct.pack_into("<I", b, 8, 1)         # version
@@ -266,6 +282,24 @@ open(sys.argv[2], "wb").write(b)
 PY
 expect_fail 1 "'$T/b.tif' is u8, but the model in '$T/big.cdpt' was trained on band 1 values around 1000" \
 	cdp-predict "$T/big.cdpt" "$T/b.tif" -o "$T/x.tif"
+# another CRS (not only another text of the same: OGR's comparison) and
+# another pixel size than the training data's (checkpoint version 5)
+gdal_translate -q -a_srs EPSG:4326 "$T/b.tif" "$T/b4326.tif"
+expect_fail 1 "^cdp-predict: '$T/b4326.tif' is in CRS EPSG:4326, the model in '$T/run/checkpoint.cdpt' was trained on data in EPSG:32633 (--any-crs to predict it anyway)\$" \
+	cdp-predict -q "$T/run" "$T/b4326.tif" -o "$T/x.tif"
+[ ! -e "$T/x.tif" ] || fail "a refused CRS left an output"
+cdp-predict -q --any-crs "$T/run" "$T/b4326.tif" -o "$T/x.tif" 2>"$T/err" || fail "--any-crs: $(cat "$T/err")"
+rm -f "$T/x.tif"
+gdal_translate -q -a_srs "+proj=utm +zone=33 +datum=WGS84 +units=m +no_defs" "$T/b.tif" "$T/bproj.tif"
+cdp-predict -q "$T/run" "$T/bproj.tif" -o "$T/x.tif" 2>"$T/err" || fail "the same CRS as a PROJ string: $(cat "$T/err")"
+[ ! -s "$T/err" ] || fail "the same CRS as a PROJ string: $(cat "$T/err")"
+rm -f "$T/x.tif"
+py "ds = gdal.Open('$T/b.tif'); gt = list(ds.GetGeoTransform()); gt[1] *= 2; gt[5] *= 2
+out = gdal.GetDriverByName('GTiff').CreateCopy('$T/b2m.tif', ds); out.SetGeoTransform(gt); out = None"
+cdp-predict -q "$T/run" "$T/b2m.tif" -o "$T/x.tif" 2>"$T/err" || fail "another pixel size: $(cat "$T/err")"
+grep -q "^cdp-predict: warning: '$T/b2m.tif' has pixels of [0-9.]* x [0-9.]*, the model in '$T/run/checkpoint.cdpt' was trained on [0-9.]* x [0-9.]*\$" "$T/err" ||
+	fail "no pixel size warning: $(cat "$T/err")"
+rm -f "$T/x.tif"
 expect_fail 1 "cannot read '$T/nope.cdpt'" cdp-predict "$T/nope.cdpt" "$T/b.tif" -o "$T/x.tif"
 head -c 300 "$T/run/checkpoint.cdpt" >"$T/cut.cdpt"
 expect_fail 1 "cannot read '$T/cut.cdpt'" cdp-predict "$T/cut.cdpt" "$T/b.tif" -o "$T/x.tif"

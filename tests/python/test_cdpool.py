@@ -6,6 +6,7 @@ fixtures that tests/python/python.sh makes in DIR.
 Each check prints "ok  NAME"; the first failure prints "FAIL NAME: why"
 and exits 1. Checks that need torch say SKIP when it is absent.
 """
+import math
 import os
 import re
 import shutil
@@ -110,6 +111,13 @@ def test_dtypes():
         valid = np.ones(full.shape[1:], bool) if nodata is None else ~np.all(full == nodata, 0)
         check(len(p.sources) == 1 and p.sources[0]["path"].endswith(dt + ".tif")
               and p.sources[0]["width"] == 64 and p.sources[0]["dtype"] == dt, "sources")
+        # the one source's exact sums: its raster's valid pixels, as the pool's
+        m, sd, n = p.source_stats([0])
+        want = [full[b][valid].astype(np.float64) for b in range(2)]
+        want = [x[np.isfinite(x)] for x in want]
+        check(n == [x.size for x in want] and np.allclose(m, [x.mean() for x in want], rtol=1e-12)
+              and np.allclose(sd, [x.std() for x in want], rtol=1e-9)
+              and np.allclose(m, p.mean, rtol=1e-15), "%s: source_stats %r %r" % (dt, m, sd))
         for key in p.keys():
             r, c = (int(x) for x in key.split("_")[1:])
             win = (slice(None), slice(32 * r, 32 * r + 32), slice(32 * c, 32 * c + 32))
@@ -327,12 +335,19 @@ def test_checkpoint():
     pool = cdpool.Pool(os.path.join(T, "pool"))
     path = os.path.join(T, "run1", "checkpoint.cdpt")
     c = cdpool.load_checkpoint(path)
-    check(c.version == 4 and c.in_shape == (3, 32, 32) and (c.step, c.epoch, c.data_pos) ==
+    check(c.version == 5 and c.in_shape == (3, 32, 32) and (c.step, c.epoch, c.data_pos) ==
           (18, 2, 0) and c.seed == 7, "progress %r" % c)
     check(c.pool_uuid == pool.uuid and c.bands == [1, 2, 3] and c.dtype == "u8", "data")
     check((c.batch, c.batch_ranks, c.batch_accumulate) == (4, 1, 1), "global batch %r" %
           ((c.batch, c.batch_ranks, c.batch_accumulate),))
     check(np.array_equal(c.mean, pool.mean) and np.array_equal(c.std, pool.std), "stats")
+    # every key trains: the sums of the pool's one source, which are its stats
+    m, sd, _ = pool.source_stats(c.std_sources)
+    check(c.std_from == "sources" and c.std_sources == [0] and np.array_equal(m, c.mean)
+          and np.array_equal(sd, c.std), "standardization from %s %r" % (c.std_from, c.std_sources))
+    gt = pool.sources[0]["geotransform"]
+    check("UTM" in c.crs and c.crs == pool.sources[0]["crs"] and
+          c.res == (math.hypot(gt[1], gt[4]), math.hypot(gt[2], gt[5])), "georeference %r" % (c.res,))
     check(c.cfg_text == open(SMALL).read() and c.overrides == ["in_h=32", "in_w=32"], "cfg")
     o = c.optim
     check(o["type"] == "sgd" and o["lr"] == np.float32(0.05) and o["momentum"] == np.float32(0.9)

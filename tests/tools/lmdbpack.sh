@@ -109,6 +109,7 @@ def check(path):
         assert "stale" not in st, "stats stale"
         isfloat = shape["dtype"] in ("f32", "f64")
         acc, hist, n = Acc(int(shape["bands"])), {}, 0
+        per = [Acc(int(shape["bands"])) for _ in range(nsrc)]
         for k, v in txn.cursor(db=tiles):
             r = decode(k, v)
             n += 1
@@ -116,15 +117,24 @@ def check(path):
             assert (r["c"], r["h"], r["w"]) == (int(shape["bands"]), int(shape["height"]), int(shape["width"]))
             for b in range(r["c"]):
                 x = r["img"][b]
-                acc.add(b, x[r["mask"] == 255] if r["mask"] is not None else x.ravel(), isfloat)
+                x = x[r["mask"] == 255] if r["mask"] is not None else x.ravel()
+                acc.add(b, x, isfloat)
+                per[r["src"]].add(b, x, isfloat)
             if r["lab"] is not None:
                 ids, cnt = np.unique(r["lab"][r["lab"] != r["ign"]], return_counts=True)
                 for i, c in zip(ids, cnt):
                     hist[int(i)] = hist.get(int(i), 0) + int(c)
             elif r["lk"] == 3:
                 hist[r["cls"]] = hist.get(r["cls"], 0) + 1
+        # every source's own sums (srcstats.N): what its records imply
+        sst = [meta(txn, mdb, "srcstats.%06d" % i) for i in range(nsrc)]
     assert count == n, "count meta %d, %d records" % (count, n)
     acc.check(st, isfloat)
+    for i, text in enumerate(sst):
+        assert text is not None, "source %d has no srcstats meta" % i
+        f = fields(text)
+        assert "stale" not in f, "srcstats.%06d stale" % i
+        per[i].check(f, isfloat)
     got = {int(k[6:]): int(v) for k, v in classes.items()}
     assert got == hist, "classes %r, want %r" % (got, hist)
     print("%d records ok" % n)
@@ -292,7 +302,7 @@ cdp-lmdbpack -q "$T/fresh" <"$T/other.cdps"
 [ "$(pp dump "$T/ms" cmdline | grep -o 'cmd\.[0-9]*=' | tr '\n' ' ')" = "cmd.1= cmd.2= " ] ||
 	fail "cmdline after --replace: $(pp dump "$T/ms" cmdline)"
 # Its raster has another path: a second source, which the records now name.
-[ "$(mdb_stat -s meta "$T/ms" | awk '/Entries:/ {print $2}')" -eq 9 ] || fail "--replace: want 2 sources"
+[ "$(mdb_stat -s meta "$T/ms" | awk '/Entries:/ {print $2}')" -eq 11 ] || fail "--replace: want 2 sources (and their srcstats)"
 pp dump "$T/ms" source.000001 | grep -q "path=$T/other/ms.tif" || fail "--replace: second source"
 
 # --- refused input: shape, corrupt record, truncation, usage, terminal -------------
@@ -336,7 +346,7 @@ pp dump "$T/rl" payloads >"$T/p2"
 cmp -s "$T/p1" "$T/p2" || fail "--list of tile files differs from the stream pack: $(diff "$T/p1" "$T/p2" | head -3)"
 [ "$(pp dump "$T/rs" shape,stats,classes,count)" = "$(pp dump "$T/rl" shape,stats,classes,count)" ] ||
 	fail "--list meta differs from the stream pack's"
-[ "$(mdb_stat -s meta "$T/rl" | awk '/Entries:/ {print $2}')" -eq $((7 + 6)) ] || fail "--list: want one source per chip"
+[ "$(mdb_stat -s meta "$T/rl" | awk '/Entries:/ {print $2}')" -eq $((7 + 2 * 6)) ] || fail "--list: want one source (and its srcstats) per chip"
 
 # --- --list with class names ---------------------------------------------------
 mkdir "$T/scenes"
@@ -410,8 +420,8 @@ grep -q " $((192 - n)) records written, $n skipped" "$T/err" || fail "resume: $(
 pp check "$T/kpool" >/dev/null
 [ "$(pp dump "$T/kpool" keys)" = "$(pp dump "$T/kref" keys)" ] || fail "resumed key set differs"
 [ "$(pp dump "$T/kpool" payloads)" = "$(pp dump "$T/kref" payloads)" ] || fail "resumed records differ"
-[ "$(pp dump "$T/kpool" shape,count,stats,classes,source.000000)" = \
-  "$(pp dump "$T/kref" shape,count,stats,classes,source.000000)" ] ||
+[ "$(pp dump "$T/kpool" shape,count,stats,classes,source.000000,srcstats.000000)" = \
+  "$(pp dump "$T/kref" shape,count,stats,classes,source.000000,srcstats.000000)" ] ||
 	fail "resumed meta differs from an uninterrupted pack: $(pp dump "$T/kpool" stats | head -5)"
 
 # --- two packers at once equal one after the other ------------------------------
@@ -431,5 +441,5 @@ pp check "$T/conc" >/dev/null
 [ "$(pp dump "$T/conc" keys)" = "$(pp dump "$T/seq" keys)" ] || fail "concurrent key set differs"
 [ "$(pp dump "$T/conc" shape,count,stats)" = "$(pp dump "$T/seq" shape,count,stats)" ] ||
 	fail "concurrent packers: meta differs from sequential packing"
-[ "$(mdb_stat -s meta "$T/conc" | awk '/Entries:/ {print $2}')" -eq 9 ] || fail "concurrent: want 2 sources"
+[ "$(mdb_stat -s meta "$T/conc" | awk '/Entries:/ {print $2}')" -eq 11 ] || fail "concurrent: want 2 sources and their srcstats"
 exit 0

@@ -1,5 +1,6 @@
-/* test_pool.c: creating and opening a pool, meta values and their CRC, and
- * cdp_pool_info_load's validation.
+/* test_pool.c: creating and opening a pool, meta values and their CRC,
+ * cdp_pool_info_load's validation, and the per-source sums combined
+ * (cdp_pool_source_stats) exactly as one accumulator over their samples.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -259,6 +260,59 @@ static void test_truncated(void)
 	CHECK(stat(data, &st) == 0 && st.st_size == cut, "a writable open changed the file");
 }
 
+/* source i's srcstats text of samples x[n] (u16, one band) */
+static void put_source(cdp_pool *p, uint32_t i, const uint16_t *x, size_t n, int stale)
+{
+	cdp_stats st;
+	cdp_buf b = {0};
+	char name[40];
+
+	CHECK_RC(cdp_stats_init(&st, CDP_DT_U16, 1), CDP_OK);
+	CHECK_RC(cdp_stats_add(&st, 0, x, NULL, n), CDP_OK);
+	st.stale = stale;
+	CHECK_RC(cdp_stats_format(&st, &b), CDP_OK);
+	cdp_pool_srcstats_name(i, name, sizeof name);
+	put(p, name, (const char *)b.p);
+	cdp_stats_free(&st);
+	cdp_buf_free(&b);
+}
+
+static void test_source_stats(void)
+{
+	const uint16_t a[3] = { 1, 2, 65535 }, b[2] = { 7, 9 };
+	cdp_stats all, got;
+	cdp_buf t1 = {0}, t2 = {0};
+	cdp_pool p;
+	uint32_t missing = 0;
+
+	CHECK_RC(cdp_pool_open(dir, CDP_POOL_CREATE, 0, &p), CDP_OK);
+	put_source(&p, 0, a, 3, 0);
+	put_source(&p, 2, b, 2, 0);
+	put_source(&p, 3, b, 2, 1);
+	CHECK_RC(cdp_stats_init(&all, CDP_DT_U16, 1), CDP_OK);
+	CHECK_RC(cdp_stats_add(&all, 0, a, NULL, 3), CDP_OK);
+	CHECK_RC(cdp_stats_add(&all, 0, b, NULL, 2), CDP_OK);
+	/* any order, a source named twice counted once */
+	CHECK_RC(cdp_pool_source_stats(&p, NULL, (const uint32_t[]){ 2, 0, 2 }, 3, &got, &missing),
+	         CDP_OK);
+	CHECK_RC(cdp_stats_format(&all, &t1), CDP_OK);
+	CHECK_RC(cdp_stats_format(&got, &t2), CDP_OK);
+	CHECK(strcmp((char *)t1.p, (char *)t2.p) == 0, "combined sums '%s', want '%s'",
+	      (char *)t2.p, (char *)t1.p);
+	cdp_stats_free(&got);
+	/* source 1 has none (an older pool's): named */
+	CHECK_RC(cdp_pool_source_stats(&p, NULL, (const uint32_t[]){ 0, 1, 2 }, 3, &got, &missing),
+	         MDB_NOTFOUND);
+	CHECK(missing == 1 && got.b == NULL, "the source without sums: %u", missing);
+	CHECK_RC(cdp_pool_source_stats(&p, NULL, (const uint32_t[]){ 3 }, 1, &got, NULL),
+	         CDP_EFORMAT);
+	CHECK_RC(cdp_pool_source_stats(&p, NULL, NULL, 0, &got, NULL), CDP_EINVAL);
+	cdp_stats_free(&all);
+	cdp_buf_free(&t1);
+	cdp_buf_free(&t2);
+	cdp_pool_close(&p);
+}
+
 int main(void)
 {
 	snprintf(dir, sizeof dir, "/tmp/cdp_test_pool.XXXXXX");
@@ -275,6 +329,9 @@ int main(void)
 	rmdb(dir);
 	CHECK(mkdir(dir, 0700) == 0, "mkdir");
 	test_truncated();
+	rmdb(dir);
+	CHECK(mkdir(dir, 0700) == 0, "mkdir");
+	test_source_stats();
 	rmdb(dir);
 	return tap_done();
 }

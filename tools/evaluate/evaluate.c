@@ -236,6 +236,56 @@ static int check_out(side *p, side *r, FILE *out, char *err, size_t cap)
 	return rc || hit ? -1 : 0;
 }
 
+/* The geotransform as "(g0, ..., g5)", or "none". */
+static void gt_text(const cdp_raster_info *ri, char *out, size_t cap)
+{
+	const double *g = ri->gt;
+
+	if (!ri->has_gt)
+		snprintf(out, cap, "none");
+	else
+		snprintf(out, cap, "(%.10g, %.10g, %.10g, %.10g, %.10g, %.10g)", g[0], g[1], g[2],
+		         g[3], g[4], g[5]);
+}
+
+/* The same pixels on the ground: the same CRS (OGR's comparison; none on
+ * both sides is the same) and geotransform (to a millionth of a pixel).
+ * The sizes were compared already. */
+static int same_georef(const side *p, const side *r, char *err, size_t cap)
+{
+	const cdp_raster_info *a = p->ri, *b = r->ri;
+	char why[128], x[256], y[256];
+	int same = 1;
+
+	if (a->crs[0] && b->crs[0]) {
+		if ((same = cdp_raster_crs_same(a->crs, b->crs, why, sizeof why)) < 0)
+			return fail(err, cap, "'%s' or '%s': %s", p->path, r->path, why);
+	} else {
+		same = !a->crs[0] == !b->crs[0];
+	}
+	if (!same) {
+		cdp_raster_crs_name(a->crs, x, sizeof x);
+		cdp_raster_crs_name(b->crs, y, sizeof y);
+		return fail(err, cap, "'%s' is in CRS %s, '%s' in %s: not the same georeference",
+		            p->path, a->crs[0] ? x : "none", r->path, b->crs[0] ? y : "none");
+	}
+	same = a->has_gt == b->has_gt;
+	if (same && a->has_gt) {
+		double px, py, tol;
+		cdp_raster_pixel_size(a->gt, &px, &py);
+		tol = 1e-6 * fmax(px, py);
+		for (int i = 0; i < 6; i++)
+			same &= fabs(a->gt[i] - b->gt[i]) <= tol;
+	}
+	if (!same) {
+		gt_text(a, x, sizeof x);
+		gt_text(b, y, sizeof y);
+		return fail(err, cap, "'%s' has geotransform %s, '%s' %s: not the same georeference",
+		            p->path, x, r->path, y);
+	}
+	return 0;
+}
+
 int cdp_evaluate_run(const cdp_evaluate_opts *o, FILE *out, char *err, size_t cap)
 {
 	side p = { 0 }, r = { 0 };
@@ -253,6 +303,8 @@ int cdp_evaluate_run(const cdp_evaluate_opts *o, FILE *out, char *err, size_t ca
 		     (unsigned long long)r.ri->width, (unsigned long long)r.ri->height);
 		goto out;
 	}
+	if (same_georef(&p, &r, err, cap) < 0)
+		goto out;
 	if (!k) {
 		if (pass(&p, &r, o, NULL, 0, &n, err, cap) < 0)
 			goto out;

@@ -7,8 +7,9 @@
  *    index of a pool source with the same path or appends a new one, and
  *    patches the records' source field (and CRC) where the index differs;
  *  - puts (MDB_APPEND for sorted keys; duplicates per --resume/--replace);
- *  - finish: reads shape, count, stats, classes and cmdline in the txn, folds
- *    in the written records' contributions and writes them back.
+ *  - finish: reads shape, count, stats, classes, cmdline and the written
+ *    records' sources' srcstats in the txn, folds in the records'
+ *    contributions and writes them back.
  * So the meta always equals what the committed records imply, with several
  * packers at once and after a kill. The per-record statistics (measured by
  * pack_add_record in pack.c) are folded record by record in write order, so
@@ -16,6 +17,9 @@
  * resumed pack ends bit-identical to an uninterrupted one. A replaced
  * record's old contribution cannot be taken out of min/max, so --replace
  * marks the stats stale and pack_rescan_if_needed rescans at the end.
+ * A source's srcstats is made in the txn that creates the source, so a
+ * source without one is an older pool's (its sums would miss the records
+ * packed before): it stays without until a rescan makes them all.
  * The puts themselves and the run around them are pack.c's.
  */
 #include "pack_int.h"
@@ -161,7 +165,7 @@ int pack_prepare(MDB_txn *txn, cdp_lmdb_item *items, size_t n, void *arg)
 	p->attempt++;
 	if ((rc = learn_sources(p, txn)))
 		return rc;
-	next = p->known;
+	next = p->batch_known = p->known;
 	for (size_t i = 0; i < n; i++) {
 		psrc *s = p->src[p->it[i].src];
 
@@ -295,6 +299,70 @@ out:
 	return rc && rc != MDB_MAP_FULL ? pack_meta_error(p, name, rc) : rc;
 }
 
+/* Writes st as source idx's srcstats and frees it. */
+static int put_srcstats(pk *p, MDB_txn *txn, uint32_t idx, cdp_stats *st)
+{
+	char name[40];
+	int rc;
+
+	cdp_pool_srcstats_name(idx, name, sizeof name);
+	rc = cdp_stats_format(st, &p->tmp);
+	cdp_stats_free(st);
+	if (rc)
+		return pack_meta_error(p, name, rc);
+	return meta_write(p, txn, name, &p->tmp);
+}
+
+/* Folds the written items into their sources' srcstats, reading each
+ * source's once per run of its records (a later run in the same batch
+ * reads what this txn wrote). */
+static int update_srcstats(pk *p, MDB_txn *txn, const cdp_lmdb_item *items, size_t n)
+{
+	cdp_stats st = {0};
+	uint32_t cur = 0;
+	int have = 0, skip = 0, absent, rc = 0;
+	char name[40];
+
+	for (size_t i = 0; i < n; i++) {
+		uint32_t s;
+		if (items[i].status != CDP_PUT_NEW && items[i].status != CDP_PUT_REPLACED)
+			continue;
+		s = p->src[p->it[i].src]->pool;
+		if (have && s != cur) {
+			have = 0;
+			if (skip)
+				cdp_stats_free(&st);
+			else if ((rc = put_srcstats(p, txn, cur, &st)))
+				return rc;
+		}
+		if (!have) {
+			cdp_pool_srcstats_name(s, name, sizeof name);
+			if ((rc = meta_read(p, txn, name, &absent)))
+				return rc;
+			skip = absent && s < p->batch_known;   /* an older pool's source */
+			rc = absent ? cdp_stats_init(&st, p->shape.dtype, p->shape.bands)
+			            : cdp_stats_parse((char *)p->tmp.p, p->tmp.len, &st);
+			if (rc)
+				return pack_meta_error(p, name, rc);
+			have = 1;
+			cur = s;
+		}
+		if (items[i].status == CDP_PUT_REPLACED)
+			st.stale = 1;
+		if (!skip && (rc = cdp_stats_merge(&st, &p->it[i].st))) {
+			cdp_stats_free(&st);
+			return pack_meta_error(p, name, rc);
+		}
+	}
+	if (!have)
+		return CDP_OK;
+	if (skip) {
+		cdp_stats_free(&st);
+		return CDP_OK;
+	}
+	return put_srcstats(p, txn, cur, &st);
+}
+
 int pack_finish(MDB_txn *txn, cdp_lmdb_item *items, size_t n, void *arg)
 {
 	pk *p = arg;
@@ -326,15 +394,35 @@ int pack_finish(MDB_txn *txn, cdp_lmdb_item *items, size_t n, void *arg)
 		key[items[first].key.mv_size] = '\0';
 		return pack_shape_mismatch(p, key, &p->shape, &shape);
 	}
-	if ((rc = update_count(p, txn, added)) || (rc = update_stats(p, txn, items, n)))
+	if ((rc = update_count(p, txn, added)) || (rc = update_stats(p, txn, items, n)) ||
+	    (rc = update_srcstats(p, txn, items, n)))
 		return rc;
 	return p->cmd_done ? CDP_OK : update_cmdline(p, txn);
 }
 
-/* Recomputes stats, classes and count from every record, in one txn. */
+/* Source idx's sums in ss[*nss] (grown and initialised as needed). */
+static cdp_stats *src_acc(pk *p, cdp_stats **ss, size_t *nss, uint32_t idx)
+{
+	if (idx >= *nss) {
+		size_t n = (size_t)idx + 1;
+		cdp_stats *g = realloc(*ss, n * sizeof *g);
+		if (!g)
+			return NULL;
+		memset(g + *nss, 0, (n - *nss) * sizeof *g);
+		*ss = g;
+		for (; *nss < n; (*nss)++)
+			if (cdp_stats_init(&g[*nss], p->shape.dtype, p->shape.bands))
+				return NULL;
+	}
+	return &(*ss)[idx];
+}
+
+/* Recomputes stats, classes, count and every source's srcstats from every
+ * record, in one txn. */
 static int rescan_txn(pk *p)
 {
-	cdp_stats st = {0};
+	cdp_stats st = {0}, *ss = NULL, *one;
+	size_t nss = 0;
 	cdp_classes cl = {0};
 	MDB_txn *txn;
 	MDB_cursor *cur = NULL;
@@ -345,6 +433,13 @@ static int rescan_txn(pk *p)
 
 	if ((rc = cdp_lmdb_txn_begin(p->pool.env, 0, &txn)))
 		return rc;
+	/* every source gets sums, those without records empty ones */
+	if ((rc = learn_sources(p, txn)))
+		goto out;
+	if (p->known && !src_acc(p, &ss, &nss, p->known - 1)) {
+		rc = CDP_ENOMEM;
+		goto out;
+	}
 	if ((rc = cdp_stats_init(&st, p->shape.dtype, p->shape.bands)) ||
 	    (rc = mdb_cursor_open(txn, p->pool.tiles, &cur)))
 		goto out;
@@ -352,6 +447,8 @@ static int rescan_txn(pk *p)
 	     rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
 		if ((rc = cdp_record_decode(v.mv_data, v.mv_size, &r, &p->scratch)) ||
 		    (rc = cdp_stats_add_record(&st, &r)) ||
+		    (rc = (one = src_acc(p, &ss, &nss, r.source)) ? CDP_OK : CDP_ENOMEM) ||
+		    (rc = cdp_stats_add_record(one, &r)) ||
 		    (rc = cdp_classes_add_record(&cl, &r))) {
 			pack_seterr(p, rc, "'%s': record '%.*s': %s", p->o->db, (int)k.mv_size,
 			            (char *)k.mv_data, cdp_strerror(rc));
@@ -371,6 +468,12 @@ static int rescan_txn(pk *p)
 	p->tmp.len = (size_t)snprintf((char *)p->tmp.p, 32, "tiles=%" PRIu64 "\n", n);
 	if ((rc = meta_write(p, txn, "count", &p->tmp)))
 		goto out;
+	for (size_t i = 0; i < nss; i++) {
+		char name[40];
+		cdp_pool_srcstats_name((uint32_t)i, name, sizeof name);
+		if ((rc = cdp_stats_format(&ss[i], &p->tmp)) || (rc = meta_write(p, txn, name, &p->tmp)))
+			goto out;
+	}
 	rc = mdb_txn_commit(txn);
 	txn = NULL;
 out:
@@ -380,6 +483,9 @@ out:
 		mdb_txn_abort(txn);
 	cdp_stats_free(&st);
 	cdp_classes_free(&cl);
+	for (size_t i = 0; i < nss; i++)
+		cdp_stats_free(&ss[i]);
+	free(ss);
 	return rc;
 }
 

@@ -56,6 +56,8 @@ typedef struct pk {
 	uint32_t *midx;               /* their pool indices */
 	size_t mcap, mn;
 	uint32_t known;               /* pool sources 0..known-1 are in the set */
+	uint32_t batch_known;         /* known when the batch's txn began: later
+	                                 indices are sources that txn creates */
 	unsigned attempt;
 	int cmd_done, replaced;
 	char stamp[32];               /* UTC start time for cmdline */

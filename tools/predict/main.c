@@ -20,14 +20,14 @@
 #define PROG "cdp-predict"
 
 enum {
-	OPT_BATCH = 256, OPT_DEVICE, OPT_OVERLAP, OPT_PRECISION, OPT_PREVIEW, OPT_PROB,
+	OPT_ANY_CRS = 256, OPT_BATCH, OPT_DEVICE, OPT_OVERLAP, OPT_PRECISION, OPT_PREVIEW, OPT_PROB,
 	OPT_PROGRESS, OPT_SIZE, OPT_THREADS, OPT_VECTOR, OPT_VECTOR_CLASS
 };
 
 static void usage(FILE *f)
 {
 	fprintf(f,
-	    "usage: " PROG " [-hqV] [--size N] [--overlap N] [--batch N] [--threads N]\n"
+	    "usage: " PROG " [-hqV] [--any-crs] [--size N] [--overlap N] [--batch N] [--threads N]\n"
 	    "                   [--device cpu|cuda|cuda:N|auto] [--precision fp32|tf32|bf16|fp16]\n"
 	    "                   [--prob] [--vector OUT.gpkg]\n"
 	    "                   [--vector-class K] [--preview FILE.png] [--progress]\n"
@@ -37,6 +37,7 @@ static void usage(FILE *f)
 int main(int argc, char **argv)
 {
 	static const struct option longopts[] = {
+		{ "any-crs",      no_argument,       NULL, OPT_ANY_CRS },
 		{ "batch",        required_argument, NULL, OPT_BATCH },
 		{ "device",       required_argument, NULL, OPT_DEVICE },
 		{ "help",         no_argument,       NULL, 'h' },
@@ -69,6 +70,7 @@ int main(int argc, char **argv)
 			rc = cdp_cli_version(stdout, cdp_engine_features(), cdp_dist_features(),
 			                     cdp_raster_version(), NULL) ? 1 : 0;
 			goto out;
+		case OPT_ANY_CRS: o.any_crs = 1; break;
 		case OPT_BATCH:
 			if (cdp_cli_int("--batch", optarg, 1, 4096, &o.batch))
 				goto out;

@@ -42,6 +42,7 @@ typedef struct cdp_predict_opts {
 	int vector_class;
 	const char *preview;    /* PNG quick-look, or NULL */
 	int progress;           /* CDP_PROGRESS_* */
+	int any_crs;            /* 1: predict a raster in another CRS than the training data's */
 } cdp_predict_opts;
 
 void cdp_predict_opts_init(cdp_predict_opts *o);

@@ -164,6 +164,38 @@ static double dtype_max(int dt)
 	}
 }
 
+/* The raster's CRS against the training data's (checkpoint version 5; an
+ * unknown one on either side is not checked): another is refused unless
+ * --any-crs, another pixel size is warned about (rank 0). */
+static int check_georef(predictor *p, char *err, size_t cap)
+{
+	const char *crs = p->ck.crs;
+	char why[128], a[256], b[256];
+	double rx, ry;
+
+	if (crs && crs[0] && p->ri->crs[0] && !p->o->any_crs) {
+		int same = cdp_raster_crs_same(p->ri->crs, crs, why, sizeof why);
+		cdp_raster_crs_name(p->ri->crs, a, sizeof a);
+		cdp_raster_crs_name(crs, b, sizeof b);
+		if (same < 0)
+			return pr_fail(err, cap, "'%s' or the model in '%s': %s", p->o->input, p->model,
+			               why);
+		if (same == 0)
+			return pr_fail(err, cap, "'%s' is in CRS %s, the model in '%s' was trained on "
+			               "data in %s (--any-crs to predict it anyway)", p->o->input, a,
+			               p->model, b);
+	}
+	if (p->ck.res_x > 0 && p->ri->has_gt && p->rank == 0) {
+		cdp_raster_pixel_size(p->ri->gt, &rx, &ry);
+		if (fabs(rx - p->ck.res_x) > 1e-6 * p->ck.res_x ||
+		    fabs(ry - p->ck.res_y) > 1e-6 * p->ck.res_y)
+			fprintf(stderr, "cdp-predict: warning: '%s' has pixels of %.9g x %.9g, the model "
+			        "in '%s' was trained on %.9g x %.9g\n", p->o->input, rx, ry, p->model,
+			        p->ck.res_x, p->ck.res_y);
+	}
+	return 0;
+}
+
 /* The raster against the checkpoint's bands, data type and statistics.
  * Version 1 checkpoints do not record the pool's data type (ck.dtype 0);
  * for them a type that cannot hold the training data's mean is the type
@@ -215,7 +247,7 @@ int pr_open_raster(predictor *p, char *err, size_t cap)
 		p->inv[c] = sd > 0 ? (float)(1.0 / sd) : 1.0f;
 	}
 	p->nodata_mode = cdp_raster_has_mask(p->r, p->ck.bands[0]) ? 2 : p->ri->has_nodata ? 1 : 0;
-	return 0;
+	return check_georef(p, err, cap);
 }
 
 /* w1 and the per-axis sums of weights over the window grid */

@@ -230,6 +230,16 @@ const char *cdp_loader_key(const cdp_loader *l, size_t k);
 const size_t *cdp_loader_order(const cdp_loader *l);
 void cdp_loader_get_info(const cdp_loader *l, cdp_loader_info *info);
 void cdp_loader_close(cdp_loader *l);
+/* The pool source indices of the pointer file's records (each record
+ * header's source field), ascending and distinct, into *src (malloc'ed,
+ * *n of them; the caller frees it). A record whose header does not decode
+ * is left out: serving it fails, or skips it with skip_bad. CDP_ENOMEM. */
+int  cdp_loader_sources(const cdp_loader *l, uint32_t **src, size_t *n);
+/* Standardizes with mean[c], std[c] (std 0: centred only) instead of the
+ * pool's meta statistics, before the first cdp_loader_start_epoch (the
+ * info's mean and inv change in place). CDP_ERANGE, as at open, for
+ * values that do not fit float32 or a negative std. */
+int  cdp_loader_set_standardization(cdp_loader *l, const double *mean, const double *std);
 
 /* CDP_RA_ON or CDP_RA_OFF for records of value_size bytes read with (1) or
  * without (0) MADV_WILLNEED of the next batch: off with it, else on from

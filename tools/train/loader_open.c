@@ -39,6 +39,57 @@ static const char *label_name(int kind)
 	return kind >= 0 && kind <= 3 ? names[kind] : "?";
 }
 
+/* Band c's standardization. The net standardizes in float32: statistics
+ * that overflowed (an f64 pool near 1e300 has an infinite sum of squares)
+ * would turn every input into inf or NaN, and fail much later. */
+static int set_band(cdp_loader *l, int c, double m, double sd)
+{
+	if (!isfinite(m) || !isfinite(sd) || fabs(m) > FLT_MAX || sd < 0)
+		return -1;
+	l->mean[c] = (float)m;
+	l->inv[c] = sd > 0 ? (float)(1.0 / sd) : 1.0f;
+	return 0;
+}
+
+int cdp_loader_set_standardization(cdp_loader *l, const double *mean, const double *std)
+{
+	for (int c = 0; c < l->C; c++)
+		if (!isfinite(mean[c]) || !isfinite(std[c]) || fabs(mean[c]) > FLT_MAX || std[c] < 0)
+			return CDP_ERANGE;
+	for (int c = 0; c < l->C; c++)
+		set_band(l, c, mean[c], std[c]);
+	return CDP_OK;
+}
+
+static int by_u32(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+
+	return (x > y) - (x < y);
+}
+
+int cdp_loader_sources(const cdp_loader *l, uint32_t **src, size_t *n)
+{
+	uint32_t *s = malloc((l->N ? l->N : 1) * sizeof *s);
+	size_t k = 0, m = 0;
+	cdp_record r;
+
+	*src = NULL;
+	*n = 0;
+	if (!s)
+		return CDP_ENOMEM;
+	for (size_t i = 0; i < l->N; i++)
+		if (cdp_record_peek(l->val[i].mv_data, l->val[i].mv_size, &r) == CDP_OK)
+			s[k++] = r.source;
+	qsort(s, k, sizeof *s, by_u32);
+	for (size_t i = 0; i < k; i++)
+		if (m == 0 || s[i] != s[m - 1])
+			s[m++] = s[i];
+	*src = s;
+	*n = m;
+	return CDP_OK;
+}
+
 /* Pool meta: shape, statistics, ignore label, output shape. */
 static int open_pool(cdp_loader *l, char *err, size_t cap)
 {
@@ -71,15 +122,10 @@ static int open_pool(cdp_loader *l, char *err, size_t cap)
 	if (!(l->mean = malloc(l->C * sizeof *l->mean)) || !(l->inv = malloc(l->C * sizeof *l->inv)))
 		return fail(err, cap, CDP_ENOMEM, "'%s': out of memory", l->pool_path);
 	for (int c = 0; c < l->C; c++) {
-		/* the net standardizes in float32: statistics that overflowed
-		 * (an f64 pool near 1e300 has an infinite sum of squares) would
-		 * turn every input into inf or NaN, and fail much later */
 		double m = l->info.band[c].mean, sd = l->info.band[c].std;
-		if (!isfinite(m) || !isfinite(sd) || fabs(m) > FLT_MAX)
+		if (set_band(l, c, m, sd) != 0)
 			return fail(err, cap, CDP_ERANGE, "'%s': band %d statistics are out of float32 "
 			            "range (mean %g, std %g)", l->pool_path, c + 1, m, sd);
-		l->mean[c] = (float)l->info.band[c].mean;
-		l->inv[c] = l->info.band[c].std > 0 ? (float)(1.0 / l->info.band[c].std) : 1.0f;
 	}
 	if (__builtin_mul_overflow((size_t)l->C * l->H * l->W, cdp_dtype_size(l->info.dtype),
 	                           &l->raw_size))

@@ -144,8 +144,8 @@ static int fill(trainer *t, cdp_ckpt *ck)
 		goto done;
 	}
 	for (int c = 0; c < C; c++) {
-		mean[c] = pi->band[c].mean;
-		sd[c] = pi->band[c].std;
+		mean[c] = t->std_mean[c];     /* train_std.c's, not always the pool's */
+		sd[c] = t->std_sd[c];
 	}
 	if ((rc = pool_bands(t, bands, C)))
 		goto done;
@@ -165,7 +165,9 @@ static int fill(trainer *t, cdp_ckpt *ck)
 	if ((rc = cdp_ckpt_set_cfg(ck, t->cfg_text, (const char *const *)t->ov, t->nov)) ||
 	    (rc = cdp_ckpt_from_net(ck, &t->net)) || (rc = cdp_ckpt_set_optim(ck, &t->opt)) ||
 	    (rc = cdp_ckpt_set_rng(ck, "epoch_order", &r)) ||
-	    (rc = cdp_ckpt_set_data(ck, bands, C, mean, sd)))
+	    (rc = cdp_ckpt_set_data(ck, bands, C, mean, sd)) ||
+	    (rc = cdp_ckpt_set_origin(ck, t->std_from, t->std_src, t->nstd_src, t->crs, t->res_x,
+	                              t->res_y)))
 		goto done;
 done:
 	free(bands);

@@ -106,6 +106,18 @@ typedef struct trainer {
 	 * before the first; rank 0 reloads it from metrics.jsonl on resume */
 	double best;
 	int have_best;
+	/* the standardization (train_std.c): per band mean and std [C], where
+	 * they came from (CDP_CKPT_STD_*) and from which pool sources; the
+	 * training sources' CRS ("" unknown) and pixel size (0 unknown); its
+	 * lines for train.log; std_resumed: the checkpoint's won over others */
+	double *std_mean, *std_sd;
+	int std_from;
+	uint32_t *std_src;
+	int nstd_src;
+	char *crs;
+	double res_x, res_y;
+	char std_note[2][2048];
+	int std_resumed;
 } trainer;
 
 /* train_setup.c. tr_setup is collective when resuming (rank 0 reads the
@@ -121,6 +133,11 @@ int  tr_same_data(trainer *t);
 /* train.c: prints err ("cdp-train: rank R: err" with more than one rank)
  * and empties it */
 void tr_report(const trainer *t, char *err);
+
+/* train_std.c: after the loaders open, before the data path's buffers:
+ * sets both loaders' standardization (see there); -1 with err */
+int  tr_standardize(trainer *t, char *err, size_t cap);
+void tr_standardize_free(trainer *t);
 
 /* train_sync.c */
 int  tr_sync_init(trainer *t, char *err, size_t cap);

@@ -372,7 +372,7 @@ int tr_setup(trainer *t, char *err, size_t cap)
 	t->have_cfg = 1;
 	if (cdp_aug_cfg_parse(&t->aug, &t->cfg, &t->cfg.s[0], err, cap) < 0)
 		return -1;
-	if (open_loaders(t, err, cap) < 0)
+	if (open_loaders(t, err, cap) < 0 || tr_standardize(t, err, cap) < 0)
 		return -1;
 	if (cdp_net_build(&t->net, t->be, t->cfg_text, o->model ? o->model : path,
 	                  (const char *const *)t->ov, t->nov, t->ti.c, t->ti.h, t->ti.w,
@@ -406,6 +406,11 @@ int tr_setup(trainer *t, char *err, size_t cap)
 		return -1;
 	if (t->rank == 0 && tr_log_open(t, err, cap) < 0)
 		return -1;
+	for (int i = 0; t->rank == 0 && i < 2; i++)
+		if (t->std_note[i][0])
+			tr_logf(t, "%s", t->std_note[i]);
+	if (t->rank == 0 && t->std_resumed)
+		fprintf(stderr, "cdp-train: %s\n", t->std_note[0]);
 	if (t->have_ck && tr_sync_resume(t, err, cap) < 0)
 		return -1;
 	if (o->log_keys) {
@@ -500,6 +505,7 @@ void tr_teardown(trainer *t)
 		cdp_pool_close(&t->pool);
 	if (t->have_ck)
 		cdp_ckpt_free(&t->ck);
+	tr_standardize_free(t);
 	free(t->cfg_text);
 	if (t->be) {
 		cdp_dist_set_backend(NULL);

@@ -1,0 +1,269 @@
+/* train_std.c: the standardization cdp-train trains with, and the
+ * georeference of its training data, both stored in the checkpoint.
+ *
+ * The pool's "stats" cover every tile, held-out validation scenes included.
+ * A run standardizes instead with the exact per-source sums (the pool's
+ * srcstats meta, cdp-pool(5)) of the sources its training keys come from,
+ * combined; a pool packed before those sums were kept falls back to the
+ * pool's statistics, and says so. When resuming, the checkpoint's
+ * standardization wins, since the weights were trained on it: a pool that
+ * has grown since is said, in one line naming both, and not followed.
+ *
+ * The CRS (the sources' WKT when they all agree) and pixel size (when they
+ * all agree) of the training sources go into the checkpoint, so cdp-predict
+ * can refuse a raster in another CRS and warn on another resolution.
+ */
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cdp_error.h"
+#include "cdp_stats.h"
+#include "cdp_stream.h"
+#include "train_int.h"
+
+static int fail(char *err, size_t cap, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static int fail(char *err, size_t cap, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(err, cap, fmt, ap);
+	va_end(ap);
+	return -1;
+}
+
+/* Appends to a note line, truncating quietly (a log line). */
+static void note(char *buf, size_t cap, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static void note(char *buf, size_t cap, const char *fmt, ...)
+{
+	size_t n = strlen(buf);
+	va_list ap;
+
+	if (n + 1 >= cap)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(buf + n, cap - n, fmt, ap);
+	va_end(ap);
+}
+
+/* "band 1 mean M std S, band 2 ..." of mean, sd [C] */
+static void bands_text(char *buf, size_t cap, const double *mean, const double *sd, int C)
+{
+	for (int c = 0; c < C; c++)
+		note(buf, cap, "%sband %d mean %.6g std %.6g", c ? ", " : "", c + 1, mean[c], sd[c]);
+}
+
+/* The statistics of the training sources src[n], combined: 1 when every
+ * one has its sums (mean, sd filled), 0 when one has none (an older pool;
+ * *missing names it), -1 with err. */
+static int sources_stats(trainer *t, const uint32_t *src, size_t n, double *mean, double *sd,
+                         uint32_t *missing, char *err, size_t cap)
+{
+	cdp_stats st;
+	double lo, hi;
+	int rc = cdp_pool_source_stats(&t->pool, NULL, src, n, &st, missing);
+
+	if (rc == MDB_NOTFOUND)
+		return 0;
+	if (rc != CDP_OK)
+		return fail(err, cap, "'%s': cannot combine the training sources' sums: %s", t->o->db,
+		            cdp_strerror(rc));
+	if ((int)st.bands != t->ti.c) {
+		cdp_stats_free(&st);
+		return fail(err, cap, "'%s': the sources' sums have %" PRIu32 " bands, the pool %d",
+		            t->o->db, st.bands, t->ti.c);
+	}
+	for (int c = 0; c < t->ti.c; c++) {
+		cdp_stats_result(&st, (uint32_t)c, &mean[c], &sd[c], &lo, &hi);
+		if (st.b[c].count == 0) {
+			cdp_stats_free(&st);
+			return fail(err, cap, "'%s': band %d has no valid pixel in the %zu source%s of "
+			            "'%s'", t->o->db, c + 1, n, n == 1 ? "" : "s", t->o->keys);
+		}
+	}
+	cdp_stats_free(&st);
+	return 1;
+}
+
+/* Source i's meta, parsed: 0, or -1 with err. */
+static int source_meta(trainer *t, uint32_t i, cdp_source *s, char *err, size_t cap)
+{
+	char name[40];
+	cdp_buf b = { 0 };
+	int rc;
+
+	snprintf(name, sizeof name, "source.%06" PRIu32, i);
+	rc = cdp_pool_meta_get(&t->pool, NULL, name, &b);
+	if (rc == CDP_OK)
+		rc = cdp_source_parse(b.p, b.len, s);
+	cdp_buf_free(&b);
+	if (rc != CDP_OK)
+		return fail(err, cap, "'%s': meta '%s': %s", t->o->db, name, cdp_strerror(rc));
+	return 0;
+}
+
+static int same_size(double a, double b)
+{
+	return fabs(a - b) <= 1e-9 * fmax(fabs(a), fabs(b));
+}
+
+/* The training sources' CRS and pixel size (t->crs, res_x, res_y), and the
+ * sources named in the standardization note. */
+static int georeference(trainer *t, const uint32_t *src, size_t n, char *line, size_t lcap,
+                        char *err, size_t cap)
+{
+	int crs_same = 1, res_same = 1;
+
+	for (size_t i = 0; i < n; i++) {
+		cdp_source s;
+		double rx, ry;
+		if (source_meta(t, src[i], &s, err, cap) < 0)
+			return -1;
+		rx = hypot(s.gt[1], s.gt[4]);
+		ry = hypot(s.gt[2], s.gt[5]);
+		if (i < 8)
+			note(line, lcap, "%s%" PRIu32 " '%s'", i ? ", " : "", src[i], s.name);
+		else if (i == 8)
+			note(line, lcap, ", ...");
+		if (i == 0) {
+			t->crs = strdup(s.crs ? s.crs : "");
+			t->res_x = rx;
+			t->res_y = ry;
+		} else {
+			crs_same &= strcmp(t->crs ? t->crs : "", s.crs ? s.crs : "") == 0;
+			res_same &= same_size(rx, t->res_x) && same_size(ry, t->res_y);
+		}
+		cdp_source_free(&s);
+		if (!t->crs)
+			return fail(err, cap, "out of memory");
+	}
+	if (!crs_same)
+		t->crs[0] = '\0';
+	if (!res_same || !isfinite(t->res_x) || !isfinite(t->res_y))
+		t->res_x = t->res_y = 0;
+	snprintf(t->std_note[1], sizeof t->std_note[1], "training data: %s%s", !t->crs[0] ?
+	         "CRS unknown" : "CRS recorded", crs_same ? "" : " (the sources' CRS texts differ)");
+	if (t->res_x > 0)
+		note(t->std_note[1], sizeof t->std_note[1], ", pixel size %.9g x %.9g", t->res_x,
+		     t->res_y);
+	else
+		note(t->std_note[1], sizeof t->std_note[1], ", pixel size unknown%s",
+		     res_same ? "" : " (the sources' pixel sizes differ)");
+	return 0;
+}
+
+/* The first band where a and b differ, or -1. */
+static int first_diff(const double *a, const double *b, const double *c, const double *d, int C)
+{
+	for (int i = 0; i < C; i++)
+		if (a[i] != b[i] || c[i] != d[i])
+			return i;
+	return -1;
+}
+
+int tr_standardize(trainer *t, char *err, size_t cap)
+{
+	const cdp_pool_info *pi = t->ti.pool;
+	int C = t->ti.c, have, rc = -1;
+	uint32_t *src = NULL, missing = 0;
+	size_t n = 0;
+	double *mean, *sd;
+	char names[512] = "";
+	const char *fresh;
+
+	if (!(t->std_mean = calloc((size_t)C, sizeof *t->std_mean)) ||
+	    !(t->std_sd = calloc((size_t)C, sizeof *t->std_sd)) ||
+	    !(mean = calloc((size_t)C * 2, sizeof *mean)))
+		return fail(err, cap, "out of memory");
+	sd = mean + C;
+	if (cdp_loader_sources(t->tl, &src, &n) != CDP_OK) {
+		fail(err, cap, "out of memory");
+		goto out;
+	}
+	if (n == 0) {
+		fail(err, cap, "'%s': no record of '%s' could be read", t->o->db, t->o->keys);
+		goto out;
+	}
+	if ((have = sources_stats(t, src, n, mean, sd, &missing, err, cap)) < 0 ||
+	    georeference(t, src, n, names, sizeof names, err, cap) < 0)
+		goto out;
+	if (have) {
+		fresh = "training sources'";
+		t->std_from = CDP_CKPT_STD_SOURCES;
+		t->std_src = src;
+		t->nstd_src = (int)n;
+		src = NULL;
+	} else {
+		fresh = "pool's";
+		t->std_from = CDP_CKPT_STD_POOL;
+		for (int c = 0; c < C; c++) {
+			mean[c] = pi->band[c].mean;
+			sd[c] = pi->band[c].std;
+		}
+	}
+	if (t->have_ck && t->ck.mean && t->ck.nbands == C) {
+		/* the weights were trained on the checkpoint's: keep them */
+		int b = first_diff(t->ck.mean, mean, t->ck.std, sd, C);
+		memcpy(t->std_mean, t->ck.mean, (size_t)C * sizeof *mean);
+		memcpy(t->std_sd, t->ck.std, (size_t)C * sizeof *sd);
+		free(t->std_src);
+		t->std_src = NULL;
+		t->nstd_src = 0;
+		t->std_from = t->ck.std_from;
+		if (t->ck.nstd_sources > 0) {
+			if (!(t->std_src = malloc((size_t)t->ck.nstd_sources * sizeof *t->std_src))) {
+				fail(err, cap, "out of memory");
+				goto out;
+			}
+			memcpy(t->std_src, t->ck.std_sources,
+			       (size_t)t->ck.nstd_sources * sizeof *t->std_src);
+			t->nstd_src = t->ck.nstd_sources;
+		}
+		if (b >= 0)
+			snprintf(t->std_note[0], sizeof t->std_note[0], "resume: using the checkpoint's "
+			         "standardization (band %d mean %.6g std %.6g), not the %s "
+			         "(mean %.6g std %.6g)", b + 1, t->ck.mean[b], t->ck.std[b], fresh,
+			         mean[b], sd[b]);
+		else
+			snprintf(t->std_note[0], sizeof t->std_note[0], "resume: the checkpoint's "
+			         "standardization, the same as the %s", fresh);
+		t->std_resumed = b >= 0;
+	} else {
+		memcpy(t->std_mean, mean, (size_t)C * sizeof *mean);
+		memcpy(t->std_sd, sd, (size_t)C * sizeof *sd);
+		if (have)
+			snprintf(t->std_note[0], sizeof t->std_note[0], "standardization from the sums "
+			         "of the %zu training source%s (%s): ", n, n == 1 ? "" : "s", names);
+		else
+			snprintf(t->std_note[0], sizeof t->std_note[0], "standardization from the pool's "
+			         "statistics over every tile: source %" PRIu32 " has no per-source sums "
+			         "(a pool packed by an older cdp-lmdbpack): ", missing);
+		bands_text(t->std_note[0], sizeof t->std_note[0], mean, sd, C);
+	}
+	if (cdp_loader_set_standardization(t->tl, t->std_mean, t->std_sd) != CDP_OK ||
+	    (t->vl && cdp_loader_set_standardization(t->vl, t->std_mean, t->std_sd) != CDP_OK)) {
+		fail(err, cap, "the standardization is out of float32 range");
+		goto out;
+	}
+	rc = 0;
+out:
+	free(src);
+	free(mean);
+	return rc;
+}
+
+void tr_standardize_free(trainer *t)
+{
+	free(t->std_mean);
+	free(t->std_sd);
+	free(t->std_src);
+	free(t->crs);
+	t->std_mean = t->std_sd = NULL;
+	t->std_src = NULL;
+	t->crs = NULL;
+}
