@@ -184,49 +184,80 @@ static int label_rows(pr_out *o)
 	return rc;
 }
 
-/* The striped file `rows` copied to `dst` in the final layout. */
-static int lay_out(pr_out *o, const char *rows, const char *dst, char *err, size_t cap)
+/* src copied to dst by the driver named drv with creation options co
+ * (freed); 0 or -1 with err */
+static int copy_as(pr_out *o, const char *drv, const char *src, const char *dst, char **co,
+                   char *err, size_t cap)
 {
-	const char *resampling = o->f32 ? "AVERAGE" : "MODE";
-	GDALDriverH drv = GDALGetDriverByName(o->cog ? "COG" : "GTiff");
-	GDALDatasetH src, d;
-	char **co = NULL;
-	int lv[32], nl = 0;
+	GDALDriverH dr = GDALGetDriverByName(drv);
+	GDALDatasetH s, d = NULL;
 
 	CPLErrorReset();
-	if (!drv)
-		return fail(err, cap, "cannot write '%s': GDAL has no %s driver", o->path,
-		            o->cog ? "COG" : "GTiff");
-	if (!(src = GDALOpen(rows, GA_ReadOnly)))
-		return fail(err, cap, "cannot reopen '%s': %s", rows, gdal_msg());
 	co = CSLSetNameValue(co, "COMPRESS", "DEFLATE");
 	co = CSLSetNameValue(co, "BIGTIFF", "IF_SAFER");
-	if (o->cog) {
-		co = CSLSetNameValue(co, "BLOCKSIZE", "256");
-		co = CSLSetNameValue(co, "OVERVIEW_RESAMPLING", resampling);
-	} else {
-		co = CSLSetNameValue(co, "TILED", "YES");
-		co = CSLSetNameValue(co, "BLOCKXSIZE", "256");
-		co = CSLSetNameValue(co, "BLOCKYSIZE", "256");
-		if (o->nb > 1)
-			co = CSLSetNameValue(co, "INTERLEAVE", "BAND");
+	if (!dr)
+		fail(err, cap, "cannot write '%s': GDAL has no %s driver", o->path, drv);
+	else if (!(s = GDALOpen(src, GA_ReadOnly)))
+		fail(err, cap, "cannot reopen '%s': %s", src, gdal_msg());
+	else {
+		if (!(d = GDALCreateCopy(dr, dst, s, FALSE, co, NULL, NULL)))
+			fail(err, cap, "cannot write '%s': %s", o->path, gdal_msg());
+		GDALClose(s);
 	}
-	d = GDALCreateCopy(drv, dst, src, FALSE, co, NULL, NULL);
 	CSLDestroy(co);
-	GDALClose(src);
 	if (!d)
-		return fail(err, cap, "cannot write '%s': %s", o->path, gdal_msg());
+		return -1;
 	GDALClose(d);
-	if (CPLGetLastErrorType() >= CE_Failure)
-		return fail(err, cap, "cannot write '%s': %s", o->path, gdal_msg());
-	/* halvings down to one tile, as the COG driver does by itself */
-	for (int f = 2; nl < 32 && (o->w > 256 * f / 2 || o->h > 256 * f / 2); f *= 2)
-		lv[nl++] = f;
-	if (!(d = GDALOpen(dst, o->cog ? GA_ReadOnly : GA_Update)))
-		return fail(err, cap, "cannot reopen '%s': %s", dst, gdal_msg());
-	if (!o->cog && nl && GDALBuildOverviews(d, resampling, nl, lv, 0, NULL, NULL, NULL) != CE_None) {
-		GDALClose(d);
-		return fail(err, cap, "cannot build the overviews of '%s': %s", o->path, gdal_msg());
+	return CPLGetLastErrorType() >= CE_Failure ?
+	       fail(err, cap, "cannot write '%s': %s", o->path, gdal_msg()) : 0;
+}
+
+/* The striped file `rows` copied to `dst` in the final layout: tiles,
+ * then overviews one level a call (GDAL computes all levels of one call
+ * together, holding the first in memory), then for a COG the COG driver's
+ * copy of those tiles and overviews. The category names last, on dst. */
+static int lay_out_in(pr_out *o, const char *rows, const char *dst, char *err, size_t cap)
+{
+	const char *resampling = o->f32 ? "AVERAGE" : "MODE";
+	char *tiled = o->cog ? tmp_name_as(o->path, "tiled") : NULL, **co = NULL, a[4200];
+	GDALDatasetH d;
+	int rc = -1;
+
+	if (o->cog && !tiled)
+		return fail(err, cap, "out of memory");
+	co = CSLSetNameValue(co, "TILED", "YES");
+	co = CSLSetNameValue(co, "BLOCKXSIZE", "256");
+	co = CSLSetNameValue(co, "BLOCKYSIZE", "256");
+	if (o->nb > 1)
+		co = CSLSetNameValue(co, "INTERLEAVE", "BAND");
+	if (copy_as(o, "GTiff", rows, tiled ? tiled : dst, co, err, cap) < 0)
+		goto out;
+	if (!(d = GDALOpen(tiled ? tiled : dst, GA_Update))) {
+		fail(err, cap, "cannot reopen '%s': %s", tiled ? tiled : dst, gdal_msg());
+		goto out;
+	}
+	/* halvings down to one tile, as the COG driver makes */
+	for (int f = 2; o->w > 256 * f / 2 || o->h > 256 * f / 2; f *= 2)
+		if (GDALBuildOverviews(d, resampling, 1, &f, 0, NULL, NULL, NULL) != CE_None) {
+			fail(err, cap, "cannot build the overviews of '%s': %s", o->path, gdal_msg());
+			GDALClose(d);
+			goto out;
+		}
+	CPLErrorReset();
+	GDALClose(d);
+	if (CPLGetLastErrorType() >= CE_Failure) {
+		fail(err, cap, "cannot write '%s': %s", o->path, gdal_msg());
+		goto out;
+	}
+	co = CSLSetNameValue(NULL, "BLOCKSIZE", "256");
+	co = CSLSetNameValue(co, "OVERVIEWS", "FORCE_USE_EXISTING");
+	if (tiled && copy_as(o, "COG", tiled, dst, co, err, cap) < 0)
+		goto out;
+	if (!tiled)
+		CSLDestroy(co);
+	if (!(d = GDALOpen(dst, GA_ReadOnly))) {
+		fail(err, cap, "cannot reopen '%s': %s", dst, gdal_msg());
+		goto out;
 	}
 	if (!o->f32) {
 		char **names = NULL;
@@ -237,9 +268,42 @@ static int lay_out(pr_out *o, const char *rows, const char *dst, char *err, size
 	}
 	CPLErrorReset();
 	GDALClose(d);
-	if (CPLGetLastErrorType() >= CE_Failure)
-		return fail(err, cap, "cannot write '%s': %s", o->path, gdal_msg());
-	return 0;
+	if (CPLGetLastErrorType() >= CE_Failure) {
+		fail(err, cap, "cannot write '%s': %s", o->path, gdal_msg());
+		goto out;
+	}
+	rc = 0;
+out:
+	if (tiled) {
+		aux_name(a, sizeof a, tiled);
+		unlink(a);
+		unlink(tiled);
+		free(tiled);
+	}
+	return rc;
+}
+
+/* lay_out_in with GDAL's chunks held to a row of tiles: it copies in
+ * swaths of 10 MB and computes overviews in chunks of up to 10 MB by
+ * default, so memory would grow with the height of a narrow raster; held,
+ * it grows with the width, as the strips' does. */
+static int lay_out(pr_out *o, const char *rows, const char *dst, char *err, size_t cap)
+{
+	static const char *const opt[2] = { "GDAL_SWATH_SIZE", "GDAL_OVR_CHUNK_MAX_SIZE" };
+	char v[32], *was[2];
+	int rc;
+
+	snprintf(v, sizeof v, "%zu", (size_t)o->w * 256 * o->nb * (o->f32 ? 4 : 1));
+	for (int i = 0; i < 2; i++) {
+		was[i] = CPLStrdup(CPLGetThreadLocalConfigOption(opt[i], ""));
+		CPLSetThreadLocalConfigOption(opt[i], v);
+	}
+	rc = lay_out_in(o, rows, dst, err, cap);
+	for (int i = 0; i < 2; i++) {
+		CPLSetThreadLocalConfigOption(opt[i], *was[i] ? was[i] : NULL);
+		CPLFree(was[i]);
+	}
+	return rc;
 }
 
 /* Renames the laid-out copy and its .aux.xml into place (a stale
@@ -257,8 +321,10 @@ static int commit_layout(pr_out *o, char *err, size_t cap)
 	aux_name(b, sizeof b, o->path);
 	if (rc == 0 && rename(fin, o->path) != 0)
 		rc = fail(err, cap, "cannot rename '%s' to '%s': %s", fin, o->path, strerror(errno));
-	if (rc == 0 && rename(a, b) != 0 && (errno != ENOENT || (unlink(b) != 0 && errno != ENOENT)))
+	if (rc == 0 && rename(a, b) != 0 && (errno != ENOENT || (unlink(b) != 0 && errno != ENOENT))) {
 		rc = fail(err, cap, "cannot rename '%s' to '%s': %s", a, b, strerror(errno));
+		unlink(o->path);    /* no class map without its names */
+	}
 	if (rc != 0) {
 		unlink(fin);
 		unlink(a);
