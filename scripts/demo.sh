@@ -67,7 +67,7 @@ if command -v mpirun >/dev/null 2>&1; then
 fi
 $mp ./cdp-train --db "$out/pool" --keys "$out/train.keys" --val-keys "$out/val.keys" \
 	--model share/cdpool/models/unet.cfg:width=8,depth=4 --out "$out/run" --steps "$steps" \
-	--batch 4 --threads 1 --lr 0.003 --warmup 20 --log-every 50 --val-every 100
+	--batch 4 --threads 1 --lr 0.003 --warmup 20 --log-every 10 --val-every 100
 
 echo "== 5. predicting the held-out scene3"
 $mp ./cdp-predict -q --threads 1 --colors share/cdpool/examples/roads.colors \

@@ -213,8 +213,8 @@ static int copy_as(pr_out *o, const char *drv, const char *src, const char *dst,
 }
 
 /* The striped file `rows` copied to `dst` in the final layout: tiles,
- * then overviews one level a call (GDAL computes all levels of one call
- * together, holding the first in memory), then for a COG the COG driver's
+ * then overviews one level a call (all levels in one call take memory
+ * growing with the height), then for a COG the COG driver's
  * copy of those tiles and overviews. The category names last, on dst. */
 static int lay_out_in(pr_out *o, const char *rows, const char *dst, char *err, size_t cap)
 {
@@ -249,12 +249,12 @@ static int lay_out_in(pr_out *o, const char *rows, const char *dst, char *err, s
 		fail(err, cap, "cannot write '%s': %s", o->path, gdal_msg());
 		goto out;
 	}
-	co = CSLSetNameValue(NULL, "BLOCKSIZE", "256");
-	co = CSLSetNameValue(co, "OVERVIEWS", "FORCE_USE_EXISTING");
-	if (tiled && copy_as(o, "COG", tiled, dst, co, err, cap) < 0)
-		goto out;
-	if (!tiled)
-		CSLDestroy(co);
+	if (tiled) {
+		co = CSLSetNameValue(NULL, "BLOCKSIZE", "256");
+		co = CSLSetNameValue(co, "OVERVIEWS", "FORCE_USE_EXISTING");
+		if (copy_as(o, "COG", tiled, dst, co, err, cap) < 0)
+			goto out;
+	}
 	if (!(d = GDALOpen(dst, GA_ReadOnly))) {
 		fail(err, cap, "cannot reopen '%s': %s", dst, gdal_msg());
 		goto out;
