@@ -271,6 +271,18 @@ int cdp_raster_has_mask(const cdp_raster *r, int band)
 	return !(f & (GMF_ALL_VALID | GMF_NODATA));
 }
 
+const char *cdp_raster_category_name(const cdp_raster *r, int band, int k)
+{
+	char **names;
+
+	if (band < 1 || (uint32_t)band > r->info.bands || k < 0)
+		return NULL;
+	names = GDALGetRasterCategoryNames(GDALGetRasterBand(r->ds, band));
+	if (!names || k >= CSLCount(names) || !*names[k])
+		return NULL;
+	return names[k];
+}
+
 int cdp_raster_read_mask(cdp_raster *r, int band, int64_t x, int64_t y, int w,
                          int h, uint8_t *out, char *err, size_t errcap)
 {

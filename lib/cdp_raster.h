@@ -48,6 +48,9 @@ int  cdp_raster_read_mask(cdp_raster *r, int band, int64_t x, int64_t y, int w,
  * only derived from the nodata value (callers compare against the nodata
  * value themselves, which is cheaper and handles NaN). */
 int  cdp_raster_has_mask(const cdp_raster *r, int band);
+/* The name GDAL gives value k of `band` (its category names, which
+ * cdp-predict writes), or NULL when it has none; owned by the raster. */
+const char *cdp_raster_category_name(const cdp_raster *r, int band, int k);
 /* Calls fn(path, arg) for each file GDAL reads for r (GDALGetFileList):
  * the dataset's own file, its side-cars (.aux.xml, .ovr, .msk) and, for a
  * VRT, its source files. Stops at and returns the first non-zero value of

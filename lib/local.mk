@@ -1,6 +1,7 @@
 # lib/: the on-disk formats and plain C shared by every tool (no MPI or
-# CUDA). GDAL lives only in libcdpraster.a, behind an opaque header.
-noinst_LIBRARIES += lib/libcdp.a lib/libcdpraster.a
+# CUDA). GDAL lives only in libcdpraster.a, cairo only in libcdpplot.a,
+# each behind an opaque header.
+noinst_LIBRARIES += lib/libcdp.a lib/libcdpraster.a lib/libcdpplot.a
 lib_libcdp_a_CPPFLAGS = $(AM_CPPFLAGS) $(LMDB_CFLAGS) $(ZLIB_CFLAGS) $(PNG_CFLAGS)
 lib_libcdp_a_SOURCES = \
 	lib/cdp_error.c lib/cdp_error.h \
@@ -25,3 +26,7 @@ CDP_LIBS = lib/libcdp.a $(LMDB_LIBS) $(PNG_LIBS) $(ZLIB_LIBS) -lm
 lib_libcdpraster_a_CPPFLAGS = $(AM_CPPFLAGS) $(GDAL_CFLAGS)
 lib_libcdpraster_a_SOURCES = lib/cdp_raster.c lib/cdp_raster.h
 RASTER_LIBS = lib/libcdpraster.a $(GDAL_LIBS)
+
+lib_libcdpplot_a_CPPFLAGS = $(AM_CPPFLAGS) $(CAIRO_CFLAGS)
+lib_libcdpplot_a_SOURCES = lib/cdp_plot.c lib/cdp_plot.h
+PLOT_LIBS = lib/libcdpplot.a $(CAIRO_LIBS)

@@ -81,14 +81,15 @@ if command -v mpirun >/dev/null 2>&1; then
 fi
 $mp ./cdp-train --db "$out/pool" --keys "$out/train.keys" --val-keys "$out/val.keys" \
 	--model share/cdpool/models/unet.cfg:width=8,depth=4 --out "$out/run" --steps "$steps" \
-	--batch 4 --threads 1 --lr 0.003 --warmup 20 --log-every 50 --val-every 100
+	--batch 4 --threads 1 --lr 0.003 --warmup 20 --log-every 10 --val-every 100
 
 echo "== 5. predicting the held-out scene3"
-$mp ./cdp-predict -q --threads 1 "$out/run" "$out/scenes/scene3.tif" -o "$out/scene3_roads.tif" \
+$mp ./cdp-predict -q --threads 1 --colors share/cdpool/examples/roads.colors \
+	"$out/run" "$out/scenes/scene3.tif" -o "$out/scene3_roads.tif" \
 	--vector "$out/scene3_roads.gpkg" --preview "$out/scene3_roads.png"
 
 echo "== 6. scoring against scene3_mask.tif"
-./cdp-evaluate "$out/scene3_roads.tif" "$out/scenes/scene3_mask.tif"
+./cdp-evaluate --png "$out/scene3_confusion.png" "$out/scene3_roads.tif" "$out/scenes/scene3_mask.tif"
 ./cdp-evaluate --json "$out/scene3_roads.tif" "$out/scenes/scene3_mask.tif" >"$out/scene3_eval.json"
 "$PY" - "$out/scene3_eval.json" <<'PYEOF'
 import json, sys

@@ -15,7 +15,7 @@
 set -eu
 PACKAGES="
   build-essential autoconf automake libtool pkg-config
-  libgdal-dev gdal-bin liblmdb-dev lmdb-utils libpng-dev zlib1g-dev
+  libgdal-dev gdal-bin liblmdb-dev lmdb-utils libpng-dev zlib1g-dev libcairo2-dev
   libopenmpi-dev openmpi-bin libopenblas-dev
   python3 python3-gdal python3-numpy python3-lmdb python3-torch python3-onnx
   iproute2 util-linux time

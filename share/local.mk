@@ -3,6 +3,7 @@ cdpmodelsdir = $(pkgdatadir)/models
 dist_cdpmodels_DATA = share/cdpool/models/unet.cfg share/cdpool/models/resunet.cfg \
 	share/cdpool/models/classifier.cfg
 cdpexamplesdir = $(pkgdatadir)/examples
-dist_cdpexamples_DATA = share/cdpool/examples/Makefile share/cdpool/examples/README
+dist_cdpexamples_DATA = share/cdpool/examples/Makefile share/cdpool/examples/README \
+	share/cdpool/examples/roads.colors
 dist_cdpexamples_SCRIPTS = share/cdpool/examples/genscene.py
 dist_man_MANS += man/cdpool.7

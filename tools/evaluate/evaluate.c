@@ -23,6 +23,7 @@
 #include "cdp_file.h"
 #include "cdp_raster.h"
 #include "cdp_metrics.h"
+#include "cdp_plot.h"
 
 #define ROWS 256
 #define AUTO_MAX 1024
@@ -213,8 +214,8 @@ static int add_read(const char *file, void *arg)
 }
 
 /* The report goes to out: refuse an out that is a file the run reads (a
- * shell's ">>" onto the prediction), by inode (cdp_file.h). */
-static int check_out(side *p, side *r, FILE *out, char *err, size_t cap)
+ * shell's ">>" onto the prediction), by inode (cdp_file.h); so too --png. */
+static int check_out(side *p, side *r, FILE *out, const char *png, char *err, size_t cap)
 {
 	cdp_fileset set = { 0 };
 	side *s[2] = { p, r };
@@ -230,6 +231,8 @@ static int check_out(side *p, side *r, FILE *out, char *err, size_t cap)
 	}
 	if (rc == 0 && (hit = cdp_fileset_find_fd(&set, fileno(out))))
 		fail(err, cap, "refusing to write the report: standard output is %s", hit);
+	else if (rc == 0 && png && (hit = cdp_fileset_find(&set, png)))
+		fail(err, cap, "refusing to write '%s': it is %s", png, hit);
 	else if (rc)
 		fail(err, cap, "cannot examine the input files: %s", cdp_strerror(rc));
 	cdp_fileset_free(&set);
@@ -286,6 +289,43 @@ static int same_georef(const side *p, const side *r, char *err, size_t cap)
 	return 0;
 }
 
+static const char *base(const char *path)
+{
+	const char *s = strrchr(path, '/');
+	return s && s[1] ? s + 1 : path;
+}
+
+/* --png: the matrix with the prediction's category names (cdp-predict
+ * writes them), "class K" where it has none. */
+static int draw(const cdp_evaluate_opts *o, const side *p, const uint64_t *conf, int k,
+                char *err, size_t cap)
+{
+	char (*buf)[32] = NULL, title[1024];
+	const char **names = NULL;
+	int rc;
+
+	if (k > CDP_PLOT_CLASSES_MAX)
+		return fail(err, cap, "cannot draw '%s': %d classes, at most %d fit", o->png, k,
+		            CDP_PLOT_CLASSES_MAX);
+	if (!(buf = calloc((size_t)k, sizeof *buf)) || !(names = calloc((size_t)k, sizeof *names))) {
+		free(buf);
+		return fail(err, cap, "out of memory");
+	}
+	for (int c = 0; c < k; c++) {
+		names[c] = cdp_raster_category_name(p->r, 1, c);
+		if (!names[c]) {
+			snprintf(buf[c], sizeof buf[c], "class %d", c);
+			names[c] = buf[c];
+		}
+	}
+	snprintf(title, sizeof title, "cdp-evaluate: %.400s against %.400s", base(o->prediction),
+	         base(o->reference));
+	rc = cdp_plot_confusion_png(o->png, conf, k, names, title);
+	free(buf);
+	free(names);
+	return rc ? fail(err, cap, "cannot write '%s': %s", o->png, cdp_strerror(rc)) : 0;
+}
+
 int cdp_evaluate_run(const cdp_evaluate_opts *o, FILE *out, char *err, size_t cap)
 {
 	side p = { 0 }, r = { 0 };
@@ -295,7 +335,7 @@ int cdp_evaluate_run(const cdp_evaluate_opts *o, FILE *out, char *err, size_t ca
 
 	cdp_raster_init();
 	if (open_side(&p, o->prediction, err, cap) < 0 || open_side(&r, o->reference, err, cap) < 0 ||
-	    check_out(&p, &r, out, err, cap) < 0)
+	    check_out(&p, &r, out, o->png, err, cap) < 0)
 		goto out;
 	if (p.ri->width != r.ri->width || p.ri->height != r.ri->height) {
 		fail(err, cap, "'%s' is %llux%llu, '%s' is %llux%llu: not the same size", p.path,
@@ -329,6 +369,8 @@ int cdp_evaluate_run(const cdp_evaluate_opts *o, FILE *out, char *err, size_t ca
 		fail(err, cap, "cannot write the report: %s", strerror(errno));
 		goto out;
 	}
+	if (o->png && draw(o, &p, conf, k, err, cap) < 0)
+		goto out;
 	rc = 0;
 out:
 	free(conf);

@@ -11,6 +11,7 @@ typedef struct cdp_evaluate_opts {
 	int classes;     /* K; 0: one more than the largest value found */
 	long ignore;     /* reference value not counted; -1: none */
 	int json;        /* 1: one JSON object instead of the text report */
+	const char *png; /* the confusion matrix drawn into this PNG, or NULL */
 } cdp_evaluate_opts;
 
 void cdp_evaluate_opts_init(cdp_evaluate_opts *o);

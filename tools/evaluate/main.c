@@ -12,11 +12,12 @@
 
 #define PROG "cdp-evaluate"
 
-enum { OPT_CLASSES = 256, OPT_IGNORE, OPT_JSON };
+enum { OPT_CLASSES = 256, OPT_IGNORE, OPT_JSON, OPT_PNG };
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: " PROG " [-hV] [--classes K] [--ignore V] [--json] PREDICTION REFERENCE\n");
+	fprintf(f, "usage: " PROG " [-hV] [--classes K] [--ignore V] [--json] [--png FILE]\n"
+	           "                    PREDICTION REFERENCE\n");
 }
 
 int main(int argc, char **argv)
@@ -26,6 +27,7 @@ int main(int argc, char **argv)
 		{ "help",    no_argument,       NULL, 'h' },
 		{ "ignore",  required_argument, NULL, OPT_IGNORE },
 		{ "json",    no_argument,       NULL, OPT_JSON },
+		{ "png",     required_argument, NULL, OPT_PNG },
 		{ "version", no_argument,       NULL, 'V' },
 		{ NULL, 0, NULL, 0 }
 	};
@@ -49,6 +51,7 @@ int main(int argc, char **argv)
 			o.ignore = v;
 			break;
 		case OPT_JSON: o.json = 1; break;
+		case OPT_PNG: o.png = optarg; break;
 		default: return 2;
 		}
 	}

@@ -20,8 +20,8 @@
 #define PROG "cdp-predict"
 
 enum {
-	OPT_ANY_CRS = 256, OPT_BATCH, OPT_DEVICE, OPT_OVERLAP, OPT_PRECISION, OPT_PREVIEW, OPT_PROB,
-	OPT_PROGRESS, OPT_SIZE, OPT_THREADS, OPT_VECTOR, OPT_VECTOR_CLASS
+	OPT_ANY_CRS = 256, OPT_BATCH, OPT_COG, OPT_COLORS, OPT_DEVICE, OPT_OVERLAP, OPT_PRECISION,
+	OPT_PREVIEW, OPT_PROB, OPT_PROGRESS, OPT_SIZE, OPT_THREADS, OPT_VECTOR, OPT_VECTOR_CLASS
 };
 
 static void usage(FILE *f)
@@ -29,7 +29,7 @@ static void usage(FILE *f)
 	fprintf(f,
 	    "usage: " PROG " [-hqV] [--any-crs] [--size N] [--overlap N] [--batch N] [--threads N]\n"
 	    "                   [--device cpu|cuda|cuda:N|auto] [--precision fp32|tf32|bf16|fp16]\n"
-	    "                   [--prob] [--vector OUT.gpkg]\n"
+	    "                   [--prob] [--cog] [--colors FILE] [--vector OUT.gpkg]\n"
 	    "                   [--vector-class K] [--preview FILE.png] [--progress]\n"
 	    "                   MODEL RASTER -o OUT.tif\n");
 }
@@ -39,6 +39,8 @@ int main(int argc, char **argv)
 	static const struct option longopts[] = {
 		{ "any-crs",      no_argument,       NULL, OPT_ANY_CRS },
 		{ "batch",        required_argument, NULL, OPT_BATCH },
+		{ "cog",          no_argument,       NULL, OPT_COG },
+		{ "colors",       required_argument, NULL, OPT_COLORS },
 		{ "device",       required_argument, NULL, OPT_DEVICE },
 		{ "help",         no_argument,       NULL, 'h' },
 		{ "output",       required_argument, NULL, 'o' },
@@ -75,6 +77,8 @@ int main(int argc, char **argv)
 			if (cdp_cli_int("--batch", optarg, 1, 4096, &o.batch))
 				goto out;
 			break;
+		case OPT_COG: o.cog = 1; break;
+		case OPT_COLORS: o.colors = optarg; break;
 		case OPT_DEVICE:
 			if (cdp_device_parse(optarg) != 0) {
 				cdp_cli_bad("--device", optarg, "cpu, cuda, cuda:N or auto");

@@ -166,11 +166,13 @@ static int open_outputs(predictor *p, char *err, size_t cap)
 	const cdp_predict_opts *o = p->o;
 	const double *gt = p->ri->has_gt ? p->ri->gt : NULL;
 
-	if (pr_check_outputs(p, err, cap) < 0)
+	if (pr_check_outputs(p, err, cap) < 0 ||
+	    pr_legend_make(&p->legend, p->K > 1 ? p->K : 2, o->colors, err, cap) < 0)
 		return -1;
 	if (pr_out_open(&p->out, o->output, p->W, p->H, o->prob ? p->K : 1, o->prob, gt,
 	                p->ri->crs, err, cap) < 0)
 		return -1;
+	pr_out_layout(p->out, &p->legend, o->cog);
 	if (o->vector) {
 		snprintf(p->vtmp, sizeof p->vtmp, "%s.classes.tif", o->vector);
 		if (pr_out_open(&p->vout, p->vtmp, p->W, p->H, 1, 0, gt, p->ri->crs, err, cap) < 0)
@@ -260,6 +262,7 @@ static void cleanup(predictor *p)
 	free(p->raw); free(p->img); free(p->valid); free(p->srow);
 	free(p->slots); free(p->acc); free(p->orow);
 	free(p->vrow); free(p->pcls);
+	pr_legend_free(&p->legend);
 }
 
 int cdp_predict_run(const cdp_predict_opts *o, char *err, size_t cap)
@@ -289,7 +292,7 @@ int cdp_predict_run(const cdp_predict_opts *o, char *err, size_t cap)
 		if (v && pr_out_close(v, 1, err, cap) < 0)
 			goto out;
 		if (v) {
-			int vr = pr_vector(p.vtmp, o->vector, o->vector_class, err, cap);
+			int vr = pr_vector(p.vtmp, o->vector, o->vector_class, &p.legend, err, cap);
 			unlink(p.vtmp);
 			if (vr < 0)
 				goto out;

@@ -30,7 +30,9 @@
 typedef struct cdp_predict_opts {
 	const char *model;      /* checkpoint file, or a run directory holding checkpoint.cdpt */
 	const char *input;      /* the raster */
-	const char *output;     /* GeoTIFF written (atomically) */
+	const char *output;     /* GeoTIFF written (atomically), tiled, with overviews */
+	int cog;                /* 1: a Cloud Optimized GeoTIFF */
+	const char *colors;     /* --colors FILE: class names and colours, or NULL */
 	int size;               /* window size; 0: the checkpoint's input size */
 	int overlap;            /* -1: size / 4 */
 	int batch;              /* windows per forward pass */

@@ -18,6 +18,14 @@
 
 typedef struct pr_out pr_out;
 
+#define PR_NAME_MAX 64
+/* The classes' names and colours (predict_legend.c): ids 0..k-1. */
+typedef struct pr_legend {
+	int k;
+	char (*name)[PR_NAME_MAX];  /* [k] */
+	uint8_t (*rgb)[3];          /* [k] */
+} pr_legend;
+
 /* One run's state (predict.c runs it, predict_setup.c builds it). */
 typedef struct predictor {
 	const cdp_predict_opts *o;
@@ -52,6 +60,7 @@ typedef struct predictor {
 	int pw, ph, pstep;
 	pr_out *out, *vout;
 	char vtmp[4200];
+	pr_legend legend;         /* max(K, 2) classes (a sigmoid head has 2) */
 } predictor;
 
 /* predict_setup.c: each returns 0 or -1 with the reason in err. */
@@ -79,10 +88,26 @@ int  pr_out_write(pr_out *o, int y, int n, const void *buf, char *err, size_t ca
  * 0 removes the temporary. */
 int  pr_out_close(pr_out *o, int commit, char *err, size_t cap);
 
+/* The file as GIS tools want it, done by pr_out_close(o, 1): 256x256
+ * deflate tiles with overviews (mode of the classes, average of the
+ * probabilities), a Cloud Optimized GeoTIFF (GDAL's COG driver) when cog;
+ * class ids with lg's colour table, category names and attribute table
+ * (Value, Class, Red, Green, Blue), probability bands described by the
+ * class names. lg must outlive o. */
+void pr_out_layout(pr_out *o, const pr_legend *lg, int cog);
+
+/* pr_legend_make: class k is "class k" in a fixed palette unless the
+ * --colors file (predict_legend.c) names and colours it; 0 or -1 with err.
+ * pr_legend_free leaves an empty legend. */
+int  pr_legend_make(pr_legend *l, int k, const char *colors, char *err, size_t cap);
+void pr_legend_free(pr_legend *l);
+
 /* Polygonizes the pixels equal to klass of a u8 raster (its nodata 255 is
  * outside every polygon) into a new GeoPackage layer "prediction" with an
- * integer field "class", written under a temporary name and renamed. */
-int  pr_vector(const char *mask_tif, const char *gpkg, int klass, char *err, size_t cap);
+ * integer field "class" and a text field "name" (lg's name of the class),
+ * written under a temporary name and renamed. */
+int  pr_vector(const char *mask_tif, const char *gpkg, int klass, const pr_legend *lg,
+               char *err, size_t cap);
 
 /* Writes the PNG quick-look: bands (1-based, n >= 1) of raster `input`
  * sampled on a pw x ph grid, shown as RGB (first three) or gray, each

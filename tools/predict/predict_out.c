@@ -1,7 +1,15 @@
 /* predict_out.c: cdp-predict's outputs through GDAL: the GeoTIFF written
  * row by row (a striped, deflate-compressed file, so rows go out in order
  * and no block is rewritten), the GeoPackage of polygons and the PNG
- * preview. Every file is written under a temporary name and renamed. */
+ * preview. Every file is written under a temporary name and renamed.
+ *
+ * The class map or probabilities (pr_out_layout) are then copied into
+ * their final layout, 256x256 tiles with overviews or a COG, because a
+ * tiled file written a strip at a time would recompress each row of tiles
+ * once per strip: the striped file is a scratch copy, removed at the end.
+ * The colour table and attribute table travel with the copy; the category
+ * names are set on the copy (GDAL keeps them, like the attribute table, in
+ * FILE.aux.xml, which is renamed with the file). */
 #include "predict_int.h"
 
 #include <errno.h>
@@ -27,6 +35,8 @@ struct pr_out {
 	GDALDatasetH ds;
 	char *path, *tmp;
 	int w, h, nb, f32;
+	const pr_legend *lg;     /* pr_out_layout: the final layout, else NULL */
+	int cog;
 };
 
 static int fail(char *err, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -45,15 +55,20 @@ static const char *gdal_msg(void)
 	return m && *m ? m : "GDAL error";
 }
 
-/* "DIR/.NAME.tmp.PID" beside path */
-static char *tmp_name(const char *path)
+/* "DIR/.NAME.WHAT.PID" beside path */
+static char *tmp_name_as(const char *path, const char *what)
 {
 	const char *slash = strrchr(path, '/');
 	size_t dl = slash ? (size_t)(slash - path + 1) : 0, n = strlen(path) + 48;
 	char *t = malloc(n);
 	if (t)
-		snprintf(t, n, "%.*s.%s.tmp.%ld", (int)dl, path, path + dl, (long)getpid());
+		snprintf(t, n, "%.*s.%s.%s.%ld", (int)dl, path, path + dl, what, (long)getpid());
 	return t;
+}
+
+static char *tmp_name(const char *path)
+{
+	return tmp_name_as(path, "tmp");
 }
 
 int pr_out_open(pr_out **out, const char *path, int w, int h, int nb, int f32,
@@ -110,6 +125,217 @@ int pr_out_write(pr_out *o, int y, int n, const void *buf, char *err, size_t cap
 	return 0;
 }
 
+void pr_out_layout(pr_out *o, const pr_legend *lg, int cog)
+{
+	o->lg = lg;
+	o->cog = cog;
+}
+
+/* FILE.aux.xml, where GDAL keeps what TIFF tags cannot hold */
+static void aux_name(char *buf, size_t cap, const char *path)
+{
+	snprintf(buf, cap, "%s.aux.xml", path);
+}
+
+/* On the striped file before the copy: the colour table (nodata 255
+ * transparent) and the attribute table of a class map, or the bands'
+ * descriptions (one band of a sigmoid head: the probability of class 1). */
+static int label_rows(pr_out *o)
+{
+	const pr_legend *lg = o->lg;
+	GDALRasterBandH b = GDALGetRasterBand(o->ds, 1);
+
+	if (o->f32) {
+		for (int i = 0; i < o->nb; i++)
+			GDALSetDescription(GDALGetRasterBand(o->ds, i + 1),
+			                   lg->name[o->nb == 1 ? 1 : i]);
+		return CPLGetLastErrorType() >= CE_Failure ? -1 : 0;
+	}
+	GDALColorTableH ct = GDALCreateColorTable(GPI_RGB);
+	GDALRasterAttributeTableH rat = GDALCreateRasterAttributeTable();
+	static const char *const col[5] = { "Value", "Class", "Red", "Green", "Blue" };
+	static const GDALRATFieldUsage use[5] = { GFU_MinMax, GFU_Name, GFU_Red, GFU_Green, GFU_Blue };
+	int rc = 0;
+
+	for (int k = 0; k < 256; k++) {
+		GDALColorEntry e = { 0, 0, 0, 0 };
+		if (k < lg->k) {
+			e.c1 = lg->rgb[k][0];
+			e.c2 = lg->rgb[k][1];
+			e.c3 = lg->rgb[k][2];
+			e.c4 = 255;
+		}
+		GDALSetColorEntry(ct, k, &e);
+	}
+	for (int c = 0; c < 5; c++)
+		GDALRATCreateColumn(rat, col[c], c == 1 ? GFT_String : GFT_Integer, use[c]);
+	GDALRATSetTableType(rat, GRTT_THEMATIC);
+	GDALRATSetRowCount(rat, lg->k);
+	for (int k = 0; k < lg->k; k++) {
+		GDALRATSetValueAsInt(rat, k, 0, k);
+		GDALRATSetValueAsString(rat, k, 1, lg->name[k]);
+		for (int c = 0; c < 3; c++)
+			GDALRATSetValueAsInt(rat, k, 2 + c, lg->rgb[k][c]);
+	}
+	if (GDALSetRasterColorTable(b, ct) != CE_None || GDALSetDefaultRAT(b, rat) != CE_None)
+		rc = -1;
+	GDALDestroyColorTable(ct);
+	GDALDestroyRasterAttributeTable(rat);
+	return rc;
+}
+
+/* src copied to dst by the driver named drv with creation options co
+ * (freed); 0 or -1 with err */
+static int copy_as(pr_out *o, const char *drv, const char *src, const char *dst, char **co,
+                   char *err, size_t cap)
+{
+	GDALDriverH dr = GDALGetDriverByName(drv);
+	GDALDatasetH s, d = NULL;
+
+	CPLErrorReset();
+	co = CSLSetNameValue(co, "COMPRESS", "DEFLATE");
+	co = CSLSetNameValue(co, "BIGTIFF", "IF_SAFER");
+	if (!dr)
+		fail(err, cap, "cannot write '%s': GDAL has no %s driver", o->path, drv);
+	else if (!(s = GDALOpen(src, GA_ReadOnly)))
+		fail(err, cap, "cannot reopen '%s': %s", src, gdal_msg());
+	else {
+		if (!(d = GDALCreateCopy(dr, dst, s, FALSE, co, NULL, NULL)))
+			fail(err, cap, "cannot write '%s': %s", o->path, gdal_msg());
+		GDALClose(s);
+	}
+	CSLDestroy(co);
+	if (!d)
+		return -1;
+	GDALClose(d);
+	return CPLGetLastErrorType() >= CE_Failure ?
+	       fail(err, cap, "cannot write '%s': %s", o->path, gdal_msg()) : 0;
+}
+
+/* The striped file `rows` copied to `dst` in the final layout: tiles,
+ * then overviews one level a call (all levels in one call take memory
+ * growing with the height), then for a COG the COG driver's
+ * copy of those tiles and overviews. The category names last, on dst. */
+static int lay_out_in(pr_out *o, const char *rows, const char *dst, char *err, size_t cap)
+{
+	const char *resampling = o->f32 ? "AVERAGE" : "MODE";
+	char *tiled = o->cog ? tmp_name_as(o->path, "tiled") : NULL, **co = NULL, a[4200];
+	GDALDatasetH d;
+	int rc = -1;
+
+	if (o->cog && !tiled)
+		return fail(err, cap, "out of memory");
+	co = CSLSetNameValue(co, "TILED", "YES");
+	co = CSLSetNameValue(co, "BLOCKXSIZE", "256");
+	co = CSLSetNameValue(co, "BLOCKYSIZE", "256");
+	if (o->nb > 1)
+		co = CSLSetNameValue(co, "INTERLEAVE", "BAND");
+	if (copy_as(o, "GTiff", rows, tiled ? tiled : dst, co, err, cap) < 0)
+		goto out;
+	if (!(d = GDALOpen(tiled ? tiled : dst, GA_Update))) {
+		fail(err, cap, "cannot reopen '%s': %s", tiled ? tiled : dst, gdal_msg());
+		goto out;
+	}
+	/* halvings down to one tile, as the COG driver makes */
+	for (int f = 2; o->w > 256 * f / 2 || o->h > 256 * f / 2; f *= 2)
+		if (GDALBuildOverviews(d, resampling, 1, &f, 0, NULL, NULL, NULL) != CE_None) {
+			fail(err, cap, "cannot build the overviews of '%s': %s", o->path, gdal_msg());
+			GDALClose(d);
+			goto out;
+		}
+	CPLErrorReset();
+	GDALClose(d);
+	if (CPLGetLastErrorType() >= CE_Failure) {
+		fail(err, cap, "cannot write '%s': %s", o->path, gdal_msg());
+		goto out;
+	}
+	if (tiled) {
+		co = CSLSetNameValue(NULL, "BLOCKSIZE", "256");
+		co = CSLSetNameValue(co, "OVERVIEWS", "FORCE_USE_EXISTING");
+		if (copy_as(o, "COG", tiled, dst, co, err, cap) < 0)
+			goto out;
+	}
+	if (!(d = GDALOpen(dst, GA_ReadOnly))) {
+		fail(err, cap, "cannot reopen '%s': %s", dst, gdal_msg());
+		goto out;
+	}
+	if (!o->f32) {
+		char **names = NULL;
+		for (int k = 0; k < o->lg->k; k++)
+			names = CSLAddString(names, o->lg->name[k]);
+		GDALSetRasterCategoryNames(GDALGetRasterBand(d, 1), names);
+		CSLDestroy(names);
+	}
+	CPLErrorReset();
+	GDALClose(d);
+	if (CPLGetLastErrorType() >= CE_Failure) {
+		fail(err, cap, "cannot write '%s': %s", o->path, gdal_msg());
+		goto out;
+	}
+	rc = 0;
+out:
+	if (tiled) {
+		aux_name(a, sizeof a, tiled);
+		unlink(a);
+		unlink(tiled);
+		free(tiled);
+	}
+	return rc;
+}
+
+/* lay_out_in with GDAL's chunks held to a row of tiles: it copies in
+ * swaths of 10 MB and computes overviews in chunks of up to 10 MB by
+ * default, so memory would grow with the height of a narrow raster; held,
+ * it grows with the width, as the strips' does. */
+static int lay_out(pr_out *o, const char *rows, const char *dst, char *err, size_t cap)
+{
+	static const char *const opt[2] = { "GDAL_SWATH_SIZE", "GDAL_OVR_CHUNK_MAX_SIZE" };
+	char v[32], *was[2];
+	int rc;
+
+	snprintf(v, sizeof v, "%zu", (size_t)o->w * 256 * o->nb * (o->f32 ? 4 : 1));
+	for (int i = 0; i < 2; i++) {
+		was[i] = CPLStrdup(CPLGetThreadLocalConfigOption(opt[i], ""));
+		CPLSetThreadLocalConfigOption(opt[i], v);
+	}
+	rc = lay_out_in(o, rows, dst, err, cap);
+	for (int i = 0; i < 2; i++) {
+		CPLSetThreadLocalConfigOption(opt[i], *was[i] ? was[i] : NULL);
+		CPLFree(was[i]);
+	}
+	return rc;
+}
+
+/* Renames the laid-out copy and its .aux.xml into place (a stale
+ * PATH.aux.xml of an earlier file would describe the wrong classes). */
+static int commit_layout(pr_out *o, char *err, size_t cap)
+{
+	char *fin = tmp_name_as(o->path, "tiles");
+	char a[4200], b[4200];
+	int rc = 0;
+
+	if (!fin)
+		return fail(err, cap, "out of memory");
+	rc = lay_out(o, o->tmp, fin, err, cap);
+	aux_name(a, sizeof a, fin);
+	aux_name(b, sizeof b, o->path);
+	if (rc == 0 && rename(fin, o->path) != 0)
+		rc = fail(err, cap, "cannot rename '%s' to '%s': %s", fin, o->path, strerror(errno));
+	if (rc == 0 && rename(a, b) != 0 && (errno != ENOENT || (unlink(b) != 0 && errno != ENOENT))) {
+		rc = fail(err, cap, "cannot rename '%s' to '%s': %s", a, b, strerror(errno));
+		unlink(o->path);    /* no class map without its names */
+	}
+	if (rc != 0) {
+		unlink(fin);
+		unlink(a);
+	}
+	aux_name(a, sizeof a, o->tmp);
+	unlink(a);
+	unlink(o->tmp);
+	free(fin);
+	return rc;
+}
+
 int pr_out_close(pr_out *o, int commit, char *err, size_t cap)
 {
 	int rc = 0;
@@ -118,21 +344,46 @@ int pr_out_close(pr_out *o, int commit, char *err, size_t cap)
 		return 0;
 	if (o->ds) {
 		CPLErrorReset();
+		if (commit && o->lg && label_rows(o) < 0)
+			rc = fail(err, cap, "cannot label the classes of '%s': %s", o->path, gdal_msg());
 		GDALClose(o->ds);
-		if (CPLGetLastErrorType() >= CE_Failure && commit)
+		if (CPLGetLastErrorType() >= CE_Failure && commit && rc == 0)
 			rc = fail(err, cap, "cannot write '%s': %s", o->path, gdal_msg());
 	}
-	if (commit && rc == 0 && rename(o->tmp, o->path) != 0)
+	if (commit && rc == 0 && o->lg)
+		rc = commit_layout(o, err, cap);
+	else if (commit && rc == 0 && rename(o->tmp, o->path) != 0)
 		rc = fail(err, cap, "cannot rename '%s' to '%s': %s", o->tmp, o->path, strerror(errno));
-	if ((!commit || rc != 0) && o->tmp)
+	if ((!commit || rc != 0) && o->tmp) {
+		char a[4200];
+		aux_name(a, sizeof a, o->tmp);
+		unlink(a);
 		unlink(o->tmp);
+	}
 	free(o->path);
 	free(o->tmp);
 	free(o);
 	return rc;
 }
 
-int pr_vector(const char *mask_tif, const char *gpkg, int klass, char *err, size_t cap)
+/* Every polygon's "name" from its "class" (field 0, GDALPolygonize's). */
+static int name_polygons(OGRLayerH layer, const pr_legend *lg)
+{
+	OGRFeatureH f;
+	int rc = 0;
+
+	OGR_L_ResetReading(layer);
+	while (rc == 0 && (f = OGR_L_GetNextFeature(layer))) {
+		int k = OGR_F_GetFieldAsInteger(f, 0);
+		OGR_F_SetFieldString(f, 1, k >= 0 && k < lg->k ? lg->name[k] : "");
+		rc = OGR_L_SetFeature(layer, f) == OGRERR_NONE ? 0 : -1;
+		OGR_F_Destroy(f);
+	}
+	return rc;
+}
+
+int pr_vector(const char *mask_tif, const char *gpkg, int klass, const pr_legend *lg,
+              char *err, size_t cap)
 {
 	GDALDriverH drv = GDALGetDriverByName("GPKG");
 	GDALDatasetH src = NULL, dst = NULL;
@@ -169,11 +420,14 @@ int pr_vector(const char *mask_tif, const char *gpkg, int klass, char *err, size
 	fd = OGR_Fld_Create("class", OFTInteger);
 	OGR_L_CreateField(layer, fd, TRUE);
 	OGR_Fld_Destroy(fd);
+	fd = OGR_Fld_Create("name", OFTString);
+	OGR_L_CreateField(layer, fd, TRUE);
+	OGR_Fld_Destroy(fd);
 	GDALRasterBandH band = GDALGetRasterBand(src, 1);
 	GDALDatasetStartTransaction(dst, FALSE);
 	/* the band's nodata (255) marks every pixel not of the class */
 	if (GDALPolygonize(band, GDALGetMaskBand(band), layer, 0, NULL, NULL, NULL) != CE_None ||
-	    GDALDatasetCommitTransaction(dst) != OGRERR_NONE) {
+	    name_polygons(layer, lg) < 0 || GDALDatasetCommitTransaction(dst) != OGRERR_NONE) {
 		fail(err, cap, "cannot polygonize into '%s': %s", gpkg, gdal_msg());
 		goto out;
 	}

@@ -20,13 +20,6 @@
 
 #define TR_ERR 1024
 
-typedef struct tr_point { double step, value; } tr_point;
-
-typedef struct tr_curve {
-	tr_point *p;
-	size_t n, cap;
-} tr_curve;
-
 typedef struct trainer {
 	const cdp_train_opts *o;
 	int rank, size;
@@ -63,7 +56,6 @@ typedef struct trainer {
 	/* logging (rank 0) */
 	FILE *jsonl, *log, *keylog;
 	char png_path[4096];
-	tr_curve loss_curve, val_curve;
 	double t_start;
 	/* the current logging interval */
 	double iv_loss, iv_wait, iv_comm, iv_t0;

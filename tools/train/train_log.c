@@ -14,11 +14,13 @@
  *     "iou":[per class],"f1":[per class]}
  *    {"type":"epoch","step":S,"epoch":E,"loss":L,"seconds":T[,"val_loss":..,
  *     "val_accuracy":..,"val_miou":..]}
+ *    {"type":"resume","step":S,"epoch":E}  a resumed run started here
  *    Undefined metrics are null. Resuming keeps the lines up to the
  *    checkpoint's step and drops later ones, so the file stays one curve.
  *  RUNDIR/train.log (or --log FILE)  timestamped text lines, appended.
- *  RUNDIR/loss.png  the training loss (top, blue) and validation mIoU or
- *    accuracy (bottom, red, 0..1) against the step, redrawn each epoch.
+ *  RUNDIR/loss.png  metrics.jsonl drawn by cdp_plot_run_png (cdp_plot.h):
+ *    training loss raw and smoothed, validation loss and metric, the
+ *    learning rate and the resumes against the step, redrawn each epoch.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -31,7 +33,7 @@
 
 #include "cdp_error.h"
 #include "cdp_file.h"
-#include "cdp_png.h"
+#include "cdp_plot.h"
 #include "cdp_progress.h"
 #include "dist/dist.h"
 #include "train_int.h"
@@ -51,22 +53,7 @@ long tr_rss_anon_kb(void)
 	return kb;
 }
 
-static int curve_add(tr_curve *c, double step, double value)
-{
-	if (c->n == c->cap) {
-		size_t nc = c->cap ? 2 * c->cap : 256;
-		tr_point *p = realloc(c->p, nc * sizeof *p);
-		if (!p)
-			return -1;
-		c->p = p;
-		c->cap = nc;
-	}
-	c->p[c->n].step = step;
-	c->p[c->n++].value = value;
-	return 0;
-}
-
-/* Keeps the lines of an earlier run up to `upto` and reloads its curves. */
+/* Keeps the lines of an earlier run up to `upto`. */
 static int trim_jsonl(trainer *t, const char *path, long upto, char *err, size_t cap)
 {
 	char tmp[4200], line[65536];
@@ -82,18 +69,12 @@ static int trim_jsonl(trainer *t, const char *path, long upto, char *err, size_t
 	}
 	while (fgets(line, sizeof line, in)) {
 		char type[16];
-		double step, loss;
+		double step;
 		const char *m;
 		if (sscanf(line, "{\"type\":\"%15[a-z]\",\"step\":%lf", type, &step) != 2 ||
 		    step > upto)
 			continue;
 		fputs(line, out);
-		if (!strcmp(type, "step") && (m = strstr(line, "\"loss\":")) &&
-		    sscanf(m + 7, "%lf", &loss) == 1)
-			curve_add(&t->loss_curve, step, loss);
-		if (!strcmp(type, "val") && (m = strstr(line, "\"metric\":")) &&
-		    sscanf(m + 9, "%lf", &loss) == 1)
-			curve_add(&t->val_curve, step, loss);
 		/* --keep-best: best.cdpt's value, so a resume keeps a better one */
 		if (!strcmp(type, "val") && t->o->keep_best) {
 			const char *key = t->o->keep_best == CDP_BEST_MIOU ? "\"miou\":" :
@@ -173,6 +154,9 @@ int tr_log_open(trainer *t, char *err, size_t cap)
 		snprintf(err, cap, "cannot create '%s': %s", path, strerror(errno));
 		return -1;
 	}
+	if (t->have_ck)
+		fprintf(t->jsonl, "{\"type\":\"resume\",\"step\":%" PRIu64 ",\"epoch\":%" PRIu64 "}\n",
+		        t->ck.step, t->ck.epoch);
 	if (t->o->log_path)
 		snprintf(path, sizeof path, "%s", t->o->log_path);
 	else
@@ -193,8 +177,6 @@ void tr_log_close(trainer *t)
 	if (t->log)
 		fclose(t->log);
 	t->jsonl = t->log = NULL;
-	free(t->loss_curve.p);
-	free(t->val_curve.p);
 }
 
 void tr_logf(trainer *t, const char *fmt, ...)
@@ -265,7 +247,6 @@ void tr_log_step(trainer *t, double lr)
 		        t->step, loss, lr,
 		        dt > 0 ? t->iv_steps * (double)t->accumulate * t->o->batch * j / dt : 0,
 		        wait, comm);
-		curve_add(&t->loss_curve, (double)t->step, loss);
 	}
 	free(v);
 	t->iv_loss = 0;
@@ -316,7 +297,6 @@ void tr_log_val(trainer *t, const tr_val *v)
 	fflush(f);
 	cdp_metrics_format(v->conf.counts, k, line, sizeof line);
 	tr_logf(t, "validation at step %ld: loss %.6f %s", t->step, v->loss, line);
-	curve_add(&t->val_curve, (double)t->step, headline(t, v));
 }
 
 void tr_log_epoch(trainer *t, const tr_val *v)
@@ -339,81 +319,94 @@ void tr_log_epoch(trainer *t, const tr_val *v)
 	        t->ep_steps ? t->ep_loss / t->ep_steps : NAN);
 }
 
-enum { PW = 800, PH = 500, PM = 40 };
+/* A growing series of points of the plot. */
+typedef struct series {
+	double *x, *y;
+	size_t n, cap;
+} series;
 
-static void px(uint8_t *img, int x, int y, const uint8_t rgb[3])
+static int add(series *s, double x, double y)
 {
-	if (x < 0 || y < 0 || x >= PW || y >= PH)
-		return;
-	memcpy(img + ((size_t)y * PW + x) * 3, rgb, 3);
-}
-
-static void line(uint8_t *img, int x0, int y0, int x1, int y1, const uint8_t rgb[3])
-{
-	int dx = abs(x1 - x0), dy = -abs(y1 - y0), sx = x0 < x1 ? 1 : -1, sy = y0 < y1 ? 1 : -1;
-	int e = dx + dy;
-	for (;;) {
-		px(img, x0, y0, rgb);
-		if (x0 == x1 && y0 == y1)
-			break;
-		int e2 = 2 * e;
-		if (e2 >= dy) { e += dy; x0 += sx; }
-		if (e2 <= dx) { e += dx; y0 += sy; }
+	if (s->n == s->cap) {
+		size_t nc = s->cap ? 2 * s->cap : 256;
+		double *nx = realloc(s->x, nc * sizeof *nx), *ny;
+		if (!nx)
+			return -1;
+		s->x = nx;
+		if (!(ny = realloc(s->y, nc * sizeof *ny)))
+			return -1;
+		s->y = ny;
+		s->cap = nc;
 	}
+	s->x[s->n] = x;
+	s->y[s->n++] = y;
+	return 0;
 }
 
-/* One panel: box, horizontal grid in quarters, the curve scaled to
- * [lo, hi] over steps [0, smax]. */
-static void panel(uint8_t *img, int top, int h, const tr_curve *c, double lo, double hi,
-                  double smax, const uint8_t rgb[3])
+/* The number after "key": in line, NaN for null or none. */
+static double field(const char *line, const char *key)
 {
-	static const uint8_t frame[3] = { 0, 0, 0 }, grid[3] = { 220, 220, 220 };
-	int x0 = PM, x1 = PW - PM / 2, y0 = top, y1 = top + h;
-
-	for (int q = 1; q < 4; q++)
-		line(img, x0, y0 + q * h / 4, x1, y0 + q * h / 4, grid);
-	line(img, x0, y0, x1, y0, frame);
-	line(img, x0, y1, x1, y1, frame);
-	line(img, x0, y0, x0, y1, frame);
-	line(img, x1, y0, x1, y1, frame);
-	if (hi <= lo)
-		hi = lo + 1;
-	for (size_t i = 0; i < c->n; i++) {
-		double v = c->p[i].value;
-		if (!isfinite(v))
-			continue;
-		int x = x0 + (int)((x1 - x0) * c->p[i].step / smax);
-		int y = y1 - (int)((y1 - y0) * (v - lo) / (hi - lo));
-		if (i > 0 && isfinite(c->p[i - 1].value)) {
-			int px0 = x0 + (int)((x1 - x0) * c->p[i - 1].step / smax);
-			int py0 = y1 - (int)((y1 - y0) * (c->p[i - 1].value - lo) / (hi - lo));
-			line(img, px0, py0, x, y, rgb);
-		} else {
-			line(img, x - 1, y, x + 1, y, rgb);
-		}
-	}
+	const char *m = strstr(line, key);
+	double v;
+	return m && sscanf(m + strlen(key), "%lf", &v) == 1 ? v : NAN;
 }
 
+/* loss.png from metrics.jsonl as it stands, so the plot shows what the
+ * file holds, the steps of earlier runs of a resumed one included. A
+ * failure is logged, not fatal: the plot is a view of the metrics. */
 void tr_plot(trainer *t)
 {
-	static const uint8_t blue[3] = { 30, 90, 200 }, red[3] = { 200, 40, 40 };
-	uint8_t *img;
-	double hi = 0, smax = t->total > 0 ? (double)t->total : 1;
-	int rc;
+	enum { LOSS, LR, VLOSS, METRIC, RESUME, NS };
+	series s[NS] = { { 0 } };
+	char path[4200], title[4400], line[65536];
+	const char *slash, *name = t->hw == 1 ? "validation accuracy" :
+	                           t->loss.classes <= 2 ? "validation IoU of class 1" :
+	                           "validation mean IoU";
+	FILE *f;
+	int rc = 0;
 
 	if (t->rank != 0 || !t->jsonl)
 		return;
-	if (!(img = malloc((size_t)PW * PH * 3)))
+	fflush(t->jsonl);
+	snprintf(path, sizeof path, "%s/metrics.jsonl", t->o->out);
+	if (!(f = fopen(path, "r"))) {
+		tr_logf(t, "cannot read '%s' for the plot: %s", path, strerror(errno));
 		return;
-	memset(img, 255, (size_t)PW * PH * 3);
-	for (size_t i = 0; i < t->loss_curve.n; i++)
-		if (isfinite(t->loss_curve.p[i].value) && t->loss_curve.p[i].value > hi)
-			hi = t->loss_curve.p[i].value;
-	panel(img, PM / 2, (PH - 2 * PM) * 2 / 3, &t->loss_curve, 0, hi * 1.05, smax, blue);
-	panel(img, PM + (PH - 2 * PM) * 2 / 3, (PH - 2 * PM) / 3, &t->val_curve, 0, 1, smax, red);
-	if ((rc = cdp_png_write(t->png_path, img, PW, PH, 3, 8)) != 0)
+	}
+	while (rc == 0 && fgets(line, sizeof line, f)) {
+		double step = field(line, "\"step\":");
+		if (!strncmp(line, "{\"type\":\"step\",", 15))
+			rc = add(&s[LOSS], step, field(line, "\"loss\":")) ||
+			     add(&s[LR], step, field(line, "\"lr\":"));
+		else if (!strncmp(line, "{\"type\":\"val\",", 14))
+			rc = add(&s[VLOSS], step, field(line, "\"loss\":")) ||
+			     add(&s[METRIC], step, field(line, "\"metric\":"));
+		else if (!strncmp(line, "{\"type\":\"resume\",", 17))
+			rc = add(&s[RESUME], step, 0);
+	}
+	fclose(f);
+	/* the run's name: its directory's last component */
+	snprintf(path, sizeof path, "%s", t->o->out);
+	for (size_t n = strlen(path); n > 1 && path[n - 1] == '/';)
+		path[--n] = '\0';
+	slash = strrchr(path, '/');
+	snprintf(title, sizeof title, "cdp-train: %s, step %ld of %ld", slash && slash[1] ? slash + 1 : path,
+	         t->step, t->total);
+	cdp_plot_run r = {
+		.title = title, .metric_name = name, .xmax = (double)t->total,
+		.loss = { s[LOSS].x, s[LOSS].y, s[LOSS].n }, .lr = { s[LR].x, s[LR].y, s[LR].n },
+		.val_loss = { s[VLOSS].x, s[VLOSS].y, s[VLOSS].n },
+		.metric = { s[METRIC].x, s[METRIC].y, s[METRIC].n },
+		.resume = s[RESUME].x, .n_resume = s[RESUME].n,
+	};
+	if (rc)
+		tr_logf(t, "cannot plot '%s': out of memory", t->png_path);
+	else if ((rc = cdp_plot_run_png(t->png_path, &r)) != 0)
 		tr_logf(t, "cannot write '%s': %s", t->png_path, cdp_strerror(rc));
-	free(img);
+	for (int i = 0; i < NS; i++) {
+		free(s[i].x);
+		free(s[i].y);
+	}
 }
 
 void tr_log_keys(trainer *t, const cdp_batch *b)

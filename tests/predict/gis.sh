@@ -1,0 +1,142 @@
+#!/bin/sh
+# cdp-predict's class maps as GIS tools read them (GDAL's own reading):
+#  - a GeoTIFF of 256x256 deflate tiles with overviews (mode of the
+#    classes), a colour table (the fixed palette; nodata 255 transparent),
+#    category names and a raster attribute table ("class K" by default);
+#  - --colors FILE names and colours the classes; --vector polygons carry
+#    the name beside the id; --prob bands are described by the names;
+#  - --cog writes a Cloud Optimized GeoTIFF that GDAL's validator accepts;
+#  - a bad --colors file is refused, naming the line, and nothing written;
+#  - no temporary file is left beside the outputs;
+#  - cdp-evaluate --png draws the confusion matrix: a grid of shaded cells
+#    with the counts, the classes named from the prediction's categories
+#    (a prediction without them draws "class K" instead: only the labels
+#    change, not the cells).
+. "$CDP_SRCDIR/tests/tools/common.sh"
+need_python
+D="$CDP_SRCDIR/tests/predict"
+"$PYTHON" "$D/mkthreshold.py" "$T/a.tif" 256 256 1
+"$PYTHON" "$D/mkthreshold.py" "$T/b.tif" 600 520 2 --nodata-rect 10,20,30,15
+cdp-tile -q --size 64 --label-suffix _mask "$T/a.tif" | cdp-lmdbpack -q "$T/pool"
+cdp-keyshuffle -q --seed 1 -o "$T/keys" "$T/pool"
+cdp-train -q --db "$T/pool" --keys "$T/keys" --model "$CDP_SRCDIR/tests/train/small.cfg:channels=1" \
+	--out "$T/run" --steps 100 --batch 4 --threads 1 --lr 0.05 || fail "training failed"
+mkdir "$T/o"
+# py CODE: Python with numpy, gdal and ogr, and info(PATH): gdalinfo's JSON
+py() {
+	"$PYTHON" -c "import sys, numpy as np; from osgeo import gdal, ogr; gdal.UseExceptions()
+def info(p): return gdal.Info(p, format='json')
+$1"
+}
+
+echo "== a tiled class map with overviews, colours and names"
+cdp-predict -q "$T/run" "$T/b.tif" -o "$T/o/map.tif" || fail "prediction failed"
+py "
+i = info('$T/o/map.tif'); b = i['bands'][0]
+assert b['block'] == [256, 256], b['block']
+assert i['metadata']['IMAGE_STRUCTURE']['COMPRESSION'] == 'DEFLATE', i['metadata']
+assert [o['size'] for o in b['overviews']] == [[300, 260], [150, 130]], b['overviews']
+assert b['colorInterpretation'] == 'Palette', b['colorInterpretation']
+e = b['colorTable']['entries']
+assert e[0] == [210, 210, 210, 255] and e[1] == [228, 26, 28, 255] and e[255][3] == 0, e[:2]
+assert b['categories'] == ['class 0', 'class 1'], b.get('categories')
+d = gdal.Open('$T/o/map.tif')  # kept: a RAT outliving its dataset crashes Python
+rat = d.GetRasterBand(1).GetDefaultRAT()
+assert [rat.GetNameOfCol(c) for c in range(5)] == ['Value', 'Class', 'Red', 'Green', 'Blue']
+assert [rat.GetValueAsString(r, 1) for r in range(rat.GetRowCount())] == ['class 0', 'class 1']
+o = d.GetRasterBand(1).GetOverview(0).ReadAsArray()
+assert set(np.unique(o)) <= {0, 1, 255} and (o == 1).any(), 'the overview is not of classes'
+" || fail "the class map is not tiled, with overviews, colours and names"
+
+echo "== --colors, --vector, --prob"
+cat >"$T/roads.colors" <<'END'
+# class value, red, green, blue, name
+0 240 240 240 background
+1   200 0 0   paved road
+END
+cdp-predict -q --colors "$T/roads.colors" --vector "$T/o/v.gpkg" "$T/run" "$T/b.tif" \
+	-o "$T/o/named.tif" || fail "--colors --vector failed"
+py "
+b = info('$T/o/named.tif')['bands'][0]
+assert b['categories'] == ['background', 'paved road'], b.get('categories')
+assert b['colorTable']['entries'][:2] == [[240, 240, 240, 255], [200, 0, 0, 255]]
+v = ogr.Open('$T/o/v.gpkg')
+fs = list(v.GetLayer(0))
+assert fs and {(f.GetField('class'), f.GetField('name')) for f in fs} == {(1, 'paved road')}
+" || fail "--colors names and colours, or the polygons' names, are wrong"
+cdp-predict -q --prob --colors "$T/roads.colors" "$T/run" "$T/b.tif" -o "$T/o/prob.tif" ||
+	fail "--prob failed"
+py "
+i = info('$T/o/prob.tif')
+assert [b['description'] for b in i['bands']] == ['background', 'paved road'], i['bands']
+assert all(b['block'] == [256, 256] and len(b['overviews']) == 2 for b in i['bands'])
+" || fail "the probability bands are not described by the class names"
+
+echo "== --cog"
+cdp-predict -q --cog --colors "$T/roads.colors" "$T/run" "$T/b.tif" -o "$T/o/cog.tif" ||
+	fail "--cog failed"
+py "
+i = info('$T/o/cog.tif'); b = i['bands'][0]
+assert i['metadata']['IMAGE_STRUCTURE'].get('LAYOUT') == 'COG', i['metadata']
+assert b['block'] == [256, 256] and len(b['overviews']) == 2, b
+assert b['categories'] == ['background', 'paved road'] and b['colorTable']['entries'][1][:3] == [200, 0, 0]
+try:
+    from osgeo_utils.samples.validate_cloud_optimized_geotiff import validate
+except ImportError:
+    print('no GDAL COG validator: checked LAYOUT=COG only'); sys.exit(0)
+w, e, _ = validate('$T/o/cog.tif', full_check=True)
+assert not e and not w, (w, e)
+print('GDAL validates the COG')
+" || fail "--cog is not a valid Cloud Optimized GeoTIFF with colours and names"
+left=$(ls -A "$T/o" | grep -v -x -e map.tif -e map.tif.aux.xml -e named.tif -e named.tif.aux.xml \
+	-e prob.tif -e v.gpkg -e cog.tif -e cog.tif.aux.xml || true)
+[ -z "$left" ] || fail "files left beside the outputs: $left"
+
+echo "== bad --colors files"
+printf '0 1 2\n' >"$T/short.colors"
+expect_fail 1 "'$T/short.colors' line 1: want VALUE R G B" cdp-predict -q --colors "$T/short.colors" \
+	"$T/run" "$T/b.tif" -o "$T/o/x.tif"
+printf '# ok\n1 300 0 0 road\n' >"$T/big.colors"
+expect_fail 1 "'$T/big.colors' line 2: want VALUE R G B" cdp-predict -q --colors "$T/big.colors" \
+	"$T/run" "$T/b.tif" -o "$T/o/x.tif"
+printf '2 1 2 3 water\n' >"$T/k.colors"
+expect_fail 1 "'$T/k.colors' line 1: class 2, but the model has 2 classes" cdp-predict -q \
+	--colors "$T/k.colors" "$T/run" "$T/b.tif" -o "$T/o/x.tif"
+expect_fail 1 "cannot open '$T/none.colors'" cdp-predict -q --colors "$T/none.colors" \
+	"$T/run" "$T/b.tif" -o "$T/o/x.tif"
+[ ! -e "$T/o/x.tif" ] || fail "a refused --colors left an output"
+
+echo "== cdp-evaluate --png"
+cdp-evaluate --png "$T/cm.png" "$T/o/named.tif" "$T/b_mask.tif" >"$T/report" ||
+	fail "cdp-evaluate --png failed"
+# the same file name (the title names it) without the category names
+mkdir "$T/plain" && gdal_translate -q "$T/o/named.tif" "$T/plain/named.tif" &&
+	rm -f "$T/plain/named.tif.aux.xml"
+cdp-evaluate --png "$T/cm_plain.png" "$T/plain/named.tif" "$T/b_mask.tif" >/dev/null ||
+	fail "cdp-evaluate --png (no names) failed"
+py "
+def load(p):
+    d = gdal.Open(p)
+    return np.moveaxis(d.ReadAsArray(), 0, -1).astype(int)
+a, b = load('$T/cm.png'), load('$T/cm_plain.png')
+assert a.shape == b.shape and a.shape[2] == 3, (a.shape, b.shape)
+# the cells: inside the frame, the longest neutral dark lines (cells are blue)
+dark = (a.sum(2) < 500) & (a.max(2) - a.min(2) < 30)
+cols = np.where(dark.mean(0) > 0.3)[0]; x0, x1 = cols[0], cols[-1]
+rows = np.where(dark[:, x0:x1].mean(1) > 0.9)[0]; y0, y1 = rows[0], rows[-1]
+cell = (y1 - y0) // 2
+assert abs((x1 - x0) - (y1 - y0)) <= 2 and cell > 30, (y0, y1, x0, x1)
+conf = [[int(v) for v in l.split()[1:]] for l in open('$T/report') if l.split()[:1] in (['0'], ['1']) and len(l.split()) == 3]
+shade = [[a[y0 + cell * i + 4, x0 + cell * j + 4].sum() for j in range(2)] for i in range(2)]
+for i in range(2):  # the larger count of a row is the darker cell
+    assert (conf[i][0] > conf[i][1]) == (shade[i][0] < shade[i][1]), (conf, shade)
+    for j in range(2):  # its count, as text, in the cell: pixels off the cell's shade
+        c = a[y0 + cell * i + 4:y0 + cell * (i + 1) - 4, x0 + cell * j + 4:x0 + cell * (j + 1) - 4]
+        assert (np.abs(c - c[0, 0]).max(2) > 60).sum() > 20, ('no count in cell', i, j)
+same = (a == b).all(2)
+assert same[y0 + 2:y1 - 1, x0 + 2:x1 - 1].all(), 'the cells differ with the names'
+assert not same[:, :x0].all(), 'the row labels do not change with the names'
+assert not same[:y0].all(), 'the column labels do not change with the names'
+assert dark[:25].sum() > 30, 'no title'
+print('confusion matrix %dx%d: cells, counts and names found' % (a.shape[1], a.shape[0]))
+" || fail "cdp-evaluate --png does not draw the matrix with names and counts"

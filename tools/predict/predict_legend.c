@@ -1,0 +1,106 @@
+/* predict_legend.c: the name and colour of each class of cdp-predict's
+ * class map (the GeoTIFF's colour table, category names and attribute
+ * table, the probability bands' descriptions, the polygons' "name").
+ *
+ * Class k is "class k" in the fixed palette below unless --colors FILE
+ * says otherwise. FILE is GDAL's color-relief text restricted to exact
+ * class values: one class a line, "VALUE R G B [NAME]" (VALUE 0..254, R G B
+ * 0..255, NAME the rest of the line); blank lines and lines starting with
+ * '#' are skipped. Pools keep class ids, not names (cdp-lmdbpack --classes
+ * stores the index), so the names come from FILE or nowhere.
+ */
+#include "predict_int.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ColorBrewer's "Set1" after a light grey for class 0 (usually the
+ * background); beyond it, colours from a multiplicative hash of k */
+static const uint8_t palette[10][3] = {
+	{ 210, 210, 210 }, { 228, 26, 28 }, { 55, 126, 184 }, { 77, 175, 74 }, { 152, 78, 163 },
+	{ 255, 127, 0 }, { 255, 255, 51 }, { 166, 86, 40 }, { 247, 129, 191 }, { 153, 153, 153 }
+};
+
+void pr_legend_free(pr_legend *l)
+{
+	free(l->name);
+	free(l->rgb);
+	memset(l, 0, sizeof *l);
+}
+
+/* "VALUE R G B [NAME]" of line `ln` into l; 0 or -1 with err */
+static int parse_line(pr_legend *l, char *s, const char *path, int ln, char *err, size_t cap)
+{
+	long v[4];
+	char *end;
+
+	for (int i = 0; i < 4; i++) {
+		errno = 0;
+		v[i] = strtol(s, &end, 10);
+		if (end == s || errno || (*end && !isspace((unsigned char)*end)) ||
+		    v[i] < 0 || v[i] > (i ? 255 : 254))
+			return pr_fail(err, cap, "'%s' line %d: want VALUE R G B [NAME] with VALUE "
+			               "0..254 and R G B 0..255", path, ln);
+		s = end;
+	}
+	if (v[0] >= l->k)
+		return pr_fail(err, cap, "'%s' line %d: class %ld, but the model has %d classes",
+		               path, ln, v[0], l->k);
+	while (isspace((unsigned char)*s))
+		s++;
+	for (end = s + strlen(s); end > s && isspace((unsigned char)end[-1]);)
+		*--end = '\0';
+	for (int c = 0; c < 3; c++)
+		l->rgb[v[0]][c] = (uint8_t)v[c + 1];
+	if (*s)
+		snprintf(l->name[v[0]], PR_NAME_MAX, "%s", s);
+	return 0;
+}
+
+int pr_legend_make(pr_legend *l, int k, const char *colors, char *err, size_t cap)
+{
+	char line[512];
+	FILE *f = NULL;
+	int ln = 0, rc = 0;
+
+	memset(l, 0, sizeof *l);
+	l->k = k;
+	l->name = calloc((size_t)k, sizeof *l->name);
+	l->rgb = calloc((size_t)k, sizeof *l->rgb);
+	if (!l->name || !l->rgb) {
+		pr_legend_free(l);
+		return pr_fail(err, cap, "out of memory");
+	}
+	for (int c = 0; c < k; c++) {
+		uint32_t h = (uint32_t)c * 2654435761u;
+		snprintf(l->name[c], PR_NAME_MAX, "class %d", c);
+		for (int j = 0; j < 3; j++)
+			l->rgb[c][j] = c < 10 ? palette[c][j] : (uint8_t)(40 + (h >> (8 * j)) % 200);
+	}
+	if (!colors)
+		return 0;
+	if (!(f = fopen(colors, "r"))) {
+		pr_legend_free(l);
+		return pr_fail(err, cap, "cannot open '%s': %s", colors, strerror(errno));
+	}
+	while (rc == 0 && fgets(line, sizeof line, f)) {
+		char *s = line;
+		ln++;
+		if (!strchr(line, '\n') && !feof(f))
+			rc = pr_fail(err, cap, "'%s' line %d: longer than %d bytes", colors, ln,
+			             (int)sizeof line - 2);
+		while (isspace((unsigned char)*s))
+			s++;
+		if (rc == 0 && *s && *s != '#')
+			rc = parse_line(l, s, colors, ln, err, cap);
+	}
+	if (rc == 0 && ferror(f))
+		rc = pr_fail(err, cap, "cannot read '%s': %s", colors, strerror(errno));
+	fclose(f);
+	if (rc)
+		pr_legend_free(l);
+	return rc;
+}
