@@ -11,7 +11,10 @@ the keys, the seed and B only, never on j.
 PoolDataset gives sample i of a pointer file as cdp-train's host path
 prepares it without augmentation ("A sample" in loader.h): the record is
 checked (CRC, shape against the pool's), converted to float32, standardized
-per band by the pool's statistics as y = (x - mean) * (1 / std) in float32
+per band as y = (x - mean) * (1 / std) in float32, by the statistics
+cdp-train would use for these keys (the exact sums of the pool sources the
+keys come from, or the pool's statistics for an older pool; a checkpoint's
+on resume: see PoolDataset's standardize=)
 (mean and 1 / std rounded to float32, a band with std 0 only centred),
 float values that are not finite become 0, invalid pixels (mask 0, or every
 band equal to the nodata value) become 0 in every band and get the ignore
@@ -35,7 +38,7 @@ import numpy as np
 from .errors import CdpError
 from .keys import KeyList, read_keys
 from .pool import Pool
-from .record import DTYPE_NAMES, LABEL_CLASS, LABEL_U8, LABEL_U16, REC_NODATA
+from .record import DTYPE_NAMES, LABEL_CLASS, LABEL_U8, LABEL_U16, REC_NODATA, peek
 from .rng import Rng, derive, epoch_order
 
 
@@ -237,7 +240,14 @@ class PoolDataset:
     keys      a KeyList (read_keys()) or a pointer file's path; its uuid
               must be the pool's, and every key must be in the pool
     standardize
-              False: float32 values as stored (invalid pixels still 0)
+              True: cdp-train's rule for a new run, the statistics of
+              the sources of these keys (Pool.source_stats), or the
+              pool's where a source has no sums; "pool": the pool's
+              statistics over every tile; a Checkpoint: the mean and std
+              it stored (what a resumed cdp-train uses, and what a
+              validation set must use to match training); a (mean, std)
+              pair of per-band sequences; False: float32 values as
+              stored (invalid pixels still 0). stats_from says which.
     ignore    the model cfg's [net] ignore=: ignored labels (the stored
               ignore value and invalid pixels) become this value; None
               keeps the pool's, as cdp-train does without it
@@ -263,20 +273,50 @@ class PoolDataset:
                 except KeyError:
                     raise CdpError("EKEY", self.keys.path, line=i + 2, message="key '%s' is not "
                                    "in '%s'" % (k, p.path)) from None
+        mean, std, self.stats_from = self._statistics(standardize)
         for c in range(p.bands):
-            m, sd = p.mean[c], p.std[c]
-            if not (math.isfinite(m) and math.isfinite(sd)) or abs(m) > 3.4028234663852886e38:
+            m, sd = mean[c], std[c]
+            if not (math.isfinite(m) and math.isfinite(sd)) or abs(m) > 3.4028234663852886e38 \
+                    or sd < 0:
                 raise CdpError("ERANGE", p.path, message="band %d statistics are out of float32 "
                                "range (mean %g, std %g)" % (c + 1, m, sd))
-        self.standardize = standardize
-        self.mean = p.mean.astype(np.float32)
-        self.inv = np.array([np.float32(1.0 / s) if s > 0 else np.float32(1) for s in p.std],
+        self.standardize = standardize is not False
+        self.mean = np.asarray(mean, dtype=np.float64).astype(np.float32)
+        self.inv = np.array([np.float32(1.0 / s) if s > 0 else np.float32(1) for s in std],
                             dtype=np.float32)
         self.stored_ignore = p.label_ignore
         self.ignore = p.label_ignore if ignore is None else ignore
         self.label_px = p.label_kind in ("u8", "u16")
         self.augment = augment if augment is not None and augment.active else None
         self.epoch = 0
+
+    def _statistics(self, standardize):
+        """(mean, std, where from) as cdp-train's tools/train/train_std.c
+        chooses them."""
+        p = self.pool
+        if standardize is True:
+            with p.view() as v:
+                src = {peek(v.raw(k), (p.path, k))[0].source for k in self.keys}
+            got = p.source_stats(src)
+            if got is not None:
+                return got[0], got[1], "sources"
+            return p.mean, p.std, "pool"
+        if standardize is False or (isinstance(standardize, str) and standardize == "pool"):
+            return p.mean, p.std, "pool"
+        if isinstance(standardize, str):
+            raise ValueError("standardize: '%s' is not True, False, 'pool', a Checkpoint or "
+                             "(mean, std)" % standardize)
+        if hasattr(standardize, "std_from"):       # a Checkpoint
+            if standardize.mean is None or len(standardize.mean) != p.bands:
+                raise CdpError("EMISMATCH", p.path, message="the checkpoint holds %s band "
+                               "statistics, the pool has %d bands" % (
+                                   "no" if standardize.mean is None else len(standardize.mean),
+                                   p.bands))
+            return standardize.mean, standardize.std, "checkpoint"
+        mean, std = (np.asarray(a, dtype=np.float64) for a in standardize)
+        if mean.shape != (p.bands,) or std.shape != (p.bands,):
+            raise ValueError("standardize: mean and std need %d values each" % p.bands)
+        return mean, std, "given"
 
     def __len__(self):
         return len(self.keys)

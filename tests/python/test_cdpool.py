@@ -549,8 +549,10 @@ def test_batches():
     pool = cdpool.Pool(road)
     aug = cdpool.Augment(True, True, True, 24, 24, seed=7)
     n = 0
+    # batch_dump is the bare loader, which standardizes by the pool's
+    # statistics until cdp-train gives it its own (test_first_step checks those)
     for augment, flags in ((None, (0, 0, 0, 0, 0)), (aug, (1, 1, 1, 24, 24))):
-        ds = cdpool.PoolDataset(pool, kl, augment=augment)
+        ds = cdpool.PoolDataset(pool, kl, augment=augment, standardize="pool")
         for j in (1, 2, 4):
             b = 4 // j
             for rank in range(j):
@@ -577,7 +579,7 @@ def test_batches():
         keys = os.path.join(T, dt + ".keys")
         subprocess.run(["cdp-keyshuffle", "-q", "--seed", "3", "-o", keys, path], check=True)
         p = cdpool.Pool(path)
-        ds = cdpool.PoolDataset(p, cdpool.read_keys(keys))
+        ds = cdpool.PoolDataset(p, cdpool.read_keys(keys), standardize="pool")
         for epoch, rank in ((0, 0), (3, 1)):
             x, y, idx = c_batch(path, keys, 5, 1, rank, 2, epoch, 1)
             gx = np.stack([ds[i][0] for i in idx])
@@ -610,6 +612,15 @@ def test_first_step():
         check(aug == (cdpool.Augment(True, True, True, 24, 24, seed=7) if name == "aug" else
                       cdpool.Augment(seed=7)), "Augment.from_checkpoint: %r" % aug)
         ds = cdpool.PoolDataset(pool, kl, augment=aug)
+        # cdp-train's standardization for these keys, without reading it from the checkpoint
+        ckd = cdpool.PoolDataset(pool, kl, standardize=ck)
+        check(ckd.stats_from == "checkpoint" and
+              ckd.mean.tobytes() == ck.mean.astype(np.float32).tobytes(),
+              "standardize=checkpoint: %s, the checkpoint's %s" % (ckd.mean, ck.mean))
+        check(ds.stats_from == ck.std_from == "sources" and
+              ds.mean.tobytes() == ckd.mean.tobytes() and ds.inv.tobytes() == ckd.inv.tobytes(),
+              "PoolDataset standardizes by %s %s / %s, cdp-train by %s %s / %s" % (
+                  ds.stats_from, ds.mean, ds.inv, ck.std_from, ckd.mean, ckd.inv))
         s = cdpool.BlockSampler(len(kl), 4, 0, 1, seed=7, with_epoch=True)
         batch = [ds[next(it)] for it in [iter(s)] for _ in range(4)]
         x = torch.from_numpy(np.stack([b[0] for b in batch]))
