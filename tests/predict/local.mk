@@ -1,6 +1,6 @@
 # tests/predict/: cdp-predict and cdp-evaluate from the shell.
 TESTS += tests/predict/evaluate.sh
 if HAVE_MPI
-TESTS += tests/predict/predict.sh
+TESTS += tests/predict/predict.sh tests/predict/classify.sh
 endif
 EXTRA_DIST += tests/predict
