@@ -7,5 +7,7 @@ TESTS += tests/tools/tile.sh tests/tools/lmdbpack.sh tests/tools/keyshuffle.sh \
 if HAVE_MPI
 # hazards.sh: outputs over inputs, truncated pools, leftovers (cdp-train among them)
 TESTS += tests/tools/build.sh tests/tools/cli.sh tests/tools/hazards.sh
+# scene_recipe.sh: README.md's scene-classification recipe, run (it trains)
+TESTS += tests/tools/scene_recipe.sh
 endif
 EXTRA_DIST += tests/tools
