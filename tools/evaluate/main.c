@@ -34,6 +34,7 @@ int main(int argc, char **argv)
 	};
 	cdp_evaluate_opts o;
 	char err[1024], *names = NULL;
+	const char *classes_arg = NULL;
 	const char *name[1024];
 	int c, v, rc = 2;
 
@@ -51,6 +52,7 @@ int main(int argc, char **argv)
 				break;
 			}
 			free(names);
+			classes_arg = optarg;
 			if (!(names = strdup(optarg))) {
 				fprintf(stderr, PROG ": %s\n", cdp_strerror(CDP_ENOMEM));
 				rc = 1;
@@ -84,8 +86,9 @@ int main(int argc, char **argv)
 	}
 	o.prediction = argv[optind];
 	o.reference = argv[optind + 1];
+	/* names are for a CSV; for rasters --classes is the count it always was */
 	if (!cdp_evaluate_is_csv(o.prediction) && o.nnames) {
-		fprintf(stderr, PROG ": --classes names: only for a classifier's CSV\n");
+		cdp_cli_int("--classes", classes_arg, 2, 65536, &o.classes);
 		goto out;
 	}
 	rc = 0;
