@@ -327,12 +327,22 @@ static int classify_chips(predictor *p, char *err, size_t cap)
 	snprintf(tmp, sizeof tmp, "%s.XXXXXX", o->output);
 	if ((fd = mkstemp(tmp)) < 0 || !(f = fdopen(fd, "w"))) {
 		pr_fail(err, cap, "cannot write '%s': %s", o->output, strerror(errno));
-		if (fd >= 0)
+		if (fd >= 0) {
 			close(fd);
+			unlink(tmp);
+		}
 		tmp[0] = '\0';
 		goto out;
 	}
-	fchmod(fd, 0644);
+	/* mkstemp makes 0600; give the file the mode open(2) would */
+	{
+		mode_t mask = umask(0);
+		umask(mask);
+		if (fchmod(fd, 0666 & ~mask) != 0) {
+			pr_fail(err, cap, "cannot write '%s': %s", o->output, strerror(errno));
+			goto out;
+		}
+	}
 	fputs("path,class", f);
 	for (int c = 0; c < p->K; c++)
 		fprintf(f, ",p%d", c);
