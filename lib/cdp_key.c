@@ -1,4 +1,5 @@
-/* cdp_key.c: formatting, parsing and matching NAME_ROW_COL tile keys.
+/* cdp_key.c: formatting, parsing and matching pool keys (cdp_key.h):
+ * NAME_ROW_COL tiles and NAME chips, either with a CLASS/ prefix.
  *
  * Parsing goes from the right: the last '_' starts COL, the one before it ROW,
  * and everything before that is NAME, which may contain '_' itself
@@ -177,4 +178,88 @@ int cdp_key_match(const char *glob, const char *key)
 	if (!glob || !key)
 		return 0;
 	return fnmatch(glob, key, 0) == 0;
+}
+
+/* The prefix "CLASS/" of key[0..len): its length with the '/', 0 if none,
+ * or CDP_EKEY if CLASS is not a NAME or a second '/' follows. */
+static long class_prefix(const char *key, size_t len)
+{
+	const char *slash = memchr(key, '/', len);
+	size_t n;
+
+	if (!slash)
+		return 0;
+	n = (size_t)(slash - key);
+	if (name_check_len(key, n) != CDP_OK || memchr(slash + 1, '/', len - n - 1))
+		return CDP_EKEY;
+	return (long)n + 1;
+}
+
+int cdp_key_scene(const char *key, size_t keylen, char *scene, size_t cap,
+                  uint64_t *row, uint64_t *col)
+{
+	char name[CDP_NAME_MAX + 1];
+	uint64_t r = 0, c = 0;
+	size_t n;
+	long pre;
+	int kind = CDP_KEY_TILE;
+
+	if (!key || !scene)
+		return CDP_EINVAL;
+	if (keylen == 0 || keylen >= CDP_KEY_MAX || memchr(key, '\0', keylen))
+		return CDP_EKEY;
+	if ((pre = class_prefix(key, keylen)) < 0)
+		return CDP_EKEY;
+	/* the body: a tile if it parses as one, else a chip of one NAME */
+	if (cdp_key_parse(key + pre, keylen - (size_t)pre, name, sizeof name, &r,
+	                  &c) == CDP_OK) {
+		n = (size_t)pre + strlen(name);
+	} else if (name_check_len(key + pre, keylen - (size_t)pre) == CDP_OK) {
+		kind = CDP_KEY_CHIP;
+		n = keylen;
+		r = c = 0;
+	} else {
+		return CDP_EKEY;
+	}
+	if (n >= cap)
+		return CDP_EINVAL;
+	memcpy(scene, key, n);
+	scene[n] = '\0';
+	if (row)
+		*row = r;
+	if (col)
+		*col = c;
+	return kind;
+}
+
+int cdp_key_scene_check(const char *s)
+{
+	size_t len;
+	long pre;
+
+	if (!s)
+		return CDP_EINVAL;
+	len = strnlen(s, CDP_KEY_MAX);
+	if (len >= CDP_KEY_MAX || (pre = class_prefix(s, len)) < 0)
+		return CDP_EKEY;
+	return name_check_len(s + pre, len - (size_t)pre);
+}
+
+int cdp_key_chip(char *buf, size_t cap, const char *cls, const char *stem)
+{
+	int len;
+
+	if (!buf || !stem || cap == 0)
+		return CDP_EINVAL;
+	buf[0] = '\0';
+	if (cdp_key_name_check(stem) != CDP_OK || (cls && cdp_key_name_check(cls) != CDP_OK))
+		return CDP_EKEY;
+	if (cap > CDP_KEY_MAX)
+		cap = CDP_KEY_MAX;
+	len = cls ? snprintf(buf, cap, "%s/%s", cls, stem) : snprintf(buf, cap, "%s", stem);
+	if (len < 0 || (size_t)len >= cap) {
+		buf[0] = '\0';
+		return CDP_EKEY;
+	}
+	return CDP_OK;
 }

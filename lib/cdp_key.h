@@ -1,4 +1,15 @@
-/* cdp_key.h: tile keys, NAME_ROW_COL.
+/* cdp_key.h: pool keys (man/cdp-keys.5, "KEY GRAMMAR"), defined here once:
+ *
+ *   key   = [CLASS "/"] body
+ *   body  = NAME "_" ROW "_" COL     a grid tile (cdp-tile)
+ *         | NAME                     a chip (cdp-lmdbpack --list: its file
+ *                                    stem; --folders: CLASS/STEM)
+ *
+ * A key whose body has the NAME_ROW_COL form is a tile, any other valid body
+ * a chip. The scene of a key is the key without its "_ROW_COL" (the whole key
+ * for a chip): what --val-by names. CLASS and NAME use the NAME alphabet
+ * below, so '/' appears at most once and only as the CLASS separator; keys
+ * never hold a space or control byte (safe in the pointer file).
  *
  * ROW and COL are grid indices, zero-padded to the number of digits of the
  * largest index on that axis (rows-1, cols-1), so byte order of the keys of one
@@ -44,5 +55,21 @@ int cdp_key_stem(const char *path, char *name, size_t cap);
  * crosses '_'). Returns 1 if key matches glob, else 0 (note: the opposite
  * sense of fnmatch's return value). */
 int cdp_key_match(const char *glob, const char *key);
+
+enum { CDP_KEY_TILE = 1, CDP_KEY_CHIP = 2 };
+/* Splits any key of the grammar above (keylen bytes, need not be
+ * NUL-terminated) into its scene (copied, NUL-terminated; CDP_KEY_MAX bytes
+ * always suffice) and, for a tile, its row and col (0 for a chip). Returns
+ * CDP_KEY_TILE or CDP_KEY_CHIP; CDP_EKEY if the key is not of the grammar or
+ * keylen >= CDP_KEY_MAX; CDP_EINVAL if cap is too small. row, col may be
+ * NULL. */
+int cdp_key_scene(const char *key, size_t keylen, char *scene, size_t cap,
+                  uint64_t *row, uint64_t *col);
+/* 0 if s is a valid scene name, [CLASS/]NAME, else CDP_EKEY. */
+int cdp_key_scene_check(const char *s);
+/* Writes the chip key CLASS/STEM (or STEM when cls is NULL) into buf;
+ * CDP_EKEY if a part is not a valid NAME or the key does not fit (buf is
+ * then ""). */
+int cdp_key_chip(char *buf, size_t cap, const char *cls, const char *stem);
 
 #endif

@@ -108,6 +108,40 @@ double cdp_metrics_miou(const uint64_t *conf, int k, int *nvalid)
 	return n ? sum / n : NAN;
 }
 
+double cdp_metrics_kappa(const uint64_t *conf, int k)
+{
+	double n = (double)cdp_confusion_total(conf, k), pe = 0, po;
+
+	if (n == 0)
+		return NAN;
+	po = cdp_metrics_accuracy(conf, k);
+	for (int c = 0; c < k; c++) {
+		double row = 0, col = 0;
+		for (int j = 0; j < k; j++) {
+			row += (double)conf[(size_t)c * k + j];
+			col += (double)conf[(size_t)j * k + c];
+		}
+		pe += row / n * (col / n);
+	}
+	return pe >= 1 ? NAN : (po - pe) / (1 - pe);
+}
+
+double cdp_metrics_macro_f1(const uint64_t *conf, int k)
+{
+	double sum = 0;
+	int n = 0;
+
+	for (int c = 0; c < k; c++) {
+		cdp_prf m;
+		cdp_metrics_prf(conf, k, c, &m);
+		if (!isnan(m.f1)) {
+			sum += m.f1;
+			n++;
+		}
+	}
+	return n ? sum / n : NAN;
+}
+
 /* Appends "name=value" (value with 4 decimals or "nan") at *len. */
 static void put(char *buf, size_t cap, size_t *len, const char *sep, const char *name, double v)
 {

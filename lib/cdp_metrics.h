@@ -48,6 +48,13 @@ double cdp_metrics_iou(const uint64_t *conf, int k, int c);
 double cdp_metrics_miou(const uint64_t *conf, int k, int *nvalid);
 /* class c against all others */
 void   cdp_metrics_prf(const uint64_t *conf, int k, int c, cdp_prf *out);
+/* Cohen's kappa, (po - pe) / (1 - pe): po the accuracy, pe the agreement
+ * expected by chance, sum_c rows_c cols_c / N^2. NaN with no count or when
+ * pe = 1 (every label and prediction the same class). */
+double cdp_metrics_kappa(const uint64_t *conf, int k);
+/* The mean F1 over the classes whose F1 is defined (macro F1); NaN if
+ * none is. */
+double cdp_metrics_macro_f1(const uint64_t *conf, int k);
 
 /* One line for logs: "acc=0.9512 miou=0.7034 iou=0.9801,0.4267" and for
  * K = 2 also " precision=... recall=... f1=..." of class 1; undefined values

@@ -2,7 +2,8 @@
  * sub-databases. Defined here and in man/cdp-pool.5.
  *
  *   tiles: key (NAME_ROW_COL, cdp_key.h; a chip packed by cdp-lmdbpack --list
- *          is keyed by its file stem) -> tile record (cdp_record.h)
+ *          is keyed by its file stem, by --folders CLASS/STEM) -> tile
+ *          record (cdp_record.h)
  *   meta:  name -> text value of "name=value\n" lines, the last line being
  *          "crc32=XXXXXXXX\n" (lowercase hex of zlib crc32 over the
  *          preceding bytes of the value). Names:
@@ -28,6 +29,8 @@
  *                 would give; written with the source since cdp-lmdbpack of
  *                 checkpoint version 5's release; a source without one
  *                 (an older pool's) has no per-source sums
+ *     class_names "class.K=NAME\n" for K = 0.., from cdp-lmdbpack --classes or
+ *                 --folders; absent when no names were given
  *     cmdline     "cmd.N=<UTC time> <argv>\n", one line per cdp-lmdbpack run
  *                 that changed the pool
  *

@@ -8,7 +8,8 @@
  * uuid is the pool's meta uuid; seed the shuffle seed (0 when unshuffled);
  * count the number of key lines; crc32 is zlib's crc32 over all the bytes
  * after the header line (the key lines with their newlines). Keys are
- * NAME_ROW_COL (cdp_key.h), no whitespace.
+ * of cdp_key.h's grammar (NAME_ROW_COL tiles, NAME or CLASS/NAME chips),
+ * no whitespace.
  */
 #ifndef CDP_PTRFILE_H
 #define CDP_PTRFILE_H

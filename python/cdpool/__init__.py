@@ -18,7 +18,7 @@ and raises CdpError with the C library's code and phrase.
 from .checkpoint import Checkpoint, decode_checkpoint, load_checkpoint
 from .data import Augment, BlockSampler, PoolDataset, steps_per_epoch
 from .errors import CdpError
-from .keys import KeyList, read_keys
+from .keys import KeyList, read_keys, split_key
 from .pool import Pool
 from .record import Record, decode as decode_record
 from .rng import Rng, derive, epoch_order
@@ -26,4 +26,4 @@ from .rng import Rng, derive, epoch_order
 __version__ = "0.1.0"
 __all__ = ["Augment", "BlockSampler", "CdpError", "Checkpoint", "KeyList", "Pool", "PoolDataset", "Record",
            "Rng", "decode_checkpoint", "decode_record", "derive", "epoch_order",
-           "load_checkpoint", "read_keys", "steps_per_epoch"]
+           "load_checkpoint", "read_keys", "split_key", "steps_per_epoch"]

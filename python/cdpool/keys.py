@@ -5,6 +5,9 @@ first offending line (the header is line 1): the magic, then the version,
 then the header's fields, then each key line (1 to 255 bytes, no space,
 control byte or DEL), the number of lines against count, the final line
 feed, the CRC-32 (zlib's) of the key lines, and that no key appears twice.
+
+split_key() reads a key by the grammar of lib/cdp_key.h (cdp-keys(5), KEY
+GRAMMAR): [CLASS/]NAME_ROW_COL tiles and [CLASS/]NAME chips.
 """
 import os
 import re
@@ -18,6 +21,22 @@ KEY_MAX = 255
 _HEADER = re.compile(rb" uuid=([0-9a-f]{32}) seed=([0-9]{1,20}) count=([0-9]{1,20}) "
                      rb"crc32=([0-9a-f]{8})")
 _BADKEY = re.compile(rb"[\x00-\x20\x7f]")
+_NAME = r"[A-Za-z0-9._+-]{1,200}"
+_KEY = re.compile(r"(?:(%s)/)?(%s)" % (_NAME, _NAME))
+_TILE = re.compile(r"(.+)_([0-9]{1,20})_([0-9]{1,20})")
+
+
+def split_key(key):
+    """(scene, row, col) of a pool key: row and col are None for a chip,
+    whose scene is the whole key. Raises CdpError("EKEY") otherwise."""
+    m = _KEY.fullmatch(key) if len(key.encode()) < KEY_MAX + 1 else None
+    if not m:
+        raise CdpError("EKEY", key)
+    pre = key[:m.start(2)]
+    t = _TILE.fullmatch(m.group(2))
+    if t and int(t.group(2)) < 1 << 64 and int(t.group(3)) < 1 << 64:
+        return pre + t.group(1), int(t.group(2)), int(t.group(3))
+    return key, None, None
 
 
 class KeyList(list):

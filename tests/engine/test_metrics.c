@@ -81,6 +81,26 @@ static void test_binary(void)
 	CHECK(strstr(line, " precision=nan recall=0.0000 f1=0.0000") != NULL, "'%s'", line);
 }
 
+/* Kappa and macro F1, as sklearn's cohen_kappa_score and
+ * f1_score(average='macro') define them, of a matrix worked by hand: rows
+ * 5, 3, 2, columns 4, 3, 3, po = 0.7, pe = (5*4 + 3*3 + 2*3) / 100 = 0.35. */
+static void test_kappa(void)
+{
+	/* rows: label, columns: prediction; 10 samples */
+	const uint64_t conf[9] = { 3, 1, 1,   1, 2, 0,   0, 0, 2 };
+	const uint64_t one[4] = { 7, 0, 0, 0 }, perfect[4] = { 3, 0, 0, 4 }, empty[4] = { 0 };
+	double k = cdp_metrics_kappa(conf, 3), f1 = cdp_metrics_macro_f1(conf, 3);
+
+	CHECK(near(k, (0.7 - 0.35) / (1 - 0.35)), "kappa %g", k);
+	/* f1: 6/9, 4/6, 4/5 */
+	CHECK(near(f1, (6.0 / 9 + 4.0 / 6 + 0.8) / 3), "macro f1 %g", f1);
+	CHECK(near(cdp_metrics_kappa(perfect, 2), 1), "perfect kappa");
+	CHECK(isnan(cdp_metrics_kappa(one, 2)) && isnan(cdp_metrics_kappa(empty, 2)), "undefined");
+	/* class 1 of `one` has no F1: the mean is over class 0 alone */
+	CHECK(near(cdp_metrics_macro_f1(one, 2), 1), "macro f1 of one class");
+	CHECK(isnan(cdp_metrics_macro_f1(empty, 2)), "macro f1 of nothing");
+}
+
 /* Shards counted separately and merged equal counting everything at once. */
 static void test_ops_and_merge(void)
 {
@@ -128,6 +148,7 @@ int main(void)
 {
 	test_multiclass();
 	test_binary();
+	test_kappa();
 	test_ops_and_merge();
 	return tap_done();
 }

@@ -1,6 +1,6 @@
 # tests/predict/: cdp-predict and cdp-evaluate from the shell.
-TESTS += tests/predict/evaluate.sh
+TESTS += tests/predict/evaluate.sh tests/predict/evaluate_csv.sh
 if HAVE_MPI
-TESTS += tests/predict/predict.sh tests/predict/gis.sh
+TESTS += tests/predict/predict.sh tests/predict/gis.sh tests/predict/classify.sh
 endif
 EXTRA_DIST += tests/predict

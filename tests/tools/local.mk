@@ -3,10 +3,12 @@
 # configure.sh builds the pipeline without MPI; build.sh installs all six
 # programs, so it runs only in the build that has them all.
 TESTS += tests/tools/tile.sh tests/tools/lmdbpack.sh tests/tools/keyshuffle.sh \
-	tests/tools/pipeline.sh tests/tools/failures.sh tests/tools/configure.sh tests/tools/makefile.sh \
-	tests/tools/deps.sh
+	tests/tools/pipeline.sh tests/tools/scene.sh tests/tools/failures.sh tests/tools/configure.sh \
+	tests/tools/makefile.sh tests/tools/deps.sh
 if HAVE_MPI
 # hazards.sh: outputs over inputs, truncated pools, leftovers (cdp-train among them)
 TESTS += tests/tools/build.sh tests/tools/cli.sh tests/tools/hazards.sh
+# scene_recipe.sh: README.md's scene-classification recipe, run (it trains)
+TESTS += tests/tools/scene_recipe.sh
 endif
 EXTRA_DIST += tests/tools

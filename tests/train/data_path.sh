@@ -65,14 +65,8 @@ for p in f32 f64; do
 	cdp-tile -q --size 64 --label "$T/${p}_l.tif" "$T/$p.tif" | cdp-lmdbpack -q "$T/$p"
 done
 "$PYTHON" "$GEN" --scene-tiles "$T/sc" --count 12 --size 64 --seed 6
-# keys are NAME_ROW_COL: tile i of the list becomes sc_i_0
-i=0
-while read -r f c; do
-	mv "$T/sc/$f" "$T/sc/sc_${i}_0.tif"
-	echo "sc_${i}_0.tif $c"
-	i=$((i + 1))
-done <"$T/sc/list.txt" >"$T/sc/keys.txt"
-cdp-lmdbpack -q --list "$T/sc/keys.txt" "$T/cls"
+# chips keyed by their stems (green_03, ...: cdp-keys(5))
+cdp-lmdbpack -q --list "$T/sc/list.txt" "$T/cls"
 for p in u8 u16 f32 f64 cls; do
 	cdp-keyshuffle -q --seed 1 --val 0.25 --val-out "$T/$p.val" -o "$T/$p.keys" "$T/$p"
 done

@@ -175,6 +175,53 @@ static void test_match(void)
 	CHECK(!cdp_key_match("a_1_2", "a_1_23"), "no implicit trailing *");
 }
 
+/* The grammar of cdp_key.h: tiles and chips, with or without CLASS/. */
+static void test_scene(void)
+{
+	static const struct { const char *key, *scene; int kind; uint64_t row, col; } ok[] = {
+		{ "dop_2020_03_07", "dop_2020", CDP_KEY_TILE, 3, 7 },
+		{ "green_000", "green_000", CDP_KEY_CHIP, 0, 0 },
+		{ "scene.1", "scene.1", CDP_KEY_CHIP, 0, 0 },
+		{ "lake/lake_017", "lake/lake_017", CDP_KEY_CHIP, 0, 0 },
+		{ "lake/img_1_2", "lake/img", CDP_KEY_TILE, 1, 2 },
+		{ "a_b_", "a_b_", CDP_KEY_CHIP, 0, 0 },
+	};
+	static const char *const bad[] = { "", "a b", "a/b/c", "/a", "a/", "a\x01",
+	                                   "x/a*b", "stra\xc3\x9f" "e" };
+	char scene[CDP_KEY_MAX], key[CDP_KEY_MAX], tiny[4], longname[CDP_NAME_MAX + 2];
+	uint64_t row = 9, col = 9;
+
+	for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+		int rc = cdp_key_scene(ok[i].key, strlen(ok[i].key), scene, sizeof scene, &row, &col);
+		CHECK(rc == ok[i].kind && strcmp(scene, ok[i].scene) == 0 && row == ok[i].row &&
+		      col == ok[i].col, "'%s': kind %d scene '%s' %llu %llu", ok[i].key, rc, scene,
+		      (unsigned long long)row, (unsigned long long)col);
+		CHECK_RC(cdp_key_scene_check(ok[i].scene), CDP_OK);
+	}
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		CHECK(cdp_key_scene(bad[i], strlen(bad[i]), scene, sizeof scene, NULL, NULL) ==
+		      CDP_EKEY, "bad key %zu accepted", i);
+		CHECK(cdp_key_scene_check(bad[i]) == CDP_EKEY, "bad scene %zu accepted", i);
+	}
+	/* a NUL inside, and a scene that does not fit */
+	CHECK_RC(cdp_key_scene("a\0b", 3, scene, sizeof scene, NULL, NULL), CDP_EKEY);
+	CHECK_RC(cdp_key_scene("abcd", 4, tiny, sizeof tiny, NULL, NULL), CDP_EINVAL);
+	CHECK_RC(cdp_key_scene("abcd_1_2", 8, tiny, sizeof tiny, NULL, NULL), CDP_EINVAL);
+
+	CHECK_RC(cdp_key_chip(key, sizeof key, "lake", "lake_017"), CDP_OK);
+	CHECK(strcmp(key, "lake/lake_017") == 0, "got '%s'", key);
+	CHECK_RC(cdp_key_chip(key, sizeof key, NULL, "green_000"), CDP_OK);
+	CHECK(strcmp(key, "green_000") == 0, "got '%s'", key);
+	CHECK_RC(cdp_key_chip(key, sizeof key, "a/b", "c"), CDP_EKEY);
+	CHECK_RC(cdp_key_chip(key, sizeof key, "a", "b c"), CDP_EKEY);
+	CHECK_RC(cdp_key_chip(tiny, sizeof tiny, "ab", "cd"), CDP_EKEY);
+	CHECK(tiny[0] == '\0', "a key that does not fit leaves \"%s\"", tiny);
+	/* two names of CDP_NAME_MAX make a key over CDP_KEY_MAX */
+	memset(longname, 'n', CDP_NAME_MAX);
+	longname[CDP_NAME_MAX] = '\0';
+	CHECK_RC(cdp_key_chip(key, sizeof key, longname, longname), CDP_EKEY);
+}
+
 int main(void)
 {
 	test_digits();
@@ -183,5 +230,6 @@ int main(void)
 	test_parse_bad();
 	test_stem();
 	test_match();
+	test_scene();
 	return tap_done();
 }

@@ -12,10 +12,18 @@ typedef struct cdp_evaluate_opts {
 	long ignore;     /* reference value not counted; -1: none */
 	int json;        /* 1: one JSON object instead of the text report */
 	const char *png; /* the confusion matrix drawn into this PNG, or NULL */
+	const char *const *names;  /* [nnames] --classes names (CSV mode), or NULL */
+	int nnames;
 } cdp_evaluate_opts;
 
 void cdp_evaluate_opts_init(cdp_evaluate_opts *o);
 /* Writes the report to out. Returns 0, or -1 with a one-line reason in err. */
 int cdp_evaluate_run(const cdp_evaluate_opts *o, FILE *out, char *err, size_t cap);
+
+/* evaluate_csv.c: 1 if path is a classifier's CSV (its first line starts
+ * "path,class"); then cdp_evaluate_csv_run scores it against reference, a
+ * list file or a folder of class folders, as cdp_evaluate_run does. */
+int cdp_evaluate_is_csv(const char *path);
+int cdp_evaluate_csv_run(const cdp_evaluate_opts *o, FILE *out, char *err, size_t cap);
 
 #endif

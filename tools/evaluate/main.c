@@ -1,5 +1,6 @@
 /* main.c: cdp-evaluate, options (man/cdp-evaluate.1); the work is
- * cdp_evaluate_run (evaluate.c). */
+ * cdp_evaluate_run (evaluate.c), or cdp_evaluate_csv_run (evaluate_csv.c)
+ * for a classifier's CSV. */
 #include "evaluate.h"
 
 #include "cdp_cli.h"
@@ -9,6 +10,7 @@
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #define PROG "cdp-evaluate"
 
@@ -17,7 +19,8 @@ enum { OPT_CLASSES = 256, OPT_IGNORE, OPT_JSON, OPT_PNG };
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: " PROG " [-hV] [--classes K] [--ignore V] [--json] [--png FILE]\n"
-	           "                    PREDICTION REFERENCE\n");
+	           "                    PREDICTION REFERENCE\n"
+	        "       " PROG " [-hV] [--classes K|name,name,...] [--json] PREDICTIONS.csv LIST|DIR\n");
 }
 
 int main(int argc, char **argv)
@@ -32,39 +35,72 @@ int main(int argc, char **argv)
 		{ NULL, 0, NULL, 0 }
 	};
 	cdp_evaluate_opts o;
-	char err[1024];
-	int c, v;
+	char err[1024], *names = NULL;
+	const char *classes_arg = NULL;
+	const char *name[1024];
+	int c, v, rc = 2;
 
 	cdp_evaluate_opts_init(&o);
 	cdp_cli_init(PROG, stderr);
 	while ((c = cdp_cli_getopt(argc, argv, "hV", longopts)) != -1) {
 		switch (c) {
-		case 'h': usage(stdout); return 0;
-		case 'V': return cdp_cli_version(stdout, cdp_raster_version(), NULL) ? 1 : 0;
+		case 'h': usage(stdout); rc = 0; goto out;
+		case 'V': rc = cdp_cli_version(stdout, cdp_raster_version(), NULL) ? 1 : 0; goto out;
 		case OPT_CLASSES:
-			if (cdp_cli_int("--classes", optarg, 2, 65536, &o.classes) != CDP_OK)
-				return 2;
+			/* a count, or (for a CSV) the class names in class order */
+			if (strspn(optarg, "0123456789") == strlen(optarg)) {
+				if (cdp_cli_int("--classes", optarg, 2, 65536, &o.classes) != CDP_OK)
+					goto out;
+				break;
+			}
+			free(names);
+			classes_arg = optarg;
+			if (!(names = strdup(optarg))) {
+				fprintf(stderr, PROG ": %s\n", cdp_strerror(CDP_ENOMEM));
+				rc = 1;
+				goto out;
+			}
+			o.nnames = 0;
+			for (char *s = names, *e; s; s = e) {
+				if ((e = strchr(s, ',')))
+					*e++ = '\0';
+				if (!*s || o.nnames == 1024) {
+					cdp_cli_bad("--classes", optarg, "K or a list of names like a,b,c");
+					goto out;
+				}
+				name[o.nnames++] = s;
+			}
+			o.names = name;
 			break;
 		case OPT_IGNORE:
 			if (cdp_cli_int("--ignore", optarg, 0, 65535, &v) != CDP_OK)
-				return 2;
+				goto out;
 			o.ignore = v;
 			break;
 		case OPT_JSON: o.json = 1; break;
 		case OPT_PNG: o.png = optarg; break;
-		default: return 2;
+		default: goto out;
 		}
 	}
 	if (argc - optind != 2) {
 		fprintf(stderr, PROG ": want PREDICTION and REFERENCE\n");
 		usage(stderr);
-		return 2;
+		goto out;
 	}
 	o.prediction = argv[optind];
 	o.reference = argv[optind + 1];
-	if (cdp_evaluate_run(&o, stdout, err, sizeof err) != 0) {
-		fprintf(stderr, PROG ": %s\n", err);
-		return 1;
+	/* names are for a CSV; for rasters --classes is the count it always was */
+	if (!cdp_evaluate_is_csv(o.prediction) && o.nnames) {
+		cdp_cli_int("--classes", classes_arg, 2, 65536, &o.classes);
+		goto out;
 	}
-	return 0;
+	rc = 0;
+	if ((cdp_evaluate_is_csv(o.prediction) ? cdp_evaluate_csv_run(&o, stdout, err, sizeof err)
+	                                       : cdp_evaluate_run(&o, stdout, err, sizeof err)) != 0) {
+		fprintf(stderr, PROG ": %s\n", err);
+		rc = 1;
+	}
+out:
+	free(names);
+	return rc;
 }

@@ -23,13 +23,14 @@
 
 #define PROG "cdp-keyshuffle"
 
-enum { OPT_NO_SHUFFLE = 256, OPT_PROGRESS, OPT_VAL, OPT_VAL_BY, OPT_VAL_OUT };
+enum { OPT_NO_SHUFFLE = 256, OPT_PROGRESS, OPT_STRATIFY, OPT_VAL, OPT_VAL_BY, OPT_VAL_OUT };
 
 static void usage(FILE *f)
 {
 	fprintf(f,
 	    "usage: " PROG " [-hqV] [-m glob] [-o file] [-s seed] [--no-shuffle] [--progress]\n"
-	    "                      [--val fraction | --val-by name[,name...]] [--val-out file] DB\n");
+	    "                      [--val fraction [--stratify] | --val-by name[,name...]]\n"
+	    "                      [--val-out file] DB\n");
 }
 
 /* Appends s to a growing array of strings. */
@@ -57,6 +58,7 @@ int main(int argc, char **argv)
 		{ "progress",   no_argument,       NULL, OPT_PROGRESS },
 		{ "quiet",      no_argument,       NULL, 'q' },
 		{ "seed",       required_argument, NULL, 's' },
+		{ "stratify",   no_argument,       NULL, OPT_STRATIFY },
 		{ "val",        required_argument, NULL, OPT_VAL },
 		{ "val-by",     required_argument, NULL, OPT_VAL_BY },
 		{ "val-out",    required_argument, NULL, OPT_VAL_OUT },
@@ -105,6 +107,9 @@ int main(int argc, char **argv)
 		case OPT_PROGRESS:
 			o.progress = CDP_PROGRESS_ON;
 			break;
+		case OPT_STRATIFY:
+			o.stratify = 1;
+			break;
 		case OPT_VAL:
 			if (cdp_cli_double("--val", optarg, 0.0, 1.0, 1, &o.val_frac) != CDP_OK)
 				goto out;
@@ -120,7 +125,7 @@ int main(int argc, char **argv)
 			copies[ncopies++] = s;
 			/* strsep, not strtok: "a,,b" must fail, not become "a,b". */
 			while ((tok = strsep(&s, ",")) != NULL) {
-				if (cdp_key_name_check(tok) != CDP_OK) {
+				if (cdp_key_scene_check(tok) != CDP_OK) {
 					cdp_cli_bad("--val-by", tok, "a scene name");
 					goto out;
 				}
@@ -145,6 +150,10 @@ int main(int argc, char **argv)
 	db = argv[optind];
 	if (o.have_val && nnames > 0) {
 		fprintf(stderr, PROG ": --val and --val-by are mutually exclusive\n");
+		goto out;
+	}
+	if (o.stratify && !o.have_val) {
+		fprintf(stderr, PROG ": --stratify needs --val\n");
 		goto out;
 	}
 	if ((o.have_val || nnames > 0) != (val_path != NULL)) {
@@ -194,6 +203,10 @@ int main(int argc, char **argv)
 	if (!quiet)
 		fprintf(stderr, PROG ": seed %" PRIu64 ", %zu keys (%zu train, %zu "
 		        "validation)\n", l.seed, l.total, l.ntrain, l.nval);
+	for (uint32_t k = 0; !quiet && k < l.nclasses; k++)
+		if (l.class_n[2 * k] + l.class_n[2 * k + 1] > 0)
+			fprintf(stderr, PROG ": class %" PRIu32 ": %zu train, %zu validation\n", k,
+			        l.class_n[2 * k], l.class_n[2 * k + 1]);
 	rc = 0;
 	goto out;
 nomem:

@@ -8,7 +8,8 @@
  * independent of how the pool was loaded; the Fisher-Yates shuffle of
  * cdp_rng then makes the output a function of (keys, seed) alone.
  *
- * Not done here: printing (main.c does), reading tile values, or any
+ * --stratify reads each record's header (cdp_record_peek) for its class;
+ * otherwise no value is read. Not done here: printing (main.c does), or any
  * second pass over the pool.
  */
 #include "shuffle.h"
@@ -20,6 +21,7 @@
 #include "cdp_file.h"
 #include "cdp_ptrfile.h"
 #include "cdp_progress.h"
+#include "cdp_record.h"
 #include "cdp_rng.h"
 
 #include <errno.h>
@@ -55,10 +57,11 @@ typedef struct keybuf {
 	size_t used, cap;
 	size_t *off, *len;       /* [n] */
 	unsigned char *held;     /* [n] 1: the key's scene is in --val-by */
+	uint32_t *cls;           /* [n] --stratify: the record's class */
 	size_t n, ncap;
 } keybuf;
 
-static int keybuf_add(keybuf *b, const char *k, size_t len, int held)
+static int keybuf_add(keybuf *b, const char *k, size_t len, int held, uint32_t cls)
 {
 	if (b->n == b->ncap) {
 		size_t nc = b->ncap ? b->ncap * 2 : 4096;
@@ -78,6 +81,10 @@ static int keybuf_add(keybuf *b, const char *k, size_t len, int held)
 		if (!nh)
 			return CDP_ENOMEM;
 		b->held = nh;
+		uint32_t *ncl = realloc(b->cls, nc * sizeof *ncl);
+		if (!ncl)
+			return CDP_ENOMEM;
+		b->cls = ncl;
 		b->ncap = nc;
 	}
 	if (b->cap - b->used < len + 1) {
@@ -99,6 +106,7 @@ static int keybuf_add(keybuf *b, const char *k, size_t len, int held)
 	b->off[b->n] = b->used;
 	b->len[b->n] = len;
 	b->held[b->n] = (unsigned char)held;
+	b->cls[b->n] = cls;
 	b->used += len + 1;
 	b->n++;
 	return CDP_OK;
@@ -110,6 +118,7 @@ static void keybuf_free(keybuf *b)
 	free(b->off);
 	free(b->len);
 	free(b->held);
+	free(b->cls);
 	memset(b, 0, sizeof *b);
 }
 
@@ -244,9 +253,9 @@ static int read_keys(cdp_pool *p, MDB_txn *txn, const char *db,
                      keybuf *kb, char *err, size_t cap)
 {
 	MDB_cursor *cur = NULL;
-	MDB_val k;
+	MDB_val k, v;
 	cdp_progress pg;
-	char key[CDP_KEY_MAX], name[CDP_NAME_MAX + 1];
+	char key[CDP_KEY_MAX], name[CDP_KEY_MAX];
 	uint64_t row, col;
 	size_t seen = 0;
 	int rc;
@@ -258,9 +267,10 @@ static int read_keys(cdp_pool *p, MDB_txn *txn, const char *db,
 	}
 	cdp_progress_start(&pg, o->progress, PROG, "reading keys", meta_count);
 	/* data = NULL: LMDB then skips reading the value (mdb_node_read). */
-	while ((rc = mdb_cursor_get(cur, &k, NULL, MDB_NEXT)) == MDB_SUCCESS) {
+	while ((rc = mdb_cursor_get(cur, &k, o->stratify ? &v : NULL, MDB_NEXT)) == MDB_SUCCESS) {
 		const char *const *hit = NULL;
 		int keep = o->nglobs == 0;
+		uint32_t cls = 0;
 
 		seen++;
 		if ((seen & 4095) == 0)
@@ -269,9 +279,9 @@ static int read_keys(cdp_pool *p, MDB_txn *txn, const char *db,
 		if (k.mv_size < sizeof key) {
 			memcpy(key, k.mv_data, k.mv_size);
 			key[k.mv_size] = '\0';
-			rc = cdp_key_parse(key, k.mv_size, name, sizeof name, &row, &col);
+			rc = cdp_key_scene(key, k.mv_size, name, sizeof name, &row, &col);
 		}
-		if (rc != CDP_OK) {
+		if (rc < 0) {
 			seterr(err, cap, "'%s': invalid key '%.*s' in the pool", db,
 			       (int)(k.mv_size > 80 ? 80 : k.mv_size), (const char *)k.mv_data);
 			goto out;
@@ -280,13 +290,28 @@ static int read_keys(cdp_pool *p, MDB_txn *txn, const char *db,
 			keep = cdp_key_match(o->globs[g], key);
 		if (!keep)
 			continue;
+		if (o->stratify) {
+			cdp_record r;
+			if ((rc = cdp_record_peek(v.mv_data, v.mv_size, &r)) != CDP_OK) {
+				seterr(err, cap, "'%s': key '%s': %s", db, key, cdp_strerror(rc));
+				goto out;
+			}
+			if (r.label_kind != CDP_LABEL_CLASS) {
+				rc = CDP_EUNSUP;
+				seterr(err, cap, "'%s': --stratify needs one class per record; key "
+				       "'%s' has %s", db, key, r.label_kind == CDP_LABEL_NONE ?
+				       "no label" : "a label raster");
+				goto out;
+			}
+			cls = r.class_id;
+		}
 		if (nnames > 0) {
 			const char *np = name;
 			hit = bsearch(&np, names, nnames, sizeof *names, cmp_str);
 			if (hit)
 				nkeys[hit - names]++;
 		}
-		rc = keybuf_add(kb, key, k.mv_size, hit != NULL);
+		rc = keybuf_add(kb, key, k.mv_size, hit != NULL, cls);
 		if (rc != CDP_OK) {
 			seterr(err, cap, "'%s': %s", db, cdp_strerror(rc));
 			goto out;
@@ -325,6 +350,62 @@ static int sort_names(const ks_options *o, const char ***out, size_t *n)
 			v[m++] = v[i];
 	*out = v;
 	*n = m;
+	return CDP_OK;
+}
+
+/* --stratify: marks (in b->held) the first take_c keys of each class c in
+ * permutation order, take_c being frac * n_c rounded so that the total is
+ * --val's, so that each class keeps its share in the validation list; and
+ * sizes out's per-class counts. */
+static int stratify(keybuf *b, const size_t *perm, const ks_options *o, ks_lists *out)
+{
+	size_t *n = NULL, *take = NULL;
+	uint32_t k = 0;
+
+	for (size_t i = 0; i < b->n; i++)
+		if (b->cls[i] >= k)
+			k = b->cls[i] + 1;
+	if (!(n = calloc(k, sizeof *n)) || !(take = calloc(k, sizeof *take)) ||
+	    !(out->class_n = calloc(2 * (size_t)k, sizeof *out->class_n))) {
+		free(n);
+		free(take);
+		return CDP_ENOMEM;
+	}
+	out->nclasses = k;
+	for (size_t i = 0; i < b->n; i++)
+		n[b->cls[i]]++;
+	/* Largest remainder: each class floor(frac * n_c), then one more for the
+	 * classes with the largest remainders (ties: lower class first) until
+	 * the total is --val's round(frac * N). */
+	size_t want = (size_t)floor(o->val_frac * (double)b->n + 0.5), got = 0;
+	for (uint32_t c = 0; c < k; c++)
+		got += take[c] = (size_t)floor(o->val_frac * (double)n[c]);
+	while (got < want) {
+		uint32_t best = k;
+		double bestr = -1;
+		for (uint32_t c = 0; c < k; c++) {
+			double r = o->val_frac * (double)n[c] - (double)take[c];
+			if (take[c] < n[c] && r > bestr) {
+				best = c;
+				bestr = r;
+			}
+		}
+		if (best == k)
+			break;
+		take[best]++;
+		got++;
+	}
+	out->nval_to = 0;
+	for (size_t i = 0; i < b->n; i++) {
+		size_t j = perm[i];
+		b->held[j] = take[b->cls[j]] > 0;
+		if (b->held[j]) {
+			take[b->cls[j]]--;
+			out->nval_to++;
+		}
+	}
+	free(n);
+	free(take);
 	return CDP_OK;
 }
 
@@ -406,9 +487,17 @@ int ks_build(const char *db, const ks_options *o, ks_lists *out,
 		cdp_rng_seed(&r, o->seed);
 		cdp_rng_shuffle_size(&r, perm, kb.n);
 	}
-	/* The permutation's head is the validation list for --val. */
-	if (o->have_val)
+	/* The permutation's head is the validation list for --val; with
+	 * --stratify each class's first keys in it (stratify()). */
+	if (o->have_val && !o->stratify)
 		nval = (size_t)floor(o->val_frac * (double)kb.n + 0.5);
+	if (o->stratify && (rc = stratify(&kb, perm, o, out)) != CDP_OK) {
+		seterr(err, cap, "%s", cdp_strerror(rc));
+		goto out;
+	}
+	if (o->stratify)
+		nval = out->nval_to;
+	rc = CDP_EFORMAT;
 	if (nval >= kb.n) {
 		seterr(err, cap, "'%s': no training keys left: all %zu selected keys "
 		       "are held out for validation", db, kb.n);
@@ -426,7 +515,9 @@ int ks_build(const char *db, const ks_options *o, ks_lists *out,
 	}
 	for (size_t i = 0; i < kb.n; i++) {
 		size_t k = perm[i];
-		int to_val = o->have_val ? i < nval : kb.held[k];
+		int to_val = o->stratify ? kb.held[k] : o->have_val ? i < nval : kb.held[k];
+		if (o->stratify)
+			out->class_n[2 * kb.cls[k] + (to_val != 0)]++;
 		if (to_val) {
 			out->val[out->nval] = kb.arena + kb.off[k];
 			out->val_len[out->nval++] = kb.len[k];
@@ -459,6 +550,7 @@ out:
 
 void ks_lists_free(ks_lists *l)
 {
+	free(l->class_n);
 	free(l->train);
 	free(l->train_len);
 	free(l->val);

@@ -19,6 +19,7 @@ typedef struct ks_options {
 	int seed_given;          /* --seed on the command line */
 	int no_shuffle;          /* keep the pool's byte order */
 	int have_val;            /* --val given */
+	int stratify;            /* --stratify: --val per class (needs class records) */
 	double val_frac;         /* [0, 1) */
 	const char **val_names;  /* [nval_names] --val-by scenes, not owned */
 	size_t nval_names;
@@ -38,6 +39,9 @@ typedef struct ks_lists {
 	char **train, **val;     /* [ntrain], [nval] into arena */
 	size_t *train_len, *val_len;
 	char *arena;             /* the selected keys, NUL-terminated */
+	uint32_t nclasses;       /* --stratify: classes 0..nclasses-1 */
+	size_t *class_n;         /* [2 * nclasses]: train, val keys per class */
+	size_t nval_to;          /* --stratify: keys held out */
 } ks_lists;
 
 int  ks_build(const char *db, const ks_options *o, ks_lists *out,

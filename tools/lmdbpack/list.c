@@ -197,18 +197,20 @@ static int read_label(pk *p, const list_entry *e, const cdp_raster_info *ii,
 	return rc;
 }
 
-/* One chip: the whole raster is one tile, keyed by its file stem. */
+/* One chip: the whole raster is one tile, keyed by its file stem (CLASS/STEM
+ * for --folders). */
 static int add_chip(pk *p, const list_entry *e, uint32_t index, cdp_buf bufs[4])
 {
 	cdp_raster *r = NULL;
 	const cdp_raster_info *ri;
 	cdp_record rec;
 	cdp_source s;
-	char key[CDP_KEY_MAX], msg[512];
+	char key[CDP_KEY_MAX], stem[CDP_NAME_MAX + 1], msg[512];
 	size_t plane, bytes;
 	int *bl = NULL, rc;
 
-	if (cdp_key_stem(e->image, key, sizeof key))
+	if (cdp_key_stem(e->image, stem, sizeof stem) ||
+	    cdp_key_chip(key, sizeof key, e->folder ? p->cnames[e->cls] : NULL, stem))
 		return pack_seterr(p, CDP_EKEY, "'%s': line %zu: no usable key in '%s'", p->in,
 		                   e->line, e->image);
 	if ((rc = cdp_raster_open(e->image, &r, msg, sizeof msg)))

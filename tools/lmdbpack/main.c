@@ -1,4 +1,4 @@
-/* cdp-lmdbpack: pack a record stream (or a list of chips) into a pool.
+/* cdp-lmdbpack: pack a record stream (or a list or folders of chips) into a pool.
  *
  * This file only turns the command line into cdp_pack_opts, runs
  * cdp_pack_run() (pack.c) and reports the outcome; see man/cdp-lmdbpack.1.
@@ -29,7 +29,10 @@ static void usage(FILE *f)
 	    "       cdp-lmdbpack [-hqV] [--classes name[,name...]] [--ignore value]\n"
 	    "                    [--map-size size] [--no-sync] [--progress]\n"
 	    "                    [--replace | --resume] [--txn-bytes size]\n"
-	    "                    [--txn-records n] [-z level] --list file db\n");
+	    "                    [--txn-records n] [-z level] --list file db\n"
+	    "       cdp-lmdbpack [-hqV] [--map-size size] [--no-sync] [--progress]\n"
+	    "                    [--replace | --resume] [--txn-bytes size]\n"
+	    "                    [--txn-records n] [-z level] --folders dir db\n");
 }
 
 /* The command line as one shell-quoted line for the pool's cmdline meta. */
@@ -67,11 +70,12 @@ static char *join_argv(int argc, char **argv)
 	return s;
 }
 
-enum { OPT_CLASSES = 256, OPT_IGNORE, OPT_LIST, OPT_MAP_SIZE, OPT_NO_SYNC,
+enum { OPT_CLASSES = 256, OPT_FOLDERS, OPT_IGNORE, OPT_LIST, OPT_MAP_SIZE, OPT_NO_SYNC,
        OPT_PROGRESS, OPT_REPLACE, OPT_RESUME, OPT_TXN_BYTES, OPT_TXN_RECORDS };
 
 static const struct option longopts[] = {
 	{ "classes",     required_argument, NULL, OPT_CLASSES },
+	{ "folders",     required_argument, NULL, OPT_FOLDERS },
 	{ "help",        no_argument,       NULL, 'h' },
 	{ "ignore",      required_argument, NULL, OPT_IGNORE },
 	{ "list",        required_argument, NULL, OPT_LIST },
@@ -134,6 +138,9 @@ int main(int argc, char **argv)
 			}
 			o.classes = classes;
 			break;
+		case OPT_FOLDERS:
+			o.folders = optarg;
+			break;
 		case OPT_IGNORE:
 			if (cdp_cli_int("--ignore", optarg, 0, 65535, &v))
 				goto out;
@@ -188,7 +195,12 @@ int main(int argc, char **argv)
 		ret = 2;
 		goto out;
 	}
-	if (!o.list && (o.nclasses || o.has_ignore || o.zlevel)) {
+	if (o.folders && (o.list || o.nclasses || o.has_ignore)) {
+		fprintf(stderr, "cdp-lmdbpack: --folders excludes --list, --classes and --ignore\n");
+		ret = 2;
+		goto out;
+	}
+	if (!o.list && !o.folders && (o.nclasses || o.has_ignore || o.zlevel)) {
 		fprintf(stderr, "cdp-lmdbpack: --classes, --ignore and --zlib need --list\n");
 		ret = 2;
 		goto out;

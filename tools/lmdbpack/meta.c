@@ -258,6 +258,36 @@ static int update_cmdline(pk *p, MDB_txn *txn)
 	return meta_write(p, txn, "cmdline", &p->tmp);
 }
 
+/* The class names of --classes or --folders, "class.K=NAME\n" for K = 0..,
+ * written with the first batch; a pool that has other names refuses them
+ * (its class ids would change meaning). */
+static int update_names(pk *p, MDB_txn *txn)
+{
+	cdp_buf b = { 0 };
+	int absent, rc;
+
+	if (p->ncnames == 0)
+		return CDP_OK;
+	for (size_t k = 0; k < p->ncnames; k++) {
+		size_t need = b.len + strlen(p->cnames[k]) + 32;
+		if (cdp_buf_reserve(&b, need)) {
+			cdp_buf_free(&b);
+			return pack_meta_error(p, "class_names", CDP_ENOMEM);
+		}
+		b.len += (size_t)snprintf((char *)b.p + b.len, need - b.len, "class.%zu=%s\n", k,
+		                          p->cnames[k]);
+	}
+	if ((rc = meta_read(p, txn, "class_names", &absent)) == CDP_OK) {
+		if (absent)
+			rc = meta_write(p, txn, "class_names", &b);
+		else if (p->tmp.len != b.len || memcmp(p->tmp.p, b.p, b.len) != 0)
+			rc = pack_seterr(p, CDP_EMISMATCH, "'%s': these class names differ from the "
+			                 "pool's (meta 'class_names')", p->o->db);
+	}
+	cdp_buf_free(&b);
+	return rc;
+}
+
 /* Folds the written items into stats and classes as stored in the txn. */
 static int update_stats(pk *p, MDB_txn *txn, const cdp_lmdb_item *items, size_t n)
 {
@@ -396,6 +426,8 @@ int pack_finish(MDB_txn *txn, cdp_lmdb_item *items, size_t n, void *arg)
 	}
 	if ((rc = update_count(p, txn, added)) || (rc = update_stats(p, txn, items, n)) ||
 	    (rc = update_srcstats(p, txn, items, n)))
+		return rc;
+	if (!p->cmd_done && (rc = update_names(p, txn)))
 		return rc;
 	return p->cmd_done ? CDP_OK : update_cmdline(p, txn);
 }

@@ -337,13 +337,18 @@ int cdp_pack_run(const cdp_pack_opts *o, FILE *in, cdp_pack_result *res,
 	p.err = err;
 	p.errcap = errcap;
 	err[0] = '\0';
-	p.in = o->list ? o->list : "<stdin>";
+	p.in = o->list ? o->list : o->folders ? o->folders : "<stdin>";
+	p.cnames = o->classes;
+	p.ncnames = o->nclasses;
 	strftime(p.stamp, sizeof p.stamp, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
 
 	/* Check the input before the pool is created or touched. */
-	if (!o->list)
+	if (!o->list && !o->folders)
 		cdp_stream_pipe_grow(fileno(in));
-	if (o->list) {
+	if (o->folders) {
+		if ((rc = pack_folders_read(&p, &ents, &nents)))
+			goto out;
+	} else if (o->list) {
 		if ((rc = pack_list_read(&p, &ents, &nents)))
 			goto out;
 	} else if (isatty(fileno(in))) {
@@ -377,7 +382,7 @@ int cdp_pack_run(const cdp_pack_opts *o, FILE *in, cdp_pack_result *res,
 	cdp_progress_start(&p.pg, o->progress, "cdp-lmdbpack", "packing", nents);
 	pg = 1;
 
-	rc = o->list ? pack_list_pack(&p, ents, nents) : read_stream(&p, in);
+	rc = o->list || o->folders ? pack_list_pack(&p, ents, nents) : read_stream(&p, in);
 	if (rc == CDP_OK)
 		rc = flush(&p);
 	if (rc == CDP_OK)
@@ -416,6 +421,9 @@ out:
 		free(p.mpath[i]);
 	free(p.mpath);
 	free(p.midx);
+	for (size_t i = 0; p.cnames_own && i < p.ncnames; i++)
+		free(p.cnames_own[i]);
+	free(p.cnames_own);
 	cdp_buf_free(&p.scratch);
 	cdp_buf_free(&p.tmp);
 	if (rc && !p.errset)

@@ -14,6 +14,7 @@
 typedef struct cdp_pack_opts {
 	const char *db;              /* pool directory (created if missing) */
 	const char *list;            /* --list FILE, or NULL: a record stream */
+	const char *folders;         /* --folders DIR (DIR/CLASS/IMAGE.tif), or NULL */
 	const char *const *classes;  /* [nclasses] --classes names, or NULL */
 	size_t nclasses;
 	int dup;                     /* CDP_DUP_ERROR, _SKIP (--resume), _REPLACE */

@@ -61,6 +61,9 @@ typedef struct pk {
 	unsigned attempt;
 	int cmd_done, replaced;
 	char stamp[32];               /* UTC start time for cmdline */
+	const char *const *cnames;    /* [ncnames] class names: --classes or --folders */
+	size_t ncnames;
+	char **cnames_own;            /* --folders: the names, owned */
 	cdp_buf scratch, tmp;
 	cdp_progress pg;
 } pk;
@@ -70,6 +73,7 @@ typedef struct list_entry {
 	char *image;                  /* path, resolved against the list's dir */
 	char *label;                  /* label raster path, or NULL */
 	long cls;                     /* scalar class id, or -1 */
+	int folder;                   /* --folders: keyed CLASS/STEM */
 	size_t line;
 } list_entry;
 
@@ -107,5 +111,11 @@ int pack_list_read(pk *p, list_entry **out, size_t *nout);
 /* Packs the chips e[n], each as one record of its own source. */
 int pack_list_pack(pk *p, const list_entry *e, size_t n);
 void pack_list_free(list_entry *e, size_t n);
+
+/* folders.c */
+
+/* Reads p->o->folders (DIR/CLASS/IMAGE.tif) into entries of class K = the K-th
+ * folder name in byte order, and sets p->cnames to those names. */
+int pack_folders_read(pk *p, list_entry **out, size_t *nout);
 
 #endif

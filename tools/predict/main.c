@@ -31,7 +31,10 @@ static void usage(FILE *f)
 	    "                   [--device cpu|cuda|cuda:N|auto] [--precision fp32|tf32|bf16|fp16]\n"
 	    "                   [--prob] [--cog] [--colors FILE] [--vector OUT.gpkg]\n"
 	    "                   [--vector-class K] [--preview FILE.png] [--progress]\n"
-	    "                   MODEL RASTER -o OUT.tif\n");
+	    "                   MODEL RASTER -o OUT.tif\n"
+	    "       " PROG " [-hqV] [--size N] [--batch N] [--threads N]\n"
+	    "                   [--device cpu|cuda|cuda:N|auto] [--precision fp32|tf32|bf16|fp16]\n"
+	    "                   MODEL DIR|LIST -o OUT.csv\n");
 }
 
 int main(int argc, char **argv)

@@ -40,7 +40,7 @@ static void nodata_valid(const predictor *p, const void *raw, size_t stride, siz
 
 /* Reads rows [y, y + n) of the selected bands into p->raw (C, n, W) and
  * their validity into v (n, W). */
-static int read_rows(predictor *p, int y, int n, uint8_t *v, char *err, size_t cap)
+int pr_read_rows(predictor *p, int y, int n, uint8_t *v, char *err, size_t cap)
 {
 	char why[512];
 	size_t px = (size_t)n * p->W;
@@ -60,7 +60,7 @@ static int read_rows(predictor *p, int y, int n, uint8_t *v, char *err, size_t c
 
 /* Standardizes p->raw (C, n, W) into p->img; invalid pixels become 0 in
  * every band and non-finite values 0, as in training. */
-static void standardize(predictor *p, int n)
+void pr_standardize(predictor *p, int n)
 {
 	size_t px = (size_t)n * p->W;
 	size_t dsz = cdp_dtype_size(p->ri->dtype);
@@ -92,9 +92,9 @@ static int run_strip(predictor *p, int s, float *sum, char *err, size_t cap)
 		hi = p->srow[r] + 1 > hi ? p->srow[r] + 1 : hi;
 	}
 	n = hi - lo;
-	if (read_rows(p, lo, n, p->valid, err, cap) < 0)
+	if (pr_read_rows(p, lo, n, p->valid, err, cap) < 0)
 		return -1;
-	standardize(p, n);
+	pr_standardize(p, n);
 	for (int r = 0; r < p->S; r++)
 		p->srow[r] -= lo;
 	be->to_device(be, p->dsrow, p->srow, (size_t)p->S * sizeof *p->srow);
@@ -125,7 +125,7 @@ static int finish_rows(predictor *p, long a0, int ya, int yb, char *err, size_t 
 
 	if (n <= 0)
 		return 0;
-	if (p->nodata_mode && read_rows(p, ya, n, v, err, cap) < 0)
+	if (p->nodata_mode && pr_read_rows(p, ya, n, v, err, cap) < 0)
 		return -1;
 	if (!p->nodata_mode)
 		memset(v, 255, px);
@@ -274,7 +274,12 @@ int cdp_predict_run(const cdp_predict_opts *o, char *err, size_t cap)
 	p.o = o;
 	p.rank = cdp_dist_rank();
 	p.nranks = cdp_dist_size();
-	int ok = pr_load_model(&p, err, cap) == 0 && pr_open_raster(&p, err, cap) == 0 &&
+	int ok = pr_load_model(&p, err, cap) == 0;
+	if (ok && p.classify) {   /* a classifier: predict_classify.c */
+		rc = pr_classify_run(&p, err, cap);
+		goto out;
+	}
+	ok = ok && pr_open_raster(&p, err, cap) == 0 &&
 	         pr_weights(&p, err, cap) == 0 && pr_alloc(&p, err, cap) == 0 &&
 	         (p.rank != 0 || open_outputs(&p, err, cap) == 0);
 	/* agree before the first collective, so no rank waits for a dead one */

@@ -39,6 +39,7 @@ typedef struct predictor {
 	int C, K, S, O, T, m, B;  /* channels, classes, size, overlap, stride, margin, batch */
 	int W, H, nx, ny;         /* raster size, windows per strip, strips */
 	int rank, nranks, nodata_mode; /* 0 none, 1 nodata value, 2 mask band */
+	int classify;             /* the model's head is 1x1: predict_classify.c */
 	float *w1;                /* (S) the 1-D window weight */
 	float *normx, *normy;     /* (W), (H): summed weights per column and row */
 	float *mean, *inv;        /* (C) standardization */
@@ -76,6 +77,13 @@ int  pr_alloc(predictor *p, char *err, size_t cap);
 /* Refuses an output (-o, --vector and its mask, --preview) that is the
  * input, a file GDAL reads for it, the checkpoint, or another output. */
 int  pr_check_outputs(predictor *p, char *err, size_t cap);
+
+/* predict.c: rows [y, y + n) of the raster into p->raw (C, n, W) and
+ * their validity into v (n, W); p->raw standardized into p->img. */
+int  pr_read_rows(predictor *p, int y, int n, uint8_t *v, char *err, size_t cap);
+void pr_standardize(predictor *p, int n);
+/* predict_classify.c: a classifier over chips (CSV) or a scene's grid. */
+int  pr_classify_run(predictor *p, char *err, size_t cap);
 
 /* A GeoTIFF of nb bands, w x h, written top to bottom: u8 with nodata 255,
  * or (f32) float32 with nodata NaN, under a temporary name in the target's

@@ -124,7 +124,8 @@ int pr_load_model(predictor *p, char *err, size_t cap)
 	}
 	p->have_net = 1;
 	const cdp_layer *h = &p->net.layers[p->net.out_layer];
-	if (h->out.h != p->S || h->out.w != p->S)
+	p->classify = h->out.h == 1 && h->out.w == 1 && p->S > 1;
+	if (!p->classify && (h->out.h != p->S || h->out.w != p->S))
 		return pr_fail(err, cap, "'%s': the model gives a %dx%d output for a %dx%d window, "
 		            "not a segmentation model", p->model, h->out.h, h->out.w, p->S, p->S);
 	p->K = h->out.c;

@@ -26,7 +26,7 @@
 #define PROG "cdp-train"
 
 enum {
-	OPT_ALLREDUCE = 256, OPT_BATCH, OPT_CKPT_EVERY, OPT_DB, OPT_DEVICE, OPT_EPOCHS,
+	OPT_ALLREDUCE = 256, OPT_BATCH, OPT_CKPT_EVERY, OPT_CLASS_WEIGHTS, OPT_DB, OPT_DEVICE, OPT_EPOCHS,
 	OPT_KEEP_BEST, OPT_KEYS, OPT_LOAD, OPT_LOG, OPT_LOG_EVERY, OPT_LOSS_SCALE, OPT_LR, OPT_MODEL, OPT_MOMENTUM,
 	OPT_NAN_POLICY, OPT_NESTEROV, OPT_NO_OVERLAP, OPT_OPTIMIZER, OPT_OUT, OPT_PAD_LAST,
 	OPT_PRECISION, OPT_PROGRESS, OPT_RESUME, OPT_SCHEDULE, OPT_SEED, OPT_SKIP_BAD, OPT_STEPS,
@@ -45,7 +45,8 @@ static void usage(FILE *f)
 	    "                 [--allreduce mpi|ring|nccl] [--no-overlap] [--checkpoint-every N] [--resume]\n"
 	    "                 [--log FILE] [--log-every N] [--val-every N] [--load pool|copy]\n"
 	    "                 [--pad-last] [--skip-bad-records] [--nan-policy stop|skip]\n"
-	    "                 [--keep-best miou|loss|acc] [--progress]\n");
+	    "                 [--keep-best miou|loss|acc] [--class-weights auto|W,W,...]\n"
+	    "                 [--progress]\n");
 }
 
 static void on_signal(int sig)
@@ -136,6 +137,7 @@ int main(int argc, char **argv)
 		{ "allreduce",        required_argument, NULL, OPT_ALLREDUCE },
 		{ "batch",            required_argument, NULL, OPT_BATCH },
 		{ "checkpoint-every", required_argument, NULL, OPT_CKPT_EVERY },
+		{ "class-weights",    required_argument, NULL, OPT_CLASS_WEIGHTS },
 		{ "db",               required_argument, NULL, OPT_DB },
 		{ "device",           required_argument, NULL, OPT_DEVICE },
 		{ "epochs",           required_argument, NULL, OPT_EPOCHS },
@@ -212,6 +214,7 @@ int main(int argc, char **argv)
 			if (num_long("--checkpoint-every", optarg, 0, &o.checkpoint_every) < 0)
 				goto out;
 			break;
+		case OPT_CLASS_WEIGHTS: o.class_weights = optarg; break;
 		case OPT_DB: o.db = optarg; break;
 		case OPT_DEVICE:
 			if (cdp_device_parse(optarg) != 0) {

@@ -344,6 +344,7 @@ static int train_loop(trainer *t)
 	tr_logf(t, "device %s, precision %s, loss scale %g, all-reduce %s%s", dev,
 	        cdp_precision_name(o->precision), t->scale, cdp_dist_algo_name(t->algo),
 	        cdp_dist_staged() ? " staged through host memory" : "");
+	tr_class_weights_log(t);
 	if (t->raw)
 		tr_logf(t, "data path device: raw %s tiles, prepared by the %s backend",
 		        cdp_dtype_name(t->ti.pool->dtype), t->be->name);

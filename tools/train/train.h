@@ -61,6 +61,7 @@ typedef struct cdp_train_opts {
 	int progress;               /* CDP_PROGRESS_* */
 	int quiet;
 	const char *log_keys;       /* test mode: per-rank key log prefix, or NULL */
+	const char *class_weights;  /* --class-weights: "auto", "w0,w1,...", or NULL */
 } cdp_train_opts;
 
 void cdp_train_opts_init(cdp_train_opts *o);

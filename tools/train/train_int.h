@@ -31,6 +31,8 @@ typedef struct trainer {
 	cdp_loader_info ti, vi;
 	char *cfg_text;                 /* the model cfg (from --model or the checkpoint) */
 	char **ov;                      /* overrides in use (borrowed) */
+	float *cw;                      /* [ncw] --class-weights on the host, or NULL */
+	int ncw, cw_auto;
 	int nov;
 	cdp_cfg cfg;
 	int have_cfg;
@@ -116,6 +118,10 @@ typedef struct trainer {
  * checkpoint for every rank); it returns -1 with err empty where another
  * rank has said why. */
 int  tr_setup(trainer *t, char *err, size_t cap);
+/* train_weights.c: --class-weights into the loss (after cdp_loss_init_cfg),
+ * and its line in train.log. */
+int  tr_class_weights(trainer *t, char *err, size_t cap);
+void tr_class_weights_log(trainer *t);
 void tr_teardown(trainer *t);
 /* Collective, after a successful tr_setup: 1 on every rank when a rank's
  * pool (its uuid) or pointer files (their header: uuid, seed, count, CRC)

@@ -386,6 +386,8 @@ int tr_setup(trainer *t, char *err, size_t cap)
 		return -1;
 	t->have_loss = 1;
 	t->loss.ignore = t->ti.ignore;
+	if (tr_class_weights(t, err, cap) < 0)
+		return -1;
 	if (optimizer(t, err, cap) < 0)
 		return -1;
 	n = o->batch * t->hw;
@@ -507,6 +509,7 @@ void tr_teardown(trainer *t)
 		cdp_ckpt_free(&t->ck);
 	tr_standardize_free(t);
 	free(t->cfg_text);
+	free(t->cw);
 	if (t->be) {
 		cdp_dist_set_backend(NULL);
 		t->be->destroy(t->be);

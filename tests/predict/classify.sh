@@ -1,0 +1,133 @@
+#!/bin/sh
+# tests/predict/classify.sh: cdp-predict with a classifier checkpoint
+# (predict_classify.c), checked against the checkpoint's PyTorch twin
+# (cdpool.torch_model.Deployed: raw bands in, softmax out):
+#  - chips of a folder (DIR/CLASS/*.tif) and of a list file: CSV
+#    path,class,p0..p4, one row per chip in input order, class = arg max,
+#    probabilities within 1e-5 of PyTorch's; the two inputs agree;
+#  - a scene: one pixel per cell of the window size, the last column and
+#    row from the window shifted to the raster's edge, class ids (u8) or
+#    with --prob the probabilities (float32) of PyTorch's on those windows,
+#    the geotransform scaled by the window size and the raster's CRS; a
+#    cell without a valid pixel is nodata (255, NaN);
+#  - refusals: chips of another size, --vector with a classifier.
+. "$CDP_SRCDIR/tests/tools/common.sh"
+need_python
+"$PYTHON" -c "import torch" 2>/dev/null || { echo "SKIP: no torch" >&2; exit 77; }
+GEN="$CDP_SRCDIR/share/cdpool/examples/genscene.py"
+NAMES="residential road green lake land"
+
+"$PYTHON" "$GEN" --scene-tiles "$T/chips" --count 20 --size 16 --seed 2
+for n in $NAMES; do mkdir -p "$T/F/$n"; done
+while read -r f c; do
+	cp "$T/chips/$f" "$T/F/$(echo $NAMES | cut -d' ' -f$((c + 1)))/"
+done <"$T/chips/list.txt"
+cdp-lmdbpack -q --folders "$T/F" "$T/pool"
+cdp-keyshuffle -q -o "$T/train.keys" "$T/pool"
+cdp-train -q --db "$T/pool" --keys "$T/train.keys" --out "$T/run" --batch 4 --steps 6 --threads 1 \
+	--model "$CDP_SRCDIR/share/cdpool/models/classifier.cfg:width=4,blocks=1" ||
+	fail "cdp-train"
+
+echo "== chips"
+cdp-predict -q --threads 1 --batch 3 "$T/run" "$T/F" -o "$T/f.csv"
+cdp-predict -q --threads 1 "$T/run" "$T/chips/list.txt" -o "$T/l.csv"
+[ "$(head -1 "$T/f.csv")" = "path,class,p0,p1,p2,p3,p4" ] || fail "header: $(head -1 "$T/f.csv")"
+[ "$(sed 1d "$T/f.csv" | wc -l)" -eq 20 ] || fail "$(sed 1d "$T/f.csv" | wc -l) rows, want 20"
+# folder order: classes, then files, in byte order
+sed '1d; s/,.*//' "$T/f.csv" >"$T/f.paths"
+(cd "$T/F" && ls -d */*.tif | sort | sed "s|^|$T/F/|") | cmp -s - "$T/f.paths" ||
+	fail "the folder's rows: $(head -3 "$T/f.paths")"
+cat >"$T/check.py" <<'PYEOF'
+import csv, os, sys
+import numpy as np
+import torch
+from osgeo import gdal
+sys.path.insert(0, os.path.join(os.environ["CDP_SRCDIR"], "python"))
+import cdpool
+from cdpool.torch_model import Deployed, model_json
+ck = cdpool.load_checkpoint(sys.argv[2])
+net = Deployed(ck, model_json(ck, os.path.join(os.environ["CDP_BUILDDIR"], "tests", "engine",
+                                               "model_dump"))).eval()
+def probs(x):
+    with torch.no_grad():
+        return net(torch.from_numpy(x.astype(np.float32))).numpy().reshape(len(x), -1)
+mode = sys.argv[1]
+if mode == "csv":
+    rows = list(csv.reader(open(sys.argv[3])))[1:]
+    want = probs(np.stack([gdal.Open(r[0]).ReadAsArray() for r in rows]))
+    got = np.array([[float(v) for v in r[2:]] for r in rows])
+    err = np.abs(got - want).max()
+    assert err <= 1e-5, "probabilities differ by %g" % err
+    assert all(int(r[1]) == int(np.argmax(g)) for r, g in zip(rows, got)), "class is not the arg max"
+    assert np.abs(got.sum(1) - 1).max() < 1e-5
+    print("csv: %d chips within %.1e of PyTorch" % (len(rows), err))
+else:
+    raster, out, prob = sys.argv[3], sys.argv[4], mode == "prob"
+    src, dst = gdal.Open(raster), gdal.Open(out)
+    a = src.ReadAsArray()
+    S = ck.in_shape[1]
+    H, W = a.shape[1:]
+    ny, nx = -(-H // S), -(-W // S)
+    assert (dst.RasterYSize, dst.RasterXSize) == (ny, nx), (dst.RasterYSize, dst.RasterXSize)
+    gt, g = src.GetGeoTransform(), dst.GetGeoTransform()
+    assert np.allclose(g, (gt[0], gt[1] * S, gt[2] * S, gt[3], gt[4] * S, gt[5] * S)), g
+    assert dst.GetProjection() == src.GetProjection()
+    x0 = [min(i * S, W - S) for i in range(nx)]
+    y0 = [min(i * S, H - S) for i in range(ny)]
+    win = np.stack([a[:, y:y + S, x:x + S] for y in y0 for x in x0])
+    want = probs(win).reshape(ny, nx, -1)
+    got = dst.ReadAsArray().astype(np.float64)
+    if prob:
+        err = np.abs(np.moveaxis(got, 0, -1) - want).max()
+        assert err <= 1e-5, "probabilities differ by %g" % err
+        assert dst.GetRasterBand(1).DataType == gdal.GDT_Float32
+    else:
+        assert (got == want.argmax(-1)).all(), (got, want.argmax(-1))
+        assert dst.GetRasterBand(1).GetNoDataValue() == 255
+    print("%s: %dx%d cells agree with PyTorch" % (mode, nx, ny))
+PYEOF
+"$PYTHON" "$T/check.py" csv "$T/run/checkpoint.cdpt" "$T/f.csv" || fail "folder CSV"
+"$PYTHON" "$T/check.py" csv "$T/run/checkpoint.cdpt" "$T/l.csv" || fail "list CSV"
+sed 1d "$T/f.csv" | sed "s|^$T/F/[a-z]*/||" | sort >"$T/f.rows"
+sed 1d "$T/l.csv" | sed "s|^$T/chips/||" | sort >"$T/l.rows"
+cmp -s "$T/f.rows" "$T/l.rows" || fail "folder and list differ: $(diff "$T/f.rows" "$T/l.rows" | head -3)"
+
+echo "== a scene"
+# 40 x 56 pixels, windows of 16: 3 x 4 cells, the last ones shifted inwards
+"$PYTHON" "$GEN" "$T/s.tif" --size 40 --height 56 --seed 9
+cdp-predict -q --threads 1 "$T/run" "$T/s.tif" -o "$T/map.tif"
+"$PYTHON" "$T/check.py" map "$T/run/checkpoint.cdpt" "$T/s.tif" "$T/map.tif" || fail "class map"
+cdp-predict -q --threads 1 --prob --batch 2 "$T/run" "$T/s.tif" -o "$T/prob.tif"
+"$PYTHON" "$T/check.py" prob "$T/run/checkpoint.cdpt" "$T/s.tif" "$T/prob.tif" || fail "--prob"
+# cell (1, 1) all nodata
+"$PYTHON" - "$T/s.tif" "$T/nd.tif" <<'PYEOF'
+import sys
+from osgeo import gdal
+ds = gdal.Translate(sys.argv[2], sys.argv[1])
+for b in range(1, ds.RasterCount + 1):
+    band = ds.GetRasterBand(b)
+    a = band.ReadAsArray()
+    a[16:32, 16:32] = 0
+    band.WriteArray(a)
+    band.SetNoDataValue(0)
+ds = None
+PYEOF
+cdp-predict -q --threads 1 "$T/run" "$T/nd.tif" -o "$T/nd_map.tif"
+cdp-predict -q --threads 1 --prob "$T/run" "$T/nd.tif" -o "$T/nd_prob.tif"
+"$PYTHON" - "$T/nd_map.tif" "$T/nd_prob.tif" <<'PYEOF' || fail "nodata cell"
+import sys
+import numpy as np
+from osgeo import gdal
+m, p = gdal.Open(sys.argv[1]).ReadAsArray(), gdal.Open(sys.argv[2]).ReadAsArray()
+assert m[1, 1] == 255 and (m[m != 255] < 5).all() and (m == 255).sum() == 1, m
+assert np.isnan(p[:, 1, 1]).all() and np.isfinite(p[:, 0, 0]).all(), p[:, 1, 1]
+PYEOF
+
+echo "== refusals"
+"$PYTHON" "$GEN" --scene-tiles "$T/big" --count 2 --size 24 --seed 1
+expect_fail 1 "^cdp-predict: '$T/big/.*' is 24x24, the model takes chips of 16x16 (--size)\$" \
+	cdp-predict -q "$T/run" "$T/big" -o "$T/x.csv"
+expect_fail 1 "is a classifier: --vector and --preview are for segmentation models" \
+	cdp-predict -q --vector "$T/x.gpkg" "$T/run" "$T/s.tif" -o "$T/x.tif"
+! ls "$T"/x.csv* >/dev/null 2>&1 || fail "a failed run left $(ls "$T"/x.csv*)"
+echo ok

@@ -1,0 +1,160 @@
+/* train_weights.c: cdp-train --class-weights (man/cdp-train.1): the loss's
+ * per-class weights, given as a list or, with "auto", inverse class
+ * frequencies over the training keys:
+ *
+ *   w_k = N / (K' n_k)   for the K' classes with n_k > 0, 0 for the others,
+ *
+ * n_k counting the training keys' labels of class k (one per record for
+ * scalar classes; label pixels other than the record's ignore value for
+ * label rasters, as the pool's classes meta counts them) and N their sum,
+ * so a balanced set gets weights 1 and the weights' mean over the training
+ * labels is 1 (sklearn's "balanced" up to K'/K). Every rank counts all keys
+ * itself (the pointer file is the same on all), so the weights agree without
+ * communication; the count reads each training record once before the
+ * first step, only its header for scalar classes.
+ *
+ * The weights replace those of the cfg's class_weights= and need loss=ce
+ * (cdp_loss_init says so otherwise). They are not stored in the checkpoint:
+ * give the same option to --resume.
+ */
+#include "train_int.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cdp_error.h"
+#include "cdp_num.h"
+#include "cdp_record.h"
+#include "cdp_stats.h"
+#include "loss.h"
+
+/* err gets the reason; the expression is -1 */
+#define WFAIL(...) (snprintf(err, cap, __VA_ARGS__), -1)
+
+/* The label histogram of the training keys. */
+static int histogram(trainer *t, cdp_classes *cl, char *err, size_t cap)
+{
+	MDB_txn *txn = NULL;
+	cdp_buf scratch = { 0 };
+	int rc;
+
+	if ((rc = mdb_txn_begin(t->pool.env, NULL, MDB_RDONLY, &txn)) != MDB_SUCCESS)
+		return WFAIL("'%s': %s", t->o->db, cdp_strerror(rc));
+	for (size_t k = 0; k < t->ti.count && rc == 0; k++) {
+		const char *key = cdp_loader_key(t->tl, k);
+		MDB_val mk = { strlen(key), (void *)key }, mv;
+		cdp_record r;
+
+		if ((rc = mdb_get(txn, t->pool.tiles, &mk, &mv)) != MDB_SUCCESS)
+			break;
+		rc = cdp_record_peek(mv.mv_data, mv.mv_size, &r);
+		if (rc == CDP_OK && r.label_kind != CDP_LABEL_CLASS)
+			rc = cdp_record_decode(mv.mv_data, mv.mv_size, &r, &scratch);
+		if (rc == CDP_OK)
+			rc = cdp_classes_add_record(cl, &r);
+		if (rc != CDP_OK)
+			snprintf(err, cap, "'%s': record '%s': %s", t->o->db, key, cdp_strerror(rc));
+	}
+	if (rc > 0 || rc == MDB_NOTFOUND)
+		snprintf(err, cap, "'%s': %s", t->o->db, cdp_strerror(rc));
+	mdb_txn_abort(txn);
+	cdp_buf_free(&scratch);
+	return rc ? -1 : 0;
+}
+
+/* "w0,w1,..." into w[k]: each a number >= 0; -1 unless exactly k of them. */
+static int parse_list(const char *s, float *w, int k)
+{
+	char buf[32];
+	int n = 0;
+
+	while (*s) {
+		size_t len = strcspn(s, ",");
+		double v;
+		if (len == 0 || len >= sizeof buf || n == k)
+			return -1;
+		memcpy(buf, s, len);
+		buf[len] = '\0';
+		if (cdp_parse_double(buf, 0, 1e30, &v) != CDP_OK)
+			return -1;
+		w[n++] = (float)v;
+		s += len;
+		if (*s == ',' && !*++s)
+			return -1;
+	}
+	return n == k ? 0 : -1;
+}
+
+int tr_class_weights(trainer *t, char *err, size_t cap)
+{
+	const char *spec = t->o->class_weights;
+	int k = t->loss.classes, rc;
+	char why[256];
+
+	if (!spec)
+		return 0;
+	if (t->loss.kind != CDP_LOSS_CE)
+		return WFAIL("--class-weights: class weights need loss=ce, not loss=%s",
+		               cdp_loss_name(t->loss.kind));
+	if (!(t->cw = calloc((size_t)k, sizeof *t->cw)))
+		return WFAIL("out of memory");
+	t->ncw = k;
+	if (strcmp(spec, "auto") == 0) {
+		cdp_classes cl = { 0 };
+		uint64_t total;
+		int present = 0;
+
+		if (histogram(t, &cl, err, cap) < 0) {
+			cdp_classes_free(&cl);
+			return -1;
+		}
+		if (cl.len > (size_t)k) {
+			cdp_classes_free(&cl);
+			return WFAIL("--class-weights auto: the training keys hold class %zu, "
+			               "the model has classes 0 to %d", cl.len - 1, k - 1);
+		}
+		total = cdp_classes_total(&cl);
+		for (size_t c = 0; c < cl.len; c++)
+			present += cl.n[c] > 0;
+		for (size_t c = 0; c < cl.len; c++)
+			if (cl.n[c] > 0)
+				t->cw[c] = (float)((double)total / ((double)present * (double)cl.n[c]));
+		t->cw_auto = 1;
+		cdp_classes_free(&cl);
+		if (total == 0)
+			return WFAIL("--class-weights auto: the training keys have no labels");
+	} else if (parse_list(spec, t->cw, k) < 0) {
+		return WFAIL("--class-weights '%s': want auto or %d numbers >= 0 "
+		               "separated by commas, one per class of the model", spec, k);
+	}
+	/* the loss again, with these weights and the rest as the cfg set it */
+	{
+		int kind = t->loss.kind, ignore = t->loss.ignore;
+		float smooth = t->loss.smooth;
+		cdp_loss_free(&t->loss);
+		t->have_loss = 0;
+		rc = cdp_loss_init(&t->loss, t->be, cdp_loss_name(kind), k, ignore, t->cw, k, smooth,
+		                   why, sizeof why);
+		if (rc < 0)
+			return WFAIL("--class-weights: %s", why);
+		t->have_loss = 1;
+	}
+	return 0;
+}
+
+void tr_class_weights_log(trainer *t)
+{
+	char line[2048];
+	size_t n = 0;
+
+	if (!t->cw)
+		return;
+	for (int c = 0; c < t->ncw && n < sizeof line - 32; c++)
+		n += (size_t)snprintf(line + n, sizeof line - n, "%s%.6g", c ? "," : "",
+		                      (double)t->cw[c]);
+	tr_logf(t, "class weights (%s): %s", t->cw_auto ? "auto, inverse frequency over the "
+	        "training keys" : "--class-weights", line);
+}
