@@ -215,20 +215,34 @@ void cdp_dist_barrier(void);
  * owns floats [layer_off[l], layer_off[l+1]) (non-decreasing; layers without
  * parameters own nothing). Buckets are runs of consecutive layers filled
  * from the last layer backwards until they hold at least bucket_floats
- * floats (the default cut is ~25 MiB = 6553600 floats), or, when
- * nbuckets > 0, cut into about nbuckets buckets of equal size instead.
+ * floats (cdp-train's --bucket-mb, default 25 MiB = 6553600 floats), the
+ * first one (bucket 0, the last layers, ready first) already at
+ * first_floats when that is smaller and not 0 (cdp-train: 1 MiB, as
+ * PyTorch DDP's first bucket, so that communication starts early in the
+ * backward pass); or, when nbuckets > 0, cut into about nbuckets buckets
+ * of equal size instead. The cut decides when sums happen, not what they
+ * are with 2 ranks (one addition, a + b); with more, the ring's segments
+ * follow the buckets, so the order of the additions may change.
  * overlap 1: reduce each bucket as soon as its layers are done; 0: the
  * serial baseline, everything in cdp_dist_wait_all. average: divide by j.
  * Replaces an earlier registration (none may be in flight). Returns the
  * number of buckets (>= 1, at most nlayers), or CDP_EINVAL, CDP_ENOMEM, or
  * CDP_ERANGE for a bucket over 8 * INT_MAX floats. */
-int  cdp_dist_buckets(float *buf, const size_t *layer_off, int nlayers,
+int  cdp_dist_buckets(float *buf, const size_t *layer_off, int nlayers, size_t first_floats,
                       size_t bucket_floats, int nbuckets, int overlap, int average);
 /* Bucket b covers floats [*off, *off + *n) and layers [*l0, *l1). Bucket 0
  * holds the last layers (it is ready first). Returns 0 or CDP_EINVAL. */
 int  cdp_dist_bucket_info(int b, size_t *off, size_t *n, int *l0, int *l1);
 /* 0: not started this step, 1: in flight, 2: reduced; CDP_EINVAL. */
 int  cdp_dist_bucket_state(int b);
+/* When bucket b's latest reduction started and when its completion was
+ * seen (CLOCK_MONOTONIC seconds, as cdp_now; 0 before the first, done 0
+ * while in flight), kept past cdp_dist_wait_all until the bucket starts
+ * again: a trace's spans (cdp-train --trace). Completion is seen at the
+ * next call into the layer (a progress engine, see above), so done is an
+ * upper bound. With NCCL both are host times of the queueing. 0 or
+ * CDP_EINVAL. */
+int  cdp_dist_bucket_times(int b, double *start, double *done);
 /* Layer l's gradients are final for this step (the backward callback). */
 int  cdp_dist_layer_done(int l);
 /* Bucket b is final: start its reduction now (overlap mode). */
@@ -243,12 +257,19 @@ void cdp_dist_wait_all(void);
  * wait_s blocked in cdp_dist_wait_all and the blocking calls, progress_s in
  * the overlap calls (layer_done, bucket_ready, progress). Exposed
  * communication time = wait_s + progress_s; what the overlap hides is the
- * serial mode's exposed time minus this. reductions: float reductions
- * finished (any algorithm, empty ones too). ring_bytes: bytes this rank
- * sent in ring reductions, about 2(j-1)/j * 4n each (what MPI sends inside
- * MPI_Allreduce is its own business). */
+ * serial mode's exposed time minus this. The gradient buckets alone:
+ * grad_s, the wall time during which a bucket's reduction was in flight
+ * (from the call that started the first to the call that saw the last
+ * finish), and grad_exposed_s, the part of it spent inside the bucket
+ * calls, i.e. not hidden behind the caller's backward pass
+ * (grad_exposed_s <= grad_s; hidden fraction 1 - grad_exposed_s / grad_s;
+ * with NCCL both are the host's time queueing). reductions: float
+ * reductions finished (any algorithm, empty ones too). ring_bytes: bytes
+ * this rank sent in ring reductions, about 2(j-1)/j * 4n each (what MPI
+ * sends inside MPI_Allreduce is its own business). */
 typedef struct cdp_dist_stats {
 	double wait_s, progress_s;
+	double grad_s, grad_exposed_s;
 	uint64_t reductions, ring_bytes;
 } cdp_dist_stats;
 void cdp_dist_stats_get(cdp_dist_stats *s);

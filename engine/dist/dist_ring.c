@@ -48,6 +48,7 @@ struct op {
 	float *buf;
 	size_t n;
 	int average, done;
+	double *done_at;              /* a bucket's: when its completion was seen */
 	op *next;                     /* the in-flight list */
 	MPI_Request mreq[MPI_PARTS];  /* mpi: one per part */
 	int nmreq;
@@ -76,6 +77,9 @@ static struct {
 	int bmode;                      /* dist_dev_mode of the buckets */
 	unsigned char *ldone, *bstate;  /* bstate: 0 idle, 1 started */
 	op *bops;
+	double *bt0, *bt1;              /* each bucket's last start and completion */
+	unsigned bstarted;              /* buckets started, ever */
+	double busy_since;              /* a bucket in flight since then; 0: none */
 } st = { .chunk = 262144 };
 
 int dist_busy(void) { return st.head != NULL; }
@@ -259,6 +263,8 @@ static void op_finish(op *o)
 		for (; i < o->n; i++)
 			x[i] /= j;
 	}
+	if (o->done_at)
+		*o->done_at = dist_now();
 	dist_stats.reductions++;
 }
 
@@ -388,7 +394,7 @@ int dist_host_allreduce(float *buf, size_t n, cdp_dist_algo algo, int average)
 		return CDP_EINVAL;
 	if (algo == CDP_DIST_MPI && cdp_dist_size() > 1) {
 		dist_allreduce_sum(buf, n);
-		o.average = average, o.buf = buf, o.n = n;
+		o.average = average, o.buf = buf, o.n = n, o.done_at = NULL;
 		op_finish(&o);
 	} else {
 		op_start(&o, buf, n, algo, average);
@@ -410,6 +416,9 @@ static void buckets_free(void)
 {
 	free(st.boff), free(st.bn), free(st.bl0), free(st.bl1);
 	free(st.lbucket), free(st.bleft), free(st.ldone), free(st.bstate), free(st.bops);
+	free(st.bt0), free(st.bt1);
+	st.bt0 = st.bt1 = NULL;
+	st.busy_since = 0;
 	st.boff = st.bn = NULL;
 	st.bl0 = st.bl1 = st.lbucket = st.bleft = NULL;
 	st.ldone = st.bstate = NULL;
@@ -430,10 +439,10 @@ static void buckets_rearm(void)
 	memset(st.ldone, 0, (size_t)st.nl);
 }
 
-int cdp_dist_buckets(float *buf, const size_t *layer_off, int nlayers,
+int cdp_dist_buckets(float *buf, const size_t *layer_off, int nlayers, size_t first_floats,
                      size_t bucket_floats, int nbuckets, int overlap, int average)
 {
-	size_t total, target, acc = 0;
+	size_t total, target, first, acc = 0;
 	int l, b = 0, l1;
 
 	if (!layer_off || nlayers < 1 || st.head || nbuckets < 0 ||
@@ -452,6 +461,9 @@ int cdp_dist_buckets(float *buf, const size_t *layer_off, int nlayers,
 	target = nbuckets ? (total + (size_t)nbuckets - 1) / (size_t)nbuckets : bucket_floats;
 	if (target == 0)
 		target = 1;
+	/* the first bucket (the last layers, ready first) may be smaller, so
+	 * that communication starts early in the backward pass */
+	first = !nbuckets && first_floats && first_floats < target ? first_floats : target;
 	buckets_free();
 	st.nl = nlayers;
 	/* at most one bucket per layer */
@@ -463,7 +475,9 @@ int cdp_dist_buckets(float *buf, const size_t *layer_off, int nlayers,
 	    !(st.bleft = calloc((size_t)nlayers, sizeof *st.bleft)) ||
 	    !(st.ldone = calloc((size_t)nlayers, 1)) ||
 	    !(st.bstate = calloc((size_t)nlayers, 1)) ||
-	    !(st.bops = calloc((size_t)nlayers, sizeof *st.bops))) {
+	    !(st.bops = calloc((size_t)nlayers, sizeof *st.bops)) ||
+	    !(st.bt0 = calloc((size_t)nlayers, sizeof *st.bt0)) ||
+	    !(st.bt1 = calloc((size_t)nlayers, sizeof *st.bt1))) {
 		buckets_free();
 		return CDP_ENOMEM;
 	}
@@ -471,7 +485,7 @@ int cdp_dist_buckets(float *buf, const size_t *layer_off, int nlayers,
 	for (l1 = l = nlayers; l > 0; l--) {
 		acc += layer_off[l] - layer_off[l - 1];
 		st.lbucket[l - 1] = b;
-		if (acc >= target || l == 1) {
+		if (acc >= (b == 0 ? first : target) || l == 1) {
 			st.bl0[b] = l - 1, st.bl1[b] = l1;
 			st.boff[b] = layer_off[l - 1];
 			st.bn[b] = layer_off[l1] - layer_off[l - 1];
@@ -509,32 +523,81 @@ int cdp_dist_bucket_state(int b)
 	return st.bstate[b] ? (st.bops[b].done ? 2 : 1) : 0;
 }
 
+int cdp_dist_bucket_times(int b, double *start, double *done)
+{
+	if (b < 0 || b >= st.nb)
+		return CDP_EINVAL;
+	if (start) *start = st.bt0[b];
+	if (done) *done = st.bt1[b];
+	return 0;
+}
+
 static void bucket_start(int b)
 {
 	st.bstate[b] = 1;
+	st.bstarted++;
+	st.bt0[b] = dist_now();
+	st.bt1[b] = 0;
 	if (st.bmode == DIST_NCCL) {
 		/* queued behind the compute stream: done as far as the host goes */
 		dist_nccl_bucket(st.bbuf + st.boff[b], st.bn[b], st.average);
 		memset(&st.bops[b], 0, sizeof st.bops[b]);
 		st.bops[b].done = 1;
+		st.bt1[b] = dist_now();
 		dist_stats.reductions++;
 		return;
 	}
 	if (st.bmode == DIST_STAGE)
 		dist_dev_down(st.boff[b], st.bn[b]);
 	op_start(&st.bops[b], st.bbuf + st.boff[b], st.bn[b], st.balgo, st.average);
+	if (st.bops[b].done)        /* one rank, or nothing to reduce */
+		st.bt1[b] = dist_now();
+	else
+		st.bops[b].done_at = &st.bt1[b];
+}
+
+/* The accounting of dist.h's grad_s and grad_exposed_s around one bucket
+ * call: a call that found a bucket in flight, or started one, lies wholly
+ * inside a busy period (which starts at the entry of the call that starts
+ * the first bucket and ends at the exit of the one that sees the last
+ * finish), and all of its time is exposed; so exposed <= total. */
+typedef struct acct { double t; int busy; unsigned started; } acct;
+
+static void acct_in(acct *a)
+{
+	a->t = dist_now();
+	a->busy = st.busy_since > 0;
+	a->started = st.bstarted;
+}
+
+static void acct_out(const acct *a)
+{
+	double t = dist_now();
+
+	if (!a->busy && a->started == st.bstarted)
+		return;
+	dist_stats.grad_exposed_s += t - a->t;
+	if (!a->busy)
+		st.busy_since = a->t;
+	if (!st.head) {
+		dist_stats.grad_s += t - st.busy_since;
+		st.busy_since = 0;
+	}
 }
 
 int cdp_dist_bucket_ready(int b)
 {
 	double t0 = dist_now();
+	acct a;
 
 	if (b < 0 || b >= st.nb)
 		return CDP_EINVAL;
+	acct_in(&a);
 	if (!st.bstate[b]) {
 		bucket_start(b);
 		progress_all();
 	}
+	acct_out(&a);
 	dist_stats.progress_s += dist_now() - t0;
 	return 0;
 }
@@ -559,16 +622,21 @@ int cdp_dist_layer_done(int l)
 void cdp_dist_progress(void)
 {
 	double t0 = dist_now();
+	acct a;
 
+	acct_in(&a);
 	if (st.head)
 		progress_all();
+	acct_out(&a);
 	dist_stats.progress_s += dist_now() - t0;
 }
 
 void cdp_dist_wait_all(void)
 {
 	double t0 = dist_now();
+	acct a;
 
+	acct_in(&a);
 	for (int b = 0; b < st.nb; b++)
 		if (!st.bstate[b])
 			bucket_start(b);
@@ -581,6 +649,7 @@ void cdp_dist_wait_all(void)
 	} else if (st.nb > 0 && st.bmode == DIST_NCCL)
 		dist_nccl_join();
 	buckets_rearm();
+	acct_out(&a);
 	dist_stats.wait_s += dist_now() - t0;
 }
 

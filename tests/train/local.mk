@@ -8,7 +8,7 @@ UNIT_TESTS += $(TRAIN_TESTS)
 check_PROGRAMS += $(TRAIN_TESTS)
 TESTS += tests/train/profile.sh tests/train/train.sh tests/train/train_fail.sh \
 	tests/train/resume_sync.sh tests/train/device.sh tests/train/loss_scale.sh \
-	tests/train/data_path.sh
+	tests/train/data_path.sh tests/train/buckets.sh tests/train/trace.sh
 endif
 TRAIN_TEST_CPPFLAGS = $(TRAIN_CPPFLAGS) -I$(top_srcdir)/tests/unit -DCDP_SRCDIR='"$(abs_top_srcdir)"'
 tests_train_test_loader_SOURCES = tests/train/test_loader.c tests/train/fixture.h
@@ -23,4 +23,4 @@ tests_train_test_loader_raw_LDADD = $(TRAIN_LIBS)
 EXTRA_DIST += tests/train/profile.sh tests/train/train.sh tests/train/train_fail.sh \
 	tests/train/train_common.sh tests/train/resume_sync.sh tests/train/device.sh \
 	tests/train/loss_scale.sh tests/train/metrics.sh tests/train/small.cfg tests/train/data_path.sh \
-	tests/train/ckpt_nan.py
+	tests/train/ckpt_nan.py tests/train/buckets.sh tests/train/trace.sh

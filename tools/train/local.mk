@@ -16,7 +16,8 @@ tools_train_libcdptrain_a_SOURCES = \
 	tools/train/loader_sample.c tools/train/loader_conv.c \
 	tools/train/train.h tools/train/train_int.h \
 	tools/train/train.c tools/train/train_setup.c tools/train/train_sync.c \
-	tools/train/train_eval.c tools/train/train_log.c
+	tools/train/train_eval.c tools/train/train_log.c \
+	tools/train/train_trace.h tools/train/train_trace.c
 TRAIN_LIBS = tools/train/libcdptrain.a $(DIST_LIBS)
 
 cdp_train_SOURCES = tools/train/main.c

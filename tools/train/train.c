@@ -34,6 +34,7 @@
 #include "cdp_rng.h"
 #include "dist/dist.h"
 #include "train_int.h"
+#include "train_trace.h"
 
 volatile sig_atomic_t cdp_train_stop;
 
@@ -56,6 +57,7 @@ void cdp_train_opts_init(cdp_train_opts *o)
 	o->loss_scale = -1;
 	o->allreduce = -1;
 	o->overlap = 1;
+	o->bucket_mb = 25;
 	o->log_every = 10;
 	o->load = CDP_LOAD_POOL;
 	o->progress = CDP_PROGRESS_AUTO;
@@ -115,17 +117,21 @@ static void fetch_raw(trainer *t, const cdp_batch *b)
  * host memory (the loader's, pinned on a GPU) must outlive its copy, so
  * the host waits for the copies (be->copy_wait) before cdp_loader_next
  * gives the previous batch's slot back to the loader. */
-static void fetch_batch(trainer *t)
+static void fetch_batch(trainer *t, long step)
 {
 	cdp_backend *be = t->be;
 	cdp_batch *b = &t->next;
 	size_t npx, bad;
+	double t0 = t->trace ? cdp_now() : 0;
 	int rc;
 
 	be->copy_wait(be);
 	if ((rc = cdp_loader_next(t->tl, b)) != 0)
 		TR_FAIL("%s", rc == CDP_EEOF ? "the epoch ended early" :
 		        *cdp_loader_error(t->tl) ? cdp_loader_error(t->tl) : cdp_strerror(rc));
+	/* --trace: the wait for the batch of `step` */
+	if (t->trace)
+		tr_trace_span(t->trace, TR_DATA, t0, cdp_now(), step, 0);
 	t->up_batches++;
 	t->have_next = 1;
 	if (t->raw) {
@@ -176,7 +182,7 @@ static void take_batch(trainer *t, cdp_batch *b)
 	int32_t *lab;
 
 	if (!t->have_next)
-		fetch_batch(t);
+		fetch_batch(t, t->step + 1);
 	*b = t->next;
 	t->have_next = 0;
 	t->be->copy_fence(t->be);
@@ -194,7 +200,7 @@ static double micro_batch(trainer *t, uint64_t micro, int *stop)
 	cdp_layer *out = &t->net.layers[t->net.out_layer];
 	cdp_loss_result res;
 	cdp_batch b;
-	double v[4], g;
+	double v[4], g, t0, t1 = 0;
 
 	take_batch(t, &b);
 	t->iv_wait += b.wait_s;
@@ -202,13 +208,18 @@ static double micro_batch(trainer *t, uint64_t micro, int *stop)
 	if (t->keylog)
 		tr_log_keys(t, &b);
 	t->net.step_seed = cdp_rng_derive(t->o->seed ^ 0x64726f706f7574ull, micro, (uint64_t)t->rank);
+	t0 = t->trace ? cdp_now() : 0;
 	cdp_net_forward(&t->net);
 	cdp_loss_compute(&t->loss, b.n, t->hw, out->y, t->dlab, out->dy, &res);
+	if (t->trace)
+		tr_trace_span(t->trace, TR_FORWARD, t0, t1 = cdp_now(), t->step + 1, 0);
 	v[0] = res.sum;
 	v[1] = res.count;
 	v[2] = res.dice;
 	v[3] = cdp_train_stop ? 1 : 0;
 	cdp_dist_sum_f64(v, 4);
+	if (t->trace)
+		tr_trace_span(t->trace, TR_LOSS_SUM, t1, cdp_now(), t->step + 1, 0);
 	if (v[3] > 0)
 		*stop = 1;
 	/* the mean over the global batch: each rank's gradient is a mean over
@@ -346,7 +357,8 @@ static int train_loop(trainer *t)
 		tr_logf(t, "data path host: float32 tiles, prepared by the loader");
 	while (t->step < t->total && !stop) {
 		int epoch_end = 0, go, finite;
-		double loss = 0, lr;
+		double loss = 0, lr, ts = t->trace ? cdp_now() : 0, tp = 0;
+		long s1 = t->step + 1;          /* this step's number, as metrics.jsonl's */
 
 		if (!started) {
 			int rc = cdp_loader_start_epoch(t->tl, t->epoch,
@@ -359,17 +371,28 @@ static int train_loop(trainer *t)
 			uint64_t micro = (uint64_t)t->step * t->accumulate + a;
 			t->last_micro = a == t->accumulate - 1;
 			loss += micro_batch(t, micro, &stop) / t->accumulate;
+			if (t->trace)
+				tp = t->tr_mark = cdp_now();
 			cdp_net_backward(&t->net, tr_on_layer_done, t);
+			if (t->trace)
+				tr_trace_span(t->trace, TR_BACKWARD, tp, cdp_now(), s1, 0);
 			cdp_optim_micro_done(&t->opt);
 			/* while backward runs: the next micro-batch of this epoch */
 			if (a + 1 < t->accumulate ||
 			    (!stop && t->estep + 1 < t->spe && t->step + 1 < t->total))
-				fetch_batch(t);
+				fetch_batch(t, a + 1 < t->accumulate ? s1 : s1 + 1);
 		}
 		/* the loss scale judges the reduced gradients (allreduce) and
 		 * the local ones before ADMM's penalty is added (admm) */
-		if (o->sync == CDP_SYNC_ALLREDUCE)
+		if (o->sync == CDP_SYNC_ALLREDUCE) {
+			tp = t->trace ? cdp_now() : 0;
 			tr_sync_grads(t);
+			if (t->trace) {
+				tr_trace_span(t->trace, TR_GRAD_WAIT, tp, cdp_now(), s1, 0);
+				tr_trace_buckets(t, s1);
+			}
+		}
+		tp = t->trace ? cdp_now() : 0;
 		go = scale_check(t);
 		if (o->sync != CDP_SYNC_ALLREDUCE && go)
 			tr_sync_grads(t);
@@ -384,9 +407,16 @@ static int train_loop(trainer *t)
 		} else if (go) {
 			t->nan_run = 0;
 		}
+		if (t->trace) {
+			double now = cdp_now();
+			tr_trace_span(t->trace, TR_OPTIM, tp, now, s1, 0);
+			tp = now;
+		}
 		t->step++;
 		t->estep++;
 		tr_sync_after_step(t);
+		if (t->trace && o->sync != CDP_SYNC_ALLREDUCE && t->step % o->sync_k == 0)
+			tr_trace_span(t->trace, TR_SYNC, tp, cdp_now(), s1, 0);
 		if (finite && isfinite(loss)) {    /* a skipped NaN would make every mean NaN */
 			t->iv_loss += loss;
 			t->iv_steps++;
@@ -405,7 +435,10 @@ static int train_loop(trainer *t)
 		/* stopping: the checkpoint first, within mpirun's grace (cdp-train(1)) */
 		if (t->vl && !stop && ((o->val_every && t->step % o->val_every == 0) ||
 		                       (!o->val_every && epoch_end))) {
+			tp = t->trace ? cdp_now() : 0;
 			tr_validate(t, &v);
+			if (t->trace)
+				tr_trace_span(t->trace, TR_VALIDATE, tp, cdp_now(), s1, 0);
 			tr_log_val(t, &v);
 			tr_keep_best(t, &v);
 			validated = 1;
@@ -419,9 +452,14 @@ static int train_loop(trainer *t)
 		}
 		ckpted = 0;
 		if (stop || (o->checkpoint_every && t->step % o->checkpoint_every == 0)) {
+			tp = t->trace ? cdp_now() : 0;
 			tr_checkpoint(t);
+			if (t->trace)
+				tr_trace_span(t->trace, TR_CHECKPOINT, tp, cdp_now(), s1, 0);
 			ckpted = 1;
 		}
+		if (t->trace)
+			tr_trace_span(t->trace, TR_STEP, ts, cdp_now(), s1, 0);
 		cdp_progress_update(&pr, (uint64_t)t->step);
 	}
 	cdp_progress_end(&pr);
@@ -429,14 +467,22 @@ static int train_loop(trainer *t)
 		tr_logf(t, "data path %s: %.0f bytes a batch to the device (%ld batches)",
 		        t->raw ? "device" : "host", t->up_bytes / (double)t->up_batches, t->up_batches);
 	if (!stop) {
+		double tp;
 		stop = cdp_dist_any(cdp_train_stop);
 		if (t->vl && !validated && !stop) {
+			tp = t->trace ? cdp_now() : 0;
 			tr_validate(t, &v);
+			if (t->trace)
+				tr_trace_span(t->trace, TR_VALIDATE, tp, cdp_now(), t->step, 0);
 			tr_log_val(t, &v);
 			tr_keep_best(t, &v);
 		}
-		if (!ckpted)
+		if (!ckpted) {
+			tp = t->trace ? cdp_now() : 0;
 			tr_checkpoint(t);
+			if (t->trace)
+				tr_trace_span(t->trace, TR_CHECKPOINT, tp, cdp_now(), t->step, 0);
+		}
 	}
 	tr_plot(t);
 	if (stop) {
@@ -475,10 +521,14 @@ int cdp_train_run(const cdp_train_opts *o)
 	t.ck_step = -1;
 	t.rank = cdp_dist_rank();
 	t.size = cdp_dist_size();
-	rc = tr_setup(&t, err, sizeof err);
+	/* the trace first: an unwritable FILE leaves no RUNDIR behind */
+	rc = o->trace ? tr_trace_open(&t, err, sizeof err) : 0;
+	if (rc == 0)
+		rc = tr_setup(&t, err, sizeof err);
 	if (rc != 0)
 		tr_report(&t, err);
 	if (cdp_dist_any(rc) || (t.size > 1 && tr_same_data(&t))) {
+		tr_trace_free(&t);
 		tr_teardown(&t);
 		/* a run refused before its first step leaves no RUNDIR it made;
 		 * rmdir keeps one that holds anything */
@@ -497,8 +547,12 @@ int cdp_train_run(const cdp_train_opts *o)
 		t.best = b[1];
 	}
 	tr_sync_begin(&t);
+	if (t.trace)
+		tr_trace_begin(&t);
 	t.t_start = cdp_now();
 	rc = train_loop(&t);
+	if (tr_trace_close(&t) != 0 && rc == 0)
+		rc = 1;
 	tr_teardown(&t);
 	if (rc && t.made_out)
 		rmdir(o->out);

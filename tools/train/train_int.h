@@ -106,6 +106,8 @@ typedef struct trainer {
 	 * before the first; rank 0 reloads it from metrics.jsonl on resume */
 	double best;
 	int have_best;
+	struct tr_trace *trace;         /* --trace (train_trace.h), NULL when off */
+	double tr_mark;                 /* --trace: the last backward callback's end */
 } trainer;
 
 /* train_setup.c. tr_setup is collective when resuming (rank 0 reads the
