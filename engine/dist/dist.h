@@ -30,18 +30,26 @@
  * from the cdp_net_backward callback; when the last layer of a bucket is done
  * (buckets finish in reverse layer order) its reduction starts without
  * blocking: MPI_Iallreduce for mpi; for ring, the non-blocking state machine
- * above. cdp_dist_progress() (between layers) moves it on with MPI_Test, and
+ * above. Who moves it on:
+ *  - the communication thread (with more than one rank, when MPI grants
+ *    MPI_THREAD_SERIALIZED, which cdp_dist_init asks for, and unless
+ *    CDP_DIST_THREAD=0): a ready bucket is handed to it (a lock and a
+ *    signal, no MPI call), and from then until cdp_dist_wait_all has
+ *    joined it the thread alone calls MPI: it starts the bucket, tests
+ *    what is in flight and, when nothing moved, sleeps 100 us (MPI's own
+ *    waits spin, and the thread shares the core with the backward pass).
+ *    Over TCP a message advances only while someone calls into MPI, so
+ *    without it a reduction would move only between two layers' backward
+ *    passes. The main thread makes no MPI call meanwhile: the blocking
+ *    calls first wait for the thread's work (MPI_THREAD_SERIALIZED holds),
+ *    and the order of the collectives stays the program order on every
+ *    rank, because the buckets start in the same order everywhere.
+ *  - otherwise the progress engine: cdp_dist_progress() (between layers)
+ *    moves it on with MPI_Test on the main thread.
  * cdp_dist_wait_all() before the optimizer step finishes everything.
- * Why a progress engine and not a communication thread: all MPI calls stay
- * on the main thread, so MPI_THREAD_FUNNELED suffices (Open MPI's
- * THREAD_MULTIPLE takes locks on every call), the order of every operation
- * is the program order on every rank (messages and collectives match with no
- * handoff protocol), and there is no race to get wrong. The price is that a
- * reduction advances only when the trainer calls in; with one call per layer
- * that is often enough for chunks of 1 MiB.
  * The serial baseline (overlap 0) ignores cdp_dist_layer_done and reduces
  * the same buckets, in the same order and with the same segmentation, in
- * cdp_dist_wait_all, so both modes give bitwise the same gradients.
+ * cdp_dist_wait_all, so all modes give bitwise the same gradients.
  *
  * Errors: MPI runs with MPI_ERRORS_RETURN and every call is checked; a
  * failure prints "cdp-train: rank R: dist_mpi.c:LINE: MPI_Call: MPI's text"
@@ -56,8 +64,9 @@
  * checkpoint and the others wait in the next collective. Functions that take arguments return 0 or CDP_EINVAL / CDP_ENOMEM
  * (lib/cdp_error.h) for a caller error; an MPI failure never returns.
  *
- * Threads: call everything from the thread that called cdp_dist_init. Do not
- * touch a buffer while its reduction is in flight.
+ * Threads: call everything from the thread that called cdp_dist_init (the
+ * communication thread is this layer's own). Do not touch a buffer while
+ * its reduction is in flight.
  *
  * Device buffers (cdp_dist_set_backend). The trainer keeps its parameters,
  * gradients and batchnorm buffers in a backend's device memory, so once it
@@ -107,7 +116,7 @@ typedef enum cdp_dist_algo {
 
 struct cdp_backend;
 
-/* Starts MPI (MPI_Init_thread, FUNNELED), finds rank and size, and the local
+/* Starts MPI (MPI_Init_thread, SERIALIZED), finds rank and size, and the local
  * rank and size among the processes on this node (MPI_Comm_split_type
  * SHARED; to pick a GPU). Reads CDP_DIST_TIMEOUT (seconds, a decimal number
  * >= 0) and starts the watchdog. Returns 0, or CDP_ERANGE / CDP_ESYNTAX for
@@ -230,6 +239,10 @@ void cdp_dist_barrier(void);
  * CDP_ERANGE for a bucket over 8 * INT_MAX floats. */
 int  cdp_dist_buckets(float *buf, const size_t *layer_off, int nlayers, size_t first_floats,
                       size_t bucket_floats, int nbuckets, int overlap, int average);
+/* 1 when the registered buckets are reduced by the communication thread
+ * (see above), 0 with the progress engine (one process, overlap 0,
+ * NCCL, CDP_DIST_THREAD=0, or an MPI without MPI_THREAD_SERIALIZED). */
+int  cdp_dist_threaded(void);
 /* Bucket b covers floats [*off, *off + *n) and layers [*l0, *l1). Bucket 0
  * holds the last layers (it is ready first). Returns 0 or CDP_EINVAL. */
 int  cdp_dist_bucket_info(int b, size_t *off, size_t *n, int *l0, int *l1);

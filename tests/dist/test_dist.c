@@ -193,8 +193,15 @@ static void backward_steps(float *g, const size_t *off, int overlap, cdp_dist_al
 	cdp_dist_stats ds;
 
 	CHECK_RC(cdp_dist_set_algo(algo), 0);
+	const char *thr = getenv("CDP_DIST_THREAD");
+
 	nb = cdp_dist_buckets(g, off, NL, first_floats, bucket_floats, nbuckets, overlap, 1);
 	CHECK(nb >= 1, "cdp_dist_buckets returned %d", nb);
+	/* Open MPI gives MPI_THREAD_SERIALIZED: the thread takes overlapped
+	 * buckets unless CDP_DIST_THREAD=0 (dist.sh runs both) */
+	CHECK(cdp_dist_threaded() == (overlap && J > 1 && !(thr && strcmp(thr, "0") == 0)),
+	      "overlap %d, %d ranks, CDP_DIST_THREAD=%s: threaded %d", overlap, J, thr ? thr : "",
+	      cdp_dist_threaded());
 	cdp_dist_stats_reset();
 	for (int step = 0; step < 2; step++) {
 		for (int l = NL - 1; l >= 0; l--) {

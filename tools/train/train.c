@@ -347,9 +347,10 @@ static int train_loop(trainer *t)
 		snprintf(dev, sizeof dev, "%s:%d", t->be->name, t->be->device);
 	else
 		snprintf(dev, sizeof dev, "%s", t->be->name);
-	tr_logf(t, "device %s, precision %s, loss scale %g, all-reduce %s%s", dev,
+	tr_logf(t, "device %s, precision %s, loss scale %g, all-reduce %s%s%s", dev,
 	        cdp_precision_name(o->precision), t->scale, cdp_dist_algo_name(t->algo),
-	        cdp_dist_staged() ? " staged through host memory" : "");
+	        cdp_dist_staged() ? " staged through host memory" : "",
+	        cdp_dist_threaded() ? " on a communication thread" : "");
 	if (t->raw)
 		tr_logf(t, "data path device: raw %s tiles, prepared by the %s backend",
 		        cdp_dtype_name(t->ti.pool->dtype), t->be->name);
