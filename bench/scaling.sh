@@ -45,25 +45,19 @@ flags="--oversubscribe"
 [ "$(id -u)" -ne 0 ] || flags="$flags --allow-run-as-root"
 D=$(mktemp -d "${TMPDIR:-/tmp}/cdpscale.XXXXXX")
 trap 'rm -rf "$D"' EXIT
+. "$src/bench/train_lib.sh"
 if [ -n "$hosts" ]; then
 	. "$src/bench/scaling_hosts.sh"
 	exit 0
 fi
-"$PY" "$src/share/cdpool/examples/genscene.py" "$D/s.tif" --size "$size" --seed 1 --mask "$D/s_mask.tif"
-cdp-tile -q --size 128 --label-suffix _mask "$D/s.tif" | cdp-lmdbpack -q "$D/pool"
-cdp-keyshuffle -q -o "$D/keys" "$D/pool"
-rate() {
-	sed -n 's/.*"step":\([0-9]*\),.*"samples_per_s":\([^,]*\),.*/\1 \2/p' "$1" |
-		awk -v w="$warm" '$1 > w { print $2 }' | sort -g |
-		awk '{ v[NR] = $1 } END { printf "%.1f", NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
-}
+road_pool "$D" "$size"
 # run LAUNCHER EXTRA: prints the median samples/s
 run() {
 	rm -rf "$D/run"
 	# shellcheck disable=SC2086
 	$1 cdp-train -q --db "$D/pool" --keys "$D/keys" --model "$src/share/cdpool/models/unet.cfg:$ov" \
 		--out "$D/run" --batch "$batch" --steps "$steps" --threads 1 --log-every 1 --pad-last $2
-	rate "$D/run/metrics.jsonl"
+	rate "$D/run/metrics.jsonl" "$warm"
 }
 r1=$(run "" "")
 echo "ranks=1 batch=$batch samples/s=$r1"

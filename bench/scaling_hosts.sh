@@ -1,6 +1,7 @@
 # bench/scaling_hosts.sh: the cross-host mode of bench/scaling.sh
 # (`scaling.sh --hosts`), sourced by it with src, build, D, steps, warm,
-# batch, PY and PATH set. See scaling.sh for what it prints.
+# batch, PY and PATH set and train_lib.sh sourced. See scaling.sh for what
+# it prints.
 . "$src/tests/cluster/cluster_lib.sh"
 why=$(cluster_probe)
 [ -z "$why" ] || { echo "scaling.sh: no simulated cluster: $why" >&2; exit 77; }

@@ -28,21 +28,15 @@ if [ -n "${MPIRUN:-mpirun}" ] && command -v "${MPIRUN:-mpirun}" >/dev/null 2>&1;
 fi
 D=$(mktemp -d "${TMPDIR:-/tmp}/cdptrace.XXXXXX")
 trap 'rm -rf "$D"' EXIT
-"$PY" "$src/share/cdpool/examples/genscene.py" "$D/s.tif" --size "$size" --seed 1 --mask "$D/s_mask.tif"
-cdp-tile -q --size 128 --label-suffix _mask "$D/s.tif" | cdp-lmdbpack -q "$D/pool"
-cdp-keyshuffle -q -o "$D/keys" "$D/pool"
-rate() {
-	sed -n 's/.*"step":\([0-9]*\),.*"samples_per_s":\([^,]*\),.*/\1 \2/p' "$1" |
-		awk -v w="$warm" '$1 > w { print $2 }' | sort -g |
-		awk '{ v[NR] = $1 } END { printf "%.2f", NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
-}
+. "$src/bench/train_lib.sh"
+road_pool "$D" "$size"
 # run EXTRA...: one run, prints its median samples/s
 run() {
 	rm -rf "$D/run" "$D/t.json"
 	# shellcheck disable=SC2086
 	$launch cdp-train -q --db "$D/pool" --keys "$D/keys" --model "$src/share/cdpool/models/unet.cfg:$ov" \
 		--out "$D/run" --batch 8 --steps "$steps" --threads 1 --log-every 1 --pad-last "$@"
-	rate "$D/run/metrics.jsonl"
+	rate "$D/run/metrics.jsonl" "$warm"
 }
 plain= traced=
 i=1
@@ -56,13 +50,8 @@ done
 spans=$("$PY" -c 'import json, sys
 ev = [e for e in json.load(open(sys.argv[1]))["traceEvents"] if e["ph"] == "X"]
 print("%.0f" % (len(ev) / float(sys.argv[2]) / len({e["pid"] for e in ev})))' "$D/t.json" "$steps")
-# med WORDS...: the median of the numbers
-med() {
-	printf '%s\n' "$@" | sort -g |
-		awk '{ v[NR] = $1 } END { printf "%.2f", NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
-}
 # shellcheck disable=SC2086
-mp=$(med $plain) mt=$(med $traced) lo=$(printf '%s\n' $plain | sort -g | head -1) \
+mp=$(printf '%s\n' $plain | median) mt=$(printf '%s\n' $traced | median) lo=$(printf '%s\n' $plain | sort -g | head -1) \
 	hi=$(printf '%s\n' $plain | sort -g | tail -1)
 echo "median plain $mp, traced $mt samples/s: ratio $(awk -v a="$mp" -v b="$mt" 'BEGIN { printf "%.3f", b / a }')" \
 	"(plain spread $lo..$hi); $spans spans per step and rank"

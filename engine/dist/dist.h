@@ -34,10 +34,12 @@
  *  - the communication thread (with more than one rank, when MPI grants
  *    MPI_THREAD_SERIALIZED, which cdp_dist_init asks for, and unless
  *    CDP_DIST_THREAD=0): a ready bucket is handed to it (a lock and a
- *    signal, no MPI call), and from then until cdp_dist_wait_all has
- *    joined it the thread alone calls MPI: it starts the bucket, tests
+ *    signal, no MPI call), and from then until cdp_dist_wait_all takes
+ *    MPI back the thread alone calls MPI: it starts the bucket, tests
  *    what is in flight and, when nothing moved, sleeps 100 us (MPI's own
  *    waits spin, and the thread shares the core with the backward pass).
+ *    cdp_dist_wait_all lets the thread end its current pass, then starts
+ *    and finishes what is left itself, blocking in MPI_Waitany as below.
  *    Over TCP a message advances only while someone calls into MPI, so
  *    without it a reduction would move only between two layers' backward
  *    passes. The main thread makes no MPI call meanwhile: the blocking

@@ -48,9 +48,6 @@ double dist_timeout(void);
 /* 1 when another thread may make MPI calls while this one makes none
  * (MPI_THREAD_SERIALIZED), for dist_ring.c's communication thread. */
 int  dist_serialized(void);
-/* The watchdog around a wait of the main thread that is no MPI call. */
-void dist_wd_enter(const char *what);
-void dist_wd_leave(void);
 
 /* ---- in dist_ring.c ------------------------------------------------- */
 

@@ -234,8 +234,6 @@ const char *cdp_dist_bad_env(void) { return st.bad_env ? st.bad_env : "CDP_DIST_
 int cdp_dist_env_launch(void) { return st.env; }
 double dist_timeout(void) { return st.timeout; }
 int dist_serialized(void) { return st.serialized && !st.env; }
-void dist_wd_enter(const char *what) { wd_enter(what); }
-void dist_wd_leave(void) { wd_leave(); }
 
 int cdp_dist_init(int *argc, char ***argv)
 {

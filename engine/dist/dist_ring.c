@@ -98,6 +98,8 @@ static struct {
 	pthread_cond_t work, idle;
 	int *q, qn, qhead;          /* buckets to start: q[qhead .. qn) */
 	int busy;                   /* the thread has ops in flight */
+	int inpass;                 /* ... and is working on them, unlocked */
+	int yield;                  /* the main thread takes MPI back */
 	double last_done;           /* when it saw the last one finish */
 } ct = { .mu = PTHREAD_MUTEX_INITIALIZER };
 
@@ -454,22 +456,25 @@ static void *ct_main(void *arg)
 	(void)arg;
 	pthread_mutex_lock(&ct.mu);
 	for (;;) {
-		while (!ct.stop && ct.qhead == ct.qn && !ct.busy)
+		while (!ct.stop && (ct.yield || (ct.qhead == ct.qn && !ct.busy)))
 			pthread_cond_wait(&ct.work, &ct.mu);
-		if (ct.stop && ct.qhead == ct.qn && !ct.busy)
+		if (ct.stop)
 			break;
 		from = ct.qhead, to = ct.qn;
 		ct.qhead = to;
-		ct.busy = 1;
+		ct.busy = ct.inpass = 1;
 		pthread_mutex_unlock(&ct.mu);
 		for (int i = from; i < to; i++)
 			ct_start(ct.q[i]);
 		moved = st.head ? progress_all() : 1;
 		done = st.head == NULL;
 		pthread_mutex_lock(&ct.mu);
+		ct.inpass = 0;
 		if (done && ct.qhead == ct.qn) {
 			ct.busy = 0;
 			ct.last_done = dist_now();
+			pthread_cond_signal(&ct.idle);
+		} else if (ct.yield) {
 			pthread_cond_signal(&ct.idle);
 		} else if (!moved && ct.qhead == ct.qn) {
 			/* nothing to do until a message moves: sleep a little (MPI's
@@ -521,36 +526,50 @@ static int ct_launch(void)
 	return 0;
 }
 
-/* Main thread: bucket b to the thread. */
-static void ct_hand(int b)
+/* Main thread: bucket b to the thread, or (b < 0) the order to end. */
+static void ct_post(int b)
 {
 	pthread_mutex_lock(&ct.mu);
-	ct.q[ct.qn++] = b;
-	ct.active = 1;
+	if (b >= 0) {
+		ct.q[ct.qn++] = b;
+		ct.active = 1;
+	} else {
+		ct.stop = 1;
+	}
 	pthread_cond_signal(&ct.work);
 	pthread_mutex_unlock(&ct.mu);
 }
 
-/* Main thread: waits until the thread has finished everything handed
- * over and takes MPI back. Returns 1 when it had to wait (*last: when the
- * thread saw the last reduction finish). */
+/* Main thread: takes MPI back from the thread (after its current pass)
+ * and finishes what is left itself, blocking in MPI_Waitany as the
+ * progress engine does, rather than wait for the thread's naps. Returns 1
+ * when anything was left (*last: else when the thread saw the last
+ * reduction finish). */
 static int ct_join(double *last)
 {
-	int waited;
+	int left, from, to;
 
 	pthread_mutex_lock(&ct.mu);
-	waited = ct.qhead < ct.qn || ct.busy;
-	if (waited) {
-		dist_wd_enter("waiting for the gradient reductions");
-		while (ct.qhead < ct.qn || ct.busy)
-			pthread_cond_wait(&ct.idle, &ct.mu);
-		dist_wd_leave();
-	}
-	*last = ct.last_done;
+	ct.yield = 1;
+	pthread_cond_signal(&ct.work);
+	while (ct.inpass)
+		pthread_cond_wait(&ct.idle, &ct.mu);
+	from = ct.qhead, to = ct.qn;
 	ct.qn = ct.qhead = 0;
+	ct.busy = 0;
+	*last = ct.last_done;
+	pthread_mutex_unlock(&ct.mu);
+	/* the thread waits while yield is set: MPI and the ops are ours */
+	for (int i = from; i < to; i++)
+		ct_start(ct.q[i]);
+	left = from < to || st.head != NULL;
+	if (st.head)
+		drive(NULL, "waiting for the gradient reductions");
+	pthread_mutex_lock(&ct.mu);
+	ct.yield = 0;
 	ct.active = 0;
 	pthread_mutex_unlock(&ct.mu);
-	return waited;
+	return left;
 }
 
 void dist_quiesce(void)
@@ -566,10 +585,7 @@ static void ct_stop(void)
 	if (!ct.on)
 		return;
 	dist_quiesce();
-	pthread_mutex_lock(&ct.mu);
-	ct.stop = 1;
-	pthread_cond_signal(&ct.work);
-	pthread_mutex_unlock(&ct.mu);
+	ct_post(-1);
 	pthread_join(ct.th, NULL);
 	pthread_cond_destroy(&ct.work);
 	pthread_cond_destroy(&ct.idle);
@@ -724,7 +740,7 @@ static void bucket_start(int b)
 	if (st.bmode == DIST_STAGE)
 		dist_dev_down(st.boff[b], st.bn[b]);
 	if (st.threaded) {
-		ct_hand(b);
+		ct_post(b);
 		return;
 	}
 	op_start(&st.bops[b], st.bbuf + st.boff[b], st.bn[b], st.balgo, st.average);
