@@ -72,7 +72,8 @@ train() {
 	if [ "$nh" = 1 ]; then
 		cluster_run node1 cdp-train "$@"
 	else
-		cluster_mpirun -np 2 -x PATH cdp-train "$@"
+		# CDP_DIST_THREAD=0 set: compare with the progress engine
+		cluster_mpirun -np 2 -x PATH ${CDP_DIST_THREAD:+-x CDP_DIST_THREAD} cdp-train "$@"
 	fi
 }
 
