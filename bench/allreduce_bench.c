@@ -105,7 +105,7 @@ static int overlap_mode(float *x, size_t n, int layers, int buckets, double comp
 			cdp_dist_stats s;
 			double t0, step, exposed;
 			cdp_dist_set_algo(algo);
-			if (cdp_dist_buckets(x, off, layers, 0, buckets, ov, 1) < 1) {
+			if (cdp_dist_buckets(x, off, layers, 0, 0, buckets, ov, 1) < 1) {
 				fprintf(stderr, "%s: cannot register buckets\n", prog);
 				free(off);
 				return 1;

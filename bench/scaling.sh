@@ -9,8 +9,30 @@
 #   usage: bench/scaling.sh [BUILDDIR]
 #   env: BENCH_SIZE, BENCH_MODEL, BENCH_STEPS (40), BENCH_WARM (5),
 #        BENCH_BATCH (8), MPIRUN
+#
+# Across hosts: bench/scaling.sh --hosts [BUILDDIR] (as root: it makes a
+# simulated cluster of 2 hosts, tests/cluster/README) runs 1 rank on host 1,
+# then 1 rank on each of 2 hosts (1 thread each, each host on its own
+# core, TCP between them), with the links unshaped and shaped by tc tbf to
+# 10 Gbit/s and 1 Gbit/s, overlap on and --no-overlap, for the U-Net
+# (width 16, depth 4, 128^2 tiles, batch 8 per rank) and the classifier
+# (classifier.cfg, 64^2 scene tiles, batch BENCH_CBATCH, default 32). Each
+# line prints samples/s, the weak-scaling efficiency against 1 host, the
+# gradient all-reduce time per step (grad_allreduce_s: buckets in flight),
+# the part of it exposed (grad_exposed_s) and the hidden fraction
+# 1 - exposed / in flight; the --no-overlap line's exposed time is what
+# overlapping saves from. Each host holds its own copy of the pool.
+#   env: BENCH_STEPS, BENCH_WARM, BENCH_SIZE (U-Net scene, 1024),
+#        BENCH_COUNT (classifier tiles, 512), BENCH_RATES ("off 10gbit
+#        1gbit"), BENCH_MODELS ("unet classifier"), BENCH_BUCKET_MB (25),
+#        CDP_DIST_THREAD (0: without the communication thread, cdp-train(1))
 set -eu
 src=$(cd "$(dirname "$0")/.." && pwd)
+hosts=
+if [ "${1:-}" = --hosts ]; then
+	hosts=1
+	shift
+fi
 build=$(cd "${1:-$src}" && pwd)
 PATH=$build:$PATH
 size=${BENCH_SIZE:-1024}
@@ -24,21 +46,19 @@ flags="--oversubscribe"
 [ "$(id -u)" -ne 0 ] || flags="$flags --allow-run-as-root"
 D=$(mktemp -d "${TMPDIR:-/tmp}/cdpscale.XXXXXX")
 trap 'rm -rf "$D"' EXIT
-"$PY" "$src/share/cdpool/examples/genscene.py" "$D/s.tif" --size "$size" --seed 1 --mask "$D/s_mask.tif"
-cdp-tile -q --size 128 --label-suffix _mask "$D/s.tif" | cdp-lmdbpack -q "$D/pool"
-cdp-keyshuffle -q -o "$D/keys" "$D/pool"
-rate() {
-	sed -n 's/.*"step":\([0-9]*\),.*"samples_per_s":\([^,]*\),.*/\1 \2/p' "$1" |
-		awk -v w="$warm" '$1 > w { print $2 }' | sort -g |
-		awk '{ v[NR] = $1 } END { printf "%.1f", NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
-}
+. "$src/bench/train_lib.sh"
+if [ -n "$hosts" ]; then
+	. "$src/bench/scaling_hosts.sh"
+	exit 0
+fi
+road_pool "$D" "$size"
 # run LAUNCHER EXTRA: prints the median samples/s
 run() {
 	rm -rf "$D/run"
 	# shellcheck disable=SC2086
 	$1 cdp-train -q --db "$D/pool" --keys "$D/keys" --model "$src/share/cdpool/models/unet.cfg:$ov" \
 		--out "$D/run" --batch "$batch" --steps "$steps" --threads 1 --log-every 1 --pad-last $2
-	rate "$D/run/metrics.jsonl"
+	rate "$D/run/metrics.jsonl" "$warm"
 }
 r1=$(run "" "")
 echo "ranks=1 batch=$batch samples/s=$r1"

@@ -30,18 +30,28 @@
  * from the cdp_net_backward callback; when the last layer of a bucket is done
  * (buckets finish in reverse layer order) its reduction starts without
  * blocking: MPI_Iallreduce for mpi; for ring, the non-blocking state machine
- * above. cdp_dist_progress() (between layers) moves it on with MPI_Test, and
+ * above. Who moves it on:
+ *  - the communication thread (with more than one rank, when MPI grants
+ *    MPI_THREAD_SERIALIZED, which cdp_dist_init asks for, and unless
+ *    CDP_DIST_THREAD=0): a ready bucket is handed to it (a lock and a
+ *    signal, no MPI call), and from then until cdp_dist_wait_all takes
+ *    MPI back the thread alone calls MPI: it starts the bucket, tests
+ *    what is in flight and, when nothing moved, sleeps 100 us (MPI's own
+ *    waits spin, and the thread shares the core with the backward pass).
+ *    cdp_dist_wait_all lets the thread end its current pass, then starts
+ *    and finishes what is left itself, blocking in MPI_Waitany as below.
+ *    Over TCP a message advances only while someone calls into MPI, so
+ *    without it a reduction would move only between two layers' backward
+ *    passes. The main thread makes no MPI call meanwhile: the blocking
+ *    calls first wait for the thread's work (MPI_THREAD_SERIALIZED holds),
+ *    and the order of the collectives stays the program order on every
+ *    rank, because the buckets start in the same order everywhere.
+ *  - otherwise the progress engine: cdp_dist_progress() (between layers)
+ *    moves it on with MPI_Test on the main thread.
  * cdp_dist_wait_all() before the optimizer step finishes everything.
- * Why a progress engine and not a communication thread: all MPI calls stay
- * on the main thread, so MPI_THREAD_FUNNELED suffices (Open MPI's
- * THREAD_MULTIPLE takes locks on every call), the order of every operation
- * is the program order on every rank (messages and collectives match with no
- * handoff protocol), and there is no race to get wrong. The price is that a
- * reduction advances only when the trainer calls in; with one call per layer
- * that is often enough for chunks of 1 MiB.
  * The serial baseline (overlap 0) ignores cdp_dist_layer_done and reduces
  * the same buckets, in the same order and with the same segmentation, in
- * cdp_dist_wait_all, so both modes give bitwise the same gradients.
+ * cdp_dist_wait_all, so all modes give bitwise the same gradients.
  *
  * Errors: MPI runs with MPI_ERRORS_RETURN and every call is checked; a
  * failure prints "cdp-train: rank R: dist_mpi.c:LINE: MPI_Call: MPI's text"
@@ -56,8 +66,9 @@
  * checkpoint and the others wait in the next collective. Functions that take arguments return 0 or CDP_EINVAL / CDP_ENOMEM
  * (lib/cdp_error.h) for a caller error; an MPI failure never returns.
  *
- * Threads: call everything from the thread that called cdp_dist_init. Do not
- * touch a buffer while its reduction is in flight.
+ * Threads: call everything from the thread that called cdp_dist_init (the
+ * communication thread is this layer's own). Do not touch a buffer while
+ * its reduction is in flight.
  *
  * Device buffers (cdp_dist_set_backend). The trainer keeps its parameters,
  * gradients and batchnorm buffers in a backend's device memory, so once it
@@ -107,7 +118,7 @@ typedef enum cdp_dist_algo {
 
 struct cdp_backend;
 
-/* Starts MPI (MPI_Init_thread, FUNNELED), finds rank and size, and the local
+/* Starts MPI (MPI_Init_thread, SERIALIZED), finds rank and size, and the local
  * rank and size among the processes on this node (MPI_Comm_split_type
  * SHARED; to pick a GPU). Reads CDP_DIST_TIMEOUT (seconds, a decimal number
  * >= 0) and starts the watchdog. Returns 0, or CDP_ERANGE / CDP_ESYNTAX for
@@ -215,20 +226,38 @@ void cdp_dist_barrier(void);
  * owns floats [layer_off[l], layer_off[l+1]) (non-decreasing; layers without
  * parameters own nothing). Buckets are runs of consecutive layers filled
  * from the last layer backwards until they hold at least bucket_floats
- * floats (the default cut is ~25 MiB = 6553600 floats), or, when
- * nbuckets > 0, cut into about nbuckets buckets of equal size instead.
+ * floats (cdp-train's --bucket-mb, default 25 MiB = 6553600 floats), the
+ * first one (bucket 0, the last layers, ready first) already at
+ * first_floats when that is smaller and not 0 (cdp-train: 1 MiB, as
+ * PyTorch DDP's first bucket, so that communication starts early in the
+ * backward pass); or, when nbuckets > 0, cut into about nbuckets buckets
+ * of equal size instead. The cut decides when sums happen, not what they
+ * are with 2 ranks (one addition, a + b); with more, the ring's segments
+ * follow the buckets, so the order of the additions may change.
  * overlap 1: reduce each bucket as soon as its layers are done; 0: the
  * serial baseline, everything in cdp_dist_wait_all. average: divide by j.
  * Replaces an earlier registration (none may be in flight). Returns the
  * number of buckets (>= 1, at most nlayers), or CDP_EINVAL, CDP_ENOMEM, or
  * CDP_ERANGE for a bucket over 8 * INT_MAX floats. */
-int  cdp_dist_buckets(float *buf, const size_t *layer_off, int nlayers,
+int  cdp_dist_buckets(float *buf, const size_t *layer_off, int nlayers, size_t first_floats,
                       size_t bucket_floats, int nbuckets, int overlap, int average);
+/* 1 when the registered buckets are reduced by the communication thread
+ * (see above), 0 with the progress engine (one process, overlap 0,
+ * NCCL, CDP_DIST_THREAD=0, or an MPI without MPI_THREAD_SERIALIZED). */
+int  cdp_dist_threaded(void);
 /* Bucket b covers floats [*off, *off + *n) and layers [*l0, *l1). Bucket 0
  * holds the last layers (it is ready first). Returns 0 or CDP_EINVAL. */
 int  cdp_dist_bucket_info(int b, size_t *off, size_t *n, int *l0, int *l1);
 /* 0: not started this step, 1: in flight, 2: reduced; CDP_EINVAL. */
 int  cdp_dist_bucket_state(int b);
+/* When bucket b's latest reduction started and when its completion was
+ * seen (CLOCK_MONOTONIC seconds, as cdp_now; 0 before the first, done 0
+ * while in flight), kept past cdp_dist_wait_all until the bucket starts
+ * again: a trace's spans (cdp-train --trace). Completion is seen at the
+ * next call into the layer (a progress engine, see above), so done is an
+ * upper bound. With NCCL both are host times of the queueing. 0 or
+ * CDP_EINVAL. */
+int  cdp_dist_bucket_times(int b, double *start, double *done);
 /* Layer l's gradients are final for this step (the backward callback). */
 int  cdp_dist_layer_done(int l);
 /* Bucket b is final: start its reduction now (overlap mode). */
@@ -243,12 +272,19 @@ void cdp_dist_wait_all(void);
  * wait_s blocked in cdp_dist_wait_all and the blocking calls, progress_s in
  * the overlap calls (layer_done, bucket_ready, progress). Exposed
  * communication time = wait_s + progress_s; what the overlap hides is the
- * serial mode's exposed time minus this. reductions: float reductions
- * finished (any algorithm, empty ones too). ring_bytes: bytes this rank
- * sent in ring reductions, about 2(j-1)/j * 4n each (what MPI sends inside
- * MPI_Allreduce is its own business). */
+ * serial mode's exposed time minus this. The gradient buckets alone:
+ * grad_s, the wall time during which a bucket's reduction was in flight
+ * (from the call that started the first to the call that saw the last
+ * finish), and grad_exposed_s, the part of it spent inside the bucket
+ * calls, i.e. not hidden behind the caller's backward pass
+ * (grad_exposed_s <= grad_s; hidden fraction 1 - grad_exposed_s / grad_s;
+ * with NCCL both are the host's time queueing). reductions: float
+ * reductions finished (any algorithm, empty ones too). ring_bytes: bytes
+ * this rank sent in ring reductions, about 2(j-1)/j * 4n each (what MPI
+ * sends inside MPI_Allreduce is its own business). */
 typedef struct cdp_dist_stats {
 	double wait_s, progress_s;
+	double grad_s, grad_exposed_s;
 	uint64_t reductions, ring_bytes;
 } cdp_dist_stats;
 void cdp_dist_stats_get(cdp_dist_stats *s);

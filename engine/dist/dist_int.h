@@ -45,11 +45,17 @@ void dist_allreduce_sum(float *buf, size_t n);
 
 /* The watchdog's timeout in seconds (0: none), for dist_nccl.c. */
 double dist_timeout(void);
+/* 1 when another thread may make MPI calls while this one makes none
+ * (MPI_THREAD_SERIALIZED), for dist_ring.c's communication thread. */
+int  dist_serialized(void);
 
 /* ---- in dist_ring.c ------------------------------------------------- */
 
 /* 1 while any reduction is in flight (settings may not change then). */
 int  dist_busy(void);
+/* Before the main thread makes an MPI call: waits until the communication
+ * thread has finished the buckets handed to it (dist_ring.c). */
+void dist_quiesce(void);
 /* For cdp_dist_finalize: finishes the reductions in flight (starts no
  * bucket), drops the bucket registration and frees the ring's scratch. */
 void dist_ring_finalize(void);

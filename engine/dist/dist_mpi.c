@@ -27,6 +27,7 @@
 static struct {
 	int inited, rank, size, lrank, lsize, left, right;
 	int env;                /* launched without MPI (dist.h), size > 1 */
+	int serialized;         /* MPI gives MPI_THREAD_SERIALIZED or more */
 	const char *bad_env;    /* the variable cdp_dist_init refused */
 	MPI_Comm comm;
 	const char *prog;
@@ -232,6 +233,7 @@ static int env_launch(void)
 const char *cdp_dist_bad_env(void) { return st.bad_env ? st.bad_env : "CDP_DIST_TIMEOUT"; }
 int cdp_dist_env_launch(void) { return st.env; }
 double dist_timeout(void) { return st.timeout; }
+int dist_serialized(void) { return st.serialized && !st.env; }
 
 int cdp_dist_init(int *argc, char ***argv)
 {
@@ -243,7 +245,11 @@ int cdp_dist_init(int *argc, char ***argv)
 		return CDP_EINVAL;
 	if (env && (rc = cdp_parse_double(env, 0, 1e9, &st.timeout)) != 0)
 		return rc;
-	MPI_CHECK(MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided));
+	/* SERIALIZED: the communication thread (dist_ring.c) makes MPI calls
+	 * while the main thread makes none; Open MPI takes no locks below
+	 * MPI_THREAD_MULTIPLE */
+	MPI_CHECK(MPI_Init_thread(argc, argv, MPI_THREAD_SERIALIZED, &provided));
+	st.serialized = provided >= MPI_THREAD_SERIALIZED;
 	MPI_CHECK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
 	/* our own communicator, so our tags never meet the caller's messages */
 	MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &st.comm));
@@ -334,6 +340,7 @@ void cdp_dist_stats_reset(void) { memset(&dist_stats, 0, sizeof dist_stats); }
 /* Runs one blocking collective call per part of at most INT_MAX items. */
 #define BLOCKING(name, n, call) do { \
 	double t0_ = dist_now(); \
+	dist_quiesce(); \
 	if (st.size > 1) { \
 		wd_enter(name); \
 		for (size_t off = 0; off < (n); off += INT_MAX) { \
@@ -450,6 +457,7 @@ void cdp_dist_barrier(void)
 	double t0 = dist_now();
 	uint64_t one = 1;
 
+	dist_quiesce();
 	if (st.env)
 		dist_nccl_host_reduce(&one, 1, 1, 0);
 	else if (st.size > 1) {

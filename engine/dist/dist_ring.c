@@ -32,8 +32,10 @@
  */
 #include <errno.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include "cdp_error.h"
 #include "dist_int.h"
 
@@ -48,6 +50,7 @@ struct op {
 	float *buf;
 	size_t n;
 	int average, done;
+	double *done_at;              /* a bucket's: when its completion was seen */
 	op *next;                     /* the in-flight list */
 	MPI_Request mreq[MPI_PARTS];  /* mpi: one per part */
 	int nmreq;
@@ -76,9 +79,34 @@ static struct {
 	int bmode;                      /* dist_dev_mode of the buckets */
 	unsigned char *ldone, *bstate;  /* bstate: 0 idle, 1 started */
 	op *bops;
+	double *bt0, *bt1;              /* each bucket's last start and completion */
+	unsigned bstarted;              /* buckets started, ever */
+	double busy_since;              /* a bucket in flight since then; 0: none */
+	int threaded;                   /* the buckets go to the communication thread */
 } st = { .chunk = 262144 };
 
-int dist_busy(void) { return st.head != NULL; }
+/* The communication thread (dist.h, "Buckets and overlap"). While `active`
+ * (main thread's flag: buckets handed over and not yet joined) the thread
+ * owns MPI, the op list and the ring's state; the main thread only appends
+ * bucket numbers to q under mu. Everything else of st is the main
+ * thread's. */
+#define POLL_NS 100000          /* the thread's sleep when nothing moved */
+static struct {
+	pthread_t th;
+	int on, stop, active;
+	pthread_mutex_t mu;
+	pthread_cond_t work, idle;
+	int *q, qn, qhead;          /* buckets to start: q[qhead .. qn) */
+	int busy;                   /* the thread has ops in flight */
+	int inpass;                 /* ... and is working on them, unlocked */
+	int yield;                  /* the main thread takes MPI back */
+	double last_done;           /* when it saw the last one finish */
+} ct = { .mu = PTHREAD_MUTEX_INITIALIZER };
+
+int dist_busy(void) { return ct.active || st.head != NULL; }
+
+/* In flight, as the main thread may ask. */
+static int inflight(void) { return ct.active || st.head != NULL; }
 
 static void scratch_free(void)
 {
@@ -259,6 +287,8 @@ static void op_finish(op *o)
 		for (; i < o->n; i++)
 			x[i] /= j;
 	}
+	if (o->done_at)
+		*o->done_at = dist_now();
 	dist_stats.reductions++;
 }
 
@@ -386,9 +416,10 @@ int dist_host_allreduce(float *buf, size_t n, cdp_dist_algo algo, int average)
 	if ((!buf && n) || (algo != CDP_DIST_MPI && algo != CDP_DIST_RING &&
 	                    !(algo == CDP_DIST_NCCL && cdp_dist_size() == 1)))
 		return CDP_EINVAL;
+	dist_quiesce();
 	if (algo == CDP_DIST_MPI && cdp_dist_size() > 1) {
 		dist_allreduce_sum(buf, n);
-		o.average = average, o.buf = buf, o.n = n;
+		o.average = average, o.buf = buf, o.n = n, o.done_at = NULL;
 		op_finish(&o);
 	} else {
 		op_start(&o, buf, n, algo, average);
@@ -404,12 +435,174 @@ int cdp_dist_average(float *buf, size_t n)
 	return cdp_dist_allreduce(buf, n, cdp_dist_get_algo(), 1);
 }
 
+/* ---- the communication thread ---------------------------------------- */
+
+/* A bucket handed over: its reduction started on the thread. */
+static void ct_start(int b)
+{
+	op_start(&st.bops[b], st.bbuf + st.boff[b], st.bn[b], st.balgo, st.average);
+	if (st.bops[b].done)
+		st.bt1[b] = dist_now();
+	else
+		st.bops[b].done_at = &st.bt1[b];
+}
+
+static void *ct_main(void *arg)
+{
+	struct timespec ts;
+	int from, to, moved, done;
+	double t;
+
+	(void)arg;
+	pthread_mutex_lock(&ct.mu);
+	for (;;) {
+		while (!ct.stop && (ct.yield || (ct.qhead == ct.qn && !ct.busy)))
+			pthread_cond_wait(&ct.work, &ct.mu);
+		if (ct.stop)
+			break;
+		from = ct.qhead, to = ct.qn;
+		ct.qhead = to;
+		ct.busy = ct.inpass = 1;
+		pthread_mutex_unlock(&ct.mu);
+		for (int i = from; i < to; i++)
+			ct_start(ct.q[i]);
+		moved = st.head ? progress_all() : 1;
+		done = st.head == NULL;
+		pthread_mutex_lock(&ct.mu);
+		ct.inpass = 0;
+		if (done && ct.qhead == ct.qn) {
+			ct.busy = 0;
+			ct.last_done = dist_now();
+			pthread_cond_signal(&ct.idle);
+		} else if (ct.yield) {
+			pthread_cond_signal(&ct.idle);
+		} else if (!moved && ct.qhead == ct.qn) {
+			/* nothing to do until a message moves: sleep a little (MPI's
+			 * own waits spin, and this thread shares the core with the
+			 * backward pass), or until the next bucket comes */
+			t = dist_now() + POLL_NS * 1e-9;
+			ts.tv_sec = (time_t)t;
+			ts.tv_nsec = (long)((t - (double)ts.tv_sec) * 1e9);
+			pthread_cond_timedwait(&ct.work, &ct.mu, &ts);
+		}
+	}
+	pthread_mutex_unlock(&ct.mu);
+	return NULL;
+}
+
+/* CDP_DIST_THREAD=0 keeps the progress engine; MPI must allow it. */
+static int ct_want(void)
+{
+	const char *v = getenv("CDP_DIST_THREAD");
+
+	return dist_serialized() && !(v && strcmp(v, "0") == 0);
+}
+
+static int ct_launch(void)
+{
+	pthread_condattr_t ca;
+
+	if (ct.on)
+		return 0;
+	if (pthread_condattr_init(&ca) != 0)
+		return -1;
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	if (pthread_cond_init(&ct.work, &ca) != 0) {
+		pthread_condattr_destroy(&ca);
+		return -1;
+	}
+	pthread_condattr_destroy(&ca);
+	if (pthread_cond_init(&ct.idle, NULL) != 0) {
+		pthread_cond_destroy(&ct.work);
+		return -1;
+	}
+	ct.stop = 0;
+	if (pthread_create(&ct.th, NULL, ct_main, NULL) != 0) {
+		pthread_cond_destroy(&ct.work);
+		pthread_cond_destroy(&ct.idle);
+		return -1;
+	}
+	ct.on = 1;
+	return 0;
+}
+
+/* Main thread: bucket b to the thread, or (b < 0) the order to end. */
+static void ct_post(int b)
+{
+	pthread_mutex_lock(&ct.mu);
+	if (b >= 0) {
+		ct.q[ct.qn++] = b;
+		ct.active = 1;
+	} else {
+		ct.stop = 1;
+	}
+	pthread_cond_signal(&ct.work);
+	pthread_mutex_unlock(&ct.mu);
+}
+
+/* Main thread: takes MPI back from the thread (after its current pass)
+ * and finishes what is left itself, blocking in MPI_Waitany as the
+ * progress engine does, rather than wait for the thread's naps. Returns 1
+ * when anything was left (*last: else when the thread saw the last
+ * reduction finish). */
+static int ct_join(double *last)
+{
+	int left, from, to;
+
+	pthread_mutex_lock(&ct.mu);
+	ct.yield = 1;
+	pthread_cond_signal(&ct.work);
+	while (ct.inpass)
+		pthread_cond_wait(&ct.idle, &ct.mu);
+	from = ct.qhead, to = ct.qn;
+	ct.qn = ct.qhead = 0;
+	ct.busy = 0;
+	*last = ct.last_done;
+	pthread_mutex_unlock(&ct.mu);
+	/* the thread waits while yield is set: MPI and the ops are ours */
+	for (int i = from; i < to; i++)
+		ct_start(ct.q[i]);
+	left = from < to || st.head != NULL;
+	if (st.head)
+		drive(NULL, "waiting for the gradient reductions");
+	pthread_mutex_lock(&ct.mu);
+	ct.yield = 0;
+	ct.active = 0;
+	pthread_mutex_unlock(&ct.mu);
+	return left;
+}
+
+void dist_quiesce(void)
+{
+	double last;
+
+	if (ct.active)
+		ct_join(&last);
+}
+
+static void ct_stop(void)
+{
+	if (!ct.on)
+		return;
+	dist_quiesce();
+	ct_post(-1);
+	pthread_join(ct.th, NULL);
+	pthread_cond_destroy(&ct.work);
+	pthread_cond_destroy(&ct.idle);
+	ct.on = 0;
+}
+
 /* ---- buckets ------------------------------------------------------------ */
 
 static void buckets_free(void)
 {
 	free(st.boff), free(st.bn), free(st.bl0), free(st.bl1);
 	free(st.lbucket), free(st.bleft), free(st.ldone), free(st.bstate), free(st.bops);
+	free(st.bt0), free(st.bt1), free(ct.q);
+	st.bt0 = st.bt1 = NULL;
+	ct.q = NULL;
+	st.threaded = 0;
+	st.busy_since = 0;
 	st.boff = st.bn = NULL;
 	st.bl0 = st.bl1 = st.lbucket = st.bleft = NULL;
 	st.ldone = st.bstate = NULL;
@@ -430,10 +623,10 @@ static void buckets_rearm(void)
 	memset(st.ldone, 0, (size_t)st.nl);
 }
 
-int cdp_dist_buckets(float *buf, const size_t *layer_off, int nlayers,
+int cdp_dist_buckets(float *buf, const size_t *layer_off, int nlayers, size_t first_floats,
                      size_t bucket_floats, int nbuckets, int overlap, int average)
 {
-	size_t total, target, acc = 0;
+	size_t total, target, first, acc = 0;
 	int l, b = 0, l1;
 
 	if (!layer_off || nlayers < 1 || st.head || nbuckets < 0 ||
@@ -452,6 +645,9 @@ int cdp_dist_buckets(float *buf, const size_t *layer_off, int nlayers,
 	target = nbuckets ? (total + (size_t)nbuckets - 1) / (size_t)nbuckets : bucket_floats;
 	if (target == 0)
 		target = 1;
+	/* the first bucket (the last layers, ready first) may be smaller, so
+	 * that communication starts early in the backward pass */
+	first = !nbuckets && first_floats && first_floats < target ? first_floats : target;
 	buckets_free();
 	st.nl = nlayers;
 	/* at most one bucket per layer */
@@ -463,7 +659,10 @@ int cdp_dist_buckets(float *buf, const size_t *layer_off, int nlayers,
 	    !(st.bleft = calloc((size_t)nlayers, sizeof *st.bleft)) ||
 	    !(st.ldone = calloc((size_t)nlayers, 1)) ||
 	    !(st.bstate = calloc((size_t)nlayers, 1)) ||
-	    !(st.bops = calloc((size_t)nlayers, sizeof *st.bops))) {
+	    !(st.bops = calloc((size_t)nlayers, sizeof *st.bops)) ||
+	    !(st.bt0 = calloc((size_t)nlayers, sizeof *st.bt0)) ||
+	    !(st.bt1 = calloc((size_t)nlayers, sizeof *st.bt1)) ||
+	    !(ct.q = calloc((size_t)nlayers, sizeof *ct.q))) {
 		buckets_free();
 		return CDP_ENOMEM;
 	}
@@ -471,7 +670,7 @@ int cdp_dist_buckets(float *buf, const size_t *layer_off, int nlayers,
 	for (l1 = l = nlayers; l > 0; l--) {
 		acc += layer_off[l] - layer_off[l - 1];
 		st.lbucket[l - 1] = b;
-		if (acc >= target || l == 1) {
+		if (acc >= (b == 0 ? first : target) || l == 1) {
 			st.bl0[b] = l - 1, st.bl1[b] = l1;
 			st.boff[b] = layer_off[l - 1];
 			st.bn[b] = layer_off[l1] - layer_off[l - 1];
@@ -487,9 +686,13 @@ int cdp_dist_buckets(float *buf, const size_t *layer_off, int nlayers,
 	st.overlap = overlap;
 	st.average = average;
 	st.balgo = cdp_dist_get_algo();
+	st.threaded = overlap && cdp_dist_size() > 1 && st.bmode != DIST_NCCL && ct_want() &&
+	              ct_launch() == 0;
 	buckets_rearm();
 	return b;
 }
+
+int cdp_dist_threaded(void) { return st.threaded; }
 
 int cdp_dist_bucket_info(int b, size_t *off, size_t *n, int *l0, int *l1)
 {
@@ -506,35 +709,90 @@ int cdp_dist_bucket_state(int b)
 {
 	if (b < 0 || b >= st.nb)
 		return CDP_EINVAL;
-	return st.bstate[b] ? (st.bops[b].done ? 2 : 1) : 0;
+	/* the thread's ops are its own until joined */
+	return st.bstate[b] ? (ct.active || !st.bops[b].done ? 1 : 2) : 0;
+}
+
+int cdp_dist_bucket_times(int b, double *start, double *done)
+{
+	if (b < 0 || b >= st.nb)
+		return CDP_EINVAL;
+	if (start) *start = st.bt0[b];
+	if (done) *done = st.bt1[b];
+	return 0;
 }
 
 static void bucket_start(int b)
 {
 	st.bstate[b] = 1;
+	st.bstarted++;
+	st.bt0[b] = dist_now();
+	st.bt1[b] = 0;
 	if (st.bmode == DIST_NCCL) {
 		/* queued behind the compute stream: done as far as the host goes */
 		dist_nccl_bucket(st.bbuf + st.boff[b], st.bn[b], st.average);
 		memset(&st.bops[b], 0, sizeof st.bops[b]);
 		st.bops[b].done = 1;
+		st.bt1[b] = dist_now();
 		dist_stats.reductions++;
 		return;
 	}
 	if (st.bmode == DIST_STAGE)
 		dist_dev_down(st.boff[b], st.bn[b]);
+	if (st.threaded) {
+		ct_post(b);
+		return;
+	}
 	op_start(&st.bops[b], st.bbuf + st.boff[b], st.bn[b], st.balgo, st.average);
+	if (st.bops[b].done)        /* one rank, or nothing to reduce */
+		st.bt1[b] = dist_now();
+	else
+		st.bops[b].done_at = &st.bt1[b];
+}
+
+/* The accounting of dist.h's grad_s and grad_exposed_s around one bucket
+ * call: a call that found a bucket in flight, or started one, lies wholly
+ * inside a busy period (which starts at the entry of the call that starts
+ * the first bucket and ends at the exit of the one that sees the last
+ * finish), and all of its time is exposed; so exposed <= total. */
+typedef struct acct { double t; int busy; unsigned started; } acct;
+
+static void acct_in(acct *a)
+{
+	a->t = dist_now();
+	a->busy = st.busy_since > 0;
+	a->started = st.bstarted;
+}
+
+static void acct_out(const acct *a)
+{
+	double t = dist_now();
+
+	if (!a->busy && a->started == st.bstarted)
+		return;
+	dist_stats.grad_exposed_s += t - a->t;
+	if (!a->busy)
+		st.busy_since = a->t;
+	if (!inflight()) {
+		dist_stats.grad_s += t - st.busy_since;
+		st.busy_since = 0;
+	}
 }
 
 int cdp_dist_bucket_ready(int b)
 {
 	double t0 = dist_now();
+	acct a;
 
 	if (b < 0 || b >= st.nb)
 		return CDP_EINVAL;
+	acct_in(&a);
 	if (!st.bstate[b]) {
 		bucket_start(b);
-		progress_all();
+		if (!st.threaded)
+			progress_all();
 	}
+	acct_out(&a);
 	dist_stats.progress_s += dist_now() - t0;
 	return 0;
 }
@@ -559,19 +817,44 @@ int cdp_dist_layer_done(int l)
 void cdp_dist_progress(void)
 {
 	double t0 = dist_now();
+	acct a;
 
+	if (ct.active)          /* the thread moves them on */
+		return;
+	acct_in(&a);
 	if (st.head)
 		progress_all();
+	acct_out(&a);
 	dist_stats.progress_s += dist_now() - t0;
 }
 
 void cdp_dist_wait_all(void)
 {
 	double t0 = dist_now();
+	acct a;
 
+	acct_in(&a);
 	for (int b = 0; b < st.nb; b++)
 		if (!st.bstate[b])
 			bucket_start(b);
+	if (ct.active) {
+		double last, t;
+		int waited = ct_join(&last);
+		if (st.busy_since == 0)     /* handed over in this call */
+			st.busy_since = a.t;
+		if (st.nb > 0 && st.bmode == DIST_STAGE)
+			dist_dev_up(st.boff[st.nb - 1], st.boff[0] + st.bn[0] - st.boff[st.nb - 1]);
+		buckets_rearm();
+		/* done before this call: the reductions ended when the thread saw
+		 * the last finish, and none of this call was communication */
+		t = dist_now();
+		if (waited)
+			dist_stats.grad_exposed_s += t - a.t;
+		dist_stats.grad_s += (waited ? t : last) - st.busy_since;
+		st.busy_since = 0;
+		dist_stats.wait_s += t - t0;
+		return;
+	}
 	if (st.head)
 		drive(NULL, "waiting for the gradient reductions");
 	if (st.nb > 0 && st.bmode == DIST_STAGE) {
@@ -581,6 +864,7 @@ void cdp_dist_wait_all(void)
 	} else if (st.nb > 0 && st.bmode == DIST_NCCL)
 		dist_nccl_join();
 	buckets_rearm();
+	acct_out(&a);
 	dist_stats.wait_s += dist_now() - t0;
 }
 
@@ -588,6 +872,7 @@ void dist_ring_finalize(void)
 {
 	/* finish what is in flight, but start nothing: the bucket block may be
 	 * gone by now */
+	ct_stop();
 	if (st.head)
 		drive(NULL, "finishing reductions in flight");
 	buckets_free();

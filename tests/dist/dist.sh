@@ -1,6 +1,7 @@
 #!/bin/sh
 # tests/dist/dist.sh: runs tests/dist/test_dist alone (an MPI singleton,
-# rank 0 of 1) and under mpirun at 1, 2 and 3 ranks, then the failure modes,
+# rank 0 of 1) and under mpirun at 1, 2 and 3 ranks (2 again with
+# CDP_DIST_THREAD=0: buckets without the communication thread), then the failure modes,
 # each of which must end the whole job with a non-zero status within 30 s and
 # a message naming the rank and the cause:
 #   --kill   rank 1 dies of SIGKILL mid-reduction (mpirun notices), with
@@ -47,6 +48,13 @@ for np in 1 2 3; do
 	grep -q "^$np ranks: .* 0 failed" "$T/out" || fail "-np $np: $(cat "$T/out" "$T/err")"
 	cat "$T/out"
 done
+
+echo "== mpirun -np 2, CDP_DIST_THREAD=0 (the progress engine)"
+# shellcheck disable=SC2086
+CDP_DIST_THREAD=0 timeout 120 "$mpirun" $flags -np 2 "$prog" >"$T/out" 2>"$T/err" ||
+	fail "-np 2 without the thread: $(cat "$T/out" "$T/err")"
+grep -q "^2 ranks: .* 0 failed" "$T/out" || fail "-np 2 without the thread: $(cat "$T/out" "$T/err")"
+cat "$T/out"
 
 # failmode MODE ALGO PATTERN: the job must exit non-zero within 30 s, and
 # stderr must match PATTERN.

@@ -30,6 +30,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "cdp_error.h"
+#include "cdp_progress.h"
 #include "cdp_rng.h"
 #include "dist/dist.h"
 #include "tap.h"
@@ -185,15 +186,27 @@ static const size_t layer_len[] = { 0, 300, 5, 0, 1000, 20000, 7, 0, 123456, 3, 
 /* Two training steps of simulated backward: layers from last to first get
  * their "gradients" (step-dependent random data), then layer_done. */
 static void backward_steps(float *g, const size_t *off, int overlap, cdp_dist_algo algo,
-                           int nbuckets, size_t bucket_floats, float *out2)
+                           int nbuckets, size_t first_floats, size_t bucket_floats, float *out2)
 {
 	int nb;
+	double last = 0;         /* when layer 0, the last of the backward pass, was done */
+	cdp_dist_stats ds;
 
 	CHECK_RC(cdp_dist_set_algo(algo), 0);
-	nb = cdp_dist_buckets(g, off, NL, bucket_floats, nbuckets, overlap, 1);
+	const char *thr = getenv("CDP_DIST_THREAD");
+
+	nb = cdp_dist_buckets(g, off, NL, first_floats, bucket_floats, nbuckets, overlap, 1);
 	CHECK(nb >= 1, "cdp_dist_buckets returned %d", nb);
+	/* Open MPI gives MPI_THREAD_SERIALIZED: the thread takes overlapped
+	 * buckets unless CDP_DIST_THREAD=0 (dist.sh runs both) */
+	CHECK(cdp_dist_threaded() == (overlap && J > 1 && !(thr && strcmp(thr, "0") == 0)),
+	      "overlap %d, %d ranks, CDP_DIST_THREAD=%s: threaded %d", overlap, J, thr ? thr : "",
+	      cdp_dist_threaded());
+	cdp_dist_stats_reset();
 	for (int step = 0; step < 2; step++) {
 		for (int l = NL - 1; l >= 0; l--) {
+			if (l == 0)
+				last = cdp_now();
 			fill(g + off[l], layer_len[l], R, 100 + (uint64_t)step * NL + (uint64_t)l);
 			CHECK_RC(cdp_dist_layer_done(l), 0);
 			CHECK_RC(cdp_dist_layer_done(l), 0);   /* twice is harmless */
@@ -207,12 +220,29 @@ static void backward_steps(float *g, const size_t *off, int overlap, cdp_dist_al
 			cdp_dist_progress();
 		}
 		cdp_dist_wait_all();
-		for (int b = 0; b < nb; b++)
+		for (int b = 0; b < nb; b++) {
+			double t0, t1;
+			int l0;
 			CHECK(cdp_dist_bucket_state(b) == 0, "bucket %d not re-armed after wait_all", b);
+			/* the spans of cdp-train --trace: a bucket without layer 0
+			 * starts during the backward pass only with overlap */
+			CHECK_RC(cdp_dist_bucket_times(b, &t0, &t1), 0);
+			cdp_dist_bucket_info(b, NULL, NULL, &l0, NULL);
+			CHECK(t0 > 0 && t1 >= t0, "bucket %d: started %g, done %g", b, t0, t1);
+			CHECK(l0 == 0 || (overlap ? t0 < last : t0 > last),
+			      "overlap %d: bucket %d started at %g, layer 0 done at %g", overlap, b, t0, last);
+		}
 		if (step == 0)
 			memcpy(out2, g, off[NL] * sizeof *g);
 	}
 	memcpy(out2 + off[NL], g, off[NL] * sizeof *g);
+	/* the exposed part of the buckets' time in flight is within it */
+	cdp_dist_stats_get(&ds);
+	CHECK(ds.grad_exposed_s >= 0 && ds.grad_exposed_s <= ds.grad_s && (J == 1 || ds.grad_s > 0),
+	      "overlap %d: buckets in flight %g s, exposed %g s", overlap, ds.grad_s,
+	      ds.grad_exposed_s);
+	CHECK(overlap || ds.grad_exposed_s == ds.grad_s,
+	      "serial: in flight %g s but exposed %g s", ds.grad_s, ds.grad_exposed_s);
 	CHECK_RC(cdp_dist_set_algo(CDP_DIST_RING), 0);
 }
 
@@ -235,7 +265,7 @@ static void test_buckets(void)
 		goto out;
 	}
 	/* buckets tile the block from the top, at layer boundaries */
-	nb = cdp_dist_buckets(g, off, NL, 1000, 0, 1, 0);
+	nb = cdp_dist_buckets(g, off, NL, 0, 1000, 0, 1, 0);
 	CHECK(nb > 1 && nb <= NL, "%d buckets", nb);
 	next = total, prev_l0 = NL;
 	for (int b = 0; b < nb; b++) {
@@ -247,14 +277,21 @@ static void test_buckets(void)
 	}
 	CHECK(next == 0 && prev_l0 == 0, "buckets stop at layer %d, float %zu", prev_l0, next);
 	CHECK_RC(cdp_dist_bucket_info(nb, NULL, NULL, NULL, NULL), CDP_EINVAL);
-	nb = cdp_dist_buckets(g, off, NL, 0, 4, 1, 0);
+	/* a small first bucket (DDP's): layer 13 alone (1 float), the rest by 1000 */
+	nb = cdp_dist_buckets(g, off, NL, 1, 1000, 0, 1, 0);
+	CHECK_RC(cdp_dist_bucket_info(0, &boff, &bn, &l0, &l1), 0);
+	CHECK(l0 == NL - 1 && l1 == NL && bn == 1, "first bucket: layers [%d,%d), %zu floats", l0,
+	      l1, bn);
+	CHECK_RC(cdp_dist_bucket_info(1, &boff, &bn, &l0, &l1), 0);
+	CHECK(l1 == NL - 1 && bn >= 1000, "second bucket: layers [%d,%d), %zu floats", l0, l1, bn);
+	nb = cdp_dist_buckets(g, off, NL, 0, 0, 4, 1, 0);
 	CHECK(nb >= 2 && nb <= 4, "nbuckets=4 gave %d", nb);
 	CHECK_RC(cdp_dist_set_chunk(1000), 0);
 	for (int a = 0; a < 2; a++) {
 		cdp_dist_algo algo = a ? CDP_DIST_MPI : CDP_DIST_RING;
 		for (int cut = 0; cut < 2; cut++) {
-			backward_steps(g, off, 0, algo, cut ? 0 : 4, 1000, serial);
-			backward_steps(g, off, 1, algo, cut ? 0 : 4, 1000, overlap);
+			backward_steps(g, off, 0, algo, cut ? 0 : 4, cut ? 10 : 0, 1000, serial);
+			backward_steps(g, off, 1, algo, cut ? 0 : 4, cut ? 10 : 0, 1000, overlap);
 			CHECK(memcmp(serial, overlap, 2 * total * sizeof *g) == 0,
 			      "%s, %s: overlapped buckets differ from the serial baseline",
 			      cdp_dist_algo_name(algo), cut ? "1000 floats" : "4 buckets");
@@ -335,7 +372,7 @@ static void test_misc(void)
 	CHECK_RC(cdp_dist_set_chunk(0), CDP_EINVAL);
 	CHECK_RC(cdp_dist_set_timeout(-1), CDP_EINVAL);
 	CHECK_RC(cdp_dist_allreduce(NULL, 5, CDP_DIST_RING, 0), CDP_EINVAL);
-	CHECK_RC(cdp_dist_buckets(w, bad_off, 2, 10, 0, 1, 0), CDP_EINVAL);   /* decreasing */
+	CHECK_RC(cdp_dist_buckets(w, bad_off, 2, 0, 10, 0, 1, 0), CDP_EINVAL);   /* decreasing */
 	CHECK_RC(cdp_dist_layer_done(NL), CDP_EINVAL);
 	CHECK_RC(cdp_dist_layer_done(-1), CDP_EINVAL);
 	CHECK_RC(cdp_dist_bucket_ready(-1), CDP_EINVAL);

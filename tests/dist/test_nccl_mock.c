@@ -67,7 +67,7 @@ static void rank_main(int sleep_after)
 	must(cdp_dist_set_algo(CDP_DIST_NCCL) == 0, "--allreduce nccl refused");
 	must(cdp_dist_allreduce(x, 1000, CDP_DIST_NCCL, 0) == 0, "allreduce");
 	must(cdp_dist_allreduce(y, 64, CDP_DIST_NCCL, 1) == 0, "allreduce");
-	must(cdp_dist_buckets(x, layer_off, 3, 200, 0, 1, 1) >= 1, "buckets");
+	must(cdp_dist_buckets(x, layer_off, 3, 0, 200, 0, 1, 1) >= 1, "buckets");
 	for (int l = 2; l >= 0; l--)
 		must(cdp_dist_layer_done(l) == 0, "layer_done");
 	cdp_dist_wait_all();

@@ -10,7 +10,8 @@ TESTS += tests/train/profile.sh tests/train/train.sh tests/train/train_fail.sh \
 	tests/train/resume_sync.sh tests/train/device.sh tests/train/loss_scale.sh \
 	tests/train/data_path.sh tests/train/consensus.sh tests/train/standardize.sh \
 	tests/train/plot.sh \
-	tests/train/class_weights.sh
+	tests/train/class_weights.sh \
+	tests/train/buckets.sh tests/train/trace.sh
 endif
 TRAIN_TEST_CPPFLAGS = $(TRAIN_CPPFLAGS) -I$(top_srcdir)/tests/unit -DCDP_SRCDIR='"$(abs_top_srcdir)"'
 tests_train_test_loader_SOURCES = tests/train/test_loader.c tests/train/fixture.h
@@ -27,4 +28,5 @@ EXTRA_DIST += tests/train/profile.sh tests/train/train.sh tests/train/train_fail
 	tests/train/loss_scale.sh tests/train/metrics.sh tests/train/small.cfg tests/train/data_path.sh \
 	tests/train/ckpt_nan.py tests/train/consensus.sh tests/train/consensus.py \
 	tests/train/standardize.sh tests/train/plot.sh tests/train/plotcheck.py \
-	tests/train/class_weights.sh
+	tests/train/class_weights.sh \
+	tests/train/buckets.sh tests/train/trace.sh

@@ -32,6 +32,8 @@ enum {
 	OPT_PRECISION, OPT_PROGRESS, OPT_RESUME, OPT_SCHEDULE, OPT_SEED, OPT_SKIP_BAD, OPT_STEPS,
 	OPT_SYNC, OPT_THREADS, OPT_VAL_EVERY, OPT_VAL_KEYS, OPT_WARMUP, OPT_WD
 };
+/* gradient buckets and the timeline (issues 12, 16) */
+enum { OPT_BUCKET_MB = 512, OPT_TRACE };
 
 static void usage(FILE *f)
 {
@@ -43,6 +45,7 @@ static void usage(FILE *f)
 	    "                 [--device cpu|cuda|cuda:N|auto] [--precision fp32|tf32|bf16|fp16]\n"
 	    "                 [--loss-scale dynamic|off|S] [--sync allreduce|average:K|admm:K:RHO]\n"
 	    "                 [--allreduce mpi|ring|nccl] [--no-overlap] [--checkpoint-every N] [--resume]\n"
+	    "                 [--bucket-mb N] [--trace FILE]\n"
 	    "                 [--log FILE] [--log-every N] [--val-every N] [--load pool|copy]\n"
 	    "                 [--pad-last] [--skip-bad-records] [--nan-policy stop|skip]\n"
 	    "                 [--keep-best miou|loss|acc] [--class-weights auto|W,W,...]\n"
@@ -136,6 +139,7 @@ int main(int argc, char **argv)
 	static const struct option longopts[] = {
 		{ "allreduce",        required_argument, NULL, OPT_ALLREDUCE },
 		{ "batch",            required_argument, NULL, OPT_BATCH },
+		{ "bucket-mb",        required_argument, NULL, OPT_BUCKET_MB },
 		{ "checkpoint-every", required_argument, NULL, OPT_CKPT_EVERY },
 		{ "class-weights",    required_argument, NULL, OPT_CLASS_WEIGHTS },
 		{ "db",               required_argument, NULL, OPT_DB },
@@ -167,6 +171,7 @@ int main(int argc, char **argv)
 		{ "steps",            required_argument, NULL, OPT_STEPS },
 		{ "sync",             required_argument, NULL, OPT_SYNC },
 		{ "threads",          required_argument, NULL, OPT_THREADS },
+		{ "trace",            required_argument, NULL, OPT_TRACE },
 		{ "val-every",        required_argument, NULL, OPT_VAL_EVERY },
 		{ "val-keys",         required_argument, NULL, OPT_VAL_KEYS },
 		{ "version",          no_argument,       NULL, 'V' },
@@ -209,6 +214,11 @@ int main(int argc, char **argv)
 			if (num_long("--batch", optarg, 1, &v) < 0)
 				goto out;
 			o.batch = (int)v;
+			break;
+		case OPT_BUCKET_MB:
+			/* 1 KB (262 floats) .. 4 GiB, within a bucket's 8 * INT_MAX floats */
+			if (cdp_cli_double("--bucket-mb", optarg, 0.001, 4096, 0, &o.bucket_mb))
+				goto out;
 			break;
 		case OPT_CKPT_EVERY:
 			if (num_long("--checkpoint-every", optarg, 0, &o.checkpoint_every) < 0)
@@ -310,6 +320,7 @@ int main(int argc, char **argv)
 				goto out;
 			o.threads = (int)v;
 			break;
+		case OPT_TRACE: o.trace = optarg; break;
 		case OPT_VAL_EVERY:
 			if (num_long("--val-every", optarg, 0, &o.val_every) < 0)
 				goto out;

@@ -36,6 +36,7 @@
 #include "cdp_rng.h"
 #include "dist/dist.h"
 #include "train_int.h"
+#include "train_trace.h"
 
 volatile sig_atomic_t cdp_train_stop;
 
@@ -58,6 +59,7 @@ void cdp_train_opts_init(cdp_train_opts *o)
 	o->loss_scale = -1;
 	o->allreduce = -1;
 	o->overlap = 1;
+	o->bucket_mb = 25;
 	o->log_every = 10;
 	o->load = CDP_LOAD_POOL;
 	o->progress = CDP_PROGRESS_AUTO;
@@ -117,17 +119,21 @@ static void fetch_raw(trainer *t, const cdp_batch *b)
  * host memory (the loader's, pinned on a GPU) must outlive its copy, so
  * the host waits for the copies (be->copy_wait) before cdp_loader_next
  * gives the previous batch's slot back to the loader. */
-static void fetch_batch(trainer *t)
+static void fetch_batch(trainer *t, long step)
 {
 	cdp_backend *be = t->be;
 	cdp_batch *b = &t->next;
 	size_t npx, bad;
+	double t0 = t->trace ? cdp_now() : 0;
 	int rc;
 
 	be->copy_wait(be);
 	if ((rc = cdp_loader_next(t->tl, b)) != 0)
 		TR_FAIL("%s", rc == CDP_EEOF ? "the epoch ended early" :
 		        *cdp_loader_error(t->tl) ? cdp_loader_error(t->tl) : cdp_strerror(rc));
+	/* --trace: the wait for the batch of `step` */
+	if (t->trace)
+		tr_trace_span(t->trace, TR_DATA, t0, cdp_now(), step, 0);
 	t->up_batches++;
 	t->have_next = 1;
 	if (t->raw) {
@@ -178,7 +184,7 @@ static void take_batch(trainer *t, cdp_batch *b)
 	int32_t *lab;
 
 	if (!t->have_next)
-		fetch_batch(t);
+		fetch_batch(t, t->step + 1);
 	*b = t->next;
 	t->have_next = 0;
 	t->be->copy_fence(t->be);
@@ -197,7 +203,7 @@ static double micro_batch(trainer *t, uint64_t micro, int *stop)
 	cdp_layer *out = &t->net.layers[t->net.out_layer];
 	cdp_loss_result res;
 	cdp_batch b;
-	double part[CDP_LOSS_NPART], v[CDP_LOSS_NPART + 1], g;
+	double part[CDP_LOSS_NPART], v[CDP_LOSS_NPART + 1], g, t0, t1 = 0;
 	int sync = t->o->sync == CDP_SYNC_ALLREDUCE;
 
 	take_batch(t, &b);
@@ -206,12 +212,17 @@ static double micro_batch(trainer *t, uint64_t micro, int *stop)
 	if (t->keylog)
 		tr_log_keys(t, &b);
 	t->net.step_seed = cdp_rng_derive(t->o->seed ^ 0x64726f706f7574ull, micro, (uint64_t)t->rank);
+	t0 = t->trace ? cdp_now() : 0;
 	cdp_net_forward(&t->net);
 	cdp_loss_parts(&t->loss, b.n, t->hw, out->y, t->dlab, out->dy, part);
+	if (t->trace)
+		tr_trace_span(t->trace, TR_FORWARD, t0, t1 = cdp_now(), t->step + 1, 0);
 	/* one sum over ranks: the loss's parts (loss.h) and the stop flag */
 	memcpy(v, part, sizeof part);
 	v[CDP_LOSS_NPART] = cdp_train_stop ? 1 : 0;
 	cdp_dist_sum_f64(v, CDP_LOSS_NPART + 1);
+	if (t->trace)
+		tr_trace_span(t->trace, TR_LOSS_SUM, t1, cdp_now(), t->step + 1, 0);
 	if (v[CDP_LOSS_NPART] > 0)
 		*stop = 1;
 	/* allreduce: the gradient of the global batch's loss (CE/BCE mean
@@ -341,9 +352,10 @@ static int train_loop(trainer *t)
 		snprintf(dev, sizeof dev, "%s:%d", t->be->name, t->be->device);
 	else
 		snprintf(dev, sizeof dev, "%s", t->be->name);
-	tr_logf(t, "device %s, precision %s, loss scale %g, all-reduce %s%s", dev,
+	tr_logf(t, "device %s, precision %s, loss scale %g, all-reduce %s%s%s", dev,
 	        cdp_precision_name(o->precision), t->scale, cdp_dist_algo_name(t->algo),
-	        cdp_dist_staged() ? " staged through host memory" : "");
+	        cdp_dist_staged() ? " staged through host memory" : "",
+	        cdp_dist_threaded() ? " on a communication thread" : "");
 	tr_class_weights_log(t);
 	if (t->raw)
 		tr_logf(t, "data path device: raw %s tiles, prepared by the %s backend",
@@ -352,7 +364,8 @@ static int train_loop(trainer *t)
 		tr_logf(t, "data path host: float32 tiles, prepared by the loader");
 	while (t->step < t->total && !stop) {
 		int epoch_end = 0, go, finite;
-		double loss = 0, lr;
+		double loss = 0, lr, ts = t->trace ? cdp_now() : 0, tp = 0;
+		long s1 = t->step + 1;          /* this step's number, as metrics.jsonl's */
 
 		if (!started) {
 			int rc = cdp_loader_start_epoch(t->tl, t->epoch,
@@ -365,17 +378,28 @@ static int train_loop(trainer *t)
 			uint64_t micro = (uint64_t)t->step * t->accumulate + a;
 			t->last_micro = a == t->accumulate - 1;
 			loss += micro_batch(t, micro, &stop) / t->accumulate;
+			if (t->trace)
+				tp = t->tr_mark = cdp_now();
 			cdp_net_backward(&t->net, tr_on_layer_done, t);
+			if (t->trace)
+				tr_trace_span(t->trace, TR_BACKWARD, tp, cdp_now(), s1, 0);
 			cdp_optim_micro_done(&t->opt);
 			/* while backward runs: the next micro-batch of this epoch */
 			if (a + 1 < t->accumulate ||
 			    (!stop && t->estep + 1 < t->spe && t->step + 1 < t->total))
-				fetch_batch(t);
+				fetch_batch(t, a + 1 < t->accumulate ? s1 : s1 + 1);
 		}
 		/* the loss scale judges the reduced gradients (allreduce) and
 		 * the local ones before ADMM's penalty is added (admm) */
-		if (o->sync == CDP_SYNC_ALLREDUCE)
+		if (o->sync == CDP_SYNC_ALLREDUCE) {
+			tp = t->trace ? cdp_now() : 0;
 			tr_sync_grads(t);
+			if (t->trace) {
+				tr_trace_span(t->trace, TR_GRAD_WAIT, tp, cdp_now(), s1, 0);
+				tr_trace_buckets(t, s1);
+			}
+		}
+		tp = t->trace ? cdp_now() : 0;
 		go = scale_check(t);
 		if (o->sync != CDP_SYNC_ALLREDUCE && go)
 			tr_sync_grads(t);
@@ -390,9 +414,16 @@ static int train_loop(trainer *t)
 		} else if (go) {
 			t->nan_run = 0;
 		}
+		if (t->trace) {
+			double now = cdp_now();
+			tr_trace_span(t->trace, TR_OPTIM, tp, now, s1, 0);
+			tp = now;
+		}
 		t->step++;
 		t->estep++;
 		tr_sync_after_step(t);
+		if (t->trace && o->sync != CDP_SYNC_ALLREDUCE && t->step % o->sync_k == 0)
+			tr_trace_span(t->trace, TR_SYNC, tp, cdp_now(), s1, 0);
 		if (finite && isfinite(loss)) {    /* a skipped NaN would make every mean NaN */
 			t->iv_loss += loss;
 			t->iv_steps++;
@@ -411,7 +442,10 @@ static int train_loop(trainer *t)
 		/* stopping: the checkpoint first, within mpirun's grace (cdp-train(1)) */
 		if (t->vl && !stop && ((o->val_every && t->step % o->val_every == 0) ||
 		                       (!o->val_every && epoch_end))) {
+			tp = t->trace ? cdp_now() : 0;
 			tr_validate(t, &v);
+			if (t->trace)
+				tr_trace_span(t->trace, TR_VALIDATE, tp, cdp_now(), s1, 0);
 			tr_log_val(t, &v);
 			tr_keep_best(t, &v);
 			validated = 1;
@@ -425,9 +459,14 @@ static int train_loop(trainer *t)
 		}
 		ckpted = 0;
 		if (stop || (o->checkpoint_every && t->step % o->checkpoint_every == 0)) {
+			tp = t->trace ? cdp_now() : 0;
 			tr_checkpoint(t);
+			if (t->trace)
+				tr_trace_span(t->trace, TR_CHECKPOINT, tp, cdp_now(), s1, 0);
 			ckpted = 1;
 		}
+		if (t->trace)
+			tr_trace_span(t->trace, TR_STEP, ts, cdp_now(), s1, 0);
 		cdp_progress_update(&pr, (uint64_t)t->step);
 	}
 	cdp_progress_end(&pr);
@@ -435,14 +474,22 @@ static int train_loop(trainer *t)
 		tr_logf(t, "data path %s: %.0f bytes a batch to the device (%ld batches)",
 		        t->raw ? "device" : "host", t->up_bytes / (double)t->up_batches, t->up_batches);
 	if (!stop) {
+		double tp;
 		stop = cdp_dist_any(cdp_train_stop);
 		if (t->vl && !validated && !stop) {
+			tp = t->trace ? cdp_now() : 0;
 			tr_validate(t, &v);
+			if (t->trace)
+				tr_trace_span(t->trace, TR_VALIDATE, tp, cdp_now(), t->step, 0);
 			tr_log_val(t, &v);
 			tr_keep_best(t, &v);
 		}
-		if (!ckpted)
+		if (!ckpted) {
+			tp = t->trace ? cdp_now() : 0;
 			tr_checkpoint(t);
+			if (t->trace)
+				tr_trace_span(t->trace, TR_CHECKPOINT, tp, cdp_now(), t->step, 0);
+		}
 	}
 	tr_plot(t);
 	if (stop) {
@@ -481,10 +528,14 @@ int cdp_train_run(const cdp_train_opts *o)
 	t.ck_step = -1;
 	t.rank = cdp_dist_rank();
 	t.size = cdp_dist_size();
-	rc = tr_setup(&t, err, sizeof err);
+	/* the trace first: an unwritable FILE leaves no RUNDIR behind */
+	rc = o->trace ? tr_trace_open(&t, err, sizeof err) : 0;
+	if (rc == 0)
+		rc = tr_setup(&t, err, sizeof err);
 	if (rc != 0)
 		tr_report(&t, err);
 	if (cdp_dist_any(rc) || (t.size > 1 && tr_same_data(&t))) {
+		tr_trace_free(&t);
 		tr_teardown(&t);
 		/* a run refused before its first step leaves no RUNDIR it made;
 		 * rmdir keeps one that holds anything */
@@ -503,8 +554,12 @@ int cdp_train_run(const cdp_train_opts *o)
 		t.best = b[1];
 	}
 	tr_sync_begin(&t);
+	if (t.trace)
+		tr_trace_begin(&t);
 	t.t_start = cdp_now();
 	rc = train_loop(&t);
+	if (tr_trace_close(&t) != 0 && rc == 0)
+		rc = 1;
 	tr_teardown(&t);
 	if (rc && t.made_out)
 		rmdir(o->out);

@@ -112,6 +112,8 @@ typedef struct trainer {
 	double res_x, res_y;
 	char std_note[2][2048];
 	int std_resumed;
+	struct tr_trace *trace;         /* --trace (train_trace.h), NULL when off */
+	double tr_mark;                 /* --trace: the last backward callback's end */
 } trainer;
 
 /* train_setup.c. tr_setup is collective when resuming (rank 0 reads the

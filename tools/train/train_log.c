@@ -3,10 +3,14 @@
  *
  *  RUNDIR/metrics.jsonl  one JSON object a line:
  *    {"type":"step","step":S,"epoch":E,"loss":L,"lr":X,"samples_per_s":R,
- *     "data_wait_s":W,"allreduce_s":A,"loss_scale":X,"skipped_steps":N,
+ *     "data_wait_s":W,"allreduce_s":A,"grad_allreduce_s":G,
+ *     "grad_exposed_s":E,"loss_scale":X,"skipped_steps":N,
  *     "rss_anon_kb":[per rank],"skipped":K}
- *      averages over the steps since the last step line; data_wait_s and
- *      allreduce_s are the slowest rank's totals over them; loss_scale is
+ *      averages over the steps since the last step line; data_wait_s,
+ *      allreduce_s, grad_allreduce_s (gradient buckets in flight) and
+ *      grad_exposed_s (the part of it not hidden behind backward,
+ *      <= grad_allreduce_s on every rank: dist.h, cdp_dist_stats) are the
+ *      slowest rank's totals over them; loss_scale is
  *      the dynamic loss scale after the step (null when off), skipped_steps
  *      the optimizer steps skipped so far because the scaled gradients
  *      overflowed, skipped the bad records skipped so far;
@@ -37,6 +41,7 @@
 #include "cdp_progress.h"
 #include "dist/dist.h"
 #include "train_int.h"
+#include "train_trace.h"
 
 long tr_rss_anon_kb(void)
 {
@@ -210,9 +215,9 @@ static void jnum(FILE *f, const char *key, double v)
 void tr_log_step(trainer *t, double lr)
 {
 	int j = t->size;
-	double *v = calloc((size_t)3 * j, sizeof *v);
+	double *v = calloc((size_t)5 * j, sizeof *v);
 	cdp_dist_stats ds;
-	double dt = cdp_now() - t->iv_t0, wait = 0, comm = 0, loss;
+	double dt = cdp_now() - t->iv_t0, wait = 0, comm = 0, grad = 0, exposed = 0, loss;
 
 	if (!v)
 		TR_FAIL("out of memory");
@@ -220,10 +225,14 @@ void tr_log_step(trainer *t, double lr)
 	v[t->rank] = (double)tr_rss_anon_kb();
 	v[j + t->rank] = t->iv_wait;
 	v[2 * j + t->rank] = ds.wait_s + ds.progress_s;
-	cdp_dist_sum_f64(v, (size_t)3 * j);
+	v[3 * j + t->rank] = ds.grad_s;
+	v[4 * j + t->rank] = ds.grad_exposed_s;
+	cdp_dist_sum_f64(v, (size_t)5 * j);
 	for (int r = 0; r < j; r++) {
 		wait = fmax(wait, v[j + r]);
 		comm = fmax(comm, v[2 * j + r]);
+		grad = fmax(grad, v[3 * j + r]);
+		exposed = fmax(exposed, v[4 * j + r]);
 	}
 	loss = t->iv_loss / t->iv_steps;
 	if (t->jsonl) {
@@ -236,6 +245,8 @@ void tr_log_step(trainer *t, double lr)
 		     dt > 0 ? t->iv_steps * (double)t->accumulate * t->o->batch * j / dt : NAN);
 		jnum(f, "data_wait_s", wait);
 		jnum(f, "allreduce_s", comm);
+		jnum(f, "grad_allreduce_s", grad);
+		jnum(f, "grad_exposed_s", exposed);
 		jnum(f, "loss_scale", t->scale > 0 ? t->scale : NAN);
 		fprintf(f, ",\"skipped_steps\":%" PRIu64, t->scale_skipped);
 		fprintf(f, ",\"rss_anon_kb\":[");
@@ -252,6 +263,8 @@ void tr_log_step(trainer *t, double lr)
 	t->iv_loss = 0;
 	t->iv_steps = 0;
 	t->iv_wait = 0;
+	/* --trace: the spans so far to rank 0, at this collective point */
+	tr_trace_flush(t);
 	t->iv_t0 = cdp_now();
 	cdp_dist_stats_reset();
 }

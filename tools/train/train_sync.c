@@ -35,13 +35,15 @@
 #include <string.h>
 
 #include "cdp_error.h"
+#include "cdp_progress.h"
 #include "dist/dist.h"
 #include "train_int.h"
+#include "train_trace.h"
 
 int tr_sync_init(trainer *t, char *err, size_t cap)
 {
 	const cdp_net *net = &t->net;
-	size_t n = net->nparams * sizeof(float);
+	size_t n = net->nparams * sizeof(float), bucket;
 	int rc;
 
 	if (!(t->layer_off = calloc((size_t)net->nlayers + 1, sizeof *t->layer_off))) {
@@ -63,10 +65,15 @@ int tr_sync_init(trainer *t, char *err, size_t cap)
 		snprintf(err, cap, "parameter layout is not in layer order");
 		return -1;
 	}
+	/* --bucket-mb MiB a bucket, the first 1 MiB at most (as PyTorch DDP),
+	 * so that the first reduction starts after the last layers' backward */
+	bucket = (size_t)(t->o->bucket_mb * (1 << 20) / sizeof(float));
+	if (bucket < 1)
+		bucket = 1;
 	if ((rc = cdp_dist_set_algo(t->algo)) != 0 ||
 	    (t->o->sync == CDP_SYNC_ALLREDUCE &&
-	     (rc = cdp_dist_buckets(net->grads, t->layer_off, net->nlayers, 6553600, 0,
-	                            t->o->overlap, 1)) < 0)) {
+	     (rc = cdp_dist_buckets(net->grads, t->layer_off, net->nlayers, (1 << 20) / sizeof(float),
+	                            bucket, 0, t->o->overlap, 1)) < 0)) {
 		snprintf(err, cap, "cannot register gradient buckets: %s", cdp_strerror(rc));
 		return -1;
 	}
@@ -263,9 +270,18 @@ void tr_sync_free(trainer *t)
 void tr_on_layer_done(cdp_net *net, int l, void *ctx)
 {
 	trainer *t = ctx;
+	double now;
+
 	(void)net;
+	/* --trace: layer l's backward ran since the previous layer's call */
+	if (t->trace) {
+		now = cdp_now();
+		tr_trace_span(t->trace, TR_BWD_LAYER, t->tr_mark, now, t->step + 1, l);
+	}
 	if (t->o->sync == CDP_SYNC_ALLREDUCE && t->last_micro)
 		cdp_dist_layer_done(l);
+	if (t->trace)
+		t->tr_mark = cdp_now();
 }
 
 void tr_sync_grads(trainer *t)

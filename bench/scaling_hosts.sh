@@ -1,0 +1,98 @@
+# bench/scaling_hosts.sh: the cross-host mode of bench/scaling.sh
+# (`scaling.sh --hosts`), sourced by it with src, build, D, steps, warm,
+# batch, PY and PATH set and train_lib.sh sourced. See scaling.sh for what
+# it prints.
+. "$src/tests/cluster/cluster_lib.sh"
+why=$(cluster_probe)
+[ -z "$why" ] || { echo "scaling.sh: no simulated cluster: $why" >&2; exit 77; }
+size=${BENCH_SIZE:-1024}
+count=${BENCH_COUNT:-512}
+cbatch=${BENCH_CBATCH:-32}
+rates=${BENCH_RATES:-off 10gbit 1gbit}
+models=${BENCH_MODELS:-unet classifier}
+bmb=${BENCH_BUCKET_MB:-25}
+CDPC_TMP=$D
+trap 'cluster_down; rm -rf "$D"' EXIT
+trap 'exit 1' HUP INT TERM
+
+# the pools, one copy per host (node-local, as tests/cluster does)
+"$PY" "$src/share/cdpool/examples/genscene.py" "$D/s.tif" --size "$size" --seed 1 --mask "$D/s_mask.tif"
+cdp-tile -q --size 128 --label-suffix _mask "$D/s.tif" | cdp-lmdbpack -q "$D/unet"
+"$PY" "$src/share/cdpool/examples/genscene.py" --scene-tiles "$D/sc" --count "$count" --size 64 --seed 2
+i=0
+while read -r f c; do      # keys are NAME_ROW_COL
+	mv "$D/sc/$f" "$D/sc/sc_${i}_0.tif"
+	echo "sc_${i}_0.tif $c"
+	i=$((i + 1))
+done <"$D/sc/list.txt" >"$D/sc/keys.txt"
+cdp-lmdbpack -q --list "$D/sc/keys.txt" "$D/classifier"
+for p in unet classifier; do
+	cdp-keyshuffle -q -o "$D/$p.keys" "$D/$p"
+done
+cluster_up 2 1
+N=$CDPC_NODE
+for h in $(cluster_hosts); do
+	for p in unet classifier; do
+		cp -r "$D/$p" "$D/$p.keys" "$(cluster_node "$h")/"
+	done
+done
+run_dir=$(cluster_node node1)/run
+
+# summary: "samples/s grad_allreduce_s exposed_s hidden" from the step
+# lines after the warm-up (median rate, mean times per step)
+summary() {
+	"$PY" - "$run_dir/metrics.jsonl" "$warm" <<'PYEOF'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+rows = [r for r in rows if r["type"] == "step" and r["step"] > int(sys.argv[2])]
+if not rows:
+    sys.exit("scaling.sh: no step lines after the warm-up (raise BENCH_STEPS)")
+rate = sorted(r["samples_per_s"] for r in rows)
+n = len(rate)
+med = rate[n // 2] if n % 2 else (rate[n // 2 - 1] + rate[n // 2]) / 2
+g = sum(r["grad_allreduce_s"] for r in rows) / n
+e = sum(r["grad_exposed_s"] for r in rows) / n
+print("%.2f %.4f %.4f %.2f" % (med, g, e, 1 - e / g if g > 0 else 0))
+PYEOF
+}
+
+# train MODEL HOSTS [OPTION...]: one run of MODEL on 1 host (node1) or on
+# 2 (one rank each, mpirun from node1), its run directory on node1
+train() {
+	m=$1 nh=$2
+	shift 2
+	if [ "$m" = unet ]; then
+		set -- "$@" --model "$src/share/cdpool/models/unet.cfg:width=16,depth=4" --batch "$batch"
+	else
+		set -- "$@" --model "$src/share/cdpool/models/classifier.cfg" --batch "$cbatch"
+	fi
+	set -- "$@" -q --db "$N/$m" --keys "$N/$m.keys" --out "$N/run" --steps "$steps" \
+		--threads 1 --log-every 1 --pad-last --bucket-mb "$bmb"
+	rm -rf "$run_dir"
+	if [ "$nh" = 1 ]; then
+		cluster_run node1 cdp-train "$@"
+	else
+		# CDP_DIST_THREAD=0 set: compare with the progress engine
+		cluster_mpirun -np 2 -x PATH ${CDP_DIST_THREAD:+-x CDP_DIST_THREAD} cdp-train "$@"
+	fi
+}
+
+for m in $models; do
+	train "$m" 1
+	set -- $(summary)
+	r1=$1
+	echo "$m: 1 host: samples/s=$r1"
+	for rate in $rates; do
+		cluster_shape "$rate"
+		for ov in overlap serial; do
+			extra=
+			[ "$ov" = overlap ] || extra=--no-overlap
+			train "$m" 2 $extra
+			set -- $(summary)
+			echo "$m: 2 hosts, link $rate, $ov: samples/s=$1" \
+				"efficiency=$(awk -v a="$r1" -v b="$1" 'BEGIN { printf "%.2f", b / (2 * a) }')" \
+				"allreduce=${2}s exposed=${3}s hidden=$4"
+		done
+	done
+	cluster_shape off
+done
