@@ -44,10 +44,9 @@ import torch
 from osgeo import gdal
 sys.path.insert(0, os.path.join(os.environ["CDP_SRCDIR"], "python"))
 import cdpool
-from cdpool.torch_model import Deployed, model_json
+from cdpool.torch_model import Deployed
 ck = cdpool.load_checkpoint(sys.argv[2])
-net = Deployed(ck, model_json(ck, os.path.join(os.environ["CDP_BUILDDIR"], "tests", "engine",
-                                               "model_dump"))).eval()
+net = Deployed(ck).eval()   # the model from the checkpoint's own cfg (cdpool.model)
 def probs(x):
     with torch.no_grad():
         return net(torch.from_numpy(x.astype(np.float32))).numpy().reshape(len(x), -1)
