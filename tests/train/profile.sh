@@ -48,15 +48,19 @@ for i, (r, l) in enumerate(zip(rows, layers)):
         fail("row %d has a negative time: %s" % (i, r))
 if sum(float(r[4]) for r in rows) <= 0 or sum(float(r[5]) for r in rows) <= 0:
     fail("no forward or no backward time at all")
-sums = {}
+sums, count = {}, {}
 for r in rows:
     a = sums.setdefault(r[2], [0.0, 0.0, 0.0])
     a[0] += float(r[4]); a[1] += float(r[5]); a[2] += float(r[6].rstrip("%"))
+    count[r[2]] = count.get(r[2], 0) + 1
 if set(sums) != set(types):
     fail("type rows %s, layer types %s" % (sorted(types), sorted(sums)))
+# shares are printed to 0.1%: a type's sum of n rounded rows may miss its
+# rounded total by n + 1 half-units (times, to 0.001 ms, keep the old bound)
 for k, v in types.items():
     for j in range(3):
-        if abs(v[j] - sums[k][j]) > 0.01 * len(rows) + 1e-3 * abs(v[j]):
+        tol = 0.05 * (count[k] + 1) if j == 2 else 0.01 * len(rows)
+        if abs(v[j] - sums[k][j]) > tol + 1e-3 * abs(v[j]):
             fail("type %s column %d: %g, the layers add up to %g" % (k, j, v[j], sums[k][j]))
 if abs(sum(v[2] for v in types.values()) - 100) > 0.5:
     fail("shares add up to %g%%" % sum(v[2] for v in types.values()))
