@@ -252,6 +252,18 @@ class Pool:
                 self.classes[int(m.group(1))] = int(m.group(2))
             elif line:
                 raise CdpError("EFORMAT", p, "classes")
+        # class_names (cdp-pool(5)): "class.K=NAME" for K = 0.., from
+        # cdp-lmdbpack --classes or --folders; [] when the pool has none
+        names = {}
+        for line in meta.get("class_names", "").split("\n"):
+            m = re.fullmatch(r"class\.([0-9]+)=(.+)", line)
+            if m and int(m.group(1)) not in names:
+                names[int(m.group(1))] = m.group(2)
+            elif line:
+                raise CdpError("EFORMAT", p, "class_names")
+        if sorted(names) != list(range(len(names))):
+            raise CdpError("EFORMAT", p, "class_names")
+        self.class_names = [names[k] for k in range(len(names))]
         self.dtype_name = self.dtype = self.label_kind = None
         self.bands = self.height = self.width = self.label_ignore = 0
         self.stats = []

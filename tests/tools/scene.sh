@@ -76,6 +76,11 @@ EOF
 [ "$(head -1 "$T/fmeta")" = "class.0=green class.1=lake class.2=land class.3=residential class.4=road" ] ||
 	fail "class_names: $(head -1 "$T/fmeta")"
 [ "$(sed 1d "$T/fmeta" | wc -l)" -eq 41 ] || fail "$(sed 1d "$T/fmeta" | wc -l) records, want 41"
+# the Python package reads them as ImageFolder's classes
+got=$(PYTHONPATH="$CDP_SRCDIR/python" "$PYTHON" -c 'import sys, cdpool
+print(" ".join(cdpool.Pool(sys.argv[1], lock=False).class_names))' "$T/fpool") ||
+	fail "cdpool.Pool on the folder pool: $got"
+[ "$got" = "green lake land residential road" ] || fail "Pool.class_names: '$got'"
 # every key is CLASS/STEM and its record holds that folder's class
 sed 1d "$T/fmeta" | while read -r k kind id; do
 	cls=${k%%/*}
