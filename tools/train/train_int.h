@@ -116,6 +116,10 @@ typedef struct trainer {
 	double tr_mark;                 /* --trace: the last backward callback's end */
 } trainer;
 
+/* err = the formatted message (cap bytes); returns -1, as every tr_
+ * function that fails with a message does (train_setup.c) */
+int tr_fail(char *err, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
 /* train_setup.c. tr_setup is collective when resuming (rank 0 reads the
  * checkpoint for every rank); it returns -1 with err empty where another
  * rank has said why. */

@@ -23,9 +23,7 @@
 #include "dist/dist.h"
 #include "train_int.h"
 
-static int fail(char *err, size_t cap, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-static int fail(char *err, size_t cap, const char *fmt, ...)
+int tr_fail(char *err, size_t cap, const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
@@ -50,7 +48,7 @@ static int model_text(trainer *t, char *err, size_t cap)
 		return 0;
 	if (!o->model) {
 		if (!(t->cfg_text = strdup(t->ck.cfg_text)))
-			return fail(err, cap, "out of memory");
+			return tr_fail(err, cap, "out of memory");
 		t->ov = t->ck.overrides;
 		t->nov = t->ck.noverrides;
 		return 0;
@@ -59,7 +57,7 @@ static int model_text(trainer *t, char *err, size_t cap)
 	for (int i = 0; same && i < t->nov; i++)
 		same = strcmp(t->ov[i], t->ck.overrides[i]) == 0;
 	if (!same)
-		return fail(err, cap, "--model '%s' differs from the model of the checkpoint in '%s' "
+		return tr_fail(err, cap, "--model '%s' differs from the model of the checkpoint in '%s' "
 		            "(leave --model out to resume with the checkpoint's)", o->model, o->out);
 	return 0;
 }
@@ -75,9 +73,9 @@ static int open_device(trainer *t, int threads, char *err, size_t cap)
 	char why[512];
 
 	if (!(t->be = cdp_device_open(o->device, threads, cdp_dist_local_rank(), why, sizeof why)))
-		return fail(err, cap, "--device %s: %s", o->device, why);
+		return tr_fail(err, cap, "--device %s: %s", o->device, why);
 	if (t->be->set_precision(t->be, o->precision) != 0)
-		return fail(err, cap, "--precision %s: the %s backend cannot compute in it%s",
+		return tr_fail(err, cap, "--precision %s: the %s backend cannot compute in it%s",
 		            cdp_precision_name(o->precision), t->be->name,
 		            t->be->device < 0 ? " (the cpu computes in fp32 only)" : "");
 	cdp_dist_set_backend(t->be);
@@ -86,13 +84,13 @@ static int open_device(trainer *t, int threads, char *err, size_t cap)
 	t->algo = o->allreduce >= 0 ? (cdp_dist_algo)o->allreduce :
 	          cdp_dist_nccl_usable() && !shared ? CDP_DIST_NCCL : CDP_DIST_MPI;
 	if (cdp_dist_env_launch() && t->algo != CDP_DIST_NCCL)
-		return fail(err, cap, "launched without MPI (CDP_RENDEZVOUS), every collective goes "
+		return tr_fail(err, cap, "launched without MPI (CDP_RENDEZVOUS), every collective goes "
 		            "through NCCL: run on GPUs (--device cuda) with --allreduce nccl");
 	if (t->algo == CDP_DIST_NCCL && !cdp_dist_nccl_usable())
-		return fail(err, cap, "--allreduce nccl: needs %s", t->be->device < 0 ?
+		return tr_fail(err, cap, "--allreduce nccl: needs %s", t->be->device < 0 ?
 		            "a GPU (--device cuda)" : "a build with NCCL (configure --with-cuda)");
 	if (t->algo == CDP_DIST_NCCL && shared && t->size > 1)
-		return fail(err, cap, "--allreduce nccl: %d ranks on this node share %d GPU%s, NCCL "
+		return tr_fail(err, cap, "--allreduce nccl: %d ranks on this node share %d GPU%s, NCCL "
 		            "wants one each (use --allreduce mpi)", cdp_dist_local_size(), gpus,
 		            gpus == 1 ? "" : "s");
 	return 0;
@@ -140,7 +138,7 @@ static int data_path(trainer *t, char *err, size_t cap)
 
 	if (env && *env) {
 		if (strcmp(env, "host") != 0 && strcmp(env, "device") != 0)
-			return fail(err, cap, "CDP_TRAIN_DATA: '%s' is not host or device", env);
+			return tr_fail(err, cap, "CDP_TRAIN_DATA: '%s' is not host or device", env);
 		t->raw = strcmp(env, "device") == 0;
 		return 0;
 	}
@@ -148,7 +146,7 @@ static int data_path(trainer *t, char *err, size_t cap)
 	if (t->be->device < 0)
 		return 0;
 	if ((rc = cdp_pool_info_load(&t->pool, &pi)) != 0)
-		return fail(err, cap, "'%s': cannot load meta: %s", t->o->db, cdp_strerror(rc));
+		return tr_fail(err, cap, "'%s': cannot load meta: %s", t->o->db, cdp_strerror(rc));
 	t->raw = pi.dtype != CDP_DT_F64;
 	cdp_pool_info_free(&pi);
 	return 0;
@@ -162,7 +160,7 @@ static int open_loaders(trainer *t, char *err, size_t cap)
 	int rc, ign;
 
 	if ((rc = cdp_pool_open(o->db, CDP_POOL_RDONLY | CDP_POOL_NORDAHEAD, 0, &t->pool)) != 0)
-		return fail(err, cap, "cannot open '%s': %s", o->db,
+		return tr_fail(err, cap, "cannot open '%s': %s", o->db,
 		            cdp_pool_strerror(&t->pool, rc, why, sizeof why));
 	t->have_pool = 1;
 	if (cdp_cfg_int(&t->cfg, &t->cfg.s[0], "ignore", -1, -1, 1 << 30, &ign, err, cap) < 0 ||
@@ -204,7 +202,7 @@ static int open_loaders(trainer *t, char *err, size_t cap)
 		cdp_loader_get_info(t->vl, &t->vi);
 	}
 	if (t->ti.label_kind == CDP_LABEL_NONE)
-		return fail(err, cap, "'%s': the pool has no labels to train on", o->db);
+		return tr_fail(err, cap, "'%s': the pool has no labels to train on", o->db);
 	return 0;
 }
 
@@ -242,11 +240,11 @@ static int check_head(trainer *t, char *err, size_t cap)
 
 	t->hw = h->out.h * h->out.w;
 	if (px && (h->out.h != t->ti.h || h->out.w != t->ti.w))
-		return fail(err, cap, "model '%s' gives a %dx%d output, the pool's per-pixel labels "
+		return tr_fail(err, cap, "model '%s' gives a %dx%d output, the pool's per-pixel labels "
 		            "are %dx%d (a segmentation head is needed)", o_model_name(t),
 		            h->out.h, h->out.w, t->ti.h, t->ti.w);
 	if (!px && t->hw != 1)
-		return fail(err, cap, "model '%s' gives a %dx%d output per sample, the pool has one "
+		return tr_fail(err, cap, "model '%s' gives a %dx%d output per sample, the pool has one "
 		            "class label per tile (a classifier head is needed)", o_model_name(t),
 		            h->out.h, h->out.w);
 	return 0;
@@ -291,7 +289,7 @@ static int optimizer(trainer *t, char *err, size_t cap)
 	t->accumulate = c->accumulate;
 	t->spe = (long)(t->ti.steps / (uint64_t)t->accumulate);
 	if (t->spe < 1)
-		return fail(err, cap, "'%s': %zu keys make %llu batches of %d per rank, fewer than "
+		return tr_fail(err, cap, "'%s': %zu keys make %llu batches of %d per rank, fewer than "
 		            "one step of %d batches", o->keys, t->ti.count,
 		            (unsigned long long)t->ti.steps, o->batch, t->accumulate);
 	t->total = o->steps ? o->steps : (o->epochs ? o->epochs : 10) * t->spe;
@@ -329,12 +327,12 @@ static int fetch_ckpt(trainer *t, const char *path, int failed, char *err, size_
 		return -1;
 	if (cdp_dist_bcast_buf(t->rank == 0 ? cdp_ckpt_load(path, &buf, &len) : 0, &buf, &len,
 	                       &rc) != 0)      /* the rank that failed says why */
-		return rc ? fail(err, cap, "cannot resume from '%s': %s", path, cdp_strerror(rc)) : -1;
+		return rc ? tr_fail(err, cap, "cannot resume from '%s': %s", path, cdp_strerror(rc)) : -1;
 	/* each rank keeps only its own share of the per-rank state */
 	rc = cdp_ckpt_decode_why(buf, len, t->rank, &t->ck, why, sizeof why);
 	free(buf);
 	if (rc != 0)
-		return fail(err, cap, "cannot resume from '%s': %s", path, why);
+		return tr_fail(err, cap, "cannot resume from '%s': %s", path, why);
 	t->have_ck = 1;
 	return 0;
 }
@@ -349,7 +347,7 @@ int tr_setup(trainer *t, char *err, size_t cap)
 	if (mkdir(o->out, 0777) == 0)
 		t->made_out = 1;
 	else if (errno != EEXIST)
-		rc = fail(err, cap, "cannot create '%s': %s", o->out, strerror(errno));
+		rc = tr_fail(err, cap, "cannot create '%s': %s", o->out, strerror(errno));
 	if (threads <= 0) {
 		long cores = sysconf(_SC_NPROCESSORS_ONLN);
 		threads = (int)(cores / cdp_dist_local_size());
@@ -397,7 +395,7 @@ int tr_setup(trainer *t, char *err, size_t cap)
 	    (!t->raw && !(t->nx = t->be->alloc(t->be, (size_t)o->batch * t->ti.c * t->ti.h *
 	                                                t->ti.w * sizeof *t->nx))) ||
 	    (t->raw && raw_buffers(t) < 0))
-		return fail(err, cap, "out of memory on the %s device", t->be->name);
+		return tr_fail(err, cap, "out of memory on the %s device", t->be->name);
 	cdp_net_init(&t->net, o->seed);
 	if (t->have_ck && tr_resume(t, err, cap) < 0)
 		return -1;
@@ -418,7 +416,7 @@ int tr_setup(trainer *t, char *err, size_t cap)
 	if (o->log_keys) {
 		snprintf(path, sizeof path, "%s.%d", o->log_keys, t->rank);
 		if (!(t->keylog = fopen(path, t->have_ck ? "a" : "w")))
-			return fail(err, cap, "cannot create '%s': %s", path, strerror(errno));
+			return tr_fail(err, cap, "cannot create '%s': %s", path, strerror(errno));
 	}
 	return 0;
 }

@@ -25,17 +25,6 @@
 #include "cdp_stream.h"
 #include "train_int.h"
 
-static int fail(char *err, size_t cap, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-static int fail(char *err, size_t cap, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(err, cap, fmt, ap);
-	va_end(ap);
-	return -1;
-}
-
 /* Appends to a note line, truncating quietly (a log line). */
 static void note(char *buf, size_t cap, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
@@ -71,18 +60,18 @@ static int sources_stats(trainer *t, const uint32_t *src, size_t n, double *mean
 	if (rc == MDB_NOTFOUND)
 		return 0;
 	if (rc != CDP_OK)
-		return fail(err, cap, "'%s': cannot combine the training sources' sums: %s", t->o->db,
+		return tr_fail(err, cap, "'%s': cannot combine the training sources' sums: %s", t->o->db,
 		            cdp_strerror(rc));
 	if ((int)st.bands != t->ti.c) {
 		cdp_stats_free(&st);
-		return fail(err, cap, "'%s': the sources' sums have %" PRIu32 " bands, the pool %d",
+		return tr_fail(err, cap, "'%s': the sources' sums have %" PRIu32 " bands, the pool %d",
 		            t->o->db, st.bands, t->ti.c);
 	}
 	for (int c = 0; c < t->ti.c; c++) {
 		cdp_stats_result(&st, (uint32_t)c, &mean[c], &sd[c], &lo, &hi);
 		if (st.b[c].count == 0) {
 			cdp_stats_free(&st);
-			return fail(err, cap, "'%s': band %d has no valid pixel in the %zu source%s of "
+			return tr_fail(err, cap, "'%s': band %d has no valid pixel in the %zu source%s of "
 			            "'%s'", t->o->db, c + 1, n, n == 1 ? "" : "s", t->o->keys);
 		}
 	}
@@ -103,7 +92,7 @@ static int source_meta(trainer *t, uint32_t i, cdp_source *s, char *err, size_t 
 		rc = cdp_source_parse(b.p, b.len, s);
 	cdp_buf_free(&b);
 	if (rc != CDP_OK)
-		return fail(err, cap, "'%s': meta '%s': %s", t->o->db, name, cdp_strerror(rc));
+		return tr_fail(err, cap, "'%s': meta '%s': %s", t->o->db, name, cdp_strerror(rc));
 	return 0;
 }
 
@@ -140,7 +129,7 @@ static int georeference(trainer *t, const uint32_t *src, size_t n, char *line, s
 		}
 		cdp_source_free(&s);
 		if (!t->crs)
-			return fail(err, cap, "out of memory");
+			return tr_fail(err, cap, "out of memory");
 	}
 	if (!crs_same)
 		t->crs[0] = '\0';
@@ -179,14 +168,14 @@ int tr_standardize(trainer *t, char *err, size_t cap)
 	if (!(t->std_mean = calloc((size_t)C, sizeof *t->std_mean)) ||
 	    !(t->std_sd = calloc((size_t)C, sizeof *t->std_sd)) ||
 	    !(mean = calloc((size_t)C * 2, sizeof *mean)))
-		return fail(err, cap, "out of memory");
+		return tr_fail(err, cap, "out of memory");
 	sd = mean + C;
 	if (cdp_loader_sources(t->tl, &src, &n) != CDP_OK) {
-		fail(err, cap, "out of memory");
+		tr_fail(err, cap, "out of memory");
 		goto out;
 	}
 	if (n == 0) {
-		fail(err, cap, "'%s': no record of '%s' could be read", t->o->db, t->o->keys);
+		tr_fail(err, cap, "'%s': no record of '%s' could be read", t->o->db, t->o->keys);
 		goto out;
 	}
 	if ((have = sources_stats(t, src, n, mean, sd, &missing, err, cap)) < 0 ||
@@ -217,7 +206,7 @@ int tr_standardize(trainer *t, char *err, size_t cap)
 		t->std_from = t->ck.std_from;
 		if (t->ck.nstd_sources > 0) {
 			if (!(t->std_src = malloc((size_t)t->ck.nstd_sources * sizeof *t->std_src))) {
-				fail(err, cap, "out of memory");
+				tr_fail(err, cap, "out of memory");
 				goto out;
 			}
 			memcpy(t->std_src, t->ck.std_sources,
@@ -247,7 +236,7 @@ int tr_standardize(trainer *t, char *err, size_t cap)
 	}
 	if (cdp_loader_set_standardization(t->tl, t->std_mean, t->std_sd) != CDP_OK ||
 	    (t->vl && cdp_loader_set_standardization(t->vl, t->std_mean, t->std_sd) != CDP_OK)) {
-		fail(err, cap, "the standardization is out of float32 range");
+		tr_fail(err, cap, "the standardization is out of float32 range");
 		goto out;
 	}
 	rc = 0;

@@ -31,9 +31,6 @@
 #include "cdp_stats.h"
 #include "loss.h"
 
-/* err gets the reason; the expression is -1 */
-#define WFAIL(...) (snprintf(err, cap, __VA_ARGS__), -1)
-
 /* The label histogram of the training keys. */
 static int histogram(trainer *t, cdp_classes *cl, char *err, size_t cap)
 {
@@ -42,7 +39,7 @@ static int histogram(trainer *t, cdp_classes *cl, char *err, size_t cap)
 	int rc;
 
 	if ((rc = mdb_txn_begin(t->pool.env, NULL, MDB_RDONLY, &txn)) != MDB_SUCCESS)
-		return WFAIL("'%s': %s", t->o->db, cdp_strerror(rc));
+		return tr_fail(err, cap, "'%s': %s", t->o->db, cdp_strerror(rc));
 	for (size_t k = 0; k < t->ti.count && rc == 0; k++) {
 		const char *key = cdp_loader_key(t->tl, k);
 		MDB_val mk = { strlen(key), (void *)key }, mv;
@@ -97,10 +94,10 @@ int tr_class_weights(trainer *t, char *err, size_t cap)
 	if (!spec)
 		return 0;
 	if (t->loss.kind != CDP_LOSS_CE)
-		return WFAIL("--class-weights: class weights need loss=ce, not loss=%s",
+		return tr_fail(err, cap, "--class-weights: class weights need loss=ce, not loss=%s",
 		               cdp_loss_name(t->loss.kind));
 	if (!(t->cw = calloc((size_t)k, sizeof *t->cw)))
-		return WFAIL("out of memory");
+		return tr_fail(err, cap, "out of memory");
 	t->ncw = k;
 	if (strcmp(spec, "auto") == 0) {
 		cdp_classes cl = { 0 };
@@ -113,7 +110,7 @@ int tr_class_weights(trainer *t, char *err, size_t cap)
 		}
 		if (cl.len > (size_t)k) {
 			cdp_classes_free(&cl);
-			return WFAIL("--class-weights auto: the training keys hold class %zu, "
+			return tr_fail(err, cap, "--class-weights auto: the training keys hold class %zu, "
 			               "the model has classes 0 to %d", cl.len - 1, k - 1);
 		}
 		total = cdp_classes_total(&cl);
@@ -125,9 +122,9 @@ int tr_class_weights(trainer *t, char *err, size_t cap)
 		t->cw_auto = 1;
 		cdp_classes_free(&cl);
 		if (total == 0)
-			return WFAIL("--class-weights auto: the training keys have no labels");
+			return tr_fail(err, cap, "--class-weights auto: the training keys have no labels");
 	} else if (parse_list(spec, t->cw, k) < 0) {
-		return WFAIL("--class-weights '%s': want auto or %d numbers >= 0 "
+		return tr_fail(err, cap, "--class-weights '%s': want auto or %d numbers >= 0 "
 		               "separated by commas, one per class of the model", spec, k);
 	}
 	/* the loss again, with these weights and the rest as the cfg set it */
@@ -139,7 +136,7 @@ int tr_class_weights(trainer *t, char *err, size_t cap)
 		rc = cdp_loss_init(&t->loss, t->be, cdp_loss_name(kind), k, ignore, t->cw, k, smooth,
 		                   why, sizeof why);
 		if (rc < 0)
-			return WFAIL("--class-weights: %s", why);
+			return tr_fail(err, cap, "--class-weights: %s", why);
 		t->have_loss = 1;
 	}
 	return 0;
