@@ -137,7 +137,7 @@ ddp2() {
 	done
 	r=0
 	for p in $pids; do
-		wait "$p"; rc=$?
+		set +e; wait "$p"; rc=$?; set -e   # common.sh: set -e
 		if [ "$rc" -eq 124 ] && [ "$r" -eq 0 ] && grep -q "$last" "$T/$name.0"; then
 			echo "note: $name: rank 0 finished ('$last') but did not exit; killed after 240 s"
 		elif [ "$rc" -ne 0 ]; then
