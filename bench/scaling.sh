@@ -24,7 +24,8 @@
 # overlapping saves from. Each host holds its own copy of the pool.
 #   env: BENCH_STEPS, BENCH_WARM, BENCH_SIZE (U-Net scene, 1024),
 #        BENCH_COUNT (classifier tiles, 512), BENCH_RATES ("off 10gbit
-#        1gbit"), BENCH_MODELS ("unet classifier"), BENCH_BUCKET_MB (25),
+#        1gbit"), BENCH_MODELS ("unet classifier"), BENCH_BUCKET_MB
+#        (--bucket-mb; unset: cdp-train's default),
 #        CDP_DIST_THREAD (0: without the communication thread, cdp-train(1))
 set -eu
 src=$(cd "$(dirname "$0")/.." && pwd)

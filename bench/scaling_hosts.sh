@@ -10,7 +10,7 @@ count=${BENCH_COUNT:-512}
 cbatch=${BENCH_CBATCH:-32}
 rates=${BENCH_RATES:-off 10gbit 1gbit}
 models=${BENCH_MODELS:-unet classifier}
-bmb=${BENCH_BUCKET_MB:-25}
+bmb=${BENCH_BUCKET_MB:-}
 CDPC_TMP=$D
 trap 'cluster_down; rm -rf "$D"' EXIT
 trap 'exit 1' HUP INT TERM
@@ -67,7 +67,7 @@ train() {
 		set -- "$@" --model "$src/share/cdpool/models/classifier.cfg" --batch "$cbatch"
 	fi
 	set -- "$@" -q --db "$N/$m" --keys "$N/$m.keys" --out "$N/run" --steps "$steps" \
-		--threads 1 --log-every 1 --pad-last --bucket-mb "$bmb"
+		--threads 1 --log-every 1 --pad-last ${bmb:+--bucket-mb "$bmb"}
 	rm -rf "$run_dir"
 	if [ "$nh" = 1 ]; then
 		cluster_run node1 cdp-train "$@"

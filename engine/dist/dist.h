@@ -226,7 +226,8 @@ void cdp_dist_barrier(void);
  * owns floats [layer_off[l], layer_off[l+1]) (non-decreasing; layers without
  * parameters own nothing). Buckets are runs of consecutive layers filled
  * from the last layer backwards until they hold at least bucket_floats
- * floats (cdp-train's --bucket-mb, default 25 MiB = 6553600 floats), the
+ * floats (cdp-train's --bucket-mb: 25 MiB = 6553600 floats, or 1/8 of the
+ * gradients when less, at least 1 MiB), the
  * first one (bucket 0, the last layers, ready first) already at
  * first_floats when that is smaller and not 0 (cdp-train: 1 MiB, as
  * PyTorch DDP's first bucket, so that communication starts early in the

@@ -2,13 +2,16 @@
 # tests/train/buckets.sh: gradient buckets (cdp-train --bucket-mb, issue 12).
 #  - bucketing changes when sums happen, not what they are: 2 ranks with
 #    tiny buckets (--bucket-mb 0.001, a layer each) give the
-#    losses of the default cut (a 1 MiB first bucket, then 25 MiB: here
+#    losses of the default cut (a 1 MiB first bucket, then 1 MiB: here
 #    one bucket) bit for bit, with MPI's all-reduce and with the ring, and
 #    equal to 1 process with the global batch (relative 1e-6);
 #  - every step line has grad_allreduce_s (buckets in flight) and
 #    grad_exposed_s (the part not hidden behind backward), the exposed part
 #    never more than the total, all of it exposed with --no-overlap;
-#  - --bucket-mb is range-checked (exit 2).
+#  - --bucket-mb is range-checked (exit 2);
+#  - the default cut of a 7.4 MiB U-Net is about 1 MiB buckets (an eighth
+#    of the gradients, at least 1 MiB), all but the last started during
+#    backward (--trace), where --bucket-mb 25 gives 2.
 . "$CDP_SRCDIR/tests/train/train_common.sh"
 # small.cfg has no batchnorm: 2 ranks compute what 1 process does
 P="--db $T/pool --keys $T/train.keys --threads 1 -q --model $SMALL:depth=6,width=8 --steps 8 --log-every 1"
@@ -60,7 +63,7 @@ for algo in mpi ring; do
 	cmp -s "$T/ld" "$T/lt" || fail "$algo: tiny buckets changed the losses: $(diff "$T/ld" "$T/lt" | head -4)"
 	losses_close "$T/l1" "$T/lt" 1e-6 || fail "$algo: 2 ranks differ from 1 process"
 	set -- $(fields "$T/t.$algo/metrics.jsonl")
-	echo "$algo: 8 losses equal with 0.001 MiB and 25 MiB buckets; exposed $1 s of $2 s in flight"
+	echo "$algo: 8 losses equal with 0.001 MiB and the default buckets; exposed $1 s of $2 s in flight"
 done
 $MP cdp-train $P --batch 4 --out "$T/serial" --bucket-mb 0.001 --no-overlap || fail "--no-overlap"
 cmp -s "$T/ld" "$(losses "$T/serial/metrics.jsonl" >"$T/ls"; echo "$T/ls")" ||
@@ -68,4 +71,43 @@ cmp -s "$T/ld" "$(losses "$T/serial/metrics.jsonl" >"$T/ls"; echo "$T/ls")" ||
 set -- $(fields "$T/serial/metrics.jsonl")
 [ "$1" = "$2" ] || fail "--no-overlap: exposed $1 s, in flight $2 s: want all of it exposed"
 echo "--no-overlap: all $2 s exposed, the same losses"
+
+# The default cut of a model below 25 MiB: DDP's 25 MiB would put the
+# U-Net's 7.8 MB into a 1 MiB bucket and one more that starts when
+# backward ends (nothing to overlap); the default caps a bucket at an
+# eighth of the gradients (at least 1 MiB), so most start during backward.
+U="--db $T/pool --keys $T/train.keys --threads 1 -q --batch 2 --steps 2 --log-every 1"
+U="$U --model $CDP_SRCDIR/share/cdpool/models/unet.cfg:width=16,depth=4"
+$MP cdp-train $U --out "$T/u" --trace "$T/u.json" || fail "U-Net, default buckets"
+$MP cdp-train $U --out "$T/u25" --bucket-mb 25 || fail "U-Net, --bucket-mb 25"
+line=$(grep "gradients: " "$T/u/train.log") || fail "train.log names no gradient buckets"
+echo "default: ${line#*: }"
+grep -q "gradients: 7.4[0-9] MiB in 2 buckets, " "$T/u25/train.log" ||
+	fail "--bucket-mb 25: want 2 buckets: $(grep gradients: "$T/u25/train.log")"
+"$PYTHON" - "$T/u.json" "$line" <<'PYEOF' || fail "default buckets"
+import json, re, sys
+m = re.search(r"gradients: ([0-9.]+) MiB in (\d+) buckets, the first ([0-9.]+) MiB, "
+              r"the others up to ([0-9.]+) MiB", sys.argv[2])
+if not m:
+    sys.exit("FAIL: train.log: %r" % sys.argv[2])
+total, nb, first, most = float(m[1]), int(m[2]), float(m[3]), float(m[4])
+# an eighth of 7.4 MiB is below 1 MiB: buckets of 1 MiB, closed at the
+# first layer boundary past it (a 3x3 conv of 256 channels is 2.25 MiB)
+if nb < 5 or first > 1.5 or most > 3:
+    sys.exit("FAIL: %d buckets of up to %.2f MiB: want >= 5 of about 1 MiB" % (nb, most))
+ev = [e for e in json.load(open(sys.argv[1]))["traceEvents"] if e.get("ph") == "X"]
+for r in (0, 1):
+    for s in (1, 2):
+        mine = [e for e in ev if e["pid"] == r and e.get("args", {}).get("step") == s]
+        bwd = [e for e in mine if e["name"] == "backward"]
+        bk = [e for e in mine if e["name"].startswith("bucket ")]
+        if len(bwd) != 1 or len(bk) != nb:
+            sys.exit("FAIL: rank %d step %d: %d backward spans, %d buckets" % (r, s, len(bwd), len(bk)))
+        end = bwd[0]["ts"] + bwd[0]["dur"]
+        early = sum(e["ts"] < end for e in bk)
+        if early < nb - 1:
+            sys.exit("FAIL: rank %d step %d: %d of %d buckets start before backward ends"
+                     % (r, s, early, nb))
+print("%d buckets, %d start during backward on every rank and step" % (nb, nb - 1))
+PYEOF
 echo "PASS: buckets.sh"

@@ -59,7 +59,7 @@ void cdp_train_opts_init(cdp_train_opts *o)
 	o->loss_scale = -1;
 	o->allreduce = -1;
 	o->overlap = 1;
-	o->bucket_mb = 25;
+	o->bucket_mb = 0;            /* auto: tr_sync_init */
 	o->log_every = 10;
 	o->load = CDP_LOAD_POOL;
 	o->progress = CDP_PROGRESS_AUTO;
@@ -356,6 +356,7 @@ static int train_loop(trainer *t)
 	        cdp_precision_name(o->precision), t->scale, cdp_dist_algo_name(t->algo),
 	        cdp_dist_staged() ? " staged through host memory" : "",
 	        cdp_dist_threaded() ? " on a communication thread" : "");
+	tr_buckets_log(t);
 	tr_class_weights_log(t);
 	if (t->raw)
 		tr_logf(t, "data path device: raw %s tiles, prepared by the %s backend",

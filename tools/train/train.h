@@ -51,7 +51,8 @@ typedef struct cdp_train_opts {
 	double rho;                 /* admm penalty */
 	int allreduce;              /* cdp_dist_algo; -1: nccl on GPUs of their own, else mpi */
 	int overlap;                /* reduce buckets during backward */
-	double bucket_mb;           /* --bucket-mb: gradient bucket size, MiB */
+	double bucket_mb;           /* --bucket-mb: gradient bucket size, MiB;
+	                             * 0: 25, at most 1/8 of the gradients */
 	const char *trace;          /* --trace FILE, or NULL */
 	long checkpoint_every;      /* steps; 0: only at the end */
 	long val_every;             /* steps; 0: every epoch */

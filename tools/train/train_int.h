@@ -145,6 +145,7 @@ void tr_standardize_free(trainer *t);
 
 /* train_sync.c */
 int  tr_sync_init(trainer *t, char *err, size_t cap);
+void tr_buckets_log(trainer *t);
 void tr_sync_free(trainer *t);
 /* At setup, after tr_resume: whether the checkpoint's per-rank state
  * (average, admm) is this run's to restore: the same j and --sync, else a

@@ -66,8 +66,21 @@ int tr_sync_init(trainer *t, char *err, size_t cap)
 		return -1;
 	}
 	/* --bucket-mb MiB a bucket, the first 1 MiB at most (as PyTorch DDP),
-	 * so that the first reduction starts after the last layers' backward */
-	bucket = (size_t)(t->o->bucket_mb * (1 << 20) / sizeof(float));
+	 * so that the first reduction starts after the last layers' backward.
+	 * Left at 0 (the default): 25 MiB, but no more than an eighth of the
+	 * gradients and no less than 1 MiB. DDP's fixed 25 MiB puts any model
+	 * under 26 MiB (every shipped one: the U-Net's 7.8 MB) into one bucket
+	 * after the first, ready only when backward ends, so nothing overlaps;
+	 * about 8 buckets hide it (bench/scaling.sh --hosts, PERFORMANCE.md). */
+	if (t->o->bucket_mb > 0) {
+		bucket = (size_t)(t->o->bucket_mb * (1 << 20) / sizeof(float));
+	} else {
+		bucket = net->nparams / 8;
+		if (bucket > (size_t)25 * (1 << 20) / sizeof(float))
+			bucket = (size_t)25 * (1 << 20) / sizeof(float);
+		if (bucket < (1 << 20) / sizeof(float))
+			bucket = (1 << 20) / sizeof(float);
+	}
 	if (bucket < 1)
 		bucket = 1;
 	if ((rc = cdp_dist_set_algo(t->algo)) != 0 ||
@@ -90,6 +103,34 @@ int tr_sync_init(trainer *t, char *err, size_t cap)
 		return -1;
 	}
 	return 0;
+}
+
+/* train.log: how the gradients are cut, so that a user tuning
+ * --bucket-mb sees what the default chose. */
+void tr_buckets_log(trainer *t)
+{
+	const char *late = t->o->overlap ? "" : ", reduced after backward (--no-overlap)";
+	size_t n, first = 0, most = 0;
+	double mib;
+	int b;
+
+	if (t->size < 2 || t->o->sync != CDP_SYNC_ALLREDUCE)
+		return;
+	for (b = 0; cdp_dist_bucket_info(b, NULL, &n, NULL, NULL) == 0; b++) {
+		if (b == 0)
+			first = n;
+		else if (n > most)
+			most = n;
+	}
+	if (b == 0)
+		return;
+	mib = (double)t->net.nparams * sizeof(float) / (1 << 20);
+	if (b == 1)
+		tr_logf(t, "gradients: %.2f MiB in one bucket%s", mib, late);
+	else
+		tr_logf(t, "gradients: %.2f MiB in %d buckets, the first %.2f MiB, the others up to "
+		        "%.2f MiB%s", mib, b, (double)first * sizeof(float) / (1 << 20),
+		        (double)most * sizeof(float) / (1 << 20), late);
 }
 
 /* The per-rank blocks this run keeps (checkpoint.h), for average/admm. */
