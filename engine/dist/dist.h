@@ -121,9 +121,13 @@ struct cdp_backend;
 /* Starts MPI (MPI_Init_thread, SERIALIZED), finds rank and size, and the local
  * rank and size among the processes on this node (MPI_Comm_split_type
  * SHARED; to pick a GPU). Reads CDP_DIST_TIMEOUT (seconds, a decimal number
- * >= 0) and starts the watchdog. Returns 0, or CDP_ERANGE / CDP_ESYNTAX for
- * a bad CDP_DIST_TIMEOUT (after which the caller reports and exits), or
- * CDP_EINVAL if already initialised.
+ * >= 0) and starts the watchdog; with more than one rank under MPI, reads
+ * CDP_DIST_HEARTBEAT (seconds >= 0, default 10, 0 = off) and starts the
+ * heartbeat (dist_beat.c: rank 0 names, in one line, a rank whose process
+ * died or that is silent that long, and its host; the others so name rank
+ * 0). Returns 0, or CDP_ERANGE / CDP_ESYNTAX for a bad CDP_DIST_TIMEOUT or
+ * CDP_DIST_HEARTBEAT (cdp_dist_bad_env names it; the caller reports and
+ * exits), or CDP_EINVAL if already initialised.
  * Launched without MPI: when MPI finds one process (a singleton) but
  * CDP_RENDEZVOUS names a file and WORLD_SIZE > 1, RANK, WORLD_SIZE,
  * LOCAL_WORLD_SIZE (default WORLD_SIZE: one node) and LOCAL_RANK (default

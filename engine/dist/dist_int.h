@@ -11,6 +11,7 @@
 #define CDP_DIST_INT_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <mpi.h>
 #include "dist/dist.h"
 
@@ -48,6 +49,26 @@ double dist_timeout(void);
 /* 1 when another thread may make MPI calls while this one makes none
  * (MPI_THREAD_SERIALIZED), for dist_ring.c's communication thread. */
 int  dist_serialized(void);
+
+/* One line "prog: rank R: message" to stderr, in one write. */
+void dist_say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* ---- in dist_beat.c: heartbeats (see there); no MPI calls ------------ */
+
+#define DIST_HOST_NAME 64       /* bytes per host name, with its '\0' */
+/* Rank 0: listens on an ephemeral port of an address the other ranks
+ * reach (loopback when all_local); 0, or -1 (no heartbeats). */
+int  dist_beat_listen(int all_local, uint32_t *addr, uint16_t *port);
+/* Every rank, after rank 0's listen: starts the thread. names: size *
+ * DIST_HOST_NAME bytes, kept. timeout <= 0 or port 0: nothing. 0 or an
+ * errno value. */
+int  dist_beat_start(int rank, int size, const char *names, uint32_t addr, uint16_t port,
+                     double timeout);
+/* Tells the other side this rank leaves (ends the job itself), so that it
+ * is not reported lost; any thread. */
+void dist_beat_quit(void);
+/* Joins the thread, says goodbye, closes everything. */
+void dist_beat_stop(void);
 
 /* ---- in dist_ring.c ------------------------------------------------- */
 

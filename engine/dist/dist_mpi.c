@@ -8,6 +8,7 @@
  * all-reduce, the ops in flight and the buckets are in dist_ring.c.
  */
 #include <config.h>
+#include <errno.h>
 #include <limits.h>
 #include <pthread.h>
 #include <signal.h>
@@ -42,8 +43,11 @@ static struct {
 	double since;
 	/* with 2 ranks the watchdog names the peer it waits for: its host */
 	char peer_host[64];
+	/* heartbeats (dist_beat.c): CDP_DIST_HEARTBEAT, every rank's host */
+	double beat;
+	char *names;
 } st = { .size = 1, .lsize = 1, .prog = "cdp-train", .algo = CDP_DIST_RING,
-         .timeout = 60, .wd_mu = PTHREAD_MUTEX_INITIALIZER };
+         .timeout = 60, .beat = 10, .wd_mu = PTHREAD_MUTEX_INITIALIZER };
 
 cdp_dist_stats dist_stats;
 
@@ -60,19 +64,37 @@ int cdp_dist_size(void) { return st.size; }
 int cdp_dist_local_rank(void) { return st.lrank; }
 int cdp_dist_local_size(void) { return st.lsize; }
 
-void cdp_dist_abort(int code, const char *fmt, ...)
+static void vsay(const char *fmt, va_list ap)
 {
-	va_list ap;
-	int live = 0, fin = 1, k;
 	char msg[1024];
+	int k;
 
 	/* one write, so that lines from several ranks do not interleave */
 	k = snprintf(msg, sizeof msg - 1, "%s: rank %d: ", st.prog, st.rank);
-	va_start(ap, fmt);
 	vsnprintf(msg + k, sizeof msg - 1 - (size_t)k, fmt, ap);
-	va_end(ap);
 	fprintf(stderr, "%s\n", msg);
 	fflush(stderr);
+}
+
+void dist_say(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsay(fmt, ap);
+	va_end(ap);
+}
+
+void cdp_dist_abort(int code, const char *fmt, ...)
+{
+	va_list ap;
+	int live = 0, fin = 1;
+
+	va_start(ap, fmt);
+	vsay(fmt, ap);
+	va_end(ap);
+	/* the other side of our heartbeat: this rank leaves on purpose */
+	dist_beat_quit();
 	/* launched without MPI the other ranks are no MPI peers: they learn of
 	 * this exit from NCCL (a broken connection) or their watchdog */
 	if (!st.env && MPI_Initialized(&live) == MPI_SUCCESS && live &&
@@ -235,6 +257,35 @@ int cdp_dist_env_launch(void) { return st.env; }
 double dist_timeout(void) { return st.timeout; }
 int dist_serialized(void) { return st.serialized && !st.env; }
 
+/* Heartbeats (dist_beat.c): every rank learns every rank's host name and
+ * rank 0's address and port, then starts its thread. */
+static void beat_init(void)
+{
+	char name[MPI_MAX_PROCESSOR_NAME], mine[DIST_HOST_NAME] = "";
+	uint32_t ap[2] = { 0, 0 }, addr;
+	uint16_t port;
+	int len, rc;
+
+	if (st.beat <= 0)
+		return;
+	if (!(st.names = calloc((size_t)st.size, DIST_HOST_NAME)))
+		cdp_dist_abort(1, "cannot allocate %d host names: %s", st.size, strerror(ENOMEM));
+	MPI_CHECK(MPI_Get_processor_name(name, &len));
+	snprintf(mine, sizeof mine, "%.*s", len, name);
+	MPI_CHECK(MPI_Allgather(mine, DIST_HOST_NAME, MPI_CHAR, st.names, DIST_HOST_NAME, MPI_CHAR,
+	                        st.comm));
+	if (st.rank == 0) {
+		if (dist_beat_listen(st.lsize == st.size, &addr, &port) == 0)
+			ap[0] = addr, ap[1] = port;
+		else
+			dist_say("no heartbeat (cannot listen: %s); a lost rank is named only by "
+			         "the watchdog", strerror(errno));
+	}
+	MPI_CHECK(MPI_Bcast(ap, 2, MPI_UINT32_T, 0, st.comm));
+	if ((rc = dist_beat_start(st.rank, st.size, st.names, ap[0], (uint16_t)ap[1], st.beat)) != 0)
+		cdp_dist_abort(1, "cannot start the heartbeat thread: %s", strerror(rc));
+}
+
 int cdp_dist_init(int *argc, char ***argv)
 {
 	const char *env = getenv("CDP_DIST_TIMEOUT");
@@ -245,6 +296,11 @@ int cdp_dist_init(int *argc, char ***argv)
 		return CDP_EINVAL;
 	if (env && (rc = cdp_parse_double(env, 0, 1e9, &st.timeout)) != 0)
 		return rc;
+	if ((env = getenv("CDP_DIST_HEARTBEAT")) &&
+	    (rc = cdp_parse_double(env, 0, 1e9, &st.beat)) != 0) {
+		st.bad_env = "CDP_DIST_HEARTBEAT";
+		return rc;
+	}
 	/* SERIALIZED: the communication thread (dist_ring.c) makes MPI calls
 	 * while the main thread makes none; Open MPI takes no locks below
 	 * MPI_THREAD_MULTIPLE */
@@ -277,6 +333,8 @@ int cdp_dist_init(int *argc, char ***argv)
 		                       MPI_STATUS_IGNORE));
 		st.peer_host[sizeof st.peer_host - 1] = '\0';
 	}
+	if (st.size > 1 && !st.env)
+		beat_init();
 	st.inited = 1;
 	if ((rc = wd_start()) != 0)
 		cdp_dist_abort(1, "cannot start the watchdog thread: %s", strerror(rc));
@@ -288,6 +346,9 @@ void cdp_dist_finalize(void)
 	if (!st.inited)
 		return;
 	dist_ring_finalize();
+	dist_beat_stop();
+	free(st.names);
+	st.names = NULL;
 	wd_stop();
 	MPI_CHECK(MPI_Comm_free(&st.comm));
 	MPI_CHECK(MPI_Finalize());

@@ -8,7 +8,12 @@
 #            MPI_Allreduce and with the ring;
 #   --hang   rank 1 stops answering, rank 0's watchdog fires after
 #            CDP_DIST_TIMEOUT=2 s and MPI_Abort ends the job (both again);
-#   --abort  rank 1 calls cdp_dist_abort (a bad record, say);
+#   --stop   (3 ranks) rank 2 is stopped by SIGSTOP: rank 0's heartbeat
+#            names it and its host after CDP_DIST_HEARTBEAT=2 s, the
+#            watchdog ends the job; --kill at 3 ranks: the heartbeat names
+#            rank 2 at once;
+#   --abort  rank 1 calls cdp_dist_abort (a bad record, say), and is not
+#            reported lost (it said goodbye);
 #   --mismatch  rank 1 reduces fewer floats: the MPI error is reported with
 #            file, line, call and MPI's text by the check macro.
 # Exit 77 when mpirun is missing.
@@ -64,7 +69,7 @@ failmode() {
 	t0=$(date +%s)
 	set +e
 	# shellcheck disable=SC2086
-	timeout 60 "$mpirun" $flags -np 2 "$prog" "$mode" "$algo" >"$T/out" 2>"$T/err"
+	timeout 60 "$mpirun" $flags -np "${NP:-2}" "$prog" "$mode" "$algo" >"$T/out" 2>"$T/err"
 	rc=$?
 	set -e
 	t1=$(date +%s)
@@ -79,6 +84,13 @@ failmode --kill mpi 'rank 1 .* exited on signal 9'
 failmode --kill ring 'rank 1 .* exited on signal 9'
 CDP_DIST_TIMEOUT=2 failmode --hang mpi 'test_dist: rank 0: MPI_Allreduce did not finish within 2 s'
 CDP_DIST_TIMEOUT=2 failmode --hang ring 'test_dist: rank 0: ring all-reduce did not finish within 2 s'
+# 3 ranks: the watchdog cannot tell which peer is late, the heartbeat can
+host=$(hostname)
+NP=3 CDP_DIST_TIMEOUT=8 CDP_DIST_HEARTBEAT=2 failmode --stop ring \
+	"test_dist: rank 0: rank 2 on host '$host' is lost: no heartbeat for 2 s"
+NP=3 CDP_DIST_HEARTBEAT=2 failmode --kill mpi \
+	"test_dist: rank 0: rank 2 on host '$host' is gone: its heartbeat connection closed"
 failmode --abort ring "test_dist: rank 1: cannot decode record 'scene_3_4'"
+grep -q "is gone\|is lost" "$T/err" && fail "--abort: rank 1 ended the job itself, yet: $(cat "$T/err")"
 CDP_DIST_TIMEOUT=5 failmode --mismatch ring 'test_dist: rank 1: dist_mpi.c:[0-9]*: MPI_[A-Za-z]*: MPI_ERR_TRUNCATE'
 exit 0

@@ -20,6 +20,7 @@
  * optional second argument mpi|ring (default ring) for the reduction:
  *   --kill   rank 1 kills itself with SIGKILL while rank 0 is in a reduction
  *   --hang   rank 1 sleeps while rank 0 waits (the watchdog must fire)
+ *   --stop   the last rank stops (SIGSTOP): the heartbeat names it
  *   --abort  rank 1 calls cdp_dist_abort while rank 0 waits
  *   --mismatch  rank 1 reduces 2 floats fewer (a caller bug): MPI
  *            reports a truncated message, which the check macro names
@@ -379,8 +380,9 @@ static void test_misc(void)
 	CHECK_RC(cdp_dist_init(NULL, NULL), CDP_EINVAL);                      /* twice */
 }
 
-/* Failure modes: none of them may return normally on every rank. Rank 1
- * fails at the 4th reduction of algorithm `algo` while rank 0 is in it. */
+/* Failure modes: none of them may return normally on every rank. The
+ * last rank (rank 1 of 2) fails at the 4th reduction of algorithm `algo`
+ * while rank 0 is in it. */
 static int failure(const char *mode, const char *algo_name)
 {
 	float *x = calloc(1 << 20, sizeof *x);
@@ -391,16 +393,18 @@ static int failure(const char *mode, const char *algo_name)
 		return 2;
 	}
 	for (int it = 0; it < 1000000; it++) {
-		if (R == 1 && it == 3) {
+		if (R == J - 1 && it == 3) {
 			if (strcmp(mode, "--kill") == 0)
 				raise(SIGKILL);
+			if (strcmp(mode, "--stop") == 0)
+				raise(SIGSTOP);
 			if (strcmp(mode, "--hang") == 0)
 				sleep(120);
 			if (strcmp(mode, "--abort") == 0)
 				cdp_dist_abort(3, "cannot decode record 'scene_3_4' in 'pool.lmdb': bad crc");
 		}
 		/* 2 floats fewer: rank 1's last chunk is shorter than rank 0's */
-		size_t n = R == 1 && it == 3 && strcmp(mode, "--mismatch") == 0 ? (1 << 20) - 2 : 1 << 20;
+		size_t n = R == J - 1 && it == 3 && strcmp(mode, "--mismatch") == 0 ? (1 << 20) - 2 : 1 << 20;
 		cdp_dist_allreduce(x, n, algo, 1);
 	}
 	free(x);

@@ -54,6 +54,8 @@ check_bad dup.keys "^cdp-train: '.*dup.keys': key '$(sed -n 3p "$T/train.keys")'
 expect_fail 1 "segmentation head" cdp-train --db "$T/pool" --keys "$T/train.keys" --out "$T/run" \
 	--model "$CDP_SRCDIR/share/cdpool/models/classifier.cfg" -q
 expect_fail 1 "cannot open '$T/nopool'" cdp-train --db "$T/nopool" --keys "$T/train.keys" $C
+expect_fail 1 "^cdp-train: CDP_DIST_HEARTBEAT: 'soon': " env CDP_DIST_HEARTBEAT=soon \
+	cdp-train --db "$T/pool" --keys "$T/train.keys" $C
 
 echo "== outputs that are inputs"
 cp "$SMALL" "$T/m.cfg"
