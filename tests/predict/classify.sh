@@ -15,6 +15,8 @@
 #    category names, raster attribute table, a colour table of the default
 #    palette, 256x256 tiles; a --colors line overrides its class's colour,
 #    and its name when it gives one, the others keep the folders' names;
+#    --resume keeps the checkpoint's names, and says so in one line when
+#    the pool's differ;
 #  - refusals: chips of another size, --vector with a classifier.
 . "$CDP_SRCDIR/tests/tools/common.sh"
 need_python
@@ -138,6 +140,30 @@ assert [x["description"] for x in gdal.Info(sys.argv[4], format="json")["bands"]
 print("class names %s in the class map, the table and the probability bands" % names)
 PYEOF
 	fail "the folders' class names are not the class map's"
+# ckn RUNDIR: the class names of its checkpoint, one line
+ckn() {
+	"$PYTHON" -c "import sys; sys.path.insert(0, '$CDP_SRCDIR/python'); import cdpool
+print(' '.join(cdpool.load_checkpoint('$1/checkpoint.cdpt').class_names))"
+}
+cp -r "$T/run" "$T/run2"
+cdp-train -q --db "$T/pool" --keys "$T/train.keys" --out "$T/run2" --batch 4 --steps 8 \
+	--threads 1 --resume 2>"$T/err" || fail "--resume: $(cat "$T/err")"
+[ ! -s "$T/err" ] || fail "--resume said: $(cat "$T/err")"
+[ "$(ckn "$T/run2")" = "green lake land residential road" ] || fail "resumed: $(ckn "$T/run2")"
+# the same pool (its uuid) with other names in its class_names meta
+cp -r "$T/pool" "$T/pool2" && cp -r "$T/run" "$T/run3"
+"$PYTHON" - "$T/pool2" <<'PYEOF' || fail "cannot rename the classes of the pool copy"
+import sys, zlib, lmdb
+env = lmdb.open(sys.argv[1], max_dbs=2)
+text = b"".join(b"class.%d=%s\n" % (k, n) for k, n in enumerate([b"a", b"b", b"c", b"d", b"e"]))
+with env.begin(write=True, db=env.open_db(b"meta")) as txn:
+    txn.put(b"class_names", text + b"crc32=%08x\n" % zlib.crc32(text))
+PYEOF
+cdp-train -q --db "$T/pool2" --keys "$T/train.keys" --out "$T/run3" --batch 4 --steps 8 \
+	--threads 1 --resume 2>"$T/err" || fail "--resume, other names: $(cat "$T/err")"
+[ "$(cat "$T/err")" = "cdp-train: resume: using the checkpoint's class names ('green', 'lake', 'land', 'residential', 'road'), not the pool's ('a', 'b', 'c', 'd', 'e')" ] ||
+	fail "--resume, other names: $(cat "$T/err")"
+[ "$(ckn "$T/run3")" = "green lake land residential road" ] || fail "resumed: $(ckn "$T/run3")"
 # cell (1, 1) all nodata
 "$PYTHON" - "$T/s.tif" "$T/nd.tif" <<'PYEOF'
 import sys
