@@ -8,7 +8,9 @@
 #  - --cog writes a Cloud Optimized GeoTIFF that GDAL's validator accepts;
 #  - a pool packed with --classes names the classes (UTF-8 passes) through
 #    the checkpoint, without --colors: category names, attribute table,
-#    polygons' names, probability bands' descriptions;
+#    polygons' names, probability bands' descriptions; cdp-train leaves
+#    out the names beyond the model's classes, and all when one cannot be
+#    kept (a tab), saying so in one line;
 #  - a bad --colors file is refused, naming the line, and nothing written;
 #  - no temporary file is left beside the outputs;
 #  - cdp-evaluate --png draws the confusion matrix: a grid of shaded cells
@@ -119,6 +121,27 @@ fs = list(v.GetLayer(0))
 assert fs and {(f.GetField('class'), f.GetField('name')) for f in fs} == {(1, names[1])}
 assert [x['description'] for x in info('$T/n/prob.tif')['bands']] == names
 " || fail "the pool's class names are not the class map's"
+# ckn RUNDIR: its checkpoint's class names, one a line
+ckn() {
+	"$PYTHON" -c "import sys; sys.path.insert(0, '$CDP_SRCDIR/python'); import cdpool
+print('\n'.join(cdpool.load_checkpoint('$1/checkpoint.cdpt').class_names))"
+}
+for names in 'a,b,c' "$(printf 'a\tb,c')"; do
+	rm -rf "$T/xpool" "$T/xrun"
+	cdp-tile -q --size 64 --label-suffix _mask "$T/a.tif" | cdp-lmdbpack -q --classes "$names" "$T/xpool"
+	cdp-keyshuffle -q --seed 1 -o "$T/xkeys" "$T/xpool"
+	cdp-train -q --db "$T/xpool" --keys "$T/xkeys" --model "$CDP_SRCDIR/tests/train/small.cfg:channels=1" \
+		--out "$T/xrun" --steps 1 --batch 4 --threads 1 2>"$T/err" || fail "training on '$names': $(cat "$T/err")"
+	case $names in
+	a,b,c) want="cdp-train: '$T/xpool' names 3 classes (meta 'class_names'), the model has 2: the names of classes 2 and on are not kept"
+		kept="a
+b" ;;
+	*) want="cdp-train: '$T/xpool': class 0's name has a control character at byte 2 (meta 'class_names'): the class names are not kept"
+		kept= ;;
+	esac
+	[ "$(cat "$T/err")" = "$want" ] || fail "training on '$names' said: $(cat "$T/err")"
+	[ "$(ckn "$T/xrun")" = "$kept" ] || fail "training on '$names' kept: $(ckn "$T/xrun")"
+done
 
 echo "== bad --colors files"
 printf '0 1 2\n' >"$T/short.colors"
