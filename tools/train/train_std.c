@@ -307,8 +307,6 @@ int tr_class_names(trainer *t, char *err, size_t cap)
 			t->names_warn = 1;
 		}
 		cdp_pool_class_names_free(v, n);
-		v = NULL;
-		n = 0;
 		if (!(v = calloc(nc, sizeof *v)))
 			return tr_fail(err, cap, "out of memory");
 		for (n = 0; n < nc; n++)
