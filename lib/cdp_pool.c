@@ -269,6 +269,71 @@ int cdp_meta_field(const char *text, const char *key, char *out, size_t cap)
 	return MDB_NOTFOUND;
 }
 
+void cdp_pool_class_names_free(char **names, size_t n)
+{
+	for (size_t i = 0; names && i < n; i++)
+		free(names[i]);
+	free(names);
+}
+
+int cdp_pool_class_names_parse(const char *text, char ***names, size_t *n)
+{
+	size_t lines = 0, k;
+	const char *s;
+	char **v;
+
+	*names = NULL;
+	*n = 0;
+	/* non-empty lines (an empty one is skipped, as Python's reader does) */
+	for (s = text; *s; s++)
+		lines += *s != '\n' && (s[1] == '\n' || s[1] == '\0');
+	if (lines == 0)
+		return CDP_OK;
+	if (!(v = calloc(lines, sizeof *v)))
+		return CDP_ENOMEM;
+	/* lines distinct ids below lines: exactly 0..lines-1 */
+	for (s = text; *s;) {
+		const char *eol = strchr(s, '\n'), *name;
+		size_t len = eol ? (size_t)(eol - s) : strlen(s);
+		if (len == 0) {
+			s++;
+			continue;
+		}
+		if (len < 9 || memcmp(s, "class.", 6) != 0 || s[6] < '0' || s[6] > '9')
+			goto bad;
+		for (k = 0, name = s + 6; *name >= '0' && *name <= '9'; name++)
+			if ((k = k * 10 + (size_t)(*name - '0')) >= lines)
+				goto bad;
+		if (*name != '=' || name + 1 >= s + len || v[k])
+			goto bad;
+		name++;
+		if (!(v[k] = strndup(name, len - (size_t)(name - s)))) {
+			cdp_pool_class_names_free(v, lines);
+			return CDP_ENOMEM;
+		}
+		s += len + (eol != NULL);
+	}
+	*names = v;
+	*n = lines;
+	return CDP_OK;
+bad:
+	cdp_pool_class_names_free(v, lines);
+	return CDP_EFORMAT;
+}
+
+int cdp_pool_class_names(cdp_pool *p, MDB_txn *txn, char ***names, size_t *n)
+{
+	cdp_buf b = { 0 };
+	int rc = cdp_pool_meta_get(p, txn, "class_names", &b);
+
+	*names = NULL;
+	*n = 0;
+	if (rc == CDP_OK)
+		rc = cdp_pool_class_names_parse((const char *)b.p, names, n);
+	cdp_buf_free(&b);
+	return rc == MDB_NOTFOUND ? CDP_OK : rc;
+}
+
 static const char *const label_names[] = { "none", "u8", "u16", "class" };
 
 int cdp_pool_shape_format(const cdp_record *r, cdp_buf *out)

@@ -108,6 +108,16 @@ int  cdp_pool_meta_put(cdp_pool *p, MDB_txn *txn, const char *name,
  * line) into out[cap]. MDB_NOTFOUND if absent, CDP_ERANGE if it does not fit. */
 int  cdp_meta_field(const char *text, const char *key, char *out, size_t cap);
 
+/* The class_names meta text ("class.K=NAME\n" for K = 0..n-1, each once,
+ * in any order; NAME the rest of the line, not empty) into names[n] in
+ * class order (*names malloc'ed, each name too; NULL and 0 for an empty
+ * text): CDP_EFORMAT for another line or a set of K that is not 0..n-1,
+ * CDP_ENOMEM. cdp_pool_class_names reads the pool's (txn NULL: own read
+ * txn): NULL, 0 when it has none; also CDP_ECRC and LMDB's codes. */
+int  cdp_pool_class_names_parse(const char *text, char ***names, size_t *n);
+int  cdp_pool_class_names(cdp_pool *p, MDB_txn *txn, char ***names, size_t *n);
+void cdp_pool_class_names_free(char **names, size_t n);
+
 /* The "shape" meta text of a record layout (dtype, bands, height, width,
  * label kind and ignore value of r), and back into those fields of r (the
  * others zeroed; CDP_EFORMAT on a bad text). */

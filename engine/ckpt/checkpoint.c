@@ -238,6 +238,10 @@ static void emit_data(wr *w, const cdp_ckpt *ck)
 		put(w, ck->crs, strlen(ck->crs));
 	put_f64(w, ck->res_x);
 	put_f64(w, ck->res_y);
+	/* version 6: the class names */
+	put_u32(w, (uint32_t)ck->nclass_names);
+	for (int i = 0; i < ck->nclass_names; i++)
+		put_str(w, ck->class_names[i]);
 }
 
 static void put_cb(void *w, const void *p, size_t n)
@@ -315,6 +319,65 @@ int cdp_ckpt_name_ok(const char *s)
 		if ((unsigned char)s[i] < 0x21 || (unsigned char)s[i] > 0x7e)
 			return 0;
 	return 1;
+}
+
+/* The length of the UTF-8 sequence at s (n bytes left), its code point in
+ * *cp, or 0: a bad lead or continuation byte, an overlong form, a
+ * surrogate, beyond U+10FFFF. */
+static size_t utf8_char(const unsigned char *s, size_t n, uint32_t *cp)
+{
+	size_t len = s[0] < 0x80 ? 1 : s[0] >= 0xc2 && s[0] < 0xe0 ? 2 :
+	             s[0] >= 0xe0 && s[0] < 0xf0 ? 3 : s[0] >= 0xf0 && s[0] < 0xf5 ? 4 : 0;
+
+	if (len == 0 || len > n)
+		return 0;
+	*cp = len == 1 ? s[0] : s[0] & (0x7fu >> len);
+	for (size_t i = 1; i < len; i++) {
+		if ((s[i] & 0xc0) != 0x80)
+			return 0;
+		*cp = *cp << 6 | (s[i] & 0x3f);
+	}
+	if ((len == 3 && *cp < 0x800) || (len == 4 && (*cp < 0x10000 || *cp > 0x10ffff)) ||
+	    (*cp >= 0xd800 && *cp <= 0xdfff))
+		return 0;
+	return len;
+}
+
+int cdp_ckpt_class_name_ok(const char *s, char *why, size_t cap)
+{
+	size_t n = s ? strnlen(s, CDP_CKPT_CLASS_NAME_MAX + 1) : 0, k;
+	uint32_t cp;
+
+	if (cap)
+		why[0] = '\0';
+	if (n == 0 || n > CDP_CKPT_CLASS_NAME_MAX) {
+		if (n)
+			snprintf(why, cap, "is longer than %d bytes", CDP_CKPT_CLASS_NAME_MAX);
+		else
+			snprintf(why, cap, "is empty");
+		return 0;
+	}
+	for (size_t i = 0; i < n; i += k) {
+		if (!(k = utf8_char((const unsigned char *)s + i, n - i, &cp))) {
+			snprintf(why, cap, "is not UTF-8 at byte %zu", i + 1);
+			return 0;
+		}
+		/* C0 (newline, tab), DEL and C1 would break a line of a table */
+		if (cp < 0x20 || (cp >= 0x7f && cp < 0xa0)) {
+			snprintf(why, cap, "has a control character at byte %zu", i + 1);
+			return 0;
+		}
+	}
+	return 1;
+}
+
+/* Names k = 0..n-1: the first that is not cdp_ckpt_class_name_ok, or -1. */
+static int bad_class_name(const cdp_ckpt *ck, char *why, size_t cap)
+{
+	for (int k = 0; ck->class_names && k < ck->nclass_names; k++)
+		if (!cdp_ckpt_class_name_ok(ck->class_names[k], why, cap))
+			return k;
+	return -1;
 }
 
 static int tensors_ok(const cdp_ckpt_tensor *t, int n, uint64_t *total)
@@ -416,6 +479,10 @@ int cdp_ckpt_check(const cdp_ckpt *ck)
 	if ((ck->crs && strlen(ck->crs) > CDP_CKPT_CRS_MAX) || !isfinite(ck->res_x) ||
 	    !isfinite(ck->res_y) || ck->res_x < 0 || ck->res_y < 0)
 		return -1;
+	/* version 6's class names */
+	if (ck->nclass_names < 0 || ck->nclass_names > CDP_CKPT_MAX_CLASSES ||
+	    (ck->nclass_names > 0 && !ck->class_names) || bad_class_name(ck, why, sizeof why) >= 0)
+		return -1;
 	/* the global batch: unknown, or three counts whose product fits */
 	if ((ck->batch | ck->batch_ranks | ck->batch_accumulate) != 0 &&
 	    (ck->batch < 1 || ck->batch_ranks < 1 || ck->batch_accumulate < 1 ||
@@ -512,6 +579,19 @@ int cdp_ckpt_validate(const cdp_ckpt *ck, char *why, size_t cap)
 				         i + 1, strlen(ck->overrides[i]), CDP_CKPT_OVERRIDE_MAX);
 				return -1;
 			}
+		if (ck->nclass_names > CDP_CKPT_MAX_CLASSES) {
+			snprintf(why, cap, "%d class names, at most %d are kept", ck->nclass_names,
+			         CDP_CKPT_MAX_CLASSES);
+			return -1;
+		}
+		if (ck->nclass_names > 0 && ck->class_names) {
+			char what[80];
+			int k = bad_class_name(ck, what, sizeof what);
+			if (k >= 0) {
+				snprintf(why, cap, "class %d's name %s", k, what);
+				return -1;
+			}
+		}
 		snprintf(why, cap, "a field is out of range or inconsistent");
 		return -1;
 	}
@@ -642,6 +722,9 @@ void cdp_ckpt_free(cdp_ckpt *ck)
 	free(ck->std);
 	free(ck->std_sources);
 	free(ck->crs);
+	for (int i = 0; ck->class_names && i < ck->nclass_names; i++)
+		free(ck->class_names[i]);
+	free(ck->class_names);
 	free(ck->rank_optim_step);
 	free(ck->rank_data);
 	memset(ck, 0, sizeof(*ck));

@@ -6,11 +6,11 @@
  * parameter and buffer tensor (by name and shape, in block order), the
  * optimizer state, the progress (step, epoch, position in the epoch's key
  * list, run seed), named RNG states, the input bands, their data type and
- * standardization statistics, and the pool UUID.
+ * standardization statistics, the pool UUID and the names of the classes.
  *
  * Little-endian, all sizes explicit:
  *   0   8  magic "CDPCKPT\n"
- *   8   4  u32 version (5; versions 1 to 4 are still read)
+ *   8   4  u32 version (6; versions 1 to 5 are still read)
  *   12  4  u32 number of chunks (7, or 8 with the per-rank state)
  *   16  8  u64 file size in bytes, CRC included
  *   24     chunks "META" "CFG " "PARM" "BUFS" "OPTM" "RNG " "DATA", in order,
@@ -21,7 +21,9 @@
  * type to DATA, version 3 the loss scaler to META and the optional RANK
  * chunk, version 4 the global batch to META, version 5 to DATA where the
  * standardization came from (the pool's statistics or the training
- * sources', which sources) and the training pool's CRS and pixel size.
+ * sources', which sources) and the training pool's CRS and pixel size,
+ * version 6 to DATA the names of the classes (the training pool's
+ * class_names meta, cdp-pool(5)), so cdp-predict can name them.
  *
  * The per-rank state (RANK). With --sync average:K or admm:K:RHO each rank
  * trains its own copy of the model between averaging points, so PARM holds
@@ -72,7 +74,7 @@
 #include "optim.h"
 
 #define CDP_CKPT_MAGIC      "CDPCKPT\n"
-#define CDP_CKPT_VERSION    5
+#define CDP_CKPT_VERSION    6
 #define CDP_CKPT_VERSION_MIN 1         /* oldest version read */
 #define CDP_CKPT_RANK_VERSION 1        /* of the RANK chunk's layout */
 #define CDP_CKPT_MAX_RANKS  (1 << 20)
@@ -85,6 +87,8 @@
 #define CDP_CKPT_MAX_BANDS  65535
 #define CDP_CKPT_CRS_MAX    65536       /* bytes of the CRS text */
 #define CDP_CKPT_MAX_SOURCES (1 << 24)  /* standardization sources listed */
+#define CDP_CKPT_MAX_CLASSES 65536      /* class names (a u16 label's ids) */
+#define CDP_CKPT_CLASS_NAME_MAX 255     /* bytes of one class name */
 
 /* Where the standardization (mean, std) came from (DATA, version 5). */
 enum {
@@ -155,6 +159,12 @@ typedef struct cdp_ckpt {
 	int nstd_sources;
 	char *crs;
 	double res_x, res_y;
+	/* DATA, version 6 (NULL, 0 when older or unnamed): class k's name for
+	 * k = 0..nclass_names-1, each cdp_ckpt_class_name_ok; at most the
+	 * net's classes (max(classes, 2): a sigmoid head has two), which
+	 * cdp_ckpt_to_net checks */
+	char **class_names;
+	int nclass_names;
 	/* dynamic loss scaling (META, version 3): the scale, 0 when the run
 	 * did not scale; finite steps since it last changed; steps skipped */
 	double loss_scale;
@@ -242,9 +252,19 @@ int  cdp_ckpt_set_data(cdp_ckpt *ck, const int *bands, int n, const double *mean
  * (0 unknown). */
 int  cdp_ckpt_set_origin(cdp_ckpt *ck, int from, const uint32_t *src, int nsrc,
                          const char *crs, double res_x, double res_y);
+/* names[n] the classes' names (copied; NULL, 0: none). CDP_EINVAL when n
+ * is out of 0..CDP_CKPT_MAX_CLASSES or a name is not
+ * cdp_ckpt_class_name_ok (ck unchanged), CDP_ENOMEM. */
+int  cdp_ckpt_set_class_names(cdp_ckpt *ck, const char *const *names, int n);
+/* What a class name must be: 1 to CDP_CKPT_CLASS_NAME_MAX bytes of valid
+ * UTF-8 without control characters (C0, DEL, C1: no newline or tab).
+ * 1, or 0 with why (cap bytes) saying what is wrong ("is empty", "has a
+ * control character at byte 3", ...). */
+int  cdp_ckpt_class_name_ok(const char *s, char *why, size_t cap);
 
 /* Copies the tensors into a built net; every tensor's name and shape must
- * match the net's, in order, and cover its blocks exactly. On
+ * match the net's, in order, and cover its blocks exactly, and the class
+ * names be no more than the net's classes (max(classes, 2)). On
  * CDP_EMISMATCH err names the first difference and the net is unchanged. */
 int  cdp_ckpt_to_net(const cdp_ckpt *ck, cdp_net *net, char *err, size_t cap);
 /* Restores the step and moment blocks into o, initialised (cdp_optim_init)

@@ -252,6 +252,13 @@ int cdp_ckpt_to_net(const cdp_ckpt *ck, cdp_net *net, char *err, size_t cap)
 	rc = match("parameter", ck->params, ck->nparams, s, np, err, cap);
 	if (rc == CDP_OK)
 		rc = match("buffer", ck->buffers, ck->nbuffers, s + np, nb, err, cap);
+	/* a name for a class the head cannot give is a checkpoint of another
+	 * model's names (a sigmoid head's one output gives classes 0 and 1) */
+	if (rc == CDP_OK && ck->nclass_names > (net->classes > 1 ? net->classes : 2)) {
+		snprintf(err, cap, "the checkpoint names %d classes, the net has %d", ck->nclass_names,
+		         net->classes > 1 ? net->classes : 2);
+		rc = CDP_EMISMATCH;
+	}
 	/* everything matched before the first byte is copied */
 	for (int i = 0; rc == CDP_OK && i < np + nb; i++) {
 		const cdp_ckpt_tensor *t = i < np ? &ck->params[i] : &ck->buffers[i - np];
@@ -407,5 +414,33 @@ int cdp_ckpt_set_data(cdp_ckpt *ck, const int *bands, int n, const double *mean,
 	ck->nbands = n;
 	ck->mean = m;
 	ck->std = s;
+	return CDP_OK;
+}
+
+int cdp_ckpt_set_class_names(cdp_ckpt *ck, const char *const *names, int n)
+{
+	char **c, why[8];
+
+	if (n < 0 || n > CDP_CKPT_MAX_CLASSES || (n > 0 && !names))
+		return CDP_EINVAL;
+	for (int i = 0; i < n; i++)
+		if (!cdp_ckpt_class_name_ok(names[i], why, sizeof why))
+			return CDP_EINVAL;
+	if (!(c = calloc((size_t)n + 1, sizeof *c)))
+		return CDP_ENOMEM;
+	for (int i = 0; i < n; i++)
+		if (!(c[i] = strdup(names[i]))) {
+			while (i-- > 0)
+				free(c[i]);
+			free(c);
+			return CDP_ENOMEM;
+		}
+	for (int i = 0; ck->class_names && i < ck->nclass_names; i++)
+		free(ck->class_names[i]);
+	free(ck->class_names);
+	ck->class_names = n ? c : NULL;
+	ck->nclass_names = n;
+	if (!n)
+		free(c);
 	return CDP_OK;
 }

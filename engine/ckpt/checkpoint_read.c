@@ -369,6 +369,25 @@ static void parse_origin(rd *r, cdp_ckpt *ck)
 	ck->res_y = get_f64(r);
 }
 
+/* DATA's version 6 tail: the class names (cdp_ckpt_check judges each) */
+static void parse_names(rd *r, cdp_ckpt *ck)
+{
+	uint32_t n = get_u32(r);
+
+	/* a name takes at least 5 bytes */
+	if (r->err || n > CDP_CKPT_MAX_CLASSES || n > (size_t)(r->end - r->p) / 5) {
+		bad(r, CDP_EFORMAT);
+		return;
+	}
+	if (n && !(ck->class_names = calloc((size_t)n, sizeof *ck->class_names))) {
+		bad(r, CDP_ENOMEM);
+		return;
+	}
+	ck->nclass_names = (int)n;
+	for (uint32_t i = 0; i < n && !r->err; i++)
+		ck->class_names[i] = get_str(r, CDP_CKPT_CLASS_NAME_MAX, NULL);
+}
+
 static void parse_data(rd *r, cdp_ckpt *ck)
 {
 	uint32_t n = get_u32(r), ns = get_u32(r);
@@ -407,6 +426,8 @@ static void parse_data(rd *r, cdp_ckpt *ck)
 	}
 	if (r->version >= 5)
 		parse_origin(r, ck);
+	if (r->version >= 6)
+		parse_names(r, ck);
 }
 
 typedef void (*parse_fn)(rd *, cdp_ckpt *);

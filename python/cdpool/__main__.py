@@ -51,6 +51,7 @@ def _ckpt(path, out):
     out("seed: %d" % c.seed)
     out("pool uuid: %s" % (c.pool_uuid or "none"))
     out("dtype: %s" % (c.dtype or "unknown"))
+    out("class names: %s" % (", ".join(c.class_names) or "none"))
     out("bands: %s" % ",".join(map(str, c.bands)))
     if c.mean is not None:
         for i in range(len(c.bands)):

@@ -2,13 +2,14 @@
 cdp-checkpoint(5)) read from Python.
 
 load_checkpoint() makes the C reader's checks in its order: the magic, the
-version (1 to 5), the file size field against the real size, the CRC-32
+version (1 to 6), the file size field against the real size, the CRC-32
 (zlib's) before any field is trusted, the chunk tags, lengths and counts
 against the bytes left in each chunk, then the values (ranges, tensor
 totals, optimizer blocks of the parameter count, bands matching the input
 channels, finite deviations >= 0 (0: a constant band, centred only), the
 global batch (version 4), the standardization's origin, sources and the
-training data's CRS and pixel size (version 5), unique RNG stream names, the RANK chunk's own
+training data's CRS and pixel size (version 5), the class names (version 6: 1 to 255 bytes
+of UTF-8 without control characters each), unique RNG stream names, the RANK chunk's own
 version, CRC and sizes), and every float finite: parameters, buffers,
 optimizer moments and the per-rank state (cdp_ckpt_validate). Error codes are the C reader's.
 Tensors are float32 NumPy arrays that share one writable copy of the file.
@@ -26,10 +27,12 @@ from .errors import CdpError
 from .record import DTYPE_NAMES
 
 MAGIC = b"CDPCKPT\n"
-VERSION, VERSION_MIN = 5, 1
+VERSION, VERSION_MIN = 6, 1
 MAX_RANKS = 1 << 20        # CDP_CKPT_MAX_RANKS
 CRS_MAX = 65536            # CDP_CKPT_CRS_MAX
 MAX_SOURCES = 1 << 24      # CDP_CKPT_MAX_SOURCES
+MAX_CLASSES = 65536        # CDP_CKPT_MAX_CLASSES
+CLASS_NAME_MAX = 255       # CDP_CKPT_CLASS_NAME_MAX
 STD_FROM = {0: "unknown", 1: "pool", 2: "sources"}   # CDP_CKPT_STD_*
 HDR = 24
 TAGS = (b"META", b"CFG ", b"PARM", b"BUFS", b"OPTM", b"RNG ", b"DATA", b"RANK")
@@ -102,7 +105,9 @@ class Checkpoint:
     std_from ("unknown" before version 5, "pool": the pool's statistics over
     every tile, "sources": the sums of std_sources, the pool source indices
     of the training keys); crs (WKT, "" unknown) and res (pixel width and
-    height, 0 unknown) of the training data; ranks:
+    height, 0 unknown) of the training data; class_names: class k's name
+    for k = 0.. (version 6: the training pool's class_names; [] when older
+    or not named); ranks:
     None, or a dict of the RANK chunk (nranks, sync, k, rho, what,
     optim_steps, data (nranks, stride) float32).
     """
@@ -257,6 +262,26 @@ def _data(r, ck):
         r.p += n
         ck.crs = crs.decode("utf-8", "replace")
         ck.res = r.take("<2d")
+    ck.class_names = []
+    if r.version >= 6:
+        n = r.take("<I")
+        # a name takes at least 5 bytes
+        if n > MAX_CLASSES or n > (r.end - r.p) // 5:
+            raise _Bad("EFORMAT")
+        ck.class_names = [r.string(CLASS_NAME_MAX) for _ in range(n)]   # _check decodes
+
+
+def _class_name(k, raw):
+    """cdp_ckpt_class_name_ok: UTF-8 without C0, DEL or C1 controls."""
+    try:
+        s = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise _Bad("EFORMAT", "class %d's name is not UTF-8 at byte %d" % (k, e.start + 1))
+    for i, ch in enumerate(s):
+        if ord(ch) < 0x20 or 0x7f <= ord(ch) < 0xa0:
+            raise _Bad("EFORMAT", "class %d's name has a control character at byte %d"
+                       % (k, len(s[:i].encode()) + 1))
+    return s
 
 
 def _rank(r, ck):
@@ -341,6 +366,7 @@ def _check(ck):
         raise _Bad("EFORMAT")
     if ck.pool_uuid and not re.fullmatch(r"[0-9a-f]{32}", ck.pool_uuid):
         raise _Bad("EFORMAT")
+    ck.class_names = [_class_name(k, raw) for k, raw in enumerate(ck.class_names)]
 
 
 def decode_checkpoint(buf, subject="checkpoint", finite=True):

@@ -2,8 +2,8 @@
  * model cfgs.
  *
  * Round trips in memory and through files keep every field bit for bit and
- * re-encode to the same bytes; version 4 files (no standardization origin
- * nor georeference), version 3 files (nor global batch), version
+ * re-encode to the same bytes; version 5 files (no class names), version 4
+ * files (nor standardization origin nor georeference), version 3 files (nor global batch), version
  * 2 files (nor loss scaler) and version 1 files (nor data type) still
  * read, with what they lack unknown. Every truncation is CDP_ETRUNC and every single-bit flip is
  * refused (magic, version, size or CRC). Mutations with a
@@ -11,7 +11,10 @@
  * --enable-asan to see reads too) and either fail or describe exactly the
  * bytes given. Writes replace files atomically and a refused write leaves the
  * old file. A NaN or infinite value anywhere (a weight under a valid CRC)
- * is refused by reader and writer, naming the tensor. Tensors go into a net only when names and shapes agree. Each
+ * is refused by reader and writer, naming the tensor, and so is a class
+ * name that is empty, too long, not UTF-8 or holds a control character,
+ * naming the class. Tensors go into a net only when names and shapes
+ * agree and it has a class for every name. Each
  * model in share/cdpool/models builds with the parameter count its comment
  * states, and survives a checkpoint round trip with identical outputs.
  */
@@ -99,6 +102,9 @@ static void make_ck(cdp_ckpt *ck)
 	snprintf(ck->pool_uuid, sizeof(ck->pool_uuid), "0123456789abcdef0123456789abcdef");
 	cdp_ckpt_set_origin(ck, CDP_CKPT_STD_SOURCES, (const uint32_t[]){ 0, 3, 7 }, 3,
 	                    "PROJCS[\"WGS 84 / UTM zone 33N\"]", 0.5, 0.25);
+	/* UTF-8 passes: a 2-byte and a 4-byte character */
+	cdp_ckpt_set_class_names(ck, (const char *const[]){ "background", "for\xc3\xaat",
+	                                                    "road \xf0\x9f\x9a\x97" }, 3);
 }
 
 static int tensors_equal(const cdp_ckpt_tensor *a, const cdp_ckpt_tensor *b, int n)
@@ -128,6 +134,16 @@ static int optim_equal(const cdp_optim_cfg *a, const cdp_optim_cfg *b)
 	       a->total_steps == b->total_steps && a->min_lr == b->min_lr &&
 	       a->warmup == b->warmup && a->warmup_factor == b->warmup_factor &&
 	       a->clip_norm == b->clip_norm && a->accumulate == b->accumulate;
+}
+
+static int names_equal(const cdp_ckpt *a, const cdp_ckpt *b)
+{
+	if (a->nclass_names != b->nclass_names || !a->class_names != !b->class_names)
+		return 0;
+	for (int i = 0; i < a->nclass_names; i++)
+		if (strcmp(a->class_names[i], b->class_names[i]) != 0)
+			return 0;
+	return 1;
 }
 
 static int ck_equal(const cdp_ckpt *a, const cdp_ckpt *b)
@@ -160,7 +176,7 @@ static int ck_equal(const cdp_ckpt *a, const cdp_ckpt *b)
 	       a->nstd_sources == b->nstd_sources &&
 	       same(a->std_sources, b->std_sources, (size_t)a->nstd_sources * sizeof(uint32_t)) &&
 	       strcmp(a->crs ? a->crs : "", b->crs ? b->crs : "") == 0 && a->res_x == b->res_x &&
-	       a->res_y == b->res_y;
+	       a->res_y == b->res_y && names_equal(a, b);
 }
 
 static uint32_t rd_u32(const unsigned char *b)
@@ -184,11 +200,13 @@ static void test_round_trip(unsigned char **out, size_t *outlen)
 
 	make_ck(&a);
 	CHECK_RC(cdp_ckpt_encode(&a, &buf, &len), CDP_OK);
-	CHECK(memcmp(buf, "CDPCKPT\n\5\0\0\0\7\0\0\0", 16) == 0, "header bytes");
+	CHECK(memcmp(buf, "CDPCKPT\n\6\0\0\0\7\0\0\0", 16) == 0, "header bytes");
 	CHECK(buf[16] == (len & 0xff) && buf[17] == ((len >> 8) & 0xff), "size field little-endian");
 	CHECK_RC(cdp_ckpt_decode(buf, len, &b), CDP_OK);
 	CHECK(ck_equal(&a, &b), "decoded checkpoint differs");
 	CHECK(b.dtype == CDP_DT_U16, "data type u16 kept: %d", b.dtype);
+	CHECK(b.nclass_names == 3 && strcmp(b.class_names[1], "for\xc3\xaat") == 0,
+	      "class names kept");
 	CHECK_RC(cdp_ckpt_encode(&b, &buf2, &len2), CDP_OK);
 	CHECK(len2 == len && memcmp(buf, buf2, len) == 0, "re-encoding changes bytes");
 	free(buf2);
@@ -379,8 +397,8 @@ static void wr_u64(unsigned char *b, uint64_t v)
 }
 
 /* META's length in each version: 80, version 3 added 24 bytes of loss
- * scaler, version 4 16 of global batch (version 5 none) */
-static const size_t meta_len[6] = { 0, 80, 80, 104, 120, 120 };
+ * scaler, version 4 16 of global batch (versions 5 and 6 none) */
+static const size_t meta_len[7] = { 0, 80, 80, 104, 120, 120, 120 };
 
 /* The offset of chunk `tag` of a file of 7 chunks, or 0. */
 static size_t chunk_at(const unsigned char *b, size_t len, const char *tag)
@@ -395,11 +413,13 @@ static size_t chunk_at(const unsigned char *b, size_t len, const char *tag)
 	return 0;
 }
 
-/* The bytes of version 5's DATA tail (origin, sources, CRS, pixel size)
- * in buf, or 0 when buf is not laid out so (DATA last, before the CRC). */
-static size_t v5_tail(const unsigned char *b, size_t len)
+/* The bytes of version 5's part of the DATA tail (origin, sources, CRS,
+ * pixel size) in buf, and into *v6 those of version 6's after it (the
+ * class names), or 0 when buf is not laid out so (DATA last, before the
+ * CRC). */
+static size_t v5_tail(const unsigned char *b, size_t len, size_t *v6)
 {
-	size_t d = chunk_at(b, len, "DATA"), n, ns, e, nsrc;
+	size_t d = chunk_at(b, len, "DATA"), n, ns, e, nsrc, t5;
 
 	if (!d || d + 16 + rd_u64(b + d + 8) != len - 4)
 		return 0;
@@ -407,24 +427,28 @@ static size_t v5_tail(const unsigned char *b, size_t len)
 	ns = rd_u32(b + d + 20);
 	e = d + 16 + 8 + 4 * n + 16 * ns + 4;
 	nsrc = rd_u32(b + e + 4);
-	return 8 + 4 * nsrc + 4 + rd_u32(b + e + 8 + 4 * nsrc) + 16;
+	t5 = 8 + 4 * nsrc + 4 + rd_u32(b + e + 8 + 4 * nsrc) + 16;
+	*v6 = len - 4 - (e + t5);
+	return t5;
 }
 
-/* buf (version 5, no per-rank state) as an older version wrote it: the
- * DATA tail of version 5 cut, META cut to that version's length, and for
+/* buf (version 6, no per-rank state) as an older version wrote it: the
+ * class names of version 6 cut, below version 5 also the DATA tail of
+ * version 5, META cut to that version's length, and for
  * version 1 also the DATA chunk, last before the CRC, without its trailing
  * u32 data type. Returns the new length, 0 when buf is not laid out so. */
 static size_t to_old(unsigned char *c, const unsigned char *buf, size_t len, int version)
 {
-	size_t pos, m = meta_len[version], cut = meta_len[CDP_CKPT_VERSION] - m, n, tail, d;
+	size_t pos, m = meta_len[version], cut = meta_len[CDP_CKPT_VERSION] - m, n, tail, t6, d;
 	uint64_t plen = rd_u64(buf + 32);
 
 	if (memcmp(buf + 24, "META", 4) != 0 || plen != meta_len[CDP_CKPT_VERSION] || buf[12] != 7 ||
-	    !(tail = v5_tail(buf, len)))
+	    !(tail = v5_tail(buf, len, &t6)))
 		return 0;
 	memcpy(c, buf, len);
 	n = len;
-	if (version < 5) {
+	tail = (version < 6 ? t6 : 0) + (version < 5 ? tail : 0);
+	if (tail) {
 		d = chunk_at(c, n, "DATA");
 		memmove(c + n - 4 - tail, c + n - 4, 4);
 		n -= tail;
@@ -447,21 +471,24 @@ static size_t to_old(unsigned char *c, const unsigned char *buf, size_t len, int
 	return n;
 }
 
-/* ck without version 5's DATA tail, as an older file reads */
+/* ck without version 5's DATA tail (nor 6's names), as an older file reads */
 static void no_origin(cdp_ckpt *ck)
 {
 	cdp_ckpt_set_origin(ck, CDP_CKPT_STD_UNKNOWN, NULL, 0, NULL, 0, 0);
+	cdp_ckpt_set_class_names(ck, NULL, 0);
 }
 
 static void test_version1(const unsigned char *buf, size_t len)
 {
 	unsigned char *c = malloc(len);
 	cdp_ckpt a, b;
-	size_t n = to_old(c, buf, len, 1), tail = v5_tail(buf, len);
+	size_t t6, n = to_old(c, buf, len, 1), tail = v5_tail(buf, len, &t6);
 	int wrong = 0;
 
 	CHECK(tail == 8 + 12 + 4 + 31 + 16, "version 5's DATA tail: %zu bytes", tail);
-	CHECK(n == len - 44 - tail, "a version 1 file made from the version 5 bytes");
+	CHECK(t6 == 4 + 14 + 10 + 13, "version 6's class names: %zu bytes", t6);
+	tail += t6;
+	CHECK(n == len - 44 - tail, "a version 1 file made from the version 6 bytes");
 	CHECK_RC(cdp_ckpt_decode(buf, len, &a), CDP_OK);
 	CHECK_RC(cdp_ckpt_decode(c, n, &b), CDP_OK);
 	CHECK(b.dtype == 0, "version 1: data type unknown, got %d", b.dtype);
@@ -472,7 +499,7 @@ static void test_version1(const unsigned char *buf, size_t len)
 	a.dtype = 0;
 	a.batch = a.batch_ranks = a.batch_accumulate = 0;
 	no_origin(&a);
-	CHECK(ck_equal(&a, &b), "version 1: every other field as in version 5");
+	CHECK(ck_equal(&a, &b), "version 1: every other field as in version 6");
 	cdp_ckpt_free(&a);
 	cdp_ckpt_free(&b);
 	for (size_t k = 0; k < n; k++) {
@@ -485,9 +512,20 @@ static void test_version1(const unsigned char *buf, size_t len)
 		}
 	}
 	CHECK(wrong == 0, "%d version 1 truncations not reported as such", wrong);
+	/* version 5 keeps everything but the names */
+	n = to_old(c, buf, len, 5);
+	CHECK(n == len - t6, "a version 5 file made from the version 6 bytes");
+	CHECK_RC(cdp_ckpt_decode(buf, len, &a), CDP_OK);
+	CHECK_RC(cdp_ckpt_decode(c, n, &b), CDP_OK);
+	CHECK(a.nclass_names == 3 && b.nclass_names == 0 && !b.class_names,
+	      "version 6 records the class names, 5 does not");
+	cdp_ckpt_set_class_names(&a, NULL, 0);
+	CHECK(ck_equal(&a, &b), "version 5: every other field as in version 6");
+	cdp_ckpt_free(&a);
+	cdp_ckpt_free(&b);
 	/* version 2 keeps the data type */
 	n = to_old(c, buf, len, 4);
-	CHECK(n == len - tail, "a version 4 file made from the version 5 bytes");
+	CHECK(n == len - tail, "a version 4 file made from the version 6 bytes");
 	CHECK_RC(cdp_ckpt_decode(buf, len, &a), CDP_OK);
 	CHECK_RC(cdp_ckpt_decode(c, n, &b), CDP_OK);
 	CHECK(a.std_from == CDP_CKPT_STD_SOURCES && a.nstd_sources == 3 && a.std_sources[2] == 7 &&
@@ -495,27 +533,27 @@ static void test_version1(const unsigned char *buf, size_t len)
 	      b.nstd_sources == 0 && !b.crs && b.res_x == 0 && b.res_y == 0,
 	      "version 5 records the standardization's origin and the georeference, 4 does not");
 	no_origin(&a);
-	CHECK(ck_equal(&a, &b), "version 4: every other field as in version 5");
+	CHECK(ck_equal(&a, &b), "version 4: every other field as in version 6");
 	cdp_ckpt_free(&a);
 	cdp_ckpt_free(&b);
 	n = to_old(c, buf, len, 3);
-	CHECK(n == len - 16 - tail, "a version 3 file made from the version 5 bytes");
+	CHECK(n == len - 16 - tail, "a version 3 file made from the version 6 bytes");
 	CHECK_RC(cdp_ckpt_decode(buf, len, &a), CDP_OK);
 	CHECK_RC(cdp_ckpt_decode(c, n, &b), CDP_OK);
 	CHECK(cdp_ckpt_global_batch(&a) == 60 && cdp_ckpt_global_batch(&b) == 0,
 	      "version 4 records the global batch, 3 does not");
 	a.batch = a.batch_ranks = a.batch_accumulate = 0;
 	no_origin(&a);
-	CHECK(ck_equal(&a, &b), "version 3: every other field as in version 5");
+	CHECK(ck_equal(&a, &b), "version 3: every other field as in version 6");
 	cdp_ckpt_free(&a);
 	cdp_ckpt_free(&b);
 	n = to_old(c, buf, len, 2);
-	CHECK(n == len - 40 - tail, "a version 2 file made from the version 5 bytes");
+	CHECK(n == len - 40 - tail, "a version 2 file made from the version 6 bytes");
 	CHECK_RC(cdp_ckpt_decode(buf, len, &a), CDP_OK);
 	CHECK_RC(cdp_ckpt_decode(c, n, &b), CDP_OK);
 	a.batch = a.batch_ranks = a.batch_accumulate = 0;
 	no_origin(&a);
-	CHECK(ck_equal(&a, &b) && b.dtype == a.dtype, "version 2: every field as in version 5");
+	CHECK(ck_equal(&a, &b) && b.dtype == a.dtype, "version 2: every field as in version 6");
 	cdp_ckpt_free(&a);
 	cdp_ckpt_free(&b);
 	/* an unknown data type */
@@ -537,6 +575,9 @@ static void test_version1(const unsigned char *buf, size_t len)
 	fix_crc(c, len);
 	CHECK_RC(cdp_ckpt_decode(c, len, &b), CDP_EFORMAT);
 	c[8] = 4;                            /* version 5's DATA tail is extra bytes */
+	fix_crc(c, len);
+	CHECK_RC(cdp_ckpt_decode(c, len, &b), CDP_EFORMAT);
+	c[8] = 5;                            /* and version 6's names */
 	fix_crc(c, len);
 	CHECK_RC(cdp_ckpt_decode(c, len, &b), CDP_EFORMAT);
 	/* version 0 */
@@ -607,6 +648,75 @@ static void test_invalid(void)
 	CHECK_RC(cdp_ckpt_encode(&a, &buf, &len), CDP_EINVAL);
 	CHECK(a.nrng == 2, "set_rng replaces by name");
 	CHECK_RC(cdp_ckpt_set_rng(&a, "has space", &(cdp_rng){ { 1, 2, 3, 4 } }), CDP_EINVAL);
+	cdp_ckpt_free(&a);
+}
+
+/* Class names (version 6): what the setter, the writer and the reader
+ * refuse, each naming the class and what is wrong. */
+static void test_class_names(void)
+{
+	static const struct { const char *name, *why; } bad[] = {
+		{ "", "is empty" },
+		{ "wet\nland", "has a control character at byte 4" },
+		{ "a\tb", "has a control character at byte 2" },
+		{ "del\x7f", "has a control character at byte 4" },
+		{ "c1 \xc2\x85", "has a control character at byte 4" },
+		{ "for\xeat", "is not UTF-8 at byte 4" },         /* Latin-1, not UTF-8 */
+		{ "\xc0\xaf", "is not UTF-8 at byte 1" },          /* overlong '/' */
+		{ "\xed\xa0\x80", "is not UTF-8 at byte 1" },      /* a surrogate */
+		{ "x\xf4\x90\x80\x80", "is not UTF-8 at byte 2" }, /* past U+10FFFF */
+		{ "cut \xe2\x82", "is not UTF-8 at byte 5" },       /* a truncated sequence */
+	};
+	char longname[CDP_CKPT_CLASS_NAME_MAX + 2], why[200], want[200];
+	unsigned char *buf;
+	size_t len, off = 0;
+	cdp_ckpt a, b;
+
+	make_ck(&a);
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		char *keep = a.class_names[2];
+		CHECK(!cdp_ckpt_class_name_ok(bad[i].name, why, sizeof why) &&
+		      strcmp(why, bad[i].why) == 0, "name %zu: %s", i, why);
+		CHECK_RC(cdp_ckpt_set_class_names(&a, (const char *const[]){ "a", bad[i].name }, 2),
+		         CDP_EINVAL);
+		CHECK(a.nclass_names == 3 && a.class_names[2] == keep, "a refused set keeps the names");
+		a.class_names[2] = (char *)bad[i].name;
+		CHECK_RC(cdp_ckpt_encode(&a, &buf, &len), CDP_EINVAL);
+		CHECK_RC(cdp_ckpt_validate(&a, why, sizeof why), -1);
+		snprintf(want, sizeof want, "class 2's name %s", bad[i].why);
+		CHECK(strcmp(why, want) == 0, "%s", why);
+		a.class_names[2] = keep;
+	}
+	memset(longname, 'n', sizeof longname - 1);
+	longname[CDP_CKPT_CLASS_NAME_MAX] = '\0';
+	CHECK(cdp_ckpt_class_name_ok(longname, why, sizeof why), "%d bytes refused: %s",
+	      CDP_CKPT_CLASS_NAME_MAX, why);
+	longname[CDP_CKPT_CLASS_NAME_MAX] = 'n';
+	longname[CDP_CKPT_CLASS_NAME_MAX + 1] = '\0';
+	CHECK(!cdp_ckpt_class_name_ok(longname, why, sizeof why) &&
+	      strcmp(why, "is longer than 255 bytes") == 0, "%s", why);
+	CHECK_RC(cdp_ckpt_set_class_names(&a, NULL, 1), CDP_EINVAL);
+	CHECK_RC(cdp_ckpt_set_class_names(&a, (const char *const[]){ "x" }, -1), CDP_EINVAL);
+	/* the reader: a line feed put into "road" under a valid CRC */
+	CHECK_RC(cdp_ckpt_encode(&a, &buf, &len), CDP_OK);
+	for (size_t i = 24; i + 4 <= len; i++)
+		if (memcmp(buf + i, "road", 4) == 0)
+			off = i;
+	CHECK(off > 0, "'road' not found in the encoding");
+	buf[off + 2] = '\n';
+	fix_crc(buf, len);
+	CHECK_RC(cdp_ckpt_decode(buf, len, &b), CDP_EFORMAT);
+	CHECK_RC(cdp_ckpt_decode_why(buf, len, -1, &b, why, sizeof why), CDP_EFORMAT);
+	CHECK(strcmp(why, "class 2's name has a control character at byte 3") == 0, "%s", why);
+	CHECK(b.class_names == NULL && b.params == NULL, "nothing returned for a bad name");
+	free(buf);
+	/* no names: none stored, none read */
+	CHECK_RC(cdp_ckpt_set_class_names(&a, NULL, 0), CDP_OK);
+	CHECK_RC(cdp_ckpt_encode(&a, &buf, &len), CDP_OK);
+	CHECK_RC(cdp_ckpt_decode(buf, len, &b), CDP_OK);
+	CHECK(b.nclass_names == 0 && b.class_names == NULL && ck_equal(&a, &b), "no names");
+	cdp_ckpt_free(&b);
+	free(buf);
 	cdp_ckpt_free(&a);
 }
 
@@ -810,6 +920,13 @@ static void test_mismatch(void)
 	CHECK_RC(cdp_ckpt_to_net(&ck, &c, err, sizeof(err)), CDP_EMISMATCH);
 	CHECK(strcmp(err, "parameter tensor 1: the checkpoint has 'conv0.w' (4,3,3,3), the net "
 	                  "'conv0.w' (4,4,3,3)") == 0, "%s", err);
+	/* a name for each of the head's 2 classes, not one more */
+	CHECK_RC(cdp_ckpt_set_class_names(&ck, (const char *const[]){ "land", "water", "ice" }, 3),
+	         CDP_OK);
+	CHECK_RC(cdp_ckpt_to_net(&ck, &a, err, sizeof(err)), CDP_EMISMATCH);
+	CHECK(strcmp(err, "the checkpoint names 3 classes, the net has 2") == 0, "%s", err);
+	CHECK_RC(cdp_ckpt_set_class_names(&ck, (const char *const[]){ "land", "water" }, 2), CDP_OK);
+	CHECK_RC(cdp_ckpt_to_net(&ck, &a, err, sizeof(err)), CDP_OK);
 	ck.nbuffers--;
 	CHECK_RC(cdp_ckpt_to_net(&ck, &a, err, sizeof(err)), CDP_EMISMATCH);
 	CHECK(strcmp(err, "the checkpoint has 1 buffer tensors, the net 2") == 0, "%s", err);
@@ -851,6 +968,7 @@ int main(void)
 	test_version1(buf, len);
 	test_files(buf, len);
 	test_invalid();
+	test_class_names();
 	test_nonfinite();
 	test_mismatch();
 	test_models();

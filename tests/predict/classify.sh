@@ -10,6 +10,13 @@
 #    with --prob the probabilities (float32) of PyTorch's on those windows,
 #    the geotransform scaled by the window size and the raster's CRS; a
 #    cell without a valid pixel is nodata (255, NaN);
+#  - the class names of --folders travel in the checkpoint (cdpool reads
+#    them) into the scene's class map without --colors, as GDAL reads it:
+#    category names, raster attribute table, a colour table of the default
+#    palette, 256x256 tiles; a --colors line overrides its class's colour,
+#    and its name when it gives one, the others keep the folders' names;
+#    --resume keeps the checkpoint's names, and says so in one line when
+#    the pool's differ;
 #  - refusals: chips of another size, --vector with a classifier.
 . "$CDP_SRCDIR/tests/tools/common.sh"
 need_python
@@ -98,6 +105,65 @@ cdp-predict -q --threads 1 "$T/run" "$T/s.tif" -o "$T/map.tif"
 "$PYTHON" "$T/check.py" map "$T/run/checkpoint.cdpt" "$T/s.tif" "$T/map.tif" || fail "class map"
 cdp-predict -q --threads 1 --prob --batch 2 "$T/run" "$T/s.tif" -o "$T/prob.tif"
 "$PYTHON" "$T/check.py" prob "$T/run/checkpoint.cdpt" "$T/s.tif" "$T/prob.tif" || fail "--prob"
+
+echo "== the folders' class names, from the checkpoint"
+# folder order: the sorted names; class 1 recoloured and renamed, class 2
+# recoloured only
+printf '1 0 0 255 water\n2 10 20 30\n' >"$T/lake.colors"
+cdp-predict -q --threads 1 --colors "$T/lake.colors" "$T/run" "$T/s.tif" -o "$T/named.tif"
+"$PYTHON" - "$T/run/checkpoint.cdpt" "$T/map.tif" "$T/named.tif" "$T/prob.tif" $NAMES <<'PYEOF' ||
+import os, sys
+from osgeo import gdal
+sys.path.insert(0, os.path.join(os.environ["CDP_SRCDIR"], "python"))
+import cdpool
+gdal.UseExceptions()
+names = sorted(sys.argv[5:])
+ck = cdpool.load_checkpoint(sys.argv[1])
+assert ck.version == 6 and ck.class_names == names, (ck.version, ck.class_names)
+palette = [[210, 210, 210, 255], [228, 26, 28, 255], [55, 126, 184, 255], [77, 175, 74, 255],
+           [152, 78, 163, 255]]
+def band(p):
+    return gdal.Info(p, format="json")["bands"][0]
+b = band(sys.argv[2])
+assert b["categories"] == names, b.get("categories")
+assert b["colorInterpretation"] == "Palette" and b["colorTable"]["entries"][:5] == palette, b
+assert b["colorTable"]["entries"][255][3] == 0 and b["block"] == [256, 256], b
+d = gdal.Open(sys.argv[2])  # kept: a RAT outliving its dataset crashes Python
+rat = d.GetRasterBand(1).GetDefaultRAT()
+assert [rat.GetValueAsString(r, 1) for r in range(rat.GetRowCount())] == names
+b = band(sys.argv[3])
+want = [names[0], "water"] + names[2:]
+assert b["categories"] == want, b.get("categories")
+e = b["colorTable"]["entries"]
+assert e[0] == palette[0] and e[1] == [0, 0, 255, 255] and e[2] == [10, 20, 30, 255], e[:3]
+assert [x["description"] for x in gdal.Info(sys.argv[4], format="json")["bands"]] == names
+print("class names %s in the class map, the table and the probability bands" % names)
+PYEOF
+	fail "the folders' class names are not the class map's"
+# ckn RUNDIR: the class names of its checkpoint, one line
+ckn() {
+	"$PYTHON" -c "import sys; sys.path.insert(0, '$CDP_SRCDIR/python'); import cdpool
+print(' '.join(cdpool.load_checkpoint('$1/checkpoint.cdpt').class_names))"
+}
+cp -r "$T/run" "$T/run2"
+cdp-train -q --db "$T/pool" --keys "$T/train.keys" --out "$T/run2" --batch 4 --steps 8 \
+	--threads 1 --resume 2>"$T/err" || fail "--resume: $(cat "$T/err")"
+[ ! -s "$T/err" ] || fail "--resume said: $(cat "$T/err")"
+[ "$(ckn "$T/run2")" = "green lake land residential road" ] || fail "resumed: $(ckn "$T/run2")"
+# the same pool (its uuid) with other names in its class_names meta
+cp -r "$T/pool" "$T/pool2" && cp -r "$T/run" "$T/run3"
+"$PYTHON" - "$T/pool2" <<'PYEOF' || fail "cannot rename the classes of the pool copy"
+import sys, zlib, lmdb
+env = lmdb.open(sys.argv[1], max_dbs=2)
+text = b"".join(b"class.%d=%s\n" % (k, n) for k, n in enumerate([b"a", b"b", b"c", b"d", b"e"]))
+with env.begin(write=True, db=env.open_db(b"meta")) as txn:
+    txn.put(b"class_names", text + b"crc32=%08x\n" % zlib.crc32(text))
+PYEOF
+cdp-train -q --db "$T/pool2" --keys "$T/train.keys" --out "$T/run3" --batch 4 --steps 8 \
+	--threads 1 --resume 2>"$T/err" || fail "--resume, other names: $(cat "$T/err")"
+[ "$(cat "$T/err")" = "cdp-train: resume: using the checkpoint's class names ('green', 'lake', 'land', 'residential', 'road'), not the pool's ('a', 'b', 'c', 'd', 'e')" ] ||
+	fail "--resume, other names: $(cat "$T/err")"
+[ "$(ckn "$T/run3")" = "green lake land residential road" ] || fail "resumed: $(ckn "$T/run3")"
 # cell (1, 1) all nodata
 "$PYTHON" - "$T/s.tif" "$T/nd.tif" <<'PYEOF'
 import sys

@@ -6,6 +6,11 @@
 #  - --colors FILE names and colours the classes; --vector polygons carry
 #    the name beside the id; --prob bands are described by the names;
 #  - --cog writes a Cloud Optimized GeoTIFF that GDAL's validator accepts;
+#  - a pool packed with --classes names the classes (UTF-8 passes) through
+#    the checkpoint, without --colors: category names, attribute table,
+#    polygons' names, probability bands' descriptions; cdp-train leaves
+#    out the names beyond the model's classes, and all when one cannot be
+#    kept (a tab), saying so in one line;
 #  - a bad --colors file is refused, naming the line, and nothing written;
 #  - no temporary file is left beside the outputs;
 #  - cdp-evaluate --png draws the confusion matrix: a grid of shaded cells
@@ -91,6 +96,52 @@ print('GDAL validates the COG')
 left=$(ls -A "$T/o" | grep -v -x -e map.tif -e map.tif.aux.xml -e named.tif -e named.tif.aux.xml \
 	-e prob.tif -e v.gpkg -e cog.tif -e cog.tif.aux.xml || true)
 [ -z "$left" ] || fail "files left beside the outputs: $left"
+
+echo "== a pool's class names (--classes), through the checkpoint"
+cdp-tile -q --size 64 --label-suffix _mask "$T/a.tif" |
+	cdp-lmdbpack -q --classes 'background,route pavée' "$T/npool"
+cdp-keyshuffle -q --seed 1 -o "$T/nkeys" "$T/npool"
+cdp-train -q --db "$T/npool" --keys "$T/nkeys" --model "$CDP_SRCDIR/tests/train/small.cfg:channels=1" \
+	--out "$T/nrun" --steps 100 --batch 4 --threads 1 --lr 0.05 || fail "training on --classes failed"
+mkdir "$T/n"
+cdp-predict -q --vector "$T/n/v.gpkg" "$T/nrun" "$T/b.tif" -o "$T/n/map.tif" ||
+	fail "prediction (--classes) failed"
+cdp-predict -q --prob "$T/nrun" "$T/b.tif" -o "$T/n/prob.tif" || fail "--prob (--classes) failed"
+py "
+names = ['background', 'route pav\u00e9e']
+b = info('$T/n/map.tif')['bands'][0]
+assert b['categories'] == names, b.get('categories')
+e = b['colorTable']['entries']
+assert e[0] == [210, 210, 210, 255] and e[1] == [228, 26, 28, 255] and e[255][3] == 0, e[:2]
+d = gdal.Open('$T/n/map.tif')
+rat = d.GetRasterBand(1).GetDefaultRAT()
+assert [rat.GetValueAsString(r, 1) for r in range(rat.GetRowCount())] == names
+v = ogr.Open('$T/n/v.gpkg')  # kept: its features outlive it otherwise
+fs = list(v.GetLayer(0))
+assert fs and {(f.GetField('class'), f.GetField('name')) for f in fs} == {(1, names[1])}
+assert [x['description'] for x in info('$T/n/prob.tif')['bands']] == names
+" || fail "the pool's class names are not the class map's"
+# ckn RUNDIR: its checkpoint's class names, one a line
+ckn() {
+	"$PYTHON" -c "import sys; sys.path.insert(0, '$CDP_SRCDIR/python'); import cdpool
+print('\n'.join(cdpool.load_checkpoint('$1/checkpoint.cdpt').class_names))"
+}
+for names in 'a,b,c' "$(printf 'a\tb,c')"; do
+	rm -rf "$T/xpool" "$T/xrun"
+	cdp-tile -q --size 64 --label-suffix _mask "$T/a.tif" | cdp-lmdbpack -q --classes "$names" "$T/xpool"
+	cdp-keyshuffle -q --seed 1 -o "$T/xkeys" "$T/xpool"
+	cdp-train -q --db "$T/xpool" --keys "$T/xkeys" --model "$CDP_SRCDIR/tests/train/small.cfg:channels=1" \
+		--out "$T/xrun" --steps 1 --batch 4 --threads 1 2>"$T/err" || fail "training on '$names': $(cat "$T/err")"
+	case $names in
+	a,b,c) want="cdp-train: '$T/xpool' names 3 classes (meta 'class_names'), the model has 2: the names of classes 2 and on are not kept"
+		kept="a
+b" ;;
+	*) want="cdp-train: '$T/xpool': class 0's name has a control character at byte 2 (meta 'class_names'): the class names are not kept"
+		kept= ;;
+	esac
+	[ "$(cat "$T/err")" = "$want" ] || fail "training on '$names' said: $(cat "$T/err")"
+	[ "$(ckn "$T/xrun")" = "$kept" ] || fail "training on '$names' kept: $(ckn "$T/xrun")"
+done
 
 echo "== bad --colors files"
 printf '0 1 2\n' >"$T/short.colors"

@@ -335,9 +335,11 @@ def test_checkpoint():
     pool = cdpool.Pool(os.path.join(T, "pool"))
     path = os.path.join(T, "run1", "checkpoint.cdpt")
     c = cdpool.load_checkpoint(path)
-    check(c.version == 5 and c.in_shape == (3, 32, 32) and (c.step, c.epoch, c.data_pos) ==
+    check(c.version == 6 and c.in_shape == (3, 32, 32) and (c.step, c.epoch, c.data_pos) ==
           (18, 2, 0) and c.seed == 7, "progress %r" % c)
     check(c.pool_uuid == pool.uuid and c.bands == [1, 2, 3] and c.dtype == "u8", "data")
+    # the road pool names no classes (classify.sh checks --folders' names)
+    check(c.class_names == pool.class_names == [], "class names %r" % c.class_names)
     check((c.batch, c.batch_ranks, c.batch_accumulate) == (4, 1, 1), "global batch %r" %
           ((c.batch, c.batch_ranks, c.batch_accumulate),))
     check(np.array_equal(c.mean, pool.mean) and np.array_equal(c.std, pool.std), "stats")

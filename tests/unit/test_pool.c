@@ -1,6 +1,7 @@
 /* test_pool.c: creating and opening a pool, meta values and their CRC,
- * cdp_pool_info_load's validation, and the per-source sums combined
- * (cdp_pool_source_stats) exactly as one accumulator over their samples.
+ * cdp_pool_info_load's validation, the per-source sums combined
+ * (cdp_pool_source_stats) exactly as one accumulator over their samples,
+ * and the class_names meta read back in class order (cdp_pool_class_names).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -135,6 +136,40 @@ static void test_meta(void)
 	}
 	cdp_pool_close(&p);
 	cdp_buf_free(&b);
+}
+
+static void test_class_names(void)
+{
+	static const char *const bad[] = {
+		"class.0=a\nclass.2=c\n", "class.1=a\n", "class.0=a\nclass.0=b\n", "class.0=\n",
+		"klass.0=a\n", "class.=a\n", "class.0a=b\n", "class.0\n", "class.99999999999999999999=a\n",
+	};
+	char **v;
+	size_t n;
+	cdp_pool p;
+
+	CHECK_RC(cdp_pool_class_names_parse("class.1=road\nclass.0=back ground\n\nclass.2=for\xc3\xaat",
+	                                    &v, &n), CDP_OK);
+	CHECK(n == 3 && strcmp(v[0], "back ground") == 0 && strcmp(v[1], "road") == 0 &&
+	      strcmp(v[2], "for\xc3\xaat") == 0, "class names in class order");
+	cdp_pool_class_names_free(v, n);
+	CHECK_RC(cdp_pool_class_names_parse("", &v, &n), CDP_OK);
+	CHECK(n == 0 && v == NULL, "no names");
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		int rc = cdp_pool_class_names_parse(bad[i], &v, &n);
+		CHECK(rc == CDP_EFORMAT && v == NULL && n == 0, "'%s': %d", bad[i], rc);
+	}
+	CHECK_RC(cdp_pool_open(dir, 0, 0, &p), CDP_OK);
+	CHECK_RC(cdp_pool_class_names(&p, NULL, &v, &n), CDP_OK);
+	CHECK(n == 0 && v == NULL, "a pool without class_names");
+	put(&p, "class_names", "class.0=water\nclass.1=land\n");
+	CHECK_RC(cdp_pool_class_names(&p, NULL, &v, &n), CDP_OK);
+	CHECK(n == 2 && strcmp(v[1], "land") == 0, "the pool's class_names");
+	cdp_pool_class_names_free(v, n);
+	raw_put(&p, "class_names", "class.0=water\ncrc32=00000000\n");
+	CHECK_RC(cdp_pool_class_names(&p, NULL, &v, &n), CDP_ECRC);
+	CHECK(n == 0 && v == NULL, "nothing on error");
+	cdp_pool_close(&p);
 }
 
 static void test_info(void)
@@ -322,6 +357,7 @@ int main(void)
 	}
 	test_create_open();
 	test_meta();
+	test_class_names();
 	test_info();
 	rmdb(dir);
 	CHECK(mkdir(dir, 0700) == 0, "mkdir");

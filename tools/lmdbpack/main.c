@@ -200,8 +200,9 @@ int main(int argc, char **argv)
 		ret = 2;
 		goto out;
 	}
-	if (!o.list && !o.folders && (o.nclasses || o.has_ignore || o.zlevel)) {
-		fprintf(stderr, "cdp-lmdbpack: --classes, --ignore and --zlib need --list\n");
+	/* a stream's --classes names its label values (cdp-tile's masks) */
+	if (!o.list && !o.folders && (o.has_ignore || o.zlevel)) {
+		fprintf(stderr, "cdp-lmdbpack: --ignore and --zlib need --list\n");
 		ret = 2;
 		goto out;
 	}

@@ -167,7 +167,7 @@ static int open_outputs(predictor *p, char *err, size_t cap)
 	const double *gt = p->ri->has_gt ? p->ri->gt : NULL;
 
 	if (pr_check_outputs(p, err, cap) < 0 ||
-	    pr_legend_make(&p->legend, p->K > 1 ? p->K : 2, o->colors, err, cap) < 0)
+	    pr_legend_make(&p->legend, p->K > 1 ? p->K : 2, &p->ck, o->colors, err, cap) < 0)
 		return -1;
 	if (pr_out_open(&p->out, o->output, p->W, p->H, o->prob ? p->K : 1, o->prob, gt,
 	                p->ri->crs, err, cap) < 0)

@@ -10,7 +10,8 @@
  *  - a scene (any other -o): the raster is cut into a grid of cells of the
  *    window size S, each cell classified whole, and the GeoTIFF gets one
  *    pixel per cell (its geotransform scaled by S, the raster's CRS): u8
- *    class ids, or with --prob the K float32 probabilities. A last column
+ *    class ids, or with --prob the K float32 probabilities, laid out and
+ *    named as the segmentation path's maps (pr_out_layout). A last column
  *    or row of cells that the raster only partly covers is classified from
  *    the window shifted inwards to end at the raster's edge. A cell with no
  *    valid pixel is nodata (255, NaN).
@@ -418,9 +419,11 @@ static int classify_scene(predictor *p, char *err, size_t cap)
 		pr_fail(err, cap, "out of memory");
 		goto out;
 	}
-	if (pr_out_open(&p->out, o->output, nxc, nyc, nb, o->prob, gt,
+	if (pr_legend_make(&p->legend, p->K > 1 ? p->K : 2, &p->ck, o->colors, err, cap) < 0 ||
+	    pr_out_open(&p->out, o->output, nxc, nyc, nb, o->prob, gt,
 	                p->ri->crs && *p->ri->crs ? p->ri->crs : NULL, err, cap) < 0)
 		goto out;
+	pr_out_layout(p->out, &p->legend, o->cog);
 	/* the window of cell i starts at i S, or ends at the edge */
 	for (int i = 0; i < nxc; i++)
 		x0[i] = i * S + S <= p->W ? i * S : p->W - S;

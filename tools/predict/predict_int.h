@@ -18,7 +18,7 @@
 
 typedef struct pr_out pr_out;
 
-#define PR_NAME_MAX 64
+#define PR_NAME_MAX (CDP_CKPT_CLASS_NAME_MAX + 1)
 /* The classes' names and colours (predict_legend.c): ids 0..k-1. */
 typedef struct pr_legend {
 	int k;
@@ -104,10 +104,12 @@ int  pr_out_close(pr_out *o, int commit, char *err, size_t cap);
  * class names. lg must outlive o. */
 void pr_out_layout(pr_out *o, const pr_legend *lg, int cog);
 
-/* pr_legend_make: class k is "class k" in a fixed palette unless the
- * --colors file (predict_legend.c) names and colours it; 0 or -1 with err.
+/* pr_legend_make: class k is "class k" in a fixed palette, named by the
+ * checkpoint's class names when it has them (ck), unless the --colors
+ * file (predict_legend.c) names and colours it; 0 or -1 with err.
  * pr_legend_free leaves an empty legend. */
-int  pr_legend_make(pr_legend *l, int k, const char *colors, char *err, size_t cap);
+int  pr_legend_make(pr_legend *l, int k, const cdp_ckpt *ck, const char *colors, char *err,
+                    size_t cap);
 void pr_legend_free(pr_legend *l);
 
 /* Polygonizes the pixels equal to klass of a u8 raster (its nodata 255 is

@@ -2,12 +2,14 @@
  * class map (the GeoTIFF's colour table, category names and attribute
  * table, the probability bands' descriptions, the polygons' "name").
  *
- * Class k is "class k" in the fixed palette below unless --colors FILE
- * says otherwise. FILE is GDAL's color-relief text restricted to exact
- * class values: one class a line, "VALUE R G B [NAME]" (VALUE 0..254, R G B
+ * Class k is "class k" in the fixed palette below, or by the name the
+ * checkpoint gives it (version 6: the training pool's class_names, from
+ * cdp-lmdbpack --classes or --folders), unless --colors FILE says
+ * otherwise. FILE is GDAL's color-relief text restricted to exact class
+ * values: one class a line, "VALUE R G B [NAME]" (VALUE 0..254, R G B
  * 0..255, NAME the rest of the line); blank lines and lines starting with
- * '#' are skipped. Pools keep class ids, not names (cdp-lmdbpack --classes
- * stores the index), so the names come from FILE or nowhere.
+ * '#' are skipped. A line of FILE sets its class's colour, and its name
+ * when it gives one: FILE wins over the checkpoint, class by class.
  */
 #include "predict_int.h"
 
@@ -60,7 +62,8 @@ static int parse_line(pr_legend *l, char *s, const char *path, int ln, char *err
 	return 0;
 }
 
-int pr_legend_make(pr_legend *l, int k, const char *colors, char *err, size_t cap)
+int pr_legend_make(pr_legend *l, int k, const cdp_ckpt *ck, const char *colors, char *err,
+                   size_t cap)
 {
 	char line[512];
 	FILE *f = NULL;
@@ -80,6 +83,9 @@ int pr_legend_make(pr_legend *l, int k, const char *colors, char *err, size_t ca
 		for (int j = 0; j < 3; j++)
 			l->rgb[c][j] = c < 10 ? palette[c][j] : (uint8_t)(40 + (h >> (8 * j)) % 200);
 	}
+	/* cdp_ckpt_to_net held the names to the model's classes */
+	for (int c = 0; ck && ck->class_names && c < ck->nclass_names && c < k; c++)
+		snprintf(l->name[c], PR_NAME_MAX, "%s", ck->class_names[c]);
 	if (!colors)
 		return 0;
 	if (!(f = fopen(colors, "r"))) {

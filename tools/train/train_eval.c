@@ -167,7 +167,8 @@ static int fill(trainer *t, cdp_ckpt *ck)
 	    (rc = cdp_ckpt_set_rng(ck, "epoch_order", &r)) ||
 	    (rc = cdp_ckpt_set_data(ck, bands, C, mean, sd)) ||
 	    (rc = cdp_ckpt_set_origin(ck, t->std_from, t->std_src, t->nstd_src, t->crs, t->res_x,
-	                              t->res_y)))
+	                              t->res_y)) ||
+	    (rc = cdp_ckpt_set_class_names(ck, (const char *const *)t->cnames, t->ncnames)))
 		goto done;
 done:
 	free(bands);

@@ -112,6 +112,12 @@ typedef struct trainer {
 	double res_x, res_y;
 	char std_note[2][2048];
 	int std_resumed;
+	/* the class names (train_std.c) kept in the checkpoint, [ncnames];
+	 * their line for train.log, names_warn: for stderr too */
+	char **cnames;
+	int ncnames;
+	char names_note[1024];
+	int names_warn;
 	struct tr_trace *trace;         /* --trace (train_trace.h), NULL when off */
 	double tr_mark;                 /* --trace: the last backward callback's end */
 } trainer;
@@ -142,6 +148,10 @@ void tr_report(const trainer *t, char *err);
  * sets both loaders' standardization (see there); -1 with err */
 int  tr_standardize(trainer *t, char *err, size_t cap);
 void tr_standardize_free(trainer *t);
+/* After the net is built (its classes) and a checkpoint resumed is read:
+ * the class names to keep (see there); -1 with err */
+int  tr_class_names(trainer *t, char *err, size_t cap);
+void tr_class_names_free(trainer *t);
 
 /* train_sync.c */
 int  tr_sync_init(trainer *t, char *err, size_t cap);

@@ -377,7 +377,7 @@ int tr_setup(trainer *t, char *err, size_t cap)
 	                  o->batch, err, cap) < 0)
 		return -1;
 	t->have_net = 1;
-	if (check_head(t, err, cap) < 0)
+	if (check_head(t, err, cap) < 0 || tr_class_names(t, err, cap) < 0)
 		return -1;
 	if (cdp_loss_init_cfg(&t->loss, t->be, &t->cfg, &t->cfg.s[0], t->net.classes, err,
 	                      cap) < 0)
@@ -411,6 +411,10 @@ int tr_setup(trainer *t, char *err, size_t cap)
 			tr_logf(t, "%s", t->std_note[i]);
 	if (t->rank == 0 && t->std_resumed)
 		fprintf(stderr, "cdp-train: %s\n", t->std_note[0]);
+	if (t->rank == 0 && t->names_note[0])
+		tr_logf(t, "%s", t->names_note);
+	if (t->rank == 0 && t->names_warn)
+		fprintf(stderr, "cdp-train: %s\n", t->names_note);
 	if (t->have_ck && tr_sync_resume(t, err, cap) < 0)
 		return -1;
 	if (o->log_keys) {
@@ -506,6 +510,7 @@ void tr_teardown(trainer *t)
 	if (t->have_ck)
 		cdp_ckpt_free(&t->ck);
 	tr_standardize_free(t);
+	tr_class_names_free(t);
 	free(t->cfg_text);
 	free(t->cw);
 	if (t->be) {

@@ -1,5 +1,6 @@
-/* train_std.c: the standardization cdp-train trains with, and the
- * georeference of its training data, both stored in the checkpoint.
+/* train_std.c: the standardization cdp-train trains with, the
+ * georeference of its training data and the names of its classes, all
+ * stored in the checkpoint.
  *
  * The pool's "stats" cover every tile, held-out validation scenes included.
  * A run standardizes instead with the exact per-source sums (the pool's
@@ -12,6 +13,11 @@
  * The CRS (the sources' WKT when they all agree) and pixel size (when they
  * all agree) of the training sources go into the checkpoint, so cdp-predict
  * can refuse a raster in another CRS and warn on another resolution.
+ *
+ * The class names are the pool's class_names meta (cdp-lmdbpack --classes,
+ * --folders), so cdp-predict can name the classes of its maps. Resuming,
+ * the checkpoint's names win when it has any (its weights learnt those
+ * ids); a pool whose names differ is said in one line.
  */
 #include <inttypes.h>
 #include <math.h>
@@ -255,4 +261,90 @@ void tr_standardize_free(trainer *t)
 	t->std_mean = t->std_sd = NULL;
 	t->std_src = NULL;
 	t->crs = NULL;
+}
+
+/* "a, b, c" of names[n], the first 8 */
+static void names_text(char *buf, size_t cap, char *const *names, size_t n)
+{
+	for (size_t i = 0; i < n && i < 8; i++)
+		note(buf, cap, "%s'%s'", i ? ", " : "", names[i]);
+	if (n > 8)
+		note(buf, cap, ", ... (%zu)", n);
+}
+
+static int same_names(char *const *a, size_t na, char *const *b, size_t nb)
+{
+	if (na != nb)
+		return 0;
+	for (size_t i = 0; i < na; i++)
+		if (strcmp(a[i], b[i]) != 0)
+			return 0;
+	return 1;
+}
+
+int tr_class_names(trainer *t, char *err, size_t cap)
+{
+	int K = t->net.classes > 1 ? t->net.classes : 2;
+	char **v, why[96];
+	size_t n;
+	int rc = cdp_pool_class_names(&t->pool, NULL, &v, &n);
+
+	t->names_note[0] = '\0';
+	t->names_warn = 0;
+	if (rc != CDP_OK)
+		return tr_fail(err, cap, "'%s': meta 'class_names': %s", t->o->db, cdp_strerror(rc));
+	if (t->have_ck && t->ck.nclass_names > 0) {
+		/* the weights learnt the checkpoint's ids under its names */
+		char **c = t->ck.class_names;
+		size_t nc = (size_t)t->ck.nclass_names;
+		if (!same_names(c, nc, v, n)) {
+			snprintf(t->names_note, sizeof t->names_note, "resume: using the checkpoint's "
+			         "class names (");
+			names_text(t->names_note, sizeof t->names_note, c, nc);
+			note(t->names_note, sizeof t->names_note, "), not the pool's (");
+			names_text(t->names_note, sizeof t->names_note, v, n);
+			note(t->names_note, sizeof t->names_note, "%s)", n ? "" : "none");
+			t->names_warn = 1;
+		}
+		cdp_pool_class_names_free(v, n);
+		if (!(v = calloc(nc, sizeof *v)))
+			return tr_fail(err, cap, "out of memory");
+		for (n = 0; n < nc; n++)
+			if (!(v[n] = strdup(c[n]))) {
+				cdp_pool_class_names_free(v, n);
+				return tr_fail(err, cap, "out of memory");
+			}
+	}
+	if (n > (size_t)K) {
+		snprintf(t->names_note, sizeof t->names_note, "'%s' names %zu classes (meta "
+		         "'class_names'), the model has %d: the names of classes %d and on are not "
+		         "kept", t->o->db, n, K, K);
+		t->names_warn = 1;
+		while (n > (size_t)K)
+			free(v[--n]);
+	}
+	for (size_t k = 0; k < n; k++)
+		if (!cdp_ckpt_class_name_ok(v[k], why, sizeof why)) {
+			snprintf(t->names_note, sizeof t->names_note, "'%s': class %zu's name %s (meta "
+			         "'class_names'): the class names are not kept", t->o->db, k, why);
+			t->names_warn = 1;
+			cdp_pool_class_names_free(v, n);
+			v = NULL;
+			n = 0;
+			break;
+		}
+	if (n && !t->names_warn) {
+		snprintf(t->names_note, sizeof t->names_note, "class names: ");
+		names_text(t->names_note, sizeof t->names_note, v, n);
+	}
+	t->cnames = v;
+	t->ncnames = (int)n;
+	return 0;
+}
+
+void tr_class_names_free(trainer *t)
+{
+	cdp_pool_class_names_free(t->cnames, (size_t)t->ncnames);
+	t->cnames = NULL;
+	t->ncnames = 0;
 }
