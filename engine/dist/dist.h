@@ -122,7 +122,8 @@ struct cdp_backend;
  * rank and size among the processes on this node (MPI_Comm_split_type
  * SHARED; to pick a GPU). Reads CDP_DIST_TIMEOUT (seconds, a decimal number
  * >= 0) and starts the watchdog; with more than one rank under MPI, reads
- * CDP_DIST_HEARTBEAT (seconds >= 0, default 10, 0 = off) and starts the
+ * CDP_DIST_HEARTBEAT (seconds >= 0, default 10, 0 = off; rank 0's value
+ * holds for all) and starts the
  * heartbeat (dist_beat.c: rank 0 names, in one line, a rank whose process
  * died or that is silent that long, and its host; the others so name rank
  * 0). Returns 0, or CDP_ERANGE / CDP_ESYNTAX for a bad CDP_DIST_TIMEOUT or

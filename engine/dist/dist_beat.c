@@ -223,15 +223,6 @@ static void *beat_main(void *arg)
 	(void)arg;
 	if (!p || !who)
 		goto out;
-	if (bt.rank != 0 && (bt.fd[0] = beat_connect()) < 0) {
-		char a[INET_ADDRSTRLEN] = "?";
-		inet_ntop(AF_INET, &bt.addr, a, sizeof a);
-		dist_say("cannot reach rank 0's heartbeat at %s:%u on host '%s': %s; a lost rank is "
-		         "named only by the watchdog", a, (unsigned)bt.port, host_of(0), strerror(errno));
-		goto out;
-	}
-	if (bt.rank != 0)
-		bt.seen[0] = 1, bt.last[0] = dist_now();
 	for (;;) {
 		np = 0;
 		p[np].fd = bt.wake[0], p[np++].events = POLLIN;
@@ -298,6 +289,19 @@ int dist_beat_start(int rank, int size, const char *names, uint32_t addr, uint16
 		return ENOMEM;
 	for (int i = 0; i < n; i++)
 		bt.fd[i] = -1;
+	/* here, not on the thread: the caller's barrier keeps rank 0 alive
+	 * until every rank is connected (or has said why not) */
+	if (rank != 0) {
+		if ((bt.fd[0] = beat_connect()) < 0) {
+			char a[INET_ADDRSTRLEN] = "?";
+			inet_ntop(AF_INET, &bt.addr, a, sizeof a);
+			dist_say("cannot reach rank 0's heartbeat at %s:%u on host '%s': %s; a lost "
+			         "rank is named only by the watchdog", a, (unsigned)bt.port, host_of(0),
+			         strerror(errno));
+			return 0;
+		}
+		bt.seen[0] = 1, bt.last[0] = dist_now();
+	}
 	if (pipe(bt.wake) != 0)
 		return errno;
 	(void)fcntl(bt.wake[0], F_SETFD, FD_CLOEXEC);

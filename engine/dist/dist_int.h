@@ -59,9 +59,11 @@ void dist_say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Rank 0: listens on an ephemeral port of an address the other ranks
  * reach (loopback when all_local); 0, or -1 (no heartbeats). */
 int  dist_beat_listen(int all_local, uint32_t *addr, uint16_t *port);
-/* Every rank, after rank 0's listen: starts the thread. names: size *
- * DIST_HOST_NAME bytes, kept. timeout <= 0 or port 0: nothing. 0 or an
- * errno value. */
+/* Every rank, after rank 0's listen: connects to rank 0 (ranks > 0; a
+ * failure is said in one line and leaves this rank unwatched) and starts
+ * the thread; call a barrier after it, so that rank 0 outlives the
+ * connects. names: size * DIST_HOST_NAME bytes, kept. timeout <= 0 or
+ * port 0: nothing. 0 or an errno value. */
 int  dist_beat_start(int rank, int size, const char *names, uint32_t addr, uint16_t port,
                      double timeout);
 /* Tells the other side this rank leaves (ends the job itself), so that it

@@ -258,32 +258,37 @@ double dist_timeout(void) { return st.timeout; }
 int dist_serialized(void) { return st.serialized && !st.env; }
 
 /* Heartbeats (dist_beat.c): every rank learns every rank's host name and
- * rank 0's address and port, then starts its thread. */
+ * rank 0's timeout, address and port, then starts its thread. Rank 0's
+ * CDP_DIST_HEARTBEAT decides for all: mpirun passes a variable to other
+ * hosts only with -x, and ranks that disagreed would not meet here. */
 static void beat_init(void)
 {
 	char name[MPI_MAX_PROCESSOR_NAME], mine[DIST_HOST_NAME] = "";
-	uint32_t ap[2] = { 0, 0 }, addr;
+	double hb[3] = { 0, 0, 0 };     /* timeout, address, port: exact in a double */
+	uint32_t addr;
 	uint16_t port;
 	int len, rc;
 
-	if (st.beat <= 0)
-		return;
 	if (!(st.names = calloc((size_t)st.size, DIST_HOST_NAME)))
 		cdp_dist_abort(1, "cannot allocate %d host names: %s", st.size, strerror(ENOMEM));
 	MPI_CHECK(MPI_Get_processor_name(name, &len));
 	snprintf(mine, sizeof mine, "%.*s", len, name);
 	MPI_CHECK(MPI_Allgather(mine, DIST_HOST_NAME, MPI_CHAR, st.names, DIST_HOST_NAME, MPI_CHAR,
 	                        st.comm));
-	if (st.rank == 0) {
+	if (st.rank == 0 && st.beat > 0) {
 		if (dist_beat_listen(st.lsize == st.size, &addr, &port) == 0)
-			ap[0] = addr, ap[1] = port;
+			hb[0] = st.beat, hb[1] = addr, hb[2] = port;
 		else
 			dist_say("no heartbeat (cannot listen: %s); a lost rank is named only by "
 			         "the watchdog", strerror(errno));
 	}
-	MPI_CHECK(MPI_Bcast(ap, 2, MPI_UINT32_T, 0, st.comm));
-	if ((rc = dist_beat_start(st.rank, st.size, st.names, ap[0], (uint16_t)ap[1], st.beat)) != 0)
+	MPI_CHECK(MPI_Bcast(hb, 3, MPI_DOUBLE, 0, st.comm));
+	st.beat = hb[0];
+	if ((rc = dist_beat_start(st.rank, st.size, st.names, (uint32_t)hb[1], (uint16_t)hb[2],
+	                          hb[0])) != 0)
 		cdp_dist_abort(1, "cannot start the heartbeat thread: %s", strerror(rc));
+	if (hb[0] > 0)
+		MPI_CHECK(MPI_Barrier(st.comm));
 }
 
 int cdp_dist_init(int *argc, char ***argv)

@@ -9,7 +9,7 @@
 # connection closed; link and stop: "is lost", no heartbeat for 2 s), and
 # no process of the job is left on host 1. The job is ended by mpirun (kill,
 # link: it names the lost daemon's host) or by rank 0's watchdog (stop,
-# CDP_DIST_TIMEOUT=10). mpirun runs with the OOB keepalive that
+# CDP_DIST_TIMEOUT=10; 25 for link). mpirun runs with the OOB keepalive that
 # cdp-train(1) recommends, without which a lost link leaves mpirun waiting
 # for TCP to give up (minutes); the heartbeat only reports, because
 # MPI_Abort before mpirun has seen a daemon unreachable can leave mpirun
@@ -29,6 +29,11 @@ procs() {
 
 lose() {
 	echo "== $1"
+	# link: mpirun's keepalive ends the job (about 7 s); a watchdog that
+	# fired first, as at 10 s once under a loaded make check, would leave
+	# mpirun waiting for the unreachable daemon after MPI_Abort
+	CDP_DIST_TIMEOUT=10
+	[ "$1" != link ] || CDP_DIST_TIMEOUT=25
 	d=$N/lose.$1
 	$CMP $KA -np 2 cdp-train $P --out "$d" >"$T/lose.out" 2>"$T/lose.err" &
 	pid=$!

@@ -61,6 +61,15 @@ CDP_DIST_THREAD=0 timeout 120 "$mpirun" $flags -np 2 "$prog" >"$T/out" 2>"$T/err
 grep -q "^2 ranks: .* 0 failed" "$T/out" || fail "-np 2 without the thread: $(cat "$T/out" "$T/err")"
 cat "$T/out"
 
+# Rank 0's CDP_DIST_HEARTBEAT holds for all: a variable that reaches some
+# ranks only (mpirun -x forgotten) must not leave them at odds at start-up.
+echo "== CDP_DIST_HEARTBEAT=0 on rank 0 only"
+# shellcheck disable=SC2086
+timeout 120 "$mpirun" $flags -np 1 env CDP_DIST_HEARTBEAT=0 "$prog" : -np 1 "$prog" \
+	>"$T/out" 2>"$T/err" || fail "heartbeat off on rank 0 only: $(cat "$T/out" "$T/err")"
+grep -q "^2 ranks: .* 0 failed" "$T/out" || fail "heartbeat off on rank 0 only: $(cat "$T/out")"
+cat "$T/out"
+
 # failmode MODE ALGO PATTERN: the job must exit non-zero within 30 s, and
 # stderr must match PATTERN.
 failmode() {
