@@ -22,6 +22,10 @@
 # the part of it exposed (grad_exposed_s) and the hidden fraction
 # 1 - exposed / in flight; the --no-overlap line's exposed time is what
 # overlapping saves from. Each host holds its own copy of the pool.
+# BENCH_ROUNDS (3) rounds, each of the 1-host run and every 2-host run; a
+# line is the median over the rounds, its efficiency the median of the
+# efficiencies against each round's own 1-host run (progress per run goes
+# to stderr). About 4 min 30 s a round.
 #   env: BENCH_STEPS, BENCH_WARM, BENCH_SIZE (U-Net scene, 1024),
 #        BENCH_COUNT (classifier tiles, 512), BENCH_RATES ("off 10gbit
 #        1gbit"), BENCH_MODELS ("unet classifier"), BENCH_BUCKET_MB

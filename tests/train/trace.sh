@@ -12,7 +12,8 @@
 #    step before the backward pass reaches its last layer; with
 #    --no-overlap no bucket starts before the backward pass has ended;
 #  - a trace does not change the run (the same losses as without);
-#  - 1 process writes one too; an unwritable FILE fails before training
+#  - 1 process writes one too, in the RUNDIR it makes; an unwritable
+#    FILE fails before training
 #    (exit 1, one line) and leaves nothing behind.
 . "$CDP_SRCDIR/tests/train/train_common.sh"
 P="--db $T/pool --keys $T/train.keys --val-keys $T/val.keys --threads 1 -q --model $UNET"
@@ -96,8 +97,8 @@ if [ -n "$MP" ]; then
 else
 	echo "SKIP: 2-rank cases (no MPIRUN)"
 fi
-cdp-train $P --out "$T/one" --trace "$T/one.json" || fail "1 process with --trace"
-check "$T/one.json" 1 any
+cdp-train $P --out "$T/one" --trace "$T/one/trace.json" || fail "1 process, --trace in a new RUNDIR"
+check "$T/one/trace.json" 1 any
 expect_fail 1 "cannot write trace '$T/no/such/t.json'" \
 	cdp-train $P --out "$T/bad" --trace "$T/no/such/t.json"
 [ "$(wc -l <"$T/err")" -eq 1 ] || fail "more than one line: $(cat "$T/err")"

@@ -32,6 +32,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cdp_progress.h"
@@ -80,6 +81,17 @@ static void jstr(FILE *f, const char *s)
 	}
 }
 
+/* Whether file's directory is dir (as spelt: "run/t.json" and "run/"). */
+static int in_dir(const char *file, const char *dir)
+{
+	const char *slash = strrchr(file, '/');
+	size_t n = strlen(dir);
+
+	while (n > 1 && dir[n - 1] == '/')
+		n--;
+	return slash && (size_t)(slash - file) == n && strncmp(file, dir, n) == 0;
+}
+
 int tr_trace_open(trainer *t, char *err, size_t cap)
 {
 	tr_trace *tr = calloc(1, sizeof *tr);
@@ -97,7 +109,13 @@ int tr_trace_open(trainer *t, char *err, size_t cap)
 		return -1;
 	}
 	snprintf(tr->tmp, sizeof tr->tmp, "%s.tmp.%ld", t->o->trace, (long)getpid());
-	if (!(tr->f = fopen(tr->tmp, "w"))) {
+	tr->f = fopen(tr->tmp, "w");
+	/* --trace RUNDIR/trace.json in a run directory still to be made */
+	if (!tr->f && errno == ENOENT && in_dir(t->o->trace, t->o->out) && mkdir(t->o->out, 0777) == 0) {
+		t->made_out = 1;
+		tr->f = fopen(tr->tmp, "w");
+	}
+	if (!tr->f) {
 		snprintf(err, cap, "cannot write trace '%s': %s", t->o->trace, strerror(errno));
 		tr->tmp[0] = '\0';
 		return -1;
