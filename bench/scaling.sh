@@ -25,7 +25,10 @@
 # BENCH_ROUNDS (3) rounds, each of the 1-host run and every 2-host run; a
 # line is the median over the rounds, its efficiency the median of the
 # efficiencies against each round's own 1-host run (progress per run goes
-# to stderr). About 4 min 30 s a round.
+# to stderr). About 4 min 30 s a round. compute= is the efficiency with
+# the exposed communication taken out of the step: what two cores computed
+# together against one. A note says when its median is below 0.9: then the
+# machine did not run two busy cores at full speed, which caps every line.
 #   env: BENCH_STEPS, BENCH_WARM, BENCH_SIZE (U-Net scene, 1024),
 #        BENCH_COUNT (classifier tiles, 512), BENCH_RATES ("off 10gbit
 #        1gbit"), BENCH_MODELS ("unet classifier"), BENCH_BUCKET_MB
