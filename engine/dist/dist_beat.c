@@ -13,12 +13,11 @@
  *  - nothing read for `timeout` seconds: the process hangs (SIGSTOP) or
  *    its host is unreachable, reported then.
  * Rank 0 watches every rank, the others watch rank 0: j - 1 connections in
- * all. A report is one line. The job is then ended by the launcher (a lost
- * host), by the watchdog (a blocking call that cannot finish), or, should
- * neither have done so `timeout` seconds after the report, by this thread
- * (cdp_dist_abort). Reporting first and aborting later matters: MPI_Abort
- * before mpirun has noticed that a daemon is unreachable can leave mpirun
- * waiting for that daemon (tests/cluster/die.sh).
+ * all. A report is one line, the first loss only. This thread never ends
+ * the job: the launcher does (a lost host), or the watchdog (a blocking
+ * call that cannot finish). MPI_Abort before mpirun has noticed that a
+ * daemon is unreachable can leave mpirun waiting for that daemon
+ * (tests/cluster/die.sh).
  * A normal end (dist_beat_stop) writes 'Q' before closing, and so does a
  * rank that ends the job itself (dist_beat_quit, from cdp_dist_abort), so
  * neither is reported as lost. A rank that cannot connect (a firewall
@@ -51,8 +50,8 @@ static struct {
 	double *last;               /* when anything was last read from fd[r] */
 	unsigned char *quit, *seen; /* 'Q' read; ever connected */
 	const char *names;          /* size * DIST_HOST_NAME: each rank's host */
-	double timeout, period, t0, reported;
-	char report[256];
+	double timeout, period, t0;
+	int reported;               /* a loss was said: say no more */
 	uint32_t addr;              /* rank 0's, network order */
 	uint16_t port;
 	pthread_t th;
@@ -118,20 +117,20 @@ int dist_beat_listen(int all_local, uint32_t *addr, uint16_t *port)
 	return 0;
 }
 
-/* One line now (the first loss only); the thread ends the job `timeout`
- * seconds later. */
+/* One line, for the first loss only. */
 static void report(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void report(const char *fmt, ...)
 {
+	char msg[256];
 	va_list ap;
 
-	if (bt.reported > 0)
+	if (bt.reported)
 		return;
 	va_start(ap, fmt);
-	vsnprintf(bt.report, sizeof bt.report, fmt, ap);
+	vsnprintf(msg, sizeof msg, fmt, ap);
 	va_end(ap);
-	dist_say("%s", bt.report);
-	bt.reported = dist_now();
+	dist_say("%s", msg);
+	bt.reported = 1;
 }
 
 /* A rank's connection to rank 0, and its rank number as the first 4

@@ -41,11 +41,11 @@ static struct {
 	pthread_cond_t wd_cv;
 	const char *what;
 	double since;
-	/* with 2 ranks the watchdog names the peer it waits for: its host */
-	char peer_host[64];
-	/* heartbeats (dist_beat.c): CDP_DIST_HEARTBEAT, every rank's host */
-	double beat;
+	/* every rank's host, DIST_HOST_NAME bytes each (size > 1 under MPI):
+	 * with 2 ranks the watchdog names the peer it waits for, and the
+	 * heartbeat any rank it loses */
 	char *names;
+	double beat;            /* CDP_DIST_HEARTBEAT (dist_beat.c) */
 } st = { .size = 1, .lsize = 1, .prog = "cdp-train", .algo = CDP_DIST_RING,
          .timeout = 60, .beat = 10, .wd_mu = PTHREAD_MUTEX_INITIALIZER };
 
@@ -144,10 +144,11 @@ static void *wd_main(void *arg)
 			alarm(10);
 			/* A rank waits here only once it has entered the call: with
 			 * two ranks the other one is late. */
-			if (st.size == 2 && st.peer_host[0])
+			if (st.size == 2 && st.names)
 				cdp_dist_abort(1, "%s did not finish within %g s: rank %d on host '%s' "
 				               "died or hangs (timeout set by CDP_DIST_TIMEOUT)", st.what,
-				               st.timeout, 1 - st.rank, st.peer_host);
+				               st.timeout, 1 - st.rank,
+				               st.names + (size_t)(1 - st.rank) * DIST_HOST_NAME);
 			cdp_dist_abort(1, "%s did not finish within %g s: a peer rank died or hangs "
 			               "(timeout set by CDP_DIST_TIMEOUT)", st.what, st.timeout);
 		}
@@ -257,17 +258,11 @@ int cdp_dist_env_launch(void) { return st.env; }
 double dist_timeout(void) { return st.timeout; }
 int dist_serialized(void) { return st.serialized && !st.env; }
 
-/* Heartbeats (dist_beat.c): every rank learns every rank's host name and
- * rank 0's timeout, address and port, then starts its thread. Rank 0's
- * CDP_DIST_HEARTBEAT decides for all: mpirun passes a variable to other
- * hosts only with -x, and ranks that disagreed would not meet here. */
-static void beat_init(void)
+/* Every rank's host name, for the watchdog's and the heartbeat's messages. */
+static void hosts_init(void)
 {
 	char name[MPI_MAX_PROCESSOR_NAME], mine[DIST_HOST_NAME] = "";
-	double hb[3] = { 0, 0, 0 };     /* timeout, address, port: exact in a double */
-	uint32_t addr;
-	uint16_t port;
-	int len, rc;
+	int len;
 
 	if (!(st.names = calloc((size_t)st.size, DIST_HOST_NAME)))
 		cdp_dist_abort(1, "cannot allocate %d host names: %s", st.size, strerror(ENOMEM));
@@ -275,6 +270,19 @@ static void beat_init(void)
 	snprintf(mine, sizeof mine, "%.*s", len, name);
 	MPI_CHECK(MPI_Allgather(mine, DIST_HOST_NAME, MPI_CHAR, st.names, DIST_HOST_NAME, MPI_CHAR,
 	                        st.comm));
+}
+
+/* Heartbeats (dist_beat.c): every rank learns rank 0's timeout, address
+ * and port, then starts its thread. Rank 0's CDP_DIST_HEARTBEAT decides
+ * for all: mpirun passes a variable to other hosts only with -x, and ranks
+ * that disagreed would not meet here. */
+static void beat_init(void)
+{
+	double hb[3] = { 0, 0, 0 };     /* timeout, address, port: exact in a double */
+	uint32_t addr;
+	uint16_t port;
+	int rc;
+
 	if (st.rank == 0 && st.beat > 0) {
 		if (dist_beat_listen(st.lsize == st.size, &addr, &port) == 0)
 			hb[0] = st.beat, hb[1] = addr, hb[2] = port;
@@ -328,18 +336,10 @@ int cdp_dist_init(int *argc, char ***argv)
 	}
 	st.left = (st.rank + st.size - 1) % st.size;
 	st.right = (st.rank + 1) % st.size;
-	if (st.size == 2 && !st.env) {     /* launched without MPI: no peer to ask */
-		char name[MPI_MAX_PROCESSOR_NAME], mine[sizeof st.peer_host] = "";
-		int len;
-		MPI_CHECK(MPI_Get_processor_name(name, &len));
-		snprintf(mine, sizeof mine, "%.*s", (int)sizeof mine - 1, name);
-		MPI_CHECK(MPI_Sendrecv(mine, (int)sizeof mine, MPI_CHAR, st.right, 0, st.peer_host,
-		                       (int)sizeof st.peer_host, MPI_CHAR, st.left, 0, st.comm,
-		                       MPI_STATUS_IGNORE));
-		st.peer_host[sizeof st.peer_host - 1] = '\0';
-	}
-	if (st.size > 1 && !st.env)
+	if (st.size > 1 && !st.env) {      /* launched without MPI: no peers to ask */
+		hosts_init();
 		beat_init();
+	}
 	st.inited = 1;
 	if ((rc = wd_start()) != 0)
 		cdp_dist_abort(1, "cannot start the watchdog thread: %s", strerror(rc));
@@ -352,9 +352,9 @@ void cdp_dist_finalize(void)
 		return;
 	dist_ring_finalize();
 	dist_beat_stop();
-	free(st.names);
-	st.names = NULL;
 	wd_stop();
+	free(st.names);         /* after the watchdog, which may name a host */
+	st.names = NULL;
 	MPI_CHECK(MPI_Comm_free(&st.comm));
 	MPI_CHECK(MPI_Finalize());
 	st.inited = 0;
