@@ -3,23 +3,32 @@
 # (cluster_common.sh): once rank 0 has logged step 5,
 #  - kill: every process of host 2 is SIGKILLed (a host that dies);
 #  - link: host 2's link goes down (a host that drops off the network);
+#  - busy: the same while mpirun has a message under way to host 2's daemon
+#    (standard input forwarded to every rank, 64 KiB written after the
+#    link went down);
 #  - stop: rank 1 is SIGSTOPped (a rank that hangs);
 # each time the job ends within 30 s and exits non-zero, rank 0's heartbeat
 # (CDP_DIST_HEARTBEAT=2) names rank 1 and host node2 (kill: "is gone", the
-# connection closed; link and stop: "is lost", no heartbeat for 2 s), and
+# connection closed; link, busy and stop: "is lost", no heartbeat for 2 s), and
 # no process of the job is left on host 1. The job is ended by mpirun (kill,
-# link: it names the lost daemon's host) or by rank 0's watchdog (stop,
-# CDP_DIST_TIMEOUT=10; 25 for link). mpirun runs with the OOB keepalive that
+# link, busy: it names the lost daemon's host) or by rank 0's watchdog (stop,
+# CDP_DIST_TIMEOUT=10; 25 for link and busy). mpirun runs with the OOB keepalive that
 # cdp-train(1) recommends, without which a lost link leaves mpirun waiting
-# for TCP to give up (minutes); the heartbeat only reports, because
-# MPI_Abort before mpirun has seen a daemon unreachable can leave mpirun
-# waiting for that daemon.
+# for TCP to give up (minutes). Keepalive probes go out only while nothing
+# sent is unacknowledged: with a message under way (busy; once under a
+# loaded make check, something of mpirun's own) TCP retransmits instead,
+# for net.ipv4.tcp_retries2 tries (15: 15 minutes), which host 1 has at 5
+# (about 13 s), as cdp-train(1) recommends. The heartbeat only reports,
+# because MPI_Abort before mpirun has seen a daemon unreachable sends the
+# daemon a kill order that is just such a message.
 # Skipped where namespaces cannot be made or without MPI.
 . "$CDP_SRCDIR/tests/cluster/cluster_common.sh"
 export CDP_DIST_TIMEOUT=10 CDP_DIST_HEARTBEAT=2
 KA="--mca oob_tcp_keepalive_time 2 --mca oob_tcp_keepalive_intvl 1 --mca oob_tcp_keepalive_probes 3"
 P="--db $N/pool --keys $T/train.keys --model $SMALL --threads 1 -q --batch 2 --log-every 1"
 P="$P --steps 1000000"
+cluster_host node1
+ip netns exec "$h_ns" sysctl -qw net.ipv4.tcp_retries2=5
 
 # procs HOST: the processes on HOST but its namespaces' holder
 procs() {
@@ -29,19 +38,26 @@ procs() {
 
 lose() {
 	echo "== $1"
-	# link: mpirun's keepalive ends the job (about 7 s); a watchdog that
-	# fired first, as at 10 s once under a loaded make check, would leave
-	# mpirun waiting for the unreachable daemon after MPI_Abort
+	# link: mpirun's keepalive ends the job (about 7 s), busy: its
+	# retransmissions (about 16 s); a watchdog that fired first would
+	# abort while mpirun cannot reach the daemon yet
 	CDP_DIST_TIMEOUT=10
-	[ "$1" != link ] || CDP_DIST_TIMEOUT=25
+	[ "$1" = stop ] || CDP_DIST_TIMEOUT=25
 	d=$N/lose.$1
-	$CMP $KA -np 2 cdp-train $P --out "$d" >"$T/lose.out" 2>"$T/lose.err" &
+	rm -f "$T/in" && mkfifo "$T/in"
+	$CMP $KA --stdin all -np 2 cdp-train $P --out "$d" <"$T/in" >"$T/lose.out" 2>"$T/lose.err" &
 	pid=$!
+	exec 7>"$T/in"
 	wait_step $pid "$(node_path node1 "$d")/metrics.jsonl" 5 60
 	cluster_host node2
 	case $1 in
 	kill) kill -9 $(procs node2) ;;
 	link) ip -n "$h_ns" link set "$CDPC_IF" down ;;
+	busy)
+		ip -n "$h_ns" link set "$CDPC_IF" down
+		# in the background: should mpirun stop reading, the job still ends
+		head -c 65536 /dev/zero >&7 &
+		;;
 	stop)
 		r1=
 		for p in $(procs node2); do
@@ -58,6 +74,7 @@ lose() {
 		[ $i -lt 300 ] || fail "$1: the job still runs 30 s after losing node2: $(cat "$T/lose.err")"
 		sleep 0.1
 	done
+	exec 7>&-
 	set +e; wait $pid; rc=$?; set -e
 	echo "$1: exit $rc after $(($(date +%s) - t0)) s"
 	[ "$rc" -ne 0 ] || fail "$1: mpirun exited 0"
@@ -78,11 +95,13 @@ lose() {
 		sleep 0.1
 	done
 	# host 2 back for the next case
-	[ "$1" != link ] || ip -n "$h_ns" link set "$CDPC_IF" up
+	cluster_host node2
+	case $1 in link | busy) ip -n "$h_ns" link set "$CDPC_IF" up ;; esac
 	for p in $(procs node2); do kill -9 "$p" 2>/dev/null || :; done
 }
 
 lose kill
 lose link
+lose busy
 lose stop
 exit 0
