@@ -18,17 +18,22 @@
 # (width 16, depth 4, 128^2 tiles, batch 8 per rank) and the classifier
 # (classifier.cfg, 64^2 scene tiles, batch BENCH_CBATCH, default 32). Each
 # line prints samples/s, the weak-scaling efficiency against 1 host, the
-# gradient all-reduce time per step (grad_allreduce_s: buckets in flight),
-# the part of it exposed (grad_exposed_s) and the hidden fraction
-# 1 - exposed / in flight; the --no-overlap line's exposed time is what
-# overlapping saves from. Each host holds its own copy of the pool.
+# gradient all-reduce time per step and the part of it exposed, both of
+# the rank that ended backward last (grad_allreduce_last_s: buckets in
+# flight, grad_exposed_last_s: the network's part), the hidden fraction
+# 1 - exposed / in flight and waited= (grad_exposed_s minus it: the
+# faster rank's wait for the slower one); the --no-overlap line's exposed
+# time is what overlapping saves from. Each host holds its own copy of
+# the pool.
 # BENCH_ROUNDS (3) rounds, each of the 1-host run and every 2-host run; a
 # line is the median over the rounds, its efficiency the median of the
 # efficiencies against each round's own 1-host run (progress per run goes
-# to stderr). About 4 min 30 s a round. compute= is the efficiency with
-# the exposed communication taken out of the step: what two cores computed
-# together against one. A note says when its median is below 0.9: then the
-# machine did not run two busy cores at full speed, which caps every line.
+# to stderr). About 4 min 30 s a round. The efficiency is the product of
+# network= (1 - the exposed time's share of the 2-host step: what the
+# link cost) and compute= (the efficiency with that taken out: what two
+# cores computed together against one, slower rank and all). A note says
+# when compute's median is below 0.9: then the machine did not run two
+# busy cores at full speed, which caps every line.
 #   env: BENCH_STEPS, BENCH_WARM, BENCH_SIZE (U-Net scene, 1024),
 #        BENCH_COUNT (classifier tiles, 512), BENCH_RATES ("off 10gbit
 #        1gbit"), BENCH_MODELS ("unet classifier"), BENCH_BUCKET_MB

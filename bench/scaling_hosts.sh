@@ -39,8 +39,8 @@ for h in $(cluster_hosts); do
 done
 run_dir=$(cluster_node node1)/run
 
-# summary: "samples/s grad_allreduce_s exposed_s hidden" from the step
-# lines after the warm-up (median rate, mean times per step)
+# summary: "samples/s grad_allreduce_last_s grad_exposed_last_s grad_exposed_s"
+# from the step lines after the warm-up (median rate, mean times per step)
 summary() {
 	"$PY" - "$run_dir/metrics.jsonl" "$warm" <<'PYEOF'
 import json, sys
@@ -51,9 +51,10 @@ if not rows:
 rate = sorted(r["samples_per_s"] for r in rows)
 n = len(rate)
 med = rate[n // 2] if n % 2 else (rate[n // 2 - 1] + rate[n // 2]) / 2
-g = sum(r["grad_allreduce_s"] for r in rows) / n
-e = sum(r["grad_exposed_s"] for r in rows) / n
-print("%.2f %.4f %.4f %.2f" % (med, g, e, 1 - e / g if g > 0 else 0))
+g = sum(r["grad_allreduce_last_s"] for r in rows) / n
+e = sum(r["grad_exposed_last_s"] for r in rows) / n
+w = sum(r["grad_exposed_s"] for r in rows) / n
+print("%.2f %.4f %.4f %.4f" % (med, g, e, w))
 PYEOF
 }
 
@@ -91,7 +92,7 @@ for m in $models; do
 		cluster_shape off
 		train "$m" 1
 		set -- $(summary)
-		echo "$m 1-host $r $1 0 0" >>"$R"
+		echo "$m 1-host $r $1 0 0 0" >>"$R"
 		echo "$m: round $r: 1 host: samples/s=$1" >&2
 		for rate in $rates; do
 			cluster_shape "$rate"
@@ -100,7 +101,7 @@ for m in $models; do
 				[ "$ov" = overlap ] || extra=--no-overlap
 				train "$m" 2 $extra
 				set -- $(summary)
-				echo "$m $rate/$ov $r $1 $2 $3" >>"$R"
+				echo "$m $rate/$ov $r $1 $2 $3 $4" >>"$R"
 				echo "$m: round $r: 2 hosts, link $rate, $ov: samples/s=$1" >&2
 			done
 		done
@@ -110,31 +111,37 @@ for m in $models; do
 done
 "$PY" - "$R" "$batch" "$cbatch" <<'PYEOF'
 import statistics as S, sys
+# a row: model, line, round, samples/s, in flight and exposed on the rank
+# that waited least, the most any rank waited (seconds per step)
 rows = [l.split() for l in open(sys.argv[1])]
 gbatch = {"unet": 2 * int(sys.argv[2]), "classifier": 2 * int(sys.argv[3])}
-one = {(m, r): float(x) for m, k, r, x, g, e in rows if k == "1-host"}
+one = {(m, r): float(x) for m, k, r, x, g, e, w in rows if k == "1-host"}
 order = []
-for m, k, r, x, g, e in rows:
+for m, k, *_ in rows:
     if (m, k) not in order:
         order.append((m, k))
 comp = {}
 for m, k in order:
-    got = [(r, float(x), float(g), float(e)) for mm, kk, r, x, g, e in rows if (mm, kk) == (m, k)]
-    rate = S.median(x for r, x, g, e in got)
+    got = [(r, float(x), float(g), float(e), float(w)) for mm, kk, r, x, g, e, w in rows
+           if (mm, kk) == (m, k)]
+    rate = S.median(x for r, x, g, e, w in got)
     if k == "1-host":
-        print("%s: 1 host: samples/s=%.2f (rounds: %s)" % (m, rate, " ".join("%.2f" % x for r, x, g, e in got)))
+        print("%s: 1 host: samples/s=%.2f (rounds: %s)" % (m, rate, " ".join("%.2f" % x for r, x, *_ in got)))
         continue
-    effs = [x / (2 * one[(m, r)]) for r, x, g, e in got]
-    # the efficiency with the exposed communication taken out of the step
-    # (gbatch / x s): what the two cores computed together against one
-    cs = [v / max(1 - e * x / gbatch[m], 1e-9) for v, (r, x, g, e) in zip(effs, got)]
+    effs = [x / (2 * one[(m, r)]) for r, x, *_ in got]
+    # the exposed time's share of the step (gbatch / x s) is the network's
+    # cost; the efficiency without it is the cores'
+    nets = [max(1 - e * x / gbatch[m], 1e-9) for r, x, g, e, w in got]
+    cs = [v / n for v, n in zip(effs, nets)]
     comp.setdefault(m, []).extend(cs)
-    g = S.median(g for r, x, g, e in got)
-    e = S.median(e for r, x, g, e in got)
+    g = S.median(g for r, x, g, e, w in got)
+    e = S.median(e for r, x, g, e, w in got)
+    w = S.median(w - e for r, x, g, e, w in got)
     link, ov = k.split("/")
     print("%s: 2 hosts, link %s, %s: samples/s=%.2f efficiency=%.2f allreduce=%.4fs exposed=%.4fs "
-          "hidden=%.2f compute=%.2f (efficiency by round: %s)" % (m, link, ov, rate, S.median(effs),
-          g, e, 1 - e / g if g > 0 else 0, S.median(cs), " ".join("%.2f" % v for v in effs)))
+          "hidden=%.2f waited=%.4fs network=%.2f compute=%.2f (efficiency by round: %s)"
+          % (m, link, ov, rate, S.median(effs), g, e, 1 - e / g if g > 0 else 0, w,
+             S.median(nets), S.median(cs), " ".join("%.2f" % v for v in effs)))
 for m, cs in comp.items():
     if S.median(cs) < 0.9:
         print("%s: note: compute efficiency %.2f (median of the 2-host lines): this machine did not "

@@ -8,6 +8,10 @@
 #  - every step line has grad_allreduce_s (buckets in flight) and
 #    grad_exposed_s (the part not hidden behind backward), the exposed part
 #    never more than the total, all of it exposed with --no-overlap;
+#  - a slow rank (rank 1 stopped 0.3 s in every 0.4 s) is told apart
+#    from the network: grad_exposed_s, the most any rank waited, holds
+#    rank 0's wait for it, grad_exposed_last_s, that of the rank that
+#    waited least, does not; all of it exposed with --no-overlap;
 #  - --bucket-mb is range-checked (exit 2);
 #  - the default cut of a 7.4 MiB U-Net is about 1 MiB buckets (an eighth
 #    of the gradients, at least 1 MiB), all but the last started during
@@ -20,29 +24,35 @@ expect_fail 2 "--bucket-mb: '0' is not a number in" cdp-train $P --out "$T/x" --
 expect_fail 2 "--bucket-mb: '5000' is not a number in" cdp-train $P --out "$T/x" --bucket-mb 5000
 expect_fail 2 "--bucket-mb: 'lots' is not" cdp-train $P --out "$T/x" --bucket-mb lots
 
-# fields FILE: every step line has both times, exposed <= total; prints
-# "exposed total" summed over the lines
+# fields FILE: every step line has both times and both of the rank that
+# waited least, exposed <= total; prints "exposed total exposed-last
+# total-last" summed over the lines
 fields() {
 	"$PYTHON" - "$1" <<'PYEOF'
 import json, sys
-e = g = 0.0
+e = g = el = gl = 0.0
 n = 0
 for line in open(sys.argv[1]):
     d = json.loads(line)
     if d["type"] != "step":
         continue
     n += 1
-    for k in ("grad_allreduce_s", "grad_exposed_s"):
+    for k in ("grad_allreduce_s", "grad_exposed_s", "grad_allreduce_last_s", "grad_exposed_last_s"):
         if not isinstance(d.get(k), float) or d[k] < 0:
             sys.exit("FAIL: step %d: %s is %r" % (d["step"], k, d.get(k)))
     if d["grad_exposed_s"] > d["grad_allreduce_s"]:
         sys.exit("FAIL: step %d: exposed %r > total %r" % (d["step"], d["grad_exposed_s"],
                                                           d["grad_allreduce_s"]))
+    if d["grad_exposed_last_s"] > d["grad_allreduce_last_s"]:
+        sys.exit("FAIL: step %d: last rank exposed %r > total %r"
+                 % (d["step"], d["grad_exposed_last_s"], d["grad_allreduce_last_s"]))
     e += d["grad_exposed_s"]
     g += d["grad_allreduce_s"]
+    el += d["grad_exposed_last_s"]
+    gl += d["grad_allreduce_last_s"]
 if n == 0:
     sys.exit("FAIL: no step lines")
-print("%.17g %.17g" % (e, g))
+print("%.17g %.17g %.17g %.17g" % (e, g, el, gl))
 PYEOF
 }
 
@@ -70,7 +80,46 @@ cmp -s "$T/ld" "$(losses "$T/serial/metrics.jsonl" >"$T/ls"; echo "$T/ls")" ||
 	fail "--no-overlap changed the losses"
 set -- $(fields "$T/serial/metrics.jsonl")
 [ "$1" = "$2" ] || fail "--no-overlap: exposed $1 s, in flight $2 s: want all of it exposed"
+[ "$3" = "$4" ] || fail "--no-overlap: the last rank: exposed $3 s, in flight $4 s: want all of it exposed"
 echo "--no-overlap: all $2 s exposed, the same losses"
+
+$MP cdp-train $P --batch 4 --steps 100 --out "$T/slow" & mp=$!
+r1=
+i=0
+while [ -z "$r1" ]; do
+	for p in $(pgrep -P $mp cdp-train); do
+		! tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx OMPI_COMM_WORLD_RANK=1 || r1=$p
+	done
+	i=$((i + 1))
+	[ $i -lt 100 ] || fail "slow rank: no rank 1 among mpirun's children"
+	sleep 0.1
+done
+n=0
+while kill -0 $r1 2>/dev/null; do
+	kill -STOP $r1 2>/dev/null || :
+	sleep 0.3
+	kill -CONT $r1 2>/dev/null || :
+	n=$((n + 1))
+	sleep 0.1
+done
+wait $mp || fail "slow rank: the run failed"
+"$PYTHON" - "$T/slow/metrics.jsonl" "$n" <<'PYEOF' || fail "slow rank"
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+rows = [r for r in rows if r["type"] == "step"]
+most = sum(r["grad_exposed_s"] for r in rows)
+least = sum(r["grad_exposed_last_s"] for r in rows)
+for r in rows:
+    if not 0 <= r["grad_exposed_last_s"] <= min(r["grad_exposed_s"], r["grad_allreduce_last_s"]):
+        sys.exit("FAIL: step %d: last rank exposed %r of %r, most %r"
+                 % (r["step"], r["grad_exposed_last_s"], r["grad_allreduce_last_s"],
+                    r["grad_exposed_s"]))
+stopped = 0.3 * int(sys.argv[2])
+print("slow rank: stopped %.1f s; waited for gradients: %.2f s the most, %.2f s the least"
+      % (stopped, most, least))
+if most < 0.2 * stopped or least > 0.5 * most:
+    sys.exit("FAIL: want the most >= 0.2 x the stops and the least <= half the most")
+PYEOF
 
 # The default cut of a model below 25 MiB: DDP's 25 MiB would put the
 # U-Net's 7.8 MB into a 1 MiB bucket and one more that starts when

@@ -4,13 +4,17 @@
  *  RUNDIR/metrics.jsonl  one JSON object a line:
  *    {"type":"step","step":S,"epoch":E,"loss":L,"lr":X,"samples_per_s":R,
  *     "data_wait_s":W,"allreduce_s":A,"grad_allreduce_s":G,
- *     "grad_exposed_s":E,"loss_scale":X,"skipped_steps":N,
+ *     "grad_exposed_s":E,"grad_allreduce_last_s":G,"grad_exposed_last_s":E,
+ *     "loss_scale":X,"skipped_steps":N,
  *     "rss_anon_kb":[per rank],"skipped":K}
  *      averages over the steps since the last step line; data_wait_s,
  *      allreduce_s, grad_allreduce_s (gradient buckets in flight) and
  *      grad_exposed_s (the part of it not hidden behind backward,
  *      <= grad_allreduce_s on every rank: dist.h, cdp_dist_stats) are the
- *      slowest rank's totals over them; loss_scale is
+ *      slowest rank's totals over them; the _last_s pair is the two of
+ *      the rank that waited least (the one that ended backward last, which
+ *      waits for the network alone while the others wait for it too);
+ *      loss_scale is
  *      the dynamic loss scale after the step (null when off), skipped_steps
  *      the optimizer steps skipped so far because the scaled gradients
  *      overflowed, skipped the bad records skipped so far;
@@ -218,6 +222,7 @@ void tr_log_step(trainer *t, double lr)
 	double *v = calloc((size_t)5 * j, sizeof *v);
 	cdp_dist_stats ds;
 	double dt = cdp_now() - t->iv_t0, wait = 0, comm = 0, grad = 0, exposed = 0, loss;
+	int last = 0;
 
 	if (!v)
 		TR_FAIL("out of memory");
@@ -227,8 +232,11 @@ void tr_log_step(trainer *t, double lr)
 	v[2 * j + t->rank] = ds.wait_s + ds.progress_s;
 	v[3 * j + t->rank] = ds.grad_s;
 	v[4 * j + t->rank] = ds.grad_exposed_s;
+	/* a sum of one-hot vectors: every rank's values with any backend */
 	cdp_dist_sum_f64(v, (size_t)5 * j);
 	for (int r = 0; r < j; r++) {
+		if (v[4 * j + r] < v[4 * j + last])
+			last = r;
 		wait = fmax(wait, v[j + r]);
 		comm = fmax(comm, v[2 * j + r]);
 		grad = fmax(grad, v[3 * j + r]);
@@ -247,6 +255,8 @@ void tr_log_step(trainer *t, double lr)
 		jnum(f, "allreduce_s", comm);
 		jnum(f, "grad_allreduce_s", grad);
 		jnum(f, "grad_exposed_s", exposed);
+		jnum(f, "grad_allreduce_last_s", v[3 * j + last]);
+		jnum(f, "grad_exposed_last_s", v[4 * j + last]);
 		jnum(f, "loss_scale", t->scale > 0 ? t->scale : NAN);
 		fprintf(f, ",\"skipped_steps\":%" PRIu64, t->scale_skipped);
 		fprintf(f, ",\"rss_anon_kb\":[");
