@@ -28,12 +28,14 @@
 # BENCH_ROUNDS (3) rounds, each of the 1-host run and every 2-host run; a
 # line is the median over the rounds, its efficiency the median of the
 # efficiencies against each round's own 1-host run (progress per run goes
-# to stderr). About 4 min 30 s a round. The efficiency is the product of
-# network= (1 - the exposed time's share of the 2-host step: what the
-# link cost) and compute= (the efficiency with that taken out: what two
-# cores computed together against one, slower rank and all). A note says
-# when compute's median is below 0.9: then the machine did not run two
-# busy cores at full speed, which caps every line.
+# to stderr). About 5 min a round. Each round also runs 1 host on each of
+# the 2 hosts at once: side-by-side= is a 2-host line's rate against the
+# sum of those two, the efficiency with the machine's own cost of two busy
+# cores taken out (on a real cluster, where hosts share nothing, the two
+# are the same), and a note says when that cost is over 5%. The
+# efficiency is also the product of network= (1 - the exposed time's
+# share of the 2-host step: what the link cost) and compute= (the rest:
+# the slower rank, and the machine).
 #   env: BENCH_STEPS, BENCH_WARM, BENCH_SIZE (U-Net scene, 1024),
 #        BENCH_COUNT (classifier tiles, 512), BENCH_RATES ("off 10gbit
 #        1gbit"), BENCH_MODELS ("unet classifier"), BENCH_BUCKET_MB

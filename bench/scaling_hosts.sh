@@ -38,11 +38,13 @@ for h in $(cluster_hosts); do
 	done
 done
 run_dir=$(cluster_node node1)/run
+run_dir2=$(cluster_node node2)/run
 
 # summary: "samples/s grad_allreduce_last_s grad_exposed_last_s grad_exposed_s"
 # from the step lines after the warm-up (median rate, mean times per step)
+# (of RUNDIR, default node1's run directory)
 summary() {
-	"$PY" - "$run_dir/metrics.jsonl" "$warm" <<'PYEOF'
+	"$PY" - "${1:-$run_dir}/metrics.jsonl" "$warm" <<'PYEOF'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 rows = [r for r in rows if r["type"] == "step" and r["step"] > int(sys.argv[2])]
@@ -59,7 +61,9 @@ PYEOF
 }
 
 # train MODEL HOSTS [OPTION...]: one run of MODEL on 1 host (node1) or on
-# 2 (one rank each, mpirun from node1), its run directory on node1
+# 2 (one rank each, mpirun from node1), its run directory on node1; HOSTS
+# "pair": a 1-host run on node1 and another on node2 at the same time,
+# each in its own node-local run directory
 train() {
 	m=$1 nh=$2
 	shift 2
@@ -70,9 +74,13 @@ train() {
 	fi
 	set -- "$@" -q --db "$N/$m" --keys "$N/$m.keys" --out "$N/run" --steps "$steps" \
 		--threads 1 --log-every 1 --pad-last ${bmb:+--bucket-mb "$bmb"}
-	rm -rf "$run_dir"
+	rm -rf "$run_dir" "$run_dir2"
 	if [ "$nh" = 1 ]; then
 		cluster_run node1 cdp-train "$@"
+	elif [ "$nh" = pair ]; then
+		cluster_run node2 cdp-train "$@" &
+		cluster_run node1 cdp-train "$@"
+		wait $! || { echo "scaling.sh: the 1-host run on node2 failed" >&2; exit 1; }
 	else
 		# CDP_DIST_THREAD=0 set: compare with the progress engine
 		cluster_mpirun -np 2 -x PATH ${CDP_DIST_THREAD:+-x CDP_DIST_THREAD} cdp-train "$@"
@@ -94,6 +102,12 @@ for m in $models; do
 		set -- $(summary)
 		echo "$m 1-host $r $1 0 0 0" >>"$R"
 		echo "$m: round $r: 1 host: samples/s=$1" >&2
+		# both hosts' cores busy, as in a 2-host run: the machine's own
+		# cost of running two (they share its memory and caches)
+		train "$m" pair
+		a=$(summary | cut -d' ' -f1) b=$(summary "$run_dir2" | cut -d' ' -f1)
+		echo "$m pair $r $(echo "$a $b" | awk '{ print $1 + $2 }') 0 0 0" >>"$R"
+		echo "$m: round $r: 1 host on each of 2 at once: samples/s=$a + $b" >&2
 		for rate in $rates; do
 			cluster_shape "$rate"
 			for ov in overlap serial; do
@@ -116,11 +130,12 @@ import statistics as S, sys
 rows = [l.split() for l in open(sys.argv[1])]
 gbatch = {"unet": 2 * int(sys.argv[2]), "classifier": 2 * int(sys.argv[3])}
 one = {(m, r): float(x) for m, k, r, x, g, e, w in rows if k == "1-host"}
+pair = {(m, r): float(x) for m, k, r, x, g, e, w in rows if k == "pair"}
 order = []
 for m, k, *_ in rows:
     if (m, k) not in order:
         order.append((m, k))
-comp = {}
+busy = {}
 for m, k in order:
     got = [(r, float(x), float(g), float(e), float(w)) for mm, kk, r, x, g, e, w in rows
            if (mm, kk) == (m, k)]
@@ -128,23 +143,32 @@ for m, k in order:
     if k == "1-host":
         print("%s: 1 host: samples/s=%.2f (rounds: %s)" % (m, rate, " ".join("%.2f" % x for r, x, *_ in got)))
         continue
+    if k == "pair":
+        busy[m] = S.median(x / (2 * one[(m, r)]) for r, x, *_ in got)
+        print("%s: 1 host on each of 2 at once: samples/s=%.2f together, %.2f of twice 1 host "
+              "(rounds: %s)" % (m, rate, busy[m], " ".join("%.2f" % x for r, x, *_ in got)))
+        continue
     effs = [x / (2 * one[(m, r)]) for r, x, *_ in got]
+    # against the two 1-host runs side by side: what running distributed
+    # cost, the machine's cost of two busy cores taken out
+    sides = [x / pair[(m, r)] for r, x, *_ in got]
     # the exposed time's share of the step (gbatch / x s) is the network's
     # cost; the efficiency without it is the cores'
     nets = [max(1 - e * x / gbatch[m], 1e-9) for r, x, g, e, w in got]
     cs = [v / n for v, n in zip(effs, nets)]
-    comp.setdefault(m, []).extend(cs)
     g = S.median(g for r, x, g, e, w in got)
     e = S.median(e for r, x, g, e, w in got)
     w = S.median(w - e for r, x, g, e, w in got)
     link, ov = k.split("/")
-    print("%s: 2 hosts, link %s, %s: samples/s=%.2f efficiency=%.2f allreduce=%.4fs exposed=%.4fs "
-          "hidden=%.2f waited=%.4fs network=%.2f compute=%.2f (efficiency by round: %s)"
-          % (m, link, ov, rate, S.median(effs), g, e, 1 - e / g if g > 0 else 0, w,
-             S.median(nets), S.median(cs), " ".join("%.2f" % v for v in effs)))
-for m, cs in comp.items():
-    if S.median(cs) < 0.9:
-        print("%s: note: compute efficiency %.2f (median of the 2-host lines): this machine did not "
-              "give two busy cores their full speed, which caps every 2-host line; rerun when it "
-              "does" % (m, S.median(cs)))
+    print("%s: 2 hosts, link %s, %s: samples/s=%.2f efficiency=%.2f side-by-side=%.2f "
+          "allreduce=%.4fs exposed=%.4fs hidden=%.2f waited=%.4fs network=%.2f compute=%.2f "
+          "(efficiency by round: %s; side-by-side: %s)"
+          % (m, link, ov, rate, S.median(effs), S.median(sides), g, e, 1 - e / g if g > 0 else 0,
+             w, S.median(nets), S.median(cs), " ".join("%.2f" % v for v in effs),
+             " ".join("%.2f" % v for v in sides)))
+for m, b in busy.items():
+    if b < 0.95:
+        print("%s: note: two 1-host runs at once made %.2f of twice one alone: this machine does not "
+              "give two busy cores their full speed, which caps every efficiency= (side-by-side= "
+              "takes it out)" % (m, b))
 PYEOF
