@@ -36,7 +36,7 @@
  *    CDP_DIST_THREAD=0): a ready bucket is handed to it (a lock and a
  *    signal, no MPI call), and from then until cdp_dist_wait_all takes
  *    MPI back the thread alone calls MPI: it starts the bucket, tests
- *    what is in flight and, when nothing moved, sleeps 100 us (MPI's own
+ *    what is in flight and, when nothing moved, sleeps 400 us (MPI's own
  *    waits spin, and the thread shares the core with the backward pass).
  *    cdp_dist_wait_all lets the thread end its current pass, then starts
  *    and finishes what is left itself, blocking in MPI_Waitany as below.

@@ -85,12 +85,21 @@ static struct {
 	int threaded;                   /* the buckets go to the communication thread */
 } st = { .chunk = 262144 };
 
+/* The thread's sleep when nothing moved. Each wake takes the core from
+ * backward: at 100 us the U-Net's backward ran 5-8% slower against
+ * --no-overlap; 400 us gave 7% more samples/s on 2 hosts at 1 and
+ * 10 Gbit/s (5 of 5 alternating pairs) with the same exposed time, and
+ * 1 ms no more (doc/PERFORMANCE.md; configure CPPFLAGS=-DPOLL_NS=N
+ * builds another to measure). */
+#ifndef POLL_NS
+#define POLL_NS 400000
+#endif
+
 /* The communication thread (dist.h, "Buckets and overlap"). While `active`
  * (main thread's flag: buckets handed over and not yet joined) the thread
  * owns MPI, the op list and the ring's state; the main thread only appends
  * bucket numbers to q under mu. Everything else of st is the main
  * thread's. */
-#define POLL_NS 100000          /* the thread's sleep when nothing moved */
 static struct {
 	pthread_t th;
 	int on, stop, active;
