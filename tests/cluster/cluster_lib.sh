@@ -195,8 +195,10 @@ cluster_shape() {
 			m = u == "kbit" ? 1e3 : u == "mbit" ? 1e6 : u == "gbit" ? 1e9 : u == "bit" || u == "" ? 1 : 0
 			if (n <= 0 || m == 0) exit 1; printf "%.0f\n", n * m }') ||
 			cdpc_die "bad rate '$1' (want e.g. 1gbit, 100mbit)"
-		# a bucket of 10 ms at the rate, at least 64 KiB (two TSO frames)
-		cs_burst=$((cs_bits / 800))
+		# a bucket of 1 ms at the rate, at least 64 KiB (a TSO frame and
+		# some): what passes faster than RATE. 10 ms at 10 Gbit/s let 12.5
+		# MB through at the veth's own speed, more than a step's gradients
+		cs_burst=$((cs_bits / 8000))
 		[ "$cs_burst" -ge 65536 ] || cs_burst=65536
 	fi
 	for cs_h in $(cluster_hosts); do
