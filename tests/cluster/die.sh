@@ -9,18 +9,19 @@
 #  - stop: rank 1 is SIGSTOPped (a rank that hangs);
 # each time the job ends within 30 s and exits non-zero, rank 0's heartbeat
 # (CDP_DIST_HEARTBEAT=2) names rank 1 and host node2 (kill: "is gone", the
-# connection closed; link, busy and stop: "is lost", no heartbeat for 2 s), and
-# no process of the job is left on host 1. The job is ended by mpirun (kill,
-# link, busy: it names the lost daemon's host) or by rank 0's watchdog (stop,
-# CDP_DIST_TIMEOUT=10; 25 for link and busy). mpirun runs with the OOB keepalive that
-# cdp-train(1) recommends, without which a lost link leaves mpirun waiting
-# for TCP to give up (minutes). Keepalive probes go out only while nothing
-# sent is unacknowledged: with a message under way (busy; once under a
-# loaded make check, something of mpirun's own) TCP retransmits instead,
-# for net.ipv4.tcp_retries2 tries (15: 15 minutes), which host 1 has at 5
-# (about 13 s), as cdp-train(1) recommends. The heartbeat only reports,
-# because MPI_Abort before mpirun has seen a daemon unreachable sends the
-# daemon a kill order that is just such a message.
+# connection closed; link, busy and stop: "is lost", no heartbeat for 2 s),
+# and no process of the job is left on host 1. The job is ended by mpirun
+# (kill, link, busy: it names the lost daemon's host) or by rank 0's
+# watchdog (stop, CDP_DIST_TIMEOUT=10; 25 for link and busy). mpirun runs
+# with the OOB keepalive that cdp-train(1) recommends, without which a lost
+# link leaves mpirun waiting for TCP to give up (minutes). Keepalive probes
+# go out only while nothing sent is unacknowledged: with a message under
+# way (busy; once under a loaded make check, something of mpirun's own)
+# TCP retransmits instead, for net.ipv4.tcp_retries2 tries (15: 15
+# minutes), which host 1 has at 5 (about 13 s), as cdp-train(1)
+# recommends. The heartbeat only reports, because MPI_Abort before mpirun
+# has seen a daemon unreachable sends the daemon a kill order that is just
+# such a message.
 # Skipped where namespaces cannot be made or without MPI.
 . "$CDP_SRCDIR/tests/cluster/cluster_common.sh"
 export CDP_DIST_TIMEOUT=10 CDP_DIST_HEARTBEAT=2

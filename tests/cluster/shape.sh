@@ -5,12 +5,11 @@
 # once), and "off" takes the limit away again (tc shows no tbf). A lower
 # bound only: a loaded machine makes a transfer slower, never faster than
 # the token bucket allows. Skipped where namespaces cannot be made.
-set -eu
+. "$CDP_SRCDIR/tests/tools/common.sh"
 . "$CDP_SRCDIR/tests/cluster/cluster_lib.sh"
-fail() { echo "FAIL: $*" >&2; exit 1; }
 why=$(cluster_probe)
 [ -z "$why" ] || { echo "SKIP: no simulated cluster: $why" >&2; exit 77; }
-T=$(mktemp -d "${TMPDIR:-/tmp}/cdp-shape.XXXXXX")
+need_python
 CDPC_TMP=$T
 trap 'cluster_down; rm -rf "$T"' EXIT
 trap 'exit 1' HUP INT TERM

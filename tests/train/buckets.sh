@@ -85,6 +85,9 @@ echo "--no-overlap: all $2 s exposed, the same losses"
 
 $MP cdp-train $P --batch 4 --steps 100 --out "$T/slow" & mp=$!
 r1=
+# a failure or an interrupt from here leaves no stopped rank, no mpirun
+trap 'kill -CONT $r1 2>/dev/null; kill $mp 2>/dev/null; rm -rf "$T"' EXIT
+trap 'exit 1' HUP INT TERM
 i=0
 while [ -z "$r1" ]; do
 	for p in $(pgrep -P $mp cdp-train); do
@@ -103,6 +106,7 @@ while kill -0 $r1 2>/dev/null; do
 	sleep 0.1
 done
 wait $mp || fail "slow rank: the run failed"
+trap 'rm -rf "$T"' EXIT
 "$PYTHON" - "$T/slow/metrics.jsonl" "$n" <<'PYEOF' || fail "slow rank"
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
