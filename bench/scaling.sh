@@ -35,7 +35,12 @@
 # are the same), and a note says when that cost is over 5%. The
 # efficiency is also the product of network= (1 - the exposed time's
 # share of the 2-host step: what the link cost) and compute= (the rest:
-# the slower rank, and the machine).
+# the slower rank, and the machine). Every run is traced (--trace), and
+# equal-speed= is the efficiency at equal core speed: the 2-host step's
+# length in forward passes of its slower rank against the 1-host step's
+# in forward passes of its own (a forward pass moves no gradients, so it
+# gauges a core's speed at that moment). What distributing costs stays in
+# it; a core that runs slower, for a step or a spell, does not.
 #   env: BENCH_STEPS, BENCH_WARM, BENCH_SIZE (U-Net scene, 1024),
 #        BENCH_COUNT (classifier tiles, 512), BENCH_RATES ("off 10gbit
 #        1gbit"), BENCH_MODELS ("unet classifier"), BENCH_BUCKET_MB

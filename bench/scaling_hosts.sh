@@ -40,13 +40,25 @@ done
 run_dir=$(cluster_node node1)/run
 run_dir2=$(cluster_node node2)/run
 
-# summary: "samples/s grad_allreduce_last_s grad_exposed_last_s grad_exposed_s"
-# from the step lines after the warm-up (median rate, mean times per step)
-# (of RUNDIR, default node1's run directory)
+# summary: "samples/s grad_allreduce_last_s grad_exposed_last_s grad_exposed_s
+# step/forward" from the step lines after the warm-up (median rate, mean
+# times per step) (of RUNDIR, default node1's run directory). step/forward
+# is the median over the steps of the step's time over the slower rank's
+# forward pass, from the --trace timeline: a forward pass moves no
+# gradients, so it is the speed of that rank's core at that moment, and the
+# ratio is the step's length in units of it.
 summary() {
 	"$PY" - "${1:-$run_dir}/metrics.jsonl" "$warm" <<'PYEOF'
-import json, sys
+import json, os, statistics as S, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
+tr = os.path.join(os.path.dirname(sys.argv[1]), "trace.json")
+span = {}
+for ev in json.load(open(tr))["traceEvents"] if os.path.exists(tr) else []:
+    s = ev.get("args", {}).get("step", 0)
+    if ev.get("ph") == "X" and ev["name"] in ("step", "forward") and s > int(sys.argv[2]):
+        k = (s, ev["name"])
+        span[k] = max(span.get(k, 0), ev["dur"])
+q = [span[(s, "step")] / span[(s, "forward")] for s, n in span if n == "step" and (s, "forward") in span]
 rows = [r for r in rows if r["type"] == "step" and r["step"] > int(sys.argv[2])]
 if not rows:
     sys.exit("scaling.sh: no step lines after the warm-up (raise BENCH_STEPS)")
@@ -56,7 +68,7 @@ med = rate[n // 2] if n % 2 else (rate[n // 2 - 1] + rate[n // 2]) / 2
 g = sum(r["grad_allreduce_last_s"] for r in rows) / n
 e = sum(r["grad_exposed_last_s"] for r in rows) / n
 w = sum(r["grad_exposed_s"] for r in rows) / n
-print("%.2f %.4f %.4f %.4f" % (med, g, e, w))
+print("%.2f %.4f %.4f %.4f %.4f" % (med, g, e, w, S.median(q) if q else 0))
 PYEOF
 }
 
@@ -73,7 +85,7 @@ train() {
 		set -- "$@" --model "$src/share/cdpool/models/classifier.cfg" --batch "$cbatch"
 	fi
 	set -- "$@" -q --db "$N/$m" --keys "$N/$m.keys" --out "$N/run" --steps "$steps" \
-		--threads 1 --log-every 1 --pad-last ${bmb:+--bucket-mb "$bmb"}
+		--threads 1 --log-every 1 --trace "$N/run/trace.json" --pad-last ${bmb:+--bucket-mb "$bmb"}
 	rm -rf "$run_dir" "$run_dir2"
 	if [ "$nh" = 1 ]; then
 		cluster_run node1 cdp-train "$@"
@@ -100,13 +112,13 @@ for m in $models; do
 		cluster_shape off
 		train "$m" 1
 		set -- $(summary)
-		echo "$m 1-host $r $1 0 0 0" >>"$R"
+		echo "$m 1-host $r $1 0 0 0 $5" >>"$R"
 		echo "$m: round $r: 1 host: samples/s=$1" >&2
 		# both hosts' cores busy, as in a 2-host run: the machine's own
 		# cost of running two (they share its memory and caches)
 		train "$m" pair
 		a=$(summary | cut -d' ' -f1) b=$(summary "$run_dir2" | cut -d' ' -f1)
-		echo "$m pair $r $(echo "$a $b" | awk '{ print $1 + $2 }') 0 0 0" >>"$R"
+		echo "$m pair $r $(echo "$a $b" | awk '{ print $1 + $2 }') 0 0 0 0" >>"$R"
 		echo "$m: round $r: 1 host on each of 2 at once: samples/s=$a + $b" >&2
 		for rate in $rates; do
 			cluster_shape "$rate"
@@ -115,7 +127,7 @@ for m in $models; do
 				[ "$ov" = overlap ] || extra=--no-overlap
 				train "$m" 2 $extra
 				set -- $(summary)
-				echo "$m $rate/$ov $r $1 $2 $3 $4" >>"$R"
+				echo "$m $rate/$ov $r $1 $2 $3 $4 $5" >>"$R"
 				echo "$m: round $r: 2 hosts, link $rate, $ov: samples/s=$1" >&2
 			done
 		done
@@ -126,22 +138,25 @@ done
 "$PY" - "$R" "$batch" "$cbatch" <<'PYEOF'
 import statistics as S, sys
 # a row: model, line, round, samples/s, in flight and exposed on the rank
-# that waited least, the most any rank waited (seconds per step)
+# that waited least, the most any rank waited (seconds per step), and the
+# step over the slower rank's forward pass (summary)
 rows = [l.split() for l in open(sys.argv[1])]
 gbatch = {"unet": 2 * int(sys.argv[2]), "classifier": 2 * int(sys.argv[3])}
-one = {(m, r): float(x) for m, k, r, x, g, e, w in rows if k == "1-host"}
-pair = {(m, r): float(x) for m, k, r, x, g, e, w in rows if k == "pair"}
+one = {(m, r): float(x) for m, k, r, x, g, e, w, q in rows if k == "1-host"}
+oneq = {(m, r): float(q) for m, k, r, x, g, e, w, q in rows if k == "1-host"}
+pair = {(m, r): float(x) for m, k, r, x, g, e, w, q in rows if k == "pair"}
 order = []
 for m, k, *_ in rows:
     if (m, k) not in order:
         order.append((m, k))
 busy = {}
 for m, k in order:
-    got = [(r, float(x), float(g), float(e), float(w)) for mm, kk, r, x, g, e, w in rows
-           if (mm, kk) == (m, k)]
-    rate = S.median(x for r, x, g, e, w in got)
+    got = [(r, float(x), float(g), float(e), float(w), float(q))
+           for mm, kk, r, x, g, e, w, q in rows if (mm, kk) == (m, k)]
+    rate = S.median(x for r, x, *_ in got)
     if k == "1-host":
-        print("%s: 1 host: samples/s=%.2f (rounds: %s)" % (m, rate, " ".join("%.2f" % x for r, x, *_ in got)))
+        print("%s: 1 host: samples/s=%.2f step/forward=%.2f (rounds: %s)"
+              % (m, rate, S.median(q for *_, q in got), " ".join("%.2f" % x for r, x, *_ in got)))
         continue
     if k == "pair":
         busy[m] = S.median(x / (2 * one[(m, r)]) for r, x, *_ in got)
@@ -154,18 +169,25 @@ for m, k in order:
     sides = [x / pair[(m, r)] for r, x, *_ in got]
     # the exposed time's share of the step (gbatch / x s) is the network's
     # cost; the efficiency without it is the cores'
-    nets = [max(1 - e * x / gbatch[m], 1e-9) for r, x, g, e, w in got]
+    nets = [max(1 - e * x / gbatch[m], 1e-9) for r, x, g, e, w, q in got]
     cs = [v / n for v, n in zip(effs, nets)]
-    g = S.median(g for r, x, g, e, w in got)
-    e = S.median(e for r, x, g, e, w in got)
-    w = S.median(w - e for r, x, g, e, w in got)
+    # the efficiency at equal core speed: a step measured in forward passes
+    # of its slower rank against a 1-host step in forward passes of its
+    # core. What a 2-host step costs beyond one host's (communication,
+    # the thread, waiting within a step) stays in; the cores' speeds
+    # cancel, the straggler's as well as a slow spell's.
+    eqs = [oneq[(m, r)] / q for r, x, g, e, w, q in got if q > 0 and oneq[(m, r)] > 0]
+    g = S.median(g for r, x, g, e, w, q in got)
+    e = S.median(e for r, x, g, e, w, q in got)
+    w = S.median(w - e for r, x, g, e, w, q in got)
     link, ov = k.split("/")
     print("%s: 2 hosts, link %s, %s: samples/s=%.2f efficiency=%.2f side-by-side=%.2f "
-          "allreduce=%.4fs exposed=%.4fs hidden=%.2f waited=%.4fs network=%.2f compute=%.2f "
-          "(efficiency by round: %s; side-by-side: %s)"
-          % (m, link, ov, rate, S.median(effs), S.median(sides), g, e, 1 - e / g if g > 0 else 0,
-             w, S.median(nets), S.median(cs), " ".join("%.2f" % v for v in effs),
-             " ".join("%.2f" % v for v in sides)))
+          "equal-speed=%.2f allreduce=%.4fs exposed=%.4fs hidden=%.2f waited=%.4fs network=%.2f "
+          "compute=%.2f (efficiency by round: %s; side-by-side: %s; equal-speed: %s)"
+          % (m, link, ov, rate, S.median(effs), S.median(sides), S.median(eqs) if eqs else 0, g, e,
+             1 - e / g if g > 0 else 0, w, S.median(nets), S.median(cs),
+             " ".join("%.2f" % v for v in effs), " ".join("%.2f" % v for v in sides),
+             " ".join("%.2f" % v for v in eqs)))
 for m, b in busy.items():
     if b < 0.95:
         print("%s: note: two 1-host runs at once made %.2f of twice one alone: this machine does not "
