@@ -64,6 +64,42 @@ static const struct option *find_long(const char *arg, const struct option *lo,
 	return n == 1 ? hit : NULL;
 }
 
+/* Whether option c took the next element as its argument when that element
+ * is one of the program's own options ("--trace --pad-last", "--out -q"):
+ * getopt_long hands it over as the argument, and the run would then write
+ * a file named "--pad-last" and drop the option. That is never what was
+ * meant, so it is refused with the way to mean it. An argument attached to
+ * its option ("--out=--x", "-o--x") is the user's explicit choice and
+ * passes, as does "-" (standard input or output). */
+static int swallowed(int c, int argc, char *const argv[], const char *shortopts,
+                     const struct option *longopts)
+{
+	const char *el, *opt;
+	int amb, len;
+
+	if (optarg == NULL || optind < 2 || optind > argc || optarg != argv[optind - 1] ||
+	    optarg[0] != '-')
+		return 0;
+	if (optarg[1] == '-') {
+		if (optarg[2] == '\0' || (find_long(optarg, longopts, &amb) == NULL && !amb))
+			return 0;
+	} else if (!((optarg[1] >= 'a' && optarg[1] <= 'z') ||
+	             (optarg[1] >= 'A' && optarg[1] <= 'Z')) ||
+	           strchr(shortopts, optarg[1]) == NULL) {
+		return 0;
+	}
+	el = argv[optind - 2];
+	opt = strncmp(el, "--", 2) == 0 ? el : NULL;
+	len = opt ? (int)strcspn(opt, "=") : 0;
+	if (opt)
+		say("option '%.*s' needs an argument, and '%s' is an option (write './%s' for a "
+		    "file of that name)", len, opt, optarg, optarg);
+	else
+		say("option '-%c' needs an argument, and '%s' is an option (write './%s' for a "
+		    "file of that name)", c, optarg, optarg);
+	return 1;
+}
+
 int cdp_cli_getopt(int argc, char *const argv[], const char *shortopts,
                    const struct option *longopts)
 {
@@ -79,7 +115,7 @@ int cdp_cli_getopt(int argc, char *const argv[], const char *shortopts,
 	optopt = 0;
 	c = getopt_long(argc, argv, opts, longopts, NULL);
 	if (c != '?' && c != ':')
-		return c;
+		return swallowed(c, argc, argv, shortopts, longopts) ? '?' : c;
 	/* getopt_long steps past a long option it refuses, so argv[optind-1]
 	 * is that option; a short one is named by optopt. */
 	el = optind > 0 && optind <= argc ? argv[optind - 1] : "";

@@ -8,6 +8,8 @@
  *     cdp-tile: --edge: 'wrap' is not shift, pad or drop
  *     cdp-tile: unknown option '--bogus' (cdp-tile --help lists them)
  *     cdp-tile: option '--size' needs an argument
+ *     cdp-train: option '--trace' needs an argument, and '--pad-last' is an
+ *         option (write './--pad-last' for a file of that name)
  *
  * and the program exits 2. The parsers take the option's name as the user
  * spells it ("--size" also for -s) and wrap lib/cdp_num.h: they return

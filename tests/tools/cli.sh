@@ -3,7 +3,8 @@
 # print "PROG (cdpool) VERSION" and exit 0; a number out of range, a
 # non-number, an unknown option and a missing argument each give exactly one
 # line on stderr, "PROG: ..." with the program's name (not the path it was
-# run by), and exit 2, before any work is done.
+# run by), and exit 2, before any work is done; so does an option whose
+# argument is another of the program's options.
 . "$CDP_SRCDIR/tests/tools/common.sh"
 version=$(sed -n 's/^#define PACKAGE_VERSION "\(.*\)"$/\1/p' "$CDP_BUILDDIR/config.h")
 [ -n "$version" ] || fail "no PACKAGE_VERSION in config.h"
@@ -58,4 +59,12 @@ one_line 2 "^cdp-train: --momentum: '1' is not a number in 0\.\.1, less than 1\$
 	"$CDP_BUILDDIR/cdp-train" --momentum 1
 one_line 2 "^cdp-tile: unknown option '-x' \\(cdp-tile --help lists the options\\)\$" \
 	"$CDP_BUILDDIR/cdp-tile" -qx x.tif
+# an option's file argument that is another option: refused, not written
+# as a file named after it (getopt_long would take --pad-last as the file)
+mkdir "$T/cwd"
+(cd "$T/cwd" && one_line 2 "^cdp-train: option '--trace' needs an argument, and '--pad-last' is an option \\(write '\\./--pad-last' for a file of that name\\)\$" \
+	"$CDP_BUILDDIR/cdp-train" --db=d --trace --pad-last)
+[ -z "$(ls -A "$T/cwd")" ] || fail "cdp-train --trace --pad-last left $(ls -A "$T/cwd")"
+one_line 2 "^cdp-predict: option '-o' needs an argument, and '-q' is an option" \
+	"$CDP_BUILDDIR/cdp-predict" run x.tif -o -q
 exit 0

@@ -270,6 +270,22 @@ static void test_getopt(void)
 	GETOPT('?', "?", "cdp-test: option '--size' needs an argument\n", "--size");
 	GETOPT('?', "h?", "cdp-test: option '-s' needs an argument\n", "-hs");
 	GETOPT('?', "?", "cdp-test: option '--help' takes no argument\n", "--help=yes");
+	/* an option's argument that is another option: getopt_long would hand
+	 * "--help" over as the file name and drop the option */
+	GETOPT('?', "?", "cdp-test: option '--size' needs an argument, and '--help' is an option "
+	       "(write './--help' for a file of that name)\n", "--size", "--help");
+	GETOPT('?', "h?", "cdp-test: option '--val-by' needs an argument, and '-h' is an option "
+	       "(write './-h' for a file of that name)\n", "-h", "--val-by", "-h");
+	GETOPT('?', "?", "cdp-test: option '-s' needs an argument, and '--val-o' is an option "
+	       "(write './--val-o' for a file of that name)\n", "-s", "--val-o");
+	GETOPT('?', "?", "cdp-test: option '-s' needs an argument, and '--val-' is an option "
+	       "(write './--val-' for a file of that name)\n", "-s", "--val-");
+	/* ... but not an attached one, "-", a number, "--", or a word that is
+	 * no option of the program's */
+	GETOPT(-1, "1s", "", "--val-by=--help", "-s--help");
+	GETOPT(-1, "s0", "", "-s", "-", "--val", "-1");
+	GETOPT(-1, "01", "", "--val", "--", "--val-by", "--nonesuch");
+	GETOPT(-1, "2", "", "--val-out", "-x");
 
 	if (errfd >= 0)
 		close(errfd);
