@@ -1,8 +1,9 @@
 # tests/dist/: the communication layer. test_dist runs under mpirun from
-# dist.sh; test_rdv and test_watch (the rendezvous file and the watchdog)
-# need neither NCCL nor a GPU; test_nccl_mock runs dist_nccl.c itself on the
-# CUDA and NCCL stand-ins of nccl_mock.c. All of it only with HAVE_MPI.
-DIST_TESTS = tests/dist/test_rdv tests/dist/test_watch
+# dist.sh; test_rdv, test_watch and test_beat (the rendezvous file, the
+# watchdog and the heartbeat's goodbye) need neither NCCL nor a GPU;
+# test_nccl_mock runs dist_nccl.c itself on the CUDA and NCCL stand-ins of
+# nccl_mock.c. All of it only with HAVE_MPI.
+DIST_TESTS = tests/dist/test_rdv tests/dist/test_watch tests/dist/test_beat
 # the corpus replay of fuzz_rdv (tests/fuzz/, doc/FUZZING.md)
 DIST_TESTS += tests/dist/test_fuzz_rdv
 if HAVE_MPI
@@ -25,6 +26,9 @@ tests_dist_test_rdv_LDADD = $(DIST_LIBS)
 tests_dist_test_watch_SOURCES = tests/dist/test_watch.c tests/dist/clock.h
 tests_dist_test_watch_CPPFLAGS = $(DIST_TEST_CPPFLAGS)
 tests_dist_test_watch_LDADD = $(DIST_LIBS)
+tests_dist_test_beat_SOURCES = tests/dist/test_beat.c
+tests_dist_test_beat_CPPFLAGS = $(DIST_TEST_CPPFLAGS)
+tests_dist_test_beat_LDADD = $(DIST_LIBS)
 tests_dist_test_nccl_mock_SOURCES = tests/dist/test_nccl_mock.c tests/dist/nccl_mock.c \
 	tests/dist/clock.h
 tests_dist_test_nccl_mock_CPPFLAGS = $(DIST_TEST_CPPFLAGS) $(CUDA_CPPFLAGS)
