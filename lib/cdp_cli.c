@@ -10,6 +10,7 @@
 #include "cdp_error.h"
 #include "cdp_num.h"
 
+#include <ctype.h>
 #include <stdarg.h>
 #include <string.h>
 
@@ -74,8 +75,9 @@ static const struct option *find_long(const char *arg, const struct option *lo,
 static int swallowed(int c, int argc, char *const argv[], const char *shortopts,
                      const struct option *longopts)
 {
-	const char *el, *opt;
-	int amb, len;
+	char letter[3] = { '-', (char)c, '\0' };
+	const char *el;
+	int amb;
 
 	if (optarg == NULL || optind < 2 || optind > argc || optarg != argv[optind - 1] ||
 	    optarg[0] != '-')
@@ -83,20 +85,14 @@ static int swallowed(int c, int argc, char *const argv[], const char *shortopts,
 	if (optarg[1] == '-') {
 		if (optarg[2] == '\0' || (find_long(optarg, longopts, &amb) == NULL && !amb))
 			return 0;
-	} else if (!((optarg[1] >= 'a' && optarg[1] <= 'z') ||
-	             (optarg[1] >= 'A' && optarg[1] <= 'Z')) ||
-	           strchr(shortopts, optarg[1]) == NULL) {
+	} else if (!isalpha((unsigned char)optarg[1]) || strchr(shortopts, optarg[1]) == NULL) {
 		return 0;
 	}
+	/* the option as typed: "--trace" (a separate element, so no '='), or
+	 * the letter of "-o" or of a cluster "-qo" */
 	el = argv[optind - 2];
-	opt = strncmp(el, "--", 2) == 0 ? el : NULL;
-	len = opt ? (int)strcspn(opt, "=") : 0;
-	if (opt)
-		say("option '%.*s' needs an argument, and '%s' is an option (write './%s' for a "
-		    "file of that name)", len, opt, optarg, optarg);
-	else
-		say("option '-%c' needs an argument, and '%s' is an option (write './%s' for a "
-		    "file of that name)", c, optarg, optarg);
+	say("option '%s' needs an argument, and '%s' is an option (write './%s' for a file of "
+	    "that name)", strncmp(el, "--", 2) == 0 ? el : letter, optarg, optarg);
 	return 1;
 }
 

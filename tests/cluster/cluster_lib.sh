@@ -28,21 +28,24 @@ CDPC_PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 
 cdpc_die() { echo "cluster: $*" >&2; exit 1; }
 
-# cluster_probe: prints why this machine cannot host a cluster, or nothing
-cluster_probe() {
+# cluster_probe: prints why this machine cannot host a cluster, or nothing.
+# A subshell, so that its trap (the probe namespace goes even when the
+# probe is interrupted) leaves the caller's traps alone.
+cluster_probe() (
 	for cp_c in ip unshare nsenter taskset setsid; do
-		command -v "$cp_c" >/dev/null 2>&1 || { echo "no '$cp_c' (util-linux, iproute2)"; return 0; }
+		command -v "$cp_c" >/dev/null 2>&1 || { echo "no '$cp_c' (util-linux, iproute2)"; exit 0; }
 	done
-	[ "$(id -u)" -eq 0 ] || { echo "not root: network namespaces need CAP_SYS_ADMIN"; return 0; }
+	[ "$(id -u)" -eq 0 ] || { echo "not root: network namespaces need CAP_SYS_ADMIN"; exit 0; }
 	cp_ns=cdpc-probe-$$
+	trap 'ip netns del "$cp_ns" 2>/dev/null' EXIT
+	trap 'exit 1' HUP INT TERM
 	if ! cp_err=$(ip netns add "$cp_ns" 2>&1); then
 		echo "cannot create a network namespace: $cp_err"
-		return 0
+		exit 0
 	fi
 	cp_err=$(ip netns exec "$cp_ns" unshare --mount --uts --propagation private true 2>&1) ||
 		echo "cannot create mount and UTS namespaces: $cp_err"
-	ip netns del "$cp_ns"
-}
+)
 
 # cluster_host NAME: sets h_ns, h_pid, h_core, h_addr for host NAME of $CDPC_DIR
 cluster_host() {

@@ -74,10 +74,10 @@ static int round_trip(int wait_ms, int bogus)
 	if (dist_beat_listen(1, &addr, &port) != 0 ||
 	    dist_beat_start(0, 2, names, addr, port, 5.0) != 0)
 		return -1;
-	if (bogus && (bad = peer(addr, port, 7)) < 0)
-		return -1;
-	if ((fd = peer(addr, port, 1)) < 0) {
+	if ((bogus && (bad = peer(addr, port, 7)) < 0) || (fd = peer(addr, port, 1)) < 0) {
 		dist_beat_stop();
+		if (bad >= 0)
+			close(bad);
 		return -1;
 	}
 	if (wait_ms > 0)
