@@ -82,6 +82,7 @@ static struct {
 	double *bt0, *bt1;              /* each bucket's last start and completion */
 	unsigned bstarted;              /* buckets started, ever */
 	double busy_since;              /* a bucket in flight since then; 0: none */
+	double busy_seen;               /* the exit of its latest bucket call */
 	int threaded;                   /* the buckets go to the communication thread */
 } st = { .chunk = 262144 };
 
@@ -763,7 +764,10 @@ static void bucket_start(int b)
  * call: a call that found a bucket in flight, or started one, lies wholly
  * inside a busy period (which starts at the entry of the call that starts
  * the first bucket and ends at the exit of the one that sees the last
- * finish), and all of its time is exposed; so exposed <= total. */
+ * finish), and all of its time is exposed; so exposed <= total. With the
+ * communication thread the last finish may come before the exit of the
+ * call that handed the bucket over (the scheduler ran the woken thread
+ * first), so the period ends at the later of the two (busy_seen). */
 typedef struct acct { double t; int busy; unsigned started; } acct;
 
 static void acct_in(acct *a)
@@ -782,6 +786,7 @@ static void acct_out(const acct *a)
 	dist_stats.grad_exposed_s += t - a->t;
 	if (!a->busy)
 		st.busy_since = a->t;
+	st.busy_seen = t;
 	if (!inflight()) {
 		dist_stats.grad_s += t - st.busy_since;
 		st.busy_since = 0;
@@ -859,7 +864,7 @@ void cdp_dist_wait_all(void)
 		t = dist_now();
 		if (waited)
 			dist_stats.grad_exposed_s += t - a.t;
-		dist_stats.grad_s += (waited ? t : last) - st.busy_since;
+		dist_stats.grad_s += (waited ? t : last > st.busy_seen ? last : st.busy_seen) - st.busy_since;
 		st.busy_since = 0;
 		dist_stats.wait_s += t - t0;
 		return;

@@ -15,6 +15,12 @@
  *    both algorithms, over two steps; buckets partition the block at layer
  *    boundaries and start as soon as their layers are done;
  *  - bcast from rank 0, gather to rank 0, double and uint64 metric sums, max;
+ *  - the exposed part of the buckets' time in flight stays within it when
+ *    the main thread loses its core right after handing a bucket to the
+ *    communication thread (the scheduler's wake-up preemption, modelled by
+ *    stalling every pthread_mutex_unlock of the main thread), so that the
+ *    thread sees the reduction finish before the call that started it
+ *    returns;
  *  - bad arguments are refused.
  * Failure modes (run by dist.sh, each must end the job non-zero), with an
  * optional second argument mpi|ring (default ring) for the reduction:
@@ -25,7 +31,10 @@
  *   --mismatch  rank 1 reduces 2 floats fewer (a caller bug): MPI
  *            reports a truncated message, which the check macro names
  */
+#define _GNU_SOURCE         /* RTLD_NEXT */
+#include <dlfcn.h>
 #include <math.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,6 +49,28 @@
 #define DEFAULT_CHUNK 262144
 
 static int R, J;
+
+/* The stall of test_stalled_waker: while stall_s > 0, each
+ * pthread_mutex_unlock of the main thread (ct_post's, which has just
+ * signalled the communication thread, among them) returns stall_s late.
+ * Every other caller, MPI's included, goes straight through. */
+static double stall_s;
+static pthread_t main_thread;
+
+int pthread_mutex_unlock(pthread_mutex_t *m)
+{
+	static int (*real)(pthread_mutex_t *);
+	int rc;
+
+	if (!real)
+		*(void **)&real = dlsym(RTLD_NEXT, "pthread_mutex_unlock");
+	rc = real(m);
+	if (stall_s > 0 && pthread_equal(pthread_self(), main_thread)) {
+		struct timespec ts = { 0, (long)(stall_s * 1e9) };
+		nanosleep(&ts, NULL);
+	}
+	return rc;
+}
 
 /* Rank r's data for a test of size n: magnitudes spread over 2^-8..2^8 so
  * that the order of additions shows in the low bits. */
@@ -313,6 +344,48 @@ out:
 	free(g), free(serial), free(overlap), free(whole);
 }
 
+/* One bucket of three layers, 200,000 floats, handed to the
+ * communication thread by layer 0's layer_done, the main thread stalled
+ * 5 ms right after it: the thread (both ranks stall alike) finishes the
+ * 0.8 MB ring meanwhile, so the call that started it ends after the
+ * reduction did. Every step's exposed time must still lie within its time
+ * in flight, and hold the stall. */
+static void test_stalled_waker(void)
+{
+	const size_t off[] = { 0, 1000, 101000, 200000 };
+	float *g = malloc(off[3] * sizeof *g);
+	int late = 0;
+
+	if (!g) {
+		CHECK(0, "out of memory");
+		return;
+	}
+	CHECK(cdp_dist_buckets(g, off, 3, 0, off[3], 0, 1, 1) == 1, "stalled waker: not 1 bucket");
+	if (!cdp_dist_threaded()) {     /* 1 rank, or CDP_DIST_THREAD=0 */
+		free(g);
+		return;
+	}
+	for (int step = 0; step < 10; step++) {
+		cdp_dist_stats ds;
+
+		cdp_dist_stats_reset();
+		for (int l = 2; l >= 0; l--) {
+			fill(g + off[l], off[l + 1] - off[l], R, 300 + (uint64_t)step * 3 + (uint64_t)l);
+			stall_s = l == 0 ? 5e-3 : 0;
+			CHECK_RC(cdp_dist_layer_done(l), 0);
+			stall_s = 0;
+		}
+		cdp_dist_wait_all();
+		cdp_dist_stats_get(&ds);
+		CHECK(ds.grad_exposed_s <= ds.grad_s,
+		      "stalled waker, step %d: buckets in flight %g s, exposed %g s", step, ds.grad_s,
+		      ds.grad_exposed_s);
+		late += ds.grad_exposed_s >= 5e-3;
+	}
+	CHECK(late == 10, "stalled waker: %d of 10 steps exposed the 5 ms stall", late);
+	free(g);
+}
+
 static void test_misc(void)
 {
 	float w[1000];
@@ -434,6 +507,8 @@ int main(int argc, char **argv)
 	/* a pipeline many chunks deep, with uneven segments */
 	test_sum(100003, (const size_t[]){ DEFAULT_CHUNK, 64 }, 2);
 	test_buckets();
+	main_thread = pthread_self();
+	test_stalled_waker();
 	test_misc();
 	/* rank 0 speaks for all; every rank fails if any check failed anywhere */
 	uint64_t counts[2] = { (uint64_t)tap_checks, (uint64_t)tap_failed };
