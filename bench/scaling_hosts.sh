@@ -43,22 +43,18 @@ run_dir2=$(cluster_node node2)/run
 # summary: "samples/s grad_allreduce_last_s grad_exposed_last_s grad_exposed_s
 # step/forward" from the step lines after the warm-up (median rate, mean
 # times per step) (of RUNDIR, default node1's run directory). step/forward
-# is the median over the steps of the step's time over the slower rank's
-# forward pass, from the --trace timeline: a forward pass moves no
-# gradients, so it is the speed of that rank's core at that moment, and the
-# ratio is the step's length in units of it.
+# is that of `python -m cdpool trace` (python/cdpool/trace.py) for the
+# run's --trace timeline: the median over the steps of the step's time over
+# the slower rank's forward pass, which moves no gradients, so it is the
+# speed of that rank's core at that moment, and the ratio is the step's
+# length in units of it.
 summary() {
-	"$PY" - "${1:-$run_dir}/metrics.jsonl" "$warm" <<'PYEOF'
-import json, os, statistics as S, sys
+	PYTHONPATH=$src/python${PYTHONPATH:+:$PYTHONPATH} "$PY" - "${1:-$run_dir}/metrics.jsonl" "$warm" <<'PYEOF'
+import json, os, sys
+from cdpool.trace import Trace, summarize
 rows = [json.loads(l) for l in open(sys.argv[1])]
 tr = os.path.join(os.path.dirname(sys.argv[1]), "trace.json")
-span = {}
-for ev in json.load(open(tr))["traceEvents"] if os.path.exists(tr) else []:
-    s = ev.get("args", {}).get("step", 0)
-    if ev.get("ph") == "X" and ev["name"] in ("step", "forward") and s > int(sys.argv[2]):
-        k = (s, ev["name"])
-        span[k] = max(span.get(k, 0), ev["dur"])
-q = [span[(s, "step")] / span[(s, "forward")] for s, n in span if n == "step" and (s, "forward") in span]
+q = summarize(Trace(tr), int(sys.argv[2]))["step_forward"] if os.path.exists(tr) else None
 rows = [r for r in rows if r["type"] == "step" and r["step"] > int(sys.argv[2])]
 if not rows:
     sys.exit("scaling.sh: no step lines after the warm-up (raise BENCH_STEPS)")
@@ -68,7 +64,7 @@ med = rate[n // 2] if n % 2 else (rate[n // 2 - 1] + rate[n // 2]) / 2
 g = sum(r["grad_allreduce_last_s"] for r in rows) / n
 e = sum(r["grad_exposed_last_s"] for r in rows) / n
 w = sum(r["grad_exposed_s"] for r in rows) / n
-print("%.2f %.4f %.4f %.4f %.4f" % (med, g, e, w, S.median(q) if q else 0))
+print("%.2f %.4f %.4f %.4f %.4f" % (med, g, e, w, q or 0))
 PYEOF
 }
 

@@ -10,7 +10,9 @@
                              build(text), model_of(ckpt)
     cdpool.torch_model       the PyTorch twin of the engine's models, to_torch(ckpt),
                              export_onnx(ckpt, path)
+    cdpool.trace             a cdp-train --trace timeline: Trace(path), summarize()
     python -m cdpool info POOL|CHECKPOINT|KEYS
+    python -m cdpool trace [--skip N] [--against BASE] TRACE
 
 Every reader checks what the C readers check (magic, version, sizes, CRCs)
 and raises CdpError with the C library's code and phrase.

@@ -2,8 +2,12 @@
 file holds, one "name: value" line per item (stdout). The kind is told from
 the path: a directory is a pool, a file starting with "CDPCKPT" a
 checkpoint, one starting with "#cdpool-keys" a pointer file. Each is
-checked fully as it is read. Exit 0, 1 when a file is refused (message on
-stderr), 2 on a usage error.
+checked fully as it is read.
+python -m cdpool trace [--skip N] [--against BASE] TRACE: what a
+cdp-train --trace file says about the run's steps, per rank, and its
+gradient buckets (trace.py); with BASE (a 1-rank run's trace) the
+efficiency at equal core speed.
+Exit 0, 1 when a file is refused (message on stderr), 2 on a usage error.
 """
 import argparse
 import os
@@ -14,6 +18,7 @@ from .errors import CdpError
 from .keys import read_keys
 from .model import CfgError, model_of
 from .pool import Pool
+from .trace import report as trace_report
 
 PROG = "cdpool"
 
@@ -104,12 +109,44 @@ def kind_of(path):
     return None
 
 
+def _count(text):
+    try:
+        n = int(text, 10)
+    except ValueError:
+        n = -1
+    if not 0 <= n <= 1000000:
+        raise argparse.ArgumentTypeError("'%s' is not a number in [0, 1000000]" % text)
+    return n
+
+
+def _trace(args):
+    lines = []
+    try:
+        trace_report(args.path, lines.append, args.skip, args.against)
+    except CdpError as e:
+        print("%s: cannot read %s" % (PROG, e), file=sys.stderr)
+        return 1
+    except OSError as e:
+        print("%s: cannot read '%s': %s" % (PROG, e.filename, e.strerror or e), file=sys.stderr)
+        return 1
+    print("\n".join(lines))
+    return 0
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(prog=PROG, description="Show what a cdpool file holds.")
     sub = ap.add_subparsers(dest="cmd", required=True)
     info = sub.add_parser("info", help="print what a pool, checkpoint or pointer file holds")
     info.add_argument("path", nargs="+", metavar="POOL|CHECKPOINT|KEYS")
+    tr = sub.add_parser("trace", help="what a cdp-train --trace file says about the steps")
+    tr.add_argument("--skip", type=_count, default=0, metavar="N",
+                    help="leave out each rank's first N steps (the warm-up)")
+    tr.add_argument("--against", metavar="BASE",
+                    help="a 1-rank run's trace: print the efficiency at equal core speed")
+    tr.add_argument("path", metavar="TRACE")
     args = ap.parse_args(argv)
+    if args.cmd == "trace":
+        return _trace(args)
     rc = 0
     for path in args.path:
         lines = []
