@@ -83,7 +83,11 @@ set -- $(fields "$T/serial/metrics.jsonl")
 [ "$3" = "$4" ] || fail "--no-overlap: the last rank: exposed $3 s, in flight $4 s: want all of it exposed"
 echo "--no-overlap: all $2 s exposed, the same losses"
 
-$MP cdp-train $P --batch 4 --steps 100 --out "$T/slow" & mp=$!
+# batch 12: a step is mostly compute, so that few stops land while rank 1
+# is itself in a bucket call (which puts the stop in its own wait too): 2%
+# of the least against the most at batch 12, 17-20% at batch 4, with two
+# busy loops beside it; 18-28% against 29-32% with four to six
+$MP cdp-train $P --batch 12 --steps 40 --out "$T/slow" & mp=$!
 r1=
 # a failure or an interrupt from here leaves no stopped rank, no mpirun
 trap 'kill -CONT $r1 2>/dev/null; kill $mp 2>/dev/null; rm -rf "$T"' EXIT
