@@ -65,7 +65,8 @@ int pthread_mutex_unlock(pthread_mutex_t *m)
 	if (!real)
 		*(void **)&real = dlsym(RTLD_NEXT, "pthread_mutex_unlock");
 	rc = real(m);
-	if (stall_s > 0 && pthread_equal(pthread_self(), main_thread)) {
+	/* stall_s is the main thread's alone: other threads do not read it */
+	if (pthread_equal(pthread_self(), main_thread) && stall_s > 0) {
 		struct timespec ts = { 0, (long)(stall_s * 1e9) };
 		nanosleep(&ts, NULL);
 	}
@@ -488,7 +489,10 @@ static int failure(const char *mode, const char *algo_name)
 int main(int argc, char **argv)
 {
 	static const size_t all_chunks[] = { DEFAULT_CHUNK, 64, 1 };
-	int rc = cdp_dist_init(&argc, &argv);
+	int rc;
+
+	main_thread = pthread_self();   /* before MPI's and our threads exist */
+	rc = cdp_dist_init(&argc, &argv);
 
 	if (rc != 0) {
 		fprintf(stderr, "test_dist: bad CDP_DIST_TIMEOUT: %s\n", cdp_strerror(rc));
@@ -507,7 +511,6 @@ int main(int argc, char **argv)
 	/* a pipeline many chunks deep, with uneven segments */
 	test_sum(100003, (const size_t[]){ DEFAULT_CHUNK, 64 }, 2);
 	test_buckets();
-	main_thread = pthread_self();
 	test_stalled_waker();
 	test_misc();
 	/* rank 0 speaks for all; every rank fails if any check failed anywhere */
