@@ -140,7 +140,7 @@ def main(argv=None):
     info.add_argument("path", nargs="+", metavar="POOL|CHECKPOINT|KEYS")
     tr = sub.add_parser("trace", help="what a cdp-train --trace file says about the steps")
     tr.add_argument("--skip", type=_count, default=0, metavar="N",
-                    help="leave out each rank's first N steps (the warm-up)")
+                    help="leave out the trace's first N steps (the warm-up)")
     tr.add_argument("--against", metavar="BASE",
                     help="a 1-rank run's trace: print the efficiency at equal core speed")
     tr.add_argument("path", metavar="TRACE")

@@ -91,7 +91,7 @@ class Trace:
 
 
 def summarize(trace, skip=0):
-    """What trace says, from the steps after the first `skip` of each rank
+    """What trace says, from the steps after its first `skip`
     (the warm-up). Returns a dict: steps (sorted step numbers used),
     step_s (median over them of the slowest rank's step), step_forward
     (the median of step over forward, both the slowest rank's; None where
