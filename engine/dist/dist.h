@@ -282,8 +282,9 @@ void cdp_dist_wait_all(void);
  * grad_s, the wall time during which a bucket's reduction was in flight
  * (from the call that started the first to the call that saw the last
  * finish, or the exit of the last bucket call when that came later, as it
- * does when the woken communication thread ran first), and grad_exposed_s, the part of it spent inside the bucket
- * calls, i.e. not hidden behind the caller's backward pass
+ * does when the woken communication thread ran first), and grad_exposed_s,
+ * the part of it spent inside the bucket calls, i.e. not hidden behind the
+ * caller's backward pass
  * (grad_exposed_s <= grad_s; hidden fraction 1 - grad_exposed_s / grad_s;
  * with NCCL both are the host's time queueing). reductions: float
  * reductions finished (any algorithm, empty ones too). ring_bytes: bytes

@@ -852,19 +852,23 @@ void cdp_dist_wait_all(void)
 		if (!st.bstate[b])
 			bucket_start(b);
 	if (ct.active) {
-		double last, t;
+		double last, t, end;
 		int waited = ct_join(&last);
 		if (st.busy_since == 0)     /* handed over in this call */
 			st.busy_since = a.t;
 		if (st.nb > 0 && st.bmode == DIST_STAGE)
 			dist_dev_up(st.boff[st.nb - 1], st.boff[0] + st.bn[0] - st.boff[st.nb - 1]);
 		buckets_rearm();
-		/* done before this call: the reductions ended when the thread saw
-		 * the last finish, and none of this call was communication */
+		/* done before this call: the period ended when the thread saw
+		 * the last finish or at the exit of the last bucket call, the
+		 * later (acct_out), and none of this call was communication */
 		t = dist_now();
-		if (waited)
+		end = last > st.busy_seen ? last : st.busy_seen;
+		if (waited) {
 			dist_stats.grad_exposed_s += t - a.t;
-		dist_stats.grad_s += (waited ? t : last > st.busy_seen ? last : st.busy_seen) - st.busy_since;
+			end = t;
+		}
+		dist_stats.grad_s += end - st.busy_since;
 		st.busy_since = 0;
 		dist_stats.wait_s += t - t0;
 		return;

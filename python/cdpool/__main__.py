@@ -119,18 +119,27 @@ def _count(text):
     return n
 
 
-def _trace(args):
+def _lines(path, show, *args):
+    """show(path, out, *args)'s lines, or None when it refused a file (the
+    message printed on stderr)."""
     lines = []
     try:
-        trace_report(args.path, lines.append, args.skip, args.against)
+        show(path, lines.append, *args)
     except CdpError as e:
         print("%s: cannot read %s" % (PROG, e), file=sys.stderr)
-        return 1
+        return None
     except OSError as e:
-        print("%s: cannot read '%s': %s" % (PROG, e.filename, e.strerror or e), file=sys.stderr)
-        return 1
-    print("\n".join(lines))
-    return 0
+        print("%s: cannot read '%s': %s" % (PROG, e.filename or path, e.strerror or e),
+              file=sys.stderr)
+        return None
+    return lines
+
+
+def _info(path, out):
+    kind = kind_of(path)
+    if kind is None:
+        raise CdpError("EMAGIC", path)
+    {"pool": _pool, "checkpoint": _ckpt, "keys": _keys}[kind](path, out)
 
 
 def main(argv=None):
@@ -146,21 +155,15 @@ def main(argv=None):
     tr.add_argument("path", metavar="TRACE")
     args = ap.parse_args(argv)
     if args.cmd == "trace":
-        return _trace(args)
+        lines = _lines(args.path, trace_report, args.skip, args.against)
+        if lines is None:
+            return 1
+        print("\n".join(lines))
+        return 0
     rc = 0
     for path in args.path:
-        lines = []
-        try:
-            kind = kind_of(path)
-            if kind is None:
-                raise CdpError("EMAGIC", path)
-            {"pool": _pool, "checkpoint": _ckpt, "keys": _keys}[kind](path, lines.append)
-        except CdpError as e:
-            print("%s: cannot read %s" % (PROG, e), file=sys.stderr)
-            rc = 1
-            continue
-        except OSError as e:
-            print("%s: cannot read '%s': %s" % (PROG, path, e.strerror or e), file=sys.stderr)
+        lines = _lines(path, _info)
+        if lines is None:
             rc = 1
             continue
         if len(args.path) > 1:

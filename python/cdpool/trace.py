@@ -33,7 +33,8 @@ PHASES = ("data", "forward", "loss all-reduce", "backward", "grad all-reduce wai
 class Trace:
     """The spans of one trace file, checked as read.
 
-    ranks: {rank: host}; spans: {(rank, step): {name: seconds}} summed over
+    nranks: the job's ranks, 0..nranks-1, each with spans; ranks:
+    {rank: host}; spans: {(rank, step): {name: seconds}} summed over
     the spans of that name (several forward passes with --accumulate);
     buckets: {(rank, step): (first start, last end)} in seconds, or absent
     for a step without buckets; complete: the file's otherData.complete.
@@ -57,10 +58,11 @@ class Trace:
             self._event(i, e)
         if not self.spans:
             raise CdpError("EFORMAT", path, message="no step spans")
-        n = other.get("ranks")
-        if not isinstance(n, int) or sorted({r for r, s in self.spans}) != list(range(n)):
+        n, seen = other.get("ranks"), sorted({r for r, s in self.spans})
+        if not isinstance(n, int) or seen != list(range(n)):
             raise CdpError("EFORMAT", path, message="spans of ranks %s, but otherData.ranks "
-                           "is %r" % (sorted({r for r, s in self.spans}), n))
+                           "is %r" % (seen, n))
+        self.nranks = n
 
     def _event(self, i, e):
         def bad(what):
@@ -102,7 +104,7 @@ def summarize(trace, skip=0):
                     if s >= first + skip and "step" in trace.spans[(r, s)]})
     if not steps:
         raise CdpError("EFORMAT", trace.path, message="no steps after the first %d" % skip)
-    rank_ids = sorted({r for r, s in trace.spans})
+    rank_ids = range(trace.nranks)
     longest, ratio = [], []
     for s in steps:
         rows = [trace.spans.get((r, s), {}) for r in rank_ids]

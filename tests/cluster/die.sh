@@ -23,6 +23,10 @@
 # has seen a daemon unreachable sends the daemon a kill order that is just
 # such a message.
 # Skipped where namespaces cannot be made or without MPI.
+# Cleanup: cluster_common.sh sets the EXIT trap (HUP, INT and TERM exit
+# through it) before it brings the cluster up; the trap kills every
+# process in the cluster's namespaces, mpirun's and the ranks', deletes
+# those namespaces and removes $T.
 . "$CDP_SRCDIR/tests/cluster/cluster_common.sh"
 export CDP_DIST_TIMEOUT=10 CDP_DIST_HEARTBEAT=2
 KA="--mca oob_tcp_keepalive_time 2 --mca oob_tcp_keepalive_intvl 1 --mca oob_tcp_keepalive_probes 3"
@@ -57,6 +61,7 @@ lose() {
 	busy)
 		ip -n "$h_ns" link set "$CDPC_IF" down
 		# in the background: should mpirun stop reading, the job still ends
+		# (and head with it, by EPIPE, on a failure too: the trap kills mpirun)
 		head -c 65536 /dev/zero >&7 &
 		;;
 	stop)

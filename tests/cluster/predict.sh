@@ -9,6 +9,10 @@
 #    within 4 MB of that at 2, where 2 more strip slots (an all-reduce of
 #    one slot per rank, as before) would add 32 MB.
 # Skipped where namespaces cannot be made or without MPI.
+# Cleanup: cluster_common.sh sets the EXIT trap (HUP, INT and TERM exit
+# through it) before it brings the cluster up; the trap kills every
+# process in the cluster's namespaces, mpirun's and the ranks', deletes
+# those namespaces and removes $T.
 . "$CDP_SRCDIR/tests/cluster/cluster_common.sh"
 [ -x /usr/bin/time ] || { echo "SKIP: no /usr/bin/time" >&2; exit 77; }
 on node1 cdp-train --db "$N/pool" --keys "$T/train.keys" --model "$SMALL" --threads 1 -q \

@@ -15,6 +15,10 @@
 #  - --resume where rank 0's host has no checkpoint: one message, from rank
 #    0, naming the file; exit 1.
 # Skipped where namespaces cannot be made or without MPI.
+# Cleanup: cluster_common.sh sets the EXIT trap (HUP, INT and TERM exit
+# through it) before it brings the cluster up; the trap kills every
+# process in the cluster's namespaces, mpirun's and the ranks', deletes
+# those namespaces and removes $T.
 . "$CDP_SRCDIR/tests/cluster/cluster_common.sh"
 R="--db $N/pool --keys $T/train.keys --model $UNET --threads 1 -q --batch 4 --log-every 1"
 R="$R --schedule constant --lr 0.01 --checkpoint-every 7"

@@ -19,6 +19,10 @@
 #  - one pool on read-only storage both hosts mount (a read-only bind
 #    mount, no lock.mdb) trains, with the losses of 1 process.
 # Skipped where namespaces cannot be made or without MPI.
+# Cleanup: cluster_common.sh sets the EXIT trap (HUP, INT and TERM exit
+# through it) before it brings the cluster up; the trap kills every
+# process in the cluster's namespaces, mpirun's and the ranks', deletes
+# those namespaces and removes $T.
 . "$CDP_SRCDIR/tests/cluster/cluster_common.sh"
 
 echo "== placement"
