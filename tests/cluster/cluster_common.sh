@@ -26,6 +26,13 @@ for h in $(cluster_hosts); do
 done
 on() { cluster_run "$@"; }
 CMP="cluster_mpirun -x PATH -x CDP_DIST_TIMEOUT"
+# quiet FILE: FILE less Open MPI's benign launch race, "plm:rsh: Warning:
+# setpgid(PID,PID) failed in parent with errno=Permission denied" (mpirun's
+# parent calls setpgid after the child has already exec'd: seen under load),
+# so a test that wants a run to say nothing checks only what cdpool said
+quiet() {
+	sed -i '/plm:rsh: Warning: setpgid(.*) failed in parent/d' "$1"
+}
 node_path() {
 	case $2 in "$N"/*) ;; *) fail "node_path: '$2' is not under $N" ;; esac
 	echo "$(cluster_node "$1")/${2#"$N"/}"
