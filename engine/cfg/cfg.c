@@ -27,7 +27,6 @@
 /* A runaway @for (or a loop variable used as a bound) must not eat memory:
  * every kept line and every loop iteration counts against this budget. */
 #define MAX_EXPANDED 1000000L
-#define MAX_NESTING  64
 
 typedef struct src_line { char *s; int no; } src_line;
 typedef struct var { const char *name; long long val; } var;
@@ -506,12 +505,14 @@ static int do_if(pstate *st, int i, int end)
 	return v != 0 ? run(st, i + 1, end) : 0;
 }
 
+/* depth counts the file itself as 1, so CDP_CFG_NEST_MAX directives may
+ * nest inside it. */
 static int run(pstate *st, int lo, int hi)
 {
-	if (++st->depth > MAX_NESTING) {
+	if (++st->depth > CDP_CFG_NEST_MAX + 1) {
 		st->depth--;
 		return fail(st, st->lines[lo > 0 ? lo - 1 : 0].no,
-		            "directives nested deeper than %d", MAX_NESTING);
+		            "directives nested deeper than %d", CDP_CFG_NEST_MAX);
 	}
 	for (int i = lo; i < hi; i++) {
 		const src_line *l = &st->lines[i];

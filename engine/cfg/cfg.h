@@ -30,7 +30,9 @@
  * section lacks is appended to it with line 0 (messages then say
  * "(override)"). Duplicate sections other than [net] are layers; a
  * duplicate key within one section is an error. Expansion stops with an
- * error beyond 1000000 lines or loop iterations.
+ * error beyond 1000000 lines or loop iterations. Directives nest at most
+ * 64 deep, and so do '(', unary '-' and '**' within one expression
+ * ("PATH:LINE: expression '...': nested deeper than 64").
  */
 #ifndef CDP_CFG_H
 #define CDP_CFG_H

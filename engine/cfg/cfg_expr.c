@@ -5,6 +5,9 @@
  * Recursive descent, lowest precedence first: sum (+ -), product (* / %),
  * unary -, power (** right-associative), primary. So -2**2 is -4 and
  * 2**3**2 is 512, as in Python; / and % truncate toward zero, as in C.
+ * Each '(', unary '-' and '**' is one more level of recursion, so nesting
+ * is bounded (CDP_CFG_NEST_MAX): a cfg comes from checkpoints and other
+ * users too, and 60,000 '(' must be an error, not a stack overflow.
  */
 #include "cfg_int.h"
 
@@ -27,12 +30,31 @@ typedef struct expr {
 	cdp_cfg_var_fn lookup;
 	void *ctx;
 	cdp_cfg_experr *err;
+	int depth;              /* open '(', unary '-' and '**' */
 } expr;
 
 static int fail(expr *e, const char *why)
 {
 	e->err->why = why;
 	return -1;
+}
+
+#define STR_(x) #x
+#define STR(x)  STR_(x)
+
+/* One more level before a recursive call; leave() undoes it after. */
+static int enter(expr *e)
+{
+	if (e->depth >= CDP_CFG_NEST_MAX)
+		return fail(e, "nested deeper than " STR(CDP_CFG_NEST_MAX));
+	e->depth++;
+	return 0;
+}
+
+static int leave(expr *e, int rc)
+{
+	e->depth--;
+	return rc;
 }
 
 static void skip_ws(expr *e)
@@ -50,7 +72,7 @@ static int ex_primary(expr *e, long long *v)
 		return fail(e, "expected a number, a variable or '('");
 	if (*e->p == '(') {
 		e->p++;
-		if (ex_sum(e, v) < 0)
+		if (enter(e) < 0 || leave(e, ex_sum(e, v)) < 0)
 			return -1;
 		skip_ws(e);
 		if (e->p >= e->end || *e->p != ')')
@@ -106,7 +128,7 @@ static int ex_power(expr *e, long long *v)
 		return 0;
 	}
 	e->p += 2;
-	if (ex_unary(e, &x) < 0)
+	if (enter(e) < 0 || leave(e, ex_unary(e, &x)) < 0)
 		return -1;
 	if (x < 0)
 		return fail(e, "negative exponent");
@@ -131,7 +153,7 @@ static int ex_unary(expr *e, long long *v)
 	skip_ws(e);
 	if (e->p < e->end && *e->p == '-') {
 		e->p++;
-		if (ex_unary(e, v) < 0)
+		if (enter(e) < 0 || leave(e, ex_unary(e, v)) < 0)
 			return -1;
 		if (*v == LLONG_MIN)
 			return fail(e, "overflow");

@@ -7,6 +7,12 @@
 #include <stddef.h>
 #include "cfg/cfg.h"
 
+/* The deepest nesting of @for/@if directives, and of '(', unary '-' and
+ * '**' within one ${} expression: both parsers recurse once a level, and a
+ * cfg read from another user's checkpoint must not overflow the stack
+ * (cdp-model(5); python/cdpool/cfg.py holds the same number). */
+#define CDP_CFG_NEST_MAX 64
+
 /* Value of variable name[0..len): 0, or -1 when there is none. */
 typedef int (*cdp_cfg_var_fn)(void *ctx, const char *name, size_t len, long long *val);
 

@@ -8,15 +8,18 @@ cdp-train --trace file says about the run's steps, per rank, and its
 gradient buckets (trace.py); with BASE (a 1-rank run's trace) the
 efficiency at equal core speed.
 Exit 0, 1 when a file is refused (message on stderr), 2 on a usage error.
+A closed pipe on stdout (python -m cdpool info POOL | head -1) ends the
+process quietly by SIGPIPE, as it ends the C tools, not in a traceback.
 """
 import argparse
 import os
+import signal
 import sys
 
 from .checkpoint import load_checkpoint
 from .errors import CdpError
 from .keys import read_keys
-from .model import CfgError, model_of
+from .model import CfgError, fit_checkpoint, model_of
 from .pool import Pool
 from .trace import report as trace_report
 
@@ -80,6 +83,10 @@ def _ckpt(path, out):
     except CfgError as e:
         out("model: the cfg is refused: %s" % e)
         return
+    # the checkpoint is refused as cdp-predict refuses it
+    why = fit_checkpoint(c, m)
+    if why:
+        raise CdpError("EMISMATCH", path, message=why)
     out("model: %d layers, %s loss, %d classes" % (len(m["layers"]), m["loss"], m["classes"]))
     for L in m["layers"]:
         out("layer %d %s %s: %s -> %s" % (L["index"], L["type"], L["name"], " ".join(
@@ -173,4 +180,7 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
+    # Python ignores SIGPIPE and raises BrokenPipeError instead, even from
+    # the final flush; a command line tool is done when its reader is gone
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     sys.exit(main())

@@ -11,6 +11,9 @@ unary minus on its left), @for VAR A B [STEP], @if EXPR, @end, overrides
 replacing [net] keys before expansion and appended to [net] when the file
 lacks them (line 0). A text the C parser refuses raises CfgError with its
 message, "PATH:LINE: reason". cdpool.model builds the net from the sections.
+Nesting is bounded as in C (CDP_CFG_NEST_MAX): 64 directives inside the
+file, and 64 levels of '(', unary '-' and '**' in one expression, so a
+hostile cfg is a CfgError and never a RecursionError.
 """
 import re
 
@@ -66,7 +69,16 @@ def _chk(v):
 
 class _Expr:
     def __init__(self, s, lookup):
-        self.s, self.p, self.lookup = s, 0, lookup
+        self.s, self.p, self.lookup, self.depth = s, 0, lookup, 0
+
+    def nested(self, fn):
+        """fn() one level deeper: each '(', unary '-' and '**' recurses."""
+        if self.depth >= MAX_NESTING:
+            raise _ExprError("nested deeper than %d" % MAX_NESTING)
+        self.depth += 1
+        v = fn()
+        self.depth -= 1
+        return v
 
     def ws(self):
         while self.p < len(self.s) and self.s[self.p] in " \t":
@@ -80,7 +92,7 @@ class _Expr:
         c = self.peek()
         if c == "(":
             self.p += 1
-            v = self.sum()
+            v = self.nested(self.sum)
             self.ws()
             if self.peek() != ")":
                 raise _ExprError("missing ')'")
@@ -112,7 +124,7 @@ class _Expr:
         if self.peek(2) != "**":
             return b
         self.p += 2
-        x = self.unary()
+        x = self.nested(self.unary)
         if x < 0:
             raise _ExprError("negative exponent")
         if b == 0:
@@ -128,7 +140,7 @@ class _Expr:
         self.ws()
         if self.peek() == "-":
             self.p += 1
-            return _chk(-self.unary())
+            return _chk(-self.nested(self.unary))
         return self.power()
 
     def product(self):
@@ -361,8 +373,8 @@ class _Parser:
             self.run(i + 1, end)
 
     def run(self, lo, hi):
-        self.depth += 1
-        if self.depth > MAX_NESTING:
+        self.depth += 1              # the file itself is 1
+        if self.depth > MAX_NESTING + 1:
             self.fail(self.lines[lo - 1 if lo > 0 else 0][1],
                       "directives nested deeper than %d" % MAX_NESTING)
         i = lo

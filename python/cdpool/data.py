@@ -39,7 +39,7 @@ from .errors import CdpError
 from .keys import KeyList, read_keys
 from .pool import Pool
 from .record import DTYPE_NAMES, LABEL_CLASS, LABEL_U8, LABEL_U16, REC_NODATA, peek
-from .rng import Rng, derive, epoch_order
+from .rng import Rng, check_seed, derive, epoch_order
 
 
 def steps_per_epoch(n, global_batch, pad_last=False):
@@ -63,7 +63,8 @@ class BlockSampler:
     rank, num_replicas
               r of j; by default torch.distributed's when it is initialised,
               else 0 of 1
-    seed      the run seed (cdp-train --seed, default 1)
+    seed      the run seed (cdp-train --seed, default 1), in [0, 2**64-1]:
+              ValueError otherwise
     pad_last  cdp-train --pad-last
     epoch, start_step
               where iteration starts: set_epoch(e) as for
@@ -87,7 +88,7 @@ class BlockSampler:
         if batch < 1 or num_replicas < 1 or not 0 <= rank < num_replicas:
             raise ValueError("want batch >= 1 and 0 <= rank < num_replicas")
         self.batch, self.rank, self.num_replicas = batch, rank, num_replicas
-        self.seed, self.pad_last = seed, pad_last
+        self.seed, self.pad_last = check_seed(seed), pad_last
         self.steps = steps_per_epoch(self.n, batch * num_replicas, pad_last)
         if self.steps == 0:
             raise ValueError("%d keys make no step of global batch %d"
@@ -153,7 +154,7 @@ class Augment:
         if bool(crop_h) != bool(crop_w) or crop_h < 0 or crop_w < 0:
             raise ValueError("crop_h and crop_w: both or neither")
         self.hflip, self.vflip, self.rot90 = bool(hflip), bool(vflip), bool(rot90)
-        self.crop_h, self.crop_w, self.seed, self.val = crop_h, crop_w, seed, val
+        self.crop_h, self.crop_w, self.seed, self.val = crop_h, crop_w, check_seed(seed), val
 
     @classmethod
     def from_cfg(cls, text, overrides=(), seed=1):

@@ -3,6 +3,7 @@ checkpoint's cfg text becomes a model without the C tools.
 
     build(text, path="<cfg>", overrides=(), in_shape=None, batch=1)
     model_of(ckpt)
+    fit_checkpoint(ckpt, model)
 
 give the dict that tests/engine/model_dump prints as JSON for the same cfg:
 per layer its index, type, name, cfg line, from indices (-1 = the net
@@ -24,6 +25,8 @@ import numpy as np
 from .cfg import _DEC, _FLT, CfgError, _parse_i64, parse
 
 MAX_FROM = 4
+# the checkpoint's tensor name suffix of each engine tensor (checkpoint.h)
+CKPT_SUFFIX = {"weight": "w", "bias": "b", "running_mean": "mean", "running_var": "var"}
 LAYER_NAME = 64
 LAYER_TYPES = ("conv", "deconv", "bn", "relu", "leaky", "maxpool", "avgpool", "gap",
                "upsample", "concat", "add", "dropout", "dense")
@@ -339,3 +342,30 @@ def model_of(ckpt, batch=1):
     """The model of a checkpoint (cdpool.load_checkpoint()): its cfg text and
     overrides at its input shape, as cdp_ckpt_to_net() builds it."""
     return build(ckpt.cfg_text, "<checkpoint>", ckpt.overrides, ckpt.in_shape, batch)
+
+
+def fit_checkpoint(ckpt, model):
+    """What cdp_ckpt_to_net() refuses in loading ckpt into model (model_of
+    (ckpt)): its message, "the checkpoint names 6 classes, the net has 5",
+    or None when the tensors' names and shapes are the model's, in block
+    order, and the class names no more than its classes (max(classes, 2):
+    a sigmoid head gives classes 0 and 1)."""
+    def shape(s):
+        return "(%s)" % ",".join(map(str, s))
+
+    for what, kind, tensors in (("parameter", "params", ckpt.params),
+                                ("buffer", "buffers", ckpt.buffers)):
+        want = [("%s.%s" % (L["name"], CKPT_SUFFIX.get(t["name"], "buf")), tuple(t["shape"]))
+                for L in model["layers"] for t in L[kind]]
+        got = [(k, tuple(v.shape)) for k, v in tensors.items()]
+        if len(got) != len(want):
+            return "the checkpoint has %d %s tensors, the net %d" % (len(got), what, len(want))
+        for i, (g, w) in enumerate(zip(got, want)):
+            if g != w:
+                return "%s tensor %d: the checkpoint has '%s' %s, the net '%s' %s" % (
+                    what, i + 1, g[0], shape(g[1]), w[0], shape(w[1]))
+    classes = max(model["classes"], 2)
+    if len(ckpt.class_names) > classes:
+        return "the checkpoint names %d classes, the net has %d" % (len(ckpt.class_names),
+                                                                    classes)
+    return None

@@ -1,6 +1,9 @@
 """pool.py: a cdpool pool (lib/cdp_pool.h, cdp-pool(5)) read from Python.
 
-Pool(path) opens the LMDB environment read-only and loads its meta as
+Pool(path) opens the LMDB environment read-only, after the checks of
+cdp_pool_open(): a directory with a data.mdb that holds every page its
+newest meta page counts (a truncated file would be mapped and fault,
+SIGBUS, on the first read past its end), and loads its meta as
 cdp_pool_info_load() does: every value's CRC line, the format name and
 version, the uuid, the count against the tiles database's entries, the
 shape, the statistics (refused when stale) and, beyond the C summary, the
@@ -19,9 +22,11 @@ open: that drops the process's lock on it, and other processes would then
 reclaim its reader slots.
 """
 import contextlib
+import errno
 import math
 import os
 import re
+import struct
 import zlib
 
 import numpy as np
@@ -34,6 +39,62 @@ VERSION = 1
 CLASS_MAX = 65536
 _envs = {}              # realpath -> this process's environment, its handles, its users
 _orphans = []           # environments inherited across a fork: never used, never closed
+
+
+# LMDB's meta pages, page 0 and page 1 (liblmdb's MDB_page header, then
+# MDB_meta, 64-bit builds, native byte order): mp_flags at byte 10 (with
+# P_META), mm_magic at 16, mm_version at 20, the page size (the free DB's
+# md_pad) at 40, mm_last_pg at 136 and mm_txnid at 144
+_P_META, _MDB_MAGIC, _MDB_VERSION = 0x08, 0xBEEFC0DE, 1
+_META = struct.Struct("=10xH4xII16xI92xQQ")
+_META_LEN = _META.size
+
+
+def _lmdb_meta(f, off):
+    """(page size, last page number, txnid) of the meta page at off, or
+    None when it is not one (short, no P_META flag, not LMDB's magic or
+    data version)."""
+    f.seek(off)
+    b = f.read(_META_LEN)
+    if len(b) < _META_LEN:
+        return None
+    flags, magic, version, psize, last, txnid = _META.unpack(b)
+    if not flags & _P_META or magic != _MDB_MAGIC or version != _MDB_VERSION or psize < _META_LEN:
+        return None
+    return psize, last, txnid
+
+
+def check_size(path):
+    """cdp_lmdb_env_open's size check, before LMDB maps the file: raises
+    CdpError ETRUNC "'POOL': data.mdb is truncated: N bytes, its last page
+    ends at byte M" when data.mdb is shorter than the newest (higher txnid)
+    of its two meta pages says. A file that is not LMDB's is left to
+    lmdb.open to refuse."""
+    with open(os.path.join(path, "data.mdb"), "rb") as f:
+        m0 = _lmdb_meta(f, 0)
+        m1 = m0 and _lmdb_meta(f, m0[0])
+        size = os.fstat(f.fileno()).st_size
+    if not m0 or not m1:
+        return
+    psize, last, _ = m1 if m1[2] > m0[2] else m0
+    need = (last + 1) * psize
+    if size < need:
+        raise CdpError("ETRUNC", path, message="data.mdb is truncated: %d bytes, its last page "
+                       "ends at byte %d" % (size, need))
+
+
+def _lmdb_refusal(path, e):
+    """An lmdb.Error of opening or reading path's meta as the C tools word
+    it: an LMDB code (MDB_INVALID, MDB_CORRUPTED, ...) is CdpError "'POOL':
+    not a cdpool pool: MDB_INVALID: File is not an LMDB file"; a system
+    error an OSError naming path."""
+    text = str(e.args[0]) if e.args else str(e)
+    if text.startswith(path + ": "):
+        text = text[len(path) + 2:]
+    if text.startswith("MDB_"):
+        return CdpError("ELMDB", path, message="not a cdpool pool: " + text)
+    code = next((n for n in errno.errorcode if os.strerror(n) == text), errno.EIO)
+    return OSError(code, text, path)
 
 
 def meta_text(value, subject, name):
@@ -163,13 +224,23 @@ class Pool:
         if not os.path.isdir(self.path):
             raise FileNotFoundError(2, "No such file or directory" if not os.path.exists(self.path)
                                     else "Not a directory", self.path)
-        env = lmdb.open(self.path, readonly=True, max_dbs=2, subdir=True,
-                        lock=self._opts["lock"], readahead=self._opts["readahead"])
+        if not os.path.exists(os.path.join(self.path, "data.mdb")):
+            raise CdpError("EFORMAT", self.path, message="not a cdpool pool: no data.mdb")
+        check_size(self.path)
+        try:
+            env = lmdb.open(self.path, readonly=True, max_dbs=2, subdir=True,
+                            lock=self._opts["lock"], readahead=self._opts["readahead"])
+        except lmdb.Error as e:
+            raise _lmdb_refusal(self.path, e) from None
         try:
             return env, env.open_db(b"tiles", create=False), env.open_db(b"meta", create=False)
         except lmdb.NotFoundError:
             env.close()
-            raise CdpError("ELMDB", self.path) from None
+            raise CdpError("ELMDB", self.path,
+                           message="not a cdpool pool: no tiles or meta database") from None
+        except lmdb.Error as e:
+            env.close()
+            raise _lmdb_refusal(self.path, e) from None
 
     @property
     def env(self):
@@ -216,13 +287,17 @@ class Pool:
 
     # -- meta --------------------------------------------------------------
     def _load(self):
+        import lmdb
         env = self.env
-        with env.begin(buffers=True) as txn:
-            meta = {}
-            for k, v in txn.cursor(db=self._meta):
-                name = bytes(k).decode("utf-8", "surrogateescape")
-                meta[name] = meta_text(v, self.path, name)
-            entries = txn.stat(self._tiles)["entries"]
+        try:
+            with env.begin(buffers=True) as txn:
+                meta = {}
+                for k, v in txn.cursor(db=self._meta):
+                    name = bytes(k).decode("utf-8", "surrogateescape")
+                    meta[name] = meta_text(v, self.path, name)
+                entries = txn.stat(self._tiles)["entries"]
+        except lmdb.Error as e:
+            raise _lmdb_refusal(self.path, e) from None
         self.meta = meta
         p = self.path
         fmt = meta.get("format")

@@ -7,9 +7,24 @@ cdp-train's epoch order is epoch_order(n, seed, epoch): the shuffle of
 tools/train/loader.h). Pure Python: a shuffle costs a few microseconds per
 key (seconds per epoch for a million keys).
 """
+import operator
 
 M64 = (1 << 64) - 1
 GOLDEN = 0x9E3779B97F4A7C15
+
+
+def check_seed(seed):
+    """seed as an int in [0, 2**64-1], the run seeds cdp-train --seed and
+    cdp-keyshuffle --seed accept; ValueError naming that range otherwise
+    (taken modulo 2**64, 2**64 would silently be seed 0 and -1 seed
+    2**64-1)."""
+    try:
+        s = operator.index(seed)
+    except TypeError:
+        raise ValueError("seed %r is not an integer in [0, 2**64-1]" % (seed,)) from None
+    if not 0 <= s <= M64:
+        raise ValueError("seed %d is outside [0, 2**64-1] (cdp-train --seed)" % s)
+    return s
 
 
 def _mix(z):

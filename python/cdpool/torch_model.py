@@ -42,7 +42,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .model import model_of
+from .model import fit_checkpoint, model_of
 
 M64 = (1 << 64) - 1
 
@@ -201,32 +201,24 @@ def loss_fn(model, logits, labels, smooth=1.0, class_w=None):
     return total
 
 
-_CKPT_SUFFIX = {"weight": "w", "bias": "b", "running_mean": "mean", "running_var": "var"}
-
-
 def to_torch(ckpt, model=None):
     """The EngineNet of a checkpoint (cdpool.load_checkpoint()) in eval mode,
     holding its parameters and batchnorm statistics. model is the model of
     the checkpoint's cfg as model_dump prints it; by default
     cdpool.model.model_of(ckpt) reads it from the cfg text, overrides and
     input shape the checkpoint holds. Every tensor's name and shape must be
-    the model's, in block order, as cdp_ckpt_to_net() requires. Its input is
+    the model's, in block order, and the class names no more than its
+    classes, as cdp_ckpt_to_net() requires (ValueError with its message,
+    cdpool.model.fit_checkpoint()). Its input is
     standardized: ckpt.standardize(raw)."""
     if model is None:
         model = model_of(ckpt)
     if list(model["input"]) != list(ckpt.in_shape):
         raise ValueError("the model takes %s, the checkpoint %s" % (model["input"],
                                                                      list(ckpt.in_shape)))
-    for kind, tensors in (("params", ckpt.params), ("buffers", ckpt.buffers)):
-        want = [("%s.%s" % (L["name"], _CKPT_SUFFIX.get(t["name"], "buf")), tuple(t["shape"]))
-                for L in model["layers"] for t in L[kind]]
-        got = [(k, tuple(v.shape)) for k, v in tensors.items()]
-        if got != want:
-            diff = next((i for i, (g, w) in enumerate(zip(got, want)) if g != w),
-                        min(len(got), len(want)))
-            raise ValueError("%s differ at tensor %d: checkpoint %s, model %s" % (
-                kind, diff, got[diff] if diff < len(got) else None,
-                want[diff] if diff < len(want) else None))
+    why = fit_checkpoint(ckpt, model)
+    if why:
+        raise ValueError(why)
     net = EngineNet(model)
     blocks = [np.concatenate([t.ravel() for t in d.values()]) if d else np.zeros(0, np.float32)
               for d in (ckpt.params, ckpt.buffers)]

@@ -2,7 +2,9 @@
 # model language, losses, optimizers, checkpoints, whole-model overfit and
 # determinism, the backend tables and cdp-model(5) against the code, and
 # model_dump (the engine's view of a model as JSON, for tests/parity and
-# bench/). Built with the engine (HAVE_OPENBLAS).
+# bench/), ckpt_edit (a checkpoint rewritten with a hostile cfg or class
+# names under a valid CRC, for tests/train and tests/python). Built with
+# the engine (HAVE_OPENBLAS).
 ENGINE_TESTS = tests/engine/test_backend tests/engine/test_grad tests/engine/test_net \
 	tests/engine/test_cfg tests/engine/test_loss tests/engine/test_optim \
 	tests/engine/test_checkpoint tests/engine/test_ckpt_rank \
@@ -12,7 +14,7 @@ ENGINE_TESTS = tests/engine/test_backend tests/engine/test_grad tests/engine/tes
 ENGINE_TESTS += tests/engine/test_fuzz_ckpt tests/engine/test_fuzz_cfg
 if HAVE_OPENBLAS
 UNIT_TESTS += $(ENGINE_TESTS)
-check_PROGRAMS += $(ENGINE_TESTS) tests/engine/model_dump
+check_PROGRAMS += $(ENGINE_TESTS) tests/engine/model_dump tests/engine/ckpt_edit
 endif
 ENGINE_TEST_CPPFLAGS = $(ENGINE_CPPFLAGS) -I$(top_srcdir)/tests/unit -DCDP_SRCDIR='"$(abs_top_srcdir)"'
 tests_engine_test_backend_SOURCES = tests/engine/test_backend.c tests/engine/test_backend_ops.h
@@ -51,6 +53,9 @@ tests_engine_test_window_LDADD = $(ENGINE_LIBS)
 tests_engine_model_dump_SOURCES = tests/engine/model_dump.c
 tests_engine_model_dump_CPPFLAGS = $(ENGINE_TEST_CPPFLAGS)
 tests_engine_model_dump_LDADD = $(ENGINE_LIBS)
+tests_engine_ckpt_edit_SOURCES = tests/engine/ckpt_edit.c
+tests_engine_ckpt_edit_CPPFLAGS = $(ENGINE_TEST_CPPFLAGS)
+tests_engine_ckpt_edit_LDADD = $(ENGINE_LIBS)
 tests_engine_test_metrics_SOURCES = tests/engine/test_metrics.c
 tests_engine_test_metrics_CPPFLAGS = $(ENGINE_TEST_CPPFLAGS)
 tests_engine_test_metrics_LDADD = $(ENGINE_LIBS)

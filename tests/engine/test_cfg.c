@@ -4,7 +4,8 @@
  * source line numbers (also inside loops), ${} arithmetic with Python-like
  * precedence and C truncation, @for/@if expansion, command-line overrides,
  * typed lookups with range errors, one exact "PATH:LINE: reason"
- * message for each kind of mistake, and reading a cfg file (cdp_cfg_read).
+ * message for each kind of mistake, nesting bounded at 64 (a hostile cfg
+ * is an error, not a stack overflow), and reading a cfg file (cdp_cfg_read).
  */
 #include "cfg/cfg.h"
 #include "tap.h"
@@ -343,6 +344,91 @@ static void test_scope(void)
 	}
 }
 
+/* "[net]\na=${" + n copies of open + mid + n copies of close + "}\n",
+ * malloc'ed. */
+static char *nested(const char *open, int n, const char *mid, const char *close)
+{
+	size_t lo = strlen(open), lc = strlen(close), len = 0;
+	char *s = malloc(16 + strlen(mid) + (size_t)n * (lo + lc));
+
+	if (!s)
+		return NULL;
+	len += (size_t)sprintf(s, "[net]\na=${");
+	for (int i = 0; i < n; i++, len += lo)
+		memcpy(s + len, open, lo);
+	len += (size_t)sprintf(s + len, "%s", mid);
+	for (int i = 0; i < n; i++, len += lc)
+		memcpy(s + len, close, lc);
+	strcpy(s + len, "}\n");
+	return s;
+}
+
+/* Nesting is bounded at 64: each '(', unary '-' and '**' of an expression,
+ * and each @for/@if, is one level. 64 are accepted, 65 refused with one
+ * line; the inputs that overflowed the stack (SIGSEGV) before the bound
+ * (60,000 '(', 1,000,000 unary minuses, 300,000 '2**') are refused the
+ * same way. */
+static void test_nesting(void)
+{
+	static const struct { const char *open, *mid, *close, *value; } f[] = {
+		{ "(", "7", ")", "7" },
+		{ "-", "7", "", "7" },          /* an even count */
+		{ "1**", "2", "", "1" },
+		{ "-(", "7", ")", "7" },        /* two levels each */
+	};
+	static const struct { const char *open; int n; } huge[] = {
+		{ "(", 60000 }, { "-", 1000000 }, { "2**", 300000 }, { "(-", 100000 },
+	};
+	const char *tail = ": nested deeper than 64";
+	cdp_cfg cfg;
+	char *text;
+
+	for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) {
+		int n = i == 3 ? 32 : 64;
+		text = nested(f[i].open, n, f[i].mid, f[i].close);
+		if (parse(text, NULL, 0, &cfg) != 0)
+			CHECK(0, "%d x '%s': %s", n, f[i].open, err);
+		else
+			CHECK(strcmp(val(&cfg.s[0], "a"), f[i].value) == 0, "%d x '%s' = %s", n,
+			      f[i].open, val(&cfg.s[0], "a"));
+		cdp_cfg_free(&cfg);
+		free(text);
+		text = nested(f[i].open, n + 1, f[i].mid, f[i].close);
+		CHECK_RC(parse(text, NULL, 0, &cfg), -1);
+		CHECK(strncmp(err, "m.cfg:2: expression '", 21) == 0 &&
+		      strlen(err) > strlen(tail) && strcmp(err + strlen(err) - strlen(tail), tail) == 0 &&
+		      !strchr(err, '\n'), "%d x '%s': '%s'", n + 1, f[i].open, err);
+		free(text);
+	}
+	for (size_t i = 0; i < sizeof huge / sizeof huge[0]; i++) {
+		text = nested(huge[i].open, huge[i].n, "1", "");
+		CHECK_RC(parse(text, NULL, 0, &cfg), -1);
+		CHECK(strncmp(err, "m.cfg:2: expression '", 21) == 0 &&
+		      strcmp(err + strlen(err) - strlen(tail), tail) == 0,
+		      "%d x '%s': '%s'", huge[i].n, huge[i].open, err);
+		free(text);
+	}
+	/* directives: 64 nested @if accepted, 65 refused at the 65th */
+	for (int n = 64; n <= 65; n++) {
+		size_t len = 0;
+		text = malloc((size_t)n * 12 + 32);
+		len += (size_t)sprintf(text, "[net]\n");
+		for (int i = 0; i < n; i++)
+			len += (size_t)sprintf(text + len, "@if 1\n");
+		len += (size_t)sprintf(text + len, "a=1\n");
+		for (int i = 0; i < n; i++)
+			len += (size_t)sprintf(text + len, "@end\n");
+		if (n == 64) {
+			CHECK_RC(parse(text, NULL, 0, &cfg), 0);
+			cdp_cfg_free(&cfg);
+		} else {
+			CHECK_RC(parse(text, NULL, 0, &cfg), -1);
+			CHECK(strcmp(err, "m.cfg:66: directives nested deeper than 64") == 0, "'%s'", err);
+		}
+		free(text);
+	}
+}
+
 /* cdp_cfg_read: the whole file as text, or one message naming the path. */
 static void test_read(void)
 {
@@ -383,6 +469,7 @@ int main(void)
 	test_overrides();
 	test_errors();
 	test_scope();
+	test_nesting();
 	test_read();
 	return tap_done();
 }

@@ -15,7 +15,10 @@
 #     same seed, for the first step's loss (test_cdpool.py) and, under a
 #     2-rank gloo DDP job, its gradient (ddp_grad.py);
 # and test_cdpool.py compares PoolDataset's batches with those of the C
-# loader (tests/python/batch_dump). test_model.py checks the Python reader
+# loader (tests/python/batch_dump), and refuses what the C tools refuse
+# (truncated pools, directories that are no pool, hostile cfgs and class
+# names in checkpoints rewritten by tests/engine/ckpt_edit) with their
+# messages. test_model.py checks the Python reader
 # of the model cfg language against model_dump, and the ONNX export.
 # Skips (77) when $PYTHON lacks numpy or lmdb, or cannot make a venv.
 . "$CDP_SRCDIR/tests/tools/common.sh"

@@ -21,6 +21,7 @@ from osgeo import gdal
 
 import cdpool
 from cdpool import CdpError
+from cdpool.model import fit_checkpoint, model_of
 
 gdal.UseExceptions()
 T = sys.argv[1]
@@ -660,6 +661,174 @@ def test_info():
     ok("python -m cdpool info")
 
 
+# ---- issue 25: hostile or damaged inputs are one line, never a crash --------------------
+EDIT = os.path.join(os.environ.get("CDP_BUILDDIR", ""), "tests", "engine", "ckpt_edit")
+
+
+def info(*paths):
+    return subprocess.run([sys.executable, "-m", "cdpool", "info"] + list(paths),
+                          capture_output=True, text=True)
+
+
+def test_cfg_nesting():
+    """${} nested past 64 levels: CfgError with cdp-train's message, never a
+    RecursionError; 64 levels are the language's own."""
+    from cdpool.cfg import CfgError, parse
+    small = open(SMALL).read()
+    line = small[:small.index("outputs=${classes}")].count("\n") + 1
+    for op, n, cl in (("(", 60000, ")"), ("-", 1000000, ""), ("2**", 300000, ""),
+                      ("(", 65, ")"), ("-(", 33, ")"), ("1**", 65, "")):
+        path = os.path.join(T, "deep.cfg")
+        with open(path, "w") as f:
+            f.write(small.replace("outputs=${classes}",
+                                  "outputs=${" + op * n + "classes" + cl * n + "}"))
+        try:
+            parse(open(path).read(), path)
+        except CfgError as e:
+            want = "%s:%d: expression '" % (path, line)
+            check(str(e).startswith(want) and str(e).endswith("': nested deeper than 64"),
+                  "%d x %r: %s" % (n, op, str(e)[-80:]))
+            c_says(e, "cdp-train", "--db", os.path.join(T, "pool"), "--keys",
+                   os.path.join(T, "train.keys"), "-q", "--threads", "1", "--model", path,
+                   "--steps", "1", "--out", os.path.join(T, "deeprun"))
+        else:
+            raise Fail("%d x %r accepted" % (n, op))
+    for op, n, cl, want in (("(", 64, ")", "2"), ("-", 64, "", "2"), ("1**", 64, "", "1")):
+        secs = parse("[net]\nclasses=2\na=${" + op * n + "classes" + cl * n + "}\n")
+        check(secs[0].find("a")[1] == want, "%d x %r = %s" % (n, op, secs[0].find("a")[1]))
+    for n, ok_ in ((64, True), (65, False)):
+        text = "[net]\n" + "@if 1\n" * n + "a=1\n" + "@end\n" * n
+        try:
+            parse(text, "m.cfg")
+            check(ok_, "65 nested @if accepted")
+        except CfgError as e:
+            check(not ok_ and str(e) == "m.cfg:66: directives nested deeper than 64", str(e))
+    ok("cfg nesting: 64 levels, then cdp-train's one-line message (no RecursionError)")
+
+    # the same cfg in a checkpoint's CFG chunk under a valid CRC
+    path = os.path.join(T, "deep.cfg")
+    with open(path, "w") as f:
+        f.write(small.replace("outputs=${classes}", "outputs=${" + "(" * 60000 + "classes}"))
+    bad = os.path.join(T, "ck", "deep.cdpt")
+    os.makedirs(os.path.dirname(bad), exist_ok=True)
+    subprocess.run([EDIT, "-c", path, os.path.join(T, "run1", "checkpoint.cdpt"), bad],
+                   check=True)
+    c = cdpool.load_checkpoint(bad)
+    try:
+        model_of(c)
+        raise Fail("model_of accepted a cfg nested 60000 deep")
+    except CfgError as e:
+        check(str(e).startswith("<checkpoint>:%d: expression '" % line) and
+              str(e).endswith("nested deeper than 64"), str(e)[-80:])
+    r = info(bad)
+    check(r.returncode == 0 and r.stderr == "" and
+          "model: the cfg is refused: <checkpoint>:%d: expression" % line in r.stdout,
+          "info on a checkpoint with a deep cfg: %d %r" % (r.returncode, r.stderr[-200:]))
+    ok("a checkpoint holding it: load_checkpoint reads it, model_of and info refuse its cfg")
+
+
+def test_pool_refusals():
+    """A truncated data.mdb and directories that are no pool: the C readers'
+    one-line refusals, before LMDB maps anything."""
+    src = os.path.join(T, "pool")
+    size = os.path.getsize(os.path.join(src, "data.mdb"))
+    for cut in (size - 4096, size // 2, 3 * 4096):
+        bad = copy_pool(src, "cut")
+        os.truncate(os.path.join(bad, "data.mdb"), cut)
+        e = refused("ETRUNC", cdpool.Pool, bad)
+        check(str(e) == "'%s': data.mdb is truncated: %d bytes, its last page ends at byte %d"
+              % (bad, cut, size), str(e))
+        c_says(e, "cdp-keyshuffle", "-q", "-o", os.path.join(T, "cut.keys"), bad)
+        r = info(bad)
+        check(r.returncode == 1 and r.stderr == "cdpool: cannot read %s\n" % e,
+              "info on a truncated pool: %d %r" % (r.returncode, r.stderr))
+    ok("a truncated data.mdb: refused as cdp-keyshuffle refuses it, before any read")
+
+    empty = os.path.join(T, "notpool_empty")
+    junk = os.path.join(T, "notpool_junk")
+    tiny = os.path.join(T, "notpool_tiny")
+    for d in (empty, junk, tiny):
+        shutil.rmtree(d, ignore_errors=True)
+        os.makedirs(d)
+    with open(os.path.join(junk, "data.mdb"), "wb") as f:
+        f.write(b"not lmdb\n" * 1000)
+    with open(os.path.join(tiny, "data.mdb"), "wb") as f:
+        f.write(open(os.path.join(src, "data.mdb"), "rb").read(100))
+    invalid = "not a cdpool pool: MDB_INVALID: File is not an LMDB file"
+    for d, code, why in ((empty, "EFORMAT", "not a cdpool pool: no data.mdb"),
+                         (junk, "ELMDB", invalid), (tiny, "ELMDB", invalid)):
+        e = refused(code, cdpool.Pool, d)
+        check(str(e) == "'%s': %s" % (d, why), str(e))
+        c_says(e, "cdp-keyshuffle", "-q", "-o", os.path.join(T, "np.keys"), d)
+        r = info(d)
+        check(r.returncode == 1 and r.stderr == "cdpool: cannot read '%s': %s\n" % (d, why),
+              "info on %s: %d %r" % (d, r.returncode, r.stderr))
+    ok("directories that are no pool: one line naming the path, as cdp-keyshuffle's")
+
+
+def test_info_refusals():
+    """info refuses what cdp-predict refuses, and a closed stdout ends it
+    quietly."""
+    good = os.path.join(T, "run1", "checkpoint.cdpt")
+    d = os.path.join(T, "ck")
+    os.makedirs(d, exist_ok=True)
+    two, three = os.path.join(d, "names2.cdpt"), os.path.join(d, "names3.cdpt")
+    subprocess.run([EDIT, "-n", "road,other", good, two], check=True)
+    subprocess.run([EDIT, "-n", "road,other,third", good, three], check=True)
+    r = info(two)
+    check(r.returncode == 0 and "class names: road, other" in r.stdout, "2 names for 2 classes")
+    r = info(three)
+    msg = "'%s': the checkpoint names 3 classes, the net has 2" % three
+    check(r.returncode == 1 and r.stdout == "" and r.stderr == "cdpool: cannot read %s\n" % msg,
+          "3 names for a 2-class net: %d %r" % (r.returncode, r.stderr))
+    c_says(msg, "cdp-predict", "-q", three, os.path.join(T, "r", "road.tif"),
+           "-o", os.path.join(T, "pred3.tif"))
+    ck = cdpool.load_checkpoint(three)
+    check(fit_checkpoint(ck, model_of(ck)) ==
+          "the checkpoint names 3 classes, the net has 2", "fit_checkpoint")
+    ok("info: more class names than the net's classes refused as cdp-predict refuses them")
+
+    r_fd, w_fd = os.pipe()
+    os.close(r_fd)                  # a reader that is gone, as after `| head -1`
+    try:
+        for args in (["info", os.path.join(T, "pool"), good, os.path.join(T, "train.keys")],
+                     ["--help"], ["trace", "--help"]):
+            p = subprocess.run([sys.executable, "-m", "cdpool"] + args, stdout=w_fd,
+                               stderr=subprocess.PIPE, text=True)
+            check(p.returncode == -13 and p.stderr == "",
+                  "%s to a closed pipe: exit %d, %r" % (args[0], p.returncode, p.stderr[-200:]))
+    finally:
+        os.close(w_fd)
+    ok("a closed stdout: every subcommand ends by SIGPIPE, without a traceback")
+
+
+def test_seed_range():
+    """Seeds outside cdp-train's and cdp-keyshuffle's [0, 2**64-1] are refused,
+    not taken modulo 2**64."""
+    top = (1 << 64) - 1
+    for seed in (1 << 64, -1, (1 << 64) + 7):
+        try:
+            cdpool.BlockSampler(16, 4, 0, 1, seed=seed)
+            raise Fail("BlockSampler took seed %d" % seed)
+        except ValueError as e:
+            check("[0, 2**64-1]" in str(e), str(e))
+        try:
+            cdpool.Augment(hflip=True, seed=seed)
+            raise Fail("Augment took seed %d" % seed)
+        except ValueError as e:
+            check("[0, 2**64-1]" in str(e), str(e))
+        p = subprocess.run(["cdp-keyshuffle", "-q", "--seed", str(seed), "-o",
+                            os.path.join(T, "seed.keys"), os.path.join(T, "pool")],
+                           capture_output=True, text=True)
+        check(p.returncode == 2, "cdp-keyshuffle --seed %d: exit %d" % (seed, p.returncode))
+    s = cdpool.BlockSampler(16, 4, 0, 1, seed=top)
+    check(s.seed == top and sorted(s) == list(range(16)), "seed 2**64-1")
+    subprocess.run(["cdp-keyshuffle", "-q", "--seed", str(top), "-o",
+                    os.path.join(T, "seed.keys"), os.path.join(T, "pool")], check=True)
+    check(cdpool.read_keys(os.path.join(T, "seed.keys")).seed == top, "keyshuffle seed")
+    ok("seeds: [0, 2**64-1] as cdp-keyshuffle and cdp-train take them, others ValueError")
+
+
 def run_tests(tests):
     """Runs each test; the first Fail prints "FAIL NAME: why" and gives 1."""
     for t in tests:
@@ -673,7 +842,9 @@ def run_tests(tests):
 
 def main():
     return run_tests([test_dtypes, test_record_refusals, test_keys, test_sampler,
-                      test_checkpoint, test_dataset, test_batches, test_first_step, test_info])
+                      test_checkpoint, test_dataset, test_batches, test_first_step, test_info,
+                      test_cfg_nesting, test_pool_refusals, test_info_refusals,
+                      test_seed_range])
 
 
 if __name__ == "__main__":

@@ -253,6 +253,19 @@ expect_fail 1 "'u8.tif': label 'lab_small.tif' is 49x37, image is 50x37" \
 	cdp-tile -s 16 --label lab_small.tif u8.tif
 expect_fail 1 "label 'i16lab.tif' is i16, need u8 or u16" \
 	cdp-tile -s 16 --label i16lab.tif u8.tif
+# A label with u8.tif's geotransform in another CRS is another grid: never
+# cut as if it were the image's, on the stream or into -O files. One
+# without a CRS is taken to be in the image's (cdp-tile(1)).
+$MK lab_4326.tif --width 50 --height 37 --epsg 4326
+$MK lab_32632.tif --width 50 --height 37 --epsg 32632
+$MK lab_nocrs.tif --width 50 --height 37 --epsg 0
+expect_fail 1 "'u8.tif': label 'lab_4326.tif' is in CRS EPSG:4326, the image in EPSG:32633: not the same grid" \
+	cdp-tile -s 16 --label lab_4326.tif u8.tif
+expect_fail 1 "'u8.tif': label 'lab_32632.tif' is in CRS EPSG:32632, the image in EPSG:32633" \
+	cdp-tile -s 16 -O crsfail --label lab_32632.tif u8.tif
+[ ! -e crsfail ] || fail "a label in another CRS left tiles"
+cdp-tile -q -s 16 --label lab_nocrs.tif u8.tif >nocrs.cdps || fail "a label without a CRS was refused"
+[ -s nocrs.cdps ] || fail "a label without a CRS gave no records"
 expect_fail 1 "'c/u8.tif': name 'u8' is also used by 'u8.tif'" \
 	cdp-tile -s 16 u8.tif c/u8.tif
 expect_fail 1 "'tiny.tif': 10x40 is smaller than the 16x16 tile" \

@@ -113,6 +113,33 @@ static void input_close(input *in)
 	memset(in, 0, sizeof(*in));
 }
 
+/* Equal geotransforms are the same grid only in the same CRS: a label in
+ * another CRS would be cut as if its numbers were the image's coordinates.
+ * OSRIsSame, not string equality, so the same CRS written by two GDAL
+ * versions matches. A label without a CRS (a mask saved with only the
+ * geotransform) has nothing to contradict the image's and is taken to be
+ * in it; so is an image without one. */
+static int same_crs(ctx *c, const input *in, const cdp_raster_info *li)
+{
+	char why[128], a[256], b[256];
+	int same;
+
+	if (!in->ri->crs[0] || !li->crs[0])
+		return CDP_OK;
+	same = cdp_raster_crs_same(in->ri->crs, li->crs, why, sizeof why);
+	if (same == 1)
+		return CDP_OK;
+	if (same < 0) {
+		ERR(c, "'%s' or its label '%s': %s", in->path, in->lpath, why);
+		return CDP_EFORMAT;
+	}
+	cdp_raster_crs_name(in->ri->crs, a, sizeof a);
+	cdp_raster_crs_name(li->crs, b, sizeof b);
+	ERR(c, "'%s': label '%s' is in CRS %s, the image in %s: not the same grid "
+	    "(gdalwarp the label onto the image's grid first)", in->path, in->lpath, b, a);
+	return CDP_EMISMATCH;
+}
+
 /* Opens input i and its label and checks everything that can be checked
  * before reading pixels. On failure, in is closed and err is set. */
 static int input_open(ctx *c, size_t i, input *in)
@@ -230,6 +257,9 @@ static int input_open(ctx *c, size_t i, input *in)
 		    in->lpath);
 		goto fail;
 	}
+	if ((rc = same_crs(c, in, li)) != CDP_OK)
+		goto fail;
+	rc = CDP_EMISMATCH;
 	in->lkind = li->dtype == CDP_DT_U8 ? CDP_LABEL_U8 : CDP_LABEL_U16;
 	in->ignore = o->has_ignore ? o->ignore
 	                           : (in->lkind == CDP_LABEL_U8 ? 255 : 65535);
