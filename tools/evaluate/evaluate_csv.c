@@ -39,7 +39,7 @@
 #include "cdp_metrics.h"
 #include "cdp_num.h"
 
-#define MAXK 1024
+#define MAXK CDP_EVALUATE_MAX_CLASSES
 #define FAIL(...) (snprintf(err, cap, __VA_ARGS__), -1)
 
 typedef struct ref {
