@@ -406,6 +406,8 @@ static int read_header(const cdp_evaluate_opts *o, char **field, int n, classes 
 {
 	const char *csv = o->prediction;
 
+	if (n == -2)
+		return FAIL("'%s': line 1: more than %d classes", csv, MAXK);
 	if (n < 3 || strcmp(field[0], "path") != 0 || strcmp(field[1], "class") != 0)
 		return FAIL("'%s': line 1: want the header path,class,p_NAME,... (one column per "
 		            "class)", csv);
