@@ -171,6 +171,10 @@ with open(os.path.join(T, "h.csv"), "w", newline="") as f:
 PYEOF
 cdp-evaluate --json h.csv H >"$T/h.json" || fail "odd path"
 grep -q '"chips":2,"unpredicted":0,.*"accuracy":1.000000' "$T/h.json" || fail "odd path: $(cat "$T/h.json")"
+echo "H/a/x.tif a" >h.txt
+expect_fail 1 "^cdp-evaluate: 'h.csv': line 2: 'H/b/o,\"d?d.tif' is not a chip of 'h.txt'\$" \
+	cdp-evaluate h.csv h.txt
+[ "$(wc -l <"$T/err")" -eq 1 ] || fail "a message of $(wc -l <"$T/err") lines: $(cat "$T/err")"
 
 echo "== refusals"
 cp p.csv bad.csv

@@ -529,6 +529,16 @@ static void report(FILE *f, const classes *r, const uint64_t *conf, int k, size_
 		        cdp_metrics_macro_f1(conf, k), cdp_metrics_kappa(conf, k));
 }
 
+/* s (a path of the CSV, changed in place) with its control characters
+ * shown as '?', so that a message naming it stays one line. */
+static const char *one_line(char *s)
+{
+	for (char *c = s; *c; c++)
+		if ((unsigned char)*c < 0x20 || *c == 0x7f)
+			*c = '?';
+	return s;
+}
+
 /* Scores the rows of f, after its header, against r (sorted by path)
  * into conf (k x k). */
 static int score(const cdp_evaluate_opts *o, FILE *f, const classes *k, refs *r, uint64_t *conf,
@@ -576,9 +586,10 @@ static int score(const cdp_evaluate_opts *o, FILE *f, const classes *k, refs *r,
 		free(key.path);
 		if (!hit)
 			rc = FAIL("'%s': line %zu: '%s' is not a chip of '%s'", o->prediction, first,
-			          field[0], o->reference);
+			          one_line(field[0]), o->reference);
 		else if (hit->seen)
-			rc = FAIL("'%s': line %zu: '%s' is scored twice", o->prediction, first, field[0]);
+			rc = FAIL("'%s': line %zu: '%s' is scored twice", o->prediction, first,
+			          one_line(field[0]));
 		if (rc)
 			break;
 		hit->seen = 1;
