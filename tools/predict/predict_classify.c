@@ -12,9 +12,10 @@
  *    4180 quotes (cdp-evaluate reads it back);
  *  - a scene (any other -o): the raster is cut into a grid of cells of the
  *    window size S, each cell classified whole, and the GeoTIFF gets one
- *    pixel per cell (its geotransform scaled by S, the raster's CRS): u8
- *    class ids, or with --prob the K float32 probabilities, laid out and
- *    named as the segmentation path's maps (pr_out_layout). A last column
+ *    pixel per cell (its geotransform scaled by S, or its GCPs' pixel and
+ *    line divided by S, and the raster's CRS): u8 class ids, or with --prob
+ *    the K float32 probabilities, laid out and named as the segmentation
+ *    path's maps (pr_out_layout). A last column
  *    or row of cells that the raster only partly covers is classified from
  *    the window shifted inwards to end at the raster's edge. A cell with no
  *    valid pixel is nodata (255, NaN).

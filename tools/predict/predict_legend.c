@@ -10,8 +10,9 @@
  * 0..255, NAME the rest of the line, a class name as the checkpoint's:
  * UTF-8 without control characters, at most 255 bytes); blank lines and
  * lines starting with '#' are skipped. A control character anywhere (a
- * NUL, an escape) is refused. A line of FILE sets its class's colour, and its name
- * when it gives one: FILE wins over the checkpoint, class by class.
+ * NUL, an escape) is refused. A line of FILE sets its class's colour, and
+ * its name when it gives one: FILE wins over the checkpoint, class by
+ * class.
  */
 #include "predict_int.h"
 
@@ -115,7 +116,7 @@ int pr_legend_make(pr_legend *l, int k, const cdp_ckpt *ck, const char *colors, 
 		if (bad < (size_t)len)
 			rc = pr_fail(err, cap, "'%s' line %d: control character 0x%02x at byte %zu",
 			             colors, ln, (unsigned char)line[bad], bad + 1);
-		else if (len > PR_COLORS_LINE_MAX)
+		else if (len - (line[len - 1] == '\n') > PR_COLORS_LINE_MAX)
 			rc = pr_fail(err, cap, "'%s' line %d: longer than %d bytes", colors, ln,
 			             PR_COLORS_LINE_MAX);
 		while (isspace((unsigned char)*s))
