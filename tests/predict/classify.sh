@@ -3,7 +3,8 @@
 # (predict_classify.c), checked against the checkpoint's PyTorch twin
 # (cdpool.torch_model.Deployed: raw bands in, softmax out):
 #  - chips of a folder (DIR/CLASS/*.tif) and of a list file: CSV
-#    path,class,p0..p4, one row per chip in input order, class = arg max,
+#    path,class,p_green..p_road (the folders' names), one row per chip in
+#    input order, class = the name of the arg max,
 #    probabilities within 1e-5 of PyTorch's; the two inputs agree;
 #  - a scene: one pixel per cell of the window size, the last column and
 #    row from the window shifted to the raster's edge, class ids (u8) or
@@ -21,24 +22,13 @@
 . "$CDP_SRCDIR/tests/tools/common.sh"
 need_python
 "$PYTHON" -c "import torch" 2>/dev/null || { echo "SKIP: no torch" >&2; exit 77; }
-GEN="$CDP_SRCDIR/share/cdpool/examples/genscene.py"
-NAMES="residential road green lake land"
-
-"$PYTHON" "$GEN" --scene-tiles "$T/chips" --count 20 --size 16 --seed 2
-for n in $NAMES; do mkdir -p "$T/F/$n"; done
-while read -r f c; do
-	cp "$T/chips/$f" "$T/F/$(echo $NAMES | cut -d' ' -f$((c + 1)))/"
-done <"$T/chips/list.txt"
-cdp-lmdbpack -q --folders "$T/F" "$T/pool"
-cdp-keyshuffle -q -o "$T/train.keys" "$T/pool"
-cdp-train -q --db "$T/pool" --keys "$T/train.keys" --out "$T/run" --batch 4 --steps 6 --threads 1 \
-	--model "$CDP_SRCDIR/share/cdpool/models/classifier.cfg:width=4,blocks=1" ||
-	fail "cdp-train"
+. "$CDP_SRCDIR/tests/predict/chips.sh"
 
 echo "== chips"
 cdp-predict -q --threads 1 --batch 3 "$T/run" "$T/F" -o "$T/f.csv"
 cdp-predict -q --threads 1 "$T/run" "$T/chips/list.txt" -o "$T/l.csv"
-[ "$(head -1 "$T/f.csv")" = "path,class,p0,p1,p2,p3,p4" ] || fail "header: $(head -1 "$T/f.csv")"
+[ "$(head -1 "$T/f.csv")" = "path,class,p_green,p_lake,p_land,p_residential,p_road" ] ||
+	fail "header: $(head -1 "$T/f.csv")"
 [ "$(sed 1d "$T/f.csv" | wc -l)" -eq 20 ] || fail "$(sed 1d "$T/f.csv" | wc -l) rows, want 20"
 # folder order: classes, then files, in byte order
 sed '1d; s/,.*//' "$T/f.csv" >"$T/f.paths"
@@ -59,12 +49,13 @@ def probs(x):
         return net(torch.from_numpy(x.astype(np.float32))).numpy().reshape(len(x), -1)
 mode = sys.argv[1]
 if mode == "csv":
-    rows = list(csv.reader(open(sys.argv[3])))[1:]
+    rows = list(csv.reader(open(sys.argv[3])))
+    names, rows = [c[2:] for c in rows[0][2:]], rows[1:]
     want = probs(np.stack([gdal.Open(r[0]).ReadAsArray() for r in rows]))
     got = np.array([[float(v) for v in r[2:]] for r in rows])
     err = np.abs(got - want).max()
     assert err <= 1e-5, "probabilities differ by %g" % err
-    assert all(int(r[1]) == int(np.argmax(g)) for r, g in zip(rows, got)), "class is not the arg max"
+    assert all(r[1] == names[int(np.argmax(g))] for r, g in zip(rows, got)), "class is not the arg max"
     assert np.abs(got.sum(1) - 1).max() < 1e-5
     print("csv: %d chips within %.1e of PyTorch" % (len(rows), err))
 else:
@@ -146,7 +137,7 @@ ckn() {
 print(' '.join(cdpool.load_checkpoint('$1/checkpoint.cdpt').class_names))"
 }
 cp -r "$T/run" "$T/run2"
-cdp-train -q --db "$T/pool" --keys "$T/train.keys" --out "$T/run2" --batch 4 --steps 8 \
+cdp-train -q --db "$T/pool" --keys "$T/run.keys" --out "$T/run2" --batch 4 --steps 8 \
 	--threads 1 --resume 2>"$T/err" || fail "--resume: $(cat "$T/err")"
 [ ! -s "$T/err" ] || fail "--resume said: $(cat "$T/err")"
 [ "$(ckn "$T/run2")" = "green lake land residential road" ] || fail "resumed: $(ckn "$T/run2")"
@@ -159,7 +150,7 @@ text = b"".join(b"class.%d=%s\n" % (k, n) for k, n in enumerate([b"a", b"b", b"c
 with env.begin(write=True, db=env.open_db(b"meta")) as txn:
     txn.put(b"class_names", text + b"crc32=%08x\n" % zlib.crc32(text))
 PYEOF
-cdp-train -q --db "$T/pool2" --keys "$T/train.keys" --out "$T/run3" --batch 4 --steps 8 \
+cdp-train -q --db "$T/pool2" --keys "$T/run.keys" --out "$T/run3" --batch 4 --steps 8 \
 	--threads 1 --resume 2>"$T/err" || fail "--resume, other names: $(cat "$T/err")"
 [ "$(cat "$T/err")" = "cdp-train: resume: using the checkpoint's class names ('green', 'lake', 'land', 'residential', 'road'), not the pool's ('a', 'b', 'c', 'd', 'e')" ] ||
 	fail "--resume, other names: $(cat "$T/err")"

@@ -8,7 +8,8 @@
 # 4/5, recall 4/6, F1 8/11; accuracy 9/12, mean IoU (5/8 + 4/7) / 2.
 # Then: --ignore and the reference's nodata leave pixels out, the
 # prediction's nodata counts as unpredicted, K comes from the data or
-# --classes (values beyond it are "outside"), and bad input is refused, as
+# --classes (values beyond it are "outside"; at most 1024, where a count of
+# 20000 once wrote an 800 MB report), and bad input is refused, as
 # are rasters of another georeference (CRS by OGR's comparison,
 # geotransform) and a standard output that is one of the inputs.
 . "$CDP_SRCDIR/tests/tools/common.sh"
@@ -95,7 +96,11 @@ mk "$T/two.tif" "0 0 1 1;0 1 1 1;0 0 0 1" - 2
 expect_fail 1 "'$T/two.tif' has 2 bands" cdp-evaluate "$T/two.tif" "$T/ref.tif"
 expect_fail 1 "cannot open '$T/none.tif'" cdp-evaluate "$T/pred.tif" "$T/none.tif"
 expect_fail 2 "want PREDICTION and REFERENCE" cdp-evaluate "$T/pred.tif"
-expect_fail 2 "--classes: '1' is not an integer in 2\.\.65536" cdp-evaluate --classes 1 "$T/pred.tif" "$T/ref.tif"
+expect_fail 2 "--classes: '1' is not an integer in 2\.\.1024" cdp-evaluate --classes 1 "$T/pred.tif" "$T/ref.tif"
+# a count far beyond any class map's: once an 800 MB report of a 2-class map
+expect_fail 2 "^cdp-evaluate: --classes: '20000' is not an integer in 2\.\.1024\$" \
+	cdp-evaluate --classes 20000 --json "$T/pred.tif" "$T/ref.tif"
+[ ! -s "$T/out" ] || fail "--classes 20000 wrote $(wc -c <"$T/out") bytes"
 expect_fail 2 "--ignore: 'x' is not an integer in 0\.\.65535" cdp-evaluate --ignore x "$T/pred.tif" "$T/ref.tif"
 # the report appended to an input (by a symlink or a VRT's source too) is refused
 cp "$T/pred.tif" "$T/pred.orig"

@@ -8,8 +8,17 @@
 #  - the text report states the same numbers;
 #  - paths match through the file system (a relative CSV path, a "./" one);
 #    reference chips without a row are counted as not predicted;
+#  - the CSV of cdp-predict (header path,class,p_NAME...; the class column a
+#    name) and the older one (path,class,p0,...; ids) give the same report;
+#  - class ids mean the checkpoint's: folders that lack one class (case 11
+#    of issue 25: it was renumbered from the folders present, accuracy 0)
+#    are matched by name and score as NumPy does; an older CSV without names
+#    is refused against them, and accepted with --classes names;
+#  - a path holding a comma, a quote and a newline (quoted as RFC 4180
+#    writes it) and a UTF-8 byte order mark before the header or a list;
 #  - refusals: a row that is not a reference chip, a row twice, a class
-#    outside the CSV's, names with a folder reference.
+#    outside the CSV's, a class folder or list class the CSV does not name,
+#    --classes names other than the header's.
 . "$CDP_SRCDIR/tests/tools/common.sh"
 need_python
 NAMES="green lake land residential road"
@@ -33,9 +42,24 @@ for c, n in enumerate(names):
         p = c if rng.random() < 0.6 else int(rng.integers(5))
         prob = np.full(5, 0.05); prob[p] = 0.8
         path = "F/%s/%s_%d.tif" % (n, n, i) if i == 0 else "%s/F/%s/./%s_%d.tif" % (T, n, n, i)
-        rows.append("%s,%d,%s" % (path, p, ",".join("%.6f" % x for x in prob)))
+        rows.append((path, p, ",".join("%.6f" % x for x in prob)))
         truth.append(c); pred.append(p)
-open(os.path.join(T, "p.csv"), "w").write("path,class,p0,p1,p2,p3,p4\n" + "\n".join(rows) + "\n")
+open(os.path.join(T, "p.csv"), "w").write("path,class," + ",".join("p_" + n for n in names) + "\n"
+     + "".join("%s,%s,%s\n" % (r[0], names[r[1]], r[2]) for r in rows))
+open(os.path.join(T, "old.csv"), "w").write("path,class,p0,p1,p2,p3,p4\n"
+     + "".join("%s,%d,%s\n" % r for r in rows))
+# the folders without "land": its rows left out, the others' paths moved to G
+G = [(r, t, q) for r, t, q in zip(rows, truth, pred) if names[t] != "land"]
+open(os.path.join(T, "g.csv"), "w").write("path,class," + ",".join("p_" + n for n in names) + "\n"
+     + "".join("%s,%s,%s\n" % (r[0].replace("F/", "G/"), names[r[1]], r[2]) for r, t, q in G))
+cg = np.zeros((5, 5), np.int64)
+for r, t, q in G:
+    cg[t, q] += 1
+n = cg.sum()
+po = np.trace(cg) / n
+pe = (cg.sum(0) * cg.sum(1)).sum() / n ** 2
+json.dump({"confusion": cg.tolist(), "accuracy": po, "kappa": (po - pe) / (1 - pe)},
+          open(os.path.join(T, "g_want.json"), "w"))
 with open(os.path.join(T, "list.txt"), "w") as f:
     for c, n in enumerate(names):
         for i in range(6):
@@ -95,19 +119,86 @@ tail = dict(l.rsplit(" ", 1) for l in txt[14:17])
 for k, key in (("accuracy", "accuracy"), ("macro f1", "macro_f1"), ("kappa", "kappa")):
     assert tail[k] == "%.4f" % want[key], (k, tail[k])
 PYEOF
+echo "== the older CSV (p0,...), by position"
+cdp-evaluate --json old.csv F >"$T/o.json"
+"$PYTHON" "$T/cmp.py" "$T/o.json" "$T/want.json" || fail "old CSV, folders: $(cat "$T/o.json")"
+cdp-evaluate --json --classes green,lake,land,residential,road old.csv list.txt >"$T/ol.json"
+"$PYTHON" "$T/cmp.py" "$T/ol.json" "$T/want.json" || fail "old CSV, list: $(cat "$T/ol.json")"
+echo "== the list's class names, from the header"
+cdp-evaluate --json p.csv list.txt >"$T/n.json"
+"$PYTHON" "$T/cmp.py" "$T/n.json" "$T/want.json" || fail "list by name: $(cat "$T/n.json")"
+echo "== a byte order mark"
+printf '\357\273\277' | cat - p.csv >bom.csv
+printf '\357\273\277' | cat - list.txt >bom.txt
+cdp-evaluate --json bom.csv bom.txt >"$T/b.json" || fail "BOM: $(cat "$T/b.json")"
+"$PYTHON" "$T/cmp.py" "$T/b.json" "$T/want.json" || fail "BOM: $(cat "$T/b.json")"
+
+echo "== folders that lack a class"
+cp -r F G && rm -r G/land
+cdp-evaluate --json g.csv G >"$T/g.json" || fail "folders without land"
+"$PYTHON" - "$T/g.json" "$T/g_want.json" <<'PYEOF' || fail "folders without land: $(cat "$T/g.json")"
+import json, sys
+got, want = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+assert got["names"] == "green lake land residential road".split(), got["names"]
+assert got["confusion"] == want["confusion"], (got["confusion"], want["confusion"])
+for key in ("accuracy", "kappa"):
+    assert abs(got[key] - want[key]) < 1e-6, (key, got[key], want[key])
+assert got["accuracy"] > 0.5, got["accuracy"]
+print("without land: accuracy %.4f, kappa %.4f as NumPy's" % (got["accuracy"], got["kappa"]))
+PYEOF
+sed '1s/p_[a-z]*/p/g; 1s/p,p,p,p,p/p0,p1,p2,p3,p4/' g.csv >gold.csv
+sed -i '2,$s/,green,/,0,/; 2,$s/,lake,/,1,/; 2,$s/,land,/,2,/; 2,$s/,residential,/,3,/; 2,$s/,road,/,4,/' gold.csv
+expect_fail 1 "^cdp-evaluate: 'gold.csv' does not name its classes and 'G' has 4 class folders for its 5 classes: give --classes with their names in class order\$" \
+	cdp-evaluate gold.csv G
+cdp-evaluate --json --classes green,lake,land,residential,road gold.csv G >"$T/go.json" ||
+	fail "older CSV with --classes names against G"
+cmp -s "$T/g.json" "$T/go.json" || fail "older CSV with names: $(cat "$T/go.json")"
+
+echo "== a path with a comma, a quote and a newline"
+"$PYTHON" - "$T" <<'PYEOF' || fail "cannot make the odd chip"
+import csv, os, sys
+T = sys.argv[1]
+for c in ("a", "b"):
+    os.makedirs(os.path.join(T, "H", c))
+odd = os.path.join("H", "b", 'o,"d\nd.tif')
+open(os.path.join(T, odd), "w").close()
+open(os.path.join(T, "H", "a", "x.tif"), "w").close()
+with open(os.path.join(T, "h.csv"), "w", newline="") as f:
+    w = csv.writer(f, lineterminator="\n")
+    w.writerow(["path", "class", "p_a", "p_b"])
+    w.writerow([odd, "b", "0.1", "0.9"])
+    w.writerow(["H/a/x.tif", "a", "0.8", "0.2"])
+PYEOF
+cdp-evaluate --json h.csv H >"$T/h.json" || fail "odd path"
+grep -q '"chips":2,"unpredicted":0,.*"accuracy":1.000000' "$T/h.json" || fail "odd path: $(cat "$T/h.json")"
+echo "H/a/x.tif a" >h.txt
+expect_fail 1 "^cdp-evaluate: 'h.csv': line 2: 'H/b/o,\"d?d.tif' is not a chip of 'h.txt'\$" \
+	cdp-evaluate h.csv h.txt
+[ "$(wc -l <"$T/err")" -eq 1 ] || fail "a message of $(wc -l <"$T/err") lines: $(cat "$T/err")"
+
 echo "== refusals"
 cp p.csv bad.csv
-echo "elsewhere.tif,1,0.1,0.6,0.1,0.1,0.1" >>bad.csv
+echo "elsewhere.tif,lake,0.1,0.6,0.1,0.1,0.1" >>bad.csv
 expect_fail 1 "^cdp-evaluate: 'bad.csv': line 31: 'elsewhere.tif' is not a chip of 'F'\$" \
 	cdp-evaluate bad.csv F
 cp p.csv twice.csv
 sed -n 2p p.csv >>twice.csv
 expect_fail 1 "^cdp-evaluate: 'twice.csv': line 31: 'F/green/green_0.tif' is scored twice\$" \
 	cdp-evaluate twice.csv F
-sed '2s/,[0-9],/,7,/' p.csv >cls.csv
+sed '2s/,[0-9],/,7,/' old.csv >cls.csv
 expect_fail 1 "^cdp-evaluate: 'cls.csv': line 2: want path,class with a class 0 to 4\$" \
 	cdp-evaluate cls.csv F
-expect_fail 1 "^cdp-evaluate: --classes names: the folders of 'F' name the classes\$" \
+sed '2s/,[a-z]*,/,desert,/' p.csv >cls2.csv
+expect_fail 1 "^cdp-evaluate: 'cls2.csv': line 2: want path,class with a class of its header\$" \
+	cdp-evaluate cls2.csv F
+expect_fail 1 "^cdp-evaluate: --classes: 'p.csv' names its classes in its header (green, ...)\$" \
 	cdp-evaluate --classes a,b,c,d,e p.csv F
-expect_fail 1 "line 1: want IMAGE CLASS" cdp-evaluate p.csv list.txt
+expect_fail 1 "^cdp-evaluate: 'list.txt': line 1: class 'green' is not a class of 'old.csv' (an id 0 to 4, or a name of --classes)\$" \
+	cdp-evaluate old.csv list.txt
+mkdir G/desert
+expect_fail 1 "^cdp-evaluate: 'G': class folder 'desert' is not a class of 'g.csv'\$" \
+	cdp-evaluate g.csv G
+sed 's/ road$/ desert/' list.txt >desert.txt
+expect_fail 1 "^cdp-evaluate: 'desert.txt': line 25: class 'desert' is not a class of 'p.csv' (a name of its header or an id 0 to 4)\$" \
+	cdp-evaluate p.csv desert.txt
 echo ok

@@ -11,7 +11,12 @@
 #    polygons' names, probability bands' descriptions; cdp-train leaves
 #    out the names beyond the model's classes, and all when one cannot be
 #    kept (a tab), saying so in one line;
-#  - a bad --colors file is refused, naming the line, and nothing written;
+#  - a bad --colors file is refused, naming the line, and nothing written
+#    (a control character such as a NUL or an escape, a name not UTF-8);
+#  - a segmentation model with -o x.csv is refused (it writes a raster);
+#  - a raster georeferenced by GCPs only (no geotransform) keeps them: the
+#    class map, the --prob COG list the same GCPs in the same CRS, and the
+#    --vector polygons lie in that CRS within the GCPs' extent;
 #  - no temporary file is left beside the outputs;
 #  - cdp-evaluate --png draws the confusion matrix: a grid of shaded cells
 #    with the counts, the classes named from the prediction's categories
@@ -155,7 +160,47 @@ expect_fail 1 "'$T/k.colors' line 1: class 2, but the model has 2 classes" cdp-p
 	--colors "$T/k.colors" "$T/run" "$T/b.tif" -o "$T/o/x.tif"
 expect_fail 1 "cannot open '$T/none.colors'" cdp-predict -q --colors "$T/none.colors" \
 	"$T/run" "$T/b.tif" -o "$T/o/x.tif"
+# a NUL (once "longer than 510 bytes") and an escape (once a name)
+printf '1 200 0 0 ro\000ad\n' >"$T/nul.colors"
+expect_fail 1 "^cdp-predict: '$T/nul.colors' line 1: control character 0x00 at byte 13\$" \
+	cdp-predict -q --colors "$T/nul.colors" "$T/run" "$T/b.tif" -o "$T/o/x.tif"
+printf '1 200 0 0 \033[31mroad\n' >"$T/esc.colors"
+expect_fail 1 "^cdp-predict: '$T/esc.colors' line 1: control character 0x1b at byte 11\$" \
+	cdp-predict -q --colors "$T/esc.colors" "$T/run" "$T/b.tif" -o "$T/o/x.tif"
+printf '1 200 0 0 r\377d\n' >"$T/utf.colors"
+expect_fail 1 "^cdp-predict: '$T/utf.colors' line 1: the name is not UTF-8 at byte 2\$" \
+	cdp-predict -q --colors "$T/utf.colors" "$T/run" "$T/b.tif" -o "$T/o/x.tif"
 [ ! -e "$T/o/x.tif" ] || fail "a refused --colors left an output"
+
+echo "== a segmentation model asked for a CSV"
+expect_fail 1 "^cdp-predict: '$T/run/checkpoint.cdpt' is a segmentation model, which writes a raster, not the CSV that -o '$T/o/x.csv' names (.csv): give -o OUT.tif\$" \
+	cdp-predict -q "$T/run" "$T/b.tif" -o "$T/o/x.csv"
+[ ! -e "$T/o/x.csv" ] || fail "a refused -o x.csv was written"
+
+echo "== a raster georeferenced by GCPs only"
+# corners of b.tif (600 x 520) on a UTM grid of 2 m, no geotransform
+gdal_translate -q -a_srs EPSG:32633 -gcp 0 0 500000 5800000 -gcp 600 0 501200 5800000 \
+	-gcp 0 520 500000 5798960 -gcp 600 520 501200 5798960 "$T/b.tif" "$T/gcp.tif"
+cdp-predict -q --vector "$T/o/gv.gpkg" "$T/run" "$T/gcp.tif" -o "$T/o/g.tif" ||
+	fail "prediction of the GCP raster failed"
+cdp-predict -q --prob --cog "$T/run" "$T/gcp.tif" -o "$T/o/gp.tif" ||
+	fail "--prob --cog of the GCP raster failed"
+py "
+src = gdal.Open('$T/gcp.tif')
+want = [(g.GCPPixel, g.GCPLine, g.GCPX, g.GCPY) for g in src.GetGCPs()]
+assert src.GetGeoTransform(can_return_null=True) is None and len(want) == 4
+for p in ('$T/o/g.tif', '$T/o/gp.tif'):
+    d = gdal.Open(p)
+    got = [(g.GCPPixel, g.GCPLine, g.GCPX, g.GCPY) for g in d.GetGCPs()]
+    assert got == want, (p, got)
+    assert d.GetGCPSpatialRef().GetAuthorityCode(None) == '32633', p
+v = ogr.Open('$T/o/gv.gpkg'); l = v.GetLayer(0)
+assert l.GetSpatialRef().GetAuthorityCode(None) == '32633'
+x0, x1, y0, y1 = l.GetExtent()
+assert 500000 <= x0 < x1 <= 501200 and 5798960 <= y0 < y1 <= 5800000, l.GetExtent()
+print('GCPs and their CRS in the class map, the probabilities (COG) and the polygons')
+" || fail "the GCPs did not reach every output"
+[ "$(gdalinfo "$T/o/g.tif" | grep -c '^GCP\[')" -eq 4 ] || fail "gdalinfo lists no GCPs: $(gdalinfo "$T/o/g.tif")"
 
 echo "== cdp-evaluate --png"
 cdp-evaluate --png "$T/cm.png" "$T/o/named.tif" "$T/b_mask.tif" >"$T/report" ||

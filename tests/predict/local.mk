@@ -1,6 +1,7 @@
 # tests/predict/: cdp-predict and cdp-evaluate from the shell.
 TESTS += tests/predict/evaluate.sh tests/predict/evaluate_csv.sh
 if HAVE_MPI
-TESTS += tests/predict/predict.sh tests/predict/gis.sh tests/predict/classify.sh
+TESTS += tests/predict/predict.sh tests/predict/gis.sh tests/predict/classify.sh \
+	tests/predict/classify_csv.sh
 endif
 EXTRA_DIST += tests/predict

@@ -7,6 +7,9 @@
 #  - same seed -> same bytes, other seed -> other order; over 240 seeds all
 #    24 orders of a 4-key pool appear;
 #  - --val, --val-by, --match, --no-shuffle; -o/--val-out atomic;
+#  - --val 0 writes no (empty) validation file and says so; --stratify
+#    keeps a training key of every class (a one-key class's only key once
+#    went to validation) and names the classes left without validation;
 #  - failures: exit codes, one-line messages, no output file left behind.
 . "$CDP_SRCDIR/tests/tools/common.sh"
 need_python
@@ -139,12 +142,44 @@ tail -n +9 "$T/model1" >"$T/want_train"
 { body "$T/o/val.keys"; body "$T/o/train.keys"; } | LC_ALL=C sort -u >"$T/union"
 cmp -s "$T/union" "$T/keys" || fail "--val: train and val are not disjoint with union = all"
 [ "$(ls -A "$T/o" | tr '\n' ' ')" = "train.keys val.keys " ] || fail "--val left files: $(ls -A "$T/o")"
-for fv in 0:0 0.5:17 0.1:3 0.96:32; do
+for fv in 0.5:17 0.1:3 0.96:32; do
 	cdp-keyshuffle -q --val "${fv%:*}" --val-out "$T/v" "$P" >"$T/t"
 	[ "$(body "$T/v" | wc -l)" -eq "${fv#*:}" ] || fail "--val ${fv%:*}: $(body "$T/v" | wc -l) keys, want ${fv#*:}"
 	[ "$(body "$T/t" | wc -l)" -eq $((33 - ${fv#*:})) ] || fail "--val ${fv%:*}: train count"
 	"$PYTHON" "$T/check.py" "$T/v" "$uuid" 1 || fail "--val ${fv%:*} val header"
 done
+# --val 0 (or a fraction that rounds to no key): no validation file, which
+# cdp-train would refuse as empty, and one line saying so
+rm -f "$T/v"
+cdp-keyshuffle -q --val 0 --val-out "$T/v" "$P" >"$T/t" 2>"$T/err" || fail "--val 0 failed"
+[ ! -e "$T/v" ] || fail "--val 0 wrote '$T/v'"
+[ "$(cat "$T/err")" = "cdp-keyshuffle: --val 0 holds out no key of the 33 selected: no validation file, '$T/v' not written" ] ||
+	fail "--val 0 said: $(cat "$T/err")"
+[ "$(body "$T/t" | wc -l)" -eq 33 ] || fail "--val 0: train count"
+echo old >"$T/v"
+cdp-keyshuffle -q --val 0.01 --val-out "$T/v" "$P" >"$T/t" 2>"$T/err" || fail "--val 0.01 failed"
+[ "$(cat "$T/v")" = old ] || fail "--val 0.01 replaced '$T/v'"
+grep -q "'$T/v' not written, the file of that name left as it was\$" "$T/err" ||
+	fail "--val 0.01 said: $(cat "$T/err")"
+
+# --- --stratify: every class keeps a training key -------------------------
+# 30 chips: classes 0..19 one each, class 20 ten; at --val 0.2 the largest
+# remainders once gave 4 one-chip classes' only key to validation
+"$PYTHON" "$CDP_SRCDIR/share/cdpool/examples/genscene.py" --scene-tiles "$T/sc" --count 30 \
+	--size 8 --seed 4
+awk '{ print $1, NR <= 20 ? NR - 1 : 20 }' "$T/sc/list.txt" >"$T/sc/one.txt"
+cdp-lmdbpack -q --list "$T/sc/one.txt" "$T/spool"
+cdp-keyshuffle -s 1 --val 0.2 --stratify --val-out "$T/sv" "$T/spool" >"$T/st" 2>"$T/err" ||
+	fail "--stratify failed: $(cat "$T/err")"
+for c in $(seq 0 19); do
+	grep -q "^cdp-keyshuffle: class $c: 1 train, 0 validation\$" "$T/err" ||
+		fail "one-chip class $c: $(grep "class $c:" "$T/err")"
+done
+grep -q "^cdp-keyshuffle: class 20: 8 train, 2 validation\$" "$T/err" || fail "class 20: $(cat "$T/err")"
+grep -q "^cdp-keyshuffle: warning: 20 classes without a validation key (too few keys to hold one out and keep one for training): 0, 1, 2, .*, 18, 19\$" "$T/err" ||
+	fail "--stratify warning: $(cat "$T/err")"
+[ "$(body "$T/st" | wc -l)" -eq 28 ] && [ "$(body "$T/sv" | wc -l)" -eq 2 ] ||
+	fail "--stratify: $(body "$T/st" | wc -l) train, $(body "$T/sv" | wc -l) validation keys"
 
 # --- --val-by: exactly the scene's keys, in permutation order --------------
 cdp-keyshuffle -s 1 --val-by beta --val-out "$T/vb" "$P" >"$T/tb" 2>"$T/err"

@@ -36,7 +36,7 @@ done
 grep -q "class weights (auto, inverse frequency over the training keys): " "$W/run/train.log" ||
 	fail "train.log states no class weights"
 [ "$(sed 1d "$W/val.csv" | wc -l)" -eq 12 ] || fail "$(sed 1d "$W/val.csv" | wc -l) CSV rows, want 12"
-grep -q "^path,class,p0,p1,p2,p3,p4\$" "$W/val.csv" || fail "CSV header: $(head -1 "$W/val.csv")"
+grep -q "^path,class,p_green,p_lake,p_land,p_residential,p_road\$" "$W/val.csv" || fail "CSV header: $(head -1 "$W/val.csv")"
 grep -q "^chips: 12 scored, 48 in the reference not predicted\$" "$T/out" ||
 	fail "report: $(head -3 "$T/out")"
 grep -q "^ *green *lake *land *residential *road\$" "$T/out" || fail "no confusion matrix: $(cat "$T/out")"

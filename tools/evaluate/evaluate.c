@@ -26,7 +26,6 @@
 #include "cdp_plot.h"
 
 #define ROWS 256
-#define AUTO_MAX 1024
 
 typedef struct side {
 	const char *path;
@@ -348,7 +347,7 @@ int cdp_evaluate_run(const cdp_evaluate_opts *o, FILE *out, char *err, size_t ca
 	if (!k) {
 		if (pass(&p, &r, o, NULL, 0, &n, err, cap) < 0)
 			goto out;
-		if (n.vmax >= AUTO_MAX) {
+		if (n.vmax >= CDP_EVALUATE_MAX_CLASSES) {
 			fail(err, cap, "'%s' or '%s' holds class %g: give --classes", p.path, r.path,
 			     n.vmax);
 			goto out;

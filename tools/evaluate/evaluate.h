@@ -6,9 +6,14 @@
 #include <stddef.h>
 #include <stdio.h>
 
+/* The most classes a report holds (--classes, the automatic count, a
+ * CSV's columns): its matrix is K x K cells, 8 MB and a JSON of a few MB at
+ * 1024; cdp-predict's class maps hold at most 255. */
+#define CDP_EVALUATE_MAX_CLASSES 1024
+
 typedef struct cdp_evaluate_opts {
 	const char *prediction, *reference;  /* one-band rasters of class ids */
-	int classes;     /* K; 0: one more than the largest value found */
+	int classes;     /* K, 2..CDP_EVALUATE_MAX_CLASSES; 0: one more than the largest value found */
 	long ignore;     /* reference value not counted; -1: none */
 	int json;        /* 1: one JSON object instead of the text report */
 	const char *png; /* the confusion matrix drawn into this PNG, or NULL */

@@ -1,17 +1,27 @@
 /* evaluate_csv.c: cdp_evaluate_csv_run, the scores of a classifier's CSV
- * (cdp-predict's "path,class,p0,...") against the chips' true classes: a
- * list file of cdp-lmdbpack --list ("IMAGE CLASS" lines, CLASS an id or,
- * with --classes names, a name; paths relative to the list's folder) or a
- * folder of class folders (DIR/CLASS/IMAGE.tif: class K is the K-th folder
- * name in byte order, as cdp-lmdbpack --folders and ImageFolder number
- * them). Report: the confusion matrix (rows reference, columns prediction),
- * per-class precision, recall, F1 and support, overall accuracy, macro F1
- * and Cohen's kappa (cdp_metrics.h), as text or one JSON object.
+ * (cdp-predict's "path,class,p_NAME0,...": the checkpoint's class names,
+ * the class column a name; or an older "path,class,p0,..." with ids) against
+ * the chips' true classes: a list file of cdp-lmdbpack --list ("IMAGE
+ * CLASS" lines, CLASS an id or a class name; paths relative to the list's
+ * folder) or a folder of class folders (DIR/CLASS/IMAGE.tif). Report: the
+ * confusion matrix (rows reference, columns prediction), per-class
+ * precision, recall, F1 and support, overall accuracy, macro F1 and Cohen's
+ * kappa (cdp_metrics.h), as text or one JSON object.
  *
- * A CSV row and a reference chip are the same chip when their paths name
- * the same file (realpath; a path that does not resolve is compared as
- * written). A CSV row without a reference chip is an error; reference chips
- * without a row are counted as not predicted and left out of the scores.
+ * Class k is the CSV's k-th probability column, which is the checkpoint's
+ * class k: folders and list classes are matched to it by name, so folders
+ * that lack a class (or hold them in another order) cannot shift the ids,
+ * and a reference class the CSV does not name is an error. An older CSV
+ * without names takes them from --classes, or else is matched by position
+ * against exactly as many folders as it has classes.
+ *
+ * The CSV is read as RFC 4180 writes it (a quoted field may hold commas,
+ * quotes and line breaks); a UTF-8 byte order mark before it or a list is
+ * skipped. A CSV row and a reference chip are the same chip when their
+ * paths name the same file (realpath; a path that does not resolve is
+ * compared as written). A CSV row without a reference chip is an error;
+ * reference chips without a row are counted as not predicted and left out
+ * of the scores.
  */
 #include "evaluate.h"
 
@@ -29,29 +39,53 @@
 #include "cdp_metrics.h"
 #include "cdp_num.h"
 
-#define MAXK 1024
+#define MAXK CDP_EVALUATE_MAX_CLASSES
 #define FAIL(...) (snprintf(err, cap, __VA_ARGS__), -1)
 
 typedef struct ref {
 	char *path;               /* resolved */
-	int cls;
+	int cls;                  /* the CSV's class (its column) */
 	int seen;                 /* a CSV row named it */
 } ref;
 
 typedef struct refs {
 	ref *v;
 	size_t n, cap;
-	char *names[MAXK];        /* class names, or NULL */
-	int nnames;
 } refs;
+
+/* The CSV's classes, in the order of its probability columns, which is
+ * the checkpoint's: class k is column k whatever the reference holds. */
+typedef struct classes {
+	int k;
+	char *name[MAXK];         /* [k] names, or all NULL: ids only */
+	int named;
+	int old;                  /* header "p0,p1,...": the class column holds ids */
+	char *folder[MAXK];       /* an unnamed CSV scored against folders: their names */
+	int nfolder;
+} classes;
 
 static void refs_free(refs *r)
 {
 	for (size_t i = 0; i < r->n; i++)
 		free(r->v[i].path);
 	free(r->v);
-	for (int i = 0; i < r->nnames; i++)
-		free(r->names[i]);
+}
+
+static void classes_free(classes *c)
+{
+	for (int i = 0; i < MAXK; i++) {
+		free(c->name[i]);
+		free(c->folder[i]);
+	}
+}
+
+/* The column of class `name`, or -1. */
+static int class_by_name(const classes *c, const char *name)
+{
+	for (int i = 0; c->named && i < c->k; i++)
+		if (strcmp(name, c->name[i]) == 0)
+			return i;
+	return -1;
 }
 
 /* path resolved, or a copy as written when it does not resolve */
@@ -77,6 +111,21 @@ static int add_ref(refs *r, const char *path, int cls)
 	r->v[r->n].cls = cls;
 	r->v[r->n++].seen = 0;
 	return 0;
+}
+
+/* A UTF-8 byte order mark, which some editors put before a CSV or a list,
+ * is not part of the first field. */
+static void skip_bom(FILE *f)
+{
+	int c = getc(f);
+
+	if (c != 0xef) {
+		if (c != EOF)
+			ungetc(c, f);
+		return;
+	}
+	if (getc(f) != 0xbb || getc(f) != 0xbf)
+		rewind(f);
 }
 
 static int cmp_ref(const void *a, const void *b)
@@ -136,24 +185,40 @@ static int entries(const char *dir, int dirs, char ***out, size_t *n, char *err,
 	return 0;
 }
 
-static int read_folders(const char *dir, refs *r, char *err, size_t cap)
+/* The chips of DIR/CLASS/ folders. A folder is the class of its name in
+ * the CSV's names; against a CSV without names (an older cdp-predict's)
+ * the folders must be as many as its classes, numbered in byte order as
+ * cdp-lmdbpack --folders numbers them: a missing folder would shift every
+ * class after it. */
+static int read_folders(const char *dir, classes *k, refs *r, const char *csv, char *err,
+                        size_t cap)
 {
 	char **cls = NULL, **files = NULL, path[PATH_MAX + 256];
 	size_t ncls = 0, nfiles = 0;
-	int rc;
+	int rc, id = 0;
 
 	if ((rc = entries(dir, 1, &cls, &ncls, err, cap)) < 0)
 		return -1;
 	if (ncls == 0 || ncls > MAXK)
 		rc = FAIL("'%s': %zu class folders, want 1 to %d", dir, ncls, MAXK);
+	else if (!k->named && ncls != (size_t)k->k)
+		rc = FAIL("'%s' does not name its classes and '%s' has %zu class folders for its %d "
+		          "classes: give --classes with their names in class order", csv, dir, ncls,
+		          k->k);
 	for (size_t c = 0; c < ncls && rc == 0; c++) {
+		if (k->named && (id = class_by_name(k, cls[c])) < 0) {
+			rc = FAIL("'%s': class folder '%s' is not a class of '%s'", dir, cls[c], csv);
+			break;
+		}
+		if (!k->named)
+			id = (int)c;
 		snprintf(path, sizeof path, "%s/%s", dir, cls[c]);
 		if ((rc = entries(path, 0, &files, &nfiles, err, cap)) < 0)
 			break;
 		for (size_t i = 0; i < nfiles && rc == 0; i++) {
 			char file[2 * PATH_MAX + 512];
 			snprintf(file, sizeof file, "%s/%s", path, files[i]);
-			if (add_ref(r, file, (int)c) < 0)
+			if (add_ref(r, file, id) < 0)
 				rc = FAIL("out of memory");
 		}
 		for (size_t i = 0; i < nfiles; i++)
@@ -161,8 +226,8 @@ static int read_folders(const char *dir, refs *r, char *err, size_t cap)
 		free(files);
 	}
 	for (size_t c = 0; c < ncls; c++) {
-		if (rc == 0 && c < MAXK)
-			r->names[r->nnames++] = cls[c];
+		if (rc == 0 && !k->named)
+			k->folder[k->nfolder++] = cls[c];
 		else
 			free(cls[c]);
 	}
@@ -170,18 +235,17 @@ static int read_folders(const char *dir, refs *r, char *err, size_t cap)
 	return rc;
 }
 
-/* The class of a list line's field: an id, or a name of names. */
-static int class_of(const char *tok, const refs *r, int *cls)
+/* The class of a list line's field: a name of the CSV's classes, or an
+ * id (the checkpoint's, which is the CSV's column). */
+static int class_of(const char *tok, const classes *k, int *cls)
 {
-	for (int c = 0; c < r->nnames; c++)
-		if (strcmp(tok, r->names[c]) == 0) {
-			*cls = c;
-			return 0;
-		}
-	return cdp_parse_int(tok, 0, MAXK - 1, cls) == 0 ? 0 : -1;
+	if ((*cls = class_by_name(k, tok)) >= 0)
+		return 0;
+	return cdp_parse_int(tok, 0, k->k - 1, cls) == 0 ? 0 : -1;
 }
 
-static int read_list(const char *list, refs *r, char *err, size_t cap)
+static int read_list(const char *list, const classes *k, refs *r, const char *csv, char *err,
+                     size_t cap)
 {
 	FILE *f = fopen(list, "r");
 	char *line = NULL, dir[PATH_MAX], *slash, *save;
@@ -190,6 +254,7 @@ static int read_list(const char *list, refs *r, char *err, size_t cap)
 
 	if (!f)
 		return FAIL("cannot open '%s': %s", list, strerror(errno));
+	skip_bom(f);
 	snprintf(dir, sizeof dir, "%s", list);
 	if ((slash = strrchr(dir, '/')))
 		*slash = '\0';
@@ -205,9 +270,14 @@ static int read_list(const char *list, refs *r, char *err, size_t cap)
 			tok[nt < 3 ? nt : 2] = t, nt++;
 		if (nt == 0)
 			continue;
-		if (nt != 2 || class_of(tok[1], r, &cls) < 0) {
-			rc = FAIL("'%s': line %zu: want IMAGE CLASS (an id or a name of --classes)", list,
-			          lineno);
+		if (nt != 2) {
+			rc = FAIL("'%s': line %zu: want IMAGE CLASS", list, lineno);
+			break;
+		}
+		if (class_of(tok[1], k, &cls) < 0) {
+			rc = FAIL("'%s': line %zu: class '%s' is not a class of '%s' (%s 0 to %d%s)",
+			          list, lineno, tok[1], csv, k->named ? "a name of its header or an id" :
+			          "an id", k->k - 1, k->named ? "" : ", or a name of --classes");
 			break;
 		}
 		if (tok[0][0] == '/')
@@ -224,40 +294,81 @@ static int read_list(const char *list, refs *r, char *err, size_t cap)
 	return rc;
 }
 
-/* Splits a CSV line in place into up to cap fields (quotes as RFC 4180
- * within a line); returns the number of fields or -1. */
-static int csv_split(char *s, char **field, int cap)
-{
-	int n = 0;
+/* A CSV record being read: its bytes, each field NUL-terminated. */
+typedef struct record {
+	char *buf;
+	size_t len, cap;
+	size_t off[MAXK + 2];     /* start of each field in buf */
+	int n;
+} record;
 
-	s[strcspn(s, "\r\n")] = '\0';
-	for (;;) {
-		char *w = s;
-		if (n == cap)
+static int rec_put(record *r, int c)
+{
+	if (r->len == r->cap) {
+		size_t nc = r->cap ? r->cap * 2 : 4096;
+		char *nb = realloc(r->buf, nc);
+		if (!nb)
 			return -1;
-		field[n++] = s;
-		if (*s == '"') {
-			for (s++;; s++) {
-				if (!*s)
-					return -1;
-				if (*s == '"' && s[1] == '"')
-					*w++ = *s++;
-				else if (*s == '"')
-					break;
-				else
-					*w++ = *s;
-			}
-			s++;
-			*w = '\0';
-			if (*s && *s != ',')
-				return -1;
-		} else {
-			s += strcspn(s, ",");
-		}
-		if (!*s)
-			return n;
-		*s++ = '\0';
+		r->buf = nb;
+		r->cap = nc;
 	}
+	r->buf[r->len++] = (char)c;
+	return 0;
+}
+
+/* Reads the next record of f into r, as RFC 4180 writes them: a quoted
+ * field may hold commas, doubled quotes and line breaks (so a record may
+ * span lines; *lineno counts them). Returns the number of fields, 0 at the
+ * end of the file, -1 for a malformed record, -2 for more than MAXK + 2
+ * fields, -3 out of memory. field[i] points into r. */
+static int csv_record(FILE *f, record *r, char **field, size_t *lineno)
+{
+	int c = getc(f), quoted, n;
+
+	if (c == EOF)
+		return 0;
+	r->len = 0;
+	r->n = 0;
+	for (;;) {
+		if (r->n == MAXK + 2)
+			return -2;
+		r->off[r->n++] = r->len;
+		if ((quoted = c == '"'))
+			c = getc(f);
+		for (;; c = getc(f)) {
+			if (quoted && c == EOF)
+				return -1;
+			if (quoted && c == '"') {
+				if ((c = getc(f)) != '"')
+					break;
+			} else if (!quoted && (c == ',' || c == '\n' || c == EOF)) {
+				break;
+			}
+			if (c == '\n')
+				(*lineno)++;
+			if (rec_put(r, c) < 0)
+				return -3;
+		}
+		/* an unquoted field's CR is the CRLF's */
+		if (!quoted && c != ',' && r->len > r->off[r->n - 1] && r->buf[r->len - 1] == '\r')
+			r->len--;
+		if (quoted && c == '\r')
+			c = getc(f);
+		if (rec_put(r, '\0') < 0)
+			return -3;
+		if (c == ',') {
+			c = getc(f);
+			continue;
+		}
+		if (c == '\n' || c == EOF)
+			break;
+		return -1;           /* text after a closing quote */
+	}
+	(*lineno)++;
+	n = r->n;
+	for (int i = 0; i < n; i++)
+		field[i] = r->buf + r->off[i];
+	return n;
 }
 
 int cdp_evaluate_is_csv(const char *path)
@@ -268,9 +379,76 @@ int cdp_evaluate_is_csv(const char *path)
 
 	if (!f)
 		return 0;
+	skip_bom(f);
 	yes = fgets(head, sizeof head, f) && strncmp(head, "path,class", 10) == 0;
 	fclose(f);
 	return yes;
+}
+
+/* 1 when the header's probability columns are "p0,p1,..." (cdp-predict
+ * before class names: the class column holds ids) */
+static int old_header(char **field, int k)
+{
+	char want[16];
+
+	for (int c = 0; c < k; c++) {
+		snprintf(want, sizeof want, "p%d", c);
+		if (strcmp(field[c], want) != 0)
+			return 0;
+	}
+	return 1;
+}
+
+/* The classes from the header (n fields: path, class, then one column per
+ * class), checked against --classes. */
+static int read_header(const cdp_evaluate_opts *o, char **field, int n, classes *k, char *err,
+                       size_t cap)
+{
+	const char *csv = o->prediction;
+
+	if (n == -2)
+		return FAIL("'%s': line 1: more than %d classes", csv, MAXK);
+	if (n < 3 || strcmp(field[0], "path") != 0 || strcmp(field[1], "class") != 0)
+		return FAIL("'%s': line 1: want the header path,class,p_NAME,... (one column per "
+		            "class)", csv);
+	k->k = n - 2;
+	k->old = old_header(field + 2, k->k);
+	for (int c = 0; !k->old && c < k->k; c++) {
+		if (strncmp(field[2 + c], "p_", 2) != 0 || !field[2 + c][2])
+			return FAIL("'%s': line 1: column %d is '%s', want p_NAME", csv, 3 + c,
+			            field[2 + c]);
+		if (!(k->name[c] = strdup(field[2 + c] + 2)))
+			return FAIL("out of memory");
+		k->named = 1;
+		for (int j = 0; j < c; j++)
+			if (strcmp(k->name[j], k->name[c]) == 0)
+				return FAIL("'%s': line 1: class '%s' named twice", csv, k->name[c]);
+	}
+	if (o->classes && k->named && o->classes != k->k)
+		return FAIL("--classes %d: '%s' has %d classes", o->classes, csv, k->k);
+	if (o->classes)
+		k->k = o->classes;
+	if (k->k < 2)
+		return FAIL("'%s': a header path,class,p_NAME,... of 2 or more classes, or --classes",
+		            csv);
+	if (o->nnames && k->named) {
+		for (int c = 0; c < o->nnames && c < k->k; c++)
+			if (o->nnames != k->k || strcmp(o->names[c], k->name[c]) != 0)
+				return FAIL("--classes: '%s' names its classes in its header (%s%s)", csv,
+				            k->name[0], k->k > 1 ? ", ..." : "");
+		return 0;
+	}
+	if (o->nnames && o->nnames != k->k)
+		return FAIL("--classes: %d names for the %d classes of '%s'", o->nnames, k->k, csv);
+	for (int c = 0; c < o->nnames; c++) {
+		if (!(k->name[c] = strdup(o->names[c])))
+			return FAIL("out of memory");
+		k->named = 1;
+		for (int j = 0; j < c; j++)
+			if (strcmp(k->name[j], k->name[c]) == 0)
+				return FAIL("--classes: class '%s' named twice", k->name[c]);
+	}
+	return 0;
 }
 
 /* v with 6 (JSON) or 4 decimals into buf[16]; NaN as null or nan */
@@ -282,15 +460,18 @@ static const char *fmt(double v, int json, char *buf)
 	return buf;
 }
 
-static const char *name_of(const refs *r, int c, char *buf, size_t cap)
+/* The class's name: the CSV's, else its folder's, else its id. */
+static const char *name_of(const classes *r, int c, char *buf, size_t cap)
 {
-	if (c < r->nnames)
-		return r->names[c];
+	if (r->named)
+		return r->name[c];
+	if (c < r->nfolder)
+		return r->folder[c];
 	snprintf(buf, cap, "%d", c);
 	return buf;
 }
 
-static void report(FILE *f, const refs *r, const uint64_t *conf, int k, size_t scored,
+static void report(FILE *f, const classes *r, const uint64_t *conf, int k, size_t scored,
                    size_t unpred, int json)
 {
 	char b[16], b2[16], b3[16];
@@ -300,7 +481,10 @@ static void report(FILE *f, const refs *r, const uint64_t *conf, int k, size_t s
 		for (int c = 0; c < k; c++) {
 			fprintf(f, "%s\"", c ? "," : "");
 			for (const char *s = name_of(r, c, b, sizeof b); *s; s++)
-				fprintf(f, *s == '"' || *s == '\\' ? "\\%c" : "%c", *s);
+				if ((unsigned char)*s < 0x20)   /* a folder's name may hold any byte */
+					fprintf(f, "\\u%04x", (unsigned char)*s);
+				else
+					fprintf(f, *s == '"' || *s == '\\' ? "\\%c" : "%c", *s);
 			fputc('"', f);
 		}
 		fprintf(f, "],\"chips\":%zu,\"unpredicted\":%zu,\"confusion\":[", scored, unpred);
@@ -345,26 +529,53 @@ static void report(FILE *f, const refs *r, const uint64_t *conf, int k, size_t s
 		        cdp_metrics_macro_f1(conf, k), cdp_metrics_kappa(conf, k));
 }
 
-/* Scores the CSV's rows against r (sorted by path) into conf (k x k). */
-static int score(const cdp_evaluate_opts *o, refs *r, uint64_t *conf, int k, size_t *scored,
-                 char *err, size_t cap)
+/* s (a path of the CSV, changed in place) with its control characters
+ * shown as '?', so that a message naming it stays one line. */
+static const char *one_line(char *s)
 {
-	FILE *f = fopen(o->prediction, "r");
-	char *line = NULL, *field[MAXK + 2];
-	size_t lcap = 0, lineno = 0;
-	int rc = 0;
+	for (char *c = s; *c; c++)
+		if ((unsigned char)*c < 0x20 || *c == 0x7f)
+			*c = '?';
+	return s;
+}
 
-	if (!f)
-		return FAIL("cannot open '%s': %s", o->prediction, strerror(errno));
+/* Scores the rows of f, after its header, against r (sorted by path)
+ * into conf (k x k). */
+static int score(const cdp_evaluate_opts *o, FILE *f, const classes *k, refs *r, uint64_t *conf,
+                 size_t *scored, char *err, size_t cap)
+{
+	record rec = { 0 };
+	char *field[MAXK + 2];
+	size_t lineno = 1, first;
+	int n, rc = 0, K = k->k;
+
 	*scored = 0;
-	while (rc == 0 && getline(&line, &lcap, f) >= 0) {
-		int n = csv_split(line, field, MAXK + 2), cls;
+	while (rc == 0 && (first = lineno + 1, n = csv_record(f, &rec, field, &lineno)) != 0) {
 		ref key, *hit;
-		if (++lineno == 1 || (n == 1 && !*field[0]))
+		int cls = -1;
+		if (n == -3) {
+			rc = FAIL("out of memory");
+			break;
+		}
+		if (n < 0) {
+			rc = FAIL("'%s': line %zu: %s", o->prediction, first, n == -1 ?
+			          "not a CSV record (a quote not closed, or text after a closing quote)" :
+			          "too many fields");
+			break;
+		}
+		if (n == 1 && !*field[0])
 			continue;
-		if (n < 2 || cdp_parse_int(field[1], 0, k - 1, &cls) != 0) {
+		if (n >= 2)
+			cls = k->old ? (cdp_parse_int(field[1], 0, K - 1, &cls) == 0 ? cls : -1) :
+			      class_by_name(k, field[1]);
+		if (cls < 0 && k->old) {
 			rc = FAIL("'%s': line %zu: want path,class with a class 0 to %d", o->prediction,
-			          lineno, k - 1);
+			          first, K - 1);
+			break;
+		}
+		if (cls < 0) {
+			rc = FAIL("'%s': line %zu: want path,class with a class of its header",
+			          o->prediction, first);
 			break;
 		}
 		if (!(key.path = resolve(field[0]))) {
@@ -374,65 +585,56 @@ static int score(const cdp_evaluate_opts *o, refs *r, uint64_t *conf, int k, siz
 		hit = bsearch(&key, r->v, r->n, sizeof *r->v, cmp_ref);
 		free(key.path);
 		if (!hit)
-			rc = FAIL("'%s': line %zu: '%s' is not a chip of '%s'", o->prediction, lineno,
-			          field[0], o->reference);
+			rc = FAIL("'%s': line %zu: '%s' is not a chip of '%s'", o->prediction, first,
+			          one_line(field[0]), o->reference);
 		else if (hit->seen)
-			rc = FAIL("'%s': line %zu: '%s' is scored twice", o->prediction, lineno, field[0]);
-		else if (hit->cls >= k)
-			rc = FAIL("'%s': '%s' is of class %d, the CSV has classes 0 to %d", o->reference,
-			          hit->path, hit->cls, k - 1);
+			rc = FAIL("'%s': line %zu: '%s' is scored twice", o->prediction, first,
+			          one_line(field[0]));
 		if (rc)
 			break;
 		hit->seen = 1;
-		conf[(size_t)hit->cls * k + cls]++;
+		conf[(size_t)hit->cls * K + cls]++;
 		(*scored)++;
 	}
-	free(line);
-	fclose(f);
+	if (rc == 0 && ferror(f))
+		rc = FAIL("cannot read '%s': %s", o->prediction, strerror(errno));
+	free(rec.buf);
 	return rc;
 }
 
 int cdp_evaluate_csv_run(const cdp_evaluate_opts *o, FILE *out, char *err, size_t cap)
 {
 	refs r = { 0 };
+	classes *k = calloc(1, sizeof *k);
+	record head = { 0 };
 	uint64_t *conf = NULL;
-	size_t scored = 0, unpred = 0;
+	size_t scored = 0, unpred = 0, lineno = 0;
 	struct stat st;
-	char head[4096] = "", *field[MAXK + 2];
-	FILE *f;
-	int k, rc = -1;
+	char *field[MAXK + 2];
+	FILE *f = NULL;
+	int n, rc = -1;
 
-	for (int i = 0; i < o->nnames; i++)
-		if (!(r.names[r.nnames++] = strdup(o->names[i]))) {
-			(void)FAIL("out of memory");
-			goto out;
-		}
-	/* K: the CSV's probability columns, or --classes */
+	if (!k) {
+		(void)FAIL("out of memory");
+		goto out;
+	}
 	if (!(f = fopen(o->prediction, "r"))) {
 		(void)FAIL("cannot open '%s': %s", o->prediction, strerror(errno));
 		goto out;
 	}
-	if (!fgets(head, sizeof head, f))
-		head[0] = '\0';
-	fclose(f);
-	k = csv_split(head, field, MAXK + 2) - 2;
-	if (o->classes)
-		k = o->classes;
-	if (k < 2) {
-		(void)FAIL("'%s': a header path,class,p0,p1,... of 2 or more classes, or --classes",
-		     o->prediction);
+	skip_bom(f);
+	if ((n = csv_record(f, &head, field, &lineno)) == -3) {
+		(void)FAIL("out of memory");
 		goto out;
 	}
+	if (read_header(o, field, n, k, err, cap) < 0)
+		goto out;
 	if (stat(o->reference, &st) != 0) {
 		(void)FAIL("cannot open '%s': %s", o->reference, strerror(errno));
 		goto out;
 	}
-	if (S_ISDIR(st.st_mode) && o->nnames) {
-		(void)FAIL("--classes names: the folders of '%s' name the classes", o->reference);
-		goto out;
-	}
-	if ((S_ISDIR(st.st_mode) ? read_folders(o->reference, &r, err, cap)
-	                         : read_list(o->reference, &r, err, cap)) < 0)
+	if ((S_ISDIR(st.st_mode) ? read_folders(o->reference, k, &r, o->prediction, err, cap)
+	                         : read_list(o->reference, k, &r, o->prediction, err, cap)) < 0)
 		goto out;
 	qsort(r.v, r.n, sizeof *r.v, cmp_ref);
 	for (size_t i = 1; i < r.n; i++)
@@ -440,11 +642,11 @@ int cdp_evaluate_csv_run(const cdp_evaluate_opts *o, FILE *out, char *err, size_
 			(void)FAIL("'%s': '%s' is listed twice", o->reference, r.v[i].path);
 			goto out;
 		}
-	if (!(conf = calloc((size_t)k * k, sizeof *conf))) {
+	if (!(conf = calloc((size_t)k->k * k->k, sizeof *conf))) {
 		(void)FAIL("out of memory");
 		goto out;
 	}
-	if (score(o, &r, conf, k, &scored, err, cap) < 0)
+	if (score(o, f, k, &r, conf, &scored, err, cap) < 0)
 		goto out;
 	if (scored == 0) {
 		(void)FAIL("'%s': no chips", o->prediction);
@@ -452,14 +654,20 @@ int cdp_evaluate_csv_run(const cdp_evaluate_opts *o, FILE *out, char *err, size_
 	}
 	for (size_t i = 0; i < r.n; i++)
 		unpred += !r.v[i].seen;
-	report(out, &r, conf, k, scored, unpred, o->json);
+	report(out, k, conf, k->k, scored, unpred, o->json);
 	if (fflush(out) != 0 || ferror(out)) {
 		(void)FAIL("cannot write the report: %s", strerror(errno));
 		goto out;
 	}
 	rc = 0;
 out:
+	if (f)
+		fclose(f);
+	free(head.buf);
 	free(conf);
 	refs_free(&r);
+	if (k)
+		classes_free(k);
+	free(k);
 	return rc;
 }

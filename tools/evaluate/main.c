@@ -49,7 +49,8 @@ int main(int argc, char **argv)
 		case OPT_CLASSES:
 			/* a count, or (for a CSV) the class names in class order */
 			if (strspn(optarg, "0123456789") == strlen(optarg)) {
-				if (cdp_cli_int("--classes", optarg, 2, 65536, &o.classes) != CDP_OK)
+				if (cdp_cli_int("--classes", optarg, 2, CDP_EVALUATE_MAX_CLASSES,
+				                &o.classes) != CDP_OK)
 					goto out;
 				break;
 			}
@@ -91,7 +92,7 @@ int main(int argc, char **argv)
 	o.reference = argv[optind + 1];
 	/* names are for a CSV; for rasters --classes is the count it always was */
 	if (!cdp_evaluate_is_csv(o.prediction) && o.nnames) {
-		cdp_cli_int("--classes", classes_arg, 2, 65536, &o.classes);
+		cdp_cli_int("--classes", classes_arg, 2, CDP_EVALUATE_MAX_CLASSES, &o.classes);
 		goto out;
 	}
 	rc = 0;

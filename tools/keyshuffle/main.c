@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define PROG "cdp-keyshuffle"
 
@@ -46,6 +47,31 @@ static int push(const char ***v, size_t *n, size_t *cap, const char *s)
 	}
 	(*v)[(*n)++] = s;
 	return CDP_OK;
+}
+
+/* --stratify: names, in one line and even with -q, the classes that kept
+ * every key for training and so have none in validation: their scores
+ * will be missing from every validation report. */
+static void no_val_classes(const ks_lists *l)
+{
+	const char *sep = " ";
+	size_t n = 0;
+
+	for (uint32_t k = 0; k < l->nclasses; k++)
+		n += l->class_n[2 * k] > 0 && l->class_n[2 * k + 1] == 0;
+	if (n == 0)
+		return;
+	fprintf(stderr, PROG ": warning: %zu class%s without a validation key (too few keys to "
+	        "hold one out and keep one for training):", n, n == 1 ? "" : "es");
+	for (uint32_t k = 0; k < l->nclasses; k++) {
+		if (l->class_n[2 * k] == 0 || l->class_n[2 * k + 1] != 0)
+			continue;
+		fprintf(stderr, "%s%" PRIu32, sep, k);
+		sep = ", ";
+		if (k < l->nclass_names)
+			fprintf(stderr, " '%s'", l->class_names[k]);
+	}
+	fputc('\n', stderr);
 }
 
 int main(int argc, char **argv)
@@ -179,6 +205,13 @@ int main(int argc, char **argv)
 		fprintf(stderr, PROG ": %s\n", err);
 		goto out;
 	}
+	/* An empty validation list is one cdp-train refuses: none is written. */
+	if (val_path && l.nval == 0) {
+		fprintf(stderr, PROG ": --val %g holds out no key of the %zu selected: no "
+		        "validation file, '%s' not written%s\n", o.val_frac, l.total, val_path,
+		        access(val_path, F_OK) == 0 ? ", the file of that name left as it was" : "");
+		val_path = NULL;
+	}
 	/* Both files complete before either appears under its name. */
 	if (val_path && ks_output_prepare(&val_out, val_path, l.uuid, l.seed,
 	                                  l.val, l.val_len, l.nval, err, sizeof err) != CDP_OK)
@@ -207,6 +240,8 @@ int main(int argc, char **argv)
 		if (l.class_n[2 * k] + l.class_n[2 * k + 1] > 0)
 			fprintf(stderr, PROG ": class %" PRIu32 ": %zu train, %zu validation\n", k,
 			        l.class_n[2 * k], l.class_n[2 * k + 1]);
+	if (l.nval > 0)
+		no_val_classes(&l);
 	rc = 0;
 	goto out;
 nomem:

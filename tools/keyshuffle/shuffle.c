@@ -356,7 +356,10 @@ static int sort_names(const ks_options *o, const char ***out, size_t *n)
 /* --stratify: marks (in b->held) the first take_c keys of each class c in
  * permutation order, take_c being frac * n_c rounded so that the total is
  * --val's, so that each class keeps its share in the validation list; and
- * sizes out's per-class counts. */
+ * sizes out's per-class counts. take_c is at most n_c - 1: a class whose
+ * every key went to validation could not be learnt (and --class-weights
+ * auto would weigh it 0), so the total falls short of --val's when small
+ * classes cannot give a key. */
 static int stratify(keybuf *b, const size_t *perm, const ks_options *o, ks_lists *out)
 {
 	size_t *n = NULL, *take = NULL;
@@ -378,14 +381,18 @@ static int stratify(keybuf *b, const size_t *perm, const ks_options *o, ks_lists
 	 * classes with the largest remainders (ties: lower class first) until
 	 * the total is --val's round(frac * N). */
 	size_t want = (size_t)floor(o->val_frac * (double)b->n + 0.5), got = 0;
-	for (uint32_t c = 0; c < k; c++)
-		got += take[c] = (size_t)floor(o->val_frac * (double)n[c]);
+	for (uint32_t c = 0; c < k; c++) {
+		take[c] = (size_t)floor(o->val_frac * (double)n[c]);
+		if (n[c] > 0 && take[c] > n[c] - 1)
+			take[c] = n[c] - 1;
+		got += take[c];
+	}
 	while (got < want) {
 		uint32_t best = k;
-		double bestr = -1;
+		double bestr = 0;    /* a class at its share (or capped) gives no more */
 		for (uint32_t c = 0; c < k; c++) {
 			double r = o->val_frac * (double)n[c] - (double)take[c];
-			if (take[c] < n[c] && r > bestr) {
+			if (take[c] + 1 < n[c] && r > bestr) {
 				best = c;
 				bestr = r;
 			}
@@ -439,6 +446,9 @@ int ks_build(const char *db, const ks_options *o, ks_lists *out,
 		goto out;
 	}
 	rc = check_meta(&pool, txn, db, out->uuid, &meta_count, err, cap);
+	if (rc == CDP_OK && o->stratify &&
+	    (rc = cdp_pool_class_names(&pool, txn, &out->class_names, &out->nclass_names)) != CDP_OK)
+		seterr(err, cap, "'%s': class_names record: %s", db, cdp_strerror(rc));
 	if (rc != CDP_OK)
 		goto out;
 	rc = read_keys(&pool, txn, db, o, names, nnames, nkeys, meta_count,
@@ -550,6 +560,7 @@ out:
 
 void ks_lists_free(ks_lists *l)
 {
+	cdp_pool_class_names_free(l->class_names, l->nclass_names);
 	free(l->class_n);
 	free(l->train);
 	free(l->train_len);

@@ -42,6 +42,8 @@ typedef struct ks_lists {
 	uint32_t nclasses;       /* --stratify: classes 0..nclasses-1 */
 	size_t *class_n;         /* [2 * nclasses]: train, val keys per class */
 	size_t nval_to;          /* --stratify: keys held out */
+	char **class_names;      /* --stratify: the pool's class_names, or NULL */
+	size_t nclass_names;
 } ks_lists;
 
 int  ks_build(const char *db, const ks_options *o, ks_lists *out,

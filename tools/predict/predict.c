@@ -170,12 +170,14 @@ static int open_outputs(predictor *p, char *err, size_t cap)
 	    pr_legend_make(&p->legend, p->K > 1 ? p->K : 2, &p->ck, o->colors, err, cap) < 0)
 		return -1;
 	if (pr_out_open(&p->out, o->output, p->W, p->H, o->prob ? p->K : 1, o->prob, gt,
-	                p->ri->crs, err, cap) < 0)
+	                p->ri->crs, err, cap) < 0 ||
+	    (!gt && pr_out_gcps(p->out, o->input, 1, err, cap) < 0))
 		return -1;
 	pr_out_layout(p->out, &p->legend, o->cog);
 	if (o->vector) {
 		snprintf(p->vtmp, sizeof p->vtmp, "%s.classes.tif", o->vector);
-		if (pr_out_open(&p->vout, p->vtmp, p->W, p->H, 1, 0, gt, p->ri->crs, err, cap) < 0)
+		if (pr_out_open(&p->vout, p->vtmp, p->W, p->H, 1, 0, gt, p->ri->crs, err, cap) < 0 ||
+		    (!gt && pr_out_gcps(p->vout, o->input, 1, err, cap) < 0))
 			return -1;
 	}
 	return 0;
@@ -277,6 +279,13 @@ int cdp_predict_run(const cdp_predict_opts *o, char *err, size_t cap)
 	int ok = pr_load_model(&p, err, cap) == 0;
 	if (ok && p.classify) {   /* a classifier: predict_classify.c */
 		rc = pr_classify_run(&p, err, cap);
+		goto out;
+	}
+	/* a CSV is a classifier's output; a GeoTIFF named .csv fools every
+	 * reader of it */
+	if (ok && pr_is_csv(o->output)) {
+		pr_fail(err, cap, "'%s' is a segmentation model, which writes a raster, not the "
+		        "CSV that -o '%s' names (.csv): give -o OUT.tif", p.model, o->output);
 		goto out;
 	}
 	ok = ok && pr_open_raster(&p, err, cap) == 0 &&

@@ -6,12 +6,16 @@
  *    DIR/CLASS/IMAGE.tif, as cdp-lmdbpack --folders reads it) or a list file
  *    ("IMAGE [CLASS]" lines, cdp-lmdbpack --list's, paths relative to the
  *    list's folder); every chip, of the window size, is one sample, and the
- *    CSV gets "path,class,p0,...,pK-1" per chip in input order;
+ *    CSV gets a header "path,class,p_NAME0,...,p_NAMEK-1" (the checkpoint's
+ *    class names, p_0,... when it has none) and per chip in input order its
+ *    path, class (the name, or the id) and K probabilities, quoted as RFC
+ *    4180 quotes (cdp-evaluate reads it back);
  *  - a scene (any other -o): the raster is cut into a grid of cells of the
  *    window size S, each cell classified whole, and the GeoTIFF gets one
- *    pixel per cell (its geotransform scaled by S, the raster's CRS): u8
- *    class ids, or with --prob the K float32 probabilities, laid out and
- *    named as the segmentation path's maps (pr_out_layout). A last column
+ *    pixel per cell (its geotransform scaled by S, or its GCPs' pixel and
+ *    line divided by S, and the raster's CRS): u8 class ids, or with --prob
+ *    the K float32 probabilities, laid out and named as the segmentation
+ *    path's maps (pr_out_layout). A last column
  *    or row of cells that the raster only partly covers is classified from
  *    the window shifted inwards to end at the raster's edge. A cell with no
  *    valid pixel is nodata (255, NaN).
@@ -126,12 +130,27 @@ static int read_folder(const char *dir, int depth, chips *out, char *err, size_t
 	return rc;
 }
 
+/* 1 when GDAL opens path as a raster: a scene given where chips were
+ * meant, which read as a list would be binary "paths". */
+static int is_raster(const char *path)
+{
+	cdp_raster *r;
+	char why[256];
+
+	cdp_raster_init();
+	if (cdp_raster_open(path, &r, why, sizeof why) != 0)
+		return 0;
+	cdp_raster_close(r);
+	return 1;
+}
+
 /* The IMAGE fields of a list file, resolved against the list's folder. */
 static int read_list(const char *list, chips *out, char *err, size_t cap)
 {
 	FILE *f = fopen(list, "r");
 	char *line = NULL, dir[4096], *slash;
 	size_t lcap = 0, lineno = 0;
+	ssize_t len;
 	int rc = 0;
 
 	if (!f)
@@ -142,9 +161,17 @@ static int read_list(const char *list, chips *out, char *err, size_t cap)
 		*slash = '\0';
 	else
 		snprintf(dir, sizeof dir, ".");
-	while (rc == 0 && getline(&line, &lcap, f) >= 0) {
+	while (rc == 0 && (len = getline(&line, &lcap, f)) >= 0) {
 		char *s = line, *t;
 		lineno++;
+		/* a UTF-8 byte order mark, as some editors write, is not a path */
+		if (lineno == 1 && strncmp(s, "\xef\xbb\xbf", 3) == 0)
+			s += 3;
+		if (memchr(line, '\0', (size_t)len)) {
+			rc = pr_fail(err, cap, "'%s': line %zu: binary data, not a list of chips (IMAGE "
+			             "[CLASS] lines)", list, lineno);
+			break;
+		}
 		if ((t = strchr(s, '#')))
 			*t = '\0';
 		s += strspn(s, " \t\r\n");
@@ -292,11 +319,41 @@ static void csv_field(FILE *f, const char *s)
 	fputc('"', f);
 }
 
-static void csv_row(FILE *f, const char *path, int cls, const double *prob, int k)
+/* The checkpoint's name of class c, or NULL when it does not name all
+ * K classes: then the CSV says ids, so a class keeps one meaning in the
+ * checkpoint, the CSV and cdp-evaluate's reference. */
+static const char *class_name(const predictor *p, int c)
+{
+	return p->ck.class_names && p->ck.nclass_names >= p->K ? p->ck.class_names[c] : NULL;
+}
+
+/* "path,class,p_NAME0,...": the checkpoint's class names, or p_0,... */
+static void csv_header(FILE *f, const predictor *p)
+{
+	char col[PR_NAME_MAX + 8];
+
+	fputs("path,class", f);
+	for (int c = 0; c < p->K; c++) {
+		if (class_name(p, c))
+			snprintf(col, sizeof col, "p_%s", class_name(p, c));
+		else
+			snprintf(col, sizeof col, "p_%d", c);
+		fputc(',', f);
+		csv_field(f, col);
+	}
+	fputc('\n', f);
+}
+
+static void csv_row(FILE *f, const predictor *p, const char *path, int cls, const double *prob)
 {
 	csv_field(f, path);
-	fprintf(f, ",%d", cls);
-	for (int c = 0; c < k; c++)
+	if (class_name(p, cls)) {
+		fputc(',', f);
+		csv_field(f, class_name(p, cls));
+	} else {
+		fprintf(f, ",%d", cls);
+	}
+	for (int c = 0; c < p->K; c++)
 		fprintf(f, ",%.6f", prob[c]);
 	fputc('\n', f);
 }
@@ -315,6 +372,12 @@ static int classify_chips(predictor *p, char *err, size_t cap)
 
 	if (stat(o->input, &st) != 0) {
 		pr_fail(err, cap, "cannot open '%s': %s", o->input, strerror(errno));
+		goto out;
+	}
+	if (!S_ISDIR(st.st_mode) && is_raster(o->input)) {
+		pr_fail(err, cap, "'%s' is a raster, but -o '%s' asks for a CSV of chips: give a "
+		        "folder of chips or a list file (IMAGE [CLASS] lines), or -o OUT.tif to "
+		        "classify the scene", o->input, o->output);
 		goto out;
 	}
 	if ((S_ISDIR(st.st_mode) ? read_folder(o->input, 0, &in, err, cap)
@@ -344,10 +407,7 @@ static int classify_chips(predictor *p, char *err, size_t cap)
 			goto out;
 		}
 	}
-	fputs("path,class", f);
-	for (int c = 0; c < p->K; c++)
-		fprintf(f, ",p%d", c);
-	fputc('\n', f);
+	csv_header(f, p);
 	/* read B chips into the batch, run it, write their rows */
 	for (size_t i = 0; i < in.n; i++) {
 		size_t win = (size_t)p->C * p->S * p->S, j = i - first;
@@ -358,7 +418,7 @@ static int classify_chips(predictor *p, char *err, size_t cap)
 			run_batch(p, xb, (int)(j + 1), lg);
 			for (size_t b = 0; b <= j; b++) {
 				int cls = softmax(lg + b * p->K, p->K, prob);
-				csv_row(f, in.path[first + b], cls, prob, p->K);
+				csv_row(f, p, in.path[first + b], cls, prob);
 			}
 			first = i + 1;
 		}
@@ -420,8 +480,9 @@ static int classify_scene(predictor *p, char *err, size_t cap)
 		goto out;
 	}
 	if (pr_legend_make(&p->legend, p->K > 1 ? p->K : 2, &p->ck, o->colors, err, cap) < 0 ||
-	    pr_out_open(&p->out, o->output, nxc, nyc, nb, o->prob, gt,
-	                p->ri->crs && *p->ri->crs ? p->ri->crs : NULL, err, cap) < 0)
+	    pr_out_open(&p->out, o->output, nxc, nyc, nb, o->prob, p->ri->has_gt ? gt : NULL,
+	                p->ri->crs && *p->ri->crs ? p->ri->crs : NULL, err, cap) < 0 ||
+	    (!p->ri->has_gt && pr_out_gcps(p->out, o->input, S, err, cap) < 0))
 		goto out;
 	pr_out_layout(p->out, &p->legend, o->cog);
 	/* the window of cell i starts at i S, or ends at the edge */
@@ -468,10 +529,16 @@ out:
 	return rc;
 }
 
+int pr_is_csv(const char *path)
+{
+	size_t n = strlen(path);
+
+	return n >= 4 && strcasecmp(path + n - 4, ".csv") == 0;
+}
+
 int pr_classify_run(predictor *p, char *err, size_t cap)
 {
 	const cdp_predict_opts *o = p->o;
-	size_t n = strlen(o->output);
 
 	if (p->nranks > 1)
 		return pr_fail(err, cap, "'%s' is a classifier, which cdp-predict runs in one process, "
@@ -479,7 +546,7 @@ int pr_classify_run(predictor *p, char *err, size_t cap)
 	if (o->vector || o->preview)
 		return pr_fail(err, cap, "'%s' is a classifier: --vector and --preview are for "
 		               "segmentation models", p->model);
-	if (n >= 4 && strcasecmp(o->output + n - 4, ".csv") == 0)
+	if (pr_is_csv(o->output))
 		return classify_chips(p, err, cap);
 	return classify_scene(p, err, cap);
 }

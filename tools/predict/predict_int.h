@@ -82,14 +82,21 @@ int  pr_check_outputs(predictor *p, char *err, size_t cap);
  * their validity into v (n, W); p->raw standardized into p->img. */
 int  pr_read_rows(predictor *p, int y, int n, uint8_t *v, char *err, size_t cap);
 void pr_standardize(predictor *p, int n);
-/* predict_classify.c: a classifier over chips (CSV) or a scene's grid. */
+/* predict_classify.c: a classifier over chips (CSV) or a scene's grid;
+ * pr_is_csv: -o names a CSV (ends in .csv, any case). */
 int  pr_classify_run(predictor *p, char *err, size_t cap);
+int  pr_is_csv(const char *path);
 
 /* A GeoTIFF of nb bands, w x h, written top to bottom: u8 with nodata 255,
  * or (f32) float32 with nodata NaN, under a temporary name in the target's
  * directory until pr_out_close commits it. gt may be NULL (none). */
 int  pr_out_open(pr_out **o, const char *path, int w, int h, int nb, int f32,
                  const double *gt, const char *wkt, char *err, size_t cap);
+/* A raster georeferenced by GCPs only (no geotransform): its GCPs and
+ * their CRS set on o, pixel and line divided by scale (1, or a
+ * classifier's cell size), so the output stays georeferenced; nothing for
+ * a raster with a geotransform or no GCPs. 0 or -1 with err. */
+int  pr_out_gcps(pr_out *o, const char *src, double scale, char *err, size_t cap);
 /* Rows [y, y + n) from buf (nb, n, w) of the file's type. */
 int  pr_out_write(pr_out *o, int y, int n, const void *buf, char *err, size_t cap);
 /* Closes; commit 1 renames into place (a failure at close is a failure),
@@ -115,7 +122,9 @@ void pr_legend_free(pr_legend *l);
 /* Polygonizes the pixels equal to klass of a u8 raster (its nodata 255 is
  * outside every polygon) into a new GeoPackage layer "prediction" with an
  * integer field "class" and a text field "name" (lg's name of the class),
- * written under a temporary name and renamed. */
+ * written under a temporary name and renamed. A raster with GCPs and no
+ * geotransform gives polygons moved by its GCPs (GDAL's GCP polynomial
+ * transformer) into their CRS. */
 int  pr_vector(const char *mask_tif, const char *gpkg, int klass, const pr_legend *lg,
                char *err, size_t cap);
 

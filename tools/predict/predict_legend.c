@@ -7,9 +7,12 @@
  * cdp-lmdbpack --classes or --folders), unless --colors FILE says
  * otherwise. FILE is GDAL's color-relief text restricted to exact class
  * values: one class a line, "VALUE R G B [NAME]" (VALUE 0..254, R G B
- * 0..255, NAME the rest of the line); blank lines and lines starting with
- * '#' are skipped. A line of FILE sets its class's colour, and its name
- * when it gives one: FILE wins over the checkpoint, class by class.
+ * 0..255, NAME the rest of the line, a class name as the checkpoint's:
+ * UTF-8 without control characters, at most 255 bytes); blank lines and
+ * lines starting with '#' are skipped. A control character anywhere (a
+ * NUL, an escape) is refused. A line of FILE sets its class's colour, and
+ * its name when it gives one: FILE wins over the checkpoint, class by
+ * class.
  */
 #include "predict_int.h"
 
@@ -18,6 +21,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/types.h>
+
+/* a line of --colors: VALUE R G B and a name of up to 255 bytes fit */
+#define PR_COLORS_LINE_MAX 510
 
 /* ColorBrewer's "Set1" after a light grey for class 0 (usually the
  * background); beyond it, colours from a multiplicative hash of k */
@@ -37,7 +44,7 @@ void pr_legend_free(pr_legend *l)
 static int parse_line(pr_legend *l, char *s, const char *path, int ln, char *err, size_t cap)
 {
 	long v[4];
-	char *end;
+	char *end, why[128];
 
 	for (int i = 0; i < 4; i++) {
 		errno = 0;
@@ -55,6 +62,8 @@ static int parse_line(pr_legend *l, char *s, const char *path, int ln, char *err
 		s++;
 	for (end = s + strlen(s); end > s && isspace((unsigned char)end[-1]);)
 		*--end = '\0';
+	if (*s && !cdp_ckpt_class_name_ok(s, why, sizeof why))
+		return pr_fail(err, cap, "'%s' line %d: the name %s", path, ln, why);
 	for (int c = 0; c < 3; c++)
 		l->rgb[v[0]][c] = (uint8_t)v[c + 1];
 	if (*s)
@@ -65,7 +74,9 @@ static int parse_line(pr_legend *l, char *s, const char *path, int ln, char *err
 int pr_legend_make(pr_legend *l, int k, const cdp_ckpt *ck, const char *colors, char *err,
                    size_t cap)
 {
-	char line[512];
+	char *line = NULL;
+	size_t lcap = 0;
+	ssize_t len;
 	FILE *f = NULL;
 	int ln = 0, rc = 0;
 
@@ -92,12 +103,22 @@ int pr_legend_make(pr_legend *l, int k, const cdp_ckpt *ck, const char *colors, 
 		pr_legend_free(l);
 		return pr_fail(err, cap, "cannot open '%s': %s", colors, strerror(errno));
 	}
-	while (rc == 0 && fgets(line, sizeof line, f)) {
+	while (rc == 0 && (len = getline(&line, &lcap, f)) >= 0) {
 		char *s = line;
+		size_t bad;
 		ln++;
-		if (!strchr(line, '\n') && !feof(f))
+		/* a NUL or an escape would end or garble the name in every table
+		 * and terminal that shows it; tabs and line ends only separate */
+		for (bad = 0; bad < (size_t)len; bad++)
+			if (((unsigned char)line[bad] < 0x20 && line[bad] != '\t' && line[bad] != '\r' &&
+			     line[bad] != '\n') || line[bad] == 0x7f)
+				break;
+		if (bad < (size_t)len)
+			rc = pr_fail(err, cap, "'%s' line %d: control character 0x%02x at byte %zu",
+			             colors, ln, (unsigned char)line[bad], bad + 1);
+		else if (len - (line[len - 1] == '\n') > PR_COLORS_LINE_MAX)
 			rc = pr_fail(err, cap, "'%s' line %d: longer than %d bytes", colors, ln,
-			             (int)sizeof line - 2);
+			             PR_COLORS_LINE_MAX);
 		while (isspace((unsigned char)*s))
 			s++;
 		if (rc == 0 && *s && *s != '#')
@@ -105,6 +126,7 @@ int pr_legend_make(pr_legend *l, int k, const cdp_ckpt *ck, const char *colors, 
 	}
 	if (rc == 0 && ferror(f))
 		rc = pr_fail(err, cap, "cannot read '%s': %s", colors, strerror(errno));
+	free(line);
 	fclose(f);
 	if (rc)
 		pr_legend_free(l);

@@ -111,6 +111,34 @@ int pr_out_open(pr_out **out, const char *path, int w, int h, int nb, int f32,
 	return 0;
 }
 
+int pr_out_gcps(pr_out *o, const char *src, double scale, char *err, size_t cap)
+{
+	GDALDatasetH s;
+	GDAL_GCP *g = NULL;
+	double gt[6];
+	int n, rc = 0;
+
+	CPLErrorReset();
+	if (!(s = GDALOpen(src, GA_ReadOnly)))
+		return fail(err, cap, "cannot open '%s': %s", src, gdal_msg());
+	n = GDALGetGCPCount(s);
+	if (n > 0 && GDALGetGeoTransform(s, gt) != CE_None) {
+		if (!(g = calloc((size_t)n, sizeof *g)))
+			rc = fail(err, cap, "out of memory");
+		/* the ids and texts stay the source's, which outlives the call */
+		for (int i = 0; rc == 0 && i < n; i++) {
+			g[i] = GDALGetGCPs(s)[i];
+			g[i].dfGCPPixel /= scale;
+			g[i].dfGCPLine /= scale;
+		}
+		if (rc == 0 && GDALSetGCPs2(o->ds, n, g, GDALGetGCPSpatialRef(s)) != CE_None)
+			rc = fail(err, cap, "cannot georeference '%s': %s", o->path, gdal_msg());
+	}
+	free(g);
+	GDALClose(s);
+	return rc;
+}
+
 int pr_out_write(pr_out *o, int y, int n, const void *buf, char *err, size_t cap)
 {
 	size_t sz = o->f32 ? 4 : 1, plane = (size_t)n * o->w * sz;
@@ -366,8 +394,27 @@ int pr_out_close(pr_out *o, int commit, char *err, size_t cap)
 	return rc;
 }
 
-/* Every polygon's "name" from its "class" (field 0, GDALPolygonize's). */
-static int name_polygons(OGRLayerH layer, const pr_legend *lg)
+/* g's pixel/line coordinates to the GCPs' CRS through tr. */
+static void gcp_transform(OGRGeometryH g, void *tr)
+{
+	int n = OGR_G_GetGeometryCount(g);
+
+	for (int i = 0; i < n; i++)
+		gcp_transform(OGR_G_GetGeometryRef(g, i), tr);
+	n = OGR_G_GetPointCount(g);
+	for (int i = 0; i < n; i++) {
+		double x, y, z;
+		int ok;
+		OGR_G_GetPoint(g, i, &x, &y, &z);
+		if (GDALGCPTransform(tr, FALSE, 1, &x, &y, &z, &ok) && ok)
+			OGR_G_SetPoint_2D(g, i, x, y);
+	}
+}
+
+/* Every polygon's "name" from its "class" (field 0, GDALPolygonize's);
+ * with tr (a raster georeferenced by GCPs only, whose polygons come out in
+ * pixels and lines) its geometry moved to the GCPs' CRS. */
+static int name_polygons(OGRLayerH layer, const pr_legend *lg, void *tr)
 {
 	OGRFeatureH f;
 	int rc = 0;
@@ -375,6 +422,8 @@ static int name_polygons(OGRLayerH layer, const pr_legend *lg)
 	OGR_L_ResetReading(layer);
 	while (rc == 0 && (f = OGR_L_GetNextFeature(layer))) {
 		int k = OGR_F_GetFieldAsInteger(f, 0);
+		if (tr && OGR_F_GetGeometryRef(f))
+			gcp_transform(OGR_F_GetGeometryRef(f), tr);
 		OGR_F_SetFieldString(f, 1, k >= 0 && k < lg->k ? lg->name[k] : "");
 		rc = OGR_L_SetFeature(layer, f) == OGRERR_NONE ? 0 : -1;
 		OGR_F_Destroy(f);
@@ -392,6 +441,8 @@ int pr_vector(const char *mask_tif, const char *gpkg, int klass, const pr_legend
 	OGRFieldDefnH fd;
 	const char *wkt;
 	char *tmp = tmp_name(gpkg);
+	void *tr = NULL;
+	double gt[6];
 	int rc = -1;
 
 	(void)klass;
@@ -408,6 +459,14 @@ int pr_vector(const char *mask_tif, const char *gpkg, int klass, const pr_legend
 		goto out;
 	}
 	wkt = GDALGetProjectionRef(src);
+	if (GDALGetGCPCount(src) > 0 && GDALGetGeoTransform(src, gt) != CE_None) {
+		tr = GDALCreateGCPTransformer(GDALGetGCPCount(src), GDALGetGCPs(src), 0, FALSE);
+		if (!tr) {
+			fail(err, cap, "cannot use the GCPs of '%s': %s", mask_tif, gdal_msg());
+			goto out;
+		}
+		wkt = GDALGetGCPProjection(src);
+	}
 	if (wkt && *wkt) {
 		srs = OSRNewSpatialReference(wkt);
 		if (srs)
@@ -427,10 +486,15 @@ int pr_vector(const char *mask_tif, const char *gpkg, int klass, const pr_legend
 	GDALDatasetStartTransaction(dst, FALSE);
 	/* the band's nodata (255) marks every pixel not of the class */
 	if (GDALPolygonize(band, GDALGetMaskBand(band), layer, 0, NULL, NULL, NULL) != CE_None ||
-	    name_polygons(layer, lg) < 0 || GDALDatasetCommitTransaction(dst) != OGRERR_NONE) {
+	    name_polygons(layer, lg, tr) < 0 || GDALDatasetCommitTransaction(dst) != OGRERR_NONE) {
 		fail(err, cap, "cannot polygonize into '%s': %s", gpkg, gdal_msg());
 		goto out;
 	}
+	/* the stored extent only grows as features change: it still holds the
+	 * pixel coordinates the GCPs moved */
+	if (tr)
+		GDALDatasetReleaseResultSet(dst, GDALDatasetExecuteSQL(dst, "RECOMPUTE EXTENT ON "
+		                                                       "prediction", NULL, NULL));
 	CPLErrorReset();
 	GDALClose(dst);
 	dst = NULL;
@@ -450,6 +514,8 @@ out:
 		GDALClose(src);
 	if (srs)
 		OSRDestroySpatialReference(srs);
+	if (tr)
+		GDALDestroyGCPTransformer(tr);
 	if (rc != 0)
 		unlink(tmp);
 	free(tmp);
