@@ -300,16 +300,18 @@ static int pool_empty(cdp_pool *pool)
 
 /* A failed first pack removes the pool directory it created when no tile
  * was committed: data.mdb then holds only the format and uuid the open
- * wrote. rmdir keeps the directory if anything else has appeared in it;
+ * wrote, or, when the open itself failed, whatever LMDB wrote before it
+ * failed (its meta pages, with a map size nobody may be able to map).
+ * rmdir keeps the directory if anything else has appeared in it;
  * a writer that opened the new pool and committed tiles in between is
  * seen by pool_empty (concurrent packers are allowed), one that does so
  * between pool_empty and the unlink is not: that window is accepted. */
-static void remove_new_pool(const char *db, int opened)
+static void remove_new_pool(const char *db)
 {
 	static const char *const files[] = { "data.mdb", "lock.mdb" };
 	char path[4200];
 
-	for (int i = 0; i < 2 && opened; i++) {
+	for (int i = 0; i < 2; i++) {
 		snprintf(path, sizeof path, "%s/%s", db, files[i]);
 		unlink(path);
 	}
@@ -362,6 +364,17 @@ int cdp_pack_run(const cdp_pack_opts *o, FILE *in, cdp_pack_result *res,
 	}
 
 	p.made = made = stat(o->db, &st) != 0 && errno == ENOENT;
+	/* LMDB writes data.mdb's first meta pages, with this map size in them,
+	 * before its own mmap fails; a pool left so cannot be read by anyone
+	 * (LMDB never lowers a stored size), so ask first. */
+	if ((rc = cdp_lmdb_can_map(o->map_size))) {
+		int tib = o->map_size >= ((size_t)1 << 40);
+		rc = pack_seterr(&p, rc, "cannot open '%s': --map-size %.4g %s (%zu bytes) is "
+		                 "more than this process can map: %s", o->db,
+		                 (double)o->map_size / (tib ? 1099511627776.0 : 1073741824.0),
+		                 tib ? "TiB" : "GiB", o->map_size, cdp_strerror(rc));
+		goto out;
+	}
 	if ((rc = cdp_pool_open(o->db, flags, o->map_size, &p.pool))) {
 		rc = pack_seterr(&p, rc, "cannot open '%s': %s", o->db,
 		                 cdp_pool_strerror(&p.pool, rc, why, sizeof why));
@@ -404,8 +417,9 @@ out:
 		empty = pool_empty(&p.pool);
 	if (p.pool_open)
 		cdp_pool_close(&p.pool);
+	/* An open that failed may still have created data.mdb and lock.mdb. */
 	if (rc && made && (empty || !p.pool_open))
-		remove_new_pool(o->db, empty);
+		remove_new_pool(o->db);
 	for (size_t i = 0; i < p.nsrc; i++) {
 		if (p.src[i] && !p.src[i]->mapped)
 			cdp_source_free(&p.src[i]->s);
