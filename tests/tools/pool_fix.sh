@@ -32,3 +32,137 @@ cdp-keyshuffle -q -o "$T/keys" "$T/huge" 2>"$T/err" || fail "cdp-keyshuffle: $(c
 # A failed first pack removes everything it created.
 expect_fail 1 "not a record stream" cdp-lmdbpack -q "$T/nopool" </dev/null
 [ ! -e "$T/nopool" ] || fail "a failed first pack left the pool"
+
+# --- case 12: statistics of extreme values ------------------------------------
+cat >"$T/st.py" <<'PY'
+import math, sys, zlib
+import numpy as np
+
+def make(path, dtype, spikes, seed):
+    """A 64x64 2-band raster: noise, with band 1's pixels spikes {(r, c): v}."""
+    from osgeo import gdal
+    rng = np.random.default_rng(seed)
+    a = (rng.random((2, 64, 64)) * 100 - 20).astype(dtype)
+    for (r, c), v in spikes.items():
+        a[0, r, c] = v
+    gt = gdal.GDT_Float64 if dtype == "f8" else gdal.GDT_Float32
+    ds = gdal.GetDriverByName("GTiff").Create(path, 64, 64, 2, gt)
+    ds.SetGeoTransform((500000, 1, 0, 4000000, 0, -1))
+    for b in range(2):
+        ds.GetRasterBand(b + 1).WriteArray(a[b])
+    ds = None
+
+def ref(path):
+    """Per band (mean, std) of a raster, scaled by its largest |x| so that
+    the squares cannot overflow, in long double."""
+    from osgeo import gdal
+    out = []
+    for x in gdal.Open(path).ReadAsArray().astype(np.float64):
+        s = float(np.max(np.abs(x)))
+        y = x.ravel().astype(np.longdouble) / s
+        out.append((float(y.mean() * s), float(y.std() * s)))
+    return out
+
+def fields(text):
+    return dict(l.split("=", 1) for l in text.splitlines() if "=" in l)
+
+def check(pool, tifs):
+    import cdpool
+    want = ref(tifs[0]) if len(tifs) == 1 else None
+    p = cdpool.Pool(pool)
+    for name in [k for k in p.meta if k == "stats" or k.startswith("srcstats.")]:
+        assert "inf" not in p.meta[name] and "nan" not in p.meta[name], "%s: %s" % (name, p.meta[name])
+    for b, st in enumerate(p.stats):
+        assert math.isfinite(st["mean"]) and math.isfinite(st["std"]) and st["std"] > 0, st
+        if want:
+            m, sd = want[b]
+            assert abs(st["mean"] - m) <= 1e-9 * abs(m) and abs(st["std"] - sd) <= 1e-9 * sd, \
+                "band %d: mean %r std %r, want %r %r" % (b + 1, st["mean"], st["std"], m, sd)
+    m, sd, n = p.source_stats(range(len(p.sources)))
+    assert np.allclose(m, p.mean, rtol=1e-12) and np.allclose(sd, p.std, rtol=1e-12), \
+        "source_stats %r %r, pool %r %r" % (m, sd, p.mean, p.std)
+    print("ok")
+
+def v1(pool, overflow):
+    """Rewrites a float pool's stats and srcstats as pool version 1 wrote
+    them (Neumaier sums) and its format as version 1; with overflow, band 1's
+    sum of squares as the inf that a 1e300 pixel gave."""
+    import lmdb
+    env = lmdb.open(pool, max_dbs=2)
+    meta = env.open_db(b"meta", create=False)
+    def put(txn, k, text):
+        b = text.encode()
+        txn.put(k.encode(), b + b"crc32=%08x\n" % zlib.crc32(b), db=meta)
+    with env.begin(write=True) as txn:
+        names = [bytes(k).decode() for k, _ in txn.cursor(db=meta)]
+        for k in names:
+            if k != "stats" and not k.startswith("srcstats."):
+                continue
+            f = fields(bytes(txn.get(k.encode(), db=meta))[:-15].decode())
+            lines = ["dtype=" + f["dtype"], "bands=" + f["bands"]]
+            for b in range(1, int(f["bands"]) + 1):
+                p = "band.%d." % b
+                n, e = int(f[p + "count"]), int(f[p + "exp"])
+                mean = math.ldexp(float(f[p + "smean"]), e)
+                if overflow and b == 1:
+                    sq = "inf"
+                else:
+                    sq = repr(math.ldexp(float(f[p + "sm2"]), 2 * e) + n * mean * mean)
+                lines += [p + "count=%d" % n, p + "sum=" + repr(n * mean), p + "sumc=0",
+                          p + "sumsq=" + sq, p + "sumsqc=" + ("-nan" if sq == "inf" else "0")]
+                lines += [p + w + "=" + f[p + w] for w in ("min", "max", "mean", "std")]
+            put(txn, k, "\n".join(lines) + "\n")
+        put(txn, "format", "format=cdpool-pool\nversion=1\n")
+
+cmd = sys.argv[1]
+try:
+    if cmd == "make":
+        make(sys.argv[2], sys.argv[3], {tuple(map(int, k.split(","))): float(v) for k, v in
+                                        (a.split("=") for a in sys.argv[5:])}, int(sys.argv[4]))
+    elif cmd == "check":
+        check(sys.argv[2], sys.argv[3:])
+    elif cmd == "v1":
+        v1(sys.argv[2], sys.argv[3] == "overflow")
+    elif cmd == "field":
+        import lmdb
+        env = lmdb.open(sys.argv[2], max_dbs=2, readonly=True, lock=False)
+        with env.begin() as txn:
+            print(fields(bytes(txn.get(sys.argv[3].encode(), db=env.open_db(b"meta", txn=txn)))[:-15].decode())[sys.argv[4]])
+except AssertionError as e:
+    sys.exit("st.py %s: %s" % (cmd, e))
+PY
+st() { "$PYTHON" "$T/st.py" "$@"; }
+# one 1e300 pixel (f64): sumsq was inf, sumsqc -nan, std 0; a -1e300 too
+st make "$T/big.tif" f8 3 5,7=1e300 40,40=-1e300
+cdp-tile -q --size 32 "$T/big.tif" >"$T/big.cdps"
+cdp-lmdbpack -q "$T/big" <"$T/big.cdps" 2>"$T/err" || fail "pack of 1e300: $(cat "$T/err")"
+grep -qx "cdp-lmdbpack: warning: '$T/big': band 1 ranges from -1e+300 to 1e+300 (std [0-9.e+]*): standardizing it is meaningless" "$T/err" ||
+	fail "no warning naming band 1's range: $(cat "$T/err")"
+[ "$(wc -l <"$T/err")" -eq 1 ] || fail "1e300: want one warning line: $(cat "$T/err")"
+[ "$(st check "$T/big" "$T/big.tif")" = ok ] || fail "1e300: stats"
+# one 3e38 pixel (f32): std finite, and the band named
+st make "$T/f32.tif" f4 4 1,1=3e38
+cdp-tile -q --size 32 "$T/f32.tif" >"$T/f32.cdps"
+cdp-lmdbpack "$T/f32" <"$T/f32.cdps" 2>"$T/err" || fail "pack of 3e38: $(cat "$T/err")"
+grep -q "warning: '$T/f32': band 1 ranges from -[0-9.e+]* to 3e+38" "$T/err" || fail "3e38: $(cat "$T/err")"
+grep -q "band 2" "$T/err" && fail "3e38: band 2 named: $(cat "$T/err")"
+[ "$(st check "$T/f32" "$T/f32.tif")" = ok ] || fail "3e38: stats"
+# an ordinary raster: no warning; the pool is version 2
+st make "$T/plain.tif" f4 5
+cdp-tile -q --size 32 "$T/plain.tif" >"$T/plain.cdps"
+cdp-lmdbpack -q "$T/plain" <"$T/plain.cdps" 2>"$T/err" && [ ! -s "$T/err" ] || fail "plain: $(cat "$T/err")"
+[ "$(st field "$T/plain" format version)" = 2 ] || fail "a new pool is not version 2"
+# version 1 pools: read, appended to (the pool becomes version 2, the
+# untouched source keeps its version 1 sums), and sums that overflowed are
+# stale until a pack rescans them
+st v1 "$T/plain" ok
+[ "$(st check "$T/plain" "$T/plain.tif")" = ok ] || fail "version 1 pool: stats"
+cdp-lmdbpack -q "$T/plain" <"$T/f32.cdps" 2>/dev/null || fail "append to a version 1 pool"
+[ "$(st field "$T/plain" format version)" = 2 ] || fail "append: the pool is not version 2"
+st field "$T/plain" srcstats.000000 band.1.sumc >/dev/null || fail "append rewrote an untouched source"
+[ "$(st check "$T/plain")" = ok ] || fail "mixed version 1 and 2 sums"
+st v1 "$T/big" overflow
+"$PYTHON" -c "import cdpool, sys; cdpool.Pool(sys.argv[1])" "$T/big" 2>"$T/err" && fail "overflowed version 1 sums were read"
+grep -q "stale statistics" "$T/err" || fail "overflowed version 1 sums: $(tail -1 "$T/err")"
+cdp-lmdbpack -q --resume "$T/big" <"$T/big.cdps" 2>/dev/null || fail "--resume on overflowed sums"
+[ "$(st check "$T/big" "$T/big.tif")" = ok ] || fail "rescan of overflowed sums"

@@ -74,7 +74,7 @@ static void test_create_open(void)
 	CHECK_RC(cdp_meta_field((char *)b.p, "uuid", u2, 10), CDP_ERANGE);
 	CHECK_RC(cdp_meta_field((char *)b.p, "uu", u2, sizeof u2), MDB_NOTFOUND);
 	CHECK_RC(cdp_pool_meta_get(&p, NULL, "format", &b), CDP_OK);
-	CHECK(strcmp((char *)b.p, "format=cdpool-pool\nversion=1\n") == 0 && b.len == 29,
+	CHECK(strcmp((char *)b.p, "format=cdpool-pool\nversion=2\n") == 0 && b.len == 29,
 	      "format value '%s'", (char *)b.p);
 	CHECK_RC(cdp_pool_meta_get(&p, NULL, "count", &b), MDB_NOTFOUND);
 	cdp_pool_close(&p);
@@ -231,7 +231,7 @@ static void test_info(void)
 	CHECK_RC(cdp_pool_info_load(&q, &info), CDP_EFORMAT);
 	raw_put(&p, "stats", "dtype=u16\n");
 	CHECK_RC(cdp_pool_info_load(&q, &info), CDP_ECRC);
-	put(&p, "format", "format=cdpool-pool\nversion=2\n");
+	put(&p, "format", "format=cdpool-pool\nversion=3\n");
 	CHECK_RC(cdp_pool_info_load(&q, &info), CDP_EVERSION);
 	cdp_pool_close(&q);
 	CHECK_RC(cdp_pool_open(dir, CDP_POOL_RDONLY, 0, &q), CDP_EVERSION);

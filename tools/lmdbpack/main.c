@@ -217,6 +217,11 @@ int main(int argc, char **argv)
 		ret = 1;
 		goto out;
 	}
+	/* warnings are not chatter: -q keeps them */
+	for (const char *w = res.warn, *e; *w; w = e + 1) {
+		e = strchr(w, '\n');
+		fprintf(stderr, "cdp-lmdbpack: warning: %.*s\n", (int)(e - w), w);
+	}
 	if (!quiet)
 		fprintf(stderr, "cdp-lmdbpack: %llu records written, %llu skipped, %.1f MB "
 		        "in %.1f s (%.1f MB/s)\n", (unsigned long long)res.written,

@@ -424,6 +424,9 @@ int pack_finish(MDB_txn *txn, cdp_lmdb_item *items, size_t n, void *arg)
 		key[items[first].key.mv_size] = '\0';
 		return pack_shape_mismatch(p, key, &p->shape, &shape);
 	}
+	/* The stats text below is this version's. */
+	if ((rc = cdp_pool_format_upgrade(&p->pool, txn)))
+		return rc == MDB_MAP_FULL ? rc : pack_meta_error(p, "format", rc);
 	if ((rc = update_count(p, txn, added)) || (rc = update_stats(p, txn, items, n)) ||
 	    (rc = update_srcstats(p, txn, items, n)))
 		return rc;
@@ -493,7 +496,8 @@ static int rescan_txn(pk *p)
 	mdb_cursor_close(cur);
 	cur = NULL;
 	p->tmp.len = 0;
-	if ((rc = cdp_stats_format(&st, &p->tmp)) || (rc = meta_write(p, txn, "stats", &p->tmp)) ||
+	if ((rc = cdp_pool_format_upgrade(&p->pool, txn)) ||
+	    (rc = cdp_stats_format(&st, &p->tmp)) || (rc = meta_write(p, txn, "stats", &p->tmp)) ||
 	    (rc = cdp_classes_format(&cl, &p->tmp)) || (rc = meta_write(p, txn, "classes", &p->tmp)) ||
 	    (rc = cdp_buf_reserve(&p->tmp, 32)))
 		goto out;

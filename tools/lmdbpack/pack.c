@@ -318,6 +318,42 @@ static void remove_new_pool(const char *db)
 	rmdir(db);
 }
 
+/* The pool's bands that cannot be standardized (cdp_stats_wide) into
+ * res->warn: a pack of a raster with one 1e300 pixel succeeds, and its std
+ * of 1e297 would turn every other pixel into the same value. */
+static void note_wide(pk *p)
+{
+	cdp_pack_result *res = p->res;
+	MDB_txn *txn;
+	cdp_stats st;
+	size_t len = 0;
+	int rc;
+
+	if (cdp_lmdb_txn_begin(p->pool.env, MDB_RDONLY, &txn))
+		return;
+	rc = cdp_pool_meta_get(&p->pool, txn, "stats", &p->tmp);
+	mdb_txn_abort(txn);
+	if (rc || cdp_stats_parse((const char *)p->tmp.p, p->tmp.len, &st))
+		return;
+	for (uint32_t b = 0; b < st.bands && len + 1 < sizeof res->warn; b++) {
+		double mean, sd, lo, hi;
+		int n;
+
+		if (!cdp_stats_wide(&st, b))
+			continue;
+		cdp_stats_result(&st, b, &mean, &sd, &lo, &hi);
+		n = snprintf(res->warn + len, sizeof res->warn - len, "'%s': band %" PRIu32
+		             " ranges from %.6g to %.6g (std %.6g): standardizing it is "
+		             "meaningless\n", p->o->db, b + 1, lo, hi, sd);
+		if (n < 0 || (size_t)n >= sizeof res->warn - len) {
+			res->warn[len] = '\0';
+			break;
+		}
+		len += (size_t)n;
+	}
+	cdp_stats_free(&st);
+}
+
 /* cmdline and stamp, the input, the pool: then the input's records. */
 int cdp_pack_run(const cdp_pack_opts *o, FILE *in, cdp_pack_result *res,
                  char *err, size_t errcap)
@@ -403,6 +439,8 @@ int cdp_pack_run(const cdp_pack_opts *o, FILE *in, cdp_pack_result *res,
 	/* Without per-commit fsync, one sync makes the finished pool durable. */
 	if (rc == CDP_OK && o->nosync && (rc = mdb_env_sync(p.pool.env, 1)))
 		rc = pack_seterr(&p, rc, "cannot sync '%s': %s", o->db, cdp_strerror(rc));
+	if (rc == CDP_OK)
+		note_wide(&p);
 out:
 	/* A failure ends a drawn progress line without claiming "done", so the
 	 * error message starts a line of its own. */
