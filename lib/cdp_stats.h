@@ -117,4 +117,12 @@ int  cdp_classes_format(const cdp_classes *c, cdp_buf *out);
 /* Parses into c (reset first). */
 int  cdp_classes_parse(const char *text, size_t len, cdp_classes *c);
 
+/* What a class name must be (the pool's class_names meta, the checkpoint's
+ * class names): 1 to CDP_CLASS_NAME_MAX bytes of valid UTF-8 without
+ * control characters (C0, DEL, C1: no newline or tab). 1, or 0 with why
+ * (cap bytes) saying what is wrong ("is empty", "has a control character
+ * at byte 3", ...). */
+#define CDP_CLASS_NAME_MAX 255
+int  cdp_class_name_ok(const char *s, char *why, size_t cap);
+
 #endif

@@ -166,3 +166,82 @@ st v1 "$T/big" overflow
 grep -q "stale statistics" "$T/err" || fail "overflowed version 1 sums: $(tail -1 "$T/err")"
 cdp-lmdbpack -q --resume "$T/big" <"$T/big.cdps" 2>/dev/null || fail "--resume on overflowed sums"
 [ "$(st check "$T/big" "$T/big.tif")" = ok ] || fail "rescan of overflowed sums"
+
+# --- case 15: --folders keys and moved chips -----------------------------------
+chip() { "$PYTHON" "$MK" "$1" --width 8 --height 8 --bands 1 --dtype u8 --seed "${2:-1}"; }
+snapshot() { mdb_dump -a "$1" >"$2"; }
+mkdir -p "$T/F/a" "$T/F/b"
+chip "$T/F/a/k.tif" 1; chip "$T/F/a/m.tif" 2; chip "$T/F/a/s.tif" 3; chip "$T/F/b/s.tif" 4
+chip "$T/F/b/x-y.tif" 5
+cdp-lmdbpack -q --folders "$T/F" "$T/fp" 2>"$T/err" || fail "--folders: $(cat "$T/err")"
+[ "$(mdb_stat -s tiles "$T/fp" | awk '/Entries:/ {print $2}')" -eq 5 ] || fail "--folders: want 5 records (a/s and b/s both)"
+chip "$T/F/b/x y.tif" 6
+snapshot "$T/fp" "$T/before"
+expect_fail 1 "cdp-lmdbpack: '$T/F': '$T/F/b/x y.tif' and '$T/F/b/x-y.tif' both map to key 'b/x-y' (rename one)" \
+	cdp-lmdbpack -q --resume --folders "$T/F" "$T/fp"
+[ "$(wc -l <"$T/err")" -eq 1 ] || fail "collision: more than one line"
+expect_fail 1 "'$T/F/b/x y.tif' and '$T/F/b/x-y.tif' both map to key 'b/x-y'" \
+	cdp-lmdbpack -q --folders "$T/F" "$T/fp2"
+[ ! -e "$T/fp2" ] || fail "a refused collision created the pool"
+printf '%s\n' "$T/F/a/k.tif" "$T/F/b/s.tif" "$T/F/a/s.tif" >"$T/list.txt"
+expect_fail 1 "'$T/F/b/s.tif' and '$T/F/a/s.tif' both map to key 's'" \
+	cdp-lmdbpack -q --list "$T/list.txt" "$T/lp"
+rm "$T/F/b/x y.tif"
+mv "$T/F/a/m.tif" "$T/F/b/m.tif"
+expect_fail 1 "cdp-lmdbpack: '$T/F': chip '$T/F/b/m.tif' is in class 'b' now, but the pool holds it as record 'a/m' of class 'a', which no longer has it" \
+	cdp-lmdbpack -q --resume --folders "$T/F" "$T/fp"
+expect_fail 1 "chip '$T/F/b/m.tif' is in class 'b' now" cdp-lmdbpack -q --folders "$T/F" "$T/fp"
+snapshot "$T/fp" "$T/after"
+cmp -s "$T/before" "$T/after" || fail "a refused --folders run changed the pool"
+mv "$T/F/b/m.tif" "$T/F/a/m.tif"
+cdp-lmdbpack -q --resume --folders "$T/F" "$T/fp" 2>"$T/err" || fail "--resume of unchanged folders: $(cat "$T/err")"
+
+# --- case 17 and the --classes bullet: class names --------------------------------
+"$PYTHON" - "$T/lab.tif" "$T/lab_label.tif" "$T/lac.tif" "$T/lac_label.tif" <<'PY'
+import sys
+import numpy as np
+from osgeo import gdal
+for path, vals in ((sys.argv[1], None), (sys.argv[2], (0, 1, 7, 254)),
+                   (sys.argv[3], None), (sys.argv[4], (0, 1, 1, 0))):
+    ds = gdal.GetDriverByName("GTiff").Create(path, 32, 32, 1, gdal.GDT_Byte)
+    ds.SetGeoTransform((500000, 1, 0, 4000000, 0, -1))
+    a = np.arange(32 * 32, dtype=np.uint8).reshape(32, 32)
+    ds.GetRasterBand(1).WriteArray(a if vals is None else np.array(vals, np.uint8)[a % 4])
+    ds = None
+PY
+cdp-tile -q --size 16 --label "$T/lab_label.tif" "$T/lab.tif" >"$T/lab.cdps"
+expect_fail 1 "cdp-lmdbpack: '<stdin>': record 'lab_0_0' holds label values 7, 254, but --classes names only 2 classes (0..1)" \
+	cdp-lmdbpack -q --classes bg,road "$T/cp" <"$T/lab.cdps"
+[ ! -e "$T/cp" ] || fail "refused labels left the pool"
+cdp-lmdbpack -q --classes a,b,c,d,e,f,g,h "$T/cp" <"$T/lab.cdps" 2>"$T/err" &&
+	fail "label 254 accepted with 8 class names"
+grep -q "holds label value 254, but --classes names only 8 classes (0..7)" "$T/err" || fail "8 names: $(cat "$T/err")"
+# the pool's earlier labels, when names come later
+cdp-lmdbpack -q "$T/cp" <"$T/lab.cdps"
+cdp-tile -q --size 16 --label "$T/lac_label.tif" "$T/lac.tif" >"$T/lac.cdps"
+snapshot "$T/cp" "$T/before"
+expect_fail 1 "cdp-lmdbpack: '$T/cp': the pool holds label values 7, 254, but --classes names only 2 classes (0..1)" \
+	cdp-lmdbpack -q --classes bg,road "$T/cp" <"$T/lac.cdps"
+snapshot "$T/cp" "$T/after"
+cmp -s "$T/before" "$T/after" || fail "refused names changed the pool"
+# scalar classes of a list (refused as the list is read)
+expect_fail 1 "'/dev/stdin': line 1: class 7 is out of range" \
+	cdp-lmdbpack -q --classes bg,road --list /dev/stdin "$T/cl" <<EOF2
+$T/F/a/k.tif 7
+EOF2
+# names the checkpoint would refuse
+expect_fail 2 "cdp-lmdbpack: --classes: class 1's name 'r\\\\x01d' has a control character at byte 2" \
+	cdp-lmdbpack -q --classes "bg,r$(printf '\001')d" "$T/cn" <"$T/lab.cdps"
+expect_fail 2 "cdp-lmdbpack: --classes: class 0's name '\\\\xff' is not UTF-8 at byte 1" \
+	cdp-lmdbpack -q --classes "$(printf '\377'),road" "$T/cn" <"$T/lab.cdps"
+long=$(printf '%0300d' 0)
+expect_fail 2 "cdp-lmdbpack: --classes: class 1's name '0000000000000000000000000000000000000000...' is longer than 255 bytes" \
+	cdp-lmdbpack -q --classes "bg,$long" "$T/cn" <"$T/lab.cdps"
+expect_fail 2 "cdp-lmdbpack: --classes: 'road' names both class 1 and class 2" \
+	cdp-lmdbpack -q --classes bg,road,road "$T/cn" <"$T/lab.cdps"
+[ "$(wc -l <"$T/err")" -eq 1 ] || fail "duplicate class: more than one line"
+[ ! -e "$T/cn" ] || fail "refused class names created the pool"
+cdp-lmdbpack -q --classes "bg,route,forêt,$(printf '%0255d' 0)" --list /dev/stdin "$T/cn" <<EOF2 || fail "good class names refused: $(cat "$T/err")"
+$T/F/a/k.tif 2
+EOF2
+exit 0

@@ -444,6 +444,27 @@ static void test_v1_float(void)
 	cdp_stats_free(&s);
 }
 
+/* The one rule for class names (the pool's and the checkpoint's). */
+static void test_class_name(void)
+{
+	char why[128], name[CDP_CLASS_NAME_MAX + 2];
+
+	CHECK(cdp_class_name_ok("for\xc3\xaat", why, sizeof why), "UTF-8 refused: %s", why);
+	CHECK(!cdp_class_name_ok("", why, sizeof why) && !strcmp(why, "is empty"), "empty: %s", why);
+	CHECK(!cdp_class_name_ok("a\tb", why, sizeof why) &&
+	      !strcmp(why, "has a control character at byte 2"), "tab: %s", why);
+	CHECK(!cdp_class_name_ok("\xc2\x85", why, sizeof why), "C1 accepted");
+	CHECK(!cdp_class_name_ok("ok\xff", why, sizeof why) &&
+	      !strcmp(why, "is not UTF-8 at byte 3"), "bad UTF-8: %s", why);
+	memset(name, 'n', sizeof name);
+	name[CDP_CLASS_NAME_MAX] = '\0';
+	CHECK(cdp_class_name_ok(name, why, sizeof why), "255 bytes refused");
+	name[CDP_CLASS_NAME_MAX] = 'n';
+	name[CDP_CLASS_NAME_MAX + 1] = '\0';
+	CHECK(!cdp_class_name_ok(name, why, sizeof why) &&
+	      !strcmp(why, "is longer than 255 bytes"), "256 bytes: %s", why);
+}
+
 int main(void)
 {
 	test_u32_exact();
@@ -456,5 +477,6 @@ int main(void)
 	test_v1_float();
 	test_record_and_parse_errors();
 	test_classes();
+	test_class_name();
 	return tap_done();
 }

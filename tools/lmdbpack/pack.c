@@ -128,6 +128,31 @@ int pack_shape_mismatch(pk *p, const char *key, const cdp_record *r,
 	                   p->o->db, key, a, b);
 }
 
+int pack_check_class_ids(pk *p, const cdp_classes *c, const char *what)
+{
+	char ids[160] = "";
+	size_t len = 0, shown = 0;
+
+	if (!p->ncnames || c->len <= p->ncnames)
+		return CDP_OK;
+	for (size_t k = p->ncnames; k < c->len && len < sizeof ids - 1; k++) {
+		if (!c->n[k])
+			continue;
+		int n = shown < 8 ? snprintf(ids + len, sizeof ids - len, "%s%zu", shown ? ", " : "", k)
+		                  : snprintf(ids + len, sizeof ids - len, ", ...");
+		if (n < 0)
+			break;
+		len += (size_t)n < sizeof ids - len ? (size_t)n : sizeof ids - 1 - len;
+		if (shown++ == 8)
+			break;
+	}
+	return pack_seterr(p, CDP_ERANGE, "%s holds label value%s %s, but %s name%s only %zu "
+	                   "class%s (0..%zu)", what, shown == 1 ? "" : "s", ids,
+	                   p->o->folders ? "the class folders" : "--classes",
+	                   p->o->folders ? "" : "s", p->ncnames, p->ncnames == 1 ? "" : "es",
+	                   p->ncnames - 1);
+}
+
 /* ---- batches and records ------------------------------------------------ */
 
 static int flush(pk *p)
@@ -211,6 +236,12 @@ int pack_add_record(pk *p, const char *key, const void *body, size_t len)
 	if ((rc = cdp_stats_add_record(&it->st, &r)) ||
 	    (rc = cdp_classes_add_record(&it->cl, &r)))
 		return pack_seterr(p, rc, "'%s': record '%s': %s", p->in, key, cdp_strerror(rc));
+	if (p->ncnames) {
+		char what[CDP_LMDB_KEYMAX + 4200];
+		snprintf(what, sizeof what, "'%s': record '%s'", p->in, key);
+		if ((rc = pack_check_class_ids(p, &it->cl, what)))
+			return rc;
+	}
 	p->res->read++;
 	cdp_progress_update(&p->pg, p->res->read);
 	return cdp_lmdb_writer_full(&p->w) ? flush(p) : CDP_OK;
@@ -389,6 +420,10 @@ int cdp_pack_run(const cdp_pack_opts *o, FILE *in, cdp_pack_result *res,
 	} else if (o->list) {
 		if ((rc = pack_list_read(&p, &ents, &nents)))
 			goto out;
+	}
+	if (o->list || o->folders) {
+		if ((rc = pack_list_keys(&p, ents, nents)))
+			goto out;
 	} else if (isatty(fileno(in))) {
 		rc = pack_seterr(&p, CDP_ETTY, "refusing to read a record stream from a terminal "
 		                 "(pipe cdp-tile into it or use --list)");
@@ -426,6 +461,8 @@ int cdp_pack_run(const cdp_pack_opts *o, FILE *in, cdp_pack_result *res,
 		rc = pack_meta_error(&p, "shape", rc);
 		goto out;
 	}
+	if (o->folders && (rc = pack_folders_check_moved(&p, ents, nents)))
+		goto out;
 	cdp_lmdb_writer_init(&p.w, p.pool.env, p.pool.tiles, o->dup, o->txn_records,
 	                     o->txn_bytes, pack_prepare, pack_finish, &p);
 	cdp_progress_start(&p.pg, o->progress, "cdp-lmdbpack", "packing", nents);
