@@ -22,6 +22,7 @@
 
 #include "cdp_dtype.h"
 #include "cdp_error.h"
+#include "cdp_stats_int.h"
 
 #define LOAD(T, buf, i) \
 	({ T v_; memcpy(&v_, (const unsigned char *)(buf) + (i) * sizeof(T), sizeof(T)); v_; })
@@ -156,10 +157,10 @@ static void add_u8(cdp_band_acc *a, const uint8_t *v, const uint8_t *mask, size_
 	} \
 } while (0)
 
-/* Scaling by 2^-e: e is held in [-1020, 1024] so that 2^-e is a double
- * (2^-1024 is subnormal but exact); a block of subnormal samples then
- * scales to small normal numbers, which costs nothing that matters. */
-static int scale_exp(double maxabs)
+/* e is held in [-1020, 1024] so that 2^-e is a double (2^-1024 is
+ * subnormal but exact); a block of subnormal samples then scales to small
+ * normal numbers, which costs nothing that matters. */
+int cdp_stats_scale_exp(double maxabs)
 {
 	int e = 0;
 
@@ -238,7 +239,7 @@ static void add_float(cdp_band_acc *a, const void *samples, int f32, const uint8
 		}
 		if (!c)
 			continue;
-		e = scale_exp(fmax(fabs(lo), fabs(hi)));
+		e = cdp_stats_scale_exp(fmax(fabs(lo), fabs(hi)));
 		sc = ldexp(1.0, -e);
 		for (size_t i = i0; i < i1; i++)
 			if (float_valid(samples, mask, i, f32, &v))

@@ -6,8 +6,8 @@
  */
 #include "cdp_stats.h"
 
-#include <math.h>
 #include <errno.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -174,7 +174,7 @@ typedef struct v1_sums {
 } v1_sums;
 
 /* The float state: ".exp= .smean= .sm2=", or version 1's four sums into v1.
- * The exponent's range is what scale_exp (cdp_stats.c) and merging give. */
+ * The exponent's range is what cdp_stats_scale_exp and merging give. */
 static int float_fields(line_rd *l, unsigned k, cdp_band_acc *a, v1_sums *v1)
 {
 	char *end;
@@ -211,7 +211,7 @@ static int float_fields(line_rd *l, unsigned k, cdp_band_acc *a, v1_sums *v1)
 static int from_v1(cdp_band_acc *a, const v1_sums *v, int *stale)
 {
 	double n = (double)a->count, s = v->sum + v->sumc, q = v->sumsq + v->sumsqc;
-	double mean = s / n, m2 = q - s * mean, sc;
+	double mean = s / n, m2 = q - s * mean;
 
 	a->fexp = 0;
 	a->smean = a->sm2 = 0;
@@ -219,11 +219,8 @@ static int from_v1(cdp_band_acc *a, const v1_sums *v, int *stale)
 		*stale = 1;
 		return CDP_OK;
 	}
-	frexp(fmax(fabs(a->min), fabs(a->max)), &a->fexp);
-	if (a->fexp < -1020)
-		a->fexp = -1020;
-	sc = ldexp(1.0, -a->fexp);
-	a->smean = fmin(fmax(mean * sc, -1), 1);
+	a->fexp = cdp_stats_scale_exp(fmax(fabs(a->min), fabs(a->max)));
+	a->smean = fmin(fmax(ldexp(mean, -a->fexp), -1), 1);
 	a->sm2 = m2 > 0 ? ldexp(m2, -2 * a->fexp) : 0;
 	return CDP_OK;
 }

@@ -130,21 +130,19 @@ int pack_shape_mismatch(pk *p, const char *key, const cdp_record *r,
 
 int pack_check_class_ids(pk *p, const cdp_classes *c, const char *what)
 {
-	char ids[160] = "";
+	char ids[96] = "";   /* 8 ids of at most 5 digits and ", ..." fit */
 	size_t len = 0, shown = 0;
 
 	if (!p->ncnames || c->len <= p->ncnames)
 		return CDP_OK;
-	for (size_t k = p->ncnames; k < c->len && len < sizeof ids - 1; k++) {
+	for (size_t k = p->ncnames; k < c->len; k++) {
 		if (!c->n[k])
 			continue;
-		int n = shown < 8 ? snprintf(ids + len, sizeof ids - len, "%s%zu", shown ? ", " : "", k)
-		                  : snprintf(ids + len, sizeof ids - len, ", ...");
-		if (n < 0)
+		if (shown++ == 8) {
+			snprintf(ids + len, sizeof ids - len, ", ...");
 			break;
-		len += (size_t)n < sizeof ids - len ? (size_t)n : sizeof ids - 1 - len;
-		if (shown++ == 8)
-			break;
+		}
+		len += (size_t)snprintf(ids + len, sizeof ids - len, "%s%zu", len ? ", " : "", k);
 	}
 	return pack_seterr(p, CDP_ERANGE, "%s holds label value%s %s, but %s name%s only %zu "
 	                   "class%s (0..%zu)", what, shown == 1 ? "" : "s", ids,
