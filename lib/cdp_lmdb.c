@@ -7,8 +7,10 @@
 #include "cdp_lmdb.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 
@@ -43,6 +45,53 @@ static int check_size(MDB_env *env, uint64_t *have, uint64_t *need)
 	return CDP_ETRUNC;
 }
 
+int cdp_lmdb_can_map(size_t bytes)
+{
+	void *m = mmap(NULL, bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+
+	if (m == MAP_FAILED)
+		return errno ? errno : ENOMEM;
+	munmap(m, bytes);
+	return CDP_OK;
+}
+
+/* The map a reader needs: data.mdb's size rounded up to 1 MiB (at least
+ * 1 MiB), 0 when it cannot be found. */
+static size_t file_map_size(const char *path)
+{
+	char name[4200];
+	struct stat st;
+	const uint64_t mib = (uint64_t)1 << 20;
+	uint64_t n;
+
+	if ((size_t)snprintf(name, sizeof name, "%s/data.mdb", path) >= sizeof name ||
+	    stat(name, &st) != 0 || st.st_size < 0)
+		return 0;
+	n = ((uint64_t)st.st_size + mib - 1) / mib * mib;
+	if (n == 0)
+		n = mib;
+	return n > SIZE_MAX ? 0 : (size_t)n;
+}
+
+static int env_try(const char *path, unsigned int flags, unsigned int maxdbs, size_t mapsize,
+                   MDB_env **out)
+{
+	MDB_env *env = NULL;
+	int rc;
+
+	*out = NULL;
+	if ((rc = mdb_env_create(&env)) != 0)
+		return rc;
+	if ((maxdbs && (rc = mdb_env_set_maxdbs(env, maxdbs)) != 0) ||
+	    (mapsize && (rc = mdb_env_set_mapsize(env, mapsize)) != 0) ||
+	    (rc = mdb_env_open(env, path, flags, 0666)) != 0) {
+		mdb_env_close(env);
+		return rc;
+	}
+	*out = env;
+	return CDP_OK;
+}
+
 int cdp_lmdb_env_open(const char *path, unsigned int flags, int create,
                       unsigned int maxdbs, size_t mapsize, MDB_env **out)
 {
@@ -69,12 +118,12 @@ int cdp_lmdb_env_open_sized(const char *path, unsigned int flags, int create,
 		return errno;
 	if (!S_ISDIR(st.st_mode))
 		return ENOTDIR;
-	if ((rc = mdb_env_create(&env)) != 0)
+	rc = env_try(path, flags, maxdbs, mapsize, &env);
+	if (rc == ENOMEM && mapsize == 0 && (mapsize = file_map_size(path)) != 0)
+		rc = env_try(path, flags, maxdbs, mapsize, &env);
+	if (rc != 0)
 		return rc;
-	if ((maxdbs && (rc = mdb_env_set_maxdbs(env, maxdbs)) != 0) ||
-	    (mapsize && (rc = mdb_env_set_mapsize(env, mapsize)) != 0) ||
-	    (rc = mdb_env_open(env, path, flags, 0666)) != 0 ||
-	    (rc = check_size(env, have, need)) != 0) {
+	if ((rc = check_size(env, have, need)) != 0) {
 		mdb_env_close(env);
 		return rc;
 	}

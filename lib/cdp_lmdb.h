@@ -42,7 +42,10 @@
 /* Opens the environment at path, a directory (created, mode 0777 & ~umask,
  * when create is set). flags are MDB_* env flags (MDB_RDONLY, MDB_NOTLS,
  * MDB_NOSYNC, MDB_NORDAHEAD); mapsize 0 keeps LMDB's default or the size
- * recorded in the file. */
+ * recorded in the file. A recorded size this process cannot map (written by
+ * a writer with a larger address space or a huge --map-size; LMDB never
+ * shrinks it) is ENOMEM from mdb_env_open: then the file's own size,
+ * rounded up to 1 MiB, is mapped instead, which holds every page. */
 int cdp_lmdb_env_open(const char *path, unsigned int flags, int create,
                       unsigned int maxdbs, size_t mapsize, MDB_env **env);
 /* cdp_lmdb_env_open that also checks the data file against the newest meta
@@ -54,6 +57,12 @@ int cdp_lmdb_env_open(const char *path, unsigned int flags, int create,
 int cdp_lmdb_env_open_sized(const char *path, unsigned int flags, int create,
                             unsigned int maxdbs, size_t mapsize, MDB_env **env,
                             uint64_t *have, uint64_t *need);
+
+/* 0 when this process can reserve `bytes` of address space for a map (an
+ * mmap(PROT_NONE, MAP_NORESERVE) of that size, undone at once), else
+ * ENOMEM or another errno: LMDB creates data.mdb and lock.mdb before its own
+ * mmap fails, so a writer asks first and creates nothing it cannot map. */
+int cdp_lmdb_can_map(size_t bytes);
 
 /* mdb_txn_begin that adopts a map grown by another process. */
 int cdp_lmdb_txn_begin(MDB_env *env, unsigned int flags, MDB_txn **txn);

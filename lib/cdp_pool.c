@@ -49,8 +49,8 @@ static int new_uuid(char out[33])
 	return CDP_OK;
 }
 
-/* Checks "format=cdpool-pool\nversion=N\n". */
-static int check_format(const char *text)
+/* Checks "format=cdpool-pool\nversion=N\n"; *version (may be NULL) is N. */
+static int check_format_version(const char *text, unsigned long long *version)
 {
 	char v[32];
 	char *end;
@@ -65,7 +65,39 @@ static int check_format(const char *text)
 	ver = strtoull(v, &end, 10);
 	if (*end || errno || ver < 1)
 		return CDP_EFORMAT;
+	if (version)
+		*version = ver;
 	return ver > CDP_POOL_VERSION ? CDP_EVERSION : CDP_OK;
+}
+
+static int check_format(const char *text)
+{
+	return check_format_version(text, NULL);
+}
+
+static int format_put(cdp_pool *p, MDB_txn *txn)
+{
+	char text[64];
+	int n = snprintf(text, sizeof text, "format=%s\nversion=%d\n", CDP_POOL_FORMAT,
+	                 CDP_POOL_VERSION);
+
+	return cdp_pool_meta_put(p, txn, "format", text, (size_t)n);
+}
+
+int cdp_pool_format_upgrade(cdp_pool *p, MDB_txn *txn)
+{
+	cdp_buf b = {0};
+	unsigned long long ver = 0;
+	int rc = cdp_pool_meta_get(p, txn, "format", &b);
+
+	if (rc == MDB_NOTFOUND)
+		rc = CDP_EFORMAT;
+	if (rc == CDP_OK)
+		rc = check_format_version((const char *)b.p, &ver);
+	cdp_buf_free(&b);
+	if (rc == CDP_OK && ver < CDP_POOL_VERSION)
+		rc = format_put(p, txn);
+	return rc;
 }
 
 /* Creates the sub-databases and format/uuid values unless present. */
@@ -83,10 +115,7 @@ static int create_txn(cdp_pool *p)
 		goto fail;
 	rc = cdp_pool_meta_get(p, txn, "format", &b);
 	if (rc == MDB_NOTFOUND) {
-		n = snprintf(text, sizeof text, "format=%s\nversion=%d\n",
-		             CDP_POOL_FORMAT, CDP_POOL_VERSION);
-		if ((rc = cdp_pool_meta_put(p, txn, "format", text, (size_t)n)) != 0 ||
-		    (rc = new_uuid(uuid)) != 0)
+		if ((rc = format_put(p, txn)) != 0 || (rc = new_uuid(uuid)) != 0)
 			goto fail;
 		n = snprintf(text, sizeof text, "uuid=%s\n", uuid);
 		if ((rc = cdp_pool_meta_put(p, txn, "uuid", text, (size_t)n)) != 0)
@@ -539,7 +568,7 @@ static int by_u32(const void *a, const void *b)
 }
 
 /* Folds each distinct source's sums once, in ascending index order, so the
- * float compensations come out the same whatever order src[] is in. */
+ * merged float statistics come out the same whatever order src[] is in. */
 static int source_stats(cdp_pool *p, MDB_txn *txn, uint32_t *src, size_t n, cdp_stats *out,
                         uint32_t *missing, cdp_buf *b)
 {

@@ -7,15 +7,17 @@
  *   meta:  name -> text value of "name=value\n" lines, the last line being
  *          "crc32=XXXXXXXX\n" (lowercase hex of zlib crc32 over the
  *          preceding bytes of the value). Names:
- *     format      "format=cdpool-pool\nversion=1\n"
+ *     format      "format=cdpool-pool\nversion=2\n" (version 1: float stats as
+ *                 Neumaier sums, still read; a writer that rewrites a
+ *                 version 1 pool's stats raises it to 2 in the same txn)
  *     uuid        "uuid=<32 lowercase hex>\n"           (set at creation)
  *     shape       dtype=, bands=, height=, width=, label= (none|u8|u16|class),
  *                 ignore= (label ignore value); set by the first record
  *     count       "tiles=N\n"
  *     stats       the text form of cdp_stats.h: "dtype=", "bands=", then per
- *                 band b (1-based) "band.b.count=", ".sum=", ".sumsq=",
- *                 ".min=", ".max=", ".mean=", ".std=" (float dtypes add the
- *                 compensations ".sumc=" and ".sumsqc="); a "stale=1" line
+ *                 band b (1-based) "band.b.count=", ".sum=", ".sumsq=" (float
+ *                 dtypes: the scaled ".exp=", ".smean=", ".sm2=" instead),
+ *                 ".min=", ".max=", ".mean=", ".std="; a "stale=1" line
  *                 marks stats that no longer match the records (a --replace
  *                 that did not finish)
  *     classes     "class.K=count\n" per label class id seen (ignore excluded;
@@ -49,7 +51,7 @@
 #include "cdp_stats.h"
 
 #define CDP_POOL_FORMAT  "cdpool-pool"
-#define CDP_POOL_VERSION 1
+#define CDP_POOL_VERSION 2
 
 enum {
 	CDP_POOL_RDONLY    = 1,  /* MDB_RDONLY | MDB_NOTLS */
@@ -104,6 +106,10 @@ int  cdp_pool_meta_decode(const void *value, size_t n, cdp_buf *out);
 /* Writes meta value `name` (text without the crc line) in a write txn. */
 int  cdp_pool_meta_put(cdp_pool *p, MDB_txn *txn, const char *name,
                        const char *text, size_t len);
+/* Raises the pool's format value to CDP_POOL_VERSION in a write txn, as any
+ * writer of the stats text must (a reader of an older version could not
+ * read it); CDP_OK when it is current already. */
+int  cdp_pool_format_upgrade(cdp_pool *p, MDB_txn *txn);
 /* Finds the line "key=..." in a meta text and copies its value (to end of
  * line) into out[cap]. MDB_NOTFOUND if absent, CDP_ERANGE if it does not fit. */
 int  cdp_meta_field(const char *text, const char *key, char *out, size_t cap);

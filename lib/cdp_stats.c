@@ -1,15 +1,19 @@
-/* cdp_stats.c: exact per-band statistics (cdp_stats.h); their text form is
- * in cdp_stats_text.c, class histograms in cdp_classes.c.
+/* cdp_stats.c: per-band statistics (cdp_stats.h); their text form is in
+ * cdp_stats_text.c, class histograms in cdp_classes.c.
  *
  * Integer samples are summed in 64-bit block sums that cannot overflow (at
  * most 2^16 samples of at most 16 bits per block) and folded into 128-bit
- * totals; 32-bit samples go straight to 128 bits. Float samples use
- * Neumaier's variant of Kahan summation, which also survives terms larger
- * than the running sum. Buffers may be unaligned (LMDB pages), so samples are
- * loaded with memcpy.
+ * totals; 32-bit samples go straight to 128 bits. Float samples are
+ * measured per block of at most 2^16 in passes over the block (extremes;
+ * a Neumaier sum of the samples scaled by the block's power of two, which
+ * also survives terms larger than the running sum; M2 about that mean) and
+ * the block is merged into the band by Chan's formulas, so a 1e300 pixel
+ * gives a finite M2 where a sum of squares would be inf. Buffers may be
+ * unaligned (LMDB pages), so samples are loaded with memcpy.
  */
 #include "cdp_stats.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -18,6 +22,7 @@
 
 #include "cdp_dtype.h"
 #include "cdp_error.h"
+#include "cdp_stats_int.h"
 
 #define LOAD(T, buf, i) \
 	({ T v_; memcpy(&v_, (const unsigned char *)(buf) + (i) * sizeof(T), sizeof(T)); v_; })
@@ -152,20 +157,107 @@ static void add_u8(cdp_band_acc *a, const uint8_t *v, const uint8_t *mask, size_
 	} \
 } while (0)
 
-#define ADD_FLOAT(T) do { \
-	for (size_t i = 0; i < n; i++) { \
-		if (mask && mask[i] != 255) \
-			continue; \
-		double v = LOAD(T, samples, i); \
-		if (!isfinite(v)) \
-			continue; \
-		neumaier(&a->sum, &a->sumc, v); \
-		neumaier(&a->sumsq, &a->sumsqc, v * v); \
-		a->count++; \
-		if (v < a->min) a->min = v; \
-		if (v > a->max) a->max = v; \
-	} \
-} while (0)
+/* e is held in [-1020, 1024] so that 2^-e is a double (2^-1024 is
+ * subnormal but exact); a block of subnormal samples then scales to small
+ * normal numbers, which costs nothing that matters. */
+int cdp_stats_scale_exp(double maxabs)
+{
+	int e = 0;
+
+	if (maxabs > 0)
+		frexp(maxabs, &e);
+	return e < -1020 ? -1020 : e;
+}
+
+/* Merges a part of nb samples (scaled mean mb and M2 qb at exponent eb,
+ * extremes lo..hi) into a, by Chan, Golub and LeVeque: with delta the
+ * difference of the means, mean = ma + delta * nb/n and
+ * M2 = M2a + M2b + delta^2 * na*nb/n, both at the larger exponent. */
+static void float_merge(cdp_band_acc *a, uint64_t nb, int eb, double mb, double qb,
+                        double lo, double hi)
+{
+	double na, nbd, n, ma, qa, delta;
+	int e;
+
+	if (!nb)
+		return;
+	if (!a->count) {
+		a->count = nb;
+		a->fexp = eb;
+		a->smean = mb;
+		a->sm2 = qb;
+		a->min = lo;
+		a->max = hi;
+		return;
+	}
+	e = a->fexp > eb ? a->fexp : eb;
+	ma = ldexp(a->smean, a->fexp - e);
+	qa = ldexp(a->sm2, 2 * (a->fexp - e));
+	mb = ldexp(mb, eb - e);
+	qb = ldexp(qb, 2 * (eb - e));
+	na = (double)a->count;
+	nbd = (double)nb;
+	n = na + nbd;
+	delta = mb - ma;
+	a->smean = ma + delta * (nbd / n);
+	a->sm2 = qa + qb + delta * delta * (na / n * nbd);
+	a->count += nb;
+	a->fexp = e;
+	a->min = fmin(a->min, lo);
+	a->max = fmax(a->max, hi);
+}
+
+static inline double load_float(const void *buf, size_t i, int f32)
+{
+	return f32 ? (double)LOAD(float, buf, i) : LOAD(double, buf, i);
+}
+
+static inline int float_valid(const void *buf, const uint8_t *mask, size_t i, int f32,
+                              double *v)
+{
+	if (mask && mask[i] != 255)
+		return 0;
+	*v = load_float(buf, i, f32);
+	return isfinite(*v);
+}
+
+static void add_float(cdp_band_acc *a, const void *samples, int f32, const uint8_t *mask,
+                      size_t n)
+{
+	for (size_t i0 = 0; i0 < n; i0 += BLOCK) {
+		size_t i1 = n - i0 < BLOCK ? n : i0 + BLOCK;
+		uint64_t c = 0;
+		double lo = INFINITY, hi = -INFINITY, v, sc, sum = 0, comp = 0, m, q = 0, d = 0;
+		int e;
+
+		for (size_t i = i0; i < i1; i++) {
+			if (!float_valid(samples, mask, i, f32, &v))
+				continue;
+			c++;
+			lo = v < lo ? v : lo;
+			hi = v > hi ? v : hi;
+		}
+		if (!c)
+			continue;
+		e = cdp_stats_scale_exp(fmax(fabs(lo), fabs(hi)));
+		sc = ldexp(1.0, -e);
+		for (size_t i = i0; i < i1; i++)
+			if (float_valid(samples, mask, i, f32, &v))
+				neumaier(&sum, &comp, v * sc);
+		m = (sum + comp) / (double)c;
+		/* The second sum corrects M2 for the rounding of m (two-pass
+		 * "corrected" form); each term is below 2 in magnitude. */
+		for (size_t i = i0; i < i1; i++) {
+			if (float_valid(samples, mask, i, f32, &v)) {
+				double x = v * sc - m;
+				q += x * x;
+				d += x;
+			}
+		}
+		q -= d * d / (double)c;
+		float_merge(a, c, e, m, q > 0 ? q : 0, lo, hi);
+	}
+}
 
 int cdp_stats_add(cdp_stats *s, uint32_t band, const void *samples,
                   const uint8_t *mask, size_t n)
@@ -181,8 +273,8 @@ int cdp_stats_add(cdp_stats *s, uint32_t band, const void *samples,
 	case CDP_DT_I16: ADD_SMALL(int16_t); break;
 	case CDP_DT_U32: ADD_WIDE(uint32_t); break;
 	case CDP_DT_I32: ADD_WIDE(int32_t); break;
-	case CDP_DT_F32: ADD_FLOAT(float); break;
-	case CDP_DT_F64: ADD_FLOAT(double); break;
+	case CDP_DT_F32: add_float(a, samples, 1, mask, n); break;
+	case CDP_DT_F64: add_float(a, samples, 0, mask, n); break;
 	default: return CDP_EUNSUP;
 	}
 	return CDP_OK;
@@ -217,15 +309,10 @@ int cdp_stats_merge(cdp_stats *dst, const cdp_stats *src)
 
 		if (!a->count)
 			continue;
-		d->count += a->count;
 		if (dst->is_float) {
-			neumaier(&d->sum, &d->sumc, a->sum);
-			d->sumc += a->sumc;
-			neumaier(&d->sumsq, &d->sumsqc, a->sumsq);
-			d->sumsqc += a->sumsqc;
-			d->min = fmin(d->min, a->min);
-			d->max = fmax(d->max, a->max);
+			float_merge(d, a->count, a->fexp, a->smean, a->sm2, a->min, a->max);
 		} else {
+			d->count += a->count;
 			d->isum += a->isum;
 			d->isumsq += a->isumsq;
 			if (a->imin < d->imin) d->imin = a->imin;
@@ -264,13 +351,14 @@ void cdp_stats_result(const cdp_stats *s, uint32_t b, double *mean,
 
 	if (a->count) {
 		if (s->is_float) {
-			double n = (double)a->count, var;
+			/* Rounding may not carry them past what the extremes allow:
+			 * (max - min) / 2 is the largest population std there is. */
+			double var = a->sm2 / (double)a->count;
 
-			m = (a->sum + a->sumc) / n;
-			var = (a->sumsq + a->sumsqc) / n - m * m;
-			sd = sqrt(var > 0 ? var : 0);
 			lo = a->min;
 			hi = a->max;
+			m = fmin(fmax(ldexp(a->smean, a->fexp), lo), hi);
+			sd = fmin(ldexp(sqrt(var > 0 ? var : 0), a->fexp), hi / 2 - lo / 2);
 		} else {
 			m = (double)((long double)a->isum / (long double)a->count);
 			sd = sqrt(int_var(a));
@@ -282,4 +370,17 @@ void cdp_stats_result(const cdp_stats *s, uint32_t b, double *mean,
 	if (std) *std = sd;
 	if (min) *min = lo;
 	if (max) *max = hi;
+}
+
+int cdp_stats_wide(const cdp_stats *s, uint32_t b)
+{
+	const cdp_band_acc *a = &s->b[b];
+	double lo, hi;
+
+	if (!a->count)
+		return 0;
+	lo = s->is_float ? a->min : (double)a->imin;
+	hi = s->is_float ? a->max : (double)a->imax;
+	/* halves: the difference itself may overflow */
+	return hi / 2 - lo / 2 > CDP_STATS_WIDE / 2 || fabs(lo) > FLT_MAX || fabs(hi) > FLT_MAX;
 }

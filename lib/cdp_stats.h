@@ -1,26 +1,39 @@
 /* cdp_stats.h: per-band pixel statistics and class histograms of a pool.
  *
- * A cdp_stats holds, for each band, the count, sum, sum of squares, min and
- * max of the valid samples it was given: those whose mask byte is 255 (all of
- * them without a mask), and for f32/f64 only finite ones (NaN and +-inf are
- * never counted). Integer dtypes are summed exactly in 128-bit integers, so
- * the result is independent of order and of how the data was split and
- * merged. f32/f64 are summed in double with Neumaier's compensated summation;
- * the compensation term is part of the state, so a fold over the same samples
- * in the same order gives bit-identical results however often the state is
- * saved and reloaded (merge order still matters in the last bits).
+ * A cdp_stats holds, for each band, the count, min and max of the valid
+ * samples it was given (those whose mask byte is 255, all of them without a
+ * mask, and for f32/f64 only finite ones: NaN and +-inf are never counted),
+ * and what mean and variance follow from:
+ *  - integer dtypes: the sum and sum of squares, exact in 128-bit integers,
+ *    so the result is independent of order and of how the data was split
+ *    and merged;
+ *  - f32/f64: the mean and M2 (the sum of squared deviations from it), kept
+ *    scaled by 2^-fexp and 2^-2*fexp, where 2^fexp bounds the largest |x|
+ *    seen (frexp's exponent). Scaled, the mean is below 1 and M2 below 4n in
+ *    magnitude, so both stay finite for any finite samples (a sum of squares
+ *    of one 1e300 pixel is inf in double). Each cdp_stats_add block is
+ *    measured in two passes (a compensated scaled sum for its mean, then its
+ *    M2 about that mean); blocks and accumulators merge by Chan, Golub and
+ *    LeVeque's pairwise formulas. A fold over the same parts in the same
+ *    order gives bit-identical state however often it is saved and reloaded
+ *    (merge order still matters in the last bits).
  *
  * Mean and (population) standard deviation are derived: for integers from
  * the exact sums (variance = (n*sumsq - sum^2) / n^2, evaluated without
- * cancellation), for floats as sumsq/n - mean^2.
+ * cancellation), for floats from the scaled mean and M2, held within
+ * [min, max] and (max - min) / 2, so they are finite too.
  *
  * The text form is the value of the pool's "stats" meta (cdp-pool(5)):
  *   dtype=u16\nbands=C\n[stale=1\n]
- *   then per band b (1-based): band.b.count= .sum= [.sumc=] .sumsq= [.sumsqc=]
+ *   then per band b (1-based): band.b.count=, for integer dtypes .sum= and
+ *   .sumsq=, for float dtypes .exp= .smean= .sm2= (pool version 2), then
  *   .min= .max= .mean= .std=
  * Integer sums, min and max are decimal; doubles are %.17g (exact round trip);
- * .sumc/.sumsqc (compensations) appear for float dtypes only; an empty band
- * has min, max, mean and std "nan". parse(format(s)) restores s exactly.
+ * an empty band has min, max, mean and std "nan". parse(format(s)) restores s
+ * exactly. The parser also reads pool version 1's float form (.sum= .sumc=
+ * .sumsq= .sumsqc=, Neumaier sums and their compensations) and converts it;
+ * one whose sums overflowed to inf or NaN comes back stale (a later pack
+ * rescans it).
  *
  * A cdp_classes counts label classes: per-pixel labels (u8/u16 payloads)
  * excluding the record's ignore value, or one per record for scalar classes.
@@ -44,8 +57,8 @@ typedef struct cdp_band_acc {
 	__int128 isum;               /* integer dtypes */
 	unsigned __int128 isumsq;
 	int64_t imin, imax;
-	double sum, sumc;            /* float dtypes: Neumaier sum, compensation */
-	double sumsq, sumsqc;
+	int fexp;                    /* float dtypes: |x| < 2^fexp for all x seen */
+	double smean, sm2;           /* mean / 2^fexp, M2 / 2^(2*fexp) */
 	double min, max;
 } cdp_band_acc;
 
@@ -72,6 +85,14 @@ int  cdp_stats_merge(cdp_stats *dst, const cdp_stats *src);
 /* Derived values of band b (0-based); NaN for an empty band. */
 void cdp_stats_result(const cdp_stats *s, uint32_t b, double *mean,
                       double *std, double *min, double *max);
+
+/* A band whose range (max - min) exceeds this cannot be standardized in
+ * float32 to anything a network can learn from (its std is of that order,
+ * so every ordinary pixel becomes the same value after standardization). */
+#define CDP_STATS_WIDE 1e30
+/* 1 when band b (0-based) is non-empty and its range exceeds CDP_STATS_WIDE
+ * or a value does not fit in float32. */
+int  cdp_stats_wide(const cdp_stats *s, uint32_t b);
 /* Text form into out (replacing its contents, NUL-terminated; out->len
  * excludes the NUL). */
 int  cdp_stats_format(const cdp_stats *s, cdp_buf *out);
@@ -95,5 +116,13 @@ uint64_t cdp_classes_total(const cdp_classes *c);
 int  cdp_classes_format(const cdp_classes *c, cdp_buf *out);
 /* Parses into c (reset first). */
 int  cdp_classes_parse(const char *text, size_t len, cdp_classes *c);
+
+/* What a class name must be (the pool's class_names meta, the checkpoint's
+ * class names): 1 to CDP_CLASS_NAME_MAX bytes of valid UTF-8 without
+ * control characters (C0, DEL, C1: no newline or tab). 1, or 0 with why
+ * (cap bytes) saying what is wrong ("is empty", "has a control character
+ * at byte 3", ...). */
+#define CDP_CLASS_NAME_MAX 255
+int  cdp_class_name_ok(const char *s, char *why, size_t cap);
 
 #endif

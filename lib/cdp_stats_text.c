@@ -1,9 +1,13 @@
 /* cdp_stats_text.c: the text form of band statistics (cdp_stats.h), the
  * form cdp-lmdbpack stores in the pool's meta and reads back: 128-bit
- * integer sums in decimal, float sums as %.17g, so a round trip is exact.
+ * integer sums in decimal, the scaled float mean and M2 as %.17g with their
+ * exponent, so a round trip is exact. Pool version 1's float sums are read
+ * and converted.
  */
 #include "cdp_stats.h"
 
+#include <errno.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -113,9 +117,8 @@ int cdp_stats_format(const cdp_stats *s, cdp_buf *out)
 		cdp_stats_result(s, i, &mean, &sd, &lo, &hi);
 		rc = cdp_text_appendf(out, "band.%u.count=%llu\n", k, (unsigned long long)a->count);
 		if (rc == CDP_OK && s->is_float)
-			rc = cdp_text_appendf(out, "band.%u.sum=%.17g\nband.%u.sumc=%.17g\n"
-			             "band.%u.sumsq=%.17g\nband.%u.sumsqc=%.17g\n",
-			             k, a->sum, k, a->sumc, k, a->sumsq, k, a->sumsqc);
+			rc = cdp_text_appendf(out, "band.%u.exp=%d\nband.%u.smean=%.17g\n"
+			             "band.%u.sm2=%.17g\n", k, a->fexp, k, a->smean, k, a->sm2);
 		else if (rc == CDP_OK)
 			rc = cdp_text_appendf(out, "band.%u.sum=%s\nband.%u.sumsq=%s\n",
 			             k, i128_str(a->isum, b1), k, u128_str(a->isumsq, b2));
@@ -164,8 +167,68 @@ static int band_field(line_rd *l, unsigned k, const char *what)
 	return next_field(l, name);
 }
 
-static int parse_band(line_rd *l, const cdp_stats *s, unsigned k, cdp_band_acc *a)
+/* Pool version 1's float sums (Neumaier sums and their compensations). */
+typedef struct v1_sums {
+	int old;
+	double sum, sumc, sumsq, sumsqc;
+} v1_sums;
+
+/* The float state: ".exp= .smean= .sm2=", or version 1's four sums into v1.
+ * The exponent's range is what cdp_stats_scale_exp and merging give. */
+static int float_fields(line_rd *l, unsigned k, cdp_band_acc *a, v1_sums *v1)
 {
+	char *end;
+	long e;
+	int rc;
+
+	if ((rc = band_field(l, k, "exp")) == CDP_OK) {
+		errno = 0;
+		e = strtol(l->val, &end, 10);
+		if (*end || end == l->val || errno || e < -1020 || e > 1024)
+			return CDP_ESYNTAX;
+		a->fexp = (int)e;
+		if ((rc = band_field(l, k, "smean")) || (rc = parse_dbl(l->val, &a->smean)) ||
+		    (rc = band_field(l, k, "sm2")) || (rc = parse_dbl(l->val, &a->sm2)))
+			return rc;
+		/* scaled: |mean| <= 1, 0 <= M2 (below 4n, not checked: a merge
+		 * rounds) */
+		return isfinite(a->sm2) && a->sm2 >= 0 && fabs(a->smean) <= 1 ? CDP_OK
+		                                                           : CDP_ESYNTAX;
+	}
+	v1->old = 1;
+	if ((rc = band_field(l, k, "sum")) || (rc = parse_dbl(l->val, &v1->sum)) ||
+	    (rc = band_field(l, k, "sumc")) || (rc = parse_dbl(l->val, &v1->sumc)) ||
+	    (rc = band_field(l, k, "sumsq")) || (rc = parse_dbl(l->val, &v1->sumsq)) ||
+	    (rc = band_field(l, k, "sumsqc")) || (rc = parse_dbl(l->val, &v1->sumsqc)))
+		return rc;
+	return CDP_OK;
+}
+
+/* Version 1's sums of a non-empty band as the scaled mean and M2. Sums that
+ * overflowed (a sum of squares of 1e300 is inf, and the std it gave was 0)
+ * describe nothing: the band is left empty-valued and the stats stale, which
+ * readers refuse and the next cdp-lmdbpack run into the pool rescans. */
+static int from_v1(cdp_band_acc *a, const v1_sums *v, int *stale)
+{
+	double n = (double)a->count, s = v->sum + v->sumc, q = v->sumsq + v->sumsqc;
+	double mean = s / n, m2 = q - s * mean;
+
+	a->fexp = 0;
+	a->smean = a->sm2 = 0;
+	if (!isfinite(s) || !isfinite(q) || !isfinite(m2)) {
+		*stale = 1;
+		return CDP_OK;
+	}
+	a->fexp = cdp_stats_scale_exp(fmax(fabs(a->min), fabs(a->max)));
+	a->smean = fmin(fmax(ldexp(mean, -a->fexp), -1), 1);
+	a->sm2 = m2 > 0 ? ldexp(m2, -2 * a->fexp) : 0;
+	return CDP_OK;
+}
+
+static int parse_band(line_rd *l, const cdp_stats *s, unsigned k, cdp_band_acc *a,
+                      int *stale)
+{
+	v1_sums v1 = { 0 };
 	unsigned __int128 u;
 	__int128 v;
 	double d;
@@ -177,10 +240,7 @@ static int parse_band(line_rd *l, const cdp_stats *s, unsigned k, cdp_band_acc *
 		return CDP_ERANGE;
 	a->count = (uint64_t)u;
 	if (s->is_float) {
-		if ((rc = band_field(l, k, "sum")) || (rc = parse_dbl(l->val, &a->sum)) ||
-		    (rc = band_field(l, k, "sumc")) || (rc = parse_dbl(l->val, &a->sumc)) ||
-		    (rc = band_field(l, k, "sumsq")) || (rc = parse_dbl(l->val, &a->sumsq)) ||
-		    (rc = band_field(l, k, "sumsqc")) || (rc = parse_dbl(l->val, &a->sumsqc)))
+		if ((rc = float_fields(l, k, a, &v1)))
 			return rc;
 	} else {
 		if ((rc = band_field(l, k, "sum")) || (rc = parse_i128(l->val, &a->isum)) ||
@@ -208,7 +268,11 @@ static int parse_band(line_rd *l, const cdp_stats *s, unsigned k, cdp_band_acc *
 	if ((rc = band_field(l, k, "mean")) || (rc = parse_dbl(l->val, &d)) ||
 	    (rc = band_field(l, k, "std")) || (rc = parse_dbl(l->val, &d)))
 		return rc;
-	return CDP_OK;
+	if (!s->is_float || !a->count)
+		return CDP_OK;
+	if (!(a->min <= a->max) || !isfinite(a->min) || !isfinite(a->max))
+		return CDP_ESYNTAX;
+	return v1.old ? from_v1(a, &v1, stale) : CDP_OK;
 }
 
 int cdp_stats_parse(const char *text, size_t len, cdp_stats *s)
@@ -239,7 +303,7 @@ int cdp_stats_parse(const char *text, size_t len, cdp_stats *s)
 		s->stale = 1;
 	}
 	for (uint32_t b = 0; b < s->bands; b++)
-		if ((rc = parse_band(&l, s, b + 1, &s->b[b])))
+		if ((rc = parse_band(&l, s, b + 1, &s->b[b], &s->stale)))
 			goto fail;
 	if (l.p != l.end) {
 		rc = CDP_ESYNTAX;

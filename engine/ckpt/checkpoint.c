@@ -321,54 +321,11 @@ int cdp_ckpt_name_ok(const char *s)
 	return 1;
 }
 
-/* The length of the UTF-8 sequence at s (n bytes left), its code point in
- * *cp, or 0: a bad lead or continuation byte, an overlong form, a
- * surrogate, beyond U+10FFFF. */
-static size_t utf8_char(const unsigned char *s, size_t n, uint32_t *cp)
-{
-	size_t len = s[0] < 0x80 ? 1 : s[0] >= 0xc2 && s[0] < 0xe0 ? 2 :
-	             s[0] >= 0xe0 && s[0] < 0xf0 ? 3 : s[0] >= 0xf0 && s[0] < 0xf5 ? 4 : 0;
-
-	if (len == 0 || len > n)
-		return 0;
-	*cp = len == 1 ? s[0] : s[0] & (0x7fu >> len);
-	for (size_t i = 1; i < len; i++) {
-		if ((s[i] & 0xc0) != 0x80)
-			return 0;
-		*cp = *cp << 6 | (s[i] & 0x3f);
-	}
-	if ((len == 3 && *cp < 0x800) || (len == 4 && (*cp < 0x10000 || *cp > 0x10ffff)) ||
-	    (*cp >= 0xd800 && *cp <= 0xdfff))
-		return 0;
-	return len;
-}
-
+/* One rule for the pool's class_names (cdp-lmdbpack checks them when it
+ * packs) and the checkpoint's: lib's cdp_class_name_ok. */
 int cdp_ckpt_class_name_ok(const char *s, char *why, size_t cap)
 {
-	size_t n = s ? strnlen(s, CDP_CKPT_CLASS_NAME_MAX + 1) : 0, k;
-	uint32_t cp;
-
-	if (cap)
-		why[0] = '\0';
-	if (n == 0 || n > CDP_CKPT_CLASS_NAME_MAX) {
-		if (n)
-			snprintf(why, cap, "is longer than %d bytes", CDP_CKPT_CLASS_NAME_MAX);
-		else
-			snprintf(why, cap, "is empty");
-		return 0;
-	}
-	for (size_t i = 0; i < n; i += k) {
-		if (!(k = utf8_char((const unsigned char *)s + i, n - i, &cp))) {
-			snprintf(why, cap, "is not UTF-8 at byte %zu", i + 1);
-			return 0;
-		}
-		/* C0 (newline, tab), DEL and C1 would break a line of a table */
-		if (cp < 0x20 || (cp >= 0x7f && cp < 0xa0)) {
-			snprintf(why, cap, "has a control character at byte %zu", i + 1);
-			return 0;
-		}
-	}
-	return 1;
+	return cdp_class_name_ok(s, why, cap);
 }
 
 /* Names k = 0..n-1: the first that is not cdp_ckpt_class_name_ok, or -1. */

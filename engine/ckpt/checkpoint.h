@@ -70,6 +70,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "cdp_rng.h"
+#include "cdp_stats.h"
 #include "net.h"
 #include "optim.h"
 
@@ -88,7 +89,7 @@
 #define CDP_CKPT_CRS_MAX    65536       /* bytes of the CRS text */
 #define CDP_CKPT_MAX_SOURCES (1 << 24)  /* standardization sources listed */
 #define CDP_CKPT_MAX_CLASSES 65536      /* class names (a u16 label's ids) */
-#define CDP_CKPT_CLASS_NAME_MAX 255     /* bytes of one class name */
+#define CDP_CKPT_CLASS_NAME_MAX CDP_CLASS_NAME_MAX  /* bytes of one class name */
 
 /* Where the standardization (mean, std) came from (DATA, version 5). */
 enum {
@@ -256,10 +257,10 @@ int  cdp_ckpt_set_origin(cdp_ckpt *ck, int from, const uint32_t *src, int nsrc,
  * is out of 0..CDP_CKPT_MAX_CLASSES or a name is not
  * cdp_ckpt_class_name_ok (ck unchanged), CDP_ENOMEM. */
 int  cdp_ckpt_set_class_names(cdp_ckpt *ck, const char *const *names, int n);
-/* What a class name must be: 1 to CDP_CKPT_CLASS_NAME_MAX bytes of valid
- * UTF-8 without control characters (C0, DEL, C1: no newline or tab).
- * 1, or 0 with why (cap bytes) saying what is wrong ("is empty", "has a
- * control character at byte 3", ...). */
+/* What a class name must be: cdp_class_name_ok (cdp_stats.h), 1 to
+ * CDP_CKPT_CLASS_NAME_MAX bytes of valid UTF-8 without control characters
+ * (C0, DEL, C1: no newline or tab). 1, or 0 with why (cap bytes) saying
+ * what is wrong ("is empty", "has a control character at byte 3", ...). */
 int  cdp_ckpt_class_name_ok(const char *s, char *why, size_t cap);
 
 /* Copies the tensors into a built net; every tensor's name and shape must

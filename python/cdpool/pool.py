@@ -35,7 +35,7 @@ from .errors import CdpError
 from .record import DTYPE_CODES, DTYPES, LABEL_CLASS, LABEL_NAMES, decode
 
 FORMAT = "cdpool-pool"
-VERSION = 1
+VERSION = 2             # 2: float stats as scaled mean and M2 (version 1 sums still read)
 CLASS_MAX = 65536
 _envs = {}              # realpath -> this process's environment, its handles, its users
 _orphans = []           # environments inherited across a fork: never used, never closed
@@ -127,10 +127,18 @@ def _parse_stats(text, dtype, bands, subject):
     lines = text.split("\n")
     if lines and lines[-1] == "":
         lines.pop()
-    it = iter(lines)
+    pos = 0
+
+    def next_is(prefix):
+        return pos < len(lines) and lines[pos].startswith(prefix)
+
+    def take():
+        nonlocal pos
+        pos += 1
+        return lines[pos - 1] if pos <= len(lines) else None
 
     def field(name):
-        line = next(it, None)
+        line = take()
         if line is None or not line.startswith(name + "=") or len(line) == len(name) + 1:
             raise CdpError("EFORMAT", subject, "stats: want %s" % name)
         return line[len(name) + 1:]
@@ -156,13 +164,23 @@ def _parse_stats(text, dtype, bands, subject):
         count = _uint(field(b + "count"))
         if count is None:
             raise CdpError("EFORMAT", subject, "stats: %scount" % b)
-        for name in (("sum", "sumc", "sumsq", "sumsqc") if is_float else ("sum", "sumsq")):
-            v = field(b + name)
-            if not is_float and not re.fullmatch(r"-?[0-9]+", v):
-                raise CdpError("EFORMAT", subject, "stats: %s%s" % (b, name))
+        if not is_float:
+            names = ("sum", "sumsq")
+        elif next_is(b + "exp="):
+            names = ("exp", "smean", "sm2")
+        else:
+            names = ("sum", "sumc", "sumsq", "sumsqc")     # pool version 1
+        for name in names:
+            if not is_float:
+                v = field(b + name)
+                if not re.fullmatch(r"-?[0-9]+", v):
+                    raise CdpError("EFORMAT", subject, "stats: %s%s" % (b, name))
+            # version 1 sums that overflowed gave std 0: C reads them as stale
+            elif not math.isfinite(num(b + name)) and count:
+                raise CdpError("EFORMAT", subject, "stale statistics (their sums overflowed)")
         lo, hi, mean, std = num(b + "min"), num(b + "max"), num(b + "mean"), num(b + "std")
         out.append((count, mean, std, lo, hi))
-    if next(it, None) is not None:
+    if take() is not None:
         raise CdpError("EFORMAT", subject, "stats: extra lines")
     return out
 
@@ -185,6 +203,62 @@ def parse_source(text):
     bl = d.get("band_list")
     src["band_list"] = [int(x) for x in bl.split(",")] if bl else None
     return src
+
+
+def _ldexp(x, e):
+    """math.ldexp that saturates to +-inf as C's does."""
+    try:
+        return math.ldexp(x, e)
+    except OverflowError:
+        return math.copysign(math.inf, x)
+
+
+def _scale_exp(maxabs):
+    return max(math.frexp(maxabs)[1] if maxabs > 0 else 0, -1020)
+
+
+class _FloatAcc:
+    """One float band's statistics as lib/cdp_stats.c keeps them: count n,
+    mean / 2**e and M2 / 2**(2e) (e bounds the largest |x|), min and max,
+    merged as float_merge() does so the result is cdp-train's."""
+
+    def __init__(self, n, e, sm, s2, lo, hi):
+        self.n, self.e, self.sm, self.s2, self.lo, self.hi = n, e, sm, s2, lo, hi
+
+    @classmethod
+    def from_fields(cls, f, p, n):
+        """From a srcstats text's fields of band prefix p (n > 0); None for
+        version 1 sums that overflowed (C reads them as stale)."""
+        lo, hi = float(f[p + "min"]), float(f[p + "max"])
+        if p + "exp" in f:
+            return cls(n, int(f[p + "exp"]), float(f[p + "smean"]), float(f[p + "sm2"]), lo, hi)
+        s = float(f[p + "sum"]) + float(f[p + "sumc"])
+        q = float(f[p + "sumsq"]) + float(f[p + "sumsqc"])
+        if not (math.isfinite(s) and math.isfinite(q)):
+            return None
+        mean = s / n
+        m2 = q - s * mean
+        e = _scale_exp(max(abs(lo), abs(hi)))
+        return cls(n, e, min(max(_ldexp(mean, -e), -1.0), 1.0),
+                   _ldexp(m2, -2 * e) if m2 > 0 else 0.0, lo, hi)
+
+    def merge(self, o):
+        e = max(self.e, o.e)
+        ma, qa = _ldexp(self.sm, self.e - e), _ldexp(self.s2, 2 * (self.e - e))
+        mb, qb = _ldexp(o.sm, o.e - e), _ldexp(o.s2, 2 * (o.e - e))
+        na, nb = float(self.n), float(o.n)
+        n = na + nb
+        delta = mb - ma
+        return _FloatAcc(self.n + o.n, e, ma + delta * (nb / n),
+                         qa + qb + delta * delta * (na / n * nb),
+                         min(self.lo, o.lo), max(self.hi, o.hi))
+
+    def result(self):
+        """(mean, std), held within [min, max] and (max - min) / 2."""
+        var = self.s2 / float(self.n)
+        mean = min(max(_ldexp(self.sm, self.e), self.lo), self.hi)
+        std = min(_ldexp(math.sqrt(max(var, 0.0)), self.e), self.hi / 2 - self.lo / 2)
+        return mean, std
 
 
 class Pool:
@@ -369,13 +443,16 @@ class Pool:
 
     def source_stats(self, sources):
         """The mean and std (float64 arrays (C)) and counts (list) of the
-        records of the pool sources `sources` (indices), from their exact
-        sums: integers combine exactly, floats as their compensated sums.
+        records of the pool sources `sources` (indices), from their sums:
+        integers combine exactly; floats as cdp_stats_merge does, their
+        scaled means and M2 (or pool version 1's compensated sums,
+        converted) merged by Chan's formulas in ascending source order.
         None when a source has no sums (a pool packed before they were
         kept); CdpError EFORMAT for stale or malformed ones."""
         from fractions import Fraction
         is_float = self.dtype_name in ("f32", "f64")
         n, s1, s2 = [0] * self.bands, [0] * self.bands, [0] * self.bands
+        acc = [None] * self.bands      # floats: _FloatAcc per band
         for i in sorted(set(sources)):
             name = "srcstats.%06d" % i
             text = self.meta.get(name)
@@ -388,11 +465,14 @@ class Pool:
             for b in range(self.bands):
                 p = "band.%d." % (b + 1)
                 try:
-                    n[b] += int(f[p + "count"])
-                    if is_float:
-                        s1[b] += float(f[p + "sum"]) + float(f[p + "sumc"])
-                        s2[b] += float(f[p + "sumsq"]) + float(f[p + "sumsqc"])
-                    else:
+                    cnt = int(f[p + "count"])
+                    n[b] += cnt
+                    if is_float and cnt:
+                        part = _FloatAcc.from_fields(f, p, cnt)
+                        if part is None:
+                            raise CdpError("EFORMAT", self.path, name + ": stale (sums overflowed)")
+                        acc[b] = part if acc[b] is None else acc[b].merge(part)
+                    elif not is_float:
                         s1[b] += int(f[p + "sum"])
                         s2[b] += int(f[p + "sumsq"])
                 except (KeyError, ValueError):
@@ -402,8 +482,7 @@ class Pool:
             if n[b] == 0:
                 continue
             if is_float:
-                mean[b] = s1[b] / n[b]
-                std[b] = math.sqrt(max(s2[b] / n[b] - mean[b] ** 2, 0.0))
+                mean[b], std[b] = acc[b].result()
             else:
                 mean[b] = float(Fraction(s1[b], n[b]))
                 std[b] = math.sqrt(float(Fraction(n[b] * s2[b] - s1[b] ** 2, n[b] * n[b])))

@@ -208,7 +208,7 @@ def test_record_refusals():
 
     cases = [("stats", lambda t: t.replace(b"band.1.mean=", b"band.1.mean=9"), "ECRC"),
              ("count", lambda t: meta_value("tiles=99\n"), "EFORMAT"),
-             ("format", lambda t: meta_value("format=cdpool-pool\nversion=2\n"), "EVERSION"),
+             ("format", lambda t: meta_value("format=cdpool-pool\nversion=3\n"), "EVERSION"),
              ("format", lambda t: meta_value("format=other\nversion=1\n"), "EFORMAT"),
              ("uuid", lambda t: meta_value("uuid=XYZ\n"), "EFORMAT"),
              ("stats", lambda t: meta_value(t[:-15].decode().replace("bands=3\n",

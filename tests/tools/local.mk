@@ -4,7 +4,7 @@
 # programs, so it runs only in the build that has them all.
 TESTS += tests/tools/tile.sh tests/tools/lmdbpack.sh tests/tools/keyshuffle.sh \
 	tests/tools/pipeline.sh tests/tools/scene.sh tests/tools/failures.sh tests/tools/configure.sh \
-	tests/tools/makefile.sh tests/tools/deps.sh
+	tests/tools/makefile.sh tests/tools/deps.sh tests/tools/pool_fix.sh
 if HAVE_MPI
 # hazards.sh: outputs over inputs, truncated pools, leftovers (cdp-train among them)
 TESTS += tests/tools/build.sh tests/tools/cli.sh tests/tools/hazards.sh

@@ -3,8 +3,11 @@
  * Integer statistics must be exact where doubles are not (u32 values near
  * 2^32 with a standard deviation of 0.5), merging halves must equal adding
  * the whole, the text form must restore the state bit for bit, and float sums
- * must be compensated.
+ * must be compensated. Float statistics stay finite for any finite samples
+ * (1e300, DBL_MAX), merge to what one pass gives, and pool version 1's float
+ * sums still read.
  */
+#include <float.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -29,8 +32,8 @@ static int same_stats(const cdp_stats *a, const cdp_stats *b)
 		const cdp_band_acc *x = &a->b[i], *y = &b->b[i];
 		if (x->count != y->count || x->isum != y->isum ||
 		    x->isumsq != y->isumsq || x->imin != y->imin || x->imax != y->imax ||
-		    !same_double(x->sum, y->sum) || !same_double(x->sumc, y->sumc) ||
-		    !same_double(x->sumsq, y->sumsq) || !same_double(x->sumsqc, y->sumsqc) ||
+		    x->fexp != y->fexp || !same_double(x->smean, y->smean) ||
+		    !same_double(x->sm2, y->sm2) ||
 		    !same_double(x->min, y->min) || !same_double(x->max, y->max))
 			return 0;
 	}
@@ -292,6 +295,176 @@ static void test_classes(void)
 	cdp_buf_free(&t);
 }
 
+static int close_to(double got, double want, double rel)
+{
+	return fabs(got - want) <= rel * fabs(want);
+}
+
+/* Issue 25 case 12: one huge pixel made sumsq inf and the std 0 (f64), or
+ * the band's std 8e35 (f32). Every result stays finite and right, and a
+ * band that cannot be standardized in float32 is flagged. */
+static void test_extremes(void)
+{
+	enum { N = 1000 };
+	double *v = calloc(N, sizeof *v), mean, sd, lo, hi;
+	float *f = calloc(N, sizeof *f);
+	cdp_stats s;
+
+	for (int i = 0; i < N; i++) {
+		v[i] = i % 7;
+		f[i] = (float)(i % 5);
+	}
+	CHECK_RC(cdp_stats_init(&s, CDP_DT_F64, 1), CDP_OK);
+	CHECK_RC(cdp_stats_add(&s, 0, v, NULL, N), CDP_OK);
+	CHECK(!cdp_stats_wide(&s, 0), "0..6 flagged wide");
+	cdp_stats_reset(&s);
+	v[17] = 1e300;
+	CHECK_RC(cdp_stats_add(&s, 0, v, NULL, N), CDP_OK);
+	cdp_stats_result(&s, 0, &mean, &sd, &lo, &hi);
+	/* the others are negligible: mean 1e300/N, std 1e300*sqrt(N-1)/N */
+	CHECK(close_to(mean, 1e300 / N, 1e-12), "1e300: mean %.17g", mean);
+	CHECK(close_to(sd, 1e300 * sqrt(N - 1.0) / N, 1e-12), "1e300: std %.17g", sd);
+	CHECK(cdp_stats_wide(&s, 0), "1e300 not flagged wide");
+	roundtrip(&s, "f64 1e300");
+
+	cdp_stats_reset(&s);
+	v[17] = -1e300;
+	v[18] = 1e300;
+	CHECK_RC(cdp_stats_add(&s, 0, v, NULL, N), CDP_OK);
+	cdp_stats_result(&s, 0, &mean, &sd, &lo, &hi);
+	CHECK(isfinite(mean) && fabs(mean) < 1e290, "+-1e300: mean %.17g", mean);
+	CHECK(close_to(sd, 1e300 * sqrt(2.0 / N), 1e-12), "+-1e300: std %.17g", sd);
+
+	cdp_stats_reset(&s);
+	v[17] = -DBL_MAX;
+	v[18] = DBL_MAX;
+	CHECK_RC(cdp_stats_add(&s, 0, v, NULL, N), CDP_OK);
+	cdp_stats_result(&s, 0, &mean, &sd, &lo, &hi);
+	CHECK(isfinite(mean) && isfinite(sd) && close_to(sd, DBL_MAX * sqrt(2.0 / N), 1e-12),
+	      "+-DBL_MAX: mean %.17g std %.17g", mean, sd);
+	for (int i = 0; i < N; i++)
+		v[i] = DBL_MAX;
+	cdp_stats_reset(&s);
+	CHECK_RC(cdp_stats_add(&s, 0, v, NULL, N), CDP_OK);
+	cdp_stats_result(&s, 0, &mean, &sd, &lo, &hi);
+	CHECK(mean == DBL_MAX && sd == 0, "all DBL_MAX: mean %.17g std %.17g", mean, sd);
+	cdp_stats_free(&s);
+
+	CHECK_RC(cdp_stats_init(&s, CDP_DT_F32, 1), CDP_OK);
+	f[3] = 3e38f;
+	CHECK_RC(cdp_stats_add(&s, 0, f, NULL, N), CDP_OK);
+	cdp_stats_result(&s, 0, &mean, &sd, &lo, &hi);
+	CHECK(close_to(sd, (double)3e38f * sqrt(N - 1.0) / N, 1e-9), "f32 3e38: std %.17g", sd);
+	CHECK(cdp_stats_wide(&s, 0), "f32 3e38 not flagged wide");
+	cdp_stats_free(&s);
+	free(v);
+	free(f);
+}
+
+/* Per-record parts merged through the text form (as the packer folds them,
+ * record by record and transaction by transaction) give what one pass over
+ * all samples gives, for values far from 0 (cancellation) and for values
+ * whose squares overflow, in any split. */
+static void test_float_merge_one_pass(void)
+{
+	enum { N = 70000 };   /* more than one block of cdp_stats_add */
+	static const double base[] = { 1e9, 1e300, -3e-300 };
+	double *v = malloc(N * sizeof *v);
+	uint64_t x = 7;
+	cdp_buf t = {0};
+
+	for (size_t k = 0; k < sizeof base / sizeof base[0]; k++) {
+		cdp_stats one, acc, part;
+		long double sum = 0, m2 = 0, m;
+		double mean, sd, mean1, sd1;
+
+		for (int i = 0; i < N; i++) {
+			x = x * 6364136223846793005ull + 1442695040888963407ull;
+			v[i] = base[k] * (1 + (double)(x >> 11) / 9007199254740992.0);
+			sum += v[i] / base[k];
+		}
+		m = sum / N;
+		for (int i = 0; i < N; i++)
+			m2 += (v[i] / base[k] - m) * (v[i] / base[k] - m);
+		CHECK_RC(cdp_stats_init(&one, CDP_DT_F64, 1), CDP_OK);
+		CHECK_RC(cdp_stats_init(&acc, CDP_DT_F64, 1), CDP_OK);
+		CHECK_RC(cdp_stats_init(&part, CDP_DT_F64, 1), CDP_OK);
+		CHECK_RC(cdp_stats_add(&one, 0, v, NULL, N), CDP_OK);
+		for (int i = 0, len = 1; i < N; i += len, len = len * 3 + 1) {
+			if (len > N - i)
+				len = N - i;
+			cdp_stats_reset(&part);
+			CHECK_RC(cdp_stats_add(&part, 0, v + i, NULL, (size_t)len), CDP_OK);
+			CHECK_RC(cdp_stats_merge(&acc, &part), CDP_OK);
+			CHECK_RC(cdp_stats_format(&acc, &t), CDP_OK);
+			cdp_stats_free(&acc);
+			CHECK_RC(cdp_stats_parse((const char *)t.p, t.len, &acc), CDP_OK);
+		}
+		cdp_stats_result(&one, 0, &mean1, &sd1, NULL, NULL);
+		cdp_stats_result(&acc, 0, &mean, &sd, NULL, NULL);
+		CHECK(acc.b[0].count == N, "merged count");
+		CHECK(close_to(mean1, (double)(m * base[k]), 1e-14) &&
+		      close_to(sd1, (double)(sqrtl(m2 / N)) * fabs(base[k]), 1e-12),
+		      "base %g: one pass mean %.17g std %.17g, want %.17Lg %.17Lg", base[k],
+		      mean1, sd1, m * base[k], sqrtl(m2 / N) * fabs(base[k]));
+		CHECK(close_to(mean, mean1, 1e-14) && close_to(sd, sd1, 1e-12),
+		      "base %g: merged mean %.17g std %.17g, one pass %.17g %.17g", base[k],
+		      mean, sd, mean1, sd1);
+		cdp_stats_free(&one);
+		cdp_stats_free(&acc);
+		cdp_stats_free(&part);
+	}
+	cdp_buf_free(&t);
+	free(v);
+}
+
+/* Pool version 1 wrote float bands as Neumaier sums; they read as before,
+ * and sums that overflowed come back stale rather than as std 0. */
+static void test_v1_float(void)
+{
+	static const char ok[] =
+		"dtype=f32\nbands=1\nband.1.count=2\nband.1.sum=-0.5\nband.1.sumc=0\n"
+		"band.1.sumsq=6.25\nband.1.sumsqc=0\nband.1.min=-2\nband.1.max=1.5\n"
+		"band.1.mean=-0.25\nband.1.std=1.75\n";
+	static const char inf[] =
+		"dtype=f64\nbands=1\nband.1.count=3\nband.1.sum=1e300\nband.1.sumc=0\n"
+		"band.1.sumsq=inf\nband.1.sumsqc=-nan\nband.1.min=0\nband.1.max=1e300\n"
+		"band.1.mean=3.3e299\nband.1.std=0\n";
+	cdp_stats s;
+	double mean, sd;
+
+	CHECK_RC(cdp_stats_parse(ok, strlen(ok), &s), CDP_OK);
+	cdp_stats_result(&s, 0, &mean, &sd, NULL, NULL);
+	CHECK(mean == -0.25 && sd == 1.75 && !s.stale, "v1 f32: mean %.17g std %.17g", mean, sd);
+	roundtrip(&s, "v1 f32 converted");
+	cdp_stats_free(&s);
+	CHECK_RC(cdp_stats_parse(inf, strlen(inf), &s), CDP_OK);
+	CHECK(s.stale, "v1 sums that overflowed are not stale");
+	roundtrip(&s, "v1 overflowed");
+	cdp_stats_free(&s);
+}
+
+/* The one rule for class names (the pool's and the checkpoint's). */
+static void test_class_name(void)
+{
+	char why[128], name[CDP_CLASS_NAME_MAX + 2];
+
+	CHECK(cdp_class_name_ok("for\xc3\xaat", why, sizeof why), "UTF-8 refused: %s", why);
+	CHECK(!cdp_class_name_ok("", why, sizeof why) && !strcmp(why, "is empty"), "empty: %s", why);
+	CHECK(!cdp_class_name_ok("a\tb", why, sizeof why) &&
+	      !strcmp(why, "has a control character at byte 2"), "tab: %s", why);
+	CHECK(!cdp_class_name_ok("\xc2\x85", why, sizeof why), "C1 accepted");
+	CHECK(!cdp_class_name_ok("ok\xff", why, sizeof why) &&
+	      !strcmp(why, "is not UTF-8 at byte 3"), "bad UTF-8: %s", why);
+	memset(name, 'n', sizeof name);
+	name[CDP_CLASS_NAME_MAX] = '\0';
+	CHECK(cdp_class_name_ok(name, why, sizeof why), "255 bytes refused");
+	name[CDP_CLASS_NAME_MAX] = 'n';
+	name[CDP_CLASS_NAME_MAX + 1] = '\0';
+	CHECK(!cdp_class_name_ok(name, why, sizeof why) &&
+	      !strcmp(why, "is longer than 255 bytes"), "256 bytes: %s", why);
+}
+
 int main(void)
 {
 	test_u32_exact();
@@ -299,7 +472,11 @@ int main(void)
 	test_u16_reference();
 	test_float();
 	test_fold_merge();
+	test_extremes();
+	test_float_merge_one_pass();
+	test_v1_float();
 	test_record_and_parse_errors();
 	test_classes();
+	test_class_name();
 	return tap_done();
 }

@@ -166,3 +166,103 @@ out:
 	*nout = n;
 	return rc;
 }
+
+static int by_key(const void *a, const void *b)
+{
+	return strcmp((*(const list_entry *const *)a)->key, (*(const list_entry *const *)b)->key);
+}
+
+/* By STEM (what follows CLASS/), then key. */
+static int by_stem(const void *a, const void *b)
+{
+	const char *x = (*(const list_entry *const *)a)->key, *y = (*(const list_entry *const *)b)->key;
+	int c = strcmp(strchr(x, '/') + 1, strchr(y, '/') + 1);
+
+	return c ? c : strcmp(x, y);
+}
+
+static int key_vs(const void *k, const void *e)
+{
+	return strcmp(k, (*(const list_entry *const *)e)->key);
+}
+
+static int stem_vs(const void *k, const void *e)
+{
+	return strcmp(k, strchr((*(const list_entry *const *)e)->key, '/') + 1);
+}
+
+/* 1 when the pool's class_names are the folders' (or absent). */
+static int same_names(pk *p)
+{
+	char **v;
+	size_t n;
+	int same;
+
+	if (cdp_pool_class_names(&p->pool, NULL, &v, &n) != CDP_OK)
+		return 0;
+	same = n == 0 || n == p->ncnames;
+	for (size_t k = 0; same && k < n; k++)
+		same = strcmp(v[k], p->cnames[k]) == 0;
+	cdp_pool_class_names_free(v, n);
+	return same;
+}
+
+int pack_folders_check_moved(pk *p, const list_entry *e, size_t n)
+{
+	const list_entry **keys = NULL, **stems = NULL, *const *hit;
+	char key[CDP_LMDB_KEYMAX + 1];
+	MDB_txn *txn = NULL;
+	MDB_cursor *cur = NULL;
+	MDB_val k, v;
+	int rc;
+
+	/* Other classes: the first batch refuses them (meta.c), and a chip
+	 * that only "moved" from a class of those says nothing. */
+	if (n == 0 || !same_names(p))
+		return CDP_OK;
+	if (!(keys = malloc(n * sizeof *keys)) || !(stems = malloc(n * sizeof *stems))) {
+		rc = pack_seterr(p, CDP_ENOMEM, "out of memory");
+		goto out;
+	}
+	for (size_t i = 0; i < n; i++)
+		keys[i] = stems[i] = &e[i];
+	qsort(keys, n, sizeof *keys, by_key);
+	qsort(stems, n, sizeof *stems, by_stem);
+	if ((rc = cdp_lmdb_txn_begin(p->pool.env, MDB_RDONLY, &txn)) ||
+	    (rc = mdb_cursor_open(txn, p->pool.tiles, &cur))) {
+		rc = pack_seterr(p, rc, "cannot read '%s': %s", p->o->db, cdp_strerror(rc));
+		goto out;
+	}
+	for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0;
+	     rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+		char *slash;
+
+		if (k.mv_size >= sizeof key)
+			continue;
+		memcpy(key, k.mv_data, k.mv_size);
+		key[k.mv_size] = '\0';
+		/* a record the folders still hold, or not a CLASS/STEM key */
+		if (!(slash = strchr(key, '/')) ||
+		    bsearch(key, keys, n, sizeof *keys, key_vs))
+			continue;
+		if (!(hit = bsearch(slash + 1, stems, n, sizeof *stems, stem_vs)))
+			continue;   /* a chip removed: its record stays, as documented */
+		*slash = '\0';
+		rc = pack_seterr(p, CDP_EMISMATCH, "'%s': chip '%s' is in class '%s' now, but the "
+		                 "pool holds it as record '%s/%s' of class '%s', which no longer has "
+		                 "it (pack the folders into a new pool)", p->in, (*hit)->image,
+		                 p->cnames[(*hit)->cls], key, slash + 1, key);
+		goto out;
+	}
+	rc = rc == MDB_NOTFOUND ? CDP_OK
+	                        : pack_seterr(p, rc, "cannot read '%s': %s", p->o->db,
+	                                      cdp_strerror(rc));
+out:
+	if (cur)
+		mdb_cursor_close(cur);
+	if (txn)
+		mdb_txn_abort(txn);
+	free(keys);
+	free(stems);
+	return rc;
+}

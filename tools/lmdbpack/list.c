@@ -30,6 +30,7 @@ void pack_list_free(list_entry *e, size_t n)
 	for (size_t i = 0; i < n; i++) {
 		free(e[i].image);
 		free(e[i].label);
+		free(e[i].key);
 	}
 	free(e);
 }
@@ -197,22 +198,63 @@ static int read_label(pk *p, const list_entry *e, const cdp_raster_info *ii,
 	return rc;
 }
 
+static int by_key(const void *a, const void *b)
+{
+	return strcmp((*(const list_entry *const *)a)->key, (*(const list_entry *const *)b)->key);
+}
+
+int pack_list_keys(pk *p, list_entry *e, size_t n)
+{
+	char key[CDP_KEY_MAX], stem[CDP_NAME_MAX + 1];
+	const list_entry **ix;
+	int rc = CDP_OK;
+
+	for (size_t i = 0; i < n; i++) {
+		if (cdp_key_stem(e[i].image, stem, sizeof stem) ||
+		    cdp_key_chip(key, sizeof key, e[i].folder ? p->cnames[e[i].cls] : NULL, stem))
+			return pack_seterr(p, CDP_EKEY, "'%s': line %zu: no usable key in '%s'",
+			                   p->in, e[i].line, e[i].image);
+		if (!(e[i].key = strdup(key)))
+			return pack_seterr(p, CDP_ENOMEM, "out of memory");
+	}
+	if (n < 2)
+		return CDP_OK;
+	if (!(ix = malloc(n * sizeof *ix)))
+		return pack_seterr(p, CDP_ENOMEM, "out of memory");
+	for (size_t i = 0; i < n; i++)
+		ix[i] = &e[i];
+	qsort(ix, n, sizeof *ix, by_key);
+	for (size_t i = 1; i < n; i++) {
+		const list_entry *a = ix[i - 1], *b = ix[i];
+		if (strcmp(a->key, b->key) == 0) {
+			/* in input order, so the message does not depend on qsort */
+			if (a->line > b->line) {
+				const list_entry *t = a;
+				a = b;
+				b = t;
+			}
+			rc = pack_seterr(p, CDP_EKEY, "'%s': '%s' and '%s' both map to key '%s' "
+			                 "(rename one)", p->in, a->image, b->image, a->key);
+			break;
+		}
+	}
+	free(ix);
+	return rc;
+}
+
 /* One chip: the whole raster is one tile, keyed by its file stem (CLASS/STEM
- * for --folders). */
+ * for --folders; e->key). */
 static int add_chip(pk *p, const list_entry *e, uint32_t index, cdp_buf bufs[4])
 {
 	cdp_raster *r = NULL;
 	const cdp_raster_info *ri;
 	cdp_record rec;
 	cdp_source s;
-	char key[CDP_KEY_MAX], stem[CDP_NAME_MAX + 1], msg[512];
+	const char *key = e->key;
+	char msg[512];
 	size_t plane, bytes;
 	int *bl = NULL, rc;
 
-	if (cdp_key_stem(e->image, stem, sizeof stem) ||
-	    cdp_key_chip(key, sizeof key, e->folder ? p->cnames[e->cls] : NULL, stem))
-		return pack_seterr(p, CDP_EKEY, "'%s': line %zu: no usable key in '%s'", p->in,
-		                   e->line, e->image);
 	if ((rc = cdp_raster_open(e->image, &r, msg, sizeof msg)))
 		return pack_seterr(p, rc, "cannot open '%s': %s", e->image, msg);
 	ri = cdp_raster_get_info(r);

@@ -16,6 +16,7 @@
 #include "cdp_lmdb.h"
 #include "cdp_progress.h"
 #include "cdp_raster.h"
+#include "cdp_stats.h"
 #include "pack.h"
 
 #define MAXCLASSES 4096
@@ -33,6 +34,46 @@ static void usage(FILE *f)
 	    "       cdp-lmdbpack [-hqV] [--map-size size] [--no-sync] [--progress]\n"
 	    "                    [--replace | --resume] [--txn-bytes size]\n"
 	    "                    [--txn-records n] [-z level] --folders dir db\n");
+}
+
+/* name for a one-line message: bytes outside printable ASCII as \xNN, at
+ * most 40 of its bytes, then "...". */
+static void show_name(const char *name, char out[200])
+{
+	size_t o = 0, i;
+
+	for (i = 0; name[i] && i < 40; i++) {
+		unsigned char c = (unsigned char)name[i];
+		if (c >= 0x20 && c < 0x7f && c != '\\')
+			out[o++] = (char)c;
+		else
+			o += (size_t)snprintf(out + o, 5, "\\x%02x", c);
+	}
+	snprintf(out + o, 200 - o, "%s", name[i] ? "..." : "");
+}
+
+/* The checkpoint's rules for class names (cdp_class_name_ok), applied when
+ * they enter the pool: cdp-train would drop them all for one bad name, and
+ * a name given twice makes the class of that name ambiguous. */
+static int check_classes(const char *const *names, size_t n)
+{
+	char why[128], shown[200];
+
+	for (size_t k = 0; k < n; k++) {
+		show_name(names[k], shown);
+		if (!cdp_class_name_ok(names[k], why, sizeof why)) {
+			fprintf(stderr, "cdp-lmdbpack: --classes: class %zu's name '%s' %s\n", k,
+			        shown, why);
+			return CDP_ESYNTAX;
+		}
+		for (size_t j = 0; j < k; j++)
+			if (strcmp(names[j], names[k]) == 0) {
+				fprintf(stderr, "cdp-lmdbpack: --classes: '%s' names both class %zu "
+				        "and class %zu\n", shown, j, k);
+				return CDP_ESYNTAX;
+			}
+	}
+	return CDP_OK;
 }
 
 /* The command line as one shell-quoted line for the pool's cmdline meta. */
@@ -136,6 +177,8 @@ int main(int argc, char **argv)
 				}
 				classes[o.nclasses++] = s;
 			}
+			if (check_classes(classes, o.nclasses))
+				goto out;
 			o.classes = classes;
 			break;
 		case OPT_FOLDERS:
@@ -216,6 +259,11 @@ int main(int argc, char **argv)
 		fprintf(stderr, "cdp-lmdbpack: %s\n", err);
 		ret = 1;
 		goto out;
+	}
+	/* warnings are not chatter: -q keeps them */
+	for (const char *w = res.warn, *e; *w; w = e + 1) {
+		e = strchr(w, '\n');
+		fprintf(stderr, "cdp-lmdbpack: warning: %.*s\n", (int)(e - w), w);
 	}
 	if (!quiet)
 		fprintf(stderr, "cdp-lmdbpack: %llu records written, %llu skipped, %.1f MB "

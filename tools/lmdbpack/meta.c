@@ -317,6 +317,13 @@ static int update_stats(pk *p, MDB_txn *txn, const cdp_lmdb_item *items, size_t 
 		if ((rc = cdp_stats_merge(&st, &p->it[i].st)) == CDP_OK)
 			rc = cdp_classes_merge(&cl, &p->it[i].cl);
 	}
+	/* labels packed earlier, before the pool had these names */
+	if (rc == CDP_OK && p->ncnames) {
+		char what[64 + 4096];
+		snprintf(what, sizeof what, "'%s': the pool", p->o->db);
+		if ((rc = pack_check_class_ids(p, &cl, what)))
+			goto out;
+	}
 	if (rc || (rc = cdp_stats_format(&st, &p->tmp)) ||
 	    (rc = meta_write(p, txn, "stats", &p->tmp)))
 		goto out;
@@ -424,10 +431,14 @@ int pack_finish(MDB_txn *txn, cdp_lmdb_item *items, size_t n, void *arg)
 		key[items[first].key.mv_size] = '\0';
 		return pack_shape_mismatch(p, key, &p->shape, &shape);
 	}
+	/* The stats text below is this version's. */
+	if ((rc = cdp_pool_format_upgrade(&p->pool, txn)))
+		return rc == MDB_MAP_FULL ? rc : pack_meta_error(p, "format", rc);
+	/* names first: other names are the cause, labels beyond them a symptom */
+	if (!p->cmd_done && (rc = update_names(p, txn)))
+		return rc;
 	if ((rc = update_count(p, txn, added)) || (rc = update_stats(p, txn, items, n)) ||
 	    (rc = update_srcstats(p, txn, items, n)))
-		return rc;
-	if (!p->cmd_done && (rc = update_names(p, txn)))
 		return rc;
 	return p->cmd_done ? CDP_OK : update_cmdline(p, txn);
 }
@@ -493,7 +504,8 @@ static int rescan_txn(pk *p)
 	mdb_cursor_close(cur);
 	cur = NULL;
 	p->tmp.len = 0;
-	if ((rc = cdp_stats_format(&st, &p->tmp)) || (rc = meta_write(p, txn, "stats", &p->tmp)) ||
+	if ((rc = cdp_pool_format_upgrade(&p->pool, txn)) ||
+	    (rc = cdp_stats_format(&st, &p->tmp)) || (rc = meta_write(p, txn, "stats", &p->tmp)) ||
 	    (rc = cdp_classes_format(&cl, &p->tmp)) || (rc = meta_write(p, txn, "classes", &p->tmp)) ||
 	    (rc = cdp_buf_reserve(&p->tmp, 32)))
 		goto out;

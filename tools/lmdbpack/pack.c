@@ -128,6 +128,29 @@ int pack_shape_mismatch(pk *p, const char *key, const cdp_record *r,
 	                   p->o->db, key, a, b);
 }
 
+int pack_check_class_ids(pk *p, const cdp_classes *c, const char *what)
+{
+	char ids[96] = "";   /* 8 ids of at most 5 digits and ", ..." fit */
+	size_t len = 0, shown = 0;
+
+	if (!p->ncnames || c->len <= p->ncnames)
+		return CDP_OK;
+	for (size_t k = p->ncnames; k < c->len; k++) {
+		if (!c->n[k])
+			continue;
+		if (shown++ == 8) {
+			snprintf(ids + len, sizeof ids - len, ", ...");
+			break;
+		}
+		len += (size_t)snprintf(ids + len, sizeof ids - len, "%s%zu", len ? ", " : "", k);
+	}
+	return pack_seterr(p, CDP_ERANGE, "%s holds label value%s %s, but %s name%s only %zu "
+	                   "class%s (0..%zu)", what, shown == 1 ? "" : "s", ids,
+	                   p->o->folders ? "the class folders" : "--classes",
+	                   p->o->folders ? "" : "s", p->ncnames, p->ncnames == 1 ? "" : "es",
+	                   p->ncnames - 1);
+}
+
 /* ---- batches and records ------------------------------------------------ */
 
 static int flush(pk *p)
@@ -211,6 +234,12 @@ int pack_add_record(pk *p, const char *key, const void *body, size_t len)
 	if ((rc = cdp_stats_add_record(&it->st, &r)) ||
 	    (rc = cdp_classes_add_record(&it->cl, &r)))
 		return pack_seterr(p, rc, "'%s': record '%s': %s", p->in, key, cdp_strerror(rc));
+	if (p->ncnames) {
+		char what[CDP_LMDB_KEYMAX + 4200];
+		snprintf(what, sizeof what, "'%s': record '%s'", p->in, key);
+		if ((rc = pack_check_class_ids(p, &it->cl, what)))
+			return rc;
+	}
 	p->res->read++;
 	cdp_progress_update(&p->pg, p->res->read);
 	return cdp_lmdb_writer_full(&p->w) ? flush(p) : CDP_OK;
@@ -300,20 +329,58 @@ static int pool_empty(cdp_pool *pool)
 
 /* A failed first pack removes the pool directory it created when no tile
  * was committed: data.mdb then holds only the format and uuid the open
- * wrote. rmdir keeps the directory if anything else has appeared in it;
+ * wrote, or, when the open itself failed, whatever LMDB wrote before it
+ * failed (its meta pages, with a map size nobody may be able to map).
+ * rmdir keeps the directory if anything else has appeared in it;
  * a writer that opened the new pool and committed tiles in between is
  * seen by pool_empty (concurrent packers are allowed), one that does so
  * between pool_empty and the unlink is not: that window is accepted. */
-static void remove_new_pool(const char *db, int opened)
+static void remove_new_pool(const char *db)
 {
 	static const char *const files[] = { "data.mdb", "lock.mdb" };
 	char path[4200];
 
-	for (int i = 0; i < 2 && opened; i++) {
+	for (int i = 0; i < 2; i++) {
 		snprintf(path, sizeof path, "%s/%s", db, files[i]);
 		unlink(path);
 	}
 	rmdir(db);
+}
+
+/* The pool's bands that cannot be standardized (cdp_stats_wide) into
+ * res->warn: a pack of a raster with one 1e300 pixel succeeds, and its std
+ * of 1e297 would turn every other pixel into the same value. */
+static void note_wide(pk *p)
+{
+	cdp_pack_result *res = p->res;
+	MDB_txn *txn;
+	cdp_stats st;
+	size_t len = 0;
+	int rc;
+
+	if (cdp_lmdb_txn_begin(p->pool.env, MDB_RDONLY, &txn))
+		return;
+	rc = cdp_pool_meta_get(&p->pool, txn, "stats", &p->tmp);
+	mdb_txn_abort(txn);
+	if (rc || cdp_stats_parse((const char *)p->tmp.p, p->tmp.len, &st))
+		return;
+	for (uint32_t b = 0; b < st.bands && len + 1 < sizeof res->warn; b++) {
+		double mean, sd, lo, hi;
+		int n;
+
+		if (!cdp_stats_wide(&st, b))
+			continue;
+		cdp_stats_result(&st, b, &mean, &sd, &lo, &hi);
+		n = snprintf(res->warn + len, sizeof res->warn - len, "'%s': band %" PRIu32
+		             " ranges from %.6g to %.6g (std %.6g): standardizing it is "
+		             "meaningless\n", p->o->db, b + 1, lo, hi, sd);
+		if (n < 0 || (size_t)n >= sizeof res->warn - len) {
+			res->warn[len] = '\0';
+			break;
+		}
+		len += (size_t)n;
+	}
+	cdp_stats_free(&st);
 }
 
 /* cmdline and stamp, the input, the pool: then the input's records. */
@@ -351,6 +418,10 @@ int cdp_pack_run(const cdp_pack_opts *o, FILE *in, cdp_pack_result *res,
 	} else if (o->list) {
 		if ((rc = pack_list_read(&p, &ents, &nents)))
 			goto out;
+	}
+	if (o->list || o->folders) {
+		if ((rc = pack_list_keys(&p, ents, nents)))
+			goto out;
 	} else if (isatty(fileno(in))) {
 		rc = pack_seterr(&p, CDP_ETTY, "refusing to read a record stream from a terminal "
 		                 "(pipe cdp-tile into it or use --list)");
@@ -362,6 +433,17 @@ int cdp_pack_run(const cdp_pack_opts *o, FILE *in, cdp_pack_result *res,
 	}
 
 	p.made = made = stat(o->db, &st) != 0 && errno == ENOENT;
+	/* LMDB writes data.mdb's first meta pages, with this map size in them,
+	 * before its own mmap fails; a pool left so cannot be read by anyone
+	 * (LMDB never lowers a stored size), so ask first. */
+	if ((rc = cdp_lmdb_can_map(o->map_size))) {
+		int tib = o->map_size >= ((size_t)1 << 40);
+		rc = pack_seterr(&p, rc, "cannot open '%s': --map-size %.4g %s (%zu bytes) is "
+		                 "more than this process can map: %s", o->db,
+		                 (double)o->map_size / (tib ? 1099511627776.0 : 1073741824.0),
+		                 tib ? "TiB" : "GiB", o->map_size, cdp_strerror(rc));
+		goto out;
+	}
 	if ((rc = cdp_pool_open(o->db, flags, o->map_size, &p.pool))) {
 		rc = pack_seterr(&p, rc, "cannot open '%s': %s", o->db,
 		                 cdp_pool_strerror(&p.pool, rc, why, sizeof why));
@@ -377,6 +459,8 @@ int cdp_pack_run(const cdp_pack_opts *o, FILE *in, cdp_pack_result *res,
 		rc = pack_meta_error(&p, "shape", rc);
 		goto out;
 	}
+	if (o->folders && (rc = pack_folders_check_moved(&p, ents, nents)))
+		goto out;
 	cdp_lmdb_writer_init(&p.w, p.pool.env, p.pool.tiles, o->dup, o->txn_records,
 	                     o->txn_bytes, pack_prepare, pack_finish, &p);
 	cdp_progress_start(&p.pg, o->progress, "cdp-lmdbpack", "packing", nents);
@@ -390,6 +474,8 @@ int cdp_pack_run(const cdp_pack_opts *o, FILE *in, cdp_pack_result *res,
 	/* Without per-commit fsync, one sync makes the finished pool durable. */
 	if (rc == CDP_OK && o->nosync && (rc = mdb_env_sync(p.pool.env, 1)))
 		rc = pack_seterr(&p, rc, "cannot sync '%s': %s", o->db, cdp_strerror(rc));
+	if (rc == CDP_OK)
+		note_wide(&p);
 out:
 	/* A failure ends a drawn progress line without claiming "done", so the
 	 * error message starts a line of its own. */
@@ -404,8 +490,9 @@ out:
 		empty = pool_empty(&p.pool);
 	if (p.pool_open)
 		cdp_pool_close(&p.pool);
+	/* An open that failed may still have created data.mdb and lock.mdb. */
 	if (rc && made && (empty || !p.pool_open))
-		remove_new_pool(o->db, empty);
+		remove_new_pool(o->db);
 	for (size_t i = 0; i < p.nsrc; i++) {
 		if (p.src[i] && !p.src[i]->mapped)
 			cdp_source_free(&p.src[i]->s);

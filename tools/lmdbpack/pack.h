@@ -37,6 +37,10 @@ typedef struct cdp_pack_result {
 	uint64_t bytes;              /* record bytes written */
 	uint64_t commits;
 	double seconds;
+	/* Lines (each ending in '\n', without the program name) about the
+	 * pool's bands whose range makes standardization meaningless
+	 * (cdp_stats_wide), for the caller to print as warnings; "" if none. */
+	char warn[1024];
 } cdp_pack_result;
 
 /* Defaults: stream input, duplicates are errors, 1000 records or 256 MiB

@@ -75,6 +75,7 @@ typedef struct list_entry {
 	long cls;                     /* scalar class id, or -1 */
 	int folder;                   /* --folders: keyed CLASS/STEM */
 	size_t line;
+	char *key;                    /* set by pack_list_keys */
 } list_entry;
 
 /* pack.c */
@@ -87,6 +88,10 @@ int pack_add_source(pk *p, cdp_source *s);
 /* Checks, measures and buffers one encoded record; flushes a full batch. */
 int pack_add_record(pk *p, const char *key, const void *body, size_t len);
 int pack_same_shape(const cdp_record *a, const cdp_record *b);
+/* With class names (--classes, --folders): CDP_ERANGE and the error when
+ * the histogram c holds ids at or beyond their number, naming the ids;
+ * `what` says whose labels they are ("'in': record 'k'"). CDP_OK otherwise. */
+int pack_check_class_ids(pk *p, const cdp_classes *c, const char *what);
 /* Sets the "record is X; the pool holds Y" error; returns CDP_ESHAPE. */
 int pack_shape_mismatch(pk *p, const char *key, const cdp_record *r,
                         const cdp_record *pool);
@@ -108,7 +113,11 @@ int pack_rescan_if_needed(pk *p);
 
 /* Reads p->in; on failure *out is NULL and *nout 0. */
 int pack_list_read(pk *p, list_entry **out, size_t *nout);
-/* Packs the chips e[n], each as one record of its own source. */
+/* Gives every entry its key (STEM, or CLASS/STEM for --folders) and
+ * refuses two entries with one key (x y.tif and x-y.tif are both x-y),
+ * naming both files: one would silently be skipped or refused later. */
+int pack_list_keys(pk *p, list_entry *e, size_t n);
+/* Packs the chips e[n] (keyed), each as one record of its own source. */
 int pack_list_pack(pk *p, const list_entry *e, size_t n);
 void pack_list_free(list_entry *e, size_t n);
 
@@ -117,5 +126,10 @@ void pack_list_free(list_entry *e, size_t n);
 /* Reads p->o->folders (DIR/CLASS/IMAGE.tif) into entries of class K = the K-th
  * folder name in byte order, and sets p->cnames to those names. */
 int pack_folders_read(pk *p, list_entry **out, size_t *nout);
+/* Refuses a pool record CLASS/STEM that the folders no longer hold while
+ * another class folder now holds STEM (a chip moved to another class since
+ * it was packed: the old record would stay, with the old class), naming
+ * the chip and the record. e[n] are keyed entries. */
+int pack_folders_check_moved(pk *p, const list_entry *e, size_t n);
 
 #endif
