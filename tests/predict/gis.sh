@@ -133,7 +133,21 @@ print('\n'.join(cdpool.load_checkpoint('$1/checkpoint.cdpt').class_names))"
 }
 for names in 'a,b,c' "$(printf 'a\tb,c')"; do
 	rm -rf "$T/xpool" "$T/xrun"
-	cdp-tile -q --size 64 --label-suffix _mask "$T/a.tif" | cdp-lmdbpack -q --classes "$names" "$T/xpool"
+	case $names in
+	a,b,c) cdp-tile -q --size 64 --label-suffix _mask "$T/a.tif" |
+		cdp-lmdbpack -q --classes "$names" "$T/xpool" ;;
+	*) # cdp-lmdbpack refuses such a name now (tests/tools/pool_fix.sh): a pool
+	   # packed before that rule has it in its meta, forged here under a good CRC
+		cdp-tile -q --size 64 --label-suffix _mask "$T/a.tif" |
+			cdp-lmdbpack -q --classes "x,c" "$T/xpool"
+		py "
+import lmdb, zlib
+env = lmdb.open('$T/xpool', max_dbs=4)
+with env.begin(write=True) as t:
+    body = b'class.0=a\\tb\\nclass.1=c\\n'
+    t.put(b'class_names', body + b'crc32=%08x\\n' % zlib.crc32(body), db=env.open_db(b'meta', txn=t))
+" || fail "cannot forge the class names" ;;
+	esac
 	cdp-keyshuffle -q --seed 1 -o "$T/xkeys" "$T/xpool"
 	cdp-train -q --db "$T/xpool" --keys "$T/xkeys" --model "$CDP_SRCDIR/tests/train/small.cfg:channels=1" \
 		--out "$T/xrun" --steps 1 --batch 4 --threads 1 2>"$T/err" || fail "training on '$names': $(cat "$T/err")"
