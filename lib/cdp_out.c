@@ -386,7 +386,7 @@ int cdp_out_open(cdp_out *o, const char *path, int flags, mode_t mode, char *err
 		o->fd = fd;
 	return CDP_OK;
 fail:
-	seterr(err, cap, "cannot write '%s': %s", path, cdp_strerror(rc));
+	seterr(err, cap, "cannot create '%s': %s", path, cdp_strerror(rc));
 	end(o);
 	return rc;
 }

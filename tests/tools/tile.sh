@@ -132,7 +132,7 @@ cdp-tile -q -s 16 -O png16 --format png --bands 2 u16.tif
 # tif: georeferenced tiles.
 cdp-tile -q -s 16 --overlap 2 -O tifs --format tif --label-suffix _mask u16.tif
 [ "$(ls tifs | wc -l)" -eq 24 ] || fail "tifs has $(ls tifs | wc -l) files, want 24"
-[ -z "$(find png8 png16 tifs -name '*.tmp.*')" ] || fail "temporary files left behind"
+[ -z "$(find png8 png16 tifs -name '*.cdp-tmp.*')" ] || fail "temporary files left behind"
 $PYTHON - <<'EOF' || fail "tile files differ from their source"
 import numpy as np
 from osgeo import gdal

@@ -184,7 +184,7 @@ int main(void)
 
 	/* a missing folder */
 	CHECK_RC(cdp_out_open(&o, tp("nodir/x"), CDP_OUT_SEEK, 0666, err, sizeof err), ENOENT);
-	CHECK(strstr(err, "cannot write '") && strstr(err, "No such file"), "err '%s'", err);
+	CHECK(strstr(err, "cannot create '") && strstr(err, "No such file"), "err '%s'", err);
 
 	/* outputs against inputs and each other */
 	put("in.txt", "input");
