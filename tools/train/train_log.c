@@ -131,49 +131,70 @@ static int is_checkpoint(const char *path)
 	return yes;
 }
 
-int tr_check_outputs(trainer *t, char *err, size_t cap)
+/* The files the run reads into set; 0 or -1 with err */
+static int add_inputs(trainer *t, cdp_fileset *set, char *err, size_t cap)
 {
 	const cdp_train_opts *o = t->o;
 	const char *in[5] = { "data.mdb", "lock.mdb", o->keys, o->val_keys, o->model };
 	static const char *const role[5] = { "a file of the pool", "a file of the pool",
 	                                     "the --keys file", "the --val-keys file",
 	                                     "the --model cfg" };
-	static const char *const runf[5] = { "train.log", "metrics.jsonl", "loss.png",
-	                                     "checkpoint.cdpt", "best.cdpt" };
-	static const char *const opt[6] = { "--log", NULL, NULL, NULL, NULL, "--trace" };
-	char path[6][4200], what[4400];
-	const char *outs[6];
-	cdp_fileset set = { 0 };
+	char path[4200], what[4400];
 	int rc = 0;
 
 	for (int i = 0; i < 5 && rc == 0; i++) {
 		if (!in[i])
 			continue;
 		if (i < 2)
-			snprintf(path[0], sizeof path[0], "%s/%s", o->db, in[i]);
+			snprintf(path, sizeof path, "%s/%s", o->db, in[i]);
 		else
-			snprintf(path[0], sizeof path[0], "%s", in[i]);
-		snprintf(what, sizeof what, "%s '%s'", role[i], path[0]);
-		rc = cdp_fileset_add(&set, path[0], what);
+			snprintf(path, sizeof path, "%s", in[i]);
+		snprintf(what, sizeof what, "%s '%s'", role[i], path);
+		rc = cdp_fileset_add(set, path, what);
 	}
-	if (rc) {
+	if (rc)
 		snprintf(err, cap, "cannot examine the input files: %s", cdp_strerror(rc));
-		cdp_fileset_free(&set);
-		return -1;
-	}
+	return rc ? -1 : 0;
+}
+
+int tr_check_outputs(trainer *t, char *err, size_t cap)
+{
+	const cdp_train_opts *o = t->o;
+	static const char *const runf[5] = { "train.log", "metrics.jsonl", "loss.png",
+	                                     "checkpoint.cdpt", "best.cdpt" };
+	static const char *const opt[7] = { NULL, NULL, NULL, NULL, NULL, "--log", "--trace" };
+	char path[5][4200], what[4400];
+	const char *outs[7];
+	cdp_fileset in = { 0 }, all = { 0 };
+	int rc = CDP_OK;
+
 	for (int i = 0; i < 5; i++) {
 		snprintf(path[i], sizeof path[i], "%s/%s", o->out, runf[i]);
 		outs[i] = path[i];
 	}
+	outs[5] = o->log_path;
+	outs[6] = o->trace;
 	if (o->log_path)
-		outs[0] = o->log_path;
-	outs[5] = o->trace;
-	rc = cdp_out_check_set(&set, 6, outs, opt, err, cap);
-	cdp_fileset_free(&set);
+		outs[0] = NULL;         /* no train.log then */
+	if (add_inputs(t, &in, err, cap) < 0 || add_inputs(t, &all, err, cap) < 0)
+		rc = CDP_ENOMEM;
+	/* --log and --trace against the run's own files too, named so */
+	for (int i = 0; i < 5 && rc == CDP_OK; i++) {
+		snprintf(what, sizeof what, "the run's '%.4199s'", path[i]);
+		if ((rc = cdp_fileset_add(&all, path[i], what)) != CDP_OK)
+			snprintf(err, cap, "cannot examine '%s': %s", path[i], cdp_strerror(rc));
+	}
+	if (rc == CDP_OK)
+		rc = cdp_out_check_set(&all, 2, outs + 5, opt + 5, err, cap);
+	/* then every output against the inputs and each other */
+	if (rc == CDP_OK)
+		rc = cdp_out_check_set(&in, 7, outs, opt, err, cap);
+	cdp_fileset_free(&in);
+	cdp_fileset_free(&all);
 	/* --log appends and --trace replaces: neither may land on a
 	 * checkpoint, another run's included (its name is no guide) */
-	for (int i = 0; i < 6 && rc == CDP_OK; i += 5) {
-		if (!outs[i])
+	for (int i = 5; i < 7 && rc == CDP_OK; i++) {
+		if (!outs[i] || !strcmp(outs[i], "-"))
 			continue;
 		if ((rc = cdp_out_check(outs[i], CDP_OUT_STREAM, err, cap)) == CDP_OK &&
 		    is_checkpoint(outs[i])) {
