@@ -4,8 +4,8 @@
 #    symbolic link made here as outputs: cdp-keyshuffle -o and cdp-predict's
 #    CSV write a FIFO (to its reader) and a device in place; cdp-predict's
 #    GeoTIFF refuses a device or a FIFO before anything is written (no
-#    .aux.xml beside it); a link is followed and stays a link; "-" is
-#    standard output;
+#    .aux.xml beside it), as cdp-lmdbpack does a FIFO named data.mdb; a
+#    link is followed and stays a link; "-" is standard output;
 #  - case 1: cdp-train --trace and --log refuse the pool's data.mdb, the
 #    --keys file, the cfg, the run's own checkpoint, another run's
 #    checkpoint and each other, and leave those files as they were;
@@ -68,6 +68,14 @@ mkdir "$T/kdir"
 expect_fail 1 "^cdp-keyshuffle: refusing to write '$T/kdir': it is a directory, not a regular file\$" \
 	cdp-keyshuffle -q -o "$T/kdir" "$T/pool"
 no_tmp "$T"
+
+echo "== case 6: cdp-lmdbpack's pool files"
+mkdir "$T/fpool"
+mkfifo "$T/fpool/data.mdb"
+cdp-tile -q --size 64 "$T/a.tif" >"$T/a.cdps"
+expect_fail 1 "^cdp-lmdbpack: refusing to write '$T/fpool/data.mdb': it is a FIFO, not a regular file\$" \
+	timeout 30 cdp-lmdbpack -q "$T/fpool" <"$T/a.cdps"
+[ -p "$T/fpool/data.mdb" ] && [ ! -e "$T/fpool/lock.mdb" ] || fail "cdp-lmdbpack touched the pool folder"
 
 echo "== case 6: cdp-predict -o"
 if [ -n "$dev" ]; then
