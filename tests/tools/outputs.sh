@@ -168,7 +168,8 @@ for s in TERM HUP; do
 		--vector "$T/sig/o.gpkg" 2>"$T/sig.err" &
 	pid=$!
 	i=0
-	while ! ls -A "$T/sig" | grep -q '\.cdp-tmp\.'; do
+	# the first file to appear is a temporary (outputs are renamed at the end)
+	while [ -z "$(ls -A "$T/sig")" ]; do
 		i=$((i + 1))
 		[ "$i" -lt 600 ] || { kill -9 "$pid"; fail "no temporary seen in 60 s"; }
 		sleep 0.1
