@@ -61,13 +61,20 @@ static const char *gdal_msg(void)
 	return m && *m ? m : "GDAL error";
 }
 
-/* "cannot write 'path': " with GDAL's reason, or the full file system
- * libtiff and SQLite report as whatever failed next ("TIFFRewriteDirectory:
- * Error fetching directory count") */
+/* "VERB 'path': " with GDAL's reason, or "cannot write 'path': No space
+ * left on device" for the full file system that libtiff and SQLite report
+ * as whatever failed next ("TIFFRewriteDirectory: Error fetching directory
+ * count") */
+static int io_fail(const char *verb, const char *path, const cdp_out *on, char *err, size_t cap)
+{
+	if (cdp_out_nospace(on, path))
+		return fail(err, cap, "cannot write '%s': %s", path, strerror(ENOSPC));
+	return fail(err, cap, "%s '%s': %s", verb, path, gdal_msg());
+}
+
 static int write_fail(const char *path, const cdp_out *on, char *err, size_t cap)
 {
-	return fail(err, cap, "cannot write '%s': %s", path,
-	            cdp_out_nospace(on, path) ? strerror(ENOSPC) : gdal_msg());
+	return io_fail("cannot write", path, on, err, cap);
 }
 
 /* A temporary beside path for GDAL to write by name; 0 or -1 with err */
@@ -112,7 +119,7 @@ int pr_out_open(pr_out **out, const char *path, int w, int h, int nb, int f32,
 	o->ds = drv ? GDALCreate(drv, o->rows.tmp, w, h, nb, f32 ? GDT_Float32 : GDT_Byte, co) : NULL;
 	CSLDestroy(co);
 	if (!o->ds) {
-		fail(err, cap, "cannot create '%s': %s", path, gdal_msg());
+		io_fail("cannot create", path, &o->rows, err, cap);
 		pr_out_close(o, 0, NULL, 0);
 		return -1;
 	}
@@ -411,7 +418,7 @@ int pr_vector(const char *mask_tif, const char *gpkg, int klass, const pr_legend
 	 * registered for removal */
 	unlink(tmp);
 	if (!(dst = GDALCreate(drv, tmp, 0, 0, 0, GDT_Unknown, NULL))) {
-		fail(err, cap, "cannot create '%s': %s", gpkg, gdal_msg());
+		io_fail("cannot create", gpkg, out, err, cap);
 		goto out;
 	}
 	wkt = GDALGetProjectionRef(src);
@@ -435,7 +442,7 @@ int pr_vector(const char *mask_tif, const char *gpkg, int klass, const pr_legend
 	/* the band's nodata (255) marks every pixel not of the class */
 	if (GDALPolygonize(band, GDALGetMaskBand(band), layer, 0, NULL, NULL, NULL) != CE_None ||
 	    name_polygons(layer, lg) < 0 || GDALDatasetCommitTransaction(dst) != OGRERR_NONE) {
-		fail(err, cap, "cannot polygonize into '%s': %s", gpkg, gdal_msg());
+		io_fail("cannot polygonize into", gpkg, out, err, cap);
 		goto out;
 	}
 	CPLErrorReset();
