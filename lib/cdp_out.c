@@ -409,16 +409,18 @@ void cdp_out_abort(cdp_out *o)
 {
 	if (!o)
 		return;
+	/* an open o always has its path: a zeroed one's fd 0 and slot 0
+	 * are nobody's to close or free */
+	if (!o->path) {
+		o->fd = -1;
+		o->slot = -1;
+		return;
+	}
 	if (o->fd >= 0 && o->fd != STDOUT_FILENO)
 		close(o->fd);
 	if (o->tmp)
 		unlink_sides(o->tmp);
-	if (o->path || o->tmp)
-		end(o);
-	else {
-		o->fd = -1;
-		o->slot = -1;
-	}
+	end(o);
 }
 
 int cdp_out_nospace(const cdp_out *o, const char *path)
@@ -469,7 +471,7 @@ int cdp_out_close(cdp_out *o)
 {
 	int rc = CDP_OK;
 
-	if (!o)
+	if (!o || !o->path)
 		return CDP_EINVAL;
 	if (o->fd >= 0 && o->fd != STDOUT_FILENO) {
 		if ((o->flags & CDP_OUT_SYNC) && !o->inplace && fsync(o->fd) != 0)

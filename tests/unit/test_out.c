@@ -129,6 +129,17 @@ int main(void)
 	cdp_out_abort(&o);
 	CHECK(has("new.txt", "one") && temporaries() == 0, "abort touched only its temporaries");
 	cdp_out_abort(&o);      /* twice is harmless */
+	/* a zeroed one too: its fd 0 is standard input (made open here,
+	 * whatever the harness gave) */
+	{
+		int k = open(tp("new.txt"), O_RDONLY);
+		CHECK(k >= 0 && (k == 0 || dup2(k, 0) == 0), "standard input");
+		if (k > 0)
+			close(k);
+	}
+	memset(&o2, 0, sizeof o2);
+	cdp_out_abort(&o2);
+	CHECK(fcntl(0, F_GETFD) >= 0, "aborting a zeroed output closed standard input");
 
 	/* a symbolic link is followed and stays a link */
 	put("real.txt", "old");
