@@ -33,6 +33,7 @@ static const char *const cdp_phrases[] = {
 	"unsupported",                          /* CDP_EUNSUP */
 	"mismatch",                             /* CDP_EMISMATCH */
 	"cancelled",                            /* CDP_ECANCEL */
+	"not a regular file",                   /* CDP_ESPECIAL */
 };
 
 const char *cdp_strerror(int rc)

@@ -34,7 +34,8 @@ enum {
 	CDP_EGDAL    = -1017, /* a GDAL call failed (details via CPLGetLastErrorMsg) */
 	CDP_EUNSUP   = -1018, /* valid but unsupported (e.g. a data type) */
 	CDP_EMISMATCH= -1019, /* two things that must agree do not (DB uuid, label size) */
-	CDP_ECANCEL  = -1020  /* cancelled by the caller */
+	CDP_ECANCEL  = -1020, /* cancelled by the caller */
+	CDP_ESPECIAL = -1021  /* an output that is a FIFO, device, socket or directory (cdp_out.h) */
 };
 
 /* Returns a static, lowercase phrase for rc (never NULL). For rc > 0 it is

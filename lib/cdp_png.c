@@ -8,9 +8,9 @@
  * generic error. Locals that change between setjmp() and a possible longjmp()
  * are volatile, as C11 7.13.2.1 requires for their values to survive.
  *
- * Writes go to "PATH.tmp.XXXXXX", created with O_EXCL and the usual 0666 &
- * ~umask permissions, and are renamed over PATH only after fclose() succeeded.
- * There is no fsync(): the rename protects readers from half-written files if
+ * Writes go through the output policy (cdp_out.h): a temporary renamed over
+ * PATH only after fclose() succeeded, a device or FIFO refused. There is no
+ * fsync(): the rename protects readers from half-written files if
  * the process fails, not from a power cut, and tile writers create many small
  * files for which an fsync each would dominate the run time.
  */
@@ -25,7 +25,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 /* What the I/O callbacks learned before libpng gave up. */
@@ -98,49 +97,6 @@ static int io_rc(const struct png_io *io)
 	return CDP_EFORMAT;
 }
 
-/* Creates "PATH.tmp.XXXXXX" with O_EXCL; returns an fd or -errno. mkstemp()
- * would do this with mode 0600, too strict for a file that is renamed into
- * place for others to read. */
-static int open_temp(const char *path, char **tmp_out)
-{
-	static const char alnum[] =
-		"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
-	size_t len = strlen(path);
-	char *tmp = malloc(len + sizeof ".tmp.XXXXXX");
-	struct timespec ts;
-	uint64_t x;
-
-	if (!tmp)
-		return -ENOMEM;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	x = (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 20) ^
-	    ((uint64_t)getpid() << 40);
-	for (int tries = 0; tries < 100; tries++) {
-		int fd;
-
-		memcpy(tmp, path, len);
-		memcpy(tmp + len, ".tmp.", 5);
-		for (int i = 0; i < 6; i++) {
-			x = x * 6364136223846793005ULL + 1442695040888963407ULL;
-			tmp[len + 5 + i] = alnum[(x >> 33) % (sizeof alnum - 1)];
-		}
-		tmp[len + 11] = '\0';
-		fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-		if (fd >= 0) {
-			*tmp_out = tmp;
-			return fd;
-		}
-		if (errno != EEXIST) {
-			int e = errno;
-
-			free(tmp);
-			return -e;
-		}
-	}
-	free(tmp);
-	return -EEXIST;
-}
-
 /* Encodes the image into fp. Kept apart from the file handling so that the
  * function holding setjmp() has no locals that change after it. */
 static int png_encode(FILE *fp, const void *pixels, int w, int h,
@@ -184,39 +140,53 @@ out:
 	return rc;
 }
 
-int cdp_png_write(const char *path, const void *pixels, int w, int h,
-                  int channels, int depth)
+int cdp_png_write_out(cdp_out *o, const void *pixels, int w, int h,
+                      int channels, int depth)
 {
 	FILE *fp;
-	char *tmp = NULL;
 	size_t rowbytes;
 	int fd, rc;
 
-	if (!path || !pixels || w <= 0 || h <= 0 || channels < 1 ||
+	if (!o || o->fd < 0 || !pixels || w <= 0 || h <= 0 || channels < 1 ||
 	    channels > 4 || (depth != 8 && depth != 16))
 		return CDP_EINVAL;
 	if (cdp_mul_size((size_t)w, (size_t)channels * (size_t)(depth / 8),
 	                 &rowbytes) != CDP_OK)
 		return CDP_EOVERFLOW;
-
-	fd = open_temp(path, &tmp);
-	if (fd < 0)
-		return -fd;
-	fp = fdopen(fd, "wb");
-	if (!fp) {
+	/* the stream owns a duplicate, so that o's descriptor is closed by
+	 * cdp_out_close (standard output stays open) */
+	if ((fd = dup(o->fd)) < 0)
+		return errno;
+	if (!(fp = fdopen(fd, "wb"))) {
 		rc = errno;
 		close(fd);
-	} else {
-		rc = png_encode(fp, pixels, w, h, channels, depth, rowbytes);
-		/* Delayed write errors (NFS, quota) first show at close. */
-		if (fclose(fp) != 0 && rc == CDP_OK)
-			rc = errno ? errno : EIO;
+		return rc;
 	}
-	if (rc == CDP_OK && rename(tmp, path) != 0)
-		rc = errno;
-	if (rc != CDP_OK)
-		unlink(tmp);
-	free(tmp);
+	rc = png_encode(fp, pixels, w, h, channels, depth, rowbytes);
+	/* Delayed write errors (NFS, quota) first show at close. */
+	if (fclose(fp) != 0 && rc == CDP_OK)
+		rc = errno ? errno : EIO;
+	if ((fd = cdp_out_close(o)) != CDP_OK && rc == CDP_OK)
+		rc = fd;
+	return rc;
+}
+
+int cdp_png_write(const char *path, const void *pixels, int w, int h,
+                  int channels, int depth)
+{
+	cdp_out o;
+	int rc;
+
+	if (!path || !pixels)
+		return CDP_EINVAL;
+	if ((rc = cdp_out_open(&o, path, CDP_OUT_SEEK, 0666, NULL, 0)) != CDP_OK)
+		return rc;
+	rc = cdp_png_write_out(&o, pixels, w, h, channels, depth);
+	if (rc == CDP_OK)
+		return cdp_out_commit(&o, NULL, 0);
+	if (rc > 0 && cdp_out_nospace(&o, NULL))
+		rc = ENOSPC;
+	cdp_out_abort(&o);
 	return rc;
 }
 

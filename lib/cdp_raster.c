@@ -335,21 +335,19 @@ void cdp_raster_close(cdp_raster *r)
 	free(r);
 }
 
-int cdp_raster_write_tif(const char *path, int dtype, int nbands, int w, int h,
-                         const void *buf, const double gt[6], const char *wkt,
-                         int has_nodata, double nodata, char *err, size_t errcap)
+int cdp_raster_write_tif_out(cdp_out *o, int dtype, int nbands, int w, int h,
+                             const void *buf, const double gt[6], const char *wkt,
+                             int has_nodata, double nodata, char *err, size_t errcap)
 {
 	GDALDriverH drv;
 	GDALDatasetH ds = NULL;
 	GDALDataType t = gdt_of(dtype);
 	GSpacing px;
-	char *tmp = NULL;
 	double g[6];
-	mode_t um;
-	int fd, rc = CDP_OK;
+	int rc = CDP_OK;
 
 	cdp_raster_init();
-	if (t == GDT_Unknown || nbands < 1 || w < 1 || h < 1) {
+	if (!o || !o->tmp || t == GDT_Unknown || nbands < 1 || w < 1 || h < 1) {
 		set_err(err, errcap, "invalid data type or shape");
 		return CDP_EINVAL;
 	}
@@ -359,47 +357,27 @@ int cdp_raster_write_tif(const char *path, int dtype, int nbands, int w, int h,
 		set_err(err, errcap, "GDAL has no GTiff driver");
 		return CDP_EGDAL;
 	}
-	tmp = malloc(strlen(path) + sizeof(".tmp.XXXXXX"));
-	if (!tmp) {
-		set_err(err, errcap, "out of memory");
-		return CDP_ENOMEM;
-	}
-	strcpy(tmp, path);
-	strcat(tmp, ".tmp.XXXXXX");
-	fd = mkstemp(tmp);
-	if (fd < 0) {
-		rc = errno;
-		set_err(err, errcap, strerror(rc));
-		free(tmp);
-		return rc;
-	}
-	/* mkstemp makes the file 0600; give the tile the usual umask mode. */
-	um = umask(0);
-	umask(um);
-	if (fchmod(fd, 0666 & ~um) != 0 || close(fd) != 0) {
-		rc = errno;
-		set_err(err, errcap, strerror(rc));
-		goto fail;
-	}
+	/* GDAL writes the policy's temporary by name */
+	cdp_out_close(o);
 	CPLErrorReset();
-	ds = GDALCreate(drv, tmp, w, h, nbands, t, NULL);
+	ds = GDALCreate(drv, o->tmp, w, h, nbands, t, NULL);
 	if (!ds) {
 		gdal_err(err, errcap, "cannot create GeoTIFF");
 		rc = CDP_EGDAL;
-		goto fail;
+		goto out;
 	}
 	memcpy(g, gt, sizeof(g));
 	if (GDALSetGeoTransform(ds, g) != CE_None ||
 	    (wkt && *wkt && GDALSetProjection(ds, wkt) != CE_None)) {
 		gdal_err(err, errcap, "cannot set the georeference");
 		rc = CDP_EGDAL;
-		goto fail;
+		goto out;
 	}
 	for (int i = 1; has_nodata && i <= nbands; i++) {
 		if (GDALSetRasterNoDataValue(GDALGetRasterBand(ds, i), nodata) != CE_None) {
 			gdal_err(err, errcap, "cannot set the nodata value");
 			rc = CDP_EGDAL;
-			goto fail;
+			goto out;
 		}
 	}
 	if (GDALDatasetRasterIOEx(ds, GF_Write, 0, 0, w, h, (void *)buf, w, h, t,
@@ -407,7 +385,7 @@ int cdp_raster_write_tif(const char *path, int dtype, int nbands, int w, int h,
 	                          NULL) != CE_None) {
 		gdal_err(err, errcap, "write failed");
 		rc = CDP_EGDAL;
-		goto fail;
+		goto out;
 	}
 	/* GDALClose returns nothing before GDAL 3.7: write errors that surface
 	 * while flushing show up as the last error instead. */
@@ -417,20 +395,36 @@ int cdp_raster_write_tif(const char *path, int dtype, int nbands, int w, int h,
 	if (CPLGetLastErrorType() >= CE_Failure) {
 		gdal_err(err, errcap, "write failed");
 		rc = CDP_EGDAL;
-		goto fail;
 	}
-	if (rename(tmp, path) != 0) {
-		rc = errno;
-		set_err(err, errcap, strerror(rc));
-		goto fail;
-	}
-	free(tmp);
-	return CDP_OK;
-fail:
+out:
 	if (ds)
 		GDALClose(ds);
-	unlink(tmp);
-	free(tmp);
+	/* libtiff reports a full disk as whatever it failed next
+	 * ("TIFFRewriteDirectory: Error fetching directory count") */
+	if (rc != CDP_OK && cdp_out_nospace(o, NULL)) {
+		rc = ENOSPC;
+		set_err(err, errcap, strerror(ENOSPC));
+	}
+	return rc;
+}
+
+int cdp_raster_write_tif(const char *path, int dtype, int nbands, int w, int h,
+                         const void *buf, const double gt[6], const char *wkt,
+                         int has_nodata, double nodata, char *err, size_t errcap)
+{
+	cdp_out o;
+	int rc;
+
+	if ((rc = cdp_out_open(&o, path, CDP_OUT_SEEK | CDP_OUT_NOFD, 0666, NULL, 0)) != CDP_OK) {
+		set_err(err, errcap, cdp_strerror(rc));
+		return rc;
+	}
+	rc = cdp_raster_write_tif_out(&o, dtype, nbands, w, h, buf, gt, wkt, has_nodata,
+	                              nodata, err, errcap);
+	if (rc == CDP_OK && (rc = cdp_out_commit(&o, NULL, 0)) != CDP_OK)
+		set_err(err, errcap, cdp_strerror(rc));
+	if (rc != CDP_OK)
+		cdp_out_abort(&o);
 	return rc;
 }
 

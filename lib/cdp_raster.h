@@ -15,6 +15,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cdp_out.h"
+
 typedef struct cdp_raster cdp_raster;
 
 typedef struct cdp_raster_info {
@@ -58,11 +60,18 @@ const char *cdp_raster_category_name(const cdp_raster *r, int band, int k);
 int  cdp_raster_files(const cdp_raster *r, int (*fn)(const char *path, void *arg), void *arg);
 void cdp_raster_close(cdp_raster *r);
 
-/* Writes a (nbands, h, w) buffer of dtype as a GeoTIFF (temporary name, then
- * rename) with geotransform gt and CRS wkt (may be ""). */
+/* Writes a (nbands, h, w) buffer of dtype as a GeoTIFF with geotransform gt
+ * and CRS wkt (may be ""), through the output policy (cdp_out.h, a seekable
+ * output: a temporary renamed on success; a FIFO, device or directory at
+ * path is refused with CDP_ESPECIAL). A full file system is ENOSPC. */
 int  cdp_raster_write_tif(const char *path, int dtype, int nbands, int w, int h,
                           const void *buf, const double gt[6], const char *wkt,
                           int has_nodata, double nodata, char *err, size_t errcap);
+/* The same into the temporary of o (cdp_out_open), left for the caller to
+ * commit or abort: a program that renames all its files at the end. */
+int  cdp_raster_write_tif_out(cdp_out *o, int dtype, int nbands, int w, int h,
+                              const void *buf, const double gt[6], const char *wkt,
+                              int has_nodata, double nodata, char *err, size_t errcap);
 
 /* Whether two WKT texts name the same CRS by OGR's OSRIsSame (not string
  * equality: the same CRS written by two GDAL versions compares equal): 1

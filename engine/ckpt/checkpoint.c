@@ -14,6 +14,7 @@
 #include "cdp_dtype.h"
 #include "cdp_error.h"
 #include "cdp_num.h"
+#include "cdp_out.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -592,70 +593,36 @@ int cdp_ckpt_encode(const cdp_ckpt *ck, unsigned char **buf, size_t *len)
 
 int cdp_ckpt_write(const char *path, const cdp_ckpt *ck)
 {
-	size_t lens[NCHUNKS_MAX], total, dlen;
-	const char *slash = strrchr(path, '/');
-	char *tmp = NULL, *dir = NULL;
+	size_t lens[NCHUNKS_MAX], total;
 	wr w = { 0 };
-	mode_t mask;
-	int fd, dfd, rc;
+	cdp_out o;
+	int fd, rc;
 
 	if (!writable(ck))
 		return CDP_EINVAL;
 	total = encoded_size(ck, lens);
-	/* the temporary sits next to the target, so rename() stays atomic */
-	dlen = slash ? (size_t)(slash - path) + 1 : 0;
-	tmp = malloc(strlen(path) + 16);
-	dir = malloc(dlen + 2);
-	if (!tmp || !dir) {
-		rc = CDP_ENOMEM;
-		goto out;
-	}
-	snprintf(tmp, strlen(path) + 16, "%.*s.%s.XXXXXX", (int)dlen, path, path + dlen);
-	snprintf(dir, dlen + 2, "%.*s", (int)dlen, dlen ? path : ".");
-	fd = mkstemp(tmp);
-	if (fd < 0) {
+	/* the output policy's temporary beside the target, fsynced with its
+	 * folder on commit; a FIFO or device at path is refused */
+	if ((rc = cdp_out_open(&o, path, CDP_OUT_SEEK | CDP_OUT_SYNC, 0666, NULL, 0)) != CDP_OK)
+		return rc;
+	if ((fd = dup(o.fd)) < 0 || !(w.f = fdopen(fd, "wb"))) {
 		rc = errno;
-		goto out;
-	}
-	/* mkstemp makes 0600; give the file the mode a plain create would */
-	mask = umask(0);
-	umask(mask);
-	(void)fchmod(fd, 0666 & ~mask);
-	w.f = fdopen(fd, "wb");
-	if (!w.f) {
-		rc = errno;
-		close(fd);
-		goto fail;
+		if (fd >= 0)
+			close(fd);
+		cdp_out_abort(&o);
+		return rc;
 	}
 	w.crc = (uint32_t)crc32(0L, Z_NULL, 0);
 	rc = emit_all(&w, ck, lens, total);
 	if (rc == CDP_OK && fflush(w.f) != 0)
 		rc = errno > 0 ? errno : EIO;
-	if (rc == CDP_OK && fsync(fileno(w.f)) != 0)
-		rc = errno;
 	if (fclose(w.f) != 0 && rc == CDP_OK)
 		rc = errno > 0 ? errno : EIO;
-	if (rc == CDP_OK && rename(tmp, path) != 0)
-		rc = errno;
-	if (rc != CDP_OK)
-		goto fail;
-	/* make the rename itself durable; some file systems cannot sync a
-	 * directory (EINVAL), which is no failure of ours */
-	dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (dfd < 0) {
-		rc = errno;
-		goto out;
+	if (rc != CDP_OK) {
+		cdp_out_abort(&o);
+		return rc;
 	}
-	if (fsync(dfd) != 0 && errno != EINVAL)
-		rc = errno;
-	close(dfd);
-	goto out;
-fail:
-	unlink(tmp);
-out:
-	free(tmp);
-	free(dir);
-	return rc;
+	return cdp_out_commit(&o, NULL, 0);
 }
 void cdp_ckpt_free(cdp_ckpt *ck)
 {

@@ -44,9 +44,10 @@
  * The reader needs no net: cdp_ckpt_read returns the cfg text, overrides and
  * input shape, from which a caller builds the net (cdp_net_build), then
  * cdp_ckpt_to_net copies the tensors in, checking names and shapes.
- * cdp_ckpt_write replaces the file atomically: a temporary file in the same
- * directory, fsync, rename, fsync of the directory; on failure the old file
- * is untouched and the temporary is removed.
+ * cdp_ckpt_write replaces the file atomically under the output policy
+ * (cdp_out.h): a temporary file in the same directory, fsync, rename, fsync
+ * of the directory; on failure the old file is untouched and the temporary
+ * is removed; a FIFO, device or directory at the path is CDP_ESPECIAL.
  *
  * Errors are lib/cdp_error.h codes (errno values for system failures):
  *   CDP_EMAGIC    not a checkpoint

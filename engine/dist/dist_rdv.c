@@ -14,6 +14,7 @@
 
 #include "cdp_crc32.h"
 #include "cdp_error.h"
+#include "cdp_out.h"
 #include "dist/dist_rdv.h"
 
 #define MAGIC "CDP-RDV\n"
@@ -199,44 +200,36 @@ static void found_reset(cdp_rdv *r, int writing)
 int cdp_rdv_publish(cdp_rdv *r, const void *blob, size_t n)
 {
 	unsigned char rec[REC_MAX];
-	size_t len, plen;
-	char *tmp;
-	int fd, rc = 0;
+	size_t len;
+	cdp_out o;
+	int rc = 0, c;
 
 	if (!r || !r->path || !*r->path || !r->job || strlen(r->job) > CDP_RDV_JOB_MAX ||
 	    r->world < 1 || (!blob && n) || n > CDP_RDV_BLOB_MAX)
 		return CDP_EINVAL;
 	found_reset(r, 1);
 	len = encode(r, blob, n, rec);
-	plen = strlen(r->path);
-	if (!(tmp = malloc(plen + 8)))
-		return CDP_ENOMEM;
-	memcpy(tmp, r->path, plen);
-	memcpy(tmp + plen, ".XXXXXX", 8);
-	if ((fd = mkstemp(tmp)) < 0) {
-		rc = errno;
-		free(tmp);
+	/* the output policy's temporary (cdp_out.h), mode 0600 because the id
+	 * lets whoever reads it join the job */
+	if ((rc = cdp_out_open(&o, r->path, CDP_OUT_SEEK | CDP_OUT_SYNC, 0600, NULL, 0)) != 0)
 		return rc;
-	}
-	if ((rc = write_all(fd, rec, len)) != 0 || fsync(fd) != 0)
-		rc = rc ? rc : errno;
-	if (close(fd) != 0 && rc == 0)
-		rc = errno;
+	rc = write_all(o.fd, rec, len);
+	if ((c = cdp_out_close(&o)) != 0 && rc == 0)
+		rc = c;
 	/* link() publishes only where nothing is yet (rename would replace a
 	 * file another rank 0 just wrote); filesystems without hard links get
 	 * the check-then-rename below */
-	if (rc == 0 && link(tmp, r->path) != 0) {
+	if (rc == 0 && link(o.tmp, r->path) != 0) {
 		int e = errno;
 		if (e == EEXIST || access(r->path, F_OK) == 0)
 			rc = (r->stale = is_stale(r)) ? 0 : EEXIST;
 		else if (e != EPERM && e != ENOTSUP && e != EOPNOTSUPP && e != ENOSYS &&
 		         e != EMLINK && e != EXDEV)
 			rc = e;
-		if (rc == 0 && rename(tmp, r->path) != 0)
-			rc = errno;
+		if (rc == 0)
+			return cdp_out_commit(&o, NULL, 0);
 	}
-	unlink(tmp);
-	free(tmp);
+	cdp_out_abort(&o);
 	return rc;
 }
 

@@ -12,8 +12,8 @@
  *   20  u32      N, the blob's length (<= CDP_RDV_BLOB_MAX)
  *   24  J bytes  the job id, then N bytes, the blob
  *   ..  u32      CRC-32 (lib/cdp_crc32.h) of every byte before it
- * It is written to a temporary name (mkstemp: mode 0600, because the id
- * lets whoever reads it join the job) and linked or renamed into place, so
+ * It is written to the output policy's temporary name (cdp_out.h; mode
+ * 0600, because the id lets whoever reads it join the job) and linked or renamed into place, so
  * a reader sees the whole file or none.
  *
  * Stale files. A file left by an earlier job (whose rank 0 died before

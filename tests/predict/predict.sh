@@ -321,5 +321,5 @@ expect_fail 2 "want MODEL and RASTER" cdp-predict "$T/run" -o "$T/x.tif"
 expect_fail 2 "--batch: '0' is not an integer in 1\.\.4096" cdp-predict --batch 0 "$T/run" "$T/b.tif" -o "$T/x.tif"
 expect_fail 2 "--device: 'tpu' is not" cdp-predict --device tpu "$T/run" "$T/b.tif" -o "$T/x.tif"
 [ ! -e "$T/x.tif" ] || fail "a failed run left x.tif"
-[ -z "$(ls -A "$T" | grep '\.tmp\.')" ] || fail "a failed run left a temporary: $(ls -A "$T")"
+[ -z "$(ls -A "$T" | grep '\.cdp-tmp\.')" ] || fail "a failed run left a temporary: $(ls -A "$T")"
 exit 0

@@ -234,7 +234,7 @@ expect_fail 1 "^cdp-keyshuffle: cannot open '$T/nope': No such file or directory
 	cdp-keyshuffle -o "$T/o/train.keys" --val 0.1 --val-out "$T/o/new.keys" "$T/nope"
 cmp -s "$T/before" "$T/o/train.keys" || fail "a failed run changed the -o file"
 [ ! -e "$T/o/new.keys" ] || fail "a failed run created the --val-out file"
-expect_fail 1 "cannot write '$T/missing/v.keys': No such file or directory" \
+expect_fail 1 "cannot create '$T/missing/v.keys': No such file or directory" \
 	cdp-keyshuffle --val 0.1 --val-out "$T/missing/v.keys" -o "$T/o/fresh.keys" "$P"
 [ ! -e "$T/o/fresh.keys" ] || fail "-o file created although --val-out failed"
 [ "$(ls -A "$T/o" | tr '\n' ' ')" = "train.keys val.keys " ] || fail "temporary files left: $(ls -A "$T/o")"

@@ -6,8 +6,9 @@ TESTS += tests/tools/tile.sh tests/tools/lmdbpack.sh tests/tools/keyshuffle.sh \
 	tests/tools/pipeline.sh tests/tools/scene.sh tests/tools/failures.sh tests/tools/configure.sh \
 	tests/tools/makefile.sh tests/tools/deps.sh tests/tools/pool_fix.sh
 if HAVE_MPI
-# hazards.sh: outputs over inputs, truncated pools, leftovers (cdp-train among them)
-TESTS += tests/tools/build.sh tests/tools/cli.sh tests/tools/hazards.sh
+# hazards.sh: outputs over inputs, truncated pools, leftovers (cdp-train among them);
+# outputs.sh: the output-path policy (cdpool(7)) in every program
+TESTS += tests/tools/build.sh tests/tools/cli.sh tests/tools/hazards.sh tests/tools/outputs.sh
 # scene_recipe.sh: README.md's scene-classification recipe, run (it trains)
 TESTS += tests/tools/scene_recipe.sh
 endif

@@ -132,7 +132,7 @@ cdp-tile -q -s 16 -O png16 --format png --bands 2 u16.tif
 # tif: georeferenced tiles.
 cdp-tile -q -s 16 --overlap 2 -O tifs --format tif --label-suffix _mask u16.tif
 [ "$(ls tifs | wc -l)" -eq 24 ] || fail "tifs has $(ls tifs | wc -l) files, want 24"
-[ -z "$(find png8 png16 tifs -name '*.tmp.*')" ] || fail "temporary files left behind"
+[ -z "$(find png8 png16 tifs -name '*.cdp-tmp.*')" ] || fail "temporary files left behind"
 $PYTHON - <<'EOF' || fail "tile files differ from their source"
 import numpy as np
 from osgeo import gdal
@@ -279,10 +279,10 @@ expect_fail 1 "use --format tif" cdp-tile -s 16 -O pngfail --format png i16.tif
 [ ! -e pngfail ] || fail "a failed -O run left its directory"
 expect_fail 1 "cannot open 'nope.tif'" cdp-tile -s 16 -O tiffail u8.tif nope.tif
 [ ! -e tiffail ] || fail "a failed -O run left files"
-# A write that fails midway (a directory where a tile should go) removes
-# the tiles already written.
+# A write that fails midway (a directory where a tile should go: refused
+# by the output policy, cdpool(7)) removes the tiles already written.
 mkdir -p mid/u8_1_1.tif
-expect_fail 1 "cannot write 'mid/u8_1_1.tif'" cdp-tile -s 16 -O mid u8.tif
+expect_fail 1 "refusing to write 'mid/u8_1_1.tif': it is a directory, not a regular file" cdp-tile -s 16 -O mid u8.tif
 [ "$(ls mid)" = u8_1_1.tif ] || fail "a failed -O run left: $(ls mid)"
 expect_fail 2 "--size: '0'" cdp-tile -s 0 u8.tif
 expect_fail 2 "--edge: 'wrap'" cdp-tile --edge wrap u8.tif

@@ -101,7 +101,7 @@ if [ -n "$MP" ]; then
 	losses "$T/ov/metrics.jsonl" >"$T/lo"
 	losses "$T/pl/metrics.jsonl" >"$T/lp"
 	cmp -s "$T/lo" "$T/lp" || fail "--trace changed the losses"
-	ls "$T" | grep -q '\.tmp\.' && fail "a temporary trace was left: $(ls "$T")"
+	ls "$T" | grep -q '\.cdp-tmp\.' && fail "a temporary trace was left: $(ls "$T")"
 else
 	echo "SKIP: 2-rank cases (no MPIRUN)"
 fi

@@ -3,7 +3,8 @@ UNIT_LIB_TESTS = tests/unit/test_error tests/unit/test_num tests/unit/test_cli t
 	tests/unit/test_rng tests/unit/test_key tests/unit/test_dtype \
 	tests/unit/test_crc32 tests/unit/test_record tests/unit/test_stream tests/unit/test_stats \
 	tests/unit/test_lmdb tests/unit/test_pool tests/unit/test_ptrfile \
-	tests/unit/test_png tests/unit/test_fuzz_regress tests/unit/test_raster tests/unit/test_file
+	tests/unit/test_png tests/unit/test_fuzz_regress tests/unit/test_raster tests/unit/test_file \
+	tests/unit/test_out
 # the corpus replays of the fuzz harnesses (tests/fuzz/, doc/FUZZING.md)
 UNIT_LIB_TESTS += tests/unit/test_fuzz_ptrfile tests/unit/test_fuzz_meta
 UNIT_TESTS += $(UNIT_LIB_TESTS)
@@ -32,6 +33,8 @@ tests_unit_test_stats_SOURCES = tests/unit/test_stats.c tests/unit/tap.h
 tests_unit_test_stats_LDADD = $(UNIT_LDADD)
 tests_unit_test_file_SOURCES = tests/unit/test_file.c tests/unit/tap.h
 tests_unit_test_file_LDADD = $(UNIT_LDADD)
+tests_unit_test_out_SOURCES = tests/unit/test_out.c tests/unit/tap.h
+tests_unit_test_out_LDADD = $(UNIT_LDADD) -lpthread
 tests_unit_test_ptrfile_SOURCES = tests/unit/test_ptrfile.c tests/unit/tap.h
 tests_unit_test_ptrfile_LDADD = $(UNIT_LDADD)
 tests_unit_test_crc32_SOURCES = tests/unit/test_crc32.c tests/unit/tap.h

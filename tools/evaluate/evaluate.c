@@ -21,6 +21,7 @@
 #include "cdp_dtype.h"
 #include "cdp_error.h"
 #include "cdp_file.h"
+#include "cdp_out.h"
 #include "cdp_raster.h"
 #include "cdp_metrics.h"
 #include "cdp_plot.h"
@@ -213,7 +214,9 @@ static int add_read(const char *file, void *arg)
 }
 
 /* The report goes to out: refuse an out that is a file the run reads (a
- * shell's ">>" onto the prediction), by inode (cdp_file.h); so too --png. */
+ * shell's ">>" onto the prediction), by inode (cdp_file.h); so too --png,
+ * which the output policy (cdp_out.h) also refuses when it is a FIFO or a
+ * device. */
 static int check_out(side *p, side *r, FILE *out, const char *png, char *err, size_t cap)
 {
 	cdp_fileset set = { 0 };
@@ -232,6 +235,8 @@ static int check_out(side *p, side *r, FILE *out, const char *png, char *err, si
 		fail(err, cap, "refusing to write the report: standard output is %s", hit);
 	else if (rc == 0 && png && (hit = cdp_fileset_find(&set, png)))
 		fail(err, cap, "refusing to write '%s': it is %s", png, hit);
+	else if (rc == 0 && png && cdp_out_check(png, CDP_OUT_SEEK, err, cap) != CDP_OK)
+		rc = CDP_ESPECIAL;     /* a FIFO or a device: refused before any work */
 	else if (rc)
 		fail(err, cap, "cannot examine the input files: %s", cdp_strerror(rc));
 	cdp_fileset_free(&set);

@@ -574,7 +574,7 @@ int ks_check_outputs(const char *db, const char *out, const char *val,
                      char *err, size_t cap)
 {
 	static const char *const files[] = { "data.mdb", "lock.mdb" };
-	const char *outs[2] = { out, val }, *opt[2] = { "-o", "--val-out" }, *hit;
+	const char *outs[2] = { out, val }, *opt[2] = { "-o", "--val-out" };
 	cdp_fileset set = { 0 };
 	char path[4200], what[4300];
 	int rc = CDP_OK;
@@ -589,19 +589,10 @@ int ks_check_outputs(const char *db, const char *out, const char *val,
 		cdp_fileset_free(&set);
 		return rc;
 	}
-	for (int i = 0; i < 2; i++) {
-		if (!outs[i])
-			continue;
-		if ((hit = cdp_fileset_find(&set, outs[i]))) {
-			seterr(err, cap, "refusing to write '%s': it is %s", outs[i], hit);
-			rc = CDP_EMISMATCH;
-			break;
-		}
-	}
-	if (rc == CDP_OK && out && val && cdp_same_file(out, val)) {
-		seterr(err, cap, "%s '%s' and %s '%s' are the same file", opt[0], out, opt[1], val);
-		rc = CDP_EMISMATCH;
-	}
+	rc = cdp_out_check_set(&set, 2, outs, opt, err, cap);
+	for (int i = 0; i < 2 && rc == CDP_OK; i++)
+		if (outs[i])
+			rc = cdp_out_check(outs[i], CDP_OUT_STREAM, err, cap);
 	cdp_fileset_free(&set);
 	return rc;
 }
@@ -610,37 +601,20 @@ int ks_output_prepare(ks_output *o, const char *path, const char *uuid,
                       uint64_t seed, char *const *keys, const size_t *lens,
                       size_t n, char *err, size_t cap)
 {
-	size_t plen = strlen(path);
-	mode_t mask;
 	FILE *f = NULL;
 	int fd, rc;
 
-	o->path = path;
-	o->tmp = malloc(plen + sizeof ".XXXXXX");
-	if (!o->tmp) {
-		seterr(err, cap, "cannot write '%s': %s", path, cdp_strerror(CDP_ENOMEM));
-		return CDP_ENOMEM;
-	}
-	snprintf(o->tmp, plen + sizeof ".XXXXXX", "%s.XXXXXX", path);
-	fd = mkstemp(o->tmp);
-	if (fd < 0) {
-		rc = errno;
-		seterr(err, cap, "cannot write '%s': %s", path, strerror(rc));
-		free(o->tmp);
-		o->tmp = NULL;
+	/* a FIFO or a device is written in place, a file by rename on commit */
+	if ((rc = cdp_out_open(&o->out, path, CDP_OUT_STREAM | CDP_OUT_SYNC, 0666, err, cap)))
 		return rc;
-	}
-	/* mkstemp makes 0600; give the file the mode open(2) would. */
-	mask = umask(0);
-	umask(mask);
-	if (fchmod(fd, 0666 & ~mask) != 0 || !(f = fdopen(fd, "w"))) {
+	o->pending = 1;
+	if ((fd = dup(o->out.fd)) < 0 || !(f = fdopen(fd, "w"))) {
 		rc = errno;
-		close(fd);
+		if (fd >= 0)
+			close(fd);
 		goto fail;
 	}
 	rc = cdp_ptrfile_write(f, uuid, seed, keys, lens, n);
-	if (rc == CDP_OK && fsync(fileno(f)) != 0)
-		rc = errno;
 	/* Write errors can first appear at close. */
 	if (fclose(f) != 0 && rc == CDP_OK)
 		rc = errno > 0 ? errno : EIO;
@@ -654,43 +628,13 @@ fail:
 
 int ks_output_commit(ks_output *o, char *err, size_t cap)
 {
-	char *dir, *slash;
-	int fd, rc;
-
-	if (rename(o->tmp, o->path) != 0) {
-		rc = errno;
-		seterr(err, cap, "cannot write '%s': %s", o->path, strerror(rc));
-		ks_output_discard(o);
-		return rc;
-	}
-	/* The rename is durable only once the directory is synced. */
-	dir = o->tmp;
-	o->tmp = NULL;
-	slash = strrchr(dir, '/');
-	if (slash == dir)
-		slash[1] = '\0';
-	else if (slash)
-		*slash = '\0';
-	else
-		strcpy(dir, ".");
-	rc = CDP_OK;
-	fd = open(dir, O_RDONLY | O_DIRECTORY);
-	if (fd < 0 || (fsync(fd) != 0 && errno != EINVAL)) {
-		rc = errno;
-		seterr(err, cap, "cannot sync directory of '%s': %s", o->path,
-		       strerror(rc));
-	}
-	if (fd >= 0)
-		close(fd);
-	free(dir);
-	return rc;
+	o->pending = 0;
+	return cdp_out_commit(&o->out, err, cap);
 }
 
 void ks_output_discard(ks_output *o)
 {
-	if (o->tmp) {
-		unlink(o->tmp);
-		free(o->tmp);
-		o->tmp = NULL;
-	}
+	if (o->pending)
+		cdp_out_abort(&o->out);
+	o->pending = 0;
 }

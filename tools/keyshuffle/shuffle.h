@@ -12,6 +12,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cdp_out.h"
+
 #define KS_DEFAULT_SEED 1
 
 typedef struct ks_options {
@@ -52,23 +54,27 @@ void ks_lists_free(ks_lists *l);
 
 /* Refuses outputs (out for -o, val for --val-out; either may be NULL) that
  * are a file of the pool db or each other, by inode (cdp_file.h): the
- * second rename would otherwise replace the first file, or a pool file.
- * CDP_EMISMATCH with the reason in err. */
+ * second rename would otherwise replace the first file, or a pool file;
+ * and those the output policy refuses for a streamed output (cdp_out.h: a
+ * directory, a socket). CDP_EMISMATCH or CDP_ESPECIAL with the reason in
+ * err. */
 int  ks_check_outputs(const char *db, const char *out, const char *val,
                       char *err, size_t errcap);
 
-/* An output file in the making: a temporary file next to path. */
+/* An output file in the making (cdp_out.h, a streamed output: "-", a FIFO
+ * or a device in place, else a temporary renamed on commit). */
 typedef struct ks_output {
-	const char *path;
-	char *tmp;               /* NULL when nothing is pending */
+	cdp_out out;
+	int pending;             /* out is open */
 } ks_output;
 
-/* Writes the pointer file to a new temporary file in path's directory and
- * fsyncs it; on failure removes it. */
+/* Writes the pointer file under the output policy (a temporary in path's
+ * directory, fsynced on commit); on failure removes it. */
 int  ks_output_prepare(ks_output *o, const char *path, const char *uuid,
                        uint64_t seed, char *const *keys, const size_t *lens,
                        size_t n, char *err, size_t errcap);
-/* Renames the temporary file over path and fsyncs the directory. */
+/* Renames the temporary file over path and fsyncs the file and its
+ * directory (an in-place output is only closed). */
 int  ks_output_commit(ks_output *o, char *err, size_t errcap);
 /* Removes a pending temporary file (safe to call after commit). */
 void ks_output_discard(ks_output *o);

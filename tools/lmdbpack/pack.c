@@ -27,6 +27,7 @@
 #include "cdp_error.h"
 #include "cdp_lmdb.h"
 #include "cdp_num.h"
+#include "cdp_out.h"
 #include "cdp_pool.h"
 #include "cdp_progress.h"
 #include "cdp_record.h"
@@ -432,6 +433,16 @@ int cdp_pack_run(const cdp_pack_opts *o, FILE *in, cdp_pack_result *res,
 		goto out;
 	}
 
+	/* the pool's files are seekable outputs (cdpool(7)): a FIFO or a
+	 * device named data.mdb is refused before LMDB opens it */
+	for (int i = 0; i < 2; i++) {
+		char path[4200], msg[4400];
+		snprintf(path, sizeof path, "%s/%s", o->db, i ? "lock.mdb" : "data.mdb");
+		if ((rc = cdp_out_check(path, CDP_OUT_SEEK, msg, sizeof msg))) {
+			rc = pack_seterr(&p, rc, "%s", msg);
+			goto out;
+		}
+	}
 	p.made = made = stat(o->db, &st) != 0 && errno == ENOENT;
 	/* LMDB writes data.mdb's first meta pages, with this map size in them,
 	 * before its own mmap fails; a pool left so cannot be read by anyone

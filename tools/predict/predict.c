@@ -174,12 +174,13 @@ static int open_outputs(predictor *p, char *err, size_t cap)
 	    (!gt && pr_out_gcps(p->out, o->input, 1, err, cap) < 0))
 		return -1;
 	pr_out_layout(p->out, &p->legend, o->cog);
-	if (o->vector) {
-		snprintf(p->vtmp, sizeof p->vtmp, "%s.classes.tif", o->vector);
-		if (pr_out_open(&p->vout, p->vtmp, p->W, p->H, 1, 0, gt, p->ri->crs, err, cap) < 0 ||
-		    (!gt && pr_out_gcps(p->vout, o->input, 1, err, cap) < 0))
-			return -1;
-	}
+	/* the class mask of --vector: a temporary named after the
+	 * GeoPackage, never renamed (a user's OUT.gpkg.classes.tif is not
+	 * ours to touch) */
+	if (o->vector &&
+	    (pr_out_open(&p->vout, o->vector, p->W, p->H, 1, 0, gt, p->ri->crs, err, cap) < 0 ||
+	     (!gt && pr_out_gcps(p->vout, o->input, 1, err, cap) < 0)))
+		return -1;
 	return 0;
 }
 
@@ -270,6 +271,8 @@ static void cleanup(predictor *p)
 int cdp_predict_run(const cdp_predict_opts *o, char *err, size_t cap)
 {
 	predictor p;
+	cdp_out gpkg = { .fd = -1, .slot = -1 }, png = { .fd = -1, .slot = -1 };
+	char msg[4400];
 	int rc = -1;
 
 	memset(&p, 0, sizeof p);
@@ -300,27 +303,33 @@ int cdp_predict_run(const cdp_predict_opts *o, char *err, size_t cap)
 		goto out;
 	if (run_all(&p, err, cap) < 0)
 		goto out;
+	/* Every output is finished under its temporary name before the first
+	 * rename, then they are renamed in the order cdp-predict(1) gives:
+	 * the GeoTIFF, the GeoPackage, the preview. */
 	if (p.rank == 0) {
-		pr_out *v = p.vout;
-		p.vout = NULL;
-		if (v && pr_out_close(v, 1, err, cap) < 0)
+		if (p.vout && (pr_out_finish(p.vout, err, cap) < 0 ||
+		               pr_vector(pr_out_file(p.vout), o->vector, o->vector_class, &p.legend,
+		                         &gpkg, err, cap) < 0))
 			goto out;
-		if (v) {
-			int vr = pr_vector(p.vtmp, o->vector, o->vector_class, &p.legend, err, cap);
-			unlink(p.vtmp);
-			if (vr < 0)
-				goto out;
-		}
 		if (o->preview && pr_preview(o->input, p.ck.bands, p.C, p.pcls, p.pw, p.ph, p.K,
-		                             o->preview, err, cap) < 0)
+		                             o->preview, &png, err, cap) < 0)
+			goto out;
+		if (pr_out_finish(p.out, err, cap) < 0)
 			goto out;
 		pr_out *f = p.out;
 		p.out = NULL;
 		if (pr_out_close(f, 1, err, cap) < 0)
 			goto out;
+		if ((gpkg.path && cdp_out_commit(&gpkg, msg, sizeof msg) != 0) ||
+		    (png.path && cdp_out_commit(&png, msg, sizeof msg) != 0)) {
+			pr_fail(err, cap, "%s", msg);
+			goto out;
+		}
 	}
 	rc = 0;
 out:
+	cdp_out_abort(&gpkg);
+	cdp_out_abort(&png);
 	cleanup(&p);
 	return rc;
 }

@@ -358,6 +358,32 @@ static void csv_row(FILE *f, const predictor *p, const char *path, int cls, cons
 	fputc('\n', f);
 }
 
+/* The CSV against the model, the list or folder and every chip */
+static int check_csv(predictor *p, const chips *in, char *err, size_t cap)
+{
+	const char *outs[1] = { p->o->output }, *opts[1] = { "-o" };
+	cdp_fileset set = { 0 };
+	char what[4400];
+	int rc;
+
+	snprintf(what, sizeof what, "the model '%s'", p->model);
+	rc = cdp_fileset_add(&set, p->model, what);
+	snprintf(what, sizeof what, "the input '%s'", p->o->input);
+	if (rc == CDP_OK)
+		rc = cdp_fileset_add(&set, p->o->input, what);
+	for (size_t i = 0; i < in->n && rc == CDP_OK; i++) {
+		snprintf(what, sizeof what, "the chip '%s'", in->path[i]);
+		rc = cdp_fileset_add(&set, in->path[i], what);
+	}
+	if (rc != CDP_OK)
+		pr_fail(err, cap, "cannot examine the inputs of '%s': %s", p->o->input,
+		        cdp_strerror(rc));
+	else if (cdp_out_check_set(&set, 1, outs, opts, err, cap) != CDP_OK)
+		rc = CDP_EMISMATCH;
+	cdp_fileset_free(&set);
+	return rc == CDP_OK ? 0 : -1;
+}
+
 static int classify_chips(predictor *p, char *err, size_t cap)
 {
 	const cdp_predict_opts *o = p->o;
@@ -365,10 +391,10 @@ static int classify_chips(predictor *p, char *err, size_t cap)
 	struct stat st;
 	float *xb = NULL, *lg = NULL;
 	double *prob = NULL;
-	char tmp[4200];
+	cdp_out out = { .fd = -1, .slot = -1 };
 	FILE *f = NULL;
 	size_t first = 0;
-	int rc = -1, fd;
+	int rc = -1, fd = -1;
 
 	if (stat(o->input, &st) != 0) {
 		pr_fail(err, cap, "cannot open '%s': %s", o->input, strerror(errno));
@@ -388,24 +414,16 @@ static int classify_chips(predictor *p, char *err, size_t cap)
 		pr_fail(err, cap, "'%s': no .tif chips", o->input);
 		goto out;
 	}
-	snprintf(tmp, sizeof tmp, "%s.XXXXXX", o->output);
-	if ((fd = mkstemp(tmp)) < 0 || !(f = fdopen(fd, "w"))) {
-		pr_fail(err, cap, "cannot write '%s': %s", o->output, strerror(errno));
-		if (fd >= 0) {
-			close(fd);
-			unlink(tmp);
-		}
-		tmp[0] = '\0';
+	if (check_csv(p, &in, err, cap) < 0)
 		goto out;
-	}
-	/* mkstemp makes 0600; give the file the mode open(2) would */
-	{
-		mode_t mask = umask(0);
-		umask(mask);
-		if (fchmod(fd, 0666 & ~mask) != 0) {
-			pr_fail(err, cap, "cannot write '%s': %s", o->output, strerror(errno));
-			goto out;
-		}
+	/* a streamed output: "-", a FIFO or a device in place (cdpool(7)) */
+	if (cdp_out_open(&out, o->output, CDP_OUT_STREAM | CDP_OUT_SYNC, 0666, err, cap) != 0)
+		goto out;
+	if ((fd = dup(out.fd)) < 0 || !(f = fdopen(fd, "w"))) {
+		pr_fail(err, cap, "cannot write '%s': %s", o->output, strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		goto out;
 	}
 	csv_header(f, p);
 	/* read B chips into the batch, run it, write their rows */
@@ -423,26 +441,28 @@ static int classify_chips(predictor *p, char *err, size_t cap)
 			first = i + 1;
 		}
 	}
-	if (fflush(f) != 0 || fsync(fileno(f)) != 0 || ferror(f)) {
+	if (fflush(f) != 0 || ferror(f)) {
 		pr_fail(err, cap, "cannot write '%s': %s", o->output, strerror(errno));
 		goto out;
 	}
 	rc = fclose(f);
 	f = NULL;
-	if (rc != 0 || rename(tmp, o->output) != 0) {
+	if (rc != 0) {
 		rc = -1;
 		pr_fail(err, cap, "cannot write '%s': %s", o->output, strerror(errno));
 		goto out;
 	}
-	tmp[0] = '\0';
+	if ((rc = cdp_out_commit(&out, err, cap)) != 0) {
+		rc = -1;
+		goto out;
+	}
 	if (o->progress != CDP_PROGRESS_OFF)
 		fprintf(stderr, PR_PROG ": %zu chips classified into '%s'\n", in.n, o->output);
 	rc = 0;
 out:
 	if (f)
 		fclose(f);
-	if (rc != 0 && tmp[0])
-		unlink(tmp);
+	cdp_out_abort(&out);
 	chips_free(&in);
 	free(xb);
 	free(lg);

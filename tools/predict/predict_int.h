@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cdp_out.h"
 #include "cdp_raster.h"
 #include "ckpt/checkpoint.h"
 #include "predict.h"
@@ -60,7 +61,6 @@ typedef struct predictor {
 	uint8_t *pcls;            /* (ph, pw) preview class ids */
 	int pw, ph, pstep;
 	pr_out *out, *vout;
-	char vtmp[4200];
 	pr_legend legend;         /* max(K, 2) classes (a sigmoid head has 2) */
 } predictor;
 
@@ -89,7 +89,8 @@ int  pr_is_csv(const char *path);
 
 /* A GeoTIFF of nb bands, w x h, written top to bottom: u8 with nodata 255,
  * or (f32) float32 with nodata NaN, under a temporary name in the target's
- * directory until pr_out_close commits it. gt may be NULL (none). */
+ * directory (cdp_out.h) until pr_out_close commits it. gt may be NULL
+ * (none). */
 int  pr_out_open(pr_out **o, const char *path, int w, int h, int nb, int f32,
                  const double *gt, const char *wkt, char *err, size_t cap);
 /* A raster georeferenced by GCPs only (no geotransform): its GCPs and
@@ -99,8 +100,15 @@ int  pr_out_open(pr_out **o, const char *path, int w, int h, int nb, int f32,
 int  pr_out_gcps(pr_out *o, const char *src, double scale, char *err, size_t cap);
 /* Rows [y, y + n) from buf (nb, n, w) of the file's type. */
 int  pr_out_write(pr_out *o, int y, int n, const void *buf, char *err, size_t cap);
+/* Completes the file under its temporary name (closed, and laid out when
+ * pr_out_layout asked), ready for a commit; 0 or -1 with err. Called by
+ * pr_out_close(o, 1) when not before. */
+int  pr_out_finish(pr_out *o, char *err, size_t cap);
+/* The temporary holding the finished file (after pr_out_finish): the class
+ * mask of --vector is read from it, never renamed. */
+const char *pr_out_file(const pr_out *o);
 /* Closes; commit 1 renames into place (a failure at close is a failure),
- * 0 removes the temporary. */
+ * 0 removes the temporaries. */
 int  pr_out_close(pr_out *o, int commit, char *err, size_t cap);
 
 /* The file as GIS tools want it, done by pr_out_close(o, 1): 256x256
@@ -122,18 +130,20 @@ void pr_legend_free(pr_legend *l);
 /* Polygonizes the pixels equal to klass of a u8 raster (its nodata 255 is
  * outside every polygon) into a new GeoPackage layer "prediction" with an
  * integer field "class" and a text field "name" (lg's name of the class),
- * written under a temporary name and renamed. A raster with GCPs and no
- * geotransform gives polygons moved by its GCPs (GDAL's GCP polynomial
- * transformer) into their CRS. */
+ * written into out, opened here under the output policy (cdp_out.h) and
+ * left for the caller to commit (nothing is left open on failure). A
+ * raster with GCPs and no geotransform gives polygons moved by its GCPs
+ * (GDAL's GCP polynomial transformer) into their CRS. */
 int  pr_vector(const char *mask_tif, const char *gpkg, int klass, const pr_legend *lg,
-               char *err, size_t cap);
+               cdp_out *out, char *err, size_t cap);
 
 /* Writes the PNG quick-look: bands (1-based, n >= 1) of raster `input`
  * sampled on a pw x ph grid, shown as RGB (first three) or gray, each
  * stretched between its 2nd and 98th percentiles, with cls (ph, pw) class
  * ids overlaid: class 1 in red for 1- and 2-class models, every class but 0
- * in its own colour otherwise (255 = nodata, shown black). */
+ * in its own colour otherwise (255 = nodata, shown black). Written into
+ * out, opened here and left for the caller to commit. */
 int  pr_preview(const char *input, const int *bands, int n, const uint8_t *cls, int pw,
-                int ph, int classes, const char *png, char *err, size_t cap);
+                int ph, int classes, const char *png, cdp_out *out, char *err, size_t cap);
 
 #endif

@@ -1,7 +1,9 @@
 /* predict_out.c: cdp-predict's outputs through GDAL: the GeoTIFF written
  * row by row (a striped, deflate-compressed file, so rows go out in order
  * and no block is rewritten), the GeoPackage of polygons and the PNG
- * preview. Every file is written under a temporary name and renamed.
+ * preview. Every file, scratch copies included, is written under the
+ * output policy's temporary names (cdp_out.h), and cdp_predict_run renames
+ * the finished outputs together at the end.
  *
  * The class map or probabilities (pr_out_layout) are then copied into
  * their final layout, 256x256 tiles with overviews or a COG, because a
@@ -30,13 +32,17 @@
 
 #include "cdp_png.h"
 #include "cdp_error.h"
+#include "cdp_out.h"
 
 struct pr_out {
 	GDALDatasetH ds;
-	char *path, *tmp;
+	char *path;
+	cdp_out rows;            /* the striped file GDAL writes row by row */
+	cdp_out fin;             /* the laid-out copy (pr_out_finish), with a layout */
 	int w, h, nb, f32;
 	const pr_legend *lg;     /* pr_out_layout: the final layout, else NULL */
 	int cog;
+	int done;                /* pr_out_finish succeeded */
 };
 
 static int fail(char *err, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -55,20 +61,30 @@ static const char *gdal_msg(void)
 	return m && *m ? m : "GDAL error";
 }
 
-/* "DIR/.NAME.WHAT.PID" beside path */
-static char *tmp_name_as(const char *path, const char *what)
+/* "VERB 'path': " with GDAL's reason, or "cannot write 'path': No space
+ * left on device" for the full file system that libtiff and SQLite report
+ * as whatever failed next ("TIFFRewriteDirectory: Error fetching directory
+ * count") */
+static int io_fail(const char *verb, const char *path, const cdp_out *on, char *err, size_t cap)
 {
-	const char *slash = strrchr(path, '/');
-	size_t dl = slash ? (size_t)(slash - path + 1) : 0, n = strlen(path) + 48;
-	char *t = malloc(n);
-	if (t)
-		snprintf(t, n, "%.*s.%s.%s.%ld", (int)dl, path, path + dl, what, (long)getpid());
-	return t;
+	if (cdp_out_nospace(on, path))
+		return fail(err, cap, "cannot write '%s': %s", path, strerror(ENOSPC));
+	return fail(err, cap, "%s '%s': %s", verb, path, gdal_msg());
 }
 
-static char *tmp_name(const char *path)
+static int write_fail(const char *path, const cdp_out *on, char *err, size_t cap)
 {
-	return tmp_name_as(path, "tmp");
+	return io_fail("cannot write", path, on, err, cap);
+}
+
+/* A temporary beside path for GDAL to write by name; 0 or -1 with err */
+static int tmp_open(cdp_out *t, const char *path, int flags, char *err, size_t cap)
+{
+	char msg[4400];
+
+	if (cdp_out_open(t, path, CDP_OUT_SEEK | CDP_OUT_NOFD | flags, 0666, msg, sizeof msg) != 0)
+		return fail(err, cap, "%s", msg);
+	return 0;
 }
 
 int pr_out_open(pr_out **out, const char *path, int w, int h, int nb, int f32,
@@ -79,9 +95,17 @@ int pr_out_open(pr_out **out, const char *path, int w, int h, int nb, int f32,
 	pr_out *o = calloc(1, sizeof *o);
 
 	*out = NULL;
-	if (!o || !(o->path = strdup(path)) || !(o->tmp = tmp_name(path))) {
+	if (o) {
+		o->rows.slot = o->fin.slot = -1;
+		o->rows.fd = o->fin.fd = -1;
+	}
+	if (!o || !(o->path = strdup(path))) {
 		pr_out_close(o, 0, err, cap);
 		return fail(err, cap, "out of memory");
+	}
+	if (tmp_open(&o->rows, path, CDP_OUT_AUX, err, cap) < 0) {
+		pr_out_close(o, 0, NULL, 0);
+		return -1;
 	}
 	o->w = w;
 	o->h = h;
@@ -92,10 +116,10 @@ int pr_out_open(pr_out **out, const char *path, int w, int h, int nb, int f32,
 	if (nb > 1)
 		co = CSLSetNameValue(co, "INTERLEAVE", "BAND");
 	CPLErrorReset();
-	o->ds = drv ? GDALCreate(drv, o->tmp, w, h, nb, f32 ? GDT_Float32 : GDT_Byte, co) : NULL;
+	o->ds = drv ? GDALCreate(drv, o->rows.tmp, w, h, nb, f32 ? GDT_Float32 : GDT_Byte, co) : NULL;
 	CSLDestroy(co);
 	if (!o->ds) {
-		fail(err, cap, "cannot create '%s': %s", path, gdal_msg());
+		io_fail("cannot create", path, &o->rows, err, cap);
 		pr_out_close(o, 0, NULL, 0);
 		return -1;
 	}
@@ -148,7 +172,7 @@ int pr_out_write(pr_out *o, int y, int n, const void *buf, char *err, size_t cap
 		CPLErrorReset();
 		if (GDALRasterIO(band, GF_Write, 0, y, o->w, n, (char *)buf + b * plane, o->w, n,
 		                 o->f32 ? GDT_Float32 : GDT_Byte, 0, 0) != CE_None)
-			return fail(err, cap, "cannot write '%s': %s", o->path, gdal_msg());
+			return write_fail(o->path, &o->rows, err, cap);
 	}
 	return 0;
 }
@@ -157,12 +181,6 @@ void pr_out_layout(pr_out *o, const pr_legend *lg, int cog)
 {
 	o->lg = lg;
 	o->cog = cog;
-}
-
-/* FILE.aux.xml, where GDAL keeps what TIFF tags cannot hold */
-static void aux_name(char *buf, size_t cap, const char *path)
-{
-	snprintf(buf, cap, "%s.aux.xml", path);
 }
 
 /* On the striped file before the copy: the colour table (nodata 255
@@ -233,11 +251,13 @@ static int copy_as(pr_out *o, const char *drv, const char *src, const char *dst,
 		GDALClose(s);
 	}
 	CSLDestroy(co);
-	if (!d)
+	if (!d) {
+		if (cdp_out_nospace(NULL, dst))
+			write_fail(o->path, NULL, err, cap);
 		return -1;
+	}
 	GDALClose(d);
-	return CPLGetLastErrorType() >= CE_Failure ?
-	       fail(err, cap, "cannot write '%s': %s", o->path, gdal_msg()) : 0;
+	return CPLGetLastErrorType() >= CE_Failure ? write_fail(o->path, NULL, err, cap) : 0;
 }
 
 /* The striped file `rows` copied to `dst` in the final layout: tiles,
@@ -247,12 +267,17 @@ static int copy_as(pr_out *o, const char *drv, const char *src, const char *dst,
 static int lay_out_in(pr_out *o, const char *rows, const char *dst, char *err, size_t cap)
 {
 	const char *resampling = o->f32 ? "AVERAGE" : "MODE";
-	char *tiled = o->cog ? tmp_name_as(o->path, "tiled") : NULL, **co = NULL, a[4200];
+	cdp_out t = { .fd = -1, .slot = -1 };
+	const char *tiled = NULL;
+	char **co = NULL;
 	GDALDatasetH d;
 	int rc = -1;
 
-	if (o->cog && !tiled)
-		return fail(err, cap, "out of memory");
+	if (o->cog) {
+		if (tmp_open(&t, o->path, 0, err, cap) < 0)
+			return -1;
+		tiled = t.tmp;
+	}
 	co = CSLSetNameValue(co, "TILED", "YES");
 	co = CSLSetNameValue(co, "BLOCKXSIZE", "256");
 	co = CSLSetNameValue(co, "BLOCKYSIZE", "256");
@@ -274,7 +299,7 @@ static int lay_out_in(pr_out *o, const char *rows, const char *dst, char *err, s
 	CPLErrorReset();
 	GDALClose(d);
 	if (CPLGetLastErrorType() >= CE_Failure) {
-		fail(err, cap, "cannot write '%s': %s", o->path, gdal_msg());
+		write_fail(o->path, tiled ? &t : NULL, err, cap);
 		goto out;
 	}
 	if (tiled) {
@@ -297,17 +322,12 @@ static int lay_out_in(pr_out *o, const char *rows, const char *dst, char *err, s
 	CPLErrorReset();
 	GDALClose(d);
 	if (CPLGetLastErrorType() >= CE_Failure) {
-		fail(err, cap, "cannot write '%s': %s", o->path, gdal_msg());
+		write_fail(o->path, &o->fin, err, cap);
 		goto out;
 	}
 	rc = 0;
 out:
-	if (tiled) {
-		aux_name(a, sizeof a, tiled);
-		unlink(a);
-		unlink(tiled);
-		free(tiled);
-	}
+	cdp_out_abort(&t);
 	return rc;
 }
 
@@ -334,62 +354,53 @@ static int lay_out(pr_out *o, const char *rows, const char *dst, char *err, size
 	return rc;
 }
 
-/* Renames the laid-out copy and its .aux.xml into place (a stale
- * PATH.aux.xml of an earlier file would describe the wrong classes). */
-static int commit_layout(pr_out *o, char *err, size_t cap)
+int pr_out_finish(pr_out *o, char *err, size_t cap)
 {
-	char *fin = tmp_name_as(o->path, "tiles");
-	char a[4200], b[4200];
 	int rc = 0;
 
-	if (!fin)
-		return fail(err, cap, "out of memory");
-	rc = lay_out(o, o->tmp, fin, err, cap);
-	aux_name(a, sizeof a, fin);
-	aux_name(b, sizeof b, o->path);
-	if (rc == 0 && rename(fin, o->path) != 0)
-		rc = fail(err, cap, "cannot rename '%s' to '%s': %s", fin, o->path, strerror(errno));
-	if (rc == 0 && rename(a, b) != 0 && (errno != ENOENT || (unlink(b) != 0 && errno != ENOENT))) {
-		rc = fail(err, cap, "cannot rename '%s' to '%s': %s", a, b, strerror(errno));
-		unlink(o->path);    /* no class map without its names */
+	if (!o || o->done)
+		return 0;
+	if (o->ds) {
+		CPLErrorReset();
+		if (o->lg && label_rows(o) < 0)
+			rc = fail(err, cap, "cannot label the classes of '%s': %s", o->path, gdal_msg());
+		GDALClose(o->ds);
+		o->ds = NULL;
+		if (CPLGetLastErrorType() >= CE_Failure && rc == 0)
+			rc = write_fail(o->path, &o->rows, err, cap);
 	}
-	if (rc != 0) {
-		unlink(fin);
-		unlink(a);
-	}
-	aux_name(a, sizeof a, o->tmp);
-	unlink(a);
-	unlink(o->tmp);
-	free(fin);
+	/* the striped rows are a scratch copy once laid out */
+	if (rc == 0 && o->lg && (rc = tmp_open(&o->fin, o->path, CDP_OUT_AUX, err, cap)) == 0 &&
+	    (rc = lay_out(o, o->rows.tmp, o->fin.tmp, err, cap)) == 0)
+		cdp_out_abort(&o->rows);
+	o->done = rc == 0;
 	return rc;
+}
+
+const char *pr_out_file(const pr_out *o)
+{
+	return o->fin.tmp ? o->fin.tmp : o->rows.tmp;
 }
 
 int pr_out_close(pr_out *o, int commit, char *err, size_t cap)
 {
+	char msg[4400];
 	int rc = 0;
 
 	if (!o)
 		return 0;
-	if (o->ds) {
-		CPLErrorReset();
-		if (commit && o->lg && label_rows(o) < 0)
-			rc = fail(err, cap, "cannot label the classes of '%s': %s", o->path, gdal_msg());
+	if (commit)
+		rc = pr_out_finish(o, err, cap);
+	else if (o->ds)
 		GDALClose(o->ds);
-		if (CPLGetLastErrorType() >= CE_Failure && commit && rc == 0)
-			rc = fail(err, cap, "cannot write '%s': %s", o->path, gdal_msg());
-	}
-	if (commit && rc == 0 && o->lg)
-		rc = commit_layout(o, err, cap);
-	else if (commit && rc == 0 && rename(o->tmp, o->path) != 0)
-		rc = fail(err, cap, "cannot rename '%s' to '%s': %s", o->tmp, o->path, strerror(errno));
-	if ((!commit || rc != 0) && o->tmp) {
-		char a[4200];
-		aux_name(a, sizeof a, o->tmp);
-		unlink(a);
-		unlink(o->tmp);
-	}
+	/* with its .aux.xml, or without a stale one of an earlier file: the
+	 * class names live there */
+	if (commit && rc == 0 &&
+	    cdp_out_commit(o->fin.path ? &o->fin : &o->rows, msg, sizeof msg) != 0)
+		rc = fail(err, cap, "%s", msg);
+	cdp_out_abort(&o->fin);
+	cdp_out_abort(&o->rows);
 	free(o->path);
-	free(o->tmp);
 	free(o);
 	return rc;
 }
@@ -432,7 +443,7 @@ static int name_polygons(OGRLayerH layer, const pr_legend *lg, void *tr)
 }
 
 int pr_vector(const char *mask_tif, const char *gpkg, int klass, const pr_legend *lg,
-              char *err, size_t cap)
+              cdp_out *out, char *err, size_t cap)
 {
 	GDALDriverH drv = GDALGetDriverByName("GPKG");
 	GDALDatasetH src = NULL, dst = NULL;
@@ -440,22 +451,25 @@ int pr_vector(const char *mask_tif, const char *gpkg, int klass, const pr_legend
 	OGRLayerH layer;
 	OGRFieldDefnH fd;
 	const char *wkt;
-	char *tmp = tmp_name(gpkg);
+	char *tmp;
 	void *tr = NULL;
 	double gt[6];
 	int rc = -1;
 
 	(void)klass;
-	if (!tmp)
-		return fail(err, cap, "out of memory");
+	if (tmp_open(out, gpkg, 0, err, cap) < 0)
+		return -1;
+	tmp = out->tmp;
 	CPLErrorReset();
 	if (!drv || !(src = GDALOpen(mask_tif, GA_ReadOnly))) {
 		fail(err, cap, "cannot open '%s': %s", mask_tif, gdal_msg());
 		goto out;
 	}
+	/* the GeoPackage driver creates the file itself; the name stays
+	 * registered for removal */
 	unlink(tmp);
 	if (!(dst = GDALCreate(drv, tmp, 0, 0, 0, GDT_Unknown, NULL))) {
-		fail(err, cap, "cannot create '%s': %s", gpkg, gdal_msg());
+		io_fail("cannot create", gpkg, out, err, cap);
 		goto out;
 	}
 	wkt = GDALGetProjectionRef(src);
@@ -487,7 +501,7 @@ int pr_vector(const char *mask_tif, const char *gpkg, int klass, const pr_legend
 	/* the band's nodata (255) marks every pixel not of the class */
 	if (GDALPolygonize(band, GDALGetMaskBand(band), layer, 0, NULL, NULL, NULL) != CE_None ||
 	    name_polygons(layer, lg, tr) < 0 || GDALDatasetCommitTransaction(dst) != OGRERR_NONE) {
-		fail(err, cap, "cannot polygonize into '%s': %s", gpkg, gdal_msg());
+		io_fail("cannot polygonize into", gpkg, out, err, cap);
 		goto out;
 	}
 	/* the stored extent only grows as features change: it still holds the
@@ -499,11 +513,7 @@ int pr_vector(const char *mask_tif, const char *gpkg, int klass, const pr_legend
 	GDALClose(dst);
 	dst = NULL;
 	if (CPLGetLastErrorType() >= CE_Failure) {
-		fail(err, cap, "cannot write '%s': %s", gpkg, gdal_msg());
-		goto out;
-	}
-	if (rename(tmp, gpkg) != 0) {
-		fail(err, cap, "cannot rename '%s' to '%s': %s", tmp, gpkg, strerror(errno));
+		write_fail(gpkg, out, err, cap);
 		goto out;
 	}
 	rc = 0;
@@ -517,8 +527,7 @@ out:
 	if (tr)
 		GDALDestroyGCPTransformer(tr);
 	if (rc != 0)
-		unlink(tmp);
-	free(tmp);
+		cdp_out_abort(out);
 	return rc;
 }
 
@@ -551,7 +560,7 @@ static void stretch(const float *v, size_t n, float *s, uint8_t *out, size_t ste
 }
 
 int pr_preview(const char *input, const int *bands, int n, const uint8_t *cls, int pw,
-               int ph, int classes, const char *png, char *err, size_t cap)
+               int ph, int classes, const char *png, cdp_out *out, char *err, size_t cap)
 {
 	static const uint8_t pal[8][3] = {
 		{ 255, 0, 0 }, { 30, 90, 230 }, { 40, 190, 60 }, { 240, 200, 20 },
@@ -596,8 +605,13 @@ int pr_preview(const char *input, const int *bands, int n, const uint8_t *cls, i
 		for (int c = 0; c < 3; c++)
 			rgb[3 * i + c] = (uint8_t)((rgb[3 * i + c] + 3 * pal[(k - 1) % 8][c]) / 4);
 	}
-	if ((prc = cdp_png_write(png, rgb, pw, ph, 3, 8)) != 0) {
+	if ((prc = cdp_out_open(out, png, CDP_OUT_SEEK, 0666, err, cap)) != 0)
+		goto out;
+	if ((prc = cdp_png_write_out(out, rgb, pw, ph, 3, 8)) != 0) {
+		if (prc > 0 && cdp_out_nospace(out, NULL))
+			prc = ENOSPC;
 		fail(err, cap, "cannot write '%s': %s", png, cdp_strerror(prc));
+		cdp_out_abort(out);
 		goto out;
 	}
 	rc = 0;

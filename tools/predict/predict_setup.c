@@ -365,18 +365,17 @@ static int add_read(const char *path, void *arg)
 int pr_check_outputs(predictor *p, char *err, size_t cap)
 {
 	const cdp_predict_opts *o = p->o;
-	char vtmp[4200], what[4200];
-	const char *out[4] = { o->output, o->vector, NULL, o->preview };
-	static const char *const opt[4] = { "-o", "--vector", "--vector", "--preview" };
+	char what[4200];
+	const char *out[3] = { o->output, o->vector, o->preview };
+	static const char *const opt[3] = { "-o", "--vector", "--preview" };
 	read_arg a;
 	cdp_fileset set = { 0 };
-	const char *hit;
 	int rc = 0;
 
-	if (o->vector) {
-		snprintf(vtmp, sizeof vtmp, "%s.classes.tif", o->vector);
-		out[2] = vtmp;
-	}
+	/* all seekable: a FIFO or a device is refused before anything is written */
+	for (int i = 0; i < 3; i++)
+		if (out[i] && cdp_out_check(out[i], CDP_OUT_SEEK, err, cap) != CDP_OK)
+			return -1;
 	a.set = &set;
 	a.input = o->input;
 	snprintf(what, sizeof what, "the input '%s'", o->input);
@@ -386,21 +385,9 @@ int pr_check_outputs(predictor *p, char *err, size_t cap)
 	snprintf(what, sizeof what, "the model '%s'", p->model);
 	if ((rc = cdp_fileset_add(&set, p->model, what)) != 0)
 		goto out;
-	for (int i = 0; i < 4; i++) {
-		if (!out[i])
-			continue;
-		if ((hit = cdp_fileset_find(&set, out[i]))) {
-			pr_fail(err, cap, "refusing to write '%s'%s: it is %s", out[i],
-			        i == 2 ? " (the --vector mask)" : "", hit);
-			cdp_fileset_free(&set);
-			return -1;
-		}
-		for (int j = 0; j < i; j++)
-			if (out[j] && cdp_same_file(out[i], out[j])) {
-				cdp_fileset_free(&set);
-				return pr_fail(err, cap, "%s '%s' and %s '%s' are the same file",
-				               opt[j], out[j], opt[i], out[i]);
-			}
+	if (cdp_out_check_set(&set, 3, out, opt, err, cap) != CDP_OK) {
+		cdp_fileset_free(&set);
+		return -1;
 	}
 out:
 	cdp_fileset_free(&set);

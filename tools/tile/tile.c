@@ -12,9 +12,11 @@
  * dtype, or float32 with --standardize; its mask and label are (S, S).
  *
  * Every input is opened and checked once before anything is written, so bad
- * input fails without output. Tile files go through a temporary name and are
- * removed again if a later step fails; a failed stream simply lacks its 'E'
- * frame, which readers detect.
+ * input fails without output. Tile files are written under temporary names
+ * (cdp_out.h) and renamed onto their names only when every input is done,
+ * so a failed run removes what it wrote and leaves earlier tiles of the
+ * folder as they were; a failed stream simply lacks its 'E' frame, which
+ * readers detect.
  */
 #include "config.h"
 
@@ -699,7 +701,7 @@ int cdp_tile_run(const cdp_tile_opts *o, FILE *out, cdp_tile_result *res,
 	char (*names)[CDP_NAME_MAX + 1] = NULL;
 	const char **owner = NULL;
 	uint64_t total = 0;
-	int rc = CDP_OK, made_dir = 0, streaming = 0;
+	int rc = CDP_OK, made_dir = 0, streaming = 0, frc;
 	const char *hit;
 	input in;
 	struct stat st;
@@ -830,14 +832,10 @@ out:
 	if (rc && streaming && rc != EPIPE)
 		cdp_stream_write_fail(out, err);
 	input_close(&in);
-	for (size_t i = 0; i < c->nfiles; i++) {
-		if (rc)
-			unlink(c->files[i]);
-		free(c->files[i]);
-	}
+	if ((frc = tile_files_end(c, rc == CDP_OK)) != CDP_OK && rc == CDP_OK)
+		rc = frc;
 	if (rc && made_dir)
 		rmdir(o->outdir);
-	free(c->files);
 	cdp_fileset_free(&c->reads);
 	free(c->mean);
 	free(c->std);

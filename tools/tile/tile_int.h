@@ -11,6 +11,7 @@
 
 #include "cdp_file.h"
 #include "cdp_key.h"
+#include "cdp_out.h"
 #include "cdp_progress.h"
 #include "cdp_raster.h"
 #include "cdp_record.h"
@@ -45,7 +46,10 @@ typedef struct ctx {
 	double *mean, *std;        /* [nb] standardization of the current input */
 	size_t nstats;             /* lines read from --stats */
 	cdp_fileset reads;         /* every file the inputs read: no tile overwrites one */
-	char **files;              /* tile files written, removed on failure */
+	/* tile files written under temporary names (cdp_out.h), renamed all
+	 * at once when the run succeeds and removed when it fails, so a
+	 * failed rerun over earlier tiles leaves them as they were */
+	cdp_out *files;
 	size_t nfiles, capfiles;
 	cdp_progress prog;
 } ctx;
@@ -75,10 +79,16 @@ int tile_stats_load(ctx *c, const char *path);
  * strip holds (nb, S, W) samples, gm S*W bytes. */
 int tile_stats_compute(ctx *c, input *in, void *strip, uint8_t *gm);
 
-/* Writes r as KEY.png / KEY.tif (and KEY_label.*) under c->o->outdir and
- * records the files in c->files; scratch holds (S, S, nb) samples. */
+/* Writes r as KEY.png / KEY.tif (and KEY_label.*) under c->o->outdir into
+ * temporaries recorded in c->files (tile_files_end renames them); scratch
+ * holds (S, S, nb) samples. */
 int tile_emit_files(ctx *c, input *in, const char *key, const cdp_record *r,
                     void *scratch);
+
+/* Ends the run's tile files: commit renames every temporary onto its tile
+ * (the first failure is reported and the rest removed), else all are
+ * removed. CDP_OK or the first error, with c->err set. */
+int tile_files_end(ctx *c, int commit);
 
 /* Encodes r into enc and writes it as a record frame to c->out. */
 int tile_emit_record(ctx *c, const char *key, const cdp_record *r,

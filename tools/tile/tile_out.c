@@ -158,24 +158,37 @@ out:
 	return rc;
 }
 
-static int file_add(ctx *c, const char *path)
+/* A new slot of c->files, or NULL when out of memory. */
+static cdp_out *file_slot(ctx *c)
 {
-	struct stat st;
-
 	if (c->nfiles == c->capfiles) {
 		size_t nc = c->capfiles ? 2 * c->capfiles : 64;
-		char **nf = realloc(c->files, nc * sizeof(*nf));
+		cdp_out *nf = realloc(c->files, nc * sizeof(*nf));
 		if (!nf)
-			return CDP_ENOMEM;
+			return NULL;
 		c->files = nf;
 		c->capfiles = nc;
 	}
-	if (!(c->files[c->nfiles] = strdup(path)))
-		return CDP_ENOMEM;
-	c->nfiles++;
-	if (stat(path, &st) == 0)
-		c->res->bytes += (uint64_t)st.st_size;
-	return CDP_OK;
+	return &c->files[c->nfiles];
+}
+
+int tile_files_end(ctx *c, int commit)
+{
+	char msg[600];
+	int rc = CDP_OK;
+
+	for (size_t i = 0; i < c->nfiles; i++) {
+		if (commit && rc == CDP_OK) {
+			if ((rc = cdp_out_commit(&c->files[i], msg, sizeof(msg))))
+				ERR(c, "%s", msg);
+		} else {
+			cdp_out_abort(&c->files[i]);
+		}
+	}
+	free(c->files);
+	c->files = NULL;
+	c->nfiles = c->capfiles = 0;
+	return rc;
 }
 
 /* Writes one (C, H, W) u8/u16/float32 payload and its label as tile files
@@ -187,8 +200,10 @@ int tile_emit_files(ctx *c, input *in, const char *key, const cdp_record *r,
 	const char *ext = c->o->format == CDP_TILE_PNG ? "png" : "tif";
 	size_t np = (size_t)c->S * c->S, dsz = cdp_dtype_size(r->dtype);
 	size_t plen = strlen(c->o->outdir) + strlen(key) + 16;
-	char *path = malloc(plen), msg[512] = "";
+	char *path = malloc(plen), msg[600] = "";
 	const char *hit;
+	struct stat st;
+	cdp_out *f;
 	int rc = CDP_OK;
 
 	if (!path) {
@@ -206,6 +221,16 @@ int tile_emit_files(ctx *c, input *in, const char *key, const cdp_record *r,
 			rc = CDP_EMISMATCH;
 			break;
 		}
+		if (!(f = file_slot(c))) {
+			ERR(c, "out of memory");
+			rc = CDP_ENOMEM;
+			break;
+		}
+		if ((rc = cdp_out_open(f, path, CDP_OUT_SEEK, 0666, msg, sizeof(msg)))) {
+			ERR(c, "%s", msg);
+			break;
+		}
+		c->nfiles++;
 		if (c->o->format == CDP_TILE_PNG) {
 			const void *px = isl ? r->label : scratch;
 			int ch = isl ? 1 : (int)r->bands;
@@ -217,24 +242,26 @@ int tile_emit_files(ctx *c, input *in, const char *key, const cdp_record *r,
 						       dsz);
 			depth = (isl ? r->label_kind == CDP_LABEL_U16
 			             : r->dtype == CDP_DT_U16) ? 16 : 8;
-			rc = cdp_png_write(path, px, c->S, c->S, ch, depth);
+			rc = cdp_png_write_out(f, px, c->S, c->S, ch, depth);
+			if (rc == CDP_EFORMAT && cdp_out_nospace(f, NULL))
+				rc = ENOSPC;
 			if (rc)
 				snprintf(msg, sizeof(msg), "%s", cdp_strerror(rc));
 		} else if (isl) {
-			rc = cdp_raster_write_tif(path, r->label_kind == CDP_LABEL_U8 ?
+			rc = cdp_raster_write_tif_out(f, r->label_kind == CDP_LABEL_U8 ?
 			                          CDP_DT_U8 : CDP_DT_U16, 1, c->S, c->S,
 			                          r->label, r->gt, in->ri->crs, 0, 0,
 			                          msg, sizeof(msg));
 		} else {
-			rc = cdp_raster_write_tif(path, r->dtype, (int)r->bands, c->S,
+			rc = cdp_raster_write_tif_out(f, r->dtype, (int)r->bands, c->S,
 			                          c->S, r->image, r->gt, in->ri->crs,
 			                          r->flags & CDP_REC_NODATA, r->nodata,
 			                          msg, sizeof(msg));
 		}
 		if (rc)
 			ERR(c, "cannot write '%s': %s", path, msg);
-		else if ((rc = file_add(c, path)))
-			ERR(c, "out of memory");
+		else if (stat(f->tmp, &st) == 0)
+			c->res->bytes += (uint64_t)st.st_size;
 	}
 	free(path);
 	return rc;

@@ -209,9 +209,15 @@ double tr_best_value(const trainer *t, const tr_val *v);
 int  tr_resume(trainer *t, char *err, size_t cap);
 
 /* train_log.c */
-/* Opens metrics.jsonl and the log, after refusing any output of the run
- * (the log, metrics.jsonl, loss.png, checkpoint.cdpt) that is one of its
- * inputs (the pool's files, the pointer files, the model cfg). */
+/* Refuses (0 or -1 with err) any output of the run (the log,
+ * metrics.jsonl, loss.png, checkpoint.cdpt, best.cdpt, the trace) that is
+ * one of its inputs (the pool's files, the pointer files, the model cfg)
+ * or another of its outputs, by identity (cdp_out_check_set), a --log or
+ * --trace the output policy refuses (a directory, a socket), and a --log
+ * or --trace that is a cdpool checkpoint, of this run or another. */
+int  tr_check_outputs(trainer *t, char *err, size_t cap);
+/* Opens metrics.jsonl and the log after tr_check_outputs, and removes the
+ * temporaries a run killed outright left in RUNDIR (cdp_out_sweep). */
 int  tr_log_open(trainer *t, char *err, size_t cap);
 void tr_log_close(trainer *t);
 void tr_logf(trainer *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

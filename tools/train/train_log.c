@@ -38,9 +38,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "cdp_error.h"
 #include "cdp_file.h"
+#include "cdp_out.h"
 #include "cdp_plot.h"
 #include "cdp_progress.h"
 #include "dist/dist.h"
@@ -65,14 +67,22 @@ long tr_rss_anon_kb(void)
 /* Keeps the lines of an earlier run up to `upto`. */
 static int trim_jsonl(trainer *t, const char *path, long upto, char *err, size_t cap)
 {
-	char tmp[4200], line[65536];
-	FILE *in = fopen(path, "r"), *out;
+	char line[65536];
+	FILE *in = fopen(path, "r"), *out = NULL;
+	cdp_out o;
+	int fd = -1;
 
 	if (!in)
 		return 0;
-	snprintf(tmp, sizeof tmp, "%s.tmp", path);
-	if (!(out = fopen(tmp, "w"))) {
-		snprintf(err, cap, "cannot create '%s': %s", tmp, strerror(errno));
+	if (cdp_out_open(&o, path, CDP_OUT_SEEK, 0666, err, cap) != CDP_OK) {
+		fclose(in);
+		return -1;
+	}
+	if ((fd = dup(o.fd)) < 0 || !(out = fdopen(fd, "w"))) {
+		snprintf(err, cap, "cannot write '%s': %s", path, strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		cdp_out_abort(&o);
 		fclose(in);
 		return -1;
 	}
@@ -98,30 +108,38 @@ static int trim_jsonl(trainer *t, const char *path, long upto, char *err, size_t
 		}
 	}
 	fclose(in);
-	if (fclose(out) != 0 || rename(tmp, path) != 0) {
+	if (fclose(out) != 0) {
 		snprintf(err, cap, "cannot write '%s': %s", path, strerror(errno));
-		remove(tmp);
+		cdp_out_abort(&o);
 		return -1;
 	}
-	return 0;
+	return cdp_out_commit(&o, err, cap) == CDP_OK ? 0 : -1;
 }
 
-/* No file the run writes (the log, metrics.jsonl, loss.png, the
- * checkpoint) may be one it reads: the pool's files, the pointer files,
- * the model cfg. By inode (cdp_file.h), so "--log model.cfg" or a link
- * into the pool is refused before anything is appended to it. */
-static int check_outputs(trainer *t, char *err, size_t cap)
+/* 1 when path is a regular file that starts as a cdpool checkpoint */
+static int is_checkpoint(const char *path)
+{
+	char head[sizeof CDP_CKPT_MAGIC - 1];
+	FILE *f = fopen(path, "rb");
+	int yes;
+
+	if (!f)
+		return 0;
+	yes = fread(head, 1, sizeof head, f) == sizeof head &&
+	      memcmp(head, CDP_CKPT_MAGIC, sizeof head) == 0;
+	fclose(f);
+	return yes;
+}
+
+/* The files the run reads into set; 0 or -1 with err */
+static int add_inputs(trainer *t, cdp_fileset *set, char *err, size_t cap)
 {
 	const cdp_train_opts *o = t->o;
 	const char *in[5] = { "data.mdb", "lock.mdb", o->keys, o->val_keys, o->model };
 	static const char *const role[5] = { "a file of the pool", "a file of the pool",
 	                                     "the --keys file", "the --val-keys file",
 	                                     "the --model cfg" };
-	static const char *const outs[5] = { "train.log", "metrics.jsonl", "loss.png",
-	                                     "checkpoint.cdpt", "best.cdpt" };
 	char path[4200], what[4400];
-	cdp_fileset set = { 0 };
-	const char *hit = NULL;
 	int rc = 0;
 
 	for (int i = 0; i < 5 && rc == 0; i++) {
@@ -132,29 +150,69 @@ static int check_outputs(trainer *t, char *err, size_t cap)
 		else
 			snprintf(path, sizeof path, "%s", in[i]);
 		snprintf(what, sizeof what, "%s '%s'", role[i], path);
-		rc = cdp_fileset_add(&set, path, what);
-	}
-	for (int i = 0; i < 5 && rc == 0 && !hit; i++) {
-		if (i == 0 && o->log_path)
-			snprintf(path, sizeof path, "%s", o->log_path);
-		else
-			snprintf(path, sizeof path, "%s/%s", o->out, outs[i]);
-		hit = cdp_fileset_find(&set, path);
+		rc = cdp_fileset_add(set, path, what);
 	}
 	if (rc)
 		snprintf(err, cap, "cannot examine the input files: %s", cdp_strerror(rc));
-	else if (hit)
-		snprintf(err, cap, "refusing to write '%s': it is %s", path, hit);
-	cdp_fileset_free(&set);
-	return rc || hit ? -1 : 0;
+	return rc ? -1 : 0;
+}
+
+int tr_check_outputs(trainer *t, char *err, size_t cap)
+{
+	const cdp_train_opts *o = t->o;
+	static const char *const runf[5] = { "train.log", "metrics.jsonl", "loss.png",
+	                                     "checkpoint.cdpt", "best.cdpt" };
+	static const char *const opt[7] = { NULL, NULL, NULL, NULL, NULL, "--log", "--trace" };
+	char path[5][4200], what[4400];
+	const char *outs[7];
+	cdp_fileset in = { 0 }, all = { 0 };
+	int rc = CDP_OK;
+
+	for (int i = 0; i < 5; i++) {
+		snprintf(path[i], sizeof path[i], "%s/%s", o->out, runf[i]);
+		outs[i] = path[i];
+	}
+	outs[5] = o->log_path;
+	outs[6] = o->trace;
+	if (o->log_path)
+		outs[0] = NULL;         /* no train.log then */
+	if (add_inputs(t, &in, err, cap) < 0 || add_inputs(t, &all, err, cap) < 0)
+		rc = CDP_ENOMEM;
+	/* --log and --trace against the run's own files too, named so */
+	for (int i = 0; i < 5 && rc == CDP_OK; i++) {
+		snprintf(what, sizeof what, "the run's '%.4199s'", path[i]);
+		if ((rc = cdp_fileset_add(&all, path[i], what)) != CDP_OK)
+			snprintf(err, cap, "cannot examine '%s': %s", path[i], cdp_strerror(rc));
+	}
+	if (rc == CDP_OK)
+		rc = cdp_out_check_set(&all, 2, outs + 5, opt + 5, err, cap);
+	/* then every output against the inputs and each other */
+	if (rc == CDP_OK)
+		rc = cdp_out_check_set(&in, 7, outs, opt, err, cap);
+	cdp_fileset_free(&in);
+	cdp_fileset_free(&all);
+	/* --log appends and --trace replaces: neither may land on a
+	 * checkpoint, another run's included (its name is no guide) */
+	for (int i = 5; i < 7 && rc == CDP_OK; i++) {
+		if (!outs[i] || !strcmp(outs[i], "-"))
+			continue;
+		if ((rc = cdp_out_check(outs[i], CDP_OUT_STREAM, err, cap)) == CDP_OK &&
+		    is_checkpoint(outs[i])) {
+			snprintf(err, cap, "refusing to write '%s': it is a cdpool checkpoint", outs[i]);
+			rc = CDP_EMISMATCH;
+		}
+	}
+	return rc == CDP_OK ? 0 : -1;
 }
 
 int tr_log_open(trainer *t, char *err, size_t cap)
 {
 	char path[4200];
 
-	if (check_outputs(t, err, cap) < 0)
+	if (tr_check_outputs(t, err, cap) < 0)
 		return -1;
+	/* temporaries of a run killed outright (SIGKILL) in this directory */
+	cdp_out_sweep(t->o->out, NULL);
 
 	snprintf(path, sizeof path, "%s/metrics.jsonl", t->o->out);
 	if (t->have_ck && trim_jsonl(t, path, (long)t->ck.step, err, cap) < 0)
@@ -170,7 +228,16 @@ int tr_log_open(trainer *t, char *err, size_t cap)
 		snprintf(path, sizeof path, "%s", t->o->log_path);
 	else
 		snprintf(path, sizeof path, "%s/train.log", t->o->out);
-	if (!(t->log = fopen(path, "a"))) {
+	/* a log is appended to, never replaced; "-" is standard output, and a
+	 * FIFO or a device is written in place as any append does */
+	if (!strcmp(path, "-")) {
+		int fd = dup(STDOUT_FILENO);
+		if (fd >= 0 && !(t->log = fdopen(fd, "a")))
+			close(fd);
+	} else {
+		t->log = fopen(path, "a");
+	}
+	if (!t->log) {
 		snprintf(err, cap, "cannot create '%s': %s", path, strerror(errno));
 		return -1;
 	}

@@ -24,8 +24,9 @@
  * Memory: each rank keeps only the spans since the last metrics.jsonl step
  * line (about 40 bytes each, a few dozen a step); tr_trace_flush gathers
  * them to rank 0 (cdp_dist_gather_bytes, every rank sending the longest
- * rank's count) and rank 0 appends them to FILE.tmp.PID, renamed onto
- * FILE when the run ends, so FILE is always a whole trace or absent.
+ * rank's count) and rank 0 appends them to the output policy's temporary
+ * (cdp_out.h), renamed onto FILE when the run ends, so FILE is always a
+ * whole trace or absent; "-", a FIFO or a device are written in place.
  */
 #include <errno.h>
 #include <stdint.h>
@@ -35,6 +36,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "cdp_error.h"
+#include "cdp_out.h"
 #include "cdp_progress.h"
 #include "dist/dist.h"
 #include "train_int.h"
@@ -58,7 +61,7 @@ struct tr_trace {
 	int lanes;
 	/* rank 0 */
 	FILE *f;
-	char tmp[4200];
+	cdp_out out;
 	int nev_written, *lanes_named;
 	char *hosts;                /* size * HOST_LEN */
 };
@@ -95,11 +98,15 @@ static int in_dir(const char *file, const char *dir)
 int tr_trace_open(trainer *t, char *err, size_t cap)
 {
 	tr_trace *tr = calloc(1, sizeof *tr);
+	char msg[4400];
+	int rc, fd;
 
 	if (!tr) {
 		snprintf(err, cap, "out of memory");
 		return -1;
 	}
+	tr->out.fd = -1;
+	tr->out.slot = -1;
 	t->trace = tr;
 	if (t->rank != 0)
 		return 0;
@@ -108,16 +115,23 @@ int tr_trace_open(trainer *t, char *err, size_t cap)
 		snprintf(err, cap, "out of memory");
 		return -1;
 	}
-	snprintf(tr->tmp, sizeof tr->tmp, "%s.tmp.%ld", t->o->trace, (long)getpid());
-	tr->f = fopen(tr->tmp, "w");
+	/* before anything is created: the trace replaces FILE at the end */
+	if (tr_check_outputs(t, err, cap) < 0)
+		return -1;
+	rc = cdp_out_open(&tr->out, t->o->trace, CDP_OUT_STREAM, 0666, msg, sizeof msg);
 	/* --trace RUNDIR/trace.json in a run directory still to be made */
-	if (!tr->f && errno == ENOENT && in_dir(t->o->trace, t->o->out) && mkdir(t->o->out, 0777) == 0) {
+	if (rc == ENOENT && in_dir(t->o->trace, t->o->out) && mkdir(t->o->out, 0777) == 0) {
 		t->made_out = 1;
-		tr->f = fopen(tr->tmp, "w");
+		rc = cdp_out_open(&tr->out, t->o->trace, CDP_OUT_STREAM, 0666, msg, sizeof msg);
 	}
-	if (!tr->f) {
+	if (rc != CDP_OK) {
+		snprintf(err, cap, "cannot write trace '%s': %s", t->o->trace, cdp_strerror(rc));
+		return -1;
+	}
+	if ((fd = dup(tr->out.fd)) < 0 || !(tr->f = fdopen(fd, "w"))) {
 		snprintf(err, cap, "cannot write trace '%s': %s", t->o->trace, strerror(errno));
-		tr->tmp[0] = '\0';
+		if (fd >= 0)
+			close(fd);
 		return -1;
 	}
 	fputs("{\"traceEvents\":[\n", tr->f);
@@ -273,6 +287,7 @@ int tr_trace_close(trainer *t)
 {
 	tr_trace *tr = t->trace;
 	FILE *f;
+	char msg[4400];
 	int failed, rc = 0;
 
 	if (!tr)
@@ -293,13 +308,14 @@ int tr_trace_close(trainer *t)
 		        "\"ranks\":%d,\"clock\":\"CLOCK_MONOTONIC, zero after a barrier on every "
 		        "rank\",\"complete\":%s}}\n", t->size, failed ? "false" : "true");
 		tr->f = NULL;
-		if (ferror(f) | fclose(f) || rename(tr->tmp, t->o->trace) != 0) {
+		if (ferror(f) | fclose(f)) {
 			fprintf(stderr, "cdp-train: cannot write trace '%s': %s\n", t->o->trace,
 			        strerror(errno));
-			unlink(tr->tmp);
+			rc = -1;
+		} else if ((rc = cdp_out_commit(&tr->out, msg, sizeof msg)) != CDP_OK) {
+			fprintf(stderr, "cdp-train: %s\n", msg);
 			rc = -1;
 		}
-		tr->tmp[0] = '\0';
 		if (failed)
 			fprintf(stderr, "cdp-train: warning: trace '%s' lacks spans: out of memory\n",
 			        t->o->trace);
@@ -316,8 +332,7 @@ void tr_trace_free(trainer *t)
 		return;
 	if (tr->f)
 		fclose(tr->f);
-	if (tr->tmp[0])
-		unlink(tr->tmp);
+	cdp_out_abort(&tr->out);
 	free(tr->ev);
 	free(tr->lanes_named);
 	free(tr->hosts);

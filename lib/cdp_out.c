@@ -1,0 +1,605 @@
+/* cdp_out.c: the output-path policy (cdp_out.h, cdpool(7) OUTPUTS).
+ *
+ * The registry of live temporaries is a table of slots that a signal
+ * handler walks without locks: a slot holds a heap string published with an
+ * atomic store once complete, and cleared before the string is freed.
+ * Slots are taken under a mutex (cdp-tile's threads write tiles at once).
+ *
+ * Not done here: a race with another process renaming the target between
+ * the check and the rename; the registry is per process (MPI ranks each
+ * keep their own).
+ */
+#include "cdp_out.h"
+#include "cdp_error.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <time.h>
+#include <unistd.h>
+
+#define TAG ".cdp-tmp."
+/* a target's name is cut to this in its temporary's, so that the
+ * temporary and its side files stay within NAME_MAX */
+#define NAME_KEEP 180
+#define CHUNK 1024
+#define NCHUNK 4096             /* 4M live temporaries */
+
+static const char *const side[] = { "", ".aux.xml", "-journal", "-wal", "-shm" };
+#define NSIDE (sizeof side / sizeof side[0])
+
+static char **chunks[NCHUNK];   /* [NCHUNK][CHUNK], chunks allocated on demand */
+static long nslots;             /* slots allocated so far, a multiple of CHUNK */
+static long hint;               /* lowest slot that may be free */
+static size_t live;
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+
+static const int sigs[] = { SIGTERM, SIGINT, SIGHUP };
+#define NSIG3 (sizeof sigs / sizeof sigs[0])
+static struct sigaction saved[NSIG3];
+static int installed;
+
+static void unlink_all(void)
+{
+	char buf[PATH_MAX + 16];
+
+	for (long c = 0; c < NCHUNK; c++) {
+		char **ch = __atomic_load_n(&chunks[c], __ATOMIC_ACQUIRE);
+		if (!ch)
+			break;
+		for (long i = 0; i < CHUNK; i++) {
+			const char *p = __atomic_load_n(&ch[i], __ATOMIC_ACQUIRE);
+			size_t n;
+			if (!p)
+				continue;
+			n = strlen(p);
+			if (n >= PATH_MAX)
+				continue;
+			memcpy(buf, p, n);
+			for (size_t s = 0; s < NSIDE; s++) {
+				size_t k = strlen(side[s]);
+				memcpy(buf + n, side[s], k + 1);
+				unlink(buf);
+			}
+		}
+	}
+}
+
+/* Async-signal-safe: unlink, sigaction and raise only. A handler the
+ * program installed before us runs instead (it stops the program the way
+ * it chose, and its failure paths remove the temporaries). */
+static void on_signal(int sig, siginfo_t *si, void *uc)
+{
+	int e = errno;
+	size_t k = 0;
+
+	while (k < NSIG3 && sigs[k] != sig)
+		k++;
+	if (k < NSIG3 && (saved[k].sa_flags & SA_SIGINFO) && saved[k].sa_sigaction) {
+		saved[k].sa_sigaction(sig, si, uc);
+	} else if (k < NSIG3 && saved[k].sa_handler != SIG_DFL && saved[k].sa_handler != SIG_IGN) {
+		saved[k].sa_handler(sig);
+	} else {
+		struct sigaction dfl;
+
+		unlink_all();
+		memset(&dfl, 0, sizeof dfl);
+		dfl.sa_handler = SIG_DFL;
+		sigemptyset(&dfl.sa_mask);
+		sigaction(sig, &dfl, NULL);
+		/* blocked while we run: delivered, with the default action,
+		 * when the handler returns */
+		raise(sig);
+	}
+	errno = e;
+}
+
+/* Called under mu. A signal the program ignores (nohup) stays ignored. */
+static void install(void)
+{
+	struct sigaction sa;
+
+	if (installed)
+		return;
+	installed = 1;
+	memset(&sa, 0, sizeof sa);
+	sa.sa_sigaction = on_signal;
+	sa.sa_flags = SA_SIGINFO | SA_RESTART;
+	sigemptyset(&sa.sa_mask);
+	for (size_t k = 0; k < NSIG3; k++)
+		sigaddset(&sa.sa_mask, sigs[k]);
+	for (size_t k = 0; k < NSIG3; k++) {
+		if (sigaction(sigs[k], NULL, &saved[k]) != 0)
+			continue;
+		if (!(saved[k].sa_flags & SA_SIGINFO) && saved[k].sa_handler == SIG_IGN)
+			continue;
+		sigaction(sigs[k], &sa, NULL);
+	}
+}
+
+/* Publishes a copy of tmp; its slot, or -1 when out of memory. */
+static long reg_add(const char *tmp)
+{
+	char *p = strdup(tmp);
+	long s = -1;
+
+	if (!p)
+		return -1;
+	pthread_mutex_lock(&mu);
+	install();
+	for (long i = hint; i < nslots; i++)
+		if (!chunks[i / CHUNK][i % CHUNK]) {
+			s = i;
+			break;
+		}
+	if (s < 0 && nslots / CHUNK < NCHUNK) {
+		char **ch = calloc(CHUNK, sizeof *ch);
+		if (ch) {
+			s = nslots;
+			__atomic_store_n(&chunks[nslots / CHUNK], ch, __ATOMIC_RELEASE);
+			nslots += CHUNK;
+		}
+	}
+	if (s >= 0) {
+		__atomic_store_n(&chunks[s / CHUNK][s % CHUNK], p, __ATOMIC_RELEASE);
+		hint = s + 1;
+		live++;
+	}
+	pthread_mutex_unlock(&mu);
+	if (s < 0)
+		free(p);
+	return s;
+}
+
+static void reg_del(long s)
+{
+	char *p;
+
+	if (s < 0)
+		return;
+	pthread_mutex_lock(&mu);
+	p = __atomic_exchange_n(&chunks[s / CHUNK][s % CHUNK], NULL, __ATOMIC_ACQ_REL);
+	if (s < hint)
+		hint = s;
+	live--;
+	pthread_mutex_unlock(&mu);
+	free(p);
+}
+
+size_t cdp_out_live(void)
+{
+	size_t n;
+
+	pthread_mutex_lock(&mu);
+	n = live;
+	pthread_mutex_unlock(&mu);
+	return n;
+}
+
+static void seterr(char *err, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void seterr(char *err, size_t cap, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (!err || !cap)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(err, cap, fmt, ap);
+	va_end(ap);
+}
+
+/* The length of path's folder part including its '/', 0 for none. */
+static size_t dirlen(const char *path)
+{
+	const char *slash = strrchr(path, '/');
+
+	return slash ? (size_t)(slash - path + 1) : 0;
+}
+
+/* path with every symbolic link of its last component followed, into a
+ * new string (the final target may not exist: a dangling link creates
+ * its target). CDP_OK, ELOOP, ENOMEM or the errno of readlink. */
+static int resolve(const char *path, char **out)
+{
+	char *cur = strdup(path);
+	struct stat st;
+
+	if (!cur)
+		return CDP_ENOMEM;
+	for (int hops = 0; lstat(cur, &st) == 0 && S_ISLNK(st.st_mode); hops++) {
+		char link[PATH_MAX], *next;
+		ssize_t n;
+		size_t dl;
+
+		if (hops == 40 || (n = readlink(cur, link, sizeof link - 1)) < 0) {
+			int e = hops == 40 ? ELOOP : errno;
+			free(cur);
+			return e;
+		}
+		link[n] = '\0';
+		dl = link[0] == '/' ? 0 : dirlen(cur);
+		if (!(next = malloc(dl + (size_t)n + 1))) {
+			free(cur);
+			return CDP_ENOMEM;
+		}
+		memcpy(next, cur, dl);
+		memcpy(next + dl, link, (size_t)n + 1);
+		free(cur);
+		cur = next;
+	}
+	*out = cur;
+	return CDP_OK;
+}
+
+static const char *kind_name(mode_t m)
+{
+	return S_ISFIFO(m) ? "a FIFO" : S_ISCHR(m) ? "a character device" :
+	       S_ISBLK(m) ? "a block device" : S_ISSOCK(m) ? "a socket" :
+	       S_ISDIR(m) ? "a directory" : "not a regular file";
+}
+
+/* CDP_OK and *inplace for path under kind (see cdp_out_check). */
+static int classify(const char *path, int kind, int *inplace, char *err, size_t cap)
+{
+	struct stat st;
+
+	*inplace = 0;
+	if (kind == CDP_OUT_STREAM && strcmp(path, "-") == 0) {
+		*inplace = 1;
+		return CDP_OK;
+	}
+	if (stat(path, &st) != 0) {
+		if (errno == ENOENT)
+			return CDP_OK;          /* a new file, or a dangling link's target */
+		seterr(err, cap, "cannot write '%s': %s", path, strerror(errno));
+		return errno;
+	}
+	if (S_ISREG(st.st_mode))
+		return CDP_OK;
+	if (kind == CDP_OUT_STREAM && (S_ISFIFO(st.st_mode) || S_ISCHR(st.st_mode))) {
+		*inplace = 1;
+		return CDP_OK;
+	}
+	seterr(err, cap, "refusing to write '%s': it is %s, not a regular file", path,
+	       kind_name(st.st_mode));
+	return CDP_ESPECIAL;
+}
+
+int cdp_out_check(const char *path, int kind, char *err, size_t cap)
+{
+	int inplace;
+
+	if (!path || !*path)
+		return CDP_EINVAL;
+	return classify(path, kind & CDP_OUT_STREAM, &inplace, err, cap);
+}
+
+/* Creates the temporary for target with O_EXCL; fd or -errno, *tmp set. */
+static int create_tmp(const char *target, mode_t mode, char **tmp)
+{
+	static const char alnum[] =
+		"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+	size_t dl = dirlen(target), bl = strlen(target + dl), cap;
+	struct timespec ts;
+	uint64_t x;
+	char *t;
+
+	if (bl > NAME_KEEP)
+		bl = NAME_KEEP;
+	cap = dl + 1 + bl + sizeof TAG + 24 + 8;
+	if (!(t = malloc(cap)))
+		return -ENOMEM;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	x = (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 20) ^ ((uint64_t)getpid() << 40) ^
+	    (uint64_t)(uintptr_t)t;
+	for (int tries = 0; tries < 100; tries++) {
+		size_t n = (size_t)snprintf(t, cap, "%.*s.%.*s" TAG "%ld.", (int)dl, target, (int)bl,
+		                            target + dl, (long)getpid());
+		int fd;
+
+		for (int i = 0; i < 6; i++) {
+			x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+			t[n + i] = alnum[(x >> 33) % (sizeof alnum - 1)];
+		}
+		t[n + 6] = '\0';
+		fd = open(t, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
+		if (fd >= 0) {
+			*tmp = t;
+			return fd;
+		}
+		if (errno != EEXIST) {
+			int e = errno;
+			free(t);
+			return -e;
+		}
+	}
+	free(t);
+	return -EEXIST;
+}
+
+static void end(cdp_out *o)
+{
+	reg_del(o->slot);
+	free(o->path);
+	free(o->target);
+	free(o->tmp);
+	memset(o, 0, sizeof *o);
+	o->fd = -1;
+	o->slot = -1;
+}
+
+int cdp_out_open(cdp_out *o, const char *path, int flags, mode_t mode, char *err, size_t cap)
+{
+	int rc, fd;
+
+	if (!o)
+		return CDP_EINVAL;
+	memset(o, 0, sizeof *o);
+	o->fd = -1;
+	o->slot = -1;
+	if (!path || !*path)
+		return CDP_EINVAL;
+	o->flags = flags;
+	if ((rc = classify(path, flags & CDP_OUT_STREAM, &o->inplace, err, cap)) != CDP_OK)
+		return rc;
+	if (!(o->path = strdup(path))) {
+		rc = CDP_ENOMEM;
+		goto fail;
+	}
+	if (o->inplace) {
+		if (strcmp(path, "-") == 0 && (flags & CDP_OUT_STREAM)) {
+			o->fd = STDOUT_FILENO;
+			return CDP_OK;
+		}
+		/* a FIFO blocks here until it has a reader, as a shell's > does */
+		if ((o->fd = open(path, O_WRONLY | O_CLOEXEC)) < 0) {
+			rc = errno;
+			goto fail;
+		}
+		return CDP_OK;
+	}
+	if ((rc = resolve(path, &o->target)) != CDP_OK)
+		goto fail;
+	if ((fd = create_tmp(o->target, mode, &o->tmp)) < 0) {
+		rc = -fd;
+		goto fail;
+	}
+	if ((o->slot = reg_add(o->tmp)) < 0) {
+		close(fd);
+		unlink(o->tmp);
+		rc = CDP_ENOMEM;
+		goto fail;
+	}
+	if (flags & CDP_OUT_NOFD)
+		close(fd);
+	else
+		o->fd = fd;
+	return CDP_OK;
+fail:
+	seterr(err, cap, "cannot create '%s': %s", path, cdp_strerror(rc));
+	end(o);
+	return rc;
+}
+
+static void unlink_sides(const char *tmp)
+{
+	char buf[PATH_MAX + 16];
+	size_t n = strlen(tmp);
+
+	if (n >= PATH_MAX)
+		return;
+	memcpy(buf, tmp, n);
+	for (size_t s = 0; s < NSIDE; s++) {
+		memcpy(buf + n, side[s], strlen(side[s]) + 1);
+		unlink(buf);
+	}
+}
+
+void cdp_out_abort(cdp_out *o)
+{
+	if (!o)
+		return;
+	/* an open o always has its path: a zeroed one's fd 0 and slot 0
+	 * are nobody's to close or free */
+	if (!o->path) {
+		o->fd = -1;
+		o->slot = -1;
+		return;
+	}
+	if (o->fd >= 0 && o->fd != STDOUT_FILENO)
+		close(o->fd);
+	if (o->tmp)
+		unlink_sides(o->tmp);
+	end(o);
+}
+
+int cdp_out_nospace(const cdp_out *o, const char *path)
+{
+	char dir[PATH_MAX];
+	const char *p = o && o->tmp ? o->tmp : path;
+	struct statvfs sv;
+	size_t dl;
+
+	if (!p)
+		return 0;
+	dl = dirlen(p);
+	if (dl >= sizeof dir)
+		return 0;
+	if (dl)
+		memcpy(dir, p, dl);
+	else
+		dir[dl++] = '.';
+	dir[dl] = '\0';
+	if (statvfs(dir, &sv) != 0)
+		return 0;
+	return sv.f_bavail == 0 || sv.f_bfree == 0 ? ENOSPC : 0;
+}
+
+/* fsync of the folder that holds path: a rename is durable only then */
+static int sync_dir(const char *path)
+{
+	char dir[PATH_MAX];
+	size_t dl = dirlen(path);
+	int fd, rc = CDP_OK;
+
+	if (dl >= sizeof dir)
+		return ENAMETOOLONG;
+	if (dl)
+		memcpy(dir, path, dl);
+	else
+		dir[dl++] = '.';
+	dir[dl] = '\0';
+	if ((fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
+		return errno;
+	if (fsync(fd) != 0 && errno != EINVAL)
+		rc = errno;
+	close(fd);
+	return rc;
+}
+
+int cdp_out_close(cdp_out *o)
+{
+	int rc = CDP_OK;
+
+	if (!o || !o->path)
+		return CDP_EINVAL;
+	if (o->fd >= 0 && o->fd != STDOUT_FILENO) {
+		if ((o->flags & CDP_OUT_SYNC) && !o->inplace && fsync(o->fd) != 0)
+			rc = errno;
+		if (close(o->fd) != 0 && rc == CDP_OK)
+			rc = errno;
+	}
+	o->fd = -1;
+	return rc;
+}
+
+int cdp_out_commit(cdp_out *o, char *err, size_t cap)
+{
+	int rc = CDP_OK;
+
+	if (!o || !o->path)
+		return CDP_EINVAL;
+	/* write errors can first appear at close (NFS, quotas) */
+	rc = cdp_out_close(o);
+	if (rc == CDP_OK && o->tmp && rename(o->tmp, o->target) != 0)
+		rc = errno;
+	if (rc == CDP_OK && o->tmp && (o->flags & CDP_OUT_AUX)) {
+		char a[PATH_MAX + 16], b[PATH_MAX + 16];
+
+		snprintf(a, sizeof a, "%s.aux.xml", o->tmp);
+		snprintf(b, sizeof b, "%s.aux.xml", o->target);
+		/* a stale TARGET.aux.xml would describe the old file */
+		if (rename(a, b) != 0 && (errno != ENOENT || (unlink(b) != 0 && errno != ENOENT)))
+			rc = errno;
+	}
+	if (rc == CDP_OK && o->tmp && (o->flags & CDP_OUT_SYNC))
+		rc = sync_dir(o->target);
+	if (rc != CDP_OK) {
+		if (rc == EIO || rc == CDP_EGDAL)
+			rc = cdp_out_nospace(o, NULL) ? ENOSPC : rc;
+		seterr(err, cap, "cannot write '%s': %s", o->path, cdp_strerror(rc));
+		cdp_out_abort(o);
+		return rc;
+	}
+	/* renamed: the name no longer exists, nothing to remove on a signal */
+	end(o);
+	return CDP_OK;
+}
+
+int cdp_out_check_set(cdp_fileset *set, size_t n, const char *const *outs,
+                      const char *const *opts, char *err, size_t cap)
+{
+	const char *hit;
+
+	for (size_t i = 0; i < n; i++) {
+		if (!outs[i])
+			continue;
+		hit = strcmp(outs[i], "-") == 0 ? cdp_fileset_find_fd(set, STDOUT_FILENO) :
+		      cdp_fileset_find(set, outs[i]);
+		if (hit) {
+			seterr(err, cap, "refusing to write '%s': it is %s", outs[i], hit);
+			return CDP_EMISMATCH;
+		}
+		for (size_t j = 0; j < i; j++) {
+			if (!outs[j] || strcmp(outs[i], "-") == 0 || strcmp(outs[j], "-") == 0 ||
+			    !cdp_same_file(outs[i], outs[j]))
+				continue;
+			seterr(err, cap, "%s%s'%s' and %s%s'%s' are the same file",
+			       opts && opts[j] ? opts[j] : "", opts && opts[j] ? " " : "", outs[j],
+			       opts && opts[i] ? opts[i] : "", opts && opts[i] ? " " : "", outs[i]);
+			return CDP_EMISMATCH;
+		}
+	}
+	return CDP_OK;
+}
+
+int cdp_out_is_tmp(const char *name, long *pid)
+{
+	const char *t, *p, *q;
+	char *endp;
+	long v;
+
+	if (!name || name[0] != '.')
+		return 0;
+	/* the last tag: a user's NAME may hold the text itself */
+	for (t = NULL, p = name; (p = strstr(p, TAG)); p++)
+		t = p;
+	if (!t || t == name)
+		return 0;
+	q = t + sizeof TAG - 1;
+	if (*q < '0' || *q > '9')
+		return 0;
+	errno = 0;
+	v = strtol(q, &endp, 10);
+	if (errno || v <= 0 || *endp != '.')
+		return 0;
+	q = endp + 1;
+	for (int i = 0; i < 6; i++, q++)
+		if (!((*q >= 'A' && *q <= 'Z') || (*q >= 'a' && *q <= 'z') || (*q >= '0' && *q <= '9')))
+			return 0;
+	for (size_t s = 0; s < NSIDE; s++)
+		if (strcmp(q, side[s]) == 0) {
+			if (pid)
+				*pid = v;
+			return 1;
+		}
+	return 0;
+}
+
+int cdp_out_sweep(const char *dir, size_t *removed)
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	size_t n = 0;
+	long pid;
+
+	if (removed)
+		*removed = 0;
+	if (!d)
+		return errno;
+	while ((e = readdir(d))) {
+		char path[PATH_MAX];
+
+		if (!cdp_out_is_tmp(e->d_name, &pid) || pid == (long)getpid() ||
+		    pid > INT_MAX || kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+			continue;
+		if (snprintf(path, sizeof path, "%s/%s", dir, e->d_name) >= (int)sizeof path)
+			continue;
+		if (unlink(path) == 0)
+			n++;
+	}
+	closedir(d);
+	if (removed)
+		*removed = n;
+	return CDP_OK;
+}

@@ -1,0 +1,120 @@
+/* cdp_out.h: the one output-path policy of every cdpool program (cdpool(7),
+ * OUTPUTS).
+ *
+ * Which paths a program may write and how:
+ *
+ * - A streamed output (a pointer file, a CSV, a log, a trace) is "-" for
+ *   standard output, or an existing FIFO or character device, which is
+ *   opened and written in place (no temporary, no rename); anything else is
+ *   a regular file written as below.
+ * - A seekable output (GeoTIFF, GeoPackage, PNG, checkpoint, a file of a
+ *   pool) that exists and is not a regular file (a FIFO, a device, a socket,
+ *   a directory) is refused before anything is written, naming what it is.
+ * - A regular file is written to a temporary in the target's folder,
+ *   ".NAME.cdp-tmp.PID.XXXXXX" (created with O_EXCL and the mode a plain
+ *   open(2) would give under the umask), and renamed onto the target on
+ *   commit. A symbolic link is followed to its final target: the temporary
+ *   and the rename happen beside that target, so the link stays a link.
+ * - Every temporary is removed on every failure path: cdp_out_abort(), and
+ *   a handler for SIGTERM, SIGINT and SIGHUP installed with the first
+ *   temporary that unlinks every live one and re-raises the signal. Where
+ *   the program already handles the signal itself (cdp-train stops at the
+ *   next step and writes its checkpoint), its handler runs instead and the
+ *   temporaries are left to its own failure paths. A temporary left by a
+ *   process killed outright (SIGKILL) is removed by cdp_out_sweep() in a
+ *   later run, once its PID is dead.
+ * - Every output of a run is compared with every input and every other
+ *   output by identity (cdp_out_check_set, with cdp_fileset).
+ *
+ * Errors: CDP_OK, an errno, CDP_ESPECIAL (a seekable target, or a
+ * streamed one, that is a file of a kind the policy refuses), CDP_EMISMATCH
+ * (an output is an input or another output), CDP_ENOMEM, CDP_EINVAL. Each
+ * function that takes err[cap] fills it with one line for the tool to print
+ * after "prog: " ("refusing to write 'x': it is a FIFO, not a regular
+ * file", "cannot create 'x': Permission denied").
+ */
+#ifndef CDP_OUT_H
+#define CDP_OUT_H
+
+#include <stddef.h>
+#include <sys/types.h>
+
+#include "cdp_file.h"
+
+enum {
+	CDP_OUT_SEEK   = 0,  /* a seekable file: only a regular file (or none) may be there */
+	CDP_OUT_STREAM = 1,  /* "-", a FIFO or a character device are written in place */
+	CDP_OUT_SYNC   = 2,  /* commit fsyncs the file and its folder */
+	CDP_OUT_NOFD   = 4,  /* the temporary is created and closed: a library (GDAL) writes it by name */
+	CDP_OUT_AUX    = 8   /* commit also moves TMP.aux.xml (GDAL's side file) onto TARGET.aux.xml */
+};
+
+typedef struct cdp_out {
+	char *path;     /* owned: the name as given, for messages */
+	char *target;   /* owned: what commit replaces (path, or a link's final target) */
+	char *tmp;      /* owned: the temporary, NULL when written in place */
+	int fd;         /* the open temporary or stream, -1 once closed */
+	int flags;
+	int inplace;    /* standard output, a FIFO or a character device */
+	long slot;      /* registry slot of tmp, -1 none */
+} cdp_out;
+
+/* What path is under the policy for kind (CDP_OUT_SEEK or CDP_OUT_STREAM),
+ * without creating anything: CDP_OK when it may be written, CDP_ESPECIAL
+ * (with err naming the kind of file), or the errno of a link that cannot
+ * be followed (ELOOP). For the up-front checks of a program with several
+ * outputs, so that none is created when a later one is refused. */
+int  cdp_out_check(const char *path, int kind, char *err, size_t cap);
+
+/* Opens path for writing under the policy: flags is CDP_OUT_SEEK or
+ * CDP_OUT_STREAM, or'ed with CDP_OUT_SYNC, CDP_OUT_NOFD, CDP_OUT_AUX.
+ * mode is the create mode before the umask (0666, 0600 for a secret).
+ * On CDP_OK, o->fd is the descriptor to write (1 for "-"; -1 with
+ * CDP_OUT_NOFD, where o->tmp is the name to write), and o must be ended by
+ * cdp_out_commit or cdp_out_abort. On failure o holds nothing. */
+int  cdp_out_open(cdp_out *o, const char *path, int flags, mode_t mode, char *err, size_t cap);
+
+/* Closes o's descriptor and keeps the temporary for a later commit or
+ * abort (a program holding many outputs open at once runs out of
+ * descriptors). CDP_OK or the errno of close(2) (a write error). */
+int  cdp_out_close(cdp_out *o);
+
+/* Closes the descriptor (a close error is a write error), renames the
+ * temporary onto the target (an in-place output is only closed; standard
+ * output is left open) and ends o. On failure the temporary is removed and
+ * the target is untouched; a full file system is reported as ENOSPC even
+ * where the writer only said "write failed" (cdp_out_nospace). */
+int  cdp_out_commit(cdp_out *o, char *err, size_t cap);
+
+/* Removes the temporary (and the side files GDAL and SQLite put beside it:
+ * .aux.xml, -journal, -wal, -shm) and ends o. Safe on an ended or zeroed o. */
+void cdp_out_abort(cdp_out *o);
+
+/* ENOSPC when the file system that holds o's temporary (or path's folder)
+ * has no free block left, else 0: a writer (libtiff through GDAL) that
+ * reports a full disk as "Error fetching directory count" gets the real
+ * reason. Call it before cdp_out_abort. */
+int  cdp_out_nospace(const cdp_out *o, const char *path);
+
+/* Checks n outputs outs[i] (NULL entries skipped; "-" is standard output)
+ * named by opts[i] ("-o", "--log"; NULL for none) against the inputs in set
+ * and against each other: "refusing to write 'x': it is the input 'y'", or
+ * "-o 'a' and --log 'b' are the same file". CDP_OK or CDP_EMISMATCH. */
+int  cdp_out_check_set(cdp_fileset *set, size_t n, const char *const *outs,
+                       const char *const *opts, char *err, size_t cap);
+
+/* 1 when name (a file name, no folder) is a temporary of this policy or a
+ * side file of one, with *pid its writer's PID; 0 otherwise. */
+int  cdp_out_is_tmp(const char *name, long *pid);
+
+/* Removes from folder dir the temporaries (cdp_out_is_tmp) whose process
+ * is gone (kill(pid, 0) gives ESRCH), counting them in *removed (may be
+ * NULL). Only for a folder this host's processes write (a run directory):
+ * a PID of another host means nothing here. CDP_OK or the errno of
+ * opendir. */
+int  cdp_out_sweep(const char *dir, size_t *removed);
+
+/* How many temporaries are live in this process (tests). */
+size_t cdp_out_live(void);
+
+#endif
