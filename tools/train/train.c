@@ -537,6 +537,7 @@ int cdp_train_run(const cdp_train_opts *o)
 		tr_report(&t, err);
 	if (cdp_dist_any(rc) || (t.size > 1 && tr_same_data(&t))) {
 		tr_trace_free(&t);
+		tr_rundir_abandon(&t);
 		tr_teardown(&t);
 		/* a run refused before its first step leaves no RUNDIR it made;
 		 * rmdir keeps one that holds anything */

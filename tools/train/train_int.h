@@ -24,6 +24,9 @@ typedef struct trainer {
 	const cdp_train_opts *o;
 	int rank, size;
 	int made_out;             /* this rank's mkdir created --out */
+	int lock_fd, have_lock;   /* rank 0: RUNDIR/.lock, held (train_rundir.c) */
+	int fresh;                /* rank 0: RUNDIR held no earlier run's files, or
+	                           * --overwrite removed them */
 	cdp_backend *be;
 	cdp_pool pool;
 	int have_pool;
@@ -143,6 +146,18 @@ int  tr_same_data(trainer *t);
 /* train.c: prints err ("cdp-train: rank R: err" with more than one rank)
  * and empties it */
 void tr_report(const trainer *t, char *err);
+
+/* train_rundir.c (rank 0; the others return 0 at once). tr_rundir_open,
+ * after --out exists: the lock on RUNDIR, then the refusal of an earlier
+ * run without --resume or --overwrite; -1 with err. tr_rundir_clear, when
+ * every check has passed: --overwrite's removal of the earlier run's
+ * files. tr_rundir_abandon, for a run refused before its first step: the
+ * files it began in a fresh RUNDIR go, so that RUNDIR does not look like
+ * a run. tr_rundir_close: the lock goes. */
+int  tr_rundir_open(trainer *t, char *err, size_t cap);
+int  tr_rundir_clear(trainer *t, char *err, size_t cap);
+void tr_rundir_abandon(trainer *t);
+void tr_rundir_close(trainer *t);
 
 /* train_std.c: after the loaders open, before the data path's buffers:
  * sets both loaders' standardization (see there); -1 with err */

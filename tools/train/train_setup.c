@@ -348,6 +348,8 @@ int tr_setup(trainer *t, char *err, size_t cap)
 		t->made_out = 1;
 	else if (errno != EEXIST)
 		rc = tr_fail(err, cap, "cannot create '%s': %s", o->out, strerror(errno));
+	if (rc == 0)
+		rc = tr_rundir_open(t, err, cap);
 	if (threads <= 0) {
 		long cores = sysconf(_SC_NPROCESSORS_ONLN);
 		threads = (int)(cores / cdp_dist_local_size());
@@ -404,7 +406,7 @@ int tr_setup(trainer *t, char *err, size_t cap)
 		return -1;
 	if (tr_sync_init(t, err, cap) < 0)
 		return -1;
-	if (t->rank == 0 && tr_log_open(t, err, cap) < 0)
+	if (tr_rundir_clear(t, err, cap) < 0 || (t->rank == 0 && tr_log_open(t, err, cap) < 0))
 		return -1;
 	for (int i = 0; t->rank == 0 && i < 2; i++)
 		if (t->std_note[i][0])
@@ -473,6 +475,7 @@ void tr_teardown(trainer *t)
 	if (t->keylog)
 		fclose(t->keylog);
 	tr_log_close(t);
+	tr_rundir_close(t);
 	if (t->be)
 		t->be->copy_wait(t->be);   /* a prefetched batch's copy may be in flight */
 	if (t->dlab)

@@ -1,0 +1,79 @@
+#!/bin/sh
+# cdp-train's run directory and what ends a run (issue 25), on the
+# generated road pool of train_common.sh:
+#  - RUNDIR holding a run (any of checkpoint.cdpt, best.cdpt, metrics.jsonl,
+#    train.log, loss.png, the --trace file) without --resume is refused in
+#    one line naming what is there and both ways on, the files untouched;
+#    --overwrite removes those files and nothing else; an empty directory or
+#    one with only the user's files trains; --resume with --overwrite is a
+#    usage error; a run refused before its first step leaves none behind;
+#  - a second cdp-train on a running run's RUNDIR fails at once naming it
+#    and the holder's pid, and the first finishes; kill -9 leaves no stale
+#    lock;
+. "$CDP_SRCDIR/tests/train/train_common.sh"
+C="--db $T/pool --keys $T/train.keys --model $SMALL --threads 1 -q --batch 4"
+
+echo "== a directory that holds a run"
+cdp-train $C --out "$T/run" --steps 2 --trace "$T/run/t.json" || fail "first run failed"
+echo mine >"$T/run/notes.txt"
+for f in checkpoint.cdpt metrics.jsonl train.log loss.png t.json; do
+	[ -s "$T/run/$f" ] || fail "the first run left no $f"
+done
+cp "$T/run/checkpoint.cdpt" "$T/ck.first"
+expect_fail 1 "^cdp-train: '$T/run' holds a run (checkpoint.cdpt, metrics.jsonl, train.log, loss.png): --resume continues it, --overwrite starts over and removes those files\$" \
+	cdp-train $C --out "$T/run" --steps 3
+[ "$(wc -l <"$T/err")" -eq 1 ] || fail "the refusal is not one line: $(cat "$T/err")"
+cmp -s "$T/run/checkpoint.cdpt" "$T/ck.first" || fail "the refused run changed checkpoint.cdpt"
+# the trace counts when it is this run's --trace in RUNDIR
+expect_fail 1 "holds a run (checkpoint.cdpt, metrics.jsonl, train.log, loss.png, t.json)" \
+	cdp-train $C --out "$T/run" --steps 3 --trace "$T/run/t.json"
+# any one of them is a run
+mkdir "$T/one"
+: >"$T/one/train.log"
+expect_fail 1 "'$T/one' holds a run (train.log)" cdp-train $C --out "$T/one" --steps 1
+# a run refused before its first step (after it began its logs) leaves no
+# run behind in a directory that held none
+mkdir "$T/gone"
+expect_fail 1 "cannot create '$T/nodir/k.0'" env CDP_TRAIN_LOG_KEYS="$T/nodir/k" \
+	cdp-train $C --out "$T/gone" --steps 1
+[ -z "$(ls -A "$T/gone")" ] || fail "a refused run left $(ls -A "$T/gone")"
+expect_fail 2 "^cdp-train: --resume and --overwrite exclude each other" \
+	cdp-train $C --out "$T/run" --steps 3 --resume --overwrite
+
+echo "== --overwrite"
+mkdir "$T/run/sub"
+ln -s notes.txt "$T/run/best.cdpt"
+cdp-train $C --out "$T/run" --steps 3 --overwrite --seed 7 || fail "--overwrite failed"
+# t.json is no file of this run (no --trace), so it stays as the user's
+[ -s "$T/run/t.json" ] || fail "--overwrite removed a trace this run does not write"
+[ "$(cat "$T/run/notes.txt")" = mine ] || fail "--overwrite touched the user's notes.txt"
+[ -d "$T/run/sub" ] && [ -L "$T/run/best.cdpt" ] || fail "--overwrite removed what it did not write"
+[ "$(grep -c '"type":"resume"' "$T/run/metrics.jsonl")" -eq 0 ] || fail "--overwrite resumed"
+[ "$(losses "$T/run/metrics.jsonl" | tail -1 | cut -d' ' -f1)" = 3 ] ||
+	fail "--overwrite: metrics.jsonl does not end at step 3"
+[ ! -e "$T/run/.lock" ] || fail "a finished run left its .lock"
+
+echo "== fresh, empty and user-only directories train"
+mkdir "$T/empty" "$T/user"
+echo keep >"$T/user/README"
+for d in fresh empty user; do
+	cdp-train $C --out "$T/$d" --steps 1 || fail "$d: training failed"
+done
+[ "$(cat "$T/user/README")" = keep ] || fail "the user's README changed"
+
+echo "== one job a run directory"
+cdp-train $C --out "$T/busy" --steps 100000 --log-every 1 &
+pid=$!
+wait_step $pid "$T/busy/metrics.jsonl" 2 60
+lines=$(wc -l <"$T/busy/metrics.jsonl")
+expect_fail 1 "^cdp-train: '$T/busy' is in use by another cdp-train (.* pid $pid) (one job a run directory at a time)\$" \
+	cdp-train $C --out "$T/busy" --steps 5 --resume
+expect_fail 1 "'$T/busy' is in use by another cdp-train" cdp-train $C --out "$T/busy" --steps 5 --overwrite
+[ -s "$T/busy/metrics.jsonl" ] || fail "the second run removed the first's metrics.jsonl"
+kill -9 $pid
+set +e; wait $pid; set -e
+[ -e "$T/busy/.lock" ] || fail "kill -9: the test wants the .lock file left behind"
+# no stale lock: the killed run's directory is free at once
+cdp-train $C --out "$T/busy" --steps 3 --overwrite || fail "kill -9 left a stale lock"
+[ ! -e "$T/busy/.lock" ] || fail "the run after kill -9 left .lock"
+echo "second run refused while the first ran ($lines lines); no stale lock after kill -9"
