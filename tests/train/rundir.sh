@@ -10,6 +10,9 @@
 #  - a second cdp-train on a running run's RUNDIR fails at once naming it
 #    and the holder's pid, and the first finishes; kill -9 leaves no stale
 #    lock;
+#  - settings of the environment outside what cdp-train(1) allows, and a
+#    --model override holding a newline, are refused in one line naming
+#    them, before any RUNDIR is made.
 . "$CDP_SRCDIR/tests/train/train_common.sh"
 C="--db $T/pool --keys $T/train.keys --model $SMALL --threads 1 -q --batch 4"
 
@@ -77,3 +80,28 @@ set +e; wait $pid; set -e
 cdp-train $C --out "$T/busy" --steps 3 --overwrite || fail "kill -9 left a stale lock"
 [ ! -e "$T/busy/.lock" ] || fail "the run after kill -9 left .lock"
 echo "second run refused while the first ran ($lines lines); no stale lock after kill -9"
+
+echo "== settings"
+long=$(printf '%0400d' 0)
+nl='
+'
+for e in CDP_DIST_THREAD=yes CDP_DIST_STAGE=2 CDP_CPU_ISA=junk CDP_JOB_ID=$long \
+	CDP_CUDNN_BENCHMARK=on; do
+	name=${e%%=*} value=${e#*=}
+	case $name in
+	CDP_CPU_ISA) want='want \(avx512, avx2 or \)\?sse2' ;;
+	CDP_JOB_ID) want='want 1 to 251 printable ASCII characters' ;;
+	*) want='want 0 or 1' ;;
+	esac
+	expect_fail 1 "^cdp-train: $name: '$value': $want\$" env "$e" cdp-train $C --out "$T/env" --steps 1
+	[ "$(wc -l <"$T/err")" -eq 1 ] || fail "$name: not one line: $(cat "$T/err")"
+	[ ! -e "$T/env" ] || fail "$name: RUNDIR made"
+done
+expect_fail 1 "^cdp-train: CDP_JOB_ID: 'a?b': want" env CDP_JOB_ID="a${nl}b" cdp-train $C --out "$T/env" --steps 1
+# the allowed values still train
+env CDP_DIST_THREAD=0 CDP_DIST_STAGE=1 CDP_CPU_ISA=sse2 CDP_JOB_ID=job-7 cdp-train $C \
+	--out "$T/env" --steps 1 || fail "allowed settings refused"
+expect_fail 2 "^cdp-train: --model: an override holds control character 0x0a at byte [0-9]*: each KEY=VALUE is one line of the cfg\$" \
+	cdp-train --db "$T/pool" --keys "$T/train.keys" --model "$SMALL:width=4${nl}depth=9" --out "$T/nl" --steps 1
+[ ! -e "$T/nl" ] || fail "an override with a newline made RUNDIR"
+echo "settings refused in one line each"

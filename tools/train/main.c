@@ -53,6 +53,18 @@ static void usage(FILE *f)
 	    "                 [--progress]\n");
 }
 
+/* "PROG: NAME: 'value': want WANT" (or ": WHY" without WANT), the value's
+ * control characters as '?' so the message stays one line */
+static void bad_env(const char *name, const char *want, const char *why)
+{
+	const char *v = getenv(name);
+
+	fprintf(stderr, PROG ": %s: '", name);
+	for (; v && *v; v++)
+		fputc((unsigned char)*v < 0x20 || *v == 0x7f ? '?' : *v, stderr);
+	fprintf(stderr, "': %s%s\n", want ? "want " : "", want ? want : why);
+}
+
 static void on_signal(int sig)
 {
 	(void)sig;
@@ -192,6 +204,8 @@ int main(int argc, char **argv)
 	cdp_train_opts o;
 	struct sigaction sa;
 	size_t bad;
+	const char *bad_name;
+	char want[128];
 	long v;
 	int c, rc = 2, mpi = 0;
 	cdp_dist_algo algo;
@@ -378,11 +392,14 @@ int main(int argc, char **argv)
 		o.log_keys = NULL;
 
 	rc = 1;
+	if ((bad_name = cdp_device_env_check(want, sizeof want)) != NULL) {
+		bad_env(bad_name, want, NULL);
+		goto out;
+	}
 	/* the GPU before MPI_Init, where a CUDA-aware MPI sets up on the current one */
 	cdp_device_preselect(o.device);
 	if ((c = cdp_dist_init(&argc, &argv)) != 0) {
-		fprintf(stderr, PROG ": %s: '%s': %s\n", cdp_dist_bad_env(),
-		        getenv(cdp_dist_bad_env()) ? getenv(cdp_dist_bad_env()) : "", cdp_strerror(c));
+		bad_env(cdp_dist_bad_env(), cdp_dist_bad_env_want(), cdp_strerror(c));
 		goto out;
 	}
 	mpi = 1;
