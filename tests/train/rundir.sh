@@ -10,6 +10,9 @@
 #  - a second cdp-train on a running run's RUNDIR fails at once naming it
 #    and the holder's pid, and the first finishes; kill -9 leaves no stale
 #    lock;
+#  - a pool whose class histogram (meta "classes") holds labels the model
+#    has no class for is refused before step 1 naming them and the
+#    model's classes, exit 1, no metrics.jsonl;
 #  - settings of the environment outside what cdp-train(1) allows, and a
 #    --model override holding a newline, are refused in one line naming
 #    them, before any RUNDIR is made.
@@ -105,3 +108,27 @@ expect_fail 2 "^cdp-train: --model: an override holds control character 0x0a at 
 	cdp-train --db "$T/pool" --keys "$T/train.keys" --model "$SMALL:width=4${nl}depth=9" --out "$T/nl" --steps 1
 [ ! -e "$T/nl" ] || fail "an override with a newline made RUNDIR"
 echo "settings refused in one line each"
+
+echo "== labels outside the model's classes"
+"$PYTHON" - "$T/c3_mask.tif" "$T/l7_mask.tif" <<'PYEOF'
+import sys
+from osgeo import gdal
+src = gdal.Open(sys.argv[1])
+dst = gdal.GetDriverByName("GTiff").CreateCopy(sys.argv[2], src)
+a = dst.GetRasterBand(1).ReadAsArray()
+a[200:210, 10:20] = 7       # in the last row of tiles: 100 pixels of class 7
+a[250:252, 100:101] = 5     # and 2 of class 5
+dst.GetRasterBand(1).WriteArray(a)
+dst = None
+PYEOF
+cp "$T/c3.tif" "$T/l7.tif"
+cdp-tile -q --size 64 --label-suffix _mask "$T/l7.tif" | cdp-lmdbpack -q "$T/l7pool"
+cdp-keyshuffle -q -o "$T/l7.keys" "$T/l7pool"
+expect_fail 1 "^cdp-train: '$T/l7pool' holds labels 5 (2 pixels), 7 (100 pixels) (meta 'classes'), which the model (2 classes, 0 to 1, ignore 255) has no class for\$" \
+	cdp-train --db "$T/l7pool" --keys "$T/l7.keys" --model "$SMALL" --threads 1 -q --out "$T/l7" --steps 1
+[ ! -e "$T/l7" ] || fail "labels outside the classes: RUNDIR left behind"
+expect_fail 1 "holds label 7 (100 pixels) (meta 'classes'), which the model (6 classes, 0 to 5, ignore 255) has no class for" \
+	cdp-train --db "$T/l7pool" --keys "$T/l7.keys" --model "$SMALL:classes=6,outputs=6" --threads 1 -q \
+	--out "$T/l7" --steps 1
+cdp-train --db "$T/l7pool" --keys "$T/l7.keys" --model "$SMALL:classes=8,outputs=8" --threads 1 -q \
+	--out "$T/l7" --steps 1 || fail "a model with 8 classes refused labels 5 and 7"

@@ -136,6 +136,11 @@ int  tr_setup(trainer *t, char *err, size_t cap);
 /* train_weights.c: --class-weights into the loss (after cdp_loss_init_cfg),
  * and its line in train.log. */
 int  tr_class_weights(trainer *t, char *err, size_t cap);
+/* After the loss is made: -1 with err when the pool's class histogram
+ * (meta "classes") holds a label that is neither a class of the model nor
+ * the ignored one, which would otherwise end the job at the first record
+ * that holds it, with nothing saved. */
+int  tr_check_labels(trainer *t, char *err, size_t cap);
 void tr_class_weights_log(trainer *t);
 void tr_teardown(trainer *t);
 /* Collective, after a successful tr_setup: 1 on every rank when a rank's

@@ -386,7 +386,7 @@ int tr_setup(trainer *t, char *err, size_t cap)
 		return -1;
 	t->have_loss = 1;
 	t->loss.ignore = t->ti.ignore;
-	if (tr_class_weights(t, err, cap) < 0)
+	if (tr_check_labels(t, err, cap) < 0 || tr_class_weights(t, err, cap) < 0)
 		return -1;
 	if (optimizer(t, err, cap) < 0)
 		return -1;
