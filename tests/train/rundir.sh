@@ -10,6 +10,9 @@
 #  - a second cdp-train on a running run's RUNDIR fails at once naming it
 #    and the holder's pid, and the first finishes; kill -9 leaves no stale
 #    lock;
+#  - SIGTERM mid-epoch and --resume: every epoch and step line of
+#    metrics.jsonl equals the uninterrupted run's (the checkpoint's SUMS
+#    chunk), which Python's reader reads too;
 #  - a pool whose class histogram (meta "classes") holds labels the model
 #    has no class for is refused before step 1 naming them and the
 #    model's classes, exit 1, no metrics.jsonl;
@@ -132,3 +135,40 @@ expect_fail 1 "holds label 7 (100 pixels) (meta 'classes'), which the model (6 c
 	--out "$T/l7" --steps 1
 cdp-train --db "$T/l7pool" --keys "$T/l7.keys" --model "$SMALL:classes=8,outputs=8" --threads 1 -q \
 	--out "$T/l7" --steps 1 || fail "a model with 8 classes refused labels 5 and 7"
+
+echo "== SIGTERM mid-epoch, then --resume: the lines of an uninterrupted run"
+# epochs FILE: "step epoch loss" of every epoch line
+epochs() { sed -n 's/^{"type":"epoch","step":\([0-9]*\),"epoch":\([0-9]*\),"loss":\([^,]*\),.*/\1 \2 \3/p' "$1"; }
+E="$C --steps 60 --log-every 4 --schedule constant --lr 0.05"
+cdp-train $E --out "$T/whole" || fail "the uninterrupted run failed"
+for try in 1 2 3; do
+	rm -rf "$T/cut"
+	cdp-train $E --out "$T/cut" &
+	pid=$!
+	wait_step $pid "$T/cut/metrics.jsonl" 4 60
+	kill -TERM $pid
+	set +e; wait $pid; rc=$?; set -e
+	[ "$rc" -eq 1 ] || fail "SIGTERM: exit $rc, want 1"
+	at=$(sed -n 's/.*interrupted: checkpoint at step \([0-9]*\).*/\1/p' "$T/cut/train.log")
+	[ -n "$at" ] || fail "SIGTERM: no checkpoint logged"
+	# 24 keys at batch 4: 6 steps an epoch; the test wants a stop inside one
+	[ $((at % 6)) -eq 0 ] || [ $((at % 4)) -eq 0 ] || break
+done
+PYTHONPATH=$CDP_SRCDIR/python${PYTHONPATH:+:$PYTHONPATH} "$PYTHON" - "$T/cut/checkpoint.cdpt" "$at" <<'PYEOF' ||
+import sys
+from cdpool.checkpoint import load_checkpoint
+ck = load_checkpoint(sys.argv[1])
+at = int(sys.argv[2])
+assert ck.version == 7 and ck.step == at, (ck.version, ck.step)
+assert ck.sums["epoch_steps"] == at % 6 and ck.sums["log_steps"] == at % 4, ck.sums
+PYEOF
+	fail "Python: the checkpoint's SUMS are not those of step $at"
+cdp-train $E --out "$T/cut" --resume || fail "the resumed run failed"
+epochs "$T/whole/metrics.jsonl" >"$T/e1"
+epochs "$T/cut/metrics.jsonl" >"$T/e2"
+[ "$(wc -l <"$T/e1")" -eq 10 ] || fail "want 10 epoch lines, got $(wc -l <"$T/e1")"
+cmp -s "$T/e1" "$T/e2" || fail "stopped at step $at: epoch lines differ: $(diff "$T/e1" "$T/e2" | head -4)"
+losses "$T/whole/metrics.jsonl" >"$T/l1"
+losses "$T/cut/metrics.jsonl" >"$T/l2"
+cmp -s "$T/l1" "$T/l2" || fail "stopped at step $at: step lines differ: $(diff "$T/l1" "$T/l2" | head -4)"
+echo "stopped at step $at (epoch step $((at % 6)), log step $((at % 4))): 10 epoch and 15 step lines equal"

@@ -428,6 +428,7 @@ static int train_loop(trainer *t)
 		if (finite && isfinite(loss)) {    /* a skipped NaN would make every mean NaN */
 			t->iv_loss += loss;
 			t->iv_steps++;
+			t->iv_nloss++;
 			t->ep_loss += loss;
 			t->ep_steps++;
 		}

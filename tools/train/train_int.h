@@ -65,6 +65,10 @@ typedef struct trainer {
 	/* the current logging interval */
 	double iv_loss, iv_wait, iv_comm, iv_t0;
 	long iv_steps;
+	/* the steps iv_loss sums: iv_steps's in this process, plus, after a
+	 * resume, those of the interval before the checkpoint (its SUMS), so
+	 * a step line's mean loss is the uninterrupted run's */
+	long iv_nloss;
 	double ep_loss;
 	long ep_steps;
 	uint64_t skipped;
