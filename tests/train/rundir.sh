@@ -13,6 +13,10 @@
 #  - SIGTERM mid-epoch and --resume: every epoch and step line of
 #    metrics.jsonl equals the uninterrupted run's (the checkpoint's SUMS
 #    chunk), which Python's reader reads too;
+#  - a pool truncated while cdp-train reads it: one line naming the pool,
+#    its new size and the record beyond it, the checkpoint of the last step
+#    done (valid, and the last step line's), exit 1, no SIGBUS; at 1 and 2
+#    ranks;
 #  - a pool whose class histogram (meta "classes") holds labels the model
 #    has no class for is refused before step 1 naming them and the
 #    model's classes, exit 1, no metrics.jsonl;
@@ -172,3 +176,41 @@ losses "$T/whole/metrics.jsonl" >"$T/l1"
 losses "$T/cut/metrics.jsonl" >"$T/l2"
 cmp -s "$T/l1" "$T/l2" || fail "stopped at step $at: step lines differ: $(diff "$T/l1" "$T/l2" | head -4)"
 echo "stopped at step $at (epoch step $((at % 6)), log step $((at % 4))): 10 epoch and 15 step lines equal"
+
+echo "== the pool truncated under the run"
+# trunc NAME LAUNCHER...: truncate a copy of the pool after step 3
+trunc() {
+	name=$1; shift
+	rm -rf "$T/tp" "$T/$name"
+	cp -r "$T/pool" "$T/tp"
+	"$@" cdp-train --db "$T/tp" --keys "$T/train.keys" --model "$SMALL" --threads 2 -q --batch 2 \
+		--out "$T/$name" --steps 100000 --log-every 1 $V >"$T/out" 2>"$T/err" &
+	pid=$!
+	wait_step $pid "$T/$name/metrics.jsonl" 3 60
+	truncate -s 65536 "$T/tp/data.mdb"
+	set +e; wait $pid; rc=$?; set -e
+	[ "$rc" -eq 1 ] || fail "$name: exit $rc, want 1: $(cat "$T/err")"
+	grep -q "^cdp-train: \(rank [01]: \)\?'$T/tp': data.mdb shrank to 65536 bytes while training (record '[^']*' ends at byte [0-9]*): the pool changed under the run\$" "$T/err" ||
+		fail "$name: no line naming the pool's change: $(cat "$T/err")"
+	at=$(sed -n "s|^cdp-train: training stopped at step \([0-9]*\), checkpoint written to '$T/$name/checkpoint.cdpt'\$|\1|p" "$T/err")
+	[ -n "$at" ] || fail "$name: no checkpoint said: $(cat "$T/err")"
+	[ "$(losses "$T/$name/metrics.jsonl" | tail -1 | cut -d' ' -f1)" = "$at" ] ||
+		fail "$name: the last step line is not step $at"
+	PYTHONPATH=$CDP_SRCDIR/python${PYTHONPATH:+:$PYTHONPATH} "$PYTHON" -c "
+import sys
+from cdpool.checkpoint import load_checkpoint
+sys.exit(load_checkpoint(sys.argv[1]).step != int(sys.argv[2]))" "$T/$name/checkpoint.cdpt" "$at" ||
+		fail "$name: the checkpoint is not a valid one of step $at"
+	echo "$name: stopped at step $at with its checkpoint: $(grep "shrank" "$T/err")"
+}
+V=
+trunc trunc1
+# validating every step: the change may be found by either loader
+V="--val-keys $T/val.keys --val-every 1"
+trunc trunc1v
+V=
+if [ -n "$MP" ]; then
+	trunc trunc2 $MP
+else
+	echo "SKIP: 2 ranks (no MPIRUN)"
+fi

@@ -56,9 +56,10 @@ int tr_validate(trainer *t, tr_val *v)
 {
 	cdp_backend *be = t->be;
 	cdp_layer *out = &t->net.layers[t->net.out_layer];
-	double sums[CDP_LOSS_NPART] = { 0 }, part[CDP_LOSS_NPART];
+	double sums[CDP_LOSS_NPART + 1] = { 0 }, part[CDP_LOSS_NPART];
 	cdp_loss_result res;
 	cdp_batch b;
+	char msg[2048];
 	int rc;
 
 	cdp_confusion_reset(&v->conf);
@@ -82,12 +83,21 @@ int tr_validate(trainer *t, tr_val *v)
 		be->confusion(be, b.n * t->hw, t->loss.classes, t->dlab, t->pred, t->loss.ignore,
 		              v->conf.counts);
 	}
-	if (rc != CDP_EEOF)
+	if (rc != CDP_EEOF && cdp_loader_faulted(t->vl)) {
+		/* the pool changed: this rank says so, and the sums below tell
+		 * every rank, which then stop as train.c says */
+		snprintf(msg, sizeof msg, "%s", cdp_loader_error(t->vl));
+		tr_report(t, msg);
+		sums[CDP_LOSS_NPART] = 1;
+	} else if (rc != CDP_EEOF) {
 		TR_FAIL("%s", *cdp_loader_error(t->vl) ? cdp_loader_error(t->vl) : cdp_strerror(rc));
+	}
 	t->net.train = 1;
 	tr_eval_model_end(t);
 	cdp_dist_sum_u64(v->conf.counts, (size_t)v->conf.k * v->conf.k);
-	cdp_dist_sum_f64(sums, CDP_LOSS_NPART);
+	cdp_dist_sum_f64(sums, CDP_LOSS_NPART + 1);
+	if (sums[CDP_LOSS_NPART] > 0)
+		return -1;
 	cdp_loss_of(&t->loss, sums, &res);
 	v->loss = res.loss;
 	v->done = 1;

@@ -125,6 +125,10 @@ typedef struct trainer {
 	int ncnames;
 	char names_note[1024];
 	int names_warn;
+	/* the pool changed under the run (loader.h cdp_loader_faulted): this
+	 * rank's next batch cannot be read; said on stderr once */
+	int pool_fault;
+	float *bufsave;                 /* (nbuffers) the buffers before this step */
 	struct tr_trace *trace;         /* --trace (train_trace.h), NULL when off */
 	double tr_mark;                 /* --trace: the last backward callback's end */
 } trainer;
@@ -219,7 +223,10 @@ typedef struct tr_val {
 /* Checks a batch's labels on the host (aborting with the key of a bad
  * one) and copies image and labels to the device. */
 void tr_upload(trainer *t, cdp_loader *l, const cdp_batch *b);
-int  tr_validate(trainer *t, tr_val *v);   /* collective; aborts on error */
+/* collective; aborts on error, except for a pool that changed under the
+ * run (loader.h cdp_loader_faulted), which is -1 on every rank (v not
+ * done), the rank that found it having said so */
+int  tr_validate(trainer *t, tr_val *v);
 void tr_checkpoint(trainer *t);            /* collective; rank 0 writes */
 /* At setup, before step 1: -1 with err set when the checkpoint this run
  * would write (the per-rank state aside) is one cdp_ckpt_validate refuses,

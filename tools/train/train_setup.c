@@ -396,7 +396,9 @@ int tr_setup(trainer *t, char *err, size_t cap)
 	    !(t->nlab = t->be->alloc(t->be, (size_t)n * sizeof *t->nlab)) ||
 	    (!t->raw && !(t->nx = t->be->alloc(t->be, (size_t)o->batch * t->ti.c * t->ti.h *
 	                                                t->ti.w * sizeof *t->nx))) ||
-	    (t->raw && raw_buffers(t) < 0))
+	    (t->raw && raw_buffers(t) < 0) ||
+	    (t->net.nbuffers &&
+	     !(t->bufsave = t->be->alloc(t->be, t->net.nbuffers * sizeof *t->bufsave))))
 		return tr_fail(err, cap, "out of memory on the %s device", t->be->name);
 	cdp_net_init(&t->net, o->seed);
 	if (t->have_ck && tr_resume(t, err, cap) < 0)
@@ -496,6 +498,8 @@ void tr_teardown(trainer *t)
 		t->be->free(t->be, t->dmean);
 	if (t->dinv)
 		t->be->free(t->be, t->dinv);
+	if (t->bufsave)
+		t->be->free(t->be, t->bufsave);
 	if (t->have_opt)
 		cdp_optim_free(&t->opt);
 	if (t->have_loss)
