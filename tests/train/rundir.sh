@@ -7,9 +7,9 @@
 #    --overwrite removes those files and nothing else; an empty directory or
 #    one with only the user's files trains; --resume with --overwrite is a
 #    usage error; a run refused before its first step leaves none behind;
-#  - a second cdp-train on a running run's RUNDIR fails at once naming it
-#    and the holder's pid, and the first finishes; kill -9 leaves no stale
-#    lock;
+#  - a second cdp-train on a running run's RUNDIR (with --resume or
+#    --overwrite) fails at once naming it and the holder's pid, and leaves
+#    the running one's files; kill -9 of the holder leaves no stale lock;
 #  - SIGTERM mid-epoch and --resume: every epoch and step line of
 #    metrics.jsonl equals the uninterrupted run's (the checkpoint's SUMS
 #    chunk), which Python's reader reads too;
