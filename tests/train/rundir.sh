@@ -79,7 +79,7 @@ cdp-train $C --out "$T/busy" --steps 100000 --log-every 1 &
 pid=$!
 wait_step $pid "$T/busy/metrics.jsonl" 2 60
 lines=$(wc -l <"$T/busy/metrics.jsonl")
-expect_fail 1 "^cdp-train: '$T/busy' is in use by another cdp-train (.* pid $pid) (one job a run directory at a time)\$" \
+expect_fail 1 "^cdp-train: '$T/busy' is in use by another cdp-train (host .*, pid $pid): one job a run directory at a time\$" \
 	cdp-train $C --out "$T/busy" --steps 5 --resume
 expect_fail 1 "'$T/busy' is in use by another cdp-train" cdp-train $C --out "$T/busy" --steps 5 --overwrite
 [ -s "$T/busy/metrics.jsonl" ] || fail "the second run removed the first's metrics.jsonl"

@@ -8,7 +8,7 @@
  *    unlocked file, which the next run takes. fcntl rather than flock(2):
  *    NFS's lock manager serves fcntl locks, so a run directory on storage
  *    that several hosts share is guarded too. The file holds the owner's
- *    "host pid" for the message of a job that finds it locked; a run that
+ *    "host H, pid P" for the message of a job that finds it locked; a run that
  *    ends removes it while it still holds the lock.
  *  - An earlier run is neither continued nor replaced by accident: when
  *    RUNDIR holds a file cdp-train writes (rundir_files, and --trace FILE
@@ -112,8 +112,8 @@ static int take_lock(trainer *t, char *err, size_t cap)
 			close(fd);
 			if (e != EACCES && e != EAGAIN)
 				return tr_fail(err, cap, "cannot lock '%s': %s", path, strerror(e));
-			return tr_fail(err, cap, "'%s' is in use by another cdp-train%s%s%s (one job a run "
-			               "directory at a time)", t->o->out, holder[0] ? " (" : "", holder,
+			return tr_fail(err, cap, "'%s' is in use by another cdp-train%s%s%s: one job a run "
+			               "directory at a time", t->o->out, holder[0] ? " (" : "", holder,
 			               holder[0] ? ")" : "");
 		}
 		if (fstat(fd, &a) == 0 && lstat(path, &b) == 0 && a.st_dev == b.st_dev &&
@@ -124,10 +124,11 @@ static int take_lock(trainer *t, char *err, size_t cap)
 	}
 	if (fd < 0)
 		return tr_fail(err, cap, "cannot lock '%s': it keeps being replaced", path);
-	if (gethostname(holder, 64) != 0)
-		snprintf(holder, 64, "?");
-	holder[63] = '\0';
-	snprintf(holder + strlen(holder), sizeof holder - strlen(holder), " pid %ld\n",
+	strcpy(holder, "host ");
+	if (gethostname(holder + 5, 64) != 0)
+		snprintf(holder + 5, 64, "?");
+	holder[5 + 63] = '\0';
+	snprintf(holder + strlen(holder), sizeof holder - strlen(holder), ", pid %ld\n",
 	         (long)getpid());
 	/* the holder is only a message's detail: a failed write keeps the lock */
 	if (ftruncate(fd, 0) == 0 && pwrite(fd, holder, strlen(holder), 0) < 0)
