@@ -80,7 +80,8 @@ static int run_files(const trainer *t, char *list, size_t cap)
 	return found;
 }
 
-/* The lock of RUNDIR/.lock, or -1 with err. Locked, the file is checked
+/* The lock of RUNDIR/.lock, or -1 with err (0 without the lock, after a
+ * warning, where the file system has no locks). Locked, the file is checked
  * to still be the one at the path: a run that ended may have removed it
  * between this open and this lock, and a lock on a removed file guards
  * nothing. */
@@ -110,6 +111,13 @@ static int take_lock(trainer *t, char *err, size_t cap)
 						*c = '?';
 			}
 			close(fd);
+			/* a file system without locks (NFS without its lock
+			 * manager) must not keep every run out */
+			if (e == ENOLCK || e == EOPNOTSUPP || e == ENOSYS) {
+				fprintf(stderr, "cdp-train: warning: cannot lock '%s': %s: nothing keeps "
+				        "another job out of '%s'\n", path, strerror(e), t->o->out);
+				return 0;
+			}
 			if (e != EACCES && e != EAGAIN)
 				return tr_fail(err, cap, "cannot lock '%s': %s", path, strerror(e));
 			return tr_fail(err, cap, "'%s' is in use by another cdp-train%s%s%s: one job a run "
