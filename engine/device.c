@@ -7,6 +7,7 @@
 #include <string.h>
 #include "device.h"
 #include "cdp_num.h"
+#include "cpu/cpu.h"
 
 #ifndef HAVE_CUDA
 int cdp_cuda_device_count(void) { return 0; }
@@ -63,6 +64,21 @@ int cdp_device_env_local_rank(void)
 			return v;
 	}
 	return -1;
+}
+
+const char *cdp_device_env_check(char *want, size_t cap)
+{
+	static const char *const flags[] = { "CDP_CUDNN_BENCHMARK", "CDP_CUDNN_VERBOSE" };
+	const char *v = getenv("CDP_CPU_ISA");
+
+	if (v && *v && !cpu_kgemm_isa_known(v, want, cap))
+		return "CDP_CPU_ISA";
+	for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++)
+		if ((v = getenv(flags[i])) && *v && strcmp(v, "0") != 0 && strcmp(v, "1") != 0) {
+			snprintf(want, cap, "0 or 1");
+			return flags[i];
+		}
+	return NULL;
 }
 
 int cdp_device_preselect(const char *spec)

@@ -28,8 +28,9 @@
 #include <zlib.h>
 
 const char cdp_ckpt_tags[NCHUNKS_MAX][5] = {
-	"META", "CFG ", "PARM", "BUFS", "OPTM", "RNG ", "DATA", "RANK"
+	"META", "CFG ", "PARM", "BUFS", "OPTM", "RNG ", "DATA", "RANK", "SUMS"
 };
+const uint32_t cdp_ckpt_tag_since[NCHUNKS_MAX] = { 1, 1, 1, 1, 1, 1, 1, 3, 7 };
 
 uint32_t cdp_ckpt_crc(uint32_t crc, const void *p, size_t n)
 {
@@ -256,14 +257,35 @@ static void emit_rank(wr *w, const cdp_ckpt *ck)
 	cdp_ckpt_rank_emit(ck, put_cb, w);
 }
 
+/* the running sums of metrics.jsonl's means (checkpoint.h) */
+static void emit_sums(wr *w, const cdp_ckpt *ck)
+{
+	put_f64(w, ck->sum_epoch_loss);
+	put_u64(w, ck->sum_epoch_steps);
+	put_f64(w, ck->sum_log_loss);
+	put_u64(w, ck->sum_log_steps);
+}
+
 typedef void (*emit_fn)(wr *, const cdp_ckpt *);
 static const emit_fn emitters[NCHUNKS_MAX] = {
-	emit_meta, emit_cfg, emit_params, emit_buffers, emit_optim, emit_rng, emit_data, emit_rank
+	emit_meta, emit_cfg, emit_params, emit_buffers, emit_optim, emit_rng, emit_data, emit_rank,
+	emit_sums
 };
+
+/* whether chunk i goes into ck's file: the fixed ones always */
+static int present(const cdp_ckpt *ck, int i)
+{
+	return i < NCHUNKS || (i == CHUNK_RANK && ck->nranks > 0) ||
+	       (i == CHUNK_SUMS && ck->has_sums);
+}
 
 static int nchunks(const cdp_ckpt *ck)
 {
-	return ck->nranks > 0 ? NCHUNKS_MAX : NCHUNKS;
+	int n = 0;
+
+	for (int i = 0; i < NCHUNKS_MAX; i++)
+		n += present(ck, i);
+	return n;
 }
 
 /* Sizes every chunk by a counting pass (the per-rank state, all floats, by
@@ -272,9 +294,11 @@ static size_t encoded_size(const cdp_ckpt *ck, size_t len[NCHUNKS_MAX])
 {
 	size_t total = HDR + 4;
 
-	for (int i = 0; i < nchunks(ck); i++) {
+	for (int i = 0; i < NCHUNKS_MAX; i++) {
 		wr c = { 0 };
-		if (i == NCHUNKS)
+		if (!present(ck, i))
+			continue;
+		if (i == CHUNK_RANK)
 			c.pos = cdp_ckpt_rank_bytes(ck);
 		else
 			emitters[i](&c, ck);
@@ -292,8 +316,10 @@ static int emit_all(wr *w, const cdp_ckpt *ck, const size_t len[NCHUNKS_MAX], si
 	put_u32(w, CDP_CKPT_VERSION);
 	put_u32(w, (uint32_t)nchunks(ck));
 	put_u64(w, total);
-	for (int i = 0; i < nchunks(ck); i++) {
+	for (int i = 0; i < NCHUNKS_MAX; i++) {
 		size_t start;
+		if (!present(ck, i))
+			continue;
 		put(w, cdp_ckpt_tags[i], 4);
 		put_u32(w, 0);
 		put_u64(w, len[i]);
@@ -440,6 +466,10 @@ int cdp_ckpt_check(const cdp_ckpt *ck)
 	/* version 6's class names */
 	if (ck->nclass_names < 0 || ck->nclass_names > CDP_CKPT_MAX_CLASSES ||
 	    (ck->nclass_names > 0 && !ck->class_names) || bad_class_name(ck, why, sizeof why) >= 0)
+		return -1;
+	/* SUMS: finite sums of no more steps than the run made */
+	if (ck->has_sums && (!isfinite(ck->sum_epoch_loss) || !isfinite(ck->sum_log_loss) ||
+	                     ck->sum_epoch_steps > ck->step || ck->sum_log_steps > ck->step))
 		return -1;
 	/* the global batch: unknown, or three counts whose product fits */
 	if ((ck->batch | ck->batch_ranks | ck->batch_accumulate) != 0 &&

@@ -10,11 +10,12 @@
  *
  * Little-endian, all sizes explicit:
  *   0   8  magic "CDPCKPT\n"
- *   8   4  u32 version (6; versions 1 to 5 are still read)
- *   12  4  u32 number of chunks (7, or 8 with the per-rank state)
+ *   8   4  u32 version (7; versions 1 to 6 are still read)
+ *   12  4  u32 number of chunks (7, and one for each optional chunk)
  *   16  8  u64 file size in bytes, CRC included
  *   24     chunks "META" "CFG " "PARM" "BUFS" "OPTM" "RNG " "DATA", in order,
- *          then optionally "RANK" (version 3),
+ *          then the optional ones, each at most once and in this order:
+ *          "RANK" (version 3), "SUMS" (version 7);
  *          each: 4-byte tag, u32 0, u64 payload length, payload
  *   end-4  u32 CRC-32 (zlib's crc32) of every byte before it
  * The payloads are described in cdp-checkpoint(5). Version 2 added the data
@@ -23,7 +24,17 @@
  * standardization came from (the pool's statistics or the training
  * sources', which sources) and the training pool's CRS and pixel size,
  * version 6 to DATA the names of the classes (the training pool's
- * class_names meta, cdp-pool(5)), so cdp-predict can name them.
+ * class_names meta, cdp-pool(5)), so cdp-predict can name them,
+ * version 7 the optional SUMS chunk.
+ *
+ * The running sums (SUMS). metrics.jsonl's epoch line gives the mean loss
+ * of the epoch's steps and a step line that of the steps since the one
+ * before; a run stopped between two such lines and resumed would average
+ * only the steps after the resume. SUMS carries the sums at the
+ * checkpoint's step, so the resumed run's lines equal the uninterrupted
+ * run's: f64 the loss summed over this epoch's counted steps, u64 their
+ * number, f64 and u64 the same since the last step line. A later chunk of
+ * the same kind takes the next place after SUMS.
  *
  * The per-rank state (RANK). With --sync average:K or admm:K:RHO each rank
  * trains its own copy of the model between averaging points, so PARM holds
@@ -76,7 +87,7 @@
 #include "optim.h"
 
 #define CDP_CKPT_MAGIC      "CDPCKPT\n"
-#define CDP_CKPT_VERSION    6
+#define CDP_CKPT_VERSION    7
 #define CDP_CKPT_VERSION_MIN 1         /* oldest version read */
 #define CDP_CKPT_RANK_VERSION 1        /* of the RANK chunk's layout */
 #define CDP_CKPT_MAX_RANKS  (1 << 20)
@@ -176,6 +187,12 @@ typedef struct cdp_ckpt {
 	 * unknown (older versions), else all >= 1, their product the global
 	 * batch (cdp_ckpt_global_batch) that the data position counts in */
 	int batch, batch_ranks, batch_accumulate;
+	/* the running sums of metrics.jsonl's means (SUMS, version 7);
+	 * has_sums 0: none (older versions, or not a training run's). Each
+	 * loss sum finite, each count at most step. */
+	int has_sums;
+	double sum_epoch_loss, sum_log_loss;
+	uint64_t sum_epoch_steps, sum_log_steps;
 	/* the per-rank state (RANK); nranks 0: none */
 	int nranks;                         /* j of the run that wrote it */
 	int rank_sync;                      /* CDP_CKPT_SYNC_* */

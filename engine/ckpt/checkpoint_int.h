@@ -10,12 +10,17 @@
 #include "ckpt/checkpoint.h"
 
 #define HDR      24         /* magic, version, chunk count, file size */
-#define NCHUNKS  7          /* every version's chunks, then */
-#define NCHUNKS_MAX 8       /* "RANK" (version 3, optional) */
+#define NCHUNKS  7          /* every version's chunks, then the optional */
+#define NCHUNKS_MAX 9       /* ones, each at most once and in this order: */
+#define CHUNK_RANK 7        /* "RANK" (version 3) */
+#define CHUNK_SUMS 8        /* "SUMS" (version 7) */
+#define SUMS_BYTES 32       /* SUMS's payload */
 #define RANK_HDR 48         /* RANK's fields before the first rank */
 #define RANK_PER 16         /* a rank's index, 0, optimizer step before its floats */
 
 extern const char cdp_ckpt_tags[NCHUNKS_MAX][5];
+/* the first version that may hold each chunk */
+extern const uint32_t cdp_ckpt_tag_since[NCHUNKS_MAX];
 
 /* zlib's crc32 over any length */
 uint32_t cdp_ckpt_crc(uint32_t crc, const void *p, size_t n);

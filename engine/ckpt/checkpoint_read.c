@@ -435,6 +435,16 @@ static const parse_fn parsers[NCHUNKS] = {
 	parse_meta, parse_cfg, parse_params, parse_buffers, parse_optim, parse_rng, parse_data
 };
 
+/* SUMS (version 7): the sums' values are judged by cdp_ckpt_check */
+static void parse_sums(rd *r, cdp_ckpt *ck)
+{
+	ck->has_sums = 1;
+	ck->sum_epoch_loss = get_f64(r);
+	ck->sum_epoch_steps = get_u64(r);
+	ck->sum_log_loss = get_f64(r);
+	ck->sum_log_steps = get_u64(r);
+}
+
 /* The fixed header against the bytes available (have) and the true total
  * length (total): magic first, then version, then size. */
 static int check_header(const unsigned char *b, size_t have, uint64_t total)
@@ -475,15 +485,26 @@ static int decode(const unsigned char *buf, size_t len, int keep, cdp_ckpt *ck, 
 		return rc;
 	if (cdp_ckpt_crc((uint32_t)crc32(0L, Z_NULL, 0), buf, len - 4) != rd32(buf + len - 4))
 		return CDP_ECRC;
-	/* versions 1 and 2 have the 7 chunks; 3 may add RANK */
+	/* the 7 fixed chunks, then each optional one its version allows at
+	 * most once, in their order */
 	n = rd32(buf + 12);
-	if (n != NCHUNKS && (n != NCHUNKS_MAX || rd32(buf + 8) < 3))
+	if (n < NCHUNKS || n > NCHUNKS_MAX)
 		return CDP_EFORMAT;
 	top = (rd){ buf + HDR, buf + len - 4, 0, rd32(buf + 8) };
-	for (int i = 0; i < (int)n; i++) {
+	for (int c = 0, i = -1; c < (int)n; c++) {
 		uint64_t plen;
 		rd sub;
-		if (!need(&top, 16) || memcmp(top.p, cdp_ckpt_tags[i], 4) != 0 || rd32(top.p + 4) != 0) {
+		if (!need(&top, 16) || rd32(top.p + 4) != 0) {
+			rc = CDP_EFORMAT;
+			goto fail;
+		}
+		if (c < NCHUNKS)
+			i = c;
+		else
+			for (i++; i < NCHUNKS_MAX && memcmp(top.p, cdp_ckpt_tags[i], 4) != 0; i++)
+				;
+		if (i >= NCHUNKS_MAX || memcmp(top.p, cdp_ckpt_tags[i], 4) != 0 ||
+		    top.version < cdp_ckpt_tag_since[i]) {
 			rc = CDP_EFORMAT;
 			goto fail;
 		}
@@ -495,11 +516,13 @@ static int decode(const unsigned char *buf, size_t len, int keep, cdp_ckpt *ck, 
 		}
 		sub = (rd){ top.p, top.p + plen, 0, top.version };
 		memcpy(tag, cdp_ckpt_tags[i], 5);
-		if (i == NCHUNKS) {
+		if (i == CHUNK_RANK) {
 			rc = cdp_ckpt_rank_parse(sub.p, (size_t)plen, keep, ck);
 			if (rc != CDP_OK)
 				goto fail;
 			sub.p = sub.end;
+		} else if (i == CHUNK_SUMS) {
+			parse_sums(&sub, ck);
 		} else {
 			parsers[i](&sub, ck);
 		}

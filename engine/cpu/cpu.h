@@ -107,6 +107,9 @@ void cpu_kgemm_nt(int m, int n, int k, const float *a, long lda, const float *b,
  * tests to use a lower one the CPU also has (-1 if it does not). */
 const char *cpu_kgemm_isa(void);
 int cpu_kgemm_force(const char *isa);
+/* Whether isa names one of this build's kernels (CDP_CPU_ISA's values);
+ * names gets them as "avx512, avx2 or sse2" either way. */
+int cpu_kgemm_isa_known(const char *isa, char *names, size_t cap);
 /* The same with B's row k at b + boff[k] (nn) or row j at b + boff[j] (nt). */
 void cpu_kgemm_nn_tab(int m, int n, int k, const float *a, long rs, long cs,
                       const float *b, const long *boff, float beta, float *c, long ldc);

@@ -35,6 +35,7 @@
  */
 #include <pthread.h>
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
 #include "cpu.h"
 
@@ -156,6 +157,22 @@ static const kernels *kern(void)
 {
 	pthread_once(&chosen_once, choose);
 	return chosen;
+}
+
+int cpu_kgemm_isa_known(const char *isa, char *names, size_t cap)
+{
+	size_t len = 0;
+	int known = 0;
+
+	if (cap)
+		names[0] = '\0';
+	for (int i = 0; i < NKERNELS; i++) {
+		known |= strcmp(isa, table[i].isa) == 0;
+		if (len < cap)
+			len += (size_t)snprintf(names + len, cap - len, "%s%s", i == 0 ? "" :
+			                        i == NKERNELS - 1 ? " or " : ", ", table[i].isa);
+	}
+	return known;
 }
 
 const char *cpu_kgemm_isa(void)

@@ -127,7 +127,9 @@ struct cdp_backend;
  * heartbeat (dist_beat.c: rank 0 names, in one line, a rank whose process
  * died or that is silent that long, and its host; the others so name rank
  * 0). Returns 0, or CDP_ERANGE / CDP_ESYNTAX for a bad CDP_DIST_TIMEOUT or
- * CDP_DIST_HEARTBEAT (cdp_dist_bad_env names it; the caller reports and
+ * CDP_DIST_HEARTBEAT, a CDP_DIST_THREAD or CDP_DIST_STAGE other than 0
+ * or 1, a CDP_JOB_ID longer than 251 bytes or with a byte that is no
+ * printable ASCII (cdp_dist_bad_env names it; the caller reports and
  * exits), or CDP_EINVAL if already initialised.
  * Launched without MPI: when MPI finds one process (a singleton) but
  * CDP_RENDEZVOUS names a file and WORLD_SIZE > 1, RANK, WORLD_SIZE,
@@ -144,6 +146,8 @@ struct cdp_backend;
  * inconsistent variable, whose name cdp_dist_bad_env returns. */
 int  cdp_dist_init(int *argc, char ***argv);
 const char *cdp_dist_bad_env(void);
+/* What that variable allows ("0 or 1"), or NULL where the code says it. */
+const char *cdp_dist_bad_env_want(void);
 /* Finishes reductions in flight (starts no bucket), stops the watchdog,
  * MPI_Finalize. */
 void cdp_dist_finalize(void);

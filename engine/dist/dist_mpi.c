@@ -21,6 +21,7 @@
 #include "cdp_error.h"
 #include "cdp_num.h"
 #include "dist_int.h"
+#include "dist_rdv.h"
 #ifdef HAVE_CUDA
 #include <nccl.h>       /* NCCL_MAJOR/MINOR/PATCH for cdp_dist_features */
 #endif
@@ -30,6 +31,7 @@ static struct {
 	int env;                /* launched without MPI (dist.h), size > 1 */
 	int serialized;         /* MPI gives MPI_THREAD_SERIALIZED or more */
 	const char *bad_env;    /* the variable cdp_dist_init refused */
+	const char *bad_want;   /* what it allows, or NULL (the error code says) */
 	MPI_Comm comm;
 	const char *prog;
 	cdp_dist_algo algo;
@@ -254,6 +256,35 @@ static int env_launch(void)
 }
 
 const char *cdp_dist_bad_env(void) { return st.bad_env ? st.bad_env : "CDP_DIST_TIMEOUT"; }
+const char *cdp_dist_bad_env_want(void) { return st.bad_want; }
+
+/* The switches and the job id, which are read later (dist_ring.c,
+ * dist_dev.c, dist_rdv.c) and would take a value they do not know for the
+ * default: an empty variable is unset. The job id becomes "cdp:ID" in the
+ * rendezvous file (CDP_RDV_JOB_MAX bytes) and in messages, one line. */
+static int env_check(void)
+{
+	static const char *const flags[] = { "CDP_DIST_THREAD", "CDP_DIST_STAGE" };
+	const char *v;
+
+	for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++)
+		if ((v = getenv(flags[i])) && *v && strcmp(v, "0") != 0 && strcmp(v, "1") != 0) {
+			st.bad_env = flags[i];
+			st.bad_want = "0 or 1";
+			return CDP_ESYNTAX;
+		}
+	if ((v = getenv("CDP_JOB_ID")) && *v) {
+		int bad = strlen(v) > CDP_RDV_JOB_MAX - 4;
+		for (const char *c = v; *c && !bad; c++)
+			bad = (unsigned char)*c < 0x20 || (unsigned char)*c > 0x7e;
+		if (bad) {
+			st.bad_env = "CDP_JOB_ID";
+			st.bad_want = "1 to 251 printable ASCII characters";
+			return CDP_ERANGE;
+		}
+	}
+	return 0;
+}
 int cdp_dist_env_launch(void) { return st.env; }
 double dist_timeout(void) { return st.timeout; }
 int dist_serialized(void) { return st.serialized && !st.env; }
@@ -307,6 +338,8 @@ int cdp_dist_init(int *argc, char ***argv)
 
 	if (st.inited)
 		return CDP_EINVAL;
+	if ((rc = env_check()) != 0)
+		return rc;
 	if (env && (rc = cdp_parse_double(env, 0, 1e9, &st.timeout)) != 0)
 		return rc;
 	if ((env = getenv("CDP_DIST_HEARTBEAT")) &&

@@ -2,7 +2,7 @@
 cdp-checkpoint(5)) read from Python.
 
 load_checkpoint() makes the C reader's checks in its order: the magic, the
-version (1 to 6), the file size field against the real size, the CRC-32
+version (1 to 7), the file size field against the real size, the CRC-32
 (zlib's) before any field is trusted, the chunk tags, lengths and counts
 against the bytes left in each chunk, then the values (ranges, tensor
 totals, optimizer blocks of the parameter count, bands matching the input
@@ -10,7 +10,8 @@ channels, finite deviations >= 0 (0: a constant band, centred only), the
 global batch (version 4), the standardization's origin, sources and the
 training data's CRS and pixel size (version 5), the class names (version 6: 1 to 255 bytes
 of UTF-8 without control characters each), unique RNG stream names, the RANK chunk's own
-version, CRC and sizes), and every float finite: parameters, buffers,
+version, CRC and sizes, the SUMS chunk's sums finite and counts no more than
+the step (version 7)), and every float finite: parameters, buffers,
 optimizer moments and the per-rank state (cdp_ckpt_validate). Error codes are the C reader's.
 Tensors are float32 NumPy arrays that share one writable copy of the file.
 """
@@ -27,7 +28,7 @@ from .errors import CdpError
 from .record import DTYPE_NAMES
 
 MAGIC = b"CDPCKPT\n"
-VERSION, VERSION_MIN = 6, 1
+VERSION, VERSION_MIN = 7, 1
 MAX_RANKS = 1 << 20        # CDP_CKPT_MAX_RANKS
 CRS_MAX = 65536            # CDP_CKPT_CRS_MAX
 MAX_SOURCES = 1 << 24      # CDP_CKPT_MAX_SOURCES
@@ -35,7 +36,9 @@ MAX_CLASSES = 65536        # CDP_CKPT_MAX_CLASSES
 CLASS_NAME_MAX = 255       # CDP_CKPT_CLASS_NAME_MAX
 STD_FROM = {0: "unknown", 1: "pool", 2: "sources"}   # CDP_CKPT_STD_*
 HDR = 24
-TAGS = (b"META", b"CFG ", b"PARM", b"BUFS", b"OPTM", b"RNG ", b"DATA", b"RANK")
+TAGS = (b"META", b"CFG ", b"PARM", b"BUFS", b"OPTM", b"RNG ", b"DATA", b"RANK", b"SUMS")
+FIXED = 7                  # every version's chunks; then the optional ones,
+SINCE = (1, 1, 1, 1, 1, 1, 1, 3, 7)    # each at most once, in TAGS's order
 OPTIMIZERS = {0: "none", 1: "sgd", 2: "adamw"}
 POLICIES = {0: "constant", 1: "step", 2: "cosine"}
 SYNCS = {0: "allreduce", 1: "average", 2: "admm"}
@@ -109,7 +112,10 @@ class Checkpoint:
     for k = 0.. (version 6: the training pool's class_names; [] when older
     or not named); ranks:
     None, or a dict of the RANK chunk (nranks, sync, k, rho, what,
-    optim_steps, data (nranks, stride) float32).
+    optim_steps, data (nranks, stride) float32); sums: None, or a dict of
+    the SUMS chunk (version 7: epoch_loss, epoch_steps, log_loss,
+    log_steps, the loss sums metrics.jsonl's open epoch and step lines
+    still owe).
     """
 
     def param_block(self):
@@ -284,6 +290,14 @@ def _class_name(k, raw):
     return s
 
 
+def _sums(r, ck):
+    """SUMS (version 7): the running sums of metrics.jsonl's means."""
+    el, es, ll, ls = r.tuple("<dQdQ")
+    if not (math.isfinite(el) and math.isfinite(ll)):
+        raise _Bad("EFORMAT")
+    ck.sums = {"epoch_loss": el, "epoch_steps": es, "log_loss": ll, "log_steps": ls}
+
+
 def _rank(r, ck):
     """RANK (version 3): its own version first, then its own CRC."""
     b, p, n = r.b, r.p, r.end - r.p
@@ -366,6 +380,8 @@ def _check(ck):
         raise _Bad("EFORMAT")
     if ck.pool_uuid and not re.fullmatch(r"[0-9a-f]{32}", ck.pool_uuid):
         raise _Bad("EFORMAT")
+    if ck.sums and max(ck.sums["epoch_steps"], ck.sums["log_steps"]) > ck.step:
+        raise _Bad("EFORMAT")
     ck.class_names = [_class_name(k, raw) for k, raw in enumerate(ck.class_names)]
 
 
@@ -391,15 +407,20 @@ def decode_checkpoint(buf, subject="checkpoint", finite=True):
         if zlib.crc32(memoryview(b)[:n - 4]) != struct.unpack_from("<I", b, n - 4)[0]:
             raise _Bad("ECRC")
         nchunks = struct.unpack_from("<I", b, 12)[0]
-        if nchunks != 7 and (nchunks != 8 or version < 3):
+        if not FIXED <= nchunks <= len(TAGS):
             raise _Bad("EFORMAT")
         ck = Checkpoint()
-        ck.version, ck.ranks = version, None
+        ck.version, ck.ranks, ck.sums = version, None, None
         top = _Rd(b, HDR, n - 4, version)
-        for i in range(nchunks):
+        i = -1
+        for c in range(nchunks):
             top.need(16)
             tag, z, plen = struct.unpack_from("<4sIQ", b, top.p)
-            if tag != TAGS[i] or z != 0:
+            if c < FIXED:
+                i = c
+            else:
+                i = next((k for k in range(i + 1, len(TAGS)) if TAGS[k] == tag), len(TAGS))
+            if i >= len(TAGS) or tag != TAGS[i] or z != 0 or version < SINCE[i]:
                 raise _Bad("EFORMAT")
             top.p += 16
             if plen > top.end - top.p:
@@ -410,7 +431,7 @@ def decode_checkpoint(buf, subject="checkpoint", finite=True):
             elif i == 3:
                 ck.buffers, _ = _tensors(sub)
             else:
-                (_meta, _cfg, None, None, _optim, _rng, _data, _rank)[i](sub, ck)
+                (_meta, _cfg, None, None, _optim, _rng, _data, _rank, _sums)[i](sub, ck)
             if sub.p != sub.end:
                 raise _Bad("EFORMAT")
             top.p += plen

@@ -176,7 +176,10 @@ static int ck_equal(const cdp_ckpt *a, const cdp_ckpt *b)
 	       a->nstd_sources == b->nstd_sources &&
 	       same(a->std_sources, b->std_sources, (size_t)a->nstd_sources * sizeof(uint32_t)) &&
 	       strcmp(a->crs ? a->crs : "", b->crs ? b->crs : "") == 0 && a->res_x == b->res_x &&
-	       a->res_y == b->res_y && names_equal(a, b);
+	       a->res_y == b->res_y && names_equal(a, b) && a->has_sums == b->has_sums &&
+	       same(&a->sum_epoch_loss, &b->sum_epoch_loss, sizeof(double)) &&
+	       same(&a->sum_log_loss, &b->sum_log_loss, sizeof(double)) &&
+	       a->sum_epoch_steps == b->sum_epoch_steps && a->sum_log_steps == b->sum_log_steps;
 }
 
 static uint32_t rd_u32(const unsigned char *b)
@@ -200,7 +203,7 @@ static void test_round_trip(unsigned char **out, size_t *outlen)
 
 	make_ck(&a);
 	CHECK_RC(cdp_ckpt_encode(&a, &buf, &len), CDP_OK);
-	CHECK(memcmp(buf, "CDPCKPT\n\6\0\0\0\7\0\0\0", 16) == 0, "header bytes");
+	CHECK(memcmp(buf, "CDPCKPT\n\7\0\0\0\7\0\0\0", 16) == 0, "header bytes");
 	CHECK(buf[16] == (len & 0xff) && buf[17] == ((len >> 8) & 0xff), "size field little-endian");
 	CHECK_RC(cdp_ckpt_decode(buf, len, &b), CDP_OK);
 	CHECK(ck_equal(&a, &b), "decoded checkpoint differs");
@@ -397,8 +400,8 @@ static void wr_u64(unsigned char *b, uint64_t v)
 }
 
 /* META's length in each version: 80, version 3 added 24 bytes of loss
- * scaler, version 4 16 of global batch (versions 5 and 6 none) */
-static const size_t meta_len[7] = { 0, 80, 80, 104, 120, 120, 120 };
+ * scaler, version 4 16 of global batch (versions 5 to 7 none) */
+static const size_t meta_len[8] = { 0, 80, 80, 104, 120, 120, 120, 120 };
 
 /* The offset of chunk `tag` of a file of 7 chunks, or 0. */
 static size_t chunk_at(const unsigned char *b, size_t len, const char *tag)
@@ -950,6 +953,52 @@ static void test_mismatch(void)
 	cdp_net_free(&c);
 }
 
+/* SUMS (version 7): the running sums of metrics.jsonl's means go through
+ * bit for bit as the last chunk, an older version may not hold it, and
+ * counts beyond the step or sums that are not finite are refused both
+ * ways. */
+static void test_sums(void)
+{
+	cdp_ckpt a, b;
+	unsigned char *buf, *buf2;
+	size_t len, len2, s;
+
+	make_ck(&a);
+	a.has_sums = 1;
+	a.sum_epoch_loss = 0.1 + 0.2;          /* not a round number: bits must survive */
+	a.sum_epoch_steps = a.step;
+	a.sum_log_loss = 1.0 / 3;
+	a.sum_log_steps = 1;
+	CHECK_RC(cdp_ckpt_encode(&a, &buf, &len), CDP_OK);
+	CHECK(buf[8] == 7 && buf[12] == 8, "version 7, 8 chunks: %d %d", buf[8], buf[12]);
+	s = len - 4 - 16 - 32;
+	CHECK(memcmp(buf + s, "SUMS", 4) == 0 && rd_u64(buf + s + 8) == 32,
+	      "SUMS last, 32 bytes");
+	CHECK_RC(cdp_ckpt_decode(buf, len, &b), CDP_OK);
+	CHECK(ck_equal(&a, &b), "the sums differ after decoding");
+	CHECK_RC(cdp_ckpt_encode(&b, &buf2, &len2), CDP_OK);
+	CHECK(len2 == len && memcmp(buf, buf2, len) == 0, "re-encoding changes bytes");
+	free(buf2);
+	cdp_ckpt_free(&b);
+	/* a version 6 file with the chunk of version 7 */
+	buf[8] = 6;
+	fix_crc(buf, len);
+	CHECK_RC(cdp_ckpt_decode(buf, len, &b), CDP_EFORMAT);
+	buf[8] = 7;
+	/* more steps summed than made, and a NaN sum */
+	wr_u64(buf + s + 16 + 8, a.step + 1);
+	fix_crc(buf, len);
+	CHECK_RC(cdp_ckpt_decode(buf, len, &b), CDP_EFORMAT);
+	wr_u64(buf + s + 16 + 8, a.step);
+	wr_u64(buf + s + 16, 0x7ff8000000000000ull);
+	fix_crc(buf, len);
+	CHECK_RC(cdp_ckpt_decode(buf, len, &b), CDP_EFORMAT);
+	free(buf);
+	a.sum_log_steps = a.step + 1;
+	CHECK(cdp_ckpt_encode(&a, &buf, &len) != CDP_OK, "a writer keeps more steps than made");
+	cdp_ckpt_free(&a);
+}
+
 int main(void)
 {
 	unsigned char *buf;
@@ -969,6 +1018,7 @@ int main(void)
 	test_files(buf, len);
 	test_invalid();
 	test_class_names();
+	test_sums();
 	test_nonfinite();
 	test_mismatch();
 	test_models();

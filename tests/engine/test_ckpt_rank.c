@@ -140,7 +140,7 @@ static void test_round_trip(unsigned char **out, size_t *outlen)
 	      cdp_ckpt_rank_block(&a, 0, CDP_CKPT_RANK_PARAMS | CDP_CKPT_RANK_DUAL) == NULL,
 	      "no block for a rank out of range or two flags");
 	CHECK_RC(cdp_ckpt_encode(&a, &buf, &len), CDP_OK);
-	CHECK(memcmp(buf, "CDPCKPT\n\6\0\0\0\10\0\0\0", 16) == 0, "version 6, 8 chunks");
+	CHECK(memcmp(buf, "CDPCKPT\n\7\0\0\0\10\0\0\0", 16) == 0, "version 7, 8 chunks");
 	CHECK_RC(cdp_ckpt_decode(buf, len, &b), CDP_OK);
 	CHECK(ranks_equal(&a, &b), "per-rank state differs after decoding");
 	CHECK_RC(cdp_ckpt_encode(&b, &buf2, &len2), CDP_OK);
@@ -391,6 +391,45 @@ static void test_invalid(void)
 	cdp_ckpt_free(&a);
 }
 
+/* RANK and SUMS together: 9 chunks in that order, read back; SUMS before
+ * RANK, or twice, is refused. */
+static void test_with_sums(void)
+{
+	cdp_ckpt a, b;
+	unsigned char *buf, *c;
+	size_t len, n, r, s;
+
+	make_ck(&a);
+	a.has_sums = 1;
+	a.sum_epoch_loss = 2.5;
+	a.sum_epoch_steps = 1;
+	CHECK_RC(cdp_ckpt_encode(&a, &buf, &len), CDP_OK);
+	CHECK(buf[12] == 9, "9 chunks: %d", buf[12]);
+	CHECK_RC(cdp_ckpt_decode(buf, len, &b), CDP_OK);
+	CHECK(ranks_equal(&a, &b) && b.has_sums && b.sum_epoch_loss == 2.5 && b.sum_epoch_steps == 1,
+	      "RANK and SUMS read back");
+	cdp_ckpt_free(&b);
+	r = rank_chunk(buf, len, &n) - 16;
+	s = r + 16 + n;
+	CHECK(memcmp(buf + s, "SUMS", 4) == 0 && s + 48 == len - 4, "SUMS after RANK");
+	c = malloc(len + 48);
+	memcpy(c, buf, r);
+	memcpy(c + r, buf + s, 48);
+	memcpy(c + r + 48, buf + r, s - r);
+	fix_crc(c, len);
+	CHECK_RC(cdp_ckpt_decode(c, len, &b), CDP_EFORMAT);
+	/* twice: a tenth chunk */
+	memcpy(c, buf, len - 4);
+	memcpy(c + len - 4, buf + s, 48);
+	c[12] = 10;
+	put32(c + 16, (uint32_t)(len + 48));
+	fix_crc(c, len + 48);
+	CHECK_RC(cdp_ckpt_decode(c, len + 48, &b), CDP_EFORMAT);
+	free(c);
+	free(buf);
+	cdp_ckpt_free(&a);
+}
+
 int main(void)
 {
 	unsigned char *buf;
@@ -401,6 +440,7 @@ int main(void)
 	test_load(buf, len);
 	test_damage(buf, len);
 	test_invalid();
+	test_with_sums();
 	free(buf);
 	return tap_done();
 }

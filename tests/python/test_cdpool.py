@@ -336,7 +336,7 @@ def test_checkpoint():
     pool = cdpool.Pool(os.path.join(T, "pool"))
     path = os.path.join(T, "run1", "checkpoint.cdpt")
     c = cdpool.load_checkpoint(path)
-    check(c.version == 6 and c.in_shape == (3, 32, 32) and (c.step, c.epoch, c.data_pos) ==
+    check(c.version == 7 and c.in_shape == (3, 32, 32) and (c.step, c.epoch, c.data_pos) ==
           (18, 2, 0) and c.seed == 7, "progress %r" % c)
     check(c.pool_uuid == pool.uuid and c.bands == [1, 2, 3] and c.dtype == "u8", "data")
     # the road pool names no classes (classify.sh checks --folders' names)

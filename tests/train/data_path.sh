@@ -14,8 +14,9 @@
 #  - train.log names the path, and the bytes a batch sent to the device are
 #    the raw tile and its int32 labels on the device path (fewer than the
 #    floats of the host path for the uint8 roads);
-#  - a label that is not a class of the model stops both paths at the same
-#    record; a CDP_TRAIN_DATA that is neither host nor device is an error.
+#  - a label that is not a class of the model is refused before step 1 by
+#    the pool's class histogram, and, in a pool without one, stops both
+#    paths at the same record; a CDP_TRAIN_DATA that is neither host nor device is an error.
 . "$CDP_SRCDIR/tests/tools/common.sh"
 need_python
 MK="$CDP_SRCDIR/tests/tools/mkraster.py"
@@ -150,8 +151,21 @@ h=$(bytes u8.host) d=$(bytes u8.device)
 [ "$d" -lt "$h" ] || fail "the device path sends $d bytes a batch, the host path $h"
 
 echo "== a label that is not a class"
-# the uint16 chips' labels 0..2 against a 2-class model: both paths stop at
-# the same record with the same message
+# the uint16 chips' labels 0..2 against a 2-class model: the pool's class
+# histogram refuses them before step 1 on both paths
+for d in host device; do
+	expect_fail 1 "^cdp-train: '$T/u16' holds label 2 ([0-9]* pixels) (meta 'classes'), which the model (2 classes, 0 to 1, ignore 255) has no class for\$" \
+		env CDP_TRAIN_DATA=$d cdp-train --db "$T/u16" --keys "$T/u16.keys" \
+		--model "$T/seg.cfg:channels=2" --out "$T/x.$d" -q --steps 2 --batch 4
+done
+# without the histogram (a pool whose meta lacks it) both paths stop at the
+# same record with the same message
+"$PYTHON" - "$T/u16" <<'PYEOF'
+import sys, lmdb
+env = lmdb.open(sys.argv[1], max_dbs=4)
+with env.begin(write=True, db=env.open_db(b"meta")) as txn:
+    assert txn.delete(b"classes")
+PYEOF
 for d in host device; do
 	expect_fail 1 "cdp-train: rank 0: '$T/u16': record 'w_[0-9]_0': label 2 is not a class of the model" \
 		env CDP_TRAIN_DATA=$d cdp-train --db "$T/u16" --keys "$T/u16.keys" \

@@ -26,30 +26,30 @@ vals() {
 	sed -n 's/^{"type":"val","step":\([0-9]*\),.*"loss":\([^,]*\),"metric":\([^,]*\),.*/\1 \2 \3/p' "$1"
 }
 # ckpt FROM TO strip|flip|cut: a copy of checkpoint FROM without its RANK
-# chunk, with a bit of it flipped, or with 100 bytes cut from it (its own
+# chunk (the rest as it was), with a bit of it flipped, or with 100 bytes cut from it (its own
 # CRC and length redone); the file's size and CRC are always redone.
 ckpt() {
 	"$PYTHON" - "$@" <<'PYEOF'
 import struct, sys, zlib
 src, dst, mode = sys.argv[1:4]
 b = bytearray(open(src, "rb").read())
-pos, last = 24, None
+pos, chunks = 24, {}
 while pos < len(b) - 4:
     tag, _, n = struct.unpack_from("<4sIQ", b, pos)
-    last = (tag, pos, n)
+    chunks[tag] = (pos, n)
     pos += 16 + n
-tag, pos, n = last
-assert tag == b"RANK", tag
+assert b"RANK" in chunks, list(chunks)
+pos, n = chunks[b"RANK"]
 s = pos + 16
-if mode == "strip":
-    b = b[:pos] + b[-4:]
-    struct.pack_into("<I", b, 12, 7)
+if mode == "strip":     # the optional chunks after it (SUMS) stay
+    b = b[:pos] + b[s + n:]
+    struct.pack_into("<I", b, 12, struct.unpack_from("<I", b, 12)[0] - 1)
 elif mode == "flip":
     b[s + 200] ^= 1
 else:
     body = b[s:s + n - 4 - 100]
     body += struct.pack("<I", zlib.crc32(body))
-    b = b[:pos] + struct.pack("<4sIQ", b"RANK", 0, len(body)) + body + b[-4:]
+    b = b[:pos] + struct.pack("<4sIQ", b"RANK", 0, len(body)) + body + b[s + n:]
 struct.pack_into("<Q", b, 16, len(b))
 struct.pack_into("<I", b, len(b) - 4, zlib.crc32(bytes(b[:-4])))
 open(dst, "wb").write(b)

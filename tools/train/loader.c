@@ -13,10 +13,14 @@
  */
 #include "loader_int.h"
 
+#include <errno.h>
+#include <setjmp.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -56,6 +60,58 @@ static double now_s(void)
 	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+/* ---- faults of the map ---------------------------------------------------- */
+
+/* A pool's data.mdb that shrinks while it is mapped (truncate(1), or cp(1)
+ * of another pool onto it, which truncates first) turns every read of a
+ * page beyond its new end into SIGBUS, in whichever loader thread reads
+ * it. Checking the file's size before each batch would leave the race
+ * between that check and the read; so each sample's read from the map
+ * runs with this thread's jump armed, and the handler jumps back out of a
+ * fault there: the sample fails with LOADER_FAULT and the loader stops.
+ * SA_NODEFER leaves SIGBUS unblocked after the jump, so the read needs no
+ * signal mask saved (sigsetjmp(.., 0), no system call a sample). A fault
+ * anywhere else gets the handler that was there before (Open MPI's, or the
+ * default), as if this one were not installed. */
+static __thread sigjmp_buf *fault_jump;
+static struct sigaction fault_prev;
+static pthread_once_t fault_once = PTHREAD_ONCE_INIT;
+static int fault_rc;
+
+static void on_sigbus(int sig, siginfo_t *si, void *uc)
+{
+	sigjmp_buf *j = fault_jump;
+
+	if (j) {
+		fault_jump = NULL;
+		siglongjmp(*j, 1);
+	}
+	/* not a read of ours: the earlier handler takes this fault and the
+	 * next, the instruction faulting again on return */
+	if (fault_prev.sa_flags & SA_SIGINFO)
+		fault_prev.sa_sigaction(sig, si, uc);
+	else
+		sigaction(SIGBUS, &fault_prev, NULL);
+}
+
+static void fault_install(void)
+{
+	struct sigaction sa;
+
+	memset(&sa, 0, sizeof sa);
+	sa.sa_sigaction = on_sigbus;
+	sa.sa_flags = SA_SIGINFO | SA_NODEFER;
+	sigemptyset(&sa.sa_mask);
+	if (sigaction(SIGBUS, &sa, &fault_prev) != 0)
+		fault_rc = errno;
+}
+
+int cdp_loader_fault_init(void)
+{
+	pthread_once(&fault_once, fault_install);
+	return fault_rc;
+}
+
 /* ---- samples ------------------------------------------------------------- */
 
 static int known_bad(cdp_loader *l, size_t k)
@@ -63,13 +119,32 @@ static int known_bad(cdp_loader *l, size_t k)
 	return __atomic_load_n(&l->bad[k], __ATOMIC_RELAXED);
 }
 
-/* Sample i of s, replacing a bad record by the rule in loader.h. */
+/* cdp_loader_load_sample with this thread's jump armed (see above). A
+ * sample cut off by the jump leaves the worker's buffers as they were;
+ * the loader reads no sample after it. */
+static int load_guarded(cdp_loader *l, worker *w, size_t k, slot *s, int i)
+{
+	sigjmp_buf jump;
+	int rc;
+
+	if (l->o.mode != CDP_LOAD_POOL)
+		return cdp_loader_load_sample(l, w, k, s, i);
+	if (sigsetjmp(jump, 0) != 0)
+		return LOADER_FAULT;
+	fault_jump = &jump;
+	rc = cdp_loader_load_sample(l, w, k, s, i);
+	fault_jump = NULL;
+	return rc;
+}
+
+/* Sample i of s, replacing a bad record by the rule in loader.h (a fault
+ * is no bad record: nothing after it can be read either). */
 static int fill_sample(cdp_loader *l, worker *w, slot *s, int i)
 {
 	size_t k = s->index[i], tries;
-	int rc = known_bad(l, k) ? CDP_ECRC : cdp_loader_load_sample(l, w, k, s, i);
+	int rc = known_bad(l, k) ? CDP_ECRC : load_guarded(l, w, k, s, i);
 
-	if (rc == 0 || !l->o.skip_bad)
+	if (rc == 0 || rc == LOADER_FAULT || !l->o.skip_bad)
 		return rc;
 	__atomic_store_n(&l->bad[k], 1, __ATOMIC_RELAXED);
 	__atomic_fetch_add(&s->skipped, 1, __ATOMIC_RELAXED);
@@ -81,10 +156,12 @@ static int fill_sample(cdp_loader *l, worker *w, slot *s, int i)
 		k = l->order[(s->pos[i] + tries) % l->N];
 		if (known_bad(l, k))
 			continue;
-		if ((rc = cdp_loader_load_sample(l, w, k, s, i)) == 0) {
+		if ((rc = load_guarded(l, w, k, s, i)) == 0) {
 			s->index[i] = k;
 			return 0;
 		}
+		if (rc == LOADER_FAULT)
+			return rc;
 		__atomic_store_n(&l->bad[k], 1, __ATOMIC_RELAXED);
 	}
 	return rc ? rc : CDP_ECRC;   /* every record is bad */
@@ -269,6 +346,45 @@ int cdp_loader_start_epoch(cdp_loader *l, uint64_t epoch, uint64_t start_step)
 	return 0;
 }
 
+/* The offset in its file of the mapped byte at p, from the mapping that
+ * holds it (/proc/self/maps: start-end perms offset ...), or -1. LMDB does
+ * not say where it mapped data.mdb. */
+static long long file_offset(const void *p)
+{
+	FILE *f = fopen("/proc/self/maps", "r");
+	unsigned long long lo, hi, off;
+	uintptr_t a = (uintptr_t)p;
+	char line[512];
+	long long at = -1;
+
+	while (f && at < 0 && fgets(line, sizeof line, f))
+		if (sscanf(line, "%llx-%llx %*s %llx", &lo, &hi, &off) == 3 && a >= lo && a < hi)
+			at = (long long)(a - lo + off);
+	if (f)
+		fclose(f);
+	return at;
+}
+
+/* errmsg for a fault reading record k: the file's size now and where the
+ * record ends in it */
+static void fault_message(cdp_loader *l, size_t k)
+{
+	char path[4200];
+	struct stat st;
+	long long end = file_offset(l->val[k].mv_data);
+
+	snprintf(path, sizeof path, "%s/data.mdb", l->pool_path);
+	if (end >= 0)
+		end += (long long)l->val[k].mv_size;
+	if (stat(path, &st) == 0 && end >= 0)
+		snprintf(l->errmsg, sizeof l->errmsg, "'%s': data.mdb shrank to %lld bytes while "
+		         "training (record '%s' ends at byte %lld): the pool changed under the run",
+		         l->pool_path, (long long)st.st_size, l->errkey, end);
+	else
+		snprintf(l->errmsg, sizeof l->errmsg, "'%s': data.mdb changed while training (record "
+		         "'%s' cannot be read): the pool changed under the run", l->pool_path, l->errkey);
+}
+
 int cdp_loader_next(cdp_loader *l, cdp_batch *b)
 {
 	double t0 = now_s();
@@ -295,11 +411,17 @@ int cdp_loader_next(cdp_loader *l, cdp_batch *b)
 	s = &l->slot[l->consumed % NSLOT];
 	l->consumed++;
 	if ((rc = s->rc) != 0) {
-		l->err = rc;
 		l->released++;
 		snprintf(l->errkey, sizeof l->errkey, "%s", l->kl.keys[s->errk]);
-		snprintf(l->errmsg, sizeof l->errmsg, "'%s': record '%s': %s",
-		         l->pool_path, l->errkey, cdp_strerror(rc));
+		if (rc == LOADER_FAULT) {
+			rc = CDP_ETRUNC;
+			l->fault = 1;
+			fault_message(l, s->errk);
+		} else {
+			snprintf(l->errmsg, sizeof l->errmsg, "'%s': record '%s': %s",
+			         l->pool_path, l->errkey, cdp_strerror(rc));
+		}
+		l->err = rc;
 		goto out;
 	}
 	l->held = 1;
@@ -333,6 +455,7 @@ out:
 }
 
 const char *cdp_loader_error(const cdp_loader *l) { return l->errmsg; }
+int cdp_loader_faulted(const cdp_loader *l) { return l->fault; }
 const char *cdp_loader_errkey(const cdp_loader *l) { return l->errkey; }
 const size_t *cdp_loader_order(const cdp_loader *l) { return l->order; }
 

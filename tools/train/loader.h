@@ -223,6 +223,13 @@ int  cdp_loader_next(cdp_loader *l, cdp_batch *b);
 /* The last error as "'pool': record 'KEY': reason" ("" when none), and the
  * key alone. */
 const char *cdp_loader_error(const cdp_loader *l);
+/* 1 when that error is the pool's file changing under the loader: in pool
+ * mode a read of a record the file no longer holds (it was truncated, or
+ * replaced in place as cp(1) does) faults (SIGBUS), and the loader stops
+ * with CDP_ETRUNC and "'pool': data.mdb shrank to N bytes while training
+ * (record 'KEY' ends at byte M): the pool changed under the run" instead
+ * of the process ending. */
+int  cdp_loader_faulted(const cdp_loader *l);
 const char *cdp_loader_errkey(const cdp_loader *l);
 /* Key of key index k (NUL-terminated), or NULL when out of range. */
 const char *cdp_loader_key(const cdp_loader *l, size_t k);

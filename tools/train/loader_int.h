@@ -14,6 +14,8 @@
 #include "loader.h"
 
 #define NSLOT 2             /* double buffering */
+/* a sample's read from the map faulted (loader.c): the pool's file shrank */
+#define LOADER_FAULT (-1999)
 
 typedef struct slot {
 	float *image;           /* (b, c, h, w); NULL with raw */
@@ -97,6 +99,7 @@ struct cdp_loader {
 	/* slots filled, handed to the caller, and given back by it */
 	uint64_t gen, next_step, first_step, filled, consumed, released;
 	int started, active, busy, quit, held, err;
+	int fault;              /* err came from a fault reading the map */
 	char errmsg[CDP_KEY_MAX + 512], errkey[CDP_KEY_MAX];
 	uint64_t batches, skipped;
 	double wait_total;
@@ -109,6 +112,11 @@ struct cdp_loader {
 	int gpending, gquit, gthreads;
 	slot *gslot;
 };
+
+/* Makes a SIGBUS in a thread reading the map of a pool (pool mode) end that
+ * read with LOADER_FAULT instead of the process (loader.c); once per
+ * process, at open. 0 or an errno value. */
+int cdp_loader_fault_init(void);
 
 /* Floats per output image and int32s per label of one sample (raw: in the
  * tile's geometry), and bytes per raw sample (raw_size, set at open). */

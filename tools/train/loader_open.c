@@ -448,6 +448,10 @@ int cdp_loader_open(const cdp_loader_opts *o, cdp_loader **out, char *err, size_
 	    (rc = resolve(l, err, cap)) != 0 || (rc = alloc_buffers(l, err, cap)) != 0)
 		goto out;
 	set_readahead(l);
+	if (o->mode == CDP_LOAD_POOL && (rc = cdp_loader_fault_init()) != 0) {
+		rc = fail(err, cap, rc, "cannot catch faults of the pool's map: %s", strerror(rc));
+		goto out;
+	}
 	rc = start_threads(l, err, cap);
 out:
 	if (rc) {

@@ -17,7 +17,7 @@ tools_train_libcdptrain_a_SOURCES = \
 	tools/train/train.h tools/train/train_int.h \
 	tools/train/train.c tools/train/train_setup.c tools/train/train_sync.c \
 	tools/train/train_eval.c tools/train/train_log.c tools/train/train_std.c \
-	tools/train/train_weights.c tools/train/train_trace.h tools/train/train_trace.c
+	tools/train/train_weights.c tools/train/train_rundir.c tools/train/train_trace.h tools/train/train_trace.c
 TRAIN_LIBS = tools/train/libcdptrain.a $(PLOT_LIBS) $(DIST_LIBS)
 
 cdp_train_SOURCES = tools/train/main.c

@@ -28,7 +28,7 @@
 enum {
 	OPT_ALLREDUCE = 256, OPT_BATCH, OPT_CKPT_EVERY, OPT_CLASS_WEIGHTS, OPT_DB, OPT_DEVICE, OPT_EPOCHS,
 	OPT_KEEP_BEST, OPT_KEYS, OPT_LOAD, OPT_LOG, OPT_LOG_EVERY, OPT_LOSS_SCALE, OPT_LR, OPT_MODEL, OPT_MOMENTUM,
-	OPT_NAN_POLICY, OPT_NESTEROV, OPT_NO_OVERLAP, OPT_OPTIMIZER, OPT_OUT, OPT_PAD_LAST,
+	OPT_NAN_POLICY, OPT_NESTEROV, OPT_NO_OVERLAP, OPT_OPTIMIZER, OPT_OUT, OPT_OVERWRITE, OPT_PAD_LAST,
 	OPT_PRECISION, OPT_PROGRESS, OPT_RESUME, OPT_SCHEDULE, OPT_SEED, OPT_SKIP_BAD, OPT_STEPS,
 	OPT_SYNC, OPT_THREADS, OPT_VAL_EVERY, OPT_VAL_KEYS, OPT_WARMUP, OPT_WD
 };
@@ -44,12 +44,25 @@ static void usage(FILE *f)
 	    "                 [--momentum X] [--weight-decay X] [--nesterov] [--seed N] [--threads N]\n"
 	    "                 [--device cpu|cuda|cuda:N|auto] [--precision fp32|tf32|bf16|fp16]\n"
 	    "                 [--loss-scale dynamic|off|S] [--sync allreduce|average:K|admm:K:RHO]\n"
-	    "                 [--allreduce mpi|ring|nccl] [--no-overlap] [--checkpoint-every N] [--resume]\n"
+	    "                 [--allreduce mpi|ring|nccl] [--no-overlap] [--checkpoint-every N]\n"
+	    "                 [--resume | --overwrite]\n"
 	    "                 [--bucket-mb N] [--trace FILE]\n"
 	    "                 [--log FILE] [--log-every N] [--val-every N] [--load pool|copy]\n"
 	    "                 [--pad-last] [--skip-bad-records] [--nan-policy stop|skip]\n"
 	    "                 [--keep-best miou|loss|acc] [--class-weights auto|W,W,...]\n"
 	    "                 [--progress]\n");
+}
+
+/* "PROG: NAME: 'value': want WANT" (or ": WHY" without WANT), the value's
+ * control characters as '?' so the message stays one line */
+static void bad_env(const char *name, const char *want, const char *why)
+{
+	const char *v = getenv(name);
+
+	fprintf(stderr, PROG ": %s: '", name);
+	for (; v && *v; v++)
+		fputc((unsigned char)*v < 0x20 || *v == 0x7f ? '?' : *v, stderr);
+	fprintf(stderr, "': %s%s\n", want ? "want " : "", want ? want : why);
 }
 
 static void on_signal(int sig)
@@ -59,14 +72,22 @@ static void on_signal(int sig)
 }
 
 /* "PATH:k=v,k=v" -> path and overrides; a ':' counts only after the last
- * '/' and before an '=' so that paths with colons still work. */
-static int split_model(char *arg, cdp_train_opts *o)
+ * '/' and before an '=' so that paths with colons still work. An override
+ * is one line of the cfg (cfg.h): a control character in it (a newline
+ * would end the line and drop the rest) is refused, -2, with *bad its
+ * offset in arg. */
+static int split_model(char *arg, cdp_train_opts *o, size_t *bad)
 {
 	char *slash = strrchr(arg, '/'), *colon = strchr(slash ? slash : arg, ':'), *tok, *s;
 
 	o->model = arg;
 	if (!colon || !strchr(colon, '='))
 		return 0;
+	for (s = colon + 1; *s; s++)
+		if ((unsigned char)*s < 0x20 || *s == 0x7f) {
+			*bad = (size_t)(s - arg);
+			return -2;
+		}
 	*colon = '\0';
 	s = colon + 1;
 	while ((tok = strsep(&s, ",")) != NULL) {
@@ -160,6 +181,7 @@ int main(int argc, char **argv)
 		{ "no-overlap",       no_argument,       NULL, OPT_NO_OVERLAP },
 		{ "optimizer",        required_argument, NULL, OPT_OPTIMIZER },
 		{ "out",              required_argument, NULL, OPT_OUT },
+		{ "overwrite",        no_argument,       NULL, OPT_OVERWRITE },
 		{ "pad-last",         no_argument,       NULL, OPT_PAD_LAST },
 		{ "precision",        required_argument, NULL, OPT_PRECISION },
 		{ "progress",         no_argument,       NULL, OPT_PROGRESS },
@@ -181,6 +203,9 @@ int main(int argc, char **argv)
 	};
 	cdp_train_opts o;
 	struct sigaction sa;
+	size_t bad;
+	const char *bad_name;
+	char want[128];
 	long v;
 	int c, rc = 2, mpi = 0;
 	cdp_dist_algo algo;
@@ -259,7 +284,13 @@ int main(int argc, char **argv)
 				goto out;
 			break;
 		case OPT_MODEL:
-			if (split_model(optarg, &o) < 0) {
+			if ((k = split_model(optarg, &o, &bad)) == -2) {
+				fprintf(stderr, PROG ": --model: an override holds control character 0x%02x "
+				        "at byte %zu: each KEY=VALUE is one line of the cfg\n",
+				        (unsigned char)optarg[bad], bad + 1);
+				goto out;
+			}
+			if (k < 0) {
 				cdp_cli_bad("--model", optarg, "CFG or CFG:KEY=VALUE,...");
 				goto out;
 			}
@@ -286,6 +317,7 @@ int main(int argc, char **argv)
 			o.optimizer = optimizer_of[k];
 			break;
 		case OPT_OUT: o.out = optarg; break;
+		case OPT_OVERWRITE: o.overwrite = 1; break;
 		case OPT_PAD_LAST: o.pad_last = 1; break;
 		case OPT_PRECISION:
 			/* the names are indexed by CDP_PREC_* */
@@ -349,16 +381,25 @@ int main(int argc, char **argv)
 		usage(stderr);
 		goto out;
 	}
+	if (o.resume && o.overwrite) {
+		fprintf(stderr, PROG ": --resume and --overwrite exclude each other (continue the run "
+		        "in '%s', or start it over)\n", o.out);
+		usage(stderr);
+		goto out;
+	}
 	o.log_keys = getenv("CDP_TRAIN_LOG_KEYS");
 	if (o.log_keys && !*o.log_keys)
 		o.log_keys = NULL;
 
 	rc = 1;
+	if ((bad_name = cdp_device_env_check(want, sizeof want)) != NULL) {
+		bad_env(bad_name, want, NULL);
+		goto out;
+	}
 	/* the GPU before MPI_Init, where a CUDA-aware MPI sets up on the current one */
 	cdp_device_preselect(o.device);
 	if ((c = cdp_dist_init(&argc, &argv)) != 0) {
-		fprintf(stderr, PROG ": %s: '%s': %s\n", cdp_dist_bad_env(),
-		        getenv(cdp_dist_bad_env()) ? getenv(cdp_dist_bad_env()) : "", cdp_strerror(c));
+		bad_env(cdp_dist_bad_env(), cdp_dist_bad_env_want(), cdp_strerror(c));
 		goto out;
 	}
 	mpi = 1;

@@ -9,7 +9,9 @@
  * one process with the global batch would take, even when ranks count
  * different numbers of pixels, e.g. nodata, and for Dice, which is no
  * mean over samples), and makes every rank see a SIGINT/SIGTERM at the
- * same step. Backward
+ * same step, and a rank without a batch (the pool changed under it: the
+ * step is then dropped everywhere before its backward, and the run ends
+ * with the checkpoint of the step before). Backward
  * starts the gradient reductions bucket by bucket (train_sync.c); the step
  * waits for them, updates, and, every so many steps, logs, validates and
  * checkpoints, all collectively at steps every rank knows in advance.
@@ -128,7 +130,16 @@ static void fetch_batch(trainer *t, long step)
 	int rc;
 
 	be->copy_wait(be);
-	if ((rc = cdp_loader_next(t->tl, b)) != 0)
+	if ((rc = cdp_loader_next(t->tl, b)) != 0 && cdp_loader_faulted(t->tl)) {
+		/* the steps done can still be saved: the step that needs this
+		 * batch is dropped on every rank (micro_batch) */
+		char msg[2048];
+		snprintf(msg, sizeof msg, "%s", cdp_loader_error(t->tl));
+		tr_report(t, msg);
+		t->pool_fault = 1;
+		return;
+	}
+	if (rc != 0)
 		TR_FAIL("%s", rc == CDP_EEOF ? "the epoch ended early" :
 		        *cdp_loader_error(t->tl) ? cdp_loader_error(t->tl) : cdp_strerror(rc));
 	/* --trace: the wait for the batch of `step` */
@@ -177,54 +188,67 @@ static void prep_raw(trainer *t, const cdp_batch *b)
 /* The batch for this micro-batch (fetched now when none is prefetched):
  * compute waits for its copy (be->copy_fence, the host does not), and its
  * buffers become the net's input and the labels (raw: prep_raw makes
- * them). */
-static void take_batch(trainer *t, cdp_batch *b)
+ * them). -1, b empty, when the pool changed and there is none. */
+static int take_batch(trainer *t, cdp_batch *b)
 {
 	float *x;
 	int32_t *lab;
 
-	if (!t->have_next)
+	if (!t->have_next && !t->pool_fault)
 		fetch_batch(t, t->step + 1);
+	if (!t->have_next) {
+		memset(b, 0, sizeof *b);
+		return -1;
+	}
 	*b = t->next;
 	t->have_next = 0;
 	t->be->copy_fence(t->be);
 	if (t->raw) {
 		prep_raw(t, b);
-		return;
+		return 0;
 	}
 	x = t->net.x, t->net.x = t->nx, t->nx = x;
 	lab = t->dlab, t->dlab = t->nlab, t->nlab = lab;
+	return 0;
 }
 
 /* One micro-batch: returns the loss of the global batch; *stop from any
- * rank. */
-static double micro_batch(trainer *t, uint64_t micro, int *stop)
+ * rank; *lost when a rank had no batch (the pool changed): the step is
+ * then dropped on every rank, before its backward. */
+static double micro_batch(trainer *t, uint64_t micro, int *stop, int *lost)
 {
 	cdp_layer *out = &t->net.layers[t->net.out_layer];
 	cdp_loss_result res;
 	cdp_batch b;
-	double part[CDP_LOSS_NPART], v[CDP_LOSS_NPART + 1], g, t0, t1 = 0;
-	int sync = t->o->sync == CDP_SYNC_ALLREDUCE;
+	double part[CDP_LOSS_NPART] = { 0 }, v[CDP_LOSS_NPART + 2], g, t0, t1 = 0;
+	int sync = t->o->sync == CDP_SYNC_ALLREDUCE, have = take_batch(t, &b) == 0;
 
-	take_batch(t, &b);
 	t->iv_wait += b.wait_s;
 	t->skipped += b.skipped;
-	if (t->keylog)
+	if (t->keylog && have)
 		tr_log_keys(t, &b);
 	t->net.step_seed = cdp_rng_derive(t->o->seed ^ 0x64726f706f7574ull, micro, (uint64_t)t->rank);
 	t0 = t->trace ? cdp_now() : 0;
-	cdp_net_forward(&t->net);
-	cdp_loss_parts(&t->loss, b.n, t->hw, out->y, t->dlab, out->dy, part);
+	if (have) {
+		cdp_net_forward(&t->net);
+		cdp_loss_parts(&t->loss, b.n, t->hw, out->y, t->dlab, out->dy, part);
+	}
 	if (t->trace)
 		tr_trace_span(t->trace, TR_FORWARD, t0, t1 = cdp_now(), t->step + 1, 0);
-	/* one sum over ranks: the loss's parts (loss.h) and the stop flag */
+	/* one sum over ranks: the loss's parts (loss.h), the stop flag and
+	 * the ranks without a batch */
 	memcpy(v, part, sizeof part);
 	v[CDP_LOSS_NPART] = cdp_train_stop ? 1 : 0;
-	cdp_dist_sum_f64(v, CDP_LOSS_NPART + 1);
+	v[CDP_LOSS_NPART + 1] = !have;
+	cdp_dist_sum_f64(v, CDP_LOSS_NPART + 2);
 	if (t->trace)
 		tr_trace_span(t->trace, TR_LOSS_SUM, t1, cdp_now(), t->step + 1, 0);
 	if (v[CDP_LOSS_NPART] > 0)
 		*stop = 1;
+	if (v[CDP_LOSS_NPART + 1] > 0) {
+		*lost = 1;
+		return 0;
+	}
 	/* allreduce: the gradient of the global batch's loss (CE/BCE mean
 	 * over every rank's counted pixels, Dice of the global sums), times j
 	 * as the all-reduce averages over j ranks. average/admm: each rank
@@ -335,7 +359,8 @@ static int train_loop(trainer *t)
 	const cdp_train_opts *o = t->o;
 	cdp_progress pr;
 	tr_val v = { 0 };
-	int stop = 0, started = 0, validated = 0, ckpted = 0;
+	int stop = 0, lost = 0, started = 0, validated = 0, ckpted = 0;
+	long first = t->step;
 	char dev[64];
 
 	if (cdp_confusion_init(&v.conf, t->loss.classes) != 0)
@@ -363,7 +388,7 @@ static int train_loop(trainer *t)
 		        cdp_dtype_name(t->ti.pool->dtype), t->be->name);
 	else
 		tr_logf(t, "data path host: float32 tiles, prepared by the loader");
-	while (t->step < t->total && !stop) {
+	while (t->step < t->total && !stop && !lost) {
 		int epoch_end = 0, go, finite;
 		double loss = 0, lr, ts = t->trace ? cdp_now() : 0, tp = 0;
 		long s1 = t->step + 1;          /* this step's number, as metrics.jsonl's */
@@ -375,10 +400,16 @@ static int train_loop(trainer *t)
 				TR_FAIL("cannot start epoch %" PRIu64 ": %s", t->epoch, cdp_strerror(rc));
 			started = 1;
 		}
-		for (int a = 0; a < t->accumulate; a++) {
+		/* the buffers (batchnorm statistics) that a dropped step's forward
+		 * passes would change: the checkpoint keeps the step before it */
+		if (t->bufsave)
+			t->be->copy(t->be, t->bufsave, t->net.buffers, t->net.nbuffers * sizeof(float));
+		for (int a = 0; a < t->accumulate && !lost; a++) {
 			uint64_t micro = (uint64_t)t->step * t->accumulate + a;
 			t->last_micro = a == t->accumulate - 1;
-			loss += micro_batch(t, micro, &stop) / t->accumulate;
+			loss += micro_batch(t, micro, &stop, &lost) / t->accumulate;
+			if (lost)
+				break;
 			if (t->trace)
 				tp = t->tr_mark = cdp_now();
 			cdp_net_backward(&t->net, tr_on_layer_done, t);
@@ -389,6 +420,12 @@ static int train_loop(trainer *t)
 			if (a + 1 < t->accumulate ||
 			    (!stop && t->estep + 1 < t->spe && t->step + 1 < t->total))
 				fetch_batch(t, a + 1 < t->accumulate ? s1 : s1 + 1);
+		}
+		if (lost) {
+			if (t->bufsave)
+				t->be->copy(t->be, t->net.buffers, t->bufsave,
+				            t->net.nbuffers * sizeof(float));
+			break;
 		}
 		/* the loss scale judges the reduced gradients (allreduce) and
 		 * the local ones before ADMM's penalty is added (admm) */
@@ -428,6 +465,7 @@ static int train_loop(trainer *t)
 		if (finite && isfinite(loss)) {    /* a skipped NaN would make every mean NaN */
 			t->iv_loss += loss;
 			t->iv_steps++;
+			t->iv_nloss++;
 			t->ep_loss += loss;
 			t->ep_steps++;
 		}
@@ -444,12 +482,14 @@ static int train_loop(trainer *t)
 		if (t->vl && !stop && ((o->val_every && t->step % o->val_every == 0) ||
 		                       (!o->val_every && epoch_end))) {
 			tp = t->trace ? cdp_now() : 0;
-			tr_validate(t, &v);
+			lost = tr_validate(t, &v) < 0;
 			if (t->trace)
 				tr_trace_span(t->trace, TR_VALIDATE, tp, cdp_now(), s1, 0);
-			tr_log_val(t, &v);
-			tr_keep_best(t, &v);
-			validated = 1;
+			if (!lost) {
+				tr_log_val(t, &v);
+				tr_keep_best(t, &v);
+				validated = 1;
+			}
 		}
 		if (epoch_end) {
 			tr_log_epoch(t, validated ? &v : NULL);
@@ -474,23 +514,42 @@ static int train_loop(trainer *t)
 	if (t->up_batches)
 		tr_logf(t, "data path %s: %.0f bytes a batch to the device (%ld batches)",
 		        t->raw ? "device" : "host", t->up_bytes / (double)t->up_batches, t->up_batches);
-	if (!stop) {
+	if (!stop && !lost) {
 		double tp;
 		stop = cdp_dist_any(cdp_train_stop);
 		if (t->vl && !validated && !stop) {
 			tp = t->trace ? cdp_now() : 0;
-			tr_validate(t, &v);
+			lost = tr_validate(t, &v) < 0;
 			if (t->trace)
 				tr_trace_span(t->trace, TR_VALIDATE, tp, cdp_now(), t->step, 0);
-			tr_log_val(t, &v);
-			tr_keep_best(t, &v);
+			if (!lost) {
+				tr_log_val(t, &v);
+				tr_keep_best(t, &v);
+			}
 		}
 		if (!ckpted) {
 			tp = t->trace ? cdp_now() : 0;
 			tr_checkpoint(t);
+			ckpted = 1;
 			if (t->trace)
 				tr_trace_span(t->trace, TR_CHECKPOINT, tp, cdp_now(), t->step, 0);
 		}
+	}
+	if (lost) {
+		/* the pool changed: the steps done are saved as SIGTERM saves
+		 * them, unless this run did none */
+		if (!ckpted && t->step > first)
+			tr_checkpoint(t);
+		tr_plot(t);
+		tr_logf(t, "stopped at step %ld: the pool changed under the run", t->step);
+		if (t->rank == 0 && t->step > first)
+			fprintf(stderr, "cdp-train: training stopped at step %ld, checkpoint written to "
+			        "'%s/checkpoint.cdpt'\n", t->step, o->out);
+		else if (t->rank == 0)
+			fprintf(stderr, "cdp-train: training stopped before its first step, nothing "
+			        "to save\n");
+		cdp_confusion_free(&v.conf);
+		return 1;
 	}
 	tr_plot(t);
 	if (stop) {
@@ -537,6 +596,7 @@ int cdp_train_run(const cdp_train_opts *o)
 		tr_report(&t, err);
 	if (cdp_dist_any(rc) || (t.size > 1 && tr_same_data(&t))) {
 		tr_trace_free(&t);
+		tr_rundir_abandon(&t);
 		tr_teardown(&t);
 		/* a run refused before its first step leaves no RUNDIR it made;
 		 * rmdir keeps one that holds anything */

@@ -59,6 +59,7 @@ typedef struct cdp_train_opts {
 	long log_every;             /* steps between metrics.jsonl step lines */
 	int load;                   /* CDP_LOAD_* */
 	int pad_last, skip_bad, resume;
+	int overwrite;              /* --overwrite: RUNDIR's earlier run goes (train_rundir.c) */
 	int nan_policy;             /* CDP_NAN_* */
 	int keep_best;              /* CDP_BEST_* */
 	int progress;               /* CDP_PROGRESS_* */
@@ -72,7 +73,9 @@ void cdp_train_opts_init(cdp_train_opts *o);
 /* Runs the training. Returns 0 on success, 1 on a failure that every rank
  * agreed on before training started (each rank with an error printed it),
  * 3 when stopped by SIGINT/SIGTERM after writing a checkpoint (rank 0
- * prints so). A failure during training ends the whole job through cdp_dist_abort
+ * prints so), 1 too when the pool changed under the run (loader.h
+ * cdp_loader_faulted) and the checkpoint of the last step done is written.
+ * Any other failure during training ends the whole job through cdp_dist_abort
  * and does not return. cdp-train's main exits 1 for both 1 and 3
  * (cdp-train(1), EXIT STATUS); the stop is told apart by its message. */
 int cdp_train_run(const cdp_train_opts *o);

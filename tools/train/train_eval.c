@@ -15,7 +15,9 @@
  * optimizer, the step, the epoch and the samples of the epoch consumed
  * (estep * global batch), the seed, the input bands with the pool's data type
  * and per-band mean and std, the pool's uuid and, for average and admm,
- * every rank's own state (tr_sync_state_save). The input bands are the
+ * every rank's own state (tr_sync_state_save), and the sums of the loss means
+ * that metrics.jsonl's epoch and step lines still owe (SUMS), so a resumed run
+ * writes the lines an uninterrupted one would. The input bands are the
  * source raster bands the pool's tiles hold (the sources' band_list, when
  * all sources give the same one), so that cdp-predict reads those bands
  * from a raw scene; otherwise 1..C. The RNG state stored,
@@ -54,9 +56,10 @@ int tr_validate(trainer *t, tr_val *v)
 {
 	cdp_backend *be = t->be;
 	cdp_layer *out = &t->net.layers[t->net.out_layer];
-	double sums[CDP_LOSS_NPART] = { 0 }, part[CDP_LOSS_NPART];
+	double sums[CDP_LOSS_NPART + 1] = { 0 }, part[CDP_LOSS_NPART];
 	cdp_loss_result res;
 	cdp_batch b;
+	char msg[2048];
 	int rc;
 
 	cdp_confusion_reset(&v->conf);
@@ -80,12 +83,21 @@ int tr_validate(trainer *t, tr_val *v)
 		be->confusion(be, b.n * t->hw, t->loss.classes, t->dlab, t->pred, t->loss.ignore,
 		              v->conf.counts);
 	}
-	if (rc != CDP_EEOF)
+	if (rc != CDP_EEOF && cdp_loader_faulted(t->vl)) {
+		/* the pool changed: this rank says so, and the sums below tell
+		 * every rank, which then stop as train.c says */
+		snprintf(msg, sizeof msg, "%s", cdp_loader_error(t->vl));
+		tr_report(t, msg);
+		sums[CDP_LOSS_NPART] = 1;
+	} else if (rc != CDP_EEOF) {
 		TR_FAIL("%s", *cdp_loader_error(t->vl) ? cdp_loader_error(t->vl) : cdp_strerror(rc));
+	}
 	t->net.train = 1;
 	tr_eval_model_end(t);
 	cdp_dist_sum_u64(v->conf.counts, (size_t)v->conf.k * v->conf.k);
-	cdp_dist_sum_f64(sums, CDP_LOSS_NPART);
+	cdp_dist_sum_f64(sums, CDP_LOSS_NPART + 1);
+	if (sums[CDP_LOSS_NPART] > 0)
+		return -1;
 	cdp_loss_of(&t->loss, sums, &res);
 	v->loss = res.loss;
 	v->done = 1;
@@ -162,6 +174,12 @@ static int fill(trainer *t, cdp_ckpt *ck)
 	ck->batch = t->o->batch;            /* data_pos counts in their product */
 	ck->batch_ranks = t->size;
 	ck->batch_accumulate = t->accumulate;
+	/* the means of metrics.jsonl's lines still open at this step */
+	ck->has_sums = 1;
+	ck->sum_epoch_loss = t->ep_loss;
+	ck->sum_epoch_steps = (uint64_t)t->ep_steps;
+	ck->sum_log_loss = t->iv_loss;
+	ck->sum_log_steps = (uint64_t)t->iv_nloss;
 	if ((rc = cdp_ckpt_set_cfg(ck, t->cfg_text, (const char *const *)t->ov, t->nov)) ||
 	    (rc = cdp_ckpt_from_net(ck, &t->net)) || (rc = cdp_ckpt_set_optim(ck, &t->opt)) ||
 	    (rc = cdp_ckpt_set_rng(ck, "epoch_order", &r)) ||
@@ -332,9 +350,19 @@ int tr_resume(trainer *t, char *err, size_t cap)
 	t->ck_step = t->step;
 	t->epoch = ck->epoch;
 	t->estep = (long)(ck->data_pos / gb);
+	/* the epoch's and the step line's sums so far (none before version 7:
+	 * those lines then average the steps after the resume only) */
+	if (ck->has_sums) {
+		t->ep_loss = ck->sum_epoch_loss;
+		t->ep_steps = (long)ck->sum_epoch_steps;
+		t->iv_loss = ck->sum_log_loss;
+		t->iv_nloss = (long)ck->sum_log_steps;
+	}
 	if (t->estep == t->spe) {
 		t->epoch++;
 		t->estep = 0;
+		t->ep_loss = 0;
+		t->ep_steps = 0;
 	}
 	return 0;
 }

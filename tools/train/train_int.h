@@ -24,6 +24,9 @@ typedef struct trainer {
 	const cdp_train_opts *o;
 	int rank, size;
 	int made_out;             /* this rank's mkdir created --out */
+	int lock_fd, have_lock;   /* rank 0: RUNDIR/.lock, held (train_rundir.c) */
+	int fresh;                /* rank 0: RUNDIR held no earlier run's files, or
+	                           * --overwrite removed them */
 	cdp_backend *be;
 	cdp_pool pool;
 	int have_pool;
@@ -62,6 +65,10 @@ typedef struct trainer {
 	/* the current logging interval */
 	double iv_loss, iv_wait, iv_comm, iv_t0;
 	long iv_steps;
+	/* the steps iv_loss sums: iv_steps's in this process, plus, after a
+	 * resume, those of the interval before the checkpoint (its SUMS), so
+	 * a step line's mean loss is the uninterrupted run's */
+	long iv_nloss;
 	double ep_loss;
 	long ep_steps;
 	uint64_t skipped;
@@ -118,6 +125,10 @@ typedef struct trainer {
 	int ncnames;
 	char names_note[1024];
 	int names_warn;
+	/* the pool changed under the run (loader.h cdp_loader_faulted): this
+	 * rank's next batch cannot be read; said on stderr once */
+	int pool_fault;
+	float *bufsave;                 /* (nbuffers) the buffers before this step */
 	struct tr_trace *trace;         /* --trace (train_trace.h), NULL when off */
 	double tr_mark;                 /* --trace: the last backward callback's end */
 } trainer;
@@ -133,6 +144,11 @@ int  tr_setup(trainer *t, char *err, size_t cap);
 /* train_weights.c: --class-weights into the loss (after cdp_loss_init_cfg),
  * and its line in train.log. */
 int  tr_class_weights(trainer *t, char *err, size_t cap);
+/* After the loss is made: -1 with err when the pool's class histogram
+ * (meta "classes") holds a label that is neither a class of the model nor
+ * the ignored one, which would otherwise end the job at the first record
+ * that holds it, with nothing saved. */
+int  tr_check_labels(trainer *t, char *err, size_t cap);
 void tr_class_weights_log(trainer *t);
 void tr_teardown(trainer *t);
 /* Collective, after a successful tr_setup: 1 on every rank when a rank's
@@ -143,6 +159,18 @@ int  tr_same_data(trainer *t);
 /* train.c: prints err ("cdp-train: rank R: err" with more than one rank)
  * and empties it */
 void tr_report(const trainer *t, char *err);
+
+/* train_rundir.c (rank 0; the others return 0 at once). tr_rundir_open,
+ * after --out exists: the lock on RUNDIR, then the refusal of an earlier
+ * run without --resume or --overwrite; -1 with err. tr_rundir_clear, when
+ * every check has passed: --overwrite's removal of the earlier run's
+ * files. tr_rundir_abandon, for a run refused before its first step: the
+ * files it began in a fresh RUNDIR go, so that RUNDIR does not look like
+ * a run. tr_rundir_close: the lock goes. */
+int  tr_rundir_open(trainer *t, char *err, size_t cap);
+int  tr_rundir_clear(trainer *t, char *err, size_t cap);
+void tr_rundir_abandon(trainer *t);
+void tr_rundir_close(trainer *t);
 
 /* train_std.c: after the loaders open, before the data path's buffers:
  * sets both loaders' standardization (see there); -1 with err */
@@ -195,7 +223,10 @@ typedef struct tr_val {
 /* Checks a batch's labels on the host (aborting with the key of a bad
  * one) and copies image and labels to the device. */
 void tr_upload(trainer *t, cdp_loader *l, const cdp_batch *b);
-int  tr_validate(trainer *t, tr_val *v);   /* collective; aborts on error */
+/* collective; aborts on error, except for a pool that changed under the
+ * run (loader.h cdp_loader_faulted), which is -1 on every rank (v not
+ * done), the rank that found it having said so */
+int  tr_validate(trainer *t, tr_val *v);
 void tr_checkpoint(trainer *t);            /* collective; rank 0 writes */
 /* At setup, before step 1: -1 with err set when the checkpoint this run
  * would write (the per-rank state aside) is one cdp_ckpt_validate refuses,

@@ -309,7 +309,7 @@ void tr_log_step(trainer *t, double lr)
 		grad = fmax(grad, v[3 * j + r]);
 		exposed = fmax(exposed, v[4 * j + r]);
 	}
-	loss = t->iv_loss / t->iv_steps;
+	loss = t->iv_loss / t->iv_nloss;
 	if (t->jsonl) {
 		FILE *f = t->jsonl;
 		fprintf(f, "{\"type\":\"step\",\"step\":%ld,\"epoch\":%" PRIu64, t->step,
@@ -339,6 +339,7 @@ void tr_log_step(trainer *t, double lr)
 	free(v);
 	t->iv_loss = 0;
 	t->iv_steps = 0;
+	t->iv_nloss = 0;
 	t->iv_wait = 0;
 	/* --trace: the spans so far to rank 0, at this collective point */
 	tr_trace_flush(t);

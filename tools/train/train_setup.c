@@ -348,6 +348,8 @@ int tr_setup(trainer *t, char *err, size_t cap)
 		t->made_out = 1;
 	else if (errno != EEXIST)
 		rc = tr_fail(err, cap, "cannot create '%s': %s", o->out, strerror(errno));
+	if (rc == 0)
+		rc = tr_rundir_open(t, err, cap);
 	if (threads <= 0) {
 		long cores = sysconf(_SC_NPROCESSORS_ONLN);
 		threads = (int)(cores / cdp_dist_local_size());
@@ -384,7 +386,7 @@ int tr_setup(trainer *t, char *err, size_t cap)
 		return -1;
 	t->have_loss = 1;
 	t->loss.ignore = t->ti.ignore;
-	if (tr_class_weights(t, err, cap) < 0)
+	if (tr_check_labels(t, err, cap) < 0 || tr_class_weights(t, err, cap) < 0)
 		return -1;
 	if (optimizer(t, err, cap) < 0)
 		return -1;
@@ -394,7 +396,9 @@ int tr_setup(trainer *t, char *err, size_t cap)
 	    !(t->nlab = t->be->alloc(t->be, (size_t)n * sizeof *t->nlab)) ||
 	    (!t->raw && !(t->nx = t->be->alloc(t->be, (size_t)o->batch * t->ti.c * t->ti.h *
 	                                                t->ti.w * sizeof *t->nx))) ||
-	    (t->raw && raw_buffers(t) < 0))
+	    (t->raw && raw_buffers(t) < 0) ||
+	    (t->net.nbuffers &&
+	     !(t->bufsave = t->be->alloc(t->be, t->net.nbuffers * sizeof *t->bufsave))))
 		return tr_fail(err, cap, "out of memory on the %s device", t->be->name);
 	cdp_net_init(&t->net, o->seed);
 	if (t->have_ck && tr_resume(t, err, cap) < 0)
@@ -404,7 +408,7 @@ int tr_setup(trainer *t, char *err, size_t cap)
 		return -1;
 	if (tr_sync_init(t, err, cap) < 0)
 		return -1;
-	if (t->rank == 0 && tr_log_open(t, err, cap) < 0)
+	if (tr_rundir_clear(t, err, cap) < 0 || (t->rank == 0 && tr_log_open(t, err, cap) < 0))
 		return -1;
 	for (int i = 0; t->rank == 0 && i < 2; i++)
 		if (t->std_note[i][0])
@@ -473,6 +477,7 @@ void tr_teardown(trainer *t)
 	if (t->keylog)
 		fclose(t->keylog);
 	tr_log_close(t);
+	tr_rundir_close(t);
 	if (t->be)
 		t->be->copy_wait(t->be);   /* a prefetched batch's copy may be in flight */
 	if (t->dlab)
@@ -493,6 +498,8 @@ void tr_teardown(trainer *t)
 		t->be->free(t->be, t->dmean);
 	if (t->dinv)
 		t->be->free(t->be, t->dinv);
+	if (t->bufsave)
+		t->be->free(t->be, t->bufsave);
 	if (t->have_opt)
 		cdp_optim_free(&t->opt);
 	if (t->have_loss)

@@ -20,6 +20,7 @@
 #include "train_int.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -60,6 +61,51 @@ static int histogram(trainer *t, cdp_classes *cl, char *err, size_t cap)
 	mdb_txn_abort(txn);
 	cdp_buf_free(&scratch);
 	return rc ? -1 : 0;
+}
+
+int tr_check_labels(trainer *t, char *err, size_t cap)
+{
+	cdp_buf b = { 0 };
+	cdp_classes cl = { 0 };
+	char list[512], ign[32] = "";
+	size_t len = 0, nbad = 0, shown = 0;
+	int rc;
+
+	rc = cdp_pool_meta_get(&t->pool, NULL, "classes", &b);
+	if (rc == MDB_NOTFOUND) {       /* a pool packed without labels counted */
+		cdp_buf_free(&b);
+		return 0;
+	}
+	if (rc == CDP_OK)
+		rc = cdp_classes_parse((const char *)b.p, b.len, &cl);
+	cdp_buf_free(&b);
+	if (rc != CDP_OK) {
+		cdp_classes_free(&cl);
+		return tr_fail(err, cap, "'%s': meta 'classes': %s", t->o->db, cdp_strerror(rc));
+	}
+	list[0] = '\0';
+	for (size_t c = 0; c < cl.len; c++) {
+		if (cl.n[c] == 0 || (int64_t)c == t->loss.ignore ||
+		    (int64_t)c < (int64_t)t->loss.classes)
+			continue;
+		if (shown < 8 && len < sizeof list) {
+			len += (size_t)snprintf(list + len, sizeof list - len, "%s%zu (%" PRIu64 " %s)",
+			                        shown ? ", " : "", c, cl.n[c],
+			                        t->ti.label_kind == CDP_LABEL_CLASS ? "tiles" : "pixels");
+			shown++;
+		}
+		nbad++;
+	}
+	cdp_classes_free(&cl);
+	if (nbad == 0)
+		return 0;
+	if (nbad > shown && len < sizeof list)
+		snprintf(list + len, sizeof list - len, " and %zu more", nbad - shown);
+	if (t->loss.ignore >= 0)
+		snprintf(ign, sizeof ign, ", ignore %d", t->loss.ignore);
+	return tr_fail(err, cap, "'%s' holds label%s %s (meta 'classes'), which the model (%d "
+	               "classes, 0 to %d%s) has no class for", t->o->db, nbad > 1 ? "s" : "", list,
+	               t->loss.classes, t->loss.classes - 1, ign);
 }
 
 /* "w0,w1,..." into w[k]: each a number >= 0; -1 unless exactly k of them. */

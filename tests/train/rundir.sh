@@ -1,0 +1,216 @@
+#!/bin/sh
+# cdp-train's run directory and what ends a run (issue 25), on the
+# generated road pool of train_common.sh:
+#  - RUNDIR holding a run (any of checkpoint.cdpt, best.cdpt, metrics.jsonl,
+#    train.log, loss.png, the --trace file) without --resume is refused in
+#    one line naming what is there and both ways on, the files untouched;
+#    --overwrite removes those files and nothing else; an empty directory or
+#    one with only the user's files trains; --resume with --overwrite is a
+#    usage error; a run refused before its first step leaves none behind;
+#  - a second cdp-train on a running run's RUNDIR (with --resume or
+#    --overwrite) fails at once naming it and the holder's pid, and leaves
+#    the running one's files; kill -9 of the holder leaves no stale lock;
+#  - SIGTERM mid-epoch and --resume: every epoch and step line of
+#    metrics.jsonl equals the uninterrupted run's (the checkpoint's SUMS
+#    chunk), which Python's reader reads too;
+#  - a pool truncated while cdp-train reads it: one line naming the pool,
+#    its new size and the record beyond it, the checkpoint of the last step
+#    done (valid, and the last step line's), exit 1, no SIGBUS; at 1 and 2
+#    ranks;
+#  - a pool whose class histogram (meta "classes") holds labels the model
+#    has no class for is refused before step 1 naming them and the
+#    model's classes, exit 1, no metrics.jsonl;
+#  - settings of the environment outside what cdp-train(1) allows, and a
+#    --model override holding a newline, are refused in one line naming
+#    them, before any RUNDIR is made.
+. "$CDP_SRCDIR/tests/train/train_common.sh"
+C="--db $T/pool --keys $T/train.keys --model $SMALL --threads 1 -q --batch 4"
+
+echo "== a directory that holds a run"
+cdp-train $C --out "$T/run" --steps 2 --trace "$T/run/t.json" || fail "first run failed"
+echo mine >"$T/run/notes.txt"
+for f in checkpoint.cdpt metrics.jsonl train.log loss.png t.json; do
+	[ -s "$T/run/$f" ] || fail "the first run left no $f"
+done
+cp "$T/run/checkpoint.cdpt" "$T/ck.first"
+expect_fail 1 "^cdp-train: '$T/run' holds a run (checkpoint.cdpt, metrics.jsonl, train.log, loss.png): --resume continues it, --overwrite starts over and removes those files\$" \
+	cdp-train $C --out "$T/run" --steps 3
+[ "$(wc -l <"$T/err")" -eq 1 ] || fail "the refusal is not one line: $(cat "$T/err")"
+cmp -s "$T/run/checkpoint.cdpt" "$T/ck.first" || fail "the refused run changed checkpoint.cdpt"
+# the trace counts when it is this run's --trace in RUNDIR
+expect_fail 1 "holds a run (checkpoint.cdpt, metrics.jsonl, train.log, loss.png, t.json)" \
+	cdp-train $C --out "$T/run" --steps 3 --trace "$T/run/t.json"
+# any one of them is a run
+mkdir "$T/one"
+: >"$T/one/train.log"
+expect_fail 1 "'$T/one' holds a run (train.log)" cdp-train $C --out "$T/one" --steps 1
+# a run refused before its first step (after it began its logs) leaves no
+# run behind in a directory that held none
+mkdir "$T/gone"
+expect_fail 1 "cannot create '$T/nodir/k.0'" env CDP_TRAIN_LOG_KEYS="$T/nodir/k" \
+	cdp-train $C --out "$T/gone" --steps 1
+[ -z "$(ls -A "$T/gone")" ] || fail "a refused run left $(ls -A "$T/gone")"
+expect_fail 2 "^cdp-train: --resume and --overwrite exclude each other" \
+	cdp-train $C --out "$T/run" --steps 3 --resume --overwrite
+
+echo "== --overwrite"
+mkdir "$T/run/sub"
+ln -s notes.txt "$T/run/best.cdpt"
+cdp-train $C --out "$T/run" --steps 3 --overwrite --seed 7 || fail "--overwrite failed"
+# t.json is no file of this run (no --trace), so it stays as the user's
+[ -s "$T/run/t.json" ] || fail "--overwrite removed a trace this run does not write"
+[ "$(cat "$T/run/notes.txt")" = mine ] || fail "--overwrite touched the user's notes.txt"
+[ -d "$T/run/sub" ] && [ -L "$T/run/best.cdpt" ] || fail "--overwrite removed what it did not write"
+[ "$(grep -c '"type":"resume"' "$T/run/metrics.jsonl")" -eq 0 ] || fail "--overwrite resumed"
+[ "$(losses "$T/run/metrics.jsonl" | tail -1 | cut -d' ' -f1)" = 3 ] ||
+	fail "--overwrite: metrics.jsonl does not end at step 3"
+[ ! -e "$T/run/.lock" ] || fail "a finished run left its .lock"
+
+echo "== fresh, empty and user-only directories train"
+mkdir "$T/empty" "$T/user"
+echo keep >"$T/user/README"
+for d in fresh empty user; do
+	cdp-train $C --out "$T/$d" --steps 1 || fail "$d: training failed"
+done
+[ "$(cat "$T/user/README")" = keep ] || fail "the user's README changed"
+
+echo "== one job a run directory"
+cdp-train $C --out "$T/busy" --steps 100000 --log-every 1 &
+pid=$!
+wait_step $pid "$T/busy/metrics.jsonl" 2 60
+lines=$(wc -l <"$T/busy/metrics.jsonl")
+expect_fail 1 "^cdp-train: '$T/busy' is in use by another cdp-train (host .*, pid $pid): one job a run directory at a time\$" \
+	cdp-train $C --out "$T/busy" --steps 5 --resume
+expect_fail 1 "'$T/busy' is in use by another cdp-train" cdp-train $C --out "$T/busy" --steps 5 --overwrite
+[ -s "$T/busy/metrics.jsonl" ] || fail "the second run removed the first's metrics.jsonl"
+kill -9 $pid
+set +e; wait $pid; set -e
+[ -e "$T/busy/.lock" ] || fail "kill -9: the test wants the .lock file left behind"
+# no stale lock: the killed run's directory is free at once
+cdp-train $C --out "$T/busy" --steps 3 --overwrite || fail "kill -9 left a stale lock"
+[ ! -e "$T/busy/.lock" ] || fail "the run after kill -9 left .lock"
+echo "second run refused while the first ran ($lines lines); no stale lock after kill -9"
+
+echo "== settings"
+long=$(printf '%0400d' 0)
+nl='
+'
+for e in CDP_DIST_THREAD=yes CDP_DIST_STAGE=2 CDP_CPU_ISA=junk CDP_JOB_ID=$long \
+	CDP_CUDNN_BENCHMARK=on; do
+	name=${e%%=*} value=${e#*=}
+	case $name in
+	CDP_CPU_ISA) want='want \(avx512, avx2 or \)\?sse2' ;;
+	CDP_JOB_ID) want='want 1 to 251 printable ASCII characters' ;;
+	*) want='want 0 or 1' ;;
+	esac
+	expect_fail 1 "^cdp-train: $name: '$value': $want\$" env "$e" cdp-train $C --out "$T/env" --steps 1
+	[ "$(wc -l <"$T/err")" -eq 1 ] || fail "$name: not one line: $(cat "$T/err")"
+	[ ! -e "$T/env" ] || fail "$name: RUNDIR made"
+done
+expect_fail 1 "^cdp-train: CDP_JOB_ID: 'a?b': want" env CDP_JOB_ID="a${nl}b" cdp-train $C --out "$T/env" --steps 1
+# the allowed values still train
+env CDP_DIST_THREAD=0 CDP_DIST_STAGE=1 CDP_CPU_ISA=sse2 CDP_JOB_ID=job-7 cdp-train $C \
+	--out "$T/env" --steps 1 || fail "allowed settings refused"
+expect_fail 2 "^cdp-train: --model: an override holds control character 0x0a at byte [0-9]*: each KEY=VALUE is one line of the cfg\$" \
+	cdp-train --db "$T/pool" --keys "$T/train.keys" --model "$SMALL:width=4${nl}depth=9" --out "$T/nl" --steps 1
+[ ! -e "$T/nl" ] || fail "an override with a newline made RUNDIR"
+echo "settings refused in one line each"
+
+echo "== labels outside the model's classes"
+"$PYTHON" - "$T/c3_mask.tif" "$T/l7_mask.tif" <<'PYEOF'
+import sys
+from osgeo import gdal
+src = gdal.Open(sys.argv[1])
+dst = gdal.GetDriverByName("GTiff").CreateCopy(sys.argv[2], src)
+a = dst.GetRasterBand(1).ReadAsArray()
+a[200:210, 10:20] = 7       # in the last row of tiles: 100 pixels of class 7
+a[250:252, 100:101] = 5     # and 2 of class 5
+dst.GetRasterBand(1).WriteArray(a)
+dst = None
+PYEOF
+cp "$T/c3.tif" "$T/l7.tif"
+cdp-tile -q --size 64 --label-suffix _mask "$T/l7.tif" | cdp-lmdbpack -q "$T/l7pool"
+cdp-keyshuffle -q -o "$T/l7.keys" "$T/l7pool"
+expect_fail 1 "^cdp-train: '$T/l7pool' holds labels 5 (2 pixels), 7 (100 pixels) (meta 'classes'), which the model (2 classes, 0 to 1, ignore 255) has no class for\$" \
+	cdp-train --db "$T/l7pool" --keys "$T/l7.keys" --model "$SMALL" --threads 1 -q --out "$T/l7" --steps 1
+[ ! -e "$T/l7" ] || fail "labels outside the classes: RUNDIR left behind"
+expect_fail 1 "holds label 7 (100 pixels) (meta 'classes'), which the model (6 classes, 0 to 5, ignore 255) has no class for" \
+	cdp-train --db "$T/l7pool" --keys "$T/l7.keys" --model "$SMALL:classes=6,outputs=6" --threads 1 -q \
+	--out "$T/l7" --steps 1
+cdp-train --db "$T/l7pool" --keys "$T/l7.keys" --model "$SMALL:classes=8,outputs=8" --threads 1 -q \
+	--out "$T/l7" --steps 1 || fail "a model with 8 classes refused labels 5 and 7"
+
+echo "== SIGTERM mid-epoch, then --resume: the lines of an uninterrupted run"
+# epochs FILE: "step epoch loss" of every epoch line
+epochs() { sed -n 's/^{"type":"epoch","step":\([0-9]*\),"epoch":\([0-9]*\),"loss":\([^,]*\),.*/\1 \2 \3/p' "$1"; }
+E="$C --steps 60 --log-every 4 --schedule constant --lr 0.05"
+cdp-train $E --out "$T/whole" || fail "the uninterrupted run failed"
+for try in 1 2 3; do
+	rm -rf "$T/cut"
+	cdp-train $E --out "$T/cut" &
+	pid=$!
+	wait_step $pid "$T/cut/metrics.jsonl" 4 60
+	kill -TERM $pid
+	set +e; wait $pid; rc=$?; set -e
+	[ "$rc" -eq 1 ] || fail "SIGTERM: exit $rc, want 1"
+	at=$(sed -n 's/.*interrupted: checkpoint at step \([0-9]*\).*/\1/p' "$T/cut/train.log")
+	[ -n "$at" ] || fail "SIGTERM: no checkpoint logged"
+	# 24 keys at batch 4: 6 steps an epoch; the test wants a stop inside one
+	[ $((at % 6)) -eq 0 ] || [ $((at % 4)) -eq 0 ] || break
+done
+PYTHONPATH=$CDP_SRCDIR/python${PYTHONPATH:+:$PYTHONPATH} "$PYTHON" - "$T/cut/checkpoint.cdpt" "$at" <<'PYEOF' ||
+import sys
+from cdpool.checkpoint import load_checkpoint
+ck = load_checkpoint(sys.argv[1])
+at = int(sys.argv[2])
+assert ck.version == 7 and ck.step == at, (ck.version, ck.step)
+assert ck.sums["epoch_steps"] == at % 6 and ck.sums["log_steps"] == at % 4, ck.sums
+PYEOF
+	fail "Python: the checkpoint's SUMS are not those of step $at"
+cdp-train $E --out "$T/cut" --resume || fail "the resumed run failed"
+epochs "$T/whole/metrics.jsonl" >"$T/e1"
+epochs "$T/cut/metrics.jsonl" >"$T/e2"
+[ "$(wc -l <"$T/e1")" -eq 10 ] || fail "want 10 epoch lines, got $(wc -l <"$T/e1")"
+cmp -s "$T/e1" "$T/e2" || fail "stopped at step $at: epoch lines differ: $(diff "$T/e1" "$T/e2" | head -4)"
+losses "$T/whole/metrics.jsonl" >"$T/l1"
+losses "$T/cut/metrics.jsonl" >"$T/l2"
+cmp -s "$T/l1" "$T/l2" || fail "stopped at step $at: step lines differ: $(diff "$T/l1" "$T/l2" | head -4)"
+echo "stopped at step $at (epoch step $((at % 6)), log step $((at % 4))): 10 epoch and 15 step lines equal"
+
+echo "== the pool truncated under the run"
+# trunc NAME LAUNCHER...: truncate a copy of the pool after step 3
+trunc() {
+	name=$1; shift
+	rm -rf "$T/tp" "$T/$name"
+	cp -r "$T/pool" "$T/tp"
+	"$@" cdp-train --db "$T/tp" --keys "$T/train.keys" --model "$SMALL" --threads 2 -q --batch 2 \
+		--out "$T/$name" --steps 100000 --log-every 1 $V >"$T/out" 2>"$T/err" &
+	pid=$!
+	wait_step $pid "$T/$name/metrics.jsonl" 3 60
+	truncate -s 65536 "$T/tp/data.mdb"
+	set +e; wait $pid; rc=$?; set -e
+	[ "$rc" -eq 1 ] || fail "$name: exit $rc, want 1: $(cat "$T/err")"
+	grep -q "^cdp-train: \(rank [01]: \)\?'$T/tp': data.mdb shrank to 65536 bytes while training (record '[^']*' ends at byte [0-9]*): the pool changed under the run\$" "$T/err" ||
+		fail "$name: no line naming the pool's change: $(cat "$T/err")"
+	at=$(sed -n "s|^cdp-train: training stopped at step \([0-9]*\), checkpoint written to '$T/$name/checkpoint.cdpt'\$|\1|p" "$T/err")
+	[ -n "$at" ] || fail "$name: no checkpoint said: $(cat "$T/err")"
+	[ "$(losses "$T/$name/metrics.jsonl" | tail -1 | cut -d' ' -f1)" = "$at" ] ||
+		fail "$name: the last step line is not step $at"
+	PYTHONPATH=$CDP_SRCDIR/python${PYTHONPATH:+:$PYTHONPATH} "$PYTHON" -c "
+import sys
+from cdpool.checkpoint import load_checkpoint
+sys.exit(load_checkpoint(sys.argv[1]).step != int(sys.argv[2]))" "$T/$name/checkpoint.cdpt" "$at" ||
+		fail "$name: the checkpoint is not a valid one of step $at"
+	echo "$name: stopped at step $at with its checkpoint: $(grep "shrank" "$T/err")"
+}
+V=
+trunc trunc1
+# validating every step: the change may be found by either loader
+V="--val-keys $T/val.keys --val-every 1"
+trunc trunc1v
+V=
+if [ -n "$MP" ]; then
+	trunc trunc2 $MP
+else
+	echo "SKIP: 2 ranks (no MPIRUN)"
+fi
