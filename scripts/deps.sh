@@ -3,7 +3,8 @@
 # run its demo and its benchmarks. The one list of packages is here.
 #   build:    autotools, a C compiler, GDAL, LMDB, libpng, zlib, Open MPI, OpenBLAS
 #   tests:    lmdb-utils (mdb_stat, mdb_dump), gdal-bin, Python with GDAL, numpy, lmdb,
-#             PyTorch (python3-torch) for the engine's parity test, ONNX (python3-onnx)
+#             PyTorch (python3-torch) for the engine's parity test, torchvision
+#             (python3-torchvision) for import-torch's ResNet equality test, ONNX (python3-onnx)
 #             for python/'s export_onnx test; iproute2 and util-linux (ip, tc, unshare,
 #             nsenter: tests/cluster), time (peak memory); slurmctld, slurmd,
 #             slurm-client and munge (a one-node Slurm: tests/cluster/slurm.sh)
@@ -17,7 +18,7 @@ PACKAGES="
   build-essential autoconf automake libtool pkg-config
   libgdal-dev gdal-bin liblmdb-dev lmdb-utils libpng-dev zlib1g-dev libcairo2-dev
   libopenmpi-dev openmpi-bin libopenblas-dev
-  python3 python3-gdal python3-numpy python3-lmdb python3-torch python3-onnx
+  python3 python3-gdal python3-numpy python3-lmdb python3-torch python3-torchvision python3-onnx
   iproute2 util-linux time
   slurmctld slurmd slurm-client munge
   clang libclang-rt-14-dev

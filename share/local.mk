@@ -1,7 +1,8 @@
 # share/cdpool/: model cfgs and the worked example, installed under $(pkgdatadir).
 cdpmodelsdir = $(pkgdatadir)/models
 dist_cdpmodels_DATA = share/cdpool/models/unet.cfg share/cdpool/models/resunet.cfg \
-	share/cdpool/models/classifier.cfg
+	share/cdpool/models/classifier.cfg share/cdpool/models/resnet18.cfg \
+	share/cdpool/models/resnet34.cfg share/cdpool/models/resnet50.cfg
 cdpexamplesdir = $(pkgdatadir)/examples
 dist_cdpexamples_DATA = share/cdpool/examples/Makefile share/cdpool/examples/README \
 	share/cdpool/examples/roads.colors

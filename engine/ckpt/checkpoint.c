@@ -143,7 +143,7 @@ static void emit_meta(wr *w, const cdp_ckpt *ck)
 	put_u32(w, (uint32_t)ck->batch);
 	put_u32(w, (uint32_t)ck->batch_ranks);
 	put_u32(w, (uint32_t)ck->batch_accumulate);
-	put_u32(w, 0);
+	put_u32(w, ck->initial ? CDP_CKPT_KIND_INITIAL : 0);
 }
 
 static void emit_cfg(wr *w, const cdp_ckpt *ck)
@@ -470,6 +470,10 @@ int cdp_ckpt_check(const cdp_ckpt *ck)
 	/* SUMS: finite sums of no more steps than the run made */
 	if (ck->has_sums && (!isfinite(ck->sum_epoch_loss) || !isfinite(ck->sum_log_loss) ||
 	                     ck->sum_epoch_steps > ck->step || ck->sum_log_steps > ck->step))
+		return -1;
+	/* initial weights: the tensors and the model, nothing of a run */
+	if (ck->initial && (ck->optim.type != 0 || ck->step || ck->epoch || ck->data_pos ||
+	                    ck->nrng || ck->nranks || ck->has_sums))
 		return -1;
 	/* the global batch: unknown, or three counts whose product fits */
 	if ((ck->batch | ck->batch_ranks | ck->batch_accumulate) != 0 &&

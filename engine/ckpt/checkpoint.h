@@ -120,6 +120,9 @@ typedef struct cdp_ckpt_tensor {
 
 /* RANK: the run's --sync mode (as train.h numbers them) and which blocks
  * each rank's state holds. */
+/* META's kind (version 7) */
+#define CDP_CKPT_KIND_INITIAL 1
+
 enum { CDP_CKPT_SYNC_ALLREDUCE = 0, CDP_CKPT_SYNC_AVERAGE = 1, CDP_CKPT_SYNC_ADMM = 2 };
 enum {
 	CDP_CKPT_RANK_PARAMS = 1, CDP_CKPT_RANK_OPTIM = 2, CDP_CKPT_RANK_DUAL = 4,
@@ -187,6 +190,12 @@ typedef struct cdp_ckpt {
 	 * unknown (older versions), else all >= 1, their product the global
 	 * batch (cdp_ckpt_global_batch) that the data position counts in */
 	int batch, batch_ranks, batch_accumulate;
+	/* the kind (META, version 7): 0 a run's checkpoint, CDP_CKPT_KIND_INITIAL
+	 * initial weights (python3 -m cdpool import-torch): no optimizer (type
+	 * 0), no progress, RNG streams, per-rank state or sums, and PARM/BUFS
+	 * possibly only part of the net's tensors, for cdp-train --init
+	 * (cdp_ckpt_take) */
+	int initial;
 	/* the running sums of metrics.jsonl's means (SUMS, version 7);
 	 * has_sums 0: none (older versions, or not a training run's). Each
 	 * loss sum finite, each count at most step. */
@@ -286,6 +295,16 @@ int  cdp_ckpt_class_name_ok(const char *s, char *why, size_t cap);
  * names be no more than the net's classes (max(classes, 2)). On
  * CDP_EMISMATCH err names the first difference and the net is unchanged. */
 int  cdp_ckpt_to_net(const cdp_ckpt *ck, cdp_net *net, char *err, size_t cap);
+
+/* Initial weights: copies into a built net each of its tensors that the
+ * checkpoint holds under the same name and shape (in any order), leaving
+ * the others as they are. each (when not NULL) is called once per net
+ * tensor in block order with its name and whether it was taken; *ntaken
+ * and *ntotal (when not NULL) count them. CDP_OK, or CDP_EOVERFLOW when
+ * the net's tensors do not tile its blocks. */
+int  cdp_ckpt_take(const cdp_ckpt *ck, cdp_net *net,
+                   void (*each)(void *ctx, const char *name, int taken), void *ctx,
+                   int *ntaken, int *ntotal);
 /* Restores the step and moment blocks into o, initialised (cdp_optim_init)
  * with the same optimizer type and parameter count; settings stay o's. */
 int  cdp_ckpt_to_optim(const cdp_ckpt *ck, cdp_optim *o, char *err, size_t cap);

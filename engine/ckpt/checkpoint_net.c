@@ -269,6 +269,40 @@ int cdp_ckpt_to_net(const cdp_ckpt *ck, cdp_net *net, char *err, size_t cap)
 	return rc;
 }
 
+int cdp_ckpt_take(const cdp_ckpt *ck, cdp_net *net,
+                  void (*each)(void *ctx, const char *name, int taken), void *ctx,
+                  int *ntaken, int *ntotal)
+{
+	slot *s;
+	int np, nb, taken = 0, rc = net_slots(net, &s, &np, &nb);
+
+	if (rc != CDP_OK)
+		return rc;
+	for (int i = 0; i < np + nb; i++) {
+		const cdp_ckpt_tensor *t = i < np ? ck->params : ck->buffers;
+		int nt = i < np ? ck->nparams : ck->nbuffers, hit = 0;
+		float *base = i < np ? net->params : net->buffers;
+
+		for (int j = 0; j < nt && !hit; j++) {
+			if (strcmp(t[j].name, s[i].name) != 0 || t[j].ndim != s[i].ndim ||
+			    memcmp(t[j].dims, s[i].dims, (size_t)t[j].ndim * sizeof(int)) != 0)
+				continue;
+			net->be->to_device(net->be, base + s[i].off, t[j].data,
+			                   t[j].numel * sizeof(float));
+			hit = 1;
+		}
+		taken += hit;
+		if (each)
+			each(ctx, s[i].name, hit);
+	}
+	if (ntaken)
+		*ntaken = taken;
+	if (ntotal)
+		*ntotal = np + nb;
+	free(s);
+	return CDP_OK;
+}
+
 int cdp_ckpt_set_optim(cdp_ckpt *ck, const cdp_optim *o)
 {
 	int nb = cdp_optim_nblocks(&o->cfg);

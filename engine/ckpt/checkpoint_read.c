@@ -158,9 +158,12 @@ static void parse_meta(rd *r, cdp_ckpt *ck)
 			bad(r, CDP_EFORMAT);
 	}
 	if (r->version >= 4) {     /* the global batch; checked by cdp_ckpt_check */
-		uint32_t b = get_u32(r), j = get_u32(r), a = get_u32(r);
-		if (get_u32(r) != 0 || b > INT_MAX || j > INT_MAX || a > INT_MAX)
+		uint32_t b = get_u32(r), j = get_u32(r), a = get_u32(r), kind = get_u32(r);
+		/* the kind: version 7's, 0 before */
+		if (kind > (r->version >= 7 ? CDP_CKPT_KIND_INITIAL : 0) || b > INT_MAX ||
+		    j > INT_MAX || a > INT_MAX)
 			bad(r, CDP_EFORMAT);
+		ck->initial = kind == CDP_CKPT_KIND_INITIAL;
 		ck->batch = (int)b;
 		ck->batch_ranks = (int)j;
 		ck->batch_accumulate = (int)a;

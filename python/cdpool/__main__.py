@@ -7,6 +7,9 @@ python -m cdpool trace [--skip N] [--against BASE] TRACE: what a
 cdp-train --trace file says about the run's steps, per rank, and its
 gradient buckets (trace.py); with BASE (a 1-rank run's trace) the
 efficiency at equal core speed.
+python -m cdpool import-torch STATE_DICT --model CFG[:K=V,...] -o INIT.cdpt
+[--in-channels N]: an initial-weights checkpoint for cdp-train --init from a
+PyTorch state dict (import_torch.py).
 Exit 0, 1 when a file is refused (message on stderr), 2 on a usage error.
 A closed pipe on stdout (python -m cdpool info POOL | head -1) ends the
 process quietly by SIGPIPE, as it ends the C tools, not in a traceback.
@@ -73,6 +76,7 @@ def _ckpt(path, out):
                                              sum(t.size for t in c.buffers.values())))
     out("optimizer: %s lr %.9g policy %s step %d" % (o["type"], o["lr"], o["policy"], o["step"]))
     out("loss scale: %.17g" % c.loss_scale)
+    out("initial weights: %s" % ("yes" if c.initial else "no"))
     for name in c.rng:
         out("rng: %s" % name)
     if c.ranks:
@@ -84,7 +88,7 @@ def _ckpt(path, out):
         out("model: the cfg is refused: %s" % e)
         return
     # the checkpoint is refused as cdp-predict refuses it
-    why = fit_checkpoint(c, m)
+    why = None if c.initial else fit_checkpoint(c, m)
     if why:
         raise CdpError("EMISMATCH", path, message=why)
     out("model: %d layers, %s loss, %d classes" % (len(m["layers"]), m["loss"], m["classes"]))
@@ -126,6 +130,16 @@ def _count(text):
     return n
 
 
+def _channels(text):
+    try:
+        n = int(text, 10)
+    except ValueError:
+        n = -1
+    if not 1 <= n <= 65535:
+        raise argparse.ArgumentTypeError("'%s' is not a number in [1, 65535]" % text)
+    return n
+
+
 def _lines(path, show, *args):
     """show(path, out, *args)'s lines, or None when it refused a file (the
     message printed on stderr)."""
@@ -160,7 +174,17 @@ def main(argv=None):
     tr.add_argument("--against", metavar="BASE",
                     help="a 1-rank run's trace: print the efficiency at equal core speed")
     tr.add_argument("path", metavar="TRACE")
+    it = sub.add_parser("import-torch",
+                        help="an initial-weights checkpoint from a PyTorch state dict")
+    it.add_argument("state_dict", metavar="STATE_DICT")
+    it.add_argument("--model", required=True, metavar="CFG[:K=V,...]")
+    it.add_argument("-o", "--output", required=True, metavar="INIT.cdpt")
+    it.add_argument("--in-channels", type=_channels, metavar="N",
+                    help="input bands of the net; the first convolution adapted as timm does")
     args = ap.parse_args(argv)
+    if args.cmd == "import-torch":
+        from .import_torch import run
+        return run(args, PROG)
     if args.cmd == "trace":
         lines = _lines(args.path, trace_report, args.skip, args.against)
         if lines is None:

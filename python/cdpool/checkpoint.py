@@ -7,7 +7,7 @@ version (1 to 7), the file size field against the real size, the CRC-32
 against the bytes left in each chunk, then the values (ranges, tensor
 totals, optimizer blocks of the parameter count, bands matching the input
 channels, finite deviations >= 0 (0: a constant band, centred only), the
-global batch (version 4), the standardization's origin, sources and the
+global batch (version 4), the kind (version 7), the standardization's origin, sources and the
 training data's CRS and pixel size (version 5), the class names (version 6: 1 to 255 bytes
 of UTF-8 without control characters each), unique RNG stream names, the RANK chunk's own
 version, CRC and sizes, the SUMS chunk's sums finite and counts no more than
@@ -42,6 +42,7 @@ SINCE = (1, 1, 1, 1, 1, 1, 1, 3, 7)    # each at most once, in TAGS's order
 OPTIMIZERS = {0: "none", 1: "sgd", 2: "adamw"}
 POLICIES = {0: "constant", 1: "step", 2: "cosine"}
 SYNCS = {0: "allreduce", 1: "average", 2: "admm"}
+KIND_INITIAL = 1           # CDP_CKPT_KIND_INITIAL: META's kind (version 7)
 CFG_MAX = 16 << 20
 NAME_MAX = 95
 _NAME = re.compile(rb"[\x21-\x7e]{1,95}")
@@ -115,7 +116,9 @@ class Checkpoint:
     optim_steps, data (nranks, stride) float32); sums: None, or a dict of
     the SUMS chunk (version 7: epoch_loss, epoch_steps, log_loss,
     log_steps, the loss sums metrics.jsonl's open epoch and step lines
-    still owe).
+    still owe); initial: True for an initial-weights checkpoint (version
+    7, META's kind 1: python3 -m cdpool import-torch's), whose PARM and
+    BUFS may hold only part of the net's tensors.
     """
 
     def param_block(self):
@@ -160,11 +163,14 @@ def _meta(r, ck):
             raise _Bad("EFORMAT")
     # the global batch (version 4): per rank, ranks, accumulated; 0 0 0 unknown
     ck.batch, ck.batch_ranks, ck.batch_accumulate = 0, 0, 0
+    ck.initial = False
     if r.version >= 4:
-        b, j, a, zero = r.take("<IIII")
-        if zero != 0 or max(b, j, a) > 0x7FFFFFFF:
+        b, j, a, kind = r.take("<IIII")
+        # the kind (version 7): 0 a run's checkpoint, 1 initial weights
+        if kind > (KIND_INITIAL if r.version >= 7 else 0) or max(b, j, a) > 0x7FFFFFFF:
             raise _Bad("EFORMAT")
         ck.batch, ck.batch_ranks, ck.batch_accumulate = b, j, a
+        ck.initial = kind == KIND_INITIAL
 
 
 def _cfg(r, ck):
@@ -382,6 +388,10 @@ def _check(ck):
         raise _Bad("EFORMAT")
     if ck.sums and max(ck.sums["epoch_steps"], ck.sums["log_steps"]) > ck.step:
         raise _Bad("EFORMAT")
+    # initial weights: no optimizer, progress, RNG state, per-rank state or sums
+    if ck.initial and (o["type"] != "none" or ck.step or ck.epoch or ck.data_pos or ck.rng
+                       or ck.ranks or ck.sums):
+        raise _Bad("EFORMAT")
     ck.class_names = [_class_name(k, raw) for k, raw in enumerate(ck.class_names)]
 
 
@@ -473,3 +483,50 @@ def load_checkpoint(path, finite=True):
     with open(path, "rb") as f:
         data = f.read()
     return decode_checkpoint(data, path, finite)
+
+
+# ---- the writer (version 7), for initial-weights checkpoints -------------------------------
+def _str(b):
+    return struct.pack("<I", len(b)) + b
+
+
+def _table(tensors):
+    out = [b""]
+    total = 0
+    for name, t in tensors.items():
+        t = np.ascontiguousarray(t, dtype="<f4")
+        if not _NAME.fullmatch(name.encode()) or not 1 <= t.ndim <= 4 or t.size == 0:
+            raise ValueError("tensor %r: a name of 1 to 95 printable characters and 1 to 4 "
+                             "dimensions expected" % name)
+        out.append(_str(name.encode()) + struct.pack("<I", t.ndim)
+                   + struct.pack("<%dI" % t.ndim, *t.shape) + t.tobytes())
+        total += t.size
+    out[0] = struct.pack("<IIQ", len(tensors), 0, total)
+    return b"".join(out)
+
+
+def encode_initial(cfg_text, overrides, in_shape, params, buffers):
+    """The bytes of an initial-weights checkpoint (cdp-checkpoint(5), version
+    7, META's kind 1): the model (cfg text, overrides "key=value", input
+    shape (C, H, W)), the tensors params and buffers (name -> array, in the
+    net's block order; a subset of the net's), no optimizer (type none), no
+    progress, RNG streams, bands or standardization."""
+    c, h, w = in_shape
+    meta = struct.pack("<4I4Q", c, h, w, 0, 0, 0, 0, 0) + bytes(32) \
+        + struct.pack("<dQQ", 0.0, 0, 0) + struct.pack("<4I", 0, 0, 0, KIND_INITIAL)
+    cfg = _str(cfg_text.encode("utf-8", "surrogateescape")) + struct.pack("<I", len(overrides)) \
+        + b"".join(_str(o.encode("utf-8", "surrogateescape")) for o in overrides)
+    optm = struct.pack("<4I", 0, 0, 0, 1) + struct.pack("<10f", *([0.0] * 10)) \
+        + struct.pack("<4q", 0, 0, 0, 0) + struct.pack("<IIQ", 0, 0, 0)
+    rng = struct.pack("<I", 0)
+    # no bands or statistics, data type unknown, origin unknown, no sources,
+    # no CRS, pixel size unknown, no class names
+    data = struct.pack("<III", 0, 0, 0) + struct.pack("<III", 0, 0, 0) \
+        + struct.pack("<2d", 0.0, 0.0) + struct.pack("<I", 0)
+    chunks = [(b"META", meta), (b"CFG ", cfg), (b"PARM", _table(params)),
+              (b"BUFS", _table(buffers)), (b"OPTM", optm), (b"RNG ", rng), (b"DATA", data)]
+    body = b"".join(tag + struct.pack("<IQ", 0, len(p)) + p for tag, p in chunks)
+    size = HDR + len(body) + 4
+    head = MAGIC + struct.pack("<IIQ", VERSION, len(chunks), size)
+    b = head + body
+    return b + struct.pack("<I", zlib.crc32(b))

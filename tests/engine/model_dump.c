@@ -3,11 +3,14 @@
  *
  * usage: model_dump [-b N] [-D KEY=VALUE]... [-i C,H,W] [-p DIR] [-s SEED]
  *                   [-t THREADS] [--steps S] [--sgd-lr LR] [--adamw-lr LR]
- *                   [--adam-eps E] [--ignore-frac F] CFG
+ *                   [--adam-eps E] [--ignore-frac F] [--init CKPT] CFG
  *
  * Defaults: batch 2, the cfg's input shape, seed 1, 1 thread, 2 steps, SGD
  * lr 0.1, AdamW lr 0.01 and eps 1e-8, 10% ignored labels (when the cfg sets
  * ignore=). -D KEY=VALUE overrides a [net] key (width=4, loss=bce+dice).
+ * --init CKPT: after cdp_net_init, the tensors of checkpoint CKPT (read by
+ * cdp_ckpt_read) taken by name and shape (cdp_ckpt_take, as cdp-train
+ * --init takes them); stderr names each one not taken.
  *
  * Without -p: the expanded model on stdout (model_json below): per layer
  * its index, type, name, from indices (-1 = the net input), in/out shapes
@@ -25,6 +28,8 @@
  *                              training-mode forward, the loss, backward
  *                              (grads of the mean loss, input gradient) and
  *                              the running statistics after that forward
+ *   eval0.f32                  (with --init) an eval-mode forward of
+ *                              input.f32 before any training forward
  *   eval.f32                   then an eval-mode forward (running stats)
  *   sgd<k>.f32 adamw<k>.f32    params after k = 1..S steps of SGD (momentum
  *                              0.9, no nesterov, wd 1e-4) and of AdamW (wd
@@ -41,8 +46,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "cdp_error.h"
 #include "cdp_num.h"
 #include "cdp_rng.h"
+#include "ckpt/checkpoint.h"
 #include "layers.h"
 #include "loss.h"
 #include "optim.h"
@@ -50,7 +57,7 @@
 #define MAX_OVERRIDES 32
 
 typedef struct opts {
-	const char *cfg_path, *dir;
+	const char *cfg_path, *dir, *init;
 	const char *ov[MAX_OVERRIDES];
 	int nov, batch, threads, steps;
 	int in_c, in_h, in_w;
@@ -62,7 +69,7 @@ static void usage(FILE *f)
 {
 	fprintf(f, "usage: model_dump [-b N] [-D KEY=VALUE]... [-i C,H,W] [-p DIR] [-s SEED]\n"
 	           "                  [-t THREADS] [--steps S] [--sgd-lr LR] [--adamw-lr LR]\n"
-	           "                  [--adam-eps E] [--ignore-frac F] CFG\n");
+	           "                  [--adam-eps E] [--ignore-frac F] [--init CKPT] CFG\n");
 }
 
 /* ---- JSON ---- */
@@ -421,6 +428,13 @@ static int parity(cdp_net *net, const opts *o)
 	if (dump(&r, "params0.f32", net->params, net->nparams) < 0 ||
 	    dump(&r, "buffers0.f32", net->buffers, net->nbuffers) < 0 || make_batch(&r) < 0)
 		goto out;
+	if (o->init) {
+		net->train = 0;
+		cdp_net_forward(net);
+		net->train = 1;
+		if (dump(&r, "eval0.f32", out->y, nout) < 0)
+			goto out;
+	}
 	cdp_net_zero_grad(net);
 	train_pass(&r, &res);
 	if (dump(&r, "logits.f32", out->y, nout) < 0 ||
@@ -454,9 +468,30 @@ out:
 
 /* ---- main ---- */
 
+static void not_taken(void *ctx, const char *name, int taken)
+{
+	if (!taken)
+		fprintf(stderr, "model_dump: %s: not in '%s'\n", name, (const char *)ctx);
+}
+
+/* --init: the checkpoint's tensors by name and shape */
+static int init_from(cdp_net *net, const char *path)
+{
+	cdp_ckpt ck;
+	int rc = cdp_ckpt_read(path, &ck);
+
+	if (rc != 0) {
+		fprintf(stderr, "model_dump: cannot read '%s': %s\n", path, cdp_strerror(rc));
+		return -1;
+	}
+	rc = cdp_ckpt_take(&ck, net, not_taken, (void *)path, NULL, NULL);
+	cdp_ckpt_free(&ck);
+	return rc == 0 ? 0 : -1;
+}
+
 static int parse_args(int argc, char **argv, opts *o)
 {
-	enum { O_STEPS = 256, O_SGD_LR, O_ADAMW_LR, O_ADAM_EPS, O_IGNORE_FRAC };
+	enum { O_STEPS = 256, O_SGD_LR, O_ADAMW_LR, O_ADAM_EPS, O_IGNORE_FRAC, O_INIT };
 	static const struct option longopts[] = {
 		{ "batch", required_argument, NULL, 'b' },
 		{ "define", required_argument, NULL, 'D' },
@@ -470,6 +505,7 @@ static int parse_args(int argc, char **argv, opts *o)
 		{ "adamw-lr", required_argument, NULL, O_ADAMW_LR },
 		{ "adam-eps", required_argument, NULL, O_ADAM_EPS },
 		{ "ignore-frac", required_argument, NULL, O_IGNORE_FRAC },
+		{ "init", required_argument, NULL, O_INIT },
 		{ NULL, 0, NULL, 0 },
 	};
 	int ch, shape[3];
@@ -518,6 +554,9 @@ static int parse_args(int argc, char **argv, opts *o)
 			                     ch == O_ADAMW_LR ? &o->adamw_lr : &o->adam_eps) != 0)
 				goto bad;
 			break;
+		case O_INIT:
+			o->init = optarg;
+			break;
 		case O_IGNORE_FRAC:
 			if (cdp_parse_double(optarg, 0, 1, &o->ignore_frac) != 0)
 				goto bad;
@@ -563,6 +602,8 @@ int main(int argc, char **argv)
 	}
 	built = 1;
 	cdp_net_init(&net, o.seed);
+	if (o.init && init_from(&net, o.init) < 0)
+		goto out;
 	model_json(stdout, &net, &o);
 	if (fflush(stdout) != 0 || ferror(stdout)) {
 		fprintf(stderr, "model_dump: cannot write the model: %s\n", strerror(errno));

@@ -2,5 +2,8 @@
 # under $(PYTHON)) through tests/engine/model_dump.
 if HAVE_OPENBLAS
 TESTS += tests/parity/unet_parity.sh
+# resnet_import.sh: torchvision's ResNets (python3-torchvision) imported by
+# python3 -m cdpool import-torch equal the engine's resnet*.cfg
+TESTS += tests/parity/resnet_import.sh
 endif
 EXTRA_DIST += tests/parity
