@@ -92,6 +92,11 @@ int pr_load_model(predictor *p, char *err, size_t cap)
 	if (rc != 0)
 		return pr_fail(err, cap, "cannot read '%s': %s", p->model, why);
 	p->have_ck = 1;
+	/* initial weights know nothing of the data unless given a standardization */
+	if (p->ck.initial && !p->ck.mean)
+		return pr_fail(err, cap, "'%s' holds initial weights (python3 -m cdpool import-torch) "
+		               "without a standardization: train from them with cdp-train --init",
+		               p->model);
 	p->C = p->ck.in_c;
 	if (p->ck.nbands != 0 && p->ck.nbands != p->C)
 		return pr_fail(err, cap, "'%s': %d bands for %d input channels", p->model, p->ck.nbands, p->C);

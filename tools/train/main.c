@@ -26,7 +26,7 @@
 #define PROG "cdp-train"
 
 enum {
-	OPT_ALLREDUCE = 256, OPT_BATCH, OPT_CKPT_EVERY, OPT_CLASS_WEIGHTS, OPT_DB, OPT_DEVICE, OPT_EPOCHS,
+	OPT_ALLREDUCE = 256, OPT_BATCH, OPT_CKPT_EVERY, OPT_CLASS_WEIGHTS, OPT_DB, OPT_DEVICE, OPT_EPOCHS, OPT_INIT,
 	OPT_KEEP_BEST, OPT_KEYS, OPT_LOAD, OPT_LOG, OPT_LOG_EVERY, OPT_LOSS_SCALE, OPT_LR, OPT_MODEL, OPT_MOMENTUM,
 	OPT_NAN_POLICY, OPT_NESTEROV, OPT_NO_OVERLAP, OPT_OPTIMIZER, OPT_OUT, OPT_OVERWRITE, OPT_PAD_LAST,
 	OPT_PRECISION, OPT_PROGRESS, OPT_RESUME, OPT_SCHEDULE, OPT_SEED, OPT_SKIP_BAD, OPT_STEPS,
@@ -45,7 +45,7 @@ static void usage(FILE *f)
 	    "                 [--device cpu|cuda|cuda:N|auto] [--precision fp32|tf32|bf16|fp16]\n"
 	    "                 [--loss-scale dynamic|off|S] [--sync allreduce|average:K|admm:K:RHO]\n"
 	    "                 [--allreduce mpi|ring|nccl] [--no-overlap] [--checkpoint-every N]\n"
-	    "                 [--resume | --overwrite]\n"
+	    "                 [--resume | --overwrite] [--init CHECKPOINT]\n"
 	    "                 [--bucket-mb N] [--trace FILE]\n"
 	    "                 [--log FILE] [--log-every N] [--val-every N] [--load pool|copy]\n"
 	    "                 [--pad-last] [--skip-bad-records] [--nan-policy stop|skip]\n"
@@ -187,6 +187,7 @@ int main(int argc, char **argv)
 		{ "progress",         no_argument,       NULL, OPT_PROGRESS },
 		{ "quiet",            no_argument,       NULL, 'q' },
 		{ "resume",           no_argument,       NULL, OPT_RESUME },
+		{ "init",             required_argument, NULL, OPT_INIT },
 		{ "schedule",         required_argument, NULL, OPT_SCHEDULE },
 		{ "seed",             required_argument, NULL, OPT_SEED },
 		{ "skip-bad-records", no_argument,       NULL, OPT_SKIP_BAD },
@@ -326,6 +327,7 @@ int main(int argc, char **argv)
 			break;
 		case OPT_PROGRESS: o.progress = CDP_PROGRESS_ON; break;
 		case OPT_RESUME: o.resume = 1; break;
+		case OPT_INIT: o.init = optarg; break;
 		case OPT_SCHEDULE:
 			if (cdp_cli_keyword("--schedule", optarg, schedules, &k))
 				goto out;
@@ -384,6 +386,12 @@ int main(int argc, char **argv)
 	if (o.resume && o.overwrite) {
 		fprintf(stderr, PROG ": --resume and --overwrite exclude each other (continue the run "
 		        "in '%s', or start it over)\n", o.out);
+		usage(stderr);
+		goto out;
+	}
+	if (o.resume && o.init) {
+		fprintf(stderr, PROG ": --resume and --init exclude each other (a resumed run has its "
+		        "weights)\n");
 		usage(stderr);
 		goto out;
 	}

@@ -60,6 +60,7 @@ typedef struct cdp_train_opts {
 	int load;                   /* CDP_LOAD_* */
 	int pad_last, skip_bad, resume;
 	int overwrite;              /* --overwrite: RUNDIR's earlier run goes (train_rundir.c) */
+	const char *init;           /* --init CHECKPOINT: initial weights, or NULL */
 	int nan_policy;             /* CDP_NAN_* */
 	int keep_best;              /* CDP_BEST_* */
 	int progress;               /* CDP_PROGRESS_* */

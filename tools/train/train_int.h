@@ -74,6 +74,7 @@ typedef struct trainer {
 	uint64_t skipped;
 	cdp_ckpt ck;                    /* the checkpoint being resumed */
 	int have_ck;
+	char *init_note;                /* --init: train.log's lines about it (rank 0) */
 	cdp_dist_algo algo;             /* --allreduce, resolved (train_setup.c) */
 	/* the next training batch (train.c): its device copy is queued into
 	 * nx, nlab (device, like net.x and dlab, which they swap with) while

@@ -333,8 +333,86 @@ static int fetch_ckpt(trainer *t, const char *path, int failed, char *err, size_
 	free(buf);
 	if (rc != 0)
 		return tr_fail(err, cap, "cannot resume from '%s': %s", path, why);
+	if (t->ck.initial) {
+		cdp_ckpt_free(&t->ck);
+		return tr_fail(err, cap, "cannot resume from '%s': it holds initial weights "
+		               "(python3 -m cdpool import-torch), not a run; --init starts one from them",
+		               path);
+	}
 	t->have_ck = 1;
 	return 0;
+}
+
+/* train.log's line on the net's tensors not taken, growing */
+typedef struct init_list {
+	char *s;
+	size_t len, cap;
+	int n;
+} init_list;
+
+static void init_each(void *ctx, const char *name, int taken)
+{
+	init_list *l = ctx;
+	size_t need = strlen(name) + 3;
+
+	if (taken || !l->s)
+		return;
+	if (l->len + need >= l->cap) {
+		char *p = realloc(l->s, l->cap * 2 + need);
+		if (!p) {
+			free(l->s);
+			l->s = NULL;
+			return;
+		}
+		l->s = p;
+		l->cap = l->cap * 2 + need;
+	}
+	l->len += (size_t)snprintf(l->s + l->len, l->cap - l->len, "%s%s", l->n++ ? ", " : "", name);
+}
+
+/* --init: every rank reads the checkpoint (rank 0's bytes, broadcast) and
+ * takes its tensors by name and shape over the seeded initialization;
+ * nothing else of it (optimizer, progress, RNG, standardization). */
+static int init_weights(trainer *t, char *err, size_t cap)
+{
+	unsigned char *buf = NULL;
+	size_t len = 0;
+	char why[256];
+	cdp_ckpt ck;
+	init_list l = { malloc(256), 0, 256, 0 };
+	int rc = 0, taken = 0, total = 0;
+	size_t n;
+
+	if (cdp_dist_bcast_buf(t->rank == 0 ? cdp_ckpt_load(t->o->init, &buf, &len) : 0, &buf, &len,
+	                       &rc) != 0) {
+		free(l.s);
+		return rc ? tr_fail(err, cap, "--init: cannot read '%s': %s", t->o->init,
+		                    cdp_strerror(rc)) : -1;
+	}
+	rc = cdp_ckpt_decode_why(buf, len, CDP_CKPT_MAX_RANKS, &ck, why, sizeof why);
+	free(buf);
+	if (rc != 0) {
+		free(l.s);
+		return tr_fail(err, cap, "--init: cannot read '%s': %s", t->o->init, why);
+	}
+	rc = cdp_ckpt_take(&ck, &t->net, init_each, &l, &taken, &total);
+	cdp_ckpt_free(&ck);
+	if (rc != 0 || !l.s) {
+		free(l.s);
+		return tr_fail(err, cap, "--init '%s': %s", t->o->init,
+		               rc ? cdp_strerror(rc) : "out of memory");
+	}
+	if (taken == 0) {
+		free(l.s);
+		return tr_fail(err, cap, "--init '%s': none of its tensors has a name and shape of "
+		               "this net's", t->o->init);
+	}
+	n = strlen(t->o->init) + l.len + 128;
+	if ((t->init_note = malloc(n)))
+		snprintf(t->init_note, n, "init: %d of the net's %d tensors from '%s'; initialized as "
+		         "usual: %s", taken, total, t->o->init, l.n ? l.s : "none");
+	free(l.s);
+	return t->init_note ? 0 : tr_fail(err, cap, "out of memory");
 }
 
 int tr_setup(trainer *t, char *err, size_t cap)
@@ -403,6 +481,8 @@ int tr_setup(trainer *t, char *err, size_t cap)
 	cdp_net_init(&t->net, o->seed);
 	if (t->have_ck && tr_resume(t, err, cap) < 0)
 		return -1;
+	if (o->init && init_weights(t, err, cap) < 0)
+		return -1;
 	loss_scale(t);
 	if (tr_checkpoint_check(t, err, cap) < 0)
 		return -1;
@@ -417,6 +497,8 @@ int tr_setup(trainer *t, char *err, size_t cap)
 		fprintf(stderr, "cdp-train: %s\n", t->std_note[0]);
 	if (t->rank == 0 && t->names_note[0])
 		tr_logf(t, "%s", t->names_note);
+	if (t->rank == 0 && t->init_note)
+		tr_logf(t, "%s", t->init_note);
 	if (t->rank == 0 && t->names_warn)
 		fprintf(stderr, "cdp-train: %s\n", t->names_note);
 	if (t->have_ck && tr_sync_resume(t, err, cap) < 0)
@@ -519,6 +601,7 @@ void tr_teardown(trainer *t)
 	tr_standardize_free(t);
 	tr_class_names_free(t);
 	free(t->cfg_text);
+	free(t->init_note);
 	free(t->cw);
 	if (t->be) {
 		cdp_dist_set_backend(NULL);

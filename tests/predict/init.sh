@@ -1,0 +1,71 @@
+#!/bin/sh
+# tests/predict/init.sh: cdp-train --init from python3 -m cdpool import-torch
+# on the 16x16 scene chips of chips.sh (5 classes):
+#  - torchvision's resnet18 (seeded, 1000 classes) imported for resnet18.cfg
+#    with classes=5: the head is left out; cdp-train --init trains 3 steps at
+#    --lr 0 and its checkpoint holds torchvision's conv, batchnorm gamma/beta
+#    and dense-free tensors exactly (lr 0: the weights stay as taken), train.log
+#    names the two head tensors initialized as usual;
+#  - the same at --lr 0.05 trains (finite, changed weights);
+#  - --resume of a run directory whose checkpoint.cdpt is initial weights is
+#    refused, so is cdp-predict on them, --init with --resume is a usage error.
+. "$CDP_SRCDIR/tests/tools/common.sh"
+need_python
+"$PYTHON" -c "import torch, torchvision" 2>/dev/null || { echo "SKIP: no torchvision" >&2; exit 77; }
+. "$CDP_SRCDIR/tests/predict/chips.sh"
+export PYTHONPATH="$CDP_SRCDIR/python${PYTHONPATH:+:$PYTHONPATH}"
+export PYTHONDONTWRITEBYTECODE=1
+CFG="$CDP_SRCDIR/share/cdpool/models/resnet18.cfg"
+
+"$PYTHON" -c '
+import sys, torch, torchvision
+torch.manual_seed(5)
+torch.save(torchvision.models.resnet18().state_dict(), sys.argv[1])' "$T/r18.pth"
+"$PYTHON" -m cdpool import-torch "$T/r18.pth" --model "$CFG:classes=5" -o "$T/init.cdpt" \
+	2>"$T/imp.err" || fail "import-torch: $(cat "$T/imp.err")"
+grep -q "head tensor fc.weight: (1000,512) in the state dict, the net has (5,512): left out" \
+	"$T/imp.err" || fail "no note on the head: $(cat "$T/imp.err")"
+
+echo "== --init at lr 0"
+cdp-keyshuffle -q -o "$T/k" "$T/pool"
+cdp-train -q --db "$T/pool" --keys "$T/k" --out "$T/r0" --batch 4 --steps 3 --threads 1 \
+	--lr 0 --model "$CFG:classes=5" --init "$T/init.cdpt" || fail "cdp-train --init"
+grep -q "init: 100 of the net's 102 tensors from '$T/init.cdpt'; initialized as usual: fc.w, fc.b" \
+	"$T/r0/train.log" || fail "train.log: $(cat "$T/r0/train.log")"
+"$PYTHON" -c '
+import sys, numpy as np, torch
+from cdpool import load_checkpoint
+sd = torch.load(sys.argv[1])
+ck = load_checkpoint(sys.argv[2])
+assert not ck.initial and ck.step == 3, (ck.initial, ck.step)
+n = 0
+for name, t in ck.params.items():
+    layer, suf = name.rsplit(".", 1)
+    key = layer + "." + {"w": "weight", "b": "bias"}[suf]
+    if layer == "fc":
+        assert t.shape != tuple(sd[key].shape)
+        continue
+    assert np.array_equal(t, sd[key].numpy()), name
+    n += 1
+assert n == 60, n' "$T/r18.pth" "$T/r0/checkpoint.cdpt" || fail "the weights taken differ from torchvision's"
+
+echo "== --init trains"
+cdp-train -q --db "$T/pool" --keys "$T/k" --out "$T/r1" --batch 4 --steps 3 --threads 1 \
+	--lr 0.05 --model "$CFG:classes=5" --init "$T/init.cdpt" || fail "cdp-train --init lr 0.05"
+"$PYTHON" -c '
+import sys, numpy as np
+from cdpool import load_checkpoint
+a, b = load_checkpoint(sys.argv[1]), load_checkpoint(sys.argv[2])
+assert not np.array_equal(a.params["layer1.0.conv1.w"], b.params["layer1.0.conv1.w"])' \
+	"$T/r0/checkpoint.cdpt" "$T/r1/checkpoint.cdpt" || fail "lr 0.05 changed nothing"
+
+echo "== refusals"
+mkdir "$T/r2"
+cp "$T/init.cdpt" "$T/r2/checkpoint.cdpt"
+expect_fail 1 "cannot resume from '$T/r2/checkpoint.cdpt': it holds initial weights" \
+	cdp-train -q --db "$T/pool" --keys "$T/k" --out "$T/r2" --batch 4 --steps 3 --threads 1 --resume
+expect_fail 1 "holds initial weights (python3 -m cdpool import-torch) without a standardization" \
+	cdp-predict -q --threads 1 "$T/init.cdpt" "$T/F" -o "$T/x.csv"
+expect_fail 2 "resume and --init exclude each other" \
+	cdp-train -q --db "$T/pool" --keys "$T/k" --out "$T/r1" --resume --init "$T/init.cdpt"
+echo "PASS"
