@@ -120,24 +120,21 @@ def kind_of(path):
     return None
 
 
-def _count(text):
-    try:
-        n = int(text, 10)
-    except ValueError:
-        n = -1
-    if not 0 <= n <= 1000000:
-        raise argparse.ArgumentTypeError("'%s' is not a number in [0, 1000000]" % text)
-    return n
+def _int_in(lo, hi):
+    """An argparse type: a decimal integer in [lo, hi]."""
+    def parse(text):
+        try:
+            n = int(text, 10)
+        except ValueError:
+            n = lo - 1
+        if not lo <= n <= hi:
+            raise argparse.ArgumentTypeError("'%s' is not a number in [%d, %d]" % (text, lo, hi))
+        return n
+    return parse
 
 
-def _channels(text):
-    try:
-        n = int(text, 10)
-    except ValueError:
-        n = -1
-    if not 1 <= n <= 65535:
-        raise argparse.ArgumentTypeError("'%s' is not a number in [1, 65535]" % text)
-    return n
+_count = _int_in(0, 1000000)
+_channels = _int_in(1, 65535)
 
 
 def _lines(path, show, *args):
