@@ -999,6 +999,47 @@ static void test_sums(void)
 	cdp_ckpt_free(&a);
 }
 
+/* Initial weights (version 7, META's kind 1): a model and tensors, no run
+ * state; the kind round-trips, a kind 1 file with a run's state and a
+ * kind 2 are refused. */
+static void test_initial(const unsigned char *buf, size_t len)
+{
+	const size_t kind_at = 24 + 16 + 120 - 4;
+	const int d[2] = { 3, 2 };
+	unsigned char *c = malloc(len), *ib;
+	size_t ilen;
+	cdp_ckpt a, b;
+	cdp_rng r;
+
+	memset(&a, 0, sizeof a);
+	cdp_rng_seed(&r, 9);
+	CHECK_RC(cdp_ckpt_set_cfg(&a, "[net]\n[conv]\nfilters=3\n", NULL, 0), CDP_OK);
+	a.in_c = 2, a.in_h = a.in_w = 8;
+	a.params = calloc(1, sizeof *a.params);
+	a.nparams = 1;
+	fill_tensor(&a.params[0], "conv0.w", 2, d, &r);
+	a.initial = 1;
+	CHECK_RC(cdp_ckpt_encode(&a, &ib, &ilen), CDP_OK);
+	CHECK(rd_u32(ib + kind_at) == CDP_CKPT_KIND_INITIAL, "META's kind is %u",
+	      rd_u32(ib + kind_at));
+	CHECK_RC(cdp_ckpt_decode(ib, ilen, &b), CDP_OK);
+	CHECK(b.initial == 1 && b.nparams == 1 && b.optim.type == 0, "initial weights read back");
+	cdp_ckpt_free(&b);
+	free(ib);
+	a.step = 1;                          /* progress is a run's */
+	CHECK_RC(cdp_ckpt_encode(&a, &ib, &ilen), CDP_EINVAL);
+	cdp_ckpt_free(&a);
+	/* a run's checkpoint: kind 0; marked 1 it has a run's state; 2 is no kind */
+	CHECK(rd_u32(buf + kind_at) == 0, "a run's checkpoint has kind %u", rd_u32(buf + kind_at));
+	for (unsigned k = 1; k <= 2; k++) {
+		memcpy(c, buf, len);
+		c[kind_at] = (unsigned char)k;
+		fix_crc(c, len);
+		CHECK_RC(cdp_ckpt_decode(c, len, &b), CDP_EFORMAT);
+	}
+	free(c);
+}
+
 int main(void)
 {
 	unsigned char *buf;
@@ -1019,6 +1060,7 @@ int main(void)
 	test_invalid();
 	test_class_names();
 	test_sums();
+	test_initial(buf, len);
 	test_nonfinite();
 	test_mismatch();
 	test_models();
