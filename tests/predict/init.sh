@@ -7,6 +7,9 @@
 #    and dense-free tensors exactly (lr 0: the weights stay as taken), train.log
 #    names the two head tensors initialized as usual;
 #  - the same at --lr 0.05 trains (finite, changed weights);
+#  - --init from a cdp-train checkpoint (chips.sh's classifier) takes all
+#    its tensors; one whose tensors fit no tensor of the net, and a missing
+#    file, are refused;
 #  - --resume of a run directory whose checkpoint.cdpt is initial weights is
 #    refused, so is cdp-predict on them, --init with --resume is a usage error.
 . "$CDP_SRCDIR/tests/tools/common.sh"
@@ -59,7 +62,27 @@ a, b = load_checkpoint(sys.argv[1]), load_checkpoint(sys.argv[2])
 assert not np.array_equal(a.params["layer1.0.conv1.w"], b.params["layer1.0.conv1.w"])' \
 	"$T/r0/checkpoint.cdpt" "$T/r1/checkpoint.cdpt" || fail "lr 0.05 changed nothing"
 
+echo "== --init from a run's checkpoint"
+# chips.sh's classifier run: every tensor taken, lr 0 keeps the weights
+cdp-train -q --db "$T/pool" --keys "$T/k" --out "$T/r3" --batch 4 --steps 2 --threads 1 \
+	--lr 0 --model "$CDP_SRCDIR/share/cdpool/models/classifier.cfg:width=4,blocks=1" \
+	--init "$T/run/checkpoint.cdpt" || fail "cdp-train --init a run's checkpoint"
+grep -q "init: 17 of the net's 17 tensors from '$T/run/checkpoint.cdpt'; initialized as usual: none" \
+	"$T/r3/train.log" || fail "train.log: $(grep init: "$T/r3/train.log")"
+"$PYTHON" -c '
+import sys, numpy as np
+from cdpool import load_checkpoint
+a, b = load_checkpoint(sys.argv[1]), load_checkpoint(sys.argv[2])
+assert all(np.array_equal(a.params[k], b.params[k]) for k in a.params)' \
+	"$T/run/checkpoint.cdpt" "$T/r3/checkpoint.cdpt" || fail "a run's weights not taken"
+
 echo "== refusals"
+expect_fail 1 "none of its tensors has a name and shape of this net's" \
+	cdp-train -q --db "$T/pool" --keys "$T/k" --out "$T/r4" --batch 4 --steps 1 --threads 1 \
+	--model "$CFG:classes=5" --init "$T/run/checkpoint.cdpt"
+expect_fail 1 "init: cannot read '$T/none.cdpt'" \
+	cdp-train -q --db "$T/pool" --keys "$T/k" --out "$T/r5" --batch 4 --steps 1 --threads 1 \
+	--model "$CFG:classes=5" --init "$T/none.cdpt"
 mkdir "$T/r2"
 cp "$T/init.cdpt" "$T/r2/checkpoint.cdpt"
 expect_fail 1 "cannot resume from '$T/r2/checkpoint.cdpt': it holds initial weights" \
