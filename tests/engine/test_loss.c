@@ -417,7 +417,7 @@ static void test_loss_select(void)
 	}
 	/* errors */
 	CHECK_RC(cdp_loss_init(&l, be, "mse", 2, -1, NULL, 0, 1, err, sizeof(err)), -1);
-	CHECK(strcmp(err, "loss 'mse' is not ce, bce, dice or bce+dice") == 0, "%s", err);
+	CHECK(strcmp(err, "loss 'mse': 'mse' is not ce, bce, dice, jaccard, tversky, focal or lovasz") == 0, "%s", err);
 	CHECK_RC(cdp_loss_init(&l, be, "ce", 1, -1, NULL, 0, 1, err, sizeof(err)), -1);
 	CHECK(strcmp(err, "loss=ce needs 2 to 65536 classes, not 1") == 0, "%s", err);
 	CHECK_RC(cdp_loss_init(&l, be, "bce", 3, -1, NULL, 0, 1, err, sizeof(err)), -1);
@@ -425,7 +425,7 @@ static void test_loss_select(void)
 	CHECK_RC(cdp_loss_init(&l, be, "ce", 3, -1, cw, 2, 1, err, sizeof(err)), -1);
 	CHECK(strcmp(err, "2 class weights for 3 classes") == 0, "%s", err);
 	CHECK_RC(cdp_loss_init(&l, be, "dice", 2, -1, cw, 2, 1, err, sizeof(err)), -1);
-	CHECK(strcmp(err, "class weights need loss=ce, not loss=dice") == 0, "%s", err);
+	CHECK(strcmp(err, "class weights need a term ce, not loss=dice") == 0, "%s", err);
 	{
 		const float zero[2] = { 0, 0 }, neg[2] = { 1, -1 };
 		CHECK_RC(cdp_loss_init(&l, be, "ce", 2, -1, zero, 2, 1, err, sizeof(err)), -1);
@@ -449,7 +449,7 @@ static void test_loss_cfg(void)
 		{ "[net]\nloss=ce\nclass_weights=1,2,\n", 2, "m.cfg:3: option 'class_weights': empty item" },
 		{ "[net]\nloss=ce\nclass_weights=1,2\n", 3, "m.cfg:3: [net]: 2 class weights for 3 classes" },
 		{ "[net]\nloss=bce\ndice_smooth=-1\n", 2, "m.cfg:3: option 'dice_smooth': -1 is outside [0, 1e+30]" },
-		{ "[net]\nloss=focal\n", 2, "m.cfg:1: [net]: loss 'focal' is not ce, bce, dice or bce+dice" },
+		{ "[net]\nloss=hinge\n", 2, "m.cfg:1: [net]: loss 'hinge': 'hinge' is not ce, bce, dice, jaccard, tversky, focal or lovasz" },
 		{ "[net]\nignore=-2\n", 2, "m.cfg:2: option 'ignore': -2 is outside [-1, 1073741824]" },
 	};
 

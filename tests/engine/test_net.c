@@ -138,7 +138,7 @@ static void test_errors(cdp_backend *be)
 	expect_error(be, "[net]\nchannels=3\nin_h=8\n[conv]\nfilters=2\n",
 	             "bad.cfg:1: [net]: the input shape is unknown (set channels=, in_h=, in_w= or pass them)");
 	expect_error(be, "[net]\nchannels=3\nin_h=8\nin_w=8\nloss=l2\n[conv]\nfilters=2\n",
-	             "bad.cfg:1: [net]: loss 'l2' is not ce, bce, dice or bce+dice");
+	             "bad.cfg:1: [net]: loss 'l2': 'l2' is not ce, bce, dice, jaccard, tversky, focal or lovasz");
 #undef BAD
 }
 
