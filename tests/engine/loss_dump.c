@@ -62,6 +62,8 @@ int main(int argc, char **argv)
 	if (cdp_cfg_read(argv[1], &text, err, sizeof err) < 0 ||
 	    cdp_cfg_parse(text, argv[1], NULL, 0, &cfg, err, sizeof err) < 0) {
 		fprintf(stderr, "loss_dump: %s\n", err);
+		free(text);
+		be->destroy(be);
 		return 1;
 	}
 	if (cdp_loss_init_cfg(&l, be, &cfg, &cfg.s[0], classes, err, sizeof err) < 0) {
@@ -121,5 +123,6 @@ out:
 	free(p);
 	free(p0);
 	free(p1);
+	be->destroy(be);
 	return rc;
 }
