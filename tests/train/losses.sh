@@ -10,6 +10,8 @@
 #    (relative 1e-6) for focal, jaccard, tversky, lovasz (per image, but a
 #    mean over the global batch's images) and ce with label smoothing plus
 #    Dice: the sums each term needs are added over the ranks;
+#  - --class-weights on loss=ce+dice with label smoothing gives the losses
+#    of class_weights= in the cfg (the sum set up again keeps its keys);
 #  - the validation loss of ce+dice (Dice of the whole validation list) is
 #    the same at batch 8, 3 and 2 ranks x 3 (relative 1e-9).
 # The MPI cases are skipped when $MPIRUN is empty.
@@ -38,6 +40,24 @@ for m in focal ce_dice; do
 		fail "$m: road IoU $i1 after 40 steps, $i0 untrained"
 	echo "$m: road IoU $i0 untrained, $i1 after 40 steps"
 done
+
+echo "== --class-weights on a sum"
+# --class-weights sets up the loss again: the sum keeps its terms, weights
+# and keys (the first losses equal those of the weights in the cfg)
+sed 's/^loss=ce$/loss=ce+dice\nloss_weights=1,0.5\nlabel_smoothing=0.1\nclass_weights=1,3/' "$SMALL" >"$T/cw_cfg.cfg"
+sed 's/^loss=ce$/loss=ce+dice\nloss_weights=1,0.5\nlabel_smoothing=0.1/' "$SMALL" >"$T/cw_opt.cfg"
+cdp-train $C --model "$T/cw_cfg.cfg" --batch 4 --steps 3 --log-every 1 --out "$T/cw1" ||
+	fail "class weights in the cfg"
+cdp-train $C --model "$T/cw_opt.cfg" --batch 4 --steps 3 --log-every 1 --class-weights 1,3 \
+	--out "$T/cw2" || fail "--class-weights"
+cdp-train $C --model "$T/cw_opt.cfg" --batch 4 --steps 3 --log-every 1 --out "$T/cw3" ||
+	fail "no class weights"
+losses "$T/cw1/metrics.jsonl" >"$T/l1"
+losses "$T/cw2/metrics.jsonl" >"$T/l2"
+losses "$T/cw3/metrics.jsonl" >"$T/l3"
+losses_close "$T/l1" "$T/l2" 1e-6 || fail "--class-weights 1,3 differs from class_weights=1,3"
+losses_close "$T/l1" "$T/l3" 1e-6 >/dev/null && fail "the class weights change nothing"
+echo "--class-weights 1,3 on ce+dice: the losses of class_weights=1,3"
 
 if [ -z "$MP" ]; then
 	echo "SKIP: MPI cases (no MPIRUN)"
