@@ -1,14 +1,16 @@
-/* loss.c: the loss named in the cfg, composed from the backend's ops
- * (loss.h).
+/* loss.c: the loss named in the cfg, composed from the backend's ops and
+ * from host code for the terms the backends have no op for (loss.h).
  *
  * The ops return summed losses and counts and scale the gradient by a
  * factor given up front; the mean needs the count, which is only known
- * after the op ran. So each op runs with gscale = 1 and the gradient is
- * then scaled by 1/count: one more pass over dlogits, but no second
- * labels pass and the same code on both backends. Dice accumulates into
- * dlogits, so for bce+dice it runs after the BCE gradient is final, and for
- * dice alone dlogits is cleared first. The two halves, cdp_loss_parts and
- * cdp_loss_finish, let a caller add the sums over ranks in between.
+ * after the op ran (and, split over ranks, only after the sums are
+ * added). So the backend ce/bce op runs with gscale = 1 in cdp_loss_parts
+ * and cdp_loss_finish scales its gradient by weight/count; the other
+ * terms add theirs in finish: the host terms (copied to the host, added,
+ * copied back), then the backend's sigmoid Dice, which accumulates into
+ * dlogits. Host terms that are functions of the probabilities (dice,
+ * jaccard, tversky, lovasz) gather d(loss)/d(p) first and go through the
+ * softmax (sigmoid) Jacobian once per pixel.
  */
 #include "loss.h"
 #include "cdp_num.h"
@@ -18,11 +20,23 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const names[] = { NULL, "ce", "bce", "dice", "bce+dice" };
+static const char *const names[] = { NULL, "ce", "bce", "dice", "bce+dice", "jaccard",
+                                     "tversky", "focal", "lovasz" };
+
+/* the host buffers, grown to the batch (a failed allocation makes the
+ * loss NaN, which cdp-train reports as such) */
+struct cdp_loss_host {
+	float *x, *g;        /* logits, gradient (N, k, HW) */
+	int32_t *y;          /* labels (N, HW) */
+	double *pr, *lp, *dp; /* probabilities, log-probabilities, d/dp (N, k, HW) */
+	size_t cap, capy;
+	struct lv { double e; int i, fg; } *sv;  /* Lovasz: one image's errors */
+	size_t capsv;
+};
 
 int cdp_loss_kind(const char *name)
 {
-	for (int i = 1; name && i <= CDP_LOSS_BCE_DICE; i++)
+	for (int i = 1; name && i <= CDP_LOSS_LOVASZ; i++)
 		if (strcmp(name, names[i]) == 0)
 			return i;
 	return -1;
@@ -30,119 +44,336 @@ int cdp_loss_kind(const char *name)
 
 const char *cdp_loss_name(int kind)
 {
-	return kind >= 1 && kind <= CDP_LOSS_BCE_DICE ? names[kind] : "?";
+	return kind >= 1 && kind <= CDP_LOSS_LOVASZ ? names[kind] : "?";
 }
 
-int cdp_loss_init(cdp_loss *l, cdp_backend *be, const char *name, int classes, int ignore,
-                  const float *class_w, int nw, float smooth, char *err, size_t cap)
+int cdp_loss_parse(const char *name, int classes, int kind[CDP_LOSS_MAX_TERMS], int *softmax,
+                   char *err, size_t cap)
 {
-	int kind = cdp_loss_kind(name);
+	char tok[16];
+	int nt = 0, ce = 0, bce = 0;
+	const char *p = name ? name : "";
+
+	for (;;) {
+		size_t len = strcspn(p, "+");
+		int k;
+		if (len == 0 || len >= sizeof tok) {
+			snprintf(err, cap, "loss '%.32s': want terms ce, bce, dice, jaccard, tversky, "
+			         "focal or lovasz joined by '+'", name ? name : "");
+			return -1;
+		}
+		memcpy(tok, p, len);
+		tok[len] = 0;
+		k = cdp_loss_kind(tok);
+		if (k < 0 || k == CDP_LOSS_BCE_DICE) {
+			snprintf(err, cap, "loss '%.32s': '%s' is not ce, bce, dice, jaccard, tversky, "
+			         "focal or lovasz", name, tok);
+			return -1;
+		}
+		for (int i = 0; i < nt; i++)
+			if (kind[i] == k) {
+				snprintf(err, cap, "loss '%.32s': '%s' twice", name, tok);
+				return -1;
+			}
+		if (nt == CDP_LOSS_MAX_TERMS) {
+			snprintf(err, cap, "loss '%.32s': more than %d terms", name, CDP_LOSS_MAX_TERMS);
+			return -1;
+		}
+		kind[nt++] = k;
+		ce |= k == CDP_LOSS_CE;
+		bce |= k == CDP_LOSS_BCE;
+		if (!p[len])
+			break;
+		p += len + 1;
+	}
+	if (ce && bce) {
+		snprintf(err, cap, "loss '%.32s': ce (softmax) and bce (sigmoid) do not mix", name);
+		return -1;
+	}
+	if (bce && classes > 2) {
+		snprintf(err, cap, "loss=%.32s is binary: classes must be 2, not %d", name, classes);
+		return -1;
+	}
+	*softmax = ce || (!bce && classes > 2);
+	return nt;
+}
+
+void cdp_loss_opt_default(cdp_loss_opt *o)
+{
+	memset(o, 0, sizeof *o);
+	o->name = "ce";
+	o->ignore = -1;
+	o->smooth = 1.0f;
+	o->gamma = 2.0f;
+	o->tv_alpha = 0.5f;
+	o->tv_beta = 0.5f;
+}
+
+static int finite_ge0(float v)
+{
+	return v >= 0 && isfinite(v);
+}
+
+int cdp_loss_init_opt(cdp_loss *l, cdp_backend *be, const cdp_loss_opt *o, char *err,
+                      size_t cap)
+{
+	int kind[CDP_LOSS_MAX_TERMS], nt, sm, classes = o->classes, host = 0, has_ce = 0;
 	double wsum = 0;
 
 	memset(l, 0, sizeof(*l));
-	if (kind < 0) {
-		snprintf(err, cap, "loss '%.32s' is not ce, bce, dice or bce+dice", name ? name : "");
+	if ((nt = cdp_loss_parse(o->name, classes, kind, &sm, err, cap)) < 0)
+		return -1;
+	if (sm && (classes < 2 || classes > CDP_LOSS_MAX_CLASSES)) {
+		snprintf(err, cap, "loss=%s needs 2 to %d classes, not %d", o->name,
+		         CDP_LOSS_MAX_CLASSES, classes);
 		return -1;
 	}
-	if (kind == CDP_LOSS_CE && (classes < 2 || classes > CDP_LOSS_MAX_CLASSES)) {
-		snprintf(err, cap, "loss=ce needs 2 to %d classes, not %d", CDP_LOSS_MAX_CLASSES,
-		         classes);
+	if (!sm && classes != 2) {
+		snprintf(err, cap, "loss=%s is binary: classes must be 2, not %d", o->name, classes);
 		return -1;
 	}
-	if (kind != CDP_LOSS_CE && classes != 2) {
-		snprintf(err, cap, "loss=%s is binary: classes must be 2, not %d", name, classes);
+	if (!finite_ge0(o->smooth)) {
+		snprintf(err, cap, "dice smoothing %g is not a finite number >= 0", (double)o->smooth);
 		return -1;
 	}
-	if (!(smooth >= 0) || !isfinite(smooth)) {
-		snprintf(err, cap, "dice smoothing %g is not a finite number >= 0", (double)smooth);
+	if (!finite_ge0(o->gamma) || !finite_ge0(o->tv_alpha) || !finite_ge0(o->tv_beta)) {
+		snprintf(err, cap, "focal_gamma, tversky_alpha and tversky_beta must be finite "
+		         "numbers >= 0");
 		return -1;
 	}
-	if (class_w) {
-		if (kind != CDP_LOSS_CE) {
-			snprintf(err, cap, "class weights need loss=ce, not loss=%s", name);
+	if (!(o->label_smoothing >= 0 && o->label_smoothing <= 1)) {
+		snprintf(err, cap, "label smoothing %g is not in [0, 1]", (double)o->label_smoothing);
+		return -1;
+	}
+	if (o->weights && o->nweights != nt) {
+		snprintf(err, cap, "%d loss weights for the %d terms of loss=%s", o->nweights, nt,
+		         o->name);
+		return -1;
+	}
+	for (int i = 0; o->weights && i < nt; i++)
+		if (!finite_ge0(o->weights[i])) {
+			snprintf(err, cap, "loss weight %g is not a finite number >= 0",
+			         (double)o->weights[i]);
 			return -1;
 		}
-		if (nw != classes) {
-			snprintf(err, cap, "%d class weights for %d classes", nw, classes);
+	for (int i = 0; i < nt; i++)
+		has_ce |= kind[i] == CDP_LOSS_CE;
+	if ((o->class_w || o->label_smoothing > 0) && !has_ce) {
+		snprintf(err, cap, "%s a term ce, not loss=%s",
+		         o->class_w ? "class weights need" : "label smoothing needs", o->name);
+		return -1;
+	}
+	if (o->class_w) {
+		if (o->nw != classes) {
+			snprintf(err, cap, "%d class weights for %d classes", o->nw, classes);
 			return -1;
 		}
-		for (int i = 0; i < nw; i++) {
-			if (!(class_w[i] >= 0) || !isfinite(class_w[i])) {
+		for (int i = 0; i < o->nw; i++) {
+			if (!finite_ge0(o->class_w[i])) {
 				snprintf(err, cap, "class weight %d (%g) is not a finite number >= 0",
-				         i, (double)class_w[i]);
+				         i, (double)o->class_w[i]);
 				return -1;
 			}
-			wsum += class_w[i];
+			wsum += o->class_w[i];
 		}
 		if (wsum <= 0) {
 			snprintf(err, cap, "all class weights are 0");
 			return -1;
 		}
 	}
-	l->be = be;
-	l->kind = kind;
-	l->classes = classes;
-	l->k = kind == CDP_LOSS_CE ? classes : 1;
-	l->ignore = ignore;
-	l->smooth = smooth;
-	if (class_w) {
-		l->class_w = be->alloc(be, (size_t)nw * sizeof(float));
-		if (!l->class_w) {
-			snprintf(err, cap, "cannot allocate %d class weights", nw);
+	if (o->alpha) {
+		if (o->nalpha != 1 && o->nalpha != classes) {
+			snprintf(err, cap, "focal_alpha: %d values, want 1 or one per class (%d)",
+			         o->nalpha, classes);
 			return -1;
 		}
-		be->to_device(be, l->class_w, class_w, (size_t)nw * sizeof(float));
+		for (int i = 0; i < o->nalpha; i++)
+			if (!finite_ge0(o->alpha[i]) || (!sm && o->nalpha == 1 && o->alpha[i] > 1)) {
+				snprintf(err, cap, "focal_alpha %g is not a finite number >= 0 (a scalar of a "
+				         "binary loss: in [0, 1])", (double)o->alpha[i]);
+				return -1;
+			}
 	}
+	l->be = be;
+	snprintf(l->name, sizeof l->name, "%s", o->name);
+	l->kind = nt == 1 ? kind[0] : nt == 2 && kind[0] == CDP_LOSS_BCE && kind[1] == CDP_LOSS_DICE ?
+	          CDP_LOSS_BCE_DICE : CDP_LOSS_SUM;
+	l->classes = classes;
+	l->k = sm ? classes : 1;
+	l->ignore = o->ignore;
+	l->smooth = o->smooth;
+	l->gamma = o->gamma;
+	l->tv_alpha = o->tv_alpha;
+	l->tv_beta = o->tv_beta;
+	l->label_smoothing = o->label_smoothing;
+	l->nterm = nt;
+	for (int i = 0; i < nt; i++) {
+		cdp_loss_term *t = &l->term[i];
+		int overlap = kind[i] == CDP_LOSS_DICE || kind[i] == CDP_LOSS_JACCARD ||
+		              kind[i] == CDP_LOSS_TVERSKY;
+		t->kind = kind[i];
+		t->weight = o->weights ? o->weights[i] : 1.0f;
+		t->off = l->npart;
+		t->np = overlap ? 3 * (sm ? classes : 1) : 2;
+		t->host = kind[i] == CDP_LOSS_CE ? o->label_smoothing > 0 :
+		          kind[i] == CDP_LOSS_BCE ? 0 : kind[i] == CDP_LOSS_DICE ? sm : 1;
+		host |= t->host;
+		l->npart += t->np;
+	}
+	if (!(l->alpha = malloc((size_t)classes * sizeof *l->alpha)))
+		goto oom;
+	for (int c = 0; c < classes; c++)
+		l->alpha[c] = !o->alpha ? 1.0f : o->nalpha == classes ? o->alpha[c] :
+		              sm ? o->alpha[0] : c ? o->alpha[0] : 1.0f - o->alpha[0];
+	if (host && !(l->host = calloc(1, sizeof *l->host)))
+		goto oom;
+	if (o->class_w) {
+		l->ncw = o->nw;
+		l->cw_host = malloc((size_t)o->nw * sizeof(float));
+		l->class_w = be->alloc(be, (size_t)o->nw * sizeof(float));
+		if (!l->cw_host || !l->class_w)
+			goto oom;
+		memcpy(l->cw_host, o->class_w, (size_t)o->nw * sizeof(float));
+		be->to_device(be, l->class_w, o->class_w, (size_t)o->nw * sizeof(float));
+	}
+	return 0;
+oom:
+	cdp_loss_free(l);
+	snprintf(err, cap, "out of memory");
+	return -1;
+}
+
+int cdp_loss_init(cdp_loss *l, cdp_backend *be, const char *name, int classes, int ignore,
+                  const float *class_w, int nw, float smooth, char *err, size_t cap)
+{
+	cdp_loss_opt o;
+
+	cdp_loss_opt_default(&o);
+	o.name = name;
+	o.classes = classes;
+	o.ignore = ignore;
+	o.class_w = class_w;
+	o.nw = nw;
+	o.smooth = smooth;
+	return cdp_loss_init_opt(l, be, &o, err, cap);
+}
+
+/* [net] key of comma-separated numbers >= 0 into *v (malloc'd, *n of
+ * them; NULL when the key is absent) */
+static int cfg_list(const cdp_cfg *cfg, cdp_cfg_section *s, const char *key, float **v, int *n,
+                    char *err, size_t cap)
+{
+	const char *str = cdp_cfg_str(s, key, NULL);
+	char *copy, *save = NULL;
+	int line = s->line;
+
+	*v = NULL;
+	*n = 0;
+	if (!str)
+		return 0;
+	for (int i = 0; i < s->nkv; i++)
+		if (strcmp(s->kv[i].key, key) == 0)
+			line = s->kv[i].line;
+	copy = strdup(str);
+	*v = calloc(strlen(str) / 2 + 2, sizeof **v);
+	if (!copy || !*v) {
+		free(copy);
+		snprintf(err, cap, "%s:%d: out of memory", cfg->path, line);
+		return -1;
+	}
+	if (!*str || str[strlen(str) - 1] == ',' || str[0] == ',' || strstr(str, ",,")) {
+		free(copy);
+		snprintf(err, cap, "%s:%d: option '%s': empty item", cfg->path, line, key);
+		return -1;
+	}
+	for (char *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+		double d;
+		if (cdp_parse_double(t, 0, 1e30, &d) != 0) {
+			snprintf(err, cap, "%s:%d: option '%s': '%.32s' is not a number >= 0", cfg->path,
+			         line, key, t);
+			free(copy);
+			return -1;
+		}
+		(*v)[(*n)++] = (float)d;
+	}
+	free(copy);
 	return 0;
 }
 
 int cdp_loss_init_cfg(cdp_loss *l, cdp_backend *be, const cdp_cfg *cfg, cdp_cfg_section *s,
                       int classes, char *err, size_t cap)
 {
-	const char *name = cdp_cfg_str(s, "loss", "ce");
-	const char *cw = cdp_cfg_str(s, "class_weights", NULL);
-	float smooth, *w = NULL;
-	int ignore, nw = 0, rc = -1, line = s->line;
+	cdp_loss_opt o;
+	float *cw = NULL, *lw = NULL, *al = NULL;
+	int rc = -1;
 	char why[200];
 
-	for (int i = 0; i < s->nkv; i++)
-		if (strcmp(s->kv[i].key, "class_weights") == 0)
-			line = s->kv[i].line;
-	if (cdp_cfg_int(cfg, s, "ignore", -1, -1, 1 << 30, &ignore, err, cap) < 0 ||
-	    cdp_cfg_float(cfg, s, "dice_smooth", 1.0f, 0.0f, 1e30f, &smooth, err, cap) < 0)
-		return -1;
-	if (cw) {
-		/* one weight per comma-separated item, checked as a whole number */
-		char *copy = strdup(cw), *save = NULL;
-		w = calloc(strlen(cw) / 2 + 2, sizeof(float));
-		if (!copy || !w) {
-			free(copy);
-			snprintf(err, cap, "%s:%d: out of memory", cfg->path, line);
-			goto out;
-		}
-		for (char *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-			double v;
-			if (cdp_parse_double(t, 0, 1e30, &v) != 0) {
-				snprintf(err, cap, "%s:%d: option 'class_weights': '%.32s' is not a "
-				         "number >= 0", cfg->path, line, t);
-				free(copy);
-				goto out;
-			}
-			w[nw++] = (float)v;
-		}
-		free(copy);
-		if (nw == 0 || cw[strlen(cw) - 1] == ',' || cw[0] == ',' || strstr(cw, ",,")) {
-			snprintf(err, cap, "%s:%d: option 'class_weights': empty item", cfg->path, line);
-			goto out;
-		}
-	}
-	if (cdp_loss_init(l, be, name, classes, ignore, w, nw, smooth, why, sizeof(why)) < 0) {
-		snprintf(err, cap, "%s:%d: [net]: %s", cfg->path, cw ? line : s->line, why);
+	memset(l, 0, sizeof *l);
+	cdp_loss_opt_default(&o);
+	o.name = cdp_cfg_str(s, "loss", "ce");
+	o.classes = classes;
+	if (cdp_cfg_int(cfg, s, "ignore", -1, -1, 1 << 30, &o.ignore, err, cap) < 0 ||
+	    cdp_cfg_float(cfg, s, "dice_smooth", 1.0f, 0.0f, 1e30f, &o.smooth, err, cap) < 0 ||
+	    cdp_cfg_float(cfg, s, "focal_gamma", 2.0f, 0.0f, 1e3f, &o.gamma, err, cap) < 0 ||
+	    cdp_cfg_float(cfg, s, "tversky_alpha", 0.5f, 0.0f, 1e30f, &o.tv_alpha, err, cap) < 0 ||
+	    cdp_cfg_float(cfg, s, "tversky_beta", 0.5f, 0.0f, 1e30f, &o.tv_beta, err, cap) < 0 ||
+	    cdp_cfg_float(cfg, s, "label_smoothing", 0.0f, 0.0f, 1.0f, &o.label_smoothing, err,
+	                  cap) < 0 ||
+	    cfg_list(cfg, s, "class_weights", &cw, &o.nw, err, cap) < 0 ||
+	    cfg_list(cfg, s, "loss_weights", &lw, &o.nweights, err, cap) < 0 ||
+	    cfg_list(cfg, s, "focal_alpha", &al, &o.nalpha, err, cap) < 0)
+		goto out;
+	o.class_w = cw;
+	o.weights = lw;
+	o.alpha = al;
+	if (cdp_loss_init_opt(l, be, &o, why, sizeof why) < 0) {
+		int line = s->line;
+		for (int i = 0; cw && strstr(why, "class weight") && i < s->nkv; i++)
+			if (strcmp(s->kv[i].key, "class_weights") == 0)
+				line = s->kv[i].line;
+		snprintf(err, cap, "%s:%d: [net]: %s", cfg->path, line, why);
 		goto out;
 	}
 	rc = 0;
 out:
-	free(w);
+	free(cw);
+	free(lw);
+	free(al);
+	return rc;
+}
+
+int cdp_loss_reweight(cdp_loss *l, const float *cw, int nw, char *err, size_t cap)
+{
+	cdp_loss_opt o;
+	float w[CDP_LOSS_MAX_TERMS], *alpha = NULL;
+	cdp_loss old = *l;
+	char name[sizeof l->name];
+	int rc;
+
+	cdp_loss_opt_default(&o);
+	memcpy(name, l->name, sizeof name);
+	o.name = name;
+	o.classes = l->classes;
+	o.ignore = l->ignore;
+	o.class_w = cw;
+	o.nw = nw;
+	o.smooth = l->smooth;
+	o.gamma = l->gamma;
+	o.tv_alpha = l->tv_alpha;
+	o.tv_beta = l->tv_beta;
+	o.label_smoothing = l->label_smoothing;
+	for (int i = 0; i < l->nterm; i++)
+		w[i] = l->term[i].weight;
+	o.weights = w;
+	o.nweights = l->nterm;
+	alpha = l->alpha;
+	o.alpha = alpha;
+	o.nalpha = l->classes;
+	l->alpha = NULL;
+	cdp_loss_free(l);
+	/* the binary alpha was already expanded per class: keep it so */
+	rc = cdp_loss_init_opt(l, old.be, &o, err, cap);
+	free(alpha);
 	return rc;
 }
 
@@ -150,7 +381,27 @@ void cdp_loss_free(cdp_loss *l)
 {
 	if (l->class_w)
 		l->be->free(l->be, l->class_w);
+	free(l->cw_host);
+	free(l->alpha);
+	if (l->host) {
+		free(l->host->x);
+		free(l->host->g);
+		free(l->host->y);
+		free(l->host->pr);
+		free(l->host->lp);
+		free(l->host->dp);
+		free(l->host->sv);
+		free(l->host);
+	}
 	memset(l, 0, sizeof(*l));
+}
+
+int cdp_loss_has(const cdp_loss *l, int kind)
+{
+	for (int i = 0; i < l->nterm; i++)
+		if (l->term[i].kind == kind)
+			return 1;
+	return 0;
 }
 
 int cdp_loss_check_labels(const cdp_loss *l, const int32_t *labels, size_t n, size_t *bad)
@@ -163,69 +414,461 @@ int cdp_loss_check_labels(const cdp_loss *l, const int32_t *labels, size_t n, si
 	return 0;
 }
 
-static int has_dice(const cdp_loss *l)
+/* ---- host terms ------------------------------------------------------------ */
+
+static int grow(void **p, size_t *have, size_t want, size_t size)
 {
-	return l->kind == CDP_LOSS_DICE || l->kind == CDP_LOSS_BCE_DICE;
+	void *q;
+
+	if (want <= *have)
+		return 0;
+	if (!(q = realloc(*p, want * size)))
+		return -1;
+	*p = q;
+	*have = want;
+	return 0;
+}
+
+/* the batch on the host, with probabilities and log-probabilities */
+static int fetch(const cdp_loss *l, int n, int hw, const float *logits, const int32_t *labels)
+{
+	struct cdp_loss_host *h = l->host;
+	size_t nx = (size_t)n * l->k * hw, ny = (size_t)n * hw, c0 = h->cap, c1 = h->cap, c2 = h->cap,
+	       c3 = h->cap, c4 = h->cap;
+
+	if (grow((void **)&h->x, &c0, nx, sizeof *h->x) || grow((void **)&h->g, &c1, nx, sizeof *h->g) ||
+	    grow((void **)&h->pr, &c2, nx, sizeof *h->pr) ||
+	    grow((void **)&h->lp, &c3, nx, sizeof *h->lp) ||
+	    grow((void **)&h->dp, &c4, nx, sizeof *h->dp) ||
+	    grow((void **)&h->y, &h->capy, ny, sizeof *h->y))
+		return -1;
+	if (nx > h->cap)
+		h->cap = nx;
+	l->be->to_host(l->be, h->x, logits, nx * sizeof *h->x);
+	l->be->to_host(l->be, h->y, labels, ny * sizeof *h->y);
+	for (int s = 0; s < n; s++)
+		for (int p = 0; p < hw; p++) {
+			const float *x = h->x + (size_t)s * l->k * hw + p;
+			double *pr = h->pr + (size_t)s * l->k * hw + p, *lp = h->lp + (size_t)s * l->k * hw + p;
+			if (l->k == 1) {
+				/* lp: log sigmoid(z); pr: sigmoid(z) */
+				double z = x[0];
+				lp[0] = -(log1p(exp(-fabs(z))) + fmax(-z, 0.0));
+				pr[0] = 1.0 / (1.0 + exp(-z));
+				continue;
+			}
+			double mx = -INFINITY, se = 0;
+			for (int c = 0; c < l->k; c++)
+				mx = fmax(mx, x[(size_t)c * hw]);
+			for (int c = 0; c < l->k; c++)
+				se += exp(x[(size_t)c * hw] - mx);
+			for (int c = 0; c < l->k; c++) {
+				lp[(size_t)c * hw] = x[(size_t)c * hw] - mx - log(se);
+				pr[(size_t)c * hw] = exp(lp[(size_t)c * hw]);
+			}
+		}
+	return 0;
+}
+
+static int counted(const cdp_loss *l, int32_t y)
+{
+	return y != l->ignore && y >= 0 && y < l->classes;
+}
+
+/* label smoothing ce on a softmax pixel: adds to sum/count, and to the
+ * gradient g (K values, stride hw) times sc when g */
+static void ce_ls_px(const cdp_loss *l, const double *pr, const double *lp, int hw, int y,
+                     double *sum, double *count, float *g, double sc)
+{
+	const float *w = l->cw_host;
+	double e = l->label_smoothing, wy = w ? w[y] : 1, ws = 0, v = 0;
+	int k = l->k;
+
+	for (int c = 0; c < k; c++) {
+		double wc = w ? w[c] : 1;
+		v -= wc * lp[(size_t)c * hw];
+		ws += wc;
+	}
+	*sum += (1 - e) * wy * -lp[(size_t)y * hw] + e / k * v;
+	*count += wy;
+	if (g)
+		for (int c = 0; c < k; c++) {
+			double p = pr[(size_t)c * hw], wc = w ? w[c] : 1;
+			g[(size_t)c * hw] += (float)(sc * ((1 - e) * wy * (p - (c == y)) +
+			                                   e / k * (ws * p - wc)));
+		}
+}
+
+/* focal loss of one pixel; its gradient times sc added to g when g */
+static double focal_px(const cdp_loss *l, const double *pr, const double *lp, double z, int hw,
+                       int y, float *g, double sc)
+{
+	double a = l->alpha[y], gm = l->gamma, pt, q, lpt, f, v;
+
+	if (l->k == 1) {
+		/* from the logit z: log sigmoid(-z) = log sigmoid(z) - z */
+		if (y != 0) {
+			lpt = lp[0];
+			q = 1 / (1 + exp(z));
+		} else {
+			lpt = lp[0] - z;
+			q = 1 / (1 + exp(-z));
+		}
+		pt = exp(lpt);
+	} else {
+		lpt = lp[(size_t)y * hw];
+		pt = pr[(size_t)y * hw];
+		q = 0;
+		for (int c = 0; c < l->k; c++)
+			if (c != y)
+				q += pr[(size_t)c * hw];
+	}
+	v = -a * pow(q, gm) * lpt;
+	if (!g)
+		return v;
+	f = -a * (pow(q, gm) - (gm == 0 || q <= 0 ? 0 : gm * pow(q, gm - 1) * pt * lpt));
+	if (l->k == 1)
+		g[0] += (float)(sc * (y != 0 ? 1 : -1) * f * q);
+	else
+		for (int c = 0; c < l->k; c++)
+			g[(size_t)c * hw] += (float)(sc * f * ((c == y) - pr[(size_t)c * hw]));
+	return v;
+}
+
+static void overlap_coef(int kind, const cdp_loss *l, double *m, double *a, double *b)
+{
+	*m = kind == CDP_LOSS_DICE ? 2 : 1;
+	*a = kind == CDP_LOSS_TVERSKY ? l->tv_alpha : 1;
+	*b = kind == CDP_LOSS_TVERSKY ? l->tv_beta : 1;
+}
+
+static double overlap_value(const cdp_loss *l, int kind, const double *part)
+{
+	double m, a, b, v = 0, s = l->smooth;
+	int nc = l->k == 1 ? 1 : l->classes;
+
+	overlap_coef(kind, l, &m, &a, &b);
+	for (int c = 0; c < nc; c++) {
+		double I = part[3 * c], P = part[3 * c + 1], T = part[3 * c + 2];
+		double den = fmax((m - a - b) * I + a * P + b * T + s, CDP_LOSS_EPS);
+		if (l->k == 1 || T > 0)
+			v += 1 - (m * I + s) / den;
+	}
+	return v / nc;
+}
+
+static int lv_cmp(const void *a, const void *b)
+{
+	const struct lv *x = a, *y = b;
+
+	if (x->e != y->e)
+		return x->e > y->e ? -1 : 1;
+	return (x->i > y->i) - (x->i < y->i);
+}
+
+/* Lovasz loss of image s; with dp, adds sc * d(loss)/d(p) to dp */
+static double lovasz_image(const cdp_loss *l, int s, int hw, double *dp, double sc)
+{
+	struct cdp_loss_host *h = l->host;
+	const int32_t *y = h->y + (size_t)s * hw;
+	const double *pr = h->pr + (size_t)s * l->k * hw;
+	int nc = l->k == 1 ? 1 : l->k, present = 0;
+	double loss = 0;
+	size_t m = 0;
+
+	if (grow((void **)&h->sv, &h->capsv, (size_t)hw, sizeof *h->sv))
+		return NAN;
+	/* classes present first, for the mean's divisor */
+	for (int c = 0; c < nc; c++) {
+		int any = l->k == 1;
+		for (int p = 0; p < hw && !any; p++)
+			any = counted(l, y[p]) && y[p] == c;
+		present += any;
+	}
+	for (int c = 0; c < nc && present; c++) {
+		double gts = 0, cfg = 0, cbg = 0, prev = 0;
+		m = 0;
+		for (int p = 0; p < hw; p++) {
+			int fg;
+			if (!counted(l, y[p]))
+				continue;
+			fg = l->k == 1 ? y[p] != 0 : y[p] == c;
+			h->sv[m].e = fabs(fg - pr[(size_t)(l->k == 1 ? 0 : c) * hw + p]);
+			h->sv[m].i = p;
+			h->sv[m].fg = fg;
+			gts += fg;
+			m++;
+		}
+		if (l->k != 1 && gts == 0)
+			continue;
+		qsort(h->sv, m, sizeof *h->sv, lv_cmp);
+		for (size_t r = 0; r < m; r++) {
+			double jac, gr;
+			cfg += h->sv[r].fg;
+			cbg += 1 - h->sv[r].fg;
+			jac = 1 - (gts - cfg) / (gts + cbg);
+			gr = jac - prev;
+			prev = jac;
+			loss += h->sv[r].e * gr / present;
+			if (dp)
+				dp[(size_t)(l->k == 1 ? 0 : c) * hw + h->sv[r].i] +=
+					sc * gr / present * (h->sv[r].fg ? -1 : 1);
+		}
+	}
+	return loss;
+}
+
+/* the host terms' sums into part[] */
+static void host_parts(const cdp_loss *l, int n, int hw, double *part)
+{
+	struct cdp_loss_host *h = l->host;
+
+	for (int t = 0; t < l->nterm; t++) {
+		const cdp_loss_term *tm = &l->term[t];
+		double *pt = part + tm->off;
+		if (!tm->host)
+			continue;
+		for (int s = 0; s < n; s++) {
+			const double *pr = h->pr + (size_t)s * l->k * hw, *lp = h->lp + (size_t)s * l->k * hw;
+			if (tm->kind == CDP_LOSS_LOVASZ) {
+				pt[0] += lovasz_image(l, s, hw, NULL, 0);
+				pt[1] += 1;
+				continue;
+			}
+			for (int p = 0; p < hw; p++) {
+				int y = h->y[(size_t)s * hw + p];
+				if (!counted(l, y))
+					continue;
+				switch (tm->kind) {
+				case CDP_LOSS_CE:
+					ce_ls_px(l, pr + p, lp + p, hw, y, &pt[0], &pt[1], NULL, 0);
+					break;
+				case CDP_LOSS_FOCAL:
+					pt[0] += focal_px(l, pr + p, lp + p, h->x[(size_t)s * l->k * hw + p], hw, y, NULL, 0);
+					pt[1] += 1;
+					break;
+				default:   /* dice, jaccard, tversky */
+					if (l->k == 1) {
+						pt[0] += pr[p] * (y != 0);
+						pt[1] += pr[p];
+						pt[2] += y != 0;
+					} else {
+						for (int c = 0; c < l->k; c++) {
+							double q = pr[(size_t)c * hw + p];
+							pt[3 * c] += q * (y == c);
+							pt[3 * c + 1] += q;
+							pt[3 * c + 2] += y == c;
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+/* the host terms' gradient (with the totals part[]) added to h->g */
+static void host_grad(const cdp_loss *l, int n, int hw, const double *part, double gmul)
+{
+	struct cdp_loss_host *h = l->host;
+	size_t nx = (size_t)n * l->k * hw;
+	int byp = 0;
+
+	memset(h->dp, 0, nx * sizeof *h->dp);
+	for (int t = 0; t < l->nterm; t++) {
+		const cdp_loss_term *tm = &l->term[t];
+		const double *pt = part + tm->off;
+		double sc = tm->weight * gmul, m, a, b, dummy[2];
+		if (!tm->host)
+			continue;
+		if (tm->kind == CDP_LOSS_CE || tm->kind == CDP_LOSS_FOCAL || tm->kind == CDP_LOSS_LOVASZ) {
+			if (!(pt[1] > 0))
+				continue;
+			sc /= pt[1];
+		}
+		byp |= tm->kind != CDP_LOSS_CE && tm->kind != CDP_LOSS_FOCAL;
+		overlap_coef(tm->kind, l, &m, &a, &b);
+		for (int s = 0; s < n; s++) {
+			size_t o = (size_t)s * l->k * hw;
+			if (tm->kind == CDP_LOSS_LOVASZ) {
+				lovasz_image(l, s, hw, h->dp + o, sc);
+				continue;
+			}
+			for (int p = 0; p < hw; p++) {
+				int y = h->y[(size_t)s * hw + p];
+				if (!counted(l, y))
+					continue;
+				if (tm->kind == CDP_LOSS_CE) {
+					ce_ls_px(l, h->pr + o + p, h->lp + o + p, hw, y, &dummy[0], &dummy[1],
+					         h->g + o + p, sc);
+				} else if (tm->kind == CDP_LOSS_FOCAL) {
+					focal_px(l, h->pr + o + p, h->lp + o + p, h->x[o + p], hw, y, h->g + o + p, sc);
+				} else {
+					int nc = l->k == 1 ? 1 : l->k;
+					for (int c = 0; c < nc; c++) {
+						double I = pt[3 * c], P = pt[3 * c + 1], T = pt[3 * c + 2], s0 = l->smooth;
+						double raw = (m - a - b) * I + a * P + b * T + s0, num = m * I + s0;
+						double tt = l->k == 1 ? y != 0 : y == c, d;
+						if (l->k != 1 && !(T > 0))
+							continue;
+						if (raw > CDP_LOSS_EPS)
+							d = (m * tt * raw - num * ((m - a - b) * tt + a)) / (raw * raw);
+						else
+							d = m * tt / CDP_LOSS_EPS;
+						h->dp[o + (size_t)c * hw + p] -= sc * d / nc;
+					}
+				}
+			}
+		}
+	}
+	if (!byp)
+		return;
+	/* d/dp through the softmax (sigmoid) */
+	for (int s = 0; s < n; s++)
+		for (int p = 0; p < hw; p++) {
+			size_t o = (size_t)s * l->k * hw + p;
+			double dot = 0;
+			if (l->k == 1) {
+				h->g[o] += (float)(h->dp[o] * h->pr[o] * (1 - h->pr[o]));
+				continue;
+			}
+			for (int c = 0; c < l->k; c++)
+				dot += h->dp[o + (size_t)c * hw] * h->pr[o + (size_t)c * hw];
+			for (int c = 0; c < l->k; c++)
+				h->g[o + (size_t)c * hw] += (float)(h->pr[o + (size_t)c * hw] *
+				                                    (h->dp[o + (size_t)c * hw] - dot));
+		}
+}
+
+/* ---- the loss ---------------------------------------------------------------- */
+
+/* the backend ce/bce term, or -1 */
+static int backend_mean(const cdp_loss *l)
+{
+	for (int i = 0; i < l->nterm; i++)
+		if (!l->term[i].host && (l->term[i].kind == CDP_LOSS_CE || l->term[i].kind == CDP_LOSS_BCE))
+			return i;
+	return -1;
+}
+
+static int any_host(const cdp_loss *l)
+{
+	for (int i = 0; i < l->nterm; i++)
+		if (l->term[i].host)
+			return 1;
+	return 0;
 }
 
 void cdp_loss_parts(const cdp_loss *l, int n, int hw, const float *logits,
-                    const int32_t *labels, float *dlogits, double part[CDP_LOSS_NPART])
+                    const int32_t *labels, float *dlogits, double *part)
 {
 	cdp_backend *be = l->be;
+	int bm = backend_mean(l);
 
-	memset(part, 0, CDP_LOSS_NPART * sizeof *part);
-	switch (l->kind) {
-	case CDP_LOSS_CE:
-		part[0] = be->softmax_ce(be, n, l->k, hw, logits, labels, l->ignore, l->class_w,
-		                         dlogits, 1.0f, &part[1]);
-		break;
-	case CDP_LOSS_BCE:
-	case CDP_LOSS_BCE_DICE:
-		part[0] = be->bce_logits(be, n, hw, logits, labels, l->ignore, dlogits, 1.0f,
-		                         &part[1]);
-		break;
-	default:
+	memset(part, 0, (size_t)l->npart * sizeof *part);
+	if (bm < 0)
 		be->fill(be, dlogits, 0.0f, (size_t)n * l->k * hw);
-		break;
+	for (int i = 0; i < l->nterm; i++) {
+		const cdp_loss_term *t = &l->term[i];
+		double *p = part + t->off;
+		if (t->host)
+			continue;
+		if (t->kind == CDP_LOSS_CE)
+			p[0] = be->softmax_ce(be, n, l->k, hw, logits, labels, l->ignore, l->class_w,
+			                      dlogits, 1.0f, &p[1]);
+		else if (t->kind == CDP_LOSS_BCE)
+			p[0] = be->bce_logits(be, n, hw, logits, labels, l->ignore, dlogits, 1.0f, &p[1]);
+		else if (t->kind == CDP_LOSS_DICE)
+			be->dice_sums(be, n, hw, logits, labels, l->ignore, p);
 	}
-	if (has_dice(l))
-		be->dice_sums(be, n, hw, logits, labels, l->ignore, part + 2);
+	if (any_host(l)) {
+		if (fetch(l, n, hw, logits, labels) < 0) {
+			for (int i = 0; i < l->npart; i++)
+				part[i] = NAN;
+			return;
+		}
+		host_parts(l, n, hw, part);
+	}
 }
 
-void cdp_loss_of(const cdp_loss *l, const double part[CDP_LOSS_NPART], cdp_loss_result *r)
+void cdp_loss_of(const cdp_loss *l, const double *part, cdp_loss_result *r)
 {
-	double d = part[3] + part[4] + l->smooth;
-
 	memset(r, 0, sizeof(*r));
-	r->sum = part[0];
-	r->count = part[1];
-	if (r->count > 0)
-		r->loss = r->sum / r->count;
-	/* d <= 0 only with smooth 0 and no pixel counted: no overlap to measure */
-	if (has_dice(l) && d > 0)
-		r->dice = 1.0 - (2 * part[2] + l->smooth) / d;
-	r->loss += r->dice;
+	for (int i = 0; i < l->nterm; i++) {
+		const cdp_loss_term *t = &l->term[i];
+		const double *p = part + t->off;
+		double v = 0;
+		switch (t->kind) {
+		case CDP_LOSS_CE:
+		case CDP_LOSS_BCE:
+			r->sum = p[0];
+			r->count = p[1];
+			/* fall through */
+		case CDP_LOSS_FOCAL:
+		case CDP_LOSS_LOVASZ:
+			if (p[1] > 0 || isnan(p[1]))
+				v = p[0] / p[1];
+			break;
+		case CDP_LOSS_DICE:
+			if (!t->host) {
+				/* d <= 0 only with smooth 0 and no pixel counted */
+				double d = p[1] + p[2] + l->smooth;
+				if (d > 0 || isnan(d))
+					v = 1.0 - (2 * p[0] + l->smooth) / d;
+				break;
+			}
+			/* fall through */
+		default:
+			v = overlap_value(l, t->kind, p);
+		}
+		if (t->kind == CDP_LOSS_DICE)
+			r->dice = v;
+		r->term[i] = v;
+		r->loss += t->weight * v;
+	}
 }
 
 void cdp_loss_finish(const cdp_loss *l, int n, int hw, const float *logits,
-                     const int32_t *labels, const double part[CDP_LOSS_NPART], double gmul,
+                     const int32_t *labels, const double *part, double gmul,
                      float *dlogits, cdp_loss_result *r)
 {
 	cdp_backend *be = l->be;
+	size_t nx = (size_t)n * l->k * hw;
+	int bm = backend_mean(l);
 
 	cdp_loss_of(l, part, r);
-	if (r->count > 0)
-		be->scale(be, dlogits, (float)(gmul / r->count), (size_t)n * l->k * hw);
-	if (has_dice(l))
-		be->dice_logits(be, n, hw, logits, labels, l->ignore, l->smooth, part + 2, dlogits,
-		                (float)gmul);
+	if (bm >= 0) {
+		double cnt = part[l->term[bm].off + 1];
+		if (cnt > 0)
+			be->scale(be, dlogits, (float)(l->term[bm].weight * gmul / cnt), nx);
+	}
+	if (any_host(l)) {
+		if (fetch(l, n, hw, logits, labels) < 0) {
+			be->fill(be, dlogits, NAN, nx);
+			return;
+		}
+		be->to_host(be, l->host->g, dlogits, nx * sizeof(float));
+		host_grad(l, n, hw, part, gmul);
+		be->to_device(be, dlogits, l->host->g, nx * sizeof(float));
+	}
+	for (int i = 0; i < l->nterm; i++)
+		if (!l->term[i].host && l->term[i].kind == CDP_LOSS_DICE)
+			be->dice_logits(be, n, hw, logits, labels, l->ignore, l->smooth,
+			                part + l->term[i].off, dlogits, (float)(l->term[i].weight * gmul));
 }
 
 void cdp_loss_compute(const cdp_loss *l, int n, int hw, const float *logits,
                       const int32_t *labels, float *dlogits, cdp_loss_result *r)
 {
-	double part[CDP_LOSS_NPART];
+	double stack[64], *part = l->npart <= 64 ? stack : calloc((size_t)l->npart, sizeof *part);
 
+	if (!part) {
+		memset(r, 0, sizeof *r);
+		r->loss = NAN;
+		l->be->fill(l->be, dlogits, NAN, (size_t)n * l->k * hw);
+		return;
+	}
 	cdp_loss_parts(l, n, hw, logits, labels, dlogits, part);
 	cdp_loss_finish(l, n, hw, logits, labels, part, 1.0, dlogits, r);
+	if (part != stack)
+		free(part);
 }

@@ -6,9 +6,10 @@
  *                  (Not height/width: `width` is the model-width variable
  *                  of the cfg families, e.g. ${width} filters.)
  *   classes=K      label classes; default: the head's channels for loss=ce,
- *                  2 for the sigmoid losses
- *   loss=ce|bce|dice|bce+dice   (default ce) ce needs a head of K channels,
- *                  the sigmoid losses a head of 1 channel and K = 2
+ *                  2 for a sigmoid loss
+ *   loss=TERM[+TERM]  (default ce; loss.h) softmax losses need a head of K
+ *                  channels, the sigmoid (binary) forms a head of 1 channel
+ *                  and K = 2
  *   ignore=V       label value left out of the loss (default -1: none)
  * Other [net] keys are variables for the preprocessor or training options
  * for cdp-train, so net.c does not reject keys it does not know there.
@@ -30,6 +31,7 @@
 #include <time.h>
 #include "cdp_rng.h"
 #include "layers.h"
+#include "loss.h"
 
 #define REGISTRY_ENTRY(type) &cdp_layer_##type,
 static const cdp_layer_ops *const registry[] = { CDP_LAYERS(REGISTRY_ENTRY) };
@@ -175,37 +177,53 @@ static int net_options(cdp_net *net, int in_c, int in_h, int in_w, char *err, si
 		return -1;
 	}
 	loss = cdp_cfg_str(s, "loss", "ce");
-	if (strcmp(loss, "ce") && strcmp(loss, "bce") && strcmp(loss, "dice") &&
-	    strcmp(loss, "bce+dice")) {
-		snprintf(err, cap, "%s:%d: [net]: loss '%.32s' is not ce, bce, dice or bce+dice",
-		         cfg->path, s->line, loss);
-		return -1;
+	{
+		int kind[CDP_LOSS_MAX_TERMS], sm;
+		char why[200];
+		if (cdp_loss_parse(loss, 0, kind, &sm, why, sizeof why) < 0 ||
+		    strlen(loss) >= sizeof net->loss) {
+			snprintf(err, cap, "%s:%d: [net]: %s", cfg->path, s->line,
+			         strlen(loss) >= sizeof net->loss ? "loss= is too long" : why);
+			return -1;
+		}
 	}
 	snprintf(net->loss, sizeof net->loss, "%s", loss);
 	return 0;
 }
 
-/* The head must fit the loss: ce scores K classes, the sigmoid losses one. */
+/* The head must fit the loss (loss.h): softmax over K channels (a term ce,
+ * or classes > 2 without bce), else sigmoid on one channel, classes 2.
+ * Without classes=, the terms and then the head's channels decide. */
 static int check_head(cdp_net *net, char *err, size_t cap)
 {
 	cdp_layer *h = &net->layers[net->out_layer];
-	int ce = strcmp(net->loss, "ce") == 0;
-	int want = ce ? (net->classes ? net->classes : h->out.c) : 1;
-	char why[160];
+	int kind[CDP_LOSS_MAX_TERMS], nt, sm, ce = 0, bce = 0, classes = net->classes, want;
+	char why[200];
 
-	if (!ce && net->classes && net->classes != 2) {
-		snprintf(err, cap, "%s:%d: [net]: loss=%s is binary, classes=%d should be 2",
-		         net->cfg->path, net->cfg->s[0].line, net->loss, net->classes);
+	nt = cdp_loss_parse(net->loss, 0, kind, &sm, why, sizeof why);
+	for (int i = 0; i < nt; i++) {
+		ce |= kind[i] == CDP_LOSS_CE;
+		bce |= kind[i] == CDP_LOSS_BCE;
+	}
+	if (!classes)
+		classes = ce ? h->out.c : bce ? 2 : h->out.c == 1 ? 2 : h->out.c;
+	if (cdp_loss_parse(net->loss, classes, kind, &sm, why, sizeof why) < 0) {
+		snprintf(err, cap, "%s:%d: [net]: %s", net->cfg->path, net->cfg->s[0].line, why);
 		return -1;
 	}
+	if (!sm && classes != 2) {
+		snprintf(err, cap, "%s:%d: [net]: loss=%s is binary, classes=%d should be 2",
+		         net->cfg->path, net->cfg->s[0].line, net->loss, classes);
+		return -1;
+	}
+	want = sm ? classes : 1;
 	if (h->out.c != want) {
 		snprintf(why, sizeof why, "the output has %d channels, loss=%s needs %d",
 		         h->out.c, net->loss, want);
 		layer_err(net, h, h->ops->type, why, err, cap);
 		return -1;
 	}
-	if (!net->classes)
-		net->classes = ce ? h->out.c : 2;
+	net->classes = classes;
 	return 0;
 }
 

@@ -92,7 +92,7 @@ struct cdp_net {
 	void *ws; size_t ws_bytes;  /* shared workspace */
 	char *cfg_text;             /* the cfg source (owned), stored in checkpoints */
 	/* [net] options */
-	char loss[32];              /* ce | bce | dice | bce+dice */
+	char loss[64];              /* [net] loss= (loss.h) */
 	int ignore;                 /* label ignore index */
 	/* 1: backward also writes dx, the gradient of the net input (default 0:
 	 * dx stays zero and the first layers skip that work) */

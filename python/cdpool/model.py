@@ -260,6 +260,39 @@ def _parse_from(layers, i, spec):
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]*\Z")
 
 
+LOSS_TERMS = ("ce", "bce", "dice", "jaccard", "tversky", "focal", "lovasz")
+
+
+def _loss_terms(path, line, loss, classes):
+    """loss= split into its terms as engine/loss.c cdp_loss_parse does"""
+    terms = loss.split("+")
+    for t in terms:
+        if not t or len(t) >= 16:
+            raise CfgError("%s:%d: [net]: loss '%s': want terms ce, bce, dice, jaccard, tversky, "
+                           "focal or lovasz joined by '+'" % (path, line, loss[:32]))
+        if t not in LOSS_TERMS:
+            raise CfgError("%s:%d: [net]: loss '%s': '%s' is not ce, bce, dice, jaccard, "
+                           "tversky, focal or lovasz" % (path, line, loss[:32], t))
+    if len(set(terms)) != len(terms):
+        dup = next(t for t in terms if terms.count(t) > 1)
+        raise CfgError("%s:%d: [net]: loss '%s': '%s' twice" % (path, line, loss[:32], dup))
+    if len(terms) > 4:
+        raise CfgError("%s:%d: [net]: loss '%s': more than 4 terms" % (path, line, loss[:32]))
+    if "ce" in terms and "bce" in terms:
+        raise CfgError("%s:%d: [net]: loss '%s': ce (softmax) and bce (sigmoid) do not mix"
+                       % (path, line, loss[:32]))
+    if "bce" in terms and classes > 2:
+        raise CfgError("%s:%d: [net]: loss=%s is binary: classes must be 2, not %d"
+                       % (path, line, loss[:32], classes))
+    return terms
+
+
+def _loss_softmax(path, line, loss, classes):
+    """True for a softmax head over K channels, False for one sigmoid channel (loss.h)"""
+    terms = _loss_terms(path, line, loss, classes)
+    return "ce" in terms or ("bce" not in terms and classes > 2)
+
+
 def build(text, path="<cfg>", overrides=(), in_shape=None, batch=1):
     """The model of a cfg text as model_dump's JSON (a dict): cdp_net_build
     with the caller's input shape (C, H, W; entries 0 or None keep the
@@ -279,9 +312,7 @@ def build(text, path="<cfg>", overrides=(), in_shape=None, batch=1):
         raise CfgError("%s:%d: [net]: the input shape is unknown (set channels=, in_h=, in_w= or "
                        "pass them)" % (path, secs[0].line))
     loss = net.str("loss", "ce")
-    if loss not in ("ce", "bce", "dice", "bce+dice"):
-        raise CfgError("%s:%d: [net]: loss '%s' is not ce, bce, dice or bce+dice"
-                       % (path, secs[0].line, loss[:32]))
+    terms = _loss_terms(path, secs[0].line, loss, 0)
     if len(secs) < 2:
         raise CfgError("%s: no layers after [net]" % path)
     b = _Builder(path)
@@ -323,16 +354,17 @@ def build(text, path="<cfg>", overrides=(), in_shape=None, batch=1):
             b.layer_err(L, str(e))
         layers.append(L)
     head = layers[-1]
-    ce = loss == "ce"
-    want = (classes or head["out"][0]) if ce else 1
-    if not ce and classes and classes != 2:
+    if not classes:
+        classes = head["out"][0] if "ce" in terms else 2 if "bce" in terms else \
+            2 if head["out"][0] == 1 else head["out"][0]
+    softmax = _loss_softmax(path, secs[0].line, loss, classes)
+    if not softmax and classes != 2:
         raise CfgError("%s:%d: [net]: loss=%s is binary, classes=%d should be 2"
                        % (path, secs[0].line, loss, classes))
+    want = classes if softmax else 1
     if head["out"][0] != want:
         b.layer_err(head, "the output has %d channels, loss=%s needs %d"
                     % (head["out"][0], loss, want))
-    if not classes:
-        classes = head["out"][0] if ce else 2
     return {"cfg": path, "overrides": list(overrides), "batch": batch, "input": shape,
             "classes": classes, "loss": loss, "ignore": ignore, "nparams": b.nparams,
             "nbuffers": b.nbuffers, "out_layer": len(layers) - 1, "layers": layers}

@@ -180,25 +180,125 @@ class EngineNet(nn.Module):
         return out
 
 
-def loss_fn(model, logits, labels, smooth=1.0, class_w=None):
-    """The engine's loss (loss.h) on logits (N,K,H,W) and int labels (N,H*W)."""
-    kind, ignore = model["loss"], model["ignore"]
-    n = logits.shape[0]
-    hw = logits.shape[2] * logits.shape[3]
-    lab = labels.reshape(n, hw).long()
+LOSS_EPS = 1e-7
+
+
+def _f32(v):
+    """a cfg number as the engine holds it (float)"""
+    return float(np.float32(v))
+
+
+def _floats(v):
+    if v is None or torch.is_tensor(v) or isinstance(v, (list, tuple)):
+        return v
+    return [_f32(x) for x in str(v).split(",")]
+
+
+def _loss_term(kind, z, y, valid, o):
+    """one term of loss.h on logits z (N,k,HW), labels y (N,HW), valid (N,HW)"""
+    n, k = z.shape[0], z.shape[1]
+    dt = z.dtype
+    p = torch.sigmoid(z) if k == 1 else torch.softmax(z, dim=1)
     if kind == "ce":
-        return F.cross_entropy(logits.reshape(n, logits.shape[1], hw), lab, weight=class_w,
-                               ignore_index=ignore if ignore >= 0 else -100)
-    z = logits.reshape(n, hw)
-    keep = lab != ignore
-    z, t = z[keep], (lab[keep] != 0).to(logits.dtype)
-    total = logits.new_zeros(())
-    if kind in ("bce", "bce+dice"):
-        total = total + F.binary_cross_entropy_with_logits(z, t)
-    if kind in ("dice", "bce+dice"):
-        p = torch.sigmoid(z)
-        total = total + 1 - (2 * (p * t).sum() + smooth) / (p.sum() + t.sum() + smooth)
-    return total
+        w = o.get("class_weights")
+        if w is not None and not torch.is_tensor(w):
+            w = torch.tensor(_floats(w), dtype=dt)
+        if not valid.any():
+            return z.sum() * 0
+        return F.cross_entropy(z, torch.where(valid, y, torch.full_like(y, -100)), weight=w,
+                               ignore_index=-100,
+                               label_smoothing=_f32(o.get("label_smoothing", 0)))
+    if kind == "bce":
+        m = valid.to(dt)
+        if not valid.any():
+            return z.sum() * 0
+        l = F.binary_cross_entropy_with_logits(z[:, 0], (y != 0).to(dt), reduction="none")
+        return (l * m).sum() / m.sum()
+    if kind == "focal":
+        g = _f32(o.get("focal_gamma", 2))
+        al = _floats(o.get("focal_alpha"))
+        yc = torch.where(valid, y, torch.zeros_like(y))
+        if k == 1:
+            pos = yc != 0
+            logpt = torch.where(pos, F.logsigmoid(z[:, 0]), F.logsigmoid(-z[:, 0]))
+            a = torch.ones_like(logpt) if al is None else \
+                torch.where(pos, al[0], 1 - al[0]).to(dt) if len(al) == 1 else \
+                torch.tensor(al, dtype=dt)[pos.long()]
+        else:
+            logpt = F.log_softmax(z, dim=1).gather(1, yc.unsqueeze(1))[:, 0]
+            a = torch.ones_like(logpt) if al is None else \
+                torch.full_like(logpt, al[0]) if len(al) == 1 else torch.tensor(al, dtype=dt)[yc]
+        if not valid.any():
+            return z.sum() * 0
+        l = -a * (1 - logpt.exp()) ** g * logpt
+        return (l * valid).sum() / valid.sum()
+    if kind in ("dice", "jaccard", "tversky"):
+        # smp's soft scores over the batch, per class
+        s = _f32(o.get("dice_smooth", 1))
+        if k == 1:
+            t = ((y != 0) & valid).to(dt).unsqueeze(1)
+        else:
+            t = F.one_hot(torch.where(valid, y, torch.zeros_like(y)), k).permute(0, 2, 1).to(dt)
+            t = t * valid.unsqueeze(1)
+        pm = p * valid.unsqueeze(1)
+        inter = (pm * t).sum(dim=(0, 2))
+        card = (pm + t).sum(dim=(0, 2))
+        if kind == "dice":
+            score = (2 * inter + s) / (card + s).clamp_min(LOSS_EPS)
+        elif kind == "jaccard":
+            score = (inter + s) / (card - inter + s).clamp_min(LOSS_EPS)
+        else:
+            a, b = _f32(o.get("tversky_alpha", 0.5)), _f32(o.get("tversky_beta", 0.5))
+            fp = (pm * (1 - t)).sum(dim=(0, 2))
+            fn = ((1 - pm) * t).sum(dim=(0, 2))
+            score = (inter + s) / (inter + a * fp + b * fn + s).clamp_min(LOSS_EPS)
+        loss = 1 - score
+        if k > 1:
+            loss = loss * (t.sum(dim=(0, 2)) > 0).to(dt)
+        return loss.mean()
+    if kind == "lovasz":
+        # Berman's lovasz_softmax(per_image=True, classes='present'); one
+        # channel: the class label != 0 only (classes=[1])
+        total = z.sum() * 0
+        for i in range(n):
+            v = valid[i]
+            losses = []
+            for c in ([1] if k == 1 else range(k)):
+                fg = ((y[i][v] != 0) if k == 1 else (y[i][v] == c)).to(dt)
+                if k > 1 and fg.sum() == 0:
+                    continue
+                err = (fg - p[i, 0 if k == 1 else c][v]).abs()
+                es, perm = torch.sort(err, descending=True)
+                fs = fg[perm]
+                gts = fs.sum()
+                jac = 1 - (gts - fs.cumsum(0)) / (gts + (1 - fs).cumsum(0))
+                if len(fs) > 1:
+                    jac[1:] = jac[1:] - jac[:-1].clone()
+                losses.append(torch.dot(es, jac))
+            if losses:
+                total = total + sum(losses) / len(losses)
+        return total / n
+    raise ValueError("unknown loss term '%s'" % kind)
+
+
+def loss_fn(model, logits, labels, smooth=1.0, class_w=None, opts=None):
+    """The engine's loss (loss.h) on logits (N,k,H,W) (or (N,k,HW)) and int
+    labels (N,H*W): model["loss"] (TERM[+TERM...]) and model["ignore"];
+    opts: the [net] options of the loss (loss_weights, class_weights,
+    label_smoothing, dice_smooth, focal_gamma, focal_alpha, tversky_alpha,
+    tversky_beta; strings as in the cfg or numbers), dice_smooth defaulting
+    to smooth and class_weights to class_w."""
+    o = dict(opts or {})
+    o.setdefault("dice_smooth", smooth)
+    if class_w is not None:
+        o.setdefault("class_weights", class_w)
+    n, k = logits.shape[0], logits.shape[1]
+    z = logits.reshape(n, k, -1)
+    y = labels.reshape(n, -1).long()
+    valid = y != model["ignore"]
+    terms = model["loss"].split("+")
+    w = _floats(o.get("loss_weights")) or [1.0] * len(terms)
+    return sum(wi * _loss_term(t, z, y, valid, o) for wi, t in zip(w, terms))
 
 
 def to_torch(ckpt, model=None):
@@ -230,7 +330,7 @@ def to_torch(ckpt, model=None):
 class Deployed(nn.Module):
     """A checkpoint's model for raw band values: (N, C, H, W) of the pool's
     type (as float) in, cdp-predict --prob's probabilities out: (N, K, H, W)
-    softmax for loss=ce, (N, 1, H, W) sigmoid for the one-output losses.
+    softmax for a softmax loss, (N, 1, H, W) sigmoid for the binary ones.
     Inside: (x - mean) * (1 / std) in float32 with the checkpoint's
     statistics, values that are not finite then 0, the net in eval mode.
     Nodata pixels are the caller's to mask (cdp-predict writes NaN there)."""
@@ -245,7 +345,7 @@ class Deployed(nn.Module):
         inv = 1.0 / ckpt.std if ckpt.std is not None else np.ones(c)
         self.register_buffer("mean", torch.from_numpy(mean.astype(np.float32)).reshape(1, c, 1, 1))
         self.register_buffer("inv", torch.from_numpy(inv.astype(np.float32)).reshape(1, c, 1, 1))
-        self.sigmoid = model["loss"] != "ce"
+        self.sigmoid = model["layers"][model["out_layer"]]["out"][0] == 1
 
     def forward(self, x):
         y = (x.float() - self.mean) * self.inv
@@ -279,7 +379,7 @@ def bench(args):
     out = model["layers"][model["out_layer"]]["out"]
     g = torch.Generator().manual_seed(1)
     x = torch.randn(n, c, h, w, generator=g)
-    k = model["classes"] if model["loss"] == "ce" else 2
+    k = model["classes"]
     labels = torch.randint(0, k, (n, out[1] * out[2]), generator=g)
     fmt = torch.channels_last if args.channels_last else torch.contiguous_format
     net = net.to(memory_format=fmt)

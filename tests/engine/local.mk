@@ -79,3 +79,12 @@ tests_engine_test_fuzz_cfg_SOURCES = tests/engine/test_fuzz_cfg.c tests/fuzz/fuz
 	tests/fuzz/fuzz_replay.h
 tests_engine_test_fuzz_cfg_CPPFLAGS = $(ENGINE_TEST_CPPFLAGS)
 tests_engine_test_fuzz_cfg_LDADD = $(ENGINE_LIBS)
+# losses.sh: every loss of loss.h against PyTorch through loss_dump
+if HAVE_OPENBLAS
+check_PROGRAMS += tests/engine/loss_dump
+TESTS += tests/engine/losses.sh
+endif
+tests_engine_loss_dump_SOURCES = tests/engine/loss_dump.c
+tests_engine_loss_dump_CPPFLAGS = $(ENGINE_TEST_CPPFLAGS)
+tests_engine_loss_dump_LDADD = $(ENGINE_LIBS)
+EXTRA_DIST += tests/engine/losses.sh tests/engine/loss_ref.py

@@ -417,7 +417,7 @@ static void test_loss_select(void)
 	}
 	/* errors */
 	CHECK_RC(cdp_loss_init(&l, be, "mse", 2, -1, NULL, 0, 1, err, sizeof(err)), -1);
-	CHECK(strcmp(err, "loss 'mse' is not ce, bce, dice or bce+dice") == 0, "%s", err);
+	CHECK(strcmp(err, "loss 'mse': 'mse' is not ce, bce, dice, jaccard, tversky, focal or lovasz") == 0, "%s", err);
 	CHECK_RC(cdp_loss_init(&l, be, "ce", 1, -1, NULL, 0, 1, err, sizeof(err)), -1);
 	CHECK(strcmp(err, "loss=ce needs 2 to 65536 classes, not 1") == 0, "%s", err);
 	CHECK_RC(cdp_loss_init(&l, be, "bce", 3, -1, NULL, 0, 1, err, sizeof(err)), -1);
@@ -425,7 +425,7 @@ static void test_loss_select(void)
 	CHECK_RC(cdp_loss_init(&l, be, "ce", 3, -1, cw, 2, 1, err, sizeof(err)), -1);
 	CHECK(strcmp(err, "2 class weights for 3 classes") == 0, "%s", err);
 	CHECK_RC(cdp_loss_init(&l, be, "dice", 2, -1, cw, 2, 1, err, sizeof(err)), -1);
-	CHECK(strcmp(err, "class weights need loss=ce, not loss=dice") == 0, "%s", err);
+	CHECK(strcmp(err, "class weights need a term ce, not loss=dice") == 0, "%s", err);
 	{
 		const float zero[2] = { 0, 0 }, neg[2] = { 1, -1 };
 		CHECK_RC(cdp_loss_init(&l, be, "ce", 2, -1, zero, 2, 1, err, sizeof(err)), -1);
@@ -449,8 +449,30 @@ static void test_loss_cfg(void)
 		{ "[net]\nloss=ce\nclass_weights=1,2,\n", 2, "m.cfg:3: option 'class_weights': empty item" },
 		{ "[net]\nloss=ce\nclass_weights=1,2\n", 3, "m.cfg:3: [net]: 2 class weights for 3 classes" },
 		{ "[net]\nloss=bce\ndice_smooth=-1\n", 2, "m.cfg:3: option 'dice_smooth': -1 is outside [0, 1e+30]" },
-		{ "[net]\nloss=focal\n", 2, "m.cfg:1: [net]: loss 'focal' is not ce, bce, dice or bce+dice" },
+		{ "[net]\nloss=hinge\n", 2, "m.cfg:1: [net]: loss 'hinge': 'hinge' is not ce, bce, dice, jaccard, tversky, focal or lovasz" },
 		{ "[net]\nignore=-2\n", 2, "m.cfg:2: option 'ignore': -2 is outside [-1, 1073741824]" },
+		/* the terms and their keys (loss.h) */
+		{ "[net]\nloss=ce+\n", 3, "m.cfg:1: [net]: loss 'ce+': want terms ce, bce, dice, "
+		  "jaccard, tversky, focal or lovasz joined by '+'" },
+		{ "[net]\nloss=dice+dice\n", 3, "m.cfg:1: [net]: loss 'dice+dice': 'dice' twice" },
+		{ "[net]\nloss=ce+bce\n", 2, "m.cfg:1: [net]: loss 'ce+bce': ce (softmax) and bce "
+		  "(sigmoid) do not mix" },
+		{ "[net]\nloss=ce+dice+focal+lovasz+jaccard\n", 3, "m.cfg:1: [net]: loss "
+		  "'ce+dice+focal+lovasz+jaccard': more than 4 terms" },
+		{ "[net]\nloss=bce+dice\n", 3, "m.cfg:1: [net]: loss=bce+dice is binary: classes must "
+		  "be 2, not 3" },
+		{ "[net]\nloss=ce+dice\nloss_weights=1\n", 3, "m.cfg:1: [net]: 1 loss weights for the "
+		  "2 terms of loss=ce+dice" },
+		{ "[net]\nloss=focal\nfocal_alpha=1,2\n", 3, "m.cfg:1: [net]: focal_alpha: 2 values, "
+		  "want 1 or one per class (3)" },
+		{ "[net]\nloss=focal\nfocal_alpha=1.5\n", 2, "m.cfg:1: [net]: focal_alpha 1.5 is not "
+		  "a finite number >= 0 (a scalar of a binary loss: in [0, 1])" },
+		{ "[net]\nloss=dice\nlabel_smoothing=0.1\n", 3, "m.cfg:1: [net]: label smoothing "
+		  "needs a term ce, not loss=dice" },
+		{ "[net]\nloss=ce\nlabel_smoothing=2\n", 3, "m.cfg:3: option 'label_smoothing': 2 is "
+		  "outside [0, 1]" },
+		{ "[net]\nloss=focal\nfocal_gamma=-1\n", 3, "m.cfg:3: option 'focal_gamma': -1 is "
+		  "outside [0, 1000]" },
 	};
 
 	CHECK_RC(cdp_cfg_parse("[net]\nloss=ce\nignore=255\nclass_weights=0.5,2,1\n", "m.cfg",
@@ -463,6 +485,22 @@ static void test_loss_cfg(void)
 		CHECK(w[0] == 0.5f && w[1] == 2 && w[2] == 1, "weights on device");
 	}
 	CHECK_RC(cdp_cfg_check_used(&cfg, &cfg.s[0], err, sizeof(err)), 0);
+	cdp_loss_free(&l);
+	cdp_cfg_free(&cfg);
+	/* a sum: its terms, weights and parts; softmax with 3 classes, binary
+	 * with 2 (no ce) */
+	CHECK_RC(cdp_cfg_parse("[net]\nloss=ce+dice+lovasz\nloss_weights=1,0.5,2\n", "m.cfg",
+	                       NULL, 0, &cfg, err, sizeof(err)), 0);
+	CHECK_RC(cdp_loss_init_cfg(&l, be, &cfg, &cfg.s[0], 3, err, sizeof(err)), 0);
+	CHECK(l.kind == CDP_LOSS_SUM && l.nterm == 3 && l.k == 3 && l.npart == 2 + 9 + 2 &&
+	      l.term[1].kind == CDP_LOSS_DICE && l.term[1].weight == 0.5f && l.term[2].off == 11,
+	      "ce+dice+lovasz");
+	cdp_loss_free(&l);
+	cdp_cfg_free(&cfg);
+	CHECK_RC(cdp_cfg_parse("[net]\nloss=focal+dice\n", "m.cfg", NULL, 0, &cfg, err,
+	                       sizeof(err)), 0);
+	CHECK_RC(cdp_loss_init_cfg(&l, be, &cfg, &cfg.s[0], 2, err, sizeof(err)), 0);
+	CHECK(l.k == 1 && l.classes == 2 && l.npart == 5 && !l.term[1].host, "binary focal+dice");
 	cdp_loss_free(&l);
 	cdp_cfg_free(&cfg);
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {

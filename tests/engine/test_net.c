@@ -138,7 +138,32 @@ static void test_errors(cdp_backend *be)
 	expect_error(be, "[net]\nchannels=3\nin_h=8\n[conv]\nfilters=2\n",
 	             "bad.cfg:1: [net]: the input shape is unknown (set channels=, in_h=, in_w= or pass them)");
 	expect_error(be, "[net]\nchannels=3\nin_h=8\nin_w=8\nloss=l2\n[conv]\nfilters=2\n",
-	             "bad.cfg:1: [net]: loss 'l2' is not ce, bce, dice or bce+dice");
+	             "bad.cfg:1: [net]: loss 'l2': 'l2' is not ce, bce, dice, jaccard, tversky, focal or lovasz");
+	/* the other losses: softmax with classes > 2 (or a ce term), binary
+	 * on one channel with 2 */
+	expect_error(be, "[net]\nchannels=3\nin_h=8\nin_w=8\nclasses=3\nloss=focal\n[conv]\nfilters=1\n",
+	             "bad.cfg:7: layer 'conv0' (conv): the output has 1 channels, loss=focal needs 3");
+	expect_error(be, "[net]\nchannels=3\nin_h=8\nin_w=8\nclasses=2\nloss=dice\n[conv]\nfilters=2\n",
+	             "bad.cfg:7: layer 'conv0' (conv): the output has 2 channels, loss=dice needs 1");
+	expect_error(be, "[net]\nchannels=3\nin_h=8\nin_w=8\nclasses=2\nloss=ce+lovasz\n[conv]\nfilters=1\n",
+	             "bad.cfg:7: layer 'conv0' (conv): the output has 1 channels, loss=ce+lovasz needs 2");
+	expect_error(be, "[net]\nchannels=3\nin_h=8\nin_w=8\nclasses=3\nloss=bce+jaccard\n[conv]\nfilters=1\n",
+	             "bad.cfg:1: [net]: loss=bce+jaccard is binary: classes must be 2, not 3");
+	{
+		/* no classes=: the head decides (4 channels: softmax over 4) */
+		cdp_net net;
+		char err[512];
+		CHECK_RC(cdp_net_build(&net, be, "[net]\nchannels=3\nin_h=8\nin_w=8\nloss=jaccard+focal\n"
+		                       "[conv]\nfilters=4\n", "ok.cfg", NULL, 0, 0, 0, 0, 2, err,
+		                       sizeof err), 0);
+		CHECK(net.classes == 4, "classes %d", net.classes);
+		cdp_net_free(&net);
+		CHECK_RC(cdp_net_build(&net, be, "[net]\nchannels=3\nin_h=8\nin_w=8\nloss=lovasz\n"
+		                       "[conv]\nfilters=1\n", "ok.cfg", NULL, 0, 0, 0, 0, 2, err,
+		                       sizeof err), 0);
+		CHECK(net.classes == 2, "classes %d", net.classes);
+		cdp_net_free(&net);
+	}
 #undef BAD
 }
 

@@ -110,7 +110,7 @@ expect_fail 1 "^cdp-train: --class-weights '1,2': want auto or 3 numbers >= 0 se
 expect_fail 1 "^cdp-train: --class-weights '1,,2': want auto" \
 	cdp-train --db "$T/cls" --keys "$T/cls.keys" --model "$M" --out "$T/x" --steps 1 -q \
 	--threads 1 --class-weights 1,,2
-expect_fail 1 "^cdp-train: --class-weights: class weights need loss=ce, not loss=bce\$" \
+expect_fail 1 "^cdp-train: --class-weights: class weights need a term ce, not loss=bce\$" \
 	cdp-train --db "$T/seg" --keys "$T/seg.keys" --model "$S:loss=bce,outputs=1" --out "$T/x" --steps 1 -q \
 	--threads 1 --class-weights auto
 echo ok

@@ -220,7 +220,8 @@ static double micro_batch(trainer *t, uint64_t micro, int *stop, int *lost)
 	cdp_layer *out = &t->net.layers[t->net.out_layer];
 	cdp_loss_result res;
 	cdp_batch b;
-	double part[CDP_LOSS_NPART] = { 0 }, v[CDP_LOSS_NPART + 2], g, t0, t1 = 0;
+	int np = t->loss.npart;
+	double *part = t->lpart, *v = t->lpart + np + 2, g, t0, t1 = 0;
 	int sync = t->o->sync == CDP_SYNC_ALLREDUCE, have = take_batch(t, &b) == 0;
 
 	t->iv_wait += b.wait_s;
@@ -229,6 +230,7 @@ static double micro_batch(trainer *t, uint64_t micro, int *stop, int *lost)
 		tr_log_keys(t, &b);
 	t->net.step_seed = cdp_rng_derive(t->o->seed ^ 0x64726f706f7574ull, micro, (uint64_t)t->rank);
 	t0 = t->trace ? cdp_now() : 0;
+	memset(part, 0, (size_t)np * sizeof *part);
 	if (have) {
 		cdp_net_forward(&t->net);
 		cdp_loss_parts(&t->loss, b.n, t->hw, out->y, t->dlab, out->dy, part);
@@ -237,15 +239,15 @@ static double micro_batch(trainer *t, uint64_t micro, int *stop, int *lost)
 		tr_trace_span(t->trace, TR_FORWARD, t0, t1 = cdp_now(), t->step + 1, 0);
 	/* one sum over ranks: the loss's parts (loss.h), the stop flag and
 	 * the ranks without a batch */
-	memcpy(v, part, sizeof part);
-	v[CDP_LOSS_NPART] = cdp_train_stop ? 1 : 0;
-	v[CDP_LOSS_NPART + 1] = !have;
-	cdp_dist_sum_f64(v, CDP_LOSS_NPART + 2);
+	memcpy(v, part, (size_t)np * sizeof *part);
+	v[np] = cdp_train_stop ? 1 : 0;
+	v[np + 1] = !have;
+	cdp_dist_sum_f64(v, (size_t)np + 2);
 	if (t->trace)
 		tr_trace_span(t->trace, TR_LOSS_SUM, t1, cdp_now(), t->step + 1, 0);
-	if (v[CDP_LOSS_NPART] > 0)
+	if (v[np] > 0)
 		*stop = 1;
-	if (v[CDP_LOSS_NPART + 1] > 0) {
+	if (v[np + 1] > 0) {
 		*lost = 1;
 		return 0;
 	}

@@ -56,12 +56,14 @@ int tr_validate(trainer *t, tr_val *v)
 {
 	cdp_backend *be = t->be;
 	cdp_layer *out = &t->net.layers[t->net.out_layer];
-	double sums[CDP_LOSS_NPART + 1] = { 0 }, part[CDP_LOSS_NPART];
+	int np = t->loss.npart;
+	double *sums = t->lpart, *part = t->lpart + np + 2;
 	cdp_loss_result res;
 	cdp_batch b;
 	char msg[2048];
 	int rc;
 
+	memset(sums, 0, ((size_t)np + 1) * sizeof *sums);
 	cdp_confusion_reset(&v->conf);
 	v->done = 0;
 	if (!t->vl)
@@ -77,7 +79,7 @@ int tr_validate(trainer *t, tr_val *v)
 		tr_upload(t, t->vl, &b);
 		cdp_net_forward(&t->net);
 		cdp_loss_parts(&t->loss, b.n, t->hw, out->y, t->dlab, out->dy, part);
-		for (int i = 0; i < CDP_LOSS_NPART; i++)
+		for (int i = 0; i < np; i++)
 			sums[i] += part[i];
 		be->argmax(be, b.n, t->loss.k, t->hw, out->y, t->pred);
 		be->confusion(be, b.n * t->hw, t->loss.classes, t->dlab, t->pred, t->loss.ignore,
@@ -88,15 +90,15 @@ int tr_validate(trainer *t, tr_val *v)
 		 * every rank, which then stop as train.c says */
 		snprintf(msg, sizeof msg, "%s", cdp_loader_error(t->vl));
 		tr_report(t, msg);
-		sums[CDP_LOSS_NPART] = 1;
+		sums[np] = 1;
 	} else if (rc != CDP_EEOF) {
 		TR_FAIL("%s", *cdp_loader_error(t->vl) ? cdp_loader_error(t->vl) : cdp_strerror(rc));
 	}
 	t->net.train = 1;
 	tr_eval_model_end(t);
 	cdp_dist_sum_u64(v->conf.counts, (size_t)v->conf.k * v->conf.k);
-	cdp_dist_sum_f64(sums, CDP_LOSS_NPART + 1);
-	if (sums[CDP_LOSS_NPART] > 0)
+	cdp_dist_sum_f64(sums, (size_t)np + 1);
+	if (sums[np] > 0)
 		return -1;
 	cdp_loss_of(&t->loss, sums, &res);
 	v->loss = res.loss;

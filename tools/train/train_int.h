@@ -43,6 +43,7 @@ typedef struct trainer {
 	int have_net;
 	cdp_loss loss;
 	int have_loss;
+	double *lpart;                  /* [2 (loss.npart + 2)] the loss's sums (loss.h) */
 	cdp_optim_cfg oc;
 	cdp_optim opt;
 	int have_opt;

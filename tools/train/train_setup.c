@@ -464,6 +464,8 @@ int tr_setup(trainer *t, char *err, size_t cap)
 		return -1;
 	t->have_loss = 1;
 	t->loss.ignore = t->ti.ignore;
+	if (!(t->lpart = calloc(2 * ((size_t)t->loss.npart + 2), sizeof *t->lpart)))
+		return tr_fail(err, cap, "out of memory");
 	if (tr_check_labels(t, err, cap) < 0 || tr_class_weights(t, err, cap) < 0)
 		return -1;
 	if (optimizer(t, err, cap) < 0)
@@ -586,6 +588,7 @@ void tr_teardown(trainer *t)
 		cdp_optim_free(&t->opt);
 	if (t->have_loss)
 		cdp_loss_free(&t->loss);
+	free(t->lpart);
 	if (t->have_net)
 		cdp_net_free(&t->net);
 	if (t->have_cfg)

@@ -139,9 +139,9 @@ int tr_class_weights(trainer *t, char *err, size_t cap)
 
 	if (!spec)
 		return 0;
-	if (t->loss.kind != CDP_LOSS_CE)
-		return tr_fail(err, cap, "--class-weights: class weights need loss=ce, not loss=%s",
-		               cdp_loss_name(t->loss.kind));
+	if (!cdp_loss_has(&t->loss, CDP_LOSS_CE) || t->loss.k == 1)
+		return tr_fail(err, cap, "--class-weights: class weights need a term ce, not loss=%s",
+		               t->loss.name);
 	if (!(t->cw = calloc((size_t)k, sizeof *t->cw)))
 		return tr_fail(err, cap, "out of memory");
 	t->ncw = k;
@@ -174,16 +174,10 @@ int tr_class_weights(trainer *t, char *err, size_t cap)
 		               "separated by commas, one per class of the model", spec, k);
 	}
 	/* the loss again, with these weights and the rest as the cfg set it */
-	{
-		int kind = t->loss.kind, ignore = t->loss.ignore;
-		float smooth = t->loss.smooth;
-		cdp_loss_free(&t->loss);
+	rc = cdp_loss_reweight(&t->loss, t->cw, k, why, sizeof why);
+	if (rc < 0) {
 		t->have_loss = 0;
-		rc = cdp_loss_init(&t->loss, t->be, cdp_loss_name(kind), k, ignore, t->cw, k, smooth,
-		                   why, sizeof why);
-		if (rc < 0)
-			return tr_fail(err, cap, "--class-weights: %s", why);
-		t->have_loss = 1;
+		return tr_fail(err, cap, "--class-weights: %s", why);
 	}
 	return 0;
 }
