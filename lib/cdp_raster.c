@@ -21,6 +21,8 @@
 #include <cpl_error.h>
 #include <cpl_string.h>
 #include <gdal.h>
+#include <gdal_alg.h>
+#include <gdalwarper.h>
 #include <ogr_srs_api.h>
 
 #include "cdp_error.h"
@@ -474,6 +476,77 @@ void cdp_raster_pixel_size(const double gt[6], double *x, double *y)
 {
 	*x = hypot(gt[1], gt[4]);
 	*y = hypot(gt[2], gt[5]);
+}
+
+int cdp_raster_warp(cdp_raster *src, int band, const double gt[6], const char *dst_wkt,
+                    int resample, int w, int h, int32_t *out, char *err, size_t errcap)
+{
+	GDALDriverH mem = GDALGetDriverByName("MEM");
+	GDALDatasetH dst = NULL;
+	GDALWarpOptions *wo = NULL;
+	GDALWarpOperationH op = NULL;
+	void *tr = NULL;
+	double sgt[6];
+	int reproject, hasnd, rc = CDP_EGDAL;
+	double nd;
+
+	if (!src || band < 1 || (uint32_t)band > src->info.bands || w < 1 || h < 1 ||
+	    !src->info.has_gt || (resample != CDP_RESAMPLE_NEAR && resample != CDP_RESAMPLE_MODE)) {
+		set_err(err, errcap, "invalid warp");
+		return CDP_EINVAL;
+	}
+	CPLErrorReset();
+	memcpy(sgt, src->info.gt, sizeof sgt);
+	reproject = src->crs[0] && dst_wkt && dst_wkt[0];
+	if (!mem || !(dst = GDALCreate(mem, "", w, h, 1, GDT_Int32, NULL)) ||
+	    GDALSetGeoTransform(dst, (double *)gt) != CE_None ||
+	    (reproject && GDALSetProjection(dst, dst_wkt) != CE_None))
+		goto gdal;
+	/* Both CRSs or none: a grid without one is taken to be in the other's. */
+	tr = GDALCreateGenImgProjTransformer3(reproject ? src->crs : NULL, sgt,
+	                                      reproject ? dst_wkt : NULL, gt);
+	if (!tr)
+		goto gdal;
+	wo = GDALCreateWarpOptions();
+	wo->eResampleAlg = resample == CDP_RESAMPLE_MODE ? GRA_Mode : GRA_NearestNeighbour;
+	wo->hSrcDS = src->ds;
+	wo->hDstDS = dst;
+	wo->nBandCount = 1;
+	wo->panSrcBands = CPLMalloc(sizeof(int));
+	wo->panSrcBands[0] = band;
+	wo->panDstBands = CPLMalloc(sizeof(int));
+	wo->panDstBands[0] = 1;
+	nd = GDALGetRasterNoDataValue(GDALGetRasterBand(src->ds, band), &hasnd);
+	if (hasnd) {
+		wo->padfSrcNoDataReal = CPLMalloc(sizeof(double));
+		wo->padfSrcNoDataReal[0] = nd;
+	}
+	wo->padfDstNoDataReal = CPLMalloc(sizeof(double));
+	wo->padfDstNoDataReal[0] = -1;
+	wo->papszWarpOptions = CSLSetNameValue(wo->papszWarpOptions, "INIT_DEST", "NO_DATA");
+	wo->pfnTransformer = GDALGenImgProjTransform;
+	wo->pTransformerArg = tr;
+	if (!(op = GDALCreateWarpOperation(wo)) ||
+	    GDALChunkAndWarpImage(op, 0, 0, w, h) != CE_None ||
+	    GDALRasterIO(GDALGetRasterBand(dst, 1), GF_Read, 0, 0, w, h, out, w, h,
+	                 GDT_Int32, 0, 0) != CE_None)
+		goto gdal;
+	rc = CDP_OK;
+	goto out;
+gdal:
+	gdal_err(err, errcap, "warp failed");
+out:
+	if (op)
+		GDALDestroyWarpOperation(op);
+	if (wo) {
+		wo->hSrcDS = NULL;   /* not ours to close */
+		GDALDestroyWarpOptions(wo);
+	}
+	if (tr)
+		GDALDestroyGenImgProjTransformer(tr);
+	if (dst)
+		GDALClose(dst);
+	return rc;
 }
 
 const char *cdp_raster_version(void)

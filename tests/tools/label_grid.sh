@@ -1,0 +1,138 @@
+#!/bin/sh
+# label_grid.sh: cdp-tile's labels on another grid and class codes
+# (cdp-tile(1) LABELS, cdp-labelmap(5)), checked against GDAL's own tools:
+#  - label rasters in another CRS (EPSG:4326, EPSG:32632), coarser, finer
+#    and shifted: every tile's label equals gdalwarp -r near|mode -et 0 of
+#    that tile's window (-te, -ts; the warper gives the same pixels for the
+#    same window, so no tolerance), the label's nodata and the pixels it
+#    does not cover are the ignore value;
+#  - a label on the image's grid is cut as before: each tile equals
+#    gdal_translate -srcwin of the label;
+#  - --label-map inline and as a file (class names reach the pool's
+#    class_names through the stream's source frame, read by cdpool),
+#    --label-map-other ignore against the refusal naming value and pixel,
+#    and the refusals of malformed maps with their line.
+. "$CDP_SRCDIR/tests/tools/common.sh"
+need_python
+cd "$T"
+
+"$PYTHON" - <<'EOF'
+import numpy as np
+from osgeo import gdal, osr
+gdal.UseExceptions()
+
+def wkt(epsg):
+    s = osr.SpatialReference()
+    s.ImportFromEPSG(epsg)
+    return s.ExportToWkt()
+
+def mk(path, w, h, gt, epsg, dt=gdal.GDT_Byte, nodata=None, seed=1, block=1):
+    """Class values 1..5 in blocks of block x block pixels; a tenth of the
+    pixels nodata when nodata is given."""
+    rng = np.random.default_rng(seed)
+    a = rng.integers(1, 6, size=(-(-h // block), -(-w // block)))
+    a = np.kron(a, np.ones((block, block), int))[:h, :w]
+    if nodata is not None:
+        a[rng.random((h, w)) < 0.1] = nodata
+    d = gdal.GetDriverByName("GTiff").Create(path, w, h, 1, dt)
+    d.SetGeoTransform(gt)
+    if epsg:
+        d.SetProjection(wkt(epsg))
+    if nodata is not None:
+        d.GetRasterBand(1).SetNoDataValue(nodata)
+    d.GetRasterBand(1).WriteArray(a)
+
+X0, Y0 = 500000.0, 5000000.0
+mk("img.tif", 60, 45, (X0, 10, 0, Y0, 0, -10), 32633, seed=9)
+# the image's grid
+mk("same.tif", 60, 45, (X0, 10, 0, Y0, 0, -10), 32633, seed=2)
+# coarser (30 m), shifted by 7 m, covering part of the image, nodata 0
+mk("coarse.tif", 15, 12, (X0 + 107, 30, 0, Y0 - 7, 0, -30), 32633, nodata=0, seed=3)
+# finer (2.5 m), shifted by 1.3 m, in 3x3 blocks: for mode
+mk("fine.tif", 250, 190, (X0 - 10.3, 2.5, 0, Y0 + 11.3, 0, -2.5), 32633, seed=4, block=3)
+# EPSG:4326 around part of the image, nodata 0
+t = osr.CoordinateTransformation(osr.SpatialReference(wkt(32633)),
+                                 osr.SpatialReference(wkt(4326)))
+lat, lon, _ = t.TransformPoint(X0, Y0)
+mk("geo.tif", 80, 70, (lon - 0.0008, 0.0001, 0, lat + 0.0003, 0, -0.00007), 4326,
+   nodata=0, seed=5)
+# EPSG:32632, u16, over all but the image's west (its corner seen from zone 32)
+t = osr.CoordinateTransformation(osr.SpatialReference(wkt(32633)),
+                                 osr.SpatialReference(wkt(32632)))
+x, y, _ = t.TransformPoint(X0, Y0)
+mk("utm32.tif", 70, 60, (x + 150, 10, 0, y + 80, 0, -10), 32632, dt=gdal.GDT_UInt16, seed=6)
+EOF
+
+cat >cmp.py <<'EOF'
+"""cmp.py DIR LABEL IMAGE near|mode|cut IGNORE: each DIR/*_label.tif equals
+gdalwarp -r ALG -et 0 of LABEL over the tile's window (-te/-ts, the
+image's CRS), uncovered and nodata pixels IGNORE; or, for cut, the label's
+own pixels at the tile's offset (gdal_translate -srcwin)."""
+import glob, sys
+import numpy as np
+from osgeo import gdal
+gdal.UseExceptions()
+d, lab, img, alg, ign = sys.argv[1:6]
+ign = int(ign)
+im = gdal.Open(img)
+wkt, ig = im.GetProjection(), im.GetGeoTransform()
+files = sorted(glob.glob(d + "/*_label.tif"))
+assert files, "no label tiles"
+seen = set()
+for f in files:
+    t = gdal.Open(f)
+    g, w, h = t.GetGeoTransform(), t.RasterXSize, t.RasterYSize
+    got = t.ReadAsArray()
+    if alg == "cut":
+        xo, yo = round((g[0] - ig[0]) / ig[1]), round((g[3] - ig[3]) / ig[5])
+        ref = gdal.Translate("", lab, format="MEM", srcWin=[xo, yo, w, h]).ReadAsArray()
+    else:
+        # Int32 with nodata -1: GDAL nudges a value equal to the nodata
+        # value, which IGNORE might be
+        ref = gdal.Warp("", lab, format="MEM", dstSRS=wkt, errorThreshold=0,
+                        outputBounds=(g[0], g[3] + h * g[5], g[0] + w * g[1], g[3]),
+                        width=w, height=h, resampleAlg=alg, dstNodata=-1,
+                        outputType=gdal.GDT_Int32).ReadAsArray()
+        ref[ref < 0] = ign
+    n = int((ref != got).sum())
+    assert n == 0, "%s: %d of %d pixels differ from GDAL's" % (f, n, got.size)
+    seen |= set(np.unique(got).tolist())
+print(" ".join(str(v) for v in sorted(seen)))
+EOF
+
+# check NAME LABEL ALG IGNORE [cdp-tile options]: tiles img.tif with LABEL and
+# compares every tile's label with GDAL's; prints the values seen.
+check() {
+	name=$1 lab=$2 alg=$3 ign=$4
+	shift 4
+	cdp-tile -q -s 16 -O "$name" --label "$lab" "$@" img.tif || fail "cdp-tile --label $lab $*"
+	"$PYTHON" cmp.py "$name" "$lab" img.tif "$alg" "$ign" >"$name.seen" ||
+		fail "$lab ($alg): tiles differ from GDAL's"
+}
+check same same.tif cut 255
+[ "$(cat same.seen)" = "1 2 3 4 5" ] || fail "same grid: values $(cat same.seen)"
+check coarse coarse.tif near 255
+[ "$(cat coarse.seen)" = "1 2 3 4 5 255" ] || fail "coarse: values $(cat coarse.seen)"
+check coarsemode coarse.tif mode 255 --label-resample mode
+check fine fine.tif near 255
+check finemode fine.tif mode 255 --label-resample mode
+"$PYTHON" cmp.py finemode fine.tif img.tif near 255 >/dev/null 2>&1 &&
+	fail "mode gave nearest neighbour's labels"
+check geo geo.tif near 255
+[ "$(cat geo.seen)" = "1 2 3 4 5 255" ] || fail "EPSG:4326: values $(cat geo.seen)"
+check geomode geo.tif mode 255 --label-resample mode
+check utm32 utm32.tif near 65535
+[ "$(cat utm32.seen)" = "1 2 3 4 5 65535" ] || fail "EPSG:32632: values $(cat utm32.seen)"
+check ign7 coarse.tif near 7 --ignore 7
+
+expect_fail 2 "--label-resample bilinear is for value labels" \
+	cdp-tile -s 16 --label coarse.tif --label-resample bilinear img.tif
+expect_fail 2 "--label-resample cubic is for value labels" \
+	cdp-tile -s 16 --label coarse.tif --label-resample cubic img.tif
+expect_fail 2 "--label-resample: 'average'" \
+	cdp-tile -s 16 --label coarse.tif --label-resample average img.tif
+# no geotransform on the label: nothing places it on the image's grid
+"$PYTHON" -c 'from osgeo import gdal; gdal.GetDriverByName("GTiff").Create("nogt.tif", 30, 20, 1, gdal.GDT_Byte)'
+expect_fail 1 "'img.tif': label 'nogt.tif' has no geotransform, the image has one" \
+	cdp-tile -s 16 --label nogt.tif img.tif
+[ "$(wc -l <"$T/err")" -eq 1 ] || fail "not one line: $(cat "$T/err")"
