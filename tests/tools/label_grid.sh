@@ -136,3 +136,95 @@ expect_fail 2 "--label-resample: 'average'" \
 expect_fail 1 "'img.tif': label 'nogt.tif' has no geotransform, the image has one" \
 	cdp-tile -s 16 --label nogt.tif img.tif
 [ "$(wc -l <"$T/err")" -eq 1 ] || fail "not one line: $(cat "$T/err")"
+
+# --- --label-map: renumbering, names to the pool, other values ---
+cat >mapcmp.py <<'EOF'
+"""mapcmp.py DIR PLAIN IGNORE MAP: each DIR/*_label.tif equals the same
+tile of PLAIN (tiles of the label without a map) renumbered by MAP
+("V:ID,..."; a value absent from it IGNORE; IGNORE stays IGNORE)."""
+import glob, os, sys
+import numpy as np
+from osgeo import gdal
+gdal.UseExceptions()
+d, plain, ign, spec = sys.argv[1:5]
+ign = int(ign)
+lut = np.full(65536, ign, np.int64)
+for item in spec.split(","):
+    v, i = item.split(":")
+    lut[int(v)] = int(i)
+files = sorted(glob.glob(d + "/*_label.tif"))
+assert files
+for f in files:
+    got = gdal.Open(f).ReadAsArray()
+    src = gdal.Open(os.path.join(plain, os.path.basename(f))).ReadAsArray().astype(np.int64)
+    want = np.where(src == 255, ign, lut[src])
+    assert got.dtype == np.uint8, got.dtype
+    assert (got == want).all(), "%s: %d pixels differ" % (f, int((got != want).sum()))
+EOF
+# inline, on the image's grid and on a warped one
+cdp-tile -q -s 16 -O mapsame --label same.tif --label-map '1:0,2:1, 3:2,4:3,5:4' img.tif ||
+	fail "inline --label-map"
+"$PYTHON" mapcmp.py mapsame same 255 1:0,2:1,3:2,4:3,5:4 || fail "inline map on the image's grid"
+cdp-tile -q -s 16 -O mapgeo --label geo.tif --label-map 1:3,2:3,3:0,4:1,5:2 img.tif ||
+	fail "inline --label-map, warped"
+"$PYTHON" mapcmp.py mapgeo geo 255 1:3,2:3,3:0,4:1,5:2 || fail "inline map on a warped label"
+# a value absent from the map: refused naming it and a pixel that holds it,
+# or ignored
+expect_fail 1 "'img.tif': label 'same.tif': value 5 at pixel (" \
+	cdp-tile -q -s 16 -O refused --label same.tif --label-map 1:0,2:1,3:2,4:3 img.tif
+[ ! -e refused ] || fail "a refused label value left tiles"
+px=$(sed -n 's/.*at pixel (\([0-9]*\), \([0-9]*\)).*/\1 \2/p' "$T/err")
+"$PYTHON" -c 'import sys
+from osgeo import gdal
+x, y = map(int, sys.argv[1:3])
+assert gdal.Open("same.tif").ReadAsArray()[y, x] == 5' $px || fail "the refused pixel ($px) does not hold 5"
+cdp-tile -q -s 16 -O mapother --label same.tif --label-map 1:0,2:1,3:2,4:3 \
+	--label-map-other ignore img.tif || fail "--label-map-other ignore"
+"$PYTHON" mapcmp.py mapother same 255 1:0,2:1,3:2,4:3 || fail "--label-map-other ignore"
+expect_fail 1 "the ignore value 2 is also the class id of label value 3" \
+	cdp-tile -q -s 16 --label same.tif --label-map 1:0,2:1,3:2 --ignore 2 img.tif
+
+# a file with names: they become the pool's class names
+cat >classes.map <<'EOF'
+# ESA-like codes to class ids
+1 0 bare ground
+2 1 water
+3 1 water
+4 2 built-up
+5 2
+EOF
+cdp-tile -q -s 16 --label coarse.tif --label-map classes.map img.tif >named.cdps ||
+	fail "--label-map FILE"
+cdp-lmdbpack -q pool <named.cdps || fail "cdp-lmdbpack of a stream with class names"
+names=$(PYTHONPATH="$CDP_SRCDIR/python" "$PYTHON" -c 'import sys, cdpool
+print("|".join(cdpool.Pool(sys.argv[1], lock=False).class_names))' pool) ||
+	fail "cdpool.Pool: $names"
+[ "$names" = "bare ground|water|built-up" ] || fail "the pool's class names: '$names'"
+# the pool's own --classes must agree with them
+expect_fail 1 "source 'img' names class 1 'water', --classes names it 'lake'" \
+	cdp-lmdbpack -q --classes 'bare ground,lake,built-up' pool2 <named.cdps
+cdp-lmdbpack -q --classes 'bare ground,water,built-up' pool3 <named.cdps ||
+	fail "cdp-lmdbpack --classes equal to the stream's"
+
+# malformed maps: refused naming the line, before any output
+printf '1 0 a\n2 1 b\n1 2 c\n' >dup.map
+expect_fail 1 "label map 'dup.map' line 3: value 1 is given twice (first at 1)" \
+	cdp-tile -q -s 16 --label same.tif --label-map dup.map img.tif
+printf '1 0 a\n2 2 c\n' >hole.map
+expect_fail 1 "label map 'hole.map': names some ids but not id 1" \
+	cdp-tile -q -s 16 --label same.tif --label-map hole.map img.tif
+printf '1 0 a\n2 0 b\n' >clash.map
+expect_fail 1 "label map 'clash.map' line 2: id 0 is named both 'a' and 'b'" \
+	cdp-tile -q -s 16 --label same.tif --label-map clash.map img.tif
+printf '1 x\n' >syntax.map
+expect_fail 1 "label map 'syntax.map' line 1: not VALUE ID" \
+	cdp-tile -q -s 16 --label same.tif --label-map syntax.map img.tif
+expect_fail 1 "cannot read label map 'nope.map'" \
+	cdp-tile -q -s 16 --label same.tif --label-map nope.map img.tif
+expect_fail 2 "--label-map: '1:0,70000:1': item 2: a value above 65535" \
+	cdp-tile -q -s 16 --label same.tif --label-map 1:0,70000:1 img.tif
+expect_fail 2 "--label-map: '1:0,,': item 2: not VALUE:ID" \
+	cdp-tile -q -s 16 --label same.tif --label-map 1:0,, img.tif
+expect_fail 2 "--label-map needs --label or --label-suffix" \
+	cdp-tile -q -s 16 --label-map 1:0 img.tif
+exit 0
