@@ -223,8 +223,8 @@ static int warp(cdp_label *l, uint64_t x0, int tw, char *err, size_t errcap)
 	gt[3] = g[3] + (double)x0 * g[4] + (double)l->y0 * g[5];
 	gt[4] = g[4];
 	gt[5] = g[5];
-	if ((rc = cdp_raster_warp(l->r, 1, gt, l->wkt, l->o.resample, tw, l->sh, l->win, msg,
-	                          sizeof msg)))
+	if ((rc = cdp_raster_warp(l->r, 1, gt, l->wkt, l->o.resample, l->o.max_error, tw, l->sh,
+	                          l->win, msg, sizeof msg)))
 		ERR("cannot warp label '%s' onto the image's grid: %s", l->path, msg);
 	return rc;
 }
@@ -237,6 +237,22 @@ int cdp_label_cut(cdp_label *l, uint64_t x0, int tw, int S, const uint8_t *m, vo
 	const size_t W = l->W;
 	int rc;
 
+	if (!l->warped && !map) {
+		/* the label's own values: a copy, as cdp-tile always cut them */
+		for (int y = 0; y < S; y++)
+			for (int x = 0; x < S; x++) {
+				size_t p = (size_t)y * S + x;
+				uint32_t v = l->ignore;
+				if (y < l->sh && x < tw && m[p])
+					v = u8in ? ((uint8_t *)l->strip)[y * W + x0 + x]
+					    : ((uint16_t *)l->strip)[y * W + x0 + x];
+				if (u8in)
+					((uint8_t *)lt)[p] = (uint8_t)v;
+				else
+					((uint16_t *)lt)[p] = (uint16_t)v;
+			}
+		return CDP_OK;
+	}
 	if (l->warped && (rc = warp(l, x0, tw, err, errcap)))
 		return rc;
 	for (int y = 0; y < S; y++)

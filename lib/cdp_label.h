@@ -5,7 +5,8 @@
  * none on either side) is read strip by strip and copied as it is, its
  * values untouched. One on another grid (another CRS, resolution, extent or
  * alignment) is warped onto each tile's window with GDAL's warper
- * (cdp_raster_warp: nearest neighbour or mode, an exact transformer);
+ * (cdp_raster_warp: nearest neighbour or mode, an exact transformer or
+ * GDAL's approximate one);
  * pixels it does not cover and its own nodata become the ignore value.
  * A label map (cdp_labelmap.h) then renumbers values into class ids;
  * a value absent from it becomes the ignore value or is refused.
@@ -26,6 +27,7 @@
 
 typedef struct cdp_label_opts {
 	int resample;                /* CDP_RESAMPLE_NEAR or _MODE, for a warp */
+	double max_error;            /* gdalwarp's -et in pixels, 0 exact */
 	const cdp_labelmap *map;     /* or NULL: values are class ids already */
 	int map_other_ignore;        /* a value absent from map: 1 ignore, 0 refuse */
 	int has_ignore;              /* ignore overrides 255 / 65535 */

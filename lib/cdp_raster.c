@@ -479,19 +479,21 @@ void cdp_raster_pixel_size(const double gt[6], double *x, double *y)
 }
 
 int cdp_raster_warp(cdp_raster *src, int band, const double gt[6], const char *dst_wkt,
-                    int resample, int w, int h, int32_t *out, char *err, size_t errcap)
+                    int resample, double max_error, int w, int h, int32_t *out,
+                    char *err, size_t errcap)
 {
 	GDALDriverH mem = GDALGetDriverByName("MEM");
 	GDALDatasetH dst = NULL;
 	GDALWarpOptions *wo = NULL;
 	GDALWarpOperationH op = NULL;
-	void *tr = NULL;
+	void *tr = NULL, *approx = NULL;
 	double sgt[6];
 	int reproject, hasnd, rc = CDP_EGDAL;
 	double nd;
 
 	if (!src || band < 1 || (uint32_t)band > src->info.bands || w < 1 || h < 1 ||
-	    !src->info.has_gt || (resample != CDP_RESAMPLE_NEAR && resample != CDP_RESAMPLE_MODE)) {
+	    !src->info.has_gt || !(max_error >= 0) ||
+	    (resample != CDP_RESAMPLE_NEAR && resample != CDP_RESAMPLE_MODE)) {
 		set_err(err, errcap, "invalid warp");
 		return CDP_EINVAL;
 	}
@@ -506,6 +508,10 @@ int cdp_raster_warp(cdp_raster *src, int band, const double gt[6], const char *d
 	tr = GDALCreateGenImgProjTransformer3(reproject ? src->crs : NULL, sgt,
 	                                      reproject ? dst_wkt : NULL, gt);
 	if (!tr)
+		goto gdal;
+	/* as gdalwarp does for -et above 0 */
+	if (max_error > 0 &&
+	    !(approx = GDALCreateApproxTransformer(GDALGenImgProjTransform, tr, max_error)))
 		goto gdal;
 	wo = GDALCreateWarpOptions();
 	wo->eResampleAlg = resample == CDP_RESAMPLE_MODE ? GRA_Mode : GRA_NearestNeighbour;
@@ -524,8 +530,8 @@ int cdp_raster_warp(cdp_raster *src, int band, const double gt[6], const char *d
 	wo->padfDstNoDataReal = CPLMalloc(sizeof(double));
 	wo->padfDstNoDataReal[0] = -1;
 	wo->papszWarpOptions = CSLSetNameValue(wo->papszWarpOptions, "INIT_DEST", "NO_DATA");
-	wo->pfnTransformer = GDALGenImgProjTransform;
-	wo->pTransformerArg = tr;
+	wo->pfnTransformer = approx ? GDALApproxTransform : GDALGenImgProjTransform;
+	wo->pTransformerArg = approx ? approx : tr;
 	if (!(op = GDALCreateWarpOperation(wo)) ||
 	    GDALChunkAndWarpImage(op, 0, 0, w, h) != CE_None ||
 	    GDALRasterIO(GDALGetRasterBand(dst, 1), GF_Read, 0, 0, w, h, out, w, h,
@@ -542,6 +548,8 @@ out:
 		wo->hSrcDS = NULL;   /* not ours to close */
 		GDALDestroyWarpOptions(wo);
 	}
+	if (approx)
+		GDALDestroyApproxTransformer(approx);
 	if (tr)
 		GDALDestroyGenImgProjTransformer(tr);
 	if (dst)

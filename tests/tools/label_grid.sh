@@ -64,16 +64,16 @@ mk("utm32.tif", 70, 60, (x + 150, 10, 0, y + 80, 0, -10), 32632, dt=gdal.GDT_UIn
 EOF
 
 cat >cmp.py <<'EOF'
-"""cmp.py DIR LABEL IMAGE near|mode|cut IGNORE: each DIR/*_label.tif equals
-gdalwarp -r ALG -et 0 of LABEL over the tile's window (-te/-ts, the
-image's CRS), uncovered and nodata pixels IGNORE; or, for cut, the label's
-own pixels at the tile's offset (gdal_translate -srcwin)."""
+"""cmp.py DIR LABEL IMAGE near|mode|cut IGNORE ET: each DIR/*_label.tif
+equals gdalwarp -r ALG -et ET of LABEL over the tile's window (-te/-ts,
+the image's CRS), uncovered and nodata pixels IGNORE; or, for cut, the
+label's own pixels at the tile's offset (gdal_translate -srcwin)."""
 import glob, sys
 import numpy as np
 from osgeo import gdal
 gdal.UseExceptions()
-d, lab, img, alg, ign = sys.argv[1:6]
-ign = int(ign)
+d, lab, img, alg, ign, et = sys.argv[1:7]
+ign, et = int(ign), float(et)
 im = gdal.Open(img)
 wkt, ig = im.GetProjection(), im.GetGeoTransform()
 files = sorted(glob.glob(d + "/*_label.tif"))
@@ -89,7 +89,7 @@ for f in files:
     else:
         # Int32 with nodata -1: GDAL nudges a value equal to the nodata
         # value, which IGNORE might be
-        ref = gdal.Warp("", lab, format="MEM", dstSRS=wkt, errorThreshold=0,
+        ref = gdal.Warp("", lab, format="MEM", dstSRS=wkt, errorThreshold=et,
                         outputBounds=(g[0], g[3] + h * g[5], g[0] + w * g[1], g[3]),
                         width=w, height=h, resampleAlg=alg, dstNodata=-1,
                         outputType=gdal.GDT_Int32).ReadAsArray()
@@ -100,30 +100,38 @@ for f in files:
 print(" ".join(str(v) for v in sorted(seen)))
 EOF
 
-# check NAME LABEL ALG IGNORE [cdp-tile options]: tiles img.tif with LABEL and
-# compares every tile's label with GDAL's; prints the values seen.
+# check NAME LABEL ALG IGNORE ET [cdp-tile options]: tiles img.tif with LABEL
+# and compares every tile's label with GDAL's (gdalwarp -et ET); prints the
+# values seen.
 check() {
-	name=$1 lab=$2 alg=$3 ign=$4
-	shift 4
+	name=$1 lab=$2 alg=$3 ign=$4 et=$5
+	shift 5
 	cdp-tile -q -s 16 -O "$name" --label "$lab" "$@" img.tif || fail "cdp-tile --label $lab $*"
-	"$PYTHON" cmp.py "$name" "$lab" img.tif "$alg" "$ign" >"$name.seen" ||
-		fail "$lab ($alg): tiles differ from GDAL's"
+	"$PYTHON" cmp.py "$name" "$lab" img.tif "$alg" "$ign" "$et" >"$name.seen" ||
+		fail "$lab ($alg, -et $et): tiles differ from GDAL's"
 }
-check same same.tif cut 255
+E0="--label-error-threshold 0"
+check same same.tif cut 255 0
 [ "$(cat same.seen)" = "1 2 3 4 5" ] || fail "same grid: values $(cat same.seen)"
-check coarse coarse.tif near 255
+check coarse coarse.tif near 255 0 $E0
 [ "$(cat coarse.seen)" = "1 2 3 4 5 255" ] || fail "coarse: values $(cat coarse.seen)"
-check coarsemode coarse.tif mode 255 --label-resample mode
-check fine fine.tif near 255
-check finemode fine.tif mode 255 --label-resample mode
-"$PYTHON" cmp.py finemode fine.tif img.tif near 255 >/dev/null 2>&1 &&
+check coarsemode coarse.tif mode 255 0 --label-resample mode $E0
+check fine fine.tif near 255 0 $E0
+check finemode fine.tif mode 255 0 --label-resample mode $E0
+"$PYTHON" cmp.py finemode fine.tif img.tif near 255 0 >/dev/null 2>&1 &&
 	fail "mode gave nearest neighbour's labels"
-check geo geo.tif near 255
+check geo geo.tif near 255 0 $E0
 [ "$(cat geo.seen)" = "1 2 3 4 5 255" ] || fail "EPSG:4326: values $(cat geo.seen)"
-check geomode geo.tif mode 255 --label-resample mode
-check utm32 utm32.tif near 65535
+check geomode geo.tif mode 255 0 --label-resample mode $E0
+check utm32 utm32.tif near 65535 0 $E0
 [ "$(cat utm32.seen)" = "1 2 3 4 5 65535" ] || fail "EPSG:32632: values $(cat utm32.seen)"
-check ign7 coarse.tif near 7 --ignore 7
+check ign7 coarse.tif near 7 0 --ignore 7 $E0
+# by default, gdalwarp's default approximation (-et 0.125), and a coarser one
+check geodef geo.tif near 255 0.125
+check geomodedef geo.tif mode 255 0.125 --label-resample mode
+check utm32et utm32.tif near 65535 2 --label-error-threshold 2
+expect_fail 2 "--label-error-threshold: '-1'" \
+	cdp-tile -s 16 --label geo.tif --label-error-threshold -1 img.tif
 
 expect_fail 2 "--label-resample bilinear is for value labels" \
 	cdp-tile -s 16 --label coarse.tif --label-resample bilinear img.tif
@@ -165,7 +173,7 @@ EOF
 cdp-tile -q -s 16 -O mapsame --label same.tif --label-map '1:0,2:1, 3:2,4:3,5:4' img.tif ||
 	fail "inline --label-map"
 "$PYTHON" mapcmp.py mapsame same 255 1:0,2:1,3:2,4:3,5:4 || fail "inline map on the image's grid"
-cdp-tile -q -s 16 -O mapgeo --label geo.tif --label-map 1:3,2:3,3:0,4:1,5:2 img.tif ||
+cdp-tile -q -s 16 -O mapgeo --label geo.tif $E0 --label-map 1:3,2:3,3:0,4:1,5:2 img.tif ||
 	fail "inline --label-map, warped"
 "$PYTHON" mapcmp.py mapgeo geo 255 1:3,2:3,3:0,4:1,5:2 || fail "inline map on a warped label"
 # a value absent from the map: refused naming it and a pixel that holds it,

@@ -29,7 +29,8 @@ static void usage(FILE *f)
 	fprintf(f,
 	    "usage: cdp-tile [-hqV] [-O dir] [-s size] [-z level] [--bands list]\n"
 	    "                [--edge shift|pad|drop] [--format png|tif] [--ignore value]\n"
-	    "                [--label raster]... [--label-map map]\n"
+	    "                [--label raster]... [--label-error-threshold pixels]\n"
+	    "                [--label-map map]\n"
 	    "                [--label-map-other refuse|ignore] [--label-resample near|mode]\n"
 	    "                [--label-suffix suffix]\n"
 	    "                [--max-nodata fraction] [--name name]... [--nodata value]\n"
@@ -50,7 +51,7 @@ static int push(const char ***list, size_t *n, const char *arg)
 }
 
 enum { OPT_BANDS = 256, OPT_EDGE, OPT_FORMAT, OPT_IGNORE, OPT_LABEL,
-       OPT_LABEL_MAP, OPT_LABEL_MAP_OTHER, OPT_LABEL_RESAMPLE, OPT_LABEL_SUFFIX, OPT_MAX_NODATA, OPT_NAME, OPT_NODATA, OPT_OVERLAP,
+       OPT_LABEL_ET, OPT_LABEL_MAP, OPT_LABEL_MAP_OTHER, OPT_LABEL_RESAMPLE, OPT_LABEL_SUFFIX, OPT_MAX_NODATA, OPT_NAME, OPT_NODATA, OPT_OVERLAP,
        OPT_PROGRESS, OPT_STANDARDIZE, OPT_STATS };
 
 static const struct option longopts[] = {
@@ -60,6 +61,7 @@ static const struct option longopts[] = {
 	{ "help",         no_argument,       NULL, 'h' },
 	{ "ignore",       required_argument, NULL, OPT_IGNORE },
 	{ "label",        required_argument, NULL, OPT_LABEL },
+	{ "label-error-threshold", required_argument, NULL, OPT_LABEL_ET },
 	{ "label-map",    required_argument, NULL, OPT_LABEL_MAP },
 	{ "label-map-other", required_argument, NULL, OPT_LABEL_MAP_OTHER },
 	{ "label-resample", required_argument, NULL, OPT_LABEL_RESAMPLE },
@@ -151,6 +153,11 @@ int main(int argc, char **argv)
 		case OPT_LABEL:
 			if (push(&labels, &nlabels, optarg))
 				goto nomem;
+			break;
+		case OPT_LABEL_ET:
+			if (cdp_cli_double("--label-error-threshold", optarg, 0, 100, 0,
+			                   &o.label_max_error))
+				goto out;
 			break;
 		case OPT_LABEL_MAP:
 			map_arg = optarg;

@@ -45,6 +45,7 @@ void cdp_tile_opts_init(cdp_tile_opts *o)
 	o->size = 256;
 	o->edge = CDP_EDGE_SHIFT;
 	o->max_nodata = -1;
+	o->label_max_error = 0.125;   /* gdalwarp's default */
 	o->format = CDP_TILE_STREAM;
 }
 
@@ -619,6 +620,7 @@ int cdp_tile_run(const cdp_tile_opts *o, FILE *out, cdp_tile_result *res,
 	c->S = o->size;
 	c->T = o->size - o->overlap;
 	c->lopts.resample = o->label_resample;
+	c->lopts.max_error = o->label_max_error;
 	c->lopts.map = o->label_map;
 	c->lopts.map_other_ignore = o->label_map_ignore;
 	c->lopts.has_ignore = o->has_ignore;

@@ -28,6 +28,7 @@ typedef struct cdp_tile_opts {
 	int has_nodata;              /* nodata overrides the source's */
 	double nodata;
 	int label_resample;          /* CDP_RESAMPLE_NEAR / _MODE (cdp_raster.h) */
+	double label_max_error;      /* gdalwarp's -et for warped labels, pixels */
 	const cdp_labelmap *label_map; /* or NULL: --label-map */
 	int label_map_ignore;        /* values absent from label_map: ignored, not refused */
 	int has_ignore;              /* ignore overrides 255 / 65535 */
