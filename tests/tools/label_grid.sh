@@ -8,7 +8,8 @@
 #    does not cover are the ignore value;
 #  - a label on the image's grid is cut as before: each tile equals
 #    gdal_translate -srcwin of the label;
-#  - --label-map inline and as a file (class names reach the pool's
+#  - --edge pad: padding is the ignore value;
+#  - --label-map inline and as a file (a u16 label mapped to u8 ids) (class names reach the pool's
 #    class_names through the stream's source frame, read by cdpool),
 #    --label-map-other ignore against the refusal naming value and pixel,
 #    and the refusals of malformed maps with their line.
@@ -126,6 +127,29 @@ check geomode geo.tif mode 255 0 --label-resample mode $E0
 check utm32 utm32.tif near 65535 0 $E0
 [ "$(cat utm32.seen)" = "1 2 3 4 5 65535" ] || fail "EPSG:32632: values $(cat utm32.seen)"
 check ign7 coarse.tif near 7 0 --ignore 7 $E0
+# --edge pad: the padding is the ignore value, the rest the warp's
+cdp-tile -q -s 16 --edge pad -O pad --label geo.tif $E0 img.tif || fail "--edge pad"
+"$PYTHON" - <<'EOF2' || fail "--edge pad: labels differ from GDAL's"
+import glob
+from osgeo import gdal
+gdal.UseExceptions()
+im = gdal.Open("img.tif")
+ig, W, H = im.GetGeoTransform(), im.RasterXSize, im.RasterYSize
+n = 0
+for f in glob.glob("pad/*_label.tif"):
+    t = gdal.Open(f)
+    g, got = t.GetGeoTransform(), t.ReadAsArray()
+    x0, y0 = round((g[0] - ig[0]) / ig[1]), round((g[3] - ig[3]) / ig[5])
+    w, h = min(16, W - x0), min(16, H - y0)
+    ref = gdal.Warp("", "geo.tif", format="MEM", dstSRS=im.GetProjection(),
+                    errorThreshold=0, outputBounds=(g[0], g[3] + h * g[5], g[0] + w * g[1], g[3]),
+                    width=w, height=h, dstNodata=-1, outputType=gdal.GDT_Int32).ReadAsArray()
+    ref[ref < 0] = 255
+    assert (got[:h, :w] == ref).all(), f
+    assert (got[h:, :] == 255).all() and (got[:, w:] == 255).all(), f
+    n += (h < 16) + (w < 16)
+assert n > 0, "no padded tile"
+EOF2
 # by default, gdalwarp's default approximation (-et 0.125), and a coarser one
 check geodef geo.tif near 255 0.125
 check geomodedef geo.tif mode 255 0.125 --label-resample mode
@@ -147,15 +171,17 @@ expect_fail 1 "'img.tif': label 'nogt.tif' has no geotransform, the image has on
 
 # --- --label-map: renumbering, names to the pool, other values ---
 cat >mapcmp.py <<'EOF'
-"""mapcmp.py DIR PLAIN IGNORE MAP: each DIR/*_label.tif equals the same
-tile of PLAIN (tiles of the label without a map) renumbered by MAP
-("V:ID,..."; a value absent from it IGNORE; IGNORE stays IGNORE)."""
+"""mapcmp.py DIR PLAIN IGNORE MAP [PLAIN_IGNORE]: each DIR/*_label.tif (u8)
+equals the same tile of PLAIN (tiles of the label without a map, ignore
+PLAIN_IGNORE, default 255) renumbered by MAP ("V:ID,..."; a value absent
+from it IGNORE; PLAIN_IGNORE becomes IGNORE)."""
 import glob, os, sys
 import numpy as np
 from osgeo import gdal
 gdal.UseExceptions()
 d, plain, ign, spec = sys.argv[1:5]
 ign = int(ign)
+pign = int(sys.argv[5]) if len(sys.argv) > 5 else 255
 lut = np.full(65536, ign, np.int64)
 for item in spec.split(","):
     v, i = item.split(":")
@@ -165,7 +191,7 @@ assert files
 for f in files:
     got = gdal.Open(f).ReadAsArray()
     src = gdal.Open(os.path.join(plain, os.path.basename(f))).ReadAsArray().astype(np.int64)
-    want = np.where(src == 255, ign, lut[src])
+    want = np.where(src == pign, ign, lut[src])
     assert got.dtype == np.uint8, got.dtype
     assert (got == want).all(), "%s: %d pixels differ" % (f, int((got != want).sum()))
 EOF
@@ -176,6 +202,10 @@ cdp-tile -q -s 16 -O mapsame --label same.tif --label-map '1:0,2:1, 3:2,4:3,5:4'
 cdp-tile -q -s 16 -O mapgeo --label geo.tif $E0 --label-map 1:3,2:3,3:0,4:1,5:2 img.tif ||
 	fail "inline --label-map, warped"
 "$PYTHON" mapcmp.py mapgeo geo 255 1:3,2:3,3:0,4:1,5:2 || fail "inline map on a warped label"
+# a u16 label whose ids fit below 255 gives u8 labels
+cdp-tile -q -s 16 -O maputm --label utm32.tif $E0 --label-map 1:0,2:1,3:2,4:3,5:4 img.tif ||
+	fail "--label-map on a u16 label"
+"$PYTHON" mapcmp.py maputm utm32 255 1:0,2:1,3:2,4:3,5:4 65535 || fail "u16 label mapped to u8"
 # a value absent from the map: refused naming it and a pixel that holds it,
 # or ignored
 expect_fail 1 "'img.tif': label 'same.tif': value 5 at pixel (" \
