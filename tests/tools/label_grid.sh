@@ -2,15 +2,17 @@
 # label_grid.sh: cdp-tile's labels on another grid and class codes
 # (cdp-tile(1) LABELS, cdp-labelmap(5)), checked against GDAL's own tools:
 #  - label rasters in another CRS (EPSG:4326, EPSG:32632), coarser, finer
-#    and shifted: every tile's label equals gdalwarp -r near|mode -et 0 of
-#    that tile's window (-te, -ts; the warper gives the same pixels for the
-#    same window, so no tolerance), the label's nodata and the pixels it
-#    does not cover are the ignore value;
+#    and shifted: every tile's label equals gdalwarp -r near|mode -et E of
+#    that tile's window (-te, -ts; E 0, the default 0.125, and 2: the
+#    warper gives the same pixels for the same window, so no tolerance),
+#    the label's nodata and the pixels it does not cover are the ignore
+#    value;
 #  - a label on the image's grid is cut as before: each tile equals
 #    gdal_translate -srcwin of the label;
 #  - --edge pad: padding is the ignore value;
-#  - --label-map inline and as a file (a u16 label mapped to u8 ids) (class names reach the pool's
-#    class_names through the stream's source frame, read by cdpool),
+#  - --label-map inline and as a file (a u16 label mapped to u8 ids; class
+#    names reach the pool's class_names through the stream's source frame,
+#    read by cdpool; cdp-lmdbpack --classes must agree),
 #    --label-map-other ignore against the refusal naming value and pixel,
 #    and the refusals of malformed maps with their line.
 . "$CDP_SRCDIR/tests/tools/common.sh"
