@@ -17,6 +17,7 @@
 struct cdp_label {
 	char *path;
 	cdp_raster *r;
+	cdp_raster *view;        /* warped with a map: r renumbered, else NULL */
 	const cdp_raster_info *li;
 	cdp_label_opts o;
 	int kind, warped;
@@ -94,6 +95,33 @@ static int on_grid(const cdp_label *l, const cdp_raster_info *img, char *err, si
 	return same;
 }
 
+/* The map is applied before the warp, so that mode counts classes, not
+ * the label's codes: the warp reads a view of the label whose value v is
+ * its id. A value the map lacks is, with --label-map-other ignore, the
+ * view's nodata (-1), left out of a mode as the label's own nodata is;
+ * else -(v + 2), told apart after the warp and refused where a pixel gets
+ * it. */
+static int map_view(cdp_label *l, char *err, size_t errcap)
+{
+	const cdp_labelmap *map = l->o.map;
+	int32_t *lut = malloc(sizeof *lut * CDP_LABELMAP_NVALUES);
+	char msg[512];
+	int rc;
+
+	if (!lut) {
+		ERR("out of memory");
+		return CDP_ENOMEM;
+	}
+	for (int32_t v = 0; v < CDP_LABELMAP_NVALUES; v++)
+		lut[v] = map->id[v] != CDP_LABELMAP_NONE ? map->id[v]
+		         : l->o.map_other_ignore ? -1 : -(v + 2);
+	if ((rc = cdp_raster_open_lut(l->r, lut, CDP_LABELMAP_NVALUES, &l->view, msg,
+	                              sizeof msg)))
+		ERR("label '%s': cannot renumber it for the warp: %s", l->path, msg);
+	free(lut);
+	return rc;
+}
+
 int cdp_label_open(const char *path, const cdp_raster_info *img,
                    const cdp_label_opts *o, cdp_label **out, char *err, size_t errcap)
 {
@@ -143,6 +171,8 @@ int cdp_label_open(const char *path, const cdp_raster_info *img,
 				    "in the label map", l->ignore, v);
 				goto fail;
 			}
+	if (l->warped && o->map && (rc = map_view(l, err, errcap)))
+		goto fail;
 	*out = l;
 	return CDP_OK;
 fail:
@@ -223,7 +253,7 @@ static int warp(cdp_label *l, uint64_t x0, int tw, char *err, size_t errcap)
 	gt[3] = g[3] + (double)x0 * g[4] + (double)l->y0 * g[5];
 	gt[4] = g[4];
 	gt[5] = g[5];
-	if ((rc = cdp_raster_warp(l->r, 1, gt, l->wkt, l->o.resample, l->o.max_error, tw, l->sh,
+	if ((rc = cdp_raster_warp(l->view ? l->view : l->r, 1, gt, l->wkt, l->o.resample, l->o.max_error, tw, l->sh,
 	                          l->win, msg, sizeof msg)))
 		ERR("cannot warp label '%s' onto the image's grid: %s", l->path, msg);
 	return rc;
@@ -235,6 +265,7 @@ int cdp_label_cut(cdp_label *l, uint64_t x0, int tw, int S, const uint8_t *m, vo
 	const cdp_labelmap *map = l->o.map;
 	const int u8in = l->li->dtype == CDP_DT_U8, u8out = l->kind == CDP_LABEL_U8;
 	const size_t W = l->W;
+	int32_t absent;
 	int rc;
 
 	if (!l->warped && !map) {
@@ -266,16 +297,25 @@ int cdp_label_cut(cdp_label *l, uint64_t x0, int tw, int S, const uint8_t *m, vo
 					v = u8in ? ((uint8_t *)l->strip)[y * W + x0 + x]
 					    : ((uint16_t *)l->strip)[y * W + x0 + x];
 			}
-			if (v >= 0 && map) {
-				int32_t id = map->id[v];
-				if (id == CDP_LABELMAP_NONE && !l->o.map_other_ignore) {
+			/* a value the map lacks: through the view, or looked up */
+			absent = -1;
+			if (l->view && v < -1)
+				absent = -v - 2;
+			else if (v >= 0 && map && !l->view) {
+				if (map->id[v] == CDP_LABELMAP_NONE)
+					absent = v;
+				else
+					v = map->id[v];
+			}
+			if (absent >= 0) {
+				if (!l->o.map_other_ignore) {
 					ERR("label '%s': value %d at pixel (%llu, %llu) is not in the "
 					    "label map (--label-map-other ignore makes it ignored)",
-					    l->path, (int)v, (unsigned long long)(x0 + x),
+					    l->path, (int)absent, (unsigned long long)(x0 + x),
 					    (unsigned long long)(l->y0 + y));
 					return CDP_ERANGE;
 				}
-				v = id;
+				v = -1;
 			}
 			if (v < 0)
 				v = (int32_t)l->ignore;
@@ -291,6 +331,7 @@ void cdp_label_close(cdp_label *l)
 {
 	if (!l)
 		return;
+	cdp_raster_close(l->view);
 	cdp_raster_close(l->r);
 	free(l->strip);
 	free(l->win);

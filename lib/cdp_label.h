@@ -8,8 +8,11 @@
  * (cdp_raster_warp: nearest neighbour or mode, an exact transformer or
  * GDAL's approximate one);
  * pixels it does not cover and its own nodata become the ignore value.
- * A label map (cdp_labelmap.h) then renumbers values into class ids;
- * a value absent from it becomes the ignore value or is refused.
+ * A label map (cdp_labelmap.h) renumbers values into class ids before
+ * anything else (a warped label is warped renumbered, through
+ * cdp_raster_open_lut, so mode counts classes); a value absent from it
+ * becomes the ignore value (left out of a mode, as nodata) or is refused
+ * where a tile pixel gets it.
  *
  * Like cdp_raster.h this header has no GDAL in it; it is built into
  * libcdpraster.a. Functions return CDP_OK or an error code with a one-line

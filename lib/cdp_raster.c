@@ -478,6 +478,55 @@ void cdp_raster_pixel_size(const double gt[6], double *x, double *y)
 	*y = hypot(gt[2], gt[5]);
 }
 
+int cdp_raster_open_lut(cdp_raster *src, const int32_t *lut, size_t nlut,
+                        cdp_raster **out, char *err, size_t errcap)
+{
+	const char *path = GDALGetDescription(src->ds);
+	const double *g = src->info.gt;
+	char *epath = NULL, *ewkt = NULL, *xml = NULL;
+	size_t cap, len;
+	int rc = CDP_ENOMEM;
+
+	*out = NULL;
+	if (src->info.dtype != CDP_DT_U8 && src->info.dtype != CDP_DT_U16) {
+		set_err(err, errcap, "not a u8 or u16 raster");
+		return CDP_EINVAL;
+	}
+	if (nlut > (src->info.dtype == CDP_DT_U8 ? 256u : 65536u))
+		nlut = src->info.dtype == CDP_DT_U8 ? 256u : 65536u;
+	epath = CPLEscapeString(path, -1, CPLES_XML);
+	ewkt = CPLEscapeString(src->crs, -1, CPLES_XML);
+	/* "v:id," is at most 19 bytes */
+	cap = 1024 + (epath ? strlen(epath) : 0) + (ewkt ? strlen(ewkt) : 0) + 20 * (nlut + 1);
+	if (!epath || !ewkt || !(xml = malloc(cap)))
+		goto out;
+	len = (size_t)snprintf(xml, cap,
+	    "<VRTDataset rasterXSize=\"%llu\" rasterYSize=\"%llu\">"
+	    "<SRS>%s</SRS><GeoTransform>%.17g,%.17g,%.17g,%.17g,%.17g,%.17g</GeoTransform>"
+	    "<VRTRasterBand dataType=\"Int32\" band=\"1\"><NoDataValue>-1</NoDataValue>"
+	    "<ComplexSource><SourceFilename relativeToVRT=\"0\">%s</SourceFilename>"
+	    "<SourceBand>1</SourceBand>",
+	    (unsigned long long)src->info.width, (unsigned long long)src->info.height,
+	    ewkt, g[0], g[1], g[2], g[3], g[4], g[5], epath);
+	if (src->info.has_nodata)
+		len += (size_t)snprintf(xml + len, cap - len, "<NODATA>%.17g</NODATA>",
+		                        src->info.nodata);
+	/* every value listed, so the LUT's interpolation never acts */
+	len += (size_t)snprintf(xml + len, cap - len, "<LUT>");
+	for (size_t v = 0; v < nlut; v++)
+		len += (size_t)snprintf(xml + len, cap - len, "%zu:%d,", v, (int)lut[v]);
+	len += (size_t)snprintf(xml + len, cap - len, "%zu:0</LUT></ComplexSource>"
+	                        "</VRTRasterBand></VRTDataset>", nlut);
+	rc = cdp_raster_open(xml, out, err, errcap);
+out:
+	if (rc == CDP_ENOMEM)
+		set_err(err, errcap, "out of memory");
+	CPLFree(epath);
+	CPLFree(ewkt);
+	free(xml);
+	return rc;
+}
+
 int cdp_raster_warp(cdp_raster *src, int band, const double gt[6], const char *dst_wkt,
                     int resample, double max_error, int w, int h, int32_t *out,
                     char *err, size_t errcap)

@@ -204,6 +204,33 @@ cdp-tile -q -s 16 -O mapsame --label same.tif --label-map '1:0,2:1, 3:2,4:3,5:4'
 cdp-tile -q -s 16 -O mapgeo --label geo.tif $E0 --label-map 1:3,2:3,3:0,4:1,5:2 img.tif ||
 	fail "inline --label-map, warped"
 "$PYTHON" mapcmp.py mapgeo geo 255 1:3,2:3,3:0,4:1,5:2 || fail "inline map on a warped label"
+# the map comes before the warp: mode counts classes, not codes (gdalwarp
+# -r mode of the label renumbered by numpy); a value the map lacks, with
+# --label-map-other ignore, is left out of the mode as nodata is
+"$PYTHON" - <<'EOF2' || fail "renumbering fine.tif with numpy"
+import numpy as np
+from osgeo import gdal
+gdal.UseExceptions()
+for name, lut in (("fine_m.tif", [-1, 0, 0, 1, 1, 2]), ("geo_m.tif", [-1, 0, 0, 1, -1, -1])):
+    src = gdal.Open(name.replace("_m", ""))
+    a = src.ReadAsArray()
+    d = gdal.GetDriverByName("GTiff").Create(name, src.RasterXSize, src.RasterYSize, 1,
+                                             gdal.GDT_Int32)
+    d.SetGeoTransform(src.GetGeoTransform())
+    d.SetProjection(src.GetProjection())
+    d.GetRasterBand(1).SetNoDataValue(-1)
+    d.GetRasterBand(1).WriteArray(np.array(lut)[a])
+EOF2
+cdp-tile -q -s 16 -O mapmode --label fine.tif $E0 --label-resample mode \
+	--label-map 1:0,2:0,3:1,4:1,5:2 img.tif || fail "--label-map with mode"
+"$PYTHON" cmp.py mapmode fine_m.tif img.tif mode 255 0 >/dev/null ||
+	fail "--label-map with mode: not the mode of the renumbered label"
+"$PYTHON" mapcmp.py mapmode finemode 255 1:0,2:0,3:1,4:1,5:2 >/dev/null 2>&1 &&
+	fail "mode renumbered after the warp gives the same tiles: the test cannot tell"
+cdp-tile -q -s 16 -O mapmodegeo --label geo.tif $E0 --label-resample mode \
+	--label-map 1:0,2:0,3:1 --label-map-other ignore img.tif || fail "--label-map-other ignore, mode"
+"$PYTHON" cmp.py mapmodegeo geo_m.tif img.tif mode 255 0 >/dev/null ||
+	fail "--label-map-other ignore with mode: not the mode of the renumbered label"
 # a u16 label whose ids fit below 255 gives u8 labels
 cdp-tile -q -s 16 -O maputm --label utm32.tif $E0 --label-map 1:0,2:1,3:2,4:3,5:4 img.tif ||
 	fail "--label-map on a u16 label"
