@@ -6,7 +6,8 @@
  *
  * For each input it reads one strip per row of tiles, `size` rows by the full
  * width of the selected bands, (nb, sh, W), with one GDAL read (plus one for
- * the label and one for GDAL's mask where the dataset has a real one), and
+ * the label on the image's grid, a warp per tile for one on another grid,
+ * lib/cdp_label.h, and one for GDAL's mask where the dataset has a real one), and
  * cuts the row's tiles from memory, so the source is read in its natural
  * order and never tile by tile. A tile is (nb, S, S) samples of the source
  * dtype, or float32 with --standardize; its mask and label are (S, S).
@@ -282,9 +283,9 @@ static void sample_bytes(int dt, double v, void *out)
 
 /* One input's cutting state: its buffers, sized once, and the strip being
  * cut. strip (nb, sh, W) samples with bands bs apart, gstrip (sh, W) GDAL's
- * mask, lstrip (sh, W) labels; tile (nb, S, S) samples, m (S, S) the tile's
- * mask (0 invalid, 255 valid), lt (S, S) its labels, ft (nb, S, S) the
- * standardized tile. */
+ * mask; tile (nb, S, S) samples, m (S, S) the tile's mask (0 invalid, 255
+ * valid), lt (S, S) its labels (cut by cdp_label.h, which holds the label's
+ * strip or warps the tile's window), ft (nb, S, S) the standardized tile. */
 typedef struct cutter {
 	ctx *c;
 	input *in;
