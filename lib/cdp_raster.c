@@ -21,6 +21,8 @@
 #include <cpl_error.h>
 #include <cpl_string.h>
 #include <gdal.h>
+#include <gdal_alg.h>
+#include <gdalwarper.h>
 #include <ogr_srs_api.h>
 
 #include "cdp_error.h"
@@ -474,6 +476,134 @@ void cdp_raster_pixel_size(const double gt[6], double *x, double *y)
 {
 	*x = hypot(gt[1], gt[4]);
 	*y = hypot(gt[2], gt[5]);
+}
+
+int cdp_raster_open_lut(cdp_raster *src, const int32_t *lut, size_t nlut,
+                        cdp_raster **out, char *err, size_t errcap)
+{
+	const char *path = GDALGetDescription(src->ds);
+	const double *g = src->info.gt;
+	char *epath = NULL, *ewkt = NULL, *xml = NULL;
+	size_t cap, len;
+	int rc = CDP_ENOMEM;
+
+	*out = NULL;
+	if (src->info.dtype != CDP_DT_U8 && src->info.dtype != CDP_DT_U16) {
+		set_err(err, errcap, "not a u8 or u16 raster");
+		return CDP_EINVAL;
+	}
+	if (nlut > (src->info.dtype == CDP_DT_U8 ? 256u : 65536u))
+		nlut = src->info.dtype == CDP_DT_U8 ? 256u : 65536u;
+	epath = CPLEscapeString(path, -1, CPLES_XML);
+	ewkt = CPLEscapeString(src->crs, -1, CPLES_XML);
+	/* "v:id," is at most 19 bytes */
+	cap = 1024 + (epath ? strlen(epath) : 0) + (ewkt ? strlen(ewkt) : 0) + 20 * (nlut + 1);
+	if (!epath || !ewkt || !(xml = malloc(cap)))
+		goto out;
+	len = (size_t)snprintf(xml, cap,
+	    "<VRTDataset rasterXSize=\"%llu\" rasterYSize=\"%llu\">"
+	    "<SRS>%s</SRS><GeoTransform>%.17g,%.17g,%.17g,%.17g,%.17g,%.17g</GeoTransform>"
+	    "<VRTRasterBand dataType=\"Int32\" band=\"1\"><NoDataValue>-1</NoDataValue>"
+	    "<ComplexSource><SourceFilename relativeToVRT=\"0\">%s</SourceFilename>"
+	    "<SourceBand>1</SourceBand>",
+	    (unsigned long long)src->info.width, (unsigned long long)src->info.height,
+	    ewkt, g[0], g[1], g[2], g[3], g[4], g[5], epath);
+	if (src->info.has_nodata)
+		len += (size_t)snprintf(xml + len, cap - len, "<NODATA>%.17g</NODATA>",
+		                        src->info.nodata);
+	/* every value listed, so the LUT's interpolation never acts */
+	len += (size_t)snprintf(xml + len, cap - len, "<LUT>");
+	for (size_t v = 0; v < nlut; v++)
+		len += (size_t)snprintf(xml + len, cap - len, "%zu:%d,", v, (int)lut[v]);
+	len += (size_t)snprintf(xml + len, cap - len, "%zu:0</LUT></ComplexSource>"
+	                        "</VRTRasterBand></VRTDataset>", nlut);
+	rc = cdp_raster_open(xml, out, err, errcap);
+out:
+	if (rc == CDP_ENOMEM)
+		set_err(err, errcap, "out of memory");
+	CPLFree(epath);
+	CPLFree(ewkt);
+	free(xml);
+	return rc;
+}
+
+int cdp_raster_warp(cdp_raster *src, int band, const double gt[6], const char *dst_wkt,
+                    int resample, double max_error, int w, int h, int32_t *out,
+                    char *err, size_t errcap)
+{
+	GDALDriverH mem = GDALGetDriverByName("MEM");
+	GDALDatasetH dst = NULL;
+	GDALWarpOptions *wo = NULL;
+	GDALWarpOperationH op = NULL;
+	void *tr = NULL, *approx = NULL;
+	double sgt[6];
+	int reproject, hasnd, rc = CDP_EGDAL;
+	double nd;
+
+	if (!src || band < 1 || (uint32_t)band > src->info.bands || w < 1 || h < 1 ||
+	    !src->info.has_gt || !(max_error >= 0) ||
+	    (resample != CDP_RESAMPLE_NEAR && resample != CDP_RESAMPLE_MODE)) {
+		set_err(err, errcap, "invalid warp");
+		return CDP_EINVAL;
+	}
+	CPLErrorReset();
+	memcpy(sgt, src->info.gt, sizeof sgt);
+	reproject = src->crs[0] && dst_wkt && dst_wkt[0];
+	if (!mem || !(dst = GDALCreate(mem, "", w, h, 1, GDT_Int32, NULL)) ||
+	    GDALSetGeoTransform(dst, (double *)gt) != CE_None ||
+	    (reproject && GDALSetProjection(dst, dst_wkt) != CE_None))
+		goto gdal;
+	/* Both CRSs or none: a grid without one is taken to be in the other's. */
+	tr = GDALCreateGenImgProjTransformer3(reproject ? src->crs : NULL, sgt,
+	                                      reproject ? dst_wkt : NULL, gt);
+	if (!tr)
+		goto gdal;
+	/* as gdalwarp does for -et above 0 */
+	if (max_error > 0 &&
+	    !(approx = GDALCreateApproxTransformer(GDALGenImgProjTransform, tr, max_error)))
+		goto gdal;
+	wo = GDALCreateWarpOptions();
+	wo->eResampleAlg = resample == CDP_RESAMPLE_MODE ? GRA_Mode : GRA_NearestNeighbour;
+	wo->hSrcDS = src->ds;
+	wo->hDstDS = dst;
+	wo->nBandCount = 1;
+	wo->panSrcBands = CPLMalloc(sizeof(int));
+	wo->panSrcBands[0] = band;
+	wo->panDstBands = CPLMalloc(sizeof(int));
+	wo->panDstBands[0] = 1;
+	nd = GDALGetRasterNoDataValue(GDALGetRasterBand(src->ds, band), &hasnd);
+	if (hasnd) {
+		wo->padfSrcNoDataReal = CPLMalloc(sizeof(double));
+		wo->padfSrcNoDataReal[0] = nd;
+	}
+	wo->padfDstNoDataReal = CPLMalloc(sizeof(double));
+	wo->padfDstNoDataReal[0] = -1;
+	wo->papszWarpOptions = CSLSetNameValue(wo->papszWarpOptions, "INIT_DEST", "NO_DATA");
+	wo->pfnTransformer = approx ? GDALApproxTransform : GDALGenImgProjTransform;
+	wo->pTransformerArg = approx ? approx : tr;
+	if (!(op = GDALCreateWarpOperation(wo)) ||
+	    GDALChunkAndWarpImage(op, 0, 0, w, h) != CE_None ||
+	    GDALRasterIO(GDALGetRasterBand(dst, 1), GF_Read, 0, 0, w, h, out, w, h,
+	                 GDT_Int32, 0, 0) != CE_None)
+		goto gdal;
+	rc = CDP_OK;
+	goto out;
+gdal:
+	gdal_err(err, errcap, "warp failed");
+out:
+	if (op)
+		GDALDestroyWarpOperation(op);
+	if (wo) {
+		wo->hSrcDS = NULL;   /* not ours to close */
+		GDALDestroyWarpOptions(wo);
+	}
+	if (approx)
+		GDALDestroyApproxTransformer(approx);
+	if (tr)
+		GDALDestroyGenImgProjTransformer(tr);
+	if (dst)
+		GDALClose(dst);
+	return rc;
 }
 
 const char *cdp_raster_version(void)

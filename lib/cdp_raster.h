@@ -85,6 +85,29 @@ void cdp_raster_crs_name(const char *wkt, char *out, size_t cap);
  * of its column and row steps, so a rotated grid counts too). */
 void cdp_raster_pixel_size(const double gt[6], double *x, double *y);
 
+/* A view of band 1 of src (u8 or u16) through a table: value v reads as
+ * lut[v] (int32, v < nlut; values from nlut on read as 0), src's nodata as
+ * -1, the view's nodata value (a GDAL VRT of src, so it is read through
+ * src, never copied). For warping labels whose values are renumbered
+ * first. */
+int  cdp_raster_open_lut(cdp_raster *src, const int32_t *lut, size_t nlut,
+                         cdp_raster **out, char *err, size_t errcap);
+
+/* Resampling of cdp_raster_warp: GDAL's nearest neighbour and mode. */
+enum { CDP_RESAMPLE_NEAR = 0, CDP_RESAMPLE_MODE = 1 };
+/* Warps band `band` of src onto the w x h grid whose geotransform is gt and
+ * CRS dst_wkt, with GDAL's warper, into
+ * out[h*w] as int32: the source value, or -1 where the source does not
+ * cover the pixel or holds only its own nodata. Without a CRS on either
+ * side (src's or dst_wkt "" or NULL) the grids are related by their
+ * geotransforms alone; src must have one. max_error is gdalwarp's -et: 0
+ * transforms every pixel exactly, more lets GDAL's approximate transformer
+ * interpolate within that many pixels of error; gdalwarp -et max_error
+ * -r near|mode -te/-ts of the same window gives the same pixels. */
+int  cdp_raster_warp(cdp_raster *src, int band, const double gt[6], const char *dst_wkt,
+                     int resample, double max_error, int w, int h, int32_t *out,
+                     char *err, size_t errcap);
+
 /* "GDAL: 3.6.2", the version compiled against (for --version). */
 const char *cdp_raster_version(void);
 

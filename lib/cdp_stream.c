@@ -260,23 +260,29 @@ static int one_line(const char *s)
 	return strchr(s, '\n') == NULL;
 }
 
-/* The "band_list=..." line of s into a new string ("" without a list);
- * NULL when out of memory. */
-static char *band_list_line(const cdp_source *s)
+/* The optional lines of s that precede crs into a new string ("" without
+ * them): "band_list=...\n" and the "class.K=NAME\n" lines; NULL when out
+ * of memory. */
+static char *optional_lines(const cdp_source *s)
 {
-	/* "band_list=" + up to 11 characters and a separator per band + NUL */
-	size_t cap = 12 + (size_t)s->nband_list * 12, len;
-	char *t = malloc(cap);
+	/* "band_list=" + up to 11 characters and a separator per band, a
+	 * class line's key and newline in 20, + NUL */
+	size_t cap = 12 + (size_t)s->nband_list * 12, len = 0;
+	char *t;
 
-	if (!t || !s->nband_list) {
-		if (t)
-			*t = '\0';
-		return t;
-	}
-	len = (size_t)snprintf(t, cap, "band_list=");
+	for (uint32_t k = 0; k < s->nclass_names; k++)
+		cap += strlen(s->class_names[k]) + 20;
+	if (!(t = malloc(cap)))
+		return NULL;
+	*t = '\0';
+	if (s->nband_list)
+		len = (size_t)snprintf(t, cap, "band_list=");
 	for (uint32_t i = 0; i < s->nband_list; i++)
 		len += (size_t)snprintf(t + len, cap - len, "%d%c", s->band_list[i],
 		                        i + 1 < s->nband_list ? ',' : '\n');
+	for (uint32_t k = 0; k < s->nclass_names; k++)
+		len += (size_t)snprintf(t + len, cap - len, "class.%" PRIu32 "=%s\n", k,
+		                        s->class_names[k]);
 	return t;
 }
 
@@ -305,7 +311,12 @@ int cdp_source_format(const cdp_source *s, cdp_buf *out)
 	for (uint32_t i = 0; i < s->nband_list; i++)
 		if (s->band_list[i] < 1)
 			return CDP_EINVAL;
-	if (!(bl = band_list_line(s)))
+	if (s->nclass_names > CDP_SOURCE_MAXCLASSES || (s->nclass_names && !s->class_names))
+		return CDP_EINVAL;
+	for (uint32_t k = 0; k < s->nclass_names; k++)
+		if (!s->class_names[k] || !s->class_names[k][0] || !one_line(s->class_names[k]))
+			return CDP_EINVAL;
+	if (!(bl = optional_lines(s)))
 		return CDP_ENOMEM;
 	/* %.17g round-trips every double exactly. crs stays the last line. */
 #define SOURCE_FMT "index=%" PRIu32 "\nname=%s\npath=%s\nwidth=%" PRIu64 \
@@ -371,6 +382,32 @@ static int parse_band_list(const char *v, cdp_source *t)
 	return CDP_OK;
 }
 
+/* "class.K=NAME": name K of t's class names, each K once; the list's
+ * holes are checked once all lines are read. */
+static int parse_class(const char *k, const char *v, cdp_source *t)
+{
+	uint64_t id;
+	int rc;
+
+	if ((rc = cdp_parse_u64(k, 0, CDP_SOURCE_MAXCLASSES - 1, &id)) != CDP_OK)
+		return rc;
+	if (!*v)
+		return CDP_ESYNTAX;
+	if (id >= t->nclass_names) {
+		char **n = realloc(t->class_names, (size_t)(id + 1) * sizeof *n);
+		if (!n)
+			return CDP_ENOMEM;
+		memset(n + t->nclass_names, 0, (size_t)(id + 1 - t->nclass_names) * sizeof *n);
+		t->class_names = n;
+		t->nclass_names = (uint32_t)id + 1;
+	}
+	if (t->class_names[id])
+		return CDP_EFORMAT;
+	if (!(t->class_names[id] = strdup(v)))
+		return CDP_ENOMEM;
+	return CDP_OK;
+}
+
 /* One "key=value" line into t; *seen collects the keys, so a repeated key
  * (which of the two would be meant?) is an error. Unknown keys are skipped
  * for the sake of later versions that add lines. */
@@ -388,6 +425,8 @@ static int parse_line(char *line, cdp_source *t, unsigned *seen)
 	if (!v)
 		return CDP_ESYNTAX;
 	*v++ = '\0';
+	if (strncmp(line, "class.", 6) == 0)
+		return parse_class(line + 6, v, t);
 	for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
 		if (strcmp(line, keys[i]) == 0)
 			bit = 1u << i;
@@ -469,6 +508,9 @@ int cdp_source_parse(const void *body, size_t len, cdp_source *s)
 	if (rc == CDP_OK && ((seen & F_REQUIRED) != F_REQUIRED ||
 	                     ((seen & F_BAND_LIST) && t.nband_list != t.bands)))
 		rc = CDP_EFORMAT;
+	for (uint32_t k = 0; rc == CDP_OK && k < t.nclass_names; k++)
+		if (!t.class_names[k])
+			rc = CDP_EFORMAT;
 	if (rc == CDP_OK && !t.crs && !(t.crs = strdup("")))
 		rc = CDP_ENOMEM;
 	if (rc != CDP_OK) {
@@ -486,6 +528,11 @@ void cdp_source_free(cdp_source *s)
 	free(s->path);
 	free(s->crs);
 	free(s->band_list);
+	for (uint32_t k = 0; s->class_names && k < s->nclass_names; k++)
+		free(s->class_names[k]);
+	free(s->class_names);
+	s->class_names = NULL;
+	s->nclass_names = 0;
 	s->path = NULL;
 	s->crs = NULL;
 	s->band_list = NULL;

@@ -17,7 +17,11 @@
  *                     "crs=WKT\n" (D a cdp_dtype_name(); crs is the last
  *                     line; values have no newlines), optionally preceded
  *                     by "band_list=b1,b2,...\n": the 1-based source bands
- *                     the records hold, in order (absent when unknown)
+ *                     the records hold, in order (absent when unknown),
+ *                     and by "class.K=NAME\n" lines for K = 0..N-1: the
+ *                     names of the label's class ids (absent when the
+ *                     producer has none; readers that predate them skip
+ *                     them as unknown keys, so the version stays 1)
  *   type 'R' record:  name = tile key; body = one tile record (cdp_record.h)
  *   type 'E' end:     name empty; body = "count=N\n" (number of 'R' frames)
  *   type 'F' failed:  name empty; body = "error=MESSAGE\n", MESSAGE one line
@@ -94,19 +98,26 @@ typedef struct cdp_source {
 	                         raster that the records hold, in order; NULL
 	                         (nband_list 0) when unknown */
 	uint32_t nband_list;
+	char **class_names;   /* owned [nclass_names] names of label class ids
+	                         0.., NULL (0) when none */
+	uint32_t nclass_names;
 } cdp_source;
+#define CDP_SOURCE_MAXCLASSES 65535
 /* format: the body text into out (out->len bytes, NUL-terminated beyond);
  * CDP_EINVAL for a value that has a newline, an unknown dtype, a zero size
  * or a non-finite geotransform, or a band_list whose length is not bands or
  * with an entry < 1. A NULL crs is written as ""; no band_list line is
- * written when nband_list is 0.
+ * written when nband_list is 0; CDP_EINVAL too for a class name that is
+ * empty or has a newline, or more than CDP_SOURCE_MAXCLASSES of them.
  * parse: overwrites *s. Lines are "key=value" (the value is everything after
  * the first '=', so WKT and paths may hold '=' and ','); empty lines and
  * unknown keys are skipped, the final newline is optional. Requires index,
  * path, width, height, bands, dtype, geotransform (name, crs default to "";
  * band_list to NULL, and when present it must be bands comma-separated
  * integers >= 1: CDP_ESYNTAX for an empty item, CDP_EFORMAT for another
- * count).
+ * count); "class.K" lines, when present, must give each K of 0..N-1 once
+ * (CDP_EFORMAT otherwise; CDP_ERANGE for K >= CDP_SOURCE_MAXCLASSES) with
+ * a non-empty name (CDP_ESYNTAX).
  * CDP_ESYNTAX for a line without '=' or a malformed number, CDP_ERANGE for
  * one out of range, CDP_EFORMAT for a missing or repeated key or an unknown
  * dtype. On failure nothing is left allocated. */

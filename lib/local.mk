@@ -21,11 +21,12 @@ lib_libcdp_a_SOURCES = \
 	lib/cdp_png.c lib/cdp_png.h \
 	lib/cdp_metrics.c lib/cdp_metrics.h \
 	lib/cdp_file.c lib/cdp_file.h \
-	lib/cdp_out.c lib/cdp_out.h
+	lib/cdp_out.c lib/cdp_out.h \
+	lib/cdp_labelmap.c lib/cdp_labelmap.h
 CDP_LIBS = lib/libcdp.a $(LMDB_LIBS) $(PNG_LIBS) $(ZLIB_LIBS) -lm
 
 lib_libcdpraster_a_CPPFLAGS = $(AM_CPPFLAGS) $(GDAL_CFLAGS)
-lib_libcdpraster_a_SOURCES = lib/cdp_raster.c lib/cdp_raster.h
+lib_libcdpraster_a_SOURCES = lib/cdp_raster.c lib/cdp_raster.h lib/cdp_label.c lib/cdp_label.h
 RASTER_LIBS = lib/libcdpraster.a $(GDAL_LIBS)
 
 lib_libcdpplot_a_CPPFLAGS = $(AM_CPPFLAGS) $(CAIRO_CFLAGS)

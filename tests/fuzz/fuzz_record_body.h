@@ -118,8 +118,12 @@ static void cdp_fuzz_source_check(const cdp_frame *fr)
 	    memcmp(s.gt, t.gt, sizeof s.gt) || strcmp(s.crs, t.crs) ||
 	    s.nband_list != t.nband_list ||
 	    (s.nband_list && memcmp(s.band_list, t.band_list,
-	                            s.nband_list * sizeof *s.band_list)))
+	                            s.nband_list * sizeof *s.band_list)) ||
+	    s.nclass_names != t.nclass_names)
 		abort();
+	for (uint32_t k = 0; k < s.nclass_names; k++)
+		if (!s.class_names[k][0] || strcmp(s.class_names[k], t.class_names[k]))
+			abort();
 	cdp_source_free(&s);
 	cdp_source_free(&t);
 	cdp_buf_free(&text);

@@ -6,7 +6,7 @@
 FUZZ_SAN = -fsanitize=fuzzer,address,undefined
 if ENABLE_FUZZ
 noinst_PROGRAMS += tests/fuzz/fuzz_record tests/fuzz/fuzz_ptrfile tests/fuzz/fuzz_meta \
-	tests/fuzz/fuzz_rdv
+	tests/fuzz/fuzz_rdv tests/fuzz/fuzz_labelmap
 # The decoders' sources are compiled into the harnesses themselves, so they
 # get the fuzzer's coverage instrumentation (the libraries do not); the
 # libraries supply the rest.
@@ -21,6 +21,11 @@ tests_fuzz_fuzz_ptrfile_SOURCES = tests/fuzz/fuzz_ptrfile.c tests/fuzz/fuzz_ptrf
 tests_fuzz_fuzz_ptrfile_CFLAGS = $(AM_CFLAGS) $(FUZZ_SAN)
 tests_fuzz_fuzz_ptrfile_LDFLAGS = $(FUZZ_SAN)
 tests_fuzz_fuzz_ptrfile_LDADD = $(CDP_LIBS)
+tests_fuzz_fuzz_labelmap_SOURCES = tests/fuzz/fuzz_labelmap.c tests/fuzz/fuzz_labelmap_body.h \
+	lib/cdp_labelmap.c
+tests_fuzz_fuzz_labelmap_CFLAGS = $(AM_CFLAGS) $(FUZZ_SAN)
+tests_fuzz_fuzz_labelmap_LDFLAGS = $(FUZZ_SAN)
+tests_fuzz_fuzz_labelmap_LDADD = $(CDP_LIBS)
 tests_fuzz_fuzz_meta_SOURCES = tests/fuzz/fuzz_meta.c tests/fuzz/fuzz_meta_body.h \
 	lib/cdp_pool.c lib/cdp_stats.c lib/cdp_stats_text.c lib/cdp_classes.c lib/cdp_stream.c
 tests_fuzz_fuzz_meta_CPPFLAGS = $(AM_CPPFLAGS) $(LMDB_CFLAGS) $(ZLIB_CFLAGS)
@@ -51,5 +56,5 @@ tests_fuzz_fuzz_cfg_CFLAGS = $(AM_CFLAGS) $(FUZZ_SAN)
 tests_fuzz_fuzz_cfg_LDFLAGS = $(FUZZ_SAN)
 tests_fuzz_fuzz_cfg_LDADD = $(ENGINE_LIBS)
 endif
-EXTRA_DIST += tests/fuzz/corpus tests/fuzz/ptrfile tests/fuzz/meta tests/fuzz/rdv \
+EXTRA_DIST += tests/fuzz/corpus tests/fuzz/ptrfile tests/fuzz/meta tests/fuzz/rdv tests/fuzz/labelmap \
 	tests/fuzz/ckpt tests/fuzz/cfg tests/fuzz/fuzz_replay.h

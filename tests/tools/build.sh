@@ -25,7 +25,7 @@ for p in cdp-tile cdp-lmdbpack cdp-keyshuffle cdp-train cdp-predict cdp-evaluate
 	done
 	expect_fail 2 "$p" "$p" --no-such-option
 done
-for m in cdp-record.5 cdp-pool.5 cdp-keys.5 cdp-model.5; do
+for m in cdp-record.5 cdp-pool.5 cdp-keys.5 cdp-model.5 cdp-labelmap.5; do
 	[ -f "$T/dest/usr/local/share/man/man5/$m" ] || fail "$m not installed"
 done
 [ -f "$T/dest/usr/local/share/man/man7/cdpool.7" ] || fail "cdpool.7 not installed"

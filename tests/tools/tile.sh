@@ -241,7 +241,6 @@ EOF
 
 # --- failures: one line naming the file, exit 1 (2 for usage), no output ---
 echo 'not a raster' >text.tif
-$MK lab_small.tif --width 49 --height 37
 $MK i16lab.tif --width 50 --height 37 --dtype i16
 $MK tiny.tif --width 10 --height 40
 mkdir c
@@ -249,21 +248,25 @@ $MK c/u8.tif --width 20 --height 20
 "$PYTHON" -c 'from osgeo import gdal; gdal.GetDriverByName("GTiff").Create("cplx.tif", 4, 4, 1, gdal.GDT_CInt16)'
 expect_fail 1 "cannot open 'nope.tif'" cdp-tile -s 16 nope.tif
 expect_fail 1 "cannot open 'text.tif'" cdp-tile -s 16 text.tif
-expect_fail 1 "'u8.tif': label 'lab_small.tif' is 49x37, image is 50x37" \
-	cdp-tile -s 16 --label lab_small.tif u8.tif
 expect_fail 1 "label 'i16lab.tif' is i16, need u8 or u16" \
 	cdp-tile -s 16 --label i16lab.tif u8.tif
-# A label with u8.tif's geotransform in another CRS is another grid: never
-# cut as if it were the image's, on the stream or into -O files. One
-# without a CRS is taken to be in the image's (cdp-tile(1)).
-$MK lab_4326.tif --width 50 --height 37 --epsg 4326
-$MK lab_32632.tif --width 50 --height 37 --epsg 32632
+# A label with u8.tif's geotransform in another CRS is another grid: it is
+# warped onto the image's (its numbers, read as EPSG:32632 metres, lie
+# six degrees of longitude west of the image: the label covers none of
+# it), never cut as if it were on the image's grid. One without a CRS is
+# taken to be in the image's (cdp-tile(1)). label_grid.sh compares warped
+# labels with gdalwarp.
+$MK lab_32632.tif --width 50 --height 37 --epsg 32632 --dtype u8
 $MK lab_nocrs.tif --width 50 --height 37 --epsg 0
-expect_fail 1 "'u8.tif': label 'lab_4326.tif' is in CRS EPSG:4326, the image in EPSG:32633: not the same grid" \
-	cdp-tile -s 16 --label lab_4326.tif u8.tif
-expect_fail 1 "'u8.tif': label 'lab_32632.tif' is in CRS EPSG:32632, the image in EPSG:32633" \
-	cdp-tile -s 16 -O crsfail --label lab_32632.tif u8.tif
-[ ! -e crsfail ] || fail "a label in another CRS left tiles"
+cdp-tile -q -s 16 -O crswarp --label lab_32632.tif u8.tif || fail "a label in another CRS was refused"
+"$PYTHON" - <<'EOF2' || fail "a label in another CRS was cut, not warped"
+from osgeo import gdal
+import numpy as np
+gdal.UseExceptions()
+lab = gdal.Open("crswarp/u8_0_0_label.tif").ReadAsArray()
+cut = gdal.Open("lab_32632.tif").ReadAsArray(0, 0, 16, 16)
+assert (lab == 255).all() and (cut != 255).any(), (lab, cut)
+EOF2
 cdp-tile -q -s 16 --label lab_nocrs.tif u8.tif >nocrs.cdps || fail "a label without a CRS was refused"
 [ -s nocrs.cdps ] || fail "a label without a CRS gave no records"
 expect_fail 1 "'c/u8.tif': name 'u8' is also used by 'u8.tif'" \

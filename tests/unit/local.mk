@@ -4,9 +4,10 @@ UNIT_LIB_TESTS = tests/unit/test_error tests/unit/test_num tests/unit/test_cli t
 	tests/unit/test_crc32 tests/unit/test_record tests/unit/test_stream tests/unit/test_stats \
 	tests/unit/test_lmdb tests/unit/test_pool tests/unit/test_ptrfile \
 	tests/unit/test_png tests/unit/test_fuzz_regress tests/unit/test_raster tests/unit/test_file \
-	tests/unit/test_out
+	tests/unit/test_out tests/unit/test_labelmap
 # the corpus replays of the fuzz harnesses (tests/fuzz/, doc/FUZZING.md)
-UNIT_LIB_TESTS += tests/unit/test_fuzz_ptrfile tests/unit/test_fuzz_meta
+UNIT_LIB_TESTS += tests/unit/test_fuzz_ptrfile tests/unit/test_fuzz_meta \
+	tests/unit/test_fuzz_labelmap
 UNIT_TESTS += $(UNIT_LIB_TESTS)
 check_PROGRAMS += $(UNIT_LIB_TESTS)
 UNIT_LDADD = $(CDP_LIBS)
@@ -59,6 +60,12 @@ tests_unit_test_fuzz_ptrfile_SOURCES = tests/unit/test_fuzz_ptrfile.c tests/fuzz
 	tests/fuzz/fuzz_replay.h tests/unit/tap.h
 tests_unit_test_fuzz_ptrfile_CPPFLAGS = $(UNIT_CPPFLAGS)
 tests_unit_test_fuzz_ptrfile_LDADD = $(UNIT_LDADD)
+tests_unit_test_labelmap_SOURCES = tests/unit/test_labelmap.c tests/unit/tap.h
+tests_unit_test_labelmap_LDADD = $(UNIT_LDADD)
+tests_unit_test_fuzz_labelmap_SOURCES = tests/unit/test_fuzz_labelmap.c \
+	tests/fuzz/fuzz_labelmap_body.h tests/fuzz/fuzz_replay.h tests/unit/tap.h
+tests_unit_test_fuzz_labelmap_CPPFLAGS = $(UNIT_CPPFLAGS)
+tests_unit_test_fuzz_labelmap_LDADD = $(UNIT_LDADD)
 tests_unit_test_fuzz_meta_SOURCES = tests/unit/test_fuzz_meta.c tests/fuzz/fuzz_meta_body.h \
 	tests/fuzz/fuzz_replay.h tests/unit/tap.h
 tests_unit_test_fuzz_meta_CPPFLAGS = $(UNIT_CPPFLAGS)

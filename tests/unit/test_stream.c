@@ -499,6 +499,52 @@ static void test_band_list(void)
 	CHECK(t.band_list == NULL && t.path == NULL, "nothing left allocated on failure");
 }
 
+/* Class names (cdp-tile --label-map) survive format and parse, after the
+ * band list and before crs; a body without them parses with none; holes,
+ * repeats and empty names are refused. */
+static void test_class_names(void)
+{
+	cdp_source s = sample_source(), t;
+	cdp_buf out = { 0 };
+	char *names[3] = { "bare ground", "water", "a=b,c" };
+	int bl[1] = { 1 };
+
+	s.class_names = names;
+	s.nclass_names = 3;
+	s.band_list = bl;
+	s.nband_list = 1;
+	s.bands = 1;
+	CHECK_RC(cdp_source_format(&s, &out), CDP_OK);
+	CHECK(strstr((char *)out.p, "\nband_list=1\nclass.0=bare ground\nclass.1=water\n"
+	             "class.2=a=b,c\ncrs=PROJCS[") != NULL, "class lines: %s", (char *)out.p);
+	CHECK_RC(cdp_source_parse(out.p, out.len, &t), CDP_OK);
+	CHECK(t.nclass_names == 3 && !strcmp(t.class_names[0], "bare ground") &&
+	      !strcmp(t.class_names[1], "water") && !strcmp(t.class_names[2], "a=b,c") &&
+	      !strcmp(t.crs, WKT), "class names round trip");
+	cdp_source_free(&t);
+	CHECK(t.class_names == NULL && t.nclass_names == 0, "free clears the class names");
+	names[1] = "";
+	CHECK_RC(cdp_source_format(&s, &out), CDP_EINVAL);
+	names[1] = "a\nb";
+	CHECK_RC(cdp_source_format(&s, &out), CDP_EINVAL);
+	cdp_buf_free(&out);
+
+	CHECK_RC(cdp_source_parse(BASE GT "class.1=b\nclass.0=a\n", strlen(BASE GT) + 20, &t),
+	         CDP_OK);
+	CHECK(t.nclass_names == 2 && !strcmp(t.class_names[0], "a") &&
+	      !strcmp(t.class_names[1], "b"), "class lines in any order");
+	cdp_source_free(&t);
+	CHECK_RC(parse_text(BASE GT), CDP_OK);
+	CHECK_RC(parse_text(BASE GT "class.1=b\n"), CDP_EFORMAT);
+	CHECK_RC(parse_text(BASE GT "class.0=a\nclass.0=b\n"), CDP_EFORMAT);
+	CHECK_RC(parse_text(BASE GT "class.0=\n"), CDP_ESYNTAX);
+	CHECK_RC(parse_text(BASE GT "class.x=a\n"), CDP_ESYNTAX);
+	CHECK_RC(parse_text(BASE GT "class.65535=a\n"), CDP_ERANGE);
+	CHECK_RC(cdp_source_parse(BASE GT "class.0=a\nclass.2=c\n", strlen(BASE GT) + 20, &t),
+	         CDP_EFORMAT);
+	CHECK(t.class_names == NULL && t.path == NULL, "nothing left allocated on failure");
+}
+
 int main(void)
 {
 	test_round_trip();
@@ -508,5 +554,6 @@ int main(void)
 	test_write_errors();
 	test_source_text();
 	test_band_list();
+	test_class_names();
 	return tap_done();
 }

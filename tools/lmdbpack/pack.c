@@ -58,10 +58,57 @@ void cdp_pack_opts_init(cdp_pack_opts *o)
 
 /* ---- sources and shapes ------------------------------------------------- */
 
+/* A source's class names (cdp-tile --label-map): the pool's class names
+ * when neither --classes nor an earlier source gave them, else they must
+ * be the same, or the label ids would mean two things in one pool. */
+static int source_classes(pk *p, const cdp_source *s)
+{
+	char why[128];
+	size_t n = s->nclass_names;
+
+	if (n == 0)
+		return CDP_OK;
+	for (size_t k = 0; k < n; k++) {
+		if (!cdp_class_name_ok(s->class_names[k], why, sizeof why))
+			return pack_seterr(p, CDP_ESYNTAX, "'%s': source '%s': class %zu's name %s",
+			                   p->in, s->name, k, why);
+		for (size_t j = 0; j < k; j++)
+			if (strcmp(s->class_names[j], s->class_names[k]) == 0)
+				return pack_seterr(p, CDP_ESYNTAX, "'%s': source '%s': '%s' names "
+				                   "both class %zu and class %zu", p->in, s->name,
+				                   s->class_names[k], j, k);
+	}
+	if (p->ncnames == 0) {
+		if (!(p->cnames_own = calloc(n, sizeof *p->cnames_own)))
+			return pack_seterr(p, CDP_ENOMEM, "out of memory");
+		p->ncnames = n;
+		p->cnames = (const char *const *)p->cnames_own;
+		for (size_t k = 0; k < n; k++)
+			if (!(p->cnames_own[k] = strdup(s->class_names[k])))
+				return pack_seterr(p, CDP_ENOMEM, "out of memory");
+		snprintf(p->cnames_from, sizeof p->cnames_from, "source '%s'", s->name);
+		return CDP_OK;
+	}
+	for (size_t k = 0; k < n || k < p->ncnames; k++)
+		if (k >= n || k >= p->ncnames || strcmp(s->class_names[k], p->cnames[k]))
+			return pack_seterr(p, CDP_EMISMATCH, "'%s': source '%s' names class %zu "
+			                   "'%s', %s names it '%s'", p->in, s->name, k,
+			                   k < n ? s->class_names[k] : "(none)",
+			                   p->cnames_from[0] ? p->cnames_from : "--classes",
+			                   k < p->ncnames ? p->cnames[k] : "(none)");
+	return CDP_OK;
+}
+
 /* Takes ownership of s (its index is the input's). */
 int pack_add_source(pk *p, cdp_source *s)
 {
 	psrc *ps;
+	int rc;
+
+	if ((rc = source_classes(p, s))) {
+		cdp_source_free(s);
+		return rc;
+	}
 
 	if (s->index >= PACK_MAX_SOURCES) {
 		cdp_source_free(s);
@@ -147,7 +194,8 @@ int pack_check_class_ids(pk *p, const cdp_classes *c, const char *what)
 	}
 	return pack_seterr(p, CDP_ERANGE, "%s holds label value%s %s, but %s name%s only %zu "
 	                   "class%s (0..%zu)", what, shown == 1 ? "" : "s", ids,
-	                   p->o->folders ? "the class folders" : "--classes",
+	                   p->o->folders ? "the class folders" : p->cnames_from[0]
+	                   ? p->cnames_from : "--classes",
 	                   p->o->folders ? "" : "s", p->ncnames, p->ncnames == 1 ? "" : "es",
 	                   p->ncnames - 1);
 }

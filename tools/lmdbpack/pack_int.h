@@ -63,7 +63,8 @@ typedef struct pk {
 	char stamp[32];               /* UTC start time for cmdline */
 	const char *const *cnames;    /* [ncnames] class names: --classes or --folders */
 	size_t ncnames;
-	char **cnames_own;            /* --folders: the names, owned */
+	char **cnames_own;            /* --folders or a stream's source: the names, owned */
+	char cnames_from[300];        /* "source 'NAME'" that gave them, "" for --classes */
 	cdp_buf scratch, tmp;
 	cdp_progress pg;
 } pk;

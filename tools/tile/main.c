@@ -29,7 +29,10 @@ static void usage(FILE *f)
 	fprintf(f,
 	    "usage: cdp-tile [-hqV] [-O dir] [-s size] [-z level] [--bands list]\n"
 	    "                [--edge shift|pad|drop] [--format png|tif] [--ignore value]\n"
-	    "                [--label raster]... [--label-suffix suffix]\n"
+	    "                [--label raster]... [--label-error-threshold pixels]\n"
+	    "                [--label-map map]\n"
+	    "                [--label-map-other refuse|ignore] [--label-resample near|mode]\n"
+	    "                [--label-suffix suffix]\n"
 	    "                [--max-nodata fraction] [--name name]... [--nodata value]\n"
 	    "                [--overlap n] [--progress] [--standardize] [--stats file]\n"
 	    "                raster...\n");
@@ -48,7 +51,7 @@ static int push(const char ***list, size_t *n, const char *arg)
 }
 
 enum { OPT_BANDS = 256, OPT_EDGE, OPT_FORMAT, OPT_IGNORE, OPT_LABEL,
-       OPT_LABEL_SUFFIX, OPT_MAX_NODATA, OPT_NAME, OPT_NODATA, OPT_OVERLAP,
+       OPT_LABEL_ET, OPT_LABEL_MAP, OPT_LABEL_MAP_OTHER, OPT_LABEL_RESAMPLE, OPT_LABEL_SUFFIX, OPT_MAX_NODATA, OPT_NAME, OPT_NODATA, OPT_OVERLAP,
        OPT_PROGRESS, OPT_STANDARDIZE, OPT_STATS };
 
 static const struct option longopts[] = {
@@ -58,6 +61,10 @@ static const struct option longopts[] = {
 	{ "help",         no_argument,       NULL, 'h' },
 	{ "ignore",       required_argument, NULL, OPT_IGNORE },
 	{ "label",        required_argument, NULL, OPT_LABEL },
+	{ "label-error-threshold", required_argument, NULL, OPT_LABEL_ET },
+	{ "label-map",    required_argument, NULL, OPT_LABEL_MAP },
+	{ "label-map-other", required_argument, NULL, OPT_LABEL_MAP_OTHER },
+	{ "label-resample", required_argument, NULL, OPT_LABEL_RESAMPLE },
 	{ "label-suffix", required_argument, NULL, OPT_LABEL_SUFFIX },
 	{ "max-nodata",   required_argument, NULL, OPT_MAX_NODATA },
 	{ "name",         required_argument, NULL, OPT_NAME },
@@ -87,6 +94,11 @@ int main(int argc, char **argv)
 	static const int edge_of[] = { CDP_EDGE_SHIFT, CDP_EDGE_PAD, CDP_EDGE_DROP };
 	static const char *const formats[] = { "png", "tif", NULL };
 	static const int format_of[] = { CDP_TILE_PNG, CDP_TILE_TIF };
+	static const char *const others[] = { "refuse", "ignore", NULL };
+	static const char *const resamples[] = { "near", "mode", "bilinear", "cubic", NULL };
+	const char *map_arg = NULL;
+	cdp_labelmap map;
+	int have_map = 0;
 
 	cdp_tile_opts_init(&o);
 	cdp_cli_init("cdp-tile", stderr);
@@ -141,6 +153,28 @@ int main(int argc, char **argv)
 		case OPT_LABEL:
 			if (push(&labels, &nlabels, optarg))
 				goto nomem;
+			break;
+		case OPT_LABEL_ET:
+			if (cdp_cli_double("--label-error-threshold", optarg, 0, 100, 0,
+			                   &o.label_max_error))
+				goto out;
+			break;
+		case OPT_LABEL_MAP:
+			map_arg = optarg;
+			break;
+		case OPT_LABEL_MAP_OTHER:
+			if (cdp_cli_keyword("--label-map-other", optarg, others, &o.label_map_ignore))
+				goto out;
+			break;
+		case OPT_LABEL_RESAMPLE:
+			if (cdp_cli_keyword("--label-resample", optarg, resamples, &ign))
+				goto out;
+			if (ign >= 2) {
+				fprintf(stderr, "cdp-tile: --label-resample %s is for value labels "
+				        "(continuous targets); class labels take near or mode\n", optarg);
+				goto out;
+			}
+			o.label_resample = ign == 1 ? CDP_RESAMPLE_MODE : CDP_RESAMPLE_NEAR;
 			break;
 		case OPT_LABEL_SUFFIX:
 			if (!*optarg || strchr(optarg, '/')) {
@@ -223,6 +257,39 @@ int main(int argc, char **argv)
 		ret = 2;
 		goto out;
 	}
+	if (map_arg && !nlabels && !o.label_suffix) {
+		fprintf(stderr, "cdp-tile: --label-map needs --label or --label-suffix\n");
+		ret = 2;
+		goto out;
+	}
+	if (map_arg) {
+		char why[256];
+		size_t where;
+		int inl = cdp_labelmap_is_inline(map_arg);
+
+		rc = inl ? cdp_labelmap_parse_inline(map_arg, &map, &where, why, sizeof why)
+		         : cdp_labelmap_load(map_arg, &map, &where, why, sizeof why);
+		if (rc && inl) {
+			fprintf(stderr, "cdp-tile: --label-map: '%s': item %zu: %s\n", map_arg,
+			        where, why);
+			ret = 2;
+			goto out;
+		}
+		if (rc) {
+			if (rc > 0)
+				fprintf(stderr, "cdp-tile: cannot read label map '%s': %s\n", map_arg,
+				        strerror(rc));
+			else if (where)
+				fprintf(stderr, "cdp-tile: label map '%s' line %zu: %s\n", map_arg,
+				        where, why);
+			else
+				fprintf(stderr, "cdp-tile: label map '%s': %s\n", map_arg, why);
+			ret = 1;
+			goto out;
+		}
+		have_map = 1;
+		o.label_map = &map;
+	}
 	if (format >= 0 && !o.outdir) {
 		fprintf(stderr, "cdp-tile: --format needs -O DIR\n");
 		ret = 2;
@@ -255,6 +322,8 @@ nomem:
 	fprintf(stderr, "cdp-tile: out of memory\n");
 	ret = 1;
 out:
+	if (have_map)
+		cdp_labelmap_free(&map);
 	free(names);
 	free(labels);
 	return ret;

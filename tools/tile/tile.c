@@ -6,7 +6,8 @@
  *
  * For each input it reads one strip per row of tiles, `size` rows by the full
  * width of the selected bands, (nb, sh, W), with one GDAL read (plus one for
- * the label and one for GDAL's mask where the dataset has a real one), and
+ * the label on the image's grid, a warp per tile for one on another grid,
+ * lib/cdp_label.h, and one for GDAL's mask where the dataset has a real one), and
  * cuts the row's tiles from memory, so the source is read in its natural
  * order and never tile by tile. A tile is (nb, S, S) samples of the source
  * dtype, or float32 with --standardize; its mask and label are (S, S).
@@ -30,6 +31,7 @@
 #include "cdp_dtype.h"
 #include "cdp_error.h"
 #include "cdp_key.h"
+#include "cdp_label.h"
 #include "cdp_num.h"
 #include "cdp_progress.h"
 #include "cdp_raster.h"
@@ -44,6 +46,7 @@ void cdp_tile_opts_init(cdp_tile_opts *o)
 	o->size = 256;
 	o->edge = CDP_EDGE_SHIFT;
 	o->max_nodata = -1;
+	o->label_max_error = 0.125;   /* gdalwarp's default */
 	o->format = CDP_TILE_STREAM;
 }
 
@@ -88,58 +91,13 @@ static char *suffix_path(const char *path, const char *suf)
 	return p;
 }
 
-static int near(double a, double b, double tol)
-{
-	return fabs(a - b) <= tol;
-}
-
-static int same_gt(const double *a, const double *b)
-{
-	double pix = 0;
-
-	for (int i = 1; i < 6; i += (i == 2 ? 2 : 1))
-		pix = fmax(pix, fmax(fabs(a[i]), fabs(b[i])));
-	pix *= 1e-9;
-	return near(a[0], b[0], 1e-9 * fmax(fabs(a[0]), fabs(b[0])) + pix) &&
-	       near(a[3], b[3], 1e-9 * fmax(fabs(a[3]), fabs(b[3])) + pix) &&
-	       near(a[1], b[1], pix) && near(a[2], b[2], pix) &&
-	       near(a[4], b[4], pix) && near(a[5], b[5], pix);
-}
-
 static void input_close(input *in)
 {
 	cdp_raster_close(in->r);
-	cdp_raster_close(in->lab);
+	cdp_label_close(in->lab);
 	free(in->lpath);
 	free(in->bands);
 	memset(in, 0, sizeof(*in));
-}
-
-/* Equal geotransforms are the same grid only in the same CRS: a label in
- * another CRS would be cut as if its numbers were the image's coordinates.
- * OSRIsSame, not string equality, so the same CRS written by two GDAL
- * versions matches. A label without a CRS (a mask saved with only the
- * geotransform) has nothing to contradict the image's and is taken to be
- * in it; so is an image without one. */
-static int same_crs(ctx *c, const input *in, const cdp_raster_info *li)
-{
-	char why[128], a[256], b[256];
-	int same;
-
-	if (!in->ri->crs[0] || !li->crs[0])
-		return CDP_OK;
-	same = cdp_raster_crs_same(in->ri->crs, li->crs, why, sizeof why);
-	if (same == 1)
-		return CDP_OK;
-	if (same < 0) {
-		ERR(c, "'%s' or its label '%s': %s", in->path, in->lpath, why);
-		return CDP_EFORMAT;
-	}
-	cdp_raster_crs_name(in->ri->crs, a, sizeof a);
-	cdp_raster_crs_name(li->crs, b, sizeof b);
-	ERR(c, "'%s': label '%s' is in CRS %s, the image in %s: not the same grid "
-	    "(gdalwarp the label onto the image's grid first)", in->path, in->lpath, b, a);
-	return CDP_EMISMATCH;
 }
 
 /* Opens input i and its label and checks everything that can be checked
@@ -147,7 +105,6 @@ static int same_crs(ctx *c, const input *in, const cdp_raster_info *li)
 static int input_open(ctx *c, size_t i, input *in)
 {
 	const cdp_tile_opts *o = c->o;
-	const cdp_raster_info *li;
 	char msg[512];
 	int rc;
 
@@ -235,41 +192,12 @@ static int input_open(ctx *c, size_t i, input *in)
 	}
 	if (!in->lpath)
 		return CDP_OK;
-	if ((rc = cdp_raster_open(in->lpath, &in->lab, msg, sizeof(msg)))) {
-		ERR(c, "'%s': cannot open label '%s': %s", in->path, in->lpath, msg);
+	if ((rc = cdp_label_open(in->lpath, in->ri, &c->lopts, &in->lab, msg, sizeof(msg)))) {
+		ERR(c, "'%s': %s", in->path, msg);
 		goto fail;
 	}
-	li = cdp_raster_get_info(in->lab);
-	rc = CDP_EMISMATCH;
-	if (li->dtype != CDP_DT_U8 && li->dtype != CDP_DT_U16) {
-		ERR(c, "'%s': label '%s' is %s, need u8 or u16", in->path, in->lpath,
-		    cdp_dtype_name(li->dtype));
-		goto fail;
-	}
-	if (li->width != in->ri->width || li->height != in->ri->height) {
-		ERR(c, "'%s': label '%s' is %llux%llu, image is %llux%llu", in->path,
-		    in->lpath, (unsigned long long)li->width,
-		    (unsigned long long)li->height,
-		    (unsigned long long)in->ri->width,
-		    (unsigned long long)in->ri->height);
-		goto fail;
-	}
-	if (li->has_gt != in->ri->has_gt || !same_gt(li->gt, in->ri->gt)) {
-		ERR(c, "'%s': label '%s' has a different geotransform", in->path,
-		    in->lpath);
-		goto fail;
-	}
-	if ((rc = same_crs(c, in, li)) != CDP_OK)
-		goto fail;
-	rc = CDP_EMISMATCH;
-	in->lkind = li->dtype == CDP_DT_U8 ? CDP_LABEL_U8 : CDP_LABEL_U16;
-	in->ignore = o->has_ignore ? o->ignore
-	                           : (in->lkind == CDP_LABEL_U8 ? 255 : 65535);
-	if (in->lkind == CDP_LABEL_U8 && in->ignore > 255) {
-		ERR(c, "'%s': ignore value %u does not fit the u8 label '%s'",
-		    in->path, in->ignore, in->lpath);
-		goto fail;
-	}
+	in->lkind = cdp_label_kind(in->lab);
+	in->ignore = cdp_label_ignore(in->lab);
 	return CDP_OK;
 fail:
 	input_close(in);
@@ -355,15 +283,15 @@ static void sample_bytes(int dt, double v, void *out)
 
 /* One input's cutting state: its buffers, sized once, and the strip being
  * cut. strip (nb, sh, W) samples with bands bs apart, gstrip (sh, W) GDAL's
- * mask, lstrip (sh, W) labels; tile (nb, S, S) samples, m (S, S) the tile's
- * mask (0 invalid, 255 valid), lt (S, S) its labels, ft (nb, S, S) the
- * standardized tile. */
+ * mask; tile (nb, S, S) samples, m (S, S) the tile's mask (0 invalid, 255
+ * valid), lt (S, S) its labels (cut by cdp_label.h, which holds the label's
+ * strip or warps the tile's window), ft (nb, S, S) the standardized tile. */
 typedef struct cutter {
 	ctx *c;
 	input *in;
 	size_t np, dsz, lsz;       /* S*S, sample and label sizes */
 	char *strip, *tile, *scratch;
-	uint8_t *lstrip, *gstrip, *m, *lt;
+	uint8_t *gstrip, *m, *lt;
 	float *ft;
 	unsigned char padv[8];     /* the padding sample */
 	cdp_buf enc;
@@ -378,7 +306,6 @@ static void cut_free(cutter *k)
 	free(k->strip);
 	free(k->tile);
 	free(k->scratch);
-	free(k->lstrip);
 	free(k->gstrip);
 	free(k->m);
 	free(k->lt);
@@ -412,16 +339,14 @@ static int cut_alloc(cutter *k, ctx *c, input *in)
 	k->tile = malloc(tn * k->dsz);
 	k->m = malloc(k->np);
 	k->gstrip = malloc((size_t)S * W);
-	if (in->lkind) {
-		k->lstrip = malloc((size_t)S * W * k->lsz);
+	if (in->lkind)
 		k->lt = malloc(k->np * k->lsz);
-	}
 	if (o->standardize)
 		k->ft = malloc(tn * sizeof(float));
 	if (png)
 		k->scratch = malloc(tn * k->dsz);
 	if (!k->strip || !k->tile || !k->m || !k->gstrip ||
-	    (in->lkind && (!k->lstrip || !k->lt)) || (o->standardize && !k->ft) ||
+	    (in->lkind && !k->lt) || (o->standardize && !k->ft) ||
 	    (png && !k->scratch)) {
 		ERR(c, "'%s': out of memory for a strip of %d rows", in->path, S);
 		return CDP_ENOMEM;
@@ -470,10 +395,8 @@ static int cut_read_strip(cutter *k, uint64_t y0, int sh)
 		ERR(c, "cannot read '%s': %s", in->path, msg);
 		return rc;
 	}
-	if (in->lkind && (rc = cdp_raster_read(in->lab, (const int[]){ 1 }, 1, 0,
-	                                       (int64_t)y0, W, sh, k->lstrip, msg,
-	                                       sizeof(msg)))) {
-		ERR(c, "cannot read '%s': %s", in->lpath, msg);
+	if (in->lkind && (rc = cdp_label_strip(in->lab, y0, sh, msg, sizeof(msg)))) {
+		ERR(c, "%s", msg);
 		return rc;
 	}
 	return CDP_OK;
@@ -523,28 +446,6 @@ static size_t cut_mask(cutter *k, uint64_t x0, int tw)
 	for (size_t p = 0; p < k->np; p++)
 		valid += k->m[p] != 0;
 	return valid;
-}
-
-/* The tile's labels: the label strip's at valid pixels, the ignore value
- * elsewhere (padding included). */
-static void cut_labels(cutter *k, uint64_t x0, int tw)
-{
-	const input *in = k->in;
-	const int S = k->c->S;
-	const uint64_t W = in->ri->width;
-
-	for (int y = 0; y < S; y++)
-		for (int x = 0; x < S; x++) {
-			size_t p = (size_t)y * S + x;
-			uint32_t v = in->ignore;
-			if (y < k->sh && x < tw && k->m[p])
-				v = k->lsz == 1 ? k->lstrip[y * W + x0 + x]
-				    : ((uint16_t *)k->lstrip)[y * W + x0 + x];
-			if (k->lsz == 1)
-				k->lt[p] = (uint8_t)v;
-			else
-				((uint16_t *)k->lt)[p] = (uint16_t)v;
-		}
 }
 
 /* --standardize: ft = (x - mean) / std per band at valid pixels, 0 at the
@@ -603,7 +504,7 @@ static int cut_tile(cutter *k, size_t idx, uint64_t r, uint64_t col)
 	const uint64_t W = in->ri->width;
 	const uint64_t x0 = grid_off(col, W, c->S, c->T, o->edge);
 	const int tw = (int)(W - x0 < (uint64_t)c->S ? W - x0 : (uint64_t)c->S);
-	char key[CDP_KEY_MAX];
+	char key[CDP_KEY_MAX], msg[512];
 	cdp_record rec;
 	size_t valid;
 	int rc;
@@ -615,8 +516,11 @@ static int cut_tile(cutter *k, size_t idx, uint64_t r, uint64_t col)
 		c->res->dropped++;
 		return CDP_OK;
 	}
-	if (in->lkind)
-		cut_labels(k, x0, tw);
+	if (in->lkind && (rc = cdp_label_cut(in->lab, x0, tw, c->S, k->m, k->lt, msg,
+	                                     sizeof(msg)))) {
+		ERR(c, "'%s': %s", in->path, msg);
+		return rc;
+	}
 	if (o->standardize)
 		cut_standardize(k);
 	cut_record(k, idx, x0, valid, &rec);
@@ -716,6 +620,12 @@ int cdp_tile_run(const cdp_tile_opts *o, FILE *out, cdp_tile_result *res,
 	c->errcap = errcap;
 	c->S = o->size;
 	c->T = o->size - o->overlap;
+	c->lopts.resample = o->label_resample;
+	c->lopts.max_error = o->label_max_error;
+	c->lopts.map = o->label_map;
+	c->lopts.map_other_ignore = o->label_map_ignore;
+	c->lopts.has_ignore = o->has_ignore;
+	c->lopts.ignore = o->ignore;
 	if (o->ninputs < 1 || o->size < 1 || (uint32_t)o->size > CDP_RECORD_MAXDIM ||
 	    o->overlap < 0 || o->overlap >= o->size || o->edge < CDP_EDGE_SHIFT ||
 	    o->edge > CDP_EDGE_DROP || o->zlevel < 0 || o->zlevel > 9 ||
@@ -753,7 +663,7 @@ int cdp_tile_run(const cdp_tile_opts *o, FILE *out, cdp_tile_result *res,
 	}
 	for (size_t i = 0; i < o->ninputs; i++) {
 		if ((rc = input_open(c, i, &in)) || (rc = tile_add_reads(c, in.r, in.path)) ||
-		    (in.lab && (rc = tile_add_reads(c, in.lab, in.lpath))))
+		    (in.lab && (rc = tile_add_reads(c, cdp_label_raster(in.lab), in.lpath))))
 			goto out;
 		if (o->stats_path && c->nstats != (size_t)in.nb) {
 			ERR(c, "'%s': %zu lines of statistics for %d bands", o->stats_path,

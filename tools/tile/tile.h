@@ -9,6 +9,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "cdp_labelmap.h"
+
 enum { CDP_EDGE_SHIFT = 0, CDP_EDGE_PAD = 1, CDP_EDGE_DROP = 2 };
 enum { CDP_TILE_STREAM = 0, CDP_TILE_PNG = 1, CDP_TILE_TIF = 2 };
 
@@ -25,6 +27,10 @@ typedef struct cdp_tile_opts {
 	size_t nbands;
 	int has_nodata;              /* nodata overrides the source's */
 	double nodata;
+	int label_resample;          /* CDP_RESAMPLE_NEAR / _MODE (cdp_raster.h) */
+	double label_max_error;      /* gdalwarp's -et for warped labels, pixels */
+	const cdp_labelmap *label_map; /* or NULL: --label-map */
+	int label_map_ignore;        /* values absent from label_map: ignored, not refused */
 	int has_ignore;              /* ignore overrides 255 / 65535 */
 	uint32_t ignore;
 	double max_nodata;           /* < 0: drop only all-invalid tiles */

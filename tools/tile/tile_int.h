@@ -11,6 +11,7 @@
 
 #include "cdp_file.h"
 #include "cdp_key.h"
+#include "cdp_label.h"
 #include "cdp_out.h"
 #include "cdp_progress.h"
 #include "cdp_raster.h"
@@ -22,7 +23,8 @@ typedef struct input {
 	const char *path;
 	char *lpath;               /* owned; NULL without a label */
 	char name[CDP_NAME_MAX + 1];
-	cdp_raster *r, *lab;
+	cdp_raster *r;
+	cdp_label *lab;            /* owned; NULL without a label */
 	const cdp_raster_info *ri;
 	int *bands, nb;            /* owned: the selected 1-based bands */
 	int dt, odt;               /* source and output dtype */
@@ -52,6 +54,7 @@ typedef struct ctx {
 	cdp_out *files;
 	size_t nfiles, capfiles;
 	cdp_progress prog;
+	cdp_label_opts lopts;      /* from o: how labels are read */
 } ctx;
 
 /* Sets the one-line message of a failure, without the program name. */

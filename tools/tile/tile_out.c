@@ -310,6 +310,11 @@ int tile_emit_source(ctx *c, size_t idx, input *in, cdp_buf *body)
 	 * trained on the pool can read the same ones from a raw scene. */
 	s.band_list = in->bands;
 	s.nband_list = (uint32_t)in->nb;
+	/* --label-map's names: the pool's class names (cdp-lmdbpack) */
+	if (in->lab && c->o->label_map && c->o->label_map->names) {
+		s.class_names = c->o->label_map->names;
+		s.nclass_names = c->o->label_map->max_id + 1;
+	}
 	if ((rc = cdp_source_format(&s, body))) {
 		ERR(c, "'%s': cannot describe the source: %s", in->path,
 		    cdp_strerror(rc));

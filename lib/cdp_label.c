@@ -1,0 +1,340 @@
+/* cdp_label.c: a label raster on an image's tile grid (cdp_label.h): the
+ * grid check, the strip read of a label on the image's grid, the per-tile
+ * warp of one on another, and the label map. */
+#include "config.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cdp_dtype.h"
+#include "cdp_error.h"
+#include "cdp_label.h"
+#include "cdp_num.h"
+#include "cdp_record.h"
+
+struct cdp_label {
+	char *path;
+	cdp_raster *r;
+	cdp_raster *view;        /* warped with a map: r renumbered, else NULL */
+	const cdp_raster_info *li;
+	cdp_label_opts o;
+	int kind, warped;
+	uint32_t ignore;
+	uint64_t W;              /* image width */
+	double gt[6];            /* image geotransform */
+	const char *wkt;         /* image CRS ("" none), the caller's */
+	uint64_t y0;             /* the current strip */
+	int sh;
+	void *strip;             /* on the image's grid: (S, W) raw samples */
+	size_t strip_cap;
+	int32_t *win;            /* warped: (sh, tw) values or -1 */
+	size_t win_cap;
+};
+
+#define ERR(...) snprintf(err, errcap, __VA_ARGS__)
+
+static int near(double a, double b, double tol)
+{
+	return fabs(a - b) <= tol;
+}
+
+/* Equal to a billionth of a pixel. */
+static int same_gt(const double *a, const double *b)
+{
+	double pix = 0;
+
+	for (int i = 1; i < 6; i += (i == 2 ? 2 : 1))
+		pix = fmax(pix, fmax(fabs(a[i]), fabs(b[i])));
+	pix *= 1e-9;
+	return near(a[0], b[0], 1e-9 * fmax(fabs(a[0]), fabs(b[0])) + pix) &&
+	       near(a[3], b[3], 1e-9 * fmax(fabs(a[3]), fabs(b[3])) + pix) &&
+	       near(a[1], b[1], pix) && near(a[2], b[2], pix) &&
+	       near(a[4], b[4], pix) && near(a[5], b[5], pix);
+}
+
+/* 1 when the label lies on the image's grid, 0 when it must be warped;
+ * CDP_* (< 0) with err set when it can be neither. Equal geotransforms are
+ * the same grid only in the same CRS (OSRIsSame, so the same CRS written by
+ * two GDAL versions matches); a label without a CRS (a mask saved with only
+ * the geotransform) has nothing to contradict the image's and is taken to
+ * be in it, and so is an image without one. */
+static int on_grid(const cdp_label *l, const cdp_raster_info *img, char *err, size_t errcap)
+{
+	const cdp_raster_info *li = l->li;
+	char why[128];
+	int same;
+
+	if (!li->has_gt || !img->has_gt) {
+		if (li->has_gt == img->has_gt && li->width == img->width &&
+		    li->height == img->height)
+			return 1;
+		if (li->has_gt)
+			ERR("label '%s' has a geotransform, the image none: nothing places "
+			    "the label on the image's grid", l->path);
+		else if (img->has_gt)
+			ERR("label '%s' has no geotransform, the image has one: nothing "
+			    "places the label on the image's grid", l->path);
+		else
+			ERR("label '%s' is %llux%llu, image is %llux%llu, and neither has a "
+			    "geotransform to place one on the other", l->path,
+			    (unsigned long long)li->width, (unsigned long long)li->height,
+			    (unsigned long long)img->width, (unsigned long long)img->height);
+		return CDP_EMISMATCH;
+	}
+	if (li->width != img->width || li->height != img->height || !same_gt(li->gt, img->gt))
+		return 0;
+	if (!img->crs[0] || !li->crs[0])
+		return 1;
+	same = cdp_raster_crs_same(img->crs, li->crs, why, sizeof why);
+	if (same < 0) {
+		ERR("the image or its label '%s': %s", l->path, why);
+		return CDP_EFORMAT;
+	}
+	return same;
+}
+
+/* The map is applied before the warp, so that mode counts classes, not
+ * the label's codes: the warp reads a view of the label whose value v is
+ * its id. A value the map lacks is, with --label-map-other ignore, the
+ * view's nodata (-1), left out of a mode as the label's own nodata is;
+ * else -(v + 2), told apart after the warp and refused where a pixel gets
+ * it. */
+static int map_view(cdp_label *l, char *err, size_t errcap)
+{
+	const cdp_labelmap *map = l->o.map;
+	int32_t *lut = malloc(sizeof *lut * CDP_LABELMAP_NVALUES);
+	char msg[512];
+	int rc;
+
+	if (!lut) {
+		ERR("out of memory");
+		return CDP_ENOMEM;
+	}
+	for (int32_t v = 0; v < CDP_LABELMAP_NVALUES; v++)
+		lut[v] = map->id[v] != CDP_LABELMAP_NONE ? map->id[v]
+		         : l->o.map_other_ignore ? -1 : -(v + 2);
+	if ((rc = cdp_raster_open_lut(l->r, lut, CDP_LABELMAP_NVALUES, &l->view, msg,
+	                              sizeof msg)))
+		ERR("label '%s': cannot renumber it for the warp: %s", l->path, msg);
+	free(lut);
+	return rc;
+}
+
+int cdp_label_open(const char *path, const cdp_raster_info *img,
+                   const cdp_label_opts *o, cdp_label **out, char *err, size_t errcap)
+{
+	cdp_label *l;
+	char msg[512];
+	int rc, g;
+
+	*out = NULL;
+	if (!(l = calloc(1, sizeof *l)) || !(l->path = strdup(path))) {
+		free(l);
+		ERR("out of memory");
+		return CDP_ENOMEM;
+	}
+	l->o = *o;
+	l->W = img->width;
+	memcpy(l->gt, img->gt, sizeof l->gt);
+	l->wkt = img->crs;
+	if ((rc = cdp_raster_open(path, &l->r, msg, sizeof msg))) {
+		ERR("cannot open label '%s': %s", path, msg);
+		goto fail;
+	}
+	l->li = cdp_raster_get_info(l->r);
+	rc = CDP_EMISMATCH;
+	if (l->li->dtype != CDP_DT_U8 && l->li->dtype != CDP_DT_U16) {
+		ERR("label '%s' is %s, need u8 or u16", path, cdp_dtype_name(l->li->dtype));
+		goto fail;
+	}
+	if ((g = on_grid(l, img, err, errcap)) < 0) {
+		rc = g;
+		goto fail;
+	}
+	l->warped = !g;
+	if (o->map)
+		l->kind = o->map->max_id < 255 && (!o->has_ignore || o->ignore <= 255)
+		          ? CDP_LABEL_U8 : CDP_LABEL_U16;
+	else
+		l->kind = l->li->dtype == CDP_DT_U8 ? CDP_LABEL_U8 : CDP_LABEL_U16;
+	l->ignore = o->has_ignore ? o->ignore : (l->kind == CDP_LABEL_U8 ? 255 : 65535);
+	if (l->kind == CDP_LABEL_U8 && l->ignore > 255) {
+		ERR("ignore value %u does not fit the u8 label '%s'", l->ignore, path);
+		goto fail;
+	}
+	if (o->map && l->ignore <= o->map->max_id)
+		for (size_t v = 0; v < CDP_LABELMAP_NVALUES; v++)
+			if (o->map->id[v] == (int32_t)l->ignore) {
+				ERR("the ignore value %u is also the class id of label value %zu "
+				    "in the label map", l->ignore, v);
+				goto fail;
+			}
+	if (l->warped && o->map && (rc = map_view(l, err, errcap)))
+		goto fail;
+	*out = l;
+	return CDP_OK;
+fail:
+	cdp_label_close(l);
+	return rc;
+}
+
+int cdp_label_kind(const cdp_label *l)
+{
+	return l->kind;
+}
+
+uint32_t cdp_label_ignore(const cdp_label *l)
+{
+	return l->ignore;
+}
+
+int cdp_label_warped(const cdp_label *l)
+{
+	return l->warped;
+}
+
+cdp_raster *cdp_label_raster(cdp_label *l)
+{
+	return l->r;
+}
+
+/* Grows *buf to n bytes. */
+static int grow(void **buf, size_t *cap, size_t n)
+{
+	void *p;
+
+	if (n <= *cap)
+		return CDP_OK;
+	if (!(p = realloc(*buf, n)))
+		return CDP_ENOMEM;
+	*buf = p;
+	*cap = n;
+	return CDP_OK;
+}
+
+int cdp_label_strip(cdp_label *l, uint64_t y0, int sh, char *err, size_t errcap)
+{
+	size_t n, lsz = cdp_dtype_size(l->li->dtype);
+	char msg[512];
+	int rc;
+
+	l->y0 = y0;
+	l->sh = sh;
+	if (l->warped)
+		return CDP_OK;
+	if (cdp_mul_size((size_t)sh * lsz, (size_t)l->W, &n) ||
+	    grow(&l->strip, &l->strip_cap, n)) {
+		ERR("out of memory for a strip of label '%s'", l->path);
+		return CDP_ENOMEM;
+	}
+	if ((rc = cdp_raster_read(l->r, (const int[]){ 1 }, 1, 0, (int64_t)y0, (int)l->W, sh,
+	                          l->strip, msg, sizeof msg)))
+		ERR("cannot read '%s': %s", l->path, msg);
+	return rc;
+}
+
+/* The window (x0, y0, tw, sh) of the image's grid warped into l->win. */
+static int warp(cdp_label *l, uint64_t x0, int tw, char *err, size_t errcap)
+{
+	const double *g = l->gt;
+	double gt[6];
+	char msg[512];
+	int rc;
+
+	if (grow((void **)&l->win, &l->win_cap, (size_t)tw * l->sh * sizeof(int32_t))) {
+		ERR("out of memory for a tile of label '%s'", l->path);
+		return CDP_ENOMEM;
+	}
+	gt[0] = g[0] + (double)x0 * g[1] + (double)l->y0 * g[2];
+	gt[1] = g[1];
+	gt[2] = g[2];
+	gt[3] = g[3] + (double)x0 * g[4] + (double)l->y0 * g[5];
+	gt[4] = g[4];
+	gt[5] = g[5];
+	if ((rc = cdp_raster_warp(l->view ? l->view : l->r, 1, gt, l->wkt, l->o.resample, l->o.max_error, tw, l->sh,
+	                          l->win, msg, sizeof msg)))
+		ERR("cannot warp label '%s' onto the image's grid: %s", l->path, msg);
+	return rc;
+}
+
+int cdp_label_cut(cdp_label *l, uint64_t x0, int tw, int S, const uint8_t *m, void *lt,
+                  char *err, size_t errcap)
+{
+	const cdp_labelmap *map = l->o.map;
+	const int u8in = l->li->dtype == CDP_DT_U8, u8out = l->kind == CDP_LABEL_U8;
+	const size_t W = l->W;
+	int32_t absent;
+	int rc;
+
+	if (!l->warped && !map) {
+		/* the label's own values: a copy, as cdp-tile always cut them */
+		for (int y = 0; y < S; y++)
+			for (int x = 0; x < S; x++) {
+				size_t p = (size_t)y * S + x;
+				uint32_t v = l->ignore;
+				if (y < l->sh && x < tw && m[p])
+					v = u8in ? ((uint8_t *)l->strip)[y * W + x0 + x]
+					    : ((uint16_t *)l->strip)[y * W + x0 + x];
+				if (u8in)
+					((uint8_t *)lt)[p] = (uint8_t)v;
+				else
+					((uint16_t *)lt)[p] = (uint16_t)v;
+			}
+		return CDP_OK;
+	}
+	if (l->warped && (rc = warp(l, x0, tw, err, errcap)))
+		return rc;
+	for (int y = 0; y < S; y++)
+		for (int x = 0; x < S; x++) {
+			size_t p = (size_t)y * S + x;
+			int32_t v = -1;
+			if (y < l->sh && x < tw && m[p]) {
+				if (l->warped)
+					v = l->win[(size_t)y * tw + x];
+				else
+					v = u8in ? ((uint8_t *)l->strip)[y * W + x0 + x]
+					    : ((uint16_t *)l->strip)[y * W + x0 + x];
+			}
+			/* a value the map lacks: through the view, or looked up */
+			absent = -1;
+			if (l->view && v < -1)
+				absent = -v - 2;
+			else if (v >= 0 && map && !l->view) {
+				if (map->id[v] == CDP_LABELMAP_NONE)
+					absent = v;
+				else
+					v = map->id[v];
+			}
+			if (absent >= 0) {
+				if (!l->o.map_other_ignore) {
+					ERR("label '%s': value %d at pixel (%llu, %llu) is not in the "
+					    "label map (--label-map-other ignore makes it ignored)",
+					    l->path, (int)absent, (unsigned long long)(x0 + x),
+					    (unsigned long long)(l->y0 + y));
+					return CDP_ERANGE;
+				}
+				v = -1;
+			}
+			if (v < 0)
+				v = (int32_t)l->ignore;
+			if (u8out)
+				((uint8_t *)lt)[p] = (uint8_t)v;
+			else
+				((uint16_t *)lt)[p] = (uint16_t)v;
+		}
+	return CDP_OK;
+}
+
+void cdp_label_close(cdp_label *l)
+{
+	if (!l)
+		return;
+	cdp_raster_close(l->view);
+	cdp_raster_close(l->r);
+	free(l->strip);
+	free(l->win);
+	free(l->path);
+	free(l);
+}

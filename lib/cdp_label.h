@@ -1,0 +1,69 @@
+/* cdp_label.h: a label raster read on an image's tile grid, as cdp-tile
+ * cuts it (man/cdp-tile.1, LABELS).
+ *
+ * A label on the image's grid (same size and geotransform, the same CRS or
+ * none on either side) is read strip by strip and copied as it is, its
+ * values untouched. One on another grid (another CRS, resolution, extent or
+ * alignment) is warped onto each tile's window with GDAL's warper
+ * (cdp_raster_warp: nearest neighbour or mode, an exact transformer or
+ * GDAL's approximate one);
+ * pixels it does not cover and its own nodata become the ignore value.
+ * A label map (cdp_labelmap.h) renumbers values into class ids before
+ * anything else (a warped label is warped renumbered, through
+ * cdp_raster_open_lut, so mode counts classes); a value absent from it
+ * becomes the ignore value (left out of a mode, as nodata) or is refused
+ * where a tile pixel gets it.
+ *
+ * Like cdp_raster.h this header has no GDAL in it; it is built into
+ * libcdpraster.a. Functions return CDP_OK or an error code with a one-line
+ * reason in err[errcap] that names the label file (not the image: the
+ * caller prefixes it).
+ */
+#ifndef CDP_LABEL_H
+#define CDP_LABEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cdp_labelmap.h"
+#include "cdp_raster.h"
+
+typedef struct cdp_label_opts {
+	int resample;                /* CDP_RESAMPLE_NEAR or _MODE, for a warp */
+	double max_error;            /* gdalwarp's -et in pixels, 0 exact */
+	const cdp_labelmap *map;     /* or NULL: values are class ids already */
+	int map_other_ignore;        /* a value absent from map: 1 ignore, 0 refuse */
+	int has_ignore;              /* ignore overrides 255 / 65535 */
+	uint32_t ignore;
+} cdp_label_opts;
+
+typedef struct cdp_label cdp_label;
+
+/* Opens the label raster at path for the grid of img (an image's info).
+ * CDP_EMISMATCH when it is not u8 or u16, when it cannot be placed on the
+ * image's grid (a size that differs where either lacks a geotransform), or
+ * when the ignore value does not fit the label or is an id of the map;
+ * CDP_EGDAL when it cannot be opened. */
+int  cdp_label_open(const char *path, const cdp_raster_info *img,
+                    const cdp_label_opts *o, cdp_label **out, char *err, size_t errcap);
+/* CDP_LABEL_U8 or CDP_LABEL_U16: the label's type, or with a map u8 when
+ * every id and the ignore value fit, else u16. */
+int  cdp_label_kind(const cdp_label *l);
+uint32_t cdp_label_ignore(const cdp_label *l);
+/* 1 when the label is warped, 0 when it is on the image's grid. */
+int  cdp_label_warped(const cdp_label *l);
+/* The label raster itself (to list the files it reads). */
+cdp_raster *cdp_label_raster(cdp_label *l);
+/* Starts the strip of image rows [y0, y0 + sh): on the image's grid reads
+ * the label's rows, full width. */
+int  cdp_label_strip(cdp_label *l, uint64_t y0, int sh, char *err, size_t errcap);
+/* The (S, S) label of the tile at column x0 of the strip, tw columns of it
+ * inside the image: into lt (S*S samples of cdp_label_kind) the label where
+ * m[y * S + x] (the tile's mask) is non-zero inside the sh x tw window, the
+ * ignore value elsewhere. CDP_ERANGE when a value is absent from the map
+ * and refused: err names it and its image pixel. */
+int  cdp_label_cut(cdp_label *l, uint64_t x0, int tw, int S, const uint8_t *m, void *lt,
+                   char *err, size_t errcap);
+void cdp_label_close(cdp_label *l);
+
+#endif
