@@ -3,7 +3,9 @@
 # pool whose label raster holds a common class, a rare one and ignore
 # pixels, checked against an independent Python computation on the same
 # pool (cdpool.Pool's labels, NumPy):
-#  - each training key appears floor(r) or ceil(r) times, r the largest of
+#  - each training key appears floor(r) or ceil(r) times (as the seeded
+#    draw documented decides, reproduced with cdpool.rng), its copies on
+#    consecutive lines, r the largest of
 #    its classes' factors r_c = max(1, sqrt(t / f_c)) (f_c: the fraction of
 #    training keys holding c, ignore pixels not counted), CLASS:R setting a
 #    class's factor by name or id; integer factors exactly;
@@ -45,14 +47,19 @@ cdp-tile -q --size 32 --label-suffix _lab --ignore 255 "$T/s.tif" |
 	cdp-lmdbpack -q --classes bg,road,water,rare "$T/pool" || fail "packing failed"
 P="$T/pool"
 
-# check.py POOL TRAIN VAL SPEC...: the factors of Python's own computation
+# check.py POOL TRAIN VAL SEED SPEC...: the factors of Python's own
+# computation, and the copies of each key exactly as cdp-keyshuffle(1)
+# documents the draw: floor(r), one more when a double of the stream
+# derive(SEED, 'o', 0) (cdpool.rng), one per key in list order, is below
+# r - floor(r)
 cat >"$T/check.py" <<'EOF'
 import math, re, sys, collections
 import numpy as np
 import cdpool
+from cdpool.rng import Rng, derive
 pool = cdpool.Pool(sys.argv[1])
 train, val = cdpool.read_keys(sys.argv[2], pool), cdpool.read_keys(sys.argv[3], pool)
-names = ["bg", "road", "water", "rare"]
+names = ["bg", "road", "water", "rare"] if "folders" not in sys.argv[1] else ["a", "b", "c"]
 assert train.repeats and not val.repeats, "repeats flags"
 assert open(sys.argv[2], "rb").readline().startswith(b"#cdpool-keys 2 "), "train header"
 assert open(sys.argv[3], "rb").readline().startswith(b"#cdpool-keys 1 "), "val header"
@@ -62,27 +69,32 @@ assert sorted(set(val) | set(n)) == sorted(pool.keys()), "lists do not cover the
 cls = {}
 for k in n:
     r = pool.record(k)
+    if r.label is None:               # a scalar class
+        cls[k] = {int(r.class_id)}
+        continue
     u = np.unique(np.asarray(r.label))
     cls[k] = set(int(c) for c in u if c != r.label_ignore)
 assert all(255 not in c for c in cls.values())
 f = collections.Counter(c for k in n for c in cls[k])
 r_c = {c: 1.0 for c in f}
-for item in sys.argv[4:]:
+seed, specs = int(sys.argv[4]), sys.argv[5:]
+for item in specs:
     what, _, v = item.partition(":")
     if what == "auto":
         t = float(v) if v else 0.001
         r_c = {c: max(1.0, math.sqrt(t / (f[c] / len(n)))) for c in f}
-for item in sys.argv[4:]:
+for item in specs:
     what, _, v = item.partition(":")
     if what != "auto":
         r_c[names.index(what) if what in names else int(what)] = float(v)
-bad, up = [], 0
-for k, m in n.items():
+bad, up, rng, i = [], 0, Rng(derive(seed, ord("o"), 0)), 0
+for k, m in n.items():             # first appearances, in list order
     r = max([1.0] + [r_c[c] for c in cls[k]])
-    ok = m in (math.floor(r), math.ceil(r))
-    up += m == math.ceil(r) and r != math.floor(r)
-    if not ok:
-        bad.append((k, sorted(cls[k]), r, m))
+    want = math.floor(r) + (rng.double() < r - math.floor(r))
+    up += want == math.ceil(r) and r != math.floor(r)
+    if m != want or train[i:i + m] != [k] * m:
+        bad.append((k, sorted(cls[k]), r, m, want))
+    i += m
 assert not bad, "counts differ from the factors: %s" % bad[:5]
 print("%d keys on %d lines; factors %s; %d rounded up" % (len(n), len(train),
       {names[c]: round(r, 3) for c, r in sorted(r_c.items())}, up))
@@ -91,7 +103,7 @@ EOF
 echo "== auto:0.5 with road:4"
 cdp-keyshuffle -q --seed 3 --val 0.25 --val-out "$T/val" --oversample auto:0.5,road:4 \
 	-o "$T/train" "$P" || fail "--oversample failed"
-"$PYTHON" "$T/check.py" "$P" "$T/train" "$T/val" auto:0.5 road:4 ||
+"$PYTHON" "$T/check.py" "$P" "$T/train" "$T/val" 3 auto:0.5 road:4 ||
 	fail "auto:0.5,road:4: the repeats differ from Python's factors"
 cdp-keyshuffle -q --seed 3 --val 0.25 --val-out "$T/val2" --oversample auto:0.5 \
 	--oversample road:4 -o "$T/train2" "$P"
@@ -105,7 +117,7 @@ cat "$T/report"
 grep -q "oversampled: 48 training keys on [0-9]* lines" "$T/report" || fail "no summary line"
 grep -q "class 1 'road': in [0-9]* training keys, repeat factor 2$" "$T/report" ||
 	fail "no class line"
-"$PYTHON" "$T/check.py" "$P" "$T/traini" "$T/vali" 3:3 1:2 || fail "integer factors"
+"$PYTHON" "$T/check.py" "$P" "$T/traini" "$T/vali" 5 3:3 1:2 || fail "integer factors"
 "$PYTHON" - "$T/traini" "$P" <<'EOF' || fail "integer factors are not exact"
 import sys, collections, cdpool
 pool = cdpool.Pool(sys.argv[2])
@@ -115,6 +127,21 @@ for k, m in n.items():
     want = 3 if (lab == 3).any() else 2 if (lab == 1).any() else 1
     assert m == want, (k, m, want)
 EOF
+
+echo "== a pool of scalar classes (class folders): 12, 8 and 3 chips"
+for c in a:12 b:8 c:3; do
+	mkdir -p "$T/F/${c%:*}"
+	i=0
+	while [ $i -lt "${c#*:}" ]; do
+		"$PYTHON" "$MK" "$T/F/${c%:*}/${c%:*}$i.tif" --width 8 --height 8 --bands 2 --seed $i
+		i=$((i + 1))
+	done
+done
+cdp-lmdbpack -q --folders "$T/F" "$T/folders" || fail "packing the folders failed"
+cdp-keyshuffle -q --seed 2 --val 0.2 --stratify --val-out "$T/fval" --oversample auto:0.4 \
+	-o "$T/ftrain" "$T/folders" || fail "--oversample on scalar classes failed"
+"$PYTHON" "$T/check.py" "$T/folders" "$T/ftrain" "$T/fval" 2 auto:0.4 ||
+	fail "scalar classes: the repeats differ from Python's factors"
 
 echo "== the flag: a repeated key without it is refused"
 "$PYTHON" - "$T/train" "$T/noflag" <<'EOF'
