@@ -6,7 +6,8 @@
  * allocates the key arrays: their size comes from the lines actually present,
  * never from the header's count alone. The newlines of the buffer become the
  * NULs that end the keys, so a list costs one copy of the file plus two
- * pointer-sized words per key. Duplicates are found last, with a hash set
+ * pointer-sized words per key. Duplicates are found last (unless the header
+ * says repeats=1), with a hash set
  * of key indices that lives only during the read.
  *
  * Not done here: key syntax beyond "non-empty, no whitespace or control
@@ -54,9 +55,16 @@ static int uuid_ok(const char *u)
 int cdp_ptrfile_write(FILE *f, const char *uuid, uint64_t seed,
                       char *const *keys, const size_t *lens, size_t count)
 {
+	return cdp_ptrfile_write_flags(f, uuid, seed, 0, keys, lens, count);
+}
+
+int cdp_ptrfile_write_flags(FILE *f, const char *uuid, uint64_t seed, unsigned flags,
+                            char *const *keys, const size_t *lens, size_t count)
+{
 	uint32_t crc = 0;
 
-	if (!f || !uuid || !uuid_ok(uuid) || (count > 0 && (!keys || !lens)))
+	if (!f || !uuid || !uuid_ok(uuid) || (count > 0 && (!keys || !lens)) ||
+	    (flags & ~(unsigned)CDP_PTRFILE_REPEATS))
 		return CDP_EINVAL;
 	/* Validate and checksum everything before the first byte goes out, so
 	 * a bad key never leaves a half-written file behind. */
@@ -67,10 +75,11 @@ int cdp_ptrfile_write(FILE *f, const char *uuid, uint64_t seed,
 		crc = cdp_crc32(crc, "\n", 1);
 	}
 	errno = 0;
-	if (fprintf(f, "%s %d uuid=%s seed=%llu count=%llu crc32=%08lx\n",
-	            CDP_PTRFILE_MAGIC, CDP_PTRFILE_VERSION, uuid,
+	/* version 1 unless repeats need saying, so older readers read it */
+	if (fprintf(f, "%s %d uuid=%s seed=%llu count=%llu%s crc32=%08lx\n",
+	            CDP_PTRFILE_MAGIC, flags ? 2 : 1, uuid,
 	            (unsigned long long)seed, (unsigned long long)count,
-	            (unsigned long)crc) < 0)
+	            flags ? " repeats=1" : "", (unsigned long)crc) < 0)
 		goto fail;
 	for (size_t i = 0; i < count; i++) {
 		if (fwrite(keys[i], 1, lens[i], f) != lens[i] ||
@@ -160,7 +169,8 @@ static int expect(const char **p, const char *end, const char *lit)
 	return 1;
 }
 
-/* Header line h[0..end): fills kl->uuid, kl->seed, *count and *crc. */
+/* Header line h[0..end): fills kl->uuid, kl->seed, kl->repeats, *count
+ * and *crc. Version 2 adds repeats= between count and crc32. */
 static int parse_header(const char *h, const char *end, cdp_keylist *kl,
                         uint64_t *count, uint32_t *crc)
 {
@@ -179,7 +189,7 @@ static int parse_header(const char *h, const char *end, cdp_keylist *kl,
 	if (parse_dec(&p, end, &version) != CDP_OK)
 		return CDP_ESYNTAX;
 	/* The version decides the layout of the rest, so check it first. */
-	if (version != CDP_PTRFILE_VERSION)
+	if (version < 1 || version > CDP_PTRFILE_VERSION)
 		return CDP_EVERSION;
 	if (!expect(&p, end, " uuid=") || end - p < 32)
 		return CDP_ESYNTAX;
@@ -193,6 +203,12 @@ static int parse_header(const char *h, const char *end, cdp_keylist *kl,
 		return CDP_ESYNTAX;
 	if (!expect(&p, end, " count=") || parse_dec(&p, end, count) != CDP_OK)
 		return CDP_ESYNTAX;
+	kl->repeats = 0;
+	if (version >= 2) {
+		if (!expect(&p, end, " repeats=") || end - p < 1 || (*p != '0' && *p != '1'))
+			return CDP_ESYNTAX;
+		kl->repeats = *p++ == '1';
+	}
 	if (!expect(&p, end, " crc32=") || end - p != 8)
 		return CDP_ESYNTAX;
 	v = 0;
@@ -383,7 +399,7 @@ static int parse(char *data, size_t len, cdp_keylist *kl, cdp_ptrfile_where *w)
 		kl->lens[i] = (size_t)(nl - p);
 		p = nl + 1;
 	}
-	if ((rc = find_dup(kl->keys, kl->lens, n, &first, &bad)) != CDP_OK) {
+	if (!kl->repeats && (rc = find_dup(kl->keys, kl->lens, n, &first, &bad)) != CDP_OK) {
 		if (rc == CDP_EDUPKEY) {
 			if (w)
 				memcpy(w->key, kl->keys[bad], kl->lens[bad] + 1);

@@ -4,7 +4,9 @@ read_keys() validates a whole file as cdp_ptrfile_read() does, naming the
 first offending line (the header is line 1): the magic, then the version,
 then the header's fields, then each key line (1 to 255 bytes, no space,
 control byte or DEL), the number of lines against count, the final line
-feed, the CRC-32 (zlib's) of the key lines, and that no key appears twice.
+feed, the CRC-32 (zlib's) of the key lines, and that no key appears twice
+unless the header (version 2) says repeats=1, as an oversampled list of
+cdp-keyshuffle --oversample does. Version 1 files are read as before.
 
 split_key() reads a key by the grammar of lib/cdp_key.h (cdp-keys(5), KEY
 GRAMMAR): [CLASS/]NAME_ROW_COL tiles and [CLASS/]NAME chips.
@@ -16,10 +18,12 @@ import zlib
 from .errors import CdpError
 
 MAGIC = b"#cdpool-keys"
-VERSION = 1
+VERSION = 2          # the newest read; version 1 has no repeats= field
 KEY_MAX = 255
 _HEADER = re.compile(rb" uuid=([0-9a-f]{32}) seed=([0-9]{1,20}) count=([0-9]{1,20}) "
                      rb"crc32=([0-9a-f]{8})")
+_HEADER2 = re.compile(rb" uuid=([0-9a-f]{32}) seed=([0-9]{1,20}) count=([0-9]{1,20}) "
+                      rb"repeats=([01]) crc32=([0-9a-f]{8})")
 _BADKEY = re.compile(rb"[\x00-\x20\x7f]")
 _NAME = r"[A-Za-z0-9._+-]{1,200}"
 _KEY = re.compile(r"(?:(%s)/)?(%s)" % (_NAME, _NAME))
@@ -40,15 +44,16 @@ def split_key(key):
 
 
 class KeyList(list):
-    """The keys (str) in file order, with the header's uuid, seed and path."""
+    """The keys (str) in file order, with the header's uuid, seed, repeats
+    (True: a key may be on several lines, an oversampled list) and path."""
 
-    def __init__(self, keys, uuid, seed, path):
+    def __init__(self, keys, uuid, seed, path, repeats=False):
         super().__init__(keys)
-        self.uuid, self.seed, self.path = uuid, seed, path
+        self.uuid, self.seed, self.path, self.repeats = uuid, seed, path, repeats
 
     def __repr__(self):
-        return "<cdpool.KeyList %r %d keys uuid=%s seed=%d>" % (self.path, len(self), self.uuid,
-                                                                self.seed)
+        return "<cdpool.KeyList %r %d keys uuid=%s seed=%d%s>" % (
+            self.path, len(self), self.uuid, self.seed, " repeats" if self.repeats else "")
 
 
 def _header(h, path):
@@ -62,12 +67,15 @@ def _header(h, path):
     m = re.match(rb" ([0-9]+)", rest)
     if not m or len(m.group(1)) > 20 or int(m.group(1)) >= 1 << 64:
         raise CdpError("ESYNTAX", path, line=1)
-    if int(m.group(1)) != VERSION:
+    version = int(m.group(1))
+    if not 1 <= version <= VERSION:
         raise CdpError("EVERSION", path, line=1)
-    f = _HEADER.fullmatch(rest, m.end())
+    f = (_HEADER if version == 1 else _HEADER2).fullmatch(rest, m.end())
     if not f or int(f.group(2)) >= 1 << 64 or int(f.group(3)) >= 1 << 64:
         raise CdpError("ESYNTAX", path, line=1)
-    return f.group(1).decode(), int(f.group(2)), int(f.group(3)), int(f.group(4), 16)
+    repeats = version >= 2 and f.group(4) == b"1"
+    return (f.group(1).decode(), int(f.group(2)), int(f.group(3)), int(f.group(f.lastindex), 16),
+            repeats)
 
 
 def read_keys(path, pool=None):
@@ -78,7 +86,7 @@ def read_keys(path, pool=None):
         data = f.read()
     nl = data.find(b"\n")
     hl = nl if nl >= 0 else len(data)
-    uuid, seed, count, crc = _header(data[:hl], path)
+    uuid, seed, count, crc, repeats = _header(data[:hl], path)
     if nl < 0:
         if count > 0:
             raise CdpError("ETRUNC", path, line=2)
@@ -102,7 +110,7 @@ def read_keys(path, pool=None):
         raise CdpError("ECRC", path)
     keys = [k.decode("utf-8", "surrogateescape") for k in lines]
     seen = {}
-    for i, k in enumerate(keys):
+    for i, k in enumerate(() if repeats else keys):
         if k in seen:
             # as cdp-train words it (lib/cdp_ptrfile.c, both lines 1-based)
             raise CdpError("EDUPKEY", path, line=i + 2,
@@ -111,4 +119,4 @@ def read_keys(path, pool=None):
     if pool is not None and pool.uuid != uuid:
         raise CdpError("EMISMATCH", path, message="made for pool %s, '%s' is %s"
                        % (uuid, pool.path, pool.uuid))
-    return KeyList(keys, uuid, seed, path)
+    return KeyList(keys, uuid, seed, path, repeats)

@@ -4,8 +4,10 @@
  * (tests/unit/test_fuzz_ptrfile.c). The input is a whole file, parsed from
  * memory (cdp_ptrfile_parse_where). abort() marks a broken invariant:
  *   - an accepted file has count keys, each non-empty, under CDP_KEY_MAX
- *     bytes, without white space or control bytes, no two equal; written
- *     again by cdp_ptrfile_write it parses to the same uuid, seed and keys;
+ *     bytes, without white space or control bytes, no two equal unless the
+ *     header says repeats=1 (version 2); written again by
+ *     cdp_ptrfile_write_flags it parses to the same uuid, seed, repeats
+ *     flag and keys;
  *   - a refusal names a line within the file or the first one missing
  *     from it (for CDP_EDUPKEY two key
  *     lines, first before line, and the key).
@@ -63,12 +65,13 @@ static int cdp_fuzz_ptrfile_part(const uint8_t *p, size_t n)
 	}
 	if (!(f = open_memstream(&out, &outlen)))
 		abort();
-	if (cdp_ptrfile_write(f, kl.uuid, kl.seed, kl.keys, kl.lens, kl.count) != CDP_OK ||
+	if (cdp_ptrfile_write_flags(f, kl.uuid, kl.seed, kl.repeats ? CDP_PTRFILE_REPEATS : 0,
+	                            kl.keys, kl.lens, kl.count) != CDP_OK ||
 	    fclose(f) != 0)
 		abort();
 	if (cdp_ptrfile_parse_where(out, outlen, &again, NULL) != CDP_OK ||
 	    strcmp(again.uuid, kl.uuid) || again.seed != kl.seed ||
-	    again.count != kl.count)
+	    again.repeats != kl.repeats || again.count != kl.count)
 		abort();
 	for (size_t i = 0; i < kl.count; i++)
 		if (again.lens[i] != kl.lens[i] ||

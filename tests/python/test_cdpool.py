@@ -240,7 +240,7 @@ def test_keys():
     os.makedirs(d, exist_ok=True)
     cases = [
         ("magic", write_keys(d + "/a", u, keys, header="#cdpool-kez 1"), "EMAGIC", 1),
-        ("version", write_keys(d + "/b", u, keys, header="#cdpool-keys 2 uuid=%s" % u),
+        ("version", write_keys(d + "/b", u, keys, header="#cdpool-keys 3 uuid=%s" % u),
          "EVERSION", 1),
         ("header", write_keys(d + "/c", u, keys, header="#cdpool-keys 1 uuid=%s seed=x" % u),
          "ESYNTAX", 1),
@@ -267,6 +267,13 @@ def test_keys():
     c_says(e, "cdp-train", "--db", pool.path, "--keys", dup, "-q", "--threads", "1",
            "--model", SMALL + ":in_h=32,in_w=32", "--batch", "4", "--steps", "1",
            "--out", os.path.join(T, "krun"))
+    # version 2, repeats=1: a key on two lines is meant (cdp-keyshuffle --oversample)
+    rkeys = keys[:5] + keys[3:4] + keys[6:]
+    rbody = "".join(k + "\n" for k in rkeys).encode()
+    rep = write_keys(d + "/r", u, rkeys, header="#cdpool-keys 2 uuid=%s seed=5 count=%d "
+                     "repeats=1 crc32=%08x" % (u, len(rkeys), zlib.crc32(rbody)))
+    kr = cdpool.read_keys(rep, pool=pool)
+    check(kr.repeats and list(kr) == rkeys and not kl.repeats, "repeats=1: %r" % kr)
     other = write_keys(d + "/j", "0" * 32, keys)
     cdpool.read_keys(other)
     e = refused("EMISMATCH", cdpool.read_keys, other, pool=pool)

@@ -34,7 +34,7 @@ static void put(const char *name, const char *text, size_t len)
 	CHECK(f != NULL, "cannot create %s", tpath(name));
 	if (!f)
 		return;
-	fwrite(text, 1, len, f);
+	fwrite(text, 1, len == (size_t)-1 ? strlen(text) : len, f);
 	fclose(f);
 }
 
@@ -73,6 +73,19 @@ static void expect_read(const char *what, const char *header, const char *body,
 
 #define HDR "#cdpool-keys 1 uuid=" UUID " seed=7 count=%llu crc32=%08lx\n"
 
+/* The file name holds exactly want. */
+static void check_bytes(const char *name, const char *want)
+{
+	char got[512] = "";
+	size_t n;
+	FILE *f = fopen(tpath(name), "rb");
+
+	n = fread(got, 1, sizeof got - 1, f);
+	fclose(f);
+	got[n] = '\0';
+	CHECK(strcmp(got, want) == 0, "bytes differ:\n%s\nwant:\n%s", got, want);
+}
+
 static void test_known_bytes(void)
 {
 	char *keys[] = { "a_0_0", "b_1_2" };
@@ -81,17 +94,42 @@ static void test_known_bytes(void)
 	const char *want = "#cdpool-keys 1 uuid=" UUID
 	                   " seed=18446744073709551615 count=2 crc32=1a6c722b\n"
 	                   "a_0_0\nb_1_2\n";
-	char got[512] = "";
-	size_t n;
 	FILE *f = fopen(tpath("known"), "wb");
 
 	CHECK_RC(cdp_ptrfile_write(f, UUID, UINT64_MAX, keys, lens, 2), CDP_OK);
 	fclose(f);
-	f = fopen(tpath("known"), "rb");
-	n = fread(got, 1, sizeof got - 1, f);
+	check_bytes("known", want);
+}
+
+/* repeats=1 (version 2): the bytes Python writes, read back with the key
+ * on two lines, and a repeated key without the flag refused as before. */
+static void test_repeats(void)
+{
+	char *keys[] = { "a_0_0", "b_1_2", "a_0_0" };
+	size_t lens[] = { 5, 5, 5 }, line = 99;
+	/* zlib.crc32(b"a_0_0\nb_1_2\na_0_0\n") */
+	const char *want = "#cdpool-keys 2 uuid=" UUID
+	                   " seed=3 count=3 repeats=1 crc32=ee4943c0\n"
+	                   "a_0_0\nb_1_2\na_0_0\n";
+	cdp_keylist kl;
+	FILE *f = fopen(tpath("rep"), "wb");
+
+	CHECK_RC(cdp_ptrfile_write_flags(f, UUID, 3, CDP_PTRFILE_REPEATS, keys, lens, 3), CDP_OK);
 	fclose(f);
-	got[n] = '\0';
-	CHECK(strcmp(got, want) == 0, "bytes differ:\n%s\nwant:\n%s", got, want);
+	check_bytes("rep", want);
+	CHECK_RC(cdp_ptrfile_read(tpath("rep"), &kl, &line), CDP_OK);
+	CHECK(kl.repeats == 1 && kl.count == 3 && strcmp(kl.keys[2], "a_0_0") == 0,
+	      "repeats %d, count %zu", kl.repeats, kl.count);
+	cdp_keylist_free(&kl);
+	f = fopen(tpath("rep"), "wb");
+	CHECK_RC(cdp_ptrfile_write_flags(f, UUID, 3, 2, keys, lens, 3), CDP_EINVAL);
+	CHECK_RC(cdp_ptrfile_write_flags(f, UUID, 3, 0, keys, lens, 3), CDP_OK);
+	fclose(f);
+	CHECK_RC(cdp_ptrfile_read(tpath("rep"), &kl, &line), CDP_EDUPKEY);
+	CHECK(line == 4, "line %zu", line);
+	put("rep", "#cdpool-keys 2 uuid=" UUID " seed=3 count=3 repeats=0 crc32=ee4943c0\n"
+	    "a_0_0\nb_1_2\na_0_0\n", (size_t)-1);
+	CHECK_RC(cdp_ptrfile_read(tpath("rep"), &kl, &line), CDP_EDUPKEY);
 }
 
 static void test_round_trip(size_t count)
@@ -156,8 +194,14 @@ static void test_read_failures(void)
 	            " seed=7 count=%llu crc32=%08lx\n", 1, "a_0_0\n", CDP_EMAGIC, 1);
 	EXPECT_READ("other text file", "key_1_1 %llu %lx\n", 1, "a_0_0\n",
 	            CDP_EMAGIC, 1);
-	EXPECT_READ("version 2", "#cdpool-keys 2 uuid=" UUID
+	EXPECT_READ("version 3", "#cdpool-keys 3 uuid=" UUID
 	            " seed=7 count=%llu crc32=%08lx\n", 1, "a_0_0\n", CDP_EVERSION, 1);
+	EXPECT_READ("version 2 without repeats=", "#cdpool-keys 2 uuid=" UUID
+	            " seed=7 count=%llu crc32=%08lx\n", 1, "a_0_0\n", CDP_ESYNTAX, 1);
+	EXPECT_READ("version 2, repeats=2", "#cdpool-keys 2 uuid=" UUID
+	            " seed=7 count=%llu repeats=2 crc32=%08lx\n", 1, "a_0_0\n", CDP_ESYNTAX, 1);
+	EXPECT_READ("version 1 with repeats=", "#cdpool-keys 1 uuid=" UUID
+	            " seed=7 count=%llu repeats=1 crc32=%08lx\n", 1, "a_0_0\n", CDP_ESYNTAX, 1);
 	EXPECT_READ("version 0", "#cdpool-keys 0 whatever %llu %lx\n", 1, "a_0_0\n",
 	            CDP_EVERSION, 1);
 
@@ -386,6 +430,7 @@ int main(void)
 		return 99;
 	}
 	test_known_bytes();
+	test_repeats();
 	test_round_trip(0);
 	test_round_trip(1);
 	test_round_trip(1000);

@@ -24,12 +24,13 @@
 
 #define PROG "cdp-keyshuffle"
 
-enum { OPT_NO_SHUFFLE = 256, OPT_PROGRESS, OPT_STRATIFY, OPT_VAL, OPT_VAL_BY, OPT_VAL_OUT };
+enum { OPT_NO_SHUFFLE = 256, OPT_OVERSAMPLE, OPT_PROGRESS, OPT_STRATIFY, OPT_VAL, OPT_VAL_BY, OPT_VAL_OUT };
 
 static void usage(FILE *f)
 {
 	fprintf(f,
 	    "usage: " PROG " [-hqV] [-m glob] [-o file] [-s seed] [--no-shuffle] [--progress]\n"
+	    "                      [--oversample auto[:t]|class:r[,...]]\n"
 	    "                      [--val fraction [--stratify] | --val-by name[,name...]]\n"
 	    "                      [--val-out file] DB\n");
 }
@@ -46,6 +47,32 @@ static int push(const char ***v, size_t *n, size_t *cap, const char *s)
 		*cap = nc;
 	}
 	(*v)[(*n)++] = s;
+	return CDP_OK;
+}
+
+/* Splits a copy of arg (kept in copies) at commas into v, checking each
+ * item with ok (NULL: non-empty); *bad gets the first item refused, else
+ * NULL. strsep, not strtok: "a,,b" must fail, not become "a,b". */
+static int split(const char *arg, char ***copies, size_t *ncopies, const char ***v, size_t *n,
+                 size_t *cap, const char **bad, int (*ok)(const char *))
+{
+	char *s = strdup(arg), *tok, **nc;
+
+	*bad = NULL;
+	if (!s || !(nc = realloc(*copies, (*ncopies + 1) * sizeof *nc))) {
+		free(s);
+		return CDP_ENOMEM;
+	}
+	*copies = nc;
+	(*copies)[(*ncopies)++] = s;
+	while ((tok = strsep(&s, ",")) != NULL) {
+		if (ok ? ok(tok) != CDP_OK : !*tok) {
+			*bad = tok;
+			return CDP_OK;
+		}
+		if (push(v, n, cap, tok) != CDP_OK)
+			return CDP_ENOMEM;
+	}
 	return CDP_OK;
 }
 
@@ -81,6 +108,7 @@ int main(int argc, char **argv)
 		{ "match",      required_argument, NULL, 'm' },
 		{ "no-shuffle", no_argument,       NULL, OPT_NO_SHUFFLE },
 		{ "output",     required_argument, NULL, 'o' },
+		{ "oversample", required_argument, NULL, OPT_OVERSAMPLE },
 		{ "progress",   no_argument,       NULL, OPT_PROGRESS },
 		{ "quiet",      no_argument,       NULL, 'q' },
 		{ "seed",       required_argument, NULL, 's' },
@@ -94,12 +122,15 @@ int main(int argc, char **argv)
 	ks_options o = { .seed = KS_DEFAULT_SEED, .progress = CDP_PROGRESS_AUTO };
 	ks_lists l = { 0 };
 	ks_output train_out = { 0 }, val_out = { 0 };
-	const char **names = NULL, **globs = NULL;
+	const char **names = NULL, **globs = NULL, **os = NULL;
 	char **copies = NULL;    /* strdup'd --val-by arguments, split in place */
 	size_t nnames = 0, names_cap = 0, nglobs = 0, globs_cap = 0, ncopies = 0;
+	size_t nos = 0, os_cap = 0;
 	const char *out_path = NULL, *val_path = NULL, *db;
 	char err[1024];
+	const char *tok;
 	int quiet = 0, c, rc = 2;
+	unsigned rflags = 0;
 
 	cdp_cli_init(PROG, stderr);
 	while ((c = cdp_cli_getopt(argc, argv, "hm:o:qs:V", longopts)) != -1) {
@@ -130,6 +161,16 @@ int main(int argc, char **argv)
 		case OPT_NO_SHUFFLE:
 			o.no_shuffle = 1;
 			break;
+		case OPT_OVERSAMPLE:
+			/* checked against the pool's classes by ks_build */
+			if (split(optarg, &copies, &ncopies, &os, &nos, &os_cap, &tok, NULL) != CDP_OK)
+				goto nomem;
+			if (tok) {
+				cdp_cli_bad("--oversample", optarg,
+				            "auto, auto:t or class:r items, comma-separated");
+				goto out;
+			}
+			break;
 		case OPT_PROGRESS:
 			o.progress = CDP_PROGRESS_ON;
 			break;
@@ -141,25 +182,15 @@ int main(int argc, char **argv)
 				goto out;
 			o.have_val = 1;
 			break;
-		case OPT_VAL_BY: {
-			char *s = strdup(optarg), *tok, **nc;
-			if (!s || !(nc = realloc(copies, (ncopies + 1) * sizeof *nc))) {
-				free(s);
+		case OPT_VAL_BY:
+			if (split(optarg, &copies, &ncopies, &names, &nnames, &names_cap, &tok,
+			          cdp_key_scene_check) != CDP_OK)
 				goto nomem;
-			}
-			copies = nc;
-			copies[ncopies++] = s;
-			/* strsep, not strtok: "a,,b" must fail, not become "a,b". */
-			while ((tok = strsep(&s, ",")) != NULL) {
-				if (cdp_key_scene_check(tok) != CDP_OK) {
-					cdp_cli_bad("--val-by", tok, "a scene name");
-					goto out;
-				}
-				if (push(&names, &nnames, &names_cap, tok) != CDP_OK)
-					goto nomem;
+			if (tok) {
+				cdp_cli_bad("--val-by", tok, "a scene name");
+				goto out;
 			}
 			break;
-		}
 		case OPT_VAL_OUT:
 			val_path = optarg;
 			break;
@@ -197,6 +228,8 @@ int main(int argc, char **argv)
 	o.nglobs = nglobs;
 	o.val_names = names;
 	o.nval_names = nnames;
+	o.oversample = os;
+	o.noversample = nos;
 
 	rc = 1;
 	if (ks_check_outputs(db, out_path, val_path, err, sizeof err) != CDP_OK)
@@ -212,17 +245,18 @@ int main(int argc, char **argv)
 		        access(val_path, F_OK) == 0 ? ", the file of that name left as it was" : "");
 		val_path = NULL;
 	}
+	rflags = l.repeats ? CDP_PTRFILE_REPEATS : 0;
 	/* Both files complete before either appears under its name. */
-	if (val_path && ks_output_prepare(&val_out, val_path, l.uuid, l.seed,
+	if (val_path && ks_output_prepare(&val_out, val_path, l.uuid, l.seed, 0,
 	                                  l.val, l.val_len, l.nval, err, sizeof err) != CDP_OK)
 		goto report;
 	if (out_path) {
-		if (ks_output_prepare(&train_out, out_path, l.uuid, l.seed, l.train,
+		if (ks_output_prepare(&train_out, out_path, l.uuid, l.seed, rflags, l.train,
 		                      l.train_len, l.ntrain, err, sizeof err) != CDP_OK)
 			goto report;
 	} else {
-		int wrc = cdp_ptrfile_write(stdout, l.uuid, l.seed, l.train,
-		                            l.train_len, l.ntrain);
+		int wrc = cdp_ptrfile_write_flags(stdout, l.uuid, l.seed, rflags, l.train,
+		                                  l.train_len, l.ntrain);
 		if (wrc != CDP_OK) {
 			snprintf(err, sizeof err, "cannot write standard output: %s",
 			         cdp_strerror(wrc));
@@ -235,11 +269,24 @@ int main(int argc, char **argv)
 		goto report;
 	if (!quiet)
 		fprintf(stderr, PROG ": seed %" PRIu64 ", %zu keys (%zu train, %zu "
-		        "validation)\n", l.seed, l.total, l.ntrain, l.nval);
+		        "validation)\n", l.seed, l.total, l.ntrain_keys, l.nval);
 	for (uint32_t k = 0; !quiet && k < l.nclasses; k++)
 		if (l.class_n[2 * k] + l.class_n[2 * k + 1] > 0)
 			fprintf(stderr, PROG ": class %" PRIu32 ": %zu train, %zu validation\n", k,
 			        l.class_n[2 * k], l.class_n[2 * k + 1]);
+	if (!quiet && l.repeats) {
+		fprintf(stderr, PROG ": oversampled: %zu training keys on %zu lines\n",
+		        l.ntrain_keys, l.ntrain);
+		for (uint32_t k = 0; k < l.nos; k++) {
+			if (l.os_tiles[k] == 0)
+				continue;
+			fprintf(stderr, PROG ": class %" PRIu32, k);
+			if (k < l.nclass_names)
+				fprintf(stderr, " '%s'", l.class_names[k]);
+			fprintf(stderr, ": in %zu training keys, repeat factor %.4g\n", l.os_tiles[k],
+			        l.os_factor[k]);
+		}
+	}
 	if (l.nval > 0)
 		no_val_classes(&l);
 	rc = 0;
@@ -258,6 +305,7 @@ out:
 	free(copies);
 	free(names);
 	free(globs);
+	free(os);
 	/* stdout may still hold buffered bytes; a failed close is a failure. */
 	if (fclose(stdout) != 0 && rc == 0) {
 		fprintf(stderr, PROG ": cannot write standard output: %s\n",

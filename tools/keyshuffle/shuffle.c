@@ -9,7 +9,10 @@
  * cdp_rng then makes the output a function of (keys, seed) alone.
  *
  * --stratify reads each record's header (cdp_record_peek) for its class;
- * otherwise no value is read. Not done here: printing (main.c does), or any
+ * --oversample the classes each record holds (its class, or the classes of
+ * its label raster's pixels other than the ignore value: cdp_classes) and
+ * repeats the training keys by their repeat factor (oversample()); otherwise
+ * no value is read. Not done here: printing (main.c does), or any
  * second pass over the pool.
  */
 #include "shuffle.h"
@@ -23,6 +26,7 @@
 #include "cdp_progress.h"
 #include "cdp_record.h"
 #include "cdp_rng.h"
+#include "cdp_stats.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -59,6 +63,10 @@ typedef struct keybuf {
 	unsigned char *held;     /* [n] 1: the key's scene is in --val-by */
 	uint32_t *cls;           /* [n] --stratify: the record's class */
 	size_t n, ncap;
+	/* --oversample: key i holds the classes cs[cs_off[i] .. cs_off[i + 1]) */
+	uint32_t *cs;
+	size_t *cs_off;          /* [n + 1] */
+	size_t ncs, cscap, offcap;
 } keybuf;
 
 static int keybuf_add(keybuf *b, const char *k, size_t len, int held, uint32_t cls)
@@ -119,6 +127,8 @@ static void keybuf_free(keybuf *b)
 	free(b->len);
 	free(b->held);
 	free(b->cls);
+	free(b->cs);
+	free(b->cs_off);
 	memset(b, 0, sizeof *b);
 }
 
@@ -244,6 +254,53 @@ static int open_pool(const char *db, cdp_pool *p, char *err, size_t cap)
 	return rc;
 }
 
+/* --oversample: appends the classes record v holds to kb's sets, as key
+ * kb->n's (called before keybuf_add). scratch and h are reused. */
+static int add_classes(keybuf *b, const MDB_val *v, cdp_buf *scratch, cdp_classes *h,
+                       const char **why)
+{
+	cdp_record r;
+	size_t need;
+	int rc;
+
+	*why = NULL;
+	if ((rc = cdp_record_peek(v->mv_data, v->mv_size, &r)) != CDP_OK)
+		return rc;
+	if (r.label_kind == CDP_LABEL_NONE) {
+		*why = "no label";
+		return CDP_EUNSUP;
+	}
+	if (r.label_kind != CDP_LABEL_CLASS &&
+	    (rc = cdp_record_decode(v->mv_data, v->mv_size, &r, scratch)) != CDP_OK)
+		return rc;
+	cdp_classes_reset(h);
+	if ((rc = cdp_classes_add_record(h, &r)) != CDP_OK)
+		return rc;
+	need = b->ncs + h->len;
+	if (need > b->cscap) {
+		size_t nc = b->cscap ? b->cscap : 4096;
+		uint32_t *ncs;
+		while (nc < need)
+			nc *= 2;
+		if (!(ncs = realloc(b->cs, nc * sizeof *ncs)))
+			return CDP_ENOMEM;
+		b->cs = ncs;
+		b->cscap = nc;
+	}
+	for (size_t c = 0; c < h->len; c++)
+		if (h->n[c] > 0)
+			b->cs[b->ncs++] = (uint32_t)c;
+	if (b->n + 2 > b->offcap) {
+		size_t nc = b->offcap ? b->offcap * 2 : 4096, *no;
+		if (!(no = realloc(b->cs_off, nc * sizeof *no)))
+			return CDP_ENOMEM;
+		b->cs_off = no;
+		b->offcap = nc;
+	}
+	b->cs_off[b->n + 1] = b->ncs;
+	return CDP_OK;
+}
+
 /* Reads every key of the tiles database into kb, keeping those that match a
  * glob (all when there are none) and marking those of a --val-by scene.
  * names is sorted; nkeys[i] counts the kept keys of names[i]. */
@@ -258,6 +315,9 @@ static int read_keys(cdp_pool *p, MDB_txn *txn, const char *db,
 	char key[CDP_KEY_MAX], name[CDP_KEY_MAX];
 	uint64_t row, col;
 	size_t seen = 0;
+	cdp_buf scratch = { 0 };
+	cdp_classes hist = { 0 };
+	int want_v = o->stratify || o->noversample > 0;
 	int rc;
 
 	rc = mdb_cursor_open(txn, p->tiles, &cur);
@@ -267,7 +327,7 @@ static int read_keys(cdp_pool *p, MDB_txn *txn, const char *db,
 	}
 	cdp_progress_start(&pg, o->progress, PROG, "reading keys", meta_count);
 	/* data = NULL: LMDB then skips reading the value (mdb_node_read). */
-	while ((rc = mdb_cursor_get(cur, &k, o->stratify ? &v : NULL, MDB_NEXT)) == MDB_SUCCESS) {
+	while ((rc = mdb_cursor_get(cur, &k, want_v ? &v : NULL, MDB_NEXT)) == MDB_SUCCESS) {
 		const char *const *hit = NULL;
 		int keep = o->nglobs == 0;
 		uint32_t cls = 0;
@@ -305,6 +365,17 @@ static int read_keys(cdp_pool *p, MDB_txn *txn, const char *db,
 			}
 			cls = r.class_id;
 		}
+		if (o->noversample > 0) {
+			const char *why;
+			if ((rc = add_classes(kb, &v, &scratch, &hist, &why)) != CDP_OK) {
+				if (why)
+					seterr(err, cap, "'%s': --oversample needs labels; key '%s' has %s",
+					       db, key, why);
+				else
+					seterr(err, cap, "'%s': key '%s': %s", db, key, cdp_strerror(rc));
+				goto out;
+			}
+		}
 		if (nnames > 0) {
 			const char *np = name;
 			hit = bsearch(&np, names, nnames, sizeof *names, cmp_str);
@@ -326,6 +397,8 @@ out:
 	cdp_progress_update(&pg, seen);
 	cdp_progress_end(&pg);
 	mdb_cursor_close(cur);
+	cdp_buf_free(&scratch);
+	cdp_classes_free(&hist);
 	*scanned = seen;
 	return rc;
 }
@@ -416,6 +489,184 @@ static int stratify(keybuf *b, const size_t *perm, const ks_options *o, ks_lists
 	return CDP_OK;
 }
 
+/* One --oversample item: "auto", "auto:T" (0 < T <= 1) or "CLASS:R", CLASS
+ * a class name of the pool or an id, 1 <= R <= KS_FACTOR_MAX. Sets *is_auto
+ * and *t, or *cls and *r. */
+static int parse_item(const char *it, const ks_lists *l, int *is_auto, double *t,
+                      uint32_t *cls, double *r)
+{
+	const char *colon = strrchr(it, ':');
+	char name[CDP_KEY_MAX];
+	uint64_t id;
+	size_t n;
+
+	*is_auto = 0;
+	if (strcmp(it, "auto") == 0) {
+		*is_auto = 1;
+		*t = KS_AUTO_THRESHOLD;
+		return CDP_OK;
+	}
+	if (!colon || colon == it || (n = (size_t)(colon - it)) >= sizeof name)
+		return CDP_ESYNTAX;
+	memcpy(name, it, n);
+	name[n] = '\0';
+	if (strcmp(name, "auto") == 0) {
+		*is_auto = 1;
+		return cdp_parse_double(colon + 1, 0.0, 1.0, t) == CDP_OK && *t > 0 ? CDP_OK
+		                                                                   : CDP_ERANGE;
+	}
+	if (cdp_parse_double(colon + 1, 1.0, KS_FACTOR_MAX, r) != CDP_OK)
+		return CDP_ERANGE;
+	for (size_t c = 0; c < l->nclass_names; c++)
+		if (strcmp(l->class_names[c], name) == 0) {
+			*cls = (uint32_t)c;
+			return CDP_OK;
+		}
+	if (cdp_parse_u64(name, 0, UINT32_MAX - 1, &id) != CDP_OK ||
+	    (l->nclass_names > 0 && id >= l->nclass_names))
+		return ENOENT;
+	*cls = (uint32_t)id;
+	return CDP_OK;
+}
+
+/* --oversample: repeat-factor sampling (LVIS, Gupta et al. 2019; detectron2's
+ * RepeatFactorTrainingSampler) over out's training keys. With f_c the
+ * fraction of training keys holding class c, auto gives
+ * r_c = max(1, sqrt(t / f_c)), CLASS:R sets r_c = R (last given wins); a
+ * key's factor is the largest r_c of its classes (1 with none), and it is
+ * written floor(r) times, once more with probability r - floor(r) (the
+ * seeded stream cdp_rng_derive(seed, 'o', 0), one draw per key in list
+ * order), on consecutive lines. The validation list is never repeated. */
+static int oversample(const keybuf *b, const ks_options *o, ks_lists *out,
+                      const char *db, char *err, size_t cap)
+{
+	uint32_t k = 0;
+	size_t *idx = NULL, m = 0;
+	char **nk = NULL;
+	size_t *nl = NULL;
+	double *rk = NULL, t = 0;
+	int is_auto = 0, rc = CDP_ENOMEM;
+	cdp_rng rng;
+
+	/* each training key's index in b, by its arena offset */
+	if (!(idx = malloc((out->ntrain ? out->ntrain : 1) * sizeof *idx)))
+		goto nomem;
+	/* out->train[j] is b->arena + b->off[i], the offsets ascending in i */
+	for (size_t j = 0; j < out->ntrain; j++) {
+		size_t off = (size_t)(out->train[j] - out->arena), lo = 0, hi = b->n;
+		while (lo < hi) {
+			size_t mid = lo + (hi - lo) / 2;
+			if (b->off[mid] < off)
+				lo = mid + 1;
+			else
+				hi = mid;
+		}
+		idx[j] = lo;
+	}
+	for (size_t j = 0; j < out->ntrain; j++)
+		for (size_t q = b->cs_off[idx[j]]; q < b->cs_off[idx[j] + 1]; q++)
+			if (b->cs[q] >= k)
+				k = b->cs[q] + 1;
+	for (size_t i = 0; i < o->noversample; i++) {
+		uint32_t c;
+		double r;
+		if (parse_item(o->oversample[i], out, &is_auto, &t, &c, &r) == CDP_OK && !is_auto &&
+		    c >= k)
+			k = c + 1;
+	}
+	out->nos = k;
+	if (!(out->os_tiles = calloc(k ? k : 1, sizeof *out->os_tiles)) ||
+	    !(out->os_factor = malloc((k ? k : 1) * sizeof *out->os_factor)))
+		goto nomem;
+	for (size_t j = 0; j < out->ntrain; j++)
+		for (size_t q = b->cs_off[idx[j]]; q < b->cs_off[idx[j] + 1]; q++)
+			out->os_tiles[b->cs[q]]++;
+	for (uint32_t c = 0; c < k; c++)
+		out->os_factor[c] = 1.0;
+	is_auto = 0;
+	for (size_t i = 0; i < o->noversample; i++) {
+		int a;
+		uint32_t c = 0;
+		double r = 1, ti = 0;
+		rc = parse_item(o->oversample[i], out, &a, &ti, &c, &r);
+		if (rc == ENOENT) {
+			seterr(err, cap, "--oversample '%s': '%s' has no such class", o->oversample[i], db);
+			goto out;
+		}
+		if (rc != CDP_OK) {
+			seterr(err, cap, "--oversample '%s': want auto, auto:T (0 < T <= 1) or CLASS:R "
+			       "(a class name or id, 1 <= R <= %g)", o->oversample[i], KS_FACTOR_MAX);
+			goto out;
+		}
+		if (a) {
+			is_auto = 1;
+			t = ti;
+		} else if (out->os_tiles[c] == 0) {
+			rc = ENOENT;
+			seterr(err, cap, "--oversample '%s': no training key of '%s' holds class %" PRIu32,
+			       o->oversample[i], db, c);
+			goto out;
+		}
+	}
+	/* auto first, then the named classes over it, in the order given */
+	for (uint32_t c = 0; is_auto && c < k; c++)
+		if (out->os_tiles[c] > 0) {
+			double f = (double)out->os_tiles[c] / (double)out->ntrain;
+			out->os_factor[c] = fmax(1.0, sqrt(t / f));
+			if (out->os_factor[c] > KS_FACTOR_MAX)
+				out->os_factor[c] = KS_FACTOR_MAX;
+		}
+	for (size_t i = 0; i < o->noversample; i++) {
+		int a;
+		uint32_t c = 0;
+		double r = 1, ti;
+		parse_item(o->oversample[i], out, &a, &ti, &c, &r);
+		if (!a)
+			out->os_factor[c] = r;
+	}
+	/* each key's factor and copies; the list grows at most KS_FACTOR_MAX-fold */
+	rc = CDP_ENOMEM;
+	if (!(rk = malloc((out->ntrain ? out->ntrain : 1) * sizeof *rk)))
+		goto nomem;
+	cdp_rng_seed(&rng, cdp_rng_derive(o->seed, 'o', 0));
+	for (size_t j = 0; j < out->ntrain; j++) {
+		double r = 1.0, fl;
+		for (size_t q = b->cs_off[idx[j]]; q < b->cs_off[idx[j] + 1]; q++)
+			r = fmax(r, out->os_factor[b->cs[q]]);
+		fl = floor(r);
+		rk[j] = fl + (cdp_rng_double(&rng) < r - fl);
+		m += (size_t)rk[j];
+	}
+	if (!(nk = malloc(m * sizeof *nk)) || !(nl = malloc(m * sizeof *nl)))
+		goto nomem;
+	m = 0;
+	for (size_t j = 0; j < out->ntrain; j++)
+		for (size_t c = 0; c < (size_t)rk[j]; c++) {
+			nk[m] = out->train[j];
+			nl[m++] = out->train_len[j];
+		}
+	free(out->train);
+	free(out->train_len);
+	out->train = nk;
+	out->train_len = nl;
+	nk = NULL;
+	nl = NULL;
+	out->ntrain_keys = out->ntrain;
+	out->ntrain = m;
+	out->repeats = 1;
+	rc = CDP_OK;
+	goto out;
+nomem:
+	rc = CDP_ENOMEM;
+	seterr(err, cap, "%s", cdp_strerror(rc));
+out:
+	free(idx);
+	free(rk);
+	free(nk);
+	free(nl);
+	return rc;
+}
+
 int ks_build(const char *db, const ks_options *o, ks_lists *out,
              char *err, size_t cap)
 {
@@ -446,7 +697,7 @@ int ks_build(const char *db, const ks_options *o, ks_lists *out,
 		goto out;
 	}
 	rc = check_meta(&pool, txn, db, out->uuid, &meta_count, err, cap);
-	if (rc == CDP_OK && o->stratify &&
+	if (rc == CDP_OK && (o->stratify || o->noversample > 0) &&
 	    (rc = cdp_pool_class_names(&pool, txn, &out->class_names, &out->nclass_names)) != CDP_OK)
 		seterr(err, cap, "'%s': class_names record: %s", db, cdp_strerror(rc));
 	if (rc != CDP_OK)
@@ -540,6 +791,10 @@ int ks_build(const char *db, const ks_options *o, ks_lists *out,
 	kb.arena = NULL;
 	out->pool_keys = scanned;
 	out->total = kb.n;
+	out->ntrain_keys = out->ntrain;
+	rc = o->noversample > 0 ? oversample(&kb, o, out, db, err, cap) : CDP_OK;
+	if (rc != CDP_OK)
+		goto out;
 	/* An unshuffled list records seed 0 (cdp_ptrfile.h) unless the user
 	 * named one, which then labels the list for the trainer. */
 	out->seed = o->no_shuffle && !o->seed_given ? 0 : o->seed;
@@ -562,6 +817,8 @@ void ks_lists_free(ks_lists *l)
 {
 	cdp_pool_class_names_free(l->class_names, l->nclass_names);
 	free(l->class_n);
+	free(l->os_tiles);
+	free(l->os_factor);
 	free(l->train);
 	free(l->train_len);
 	free(l->val);
@@ -598,7 +855,7 @@ int ks_check_outputs(const char *db, const char *out, const char *val,
 }
 
 int ks_output_prepare(ks_output *o, const char *path, const char *uuid,
-                      uint64_t seed, char *const *keys, const size_t *lens,
+                      uint64_t seed, unsigned flags, char *const *keys, const size_t *lens,
                       size_t n, char *err, size_t cap)
 {
 	FILE *f = NULL;
@@ -614,7 +871,7 @@ int ks_output_prepare(ks_output *o, const char *path, const char *uuid,
 			close(fd);
 		goto fail;
 	}
-	rc = cdp_ptrfile_write(f, uuid, seed, keys, lens, n);
+	rc = cdp_ptrfile_write_flags(f, uuid, seed, flags, keys, lens, n);
 	/* Write errors can first appear at close. */
 	if (fclose(f) != 0 && rc == CDP_OK)
 		rc = errno > 0 ? errno : EIO;

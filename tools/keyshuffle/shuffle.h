@@ -27,8 +27,13 @@ typedef struct ks_options {
 	size_t nval_names;
 	const char **globs;      /* [nglobs] --match patterns, not owned */
 	size_t nglobs;
+	const char **oversample; /* [noversample] --oversample specs, not owned */
+	size_t noversample;
 	int progress;            /* CDP_PROGRESS_AUTO / _ON / _OFF */
 } ks_options;
+
+#define KS_AUTO_THRESHOLD 0.001  /* --oversample auto's t, as LVIS's */
+#define KS_FACTOR_MAX 1000.0     /* the largest repeat factor */
 
 /* The two lists. Both keep the order of the one permutation of the selected
  * keys; train holds what val does not. */
@@ -44,8 +49,17 @@ typedef struct ks_lists {
 	uint32_t nclasses;       /* --stratify: classes 0..nclasses-1 */
 	size_t *class_n;         /* [2 * nclasses]: train, val keys per class */
 	size_t nval_to;          /* --stratify: keys held out */
-	char **class_names;      /* --stratify: the pool's class_names, or NULL */
+	char **class_names;      /* --stratify, --oversample: the pool's class_names */
 	size_t nclass_names;
+	/* --oversample: train holds ntrain lines, each of the ntrain_keys
+	 * training keys r_k times (floor or ceil of its factor) on consecutive
+	 * lines; per class c < nos: os_tiles[c] training keys hold c, os_factor[c]
+	 * its factor r_c (1 when none applies) */
+	int repeats;
+	size_t ntrain_keys;
+	uint32_t nos;
+	size_t *os_tiles;
+	double *os_factor;
 } ks_lists;
 
 int  ks_build(const char *db, const ks_options *o, ks_lists *out,
@@ -69,9 +83,10 @@ typedef struct ks_output {
 } ks_output;
 
 /* Writes the pointer file under the output policy (a temporary in path's
- * directory, fsynced on commit); on failure removes it. */
+ * directory, fsynced on commit); on failure removes it. flags: those of
+ * cdp_ptrfile_write_flags. */
 int  ks_output_prepare(ks_output *o, const char *path, const char *uuid,
-                       uint64_t seed, char *const *keys, const size_t *lens,
+                       uint64_t seed, unsigned flags, char *const *keys, const size_t *lens,
                        size_t n, char *err, size_t errcap);
 /* Renames the temporary file over path and fsyncs the file and its
  * directory (an in-place output is only closed). */

@@ -21,7 +21,8 @@
 
 enum {
 	OPT_ANY_CRS = 256, OPT_BATCH, OPT_COG, OPT_COLORS, OPT_DEVICE, OPT_OVERLAP, OPT_PRECISION,
-	OPT_PREVIEW, OPT_PROB, OPT_PROGRESS, OPT_SIZE, OPT_THREADS, OPT_VECTOR, OPT_VECTOR_CLASS
+	OPT_PREVIEW, OPT_PROB, OPT_PROGRESS, OPT_SIZE, OPT_THREADS, OPT_TTA, OPT_VECTOR,
+	OPT_VECTOR_CLASS
 };
 
 static void usage(FILE *f)
@@ -29,12 +30,12 @@ static void usage(FILE *f)
 	fprintf(f,
 	    "usage: " PROG " [-hqV] [--any-crs] [--size N] [--overlap N] [--batch N] [--threads N]\n"
 	    "                   [--device cpu|cuda|cuda:N|auto] [--precision fp32|tf32|bf16|fp16]\n"
-	    "                   [--prob] [--cog] [--colors FILE] [--vector OUT.gpkg]\n"
-	    "                   [--vector-class K] [--preview FILE.png] [--progress]\n"
-	    "                   MODEL RASTER -o OUT.tif\n"
+	    "                   [--tta none|flips|d4] [--prob] [--cog] [--colors FILE]\n"
+	    "                   [--vector OUT.gpkg] [--vector-class K] [--preview FILE.png]\n"
+	    "                   [--progress] MODEL RASTER -o OUT.tif\n"
 	    "       " PROG " [-hqV] [--size N] [--batch N] [--threads N]\n"
 	    "                   [--device cpu|cuda|cuda:N|auto] [--precision fp32|tf32|bf16|fp16]\n"
-	    "                   MODEL DIR|LIST -o OUT.csv\n");
+	    "                   [--tta none|flips|d4] MODEL DIR|LIST -o OUT.csv\n");
 }
 
 int main(int argc, char **argv)
@@ -55,6 +56,7 @@ int main(int argc, char **argv)
 		{ "quiet",        no_argument,       NULL, 'q' },
 		{ "size",         required_argument, NULL, OPT_SIZE },
 		{ "threads",      required_argument, NULL, OPT_THREADS },
+		{ "tta",          required_argument, NULL, OPT_TTA },
 		{ "vector",       required_argument, NULL, OPT_VECTOR },
 		{ "vector-class", required_argument, NULL, OPT_VECTOR_CLASS },
 		{ "version",      no_argument,       NULL, 'V' },
@@ -108,6 +110,12 @@ int main(int argc, char **argv)
 		case OPT_THREADS:
 			if (cdp_cli_int("--threads", optarg, 1, 1024, &o.threads))
 				goto out;
+			break;
+		case OPT_TTA:
+			if (!(o.tta = cdp_predict_tta_parse(optarg))) {
+				cdp_cli_bad("--tta", optarg, "none, flips or d4");
+				goto out;
+			}
 			break;
 		case OPT_VECTOR: o.vector = optarg; break;
 		case OPT_VECTOR_CLASS:

@@ -107,9 +107,15 @@ static int run_strip(predictor *p, int s, float *sum, char *err, size_t cap)
 		if (nb < p->B)
 			be->fill(be, p->net.x + (size_t)nb * p->C * hw, 0.0f,
 			         (size_t)(p->B - nb) * p->C * hw);
-		cdp_net_forward(&p->net);
-		be->win_blend(be, p->K, p->S, p->W, nb, cdp_net_output(&p->net), p->dx0 + i0, p->dw1,
-		              p->dsum);
+		if (p->o->tta > 1) {
+			/* the mean probabilities over the transforms, as logits */
+			pr_tta_run(p, nb, p->tx, p->tt, p->tl, p->tacc, p->S);
+			be->to_device(be, p->dtl, p->tl, (size_t)p->B * p->K * hw * sizeof *p->tl);
+		} else {
+			cdp_net_forward(&p->net);
+		}
+		be->win_blend(be, p->K, p->S, p->W, nb, p->o->tta > 1 ? p->dtl : cdp_net_output(&p->net),
+		              p->dx0 + i0, p->dw1, p->dsum);
 	}
 	be->to_host(be, sum, p->dsum, (size_t)p->K * plane * sizeof *sum);
 	return 0;
@@ -253,7 +259,7 @@ static void cleanup(predictor *p)
 	if (p->have_net)
 		cdp_net_free(&p->net);
 	if (p->be) {
-		void *dev[] = { p->dimg, p->dsum, p->dw1, p->dsrow, p->dx0 };
+		void *dev[] = { p->dimg, p->dsum, p->dw1, p->dsrow, p->dx0, p->dtl };
 		for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++)
 			if (dev[i])
 				p->be->free(p->be, dev[i]);
@@ -265,6 +271,7 @@ static void cleanup(predictor *p)
 	free(p->raw); free(p->img); free(p->valid); free(p->srow);
 	free(p->slots); free(p->acc); free(p->orow);
 	free(p->vrow); free(p->pcls);
+	free(p->tx); free(p->tt); free(p->tl); free(p->tacc);
 	pr_legend_free(&p->legend);
 }
 

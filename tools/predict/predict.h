@@ -20,7 +20,9 @@
  * holds j, so the other ranks' memory does not grow with j; the copies are
  * exact), which adds them in strip order exactly as one process does: the
  * output does not depend on j. Rank 0 reads the checkpoint and broadcasts
- * it, so only its host needs the file; every rank reads the raster.
+ * it, so only its host needs the file; every rank reads the raster. With
+ * --tta each window's probabilities are first averaged over its flipped
+ * and rotated copies (predict_tta.c).
  */
 #ifndef CDP_PREDICT_H
 #define CDP_PREDICT_H
@@ -40,6 +42,7 @@ typedef struct cdp_predict_opts {
 	const char *device;     /* --device (engine/device.h) */
 	int precision;          /* CDP_PREC_* (backend.h) */
 	int prob;               /* 1: float32 probabilities instead of class ids */
+	int tta;                /* transforms averaged per window: 1 (none), 4 (flips), 8 (d4) */
 	const char *vector;     /* GeoPackage of polygons of vector_class, or NULL */
 	int vector_class;
 	const char *preview;    /* PNG quick-look, or NULL */
@@ -48,6 +51,11 @@ typedef struct cdp_predict_opts {
 } cdp_predict_opts;
 
 void cdp_predict_opts_init(cdp_predict_opts *o);
+/* --tta's name to cdp_predict_opts.tta: "none" 1, "flips" 4 (identity,
+ * horizontal, vertical and both flips), "d4" 8 (those and their
+ * transposes: the four rotations and four reflections of the square);
+ * 0 for any other. */
+int cdp_predict_tta_parse(const char *s);
 /* Runs the prediction; on every rank under MPI (cdp_dist_init first).
  * Returns 0, or -1 with a one-line reason in err (naming the file). */
 int cdp_predict_run(const cdp_predict_opts *o, char *err, size_t cap);

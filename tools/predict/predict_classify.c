@@ -222,6 +222,10 @@ static void run_batch(predictor *p, const float *xb, int n, float *lg)
 	p->be->to_device(p->be, p->net.x, xb, (size_t)n * win * sizeof *xb);
 	if (n < p->B)   /* the unused windows run on zeros */
 		p->be->fill(p->be, p->net.x + (size_t)n * win, 0.0f, (size_t)(p->B - n) * win);
+	if (p->o->tta > 1) {   /* logits of the mean probabilities (predict_tta.c) */
+		pr_tta_run(p, n, p->tx, p->tt, lg, p->tacc, 1);
+		return;
+	}
 	cdp_net_forward(&p->net);
 	p->be->to_host(p->be, lg, cdp_net_output(&p->net), (size_t)p->B * p->K * sizeof *lg);
 }
@@ -263,7 +267,7 @@ static int alloc_batch(predictor *p, float **xb, float **lg, double **pr, char *
 	*xb = malloc((size_t)p->B * p->C * p->S * p->S * sizeof **xb);
 	*lg = malloc((size_t)p->B * p->K * sizeof **lg);
 	*pr = malloc((size_t)p->K * sizeof **pr);
-	if (!*xb || !*lg || !*pr)
+	if (!*xb || !*lg || !*pr || pr_tta_alloc(p, 1) < 0)
 		return pr_fail(err, cap, "out of memory for batches of %d windows", p->B);
 	return 0;
 }

@@ -62,6 +62,11 @@ typedef struct predictor {
 	int pw, ph, pstep;
 	pr_out *out, *vout;
 	pr_legend legend;         /* max(K, 2) classes (a sigmoid head has 2) */
+	/* --tta (predict_tta.c): a batch's windows on the host, transformed,
+	 * the logits of one run and the summed probabilities */
+	float *tx, *tt, *tl;      /* (B, C, S, S), (B, C, S, S), (B, K, S, S) */
+	double *tacc;             /* (B, K, S, S) */
+	float *dtl;               /* (B, K, S, S) tl on the device (segmentation) */
 } predictor;
 
 /* predict_setup.c: each returns 0 or -1 with the reason in err. */
@@ -72,6 +77,9 @@ int  pr_load_model(predictor *p, char *err, size_t cap);
 int  pr_open_raster(predictor *p, char *err, size_t cap);
 /* The window weight and the grid of windows. */
 int  pr_weights(predictor *p, char *err, size_t cap);
+/* The buffers of --tta for outputs of s_out x s_out (S, or 1 for a
+ * classifier); nothing without it. 0 or -1 (out of memory). */
+int  pr_tta_alloc(predictor *p, int s_out);
 /* The strip buffers (all ranks) and the accumulator and outputs (rank 0). */
 int  pr_alloc(predictor *p, char *err, size_t cap);
 /* Refuses an output (-o, --vector and its mask, --preview) that is the
@@ -86,6 +94,18 @@ void pr_standardize(predictor *p, int n);
  * pr_is_csv: -o names a CSV (ends in .csv, any case). */
 int  pr_classify_run(predictor *p, char *err, size_t cap);
 int  pr_is_csv(const char *path);
+
+/* predict_tta.c, --tta (cdp_predict_tta_parse in predict.h): transform t of planes s x s planes
+ * in -> out; the probabilities of the logits (n, k, s, s) of a run on
+ * inputs transformed by t, mapped back and added into acc (n, k, s, s);
+ * the mean of acc over runs as logits whose softmax (sigmoid for k = 1)
+ * is that mean. pr_tta_run runs the batch in p->net.x (n windows used)
+ * through the p->o->tta transforms and leaves those logits, (B, K, s_out,
+ * s_out), in lg; xh and xt hold (B, C, S, S), acc (B, K, s_out, s_out). */
+void pr_tta_apply(int t, int s, size_t planes, const float *in, float *out);
+void pr_tta_add(int t, int s, int n, int k, const float *logits, double *acc);
+void pr_tta_logits(size_t n, int k, int runs, const double *acc, float *out);
+int  pr_tta_run(predictor *p, int n, float *xh, float *xt, float *lg, double *acc, int s_out);
 
 /* A GeoTIFF of nb bands, w x h, written top to bottom: u8 with nodata 255,
  * or (f32) float32 with nodata NaN, under a temporary name in the target's

@@ -36,6 +36,7 @@ void cdp_predict_opts_init(cdp_predict_opts *o)
 	o->device = "auto";
 	o->precision = CDP_PREC_FP32;
 	o->vector_class = 1;
+	o->tta = 1;
 }
 
 static void *xmalloc(size_t a, size_t b, size_t c, size_t d)
@@ -317,6 +318,21 @@ static int dev_alloc(predictor *p)
 	return 0;
 }
 
+int pr_tta_alloc(predictor *p, int s_out)
+{
+	size_t S = p->S;
+
+	if (p->o->tta <= 1)
+		return 0;
+	p->tx = xmalloc(p->B, p->C, S * S, sizeof(float));
+	p->tt = xmalloc(p->B, p->C, S * S, sizeof(float));
+	p->tl = xmalloc(p->B, p->K, (size_t)s_out * s_out, sizeof(float));
+	p->tacc = xmalloc(p->B, p->K, (size_t)s_out * s_out, sizeof(double));
+	if (s_out > 1)
+		p->dtl = devmem(p, p->B, p->K, S * S, sizeof(float));
+	return p->tx && p->tt && p->tl && p->tacc && (s_out == 1 || p->dtl) ? 0 : -1;
+}
+
 int pr_alloc(predictor *p, char *err, size_t cap)
 {
 	size_t S = p->S, W = p->W;
@@ -327,7 +343,8 @@ int pr_alloc(predictor *p, char *err, size_t cap)
 	p->valid = xmalloc(S, W, 1, 1);
 	p->srow = xmalloc(S, sizeof(int32_t), 1, 1);
 	p->slots = xmalloc(p->rank == 0 ? p->nranks : 1, p->K, S * W, sizeof(float));
-	if (!p->raw || !p->img || !p->valid || !p->srow || !p->slots || dev_alloc(p) < 0)
+	if (!p->raw || !p->img || !p->valid || !p->srow || !p->slots || dev_alloc(p) < 0 ||
+	    pr_tta_alloc(p, S) < 0)
 		return pr_fail(err, cap, "out of memory for windows of %d pixels over a width of %d",
 		            p->S, p->W);
 	if (p->rank != 0)

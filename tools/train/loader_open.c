@@ -165,6 +165,10 @@ static int open_keys(cdp_loader *l, char *err, size_t cap)
 		            l->keys_path, l->kl.uuid, l->pool_path, l->info.uuid);
 	if ((l->N = l->kl.count) == 0)
 		return fail(err, cap, CDP_EFORMAT, "'%s': no keys", l->keys_path);
+	/* every validation key is scored once: an oversampled list is for training */
+	if (l->o.val && l->kl.repeats)
+		return fail(err, cap, CDP_EFORMAT, "'%s': an oversampled list (repeats=1) cannot be "
+		            "a validation list", l->keys_path);
 	l->B = b * j;
 	if (l->o.val) {
 		l->val_count = l->N > r ? (l->N - r + j - 1) / j : 0;
