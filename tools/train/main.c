@@ -27,8 +27,8 @@
 
 enum {
 	OPT_ALLREDUCE = 256, OPT_BATCH, OPT_CKPT_EVERY, OPT_CLASS_WEIGHTS, OPT_DB, OPT_DEVICE, OPT_EPOCHS, OPT_INIT,
-	OPT_KEEP_BEST, OPT_KEYS, OPT_LOAD, OPT_LOG, OPT_LOG_EVERY, OPT_LOSS_SCALE, OPT_LR, OPT_MODEL, OPT_MOMENTUM,
-	OPT_NAN_POLICY, OPT_NESTEROV, OPT_NO_OVERLAP, OPT_OPTIMIZER, OPT_OUT, OPT_OVERWRITE, OPT_PAD_LAST,
+	OPT_KEEP_BEST, OPT_KEYS, OPT_LOAD, OPT_LOG, OPT_LOG_EVERY, OPT_LOSS_SCALE, OPT_LR, OPT_MIN_DELTA, OPT_MODEL, OPT_MOMENTUM,
+	OPT_NAN_POLICY, OPT_NESTEROV, OPT_NO_OVERLAP, OPT_OPTIMIZER, OPT_OUT, OPT_OVERWRITE, OPT_PAD_LAST, OPT_PATIENCE,
 	OPT_PRECISION, OPT_PROGRESS, OPT_RESUME, OPT_SCHEDULE, OPT_SEED, OPT_SKIP_BAD, OPT_STEPS,
 	OPT_SYNC, OPT_THREADS, OPT_VAL_EVERY, OPT_VAL_KEYS, OPT_WARMUP, OPT_WD
 };
@@ -49,7 +49,8 @@ static void usage(FILE *f)
 	    "                 [--bucket-mb N] [--trace FILE]\n"
 	    "                 [--log FILE] [--log-every N] [--val-every N] [--load pool|copy]\n"
 	    "                 [--pad-last] [--skip-bad-records] [--nan-policy stop|skip]\n"
-	    "                 [--keep-best miou|loss|acc] [--class-weights auto|W,W,...]\n"
+	    "                 [--keep-best miou|loss|acc] [--patience N] [--min-delta D]\n"
+	    "                 [--class-weights auto|W,W,...]\n"
 	    "                 [--progress]\n");
 }
 
@@ -176,6 +177,8 @@ int main(int argc, char **argv)
 		{ "model",            required_argument, NULL, OPT_MODEL },
 		{ "momentum",         required_argument, NULL, OPT_MOMENTUM },
 		{ "keep-best",        required_argument, NULL, OPT_KEEP_BEST },
+		{ "min-delta",        required_argument, NULL, OPT_MIN_DELTA },
+		{ "patience",         required_argument, NULL, OPT_PATIENCE },
 		{ "nan-policy",       required_argument, NULL, OPT_NAN_POLICY },
 		{ "nesterov",         no_argument,       NULL, OPT_NESTEROV },
 		{ "no-overlap",       no_argument,       NULL, OPT_NO_OVERLAP },
@@ -305,6 +308,14 @@ int main(int argc, char **argv)
 				goto out;
 			o.keep_best = CDP_BEST_MIOU + k;
 			break;
+		case OPT_MIN_DELTA:
+			if (cdp_cli_double("--min-delta", optarg, 0, 1e300, 0, &o.min_delta))
+				goto out;
+			break;
+		case OPT_PATIENCE:
+			if (num_long("--patience", optarg, 1, &o.patience) < 0)
+				goto out;
+			break;
 		case OPT_NAN_POLICY:
 			if (cdp_cli_keyword("--nan-policy", optarg, nan_policies, &k))
 				goto out;
@@ -392,6 +403,13 @@ int main(int argc, char **argv)
 	if (o.resume && o.init) {
 		fprintf(stderr, PROG ": --resume and --init exclude each other (a resumed run has its "
 		        "weights)\n");
+		usage(stderr);
+		goto out;
+	}
+	if ((o.patience || o.min_delta > 0) && (!o.keep_best || !o.patience || !o.val_keys)) {
+		fprintf(stderr, PROG ": %s\n", !o.patience ? "--min-delta needs --patience" :
+		        !o.keep_best ? "--patience needs --keep-best (the metric it watches)" :
+		        "--patience needs --val-keys (it watches validations)");
 		usage(stderr);
 		goto out;
 	}

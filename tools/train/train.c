@@ -361,7 +361,7 @@ static int train_loop(trainer *t)
 	const cdp_train_opts *o = t->o;
 	cdp_progress pr;
 	tr_val v = { 0 };
-	int stop = 0, lost = 0, started = 0, validated = 0, ckpted = 0;
+	int stop = 0, lost = 0, started = 0, validated = 0, ckpted = 0, early = 0;
 	long first = t->step;
 	char dev[64];
 
@@ -390,7 +390,7 @@ static int train_loop(trainer *t)
 		        cdp_dtype_name(t->ti.pool->dtype), t->be->name);
 	else
 		tr_logf(t, "data path host: float32 tiles, prepared by the loader");
-	while (t->step < t->total && !stop && !lost) {
+	while (t->step < t->total && !stop && !lost && !early) {
 		int epoch_end = 0, go, finite;
 		double loss = 0, lr, ts = t->trace ? cdp_now() : 0, tp = 0;
 		long s1 = t->step + 1;          /* this step's number, as metrics.jsonl's */
@@ -491,6 +491,7 @@ static int train_loop(trainer *t)
 				tr_log_val(t, &v);
 				tr_keep_best(t, &v);
 				validated = 1;
+				early = tr_patience(t, &v);
 			}
 		}
 		if (epoch_end) {
@@ -560,7 +561,7 @@ static int train_loop(trainer *t)
 			fprintf(stderr, "cdp-train: interrupted at step %ld, checkpoint written to "
 			        "'%s/checkpoint.cdpt'\n", t->step, o->out);
 	} else {
-		tr_logf(t, "done at step %ld", t->step);
+		tr_logf(t, "done at step %ld%s", t->step, early ? " (stopped early, --patience)" : "");
 		if (t->vl && !validated)
 			report(t, &v, "done:");
 	}
@@ -611,10 +612,15 @@ int cdp_train_run(const cdp_train_opts *o)
 	if (t.net.nbuffers)
 		cdp_dist_bcast(t.net.buffers, t.net.nbuffers);
 	if (o->keep_best) {    /* the best so far, which rank 0 read from metrics.jsonl */
-		double b[2] = { t.rank == 0 ? t.have_best : 0, t.rank == 0 ? t.best : 0 };
-		cdp_dist_sum_f64(b, 2);
+		double b[5] = { t.rank == 0 ? t.have_best : 0, t.rank == 0 ? t.best : 0,
+		                t.rank == 0 ? t.have_pbest : 0, t.rank == 0 ? t.pbest : 0,
+		                t.rank == 0 ? (double)t.pwait : 0 };
+		cdp_dist_sum_f64(b, 5);
 		t.have_best = b[0] > 0;
 		t.best = b[1];
+		t.have_pbest = b[2] > 0;
+		t.pbest = b[3];
+		t.pwait = (long)b[4];
 	}
 	tr_sync_begin(&t);
 	if (t.trace)

@@ -63,6 +63,9 @@ typedef struct cdp_train_opts {
 	const char *init;           /* --init CHECKPOINT: initial weights, or NULL */
 	int nan_policy;             /* CDP_NAN_* */
 	int keep_best;              /* CDP_BEST_* */
+	long patience;              /* --patience: validations without an improvement
+	                             * of more than min_delta before stopping; 0 off */
+	double min_delta;           /* --min-delta, >= 0 */
 	int progress;               /* CDP_PROGRESS_* */
 	int quiet;
 	const char *log_keys;       /* test mode: per-rank key log prefix, or NULL */

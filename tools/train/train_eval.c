@@ -282,6 +282,41 @@ void tr_keep_best(trainer *t, const tr_val *v)
 	        lower ? "validation loss" : "accuracy", t->step, x);
 }
 
+int tr_patience_see(trainer *t, double x)
+{
+	double d = t->o->min_delta;
+	int lower = t->o->keep_best == CDP_BEST_LOSS;
+
+	if (!t->o->patience)
+		return 0;
+	if (isfinite(x) && (!t->have_pbest || (lower ? x < t->pbest - d : x > t->pbest + d))) {
+		t->pbest = x;
+		t->have_pbest = 1;
+		t->pwait = 0;
+	} else {
+		t->pwait++;
+	}
+	return t->pwait >= t->o->patience;
+}
+
+int tr_patience(trainer *t, const tr_val *v)
+{
+	const char *name = t->o->keep_best == CDP_BEST_MIOU ? "miou" :
+	                   t->o->keep_best == CDP_BEST_LOSS ? "loss" : "accuracy";
+
+	if (!t->o->patience || !v->done || !tr_patience_see(t, tr_best_value(t, v)))
+		return 0;
+	tr_logf(t, "stopping early at step %ld: %s has not improved by more than %g for %ld "
+	        "validations (best %g)", t->step, name, t->o->min_delta, t->pwait, t->pbest);
+	if (t->rank == 0 && t->jsonl) {
+		fprintf(t->jsonl, "{\"type\":\"stop\",\"step\":%ld,\"reason\":\"patience\","
+		        "\"metric\":\"%s\",\"best\":%.17g,\"patience\":%ld,\"min_delta\":%.17g}\n",
+		        t->step, name, t->have_pbest ? t->pbest : 0.0, t->pwait, t->o->min_delta);
+		fflush(t->jsonl);
+	}
+	return 1;
+}
+
 /* "4 x 2 ranks", "4 x 1 rank x 2 accumulated" */
 static void describe_batch(char *s, size_t cap, int batch, int ranks, int accumulate)
 {

@@ -109,6 +109,13 @@ typedef struct trainer {
 	 * before the first; rank 0 reloads it from metrics.jsonl on resume */
 	double best;
 	int have_best;
+	/* --patience: the value the next improvement is measured from
+	 * (pbest; have_pbest 0 before the first), the validations since it
+	 * last improved by more than --min-delta; rank 0 reloads them from
+	 * metrics.jsonl on resume, as best */
+	double pbest;
+	int have_pbest;
+	long pwait;
 	/* the standardization (train_std.c): per band mean and std [C], where
 	 * they came from (CDP_CKPT_STD_*) and from which pool sources; the
 	 * training sources' CRS ("" unknown) and pixel size (0 unknown); its
@@ -237,6 +244,12 @@ int  tr_checkpoint_check(trainer *t, char *err, size_t cap);
 /* --keep-best: after a validation, writes RUNDIR/best.cdpt when v is the
  * best so far (collective: every rank sees the same v) */
 void tr_keep_best(trainer *t, const tr_val *v);
+/* --patience: counts one validation of --keep-best value x (NaN: no
+ * improvement); 1 when the run has then waited --patience validations */
+int tr_patience_see(trainer *t, double x);
+/* after a validation: 1 when --patience ends the run (then logged, in
+ * train.log and metrics.jsonl); every rank sees the same v, so all agree */
+int tr_patience(trainer *t, const tr_val *v);
 /* v's value of the --keep-best metric (NAN when there is none) */
 double tr_best_value(const trainer *t, const tr_val *v);
 int  tr_resume(trainer *t, char *err, size_t cap);

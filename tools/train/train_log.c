@@ -100,11 +100,13 @@ static int trim_jsonl(trainer *t, const char *path, long upto, char *err, size_t
 			                  t->o->keep_best == CDP_BEST_LOSS ? "\"loss\":" : "\"accuracy\":";
 			int lower = t->o->keep_best == CDP_BEST_LOSS;
 			double x;
-			if ((m = strstr(line, key)) && sscanf(m + strlen(key), "%lf", &x) == 1 &&
-			    isfinite(x) && (!t->have_best || (lower ? x < t->best : x > t->best))) {
+			if (!(m = strstr(line, key)) || sscanf(m + strlen(key), "%lf", &x) != 1)
+				x = NAN;
+			if (isfinite(x) && (!t->have_best || (lower ? x < t->best : x > t->best))) {
 				t->best = x;
 				t->have_best = 1;
 			}
+			tr_patience_see(t, x);    /* --patience's count, as the run made it */
 		}
 	}
 	fclose(in);

@@ -1,0 +1,52 @@
+#!/bin/sh
+# tests/train/emastop.sh: cdp-train's own controls of a run (issue 30):
+#  - --patience N --min-delta D stops the run after N validations without
+#    an improvement of the --keep-best metric by more than D: the run ends
+#    at the step a Python reading of metrics.jsonl's validations predicts,
+#    exits 0, writes its checkpoint there and says why in train.log and
+#    metrics.jsonl; a run resumed before that step stops at the same one;
+#  - the usage errors of --patience and --min-delta.
+. "$CDP_SRCDIR/tests/train/train_common.sh"
+C="--db $T/pool --keys $T/train.keys --val-keys $T/val.keys --threads 1 -q --model $SMALL --batch 4"
+# step STEP FILE: the step a checkpoint records (META, cdp-checkpoint(5))
+ckstep() { "$PYTHON" -c "import struct,sys; print(struct.unpack_from('<Q', open(sys.argv[1],'rb').read(), 56)[0])" "$1"; }
+PYTHONPATH=$CDP_SRCDIR/python${PYTHONPATH:+:$PYTHONPATH}
+export PYTHONPATH
+PY="$CDP_SRCDIR/tests/train/emastop.py"
+# predict FILE PATIENCE DELTA: the step the run stops at (emastop.py)
+predict() { "$PYTHON" "$PY" predict "$@"; }
+
+echo "== --patience stops the run"
+P="--lr 0.5 --val-every 1 --keep-best loss --patience 3 --min-delta 0.002"
+cdp-train $C $P --out "$T/stop" --steps 40 || fail "--patience: the run failed"
+at=$(predict "$T/stop/metrics.jsonl" 3 0.002)
+[ "$at" != none ] || fail "the validations of the run never trigger --patience 3: the test wants them to"
+last=$(sed -n 's/^{"type":"val","step":\([0-9]*\),.*/\1/p' "$T/stop/metrics.jsonl" | tail -1)
+[ "$last" = "$at" ] || fail "the run validated up to step $last, Python predicts the stop after step $at"
+[ "$at" -lt 40 ] || fail "the run did not stop early"
+[ "$(ckstep "$T/stop/checkpoint.cdpt")" = "$at" ] || fail "checkpoint.cdpt is not of step $at"
+grep -q "^{\"type\":\"stop\",\"step\":$at,\"reason\":\"patience\",\"metric\":\"loss\"" "$T/stop/metrics.jsonl" ||
+	fail "metrics.jsonl has no stop line at step $at"
+grep -q "stopping early at step $at: loss has not improved by more than 0.002 for 3 validations" \
+	"$T/stop/train.log" || fail "train.log does not say why the run stopped"
+grep -q "done at step $at (stopped early" "$T/stop/train.log" || fail "train.log: no done line"
+echo "stopped at step $at of 40, as predicted"
+
+echo "== --patience across a resume"
+half=$((at - 2))
+cdp-train $C $P --out "$T/res" --steps "$half" || fail "the short run failed"
+cdp-train $C $P --out "$T/res" --steps 40 --resume || fail "the resumed run failed"
+[ "$(ckstep "$T/res/checkpoint.cdpt")" = "$at" ] ||
+	fail "resumed at step $half, the run stopped at step $(ckstep "$T/res/checkpoint.cdpt"), not $at"
+# the same model and optimizer state (the loss sums differ: the short run
+# wrote a step line at its last step, which the long one did not)
+"$PYTHON" "$PY" same "$T/res/checkpoint.cdpt" "$T/stop/checkpoint.cdpt" ||
+	fail "the resumed run's checkpoint differs"
+echo "resumed at step $half, stopped at step $at too"
+
+echo "== usage"
+expect_fail 2 "--patience needs --keep-best" cdp-train $C --out "$T/u" --steps 1 --patience 2
+expect_fail 2 "--min-delta needs --patience" cdp-train $C --out "$T/u" --steps 1 --keep-best loss --min-delta 0.1
+expect_fail 2 "--patience" cdp-train $C --out "$T/u" --steps 1 --keep-best loss --patience 0
+expect_fail 2 "--min-delta" cdp-train $C --out "$T/u" --steps 1 --keep-best loss --patience 1 --min-delta -1
+exit 0
