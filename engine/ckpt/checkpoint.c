@@ -28,9 +28,10 @@
 #include <zlib.h>
 
 const char cdp_ckpt_tags[NCHUNKS_MAX][5] = {
-	"META", "CFG ", "PARM", "BUFS", "OPTM", "RNG ", "DATA", "RANK", "SUMS"
+	"META", "CFG ", "PARM", "BUFS", "OPTM", "RNG ", "DATA", "RANK", "SUMS",
+	"LIVE"
 };
-const uint32_t cdp_ckpt_tag_since[NCHUNKS_MAX] = { 1, 1, 1, 1, 1, 1, 1, 3, 7 };
+const uint32_t cdp_ckpt_tag_since[NCHUNKS_MAX] = { 1, 1, 1, 1, 1, 1, 1, 3, 7, 7 };
 
 uint32_t cdp_ckpt_crc(uint32_t crc, const void *p, size_t n)
 {
@@ -266,17 +267,24 @@ static void emit_sums(wr *w, const cdp_ckpt *ck)
 	put_u64(w, ck->sum_log_steps);
 }
 
+/* the trained weights when PARM holds their moving average (checkpoint.h) */
+static void emit_live(wr *w, const cdp_ckpt *ck)
+{
+	put_u64(w, ck->nlive);
+	put_f32s(w, ck->live, ck->nlive);
+}
+
 typedef void (*emit_fn)(wr *, const cdp_ckpt *);
 static const emit_fn emitters[NCHUNKS_MAX] = {
 	emit_meta, emit_cfg, emit_params, emit_buffers, emit_optim, emit_rng, emit_data, emit_rank,
-	emit_sums
+	emit_sums, emit_live
 };
 
 /* whether chunk i goes into ck's file: the fixed ones always */
 static int present(const cdp_ckpt *ck, int i)
 {
 	return i < NCHUNKS || (i == CHUNK_RANK && ck->nranks > 0) ||
-	       (i == CHUNK_SUMS && ck->has_sums);
+	       (i == CHUNK_SUMS && ck->has_sums) || (i == CHUNK_LIVE && ck->live);
 }
 
 static int nchunks(const cdp_ckpt *ck)
@@ -471,9 +479,12 @@ int cdp_ckpt_check(const cdp_ckpt *ck)
 	if (ck->has_sums && (!isfinite(ck->sum_epoch_loss) || !isfinite(ck->sum_log_loss) ||
 	                     ck->sum_epoch_steps > ck->step || ck->sum_log_steps > ck->step))
 		return -1;
+	/* LIVE: one float for each of PARM's */
+	if (ck->live && ck->nlive != ptotal)
+		return -1;
 	/* initial weights: the tensors and the model, nothing of a run */
 	if (ck->initial && (ck->optim.type != 0 || ck->step || ck->epoch || ck->data_pos ||
-	                    ck->nrng || ck->nranks || ck->has_sums))
+	                    ck->nrng || ck->nranks || ck->has_sums || ck->live))
 		return -1;
 	/* the global batch: unknown, or three counts whose product fits */
 	if ((ck->batch | ck->batch_ranks | ck->batch_accumulate) != 0 &&
@@ -528,6 +539,9 @@ static int all_finite(const cdp_ckpt *ck, char *why, size_t cap)
 	    finite_or_say(ck->optim_v, ck->optim_n,
 	                  ck->optim_m ? "the optimizer's second moment" : "the optimizer's momentum",
 	                  why, cap) != 0)
+		return -1;
+	if (ck->live && finite_or_say(ck->live, ck->nlive, "the trained weights (LIVE)", why,
+	                              cap) != 0)
 		return -1;
 	for (int r = 0; r < ck->nranks && ck->rank_data && stride != SIZE_MAX; r++) {
 		const float *base = ck->rank_loaded == -1 ? ck->rank_data + (size_t)r * stride :
@@ -685,5 +699,6 @@ void cdp_ckpt_free(cdp_ckpt *ck)
 	free(ck->class_names);
 	free(ck->rank_optim_step);
 	free(ck->rank_data);
+	free(ck->live);
 	memset(ck, 0, sizeof(*ck));
 }

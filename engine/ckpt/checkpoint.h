@@ -15,7 +15,7 @@
  *   16  8  u64 file size in bytes, CRC included
  *   24     chunks "META" "CFG " "PARM" "BUFS" "OPTM" "RNG " "DATA", in order,
  *          then the optional ones, each at most once and in this order:
- *          "RANK" (version 3), "SUMS" (version 7);
+ *          "RANK" (version 3), "SUMS" (version 7), "LIVE" (version 7);
  *          each: 4-byte tag, u32 0, u64 payload length, payload
  *   end-4  u32 CRC-32 (zlib's crc32) of every byte before it
  * The payloads are described in cdp-checkpoint(5). Version 2 added the data
@@ -25,7 +25,13 @@
  * sources', which sources) and the training pool's CRS and pixel size,
  * version 6 to DATA the names of the classes (the training pool's
  * class_names meta, cdp-pool(5)), so cdp-predict can name them,
- * version 7 the optional SUMS chunk.
+ * version 7 the optional SUMS and LIVE chunks.
+ *
+ * The trained weights (LIVE). A run with an exponential moving average of
+ * its weights (cdp-model(5), [net] ema=) checkpoints the average in PARM,
+ * so cdp-predict, cdp-evaluate, --init and Python use it as they use any
+ * PARM, and in LIVE the weights the optimizer trains, which --resume
+ * continues from: u64 P (PARM's total), then P f32 in PARM's order.
  *
  * The running sums (SUMS). metrics.jsonl's epoch line gives the mean loss
  * of the epoch's steps and a step line that of the steps since the one
@@ -202,6 +208,10 @@ typedef struct cdp_ckpt {
 	int has_sums;
 	double sum_epoch_loss, sum_log_loss;
 	uint64_t sum_epoch_steps, sum_log_steps;
+	/* the trained weights when PARM holds their moving average (LIVE,
+	 * version 7): nlive (PARM's total) floats in PARM's order; NULL none */
+	float *live;
+	size_t nlive;
 	/* the per-rank state (RANK); nranks 0: none */
 	int nranks;                         /* j of the run that wrote it */
 	int rank_sync;                      /* CDP_CKPT_SYNC_* */

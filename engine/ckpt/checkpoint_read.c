@@ -433,6 +433,25 @@ static void parse_data(rd *r, cdp_ckpt *ck)
 		parse_names(r, ck);
 }
 
+/* LIVE (version 7): its count is matched with PARM's by cdp_ckpt_check */
+static void parse_live(rd *r, cdp_ckpt *ck)
+{
+	uint64_t n = get_u64(r);
+
+	if (r->err)
+		return;
+	if (n == 0 || n > (uint64_t)(r->end - r->p) / sizeof(float)) {
+		bad(r, CDP_EFORMAT);
+		return;
+	}
+	if (!(ck->live = malloc((size_t)n * sizeof(float)))) {
+		bad(r, CDP_ENOMEM);
+		return;
+	}
+	ck->nlive = (size_t)n;
+	get_f32s(r, ck->live, ck->nlive);
+}
+
 typedef void (*parse_fn)(rd *, cdp_ckpt *);
 static const parse_fn parsers[NCHUNKS] = {
 	parse_meta, parse_cfg, parse_params, parse_buffers, parse_optim, parse_rng, parse_data
@@ -526,6 +545,8 @@ static int decode(const unsigned char *buf, size_t len, int keep, cdp_ckpt *ck, 
 			sub.p = sub.end;
 		} else if (i == CHUNK_SUMS) {
 			parse_sums(&sub, ck);
+		} else if (i == CHUNK_LIVE) {
+			parse_live(&sub, ck);
 		} else {
 			parsers[i](&sub, ck);
 		}

@@ -11,8 +11,9 @@ global batch (version 4), the kind (version 7), the standardization's origin, so
 training data's CRS and pixel size (version 5), the class names (version 6: 1 to 255 bytes
 of UTF-8 without control characters each), unique RNG stream names, the RANK chunk's own
 version, CRC and sizes, the SUMS chunk's sums finite and counts no more than
-the step (version 7)), and every float finite: parameters, buffers,
-optimizer moments and the per-rank state (cdp_ckpt_validate). Error codes are the C reader's.
+the step (version 7), the LIVE chunk's one float per parameter (version 7)),
+and every float finite: parameters, buffers,
+optimizer moments, the per-rank state and LIVE (cdp_ckpt_validate). Error codes are the C reader's.
 Tensors are float32 NumPy arrays that share one writable copy of the file.
 """
 import math
@@ -36,9 +37,10 @@ MAX_CLASSES = 65536        # CDP_CKPT_MAX_CLASSES
 CLASS_NAME_MAX = 255       # CDP_CKPT_CLASS_NAME_MAX
 STD_FROM = {0: "unknown", 1: "pool", 2: "sources"}   # CDP_CKPT_STD_*
 HDR = 24
-TAGS = (b"META", b"CFG ", b"PARM", b"BUFS", b"OPTM", b"RNG ", b"DATA", b"RANK", b"SUMS")
+TAGS = (b"META", b"CFG ", b"PARM", b"BUFS", b"OPTM", b"RNG ", b"DATA", b"RANK", b"SUMS",
+        b"LIVE")
 FIXED = 7                  # every version's chunks; then the optional ones,
-SINCE = (1, 1, 1, 1, 1, 1, 1, 3, 7)    # each at most once, in TAGS's order
+SINCE = (1, 1, 1, 1, 1, 1, 1, 3, 7, 7)    # each at most once, in TAGS's order
 OPTIMIZERS = {0: "none", 1: "sgd", 2: "adamw"}
 POLICIES = {0: "constant", 1: "step", 2: "cosine"}
 SYNCS = {0: "allreduce", 1: "average", 2: "admm"}
@@ -116,7 +118,9 @@ class Checkpoint:
     optim_steps, data (nranks, stride) float32); sums: None, or a dict of
     the SUMS chunk (version 7: epoch_loss, epoch_steps, log_loss,
     log_steps, the loss sums metrics.jsonl's open epoch and step lines
-    still owe); initial: True for an initial-weights checkpoint (version
+    still owe); live: None, or the LIVE chunk (version 7: a run with
+    [net] ema= checkpoints the moving average of its weights in params and
+    the trained weights, float32 (P) in params' order, here); initial: True for an initial-weights checkpoint (version
     7, META's kind 1: python3 -m cdpool import-torch's), whose PARM and
     BUFS may hold only part of the net's tensors.
     """
@@ -304,6 +308,14 @@ def _sums(r, ck):
     ck.sums = {"epoch_loss": el, "epoch_steps": es, "log_loss": ll, "log_steps": ls}
 
 
+def _live(r, ck):
+    """LIVE (version 7): the trained weights when PARM holds their average."""
+    n, = r.tuple("<Q")
+    if n == 0 or n > (r.end - r.p) // 4:
+        raise _Bad("EFORMAT")
+    ck.live = r.floats(n)
+
+
 def _rank(r, ck):
     """RANK (version 3): its own version first, then its own CRC."""
     b, p, n = r.b, r.p, r.end - r.p
@@ -388,9 +400,11 @@ def _check(ck):
         raise _Bad("EFORMAT")
     if ck.sums and max(ck.sums["epoch_steps"], ck.sums["log_steps"]) > ck.step:
         raise _Bad("EFORMAT")
+    if ck.live is not None and ck.live.size != sum(t.size for t in ck.params.values()):
+        raise _Bad("EFORMAT")
     # initial weights: no optimizer, progress, RNG state, per-rank state or sums
     if ck.initial and (o["type"] != "none" or ck.step or ck.epoch or ck.data_pos or ck.rng
-                       or ck.ranks or ck.sums):
+                       or ck.ranks or ck.sums or ck.live is not None):
         raise _Bad("EFORMAT")
     ck.class_names = [_class_name(k, raw) for k, raw in enumerate(ck.class_names)]
 
@@ -420,7 +434,7 @@ def decode_checkpoint(buf, subject="checkpoint", finite=True):
         if not FIXED <= nchunks <= len(TAGS):
             raise _Bad("EFORMAT")
         ck = Checkpoint()
-        ck.version, ck.ranks, ck.sums = version, None, None
+        ck.version, ck.ranks, ck.sums, ck.live = version, None, None, None
         top = _Rd(b, HDR, n - 4, version)
         i = -1
         for c in range(nchunks):
@@ -441,7 +455,7 @@ def decode_checkpoint(buf, subject="checkpoint", finite=True):
             elif i == 3:
                 ck.buffers, _ = _tensors(sub)
             else:
-                (_meta, _cfg, None, None, _optim, _rng, _data, _rank, _sums)[i](sub, ck)
+                (_meta, _cfg, None, None, _optim, _rng, _data, _rank, _sums, _live)[i](sub, ck)
             if sub.p != sub.end:
                 raise _Bad("EFORMAT")
             top.p += plen
@@ -462,6 +476,8 @@ def decode_checkpoint(buf, subject="checkpoint", finite=True):
                           "the optimizer's momentum", v))
         if ck.ranks is not None:
             named += [("rank %d's state" % r, row) for r, row in enumerate(ck.ranks["data"])]
+        if ck.live is not None:
+            named.append(("the trained weights (LIVE)", ck.live))
         for name, t in named:
             t = np.asarray(t, dtype=np.float32).ravel()
             bad = np.flatnonzero(~np.isfinite(t))

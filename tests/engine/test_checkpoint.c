@@ -999,6 +999,48 @@ static void test_sums(void)
 	cdp_ckpt_free(&a);
 }
 
+/* LIVE (version 7): the trained weights beside PARM's moving average go
+ * through bit for bit after SUMS, an older version may not hold them, and
+ * a count other than PARM's or a NaN is refused both ways. */
+static void test_live(void)
+{
+	cdp_ckpt a, b;
+	unsigned char *buf;
+	size_t len, n = 0, s;
+
+	make_ck(&a);
+	for (int i = 0; i < a.nparams; i++)
+		n += a.params[i].numel;
+	a.live = malloc(n * sizeof(float));
+	a.nlive = n;
+	for (size_t i = 0; i < n; i++)
+		a.live[i] = 0.1f * (float)i - 1.0f / 3;
+	CHECK_RC(cdp_ckpt_encode(&a, &buf, &len), CDP_OK);
+	CHECK(buf[8] == 7 && buf[12] == 8, "version 7, 8 chunks: %d %d", buf[8], buf[12]);
+	s = len - 4 - 16 - 8 - 4 * n;
+	CHECK(memcmp(buf + s, "LIVE", 4) == 0 && rd_u64(buf + s + 8) == 8 + 4 * n &&
+	      rd_u64(buf + s + 16) == n, "LIVE last, its count first");
+	CHECK_RC(cdp_ckpt_decode(buf, len, &b), CDP_OK);
+	CHECK(b.nlive == n && b.live && memcmp(a.live, b.live, n * sizeof(float)) == 0,
+	      "LIVE differs after decoding");
+	cdp_ckpt_free(&b);
+	buf[8] = 6;                         /* a version 6 file with it */
+	fix_crc(buf, len);
+	CHECK_RC(cdp_ckpt_decode(buf, len, &b), CDP_EFORMAT);
+	buf[8] = 7;
+	wr_u64(buf + s + 16, n - 1);        /* fewer than PARM's: 4 bytes left over */
+	fix_crc(buf, len);
+	CHECK_RC(cdp_ckpt_decode(buf, len, &b), CDP_EFORMAT);
+	wr_u64(buf + s + 16, n);
+	memcpy(buf + s + 24, &(float){ NAN }, 4);
+	fix_crc(buf, len);
+	CHECK_RC(cdp_ckpt_decode(buf, len, &b), CDP_EFORMAT);
+	free(buf);
+	a.nlive = n - 1;
+	CHECK(cdp_ckpt_encode(&a, &buf, &len) != CDP_OK, "a writer keeps a short LIVE");
+	cdp_ckpt_free(&a);
+}
+
 /* Initial weights (version 7, META's kind 1): a model and tensors, no run
  * state; the kind round-trips, a kind 1 file with a run's state and a
  * kind 2 are refused. */
@@ -1060,6 +1102,7 @@ int main(void)
 	test_invalid();
 	test_class_names();
 	test_sums();
+	test_live();
 	test_initial(buf, len);
 	test_nonfinite();
 	test_mismatch();

@@ -5,7 +5,14 @@
 #    at the step a Python reading of metrics.jsonl's validations predicts,
 #    exits 0, writes its checkpoint there and says why in train.log and
 #    metrics.jsonl; a run resumed before that step stops at the same one;
-#  - the usage errors of --patience and --min-delta.
+#  - the usage errors of --patience and --min-delta;
+#  - [net] ema=D: checkpoints hold the moving average of the weights in PARM
+#    and the trained ones in LIVE; at --lr 0 the average is exactly the
+#    weights; a run taken one step at a time through --resume has, at each
+#    step, the average NumPy recomputes from the step before's average and
+#    this step's trained weights (float32, one rounding), and ends bit for
+#    bit as the uninterrupted run; validation evaluates the average (a run
+#    started from the average at --lr 0 validates to the same loss).
 . "$CDP_SRCDIR/tests/train/train_common.sh"
 C="--db $T/pool --keys $T/train.keys --val-keys $T/val.keys --threads 1 -q --model $SMALL --batch 4"
 # step STEP FILE: the step a checkpoint records (META, cdp-checkpoint(5))
@@ -44,9 +51,41 @@ cdp-train $C $P --out "$T/res" --steps 40 --resume || fail "the resumed run fail
 	fail "the resumed run's checkpoint differs"
 echo "resumed at step $half, stopped at step $at too"
 
+echo "== ema: the average at --lr 0 is the weights"
+E="--lr 0.5 --val-every 1"
+cdp-train $C --model "$SMALL:ema=0.9" --lr 0 --out "$T/e0" --steps 3 || fail "ema at --lr 0 failed"
+"$PYTHON" "$PY" ema_equal "$T/e0/checkpoint.cdpt" || fail "at --lr 0 the average is not the weights"
+grep -q "ema 0.9: validation and checkpoints use the moving average" "$T/e0/train.log" ||
+	fail "train.log does not name the ema"
+
+echo "== ema: one step at a time, recomputed"
+cdp-train $C --model "$SMALL:ema=0.9" $E --out "$T/ema1" --steps 3 || fail "the ema run failed"
+cdp-train $C --model "$SMALL:ema=0.9" $E --out "$T/emas" --steps 1 || fail "ema: step 1 failed"
+cp "$T/emas/checkpoint.cdpt" "$T/ema.1"
+for k in 2 3; do
+	cdp-train $C --model "$SMALL:ema=0.9" $E --out "$T/emas" --steps $k --resume ||
+		fail "ema: the resume to step $k failed"
+	cp "$T/emas/checkpoint.cdpt" "$T/ema.$k"
+	"$PYTHON" "$PY" ema_step "$T/ema.$((k - 1))" "$T/ema.$k" 0.9 ||
+		fail "the average at step $k is not NumPy's"
+done
+"$PYTHON" "$PY" same "$T/ema.3" "$T/ema1/checkpoint.cdpt" ||
+	fail "resumed step by step, the ema run's checkpoint differs from the uninterrupted one's"
+echo "the average follows NumPy's recurrence, resumed bit for bit"
+
+echo "== ema: validation evaluates the average"
+cdp-train $C --init "$T/ema.3" --lr 0 --val-every 1 --out "$T/avg" --steps 1 ||
+	fail "the run from the average failed"
+vloss() { sed -n 's/^{"type":"val","step":'"$2"',.*"loss":\([^,]*\),.*/\1/p' "$1"; }
+a=$(vloss "$T/ema1/metrics.jsonl" 3) b=$(vloss "$T/avg/metrics.jsonl" 1)
+[ -n "$a" ] && [ "$a" = "$b" ] ||
+	fail "the ema run validated to $a at step 3, its average to $b"
+echo "validation loss $a of the average"
+
 echo "== usage"
 expect_fail 2 "--patience needs --keep-best" cdp-train $C --out "$T/u" --steps 1 --patience 2
 expect_fail 2 "--min-delta needs --patience" cdp-train $C --out "$T/u" --steps 1 --keep-best loss --min-delta 0.1
 expect_fail 2 "--patience" cdp-train $C --out "$T/u" --steps 1 --keep-best loss --patience 0
 expect_fail 2 "--min-delta" cdp-train $C --out "$T/u" --steps 1 --keep-best loss --patience 1 --min-delta -1
+expect_fail 1 "ema" cdp-train $C --model "$SMALL:ema=1" --out "$T/u" --steps 1
 exit 0

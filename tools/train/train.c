@@ -461,6 +461,8 @@ static int train_loop(trainer *t)
 		}
 		t->step++;
 		t->estep++;
+		if (t->dema)
+			tr_ema_update(t);
 		tr_sync_after_step(t);
 		if (t->trace && o->sync != CDP_SYNC_ALLREDUCE && t->step % o->sync_k == 0)
 			tr_trace_span(t->trace, TR_SYNC, tp, cdp_now(), s1, 0);
@@ -611,6 +613,8 @@ int cdp_train_run(const cdp_train_opts *o)
 	cdp_dist_bcast(t.net.params, t.net.nparams);
 	if (t.net.nbuffers)
 		cdp_dist_bcast(t.net.buffers, t.net.nbuffers);
+	if (t.dema)
+		cdp_dist_bcast(t.dema, t.net.nparams);
 	if (o->keep_best) {    /* the best so far, which rank 0 read from metrics.jsonl */
 		double b[5] = { t.rank == 0 ? t.have_best : 0, t.rank == 0 ? t.best : 0,
 		                t.rank == 0 ? t.have_pbest : 0, t.rank == 0 ? t.pbest : 0,

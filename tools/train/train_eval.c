@@ -190,6 +190,16 @@ static int fill(trainer *t, cdp_ckpt *ck)
 	                              t->res_y)) ||
 	    (rc = cdp_ckpt_set_class_names(ck, (const char *const *)t->cnames, t->ncnames)))
 		goto done;
+	/* [net] ema=: PARM got the average (tr_eval_model_begin), LIVE the
+	 * trained weights it stands in for */
+	if (t->dema) {
+		if (!(ck->live = malloc(t->net.nparams * sizeof(float)))) {
+			rc = CDP_ENOMEM;
+			goto done;
+		}
+		ck->nlive = t->net.nparams;
+		t->be->to_host(t->be, ck->live, t->dtmp, ck->nlive * sizeof(float));
+	}
 done:
 	free(bands);
 	free(mean);
@@ -383,6 +393,17 @@ int tr_resume(trainer *t, char *err, size_t cap)
 	if (cdp_ckpt_to_net(ck, &t->net, err, cap) != 0 ||
 	    cdp_ckpt_to_optim(ck, &t->opt, err, cap) != 0)
 		return -1;
+	/* with LIVE, PARM is the moving average and LIVE the trained weights */
+	if (t->dema)
+		t->be->copy(t->be, t->dema, t->net.params, t->net.nparams * sizeof(float));
+	if (ck->live) {
+		if (ck->nlive != t->net.nparams) {
+			snprintf(err, cap, "the checkpoint in '%s' holds %zu trained weights, the net "
+			         "has %zu", t->o->out, ck->nlive, t->net.nparams);
+			return -1;
+		}
+		t->be->to_device(t->be, t->net.params, ck->live, ck->nlive * sizeof(float));
+	}
 	t->step = (long)ck->step;
 	t->ck_step = t->step;
 	t->epoch = ck->epoch;

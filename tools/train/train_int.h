@@ -116,6 +116,12 @@ typedef struct trainer {
 	double pbest;
 	int have_pbest;
 	long pwait;
+	/* [net] ema=: the decay d of the weights' moving average (0 off),
+	 * the average dema and a scratch block dtmp (device, nparams floats;
+	 * dtmp holds the trained weights while the average stands in for them
+	 * in validation and checkpoints, tr_eval_model_begin) */
+	float ema;
+	float *dema, *dtmp;
 	/* the standardization (train_std.c): per band mean and std [C], where
 	 * they came from (CDP_CKPT_STD_*) and from which pool sources; the
 	 * training sources' CRS ("" unknown) and pixel size (0 unknown); its
@@ -244,6 +250,8 @@ int  tr_checkpoint_check(trainer *t, char *err, size_t cap);
 /* --keep-best: after a validation, writes RUNDIR/best.cdpt when v is the
  * best so far (collective: every rank sees the same v) */
 void tr_keep_best(trainer *t, const tr_val *v);
+/* [net] ema=: after an optimizer step, ema += (1 - d) (w - ema) */
+void tr_ema_update(trainer *t);
 /* --patience: counts one validation of --keep-best value x (NaN: no
  * improvement); 1 when the run has then waited --patience validations */
 int tr_patience_see(trainer *t, double x);

@@ -250,6 +250,23 @@ static int check_head(trainer *t, char *err, size_t cap)
 	return 0;
 }
 
+/* [net] ema=: the moving average of the weights (cdp-model(5)) */
+static int ema(trainer *t, char *err, size_t cap)
+{
+	size_t bytes = t->net.nparams * sizeof(float);
+
+	if (cdp_cfg_float(&t->cfg, &t->cfg.s[0], "ema", 0, 0, 0.99999994f, &t->ema, err, cap) < 0)
+		return -1;
+	if (t->ema == 0)
+		return 0;
+	if (t->o->sync != CDP_SYNC_ALLREDUCE)
+		return tr_fail(err, cap, "model '%s': ema=%g needs --sync allreduce (the other modes "
+		               "evaluate a consensus of their own)", o_model_name(t), t->ema);
+	if (!(t->dema = t->be->alloc(t->be, bytes)) || !(t->dtmp = t->be->alloc(t->be, bytes)))
+		return tr_fail(err, cap, "out of memory on the %s device", t->be->name);
+	return 0;
+}
+
 /* The optimizer settings: the cfg's, then the command line's. */
 static int optimizer(trainer *t, char *err, size_t cap)
 {
@@ -468,7 +485,7 @@ int tr_setup(trainer *t, char *err, size_t cap)
 		return tr_fail(err, cap, "out of memory");
 	if (tr_check_labels(t, err, cap) < 0 || tr_class_weights(t, err, cap) < 0)
 		return -1;
-	if (optimizer(t, err, cap) < 0)
+	if (optimizer(t, err, cap) < 0 || ema(t, err, cap) < 0)
 		return -1;
 	n = o->batch * t->hw;
 	if (!(t->dlab = t->be->alloc(t->be, (size_t)n * sizeof *t->dlab)) ||
@@ -485,6 +502,8 @@ int tr_setup(trainer *t, char *err, size_t cap)
 		return -1;
 	if (o->init && init_weights(t, err, cap) < 0)
 		return -1;
+	if (t->dema && !t->have_ck)    /* a resumed run's came from the checkpoint */
+		t->be->copy(t->be, t->dema, t->net.params, t->net.nparams * sizeof(float));
 	loss_scale(t);
 	if (tr_checkpoint_check(t, err, cap) < 0)
 		return -1;
@@ -501,6 +520,9 @@ int tr_setup(trainer *t, char *err, size_t cap)
 		tr_logf(t, "%s", t->names_note);
 	if (t->rank == 0 && t->init_note)
 		tr_logf(t, "%s", t->init_note);
+	if (t->rank == 0 && t->ema)
+		tr_logf(t, "ema %g: validation and checkpoints use the moving average of the "
+		        "weights", t->ema);
 	if (t->rank == 0 && t->names_warn)
 		fprintf(stderr, "cdp-train: %s\n", t->names_note);
 	if (t->have_ck && tr_sync_resume(t, err, cap) < 0)
@@ -564,6 +586,10 @@ void tr_teardown(trainer *t)
 	tr_rundir_close(t);
 	if (t->be)
 		t->be->copy_wait(t->be);   /* a prefetched batch's copy may be in flight */
+	if (t->dema)
+		t->be->free(t->be, t->dema);
+	if (t->dtmp)
+		t->be->free(t->be, t->dtmp);
 	if (t->dlab)
 		t->be->free(t->be, t->dlab);
 	if (t->pred)

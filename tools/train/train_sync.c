@@ -370,6 +370,10 @@ void tr_eval_model_begin(trainer *t)
 	cdp_net *net = &t->net;
 	size_t bytes = net->nparams * sizeof(float);
 
+	if (t->dema) {       /* the moving average stands in (--sync allreduce only) */
+		be->copy(be, t->dtmp, net->params, bytes);
+		be->copy(be, net->params, t->dema, bytes);
+	}
 	if (t->save && net->nbuffers)
 		be->copy(be, t->save + net->nparams, net->buffers, net->nbuffers * sizeof(float));
 	if (net->nbuffers)
@@ -383,10 +387,24 @@ void tr_eval_model_begin(trainer *t)
 	}
 }
 
+void tr_ema_update(trainer *t)
+{
+	cdp_backend *be = t->be;
+	size_t n = t->net.nparams;
+
+	/* w - ema is 0 where the weights stand still, so the average of
+	 * unchanged weights is exactly them */
+	be->copy(be, t->dtmp, t->net.params, n * sizeof(float));
+	be->axpy(be, -1.0f, t->dema, t->dtmp, n);
+	be->axpy(be, 1.0f - t->ema, t->dtmp, t->dema, n);
+}
+
 void tr_eval_model_end(trainer *t)
 {
 	cdp_net *net = &t->net;
 
+	if (t->dema)
+		t->be->copy(t->be, net->params, t->dtmp, net->nparams * sizeof(float));
 	if (!t->save)
 		return;
 	t->be->copy(t->be, net->params, t->save, net->nparams * sizeof(float));
