@@ -12,7 +12,12 @@
 #    step, the average NumPy recomputes from the step before's average and
 #    this step's trained weights (float32, one rounding), and ends bit for
 #    bit as the uninterrupted run; validation evaluates the average (a run
-#    started from the average at --lr 0 validates to the same loss).
+#    started from the average at --lr 0 validates to the same loss);
+#  - at 2 ranks every rank keeps the same average: the run's validation,
+#    which each rank computes on its share with its own average, equals
+#    one process's of the checkpointed average (relative 1e-9), and the run
+#    resumed at step 2 ends bit for bit as the uninterrupted one (skipped
+#    without $MPIRUN).
 . "$CDP_SRCDIR/tests/train/train_common.sh"
 C="--db $T/pool --keys $T/train.keys --val-keys $T/val.keys --threads 1 -q --model $SMALL --batch 4"
 # step STEP FILE: the step a checkpoint records (META, cdp-checkpoint(5))
@@ -81,6 +86,24 @@ a=$(vloss "$T/ema1/metrics.jsonl" 3) b=$(vloss "$T/avg/metrics.jsonl" 1)
 [ -n "$a" ] && [ "$a" = "$b" ] ||
 	fail "the ema run validated to $a at step 3, its average to $b"
 echo "validation loss $a of the average"
+
+if [ -n "$MP" ]; then
+	echo "== ema at 2 ranks"
+	M="--model $SMALL:ema=0.9 --lr 0.5 --val-every 1 --batch 2"
+	$MP cdp-train $C $M --out "$T/r2" --steps 3 || fail "ema at 2 ranks failed"
+	cdp-train $C --init "$T/r2/checkpoint.cdpt" --lr 0 --val-every 1 --out "$T/r2avg" --steps 1 ||
+		fail "the run from the 2-rank average failed"
+	a=$(vloss "$T/r2/metrics.jsonl" 3) b=$(vloss "$T/r2avg/metrics.jsonl" 1)
+	awk -v a="$a" -v b="$b" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(a != "" && d <= 1e-9 * a) }' ||
+		fail "2 ranks validated their averages to $a, one process the checkpointed one to $b"
+	$MP cdp-train $C $M --out "$T/r2s" --steps 2 || fail "ema at 2 ranks: 2 steps failed"
+	$MP cdp-train $C $M --out "$T/r2s" --steps 3 --resume || fail "ema at 2 ranks: the resume failed"
+	"$PYTHON" "$PY" same "$T/r2s/checkpoint.cdpt" "$T/r2/checkpoint.cdpt" ||
+		fail "ema at 2 ranks: the resumed run's checkpoint differs"
+	echo "2 ranks: validation loss $a, one process $b; resumed bit for bit"
+else
+	echo "SKIP: ema at 2 ranks (no MPIRUN)"
+fi
 
 echo "== usage"
 expect_fail 2 "--patience needs --keep-best" cdp-train $C --out "$T/u" --steps 1 --patience 2
