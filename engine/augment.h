@@ -20,6 +20,24 @@
  * [net] options (cdp_aug_cfg_parse): aug_hflip=0|1, aug_vflip=0|1,
  * aug_rot90=0|1 (default 0), crop_h=, crop_w= (default 0: no crop; both or
  * neither).
+ *
+ * Photometric changes (cdp_aug_photo), on the standardized values of the
+ * transformed image, each with a range R (0: off) and a probability
+ * aug_*_p= P (default 1): aug_brightness=R adds d to every band,
+ * aug_contrast=R multiplies every value by f, aug_gamma=R maps each band of
+ * the sample onto [0, 1] by its own min and max, raises it to the power g
+ * and maps it back, aug_band_jitter=R adds its own d_c to band c,
+ * aug_noise=R adds R times a standard normal draw to every value. Labels are
+ * untouched. When any is on, cdp_aug_draw's last draw is photo_seed =
+ * next(); cdp_aug_photo then draws from the generator seeded with it, in
+ * this order, each op only when its range is > 0: u = double(), and when
+ * u < P: brightness d = R * (2 * double() - 1); contrast f = 1 + R * (2 *
+ * double() - 1); gamma g = exp(R * (2 * double() - 1)); band jitter d_c =
+ * R * (2 * double() - 1) for c = 0..C-1; noise: normal() for each value in
+ * (C, H, W) order. Each op is computed in double on the float value and
+ * rounded to float before the next: x + d, x * f, lo + (hi - lo) *
+ * pow((x - lo) / (hi - lo), g) (a band with hi == lo is left), x + d_c,
+ * x + R * normal().
  */
 #ifndef CDP_AUGMENT_H
 #define CDP_AUGMENT_H
@@ -31,16 +49,23 @@
 typedef struct cdp_aug_cfg {
 	int hflip, vflip, rot90;    /* 1: draw it */
 	int crop_h, crop_w;         /* output size; 0: the input size */
+	/* photometric ranges (0: off) and probabilities */
+	float brightness, brightness_p, contrast, contrast_p, gamma, gamma_p;
+	float jitter, jitter_p, noise, noise_p;
 } cdp_aug_cfg;
 
 typedef struct cdp_aug {
 	int y0, x0, oh, ow;         /* crop window in the input */
 	int hflip, vflip;
 	int rot;                    /* quarter turns counter-clockwise, 0..3 */
+	int photo;                  /* 1: cdp_aug_photo draws from photo_seed */
+	uint64_t photo_seed;
 } cdp_aug;
 
 int  cdp_aug_cfg_parse(cdp_aug_cfg *a, const cdp_cfg *cfg, cdp_cfg_section *s,
                        char *err, size_t cap);
+/* 1 when a photometric change is on (a range > 0). */
+int  cdp_aug_photo_on(const cdp_aug_cfg *a);
 /* The crop must fit inputs of (h, w); 0 or -1 with a reason. */
 int  cdp_aug_check(const cdp_aug_cfg *a, int h, int w, char *err, size_t cap);
 /* A random transform for an (h, w) input (cdp_aug_check passed). */
@@ -55,5 +80,8 @@ void cdp_aug_center(const cdp_aug_cfg *a, int h, int w, cdp_aug *t);
  * oh != ow. */
 int  cdp_aug_apply(const cdp_aug *t, int c, int h, int w, const float *img,
                    const int32_t *lab, float *img_out, int32_t *lab_out);
+/* The photometric changes of a (drawn from t->photo_seed; nothing when
+ * t->photo is 0) on img (c, t->oh, t->ow) in place. */
+void cdp_aug_photo(const cdp_aug_cfg *a, const cdp_aug *t, int c, float *img);
 
 #endif

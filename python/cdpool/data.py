@@ -20,8 +20,9 @@ float values that are not finite become 0, invalid pixels (mask 0, or every
 band equal to the nodata value) become 0 in every band and get the ignore
 label; labels are int64: (H, W) class ids or one scalar class.
 
-Augment (engine/augment.h) crops, flips and turns a sample after that, as
-cdp-train does, with the transform drawn from the seed, the epoch and the
+Augment (engine/augment.h) crops, flips and turns a sample after that and
+changes its values (the photometric aug_* keys), as cdp-train does, with the
+transform drawn from the seed, the epoch and the
 key index. Not reproduced: the loader's --skip-bad replacement of damaged
 records (a damaged record raises CdpError here).
 
@@ -145,16 +146,33 @@ class Augment:
     """engine/augment.h: a crop, flips and quarter turns, drawn per sample
     as cdp-train draws them, from cdp_rng_derive(cdp_rng_derive(seed,
     epoch, 1), k, 0) for key index k: y0, x0 (with a crop), hflip, vflip,
-    rot (each only when enabled; odd turns only for square outputs). The
-    options are the cfg's [net] aug_hflip, aug_vflip, aug_rot90, crop_h and
-    crop_w. val=True gives the validation transform, the centred crop."""
+    rot (each only when enabled; odd turns only for square outputs), then
+    photo_seed when a photometric change is on. The options are the cfg's
+    [net] aug_hflip, aug_vflip, aug_rot90, crop_h and crop_w, and as keyword
+    arguments the photometric aug_* keys without "aug_" (brightness=,
+    brightness_p=, contrast=, gamma=, band_jitter=, noise= and their _p).
+    val=True gives the validation transform, the centred crop."""
+
+    # photometric [net] keys: (name, largest range); each has a _p probability
+    PHOTO = (("brightness", 10), ("contrast", 1), ("gamma", 2), ("band_jitter", 10),
+             ("noise", 10))
 
     def __init__(self, hflip=False, vflip=False, rot90=False, crop_h=0, crop_w=0, seed=1,
-                 val=False):
+                 val=False, **photo):
         if bool(crop_h) != bool(crop_w) or crop_h < 0 or crop_w < 0:
             raise ValueError("crop_h and crop_w: both or neither")
         self.hflip, self.vflip, self.rot90 = bool(hflip), bool(vflip), bool(rot90)
         self.crop_h, self.crop_w, self.seed, self.val = crop_h, crop_w, check_seed(seed), val
+        for name, top in self.PHOTO:     # float32, as cdp_cfg_float stores them
+            r = float(np.float32(photo.pop(name, 0)))
+            p = float(np.float32(photo.pop(name + "_p", 1)))
+            if not (0 <= r <= top and 0 <= p <= 1):
+                raise ValueError("%s=%r, %s_p=%r: outside [0, %g] and [0, 1]"
+                                 % (name, r, name, p, top))
+            setattr(self, name, r)
+            setattr(self, name + "_p", p)
+        if photo:
+            raise TypeError("unknown options %s" % ", ".join(sorted(photo)))
 
     @classmethod
     def from_cfg(cls, text, overrides=(), seed=1):
@@ -174,14 +192,19 @@ class Augment:
             k, v = o.split("=", 1)
             net[k.strip()] = v.strip()
 
-        def num(key):
-            v = net.get(key, "0")
-            if not re.fullmatch(r"[0-9]+", v):
+        def num(key, pattern=r"[0-9]+", conv=int, default="0"):
+            v = net.get(key, default)
+            if not re.fullmatch(pattern, v):
                 raise ValueError("[net] %s=%s: not a number this reader evaluates" % (key, v))
-            return int(v)
+            return conv(v)
 
+        real = r"[0-9]*\.?[0-9]*([eE][-+]?[0-9]+)?"
+        photo = {}
+        for name, _ in cls.PHOTO:
+            photo[name] = num("aug_" + name, real, float)
+            photo[name + "_p"] = num("aug_%s_p" % name, real, float, "1")
         return cls(num("aug_hflip"), num("aug_vflip"), num("aug_rot90"), num("crop_h"),
-                   num("crop_w"), seed=seed)
+                   num("crop_w"), seed=seed, **photo)
 
     @classmethod
     def from_checkpoint(cls, ckpt):
@@ -195,16 +218,21 @@ class Augment:
         return "Augment(%s)" % ", ".join("%s=%r" % kv for kv in vars(self).items())
 
     @property
+    def photo_on(self):
+        return any(getattr(self, name) > 0 for name, _ in self.PHOTO)
+
+    @property
     def active(self):
-        return self.hflip or self.vflip or self.rot90 or bool(self.crop_h)
+        return self.hflip or self.vflip or self.rot90 or bool(self.crop_h) or self.photo_on
 
     def draw(self, h, w, epoch, k):
-        """(y0, x0, oh, ow, hflip, vflip, rot) of key index k in epoch."""
+        """(y0, x0, oh, ow, hflip, vflip, rot, photo_seed) of key index k in
+        epoch; photo_seed None: no photometric change."""
         oh, ow = self.crop_h or h, self.crop_w or w
         if oh > h or ow > w:
             raise ValueError("crop %dx%d does not fit %dx%d tiles" % (oh, ow, h, w))
         if self.val:
-            return ((h - oh) // 2, (w - ow) // 2, oh, ow, 0, 0, 0)
+            return ((h - oh) // 2, (w - ow) // 2, oh, ow, 0, 0, 0, None)
         r = Rng(derive(derive(self.seed, epoch, 1), k, 0))
         y0 = x0 = hf = vf = rot = 0
         if self.crop_h:
@@ -215,12 +243,53 @@ class Augment:
             vf = r.below(2)
         if self.rot90:
             rot = r.below(4) if oh == ow else 2 * r.below(2)
-        return (y0, x0, oh, ow, hf, vf, rot)
+        return (y0, x0, oh, ow, hf, vf, rot, r.next() if self.photo_on else None)
+
+    def photo(self, t, image):
+        """cdp_aug_photo: the photometric changes drawn from t's photo_seed
+        on image (C, H, W) float32 (after apply), as a new array. Noise is
+        drawn one value at a time in Python (slow for large tiles)."""
+        x = np.array(image, dtype=np.float32)
+        if t[7] is None:
+            return x
+        r = Rng(t[7])
+        f64 = np.float64
+
+        def due(name):
+            return getattr(self, name) > 0 and r.double() < getattr(self, name + "_p")
+
+        def sym(name):
+            return getattr(self, name) * (2.0 * r.double() - 1.0)
+
+        if due("brightness"):
+            x = (x.astype(f64) + sym("brightness")).astype(np.float32)
+        if due("contrast"):
+            x = (x.astype(f64) * (1.0 + sym("contrast"))).astype(np.float32)
+        if due("gamma"):
+            g = math.exp(sym("gamma"))
+            for c in range(x.shape[0]):
+                lo, hi = f64(x[c].min()), f64(x[c].max())
+                if hi > lo:
+                    x[c] = (lo + (hi - lo) * np.power((x[c].astype(f64) - lo) / (hi - lo), g)
+                            ).astype(np.float32)
+        if due("band_jitter"):
+            for c in range(x.shape[0]):
+                x[c] = (x[c].astype(f64) + sym("band_jitter")).astype(np.float32)
+        if due("noise"):
+            flat = x.reshape(-1)
+            n = np.empty(flat.size, dtype=f64)
+            for i in range(flat.size):
+                u1 = 1.0 - r.double()
+                u2 = r.double()
+                n[i] = math.sqrt(-2.0 * math.log(u1)) * math.cos(2.0 * math.pi * u2)
+            x = (flat.astype(f64) + self.noise * n).astype(np.float32).reshape(x.shape)
+        return x
 
     @staticmethod
     def apply(t, image, label=None):
-        """image (C, H, W) and label (H, W) (or None) under transform t."""
-        y0, x0, oh, ow, hf, vf, rot = t
+        """image (C, H, W) and label (H, W) (or None) under transform t
+        (the geometry; photo() does the rest)."""
+        y0, x0, oh, ow, hf, vf, rot = t[:7]
 
         def one(a):          # (..., H, W)
             a = a[..., y0:y0 + oh, x0:x0 + ow]
@@ -344,7 +413,9 @@ class PoolDataset:
                 raise CdpError("ESHAPE", p.path, record=self.keys[i])
             x, lab = self.prepare(r)
         if self.augment is not None:
-            x, lab = Augment.apply(self.augment.draw(p.height, p.width, epoch, i), x, lab)
+            t = self.augment.draw(p.height, p.width, epoch, i)
+            x, lab = Augment.apply(t, x, lab)
+            x = self.augment.photo(t, x)
         return x, lab
 
     def prepare(self, r):

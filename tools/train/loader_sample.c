@@ -348,7 +348,9 @@ int cdp_loader_load_sample(cdp_loader *l, worker *w, size_t k, slot *s, int i)
 	sample_aug(l, k, &t);
 	if (lab && !l->label_px)
 		lab[0] = w->tmp_lab[0];
-	return cdp_aug_apply(&t, l->C, l->H, l->W, w->tmp_img,
-	                     l->label_px ? w->tmp_lab : NULL, img,
-	                     l->label_px ? lab : NULL) ? CDP_EINVAL : 0;
+	if (cdp_aug_apply(&t, l->C, l->H, l->W, w->tmp_img, l->label_px ? w->tmp_lab : NULL, img,
+	                  l->label_px ? lab : NULL))
+		return CDP_EINVAL;
+	cdp_aug_photo(&l->aug, &t, l->C, img);
+	return 0;
 }
