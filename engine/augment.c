@@ -9,7 +9,8 @@
  * Photometric changes (cdp_aug_photo) work on each band alike, so they
  * suit any number of bands; python/cdpool/data.py's Augment repeats them.
  *
- * Not done: scaling, arbitrary angles (those would need interpolation).
+ * Scale and arbitrary angles (cdp_aug_warp) resample the output: bilinear
+ * for the image, nearest for the label, ignore outside.
  */
 #include "augment.h"
 #include "cdp_rng.h"
@@ -36,7 +37,11 @@ int cdp_aug_cfg_parse(cdp_aug_cfg *a, const cdp_cfg *cfg, cdp_cfg_section *s,
 	    cdp_cfg_float(cfg, s, "aug_band_jitter", 0, 0, 10, &a->jitter, err, cap) < 0 ||
 	    cdp_cfg_float(cfg, s, "aug_band_jitter_p", 1, 0, 1, &a->jitter_p, err, cap) < 0 ||
 	    cdp_cfg_float(cfg, s, "aug_noise", 0, 0, 10, &a->noise, err, cap) < 0 ||
-	    cdp_cfg_float(cfg, s, "aug_noise_p", 1, 0, 1, &a->noise_p, err, cap) < 0)
+	    cdp_cfg_float(cfg, s, "aug_noise_p", 1, 0, 1, &a->noise_p, err, cap) < 0 ||
+	    cdp_cfg_float(cfg, s, "aug_scale", 0, 0, 4, &a->scale, err, cap) < 0 ||
+	    cdp_cfg_float(cfg, s, "aug_scale_p", 1, 0, 1, &a->scale_p, err, cap) < 0 ||
+	    cdp_cfg_float(cfg, s, "aug_rotate", 0, 0, 180, &a->rotate, err, cap) < 0 ||
+	    cdp_cfg_float(cfg, s, "aug_rotate_p", 1, 0, 1, &a->rotate_p, err, cap) < 0)
 		return -1;
 	if ((a->crop_h == 0) != (a->crop_w == 0)) {
 		snprintf(err, cap, "%s:%d: [net]: set both crop_h and crop_w, or neither",
@@ -50,6 +55,11 @@ int cdp_aug_photo_on(const cdp_aug_cfg *a)
 {
 	return a->brightness > 0 || a->contrast > 0 || a->gamma > 0 || a->jitter > 0 ||
 	       a->noise > 0;
+}
+
+int cdp_aug_host_only(const cdp_aug_cfg *a)
+{
+	return cdp_aug_photo_on(a) || a->scale > 0 || a->rotate > 0;
 }
 
 int cdp_aug_check(const cdp_aug_cfg *a, int h, int w, char *err, size_t cap)
@@ -68,6 +78,7 @@ int cdp_aug_check(const cdp_aug_cfg *a, int h, int w, char *err, size_t cap)
 static void out_size(const cdp_aug_cfg *a, int h, int w, cdp_aug *t)
 {
 	memset(t, 0, sizeof(*t));
+	t->zoom = 1.0;
 	t->oh = a->crop_h ? a->crop_h : h;
 	t->ow = a->crop_w ? a->crop_w : w;
 }
@@ -92,6 +103,12 @@ void cdp_aug_draw(const cdp_aug_cfg *a, int h, int w, uint64_t seed, cdp_aug *t)
 		t->photo = 1;
 		t->photo_seed = cdp_rng_next(&r);
 	}
+	t->zoom = 1.0;
+	if (a->scale > 0 && cdp_rng_double(&r) < (double)a->scale_p)
+		t->zoom = pow(1.0 + (double)a->scale, 2.0 * cdp_rng_double(&r) - 1.0);
+	if (a->rotate > 0 && cdp_rng_double(&r) < (double)a->rotate_p)
+		t->deg = (double)a->rotate * (2.0 * cdp_rng_double(&r) - 1.0);
+	t->warp = t->zoom != 1.0 || t->deg != 0.0;
 }
 
 void cdp_aug_center(const cdp_aug_cfg *a, int h, int w, cdp_aug *t)
@@ -209,4 +226,46 @@ void cdp_aug_photo(const cdp_aug_cfg *a, const cdp_aug *t, int c, float *img)
 	if (photo_due(&r, a->noise, a->noise_p))
 		for (size_t i = 0; i < n; i++)
 			img[i] = (float)((double)img[i] + (double)a->noise * cdp_rng_normal(&r));
+}
+
+static int clampi(int v, int hi)
+{
+	return v < 0 ? 0 : v > hi ? hi : v;
+}
+
+void cdp_aug_warp(const cdp_aug *t, int c, const float *img, const int32_t *lab,
+                  float *img_out, int32_t *lab_out, int32_t ignore)
+{
+	int oh = t->oh, ow = t->ow;
+	size_t plane = (size_t)oh * ow;
+	double cy = (oh - 1) / 2.0, cx = (ow - 1) / 2.0, rad = t->deg * M_PI / 180.0;
+	double co = cos(rad), si = sin(rad);
+
+	for (int i = 0; i < oh; i++)
+		for (int j = 0; j < ow; j++) {
+			double dy = i - cy, dx = j - cx;
+			double sy = cy + (co * dy - si * dx) / t->zoom;
+			double sx = cx + (si * dy + co * dx) / t->zoom;
+			size_t o = (size_t)i * ow + j;
+			if (!(sy >= -0.5 && sy < oh - 0.5 && sx >= -0.5 && sx < ow - 0.5)) {
+				for (int ch = 0; ch < c; ch++)
+					img_out[ch * plane + o] = 0.0f;
+				if (lab)
+					lab_out[o] = ignore;
+				continue;
+			}
+			if (lab)
+				lab_out[o] = lab[(size_t)clampi((int)floor(sy + 0.5), oh - 1) * ow +
+				                 clampi((int)floor(sx + 0.5), ow - 1)];
+			double fy0 = floor(sy), fx0 = floor(sx), fy = sy - fy0, fx = sx - fx0;
+			int y0 = clampi((int)fy0, oh - 1), y1 = clampi((int)fy0 + 1, oh - 1);
+			int x0 = clampi((int)fx0, ow - 1), x1 = clampi((int)fx0 + 1, ow - 1);
+			for (int ch = 0; ch < c; ch++) {
+				const float *p = img + ch * plane;
+				double p00 = p[(size_t)y0 * ow + x0], p01 = p[(size_t)y0 * ow + x1];
+				double p10 = p[(size_t)y1 * ow + x0], p11 = p[(size_t)y1 * ow + x1];
+				img_out[ch * plane + o] = (float)((1.0 - fy) * ((1.0 - fx) * p00 + fx * p01) +
+				                                  fy * ((1.0 - fx) * p10 + fx * p11));
+			}
+		}
 }

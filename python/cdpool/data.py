@@ -150,12 +150,14 @@ class Augment:
     photo_seed when a photometric change is on. The options are the cfg's
     [net] aug_hflip, aug_vflip, aug_rot90, crop_h and crop_w, and as keyword
     arguments the photometric aug_* keys without "aug_" (brightness=,
-    brightness_p=, contrast=, gamma=, band_jitter=, noise= and their _p).
+    brightness_p=, contrast=, gamma=, band_jitter=, noise= and their _p),
+    and scale=, rotate= (and _p), drawn after photo_seed: zoom, degrees.
     val=True gives the validation transform, the centred crop."""
 
     # photometric [net] keys: (name, largest range); each has a _p probability
     PHOTO = (("brightness", 10), ("contrast", 1), ("gamma", 2), ("band_jitter", 10),
              ("noise", 10))
+    WARP = (("scale", 4), ("rotate", 180))
 
     def __init__(self, hflip=False, vflip=False, rot90=False, crop_h=0, crop_w=0, seed=1,
                  val=False, **photo):
@@ -163,7 +165,7 @@ class Augment:
             raise ValueError("crop_h and crop_w: both or neither")
         self.hflip, self.vflip, self.rot90 = bool(hflip), bool(vflip), bool(rot90)
         self.crop_h, self.crop_w, self.seed, self.val = crop_h, crop_w, check_seed(seed), val
-        for name, top in self.PHOTO:     # float32, as cdp_cfg_float stores them
+        for name, top in self.PHOTO + self.WARP:   # float32, as cdp_cfg_float stores them
             r = float(np.float32(photo.pop(name, 0)))
             p = float(np.float32(photo.pop(name + "_p", 1)))
             if not (0 <= r <= top and 0 <= p <= 1):
@@ -200,7 +202,7 @@ class Augment:
 
         real = r"[0-9]*\.?[0-9]*([eE][-+]?[0-9]+)?"
         photo = {}
-        for name, _ in cls.PHOTO:
+        for name, _ in cls.PHOTO + cls.WARP:
             photo[name] = num("aug_" + name, real, float)
             photo[name + "_p"] = num("aug_%s_p" % name, real, float, "1")
         return cls(num("aug_hflip"), num("aug_vflip"), num("aug_rot90"), num("crop_h"),
@@ -223,16 +225,17 @@ class Augment:
 
     @property
     def active(self):
-        return self.hflip or self.vflip or self.rot90 or bool(self.crop_h) or self.photo_on
+        return (self.hflip or self.vflip or self.rot90 or bool(self.crop_h) or self.photo_on
+                or self.scale > 0 or self.rotate > 0)
 
     def draw(self, h, w, epoch, k):
-        """(y0, x0, oh, ow, hflip, vflip, rot, photo_seed) of key index k in
-        epoch; photo_seed None: no photometric change."""
+        """(y0, x0, oh, ow, hflip, vflip, rot, photo_seed, zoom, degrees) of
+        key index k in epoch; photo_seed None: no photometric change."""
         oh, ow = self.crop_h or h, self.crop_w or w
         if oh > h or ow > w:
             raise ValueError("crop %dx%d does not fit %dx%d tiles" % (oh, ow, h, w))
         if self.val:
-            return ((h - oh) // 2, (w - ow) // 2, oh, ow, 0, 0, 0, None)
+            return ((h - oh) // 2, (w - ow) // 2, oh, ow, 0, 0, 0, None, 1.0, 0.0)
         r = Rng(derive(derive(self.seed, epoch, 1), k, 0))
         y0 = x0 = hf = vf = rot = 0
         if self.crop_h:
@@ -243,7 +246,46 @@ class Augment:
             vf = r.below(2)
         if self.rot90:
             rot = r.below(4) if oh == ow else 2 * r.below(2)
-        return (y0, x0, oh, ow, hf, vf, rot, r.next() if self.photo_on else None)
+        ps = r.next() if self.photo_on else None
+        zoom, deg = 1.0, 0.0
+        if self.scale > 0 and r.double() < self.scale_p:
+            zoom = math.pow(1.0 + self.scale, 2.0 * r.double() - 1.0)
+        if self.rotate > 0 and r.double() < self.rotate_p:
+            deg = self.rotate * (2.0 * r.double() - 1.0)
+        return (y0, x0, oh, ow, hf, vf, rot, ps, zoom, deg)
+
+    @staticmethod
+    def warp(t, image, label, ignore):
+        """cdp_aug_warp: image (C, oh, ow) zoomed and turned by t about its
+        centre, bilinear; label (oh, ow) (or None, or a scalar) by the nearest
+        pixel; points outside give 0 and the ignore label."""
+        zoom, deg = t[8], t[9]
+        if zoom == 1.0 and deg == 0.0:
+            return image, label
+        oh, ow = image.shape[-2:]
+        cy, cx = (oh - 1) / 2.0, (ow - 1) / 2.0
+        rad = deg * math.pi / 180.0
+        co, si = math.cos(rad), math.sin(rad)
+        dy, dx = np.meshgrid(np.arange(oh, dtype=np.float64) - cy,
+                             np.arange(ow, dtype=np.float64) - cx, indexing="ij")
+        sy = cy + (co * dy - si * dx) / zoom
+        sx = cx + (si * dy + co * dx) / zoom
+        inside = (sy >= -0.5) & (sy < oh - 0.5) & (sx >= -0.5) & (sx < ow - 0.5)
+        fy0, fx0 = np.floor(sy), np.floor(sx)
+        fy, fx = sy - fy0, sx - fx0
+        y0 = np.clip(fy0, 0, oh - 1).astype(np.intp)
+        y1 = np.clip(fy0 + 1, 0, oh - 1).astype(np.intp)
+        x0 = np.clip(fx0, 0, ow - 1).astype(np.intp)
+        x1 = np.clip(fx0 + 1, 0, ow - 1).astype(np.intp)
+        p = image.astype(np.float64)
+        v = ((1.0 - fy) * ((1.0 - fx) * p[:, y0, x0] + fx * p[:, y0, x1]) +
+             fy * ((1.0 - fx) * p[:, y1, x0] + fx * p[:, y1, x1]))
+        out = np.where(inside, v, 0.0).astype(np.float32)
+        if label is not None and label.ndim == 2:
+            ny = np.clip(np.floor(sy + 0.5), 0, oh - 1).astype(np.intp)
+            nx = np.clip(np.floor(sx + 0.5), 0, ow - 1).astype(np.intp)
+            label = np.where(inside, label[ny, nx], ignore).astype(label.dtype)
+        return out, label
 
     def photo(self, t, image):
         """cdp_aug_photo: the photometric changes drawn from t's photo_seed
@@ -415,6 +457,7 @@ class PoolDataset:
         if self.augment is not None:
             t = self.augment.draw(p.height, p.width, epoch, i)
             x, lab = Augment.apply(t, x, lab)
+            x, lab = Augment.warp(t, x, lab, self.ignore)
             x = self.augment.photo(t, x)
         return x, lab
 

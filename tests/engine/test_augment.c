@@ -225,7 +225,8 @@ static void test_prep_batch(void)
 
 	for (int d = 0; d < 2; d++)
 		for (int shape = 0; shape < 2; shape++) {
-			cdp_aug_cfg a = { 1, 1, 1, shape ? 5 : 7, shape ? 7 : 7 };
+			cdp_aug_cfg a = { .hflip = 1, .vflip = 1, .rot90 = 1, .crop_h = shape ? 5 : 7,
+			                  .crop_w = 7 };
 			int oh = a.crop_h, ow = a.crop_w, dt = dts[d];
 			size_t es = cdp_dtype_size(dt), hw = (size_t)H * W, ohw = (size_t)oh * ow;
 			unsigned char *raw = malloc(N * C * hw * es);
@@ -425,9 +426,92 @@ static void test_photo(void)
 	}
 }
 
+/* The warp against facts that need no resampler: a quarter turn by 90
+ * degrees is np.rot90's clockwise turn (rot 3); zooming in a ramp
+ * v = 1000 y + x reproduces the ramp at the source point (bilinear is exact
+ * on a linear function) and each label, a pixel's id, lies within half a
+ * pixel of it; turned by 45 degrees, about 1 - 2 (sqrt 2 - 1) = 17.2% of a
+ * square falls outside (ignore label, image 0); the draws keep their
+ * ranges and probability. */
+static void test_warp(void)
+{
+	enum { N = 64 };
+	static float img[N * N], out[N * N];
+	static int32_t lab[N * N], lout[N * N];
+
+	for (int i = 0; i < N * N; i++) {
+		img[i] = (float)(1000 * (i / N) + i % N);
+		lab[i] = i;
+	}
+	{
+		cdp_aug t = { .oh = N, .ow = N, .warp = 1, .zoom = 1, .deg = 90 }, q = { .oh = N, .ow = N,
+		                                                                            .rot = 3 };
+		static float ref[N * N];
+		static int32_t lref[N * N];
+		int bad = 0;
+		cdp_aug_warp(&t, 1, img, lab, out, lout, -1);
+		CHECK_RC(cdp_aug_apply(&q, 1, N, N, img, lab, ref, lref), 0);
+		for (int i = 0; i < N * N; i++)
+			bad += lout[i] != lref[i] || fabsf(out[i] - ref[i]) > 1e-3f;
+		CHECK(bad == 0, "90 degrees: %d pixels differ from rot 3", bad);
+	}
+	{
+		cdp_aug t = { .oh = N, .ow = N, .warp = 1, .zoom = 1.7, .deg = 0 };
+		double c = (N - 1) / 2.0;
+		int bad = 0, lbad = 0;
+		cdp_aug_warp(&t, 1, img, lab, out, lout, -1);
+		for (int i = 0; i < N; i++)
+			for (int j = 0; j < N; j++) {
+				double sy = c + (i - c) / 1.7, sx = c + (j - c) / 1.7;
+				bad += fabs(out[i * N + j] - (1000 * sy + sx)) > 1e-2;
+				lbad += fabs(lout[i * N + j] / N - sy) > 0.5 + 1e-9 ||
+				        fabs(lout[i * N + j] % N - sx) > 0.5 + 1e-9;
+			}
+		CHECK(bad == 0 && lbad == 0, "zoom 1.7: %d values off the ramp, %d labels not nearest",
+		      bad, lbad);
+	}
+	{
+		cdp_aug t = { .oh = N, .ow = N, .warp = 1, .zoom = 1, .deg = 45 };
+		int ign = 0, bad = 0;
+		cdp_aug_warp(&t, 1, img, lab, out, lout, -7);
+		for (int i = 0; i < N * N; i++) {
+			ign += lout[i] == -7;
+			bad += (lout[i] == -7) != (out[i] == 0.0f && i != 0);
+		}
+		CHECK(fabs(ign / (double)(N * N) - (3 - 2 * sqrt(2.0))) < 0.02 && bad <= 1,
+		      "45 degrees: %d of %d ignored (want 17.2%%), %d image/label mismatches", ign,
+		      N * N, bad);
+		CHECK(lout[(N / 2) * N + N / 2] != -7 && lout[0] == -7 && lout[N * N - 1] == -7,
+		      "45 degrees: centre kept, corners ignored");
+	}
+	{
+		cdp_aug_cfg a = { .scale = 0.5f, .scale_p = 0.5f, .rotate = 30, .rotate_p = 1 };
+		int on = 0, bad = 0;
+		double zl = 9, zh = 0;
+		for (int s = 0; s < 400; s++) {
+			cdp_aug t;
+			cdp_aug_draw(&a, N, N, (uint64_t)s, &t);
+			bad += !t.warp || fabs(t.deg) > 30 || t.zoom < 1 / 1.5 - 1e-12 || t.zoom > 1.5 + 1e-12;
+			if (t.zoom != 1) {
+				on++;
+				zl = t.zoom < zl ? t.zoom : zl;
+				zh = t.zoom > zh ? t.zoom : zh;
+			}
+		}
+		CHECK(bad == 0 && on > 165 && on < 235 && zl < 0.7 && zh > 1.4,
+		      "warp draws: %d out of range, zoom in %d of 400 (p 0.5), [%g, %g]", bad, on, zl, zh);
+		cdp_aug_cfg none = { .hflip = 1 };
+		cdp_aug t;
+		cdp_aug_draw(&none, N, N, 3, &t);
+		CHECK(!t.warp && t.zoom == 1 && t.deg == 0, "no warp drawn without its keys");
+		CHECK(cdp_aug_host_only(&a) && !cdp_aug_host_only(&none), "host_only");
+	}
+}
+
 int main(void)
 {
 	test_photo();
+	test_warp();
 	test_literals();
 	test_all_combinations();
 	test_draw();

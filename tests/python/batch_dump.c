@@ -86,7 +86,7 @@ int main(int argc, char **argv)
 	aug.rot90 = v[7];
 	aug.crop_h = v[8];
 	aug.crop_w = v[9];
-	if (aug.hflip || aug.vflip || aug.rot90 || aug.crop_h || aug.crop_w || cdp_aug_photo_on(&aug))
+	if (aug.hflip || aug.vflip || aug.rot90 || aug.crop_h || aug.crop_w || cdp_aug_host_only(&aug))
 		o.aug = &aug;
 	if (cdp_loader_open(&o, &l, err, sizeof err) != 0) {
 		fprintf(stderr, "batch_dump: %s\n", err);

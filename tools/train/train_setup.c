@@ -128,7 +128,7 @@ static void loss_scale(trainer *t)
 /* The data path (loader.h): on a GPU, raw batches that the device
  * converts, standardizes and augments (train.c), except from f64 pools,
  * whose raw values are twice the floats' size, and with photometric
- * augmentation (host only); on the CPU, the loader's
+ * changes, scale or rotation (host only); on the CPU, the loader's
  * float batches. CDP_TRAIN_DATA=host|device overrides, for testing: device
  * on the CPU runs the GPU's path through the CPU backend's prep_batch. */
 static int data_path(trainer *t, char *err, size_t cap)
@@ -144,8 +144,8 @@ static int data_path(trainer *t, char *err, size_t cap)
 		return 0;
 	}
 	t->raw = 0;
-	/* photometric augmentation is done on the host (engine/augment.h) */
-	if (t->be->device < 0 || cdp_aug_photo_on(&t->aug))
+	/* photometric changes, scale and rotation are done on the host */
+	if (t->be->device < 0 || cdp_aug_host_only(&t->aug))
 		return 0;
 	if ((rc = cdp_pool_info_load(&t->pool, &pi)) != 0)
 		return tr_fail(err, cap, "'%s': cannot load meta: %s", t->o->db, cdp_strerror(rc));
