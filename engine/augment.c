@@ -6,12 +6,16 @@
  * from the mapping of its first two pixels. Image channels and the label
  * share the mapping, which is what keeps them aligned.
  *
- * Not done: scaling, arbitrary angles, photometric changes (those would
- * need interpolation and per-band statistics; the data are multi-band).
+ * Photometric changes (cdp_aug_photo) work on each band alike, so they
+ * suit any number of bands; python/cdpool/data.py's Augment repeats them.
+ *
+ * Scale and arbitrary angles (cdp_aug_warp) resample the output: bilinear
+ * for the image, nearest for the label, ignore outside.
  */
 #include "augment.h"
 #include "cdp_rng.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -23,7 +27,21 @@ int cdp_aug_cfg_parse(cdp_aug_cfg *a, const cdp_cfg *cfg, cdp_cfg_section *s,
 	    cdp_cfg_int(cfg, s, "aug_vflip", 0, 0, 1, &a->vflip, err, cap) < 0 ||
 	    cdp_cfg_int(cfg, s, "aug_rot90", 0, 0, 1, &a->rot90, err, cap) < 0 ||
 	    cdp_cfg_int(cfg, s, "crop_h", 0, 0, 1 << 20, &a->crop_h, err, cap) < 0 ||
-	    cdp_cfg_int(cfg, s, "crop_w", 0, 0, 1 << 20, &a->crop_w, err, cap) < 0)
+	    cdp_cfg_int(cfg, s, "crop_w", 0, 0, 1 << 20, &a->crop_w, err, cap) < 0 ||
+	    cdp_cfg_float(cfg, s, "aug_brightness", 0, 0, 10, &a->brightness, err, cap) < 0 ||
+	    cdp_cfg_float(cfg, s, "aug_brightness_p", 1, 0, 1, &a->brightness_p, err, cap) < 0 ||
+	    cdp_cfg_float(cfg, s, "aug_contrast", 0, 0, 1, &a->contrast, err, cap) < 0 ||
+	    cdp_cfg_float(cfg, s, "aug_contrast_p", 1, 0, 1, &a->contrast_p, err, cap) < 0 ||
+	    cdp_cfg_float(cfg, s, "aug_gamma", 0, 0, 2, &a->gamma, err, cap) < 0 ||
+	    cdp_cfg_float(cfg, s, "aug_gamma_p", 1, 0, 1, &a->gamma_p, err, cap) < 0 ||
+	    cdp_cfg_float(cfg, s, "aug_band_jitter", 0, 0, 10, &a->jitter, err, cap) < 0 ||
+	    cdp_cfg_float(cfg, s, "aug_band_jitter_p", 1, 0, 1, &a->jitter_p, err, cap) < 0 ||
+	    cdp_cfg_float(cfg, s, "aug_noise", 0, 0, 10, &a->noise, err, cap) < 0 ||
+	    cdp_cfg_float(cfg, s, "aug_noise_p", 1, 0, 1, &a->noise_p, err, cap) < 0 ||
+	    cdp_cfg_float(cfg, s, "aug_scale", 0, 0, 4, &a->scale, err, cap) < 0 ||
+	    cdp_cfg_float(cfg, s, "aug_scale_p", 1, 0, 1, &a->scale_p, err, cap) < 0 ||
+	    cdp_cfg_float(cfg, s, "aug_rotate", 0, 0, 180, &a->rotate, err, cap) < 0 ||
+	    cdp_cfg_float(cfg, s, "aug_rotate_p", 1, 0, 1, &a->rotate_p, err, cap) < 0)
 		return -1;
 	if ((a->crop_h == 0) != (a->crop_w == 0)) {
 		snprintf(err, cap, "%s:%d: [net]: set both crop_h and crop_w, or neither",
@@ -31,6 +49,17 @@ int cdp_aug_cfg_parse(cdp_aug_cfg *a, const cdp_cfg *cfg, cdp_cfg_section *s,
 		return -1;
 	}
 	return 0;
+}
+
+int cdp_aug_photo_on(const cdp_aug_cfg *a)
+{
+	return a->brightness > 0 || a->contrast > 0 || a->gamma > 0 || a->jitter > 0 ||
+	       a->noise > 0;
+}
+
+int cdp_aug_host_only(const cdp_aug_cfg *a)
+{
+	return cdp_aug_photo_on(a) || a->scale > 0 || a->rotate > 0;
 }
 
 int cdp_aug_check(const cdp_aug_cfg *a, int h, int w, char *err, size_t cap)
@@ -49,6 +78,7 @@ int cdp_aug_check(const cdp_aug_cfg *a, int h, int w, char *err, size_t cap)
 static void out_size(const cdp_aug_cfg *a, int h, int w, cdp_aug *t)
 {
 	memset(t, 0, sizeof(*t));
+	t->zoom = 1.0;
 	t->oh = a->crop_h ? a->crop_h : h;
 	t->ow = a->crop_w ? a->crop_w : w;
 }
@@ -69,6 +99,16 @@ void cdp_aug_draw(const cdp_aug_cfg *a, int h, int w, uint64_t seed, cdp_aug *t)
 		t->vflip = (int)cdp_rng_below(&r, 2);
 	if (a->rot90)
 		t->rot = t->oh == t->ow ? (int)cdp_rng_below(&r, 4) : 2 * (int)cdp_rng_below(&r, 2);
+	if (cdp_aug_photo_on(a)) {
+		t->photo = 1;
+		t->photo_seed = cdp_rng_next(&r);
+	}
+	t->zoom = 1.0;
+	if (a->scale > 0 && cdp_rng_double(&r) < (double)a->scale_p)
+		t->zoom = pow(1.0 + (double)a->scale, 2.0 * cdp_rng_double(&r) - 1.0);
+	if (a->rotate > 0 && cdp_rng_double(&r) < (double)a->rotate_p)
+		t->deg = (double)a->rotate * (2.0 * cdp_rng_double(&r) - 1.0);
+	t->warp = t->zoom != 1.0 || t->deg != 0.0;
 }
 
 void cdp_aug_center(const cdp_aug_cfg *a, int h, int w, cdp_aug *t)
@@ -123,4 +163,109 @@ int cdp_aug_apply(const cdp_aug *t, int c, int h, int w, const float *img,
 		}
 	}
 	return 0;
+}
+
+/* u = double() < p, drawn only for an op that is on (range > 0). */
+static int photo_due(cdp_rng *r, float range, float p)
+{
+	return range > 0 && cdp_rng_double(r) < (double)p;
+}
+
+/* R * (2 * double() - 1): uniform in [-R, R). */
+static double sym(cdp_rng *r, float range)
+{
+	return (double)range * (2.0 * cdp_rng_double(r) - 1.0);
+}
+
+static void add_plane(float *x, size_t n, double d)
+{
+	for (size_t i = 0; i < n; i++)
+		x[i] = (float)((double)x[i] + d);
+}
+
+/* One band's gamma: onto [0, 1] by its min and max, power g, and back. */
+static void gamma_plane(float *x, size_t n, double g)
+{
+	float lo = x[0], hi = x[0];
+
+	for (size_t i = 1; i < n; i++) {
+		lo = x[i] < lo ? x[i] : lo;
+		hi = x[i] > hi ? x[i] : hi;
+	}
+	if (!(hi > lo))
+		return;
+	for (size_t i = 0; i < n; i++) {
+		double span = (double)hi - (double)lo;
+		x[i] = (float)((double)lo + span * pow(((double)x[i] - (double)lo) / span, g));
+	}
+}
+
+void cdp_aug_photo(const cdp_aug_cfg *a, const cdp_aug *t, int c, float *img)
+{
+	size_t plane = (size_t)t->oh * t->ow, n = plane * (size_t)c;
+	cdp_rng r;
+
+	if (!t->photo)
+		return;
+	cdp_rng_seed(&r, t->photo_seed);
+	if (photo_due(&r, a->brightness, a->brightness_p))
+		add_plane(img, n, sym(&r, a->brightness));
+	if (photo_due(&r, a->contrast, a->contrast_p)) {
+		double f = 1.0 + sym(&r, a->contrast);
+		for (size_t i = 0; i < n; i++)
+			img[i] = (float)((double)img[i] * f);
+	}
+	if (photo_due(&r, a->gamma, a->gamma_p)) {
+		double g = exp(sym(&r, a->gamma));
+		for (int ch = 0; ch < c; ch++)
+			gamma_plane(img + (size_t)ch * plane, plane, g);
+	}
+	if (photo_due(&r, a->jitter, a->jitter_p))
+		for (int ch = 0; ch < c; ch++)
+			add_plane(img + (size_t)ch * plane, plane, sym(&r, a->jitter));
+	if (photo_due(&r, a->noise, a->noise_p))
+		for (size_t i = 0; i < n; i++)
+			img[i] = (float)((double)img[i] + (double)a->noise * cdp_rng_normal(&r));
+}
+
+static int clampi(int v, int hi)
+{
+	return v < 0 ? 0 : v > hi ? hi : v;
+}
+
+void cdp_aug_warp(const cdp_aug *t, int c, const float *img, const int32_t *lab,
+                  float *img_out, int32_t *lab_out, int32_t ignore)
+{
+	int oh = t->oh, ow = t->ow;
+	size_t plane = (size_t)oh * ow;
+	double cy = (oh - 1) / 2.0, cx = (ow - 1) / 2.0, rad = t->deg * M_PI / 180.0;
+	double co = cos(rad), si = sin(rad);
+
+	for (int i = 0; i < oh; i++)
+		for (int j = 0; j < ow; j++) {
+			double dy = i - cy, dx = j - cx;
+			double sy = cy + (co * dy - si * dx) / t->zoom;
+			double sx = cx + (si * dy + co * dx) / t->zoom;
+			size_t o = (size_t)i * ow + j;
+			if (!(sy >= -0.5 && sy < oh - 0.5 && sx >= -0.5 && sx < ow - 0.5)) {
+				for (int ch = 0; ch < c; ch++)
+					img_out[ch * plane + o] = 0.0f;
+				if (lab)
+					lab_out[o] = ignore;
+				continue;
+			}
+			if (lab)
+				lab_out[o] = lab[(size_t)clampi((int)floor(sy + 0.5), oh - 1) * ow +
+				                 clampi((int)floor(sx + 0.5), ow - 1)];
+			double fy0 = floor(sy), fx0 = floor(sx), fy = sy - fy0, fx = sx - fx0;
+			int y0 = clampi((int)fy0, oh - 1), y1 = clampi((int)fy0 + 1, oh - 1);
+			int x0 = clampi((int)fx0, ow - 1), x1 = clampi((int)fx0 + 1, ow - 1);
+			for (int ch = 0; ch < c; ch++) {
+				const float *p = img + ch * plane;
+				double p00 = p[(size_t)y0 * ow + x0], p01 = p[(size_t)y0 * ow + x1];
+				double p10 = p[(size_t)y1 * ow + x0], p11 = p[(size_t)y1 * ow + x1];
+				img_out[ch * plane + o] = (float)((1.0 - fy) * ((1.0 - fx) * p00 + fx * p01) +
+				                                  fy * ((1.0 - fx) * p10 + fx * p11));
+			}
+		}
 }

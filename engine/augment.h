@@ -20,6 +20,39 @@
  * [net] options (cdp_aug_cfg_parse): aug_hflip=0|1, aug_vflip=0|1,
  * aug_rot90=0|1 (default 0), crop_h=, crop_w= (default 0: no crop; both or
  * neither).
+ *
+ * Photometric changes (cdp_aug_photo), on the standardized values of the
+ * transformed image, each with a range R (0: off) and a probability
+ * aug_*_p= P (default 1): aug_brightness=R adds d to every band,
+ * aug_contrast=R multiplies every value by f, aug_gamma=R maps each band of
+ * the sample onto [0, 1] by its own min and max, raises it to the power g
+ * and maps it back, aug_band_jitter=R adds its own d_c to band c,
+ * aug_noise=R adds R times a standard normal draw to every value. Labels are
+ * untouched. When any is on, cdp_aug_draw's last draw is photo_seed =
+ * next(); cdp_aug_photo then draws from the generator seeded with it, in
+ * this order, each op only when its range is > 0: u = double(), and when
+ * u < P: brightness d = R * (2 * double() - 1); contrast f = 1 + R * (2 *
+ * double() - 1); gamma g = exp(R * (2 * double() - 1)); band jitter d_c =
+ * R * (2 * double() - 1) for c = 0..C-1; noise: normal() for each value in
+ * (C, H, W) order. Each op is computed in double on the float value and
+ * rounded to float before the next: x + d, x * f, lo + (hi - lo) *
+ * pow((x - lo) / (hi - lo), g) (a band with hi == lo is left), x + d_c,
+ * x + R * normal().
+ *
+ * Scale and rotation (cdp_aug_warp), after the geometry and before the
+ * photometric changes, on the (oh, ow) output about its centre (cy, cx) =
+ * ((oh - 1) / 2, (ow - 1) / 2): aug_scale=S (0 to 4) zooms by z =
+ * (1 + S)^(2 * double() - 1), aug_rotate=A (degrees, 0 to 180) turns by
+ * a = A * (2 * double() - 1), each when double() < its aug_*_p= (default
+ * 1), drawn in that order after photo_seed. Output pixel (i, j) reads the
+ * point sy = cy + (cos a * (i - cy) - sin a * (j - cx)) / z, sx = cx +
+ * (sin a * (i - cy) + cos a * (j - cx)) / z (double; a in radians as
+ * deg * pi / 180): outside [-0.5, oh - 0.5) x [-0.5, ow - 0.5) the image
+ * is 0 and the label the ignore label; inside, the label is the nearest
+ * pixel's (floor(sy + 0.5), floor(sx + 0.5)) and each band bilinear over
+ * the four pixels around it (indices clamped to the edge): with y0 =
+ * floor(sy), fy = sy - y0 (x alike), (1 - fy) * ((1 - fx) * p00 + fx *
+ * p01) + fy * ((1 - fx) * p10 + fx * p11), in double, rounded to float.
  */
 #ifndef CDP_AUGMENT_H
 #define CDP_AUGMENT_H
@@ -31,16 +64,29 @@
 typedef struct cdp_aug_cfg {
 	int hflip, vflip, rot90;    /* 1: draw it */
 	int crop_h, crop_w;         /* output size; 0: the input size */
+	/* photometric ranges (0: off) and probabilities */
+	float brightness, brightness_p, contrast, contrast_p, gamma, gamma_p;
+	float jitter, jitter_p, noise, noise_p;
+	float scale, scale_p, rotate, rotate_p;   /* the warp (0: off) */
 } cdp_aug_cfg;
 
 typedef struct cdp_aug {
 	int y0, x0, oh, ow;         /* crop window in the input */
 	int hflip, vflip;
 	int rot;                    /* quarter turns counter-clockwise, 0..3 */
+	int photo;                  /* 1: cdp_aug_photo draws from photo_seed */
+	uint64_t photo_seed;
+	int warp;                   /* 1: cdp_aug_warp by zoom and deg */
+	double zoom, deg;
 } cdp_aug;
 
 int  cdp_aug_cfg_parse(cdp_aug_cfg *a, const cdp_cfg *cfg, cdp_cfg_section *s,
                        char *err, size_t cap);
+/* 1 when a photometric change is on (a range > 0). */
+int  cdp_aug_photo_on(const cdp_aug_cfg *a);
+/* 1 when a change only the host does is on: photometric or the warp
+ * (the device's prep_batch does crops, flips and quarter turns). */
+int  cdp_aug_host_only(const cdp_aug_cfg *a);
 /* The crop must fit inputs of (h, w); 0 or -1 with a reason. */
 int  cdp_aug_check(const cdp_aug_cfg *a, int h, int w, char *err, size_t cap);
 /* A random transform for an (h, w) input (cdp_aug_check passed). */
@@ -55,5 +101,13 @@ void cdp_aug_center(const cdp_aug_cfg *a, int h, int w, cdp_aug *t);
  * oh != ow. */
 int  cdp_aug_apply(const cdp_aug *t, int c, int h, int w, const float *img,
                    const int32_t *lab, float *img_out, int32_t *lab_out);
+/* The photometric changes of a (drawn from t->photo_seed; nothing when
+ * t->photo is 0) on img (c, t->oh, t->ow) in place. */
+void cdp_aug_photo(const cdp_aug_cfg *a, const cdp_aug *t, int c, float *img);
+/* The warp of t (t->warp 1) from img (c, t->oh, t->ow) and lab (or NULL)
+ * into img_out and lab_out (not overlapping them); ignore is the label of
+ * pixels from outside. */
+void cdp_aug_warp(const cdp_aug *t, int c, const float *img, const int32_t *lab,
+                  float *img_out, int32_t *lab_out, int32_t ignore);
 
 #endif

@@ -20,8 +20,9 @@ float values that are not finite become 0, invalid pixels (mask 0, or every
 band equal to the nodata value) become 0 in every band and get the ignore
 label; labels are int64: (H, W) class ids or one scalar class.
 
-Augment (engine/augment.h) crops, flips and turns a sample after that, as
-cdp-train does, with the transform drawn from the seed, the epoch and the
+Augment (engine/augment.h) crops, flips and turns a sample after that and
+changes its values (the photometric aug_* keys), as cdp-train does, with the
+transform drawn from the seed, the epoch and the
 key index. Not reproduced: the loader's --skip-bad replacement of damaged
 records (a damaged record raises CdpError here).
 
@@ -145,16 +146,35 @@ class Augment:
     """engine/augment.h: a crop, flips and quarter turns, drawn per sample
     as cdp-train draws them, from cdp_rng_derive(cdp_rng_derive(seed,
     epoch, 1), k, 0) for key index k: y0, x0 (with a crop), hflip, vflip,
-    rot (each only when enabled; odd turns only for square outputs). The
-    options are the cfg's [net] aug_hflip, aug_vflip, aug_rot90, crop_h and
-    crop_w. val=True gives the validation transform, the centred crop."""
+    rot (each only when enabled; odd turns only for square outputs), then
+    photo_seed when a photometric change is on. The options are the cfg's
+    [net] aug_hflip, aug_vflip, aug_rot90, crop_h and crop_w, and as keyword
+    arguments the photometric aug_* keys without "aug_" (brightness=,
+    brightness_p=, contrast=, gamma=, band_jitter=, noise= and their _p),
+    and scale=, rotate= (and _p), drawn after photo_seed: zoom, degrees.
+    val=True gives the validation transform, the centred crop."""
+
+    # photometric [net] keys: (name, largest range); each has a _p probability
+    PHOTO = (("brightness", 10), ("contrast", 1), ("gamma", 2), ("band_jitter", 10),
+             ("noise", 10))
+    WARP = (("scale", 4), ("rotate", 180))
 
     def __init__(self, hflip=False, vflip=False, rot90=False, crop_h=0, crop_w=0, seed=1,
-                 val=False):
+                 val=False, **photo):
         if bool(crop_h) != bool(crop_w) or crop_h < 0 or crop_w < 0:
             raise ValueError("crop_h and crop_w: both or neither")
         self.hflip, self.vflip, self.rot90 = bool(hflip), bool(vflip), bool(rot90)
         self.crop_h, self.crop_w, self.seed, self.val = crop_h, crop_w, check_seed(seed), val
+        for name, top in self.PHOTO + self.WARP:   # float32, as cdp_cfg_float stores them
+            r = float(np.float32(photo.pop(name, 0)))
+            p = float(np.float32(photo.pop(name + "_p", 1)))
+            if not (0 <= r <= top and 0 <= p <= 1):
+                raise ValueError("%s=%r, %s_p=%r: outside [0, %g] and [0, 1]"
+                                 % (name, r, name, p, top))
+            setattr(self, name, r)
+            setattr(self, name + "_p", p)
+        if photo:
+            raise TypeError("unknown options %s" % ", ".join(sorted(photo)))
 
     @classmethod
     def from_cfg(cls, text, overrides=(), seed=1):
@@ -174,14 +194,19 @@ class Augment:
             k, v = o.split("=", 1)
             net[k.strip()] = v.strip()
 
-        def num(key):
-            v = net.get(key, "0")
-            if not re.fullmatch(r"[0-9]+", v):
+        def num(key, pattern=r"[0-9]+", conv=int, default="0"):
+            v = net.get(key, default)
+            if not re.fullmatch(pattern, v):
                 raise ValueError("[net] %s=%s: not a number this reader evaluates" % (key, v))
-            return int(v)
+            return conv(v)
 
+        real = r"[0-9]*\.?[0-9]*([eE][-+]?[0-9]+)?"
+        photo = {}
+        for name, _ in cls.PHOTO + cls.WARP:
+            photo[name] = num("aug_" + name, real, float)
+            photo[name + "_p"] = num("aug_%s_p" % name, real, float, "1")
         return cls(num("aug_hflip"), num("aug_vflip"), num("aug_rot90"), num("crop_h"),
-                   num("crop_w"), seed=seed)
+                   num("crop_w"), seed=seed, **photo)
 
     @classmethod
     def from_checkpoint(cls, ckpt):
@@ -195,16 +220,22 @@ class Augment:
         return "Augment(%s)" % ", ".join("%s=%r" % kv for kv in vars(self).items())
 
     @property
+    def photo_on(self):
+        return any(getattr(self, name) > 0 for name, _ in self.PHOTO)
+
+    @property
     def active(self):
-        return self.hflip or self.vflip or self.rot90 or bool(self.crop_h)
+        return (self.hflip or self.vflip or self.rot90 or bool(self.crop_h) or self.photo_on
+                or self.scale > 0 or self.rotate > 0)
 
     def draw(self, h, w, epoch, k):
-        """(y0, x0, oh, ow, hflip, vflip, rot) of key index k in epoch."""
+        """(y0, x0, oh, ow, hflip, vflip, rot, photo_seed, zoom, degrees) of
+        key index k in epoch; photo_seed None: no photometric change."""
         oh, ow = self.crop_h or h, self.crop_w or w
         if oh > h or ow > w:
             raise ValueError("crop %dx%d does not fit %dx%d tiles" % (oh, ow, h, w))
         if self.val:
-            return ((h - oh) // 2, (w - ow) // 2, oh, ow, 0, 0, 0)
+            return ((h - oh) // 2, (w - ow) // 2, oh, ow, 0, 0, 0, None, 1.0, 0.0)
         r = Rng(derive(derive(self.seed, epoch, 1), k, 0))
         y0 = x0 = hf = vf = rot = 0
         if self.crop_h:
@@ -215,12 +246,92 @@ class Augment:
             vf = r.below(2)
         if self.rot90:
             rot = r.below(4) if oh == ow else 2 * r.below(2)
-        return (y0, x0, oh, ow, hf, vf, rot)
+        ps = r.next() if self.photo_on else None
+        zoom, deg = 1.0, 0.0
+        if self.scale > 0 and r.double() < self.scale_p:
+            zoom = math.pow(1.0 + self.scale, 2.0 * r.double() - 1.0)
+        if self.rotate > 0 and r.double() < self.rotate_p:
+            deg = self.rotate * (2.0 * r.double() - 1.0)
+        return (y0, x0, oh, ow, hf, vf, rot, ps, zoom, deg)
+
+    @staticmethod
+    def warp(t, image, label, ignore):
+        """cdp_aug_warp: image (C, oh, ow) zoomed and turned by t about its
+        centre, bilinear; label (oh, ow) (or None, or a scalar) by the nearest
+        pixel; points outside give 0 and the ignore label."""
+        zoom, deg = t[8], t[9]
+        if zoom == 1.0 and deg == 0.0:
+            return image, label
+        oh, ow = image.shape[-2:]
+        cy, cx = (oh - 1) / 2.0, (ow - 1) / 2.0
+        rad = deg * math.pi / 180.0
+        co, si = math.cos(rad), math.sin(rad)
+        dy, dx = np.meshgrid(np.arange(oh, dtype=np.float64) - cy,
+                             np.arange(ow, dtype=np.float64) - cx, indexing="ij")
+        sy = cy + (co * dy - si * dx) / zoom
+        sx = cx + (si * dy + co * dx) / zoom
+        inside = (sy >= -0.5) & (sy < oh - 0.5) & (sx >= -0.5) & (sx < ow - 0.5)
+        fy0, fx0 = np.floor(sy), np.floor(sx)
+        fy, fx = sy - fy0, sx - fx0
+        y0 = np.clip(fy0, 0, oh - 1).astype(np.intp)
+        y1 = np.clip(fy0 + 1, 0, oh - 1).astype(np.intp)
+        x0 = np.clip(fx0, 0, ow - 1).astype(np.intp)
+        x1 = np.clip(fx0 + 1, 0, ow - 1).astype(np.intp)
+        p = image.astype(np.float64)
+        v = ((1.0 - fy) * ((1.0 - fx) * p[:, y0, x0] + fx * p[:, y0, x1]) +
+             fy * ((1.0 - fx) * p[:, y1, x0] + fx * p[:, y1, x1]))
+        out = np.where(inside, v, 0.0).astype(np.float32)
+        if label is not None and label.ndim == 2:
+            ny = np.clip(np.floor(sy + 0.5), 0, oh - 1).astype(np.intp)
+            nx = np.clip(np.floor(sx + 0.5), 0, ow - 1).astype(np.intp)
+            label = np.where(inside, label[ny, nx], ignore).astype(label.dtype)
+        return out, label
+
+    def photo(self, t, image):
+        """cdp_aug_photo: the photometric changes drawn from t's photo_seed
+        on image (C, H, W) float32 (after apply), as a new array. Noise is
+        drawn one value at a time in Python (slow for large tiles)."""
+        x = np.array(image, dtype=np.float32)
+        if t[7] is None:
+            return x
+        r = Rng(t[7])
+        f64 = np.float64
+
+        def due(name):
+            return getattr(self, name) > 0 and r.double() < getattr(self, name + "_p")
+
+        def sym(name):
+            return getattr(self, name) * (2.0 * r.double() - 1.0)
+
+        if due("brightness"):
+            x = (x.astype(f64) + sym("brightness")).astype(np.float32)
+        if due("contrast"):
+            x = (x.astype(f64) * (1.0 + sym("contrast"))).astype(np.float32)
+        if due("gamma"):
+            g = math.exp(sym("gamma"))
+            for c in range(x.shape[0]):
+                lo, hi = f64(x[c].min()), f64(x[c].max())
+                if hi > lo:
+                    x[c] = (lo + (hi - lo) * np.power((x[c].astype(f64) - lo) / (hi - lo), g)
+                            ).astype(np.float32)
+        if due("band_jitter"):
+            for c in range(x.shape[0]):
+                x[c] = (x[c].astype(f64) + sym("band_jitter")).astype(np.float32)
+        if due("noise"):
+            flat = x.reshape(-1)
+            n = np.empty(flat.size, dtype=f64)
+            for i in range(flat.size):
+                u1 = 1.0 - r.double()
+                u2 = r.double()
+                n[i] = math.sqrt(-2.0 * math.log(u1)) * math.cos(2.0 * math.pi * u2)
+            x = (flat.astype(f64) + self.noise * n).astype(np.float32).reshape(x.shape)
+        return x
 
     @staticmethod
     def apply(t, image, label=None):
-        """image (C, H, W) and label (H, W) (or None) under transform t."""
-        y0, x0, oh, ow, hf, vf, rot = t
+        """image (C, H, W) and label (H, W) (or None) under transform t
+        (the geometry; photo() does the rest)."""
+        y0, x0, oh, ow, hf, vf, rot = t[:7]
 
         def one(a):          # (..., H, W)
             a = a[..., y0:y0 + oh, x0:x0 + ow]
@@ -344,7 +455,10 @@ class PoolDataset:
                 raise CdpError("ESHAPE", p.path, record=self.keys[i])
             x, lab = self.prepare(r)
         if self.augment is not None:
-            x, lab = Augment.apply(self.augment.draw(p.height, p.width, epoch, i), x, lab)
+            t = self.augment.draw(p.height, p.width, epoch, i)
+            x, lab = Augment.apply(t, x, lab)
+            x, lab = Augment.warp(t, x, lab, self.ignore)
+            x = self.augment.photo(t, x)
         return x, lab
 
     def prepare(self, r):

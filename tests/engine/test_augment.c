@@ -11,9 +11,11 @@
 #include "augment.h"
 #include "backend.h"
 #include "cdp_dtype.h"
+#include "cdp_rng.h"
 #include "cfg/cfg.h"
 #include "tap.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -223,7 +225,8 @@ static void test_prep_batch(void)
 
 	for (int d = 0; d < 2; d++)
 		for (int shape = 0; shape < 2; shape++) {
-			cdp_aug_cfg a = { 1, 1, 1, shape ? 5 : 7, shape ? 7 : 7 };
+			cdp_aug_cfg a = { .hflip = 1, .vflip = 1, .rot90 = 1, .crop_h = shape ? 5 : 7,
+			                  .crop_w = 7 };
 			int oh = a.crop_h, ow = a.crop_w, dt = dts[d];
 			size_t es = cdp_dtype_size(dt), hw = (size_t)H * W, ohw = (size_t)oh * ow;
 			unsigned char *raw = malloc(N * C * hw * es);
@@ -280,10 +283,235 @@ static void test_cfg(void)
 	CHECK_RC(cdp_aug_cfg_parse(&a, &cfg, &cfg.s[0], err, sizeof(err)), -1);
 	CHECK(strcmp(err, "m.cfg:2: option 'aug_vflip': 2 is outside [0, 1]") == 0, "%s", err);
 	cdp_cfg_free(&cfg);
+	CHECK_RC(cdp_cfg_parse("[net]\naug_noise=0.1\naug_gamma_p=0.5\n", "m.cfg", NULL, 0, &cfg,
+	                       err, sizeof(err)), 0);
+	CHECK_RC(cdp_aug_cfg_parse(&a, &cfg, &cfg.s[0], err, sizeof(err)), 0);
+	CHECK(a.noise == 0.1f && a.noise_p == 1 && a.gamma == 0 && a.gamma_p == 0.5f &&
+	      a.brightness_p == 1 && cdp_aug_photo_on(&a), "photometric keys parsed");
+	cdp_cfg_free(&cfg);
+	CHECK_RC(cdp_cfg_parse("[net]\naug_contrast=1.5\n", "m.cfg", NULL, 0, &cfg, err, sizeof(err)), 0);
+	CHECK_RC(cdp_aug_cfg_parse(&a, &cfg, &cfg.s[0], err, sizeof(err)), -1);
+	cdp_cfg_free(&cfg);
+}
+
+/* The photometric changes' statistics over many seeds on a 3-band 24x24
+ * image (values from a fixed generator): brightness adds one d in [-R, R]
+ * to every value, contrast multiplies by one f in [1-R, 1+R], band jitter
+ * adds one d_c per band (different bands, different d), gamma keeps each
+ * band's min, max and order, noise adds values of mean 0 and std R; each
+ * applies in about a fraction P of the samples; the geometry is the one
+ * drawn without them. */
+enum { PC = 3, PH = 24, PW = 24, PN = PC * PH * PW };
+
+static void photo_one(cdp_aug_cfg *a, uint64_t seed, const float *in, float *out)
+{
+	cdp_aug t;
+
+	cdp_aug_draw(a, PH, PW, seed, &t);
+	CHECK(t.photo == 1, "photo drawn");
+	memcpy(out, in, PN * sizeof(float));
+	cdp_aug_photo(a, &t, PC, out);
+}
+
+static void test_photo(void)
+{
+	static float in[PN], out[PN];
+	cdp_rng r;
+	int seeds = 400;
+
+	cdp_rng_seed(&r, 5);
+	for (int i = 0; i < PN; i++)
+		in[i] = (float)cdp_rng_normal(&r);
+	{       /* brightness, p = 0.25 */
+		cdp_aug_cfg a = { .brightness = 0.5f, .brightness_p = 0.25f };
+		int on = 0, bad = 0;
+		double lo = 1, hi = -1;
+		for (int s = 0; s < seeds; s++) {
+			photo_one(&a, (uint64_t)s, in, out);
+			double d = (double)out[0] - in[0];
+			for (int i = 0; i < PN; i++)
+				bad += fabs((double)out[i] - in[i] - d) > 1e-6;
+			if (d != 0) {
+				on++;
+				lo = d < lo ? d : lo;
+				hi = d > hi ? d : hi;
+			}
+		}
+		CHECK(bad == 0, "brightness: %d values not shifted by the sample's d", bad);
+		CHECK(lo >= -0.5 && hi <= 0.5 && lo < -0.4 && hi > 0.4, "brightness d in [%g, %g]", lo, hi);
+		/* binomial(400, 0.25): mean 100, sd 8.7 */
+		CHECK(on > 65 && on < 135, "brightness applied in %d of %d (p = 0.25)", on, seeds);
+	}
+	{       /* contrast */
+		cdp_aug_cfg a = { .contrast = 0.3f, .contrast_p = 1 };
+		int bad = 0;
+		double lo = 9, hi = -9;
+		for (int s = 0; s < seeds; s++) {
+			photo_one(&a, (uint64_t)s, in, out);
+			double f = (double)out[0] / in[0];
+			for (int i = 0; i < PN; i++)
+				bad += fabs((double)out[i] - f * in[i]) > 1e-6 * (1 + fabs(in[i]));
+			lo = f < lo ? f : lo;
+			hi = f > hi ? f : hi;
+		}
+		CHECK(bad == 0, "contrast: %d values not scaled by the sample's f", bad);
+		CHECK(lo >= 0.7 - 1e-6 && hi <= 1.3 + 1e-6 && lo < 0.75 && hi > 1.25,
+		      "contrast f in [%g, %g]", lo, hi);
+	}
+	{       /* band jitter */
+		cdp_aug_cfg a = { .jitter = 1, .jitter_p = 1 };
+		int bad = 0, same = 0;
+		for (int s = 0; s < 50; s++) {
+			double d[PC];
+			photo_one(&a, (uint64_t)s, in, out);
+			for (int c = 0; c < PC; c++) {
+				d[c] = (double)out[c * PH * PW] - in[c * PH * PW];
+				for (int i = 0; i < PH * PW; i++)
+					bad += fabs((double)out[c * PH * PW + i] - in[c * PH * PW + i] - d[c]) > 1e-6 ||
+					       fabs(d[c]) > 1;
+			}
+			same += d[0] == d[1] || d[1] == d[2];
+		}
+		CHECK(bad == 0 && same == 0, "band jitter: %d values off their band's d, %d equal d", bad, same);
+	}
+	{       /* gamma */
+		cdp_aug_cfg a = { .gamma = 0.5f, .gamma_p = 1 };
+		int bad = 0, moved = 0;
+		for (int s = 0; s < 50; s++) {
+			photo_one(&a, (uint64_t)s, in, out);
+			for (int c = 0; c < PC; c++) {
+				const float *x = in + c * PH * PW, *y = out + c * PH * PW;
+				float xl = x[0], xh = x[0], yl = y[0], yh = y[0];
+				for (int i = 1; i < PH * PW; i++) {
+					xl = fminf(xl, x[i]); xh = fmaxf(xh, x[i]);
+					yl = fminf(yl, y[i]); yh = fmaxf(yh, y[i]);
+					bad += (x[i] > x[0]) != (y[i] > y[0]) && x[i] != x[0];
+				}
+				bad += fabsf(xl - yl) > 1e-5f || fabsf(xh - yh) > 1e-5f;
+				moved += fabsf(x[1] - y[1]) > 1e-4f;
+			}
+		}
+		CHECK(bad == 0 && moved > 75, "gamma: %d order/range changes, %d bands moved", bad, moved);
+	}
+	{       /* noise: std R, mean 0, over all seeds */
+		cdp_aug_cfg a = { .noise = 0.2f, .noise_p = 1, .hflip = 1, .rot90 = 1 };
+		cdp_aug_cfg g = { .hflip = 1, .rot90 = 1 };
+		double s1 = 0, s2 = 0;
+		long n = 0;
+		int geo = 0;
+		for (int s = 0; s < 20; s++) {
+			cdp_aug t, t0;
+			cdp_aug_draw(&a, PH, PW, (uint64_t)s, &t);
+			cdp_aug_draw(&g, PH, PW, (uint64_t)s, &t0);
+			geo += t.hflip != t0.hflip || t.rot != t0.rot || t0.photo;
+			photo_one(&a, (uint64_t)s, in, out);
+			for (int i = 0; i < PN; i++, n++) {
+				double e = (double)out[i] - in[i];
+				s1 += e;
+				s2 += e * e;
+			}
+		}
+		double m = s1 / n, sd = sqrt(s2 / n - m * m);
+		CHECK(geo == 0, "photometric keys changed the geometry in %d samples", geo);
+		/* 34560 draws: the sample std of N(0, 0.2) is within 2% */
+		CHECK(fabs(m) < 0.01 && fabs(sd - 0.2) < 0.004, "noise mean %g std %g, want 0 and 0.2", m, sd);
+	}
+	{       /* off: the validation transform changes nothing */
+		cdp_aug_cfg a = { .noise = 1, .noise_p = 1 };
+		cdp_aug t;
+		cdp_aug_center(&a, PH, PW, &t);
+		memcpy(out, in, sizeof in);
+		cdp_aug_photo(&a, &t, PC, out);
+		CHECK(memcmp(out, in, sizeof in) == 0, "the centred transform changed values");
+	}
+}
+
+/* The warp against facts that need no resampler: a quarter turn by 90
+ * degrees is np.rot90's clockwise turn (rot 3); zooming in a ramp
+ * v = 1000 y + x reproduces the ramp at the source point (bilinear is exact
+ * on a linear function) and each label, a pixel's id, lies within half a
+ * pixel of it; turned by 45 degrees, about 1 - 2 (sqrt 2 - 1) = 17.2% of a
+ * square falls outside (ignore label, image 0); the draws keep their
+ * ranges and probability. */
+static void test_warp(void)
+{
+	enum { N = 64 };
+	static float img[N * N], out[N * N];
+	static int32_t lab[N * N], lout[N * N];
+
+	for (int i = 0; i < N * N; i++) {
+		img[i] = (float)(1000 * (i / N) + i % N);
+		lab[i] = i;
+	}
+	{
+		cdp_aug t = { .oh = N, .ow = N, .warp = 1, .zoom = 1, .deg = 90 }, q = { .oh = N, .ow = N,
+		                                                                            .rot = 3 };
+		static float ref[N * N];
+		static int32_t lref[N * N];
+		int bad = 0;
+		cdp_aug_warp(&t, 1, img, lab, out, lout, -1);
+		CHECK_RC(cdp_aug_apply(&q, 1, N, N, img, lab, ref, lref), 0);
+		for (int i = 0; i < N * N; i++)
+			bad += lout[i] != lref[i] || fabsf(out[i] - ref[i]) > 1e-3f;
+		CHECK(bad == 0, "90 degrees: %d pixels differ from rot 3", bad);
+	}
+	{
+		cdp_aug t = { .oh = N, .ow = N, .warp = 1, .zoom = 1.7, .deg = 0 };
+		double c = (N - 1) / 2.0;
+		int bad = 0, lbad = 0;
+		cdp_aug_warp(&t, 1, img, lab, out, lout, -1);
+		for (int i = 0; i < N; i++)
+			for (int j = 0; j < N; j++) {
+				double sy = c + (i - c) / 1.7, sx = c + (j - c) / 1.7;
+				bad += fabs(out[i * N + j] - (1000 * sy + sx)) > 1e-2;
+				lbad += fabs(lout[i * N + j] / N - sy) > 0.5 + 1e-9 ||
+				        fabs(lout[i * N + j] % N - sx) > 0.5 + 1e-9;
+			}
+		CHECK(bad == 0 && lbad == 0, "zoom 1.7: %d values off the ramp, %d labels not nearest",
+		      bad, lbad);
+	}
+	{
+		cdp_aug t = { .oh = N, .ow = N, .warp = 1, .zoom = 1, .deg = 45 };
+		int ign = 0, bad = 0;
+		cdp_aug_warp(&t, 1, img, lab, out, lout, -7);
+		for (int i = 0; i < N * N; i++) {
+			ign += lout[i] == -7;
+			bad += (lout[i] == -7) != (out[i] == 0.0f && i != 0);
+		}
+		CHECK(fabs(ign / (double)(N * N) - (3 - 2 * sqrt(2.0))) < 0.02 && bad <= 1,
+		      "45 degrees: %d of %d ignored (want 17.2%%), %d image/label mismatches", ign,
+		      N * N, bad);
+		CHECK(lout[(N / 2) * N + N / 2] != -7 && lout[0] == -7 && lout[N * N - 1] == -7,
+		      "45 degrees: centre kept, corners ignored");
+	}
+	{
+		cdp_aug_cfg a = { .scale = 0.5f, .scale_p = 0.5f, .rotate = 30, .rotate_p = 1 };
+		int on = 0, bad = 0;
+		double zl = 9, zh = 0;
+		for (int s = 0; s < 400; s++) {
+			cdp_aug t;
+			cdp_aug_draw(&a, N, N, (uint64_t)s, &t);
+			bad += !t.warp || fabs(t.deg) > 30 || t.zoom < 1 / 1.5 - 1e-12 || t.zoom > 1.5 + 1e-12;
+			if (t.zoom != 1) {
+				on++;
+				zl = t.zoom < zl ? t.zoom : zl;
+				zh = t.zoom > zh ? t.zoom : zh;
+			}
+		}
+		CHECK(bad == 0 && on > 165 && on < 235 && zl < 0.7 && zh > 1.4,
+		      "warp draws: %d out of range, zoom in %d of 400 (p 0.5), [%g, %g]", bad, on, zl, zh);
+		cdp_aug_cfg none = { .hflip = 1 };
+		cdp_aug t;
+		cdp_aug_draw(&none, N, N, 3, &t);
+		CHECK(!t.warp && t.zoom == 1 && t.deg == 0, "no warp drawn without its keys");
+		CHECK(cdp_aug_host_only(&a) && !cdp_aug_host_only(&none), "host_only");
+	}
 }
 
 int main(void)
 {
+	test_photo();
+	test_warp();
 	test_literals();
 	test_all_combinations();
 	test_draw();

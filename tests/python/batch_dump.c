@@ -3,10 +3,11 @@
  * tests/python/test_cdpool.py to compare with PoolDataset's bit for bit.
  *
  * usage: batch_dump POOL KEYS SEED BATCH RANK J EPOCH STEP HFLIP VFLIP ROT90
- *                   CROP_H CROP_W OUT
+ *                   CROP_H CROP_W OUT [KEY=VALUE,...]
  *
  * BATCH is per rank; HFLIP VFLIP ROT90 are 0 or 1 and CROP_H CROP_W 0 (no
- * crop) or the crop, as the cfg's aug_* and crop_* keys. Writes OUT.f32,
+ * crop) or the crop, as the cfg's aug_* and crop_* keys; the optional last
+ * argument gives more [net] keys (the photometric aug_*). Writes OUT.f32,
  * the images (n, c, h, w) float32, and OUT.i32, the per-pixel labels
  * (n, h, w) int32 (empty for a pool without labels), raw little-endian
  * (a pool of per-pixel labels or none: not scalar classes), and prints
@@ -18,6 +19,7 @@
 #include <string.h>
 #include "cdp_num.h"
 #include "loader.h"
+#include "cfg/cfg.h"
 
 static int write_file(const char *out, const char *ext, const void *p, size_t bytes)
 {
@@ -48,9 +50,9 @@ int main(int argc, char **argv)
 	char err[512];
 	int rc = 1;
 
-	if (argc != 15 || cdp_parse_u64(argv[3], 0, UINT64_MAX, &seed) != 0) {
+	if ((argc != 15 && argc != 16) || cdp_parse_u64(argv[3], 0, UINT64_MAX, &seed) != 0) {
 		fprintf(stderr, "usage: batch_dump POOL KEYS SEED BATCH RANK J EPOCH STEP HFLIP VFLIP "
-		        "ROT90 CROP_H CROP_W OUT\n");
+		        "ROT90 CROP_H CROP_W OUT [KEY=VALUE,...]\n");
 		return 2;
 	}
 	for (int i = 0; i < 10; i++)
@@ -65,9 +67,26 @@ int main(int argc, char **argv)
 	o.batch = v[0];
 	o.rank = v[1];
 	o.nranks = v[2];
-	aug = (cdp_aug_cfg){ .hflip = v[5], .vflip = v[6], .rot90 = v[7], .crop_h = v[8],
-	                     .crop_w = v[9] };
-	if (aug.hflip || aug.vflip || aug.rot90 || aug.crop_h || aug.crop_w)
+	if (argc == 16) {
+		char text[4096];
+		cdp_cfg cfg;
+		snprintf(text, sizeof text, "[net]\n%s\n", argv[15]);
+		for (char *p = text; *p; p++)
+			if (*p == ',')
+				*p = '\n';
+		if (cdp_cfg_parse(text, "keys", NULL, 0, &cfg, err, sizeof err) != 0 ||
+		    cdp_aug_cfg_parse(&aug, &cfg, &cfg.s[0], err, sizeof err) != 0) {
+			fprintf(stderr, "batch_dump: %s\n", err);
+			return 2;
+		}
+		cdp_cfg_free(&cfg);
+	}
+	aug.hflip = v[5];
+	aug.vflip = v[6];
+	aug.rot90 = v[7];
+	aug.crop_h = v[8];
+	aug.crop_w = v[9];
+	if (aug.hflip || aug.vflip || aug.rot90 || aug.crop_h || aug.crop_w || cdp_aug_host_only(&aug))
 		o.aug = &aug;
 	if (cdp_loader_open(&o, &l, err, sizeof err) != 0) {
 		fprintf(stderr, "batch_dump: %s\n", err);

@@ -536,12 +536,13 @@ def test_dataset():
     ok("DataLoader(num_workers=2) with BlockSampler: cdp-train's batches")
 
 
-def c_batch(pool, keys, seed, b, rank, j, epoch, step, aug=(0, 0, 0, 0, 0)):
-    """tests/python/batch_dump: the C loader's batch, (images, labels or None, key indices)."""
+def c_batch(pool, keys, seed, b, rank, j, epoch, step, aug=(0, 0, 0, 0, 0), more=None):
+    """tests/python/batch_dump: the C loader's batch, (images, labels or None, key indices);
+    more: further [net] keys, "key=value,..." (the photometric aug_*)."""
     out = os.path.join(T, "cbatch")
     r = subprocess.run([os.path.join(os.environ["CDP_BUILDDIR"], "tests", "python", "batch_dump"),
                         pool, keys] + [str(v) for v in (seed, b, rank, j, epoch, step) + aug] +
-                       [out], capture_output=True, text=True)
+                       [out] + ([more] if more else []), capture_output=True, text=True)
     check(r.returncode == 0, "batch_dump: %s" % r.stderr)
     head, *idx = r.stdout.split("\n")[:-1]
     shape = tuple(int(v) for v in head.split())
@@ -599,6 +600,92 @@ def test_batches():
                 check(np.array_equal(np.stack([ds[i][1] for i in idx]), y), "%s: labels" % dt)
         p.close()
     ok("every record dtype u8..f64 (nodata masks, zlib, u16 labels): the C loader's batches")
+
+
+def test_photometric():
+    """The photometric aug_* keys, aug_scale and aug_rotate: PoolDataset's batches equal the C
+    loader's, bit for bit for brightness, contrast, band jitter, noise, scale and rotation (the
+    same libm), within 1e-6 where gamma is on (numpy's power against C's pow); photometric
+    changes leave the labels of the geometry alone; the warp's image is torch's grid_sample
+    (bilinear) and its labels grid_sample's nearest where the source lies inside, the ignore
+    label outside; from_cfg reads the keys as cdp-train does."""
+    road = os.path.join(T, "pool")
+    keys = os.path.join(T, "train.keys")
+    kl = cdpool.read_keys(keys)
+    pool = cdpool.Pool(road)
+    geo = (1, 1, 1, 24, 24)
+    cases = (("brightness=0.5", False), ("contrast=0.4", False), ("band_jitter=0.7", False),
+             ("noise=0.3", False), ("gamma=0.6", True), ("scale=0.5", False),
+             ("rotate=40", False),
+             ("brightness=0.5,brightness_p=0.5,contrast=0.4,contrast_p=0.5,gamma=0.6,"
+              "gamma_p=0.5,band_jitter=0.7,band_jitter_p=0.5,noise=0.3,noise_p=0.5,"
+              "scale=0.3,scale_p=0.5,rotate=20,rotate_p=0.5", True))
+    plain = cdpool.PoolDataset(pool, kl, standardize="pool",
+                               augment=cdpool.Augment(*geo[:3], 24, 24, seed=7))
+    n = warped = 0
+    for text, gamma in cases:
+        more = ",".join("aug_" + kv for kv in text.split(","))
+        aug = cdpool.Augment.from_cfg("[net]\n" + more.replace(",", "\n") + "\n"
+                                      "aug_hflip=1\naug_vflip=1\naug_rot90=1\ncrop_h=24\n"
+                                      "crop_w=24\n", seed=7)
+        check(aug.active and aug.hflip and aug.crop_h == 24, "from_cfg: %r" % aug)
+        ds = cdpool.PoolDataset(pool, kl, augment=aug, standardize="pool")
+        s = cdpool.BlockSampler(len(kl), 4, 0, 1, seed=7, with_epoch=True)
+        for epoch, step in ((0, 0), (1, 2), (3, s.steps - 1)):
+            x, y, idx = c_batch(road, keys, 7, 4, 0, 1, epoch, step, geo, more)
+            got = [ds[(epoch, i)] for i in idx]
+            gx = np.stack([g[0] for g in got])
+            gy = np.stack([g[1] for g in got])
+            err = float(np.max(np.abs(gx.astype(np.float64) - x)))
+            check(gx.shape == x.shape and (err <= 1e-6 if gamma else gx.tobytes() == x.tobytes()),
+                  "%s (%d, %d): images differ from the C loader's (largest %g)" % (text, epoch,
+                                                                                 step, err))
+            check(np.array_equal(gy, y), "%s: labels differ from the C loader's" % text)
+            ts = [aug.draw(pool.height, pool.width, epoch, i) for i in idx]
+            if not any(t[8] != 1.0 or t[9] != 0.0 for t in ts):
+                py = np.stack([plain[(epoch, i)][1] for i in idx])
+                check(np.array_equal(py, y), "%s: labels differ from the geometry's" % text)
+            if text in ("scale=0.5", "rotate=40"):
+                for k, i in enumerate(idx):
+                    px, pl = plain[(epoch, i)]
+                    warp_reference(ts[k], px, pl, gx[k], gy[k], ds.ignore, text)
+                    warped += 1
+            n += 1
+    ok("photometric aug_* keys, aug_scale, aug_rotate: %d batches equal the C loader's, %d "
+       "warps torch's grid_sample" % (n, warped))
+
+
+def warp_reference(t, px, pl, gx, gy, ignore, text):
+    """Augment.warp's output (gx, gy) of the geometry's sample (px, pl) under t against
+    torch.nn.functional.grid_sample (align_corners=True): bilinear within 1e-5 where the
+    source point lies within the pixel centres, the nearest label where it lies in the tile
+    (away from rounding ties), 0 and the ignore label outside."""
+    try:
+        import torch
+    except ImportError:
+        return
+    zoom, deg = t[8], t[9]
+    oh, ow = px.shape[-2:]
+    cy, cx = (oh - 1) / 2.0, (ow - 1) / 2.0
+    a = np.radians(deg)
+    dy, dx = np.meshgrid(np.arange(oh) - cy, np.arange(ow) - cx, indexing="ij")
+    sy = cy + (np.cos(a) * dy - np.sin(a) * dx) / zoom
+    sx = cx + (np.sin(a) * dy + np.cos(a) * dx) / zoom
+    grid = torch.from_numpy(np.stack([2 * sx / (ow - 1) - 1, 2 * sy / (oh - 1) - 1], -1)[None])
+    ref = torch.nn.functional.grid_sample(torch.from_numpy(px[None].astype(np.float64)), grid,
+                                          mode="bilinear", align_corners=True)[0].numpy()
+    lref = torch.nn.functional.grid_sample(torch.from_numpy(pl[None, None].astype(np.float64)),
+                                           grid, mode="nearest", align_corners=True)[0, 0]
+    core = (sy >= 0) & (sy <= oh - 1) & (sx >= 0) & (sx <= ow - 1)
+    tile = (sy >= -0.5) & (sy < oh - 0.5) & (sx >= -0.5) & (sx < ow - 0.5)
+    tie = (np.abs(sy - np.floor(sy) - 0.5) < 1e-6) | (np.abs(sx - np.floor(sx) - 0.5) < 1e-6)
+    err = np.max(np.abs(ref - gx)[:, core]) if core.any() else 0.0
+    check(err <= 1e-5, "%s: image off grid_sample by %g" % (text, err))
+    m = tile & ~tie
+    check(np.array_equal(gy[m], lref.numpy()[m].astype(gy.dtype)),
+          "%s: labels are not the nearest pixel's" % text)
+    check(np.all(gy[~tile] == ignore) and np.all(gx[:, ~tile] == 0),
+          "%s: outside is not ignore and 0" % text)
 
 
 def test_first_step():
@@ -849,9 +936,9 @@ def run_tests(tests):
 
 def main():
     return run_tests([test_dtypes, test_record_refusals, test_keys, test_sampler,
-                      test_checkpoint, test_dataset, test_batches, test_first_step, test_info,
-                      test_cfg_nesting, test_pool_refusals, test_info_refusals,
-                      test_seed_range])
+                      test_checkpoint, test_dataset, test_batches, test_photometric,
+                      test_first_step, test_info, test_cfg_nesting, test_pool_refusals,
+                      test_info_refusals, test_seed_range])
 
 
 if __name__ == "__main__":

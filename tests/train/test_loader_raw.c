@@ -220,7 +220,7 @@ static cdp_loader_opts opts(cdp_pool *pool, const char *pp, const char *kp, int 
 
 static void test_pool(const char *name, int crop_h, int crop_w)
 {
-	cdp_aug_cfg aug = { 1, 1, 1, crop_h, crop_w };
+	cdp_aug_cfg aug = { .hflip = 1, .vflip = 1, .rot90 = 1, .crop_h = crop_h, .crop_w = crop_w };
 	cdp_loader_opts o;
 	cdp_pool pool;
 	char keys[64], what[200];
@@ -251,7 +251,7 @@ static void test_pool(const char *name, int crop_h, int crop_w)
  * same batches, in training and in validation. */
 static void test_bad(void)
 {
-	cdp_aug_cfg aug = { 1, 1, 1, 12, 12 };
+	cdp_aug_cfg aug = { .hflip = 1, .vflip = 1, .rot90 = 1, .crop_h = 12, .crop_w = 12 };
 	char key[128] = "", err[512];
 	cdp_loader_opts o;
 	cdp_pool pool;

@@ -348,7 +348,17 @@ int cdp_loader_load_sample(cdp_loader *l, worker *w, size_t k, slot *s, int i)
 	sample_aug(l, k, &t);
 	if (lab && !l->label_px)
 		lab[0] = w->tmp_lab[0];
-	return cdp_aug_apply(&t, l->C, l->H, l->W, w->tmp_img,
-	                     l->label_px ? w->tmp_lab : NULL, img,
-	                     l->label_px ? lab : NULL) ? CDP_EINVAL : 0;
+	if (cdp_aug_apply(&t, l->C, l->H, l->W, w->tmp_img, l->label_px ? w->tmp_lab : NULL, img,
+	                  l->label_px ? lab : NULL))
+		return CDP_EINVAL;
+	if (t.warp) {
+		/* tmp_img and tmp_lab, done with, are at least the output's size */
+		int32_t *wl = lab && l->label_px ? lab : NULL;
+		memcpy(w->tmp_img, img, loader_img_size(l) * sizeof(float));
+		if (wl)
+			memcpy(w->tmp_lab, wl, (size_t)l->oh * l->ow * sizeof(int32_t));
+		cdp_aug_warp(&t, l->C, w->tmp_img, wl ? w->tmp_lab : NULL, img, wl, l->ignore);
+	}
+	cdp_aug_photo(&l->aug, &t, l->C, img);
+	return 0;
 }

@@ -127,7 +127,8 @@ static void loss_scale(trainer *t)
 
 /* The data path (loader.h): on a GPU, raw batches that the device
  * converts, standardizes and augments (train.c), except from f64 pools,
- * whose raw values are twice the floats' size; on the CPU, the loader's
+ * whose raw values are twice the floats' size, and with photometric
+ * changes, scale or rotation (host only); on the CPU, the loader's
  * float batches. CDP_TRAIN_DATA=host|device overrides, for testing: device
  * on the CPU runs the GPU's path through the CPU backend's prep_batch. */
 static int data_path(trainer *t, char *err, size_t cap)
@@ -143,7 +144,8 @@ static int data_path(trainer *t, char *err, size_t cap)
 		return 0;
 	}
 	t->raw = 0;
-	if (t->be->device < 0)
+	/* photometric changes, scale and rotation are done on the host */
+	if (t->be->device < 0 || cdp_aug_host_only(&t->aug))
 		return 0;
 	if ((rc = cdp_pool_info_load(&t->pool, &pi)) != 0)
 		return tr_fail(err, cap, "'%s': cannot load meta: %s", t->o->db, cdp_strerror(rc));
