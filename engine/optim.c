@@ -102,7 +102,8 @@ int cdp_optim_cfg_parse(cdp_optim_cfg *c, const cdp_cfg *cfg, cdp_cfg_section *s
 	    cdp_cfg_float(cfg, s, "warmup_factor", c->warmup_factor, 0, 1, &c->warmup_factor,
 	                  err, cap) < 0 ||
 	    cdp_cfg_float(cfg, s, "clip_norm", 0, 0, 1e30f, &c->clip_norm, err, cap) < 0 ||
-	    cdp_cfg_int(cfg, s, "accumulate", 1, 1, 1 << 20, &c->accumulate, err, cap) < 0)
+	    cdp_cfg_int(cfg, s, "accumulate", 1, 1, 1 << 20, &c->accumulate, err, cap) < 0 ||
+	    cdp_cfg_float(cfg, s, "ema", 0, 0, 0.99999994f, &c->ema, err, cap) < 0)
 		return -1;
 	c->nesterov = nesterov;
 	c->step_size = step_size;

@@ -59,6 +59,8 @@ typedef struct cdp_optim_cfg {
 	float warmup_factor;    /* f: lr(0) = lr * f */
 	float clip_norm;        /* 0: no clipping */
 	int accumulate;         /* A >= 1 */
+	float ema;              /* decay of the weights' moving average, 0: none;
+	                         * kept by the trainer (tools/train), not here */
 } cdp_optim_cfg;
 
 typedef struct cdp_optim {

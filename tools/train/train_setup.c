@@ -257,8 +257,7 @@ static int ema(trainer *t, char *err, size_t cap)
 {
 	size_t bytes = t->net.nparams * sizeof(float);
 
-	if (cdp_cfg_float(&t->cfg, &t->cfg.s[0], "ema", 0, 0, 0.99999994f, &t->ema, err, cap) < 0)
-		return -1;
+	t->ema = t->oc.ema;     /* read with the optimizer's keys */
 	if (t->ema == 0)
 		return 0;
 	if (t->o->sync != CDP_SYNC_ALLREDUCE)
