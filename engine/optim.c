@@ -5,7 +5,8 @@
  * so data-parallel ranks keep identical state without communicating it, and
  * a checkpoint saves it as two flat arrays.
  *
- * Not done: parameter groups (no decay exemption for biases or batchnorm),
+ * Parameter groups are the segments of cdp_optim_set_layers (frozen
+ * layers, lr_mult). Not done: a decay exemption for biases or batchnorm,
  * schedules other than the three policies with linear warm-up.
  */
 #include "optim.h"

@@ -6,7 +6,8 @@
  *    forward, a random output gradient) with c1 and b1 frozen: their
  *    gradients are zero, their weights, b1's running statistics and their
  *    momentum bitwise unchanged, while c2, b2 and the head change; thawed,
- *    c1, b1 and b1's statistics change on the next step.
+ *    c1, b1 and b1's statistics change on the next step; b1 alone frozen,
+ *    c1 before it trains through it and b1 stays.
  *  - A frozen bn's input gradient equals the gradient of the eval-mode
  *    forward by central finite differences (double sums), with running
  *    statistics, gamma and beta away from 1 and 0: bn alone on the input
@@ -154,6 +155,18 @@ static void test_frozen_steps(void)
 	}
 	CHECK(!same(net.buffers, b1, layer(&net, "b1")->buf_off, layer(&net, "b1")->buf_len),
 	      "thawed b1's running statistics did not change");
+	/* b1 alone frozen: c1 before it still trains through it */
+	CHECK_RC(cdp_net_freeze(&net, "b1", err, sizeof err), 1);
+	CHECK_RC(cdp_optim_set_layers(&o, &net, err, sizeof err), 0);
+	memcpy(p1, net.params, net.nparams * sizeof *p1);
+	memcpy(b1, net.buffers, net.nbuffers * sizeof *b1);
+	train_pass(&net, 300);
+	CHECK_RC(cdp_optim_step(&o, net.params, net.grads), 0);
+	CHECK(!same(net.params, p1, layer(&net, "c1")->w_off, layer(&net, "c1")->w_len),
+	      "c1 before a frozen b1 did not train");
+	CHECK(same(net.params, p1, layer(&net, "b1")->w_off, 2 * layer(&net, "b1")->w_len) &&
+	      same(net.buffers, b1, layer(&net, "b1")->buf_off, layer(&net, "b1")->buf_len),
+	      "frozen b1 changed");
 	free(p0);
 	free(b0);
 	free(p1);

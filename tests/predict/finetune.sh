@@ -53,7 +53,7 @@ else:
 echo "== frozen encoder"
 train a --epochs 2 --init "$T/init.cdpt" --freeze "$ENC" --unfreeze-at 2
 check a 1 "the frozen encoder changed, or the head did not train"
-grep -qF "layers (--freeze $ENC) until epoch 2" "$T/a/train.log" ||
+grep -qF "frozen: 48 layers (--freeze $ENC) until epoch 2" "$T/a/train.log" ||
 	fail "train.log: $(cat "$T/a/train.log")"
 "$PYTHON" -c '
 import sys
