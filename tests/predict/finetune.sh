@@ -11,6 +11,8 @@
 #    epoch 2 (weights and running statistics change), train.log says so;
 #  - that resumed run's weights and statistics equal an uninterrupted
 #    3-epoch run's bit for bit;
+#  - on 2 ranks under mpirun (when $MPIRUN is set) the frozen encoder stays
+#    torchvision's too;
 #  - a pattern matching no layer, and --unfreeze-at without --freeze, are
 #    refused.
 . "$CDP_SRCDIR/tests/tools/common.sh"
@@ -61,6 +63,19 @@ from cdpool import load_checkpoint
 ck = load_checkpoint(sys.argv[1])
 assert ck.step == 4 and ck.epoch == 2, (ck.step, ck.epoch)' "$T/a/checkpoint.cdpt" ||
 	fail "run a did not stop after 2 epochs"
+
+# two ranks (when $MPIRUN is set): the frozen tensors' zero gradients go
+# through the all-reduce and they stay torchvision's
+mpirun=${MPIRUN:-}
+if [ -n "$mpirun" ] && command -v "$mpirun" >/dev/null 2>&1; then
+	echo "== frozen encoder, 2 ranks"
+	mp="$mpirun --oversubscribe -np 2"
+	[ "$(id -u)" -ne 0 ] || mp="$mpirun --allow-run-as-root --oversubscribe -np 2"
+	CDP_DIST_TIMEOUT=60 $mp cdp-train -q --db "$T/pool" --keys "$T/k" --out "$T/m" --batch 5 \
+		--threads 1 --lr 0.05 --epochs 1 --model "$CFG" --init "$T/init.cdpt" --freeze "$ENC" ||
+		fail "cdp-train on 2 ranks"
+	check m 1 "the frozen encoder changed on 2 ranks"
+fi
 
 echo "== --resume, unfrozen at epoch 2"
 train a --epochs 3 --resume --freeze "$ENC" --unfreeze-at 2
