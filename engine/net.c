@@ -24,6 +24,7 @@
  * the consumer that runs first in backward order (the highest index)
  * overwrites its gradient (in_beta 0) and the others accumulate (1).
  */
+#include <fnmatch.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -396,6 +397,45 @@ nomem:
 	return -1;
 }
 
+/* [net] lr_mult=PATTERN:M,...: M of the first fnmatch glob matching name,
+ * else 1. A malformed list is an error for every layer, the first reports it. */
+static int net_lr_mult(cdp_net *net, const char *name, float *m, char *err, size_t cap)
+{
+	const char *p = cdp_cfg_str(&net->cfg->s[0], "lr_mult", NULL);
+	char item[160];
+
+	*m = 1.0f;
+	while (p && *p) {
+		size_t len = strcspn(p, ",");
+		char *colon, *end;
+		double v;
+
+		if (len >= sizeof item) {
+			snprintf(err, cap, "[net] lr_mult=: item '%.40s...' is too long", p);
+			return -1;
+		}
+		memcpy(item, p, len);
+		item[len] = '\0';
+		p += len + (p[len] == ',');
+		colon = strrchr(item, ':');
+		if (!colon || colon == item) {
+			snprintf(err, cap, "[net] lr_mult=: '%s' is not PATTERN:M", item);
+			return -1;
+		}
+		*colon = '\0';
+		v = strtod(colon + 1, &end);
+		if (end == colon + 1 || *end || !(v >= 0) || v > 1e6) {
+			snprintf(err, cap, "[net] lr_mult=: '%s' is not a number in [0, 1e6]", colon + 1);
+			return -1;
+		}
+		if (fnmatch(item, name, 0) == 0) {
+			*m = (float)v;
+			return 0;
+		}
+	}
+	return 0;
+}
+
 static int make_layers(cdp_net *net, char *err, size_t cap)
 {
 	cdp_cfg *cfg = net->cfg;
@@ -442,6 +482,10 @@ static int make_layers(cdp_net *net, char *err, size_t cap)
 			snprintf(why, sizeof why, "empty output (%d,%d,%d)", l->out.c, l->out.h, l->out.w);
 			goto fail;
 		}
+		if (net_lr_mult(net, l->name, &l->lr_mult, why, sizeof why) < 0 ||
+		    cdp_cfg_float(cfg, s, "lr_mult", l->lr_mult, 0.0f, 1e6f, &l->lr_mult, why,
+		                  sizeof why) < 0)
+			goto fail;
 		if (cdp_cfg_check_used(cfg, s, why, sizeof why) < 0)
 			goto fail;
 		continue;
@@ -522,21 +566,14 @@ int cdp_net_resize(cdp_net *net, int n, char *err, size_t cap)
 	return alloc_batch(net, err, cap);
 }
 
-/* The workspace depends on the precision (a bf16/fp16 convolution on CUDA
- * stages its operands in it): grown, never shrunk, so that it holds every
- * layer's need in the precision set now. */
-int cdp_net_set_precision(cdp_net *net, int prec, char *err, size_t cap)
+/* Grows the workspace to the largest need of a layer now (never shrinks
+ * it); 0, or -1 out of memory with the old one kept. */
+static int grow_ws(cdp_net *net)
 {
 	cdp_backend *be = net->be;
-	int old = be->precision;
 	size_t need = 0;
 	void *ws;
 
-	if (be->set_precision(be, prec) != 0) {
-		snprintf(err, cap, "the %s backend cannot compute in %s", be->name,
-		         cdp_precision_name(prec));
-		return -1;
-	}
 	for (int i = 0; i < net->nlayers; i++) {
 		cdp_layer *l = &net->layers[i];
 		size_t b = l->ops->workspace ? l->ops->workspace(l, net) : 0;
@@ -545,16 +582,70 @@ int cdp_net_set_precision(cdp_net *net, int prec, char *err, size_t cap)
 	}
 	if (need <= net->ws_bytes)
 		return 0;
-	if (!(ws = be->alloc(be, need))) {
-		be->set_precision(be, old);
-		snprintf(err, cap, "cannot allocate a %zu-byte workspace for %s: out of memory", need,
-		         cdp_precision_name(prec));
+	if (!(ws = be->alloc(be, need)))
 		return -1;
-	}
 	be->free(be, net->ws);
 	net->ws = ws;
 	net->ws_bytes = need;
 	return 0;
+}
+
+/* The workspace depends on the precision (a bf16/fp16 convolution on CUDA
+ * stages its operands in it): grown, never shrunk, so that it holds every
+ * layer's need in the precision set now. */
+int cdp_net_set_precision(cdp_net *net, int prec, char *err, size_t cap)
+{
+	cdp_backend *be = net->be;
+	int old = be->precision;
+
+	if (be->set_precision(be, prec) != 0) {
+		snprintf(err, cap, "the %s backend cannot compute in %s", be->name,
+		         cdp_precision_name(prec));
+		return -1;
+	}
+	if (grow_ws(net) < 0) {
+		be->set_precision(be, old);
+		snprintf(err, cap, "cannot allocate a workspace for %s: out of memory",
+		         cdp_precision_name(prec));
+		return -1;
+	}
+	return 0;
+}
+
+int cdp_net_freeze(cdp_net *net, const char *patterns, char *err, size_t cap)
+{
+	char pat[CDP_LAYER_NAME * 2];
+	int nfrozen = 0;
+
+	for (int i = 0; i < net->nlayers; i++)
+		net->layers[i].frozen = 0;
+	for (const char *p = patterns ? patterns : ""; *p;) {
+		size_t len = strcspn(p, ",");
+		int hit = 0;
+
+		if (len == 0 || len >= sizeof pat) {
+			snprintf(err, cap, "--freeze: %s pattern in '%.80s'", len ? "a too long" : "an empty",
+			         patterns);
+			return -1;
+		}
+		memcpy(pat, p, len);
+		pat[len] = '\0';
+		p += len + (p[len] == ',');
+		for (int i = 0; i < net->nlayers; i++)
+			if (fnmatch(pat, net->layers[i].name, 0) == 0) {
+				nfrozen += !net->layers[i].frozen;
+				net->layers[i].frozen = hit = 1;
+			}
+		if (!hit) {
+			snprintf(err, cap, "--freeze: '%s' matches no layer name", pat);
+			return -1;
+		}
+	}
+	if (grow_ws(net) < 0) {
+		snprintf(err, cap, "--freeze: cannot allocate the workspace: out of memory");
+		return -1;
+	}
+	return nfrozen;
 }
 
 void cdp_net_free(cdp_net *net)

@@ -73,6 +73,14 @@ struct cdp_layer {
 	 * this layer is the first, in backward order, to write it, else 1. The
 	 * net sets it so that no activation gradient needs zeroing per step. */
 	float in_beta[CDP_MAX_FROM];
+	/* fine-tuning (cdp_net_freeze, lr_mult=): a frozen layer computes no
+	 * parameter gradient (they stay zero) and the optimizer skips its
+	 * parameters; a frozen bn normalises with its running statistics in
+	 * training too and leaves them as they are (FrozenBatchNorm2d), its
+	 * backward passing dy * gamma / sqrt(running_var + eps) to its input.
+	 * lr_mult scales the learning rate of the layer's parameters. */
+	int frozen;
+	float lr_mult;
 };
 
 struct cdp_net {
@@ -142,6 +150,12 @@ void cdp_net_forward(cdp_net *net);
  * call it after a training-mode forward.) */
 void cdp_net_backward(cdp_net *net, void (*on_layer_done)(cdp_net *, int, void *), void *ctx);
 void cdp_net_zero_grad(cdp_net *net);
+/* Freezes the layers whose name matches one of the comma-separated
+ * fnmatch(3) globs in patterns (e.g. "conv1,bn1,layer*"), and unfreezes the
+ * rest; patterns NULL or "" unfreezes every layer. Grows the workspace for
+ * the frozen batchnorm backward. Returns the number of layers frozen, or -1
+ * with the reason in err: an empty or unmatched pattern, out of memory. */
+int  cdp_net_freeze(cdp_net *net, const char *patterns, char *err, size_t cap);
 const float *cdp_net_output(const cdp_net *net);
 
 /* For layer makers: declare `len` parameter floats; returns the offset. */

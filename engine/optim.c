@@ -5,11 +5,15 @@
  * so data-parallel ranks keep identical state without communicating it, and
  * a checkpoint saves it as two flat arrays.
  *
- * Not done: parameter groups (no decay exemption for biases or batchnorm),
+ * Parameter groups are the segments of cdp_optim_set_layers (frozen
+ * layers, lr_mult). Not done: a decay exemption for biases or batchnorm,
  * schedules other than the three policies with linear warm-up.
  */
 #include "optim.h"
 #include "cdp_error.h"
+#include "net.h"
+
+#include <stdlib.h>
 
 #include <math.h>
 #include <stdio.h>
@@ -225,8 +229,71 @@ int cdp_optim_init(cdp_optim *o, cdp_backend *be, const cdp_optim_cfg *c, size_t
 	return 0;
 }
 
+/* Appends [off, off + len) at (frozen, mult), merged with the last
+ * segment when adjacent and alike. */
+static void seg_add(cdp_optim_seg *seg, int *nseg, size_t off, size_t len, int frozen,
+                    float mult)
+{
+	cdp_optim_seg *last = *nseg ? &seg[*nseg - 1] : NULL;
+
+	if (len == 0)
+		return;
+	if (last && last->off + last->len == off && last->frozen == frozen && last->mult == mult) {
+		last->len += len;
+		return;
+	}
+	seg[(*nseg)++] = (cdp_optim_seg){ .off = off, .len = len, .mult = mult, .frozen = frozen };
+}
+
+static int seg_cmp(const void *a, const void *b)
+{
+	const cdp_optim_seg *x = a, *y = b;
+	return x->off < y->off ? -1 : x->off > y->off;
+}
+
+int cdp_optim_set_layers(cdp_optim *o, const cdp_net *net, char *err, size_t cap)
+{
+	cdp_optim_seg *raw, *seg;
+	int nraw = 0, nseg = 0;
+	size_t next = 0;
+
+	raw = calloc(2 * (size_t)net->nlayers + 1, sizeof *raw);
+	seg = calloc(2 * (size_t)net->nlayers + 1, sizeof *seg);
+	if (!raw || !seg) {
+		free(raw);
+		free(seg);
+		snprintf(err, cap, "out of memory");
+		return -1;
+	}
+	for (int i = 0; i < net->nlayers; i++) {
+		const cdp_layer *l = &net->layers[i];
+		if (l->w_len)
+			raw[nraw++] = (cdp_optim_seg){ l->w_off, l->w_len, l->lr_mult, l->frozen };
+		if (l->b_len)
+			raw[nraw++] = (cdp_optim_seg){ l->b_off, l->b_len, l->lr_mult, l->frozen };
+	}
+	qsort(raw, (size_t)nraw, sizeof *raw, seg_cmp);
+	for (int i = 0; i < nraw; i++) {
+		if (raw[i].off != next)
+			break;
+		seg_add(seg, &nseg, raw[i].off, raw[i].len, raw[i].frozen, raw[i].mult);
+		next += raw[i].len;
+	}
+	free(raw);
+	if (next != o->n) {
+		free(seg);
+		snprintf(err, cap, "the layers' parameters cover %zu of %zu floats", next, o->n);
+		return -1;
+	}
+	free(o->seg);
+	o->seg = seg;
+	o->nseg = nseg;
+	return 0;
+}
+
 void cdp_optim_free(cdp_optim *o)
 {
+	free(o->seg);
 	if (o->m)
 		o->be->free(o->be, o->m);
 	if (o->v)
@@ -259,12 +326,20 @@ int cdp_optim_step(cdp_optim *o, float *params, float *grads)
 		be->scale(be, grads, (float)(c->clip_norm / (norm + 1e-6)), o->n);
 	lr = cdp_optim_lr(c, o->step);
 	o->last_lr = lr;
-	if (c->type == CDP_OPT_ADAMW)
-		be->adamw_step(be, params, grads, o->m, o->v, o->n, (float)lr, c->beta1, c->beta2,
-		               c->eps, c->weight_decay, o->step + 1);
-	else
-		be->sgd_step(be, params, grads, o->v, o->n, (float)lr, c->momentum,
-		             c->weight_decay, c->nesterov, o->step == 0);
+	for (int i = 0; i < (o->seg ? o->nseg : 1); i++) {
+		cdp_optim_seg s = o->seg ? o->seg[i] : (cdp_optim_seg){ 0, o->n, 1.0f, 0 };
+		float lr_s = s.mult == 1.0f ? (float)lr : (float)(lr * s.mult);
+		if (s.frozen)
+			continue;
+		if (c->type == CDP_OPT_ADAMW)
+			be->adamw_step(be, params + s.off, grads + s.off, o->m + s.off, o->v + s.off,
+			               s.len, lr_s, c->beta1, c->beta2, c->eps, c->weight_decay,
+			               o->step + 1);
+		else
+			be->sgd_step(be, params + s.off, grads + s.off, o->v ? o->v + s.off : NULL,
+			             s.len, lr_s, c->momentum, c->weight_decay, c->nesterov,
+			             o->step == 0);
+	}
 	o->step++;
 	be->fill(be, grads, 0.0f, o->n);
 	return 0;

@@ -30,6 +30,15 @@
  *   lr_policy=constant|step|cosine  lr_step=1000  lr_gamma=0.1  lr_min=0
  *   warmup=0  warmup_factor=0.1
  *   clip_norm=0 (off)  accumulate=1
+ *
+ * Fine-tuning (cdp_optim_set_layers): the parameter block is cut into
+ * segments of layers alike in (frozen, lr_mult), and the update runs per
+ * segment at lr(step) * lr_mult; a frozen segment is skipped, so its
+ * weights take no decay and its moments no update (bitwise unchanged).
+ * Its gradients are zero (the layers compute none), so they add nothing
+ * to the norm used for clipping. A segment unfrozen later starts with
+ * zero moments, which for SGD is PyTorch's first step (buf = g); AdamW's
+ * bias correction counts the optimizer's steps, not the segment's.
  * total_steps (for cosine) is not a cfg key: the trainer knows the number of
  * steps from epochs and data size and sets it before cdp_optim_init.
  */
@@ -63,6 +72,9 @@ typedef struct cdp_optim_cfg {
 	                         * kept by the trainer (tools/train), not here */
 } cdp_optim_cfg;
 
+/* A run of parameters updated alike (see above). */
+typedef struct cdp_optim_seg { size_t off, len; float mult; int frozen; } cdp_optim_seg;
+
 typedef struct cdp_optim {
 	cdp_optim_cfg cfg;
 	cdp_backend *be;
@@ -74,6 +86,8 @@ typedef struct cdp_optim {
 	int micro;              /* micro-batches in grads since the last update */
 	double last_norm;       /* grad norm of the last update, before clipping */
 	double last_lr;         /* lr of the last update */
+	cdp_optim_seg *seg;     /* NULL: one segment, all parameters at lr */
+	int nseg;
 } cdp_optim;
 
 /* SGD defaults as listed above. */
@@ -96,6 +110,11 @@ int  cdp_optim_nblocks(const cdp_optim_cfg *c);
 int  cdp_optim_init(cdp_optim *o, cdp_backend *be, const cdp_optim_cfg *c, size_t nparams,
                     char *err, size_t cap);
 void cdp_optim_free(cdp_optim *o);
+struct cdp_net;
+/* Segments from the net's layers' frozen flags and lr_mult (net.h); call
+ * again after cdp_net_freeze. 0, or -1 (out of memory, or parameters no
+ * layer owns) with the reason in err. */
+int  cdp_optim_set_layers(cdp_optim *o, const struct cdp_net *net, char *err, size_t cap);
 /* Call after each micro-batch's backward; returns 1 when the grads hold
  * `accumulate` micro-batches and cdp_optim_step is due, else 0. */
 int  cdp_optim_micro_done(cdp_optim *o);

@@ -10,14 +10,20 @@
  * Training mode normalises with the batch statistics (biased variance) and
  * updates the running ones; eval mode uses the running ones. Backward is
  * that of training mode: it uses the batch mean and 1/std saved by the last
- * training-mode forward. The activation runs inside the backend's bn ops
+ * training-mode forward. A frozen layer (net.h, cdp_net_freeze) is
+ * torchvision's FrozenBatchNorm2d: eval mode in training too, running
+ * statistics untouched, no gamma/beta gradient, and the input gradient of
+ * the eval-mode affine map, dx = dy' gamma / sqrt(running_var + eps) (dy'
+ * the gradient before the activation), computed by bn_fwd_infer on dy' with
+ * zero mean and beta. The activation runs inside the backend's bn ops
  * (bn_fwd_train, bn_fwd_infer, bn_bwd), in the same pass over the data.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include "layers.h"
 
-typedef struct bn_state { float *save; } bn_state;   /* mean (C), invstd (C) */
+/* save: mean (C), invstd (C); zero: 2C zeros (the frozen backward's mean, beta) */
+typedef struct bn_state { float *save, *zero; } bn_state;
 
 static int make(cdp_layer *l, cdp_net *net, const cdp_cfg_section *s, char *err, size_t cap)
 {
@@ -35,10 +41,11 @@ static int make(cdp_layer *l, cdp_net *net, const cdp_cfg_section *s, char *err,
 	return 0;
 }
 
-/* Without an input gradient (bn on the net input) dx goes to scratch. */
+/* Without an input gradient (bn on the net input) dx goes to scratch; a
+ * frozen layer adding to its input's gradient stages its own there. */
 static size_t workspace(cdp_layer *l, cdp_net *net)
 {
-	return l->from[0] < 0 ? (size_t)net->n * cdp_shape_numel(l->in[0]) * sizeof(float) : 0;
+	return l->from[0] < 0 || l->frozen ? (size_t)net->n * cdp_shape_numel(l->in[0]) * sizeof(float) : 0;
 }
 
 static int alloc(cdp_layer *l, cdp_net *net)
@@ -48,14 +55,17 @@ static int alloc(cdp_layer *l, cdp_net *net)
 		return -1;
 	l->state = st;
 	st->save = net->be->alloc(net->be, 2 * (size_t)l->out.c * sizeof(float));
-	return st->save ? 0 : -1;
+	st->zero = net->be->alloc(net->be, 2 * (size_t)l->out.c * sizeof(float));
+	return st->save && st->zero ? 0 : -1;
 }
 
 static void lfree(cdp_layer *l, cdp_net *net)
 {
 	bn_state *st = l->state;
-	if (st)
+	if (st) {
 		net->be->free(net->be, st->save);
+		net->be->free(net->be, st->zero);
+	}
 	free(st);
 	l->state = NULL;
 }
@@ -76,7 +86,7 @@ static void forward(cdp_layer *l, cdp_net *net)
 	int c = l->out.c, hw = l->out.h * l->out.w;
 	float *rm = net->buffers + l->buf_off, *rv = rm + c;
 
-	if (net->train)
+	if (net->train && !l->frozen)
 		be->bn_fwd_train(be, net->n, c, hw, cdp_layer_x(net, l, 0), net->params + l->w_off,
 		                 net->params + l->b_off, l->y, rm, rv, l->momentum, l->eps,
 		                 st->save, st->save + c, l->act, l->slope);
@@ -92,6 +102,20 @@ static void backward(cdp_layer *l, cdp_net *net)
 	int c = l->out.c, hw = l->out.h * l->out.w;
 	float *dx = cdp_layer_dx(net, l, 0), beta = l->in_beta[0];
 
+	if (l->frozen) {
+		size_t count = cdp_layer_out_count(l, net);
+		float *t;
+		if (l->act)
+			be->act_bwd(be, l->act, l->slope, l->y, l->dy, l->dy, 0.0f, count);
+		if (!dx)
+			return;
+		t = beta == 0.0f ? dx : net->ws;
+		be->bn_fwd_infer(be, net->n, c, hw, l->dy, net->params + l->w_off, st->zero, t,
+		                 st->zero + c, net->buffers + l->buf_off + c, l->eps, 0, 0.0f);
+		if (t != dx)
+			be->axpy(be, 1.0f, t, dx, count);
+		return;
+	}
 	if (!dx) {
 		dx = net->ws;
 		beta = 0.0f;

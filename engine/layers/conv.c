@@ -89,8 +89,9 @@ static void backward(cdp_layer *l, cdp_net *net)
 	if (l->act)
 		be->act_bwd(be, l->act, l->slope, l->y, l->dy, l->dy, 0.0f,
 		            cdp_layer_out_count(l, net));
-	be->conv_bwd_filter(be, &d, cdp_layer_x(net, l, 0), l->dy, net->grads + l->w_off,
-	                    l->bias ? net->grads + l->b_off : NULL, net->ws);
+	if (!l->frozen)
+		be->conv_bwd_filter(be, &d, cdp_layer_x(net, l, 0), l->dy, net->grads + l->w_off,
+		                    l->bias ? net->grads + l->b_off : NULL, net->ws);
 	if (dx)
 		be->conv_bwd_data(be, &d, l->dy, net->params + l->w_off, dx, l->in_beta[0], net->ws);
 }

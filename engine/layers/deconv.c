@@ -111,11 +111,12 @@ static void backward(cdp_layer *l, cdp_net *net)
 	if (l->act)
 		be->act_bwd(be, l->act, l->slope, l->y, l->dy, l->dy, 0.0f,
 		            cdp_layer_out_count(l, net));
-	if (l->bias)
+	if (l->bias && !l->frozen)
 		be->bias_grad(be, net->n, l->out.c, l->out.h * l->out.w, l->dy,
 		              net->grads + l->b_off);
-	be->conv_bwd_filter(be, &d, l->dy, cdp_layer_x(net, l, 0), net->grads + l->w_off,
-	                    NULL, net->ws);
+	if (!l->frozen)
+		be->conv_bwd_filter(be, &d, l->dy, cdp_layer_x(net, l, 0), net->grads + l->w_off,
+		                    NULL, net->ws);
 	if (!dx)
 		return;
 	if (l->in_beta[0] == 0.0f) {

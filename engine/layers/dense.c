@@ -66,9 +66,10 @@ static void backward(cdp_layer *l, cdp_net *net)
 		be->act_bwd(be, l->act, l->slope, l->y, l->dy, l->dy, 0.0f,
 		            cdp_layer_out_count(l, net));
 	/* dW (OUT,IN) += dy^T (OUT,N) x (N,IN) */
-	be->gemm(be, 1, 0, out, in, net->n, 1.0f, l->dy, out, cdp_layer_x(net, l, 0), in,
-	         1.0f, net->grads + l->w_off, in);
-	if (l->bias)
+	if (!l->frozen)
+		be->gemm(be, 1, 0, out, in, net->n, 1.0f, l->dy, out, cdp_layer_x(net, l, 0), in,
+		         1.0f, net->grads + l->w_off, in);
+	if (l->bias && !l->frozen)
 		be->bias_grad(be, net->n, out, 1, l->dy, net->grads + l->b_off);
 	/* dx (N,IN) (+)= dy (N,OUT) W (OUT,IN) */
 	if (dx)

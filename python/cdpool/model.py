@@ -293,6 +293,27 @@ def _loss_softmax(path, line, loss, classes):
     return "ce" in terms or ("bce" not in terms and classes > 2)
 
 
+def _lr_mult(spec, name):
+    """net.c's net_lr_mult: M of [net] lr_mult=PATTERN:M,...'s first glob
+    matching name, else 1.0; a malformed list raises _LayerError."""
+    import fnmatch
+    for item in (spec.split(",") if spec else []):
+        if len(item.encode()) >= 160:
+            raise _LayerError("[net] lr_mult=: item '%s...' is too long" % item[:40])
+        pat, colon, m = item.rpartition(":")
+        if not colon or not pat:
+            raise _LayerError("[net] lr_mult=: '%s' is not PATTERN:M" % item)
+        try:
+            v = float(m)
+        except ValueError:
+            v = float("nan")
+        if not v >= 0 or v > 1e6:
+            raise _LayerError("[net] lr_mult=: '%s' is not a number in [0, 1e6]" % m)
+        if fnmatch.fnmatchcase(name, pat):
+            return v
+    return 1.0
+
+
 def build(text, path="<cfg>", overrides=(), in_shape=None, batch=1):
     """The model of a cfg text as model_dump's JSON (a dict): cdp_net_build
     with the caller's input shape (C, H, W; entries 0 or None keep the
@@ -341,6 +362,7 @@ def build(text, path="<cfg>", overrides=(), in_shape=None, batch=1):
                 b.make(L, o)
                 if min(L["out"]) < 1:
                     raise _LayerError("empty output (%d,%d,%d)" % tuple(L["out"]))
+                o.float("lr_mult", _lr_mult(net.str("lr_mult"), L["name"]), 0.0, 1e6)
                 unused = next((kv for kv in s.kv if not kv[3]), None)
                 if unused:
                     if unused[2] > 0:

@@ -6,7 +6,7 @@
 # names under a valid CRC, for tests/train and tests/python). Built with
 # the engine (HAVE_OPENBLAS).
 ENGINE_TESTS = tests/engine/test_backend tests/engine/test_grad tests/engine/test_net \
-	tests/engine/test_cfg tests/engine/test_loss tests/engine/test_optim \
+	tests/engine/test_cfg tests/engine/test_loss tests/engine/test_optim tests/engine/test_freeze \
 	tests/engine/test_checkpoint tests/engine/test_ckpt_rank \
 	tests/engine/test_overfit tests/engine/test_determinism tests/engine/test_window \
 	tests/engine/test_metrics tests/engine/test_augment tests/engine/test_backend_table tests/engine/test_model_doc
@@ -35,6 +35,9 @@ tests_engine_test_loss_LDADD = $(ENGINE_LIBS)
 tests_engine_test_optim_SOURCES = tests/engine/test_optim.c
 tests_engine_test_optim_CPPFLAGS = $(ENGINE_TEST_CPPFLAGS)
 tests_engine_test_optim_LDADD = $(ENGINE_LIBS)
+tests_engine_test_freeze_SOURCES = tests/engine/test_freeze.c
+tests_engine_test_freeze_CPPFLAGS = $(ENGINE_TEST_CPPFLAGS)
+tests_engine_test_freeze_LDADD = $(ENGINE_LIBS)
 tests_engine_test_checkpoint_SOURCES = tests/engine/test_checkpoint.c
 tests_engine_test_checkpoint_CPPFLAGS = $(ENGINE_TEST_CPPFLAGS)
 tests_engine_test_checkpoint_LDADD = $(ENGINE_LIBS)

@@ -13,19 +13,8 @@
 #  - --resume of a run directory whose checkpoint.cdpt is initial weights is
 #    refused, so is cdp-predict on them, --init with --resume is a usage error.
 . "$CDP_SRCDIR/tests/tools/common.sh"
-need_python
-"$PYTHON" -c "import torch, torchvision" 2>/dev/null || { echo "SKIP: no torchvision" >&2; exit 77; }
-. "$CDP_SRCDIR/tests/predict/chips.sh"
-export PYTHONPATH="$CDP_SRCDIR/python${PYTHONPATH:+:$PYTHONPATH}"
-export PYTHONDONTWRITEBYTECODE=1
-CFG="$CDP_SRCDIR/share/cdpool/models/resnet18.cfg"
-
-"$PYTHON" -c '
-import sys, torch, torchvision
-torch.manual_seed(5)
-torch.save(torchvision.models.resnet18().state_dict(), sys.argv[1])' "$T/r18.pth"
-"$PYTHON" -m cdpool import-torch "$T/r18.pth" --model "$CFG:classes=5" -o "$T/init.cdpt" \
-	2>"$T/imp.err" || fail "import-torch: $(cat "$T/imp.err")"
+. "$CDP_SRCDIR/tests/predict/r18_init.sh"
+CFG=$R18
 grep -q "head tensor fc.weight: (1000,512) in the state dict, the net has (5,512): left out" \
 	"$T/imp.err" || fail "no note on the head: $(cat "$T/imp.err")"
 

@@ -55,8 +55,10 @@ channels=3
 in_h=32
 in_w=32
 classes=2
+lr_mult=conv*:0.1,leaky?:0
 [conv]
 filters=4
+lr_mult=2
 dilation=2
 activation=leaky
 slope=0.2
@@ -164,6 +166,9 @@ def test_model_cfg():
         ("[conv]\nfilters=1\n", ["loss=bce", "classes=3"]),
         ("[conv]\nfilters=2\n", ["loss=mse"]),
         ("[conv]\nfilters=${width}\n", ["width=x"]),
+        ("[conv]\nfilters=2\nlr_mult=-1\n", []),
+        ("[conv]\nfilters=2\n", ["lr_mult=conv0=0.1"]),
+        ("[conv]\nfilters=2\n", ["lr_mult=conv*:x"]),
         ("[conv]\nfilters=2\n", ["channels=0"]),
         ("[conv]\nfilters=2\n", ["a=1", "a=2"]),
         ("[frob]\n", []),

@@ -396,7 +396,11 @@ static int train_loop(trainer *t)
 		long s1 = t->step + 1;          /* this step's number, as metrics.jsonl's */
 
 		if (!started) {
-			int rc = cdp_loader_start_epoch(t->tl, t->epoch,
+			char why[300];
+			int rc;
+			if (tr_freeze(t, 0, why, sizeof why) < 0)
+				TR_FAIL("%s", why);
+			rc = cdp_loader_start_epoch(t->tl, t->epoch,
 			                                (uint64_t)(t->estep * t->accumulate));
 			if (rc != 0)
 				TR_FAIL("cannot start epoch %" PRIu64 ": %s", t->epoch, cdp_strerror(rc));

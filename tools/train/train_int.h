@@ -57,6 +57,7 @@ typedef struct trainer {
 	long step;                      /* optimizer steps done (global count) */
 	uint64_t epoch;
 	long estep;                     /* steps done in this epoch */
+	int frozen;                     /* 1: --freeze's layers are frozen now */
 	size_t *layer_off;              /* [nlayers + 1] parameter offsets */
 	float *z, *u, *save;            /* admm consensus and dual; a spare copy */
 	/* logging (rank 0) */
@@ -165,6 +166,11 @@ int  tr_class_weights(trainer *t, char *err, size_t cap);
  * that holds it, with nothing saved. */
 int  tr_check_labels(trainer *t, char *err, size_t cap);
 void tr_class_weights_log(trainer *t);
+/* --freeze / --unfreeze-at at t->epoch: freezes or thaws the layers and
+ * cuts the optimizer's segments (cdp_optim_set_layers) when the state
+ * changes, logging it; first says this is the run's start (segments are
+ * cut even without --freeze, for lr_mult). 0 or -1 with err. */
+int  tr_freeze(trainer *t, int first, char *err, size_t cap);
 void tr_teardown(trainer *t);
 /* Collective, after a successful tr_setup: 1 on every rank when a rank's
  * pool (its uuid) or pointer files (their header: uuid, seed, count, CRC)

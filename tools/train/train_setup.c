@@ -9,6 +9,7 @@
  * on the outcome with one reduction and every rank can exit cleanly.
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -433,6 +434,30 @@ static int init_weights(trainer *t, char *err, size_t cap)
 	return t->init_note ? 0 : tr_fail(err, cap, "out of memory");
 }
 
+int tr_freeze(trainer *t, int first, char *err, size_t cap)
+{
+	const cdp_train_opts *o = t->o;
+	int want = o->freeze && (o->unfreeze_at == 0 || t->epoch < (uint64_t)o->unfreeze_at);
+	int n;
+
+	if (!first && want == t->frozen)
+		return 0;
+	if ((n = cdp_net_freeze(&t->net, want ? o->freeze : NULL, err, cap)) < 0 ||
+	    cdp_optim_set_layers(&t->opt, &t->net, err, cap) < 0)
+		return -1;
+	t->frozen = want;
+	if (t->rank == 0 && want) {
+		if (o->unfreeze_at)
+			tr_logf(t, "frozen: %d layers (--freeze %s) until epoch %ld", n, o->freeze,
+			        o->unfreeze_at);
+		else
+			tr_logf(t, "frozen: %d layers (--freeze %s)", n, o->freeze);
+	} else if (t->rank == 0 && o->freeze) {
+		tr_logf(t, "unfrozen at epoch %" PRIu64 ": every layer trains", t->epoch);
+	}
+	return 0;
+}
+
 int tr_setup(trainer *t, char *err, size_t cap)
 {
 	const cdp_train_opts *o = t->o;
@@ -524,6 +549,8 @@ int tr_setup(trainer *t, char *err, size_t cap)
 	if (t->rank == 0 && t->ema)
 		tr_logf(t, "ema %g: validation and checkpoints use the moving average of the "
 		        "weights", t->ema);
+	if (tr_freeze(t, 1, err, cap) < 0)
+		return -1;
 	if (t->rank == 0 && t->names_warn)
 		fprintf(stderr, "cdp-train: %s\n", t->names_note);
 	if (t->have_ck && tr_sync_resume(t, err, cap) < 0)
