@@ -45,6 +45,7 @@ void cdp_tile_opts_init(cdp_tile_opts *o)
 	o->edge = CDP_EDGE_SHIFT;
 	o->max_nodata = -1;
 	o->format = CDP_TILE_STREAM;
+	cdp_label_vector_opts_init(&o->vec);
 }
 
 /* Tiles along an axis of len pixels; 0 when the axis is shorter than a tile
@@ -65,27 +66,6 @@ static uint64_t grid_off(uint64_t i, uint64_t len, int S, int T, int edge)
 	if (edge == CDP_EDGE_SHIFT && off + S > len)
 		off = len - S;
 	return off;
-}
-
-/* X.tif + _mask -> X_mask.tif, in the same directory. */
-static char *suffix_path(const char *path, const char *suf)
-{
-	const char *base = strrchr(path, '/'), *dot;
-	size_t stem;
-	char *p;
-
-	base = base ? base + 1 : path;
-	dot = strrchr(base, '.');
-	if (!dot || dot == base)
-		dot = path + strlen(path);
-	stem = (size_t)(dot - path);
-	p = malloc(strlen(path) + strlen(suf) + 1);
-	if (p) {
-		memcpy(p, path, stem);
-		strcpy(p + stem, suf);
-		strcat(p, dot);
-	}
-	return p;
 }
 
 static int near(double a, double b, double tol)
@@ -110,6 +90,7 @@ static void input_close(input *in)
 {
 	cdp_raster_close(in->r);
 	cdp_raster_close(in->lab);
+	cdp_label_vector_close(in->vlab);
 	free(in->lpath);
 	free(in->bands);
 	memset(in, 0, sizeof(*in));
@@ -140,6 +121,41 @@ static int same_crs(ctx *c, const input *in, const cdp_raster_info *li)
 	ERR(c, "'%s': label '%s' is in CRS %s, the image in %s: not the same grid "
 	    "(gdalwarp the label onto the image's grid first)", in->path, in->lpath, b, a);
 	return CDP_EMISMATCH;
+}
+
+/* The label ignore value: --ignore, else the largest value of the kind. */
+static int label_ignore(ctx *c, input *in)
+{
+	const cdp_tile_opts *o = c->o;
+
+	in->ignore = o->has_ignore ? o->ignore
+	                           : (in->lkind == CDP_LABEL_U8 ? 255 : 65535);
+	if (in->lkind == CDP_LABEL_U8 && in->ignore > 255) {
+		ERR(c, "'%s': ignore value %u does not fit the u8 label '%s'",
+		    in->path, in->ignore, in->lpath);
+		return CDP_EMISMATCH;
+	}
+	return CDP_OK;
+}
+
+/* in's label in->lpath is a vector dataset: opened and checked
+ * (cdp_label_vector.h), rasterized strip by strip in cut_read_strip. */
+static int input_open_vector(ctx *c, input *in)
+{
+	char msg[1024];
+	int rc;
+
+	if ((rc = cdp_label_vector_open(in->lpath, &c->o->vec, in->ri->crs, &in->vlab,
+	                                msg, sizeof msg))) {
+		ERR(c, "'%s': label %s", in->path, msg);
+		goto fail;
+	}
+	in->lkind = cdp_label_vector_kind(in->vlab);
+	if ((rc = label_ignore(c, in)) == CDP_OK)
+		return CDP_OK;
+fail:
+	input_close(in);
+	return rc;
 }
 
 /* Opens input i and its label and checks everything that can be checked
@@ -224,17 +240,29 @@ static int input_open(ctx *c, size_t i, input *in)
 		goto fail;
 	}
 
-	if (o->labels)
-		in->lpath = strdup(o->labels[i]);
-	else if (o->label_suffix)
-		in->lpath = suffix_path(in->path, o->label_suffix);
-	if ((o->labels || o->label_suffix) && !in->lpath) {
+	if (o->labels || o->label_all)
+		in->lpath = strdup(o->labels ? o->labels[i] : o->label_all);
+	else if (o->label_suffix &&
+	         (rc = cdp_label_vector_find(in->path, o->label_suffix, &in->lpath, msg,
+	                                     sizeof msg))) {
+		ERR(c, "'%s': %s", in->path, msg);
+		goto fail;
+	}
+	if ((o->labels || o->label_all || o->label_suffix) && !in->lpath) {
 		rc = CDP_ENOMEM;
 		ERR(c, "out of memory");
 		goto fail;
 	}
 	if (!in->lpath)
 		return CDP_OK;
+	if (cdp_label_vector_is_vector(in->lpath))
+		return input_open_vector(c, in);
+	if (o->vec_given) {
+		ERR(c, "'%s': label '%s' is not a vector dataset, and the vector label "
+		    "options apply to vector labels only", in->path, in->lpath);
+		rc = CDP_EUNSUP;
+		goto fail;
+	}
 	if ((rc = cdp_raster_open(in->lpath, &in->lab, msg, sizeof(msg)))) {
 		ERR(c, "'%s': cannot open label '%s': %s", in->path, in->lpath, msg);
 		goto fail;
@@ -261,15 +289,9 @@ static int input_open(ctx *c, size_t i, input *in)
 	}
 	if ((rc = same_crs(c, in, li)) != CDP_OK)
 		goto fail;
-	rc = CDP_EMISMATCH;
 	in->lkind = li->dtype == CDP_DT_U8 ? CDP_LABEL_U8 : CDP_LABEL_U16;
-	in->ignore = o->has_ignore ? o->ignore
-	                           : (in->lkind == CDP_LABEL_U8 ? 255 : 65535);
-	if (in->lkind == CDP_LABEL_U8 && in->ignore > 255) {
-		ERR(c, "'%s': ignore value %u does not fit the u8 label '%s'",
-		    in->path, in->ignore, in->lpath);
+	if ((rc = label_ignore(c, in)))
 		goto fail;
-	}
 	return CDP_OK;
 fail:
 	input_close(in);
@@ -470,9 +492,16 @@ static int cut_read_strip(cutter *k, uint64_t y0, int sh)
 		ERR(c, "cannot read '%s': %s", in->path, msg);
 		return rc;
 	}
-	if (in->lkind && (rc = cdp_raster_read(in->lab, (const int[]){ 1 }, 1, 0,
-	                                       (int64_t)y0, W, sh, k->lstrip, msg,
-	                                       sizeof(msg)))) {
+	if (in->vlab) {
+		const double *g = in->ri->gt;
+		const double sgt[6] = { g[0] + (double)y0 * g[2], g[1], g[2],
+		                        g[3] + (double)y0 * g[5], g[4], g[5] };
+		rc = cdp_label_vector_read(in->vlab, sgt, W, sh, in->ignore, k->lstrip, msg,
+		                           sizeof(msg));
+	} else if (in->lkind)
+		rc = cdp_raster_read(in->lab, (const int[]){ 1 }, 1, 0, (int64_t)y0, W, sh,
+		                     k->lstrip, msg, sizeof(msg));
+	if (rc) {
 		ERR(c, "cannot read '%s': %s", in->lpath, msg);
 		return rc;
 	}
@@ -694,6 +723,17 @@ int tile_add_reads(ctx *c, cdp_raster *r, const char *path)
 	return rc;
 }
 
+/* tile_add_reads for a vector label. */
+static int tile_add_vector_reads(ctx *c, cdp_label_vector *v, const char *path)
+{
+	reads_arg a = { c, path };
+	int rc;
+
+	if ((rc = cdp_label_vector_files(v, add_read, &a)) != CDP_OK)
+		ERR(c, "cannot examine the files of '%s': %s", path, cdp_strerror(rc));
+	return rc;
+}
+
 int cdp_tile_run(const cdp_tile_opts *o, FILE *out, cdp_tile_result *res,
                  char *err, size_t errcap)
 {
@@ -719,7 +759,8 @@ int cdp_tile_run(const cdp_tile_opts *o, FILE *out, cdp_tile_result *res,
 	if (o->ninputs < 1 || o->size < 1 || (uint32_t)o->size > CDP_RECORD_MAXDIM ||
 	    o->overlap < 0 || o->overlap >= o->size || o->edge < CDP_EDGE_SHIFT ||
 	    o->edge > CDP_EDGE_DROP || o->zlevel < 0 || o->zlevel > 9 ||
-	    o->max_nodata > 1 || (o->labels && o->label_suffix) ||
+	    o->max_nodata > 1 ||
+	    (!!o->labels + !!o->label_suffix + !!o->label_all) > 1 ||
 	    (o->stats_path && !o->standardize) ||
 	    (o->outdir && o->format != CDP_TILE_PNG && o->format != CDP_TILE_TIF)) {
 		ERR(c, "invalid options");
@@ -753,7 +794,8 @@ int cdp_tile_run(const cdp_tile_opts *o, FILE *out, cdp_tile_result *res,
 	}
 	for (size_t i = 0; i < o->ninputs; i++) {
 		if ((rc = input_open(c, i, &in)) || (rc = tile_add_reads(c, in.r, in.path)) ||
-		    (in.lab && (rc = tile_add_reads(c, in.lab, in.lpath))))
+		    (in.lab && (rc = tile_add_reads(c, in.lab, in.lpath))) ||
+		    (in.vlab && (rc = tile_add_vector_reads(c, in.vlab, in.lpath))))
 			goto out;
 		if (o->stats_path && c->nstats != (size_t)in.nb) {
 			ERR(c, "'%s': %zu lines of statistics for %d bands", o->stats_path,

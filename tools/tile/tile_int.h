@@ -23,6 +23,7 @@ typedef struct input {
 	char *lpath;               /* owned; NULL without a label */
 	char name[CDP_NAME_MAX + 1];
 	cdp_raster *r, *lab;
+	cdp_label_vector *vlab;    /* a vector label, instead of lab */
 	const cdp_raster_info *ri;
 	int *bands, nb;            /* owned: the selected 1-based bands */
 	int dt, odt;               /* source and output dtype */

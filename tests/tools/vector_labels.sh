@@ -1,0 +1,117 @@
+#!/bin/sh
+# vector_labels.sh: cdp-tile's vector labels. A UTM image (EPSG:32633) is
+# labelled from features stored in EPSG:4326 (GeoPackage), EPSG:32632
+# (Shapefile) and EPSG:4326 GeoJSON (the label extent); every tile's label
+# in each stream is compared by vlabels.py with gdal_rasterize's of the
+# tile's window (-te/-ts) after ogr2ogr -t_srs into the image's CRS: burn,
+# attribute, string classes, where, all-touched, buffers, lines, points,
+# background, extent, u16. Each refusal is checked with its message.
+. "$CDP_SRCDIR/tests/tools/common.sh"
+need_python
+MK="$PYTHON $CDP_SRCDIR/tests/tools/mkraster.py"
+VL="$PYTHON $CDP_SRCDIR/tests/tools/vlabels.py"
+cd "$T"
+
+# refused RC PATTERN CMD...: as expect_fail, and the message is one line
+# that names the program, with nothing on stdout.
+refused() {
+	expect_fail "$@"
+	[ "$(wc -l <"$T/err")" -eq 1 ] || fail "$*: not one line: $(cat "$T/err")"
+	grep -q '^cdp-tile: ' "$T/err" || fail "$*: message lacks the program name"
+	[ ! -s "$T/out" ] || fail "$*: wrote to stdout on failure"
+}
+
+# 96x80 at 10 m: 32-pixel tiles are 3x3 with the last row shifted.
+$MK img.tif --width 96 --height 80 --dtype u8 --seed 1
+$VL gen img.tif .
+
+# tile VECTOR TILE-OPTS -- CHECK-OPTS: one stream, checked tile by tile.
+n=0
+tile() {
+	v=$1
+	shift
+	to=""
+	while [ "$1" != "--" ]; do to="$to $1"; shift; done
+	shift
+	n=$((n + 1))
+	# shellcheck disable=SC2086
+	cdp-tile -q -s 32 --label "$v" $to img.tif >"s$n" || fail "cdp-tile --label $v$to"
+	$VL check "s$n" img.tif "$v" "$@" >/dev/null || fail "labels of --label $v$to"
+}
+
+tile feat.gpkg --
+tile feat.gpkg --label-field cls -- --field cls
+tile feat.gpkg --label-field kind --classes bg,house,road,field -- --field kind \
+	--classes bg,house,road,field
+tile feat.gpkg --label-where "cls>=2" --burn 3 -- --where "cls>=2" --burn 3
+tile feat.gpkg --all-touched --label-field cls -- --all-touched --field cls
+tile feat.gpkg --buffer 12 --burn 2 -- --buffer 12 --burn 2
+tile feat.gpkg --buffer-field w --label-field cls -- --buffer-field w --field cls
+tile poly32.shp --label-extent extent.geojson --background 2 -- \
+	--extent extent.geojson --background 2
+tile feat.gpkg --label-type u16 --ignore 9 --label-field cls -- --field cls \
+	--ignore 9 --type u16
+tile feat.gpkg --burn 300 -- --burn 300 --ignore 65535 --type u16
+tile nocrs.shp --label-crs EPSG:32633 -- --s-srs EPSG:32633
+# lines and points alone, as they are and all touched
+tile lines.geojson --label-field cls -- --field cls
+tile lines.geojson --label-field cls --all-touched -- --field cls --all-touched
+# --label-all: one vector for two images; --label-suffix finds imgx.gpkg
+cp img.tif img2.tif
+cdp-tile -q -s 32 --label-all feat.gpkg --name a --name b img.tif img2.tif >all.s
+cdp-tile -q -s 32 --label feat.gpkg img.tif >one.s
+[ "$(wc -c <all.s)" -gt "$(wc -c <one.s)" ] || fail "--label-all wrote one image"
+cp feat.gpkg imgx.gpkg
+cdp-tile -q -s 32 --label-suffix x img.tif >suf.s
+cmp -s suf.s s1 || fail "--label-suffix x did not use imgx.gpkg"
+# over /vsizip/
+$PYTHON -c 'import zipfile; zipfile.ZipFile("f.zip", "w").write("feat.gpkg")'
+cdp-tile -q -s 32 --label /vsizip/f.zip/feat.gpkg img.tif >zip.s
+cmp -s zip.s s1 || fail "/vsizip/ label differs"
+
+# --- refusals ----------------------------------------------------------------
+cp extent.geojson imgx.geojson
+refused 1 "2 labels match --label-suffix 'x': 'imgx.gpkg', 'imgx.geojson'" \
+	cdp-tile -s 32 --label-suffix x img.tif
+refused 1 "2 layers, choose one with --label-layer: 'a', 'b'" \
+	cdp-tile -s 32 --label two.gpkg img.tif
+refused 1 "no layer 'c' (its layers: 'a', 'b')" \
+	cdp-tile -s 32 --label two.gpkg --label-layer c img.tif
+refused 1 "layer 'nocrs' has no CRS (give it with --label-crs)" \
+	cdp-tile -s 32 --label nocrs.shp img.tif
+refused 1 "--label-crs 'foo' is not a CRS" \
+	cdp-tile -s 32 --label nocrs.shp --label-crs foo img.tif
+refused 1 "attribute 'kind' is a string: give its values' ids with --classes" \
+	cdp-tile -s 32 --label feat.gpkg --label-field kind img.tif
+refused 1 "'kind' = 'field' is none of --classes" \
+	cdp-tile -s 32 --label feat.gpkg --label-field kind --classes bg,house,road img.tif
+refused 1 "id 3 but only 2 --classes" \
+	cdp-tile -s 32 --label feat.gpkg --label-field cls --classes a,b img.tif
+refused 1 "layer 'feat' has no attribute 'nope'" \
+	cdp-tile -s 32 --label feat.gpkg --label-field nope img.tif
+refused 1 "attribute 'w' is Real, need an integer or a string" \
+	cdp-tile -s 32 --label feat.gpkg --label-field w img.tif
+refused 1 "attribute 'kind' is String, need a number" \
+	cdp-tile -s 32 --label feat.gpkg --buffer-field kind img.tif
+refused 1 "cannot read with --label-where" \
+	cdp-tile -s 32 --label feat.gpkg --label-where "nope > 1" img.tif
+refused 1 "id 300 does not fit a u8 label" \
+	cdp-tile -s 32 --label feat.gpkg --burn 300 --label-type u8 img.tif
+refused 1 "extent 'nocrs.shp': layer 'nocrs' has no CRS" \
+	cdp-tile -s 32 --label feat.gpkg --label-extent nocrs.shp img.tif
+refused 1 "label 'img2.tif' is not a vector dataset" \
+	cdp-tile -s 32 --label img2.tif --burn 3 img.tif
+refused 1 "ignore value 300 does not fit the u8 label" \
+	cdp-tile -s 32 --label feat.gpkg --ignore 300 img.tif
+refused 2 "the vector label options need --label, --label-all or --label-suffix" \
+	cdp-tile --burn 3 img.tif
+refused 2 "--burn and --label-field exclude each other" \
+	cdp-tile --burn 3 --label-field cls --label feat.gpkg img.tif
+refused 2 "--buffer and --buffer-field exclude each other" \
+	cdp-tile --buffer 3 --buffer-field w --label feat.gpkg img.tif
+refused 2 "--label, --label-all and --label-suffix exclude each other" \
+	cdp-tile --label feat.gpkg --label-all feat.gpkg img.tif
+refused 2 "'a' names both class 0 and class 1" \
+	cdp-tile --classes a,a --label feat.gpkg img.tif
+refused 2 "--label-type" cdp-tile --label-type u32 --label feat.gpkg img.tif
+echo "vector_labels.sh: ok"
