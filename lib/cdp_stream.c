@@ -19,6 +19,7 @@
 #include "cdp_dtype.h"
 #include "cdp_error.h"
 #include "cdp_num.h"
+#include "cdp_stats.h"
 
 #include <errno.h>
 #include <float.h>
@@ -148,7 +149,8 @@ int cdp_stream_read_header(FILE *f)
 		return CDP_ETRUNC;
 	if ((rc = read_all(f, h + 4, 4)) != CDP_OK)
 		return rc;
-	if ((h[4] | h[5] << 8) != CDP_STREAM_VERSION)
+	if ((h[4] | h[5] << 8) < CDP_STREAM_VERSION_MIN ||
+	    (h[4] | h[5] << 8) > CDP_STREAM_VERSION)
 		return CDP_EVERSION;
 	if (h[6] || h[7])
 		return CDP_EFORMAT;
@@ -280,10 +282,28 @@ static char *band_list_line(const cdp_source *s)
 	return t;
 }
 
+/* The "class.K=NAME" lines of s into a new string ("" without names);
+ * NULL when out of memory. */
+static char *class_lines(const cdp_source *s)
+{
+	size_t cap = 1, len = 0;
+	char *t;
+
+	for (uint32_t k = 0; k < s->nclass_names; k++)
+		cap += strlen(s->class_names[k]) + 20;
+	if (!(t = malloc(cap)))
+		return NULL;
+	*t = '\0';
+	for (uint32_t k = 0; k < s->nclass_names; k++)
+		len += (size_t)snprintf(t + len, cap - len, "class.%" PRIu32 "=%s\n", k,
+		                        s->class_names[k]);
+	return t;
+}
+
 int cdp_source_format(const cdp_source *s, cdp_buf *out)
 {
 	const char *crs;
-	char *bl;
+	char *bl, *cl;
 	size_t name_len;
 	int n, rc;
 
@@ -305,15 +325,24 @@ int cdp_source_format(const cdp_source *s, cdp_buf *out)
 	for (uint32_t i = 0; i < s->nband_list; i++)
 		if (s->band_list[i] < 1)
 			return CDP_EINVAL;
+	if (s->nclass_names && !s->class_names)
+		return CDP_EINVAL;
+	for (uint32_t k = 0; k < s->nclass_names; k++)
+		if (!cdp_class_name_ok(s->class_names[k], NULL, 0))
+			return CDP_EINVAL;
 	if (!(bl = band_list_line(s)))
 		return CDP_ENOMEM;
+	if (!(cl = class_lines(s))) {
+		free(bl);
+		return CDP_ENOMEM;
+	}
 	/* %.17g round-trips every double exactly. crs stays the last line. */
 #define SOURCE_FMT "index=%" PRIu32 "\nname=%s\npath=%s\nwidth=%" PRIu64 \
 	"\nheight=%" PRIu64 "\nbands=%" PRIu32 "\ndtype=%s\n" \
-	"geotransform=%.17g,%.17g,%.17g,%.17g,%.17g,%.17g\n%scrs=%s\n"
+	"geotransform=%.17g,%.17g,%.17g,%.17g,%.17g,%.17g\n%s%scrs=%s\n"
 #define SOURCE_ARGS s->index, s->name, s->path, s->width, s->height, \
 	s->bands, cdp_dtype_name(s->dtype), s->gt[0], s->gt[1], s->gt[2], \
-	s->gt[3], s->gt[4], s->gt[5], bl, crs
+	s->gt[3], s->gt[4], s->gt[5], bl, cl, crs
 	n = snprintf(NULL, 0, SOURCE_FMT, SOURCE_ARGS);
 	if (n < 0)
 		rc = CDP_EINVAL;
@@ -324,6 +353,7 @@ int cdp_source_format(const cdp_source *s, cdp_buf *out)
 #undef SOURCE_FMT
 #undef SOURCE_ARGS
 	free(bl);
+	free(cl);
 	return rc;
 }
 
@@ -350,6 +380,30 @@ static int parse_gt(char *v, double gt[6])
 			v = comma + 1;
 	}
 	return CDP_OK;
+}
+
+/* "class.K" = v into t->class_names[K], growing the list; holes (NULL) are
+ * refused once all lines are read. */
+static int parse_class(const char *key, const char *v, cdp_source *t)
+{
+	uint64_t k;
+	int rc;
+
+	if ((rc = cdp_parse_u64(key + 6, 0, CDP_CLASS_MAX - 1, &k)) != CDP_OK)
+		return rc;
+	if (!cdp_class_name_ok(v, NULL, 0))
+		return CDP_ESYNTAX;
+	if (k >= t->nclass_names) {
+		char **n = realloc(t->class_names, (size_t)(k + 1) * sizeof *n);
+		if (!n)
+			return CDP_ENOMEM;
+		memset(n + t->nclass_names, 0, (size_t)(k + 1 - t->nclass_names) * sizeof *n);
+		t->class_names = n;
+		t->nclass_names = (uint32_t)k + 1;
+	}
+	if (t->class_names[k])
+		return CDP_EFORMAT;
+	return (t->class_names[k] = strdup(v)) ? CDP_OK : CDP_ENOMEM;
 }
 
 /* "b1,b2,..." into t->band_list; its count against bands is checked once
@@ -388,6 +442,8 @@ static int parse_line(char *line, cdp_source *t, unsigned *seen)
 	if (!v)
 		return CDP_ESYNTAX;
 	*v++ = '\0';
+	if (strncmp(line, "class.", 6) == 0)
+		return parse_class(line, v, t);
 	for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
 		if (strcmp(line, keys[i]) == 0)
 			bit = 1u << i;
@@ -469,6 +525,9 @@ int cdp_source_parse(const void *body, size_t len, cdp_source *s)
 	if (rc == CDP_OK && ((seen & F_REQUIRED) != F_REQUIRED ||
 	                     ((seen & F_BAND_LIST) && t.nband_list != t.bands)))
 		rc = CDP_EFORMAT;
+	for (uint32_t k = 0; rc == CDP_OK && k < t.nclass_names; k++)
+		if (!t.class_names[k])
+			rc = CDP_EFORMAT;
 	if (rc == CDP_OK && !t.crs && !(t.crs = strdup("")))
 		rc = CDP_ENOMEM;
 	if (rc != CDP_OK) {
@@ -486,6 +545,11 @@ void cdp_source_free(cdp_source *s)
 	free(s->path);
 	free(s->crs);
 	free(s->band_list);
+	for (uint32_t k = 0; k < s->nclass_names && s->class_names; k++)
+		free(s->class_names[k]);
+	free(s->class_names);
+	s->class_names = NULL;
+	s->nclass_names = 0;
 	s->path = NULL;
 	s->crs = NULL;
 	s->band_list = NULL;

@@ -7,7 +7,8 @@
  * 'F' frame needs no new version: a version 1 reader that predates it refuses
  * the unknown type as an invalid frame, an error too.
  *
- *   stream header: "CDPS" (4 bytes), version u16 (1), reserved u16 (0)
+ *   stream header: "CDPS" (4 bytes), version u16 (2; readers take 1 too),
+ *                  reserved u16 (0)
  *   frame:         type u8, reserved u8 (0), key/name length u16,
  *                  body length u32, name bytes, body bytes,
  *                  CRC-32 u32 of all preceding bytes of the frame
@@ -17,7 +18,9 @@
  *                     "crs=WKT\n" (D a cdp_dtype_name(); crs is the last
  *                     line; values have no newlines), optionally preceded
  *                     by "band_list=b1,b2,...\n": the 1-based source bands
- *                     the records hold, in order (absent when unknown)
+ *                     the records hold, in order (absent when unknown),
+ *                     and by "class.K=NAME\n" for K = 0..n-1: the names of
+ *                     the label ids (version 2; absent when unknown)
  *   type 'R' record:  name = tile key; body = one tile record (cdp_record.h)
  *   type 'E' end:     name empty; body = "count=N\n" (number of 'R' frames)
  *   type 'F' failed:  name empty; body = "error=MESSAGE\n", MESSAGE one line
@@ -34,7 +37,8 @@
 #include "cdp_record.h"
 
 #define CDP_STREAM_MAGIC   "CDPS"
-#define CDP_STREAM_VERSION 1
+#define CDP_STREAM_VERSION 2   /* 2: sources may carry class names */
+#define CDP_STREAM_VERSION_MIN 1
 #define CDP_STREAM_MAXBODY (1u << 31)
 
 enum { CDP_FRAME_SOURCE = 'S', CDP_FRAME_RECORD = 'R', CDP_FRAME_END = 'E',
@@ -94,19 +98,25 @@ typedef struct cdp_source {
 	                         raster that the records hold, in order; NULL
 	                         (nband_list 0) when unknown */
 	uint32_t nband_list;
+	char **class_names;   /* owned when parsed [nclass_names]: the names of
+	                         label ids 0..n-1 (cdp-tile --classes); NULL
+	                         (0) when unknown */
+	uint32_t nclass_names;
 } cdp_source;
 /* format: the body text into out (out->len bytes, NUL-terminated beyond);
  * CDP_EINVAL for a value that has a newline, an unknown dtype, a zero size
  * or a non-finite geotransform, or a band_list whose length is not bands or
- * with an entry < 1. A NULL crs is written as ""; no band_list line is
- * written when nband_list is 0.
+ * with an entry < 1, or a class name that cdp_class_name_ok refuses. A NULL
+ * crs is written as ""; no band_list line is written when nband_list is 0,
+ * no class lines when nclass_names is 0.
  * parse: overwrites *s. Lines are "key=value" (the value is everything after
  * the first '=', so WKT and paths may hold '=' and ','); empty lines and
  * unknown keys are skipped, the final newline is optional. Requires index,
  * path, width, height, bands, dtype, geotransform (name, crs default to "";
  * band_list to NULL, and when present it must be bands comma-separated
  * integers >= 1: CDP_ESYNTAX for an empty item, CDP_EFORMAT for another
- * count).
+ * count); class.K lines must name K = 0..n-1 once each (CDP_EFORMAT) with
+ * names cdp_class_name_ok takes (CDP_ESYNTAX), K below 65536 (CDP_ERANGE).
  * CDP_ESYNTAX for a line without '=' or a malformed number, CDP_ERANGE for
  * one out of range, CDP_EFORMAT for a missing or repeated key or an unknown
  * dtype. On failure nothing is left allocated. */

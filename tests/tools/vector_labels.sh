@@ -5,7 +5,8 @@
 # in each stream is compared by vlabels.py with gdal_rasterize's of the
 # tile's window (-te/-ts) after ogr2ogr -t_srs into the image's CRS: burn,
 # attribute, string classes, where, all-touched, buffers, lines, points,
-# background, extent, u16. Each refusal is checked with its message.
+# background, extent, u16. --classes must reach the pool's class names.
+# Each refusal is checked with its message.
 . "$CDP_SRCDIR/tests/tools/common.sh"
 need_python
 MK="$PYTHON $CDP_SRCDIR/tests/tools/mkraster.py"
@@ -68,6 +69,22 @@ cmp -s suf.s s1 || fail "--label-suffix x did not use imgx.gpkg"
 $PYTHON -c 'import zipfile; zipfile.ZipFile("f.zip", "w").write("feat.gpkg")'
 cdp-tile -q -s 32 --label /vsizip/f.zip/feat.gpkg img.tif >zip.s
 cmp -s zip.s s1 || fail "/vsizip/ label differs"
+
+# --classes reach the pool's class names through the stream's source frame
+# (version 2); cdp-lmdbpack's own --classes must agree
+names() {
+	PYTHONPATH="$CDP_SRCDIR/python" "$PYTHON" -c 'import sys, cdpool
+print(",".join(cdpool.Pool(sys.argv[1], lock=False).class_names))' "$1"
+}
+cdp-lmdbpack -q p1 <s3 || fail "cdp-lmdbpack of a stream with class names"
+[ "$(names p1)" = "bg,house,road,field" ] || fail "pool class names '$(names p1)'"
+cdp-lmdbpack -q --classes bg,house,road,field p2 <s3 || fail "agreeing --classes refused"
+[ "$(names p2)" = "bg,house,road,field" ] || fail "pool class names '$(names p2)'"
+expect_fail 1 "source 'img' names class 2 'road', --classes names it 'street'" \
+	cdp-lmdbpack -q --classes bg,house,street,field p3 <s3
+[ ! -e p3 ] || fail "a refused pack left p3"
+cdp-lmdbpack -q p4 <s1 || fail "cdp-lmdbpack of a stream without class names"
+[ -z "$(names p4)" ] || fail "a stream without names gave the pool '$(names p4)'"
 
 # --- refusals ----------------------------------------------------------------
 cp extent.geojson imgx.geojson

@@ -132,7 +132,7 @@ static void test_round_trip(void)
 	uint8_t *bytes = build_stream(&n, &rec);
 	FILE *f = mem_file(bytes, n);
 
-	CHECK(n > 8 && !memcmp(bytes, "CDPS\1\0\0\0", 8), "stream header bytes");
+	CHECK(n > 8 && !memcmp(bytes, "CDPS\2\0\0\0", 8), "stream header bytes");
 	/* First frame header: 'S', 0, name length 7, body length. */
 	CHECK(bytes[8] == 'S' && bytes[9] == 0 && bytes[10] == 7 && bytes[11] == 0,
 	      "frame header bytes");
@@ -213,14 +213,15 @@ static void test_damage(void)
 		fclose(f);
 	}
 	bytes[0] = 'C';
-	bytes[4] = 2;
-	{
-		FILE *f = mem_file(bytes, n);
+	for (int v = 0; v < 4; v += 3) {
+		FILE *f;
 
+		bytes[4] = (uint8_t)v;
+		f = mem_file(bytes, n);
 		CHECK_RC(cdp_stream_read_header(f), CDP_EVERSION);
 		fclose(f);
 	}
-	bytes[4] = 1;
+	bytes[4] = 2;
 	{
 		FILE *f = mem_file("PK", 2);
 
@@ -499,6 +500,43 @@ static void test_band_list(void)
 	CHECK(t.band_list == NULL && t.path == NULL, "nothing left allocated on failure");
 }
 
+/* Class names (version 2) survive format and parse, before crs; a version
+ * 1 header still reads (test_damage refuses 0 and 3); bad class lines are
+ * refused. */
+static void test_class_names(void)
+{
+	cdp_source s = sample_source(), t;
+	cdp_buf out = { 0 };
+	char *names[3] = { "bg", "house", "road=x" };
+	FILE *f;
+
+	s.class_names = names;
+	s.nclass_names = 3;
+	CHECK_RC(cdp_source_format(&s, &out), CDP_OK);
+	CHECK(strstr((char *)out.p, "\nclass.0=bg\nclass.1=house\nclass.2=road=x\ncrs=PROJCS[")
+	      != NULL, "class lines before crs: %s", (char *)out.p);
+	CHECK_RC(cdp_source_parse(out.p, out.len, &t), CDP_OK);
+	CHECK(t.nclass_names == 3 && !strcmp(t.class_names[0], "bg") &&
+	      !strcmp(t.class_names[1], "house") && !strcmp(t.class_names[2], "road=x") &&
+	      !strcmp(t.crs, WKT), "class names round trip");
+	cdp_source_free(&t);
+	CHECK(t.class_names == NULL && t.nclass_names == 0, "free clears class names");
+	names[1] = "a\tb";
+	CHECK_RC(cdp_source_format(&s, &out), CDP_EINVAL);
+	cdp_buf_free(&out);
+
+	CHECK_RC(parse_text(BASE GT "class.1=b\nclass.0=a\n"), CDP_OK);
+	CHECK_RC(parse_text(BASE GT "class.1=b\n"), CDP_EFORMAT);
+	CHECK_RC(parse_text(BASE GT "class.0=a\nclass.0=b\n"), CDP_EFORMAT);
+	CHECK_RC(parse_text(BASE GT "class.0=\n"), CDP_ESYNTAX);
+	CHECK_RC(parse_text(BASE GT "class.x=a\n"), CDP_ESYNTAX);
+	CHECK_RC(parse_text(BASE GT "class.65536=a\n"), CDP_ERANGE);
+
+	f = mem_file("CDPS\1\0\0\0", 8);
+	CHECK_RC(cdp_stream_read_header(f), CDP_OK);
+	fclose(f);
+}
+
 int main(void)
 {
 	test_round_trip();
@@ -508,5 +546,6 @@ int main(void)
 	test_write_errors();
 	test_source_text();
 	test_band_list();
+	test_class_names();
 	return tap_done();
 }

@@ -59,9 +59,44 @@ void cdp_pack_opts_init(cdp_pack_opts *o)
 /* ---- sources and shapes ------------------------------------------------- */
 
 /* Takes ownership of s (its index is the input's). */
+/* A stream source's class names (cdp-tile --classes) become the pool's
+ * unless --classes or an earlier source named the classes: then they must
+ * agree. On failure s is freed. */
+static int source_names(pk *p, cdp_source *s)
+{
+	size_t k = 0;
+	int rc;
+
+	if (!p->ncnames && p->cmd_done) {
+		rc = pack_seterr(p, CDP_EMISMATCH, "'%s': source '%s' names its classes, but "
+		                 "records before it came without names", p->in, s->name);
+		goto fail;
+	}
+	if (!p->ncnames) {
+		/* owned by the source, kept for the run in p->src */
+		p->cnames = (const char *const *)s->class_names;
+		p->ncnames = s->nclass_names;
+		return CDP_OK;
+	}
+	while (k < p->ncnames && k < s->nclass_names &&
+	       strcmp(p->cnames[k], s->class_names[k]) == 0)
+		k++;
+	if (k == p->ncnames && k == s->nclass_names)
+		return CDP_OK;
+	rc = pack_seterr(p, CDP_EMISMATCH, "'%s': source '%s' names class %zu '%s', %s "
+	                 "names it '%s'", p->in, s->name, k,
+	                 k < s->nclass_names ? s->class_names[k] : "(none)",
+	                 p->o->nclasses ? "--classes" : "an earlier source",
+	                 k < p->ncnames ? p->cnames[k] : "(none)");
+fail:
+	cdp_source_free(s);
+	return rc;
+}
+
 int pack_add_source(pk *p, cdp_source *s)
 {
 	psrc *ps;
+	int rc;
 
 	if (s->index >= PACK_MAX_SOURCES) {
 		cdp_source_free(s);
@@ -85,6 +120,8 @@ int pack_add_source(pk *p, cdp_source *s)
 		return pack_seterr(p, CDP_EFORMAT, "'%s': source %" PRIu32 " is described twice",
 		                   p->in, i);
 	}
+	if (s->nclass_names && (rc = source_names(p, s)))
+		return rc;
 	if (!(ps = calloc(1, sizeof *ps))) {
 		cdp_source_free(s);
 		return pack_seterr(p, CDP_ENOMEM, "out of memory");

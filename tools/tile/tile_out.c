@@ -310,6 +310,11 @@ int tile_emit_source(ctx *c, size_t idx, input *in, cdp_buf *body)
 	 * trained on the pool can read the same ones from a raw scene. */
 	s.band_list = in->bands;
 	s.nband_list = (uint32_t)in->nb;
+	/* --classes name the label ids, for the pool's class names */
+	if (in->vlab) {
+		s.class_names = (char **)c->o->vec.classes;
+		s.nclass_names = (uint32_t)c->o->vec.nclasses;
+	}
 	if ((rc = cdp_source_format(&s, body))) {
 		ERR(c, "'%s': cannot describe the source: %s", in->path,
 		    cdp_strerror(rc));
