@@ -45,6 +45,8 @@ struct cdp_label_vector {
 	vsrc lab, ext;
 	int kind;
 	int has_ext;
+	uint8_t *inside;                       /* the extent of a window, (h, w) */
+	size_t ncap;
 };
 
 void cdp_label_vector_opts_init(cdp_label_vector_opts *o)
@@ -563,13 +565,22 @@ out:
 	return rc;
 }
 
-/* A MEM dataset of the window's grid, band 1 filled with fill. */
+/* A MEM dataset of the window's grid whose band 1 is data, (h, w) samples
+ * of type t (the caller's buffer: rasterized in place, without a copy or
+ * fresh pages per window), filled with fill. */
 static GDALDatasetH mem_grid(GDALDataType t, const double gt[6], int w, int h,
-                             double fill)
+                             double fill, void *data)
 {
 	GDALDriverH drv = GDALGetDriverByName("MEM");
-	GDALDatasetH ds = drv ? GDALCreate(drv, "", w, h, 1, t, NULL) : NULL;
+	GDALDatasetH ds = drv ? GDALCreate(drv, "", w, h, 0, t, NULL) : NULL;
+	char ptr[64];
+	char *opt[] = { ptr, NULL };
 
+	snprintf(ptr, sizeof ptr, "DATAPOINTER=%p", data);
+	if (ds && GDALAddBand(ds, t, opt) != CE_None) {
+		GDALClose(ds);
+		ds = NULL;
+	}
 	if (ds && (GDALSetGeoTransform(ds, (double *)gt) != CE_None ||
 	           GDALFillRaster(GDALGetRasterBand(ds, 1), fill, 0) != CE_None)) {
 		GDALClose(ds);
@@ -584,41 +595,41 @@ int cdp_label_vector_read(cdp_label_vector *v, const double gt[6], int w, int h,
 	const int u16 = v->kind == CDP_LABEL_U16;
 	const size_t np = (size_t)w * (size_t)h;
 	GDALDatasetH ds = NULL, eds = NULL;
-	uint8_t *in = NULL;
+	uint8_t *in;
 	int rc;
 
 	if (w < 1 || h < 1)
 		return CDP_EINVAL;
-	ds = mem_grid(u16 ? GDT_UInt16 : GDT_Byte, gt, w, h, v->o->background);
+	ds = mem_grid(u16 ? GDT_UInt16 : GDT_Byte, gt, w, h, v->o->background, buf);
 	if (!ds) {
 		ogr_err(err, errcap, "cannot make a label grid: ", "out of memory");
 		return CDP_EGDAL;
 	}
+	/* GDAL writes through its block cache: flushed, buf holds the label */
 	if ((rc = src_burn(v, &v->lab, ds, gt, w, h, ignore, err, errcap)))
 		goto out;
-	if (GDALRasterIO(GDALGetRasterBand(ds, 1), GF_Read, 0, 0, w, h, buf, w, h,
-	                 u16 ? GDT_UInt16 : GDT_Byte, 0, 0) != CE_None) {
-		ogr_err(err, errcap, "cannot read the label grid: ", "read failed");
-		rc = CDP_EGDAL;
-		goto out;
-	}
+	GDALFlushCache(ds);
 	if (!v->has_ext)
 		goto out;
-	eds = mem_grid(GDT_Byte, gt, w, h, 0);
-	in = malloc(np);
-	if (!eds || !in) {
-		snprintf(err, errcap, "out of memory");
-		rc = CDP_ENOMEM;
+	if (np > v->ncap) {
+		uint8_t *nb = realloc(v->inside, np);
+		if (!nb) {
+			snprintf(err, errcap, "out of memory");
+			rc = CDP_ENOMEM;
+			goto out;
+		}
+		v->inside = nb;
+		v->ncap = np;
+	}
+	in = v->inside;
+	if (!(eds = mem_grid(GDT_Byte, gt, w, h, 0, in))) {
+		ogr_err(err, errcap, "cannot make an extent grid: ", "out of memory");
+		rc = CDP_EGDAL;
 		goto out;
 	}
 	if ((rc = src_burn(v, &v->ext, eds, gt, w, h, ignore, err, errcap)))
 		goto out;
-	if (GDALRasterIO(GDALGetRasterBand(eds, 1), GF_Read, 0, 0, w, h, in, w, h,
-	                 GDT_Byte, 0, 0) != CE_None) {
-		ogr_err(err, errcap, "cannot read the extent grid: ", "read failed");
-		rc = CDP_EGDAL;
-		goto out;
-	}
+	GDALFlushCache(eds);
 	for (size_t p = 0; p < np; p++)
 		if (!in[p]) {
 			if (u16)
@@ -631,7 +642,6 @@ out:
 		GDALClose(ds);
 	if (eds)
 		GDALClose(eds);
-	free(in);
 	return rc;
 }
 
@@ -656,5 +666,6 @@ void cdp_label_vector_close(cdp_label_vector *v)
 		return;
 	src_close(&v->lab);
 	src_close(&v->ext);
+	free(v->inside);
 	free(v);
 }

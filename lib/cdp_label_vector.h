@@ -43,6 +43,9 @@ typedef struct cdp_label_vector_opts {
 	                               which every pixel is the ignore value */
 	int type;                   /* 0: u8 when every id < 255, else u16;
 	                               or CDP_LABEL_U8 / CDP_LABEL_U16 */
+	int given;                  /* an option below was given (so the label
+	                               must be a vector) */
+	int burn_given;
 } cdp_label_vector_opts;
 
 /* burn 1, background 0, everything else unset. */
@@ -85,5 +88,41 @@ int cdp_label_vector_files(const cdp_label_vector *v,
                            int (*fn)(const char *path, void *arg), void *arg);
 
 void cdp_label_vector_close(cdp_label_vector *v);
+
+/* The command-line options of vector labels, shared by the programs that
+ * take them (cdp-tile, cdp-evaluate; cdp_label_vector_cli.c): entries for
+ * a getopt_long table, whose values CDP_LVO_* lie above any short option
+ * and any program's own (keep those below CDP_LVO_BASE), and the usage
+ * text. --classes is each program's own (cdp-evaluate's also takes a
+ * count). */
+enum { CDP_LVO_BASE = 1024, CDP_LVO_ALL_TOUCHED = CDP_LVO_BASE, CDP_LVO_BACKGROUND,
+       CDP_LVO_BUFFER, CDP_LVO_BUFFER_FIELD, CDP_LVO_BURN, CDP_LVO_LABEL_CRS,
+       CDP_LVO_LABEL_EXTENT, CDP_LVO_LABEL_FIELD, CDP_LVO_LABEL_LAYER,
+       CDP_LVO_LABEL_TYPE, CDP_LVO_LABEL_WHERE, CDP_LVO_END };
+#define CDP_LABEL_VECTOR_LONGOPTS \
+	{ "all-touched",  no_argument,       NULL, CDP_LVO_ALL_TOUCHED }, \
+	{ "background",   required_argument, NULL, CDP_LVO_BACKGROUND }, \
+	{ "buffer",       required_argument, NULL, CDP_LVO_BUFFER }, \
+	{ "buffer-field", required_argument, NULL, CDP_LVO_BUFFER_FIELD }, \
+	{ "burn",         required_argument, NULL, CDP_LVO_BURN }, \
+	{ "label-crs",    required_argument, NULL, CDP_LVO_LABEL_CRS }, \
+	{ "label-extent", required_argument, NULL, CDP_LVO_LABEL_EXTENT }, \
+	{ "label-field",  required_argument, NULL, CDP_LVO_LABEL_FIELD }, \
+	{ "label-layer",  required_argument, NULL, CDP_LVO_LABEL_LAYER }, \
+	{ "label-type",   required_argument, NULL, CDP_LVO_LABEL_TYPE }, \
+	{ "label-where",  required_argument, NULL, CDP_LVO_LABEL_WHERE }
+/* usage() lines, each indented by INDENT (a string of spaces) */
+#define CDP_LABEL_VECTOR_USAGE(INDENT) \
+	INDENT "[--label-layer name] [--burn value | --label-field attr]\n" \
+	INDENT "[--label-where sql] [--all-touched] [--background value]\n" \
+	INDENT "[--label-crs crs] [--buffer dist | --buffer-field attr]\n" \
+	INDENT "[--label-extent file] [--label-type u8|u16]\n"
+
+/* Applies option ch (a CDP_LVO_* value) with argument arg to o: 0, or -1
+ * after cdp_cli has printed the usage error (exit 2). */
+int cdp_label_vector_option(cdp_label_vector_opts *o, int ch, const char *arg);
+/* After every option: the ones that exclude each other. 0, or -1 with the
+ * usage error printed through cdp_cli's stream. */
+int cdp_label_vector_options_check(const cdp_label_vector_opts *o);
 
 #endif

@@ -31,11 +31,8 @@ static void usage(FILE *f)
 	    "usage: cdp-tile [-hqV] [-O dir] [-s size] [-z level] [--bands list]\n"
 	    "                [--edge shift|pad|drop] [--format png|tif] [--ignore value]\n"
 	    "                [--label file]... [--label-all file] [--label-suffix suffix]\n"
-	    "                [--label-layer name] [--burn value | --label-field attr]\n"
-	    "                [--classes name,...] [--label-where sql] [--all-touched]\n"
-	    "                [--background value] [--label-crs crs] [--buffer dist]\n"
-	    "                [--buffer-field attr] [--label-extent file]\n"
-	    "                [--label-type u8|u16]\n"
+	    CDP_LABEL_VECTOR_USAGE("                ")
+	    "                [--classes name,...]\n"
 	    "                [--max-nodata fraction] [--name name]... [--nodata value]\n"
 	    "                [--overlap n] [--progress] [--standardize] [--stats file]\n"
 	    "                raster...\n");
@@ -53,21 +50,12 @@ static int push(const char ***list, size_t *n, const char *arg)
 	return 0;
 }
 
-enum { OPT_BANDS = 256, OPT_EDGE, OPT_FORMAT, OPT_IGNORE, OPT_LABEL,
-       OPT_LABEL_SUFFIX, OPT_MAX_NODATA, OPT_NAME, OPT_NODATA, OPT_OVERLAP,
-       OPT_PROGRESS, OPT_STANDARDIZE, OPT_STATS,
-       /* vector labels */
-       OPT_ALL_TOUCHED, OPT_BACKGROUND, OPT_BUFFER, OPT_BUFFER_FIELD, OPT_BURN,
-       OPT_CLASSES, OPT_LABEL_ALL, OPT_LABEL_CRS, OPT_LABEL_EXTENT, OPT_LABEL_FIELD,
-       OPT_LABEL_LAYER, OPT_LABEL_TYPE, OPT_LABEL_WHERE };
+enum { OPT_BANDS = 256, OPT_CLASSES, OPT_EDGE, OPT_FORMAT, OPT_IGNORE, OPT_LABEL,
+       OPT_LABEL_ALL, OPT_LABEL_SUFFIX, OPT_MAX_NODATA, OPT_NAME, OPT_NODATA,
+       OPT_OVERLAP, OPT_PROGRESS, OPT_STANDARDIZE, OPT_STATS };
 
 static const struct option longopts[] = {
-	{ "all-touched",  no_argument,       NULL, OPT_ALL_TOUCHED },
-	{ "background",   required_argument, NULL, OPT_BACKGROUND },
 	{ "bands",        required_argument, NULL, OPT_BANDS },
-	{ "buffer",       required_argument, NULL, OPT_BUFFER },
-	{ "buffer-field", required_argument, NULL, OPT_BUFFER_FIELD },
-	{ "burn",         required_argument, NULL, OPT_BURN },
 	{ "classes",      required_argument, NULL, OPT_CLASSES },
 	{ "edge",         required_argument, NULL, OPT_EDGE },
 	{ "format",       required_argument, NULL, OPT_FORMAT },
@@ -75,13 +63,7 @@ static const struct option longopts[] = {
 	{ "ignore",       required_argument, NULL, OPT_IGNORE },
 	{ "label",        required_argument, NULL, OPT_LABEL },
 	{ "label-all",    required_argument, NULL, OPT_LABEL_ALL },
-	{ "label-crs",    required_argument, NULL, OPT_LABEL_CRS },
-	{ "label-extent", required_argument, NULL, OPT_LABEL_EXTENT },
-	{ "label-field",  required_argument, NULL, OPT_LABEL_FIELD },
-	{ "label-layer",  required_argument, NULL, OPT_LABEL_LAYER },
 	{ "label-suffix", required_argument, NULL, OPT_LABEL_SUFFIX },
-	{ "label-type",   required_argument, NULL, OPT_LABEL_TYPE },
-	{ "label-where",  required_argument, NULL, OPT_LABEL_WHERE },
 	{ "max-nodata",   required_argument, NULL, OPT_MAX_NODATA },
 	{ "name",         required_argument, NULL, OPT_NAME },
 	{ "nodata",       required_argument, NULL, OPT_NODATA },
@@ -94,21 +76,10 @@ static const struct option longopts[] = {
 	{ "stats",        required_argument, NULL, OPT_STATS },
 	{ "version",      no_argument,       NULL, 'V' },
 	{ "zlib",         required_argument, NULL, 'z' },
+	/* --all-touched, --background, --buffer, ... (cdp_label_vector.h) */
+	CDP_LABEL_VECTOR_LONGOPTS,
 	{ NULL, 0, NULL, 0 }
 };
-
-/* Where a vector label option with a string argument goes. */
-static const char **vec_string(cdp_label_vector_opts *v, int ch)
-{
-	switch (ch) {
-	case OPT_BUFFER_FIELD: return &v->buffer_field;
-	case OPT_LABEL_CRS:    return &v->crs;
-	case OPT_LABEL_EXTENT: return &v->extent;
-	case OPT_LABEL_FIELD:  return &v->field;
-	case OPT_LABEL_LAYER:  return &v->layer;
-	default:               return &v->where;
-	}
-}
 
 int main(int argc, char **argv)
 {
@@ -117,7 +88,6 @@ int main(int argc, char **argv)
 	const char **names = NULL, **labels = NULL, **classes = NULL;
 	size_t nnames = 0, nlabels = 0, nb = 0, nclasses = 0;
 	char *classbuf = NULL, why[128];
-	int burn_given = 0;
 	int bands[MAXBANDS], ch, quiet = 0, format = -1, rc = 0, ret = 0;
 	char err[1024];
 	int ign;
@@ -125,16 +95,11 @@ int main(int argc, char **argv)
 	static const int edge_of[] = { CDP_EDGE_SHIFT, CDP_EDGE_PAD, CDP_EDGE_DROP };
 	static const char *const formats[] = { "png", "tif", NULL };
 	static const int format_of[] = { CDP_TILE_PNG, CDP_TILE_TIF };
-	static const char *const ltypes[] = { "u8", "u16", NULL };
-	static const int ltype_of[] = { CDP_LABEL_U8, CDP_LABEL_U16 };
 
 	cdp_tile_opts_init(&o);
 	cdp_cli_init("cdp-tile", stderr);
 	ret = 2;   /* until the options are read */
 	while ((ch = cdp_cli_getopt(argc, argv, "hO:qs:Vz:", longopts)) != -1) {
-		/* the options from OPT_ALL_TOUCHED on are vector labels' */
-		if (ch >= OPT_ALL_TOUCHED && ch != OPT_LABEL_ALL)
-			o.vec_given = 1;
 		switch (ch) {
 		case 'h':
 			usage(stdout);
@@ -224,21 +189,6 @@ int main(int argc, char **argv)
 		case OPT_STATS:
 			o.stats_path = optarg;
 			break;
-		case OPT_ALL_TOUCHED:
-			o.vec.all_touched = 1;
-			break;
-		case OPT_BACKGROUND:
-		case OPT_BURN:
-			if (cdp_cli_int(ch == OPT_BURN ? "--burn" : "--background", optarg, 0,
-			                65534, &ign))
-				goto out;
-			*(ch == OPT_BURN ? &o.vec.burn : &o.vec.background) = (uint32_t)ign;
-			burn_given |= ch == OPT_BURN;
-			break;
-		case OPT_BUFFER:
-			if (cdp_cli_double("--buffer", optarg, 0, HUGE_VAL, 0, &o.vec.buffer))
-				goto out;
-			break;
 		case OPT_CLASSES:
 			free(classbuf);
 			free(classes);
@@ -269,25 +219,15 @@ int main(int argc, char **argv)
 			}
 			o.vec.classes = classes;
 			o.vec.nclasses = nclasses;
+			o.vec.given = 1;
 			break;
 		case OPT_LABEL_ALL:
 			o.label_all = optarg;
 			break;
-		case OPT_BUFFER_FIELD:
-		case OPT_LABEL_CRS:
-		case OPT_LABEL_EXTENT:
-		case OPT_LABEL_FIELD:
-		case OPT_LABEL_LAYER:
-		case OPT_LABEL_WHERE:
-			*vec_string(&o.vec, ch) = optarg;
-			break;
-		case OPT_LABEL_TYPE:
-			if (cdp_cli_keyword("--label-type", optarg, ltypes, &ign))
-				goto out;
-			o.vec.type = ltype_of[ign];
-			break;
 		default:
-			goto out;
+			if (ch < CDP_LVO_BASE || ch >= CDP_LVO_END ||
+			    cdp_label_vector_option(&o.vec, ch, optarg))
+				goto out;
 		}
 	}
 	ret = 0;
@@ -322,12 +262,8 @@ int main(int argc, char **argv)
 		const struct { int bad; const char *why; } rules[] = {
 			{ (nlabels > 0) + !!o.label_suffix + !!o.label_all > 1,
 			  "--label, --label-all and --label-suffix exclude each other" },
-			{ o.vec_given && !nlabels && !o.label_suffix && !o.label_all,
+			{ o.vec.given && !nlabels && !o.label_suffix && !o.label_all,
 			  "the vector label options need --label, --label-all or --label-suffix" },
-			{ burn_given && o.vec.field,
-			  "--burn and --label-field exclude each other" },
-			{ o.vec.buffer > 0 && o.vec.buffer_field,
-			  "--buffer and --buffer-field exclude each other" },
 		};
 		for (size_t k = 0; k < sizeof rules / sizeof rules[0]; k++)
 			if (rules[k].bad) {
@@ -335,6 +271,10 @@ int main(int argc, char **argv)
 				ret = 2;
 				goto out;
 			}
+		if (cdp_label_vector_options_check(&o.vec)) {
+			ret = 2;
+			goto out;
+		}
 	}
 	if (o.stats_path && !o.standardize) {
 		fprintf(stderr, "cdp-tile: --stats needs --standardize\n");

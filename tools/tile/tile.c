@@ -257,7 +257,7 @@ static int input_open(ctx *c, size_t i, input *in)
 		return CDP_OK;
 	if (cdp_label_vector_is_vector(in->lpath))
 		return input_open_vector(c, in);
-	if (o->vec_given) {
+	if (o->vec.given) {
 		ERR(c, "'%s': label '%s' is not a vector dataset, and the vector label "
 		    "options apply to vector labels only", in->path, in->lpath);
 		rc = CDP_EUNSUP;

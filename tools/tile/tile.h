@@ -22,9 +22,8 @@ typedef struct cdp_tile_opts {
 	const char *label_suffix;    /* or NULL: X.tif pairs with X<suffix>.tif,
 	                                .gpkg, .shp, .geojson or .fgb */
 	const char *label_all;       /* or NULL: one label for every input */
-	cdp_label_vector_opts vec;   /* how vector labels are rasterized */
-	int vec_given;               /* an option of vec was given: the labels
-	                                must be vectors */
+	cdp_label_vector_opts vec;   /* how vector labels are rasterized; with
+	                                vec.given the labels must be vectors */
 	int size;                    /* tile edge in pixels, 1..CDP_RECORD_MAXDIM */
 	int overlap;                 /* 0..size-1; stride is size - overlap */
 	int edge;                    /* CDP_EDGE_* */
