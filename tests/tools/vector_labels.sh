@@ -5,7 +5,9 @@
 # in each stream is compared by vlabels.py with gdal_rasterize's of the
 # tile's window (-te/-ts) after ogr2ogr -t_srs into the image's CRS: burn,
 # attribute, string classes, where, all-touched, buffers, lines, points,
-# background, extent, u16. --classes must reach the pool's class names.
+# background, extent, u16. --classes must reach the pool's class names, and
+# cdp-evaluate's report against the vector must equal its report against
+# gdal_rasterize's raster of it.
 # Each refusal is checked with its message.
 . "$CDP_SRCDIR/tests/tools/common.sh"
 need_python
@@ -86,6 +88,28 @@ expect_fail 1 "source 'img' names class 2 'road', --classes names it 'street'" \
 cdp-lmdbpack -q p4 <s1 || fail "cdp-lmdbpack of a stream without class names"
 [ -z "$(names p4)" ] || fail "a stream without names gave the pool '$(names p4)'"
 
+# cdp-evaluate scores a map against the vector itself: the same report as
+# against gdal_rasterize's raster of it on the map's grid
+$MK im.tif --width 96 --height 80 --dtype u8 --seed 3 --label pred.tif --classes 4
+# evaluate VLABELS-OPTS -- CDP-OPTS: both reports, byte for byte
+evaluate() {
+	vo=""
+	while [ "$1" != "--" ]; do vo="$vo $1"; shift; done
+	shift
+	# shellcheck disable=SC2086
+	$VL rasterize ref.tif img.tif $vo >/dev/null || fail "vlabels.py rasterize$vo"
+	cdp-evaluate --json pred.tif ref.tif >want.json || fail "cdp-evaluate of ref.tif"
+	cdp-evaluate --json "$@" pred.tif "$v" >got.json || fail "cdp-evaluate $* $v"
+	cmp -s want.json got.json || fail "cdp-evaluate $* $v: $(cat got.json), want $(cat want.json)"
+}
+v=feat.gpkg
+evaluate feat.gpkg --field cls -- --label-field cls
+evaluate feat.gpkg --field kind --classes bg,house,road,field --all-touched -- \
+	--label-field kind --classes bg,house,road,field --all-touched
+v=poly32.shp
+evaluate poly32.shp --extent extent.geojson --burn 2 -- --label-extent extent.geojson --burn 2
+grep -q '"ignored":[1-9]' got.json || fail "the extent ignored nothing"
+
 # --- refusals ----------------------------------------------------------------
 cp extent.geojson imgx.geojson
 refused 1 "2 labels match --label-suffix 'x': 'imgx.gpkg', 'imgx.geojson'" \
@@ -131,4 +155,8 @@ refused 2 "--label, --label-all and --label-suffix exclude each other" \
 refused 2 "'a' names both class 0 and class 1" \
 	cdp-tile --classes a,a --label feat.gpkg img.tif
 refused 2 "--label-type" cdp-tile --label-type u32 --label feat.gpkg img.tif
+expect_fail 1 "the vector label options apply to a vector reference only" \
+	cdp-evaluate --burn 2 pred.tif img.tif
+expect_fail 1 "reference 'two.gpkg': 2 layers, choose one with --label-layer" \
+	cdp-evaluate pred.tif two.gpkg
 echo "vector_labels.sh: ok"

@@ -12,6 +12,9 @@
           DIR/extent.geojson  one polygon over about half of the image
           DIR/two.gpkg     two layers, 'a' and 'b'
           DIR/nocrs.shp    the polygons without a CRS (image coordinates)
+    vlabels.py rasterize OUT.tif IMAGE VECTOR [the options of check]
+        writes the reference of check over the whole image grid, with the
+        ignore value as nodata (for cdp-evaluate's vector references)
     vlabels.py check STREAM IMAGE VECTOR [--burn V] [--field A]
         [--classes a,b] [--where SQL] [--all-touched] [--buffer D]
         [--buffer-field A] [--background V] [--extent FILE] [--ignore V]
@@ -153,6 +156,36 @@ def reference_layer(a, wkt, isr):
     return ds, (rds, lay)
 
 
+def burn(keep, ext, te, w, h, typ, a):
+    """gdal_rasterize -te -ts of the reference features, the extent applied."""
+    ref = gdal.Rasterize("", keep, format="MEM", outputBounds=te, width=w, height=h,
+                         outputType=typ, initValues=[a.background],
+                         allTouched=a.all_touched, attribute="id").ReadAsArray()
+    if ext is not None:
+        inside = gdal.Rasterize("", ext, format="MEM", outputBounds=te, width=w,
+                                height=h, outputType=gdal.GDT_Byte, initValues=[0],
+                                burnValues=[1]).ReadAsArray()
+        ref[inside == 0] = a.ignore
+    return ref
+
+
+def rasterize(a):
+    """The reference over the whole image grid, written as a GeoTIFF."""
+    img = gdal.Open(a.image)
+    wkt, g = img.GetProjection(), img.GetGeoTransform()
+    W, H = img.RasterXSize, img.RasterYSize
+    keep, _ = reference_layer(a, wkt, osr.SpatialReference(wkt=wkt))
+    ext = reprojected(a.extent, wkt) if a.extent else None
+    typ = gdal.GDT_Byte if a.type == "u8" else gdal.GDT_UInt16
+    ref = burn(keep, ext, [g[0], g[3] + H * g[5], g[0] + W * g[1], g[3]], W, H, typ, a)
+    out = gdal.GetDriverByName("GTiff").Create(a.stream, W, H, 1, typ)
+    out.SetGeoTransform(g)
+    out.SetProjection(wkt)
+    out.GetRasterBand(1).SetNoDataValue(a.ignore)
+    out.GetRasterBand(1).WriteArray(ref)
+    out = None
+
+
 def check(a):
     img = gdal.Open(a.image)
     wkt = img.GetProjection()
@@ -170,15 +203,7 @@ def check(a):
         if r["label_kind"] != (1 if a.type == "u8" else 2):
             sys.exit("vlabels.py: %s: label kind %d, want %s" % (key, r["label_kind"], a.type))
         typ = gdal.GDT_Byte if a.type == "u8" else gdal.GDT_UInt16
-        opts = dict(format="MEM", outputBounds=te, width=S, height=S, outputType=typ,
-                    initValues=[a.background], allTouched=a.all_touched,
-                    attribute="id")
-        ref = gdal.Rasterize("", keep, **opts).ReadAsArray()
-        if ext is not None:
-            inside = gdal.Rasterize("", ext, format="MEM", outputBounds=te, width=S,
-                                    height=S, outputType=gdal.GDT_Byte, initValues=[0],
-                                    burnValues=[1]).ReadAsArray()
-            ref[inside == 0] = a.ignore
+        ref = burn(keep, ext, te, S, S, typ, a)
         got = r["label"]
         if r["ignore"] != a.ignore:
             sys.exit("vlabels.py: %s: ignore %d, want %d" % (key, r["ignore"], a.ignore))
@@ -199,25 +224,28 @@ def main():
     g = sub.add_parser("gen")
     g.add_argument("image")
     g.add_argument("dir")
-    c = sub.add_parser("check")
-    c.add_argument("stream")
-    c.add_argument("image")
-    c.add_argument("vector")
-    c.add_argument("--burn", type=int, default=1)
-    c.add_argument("--field")
-    c.add_argument("--classes")
-    c.add_argument("--where")
-    c.add_argument("--all-touched", action="store_true")
-    c.add_argument("--buffer", type=float, default=0)
-    c.add_argument("--buffer-field")
-    c.add_argument("--background", type=int, default=0)
-    c.add_argument("--extent")
-    c.add_argument("--ignore", type=int, default=255)
-    c.add_argument("--type", choices=["u8", "u16"], default="u8")
-    c.add_argument("--s-srs", help="the vector's CRS, for one without")
+    for name in ("check", "rasterize"):
+        c = sub.add_parser(name)
+        c.add_argument("stream", help="check: the stream; rasterize: OUT.tif")
+        c.add_argument("image")
+        c.add_argument("vector")
+        c.add_argument("--burn", type=int, default=1)
+        c.add_argument("--field")
+        c.add_argument("--classes")
+        c.add_argument("--where")
+        c.add_argument("--all-touched", action="store_true")
+        c.add_argument("--buffer", type=float, default=0)
+        c.add_argument("--buffer-field")
+        c.add_argument("--background", type=int, default=0)
+        c.add_argument("--extent")
+        c.add_argument("--ignore", type=int, default=255)
+        c.add_argument("--type", choices=["u8", "u16"], default="u8")
+        c.add_argument("--s-srs", help="the vector's CRS, for one without")
     a = ap.parse_args()
     if a.cmd == "gen":
         gen(a)
+    elif a.cmd == "rasterize":
+        rasterize(a)
     else:
         check(a)
 
