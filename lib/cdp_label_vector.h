@@ -121,6 +121,12 @@ enum { CDP_LVO_BASE = 1024, CDP_LVO_ALL_TOUCHED = CDP_LVO_BASE, CDP_LVO_BACKGROU
 /* Applies option ch (a CDP_LVO_* value) with argument arg to o: 0, or -1
  * after cdp_cli has printed the usage error (exit 2). */
 int cdp_label_vector_option(cdp_label_vector_opts *o, int ch, const char *arg);
+/* The options of o as one line of cdp-tile options, the values shell-quoted
+ * where needed ("--label-field cls --label-where 'cls >= 2' --background 0
+ * --all-touched"), into out[cap], for a record of how labels were made:
+ * CDP_OK, CDP_ERANGE when it does not fit, CDP_EINVAL for a value with a
+ * newline. --classes is left out (the names travel on their own). */
+int cdp_label_vector_describe(const cdp_label_vector_opts *o, char *out, size_t cap);
 /* After every option: the ones that exclude each other. 0, or -1 with the
  * usage error printed through cdp_cli's stream. */
 int cdp_label_vector_options_check(const cdp_label_vector_opts *o);

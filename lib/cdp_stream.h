@@ -19,8 +19,11 @@
  *                     line; values have no newlines), optionally preceded
  *                     by "band_list=b1,b2,...\n": the 1-based source bands
  *                     the records hold, in order (absent when unknown),
- *                     and by "class.K=NAME\n" for K = 0..n-1: the names of
- *                     the label ids (version 2; absent when unknown)
+ *                     by "class.K=NAME\n" for K = 0..n-1: the names of
+ *                     the label ids (version 2; absent when unknown), and
+ *                     by "label=PATH\n" and "label_options=OPTS\n": the
+ *                     label's file and how it was rasterized (absent
+ *                     without a label, or without options)
  *   type 'R' record:  name = tile key; body = one tile record (cdp_record.h)
  *   type 'E' end:     name empty; body = "count=N\n" (number of 'R' frames)
  *   type 'F' failed:  name empty; body = "error=MESSAGE\n", MESSAGE one line
@@ -102,13 +105,18 @@ typedef struct cdp_source {
 	                         label ids 0..n-1 (cdp-tile --classes); NULL
 	                         (0) when unknown */
 	uint32_t nclass_names;
+	char *label;          /* owned when parsed: the label file the records'
+	                         labels came from, or NULL */
+	char *label_options;  /* owned when parsed: how (cdp-tile's options of
+	                         a vector label, one line), or NULL */
 } cdp_source;
 /* format: the body text into out (out->len bytes, NUL-terminated beyond);
  * CDP_EINVAL for a value that has a newline, an unknown dtype, a zero size
  * or a non-finite geotransform, or a band_list whose length is not bands or
  * with an entry < 1, or a class name that cdp_class_name_ok refuses. A NULL
  * crs is written as ""; no band_list line is written when nband_list is 0,
- * no class lines when nclass_names is 0.
+ * no class lines when nclass_names is 0, no label or label_options line
+ * when that string is NULL.
  * parse: overwrites *s. Lines are "key=value" (the value is everything after
  * the first '=', so WKT and paths may hold '=' and ','); empty lines and
  * unknown keys are skipped, the final newline is optional. Requires index,

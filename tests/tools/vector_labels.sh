@@ -66,11 +66,12 @@ cdp-tile -q -s 32 --label feat.gpkg img.tif >one.s
 [ "$(wc -c <all.s)" -gt "$(wc -c <one.s)" ] || fail "--label-all wrote one image"
 cp feat.gpkg imgx.gpkg
 cdp-tile -q -s 32 --label-suffix x img.tif >suf.s
-cmp -s suf.s s1 || fail "--label-suffix x did not use imgx.gpkg"
+grep -aq '^label=imgx.gpkg$' suf.s || fail "--label-suffix x did not use imgx.gpkg"
+$VL check suf.s img.tif imgx.gpkg >/dev/null || fail "labels of --label-suffix x"
 # over /vsizip/
 $PYTHON -c 'import zipfile; zipfile.ZipFile("f.zip", "w").write("feat.gpkg")'
 cdp-tile -q -s 32 --label /vsizip/f.zip/feat.gpkg img.tif >zip.s
-cmp -s zip.s s1 || fail "/vsizip/ label differs"
+$VL check zip.s img.tif /vsizip/f.zip/feat.gpkg >/dev/null || fail "labels of a /vsizip/ label"
 
 # --classes reach the pool's class names through the stream's source frame
 # (version 2); cdp-lmdbpack's own --classes must agree
@@ -82,6 +83,11 @@ cdp-lmdbpack -q p1 <s3 || fail "cdp-lmdbpack of a stream with class names"
 [ "$(names p1)" = "bg,house,road,field" ] || fail "pool class names '$(names p1)'"
 cdp-lmdbpack -q --classes bg,house,road,field p2 <s3 || fail "agreeing --classes refused"
 [ "$(names p2)" = "bg,house,road,field" ] || fail "pool class names '$(names p2)'"
+# the pool's source meta says where the labels came from and how
+got=$(PYTHONPATH="$CDP_SRCDIR/python" "$PYTHON" -c 'import sys, cdpool
+s = cdpool.Pool(sys.argv[1], lock=False).sources[0]
+print(s["label"], "|", s["label_options"])' p1)
+[ "$got" = "feat.gpkg | --label-field kind --background 0" ] || fail "source label: '$got'"
 expect_fail 1 "source 'img' names class 2 'road', --classes names it 'street'" \
 	cdp-lmdbpack -q --classes bg,house,street,field p3 <s3
 [ ! -e p3 ] || fail "a refused pack left p3"

@@ -523,7 +523,23 @@ static void test_class_names(void)
 	CHECK(t.class_names == NULL && t.nclass_names == 0, "free clears class names");
 	names[1] = "a\tb";
 	CHECK_RC(cdp_source_format(&s, &out), CDP_EINVAL);
+	names[1] = "house";
+
+	/* the label and its options, after the class lines */
+	s.label = "roads.gpkg";
+	s.label_options = "--burn 1 --label-where 'a = 1'";
+	CHECK_RC(cdp_source_format(&s, &out), CDP_OK);
+	CHECK(strstr((char *)out.p, "class.2=road=x\nlabel=roads.gpkg\nlabel_options=--burn 1 "
+	             "--label-where 'a = 1'\ncrs=") != NULL, "label lines: %s", (char *)out.p);
+	CHECK_RC(cdp_source_parse(out.p, out.len, &t), CDP_OK);
+	CHECK(t.label && !strcmp(t.label, "roads.gpkg") && t.label_options &&
+	      !strcmp(t.label_options, s.label_options), "label round trip");
+	cdp_source_free(&t);
+	CHECK(!t.label && !t.label_options, "free clears the label");
+	s.label_options = "a\nb";
+	CHECK_RC(cdp_source_format(&s, &out), CDP_EINVAL);
 	cdp_buf_free(&out);
+	CHECK_RC(parse_text(BASE GT "label=a\nlabel=b\n"), CDP_EFORMAT);
 
 	CHECK_RC(parse_text(BASE GT "class.1=b\nclass.0=a\n"), CDP_OK);
 	CHECK_RC(parse_text(BASE GT "class.1=b\n"), CDP_EFORMAT);
