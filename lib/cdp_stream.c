@@ -19,6 +19,7 @@
 #include "cdp_dtype.h"
 #include "cdp_error.h"
 #include "cdp_num.h"
+#include "cdp_stats.h"
 
 #include <errno.h>
 #include <float.h>
@@ -148,7 +149,8 @@ int cdp_stream_read_header(FILE *f)
 		return CDP_ETRUNC;
 	if ((rc = read_all(f, h + 4, 4)) != CDP_OK)
 		return rc;
-	if ((h[4] | h[5] << 8) != CDP_STREAM_VERSION)
+	if ((h[4] | h[5] << 8) < CDP_STREAM_VERSION_MIN ||
+	    (h[4] | h[5] << 8) > CDP_STREAM_VERSION)
 		return CDP_EVERSION;
 	if (h[6] || h[7])
 		return CDP_EFORMAT;
@@ -260,14 +262,31 @@ static int one_line(const char *s)
 	return strchr(s, '\n') == NULL;
 }
 
-/* The optional lines of s that precede crs into a new string ("" without
- * them): "band_list=...\n" and the "class.K=NAME\n" lines; NULL when out
- * of memory. */
-static char *optional_lines(const cdp_source *s)
+/* "band_list=...\n" of s into a new string ("" without a band list);
+ * NULL when out of memory. */
+static char *band_list_line(const cdp_source *s)
 {
-	/* "band_list=" + up to 11 characters and a separator per band, a
-	 * class line's key and newline in 20, + NUL */
-	size_t cap = 12 + (size_t)s->nband_list * 12, len = 0;
+	/* "band_list=" + up to 11 characters and a separator per band + NUL */
+	size_t cap = 12 + (size_t)s->nband_list * 12, len;
+	char *t = malloc(cap);
+
+	if (!t || !s->nband_list) {
+		if (t)
+			*t = '\0';
+		return t;
+	}
+	len = (size_t)snprintf(t, cap, "band_list=");
+	for (uint32_t i = 0; i < s->nband_list; i++)
+		len += (size_t)snprintf(t + len, cap - len, "%d%c", s->band_list[i],
+		                        i + 1 < s->nband_list ? ',' : '\n');
+	return t;
+}
+
+/* The "class.K=NAME" lines of s into a new string ("" without names);
+ * NULL when out of memory. */
+static char *class_lines(const cdp_source *s)
+{
+	size_t cap = 1, len = 0;
 	char *t;
 
 	for (uint32_t k = 0; k < s->nclass_names; k++)
@@ -275,11 +294,6 @@ static char *optional_lines(const cdp_source *s)
 	if (!(t = malloc(cap)))
 		return NULL;
 	*t = '\0';
-	if (s->nband_list)
-		len = (size_t)snprintf(t, cap, "band_list=");
-	for (uint32_t i = 0; i < s->nband_list; i++)
-		len += (size_t)snprintf(t + len, cap - len, "%d%c", s->band_list[i],
-		                        i + 1 < s->nband_list ? ',' : '\n');
 	for (uint32_t k = 0; k < s->nclass_names; k++)
 		len += (size_t)snprintf(t + len, cap - len, "class.%" PRIu32 "=%s\n", k,
 		                        s->class_names[k]);
@@ -288,8 +302,8 @@ static char *optional_lines(const cdp_source *s)
 
 int cdp_source_format(const cdp_source *s, cdp_buf *out)
 {
-	const char *crs;
-	char *bl;
+	const char *crs, *lab, *lo;
+	char *bl, *cl;
 	size_t name_len;
 	int n, rc;
 
@@ -299,6 +313,8 @@ int cdp_source_format(const cdp_source *s, cdp_buf *out)
 	name_len = strnlen(s->name, sizeof s->name);
 	if (name_len == sizeof s->name || !one_line(s->name) ||
 	    !one_line(s->path) || !one_line(crs) ||
+	    (s->label && !one_line(s->label)) ||
+	    (s->label_options && !one_line(s->label_options)) ||
 	    !cdp_dtype_name(s->dtype) || s->width < 1 ||
 	    s->width > INT64_MAX || s->height < 1 || s->height > INT64_MAX ||
 	    s->bands < 1)
@@ -314,17 +330,25 @@ int cdp_source_format(const cdp_source *s, cdp_buf *out)
 	if (s->nclass_names > CDP_SOURCE_MAXCLASSES || (s->nclass_names && !s->class_names))
 		return CDP_EINVAL;
 	for (uint32_t k = 0; k < s->nclass_names; k++)
-		if (!s->class_names[k] || !s->class_names[k][0] || !one_line(s->class_names[k]))
+		if (!cdp_class_name_ok(s->class_names[k], NULL, 0))
 			return CDP_EINVAL;
-	if (!(bl = optional_lines(s)))
+	if (!(bl = band_list_line(s)))
 		return CDP_ENOMEM;
+	if (!(cl = class_lines(s))) {
+		free(bl);
+		return CDP_ENOMEM;
+	}
+	lab = s->label ? s->label : "";
+	lo = s->label_options ? s->label_options : "";
 	/* %.17g round-trips every double exactly. crs stays the last line. */
 #define SOURCE_FMT "index=%" PRIu32 "\nname=%s\npath=%s\nwidth=%" PRIu64 \
 	"\nheight=%" PRIu64 "\nbands=%" PRIu32 "\ndtype=%s\n" \
-	"geotransform=%.17g,%.17g,%.17g,%.17g,%.17g,%.17g\n%scrs=%s\n"
+	"geotransform=%.17g,%.17g,%.17g,%.17g,%.17g,%.17g\n%s%s%s%s%s%s%s%scrs=%s\n"
 #define SOURCE_ARGS s->index, s->name, s->path, s->width, s->height, \
 	s->bands, cdp_dtype_name(s->dtype), s->gt[0], s->gt[1], s->gt[2], \
-	s->gt[3], s->gt[4], s->gt[5], bl, crs
+	s->gt[3], s->gt[4], s->gt[5], bl, cl, s->label ? "label=" : "", lab, \
+	s->label ? "\n" : "", s->label_options ? "label_options=" : "", lo, \
+	s->label_options ? "\n" : "", crs
 	n = snprintf(NULL, 0, SOURCE_FMT, SOURCE_ARGS);
 	if (n < 0)
 		rc = CDP_EINVAL;
@@ -335,12 +359,14 @@ int cdp_source_format(const cdp_source *s, cdp_buf *out)
 #undef SOURCE_FMT
 #undef SOURCE_ARGS
 	free(bl);
+	free(cl);
 	return rc;
 }
 
 enum {
 	F_INDEX = 1, F_NAME = 2, F_PATH = 4, F_WIDTH = 8, F_HEIGHT = 16,
-	F_BANDS = 32, F_DTYPE = 64, F_GT = 128, F_CRS = 256, F_BAND_LIST = 512
+	F_BANDS = 32, F_DTYPE = 64, F_GT = 128, F_CRS = 256, F_BAND_LIST = 512,
+	F_LABEL = 1024, F_LABEL_OPTIONS = 2048
 };
 #define F_REQUIRED (F_INDEX | F_PATH | F_WIDTH | F_HEIGHT | F_BANDS | F_DTYPE | F_GT)
 
@@ -363,6 +389,30 @@ static int parse_gt(char *v, double gt[6])
 	return CDP_OK;
 }
 
+/* "class.K" = v into t->class_names[K], growing the list; holes (NULL) are
+ * refused once all lines are read. */
+static int parse_class(const char *key, const char *v, cdp_source *t)
+{
+	uint64_t k;
+	int rc;
+
+	if ((rc = cdp_parse_u64(key + 6, 0, CDP_SOURCE_MAXCLASSES - 1, &k)) != CDP_OK)
+		return rc;
+	if (!cdp_class_name_ok(v, NULL, 0))
+		return CDP_ESYNTAX;
+	if (k >= t->nclass_names) {
+		char **n = realloc(t->class_names, (size_t)(k + 1) * sizeof *n);
+		if (!n)
+			return CDP_ENOMEM;
+		memset(n + t->nclass_names, 0, (size_t)(k + 1 - t->nclass_names) * sizeof *n);
+		t->class_names = n;
+		t->nclass_names = (uint32_t)k + 1;
+	}
+	if (t->class_names[k])
+		return CDP_EFORMAT;
+	return (t->class_names[k] = strdup(v)) ? CDP_OK : CDP_ENOMEM;
+}
+
 /* "b1,b2,..." into t->band_list; its count against bands is checked once
  * all lines are read (bands may come later). */
 static int parse_band_list(const char *v, cdp_source *t)
@@ -382,32 +432,6 @@ static int parse_band_list(const char *v, cdp_source *t)
 	return CDP_OK;
 }
 
-/* "class.K=NAME": name K of t's class names, each K once; the list's
- * holes are checked once all lines are read. */
-static int parse_class(const char *k, const char *v, cdp_source *t)
-{
-	uint64_t id;
-	int rc;
-
-	if ((rc = cdp_parse_u64(k, 0, CDP_SOURCE_MAXCLASSES - 1, &id)) != CDP_OK)
-		return rc;
-	if (!*v)
-		return CDP_ESYNTAX;
-	if (id >= t->nclass_names) {
-		char **n = realloc(t->class_names, (size_t)(id + 1) * sizeof *n);
-		if (!n)
-			return CDP_ENOMEM;
-		memset(n + t->nclass_names, 0, (size_t)(id + 1 - t->nclass_names) * sizeof *n);
-		t->class_names = n;
-		t->nclass_names = (uint32_t)id + 1;
-	}
-	if (t->class_names[id])
-		return CDP_EFORMAT;
-	if (!(t->class_names[id] = strdup(v)))
-		return CDP_ENOMEM;
-	return CDP_OK;
-}
-
 /* One "key=value" line into t; *seen collects the keys, so a repeated key
  * (which of the two would be meant?) is an error. Unknown keys are skipped
  * for the sake of later versions that add lines. */
@@ -415,7 +439,7 @@ static int parse_line(char *line, cdp_source *t, unsigned *seen)
 {
 	static const char *const keys[] = {
 		"index", "name", "path", "width", "height", "bands", "dtype",
-		"geotransform", "crs", "band_list"
+		"geotransform", "crs", "band_list", "label", "label_options"
 	};
 	char *v = strchr(line, '=');
 	uint64_t u;
@@ -426,7 +450,7 @@ static int parse_line(char *line, cdp_source *t, unsigned *seen)
 		return CDP_ESYNTAX;
 	*v++ = '\0';
 	if (strncmp(line, "class.", 6) == 0)
-		return parse_class(line + 6, v, t);
+		return parse_class(line, v, t);
 	for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
 		if (strcmp(line, keys[i]) == 0)
 			bit = 1u << i;
@@ -472,6 +496,14 @@ static int parse_line(char *line, cdp_source *t, unsigned *seen)
 		break;
 	case F_BAND_LIST:
 		rc = parse_band_list(v, t);
+		break;
+	case F_LABEL:
+		if (!(t->label = strdup(v)))
+			return CDP_ENOMEM;
+		break;
+	case F_LABEL_OPTIONS:
+		if (!(t->label_options = strdup(v)))
+			return CDP_ENOMEM;
 		break;
 	}
 	return rc;
@@ -528,9 +560,12 @@ void cdp_source_free(cdp_source *s)
 	free(s->path);
 	free(s->crs);
 	free(s->band_list);
-	for (uint32_t k = 0; s->class_names && k < s->nclass_names; k++)
+	for (uint32_t k = 0; k < s->nclass_names && s->class_names; k++)
 		free(s->class_names[k]);
 	free(s->class_names);
+	free(s->label);
+	free(s->label_options);
+	s->label = s->label_options = NULL;
 	s->class_names = NULL;
 	s->nclass_names = 0;
 	s->path = NULL;

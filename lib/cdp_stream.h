@@ -7,7 +7,8 @@
  * 'F' frame needs no new version: a version 1 reader that predates it refuses
  * the unknown type as an invalid frame, an error too.
  *
- *   stream header: "CDPS" (4 bytes), version u16 (1), reserved u16 (0)
+ *   stream header: "CDPS" (4 bytes), version u16 (2; readers take 1 too),
+ *                  reserved u16 (0)
  *   frame:         type u8, reserved u8 (0), key/name length u16,
  *                  body length u32, name bytes, body bytes,
  *                  CRC-32 u32 of all preceding bytes of the frame
@@ -18,10 +19,14 @@
  *                     line; values have no newlines), optionally preceded
  *                     by "band_list=b1,b2,...\n": the 1-based source bands
  *                     the records hold, in order (absent when unknown),
- *                     and by "class.K=NAME\n" lines for K = 0..N-1: the
- *                     names of the label's class ids (absent when the
- *                     producer has none; readers that predate them skip
- *                     them as unknown keys, so the version stays 1)
+ *                     by "class.K=NAME\n" for K = 0..n-1: the names of
+ *                     the label's class ids (cdp-tile --classes or
+ *                     --label-map's names; version 2, so that a version 1
+ *                     reader, which would skip them as unknown keys,
+ *                     refuses the stream instead; absent when unknown),
+ *                     and by "label=PATH\n" and "label_options=OPTS\n":
+ *                     the label's file and how it was rasterized (absent
+ *                     without a label, or without options)
  *   type 'R' record:  name = tile key; body = one tile record (cdp_record.h)
  *   type 'E' end:     name empty; body = "count=N\n" (number of 'R' frames)
  *   type 'F' failed:  name empty; body = "error=MESSAGE\n", MESSAGE one line
@@ -38,7 +43,8 @@
 #include "cdp_record.h"
 
 #define CDP_STREAM_MAGIC   "CDPS"
-#define CDP_STREAM_VERSION 1
+#define CDP_STREAM_VERSION 2   /* 2: sources may carry class names */
+#define CDP_STREAM_VERSION_MIN 1
 #define CDP_STREAM_MAXBODY (1u << 31)
 
 enum { CDP_FRAME_SOURCE = 'S', CDP_FRAME_RECORD = 'R', CDP_FRAME_END = 'E',
@@ -98,26 +104,33 @@ typedef struct cdp_source {
 	                         raster that the records hold, in order; NULL
 	                         (nband_list 0) when unknown */
 	uint32_t nband_list;
-	char **class_names;   /* owned [nclass_names] names of label class ids
-	                         0.., NULL (0) when none */
+	char **class_names;   /* owned when parsed [nclass_names]: the names of
+	                         label ids 0..n-1 (cdp-tile --classes or
+	                         --label-map); NULL (0) when unknown */
 	uint32_t nclass_names;
+	char *label;          /* owned when parsed: the label file the records'
+	                         labels came from, or NULL */
+	char *label_options;  /* owned when parsed: how (cdp-tile's options of
+	                         a vector label, one line), or NULL */
 } cdp_source;
 #define CDP_SOURCE_MAXCLASSES 65535
 /* format: the body text into out (out->len bytes, NUL-terminated beyond);
  * CDP_EINVAL for a value that has a newline, an unknown dtype, a zero size
  * or a non-finite geotransform, or a band_list whose length is not bands or
- * with an entry < 1. A NULL crs is written as ""; no band_list line is
- * written when nband_list is 0; CDP_EINVAL too for a class name that is
- * empty or has a newline, or more than CDP_SOURCE_MAXCLASSES of them.
+ * with an entry < 1, a class name that cdp_class_name_ok refuses, or more
+ * than CDP_SOURCE_MAXCLASSES names. A NULL crs is written as ""; no
+ * band_list line is written when nband_list is 0, no class lines when
+ * nclass_names is 0, no label or label_options line when that string is
+ * NULL.
  * parse: overwrites *s. Lines are "key=value" (the value is everything after
  * the first '=', so WKT and paths may hold '=' and ','); empty lines and
  * unknown keys are skipped, the final newline is optional. Requires index,
  * path, width, height, bands, dtype, geotransform (name, crs default to "";
  * band_list to NULL, and when present it must be bands comma-separated
  * integers >= 1: CDP_ESYNTAX for an empty item, CDP_EFORMAT for another
- * count); "class.K" lines, when present, must give each K of 0..N-1 once
- * (CDP_EFORMAT otherwise; CDP_ERANGE for K >= CDP_SOURCE_MAXCLASSES) with
- * a non-empty name (CDP_ESYNTAX).
+ * count); class.K lines must name K = 0..n-1 once each (CDP_EFORMAT) with
+ * names cdp_class_name_ok takes (CDP_ESYNTAX), K below
+ * CDP_SOURCE_MAXCLASSES (CDP_ERANGE).
  * CDP_ESYNTAX for a line without '=' or a malformed number, CDP_ERANGE for
  * one out of range, CDP_EFORMAT for a missing or repeated key or an unknown
  * dtype. On failure nothing is left allocated. */

@@ -188,7 +188,9 @@ def _parse_stats(text, dtype, bands, subject):
 def parse_source(text):
     """A source.NNNNNN meta value (cdp-record(5), "Source text") as a dict:
     index, width, height, bands (int), geotransform (6 floats), band_list
-    (list of int or None), and the strings name, path, dtype, crs."""
+    (list of int or None), the strings name, path, dtype, crs, and label and
+    label_options (the label file and how it was rasterized; None when
+    absent)."""
     d = {}
     for line in text.split("\n"):
         if line and "=" in line:
@@ -202,6 +204,8 @@ def parse_source(text):
     src["geotransform"] = tuple(float(x) for x in gt.split(",")) if gt else None
     bl = d.get("band_list")
     src["band_list"] = [int(x) for x in bl.split(",")] if bl else None
+    src["label"] = d.get("label")
+    src["label_options"] = d.get("label_options")
     return src
 
 

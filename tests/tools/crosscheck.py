@@ -97,8 +97,8 @@ def decode(key, buf):
 def read_stream(path):
     """-> (list of (key, record bytes), {name: (index, source text)})."""
     data = open(path, "rb").read()
-    if data[:4] != b"CDPS" or struct.unpack_from("<HH", data, 4) != (1, 0):
-        fail("%s: not a version 1 record stream" % path)
+    if data[:4] != b"CDPS" or struct.unpack_from("<HH", data, 4) not in ((1, 0), (2, 0)):
+        fail("%s: not a version 1 or 2 record stream" % path)
     pos, recs, sources, count = 8, [], {}, None
     while pos < len(data):
         if pos + 8 > len(data):

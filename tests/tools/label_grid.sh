@@ -292,6 +292,6 @@ expect_fail 2 "--label-map: '1:0,70000:1': item 2: a value above 65535" \
 	cdp-tile -q -s 16 --label same.tif --label-map 1:0,70000:1 img.tif
 expect_fail 2 "--label-map: '1:0,,': item 2: not VALUE:ID" \
 	cdp-tile -q -s 16 --label same.tif --label-map 1:0,, img.tif
-expect_fail 2 "--label-map needs --label or --label-suffix" \
+expect_fail 2 "--label-map needs --label, --label-all or --label-suffix" \
 	cdp-tile -q -s 16 --label-map 1:0 img.tif
 exit 0

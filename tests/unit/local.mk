@@ -4,7 +4,7 @@ UNIT_LIB_TESTS = tests/unit/test_error tests/unit/test_num tests/unit/test_cli t
 	tests/unit/test_crc32 tests/unit/test_record tests/unit/test_stream tests/unit/test_stats \
 	tests/unit/test_lmdb tests/unit/test_pool tests/unit/test_ptrfile \
 	tests/unit/test_png tests/unit/test_fuzz_regress tests/unit/test_raster tests/unit/test_file \
-	tests/unit/test_out tests/unit/test_labelmap
+	tests/unit/test_out tests/unit/test_labelmap tests/unit/test_label_vector
 # the corpus replays of the fuzz harnesses (tests/fuzz/, doc/FUZZING.md)
 UNIT_LIB_TESTS += tests/unit/test_fuzz_ptrfile tests/unit/test_fuzz_meta \
 	tests/unit/test_fuzz_labelmap
@@ -56,6 +56,8 @@ tests_unit_test_fuzz_regress_LDADD = $(UNIT_LDADD)
 tests_unit_test_raster_SOURCES = tests/unit/test_raster.c tests/unit/tap.h
 tests_unit_test_raster_CPPFLAGS = $(AM_CPPFLAGS) $(GDAL_CFLAGS)
 tests_unit_test_raster_LDADD = $(RASTER_LIBS) $(UNIT_LDADD)
+tests_unit_test_label_vector_SOURCES = tests/unit/test_label_vector.c tests/unit/tap.h
+tests_unit_test_label_vector_LDADD = $(RASTER_LIBS) $(UNIT_LDADD)
 tests_unit_test_fuzz_ptrfile_SOURCES = tests/unit/test_fuzz_ptrfile.c tests/fuzz/fuzz_ptrfile_body.h \
 	tests/fuzz/fuzz_replay.h tests/unit/tap.h
 tests_unit_test_fuzz_ptrfile_CPPFLAGS = $(UNIT_CPPFLAGS)

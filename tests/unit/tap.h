@@ -8,7 +8,10 @@
 #ifndef CDP_TAP_H
 #define CDP_TAP_H
 
+#include <dirent.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
 
 static int tap_checks, tap_failed;
 
@@ -31,6 +34,48 @@ static inline int tap_done(void)
 {
 	printf("%d checks, %d failed\n", tap_checks, tap_failed);
 	return tap_failed ? 1 : 0;
+}
+
+/* A fresh directory $TMPDIR/NAME.XXXXXX (/tmp without TMPDIR) into
+ * dir[cap]; 0, or -1 with the reason printed. */
+static inline int tap_tmpdir(char *dir, size_t cap, const char *name)
+{
+	const char *t = getenv("TMPDIR");
+
+	snprintf(dir, cap, "%s/%s.XXXXXX", t && *t ? t : "/tmp", name);
+	if (!mkdtemp(dir)) {
+		perror("mkdtemp");
+		return -1;
+	}
+	return 0;
+}
+
+/* dir/name in one of four rotating buffers: valid for the next three calls. */
+static inline const char *tap_path(const char *dir, const char *name)
+{
+	static char buf[4][512];
+	static int i;
+
+	i = (i + 1) % 4;
+	snprintf(buf[i], sizeof(buf[i]), "%s/%s", dir, name);
+	return buf[i];
+}
+
+/* Removes the files in dir (a tap_tmpdir, no subdirectories) and dir. */
+static inline void tap_tmpdir_remove(const char *dir)
+{
+	char path[4200];
+	DIR *d = opendir(dir);
+	struct dirent *e;
+
+	while (d && (e = readdir(d)))
+		if (e->d_name[0] != '.') {
+			snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+			unlink(path);
+		}
+	if (d)
+		closedir(d);
+	rmdir(dir);
 }
 
 #endif

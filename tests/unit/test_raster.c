@@ -30,12 +30,7 @@ static char dir[256];
 
 static const char *tmp(const char *name)
 {
-	static char buf[4][512];
-	static int i;
-
-	i = (i + 1) % 4;
-	snprintf(buf[i], sizeof(buf[i]), "%s/%s", dir, name);
-	return buf[i];
+	return tap_path(dir, name);
 }
 
 /* A (3, 5, 7) u16 raster with distinct samples, nodata 7 in band 1 at (2,1). */
@@ -282,27 +277,13 @@ static void test_errors(void)
 
 int main(void)
 {
-	const char *t = getenv("TMPDIR");
-	DIR *d;
-	struct dirent *e;
-
-	snprintf(dir, sizeof(dir), "%s/test_raster.XXXXXX", t && *t ? t : "/tmp");
-	if (!mkdtemp(dir)) {
-		perror("mkdtemp");
+	if (tap_tmpdir(dir, sizeof dir, "test_raster"))
 		return 99;
-	}
 	cdp_raster_init();
 	test_roundtrip();
 	test_dtypes();
 	test_masks();
 	test_errors();
-
-	d = opendir(dir);
-	while (d && (e = readdir(d)))
-		if (e->d_name[0] != '.')
-			unlink(tmp(e->d_name));
-	if (d)
-		closedir(d);
-	rmdir(dir);
+	tap_tmpdir_remove(dir);
 	return tap_done();
 }

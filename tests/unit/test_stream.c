@@ -132,7 +132,7 @@ static void test_round_trip(void)
 	uint8_t *bytes = build_stream(&n, &rec);
 	FILE *f = mem_file(bytes, n);
 
-	CHECK(n > 8 && !memcmp(bytes, "CDPS\1\0\0\0", 8), "stream header bytes");
+	CHECK(n > 8 && !memcmp(bytes, "CDPS\2\0\0\0", 8), "stream header bytes");
 	/* First frame header: 'S', 0, name length 7, body length. */
 	CHECK(bytes[8] == 'S' && bytes[9] == 0 && bytes[10] == 7 && bytes[11] == 0,
 	      "frame header bytes");
@@ -213,14 +213,15 @@ static void test_damage(void)
 		fclose(f);
 	}
 	bytes[0] = 'C';
-	bytes[4] = 2;
-	{
-		FILE *f = mem_file(bytes, n);
+	for (int v = 0; v < 4; v += 3) {
+		FILE *f;
 
+		bytes[4] = (uint8_t)v;
+		f = mem_file(bytes, n);
 		CHECK_RC(cdp_stream_read_header(f), CDP_EVERSION);
 		fclose(f);
 	}
-	bytes[4] = 1;
+	bytes[4] = 2;
 	{
 		FILE *f = mem_file("PK", 2);
 
@@ -499,15 +500,18 @@ static void test_band_list(void)
 	CHECK(t.band_list == NULL && t.path == NULL, "nothing left allocated on failure");
 }
 
-/* Class names (cdp-tile --label-map) survive format and parse, after the
- * band list and before crs; a body without them parses with none; holes,
- * repeats and empty names are refused. */
+/* Class names (cdp-tile --classes or --label-map; version 2) survive format
+ * and parse, after the band list and before crs, and so do the label and its
+ * options; a body without them parses with none; holes, repeats and bad
+ * names are refused; a version 1 header still reads (test_damage refuses 0
+ * and 3). */
 static void test_class_names(void)
 {
 	cdp_source s = sample_source(), t;
 	cdp_buf out = { 0 };
 	char *names[3] = { "bare ground", "water", "a=b,c" };
 	int bl[1] = { 1 };
+	FILE *f;
 
 	s.class_names = names;
 	s.nclass_names = 3;
@@ -527,7 +531,25 @@ static void test_class_names(void)
 	CHECK_RC(cdp_source_format(&s, &out), CDP_EINVAL);
 	names[1] = "a\nb";
 	CHECK_RC(cdp_source_format(&s, &out), CDP_EINVAL);
+	names[1] = "a\tb";
+	CHECK_RC(cdp_source_format(&s, &out), CDP_EINVAL);
+	names[1] = "water";
+
+	/* the label and its options, after the class lines */
+	s.label = "roads.gpkg";
+	s.label_options = "--burn 1 --label-where 'a = 1'";
+	CHECK_RC(cdp_source_format(&s, &out), CDP_OK);
+	CHECK(strstr((char *)out.p, "class.2=a=b,c\nlabel=roads.gpkg\nlabel_options=--burn 1 "
+	             "--label-where 'a = 1'\ncrs=") != NULL, "label lines: %s", (char *)out.p);
+	CHECK_RC(cdp_source_parse(out.p, out.len, &t), CDP_OK);
+	CHECK(t.label && !strcmp(t.label, "roads.gpkg") && t.label_options &&
+	      !strcmp(t.label_options, s.label_options), "label round trip");
+	cdp_source_free(&t);
+	CHECK(!t.label && !t.label_options, "free clears the label");
+	s.label_options = "a\nb";
+	CHECK_RC(cdp_source_format(&s, &out), CDP_EINVAL);
 	cdp_buf_free(&out);
+	CHECK_RC(parse_text(BASE GT "label=a\nlabel=b\n"), CDP_EFORMAT);
 
 	CHECK_RC(cdp_source_parse(BASE GT "class.1=b\nclass.0=a\n", strlen(BASE GT) + 20, &t),
 	         CDP_OK);
@@ -540,9 +562,14 @@ static void test_class_names(void)
 	CHECK_RC(parse_text(BASE GT "class.0=\n"), CDP_ESYNTAX);
 	CHECK_RC(parse_text(BASE GT "class.x=a\n"), CDP_ESYNTAX);
 	CHECK_RC(parse_text(BASE GT "class.65535=a\n"), CDP_ERANGE);
+	CHECK_RC(parse_text(BASE GT "class.65536=a\n"), CDP_ERANGE);
 	CHECK_RC(cdp_source_parse(BASE GT "class.0=a\nclass.2=c\n", strlen(BASE GT) + 20, &t),
 	         CDP_EFORMAT);
 	CHECK(t.class_names == NULL && t.path == NULL, "nothing left allocated on failure");
+
+	f = mem_file("CDPS\1\0\0\0", 8);
+	CHECK_RC(cdp_stream_read_header(f), CDP_OK);
+	fclose(f);
 }
 
 int main(void)

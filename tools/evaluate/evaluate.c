@@ -25,12 +25,15 @@
 #include "cdp_raster.h"
 #include "cdp_metrics.h"
 #include "cdp_plot.h"
+#include "cdp_record.h"
 
 #define ROWS 256
 
 typedef struct side {
 	const char *path;
 	cdp_raster *r;
+	cdp_label_vector *v;       /* a vector reference instead of r */
+	cdp_raster_info vi;        /* its info: the prediction's grid */
 	const cdp_raster_info *ri;
 	void *buf;
 } side;
@@ -54,6 +57,31 @@ void cdp_evaluate_opts_init(cdp_evaluate_opts *o)
 {
 	memset(o, 0, sizeof *o);
 	o->ignore = -1;
+	cdp_label_vector_opts_init(&o->vec);
+}
+
+/* A vector reference, rasterized band by band onto the grid of the
+ * prediction p; the pixels it leaves undefined (a NULL attribute, outside
+ * --label-extent) get the label type's largest value as nodata. */
+static int open_vector_side(side *s, const char *path, const side *p,
+                            const cdp_evaluate_opts *o, char *err, size_t cap)
+{
+	char why[1024];
+	int u8;
+
+	s->path = path;
+	if (cdp_label_vector_open(path, &o->vec, p->ri->crs, &s->v, why, sizeof why) != 0)
+		return fail(err, cap, "reference %s", why);
+	u8 = cdp_label_vector_kind(s->v) == CDP_LABEL_U8;
+	s->vi = *p->ri;
+	s->vi.bands = 1;
+	s->vi.dtype = u8 ? CDP_DT_U8 : CDP_DT_U16;
+	s->vi.has_nodata = 1;
+	s->vi.nodata = u8 ? 255 : 65535;
+	s->ri = &s->vi;
+	if (!(s->buf = malloc((size_t)ROWS * s->vi.width * (u8 ? 1 : 2))))
+		return fail(err, cap, "out of memory");
+	return 0;
 }
 
 static int open_side(side *s, const char *path, char *err, size_t cap)
@@ -92,7 +120,15 @@ static int pass(side *p, side *r, const cdp_evaluate_opts *o, uint64_t *conf, in
 		int rows = h - y < ROWS ? (int)(h - y) : ROWS;
 		if (cdp_raster_read(p->r, &b1, 1, 0, (int64_t)y, (int)w, rows, p->buf, why, sizeof why))
 			return fail(err, cap, "cannot read '%s': %s", p->path, why);
-		if (cdp_raster_read(r->r, &b1, 1, 0, (int64_t)y, (int)w, rows, r->buf, why, sizeof why))
+		if (r->v) {
+			const double *g = p->ri->gt;
+			const double bgt[6] = { g[0] + (double)y * g[2], g[1], g[2],
+			                        g[3] + (double)y * g[5], g[4], g[5] };
+			if (cdp_label_vector_read(r->v, bgt, (int)w, rows, (uint32_t)r->ri->nodata,
+			                          r->buf, why, sizeof why))
+				return fail(err, cap, "cannot read '%s': %s", r->path, why);
+		} else if (cdp_raster_read(r->r, &b1, 1, 0, (int64_t)y, (int)w, rows, r->buf, why,
+		                           sizeof why))
 			return fail(err, cap, "cannot read '%s': %s", r->path, why);
 		for (size_t i = 0; i < (size_t)rows * w; i++) {
 			double lv = cdp_dtype_get(r->ri->dtype, r->buf, i);
@@ -229,7 +265,8 @@ static int check_out(side *p, side *r, FILE *out, const char *png, char *err, si
 		char what[4200];
 		snprintf(what, sizeof what, "'%s'", s[i]->path);
 		if ((rc = cdp_fileset_add(&set, s[i]->path, what)) == 0)
-			rc = cdp_raster_files(s[i]->r, add_read, &a);
+			rc = s[i]->v ? cdp_label_vector_files(s[i]->v, add_read, &a)
+			             : cdp_raster_files(s[i]->r, add_read, &a);
 	}
 	if (rc == 0 && (hit = cdp_fileset_find_fd(&set, fileno(out))))
 		fail(err, cap, "refusing to write the report: standard output is %s", hit);
@@ -338,8 +375,18 @@ int cdp_evaluate_run(const cdp_evaluate_opts *o, FILE *out, char *err, size_t ca
 	int k = o->classes, rc = -1;
 
 	cdp_raster_init();
-	if (open_side(&p, o->prediction, err, cap) < 0 || open_side(&r, o->reference, err, cap) < 0 ||
-	    check_out(&p, &r, out, o->png, err, cap) < 0)
+	if (open_side(&p, o->prediction, err, cap) < 0)
+		goto out;
+	if (cdp_label_vector_is_vector(o->reference)) {
+		if (open_vector_side(&r, o->reference, &p, o, err, cap) < 0)
+			goto out;
+	} else if (o->vec.given) {
+		fail(err, cap, "'%s' is not a vector dataset, and the vector label options apply "
+		     "to a vector reference only", o->reference);
+		goto out;
+	} else if (open_side(&r, o->reference, err, cap) < 0)
+		goto out;
+	if (check_out(&p, &r, out, o->png, err, cap) < 0)
 		goto out;
 	if (p.ri->width != r.ri->width || p.ri->height != r.ri->height) {
 		fail(err, cap, "'%s' is %llux%llu, '%s' is %llux%llu: not the same size", p.path,
@@ -384,5 +431,6 @@ out:
 		cdp_raster_close(p.r);
 	if (r.r)
 		cdp_raster_close(r.r);
+	cdp_label_vector_close(r.v);
 	return rc;
 }

@@ -6,6 +6,8 @@
 #include <stddef.h>
 #include <stdio.h>
 
+#include "cdp_label_vector.h"
+
 /* The most classes a report holds (--classes, the automatic count, a
  * CSV's columns): its matrix is K x K cells, 8 MB and a JSON of a few MB at
  * 1024; cdp-predict's class maps hold at most 255. */
@@ -19,6 +21,9 @@ typedef struct cdp_evaluate_opts {
 	const char *png; /* the confusion matrix drawn into this PNG, or NULL */
 	const char *const *names;  /* [nnames] --classes names (CSV mode), or NULL */
 	int nnames;
+	cdp_label_vector_opts vec; /* a vector reference: rasterized onto the
+	                              prediction's grid (cdp_label_vector.h);
+	                              with vec.given it must be one */
 } cdp_evaluate_opts;
 
 void cdp_evaluate_opts_init(cdp_evaluate_opts *o);

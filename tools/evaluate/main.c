@@ -18,7 +18,9 @@ enum { OPT_CLASSES = 256, OPT_IGNORE, OPT_JSON, OPT_PNG };
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: " PROG " [-hV] [--classes K] [--ignore V] [--json] [--png FILE]\n"
+	fprintf(f, "usage: " PROG " [-hV] [--classes K|name,name,...] [--ignore V] [--json]\n"
+	           "                    [--png FILE]\n"
+	           CDP_LABEL_VECTOR_USAGE("                    ")
 	           "                    PREDICTION REFERENCE\n"
 	        "       " PROG " [-hV] [--classes K|name,name,...] [--json] PREDICTIONS.csv LIST|DIR\n");
 }
@@ -32,6 +34,8 @@ int main(int argc, char **argv)
 		{ "json",    no_argument,       NULL, OPT_JSON },
 		{ "png",     required_argument, NULL, OPT_PNG },
 		{ "version", no_argument,       NULL, 'V' },
+		/* a vector REFERENCE's options (cdp_label_vector.h) */
+		CDP_LABEL_VECTOR_LONGOPTS,
 		{ NULL, 0, NULL, 0 }
 	};
 	cdp_evaluate_opts o;
@@ -80,9 +84,14 @@ int main(int argc, char **argv)
 			break;
 		case OPT_JSON: o.json = 1; break;
 		case OPT_PNG: o.png = optarg; break;
-		default: goto out;
+		default:
+			if (c < CDP_LVO_BASE || c >= CDP_LVO_END ||
+			    cdp_label_vector_option(&o.vec, c, optarg))
+				goto out;
 		}
 	}
+	if (cdp_label_vector_options_check(&o.vec))
+		goto out;
 	if (argc - optind != 2) {
 		fprintf(stderr, PROG ": want PREDICTION and REFERENCE\n");
 		usage(stderr);
@@ -90,8 +99,15 @@ int main(int argc, char **argv)
 	}
 	o.prediction = argv[optind];
 	o.reference = argv[optind + 1];
-	/* names are for a CSV; for rasters --classes is the count it always was */
-	if (!cdp_evaluate_is_csv(o.prediction) && o.nnames) {
+	/* names are for a CSV, or for a vector reference's string attribute (a
+	 * value's class is its index); for rasters --classes is the count it
+	 * always was */
+	if (o.nnames && !cdp_evaluate_is_csv(o.prediction) &&
+	    cdp_label_vector_is_vector(o.reference)) {
+		o.vec.classes = o.names;
+		o.vec.nclasses = (size_t)o.nnames;
+		o.classes = o.nnames < 2 ? 2 : o.nnames;
+	} else if (!cdp_evaluate_is_csv(o.prediction) && o.nnames) {
 		cdp_cli_int("--classes", classes_arg, 2, CDP_EVALUATE_MAX_CLASSES, &o.classes);
 		goto out;
 	}

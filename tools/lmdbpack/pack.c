@@ -58,9 +58,11 @@ void cdp_pack_opts_init(cdp_pack_opts *o)
 
 /* ---- sources and shapes ------------------------------------------------- */
 
-/* A source's class names (cdp-tile --label-map): the pool's class names
- * when neither --classes nor an earlier source gave them, else they must
- * be the same, or the label ids would mean two things in one pool. */
+/* A source's class names (cdp-tile --classes or --label-map): the pool's
+ * class names when neither --classes nor an earlier source gave them, else
+ * they must be the same, or the label ids would mean two things in one
+ * pool; and records committed before them came without names, so the pool
+ * would not know its names were meant for them too. */
 static int source_classes(pk *p, const cdp_source *s)
 {
 	char why[128];
@@ -78,6 +80,9 @@ static int source_classes(pk *p, const cdp_source *s)
 				                   "both class %zu and class %zu", p->in, s->name,
 				                   s->class_names[k], j, k);
 	}
+	if (p->ncnames == 0 && p->cmd_done)
+		return pack_seterr(p, CDP_EMISMATCH, "'%s': source '%s' names its classes, but "
+		                   "records before it came without names", p->in, s->name);
 	if (p->ncnames == 0) {
 		if (!(p->cnames_own = calloc(n, sizeof *p->cnames_own)))
 			return pack_seterr(p, CDP_ENOMEM, "out of memory");
@@ -105,11 +110,6 @@ int pack_add_source(pk *p, cdp_source *s)
 	psrc *ps;
 	int rc;
 
-	if ((rc = source_classes(p, s))) {
-		cdp_source_free(s);
-		return rc;
-	}
-
 	if (s->index >= PACK_MAX_SOURCES) {
 		cdp_source_free(s);
 		return pack_seterr(p, CDP_ERANGE, "'%s': source index %" PRIu32 " is too large",
@@ -131,6 +131,10 @@ int pack_add_source(pk *p, cdp_source *s)
 		cdp_source_free(s);
 		return pack_seterr(p, CDP_EFORMAT, "'%s': source %" PRIu32 " is described twice",
 		                   p->in, i);
+	}
+	if ((rc = source_classes(p, s))) {
+		cdp_source_free(s);
+		return rc;
 	}
 	if (!(ps = calloc(1, sizeof *ps))) {
 		cdp_source_free(s);

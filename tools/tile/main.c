@@ -20,6 +20,7 @@
 #include "cdp_progress.h"
 #include "cdp_raster.h"
 #include "cdp_record.h"
+#include "cdp_stats.h"
 #include "tile.h"
 
 #define MAXBANDS 1024
@@ -29,10 +30,11 @@ static void usage(FILE *f)
 	fprintf(f,
 	    "usage: cdp-tile [-hqV] [-O dir] [-s size] [-z level] [--bands list]\n"
 	    "                [--edge shift|pad|drop] [--format png|tif] [--ignore value]\n"
-	    "                [--label raster]... [--label-error-threshold pixels]\n"
-	    "                [--label-map map]\n"
+	    "                [--label file]... [--label-all file] [--label-suffix suffix]\n"
+	    "                [--label-error-threshold pixels] [--label-map map]\n"
 	    "                [--label-map-other refuse|ignore] [--label-resample near|mode]\n"
-	    "                [--label-suffix suffix]\n"
+	    CDP_LABEL_VECTOR_USAGE("                ")
+	    "                [--classes name,...]\n"
 	    "                [--max-nodata fraction] [--name name]... [--nodata value]\n"
 	    "                [--overlap n] [--progress] [--standardize] [--stats file]\n"
 	    "                raster...\n");
@@ -50,17 +52,20 @@ static int push(const char ***list, size_t *n, const char *arg)
 	return 0;
 }
 
-enum { OPT_BANDS = 256, OPT_EDGE, OPT_FORMAT, OPT_IGNORE, OPT_LABEL,
-       OPT_LABEL_ET, OPT_LABEL_MAP, OPT_LABEL_MAP_OTHER, OPT_LABEL_RESAMPLE, OPT_LABEL_SUFFIX, OPT_MAX_NODATA, OPT_NAME, OPT_NODATA, OPT_OVERLAP,
-       OPT_PROGRESS, OPT_STANDARDIZE, OPT_STATS };
+enum { OPT_BANDS = 256, OPT_CLASSES, OPT_EDGE, OPT_FORMAT, OPT_IGNORE, OPT_LABEL,
+       OPT_LABEL_ALL, OPT_LABEL_ET, OPT_LABEL_MAP, OPT_LABEL_MAP_OTHER,
+       OPT_LABEL_RESAMPLE, OPT_LABEL_SUFFIX, OPT_MAX_NODATA, OPT_NAME, OPT_NODATA,
+       OPT_OVERLAP, OPT_PROGRESS, OPT_STANDARDIZE, OPT_STATS };
 
 static const struct option longopts[] = {
 	{ "bands",        required_argument, NULL, OPT_BANDS },
+	{ "classes",      required_argument, NULL, OPT_CLASSES },
 	{ "edge",         required_argument, NULL, OPT_EDGE },
 	{ "format",       required_argument, NULL, OPT_FORMAT },
 	{ "help",         no_argument,       NULL, 'h' },
 	{ "ignore",       required_argument, NULL, OPT_IGNORE },
 	{ "label",        required_argument, NULL, OPT_LABEL },
+	{ "label-all",    required_argument, NULL, OPT_LABEL_ALL },
 	{ "label-error-threshold", required_argument, NULL, OPT_LABEL_ET },
 	{ "label-map",    required_argument, NULL, OPT_LABEL_MAP },
 	{ "label-map-other", required_argument, NULL, OPT_LABEL_MAP_OTHER },
@@ -78,6 +83,8 @@ static const struct option longopts[] = {
 	{ "stats",        required_argument, NULL, OPT_STATS },
 	{ "version",      no_argument,       NULL, 'V' },
 	{ "zlib",         required_argument, NULL, 'z' },
+	/* --all-touched, --background, --buffer, ... (cdp_label_vector.h) */
+	CDP_LABEL_VECTOR_LONGOPTS,
 	{ NULL, 0, NULL, 0 }
 };
 
@@ -85,8 +92,9 @@ int main(int argc, char **argv)
 {
 	cdp_tile_opts o;
 	cdp_tile_result res;
-	const char **names = NULL, **labels = NULL;
-	size_t nnames = 0, nlabels = 0, nb = 0;
+	const char **names = NULL, **labels = NULL, **classes = NULL;
+	size_t nnames = 0, nlabels = 0, nb = 0, nclasses = 0;
+	char *classbuf = NULL, why[256];
 	int bands[MAXBANDS], ch, quiet = 0, format = -1, rc = 0, ret = 0;
 	char err[1024];
 	int ign;
@@ -215,8 +223,45 @@ int main(int argc, char **argv)
 		case OPT_STATS:
 			o.stats_path = optarg;
 			break;
+		case OPT_CLASSES:
+			free(classbuf);
+			free(classes);
+			classes = NULL;
+			nclasses = 0;
+			if (!(classbuf = strdup(optarg)))
+				goto nomem;
+			for (char *s = classbuf, *cm; s; s = cm) {
+				if ((cm = strchr(s, ',')))
+					*cm++ = '\0';
+				if (!*s || nclasses == 65535) {
+					cdp_cli_bad("--classes", optarg, "a list of names like a,b,c");
+					goto out;
+				}
+				if (!cdp_class_name_ok(s, why, sizeof why)) {
+					fprintf(stderr, "cdp-tile: --classes: class %zu's name %s\n",
+					        nclasses, why);
+					goto out;
+				}
+				for (size_t j = 0; j < nclasses; j++)
+					if (strcmp(classes[j], s) == 0) {
+						fprintf(stderr, "cdp-tile: --classes: '%s' names both "
+						        "class %zu and class %zu\n", s, j, nclasses);
+						goto out;
+					}
+				if (push(&classes, &nclasses, s))
+					goto nomem;
+			}
+			o.vec.classes = classes;
+			o.vec.nclasses = nclasses;
+			o.vec.given = 1;
+			break;
+		case OPT_LABEL_ALL:
+			o.label_all = optarg;
+			break;
 		default:
-			goto out;
+			if (ch < CDP_LVO_BASE || ch >= CDP_LVO_END ||
+			    cdp_label_vector_option(&o.vec, ch, optarg))
+				goto out;
 		}
 	}
 	ret = 0;
@@ -246,24 +291,45 @@ int main(int argc, char **argv)
 		ret = 2;
 		goto out;
 	}
-	if (nlabels && o.label_suffix) {
-		fprintf(stderr, "cdp-tile: --label and --label-suffix exclude each "
-		        "other\n");
-		ret = 2;
-		goto out;
+	{
+		/* label options that exclude or need each other */
+		const struct { int bad; const char *why; } rules[] = {
+			{ (nlabels > 0) + !!o.label_suffix + !!o.label_all > 1,
+			  "--label, --label-all and --label-suffix exclude each other" },
+			{ o.vec.given && !nlabels && !o.label_suffix && !o.label_all,
+			  "the vector label options need --label, --label-all or --label-suffix" },
+		};
+		for (size_t k = 0; k < sizeof rules / sizeof rules[0]; k++)
+			if (rules[k].bad) {
+				fprintf(stderr, "cdp-tile: %s\n", rules[k].why);
+				ret = 2;
+				goto out;
+			}
+		if (cdp_label_vector_options_check(&o.vec)) {
+			ret = 2;
+			goto out;
+		}
 	}
 	if (o.stats_path && !o.standardize) {
 		fprintf(stderr, "cdp-tile: --stats needs --standardize\n");
 		ret = 2;
 		goto out;
 	}
-	if (map_arg && !nlabels && !o.label_suffix) {
-		fprintf(stderr, "cdp-tile: --label-map needs --label or --label-suffix\n");
+	if (map_arg && !nlabels && !o.label_suffix && !o.label_all) {
+		fprintf(stderr, "cdp-tile: --label-map needs --label, --label-all or "
+		        "--label-suffix\n");
+		ret = 2;
+		goto out;
+	}
+	/* both would name the label's ids: --classes a vector's attribute
+	 * values, --label-map a raster's values (cdp-tile(1), LABELS) */
+	if (map_arg && nclasses) {
+		fprintf(stderr, "cdp-tile: --classes names a vector label's attribute "
+		        "values and --label-map renumbers a label raster's: give one\n");
 		ret = 2;
 		goto out;
 	}
 	if (map_arg) {
-		char why[256];
 		size_t where;
 		int inl = cdp_labelmap_is_inline(map_arg);
 
@@ -326,5 +392,7 @@ out:
 		cdp_labelmap_free(&map);
 	free(names);
 	free(labels);
+	free(classes);
+	free(classbuf);
 	return ret;
 }

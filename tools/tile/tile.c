@@ -7,7 +7,9 @@
  * For each input it reads one strip per row of tiles, `size` rows by the full
  * width of the selected bands, (nb, sh, W), with one GDAL read (plus one for
  * the label on the image's grid, a warp per tile for one on another grid,
- * lib/cdp_label.h, and one for GDAL's mask where the dataset has a real one), and
+ * lib/cdp_label.h, or a rasterization of a vector label's features under the
+ * strip, lib/cdp_label_vector.h, and one for GDAL's mask where the dataset
+ * has a real one), and
  * cuts the row's tiles from memory, so the source is read in its natural
  * order and never tile by tile. A tile is (nb, S, S) samples of the source
  * dtype, or float32 with --standardize; its mask and label are (S, S).
@@ -48,6 +50,7 @@ void cdp_tile_opts_init(cdp_tile_opts *o)
 	o->max_nodata = -1;
 	o->label_max_error = 0.125;   /* gdalwarp's default */
 	o->format = CDP_TILE_STREAM;
+	cdp_label_vector_opts_init(&o->vec);
 }
 
 /* Tiles along an axis of len pixels; 0 when the axis is shorter than a tile
@@ -70,34 +73,49 @@ static uint64_t grid_off(uint64_t i, uint64_t len, int S, int T, int edge)
 	return off;
 }
 
-/* X.tif + _mask -> X_mask.tif, in the same directory. */
-static char *suffix_path(const char *path, const char *suf)
-{
-	const char *base = strrchr(path, '/'), *dot;
-	size_t stem;
-	char *p;
-
-	base = base ? base + 1 : path;
-	dot = strrchr(base, '.');
-	if (!dot || dot == base)
-		dot = path + strlen(path);
-	stem = (size_t)(dot - path);
-	p = malloc(strlen(path) + strlen(suf) + 1);
-	if (p) {
-		memcpy(p, path, stem);
-		strcpy(p + stem, suf);
-		strcat(p, dot);
-	}
-	return p;
-}
-
 static void input_close(input *in)
 {
 	cdp_raster_close(in->r);
 	cdp_label_close(in->lab);
+	cdp_label_vector_close(in->vlab);
 	free(in->lpath);
 	free(in->bands);
 	memset(in, 0, sizeof(*in));
+}
+
+/* The label ignore value: --ignore, else the largest value of the kind. */
+static int label_ignore(ctx *c, input *in)
+{
+	const cdp_tile_opts *o = c->o;
+
+	in->ignore = o->has_ignore ? o->ignore
+	                           : (in->lkind == CDP_LABEL_U8 ? 255 : 65535);
+	if (in->lkind == CDP_LABEL_U8 && in->ignore > 255) {
+		ERR(c, "'%s': ignore value %u does not fit the u8 label '%s'",
+		    in->path, in->ignore, in->lpath);
+		return CDP_EMISMATCH;
+	}
+	return CDP_OK;
+}
+
+/* in's label in->lpath is a vector dataset: opened and checked
+ * (cdp_label_vector.h), rasterized strip by strip in cut_read_strip. */
+static int input_open_vector(ctx *c, input *in)
+{
+	char msg[1024];
+	int rc;
+
+	if ((rc = cdp_label_vector_open(in->lpath, &c->o->vec, in->ri->crs, &in->vlab,
+	                                msg, sizeof msg))) {
+		ERR(c, "'%s': label %s", in->path, msg);
+		goto fail;
+	}
+	in->lkind = cdp_label_vector_kind(in->vlab);
+	if ((rc = label_ignore(c, in)) == CDP_OK)
+		return CDP_OK;
+fail:
+	input_close(in);
+	return rc;
 }
 
 /* Opens input i and its label and checks everything that can be checked
@@ -181,17 +199,39 @@ static int input_open(ctx *c, size_t i, input *in)
 		goto fail;
 	}
 
-	if (o->labels)
-		in->lpath = strdup(o->labels[i]);
-	else if (o->label_suffix)
-		in->lpath = suffix_path(in->path, o->label_suffix);
-	if ((o->labels || o->label_suffix) && !in->lpath) {
+	if (o->labels || o->label_all)
+		in->lpath = strdup(o->labels ? o->labels[i] : o->label_all);
+	else if (o->label_suffix &&
+	         (rc = cdp_label_vector_find(in->path, o->label_suffix, &in->lpath, msg,
+	                                     sizeof msg))) {
+		ERR(c, "'%s': %s", in->path, msg);
+		goto fail;
+	}
+	if ((o->labels || o->label_all || o->label_suffix) && !in->lpath) {
 		rc = CDP_ENOMEM;
 		ERR(c, "out of memory");
 		goto fail;
 	}
 	if (!in->lpath)
 		return CDP_OK;
+	if (cdp_label_vector_is_vector(in->lpath)) {
+		/* --label-map renumbers a label raster's values; a vector's ids
+		 * come from --burn or --label-field (with --classes) */
+		if (o->label_map) {
+			ERR(c, "'%s': label '%s' is a vector dataset, and --label-map applies "
+			    "to label rasters only (give the ids with --burn or --label-field, "
+			    "names with --classes)", in->path, in->lpath);
+			rc = CDP_EUNSUP;
+			goto fail;
+		}
+		return input_open_vector(c, in);
+	}
+	if (o->vec.given) {
+		ERR(c, "'%s': label '%s' is not a vector dataset, and the vector label "
+		    "options apply to vector labels only", in->path, in->lpath);
+		rc = CDP_EUNSUP;
+		goto fail;
+	}
 	if ((rc = cdp_label_open(in->lpath, in->ri, &c->lopts, &in->lab, msg, sizeof(msg)))) {
 		ERR(c, "'%s': %s", in->path, msg);
 		goto fail;
@@ -292,6 +332,7 @@ typedef struct cutter {
 	size_t np, dsz, lsz;       /* S*S, sample and label sizes */
 	char *strip, *tile, *scratch;
 	uint8_t *gstrip, *m, *lt;
+	uint8_t *lstrip;           /* (S, W) a vector label's strip, rasterized */
 	float *ft;
 	unsigned char padv[8];     /* the padding sample */
 	cdp_buf enc;
@@ -309,6 +350,7 @@ static void cut_free(cutter *k)
 	free(k->gstrip);
 	free(k->m);
 	free(k->lt);
+	free(k->lstrip);
 	free(k->ft);
 }
 
@@ -341,12 +383,14 @@ static int cut_alloc(cutter *k, ctx *c, input *in)
 	k->gstrip = malloc((size_t)S * W);
 	if (in->lkind)
 		k->lt = malloc(k->np * k->lsz);
+	if (in->vlab)
+		k->lstrip = malloc((size_t)S * W * k->lsz);
 	if (o->standardize)
 		k->ft = malloc(tn * sizeof(float));
 	if (png)
 		k->scratch = malloc(tn * k->dsz);
 	if (!k->strip || !k->tile || !k->m || !k->gstrip ||
-	    (in->lkind && !k->lt) || (o->standardize && !k->ft) ||
+	    (in->lkind && !k->lt) || (in->vlab && !k->lstrip) || (o->standardize && !k->ft) ||
 	    (png && !k->scratch)) {
 		ERR(c, "'%s': out of memory for a strip of %d rows", in->path, S);
 		return CDP_ENOMEM;
@@ -395,7 +439,16 @@ static int cut_read_strip(cutter *k, uint64_t y0, int sh)
 		ERR(c, "cannot read '%s': %s", in->path, msg);
 		return rc;
 	}
-	if (in->lkind && (rc = cdp_label_strip(in->lab, y0, sh, msg, sizeof(msg)))) {
+	if (in->vlab) {
+		const double *g = in->ri->gt;
+		const double sgt[6] = { g[0] + (double)y0 * g[2], g[1], g[2],
+		                        g[3] + (double)y0 * g[5], g[4], g[5] };
+		if ((rc = cdp_label_vector_read(in->vlab, sgt, W, sh, in->ignore, k->lstrip,
+		                                msg, sizeof(msg)))) {
+			ERR(c, "cannot read '%s': %s", in->lpath, msg);
+			return rc;
+		}
+	} else if (in->lkind && (rc = cdp_label_strip(in->lab, y0, sh, msg, sizeof(msg)))) {
 		ERR(c, "%s", msg);
 		return rc;
 	}
@@ -446,6 +499,29 @@ static size_t cut_mask(cutter *k, uint64_t x0, int tw)
 	for (size_t p = 0; p < k->np; p++)
 		valid += k->m[p] != 0;
 	return valid;
+}
+
+/* A vector label's tile: the rasterized strip's labels at valid pixels,
+ * the ignore value elsewhere (padding included). A label raster is cut by
+ * cdp_label_cut instead. */
+static void cut_vector_labels(cutter *k, uint64_t x0, int tw)
+{
+	const input *in = k->in;
+	const int S = k->c->S;
+	const uint64_t W = in->ri->width;
+
+	for (int y = 0; y < S; y++)
+		for (int x = 0; x < S; x++) {
+			size_t p = (size_t)y * S + x;
+			uint32_t v = in->ignore;
+			if (y < k->sh && x < tw && k->m[p])
+				v = k->lsz == 1 ? k->lstrip[y * W + x0 + x]
+				    : ((uint16_t *)k->lstrip)[y * W + x0 + x];
+			if (k->lsz == 1)
+				k->lt[p] = (uint8_t)v;
+			else
+				((uint16_t *)k->lt)[p] = (uint16_t)v;
+		}
 }
 
 /* --standardize: ft = (x - mean) / std per band at valid pixels, 0 at the
@@ -516,8 +592,10 @@ static int cut_tile(cutter *k, size_t idx, uint64_t r, uint64_t col)
 		c->res->dropped++;
 		return CDP_OK;
 	}
-	if (in->lkind && (rc = cdp_label_cut(in->lab, x0, tw, c->S, k->m, k->lt, msg,
-	                                     sizeof(msg)))) {
+	if (in->vlab)
+		cut_vector_labels(k, x0, tw);
+	else if (in->lkind && (rc = cdp_label_cut(in->lab, x0, tw, c->S, k->m, k->lt, msg,
+	                                          sizeof(msg)))) {
 		ERR(c, "'%s': %s", in->path, msg);
 		return rc;
 	}
@@ -598,6 +676,17 @@ int tile_add_reads(ctx *c, cdp_raster *r, const char *path)
 	return rc;
 }
 
+/* tile_add_reads for a vector label. */
+static int tile_add_vector_reads(ctx *c, cdp_label_vector *v, const char *path)
+{
+	reads_arg a = { c, path };
+	int rc;
+
+	if ((rc = cdp_label_vector_files(v, add_read, &a)) != CDP_OK)
+		ERR(c, "cannot examine the files of '%s': %s", path, cdp_strerror(rc));
+	return rc;
+}
+
 int cdp_tile_run(const cdp_tile_opts *o, FILE *out, cdp_tile_result *res,
                  char *err, size_t errcap)
 {
@@ -629,7 +718,8 @@ int cdp_tile_run(const cdp_tile_opts *o, FILE *out, cdp_tile_result *res,
 	if (o->ninputs < 1 || o->size < 1 || (uint32_t)o->size > CDP_RECORD_MAXDIM ||
 	    o->overlap < 0 || o->overlap >= o->size || o->edge < CDP_EDGE_SHIFT ||
 	    o->edge > CDP_EDGE_DROP || o->zlevel < 0 || o->zlevel > 9 ||
-	    o->max_nodata > 1 || (o->labels && o->label_suffix) ||
+	    o->max_nodata > 1 ||
+	    (!!o->labels + !!o->label_suffix + !!o->label_all) > 1 ||
 	    (o->stats_path && !o->standardize) ||
 	    (o->outdir && o->format != CDP_TILE_PNG && o->format != CDP_TILE_TIF)) {
 		ERR(c, "invalid options");
@@ -663,7 +753,8 @@ int cdp_tile_run(const cdp_tile_opts *o, FILE *out, cdp_tile_result *res,
 	}
 	for (size_t i = 0; i < o->ninputs; i++) {
 		if ((rc = input_open(c, i, &in)) || (rc = tile_add_reads(c, in.r, in.path)) ||
-		    (in.lab && (rc = tile_add_reads(c, cdp_label_raster(in.lab), in.lpath))))
+		    (in.lab && (rc = tile_add_reads(c, cdp_label_raster(in.lab), in.lpath))) ||
+		    (in.vlab && (rc = tile_add_vector_reads(c, in.vlab, in.lpath))))
 			goto out;
 		if (o->stats_path && c->nstats != (size_t)in.nb) {
 			ERR(c, "'%s': %zu lines of statistics for %d bands", o->stats_path,

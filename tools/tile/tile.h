@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "cdp_label_vector.h"
 #include "cdp_labelmap.h"
 
 enum { CDP_EDGE_SHIFT = 0, CDP_EDGE_PAD = 1, CDP_EDGE_DROP = 2 };
@@ -18,8 +19,13 @@ typedef struct cdp_tile_opts {
 	const char *const *inputs;   /* [ninputs] raster paths */
 	size_t ninputs;
 	const char *const *names;    /* [ninputs] or NULL: NAME of each input */
-	const char *const *labels;   /* [ninputs] or NULL: label raster paths */
-	const char *label_suffix;    /* or NULL: X.tif pairs with X<suffix>.tif */
+	const char *const *labels;   /* [ninputs] or NULL: label paths (rasters
+	                                or vector datasets) */
+	const char *label_suffix;    /* or NULL: X.tif pairs with X<suffix>.tif,
+	                                .gpkg, .shp, .geojson or .fgb */
+	const char *label_all;       /* or NULL: one label for every input */
+	cdp_label_vector_opts vec;   /* how vector labels are rasterized; with
+	                                vec.given the labels must be vectors */
 	int size;                    /* tile edge in pixels, 1..CDP_RECORD_MAXDIM */
 	int overlap;                 /* 0..size-1; stride is size - overlap */
 	int edge;                    /* CDP_EDGE_* */

@@ -24,7 +24,8 @@ typedef struct input {
 	char *lpath;               /* owned; NULL without a label */
 	char name[CDP_NAME_MAX + 1];
 	cdp_raster *r;
-	cdp_label *lab;            /* owned; NULL without a label */
+	cdp_label *lab;            /* owned; a label raster, or NULL */
+	cdp_label_vector *vlab;    /* owned; a vector label, instead of lab */
 	const cdp_raster_info *ri;
 	int *bands, nb;            /* owned: the selected 1-based bands */
 	int dt, odt;               /* source and output dtype */

@@ -294,6 +294,7 @@ int tile_emit_record(ctx *c, const char *key, const cdp_record *r,
 int tile_emit_source(ctx *c, size_t idx, input *in, cdp_buf *body)
 {
 	cdp_source s;
+	char lopts[8192];
 	int rc;
 
 	memset(&s, 0, sizeof(s));
@@ -310,10 +311,24 @@ int tile_emit_source(ctx *c, size_t idx, input *in, cdp_buf *body)
 	 * trained on the pool can read the same ones from a raw scene. */
 	s.band_list = in->bands;
 	s.nband_list = (uint32_t)in->nb;
-	/* --label-map's names: the pool's class names (cdp-lmdbpack) */
+	/* the label's file and, for a vector, how it was rasterized; the
+	 * names of its ids (a vector's --classes, a raster's --label-map
+	 * names, never both: cdp-tile refuses the pair) become the pool's
+	 * class names (cdp-lmdbpack) */
+	s.label = in->lpath;
 	if (in->lab && c->o->label_map && c->o->label_map->names) {
 		s.class_names = c->o->label_map->names;
 		s.nclass_names = c->o->label_map->max_id + 1;
+	}
+	if (in->vlab) {
+		s.class_names = (char **)c->o->vec.classes;
+		s.nclass_names = (uint32_t)c->o->vec.nclasses;
+		if ((rc = cdp_label_vector_describe(&c->o->vec, lopts, sizeof lopts))) {
+			ERR(c, "'%s': cannot describe the label options: %s", in->path,
+			    cdp_strerror(rc));
+			return rc;
+		}
+		s.label_options = lopts;
 	}
 	if ((rc = cdp_source_format(&s, body))) {
 		ERR(c, "'%s': cannot describe the source: %s", in->path,

@@ -1,0 +1,134 @@
+/* cdp_label_vector.h: label rasters made from vector layers (any dataset
+ * OGR opens: GeoPackage, Shapefile, GeoJSON, FlatGeobuf, through /vsi*
+ * too), rasterized onto exactly the pixel grid a caller asks for, in the
+ * image's CRS. cdp-tile asks for one strip of tiles at a time; the options
+ * are gdal_rasterize's (burn value or attribute, where, all-touched), plus
+ * a buffer, a completeness extent and class names for string attributes.
+ *
+ * The implementation (cdp_label_vector.c) uses GDAL/OGR and is built into
+ * libcdpraster.a beside cdp_raster.c; this header does not include GDAL.
+ *
+ * Errors: functions return CDP_OK or an error code (cdp_error.h) and copy a
+ * one-line reason into err[errcap]: CDP_EGDAL (OGR could not open or read,
+ * its own message), CDP_EMISMATCH (a CRS that is missing or cannot be
+ * transformed, a value that is not a class), CDP_EFORMAT (a layer or an
+ * attribute that is missing or of the wrong type), CDP_ERANGE (an id that
+ * does not fit the label type), CDP_ENOMEM.
+ */
+#ifndef CDP_LABEL_VECTOR_H
+#define CDP_LABEL_VECTOR_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct cdp_label_vector cdp_label_vector;
+
+typedef struct cdp_label_vector_opts {
+	const char *layer;          /* NULL: the dataset's only layer */
+	const char *field;          /* NULL: every feature burns `burn` */
+	uint32_t burn;              /* 0..65534; default 1 */
+	uint32_t background;        /* 0..65534; default 0 */
+	const char *where;          /* NULL or an OGR attribute filter */
+	int all_touched;            /* every pixel a feature touches */
+	const char *crs;            /* NULL, or the CRS (any text that
+	                               OSRSetFromUserInput takes) of a label or
+	                               extent layer that declares none */
+	const char *const *classes; /* [nclasses]: a string attribute's value
+	                               has the id of its index */
+	size_t nclasses;
+	double buffer;              /* OGR_G_Buffer distance in image CRS units */
+	const char *buffer_field;   /* NULL, or a numeric attribute: the
+	                               distance per feature (NULL: none) */
+	const char *extent;         /* NULL, or a vector of polygons outside
+	                               which every pixel is the ignore value */
+	int type;                   /* 0: u8 when every id < 255, else u16;
+	                               or CDP_LABEL_U8 / CDP_LABEL_U16 */
+	int given;                  /* an option below was given (so the label
+	                               must be a vector) */
+	int burn_given;
+} cdp_label_vector_opts;
+
+/* burn 1, background 0, everything else unset. */
+void cdp_label_vector_opts_init(cdp_label_vector_opts *o);
+
+/* 1 when OGR opens path as a vector dataset with at least one layer, else
+ * 0 (a raster, a missing file). */
+int cdp_label_vector_is_vector(const char *path);
+
+/* The label of image for --label-suffix: the existing one of stem+suffix
+ * with the image's extension and with .gpkg, .shp, .geojson and .fgb (the
+ * stem is the image path without its extension). None existing: the
+ * raster name, so that opening it reports the miss. More than one:
+ * CDP_EMISMATCH naming them. *out is malloc'ed. */
+int cdp_label_vector_find(const char *image, const char *suffix, char **out,
+                          char *err, size_t errcap);
+
+/* Opens path's layer for labels of an image in CRS image_wkt ("" for none)
+ * and checks every feature that passes o->where: the attribute's values
+ * (integers 0..65534, or names in o->classes), which fix the label type.
+ * o and its strings must outlive v. */
+int cdp_label_vector_open(const char *path, const cdp_label_vector_opts *o,
+                          const char *image_wkt, cdp_label_vector **out,
+                          char *err, size_t errcap);
+
+/* CDP_LABEL_U8 or CDP_LABEL_U16. */
+int cdp_label_vector_kind(const cdp_label_vector *v);
+
+/* Rasterizes the features that intersect the grid (gt, w, h) (only those
+ * are read: a spatial filter on the layer) into buf, (h, w) u8 or u16 as
+ * the kind says: background where no feature is, the id of the last
+ * feature in layer order where several are, ignore where a feature's
+ * attribute is NULL and outside o->extent. */
+int cdp_label_vector_read(cdp_label_vector *v, const double gt[6], int w, int h,
+                          uint32_t ignore, void *buf, char *err, size_t errcap);
+
+/* Calls fn(path, arg) for each file GDAL reads for v (its labels and its
+ * extent); stops at and returns the first non-zero value of fn. */
+int cdp_label_vector_files(const cdp_label_vector *v,
+                           int (*fn)(const char *path, void *arg), void *arg);
+
+void cdp_label_vector_close(cdp_label_vector *v);
+
+/* The command-line options of vector labels, shared by the programs that
+ * take them (cdp-tile, cdp-evaluate; cdp_label_vector_cli.c): entries for
+ * a getopt_long table, whose values CDP_LVO_* lie above any short option
+ * and any program's own (keep those below CDP_LVO_BASE), and the usage
+ * text. --classes is each program's own (cdp-evaluate's also takes a
+ * count). */
+enum { CDP_LVO_BASE = 1024, CDP_LVO_ALL_TOUCHED = CDP_LVO_BASE, CDP_LVO_BACKGROUND,
+       CDP_LVO_BUFFER, CDP_LVO_BUFFER_FIELD, CDP_LVO_BURN, CDP_LVO_LABEL_CRS,
+       CDP_LVO_LABEL_EXTENT, CDP_LVO_LABEL_FIELD, CDP_LVO_LABEL_LAYER,
+       CDP_LVO_LABEL_TYPE, CDP_LVO_LABEL_WHERE, CDP_LVO_END };
+#define CDP_LABEL_VECTOR_LONGOPTS \
+	{ "all-touched",  no_argument,       NULL, CDP_LVO_ALL_TOUCHED }, \
+	{ "background",   required_argument, NULL, CDP_LVO_BACKGROUND }, \
+	{ "buffer",       required_argument, NULL, CDP_LVO_BUFFER }, \
+	{ "buffer-field", required_argument, NULL, CDP_LVO_BUFFER_FIELD }, \
+	{ "burn",         required_argument, NULL, CDP_LVO_BURN }, \
+	{ "label-crs",    required_argument, NULL, CDP_LVO_LABEL_CRS }, \
+	{ "label-extent", required_argument, NULL, CDP_LVO_LABEL_EXTENT }, \
+	{ "label-field",  required_argument, NULL, CDP_LVO_LABEL_FIELD }, \
+	{ "label-layer",  required_argument, NULL, CDP_LVO_LABEL_LAYER }, \
+	{ "label-type",   required_argument, NULL, CDP_LVO_LABEL_TYPE }, \
+	{ "label-where",  required_argument, NULL, CDP_LVO_LABEL_WHERE }
+/* usage() lines, each indented by INDENT (a string of spaces) */
+#define CDP_LABEL_VECTOR_USAGE(INDENT) \
+	INDENT "[--label-layer name] [--burn value | --label-field attr]\n" \
+	INDENT "[--label-where sql] [--all-touched] [--background value]\n" \
+	INDENT "[--label-crs crs] [--buffer dist | --buffer-field attr]\n" \
+	INDENT "[--label-extent file] [--label-type u8|u16]\n"
+
+/* Applies option ch (a CDP_LVO_* value) with argument arg to o: 0, or -1
+ * after cdp_cli has printed the usage error (exit 2). */
+int cdp_label_vector_option(cdp_label_vector_opts *o, int ch, const char *arg);
+/* The options of o as one line of cdp-tile options, the values shell-quoted
+ * where needed ("--label-field cls --label-where 'cls >= 2' --background 0
+ * --all-touched"), into out[cap], for a record of how labels were made:
+ * CDP_OK, CDP_ERANGE when it does not fit, CDP_EINVAL for a value with a
+ * newline. --classes is left out (the names travel on their own). */
+int cdp_label_vector_describe(const cdp_label_vector_opts *o, char *out, size_t cap);
+/* After every option: the ones that exclude each other. 0, or -1 with the
+ * usage error printed through cdp_cli's stream. */
+int cdp_label_vector_options_check(const cdp_label_vector_opts *o);
+
+#endif

@@ -1,0 +1,204 @@
+#!/bin/sh
+# vector_labels.sh: cdp-tile's vector labels. A UTM image (EPSG:32633) is
+# labelled from features stored in EPSG:4326 (GeoPackage), EPSG:32632
+# (Shapefile) and EPSG:4326 GeoJSON (the label extent); every tile's label
+# in each stream is compared by vlabels.py with gdal_rasterize's of the
+# tile's window (-te/-ts) after ogr2ogr -t_srs into the image's CRS: burn,
+# attribute, string classes, where, all-touched, buffers, lines, points,
+# background, extent, u16. --classes must reach the pool's class names, and
+# cdp-evaluate's report against the vector must equal its report against
+# gdal_rasterize's raster of it.
+# Each refusal is checked with its message.
+. "$CDP_SRCDIR/tests/tools/common.sh"
+need_python
+MK="$PYTHON $CDP_SRCDIR/tests/tools/mkraster.py"
+VL="$PYTHON $CDP_SRCDIR/tests/tools/vlabels.py"
+cd "$T"
+
+# refused RC PATTERN CMD...: as expect_fail, and the message is one line
+# that names the program, with nothing on stdout.
+refused() {
+	expect_fail "$@"
+	[ "$(wc -l <"$T/err")" -eq 1 ] || fail "$*: not one line: $(cat "$T/err")"
+	grep -q '^cdp-tile: ' "$T/err" || fail "$*: message lacks the program name"
+	[ ! -s "$T/out" ] || fail "$*: wrote to stdout on failure"
+}
+
+# 96x80 at 10 m: 32-pixel tiles are 3x3 with the last row shifted.
+$MK img.tif --width 96 --height 80 --dtype u8 --seed 1
+$VL gen img.tif .
+
+# tile VECTOR TILE-OPTS -- CHECK-OPTS: one stream, checked tile by tile.
+n=0
+tile() {
+	v=$1
+	shift
+	to=""
+	while [ "$1" != "--" ]; do to="$to $1"; shift; done
+	shift
+	n=$((n + 1))
+	# shellcheck disable=SC2086
+	cdp-tile -q -s 32 --label "$v" $to img.tif >"s$n" || fail "cdp-tile --label $v$to"
+	$VL check "s$n" img.tif "$v" "$@" >/dev/null || fail "labels of --label $v$to"
+}
+
+tile feat.gpkg --
+tile feat.gpkg --label-field cls -- --field cls
+tile feat.gpkg --label-field kind --classes bg,house,road,field -- --field kind \
+	--classes bg,house,road,field
+tile feat.gpkg --label-where "cls>=2" --burn 3 -- --where "cls>=2" --burn 3
+tile feat.gpkg --all-touched --label-field cls -- --all-touched --field cls
+tile feat.gpkg --buffer 12 --burn 2 -- --buffer 12 --burn 2
+tile feat.gpkg --buffer-field w --label-field cls -- --buffer-field w --field cls
+tile poly32.shp --label-extent extent.geojson --background 2 -- \
+	--extent extent.geojson --background 2
+tile feat.gpkg --label-type u16 --ignore 9 --label-field cls -- --field cls \
+	--ignore 9 --type u16
+tile feat.gpkg --burn 300 -- --burn 300 --ignore 65535 --type u16
+tile nocrs.shp --label-crs EPSG:32633 -- --s-srs EPSG:32633
+# lines and points alone, as they are and all touched
+tile lines.geojson --label-field cls -- --field cls
+tile lines.geojson --label-field cls --all-touched -- --field cls --all-touched
+# --label-all: one vector for two images; --label-suffix finds imgx.gpkg
+cp img.tif img2.tif
+cdp-tile -q -s 32 --label-all feat.gpkg --name a --name b img.tif img2.tif >all.s
+cdp-tile -q -s 32 --label feat.gpkg img.tif >one.s
+[ "$(wc -c <all.s)" -gt "$(wc -c <one.s)" ] || fail "--label-all wrote one image"
+cp feat.gpkg imgx.gpkg
+cdp-tile -q -s 32 --label-suffix x img.tif >suf.s
+grep -aq '^label=imgx.gpkg$' suf.s || fail "--label-suffix x did not use imgx.gpkg"
+$VL check suf.s img.tif imgx.gpkg >/dev/null || fail "labels of --label-suffix x"
+# over /vsizip/
+$PYTHON -c 'import zipfile; zipfile.ZipFile("f.zip", "w").write("feat.gpkg")'
+cdp-tile -q -s 32 --label /vsizip/f.zip/feat.gpkg img.tif >zip.s
+$VL check zip.s img.tif /vsizip/f.zip/feat.gpkg >/dev/null || fail "labels of a /vsizip/ label"
+
+# --classes reach the pool's class names through the stream's source frame
+# (version 2); cdp-lmdbpack's own --classes must agree
+names() {
+	PYTHONPATH="$CDP_SRCDIR/python" "$PYTHON" -c 'import sys, cdpool
+print(",".join(cdpool.Pool(sys.argv[1], lock=False).class_names))' "$1"
+}
+cdp-lmdbpack -q p1 <s3 || fail "cdp-lmdbpack of a stream with class names"
+[ "$(names p1)" = "bg,house,road,field" ] || fail "pool class names '$(names p1)'"
+cdp-lmdbpack -q --classes bg,house,road,field p2 <s3 || fail "agreeing --classes refused"
+[ "$(names p2)" = "bg,house,road,field" ] || fail "pool class names '$(names p2)'"
+# the pool's source meta says where the labels came from and how
+got=$(PYTHONPATH="$CDP_SRCDIR/python" "$PYTHON" -c 'import sys, cdpool
+s = cdpool.Pool(sys.argv[1], lock=False).sources[0]
+print(s["label"], "|", s["label_options"])' p1)
+[ "$got" = "feat.gpkg | --label-field kind --background 0" ] || fail "source label: '$got'"
+expect_fail 1 "source 'img' names class 2 'road', --classes names it 'street'" \
+	cdp-lmdbpack -q --classes bg,house,street,field p3 <s3
+[ ! -e p3 ] || fail "a refused pack left p3"
+cdp-lmdbpack -q p4 <s1 || fail "cdp-lmdbpack of a stream without class names"
+[ -z "$(names p4)" ] || fail "a stream without names gave the pool '$(names p4)'"
+
+# cdp-evaluate scores a map against the vector itself: the same report as
+# against gdal_rasterize's raster of it on the map's grid
+$MK im.tif --width 96 --height 80 --dtype u8 --seed 3 --label pred.tif --classes 4
+# evaluate VLABELS-OPTS -- CDP-OPTS: both reports, byte for byte
+evaluate() {
+	vo=""
+	while [ "$1" != "--" ]; do vo="$vo $1"; shift; done
+	shift
+	# shellcheck disable=SC2086
+	$VL rasterize ref.tif img.tif $vo >/dev/null || fail "vlabels.py rasterize$vo"
+	cdp-evaluate --json pred.tif ref.tif >want.json || fail "cdp-evaluate of ref.tif"
+	cdp-evaluate --json "$@" pred.tif "$v" >got.json || fail "cdp-evaluate $* $v"
+	cmp -s want.json got.json || fail "cdp-evaluate $* $v: $(cat got.json), want $(cat want.json)"
+}
+v=feat.gpkg
+evaluate feat.gpkg --field cls -- --label-field cls
+evaluate feat.gpkg --field kind --classes bg,house,road,field --all-touched -- \
+	--label-field kind --classes bg,house,road,field --all-touched
+v=poly32.shp
+evaluate poly32.shp --extent extent.geojson --burn 2 -- --label-extent extent.geojson --burn 2
+grep -q '"ignored":[1-9]' got.json || fail "the extent ignored nothing"
+
+# --- refusals ----------------------------------------------------------------
+cp extent.geojson imgx.geojson
+refused 1 "2 labels match --label-suffix 'x': 'imgx.gpkg', 'imgx.geojson'" \
+	cdp-tile -s 32 --label-suffix x img.tif
+refused 1 "2 layers, choose one with --label-layer: 'a', 'b'" \
+	cdp-tile -s 32 --label two.gpkg img.tif
+refused 1 "no layer 'c' (its layers: 'a', 'b')" \
+	cdp-tile -s 32 --label two.gpkg --label-layer c img.tif
+refused 1 "layer 'nocrs' has no CRS (give it with --label-crs)" \
+	cdp-tile -s 32 --label nocrs.shp img.tif
+refused 1 "--label-crs 'foo' is not a CRS" \
+	cdp-tile -s 32 --label nocrs.shp --label-crs foo img.tif
+refused 1 "attribute 'kind' is a string: give its values' ids with --classes" \
+	cdp-tile -s 32 --label feat.gpkg --label-field kind img.tif
+refused 1 "'kind' = 'field' is none of --classes" \
+	cdp-tile -s 32 --label feat.gpkg --label-field kind --classes bg,house,road img.tif
+refused 1 "id 3 but only 2 --classes" \
+	cdp-tile -s 32 --label feat.gpkg --label-field cls --classes a,b img.tif
+refused 1 "layer 'feat' has no attribute 'nope'" \
+	cdp-tile -s 32 --label feat.gpkg --label-field nope img.tif
+refused 1 "attribute 'w' is Real, need an integer or a string" \
+	cdp-tile -s 32 --label feat.gpkg --label-field w img.tif
+refused 1 "attribute 'kind' is String, need a number" \
+	cdp-tile -s 32 --label feat.gpkg --buffer-field kind img.tif
+refused 1 "cannot read with --label-where" \
+	cdp-tile -s 32 --label feat.gpkg --label-where "nope > 1" img.tif
+refused 1 "id 300 does not fit a u8 label" \
+	cdp-tile -s 32 --label feat.gpkg --burn 300 --label-type u8 img.tif
+refused 1 "extent 'nocrs.shp': layer 'nocrs' has no CRS" \
+	cdp-tile -s 32 --label feat.gpkg --label-extent nocrs.shp img.tif
+refused 1 "label 'img2.tif' is not a vector dataset" \
+	cdp-tile -s 32 --label img2.tif --burn 3 img.tif
+refused 1 "ignore value 300 does not fit the u8 label" \
+	cdp-tile -s 32 --label feat.gpkg --ignore 300 img.tif
+refused 2 "the vector label options need --label, --label-all or --label-suffix" \
+	cdp-tile --burn 3 img.tif
+refused 2 "--burn and --label-field exclude each other" \
+	cdp-tile --burn 3 --label-field cls --label feat.gpkg img.tif
+refused 2 "--buffer and --buffer-field exclude each other" \
+	cdp-tile --buffer 3 --buffer-field w --label feat.gpkg img.tif
+refused 2 "--label, --label-all and --label-suffix exclude each other" \
+	cdp-tile --label feat.gpkg --label-all feat.gpkg img.tif
+refused 2 "'a' names both class 0 and class 1" \
+	cdp-tile --classes a,a --label feat.gpkg img.tif
+refused 2 "--label-type" cdp-tile --label-type u32 --label feat.gpkg img.tif
+# --label-map is for label rasters: refused with a vector label, and with
+# --classes (both would name the ids), cdp-tile(1) LABELS
+refused 1 "'img.tif': label 'feat.gpkg' is a vector dataset, and --label-map applies to label rasters only" \
+	cdp-tile -s 32 --label feat.gpkg --label-map 1:0 img.tif
+refused 2 "--classes names a vector label's attribute values and --label-map renumbers a label raster's: give one" \
+	cdp-tile -s 32 --label feat.gpkg --label-field kind --classes bg,house,road,field \
+	--label-map 1:0 img.tif
+
+# one run, both kinds: --label-suffix finds a vector for one input and a label
+# raster on another grid (20 m, warped by lib/cdp_label) for the other; each
+# input's labels are what it gets alone
+cp img.tif img3.tif
+rm -f imgx.geojson
+gdal_rasterize -q -ot Byte -tr 20 20 -burn 2 poly32.shp img3x.tif ||
+	fail "gdal_rasterize of a label raster in EPSG:32632"
+cdp-tile -q -s 32 --label-suffix x img.tif img3.tif >mixed.s ||
+	fail "cdp-tile of a vector and a raster label"
+grep -aq '^label=imgx.gpkg$' mixed.s || fail "mixed: the vector label's source line"
+grep -aq '^label=img3x.tif$' mixed.s || fail "mixed: the raster label's source line"
+[ "$(grep -ac '^label_options=' mixed.s)" -eq 1 ] || fail "mixed: label_options only for the vector"
+cdp-tile -q -s 32 --label imgx.gpkg img.tif >m1.s || fail "cdp-tile --label imgx.gpkg"
+cdp-tile -q -s 32 --label img3x.tif img3.tif >m2.s || fail "cdp-tile --label img3x.tif"
+PYTHONPATH="$CDP_SRCDIR/tests/tools" "$PYTHON" - mixed.s m1.s m2.s <<'PYEOF' ||
+import sys
+import crosscheck
+def labels(path):
+    recs, _ = crosscheck.read_stream(path)
+    return {k: crosscheck.decode(k, b)["label"].tobytes() for k, b in recs}
+mixed, a, b = (labels(p) for p in sys.argv[1:4])
+assert a and b and len(mixed) == len(a) + len(b), (len(mixed), len(a), len(b))
+for k, v in list(a.items()) + list(b.items()):
+    assert mixed[k] == v, k
+# the warped raster label keeps the burned value
+assert 2 in set(b"".join(b.values()))
+PYEOF
+	fail "mixed labels differ from each input's alone"
+expect_fail 1 "the vector label options apply to a vector reference only" \
+	cdp-evaluate --burn 2 pred.tif img.tif
+expect_fail 1 "reference 'two.gpkg': 2 layers, choose one with --label-layer" \
+	cdp-evaluate pred.tif two.gpkg
+echo "vector_labels.sh: ok"
