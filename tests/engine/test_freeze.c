@@ -38,7 +38,7 @@ static void fill_rand(float *x, size_t n, uint64_t seed, double lo, double hi)
 		x[i] = (float)(lo + cdp_rng_double(&r) * (hi - lo));
 }
 
-static float *dup(const float *p, size_t n)
+static float *fdup(const float *p, size_t n)
 {
 	float *h = malloc(n * sizeof *h + 4);
 	memcpy(h, p, n * sizeof *h);
@@ -115,8 +115,8 @@ static void test_frozen_steps(void)
 	      !layer(&net, "c2")->frozen, "frozen set of c1,b?");
 	CHECK_RC(cdp_net_freeze(&net, "c1,b1", err, sizeof err), 2);
 	CHECK_RC(cdp_optim_set_layers(&o, &net, err, sizeof err), 0);
-	p0 = dup(net.params, net.nparams);
-	b0 = dup(net.buffers, net.nbuffers);
+	p0 = fdup(net.params, net.nparams);
+	b0 = fdup(net.buffers, net.nbuffers);
 	for (int s = 0; s < 3; s++) {
 		train_pass(&net, 100 + s);
 		if (s == 2)
@@ -142,8 +142,8 @@ static void test_frozen_steps(void)
 	CHECK(!same(net.buffers, b0, layer(&net, "b2")->buf_off, layer(&net, "b2")->buf_len),
 	      "b2's running statistics did not change");
 	/* thawed: everything trains */
-	p1 = dup(net.params, net.nparams);
-	b1 = dup(net.buffers, net.nbuffers);
+	p1 = fdup(net.params, net.nparams);
+	b1 = fdup(net.buffers, net.nbuffers);
 	CHECK_RC(cdp_net_freeze(&net, NULL, err, sizeof err), 0);
 	CHECK_RC(cdp_optim_set_layers(&o, &net, err, sizeof err), 0);
 	CHECK(o.nseg == 1, "one segment when nothing is frozen, got %d", o.nseg);
@@ -220,13 +220,13 @@ static void test_frozen_bn_grad(void)
 		r = malloc(out_count(&net) * sizeof *r);
 		fill_rand(r, out_count(&net), 21, -1, 1);
 		fill_rand(net.x, nx, 22, -2, 2);
-		x = dup(net.x, nx);
+		x = fdup(net.x, nx);
 		/* backward of the frozen net after a training-mode forward */
 		net.train = 1;
 		cdp_net_forward(&net);
 		memcpy(net.layers[net.out_layer].dy, r, out_count(&net) * sizeof *r);
 		cdp_net_backward(&net, NULL, NULL);
-		dx = dup(net.dx, nx);
+		dx = fdup(net.dx, nx);
 		for (size_t i = 0; i < nx; i++) {
 			const float h = 1e-2f;
 			double lp, lm, fd;
@@ -275,10 +275,10 @@ static void test_lr_mult(void)
 	for (int i = 0; i < 4; i++)
 		CHECK(layer(&net, names[i])->lr_mult == mult[i], "%s lr_mult %g", names[i],
 		      layer(&net, names[i])->lr_mult);
-	p0 = dup(net.params, net.nparams);
+	p0 = fdup(net.params, net.nparams);
 	fill_rand(net.grads, net.nparams, 31, -1, 1);
 	{
-		float *g = dup(net.grads, net.nparams);
+		float *g = fdup(net.grads, net.nparams);
 		size_t bad = 0;
 		CHECK_RC(cdp_optim_step(&o, net.params, net.grads), 0);
 		for (int i = 0; i < 4; i++) {
