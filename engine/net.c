@@ -11,8 +11,8 @@
  *                  channels, the sigmoid (binary) forms a head of 1 channel
  *                  and K = 2
  *   ignore=V       label value left out of the loss (default -1: none)
- * Other [net] keys are variables for the preprocessor or training options
- * for cdp-train, so net.c does not reject keys it does not know there.
+ * Other [net] keys are training options for cdp-train; the parser refuses
+ * a key no part of the engine reads (cfg/netkeys.h), so net.c need not.
  * Every other section is a layer (layers/<type>.c) whose unknown options
  * are errors.
  *

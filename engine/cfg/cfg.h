@@ -14,7 +14,8 @@
  *
  * Preprocessor (applied before parsing, line numbers preserved for messages):
  *   ${EXPR}               integer expression: decimal integers, variables
- *                         ([net] keys with integer values, loop variables),
+ *                         ([net] and [vars] keys with integer values, loop
+ *                         variables),
  *                         + - * / % ** ( ), unary -; / and % truncate toward 0
  *   @for VAR A B [STEP]   repeats the lines up to the matching @end with VAR
  *                         running from A to B inclusive (A, B, STEP may be

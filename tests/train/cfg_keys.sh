@@ -6,7 +6,8 @@
 # its variables in [net], the old rule: tests/engine/ckpt_edit puts such
 # a cfg in a checkpoint trained from small.cfg) still loads in
 # cdp-predict, with one warning line, and maps the scene exactly as the
-# checkpoint with the [vars] cfg does (same weights, same net).
+# checkpoint with the [vars] cfg does (same weights, same net); cdp-train
+# --resume continues it, with the same warning.
 . "$CDP_SRCDIR/tests/train/train_common.sh"
 EDIT="$CDP_BUILDDIR/tests/engine/ckpt_edit"
 grep -q '^\[vars\]$' "$SMALL" || fail "small.cfg has no [vars]"
@@ -53,3 +54,12 @@ from osgeo import gdal
 a, b = (gdal.Open(p).ReadAsArray() for p in sys.argv[1:])
 assert a.shape == b.shape and (a == b).all(), "maps differ"
 PYEOF
+
+echo "== cdp-train --resume from it"
+cp "$T/old.cdpt" "$T/run/checkpoint.cdpt"
+cdp-train --db "$T/pool" --keys "$T/train.keys" --steps 2 --threads 1 -q --resume \
+	--out "$T/run" 2>"$T/err_res" || fail "--resume of the old checkpoint: $(cat "$T/err_res")"
+cat "$T/err_res"
+grep -q "^cdp-train: warning: .*unknown \[net\] key 'width' .*old rule" "$T/err_res" ||
+	fail "--resume: no warning: $(cat "$T/err_res")"
+grep -q '"step":2,' "$T/run/metrics.jsonl" || fail "--resume did not reach step 2"
