@@ -29,7 +29,7 @@ engine_libcdpengine_a_SOURCES = \
 	engine/layers/act.c engine/layers/maxpool.c \
 	engine/layers/upsample.c engine/layers/pool_common.c engine/layers/layer_common.c \
 	engine/cfg/cfg.h engine/cfg/cfg.c engine/cfg/cfg_expr.c engine/cfg/cfg_opt.c \
-	engine/cfg/cfg_int.h engine/cfg/cfg_read.c \
+	engine/cfg/cfg_int.h engine/cfg/cfg_read.c engine/cfg/cfg_keys.c engine/cfg/netkeys.h \
 	engine/ckpt/checkpoint.c engine/ckpt/checkpoint_read.c engine/ckpt/checkpoint_net.c \
 	engine/ckpt/checkpoint_rank.c engine/ckpt/checkpoint.h engine/ckpt/checkpoint_int.h
 

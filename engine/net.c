@@ -11,8 +11,8 @@
  *                  channels, the sigmoid (binary) forms a head of 1 channel
  *                  and K = 2
  *   ignore=V       label value left out of the loss (default -1: none)
- * Other [net] keys are variables for the preprocessor or training options
- * for cdp-train, so net.c does not reject keys it does not know there.
+ * Other [net] keys are training options for cdp-train; the parser refuses
+ * a key no part of the engine reads (cfg/netkeys.h), so net.c need not.
  * Every other section is a layer (layers/<type>.c) whose unknown options
  * are errors.
  *
@@ -496,10 +496,12 @@ fail:
 	return 0;
 }
 
-int cdp_net_build(cdp_net *net, cdp_backend *be, const char *cfg_text, const char *path,
-                  const char *const *overrides, int noverrides,
-                  int in_c, int in_h, int in_w, int n, char *err, size_t cap)
+static int build(cdp_net *net, cdp_backend *be, const char *cfg_text, const char *path,
+                 const char *const *overrides, int noverrides, int old_rule,
+                 int in_c, int in_h, int in_w, int n, char *err, size_t cap)
 {
+	int prc;
+
 	memset(net, 0, sizeof *net);
 	net->be = be;
 	net->n = n;
@@ -514,8 +516,11 @@ int cdp_net_build(cdp_net *net, cdp_backend *be, const char *cfg_text, const cha
 		snprintf(err, cap, "%s: out of memory", path ? path : "<cfg>");
 		goto fail;
 	}
-	if (cdp_cfg_parse(cfg_text, path, overrides, noverrides, net->cfg, err, cap) < 0)
-		goto fail;
+	if ((prc = cdp_cfg_parse_rule(cfg_text, path, overrides, noverrides, old_rule, net->cfg,
+	                              err, cap)) < 0) {
+		cdp_net_free(net);
+		return prc;
+	}
 	if (net_options(net, in_c, in_h, in_w, err, cap) < 0)
 		goto fail;
 	net->nlayers = net->cfg->ns - 1;
@@ -731,4 +736,31 @@ void cdp_net_zero_grad(cdp_net *net)
 const float *cdp_net_output(const cdp_net *net)
 {
 	return net->layers[net->out_layer].y;
+}
+
+int cdp_net_build(cdp_net *net, cdp_backend *be, const char *cfg_text, const char *path,
+                  const char *const *overrides, int noverrides,
+                  int in_c, int in_h, int in_w, int n, char *err, size_t cap)
+{
+	return build(net, be, cfg_text, path, overrides, noverrides, 0, in_c, in_h, in_w, n, err,
+	             cap);
+}
+
+int cdp_net_build_ckpt(cdp_net *net, cdp_backend *be, const char *cfg_text, const char *path,
+                       const char *const *overrides, int noverrides,
+                       int in_c, int in_h, int in_w, int n, char *warn, size_t wcap,
+                       char *err, size_t cap)
+{
+	int rc = build(net, be, cfg_text, path, overrides, noverrides, 0, in_c, in_h, in_w, n, err,
+	               cap);
+
+	if (warn && wcap)
+		warn[0] = '\0';
+	if (rc != CDP_CFG_EUNKNOWN)
+		return rc;
+	if (warn && wcap)
+		snprintf(warn, wcap, "%s; read under the old rule (a checkpoint written before "
+		         "[vars]): [net] keys no part of the engine reads are variables", err);
+	return build(net, be, cfg_text, path, overrides, noverrides, 1, in_c, in_h, in_w, n, err,
+	             cap);
 }

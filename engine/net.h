@@ -118,10 +118,19 @@ struct cdp_net {
  * "key=value" applied to the [net] section (e.g. width=16, depth=4,
  * classes=2). Errors name the layer and cfg line:
  *   "unet.cfg:42: layer 'up3' (concat): shapes (64,32,32) and (64,31,31) differ"
- * Returns 0 or -1 with the message in err. */
+ * Returns 0, or -1 with the message in err (CDP_CFG_EUNKNOWN when the
+ * cfg names a [net] key no part of the engine reads: cfg.h). */
 int  cdp_net_build(cdp_net *net, cdp_backend *be, const char *cfg_text, const char *path,
                    const char *const *overrides, int noverrides,
                    int in_c, int in_h, int in_w, int n, char *err, size_t cap);
+/* As cdp_net_build, for the cfg stored in a checkpoint: a cfg that names
+ * an unknown [net] key was written under the old rule (before [vars]; no
+ * checkpoint written since can hold one, cdp-checkpoint(5)) and is built
+ * under it, with a one-line warning in warn (else warn is ""). */
+int  cdp_net_build_ckpt(cdp_net *net, cdp_backend *be, const char *cfg_text, const char *path,
+                        const char *const *overrides, int noverrides,
+                        int in_c, int in_h, int in_w, int n, char *warn, size_t wcap,
+                        char *err, size_t cap);
 int  cdp_net_resize(cdp_net *net, int n, char *err, size_t cap);
 /* Sets the backend's precision (CDP_PREC_*) for a built net and grows its
  * workspace to what every layer needs in it (a CUDA bf16/fp16 convolution

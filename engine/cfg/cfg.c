@@ -4,8 +4,10 @@
  * in order, repeats @for bodies, drops false @if bodies and replaces ${EXPR}
  * with a decimal integer; every line it keeps goes straight to the parser
  * with its source line number, so messages point at the line the user wrote
- * even inside a loop. Expansion and parsing are one pass because [net] keys
- * become variables for the lines below them.
+ * even inside a loop. Expansion and parsing are one pass because [net] and
+ * [vars] keys become variables for the lines below them. The [vars] keys
+ * are kept apart (pstate.vsec) and [net] keys are checked against the
+ * registry (cfg_keys.c) once the section is complete.
  *
  * The expressions themselves are evaluated by cfg_expr.c and the parsed
  * options looked up by cfg_opt.c.
@@ -45,6 +47,9 @@ typedef struct pstate {
 	int *ov_used;
 	long budget;
 	int depth;
+	int old_rule;           /* any [net] key is a variable (cfg.h) */
+	int in_vars, had_vars;  /* inside / past the [vars] section */
+	cdp_cfg_section vsec;   /* its keys, for duplicates; not kept in cfg */
 } pstate;
 
 enum { L_BLANK, L_TEXT, L_FOR, L_IF, L_END, L_BADDIR };
@@ -312,6 +317,17 @@ static int parse_header(pstate *st, int line, char *t)
 	if (st->cfg->ns > 0 && strcmp(type, "net") == 0)
 		return fail(st, line, "duplicate [net] section (the first is at line %d)",
 		            st->cfg->s[0].line);
+	if (strcmp(type, "vars") == 0) {
+		if (st->had_vars)
+			return fail(st, line, "duplicate [vars] section (the first is at line %d)",
+			            st->vsec.line);
+		if (st->cfg->ns != 1)
+			return fail(st, line, "[vars] must directly follow [net]");
+		st->in_vars = st->had_vars = 1;
+		st->vsec.line = line;
+		return 0;
+	}
+	st->in_vars = 0;
 	if (st->cfg->ns == 1 && close_net(st) < 0)
 		return -1;
 	ns = grow(st->cfg->s, st->cfg->ns, sizeof(*ns));
@@ -330,7 +346,7 @@ static int parse_header(pstate *st, int line, char *t)
 /* One kept source line: raw is the trimmed text before ${} expansion. */
 static int emit(pstate *st, int line, const char *raw)
 {
-	cdp_cfg_section *sec = cur_section(st);
+	cdp_cfg_section *sec = st->in_vars ? &st->vsec : cur_section(st);
 	const char *eq = strchr(raw, '=');
 	const cdp_cfg_kv *dup;
 	char *text, *t, *k, *v;
@@ -387,6 +403,10 @@ static int emit(pstate *st, int line, const char *raw)
 		goto out;
 	}
 	dup = kv_find(sec, k);
+	if (!dup && st->in_vars && (dup = kv_find(&st->cfg->s[0], k))) {
+		fail(st, line, "[vars] key '%.64s' is also a [net] key (line %d)", k, dup->line);
+		goto out;
+	}
 	if (dup) {
 		fail(st, line, "duplicate option '%.64s' (first at line %d)", k, dup->line);
 		goto out;
@@ -396,8 +416,12 @@ static int emit(pstate *st, int line, const char *raw)
 	if (st->cfg->ns == 1) {
 		int64_t iv;
 		const cdp_cfg_kv *kv = &sec->kv[sec->nkv - 1];
-		if (cdp_parse_i64(kv->value, INT64_MIN, INT64_MAX, &iv) == CDP_OK &&
-		    var_push(st, kv->key, (long long)iv) < 0) {
+		int isint = cdp_parse_i64(kv->value, INT64_MIN, INT64_MAX, &iv) == CDP_OK;
+		if (st->in_vars && !isint) {
+			fail(st, line, "[vars] key '%.64s': '%.64s' is not an integer", k, v);
+			goto out;
+		}
+		if (isint && var_push(st, kv->key, (long long)iv) < 0) {
 			fail(st, line, "out of memory");
 			goto out;
 		}
@@ -574,11 +598,42 @@ static int check_overrides(pstate *st)
 	return 0;
 }
 
+/* Every [net] key, from the file or an override, is one the engine reads:
+ * 0, or CDP_CFG_EUNKNOWN naming the first that is not. */
+static int check_net_keys(pstate *st)
+{
+	const cdp_cfg_section *net = &st->cfg->s[0];
+
+	for (int i = 0; i < net->nkv; i++) {
+		const cdp_cfg_kv *kv = &net->kv[i];
+		const char *near;
+		char hint[128];
+		if (cdp_cfg_net_key_known(kv->key))
+			continue;
+		near = cdp_cfg_net_key_nearest(kv->key);
+		if (near)
+			snprintf(hint, sizeof hint, "did you mean '%s'?", near);
+		else
+			snprintf(hint, sizeof hint, "no such key; a cfg's own variables go in [vars]");
+		fail(st, kv->line, "unknown [net] key '%.64s'%s (%s)", kv->key,
+		     kv->line > 0 ? "" : " (override)", hint);
+		return CDP_CFG_EUNKNOWN;
+	}
+	return 0;
+}
+
 int cdp_cfg_parse(const char *text, const char *path, const char *const *overrides,
                   int noverrides, cdp_cfg *cfg, char *err, size_t cap)
 {
+	return cdp_cfg_parse_rule(text, path, overrides, noverrides, 0, cfg, err, cap);
+}
+
+int cdp_cfg_parse_rule(const char *text, const char *path, const char *const *overrides,
+                       int noverrides, int old_rule, cdp_cfg *cfg, char *err, size_t cap)
+{
 	pstate st = { .path = path ? path : "<cfg>", .err = err, .cap = cap, .cfg = cfg,
-	              .ov = overrides, .nov = overrides ? noverrides : 0 };
+	              .ov = overrides, .nov = overrides ? noverrides : 0,
+	              .old_rule = old_rule };
 	char *copy = NULL;
 	int rc = -1, novvars = 0, no = 1;
 
@@ -628,8 +683,15 @@ int cdp_cfg_parse(const char *text, const char *path, const char *const *overrid
 	}
 	if (cfg->ns == 1 && close_net(&st) < 0)
 		goto out;
+	if (!st.old_rule && (rc = check_net_keys(&st)) < 0)
+		goto out;
 	rc = 0;
 out:
+	for (int j = 0; j < st.vsec.nkv; j++) {
+		free(st.vsec.kv[j].key);
+		free(st.vsec.kv[j].value);
+	}
+	free(st.vsec.kv);
 	for (int i = 0; i < novvars; i++)
 		free((char *)st.vars[i].name);
 	free(st.vars);

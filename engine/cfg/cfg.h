@@ -2,8 +2,10 @@
  * preprocessor so one file describes a family (U-Net of any width and depth).
  *
  *   # comment            ; comment
- *   [net]                 the first section: input and training options, and
- *   width=16              variables usable below as ${width}
+ *   [net]                 the first section: input and training options
+ *   classes=2             (netkeys.h), integer ones usable below as ${classes}
+ *   [vars]                optional, directly after [net]: the cfg's own
+ *   width=16              variables (integers), usable below as ${width}
  *   depth=4
  *   [conv]                a layer; its options follow, one key=value a line
  *   name=enc0             optional unique name, referenced by from=
@@ -12,15 +14,21 @@
  *
  * Preprocessor (applied before parsing, line numbers preserved for messages):
  *   ${EXPR}               integer expression: decimal integers, variables
- *                         ([net] keys with integer values, loop variables),
+ *                         ([net] and [vars] keys with integer values, loop
+ *                         variables),
  *                         + - * / % ** ( ), unary -; / and % truncate toward 0
  *   @for VAR A B [STEP]   repeats the lines up to the matching @end with VAR
  *                         running from A to B inclusive (A, B, STEP may be
  *                         ${...} or integers; STEP may be negative, not 0)
  *   @end
  *   @if EXPR / @end       keeps the lines when EXPR != 0
- * Overrides "key=value" (from the command line) replace [net] keys before
- * expansion, so `--model unet.cfg:width=32,depth=5` rebuilds the family.
+ * Overrides "key=value" (from the command line) replace [net] or [vars]
+ * keys before expansion, so `--model unet.cfg:width=32,depth=5` rebuilds
+ * the family. A [net] key no part of the engine reads (not in
+ * cfg/netkeys.h), in the file or in an override, is an error
+ * "PATH:LINE: unknown [net] key 'k' (did you mean 'k2'?)". The old rule
+ * (cfg language before [vars], checkpoints written before it) took any
+ * [net] key as a variable: cdp_cfg_parse_rule with old_rule 1.
  *
  * Details (cfg.c): ** is right-associative and binds tighter than unary -
  * (-2**2 = -4, as in Python); overflow, division by zero and a negative
@@ -60,9 +68,23 @@ typedef struct cdp_cfg {
  * err, returning -1 with *text NULL: "cannot open 'PATH': reason",
  * "cannot read 'PATH': reason" (over CDP_CFG_TEXT_MAX bytes: "too large"). */
 int  cdp_cfg_read(const char *path, char **text, char *err, size_t cap);
-/* Expands and parses text. Errors: "PATH:LINE: reason" in err, returns -1. */
+/* Expands and parses text. Errors: "PATH:LINE: reason" in err, returns -1,
+ * or CDP_CFG_EUNKNOWN when the only fault is an unknown [net] key (the text
+ * then parses under the old rule). The [vars] section is not kept in cfg. */
+#define CDP_CFG_EUNKNOWN (-2)
 int  cdp_cfg_parse(const char *text, const char *path, const char *const *overrides,
                    int noverrides, cdp_cfg *cfg, char *err, size_t cap);
+/* As cdp_cfg_parse; old_rule 1 accepts any [net] key (the rule before
+ * [vars], for the cfg of an old checkpoint). */
+int  cdp_cfg_parse_rule(const char *text, const char *path, const char *const *overrides,
+                        int noverrides, int old_rule, cdp_cfg *cfg, char *err, size_t cap);
+/* 1 when some part of the engine reads [net] key `key` (netkeys.h). */
+int  cdp_cfg_net_key_known(const char *key);
+/* The i-th key of netkeys.h, NULL past the last. */
+const char *cdp_cfg_net_key(int i);
+/* The known [net] key nearest to `key` (Damerau-Levenshtein distance at
+ * most a third of its length, at least 1), or NULL. */
+const char *cdp_cfg_net_key_nearest(const char *key);
 void cdp_cfg_free(cdp_cfg *cfg);
 
 /* Option lookup; each marks the key used. Missing -> def. A malformed or

@@ -4,12 +4,14 @@ parser of engine/cfg/cfg.c and cfg_expr.c in Python:
     parse(text, path="<cfg>", overrides=()) -> [Section, ...]   ([net] first)
 
 whole-line comments (# ;), [section] headers, key=value options, [net]
-keys with integer values and integer overrides as variables, ${EXPR} in
+keys with integer values, an optional [vars] section of integer variables
+directly after [net], and integer overrides as variables, ${EXPR} in
 64-bit integers where overflow is an error (+ - * / % ** ( ), unary -; /
 and % truncate toward 0; ** right-associative, binding tighter than a
 unary minus on its left), @for VAR A B [STEP], @if EXPR, @end, overrides
-replacing [net] keys before expansion and appended to [net] when the file
-lacks them (line 0). A text the C parser refuses raises CfgError with its
+replacing [net] or [vars] keys before expansion and appended to [net] when the file
+lacks them (line 0); a [net] key not in NET_KEYS raises CfgUnknownKey (a
+CfgError) unless old_rule. A text the C parser refuses raises CfgError with its
 message, "PATH:LINE: reason". cdpool.model builds the net from the sections.
 Nesting is bounded as in C (CDP_CFG_NEST_MAX): 64 directives inside the
 file, and 64 levels of '(', unary '-' and '**' in one expression, so a
@@ -210,9 +212,54 @@ def _classify(t):
     return "baddir"
 
 
+# Every [net] key some part of the engine reads: engine/cfg/netkeys.h, in its
+# order (tests/python/test_cdpool.py checks the two agree). Add a key to both.
+NET_KEYS = (
+    "channels", "in_h", "in_w", "classes", "ignore", "lr_mult",
+    "loss", "loss_weights", "class_weights", "dice_smooth", "focal_gamma", "focal_alpha",
+    "tversky_alpha", "tversky_beta", "label_smoothing",
+    "aug_hflip", "aug_vflip", "aug_rot90", "crop_h", "crop_w",
+    "aug_brightness", "aug_brightness_p", "aug_contrast", "aug_contrast_p",
+    "aug_gamma", "aug_gamma_p", "aug_band_jitter", "aug_band_jitter_p",
+    "aug_noise", "aug_noise_p", "aug_scale", "aug_scale_p", "aug_rotate", "aug_rotate_p",
+    "optimizer", "lr_policy", "lr", "momentum", "nesterov", "weight_decay", "beta1",
+    "beta2", "adam_eps", "lr_step", "lr_gamma", "lr_min", "warmup", "warmup_factor",
+    "clip_norm", "accumulate", "ema",
+)
+
+
+class CfgUnknownKey(CfgError):
+    """A [net] key no part of the engine reads (cdp_cfg_parse's CDP_CFG_EUNKNOWN):
+    the cfg parses under the old rule (old_rule=True)."""
+
+
+def _osa(a, b):
+    """Damerau-Levenshtein distance, optimal string alignment (cfg_keys.c)."""
+    a, b = a[:63], b[:63]
+    d = [[i + j if i * j == 0 else 0 for j in range(len(b) + 1)] for i in range(len(a) + 1)]
+    for i in range(1, len(a) + 1):
+        for j in range(1, len(b) + 1):
+            c = min(d[i - 1][j - 1] + (a[i - 1] != b[j - 1]), d[i - 1][j] + 1, d[i][j - 1] + 1)
+            if i > 1 and j > 1 and a[i - 1] == b[j - 2] and a[i - 2] == b[j - 1]:
+                c = min(c, d[i - 2][j - 2] + 1)
+            d[i][j] = c
+    return d[len(a)][len(b)]
+
+
+def nearest_net_key(key):
+    """The known [net] key nearest to key (cdp_cfg_net_key_nearest), or None."""
+    limit, best, bd = max(len(key.encode()) // 3, 1), None, 0
+    for k in NET_KEYS:
+        d = _osa(key, k)
+        if d <= limit and (best is None or d < bd):
+            best, bd = k, d
+    return best
+
+
 class _Parser:
-    def __init__(self, text, path, overrides):
-        self.path, self.ov = path, list(overrides)
+    def __init__(self, text, path, overrides, old_rule=False):
+        self.path, self.ov, self.old_rule = path, list(overrides), old_rule
+        self.in_vars, self.vsec = False, None
         self.ov_used = [False] * len(self.ov)
         self.sections, self.vars, self.budget, self.depth = [], [], 0, 0
         text = text.split("\0")[0]               # C strings end at a NUL
@@ -290,6 +337,15 @@ class _Parser:
         if self.sections and type_ == "net":
             self.fail(line, "duplicate [net] section (the first is at line %d)"
                       % self.sections[0].line)
+        if type_ == "vars":
+            if self.vsec is not None:
+                self.fail(line, "duplicate [vars] section (the first is at line %d)"
+                          % self.vsec.line)
+            if len(self.sections) != 1:
+                self.fail(line, "[vars] must directly follow [net]")
+            self.in_vars, self.vsec = True, Section("vars", line)
+            return
+        self.in_vars = False
         if len(self.sections) == 1:
             self.close_net()
         self.sections.append(Section(type_, line))
@@ -298,7 +354,7 @@ class _Parser:
         self.budget += 1
         if self.budget > MAX_EXPANDED:
             self.fail(line, "expansion exceeds %d lines" % MAX_EXPANDED)
-        sec = self.sections[-1] if self.sections else None
+        sec = self.vsec if self.in_vars else self.sections[-1] if self.sections else None
         ov = -1
         if sec is not None and len(self.sections) == 1 and "=" in raw and raw[0] != "[":
             ov = self.ov_find(raw[:raw.index("=")].rstrip(" \t"))
@@ -319,11 +375,18 @@ class _Parser:
         if not v:
             self.fail(line, "option '%s' has no value" % k[:64])
         dup = sec.find(k, mark=False)
+        if not dup and self.in_vars:
+            dup = self.sections[0].find(k, mark=False)
+            if dup:
+                self.fail(line, "[vars] key '%s' is also a [net] key (line %d)"
+                          % (k[:64], dup[2]))
         if dup:
             self.fail(line, "duplicate option '%s' (first at line %d)" % (k[:64], dup[2]))
         sec.kv.append([k, v, line, False])
         if len(self.sections) == 1:
             iv = _parse_i64(v)
+            if self.in_vars and iv is None:
+                self.fail(line, "[vars] key '%s': '%s' is not an integer" % (k[:64], v[:64]))
             if iv is not None:
                 self.vars.append((k, iv))
 
@@ -403,10 +466,21 @@ class _Parser:
             self.fail(0, "no [net] section")
         if len(self.sections) == 1:
             self.close_net()
+        for k, _, line, _ in [] if self.old_rule else self.sections[0].kv:
+            if k not in NET_KEYS:
+                near = nearest_net_key(k)
+                hint = ("did you mean '%s'?" % near if near else
+                        "no such key; a cfg's own variables go in [vars]")
+                msg = "unknown [net] key '%s'%s (%s)" % (k[:64], "" if line > 0 else
+                                                         " (override)", hint)
+                raise CfgUnknownKey("%s:%d: %s" % (self.path, line, msg) if line > 0 else
+                                    "%s: %s" % (self.path, msg))
         return self.sections
 
 
-def parse(text, path="<cfg>", overrides=()):
+def parse(text, path="<cfg>", overrides=(), old_rule=False):
     """The expanded sections of a cfg text: a list of Section, [net] first
-    (cdp_cfg_parse). overrides: "key=value" strings."""
-    return _Parser(text, path, overrides).parse()
+    (cdp_cfg_parse); [vars] is not among them. overrides: "key=value" strings.
+    A [net] key no part of the engine reads raises CfgUnknownKey, unless
+    old_rule (the rule before [vars], for an old checkpoint's cfg)."""
+    return _Parser(text, path, overrides, old_rule).parse()

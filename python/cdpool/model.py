@@ -22,7 +22,9 @@ import re
 
 import numpy as np
 
-from .cfg import _DEC, _FLT, CfgError, _parse_i64, parse
+import warnings
+
+from .cfg import _DEC, _FLT, CfgError, CfgUnknownKey, _parse_i64, parse
 
 MAX_FROM = 4
 # the checkpoint's tensor name suffix of each engine tensor (checkpoint.h)
@@ -314,11 +316,12 @@ def _lr_mult(spec, name):
     return 1.0
 
 
-def build(text, path="<cfg>", overrides=(), in_shape=None, batch=1):
+def build(text, path="<cfg>", overrides=(), in_shape=None, batch=1, old_rule=False):
     """The model of a cfg text as model_dump's JSON (a dict): cdp_net_build
     with the caller's input shape (C, H, W; entries 0 or None keep the
-    cfg's) and batch. Raises CfgError with the C builder's message."""
-    secs = parse(text, path, overrides)
+    cfg's) and batch. Raises CfgError with the C builder's message;
+    old_rule reads the cfg under the rule before [vars] (cdpool.cfg)."""
+    secs = parse(text, path, overrides, old_rule)
     net = _Opts(path, secs[0])
     c = net.int("channels", 0, 1, 1 << 20)
     h = net.int("in_h", 0, 1, 1 << 20)
@@ -394,8 +397,17 @@ def build(text, path="<cfg>", overrides=(), in_shape=None, batch=1):
 
 def model_of(ckpt, batch=1):
     """The model of a checkpoint (cdpool.load_checkpoint()): its cfg text and
-    overrides at its input shape, as cdp_ckpt_to_net() builds it."""
-    return build(ckpt.cfg_text, "<checkpoint>", ckpt.overrides, ckpt.in_shape, batch)
+    overrides at its input shape, as cdp_ckpt_to_net() builds it. A cfg
+    naming an unknown [net] key was written under the old rule, before
+    [vars] (cdp-checkpoint(5)): it is read under it, with a warning, as
+    cdp_net_build_ckpt() does."""
+    try:
+        return build(ckpt.cfg_text, "<checkpoint>", ckpt.overrides, ckpt.in_shape, batch)
+    except CfgUnknownKey as e:
+        warnings.warn("%s; read under the old rule (a checkpoint written before [vars]): "
+                      "[net] keys no part of the engine reads are variables" % e)
+        return build(ckpt.cfg_text, "<checkpoint>", ckpt.overrides, ckpt.in_shape, batch,
+                     old_rule=True)
 
 
 def fit_checkpoint(ckpt, model):

@@ -17,7 +17,16 @@
 
 static char err[512];
 
+/* The language tests below use [net] as a scratch section with keys of
+ * their own (w=7), so they parse under the old rule (any [net] key, a
+ * variable), which differs from the rule only in that; test_net_keys
+ * checks the rule itself with strict(). */
 static int parse(const char *text, const char *const *ov, int nov, cdp_cfg *cfg)
+{
+	return cdp_cfg_parse_rule(text, "m.cfg", ov, nov, 1, cfg, err, sizeof(err));
+}
+
+static int strict(const char *text, const char *const *ov, int nov, cdp_cfg *cfg)
 {
 	return cdp_cfg_parse(text, "m.cfg", ov, nov, cfg, err, sizeof(err));
 }
@@ -461,8 +470,87 @@ static void test_read(void)
 	rmdir(dir);
 }
 
+/* Strict parse of text that must fail with CDP_CFG_EUNKNOWN and `want`. */
+static void expect_unknown(const char *text, const char *const *ov, int nov, const char *want)
+{
+	cdp_cfg cfg;
+	int rc = strict(text, ov, nov, &cfg);
+
+	CHECK(rc == CDP_CFG_EUNKNOWN, "strict parse of <<%s>> returned %d, want %d", text, rc,
+	      CDP_CFG_EUNKNOWN);
+	CHECK(strcmp(err, want) == 0, "message '%s', want '%s'", err, want);
+	if (rc == 0)
+		cdp_cfg_free(&cfg);
+}
+
+/* The rule: a [net] key is one the engine reads (cfg/netkeys.h), the
+ * file's own variables are in [vars]; an old cfg parses under the old rule. */
+static void test_net_keys(void)
+{
+	const char *vars =
+		"[net]\n"             /* 1 */
+		"classes=3\n"
+		"loss=ce\n"
+		"[vars]\n"            /* 4 */
+		"width=4\n"
+		"depth=${classes-1}\n"
+		"\n"
+		"[conv]\n"            /* 8 */
+		"filters=${width*depth}\n";
+	const char *ov_w[] = { "width=6" }, *ov_lr[] = { "lr=0.5", "depth=5" };
+	const char *ov_bad[] = { "aug_hue=1" }, *ov_typo[] = { "lrr=0.1" };
+	cdp_cfg cfg;
+
+	CHECK(cdp_cfg_net_key_known("aug_hflip") && cdp_cfg_net_key_known("focal_gamma") &&
+	      cdp_cfg_net_key_known("lr") && !cdp_cfg_net_key_known("width"), "known keys");
+	/* a declared variable is accepted, not kept as a section */
+	CHECK_RC(strict(vars, NULL, 0, &cfg), 0);
+	CHECK(cfg.ns == 2 && cfg.s[0].nkv == 2 && strcmp(cfg.s[1].type, "conv") == 0 &&
+	      cfg.s[1].line == 8, "ns %d", cfg.ns);
+	CHECK(cfg.ns == 2 && strcmp(val(&cfg.s[1], "filters"), "8") == 0, "filters %s",
+	      cfg.ns == 2 ? val(&cfg.s[1], "filters") : "?");
+	cdp_cfg_free(&cfg);
+	/* overrides reach [vars] and known [net] keys */
+	CHECK_RC(strict(vars, ov_w, 1, &cfg), 0);
+	CHECK(cfg.ns == 2 && strcmp(val(&cfg.s[1], "filters"), "12") == 0, "width=6");
+	cdp_cfg_free(&cfg);
+	CHECK_RC(strict(vars, ov_lr, 2, &cfg), 0);
+	CHECK(cfg.ns == 2 && strcmp(val(&cfg.s[1], "filters"), "20") == 0 &&
+	      strcmp(val(&cfg.s[0], "lr"), "0.5") == 0 && line_of(&cfg.s[0], "lr") == 0,
+	      "lr=0.5,depth=5");
+	cdp_cfg_free(&cfg);
+	/* an unknown key, in the file or an override, with the nearest key */
+	expect_unknown("[net]\nloss=ce\naug_hflp=1\n[conv]\nfilters=1\n", NULL, 0,
+	               "m.cfg:3: unknown [net] key 'aug_hflp' (did you mean 'aug_hflip'?)");
+	expect_unknown("[net]\nlsos=ce\n", NULL, 0,
+	               "m.cfg:2: unknown [net] key 'lsos' (did you mean 'loss'?)");
+	expect_unknown("[net]\nloss=ce\nwidth=4\n[conv]\nfilters=${width}\n", NULL, 0,
+	               "m.cfg:3: unknown [net] key 'width' (no such key; a cfg's own variables go in [vars])");
+	expect_unknown(vars, ov_bad, 1,
+	               "m.cfg: unknown [net] key 'aug_hue' (override) "
+	               "(no such key; a cfg's own variables go in [vars])");
+	expect_unknown(vars, ov_typo, 1,
+	               "m.cfg: unknown [net] key 'lrr' (override) (did you mean 'lr'?)");
+	/* the old rule: the same text parses, the key a variable */
+	CHECK_RC(parse("[net]\nloss=ce\nwidth=4\n[conv]\nfilters=${width}\n", NULL, 0, &cfg), 0);
+	CHECK(cfg.ns == 2 && strcmp(val(&cfg.s[1], "filters"), "4") == 0, "old rule");
+	cdp_cfg_free(&cfg);
+	/* [vars] mistakes are ordinary errors */
+	expect_err("[net]\nloss=ce\n[conv]\n[vars]\nw=1\n", NULL, 0,
+	           "m.cfg:4: [vars] must directly follow [net]");
+	expect_err("[net]\n[vars]\nw=1\n[vars]\n", NULL, 0,
+	           "m.cfg:4: duplicate [vars] section (the first is at line 2)");
+	expect_err("[net]\nclasses=2\n[vars]\nclasses=3\n", NULL, 0,
+	           "m.cfg:4: [vars] key 'classes' is also a [net] key (line 2)");
+	expect_err("[net]\n[vars]\nw=wide\n", NULL, 0,
+	           "m.cfg:3: [vars] key 'w': 'wide' is not an integer");
+	expect_err("[net]\n[vars]\nw=1\nw=2\n", NULL, 0,
+	           "m.cfg:4: duplicate option 'w' (first at line 3)");
+}
+
 int main(void)
 {
+	test_net_keys();
 	test_basic();
 	test_expressions();
 	test_loops();

@@ -59,7 +59,7 @@ static void make_ck(cdp_ckpt *ck)
 
 	memset(ck, 0, sizeof(*ck));
 	cdp_rng_seed(&r, 1);
-	cdp_ckpt_set_cfg(ck, "[net]\nwidth=16\n[conv]\nfilters=${width}\n", ov, 2);
+	cdp_ckpt_set_cfg(ck, "[net]\n[vars]\nwidth=16\n[conv]\nfilters=${width}\n", ov, 2);
 	ck->in_c = 3;
 	ck->in_h = 8;
 	ck->in_w = 8;
@@ -375,7 +375,7 @@ static void test_files(const unsigned char *buf, size_t len)
 	CHECK(b.cfg_text == NULL && b.params == NULL, "nothing returned on error");
 	snprintf(other, sizeof(other), "%s/text", dir);
 	f = fopen(other, "w");
-	fputs("[net]\nwidth=16\n", f);
+	fputs("[net]\n[vars]\nwidth=16\n", f);
 	fclose(f);
 	CHECK_RC(cdp_ckpt_read(other, &b), CDP_EMAGIC);
 	unlink(other);
@@ -896,7 +896,7 @@ static void test_models(void)
 /* A checkpoint goes only into a net of the same architecture. */
 static void test_mismatch(void)
 {
-	const char *small = "[net]\nchannels=3\nin_h=8\nin_w=8\nwidth=4\n[conv]\nfilters=${width}\n"
+	const char *small = "[net]\nchannels=3\nin_h=8\nin_w=8\n[vars]\nwidth=4\n[conv]\nfilters=${width}\n"
 	                    "bias=0\n[bn]\nactivation=relu\n[conv]\nfilters=2\nsize=1\n";
 	const char *ov[1] = { "width=5" };
 	char err[256];

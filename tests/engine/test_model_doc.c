@@ -10,7 +10,8 @@
  *  - the options each layer type reads are exactly the `.TP` keys of its
  *    subsection (plus those of the untitled subsection every layer takes:
  *    name=, from=), and the [net] keys the engine and cdp-train read are
- *    exactly the `.TP` keys of NET OPTIONS.
+ *    exactly the `.TP` keys of NET OPTIONS and of cfg/netkeys.h, the
+ *    registry that refuses any other [net] key.
  *
  * What the code reads is seen, not listed: the test links with
  * -Wl,--wrap for cdp_cfg_str, cdp_cfg_int and cdp_cfg_float, so every
@@ -434,12 +435,21 @@ static void test_keys(const page *pg)
 		const char *key = strchr(asked.s[i], ' ') + 1;
 		snprintf(type, sizeof type, "%.*s", (int)(key - 1 - asked.s[i]), asked.s[i]);
 		snprintf(common, sizeof common, "* %s", key);
-		if (strcmp(type, "net") == 0)
+		if (strcmp(type, "net") == 0) {
 			CHECK(names_has(&pg->keys, asked.s[i]),
 			      "[net] key '%s' is read by the code but not in NET OPTIONS", key);
-		else
+			CHECK(cdp_cfg_net_key_known(key),
+			      "[net] key '%s' is read by the code but not in cfg/netkeys.h", key);
+		} else
 			CHECK(names_has(&pg->keys, asked.s[i]) || names_has(&pg->keys, common),
 			      "option '%s' of [%s] is read by the code but not documented", key, type);
+	}
+	/* the registry of [net] keys: each one read by the code */
+	for (int i = 0; cdp_cfg_net_key(i); i++) {
+		char buf[160];
+		snprintf(buf, sizeof buf, "net %s", cdp_cfg_net_key(i));
+		CHECK(names_has(&asked, buf), "cfg/netkeys.h lists '%s', which no [net] consumer "
+		      "reads", cdp_cfg_net_key(i));
 	}
 	/* documented: read by the code, a common one by every type */
 	for (int i = 0; i < pg->keys.n; i++) {

@@ -22,34 +22,35 @@
  * levels with deconv up, concat skip; convs without bias before bn. */
 static const char *unet =
 	"[net]\n"                                            /* 1 */
-	"channels=3\nin_h=16\nin_w=16\nclasses=2\nwidth=4\n" /* 2-6 */
-	"[conv]\nname=enc0a\nfilters=${width}\nbias=0\n"     /* 7-10 */
-	"[bn]\nactivation=relu\n"                            /* 11-12 */
-	"[conv]\nfilters=${width}\nbias=0\n"                 /* 13-15 */
-	"[bn]\nname=enc0\nactivation=relu\n"                 /* 16-18 */
-	"[maxpool]\n"                                        /* 19 */
-	"[conv]\nfilters=${width*2}\nbias=0\n"               /* 20-22 */
-	"[bn]\nactivation=relu\n"                            /* 23-24 */
-	"[conv]\nfilters=${width*2}\nbias=0\n"               /* 25-27 */
-	"[bn]\nname=enc1\nactivation=relu\n"                 /* 28-30 */
-	"[maxpool]\n"                                        /* 31 */
-	"[conv]\nfilters=${width*4}\nbias=0\n"               /* 32-34 */
-	"[bn]\nactivation=relu\n"                            /* 35-36 */
-	"[conv]\nfilters=${width*4}\nbias=0\n"               /* 37-39 */
-	"[bn]\nactivation=relu\n"                            /* 40-41 */
-	"[deconv]\nfilters=${width*2}\n"                     /* 42-43 */
-	"[concat]\nname=up1\nfrom=enc1,-1\n"                 /* 44-46 */
-	"[conv]\nfilters=${width*2}\nbias=0\n"               /* 47-49 */
-	"[bn]\nactivation=relu\n"                            /* 50-51 */
-	"[conv]\nfilters=${width*2}\nbias=0\n"               /* 52-54 */
-	"[bn]\nactivation=relu\n"                            /* 55-56 */
-	"[deconv]\nfilters=${width}\n"                       /* 57-58 */
-	"[concat]\nname=up0\nfrom=enc0,-1\n"                 /* 59-61 */
-	"[conv]\nfilters=${width}\nbias=0\n"                 /* 62-64 */
-	"[bn]\nactivation=relu\n"                            /* 65-66 */
-	"[conv]\nfilters=${width}\nbias=0\n"                 /* 67-69 */
-	"[bn]\nactivation=relu\n"                            /* 70-71 */
-	"[conv]\nfilters=${classes}\nsize=1\n";              /* 72-74 */
+	"channels=3\nin_h=16\nin_w=16\nclasses=2\n"          /* 2-5 */
+	"[vars]\nwidth=4\n"                                  /* 6-7 */
+	"[conv]\nname=enc0a\nfilters=${width}\nbias=0\n"     /* 8-11 */
+	"[bn]\nactivation=relu\n"                            /* 12-13 */
+	"[conv]\nfilters=${width}\nbias=0\n"                 /* 14-16 */
+	"[bn]\nname=enc0\nactivation=relu\n"                 /* 17-19 */
+	"[maxpool]\n"                                        /* 20 */
+	"[conv]\nfilters=${width*2}\nbias=0\n"               /* 21-23 */
+	"[bn]\nactivation=relu\n"                            /* 24-25 */
+	"[conv]\nfilters=${width*2}\nbias=0\n"               /* 26-28 */
+	"[bn]\nname=enc1\nactivation=relu\n"                 /* 29-31 */
+	"[maxpool]\n"                                        /* 32 */
+	"[conv]\nfilters=${width*4}\nbias=0\n"               /* 33-35 */
+	"[bn]\nactivation=relu\n"                            /* 36-37 */
+	"[conv]\nfilters=${width*4}\nbias=0\n"               /* 38-40 */
+	"[bn]\nactivation=relu\n"                            /* 41-42 */
+	"[deconv]\nfilters=${width*2}\n"                     /* 43-44 */
+	"[concat]\nname=up1\nfrom=enc1,-1\n"                 /* 45-47 */
+	"[conv]\nfilters=${width*2}\nbias=0\n"               /* 48-50 */
+	"[bn]\nactivation=relu\n"                            /* 51-52 */
+	"[conv]\nfilters=${width*2}\nbias=0\n"               /* 53-55 */
+	"[bn]\nactivation=relu\n"                            /* 56-57 */
+	"[deconv]\nfilters=${width}\n"                       /* 58-59 */
+	"[concat]\nname=up0\nfrom=enc0,-1\n"                 /* 60-62 */
+	"[conv]\nfilters=${width}\nbias=0\n"                 /* 63-65 */
+	"[bn]\nactivation=relu\n"                            /* 66-67 */
+	"[conv]\nfilters=${width}\nbias=0\n"                 /* 68-70 */
+	"[bn]\nactivation=relu\n"                            /* 71-72 */
+	"[conv]\nfilters=${classes}\nsize=1\n";              /* 73-75 */
 
 /* The hand count for input channels C, width w, classes K. */
 static size_t unet_params(size_t C, size_t w, size_t K)

@@ -788,10 +788,10 @@ def test_cfg_nesting():
         else:
             raise Fail("%d x %r accepted" % (n, op))
     for op, n, cl, want in (("(", 64, ")", "2"), ("-", 64, "", "2"), ("1**", 64, "", "1")):
-        secs = parse("[net]\nclasses=2\na=${" + op * n + "classes" + cl * n + "}\n")
-        check(secs[0].find("a")[1] == want, "%d x %r = %s" % (n, op, secs[0].find("a")[1]))
+        secs = parse("[net]\nclasses=2\n[conv]\na=${" + op * n + "classes" + cl * n + "}\n")
+        check(secs[1].find("a")[1] == want, "%d x %r = %s" % (n, op, secs[1].find("a")[1]))
     for n, ok_ in ((64, True), (65, False)):
-        text = "[net]\n" + "@if 1\n" * n + "a=1\n" + "@end\n" * n
+        text = "[net]\n" + "@if 1\n" * n + "lr=1\n" + "@end\n" * n
         try:
             parse(text, "m.cfg")
             check(ok_, "65 nested @if accepted")
@@ -819,6 +819,60 @@ def test_cfg_nesting():
           "model: the cfg is refused: <checkpoint>:%d: expression" % line in r.stdout,
           "info on a checkpoint with a deep cfg: %d %r" % (r.returncode, r.stderr[-200:]))
     ok("a checkpoint holding it: load_checkpoint reads it, model_of and info refuse its cfg")
+
+
+def test_net_keys():
+    """The [net] key rule (cdp-model(5)): cdpool.cfg knows the keys of
+    engine/cfg/netkeys.h, refuses another with cdp-train's message and "did you
+    mean", takes [vars]; model_of reads an old checkpoint's cfg under the old
+    rule with a warning, into the same model."""
+    import warnings
+    from cdpool.cfg import NET_KEYS, CfgUnknownKey, parse
+    h = open(os.path.join(os.environ["CDP_SRCDIR"], "engine", "cfg", "netkeys.h")).read()
+    c_keys = tuple(re.findall(r"^CDP_NETKEY\((\w+)\)$", h, re.M))
+    check(NET_KEYS == c_keys, "NET_KEYS %r, netkeys.h %r" % (NET_KEYS, c_keys))
+    small = open(SMALL).read()
+    train = ["cdp-train", "--db", os.path.join(T, "pool"), "--keys", os.path.join(T, "train.keys"),
+             "-q", "--threads", "1", "--steps", "1", "--out", os.path.join(T, "keysrun")]
+    for text, ov, want in (
+            (small.replace("[net]\n", "[net]\naug_hue=1\n"), (),
+             "unknown [net] key 'aug_hue' (no such key; "),
+            (small.replace("loss=", "lsos="), (), "(did you mean 'loss'?)"),
+            (small, ("lrr=0.1",), "key 'lrr' (override) (did you mean 'lr'?)")):
+        path = os.path.join(T, "keys.cfg")
+        with open(path, "w") as f:
+            f.write(text)
+        try:
+            parse(text, path, ov)
+            raise Fail("%s accepted" % want)
+        except CfgUnknownKey as e:
+            check(want in str(e), "%s, want %r" % (e, want))
+            c_says(e, *(train + ["--model", path + (":" + ",".join(ov) if ov else "")]))
+    secs = parse(small, SMALL, ("width=6",))
+    check([s.type for s in secs][:2] == ["net", "conv"] and secs[1].find("filters")[1] == "6",
+          "[vars] with an override: %r" % secs[:2])
+    ok("[net] keys: NET_KEYS is netkeys.h's, unknown keys refused with cdp-train's message")
+
+    old = os.path.join(T, "old.cfg")
+    with open(old, "w") as f:
+        f.write(small.replace("[vars]\n", ""))
+    oldck = os.path.join(T, "ck", "old.cdpt")
+    os.makedirs(os.path.dirname(oldck), exist_ok=True)
+    new = cdpool.load_checkpoint(os.path.join(T, "run1", "checkpoint.cdpt"))
+    subprocess.run([EDIT, "-c", old, os.path.join(T, "run1", "checkpoint.cdpt"), oldck],
+                   check=True)
+    c = cdpool.load_checkpoint(oldck)
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        m = model_of(c)
+    check(len(w) == 1 and "unknown [net] key 'width'" in str(w[0].message) and
+          "old rule" in str(w[0].message), "warnings %r" % [str(x.message) for x in w])
+    def nolines(x):     # the old cfg lacks the [vars] line: later lines are one less
+        if isinstance(x, dict):
+            return {k: nolines(v) for k, v in x.items() if k != "line"}
+        return [nolines(v) for v in x] if isinstance(x, list) else x
+    check(nolines(m) == nolines(model_of(new)), "the old cfg builds another model")
+    ok("model_of reads a checkpoint written before [vars] under the old rule, with a warning")
 
 
 def test_pool_refusals():
@@ -937,8 +991,8 @@ def run_tests(tests):
 def main():
     return run_tests([test_dtypes, test_record_refusals, test_keys, test_sampler,
                       test_checkpoint, test_dataset, test_batches, test_photometric,
-                      test_first_step, test_info, test_cfg_nesting, test_pool_refusals,
-                      test_info_refusals, test_seed_range])
+                      test_first_step, test_info, test_cfg_nesting, test_net_keys,
+                      test_pool_refusals, test_info_refusals, test_seed_range])
 
 
 if __name__ == "__main__":

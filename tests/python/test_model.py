@@ -135,7 +135,7 @@ def test_model_cfg():
     print("ok   cfg reader: %d models (%d layers), every layer, shape and tensor as model_dump's"
           % (len(cases), nlayers))
 
-    base = "[net]\nchannels=3\nin_h=16\nin_w=16\nwidth=4\n"
+    base = "[net]\nchannels=3\nin_h=16\nin_w=16\n[vars]\nwidth=4\n"
     bad = [
         ("[conv]\nfilters=${width*}\nsize=1\n", []),
         ("[conv]\nfilters=${wdth}\n", []),

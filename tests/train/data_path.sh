@@ -77,7 +77,6 @@ cat >"$T/seg.cfg" <<'CFG'
 channels=3
 in_h=48
 in_w=48
-width=4
 classes=2
 loss=ce
 optimizer=sgd
@@ -88,6 +87,8 @@ aug_vflip=1
 aug_rot90=1
 crop_h=48
 crop_w=48
+[vars]
+width=4
 [conv]
 filters=${width}
 activation=relu

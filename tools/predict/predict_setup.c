@@ -121,13 +121,15 @@ int pr_load_model(predictor *p, char *err, size_t cap)
 		return pr_fail(err, cap, "--precision %s: the %s backend cannot compute in it%s",
 		               cdp_precision_name(o->precision), p->be->name,
 		               p->be->device < 0 ? " (the cpu computes in fp32 only)" : "");
-	if (cdp_net_build(&p->net, p->be, p->ck.cfg_text, p->model,
-	                  (const char *const *)p->ck.overrides, p->ck.noverrides, p->C, p->S, p->S,
-	                  p->B, err, cap) < 0) {
+	if (cdp_net_build_ckpt(&p->net, p->be, p->ck.cfg_text, p->model,
+	                       (const char *const *)p->ck.overrides, p->ck.noverrides, p->C, p->S,
+	                       p->S, p->B, why, sizeof why, err, cap) < 0) {
 		size_t l = strlen(err);
 		snprintf(err + l, cap - l, " (window size %d)", p->S);
 		return -1;
 	}
+	if (why[0] && p->rank == 0)
+		fprintf(stderr, "cdp-predict: warning: %s\n", why);
 	p->have_net = 1;
 	const cdp_layer *h = &p->net.layers[p->net.out_layer];
 	p->classify = h->out.h == 1 && h->out.w == 1 && p->S > 1;

@@ -462,7 +462,8 @@ int tr_setup(trainer *t, char *err, size_t cap)
 {
 	const cdp_train_opts *o = t->o;
 	char path[4096];
-	int threads = o->threads, n, rc = 0;
+	int threads = o->threads, n, rc = 0, old_rule = 0;
+	char why[512];
 
 	/* A failure here still takes part in fetch_ckpt's agreement below. */
 	if (mkdir(o->out, 0777) == 0)
@@ -487,17 +488,33 @@ int tr_setup(trainer *t, char *err, size_t cap)
 		return -1;
 	if (model_text(t, err, cap) < 0)
 		return -1;
-	if (cdp_cfg_parse(t->cfg_text, o->model ? o->model : path, (const char *const *)t->ov,
-	                  t->nov, &t->cfg, err, cap) < 0)
-		return -1;
+	/* A resumed checkpoint's cfg naming an unknown [net] key was written
+	 * under the old rule (cdp-checkpoint(5)) and is read under it. */
+	if ((rc = cdp_cfg_parse(t->cfg_text, o->model ? o->model : path,
+	                        (const char *const *)t->ov, t->nov, &t->cfg, err, cap)) < 0) {
+		if (rc != CDP_CFG_EUNKNOWN || !t->have_ck ||
+		    cdp_cfg_parse_rule(t->cfg_text, o->model ? o->model : path,
+		                       (const char *const *)t->ov, t->nov, 1, &t->cfg, why,
+		                       sizeof why) < 0)
+			return -1;
+		old_rule = 1;
+		if (cdp_dist_rank() == 0)
+			fprintf(stderr, "cdp-train: warning: %s; read under the old rule (a checkpoint "
+			        "written before [vars]): [net] keys no part of the engine reads are "
+			        "variables\n", err);
+	}
 	t->have_cfg = 1;
 	if (cdp_aug_cfg_parse(&t->aug, &t->cfg, &t->cfg.s[0], err, cap) < 0)
 		return -1;
 	if (open_loaders(t, err, cap) < 0 || tr_standardize(t, err, cap) < 0)
 		return -1;
-	if (cdp_net_build(&t->net, t->be, t->cfg_text, o->model ? o->model : path,
-	                  (const char *const *)t->ov, t->nov, t->ti.c, t->ti.h, t->ti.w,
-	                  o->batch, err, cap) < 0)
+	if ((old_rule ? cdp_net_build_ckpt(&t->net, t->be, t->cfg_text,
+	                                   o->model ? o->model : path, (const char *const *)t->ov,
+	                                   t->nov, t->ti.c, t->ti.h, t->ti.w, o->batch, why,
+	                                   sizeof why, err, cap)
+	              : cdp_net_build(&t->net, t->be, t->cfg_text, o->model ? o->model : path,
+	                              (const char *const *)t->ov, t->nov, t->ti.c, t->ti.h,
+	                              t->ti.w, o->batch, err, cap)) < 0)
 		return -1;
 	t->have_net = 1;
 	if (check_head(t, err, cap) < 0 || tr_class_names(t, err, cap) < 0)
