@@ -558,6 +558,34 @@ AMX_TARGET static void amx_nn(int m, int n, int k, const float *a, long rs, long
 	}
 }
 
+/* dst[16c + r] = r[r][c]: a 16 x 16 transpose of 32-bit elements */
+AMX_TARGET static void transpose16(const __m512i *r, uint32_t *dst)
+{
+	__m512i t[16], u[16];
+
+	for (int i = 0; i < 16; i += 2) {
+		t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
+		t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
+	}
+	/* u[4g + e], 128-bit lane L: elements 4L + e of rows 4g .. 4g+3 */
+	for (int i = 0; i < 16; i += 4) {
+		u[i] = _mm512_unpacklo_epi64(t[i], t[i + 2]);
+		u[i + 1] = _mm512_unpackhi_epi64(t[i], t[i + 2]);
+		u[i + 2] = _mm512_unpacklo_epi64(t[i + 1], t[i + 3]);
+		u[i + 3] = _mm512_unpackhi_epi64(t[i + 1], t[i + 3]);
+	}
+	for (int e = 0; e < 4; e++) {
+		__m512i wl = _mm512_shuffle_i32x4(u[e], u[4 + e], 0x44);
+		__m512i wh = _mm512_shuffle_i32x4(u[e], u[4 + e], 0xee);
+		__m512i xl = _mm512_shuffle_i32x4(u[8 + e], u[12 + e], 0x44);
+		__m512i xh = _mm512_shuffle_i32x4(u[8 + e], u[12 + e], 0xee);
+		_mm512_storeu_si512(dst + 16 * e, _mm512_shuffle_i32x4(wl, xl, 0x88));
+		_mm512_storeu_si512(dst + 16 * (4 + e), _mm512_shuffle_i32x4(wl, xl, 0xdd));
+		_mm512_storeu_si512(dst + 16 * (8 + e), _mm512_shuffle_i32x4(wh, xh, 0x88));
+		_mm512_storeu_si512(dst + 16 * (12 + e), _mm512_shuffle_i32x4(wh, xh, 0xdd));
+	}
+}
+
 /* nt over segments on tiles: C^T blocks (16 columns j of C as tile rows,
  * 16 rows i as tile columns) = B's rows (bf16, natural) times A's rows in
  * pairs (VNNI: A transposed, 16 rows at a time through a small buffer),
@@ -575,7 +603,6 @@ AMX_TARGET static void amx_nts(int m, int n, int ns, int seg, const float *a, lo
 	size_t need;
 	pack_buf *pb;
 	float cb[16 * 16];
-	uint32_t tr[16 * 16];
 
 	if (m <= 0 || n <= 0 || seg <= 0)
 		return;
@@ -612,16 +639,12 @@ AMX_TARGET static void amx_nts(int m, int n, int ns, int seg, const float *a, lo
 					for (int q = 0; q < segp; q += 32) {
 						int rest = len - q;
 						__mmask16 m0 = mask_of(rest), m1 = rest > 16 ? mask_of(rest - 16) : 0;
-						uint32_t *dst = av + (size_t)ib * kp + (size_t)(t * segp + q) / 2 * 16;
-						for (int r = 0; r < 16; r++) {
-							__m512bh v = ib + r < m ?
-								cvt32(a + (ib + r) * lda + (s0 + t) * as + q0 + q, m0, m1) :
-								(__m512bh)_mm512_setzero_si512();
-							_mm512_storeu_si512(tr + 16 * r, (__m512i)v);
-						}
-						for (int p = 0; p < 16; p++)
-							for (int r = 0; r < 16; r++)
-								dst[p * 16 + r] = tr[r * 16 + p];
+						__m512i rv[16];
+						for (int r = 0; r < 16; r++)
+							rv[r] = ib + r < m ? (__m512i)cvt32(a + (ib + r) * lda +
+							                                    (s0 + t) * as + q0 + q, m0, m1) :
+							                     _mm512_setzero_si512();
+						transpose16(rv, av + (size_t)ib * kp + (size_t)(t * segp + q) / 2 * 16);
 					}
 			for (int jb = 0; jb < n; jb += 16) {
 				int cols = n - jb < 16 ? n - jb : 16;
