@@ -69,7 +69,8 @@ if [ "$prec" = bf16 ]; then
 	fi
 	echo "cpu flags: $(grep -m1 '^flags' /proc/cpuinfo | tr ' ' '\n' |
 		grep -E '^(avx512f|avx512_bf16|amx_bf16|amx_tile)$' | tr '\n' ' ')"
-	echo "ours: bf16 kernels of CDP_CPU_ISA=${CDP_CPU_ISA:-(best)}; torch: autocast bf16"
+	echo "ours: bf16 kernels of CDP_CPU_ISA=${CDP_CPU_ISA:-(best)}; torch: autocast bf16" \
+		"${ONEDNN_MAX_CPU_ISA:+(ONEDNN_MAX_CPU_ISA=$ONEDNN_MAX_CPU_ISA)}"
 fi
 echo "threads: $T; steps: $warmup warm-up + $steps timed, $repeat runs each; torch $tv ($PY)"
 
