@@ -19,9 +19,15 @@
 # of each whole process (a fresh one per run), so torch's includes the
 # ~0.5 GiB of its libraries; "base" is the peak before the model is built.
 #   usage: bench/engine.sh [BUILDDIR]
+# BENCH_PRECISION=bf16 runs ours with -p bf16 (bf16 operands of convolutions
+# and GEMMs, fp32 sums and master weights: needs AVX512_BF16, else the
+# script exits 77) against PyTorch under torch.autocast("cpu",
+# dtype=torch.bfloat16), which does the same; the header then also prints
+# the CPU's bf16 and AMX flags and the kernels ours uses.
 #   env: BENCH_THREADS (default nproc), BENCH_STEPS (5), BENCH_WARMUP (2),
 #        BENCH_REPEAT (3), BENCH_MODELS ("unet classifier"),
-#        TORCH_PYTHON (python3 on PATH: the newest torch, 2.x)
+#        BENCH_PRECISION (fp32 or bf16), TORCH_PYTHON (python3 on PATH:
+#        the newest torch, 2.x)
 set -eu
 src=$(cd "$(dirname "$0")/.." && pwd)
 build=$(cd "${1:-$src}" && pwd)
@@ -31,6 +37,12 @@ warmup=${BENCH_WARMUP:-2}
 repeat=${BENCH_REPEAT:-3}
 models_run=${BENCH_MODELS:-unet classifier}
 PY=${TORCH_PYTHON:-python3}
+prec=${BENCH_PRECISION:-fp32}
+case $prec in
+fp32) tprec= ;;
+bf16) tprec=--bf16 ;;
+*) echo "engine.sh: BENCH_PRECISION '$prec' is not fp32 or bf16" >&2; exit 1 ;;
+esac
 dump=$build/tests/engine/model_dump
 bench=$build/bench/engine_bench
 models=$src/share/cdpool/models
@@ -50,6 +62,16 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')"
+if [ "$prec" = bf16 ]; then
+	if ! "$bench" -t 1 -n 1 -w 0 -p bf16 -i 3,32,32 -b 2 "$models/classifier.cfg" >/dev/null 2>&1; then
+		echo "engine.sh: SKIP: the CPU backend refuses bf16 here (no AVX512_BF16)" >&2
+		exit 77
+	fi
+	echo "cpu flags: $(grep -m1 '^flags' /proc/cpuinfo | tr ' ' '\n' |
+		grep -E '^(avx512f|avx512_bf16|amx_bf16|amx_tile)$' | tr '\n' ' ')"
+	echo "ours: bf16 kernels of CDP_CPU_ISA=${CDP_CPU_ISA:-(best)}; torch: autocast bf16" \
+		"${ONEDNN_MAX_CPU_ISA:+(ONEDNN_MAX_CPU_ISA=$ONEDNN_MAX_CPU_ISA)}"
+fi
 echo "threads: $T; steps: $warmup warm-up + $steps timed, $repeat runs each; torch $tv ($PY)"
 
 # model NAME CFG ARGS...: model_dump's JSON, then the runs
@@ -59,11 +81,11 @@ model() {
 	"$dump" "$@" "$cfg" >"$tmp/$name.json"
 	i=0
 	while [ "$i" -lt "$repeat" ]; do
-		"$bench" -t "$T" -n "$steps" -w "$warmup" "$@" "$cfg" >>"$tmp/$name.runs"
+		"$bench" -t "$T" -n "$steps" -w "$warmup" -p "$prec" "$@" "$cfg" >>"$tmp/$name.runs"
 		"$PY" -m cdpool.torch_model bench "$tmp/$name.json" --threads "$T" \
-			--steps "$steps" --warmup "$warmup" >>"$tmp/$name.runs"
+			--steps "$steps" --warmup "$warmup" $tprec >>"$tmp/$name.runs"
 		"$PY" -m cdpool.torch_model bench "$tmp/$name.json" --threads "$T" \
-			--steps "$steps" --warmup "$warmup" --channels-last >>"$tmp/$name.runs"
+			--steps "$steps" --warmup "$warmup" --channels-last $tprec >>"$tmp/$name.runs"
 		i=$((i + 1))
 	done
 }

@@ -22,8 +22,10 @@
  * compute stream and be->sync() waits for them.
  *
  * Precision (set_precision): every tensor is stored in float32 on every
- * backend. CDP_PREC_FP32 computes in IEEE float32 (the reference; the CPU
- * backend supports only this). On CUDA, CDP_PREC_TF32 lets convolutions and
+ * backend. CDP_PREC_FP32 computes in IEEE float32 (the reference). The CPU
+ * backend also computes CDP_PREC_BF16 where the CPU has AVX512_BF16
+ * (cpu/cpu_gemm_bf16.c: the same rounding of the inputs of convolutions
+ * and GEMMs, fp32 sums; activations stay float32 in memory). On CUDA, CDP_PREC_TF32 lets convolutions and
  * GEMMs use TF32 tensor cores (PyTorch's default for cuDNN convolutions),
  * and CDP_PREC_BF16 / CDP_PREC_FP16 round the inputs of convolutions and
  * GEMMs to bf16 / fp16 (channels-last for cuDNN's tensor-core kernels) and

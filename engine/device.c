@@ -68,7 +68,8 @@ int cdp_device_env_local_rank(void)
 
 const char *cdp_device_env_check(char *want, size_t cap)
 {
-	static const char *const flags[] = { "CDP_CUDNN_BENCHMARK", "CDP_CUDNN_VERBOSE" };
+	static const char *const flags[] = { "CDP_CPU_BF16_EMU", "CDP_CUDNN_BENCHMARK",
+	                                     "CDP_CUDNN_VERBOSE" };
 	const char *v = getenv("CDP_CPU_ISA");
 
 	if (v && *v && !cpu_kgemm_isa_known(v, want, cap))
@@ -79,6 +80,16 @@ const char *cdp_device_env_check(char *want, size_t cap)
 			return flags[i];
 		}
 	return NULL;
+}
+
+const char *cdp_device_precision_why(const cdp_backend *be, int prec)
+{
+	if (be->device >= 0)
+		return "";
+	if (prec == CDP_PREC_BF16)
+		return " (bf16 on the cpu needs the AVX512_BF16 instructions, which this CPU does not have"
+		       " or CDP_CPU_ISA leaves out)";
+	return " (the cpu computes in fp32, and in bf16 with AVX512_BF16)";
 }
 
 int cdp_device_preselect(const char *spec)

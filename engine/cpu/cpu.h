@@ -10,7 +10,8 @@
  *   cpu_conv_implicit.c  stride-1 convolution without im2col
  *   cpu_conv_kcol.c  its small planes and filter gradients (cpu_iconv.h)
  *   cpu_gemm.c     the sgemm kernels for convolution-shaped products
- *                  (cpu_gemm_kern.h: their code, per vector width)
+ *                  (cpu_gemm_kern.h: their code, per vector width;
+ *                  cpu_gemm_bf16.c: the same products in bf16)
  *   cpu_bn.c       batchnorm with its activation fused in
  *   cpu_ops.c      activations, pooling
  *   cpu_elem.c     upsampling, concat slices, dropout, global average
@@ -92,34 +93,72 @@ int cpu_scratch_reserve(cdp_backend *be, size_t bytes);
  * out of memory. cpu_set_threads starts the pool, cpu_destroy frees it. */
 void *cpu_impl_new(void);
 
-/* One single-threaded row-major sgemm (what the parallel jobs call). */
-void cpu_sgemm1(int ta, int tb, int m, int n, int k, float alpha, const float *a,
+/* One single-threaded row-major sgemm (what the parallel jobs call), in
+ * be's precision. */
+void cpu_sgemm1(const cdp_backend *be, int ta, int tb, int m, int n, int k, float alpha, const float *a,
                 int lda, const float *b, int ldb, float beta, float *c, int ldc);
 
-/* Single-threaded kernels (cpu_gemm.c):
+/* Single-threaded kernels (cpu_gemm.c), in be's precision (fp32, or bf16
+ * operands with fp32 sums: cpu_gemm_bf16.c):
  * nn: C (M,N) = A (M,K) B (K,N) + beta C, A[i,k] = a[i*rs + k*cs];
  * nt: C (M,N) += A (M,K) B^T, B (N,K); all row-major. */
-void cpu_kgemm_nn(int m, int n, int k, const float *a, long rs, long cs,
+void cpu_kgemm_nn(const cdp_backend *be, int m, int n, int k, const float *a, long rs, long cs,
                   const float *b, long ldb, float beta, float *c, long ldc);
-void cpu_kgemm_nt(int m, int n, int k, const float *a, long lda, const float *b,
-                  long ldb, float *c, long ldc);
-/* The kernels' instruction set ("avx512", "avx2", "sse2"), and a way for
- * tests to use a lower one the CPU also has (-1 if it does not). */
+void cpu_kgemm_nt(const cdp_backend *be, int m, int n, int k, const float *a, long lda,
+                  const float *b, long ldb, float *c, long ldc);
+/* The kernels' instruction set ("avx512bf16", "avx512", "avx2", "sse2"),
+ * and a way for tests to use a lower one the CPU also has (-1 if it does
+ * not). */
 const char *cpu_kgemm_isa(void);
 int cpu_kgemm_force(const char *isa);
+/* The bf16 kernels the chosen instruction set gives: "avx512bf16", or
+ * "emulated" where it has none and CDP_CPU_BF16_EMU=1 (for tests), else
+ * NULL (cpu_set_precision then refuses CDP_PREC_BF16). */
+const char *cpu_kgemm_bf16(void);
 /* Whether isa names one of this build's kernels (CDP_CPU_ISA's values);
- * names gets them as "avx512, avx2 or sse2" either way. */
+ * names gets them as "avx512bf16, avx512, avx2 or sse2" either way. */
 int cpu_kgemm_isa_known(const char *isa, char *names, size_t cap);
 /* The same with B's row k at b + boff[k] (nn) or row j at b + boff[j] (nt). */
-void cpu_kgemm_nn_tab(int m, int n, int k, const float *a, long rs, long cs,
-                      const float *b, const long *boff, float beta, float *c, long ldc);
-void cpu_kgemm_nt_tab(int m, int n, int k, const float *a, long lda, const float *b,
-                      const long *boff, float *c, long ldc);
+void cpu_kgemm_nn_tab(const cdp_backend *be, int m, int n, int k, const float *a, long rs,
+                      long cs, const float *b, const long *boff, float beta, float *c, long ldc);
+void cpu_kgemm_nt_tab(const cdp_backend *be, int m, int n, int k, const float *a, long lda,
+                      const float *b, const long *boff, float *c, long ldc);
 /* nt_tab over ns segments of seg floats: C (M,N) +=
  * sum over s, q of A[i, s*as + q] B[j, s*bs + q], A[i,.] at a + i*lda,
  * B[j,.] at b + boff[j] */
-void cpu_kgemm_nt_seg(int m, int n, int ns, int seg, const float *a, long lda, long as,
-                      const float *b, const long *boff, long bs, float *c, long ldc);
+void cpu_kgemm_nt_seg(const cdp_backend *be, int m, int n, int ns, int seg, const float *a,
+                      long lda, long as, const float *b, const long *boff, long bs, float *c,
+                      long ldc);
+
+/* The bf16 kernels (cpu_gemm_bf16.c), same arguments as the kernels above
+ * without be: bf16e_ emulated in plain C (everywhere); bf16f_ with
+ * AVX512_BF16 and bf16a_ with AMX where GCC has their intrinsics
+ * (CPU_BF16_KERNELS). cpu_bf16_round: x rounded to the nearest bf16 (ties
+ * to even), as a float. */
+#if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__) && !defined(__clang__) && \
+    __GNUC__ >= 12
+#define CPU_BF16_KERNELS 1
+#endif
+/* AMX-TILE and AMX-BF16 reported and granted by the kernel (asks once) */
+int cpu_bf16_amx_usable(void);
+float cpu_bf16_round(float x);
+/* Called by each op that runs bf16 products (conv_*, gemm) before them:
+ * the packed A that a thread keeps between calls is valid within one op
+ * only (a weight may change between ops). */
+void cpu_bf16_new_op(void);
+#define CPU_BF16_DECL(p) \
+	void p##_nn(int, int, int, const float *, long, long, const float *, long, float, \
+	            float *, long); \
+	void p##_nn_tab(int, int, int, const float *, long, long, const float *, const long *, \
+	                float, float *, long); \
+	void p##_nt(int, int, int, const float *, long, const float *, long, float *, long); \
+	void p##_nt_tab(int, int, int, const float *, long, const float *, const long *, \
+	                float *, long); \
+	void p##_nt_seg(int, int, int, int, const float *, long, long, const float *, \
+	                const long *, long, float *, long);
+CPU_BF16_DECL(cpu_bf16f)
+CPU_BF16_DECL(cpu_bf16e)
+CPU_BF16_DECL(cpu_bf16a)
 
 /* ---- memory and BLAS-like (cpu_backend.c) ---- */
 void *cpu_alloc(cdp_backend *be, size_t bytes);

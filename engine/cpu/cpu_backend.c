@@ -48,30 +48,70 @@ void cpu_sync(cdp_backend *be) { }
 
 /* ---- BLAS-like ---- */
 
-/* alpha = 1 goes to our kernels (cpu_gemm.c), which beat OpenBLAS's
- * packing for the thin products of convolutions; the rest to OpenBLAS. */
-void cpu_sgemm1(int ta, int tb, int m, int n, int k, float alpha, const float *a,
-                int lda, const float *b, int ldb, float beta, float *c, int ldc)
+/* A copy of the rows x cols matrix x (leading dimension ld) rounded to
+ * bf16, for OpenBLAS in CDP_PREC_BF16; NULL when out of memory. */
+static float *bf16_copy(int rows, int cols, const float *x, int ld)
 {
+	float *y = malloc((size_t)rows * ld * sizeof *y);
+
+	for (int i = 0; y && i < rows; i++)
+		for (int j = 0; j < cols; j++)
+			y[(size_t)i * ld + j] = cpu_bf16_round(x[(size_t)i * ld + j]);
+	return y;
+}
+
+/* alpha = 1 goes to our kernels (cpu_gemm.c), which beat OpenBLAS's
+ * packing for the thin products of convolutions; the rest to OpenBLAS
+ * (in bf16 on copies of A and B rounded to bf16: no layer of ours makes
+ * such products, so their speed does not matter). */
+void cpu_sgemm1(const cdp_backend *be, int ta, int tb, int m, int n, int k, float alpha,
+                const float *a, int lda, const float *b, int ldb, float beta, float *c, int ldc)
+{
+	float *ra = NULL, *rb = NULL;
+
 	if (m <= 0 || n <= 0)
 		return;
 	if (alpha == 1.0f && !tb) {
-		cpu_kgemm_nn(m, n, k, a, ta ? 1 : lda, ta ? lda : 1, b, ldb, beta, c, ldc);
+		cpu_kgemm_nn(be, m, n, k, a, ta ? 1 : lda, ta ? lda : 1, b, ldb, beta, c, ldc);
 		return;
 	}
 	if (alpha == 1.0f && !ta && (beta == 0.0f || beta == 1.0f)) {
 		if (beta == 0.0f)
 			for (int i = 0; i < m; i++)
 				memset(c + (size_t)i * ldc, 0, (size_t)n * sizeof *c);
-		cpu_kgemm_nt(m, n, k, a, lda, b, ldb, c, ldc);
+		cpu_kgemm_nt(be, m, n, k, a, lda, b, ldb, c, ldc);
 		return;
+	}
+	if (be->precision == CDP_PREC_BF16 && k > 0) {
+		ra = bf16_copy(ta ? k : m, ta ? m : k, a, lda);
+		rb = bf16_copy(tb ? n : k, tb ? k : n, b, ldb);
+		if (ra && rb) {
+			a = ra;
+			b = rb;
+		} else {
+			/* out of memory: the products one at a time */
+			for (int i = 0; i < m; i++)
+				for (int j = 0; j < n; j++) {
+					float s = 0.0f;
+					for (int q = 0; q < k; q++)
+						s += cpu_bf16_round(ta ? a[(size_t)q * lda + i] : a[(size_t)i * lda + q]) *
+						     cpu_bf16_round(tb ? b[(size_t)j * ldb + q] : b[(size_t)q * ldb + j]);
+					c[(size_t)i * ldc + j] = alpha * s + (beta != 0.0f ? beta * c[(size_t)i * ldc + j] : 0.0f);
+				}
+			free(ra);
+			free(rb);
+			return;
+		}
 	}
 	cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans,
 	            tb ? CblasTrans : CblasNoTrans, m, n, k, alpha, a, lda,
 	            b, ldb, beta, c, ldc);
+	free(ra);
+	free(rb);
 }
 
 typedef struct gemm_job {
+	const cdp_backend *be;
 	int ta, tb, m, n, k, lda, ldb, ldc, by_rows, parts;
 	float alpha, beta;
 	const float *a, *b;
@@ -89,11 +129,11 @@ static void gemm_part(void *ctx, int t)
 	if (lo >= hi)
 		return;
 	if (g->by_rows)
-		cpu_sgemm1(g->ta, g->tb, hi - lo, g->n, g->k, g->alpha,
+		cpu_sgemm1(g->be, g->ta, g->tb, hi - lo, g->n, g->k, g->alpha,
 		           g->a + (size_t)lo * (g->ta ? 1 : g->lda), g->lda, g->b, g->ldb,
 		           g->beta, g->c + (size_t)lo * g->ldc, g->ldc);
 	else
-		cpu_sgemm1(g->ta, g->tb, g->m, hi - lo, g->k, g->alpha, g->a, g->lda,
+		cpu_sgemm1(g->be, g->ta, g->tb, g->m, hi - lo, g->k, g->alpha, g->a, g->lda,
 		           g->b + (size_t)lo * (g->tb ? g->ldb : 1), g->ldb,
 		           g->beta, g->c + lo, g->ldc);
 }
@@ -104,10 +144,12 @@ void cpu_gemm(cdp_backend *be, int ta, int tb, int m, int n, int k,
               float alpha, const float *a, int lda, const float *b, int ldb,
               float beta, float *c, int ldc)
 {
-	gemm_job g = { ta, tb, m, n, k, lda, ldb, ldc, m > n, be->threads, alpha, beta, a, b, c };
+	gemm_job g = { be, ta, tb, m, n, k, lda, ldb, ldc, m > n, be->threads, alpha, beta, a, b, c };
 
+	if (be->precision == CDP_PREC_BF16)
+		cpu_bf16_new_op();
 	if (be->threads <= 1 || (double)m * n * k < 1e6 || (m < 32 && n < 32)) {
-		cpu_sgemm1(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+		cpu_sgemm1(be, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 		return;
 	}
 	cpu_parallel_for(be, be->threads, gemm_part, &g);

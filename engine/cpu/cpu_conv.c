@@ -133,7 +133,7 @@ static void fwd_item(void *ctx, int it)
 		b = col;
 		ldb = np;
 	}
-	cpu_kgemm_nn(d->f, np, k, j->w, k, 1, b, ldb, 0.0f, yn, p);
+	cpu_kgemm_nn(j->be, d->f, np, k, j->w, k, 1, b, ldb, 0.0f, yn, p);
 	if (j->bias)
 		for (int f = 0; f < d->f; f++) {
 			float *yr = yn + (size_t)f * p, bf = j->bias[f];
@@ -159,14 +159,14 @@ static void data_item(void *ctx, int it)
 	if (j->plan == PLAN_1X1) {
 		int n = it / j->nchunk, q0 = (it % j->nchunk) * j->rows * d->ow;
 		int q1 = q0 + j->rows * d->ow < p ? q0 + j->rows * d->ow : p;
-		cpu_kgemm_nn(d->c, q1 - q0, d->f, j->w, 1, k, j->dy + (size_t)n * d->f * p + q0, p,
+		cpu_kgemm_nn(j->be, d->c, q1 - q0, d->f, j->w, 1, k, j->dy + (size_t)n * d->f * p + q0, p,
 		             j->beta, j->dx + (size_t)n * d->c * p + q0, p);
 		return;
 	}
 	dxn = j->dx + (size_t)it * d->c * d->h * d->w;
 	for (int r0 = 0; r0 < d->oh; r0 += j->rows) {
 		int r1 = r0 + j->rows < d->oh ? r0 + j->rows : d->oh, np = (r1 - r0) * d->ow;
-		cpu_kgemm_nn(k, np, d->f, j->w, 1, k,
+		cpu_kgemm_nn(j->be, k, np, d->f, j->w, 1, k,
 		             j->dy + (size_t)it * d->f * p + (size_t)r0 * d->ow, p, 0.0f, col, np);
 		/* after the first chunk the rest add to dx, unless the chunks'
 		 * rows of dx are their own */
@@ -230,7 +230,7 @@ static void filter_part(void *ctx, int t)
 			b = col;
 			ldb = np;
 		}
-		cpu_kgemm_nt(d->f, k, np, j->dy + (size_t)n * d->f * p + (size_t)r0 * d->ow,
+		cpu_kgemm_nt(j->be, d->f, k, np, j->dy + (size_t)n * d->f * p + (size_t)r0 * d->ow,
 		             p, b, ldb, dwt, k);
 	}
 }
@@ -287,6 +287,9 @@ void cpu_conv_fwd(cdp_backend *be, const cdp_conv_desc *d, const float *x,
 	int k = d->c * d->kh * d->kw, np = d->n * d->oh * d->ow;
 	conv_job j = make_job(be, d);
 
+	if (be->precision == CDP_PREC_BF16)
+		cpu_bf16_new_op();
+
 	if (j.plan == PLAN_BATCH) {
 		float *col = ws, *ym = col + (size_t)k * np;    /* (K, N*P), (F, N*P) */
 		perm_job pj = { ym, y, bias, d->n, d->f, (size_t)d->oh * d->ow };
@@ -312,6 +315,9 @@ void cpu_conv_bwd_data(cdp_backend *be, const cdp_conv_desc *d, const float *dy,
 	int k = d->c * d->kh * d->kw, np = d->n * d->oh * d->ow;
 	conv_job j = make_job(be, d);
 
+	if (be->precision == CDP_PREC_BF16)
+		cpu_bf16_new_op();
+
 	if (j.plan == PLAN_BATCH) {
 		float *col = ws, *dym = col + (size_t)k * np;
 		perm_job pj = { dy, dym, NULL, d->n, d->f, (size_t)d->oh * d->ow };
@@ -336,6 +342,9 @@ void cpu_conv_bwd_filter(cdp_backend *be, const cdp_conv_desc *d, const float *x
 {
 	int k = d->c * d->kh * d->kw, np = d->n * d->oh * d->ow;
 	conv_job j = make_job(be, d);
+
+	if (be->precision == CDP_PREC_BF16)
+		cpu_bf16_new_op();
 
 	if (dbias)
 		cpu_bias_grad(be, d->n, d->f, d->oh * d->ow, dy, dbias);

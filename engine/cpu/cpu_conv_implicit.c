@@ -162,7 +162,7 @@ static void corr_item(void *ctx, int it)
 	fill_rows(c, j->in + (size_t)n * c->s * c->h * c->w, r0, r1 - r0 + c->dil * (c->kh - 1),
 	          slice);
 	for (int r = r0; r < r1; r++)
-		cpu_kgemm_nn_tab(c->o, c->ow, k, j->a, j->rs, 1, slice + (size_t)(r - r0) * c->wp,
+		cpu_kgemm_nn_tab(j->be, c->o, c->ow, k, j->a, j->rs, 1, slice + (size_t)(r - r0) * c->wp,
 		                 j->tab, j->beta, on + (size_t)r * c->ow, (long)c->oh * c->ow);
 	for (int o = 0; j->bias && o < c->o; o++)
 		for (float *d = on + ((size_t)o * c->oh + r0) * c->ow,

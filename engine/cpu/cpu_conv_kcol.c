@@ -198,7 +198,7 @@ static void corr_item(void *ctx, int it)
 
 	fill(k, j->in + (size_t)n * c->s * c->h * c->w, r0, r1 - r0 + ext(c), slice);
 	if (nv > 0)
-		cpu_kgemm_nn_tab(c->o, nv, kk, j->a, j->rs, 1, slice, j->tab, j->beta, out, ldc);
+		cpu_kgemm_nn_tab(j->be, c->o, nv, kk, j->a, j->rs, 1, slice, j->tab, j->beta, out, ldc);
 	if (nv < np) {
 		/* the last columns as one whole tile in tmp (O, TAIL), reading
 		 * into the TAIL zeros; with beta, from out's values, so every
@@ -207,7 +207,7 @@ static void corr_item(void *ctx, int it)
 			memcpy(tmp + (size_t)o * TAIL, out + o * ldc + nv, (size_t)(np - nv) * sizeof *tmp);
 			memset(tmp + (size_t)o * TAIL + np - nv, 0, (size_t)(TAIL - np + nv) * sizeof *tmp);
 		}
-		cpu_kgemm_nn_tab(c->o, TAIL, kk, j->a, j->rs, 1, slice + nv, j->tab, j->beta, tmp, TAIL);
+		cpu_kgemm_nn_tab(j->be, c->o, TAIL, kk, j->a, j->rs, 1, slice + nv, j->tab, j->beta, tmp, TAIL);
 		for (int o = 0; o < c->o; o++)
 			memcpy(out + o * ldc + nv, tmp + (size_t)o * TAIL, (size_t)(np - nv) * sizeof *tmp);
 	}
@@ -249,13 +249,13 @@ static void filter_part(void *ctx, int p)
 			int n0 = it * g, gn = j->n - n0 < g ? j->n - n0 : g;
 			for (int q = 0; q < gn; q++)
 				fill(k, j->in + (n0 + q) * plane, 0, c->oh + e, slice + q * k->sb);
-			cpu_kgemm_nt_seg(c->o, kk, gn, (int)pix, j->dy + (size_t)n0 * c->o * pix, pix,
+			cpu_kgemm_nt_seg(j->be, c->o, kk, gn, (int)pix, j->dy + (size_t)n0 * c->o * pix, pix,
 			                 c->o * pix, slice, j->tab, k->sb, dwt, kk);
 		} else {
 			int n = it / j->nch, r0 = (it % j->nch) * k->rows;
 			int r1 = r0 + k->rows < c->oh ? r0 + k->rows : c->oh;
 			fill(k, j->in + n * plane, r0, r1 - r0 + e, slice);
-			cpu_kgemm_nt_tab(c->o, kk, (r1 - r0) * c->ow,
+			cpu_kgemm_nt_tab(j->be, c->o, kk, (r1 - r0) * c->ow,
 			                 j->dy + (size_t)n * c->o * pix + (size_t)r0 * c->ow, pix, slice,
 			                 j->tab, dwt, kk);
 		}

@@ -9,9 +9,13 @@
 #include "cpu.h"
 #include "cdp_dtype.h"
 
+/* fp32, and bf16 where the kernels have it (cpu_kgemm_bf16: the CPU's
+ * AVX512_BF16, or for tests the emulation): the products of convolutions
+ * and GEMMs then take bf16 operands and sum in fp32, every other op is
+ * the same as in fp32. */
 static int cpu_set_precision(cdp_backend *be, int prec)
 {
-	if (prec != CDP_PREC_FP32)
+	if (prec != CDP_PREC_FP32 && !(prec == CDP_PREC_BF16 && cpu_kgemm_bf16()))
 		return -1;
 	be->precision = prec;
 	return 0;

@@ -28,8 +28,11 @@
  *
  * cpu_gemm_kern.h holds the kernels for one vector width; it is compiled
  * here for AVX-512 (16 floats), AVX2+FMA (8) and SSE2 (4, every x86-64),
- * and the first call picks the best the CPU has (CDP_CPU_ISA=avx2 or sse2
- * in the environment caps it). Every element of C is summed in a fixed
+ * and the first call picks the best the CPU has (CDP_CPU_ISA=avx512, avx2
+ * or sse2 in the environment caps it). "avx512bf16" is the AVX-512 set on
+ * a CPU that also has AVX512_BF16: its bf16 kernels (cpu_gemm_bf16.c) serve
+ * a backend in CDP_PREC_BF16; capped below it, bf16 is refused (or, with
+ * CDP_CPU_BF16_EMU=1, for tests only, emulated in plain C). Every element of C is summed in a fixed
  * order that depends only on K and the instruction set (not on M, N, the
  * tile or the thread that computes it).
  */
@@ -102,7 +105,8 @@
 #undef NT_MR
 #undef NT_NR
 
-typedef struct kernels {
+typedef struct kernels kernels;
+struct kernels {
 	const char *isa;
 	int (*usable)(void);
 	void (*nn)(int, int, int, const float *, long, long, const float *, long, float, float *, long);
@@ -112,24 +116,49 @@ typedef struct kernels {
 	void (*nt_tab)(int, int, int, const float *, long, const float *, const long *, float *, long);
 	void (*nt_seg)(int, int, int, int, const float *, long, long, const float *, const long *,
 	               long, float *, long);
-} kernels;
+	const kernels *bf16;     /* CDP_PREC_BF16's set with these, or NULL */
+};
+
+/* the bf16 sets (cpu_gemm_bf16.c) */
+#ifdef CPU_BF16_KERNELS
+static const kernels bf16_fast = { "avx512bf16", NULL, cpu_bf16f_nn, cpu_bf16f_nn_tab,
+	cpu_bf16f_nt, cpu_bf16f_nt_tab, cpu_bf16f_nt_seg, NULL };
+static const kernels bf16_amx = { "amx", NULL, cpu_bf16a_nn, cpu_bf16a_nn_tab,
+	cpu_bf16a_nt, cpu_bf16a_nt_tab, cpu_bf16a_nt_seg, NULL };
+#endif
+static const kernels bf16_emulated = { "emulated", NULL, cpu_bf16e_nn, cpu_bf16e_nn_tab,
+	cpu_bf16e_nt, cpu_bf16e_nt_tab, cpu_bf16e_nt_seg, NULL };
 
 static int has_sse2(void) { return 1; }
 
 /* best first */
 #ifdef CDP_X86
 static int has_avx512(void) { return __builtin_cpu_supports("avx512f"); }
+#ifdef CPU_BF16_KERNELS
+static int has_avx512bf16(void)
+{
+	return __builtin_cpu_supports("avx512f") &&
+	       __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512bf16");
+}
+static int has_amx(void) { return has_avx512bf16() && cpu_bf16_amx_usable(); }
+#endif
 static int has_avx2(void) { return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"); }
 
 static const kernels table[] = {
+#ifdef CPU_BF16_KERNELS
+	{ "amx", has_amx, nn_avx512, nn_tab_avx512, nt_avx512, nt_tab_avx512,
+	  nt_seg_avx512, &bf16_amx },
+	{ "avx512bf16", has_avx512bf16, nn_avx512, nn_tab_avx512, nt_avx512, nt_tab_avx512,
+	  nt_seg_avx512, &bf16_fast },
+#endif
 	{ "avx512", has_avx512, nn_avx512, nn_tab_avx512, nt_avx512, nt_tab_avx512,
-	  nt_seg_avx512 },
-	{ "avx2", has_avx2, nn_avx2, nn_tab_avx2, nt_avx2, nt_tab_avx2, nt_seg_avx2 },
-	{ "sse2", has_sse2, nn_sse2, nn_tab_sse2, nt_sse2, nt_tab_sse2, nt_seg_sse2 },
+	  nt_seg_avx512, NULL },
+	{ "avx2", has_avx2, nn_avx2, nn_tab_avx2, nt_avx2, nt_tab_avx2, nt_seg_avx2, NULL },
+	{ "sse2", has_sse2, nn_sse2, nn_tab_sse2, nt_sse2, nt_tab_sse2, nt_seg_sse2, NULL },
 };
 #else
 static const kernels table[] = {
-	{ "sse2", has_sse2, nn_sse2, nn_tab_sse2, nt_sse2, nt_tab_sse2, nt_seg_sse2 },
+	{ "sse2", has_sse2, nn_sse2, nn_tab_sse2, nt_sse2, nt_tab_sse2, nt_seg_sse2, NULL },
 };
 #endif
 #define NKERNELS ((int)(sizeof table / sizeof table[0]))
@@ -191,32 +220,54 @@ int cpu_kgemm_force(const char *isa)
 	return -1;
 }
 
-void cpu_kgemm_nn(int m, int n, int k, const float *a, long rs, long cs,
+/* The set for be's precision: the fp32 kernels, or in bf16 the chosen
+ * instruction set's bf16 kernels, else the emulated ones (allowed by
+ * cpu_set_precision only with CDP_CPU_BF16_EMU=1). */
+static const kernels *kset(const cdp_backend *be)
+{
+	const kernels *k = kern();
+
+	if (be->precision != CDP_PREC_BF16)
+		return k;
+	return k->bf16 ? k->bf16 : &bf16_emulated;
+}
+
+const char *cpu_kgemm_bf16(void)
+{
+	const char *emu = getenv("CDP_CPU_BF16_EMU");
+
+	if (kern()->bf16)
+		return kern()->bf16->isa;
+	return emu && strcmp(emu, "1") == 0 ? bf16_emulated.isa : NULL;
+}
+
+void cpu_kgemm_nn(const cdp_backend *be, int m, int n, int k, const float *a, long rs, long cs,
                   const float *b, long ldb, float beta, float *c, long ldc)
 {
-	kern()->nn(m, n, k, a, rs, cs, b, ldb, beta, c, ldc);
+	kset(be)->nn(m, n, k, a, rs, cs, b, ldb, beta, c, ldc);
 }
 
-void cpu_kgemm_nn_tab(int m, int n, int k, const float *a, long rs, long cs,
-                      const float *b, const long *boff, float beta, float *c, long ldc)
+void cpu_kgemm_nn_tab(const cdp_backend *be, int m, int n, int k, const float *a, long rs,
+                      long cs, const float *b, const long *boff, float beta, float *c, long ldc)
 {
-	kern()->nn_tab(m, n, k, a, rs, cs, b, boff, beta, c, ldc);
+	kset(be)->nn_tab(m, n, k, a, rs, cs, b, boff, beta, c, ldc);
 }
 
-void cpu_kgemm_nt(int m, int n, int k, const float *a, long lda, const float *b,
-                  long ldb, float *c, long ldc)
+void cpu_kgemm_nt(const cdp_backend *be, int m, int n, int k, const float *a, long lda,
+                  const float *b, long ldb, float *c, long ldc)
 {
-	kern()->nt(m, n, k, a, lda, b, ldb, c, ldc);
+	kset(be)->nt(m, n, k, a, lda, b, ldb, c, ldc);
 }
 
-void cpu_kgemm_nt_tab(int m, int n, int k, const float *a, long lda, const float *b,
-                      const long *boff, float *c, long ldc)
+void cpu_kgemm_nt_tab(const cdp_backend *be, int m, int n, int k, const float *a, long lda,
+                      const float *b, const long *boff, float *c, long ldc)
 {
-	kern()->nt_tab(m, n, k, a, lda, b, boff, c, ldc);
+	kset(be)->nt_tab(m, n, k, a, lda, b, boff, c, ldc);
 }
 
-void cpu_kgemm_nt_seg(int m, int n, int ns, int seg, const float *a, long lda, long as,
-                      const float *b, const long *boff, long bs, float *c, long ldc)
+void cpu_kgemm_nt_seg(const cdp_backend *be, int m, int n, int ns, int seg, const float *a,
+                      long lda, long as, const float *b, const long *boff, long bs, float *c,
+                      long ldc)
 {
-	kern()->nt_seg(m, n, ns, seg, a, lda, as, b, boff, bs, c, ldc);
+	kset(be)->nt_seg(m, n, ns, seg, a, lda, as, b, boff, bs, c, ldc);
 }

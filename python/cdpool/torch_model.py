@@ -389,7 +389,13 @@ def bench(args):
 
     def step():
         opt.zero_grad(set_to_none=False)
-        loss = loss_fn(model, net(x), labels)
+        if args.bf16:
+            # autocast: convolutions and matmuls in bf16 (fp32 weights),
+            # batchnorm, softmax and the loss in fp32
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                loss = loss_fn(model, net(x), labels)
+        else:
+            loss = loss_fn(model, net(x), labels)
         loss.backward()
         opt.step()
         return loss
@@ -402,6 +408,7 @@ def bench(args):
     dt = time.perf_counter() - t0
     print(json.dumps({
         "impl": "torch " + torch.__version__,
+        "precision": "bf16" if args.bf16 else "fp32",
         "layout": "channels_last" if args.channels_last else "nchw",
         "threads": torch.get_num_threads(), "batch": n, "steps": args.steps,
         "seconds": dt, "samples_per_s": args.steps * n / dt,
@@ -418,6 +425,8 @@ def main():
     b.add_argument("--steps", type=int, default=5)
     b.add_argument("--warmup", type=int, default=2)
     b.add_argument("--channels-last", action="store_true")
+    b.add_argument("--bf16", action="store_true",
+                   help="torch.autocast('cpu', dtype=torch.bfloat16) around the forward and loss")
     args = ap.parse_args()
     if args.cmd == "bench":
         bench(args)

@@ -357,9 +357,9 @@ int main(void)
 	CHECK(be->threads == 3, "set_threads(3) gives %d", be->threads);
 	/* the gemm and convolution checks once per kernel set the CPU can run
 	 * (cpu_gemm.c), the best last so that it stays in use */
-	static const char *const isas[] = { "sse2", "avx2", "avx512" };
+	static const char *const isas[] = { "sse2", "avx2", "avx512", "avx512bf16", "amx" };
 	const char *best = cpu_kgemm_isa();
-	for (int i = 0; i < 3; i++) {
+	for (int i = 0; i < 5; i++) {
 		if (cpu_kgemm_force(isas[i]) < 0)
 			continue;
 		isa = isas[i];

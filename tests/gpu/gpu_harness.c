@@ -375,7 +375,7 @@ int gh_precision(int prec, const char *what)
 		return 0;
 	if (!strcmp(gh_peer, "cpu") && prec != CDP_PREC_FP32) {
 		snprintf(line, sizeof line, "%s %s", what, gh_prec_name(prec));
-		printf("skip %-60s the CPU peer computes in fp32 only\n", line);
+		printf("skip %-60s the CPU peer refuses this precision\n", line);
 		return -1;
 	}
 	GCHECK(0, "%s refuses precision %s", be->name, gh_prec_name(prec));

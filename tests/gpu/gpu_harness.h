@@ -5,8 +5,9 @@
  * Side 1 is the CUDA backend on device CDP_GPU_TEST_DEVICE (default 0). With
  * CDP_GPU_TEST_PEER=cpu it is instead a second CPU backend at another thread
  * count, so the test bodies and the comparisons run on machines without a
- * GPU (tests/gpu/selfcheck.sh); that peer refuses bf16/fp16/tf32, so those
- * cases are skipped there and only there. With the peer,
+ * GPU (tests/gpu/selfcheck.sh); that peer refuses fp16/tf32, and bf16 on a
+ * CPU without AVX512_BF16 unless CDP_CPU_BF16_EMU=1 (tests/gpu/cpu_bf16.sh),
+ * so those cases are skipped there and only there. With the peer,
  * CDP_GPU_TEST_BREAK=conv_bwd_filter|dropout_fwd|adamw_step makes that op
  * of side 1 slightly wrong, to show the comparisons fail, and
  * CDP_GPU_TEST_BREAK=abort makes side 1's conv_fwd abort, as a failed CUDA

@@ -34,6 +34,8 @@ if HAVE_OPENBLAS
 check_PROGRAMS += tests/gpu/test_ops tests/gpu/test_model tests/gpu/test_ws_precision tests/gpu/test_devsel
 TESTS += tests/gpu/test_ws_precision tests/gpu/test_devsel
 TESTS += tests/gpu/test_ops tests/gpu/test_model tests/gpu/selfcheck.sh tests/gpu/kernel_emu.sh
+# the CPU backend's bf16 against its fp32 with test_ops and test_model
+TESTS += tests/gpu/cpu_bf16.sh tests/gpu/cpu_bf16_emu.sh
 endif
 if HAVE_MPI
 TESTS += tests/gpu/two_ranks.sh tests/gpu/multi_gpu.sh
@@ -51,7 +53,7 @@ EXTRA_DIST += tests/gpu/kernel_emu.sh tests/gpu/emu/emu.h tests/gpu/emu/mkemu.py
 	tests/gpu/emu/kernel_check.cpp tests/gpu/emu/kernel_check_emu.h \
 	tests/gpu/emu/kernel_check_ops.h tests/gpu/emu/mutate.sh
 CLEANFILES += tests/gpu/emu/kernel_check tests/gpu/emu/build.sh tests/gpu/emu/gen/*
-EXTRA_DIST += tests/gpu/selfcheck.sh tests/gpu/two_ranks.sh tests/gpu/multi_gpu.sh \
+EXTRA_DIST += tests/gpu/selfcheck.sh tests/gpu/cpu_bf16.sh tests/gpu/cpu_bf16_emu.sh tests/gpu/two_ranks.sh tests/gpu/multi_gpu.sh \
 	tests/gpu/ranks_common.sh tests/gpu/mkpool.sh \
 	tests/gpu/run-device.sh tests/gpu/steps.sh tests/gpu/steps_check.sh tests/gpu/dryrun.sh \
 	tests/gpu/devenv.sh tests/gpu/arc4random.c \

@@ -5,8 +5,10 @@
 #    GPUs present is an error naming it; without a GPU --device cuda is an
 #    error saying why, and --device auto trains on the CPU with the losses
 #    of --device cpu, bit for bit;
-#  - --precision: bad spellings exit 2; tf32, bf16 and fp16 on the CPU are
-#    errors saying that it computes in fp32 only; fp32 is the default;
+#  - --precision: bad spellings exit 2; tf32 and fp16 on the CPU are
+#    errors saying that it computes in fp32 and bf16 only, and bf16 where
+#    the kernels have no AVX512_BF16 (CDP_CPU_ISA=avx512 caps them below it)
+#    an error naming the instructions; fp32 is the default;
 #  - --allreduce nccl on the CPU, and bad --allreduce / --loss-scale
 #    spellings, are errors; a refused run writes no metrics;
 #  - cdp-predict: the same --device and --precision errors, and --device
@@ -51,10 +53,12 @@ fi
 
 echo "== --precision, --allreduce, --loss-scale"
 expect_fail 2 "--precision: 'fp8' is not fp32, tf32, bf16 or fp16" cdp-train $C --out "$T/x" --precision fp8
-for p in tf32 bf16 fp16; do
-	expect_fail 1 "--precision $p: the cpu backend cannot compute in it (the cpu computes in fp32 only)" \
+for p in tf32 fp16; do
+	expect_fail 1 "--precision $p: the cpu backend cannot compute in it (the cpu computes in fp32, and in bf16 with AVX512_BF16)" \
 		cdp-train $C --out "$T/x" --device cpu --precision $p
 done
+expect_fail 1 "--precision bf16: the cpu backend cannot compute in it (bf16 on the cpu needs the AVX512_BF16 instructions" \
+	env CDP_CPU_ISA=avx512 cdp-train $C --out "$T/x" --device cpu --precision bf16
 cdp-train $C --out "$T/fp32" --device cpu --precision fp32 || fail "--precision fp32 did not train"
 cmp -s "$T/cpu/checkpoint.cdpt" "$T/fp32/checkpoint.cdpt" || fail "fp32 is not the default"
 expect_fail 2 "--allreduce: 'gloo' is not mpi, ring or nccl" cdp-train $C --out "$T/x" --allreduce gloo
@@ -70,8 +74,8 @@ echo "== cdp-predict"
 P="$T/cpu $T/c3.tif -o $T/p.tif"
 expect_fail 2 "--device: 'tpu' is not cpu, cuda, cuda:N or auto" cdp-predict --device tpu $P
 expect_fail 2 "--precision: 'half' is not fp32" cdp-predict --precision half $P
-expect_fail 1 "--precision bf16: the cpu backend cannot compute in it" \
-	cdp-predict --device cpu --precision bf16 $P
+expect_fail 1 "--precision bf16: the cpu backend cannot compute in it (bf16 on the cpu needs" \
+	env CDP_CPU_ISA=avx2 cdp-predict --device cpu --precision bf16 $P
 expect_fail 1 "device cuda:1023 does not exist" cdp-predict --device cuda:1023 $P
 [ ! -e "$T/p.tif" ] || fail "a refused prediction wrote p.tif"
 cdp-predict -q --device cpu --prob "$T/cpu" "$T/c3.tif" -o "$T/p.cpu.tif" || fail "cdp-predict --device cpu"

@@ -96,10 +96,10 @@ long=$(printf '%0400d' 0)
 nl='
 '
 for e in CDP_DIST_THREAD=yes CDP_DIST_STAGE=2 CDP_CPU_ISA=junk CDP_JOB_ID=$long \
-	CDP_CUDNN_BENCHMARK=on; do
+	CDP_CUDNN_BENCHMARK=on CDP_CPU_BF16_EMU=yes; do
 	name=${e%%=*} value=${e#*=}
 	case $name in
-	CDP_CPU_ISA) want='want \(avx512, avx2 or \)\?sse2' ;;
+	CDP_CPU_ISA) want='want \(amx, avx512bf16, avx512, avx2 or \)\?sse2' ;;
 	CDP_JOB_ID) want='want 1 to 251 printable ASCII characters' ;;
 	*) want='want 0 or 1' ;;
 	esac

@@ -120,7 +120,7 @@ int pr_load_model(predictor *p, char *err, size_t cap)
 	if (p->be->set_precision(p->be, o->precision) != 0)
 		return pr_fail(err, cap, "--precision %s: the %s backend cannot compute in it%s",
 		               cdp_precision_name(o->precision), p->be->name,
-		               p->be->device < 0 ? " (the cpu computes in fp32 only)" : "");
+		               cdp_device_precision_why(p->be, o->precision));
 	if (cdp_net_build_ckpt(&p->net, p->be, p->ck.cfg_text, p->model,
 	                       (const char *const *)p->ck.overrides, p->ck.noverrides, p->C, p->S,
 	                       p->S, p->B, why, sizeof why, err, cap) < 0) {

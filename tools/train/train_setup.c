@@ -78,7 +78,7 @@ static int open_device(trainer *t, int threads, char *err, size_t cap)
 	if (t->be->set_precision(t->be, o->precision) != 0)
 		return tr_fail(err, cap, "--precision %s: the %s backend cannot compute in it%s",
 		            cdp_precision_name(o->precision), t->be->name,
-		            t->be->device < 0 ? " (the cpu computes in fp32 only)" : "");
+		            cdp_device_precision_why(t->be, o->precision));
 	cdp_dist_set_backend(t->be);
 	gpus = t->be->device >= 0 ? cdp_cuda_device_count() : 0;
 	shared = cdp_dist_local_size() > gpus;

@@ -1,0 +1,717 @@
+/* cpu_gemm_bf16.c: the kernels of cpu_gemm.c for CDP_PREC_BF16: the same
+ * five products (nn, nn_tab, nt, nt_tab, nt_seg, same arguments, fp32 in
+ * memory), with every element of A and B rounded to bf16 (round to nearest
+ * even, as VCVTNE2PS2BF16 does) and the products summed in fp32. A product
+ * of two bf16 values is exact in fp32, so the only rounding besides the
+ * operands' is that of the fp32 sums, as in PyTorch's CPU autocast.
+ *
+ * Three sets:
+ *  - amx (AMX-TILE and AMX-BF16, granted by the kernel; Sapphire Rapids and
+ *    later): nn on tiles (amx_nn below: TDPBF16PS, 16 x 16 x 32 per
+ *    instruction); the nt products are avx512bf16's.
+ *  - avx512bf16 (the CPU has AVX512_BF16, AVX512F and AVX512BW): VDPBF16PS
+ *    adds two products of bf16 pairs to each fp32 lane.
+ *    nn: A (the filters) is packed into bf16 pairs along k in a buffer
+ *      per thread, once per op (cpu_bf16_new_op); each pair of B's rows
+ *      k, k+1 is converted (VCVTNE2PS2BF16) and interleaved (VPERMW) into
+ *      16 column pairs, and a tile of 8 rows x 32 columns of C takes 16
+ *      VDPBF16PS per pair of k, where fp32 takes 32 FMAs. Columns past
+ *      the last 16 use masked loads and stores, so there is no scalar tail.
+ *    nt: dot products along k, A's and B's rows converted 32 floats at a
+ *      time (the same permutation on both sides leaves a dot product
+ *      unchanged), 4 x 6 per tile, the last partial step masked.
+ *    Where VDPBF16PS issues at half the rate of FMA (measured on a
+ *    Sapphire Rapids VM), this set is slower than fp32; see
+ *    doc/PERFORMANCE.md.
+ *  - emulated: plain C with the rounding done in software. It exists for
+ *    the tests of CPUs without AVX512_BF16 (cpu_gemm.c uses it only with
+ *    CDP_CPU_BF16_EMU=1 in the environment) and is slow.
+ * Every sum is in a fixed order that depends on K only, as in cpu_gemm.c.
+ */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include "cpu.h"
+
+#define KC 128               /* even: pairs of k never straddle a block */
+#define NT_KC 1024
+
+/* ---- the emulated set ---- */
+
+static inline uint16_t bf16_bits(float x)
+{
+	uint32_t u;
+
+	memcpy(&u, &x, sizeof u);
+	if ((u & 0x7fffffffu) > 0x7f800000u)
+		return (uint16_t)((u >> 16) | 0x40);     /* NaN stays a (quiet) NaN */
+	u += 0x7fffu + ((u >> 16) & 1u);
+	return (uint16_t)(u >> 16);
+}
+
+float cpu_bf16_round(float x)
+{
+	uint32_t u = (uint32_t)bf16_bits(x) << 16;
+	float f;
+
+	memcpy(&f, &u, sizeof f);
+	return f;
+}
+
+#define R cpu_bf16_round
+
+static void nn_emu_any(int m, int n, int k, const float *a, long rs, long cs, const float *b,
+                       long ldb, const long *tab, float beta, float *c, long ldc)
+{
+	for (int i = 0; i < m; i++) {
+		float *ci = c + i * ldc;
+		for (int j = 0; j < n; j++)
+			ci[j] = beta != 0.0f ? beta * ci[j] : 0.0f;
+		for (int q = 0; q < k; q++) {
+			float ra = R(a[i * rs + q * cs]);
+			const float *bq = b + (tab ? tab[q] : q * ldb);
+			for (int j = 0; j < n; j++)
+				ci[j] += ra * R(bq[j]);
+		}
+	}
+}
+
+static void nts_emu_any(int m, int n, int ns, int seg, const float *a, long lda, long as,
+                        const float *b, long ldb, const long *tab, long bs, float *c, long ldc)
+{
+	for (int i = 0; i < m; i++)
+		for (int j = 0; j < n; j++) {
+			const float *bj = b + (tab ? tab[j] : j * ldb);
+			float s = 0.0f;
+			for (int t = 0; t < ns; t++)
+				for (int q = 0; q < seg; q++)
+					s += R(a[i * lda + t * as + q]) * R(bj[t * bs + q]);
+			c[i * ldc + j] += s;
+		}
+}
+
+#undef R
+
+/* The five entry points of a set over its nn and segmented nt code. */
+#define BF16_ENTRIES(p, nn_any, nts_any) \
+	void p##_nn(int m, int n, int k, const float *a, long rs, long cs, const float *b, \
+	            long ldb, float beta, float *c, long ldc) \
+	{ nn_any(m, n, k, a, rs, cs, b, ldb, NULL, beta, c, ldc); } \
+	void p##_nn_tab(int m, int n, int k, const float *a, long rs, long cs, const float *b, \
+	                const long *tab, float beta, float *c, long ldc) \
+	{ nn_any(m, n, k, a, rs, cs, b, 0, tab, beta, c, ldc); } \
+	void p##_nt(int m, int n, int k, const float *a, long lda, const float *b, long ldb, \
+	            float *c, long ldc) \
+	{ nts_any(m, n, 1, k, a, lda, 0, b, ldb, NULL, 0, c, ldc); } \
+	void p##_nt_tab(int m, int n, int k, const float *a, long lda, const float *b, \
+	                const long *tab, float *c, long ldc) \
+	{ nts_any(m, n, 1, k, a, lda, 0, b, 0, tab, 0, c, ldc); } \
+	void p##_nt_seg(int m, int n, int ns, int seg, const float *a, long lda, long as, \
+	                const float *b, const long *tab, long bs, float *c, long ldc) \
+	{ nts_any(m, n, ns, seg, a, lda, as, b, 0, tab, bs, c, ldc); }
+
+BF16_ENTRIES(cpu_bf16e, nn_emu_any, nts_emu_any)
+
+/* ---- the avx512bf16 set ---- */
+#ifdef CPU_BF16_KERNELS
+#include <immintrin.h>
+
+/* A packed as bf16 pairs: a buffer per thread, freed when the thread ends */
+typedef struct pack_buf {
+	uint32_t *p;
+	size_t cap;
+	uint32_t *bv;            /* AMX: B's column block in pairs (amx_nn) */
+	size_t bvcap;
+	int tiles;               /* AMX: this thread's tiles are configured */
+	/* what p holds: A's address, shape and strides, and the op */
+	const float *a;
+	int m, k;
+	long rs, cs;
+	unsigned long op;
+} pack_buf;
+
+/* Numbers the ops (cpu_bf16_new_op): the products of one op read the same
+ * A (the weights) many times, each call of an implicit convolution's
+ * output row for instance, so a thread packs it once per op; a weight
+ * can only change between ops. */
+static unsigned long op_count;
+
+void cpu_bf16_new_op(void)
+{
+	__atomic_add_fetch(&op_count, 1, __ATOMIC_RELAXED);
+}
+
+static pthread_key_t pack_key;
+static pthread_once_t pack_once = PTHREAD_ONCE_INIT;
+
+static void pack_free(void *v)
+{
+	pack_buf *pb = v;
+	free(pb->bv);
+	free(pb->p);
+	free(pb);
+}
+
+static void pack_key_make(void) { pthread_key_create(&pack_key, pack_free); }
+
+/* this thread's buffers; NULL when out of memory */
+static pack_buf *this_buf(void)
+{
+	pack_buf *pb;
+
+	pthread_once(&pack_once, pack_key_make);
+	if (!(pb = pthread_getspecific(pack_key))) {
+		if (!(pb = calloc(1, sizeof *pb)))
+			return NULL;
+		if (pthread_setspecific(pack_key, pb) != 0) {
+			free(pb);
+			return NULL;
+		}
+	}
+	return pb;
+}
+
+/* A packed (pack_a) in this thread's buffer; NULL when out of memory */
+static void pack_a(int m, int k, const float *a, long rs, long cs, uint32_t *ap);
+
+/* The row stride of packed A in pairs: K/2 rounded up to whole AMX tile
+ * rows (16 pairs); the rows are padded to 16 as well, with zeros. */
+static long pack_stride(int k) { return ((k + 1) / 2 + 15) / 16 * 16; }
+
+static const uint32_t *pack_get(int m, int k, const float *a, long rs, long cs)
+{
+	size_t n = (size_t)(m + 15) / 16 * 16 * pack_stride(k);
+	unsigned long op = __atomic_load_n(&op_count, __ATOMIC_RELAXED);
+	pack_buf *pb = this_buf();
+
+	if (!pb)
+		return NULL;
+	if (pb->p && pb->a == a && pb->m == m && pb->k == k && pb->rs == rs && pb->cs == cs &&
+	    pb->op == op)
+		return pb->p;
+	if (pb->cap < n) {
+		free(pb->p);
+		pb->cap = 0;
+		pb->a = NULL;
+		if (!(pb->p = malloc(n * sizeof *pb->p)))
+			return NULL;
+		pb->cap = n;
+	}
+	pack_a(m, k, a, rs, cs, pb->p);
+	pb->a = a;
+	pb->m = m;
+	pb->k = k;
+	pb->rs = rs;
+	pb->cs = cs;
+	pb->op = op;
+	return pb->p;
+}
+
+/* ap[i*k2 + p] = bf16(A[i, 2p]) | bf16(A[i, 2p+1]) << 16, 0 past K and
+ * past M (k2 = pack_stride(k), rows to a multiple of 16) */
+static void pack_a(int m, int k, const float *a, long rs, long cs, uint32_t *ap)
+{
+	long k2 = pack_stride(k);
+	int mp = (m + 15) / 16 * 16;
+
+	for (int i = 0; i < mp; i++)
+		for (long p = 0; p < k2; p++) {
+			uint32_t lo = 0, hi = 0;
+			if (i < m && 2 * p < k)
+				lo = bf16_bits(a[i * rs + 2 * p * cs]);
+			if (i < m && 2 * p + 1 < k)
+				hi = bf16_bits(a[i * rs + (2 * p + 1) * cs]);
+			ap[(size_t)i * k2 + p] = lo | hi << 16;
+		}
+}
+
+#define BF_TARGET __attribute__((target("avx512bf16,avx512f,avx512bw")))
+#define BF_INLINE BF_TARGET __attribute__((always_inline)) static inline
+
+/* 16 columns of rows r0 and r1 (NULL: zeros) as (r0[j], r1[j]) bf16 pairs */
+BF_INLINE __m512bh pair_rows(const float *r0, const float *r1, __mmask16 msk, __m512i idx)
+{
+	__m512 x0 = _mm512_maskz_loadu_ps(msk, r0);
+	__m512 x1 = r1 ? _mm512_maskz_loadu_ps(msk, r1) : _mm512_setzero_ps();
+	__m512bh h = _mm512_cvtne2ps_pbh(x1, x0);
+	return (__m512bh)_mm512_permutexvar_epi16(idx, (__m512i)h);
+}
+
+#define NN_MR 8
+
+/* C[0..mr, up to 16*nv columns (masks m0, m1)) for k in [k0, k1) */
+BF_INLINE void tile_nn(const int mr, const int nv, __mmask16 m0, __mmask16 m1, int k0, int k1,
+                       const uint32_t *ap, long k2, const float *b, long ldb, const long *tab,
+                       float beta, float *c, long ldc, __m512i idx)
+{
+	__m512 acc[NN_MR][2];
+	__mmask16 mk[2] = { m0, m1 };
+	int q = k0;
+
+	#pragma GCC unroll 16
+	for (int i = 0; i < mr; i++)
+		#pragma GCC unroll 2
+		for (int v = 0; v < nv; v++) {
+			if (k0 > 0 || beta != 0.0f) {
+				acc[i][v] = _mm512_maskz_loadu_ps(mk[v], c + i * ldc + 16 * v);
+				if (k0 == 0 && beta != 1.0f)
+					acc[i][v] = _mm512_mul_ps(acc[i][v], _mm512_set1_ps(beta));
+			} else {
+				acc[i][v] = _mm512_setzero_ps();
+			}
+		}
+	for (; q < k1; q += 2) {
+		const float *r0 = b + (tab ? tab[q] : q * ldb);
+		const float *r1 = q + 1 < k1 ? b + (tab ? tab[q + 1] : (q + 1) * ldb) : NULL;
+		__m512bh bv[2];
+		#pragma GCC unroll 2
+		for (int v = 0; v < nv; v++)
+			bv[v] = pair_rows(r0 + 16 * v, r1 ? r1 + 16 * v : NULL, mk[v], idx);
+		#pragma GCC unroll 16
+		for (int i = 0; i < mr; i++) {
+			__m512bh av = (__m512bh)_mm512_set1_epi32((int)ap[i * k2 + q / 2]);
+			#pragma GCC unroll 2
+			for (int v = 0; v < nv; v++)
+				acc[i][v] = _mm512_dpbf16_ps(acc[i][v], av, bv[v]);
+		}
+	}
+	#pragma GCC unroll 16
+	for (int i = 0; i < mr; i++)
+		#pragma GCC unroll 2
+		for (int v = 0; v < nv; v++)
+			_mm512_mask_storeu_ps(c + i * ldc + 16 * v, mk[v], acc[i][v]);
+}
+
+BF_INLINE void rows_nn(const int nv, __mmask16 m0, __mmask16 m1, int m, int k0, int k1,
+                       const uint32_t *ap, long k2, const float *b, long ldb, const long *tab,
+                       float beta, float *c, long ldc, __m512i idx)
+{
+	int i0 = 0;
+
+	for (; i0 + NN_MR <= m; i0 += NN_MR)
+		tile_nn(NN_MR, nv, m0, m1, k0, k1, ap + i0 * k2, k2, b, ldb, tab, beta,
+		        c + i0 * ldc, ldc, idx);
+	for (; i0 + 4 <= m; i0 += 4)
+		tile_nn(4, nv, m0, m1, k0, k1, ap + i0 * k2, k2, b, ldb, tab, beta,
+		        c + i0 * ldc, ldc, idx);
+	for (; i0 < m; i0++)
+		tile_nn(1, nv, m0, m1, k0, k1, ap + i0 * k2, k2, b, ldb, tab, beta,
+		        c + i0 * ldc, ldc, idx);
+}
+
+static inline __mmask16 mask_of(int r)
+{
+	return r >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << r) - 1u);
+}
+
+BF_TARGET static void nn_fast(int m, int n, int k, const float *a, long rs, long cs,
+                              const float *b, long ldb, const long *tab, float beta,
+                              float *c, long ldc)
+{
+	long k2 = pack_stride(k);
+	const uint32_t *ap;
+	__m512i idx;
+	int16_t ix[32];
+
+	if (m <= 0 || n <= 0)
+		return;
+	if (k <= 0 || !(ap = pack_get(m, k, a, rs, cs))) {
+		nn_emu_any(m, n, k, a, rs, cs, b, ldb, tab, beta, c, ldc);
+		return;
+	}
+	for (int j = 0; j < 16; j++) {
+		ix[2 * j] = (int16_t)j;
+		ix[2 * j + 1] = (int16_t)(16 + j);
+	}
+	idx = _mm512_loadu_si512(ix);
+	for (int k0 = 0; k0 < k; k0 += KC) {
+		int k1 = k0 + KC < k ? k0 + KC : k, j = 0;
+		for (; j + 32 <= n; j += 32)
+			rows_nn(2, 0xffff, 0xffff, m, k0, k1, ap, k2, b + j, ldb, tab, beta, c + j, ldc,
+			        idx);
+		if (n - j > 16)
+			rows_nn(2, 0xffff, mask_of(n - j - 16), m, k0, k1, ap, k2, b + j, ldb, tab, beta,
+			        c + j, ldc, idx);
+		else if (n > j)
+			rows_nn(1, mask_of(n - j), 0, m, k0, k1, ap, k2, b + j, ldb, tab, beta, c + j,
+			        ldc, idx);
+	}
+}
+
+/* ---- C += A B^T over segments (nt: one segment) ---- */
+
+#define NT_MR 4
+#define NT_NR 6
+
+/* 32 floats (masks m0, m1 for the two halves) as 32 bf16 */
+BF_INLINE __m512bh cvt32(const float *p, __mmask16 m0, __mmask16 m1)
+{
+	return _mm512_cvtne2ps_pbh(_mm512_maskz_loadu_ps(m1, p + 16), _mm512_maskz_loadu_ps(m0, p));
+}
+
+BF_INLINE void step_nt(const int mr, const int nr, __m512 acc[NT_MR][NT_NR], const float *a,
+                       long lda, const float *const *bp, long q, __mmask16 m0, __mmask16 m1)
+{
+	__m512bh av[NT_MR];
+
+	#pragma GCC unroll 8
+	for (int i = 0; i < mr; i++)
+		av[i] = cvt32(a + i * lda + q, m0, m1);
+	#pragma GCC unroll 8
+	for (int j = 0; j < nr; j++) {
+		__m512bh bv = cvt32(bp[j] + q, m0, m1);
+		#pragma GCC unroll 8
+		for (int i = 0; i < mr; i++)
+			acc[i][j] = _mm512_dpbf16_ps(acc[i][j], av[i], bv);
+	}
+}
+
+BF_INLINE void tile_nt(const int mr, const int nr, int ns, int seg, const float *a, long lda,
+                       long as, const float *b, long ldb, const long *tab, long bs, float *c,
+                       long ldc)
+{
+	__m512 acc[NT_MR][NT_NR];
+	const float *bp[NT_NR];
+	int segv = seg / 32 * 32;
+
+	#pragma GCC unroll 8
+	for (int i = 0; i < mr; i++)
+		#pragma GCC unroll 8
+		for (int j = 0; j < nr; j++)
+			acc[i][j] = _mm512_setzero_ps();
+	for (int s = 0; s < ns; s++) {
+		const float *as0 = a + s * as;
+		#pragma GCC unroll 8
+		for (int j = 0; j < nr; j++)
+			bp[j] = b + (tab ? tab[j] : j * ldb) + s * bs;
+		for (int q = 0; q < segv; q += 32)
+			step_nt(mr, nr, acc, as0, lda, bp, q, 0xffff, 0xffff);
+		if (segv < seg)
+			step_nt(mr, nr, acc, as0, lda, bp, segv, mask_of(seg - segv),
+			        seg - segv > 16 ? mask_of(seg - segv - 16) : 0);
+	}
+	#pragma GCC unroll 8
+	for (int i = 0; i < mr; i++)
+		#pragma GCC unroll 8
+		for (int j = 0; j < nr; j++)
+			c[i * ldc + j] += _mm512_reduce_add_ps(acc[i][j]);
+}
+
+BF_INLINE void rows_nt(const int nr, int m, int ns, int seg, const float *a, long lda, long as,
+                       const float *b, long ldb, const long *tab, long bs, float *c, long ldc)
+{
+	int i0 = 0;
+
+	for (; i0 + NT_MR <= m; i0 += NT_MR)
+		tile_nt(NT_MR, nr, ns, seg, a + i0 * lda, lda, as, b, ldb, tab, bs, c + i0 * ldc, ldc);
+	for (; i0 < m; i0++)
+		tile_nt(1, nr, ns, seg, a + i0 * lda, lda, as, b, ldb, tab, bs, c + i0 * ldc, ldc);
+}
+
+/* over blocks of about NT_KC floats: whole segments, or one segment cut
+ * into pieces of whole 32-float steps (the B rows of a tile stay in L1
+ * while the rows of A go by) */
+BF_TARGET static void nts_fast(int m, int n, int ns, int seg, const float *a, long lda, long as,
+                               const float *b, long ldb, const long *tab, long bs, float *c,
+                               long ldc)
+{
+	int per = NT_KC / seg > 1 ? NT_KC / seg : 1, piece = seg;
+
+	if (m <= 0 || n <= 0 || seg <= 0)
+		return;
+	if (ns == 1 && seg > NT_KC) {
+		int nblk = seg / NT_KC;
+		piece = ((seg + nblk - 1) / nblk + 31) / 32 * 32;
+	}
+	for (int s0 = 0; s0 < ns; s0 += per)
+		for (int q0 = 0; q0 < seg; q0 += piece) {
+			int sn = ns - s0 < per ? ns - s0 : per, len = seg - q0 < piece ? seg - q0 : piece;
+			const float *ab = a + s0 * as + q0, *bb = b + s0 * bs + q0;
+			int j = 0;
+			for (; j + NT_NR <= n; j += NT_NR)
+				rows_nt(NT_NR, m, sn, len, ab, lda, as, tab ? bb : bb + j * ldb, ldb,
+				        tab ? tab + j : NULL, bs, c + j, ldc);
+			for (; j < n; j++)
+				rows_nt(1, m, sn, len, ab, lda, as, tab ? bb : bb + j * ldb, ldb,
+				        tab ? tab + j : NULL, bs, c + j, ldc);
+		}
+}
+
+/* ---- AMX: nn on tiles ----
+ * C in blocks of 16 x 16 (one tile, fp32), summed over K in steps of 32
+ * (16 pairs) by TDPBF16PS from a tile of packed A (16 rows of 16 pairs,
+ * straight from pack_a's rows) and a tile of B's 16 columns in pairs
+ * (VNNI layout: row p holds (B[2p, j], B[2p+1, j]) for each j), which is
+ * built once per column block for all rows of C. The tile goes through a
+ * small buffer into C, masked at the edges, with beta C added. */
+#include <cpuid.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#define AMX_TARGET __attribute__((target("amx-tile,amx-bf16,avx512bf16,avx512f,avx512bw")))
+#define ARCH_REQ_XCOMP_PERM 0x1023
+#define XFEATURE_XTILEDATA 18
+
+static int amx_ok;
+static pthread_once_t amx_once = PTHREAD_ONCE_INIT;
+
+/* the CPU reports AMX-TILE and AMX-BF16, and the kernel lets this process
+ * use the tile data (Linux 5.16 and later) */
+static void amx_probe(void)
+{
+	unsigned a, b, c, d;
+
+	if (!__get_cpuid_count(7, 0, &a, &b, &c, &d) || !(d & (1u << 24)) || !(d & (1u << 22)))
+		return;
+#ifdef SYS_arch_prctl
+	amx_ok = syscall(SYS_arch_prctl, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) == 0;
+#endif
+}
+
+int cpu_bf16_amx_usable(void)
+{
+	pthread_once(&amx_once, amx_probe);
+	return amx_ok;
+}
+
+/* tiles 0 (C), 1 (A), 2 (B): 16 rows of 64 bytes each. A constant in
+ * memory: GCC 12's _tile_loadconfig tells the compiler it reads only the
+ * first 8 bytes, so the stores that build a configuration on the stack
+ * may be dropped. */
+static const unsigned char amx_tiles[64] __attribute__((aligned(64))) = {
+	[0] = 1,                                      /* palette 1 */
+	[16] = 64, [18] = 64, [20] = 64,              /* bytes per row */
+	[48] = 16, [49] = 16, [50] = 16,              /* rows */
+};
+
+AMX_TARGET static void amx_config(pack_buf *pb)
+{
+	if (pb->tiles)
+		return;
+	_tile_loadconfig(amx_tiles);
+	pb->tiles = 1;
+}
+
+AMX_TARGET static void amx_nn(int m, int n, int k, const float *a, long rs, long cs,
+                              const float *b, long ldb, const long *tab, float beta,
+                              float *c, long ldc)
+{
+	long k2 = pack_stride(k);
+	const uint32_t *ap;
+	pack_buf *pb;
+	float cb[16 * 16];
+	__m512i idx;
+	int16_t ix[32];
+
+	if (m <= 0 || n <= 0)
+		return;
+	if (k <= 0 || !(ap = pack_get(m, k, a, rs, cs)) || !(pb = this_buf())) {
+		nn_emu_any(m, n, k, a, rs, cs, b, ldb, tab, beta, c, ldc);
+		return;
+	}
+	if (pb->bvcap < (size_t)k2 * 16) {
+		free(pb->bv);
+		pb->bvcap = 0;
+		if (!(pb->bv = aligned_alloc(64, (size_t)k2 * 16 * sizeof *pb->bv))) {
+			nn_emu_any(m, n, k, a, rs, cs, b, ldb, tab, beta, c, ldc);
+			return;
+		}
+		pb->bvcap = (size_t)k2 * 16;
+	}
+	amx_config(pb);
+	for (int j = 0; j < 16; j++) {
+		ix[2 * j] = (int16_t)j;
+		ix[2 * j + 1] = (int16_t)(16 + j);
+	}
+	idx = _mm512_loadu_si512(ix);
+	for (int j = 0; j < n; j += 16) {
+		__mmask16 mk = mask_of(n - j);
+		uint32_t *bv = pb->bv;
+		for (long p = 0; p < k2; p++) {
+			__m512bh v;
+			if (2 * p + 1 < k)
+				v = pair_rows(b + (tab ? tab[2 * p] : 2 * p * ldb) + j,
+				              b + (tab ? tab[2 * p + 1] : (2 * p + 1) * ldb) + j, mk, idx);
+			else if (2 * p < k)
+				v = pair_rows(b + (tab ? tab[2 * p] : 2 * p * ldb) + j, NULL, mk, idx);
+			else
+				v = (__m512bh)_mm512_setzero_si512();
+			_mm512_store_si512(bv + p * 16, (__m512i)v);
+		}
+		for (int i = 0; i < m; i += 16) {
+			int rows = m - i < 16 ? m - i : 16;
+			_tile_zero(0);
+			for (long p = 0; p < k2; p += 16) {
+				_tile_loadd(1, ap + (size_t)i * k2 + p, k2 * 4);
+				_tile_loadd(2, bv + p * 16, 64);
+				_tile_dpbf16ps(0, 1, 2);
+			}
+			_tile_stored(0, cb, 64);
+			for (int r = 0; r < rows; r++) {
+				float *cr = c + (i + r) * ldc + j;
+				__m512 v = _mm512_loadu_ps(cb + 16 * r);
+				if (beta != 0.0f)
+					v = _mm512_fmadd_ps(_mm512_set1_ps(beta), _mm512_maskz_loadu_ps(mk, cr), v);
+				_mm512_mask_storeu_ps(cr, mk, v);
+			}
+		}
+	}
+}
+
+/* dst[16c + r] = r[r][c]: a 16 x 16 transpose of 32-bit elements */
+AMX_TARGET static void transpose16(const __m512i *r, uint32_t *dst)
+{
+	__m512i t[16], u[16];
+
+	for (int i = 0; i < 16; i += 2) {
+		t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
+		t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
+	}
+	/* u[4g + e], 128-bit lane L: elements 4L + e of rows 4g .. 4g+3 */
+	for (int i = 0; i < 16; i += 4) {
+		u[i] = _mm512_unpacklo_epi64(t[i], t[i + 2]);
+		u[i + 1] = _mm512_unpackhi_epi64(t[i], t[i + 2]);
+		u[i + 2] = _mm512_unpacklo_epi64(t[i + 1], t[i + 3]);
+		u[i + 3] = _mm512_unpackhi_epi64(t[i + 1], t[i + 3]);
+	}
+	for (int e = 0; e < 4; e++) {
+		__m512i wl = _mm512_shuffle_i32x4(u[e], u[4 + e], 0x44);
+		__m512i wh = _mm512_shuffle_i32x4(u[e], u[4 + e], 0xee);
+		__m512i xl = _mm512_shuffle_i32x4(u[8 + e], u[12 + e], 0x44);
+		__m512i xh = _mm512_shuffle_i32x4(u[8 + e], u[12 + e], 0xee);
+		_mm512_storeu_si512(dst + 16 * e, _mm512_shuffle_i32x4(wl, xl, 0x88));
+		_mm512_storeu_si512(dst + 16 * (4 + e), _mm512_shuffle_i32x4(wl, xl, 0xdd));
+		_mm512_storeu_si512(dst + 16 * (8 + e), _mm512_shuffle_i32x4(wh, xh, 0x88));
+		_mm512_storeu_si512(dst + 16 * (12 + e), _mm512_shuffle_i32x4(wh, xh, 0xdd));
+	}
+}
+
+/* nt over segments on tiles: C^T blocks (16 columns j of C as tile rows,
+ * 16 rows i as tile columns) = B's rows (bf16, natural) times A's rows in
+ * pairs (VNNI: A transposed, 16 rows at a time through a small buffer),
+ * so that each 16 x 32 piece of A is converted and transposed once per
+ * block of k for all of C's columns, and each 16 x 32 piece of B once per
+ * block for all of C's rows. The sum over k runs in blocks as nts_fast's
+ * (whole segments, or pieces of one), each segment padded with zeros to
+ * whole steps of 32; C += each block's tile, in block order. */
+AMX_TARGET static void amx_nts(int m, int n, int ns, int seg, const float *a, long lda, long as,
+                               const float *b, long ldb, const long *tab, long bs, float *c,
+                               long ldc)
+{
+	int per = NT_KC / seg > 1 ? NT_KC / seg : 1, piece = seg, mp = (m + 15) / 16 * 16;
+	long kbmax;
+	size_t need;
+	pack_buf *pb;
+	float cb[16 * 16];
+
+	if (m <= 0 || n <= 0 || seg <= 0)
+		return;
+	if (ns == 1 && seg > NT_KC) {
+		int nblk = seg / NT_KC;
+		piece = ((seg + nblk - 1) / nblk + 31) / 32 * 32;
+	}
+	/* the largest block: (sn segments) x (len rounded up to 32) */
+	kbmax = (long)(ns < per ? ns : per) * ((piece + 31) / 32 * 32);
+	/* A's pairs (mp x kb/2) then B's 16 rows of kb bf16 (8 x kb pairs) */
+	need = (size_t)mp * (kbmax / 2) + 8 * (size_t)kbmax;
+	if (!(pb = this_buf())) {
+		nts_emu_any(m, n, ns, seg, a, lda, as, b, ldb, tab, bs, c, ldc);
+		return;
+	}
+	if (pb->bvcap < need) {
+		free(pb->bv);
+		pb->bvcap = 0;
+		if (!(pb->bv = aligned_alloc(64, (need * sizeof *pb->bv + 63) / 64 * 64))) {
+			nts_emu_any(m, n, ns, seg, a, lda, as, b, ldb, tab, bs, c, ldc);
+			return;
+		}
+		pb->bvcap = need;
+	}
+	amx_config(pb);
+	for (int s0 = 0; s0 < ns; s0 += per)
+		for (int q0 = 0; q0 < seg; q0 += piece) {
+			int sn = ns - s0 < per ? ns - s0 : per, len = seg - q0 < piece ? seg - q0 : piece;
+			long segp = (len + 31) / 32 * 32, kb = sn * segp, kp = kb / 2;
+			uint32_t *av = pb->bv, *bn = av + (size_t)mp * kp;
+			/* A: av[ib*16*kp + p*16 + r] = (A[16ib+r, 2p], A[16ib+r, 2p+1]) */
+			for (int ib = 0; ib < mp; ib += 16)
+				for (int t = 0; t < sn; t++)
+					for (int q = 0; q < segp; q += 32) {
+						int rest = len - q;
+						__mmask16 m0 = mask_of(rest), m1 = rest > 16 ? mask_of(rest - 16) : 0;
+						__m512i rv[16];
+						for (int r = 0; r < 16; r++)
+							rv[r] = ib + r < m ? (__m512i)cvt32(a + (ib + r) * lda +
+							                                    (s0 + t) * as + q0 + q, m0, m1) :
+							                     _mm512_setzero_si512();
+						transpose16(rv, av + (size_t)ib * kp + (size_t)(t * segp + q) / 2 * 16);
+					}
+			for (int jb = 0; jb < n; jb += 16) {
+				int cols = n - jb < 16 ? n - jb : 16;
+				/* B: row r of bn (kb bf16, kp pairs) = B[jb + r, block] */
+				for (int r = 0; r < 16; r++) {
+					const float *bj = r < cols ?
+						b + (tab ? tab[jb + r] : (jb + r) * ldb) + s0 * bs + q0 : NULL;
+					for (int t = 0; t < sn; t++)
+						for (int q = 0; q < segp; q += 32) {
+							int rest = len - q;
+							__m512bh v = bj ? cvt32(bj + t * bs + q, mask_of(rest),
+							                        rest > 16 ? mask_of(rest - 16) : 0) :
+							                  (__m512bh)_mm512_setzero_si512();
+							_mm512_storeu_si512(bn + (size_t)r * kp + (t * segp + q) / 2,
+							                    (__m512i)v);
+						}
+				}
+				for (int ib = 0; ib < m; ib += 16) {
+					int rows = m - ib < 16 ? m - ib : 16;
+					_tile_zero(0);
+					for (long p = 0; p < kp; p += 16) {
+						_tile_loadd(1, bn + p, kp * 4);
+						_tile_loadd(2, av + (size_t)ib * kp + p * 16, 64);
+						_tile_dpbf16ps(0, 1, 2);
+					}
+					_tile_stored(0, cb, 64);
+					for (int i = 0; i < rows; i++)
+						for (int j = 0; j < cols; j++)
+							c[(ib + i) * ldc + jb + j] += cb[j * 16 + i];
+				}
+			}
+		}
+}
+
+void cpu_bf16a_nn(int m, int n, int k, const float *a, long rs, long cs,
+                  const float *b, long ldb, float beta, float *c, long ldc)
+{
+	amx_nn(m, n, k, a, rs, cs, b, ldb, NULL, beta, c, ldc);
+}
+
+void cpu_bf16a_nn_tab(int m, int n, int k, const float *a, long rs, long cs,
+                      const float *b, const long *tab, float beta, float *c, long ldc)
+{
+	amx_nn(m, n, k, a, rs, cs, b, 0, tab, beta, c, ldc);
+}
+
+void cpu_bf16a_nt(int m, int n, int k, const float *a, long lda, const float *b,
+                  long ldb, float *c, long ldc)
+{
+	amx_nts(m, n, 1, k, a, lda, 0, b, ldb, NULL, 0, c, ldc);
+}
+
+void cpu_bf16a_nt_tab(int m, int n, int k, const float *a, long lda, const float *b,
+                      const long *tab, float *c, long ldc)
+{
+	amx_nts(m, n, 1, k, a, lda, 0, b, 0, tab, 0, c, ldc);
+}
+
+void cpu_bf16a_nt_seg(int m, int n, int ns, int seg, const float *a, long lda, long as,
+                      const float *b, const long *tab, long bs, float *c, long ldc)
+{
+	amx_nts(m, n, ns, seg, a, lda, as, b, 0, tab, bs, c, ldc);
+}
+
+BF16_ENTRIES(cpu_bf16f, nn_fast, nts_fast)
+
+#else
+/* without the intrinsics only the emulated set is built (cpu.h) */
+void cpu_bf16_new_op(void) { }
+#endif

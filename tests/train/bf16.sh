@@ -1,0 +1,59 @@
+#!/bin/sh
+# tests/train/bf16.sh: cdp-train and cdp-predict with --precision bf16 on
+# the CPU (convolution and GEMM operands rounded to bf16, fp32 sums, fp32
+# master weights, batchnorm, losses and optimizer), on the U-Net with
+# batchnorm of train_common.sh:
+#  - the loss curve of 16 steps follows fp32's: every step within relative
+#    0.05 of it, yet not equal to it bit for bit (bf16 is in effect), and
+#    train.log names the precision;
+#  - bitwise resume in bf16: 8 steps, then --resume to 16, give the losses
+#    and the checkpoint's weights of the 16-step run bit for bit;
+#  - cdp-predict --precision bf16 maps the scene with fp32's classes on all
+#    but 0.5% of the pixels.
+# Run on the AVX512_BF16 kernels where the CPU has them, else on the
+# emulated ones (CDP_CPU_BF16_EMU=1, for tests): the numbers are bf16's
+# either way.
+. "$CDP_SRCDIR/tests/train/train_common.sh"
+C="--db $T/pool --keys $T/train.keys --threads 2 -q --model $UNET --log-every 1 --batch 4 --seed 5"
+C="$C --schedule constant --lr 0.01"
+if env CDP_CPU_BF16_EMU=0 cdp-train $C --steps 1 --out "$T/probe" --precision bf16 2>/dev/null; then
+	echo "AVX512_BF16 kernels"
+else
+	echo "this CPU has no AVX512_BF16: the emulated bf16 kernels"
+	CDP_CPU_BF16_EMU=1
+	export CDP_CPU_BF16_EMU
+fi
+
+echo "== loss curve, fp32 and bf16"
+cdp-train $C --steps 16 --out "$T/fp32" || fail "fp32 run"
+cdp-train $C --steps 16 --out "$T/bf16" --precision bf16 || fail "bf16 run"
+grep -q 'precision bf16' "$T/bf16/train.log" || fail "train.log does not say bf16"
+losses "$T/fp32/metrics.jsonl" >"$T/l.fp32"
+losses "$T/bf16/metrics.jsonl" >"$T/l.bf16"
+[ "$(wc -l <"$T/l.bf16")" -eq 16 ] || fail "want 16 step lines"
+paste "$T/l.fp32" "$T/l.bf16"
+! cmp -s "$T/l.fp32" "$T/l.bf16" || fail "bf16 gave fp32's losses bit for bit: not in effect"
+losses_close "$T/l.fp32" "$T/l.bf16" 0.05 || fail "bf16's loss curve leaves fp32's by more than 5%"
+awk 'NR == 1 { a = $2 } END { exit !($2 < a) }' "$T/l.bf16" || fail "bf16's loss did not fall"
+
+echo "== resume in bf16"
+cdp-train $C --steps 8 --out "$T/half" --precision bf16 || fail "8 steps"
+cdp-train $C --steps 16 --out "$T/half" --precision bf16 --resume || fail "resume to 16"
+losses "$T/half/metrics.jsonl" >"$T/l.half"
+cmp -s "$T/l.bf16" "$T/l.half" || fail "resumed losses differ: $(diff "$T/l.bf16" "$T/l.half" | head -4)"
+cmp -s "$T/bf16/checkpoint.cdpt" "$T/half/checkpoint.cdpt" ||
+	fail "the resumed checkpoint differs from the uninterrupted one"
+
+echo "== cdp-predict"
+cdp-predict -q --device cpu "$T/fp32" "$T/c3.tif" -o "$T/p32.tif" || fail "predict fp32"
+cdp-predict -q --device cpu --precision bf16 "$T/fp32" "$T/c3.tif" -o "$T/p16.tif" ||
+	fail "predict bf16"
+"$PYTHON" - "$T/p32.tif" "$T/p16.tif" <<'PY' || fail "the bf16 map differs from fp32's"
+import sys
+from osgeo import gdal
+a = gdal.Open(sys.argv[1]).ReadAsArray()
+b = gdal.Open(sys.argv[2]).ReadAsArray()
+same = (a == b).mean()
+print("bf16 map agrees with fp32 on %.4f of the pixels" % same)
+sys.exit(0 if a.shape == b.shape and same >= 0.995 else 1)
+PY
