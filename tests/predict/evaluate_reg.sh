@@ -145,7 +145,7 @@ expect_fail 1 "^cdp-evaluate: '$T/u8.tif' holds u8 values, not a float32 or floa
 	cdp-evaluate "$T/pred.tif" "$T/u8.tif"
 mk "$T/nan.tif" nan
 expect_fail 1 "^cdp-evaluate: '$T/pred.tif' and '$T/nan.tif' have no pixel valid in both (all 72000 are NaN or nodata in one): nothing to score\$" \
-	cdp-evaluate "$T/pred.tif" "$T/nan.tif"
+	cdp-evaluate --png "$T/h2.png" "$T/pred.tif" "$T/nan.tif"
 expect_fail 1 "is a regression map: --classes, --ignore and a vector reference are for class maps" \
 	cdp-evaluate --classes 3 "$T/pred.tif" "$T/ref.tif"
 expect_fail 1 "is a regression map" cdp-evaluate --ignore 0 "$T/pred.tif" "$T/ref.tif"
@@ -153,5 +153,9 @@ printf 'path,class\n' >"$T/p.csv"
 expect_fail 2 "^cdp-evaluate: --task regression scores a raster, not the CSV '$T/p.csv'\$" \
 	cdp-evaluate --task regression "$T/p.csv" "$T"
 expect_fail 2 "--task: 'value' is not" cdp-evaluate --task value "$T/pred.tif" "$T/ref.tif"
-[ ! -e "$T/h2.png" ] || fail "a PNG after a refusal"
+[ ! -e "$T/h2.png" ] && [ -z "$(ls -A "$T" | grep cdp-tmp)" ] || fail "a PNG or a temporary after a refusal"
+# a single value on both sides: the histogram's range is widened, not 0 wide
+cdp-evaluate --task regression --png "$T/h3.png" "$T/const.tif" "$T/const.tif" >"$T/t3" || fail "--png of one value"
+grep -q '^rmse  0$' "$T/t3" && grep -q '^r2    undefined$' "$T/t3" || fail "one value: $(cat "$T/t3")"
+[ -s "$T/h3.png" ] || fail "--png of one value: no PNG"
 exit 0

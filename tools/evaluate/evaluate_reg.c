@@ -49,8 +49,8 @@ void cdp_reg_sums_add(cdp_reg_sums *s, const double *p, const double *r, size_t 
 
 int cdp_reg_bin(double v, double lo, double hi, int nb)
 {
-	int b = (int)((v - lo) / (hi - lo) * nb);
-	return b < 0 ? 0 : b >= nb ? nb - 1 : b;
+	double f = (v - lo) / (hi - lo) * nb;   /* compared before the cast: no overflow */
+	return !(f >= 0) ? 0 : f >= nb ? nb - 1 : (int)f;
 }
 
 static void num(FILE *f, double v, int json)
