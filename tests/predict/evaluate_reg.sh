@@ -143,6 +143,8 @@ echo "== refusals"
 mk "$T/u8.tif" u8
 expect_fail 1 "^cdp-evaluate: '$T/u8.tif' holds u8 values, not a float32 or float64 raster of values that a regression map is scored against\$" \
 	cdp-evaluate "$T/pred.tif" "$T/u8.tif"
+expect_fail 1 "^cdp-evaluate: '$T/u8.tif' holds u8 values: a regression map is a float32 or float64 raster of values\$" \
+	cdp-evaluate --task regression "$T/u8.tif" "$T/ref.tif"
 mk "$T/nan.tif" nan
 expect_fail 1 "^cdp-evaluate: '$T/pred.tif' and '$T/nan.tif' have no pixel valid in both (all 72000 are NaN or nodata in one): nothing to score\$" \
 	cdp-evaluate --png "$T/h2.png" "$T/pred.tif" "$T/nan.tif"

@@ -481,13 +481,13 @@ static int run_regression(const cdp_evaluate_opts *o, side *p, side *r, FILE *ou
 	cdp_reg_sums s;
 	uint64_t skipped;
 
-	for (int i = 0; i < 2; i++) {
-		const side *x = i ? r : p;
-		if (!is_float(x->ri->dtype))
-			return fail(err, cap, "'%s' holds %s values, not a float32 or float64 raster of "
-			            "values that a regression map is scored %s", x->path,
-			            cdp_dtype_name(x->ri->dtype), i ? "against" : "by");
-	}
+	if (!is_float(p->ri->dtype))
+		return fail(err, cap, "'%s' holds %s values: a regression map is a float32 or "
+		            "float64 raster of values", p->path, cdp_dtype_name(p->ri->dtype));
+	if (!is_float(r->ri->dtype))
+		return fail(err, cap, "'%s' holds %s values, not a float32 or float64 raster of "
+		            "values that a regression map is scored against", r->path,
+		            cdp_dtype_name(r->ri->dtype));
 	cdp_reg_sums_init(&s);
 	if (reg_pass(p, r, &s, &skipped, NULL, 0, 0, 0, err, cap) < 0)
 		return -1;
