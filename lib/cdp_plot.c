@@ -1,4 +1,5 @@
-/* cdp_plot.c: the run plot and the confusion matrix (cdp_plot.h) with
+/* cdp_plot.c: the run plot, the confusion matrix and the 2-D histogram
+ * (cdp_plot.h) with
  * cairo. Text uses cairo's "toy" font API with the "sans-serif" face,
  * which fontconfig resolves to an installed font (DejaVu Sans on Debian):
  * labels are short and Latin, so no text layout library is needed.
@@ -133,7 +134,7 @@ static void x_axis(cairo_t *cr, const panel *p, int labels)
 		cairo_line_to(cr, x, p->y1 + 4);
 		cairo_stroke(cr);
 		if (labels) {
-			snprintf(buf, sizeof buf, "%g", v);
+			snprintf(buf, sizeof buf, "%g", fabs(v) < st * 1e-6 ? 0.0 : v);
 			text(cr, x, p->y1 + 12, 0.5, buf);
 		}
 	}
@@ -376,6 +377,23 @@ int cdp_plot_run_png(const char *path, const cdp_plot_run *r)
 	return rc;
 }
 
+/* A cell's shade: f in [0, 1], white to the smoothed dark blue. */
+static void shade(cairo_t *cr, double f)
+{
+	cairo_set_source_rgb(cr, 1 - f * (1 - c_smooth.r), 1 - f * (1 - c_smooth.g),
+	                     1 - f * (1 - c_smooth.b));
+}
+
+/* A plot's title, bold, centred on (x, y); the font is left normal. */
+static void title_text(cairo_t *cr, double x, double y, const char *title)
+{
+	color(cr, c_text);
+	cairo_select_font_face(cr, "sans-serif", CAIRO_FONT_SLANT_NORMAL, CAIRO_FONT_WEIGHT_BOLD);
+	cairo_set_font_size(cr, 15);
+	text(cr, x, y, 0.5, title ? title : "");
+	cairo_select_font_face(cr, "sans-serif", CAIRO_FONT_SLANT_NORMAL, CAIRO_FONT_WEIGHT_NORMAL);
+}
+
 int cdp_plot_confusion_png(const char *path, const uint64_t *counts, int k,
                            const char *const *names, const char *title)
 {
@@ -401,11 +419,7 @@ int cdp_plot_confusion_png(const char *path, const uint64_t *counts, int k,
 	if (e.x_advance + 40 > w && e.x_advance < 4000)
 		w = (int)e.x_advance + 40;
 	cr = canvas(w, h, &s);
-	color(cr, c_text);
-	cairo_select_font_face(cr, "sans-serif", CAIRO_FONT_SLANT_NORMAL, CAIRO_FONT_WEIGHT_BOLD);
-	cairo_set_font_size(cr, 15);
-	text(cr, w / 2.0, 20, 0.5, title ? title : "");
-	cairo_select_font_face(cr, "sans-serif", CAIRO_FONT_SLANT_NORMAL, CAIRO_FONT_WEIGHT_NORMAL);
+	title_text(cr, w / 2.0, 20, title);
 	cairo_set_font_size(cr, 12);
 	text(cr, left + k * cell / 2.0, 48, 0.5, "predicted class");
 	rtext(cr, 18, top + k * cell / 2.0, -M_PI / 2, 0.5, "reference class");
@@ -421,8 +435,7 @@ int cdp_plot_confusion_png(const char *path, const uint64_t *counts, int k,
 			uint64_t c = counts[(size_t)i * k + j];
 			/* white to the smoothed dark blue by the row's fraction */
 			double f = row ? (double)c / (double)row : 0;
-			cairo_set_source_rgb(cr, 1 - f * (1 - c_smooth.r), 1 - f * (1 - c_smooth.g),
-			                     1 - f * (1 - c_smooth.b));
+			shade(cr, f);
 			cairo_rectangle(cr, left + j * cell, top + i * cell, cell, cell);
 			cairo_fill(cr);
 			if (cell >= 24) {
@@ -435,6 +448,90 @@ int cdp_plot_confusion_png(const char *path, const uint64_t *counts, int k,
 	color(cr, c_text);
 	cairo_rectangle(cr, left, top, k * cell, k * cell);
 	cairo_stroke(cr);
+	rc = write_png(s, path);
+	finish(cr, s);
+	return rc;
+}
+
+int cdp_plot_hist2d_png(const char *path, const uint64_t *counts, int nb, double lo,
+                        double hi, const char *xlabel, const char *ylabel, const char *title)
+{
+	cairo_surface_t *s;
+	cairo_t *cr;
+	panel p = { 96, 56, 96 + 540, 56 + 540, lo, hi, lo, hi };
+	uint64_t max = 0;
+	double cw, st, lmax;
+	char buf[32];
+	int rc;
+
+	if (!path || !counts || nb < 1 || !(hi > lo) || !isfinite(lo) || !isfinite(hi))
+		return CDP_EINVAL;
+	for (size_t i = 0; i < (size_t)nb * nb; i++)
+		max = counts[i] > max ? counts[i] : max;
+	lmax = log1p((double)max);
+	cw = (p.x1 - p.x0) / nb;
+	cr = canvas(CDP_PLOT_HIST_WIDTH, CDP_PLOT_HIST_HEIGHT, &s);
+	title_text(cr, CDP_PLOT_HIST_WIDTH / 2.0, 22, title);
+
+	/* ticks: x below (with its grid), y on the left at the same step */
+	x_axis(cr, &p, 1);
+	st = nice_step(hi - lo, 8);
+	cairo_set_font_size(cr, 11);
+	for (double v = ceil(lo / st) * st; v <= hi + st * 1e-6; v += st) {
+		double y = px_y(&p, v, lo, hi);
+		color(cr, c_grid);
+		cairo_move_to(cr, p.x0, y);
+		cairo_line_to(cr, p.x1, y);
+		cairo_stroke(cr);
+		color(cr, c_text);
+		cairo_move_to(cr, p.x0 - 4, y);
+		cairo_line_to(cr, p.x0, y);
+		cairo_stroke(cr);
+		snprintf(buf, sizeof buf, "%.4g", fabs(v) < st * 1e-6 ? 0.0 : v);
+		text(cr, p.x0 - 7, y, 1, buf);
+	}
+	for (int i = 0; i < nb; i++)
+		for (int j = 0; j < nb; j++) {
+			uint64_t c = counts[(size_t)i * nb + j];
+			if (!c)
+				continue;
+			shade(cr, lmax > 0 ? log1p((double)c) / lmax : 1);
+			/* +0.5 px overlap: no hairline seams between cells */
+			cairo_rectangle(cr, p.x0 + j * cw, p.y1 - (i + 1) * cw, cw + 0.5, cw + 0.5);
+			cairo_fill(cr);
+		}
+	/* the diagonal y = x */
+	color(cr, c_resume);
+	cairo_set_dash(cr, (const double[]){ 5, 4 }, 2, 0);
+	cairo_move_to(cr, p.x0, p.y1);
+	cairo_line_to(cr, p.x1, p.y0);
+	cairo_stroke(cr);
+	cairo_set_dash(cr, NULL, 0, 0);
+	frame(cr, &p);
+	cairo_set_font_size(cr, 12);
+	color(cr, c_text);
+	text(cr, (p.x0 + p.x1) / 2, p.y1 + 36, 0.5, xlabel ? xlabel : "");
+	rtext(cr, 22, (p.y0 + p.y1) / 2, -M_PI / 2, 0.5, ylabel ? ylabel : "");
+
+	/* the colour bar: log counts from 1 to the largest */
+	{
+		double bx = p.x1 + 30, bw = 18, by0 = p.y0, by1 = p.y1;
+		for (int k = 0; k < 100; k++) {
+			shade(cr, (k + 0.5) / 100);
+			cairo_rectangle(cr, bx, by1 - (k + 1) * (by1 - by0) / 100, bw,
+			                (by1 - by0) / 100 + 0.5);
+			cairo_fill(cr);
+		}
+		color(cr, c_text);
+		cairo_rectangle(cr, bx, by0, bw, by1 - by0);
+		cairo_stroke(cr);
+		cairo_set_font_size(cr, 11);
+		text(cr, bx + bw / 2, by1 + 12, 0.5, "1");
+		snprintf(buf, sizeof buf, "%llu", (unsigned long long)max);
+		text(cr, bx + bw / 2, by0 - 10, 0.5, buf);
+		cairo_set_font_size(cr, 12);
+		rtext(cr, bx + bw + 16, (by0 + by1) / 2, -M_PI / 2, 0.5, "pixels (log scale)");
+	}
 	rc = write_png(s, path);
 	finish(cr, s);
 	return rc;

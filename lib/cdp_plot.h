@@ -45,4 +45,15 @@ int cdp_plot_run_png(const char *path, const cdp_plot_run *r);
 int cdp_plot_confusion_png(const char *path, const uint64_t *counts, int k,
                            const char *const *names, const char *title);
 
+/* A 2-D histogram, CDP_PLOT_HIST_WIDTH x CDP_PLOT_HIST_HEIGHT pixels:
+ * counts (nb, nb), row i = y bin, column j = x bin, both axes binned over
+ * [lo, hi] (x grows right, y up), each cell shaded white to dark blue by
+ * log(1 + count) over log(1 + the largest count), empty cells white; the
+ * diagonal y = x dashed, the axes ticked and labelled xlabel and ylabel,
+ * a colour bar of the counts on the right, the title on top. */
+#define CDP_PLOT_HIST_WIDTH 760
+#define CDP_PLOT_HIST_HEIGHT 660
+int cdp_plot_hist2d_png(const char *path, const uint64_t *counts, int nb, double lo,
+                        double hi, const char *xlabel, const char *ylabel, const char *title);
+
 #endif

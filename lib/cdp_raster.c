@@ -285,6 +285,11 @@ const char *cdp_raster_category_name(const cdp_raster *r, int band, int k)
 	return names[k];
 }
 
+const char *cdp_raster_metadata(const cdp_raster *r, const char *key)
+{
+	return r && key ? GDALGetMetadataItem(r->ds, key, NULL) : NULL;
+}
+
 int cdp_raster_read_mask(cdp_raster *r, int band, int64_t x, int64_t y, int w,
                          int h, uint8_t *out, char *err, size_t errcap)
 {

@@ -53,6 +53,14 @@ int  cdp_raster_has_mask(const cdp_raster *r, int band);
 /* The name GDAL gives value k of `band` (its category names, which
  * cdp-predict writes), or NULL when it has none; owned by the raster. */
 const char *cdp_raster_category_name(const cdp_raster *r, int band, int k);
+/* The dataset's metadata item key (GDAL's default domain), or NULL when it
+ * has none; owned by the raster. */
+const char *cdp_raster_metadata(const cdp_raster *r, const char *key);
+/* The tag that says what a map holds: a pixel-regression map (float32
+ * values, cdp-predict(1)) carries the item CDP_TASK=regression; a map
+ * without it is a class map. cdp-evaluate scores each kind its own way. */
+#define CDP_RASTER_TASK_KEY "CDP_TASK"
+#define CDP_RASTER_TASK_REGRESSION "regression"
 /* Calls fn(path, arg) for each file GDAL reads for r (GDALGetFileList):
  * the dataset's own file, its side-cars (.aux.xml, .ovr, .msk) and, for a
  * VRT, its source files. Stops at and returns the first non-zero value of

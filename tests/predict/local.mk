@@ -1,5 +1,5 @@
 # tests/predict/: cdp-predict and cdp-evaluate from the shell.
-TESTS += tests/predict/evaluate.sh tests/predict/evaluate_csv.sh
+TESTS += tests/predict/evaluate.sh tests/predict/evaluate_csv.sh tests/predict/evaluate_reg.sh
 if HAVE_MPI
 TESTS += tests/predict/predict.sh tests/predict/gis.sh tests/predict/classify.sh \
 	tests/predict/classify_csv.sh tests/predict/init.sh tests/predict/tta.sh \

@@ -1,7 +1,8 @@
 /* evaluate.c: cdp_evaluate_run, the confusion matrix of a class-id raster
  * against a reference of the same size, read in bands of rows, and its
  * report (metrics.h: IoU, F1, precision, recall per class, accuracy, mean
- * IoU) as text or JSON.
+ * IoU) as text or JSON; or, for a regression map (tagged CDP_TASK=regression
+ * or --task regression), its scores (evaluate_reg.c) and a 2-D histogram.
  *
  * Pixels counted: those whose reference is neither the ignore value nor the
  * reference's nodata, and whose prediction is not the prediction's nodata
@@ -84,7 +85,7 @@ static int open_vector_side(side *s, const char *path, const side *p,
 	return 0;
 }
 
-static int open_side(side *s, const char *path, char *err, size_t cap)
+static int open_side(side *s, const char *path, const char *what, char *err, size_t cap)
 {
 	char why[512];
 
@@ -93,8 +94,8 @@ static int open_side(side *s, const char *path, char *err, size_t cap)
 		return fail(err, cap, "cannot open '%s': %s", path, why);
 	s->ri = cdp_raster_get_info(s->r);
 	if (s->ri->bands != 1)
-		return fail(err, cap, "'%s' has %u bands, want one band of class ids", path,
-		            s->ri->bands);
+		return fail(err, cap, "'%s' has %u bands, want one band of %s", path,
+		            s->ri->bands, what);
 	if (!(s->buf = malloc((size_t)ROWS * s->ri->width * cdp_dtype_size(s->ri->dtype))))
 		return fail(err, cap, "out of memory");
 	return 0;
@@ -367,16 +368,159 @@ static int draw(const cdp_evaluate_opts *o, const side *p, const uint64_t *conf,
 	return rc ? fail(err, cap, "cannot write '%s': %s", o->png, cdp_strerror(rc)) : 0;
 }
 
+static int is_float(int dt)
+{
+	return dt == CDP_DT_F32 || dt == CDP_DT_F64;
+}
+
+/* The task of the run: --task, else the prediction's tag, else class. */
+static int task_of(const cdp_evaluate_opts *o, const char *path)
+{
+	cdp_raster *r;
+	const char *t;
+	char why[512];
+	int task = CDP_EVALUATE_TASK_CLASS;
+
+	if (o->task != CDP_EVALUATE_TASK_AUTO)
+		return o->task;
+	if (cdp_raster_open(path, &r, why, sizeof why) != 0)
+		return task;      /* open_side says why */
+	t = cdp_raster_metadata(r, CDP_RASTER_TASK_KEY);
+	if (t && !strcmp(t, CDP_RASTER_TASK_REGRESSION))
+		task = CDP_EVALUATE_TASK_REGRESSION;
+	cdp_raster_close(r);
+	return task;
+}
+
+/* A regression pass over both rasters: with hist (nb x nb over [lo, hi],
+ * row: the prediction's bin), count into it; without, accumulate s. A
+ * pixel counts when both values are finite and neither is its band's
+ * nodata. */
+static int reg_pass(side *p, side *r, cdp_reg_sums *s, uint64_t *skipped, uint64_t *hist,
+                    int nb, double lo, double hi, char *err, size_t cap)
+{
+	uint64_t w = p->ri->width, h = p->ri->height;
+	double *pv = NULL, *rv = NULL;
+	char why[512];
+	int b1 = 1, rc = -1;
+
+	*skipped = 0;
+	if (!(pv = malloc((size_t)ROWS * w * sizeof *pv)) ||
+	    !(rv = malloc((size_t)ROWS * w * sizeof *rv))) {
+		fail(err, cap, "out of memory");
+		goto out;
+	}
+	for (uint64_t y = 0; y < h; y += ROWS) {
+		int rows = h - y < ROWS ? (int)(h - y) : ROWS;
+		size_t n = 0;
+		if (cdp_raster_read(p->r, &b1, 1, 0, (int64_t)y, (int)w, rows, p->buf, why, sizeof why)) {
+			fail(err, cap, "cannot read '%s': %s", p->path, why);
+			goto out;
+		}
+		if (cdp_raster_read(r->r, &b1, 1, 0, (int64_t)y, (int)w, rows, r->buf, why, sizeof why)) {
+			fail(err, cap, "cannot read '%s': %s", r->path, why);
+			goto out;
+		}
+		for (size_t i = 0; i < (size_t)rows * w; i++) {
+			double a = cdp_dtype_get(p->ri->dtype, p->buf, i);
+			double b = cdp_dtype_get(r->ri->dtype, r->buf, i);
+			if (!isfinite(a) || !isfinite(b) || is_nodata(p->ri, a) || is_nodata(r->ri, b)) {
+				(*skipped)++;
+				continue;
+			}
+			pv[n] = a;
+			rv[n++] = b;
+		}
+		if (!hist) {
+			cdp_reg_sums_add(s, pv, rv, n);
+			continue;
+		}
+		for (size_t i = 0; i < n; i++)
+			hist[(size_t)cdp_reg_bin(pv[i], lo, hi, nb) * nb + cdp_reg_bin(rv[i], lo, hi, nb)]++;
+	}
+	rc = 0;
+out:
+	free(pv);
+	free(rv);
+	return rc;
+}
+
+/* --png for a regression map: the 2-D histogram of predicted against
+ * reference values, a second pass over the rasters. */
+#define REG_BINS 128
+static int reg_draw(const cdp_evaluate_opts *o, side *p, side *r, const cdp_reg_sums *s,
+                    char *err, size_t cap)
+{
+	uint64_t *hist, skipped;
+	double lo = s->lo, hi = s->hi;
+	char title[1024];
+	int rc;
+
+	if (!(hi > lo)) {
+		lo -= 0.5;
+		hi += 0.5;
+	}
+	if (!(hist = calloc((size_t)REG_BINS * REG_BINS, sizeof *hist)))
+		return fail(err, cap, "out of memory");
+	if (reg_pass(p, r, NULL, &skipped, hist, REG_BINS, lo, hi, err, cap) < 0) {
+		free(hist);
+		return -1;
+	}
+	snprintf(title, sizeof title, "cdp-evaluate: %.400s against %.400s", base(o->prediction),
+	         base(o->reference));
+	rc = cdp_plot_hist2d_png(o->png, hist, REG_BINS, lo, hi, "reference value",
+	                         "predicted value", title);
+	free(hist);
+	return rc ? fail(err, cap, "cannot write '%s': %s", o->png, cdp_strerror(rc)) : 0;
+}
+
+/* A regression map p against reference r (both open, same grid). */
+static int run_regression(const cdp_evaluate_opts *o, side *p, side *r, FILE *out, char *err,
+                          size_t cap)
+{
+	cdp_reg_sums s;
+	uint64_t skipped;
+
+	if (!is_float(p->ri->dtype))
+		return fail(err, cap, "'%s' holds %s values: a regression map is a float32 or "
+		            "float64 raster of values", p->path, cdp_dtype_name(p->ri->dtype));
+	if (!is_float(r->ri->dtype))
+		return fail(err, cap, "'%s' holds %s values, not a float32 or float64 raster of "
+		            "values that a regression map is scored against", r->path,
+		            cdp_dtype_name(r->ri->dtype));
+	cdp_reg_sums_init(&s);
+	if (reg_pass(p, r, &s, &skipped, NULL, 0, 0, 0, err, cap) < 0)
+		return -1;
+	if (!s.n)
+		return fail(err, cap, "'%s' and '%s' have no pixel valid in both (all %llu are NaN "
+		            "or nodata in one): nothing to score", p->path, r->path,
+		            (unsigned long long)skipped);
+	cdp_reg_report(out, &s, skipped, o->json);
+	if (fflush(out) != 0 || ferror(out))
+		return fail(err, cap, "cannot write the report: %s", strerror(errno));
+	return o->png ? reg_draw(o, p, r, &s, err, cap) : 0;
+}
+
 int cdp_evaluate_run(const cdp_evaluate_opts *o, FILE *out, char *err, size_t cap)
 {
 	side p = { 0 }, r = { 0 };
 	counts n;
 	uint64_t *conf = NULL;
-	int k = o->classes, rc = -1;
+	int k = o->classes, rc = -1, task;
+	const char *what;
 
 	cdp_raster_init();
-	if (open_side(&p, o->prediction, err, cap) < 0)
+	task = task_of(o, o->prediction);
+	what = task == CDP_EVALUATE_TASK_REGRESSION ? "values" : "class ids";
+	if (open_side(&p, o->prediction, what, err, cap) < 0)
 		goto out;
+	if (task == CDP_EVALUATE_TASK_REGRESSION &&
+	    (o->classes || o->ignore >= 0 || o->vec.given ||
+	     cdp_label_vector_is_vector(o->reference))) {
+		fail(err, cap, "'%s' is a regression map: --classes, --ignore and a vector "
+		     "reference are for class maps; give a raster of reference values", p.path);
+		goto out;
+	}
 	if (cdp_label_vector_is_vector(o->reference)) {
 		if (open_vector_side(&r, o->reference, &p, o, err, cap) < 0)
 			goto out;
@@ -384,7 +528,7 @@ int cdp_evaluate_run(const cdp_evaluate_opts *o, FILE *out, char *err, size_t ca
 		fail(err, cap, "'%s' is not a vector dataset, and the vector label options apply "
 		     "to a vector reference only", o->reference);
 		goto out;
-	} else if (open_side(&r, o->reference, err, cap) < 0)
+	} else if (open_side(&r, o->reference, what, err, cap) < 0)
 		goto out;
 	if (check_out(&p, &r, out, o->png, err, cap) < 0)
 		goto out;
@@ -396,6 +540,10 @@ int cdp_evaluate_run(const cdp_evaluate_opts *o, FILE *out, char *err, size_t ca
 	}
 	if (same_georef(&p, &r, err, cap) < 0)
 		goto out;
+	if (task == CDP_EVALUATE_TASK_REGRESSION) {
+		rc = run_regression(o, &p, &r, out, err, cap);
+		goto out;
+	}
 	if (!k) {
 		if (pass(&p, &r, o, NULL, 0, &n, err, cap) < 0)
 			goto out;

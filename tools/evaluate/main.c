@@ -14,12 +14,12 @@
 
 #define PROG "cdp-evaluate"
 
-enum { OPT_CLASSES = 256, OPT_IGNORE, OPT_JSON, OPT_PNG };
+enum { OPT_CLASSES = 256, OPT_IGNORE, OPT_JSON, OPT_PNG, OPT_TASK };
 
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: " PROG " [-hV] [--classes K|name,name,...] [--ignore V] [--json]\n"
-	           "                    [--png FILE]\n"
+	           "                    [--png FILE] [--task class|regression]\n"
 	           CDP_LABEL_VECTOR_USAGE("                    ")
 	           "                    PREDICTION REFERENCE\n"
 	        "       " PROG " [-hV] [--classes K|name,name,...] [--json] PREDICTIONS.csv LIST|DIR\n");
@@ -33,6 +33,7 @@ int main(int argc, char **argv)
 		{ "ignore",  required_argument, NULL, OPT_IGNORE },
 		{ "json",    no_argument,       NULL, OPT_JSON },
 		{ "png",     required_argument, NULL, OPT_PNG },
+		{ "task",    required_argument, NULL, OPT_TASK },
 		{ "version", no_argument,       NULL, 'V' },
 		/* a vector REFERENCE's options (cdp_label_vector.h) */
 		CDP_LABEL_VECTOR_LONGOPTS,
@@ -84,6 +85,13 @@ int main(int argc, char **argv)
 			break;
 		case OPT_JSON: o.json = 1; break;
 		case OPT_PNG: o.png = optarg; break;
+		case OPT_TASK: {
+			static const char *const tasks[] = { "class", "regression", NULL };
+			if (cdp_cli_keyword("--task", optarg, tasks, &v) != CDP_OK)
+				goto out;
+			o.task = v ? CDP_EVALUATE_TASK_REGRESSION : CDP_EVALUATE_TASK_CLASS;
+			break;
+		}
 		default:
 			if (c < CDP_LVO_BASE || c >= CDP_LVO_END ||
 			    cdp_label_vector_option(&o.vec, c, optarg))
@@ -99,6 +107,11 @@ int main(int argc, char **argv)
 	}
 	o.prediction = argv[optind];
 	o.reference = argv[optind + 1];
+	if (o.task == CDP_EVALUATE_TASK_REGRESSION && cdp_evaluate_is_csv(o.prediction)) {
+		fprintf(stderr, PROG ": --task regression scores a raster, not the CSV '%s'\n",
+		        o.prediction);
+		goto out;
+	}
 	/* names are for a CSV, or for a vector reference's string attribute (a
 	 * value's class is its index); for rasters --classes is the count it
 	 * always was */
