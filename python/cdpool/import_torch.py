@@ -10,8 +10,9 @@ tensors LAYER.w, .b, .mean, .var is looked up as LAYER.weight, .bias,
 .running_mean, .running_var (torchvision's names, which the cfgs in
 share/cdpool/models use), and taken when the shapes agree. The output
 layer is the head: a head tensor missing or of another shape is left out
-with a note (cdp-train --init initializes it); any other net tensor
-missing or of another shape refuses the import. State dict tensors the net
+with a note (cdp-train --init initializes it), and so is a decoder tensor,
+one of a layer named decoder.* (the unet-resnet cfgs' decoders); any other
+(encoder) tensor missing or of another shape refuses the import. State dict tensors the net
 does not use are listed (num_batches_tracked silently).
 
 --in-channels N builds the net for N input bands and adapts the first
@@ -117,6 +118,9 @@ def import_state_dict(sd, cfg_text, cfg_path, overrides, in_channels=None, note=
                     shape_str(v.shape), shape_str(want))
                 if L["index"] == head:
                     note("head tensor %s: %s: left out (cdp-train --init initializes it)"
+                         % (key, why))
+                elif L["name"].startswith("decoder."):
+                    note("decoder tensor %s: %s: left out (cdp-train --init initializes it)"
                          % (key, why))
                 else:
                     bad.append("%s: %s" % (key, why))

@@ -5,5 +5,8 @@ TESTS += tests/parity/unet_parity.sh
 # resnet_import.sh: torchvision's ResNets (python3-torchvision) imported by
 # python3 -m cdpool import-torch equal the engine's resnet*.cfg
 TESTS += tests/parity/resnet_import.sh
+# unet_resnet.sh: unet-resnet{18,34,50}.cfg take torchvision ResNet weights
+# for their encoder and run as the PyTorch twin does
+TESTS += tests/parity/unet_resnet.sh
 endif
 EXTRA_DIST += tests/parity

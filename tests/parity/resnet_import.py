@@ -7,40 +7,9 @@ import sys
 
 import numpy as np
 import torch
-import torchvision
 
 dump, models, tmp = sys.argv[1:4]
-PY = sys.executable
-failed = []
-
-
-def check(ok, what):
-    print("%s: %s" % ("ok" if ok else "FAIL", what))
-    if not ok:
-        failed.append(what)
-
-
-def imp(sd_path, model, out, *extra):
-    return subprocess.run([PY, "-m", "cdpool", "import-torch", sd_path, "--model", model,
-                           "-o", out] + list(extra), capture_output=True, text=True)
-
-
-def seeded(depth, classes):
-    torch.manual_seed(depth)
-    m = getattr(torchvision.models, "resnet%d" % depth)(num_classes=classes)
-    # batchnorm statistics and affine parameters away from the identity
-    for mod in m.modules():
-        if isinstance(mod, torch.nn.BatchNorm2d):
-            with torch.no_grad():
-                mod.running_mean.uniform_(-0.5, 0.5)
-                mod.running_var.uniform_(0.5, 2.0)
-                mod.weight.uniform_(0.5, 1.5)
-                mod.bias.uniform_(-0.2, 0.2)
-    return m
-
-
-def rel(a, b):
-    return float(np.abs(a - b).max() / max(np.abs(b).max(), 1e-6))
+from tvhelp import check, failed, imp, rel, seeded  # noqa: E402
 
 
 # how each state dict is saved: as torchvision's state_dict(), under

@@ -11,7 +11,10 @@
 # shape is left out with a note, a missing encoder tensor refuses the import,
 # --in-channels 4 adapts conv1 as timm's adapt_input_conv.
 # Needs torch and torchvision in $PYTHON (/usr/bin/python3); skips (77) without.
+# unet_resnet.sh sources this driver: it runs tests/parity/NAME.py for the
+# NAME its $0 gives.
 set -eu
+name=$(basename "$0" .sh)
 PY=${PYTHON:-/usr/bin/python3}
 src=${CDP_SRCDIR:-$(cd "$(dirname "$0")/../.." && pwd)}
 dump=${CDP_BUILDDIR:-.}/tests/engine/model_dump
@@ -19,10 +22,10 @@ PYTHONPATH=$src/python${PYTHONPATH:+:$PYTHONPATH}
 PYTHONDONTWRITEBYTECODE=1
 export PYTHONPATH PYTHONDONTWRITEBYTECODE
 if ! "$PY" -c 'import numpy, torch, torchvision' 2>/dev/null; then
-	echo "resnet_import: $PY has no torch/torchvision/numpy: skipped"
+	echo "$name: $PY has no torch/torchvision/numpy: skipped"
 	exit 77
 fi
-[ -x "$dump" ] || { echo "resnet_import: no $dump" >&2; exit 99; }
+[ -x "$dump" ] || { echo "$name: no $dump" >&2; exit 99; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-"$PY" "$src/tests/parity/resnet_import.py" "$dump" "$src/share/cdpool/models" "$tmp"
+"$PY" "$src/tests/parity/$name.py" "$dump" "$src/share/cdpool/models" "$tmp"
