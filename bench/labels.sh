@@ -7,11 +7,16 @@
 # reads the same polygons burned by gdal_rasterize onto the scene's grid.
 # Both stream into /dev/null with 256-pixel tiles; the best of BENCH_REPEAT
 # runs counts. Prints tiles/s of both and the ratio vector/raster (target
-# >= 0.5). TorchGeo's vector path (the issue's second peer) is not measured:
-# Debian has no TorchGeo.
+# >= 0.5). Then TorchGeo's vector path over the same files
+# (bench/labels_torchgeo.py: RasterDataset & VectorDataset with label_name,
+# a GridGeoSampler of the same tiles, one process) and the ratio of
+# cdp-tile's vector tiles/s to its samples/s (target >= 10). TorchGeo comes
+# from PyPI in a venv (bench/README); without one that imports torchgeo the
+# peer is skipped with a line saying so.
 #   usage: bench/labels.sh [BUILDDIR]
 #   env:   BENCH_SIZE (default 4096; the issue's scene is 16384),
-#          BENCH_REPEAT (default 3), PYTHON (with osgeo and numpy)
+#          BENCH_REPEAT (default 3), PYTHON (with osgeo and numpy),
+#          TORCHGEO_PYTHON (default python3: a Python that imports torchgeo)
 set -eu
 src=$(cd "$(dirname "$0")/.." && pwd)
 build=$(cd "${1:-$src}" && pwd)
@@ -48,6 +53,7 @@ utm.SetAxisMappingStrategy(osr.OAMS_TRADITIONAL_GIS_ORDER)
 ct = osr.CoordinateTransformation(utm, ll)
 v = ogr.GetDriverByName("GPKG").CreateDataSource(d + "/buildings.gpkg")
 lay = v.CreateLayer("buildings", ll, ogr.wkbPolygon)
+lay.CreateField(ogr.FieldDefn("class", ogr.OFTInteger))    # TorchGeo's label_name
 lay.StartTransaction()
 count = n * n // 2700
 for i in range(count):
@@ -60,7 +66,8 @@ for i in range(count):
         ring.AddPoint_2D(gt[0] + cx + rr * np.cos(a), gt[3] - cy + rr * np.sin(a))
     ring.CloseRings()
     g = ogr.Geometry(ogr.wkbPolygon); g.AddGeometry(ring); g.Transform(ct)
-    f = ogr.Feature(lay.GetLayerDefn()); f.SetGeometry(g); lay.CreateFeature(f)
+    f = ogr.Feature(lay.GetLayerDefn()); f.SetGeometry(g); f.SetField("class", 1)
+    lay.CreateFeature(f)
 lay.CommitTransaction()
 v = None
 print("scene: %dx%d u8, %d building polygons in EPSG:4326" % (n, n, count))
@@ -86,3 +93,18 @@ tiles=$(( (size / 256) * (size / 256) ))
 r=$(best --label "$T/scene_lab.tif")
 v=$(best --label "$T/buildings.gpkg")
 echo "$r $v $tiles" | awk '{printf "raster label:  %8.1f tiles/s (%.2f s)\nvector label:  %8.1f tiles/s (%.2f s)\nratio vector/raster: %.2f (target >= 0.5)\n", $3 / $1, $1, $3 / $2, $2, $1 / $2}'
+
+tg=${TORCHGEO_PYTHON:-python3}
+if ! "$tg" -c 'import torchgeo' 2>/dev/null; then
+	echo "torchgeo:      skipped: '$tg' cannot import torchgeo (set TORCHGEO_PYTHON; bench/README)"
+	exit 0
+fi
+ref=$("$py" -c 'import sys
+from osgeo import gdal
+print(int((gdal.Open(sys.argv[1]).ReadAsArray() == 1).sum()))' "$T/scene_lab.tif")
+out=$("$tg" "$src/bench/labels_torchgeo.py" "$T" 256 "$rep" 2>"$T/tg.err") ||
+	{ echo "labels.sh: TorchGeo failed: $(tail -1 "$T/tg.err")" >&2; exit 1; }
+echo "$out $v $tiles $ref" | awk '{
+	if ($1 != $5) { printf "labels.sh: TorchGeo read %d samples, cdp-tile %d tiles\n", $1, $5; exit 1 }
+	printf "torchgeo:      %8.1f samples/s (%.2f s; %d labelled pixels, gdal_rasterize %d)\n", $1 / $2, $2, $3, $6
+	printf "ratio cdpool/torchgeo: %.1f (target >= 10)\n", $2 / $4 }'

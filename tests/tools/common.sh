@@ -14,3 +14,27 @@ expect_fail() {
 	[ "$rc" -eq "$code" ] || fail "'$*' exited $rc, want $code (stderr: $(cat "$T/err"))"
 	grep -q -- "$pat" "$T/err" || fail "'$*' stderr lacks '$pat': $(cat "$T/err")"
 }
+# run_recipe NAME [FROM TO]...: runs the block of README.md after
+# "<!-- recipe: NAME -->" as written there, each FROM (which must occur on
+# exactly one line of it, so the recipe cannot drift from its test
+# unnoticed) made TO, with sh -eu in the empty folder $T/work (share/ the
+# tree's, python3 the test's Python); stdout in $T/out, stderr in $T/err.
+run_recipe() {
+	name=$1
+	shift
+	sed -n "/^<!-- recipe: $name -->\$/,/^\`\`\`\$/p" "$CDP_SRCDIR/README.md" |
+		sed '1,2d;$d' >"$T/readme.sh"
+	[ -s "$T/readme.sh" ] || fail "README.md has no $name recipe"
+	cp "$T/readme.sh" "$T/recipe.sh"
+	while [ $# -ge 2 ]; do
+		[ "$(grep -c -F -- "$1" "$T/readme.sh")" -eq 1 ] ||
+			fail "the recipe changed: '$1' is not in it once"
+		sed -i "s|$1|$2|" "$T/recipe.sh"
+		shift 2
+	done
+	mkdir "$T/bin" "$T/work"
+	ln -s "$PYTHON" "$T/bin/python3"
+	ln -s "$CDP_SRCDIR/share" "$T/work/share"
+	(cd "$T/work" && PATH="$T/bin:$PATH" sh -eu "$T/recipe.sh") >"$T/out" 2>"$T/err" ||
+		fail "the recipe failed: $(tail -5 "$T/err")"
+}

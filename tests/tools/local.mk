@@ -13,5 +13,7 @@ if HAVE_MPI
 TESTS += tests/tools/build.sh tests/tools/cli.sh tests/tools/hazards.sh tests/tools/outputs.sh
 # scene_recipe.sh: README.md's scene-classification recipe, run (it trains)
 TESTS += tests/tools/scene_recipe.sh
+# buildings_recipe.sh: README.md's building-footprints recipe (vector labels), run (it trains)
+TESTS += tests/tools/buildings_recipe.sh
 endif
 EXTRA_DIST += tests/tools

@@ -11,21 +11,8 @@
 # with the scene's CRS.
 . "$CDP_SRCDIR/tests/tools/common.sh"
 need_python
-R="$T/recipe.sh"
-sed -n '/^<!-- recipe: scene-classification -->$/,/^```$/p' "$CDP_SRCDIR/README.md" |
-	sed '1,2d;$d' >"$T/readme.sh"
-[ -s "$T/readme.sh" ] || fail "README.md has no scene-classification recipe"
-sed -e 's/--count 1000 /--count 60 /' -e 's/--epochs 20 /--epochs 3 /' -e 's/--batch 32 /--batch 8 /' \
-	-e 's/city.tif --size 1024 /city.tif --size 192 /' "$T/readme.sh" >"$R"
-for s in "--count 1000 " "--epochs 20 " "--batch 32 " "city.tif --size 1024 "; do
-	[ "$(grep -c -- "$s" "$T/readme.sh")" -eq 1 ] || fail "the recipe changed: '$s' is not in it once"
-done
-# python3 is the test's Python (with numpy and GDAL); share/ is the tree's
-mkdir "$T/bin" "$T/work"
-ln -s "$PYTHON" "$T/bin/python3"
-ln -s "$CDP_SRCDIR/share" "$T/work/share"
-(cd "$T/work" && PATH="$T/bin:$PATH" sh -eu "$R") >"$T/out" 2>"$T/err" ||
-	fail "the recipe failed: $(tail -5 "$T/err")"
+run_recipe scene-classification "--count 1000 " "--count 60 " "--epochs 20 " "--epochs 3 " \
+	"--batch 32 " "--batch 8 " "city.tif --size 1024 " "city.tif --size 192 "
 W="$T/work"
 grep -q "^cdp-keyshuffle: seed 1, 60 keys (48 train, 12 validation)\$" "$T/err" ||
 	fail "split: $(grep keyshuffle "$T/err")"

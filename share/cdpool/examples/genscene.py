@@ -4,7 +4,8 @@
 Draws a synthetic orthophoto at 0.5 m (by default): textured fields and
 meadows, curved roads of 3-12 px with junctions, houses with gable roofs and
 shadows along the minor roads, lakes, and round tree canopies, some of them
-over road edges. Optionally writes the road mask beside it. A second mode
+over road edges. Optionally writes the road mask beside it, and the
+buildings' footprints as EPSG:4326 polygons. A second mode
 writes small 5-class scene tiles with a list file for classification.
 
 Everything is drawn in row strips of about 2^20 pixels from global object
@@ -20,7 +21,7 @@ import signal
 import sys
 
 import numpy as np
-from osgeo import gdal, osr
+from osgeo import gdal, ogr, osr
 
 PROG = os.path.basename(sys.argv[0])
 STRIP_PIXELS = 1 << 20   # pixels per strip; the strip height is part of the output
@@ -558,6 +559,48 @@ def write_scene(scene, path, mask_path, args, origin):
         raise
 
 
+def write_buildings(scene, path, args, origin):
+    """The footprints of scene's buildings (the roof rectangles, without
+    their shadows) as a GeoPackage layer 'buildings' in EPSG:4326, written
+    under a temporary name and renamed: labels as map data holds them."""
+    if not os.path.isdir(os.path.dirname(path) or "."):
+        raise FileNotFoundError(errno.ENOENT, "no such directory", path)
+    tmp = os.path.join(os.path.dirname(path) or ".", ".%s.tmp%d.gpkg" % (os.path.basename(path), os.getpid()))
+    src = osr.SpatialReference()
+    src.ImportFromEPSG(args.epsg)
+    ll = osr.SpatialReference()
+    ll.ImportFromEPSG(4326)
+    for s in (src, ll):
+        s.SetAxisMappingStrategy(osr.OAMS_TRADITIONAL_GIS_ORDER)
+    ct = osr.CoordinateTransformation(src, ll)
+    try:
+        ds = gdal.GetDriverByName("GPKG").Create(tmp, 0, 0, 0, gdal.GDT_Unknown)
+        lay = ds.CreateLayer("buildings", ll, ogr.wkbPolygon)
+        lay.CreateField(ogr.FieldDefn("building", ogr.OFTString))
+        lay.StartTransaction()
+        for cx, cy, a, hb, ang, _, flat in scene.buildings:
+            ca, sa = math.cos(ang), math.sin(ang)
+            ring = ogr.Geometry(ogr.wkbLinearRing)
+            for lx, ly in ((-a, -hb), (a, -hb), (a, hb), (-a, hb), (-a, -hb)):
+                px, py = cx + lx * ca - ly * sa, cy + lx * sa + ly * ca
+                ring.AddPoint_2D(origin[0] + px * args.res, origin[1] - py * args.res)
+            g = ogr.Geometry(ogr.wkbPolygon)
+            g.AddGeometry(ring)
+            g.Transform(ct)
+            f = ogr.Feature(lay.GetLayerDefn())
+            f.SetField("building", "commercial" if flat else "house")
+            f.SetGeometry(g)
+            lay.CreateFeature(f)
+        lay.CommitTransaction()
+        ds = lay = None
+        os.replace(tmp, path)
+    except BaseException:
+        ds = lay = None
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
 def scene_tiles(args, origin):
     os.makedirs(args.scene_tiles, exist_ok=True)
     digits = len(str(max(args.count - 1, 0)))
@@ -580,8 +623,9 @@ def scene_tiles(args, origin):
 def parse_args(argv):
     p = argparse.ArgumentParser(
         prog=PROG, formatter_class=argparse.RawDescriptionHelpFormatter,
-        usage="%(prog)s OUT.tif --size N [--height H] --seed S [--mask MASK.tif] [--bands 1|3|4]\n"
-              "           [--dtype u8|u16] [--epsg E] [--origin X,Y] [--res R] [--tiled] [--compress]\n"
+        usage="%(prog)s OUT.tif --size N [--height H] --seed S [--mask MASK.tif]\n"
+              "           [--buildings OUT.gpkg] [--bands 1|3|4] [--dtype u8|u16] [--epsg E]\n"
+              "           [--origin X,Y] [--res R] [--tiled] [--compress]\n"
               "       %(prog)s --scene-tiles DIR --count N [--size 64] --seed S [options]",
         description=__doc__.split("\n\n")[1],
         epilog="The road mask is u8, 1 = road and 0 = background, with the image's size,\n"
@@ -598,6 +642,9 @@ def parse_args(argv):
     p.add_argument("--height", type=int, help="height in pixels")
     p.add_argument("--seed", type=int, required=True, help="random seed (0 .. 2^63-1)")
     p.add_argument("--mask", metavar="MASK.tif", help="also write the road mask here")
+    p.add_argument("--buildings", metavar="OUT.gpkg",
+                   help="also write the building footprints here, as EPSG:4326 polygons with a "
+                        "field building ('house' or 'commercial')")
     p.add_argument("--bands", type=int, default=3, choices=(1, 3, 4), help="bands (default 3)")
     p.add_argument("--dtype", default="u8", choices=("u8", "u16"), help="sample type (default u8)")
     p.add_argument("--epsg", type=int, default=32633, help="projected CRS (default 32633, UTM 33N)")
@@ -615,8 +662,8 @@ def parse_args(argv):
         if a.count is not None:
             p.error("--count needs --scene-tiles")
     else:
-        if a.out is not None or a.mask is not None:
-            p.error("--scene-tiles takes no OUT.tif and no --mask")
+        if a.out is not None or a.mask is not None or a.buildings is not None:
+            p.error("--scene-tiles takes no OUT.tif, no --mask and no --buildings")
         if a.count is None or a.count < 1:
             p.error("--scene-tiles needs --count N with N >= 1")
         if a.size is None:
@@ -653,6 +700,9 @@ def main(argv):
             scene = Scene(args.size, args.height or args.size, args.seed)
             scene.populate()
             write_scene(scene, args.out, args.mask, args, origin)
+            if args.buildings:
+                what = args.buildings
+                write_buildings(scene, args.buildings, args, origin)
     except (OSError, RuntimeError) as e:
         why = getattr(e, "strerror", None) or str(e).strip() or type(e).__name__
         what = getattr(e, "filename", None) or what
