@@ -83,14 +83,4 @@ for m in focal jaccard tversky lovasz ls_dice; do
 	echo "$m: 12 losses agree to 1e-6"
 done
 
-vloss() { sed -n 's/^{"type":"val",.*"loss":\([^,]*\),.*/\1/p' "$1"; }
-L="$C --model $T/ce_dice.cfg --val-keys $T/val.keys --steps 1 --lr 0"
-cdp-train $L --batch 8 --out "$T/v8" || fail "validation at batch 8"
-cdp-train $L --batch 3 --out "$T/v3" || fail "validation at batch 3"
-$MP cdp-train $L --batch 3 --out "$T/v2x3" || fail "validation at 2 ranks"
-for r in v3 v2x3; do
-	awk -v a="$(vloss "$T/v8/metrics.jsonl")" -v b="$(vloss "$T/$r/metrics.jsonl")" \
-		'BEGIN { d = a - b; exit !(a > 0 && (d < 0 ? -d : d) <= 1e-9 * a) }' ||
-		fail "$r: validation loss $(vloss "$T/$r/metrics.jsonl"), at batch 8 $(vloss "$T/v8/metrics.jsonl")"
-done
-echo "validation loss (ce+dice) $(vloss "$T/v8/metrics.jsonl") at batch 8, 3 and 2 ranks x 3"
+val_invariant "$T/ce_dice.cfg" ce+dice

@@ -131,17 +131,7 @@ done
 # the validation loss (bce+dice: Dice of the whole validation list) does
 # not depend on the batch or the ranks: the same model (--lr 0) at batch
 # 8, 3 and 2 ranks x 3 (8 keys: batches of 8; 3, 3, 2; 3 + 1 and 3)
-vloss() { sed -n 's/^{"type":"val",.*"loss":\([^,]*\),.*/\1/p' "$1"; }
-L="$C --model $SMALL:loss=bce+dice,outputs=1 --val-keys $T/val.keys --steps 1 --lr 0"
-cdp-train $L --batch 8 --out "$T/v8" || fail "validation at batch 8"
-cdp-train $L --batch 3 --out "$T/v3" || fail "validation at batch 3"
-$MP cdp-train $L --batch 3 --out "$T/v2x3" || fail "validation at 2 ranks"
-for r in v3 v2x3; do
-	awk -v a="$(vloss "$T/v8/metrics.jsonl")" -v b="$(vloss "$T/$r/metrics.jsonl")" \
-		'BEGIN { d = a - b; exit !(a > 0 && (d < 0 ? -d : d) <= 1e-9 * a) }' ||
-		fail "$r: validation loss $(vloss "$T/$r/metrics.jsonl"), at batch 8 $(vloss "$T/v8/metrics.jsonl")"
-done
-echo "validation loss (bce+dice) $(vloss "$T/v8/metrics.jsonl") at batch 8, 3 and 2 ranks x 3"
+val_invariant "$SMALL:loss=bce+dice,outputs=1" bce+dice
 
 echo "== every sample once per epoch"
 CDP_TRAIN_LOG_KEYS="$T/k2" $MP cdp-train $P --batch 4 --epochs 2 --out "$T/keys2" || fail "keys 2 ranks"

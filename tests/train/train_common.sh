@@ -32,3 +32,22 @@ wait_step() {
 		sleep 0.1
 	done
 }
+
+# val_invariant MODEL WHAT: the validation loss of MODEL (WHAT names its
+# loss) does not depend on the batch or the ranks: the same model (--lr 0)
+# at batch 8, 3 and 2 ranks x 3 (8 keys: batches of 8; 3, 3, 2; 3 + 1 and
+# 3), equal to 1e-9; uses $C, $MP and $T/val.keys of the caller
+val_invariant() {
+	vi_l="$C --model $1 --val-keys $T/val.keys --steps 1 --lr 0"
+	cdp-train $vi_l --batch 8 --out "$T/v8" || fail "validation at batch 8"
+	cdp-train $vi_l --batch 3 --out "$T/v3" || fail "validation at batch 3"
+	$MP cdp-train $vi_l --batch 3 --out "$T/v2x3" || fail "validation at 2 ranks"
+	for vi_r in v3 v2x3; do
+		awk -v a="$(val_loss_of "$T/v8/metrics.jsonl")" -v b="$(val_loss_of "$T/$vi_r/metrics.jsonl")" \
+			'BEGIN { d = a - b; exit !(a > 0 && (d < 0 ? -d : d) <= 1e-9 * a) }' ||
+			fail "$vi_r: validation loss $(val_loss_of "$T/$vi_r/metrics.jsonl"), at batch 8 $(val_loss_of "$T/v8/metrics.jsonl")"
+	done
+	echo "validation loss ($2) $(val_loss_of "$T/v8/metrics.jsonl") at batch 8, 3 and 2 ranks x 3"
+	rm -rf "$T/v8" "$T/v3" "$T/v2x3"
+}
+val_loss_of() { sed -n 's/^{"type":"val",.*"loss":\([^,]*\),.*/\1/p' "$1"; }
