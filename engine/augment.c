@@ -194,8 +194,8 @@ static void gamma_plane(float *x, size_t n, double g)
 	}
 	if (!(hi > lo))
 		return;
+	double span = (double)hi - (double)lo;
 	for (size_t i = 0; i < n; i++) {
-		double span = (double)hi - (double)lo;
 		x[i] = (float)((double)lo + span * pow(((double)x[i] - (double)lo) / span, g));
 	}
 }

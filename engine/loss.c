@@ -462,8 +462,9 @@ static int fetch(const cdp_loss *l, int n, int hw, const float *logits, const in
 				mx = fmax(mx, x[(size_t)c * hw]);
 			for (int c = 0; c < l->k; c++)
 				se += exp(x[(size_t)c * hw] - mx);
+			double lse = log(se);
 			for (int c = 0; c < l->k; c++) {
-				lp[(size_t)c * hw] = x[(size_t)c * hw] - mx - log(se);
+				lp[(size_t)c * hw] = x[(size_t)c * hw] - mx - lse;
 				pr[(size_t)c * hw] = exp(lp[(size_t)c * hw]);
 			}
 		}

@@ -328,7 +328,7 @@ int cdp_optim_step(cdp_optim *o, float *params, float *grads)
 	o->last_lr = lr;
 	for (int i = 0; i < (o->seg ? o->nseg : 1); i++) {
 		cdp_optim_seg s = o->seg ? o->seg[i] : (cdp_optim_seg){ 0, o->n, 1.0f, 0 };
-		float lr_s = s.mult == 1.0f ? (float)lr : (float)(lr * s.mult);
+		float lr_s = (float)(lr * s.mult); /* lr * 1.0 is lr exactly */
 		if (s.frozen)
 			continue;
 		if (c->type == CDP_OPT_ADAMW)

@@ -144,7 +144,7 @@ int cdp_labelmap_parse_inline(const char *spec, cdp_labelmap *m, size_t *where,
 }
 
 /* The NAME of a file line: text[len] with blanks trimmed (len 0: none). */
-static int add_name(cdp_labelmap *m, char ***names, size_t *nnames, uint32_t id,
+static int add_name(char ***names, size_t *nnames, uint32_t id,
                     const char *text, size_t len, char *why, size_t cap)
 {
 	char *name, reason[128];
@@ -175,7 +175,6 @@ static int add_name(cdp_labelmap *m, char ***names, size_t *nnames, uint32_t id,
 		return same ? CDP_OK : CDP_EFORMAT;
 	}
 	(*names)[id] = name;
-	(void)m;
 	return CDP_OK;
 }
 
@@ -251,7 +250,7 @@ int cdp_labelmap_parse(const void *text, size_t len, cdp_labelmap *m, size_t *wh
 				t--;
 			if (t > s) {
 				named = 1;
-				if ((rc = add_name(m, &names, &nnames, id, s, (size_t)(t - s), why, cap)))
+				if ((rc = add_name(&names, &nnames, id, s, (size_t)(t - s), why, cap)))
 					goto out;
 			}
 		}

@@ -423,24 +423,29 @@ void cdp_out_abort(cdp_out *o)
 	end(o);
 }
 
+/* dir = the folder that holds path ("." for a bare name); 0, or
+ * ENAMETOOLONG */
+static int dir_of(const char *path, char dir[PATH_MAX])
+{
+	size_t dl = dirlen(path);
+
+	if (dl >= PATH_MAX)
+		return ENAMETOOLONG;
+	if (dl)
+		memcpy(dir, path, dl);
+	else
+		dir[dl++] = '.';
+	dir[dl] = '\0';
+	return 0;
+}
+
 int cdp_out_nospace(const cdp_out *o, const char *path)
 {
 	char dir[PATH_MAX];
 	const char *p = o && o->tmp ? o->tmp : path;
 	struct statvfs sv;
-	size_t dl;
 
-	if (!p)
-		return 0;
-	dl = dirlen(p);
-	if (dl >= sizeof dir)
-		return 0;
-	if (dl)
-		memcpy(dir, p, dl);
-	else
-		dir[dl++] = '.';
-	dir[dl] = '\0';
-	if (statvfs(dir, &sv) != 0)
+	if (!p || dir_of(p, dir) != 0 || statvfs(dir, &sv) != 0)
 		return 0;
 	return sv.f_bavail == 0 || sv.f_bfree == 0 ? ENOSPC : 0;
 }
@@ -449,16 +454,10 @@ int cdp_out_nospace(const cdp_out *o, const char *path)
 static int sync_dir(const char *path)
 {
 	char dir[PATH_MAX];
-	size_t dl = dirlen(path);
 	int fd, rc = CDP_OK;
 
-	if (dl >= sizeof dir)
+	if (dir_of(path, dir) != 0)
 		return ENAMETOOLONG;
-	if (dl)
-		memcpy(dir, path, dl);
-	else
-		dir[dl++] = '.';
-	dir[dl] = '\0';
 	if ((fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
 		return errno;
 	if (fsync(fd) != 0 && errno != EINVAL)

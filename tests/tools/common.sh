@@ -38,3 +38,18 @@ run_recipe() {
 	(cd "$T/work" && PATH="$T/bin:$PATH" sh -eu "$T/recipe.sh") >"$T/out" 2>"$T/err" ||
 		fail "the recipe failed: $(tail -5 "$T/err")"
 }
+
+# import_r18 CFG OUT: torchvision's resnet18, seeded with 5, saved as
+# $T/r18.pth and imported by python3 -m cdpool import-torch for the model
+# CFG (a cfg path with its overrides) into OUT, the importer's notes in
+# $T/imp.err; skips (77) without torchvision. The caller puts python/ on
+# PYTHONPATH.
+import_r18() {
+	"$PYTHON" -c "import torch, torchvision" 2>/dev/null || { echo "SKIP: no torchvision" >&2; exit 77; }
+	"$PYTHON" -c '
+import sys, torch, torchvision
+torch.manual_seed(5)
+torch.save(torchvision.models.resnet18().state_dict(), sys.argv[1])' "$T/r18.pth" &&
+	"$PYTHON" -m cdpool import-torch "$T/r18.pth" --model "$1" -o "$2" 2>"$T/imp.err" ||
+		fail "import-torch: $(cat "$T/imp.err")"
+}

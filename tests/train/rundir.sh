@@ -65,6 +65,15 @@ cdp-train $C --out "$T/run" --steps 3 --overwrite --seed 7 || fail "--overwrite 
 [ "$(losses "$T/run/metrics.jsonl" | tail -1 | cut -d' ' -f1)" = 3 ] ||
 	fail "--overwrite: metrics.jsonl does not end at step 3"
 [ ! -e "$T/run/.lock" ] || fail "a finished run left its .lock"
+# a --trace in RUNDIR that is an input: refused before --overwrite removes
+# anything (the trace is one of the files --overwrite removes)
+cp "$T/train.keys" "$T/run/k.keys"
+cp "$T/run/checkpoint.cdpt" "$T/ck.before"
+expect_fail 1 "refusing to write '$T/run/k.keys'" cdp-train --db "$T/pool" --keys "$T/run/k.keys" \
+	--model "$SMALL" --threads 1 -q --batch 4 --out "$T/run" --steps 3 --overwrite --trace "$T/run/k.keys"
+cmp -s "$T/train.keys" "$T/run/k.keys" || fail "--overwrite --trace removed or changed an input"
+cmp -s "$T/ck.before" "$T/run/checkpoint.cdpt" || fail "a refused --overwrite removed the run"
+rm "$T/run/k.keys"
 
 echo "== fresh, empty and user-only directories train"
 mkdir "$T/empty" "$T/user"

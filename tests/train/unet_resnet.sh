@@ -8,16 +8,10 @@
 # as usual, the encoder's weights moved away from torchvision's, and the
 # mean loss of the last 4 steps is below that of the first 4.
 . "$CDP_SRCDIR/tests/train/train_common.sh"
-"$PYTHON" -c "import torch, torchvision" 2>/dev/null || { echo "SKIP: no torchvision" >&2; exit 77; }
 export PYTHONPATH="$CDP_SRCDIR/python${PYTHONPATH:+:$PYTHONPATH}"
 export PYTHONDONTWRITEBYTECODE=1
 CFG="$CDP_SRCDIR/share/cdpool/models/unet-resnet18.cfg"
-"$PYTHON" -c '
-import sys, torch, torchvision
-torch.manual_seed(5)
-torch.save(torchvision.models.resnet18().state_dict(), sys.argv[1])' "$T/r18.pth"
-"$PYTHON" -m cdpool import-torch "$T/r18.pth" --model "$CFG" -o "$T/init.cdpt" \
-	2>"$T/imp.err" || fail "import-torch: $(cat "$T/imp.err")"
+import_r18 "$CFG" "$T/init.cdpt"
 grep -q "decoder tensor decoder.blocks.0.conv1.0.weight: missing: left out" "$T/imp.err" ||
 	fail "no decoder note: $(cat "$T/imp.err")"
 cdp-train -q --db "$T/pool" --keys "$T/train.keys" --out "$T/run" --batch 4 --steps 12 --log-every 1 \

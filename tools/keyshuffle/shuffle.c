@@ -864,7 +864,6 @@ int ks_output_prepare(ks_output *o, const char *path, const char *uuid,
 	/* a FIFO or a device is written in place, a file by rename on commit */
 	if ((rc = cdp_out_open(&o->out, path, CDP_OUT_STREAM | CDP_OUT_SYNC, 0666, err, cap)))
 		return rc;
-	o->pending = 1;
 	if ((fd = dup(o->out.fd)) < 0 || !(f = fdopen(fd, "w"))) {
 		rc = errno;
 		if (fd >= 0)
@@ -885,13 +884,11 @@ fail:
 
 int ks_output_commit(ks_output *o, char *err, size_t cap)
 {
-	o->pending = 0;
 	return cdp_out_commit(&o->out, err, cap);
 }
 
 void ks_output_discard(ks_output *o)
 {
-	if (o->pending)
-		cdp_out_abort(&o->out);
-	o->pending = 0;
+	/* nothing after a commit or on a zeroed o: cdp_out ended has no path */
+	cdp_out_abort(&o->out);
 }

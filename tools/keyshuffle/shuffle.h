@@ -78,8 +78,7 @@ int  ks_check_outputs(const char *db, const char *out, const char *val,
 /* An output file in the making (cdp_out.h, a streamed output: "-", a FIFO
  * or a device in place, else a temporary renamed on commit). */
 typedef struct ks_output {
-	cdp_out out;
-	int pending;             /* out is open */
+	cdp_out out;            /* zeroed, or ended (no path): nothing pending */
 } ks_output;
 
 /* Writes the pointer file under the output policy (a temporary in path's

@@ -211,8 +211,6 @@ int tr_log_open(trainer *t, char *err, size_t cap)
 {
 	char path[4200];
 
-	if (tr_check_outputs(t, err, cap) < 0)
-		return -1;
 	/* temporaries of a run killed outright (SIGKILL) in this directory */
 	cdp_out_sweep(t->o->out, NULL);
 

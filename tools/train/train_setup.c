@@ -552,7 +552,12 @@ int tr_setup(trainer *t, char *err, size_t cap)
 		return -1;
 	if (tr_sync_init(t, err, cap) < 0)
 		return -1;
-	if (tr_rundir_clear(t, err, cap) < 0 || (t->rank == 0 && tr_log_open(t, err, cap) < 0))
+	/* every output against every input, once and before --overwrite
+	 * removes anything; tr_trace_open, which runs before this, checked
+	 * them already when there is a trace */
+	if ((t->rank == 0 && !t->o->trace && tr_check_outputs(t, err, cap) < 0) ||
+	    tr_rundir_clear(t, err, cap) < 0 ||
+	    (t->rank == 0 && tr_log_open(t, err, cap) < 0))
 		return -1;
 	for (int i = 0; t->rank == 0 && i < 2; i++)
 		if (t->std_note[i][0])
