@@ -363,25 +363,37 @@ int cdp_pool_class_names(cdp_pool *p, MDB_txn *txn, char ***names, size_t *n)
 	return rc == MDB_NOTFOUND ? CDP_OK : rc;
 }
 
-static const char *const label_names[] = { "none", "u8", "u16", "class" };
+static const char *const label_names[] = { "none", "u8", "u16", "class",
+                                           "f32", "multi" };
+
+/* The label kinds whose records carry a label length (cdp_record.h). */
+static int kind_has_len(int kind)
+{
+	return kind == CDP_LABEL_F32 || kind == CDP_LABEL_MULTI;
+}
 
 int cdp_pool_shape_format(const cdp_record *r, cdp_buf *out)
 {
+	char len[32] = "";
 	int n;
 
 	if (!cdp_dtype_name(r->dtype) || r->label_kind < CDP_LABEL_NONE ||
-	    r->label_kind > CDP_LABEL_CLASS)
+	    r->label_kind > CDP_LABEL_MULTI)
 		return CDP_EINVAL;
+	/* label_len only for the kinds that have one, so the shape of every
+	 * pool that could exist before them reads as it always did. */
+	if (kind_has_len(r->label_kind))
+		snprintf(len, sizeof len, "label_len=%" PRIu32 "\n", r->label_len);
 	n = snprintf(NULL, 0, "dtype=%s\nbands=%" PRIu32 "\nheight=%" PRIu32
-	             "\nwidth=%" PRIu32 "\nlabel=%s\nignore=%" PRIu32 "\n",
+	             "\nwidth=%" PRIu32 "\nlabel=%s\n%signore=%" PRIu32 "\n",
 	             cdp_dtype_name(r->dtype), r->bands, r->height, r->width,
-	             label_names[r->label_kind], r->label_ignore);
+	             label_names[r->label_kind], len, r->label_ignore);
 	if (cdp_buf_reserve(out, (size_t)n + 1) != CDP_OK)
 		return CDP_ENOMEM;
 	snprintf((char *)out->p, (size_t)n + 1, "dtype=%s\nbands=%" PRIu32
-	         "\nheight=%" PRIu32 "\nwidth=%" PRIu32 "\nlabel=%s\nignore=%"
+	         "\nheight=%" PRIu32 "\nwidth=%" PRIu32 "\nlabel=%s\n%signore=%"
 	         PRIu32 "\n", cdp_dtype_name(r->dtype), r->bands, r->height,
-	         r->width, label_names[r->label_kind], r->label_ignore);
+	         r->width, label_names[r->label_kind], len, r->label_ignore);
 	out->len = (size_t)n;
 	return CDP_OK;
 }
@@ -418,10 +430,15 @@ int cdp_pool_shape_parse(const char *text, cdp_record *r)
 		return rc;
 	if (cdp_meta_field(text, "label", v, sizeof v) != CDP_OK)
 		return CDP_EFORMAT;
-	for (r->label_kind = CDP_LABEL_NONE; r->label_kind <= CDP_LABEL_CLASS; r->label_kind++)
+	for (r->label_kind = CDP_LABEL_NONE; r->label_kind <= CDP_LABEL_MULTI; r->label_kind++)
 		if (strcmp(v, label_names[r->label_kind]) == 0)
-			return CDP_OK;
-	return CDP_EFORMAT;
+			break;
+	if (r->label_kind > CDP_LABEL_MULTI)
+		return CDP_EFORMAT;
+	if (!kind_has_len(r->label_kind))
+		return cdp_meta_field(text, "label_len", v, sizeof v) == CDP_OK ?
+		       CDP_EFORMAT : CDP_OK;
+	return field_u32(text, "label_len", 1, CDP_RECORD_MAXLABEL, &r->label_len);
 }
 
 static int is_hex32(const char *u)

@@ -8,9 +8,11 @@
  * every stored size is checked against the bytes actually present (with
  * overflow checks) before any payload byte is read or any memory allocated,
  * and the only allocation (the inflate scratch) is bounded by deflate's
- * maximum expansion of the bytes present. Version 1 is strict: reserved bytes
- * and fields not in use must be zero, so every valid record has exactly one
- * uncompressed encoding.
+ * maximum expansion of the bytes present. The format is strict: reserved bytes
+ * and fields not in use must be zero, and the version follows from the label
+ * kind (1 for kinds 0..3, 2 for kinds 4 and 5, so version 1 readers keep
+ * reading every record they could read before), so every valid record has
+ * exactly one uncompressed encoding.
  *
  * Not here: choosing record contents (cdp-tile) or storing them (cdp_pool).
  */
@@ -35,7 +37,7 @@ enum {
 	OFF_LABEL = 9, OFF_COMP = 10, OFF_FLAGS = 11, OFF_BANDS = 12,
 	OFF_HEIGHT = 16, OFF_WIDTH = 20, OFF_XOFF = 24, OFF_YOFF = 32,
 	OFF_GT = 40, OFF_SOURCE = 88, OFF_IGNORE = 92, OFF_CLASS = 96,
-	OFF_RES1 = 100, OFF_NODATA = 104, OFF_SIMAGE = 112, OFF_SLABEL = 120,
+	OFF_LABLEN = 100, OFF_NODATA = 104, OFF_SIMAGE = 112, OFF_SLABEL = 120,
 	OFF_SMASK = 128, OFF_RES2 = 136
 };
 
@@ -134,12 +136,36 @@ void cdp_buf_free(cdp_buf *b)
 	b->len = b->cap = 0;
 }
 
+/* Label kinds whose payload size is set by the label length field. */
+static int has_len(int kind)
+{
+	return kind == CDP_LABEL_F32 || kind == CDP_LABEL_MULTI;
+}
+
+static int version_of(int kind)
+{
+	return has_len(kind) ? CDP_RECORD_VERSION : CDP_RECORD_VERSION1;
+}
+
+/* A multi-hot payload holds K bytes, each 0 or 1. */
+static int multi_ok(const cdp_record *r)
+{
+	const uint8_t *p = r->label;
+
+	if (r->label_kind != CDP_LABEL_MULTI)
+		return 1;
+	for (uint32_t k = 0; k < r->label_len; k++)
+		if (p[k] > 1)
+			return 0;
+	return 1;
+}
+
 /* The scalar fields every record must satisfy, encoded or decoded. */
 static int check_fields(const cdp_record *r)
 {
 	if (!cdp_dtype_size(r->dtype))
 		return CDP_EFORMAT;
-	if (r->label_kind < CDP_LABEL_NONE || r->label_kind > CDP_LABEL_CLASS)
+	if (r->label_kind < CDP_LABEL_NONE || r->label_kind > CDP_LABEL_MULTI)
 		return CDP_EFORMAT;
 	if (r->compression != CDP_COMP_NONE && r->compression != CDP_COMP_ZLIB)
 		return CDP_EFORMAT;
@@ -150,6 +176,10 @@ static int check_fields(const cdp_record *r)
 	    r->width < 1 || r->width > CDP_RECORD_MAXDIM)
 		return CDP_EFORMAT;
 	if (r->class_id != 0 && r->label_kind != CDP_LABEL_CLASS)
+		return CDP_EFORMAT;
+	if (has_len(r->label_kind) ?
+	    r->label_len < 1 || r->label_len > CDP_RECORD_MAXLABEL :
+	    r->label_len != 0)
 		return CDP_EFORMAT;
 	return CDP_OK;
 }
@@ -173,6 +203,12 @@ int cdp_record_sizes(const cdp_record *r, size_t *image, size_t *label,
 	else if (r->label_kind == CDP_LABEL_U16 &&
 	         (rc = cdp_mul_size(hw, 2, &lab)) != CDP_OK)
 		return rc;
+	else if (r->label_kind == CDP_LABEL_F32 &&
+	         ((rc = cdp_mul_size(hw, r->label_len, &lab)) != CDP_OK ||
+	          (rc = cdp_mul_size(lab, 4, &lab)) != CDP_OK))
+		return rc;
+	else if (r->label_kind == CDP_LABEL_MULTI)
+		lab = r->label_len;
 	if (r->flags & CDP_REC_MASK)
 		msk = hw;
 	*image = img;
@@ -195,7 +231,7 @@ static void write_header(const cdp_record *r, uint64_t s_img, uint64_t s_lab,
 {
 	memset(h, 0, CDP_RECORD_HDR);
 	memcpy(h + OFF_MAGIC, CDP_RECORD_MAGIC, 4);
-	put_u16(h + OFF_VERSION, CDP_RECORD_VERSION);
+	put_u16(h + OFF_VERSION, (uint16_t)version_of(r->label_kind));
 	put_u16(h + OFF_HDRSIZE, CDP_RECORD_HDR);
 	h[OFF_DTYPE] = (uint8_t)r->dtype;
 	h[OFF_LABEL] = (uint8_t)r->label_kind;
@@ -213,6 +249,7 @@ static void write_header(const cdp_record *r, uint64_t s_img, uint64_t s_lab,
 	if (r->label_kind == CDP_LABEL_U8 || r->label_kind == CDP_LABEL_U16)
 		put_u32(h + OFF_IGNORE, r->label_ignore);
 	put_u32(h + OFF_CLASS, r->class_id);
+	put_u32(h + OFF_LABLEN, r->label_len);
 	if (r->flags & CDP_REC_NODATA)
 		put_f64(h + OFF_NODATA, r->nodata);
 	put_u64(h + OFF_SIMAGE, s_img);
@@ -233,7 +270,7 @@ int cdp_record_encode(const cdp_record *r, int zlevel, cdp_buf *out)
 		return rc;
 	/* A payload is present exactly when the header says it is. */
 	if (!r->image || !!r->label != (raw[1] != 0) ||
-	    !!r->mask != (raw[2] != 0))
+	    !!r->mask != (raw[2] != 0) || !multi_ok(r))
 		return CDP_EFORMAT;
 	zip = r->compression == CDP_COMP_ZLIB;
 	if (zip && (zlevel < 1 || zlevel > 9))
@@ -290,7 +327,7 @@ static int parse(const uint8_t *b, size_t len, cdp_record *r, size_t raw[3],
 {
 	size_t total = CDP_RECORD_HDR;
 	uint64_t s;
-	int rc;
+	int rc, version;
 
 	/* The magic first, so that foreign data says "not ours" even when
 	 * it is short. */
@@ -300,7 +337,8 @@ static int parse(const uint8_t *b, size_t len, cdp_record *r, size_t raw[3],
 		return CDP_EMAGIC;
 	if (len < 6)
 		return CDP_ETRUNC;
-	if (get_u16(b + OFF_VERSION) != CDP_RECORD_VERSION)
+	version = get_u16(b + OFF_VERSION);
+	if (version != CDP_RECORD_VERSION1 && version != CDP_RECORD_VERSION)
 		return CDP_EVERSION;
 	if (len < CDP_RECORD_HDR + 4)
 		return CDP_ETRUNC;
@@ -322,14 +360,16 @@ static int parse(const uint8_t *b, size_t len, cdp_record *r, size_t raw[3],
 	r->source = get_u32(b + OFF_SOURCE);
 	r->label_ignore = get_u32(b + OFF_IGNORE);
 	r->class_id = get_u32(b + OFF_CLASS);
+	r->label_len = get_u32(b + OFF_LABLEN);
 	r->nodata = get_f64(b + OFF_NODATA);
 	if ((rc = cdp_record_sizes(r, &raw[0], &raw[1], &raw[2])) != CDP_OK)
 		return rc;
-	if (!all_zero(b + OFF_RES1, 4) || !all_zero(b + OFF_RES2, 24))
+	if (version != version_of(r->label_kind) || !all_zero(b + OFF_RES2, 24))
 		return CDP_EFORMAT;
 	if (!(r->flags & CDP_REC_NODATA) && !all_zero(b + OFF_NODATA, 8))
 		return CDP_EFORMAT;
-	if (raw[1] == 0 && r->label_ignore != 0)
+	if (r->label_kind != CDP_LABEL_U8 && r->label_kind != CDP_LABEL_U16 &&
+	    r->label_ignore != 0)
 		return CDP_EFORMAT;
 
 	for (int i = 0; i < 3; i++) {
@@ -429,5 +469,5 @@ int cdp_record_decode(const void *buf, size_t len, cdp_record *r,
 	r->image = payload[0];
 	r->label = payload[1];
 	r->mask = payload[2];
-	return CDP_OK;
+	return multi_ok(r) ? CDP_OK : CDP_EFORMAT;
 }

@@ -418,7 +418,7 @@ class Pool:
             raise CdpError("EFORMAT", p, "class_names")
         self.class_names = [names[k] for k in range(len(names))]
         self.dtype_name = self.dtype = self.label_kind = None
-        self.bands = self.height = self.width = self.label_ignore = 0
+        self.bands = self.height = self.width = self.label_ignore = self.label_len = 0
         self.stats = []
         if "shape" not in meta:
             if self.tiles:
@@ -434,6 +434,15 @@ class Pool:
         kind = meta_field(sh, "label")
         if None in vals or ignore is None or kind not in LABEL_NAMES.values():
             raise CdpError("EFORMAT", p, "shape")
+        # label_len: the target planes (f32) or classes (multi), only for them
+        lablen = meta_field(sh, "label_len")
+        if kind in ("f32", "multi"):
+            lablen = _uint(lablen, 1, 65536)
+            if lablen is None:
+                raise CdpError("EFORMAT", p, "shape label_len")
+        elif lablen is not None:
+            raise CdpError("EFORMAT", p, "shape label_len")
+        self.label_len = lablen or 0
         self.dtype_name, self.dtype = dt, DTYPES[DTYPE_CODES[dt]]
         self.bands, self.height, self.width = vals
         self.label_kind, self.label_ignore = kind, ignore

@@ -23,14 +23,20 @@ HDR = 160
 MAXDIM = 65536
 DEFLATE_MAX_RATIO = 1032
 HEADER = struct.Struct("<4sHHBBBBIIIqq6dIIIId3Q24s")
+MAXLABEL = 65536
 assert HEADER.size == HDR
 
 DTYPES = {1: np.dtype("<u1"), 2: np.dtype("<u2"), 3: np.dtype("<i2"), 4: np.dtype("<u4"),
           5: np.dtype("<i4"), 6: np.dtype("<f4"), 7: np.dtype("<f8")}
 DTYPE_NAMES = {1: "u8", 2: "u16", 3: "i16", 4: "u32", 5: "i32", 6: "f32", 7: "f64"}
 DTYPE_CODES = {v: k for k, v in DTYPE_NAMES.items()}
-LABEL_NAMES = {0: "none", 1: "u8", 2: "u16", 3: "class"}
-LABEL_NONE, LABEL_U8, LABEL_U16, LABEL_CLASS = 0, 1, 2, 3
+LABEL_NAMES = {0: "none", 1: "u8", 2: "u16", 3: "class", 4: "f32", 5: "multi"}
+LABEL_NONE, LABEL_U8, LABEL_U16, LABEL_CLASS, LABEL_F32, LABEL_MULTI = 0, 1, 2, 3, 4, 5
+VERSION1, VERSION = 1, 2       # version 2 exactly for label kinds 4 and 5
+
+
+def version_of(kind):
+    return VERSION if kind in (LABEL_F32, LABEL_MULTI) else VERSION1
 COMP_NONE, COMP_ZLIB = 0, 1
 REC_NODATA, REC_MASK = 1, 2
 
@@ -39,13 +45,15 @@ class Record:
     """A decoded record: the header's fields and its payloads.
 
     image (C, H, W) of the record's dtype; label (H, W) u8/u16 for label
-    kinds 1 and 2, else None (class_id holds a scalar class); mask (H, W)
-    u8 (255 valid, 0 nodata or padding) or None.
+    kinds 1 and 2, (T, H, W) f32 targets for kind 4 (NaN: no target), (K,)
+    u8 multi-hot for kind 5, else None (class_id holds a scalar class);
+    label_len is T or K (else 0); mask (H, W) u8 (255 valid, 0 nodata or
+    padding) or None.
     """
 
     __slots__ = ("dtype", "label_kind", "compression", "flags", "bands", "height", "width",
                  "x_off", "y_off", "geotransform", "source", "label_ignore", "class_id",
-                 "nodata", "image", "label", "mask")
+                 "label_len", "nodata", "image", "label", "mask")
 
     @property
     def has_nodata(self):
@@ -74,28 +82,30 @@ def peek(buf, subject="record"):
         _fail("EMAGIC", subject)
     if n < 6:
         _fail("ETRUNC", subject)
-    if struct.unpack_from("<H", buf, 4)[0] != 1:
+    version = struct.unpack_from("<H", buf, 4)[0]
+    if version not in (VERSION1, VERSION):
         _fail("EVERSION", subject)
     if n < HDR + 4:
         _fail("ETRUNC", subject)
     (_, _, hsize, dtype, kind, comp, flags, c, h, w, xoff, yoff, g0, g1, g2, g3, g4, g5,
-     source, ignore, class_id, res1, nodata, s_img, s_lab, s_msk, res2) = HEADER.unpack_from(buf)
+     source, ignore, class_id, lablen, nodata, s_img, s_lab, s_msk, res2) = HEADER.unpack_from(buf)
     if hsize != HDR:
         _fail("EFORMAT", subject)
     # check_fields(), then the raw sizes they imply
-    if (dtype not in DTYPES or kind > LABEL_CLASS or comp > COMP_ZLIB
+    if (dtype not in DTYPES or kind > LABEL_MULTI or comp > COMP_ZLIB
             or flags & ~(REC_NODATA | REC_MASK)
             or not (1 <= c <= MAXDIM and 1 <= h <= MAXDIM and 1 <= w <= MAXDIM)
-            or (class_id != 0 and kind != LABEL_CLASS)):
+            or (class_id != 0 and kind != LABEL_CLASS)
+            or (not 1 <= lablen <= MAXLABEL if kind in (LABEL_F32, LABEL_MULTI) else lablen != 0)):
         _fail("EFORMAT", subject)
     hw = h * w
-    raw = (hw * c * DTYPES[dtype].itemsize, hw if kind == LABEL_U8 else 2 * hw if kind == LABEL_U16
-           else 0, hw if flags & REC_MASK else 0)
-    if res1 != 0 or res2 != bytes(24):
+    lab = {LABEL_U8: hw, LABEL_U16: 2 * hw, LABEL_F32: 4 * hw * lablen, LABEL_MULTI: lablen}
+    raw = (hw * c * DTYPES[dtype].itemsize, lab.get(kind, 0), hw if flags & REC_MASK else 0)
+    if version != version_of(kind) or res2 != bytes(24):
         _fail("EFORMAT", subject)
     if not flags & REC_NODATA and bytes(buf[104:112]) != bytes(8):
         _fail("EFORMAT", subject)
-    if raw[1] == 0 and ignore != 0:
+    if kind not in (LABEL_U8, LABEL_U16) and ignore != 0:
         _fail("EFORMAT", subject)
     stored = (s_img, s_lab, s_msk)
     for r, s in zip(raw, stored):
@@ -117,6 +127,7 @@ def peek(buf, subject="record"):
     rec.x_off, rec.y_off = xoff, yoff
     rec.geotransform = (g0, g1, g2, g3, g4, g5)
     rec.source, rec.label_ignore, rec.class_id = source, ignore, class_id
+    rec.label_len = lablen
     rec.nodata = nodata
     rec.image = rec.label = rec.mask = None
     return rec, raw, stored
@@ -164,6 +175,12 @@ def decode(buf, subject="record", copy=True):
     rec.image = arr(parts[0], DTYPES[rec.dtype], (rec.bands, h, w))
     if rec.label_kind in (LABEL_U8, LABEL_U16):
         rec.label = arr(parts[1], "<u1" if rec.label_kind == LABEL_U8 else "<u2", (h, w))
+    elif rec.label_kind == LABEL_F32:
+        rec.label = arr(parts[1], "<f4", (rec.label_len, h, w))
+    elif rec.label_kind == LABEL_MULTI:
+        rec.label = arr(parts[1], np.uint8, (rec.label_len,))
+        if (rec.label > 1).any():
+            _fail("EFORMAT", subject)
     if rec.flags & REC_MASK:
         rec.mask = arr(parts[2], np.uint8, (h, w))
     return rec

@@ -184,7 +184,8 @@ def test_record_refusals():
     flip[300] ^= 1
     refused("ECRC", dec, bytes(flip))
     refused("EMAGIC", dec, b"CDPX" + rec[4:])
-    refused("EVERSION", dec, rec[:4] + b"\x02\x00" + rec[6:])
+    refused("EVERSION", dec, rec[:4] + b"\x03\x00" + rec[6:])
+    refused("EFORMAT", dec, recrc(rec[:4] + b"\x02\x00" + rec[6:]))  # v2 is for kinds 4, 5
     refused("ETRUNC", dec, rec[:-10])
     refused("ETRUNC", dec, rec[:100])
     refused("EFORMAT", dec, rec + b"\0")                       # trailing bytes

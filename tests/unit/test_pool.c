@@ -193,6 +193,28 @@ static void test_info(void)
 	         CDP_EFORMAT);
 	CHECK_RC(cdp_pool_shape_parse("dtype=u16\nbands=1\nheight=8\nwidth=4\nlabel=rgb\nignore=1\n", &back),
 	         CDP_EFORMAT);
+	/* The version-2 label kinds carry their length; the others may not. */
+	{
+		cdp_record v = shape;
+		cdp_buf t = { 0 };
+
+		v.label_kind = CDP_LABEL_F32;
+		v.label_len = 3;
+		v.label_ignore = 0;
+		CHECK_RC(cdp_pool_shape_format(&v, &t), CDP_OK);
+		CHECK(strstr((char *)t.p, "label=f32\nlabel_len=3\n") != NULL,
+		      "f32 shape text '%s'", (char *)t.p);
+		CHECK_RC(cdp_pool_shape_parse((char *)t.p, &back), CDP_OK);
+		CHECK(back.label_kind == CDP_LABEL_F32 && back.label_len == 3,
+		      "f32 shape round trip");
+		cdp_buf_free(&t);
+	}
+	CHECK_RC(cdp_pool_shape_parse("dtype=u8\nbands=1\nheight=8\nwidth=4\nlabel=multi\nignore=0\n", &back),
+	         CDP_EFORMAT);
+	CHECK_RC(cdp_pool_shape_parse("dtype=u8\nbands=1\nheight=8\nwidth=4\nlabel=multi\nlabel_len=0\nignore=0\n", &back),
+	         CDP_EFORMAT);
+	CHECK_RC(cdp_pool_shape_parse("dtype=u8\nbands=1\nheight=8\nwidth=4\nlabel=u8\nlabel_len=2\nignore=0\n", &back),
+	         CDP_EFORMAT);
 
 	CHECK_RC(cdp_pool_open(dir, 0, 0, &p), CDP_OK);
 	CHECK_RC(cdp_pool_open(dir, CDP_POOL_RDONLY, 0, &q), CDP_OK);

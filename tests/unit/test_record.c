@@ -21,7 +21,7 @@
 /* Payload storage for one test record: image (C,H,W), label (H,W), mask. */
 typedef struct payloads {
 	uint8_t image[3 * 5 * 7 * 8];
-	uint8_t label[5 * 7 * 2];
+	uint8_t label[2 * 5 * 7 * 4];   /* up to (T=2,H,W) f32 targets */
 	uint8_t mask[5 * 7];
 } payloads;
 
@@ -67,6 +67,16 @@ static cdp_record make(int dtype, int kind, int flags, int comp, payloads *pl,
 	}
 	if (kind == CDP_LABEL_CLASS)
 		r.class_id = 9;
+	if (kind == CDP_LABEL_F32) {
+		r.label = pl->label;
+		r.label_len = 2;
+	}
+	if (kind == CDP_LABEL_MULTI) {
+		for (size_t k = 0; k < 6; k++)
+			pl->label[k] &= 1;
+		r.label = pl->label;
+		r.label_len = 6;
+	}
 	if (flags & CDP_REC_MASK)
 		r.mask = pl->mask;
 	if (flags & CDP_REC_NODATA)
@@ -85,7 +95,7 @@ static int same(const cdp_record *a, const cdp_record *b, int payloads_too)
 	    a->width != b->width || a->x_off != b->x_off ||
 	    a->y_off != b->y_off || memcmp(a->gt, b->gt, sizeof a->gt) ||
 	    a->source != b->source || a->label_ignore != b->label_ignore ||
-	    a->class_id != b->class_id ||
+	    a->class_id != b->class_id || a->label_len != b->label_len ||
 	    memcmp(&a->nodata, &b->nodata, sizeof a->nodata))
 		return 0;
 	if (!payloads_too)
@@ -199,7 +209,7 @@ static void test_round_trips(void)
 	payloads pl;
 
 	for (int dt = 1; dt <= 7; dt++)
-	for (int kind = 0; kind <= 3; kind++)
+	for (int kind = 0; kind <= 5; kind++)
 	for (int flags = 0; flags <= 3; flags++)
 	for (int comp = 0; comp <= 1; comp++) {
 		cdp_record r = make(dt, kind, flags, comp, &pl,
@@ -210,7 +220,9 @@ static void test_round_trips(void)
 		CHECK_RC(cdp_record_sizes(&r, &si, &sl, &sm), CDP_OK);
 		CHECK(si == 105 * (dt == 7 ? 8 : dt >= 4 ? 4 : dt >= 2 ? 2 : 1),
 		      "image size %zu dtype %d", si, dt);
-		CHECK(sl == (kind == 1 ? 35u : kind == 2 ? 70u : 0u), "label size");
+		CHECK(sl == (kind == 1 ? 35u : kind == 2 ? 70u : kind == 4 ? 280u :
+		             kind == 5 ? 6u : 0u), "label size kind %d", kind);
+		CHECK(out.p[4] == (kind >= 4 ? 2 : 1), "version for kind %d", kind);
 		CHECK(sm == (flags & 2 ? 35u : 0u), "mask size");
 		if (cdp_record_decode(out.p, out.len, &d, &scratch) != CDP_OK) {
 			CHECK(0, "decode dt %d kind %d flags %d comp %d",
@@ -353,7 +365,8 @@ static void test_lying_fields(void)
 	CHECK_RC(cdp_record_encode(&r, 6, &zip), CDP_OK);
 
 	expect_edit(&plain, 0, 1, 'X', CDP_EMAGIC, "magic");
-	expect_edit(&plain, 4, 2, 2, CDP_EVERSION, "version 2");
+	expect_edit(&plain, 4, 2, 3, CDP_EVERSION, "version 3");
+	expect_edit(&plain, 4, 2, 2, CDP_EFORMAT, "version 2 for a u8 label");
 	expect_edit(&plain, 6, 2, 168, CDP_EFORMAT, "header size");
 	expect_edit(&plain, 8, 1, 0, CDP_EFORMAT, "dtype 0");
 	expect_edit(&plain, 8, 1, 8, CDP_EFORMAT, "dtype 8");
@@ -457,6 +470,9 @@ static void test_encode_validation(void)
 	r = ok; r.dtype = 0; expect_encode(r, 6, CDP_EFORMAT, "dtype 0");
 	r = ok; r.dtype = 8; expect_encode(r, 6, CDP_EFORMAT, "dtype 8");
 	r = ok; r.label_kind = 4; expect_encode(r, 6, CDP_EFORMAT, "label kind 4");
+	r = ok; r.label_kind = 6; r.label_len = 1;
+	expect_encode(r, 6, CDP_EFORMAT, "label kind 6");
+	r = ok; r.label_len = 1; expect_encode(r, 6, CDP_EFORMAT, "length for u8 kind");
 	r = ok; r.label_kind = -1; expect_encode(r, 6, CDP_EFORMAT, "label kind -1");
 	r = ok; r.compression = 2; expect_encode(r, 6, CDP_EFORMAT, "compression 2");
 	r = ok; r.flags = 4; expect_encode(r, 6, CDP_EFORMAT, "flag bit 2");
@@ -483,6 +499,59 @@ static void test_encode_validation(void)
 	CHECK_RC(cdp_record_decode(out.p, out.len, &r, NULL), CDP_OK);
 	CHECK_RC(cdp_record_encode(&r, 6, &out), CDP_EINVAL);
 	cdp_buf_free(&out);
+}
+
+/* Version 2's label kinds: the length field, the version that goes with the
+ * kind, and multi-hot bytes that must be 0 or 1, in both directions. */
+static void test_version2(void)
+{
+	payloads pl;
+	cdp_record val = make(CDP_DT_F32, CDP_LABEL_F32, CDP_REC_MASK, CDP_COMP_NONE,
+	                      &pl, 21), r, d;
+	cdp_buf plain = { 0 }, zip = { 0 }, scratch = { 0 };
+	const uint8_t *b;
+	uint8_t hot[6];
+	float nan_target[2 * 35];
+
+	/* A NaN target (no target at this pixel) survives bit for bit. */
+	for (int i = 0; i < 70; i++)
+		nan_target[i] = i % 5 ? (float)i * 0.25f : NAN;
+	val.label = nan_target;
+	CHECK_RC(cdp_record_encode(&val, 6, &plain), CDP_OK);
+	b = plain.p;
+	CHECK(b[4] == 2 && b[9] == 4 && b[100] == 2 && !b[101],
+	      "version 2, kind 4, length 2 at offset 100");
+	CHECK(get_u64(b + 120) == 280, "label size T*H*W*4");
+	CHECK(!memcmp(b + 160 + 3 * 35 * 4, nan_target, 280), "targets after image");
+	CHECK_RC(cdp_record_decode(plain.p, plain.len, &d, NULL), CDP_OK);
+	CHECK(d.label_len == 2 && !memcmp(d.label, nan_target, 280), "targets back");
+	expect_edit(&plain, 4, 2, 1, CDP_EFORMAT, "version 1 for value labels");
+	expect_edit(&plain, 100, 4, 0, CDP_EFORMAT, "value label of length 0");
+	expect_edit(&plain, 100, 4, 3, CDP_EFORMAT, "length that lies about size");
+	expect_edit(&plain, 100, 4, CDP_RECORD_MAXLABEL + 1, CDP_EFORMAT,
+	            "length over max");
+	expect_edit(&plain, 92, 4, 255, CDP_EFORMAT, "ignore value for targets");
+
+	r = make(CDP_DT_U8, CDP_LABEL_MULTI, 0, CDP_COMP_NONE, &pl, 22);
+	memcpy(hot, (uint8_t[]){ 1, 0, 0, 1, 1, 0 }, 6);
+	r.label = hot;
+	CHECK_RC(cdp_record_encode(&r, 6, &plain), CDP_OK);
+	CHECK(plain.p[4] == 2 && plain.p[9] == 5 && plain.p[100] == 6, "multi-hot header");
+	expect_edit(&plain, 160 + 105 + 2, 1, 2, CDP_EFORMAT, "multi-hot byte 2");
+	expect_edit(&plain, 160 + 105 + 2, 1, 1, CDP_OK, "multi-hot byte 1");
+	r.compression = CDP_COMP_ZLIB;
+	hot[3] = 7;
+	expect_encode(r, 6, CDP_EFORMAT, "encode multi-hot byte 7");
+	hot[3] = 0;
+	memset(hot, 0, sizeof hot);   /* the empty set is a valid label */
+	CHECK_RC(cdp_record_encode(&r, 6, &zip), CDP_OK);
+	CHECK_RC(cdp_record_decode(zip.p, zip.len, &d, &scratch), CDP_OK);
+	CHECK(d.label_len == 6 && !memcmp(d.label, hot, 6), "empty set round trip");
+	r.label = NULL;
+	expect_encode(r, 6, CDP_EFORMAT, "multi-hot without payload");
+	cdp_buf_free(&plain);
+	cdp_buf_free(&zip);
+	cdp_buf_free(&scratch);
 }
 
 /* All-zero tiles (fully padded, nodata) compress close to deflate's 1032:1
@@ -540,6 +609,7 @@ int main(void)
 	test_truncation(CDP_COMP_ZLIB);
 	test_lying_fields();
 	test_encode_validation();
+	test_version2();
 	test_compressible();
 	test_buf();
 	return tap_done();
