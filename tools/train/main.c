@@ -423,7 +423,6 @@ int main(int argc, char **argv)
 	if (o.grad_compress != CDP_DIST_COMP_NONE && o.sync != CDP_SYNC_ALLREDUCE) {
 		fprintf(stderr, PROG ": --grad-compress needs --sync allreduce (average and admm "
 		        "exchange parameters, which stay float32)\n");
-		usage(stderr);
 		goto out;
 	}
 	if (o.unfreeze_at && !o.freeze) {
