@@ -473,6 +473,7 @@ int dist_host_allreduce(float *buf, size_t n, cdp_dist_algo algo, int average)
 	if (algo == CDP_DIST_MPI && cdp_dist_size() > 1) {
 		dist_allreduce_sum(buf, n);
 		o.average = average, o.buf = buf, o.n = n, o.done_at = NULL;
+		o.comp = CDP_DIST_COMP_NONE;
 		op_finish(&o);
 	} else {
 		op_start(&o, buf, n, algo, average, CDP_DIST_COMP_NONE, NULL);
