@@ -15,7 +15,7 @@
 #include "cdp_error.h"
 #include "dist_int.h"
 
-static uint32_t bits_of(float x)
+static inline uint32_t bits_of(float x)
 {
 	uint32_t u;
 
@@ -23,7 +23,7 @@ static uint32_t bits_of(float x)
 	return u;
 }
 
-static float float_of(uint32_t u)
+static inline float float_of(uint32_t u)
 {
 	float x;
 
@@ -31,107 +31,115 @@ static float float_of(uint32_t u)
 	return x;
 }
 
-uint16_t dist_fp16_bits(float x)
+/* Both fp16 conversions compute every case and select, without branches,
+ * so that the loops below vectorize: a branch per value cost 4 times bf16's
+ * time. Subnormals go through the float unit: adding 0.5 (whose ulp is
+ * 2^-24, fp16's smallest subnormal) rounds a magnitude below 2^-14 to a
+ * whole number of 2^-24 (to nearest, ties to even, the default rounding),
+ * and that number sits in the sum's low bits. */
+static inline uint16_t fp16_bits(float x)
 {
-	uint32_t u = bits_of(x), sign = (u >> 16) & 0x8000u, e, m, sh, h, rest, half;
+	uint32_t u = bits_of(x), sign = (u >> 16) & 0x8000u, a = u & 0x7fffffffu;
+	/* normal: exponent - 112, 10 bits rounded (a carry moves the exponent
+	 * on, as it should); meaningful for a >= 2^-14 */
+	uint32_t nrm = (a - (112u << 23) + 0xfffu + ((a >> 13) & 1u)) >> 13;
+	uint32_t sub = bits_of(float_of(a) + 0.5f) - 0x3f000000u;
+	/* >= 65520 (0x477ff000) rounds to inf (65504 is the largest); NaN stays
+	 * a quiet NaN */
+	uint32_t big = a > 0x7f800000u ? 0x7e00u : 0x7c00u;
+	uint32_t h = a >= 0x477ff000u ? big : a < 0x38800000u ? sub : nrm;
 
-	u &= 0x7fffffffu;
-	if (u > 0x7f800000u)                    /* NaN: a quiet one */
-		return (uint16_t)(sign | 0x7e00u);
-	if (u >= 0x477ff000u)                   /* >= 65520: inf (65504 is the largest) */
-		return (uint16_t)(sign | 0x7c00u);
-	e = u >> 23;
-	if (e >= 113) {                         /* normal in fp16: exponent e - 112 */
-		u -= 112u << 23;
-		u += 0xfffu + ((u >> 13) & 1u);     /* carries into the exponent as it should */
-		return (uint16_t)(sign | (u >> 13));
-	}
-	if (e < 102)                            /* below 2^-25: 0 (2^-25 itself ties to 0) */
-		return (uint16_t)sign;
-	/* subnormal: x = m 2^(e-150) = (m >> (126 - e)) units of 2^-24 */
-	m = (u & 0x7fffffu) | 0x800000u;
-	sh = 126 - e;                           /* 14 .. 24 */
-	h = m >> sh;
-	rest = m & ((1u << sh) - 1);
-	half = 1u << (sh - 1);
-	if (rest > half || (rest == half && (h & 1u)))
-		h++;                                /* 0x400 is the smallest normal: right */
 	return (uint16_t)(sign | h);
 }
 
-float dist_fp16_float(uint16_t h)
+static inline float fp16_float(uint16_t h)
 {
-	uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
+	uint32_t sign = (uint32_t)(h & 0x8000u) << 16, a = h & 0x7fffu;
+	uint32_t nrm = (a << 13) + (112u << 23);
+	/* subnormal: 2^-14 (1 + m/1024) - 2^-14 = m 2^-24, exact */
+	uint32_t sub = bits_of(float_of((a << 13) + (113u << 23)) - 0x1p-14f);
+	uint32_t v = a < 0x400u ? sub : a >= 0x7c00u ? nrm + (112u << 23) : nrm;
 
-	if (e == 0) {                           /* zero or subnormal: m 2^-24, exact */
-		float v = (float)m * 0x1p-24f;
-		return sign ? -v : v;
-	}
-	if (e == 31)
-		return float_of(sign | 0x7f800000u | (m << 13));
-	return float_of(sign | ((e + 112) << 23) | (m << 13));
+	return float_of(sign | v);
 }
 
-uint16_t dist_bf16_bits(float x)
+uint16_t dist_fp16_bits(float x) { return fp16_bits(x); }
+float dist_fp16_float(uint16_t h) { return fp16_float(h); }
+
+static inline uint16_t bf16_bits(float x)
 {
 	uint32_t u = bits_of(x);
+	uint32_t r = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
 
-	if ((u & 0x7fffffffu) > 0x7f800000u)
-		return (uint16_t)((u >> 16) | 0x40u);   /* NaN stays a (quiet) NaN */
-	u += 0x7fffu + ((u >> 16) & 1u);
-	return (uint16_t)(u >> 16);
+	/* NaN stays a (quiet) NaN */
+	return (uint16_t)((u & 0x7fffffffu) > 0x7f800000u ? (u >> 16) | 0x40u : r);
 }
 
-float dist_bf16_float(uint16_t h) { return float_of((uint32_t)h << 16); }
+static inline float bf16_float(uint16_t h) { return float_of((uint32_t)h << 16); }
 
-static uint16_t to16(int comp, float x)
-{
-	return comp == CDP_DIST_COMP_BF16 ? dist_bf16_bits(x) : dist_fp16_bits(x);
+uint16_t dist_bf16_bits(float x) { return bf16_bits(x); }
+float dist_bf16_float(uint16_t h) { return bf16_float(h); }
+
+/* Each loop is written once per format (LOOPS), so that the format is
+ * tested once a call and each inner loop is straight code. */
+#define LOOPS(FMT) \
+static void pack_##FMT(float *x, uint16_t *w, size_t n, float div) \
+{ \
+	for (size_t i = 0; i < n; i++) { \
+		x[i] /= div;    /* a division, as the uncompressed average */ \
+		w[i] = FMT##_bits(x[i]); \
+	} \
+} \
+static void unpack_##FMT(const uint16_t *w, float *x, size_t n) \
+{ \
+	for (size_t i = 0; i < n; i++) \
+		x[i] = FMT##_float(w[i]); \
+} \
+static void accum_##FMT(float *x, const uint16_t *in, uint16_t *w, size_t n) \
+{ \
+	for (size_t i = 0; i < n; i++) { \
+		x[i] += FMT##_float(in[i]); \
+		w[i] = FMT##_bits(x[i]); \
+	} \
+} \
+static void sum16_##FMT(const uint16_t *in, uint16_t *inout, size_t n) \
+{ \
+	for (size_t i = 0; i < n; i++) \
+		inout[i] = FMT##_bits(FMT##_float(in[i]) + FMT##_float(inout[i])); \
 }
-
-static float to32(int comp, uint16_t h)
-{
-	return comp == CDP_DIST_COMP_BF16 ? dist_bf16_float(h) : dist_fp16_float(h);
-}
-
-/* The loops below test comp once, so that each inner loop is branch-free
- * in the format (the conversions inline). */
+LOOPS(fp16)
+LOOPS(bf16)
 
 void dist_comp_pack(int comp, float *x, uint16_t *w, size_t n, float div)
 {
-	if (div != 1.0f)
-		for (size_t i = 0; i < n; i++)
-			x[i] /= div;    /* a division, as the uncompressed average */
 	if (comp == CDP_DIST_COMP_BF16)
-		for (size_t i = 0; i < n; i++)
-			w[i] = dist_bf16_bits(x[i]);
+		pack_bf16(x, w, n, div);
 	else
-		for (size_t i = 0; i < n; i++)
-			w[i] = dist_fp16_bits(x[i]);
+		pack_fp16(x, w, n, div);
 }
 
 void dist_comp_unpack(int comp, const uint16_t *w, float *x, size_t n)
 {
 	if (comp == CDP_DIST_COMP_BF16)
-		for (size_t i = 0; i < n; i++)
-			x[i] = dist_bf16_float(w[i]);
+		unpack_bf16(w, x, n);
 	else
-		for (size_t i = 0; i < n; i++)
-			x[i] = dist_fp16_float(w[i]);
+		unpack_fp16(w, x, n);
 }
 
 void dist_comp_accum(int comp, float *x, const uint16_t *in, uint16_t *w, size_t n)
 {
-	for (size_t i = 0; i < n; i++) {
-		x[i] += to32(comp, in[i]);
-		w[i] = to16(comp, x[i]);
-	}
+	if (comp == CDP_DIST_COMP_BF16)
+		accum_bf16(x, in, w, n);
+	else
+		accum_fp16(x, in, w, n);
 }
 
 void dist_comp_sum16(int comp, const uint16_t *in, uint16_t *inout, size_t n)
 {
-	for (size_t i = 0; i < n; i++)
-		inout[i] = to16(comp, to32(comp, in[i]) + to32(comp, inout[i]));
+	if (comp == CDP_DIST_COMP_BF16)
+		sum16_bf16(in, inout, n);
+	else
+		sum16_fp16(in, inout, n);
 }
 
 int cdp_dist_comp_parse(const char *s, cdp_dist_comp *comp)
