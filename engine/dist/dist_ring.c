@@ -217,6 +217,20 @@ static void add_into(float *restrict dst, const float *restrict src, size_t n)
 		dst[i] += src[i];
 }
 
+/* x[0..n) /= j: a division, not a multiplication by 1/j, so sum / j
+ * exactly; unrolled as add_into */
+static void div_by(float *restrict x, size_t n, float j)
+{
+	size_t i = 0;
+
+	for (; i + 8 <= n; i += 8) {
+		x[i] /= j, x[i + 1] /= j, x[i + 2] /= j, x[i + 3] /= j;
+		x[i + 4] /= j, x[i + 5] /= j, x[i + 6] /= j, x[i + 7] /= j;
+	}
+	for (; i < n; i++)
+		x[i] /= j;
+}
+
 static int ring_take_slot(op *o)
 {
 	int i;
@@ -258,6 +272,11 @@ static int ring_advance(op *o)
 				else
 					add_into(o->buf + off, st.scratch[o->slot] +
 					         (size_t)o->r0 * st.chunk, (size_t)len);
+				/* the last add made this rank's segment whole: the
+				 * owner averages it before the all-gather sends it,
+				 * so nobody makes a pass over the block afterwards */
+				if (!o->comp && o->average && o->rdk == j - 2)
+					div_by(o->buf + off, (size_t)len, (float)j);
 			}
 			o->r0 = (o->r0 + 1) % RING_WIN;
 			o->nr--;
@@ -317,21 +336,14 @@ static int ring_advance(op *o)
 static void op_finish(op *o)
 {
 	int size = cdp_dist_size();
-	float *restrict x = o->buf, j = (float)size;
-	size_t i = 0;
 
-	/* compressed: divided before, the wire holds the result */
+	/* compressed: divided before, the wire holds the result; a ring op's
+	 * owners divided their segments (ring_advance), and the all-gather
+	 * copied sum / j, the same bits as dividing here */
 	if (o->comp)
-		dist_comp_unpack(o->comp, o->w, x, o->n);
-	/* a division, not a multiplication by 1/j: sum / j exactly */
-	else if (o->average && size > 1) {
-		for (; i + 8 <= o->n; i += 8) {
-			x[i] /= j, x[i + 1] /= j, x[i + 2] /= j, x[i + 3] /= j;
-			x[i + 4] /= j, x[i + 5] /= j, x[i + 6] /= j, x[i + 7] /= j;
-		}
-		for (; i < o->n; i++)
-			x[i] /= j;
-	}
+		dist_comp_unpack(o->comp, o->w, o->buf, o->n);
+	else if (o->average && size > 1 && o->algo == CDP_DIST_MPI)
+		div_by(o->buf, o->n, (float)size);
 	if (o->done_at)
 		*o->done_at = dist_now();
 	dist_stats.reductions++;
@@ -473,7 +485,7 @@ int dist_host_allreduce(float *buf, size_t n, cdp_dist_algo algo, int average)
 	if (algo == CDP_DIST_MPI && cdp_dist_size() > 1) {
 		dist_allreduce_sum(buf, n);
 		o.average = average, o.buf = buf, o.n = n, o.done_at = NULL;
-		o.comp = CDP_DIST_COMP_NONE;
+		o.comp = CDP_DIST_COMP_NONE, o.algo = CDP_DIST_MPI;
 		op_finish(&o);
 	} else {
 		op_start(&o, buf, n, algo, average, CDP_DIST_COMP_NONE, NULL);
