@@ -7,6 +7,8 @@
 #    not bit for bit equal to it (the uncompressed run equals 1 process
 #    with the global batch to 1e-6, buckets.sh; a compressed one cannot);
 #  - train.log names the format on its gradients line;
+#  - staged through a host mirror (CDP_DIST_STAGE=1, as on a GPU), ring bf16
+#    takes the unstaged run's losses bit for bit;
 #  - a bf16 run stopped after 9 steps and resumed to 20 takes the
 #    uninterrupted run's losses bit for bit (compression keeps no state);
 #  - fp16 overflow is a non-finite gradient: at --loss-scale 1e9 the fp16
@@ -45,6 +47,13 @@ for algo in ring mpi; do
 		echo "$algo $comp: step 20 loss $(tail -1 "$T/l.$comp"), uncompressed $(tail -1 "$T/l.none")"
 	done
 done
+
+echo "== ring bf16 staged (CDP_DIST_STAGE=1: the GPU backends' path through a host mirror)"
+CDP_DIST_STAGE=1 $MP cdp-train $P --steps 20 --allreduce ring --grad-compress bf16 --out "$T/staged" ||
+	fail "staged: run"
+losses "$T/ring.bf16/metrics.jsonl" >"$T/la"
+losses "$T/staged/metrics.jsonl" >"$T/lb"
+cmp -s "$T/la" "$T/lb" || fail "staged: the losses differ: $(diff "$T/la" "$T/lb" | head -4)"
 
 echo "== bf16: 9 steps, then --resume to 20"
 $MP cdp-train $P --steps 9 --allreduce ring --grad-compress bf16 --out "$T/res" || fail "resume: first part"
