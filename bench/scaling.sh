@@ -37,7 +37,9 @@
 # step in forward passes of its own, from --trace; it divides out every
 # slowdown of the cores, communication's own cost on them included, so it
 # is no headline). A markdown table of the headlines ends the output;
-# progress goes to stderr.
+# progress goes to stderr. A round runs 2 + 2 x links x settings runs a
+# model: 32 with the defaults, about an hour and a half in all for both
+# models and 5 rounds; the knobs below run subsets.
 #   env: BENCH_STEPS, BENCH_WARM, BENCH_ROUNDS (5), BENCH_SIZE (U-Net
 #        scene, 1024), BENCH_COUNT (classifier tiles, 512),
 #        BENCH_MODELS ("unet classifier": one model, e.g. "unet"),
