@@ -11,41 +11,49 @@
 #        BENCH_BATCH (8), MPIRUN
 #
 # Across hosts: bench/scaling.sh --hosts [BUILDDIR] (as root: it makes a
-# simulated cluster of 2 hosts, tests/cluster/README) runs 1 rank on host 1,
-# then 1 rank on each of 2 hosts (1 thread each, each host on its own
-# core, TCP between them), with the links unshaped and shaped by tc tbf to
-# 10 Gbit/s and 1 Gbit/s, overlap on and --no-overlap, for the U-Net
-# (width 16, depth 4, 128^2 tiles, batch 8 per rank) and the classifier
-# (classifier.cfg, 64^2 scene tiles, batch BENCH_CBATCH, default 32). Each
-# line prints samples/s, the weak-scaling efficiency against 1 host, the
-# gradient all-reduce time per step and the part of it exposed, both of
-# the rank that ended backward last (grad_allreduce_last_s: buckets in
-# flight, grad_exposed_last_s: the network's part), the hidden fraction
-# 1 - exposed / in flight and waited= (grad_exposed_s minus it: the
-# faster rank's wait for the slower one); the --no-overlap line's exposed
-# time is what overlapping saves from. Each host holds its own copy of
-# the pool.
-# BENCH_ROUNDS (3) rounds, each of the 1-host run and every 2-host run; a
-# line is the median over the rounds, its efficiency the median of the
-# efficiencies against each round's own 1-host run (progress per run goes
-# to stderr). About 5 min a round. Each round also runs 1 host on each of
-# the 2 hosts at once: side-by-side= is a 2-host line's rate against the
-# sum of those two, the efficiency with the machine's own cost of two busy
-# cores taken out (on a real cluster, where hosts share nothing, the two
-# are the same), and a note says when that cost is over 5%. The
-# efficiency is also the product of network= (1 - the exposed time's
-# share of the 2-host step: what the link cost) and compute= (the rest:
-# the slower rank, and the machine). Every run is traced (--trace), and
-# equal-speed= is the efficiency at equal core speed: the 2-host step's
-# length in forward passes of its slower rank against the 1-host step's
-# in forward passes of its own (a forward pass moves no gradients, so it
-# gauges a core's speed at that moment). What distributing costs stays in
-# it; a core that runs slower, for a step or a spell, does not.
-#   env: BENCH_STEPS, BENCH_WARM, BENCH_SIZE (U-Net scene, 1024),
-#        BENCH_COUNT (classifier tiles, 512), BENCH_RATES ("off 10gbit
-#        1gbit"), BENCH_MODELS ("unet classifier"), BENCH_BUCKET_MB
-#        (--bucket-mb; unset: cdp-train's default),
-#        CDP_DIST_THREAD (0: without the communication thread, cdp-train(1))
+# simulated cluster of 2 hosts, tests/cluster/README; it removes exactly
+# the network namespaces it made, on any exit) runs 1 rank on each of 2
+# hosts (1 thread each, each host on its own core, TCP between them), with
+# the links unshaped and shaped by tc tbf to 10 Gbit/s and 1 Gbit/s, for
+# the U-Net (width 16, depth 4, 128^2 tiles, batch 8 per rank) and the
+# classifier (classifier.cfg, 64^2 scene tiles, batch BENCH_CBATCH, default
+# 32), in each of BENCH_SETTINGS. Each host holds its own copy of the pool.
+# The headline of a line is its efficiency against the side-by-side
+# ceiling: the 2-host job's samples/s over those of two independent 1-rank
+# jobs, one on each host, run at the same time (what the two cores deliver
+# together, which on this machine is not twice one core alone). The
+# ceiling and the jobs alternate within a round (1 host alone, ceiling,
+# then each job followed by the ceiling again) and a job is held against
+# the mean of the two ceilings around it; BENCH_ROUNDS (5) rounds, the
+# median and the spread (lowest-highest) over them. Each line then gives,
+# per step and from metrics.jsonl, the gradient all-reduce time in flight
+# (grad_allreduce_last_s), the exposed time on the rank that waited most
+# (grad_exposed_s, also as a share of the step) and on the one that waited
+# least (grad_exposed_last_s: the network's part), and the slowest rank's
+# blocking communication (allreduce_s: the parameter averaging of average
+# and admm); then two diagnostics, labelled so: the efficiency against
+# twice 1 host alone, and equal-speed, the efficiency at equal core speed
+# (the 2-host step in forward passes of its slower rank against the 1-host
+# step in forward passes of its own, from --trace; it divides out every
+# slowdown of the cores, communication's own cost on them included, so it
+# is no headline). A markdown table of the headlines ends the output;
+# progress goes to stderr. A round runs 2 + 2 x links x settings runs a
+# model: 32 with the defaults, about an hour and a half in all for both
+# models and 5 rounds; the knobs below run subsets.
+#   env: BENCH_STEPS, BENCH_WARM, BENCH_ROUNDS (5), BENCH_SIZE (U-Net
+#        scene, 1024), BENCH_COUNT (classifier tiles, 512),
+#        BENCH_MODELS ("unet classifier": one model, e.g. "unet"),
+#        BENCH_RATES ("off 10gbit 1gbit": one link, e.g. "1gbit"),
+#        BENCH_SETTINGS ("default serial bf16 average:4 admm:4:0.01"): what
+#        the 2-host jobs run, one word each: default (cdp-train's
+#        defaults), serial (--no-overlap), none|fp16|bf16
+#        (--grad-compress), average:K and admm:K:RHO (--sync), or cdp-train
+#        options joined by commas ("--grad-compress=bf16,--bucket-mb=2");
+#        BENCH_BUCKET_MB (--bucket-mb for every run; unset: cdp-train's
+#        default), CDP_DIST_THREAD (0: without the communication thread,
+#        cdp-train(1)).
+#   The smallest check: BENCH_MODELS=unet BENCH_RATES=1gbit
+#   BENCH_SETTINGS=bf16 BENCH_ROUNDS=1 BENCH_STEPS=8 BENCH_WARM=2
 set -eu
 src=$(cd "$(dirname "$0")/.." && pwd)
 hosts=

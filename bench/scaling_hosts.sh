@@ -10,8 +10,21 @@ count=${BENCH_COUNT:-512}
 cbatch=${BENCH_CBATCH:-32}
 rates=${BENCH_RATES:-off 10gbit 1gbit}
 models=${BENCH_MODELS:-unet classifier}
+settings=${BENCH_SETTINGS:-default serial bf16 average:4 admm:4:0.01}
 bmb=${BENCH_BUCKET_MB:-}
-rounds=${BENCH_ROUNDS:-3}
+rounds=${BENCH_ROUNDS:-5}
+# a setting's cdp-train options (scaling.sh: BENCH_SETTINGS)
+options_of() {
+	case $1 in
+	default) ;;
+	serial) echo --no-overlap ;;
+	none|fp16|bf16) echo "--grad-compress $1" ;;
+	average:*|admm:*) echo "--sync $1" ;;
+	--*) echo "$1" | tr , ' ' ;;
+	*) echo "scaling.sh: BENCH_SETTINGS: unknown setting '$1'" >&2; exit 2 ;;
+	esac
+}
+for st in $settings; do options_of "$st" >/dev/null || exit 2; done
 CDPC_TMP=$D
 trap 'cluster_down; rm -rf "$D"' EXIT
 trap 'exit 1' HUP INT TERM
@@ -40,14 +53,16 @@ done
 run_dir=$(cluster_node node1)/run
 run_dir2=$(cluster_node node2)/run
 
-# summary: "samples/s grad_allreduce_last_s grad_exposed_last_s grad_exposed_s
-# step/forward" from the step lines after the warm-up (median rate, mean
-# times per step) (of RUNDIR, default node1's run directory). step/forward
-# is that of `python -m cdpool trace` (python/cdpool/trace.py) for the
-# run's --trace timeline: the median over the steps of the step's time over
-# the slower rank's forward pass, which moves no gradients, so it is the
-# speed of that rank's core at that moment, and the ratio is the step's
-# length in units of it.
+# summary [RUNDIR]: "samples/s grad_allreduce_last_s grad_exposed_last_s
+# grad_exposed_s step/forward allreduce_s" from the step lines after the
+# warm-up (median rate, mean times per step) of RUNDIR (default node1's run
+# directory). allreduce_s is the slowest rank's time in every blocking
+# communication call: with average and admm, whose buckets are idle, the
+# parameter averaging. step/forward is that of `python -m cdpool trace`
+# (python/cdpool/trace.py) for the run's --trace timeline: the median over
+# the steps of the step's time over the slower rank's forward pass, which
+# moves no gradients, so it is the speed of that rank's core at that
+# moment, and the ratio is the step's length in units of it.
 summary() {
 	PYTHONPATH=$src/python${PYTHONPATH:+:$PYTHONPATH} "$PY" - "${1:-$run_dir}/metrics.jsonl" "$warm" <<'PYEOF'
 import json, os, sys
@@ -61,10 +76,9 @@ if not rows:
 rate = sorted(r["samples_per_s"] for r in rows)
 n = len(rate)
 med = rate[n // 2] if n % 2 else (rate[n // 2 - 1] + rate[n // 2]) / 2
-g = sum(r["grad_allreduce_last_s"] for r in rows) / n
-e = sum(r["grad_exposed_last_s"] for r in rows) / n
-w = sum(r["grad_exposed_s"] for r in rows) / n
-print("%.2f %.4f %.4f %.4f %.4f" % (med, g, e, w, q or 0))
+mean = lambda k: sum(r.get(k) or 0 for r in rows) / n
+print("%.2f %.4f %.4f %.4f %.4f %.4f" % (med, mean("grad_allreduce_last_s"),
+      mean("grad_exposed_last_s"), mean("grad_exposed_s"), q or 0, mean("allreduce_s")))
 PYEOF
 }
 
@@ -95,11 +109,22 @@ train() {
 	fi
 }
 
-# Rounds: every round runs the 1-host line and then each 2-host line, and
-# a 2-host line's efficiency is taken against its own round's 1-host rate;
-# the line printed is the median over the rounds. The speed of this kind
-# of machine drifts by 15-30% within minutes (doc/PERFORMANCE.md), which a
-# single 1-host run at the start turns into the efficiency of every line.
+# ceiling MODEL ROUND: the side-by-side ceiling (two independent 1-host
+# runs, one on each host, at once: what the two cores deliver together),
+# one row of $R
+ceiling() {
+	train "$1" pair
+	a=$(summary | cut -d' ' -f1) b=$(summary "$run_dir2" | cut -d' ' -f1)
+	echo "$1 pair $2 $(echo "$a $b" | awk '{ print $1 + $2 }') 0 0 0 0 0" >>"$R"
+	echo "$1: round $2: ceiling, 1 host on each of 2 at once: samples/s=$a + $b" >&2
+}
+
+# Rounds. The speed of this kind of machine drifts by 15-30% within
+# minutes (doc/PERFORMANCE.md), so a round alternates the ceiling and the
+# jobs: the 1-host run alone (for the diagnostics), the ceiling, then each
+# 2-host line followed by the ceiling again; a line is held against the
+# mean of the two ceilings around it. What is printed is the median over
+# the rounds and their spread.
 R=$D/rounds
 : >"$R"
 for m in $models; do
@@ -108,23 +133,19 @@ for m in $models; do
 		cluster_shape off
 		train "$m" 1
 		set -- $(summary)
-		echo "$m 1-host $r $1 0 0 0 $5" >>"$R"
-		echo "$m: round $r: 1 host: samples/s=$1" >&2
-		# both hosts' cores busy, as in a 2-host run: the machine's own
-		# cost of running two (they share its memory and caches)
-		train "$m" pair
-		a=$(summary | cut -d' ' -f1) b=$(summary "$run_dir2" | cut -d' ' -f1)
-		echo "$m pair $r $(echo "$a $b" | awk '{ print $1 + $2 }') 0 0 0 0" >>"$R"
-		echo "$m: round $r: 1 host on each of 2 at once: samples/s=$a + $b" >&2
+		echo "$m 1-host $r $1 0 0 0 $5 0" >>"$R"
+		echo "$m: round $r: 1 host alone: samples/s=$1" >&2
+		ceiling "$m" "$r"
 		for rate in $rates; do
-			cluster_shape "$rate"
-			for ov in overlap serial; do
-				extra=
-				[ "$ov" = overlap ] || extra=--no-overlap
-				train "$m" 2 $extra
+			for st in $settings; do
+				cluster_shape "$rate"
+				# shellcheck disable=SC2046
+				train "$m" 2 $(options_of "$st")
 				set -- $(summary)
-				echo "$m $rate/$ov $r $1 $2 $3 $4 $5" >>"$R"
-				echo "$m: round $r: 2 hosts, link $rate, $ov: samples/s=$1" >&2
+				echo "$m $rate/$st $r $1 $2 $3 $4 $5 $6" >>"$R"
+				echo "$m: round $r: 2 hosts, link $rate, $st: samples/s=$1" >&2
+				cluster_shape off
+				ceiling "$m" "$r"
 			done
 		done
 		r=$((r + 1))
@@ -134,59 +155,64 @@ done
 "$PY" - "$R" "$batch" "$cbatch" <<'PYEOF'
 import statistics as S, sys
 # a row: model, line, round, samples/s, in flight and exposed on the rank
-# that waited least, the most any rank waited (seconds per step), and the
-# step over the slower rank's forward pass (summary)
+# that waited least, the most any rank waited, the step over the slower
+# rank's forward pass, the slowest rank's blocking communication (seconds
+# per step; summary); ceilings ("pair") in the order they ran
 rows = [l.split() for l in open(sys.argv[1])]
 gbatch = {"unet": 2 * int(sys.argv[2]), "classifier": 2 * int(sys.argv[3])}
-one = {(m, r): float(x) for m, k, r, x, g, e, w, q in rows if k == "1-host"}
-oneq = {(m, r): float(q) for m, k, r, x, g, e, w, q in rows if k == "1-host"}
-pair = {(m, r): float(x) for m, k, r, x, g, e, w, q in rows if k == "pair"}
+one = {(m, r): float(x) for m, k, r, x, *_ in rows if k == "1-host"}
+oneq = {(m, r): float(row[7]) for row in rows for m, k, r in [row[:3]] if k == "1-host"}
+# each 2-host row against the mean of the ceilings just before and after it
+ceil, last = {}, {}
+for i, row in enumerate(rows):
+    m, k, r = row[:3]
+    if k == "pair":
+        last[m] = float(row[3])
+    elif k != "1-host":
+        nxt = next((float(x[3]) for x in rows[i + 1:] if x[0] == m and x[1] == "pair"), last[m])
+        ceil[i] = (last[m] + nxt) / 2
 order = []
 for m, k, *_ in rows:
-    if (m, k) not in order:
+    if (m, k) not in order and k not in ("1-host", "pair"):
         order.append((m, k))
-busy = {}
-for m, k in order:
-    got = [(r, float(x), float(g), float(e), float(w), float(q))
-           for mm, kk, r, x, g, e, w, q in rows if (mm, kk) == (m, k)]
-    rate = S.median(x for r, x, *_ in got)
-    if k == "1-host":
-        print("%s: 1 host: samples/s=%.2f step/forward=%.2f (rounds: %s)"
-              % (m, rate, S.median(q for *_, q in got), " ".join("%.2f" % x for r, x, *_ in got)))
-        continue
-    if k == "pair":
-        busy[m] = S.median(x / (2 * one[(m, r)]) for r, x, *_ in got)
-        print("%s: 1 host on each of 2 at once: samples/s=%.2f together, %.2f of twice 1 host "
-              "(rounds: %s)" % (m, rate, busy[m], " ".join("%.2f" % x for r, x, *_ in got)))
-        continue
-    effs = [x / (2 * one[(m, r)]) for r, x, *_ in got]
-    # against the two 1-host runs side by side: what running distributed
-    # cost, the machine's cost of two busy cores taken out
-    sides = [x / pair[(m, r)] for r, x, *_ in got]
-    # the exposed time's share of the step (gbatch / x s) is the network's
-    # cost; the efficiency without it is the cores'
-    nets = [max(1 - e * x / gbatch[m], 1e-9) for r, x, g, e, w, q in got]
-    cs = [v / n for v, n in zip(effs, nets)]
-    # the efficiency at equal core speed: a step measured in forward passes
-    # of its slower rank against a 1-host step in forward passes of its
-    # core. What a 2-host step costs beyond one host's (communication,
-    # the thread, waiting within a step) stays in; the cores' speeds
-    # cancel, the straggler's as well as a slow spell's.
-    eqs = [oneq[(m, r)] / q for r, x, g, e, w, q in got if q > 0 and oneq[(m, r)] > 0]
-    g = S.median(g for r, x, g, e, w, q in got)
-    e = S.median(e for r, x, g, e, w, q in got)
-    w = S.median(w - e for r, x, g, e, w, q in got)
-    link, ov = k.split("/")
-    print("%s: 2 hosts, link %s, %s: samples/s=%.2f efficiency=%.2f side-by-side=%.2f "
-          "equal-speed=%.2f allreduce=%.4fs exposed=%.4fs hidden=%.2f waited=%.4fs network=%.2f "
-          "compute=%.2f (efficiency by round: %s; side-by-side: %s; equal-speed: %s)"
-          % (m, link, ov, rate, S.median(effs), S.median(sides), S.median(eqs) if eqs else 0, g, e,
-             1 - e / g if g > 0 else 0, w, S.median(nets), S.median(cs),
-             " ".join("%.2f" % v for v in effs), " ".join("%.2f" % v for v in sides),
-             " ".join("%.2f" % v for v in eqs)))
-for m, b in busy.items():
-    if b < 0.95:
-        print("%s: note: two 1-host runs at once made %.2f of twice one alone: this machine does not "
-              "give two busy cores their full speed, which caps every efficiency= (side-by-side= "
-              "takes it out)" % (m, b))
+spread = lambda v: "%.2f-%.2f" % (min(v), max(v))
+table = []
+for m in dict.fromkeys(m for m, k in order):
+    alone = [float(x[3]) for x in rows if x[0] == m and x[1] == "1-host"]
+    pairs = [float(x[3]) for x in rows if x[0] == m and x[1] == "pair"]
+    busy = [float(x[3]) / (2 * one[(m, x[2])]) for x in rows
+            if x[0] == m and x[1] == "pair" and (m, x[2]) in one]
+    print("%s: 1 host alone: samples/s=%.2f; ceiling (1 host on each of 2 at once): samples/s=%.2f, "
+          "%.2f of twice alone (%d ceiling runs, %s)"
+          % (m, S.median(alone), S.median(pairs), S.median(busy), len(pairs), spread(pairs)))
+    for mm, k in order:
+        if mm != m:
+            continue
+        got = [(i, row) for i, row in enumerate(rows) if row[0] == m and row[1] == k]
+        v = lambda j: [float(row[j]) for i, row in got]
+        rate, g, e, w, q, c = v(3), v(4), v(5), v(6), v(7), v(8)
+        eff = [float(row[3]) / ceil[i] for i, row in got]
+        step = [gbatch[m] / x for x in rate]                     # seconds a step
+        share = [ww / s for ww, s in zip(w, step)]
+        alone2 = [float(row[3]) / (2 * one[(m, row[2])]) for i, row in got]
+        eqs = [oneq[(m, row[2])] / float(row[7]) for i, row in got
+               if float(row[7]) > 0 and oneq[(m, row[2])] > 0]
+        link, st = k.split("/", 1)
+        # the headline, then the communication per step, then diagnostics
+        print("%s: 2 hosts, link %s, %s: efficiency against the ceiling %.2f (%s over %d rounds); "
+              "samples/s=%.2f; per step: in flight %.4fs, exposed %.4fs on the rank that waited "
+              "most (%.0f%% of the step), %.4fs on the one that waited least, blocking "
+              "communication %.4fs; diagnostics: against twice 1 host alone %.2f, equal-speed %.2f"
+              % (m, link, st, S.median(eff), spread(eff), len(eff), S.median(rate), S.median(g),
+                 S.median(w), 100 * S.median(share), S.median(e), S.median(c), S.median(alone2),
+                 S.median(eqs) if eqs else 0))
+        table.append((m, link, st, S.median(eff), spread(eff), S.median(g), S.median(w),
+                      100 * S.median(share), S.median(e)))
+print()
+print("| model | link | setting | efficiency against the ceiling (median) | spread | in flight / step "
+      "| exposed / step, most | share of the step | exposed / step, least |")
+print("|---|---|---|---|---|---|---|---|---|")
+for m, link, st, eff, sp, g, w, sh, e in table:
+    print("| %s | %s | %s | %.2f | %s | %.0f ms | %.0f ms | %.0f%% | %.0f ms |"
+          % (m, link, st, eff, sp, 1e3 * g, 1e3 * w, sh, 1e3 * e))
 PYEOF

@@ -53,6 +53,36 @@
  * the same buckets, in the same order and with the same segmentation, in
  * cdp_dist_wait_all, so all modes give bitwise the same gradients.
  *
+ * Compression (cdp_dist_set_compress; cdp-train --grad-compress): the
+ * gradient buckets may travel as 16-bit floats, fp16 (IEEE binary16) or
+ * bf16, as PyTorch DDP's fp16/bf16_compress_hook and Horovod's
+ * Compression.fp16 do: each rank divides its gradients by j in float32
+ * (when averaging), rounds them to the 16-bit type (to nearest, ties to
+ * even; dist_comp.c), the reduction moves and adds 16-bit values, and
+ * the result comes back to float32 exactly. Half the bytes move. Where the
+ * rounding happens:
+ *  - ring: a received chunk is widened and added to the receiver's own
+ *    float32 values, and the float32 partial sum is rounded once before it
+ *    is sent on; the segment's owner rounds the full sum once, and every
+ *    rank, the owner too, takes that rounded value. So element e of
+ *    segment s gets round(... round(round(x_s) + x_s+1) ... + x_s-1): one
+ *    rounding per rank, j in all (with j = 2: round(round(a) + b)).
+ *  - mpi: Open MPI 4.1 has no 16-bit float type, so the values travel as
+ *    MPI_UINT16_T under a user-defined commutative op that widens both
+ *    operands, adds them in float32 and rounds: round(round(a) + round(b))
+ *    with 2 ranks; each addition of more rounds again.
+ *  - nccl: ncclFloat16 / ncclBfloat16 after a device cast (the division
+ *    by j is a multiplication by 1/j there), NCCL's own order of sums.
+ * A compressed result therefore differs from the float32 sum (by about
+ * 2^-11 (fp16) or 2^-8 (bf16) relative per rounding), so a compressed job
+ * no longer equals one rank bitwise; it is still the same on every rank
+ * (the ring's all-gather, MPI's symmetric op with 2 ranks) and the same run
+ * to run. fp16 overflows from 65520 (after the division by j): such an
+ * element becomes inf and stays inf, and the caller's finiteness check of
+ * the reduced gradients sees it (cdp-train: a skipped step under the loss
+ * scaler or --nan-policy). Only the buckets are compressed; the blocking
+ * reductions (parameter averaging, broadcasts) stay float32.
+ *
  * Errors: MPI runs with MPI_ERRORS_RETURN and every call is checked; a
  * failure prints "cdp-train: rank R: dist_mpi.c:LINE: MPI_Call: MPI's text"
  * and calls MPI_Abort, which ends every rank. A watchdog thread aborts the
@@ -173,6 +203,18 @@ int  cdp_dist_set_algo(cdp_dist_algo algo);
 cdp_dist_algo cdp_dist_get_algo(void);
 int  cdp_dist_set_chunk(size_t floats);
 int  cdp_dist_set_timeout(double seconds);
+/* Gradient compression (see "Compression"): the buckets registered from
+ * now on (cdp_dist_buckets) travel as this type; default none. 0, or
+ * CDP_EINVAL for another value or while a reduction is in flight. */
+typedef enum cdp_dist_comp {
+	CDP_DIST_COMP_NONE = 0,
+	CDP_DIST_COMP_FP16 = 1,
+	CDP_DIST_COMP_BF16 = 2
+} cdp_dist_comp;
+int  cdp_dist_set_compress(cdp_dist_comp comp);
+/* "none", "fp16" or "bf16" -> *comp; CDP_ESYNTAX otherwise. */
+int  cdp_dist_comp_parse(const char *s, cdp_dist_comp *comp);
+const char *cdp_dist_comp_name(cdp_dist_comp comp);
 /* Device buffers (see above): be's device memory from now on, or host
  * memory again for NULL or a CPU backend (unless CDP_DIST_STAGE=1). Drops
  * the bucket registration and frees what the previous backend's staging or
@@ -293,7 +335,8 @@ void cdp_dist_wait_all(void);
  * with NCCL both are the host's time queueing). reductions: float
  * reductions finished (any algorithm, empty ones too). ring_bytes: bytes
  * this rank sent in ring reductions, about 2(j-1)/j * 4n each (what MPI
- * sends inside MPI_Allreduce is its own business). */
+ * sends inside MPI_Allreduce is its own business; compressed, 2 bytes an
+ * element). */
 typedef struct cdp_dist_stats {
 	double wait_s, progress_s;
 	double grad_s, grad_exposed_s;

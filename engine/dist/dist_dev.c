@@ -182,7 +182,7 @@ static void no_nccl(void)
 
 void dist_nccl_allreduce(float *buf, size_t n, int average, const char *what) { no_nccl(); }
 void dist_nccl_bcast(float *buf, size_t n) { no_nccl(); }
-void dist_nccl_bucket(float *buf, size_t n, int average) { no_nccl(); }
+void dist_nccl_bucket(float *buf, size_t n, int average, int comp) { no_nccl(); }
 void dist_nccl_join(void) { no_nccl(); }
 void dist_nccl_host_reduce(void *buf, size_t n, int type, int op) { no_nccl(); }
 void dist_nccl_host_bcast(void *buf, size_t n) { no_nccl(); }

@@ -33,13 +33,13 @@ int  dist_testall(int n, MPI_Request *req);
  * fires. Returns the index completed (now MPI_REQUEST_NULL in req) or
  * MPI_UNDEFINED. */
 int  dist_waitany(int n, MPI_Request *req, const char *what);
-/* n floats to the right neighbour (rank + 1) / from the left one (rank - 1),
- * with tag `tag`. */
-void dist_isend(const float *buf, int n, int tag, MPI_Request *req);
-void dist_irecv(float *buf, int n, int tag, MPI_Request *req);
-/* In-place float sum of buf[0..n) over every rank, started without
- * blocking. */
-void dist_iallreduce(float *buf, int n, MPI_Request *req);
+/* n values to the right neighbour (rank + 1) / from the left one (rank - 1),
+ * with tag `tag`: floats for comp CDP_DIST_COMP_NONE, else 16-bit ones. */
+void dist_isend(const void *buf, int n, int comp, int tag, MPI_Request *req);
+void dist_irecv(void *buf, int n, int comp, int tag, MPI_Request *req);
+/* In-place sum of buf[0..n) over every rank, started without blocking:
+ * floats, or 16-bit values of the type comp under dist_comp_sum16. */
+void dist_iallreduce(void *buf, int n, int comp, MPI_Request *req);
 /* The same, blocking, for any n (parts of at most INT_MAX floats), under
  * the watchdog as "MPI_Allreduce". */
 void dist_allreduce_sum(float *buf, size_t n);
@@ -71,6 +71,23 @@ int  dist_beat_start(int rank, int size, const char *names, uint32_t addr, uint1
 void dist_beat_quit(void);
 /* Joins the thread, says goodbye, closes everything. */
 void dist_beat_stop(void);
+
+/* ---- in dist_comp.c: the 16-bit formats (dist.h, "Compression") ---- */
+
+/* float -> fp16 / bf16 bits, to nearest, ties to even; and back, exact. */
+uint16_t dist_fp16_bits(float x);
+float    dist_fp16_float(uint16_t h);
+uint16_t dist_bf16_bits(float x);
+float    dist_bf16_float(uint16_t h);
+/* comp is CDP_DIST_COMP_FP16 or _BF16 in all four.
+ * pack:   x[i] /= div (skipped for div 1), then w[i] = round(x[i]);
+ * unpack: x[i] = w[i] widened;
+ * accum:  x[i] += in[i] widened, then w[i] = round(x[i]) (the ring's add);
+ * sum16:  inout[i] = round(in[i] + inout[i]), both widened (MPI's op). */
+void dist_comp_pack(int comp, float *x, uint16_t *w, size_t n, float div);
+void dist_comp_unpack(int comp, const uint16_t *w, float *x, size_t n);
+void dist_comp_accum(int comp, float *x, const uint16_t *in, uint16_t *w, size_t n);
+void dist_comp_sum16(int comp, const uint16_t *in, uint16_t *inout, size_t n);
 
 /* ---- in dist_ring.c ------------------------------------------------- */
 
@@ -116,7 +133,7 @@ void dist_nccl_bcast(float *buf, size_t n);
 /* A bucket: queued on the communication stream after what the compute
  * stream holds now; join: the compute stream waits for every reduction
  * queued so far. */
-void dist_nccl_bucket(float *buf, size_t n, int average);
+void dist_nccl_bucket(float *buf, size_t n, int average, int comp);
 void dist_nccl_join(void);
 /* Launches without MPI: the host collectives through NCCL. op 0 sum,
  * 1 max; type 0 double, 1 uint64. */

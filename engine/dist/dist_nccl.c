@@ -53,6 +53,7 @@
 
 #include "backend.h"
 #include "cdp_error.h"
+#include "cuda/cuda_kern.h"
 #include "dist_int.h"
 #include "dist/dist_rdv.h"
 #include "dist/dist_watch.h"
@@ -75,6 +76,8 @@ static struct {
 	int rdv_up;                 /* rank 0 wrote the file, not yet removed */
 	void *dbuf;                 /* device scratch of the host collectives */
 	size_t dbuf_n;
+	void *wbuf;                 /* device 16-bit copy of a compressed bucket */
+	size_t wbuf_n;
 } nc = { .api = PTHREAD_MUTEX_INITIALIZER };
 
 int dist_nccl_built(void) { return 1; }
@@ -364,6 +367,10 @@ void dist_nccl_release(void)
 		CUDA_CHECK(cudaFree(nc.dbuf));
 	nc.dbuf = NULL;
 	nc.dbuf_n = 0;
+	if (nc.wbuf)
+		CUDA_CHECK(cudaFree(nc.wbuf));
+	nc.wbuf = NULL;
+	nc.wbuf_n = 0;
 	nc.be = NULL;
 }
 
@@ -385,12 +392,42 @@ static void host_wait(void)
 	CUDA_CHECK(cudaEventSynchronize(nc.joined));
 }
 
-void dist_nccl_bucket(float *buf, size_t n, int average)
+/* A compressed bucket (dist.h, "Compression") on cs: buf *= 1/j, rounded
+ * into the 16-bit scratch, summed there by NCCL, widened back into buf.
+ * One scratch serves every bucket: they follow each other on cs. It grows
+ * to the largest bucket in the first step (cudaFree waits for the device). */
+static void bucket16(float *buf, size_t n, int average, int comp)
+{
+	int prec = comp == CDP_DIST_COMP_BF16 ? CDP_PREC_BF16 : CDP_PREC_FP16;
+
+	if (n > nc.wbuf_n) {
+		if (nc.wbuf)
+			CUDA_CHECK(cudaFree(nc.wbuf));
+		nc.wbuf = NULL;
+		nc.wbuf_n = 0;
+		CUDA_CHECK(cudaMalloc(&nc.wbuf, n * sizeof(uint16_t)));
+		nc.wbuf_n = n;
+	}
+	if (average)
+		cdk_scale(nc.cs, buf, 1.0f / (float)cdp_dist_size(), n);
+	cdk_to_half(nc.cs, prec, buf, nc.wbuf, n);
+	NCCL_CHECK(ncclAllReduce(nc.wbuf, nc.wbuf, n,
+	                         comp == CDP_DIST_COMP_BF16 ? ncclBfloat16 : ncclFloat16, ncclSum,
+	                         nc.comm, nc.cs), "ncclAllReduce");
+	track("ncclAllReduce of a compressed gradient bucket");
+	cdk_from_half(nc.cs, prec, nc.wbuf, buf, 0.0f, n);
+}
+
+void dist_nccl_bucket(float *buf, size_t n, int average, int comp)
 {
 	comm_up();
 	if (n == 0)
 		return;
 	after_compute();
+	if (comp) {
+		bucket16(buf, n, average, comp);
+		return;
+	}
 	NCCL_CHECK(ncclAllReduce(buf, buf, n, ncclFloat, average ? ncclAvg : ncclSum, nc.comm,
 	                         nc.cs), "ncclAllReduce");
 	track("ncclAllReduce of a gradient bucket");

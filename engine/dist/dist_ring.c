@@ -29,6 +29,13 @@
  * step are still on the wire (the pipeline). Waiting blocks in MPI_Waitany
  * over every outstanding request, never on one request, because the request
  * that unblocks a peer may be any of ours.
+ *
+ * Compressed ops (dist.h, "Compression"): the op's float32 buffer is divided
+ * by j and rounded into its 16-bit wire copy `w` when it starts; the ring
+ * sends from w, receives partial sums as 16-bit values into the scratch
+ * slot, adds them widened into the float32 buffer and rounds the chunk back
+ * into w (the next step sends it), gathers into w in place, and at the end
+ * widens w into the buffer; an mpi op reduces w under the 16-bit op.
  */
 #include <errno.h>
 #include <limits.h>
@@ -50,6 +57,8 @@ struct op {
 	float *buf;
 	size_t n;
 	int average, done;
+	int comp;                     /* cdp_dist_comp; not NONE: w is the wire */
+	uint16_t *w;                  /* n 16-bit values */
 	double *done_at;              /* a bucket's: when its completion was seen */
 	op *next;                     /* the in-flight list */
 	MPI_Request mreq[MPI_PARTS];  /* mpi: one per part */
@@ -72,7 +81,9 @@ static struct {
 	int slot_busy[RING_ACTIVE];
 	/* buckets */
 	float *bbuf;
-	int nb, nl, overlap, average;
+	uint16_t *bwire;                /* compressed: the block's 16-bit copy */
+	int comp;                       /* cdp_dist_set_compress, for new buckets */
+	int nb, nl, overlap, average, bcomp;
 	cdp_dist_algo balgo;
 	size_t *boff, *bn;
 	int *bl0, *bl1, *lbucket, *bleft;
@@ -124,6 +135,15 @@ static void scratch_free(void)
 		free(st.scratch[i]);
 		st.scratch[i] = NULL;
 	}
+}
+
+int cdp_dist_set_compress(cdp_dist_comp comp)
+{
+	if ((comp != CDP_DIST_COMP_NONE && comp != CDP_DIST_COMP_FP16 &&
+	     comp != CDP_DIST_COMP_BF16) || dist_busy())
+		return CDP_EINVAL;
+	st.comp = comp;
+	return 0;
 }
 
 int cdp_dist_set_chunk(size_t floats)
@@ -197,6 +217,20 @@ static void add_into(float *restrict dst, const float *restrict src, size_t n)
 		dst[i] += src[i];
 }
 
+/* x[0..n) /= j: a division, not a multiplication by 1/j, so sum / j
+ * exactly; unrolled as add_into */
+static void div_by(float *restrict x, size_t n, float j)
+{
+	size_t i = 0;
+
+	for (; i + 8 <= n; i += 8) {
+		x[i] /= j, x[i + 1] /= j, x[i + 2] /= j, x[i + 3] /= j;
+		x[i + 4] /= j, x[i + 5] /= j, x[i + 6] /= j, x[i + 7] /= j;
+	}
+	for (; i < n; i++)
+		x[i] /= j;
+}
+
 static int ring_take_slot(op *o)
 {
 	int i;
@@ -220,7 +254,7 @@ static int ring_advance(op *o)
 {
 	int j = cdp_dist_size(), moved = 0, again = 1, len;
 	size_t off;
-	float *tmp;
+	void *tmp;
 
 	if (o->slot < 0 && !ring_take_slot(o))
 		return 0;
@@ -231,8 +265,18 @@ static int ring_advance(op *o)
 				break;
 			if (o->rdk < j - 1) {   /* scatter-reduce: add the partial sum */
 				off = chunk_at(o, o->rdk, o->rdc, 1, &len);
-				add_into(o->buf + off, st.scratch[o->slot] + (size_t)o->r0 * st.chunk,
-				         (size_t)len);
+				if (o->comp)    /* and round it for the next step's send */
+					dist_comp_accum(o->comp, o->buf + off,
+					                (uint16_t *)st.scratch[o->slot] +
+					                (size_t)o->r0 * st.chunk, o->w + off, (size_t)len);
+				else
+					add_into(o->buf + off, st.scratch[o->slot] +
+					         (size_t)o->r0 * st.chunk, (size_t)len);
+				/* the last add made this rank's segment whole: the
+				 * owner averages it before the all-gather sends it,
+				 * so nobody makes a pass over the block afterwards */
+				if (!o->comp && o->average && o->rdk == j - 2)
+					div_by(o->buf + off, (size_t)len, (float)j);
 			}
 			o->r0 = (o->r0 + 1) % RING_WIN;
 			o->nr--;
@@ -253,8 +297,12 @@ static int ring_advance(op *o)
 		       (o->rk < j - 1 || before(o->rk + 1 - j, o->rc, o->sdk, o->sdc))) {
 			int i = (o->r0 + o->nr) % RING_WIN;
 			off = chunk_at(o, o->rk, o->rc, 1, &len);
-			tmp = o->rk < j - 1 ? st.scratch[o->slot] + (size_t)i * st.chunk : o->buf + off;
-			dist_irecv(tmp, len, o->tag, &o->rreq[i]);
+			if (o->rk < j - 1)
+				tmp = o->comp ? (void *)((uint16_t *)st.scratch[o->slot] + (size_t)i * st.chunk)
+				              : (void *)(st.scratch[o->slot] + (size_t)i * st.chunk);
+			else
+				tmp = o->comp ? (void *)(o->w + off) : (void *)(o->buf + off);
+			dist_irecv(tmp, len, o->comp, o->tag, &o->rreq[i]);
 			o->nr++;
 			o->rc++;
 			pos_norm(o, 1, &o->rk, &o->rc);
@@ -264,8 +312,11 @@ static int ring_advance(op *o)
 		       (o->sk == 0 || before(o->sk - 1, o->sc, o->rdk, o->rdc))) {
 			int i = (o->s0 + o->ns) % RING_WIN;
 			off = chunk_at(o, o->sk, o->sc, 0, &len);
-			dist_isend(o->buf + off, len, o->tag, &o->sreq[i]);
-			dist_stats.ring_bytes += (uint64_t)len * sizeof(float);
+			if (o->comp)
+				dist_isend(o->w + off, len, o->comp, o->tag, &o->sreq[i]);
+			else
+				dist_isend(o->buf + off, len, 0, o->tag, &o->sreq[i]);
+			dist_stats.ring_bytes += (uint64_t)len * (o->comp ? sizeof(uint16_t) : sizeof(float));
 			o->ns++;
 			o->sc++;
 			pos_norm(o, 0, &o->sk, &o->sc);
@@ -285,26 +336,24 @@ static int ring_advance(op *o)
 static void op_finish(op *o)
 {
 	int size = cdp_dist_size();
-	float *restrict x = o->buf, j = (float)size;
-	size_t i = 0;
 
-	/* a division, not a multiplication by 1/j: sum / j exactly */
-	if (o->average && size > 1) {
-		for (; i + 8 <= o->n; i += 8) {
-			x[i] /= j, x[i + 1] /= j, x[i + 2] /= j, x[i + 3] /= j;
-			x[i + 4] /= j, x[i + 5] /= j, x[i + 6] /= j, x[i + 7] /= j;
-		}
-		for (; i < o->n; i++)
-			x[i] /= j;
-	}
+	/* compressed: divided before, the wire holds the result; a ring op's
+	 * owners divided their segments (ring_advance), and the all-gather
+	 * copied sum / j, the same bits as dividing here */
+	if (o->comp)
+		dist_comp_unpack(o->comp, o->w, o->buf, o->n);
+	else if (o->average && size > 1 && o->algo == CDP_DIST_MPI)
+		div_by(o->buf, o->n, (float)size);
 	if (o->done_at)
 		*o->done_at = dist_now();
 	dist_stats.reductions++;
 }
 
 /* Starts a reduction of buf[0..n); an mpi op is posted now, a ring op when
- * a scratch slot is free (in start order). */
-static void op_start(op *o, float *buf, size_t n, cdp_dist_algo algo, int average)
+ * a scratch slot is free (in start order). comp not NONE: through the 16-bit
+ * wire w[0..n). */
+static void op_start(op *o, float *buf, size_t n, cdp_dist_algo algo, int average, int comp,
+                     uint16_t *w)
 {
 	int size = cdp_dist_size();
 
@@ -319,10 +368,16 @@ static void op_start(op *o, float *buf, size_t n, cdp_dist_algo algo, int averag
 		dist_stats.reductions++;
 		return;
 	}
+	if (comp) {
+		o->comp = comp;
+		o->w = w;
+		dist_comp_pack(comp, buf, w, n, average ? (float)size : 1.0f);
+	}
 	if (algo == CDP_DIST_MPI) {
 		for (size_t off = 0; off < n; off += INT_MAX) {
 			size_t part = n - off < INT_MAX ? n - off : INT_MAX;
-			dist_iallreduce(buf + off, (int)part, &o->mreq[o->nmreq++]);
+			dist_iallreduce(comp ? (void *)(w + off) : (void *)(buf + off), (int)part, comp,
+			                &o->mreq[o->nmreq++]);
 		}
 	} else {
 		o->tag = (int)(st.seq++ % TAG_SPAN);
@@ -430,9 +485,10 @@ int dist_host_allreduce(float *buf, size_t n, cdp_dist_algo algo, int average)
 	if (algo == CDP_DIST_MPI && cdp_dist_size() > 1) {
 		dist_allreduce_sum(buf, n);
 		o.average = average, o.buf = buf, o.n = n, o.done_at = NULL;
+		o.comp = CDP_DIST_COMP_NONE, o.algo = CDP_DIST_MPI;
 		op_finish(&o);
 	} else {
-		op_start(&o, buf, n, algo, average);
+		op_start(&o, buf, n, algo, average, CDP_DIST_COMP_NONE, NULL);
 		if (!o.done)
 			drive(&o, "ring all-reduce");
 	}
@@ -450,7 +506,8 @@ int cdp_dist_average(float *buf, size_t n)
 /* A bucket handed over: its reduction started on the thread. */
 static void ct_start(int b)
 {
-	op_start(&st.bops[b], st.bbuf + st.boff[b], st.bn[b], st.balgo, st.average);
+	op_start(&st.bops[b], st.bbuf + st.boff[b], st.bn[b], st.balgo, st.average, st.bcomp,
+	         st.bwire ? st.bwire + st.boff[b] : NULL);
 	if (st.bops[b].done)
 		st.bt1[b] = dist_now();
 	else
@@ -608,8 +665,10 @@ static void buckets_free(void)
 {
 	free(st.boff), free(st.bn), free(st.bl0), free(st.bl1);
 	free(st.lbucket), free(st.bleft), free(st.ldone), free(st.bstate), free(st.bops);
-	free(st.bt0), free(st.bt1), free(ct.q);
+	free(st.bt0), free(st.bt1), free(ct.q), free(st.bwire);
 	st.bt0 = st.bt1 = NULL;
+	st.bwire = NULL;
+	st.bcomp = CDP_DIST_COMP_NONE;
 	ct.q = NULL;
 	st.threaded = 0;
 	st.busy_since = 0;
@@ -673,6 +732,14 @@ int cdp_dist_buckets(float *buf, const size_t *layer_off, int nlayers, size_t fi
 	    !(st.bt0 = calloc((size_t)nlayers, sizeof *st.bt0)) ||
 	    !(st.bt1 = calloc((size_t)nlayers, sizeof *st.bt1)) ||
 	    !(ct.q = calloc((size_t)nlayers, sizeof *ct.q))) {
+		buckets_free();
+		return CDP_ENOMEM;
+	}
+	/* compressed on the host: a 16-bit copy indexed as the block (with
+	 * NCCL the device's own scratch, dist_nccl.c) */
+	st.bcomp = cdp_dist_size() > 1 ? st.comp : CDP_DIST_COMP_NONE;
+	if (st.bcomp && st.bmode != DIST_NCCL &&
+	    !(st.bwire = malloc((layer_off[nlayers] ? layer_off[nlayers] : 1) * sizeof *st.bwire))) {
 		buckets_free();
 		return CDP_ENOMEM;
 	}
@@ -740,7 +807,7 @@ static void bucket_start(int b)
 	st.bt1[b] = 0;
 	if (st.bmode == DIST_NCCL) {
 		/* queued behind the compute stream: done as far as the host goes */
-		dist_nccl_bucket(st.bbuf + st.boff[b], st.bn[b], st.average);
+		dist_nccl_bucket(st.bbuf + st.boff[b], st.bn[b], st.average, st.bcomp);
 		memset(&st.bops[b], 0, sizeof st.bops[b]);
 		st.bops[b].done = 1;
 		st.bt1[b] = dist_now();
@@ -753,7 +820,8 @@ static void bucket_start(int b)
 		ct_post(b);
 		return;
 	}
-	op_start(&st.bops[b], st.bbuf + st.boff[b], st.bn[b], st.balgo, st.average);
+	op_start(&st.bops[b], st.bbuf + st.boff[b], st.bn[b], st.balgo, st.average, st.bcomp,
+	         st.bwire ? st.bwire + st.boff[b] : NULL);
 	if (st.bops[b].done)        /* one rank, or nothing to reduce */
 		st.bt1[b] = dist_now();
 	else

@@ -11,6 +11,7 @@ DIST_CPPFLAGS = $(ENGINE_CPPFLAGS) $(MPI_CFLAGS)
 engine_dist_libcdpdist_a_CPPFLAGS = $(DIST_CPPFLAGS) $(CUDA_CPPFLAGS)
 engine_dist_libcdpdist_a_SOURCES = \
 	engine/dist/dist.h engine/dist/dist_int.h engine/dist/dist_mpi.c engine/dist/dist_ring.c \
+	engine/dist/dist_comp.c \
 	engine/dist/dist_dev.c engine/dist/dist_beat.c engine/dist/dist_rdv.h engine/dist/dist_rdv.c \
 	engine/dist/dist_watch.h engine/dist/dist_watch.c
 if HAVE_CUDA

@@ -8,18 +8,21 @@ DIST_TESTS = tests/dist/test_rdv tests/dist/test_watch tests/dist/test_beat
 DIST_TESTS += tests/dist/test_fuzz_rdv
 if HAVE_MPI
 UNIT_TESTS += $(DIST_TESTS)
-check_PROGRAMS += $(DIST_TESTS) tests/dist/test_dist
-TESTS += tests/dist/dist.sh
+check_PROGRAMS += $(DIST_TESTS) tests/dist/test_dist tests/dist/test_comp
+TESTS += tests/dist/dist.sh tests/dist/comp.sh
 if HAVE_CUDA
 check_PROGRAMS += tests/dist/test_nccl_mock
 TESTS += tests/dist/test_nccl_mock
 endif
 endif
-EXTRA_DIST += tests/dist/dist.sh
+EXTRA_DIST += tests/dist/dist.sh tests/dist/comp.sh tests/dist/comp_ref.py
 DIST_TEST_CPPFLAGS = $(DIST_CPPFLAGS) -I$(top_srcdir)/tests/unit -DCDP_SRCDIR='"$(abs_top_srcdir)"'
 tests_dist_test_dist_SOURCES = tests/dist/test_dist.c
 tests_dist_test_dist_CPPFLAGS = $(DIST_TEST_CPPFLAGS)
 tests_dist_test_dist_LDADD = $(DIST_LIBS)
+tests_dist_test_comp_SOURCES = tests/dist/test_comp.c
+tests_dist_test_comp_CPPFLAGS = $(DIST_TEST_CPPFLAGS)
+tests_dist_test_comp_LDADD = $(DIST_LIBS)
 tests_dist_test_rdv_SOURCES = tests/dist/test_rdv.c tests/dist/clock.h
 tests_dist_test_rdv_CPPFLAGS = $(DIST_TEST_CPPFLAGS)
 tests_dist_test_rdv_LDADD = $(DIST_LIBS)

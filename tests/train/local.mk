@@ -13,7 +13,8 @@ TESTS += tests/train/profile.sh tests/train/train.sh tests/train/train_fail.sh \
 	tests/train/class_weights.sh \
 	tests/train/buckets.sh tests/train/trace.sh tests/train/cfg_nesting.sh \
 	tests/train/rundir.sh tests/train/losses.sh tests/train/emastop.sh tests/train/augment.sh \
-	tests/train/cfg_keys.sh tests/train/bf16.sh tests/train/unet_resnet.sh
+	tests/train/cfg_keys.sh tests/train/bf16.sh tests/train/unet_resnet.sh \
+	tests/train/gradcomp.sh
 endif
 TRAIN_TEST_CPPFLAGS = $(TRAIN_CPPFLAGS) -I$(top_srcdir)/tests/unit -DCDP_SRCDIR='"$(abs_top_srcdir)"'
 tests_train_test_loader_SOURCES = tests/train/test_loader.c tests/train/fixture.h
@@ -25,7 +26,7 @@ tests_train_test_loader_sample_LDADD = $(TRAIN_LIBS)
 tests_train_test_loader_raw_SOURCES = tests/train/test_loader_raw.c tests/train/fixture.h
 tests_train_test_loader_raw_CPPFLAGS = $(TRAIN_TEST_CPPFLAGS)
 tests_train_test_loader_raw_LDADD = $(TRAIN_LIBS)
-EXTRA_DIST += tests/train/losses.sh tests/train/profile.sh tests/train/train.sh tests/train/train_fail.sh \
+EXTRA_DIST += tests/train/gradcomp.sh tests/train/losses.sh tests/train/profile.sh tests/train/train.sh tests/train/train_fail.sh \
 	tests/train/train_common.sh tests/train/resume_sync.sh tests/train/device.sh \
 	tests/train/loss_scale.sh tests/train/metrics.sh tests/train/small.cfg tests/train/data_path.sh \
 	tests/train/ckpt_nan.py tests/train/consensus.sh tests/train/consensus.py \

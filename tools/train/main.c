@@ -34,6 +34,8 @@ enum {
 };
 /* gradient buckets and the timeline (issues 12, 16) */
 enum { OPT_BUCKET_MB = 512, OPT_TRACE };
+/* gradient compression (issue 29) */
+enum { OPT_GRAD_COMPRESS = 768 };
 
 static void usage(FILE *f)
 {
@@ -44,7 +46,8 @@ static void usage(FILE *f)
 	    "                 [--momentum X] [--weight-decay X] [--nesterov] [--seed N] [--threads N]\n"
 	    "                 [--device cpu|cuda|cuda:N|auto] [--precision fp32|tf32|bf16|fp16]\n"
 	    "                 [--loss-scale dynamic|off|S] [--sync allreduce|average:K|admm:K:RHO]\n"
-	    "                 [--allreduce mpi|ring|nccl] [--no-overlap] [--checkpoint-every N]\n"
+	    "                 [--allreduce mpi|ring|nccl] [--grad-compress none|fp16|bf16]\n"
+	    "                 [--no-overlap] [--checkpoint-every N]\n"
 	    "                 [--resume | --overwrite] [--init CHECKPOINT]\n"
 	    "                 [--freeze PATTERN[,PATTERN...]] [--unfreeze-at EPOCH]\n"
 	    "                 [--bucket-mb N] [--trace FILE]\n"
@@ -193,6 +196,7 @@ int main(int argc, char **argv)
 		{ "resume",           no_argument,       NULL, OPT_RESUME },
 		{ "init",             required_argument, NULL, OPT_INIT },
 		{ "freeze",           required_argument, NULL, OPT_FREEZE },
+		{ "grad-compress",    required_argument, NULL, OPT_GRAD_COMPRESS },
 		{ "unfreeze-at",      required_argument, NULL, OPT_UNFREEZE_AT },
 		{ "schedule",         required_argument, NULL, OPT_SCHEDULE },
 		{ "seed",             required_argument, NULL, OPT_SEED },
@@ -216,6 +220,7 @@ int main(int argc, char **argv)
 	long v;
 	int c, rc = 2, mpi = 0;
 	cdp_dist_algo algo;
+	cdp_dist_comp comp;
 	static const char *const loads[] = { "pool", "copy", NULL };
 	static const char *const optimizers[] = { "sgd", "adamw", NULL };
 	static const int optimizer_of[] = { CDP_OPT_SGD, CDP_OPT_ADAMW };
@@ -241,6 +246,13 @@ int main(int argc, char **argv)
 				goto out;
 			}
 			o.allreduce = (int)algo;
+			break;
+		case OPT_GRAD_COMPRESS:
+			if (cdp_dist_comp_parse(optarg, &comp) != CDP_OK) {
+				cdp_cli_bad("--grad-compress", optarg, "none, fp16 or bf16");
+				goto out;
+			}
+			o.grad_compress = (int)comp;
 			break;
 		case OPT_BATCH:
 			if (num_long("--batch", optarg, 1, &v) < 0)
@@ -406,6 +418,11 @@ int main(int argc, char **argv)
 		fprintf(stderr, PROG ": --resume and --overwrite exclude each other (continue the run "
 		        "in '%s', or start it over)\n", o.out);
 		usage(stderr);
+		goto out;
+	}
+	if (o.grad_compress != CDP_DIST_COMP_NONE && o.sync != CDP_SYNC_ALLREDUCE) {
+		fprintf(stderr, PROG ": --grad-compress needs --sync allreduce (average and admm "
+		        "exchange parameters, which stay float32)\n");
 		goto out;
 	}
 	if (o.unfreeze_at && !o.freeze) {

@@ -51,6 +51,7 @@ typedef struct cdp_train_opts {
 	double rho;                 /* admm penalty */
 	int allreduce;              /* cdp_dist_algo; -1: nccl on GPUs of their own, else mpi */
 	int overlap;                /* reduce buckets during backward */
+	int grad_compress;          /* --grad-compress: cdp_dist_comp of the buckets */
 	double bucket_mb;           /* --bucket-mb: gradient bucket size, MiB;
 	                             * 0: 25, at most 1/8 of the gradients */
 	const char *trace;          /* --trace FILE, or NULL */

@@ -84,6 +84,7 @@ int tr_sync_init(trainer *t, char *err, size_t cap)
 	if (bucket < 1)
 		bucket = 1;
 	if ((rc = cdp_dist_set_algo(t->algo)) != 0 ||
+	    (rc = cdp_dist_set_compress((cdp_dist_comp)t->o->grad_compress)) != 0 ||
 	    (t->o->sync == CDP_SYNC_ALLREDUCE &&
 	     (rc = cdp_dist_buckets(net->grads, t->layer_off, net->nlayers, (1 << 20) / sizeof(float),
 	                            bucket, 0, t->o->overlap, 1)) < 0)) {
@@ -110,6 +111,7 @@ int tr_sync_init(trainer *t, char *err, size_t cap)
 void tr_buckets_log(trainer *t)
 {
 	const char *late = t->o->overlap ? "" : ", reduced after backward (--no-overlap)";
+	char how[64] = "";
 	size_t n, first = 0, most = 0;
 	double mib;
 	int b;
@@ -125,12 +127,15 @@ void tr_buckets_log(trainer *t)
 	if (b == 0)
 		return;
 	mib = (double)t->net.nparams * sizeof(float) / (1 << 20);
+	if (t->o->grad_compress != CDP_DIST_COMP_NONE)
+		snprintf(how, sizeof how, ", sent as %s (--grad-compress)",
+		         cdp_dist_comp_name((cdp_dist_comp)t->o->grad_compress));
 	if (b == 1)
-		tr_logf(t, "gradients: %.2f MiB in one bucket%s", mib, late);
+		tr_logf(t, "gradients: %.2f MiB in one bucket%s%s", mib, how, late);
 	else
 		tr_logf(t, "gradients: %.2f MiB in %d buckets, the first %.2f MiB, the others up to "
-		        "%.2f MiB%s", mib, b, (double)first * sizeof(float) / (1 << 20),
-		        (double)most * sizeof(float) / (1 << 20), late);
+		        "%.2f MiB%s%s", mib, b, (double)first * sizeof(float) / (1 << 20),
+		        (double)most * sizeof(float) / (1 << 20), how, late);
 }
 
 /* The per-rank blocks this run keeps (checkpoint.h), for average/admm. */
