@@ -9,7 +9,8 @@
 #    --input-norm none --input-scale 1 trained with --init-norm on the chips
 #    normalized by hand ((v / 255 - mean) / std, f32): cdp-predict applies
 #    the normalization the checkpoint records (origin init, mean 255 x
-#    ImageNet's);
+#    ImageNet's), on the host and the device data path alike, and
+#    Checkpoint.standardize in Python applies it too;
 #  - without --init-norm the pool's standardization is kept, train.log says
 #    the weights record their own; --init-norm from a run's checkpoint
 #    takes its standardization;
@@ -74,20 +75,29 @@ train() {
 echo "== --init-norm equals the normalization by hand"
 train a pool k --steps 3 --init "$T/in.cdpt" --init-norm
 train b npool nk --steps 3 --init "$T/id.cdpt" --init-norm
+# the device data path (raw batches standardized by prep_batch) too
+CDP_TRAIN_DATA=device train a2 pool k --steps 3 --init "$T/in.cdpt" --init-norm
 grep -q "standardization: the input normalization of the initial weights '$T/in.cdpt' (--init-norm: imagenet, values / 255, the largest of the pool's data type)" \
 	"$T/a/train.log" || fail "train.log: $(cat "$T/a/train.log")"
 "$PYTHON" -c '
-import sys, numpy as np
+import os, sys, numpy as np
 from cdpool import load_checkpoint
 a, b = load_checkpoint(sys.argv[1]), load_checkpoint(sys.argv[2])
 assert a.std_from == b.std_from == "init", (a.std_from, b.std_from)
 assert np.allclose(a.mean, 255 * np.array([0.485, 0.456, 0.406]), rtol=1e-12), a.mean
 assert np.allclose(a.std, 255 * np.array([0.229, 0.224, 0.225]), rtol=1e-12), a.std
 assert np.array_equal(b.mean, [0, 0, 0]) and np.array_equal(b.std, [1, 1, 1]), (b.mean, b.std)
+a2 = load_checkpoint(sys.argv[3])
 for k in a.params:
     assert np.allclose(a.params[k], b.params[k], rtol=1e-4, atol=1e-5), k
-print("weights agree")' "$T/a/checkpoint.cdpt" "$T/b/checkpoint.cdpt" ||
-	fail "the runs differ"
+    assert np.allclose(a.params[k], a2.params[k], rtol=1e-5, atol=1e-6), k
+# Python applies what the checkpoint records as cdp-predict does
+from osgeo import gdal
+chip = sys.argv[4] + "/lake/" + sorted(os.listdir(sys.argv[4] + "/lake"))[0]
+by_hand = gdal.Open(chip.replace(sys.argv[4], sys.argv[5])).ReadAsArray()
+assert np.allclose(a.standardize(gdal.Open(chip).ReadAsArray()), by_hand, atol=1e-5)
+print("weights agree")' "$T/a/checkpoint.cdpt" "$T/b/checkpoint.cdpt" "$T/a2/checkpoint.cdpt" \
+	"$T/F" "$T/N" || fail "the runs differ"
 cdp-predict -q --threads 1 "$T/a/checkpoint.cdpt" "$T/F" -o "$T/a.csv"
 cdp-predict -q --threads 1 "$T/b/checkpoint.cdpt" "$T/N" -o "$T/b.csv"
 "$PYTHON" -c '
