@@ -41,7 +41,7 @@ NORMS = {1: "none", 2: "imagenet", 3: "given"}    # CDP_CKPT_NORM_* (NORM, versi
 NORM_BAND_MAX = 255        # CDP_CKPT_NORM_BAND_MAX
 FROM_KINDS = {1: "checkpoint", 2: "state dict"}   # CDP_CKPT_FROM_* (FROM, version 7)
 FROM_MAX, FROM_NAME_MAX = 16, 4096                # CDP_CKPT_FROM_MAX, _NAME_MAX
-_BAND = re.compile(rb"[\x21-\x2b\x2d-\x7e]{1,255}")   # printable, no space or comma
+BAND_NAME = re.compile(rb"[\x21-\x2b\x2d-\x7e]{1,255}")   # printable, no space or comma
 HDR = 24
 TAGS = (b"META", b"CFG ", b"PARM", b"BUFS", b"OPTM", b"RNG ", b"DATA", b"RANK", b"SUMS",
         b"LIVE", b"NORM", b"FROM")
@@ -458,7 +458,7 @@ def _check(ck):
         nm = ck.norm
         if not (math.isfinite(nm["scale"]) and nm["scale"] >= 0
                 and np.all(np.isfinite(nm["mean"])) and np.all(np.isfinite(nm["std"]))
-                and np.all(nm["std"] > 0)) or not all(_BAND.fullmatch(b) for b in nm["bands"]):
+                and np.all(nm["std"] > 0)) or not all(BAND_NAME.fullmatch(b) for b in nm["bands"]):
             raise _Bad("EFORMAT")
         nm["bands"] = [b.decode() for b in nm["bands"]]
     ck.class_names = [_class_name(k, raw) for k, raw in enumerate(ck.class_names)]
@@ -586,7 +586,7 @@ def encode_norm(kind, scale, mean, std, bands):
     if (len(std) != n or n < 1 or len(bands) not in (0, n) or not math.isfinite(scale)
             or scale < 0 or not all(math.isfinite(x) for x in list(mean) + list(std))
             or not all(x > 0 for x in std)
-            or not all(_BAND.fullmatch(b.encode()) for b in bands)):
+            or not all(BAND_NAME.fullmatch(b.encode()) for b in bands)):
         raise ValueError("an input normalization of C finite means, C positive deviations "
                          "and no or C band names of printable characters without space or "
                          "comma expected")

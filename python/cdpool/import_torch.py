@@ -37,7 +37,7 @@ import sys
 
 import numpy as np
 
-from .checkpoint import _BAND, encode_initial
+from .checkpoint import BAND_NAME, encode_initial
 from .model import CKPT_SUFFIX, CfgError, build
 
 PREFIXES = ("module.", "encoder.", "backbone.")
@@ -219,7 +219,7 @@ def input_norm(spec, scale, bands, channels):
     names = []
     if bands is not None:
         names = bands.split(",")
-        bad = [b for b in names if not _BAND.fullmatch(b.encode())]
+        bad = [b for b in names if not BAND_NAME.fullmatch(b.encode())]
         if bad:
             raise ImportError_("--bands: '%s' is not a band name (1 to 255 printable "
                                "characters, no space)" % bad[0])
