@@ -3,8 +3,14 @@
 # against PyTorch on the same model, the same batch and the same number of
 # threads. One step = forward, loss (ce), backward, SGD step (momentum 0.9,
 # weight decay 1e-4) for
-#   unet        unet.cfg width=16 depth=4 (1,942,594 params), 3x256x256, batch 8
-#   classifier  classifier.cfg (584,165 params), 3x64x64, batch 64
+#   unet           unet.cfg width=16 depth=4 (1,942,594 params), 3x256x256, batch 8
+#   classifier     classifier.cfg (584,165 params), 3x64x64, batch 64
+#   unet-resnet34  unet-resnet34.cfg (smp's U-Net on torchvision's ResNet-34,
+#                  2 classes), 3x256x256, batch 8
+#   resnet50       resnet50.cfg (torchvision's ResNet-50, 1000 classes,
+#                  25,557,032 params), 3x224x224, batch 32
+# BENCH_MODELS picks the lines to run, so the bench can be run in parts
+# (BENCH_MODELS=resnet50 sh bench/engine.sh BUILDDIR); all four by default.
 # Ours: bench/engine_bench with --threads T. PyTorch: cdpool.torch_model
 # (the same model built from tests/engine/model_dump's JSON) with
 # torch.set_num_threads(T), once in NCHW and once in channels_last; ours is
@@ -25,7 +31,8 @@
 # dtype=torch.bfloat16), which does the same; the header then also prints
 # the CPU's bf16 and AMX flags and the kernels ours uses.
 #   env: BENCH_THREADS (default nproc), BENCH_STEPS (5), BENCH_WARMUP (2),
-#        BENCH_REPEAT (3), BENCH_MODELS ("unet classifier"),
+#        BENCH_REPEAT (3), BENCH_MODELS ("unet classifier unet-resnet34
+#        resnet50"),
 #        BENCH_PRECISION (fp32 or bf16), TORCH_PYTHON (python3 on PATH:
 #        the newest torch, 2.x)
 set -eu
@@ -35,7 +42,7 @@ T=${BENCH_THREADS:-$(nproc)}
 steps=${BENCH_STEPS:-5}
 warmup=${BENCH_WARMUP:-2}
 repeat=${BENCH_REPEAT:-3}
-models_run=${BENCH_MODELS:-unet classifier}
+models_run=${BENCH_MODELS:-unet classifier unet-resnet34 resnet50}
 PY=${TORCH_PYTHON:-python3}
 prec=${BENCH_PRECISION:-fp32}
 case $prec in
@@ -94,6 +101,8 @@ for m in $models_run; do
 	case $m in
 	unet) model unet "$models/unet.cfg" -D width=16 -D depth=4 -i 3,256,256 -b 8 ;;
 	classifier) model classifier "$models/classifier.cfg" -i 3,64,64 -b 64 ;;
+	unet-resnet34) model unet-resnet34 "$models/unet-resnet34.cfg" -i 3,256,256 -b 8 ;;
+	resnet50) model resnet50 "$models/resnet50.cfg" -i 3,224,224 -b 32 ;;
 	*) echo "engine.sh: unknown model '$m'" >&2; exit 1 ;;
 	esac
 done
@@ -101,7 +110,7 @@ done
 "$PY" - "$tmp" $models_run <<'PYEOF'
 import json, os, statistics, sys
 tmp, names = sys.argv[1], sys.argv[2:]
-print("\n%-11s %-22s %-14s %9s %9s %10s %10s" % ("model", "impl", "layout", "median/s",
+print("\n%-13s %-22s %-14s %9s %9s %10s %10s" % ("model", "impl", "layout", "median/s",
                                                "best/s", "peak MiB", "base MiB"))
 for name in names:
     runs = {}                   # (impl, layout) -> runs in repeat order
@@ -115,13 +124,13 @@ for name in names:
     peer_k = max(torch_k, key=lambda k: med[k])
     for k in [ours_k] + torch_k:
         v = runs[k]
-        print("%-11s %-22s %-14s %9.2f %9.2f %10.0f %10.0f" % (name, k[0], k[1], med[k],
+        print("%-13s %-22s %-14s %9.2f %9.2f %10.0f %10.0f" % (name, k[0], k[1], med[k],
               max(r["samples_per_s"] for r in v), max(r["maxrss_kib"] for r in v) / 1024,
               v[0]["base_kib"] / 1024))
     ours, peer = runs[ours_k], runs[peer_k]
     ratios = [a["samples_per_s"] / b["samples_per_s"] for a, b in zip(ours, peer)]
     o = ours[0]
-    print("%-11s ours / torch %s: speed %.2fx (median of %s), peak memory %.2fx "
+    print("%-13s ours / torch %s: speed %.2fx (median of %s), peak memory %.2fx "
           "(ours: forward %.0f%%, backward %.0f%%, optimizer %.0f%% of the step)" % (
               name, peer_k[1], statistics.median(ratios),
               " ".join("%.2f" % x for x in ratios),

@@ -6,6 +6,7 @@
  */
 #include "cdp_dtype.h"
 
+#include <math.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -50,6 +51,28 @@ int cdp_dtype_parse(const char *name)
 /* Reads sample i of type T from a possibly unaligned buffer. */
 #define LOAD(T, buf, i) \
 	({ T v_; memcpy(&v_, (const unsigned char *)(buf) + (i) * sizeof(T), sizeof(T)); v_; })
+
+double cdp_dtype_min(int dt)
+{
+	switch (dt) {
+	case CDP_DT_U8: case CDP_DT_U16: case CDP_DT_U32: return 0;
+	case CDP_DT_I16: return -32768;
+	case CDP_DT_I32: return -2147483648.0;
+	default: return -HUGE_VAL;
+	}
+}
+
+double cdp_dtype_max(int dt)
+{
+	switch (dt) {
+	case CDP_DT_U8: return 255;
+	case CDP_DT_U16: return 65535;
+	case CDP_DT_I16: return 32767;
+	case CDP_DT_U32: return 4294967295.0;
+	case CDP_DT_I32: return 2147483647.0;
+	default: return HUGE_VAL;
+	}
+}
 
 double cdp_dtype_get(int dt, const void *buf, size_t i)
 {

@@ -19,6 +19,10 @@ size_t cdp_dtype_size(int dt);
 const char *cdp_dtype_name(int dt);
 /* Inverse of cdp_dtype_name; 0 if unknown. */
 int cdp_dtype_parse(const char *name);
+/* The smallest and largest value of type dt: -HUGE_VAL and HUGE_VAL for
+ * the floating-point and unknown types. */
+double cdp_dtype_min(int dt);
+double cdp_dtype_max(int dt);
 /* Sample i of a buffer of type dt, as a double (0 for an unknown type). The
  * buffer need not be aligned. */
 double cdp_dtype_get(int dt, const void *buf, size_t i);

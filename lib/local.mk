@@ -12,6 +12,7 @@ lib_libcdp_a_SOURCES = \
 	lib/cdp_key.c lib/cdp_key.h \
 	lib/cdp_dtype.c lib/cdp_dtype.h \
 	lib/cdp_crc32.c lib/cdp_crc32.h \
+	lib/cdp_sha256.c lib/cdp_sha256.h \
 	lib/cdp_record.c lib/cdp_record.h \
 	lib/cdp_stream.c lib/cdp_stream.h \
 	lib/cdp_stats.c lib/cdp_stats_text.c lib/cdp_classes.c lib/cdp_stats.h lib/cdp_stats_int.h \

@@ -29,9 +29,9 @@
 
 const char cdp_ckpt_tags[NCHUNKS_MAX][5] = {
 	"META", "CFG ", "PARM", "BUFS", "OPTM", "RNG ", "DATA", "RANK", "SUMS",
-	"LIVE"
+	"LIVE", "NORM", "FROM"
 };
-const uint32_t cdp_ckpt_tag_since[NCHUNKS_MAX] = { 1, 1, 1, 1, 1, 1, 1, 3, 7, 7 };
+const uint32_t cdp_ckpt_tag_since[NCHUNKS_MAX] = { 1, 1, 1, 1, 1, 1, 1, 3, 7, 7, 7, 7 };
 
 uint32_t cdp_ckpt_crc(uint32_t crc, const void *p, size_t n)
 {
@@ -274,17 +274,45 @@ static void emit_live(wr *w, const cdp_ckpt *ck)
 	put_f32s(w, ck->live, ck->nlive);
 }
 
+/* the input normalization the initial weights expect (checkpoint.h) */
+static void emit_norm(wr *w, const cdp_ckpt *ck)
+{
+	put_u32(w, (uint32_t)ck->norm_kind);
+	put_u32(w, (uint32_t)ck->in_c);
+	put_f64(w, ck->norm_scale);
+	for (int i = 0; i < ck->in_c; i++)
+		put_f64(w, ck->norm_mean[i]);
+	for (int i = 0; i < ck->in_c; i++)
+		put_f64(w, ck->norm_std[i]);
+	put_u32(w, (uint32_t)ck->nnorm_bands);
+	for (int i = 0; i < ck->nnorm_bands; i++)
+		put_str(w, ck->norm_bands[i]);
+}
+
+/* where the initial weights came from (checkpoint.h) */
+static void emit_from(wr *w, const cdp_ckpt *ck)
+{
+	put_u32(w, (uint32_t)ck->nfrom);
+	for (int i = 0; i < ck->nfrom; i++) {
+		put_u32(w, (uint32_t)ck->from[i].kind);
+		put_u32(w, 0);
+		put_str(w, ck->from[i].name);
+		put(w, ck->from[i].sha256, 32);
+	}
+}
+
 typedef void (*emit_fn)(wr *, const cdp_ckpt *);
 static const emit_fn emitters[NCHUNKS_MAX] = {
 	emit_meta, emit_cfg, emit_params, emit_buffers, emit_optim, emit_rng, emit_data, emit_rank,
-	emit_sums, emit_live
+	emit_sums, emit_live, emit_norm, emit_from
 };
 
 /* whether chunk i goes into ck's file: the fixed ones always */
 static int present(const cdp_ckpt *ck, int i)
 {
 	return i < NCHUNKS || (i == CHUNK_RANK && ck->nranks > 0) ||
-	       (i == CHUNK_SUMS && ck->has_sums) || (i == CHUNK_LIVE && ck->live);
+	       (i == CHUNK_SUMS && ck->has_sums) || (i == CHUNK_LIVE && ck->live) ||
+	       (i == CHUNK_NORM && ck->norm_kind) || (i == CHUNK_FROM && ck->nfrom > 0);
 }
 
 static int nchunks(const cdp_ckpt *ck)
@@ -354,6 +382,46 @@ int cdp_ckpt_name_ok(const char *s)
 		if ((unsigned char)s[i] < 0x21 || (unsigned char)s[i] > 0x7e)
 			return 0;
 	return 1;
+}
+
+int cdp_ckpt_norm_band_ok(const char *s)
+{
+	size_t n = strnlen(s, CDP_CKPT_NORM_BAND_MAX + 1);
+
+	if (n == 0 || n > CDP_CKPT_NORM_BAND_MAX)
+		return 0;
+	for (size_t i = 0; i < n; i++)
+		if ((unsigned char)s[i] < 0x21 || (unsigned char)s[i] > 0x7e || s[i] == ',')
+			return 0;
+	return 1;
+}
+
+/* NORM and FROM: 0, or -1 */
+static int init_check(const cdp_ckpt *ck)
+{
+	if (ck->norm_kind != 0) {
+		if (ck->norm_kind < CDP_CKPT_NORM_NONE || ck->norm_kind > CDP_CKPT_NORM_GIVEN ||
+		    !isfinite(ck->norm_scale) || !(ck->norm_scale >= 0) || !ck->norm_mean ||
+		    !ck->norm_std || (ck->nnorm_bands != 0 && ck->nnorm_bands != ck->in_c) ||
+		    (ck->nnorm_bands && !ck->norm_bands))
+			return -1;
+		for (int i = 0; i < ck->in_c; i++)
+			if (!isfinite(ck->norm_mean[i]) || !isfinite(ck->norm_std[i]) ||
+			    !(ck->norm_std[i] > 0))
+				return -1;
+		for (int i = 0; i < ck->nnorm_bands; i++)
+			if (!ck->norm_bands[i] || !cdp_ckpt_norm_band_ok(ck->norm_bands[i]))
+				return -1;
+	}
+	if (ck->nfrom < 0 || ck->nfrom > CDP_CKPT_FROM_MAX || (ck->nfrom && !ck->from))
+		return -1;
+	for (int i = 0; i < ck->nfrom; i++) {
+		const cdp_ckpt_from *f = &ck->from[i];
+		if ((f->kind != CDP_CKPT_FROM_CKPT && f->kind != CDP_CKPT_FROM_TORCH) || !f->name ||
+		    !f->name[0] || strlen(f->name) > CDP_CKPT_FROM_NAME_MAX)
+			return -1;
+	}
+	return 0;
 }
 
 /* One rule for the pool's class_names (cdp-lmdbpack checks them when it
@@ -459,7 +527,7 @@ int cdp_ckpt_check(const cdp_ckpt *ck)
 	if (cdp_ckpt_ranks_check(ck, 0) != 0)
 		return -1;
 	/* version 5's origin of the statistics and georeference */
-	if (ck->std_from < CDP_CKPT_STD_UNKNOWN || ck->std_from > CDP_CKPT_STD_SOURCES ||
+	if (ck->std_from < CDP_CKPT_STD_UNKNOWN || ck->std_from > CDP_CKPT_STD_INIT ||
 	    ck->nstd_sources < 0 || ck->nstd_sources > CDP_CKPT_MAX_SOURCES ||
 	    (ck->nstd_sources > 0 && !ck->std_sources) ||
 	    (ck->std_from == CDP_CKPT_STD_SOURCES) != (ck->nstd_sources > 0) ||
@@ -481,6 +549,8 @@ int cdp_ckpt_check(const cdp_ckpt *ck)
 		return -1;
 	/* LIVE: one float for each of PARM's */
 	if (ck->live && ck->nlive != ptotal)
+		return -1;
+	if (init_check(ck) != 0)
 		return -1;
 	/* initial weights: the tensors and the model, nothing of a run */
 	if (ck->initial && (ck->optim.type != 0 || ck->step || ck->epoch || ck->data_pos ||
@@ -700,5 +770,12 @@ void cdp_ckpt_free(cdp_ckpt *ck)
 	free(ck->rank_optim_step);
 	free(ck->rank_data);
 	free(ck->live);
+	free(ck->norm_mean);            /* norm_std shares its allocation */
+	for (int i = 0; ck->norm_bands && i < ck->nnorm_bands; i++)
+		free(ck->norm_bands[i]);
+	free(ck->norm_bands);
+	for (int i = 0; ck->from && i < ck->nfrom; i++)
+		free(ck->from[i].name);
+	free(ck->from);
 	memset(ck, 0, sizeof(*ck));
 }

@@ -15,7 +15,8 @@
  *   16  8  u64 file size in bytes, CRC included
  *   24     chunks "META" "CFG " "PARM" "BUFS" "OPTM" "RNG " "DATA", in order,
  *          then the optional ones, each at most once and in this order:
- *          "RANK" (version 3), "SUMS" (version 7), "LIVE" (version 7);
+ *          "RANK" (version 3), "SUMS" (version 7), "LIVE" (version 7),
+ *          "NORM" (version 7), "FROM" (version 7);
  *          each: 4-byte tag, u32 0, u64 payload length, payload
  *   end-4  u32 CRC-32 (zlib's crc32) of every byte before it
  * The payloads are described in cdp-checkpoint(5). Version 2 added the data
@@ -25,7 +26,25 @@
  * sources', which sources) and the training pool's CRS and pixel size,
  * version 6 to DATA the names of the classes (the training pool's
  * class_names meta, cdp-pool(5)), so cdp-predict can name them,
- * version 7 the optional SUMS and LIVE chunks.
+ * version 7 the optional SUMS, LIVE, NORM and FROM chunks and origin 3
+ * (the initial weights' normalization) in DATA.
+ *
+ * The input normalization (NORM). Pretrained weights expect inputs
+ * normalized their own way (ImageNet's mean and std on values in 0..1);
+ * an initial-weights checkpoint records it, and cdp-train --init-norm
+ * trains with it, recording in DATA the mean and std in band values
+ * (mean * scale, std * scale) with origin CDP_CKPT_STD_INIT, so
+ * cdp-predict applies it as it applies any standardization:
+ *   u32 kind (CDP_CKPT_NORM_*), u32 C (META's input channels),
+ *   f64 scale (> 0, or 0: the largest value of the pool's data type),
+ *   C f64 means, C f64 deviations (> 0),
+ *   u32 number of band names (0 or C), each a u32-length string.
+ *
+ * Where the initial weights came from (FROM): u32 N (1 to
+ * CDP_CKPT_FROM_MAX), then N entries: u32 kind (CDP_CKPT_FROM_*), u32 0,
+ * the file's name (u32-length string, 1 to CDP_CKPT_FROM_NAME_MAX bytes),
+ * its SHA-256 (32 bytes). A run started with --init records the file and
+ * that file's own FROM after it; --resume keeps it.
  *
  * The trained weights (LIVE). A run with an exponential moving average of
  * its weights (cdp-model(5), [net] ema=) checkpoints the average in PARM,
@@ -113,8 +132,33 @@
 enum {
 	CDP_CKPT_STD_UNKNOWN = 0,   /* not recorded (versions 1 to 4) */
 	CDP_CKPT_STD_POOL = 1,      /* the pool's statistics over every tile */
-	CDP_CKPT_STD_SOURCES = 2    /* the exact sums of the training keys' sources */
+	CDP_CKPT_STD_SOURCES = 2,   /* the exact sums of the training keys' sources */
+	CDP_CKPT_STD_INIT = 3       /* (version 7) the initial weights' own input
+	                             * normalization (cdp-train --init-norm) */
 };
+
+/* The input normalization initial weights expect (NORM, version 7): a
+ * channel is (band value / scale - mean) / std. */
+enum {
+	CDP_CKPT_NORM_NONE = 1,     /* mean 0, std 1: the scaled values as they are */
+	CDP_CKPT_NORM_IMAGENET = 2, /* ImageNet's RGB mean and std */
+	CDP_CKPT_NORM_GIVEN = 3     /* the means and deviations given */
+};
+#define CDP_CKPT_NORM_BAND_MAX 255  /* bytes of a band's name */
+
+/* Where initial weights came from (FROM, version 7): what a file was. */
+enum {
+	CDP_CKPT_FROM_CKPT = 1,     /* a cdpool checkpoint (cdp-train --init) */
+	CDP_CKPT_FROM_TORCH = 2     /* a PyTorch state dict (import-torch) */
+};
+#define CDP_CKPT_FROM_MAX 16        /* entries kept: the file, its own origin, ... */
+#define CDP_CKPT_FROM_NAME_MAX 4096 /* bytes of a file's name */
+
+typedef struct cdp_ckpt_from {
+	int kind;                           /* CDP_CKPT_FROM_* */
+	char *name;                         /* the file's name as it was given */
+	unsigned char sha256[32];           /* the SHA-256 of its bytes */
+} cdp_ckpt_from;
 
 typedef struct cdp_ckpt_tensor {
 	char name[CDP_CKPT_NAME_MAX + 1];   /* "enc0.w", "bn3.mean", ... */
@@ -202,6 +246,26 @@ typedef struct cdp_ckpt {
 	 * possibly only part of the net's tensors, for cdp-train --init
 	 * (cdp_ckpt_take) */
 	int initial;
+	/* the input normalization the weights expect (NORM, version 7; an
+	 * import's, python3 -m cdpool import-torch --input-norm): norm_kind a
+	 * CDP_CKPT_NORM_*, 0 none recorded; channel c is (band value /
+	 * norm_scale - norm_mean[c]) / norm_std[c], norm_scale > 0, or 0: the
+	 * largest value of the pool's data type (1 for floats); in_c means and
+	 * deviations (finite, deviations > 0); norm_bands[nnorm_bands] the
+	 * names or 1-based indices of the bands the channels expect, in order
+	 * (0 or in_c of them, each 1 to CDP_CKPT_NORM_BAND_MAX printable ASCII
+	 * characters without space or comma) */
+	int norm_kind;
+	double norm_scale;
+	double *norm_mean, *norm_std;
+	char **norm_bands;
+	int nnorm_bands;
+	/* where the initial weights came from (FROM, version 7; nfrom 0:
+	 * nothing recorded, a run from random weights): from[0] the file they
+	 * were read from (cdp-train --init's, or the state dict of an import),
+	 * from[i + 1] where from[i]'s came from, at most CDP_CKPT_FROM_MAX */
+	cdp_ckpt_from *from;
+	int nfrom;
 	/* the running sums of metrics.jsonl's means (SUMS, version 7);
 	 * has_sums 0: none (older versions, or not a training run's). Each
 	 * loss sum finite, each count at most step. */
@@ -294,6 +358,18 @@ int  cdp_ckpt_set_origin(cdp_ckpt *ck, int from, const uint32_t *src, int nsrc,
  * is out of 0..CDP_CKPT_MAX_CLASSES or a name is not
  * cdp_ckpt_class_name_ok (ck unchanged), CDP_ENOMEM. */
 int  cdp_ckpt_set_class_names(cdp_ckpt *ck, const char *const *names, int n);
+/* The input normalization (NORM): kind a CDP_CKPT_NORM_*, scale, mean
+ * and std [n] (n the input channels), bands[nb] (NULL, 0: none), all
+ * copied, replacing any. CDP_EINVAL for values a reader would refuse,
+ * CDP_ENOMEM. */
+int  cdp_ckpt_set_norm(cdp_ckpt *ck, int kind, double scale, const double *mean,
+                       const double *std, int n, const char *const *bands, int nb);
+/* Appends an entry to FROM (the name copied): CDP_EINVAL for a kind, name
+ * or count a reader would refuse, CDP_ENOMEM. */
+int  cdp_ckpt_add_from(cdp_ckpt *ck, int kind, const char *name,
+                       const unsigned char sha256[32]);
+/* What a band name of NORM must be: 1, or 0. */
+int  cdp_ckpt_norm_band_ok(const char *s);
 /* What a class name must be: cdp_class_name_ok (cdp_stats.h), 1 to
  * CDP_CKPT_CLASS_NAME_MAX bytes of valid UTF-8 without control characters
  * (C0, DEL, C1: no newline or tab). 1, or 0 with why (cap bytes) saying

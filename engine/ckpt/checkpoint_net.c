@@ -12,6 +12,7 @@
 #include "cdp_error.h"
 
 #include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -394,7 +395,7 @@ int cdp_ckpt_set_origin(cdp_ckpt *ck, int from, const uint32_t *src, int nsrc,
 	uint32_t *s = NULL;
 	char *c = NULL;
 
-	if (from < CDP_CKPT_STD_UNKNOWN || from > CDP_CKPT_STD_SOURCES || nsrc < 0 ||
+	if (from < CDP_CKPT_STD_UNKNOWN || from > CDP_CKPT_STD_INIT || nsrc < 0 ||
 	    nsrc > CDP_CKPT_MAX_SOURCES || (nsrc > 0 && !src))
 		return CDP_EINVAL;
 	if ((nsrc > 0 && !(s = malloc((size_t)nsrc * sizeof *s))) || (crs && !(c = strdup(crs)))) {
@@ -451,16 +452,13 @@ int cdp_ckpt_set_data(cdp_ckpt *ck, const int *bands, int n, const double *mean,
 	return CDP_OK;
 }
 
-int cdp_ckpt_set_class_names(cdp_ckpt *ck, const char *const *names, int n)
+/* names[n] copied into a NULL-terminated *out (NULL when n is 0) */
+static int copy_strs(const char *const *names, int n, char ***out)
 {
-	char **c, why[8];
+	char **c = calloc((size_t)n + 1, sizeof *c);
 
-	if (n < 0 || n > CDP_CKPT_MAX_CLASSES || (n > 0 && !names))
-		return CDP_EINVAL;
-	for (int i = 0; i < n; i++)
-		if (!cdp_ckpt_class_name_ok(names[i], why, sizeof why))
-			return CDP_EINVAL;
-	if (!(c = calloc((size_t)n + 1, sizeof *c)))
+	*out = NULL;
+	if (!c)
 		return CDP_ENOMEM;
 	for (int i = 0; i < n; i++)
 		if (!(c[i] = strdup(names[i]))) {
@@ -469,12 +467,91 @@ int cdp_ckpt_set_class_names(cdp_ckpt *ck, const char *const *names, int n)
 			free(c);
 			return CDP_ENOMEM;
 		}
-	for (int i = 0; ck->class_names && i < ck->nclass_names; i++)
-		free(ck->class_names[i]);
-	free(ck->class_names);
-	ck->class_names = n ? c : NULL;
-	ck->nclass_names = n;
-	if (!n)
+	if (n)
+		*out = c;
+	else
 		free(c);
+	return CDP_OK;
+}
+
+static void free_strs(char **s, int n)
+{
+	for (int i = 0; s && i < n; i++)
+		free(s[i]);
+	free(s);
+}
+
+int cdp_ckpt_set_class_names(cdp_ckpt *ck, const char *const *names, int n)
+{
+	char **c, why[8];
+	int rc;
+
+	if (n < 0 || n > CDP_CKPT_MAX_CLASSES || (n > 0 && !names))
+		return CDP_EINVAL;
+	for (int i = 0; i < n; i++)
+		if (!cdp_ckpt_class_name_ok(names[i], why, sizeof why))
+			return CDP_EINVAL;
+	if ((rc = copy_strs(names, n, &c)) != CDP_OK)
+		return rc;
+	free_strs(ck->class_names, ck->nclass_names);
+	ck->class_names = c;
+	ck->nclass_names = n;
+	return CDP_OK;
+}
+
+int cdp_ckpt_set_norm(cdp_ckpt *ck, int kind, double scale, const double *mean,
+                      const double *std, int n, const char *const *bands, int nb)
+{
+	double *m, *sd;
+	char **b;
+	int rc;
+
+	if (kind < CDP_CKPT_NORM_NONE || kind > CDP_CKPT_NORM_GIVEN || !(scale >= 0) ||
+	    !isfinite(scale) || n < 1 || n > CDP_CKPT_MAX_BANDS || !mean || !std ||
+	    (nb != 0 && nb != n) || (nb && !bands))
+		return CDP_EINVAL;
+	for (int i = 0; i < n; i++)
+		if (!isfinite(mean[i]) || !isfinite(std[i]) || !(std[i] > 0))
+			return CDP_EINVAL;
+	for (int i = 0; i < nb; i++)
+		if (!cdp_ckpt_norm_band_ok(bands[i]))
+			return CDP_EINVAL;
+	if (!(m = malloc(2 * (size_t)n * sizeof *m)))
+		return CDP_ENOMEM;
+	if ((rc = copy_strs(bands, nb, &b)) != CDP_OK) {
+		free(m);
+		return rc;
+	}
+	sd = m + n;
+	memcpy(m, mean, (size_t)n * sizeof *m);
+	memcpy(sd, std, (size_t)n * sizeof *sd);
+	free(ck->norm_mean);            /* norm_std shares its allocation */
+	free_strs(ck->norm_bands, ck->nnorm_bands);
+	ck->norm_kind = kind;
+	ck->norm_scale = scale;
+	ck->norm_mean = m;
+	ck->norm_std = sd;
+	ck->norm_bands = b;
+	ck->nnorm_bands = nb;
+	return CDP_OK;
+}
+
+int cdp_ckpt_add_from(cdp_ckpt *ck, int kind, const char *name, const unsigned char sha256[32])
+{
+	cdp_ckpt_from *f;
+	size_t len = name ? strlen(name) : 0;
+
+	if ((kind != CDP_CKPT_FROM_CKPT && kind != CDP_CKPT_FROM_TORCH) || len < 1 ||
+	    len > CDP_CKPT_FROM_NAME_MAX || ck->nfrom >= CDP_CKPT_FROM_MAX)
+		return CDP_EINVAL;
+	if (!(f = realloc(ck->from, ((size_t)ck->nfrom + 1) * sizeof *f)))
+		return CDP_ENOMEM;
+	ck->from = f;
+	f += ck->nfrom;
+	if (!(f->name = strdup(name)))
+		return CDP_ENOMEM;
+	f->kind = kind;
+	memcpy(f->sha256, sha256, sizeof f->sha256);
+	ck->nfrom++;
 	return CDP_OK;
 }

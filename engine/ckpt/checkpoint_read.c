@@ -342,7 +342,9 @@ static void parse_origin(rd *r, cdp_ckpt *ck)
 
 	if (r->err)
 		return;
-	if (from > CDP_CKPT_STD_SOURCES || n > CDP_CKPT_MAX_SOURCES || !need(r, (size_t)n * 4)) {
+	/* origin 3, the initial weights' normalization, from version 7 */
+	if (from > (r->version >= 7 ? CDP_CKPT_STD_INIT : CDP_CKPT_STD_SOURCES) ||
+	    n > CDP_CKPT_MAX_SOURCES || !need(r, (size_t)n * 4)) {
 		bad(r, CDP_EFORMAT);
 		return;
 	}
@@ -452,6 +454,71 @@ static void parse_live(rd *r, cdp_ckpt *ck)
 	get_f32s(r, ck->live, ck->nlive);
 }
 
+/* NORM (version 7): its count must be META's channels (read before it);
+ * cdp_ckpt_check judges the values */
+static void parse_norm(rd *r, cdp_ckpt *ck)
+{
+	uint32_t kind = get_u32(r), n = get_u32(r), nb;
+
+	ck->norm_scale = get_f64(r);
+	if (r->err)
+		return;
+	if (kind < CDP_CKPT_NORM_NONE || kind > CDP_CKPT_NORM_GIVEN || n != (uint32_t)ck->in_c ||
+	    n < 1 || !need(r, (size_t)n * 16)) {
+		bad(r, CDP_EFORMAT);
+		return;
+	}
+	if (!(ck->norm_mean = malloc(2 * (size_t)n * sizeof *ck->norm_mean))) {
+		bad(r, CDP_ENOMEM);
+		return;
+	}
+	ck->norm_kind = (int)kind;
+	ck->norm_std = ck->norm_mean + n;
+	for (uint32_t i = 0; i < 2 * n; i++)
+		ck->norm_mean[i] = get_f64(r);
+	nb = get_u32(r);
+	/* a name takes at least 5 bytes */
+	if (r->err || (nb != 0 && nb != n) || nb > (size_t)(r->end - r->p) / 5) {
+		bad(r, CDP_EFORMAT);
+		return;
+	}
+	if (nb && !(ck->norm_bands = calloc((size_t)nb, sizeof *ck->norm_bands))) {
+		bad(r, CDP_ENOMEM);
+		return;
+	}
+	ck->nnorm_bands = (int)nb;
+	for (uint32_t i = 0; i < nb && !r->err; i++)
+		ck->norm_bands[i] = get_str(r, CDP_CKPT_NORM_BAND_MAX, NULL);
+}
+
+/* FROM (version 7): where the initial weights came from */
+static void parse_from(rd *r, cdp_ckpt *ck)
+{
+	uint32_t n = get_u32(r);
+
+	/* an entry takes at least 45 bytes */
+	if (r->err || n < 1 || n > CDP_CKPT_FROM_MAX || n > (size_t)(r->end - r->p) / 45) {
+		bad(r, CDP_EFORMAT);
+		return;
+	}
+	if (!(ck->from = calloc((size_t)n, sizeof *ck->from))) {
+		bad(r, CDP_ENOMEM);
+		return;
+	}
+	ck->nfrom = (int)n;
+	for (uint32_t i = 0; i < n && !r->err; i++) {
+		uint32_t kind = get_u32(r);
+		if (get_u32(r) != 0 || (kind != CDP_CKPT_FROM_CKPT && kind != CDP_CKPT_FROM_TORCH))
+			bad(r, CDP_EFORMAT);
+		ck->from[i].kind = (int)kind;
+		ck->from[i].name = get_str(r, CDP_CKPT_FROM_NAME_MAX, NULL);
+		if (need(r, 32)) {
+			memcpy(ck->from[i].sha256, r->p, 32);
+			r->p += 32;
+		}
+	}
+}
+
 typedef void (*parse_fn)(rd *, cdp_ckpt *);
 static const parse_fn parsers[NCHUNKS] = {
 	parse_meta, parse_cfg, parse_params, parse_buffers, parse_optim, parse_rng, parse_data
@@ -547,6 +614,10 @@ static int decode(const unsigned char *buf, size_t len, int keep, cdp_ckpt *ck, 
 			parse_sums(&sub, ck);
 		} else if (i == CHUNK_LIVE) {
 			parse_live(&sub, ck);
+		} else if (i == CHUNK_NORM) {
+			parse_norm(&sub, ck);
+		} else if (i == CHUNK_FROM) {
+			parse_from(&sub, ck);
 		} else {
 			parsers[i](&sub, ck);
 		}

@@ -8,8 +8,10 @@ cdp-train --trace file says about the run's steps, per rank, and its
 gradient buckets (trace.py); with BASE (a 1-rank run's trace) the
 efficiency at equal core speed.
 python -m cdpool import-torch STATE_DICT --model CFG[:K=V,...] -o INIT.cdpt
-[--in-channels N]: an initial-weights checkpoint for cdp-train --init from a
-PyTorch state dict (import_torch.py).
+[--in-channels N] [--input-norm imagenet|none|MEAN,..:STD,..]
+[--input-scale dtype|S] [--bands B,..]: an initial-weights checkpoint for
+cdp-train --init from a PyTorch state dict, with the input normalization
+the weights expect (import_torch.py).
 Exit 0, 1 when a file is refused (message on stderr), 2 on a usage error.
 A closed pipe on stdout (python -m cdpool info POOL | head -1) ends the
 process quietly by SIGPIPE, as it ends the C tools, not in a traceback.
@@ -65,8 +67,23 @@ def _ckpt(path, out):
     out("class names: %s" % (", ".join(c.class_names) or "none"))
     out("bands: %s" % ",".join(map(str, c.bands)))
     if c.mean is not None:
+        out("standardization: %s" % {"init": "the initial weights' input normalization "
+                                     "(--init-norm)", "pool": "the pool's statistics",
+                                     "sources": "the training sources' sums"}.get(
+                                         c.std_from, c.std_from))
         for i in range(len(c.bands)):
             out("band %d: mean %.17g std %.17g" % (c.bands[i], c.mean[i], c.std[i]))
+    if c.norm is not None:
+        n = c.norm
+        out("input norm: %s, scale %s%s" % (
+            n["kind"], "%.17g" % n["scale"] if n["scale"] else "dtype (the pool's largest value)",
+            ", bands %s" % ",".join(n["bands"]) if n["bands"] else ""))
+        for i in range(len(n["mean"])):
+            out("input norm channel %d: mean %.17g std %.17g" % (i + 1, n["mean"][i], n["std"][i]))
+    for i, f in enumerate(c.sources):
+        # the file the weights were read from, then where its own came from
+        out("%s: %s '%s' sha256 %s" % ("initial weights from" if i == 0 else "which came from",
+                                       f["kind"], f["name"], f["sha256"]))
     out("overrides: %s" % " ".join(c.overrides))
     out("parameters: %d tensors, %d values" % (len(c.params),
                                                 sum(t.size for t in c.params.values())))
@@ -178,6 +195,13 @@ def main(argv=None):
     it.add_argument("-o", "--output", required=True, metavar="INIT.cdpt")
     it.add_argument("--in-channels", type=_channels, metavar="N",
                     help="input bands of the net; the first convolution adapted as timm does")
+    it.add_argument("--input-norm", metavar="imagenet|none|MEAN,..:STD,..",
+                    help="the input normalization the weights expect")
+    it.add_argument("--input-scale", metavar="dtype|S",
+                    help="band values are divided by S before --input-norm (default dtype: "
+                    "the largest value of the pool's data type)")
+    it.add_argument("--bands", metavar="B,..",
+                    help="the bands the weights expect, in order (names or 1-based indices)")
     args = ap.parse_args(argv)
     if args.cmd == "import-torch":
         from .import_torch import run

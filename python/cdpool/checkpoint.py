@@ -11,7 +11,8 @@ global batch (version 4), the kind (version 7), the standardization's origin, so
 training data's CRS and pixel size (version 5), the class names (version 6: 1 to 255 bytes
 of UTF-8 without control characters each), unique RNG stream names, the RANK chunk's own
 version, CRC and sizes, the SUMS chunk's sums finite and counts no more than
-the step (version 7), the LIVE chunk's one float per parameter (version 7)),
+the step (version 7), the LIVE chunk's one float per parameter (version 7), the NORM chunk's
+channels (META's) and deviations > 0, the FROM chunk's kinds and names (version 7)),
 and every float finite: parameters, buffers,
 optimizer moments, the per-rank state and LIVE (cdp_ckpt_validate). Error codes are the C reader's.
 Tensors are float32 NumPy arrays that share one writable copy of the file.
@@ -35,12 +36,17 @@ CRS_MAX = 65536            # CDP_CKPT_CRS_MAX
 MAX_SOURCES = 1 << 24      # CDP_CKPT_MAX_SOURCES
 MAX_CLASSES = 65536        # CDP_CKPT_MAX_CLASSES
 CLASS_NAME_MAX = 255       # CDP_CKPT_CLASS_NAME_MAX
-STD_FROM = {0: "unknown", 1: "pool", 2: "sources"}   # CDP_CKPT_STD_*
+STD_FROM = {0: "unknown", 1: "pool", 2: "sources", 3: "init"}   # CDP_CKPT_STD_*
+NORMS = {1: "none", 2: "imagenet", 3: "given"}    # CDP_CKPT_NORM_* (NORM, version 7)
+NORM_BAND_MAX = 255        # CDP_CKPT_NORM_BAND_MAX
+FROM_KINDS = {1: "checkpoint", 2: "state dict"}   # CDP_CKPT_FROM_* (FROM, version 7)
+FROM_MAX, FROM_NAME_MAX = 16, 4096                # CDP_CKPT_FROM_MAX, _NAME_MAX
+BAND_NAME = re.compile(rb"[\x21-\x2b\x2d-\x7e]{1,255}")   # printable, no space or comma
 HDR = 24
 TAGS = (b"META", b"CFG ", b"PARM", b"BUFS", b"OPTM", b"RNG ", b"DATA", b"RANK", b"SUMS",
-        b"LIVE")
+        b"LIVE", b"NORM", b"FROM")
 FIXED = 7                  # every version's chunks; then the optional ones,
-SINCE = (1, 1, 1, 1, 1, 1, 1, 3, 7, 7)    # each at most once, in TAGS's order
+SINCE = (1, 1, 1, 1, 1, 1, 1, 3, 7, 7, 7, 7)    # each at most once, in TAGS's order
 OPTIMIZERS = {0: "none", 1: "sgd", 2: "adamw"}
 POLICIES = {0: "constant", 1: "step", 2: "cosine"}
 SYNCS = {0: "allreduce", 1: "average", 2: "admm"}
@@ -122,7 +128,16 @@ class Checkpoint:
     [net] ema= checkpoints the moving average of its weights in params and
     the trained weights, float32 (P) in params' order, here); initial: True for an initial-weights checkpoint (version
     7, META's kind 1: python3 -m cdpool import-torch's), whose PARM and
-    BUFS may hold only part of the net's tensors.
+    BUFS may hold only part of the net's tensors; norm: None, or the NORM
+    chunk (version 7: the input normalization initial weights expect, a
+    dict of kind "none"|"imagenet"|"given", scale (band values are divided
+    by it, 0: by the largest value of the pool's data type), mean and std
+    (float64 (C)), bands (names or indices as text, [] or C of them));
+    sources: the FROM chunk (version 7: where the initial weights came from,
+    [] for none), a list of dicts kind "checkpoint"|"state dict", name,
+    sha256 (64 hex digits), the file the weights were read from first.
+    std_from "init" (version 7): mean and std are the initial weights' own
+    normalization in band values (cdp-train --init-norm).
     """
 
     def param_block(self):
@@ -316,6 +331,39 @@ def _live(r, ck):
     ck.live = r.floats(n)
 
 
+def _norm(r, ck):
+    """NORM (version 7): the input normalization initial weights expect."""
+    kind, n, scale = r.take("<IId")
+    if kind not in NORMS or n != ck.in_shape[0] or n < 1:
+        raise _Bad("EFORMAT")
+    r.need(16 * n)
+    mean = np.array(r.tuple("<%dd" % n), dtype=np.float64)
+    std = np.array(r.tuple("<%dd" % n), dtype=np.float64)
+    nb = r.take("<I")
+    if nb not in (0, n) or nb > (r.end - r.p) // 5:
+        raise _Bad("EFORMAT")
+    bands = [r.string(NORM_BAND_MAX) for _ in range(nb)]
+    ck.norm = dict(kind=NORMS[kind], scale=scale, mean=mean, std=std, bands=bands)
+
+
+def _from(r, ck):
+    """FROM (version 7): where the initial weights came from."""
+    n = r.take("<I")
+    if not 1 <= n <= FROM_MAX or n > (r.end - r.p) // 45:
+        raise _Bad("EFORMAT")
+    out = []
+    for _ in range(n):
+        kind, z = r.take("<II")
+        if kind not in FROM_KINDS or z != 0:
+            raise _Bad("EFORMAT")
+        name = r.string(FROM_NAME_MAX).decode("utf-8", "surrogateescape")
+        r.need(32)
+        sha = bytes(r.b[r.p:r.p + 32]).hex()
+        r.p += 32
+        out.append(dict(kind=FROM_KINDS[kind], name=name, sha256=sha))
+    ck.sources = out
+
+
 def _rank(r, ck):
     """RANK (version 3): its own version first, then its own CRC."""
     b, p, n = r.b, r.p, r.end - r.p
@@ -406,6 +454,13 @@ def _check(ck):
     if ck.initial and (o["type"] != "none" or ck.step or ck.epoch or ck.data_pos or ck.rng
                        or ck.ranks or ck.sums or ck.live is not None):
         raise _Bad("EFORMAT")
+    if ck.norm is not None:
+        nm = ck.norm
+        if not (math.isfinite(nm["scale"]) and nm["scale"] >= 0
+                and np.all(np.isfinite(nm["mean"])) and np.all(np.isfinite(nm["std"]))
+                and np.all(nm["std"] > 0)) or not all(BAND_NAME.fullmatch(b) for b in nm["bands"]):
+            raise _Bad("EFORMAT")
+        nm["bands"] = [b.decode() for b in nm["bands"]]
     ck.class_names = [_class_name(k, raw) for k, raw in enumerate(ck.class_names)]
 
 
@@ -435,6 +490,7 @@ def decode_checkpoint(buf, subject="checkpoint", finite=True):
             raise _Bad("EFORMAT")
         ck = Checkpoint()
         ck.version, ck.ranks, ck.sums, ck.live = version, None, None, None
+        ck.norm, ck.sources = None, []
         top = _Rd(b, HDR, n - 4, version)
         i = -1
         for c in range(nchunks):
@@ -455,7 +511,8 @@ def decode_checkpoint(buf, subject="checkpoint", finite=True):
             elif i == 3:
                 ck.buffers, _ = _tensors(sub)
             else:
-                (_meta, _cfg, None, None, _optim, _rng, _data, _rank, _sums, _live)[i](sub, ck)
+                (_meta, _cfg, None, None, _optim, _rng, _data, _rank, _sums, _live, _norm,
+                 _from)[i](sub, ck)
             if sub.p != sub.end:
                 raise _Bad("EFORMAT")
             top.p += plen
@@ -521,12 +578,48 @@ def _table(tensors):
     return b"".join(out)
 
 
-def encode_initial(cfg_text, overrides, in_shape, params, buffers):
+def encode_norm(kind, scale, mean, std, bands):
+    """NORM's payload: kind "none"|"imagenet"|"given", scale (>= 0), mean and
+    std (C each, std > 0), bands ([] or C names or indices as text)."""
+    code = {v: k for k, v in NORMS.items()}[kind]
+    n = len(mean)
+    if (len(std) != n or n < 1 or len(bands) not in (0, n) or not math.isfinite(scale)
+            or scale < 0 or not all(math.isfinite(x) for x in list(mean) + list(std))
+            or not all(x > 0 for x in std)
+            or not all(BAND_NAME.fullmatch(b.encode()) for b in bands)):
+        raise ValueError("an input normalization of C finite means, C positive deviations "
+                         "and no or C band names of printable characters without space or "
+                         "comma expected")
+    return struct.pack("<IId", code, n, scale) + struct.pack("<%dd" % n, *mean) \
+        + struct.pack("<%dd" % n, *std) + struct.pack("<I", len(bands)) \
+        + b"".join(_str(b.encode()) for b in bands)
+
+
+def encode_from(sources):
+    """FROM's payload: sources, a list of (kind "checkpoint"|"state dict",
+    file name, SHA-256 as 64 hex digits), the file read first."""
+    code = {v: k for k, v in FROM_KINDS.items()}
+    if not 1 <= len(sources) <= FROM_MAX:
+        raise ValueError("1 to %d sources expected" % FROM_MAX)
+    out = [struct.pack("<I", len(sources))]
+    for kind, name, sha in sources:
+        raw = name.encode("utf-8", "surrogateescape")
+        if not 1 <= len(raw) <= FROM_NAME_MAX or b"\0" in raw or len(bytes.fromhex(sha)) != 32:
+            raise ValueError("source %r: a name of 1 to %d bytes and a SHA-256 expected"
+                             % (name, FROM_NAME_MAX))
+        out.append(struct.pack("<II", code[kind], 0) + _str(raw) + bytes.fromhex(sha))
+    return b"".join(out)
+
+
+def encode_initial(cfg_text, overrides, in_shape, params, buffers, norm=None, sources=()):
     """The bytes of an initial-weights checkpoint (cdp-checkpoint(5), version
     7, META's kind 1): the model (cfg text, overrides "key=value", input
     shape (C, H, W)), the tensors params and buffers (name -> array, in the
     net's block order; a subset of the net's), no optimizer (type none), no
-    progress, RNG streams, bands or standardization."""
+    progress, RNG streams, bands or standardization; norm: None, or a dict
+    of encode_norm's arguments (the NORM chunk: the input normalization the
+    weights expect, C means and deviations); sources: encode_from's list
+    (the FROM chunk: the state dict imported), or empty."""
     c, h, w = in_shape
     meta = struct.pack("<4I4Q", c, h, w, 0, 0, 0, 0, 0) + bytes(32) \
         + struct.pack("<dQQ", 0.0, 0, 0) + struct.pack("<4I", 0, 0, 0, KIND_INITIAL)
@@ -541,6 +634,13 @@ def encode_initial(cfg_text, overrides, in_shape, params, buffers):
         + struct.pack("<2d", 0.0, 0.0) + struct.pack("<I", 0)
     chunks = [(b"META", meta), (b"CFG ", cfg), (b"PARM", _table(params)),
               (b"BUFS", _table(buffers)), (b"OPTM", optm), (b"RNG ", rng), (b"DATA", data)]
+    if norm is not None:
+        if len(norm["mean"]) != c:
+            raise ValueError("the input normalization has %d channels, the net %d"
+                             % (len(norm["mean"]), c))
+        chunks.append((b"NORM", encode_norm(**norm)))
+    if sources:
+        chunks.append((b"FROM", encode_from(sources)))
     body = b"".join(tag + struct.pack("<IQ", 0, len(p)) + p for tag, p in chunks)
     size = HDR + len(body) + 4
     head = MAGIC + struct.pack("<IIQ", VERSION, len(chunks), size)

@@ -19,14 +19,25 @@ does not use are listed (num_batches_tracked silently).
 layer's weight (from the input, dimension 1 of 3) as timm's
 adapt_input_conv does: N = 1 sums the RGB filters, any other N repeats
 them to N channels and scales them by 3/N.
+
+--input-norm imagenet|none|MEAN,..:STD,.. records the input normalization
+the weights expect (the NORM chunk, cdp-checkpoint(5)): channel c is
+(band value / S - MEAN[c]) / STD[c], imagenet being (0.485, 0.456, 0.406)
+and (0.229, 0.224, 0.225) on 3 channels, none 0 and 1; one MEAN and STD
+stand for every channel. S is --input-scale: a number, or dtype (the
+default): the largest value of the training pool's data type (255 for u8,
+65535 for u16, 1 for floats), resolved by cdp-train. --bands names the
+bands the channels expect, in order (names or 1-based indices). The FROM
+chunk records the state dict's file name and SHA-256.
 """
+import hashlib
 import math
 import os
 import sys
 
 import numpy as np
 
-from .checkpoint import encode_initial
+from .checkpoint import BAND_NAME, encode_initial
 from .model import CKPT_SUFFIX, CfgError, build
 
 PREFIXES = ("module.", "encoder.", "backbone.")
@@ -153,6 +164,79 @@ def _write(path, data):
         raise
 
 
+IMAGENET = ((0.485, 0.456, 0.406), (0.229, 0.224, 0.225))
+
+
+def _floats(text, what):
+    try:
+        v = [float(x) for x in text.split(",")]
+    except ValueError:
+        v = []
+    if not v or not all(math.isfinite(x) for x in v):
+        raise ImportError_("--input-norm: %s '%s' is not a list of numbers" % (what, text))
+    return v
+
+
+def input_norm(spec, scale, bands, channels):
+    """The NORM chunk's dict (checkpoint.encode_norm's arguments) for
+    --input-norm spec, --input-scale scale ("dtype" or a number > 0) and
+    --bands (a comma list or None) on a net of `channels` inputs, or None
+    without --input-norm. Raises ImportError_ with a one-line reason."""
+    if spec is None:
+        if scale is not None or bands is not None:
+            raise ImportError_("--input-scale and --bands describe an --input-norm: give one")
+        return None
+    if spec == "imagenet":
+        kind, mean, std = "imagenet", list(IMAGENET[0]), list(IMAGENET[1])
+        if channels != 3:
+            raise ImportError_("--input-norm imagenet is for 3 bands (RGB), the net has %d "
+                               "(give MEAN,..:STD,.. for %d)" % (channels, channels))
+    elif spec == "none":
+        kind, mean, std = "none", [0.0] * channels, [1.0] * channels
+    else:
+        if spec.count(":") != 1:
+            raise ImportError_("--input-norm '%s' is not imagenet, none or MEAN,..:STD,.."
+                               % spec)
+        m, sd = spec.split(":")
+        kind, mean, std = "given", _floats(m, "MEAN"), _floats(sd, "STD")
+        for what, v in (("means", mean), ("deviations", std)):
+            if len(v) not in (1, channels):
+                raise ImportError_("--input-norm: %d %s for a net of %d bands (1 or %d "
+                                   "expected)" % (len(v), what, channels, channels))
+        mean = mean * channels if len(mean) == 1 else mean
+        std = std * channels if len(std) == 1 else std
+        if min(std) <= 0:
+            raise ImportError_("--input-norm: a deviation of %g (> 0 expected)" % min(std))
+    if scale is None or scale == "dtype":
+        s = 0.0
+    else:
+        try:
+            s = float(scale)
+        except ValueError:
+            s = -1.0
+        if not (math.isfinite(s) and s > 0):
+            raise ImportError_("--input-scale '%s' is not dtype or a number > 0" % scale)
+    names = []
+    if bands is not None:
+        names = bands.split(",")
+        bad = [b for b in names if not BAND_NAME.fullmatch(b.encode())]
+        if bad:
+            raise ImportError_("--bands: '%s' is not a band name (1 to 255 printable "
+                               "characters, no space)" % bad[0])
+        if len(names) != channels:
+            raise ImportError_("--bands names %d bands, the net has %d" % (len(names),
+                                                                          channels))
+    return dict(kind=kind, scale=s, mean=mean, std=std, bands=names)
+
+
+def sha256_file(path):
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
 def load_state_dict(path):
     import torch
     try:
@@ -188,7 +272,17 @@ def run(args, prog):
     except ImportError_ as e:
         print("%s: cannot import '%s': %s" % (prog, args.state_dict, e), file=sys.stderr)
         return 1
-    data = encode_initial(cfg_text, overrides, tuple(model["input"]), params, buffers)
+    try:
+        norm = input_norm(args.input_norm, args.input_scale, args.bands, model["input"][0])
+        sha = sha256_file(args.state_dict)
+    except ImportError_ as e:
+        print("%s: cannot import '%s': %s" % (prog, args.state_dict, e), file=sys.stderr)
+        return 1
+    except OSError as e:
+        print("%s: cannot read '%s': %s" % (prog, args.state_dict, e.strerror), file=sys.stderr)
+        return 1
+    data = encode_initial(cfg_text, overrides, tuple(model["input"]), params, buffers, norm,
+                          [("state dict", args.state_dict, sha)])
     try:
         _write(args.output, data)
     except OSError as e:

@@ -1041,26 +1041,34 @@ static void test_live(void)
 	cdp_ckpt_free(&a);
 }
 
+/* A 2-band initial-weights checkpoint of one tensor, conv0.w (3, 2),
+ * seeded with seed. */
+static void small_initial(cdp_ckpt *a, uint64_t seed)
+{
+	const int d[2] = { 3, 2 };
+	cdp_rng r;
+
+	memset(a, 0, sizeof *a);
+	cdp_rng_seed(&r, seed);
+	CHECK_RC(cdp_ckpt_set_cfg(a, "[net]\n[conv]\nfilters=3\n", NULL, 0), CDP_OK);
+	a->in_c = 2, a->in_h = a->in_w = 8;
+	a->params = calloc(1, sizeof *a->params);
+	a->nparams = 1;
+	fill_tensor(&a->params[0], "conv0.w", 2, d, &r);
+	a->initial = 1;
+}
+
 /* Initial weights (version 7, META's kind 1): a model and tensors, no run
  * state; the kind round-trips, a kind 1 file with a run's state and a
  * kind 2 are refused. */
 static void test_initial(const unsigned char *buf, size_t len)
 {
 	const size_t kind_at = 24 + 16 + 120 - 4;
-	const int d[2] = { 3, 2 };
 	unsigned char *c = malloc(len), *ib;
 	size_t ilen;
 	cdp_ckpt a, b;
-	cdp_rng r;
 
-	memset(&a, 0, sizeof a);
-	cdp_rng_seed(&r, 9);
-	CHECK_RC(cdp_ckpt_set_cfg(&a, "[net]\n[conv]\nfilters=3\n", NULL, 0), CDP_OK);
-	a.in_c = 2, a.in_h = a.in_w = 8;
-	a.params = calloc(1, sizeof *a.params);
-	a.nparams = 1;
-	fill_tensor(&a.params[0], "conv0.w", 2, d, &r);
-	a.initial = 1;
+	small_initial(&a, 9);
 	CHECK_RC(cdp_ckpt_encode(&a, &ib, &ilen), CDP_OK);
 	CHECK(rd_u32(ib + kind_at) == CDP_CKPT_KIND_INITIAL, "META's kind is %u",
 	      rd_u32(ib + kind_at));
@@ -1080,6 +1088,58 @@ static void test_initial(const unsigned char *buf, size_t len)
 		CHECK_RC(cdp_ckpt_decode(c, len, &b), CDP_EFORMAT);
 	}
 	free(c);
+}
+
+/* NORM and FROM (version 7): the input normalization initial weights
+ * expect and where weights came from round-trip; setters refuse what a
+ * reader refuses (a deviation of 0, band names of another count, a 17th
+ * source); a version 6 file holding NORM is refused. */
+static void test_norm_from(void)
+{
+	const double mean[2] = { 0.485, 0.456 }, sd[2] = { 0.229, 0.224 }, zero[2] = { 0.5, 0 };
+	const char *bands[2] = { "B04", "7" }, *bad[2] = { "B 4", "7" };
+	unsigned char sha[32], *buf;
+	size_t len;
+	cdp_ckpt a, b;
+
+	small_initial(&a, 10);
+	for (int i = 0; i < 32; i++)
+		sha[i] = (unsigned char)(i * 7 + 1);
+	CHECK_RC(cdp_ckpt_set_norm(&a, CDP_CKPT_NORM_GIVEN, 0, mean, zero, 2, NULL, 0), CDP_EINVAL);
+	CHECK_RC(cdp_ckpt_set_norm(&a, CDP_CKPT_NORM_GIVEN, 0, mean, sd, 2, bands, 1), CDP_EINVAL);
+	CHECK_RC(cdp_ckpt_set_norm(&a, CDP_CKPT_NORM_GIVEN, 0, mean, sd, 2, bad, 2), CDP_EINVAL);
+	CHECK_RC(cdp_ckpt_set_norm(&a, CDP_CKPT_NORM_IMAGENET, 10000, mean, sd, 2, bands, 2), CDP_OK);
+	CHECK_RC(cdp_ckpt_add_from(&a, CDP_CKPT_FROM_TORCH, "r18.pth", sha), CDP_OK);
+	CHECK_RC(cdp_ckpt_add_from(&a, 3, "x", sha), CDP_EINVAL);
+	CHECK_RC(cdp_ckpt_encode(&a, &buf, &len), CDP_OK);
+	CHECK_RC(cdp_ckpt_decode(buf, len, &b), CDP_OK);
+	CHECK(b.norm_kind == CDP_CKPT_NORM_IMAGENET && b.norm_scale == 10000 &&
+	      b.norm_mean[1] == 0.456 && b.norm_std[0] == 0.229 && b.nnorm_bands == 2 &&
+	      !strcmp(b.norm_bands[0], "B04") && !strcmp(b.norm_bands[1], "7"),
+	      "NORM read back: kind %d scale %g", b.norm_kind, b.norm_scale);
+	CHECK(b.nfrom == 1 && b.from[0].kind == CDP_CKPT_FROM_TORCH &&
+	      !strcmp(b.from[0].name, "r18.pth") && !memcmp(b.from[0].sha256, sha, 32),
+	      "FROM read back: %d entries", b.nfrom);
+	cdp_ckpt_free(&b);
+	/* the same bytes claiming version 6 */
+	buf[8] = 6;
+	fix_crc(buf, len);
+	CHECK_RC(cdp_ckpt_decode(buf, len, &b), CDP_EFORMAT);
+	free(buf);
+	for (int i = 1; i < CDP_CKPT_FROM_MAX; i++)
+		CHECK_RC(cdp_ckpt_add_from(&a, CDP_CKPT_FROM_CKPT, "c.cdpt", sha), CDP_OK);
+	CHECK_RC(cdp_ckpt_add_from(&a, CDP_CKPT_FROM_CKPT, "c.cdpt", sha), CDP_EINVAL);
+	/* a run's checkpoint standardized by the weights' normalization */
+	a.initial = 0;
+	CHECK_RC(cdp_ckpt_set_data(&a, (const int[]){ 1, 2 }, 2, mean, sd), CDP_OK);
+	CHECK_RC(cdp_ckpt_set_origin(&a, CDP_CKPT_STD_INIT, NULL, 0, NULL, 0, 0), CDP_OK);
+	CHECK_RC(cdp_ckpt_encode(&a, &buf, &len), CDP_OK);
+	CHECK_RC(cdp_ckpt_decode(buf, len, &b), CDP_OK);
+	CHECK(b.std_from == CDP_CKPT_STD_INIT && b.nfrom == CDP_CKPT_FROM_MAX,
+	      "origin init read back: %d, %d sources", b.std_from, b.nfrom);
+	cdp_ckpt_free(&b);
+	free(buf);
+	cdp_ckpt_free(&a);
 }
 
 int main(void)
@@ -1104,6 +1164,7 @@ int main(void)
 	test_sums();
 	test_live();
 	test_initial(buf, len);
+	test_norm_from();
 	test_nonfinite();
 	test_mismatch();
 	test_models();

@@ -1,7 +1,7 @@
 # tests/unit/: lib/ on its own (TAP programs, tap.h).
 UNIT_LIB_TESTS = tests/unit/test_error tests/unit/test_num tests/unit/test_cli tests/unit/test_progress \
 	tests/unit/test_rng tests/unit/test_key tests/unit/test_dtype \
-	tests/unit/test_crc32 tests/unit/test_record tests/unit/test_stream tests/unit/test_stats \
+	tests/unit/test_crc32 tests/unit/test_sha256 tests/unit/test_record tests/unit/test_stream tests/unit/test_stats \
 	tests/unit/test_lmdb tests/unit/test_pool tests/unit/test_ptrfile \
 	tests/unit/test_png tests/unit/test_fuzz_regress tests/unit/test_raster tests/unit/test_file \
 	tests/unit/test_out tests/unit/test_labelmap tests/unit/test_label_vector
@@ -38,6 +38,8 @@ tests_unit_test_out_SOURCES = tests/unit/test_out.c tests/unit/tap.h
 tests_unit_test_out_LDADD = $(UNIT_LDADD) -lpthread
 tests_unit_test_ptrfile_SOURCES = tests/unit/test_ptrfile.c tests/unit/tap.h
 tests_unit_test_ptrfile_LDADD = $(UNIT_LDADD)
+tests_unit_test_sha256_SOURCES = tests/unit/test_sha256.c tests/unit/tap.h
+tests_unit_test_sha256_LDADD = $(UNIT_LDADD)
 tests_unit_test_crc32_SOURCES = tests/unit/test_crc32.c tests/unit/tap.h
 tests_unit_test_crc32_CPPFLAGS = $(AM_CPPFLAGS) $(ZLIB_CFLAGS)
 tests_unit_test_crc32_LDADD = $(UNIT_LDADD)

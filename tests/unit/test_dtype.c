@@ -7,6 +7,7 @@
 #include "cdp_dtype.h"
 #include "tap.h"
 
+#include <math.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -87,8 +88,20 @@ static void test_convert(void)
 	CHECK(cdp_dtype_get(99, same, 0) == 0.0, "unknown get");
 }
 
+/* The ranges (cdp-train --init-norm's dtype scale, cdp-predict's check). */
+static void test_range(void)
+{
+	CHECK(cdp_dtype_max(CDP_DT_U8) == 255 && cdp_dtype_max(CDP_DT_U16) == 65535 &&
+	      cdp_dtype_max(CDP_DT_I16) == 32767 && cdp_dtype_min(CDP_DT_I16) == -32768 &&
+	      cdp_dtype_max(CDP_DT_U32) == 4294967295.0 && cdp_dtype_min(CDP_DT_U8) == 0 &&
+	      cdp_dtype_min(CDP_DT_I32) == -2147483648.0, "integer ranges");
+	CHECK(isinf(cdp_dtype_max(CDP_DT_F32)) && isinf(cdp_dtype_min(CDP_DT_F64)) &&
+	      isinf(cdp_dtype_max(0)), "floats and unknown types are unbounded");
+}
+
 int main(void)
 {
+	test_range();
 	test_table();
 	test_convert();
 	return tap_done();

@@ -151,28 +151,6 @@ int pr_load_model(predictor *p, char *err, size_t cap)
 	return 0;
 }
 
-static double dtype_min(int dt)
-{
-	switch (dt) {
-	case CDP_DT_U8: case CDP_DT_U16: case CDP_DT_U32: return 0;
-	case CDP_DT_I16: return -32768;
-	case CDP_DT_I32: return -2147483648.0;
-	default: return -HUGE_VAL;
-	}
-}
-
-static double dtype_max(int dt)
-{
-	switch (dt) {
-	case CDP_DT_U8: return 255;
-	case CDP_DT_U16: return 65535;
-	case CDP_DT_I16: return 32767;
-	case CDP_DT_U32: return 4294967295.0;
-	case CDP_DT_I32: return 2147483647.0;
-	default: return HUGE_VAL;
-	}
-}
-
 /* The raster's CRS against the training data's (checkpoint version 5; an
  * unknown one on either side is not checked): another is refused unless
  * --any-crs, another pixel size is warned about (rank 0). */
@@ -248,7 +226,7 @@ int pr_open_raster(predictor *p, char *err, size_t cap)
 		            cdp_dtype_name(p->ck.dtype));
 	for (int c = 0; c < p->C; c++) {
 		double mu = p->ck.mean ? p->ck.mean[c] : 0, sd = p->ck.std ? p->ck.std[c] : 1;
-		if (p->ck.dtype == 0 && p->ck.mean && (mu < dtype_min(p->ri->dtype) || mu > dtype_max(p->ri->dtype)))
+		if (p->ck.dtype == 0 && p->ck.mean && (mu < cdp_dtype_min(p->ri->dtype) || mu > cdp_dtype_max(p->ri->dtype)))
 			return pr_fail(err, cap, "'%s' is %s, but the model in '%s' was trained on band %d "
 			            "values around %g: a different data type", o->input,
 			            cdp_dtype_name(p->ri->dtype), p->model, p->ck.bands[c], mu);

@@ -26,7 +26,7 @@
 #define PROG "cdp-train"
 
 enum {
-	OPT_ALLREDUCE = 256, OPT_BATCH, OPT_CKPT_EVERY, OPT_CLASS_WEIGHTS, OPT_DB, OPT_DEVICE, OPT_EPOCHS, OPT_INIT, OPT_FREEZE, OPT_UNFREEZE_AT,
+	OPT_ALLREDUCE = 256, OPT_BATCH, OPT_CKPT_EVERY, OPT_CLASS_WEIGHTS, OPT_DB, OPT_DEVICE, OPT_EPOCHS, OPT_INIT, OPT_INIT_NORM, OPT_FREEZE, OPT_UNFREEZE_AT,
 	OPT_KEEP_BEST, OPT_KEYS, OPT_LOAD, OPT_LOG, OPT_LOG_EVERY, OPT_LOSS_SCALE, OPT_LR, OPT_MIN_DELTA, OPT_MODEL, OPT_MOMENTUM,
 	OPT_NAN_POLICY, OPT_NESTEROV, OPT_NO_OVERLAP, OPT_OPTIMIZER, OPT_OUT, OPT_OVERWRITE, OPT_PAD_LAST, OPT_PATIENCE,
 	OPT_PRECISION, OPT_PROGRESS, OPT_RESUME, OPT_SCHEDULE, OPT_SEED, OPT_SKIP_BAD, OPT_STEPS,
@@ -48,7 +48,7 @@ static void usage(FILE *f)
 	    "                 [--loss-scale dynamic|off|S] [--sync allreduce|average:K|admm:K:RHO]\n"
 	    "                 [--allreduce mpi|ring|nccl] [--grad-compress none|fp16|bf16]\n"
 	    "                 [--no-overlap] [--checkpoint-every N]\n"
-	    "                 [--resume | --overwrite] [--init CHECKPOINT]\n"
+	    "                 [--resume | --overwrite] [--init CHECKPOINT [--init-norm]]\n"
 	    "                 [--freeze PATTERN[,PATTERN...]] [--unfreeze-at EPOCH]\n"
 	    "                 [--bucket-mb N] [--trace FILE]\n"
 	    "                 [--log FILE] [--log-every N] [--val-every N] [--load pool|copy]\n"
@@ -195,6 +195,7 @@ int main(int argc, char **argv)
 		{ "quiet",            no_argument,       NULL, 'q' },
 		{ "resume",           no_argument,       NULL, OPT_RESUME },
 		{ "init",             required_argument, NULL, OPT_INIT },
+		{ "init-norm",        no_argument,       NULL, OPT_INIT_NORM },
 		{ "freeze",           required_argument, NULL, OPT_FREEZE },
 		{ "grad-compress",    required_argument, NULL, OPT_GRAD_COMPRESS },
 		{ "unfreeze-at",      required_argument, NULL, OPT_UNFREEZE_AT },
@@ -354,6 +355,7 @@ int main(int argc, char **argv)
 		case OPT_PROGRESS: o.progress = CDP_PROGRESS_ON; break;
 		case OPT_RESUME: o.resume = 1; break;
 		case OPT_INIT: o.init = optarg; break;
+		case OPT_INIT_NORM: o.init_norm = 1; break;
 		case OPT_FREEZE: o.freeze = optarg; break;
 		case OPT_UNFREEZE_AT:
 			if (num_long("--unfreeze-at", optarg, 1, &o.unfreeze_at) < 0)
@@ -424,6 +426,11 @@ int main(int argc, char **argv)
 		fprintf(stderr, PROG ": --grad-compress needs --sync allreduce (average and admm "
 		        "exchange parameters, which stay float32)\n");
 		goto out;
+	}
+	if (o.init_norm && !o.init) {
+		fprintf(stderr, PROG ": --init-norm needs --init (it applies the initial weights' "
+		        "input normalization)\n");
+		return 2;
 	}
 	if (o.unfreeze_at && !o.freeze) {
 		fprintf(stderr, PROG ": --unfreeze-at needs --freeze\n");

@@ -62,6 +62,8 @@ typedef struct cdp_train_opts {
 	int pad_last, skip_bad, resume;
 	int overwrite;              /* --overwrite: RUNDIR's earlier run goes (train_rundir.c) */
 	const char *init;           /* --init CHECKPOINT: initial weights, or NULL */
+	int init_norm;              /* --init-norm: train with the initial weights' own
+	                             * input normalization, not the pool's statistics */
 	const char *freeze;         /* --freeze PATTERN,...: layer-name globs, or NULL */
 	long unfreeze_at;           /* --unfreeze-at: first epoch (0-based) unfrozen; 0: never */
 	int nan_policy;             /* CDP_NAN_* */

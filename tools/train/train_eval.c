@@ -190,6 +190,12 @@ static int fill(trainer *t, cdp_ckpt *ck)
 	                              t->res_y)) ||
 	    (rc = cdp_ckpt_set_class_names(ck, (const char *const *)t->cnames, t->ncnames)))
 		goto done;
+	/* where the initial weights came from (--init's, or the resumed run's) */
+	for (int i = 0; i < t->prov.nfrom && rc == 0; i++)
+		rc = cdp_ckpt_add_from(ck, t->prov.from[i].kind, t->prov.from[i].name,
+		                       t->prov.from[i].sha256);
+	if (rc)
+		goto done;
 	/* [net] ema=: PARM got the average (tr_eval_model_begin), LIVE the
 	 * trained weights it stands in for */
 	if (t->dema) {

@@ -77,6 +77,14 @@ typedef struct trainer {
 	cdp_ckpt ck;                    /* the checkpoint being resumed */
 	int have_ck;
 	char *init_note;                /* --init: train.log's lines about it (rank 0) */
+	/* --init's checkpoint, from its read (before the standardization,
+	 * which --init-norm takes from it) until its tensors are taken */
+	cdp_ckpt init_ck;
+	int have_init;
+	/* what this run's checkpoints record of where its initial weights
+	 * came from (FROM): --init's file and its own FROM, or the resumed
+	 * checkpoint's; only its from and nfrom are used */
+	cdp_ckpt prov;
 	cdp_dist_algo algo;             /* --allreduce, resolved (train_setup.c) */
 	/* the next training batch (train.c): its device copy is queued into
 	 * nx, nlab (device, like net.x and dlab, which they swap with) while
@@ -126,14 +134,15 @@ typedef struct trainer {
 	/* the standardization (train_std.c): per band mean and std [C], where
 	 * they came from (CDP_CKPT_STD_*) and from which pool sources; the
 	 * training sources' CRS ("" unknown) and pixel size (0 unknown); its
-	 * lines for train.log; std_resumed: the checkpoint's won over others */
+	 * lines for train.log; std_resumed: the checkpoint's won over others;
+	 * std_from CDP_CKPT_STD_INIT with --init-norm */
 	double *std_mean, *std_sd;
 	int std_from;
 	uint32_t *std_src;
 	int nstd_src;
 	char *crs;
 	double res_x, res_y;
-	char std_note[2][2048];
+	char std_note[3][2048];         /* the standardization, the data, --init's bands */
 	int std_resumed;
 	/* the class names (train_std.c) kept in the checkpoint, [ncnames];
 	 * their line for train.log, names_warn: for stderr too */

@@ -19,6 +19,7 @@
 
 #include "cdp_dtype.h"
 #include "cdp_error.h"
+#include "cdp_sha256.h"
 #include "ckpt/checkpoint.h"
 #include "device.h"
 #include "dist/dist.h"
@@ -389,33 +390,60 @@ static void init_each(void *ctx, const char *name, int taken)
 	l->len += (size_t)snprintf(l->s + l->len, l->cap - l->len, "%s%s", l->n++ ? ", " : "", name);
 }
 
-/* --init: every rank reads the checkpoint (rank 0's bytes, broadcast) and
- * takes its tensors by name and shape over the seeded initialization;
- * nothing else of it (optimizer, progress, RNG, standardization). */
-static int init_weights(trainer *t, char *err, size_t cap)
+/* Where this run's initial weights came from (t->prov's FROM): --init's
+ * file (sha the SHA-256 of its bytes) and the FROM it records itself, or
+ * the resumed checkpoint's, so a resumed run keeps it. */
+static int provenance(trainer *t, const unsigned char *sha, char *err, size_t cap)
 {
-	unsigned char *buf = NULL;
+	const cdp_ckpt *up = t->have_ck ? &t->ck : &t->init_ck;
+	int rc = CDP_OK;
+
+	if (!t->have_ck)
+		rc = cdp_ckpt_add_from(&t->prov, CDP_CKPT_FROM_CKPT, t->o->init, sha);
+	for (int i = 0; rc == CDP_OK && i < up->nfrom && t->prov.nfrom < CDP_CKPT_FROM_MAX; i++)
+		rc = cdp_ckpt_add_from(&t->prov, up->from[i].kind, up->from[i].name,
+		                       up->from[i].sha256);
+	if (rc == CDP_EINVAL)
+		return tr_fail(err, cap, "--init '%s': a name of 1 to %d bytes expected", t->o->init,
+		               CDP_CKPT_FROM_NAME_MAX);
+	return rc ? tr_fail(err, cap, "out of memory") : 0;
+}
+
+/* --init: every rank reads the checkpoint (rank 0's bytes, broadcast)
+ * into t->init_ck, before the standardization: --init-norm takes the
+ * weights' input normalization from it, and its bands are checked there. */
+static int init_fetch(trainer *t, char *err, size_t cap)
+{
+	unsigned char *buf = NULL, sha[CDP_SHA256_BYTES];
 	size_t len = 0;
 	char why[256];
-	cdp_ckpt ck;
-	init_list l = { malloc(256), 0, 256, 0 };
-	int rc = 0, taken = 0, total = 0;
-	size_t n;
+	int rc = 0;
 
 	if (cdp_dist_bcast_buf(t->rank == 0 ? cdp_ckpt_load(t->o->init, &buf, &len) : 0, &buf, &len,
-	                       &rc) != 0) {
-		free(l.s);
+	                       &rc) != 0)
 		return rc ? tr_fail(err, cap, "--init: cannot read '%s': %s", t->o->init,
 		                    cdp_strerror(rc)) : -1;
-	}
-	rc = cdp_ckpt_decode_why(buf, len, CDP_CKPT_MAX_RANKS, &ck, why, sizeof why);
+	cdp_sha256_of(buf, len, sha);
+	rc = cdp_ckpt_decode_why(buf, len, CDP_CKPT_MAX_RANKS, &t->init_ck, why, sizeof why);
 	free(buf);
-	if (rc != 0) {
-		free(l.s);
+	if (rc != 0)
 		return tr_fail(err, cap, "--init: cannot read '%s': %s", t->o->init, why);
-	}
-	rc = cdp_ckpt_take(&ck, &t->net, init_each, &l, &taken, &total);
-	cdp_ckpt_free(&ck);
+	t->have_init = 1;
+	return provenance(t, sha, err, cap);
+}
+
+/* --init: takes the tensors of the checkpoint init_fetch read by name and
+ * shape over the seeded initialization; nothing else of it (optimizer,
+ * progress, RNG; its standardization only with --init-norm). */
+static int init_weights(trainer *t, char *err, size_t cap)
+{
+	init_list l = { malloc(256), 0, 256, 0 };
+	int rc, taken = 0, total = 0;
+	size_t n;
+
+	rc = cdp_ckpt_take(&t->init_ck, &t->net, init_each, &l, &taken, &total);
+	cdp_ckpt_free(&t->init_ck);
+	t->have_init = 0;
 	if (rc != 0 || !l.s) {
 		free(l.s);
 		return tr_fail(err, cap, "--init '%s': %s", t->o->init,
@@ -485,6 +513,8 @@ int tr_setup(trainer *t, char *err, size_t cap)
 		rc = fetch_ckpt(t, path, rc != 0, err, cap);
 	}
 	if (rc < 0)
+		return -1;
+	if ((o->init && init_fetch(t, err, cap) < 0) || (t->have_ck && provenance(t, NULL, err, cap) < 0))
 		return -1;
 	if (model_text(t, err, cap) < 0)
 		return -1;
@@ -559,7 +589,7 @@ int tr_setup(trainer *t, char *err, size_t cap)
 	    tr_rundir_clear(t, err, cap) < 0 ||
 	    (t->rank == 0 && tr_log_open(t, err, cap) < 0))
 		return -1;
-	for (int i = 0; t->rank == 0 && i < 2; i++)
+	for (int i = 0; t->rank == 0 && i < 3; i++)
 		if (t->std_note[i][0])
 			tr_logf(t, "%s", t->std_note[i]);
 	if (t->rank == 0 && t->std_resumed)
@@ -677,6 +707,9 @@ void tr_teardown(trainer *t)
 		cdp_pool_close(&t->pool);
 	if (t->have_ck)
 		cdp_ckpt_free(&t->ck);
+	if (t->have_init)
+		cdp_ckpt_free(&t->init_ck);
+	cdp_ckpt_free(&t->prov);
 	tr_standardize_free(t);
 	tr_class_names_free(t);
 	free(t->cfg_text);

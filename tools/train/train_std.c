@@ -14,6 +14,13 @@
  * all agree) of the training sources go into the checkpoint, so cdp-predict
  * can refuse a raster in another CRS and warn on another resolution.
  *
+ * With --init-norm the run standardizes instead with the input
+ * normalization its initial weights expect (their NORM, ImageNet's for
+ * example, in band values), origin CDP_CKPT_STD_INIT, so cdp-predict
+ * applies it; by default the pool's statistics, which give inputs of the
+ * scale such normalizations aim at (mean 0, deviation 1 per band). The
+ * bands --init's weights expect are checked against the pool's.
+ *
  * The class names are the pool's class_names meta (cdp-lmdbpack --classes,
  * --folders), so cdp-predict can name the classes of its maps. Resuming,
  * the checkpoint's names win when it has any (its weights learnt those
@@ -26,6 +33,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cdp_dtype.h"
 #include "cdp_error.h"
 #include "cdp_stats.h"
 #include "cdp_stream.h"
@@ -161,6 +169,98 @@ static int first_diff(const double *a, const double *b, const double *c, const d
 	return -1;
 }
 
+/* The largest value of data type dt: what --input-scale dtype divides by
+ * (cdp-checkpoint(5), NORM), 1 for floats, whose data are taken as 0..1. */
+static double dtype_range(int dt)
+{
+	double m = cdp_dtype_max(dt);
+
+	return isfinite(m) ? m : 1;
+}
+
+/* 1 when s is a 1-based band index (decimal digits), its value in *k */
+static int band_index(const char *s, long *k)
+{
+	char *end;
+
+	if (*s < '0' || *s > '9')
+		return 0;
+	*k = strtol(s, &end, 10);
+	return *end == '\0';
+}
+
+/* --init's recorded bands (NORM) against the pool: as many, and a band
+ * given by index is the pool's band feeding that channel (cdp-train feeds
+ * the pool's bands in order). */
+static int init_bands(trainer *t, char *err, size_t cap)
+{
+	const cdp_ckpt *ck = &t->init_ck;
+	char list[512] = "";
+	long k;
+
+	if (!t->have_init || ck->nnorm_bands == 0)
+		return 0;
+	for (int c = 0; c < ck->nnorm_bands; c++)
+		note(list, sizeof list, "%s%s", c ? "," : "", ck->norm_bands[c]);
+	if (ck->nnorm_bands != t->ti.c)
+		return tr_fail(err, cap, "--init '%s': the weights expect %d bands (%s), the pool '%s' "
+		               "has %d", t->o->init, ck->nnorm_bands, list, t->o->db, t->ti.c);
+	for (int c = 0; c < ck->nnorm_bands; c++)
+		if (band_index(ck->norm_bands[c], &k) && k != c + 1)
+			return tr_fail(err, cap, "--init '%s': the weights expect band %s as input %d, "
+			               "cdp-train feeds the pool's %d bands in their order (pack a pool "
+			               "of the bands %s)", t->o->init, ck->norm_bands[c], c + 1, t->ti.c,
+			               list);
+	snprintf(t->std_note[2], sizeof t->std_note[2], "init: the weights expect the bands %s: "
+	         "the pool's bands 1 to %d", list, t->ti.c);
+	return 0;
+}
+
+/* --init-norm: the initial weights' own input normalization in band
+ * values into mean, sd [C]: their NORM's (x / S - m) / s is
+ * (x - m S) / (s S); a run's checkpoint has none, and its standardization
+ * (DATA) is what its weights were trained on. */
+static int init_norm(trainer *t, double *mean, double *sd, char *err, size_t cap)
+{
+	static const char *const kinds[] = { "", "none", "imagenet", "given" };
+	const cdp_ckpt *ck = &t->init_ck;
+	int C = t->ti.c;
+	double S;
+
+	if (ck->norm_kind) {
+		if (ck->in_c != C)
+			return tr_fail(err, cap, "--init-norm: '%s' normalizes %d bands, the pool '%s' "
+			               "has %d", t->o->init, ck->in_c, t->o->db, C);
+		S = ck->norm_scale > 0 ? ck->norm_scale : dtype_range(t->ti.pool->dtype);
+		for (int c = 0; c < C; c++) {
+			mean[c] = ck->norm_mean[c] * S;
+			sd[c] = ck->norm_std[c] * S;
+		}
+		snprintf(t->std_note[0], sizeof t->std_note[0], "standardization: the input "
+		         "normalization of the initial weights '%s' (--init-norm: %s, values / %.9g%s): ",
+		         t->o->init, kinds[ck->norm_kind], S, ck->norm_scale > 0 ? "" :
+		         ", the largest of the pool's data type");
+	} else if (ck->mean && ck->nbands == C) {
+		memcpy(mean, ck->mean, (size_t)C * sizeof *mean);
+		memcpy(sd, ck->std, (size_t)C * sizeof *sd);
+		snprintf(t->std_note[0], sizeof t->std_note[0], "standardization: that of the "
+		         "initial weights '%s' (--init-norm: the run's it was trained with): ",
+		         t->o->init);
+	} else if (ck->mean) {
+		return tr_fail(err, cap, "--init-norm: '%s' standardizes %d bands, the pool '%s' has %d",
+		               t->o->init, ck->nbands, t->o->db, C);
+	} else {
+		return tr_fail(err, cap, "--init-norm: '%s' records no input normalization (import it "
+		               "with python3 -m cdpool import-torch --input-norm)", t->o->init);
+	}
+	bands_text(t->std_note[0], sizeof t->std_note[0], mean, sd, C);
+	free(t->std_src);
+	t->std_src = NULL;
+	t->nstd_src = 0;
+	t->std_from = CDP_CKPT_STD_INIT;
+	return 0;
+}
+
 int tr_standardize(trainer *t, char *err, size_t cap)
 {
 	const cdp_pool_info *pi = t->ti.pool;
@@ -201,7 +301,18 @@ int tr_standardize(trainer *t, char *err, size_t cap)
 			sd[c] = pi->band[c].std;
 		}
 	}
-	if (t->have_ck && t->ck.mean && t->ck.nbands == C) {
+	if (init_bands(t, err, cap) < 0)
+		goto out;
+	if (t->have_init && t->init_ck.norm_kind && !t->o->init_norm)
+		note(t->std_note[2], sizeof t->std_note[2], "%sinit: '%s' records its weights' own "
+		     "input normalization; this run standardizes with the pool's statistics "
+		     "(--init-norm takes the weights')", t->std_note[2][0] ? "; " : "", t->o->init);
+	if (t->o->init_norm) {
+		if (init_norm(t, mean, sd, err, cap) < 0)
+			goto out;
+		memcpy(t->std_mean, mean, (size_t)C * sizeof *mean);
+		memcpy(t->std_sd, sd, (size_t)C * sizeof *sd);
+	} else if (t->have_ck && t->ck.mean && t->ck.nbands == C) {
 		/* the weights were trained on the checkpoint's: keep them */
 		int b = first_diff(t->ck.mean, mean, t->ck.std, sd, C);
 		memcpy(t->std_mean, t->ck.mean, (size_t)C * sizeof *mean);
@@ -227,7 +338,8 @@ int tr_standardize(trainer *t, char *err, size_t cap)
 		else
 			snprintf(t->std_note[0], sizeof t->std_note[0], "resume: the checkpoint's "
 			         "standardization, the same as the %s", fresh);
-		t->std_resumed = b >= 0;
+		/* a run on the weights' own normalization keeps it quietly */
+		t->std_resumed = b >= 0 && t->ck.std_from != CDP_CKPT_STD_INIT;
 	} else {
 		memcpy(t->std_mean, mean, (size_t)C * sizeof *mean);
 		memcpy(t->std_sd, sd, (size_t)C * sizeof *sd);
