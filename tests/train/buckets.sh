@@ -71,7 +71,10 @@ for algo in mpi ring; do
 	losses "$T/t.$algo/metrics.jsonl" >"$T/lt"
 	[ "$(wc -l <"$T/ld")" -eq 8 ] || fail "$algo: want 8 losses"
 	cmp -s "$T/ld" "$T/lt" || fail "$algo: tiny buckets changed the losses: $(diff "$T/ld" "$T/lt" | head -4)"
-	losses_close "$T/l1" "$T/lt" 1e-6 || fail "$algo: 2 ranks differ from 1 process"
+	# 1e-4: depth 6 amplifies the rounding of the two batch halves' sums
+	# (which differs with the GEMM kernel: 3e-6..1e-5 by step 8 with AVX2
+	# on an AMD EPYC); a bucket summed twice or left out is off by far more
+	losses_close "$T/l1" "$T/lt" 1e-4 || fail "$algo: 2 ranks differ from 1 process"
 	set -- $(fields "$T/t.$algo/metrics.jsonl")
 	echo "$algo: 8 losses equal with 0.001 MiB and the default buckets; exposed $1 s of $2 s in flight"
 done
