@@ -6,9 +6,13 @@
 # the per-step rates metrics.jsonl logs after the first BENCH_WARM steps.
 # Pool: one generated BENCH_SIZE^2 road scene (default 1024) in 128x128
 # tiles; model unet.cfg at BENCH_MODEL overrides (default width=16,depth=3).
+# BENCH_BN_SYNC=1 adds the cost of [net] bn_sync=1 (synchronized batchnorm,
+# cdp-model(5)) at 2 ranks: BENCH_BN_ROUNDS (3) rounds of a plain 2-rank
+# run and a bn_sync=1 run back to back (so both see the same load), each
+# round's rates, then their medians and the step times.
 #   usage: bench/scaling.sh [BUILDDIR]
 #   env: BENCH_SIZE, BENCH_MODEL, BENCH_STEPS (40), BENCH_WARM (5),
-#        BENCH_BATCH (8), MPIRUN
+#        BENCH_BATCH (8), BENCH_BN_SYNC (0), BENCH_BN_ROUNDS (3), MPIRUN
 #
 # Across hosts: bench/scaling.sh --hosts [BUILDDIR] (as root: it makes a
 # simulated cluster of 2 hosts, tests/cluster/README; it removes exactly
@@ -50,8 +54,9 @@
 #        (--grad-compress), average:K and admm:K:RHO (--sync), or cdp-train
 #        options joined by commas ("--grad-compress=bf16,--bucket-mb=2");
 #        BENCH_BUCKET_MB (--bucket-mb for every run; unset: cdp-train's
-#        default), CDP_DIST_THREAD (0: without the communication thread,
-#        cdp-train(1)).
+#        default), BENCH_BN_SYNC (1: both models with bn_sync=1, every
+#        line; compare with a run at 0), CDP_DIST_THREAD (0: without the
+#        communication thread, cdp-train(1)).
 #   The smallest check: BENCH_MODELS=unet BENCH_RATES=1gbit
 #   BENCH_SETTINGS=bf16 BENCH_ROUNDS=1 BENCH_STEPS=8 BENCH_WARM=2
 set -eu
@@ -80,11 +85,12 @@ if [ -n "$hosts" ]; then
 	exit 0
 fi
 road_pool "$D" "$size"
-# run LAUNCHER EXTRA: prints the median samples/s
+# run LAUNCHER EXTRA [MODEL_OVERRIDES]: prints the median samples/s
 run() {
 	rm -rf "$D/run"
 	# shellcheck disable=SC2086
-	$1 cdp-train -q --db "$D/pool" --keys "$D/keys" --model "$src/share/cdpool/models/unet.cfg:$ov" \
+	$1 cdp-train -q --db "$D/pool" --keys "$D/keys" \
+		--model "$src/share/cdpool/models/unet.cfg:$ov${3:-}" \
 		--out "$D/run" --batch "$batch" --steps "$steps" --threads 1 --log-every 1 --pad-last $2
 	rate "$D/run/metrics.jsonl" "$warm"
 }
@@ -94,3 +100,18 @@ for extra in "" "--allreduce ring" "--no-overlap"; do
 	r2=$(run "$mpirun $flags -np 2" "$extra")
 	echo "ranks=2 batch=$batch $extra samples/s=$r2 efficiency=$(awk -v a="$r1" -v b="$r2" 'BEGIN { printf "%.2f", b / (2 * a) }')"
 done
+if [ "${BENCH_BN_SYNC:-0}" = 1 ]; then
+	: >"$D/bn"
+	r=1
+	while [ "$r" -le "${BENCH_BN_ROUNDS:-3}" ]; do
+		a=$(run "$mpirun $flags -np 2" "")
+		b=$(run "$mpirun $flags -np 2" "" ",bn_sync=1")
+		echo "$a $b" >>"$D/bn"
+		echo "round $r: ranks=2 batch=$batch samples/s=$a, with bn_sync=1 $b"
+		r=$((r + 1))
+	done
+	a=$(cut -d' ' -f1 "$D/bn" | median) b=$(cut -d' ' -f2 "$D/bn" | median)
+	awk -v a="$a" -v b="$b" -v n="$((2 * batch))" 'BEGIN {
+		printf "ranks=2 batch=%d bn_sync=1 samples/s=%s (plain %s) step_s=%.3f (plain %.3f, %+.1f%%)\n",
+			n / 2, b, a, n / b, n / a, 100 * (a / b - 1) }'
+fi

@@ -11,6 +11,9 @@ cbatch=${BENCH_CBATCH:-32}
 rates=${BENCH_RATES:-off 10gbit 1gbit}
 models=${BENCH_MODELS:-unet classifier}
 settings=${BENCH_SETTINGS:-default serial bf16 average:4 admm:4:0.01}
+# BENCH_BN_SYNC=1: the models with synchronized batchnorm
+bnsync=
+[ "${BENCH_BN_SYNC:-0}" != 1 ] || bnsync=,bn_sync=1
 bmb=${BENCH_BUCKET_MB:-}
 rounds=${BENCH_ROUNDS:-5}
 # a setting's cdp-train options (scaling.sh: BENCH_SETTINGS)
@@ -90,9 +93,11 @@ train() {
 	m=$1 nh=$2
 	shift 2
 	if [ "$m" = unet ]; then
-		set -- "$@" --model "$src/share/cdpool/models/unet.cfg:width=16,depth=4" --batch "$batch"
+		set -- "$@" --model "$src/share/cdpool/models/unet.cfg:width=16,depth=4$bnsync" \
+			--batch "$batch"
 	else
-		set -- "$@" --model "$src/share/cdpool/models/classifier.cfg" --batch "$cbatch"
+		set -- "$@" --model "$src/share/cdpool/models/classifier.cfg${bnsync:+:bn_sync=1}" \
+			--batch "$cbatch"
 	fi
 	set -- "$@" -q --db "$N/$m" --keys "$N/$m.keys" --out "$N/run" --steps "$steps" \
 		--threads 1 --log-every 1 --trace "$N/run/trace.json" --pad-last ${bmb:+--bucket-mb "$bmb"}

@@ -11,6 +11,9 @@
  *
  * Scale and arbitrary angles (cdp_aug_warp) resample the output: bilinear
  * for the image, nearest for the label, ignore outside.
+ *
+ * MixUp and CutMix (cdp_mix_draw, cdp_mix_apply) mix the samples of a
+ * whole batch; python/cdpool/data.py's Mix repeats them.
  */
 #include "augment.h"
 #include "cdp_rng.h"
@@ -41,7 +44,11 @@ int cdp_aug_cfg_parse(cdp_aug_cfg *a, const cdp_cfg *cfg, cdp_cfg_section *s,
 	    cdp_cfg_float(cfg, s, "aug_scale", 0, 0, 4, &a->scale, err, cap) < 0 ||
 	    cdp_cfg_float(cfg, s, "aug_scale_p", 1, 0, 1, &a->scale_p, err, cap) < 0 ||
 	    cdp_cfg_float(cfg, s, "aug_rotate", 0, 0, 180, &a->rotate, err, cap) < 0 ||
-	    cdp_cfg_float(cfg, s, "aug_rotate_p", 1, 0, 1, &a->rotate_p, err, cap) < 0)
+	    cdp_cfg_float(cfg, s, "aug_rotate_p", 1, 0, 1, &a->rotate_p, err, cap) < 0 ||
+	    cdp_cfg_float(cfg, s, "mixup_alpha", 0, 0, 100, &a->mixup_alpha, err, cap) < 0 ||
+	    cdp_cfg_float(cfg, s, "cutmix_alpha", 0, 0, 100, &a->cutmix_alpha, err, cap) < 0 ||
+	    cdp_cfg_float(cfg, s, "mix_prob", 1, 0, 1, &a->mix_prob, err, cap) < 0 ||
+	    cdp_cfg_float(cfg, s, "mix_switch_prob", 0.5, 0, 1, &a->mix_switch_prob, err, cap) < 0)
 		return -1;
 	if ((a->crop_h == 0) != (a->crop_w == 0)) {
 		snprintf(err, cap, "%s:%d: [net]: set both crop_h and crop_w, or neither",
@@ -59,7 +66,12 @@ int cdp_aug_photo_on(const cdp_aug_cfg *a)
 
 int cdp_aug_host_only(const cdp_aug_cfg *a)
 {
-	return cdp_aug_photo_on(a) || a->scale > 0 || a->rotate > 0;
+	return cdp_aug_photo_on(a) || a->scale > 0 || a->rotate > 0 || cdp_aug_mix_on(a);
+}
+
+int cdp_aug_mix_on(const cdp_aug_cfg *a)
+{
+	return a->mixup_alpha > 0 || a->cutmix_alpha > 0;
 }
 
 int cdp_aug_check(const cdp_aug_cfg *a, int h, int w, char *err, size_t cap)
@@ -268,4 +280,99 @@ void cdp_aug_warp(const cdp_aug *t, int c, const float *img, const int32_t *lab,
 				                                  fy * ((1.0 - fx) * p10 + fx * p11));
 			}
 		}
+}
+
+/* Gamma(alpha, 1): Marsaglia and Tsang (2000); below 1, gamma(alpha + 1)
+ * times u^(1 / alpha) */
+static double gamma_draw(cdp_rng *r, double alpha)
+{
+	double a = alpha < 1.0 ? alpha + 1.0 : alpha;
+	double d = a - 1.0 / 3.0, c = 1.0 / sqrt(9.0 * d);
+
+	for (;;) {
+		double z = cdp_rng_normal(r), v = 1.0 + c * z, u;
+		if (v <= 0.0)
+			continue;
+		v = v * v * v;
+		u = cdp_rng_double(r);
+		if (u < 1.0 - 0.0331 * z * z * z * z || log(u) < 0.5 * z * z + d * (1.0 - v + log(v)))
+			return alpha < 1.0 ? d * v * pow(1.0 - cdp_rng_double(r), 1.0 / alpha) : d * v;
+	}
+}
+
+/* Beta(alpha, alpha) = X / (X + Y) */
+static double beta_sym(cdp_rng *r, double alpha)
+{
+	double x = gamma_draw(r, alpha), y = gamma_draw(r, alpha);
+
+	return x + y > 0.0 ? x / (x + y) : 0.5;
+}
+
+static int clamp_to(int v, int hi)
+{
+	return v < 0 ? 0 : v > hi ? hi : v;
+}
+
+void cdp_mix_draw(const cdp_aug_cfg *a, int h, int w, uint64_t seed, cdp_mix *m)
+{
+	cdp_rng r;
+	double alpha;
+
+	memset(m, 0, sizeof *m);
+	m->lam = 1.0;
+	if (!cdp_aug_mix_on(a))
+		return;
+	cdp_rng_seed(&r, seed);
+	if (!(cdp_rng_double(&r) < (double)a->mix_prob))
+		return;
+	m->on = 1;
+	if (a->mixup_alpha > 0 && a->cutmix_alpha > 0)
+		m->cut = cdp_rng_double(&r) < (double)a->mix_switch_prob;
+	else
+		m->cut = a->cutmix_alpha > 0;
+	alpha = m->cut ? a->cutmix_alpha : a->mixup_alpha;
+	m->lam = beta_sym(&r, alpha);
+	if (m->cut) {
+		double ratio = sqrt(1.0 - m->lam);
+		int ch = (int)(h * ratio), cw = (int)(w * ratio);
+		int cy = (int)cdp_rng_below(&r, (uint64_t)h), cx = (int)cdp_rng_below(&r, (uint64_t)w);
+		m->y0 = clamp_to(cy - ch / 2, h);
+		m->y1 = clamp_to(cy + ch / 2, h);
+		m->x0 = clamp_to(cx - cw / 2, w);
+		m->x1 = clamp_to(cx + cw / 2, w);
+		m->lam = 1.0 - (double)(m->y1 - m->y0) * (m->x1 - m->x0) / ((double)h * w);
+	}
+}
+
+void cdp_mix_apply(const cdp_mix *m, int n, int c, int h, int w, float *img)
+{
+	size_t plane = (size_t)h * w, sample = plane * (size_t)c;
+
+	if (!m->on)
+		return;
+	for (int i = 0; i < n / 2; i++) {
+		float *a = img + (size_t)i * sample, *b = img + (size_t)(n - 1 - i) * sample;
+		if (m->cut) {
+			for (int ch = 0; ch < c; ch++)
+				for (int y = m->y0; y < m->y1; y++)
+					for (int x = m->x0; x < m->x1; x++) {
+						size_t o = ch * plane + (size_t)y * w + x;
+						float t = a[o];
+						a[o] = b[o];
+						b[o] = t;
+					}
+			continue;
+		}
+		for (size_t o = 0; o < sample; o++) {
+			double va = a[o], vb = b[o];
+			a[o] = (float)(m->lam * va + (1.0 - m->lam) * vb);
+			b[o] = (float)(m->lam * vb + (1.0 - m->lam) * va);
+		}
+	}
+	/* an odd batch's middle sample is its own partner: x = lam x + (1 - lam) x */
+	if ((n & 1) && !m->cut) {
+		float *a = img + (size_t)(n / 2) * sample;
+		for (size_t o = 0; o < sample; o++)
+			a[o] = (float)(m->lam * a[o] + (1.0 - m->lam) * a[o]);
+	}
 }

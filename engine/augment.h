@@ -53,6 +53,27 @@
  * the four pixels around it (indices clamped to the edge): with y0 =
  * floor(sy), fy = sy - y0 (x alike), (1 - fy) * ((1 - fx) * p00 + fx *
  * p01) + fy * ((1 - fx) * p10 + fx * p11), in double, rounded to float.
+ *
+ * Mixing a classifier's batch (cdp_mix_draw, cdp_mix_apply): MixUp
+ * (mixup_alpha=A > 0) and CutMix (cutmix_alpha=A > 0), as timm's Mixup in
+ * its "batch" mode: one lam and one box for the whole batch, sample i of the
+ * n in the batch mixed with sample n - 1 - i (the batch flipped), and the
+ * loss lam * L(y) + (1 - lam) * L(y flipped). The draw, from one seed (the
+ * trainer's: cdp_rng_derive(cdp_rng_derive(seed, epoch, 2), step, 0), the
+ * same on every rank), in this order: u = double(); no mixing (lam 1)
+ * unless u < mix_prob= (default 1); with both alphas on, cut = double() <
+ * mix_switch_prob= (default 0.5), else cut when only cutmix_alpha is on;
+ * lam = beta(A) of the chosen alpha; with cut, a box of (oh, ow) =
+ * ((int)(h sqrt(1 - lam)), (int)(w sqrt(1 - lam))) about cy = below(h),
+ * cx = below(w): rows [clamp(cy - oh / 2), clamp(cy + oh / 2)), columns
+ * alike (integer halves, clamped to [0, h] and [0, w]), and lam becomes
+ * 1 - box area / (h w). beta(A) = X / (X + Y) (0.5 when both are 0), X
+ * then Y drawn by gamma(A): for A >= 1 Marsaglia and Tsang's method, d = A
+ * - 1/3, c = 1 / sqrt(9 d), repeat { z = normal(); v = (1 + c z)^3; if v >
+ * 0: u = double(), return d v if u < 1 - 0.0331 z^4 or log(u) < z^2 / 2 +
+ * d (1 - v + log v) }; for A < 1 gamma(A + 1) * (1 - double())^(1 / A).
+ * MixUp makes x_i = (float)(lam x_i + (1 - lam) x_{n-1-i}) in double;
+ * CutMix swaps the box of every pair (i, n - 1 - i) in all bands.
  */
 #ifndef CDP_AUGMENT_H
 #define CDP_AUGMENT_H
@@ -68,6 +89,8 @@ typedef struct cdp_aug_cfg {
 	float brightness, brightness_p, contrast, contrast_p, gamma, gamma_p;
 	float jitter, jitter_p, noise, noise_p;
 	float scale, scale_p, rotate, rotate_p;   /* the warp (0: off) */
+	/* batch mixing (0: off) */
+	float mixup_alpha, cutmix_alpha, mix_prob, mix_switch_prob;
 } cdp_aug_cfg;
 
 typedef struct cdp_aug {
@@ -80,13 +103,23 @@ typedef struct cdp_aug {
 	double zoom, deg;
 } cdp_aug;
 
+/* A batch's mixing (cdp_mix_draw): on 0 leaves the batch as it is. */
+typedef struct cdp_mix {
+	int on, cut;                /* mixed; by a box (CutMix) */
+	double lam;                 /* the weight of the sample's own label */
+	int y0, y1, x0, x1;         /* the box: rows [y0, y1), columns [x0, x1) */
+} cdp_mix;
+
 int  cdp_aug_cfg_parse(cdp_aug_cfg *a, const cdp_cfg *cfg, cdp_cfg_section *s,
                        char *err, size_t cap);
 /* 1 when a photometric change is on (a range > 0). */
 int  cdp_aug_photo_on(const cdp_aug_cfg *a);
-/* 1 when a change only the host does is on: photometric or the warp
- * (the device's prep_batch does crops, flips and quarter turns). */
+/* 1 when a change only the host does is on: photometric, the warp or
+ * batch mixing (the device's prep_batch does crops, flips and quarter
+ * turns). */
 int  cdp_aug_host_only(const cdp_aug_cfg *a);
+/* 1 when batch mixing (MixUp or CutMix) is on. */
+int  cdp_aug_mix_on(const cdp_aug_cfg *a);
 /* The crop must fit inputs of (h, w); 0 or -1 with a reason. */
 int  cdp_aug_check(const cdp_aug_cfg *a, int h, int w, char *err, size_t cap);
 /* A random transform for an (h, w) input (cdp_aug_check passed). */
@@ -109,5 +142,10 @@ void cdp_aug_photo(const cdp_aug_cfg *a, const cdp_aug *t, int c, float *img);
  * pixels from outside. */
 void cdp_aug_warp(const cdp_aug *t, int c, const float *img, const int32_t *lab,
                   float *img_out, int32_t *lab_out, int32_t ignore);
+/* The mixing of a batch of (h, w) images from seed. */
+void cdp_mix_draw(const cdp_aug_cfg *a, int h, int w, uint64_t seed, cdp_mix *m);
+/* Mixes img (n, c, h, w) in place by m; labels are left to the caller
+ * (the partner of sample i is n - 1 - i). */
+void cdp_mix_apply(const cdp_mix *m, int n, int c, int h, int w, float *img);
 
 #endif

@@ -206,6 +206,25 @@ struct cdp_backend {
 	               const float *save_mean, const float *save_invstd, float eps, int act,
 	               float slope, float *dx, float beta, float *dgamma, float *dbeta);
 
+	/* Synchronized batch norm (bn.c, bn_sync=1) in parts, so that the
+	 * per-channel sums can be added over ranks between them; no
+	 * activation (the layer applies it: bn_fwd_infer's, act_bwd's).
+	 * bn_sums: sums[c] = the sum over (N, HW) of x - shift[c], sums[c + C]
+	 * that of its square (shift (C) on the device, sums (2C) host
+	 * doubles; the op waits for the device). bn_grad_sums: sums[c] = the
+	 * sum of dy, sums[c + C] that of dy (x - mean) invstd (mean, invstd
+	 * (C) device). bn_bwd_dx: dx (+)= per beta gamma invstd (dy - m[c] -
+	 * (x - mean) invstd m[c + C]), m (2C) on the device: the means of the
+	 * two sums over the whole batch. */
+	void (*bn_sums)(cdp_backend *be, int n, int c, int hw, const float *x,
+	                const float *shift, double *sums);
+	void (*bn_grad_sums)(cdp_backend *be, int n, int c, int hw, const float *x,
+	                     const float *dy, const float *mean, const float *invstd,
+	                     double *sums);
+	void (*bn_bwd_dx)(cdp_backend *be, int n, int c, int hw, const float *x, const float *dy,
+	                  const float *gamma, const float *mean, const float *invstd,
+	                  const float *m, float *dx, float beta);
+
 	/* activations, elementwise over n values; dx (+)= per beta */
 	void (*act_fwd)(cdp_backend *be, int kind, float slope, const float *x, float *y, size_t n);
 	void (*act_bwd)(cdp_backend *be, int kind, float slope, const float *y,
@@ -343,7 +362,8 @@ struct cdp_backend {
 	X(host_alloc) X(host_free) X(to_device_async) X(copy_fence) X(copy_wait) X(stream) \
 	X(gemm) X(fill) X(scale) X(axpy) X(sumsq) \
 	X(conv_workspace) X(conv_fwd) X(conv_bwd_data) X(conv_bwd_filter) \
-	X(bn_fwd_train) X(bn_fwd_infer) X(bn_bwd) X(act_fwd) X(act_bwd) \
+	X(bn_fwd_train) X(bn_fwd_infer) X(bn_bwd) X(bn_sums) X(bn_grad_sums) X(bn_bwd_dx) \
+	X(act_fwd) X(act_bwd) \
 	X(maxpool_fwd) X(maxpool_bwd) X(avgpool_fwd) X(avgpool_bwd) \
 	X(upsample_fwd) X(upsample_bwd) X(chan_copy) X(chan_slice) \
 	X(dropout_fwd) X(dropout_bwd) X(gap_fwd) X(gap_bwd) X(bias_add) X(bias_grad) X(add) \

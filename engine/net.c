@@ -167,7 +167,8 @@ static int net_options(cdp_net *net, int in_c, int in_h, int in_w, char *err, si
 	    cdp_cfg_int(cfg, s, "in_h", 0, 1, 1 << 20, &h, err, cap) < 0 ||
 	    cdp_cfg_int(cfg, s, "in_w", 0, 1, 1 << 20, &w, err, cap) < 0 ||
 	    cdp_cfg_int(cfg, s, "classes", 0, 1, 1 << 20, &net->classes, err, cap) < 0 ||
-	    cdp_cfg_int(cfg, s, "ignore", -1, -1, 1 << 30, &net->ignore, err, cap) < 0)
+	    cdp_cfg_int(cfg, s, "ignore", -1, -1, 1 << 30, &net->ignore, err, cap) < 0 ||
+	    cdp_cfg_int(cfg, s, "bn_sync", 0, 0, 1, &net->bn_sync, err, cap) < 0)
 		return -1;
 	net->in.c = in_c > 0 ? in_c : c;
 	net->in.h = in_h > 0 ? in_h : h;

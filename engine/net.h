@@ -105,6 +105,13 @@ struct cdp_net {
 	/* 1: backward also writes dx, the gradient of the net input (default 0:
 	 * dx stays zero and the first layers skip that work) */
 	int input_grad;
+	/* [net] bn_sync=1: training-mode batchnorm takes its statistics, and
+	 * its backward its two means, from per-channel sums that bn_reduce
+	 * (when set: cdp-train sets it to the sum over ranks) adds up across
+	 * the processes of a data-parallel run, in place (layers/bn.c) */
+	int bn_sync;
+	void (*bn_reduce)(double *sums, size_t n, void *ctx);
+	void *bn_reduce_ctx;
 	cdp_cfg *cfg;               /* the parsed cfg, only during cdp_net_build */
 	/* Per-layer profile (bench/engine_bench -P), NULL when off: nlayers
 	 * seconds each, added to by every forward / backward. Profiling waits

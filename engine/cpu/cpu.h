@@ -231,6 +231,13 @@ void cpu_bn_bwd(cdp_backend *be, int n, int c, int hw, const float *x, const flo
                 float *dy, const float *gamma, const float *bn_beta, const float *save_mean,
                 const float *save_invstd, float eps, int act, float slope, float *dx,
                 float beta, float *dgamma, float *dbeta);
+void cpu_bn_sums(cdp_backend *be, int n, int c, int hw, const float *x, const float *shift,
+                 double *sums);
+void cpu_bn_grad_sums(cdp_backend *be, int n, int c, int hw, const float *x, const float *dy,
+                      const float *mean, const float *invstd, double *sums);
+void cpu_bn_bwd_dx(cdp_backend *be, int n, int c, int hw, const float *x, const float *dy,
+                   const float *gamma, const float *mean, const float *invstd, const float *m,
+                   float *dx, float beta);
 void cpu_act_fwd(cdp_backend *be, int kind, float slope, const float *x, float *y, size_t n);
 void cpu_act_bwd(cdp_backend *be, int kind, float slope, const float *y,
                  const float *dy, float *dx, float beta, size_t n);

@@ -257,6 +257,9 @@ cdp_backend *cdp_backend_cpu(int threads)
 	be->bn_fwd_train = cpu_bn_fwd_train;
 	be->bn_fwd_infer = cpu_bn_fwd_infer;
 	be->bn_bwd = cpu_bn_bwd;
+	be->bn_sums = cpu_bn_sums;
+	be->bn_grad_sums = cpu_bn_grad_sums;
+	be->bn_bwd_dx = cpu_bn_bwd_dx;
 	be->act_fwd = cpu_act_fwd;
 	be->act_bwd = cpu_act_bwd;
 	be->maxpool_fwd = cpu_maxpool_fwd;

@@ -188,6 +188,7 @@ typedef struct bn_job {
 	float slope, momentum, eps, dxbeta;
 	const float *x, *dy, *gamma, *beta, *mean, *var, *invstd;
 	float *y, *dx, *run_mean, *run_var, *save_mean, *save_invstd, *dgamma, *dbeta;
+	double *sums;       /* the synchronized parts' (2C) */
 } bn_job;
 
 static size_t plane(const bn_job *j, int n, int c)
@@ -315,4 +316,69 @@ void cpu_bn_bwd(cdp_backend *be, int n, int c, int hw, const float *x, const flo
 	             .invstd = save_invstd, .dx = dx, .dxbeta = beta, .dgamma = dgamma,
 	             .dbeta = dbeta };
 	cpu_parallel_for(be, c, bn_bwd_chan, &j);
+}
+
+/* ---- synchronized batch norm in parts (backend.h): the passes above, the
+ * sums between them left to the caller ---- */
+
+static void sums_chan(void *ctx, int c)
+{
+	const bn_job *j = ctx;
+	double s1 = 0.0, s2 = 0.0;
+
+	for (int n = 0; n < j->n; n++)
+		shifted_sums(j->x + plane(j, n, c), j->hw, j->mean[c], &s1, &s2);
+	j->sums[c] = s1;
+	j->sums[c + j->c] = s2;
+}
+
+void cpu_bn_sums(cdp_backend *be, int n, int c, int hw, const float *x, const float *shift,
+                 double *sums)
+{
+	bn_job j = { .n = n, .c = c, .hw = (size_t)hw, .x = x, .mean = shift, .sums = sums };
+	cpu_parallel_for(be, c, sums_chan, &j);
+}
+
+static void grad_sums_chan(void *ctx, int c)
+{
+	const bn_job *j = ctx;
+	double sg = 0.0, sgx = 0.0;
+
+	for (int n = 0; n < j->n; n++) {
+		size_t o = plane(j, n, c);
+		grad_sums(0, 0.0f, j->x + o, j->dy + o, j->hw, j->mean[c], j->invstd[c], 0.0f, 0.0f,
+		          &sg, &sgx);
+	}
+	j->sums[c] = sg;
+	j->sums[c + j->c] = sgx;
+}
+
+void cpu_bn_grad_sums(cdp_backend *be, int n, int c, int hw, const float *x, const float *dy,
+                      const float *mean, const float *invstd, double *sums)
+{
+	bn_job j = { .n = n, .c = c, .hw = (size_t)hw, .x = x, .dy = dy, .mean = mean,
+	             .invstd = invstd, .sums = sums };
+	cpu_parallel_for(be, c, grad_sums_chan, &j);
+}
+
+/* m: var holds the two means (2C) */
+static void dx_chan(void *ctx, int c)
+{
+	const bn_job *j = ctx;
+	float is = j->invstd[c];
+
+	for (int n = j->n - 1; n >= 0; n--) {
+		size_t o = plane(j, n, c);
+		dx_plane(0, 0.0f, j->x + o, j->dy + o, j->dx + o, j->hw, j->mean[c], is,
+		         j->gamma[c] * is, 0.0f, j->var[c], j->var[c + j->c], j->dxbeta != 0.0f);
+	}
+}
+
+void cpu_bn_bwd_dx(cdp_backend *be, int n, int c, int hw, const float *x, const float *dy,
+                   const float *gamma, const float *mean, const float *invstd, const float *m,
+                   float *dx, float beta)
+{
+	bn_job j = { .n = n, .c = c, .hw = (size_t)hw, .x = x, .dy = dy, .gamma = gamma,
+	             .mean = mean, .invstd = invstd, .var = m, .dx = dx, .dxbeta = beta };
+	cpu_parallel_for(be, c, dx_chan, &j);
 }

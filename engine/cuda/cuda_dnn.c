@@ -156,6 +156,47 @@ static void cu_bn_bwd(cdp_backend *be, int n, int c, int hw, const float *x, con
 		dgamma, dbeta, bn_eps(eps), save_mean, save_invstd));
 }
 
+/* Synchronized batchnorm's parts (backend.h): our kernels; the sums come
+ * back through the scratch buffer, which the host waits for. */
+static void sums_back(cdp_backend *be, int c, double *sums)
+{
+	cu_impl *im = cu_im(be);
+
+	CDP_KERNEL_CHECK();
+	CDP_CUDA_CHECK(cudaMemcpyAsync(sums, im->scratch.p, 2 * (size_t)c * sizeof(double),
+	                               cudaMemcpyDeviceToHost, im->comp));
+	CDP_CUDA_CHECK(cudaStreamSynchronize(im->comp));
+}
+
+static void cu_bn_sums(cdp_backend *be, int n, int c, int hw, const float *x,
+                       const float *shift, double *sums)
+{
+	cu_impl *im = cu_im(be);
+
+	cu_buf_reserve(be, &im->scratch, 2 * (size_t)c * sizeof(double));
+	cdk_bn_sums(im->comp, n, c, hw, x, shift, im->scratch.p);
+	sums_back(be, c, sums);
+}
+
+static void cu_bn_grad_sums(cdp_backend *be, int n, int c, int hw, const float *x,
+                            const float *dy, const float *mean, const float *invstd,
+                            double *sums)
+{
+	cu_impl *im = cu_im(be);
+
+	cu_buf_reserve(be, &im->scratch, 2 * (size_t)c * sizeof(double));
+	cdk_bn_grad_sums(im->comp, n, c, hw, x, dy, mean, invstd, im->scratch.p);
+	sums_back(be, c, sums);
+}
+
+static void cu_bn_bwd_dx(cdp_backend *be, int n, int c, int hw, const float *x,
+                         const float *dy, const float *gamma, const float *mean,
+                         const float *invstd, const float *m, float *dx, float beta)
+{
+	cdk_bn_bwd_dx(cu_im(be)->comp, n, c, hw, x, dy, gamma, mean, invstd, m, dx, beta);
+	CDP_KERNEL_CHECK();
+}
+
 /* ---- pooling: x (N,C,H,W), y (N,C,OH,OW) ---- */
 
 static void pool_descs(cu_impl *im, const cdp_pool_desc *d, cudnnPoolingMode_t mode)
@@ -240,6 +281,9 @@ void cu_dnn_ops(cdp_backend *be)
 	be->bn_fwd_train = cu_bn_fwd_train;
 	be->bn_fwd_infer = cu_bn_fwd_infer;
 	be->bn_bwd = cu_bn_bwd;
+	be->bn_sums = cu_bn_sums;
+	be->bn_grad_sums = cu_bn_grad_sums;
+	be->bn_bwd_dx = cu_bn_bwd_dx;
 	be->act_fwd = cu_act_fwd;
 	be->act_bwd = cu_act_bwd;
 	be->maxpool_fwd = cu_maxpool_fwd;

@@ -87,6 +87,17 @@ void cdk_bias_grad(cudaStream_t s, int n, int f, int hw, const float *dy, float 
 void cdk_bn_train1(cudaStream_t s, int c, const float *x, const float *gamma, const float *beta,
                    float *y, float *run_mean, float *run_var, float momentum, float eps,
                    float *save_mean, float *save_invstd, int act, float slope);
+/* synchronized batchnorm's parts (backend.h bn_sums, bn_grad_sums,
+ * bn_bwd_dx): one block per channel sums in double into out (2C device
+ * doubles: the first sum of every channel, then the second); dx from the
+ * means m (2C) */
+void cdk_bn_sums(cudaStream_t s, int n, int c, int hw, const float *x, const float *shift,
+                 double *out);
+void cdk_bn_grad_sums(cudaStream_t s, int n, int c, int hw, const float *x, const float *dy,
+                      const float *mean, const float *invstd, double *out);
+void cdk_bn_bwd_dx(cudaStream_t s, int n, int c, int hw, const float *x, const float *dy,
+                   const float *gamma, const float *mean, const float *invstd, const float *m,
+                   float *dx, float beta);
 /* maxpool backward from the argmax indices of cdk_maxpool_fwd (own kernels,
  * used where cuDNN's pooling does not fit, e.g. ties must go to the first) */
 void cdk_maxpool_fwd(cudaStream_t s, const cdp_pool_desc *d, const float *x, float *y, int32_t *idx);

@@ -406,3 +406,93 @@ void cdk_bn_train1(cudaStream_t s, int c, const float *x, const float *gamma, co
 	                                                  act, slope);
 	CDK_CHECK_LAUNCH();
 }
+
+/* ---- synchronized batchnorm's parts: x, dy (N,C,HW), one block per channel
+ * for the sums (double, in a fixed order), a grid-stride loop for dx ---- */
+
+static __global__ void bn_sums_k(int n, int c, int hw, const float *x, const float *shift,
+                                 double *out)
+{
+	int ch = blockIdx.x;
+	double v[2] = { 0.0, 0.0 }, k = shift[ch];
+
+	for (int b = 0; b < n; b++) {
+		const float *xp = x + ((size_t)b * c + ch) * hw;
+		for (int i = threadIdx.x; i < hw; i += CDK_THREADS) {
+			double d = (double)xp[i] - k;
+			v[0] += d;
+			v[1] += d * d;
+		}
+	}
+	cdk_block_sum<2>(v);
+	if (threadIdx.x == 0) {
+		out[ch] = v[0];
+		out[ch + c] = v[1];
+	}
+}
+
+static __global__ void bn_grad_sums_k(int n, int c, int hw, const float *x, const float *dy,
+                                      const float *mean, const float *invstd, double *out)
+{
+	int ch = blockIdx.x;
+	double v[2] = { 0.0, 0.0 };
+	float m = mean[ch], is = invstd[ch];
+
+	for (int b = 0; b < n; b++) {
+		size_t o = ((size_t)b * c + ch) * hw;
+		for (int i = threadIdx.x; i < hw; i += CDK_THREADS) {
+			float g = dy[o + i];
+			v[0] += g;
+			v[1] += (double)g * ((x[o + i] - m) * is);
+		}
+	}
+	cdk_block_sum<2>(v);
+	if (threadIdx.x == 0) {
+		out[ch] = v[0];
+		out[ch + c] = v[1];
+	}
+}
+
+static __global__ void bn_bwd_dx_k(size_t len, int c, int hw, const float *x, const float *dy,
+                                   const float *gamma, const float *mean, const float *invstd,
+                                   const float *m, float *dx, float beta)
+{
+	CDK_FOR_EACH(i, len) {
+		size_t r, t = cdk_divmod(i, (unsigned)hw, &r);
+		int ch = (int)(t % (size_t)c);
+		float is = invstd[ch];
+		cdk_put(&dx[i], gamma[ch] * is * (dy[i] - m[ch] - (x[i] - mean[ch]) * is * m[ch + c]),
+		        beta);
+	}
+}
+
+void cdk_bn_sums(cudaStream_t s, int n, int c, int hw, const float *x, const float *shift,
+                 double *out)
+{
+	if (c <= 0)
+		return;
+	bn_sums_k<<<c, CDK_THREADS, 0, s>>>(n, c, hw, x, shift, out);
+	CDK_CHECK_LAUNCH();
+}
+
+void cdk_bn_grad_sums(cudaStream_t s, int n, int c, int hw, const float *x, const float *dy,
+                      const float *mean, const float *invstd, double *out)
+{
+	if (c <= 0)
+		return;
+	bn_grad_sums_k<<<c, CDK_THREADS, 0, s>>>(n, c, hw, x, dy, mean, invstd, out);
+	CDK_CHECK_LAUNCH();
+}
+
+void cdk_bn_bwd_dx(cudaStream_t s, int n, int c, int hw, const float *x, const float *dy,
+                   const float *gamma, const float *mean, const float *invstd, const float *m,
+                   float *dx, float beta)
+{
+	size_t len = (size_t)n * c * hw;
+
+	if (len == 0)
+		return;
+	bn_bwd_dx_k<<<cdk_grid(len), CDK_THREADS, 0, s>>>(len, c, hw, x, dy, gamma, mean, invstd,
+	                                                 m, dx, beta);
+	CDK_CHECK_LAUNCH();
+}

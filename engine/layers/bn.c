@@ -17,13 +17,41 @@
  * the gradient before the activation), computed by bn_fwd_infer on dy' with
  * zero mean and beta. The activation runs inside the backend's bn ops
  * (bn_fwd_train, bn_fwd_infer, bn_bwd), in the same pass over the data.
+ *
+ * Synchronized (net->bn_sync, [net] bn_sync=1; sync_forward and
+ * sync_backward): training mode takes the statistics of the whole global
+ * batch, as PyTorch's SyncBatchNorm. Forward: the backend's bn_sums of x
+ * about the running mean k (the same on every rank, as the running
+ * statistics are updated from the same global values) and the local count
+ * M, added over ranks by net->bn_reduce (one reduction of 2C + 1 doubles
+ * per layer); then mean = k + s1 / M, var = max(s2 / M - (s1 / M)^2, 0) in
+ * double, rounded to float, invstd = 1 / sqrt(var + eps) as bn_fwd_infer
+ * computes it, and bn_fwd_infer normalises with them (and applies the
+ * activation); the running statistics are updated on the host from the
+ * floats as cpu_bn.c does (unbiased var * M / (M - 1)). Backward: act_bwd
+ * turns dy into the gradient before the activation, bn_grad_sums gives the
+ * sums of dy and dy xhat, which are this rank's gamma and beta gradients
+ * (the gradient all-reduce adds the ranks' up), and after their sum over
+ * ranks (2C doubles) their means over M give bn_bwd_dx's input gradient.
+ * dy of each rank is j times the global loss's (cdp_loss_finish's gmul),
+ * so the means of the summed sums are j times the global batch's, as the
+ * rest of the rank's gradient. Without bn_reduce (one process) the sums
+ * are this batch's: the unsynchronized layer's values up to rounding.
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include "layers.h"
 
-/* save: mean (C), invstd (C); zero: 2C zeros (the frozen backward's mean, beta) */
-typedef struct bn_state { float *save, *zero; } bn_state;
+/* save: mean (C), invstd (C); zero: 2C zeros (the frozen backward's mean,
+ * beta). bn_sync: dev (4C device floats: the statistics or the backward's
+ * means, then the local gamma and beta gradients), sums (2C + 1 host
+ * doubles), h (6C host floats: the values uploaded to dev, save and the
+ * running statistics), count (M of the global batch, from the forward) */
+typedef struct bn_state {
+	float *save, *zero, *dev, *h;
+	double *sums, count;
+} bn_state;
 
 static int make(cdp_layer *l, cdp_net *net, const cdp_cfg_section *s, char *err, size_t cap)
 {
@@ -56,7 +84,14 @@ static int alloc(cdp_layer *l, cdp_net *net)
 	l->state = st;
 	st->save = net->be->alloc(net->be, 2 * (size_t)l->out.c * sizeof(float));
 	st->zero = net->be->alloc(net->be, 2 * (size_t)l->out.c * sizeof(float));
-	return st->save && st->zero ? 0 : -1;
+	if (!st->save || !st->zero)
+		return -1;
+	if (!net->bn_sync)
+		return 0;
+	st->dev = net->be->alloc(net->be, 4 * (size_t)l->out.c * sizeof(float));
+	st->h = malloc(6 * (size_t)l->out.c * sizeof *st->h);
+	st->sums = malloc((2 * (size_t)l->out.c + 1) * sizeof *st->sums);
+	return st->dev && st->h && st->sums ? 0 : -1;
 }
 
 static void lfree(cdp_layer *l, cdp_net *net)
@@ -65,6 +100,10 @@ static void lfree(cdp_layer *l, cdp_net *net)
 	if (st) {
 		net->be->free(net->be, st->save);
 		net->be->free(net->be, st->zero);
+		if (st->dev)
+			net->be->free(net->be, st->dev);
+		free(st->h);
+		free(st->sums);
 	}
 	free(st);
 	l->state = NULL;
@@ -79,6 +118,74 @@ static void init(cdp_layer *l, cdp_net *net, uint64_t seed)
 	be->fill(be, net->buffers + l->buf_off + l->out.c, 1.0f, (size_t)l->out.c);
 }
 
+static void reduce(cdp_net *net, double *sums, size_t n)
+{
+	if (net->bn_reduce)
+		net->bn_reduce(sums, n, net->bn_reduce_ctx);
+}
+
+/* h: mean, var (C each; to dev), mean, invstd (to save), running mean,
+ * var (read, updated, written back) */
+static void sync_forward(cdp_layer *l, cdp_net *net)
+{
+	cdp_backend *be = net->be;
+	bn_state *st = l->state;
+	int c = l->out.c, hw = l->out.h * l->out.w;
+	float *rm = net->buffers + l->buf_off, *h = st->h, *hr = h + 4 * c;
+	double *s = st->sums, m;
+
+	be->to_host(be, hr, rm, 2 * (size_t)c * sizeof(float));
+	be->bn_sums(be, net->n, c, hw, cdp_layer_x(net, l, 0), rm, s);
+	s[2 * c] = (double)net->n * hw;
+	reduce(net, s, 2 * (size_t)c + 1);
+	st->count = m = s[2 * c];
+	for (int i = 0; i < c; i++) {
+		double d = s[i] / m, var = s[i + c] / m - d * d, unbiased;
+		if (var < 0.0)
+			var = 0.0;
+		h[i] = h[2 * c + i] = (float)(hr[i] + d);
+		h[c + i] = (float)var;
+		h[3 * c + i] = (float)(1.0 / sqrt((double)h[c + i] + l->eps));
+		unbiased = m > 1 ? var * m / (m - 1) : var;
+		hr[i] = (1.0f - l->momentum) * hr[i] + l->momentum * h[i];
+		hr[c + i] = (1.0f - l->momentum) * hr[c + i] + l->momentum * (float)unbiased;
+	}
+	be->to_device(be, st->dev, h, 2 * (size_t)c * sizeof(float));
+	be->to_device(be, st->save, h + 2 * c, 2 * (size_t)c * sizeof(float));
+	be->to_device(be, rm, hr, 2 * (size_t)c * sizeof(float));
+	be->bn_fwd_infer(be, net->n, c, hw, cdp_layer_x(net, l, 0), net->params + l->w_off,
+	                 net->params + l->b_off, l->y, st->dev, st->dev + c, l->eps, l->act,
+	                 l->slope);
+}
+
+/* h: the means of the summed sums (to dev), then this rank's gamma and beta
+ * gradients (to dev + 2C) */
+static void sync_backward(cdp_layer *l, cdp_net *net, float *dx, float beta)
+{
+	cdp_backend *be = net->be;
+	bn_state *st = l->state;
+	int c = l->out.c, hw = l->out.h * l->out.w;
+	const float *x = cdp_layer_x(net, l, 0);
+	float *h = st->h;
+	double *s = st->sums;
+
+	if (l->act)
+		be->act_bwd(be, l->act, l->slope, l->y, l->dy, l->dy, 0.0f, cdp_layer_out_count(l, net));
+	be->bn_grad_sums(be, net->n, c, hw, x, l->dy, st->save, st->save + c, s);
+	for (int i = 0; i < c; i++) {
+		h[2 * c + i] = (float)s[c + i];
+		h[3 * c + i] = (float)s[i];
+	}
+	reduce(net, s, 2 * (size_t)c);
+	for (int i = 0; i < 2 * c; i++)
+		h[i] = (float)(s[i] / st->count);
+	be->to_device(be, st->dev, h, 4 * (size_t)c * sizeof(float));
+	be->bn_bwd_dx(be, net->n, c, hw, x, l->dy, net->params + l->w_off, st->save, st->save + c,
+	              st->dev, dx, beta);
+	be->axpy(be, 1.0f, st->dev + 2 * c, net->grads + l->w_off, (size_t)c);
+	be->axpy(be, 1.0f, st->dev + 3 * c, net->grads + l->b_off, (size_t)c);
+}
+
 static void forward(cdp_layer *l, cdp_net *net)
 {
 	cdp_backend *be = net->be;
@@ -86,7 +193,9 @@ static void forward(cdp_layer *l, cdp_net *net)
 	int c = l->out.c, hw = l->out.h * l->out.w;
 	float *rm = net->buffers + l->buf_off, *rv = rm + c;
 
-	if (net->train && !l->frozen)
+	if (net->train && !l->frozen && net->bn_sync)
+		sync_forward(l, net);
+	else if (net->train && !l->frozen)
 		be->bn_fwd_train(be, net->n, c, hw, cdp_layer_x(net, l, 0), net->params + l->w_off,
 		                 net->params + l->b_off, l->y, rm, rv, l->momentum, l->eps,
 		                 st->save, st->save + c, l->act, l->slope);
@@ -119,6 +228,10 @@ static void backward(cdp_layer *l, cdp_net *net)
 	if (!dx) {
 		dx = net->ws;
 		beta = 0.0f;
+	}
+	if (net->bn_sync) {
+		sync_backward(l, net, dx, beta);
+		return;
 	}
 	/* the backend may leave the gradient before the activation in dy */
 	be->bn_bwd(be, net->n, c, hw, cdp_layer_x(net, l, 0), l->y, l->dy,

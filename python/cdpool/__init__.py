@@ -18,7 +18,7 @@ Every reader checks what the C readers check (magic, version, sizes, CRCs)
 and raises CdpError with the C library's code and phrase.
 """
 from .checkpoint import Checkpoint, decode_checkpoint, load_checkpoint
-from .data import Augment, BlockSampler, PoolDataset, steps_per_epoch
+from .data import Augment, BlockSampler, Mix, PoolDataset, steps_per_epoch
 from .errors import CdpError
 from .keys import KeyList, read_keys, split_key
 from .pool import Pool
@@ -26,6 +26,6 @@ from .record import Record, decode as decode_record
 from .rng import Rng, derive, epoch_order
 
 __version__ = "0.1.0"
-__all__ = ["Augment", "BlockSampler", "CdpError", "Checkpoint", "KeyList", "Pool", "PoolDataset", "Record",
+__all__ = ["Augment", "BlockSampler", "CdpError", "Checkpoint", "KeyList", "Mix", "Pool", "PoolDataset", "Record",
            "Rng", "decode_checkpoint", "decode_record", "derive", "epoch_order",
            "load_checkpoint", "read_keys", "split_key", "steps_per_epoch"]

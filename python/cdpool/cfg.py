@@ -215,13 +215,14 @@ def _classify(t):
 # Every [net] key some part of the engine reads: engine/cfg/netkeys.h, in its
 # order (tests/python/test_cdpool.py checks the two agree). Add a key to both.
 NET_KEYS = (
-    "channels", "in_h", "in_w", "classes", "ignore", "lr_mult",
+    "channels", "in_h", "in_w", "classes", "ignore", "lr_mult", "bn_sync",
     "loss", "loss_weights", "class_weights", "dice_smooth", "focal_gamma", "focal_alpha",
     "tversky_alpha", "tversky_beta", "label_smoothing",
     "aug_hflip", "aug_vflip", "aug_rot90", "crop_h", "crop_w",
     "aug_brightness", "aug_brightness_p", "aug_contrast", "aug_contrast_p",
     "aug_gamma", "aug_gamma_p", "aug_band_jitter", "aug_band_jitter_p",
     "aug_noise", "aug_noise_p", "aug_scale", "aug_scale_p", "aug_rotate", "aug_rotate_p",
+    "mixup_alpha", "cutmix_alpha", "mix_prob", "mix_switch_prob",
     "optimizer", "lr_policy", "lr", "momentum", "nesterov", "weight_decay", "beta1",
     "beta2", "adam_eps", "lr_step", "lr_gamma", "lr_min", "warmup", "warmup_factor",
     "clip_norm", "accumulate", "ema",

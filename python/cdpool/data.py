@@ -23,7 +23,8 @@ label; labels are int64: (H, W) class ids or one scalar class.
 Augment (engine/augment.h) crops, flips and turns a sample after that and
 changes its values (the photometric aug_* keys), as cdp-train does, with the
 transform drawn from the seed, the epoch and the
-key index. Not reproduced: the loader's --skip-bad replacement of damaged
+key index. Mix mixes a classifier's batch (MixUp, CutMix) as cdp-train
+mixes each rank's, drawn from the seed, the epoch and the step. Not reproduced: the loader's --skip-bad replacement of damaged
 records (a damaged record raises CdpError here).
 
 With DataLoader(num_workers > 0) every worker opens the pool's LMDB
@@ -142,6 +143,33 @@ def _dist_rank():
     return 0, 1
 
 
+_REAL = r"[0-9]*\.?[0-9]*([eE][-+]?[0-9]+)?"
+
+
+def _net_numbers(text, overrides):
+    """num(key, pattern, conv, default): the literal value of a [net] key of
+    cfg text after the overrides ("key=value", as cdp-train applies them);
+    ValueError for a value that is no literal number (a ${...} expression)."""
+    net, section = {}, None
+    for line in text.splitlines():
+        line = line.split("#", 1)[0].strip()
+        if line.startswith("["):
+            section = line
+        elif section == "[net]" and "=" in line:
+            k, v = line.split("=", 1)
+            net[k.strip()] = v.strip()
+    for o in overrides:
+        k, v = o.split("=", 1)
+        net[k.strip()] = v.strip()
+
+    def num(key, pattern=r"[0-9]+", conv=int, default="0"):
+        v = net.get(key, default)
+        if not re.fullmatch(pattern, v):
+            raise ValueError("[net] %s=%s: not a number this reader evaluates" % (key, v))
+        return conv(v)
+    return num
+
+
 class Augment:
     """engine/augment.h: a crop, flips and quarter turns, drawn per sample
     as cdp-train draws them, from cdp_rng_derive(cdp_rng_derive(seed,
@@ -182,29 +210,11 @@ class Augment:
         aug_hflip, aug_vflip, aug_rot90, crop_h and crop_w, after the
         overrides ("key=value", as cdp-train applies them to [net]). Only
         literal values are read (a ${...} expression raises ValueError)."""
-        net, section = {}, None
-        for line in text.splitlines():
-            line = line.split("#", 1)[0].strip()
-            if line.startswith("["):
-                section = line
-            elif section == "[net]" and "=" in line:
-                k, v = line.split("=", 1)
-                net[k.strip()] = v.strip()
-        for o in overrides:
-            k, v = o.split("=", 1)
-            net[k.strip()] = v.strip()
-
-        def num(key, pattern=r"[0-9]+", conv=int, default="0"):
-            v = net.get(key, default)
-            if not re.fullmatch(pattern, v):
-                raise ValueError("[net] %s=%s: not a number this reader evaluates" % (key, v))
-            return conv(v)
-
-        real = r"[0-9]*\.?[0-9]*([eE][-+]?[0-9]+)?"
+        num = _net_numbers(text, overrides)
         photo = {}
         for name, _ in cls.PHOTO + cls.WARP:
-            photo[name] = num("aug_" + name, real, float)
-            photo[name + "_p"] = num("aug_%s_p" % name, real, float, "1")
+            photo[name] = num("aug_" + name, _REAL, float)
+            photo[name + "_p"] = num("aug_%s_p" % name, _REAL, float, "1")
         return cls(num("aug_hflip"), num("aug_vflip"), num("aug_rot90"), num("crop_h"),
                    num("crop_w"), seed=seed, **photo)
 
@@ -342,6 +352,102 @@ class Augment:
             return np.ascontiguousarray(np.rot90(a, rot, axes=(-2, -1)))
 
         return one(image), (one(label) if label is not None and label.ndim == 2 else label)
+
+
+def _normal(r):
+    """cdp_rng_normal: Box-Muller from two doubles."""
+    u1 = 1.0 - r.double()
+    u2 = r.double()
+    return math.sqrt(-2.0 * math.log(u1)) * math.cos(2.0 * math.pi * u2)
+
+
+def _gamma(r, alpha):
+    """engine/augment.c's gamma_draw: Marsaglia and Tsang, boosted below 1."""
+    a = alpha + 1.0 if alpha < 1.0 else alpha
+    d = a - 1.0 / 3.0
+    c = 1.0 / math.sqrt(9.0 * d)
+    while True:
+        z = _normal(r)
+        v = 1.0 + c * z
+        if v <= 0.0:
+            continue
+        v = v * v * v
+        u = r.double()
+        if u < 1.0 - 0.0331 * z * z * z * z or math.log(u) < 0.5 * z * z + d * (1.0 - v + math.log(v)):
+            if alpha < 1.0:
+                return d * v * math.pow(1.0 - r.double(), 1.0 / alpha)
+            return d * v
+
+
+class Mix:
+    """engine/augment.h's MixUp and CutMix of a classifier's batch, as
+    cdp-train mixes each rank's batch of step `step` in epoch `epoch`: one
+    draw per batch from derive(derive(seed, epoch, 2), step, 0); sample i of
+    n mixed with sample n-1-i; the loss lam L(y) + (1 - lam) L(y[::-1]).
+    The options are the [net] keys mixup_alpha, cutmix_alpha, mix_prob and
+    mix_switch_prob (float32, as the C reads them)."""
+
+    def __init__(self, mixup_alpha=0.0, cutmix_alpha=0.0, mix_prob=1.0, mix_switch_prob=0.5,
+                 seed=1):
+        f32 = lambda v: float(np.float32(v))
+        self.mixup_alpha, self.cutmix_alpha = f32(mixup_alpha), f32(cutmix_alpha)
+        self.mix_prob, self.mix_switch_prob = f32(mix_prob), f32(mix_switch_prob)
+        if not (0 <= self.mixup_alpha <= 100 and 0 <= self.cutmix_alpha <= 100 and
+                0 <= self.mix_prob <= 1 and 0 <= self.mix_switch_prob <= 1):
+            raise ValueError("alphas outside [0, 100] or probabilities outside [0, 1]")
+        self.seed = check_seed(seed)
+
+    @classmethod
+    def from_cfg(cls, text, overrides=(), seed=1):
+        """The mixing a model cfg's [net] section asks for (literal values)."""
+        num = _net_numbers(text, overrides)
+        return cls(num("mixup_alpha", _REAL, float), num("cutmix_alpha", _REAL, float),
+                   num("mix_prob", _REAL, float, "1"), num("mix_switch_prob", _REAL, float, "0.5"),
+                   seed=seed)
+
+    @property
+    def active(self):
+        return self.mixup_alpha > 0 or self.cutmix_alpha > 0
+
+    def draw_seed(self, seed, h, w):
+        """cdp_mix_draw: (on, cut, lam, (y0, y1, x0, x1)) for (h, w) images."""
+        if not self.active:
+            return False, False, 1.0, (0, 0, 0, 0)
+        r = Rng(seed)
+        if not r.double() < self.mix_prob:
+            return False, False, 1.0, (0, 0, 0, 0)
+        if self.mixup_alpha > 0 and self.cutmix_alpha > 0:
+            cut = r.double() < self.mix_switch_prob
+        else:
+            cut = self.cutmix_alpha > 0
+        alpha = self.cutmix_alpha if cut else self.mixup_alpha
+        x, y = _gamma(r, alpha), _gamma(r, alpha)
+        lam = x / (x + y) if x + y > 0.0 else 0.5
+        box = (0, 0, 0, 0)
+        if cut:
+            ratio = math.sqrt(1.0 - lam)
+            ch, cw = int(h * ratio), int(w * ratio)
+            cy, cx = r.below(h), r.below(w)
+            box = (min(max(cy - ch // 2, 0), h), min(max(cy + ch // 2, 0), h),
+                   min(max(cx - cw // 2, 0), w), min(max(cx + cw // 2, 0), w))
+            lam = 1.0 - (box[1] - box[0]) * (box[3] - box[2]) / float(h * w)
+        return True, cut, lam, box
+
+    def draw(self, epoch, step, h, w):
+        return self.draw_seed(derive(derive(self.seed, epoch, 2), step, 0), h, w)
+
+    def __call__(self, images, labels, epoch, step):
+        """A rank's batch images (n, C, H, W) float32 and labels (n) of
+        (epoch, step) mixed: (images, labels, labels[::-1], lam), new
+        arrays (lam 1: not mixed)."""
+        on, cut, lam, (y0, y1, x0, x1) = self.draw(epoch, step, *images.shape[-2:])
+        x = np.array(images, dtype=np.float32)
+        if on and cut:
+            x[:, :, y0:y1, x0:x1] = images[::-1, :, y0:y1, x0:x1]
+        elif on:
+            a = np.asarray(images, dtype=np.float64)
+            x = (lam * a + (1.0 - lam) * a[::-1]).astype(np.float32)
+        return x, np.array(labels), np.array(labels)[::-1].copy(), lam
 
 
 class PoolDataset:

@@ -91,3 +91,12 @@ tests_engine_loss_dump_SOURCES = tests/engine/loss_dump.c
 tests_engine_loss_dump_CPPFLAGS = $(ENGINE_TEST_CPPFLAGS)
 tests_engine_loss_dump_LDADD = $(ENGINE_LIBS)
 EXTRA_DIST += tests/engine/losses.sh tests/engine/loss_ref.py
+# mix.sh: MixUp and CutMix (augment.h) against NumPy through mix_dump
+if HAVE_OPENBLAS
+check_PROGRAMS += tests/engine/mix_dump
+TESTS += tests/engine/mix.sh
+endif
+tests_engine_mix_dump_SOURCES = tests/engine/mix_dump.c
+tests_engine_mix_dump_CPPFLAGS = $(ENGINE_TEST_CPPFLAGS)
+tests_engine_mix_dump_LDADD = $(ENGINE_LIBS)
+EXTRA_DIST += tests/engine/mix.sh tests/engine/mix_ref.py

@@ -64,6 +64,19 @@ static int near(const float *a, const double *ref, size_t n, double tol, const c
 	return worst <= tol * scale;
 }
 
+/* near() for double results */
+static int near_d(const double *a, const double *ref, size_t n, double tol, const char *what)
+{
+	float *f = malloc((n ? n : 1) * sizeof *f);
+	int ok;
+
+	for (size_t i = 0; i < n; i++)
+		f[i] = (float)a[i];
+	ok = near(f, ref, n, tol, what);
+	free(f);
+	return ok;
+}
+
 /* ---- gemm and the vector ops ---- */
 
 static void test_blas(void)
@@ -240,6 +253,57 @@ static double ref_act_grad(int act, double slope, double y, double g)
 	return act == CDP_ACT_RELU ? (y <= 0 ? 0 : g) : act == CDP_ACT_LEAKY && y <= 0 ? g * slope : g;
 }
 
+/* bn_sync's parts (bn_sums, bn_grad_sums, bn_bwd_dx) on the case of bn_case:
+ * x, its train-mode y, dy and gamma g; shift the running mean (any values),
+ * sm, si the saved statistics, m, inv their double reference, rdx the
+ * reference dx times 2 (bn_case's last). The sums against double ones; dx
+ * from the sums' means against rdx / 2 (the activation's gradient applied to
+ * dy first, as bn.c does with act_bwd). */
+static void bn_parts(int n, int c, int hw, int act, float slope, const float *x, const float *y,
+                     const float *dy, const float *g, const float *shift, const float *sm,
+                     const float *si, const double *m, const double *inv, const double *rdx,
+                     char *what)
+{
+	size_t nx = (size_t)n * c * hw;
+	double *s = dzero(2 * (size_t)c), *rs = dzero(2 * (size_t)c), *hdx = dzero(nx);
+	float *gp = rnd(nx), *mm = rnd(2 * (size_t)c), *dx = rnd(nx);
+	double M = (double)n * hw;
+
+	for (int k = 0; k < c; k++)
+		for (int b = 0; b < n; b++)
+			for (int i = 0; i < hw; i++) {
+				size_t t = ((size_t)b * c + k) * hw + i;
+				double d = (double)x[t] - shift[k];
+				rs[k] += d;
+				rs[k + c] += d * d;
+			}
+	cpu_bn_sums(be, n, c, hw, x, shift, s);
+	snprintf(what, 96, "bn (%d,%d,%d) act %d: bn_sums", n, c, hw, act);
+	near_d(s, rs, 2 * (size_t)c, 1e-5, what);
+	memset(rs, 0, 2 * (size_t)c * sizeof *rs);
+	for (size_t t = 0; t < nx; t++)
+		gp[t] = (float)ref_act_grad(act, slope, y[t], dy[t]);
+	for (int k = 0; k < c; k++)
+		for (int b = 0; b < n; b++)
+			for (int i = 0; i < hw; i++) {
+				size_t t = ((size_t)b * c + k) * hw + i;
+				rs[k] += gp[t];
+				rs[k + c] += gp[t] * (x[t] - m[k]) * inv[k];
+			}
+	cpu_bn_grad_sums(be, n, c, hw, x, gp, sm, si, s);
+	snprintf(what, 96, "bn (%d,%d,%d) act %d: bn_grad_sums", n, c, hw, act);
+	near_d(s, rs, 2 * (size_t)c, 1e-5, what);
+	for (int k = 0; k < 2 * c; k++)
+		mm[k] = (float)(s[k] / M);
+	for (size_t t = 0; t < nx; t++)
+		hdx[t] = rdx[t] / 2;
+	cpu_bn_bwd_dx(be, n, c, hw, x, gp, g, sm, si, mm, dx, 0.0f);
+	snprintf(what, 96, "bn (%d,%d,%d) act %d: bn_bwd_dx", n, c, hw, act);
+	near(dx, hdx, nx, 1e-5, what);
+	be->free(be, gp); be->free(be, mm); be->free(be, dx);
+	free(s); free(rs); free(hdx);
+}
+
 /* hw > 1024 runs the vector blocks of cpu_bn.c, a remainder and its tail */
 static void bn_case(int n, int c, int hw, int act, float slope)
 {
@@ -318,6 +382,7 @@ static void bn_case(int n, int c, int hw, int act, float slope)
 		rdx[i] = 2 * rdx[i];
 	cpu_bn_bwd(be, n, c, hw, x, y, dy, g, bt, sm, si, (float)eps, act, slope, dx, 1.0f, dg, dbt);
 	BN_NEAR(dx, rdx, nx, 1e-5, "dx beta 1");
+	bn_parts(n, c, hw, act, slope, x, y, dy, g, rm, sm, si, m, inv, rdx, what);
 	/* inference with the running statistics */
 	for (int k = 0; k < c; k++)
 		for (int s = 0; s < n; s++)

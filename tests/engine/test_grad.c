@@ -404,17 +404,19 @@ static const char *net_conv =
 	"[conv]\nfilters=2\nsize=4\nstride=2\npad=1\n";
 
 /* batchnorm in training mode, plain and with a fused activation; relu and
- * leaky layers; bn on the net input (no input gradient path needed) */
-static const char *net_bn =
-	"[net]\nchannels=3\nin_h=5\nin_w=6\n"
-	"[bn]\n"
-	"[conv]\nfilters=4\nsize=3\nbias=0\n"
-	"[bn]\nmomentum=0.2\n"
-	"[relu]\n"
-	"[conv]\nfilters=3\nsize=3\nstride=2\n"
-	"[bn]\nactivation=leaky\n"
-	"[leaky]\nslope=0.2\n"
-	"[conv]\nfilters=2\nsize=1\n";
+ * leaky layers; bn on the net input (no input gradient path needed); the
+ * same net synchronized (bn_sync=1: layers/bn.c's parts, one process) */
+#define BN_LAYERS \
+	"[bn]\n" \
+	"[conv]\nfilters=4\nsize=3\nbias=0\n" \
+	"[bn]\nmomentum=0.2\n" \
+	"[relu]\n" \
+	"[conv]\nfilters=3\nsize=3\nstride=2\n" \
+	"[bn]\nactivation=leaky\n" \
+	"[leaky]\nslope=0.2\n" \
+	"[conv]\nfilters=2\nsize=1\n"
+static const char *net_bn = "[net]\nchannels=3\nin_h=5\nin_w=6\n" BN_LAYERS;
+static const char *net_bn_sync = "[net]\nchannels=3\nin_h=5\nin_w=6\nbn_sync=1\n" BN_LAYERS;
 
 /* a small U-Net: maxpool down, deconv up, concat of the skip */
 static const char *net_unet =
@@ -467,6 +469,7 @@ int main(void)
 	cdp_rng_seed(&rng, 4242);
 	check_net(be, "conv.cfg", net_conv, 2);
 	check_net(be, "bn.cfg", net_bn, 3);
+	check_net(be, "bn_sync.cfg", net_bn_sync, 3);
 	check_net(be, "unet.cfg", net_unet, 2);
 	check_net(be, "pool.cfg", net_pool, 2);
 	check_net(be, "head.cfg", net_head, 3);

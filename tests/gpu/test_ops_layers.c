@@ -69,6 +69,46 @@ static void bn_case(int n, int c, int hw, int act, float slope, const char *name
 	gh_free(&sm); gh_free(&si); gh_free(&dy); gh_free(&dx); gh_free(&dg); gh_free(&db);
 }
 
+/* bn_sync's parts (bn_sums, bn_grad_sums, bn_bwd_dx): the sums come back
+ * to the host as doubles, compared as floats; dx with beta 0 and 1 */
+static void bn_parts_case(int n, int c, int hw)
+{
+	size_t nx = (size_t)n * c * hw, nc = (size_t)c;
+	gh_buf x = gh_rand(nx, -1, 5), k = gh_rand(nc, -1, 1), dy = gh_rand(nx, -1, 1);
+	gh_buf g = gh_rand(nc, 0.5f, 1.5f), mean = gh_rand(nc, 0, 2), is = gh_rand(nc, 0.5f, 2);
+	gh_buf m = gh_rand(2 * nc, -0.1f, 0.1f), dx = gh_rand(nx, -1, 1);
+	double *sums[2] = { malloc(2 * nc * sizeof(double)), malloc(2 * nc * sizeof(double)) };
+	float *f[2] = { malloc(2 * nc * sizeof(float)), malloc(2 * nc * sizeof(float)) };
+	char what[128];
+#define SUMS_CMP(name) do { \
+	for (int s_ = 0; s_ < 2; s_++) \
+		for (size_t i_ = 0; i_ < 2 * nc; i_++) \
+			f[s_][i_] = (float)sums[s_][i_]; \
+	snprintf(what, sizeof what, "bn %s (%d,%d,%d)", name, n, c, hw); \
+	gh_cmp_host(what, f[GH_DEV], f[GH_REF], 2 * nc, GH_TOL, GH_FLOOR); } while (0)
+
+	GH_BOTH(s, be)
+		be->bn_sums(be, n, c, hw, GF(x, s), GF(k, s), sums[s]);
+	SUMS_CMP("sums");
+	GH_BOTH(s, be)
+		be->bn_grad_sums(be, n, c, hw, GF(x, s), GF(dy, s), GF(mean, s), GF(is, s), sums[s]);
+	SUMS_CMP("grad sums");
+#undef SUMS_CMP
+	for (int beta = 0; beta < 2; beta++) {
+		GH_BOTH(s, be)
+			be->bn_bwd_dx(be, n, c, hw, GF(x, s), GF(dy, s), GF(g, s), GF(mean, s), GF(is, s),
+			              GF(m, s), GF(dx, s), (float)beta);
+		snprintf(what, sizeof what, "bn bwd_dx beta %d (%d,%d,%d)", beta, n, c, hw);
+		gh_cmp(what, &dx, nx, GH_TOL);
+	}
+	for (int s = 0; s < 2; s++) {
+		free(sums[s]);
+		free(f[s]);
+	}
+	gh_free(&x); gh_free(&k); gh_free(&dy); gh_free(&g); gh_free(&mean); gh_free(&is);
+	gh_free(&m); gh_free(&dx);
+}
+
 void test_bn(void)
 {
 	static const int cases[][3] = {
@@ -93,6 +133,9 @@ void test_bn(void)
 	 * use it (cuDNN's backward takes eps as an argument of its own) */
 	bn_case(4, 6, 50, 0, 0.0f, "eps 1e-3 ", 1e-3f, 0.02f, 0);
 	bn_case(4, 6, 50, CDP_ACT_RELU, 0.0f, "eps 1e-3 relu ", 1e-3f, 0.02f, 0);
+	bn_parts_case(3, 5, 21);
+	bn_parts_case(2, 8, 128 * 128);
+	bn_parts_case(4, 32, 33 * 31);
 }
 
 /* ---- activations, also in place (y == x, dx == dy) ---- */

@@ -13,17 +13,7 @@ PH="aug_brightness=0.3,aug_contrast=0.2,aug_gamma=0.3,aug_gamma_p=0.5,aug_band_j
 PH="$PH,aug_noise=0.1,aug_noise_p=0.5,aug_hflip=1,aug_scale=0.3,aug_rotate=30,aug_rotate_p=0.5"
 R="--db $T/pool --keys $T/train.keys --threads 1 -q --seed 3 --batch 4 --log-every 1"
 R="$R --schedule constant --lr 0.01 --checkpoint-every 2"
-cdp-train $R --model "$SMALL:$PH" --steps 10 --out "$T/a" || fail "run with photometric keys"
-cdp-train $R --model "$SMALL:aug_hflip=1" --steps 10 --out "$T/p" || fail "run without"
-cdp-train $R --model "$SMALL:$PH" --steps 4 --out "$T/b" || fail "run to step 4"
-cdp-train $R --model "$SMALL:$PH" --steps 10 --out "$T/b" --resume || fail "resume to 10"
-losses "$T/a/metrics.jsonl" >"$T/la"
-losses "$T/b/metrics.jsonl" >"$T/lb"
-losses "$T/p/metrics.jsonl" >"$T/lp"
-[ "$(wc -l <"$T/la")" -eq 10 ] || fail "$(wc -l <"$T/la") step lines, want 10"
-cmp -s "$T/la" "$T/lb" || fail "resumed losses differ: $(diff "$T/la" "$T/lb" | head -4)"
-cmp -s "$T/la" "$T/lp" && fail "the photometric keys changed no loss"
-echo "10 losses bit for bit after resuming at step 4, and not those without the keys"
+resumed_same "$R" "$SMALL:$PH" "$SMALL:aug_hflip=1" "the photometric keys"
 CDP_TRAIN_DATA=device cdp-train $R --model "$SMALL:$PH" --steps 1 --out "$T/d" 2>"$T/err" &&
 	fail "CDP_TRAIN_DATA=device with photometric keys ran"
 grep -q "need the host data path" "$T/err" ||

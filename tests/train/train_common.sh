@@ -50,4 +50,21 @@ val_invariant() {
 	echo "validation loss ($2) $(val_loss_of "$T/v8/metrics.jsonl") at batch 8, 3 and 2 ranks x 3"
 	rm -rf "$T/v8" "$T/v3" "$T/v2x3"
 }
+# resumed_same OPTIONS WITH WITHOUT WHAT: cdp-train OPTIONS (with
+# --checkpoint-every 2) on model WITH to step 10, and cut at step 4 and
+# resumed to 10, and on model WITHOUT (WHAT names what WITH adds) to 10:
+# the resumed run's 10 losses are the uninterrupted run's bit for bit, and
+# not WITHOUT's
+resumed_same() {
+	cdp-train $1 --model "$2" --steps 10 --out "$T/rs_a" || fail "run with $4"
+	cdp-train $1 --model "$3" --steps 10 --out "$T/rs_p" || fail "run without $4"
+	cdp-train $1 --model "$2" --steps 4 --out "$T/rs_b" || fail "$4: run to step 4"
+	cdp-train $1 --model "$2" --steps 10 --out "$T/rs_b" --resume || fail "$4: resume to 10"
+	for rs_r in a b p; do losses "$T/rs_$rs_r/metrics.jsonl" >"$T/rs_$rs_r.l"; done
+	[ "$(wc -l <"$T/rs_a.l")" -eq 10 ] || fail "$(wc -l <"$T/rs_a.l") step lines, want 10"
+	cmp -s "$T/rs_a.l" "$T/rs_b.l" ||
+		fail "$4: resumed losses differ: $(diff "$T/rs_a.l" "$T/rs_b.l" | head -4)"
+	cmp -s "$T/rs_a.l" "$T/rs_p.l" && fail "$4 changed no loss"
+	echo "10 losses bit for bit after resuming at step 4, and not those without $4"
+}
 val_loss_of() { sed -n 's/^{"type":"val",.*"loss":\([^,]*\),.*/\1/p' "$1"; }

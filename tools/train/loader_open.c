@@ -136,8 +136,8 @@ static int open_pool(cdp_loader *l, char *err, size_t cap)
 	                 l->o.aug->crop_h || l->o.aug->crop_w || cdp_aug_host_only(l->o.aug))) {
 		/* the device's prep_batch does crops, flips and quarter turns only */
 		if (l->o.raw && !l->o.val && cdp_aug_host_only(l->o.aug))
-			return fail(err, cap, CDP_EINVAL, "'%s': photometric augmentation, aug_scale "
-			            "and aug_rotate need the host data path (CDP_TRAIN_DATA=host)",
+			return fail(err, cap, CDP_EINVAL, "'%s': photometric augmentation, aug_scale, "
+			            "aug_rotate and mixing need the host data path (CDP_TRAIN_DATA=host)",
 			            l->pool_path);
 		l->aug = *l->o.aug;
 		l->has_aug = 1;

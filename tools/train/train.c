@@ -112,6 +112,24 @@ static void fetch_raw(trainer *t, const cdp_batch *b)
 		upload(t, t->dvalid, b->valid, (size_t)b->n * b->h * b->w);
 }
 
+/* MixUp / CutMix of the host batch b in place (augment.h), drawn from
+ * (seed, epoch, step): every rank mixes its own samples (pairs within a
+ * rank's batch, as timm and torchvision under DDP) with the same lam and
+ * box, and a resumed run draws what the uninterrupted one did. Queues the
+ * flipped labels into nlab2; nmix keeps lam for the loss. */
+static void mix_batch(trainer *t, cdp_batch *b)
+{
+	uint64_t seed = cdp_rng_derive(cdp_rng_derive(t->o->seed, b->epoch, 2), b->step, 0);
+
+	cdp_mix_draw(&t->aug, b->h, b->w, seed, &t->nmix);
+	if (!t->nmix.on)
+		return;
+	cdp_mix_apply(&t->nmix, b->n, b->c, b->h, b->w, b->image);
+	for (int i = 0; i < b->n; i++)
+		t->hlab2[i] = b->label[b->n - 1 - i];
+	upload(t, t->nlab2, t->hlab2, (size_t)b->n * sizeof(int32_t));
+}
+
 /* The next training batch: labels checked on the host, its copy to the
  * device queued into nx, nlab (be->to_device_async; raw: fetch_raw), to
  * run while the current step computes. nx held the batch of the step
@@ -154,6 +172,8 @@ static void fetch_batch(trainer *t, long step)
 	npx = (size_t)b->n * t->hw;
 	if (cdp_loss_check_labels(&t->loss, b->label, npx, &bad) != 0)
 		bad_label(t, b, (int)(bad / t->hw), b->label[bad]);
+	if (t->hlab2)
+		mix_batch(t, b);
 	upload(t, t->nx, b->image, (size_t)b->n * b->c * b->h * b->w * sizeof(float));
 	upload(t, t->nlab, b->label, npx * sizeof(int32_t));
 }
@@ -209,7 +229,29 @@ static int take_batch(trainer *t, cdp_batch *b)
 	}
 	x = t->net.x, t->net.x = t->nx, t->nx = x;
 	lab = t->dlab, t->dlab = t->nlab, t->nlab = lab;
+	lab = t->dlab2, t->dlab2 = t->nlab2, t->nlab2 = lab;
+	t->mix = t->nmix;
 	return 0;
+}
+
+/* The mixed batch's loss lam L(y) + (1 - lam) L(y flipped) and its
+ * gradient: out->dy holds L(y)'s (cdp_loss_finish), the flipped labels'
+ * comes into dy2 from their parts (totals v2, this rank's own part2). */
+static void mix_loss(trainer *t, const cdp_batch *b, int sync, const double *v2,
+                     const double *part2, cdp_loss_result *res)
+{
+	cdp_layer *out = &t->net.layers[t->net.out_layer];
+	size_t n = (size_t)b->n * t->loss.k * t->hw;
+	double lam = t->mix.lam;
+	cdp_loss_result r2;
+
+	cdp_loss_finish(&t->loss, b->n, t->hw, out->y, t->dlab2, sync ? v2 : part2,
+	                sync ? t->size : 1, t->dy2, &r2);
+	if (!sync)
+		cdp_loss_of(&t->loss, v2, &r2);
+	t->be->scale(t->be, out->dy, (float)lam, n);
+	t->be->axpy(t->be, (float)(1.0 - lam), t->dy2, out->dy, n);
+	res->loss = lam * res->loss + (1.0 - lam) * r2.loss;
 }
 
 /* One micro-batch: returns the loss of the global batch; *stop from any
@@ -220,9 +262,11 @@ static double micro_batch(trainer *t, uint64_t micro, int *stop, int *lost)
 	cdp_layer *out = &t->net.layers[t->net.out_layer];
 	cdp_loss_result res;
 	cdp_batch b;
-	int np = t->loss.npart;
-	double *part = t->lpart, *v = t->lpart + np + 2, g, t0, t1 = 0;
+	/* mixing: the parts of the flipped labels' loss follow the labels' own */
+	int np = t->loss.npart, nm = t->hlab2 ? 2 * np : np;
+	double *part = t->lpart, *v = t->lpart + 2 * np + 2, g, t0, t1 = 0;
 	int sync = t->o->sync == CDP_SYNC_ALLREDUCE, have = take_batch(t, &b) == 0;
+	int mixed = have && t->mix.on;
 
 	t->iv_wait += b.wait_s;
 	t->skipped += b.skipped;
@@ -230,24 +274,31 @@ static double micro_batch(trainer *t, uint64_t micro, int *stop, int *lost)
 		tr_log_keys(t, &b);
 	t->net.step_seed = cdp_rng_derive(t->o->seed ^ 0x64726f706f7574ull, micro, (uint64_t)t->rank);
 	t0 = t->trace ? cdp_now() : 0;
-	memset(part, 0, (size_t)np * sizeof *part);
+	memset(part, 0, (size_t)nm * sizeof *part);
+	/* with bn_sync a rank without a batch still runs the forward (on the
+	 * input it holds) for the other ranks' batchnorm sums; the step is
+	 * dropped below */
+	if (!have && t->net.bn_sync)
+		cdp_net_forward(&t->net);
 	if (have) {
 		cdp_net_forward(&t->net);
 		cdp_loss_parts(&t->loss, b.n, t->hw, out->y, t->dlab, out->dy, part);
+		if (mixed)
+			cdp_loss_parts(&t->loss, b.n, t->hw, out->y, t->dlab2, t->dy2, part + np);
 	}
 	if (t->trace)
 		tr_trace_span(t->trace, TR_FORWARD, t0, t1 = cdp_now(), t->step + 1, 0);
 	/* one sum over ranks: the loss's parts (loss.h), the stop flag and
 	 * the ranks without a batch */
-	memcpy(v, part, (size_t)np * sizeof *part);
-	v[np] = cdp_train_stop ? 1 : 0;
-	v[np + 1] = !have;
-	cdp_dist_sum_f64(v, (size_t)np + 2);
+	memcpy(v, part, (size_t)nm * sizeof *part);
+	v[nm] = cdp_train_stop ? 1 : 0;
+	v[nm + 1] = !have;
+	cdp_dist_sum_f64(v, (size_t)nm + 2);
 	if (t->trace)
 		tr_trace_span(t->trace, TR_LOSS_SUM, t1, cdp_now(), t->step + 1, 0);
-	if (v[np] > 0)
+	if (v[nm] > 0)
 		*stop = 1;
-	if (v[np + 1] > 0) {
+	if (v[nm + 1] > 0) {
 		*lost = 1;
 		return 0;
 	}
@@ -259,6 +310,8 @@ static double micro_batch(trainer *t, uint64_t micro, int *stop, int *lost)
 	                sync ? t->size : 1, out->dy, &res);
 	if (!sync)
 		cdp_loss_of(&t->loss, v, &res);
+	if (mixed)
+		mix_loss(t, &b, sync, v + np, part + np, &res);
 	/* times the loss scale */
 	g = t->scale > 0 ? t->scale : 1;
 	if (g != 1.0)

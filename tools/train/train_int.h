@@ -43,7 +43,7 @@ typedef struct trainer {
 	int have_net;
 	cdp_loss loss;
 	int have_loss;
-	double *lpart;                  /* [2 (loss.npart + 2)] the loss's sums (loss.h) */
+	double *lpart;                  /* [4 (loss.npart + 1)] the loss's sums (loss.h) */
 	cdp_optim_cfg oc;
 	cdp_optim opt;
 	int have_opt;
@@ -92,6 +92,12 @@ typedef struct trainer {
 	float *nx;
 	int32_t *nlab;
 	cdp_batch next;
+	/* MixUp / CutMix (augment.h): the current batch's mixing and the
+	 * next's, the flipped labels (device dlab2, nlab2 as dlab, nlab; host
+	 * hlab2, b each) and the gradient of their loss dy2 (b, k) */
+	cdp_mix mix, nmix;
+	int32_t *dlab2, *nlab2, *hlab2;
+	float *dy2;
 	int have_next;
 	/* the device data path (train.c, loader.h "The data path"): with raw
 	 * the loader hands out stored pixels, which are copied into draw

@@ -254,6 +254,46 @@ static int check_head(trainer *t, char *err, size_t cap)
 	return 0;
 }
 
+/* MixUp and CutMix (augment.h) mix whole chips and their one label: a
+ * classifier's; the flipped labels and their loss's gradient get their
+ * own buffers. */
+static int mix_buffers(trainer *t, char *err, size_t cap)
+{
+	size_t b = (size_t)t->o->batch;
+
+	if (!cdp_aug_mix_on(&t->aug))
+		return 0;
+	if (t->hw != 1)
+		return tr_fail(err, cap, "model '%s': mixup_alpha and cutmix_alpha are for "
+		               "classifiers (one class label per tile), not per-pixel labels",
+		               o_model_name(t));
+	if (!(t->hlab2 = malloc(b * sizeof *t->hlab2)))
+		return tr_fail(err, cap, "out of memory");
+	if (!(t->dlab2 = t->be->alloc(t->be, b * sizeof *t->dlab2)) ||
+	    !(t->nlab2 = t->be->alloc(t->be, b * sizeof *t->nlab2)) ||
+	    !(t->dy2 = t->be->alloc(t->be, b * (size_t)t->loss.k * sizeof *t->dy2)))
+		return tr_fail(err, cap, "out of memory on the %s device", t->be->name);
+	return 0;
+}
+
+/* [net] bn_sync=1: batchnorm's sums added over the ranks (layers/bn.c) */
+static void bn_sum(double *sums, size_t n, void *ctx)
+{
+	(void)ctx;
+	cdp_dist_sum_f64(sums, n);
+}
+
+static int bn_sync(trainer *t, char *err, size_t cap)
+{
+	if (!t->net.bn_sync)
+		return 0;
+	if (t->o->sync != CDP_SYNC_ALLREDUCE)
+		return tr_fail(err, cap, "model '%s': bn_sync=1 needs --sync allreduce (the other "
+		               "modes train each rank on its own batch)", o_model_name(t));
+	t->net.bn_reduce = bn_sum;
+	return 0;
+}
+
 /* [net] ema=: the moving average of the weights (cdp-model(5)) */
 static int ema(trainer *t, char *err, size_t cap)
 {
@@ -554,11 +594,11 @@ int tr_setup(trainer *t, char *err, size_t cap)
 		return -1;
 	t->have_loss = 1;
 	t->loss.ignore = t->ti.ignore;
-	if (!(t->lpart = calloc(2 * ((size_t)t->loss.npart + 2), sizeof *t->lpart)))
+	if (!(t->lpart = calloc(4 * ((size_t)t->loss.npart + 1), sizeof *t->lpart)))
 		return tr_fail(err, cap, "out of memory");
 	if (tr_check_labels(t, err, cap) < 0 || tr_class_weights(t, err, cap) < 0)
 		return -1;
-	if (optimizer(t, err, cap) < 0 || ema(t, err, cap) < 0)
+	if (optimizer(t, err, cap) < 0 || ema(t, err, cap) < 0 || bn_sync(t, err, cap) < 0)
 		return -1;
 	n = o->batch * t->hw;
 	if (!(t->dlab = t->be->alloc(t->be, (size_t)n * sizeof *t->dlab)) ||
@@ -570,6 +610,8 @@ int tr_setup(trainer *t, char *err, size_t cap)
 	    (t->net.nbuffers &&
 	     !(t->bufsave = t->be->alloc(t->be, t->net.nbuffers * sizeof *t->bufsave))))
 		return tr_fail(err, cap, "out of memory on the %s device", t->be->name);
+	if (mix_buffers(t, err, cap) < 0)
+		return -1;
 	cdp_net_init(&t->net, o->seed);
 	if (t->have_ck && tr_resume(t, err, cap) < 0)
 		return -1;
@@ -676,6 +718,13 @@ void tr_teardown(trainer *t)
 		t->be->free(t->be, t->pred);
 	if (t->nlab)
 		t->be->free(t->be, t->nlab);
+	if (t->dlab2)
+		t->be->free(t->be, t->dlab2);
+	if (t->nlab2)
+		t->be->free(t->be, t->nlab2);
+	if (t->dy2)
+		t->be->free(t->be, t->dy2);
+	free(t->hlab2);
 	if (t->nx)
 		t->be->free(t->be, t->nx);
 	if (t->draw)
