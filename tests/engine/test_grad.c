@@ -507,8 +507,15 @@ int main(void)
 		CHECK(ok && net.nparams == 78 && net.nbuffers == 6 && net.layers[4].share == 2 &&
 		      net.layers[5].share == 3, "siamese.cfg: %zu parameters, %zu buffers (want 78, 6)",
 		      ok ? net.nparams : 0, ok ? net.nbuffers : 0);
-		if (ok)
+		/* --freeze of the source freezes every use; the sharing layer's
+		 * own name does not unfreeze or freeze the set apart from it */
+		if (ok) {
+			CHECK(cdp_net_freeze(&net, "f,g", err, sizeof err) == 2 && net.layers[4].frozen &&
+			      net.layers[5].frozen, "siamese.cfg: --freeze f,g leaves a use unfrozen");
+			CHECK(cdp_net_freeze(&net, "conv4", err, sizeof err) >= 0 && !net.layers[4].frozen &&
+			      !net.layers[1].frozen, "siamese.cfg: --freeze of the sharing layer alone");
 			cdp_net_free(&net);
+		}
 	}
 	be->destroy(be);
 	return tap_done();
