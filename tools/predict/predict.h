@@ -22,7 +22,9 @@
  * output does not depend on j. Rank 0 reads the checkpoint and broadcasts
  * it, so only its host needs the file; every rank reads the raster. With
  * --tta each window's probabilities are first averaged over its flipped
- * and rotated copies (predict_tta.c).
+ * and rotated copies (predict_tta.c). With --time the input is several
+ * dates read as one raster of stacked bands, as cdp-tile --time stacks
+ * them (cdp_raster_open_time), so a change model sees what it trained on.
  */
 #ifndef CDP_PREDICT_H
 #define CDP_PREDICT_H

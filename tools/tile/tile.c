@@ -14,6 +14,12 @@
  * order and never tile by tile. A tile is (nb, S, S) samples of the source
  * dtype, or float32 with --standardize; its mask and label are (S, S).
  *
+ * With --time an input is several dates of one place, opened as one raster
+ * whose bands are the dates' bands stacked in time order, later dates on
+ * another grid warped onto the first's (cdp_raster_open_time,
+ * lib/cdp_raster.h): a tile is then (dates * nb, S, S), cut from the same
+ * window of every date, and its mask is invalid where any date is.
+ *
  * Every input is opened and checked once before anything is written, so bad
  * input fails without output. Tile files are written under temporary names
  * (cdp_out.h) and renamed onto their names only when every input is done,
