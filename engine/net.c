@@ -692,9 +692,12 @@ int cdp_net_freeze(cdp_net *net, const char *patterns, char *err, size_t cap)
 		}
 	}
 	/* one set of parameters is frozen or not, whichever layer uses it */
-	for (int i = 0; i < net->nlayers; i++)
+	nfrozen = 0;
+	for (int i = 0; i < net->nlayers; i++) {
 		if (net->layers[i].share)
 			net->layers[i].frozen = net->layers[net->layers[i].share - 1].frozen;
+		nfrozen += net->layers[i].frozen;
+	}
 	if (grow_ws(net) < 0) {
 		snprintf(err, cap, "--freeze: cannot allocate the workspace: out of memory");
 		return -1;

@@ -510,9 +510,9 @@ int main(void)
 		/* --freeze of the source freezes every use; the sharing layer's
 		 * own name does not unfreeze or freeze the set apart from it */
 		if (ok) {
-			CHECK(cdp_net_freeze(&net, "f,g", err, sizeof err) == 2 && net.layers[4].frozen &&
+			CHECK(cdp_net_freeze(&net, "f,g", err, sizeof err) == 4 && net.layers[4].frozen &&
 			      net.layers[5].frozen, "siamese.cfg: --freeze f,g leaves a use unfrozen");
-			CHECK(cdp_net_freeze(&net, "conv4", err, sizeof err) >= 0 && !net.layers[4].frozen &&
+			CHECK(cdp_net_freeze(&net, "conv4", err, sizeof err) == 0 && !net.layers[4].frozen &&
 			      !net.layers[1].frozen, "siamese.cfg: --freeze of the sharing layer alone");
 			cdp_net_free(&net);
 		}
