@@ -10,7 +10,8 @@
 #  - --bands selects each date's bands; the stream's source frame and the
 #    pool record the dates and the band names t0:b1 ...; the pool's
 #    statistics are per date and band (NumPy's means of each date's band);
-#  - --label-suffix pairs the label with the first date;
+#  - --label-suffix pairs the label with the first date; --stats takes one
+#    line per stacked band;
 #  - refusals: one date, a date with other bands or another data type,
 #    --time mixed with plain rasters, a date that does not open.
 . "$CDP_SRCDIR/tests/tools/common.sh"
@@ -129,6 +130,22 @@ assert q["band_names"] == ["t0:b3", "t0:b1", "t1:b3", "t1:b1"], q
 assert q["band_list"] == [3, 1, 6, 4], q
 EOF
 
+# --stats: one line per stacked band (a date's bands, then the next date's)
+printf '60 10\n60 10\n60 10\n100 50\n100 50\n100 50\n' >stats6
+"$B/cdp-tile" -q -s 32 -O std --format tif --standardize --stats stats6 --time A.tif,B.tif
+"$PYTHON" - <<'EOF' || fail "--standardize of a multi-date input"
+import numpy as np
+from osgeo import gdal
+a = gdal.Open("std/A_0_0.tif").ReadAsArray()
+A = gdal.Open("A.tif").ReadAsArray()[:, :32, :32].astype(float)
+Bd = gdal.Open("B.tif").ReadAsArray()[:, :32, :32].astype(float)
+v = ~(Bd == 0).all(0)
+assert np.allclose(a[:3][:, v], ((A - 60) / 10)[:, v], atol=1e-5)
+assert np.allclose(a[3:][:, v], ((Bd - 100) / 50)[:, v], atol=1e-5)
+EOF
+printf '60 10\n60 10\n60 10\n' >stats3
+expect_fail 1 "3 lines of statistics for 6 bands" "$B/cdp-tile" -q -s 32 -O x --standardize --stats stats3 \
+	--time A.tif,B.tif
 expect_fail 2 "two or more rasters" "$B/cdp-tile" -q --time A.tif
 expect_fail 2 "do not mix" "$B/cdp-tile" -q -O x --time A.tif,B.tif C4.tif
 expect_fail 1 "every date needs the same bands" "$B/cdp-tile" -q -O x --time A.tif,C4.tif
