@@ -19,6 +19,8 @@
  * Layers take their inputs from from= (names, "input", or negative indices
  * relative to the layer: -1 = the previous one, the default; the first
  * layer's previous is the net input). The output layer is the last.
+ * weights=NAME makes a layer use an earlier layer's parameters and
+ * buffers (share_weights, cdp_layer.share): siamese branches.
  *
  * Backward needs no zeroing of activation gradients: for every tensor,
  * the consumer that runs first in backward order (the highest index)
@@ -437,6 +439,45 @@ static int net_lr_mult(cdp_net *net, const char *name, float *m, char *err, size
 	return 0;
 }
 
+/* weights=spec of layer l, just made with its parameters and buffers the
+ * last declared (from np0 and nb0): it uses those of the earlier layer
+ * named spec (or the one that layer uses) instead, which must be of the
+ * same type and declare the same lengths, and its own are taken back. */
+static int share_weights(cdp_net *net, cdp_layer *l, const char *spec, size_t np0, size_t nb0,
+                         char *err, size_t cap)
+{
+	cdp_layer *src = NULL;
+
+	for (int k = 0; k < l->index && !src; k++)
+		if (strcmp(net->layers[k].name, spec) == 0)
+			src = &net->layers[k];
+	if (!src) {
+		snprintf(err, cap, "weights: no layer named '%.64s' before this one", spec);
+		return -1;
+	}
+	if (src->share)
+		src = &net->layers[src->share - 1];
+	if (src->ops != l->ops || src->w_len != l->w_len || src->b_len != l->b_len ||
+	    src->buf_len != l->buf_len) {
+		snprintf(err, cap, "weights=%.64s: '%s' is [%s] with %zu+%zu parameters, this layer "
+		         "[%s] with %zu+%zu: the same type and shapes are needed", spec, src->name,
+		         src->ops->type, src->w_len, src->b_len, l->ops->type, l->w_len, l->b_len);
+		return -1;
+	}
+	if (!src->w_len && !src->b_len && !src->buf_len) {
+		snprintf(err, cap, "weights=%.64s: '%s' has no parameters to share", spec, src->name);
+		return -1;
+	}
+	net->nparams = np0;
+	net->nbuffers = nb0;
+	l->w_off = src->w_off;
+	l->b_off = src->b_off;
+	l->buf_off = src->buf_off;
+	l->w_len = l->b_len = l->buf_len = 0;
+	l->share = src->index + 1;
+	return 0;
+}
+
 static int make_layers(cdp_net *net, char *err, size_t cap)
 {
 	cdp_cfg *cfg = net->cfg;
@@ -445,7 +486,8 @@ static int make_layers(cdp_net *net, char *err, size_t cap)
 	for (int i = 0; i < net->nlayers; i++) {
 		cdp_cfg_section *s = &cfg->s[i + 1];
 		cdp_layer *l = &net->layers[i];
-		const char *name;
+		const char *name, *wsrc;
+		size_t np0 = net->nparams, nb0 = net->nbuffers;
 
 		l->index = i;
 		l->cfg_line = s->line;
@@ -483,6 +525,9 @@ static int make_layers(cdp_net *net, char *err, size_t cap)
 			snprintf(why, sizeof why, "empty output (%d,%d,%d)", l->out.c, l->out.h, l->out.w);
 			goto fail;
 		}
+		if ((wsrc = cdp_cfg_str(s, "weights", NULL)) &&
+		    share_weights(net, l, wsrc, np0, nb0, why, sizeof why) < 0)
+			goto fail;
 		if (net_lr_mult(net, l->name, &l->lr_mult, why, sizeof why) < 0 ||
 		    cdp_cfg_float(cfg, s, "lr_mult", l->lr_mult, 0.0f, 1e6f, &l->lr_mult, why,
 		                  sizeof why) < 0)
@@ -647,6 +692,13 @@ int cdp_net_freeze(cdp_net *net, const char *patterns, char *err, size_t cap)
 			return -1;
 		}
 	}
+	/* one set of parameters is frozen or not, whichever layer uses it */
+	nfrozen = 0;
+	for (int i = 0; i < net->nlayers; i++) {
+		if (net->layers[i].share)
+			net->layers[i].frozen = net->layers[net->layers[i].share - 1].frozen;
+		nfrozen += net->layers[i].frozen;
+	}
 	if (grow_ws(net) < 0) {
 		snprintf(err, cap, "--freeze: cannot allocate the workspace: out of memory");
 		return -1;
@@ -680,7 +732,7 @@ void cdp_net_init(cdp_net *net, uint64_t seed)
 {
 	for (int i = 0; i < net->nlayers; i++) {
 		cdp_layer *l = &net->layers[i];
-		if (l->ops->init)
+		if (l->ops->init && !l->share)
 			l->ops->init(l, net, seed);
 	}
 }

@@ -81,6 +81,15 @@ struct cdp_layer {
 	 * lr_mult scales the learning rate of the layer's parameters. */
 	int frozen;
 	float lr_mult;
+	/* weights=SRC: 1 + the index of the earlier layer (of the same type
+	 * and parameter shapes) whose parameters and buffers this one uses;
+	 * 0 for its own. A sharing layer's w_off, b_off and buf_off point at
+	 * SRC's and its w_len, b_len and buf_len are 0: it declares nothing,
+	 * is not initialised, checkpointed or stepped by the optimizer on its
+	 * own, and its backward adds its parameter gradients to SRC's (the
+	 * sum of both uses, as PyTorch's for a module called twice). It
+	 * follows SRC's --freeze. */
+	int share;
 };
 
 struct cdp_net {

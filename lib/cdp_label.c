@@ -35,25 +35,6 @@ struct cdp_label {
 
 #define ERR(...) snprintf(err, errcap, __VA_ARGS__)
 
-static int near(double a, double b, double tol)
-{
-	return fabs(a - b) <= tol;
-}
-
-/* Equal to a billionth of a pixel. */
-static int same_gt(const double *a, const double *b)
-{
-	double pix = 0;
-
-	for (int i = 1; i < 6; i += (i == 2 ? 2 : 1))
-		pix = fmax(pix, fmax(fabs(a[i]), fabs(b[i])));
-	pix *= 1e-9;
-	return near(a[0], b[0], 1e-9 * fmax(fabs(a[0]), fabs(b[0])) + pix) &&
-	       near(a[3], b[3], 1e-9 * fmax(fabs(a[3]), fabs(b[3])) + pix) &&
-	       near(a[1], b[1], pix) && near(a[2], b[2], pix) &&
-	       near(a[4], b[4], pix) && near(a[5], b[5], pix);
-}
-
 /* 1 when the label lies on the image's grid, 0 when it must be warped;
  * CDP_* (< 0) with err set when it can be neither. Equal geotransforms are
  * the same grid only in the same CRS (OSRIsSame, so the same CRS written by
@@ -83,7 +64,7 @@ static int on_grid(const cdp_label *l, const cdp_raster_info *img, char *err, si
 			    (unsigned long long)img->width, (unsigned long long)img->height);
 		return CDP_EMISMATCH;
 	}
-	if (li->width != img->width || li->height != img->height || !same_gt(li->gt, img->gt))
+	if (li->width != img->width || li->height != img->height || !cdp_raster_same_gt(li->gt, img->gt))
 		return 0;
 	if (!img->crs[0] || !li->crs[0])
 		return 1;

@@ -33,6 +33,14 @@ struct cdp_raster {
 	GDALDatasetH ds;
 	cdp_raster_info info;
 	char *crs;
+	/* a warped view (cdp_raster_open_time's later dates): ds is a
+	 * VRTWarpedDataset over src, which holds its own reference to src */
+	GDALDatasetH src;
+	/* a multi-date input: ds is NULL and the bands are the dates' bands
+	 * stacked, date d's band b (1-based) being band d * bpd + b */
+	cdp_raster **dates;
+	int ndates;
+	uint32_t bpd;
 };
 
 static int gdt_of(int dt)
@@ -120,13 +128,60 @@ void cdp_raster_init(void)
 		GDALSetCacheMax64((GIntBig)CDP_RASTER_CACHE);
 }
 
+/* Fills r->info and r->crs from r->ds; CDP_OK, or an error with err set. */
+static int describe(cdp_raster *r, char *err, size_t errcap)
+{
+	cdp_raster_info *in = &r->info;
+	GDALRasterBandH b1;
+	const char *what, *wkt;
+	int nb = GDALGetRasterCount(r->ds);
+
+	if (nb < 1) {
+		set_err(err, errcap, "dataset has no raster bands");
+		return CDP_EGDAL;
+	}
+	b1 = GDALGetRasterBand(r->ds, 1);
+	in->width = (uint64_t)GDALGetRasterXSize(r->ds);
+	in->height = (uint64_t)GDALGetRasterYSize(r->ds);
+	in->bands = (uint32_t)nb;
+	in->dtype = dtype_of(b1, &what);
+	if (!in->dtype) {
+		if (err && errcap)
+			snprintf(err, errcap, "unsupported data type %s", what);
+		return CDP_EUNSUP;
+	}
+	for (int i = 2; i <= nb; i++) {
+		const char *w2;
+		if (dtype_of(GDALGetRasterBand(r->ds, i), &w2) != in->dtype) {
+			if (err && errcap)
+				snprintf(err, errcap, "band %d is %s but band 1 is %s",
+				         i, w2, what);
+			return CDP_EUNSUP;
+		}
+	}
+	in->nodata = GDALGetRasterNoDataValue(b1, &in->has_nodata);
+	if (!in->has_nodata)
+		in->nodata = 0;
+	in->has_gt = GDALGetGeoTransform(r->ds, in->gt) == CE_None;
+	if (!in->has_gt) {
+		static const double id[6] = { 0, 1, 0, 0, 0, 1 };
+		memcpy(in->gt, id, sizeof(id));
+	}
+	wkt = GDALGetProjectionRef(r->ds);
+	r->crs = strdup(wkt ? wkt : "");
+	if (!r->crs) {
+		set_err(err, errcap, "out of memory");
+		return CDP_ENOMEM;
+	}
+	in->crs = r->crs;
+	GDALGetBlockSize(b1, &in->block_w, &in->block_h);
+	return CDP_OK;
+}
+
 int cdp_raster_open(const char *path, cdp_raster **out, char *err, size_t errcap)
 {
 	cdp_raster *r;
-	cdp_raster_info *in;
-	GDALRasterBandH b1;
-	const char *what, *wkt;
-	int nb;
+	int rc;
 
 	*out = NULL;
 	cdp_raster_init();
@@ -148,54 +203,14 @@ int cdp_raster_open(const char *path, cdp_raster **out, char *err, size_t errcap
 		free(r);
 		return CDP_EGDAL;
 	}
-	in = &r->info;
-	nb = GDALGetRasterCount(r->ds);
-	if (nb < 1) {
-		set_err(err, errcap, "dataset has no raster bands");
+	if ((rc = describe(r, err, errcap)) != CDP_OK) {
 		cdp_raster_close(r);
-		return CDP_EGDAL;
+		return rc;
 	}
-	b1 = GDALGetRasterBand(r->ds, 1);
-	in->width = (uint64_t)GDALGetRasterXSize(r->ds);
-	in->height = (uint64_t)GDALGetRasterYSize(r->ds);
-	in->bands = (uint32_t)nb;
-	in->dtype = dtype_of(b1, &what);
-	if (!in->dtype) {
-		if (err && errcap)
-			snprintf(err, errcap, "unsupported data type %s", what);
-		cdp_raster_close(r);
-		return CDP_EUNSUP;
-	}
-	for (int i = 2; i <= nb; i++) {
-		const char *w2;
-		if (dtype_of(GDALGetRasterBand(r->ds, i), &w2) != in->dtype) {
-			if (err && errcap)
-				snprintf(err, errcap, "band %d is %s but band 1 is %s",
-				         i, w2, what);
-			cdp_raster_close(r);
-			return CDP_EUNSUP;
-		}
-	}
-	in->nodata = GDALGetRasterNoDataValue(b1, &in->has_nodata);
-	if (!in->has_nodata)
-		in->nodata = 0;
-	in->has_gt = GDALGetGeoTransform(r->ds, in->gt) == CE_None;
-	if (!in->has_gt) {
-		static const double id[6] = { 0, 1, 0, 0, 0, 1 };
-		memcpy(in->gt, id, sizeof(id));
-	}
-	wkt = GDALGetProjectionRef(r->ds);
-	r->crs = strdup(wkt ? wkt : "");
-	if (!r->crs) {
-		set_err(err, errcap, "out of memory");
-		cdp_raster_close(r);
-		return CDP_ENOMEM;
-	}
-	in->crs = r->crs;
-	GDALGetBlockSize(b1, &in->block_w, &in->block_h);
 	*out = r;
 	return CDP_OK;
 }
+
 
 const cdp_raster_info *cdp_raster_get_info(const cdp_raster *r)
 {
@@ -217,6 +232,48 @@ static int window_ok(const cdp_raster *r, int64_t x, int64_t y, int w, int h,
 		return CDP_EINVAL;
 	}
 	return CDP_OK;
+}
+
+/* cdp_raster_read of a multi-date input: each stacked band from its date,
+ * into (nbands, h, w) samples, one band at a time (GDAL's block cache
+ * keeps a pixel-interleaved date's blocks between its bands). */
+static int time_read(cdp_raster *r, const int *bands, int nbands, int64_t x,
+                     int64_t y, int w, int h, void *buf, char *err, size_t errcap)
+{
+	size_t plane = (size_t)w * (size_t)h * cdp_dtype_size(r->info.dtype);
+	int rc = CDP_OK;
+
+	for (int i = 0; i < nbands && rc == CDP_OK; i++) {
+		uint32_t k = (uint32_t)bands[i] - 1;
+		int b = (int)(k % r->bpd) + 1;
+		rc = cdp_raster_read(r->dates[k / r->bpd], &b, 1, x, y, w, h,
+		                     (char *)buf + (size_t)i * plane, err, errcap);
+	}
+	return rc;
+}
+
+/* cdp_raster_read_mask of a multi-date input: a pixel is valid where it is
+ * valid in every date (GDAL's mask of the same band of each date: its own
+ * nodata, mask or, for a warped date, where the warp covers it). */
+static int time_read_mask(cdp_raster *r, int band, int64_t x, int64_t y, int w,
+                          int h, uint8_t *out, char *err, size_t errcap)
+{
+	size_t n = (size_t)w * (size_t)h;
+	int b = (int)((uint32_t)(band - 1) % r->bpd) + 1, rc;
+	uint8_t *m = malloc(n);
+
+	if (!m) {
+		set_err(err, errcap, "out of memory");
+		return CDP_ENOMEM;
+	}
+	rc = cdp_raster_read_mask(r->dates[0], b, x, y, w, h, out, err, errcap);
+	for (int d = 1; d < r->ndates && rc == CDP_OK; d++) {
+		rc = cdp_raster_read_mask(r->dates[d], b, x, y, w, h, m, err, errcap);
+		for (size_t p = 0; rc == CDP_OK && p < n; p++)
+			out[p] &= m[p];
+	}
+	free(m);
+	return rc;
 }
 
 int cdp_raster_read(cdp_raster *r, const int *bands, int nbands, int64_t x,
@@ -241,6 +298,8 @@ int cdp_raster_read(cdp_raster *r, const int *bands, int nbands, int64_t x,
 			return CDP_EINVAL;
 		}
 	}
+	if (r->dates)
+		return time_read(r, bands, nbands, x, y, w, h, buf, err, errcap);
 	/* GDAL's band map is not const. */
 	map = malloc(sizeof(int) * (size_t)nbands);
 	if (!map) {
@@ -268,6 +327,13 @@ int cdp_raster_has_mask(const cdp_raster *r, int band)
 
 	if (band < 1 || (uint32_t)band > r->info.bands)
 		return 0;
+	/* a date's nodata is its own: the caller compares only date 0's */
+	for (int d = 0; r->dates && d < r->ndates; d++)
+		if (r->dates[d]->info.has_nodata ||
+		    cdp_raster_has_mask(r->dates[d], (int)((uint32_t)(band - 1) % r->bpd) + 1))
+			return 1;
+	if (r->dates)
+		return 0;
 	b = GDALGetRasterBand(r->ds, band);
 	f = GDALGetMaskFlags(b);
 	return !(f & (GMF_ALL_VALID | GMF_NODATA));
@@ -279,6 +345,8 @@ const char *cdp_raster_category_name(const cdp_raster *r, int band, int k)
 
 	if (band < 1 || (uint32_t)band > r->info.bands || k < 0)
 		return NULL;
+	if (r->dates)
+		return cdp_raster_category_name(r->dates[0], (int)((uint32_t)(band - 1) % r->bpd) + 1, k);
 	names = GDALGetRasterCategoryNames(GDALGetRasterBand(r->ds, band));
 	if (!names || k >= CSLCount(names) || !*names[k])
 		return NULL;
@@ -287,6 +355,8 @@ const char *cdp_raster_category_name(const cdp_raster *r, int band, int k)
 
 const char *cdp_raster_metadata(const cdp_raster *r, const char *key)
 {
+	if (r && r->dates)
+		return cdp_raster_metadata(r->dates[0], key);
 	return r && key ? GDALGetMetadataItem(r->ds, key, NULL) : NULL;
 }
 
@@ -305,6 +375,8 @@ int cdp_raster_read_mask(cdp_raster *r, int band, int64_t x, int64_t y, int w,
 			         band, r->info.bands);
 		return CDP_EINVAL;
 	}
+	if (r->dates)
+		return time_read_mask(r, band, x, y, w, h, out, err, errcap);
 	CPLErrorReset();
 	m = GDALGetMaskBand(GDALGetRasterBand(r->ds, band));
 	if (!m || GDALRasterIO(m, GF_Read, (int)x, (int)y, w, h, out, w, h,
@@ -323,9 +395,14 @@ int cdp_raster_files(const cdp_raster *r, int (*fn)(const char *path, void *arg)
 	char **list;
 	int rc = CDP_OK;
 
-	if (!r || !r->ds || !fn)
+	if (!r || !fn || (!r->ds && !r->dates))
 		return CDP_EINVAL;
-	list = GDALGetFileList(r->ds);
+	for (int d = 0; r->dates && d < r->ndates && rc == CDP_OK; d++)
+		rc = cdp_raster_files(r->dates[d], fn, arg);
+	if (r->dates)
+		return rc;
+	/* a warped view's own list is only its VRT: its source's files are read */
+	list = GDALGetFileList(r->src ? r->src : r->ds);
 	for (char **f = list; f && *f && rc == CDP_OK; f++)
 		rc = fn(*f, arg);
 	CSLDestroy(list);
@@ -338,6 +415,12 @@ void cdp_raster_close(cdp_raster *r)
 		return;
 	if (r->ds)
 		GDALClose(r->ds);
+	/* after the warped view, which releases its own reference */
+	if (r->src)
+		GDALClose(r->src);
+	for (int d = 0; r->dates && d < r->ndates; d++)
+		cdp_raster_close(r->dates[d]);
+	free(r->dates);
 	free(r->crs);
 	free(r);
 }
@@ -609,6 +692,208 @@ out:
 	if (dst)
 		GDALClose(dst);
 	return rc;
+}
+
+/* A view of src on date 0's grid g (size, geotransform, CRS wkt): a GDAL
+ * warped VRT, bilinear, with an alpha band after src's bands that is 0
+ * where src does not cover a pixel or holds only its nodata (GDAL's mask of
+ * the view's bands). */
+static int open_warped(cdp_raster *src, const cdp_raster_info *g, double max_error,
+                       cdp_raster **out, char *err, size_t errcap)
+{
+	const int nb = (int)src->info.bands;
+	GDALWarpOptions *wo = NULL;
+	void *tr = NULL, *approx = NULL;
+	cdp_raster *r = NULL;
+	double gt[6];
+	int reproject = src->crs[0] && g->crs && g->crs[0], hasnd, rc = CDP_EGDAL;
+
+	*out = NULL;
+	memcpy(gt, g->gt, sizeof gt);
+	CPLErrorReset();
+	if (!(r = calloc(1, sizeof *r))) {
+		set_err(err, errcap, "out of memory");
+		return CDP_ENOMEM;
+	}
+	/* both CRSs or none, as cdp_raster_warp */
+	if (!(tr = GDALCreateGenImgProjTransformer3(reproject ? src->crs : NULL, src->info.gt,
+	                                           reproject ? g->crs : NULL, gt)))
+		goto gdal;
+	if (max_error > 0 &&
+	    !(approx = GDALCreateApproxTransformer(GDALGenImgProjTransform, tr, max_error)))
+		goto gdal;
+	if (approx)
+		GDALApproxTransformerOwnsSubtransformer(approx, TRUE);
+	wo = GDALCreateWarpOptions();
+	wo->eResampleAlg = GRA_Bilinear;
+	wo->hSrcDS = src->ds;
+	wo->nBandCount = nb;
+	wo->panSrcBands = CPLMalloc(sizeof(int) * (size_t)nb);
+	wo->panDstBands = CPLMalloc(sizeof(int) * (size_t)nb);
+	for (int b = 0; b < nb; b++)
+		wo->panSrcBands[b] = wo->panDstBands[b] = b + 1;
+	wo->nDstAlphaBand = nb + 1;
+	if (src->info.has_nodata) {
+		wo->padfSrcNoDataReal = CPLMalloc(sizeof(double) * (size_t)nb);
+		for (int b = 0; b < nb; b++)
+			wo->padfSrcNoDataReal[b] =
+			    GDALGetRasterNoDataValue(GDALGetRasterBand(src->ds, b + 1), &hasnd);
+	}
+	wo->papszWarpOptions = CSLSetNameValue(wo->papszWarpOptions, "INIT_DEST", "0");
+	wo->pfnTransformer = approx ? GDALApproxTransform : GDALGenImgProjTransform;
+	wo->pTransformerArg = approx ? approx : tr;
+	/* the view owns the transformer from here on, and a reference to src */
+	if (!(r->ds = GDALCreateWarpedVRT(src->ds, (int)g->width, (int)g->height, gt, wo)))
+		goto gdal;
+	tr = approx = NULL;
+	if ((rc = describe(r, err, errcap)) != CDP_OK)
+		goto out;
+	r->info.bands = (uint32_t)nb;   /* the alpha band is the mask */
+	r->info.has_nodata = src->info.has_nodata;
+	r->info.nodata = src->info.nodata;
+	r->src = src->ds;
+	src->ds = NULL;
+	*out = r;
+	r = NULL;
+	rc = CDP_OK;
+	goto out;
+gdal:
+	gdal_err(err, errcap, "cannot warp");
+out:
+	if (wo) {
+		wo->hSrcDS = NULL;
+		GDALDestroyWarpOptions(wo);
+	}
+	if (approx)
+		GDALDestroyApproxTransformer(approx);
+	else if (tr)
+		GDALDestroyGenImgProjTransformer(tr);
+	cdp_raster_close(r);
+	return rc;
+}
+
+/* 1 when date d (info di, read from path) lies on date 0's grid g, 0 when
+ * it must be warped, CDP_EMISMATCH with err set when nothing places it. */
+static int time_on_grid(const cdp_raster_info *g, const cdp_raster_info *di,
+                        const char *path, char *err, size_t errcap)
+{
+	char why[128];
+	int same;
+
+	if (!g->has_gt || !di->has_gt) {
+		if (g->has_gt == di->has_gt && g->width == di->width && g->height == di->height)
+			return 1;
+		snprintf(err, errcap, "date '%s' cannot be placed on the first date's grid "
+		         "(%s)", path, g->has_gt || di->has_gt
+		         ? "one of them has no geotransform"
+		         : "another size, and no geotransform on either");
+		return CDP_EMISMATCH;
+	}
+	if (g->width != di->width || g->height != di->height ||
+	    !cdp_raster_same_gt(g->gt, di->gt))
+		return 0;
+	if (!g->crs[0] || !di->crs[0])
+		return 1;
+	if ((same = cdp_raster_crs_same(g->crs, di->crs, why, sizeof why)) < 0) {
+		snprintf(err, errcap, "date '%s': %s", path, why);
+		return CDP_EMISMATCH;
+	}
+	return same;
+}
+
+int cdp_raster_open_time(const char *spec, double max_error, cdp_raster **out,
+                         char *err, size_t errcap)
+{
+	cdp_raster *t = NULL, *d = NULL, *v;
+	char *list = NULL, *save = NULL, msg[512];
+	int n = 1, rc = CDP_ENOMEM, on;
+
+	*out = NULL;
+	for (const char *c = spec; *c; c++)
+		n += *c == ',';
+	if (n < 2 || n > CDP_RASTER_MAXDATES) {
+		snprintf(err, errcap, "'%s': %d dates, need 2 to %d separated by commas",
+		         spec, n, CDP_RASTER_MAXDATES);
+		return CDP_EINVAL;
+	}
+	if (!(list = strdup(spec)) || !(t = calloc(1, sizeof *t)) ||
+	    !(t->dates = calloc((size_t)n, sizeof *t->dates)))
+		goto nomem;
+	for (char *p = strtok_r(list, ",", &save); p; p = strtok_r(NULL, ",", &save)) {
+		if ((rc = cdp_raster_open(p, &d, msg, sizeof msg)) != CDP_OK) {
+			snprintf(err, errcap, "cannot open date '%s': %s", p, msg);
+			goto fail;
+		}
+		if (t->ndates > 0) {
+			const cdp_raster_info *g = &t->dates[0]->info;
+			rc = CDP_EMISMATCH;
+			if (d->info.bands != g->bands || d->info.dtype != g->dtype) {
+				snprintf(err, errcap, "date '%s' has %u bands of %s, the first date "
+				         "%u of %s: every date needs the same bands", p,
+				         d->info.bands, cdp_dtype_name(d->info.dtype), g->bands,
+				         cdp_dtype_name(g->dtype));
+				goto fail;
+			}
+			if ((on = time_on_grid(g, &d->info, p, err, errcap)) < 0) {
+				rc = on;
+				goto fail;
+			}
+			if (!on) {
+				if ((rc = open_warped(d, g, max_error, &v, msg, sizeof msg))) {
+					snprintf(err, errcap, "cannot warp date '%s' onto the first "
+					         "date's grid: %s", p, msg);
+					goto fail;
+				}
+				cdp_raster_close(d);
+				d = v;
+			}
+		}
+		t->dates[t->ndates++] = d;
+		d = NULL;
+	}
+	if (t->ndates != n) {
+		snprintf(err, errcap, "'%s': an empty date between commas", spec);
+		rc = CDP_EINVAL;
+		goto fail;
+	}
+	t->bpd = t->dates[0]->info.bands;
+	if ((uint64_t)t->bpd * (uint64_t)n > UINT32_MAX)
+		goto nomem;
+	t->info = t->dates[0]->info;
+	t->info.bands = t->bpd * (uint32_t)n;
+	if (!(t->crs = strdup(t->dates[0]->crs)))
+		goto nomem;
+	t->info.crs = t->crs;
+	free(list);
+	*out = t;
+	return CDP_OK;
+nomem:
+	set_err(err, errcap, "out of memory");
+	rc = CDP_ENOMEM;
+fail:
+	cdp_raster_close(d);
+	cdp_raster_close(t);
+	free(list);
+	return rc;
+}
+
+int cdp_raster_dates(const cdp_raster *r)
+{
+	return r->dates ? r->ndates : 1;
+}
+
+/* Equal to a billionth of a pixel. */
+int cdp_raster_same_gt(const double a[6], const double b[6])
+{
+	double pix = 0;
+
+	for (int i = 1; i < 6; i += (i == 2 ? 2 : 1))
+		pix = fmax(pix, fmax(fabs(a[i]), fabs(b[i])));
+	pix *= 1e-9;
+	return fabs(a[0] - b[0]) <= 1e-9 * fmax(fabs(a[0]), fabs(b[0])) + pix &&
+	       fabs(a[3] - b[3]) <= 1e-9 * fmax(fabs(a[3]), fabs(b[3])) + pix &&
+	       fabs(a[1] - b[1]) <= pix && fabs(a[2] - b[2]) <= pix &&
+	       fabs(a[4] - b[4]) <= pix && fabs(a[5] - b[5]) <= pix;
 }
 
 const char *cdp_raster_version(void)

@@ -116,6 +116,29 @@ int  cdp_raster_warp(cdp_raster *src, int band, const double gt[6], const char *
                      int resample, double max_error, int w, int h, int32_t *out,
                      char *err, size_t errcap);
 
+/* A multi-date input (cdp-tile --time, cdp-predict --time): spec lists 2
+ * to CDP_RASTER_MAXDATES rasters, comma-separated, in time order. The
+ * result reads as one raster on the first date's grid (its size,
+ * geotransform, CRS, data type and nodata) whose bands are the dates'
+ * bands stacked in time order: date d's band b (both 1-based, B bands a
+ * date) is band (d - 1) * B + b. Every date must have the first date's
+ * band count and data type (CDP_EMISMATCH). A date on another grid is
+ * warped onto the first's with GDAL's warper, bilinear, max_error as
+ * gdalwarp's -et; pixels it does not cover are invalid. The mask
+ * (cdp_raster_read_mask) is valid where every date is valid (its own
+ * nodata, mask or coverage), and cdp_raster_has_mask is 1 when any date
+ * has a nodata value, a mask or is warped. cdp_raster_files lists every
+ * date's files. Errors name the date. */
+#define CDP_RASTER_MAXDATES 64
+/* the max_error the tools warp dates with: gdalwarp's default -et */
+#define CDP_RASTER_TIME_ET 0.125
+int  cdp_raster_open_time(const char *spec, double max_error, cdp_raster **out,
+                          char *err, size_t errcap);
+/* The number of dates of r: 1 for a raster of one date. */
+int  cdp_raster_dates(const cdp_raster *r);
+/* Whether two geotransforms are the same grid, to a billionth of a pixel. */
+int  cdp_raster_same_gt(const double a[6], const double b[6]);
+
 /* "GDAL: 3.6.2", the version compiled against (for --version). */
 const char *cdp_raster_version(void);
 

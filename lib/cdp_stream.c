@@ -302,7 +302,7 @@ static char *class_lines(const cdp_source *s)
 
 int cdp_source_format(const cdp_source *s, cdp_buf *out)
 {
-	const char *crs, *lab, *lo;
+	const char *crs, *lab, *lo, *tm, *bn;
 	char *bl, *cl;
 	size_t name_len;
 	int n, rc;
@@ -315,6 +315,8 @@ int cdp_source_format(const cdp_source *s, cdp_buf *out)
 	    !one_line(s->path) || !one_line(crs) ||
 	    (s->label && !one_line(s->label)) ||
 	    (s->label_options && !one_line(s->label_options)) ||
+	    (s->time && !one_line(s->time)) ||
+	    (s->band_names && !one_line(s->band_names)) ||
 	    !cdp_dtype_name(s->dtype) || s->width < 1 ||
 	    s->width > INT64_MAX || s->height < 1 || s->height > INT64_MAX ||
 	    s->bands < 1)
@@ -340,15 +342,18 @@ int cdp_source_format(const cdp_source *s, cdp_buf *out)
 	}
 	lab = s->label ? s->label : "";
 	lo = s->label_options ? s->label_options : "";
+	tm = s->time ? s->time : "";
+	bn = s->band_names ? s->band_names : "";
 	/* %.17g round-trips every double exactly. crs stays the last line. */
 #define SOURCE_FMT "index=%" PRIu32 "\nname=%s\npath=%s\nwidth=%" PRIu64 \
 	"\nheight=%" PRIu64 "\nbands=%" PRIu32 "\ndtype=%s\n" \
-	"geotransform=%.17g,%.17g,%.17g,%.17g,%.17g,%.17g\n%s%s%s%s%s%s%s%scrs=%s\n"
+	"geotransform=%.17g,%.17g,%.17g,%.17g,%.17g,%.17g\n%s%s%s%s%s%s%s%s%s%s%s%s%s%scrs=%s\n"
 #define SOURCE_ARGS s->index, s->name, s->path, s->width, s->height, \
 	s->bands, cdp_dtype_name(s->dtype), s->gt[0], s->gt[1], s->gt[2], \
 	s->gt[3], s->gt[4], s->gt[5], bl, cl, s->label ? "label=" : "", lab, \
 	s->label ? "\n" : "", s->label_options ? "label_options=" : "", lo, \
-	s->label_options ? "\n" : "", crs
+	s->label_options ? "\n" : "", s->time ? "time=" : "", tm, s->time ? "\n" : "", \
+	s->band_names ? "band_names=" : "", bn, s->band_names ? "\n" : "", crs
 	n = snprintf(NULL, 0, SOURCE_FMT, SOURCE_ARGS);
 	if (n < 0)
 		rc = CDP_EINVAL;
@@ -366,7 +371,7 @@ int cdp_source_format(const cdp_source *s, cdp_buf *out)
 enum {
 	F_INDEX = 1, F_NAME = 2, F_PATH = 4, F_WIDTH = 8, F_HEIGHT = 16,
 	F_BANDS = 32, F_DTYPE = 64, F_GT = 128, F_CRS = 256, F_BAND_LIST = 512,
-	F_LABEL = 1024, F_LABEL_OPTIONS = 2048
+	F_LABEL = 1024, F_LABEL_OPTIONS = 2048, F_TIME = 4096, F_BAND_NAMES = 8192
 };
 #define F_REQUIRED (F_INDEX | F_PATH | F_WIDTH | F_HEIGHT | F_BANDS | F_DTYPE | F_GT)
 
@@ -439,7 +444,8 @@ static int parse_line(char *line, cdp_source *t, unsigned *seen)
 {
 	static const char *const keys[] = {
 		"index", "name", "path", "width", "height", "bands", "dtype",
-		"geotransform", "crs", "band_list", "label", "label_options"
+		"geotransform", "crs", "band_list", "label", "label_options", "time",
+		"band_names"
 	};
 	char *v = strchr(line, '=');
 	uint64_t u;
@@ -505,6 +511,14 @@ static int parse_line(char *line, cdp_source *t, unsigned *seen)
 		if (!(t->label_options = strdup(v)))
 			return CDP_ENOMEM;
 		break;
+	case F_TIME:
+		if (!(t->time = strdup(v)))
+			return CDP_ENOMEM;
+		break;
+	case F_BAND_NAMES:
+		if (!(t->band_names = strdup(v)))
+			return CDP_ENOMEM;
+		break;
 	}
 	return rc;
 }
@@ -565,7 +579,9 @@ void cdp_source_free(cdp_source *s)
 	free(s->class_names);
 	free(s->label);
 	free(s->label_options);
-	s->label = s->label_options = NULL;
+	free(s->time);
+	free(s->band_names);
+	s->label = s->label_options = s->time = s->band_names = NULL;
 	s->class_names = NULL;
 	s->nclass_names = 0;
 	s->path = NULL;

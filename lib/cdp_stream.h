@@ -112,6 +112,12 @@ typedef struct cdp_source {
 	                         labels came from, or NULL */
 	char *label_options;  /* owned when parsed: how (cdp-tile's options of
 	                         a vector label, one line), or NULL */
+	char *time;           /* owned when parsed: a multi-date input's dates,
+	                         comma-separated in time order (path is the
+	                         first), or NULL */
+	char *band_names;     /* owned when parsed: the records' bands named
+	                         "tD:bB" (date D from 0, the date's band B),
+	                         comma-separated, or NULL */
 } cdp_source;
 #define CDP_SOURCE_MAXCLASSES 65535
 /* format: the body text into out (out->len bytes, NUL-terminated beyond);
@@ -120,8 +126,8 @@ typedef struct cdp_source {
  * with an entry < 1, a class name that cdp_class_name_ok refuses, or more
  * than CDP_SOURCE_MAXCLASSES names. A NULL crs is written as ""; no
  * band_list line is written when nband_list is 0, no class lines when
- * nclass_names is 0, no label or label_options line when that string is
- * NULL.
+ * nclass_names is 0, no label, label_options, time or band_names line
+ * when that string is NULL.
  * parse: overwrites *s. Lines are "key=value" (the value is everything after
  * the first '=', so WKT and paths may hold '=' and ','); empty lines and
  * unknown keys are skipped, the final newline is optional. Requires index,

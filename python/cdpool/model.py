@@ -31,7 +31,7 @@ MAX_FROM = 4
 CKPT_SUFFIX = {"weight": "w", "bias": "b", "running_mean": "mean", "running_var": "var"}
 LAYER_NAME = 64
 LAYER_TYPES = ("conv", "deconv", "bn", "relu", "leaky", "maxpool", "avgpool", "gap",
-               "upsample", "concat", "add", "dropout", "dense")
+               "upsample", "concat", "add", "dropout", "dense", "slice")
 
 
 # ---- the net builder (net.c, layers/*.c) ---------------------------------------------------
@@ -221,6 +221,39 @@ class _Builder:
             _one_input(L)
             L["p"] = o.float("p", 0.5, 0.0, 0.999)
             L["out"] = list(ins[0])
+        elif t == "slice":
+            _one_input(L)
+            start = o.int("start", 0, 0, c - 1)
+            end = o.int("end", c, 1, c)
+            if end <= start:
+                raise _LayerError("end=%d must be above start=%d" % (end, start))
+            L.update(start=start, end=end)
+            L["out"] = [end - start, h, w]
+
+    def share(self, layers, L, spec, np0, nb0):
+        """net.c's share_weights: weights=spec, L's tensors the last declared
+        (from np0, nb0) taken back for those of the layer it names."""
+        src = next((q for q in layers if q["name"] == spec), None)
+        if src is None:
+            raise _LayerError("weights: no layer named '%s' before this one" % spec[:64])
+        if "weights" in src:
+            src = layers[src["weights"]]
+
+        def lens(q, kind):
+            return [int(np.prod(t["shape"])) for t in q[kind]]
+        sl = [sum(lens(src, "params")[:1]), sum(lens(src, "params")[1:]), sum(lens(src, "buffers"))]
+        ll = [sum(lens(L, "params")[:1]), sum(lens(L, "params")[1:]), sum(lens(L, "buffers"))]
+        if src["type"] != L["type"] or sl != ll:
+            raise _LayerError("weights=%s: '%s' is [%s] with %d+%d parameters, this layer [%s] "
+                              "with %d+%d: the same type and shapes are needed"
+                              % (spec[:64], src["name"], src["type"], sl[0], sl[1], L["type"],
+                                 ll[0], ll[1]))
+        if not any(sl):
+            raise _LayerError("weights=%s: '%s' has no parameters to share"
+                              % (spec[:64], src["name"]))
+        self.nparams, self.nbuffers = np0, nb0
+        L["params"], L["buffers"] = [], []
+        L["weights"] = src["index"]
 
     def layer_err(self, L, why):
         """net.c's layer_err: the layer after a reason's own PATH:LINE: prefix."""
@@ -362,9 +395,13 @@ def build(text, path="<cfg>", overrides=(), in_shape=None, batch=1, old_rule=Fal
                     raise _LayerError("the name is already used at line %d" % prev["line"])
                 L["from"] = _parse_from(layers, i, o.str("from"))
                 L["in"] = [list(shape) if f < 0 else list(layers[f]["out"]) for f in L["from"]]
+                np0, nb0 = b.nparams, b.nbuffers
                 b.make(L, o)
                 if min(L["out"]) < 1:
                     raise _LayerError("empty output (%d,%d,%d)" % tuple(L["out"]))
+                spec = o.str("weights")
+                if spec is not None:
+                    b.share(layers, L, spec, np0, nb0)
                 o.float("lr_mult", _lr_mult(net.str("lr_mult"), L["name"]), 0.0, 1e6)
                 unused = next((kv for kv in s.kv if not kv[3]), None)
                 if unused:

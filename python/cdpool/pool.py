@@ -190,6 +190,8 @@ def parse_source(text):
     index, width, height, bands (int), geotransform (6 floats), band_list
     (list of int or None), the strings name, path, dtype, crs, and label and
     label_options (the label file and how it was rasterized; None when
+    absent); for a multi-date input (cdp-tile --time) time, its dates in
+    time order, and band_names, each band's "tD:bB" (lists; None when
     absent)."""
     d = {}
     for line in text.split("\n"):
@@ -206,6 +208,8 @@ def parse_source(text):
     src["band_list"] = [int(x) for x in bl.split(",")] if bl else None
     src["label"] = d.get("label")
     src["label_options"] = d.get("label_options")
+    for k in ("time", "band_names"):
+        src[k] = d[k].split(",") if d.get(k) else None
     return src
 
 

@@ -15,6 +15,10 @@ block order. Layer semantics follow engine/backend.h:
   avgpool   AvgPool2d(count_include_pad)   gap      AdaptiveAvgPool2d(1)
   upsample  interpolate x2 (nearest, or bilinear with align_corners=False)
   concat    cat(dim=1)                     add      sum of the inputs
+  slice     x[:, start:end]
+  weights=  a layer with "weights": SRC is SRC's module itself, called again
+            (its parameters and batchnorm statistics shared, their gradients
+            summed over both calls; parameters() yields them once)
   relu, leaky and the fused activation= of conv/deconv/bn/dense
   dropout   Dropout(p), or with dropout_seeds the engine's own mask
             (backend.h cdp_dropout_keep: a SplitMix64 hash of seed and element
@@ -75,7 +79,9 @@ class EngineNet(nn.Module):
         mods = []
         for L in model["layers"]:
             t, cin = L["type"], L["in"][0][0]
-            if t == "conv":
+            if "weights" in L:
+                m = mods[L["weights"]]
+            elif t == "conv":
                 m = nn.Conv2d(cin, L["filters"], L["size"], L["stride"], L["pad"],
                               L["dilation"], bias=bool(L["bias"]))
             elif t == "deconv":
@@ -94,7 +100,7 @@ class EngineNet(nn.Module):
                 m = nn.AdaptiveAvgPool2d(1)
             elif t == "dropout":
                 m = nn.Dropout(L["p"])
-            elif t in ("relu", "leaky", "upsample", "concat", "add"):
+            elif t in ("relu", "leaky", "upsample", "concat", "add", "slice"):
                 m = nn.Identity()
             else:
                 raise ValueError("layer %d: unknown type %r" % (L["index"], t))
@@ -133,6 +139,8 @@ class EngineNet(nn.Module):
                     y = F.interpolate(xs[0], scale_factor=2, mode="bilinear", align_corners=False)
                 else:
                     y = F.interpolate(xs[0], scale_factor=2, mode="nearest")
+            elif t == "slice":
+                y = xs[0][:, L["start"]:L["end"]]
             elif t == "relu":
                 y = F.relu(xs[0])
             elif t == "leaky":
@@ -151,7 +159,8 @@ class EngineNet(nn.Module):
         return outs[self.model["out_layer"]]
 
     def bn_modules(self):
-        return [(L, m) for L, m in zip(self.model["layers"], self.layers) if L["type"] == "bn"]
+        return [(L, m) for L, m in zip(self.model["layers"], self.layers)
+                if L["type"] == "bn" and "weights" not in L]
 
     @torch.no_grad()
     def load_blocks(self, params, buffers=None):

@@ -116,6 +116,11 @@ static void json_layer_params(FILE *f, const cdp_layer *l)
 	size_t c = (size_t)l->in[0].c, fo = (size_t)l->filters, k = (size_t)l->k;
 	int first = 1;
 
+	/* weights=: its tensors are those of the layer it uses */
+	if (l->share) {
+		fprintf(f, ", \"weights\": %d, \"params\": [], \"buffers\": []", l->share - 1);
+		return;
+	}
 	fprintf(f, ", \"params\": [");
 	if (strcmp(t, "conv") == 0) {
 		size_t s[4] = { fo, c, k, k };
@@ -172,6 +177,8 @@ static void json_layer(FILE *f, const cdp_layer *l)
 		fprintf(f, ", \"mode\": \"%s\"", l->mode == CDP_UP_BILINEAR ? "bilinear" : "nearest");
 	else if (!strcmp(t, "dropout"))
 		fprintf(f, ", \"p\": %.9g", (double)l->p);
+	else if (!strcmp(t, "slice"))
+		fprintf(f, ", \"start\": %d, \"end\": %d", l->k, l->k + l->out.c);
 	/* the fused activation of conv/deconv/bn/dense, or the layer's own */
 	if (!strcmp(t, "conv") || !strcmp(t, "deconv") || !strcmp(t, "bn") ||
 	    !strcmp(t, "dense") || !strcmp(t, "relu") || !strcmp(t, "leaky"))

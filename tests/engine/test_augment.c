@@ -508,8 +508,56 @@ static void test_warp(void)
 	}
 }
 
+/* Change detection stacks the dates as bands (cdp-tile --time): every
+ * date and the label must get the same geometry. Channels of date d are
+ * the date-0 plane plus 1000 * d; after drawn crops, flips, turns, scale
+ * and rotation each date is still date 0 plus its offset, and where the
+ * warp keeps the label, the label is the pixel's date-0 plane (exactly
+ * without the warp). */
+static void test_dates(void)
+{
+	enum { N = 24, D = 3, BPD = 2, C = D * BPD, O = 16 };
+	static float img[C * N * N], g[C * O * O], out[C * O * O];
+	static int32_t lab[N * N], gl[O * O], lout[O * O];
+	cdp_aug_cfg a = { .hflip = 1, .vflip = 1, .rot90 = 1, .crop_h = O, .crop_w = O,
+	                  .scale = 0.3f, .scale_p = 0.5f, .rotate = 40, .rotate_p = 0.5f };
+	int bad = 0, lbad = 0, warped = 0;
+
+	for (int p = 0; p < N * N; p++) {
+		lab[p] = p;
+		for (int c = 0; c < C; c++)
+			img[c * N * N + p] = (float)(p + 1000 * (c / BPD) + 100000 * (c % BPD));
+	}
+	for (uint64_t seed = 0; seed < 200; seed++) {
+		cdp_aug t;
+		cdp_aug_draw(&a, N, N, seed, &t);
+		CHECK_RC(cdp_aug_apply(&t, C, N, N, img, lab, g, gl), 0);
+		if (t.warp) {
+			warped++;
+			cdp_aug_warp(&t, C, g, gl, out, lout, -1);
+		} else {
+			memcpy(out, g, sizeof out);
+			memcpy(lout, gl, sizeof lout);
+		}
+		for (int q = 0; q < O * O; q++) {
+			if (lout[q] == -1)
+				continue;
+			for (int c = 0; c < C; c++) {
+				float want = out[(c % BPD) * O * O + q] + 1000.0f * (float)(c / BPD);
+				bad += fabsf(out[c * O * O + q] - want) > 0.02f;
+			}
+			lbad += t.warp ? fabsf(out[q] - (float)lout[q]) > 1.5f * N
+			               : out[q] != (float)lout[q];
+		}
+	}
+	CHECK(bad == 0 && lbad == 0 && warped > 20,
+	      "dates as bands: %d values off their date's offset, %d labels off their pixel "
+	      "(%d of 200 warped)", bad, lbad, warped);
+}
+
 int main(void)
 {
+	test_dates();
 	test_photo();
 	test_warp();
 	test_literals();

@@ -17,6 +17,10 @@
  * Batchnorm runs in training mode (batch statistics, so every output
  * depends on every input of its channel); dropout draws the fixed mask of
  * the net's step seed, recomputed here from the documented hash.
+ *
+ * A layer with weights= reads its source's parameters in the reference
+ * too (its offsets are the source's), so the difference of a shared
+ * parameter moves both uses: the engine's gradient must be their sum.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -192,7 +196,9 @@ static double ref_forward(ref *rf)
 		const cdp_layer *l = &net->layers[li];
 		const char *t = l->ops->type;
 		const double *x = l->from[0] < 0 ? rf->x : rf->y[l->from[0]];
-		const double *w = rf->p + l->w_off, *b = l->b_len ? rf->p + l->b_off : NULL;
+		/* a layer with weights= has its source's bias, or none */
+		const cdp_layer *own = l->share ? &net->layers[l->share - 1] : l;
+		const double *w = rf->p + l->w_off, *b = own->b_len ? rf->p + l->b_off : NULL;
 		double *y = rf->y[li];
 		size_t ny = (size_t)N * numel(l->out), in = numel(l->in[0]);
 		if (!strcmp(t, "conv"))
@@ -234,6 +240,12 @@ static double ref_forward(ref *rf)
 				for (size_t k = 0; k < ny; k++)
 					y[k] += s[k];
 			}
+		} else if (!strcmp(t, "slice")) {
+			size_t hw = (size_t)l->out.h * l->out.w;
+			for (int n = 0; n < N; n++)
+				memcpy(y + (size_t)n * l->out.c * hw,
+				       x + ((size_t)n * l->in[0].c + (size_t)l->k) * hw,
+				       l->out.c * hw * sizeof *y);
 		} else if (!strcmp(t, "concat")) {
 			size_t hw = (size_t)l->out.h * l->out.w;
 			int off = 0;
@@ -458,6 +470,21 @@ static const char *net_head =
 	"[dropout]\np=0.5\n"
 	"[dense]\noutput=3\n";
 
+/* a siamese pair: two slices of the input (each date's channels) through
+ * one conv and one bn (weights=), concatenated, a slice across the two
+ * branches' channels, a 1x1 head */
+static const char *net_siamese =
+	"[net]\nchannels=4\nin_h=5\nin_w=4\nclasses=3\n"
+	"[slice]\nend=2\n"
+	"[conv]\nname=f\nfilters=3\n"
+	"[bn]\nname=g\nactivation=leaky\n"
+	"[slice]\nfrom=input\nstart=2\n"
+	"[conv]\nweights=f\nfilters=3\n"
+	"[bn]\nweights=g\nactivation=leaky\n"
+	"[concat]\nfrom=g,-1\n"
+	"[slice]\nstart=1\nend=5\n"
+	"[conv]\nfilters=3\nsize=1\n";
+
 int main(void)
 {
 	cdp_backend *be = cdp_backend_cpu(2);
@@ -473,6 +500,26 @@ int main(void)
 	check_net(be, "unet.cfg", net_unet, 2);
 	check_net(be, "pool.cfg", net_pool, 2);
 	check_net(be, "head.cfg", net_head, 3);
+	check_net(be, "siamese.cfg", net_siamese, 2);
+	{
+		/* the shared conv and bn are one set: conv 54 + 3, bn 3 + 3, head 12 + 3 */
+		cdp_net net;
+		char err[512];
+		int ok = cdp_net_build(&net, be, net_siamese, "siamese.cfg", NULL, 0, 0, 0, 0, 1, err,
+		                       sizeof err) == 0;
+		CHECK(ok && net.nparams == 78 && net.nbuffers == 6 && net.layers[4].share == 2 &&
+		      net.layers[5].share == 3, "siamese.cfg: %zu parameters, %zu buffers (want 78, 6)",
+		      ok ? net.nparams : 0, ok ? net.nbuffers : 0);
+		/* --freeze of the source freezes every use; the sharing layer's
+		 * own name does not unfreeze or freeze the set apart from it */
+		if (ok) {
+			CHECK(cdp_net_freeze(&net, "f,g", err, sizeof err) == 4 && net.layers[4].frozen &&
+			      net.layers[5].frozen, "siamese.cfg: --freeze f,g leaves a use unfrozen");
+			CHECK(cdp_net_freeze(&net, "conv4", err, sizeof err) == 0 && !net.layers[4].frozen &&
+			      !net.layers[1].frozen, "siamese.cfg: --freeze of the sharing layer alone");
+			cdp_net_free(&net);
+		}
+	}
 	be->destroy(be);
 	return tap_done();
 }

@@ -17,7 +17,14 @@
 #      shortcuts with batchnorm, upsample and concat. AdamW eps 0.1 here:
 #      the shortcut batchnorms' betas have an exact gradient of 0 (all
 #      their consumers are normalised again), so both sides hold rounding
-#      noise there, and AdamW's lr g/(|g| + eps) magnifies it by 1/eps.
+#      noise there, and AdamW's lr g/(|g| + eps) magnifies it by 1/eps;
+#   5. siamese-unet.cfg width=4 depth=2, 6x32x32 (two dates of 3 bands),
+#      batch 2, ignore=255: [slice] and weights=, the second date's encoder
+#      using the first's parameters and batchnorm statistics. PyTorch's
+#      twin calls one module per shared layer twice, so its gradients are
+#      the sums over both dates and its running statistics are updated
+#      twice, as the engine's must be; model.json lists each shared tensor
+#      once (the second branch's layers name the first's in "weights").
 # Also: a comparison that must fail does (gradients scaled by 1.001), and
 # model_dump reports a model that cannot be built.
 # Needs torch and numpy in $PYTHON (/usr/bin/python3); skips (77) without.
@@ -67,6 +74,21 @@ case_run unet_bce_dice "$models/unet.cfg" -D width=4 -D depth=2 -D outputs=1 \
 case_run classifier "$models/classifier.cfg" -D width=4 -D blocks=2 -i 3,16,16 -b 4
 case_run resunet "$models/resunet.cfg" -D width=4 -D depth=2 -D ignore=255 -i 3,32,32 -b 2 \
 	--ignore-frac 0.1 --adam-eps 0.1
+case_run siamese "$models/siamese-unet.cfg" -D width=4 -D depth=2 -D ignore=255 -i 6,32,32 -b 2 \
+	--ignore-frac 0.1
+if [ -f "$tmp/siamese/model.json" ] && "$PY" -c 'import json, sys
+m = json.load(open(sys.argv[1]))
+sh = [L for L in m["layers"] if "weights" in L]
+assert len(sh) == 8 and all(not L["params"] and not L["buffers"] for L in sh), sh
+for L in sh:
+    src = m["layers"][L["weights"]]
+    assert src["name"] == "a" + L["name"][1:] and src["params"], (L["name"], src["name"])' \
+	"$tmp/siamese/model.json"; then
+	echo "ok   siamese: 8 layers use the first branch's tensors, listed once"
+else
+	echo "FAIL siamese: the second branch's layers do not share the first's tensors"
+	fail=1
+fi
 
 # the comparison catches a gradient off by 0.1%
 if [ -f "$tmp/unet_ce/grads.f32" ]; then

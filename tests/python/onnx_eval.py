@@ -113,6 +113,17 @@ def _pad_op(x, pads, value=None, mode=b"constant"):
                   constant_values=0 if value is None else value)
 
 
+def _slice(x, starts, ends, axes=None, steps=None):
+    """Slice (opset 10+): starts and ends clamped to each axis as numpy's
+    slices clamp them."""
+    axes = range(len(starts)) if axes is None else axes
+    steps = [1] * len(starts) if steps is None else steps
+    idx = [slice(None)] * x.ndim
+    for a, b, e, st in zip(axes, starts, ends, steps):
+        idx[int(a)] = slice(int(b), int(e), int(st))
+    return x[tuple(idx)]
+
+
 def _const(value=None, **_):
     return numpy_helper.to_array(value)
 
@@ -144,6 +155,7 @@ OPS = {
         alpha * (a.T if transA else a) @ (b.T if transB else b) + (0 if c is None else beta * c),
     "Resize": _resize,
     "Pad": _pad_op,
+    "Slice": _slice,
 }
 
 

@@ -21,7 +21,7 @@
 
 enum {
 	OPT_ANY_CRS = 256, OPT_BATCH, OPT_COG, OPT_COLORS, OPT_DEVICE, OPT_OVERLAP, OPT_PRECISION,
-	OPT_PREVIEW, OPT_PROB, OPT_PROGRESS, OPT_SIZE, OPT_THREADS, OPT_TTA, OPT_VECTOR,
+	OPT_PREVIEW, OPT_PROB, OPT_PROGRESS, OPT_SIZE, OPT_THREADS, OPT_TIME, OPT_TTA, OPT_VECTOR,
 	OPT_VECTOR_CLASS
 };
 
@@ -32,7 +32,7 @@ static void usage(FILE *f)
 	    "                   [--device cpu|cuda|cuda:N|auto] [--precision fp32|tf32|bf16|fp16]\n"
 	    "                   [--tta none|flips|d4] [--prob] [--cog] [--colors FILE]\n"
 	    "                   [--vector OUT.gpkg] [--vector-class K] [--preview FILE.png]\n"
-	    "                   [--progress] MODEL RASTER -o OUT.tif\n"
+	    "                   [--progress] MODEL RASTER|--time DATE,DATE[,...] -o OUT.tif\n"
 	    "       " PROG " [-hqV] [--size N] [--batch N] [--threads N]\n"
 	    "                   [--device cpu|cuda|cuda:N|auto] [--precision fp32|tf32|bf16|fp16]\n"
 	    "                   [--tta none|flips|d4] MODEL DIR|LIST -o OUT.csv\n");
@@ -56,6 +56,7 @@ int main(int argc, char **argv)
 		{ "quiet",        no_argument,       NULL, 'q' },
 		{ "size",         required_argument, NULL, OPT_SIZE },
 		{ "threads",      required_argument, NULL, OPT_THREADS },
+		{ "time",         required_argument, NULL, OPT_TIME },
 		{ "tta",          required_argument, NULL, OPT_TTA },
 		{ "vector",       required_argument, NULL, OPT_VECTOR },
 		{ "vector-class", required_argument, NULL, OPT_VECTOR_CLASS },
@@ -117,6 +118,14 @@ int main(int argc, char **argv)
 				goto out;
 			}
 			break;
+		case OPT_TIME:
+			if (!strchr(optarg, ',')) {
+				cdp_cli_bad("--time", optarg, "two or more rasters separated by commas");
+				goto out;
+			}
+			o.input = optarg;
+			o.time = 1;
+			break;
 		case OPT_VECTOR: o.vector = optarg; break;
 		case OPT_VECTOR_CLASS:
 			if (cdp_cli_int("--vector-class", optarg, 0, 254, &o.vector_class))
@@ -125,14 +134,15 @@ int main(int argc, char **argv)
 		default: goto out;
 		}
 	}
-	if (argc - optind != 2 || !o.output) {
-		fprintf(stderr, PROG ": %s\n", argc - optind != 2 ? "want MODEL and RASTER" :
-		        "missing -o OUT.tif");
+	if (argc - optind != 2 - o.time || !o.output) {
+		fprintf(stderr, PROG ": %s\n", argc - optind == 2 - o.time ? "missing -o OUT.tif" :
+		        o.time ? "want MODEL and --time DATE,DATE, no RASTER" : "want MODEL and RASTER");
 		usage(stderr);
 		goto out;
 	}
 	o.model = argv[optind];
-	o.input = argv[optind + 1];
+	if (!o.time)
+		o.input = argv[optind + 1];
 
 	rc = 1;
 	cdp_dist_set_prog(PROG);

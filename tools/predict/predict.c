@@ -275,6 +275,25 @@ static void cleanup(predictor *p)
 	pr_legend_free(&p->legend);
 }
 
+/* --preview: the map over the input's first bands; with --time over the
+ * first date's (the first bands of the stack, date 0's), read from it. */
+static int preview(predictor *p, cdp_out *png, char *err, size_t cap)
+{
+	const cdp_predict_opts *o = p->o;
+	int n = p->C / cdp_raster_dates(p->r), rc;
+	char *first;
+
+	if (!o->time)
+		return pr_preview(o->input, p->ck.bands, p->C, p->pcls, p->pw, p->ph, p->K,
+		                  o->preview, png, err, cap);
+	if (!(first = strndup(o->input, strcspn(o->input, ","))))
+		return pr_fail(err, cap, "out of memory");
+	rc = pr_preview(first, p->ck.bands, n, p->pcls, p->pw, p->ph, p->K, o->preview, png,
+	                err, cap);
+	free(first);
+	return rc;
+}
+
 int cdp_predict_run(const cdp_predict_opts *o, char *err, size_t cap)
 {
 	predictor p;
@@ -287,6 +306,11 @@ int cdp_predict_run(const cdp_predict_opts *o, char *err, size_t cap)
 	p.rank = cdp_dist_rank();
 	p.nranks = cdp_dist_size();
 	int ok = pr_load_model(&p, err, cap) == 0;
+	if (ok && p.classify && o->time) {
+		pr_fail(err, cap, "'%s' classifies chips, and --time maps a raster of several "
+		        "dates: give a segmentation model", p.model);
+		goto out;
+	}
 	if (ok && p.classify) {   /* a classifier: predict_classify.c */
 		rc = pr_classify_run(&p, err, cap);
 		goto out;
@@ -318,8 +342,7 @@ int cdp_predict_run(const cdp_predict_opts *o, char *err, size_t cap)
 		               pr_vector(pr_out_file(p.vout), o->vector, o->vector_class, &p.legend,
 		                         &gpkg, err, cap) < 0))
 			goto out;
-		if (o->preview && pr_preview(o->input, p.ck.bands, p.C, p.pcls, p.pw, p.ph, p.K,
-		                             o->preview, &png, err, cap) < 0)
+		if (o->preview && preview(&p, &png, err, cap) < 0)
 			goto out;
 		if (pr_out_finish(p.out, err, cap) < 0)
 			goto out;

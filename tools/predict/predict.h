@@ -22,7 +22,9 @@
  * output does not depend on j. Rank 0 reads the checkpoint and broadcasts
  * it, so only its host needs the file; every rank reads the raster. With
  * --tta each window's probabilities are first averaged over its flipped
- * and rotated copies (predict_tta.c).
+ * and rotated copies (predict_tta.c). With --time the input is several
+ * dates read as one raster of stacked bands, as cdp-tile --time stacks
+ * them (cdp_raster_open_time), so a change model sees what it trained on.
  */
 #ifndef CDP_PREDICT_H
 #define CDP_PREDICT_H
@@ -31,7 +33,9 @@
 
 typedef struct cdp_predict_opts {
 	const char *model;      /* checkpoint file, or a run directory holding checkpoint.cdpt */
-	const char *input;      /* the raster */
+	const char *input;      /* the raster, or with time its dates "A.tif,B.tif[,...]" */
+	int time;               /* 1: input is a multi-date input (--time), stacked as
+	                           cdp-tile --time stacks it (cdp_raster_open_time) */
 	const char *output;     /* GeoTIFF written (atomically), tiled, with overviews */
 	int cog;                /* 1: a Cloud Optimized GeoTIFF */
 	const char *colors;     /* --colors FILE: class names and colours, or NULL */

@@ -193,7 +193,13 @@ int pr_open_raster(predictor *p, char *err, size_t cap)
 	int rc, seq = 1;
 
 	cdp_raster_init();
-	if ((rc = cdp_raster_open(o->input, &p->r, err, cap)) != 0) {
+	if (o->time && (rc = cdp_raster_open_time(o->input, CDP_RASTER_TIME_ET, &p->r, err,
+	                                          cap)) != 0) {
+		char why[1024];
+		snprintf(why, sizeof why, "%s", err);
+		return pr_fail(err, cap, "--time '%s': %s", o->input, why);
+	}
+	if (!o->time && (rc = cdp_raster_open(o->input, &p->r, err, cap)) != 0) {
 		char why[512];
 		snprintf(why, sizeof why, "%s", err);
 		return pr_fail(err, cap, "cannot open '%s': %s", o->input, why);

@@ -37,7 +37,7 @@ static void usage(FILE *f)
 	    "                [--classes name,...]\n"
 	    "                [--max-nodata fraction] [--name name]... [--nodata value]\n"
 	    "                [--overlap n] [--progress] [--standardize] [--stats file]\n"
-	    "                raster...\n");
+	    "                raster... | --time date,date[,...]...\n");
 }
 
 /* Appends arg to a growable list of strings; returns 0 or -1 without memory. */
@@ -55,7 +55,7 @@ static int push(const char ***list, size_t *n, const char *arg)
 enum { OPT_BANDS = 256, OPT_CLASSES, OPT_EDGE, OPT_FORMAT, OPT_IGNORE, OPT_LABEL,
        OPT_LABEL_ALL, OPT_LABEL_ET, OPT_LABEL_MAP, OPT_LABEL_MAP_OTHER,
        OPT_LABEL_RESAMPLE, OPT_LABEL_SUFFIX, OPT_MAX_NODATA, OPT_NAME, OPT_NODATA,
-       OPT_OVERLAP, OPT_PROGRESS, OPT_STANDARDIZE, OPT_STATS };
+       OPT_OVERLAP, OPT_PROGRESS, OPT_STANDARDIZE, OPT_STATS, OPT_TIME };
 
 static const struct option longopts[] = {
 	{ "bands",        required_argument, NULL, OPT_BANDS },
@@ -81,6 +81,7 @@ static const struct option longopts[] = {
 	{ "size",         required_argument, NULL, 's' },
 	{ "standardize",  no_argument,       NULL, OPT_STANDARDIZE },
 	{ "stats",        required_argument, NULL, OPT_STATS },
+	{ "time",         required_argument, NULL, OPT_TIME },
 	{ "version",      no_argument,       NULL, 'V' },
 	{ "zlib",         required_argument, NULL, 'z' },
 	/* --all-touched, --background, --buffer, ... (cdp_label_vector.h) */
@@ -92,8 +93,8 @@ int main(int argc, char **argv)
 {
 	cdp_tile_opts o;
 	cdp_tile_result res;
-	const char **names = NULL, **labels = NULL, **classes = NULL;
-	size_t nnames = 0, nlabels = 0, nb = 0, nclasses = 0;
+	const char **names = NULL, **labels = NULL, **classes = NULL, **times = NULL;
+	size_t nnames = 0, nlabels = 0, nb = 0, nclasses = 0, ntimes = 0;
 	char *classbuf = NULL, why[256];
 	int bands[MAXBANDS], ch, quiet = 0, format = -1, rc = 0, ret = 0;
 	char err[1024];
@@ -223,6 +224,14 @@ int main(int argc, char **argv)
 		case OPT_STATS:
 			o.stats_path = optarg;
 			break;
+		case OPT_TIME:
+			if (!strchr(optarg, ',')) {
+				cdp_cli_bad("--time", optarg, "two or more rasters separated by commas");
+				goto out;
+			}
+			if (push(&times, &ntimes, optarg))
+				goto nomem;
+			break;
 		case OPT_CLASSES:
 			free(classbuf);
 			free(classes);
@@ -267,6 +276,17 @@ int main(int argc, char **argv)
 	ret = 0;
 	o.inputs = (const char *const *)argv + optind;
 	o.ninputs = (size_t)(argc - optind);
+	if (ntimes && o.ninputs) {
+		fprintf(stderr, "cdp-tile: --time inputs and plain rasters do not mix in "
+		        "one run (their tiles have different band counts)\n");
+		ret = 2;
+		goto out;
+	}
+	if (ntimes) {
+		o.inputs = times;
+		o.ninputs = ntimes;
+		o.time = 1;
+	}
 
 	if (o.ninputs == 0) {
 		usage(stderr);
@@ -392,6 +412,7 @@ out:
 		cdp_labelmap_free(&map);
 	free(names);
 	free(labels);
+	free(times);
 	free(classes);
 	free(classbuf);
 	return ret;

@@ -14,6 +14,12 @@
  * order and never tile by tile. A tile is (nb, S, S) samples of the source
  * dtype, or float32 with --standardize; its mask and label are (S, S).
  *
+ * With --time an input is several dates of one place, opened as one raster
+ * whose bands are the dates' bands stacked in time order, later dates on
+ * another grid warped onto the first's (cdp_raster_open_time,
+ * lib/cdp_raster.h): a tile is then (dates * nb, S, S), cut from the same
+ * window of every date, and its mask is invalid where any date is.
+ *
  * Every input is opened and checked once before anything is written, so bad
  * input fails without output. Tile files are written under temporary names
  * (cdp_out.h) and renamed onto their names only when every input is done,
@@ -79,6 +85,7 @@ static void input_close(input *in)
 	cdp_label_close(in->lab);
 	cdp_label_vector_close(in->vlab);
 	free(in->lpath);
+	free(in->first);
 	free(in->bands);
 	memset(in, 0, sizeof(*in));
 }
@@ -128,7 +135,21 @@ static int input_open(ctx *c, size_t i, input *in)
 
 	memset(in, 0, sizeof(*in));
 	in->path = o->inputs[i];
-	if ((rc = cdp_raster_open(in->path, &in->r, msg, sizeof(msg)))) {
+	if (o->time) {
+		/* named, labelled and reported by its first date */
+		in->time = o->inputs[i];
+		if (!(in->first = strndup(in->time, strcspn(in->time, ",")))) {
+			rc = CDP_ENOMEM;
+			ERR(c, "out of memory");
+			goto fail;
+		}
+		in->path = in->first;
+		if ((rc = cdp_raster_open_time(in->time, CDP_RASTER_TIME_ET, &in->r, msg,
+		                               sizeof(msg)))) {
+			ERR(c, "--time '%s': %s", in->time, msg);
+			goto fail;
+		}
+	} else if ((rc = cdp_raster_open(in->path, &in->r, msg, sizeof(msg)))) {
 		if (rc == CDP_EUNSUP)
 			ERR(c, "'%s': %s (need u8, u16, i16, u32, i32, f32 or f64)",
 			    in->path, msg);
@@ -152,7 +173,11 @@ static int input_open(ctx *c, size_t i, input *in)
 		goto fail;
 	}
 
-	in->nb = o->bands ? (int)o->nbands : (int)in->ri->bands;
+	/* --bands selects a date's bands; the stacked input holds date d's
+	 * band b as band d * (its bands a date) + b */
+	in->ndates = cdp_raster_dates(in->r);
+	in->bpd = o->bands ? (int)o->nbands : (int)in->ri->bands / in->ndates;
+	in->nb = in->bpd * in->ndates;
 	in->bands = malloc(sizeof(int) * (size_t)in->nb);
 	if (!in->bands) {
 		rc = CDP_ENOMEM;
@@ -160,13 +185,14 @@ static int input_open(ctx *c, size_t i, input *in)
 		goto fail;
 	}
 	for (int b = 0; b < in->nb; b++) {
-		in->bands[b] = o->bands ? o->bands[b] : b + 1;
-		if (in->bands[b] < 1 || (uint32_t)in->bands[b] > in->ri->bands) {
-			ERR(c, "'%s': band %d requested, raster has %u", in->path,
-			    in->bands[b], in->ri->bands);
+		uint32_t per = in->ri->bands / (uint32_t)in->ndates;
+		int sel = o->bands ? o->bands[b % in->bpd] : b % in->bpd + 1;
+		if (sel < 1 || (uint32_t)sel > per) {
+			ERR(c, "'%s': band %d requested, raster has %u", in->path, sel, per);
 			rc = CDP_ESHAPE;
 			goto fail;
 		}
+		in->bands[b] = (int)(b / in->bpd * per) + sel;
 	}
 	if ((uint32_t)in->nb > CDP_RECORD_MAXDIM) {
 		ERR(c, "'%s': %d bands, at most %u fit a record", in->path, in->nb,

@@ -16,8 +16,11 @@ enum { CDP_EDGE_SHIFT = 0, CDP_EDGE_PAD = 1, CDP_EDGE_DROP = 2 };
 enum { CDP_TILE_STREAM = 0, CDP_TILE_PNG = 1, CDP_TILE_TIF = 2 };
 
 typedef struct cdp_tile_opts {
-	const char *const *inputs;   /* [ninputs] raster paths */
+	const char *const *inputs;   /* [ninputs] raster paths, or with time
+	                                date lists "A.tif,B.tif[,...]" */
 	size_t ninputs;
+	int time;                    /* inputs are multi-date (--time): each
+	                                tile stacks its dates as bands */
 	const char *const *names;    /* [ninputs] or NULL: NAME of each input */
 	const char *const *labels;   /* [ninputs] or NULL: label paths (rasters
 	                                or vector datasets) */

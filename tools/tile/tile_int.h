@@ -20,7 +20,11 @@
 
 /* One input raster, opened and checked by input_open in tile.c. */
 typedef struct input {
-	const char *path;
+	const char *path;          /* the raster, or the first date of a
+	                              multi-date input */
+	const char *time;          /* the input's dates "A,B,..." or NULL */
+	char *first;               /* owned: the first date's path, or NULL */
+	int ndates, bpd;           /* dates and selected bands of a date */
 	char *lpath;               /* owned; NULL without a label */
 	char name[CDP_NAME_MAX + 1];
 	cdp_raster *r;

@@ -291,6 +291,21 @@ int tile_emit_record(ctx *c, const char *key, const cdp_record *r,
 	return CDP_OK;
 }
 
+/* "t0:b1,t0:b2,t1:b1,..." for a multi-date input's bands: the date from 0
+ * and the date's own band number; NULL when out of memory. */
+static char *time_band_names(const input *in)
+{
+	uint32_t per = in->ri->bands / (uint32_t)in->ndates;
+	size_t cap = (size_t)in->nb * 28 + 1, len = 0;
+	char *t = malloc(cap);
+
+	for (int b = 0; t && b < in->nb; b++)
+		len += (size_t)snprintf(t + len, cap - len, "%st%u:b%u", b ? "," : "",
+		                        (unsigned)((uint32_t)(in->bands[b] - 1) / per),
+		                        (unsigned)((uint32_t)(in->bands[b] - 1) % per + 1));
+	return t;
+}
+
 int tile_emit_source(ctx *c, size_t idx, input *in, cdp_buf *body)
 {
 	cdp_source s;
@@ -316,6 +331,12 @@ int tile_emit_source(ctx *c, size_t idx, input *in, cdp_buf *body)
 	 * names, never both: cdp-tile refuses the pair) become the pool's
 	 * class names (cdp-lmdbpack) */
 	s.label = in->lpath;
+	/* the dates, and which date and band each stacked band is */
+	s.time = (char *)in->time;
+	if (in->time && !(s.band_names = time_band_names(in))) {
+		ERR(c, "out of memory");
+		return CDP_ENOMEM;
+	}
 	if (in->lab && c->o->label_map && c->o->label_map->names) {
 		s.class_names = c->o->label_map->names;
 		s.nclass_names = c->o->label_map->max_id + 1;
@@ -326,20 +347,22 @@ int tile_emit_source(ctx *c, size_t idx, input *in, cdp_buf *body)
 		if ((rc = cdp_label_vector_describe(&c->o->vec, lopts, sizeof lopts))) {
 			ERR(c, "'%s': cannot describe the label options: %s", in->path,
 			    cdp_strerror(rc));
-			return rc;
+			goto out;
 		}
 		s.label_options = lopts;
 	}
 	if ((rc = cdp_source_format(&s, body))) {
 		ERR(c, "'%s': cannot describe the source: %s", in->path,
 		    cdp_strerror(rc));
-		return rc;
+		goto out;
 	}
 	if ((rc = cdp_stream_write_frame(c->out, CDP_FRAME_SOURCE, in->name,
 	                                 strlen(in->name), body->p, body->len))) {
 		ERR(c, "cannot write the record stream: %s", cdp_strerror(rc));
-		return rc;
+		goto out;
 	}
 	c->res->bytes += 12 + strlen(in->name) + body->len;
-	return CDP_OK;
+out:
+	free(s.band_names);
+	return rc;
 }
