@@ -101,8 +101,11 @@ void cdp_raster_pixel_size(const double gt[6], double *x, double *y);
 int  cdp_raster_open_lut(cdp_raster *src, const int32_t *lut, size_t nlut,
                          cdp_raster **out, char *err, size_t errcap);
 
-/* Resampling of cdp_raster_warp: GDAL's nearest neighbour and mode. */
-enum { CDP_RESAMPLE_NEAR = 0, CDP_RESAMPLE_MODE = 1 };
+/* Resampling of the warps: GDAL's nearest neighbour and mode (class
+ * labels, cdp_raster_warp), and for values (cdp_raster_warp_f32) nearest,
+ * bilinear, cubic and average. */
+enum { CDP_RESAMPLE_NEAR = 0, CDP_RESAMPLE_MODE = 1, CDP_RESAMPLE_BILINEAR = 2,
+       CDP_RESAMPLE_CUBIC = 3, CDP_RESAMPLE_AVERAGE = 4 };
 /* Warps band `band` of src onto the w x h grid whose geotransform is gt and
  * CRS dst_wkt, with GDAL's warper, into
  * out[h*w] as int32: the source value, or -1 where the source does not
@@ -115,6 +118,15 @@ enum { CDP_RESAMPLE_NEAR = 0, CDP_RESAMPLE_MODE = 1 };
 int  cdp_raster_warp(cdp_raster *src, int band, const double gt[6], const char *dst_wkt,
                      int resample, double max_error, int w, int h, int32_t *out,
                      char *err, size_t errcap);
+/* The same for values: bands [nbands] (1-based) of src into out
+ * (nbands, h, w) as float32, NaN where the source does not cover a pixel
+ * or holds only its nodata (a float source without a nodata value: NaN),
+ * resampled by CDP_RESAMPLE_NEAR, _BILINEAR, _CUBIC or _AVERAGE (mode is
+ * for classes); gdalwarp -et max_error -r near|bilinear|cubic|average
+ * -ot Float32 -dstnodata nan of the same window gives the same pixels. */
+int  cdp_raster_warp_f32(cdp_raster *src, const int *bands, int nbands, const double gt[6],
+                         const char *dst_wkt, int resample, double max_error, int w, int h,
+                         float *out, char *err, size_t errcap);
 
 /* "GDAL: 3.6.2", the version compiled against (for --version). */
 const char *cdp_raster_version(void);
