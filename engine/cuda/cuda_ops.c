@@ -270,6 +270,24 @@ static double cu_bce_logits(cdp_backend *be, int n, int hw, const float *logits,
 	return im->hres[0];
 }
 
+static double cu_reg_loss(cdp_backend *be, int kind, int n, int t, int hw, const float *pred,
+                          const float *target, float delta, float *dpred, float gscale,
+                          double *count)
+{
+	cu_impl *im = cu_im(be);
+	size_t elems = (size_t)n * t * hw;
+
+	*count = 0.0;
+	if (elems == 0)
+		return 0.0;
+	cdk_reg_loss(im->comp, kind, elems, pred, target, delta, dpred, gscale,
+	             cu_scratch(be, elems), im->dres);
+	CDP_KERNEL_CHECK();
+	cu_fetch_results(be);
+	*count = im->hres[1];
+	return im->hres[0];
+}
+
 static double cu_dice_logits(cdp_backend *be, int n, int hw, const float *logits,
                              const int32_t *labels, int ignore, float smooth, const double *tot,
                              float *dlogits, float gscale)
@@ -392,6 +410,7 @@ void cu_ops_init(cdp_backend *be)
 	be->bce_logits = cu_bce_logits;
 	be->dice_logits = cu_dice_logits;
 	be->dice_sums = cu_dice_sums;
+	be->reg_loss = cu_reg_loss;
 	be->argmax = cu_argmax;
 	be->confusion = cu_confusion;
 
