@@ -23,12 +23,15 @@ struct cdp_label {
 	int kind, warped;
 	uint32_t ignore;
 	int *bands, nb;          /* values: the target bands (T = nb), else band 1 */
+	int *hasnd;              /* values: [nb] the band has a nodata value, */
+	double *nd;              /*   [nb] that value */
 	uint64_t W;              /* image width */
 	double gt[6];            /* image geotransform */
 	const char *wkt;         /* image CRS ("" none), the caller's */
 	uint64_t y0;             /* the current strip */
 	int sh;
-	void *strip;             /* on the image's grid: (S, W) raw samples */
+	void *strip;             /* on the image's grid: (S, W) raw samples;
+	                            values (T, S, W) */
 	size_t strip_cap;
 	int32_t *win;            /* warped: (sh, tw) values or -1; values:
 	                            (T, sh, tw) f32 */
@@ -146,7 +149,9 @@ static int open_value(cdp_label *l, cdp_label **out, char *err, size_t errcap)
 		    "near, bilinear, cubic or average)", l->path);
 		goto bad;
 	}
-	if (!(l->bands = malloc(sizeof *l->bands * (size_t)n))) {
+	if (!(l->bands = malloc(sizeof *l->bands * (size_t)n)) ||
+	    !(l->hasnd = malloc(sizeof *l->hasnd * (size_t)n)) ||
+	    !(l->nd = malloc(sizeof *l->nd * (size_t)n))) {
 		ERR("out of memory");
 		cdp_label_close(l);
 		return CDP_ENOMEM;
@@ -158,6 +163,7 @@ static int open_value(cdp_label *l, cdp_label **out, char *err, size_t errcap)
 			    l->bands[b], l->li->bands);
 			goto bad;
 		}
+		l->hasnd[b] = cdp_raster_band_nodata(l->r, l->bands[b], &l->nd[b]);
 	}
 	l->nb = n;
 	l->kind = CDP_LABEL_F32;
@@ -324,19 +330,16 @@ static int warp(cdp_label *l, uint64_t x0, int tw, char *err, size_t errcap)
 	return rc;
 }
 
-/* 1 when v is the label's nodata, compared in the label's type as GDAL
- * does (a float32 raster's -9999.5 is the float, not the double). */
-static int is_nodata(const cdp_label *l, double v)
+/* Target t's value v as a target: NaN for the band's nodata (compared in
+ * the label's type as GDAL does: a float32 raster's -9999.5 is the float,
+ * not the double) and for what is not finite as a float32. */
+static float target_of(const cdp_label *l, int t, double v)
 {
-	const cdp_raster_info *li = l->li;
+	float f = (float)v;
 
-	if (!li->has_nodata)
-		return 0;
-	if (isnan(li->nodata))
-		return isnan(v);
-	if (li->dtype == CDP_DT_F32)
-		return (float)v == (float)li->nodata;
-	return v == li->nodata;
+	if (l->hasnd[t] && (l->li->dtype == CDP_DT_F32 ? f == (float)l->nd[t] : v == l->nd[t]))
+		return NAN;
+	return isfinite(f) ? f : NAN;
 }
 
 /* cdp_label_cut of a value label: lt (T, S, S) f32. */
@@ -369,13 +372,12 @@ static int cut_values(cdp_label *l, uint64_t x0, int tw, int S, const uint8_t *m
 				size_t p = (size_t)y * S + x;
 				float v = NAN;
 				if (y < l->sh && x < tw && m[p]) {
-					if (l->warped) {
+					if (l->warped)
 						v = ((const float *)l->win)[t * wp + (size_t)y * tw + x];
-					} else {
-						double d = cdp_dtype_get(dt, l->strip, ((size_t)t * l->sh + y) * W +
-						                         x0 + x);
-						v = is_nodata(l, d) ? NAN : (float)d;
-					}
+					else
+						v = target_of(l, t, cdp_dtype_get(dt, l->strip,
+						              ((size_t)t * l->sh + y) * W + x0 + x));
+					v = isfinite(v) ? v : NAN;
 				}
 				lt[t * np + p] = v;
 			}
@@ -461,6 +463,8 @@ void cdp_label_close(cdp_label *l)
 	free(l->strip);
 	free(l->win);
 	free(l->bands);
+	free(l->hasnd);
+	free(l->nd);
 	free(l->path);
 	free(l);
 }

@@ -17,8 +17,8 @@
  * A value label (o->kind CDP_LKIND_VALUE, or CDP_LKIND_AUTO on a float
  * raster, with target bands or with bilinear, cubic or average) is a continuous target instead: T = o->nbands bands of the raster
  * (band 1 by default) of any data type, cut as f32 planes (T, S, S) of a
- * record of label kind CDP_LABEL_F32 (cdp-record(5)); the label's nodata,
- * its NaN, the pixels it does not cover, padding and invalid image pixels
+ * record of label kind CDP_LABEL_F32 (cdp-record(5)); each band's nodata,
+ * NaN and values not finite as float32, the pixels it does not cover, padding and invalid image pixels
  * become NaN ("no target"). On another grid it is warped by
  * cdp_raster_warp_f32 (near, bilinear, cubic or average); a label map,
  * mode and the ignore value do not apply to it.

@@ -273,6 +273,16 @@ int cdp_raster_has_mask(const cdp_raster *r, int band)
 	return !(f & (GMF_ALL_VALID | GMF_NODATA));
 }
 
+int cdp_raster_band_nodata(const cdp_raster *r, int band, double *nd)
+{
+	int has = 0;
+
+	if (band < 1 || (uint32_t)band > r->info.bands)
+		return 0;
+	*nd = GDALGetRasterNoDataValue(GDALGetRasterBand(r->ds, band), &has);
+	return has != 0;
+}
+
 const char *cdp_raster_category_name(const cdp_raster *r, int band, int k)
 {
 	char **names;

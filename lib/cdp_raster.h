@@ -50,6 +50,9 @@ int  cdp_raster_read_mask(cdp_raster *r, int band, int64_t x, int64_t y, int w,
  * only derived from the nodata value (callers compare against the nodata
  * value themselves, which is cheaper and handles NaN). */
 int  cdp_raster_has_mask(const cdp_raster *r, int band);
+/* Band `band`'s own nodata value (bands may differ; cdp_raster_info has
+ * band 1's): 1 with *nd set, 0 when it has none or no such band. */
+int  cdp_raster_band_nodata(const cdp_raster *r, int band, double *nd);
 /* The name GDAL gives value k of `band` (its category names, which
  * cdp-predict writes), or NULL when it has none; owned by the raster. */
 const char *cdp_raster_category_name(const cdp_raster *r, int band, int k);

@@ -3,8 +3,8 @@
 # cdp-lmdbpack (cdp-tile(1) LABELS, cdp-record(5) label kind 4, cdp-pool(5)
 # targets):
 #  - a float label raster is a value label by default: its tiles are the
-#    raster's values as float32, NaN where the label is nodata or NaN and
-#    where the image is invalid;
+#    raster's values as float32, NaN where the label is its band's nodata,
+#    NaN or infinite and where the image is invalid;
 #  - --label-bands 2,1 takes two targets, in that order (T = 2 planes);
 #  - a coarser target warped with --label-resample bilinear equals
 #    gdalwarp -r bilinear -et 0 of each tile's window (1e-5), average on a
@@ -28,9 +28,9 @@ s = osr.SpatialReference()
 s.ImportFromEPSG(32633)
 X0, Y0 = 500000.0, 5000000.0
 
-def mk(path, a, gt, dt=gdal.GDT_Float32, nodata=None):
+def mk(path, a, gt, dt=gdal.GDT_Float32, nodata=None, driver="GTiff"):
     a = a[None] if a.ndim == 2 else a
-    d = gdal.GetDriverByName("GTiff").Create(path, a.shape[2], a.shape[1], a.shape[0], dt)
+    d = gdal.GetDriverByName(driver).Create(path, a.shape[2], a.shape[1], a.shape[0], dt)
     d.SetGeoTransform(gt)
     d.SetProjection(s.ExportToWkt())
     for b in range(a.shape[0]):
@@ -47,7 +47,13 @@ t1 = (np.sin(xx / 7.0) + yy / 13.0).astype(np.float32)
 t1[5, 7] = -9999                            # nodata
 t1[9, 20] = np.nan                          # no target
 t2 = (xx * 0.5 - yy).astype(np.float32)
-mk("tgt.tif", np.stack([t1, t2]), (X0, 10, 0, Y0, 0, -10), nodata=-9999)
+t2[11, 3] = 12345                           # band 2's own nodata
+t2[12, 4] = np.inf                          # not a target either
+# Erdas Imagine: a nodata value per band (a GeoTIFF has one for all)
+mk("tgt.img", np.stack([t1, t2]), (X0, 10, 0, Y0, 0, -10), nodata=-9999, driver="HFA")
+d = gdal.Open("tgt.img", gdal.GA_Update)
+d.GetRasterBand(2).SetNoDataValue(12345)
+d = None
 # coarser (30 m, shifted 7 m) and finer (2.5 m): smooth, so interpolation shows
 cy, cx = np.mgrid[0:16, 0:21]
 mk("coarse.tif", (cx * 1.5 + np.cos(cy / 3.0)).astype(np.float32),
@@ -92,6 +98,7 @@ for f in files:
             nd = src.GetRasterBand(b).GetNoDataValue()
             if nd is not None:
                 ref[i][ref[i] == nd] = np.nan
+        ref[~np.isfinite(ref)] = np.nan
     else:
         ref = gdal.Warp("", lab, format="MEM", errorThreshold=0,
                         outputBounds=(g[0], g[3] + h * g[5], g[0] + w * g[1], g[3]),
@@ -108,12 +115,12 @@ print(nan)
 EOF
 
 # on the image's grid: the float label is a value label by itself
-cdp-tile -q -s 16 -O same --label tgt.tif img.tif || fail "cdp-tile --label tgt.tif"
-n=$("$PYTHON" cmp.py same tgt.tif 1 cut) || fail "value tiles differ from the label"
+cdp-tile -q -s 16 -O same --label tgt.img img.tif || fail "cdp-tile --label tgt.img"
+n=$("$PYTHON" cmp.py same tgt.img 1 cut) || fail "value tiles differ from the label"
 [ "$n" -ge 7 ] || fail "value tiles: only $n NaN (nodata, NaN, invalid image pixels)"
-cdp-tile -q -s 16 -O two --label tgt.tif --label-bands 2,1 --edge pad img.tif ||
+cdp-tile -q -s 16 -O two --label tgt.img --label-bands 2,1 --edge pad img.tif ||
 	fail "--label-bands 2,1"
-"$PYTHON" cmp.py two tgt.tif 2,1 cut >/dev/null || fail "--label-bands 2,1: tiles differ"
+"$PYTHON" cmp.py two tgt.img 2,1 cut >/dev/null || fail "--label-bands 2,1: tiles differ"
 # warped: bilinear from a coarser target, average from a finer one
 cdp-tile -q -s 16 -O bil --label coarse.tif --label-resample bilinear \
 	--label-error-threshold 0 img.tif || fail "--label-resample bilinear"
@@ -127,9 +134,9 @@ cdp-tile -q -s 16 -O cub --label coarse.tif --label-resample cubic \
 "$PYTHON" cmp.py cub coarse.tif 1 cubic >/dev/null || fail "cubic differs from gdalwarp's"
 
 # into a pool: records, shape and target statistics
-cdp-tile -q -s 16 --label tgt.tif --label-bands 2,1 --name a img.tif >a.cdps || fail "stream a"
+cdp-tile -q -s 16 --label tgt.img --label-bands 2,1 --name a img.tif >a.cdps || fail "stream a"
 cp img.tif img2.tif   # another source (a source is its path)
-cdp-tile -q -s 16 --label tgt.tif --label-bands 2,1 --name b --overlap 4 img2.tif >b.cdps ||
+cdp-tile -q -s 16 --label tgt.img --label-bands 2,1 --name b --overlap 4 img2.tif >b.cdps ||
 	fail "stream b"
 cdp-lmdbpack -q pool <a.cdps || fail "cdp-lmdbpack a"
 cdp-lmdbpack -q pool <b.cdps || fail "cdp-lmdbpack b"
@@ -164,34 +171,36 @@ for s in (0, 1):
     st = [{n: float(f["target.%d.%s" % (t + 1, n)]) for n in ("count", "mean", "std", "min", "max")}
           for t in range(2)]
     check(st, allt[s], "srcstats.%d" % s)
-# the same values as tiled (band 2 first)
+# the same values as tiled (band 2 first), each band's nodata NaN
 first = sorted(p.keys())[0]
-assert np.isnan(p[first][1][1][5, 7]), "nodata target is not NaN"
+assert np.isnan(p[first][1][1][5, 7]), "band 1's nodata target is not NaN"
+assert np.isnan(p[first][1][0][11, 3]), "band 2's nodata target is not NaN"
+assert np.isnan(p[first][1][0][12, 4]), "an infinite target is not NaN"
 EOF
 
 # refusals
 expect_fail 1 "need u8 or u16 for class labels" \
-	cdp-tile -s 16 --label-kind class --label tgt.tif img.tif
+	cdp-tile -s 16 --label-kind class --label tgt.img img.tif
 expect_fail 2 "are for value labels" \
 	cdp-tile -s 16 --label-kind class --label u8lab.tif --label-resample bilinear img.tif
 expect_fail 2 "mode is for class labels" \
-	cdp-tile -s 16 --label-kind value --label tgt.tif --label-resample mode img.tif
+	cdp-tile -s 16 --label-kind value --label tgt.img --label-resample mode img.tif
 expect_fail 1 "mode is for class labels" \
-	cdp-tile -s 16 --label tgt.tif --label-resample mode img.tif
+	cdp-tile -s 16 --label tgt.img --label-resample mode img.tif
 expect_fail 2 "--ignore is for class labels" \
-	cdp-tile -s 16 --label-kind value --ignore 3 --label tgt.tif img.tif
+	cdp-tile -s 16 --label-kind value --ignore 3 --label tgt.img img.tif
 expect_fail 2 "--label-bands takes targets of a value label" \
 	cdp-tile -s 16 --label-kind class --label-bands 1 --label u8lab.tif img.tif
 expect_fail 1 "target band 3 requested, it has 2" \
-	cdp-tile -s 16 --label-bands 3 --label tgt.tif img.tif
+	cdp-tile -s 16 --label-bands 3 --label tgt.img img.tif
 expect_fail 1 "needs float tiles (use --format tif)" \
-	cdp-tile -s 16 -O png --format png --label tgt.tif img.tif
-expect_fail 2 "--label-kind: 'float'" cdp-tile -s 16 --label-kind float --label tgt.tif img.tif
+	cdp-tile -s 16 -O png --format png --label tgt.img img.tif
+expect_fail 2 "--label-kind: 'float'" cdp-tile -s 16 --label-kind float --label tgt.img img.tif
 # a u8 raster taken as values
 cdp-tile -q -s 16 -O u8v --label-kind value --label u8lab.tif img.tif || fail "u8 as values"
 "$PYTHON" cmp.py u8v u8lab.tif 1 cut >/dev/null || fail "u8 values differ"
 # a pool of two targets takes no record of one
-cdp-tile -q -s 16 --label tgt.tif --name c img.tif >c.cdps || fail "stream c"
+cdp-tile -q -s 16 --label tgt.img --name c img.tif >c.cdps || fail "stream c"
 expect_fail 1 "label f32 (1 target); the pool holds .*label f32 (2 targets)" \
 	cdp-lmdbpack -q pool <c.cdps
 # cdp-train (built with MPI) refuses a value pool instead of misreading it
