@@ -120,6 +120,25 @@ static inline CDP_HOST_DEVICE int cdp_dropout_keep(uint64_t seed, uint64_t index
 	return (float)(z >> 40) * (1.0f / 16777216.0f) >= p;
 }
 enum { CDP_UP_NEAREST = 1, CDP_UP_BILINEAR = 2 };  /* bilinear: align_corners=False */
+enum { CDP_REG_MSE = 0, CDP_REG_L1 = 1, CDP_REG_HUBER = 2 };
+
+/* reg_loss's one element, shared by the backends so that they compute the
+ * same doubles: the loss of d = pred - target and its derivative *g. */
+static inline CDP_HOST_DEVICE double cdp_reg_elem(int kind, double d, double delta, double *g)
+{
+	double a = d < 0 ? -d : d, s = d > 0 ? 1.0 : d < 0 ? -1.0 : 0.0;
+
+	if (kind == CDP_REG_MSE) {
+		*g = 2 * d;
+		return d * d;
+	}
+	if (kind == CDP_REG_L1 || a >= delta) {
+		*g = kind == CDP_REG_L1 ? s : delta * s;
+		return kind == CDP_REG_L1 ? a : delta * (a - 0.5 * delta);
+	}
+	*g = d;
+	return 0.5 * d * d;
+}
 
 typedef struct cdp_backend cdp_backend;
 
@@ -295,6 +314,16 @@ struct cdp_backend {
 	/* tot[0..3) = {sum p t, sum p, sum t} over this batch's counted pixels */
 	void (*dice_sums)(cdp_backend *be, int n, int hw, const float *logits,
 	                  const int32_t *labels, int ignore, double tot[3]);
+	/* Regression (pixel values): pred and target (N,T,HW) float, target NaN
+	 * where there is no target (not counted: zero gradient). kind
+	 * CDP_REG_MSE (d^2), CDP_REG_L1 (|d|) or CDP_REG_HUBER (0.5 d^2 where
+	 * |d| < delta, else delta (|d| - 0.5 delta): PyTorch's HuberLoss), with
+	 * d = pred - target. Returns the summed loss over counted elements in
+	 * double and their number in *count; dpred = gscale * d(sum)/d(pred)
+	 * (L1's derivative at d = 0 is 0, as torch.sign's). */
+	double (*reg_loss)(cdp_backend *be, int kind, int n, int t, int hw, const float *pred,
+	                   const float *target, float delta, float *dpred, float gscale,
+	                   double *count);
 	/* argmax over K (K==1: logit > 0) -> pred (N,HW) int32 */
 	void (*argmax)(cdp_backend *be, int n, int k, int hw, const float *logits, int32_t *pred);
 	/* confusion counts: conf[K*K] (row = label, col = pred) += over pixels whose label != ignore;
@@ -367,7 +396,7 @@ struct cdp_backend {
 	X(maxpool_fwd) X(maxpool_bwd) X(avgpool_fwd) X(avgpool_bwd) \
 	X(upsample_fwd) X(upsample_bwd) X(chan_copy) X(chan_slice) \
 	X(dropout_fwd) X(dropout_bwd) X(gap_fwd) X(gap_bwd) X(bias_add) X(bias_grad) X(add) \
-	X(softmax_ce) X(bce_logits) X(dice_logits) X(dice_sums) X(argmax) X(confusion) \
+	X(softmax_ce) X(bce_logits) X(dice_logits) X(dice_sums) X(reg_loss) X(argmax) X(confusion) \
 	X(sgd_step) X(adamw_step) X(prep_batch) X(win_gather) X(win_blend)
 
 /* numpy's "reflect" padding (no edge repeated) of index i into [0, n),

@@ -21,7 +21,8 @@
 #include <string.h>
 
 static const char *const names[] = { NULL, "ce", "bce", "dice", "bce+dice", "jaccard",
-                                     "tversky", "focal", "lovasz" };
+                                     "tversky", "focal", "lovasz", NULL, "mse", "l1",
+                                     "huber" };
 
 /* the host buffers, grown to the batch (a failed allocation makes the
  * loss NaN, which cdp-train reports as such) */
@@ -36,15 +37,20 @@ struct cdp_loss_host {
 
 int cdp_loss_kind(const char *name)
 {
-	for (int i = 1; name && i <= CDP_LOSS_LOVASZ; i++)
-		if (strcmp(name, names[i]) == 0)
+	for (int i = 1; name && i <= CDP_LOSS_HUBER; i++)
+		if (names[i] && strcmp(name, names[i]) == 0)
 			return i;
 	return -1;
 }
 
 const char *cdp_loss_name(int kind)
 {
-	return kind >= 1 && kind <= CDP_LOSS_LOVASZ ? names[kind] : "?";
+	return kind >= 1 && kind <= CDP_LOSS_HUBER && names[kind] ? names[kind] : "?";
+}
+
+int cdp_loss_kind_is_reg(int kind)
+{
+	return kind == CDP_LOSS_MSE || kind == CDP_LOSS_L1 || kind == CDP_LOSS_HUBER;
 }
 
 int cdp_loss_parse(const char *name, int classes, int kind[CDP_LOSS_MAX_TERMS], int *softmax,
@@ -59,7 +65,8 @@ int cdp_loss_parse(const char *name, int classes, int kind[CDP_LOSS_MAX_TERMS], 
 		int k;
 		if (len == 0 || len >= sizeof tok) {
 			snprintf(err, cap, "loss '%.32s': want terms ce, bce, dice, jaccard, tversky, "
-			         "focal or lovasz joined by '+'", name ? name : "");
+			         "focal or lovasz joined by '+', or one of mse, l1, huber",
+			         name ? name : "");
 			return -1;
 		}
 		memcpy(tok, p, len);
@@ -67,7 +74,7 @@ int cdp_loss_parse(const char *name, int classes, int kind[CDP_LOSS_MAX_TERMS], 
 		k = cdp_loss_kind(tok);
 		if (k < 0 || k == CDP_LOSS_BCE_DICE) {
 			snprintf(err, cap, "loss '%.32s': '%s' is not ce, bce, dice, jaccard, tversky, "
-			         "focal or lovasz", name, tok);
+			         "focal, lovasz, mse, l1 or huber", name, tok);
 			return -1;
 		}
 		for (int i = 0; i < nt; i++)
@@ -85,6 +92,16 @@ int cdp_loss_parse(const char *name, int classes, int kind[CDP_LOSS_MAX_TERMS], 
 		if (!p[len])
 			break;
 		p += len + 1;
+	}
+	for (int i = 0; i < nt; i++)
+		if (cdp_loss_kind_is_reg(kind[i]) && nt > 1) {
+			snprintf(err, cap, "loss '%.32s': the regression loss %s stands alone", name,
+			         names[kind[i]]);
+			return -1;
+		}
+	if (cdp_loss_kind_is_reg(kind[0])) {
+		*softmax = 0;
+		return 1;
 	}
 	if (ce && bce) {
 		snprintf(err, cap, "loss '%.32s': ce (softmax) and bce (sigmoid) do not mix", name);
@@ -107,11 +124,55 @@ void cdp_loss_opt_default(cdp_loss_opt *o)
 	o->gamma = 2.0f;
 	o->tv_alpha = 0.5f;
 	o->tv_beta = 0.5f;
+	o->huber_delta = 1.0f;
 }
 
 static int finite_ge0(float v)
 {
 	return v >= 0 && isfinite(v);
+}
+
+/* cdp_loss_init_opt of a regression loss: classes are the outputs T; of
+ * the options only huber_delta and one loss weight apply. */
+static int init_reg(cdp_loss *l, cdp_backend *be, const cdp_loss_opt *o, int kind, char *err,
+                    size_t cap)
+{
+	if (o->classes < 1 || o->classes > CDP_LOSS_MAX_CLASSES) {
+		snprintf(err, cap, "loss=%s needs 1 to %d outputs, not %d", o->name,
+		         CDP_LOSS_MAX_CLASSES, o->classes);
+		return -1;
+	}
+	if (!(o->huber_delta > 0) || !isfinite(o->huber_delta)) {
+		snprintf(err, cap, "huber_delta %g is not a finite number > 0", (double)o->huber_delta);
+		return -1;
+	}
+	if (o->class_w || o->alpha || o->label_smoothing > 0) {
+		snprintf(err, cap, "class weights, focal_alpha and label smoothing are for class "
+		         "losses, not loss=%s", o->name);
+		return -1;
+	}
+	if (o->weights && (o->nweights != 1 || !finite_ge0(o->weights[0]))) {
+		snprintf(err, cap, "loss=%s takes one loss weight, a finite number >= 0", o->name);
+		return -1;
+	}
+	l->be = be;
+	snprintf(l->name, sizeof l->name, "%s", o->name);
+	l->kind = kind;
+	l->reg = (kind == CDP_LOSS_MSE ? CDP_REG_MSE : kind == CDP_LOSS_L1 ? CDP_REG_L1
+	          : CDP_REG_HUBER) + 1;
+	l->classes = l->k = o->classes;
+	l->ignore = -1;
+	l->huber_delta = o->huber_delta;
+	l->smooth = o->smooth;
+	l->gamma = o->gamma;
+	l->tv_alpha = o->tv_alpha;
+	l->tv_beta = o->tv_beta;
+	l->nterm = 1;
+	l->npart = 2;
+	l->term[0].kind = kind;
+	l->term[0].weight = o->weights ? o->weights[0] : 1.0f;
+	l->term[0].np = 2;
+	return 0;
 }
 
 int cdp_loss_init_opt(cdp_loss *l, cdp_backend *be, const cdp_loss_opt *o, char *err,
@@ -123,6 +184,8 @@ int cdp_loss_init_opt(cdp_loss *l, cdp_backend *be, const cdp_loss_opt *o, char 
 	memset(l, 0, sizeof(*l));
 	if ((nt = cdp_loss_parse(o->name, classes, kind, &sm, err, cap)) < 0)
 		return -1;
+	if (cdp_loss_kind_is_reg(kind[0]))
+		return init_reg(l, be, o, kind[0], err, cap);
 	if (sm && (classes < 2 || classes > CDP_LOSS_MAX_CLASSES)) {
 		snprintf(err, cap, "loss=%s needs 2 to %d classes, not %d", o->name,
 		         CDP_LOSS_MAX_CLASSES, classes);
@@ -319,6 +382,7 @@ int cdp_loss_init_cfg(cdp_loss *l, cdp_backend *be, const cdp_cfg *cfg, cdp_cfg_
 	    cdp_cfg_float(cfg, s, "tversky_beta", 0.5f, 0.0f, 1e30f, &o.tv_beta, err, cap) < 0 ||
 	    cdp_cfg_float(cfg, s, "label_smoothing", 0.0f, 0.0f, 1.0f, &o.label_smoothing, err,
 	                  cap) < 0 ||
+	    cdp_cfg_float(cfg, s, "huber_delta", 1.0f, 1e-30f, 1e30f, &o.huber_delta, err, cap) < 0 ||
 	    cfg_list(cfg, s, "class_weights", &cw, &o.nw, err, cap) < 0 ||
 	    cfg_list(cfg, s, "loss_weights", &lw, &o.nweights, err, cap) < 0 ||
 	    cfg_list(cfg, s, "focal_alpha", &al, &o.nalpha, err, cap) < 0)
@@ -362,6 +426,7 @@ int cdp_loss_reweight(cdp_loss *l, const float *cw, int nw, char *err, size_t ca
 	o.tv_alpha = l->tv_alpha;
 	o.tv_beta = l->tv_beta;
 	o.label_smoothing = l->label_smoothing;
+	o.huber_delta = l->huber_delta;
 	for (int i = 0; i < l->nterm; i++)
 		w[i] = l->term[i].weight;
 	o.weights = w;
@@ -801,6 +866,9 @@ void cdp_loss_of(const cdp_loss *l, const double *part, cdp_loss_result *r)
 		switch (t->kind) {
 		case CDP_LOSS_CE:
 		case CDP_LOSS_BCE:
+		case CDP_LOSS_MSE:
+		case CDP_LOSS_L1:
+		case CDP_LOSS_HUBER:
 			r->sum = p[0];
 			r->count = p[1];
 			/* fall through */
@@ -872,4 +940,32 @@ void cdp_loss_compute(const cdp_loss *l, int n, int hw, const float *logits,
 	cdp_loss_finish(l, n, hw, logits, labels, part, 1.0, dlogits, r);
 	if (part != stack)
 		free(part);
+}
+
+/* ---- regression ---------------------------------------------------------- */
+
+void cdp_loss_reg_parts(const cdp_loss *l, int n, int hw, const float *pred,
+                        const float *target, float *dpred, double *part)
+{
+	part[0] = l->be->reg_loss(l->be, l->reg - 1, n, l->k, hw, pred, target, l->huber_delta,
+	                          dpred, 1.0f, &part[1]);
+}
+
+void cdp_loss_reg_finish(const cdp_loss *l, int n, int hw, const double *part, double gmul,
+                         float *dpred, cdp_loss_result *r)
+{
+	cdp_loss_of(l, part, r);
+	/* no counted element: the gradient is already all 0 */
+	if (part[1] > 0)
+		l->be->scale(l->be, dpred, (float)(l->term[0].weight * gmul / part[1]),
+		             (size_t)n * l->k * hw);
+}
+
+void cdp_loss_reg_compute(const cdp_loss *l, int n, int hw, const float *pred,
+                          const float *target, float *dpred, cdp_loss_result *r)
+{
+	double part[2];
+
+	cdp_loss_reg_parts(l, n, hw, pred, target, dpred, part);
+	cdp_loss_reg_finish(l, n, hw, part, 1.0, dpred, r);
 }

@@ -38,6 +38,16 @@
  *            on the errors |t_c - p_c| (sigmoid: the class label != 0 only,
  *            present or not); an image without counted pixels counts 0
  *
+ * Regression (pixel values, a pool of value labels): one term alone, on
+ * k = T = outputs channels of predictions against float targets (N, T, HW),
+ * NaN where there is no target (not counted), with d = pred - target:
+ *   mse      mean of d^2 (PyTorch's MSELoss)
+ *   l1       mean of |d| (L1Loss)
+ *   huber    mean of 0.5 d^2 where |d| < delta, else delta (|d| - 0.5 delta)
+ *            (HuberLoss(delta = huber_delta))
+ * each the loss sum over the counted elements divided by their count
+ * (cdp_loss_reg_parts, cdp_loss_reg_finish; backend op reg_loss).
+ *
  * Every term is a function of sums over the batch (an image's Lovasz term
  * is one of them), so a batch split over ranks has the parts' sums added
  * (cdp_loss_parts, cdp_loss_finish). When no pixel counts, a mean term is
@@ -56,6 +66,7 @@
  *   focal_gamma=G               (default 2, >= 0)
  *   focal_alpha=A or a0,a1,...  (one value per class; default none: 1)
  *   tversky_alpha=A, tversky_beta=B   (default 0.5 each, >= 0)
+ *   huber_delta=D               (huber; > 0, default 1)
  */
 #ifndef CDP_LOSS_H
 #define CDP_LOSS_H
@@ -69,7 +80,7 @@
 enum {
 	CDP_LOSS_CE = 1, CDP_LOSS_BCE = 2, CDP_LOSS_DICE = 3, CDP_LOSS_BCE_DICE = 4,
 	CDP_LOSS_JACCARD = 5, CDP_LOSS_TVERSKY = 6, CDP_LOSS_FOCAL = 7, CDP_LOSS_LOVASZ = 8,
-	CDP_LOSS_SUM = 9
+	CDP_LOSS_SUM = 9, CDP_LOSS_MSE = 10, CDP_LOSS_L1 = 11, CDP_LOSS_HUBER = 12
 };
 
 #define CDP_LOSS_MAX_CLASSES 65536
@@ -92,6 +103,7 @@ typedef struct cdp_loss_opt {
 	const float *weights; int nweights;   /* loss_weights, NULL: all 1 */
 	const float *alpha; int nalpha;       /* focal_alpha, NULL: none */
 	float smooth, gamma, tv_alpha, tv_beta, label_smoothing;
+	float huber_delta;                    /* huber: > 0, default 1 */
 } cdp_loss_opt;
 
 typedef struct cdp_loss {
@@ -102,6 +114,8 @@ typedef struct cdp_loss {
 	int k;              /* channels of the logits: K, or 1 for sigmoid */
 	int ignore;
 	float smooth, gamma, tv_alpha, tv_beta, label_smoothing;
+	float huber_delta;
+	int reg;            /* a regression loss: CDP_REG_* + 1 (backend.h), else 0 */
 	int nterm, npart;   /* terms, and sums in part[] (cdp_loss_parts) */
 	cdp_loss_term term[CDP_LOSS_MAX_TERMS];
 	float *class_w;     /* device (K) or NULL */
@@ -119,15 +133,18 @@ typedef struct cdp_loss_result {
 	double term[CDP_LOSS_MAX_TERMS];   /* each term's value, unweighted */
 } cdp_loss_result;
 
-/* CDP_LOSS_* of one term's name ("ce" .. "lovasz"); -1 otherwise. */
+/* CDP_LOSS_* of one term's name ("ce" .. "lovasz", "mse", "l1", "huber");
+ * -1 otherwise. */
 int cdp_loss_kind(const char *name);
 const char *cdp_loss_name(int kind);
 
 /* Splits loss= into term kinds: returns the number of terms (1 to
  * CDP_LOSS_MAX_TERMS), or -1 with a reason in err. *softmax: 1 when the
  * head is softmax over `classes` channels, 0 for a 1-channel sigmoid head
- * (classes <= 0: as decided by the terms alone, 2 for the binary losses);
- * -1 in err when ce and bce are mixed or bce has classes > 2. */
+ * (classes <= 0: as decided by the terms alone, 2 for the binary losses)
+ * and for a regression loss (then `classes` is the outputs T);
+ * -1 in err when ce and bce are mixed, bce has classes > 2 or a regression
+ * loss has company. */
 int cdp_loss_parse(const char *name, int classes, int kind[CDP_LOSS_MAX_TERMS], int *softmax,
                    char *err, size_t cap);
 
@@ -179,5 +196,19 @@ void cdp_loss_finish(const cdp_loss *l, int n, int hw, const float *logits,
                      float *dlogits, cdp_loss_result *r);
 /* r = the loss of totals part[], without a gradient. */
 void cdp_loss_of(const cdp_loss *l, const double *part, cdp_loss_result *r);
+
+/* 1 when kind (CDP_LOSS_*) is a regression loss. */
+int cdp_loss_kind_is_reg(int kind);
+/* Regression (l->reg): pred and target (N, T, HW) on the device, target NaN
+ * where there is none. parts: part[0..2) = the loss sum and the count of
+ * this batch, dpred its sum's gradient; finish, with part[] the whole
+ * batch's totals: dpred *= gmul / count, r the whole batch's loss; compute
+ * both for a batch of its own. */
+void cdp_loss_reg_parts(const cdp_loss *l, int n, int hw, const float *pred,
+                        const float *target, float *dpred, double *part);
+void cdp_loss_reg_finish(const cdp_loss *l, int n, int hw, const double *part, double gmul,
+                         float *dpred, cdp_loss_result *r);
+void cdp_loss_reg_compute(const cdp_loss *l, int n, int hw, const float *pred,
+                          const float *target, float *dpred, cdp_loss_result *r);
 
 #endif

@@ -6,10 +6,12 @@
  *                  (Not height/width: `width` is the model-width variable
  *                  of the cfg families, e.g. ${width} filters.)
  *   classes=K      label classes; default: the head's channels for loss=ce,
- *                  2 for a sigmoid loss
+ *                  2 for a sigmoid loss; for a regression loss the targets
+ *                  (default: the head's channels)
  *   loss=TERM[+TERM]  (default ce; loss.h) softmax losses need a head of K
  *                  channels, the sigmoid (binary) forms a head of 1 channel
- *                  and K = 2
+ *                  and K = 2, the regression losses (mse, l1, huber) a head
+ *                  of K channels, one per target
  *   ignore=V       label value left out of the loss (default -1: none)
  * Other [net] keys are training options for cdp-train; the parser refuses
  * a key no part of the engine reads (cfg/netkeys.h), so net.c need not.
@@ -196,7 +198,8 @@ static int net_options(cdp_net *net, int in_c, int in_h, int in_w, char *err, si
 }
 
 /* The head must fit the loss (loss.h): softmax over K channels (a term ce,
- * or classes > 2 without bce), else sigmoid on one channel, classes 2.
+ * or classes > 2 without bce), else sigmoid on one channel, classes 2; a
+ * regression loss has one channel per target, classes of them.
  * Without classes=, the terms and then the head's channels decide. */
 static int check_head(cdp_net *net, char *err, size_t cap)
 {
@@ -210,12 +213,16 @@ static int check_head(cdp_net *net, char *err, size_t cap)
 		bce |= kind[i] == CDP_LOSS_BCE;
 	}
 	if (!classes)
-		classes = ce ? h->out.c : bce ? 2 : h->out.c == 1 ? 2 : h->out.c;
+		classes = ce ? h->out.c : bce ? 2 : h->out.c == 1 && (nt < 1 ||
+		          !cdp_loss_kind_is_reg(kind[0])) ? 2 : h->out.c;
 	if (cdp_loss_parse(net->loss, classes, kind, &sm, why, sizeof why) < 0) {
 		snprintf(err, cap, "%s:%d: [net]: %s", net->cfg->path, net->cfg->s[0].line, why);
 		return -1;
 	}
-	if (!sm && classes != 2) {
+	/* regression: classes counts the outputs, one channel each */
+	if (cdp_loss_kind_is_reg(kind[0]))
+		sm = 1;
+	else if (!sm && classes != 2) {
 		snprintf(err, cap, "%s:%d: [net]: loss=%s is binary, classes=%d should be 2",
 		         net->cfg->path, net->cfg->s[0].line, net->loss, classes);
 		return -1;

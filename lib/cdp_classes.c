@@ -71,6 +71,7 @@ int cdp_classes_add_record(cdp_classes *c, const cdp_record *r)
 
 	switch (r->label_kind) {
 	case CDP_LABEL_NONE:
+	case CDP_LABEL_F32:   /* values, not classes (their statistics: cdp_stats) */
 		return CDP_OK;
 	case CDP_LABEL_CLASS:
 		return cdp_classes_add(c, r->class_id, 1);

@@ -22,14 +22,19 @@ struct cdp_label {
 	cdp_label_opts o;
 	int kind, warped;
 	uint32_t ignore;
+	int *bands, nb;          /* values: the target bands (T = nb), else band 1 */
+	int *hasnd;              /* values: [nb] the band has a nodata value, */
+	double *nd;              /*   [nb] that value */
 	uint64_t W;              /* image width */
 	double gt[6];            /* image geotransform */
 	const char *wkt;         /* image CRS ("" none), the caller's */
 	uint64_t y0;             /* the current strip */
 	int sh;
-	void *strip;             /* on the image's grid: (S, W) raw samples */
+	void *strip;             /* on the image's grid: (S, W) raw samples;
+	                            values (T, S, W) */
 	size_t strip_cap;
-	int32_t *win;            /* warped: (sh, tw) values or -1 */
+	int32_t *win;            /* warped: (sh, tw) values or -1; values:
+	                            (T, sh, tw) f32 */
 	size_t win_cap;
 };
 
@@ -103,6 +108,53 @@ static int map_view(cdp_label *l, char *err, size_t errcap)
 	return rc;
 }
 
+/* The rest of cdp_label_open for a value label: its target bands, and
+ * none of the class label's options. */
+static int open_value(cdp_label *l, cdp_label **out, char *err, size_t errcap)
+{
+	const cdp_label_opts *o = &l->o;
+	int n = o->nbands ? o->nbands : 1;
+
+	if (o->map) {
+		ERR("label '%s' is a value label, and a label map renumbers class labels",
+		    l->path);
+		goto bad;
+	}
+	if (o->has_ignore) {
+		ERR("label '%s' is a value label: its missing targets are NaN, and an ignore "
+		    "value is for class labels", l->path);
+		goto bad;
+	}
+	if (o->resample == CDP_RESAMPLE_MODE) {
+		ERR("label '%s' is a value label, and mode is for class labels (values take "
+		    "near, bilinear, cubic or average)", l->path);
+		goto bad;
+	}
+	if (!(l->bands = malloc(sizeof *l->bands * (size_t)n)) ||
+	    !(l->hasnd = malloc(sizeof *l->hasnd * (size_t)n)) ||
+	    !(l->nd = malloc(sizeof *l->nd * (size_t)n))) {
+		ERR("out of memory");
+		cdp_label_close(l);
+		return CDP_ENOMEM;
+	}
+	for (int b = 0; b < n; b++) {
+		l->bands[b] = o->nbands ? o->bands[b] : 1;
+		if (l->bands[b] < 1 || (uint32_t)l->bands[b] > l->li->bands) {
+			ERR("label '%s': target band %d requested, it has %u", l->path,
+			    l->bands[b], l->li->bands);
+			goto bad;
+		}
+		l->hasnd[b] = cdp_raster_band_nodata(l->r, l->bands[b], &l->nd[b]);
+	}
+	l->nb = n;
+	l->kind = CDP_LABEL_F32;
+	*out = l;
+	return CDP_OK;
+bad:
+	cdp_label_close(l);
+	return CDP_EMISMATCH;
+}
+
 int cdp_label_open(const char *path, const cdp_raster_info *img,
                    const cdp_label_opts *o, cdp_label **out, char *err, size_t errcap)
 {
@@ -125,16 +177,28 @@ int cdp_label_open(const char *path, const cdp_raster_info *img,
 		goto fail;
 	}
 	l->li = cdp_raster_get_info(l->r);
-	rc = CDP_EMISMATCH;
-	if (l->li->dtype != CDP_DT_U8 && l->li->dtype != CDP_DT_U16) {
-		ERR("label '%s' is %s, need u8 or u16", path, cdp_dtype_name(l->li->dtype));
-		goto fail;
-	}
 	if ((g = on_grid(l, img, err, errcap)) < 0) {
 		rc = g;
 		goto fail;
 	}
 	l->warped = !g;
+	/* target bands and interpolation say values as a float type does */
+	if (o->kind == CDP_LKIND_VALUE ||
+	    (o->kind == CDP_LKIND_AUTO &&
+	     (l->li->dtype == CDP_DT_F32 || l->li->dtype == CDP_DT_F64 || o->nbands ||
+	      (o->resample != CDP_RESAMPLE_NEAR && o->resample != CDP_RESAMPLE_MODE))))
+		return open_value(l, out, err, errcap);
+	rc = CDP_EMISMATCH;
+	if (o->nbands || (o->resample != CDP_RESAMPLE_NEAR && o->resample != CDP_RESAMPLE_MODE)) {
+		ERR("label '%s' is a class label, and target bands and bilinear, cubic "
+		    "and average resampling are for value labels", path);
+		goto fail;
+	}
+	if (l->li->dtype != CDP_DT_U8 && l->li->dtype != CDP_DT_U16) {
+		ERR("label '%s' is %s, need u8 or u16 for class labels (--label-kind value "
+		    "takes it as a target)", path, cdp_dtype_name(l->li->dtype));
+		goto fail;
+	}
 	if (o->map)
 		l->kind = o->map->max_id < 255 && (!o->has_ignore || o->ignore <= 255)
 		          ? CDP_LABEL_U8 : CDP_LABEL_U16;
@@ -164,6 +228,11 @@ fail:
 int cdp_label_kind(const cdp_label *l)
 {
 	return l->kind;
+}
+
+uint32_t cdp_label_len(const cdp_label *l)
+{
+	return l->kind == CDP_LABEL_F32 ? (uint32_t)l->nb : 0;
 }
 
 uint32_t cdp_label_ignore(const cdp_label *l)
@@ -198,6 +267,7 @@ static int grow(void **buf, size_t *cap, size_t n)
 int cdp_label_strip(cdp_label *l, uint64_t y0, int sh, char *err, size_t errcap)
 {
 	size_t n, lsz = cdp_dtype_size(l->li->dtype);
+	const int one = 1, nb = l->nb ? l->nb : 1;
 	char msg[512];
 	int rc;
 
@@ -205,13 +275,14 @@ int cdp_label_strip(cdp_label *l, uint64_t y0, int sh, char *err, size_t errcap)
 	l->sh = sh;
 	if (l->warped)
 		return CDP_OK;
-	if (cdp_mul_size((size_t)sh * lsz, (size_t)l->W, &n) ||
+	/* (nb, sh, W) samples of the label's type */
+	if (cdp_mul_size((size_t)sh * lsz * (size_t)nb, (size_t)l->W, &n) ||
 	    grow(&l->strip, &l->strip_cap, n)) {
 		ERR("out of memory for a strip of label '%s'", l->path);
 		return CDP_ENOMEM;
 	}
-	if ((rc = cdp_raster_read(l->r, (const int[]){ 1 }, 1, 0, (int64_t)y0, (int)l->W, sh,
-	                          l->strip, msg, sizeof msg)))
+	if ((rc = cdp_raster_read(l->r, l->nb ? l->bands : &one, nb, 0, (int64_t)y0, (int)l->W,
+	                          sh, l->strip, msg, sizeof msg)))
 		ERR("cannot read '%s': %s", l->path, msg);
 	return rc;
 }
@@ -240,6 +311,60 @@ static int warp(cdp_label *l, uint64_t x0, int tw, char *err, size_t errcap)
 	return rc;
 }
 
+/* Target t's value v as a target: NaN for the band's nodata (compared in
+ * the label's type as GDAL does: a float32 raster's -9999.5 is the float,
+ * not the double) and for what is not finite as a float32. */
+static float target_of(const cdp_label *l, int t, double v)
+{
+	float f = (float)v;
+
+	if (l->hasnd[t] && (l->li->dtype == CDP_DT_F32 ? f == (float)l->nd[t] : v == l->nd[t]))
+		return NAN;
+	return isfinite(f) ? f : NAN;
+}
+
+/* cdp_label_cut of a value label: lt (T, S, S) f32. */
+static int cut_values(cdp_label *l, uint64_t x0, int tw, int S, const uint8_t *m,
+                      float *lt, char *err, size_t errcap)
+{
+	const size_t np = (size_t)S * S, W = l->W, wp = (size_t)tw * l->sh;
+	const int dt = l->li->dtype;
+	char msg[512];
+	int rc;
+
+	if (l->warped) {
+		const double *g = l->gt;
+		double gt[6] = { g[0] + (double)x0 * g[1] + (double)l->y0 * g[2], g[1], g[2],
+		                 g[3] + (double)x0 * g[4] + (double)l->y0 * g[5], g[4], g[5] };
+		if (grow((void **)&l->win, &l->win_cap, wp * (size_t)l->nb * sizeof(float))) {
+			ERR("out of memory for a tile of label '%s'", l->path);
+			return CDP_ENOMEM;
+		}
+		if ((rc = cdp_raster_warp_f32(l->r, l->bands, l->nb, gt, l->wkt, l->o.resample,
+		                              l->o.max_error, tw, l->sh, (float *)l->win, msg,
+		                              sizeof msg))) {
+			ERR("cannot warp label '%s' onto the image's grid: %s", l->path, msg);
+			return rc;
+		}
+	}
+	for (int t = 0; t < l->nb; t++)
+		for (int y = 0; y < S; y++)
+			for (int x = 0; x < S; x++) {
+				size_t p = (size_t)y * S + x;
+				float v = NAN;
+				if (y < l->sh && x < tw && m[p]) {
+					if (l->warped)
+						v = ((const float *)l->win)[t * wp + (size_t)y * tw + x];
+					else
+						v = target_of(l, t, cdp_dtype_get(dt, l->strip,
+						              ((size_t)t * l->sh + y) * W + x0 + x));
+					v = isfinite(v) ? v : NAN;
+				}
+				lt[t * np + p] = v;
+			}
+	return CDP_OK;
+}
+
 int cdp_label_cut(cdp_label *l, uint64_t x0, int tw, int S, const uint8_t *m, void *lt,
                   char *err, size_t errcap)
 {
@@ -249,6 +374,8 @@ int cdp_label_cut(cdp_label *l, uint64_t x0, int tw, int S, const uint8_t *m, vo
 	int32_t absent;
 	int rc;
 
+	if (l->kind == CDP_LABEL_F32)
+		return cut_values(l, x0, tw, S, m, lt, err, errcap);
 	if (!l->warped && !map) {
 		/* the label's own values: a copy, as cdp-tile always cut them */
 		for (int y = 0; y < S; y++)
@@ -316,6 +443,9 @@ void cdp_label_close(cdp_label *l)
 	cdp_raster_close(l->r);
 	free(l->strip);
 	free(l->win);
+	free(l->bands);
+	free(l->hasnd);
+	free(l->nd);
 	free(l->path);
 	free(l);
 }

@@ -14,6 +14,15 @@
  * becomes the ignore value (left out of a mode, as nodata) or is refused
  * where a tile pixel gets it.
  *
+ * A value label (o->kind CDP_LKIND_VALUE, or CDP_LKIND_AUTO on a float
+ * raster, with target bands or with bilinear, cubic or average) is a continuous target instead: T = o->nbands bands of the raster
+ * (band 1 by default) of any data type, cut as f32 planes (T, S, S) of a
+ * record of label kind CDP_LABEL_F32 (cdp-record(5)); each band's nodata,
+ * NaN and values not finite as float32, the pixels it does not cover, padding and invalid image pixels
+ * become NaN ("no target"). On another grid it is warped by
+ * cdp_raster_warp_f32 (near, bilinear, cubic or average); a label map,
+ * mode and the ignore value do not apply to it.
+ *
  * Like cdp_raster.h this header has no GDAL in it; it is built into
  * libcdpraster.a. Functions return CDP_OK or an error code with a one-line
  * reason in err[errcap] that names the label file (not the image: the
@@ -28,8 +37,16 @@
 #include "cdp_labelmap.h"
 #include "cdp_raster.h"
 
+/* What a label raster holds (cdp_label_opts.kind). */
+enum { CDP_LKIND_AUTO = 0, CDP_LKIND_CLASS = 1, CDP_LKIND_VALUE = 2 };
+
 typedef struct cdp_label_opts {
-	int resample;                /* CDP_RESAMPLE_NEAR or _MODE, for a warp */
+	int kind;                    /* CDP_LKIND_*: AUTO is value for a float raster */
+	const int *bands;            /* [nbands] 1-based target bands (values), */
+	int nbands;                  /*   or NULL, 0: band 1 */
+	int resample;                /* CDP_RESAMPLE_*, for a warp: classes near
+	                                or mode, values near, bilinear, cubic or
+	                                average */
 	double max_error;            /* gdalwarp's -et in pixels, 0 exact */
 	const cdp_labelmap *map;     /* or NULL: values are class ids already */
 	int map_other_ignore;        /* a value absent from map: 1 ignore, 0 refuse */
@@ -47,8 +64,10 @@ typedef struct cdp_label cdp_label;
 int  cdp_label_open(const char *path, const cdp_raster_info *img,
                     const cdp_label_opts *o, cdp_label **out, char *err, size_t errcap);
 /* CDP_LABEL_U8 or CDP_LABEL_U16: the label's type, or with a map u8 when
- * every id and the ignore value fit, else u16. */
+ * every id and the ignore value fit, else u16; CDP_LABEL_F32 for values. */
 int  cdp_label_kind(const cdp_label *l);
+/* The target planes T of a value label, else 0. */
+uint32_t cdp_label_len(const cdp_label *l);
 uint32_t cdp_label_ignore(const cdp_label *l);
 /* 1 when the label is warped, 0 when it is on the image's grid. */
 int  cdp_label_warped(const cdp_label *l);
@@ -58,9 +77,9 @@ cdp_raster *cdp_label_raster(cdp_label *l);
  * the label's rows, full width. */
 int  cdp_label_strip(cdp_label *l, uint64_t y0, int sh, char *err, size_t errcap);
 /* The (S, S) label of the tile at column x0 of the strip, tw columns of it
- * inside the image: into lt (S*S samples of cdp_label_kind) the label where
- * m[y * S + x] (the tile's mask) is non-zero inside the sh x tw window, the
- * ignore value elsewhere. CDP_ERANGE when a value is absent from the map
+ * inside the image: into lt (S*S samples of cdp_label_kind; values
+ * (T, S, S) f32) the label where m[y * S + x] (the tile's mask) is non-zero
+ * inside the sh x tw window, the ignore value (values: NaN) elsewhere. CDP_ERANGE when a value is absent from the map
  * and refused: err names it and its image pixel. */
 int  cdp_label_cut(cdp_label *l, uint64_t x0, int tw, int S, const uint8_t *m, void *lt,
                    char *err, size_t errcap);

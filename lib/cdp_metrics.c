@@ -181,3 +181,52 @@ int cdp_metrics_format(const uint64_t *conf, int k, char *buf, size_t cap)
 	}
 	return (int)len;
 }
+
+/* ---- regression ---------------------------------------------------------- */
+
+void cdp_regm_add(double sums[CDP_REGM_NSUM], const float *p, const float *t, size_t n,
+                  double scale, double offset, double shift)
+{
+	double s[CDP_REGM_NSUM] = { 0 };
+
+	/* this call's part first, then added: the order of the additions
+	 * across calls is the caller's, as for the all-reduce */
+	for (size_t i = 0; i < n; i++) {
+		double tv, d, u;
+		if (!isfinite(t[i]))
+			continue;
+		tv = t[i] * scale + offset;
+		d = (p[i] * scale + offset) - tv;
+		u = tv - shift;
+		s[CDP_REGM_N] += 1;
+		s[CDP_REGM_D] += d;
+		s[CDP_REGM_AD] += fabs(d);
+		s[CDP_REGM_D2] += d * d;
+		s[CDP_REGM_U] += u;
+		s[CDP_REGM_U2] += u * u;
+	}
+	for (int k = 0; k < CDP_REGM_NSUM; k++)
+		sums[k] += s[k];
+}
+
+void cdp_regm_result(const double sums[CDP_REGM_NSUM], cdp_regm *out)
+{
+	double n = sums[CDP_REGM_N], sst;
+
+	out->count = n;
+	out->rmse = out->mae = out->bias = out->r2 = NAN;
+	if (!(n > 0))
+		return;
+	out->rmse = sqrt(sums[CDP_REGM_D2] / n);
+	out->mae = sums[CDP_REGM_AD] / n;
+	out->bias = sums[CDP_REGM_D] / n;
+	sst = sums[CDP_REGM_U2] - sums[CDP_REGM_U] * sums[CDP_REGM_U] / n;
+	if (sst > 0)
+		out->r2 = 1 - sums[CDP_REGM_D2] / sst;
+}
+
+int cdp_regm_format(const cdp_regm *m, char *buf, size_t cap)
+{
+	return snprintf(buf, cap, "rmse=%.4f mae=%.4f bias=%.4f r2=%.4f", m->rmse, m->mae,
+	                m->bias, m->r2);
+}

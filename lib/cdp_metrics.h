@@ -1,4 +1,5 @@
-/* metrics.h: evaluation metrics from a confusion matrix.
+/* metrics.h: evaluation metrics from a confusion matrix, and regression
+ * scores from sums (at the end).
  *
  * conf is K x K uint64 counts, row = label, column = prediction, as the
  * backend's confusion op fills it (backend.h). Counts are plain sums, so
@@ -60,5 +61,30 @@ double cdp_metrics_macro_f1(const uint64_t *conf, int k);
  * K = 2 also " precision=... recall=... f1=..." of class 1; undefined values
  * print as "nan". Returns the length snprintf would have written. */
 int cdp_metrics_format(const uint64_t *conf, int k, char *buf, size_t cap);
+
+/* Regression (pixel values). The scores of predictions p against targets t
+ * over the pairs with a finite target, as plain sums that add across
+ * batches and ranks (an all-reduce with MPI_DOUBLE / MPI_SUM): with
+ * d = p - t and u = t - shift (shift a value near the targets' mean, such
+ * as the pool's target mean, so that SS_tot keeps its digits),
+ * sums[CDP_REGM_*] = count, sum d, sum |d|, sum d^2, sum u, sum u^2. */
+enum { CDP_REGM_N = 0, CDP_REGM_D, CDP_REGM_AD, CDP_REGM_D2, CDP_REGM_U, CDP_REGM_U2,
+       CDP_REGM_NSUM };
+typedef struct cdp_regm {
+	double rmse, mae, bias;  /* sqrt(mean d^2), mean |d|, mean d */
+	double r2;               /* 1 - SS_res / SS_tot, scikit-learn's r2_score */
+	double count;
+} cdp_regm;
+/* sums += the n pairs (p[i], t[i]) whose t[i] is finite (NaN: no target);
+ * p and t are scaled to the original values by x * scale + offset first
+ * (cdp-train's standardized targets; 1 and 0 for none). */
+void cdp_regm_add(double sums[CDP_REGM_NSUM], const float *p, const float *t, size_t n,
+                  double scale, double offset, double shift);
+/* The scores of sums: NaN with no pair; r2 NaN when the targets are all
+ * equal (SS_tot = 0). */
+void cdp_regm_result(const double sums[CDP_REGM_NSUM], cdp_regm *out);
+/* "rmse=0.1234 mae=0.0987 bias=-0.0012 r2=0.9612" for logs; as
+ * cdp_metrics_format. */
+int cdp_regm_format(const cdp_regm *m, char *buf, size_t cap);
 
 #endif

@@ -339,6 +339,16 @@ int cdp_raster_has_mask(const cdp_raster *r, int band)
 	return !(f & (GMF_ALL_VALID | GMF_NODATA));
 }
 
+int cdp_raster_band_nodata(const cdp_raster *r, int band, double *nd)
+{
+	int has = 0;
+
+	if (band < 1 || (uint32_t)band > r->info.bands)
+		return 0;
+	*nd = GDALGetRasterNoDataValue(GDALGetRasterBand(r->ds, band), &has);
+	return has != 0;
+}
+
 const char *cdp_raster_category_name(const cdp_raster *r, int band, int k)
 {
 	char **names;
@@ -615,29 +625,44 @@ out:
 	return rc;
 }
 
-int cdp_raster_warp(cdp_raster *src, int band, const double gt[6], const char *dst_wkt,
-                    int resample, double max_error, int w, int h, int32_t *out,
-                    char *err, size_t errcap)
+/* The warp of cdp_raster_warp and cdp_raster_warp_f32: bands [nb] of src
+ * onto the w x h grid (gt, dst_wkt) into out (nb, h, w) samples of type
+ * gtype, dstnd where nothing covers a pixel. A float source without a
+ * nodata value of its own has NaN as one, so that a NaN never enters an
+ * interpolation. */
+static int warp_into(cdp_raster *src, const int *bands, int nb, const double gt[6],
+                     const char *dst_wkt, int resample, double max_error, int w, int h,
+                     GDALDataType gtype, double dstnd, void *out, char *err, size_t errcap)
 {
+	static const GDALResampleAlg alg[] = {
+		[CDP_RESAMPLE_NEAR] = GRA_NearestNeighbour, [CDP_RESAMPLE_MODE] = GRA_Mode,
+		[CDP_RESAMPLE_BILINEAR] = GRA_Bilinear, [CDP_RESAMPLE_CUBIC] = GRA_Cubic,
+		[CDP_RESAMPLE_AVERAGE] = GRA_Average,
+	};
 	GDALDriverH mem = GDALGetDriverByName("MEM");
 	GDALDatasetH dst = NULL;
 	GDALWarpOptions *wo = NULL;
 	GDALWarpOperationH op = NULL;
 	void *tr = NULL, *approx = NULL;
 	double sgt[6];
-	int reproject, hasnd, rc = CDP_EGDAL;
+	int reproject, hasnd, rc = CDP_EGDAL, isfloat;
 	double nd;
 
-	if (!src || band < 1 || (uint32_t)band > src->info.bands || w < 1 || h < 1 ||
-	    !src->info.has_gt || !(max_error >= 0) ||
-	    (resample != CDP_RESAMPLE_NEAR && resample != CDP_RESAMPLE_MODE)) {
+	if (!src || nb < 1 || w < 1 || h < 1 || !src->info.has_gt || !(max_error >= 0) ||
+	    resample < CDP_RESAMPLE_NEAR || resample > CDP_RESAMPLE_AVERAGE) {
 		set_err(err, errcap, "invalid warp");
 		return CDP_EINVAL;
 	}
+	for (int b = 0; b < nb; b++)
+		if (bands[b] < 1 || (uint32_t)bands[b] > src->info.bands) {
+			set_err(err, errcap, "invalid warp");
+			return CDP_EINVAL;
+		}
+	isfloat = src->info.dtype == CDP_DT_F32 || src->info.dtype == CDP_DT_F64;
 	CPLErrorReset();
 	memcpy(sgt, src->info.gt, sizeof sgt);
 	reproject = src->crs[0] && dst_wkt && dst_wkt[0];
-	if (!mem || !(dst = GDALCreate(mem, "", w, h, 1, GDT_Int32, NULL)) ||
+	if (!mem || !(dst = GDALCreate(mem, "", w, h, nb, gtype, NULL)) ||
 	    GDALSetGeoTransform(dst, (double *)gt) != CE_None ||
 	    (reproject && GDALSetProjection(dst, dst_wkt) != CE_None))
 		goto gdal;
@@ -651,28 +676,34 @@ int cdp_raster_warp(cdp_raster *src, int band, const double gt[6], const char *d
 	    !(approx = GDALCreateApproxTransformer(GDALGenImgProjTransform, tr, max_error)))
 		goto gdal;
 	wo = GDALCreateWarpOptions();
-	wo->eResampleAlg = resample == CDP_RESAMPLE_MODE ? GRA_Mode : GRA_NearestNeighbour;
+	wo->eResampleAlg = alg[resample];
 	wo->hSrcDS = src->ds;
 	wo->hDstDS = dst;
-	wo->nBandCount = 1;
-	wo->panSrcBands = CPLMalloc(sizeof(int));
-	wo->panSrcBands[0] = band;
-	wo->panDstBands = CPLMalloc(sizeof(int));
-	wo->panDstBands[0] = 1;
-	nd = GDALGetRasterNoDataValue(GDALGetRasterBand(src->ds, band), &hasnd);
-	if (hasnd) {
-		wo->padfSrcNoDataReal = CPLMalloc(sizeof(double));
-		wo->padfSrcNoDataReal[0] = nd;
+	wo->nBandCount = nb;
+	wo->panSrcBands = CPLMalloc(sizeof(int) * (size_t)nb);
+	wo->panDstBands = CPLMalloc(sizeof(int) * (size_t)nb);
+	wo->padfDstNoDataReal = CPLMalloc(sizeof(double) * (size_t)nb);
+	for (int b = 0; b < nb; b++) {
+		wo->panSrcBands[b] = bands[b];
+		wo->panDstBands[b] = b + 1;
+		wo->padfDstNoDataReal[b] = dstnd;
+		nd = GDALGetRasterNoDataValue(GDALGetRasterBand(src->ds, bands[b]), &hasnd);
+		if (!hasnd && !isfloat)
+			continue;
+		if (!wo->padfSrcNoDataReal) {
+			wo->padfSrcNoDataReal = CPLMalloc(sizeof(double) * (size_t)nb);
+			for (int k = 0; k < nb; k++)
+				wo->padfSrcNoDataReal[k] = NAN;
+		}
+		wo->padfSrcNoDataReal[b] = hasnd ? nd : NAN;
 	}
-	wo->padfDstNoDataReal = CPLMalloc(sizeof(double));
-	wo->padfDstNoDataReal[0] = -1;
 	wo->papszWarpOptions = CSLSetNameValue(wo->papszWarpOptions, "INIT_DEST", "NO_DATA");
 	wo->pfnTransformer = approx ? GDALApproxTransform : GDALGenImgProjTransform;
 	wo->pTransformerArg = approx ? approx : tr;
 	if (!(op = GDALCreateWarpOperation(wo)) ||
 	    GDALChunkAndWarpImage(op, 0, 0, w, h) != CE_None ||
-	    GDALRasterIO(GDALGetRasterBand(dst, 1), GF_Read, 0, 0, w, h, out, w, h,
-	                 GDT_Int32, 0, 0) != CE_None)
+	    GDALDatasetRasterIO(dst, GF_Read, 0, 0, w, h, out, w, h, gtype, nb, NULL, 0, 0,
+	                        0) != CE_None)
 		goto gdal;
 	rc = CDP_OK;
 	goto out;
@@ -894,6 +925,30 @@ int cdp_raster_same_gt(const double a[6], const double b[6])
 	       fabs(a[3] - b[3]) <= 1e-9 * fmax(fabs(a[3]), fabs(b[3])) + pix &&
 	       fabs(a[1] - b[1]) <= pix && fabs(a[2] - b[2]) <= pix &&
 	       fabs(a[4] - b[4]) <= pix && fabs(a[5] - b[5]) <= pix;
+}
+
+int cdp_raster_warp(cdp_raster *src, int band, const double gt[6], const char *dst_wkt,
+                    int resample, double max_error, int w, int h, int32_t *out,
+                    char *err, size_t errcap)
+{
+	if (resample != CDP_RESAMPLE_NEAR && resample != CDP_RESAMPLE_MODE) {
+		set_err(err, errcap, "invalid warp");
+		return CDP_EINVAL;
+	}
+	return warp_into(src, &band, 1, gt, dst_wkt, resample, max_error, w, h, GDT_Int32, -1,
+	                 out, err, errcap);
+}
+
+int cdp_raster_warp_f32(cdp_raster *src, const int *bands, int nbands, const double gt[6],
+                        const char *dst_wkt, int resample, double max_error, int w, int h,
+                        float *out, char *err, size_t errcap)
+{
+	if (resample == CDP_RESAMPLE_MODE) {
+		set_err(err, errcap, "invalid warp");
+		return CDP_EINVAL;
+	}
+	return warp_into(src, bands, nbands, gt, dst_wkt, resample, max_error, w, h,
+	                 GDT_Float32, NAN, out, err, errcap);
 }
 
 const char *cdp_raster_version(void)

@@ -50,6 +50,9 @@ int  cdp_raster_read_mask(cdp_raster *r, int band, int64_t x, int64_t y, int w,
  * only derived from the nodata value (callers compare against the nodata
  * value themselves, which is cheaper and handles NaN). */
 int  cdp_raster_has_mask(const cdp_raster *r, int band);
+/* Band `band`'s own nodata value (bands may differ; cdp_raster_info has
+ * band 1's): 1 with *nd set, 0 when it has none or no such band. */
+int  cdp_raster_band_nodata(const cdp_raster *r, int band, double *nd);
 /* The name GDAL gives value k of `band` (its category names, which
  * cdp-predict writes), or NULL when it has none; owned by the raster. */
 const char *cdp_raster_category_name(const cdp_raster *r, int band, int k);
@@ -101,8 +104,11 @@ void cdp_raster_pixel_size(const double gt[6], double *x, double *y);
 int  cdp_raster_open_lut(cdp_raster *src, const int32_t *lut, size_t nlut,
                          cdp_raster **out, char *err, size_t errcap);
 
-/* Resampling of cdp_raster_warp: GDAL's nearest neighbour and mode. */
-enum { CDP_RESAMPLE_NEAR = 0, CDP_RESAMPLE_MODE = 1 };
+/* Resampling of the warps: GDAL's nearest neighbour and mode (class
+ * labels, cdp_raster_warp), and for values (cdp_raster_warp_f32) nearest,
+ * bilinear, cubic and average. */
+enum { CDP_RESAMPLE_NEAR = 0, CDP_RESAMPLE_MODE = 1, CDP_RESAMPLE_BILINEAR = 2,
+       CDP_RESAMPLE_CUBIC = 3, CDP_RESAMPLE_AVERAGE = 4 };
 /* Warps band `band` of src onto the w x h grid whose geotransform is gt and
  * CRS dst_wkt, with GDAL's warper, into
  * out[h*w] as int32: the source value, or -1 where the source does not
@@ -115,6 +121,15 @@ enum { CDP_RESAMPLE_NEAR = 0, CDP_RESAMPLE_MODE = 1 };
 int  cdp_raster_warp(cdp_raster *src, int band, const double gt[6], const char *dst_wkt,
                      int resample, double max_error, int w, int h, int32_t *out,
                      char *err, size_t errcap);
+/* The same for values: bands [nbands] (1-based) of src into out
+ * (nbands, h, w) as float32, NaN where the source does not cover a pixel
+ * or holds only its nodata (a float source without a nodata value: NaN),
+ * resampled by CDP_RESAMPLE_NEAR, _BILINEAR, _CUBIC or _AVERAGE (mode is
+ * for classes); gdalwarp -et max_error -r near|bilinear|cubic|average
+ * -ot Float32 -dstnodata nan of the same window gives the same pixels. */
+int  cdp_raster_warp_f32(cdp_raster *src, const int *bands, int nbands, const double gt[6],
+                         const char *dst_wkt, int resample, double max_error, int w, int h,
+                         float *out, char *err, size_t errcap);
 
 /* A multi-date input (cdp-tile --time, cdp-predict --time): spec lists 2
  * to CDP_RASTER_MAXDATES rasters, comma-separated, in time order. The

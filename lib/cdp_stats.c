@@ -65,13 +65,30 @@ void cdp_stats_reset(cdp_stats *s)
 {
 	for (uint32_t b = 0; b < s->bands; b++)
 		band_reset(&s->b[b]);
+	for (uint32_t t = 0; t < s->targets; t++)
+		band_reset(&s->t[t]);
 	s->stale = 0;
+}
+
+int cdp_stats_targets(cdp_stats *s, uint32_t T)
+{
+	if (s->targets)
+		return s->targets == T ? CDP_OK : CDP_ESHAPE;
+	if (T == 0 || T > CDP_RECORD_MAXLABEL)
+		return CDP_EINVAL;
+	if (!(s->t = calloc(T, sizeof *s->t)))
+		return CDP_ENOMEM;
+	s->targets = T;
+	for (uint32_t t = 0; t < T; t++)
+		band_reset(&s->t[t]);
+	return CDP_OK;
 }
 
 void cdp_stats_free(cdp_stats *s)
 {
 	if (!s)
 		return;
+	free(s->t);
 	free(s->b);
 	memset(s, 0, sizeof *s);
 }
@@ -296,13 +313,30 @@ int cdp_stats_add_record(cdp_stats *s, const cdp_record *r)
 		if (rc != CDP_OK)
 			return rc;
 	}
+	if (r->label_kind != CDP_LABEL_F32)
+		return CDP_OK;
+	if (plane && !r->label)
+		return CDP_EINVAL;
+	if ((rc = cdp_stats_targets(s, r->label_len)) != CDP_OK)
+		return rc;
+	/* label (T, H, W) f32: NaN is "no target" and never counts */
+	for (uint32_t t = 0; t < s->targets; t++)
+		add_float(&s->t[t], (const uint8_t *)r->label + t * plane * 4, 1, NULL, plane);
 	return CDP_OK;
 }
 
 int cdp_stats_merge(cdp_stats *dst, const cdp_stats *src)
 {
+	int rc;
+
 	if (dst->dtype != src->dtype || dst->bands != src->bands)
 		return CDP_ESHAPE;
+	if (src->targets && (rc = cdp_stats_targets(dst, src->targets)) != CDP_OK)
+		return rc;
+	for (uint32_t t = 0; t < src->targets; t++) {
+		const cdp_band_acc *a = &src->t[t];
+		float_merge(&dst->t[t], a->count, a->fexp, a->smean, a->sm2, a->min, a->max);
+	}
 	for (uint32_t i = 0; i < dst->bands; i++) {
 		cdp_band_acc *d = &dst->b[i];
 		const cdp_band_acc *a = &src->b[i];
@@ -343,14 +377,13 @@ static double int_var(const cdp_band_acc *a)
 	return (double)(m2 / (long double)n);
 }
 
-void cdp_stats_result(const cdp_stats *s, uint32_t b, double *mean,
-                      double *std, double *min, double *max)
+static void acc_result(const cdp_band_acc *a, int is_float, double *mean,
+                       double *std, double *min, double *max)
 {
-	const cdp_band_acc *a = &s->b[b];
 	double m = NAN, sd = NAN, lo = NAN, hi = NAN;
 
 	if (a->count) {
-		if (s->is_float) {
+		if (is_float) {
 			/* Rounding may not carry them past what the extremes allow:
 			 * (max - min) / 2 is the largest population std there is. */
 			double var = a->sm2 / (double)a->count;
@@ -370,6 +403,18 @@ void cdp_stats_result(const cdp_stats *s, uint32_t b, double *mean,
 	if (std) *std = sd;
 	if (min) *min = lo;
 	if (max) *max = hi;
+}
+
+void cdp_stats_result(const cdp_stats *s, uint32_t b, double *mean,
+                      double *std, double *min, double *max)
+{
+	acc_result(&s->b[b], s->is_float, mean, std, min, max);
+}
+
+void cdp_stats_target_result(const cdp_stats *s, uint32_t t, double *mean,
+                             double *std, double *min, double *max)
+{
+	acc_result(&s->t[t], 1, mean, std, min, max);
 }
 
 int cdp_stats_wide(const cdp_stats *s, uint32_t b)

@@ -28,6 +28,11 @@
  *   then per band b (1-based): band.b.count=, for integer dtypes .sum= and
  *   .sumsq=, for float dtypes .exp= .smean= .sm2= (pool version 2), then
  *   .min= .max= .mean= .std=
+ *   and, for a pool of value labels (label kind f32, cdp-record(5)), then
+ *   targets=T and per target t (1-based) target.t.count= .exp= .smean=
+ *   .sm2= .min= .max= .mean= .std=: the statistics of the finite targets
+ *   (NaN, "no target", never counts; the image's mask does not apply),
+ *   kept as a float band's are.
  * Integer sums, min and max are decimal; doubles are %.17g (exact round trip);
  * an empty band has min, max, mean and std "nan". parse(format(s)) restores s
  * exactly. The parser also reads pool version 1's float form (.sum= .sumc=
@@ -68,23 +73,34 @@ typedef struct cdp_stats {
 	int stale;                   /* contents no longer match the records */
 	uint32_t bands;
 	cdp_band_acc *b;             /* [bands], owned */
+	uint32_t targets;            /* value labels' planes T, 0 without */
+	cdp_band_acc *t;             /* [targets], owned; float accumulators */
 } cdp_stats;
 
 /* Allocates an empty accumulator for `bands` bands of dtype. */
 int  cdp_stats_init(cdp_stats *s, int dtype, uint32_t bands);
 void cdp_stats_reset(cdp_stats *s);
 void cdp_stats_free(cdp_stats *s);
+/* Gives s T (1..CDP_RECORD_MAXLABEL) empty target accumulators, or, when
+ * it has targets, checks that they are T (CDP_ESHAPE). */
+int  cdp_stats_targets(cdp_stats *s, uint32_t T);
 /* Adds n samples of s->dtype to band (0-based); mask NULL: all valid. */
 int  cdp_stats_add(cdp_stats *s, uint32_t band, const void *samples,
                    const uint8_t *mask, size_t n);
-/* Adds every band of a decoded record (image payload, mask). CDP_ESHAPE when
- * its dtype or band count differ from s. */
+/* Adds every band of a decoded record (image payload, mask) and, for
+ * label kind f32, every target plane (s->targets set by the first such
+ * record). CDP_ESHAPE when its dtype, band count or target count differ
+ * from s. */
 int  cdp_stats_add_record(cdp_stats *s, const cdp_record *r);
-/* dst += src. CDP_ESHAPE when dtype or bands differ. */
+/* dst += src (targets too). CDP_ESHAPE when dtype, bands or targets (where
+ * both have them) differ. */
 int  cdp_stats_merge(cdp_stats *dst, const cdp_stats *src);
 /* Derived values of band b (0-based); NaN for an empty band. */
 void cdp_stats_result(const cdp_stats *s, uint32_t b, double *mean,
                       double *std, double *min, double *max);
+/* The same of target t (0-based, below s->targets). */
+void cdp_stats_target_result(const cdp_stats *s, uint32_t t, double *mean,
+                             double *std, double *min, double *max);
 
 /* A band whose range (max - min) exceeds this cannot be standardized in
  * float32 to anything a network can learn from (its std is of that order,

@@ -101,36 +101,49 @@ int cdp_text_appendf(cdp_buf *out, const char *fmt, ...)
 	return CDP_OK;
 }
 
-int cdp_stats_format(const cdp_stats *s, cdp_buf *out)
+/* One accumulator's lines, "PRE.k.count=" to "PRE.k.std=". */
+static int format_acc(cdp_buf *out, const char *pre, unsigned k, const cdp_band_acc *a,
+                      int is_float, double mean, double sd, double lo, double hi)
 {
 	char b1[41], b2[41];
+	int rc;
+
+	rc = cdp_text_appendf(out, "%s.%u.count=%llu\n", pre, k, (unsigned long long)a->count);
+	if (rc == CDP_OK && is_float)
+		rc = cdp_text_appendf(out, "%s.%u.exp=%d\n%s.%u.smean=%.17g\n%s.%u.sm2=%.17g\n",
+		                      pre, k, a->fexp, pre, k, a->smean, pre, k, a->sm2);
+	else if (rc == CDP_OK)
+		rc = cdp_text_appendf(out, "%s.%u.sum=%s\n%s.%u.sumsq=%s\n", pre, k,
+		                      i128_str(a->isum, b1), pre, k, u128_str(a->isumsq, b2));
+	if (rc == CDP_OK && a->count && !is_float)
+		rc = cdp_text_appendf(out, "%s.%u.min=%lld\n%s.%u.max=%lld\n", pre, k,
+		                      (long long)a->imin, pre, k, (long long)a->imax);
+	else if (rc == CDP_OK)
+		rc = cdp_text_appendf(out, "%s.%u.min=%.17g\n%s.%u.max=%.17g\n", pre, k, lo, pre,
+		                      k, hi);
+	if (rc == CDP_OK)
+		rc = cdp_text_appendf(out, "%s.%u.mean=%.17g\n%s.%u.std=%.17g\n", pre, k, mean,
+		                      pre, k, sd);
+	return rc;
+}
+
+int cdp_stats_format(const cdp_stats *s, cdp_buf *out)
+{
+	double mean, sd, lo, hi;
 	int rc;
 
 	out->len = 0;
 	rc = cdp_text_appendf(out, "dtype=%s\nbands=%u\n%s", cdp_dtype_name(s->dtype),
 	             s->bands, s->stale ? "stale=1\n" : "");
 	for (uint32_t i = 0; i < s->bands && rc == CDP_OK; i++) {
-		const cdp_band_acc *a = &s->b[i];
-		unsigned k = i + 1;
-		double mean, sd, lo, hi;
-
 		cdp_stats_result(s, i, &mean, &sd, &lo, &hi);
-		rc = cdp_text_appendf(out, "band.%u.count=%llu\n", k, (unsigned long long)a->count);
-		if (rc == CDP_OK && s->is_float)
-			rc = cdp_text_appendf(out, "band.%u.exp=%d\nband.%u.smean=%.17g\n"
-			             "band.%u.sm2=%.17g\n", k, a->fexp, k, a->smean, k, a->sm2);
-		else if (rc == CDP_OK)
-			rc = cdp_text_appendf(out, "band.%u.sum=%s\nband.%u.sumsq=%s\n",
-			             k, i128_str(a->isum, b1), k, u128_str(a->isumsq, b2));
-		if (rc == CDP_OK && a->count && !s->is_float)
-			rc = cdp_text_appendf(out, "band.%u.min=%lld\nband.%u.max=%lld\n",
-			             k, (long long)a->imin, k, (long long)a->imax);
-		else if (rc == CDP_OK)
-			rc = cdp_text_appendf(out, "band.%u.min=%.17g\nband.%u.max=%.17g\n",
-			             k, lo, k, hi);
-		if (rc == CDP_OK)
-			rc = cdp_text_appendf(out, "band.%u.mean=%.17g\nband.%u.std=%.17g\n",
-			             k, mean, k, sd);
+		rc = format_acc(out, "band", i + 1, &s->b[i], s->is_float, mean, sd, lo, hi);
+	}
+	if (rc == CDP_OK && s->targets)
+		rc = cdp_text_appendf(out, "targets=%u\n", s->targets);
+	for (uint32_t t = 0; t < s->targets && rc == CDP_OK; t++) {
+		cdp_stats_target_result(s, t, &mean, &sd, &lo, &hi);
+		rc = format_acc(out, "target", t + 1, &s->t[t], 1, mean, sd, lo, hi);
 	}
 	return rc;
 }
@@ -139,6 +152,7 @@ int cdp_stats_format(const cdp_stats *s, cdp_buf *out)
 typedef struct line_rd {
 	const char *p, *end;
 	char val[128];
+	const char *pre;      /* "band" or "target": the fields' prefix */
 } line_rd;
 
 /* Reads the next line; it must be "<name>=value". */
@@ -163,7 +177,7 @@ static int band_field(line_rd *l, unsigned k, const char *what)
 {
 	char name[64];
 
-	snprintf(name, sizeof name, "band.%u.%s", k, what);
+	snprintf(name, sizeof name, "%s.%u.%s", l->pre, k, what);
 	return next_field(l, name);
 }
 
@@ -225,8 +239,7 @@ static int from_v1(cdp_band_acc *a, const v1_sums *v, int *stale)
 	return CDP_OK;
 }
 
-static int parse_band(line_rd *l, const cdp_stats *s, unsigned k, cdp_band_acc *a,
-                      int *stale)
+static int parse_band(line_rd *l, int is_float, unsigned k, cdp_band_acc *a, int *stale)
 {
 	v1_sums v1 = { 0 };
 	unsigned __int128 u;
@@ -239,7 +252,7 @@ static int parse_band(line_rd *l, const cdp_stats *s, unsigned k, cdp_band_acc *
 	if (u > UINT64_MAX)
 		return CDP_ERANGE;
 	a->count = (uint64_t)u;
-	if (s->is_float) {
+	if (is_float) {
 		if ((rc = float_fields(l, k, a, &v1)))
 			return rc;
 	} else {
@@ -253,7 +266,7 @@ static int parse_band(line_rd *l, const cdp_stats *s, unsigned k, cdp_band_acc *
 		if (!a->count) {
 			if (strcmp(l->val, "nan") && strcmp(l->val, "-nan"))
 				return CDP_ESYNTAX;
-		} else if (s->is_float) {
+		} else if (is_float) {
 			if ((rc = parse_dbl(l->val, i ? &a->max : &a->min)))
 				return rc;
 		} else {
@@ -268,7 +281,7 @@ static int parse_band(line_rd *l, const cdp_stats *s, unsigned k, cdp_band_acc *
 	if ((rc = band_field(l, k, "mean")) || (rc = parse_dbl(l->val, &d)) ||
 	    (rc = band_field(l, k, "std")) || (rc = parse_dbl(l->val, &d)))
 		return rc;
-	if (!s->is_float || !a->count)
+	if (!is_float || !a->count)
 		return CDP_OK;
 	if (!(a->min <= a->max) || !isfinite(a->min) || !isfinite(a->max))
 		return CDP_ESYNTAX;
@@ -277,7 +290,7 @@ static int parse_band(line_rd *l, const cdp_stats *s, unsigned k, cdp_band_acc *
 
 int cdp_stats_parse(const char *text, size_t len, cdp_stats *s)
 {
-	line_rd l = { text, text + len, "" };
+	line_rd l = { text, text + len, "", "band" };
 	uint64_t bands;
 	char *end;
 	int dt, rc;
@@ -303,8 +316,25 @@ int cdp_stats_parse(const char *text, size_t len, cdp_stats *s)
 		s->stale = 1;
 	}
 	for (uint32_t b = 0; b < s->bands; b++)
-		if ((rc = parse_band(&l, s, b + 1, &s->b[b], &s->stale)))
+		if ((rc = parse_band(&l, s->is_float, b + 1, &s->b[b], &s->stale)))
 			goto fail;
+	/* value labels' targets, in the float form only (they came with it) */
+	if (l.p < l.end && strncmp(l.p, "targets=", 8) == 0) {
+		uint64_t T;
+		if ((rc = next_field(&l, "targets")))
+			goto fail;
+		T = strtoull(l.val, &end, 10);
+		if (*end || l.val[0] < '1' || l.val[0] > '9' || T > CDP_RECORD_MAXLABEL) {
+			rc = CDP_ESYNTAX;
+			goto fail;
+		}
+		if ((rc = cdp_stats_targets(s, (uint32_t)T)))
+			goto fail;
+		l.pre = "target";
+		for (uint32_t t = 0; t < s->targets; t++)
+			if ((rc = parse_band(&l, 1, t + 1, &s->t[t], &s->stale)))
+				goto fail;
+	}
 	if (l.p != l.end) {
 		rc = CDP_ESYNTAX;
 		goto fail;

@@ -24,6 +24,7 @@ CDP_NETKEY(focal_alpha)
 CDP_NETKEY(tversky_alpha)
 CDP_NETKEY(tversky_beta)
 CDP_NETKEY(label_smoothing)
+CDP_NETKEY(huber_delta)
 /* augment.c */
 CDP_NETKEY(aug_hflip)
 CDP_NETKEY(aug_vflip)

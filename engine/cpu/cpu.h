@@ -16,7 +16,8 @@
  *   cpu_ops.c      activations, pooling
  *   cpu_elem.c     upsampling, concat slices, dropout, global average
  *                  pool, bias, add (bias_grad is in cpu_conv.c)
- *   cpu_loss.c     softmax_ce, bce_logits, dice_logits, dice_sums, argmax, confusion
+ *   cpu_loss.c     softmax_ce, bce_logits, dice_logits, dice_sums, reg_loss, argmax,
+ *                  confusion
  *   cpu_optim.c    sgd_step, adamw_step
  *   cpu_window.c   win_gather, win_blend (cdp-predict's sliding windows)
  *
@@ -272,6 +273,9 @@ double cpu_dice_logits(cdp_backend *be, int n, int hw, const float *logits,
                        float *dlogits, float gscale);
 void cpu_dice_sums(cdp_backend *be, int n, int hw, const float *logits,
                    const int32_t *labels, int ignore, double tot[3]);
+double cpu_reg_loss(cdp_backend *be, int kind, int n, int t, int hw, const float *pred,
+                    const float *target, float delta, float *dpred, float gscale,
+                    double *count);
 void cpu_argmax(cdp_backend *be, int n, int k, int hw, const float *logits, int32_t *pred);
 void cpu_confusion(cdp_backend *be, int n_elems, int k, const int32_t *labels,
                    const int32_t *pred, int ignore, uint64_t *conf_host);

@@ -282,6 +282,7 @@ cdp_backend *cdp_backend_cpu(int threads)
 	be->bce_logits = cpu_bce_logits;
 	be->dice_logits = cpu_dice_logits;
 	be->dice_sums = cpu_dice_sums;
+	be->reg_loss = cpu_reg_loss;
 	be->argmax = cpu_argmax;
 	be->confusion = cpu_confusion;
 

@@ -15,6 +15,9 @@
  * labels on the host before they get here. BCE and Dice take any non-zero
  * label as the positive class, as backend.h says.
  *
+ * reg_loss (regression) takes float targets in place of labels, NaN for
+ * none, its element's formula shared with CUDA (cdp_reg_elem, backend.h).
+ *
  * Not done: label smoothing, BCE pos_weight, multi-class Dice.
  */
 #include <math.h>
@@ -28,6 +31,9 @@
 typedef struct loss_ctx {
 	int n, k, hw, cpn;          /* cpn: chunks per sample */
 	const float *x;
+	const float *tgt;           /* regression targets, as x */
+	int reg;                    /* regression: CDP_REG_* */
+	float delta;
 	const int32_t *lab;
 	int32_t *pred;              /* argmax output (N, HW) */
 	int ignore;
@@ -197,6 +203,46 @@ double cpu_bce_logits(cdp_backend *be, int n, int hw, const float *logits,
 	double tot[3];
 
 	run_chunks(be, &c, bce_chunk, tot);
+	*count = tot[1];
+	return tot[0];
+}
+
+/* ---- regression ---------------------------------------------------------- */
+
+/* A sample's (T, HW) values are its hw = T*HW "pixels" here. */
+static void reg_chunk(const loss_ctx *c, int i, double out[3])
+{
+	int s, p0, p1;
+	double loss = 0, cnt = 0, g;
+
+	chunk_range(c, i, &s, &p0, &p1);
+	const float *x = c->x + (size_t)s * c->hw, *t = c->tgt + (size_t)s * c->hw;
+	float *dx = c->dx + (size_t)s * c->hw;
+
+	for (int p = p0; p < p1; p++) {
+		if (isnan(t[p])) {
+			dx[p] = 0.0f;
+			continue;
+		}
+		loss += cdp_reg_elem(c->reg, (double)x[p] - t[p], c->delta, &g);
+		cnt += 1;
+		dx[p] = (float)(c->gscale * g);
+	}
+	out[0] = loss;
+	out[1] = cnt;
+	out[2] = 0;
+}
+
+double cpu_reg_loss(cdp_backend *be, int kind, int n, int t, int hw, const float *pred,
+                    const float *target, float delta, float *dpred, float gscale,
+                    double *count)
+{
+	loss_ctx c = { .n = n, .k = 1, .hw = t * hw, .cpn = chunks_per_sample(t * hw),
+	               .x = pred, .tgt = target, .reg = kind, .delta = delta, .dx = dpred,
+	               .gscale = gscale };
+	double tot[3];
+
+	run_chunks(be, &c, reg_chunk, tot);
 	*count = tot[1];
 	return tot[0];
 }

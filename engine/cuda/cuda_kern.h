@@ -121,6 +121,9 @@ void cdk_dice_logits(cudaStream_t s, int n, int hw, const float *logits, const i
 /* sum p t, sum p, sum t into out[0..3) (device doubles) */
 void cdk_dice_sums(cudaStream_t s, int n, int hw, const float *logits, const int32_t *labels,
                    int ignore, void *scratch, double *out);
+/* regression over n elements (N*T*HW): loss sum, count into out[0..2) */
+void cdk_reg_loss(cudaStream_t s, int kind, size_t n, const float *pred, const float *target,
+                  float delta, float *dpred, float gscale, void *scratch, double *out);
 void cdk_argmax(cudaStream_t s, int n, int k, int hw, const float *logits, int32_t *pred);
 /* conf (k*k, device uint64) += counts (integer atomics are exact) */
 void cdk_confusion(cudaStream_t s, int n_elems, int k, const int32_t *labels, const int32_t *pred,

@@ -16,6 +16,8 @@
  * Ignored pixels (label == ignore), and in softmax_ce labels outside
  * [0, K), get a zero gradient and no count; class_w (K, device) or NULL
  * weights the loss and the count. BCE and Dice: any label != 0 is positive.
+ * reg_loss: one thread per element of (N, T, HW), cdp_reg_elem (backend.h)
+ * as on the CPU; a NaN target is not counted.
  * confusion: conf (K*K, device) += counts with integer atomics, which are
  * exact in any order; a label or prediction outside [0, K) is not counted.
  */
@@ -131,6 +133,24 @@ static __global__ void bce_k(size_t npix, const float *x, const int32_t *lab, in
 
 	CDK_FOR_EACH(i, npix)
 		bce_pixel(x[i], lab[i], ignore, &dx[i], gscale, &v[0], &v[1]);
+	put_parts<2>(v, part);
+}
+
+/* regression: element i's prediction and target; NaN targets not counted */
+static __global__ void reg_k(int kind, size_t n, const float *x, const float *t, float delta,
+                             float *dx, float gscale, double *part)
+{
+	double v[2] = { 0.0, 0.0 }, g;
+
+	CDK_FOR_EACH(i, n) {
+		if (isnan(t[i])) {
+			dx[i] = 0.0f;
+			continue;
+		}
+		v[0] += cdp_reg_elem(kind, (double)x[i] - t[i], delta, &g);
+		v[1] += 1.0;
+		dx[i] = (float)(gscale * g);
+	}
 	put_parts<2>(v, part);
 }
 
@@ -259,6 +279,18 @@ void cdk_bce_logits(cudaStream_t s, int n, int hw, const float *logits, const in
 	double *part = cdk_parts(scratch);
 
 	bce_k<<<g, CDK_THREADS, 0, s>>>(npix, logits, labels, ignore, dlogits, gscale, part);
+	CDK_CHECK_LAUNCH();
+	cdk_sum_parts<2><<<1, CDK_THREADS, 0, s>>>(part, g, out);
+	CDK_CHECK_LAUNCH();
+}
+
+void cdk_reg_loss(cudaStream_t s, int kind, size_t n, const float *pred, const float *target,
+                  float delta, float *dpred, float gscale, void *scratch, double *out)
+{
+	unsigned g = cdk_red_grid(n);
+	double *part = cdk_parts(scratch);
+
+	reg_k<<<g, CDK_THREADS, 0, s>>>(kind, n, pred, target, delta, dpred, gscale, part);
 	CDK_CHECK_LAUNCH();
 	cdk_sum_parts<2><<<1, CDK_THREADS, 0, s>>>(part, g, out);
 	CDK_CHECK_LAUNCH();

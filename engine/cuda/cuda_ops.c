@@ -234,6 +234,17 @@ static void cu_win_blend(cdp_backend *be, int k, int s, int w, int nb, const flo
 
 /* ---- losses and metrics: the sums come back through dres ---- */
 
+/* After a loss launcher: its sum, and its count into *count. */
+static double cu_sum_count(cdp_backend *be, double *count)
+{
+	cu_impl *im = cu_im(be);
+
+	CDP_KERNEL_CHECK();
+	cu_fetch_results(be);
+	*count = im->hres[1];
+	return im->hres[0];
+}
+
 static double cu_softmax_ce(cdp_backend *be, int n, int k, int hw, const float *logits,
                             const int32_t *labels, int ignore, const float *class_w,
                             float *dlogits, float gscale, double *count)
@@ -246,10 +257,7 @@ static double cu_softmax_ce(cdp_backend *be, int n, int k, int hw, const float *
 		return 0.0;
 	cdk_softmax_ce(im->comp, n, k, hw, logits, labels, ignore, class_w, dlogits, gscale,
 	               cu_scratch(be, elems), im->dres);
-	CDP_KERNEL_CHECK();
-	cu_fetch_results(be);
-	*count = im->hres[1];
-	return im->hres[0];
+	return cu_sum_count(be, count);
 }
 
 static double cu_bce_logits(cdp_backend *be, int n, int hw, const float *logits,
@@ -264,10 +272,22 @@ static double cu_bce_logits(cdp_backend *be, int n, int hw, const float *logits,
 		return 0.0;
 	cdk_bce_logits(im->comp, n, hw, logits, labels, ignore, dlogits, gscale,
 	               cu_scratch(be, elems), im->dres);
-	CDP_KERNEL_CHECK();
-	cu_fetch_results(be);
-	*count = im->hres[1];
-	return im->hres[0];
+	return cu_sum_count(be, count);
+}
+
+static double cu_reg_loss(cdp_backend *be, int kind, int n, int t, int hw, const float *pred,
+                          const float *target, float delta, float *dpred, float gscale,
+                          double *count)
+{
+	cu_impl *im = cu_im(be);
+	size_t elems = (size_t)n * t * hw;
+
+	*count = 0.0;
+	if (elems == 0)
+		return 0.0;
+	cdk_reg_loss(im->comp, kind, elems, pred, target, delta, dpred, gscale,
+	             cu_scratch(be, elems), im->dres);
+	return cu_sum_count(be, count);
 }
 
 static double cu_dice_logits(cdp_backend *be, int n, int hw, const float *logits,
@@ -392,6 +412,7 @@ void cu_ops_init(cdp_backend *be)
 	be->bce_logits = cu_bce_logits;
 	be->dice_logits = cu_dice_logits;
 	be->dice_sums = cu_dice_sums;
+	be->reg_loss = cu_reg_loss;
 	be->argmax = cu_argmax;
 	be->confusion = cu_confusion;
 

@@ -217,7 +217,7 @@ def _classify(t):
 NET_KEYS = (
     "channels", "in_h", "in_w", "classes", "ignore", "lr_mult", "bn_sync",
     "loss", "loss_weights", "class_weights", "dice_smooth", "focal_gamma", "focal_alpha",
-    "tversky_alpha", "tversky_beta", "label_smoothing",
+    "tversky_alpha", "tversky_beta", "label_smoothing", "huber_delta",
     "aug_hflip", "aug_vflip", "aug_rot90", "crop_h", "crop_w",
     "aug_brightness", "aug_brightness_p", "aug_contrast", "aug_contrast_p",
     "aug_gamma", "aug_gamma_p", "aug_band_jitter", "aug_band_jitter_p",

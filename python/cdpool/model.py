@@ -296,6 +296,7 @@ _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]*\Z")
 
 
 LOSS_TERMS = ("ce", "bce", "dice", "jaccard", "tversky", "focal", "lovasz")
+REG_LOSSES = ("mse", "l1", "huber")    # regression: each alone, one channel a target
 
 
 def _loss_terms(path, line, loss, classes):
@@ -304,15 +305,22 @@ def _loss_terms(path, line, loss, classes):
     for t in terms:
         if not t or len(t) >= 16:
             raise CfgError("%s:%d: [net]: loss '%s': want terms ce, bce, dice, jaccard, tversky, "
-                           "focal or lovasz joined by '+'" % (path, line, loss[:32]))
-        if t not in LOSS_TERMS:
+                           "focal or lovasz joined by '+', or one of mse, l1, huber"
+                           % (path, line, loss[:32]))
+        if t not in LOSS_TERMS + REG_LOSSES:
             raise CfgError("%s:%d: [net]: loss '%s': '%s' is not ce, bce, dice, jaccard, "
-                           "tversky, focal or lovasz" % (path, line, loss[:32], t))
+                           "tversky, focal, lovasz, mse, l1 or huber" % (path, line, loss[:32], t))
     if len(set(terms)) != len(terms):
         dup = next(t for t in terms if terms.count(t) > 1)
         raise CfgError("%s:%d: [net]: loss '%s': '%s' twice" % (path, line, loss[:32], dup))
     if len(terms) > 4:
         raise CfgError("%s:%d: [net]: loss '%s': more than 4 terms" % (path, line, loss[:32]))
+    for t in terms:
+        if t in REG_LOSSES and len(terms) > 1:
+            raise CfgError("%s:%d: [net]: loss '%s': the regression loss %s stands alone"
+                           % (path, line, loss[:32], t))
+    if terms[0] in REG_LOSSES:
+        return terms
     if "ce" in terms and "bce" in terms:
         raise CfgError("%s:%d: [net]: loss '%s': ce (softmax) and bce (sigmoid) do not mix"
                        % (path, line, loss[:32]))
@@ -416,10 +424,12 @@ def build(text, path="<cfg>", overrides=(), in_shape=None, batch=1, old_rule=Fal
             b.layer_err(L, str(e))
         layers.append(L)
     head = layers[-1]
+    reg = terms[0] in REG_LOSSES
     if not classes:
         classes = head["out"][0] if "ce" in terms else 2 if "bce" in terms else \
-            2 if head["out"][0] == 1 else head["out"][0]
-    softmax = _loss_softmax(path, secs[0].line, loss, classes)
+            2 if head["out"][0] == 1 and not reg else head["out"][0]
+    # regression: classes counts the targets, one channel each
+    softmax = reg or _loss_softmax(path, secs[0].line, loss, classes)
     if not softmax and classes != 2:
         raise CfgError("%s:%d: [net]: loss=%s is binary, classes=%d should be 2"
                        % (path, secs[0].line, loss, classes))

@@ -158,9 +158,9 @@ def _parse_stats(text, dtype, bands, subject):
     if lines[2:3] and lines[2].startswith("stale="):
         field("stale")
         raise CdpError("EFORMAT", subject, "stale statistics")
-    out = []
-    for k in range(1, bands + 1):
-        b = "band.%d." % k
+
+    def band(b, is_float):
+        """One band's (or target's) (count, mean, std, min, max)."""
         count = _uint(field(b + "count"))
         if count is None:
             raise CdpError("EFORMAT", subject, "stats: %scount" % b)
@@ -179,10 +179,18 @@ def _parse_stats(text, dtype, bands, subject):
             elif not math.isfinite(num(b + name)) and count:
                 raise CdpError("EFORMAT", subject, "stale statistics (their sums overflowed)")
         lo, hi, mean, std = num(b + "min"), num(b + "max"), num(b + "mean"), num(b + "std")
-        out.append((count, mean, std, lo, hi))
+        return (count, mean, std, lo, hi)
+
+    out, targets = [], []
+    for k in range(1, bands + 1):
+        out.append(band("band.%d." % k, is_float))
+    # value labels' targets (cdp-pool(5)): float statistics
+    if next_is("targets="):
+        for k in range(1, _uint(field("targets"), 1, 65536) + 1):
+            targets.append(band("target.%d." % k, True))
     if take() is not None:
         raise CdpError("EFORMAT", subject, "stats: extra lines")
-    return out
+    return out, targets
 
 
 def parse_source(text):
@@ -284,7 +292,9 @@ class Pool:
     "class"), label_ignore, tiles (count), stats (per band dicts count,
     mean, std, min, max), mean and std (float64 arrays (C)), classes
     ({class id: count}), sources (list of dicts, parse_source()), meta
-    (every meta value's text). source_stats() combines the per-source sums
+    (every meta value's text), target_stats (a pool of value labels: per
+    target plane dicts count, mean, std, min, max of its finite targets;
+    else []). source_stats() combines the per-source sums
     (srcstats.NNNNNN, cdp-pool(5)) of chosen sources as cdp-train does.
     """
 
@@ -424,6 +434,7 @@ class Pool:
         self.dtype_name = self.dtype = self.label_kind = None
         self.bands = self.height = self.width = self.label_ignore = self.label_len = 0
         self.stats = []
+        self.target_stats = []
         if "shape" not in meta:
             if self.tiles:
                 raise CdpError("EFORMAT", p, "no shape")
@@ -450,11 +461,16 @@ class Pool:
         self.dtype_name, self.dtype = dt, DTYPES[DTYPE_CODES[dt]]
         self.bands, self.height, self.width = vals
         self.label_kind, self.label_ignore = kind, ignore
+        targets = []
         if "stats" in meta:
-            bands = _parse_stats(meta["stats"], dt, self.bands, p)
+            bands, targets = _parse_stats(meta["stats"], dt, self.bands, p)
         else:
             bands = [(0, float("nan"), float("nan"), float("nan"), float("nan"))] * self.bands
-        self.stats = [dict(zip(("count", "mean", "std", "min", "max"), b)) for b in bands]
+        if kind == "f32" and len(targets) not in (0, self.label_len):
+            raise CdpError("EFORMAT", p, "stats: targets")
+        names = ("count", "mean", "std", "min", "max")
+        self.stats = [dict(zip(names, b)) for b in bands]
+        self.target_stats = [dict(zip(names, t)) for t in targets]
         self.mean = np.array([b[1] for b in bands], dtype=np.float64)
         self.std = np.array([b[2] for b in bands], dtype=np.float64)
 

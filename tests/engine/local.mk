@@ -86,11 +86,14 @@ tests_engine_test_fuzz_cfg_LDADD = $(ENGINE_LIBS)
 if HAVE_OPENBLAS
 check_PROGRAMS += tests/engine/loss_dump
 TESTS += tests/engine/losses.sh
+# reg_losses.sh: the regression losses against PyTorch through loss_dump
+TESTS += tests/engine/reg_losses.sh
 endif
 tests_engine_loss_dump_SOURCES = tests/engine/loss_dump.c
 tests_engine_loss_dump_CPPFLAGS = $(ENGINE_TEST_CPPFLAGS)
 tests_engine_loss_dump_LDADD = $(ENGINE_LIBS)
-EXTRA_DIST += tests/engine/losses.sh tests/engine/loss_ref.py
+EXTRA_DIST += tests/engine/losses.sh tests/engine/loss_ref.py tests/engine/reg_losses.sh \
+	tests/engine/reg_ref.py
 # mix.sh: MixUp and CutMix (augment.h) against NumPy through mix_dump
 if HAVE_OPENBLAS
 check_PROGRAMS += tests/engine/mix_dump

@@ -14,7 +14,12 @@
  * {0} and {1, 2} with their parts added, cdp_loss_finish per rank with
  * gmul 1) and loss.txt: "k loss loss_of_the_split". Exit 0, or 1 with a
  * message.
+ *
+ * A regression loss (mse, l1, huber; CLASSES the outputs T) takes targets
+ * (N, T, HW) normal with sd 1.5 instead of labels, a fifth of them NaN and
+ * the third sample NaN but for 2 elements, written as targets.f32.
  */
+#include <math.h>
 #include "backend.h"
 #include "cdp_rng.h"
 #include "cfg/cfg.h"
@@ -38,6 +43,51 @@ static int dump(const char *dir, const char *name, const void *p, size_t bytes)
 		return -1;
 	ok = fwrite(p, 1, bytes, f) == bytes;
 	return fclose(f) == 0 && ok ? 0 : -1;
+}
+
+/* The regression form: predictions x, whole-batch gradient gr, split sp
+ * (N, k, HW). */
+static int reg(const cdp_loss *l, cdp_rng *g, const float *x, float *gr, float *sp,
+               const char *dir)
+{
+	const int k = l->k;
+	const size_t ns = (size_t)k * HW;
+	float *t = malloc((size_t)N * ns * sizeof *t);
+	cdp_loss_result r, r0, r1;
+	double p[2], p0[2], p1[2];
+	char path[4096];
+	FILE *f;
+	int rc = 1;
+
+	if (!t) {
+		fprintf(stderr, "loss_dump: out of memory\n");
+		return 1;
+	}
+	for (size_t i = 0; i < N * ns; i++) {
+		t[i] = (float)(1.5 * cdp_rng_normal(g));
+		if (cdp_rng_below(g, 5) == 0 || i >= 2 * ns + 2)
+			t[i] = NAN;
+	}
+	cdp_loss_reg_compute(l, N, HW, x, t, gr, &r);
+	cdp_loss_reg_parts(l, 1, HW, x, t, sp, p0);
+	cdp_loss_reg_parts(l, 2, HW, x + ns, t + ns, sp + ns, p1);
+	for (int i = 0; i < 2; i++)
+		p[i] = p0[i] + p1[i];
+	cdp_loss_reg_finish(l, 1, HW, p, 1.0, sp, &r0);
+	cdp_loss_reg_finish(l, 2, HW, p, 1.0, sp + ns, &r1);
+	snprintf(path, sizeof path, "%s/loss.txt", dir);
+	if (dump(dir, "logits.f32", x, N * ns * 4) < 0 ||
+	    dump(dir, "targets.f32", t, N * ns * 4) < 0 ||
+	    dump(dir, "grad.f32", gr, N * ns * 4) < 0 ||
+	    dump(dir, "split.f32", sp, N * ns * 4) < 0 || !(f = fopen(path, "w"))) {
+		fprintf(stderr, "loss_dump: cannot write to '%s'\n", dir);
+		goto out;
+	}
+	fprintf(f, "%d %d %d %.17g %.17g %.17g\n", N, k, HW, r.loss, r0.loss, r1.loss);
+	rc = fclose(f) == 0 ? 0 : 1;
+out:
+	free(t);
+	return rc;
 }
 
 int main(int argc, char **argv)
@@ -86,6 +136,10 @@ int main(int argc, char **argv)
 	cdp_rng_seed(&g, 11);
 	for (int i = 0; i < N * k * HW; i++)
 		x[i] = (float)(2 * cdp_rng_normal(&g));
+	if (l.reg) {
+		rc = reg(&l, &g, x, gr, sp, argv[3]);
+		goto out;
+	}
 	nabs = classes > 2 ? classes - 1 : classes;
 	for (int i = 0; i < N * HW; i++) {
 		y[i] = (int32_t)cdp_rng_below(&g, (uint64_t)nabs);

@@ -416,8 +416,13 @@ static void test_loss_select(void)
 		cdp_loss_free(&l);
 	}
 	/* errors */
-	CHECK_RC(cdp_loss_init(&l, be, "mse", 2, -1, NULL, 0, 1, err, sizeof(err)), -1);
-	CHECK(strcmp(err, "loss 'mse': 'mse' is not ce, bce, dice, jaccard, tversky, focal or lovasz") == 0, "%s", err);
+	CHECK_RC(cdp_loss_init(&l, be, "hinge", 2, -1, NULL, 0, 1, err, sizeof(err)), -1);
+	CHECK(strcmp(err, "loss 'hinge': 'hinge' is not ce, bce, dice, jaccard, tversky, focal, "
+	             "lovasz, mse, l1 or huber") == 0, "%s", err);
+	CHECK_RC(cdp_loss_init(&l, be, "mse+ce", 2, -1, NULL, 0, 1, err, sizeof(err)), -1);
+	CHECK(strcmp(err, "loss 'mse+ce': the regression loss mse stands alone") == 0, "%s", err);
+	CHECK_RC(cdp_loss_init(&l, be, "l1", 0, -1, NULL, 0, 1, err, sizeof(err)), -1);
+	CHECK(strcmp(err, "loss=l1 needs 1 to 65536 outputs, not 0") == 0, "%s", err);
 	CHECK_RC(cdp_loss_init(&l, be, "ce", 1, -1, NULL, 0, 1, err, sizeof(err)), -1);
 	CHECK(strcmp(err, "loss=ce needs 2 to 65536 classes, not 1") == 0, "%s", err);
 	CHECK_RC(cdp_loss_init(&l, be, "bce", 3, -1, NULL, 0, 1, err, sizeof(err)), -1);
@@ -449,11 +454,13 @@ static void test_loss_cfg(void)
 		{ "[net]\nloss=ce\nclass_weights=1,2,\n", 2, "m.cfg:3: option 'class_weights': empty item" },
 		{ "[net]\nloss=ce\nclass_weights=1,2\n", 3, "m.cfg:3: [net]: 2 class weights for 3 classes" },
 		{ "[net]\nloss=bce\ndice_smooth=-1\n", 2, "m.cfg:3: option 'dice_smooth': -1 is outside [0, 1e+30]" },
-		{ "[net]\nloss=hinge\n", 2, "m.cfg:1: [net]: loss 'hinge': 'hinge' is not ce, bce, dice, jaccard, tversky, focal or lovasz" },
+		{ "[net]\nloss=hinge\n", 2, "m.cfg:1: [net]: loss 'hinge': 'hinge' is not ce, bce, dice, jaccard, tversky, focal, lovasz, mse, l1 or huber" },
 		{ "[net]\nignore=-2\n", 2, "m.cfg:2: option 'ignore': -2 is outside [-1, 1073741824]" },
 		/* the terms and their keys (loss.h) */
 		{ "[net]\nloss=ce+\n", 3, "m.cfg:1: [net]: loss 'ce+': want terms ce, bce, dice, "
-		  "jaccard, tversky, focal or lovasz joined by '+'" },
+		  "jaccard, tversky, focal or lovasz joined by '+', or one of mse, l1, huber" },
+		{ "[net]\nloss=huber\nhuber_delta=0\n", 1, "m.cfg:3: option 'huber_delta': 0 is "
+		  "outside [1e-30, 1e+30]" },
 		{ "[net]\nloss=dice+dice\n", 3, "m.cfg:1: [net]: loss 'dice+dice': 'dice' twice" },
 		{ "[net]\nloss=ce+bce\n", 2, "m.cfg:1: [net]: loss 'ce+bce': ce (softmax) and bce "
 		  "(sigmoid) do not mix" },

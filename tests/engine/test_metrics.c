@@ -4,7 +4,8 @@
  * Checks hand-computed accuracy, per-class IoU, mean IoU and binary
  * precision/recall/F1; the NaN conventions for classes that never occur;
  * that merging per-shard matrices gives the metrics of all the data (what
- * the all-reduce relies on); and the log line format.
+ * the all-reduce relies on); and the log line format. Regression scores
+ * from their sums, against NumPy's.
  */
 #include "backend.h"
 #include "cdp_metrics.h"
@@ -144,11 +145,52 @@ static void test_ops_and_merge(void)
 	be->destroy(be);
 }
 
+/* Regression scores against NumPy's for p = [1, 2, 4, 7], t = [1.5, NaN,
+ * 3, 8]: the pair with a NaN target does not count, d = [-0.5, 1, -1]
+ * over t = [1.5, 3, 8], rmse 0.8660254037844386, mae 0.8333333333333334,
+ * bias -0.16666666666666666, r2 0.9028776978417267; sums of two halves of
+ * standardized values, destandardized, give the same. */
+static void test_regression(void)
+{
+	const float p[4] = { 1, 2, 4, 7 }, t[4] = { 1.5f, NAN, 3, 8 };
+	/* the same in a standardized form: (x - 5) / 2 */
+	const float ps[4] = { -2, -1.5f, -0.5f, 1 }, ts[4] = { -1.75f, NAN, -1, 1.5f };
+	double s[CDP_REGM_NSUM] = { 0 }, a[CDP_REGM_NSUM] = { 0 }, b[CDP_REGM_NSUM] = { 0 };
+	cdp_regm m, ms;
+	char line[128];
+
+	cdp_regm_add(s, p, t, 4, 1, 0, 4);
+	cdp_regm_result(s, &m);
+	CHECK(m.count == 3, "count %g", m.count);
+	CHECK(near(m.rmse, 0.8660254037844386), "rmse %.17g", m.rmse);
+	CHECK(near(m.mae, 0.8333333333333334), "mae %.17g", m.mae);
+	CHECK(near(m.bias, -0.16666666666666666), "bias %.17g", m.bias);
+	CHECK(near(m.r2, 0.9028776978417267), "r2 %.17g", m.r2);
+	cdp_regm_add(a, ps, ts, 2, 2, 5, 4);
+	cdp_regm_add(b, ps + 2, ts + 2, 2, 2, 5, 4);
+	for (int k = 0; k < CDP_REGM_NSUM; k++)
+		a[k] += b[k];
+	cdp_regm_result(a, &ms);
+	CHECK(near(ms.rmse, m.rmse) && near(ms.mae, m.mae) && near(ms.bias, m.bias) &&
+	      near(ms.r2, m.r2) && ms.count == 3, "halves, destandardized: %g %g %g %g",
+	      ms.rmse, ms.mae, ms.bias, ms.r2);
+	cdp_regm_format(&m, line, sizeof line);
+	CHECK(strcmp(line, "rmse=0.8660 mae=0.8333 bias=-0.1667 r2=0.9029") == 0, "%s", line);
+	/* undefined: no pair; all targets equal */
+	memset(s, 0, sizeof s);
+	cdp_regm_result(s, &m);
+	CHECK(isnan(m.rmse) && isnan(m.r2) && m.count == 0, "empty");
+	cdp_regm_add(s, p, (const float[]){ 2, 2, 2, 2 }, 4, 1, 0, 0);
+	cdp_regm_result(s, &m);
+	CHECK(isnan(m.r2) && near(m.bias, 1.5), "constant targets: r2 %g bias %g", m.r2, m.bias);
+}
+
 int main(void)
 {
 	test_multiclass();
 	test_binary();
 	test_kappa();
 	test_ops_and_merge();
+	test_regression();
 	return tap_done();
 }

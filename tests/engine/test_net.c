@@ -139,7 +139,11 @@ static void test_errors(cdp_backend *be)
 	expect_error(be, "[net]\nchannels=3\nin_h=8\n[conv]\nfilters=2\n",
 	             "bad.cfg:1: [net]: the input shape is unknown (set channels=, in_h=, in_w= or pass them)");
 	expect_error(be, "[net]\nchannels=3\nin_h=8\nin_w=8\nloss=l2\n[conv]\nfilters=2\n",
-	             "bad.cfg:1: [net]: loss 'l2': 'l2' is not ce, bce, dice, jaccard, tversky, focal or lovasz");
+	             "bad.cfg:1: [net]: loss 'l2': 'l2' is not ce, bce, dice, jaccard, tversky, focal, "
+	             "lovasz, mse, l1 or huber");
+	/* regression: one channel per target */
+	expect_error(be, "[net]\nchannels=3\nin_h=8\nin_w=8\nclasses=3\nloss=mse\n[conv]\nfilters=2\n",
+	             "bad.cfg:7: layer 'conv0' (conv): the output has 2 channels, loss=mse needs 3");
 	/* the other losses: softmax with classes > 2 (or a ce term), binary
 	 * on one channel with 2 */
 	expect_error(be, "[net]\nchannels=3\nin_h=8\nin_w=8\nclasses=3\nloss=focal\n[conv]\nfilters=1\n",
@@ -164,6 +168,16 @@ static void test_errors(cdp_backend *be)
 		                       sizeof err), 0);
 		CHECK(net.classes == 2, "classes %d", net.classes);
 		cdp_net_free(&net);
+		/* regression: the head's channels are the targets, 1 or more */
+		for (int f = 1; f <= 2; f++) {
+			char cfg[160];
+			snprintf(cfg, sizeof cfg, "[net]\nchannels=3\nin_h=8\nin_w=8\nloss=huber\n"
+			         "[conv]\nfilters=%d\n", f);
+			CHECK_RC(cdp_net_build(&net, be, cfg, "ok.cfg", NULL, 0, 0, 0, 0, 2, err,
+			                       sizeof err), 0);
+			CHECK(net.classes == f, "regression outputs %d: classes %d", f, net.classes);
+			cdp_net_free(&net);
+		}
 	}
 #undef BAD
 }

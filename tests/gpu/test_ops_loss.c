@@ -1,5 +1,6 @@
 /* test_ops_loss.c: the losses (softmax cross-entropy with ignored pixels,
- * out-of-range labels and class weights; BCE; Dice), argmax, confusion
+ * out-of-range labels and class weights; BCE; Dice; the regression losses
+ * with NaN targets), argmax, confusion
  * counts and the two optimizers, on both sides (gpu_harness.h).
  *
  * Loss values are sums over pixels in double on both sides; per pixel the
@@ -104,6 +105,33 @@ static void bin_run(int n, int hw, int ignore, int every, float smooth)
 	gh_free(&x); gh_free(&lab); gh_free(&dx);
 }
 
+/* regression: pred (n, t, hw) against targets, every `every`-th NaN */
+static void reg_run(int kind, int n, int t, int hw, int every, float delta)
+{
+	size_t nx = (size_t)n * t * hw;
+	gh_buf x = gh_rand(nx, -3, 3), tg = gh_rand(nx, -3, 3), dx = gh_rand(nx, -1, 1);
+	double loss[2], cnt[2];
+	char tag[96], what[160];
+	float *h = gh_host(&tg, GH_REF);
+
+	for (size_t i = 0; every && i < nx; i += (size_t)every)
+		h[i] = NAN;
+	gh_set(&tg, h, nx * 4);
+	free(h);
+	snprintf(tag, sizeof tag, "kind %d (%d,%d,%d) NaN every %d delta %g", kind, n, t, hw, every,
+	         delta);
+	GH_BOTH(s, be)
+		loss[s] = be->reg_loss(be, kind, n, t, hw, GF(x, s), GF(tg, s), delta, GF(dx, s),
+		                       1.0f / (float)nx, &cnt[s]);
+	snprintf(what, sizeof what, "reg_loss %s", tag);
+	gh_cmp_scalar(what, loss[GH_DEV], loss[GH_REF], LOSS_TOL, 1e-30);
+	snprintf(what, sizeof what, "reg_loss count %s", tag);
+	gh_cmp_scalar(what, cnt[GH_DEV], cnt[GH_REF], 1e-9, 1e-30);
+	snprintf(what, sizeof what, "reg_loss dpred %s", tag);
+	gh_cmp(what, &dx, nx, GH_TOL);
+	gh_free(&x); gh_free(&tg); gh_free(&dx);
+}
+
 void test_losses(void)
 {
 	static const ce_case cases[] = {
@@ -130,6 +158,10 @@ void test_losses(void)
 	bin_run(64, 1, -1, 0, 0.5f);
 	bin_run(gh_int(1, 5), gh_int(1, 5000), 2, gh_int(0, 6), 1.0f);
 	bin_run(2, 10, 3, 1, 0.0f);               /* all ignored, smooth 0: loss 0, no gradient */
+	reg_run(CDP_REG_MSE, 2, 1, 37, 0, 1.0f);
+	reg_run(CDP_REG_L1, 3, 2, 1000, 5, 1.0f);
+	reg_run(CDP_REG_HUBER, 8, 3, 64 * 64, 7, 0.7f);
+	reg_run(CDP_REG_HUBER, 2, 1, 10, 1, 1.0f); /* no target: loss 0, no gradient */
 }
 
 /* ---- argmax and confusion counts ---- */

@@ -159,12 +159,9 @@ check utm32et utm32.tif near 65535 2 --label-error-threshold 2
 expect_fail 2 "--label-error-threshold: '-1'" \
 	cdp-tile -s 16 --label geo.tif --label-error-threshold -1 img.tif
 
-expect_fail 2 "--label-resample bilinear is for value labels" \
-	cdp-tile -s 16 --label coarse.tif --label-resample bilinear img.tif
-expect_fail 2 "--label-resample cubic is for value labels" \
-	cdp-tile -s 16 --label coarse.tif --label-resample cubic img.tif
-expect_fail 2 "--label-resample: 'average'" \
-	cdp-tile -s 16 --label coarse.tif --label-resample average img.tif
+# bilinear, cubic and average interpolate values (value_labels.sh)
+expect_fail 2 "--label-resample bilinear, cubic and average are for value labels" \
+	cdp-tile -s 16 --label-kind class --label coarse.tif --label-resample cubic img.tif
 # no geotransform on the label: nothing places it on the image's grid
 "$PYTHON" -c 'from osgeo import gdal; gdal.GetDriverByName("GTiff").Create("nogt.tif", 30, 20, 1, gdal.GDT_Byte)'
 expect_fail 1 "'img.tif': label 'nogt.tif' has no geotransform, the image has one" \

@@ -5,7 +5,7 @@
  * the whole, the text form must restore the state bit for bit, and float sums
  * must be compensated. Float statistics stay finite for any finite samples
  * (1e300, DBL_MAX), merge to what one pass gives, and pool version 1's float
- * sums still read.
+ * sums still read. Value labels' targets are counted as float bands.
  */
 #include <float.h>
 #include <math.h>
@@ -23,13 +23,11 @@ static int same_double(double a, double b)
 	return memcmp(&a, &b, sizeof a) == 0;
 }
 
-/* Field-by-field equality (the struct has padding). */
-static int same_stats(const cdp_stats *a, const cdp_stats *b)
+/* Field-by-field equality (the struct has padding) of n accumulators. */
+static int same_accs(const cdp_band_acc *a, const cdp_band_acc *b, uint32_t n)
 {
-	if (a->dtype != b->dtype || a->bands != b->bands || a->stale != b->stale)
-		return 0;
-	for (uint32_t i = 0; i < a->bands; i++) {
-		const cdp_band_acc *x = &a->b[i], *y = &b->b[i];
+	for (uint32_t i = 0; i < n; i++) {
+		const cdp_band_acc *x = &a[i], *y = &b[i];
 		if (x->count != y->count || x->isum != y->isum ||
 		    x->isumsq != y->isumsq || x->imin != y->imin || x->imax != y->imax ||
 		    x->fexp != y->fexp || !same_double(x->smean, y->smean) ||
@@ -38,6 +36,13 @@ static int same_stats(const cdp_stats *a, const cdp_stats *b)
 			return 0;
 	}
 	return 1;
+}
+
+static int same_stats(const cdp_stats *a, const cdp_stats *b)
+{
+	return a->dtype == b->dtype && a->bands == b->bands && a->stale == b->stale &&
+	       a->targets == b->targets && same_accs(a->b, b->b, a->bands) &&
+	       same_accs(a->t, b->t, a->targets);
 }
 
 static void roundtrip(const cdp_stats *s, const char *what)
@@ -465,6 +470,57 @@ static void test_class_name(void)
 	      !strcmp(why, "is longer than 255 bytes"), "256 bytes: %s", why);
 }
 
+/* Value labels' targets: finite targets only (NaN is no target, the image
+ * mask does not apply), merged halves as the whole, the text round trip,
+ * another target count refused, no classes. */
+static void test_targets(void)
+{
+	uint8_t img[3] = { 1, 2, 3 };
+	uint8_t mask[3] = { 255, 0, 255 };
+	/* (T=2, 1, 3): plane 1 {1, NaN, 3}, plane 2 {-2, 4, 10} */
+	float lab[6] = { 1, NAN, 3, -2, 4, 10 };
+	cdp_record r = { .dtype = CDP_DT_U8, .bands = 1, .height = 1, .width = 3,
+	                 .label_kind = CDP_LABEL_F32, .label_len = 2, .flags = CDP_REC_MASK,
+	                 .image = img, .label = lab, .mask = mask };
+	cdp_stats s, h1, h2;
+	cdp_classes c = {0};
+	double mean, sd, lo, hi;
+
+	CHECK_RC(cdp_stats_init(&s, CDP_DT_U8, 1), CDP_OK);
+	CHECK_RC(cdp_stats_add_record(&s, &r), CDP_OK);
+	CHECK(s.targets == 2 && s.t[0].count == 2 && s.t[1].count == 3,
+	      "targets %u, counts %llu %llu", s.targets,
+	      (unsigned long long)(s.targets ? s.t[0].count : 0),
+	      (unsigned long long)(s.targets > 1 ? s.t[1].count : 0));
+	cdp_stats_target_result(&s, 0, &mean, &sd, &lo, &hi);
+	CHECK(mean == 2 && sd == 1 && lo == 1 && hi == 3, "target 1: %g %g %g %g", mean, sd, lo, hi);
+	cdp_stats_target_result(&s, 1, &mean, &sd, &lo, &hi);
+	CHECK(fabs(mean - 4) < 1e-15 && fabs(sd - sqrt(24)) < 1e-14 && lo == -2 && hi == 10,
+	      "target 2: %g %g %g %g", mean, sd, lo, hi);
+	CHECK_RC(cdp_stats_add_record(&s, &r), CDP_OK);
+	roundtrip(&s, "targets");
+	/* merged halves: the same as both added to one */
+	CHECK_RC(cdp_stats_init(&h1, CDP_DT_U8, 1), CDP_OK);
+	CHECK_RC(cdp_stats_init(&h2, CDP_DT_U8, 1), CDP_OK);
+	CHECK_RC(cdp_stats_add_record(&h2, &r), CDP_OK);
+	CHECK_RC(cdp_stats_merge(&h1, &h2), CDP_OK);
+	CHECK_RC(cdp_stats_merge(&h1, &h2), CDP_OK);
+	CHECK(h1.targets == 2 && h1.t[1].count == 6, "merge into an accumulator without targets");
+	cdp_stats_target_result(&h1, 1, &mean, NULL, NULL, NULL);
+	CHECK(fabs(mean - 4) < 1e-15, "merged target 2 mean %g", mean);
+	r.label_len = 1;
+	CHECK_RC(cdp_stats_add_record(&s, &r), CDP_ESHAPE);
+	CHECK_RC(cdp_stats_init(&h2, CDP_DT_U8, 1), CDP_OK);
+	CHECK_RC(cdp_stats_add_record(&h2, &r), CDP_OK);
+	CHECK_RC(cdp_stats_merge(&s, &h2), CDP_ESHAPE);
+	CHECK_RC(cdp_classes_add_record(&c, &r), CDP_OK);
+	CHECK(cdp_classes_total(&c) == 0, "values counted as classes");
+	cdp_classes_free(&c);
+	cdp_stats_free(&h1);
+	cdp_stats_free(&h2);
+	cdp_stats_free(&s);
+}
+
 int main(void)
 {
 	test_u32_exact();
@@ -477,6 +533,7 @@ int main(void)
 	test_v1_float();
 	test_record_and_parse_errors();
 	test_classes();
+	test_targets();
 	test_class_name();
 	return tap_done();
 }

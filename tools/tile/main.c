@@ -16,6 +16,7 @@
 
 #include "cdp_cli.h"
 #include "cdp_error.h"
+#include "cdp_label.h"
 #include "cdp_num.h"
 #include "cdp_progress.h"
 #include "cdp_raster.h"
@@ -32,7 +33,9 @@ static void usage(FILE *f)
 	    "                [--edge shift|pad|drop] [--format png|tif] [--ignore value]\n"
 	    "                [--label file]... [--label-all file] [--label-suffix suffix]\n"
 	    "                [--label-error-threshold pixels] [--label-map map]\n"
-	    "                [--label-map-other refuse|ignore] [--label-resample near|mode]\n"
+	    "                [--label-bands list] [--label-kind class|value]\n"
+	    "                [--label-map-other refuse|ignore]\n"
+	    "                [--label-resample near|mode|bilinear|cubic|average]\n"
 	    CDP_LABEL_VECTOR_USAGE("                ")
 	    "                [--classes name,...]\n"
 	    "                [--max-nodata fraction] [--name name]... [--nodata value]\n"
@@ -53,7 +56,7 @@ static int push(const char ***list, size_t *n, const char *arg)
 }
 
 enum { OPT_BANDS = 256, OPT_CLASSES, OPT_EDGE, OPT_FORMAT, OPT_IGNORE, OPT_LABEL,
-       OPT_LABEL_ALL, OPT_LABEL_ET, OPT_LABEL_MAP, OPT_LABEL_MAP_OTHER,
+       OPT_LABEL_ALL, OPT_LABEL_BANDS, OPT_LABEL_ET, OPT_LABEL_KIND, OPT_LABEL_MAP, OPT_LABEL_MAP_OTHER,
        OPT_LABEL_RESAMPLE, OPT_LABEL_SUFFIX, OPT_MAX_NODATA, OPT_NAME, OPT_NODATA,
        OPT_OVERLAP, OPT_PROGRESS, OPT_STANDARDIZE, OPT_STATS, OPT_TIME };
 
@@ -66,7 +69,9 @@ static const struct option longopts[] = {
 	{ "ignore",       required_argument, NULL, OPT_IGNORE },
 	{ "label",        required_argument, NULL, OPT_LABEL },
 	{ "label-all",    required_argument, NULL, OPT_LABEL_ALL },
+	{ "label-bands",  required_argument, NULL, OPT_LABEL_BANDS },
 	{ "label-error-threshold", required_argument, NULL, OPT_LABEL_ET },
+	{ "label-kind",   required_argument, NULL, OPT_LABEL_KIND },
 	{ "label-map",    required_argument, NULL, OPT_LABEL_MAP },
 	{ "label-map-other", required_argument, NULL, OPT_LABEL_MAP_OTHER },
 	{ "label-resample", required_argument, NULL, OPT_LABEL_RESAMPLE },
@@ -94,9 +99,9 @@ int main(int argc, char **argv)
 	cdp_tile_opts o;
 	cdp_tile_result res;
 	const char **names = NULL, **labels = NULL, **classes = NULL, **times = NULL;
-	size_t nnames = 0, nlabels = 0, nb = 0, nclasses = 0, ntimes = 0;
+	size_t nnames = 0, nlabels = 0, nb = 0, nclasses = 0, ntimes = 0, nlb = 0;
 	char *classbuf = NULL, why[256];
-	int bands[MAXBANDS], ch, quiet = 0, format = -1, rc = 0, ret = 0;
+	int bands[MAXBANDS], lbands[MAXBANDS], ch, quiet = 0, format = -1, rc = 0, ret = 0;
 	char err[1024];
 	int ign;
 	static const char *const edges[] = { "shift", "pad", "drop", NULL };
@@ -104,7 +109,12 @@ int main(int argc, char **argv)
 	static const char *const formats[] = { "png", "tif", NULL };
 	static const int format_of[] = { CDP_TILE_PNG, CDP_TILE_TIF };
 	static const char *const others[] = { "refuse", "ignore", NULL };
-	static const char *const resamples[] = { "near", "mode", "bilinear", "cubic", NULL };
+	static const char *const resamples[] = { "near", "mode", "bilinear", "cubic", "average",
+	                                         NULL };
+	static const int resample_of[] = { CDP_RESAMPLE_NEAR, CDP_RESAMPLE_MODE,
+	                                   CDP_RESAMPLE_BILINEAR, CDP_RESAMPLE_CUBIC,
+	                                   CDP_RESAMPLE_AVERAGE };
+	static const char *const lkinds[] = { "class", "value", NULL };
 	const char *map_arg = NULL;
 	cdp_labelmap map;
 	int have_map = 0;
@@ -178,12 +188,19 @@ int main(int argc, char **argv)
 		case OPT_LABEL_RESAMPLE:
 			if (cdp_cli_keyword("--label-resample", optarg, resamples, &ign))
 				goto out;
-			if (ign >= 2) {
-				fprintf(stderr, "cdp-tile: --label-resample %s is for value labels "
-				        "(continuous targets); class labels take near or mode\n", optarg);
+			o.label_resample = resample_of[ign];
+			break;
+		case OPT_LABEL_BANDS:
+			if (cdp_cli_int_list("--label-bands", optarg, 1, (int)CDP_RECORD_MAXDIM,
+			                     lbands, MAXBANDS, &nlb))
 				goto out;
-			}
-			o.label_resample = ign == 1 ? CDP_RESAMPLE_MODE : CDP_RESAMPLE_NEAR;
+			o.label_bands = lbands;
+			o.nlabel_bands = nlb;
+			break;
+		case OPT_LABEL_KIND:
+			if (cdp_cli_keyword("--label-kind", optarg, lkinds, &ign))
+				goto out;
+			o.label_kind = ign ? CDP_LKIND_VALUE : CDP_LKIND_CLASS;
 			break;
 		case OPT_LABEL_SUFFIX:
 			if (!*optarg || strchr(optarg, '/')) {
@@ -318,6 +335,22 @@ int main(int argc, char **argv)
 			  "--label, --label-all and --label-suffix exclude each other" },
 			{ o.vec.given && !nlabels && !o.label_suffix && !o.label_all,
 			  "the vector label options need --label, --label-all or --label-suffix" },
+			/* values are interpolated, classes counted or picked */
+			{ o.label_kind == CDP_LKIND_CLASS && o.label_resample != CDP_RESAMPLE_NEAR &&
+			  o.label_resample != CDP_RESAMPLE_MODE,
+			  "--label-resample bilinear, cubic and average are for value labels "
+			  "(continuous targets); class labels take near or mode" },
+			{ o.label_kind == CDP_LKIND_VALUE && o.label_resample == CDP_RESAMPLE_MODE,
+			  "--label-resample mode is for class labels; value labels take near, "
+			  "bilinear, cubic or average" },
+			{ o.label_kind == CDP_LKIND_CLASS && nlb,
+			  "--label-bands takes targets of a value label (class labels are band 1)" },
+			{ o.label_kind == CDP_LKIND_VALUE && o.has_ignore,
+			  "--ignore is for class labels; a value label's missing targets are NaN" },
+			{ o.label_kind == CDP_LKIND_VALUE && map_arg,
+			  "--label-map renumbers class labels, not values" },
+			{ o.label_kind == CDP_LKIND_VALUE && o.vec.given,
+			  "the vector label options make class labels, not values" },
 		};
 		for (size_t k = 0; k < sizeof rules / sizeof rules[0]; k++)
 			if (rules[k].bad) {

@@ -241,6 +241,12 @@ static int input_open(ctx *c, size_t i, input *in)
 	if (!in->lpath)
 		return CDP_OK;
 	if (cdp_label_vector_is_vector(in->lpath)) {
+		if (o->label_kind == CDP_LKIND_VALUE) {
+			ERR(c, "'%s': label '%s' is a vector dataset, and value labels are "
+			    "rasters (rasterize the values first)", in->path, in->lpath);
+			rc = CDP_EUNSUP;
+			goto fail;
+		}
 		/* --label-map renumbers a label raster's values; a vector's ids
 		 * come from --burn or --label-field (with --classes) */
 		if (o->label_map) {
@@ -263,7 +269,14 @@ static int input_open(ctx *c, size_t i, input *in)
 		goto fail;
 	}
 	in->lkind = cdp_label_kind(in->lab);
-	in->ignore = cdp_label_ignore(in->lab);
+	in->llen = cdp_label_len(in->lab);
+	in->ignore = in->lkind == CDP_LABEL_F32 ? 0 : cdp_label_ignore(in->lab);
+	if (in->lkind == CDP_LABEL_F32 && o->outdir && o->format == CDP_TILE_PNG) {
+		ERR(c, "'%s': value label '%s' needs float tiles (use --format tif)", in->path,
+		    in->lpath);
+		rc = CDP_EUNSUP;
+		goto fail;
+	}
 	return CDP_OK;
 fail:
 	input_close(in);
@@ -395,7 +408,8 @@ static int cut_alloc(cutter *k, ctx *c, input *in)
 	k->in = in;
 	k->np = (size_t)S * S;
 	k->dsz = cdp_dtype_size(in->dt);
-	k->lsz = in->lkind == CDP_LABEL_U16 ? 2 : 1;
+	k->lsz = in->lkind == CDP_LABEL_F32 ? 4 * (size_t)in->llen
+	         : in->lkind == CDP_LABEL_U16 ? 2 : 1;
 	/* Sizes: strip nb*S*W samples, tile nb*S*S samples. */
 	if (cdp_mul_size((size_t)in->nb * S, (size_t)W, &sn) ||
 	    cdp_mul_size(sn, k->dsz, &sn) || cdp_mul_size((size_t)in->nb, k->np, &tn) ||
@@ -589,7 +603,8 @@ static void cut_record(const cutter *k, size_t idx, uint64_t x0, size_t valid,
 	rec->gt[4] = g[4];
 	rec->gt[5] = g[5];
 	rec->source = (uint32_t)idx;
-	rec->label_ignore = in->lkind ? in->ignore : 0;
+	rec->label_ignore = in->lkind == CDP_LABEL_U8 || in->lkind == CDP_LABEL_U16 ? in->ignore : 0;
+	rec->label_len = in->llen;
 	rec->nodata = rec->flags & CDP_REC_NODATA ? in->nd : 0;
 	rec->image = o->standardize ? (const void *)k->ft : k->tile;
 	rec->label = in->lkind ? k->lt : NULL;
@@ -735,6 +750,9 @@ int cdp_tile_run(const cdp_tile_opts *o, FILE *out, cdp_tile_result *res,
 	c->errcap = errcap;
 	c->S = o->size;
 	c->T = o->size - o->overlap;
+	c->lopts.kind = o->label_kind;
+	c->lopts.bands = o->label_bands;
+	c->lopts.nbands = (int)o->nlabel_bands;
 	c->lopts.resample = o->label_resample;
 	c->lopts.max_error = o->label_max_error;
 	c->lopts.map = o->label_map;

@@ -36,7 +36,14 @@ typedef struct cdp_tile_opts {
 	size_t nbands;
 	int has_nodata;              /* nodata overrides the source's */
 	double nodata;
-	int label_resample;          /* CDP_RESAMPLE_NEAR / _MODE (cdp_raster.h) */
+	int label_kind;              /* CDP_LKIND_* (cdp_label.h): class, value,
+	                                or AUTO (value for a float raster) */
+	const int *label_bands;      /* [nlabel_bands] 1-based target bands of a
+	                                value label, or NULL: band 1 */
+	size_t nlabel_bands;
+	int label_resample;          /* CDP_RESAMPLE_* (cdp_raster.h): near or mode
+	                                for classes, near, bilinear, cubic or
+	                                average for values */
 	double label_max_error;      /* gdalwarp's -et for warped labels, pixels */
 	const cdp_labelmap *label_map; /* or NULL: --label-map */
 	int label_map_ignore;        /* values absent from label_map: ignored, not refused */

@@ -33,7 +33,8 @@ typedef struct input {
 	const cdp_raster_info *ri;
 	int *bands, nb;            /* owned: the selected 1-based bands */
 	int dt, odt;               /* source and output dtype */
-	int lkind;                 /* CDP_LABEL_NONE / U8 / U16 */
+	int lkind;                 /* CDP_LABEL_NONE / U8 / U16 / F32 */
+	uint32_t llen;             /* F32: target planes T, else 0 */
 	uint32_t ignore;
 	int has_nd;
 	double nd;

@@ -248,9 +248,11 @@ int tile_emit_files(ctx *c, input *in, const char *key, const cdp_record *r,
 			if (rc)
 				snprintf(msg, sizeof(msg), "%s", cdp_strerror(rc));
 		} else if (isl) {
-			rc = cdp_raster_write_tif_out(f, r->label_kind == CDP_LABEL_U8 ?
-			                          CDP_DT_U8 : CDP_DT_U16, 1, c->S, c->S,
-			                          r->label, r->gt, in->ri->crs, 0, 0,
+			/* values: T float32 bands, NaN where there is no target */
+			int f32 = r->label_kind == CDP_LABEL_F32;
+			rc = cdp_raster_write_tif_out(f, f32 ? CDP_DT_F32 : r->label_kind == CDP_LABEL_U8 ?
+			                          CDP_DT_U8 : CDP_DT_U16, f32 ? (int)r->label_len : 1,
+			                          c->S, c->S, r->label, r->gt, in->ri->crs, f32, NAN,
 			                          msg, sizeof(msg));
 		} else {
 			rc = cdp_raster_write_tif_out(f, r->dtype, (int)r->bands, c->S,

@@ -111,6 +111,10 @@ static int open_pool(cdp_loader *l, char *err, size_t cap)
 		return fail(err, cap, rc, "'%s': cannot load meta: %s", l->pool_path, cdp_strerror(rc));
 	if (l->info.bands == 0)
 		return fail(err, cap, CDP_EFORMAT, "'%s': pool holds no tiles", l->pool_path);
+	/* a batch holds int32 class labels; value targets are (T, H, W) f32 */
+	if (l->info.label_kind == CDP_LABEL_F32)
+		return fail(err, cap, CDP_EUNSUP, "'%s': the pool holds value labels (regression "
+		            "targets), which the loader does not serve yet", l->pool_path);
 	l->C = (int)l->info.bands;
 	l->H = (int)l->info.height;
 	l->W = (int)l->info.width;

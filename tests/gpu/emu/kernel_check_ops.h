@@ -237,6 +237,22 @@ static void t_loss(void)
 		cmp_d("bce loss" + sh, out[0], l, sum_tol(np));
 		cmp_d("bce count" + sh, out[1], cnt, sum_tol(np));
 		cmp("bce dlogits" + sh, da.data(), db.data(), np);
+		/* regression: (n, k, hw) predictions against targets, some NaN */
+		auto tg = rvec(ne, -8, 8);
+		for (size_t i = 0; i < ne; i += (size_t)rint_(1, 9))
+			tg[i] = NAN;
+		for (int kind : { CDP_REG_MSE, CDP_REG_L1, CDP_REG_HUBER }) {
+			std::string nm = fmt(" kind %d", kind) + sh;
+			auto ra = rvec(ne), rb = rvec(ne);
+			double ro[2] = { -1, -1 }, rc = -2;
+			cdk_reg_loss(0, kind, ne, x.data(), tg.data(), 1.5f, ra.data(), 0.25f, scratch(ne),
+			             ro);
+			double rl = be->reg_loss(be, kind, n, k, hw, x.data(), tg.data(), 1.5f, rb.data(),
+			                         0.25f, &rc);
+			cmp_d("reg_loss" + nm, ro[0], rl, sum_tol(ne));
+			cmp_d("reg_loss count" + nm, ro[1], rc, sum_tol(ne));
+			cmp("reg_loss dpred" + nm, ra.data(), rb.data(), ne);
+		}
 		for (int all_ignored = 0; all_ignored <= 1; all_ignored++)
 			for (float sm : { 1.0f, 0.0f }) {
 				std::string nm = fmt(" smooth %g%s", sm, all_ignored ? " all ignored" : "") + sh;
