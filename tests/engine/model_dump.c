@@ -169,7 +169,8 @@ static void json_layer(FILE *f, const cdp_layer *l)
 	else if (!strcmp(t, "maxpool") || !strcmp(t, "avgpool"))
 		fprintf(f, ", \"size\": %d, \"stride\": %d, \"pad\": %d", l->k, l->stride, l->pad);
 	else if (!strcmp(t, "upsample"))
-		fprintf(f, ", \"mode\": \"%s\"", l->mode == CDP_UP_BILINEAR ? "bilinear" : "nearest");
+		fprintf(f, ", \"mode\": \"%s\", \"factor\": %d",
+		        l->mode == CDP_UP_BILINEAR ? "bilinear" : "nearest", l->k);
 	else if (!strcmp(t, "dropout"))
 		fprintf(f, ", \"p\": %.9g", (double)l->p);
 	/* the fused activation of conv/deconv/bn/dense, or the layer's own */

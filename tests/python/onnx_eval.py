@@ -78,8 +78,9 @@ def _bn(x, g, b, mean, var, epsilon=1e-5, **_):
 
 def _resize(x, roi=None, scales=None, sizes=None, mode="nearest",
             coordinate_transformation_mode="half_pixel", nearest_mode="round_prefer_floor", **_):
-    """x2 up-sampling as the engine's [upsample] exports: nearest (asymmetric,
-    floor) or linear (half_pixel, align_corners=False)."""
+    """Up-sampling as the engine's [upsample] exports (by a factor, or to
+    sizes): nearest (asymmetric, floor) or linear (half_pixel,
+    align_corners=False)."""
     if sizes is not None and len(sizes):
         out = [int(v) for v in sizes]
     else:
@@ -143,6 +144,10 @@ OPS = {
     "Gemm": lambda a, b, c=None, alpha=1.0, beta=1.0, transA=0, transB=0:
         alpha * (a.T if transA else a) @ (b.T if transB else b) + (0 if c is None else beta * c),
     "Resize": _resize,
+    "Equal": np.equal,
+    "Expand": lambda x, s: x * np.ones(tuple(int(v) for v in s), x.dtype),
+    "Gather": lambda x, i, axis=0: np.take(x, i, axis=axis),
+    "Unsqueeze": lambda x, axes: np.expand_dims(x, tuple(int(a) for a in axes)),
     "Pad": _pad_op,
 }
 
