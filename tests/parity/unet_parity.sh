@@ -17,7 +17,11 @@
 #      shortcuts with batchnorm, upsample and concat. AdamW eps 0.1 here:
 #      the shortcut batchnorms' betas have an exact gradient of 0 (all
 #      their consumers are normalised again), so both sides hold rounding
-#      noise there, and AdamW's lr g/(|g| + eps) magnifies it by 1/eps.
+#      noise there, and AdamW's lr g/(|g| + eps) magnifies it by 1/eps;
+#   5. tests/parity/upsample.cfg, 3x24x24, batch 2: the upsampling of the
+#      fpn and deeplabv3plus cfgs (by factors 2 and 3, to a reference's
+#      size at ratios 3 and 12/11, nearest and bilinear, a pooled map
+#      broadcast) with dilated convs and a 5-way concat.
 # Also: a comparison that must fail does (gradients scaled by 1.001), and
 # model_dump reports a model that cannot be built.
 # Needs torch and numpy in $PYTHON (/usr/bin/python3); skips (77) without.
@@ -67,6 +71,7 @@ case_run unet_bce_dice "$models/unet.cfg" -D width=4 -D depth=2 -D outputs=1 \
 case_run classifier "$models/classifier.cfg" -D width=4 -D blocks=2 -i 3,16,16 -b 4
 case_run resunet "$models/resunet.cfg" -D width=4 -D depth=2 -D ignore=255 -i 3,32,32 -b 2 \
 	--ignore-frac 0.1 --adam-eps 0.1
+case_run upsample "$src/tests/parity/upsample.cfg" -i 3,24,24 -b 2
 
 # the comparison catches a gradient off by 0.1%
 if [ -f "$tmp/unet_ce/grads.f32" ]; then
