@@ -37,6 +37,7 @@
 #ifndef CDP_BACKEND_H
 #define CDP_BACKEND_H
 
+#include <math.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -138,6 +139,46 @@ static inline CDP_HOST_DEVICE double cdp_reg_elem(int kind, double d, double del
 	}
 	*g = d;
 	return 0.5 * d * d;
+}
+
+/* upsample's source pixels along one axis, PyTorch's rules for an output of
+ * `out` pixels from `in` (out >= in), scale = (float)in / out (what
+ * F.interpolate(size=) uses, and scale_factor=F's 1/F for F = out / in a
+ * power of 2; other factors may differ by a rounding of the scale).
+ * Nearest: dst when out == in, dst >> 1 when out == 2 in, else
+ * min(floorf(dst * scale), in - 1). Bilinear (align_corners=False): src =
+ * (dst + 0.5) * scale - 0.5 clamped at 0, i0 = (int)src, i1 = i0 + 1
+ * unless i0 is the last pixel, weights l0 = 1 - (src - i0), l1 = src - i0.
+ * The products are rounded on their own (no fused multiply-add on the
+ * device), so both backends find the same pixels and weights. */
+#ifdef __CUDA_ARCH__
+#define CDP_FMUL(a, b) __fmul_rn(a, b)
+#else
+#define CDP_FMUL(a, b) ((a) * (b))
+#endif
+static inline CDP_HOST_DEVICE int cdp_up_nearest(int dst, int in, int out, float scale)
+{
+	int i;
+
+	if (out == in)
+		return dst;
+	if (out == 2 * in)
+		return dst >> 1;
+	i = (int)floorf(CDP_FMUL((float)dst, scale));
+	return i < in - 1 ? i : in - 1;
+}
+
+static inline CDP_HOST_DEVICE void cdp_up_bilinear(int dst, int in, float scale, int *i0,
+                                                   int *i1, float *l0, float *l1)
+{
+	float src = CDP_FMUL((float)dst + 0.5f, scale) - 0.5f;
+
+	if (src < 0.0f)
+		src = 0.0f;
+	*i0 = (int)src;
+	*i1 = *i0 + (*i0 < in - 1 ? 1 : 0);
+	*l1 = src - (float)*i0;
+	*l0 = 1.0f - *l1;
 }
 
 typedef struct cdp_backend cdp_backend;
@@ -260,9 +301,13 @@ struct cdp_backend {
 	void (*avgpool_fwd)(cdp_backend *be, const cdp_pool_desc *d, const float *x, float *y);
 	void (*avgpool_bwd)(cdp_backend *be, const cdp_pool_desc *d, const float *dy, float *dx, float beta);
 
-	/* x2 upsample of (N,C,H,W) to (N,C,2H,2W) */
-	void (*upsample_fwd)(cdp_backend *be, int mode, int n, int c, int h, int w, const float *x, float *y);
-	void (*upsample_bwd)(cdp_backend *be, int mode, int n, int c, int h, int w, const float *dy, float *dx, float beta);
+	/* upsample of (N,C,H,W) to (N,C,OH,OW), OH >= H, OW >= W, by
+	 * cdp_up_nearest / cdp_up_bilinear's pixels and weights (scale H/OH,
+	 * W/OW); bwd: dx (+)= the transpose, dy (N,C,OH,OW) */
+	void (*upsample_fwd)(cdp_backend *be, int mode, int n, int c, int h, int w, int oh, int ow,
+	                     const float *x, float *y);
+	void (*upsample_bwd)(cdp_backend *be, int mode, int n, int c, int h, int w, int oh, int ow,
+	                     const float *dy, float *dx, float beta);
 
 	/* channel slice copy for concat: dst(N, dc_total, HW)[:, off:off+c] (+)= src(N, c, HW) */
 	void (*chan_copy)(cdp_backend *be, int n, int c, int hw, const float *src,

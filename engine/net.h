@@ -25,7 +25,7 @@
 #include "backend.h"
 #include "cfg/cfg.h"
 
-#define CDP_MAX_FROM 4
+#define CDP_MAX_FROM 8
 #define CDP_LAYER_NAME 64
 
 typedef struct cdp_net cdp_net;

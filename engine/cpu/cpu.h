@@ -247,8 +247,10 @@ void cpu_maxpool_bwd(cdp_backend *be, const cdp_pool_desc *d, const float *x, co
                      const float *dy, const int32_t *idx, float *dx, float beta);
 void cpu_avgpool_fwd(cdp_backend *be, const cdp_pool_desc *d, const float *x, float *y);
 void cpu_avgpool_bwd(cdp_backend *be, const cdp_pool_desc *d, const float *dy, float *dx, float beta);
-void cpu_upsample_fwd(cdp_backend *be, int mode, int n, int c, int h, int w, const float *x, float *y);
-void cpu_upsample_bwd(cdp_backend *be, int mode, int n, int c, int h, int w, const float *dy, float *dx, float beta);
+void cpu_upsample_fwd(cdp_backend *be, int mode, int n, int c, int h, int w, int oh, int ow,
+                      const float *x, float *y);
+void cpu_upsample_bwd(cdp_backend *be, int mode, int n, int c, int h, int w, int oh, int ow,
+                      const float *dy, float *dx, float beta);
 void cpu_chan_copy(cdp_backend *be, int n, int c, int hw, const float *src,
                    float *dst, int dst_c, int dst_off, float beta);
 void cpu_chan_slice(cdp_backend *be, int n, int c, int hw, const float *src,

@@ -1,4 +1,4 @@
-/* cpu_elem.c: the CPU backend's simple layer ops: x2 upsampling, channel
+/* cpu_elem.c: the CPU backend's simple layer ops: upsampling, channel
  * slices for concat, dropout, global average pooling, bias and add.
  *
  * Each is split over the thread pool by (n,c) planes or blocks of elements
@@ -18,86 +18,75 @@
 #pragma GCC optimize ("tree-vectorize", "vect-cost-model=dynamic", "no-trapping-math")
 #endif
 
-/* ---- x2 upsampling: x (N,C,H,W) -> y (N,C,2H,2W); one job per plane ---- */
+/* ---- upsampling: x (N,C,H,W) -> y (N,C,OH,OW); one job per plane ---- */
 
 typedef struct up_job {
-	int mode, h, w;
+	int mode, h, w, oh, ow;
+	float sy, sx;            /* the scales H/OH, W/OW (backend.h) */
 	const float *x;
 	float *y;
 	float beta;
 } up_job;
 
-/* PyTorch's bilinear source index for align_corners=False and scale 2:
- * src = (dst + 0.5) * 0.5 - 0.5, clamped at 0; i1 = i0 + 1 unless i0 is
- * the last index; the weights are 1 - (src - i0) and src - i0. */
-static void bilin_src(int dst, int size, int *i0, int *i1, float *l0, float *l1)
-{
-	float src = ((float)dst + 0.5f) * 0.5f - 0.5f;
-	if (src < 0.0f)
-		src = 0.0f;
-	*i0 = (int)src;
-	*i1 = *i0 + (*i0 < size - 1 ? 1 : 0);
-	*l1 = src - (float)*i0;
-	*l0 = 1.0f - *l1;
-}
-
 static void up_fwd_plane(void *ctx, int t)
 {
 	const up_job *j = ctx;
-	int h = j->h, w = j->w, ow = 2 * w;
+	int h = j->h, w = j->w, oh = j->oh, ow = j->ow;
 	const float *x = j->x + (size_t)t * h * w;
-	float *y = j->y + (size_t)t * 4 * h * w;
+	float *y = j->y + (size_t)t * oh * ow;
 
 	if (j->mode == CDP_UP_NEAREST) {
-		for (int oy = 0; oy < 2 * h; oy++) {
-			const float *xr = x + (size_t)(oy / 2) * w;
+		for (int oy = 0; oy < oh; oy++) {
+			const float *xr = x + (size_t)cdp_up_nearest(oy, h, oh, j->sy) * w;
 			float *yr = y + (size_t)oy * ow;
 			for (int ox = 0; ox < ow; ox++)
-				yr[ox] = xr[ox / 2];
+				yr[ox] = xr[cdp_up_nearest(ox, w, ow, j->sx)];
 		}
 		return;
 	}
-	for (int oy = 0; oy < 2 * h; oy++) {
+	for (int oy = 0; oy < oh; oy++) {
 		int y0, y1;
 		float a0, a1;
-		bilin_src(oy, h, &y0, &y1, &a0, &a1);
+		cdp_up_bilinear(oy, h, j->sy, &y0, &y1, &a0, &a1);
 		const float *r0 = x + (size_t)y0 * w, *r1 = x + (size_t)y1 * w;
 		float *yr = y + (size_t)oy * ow;
 		for (int ox = 0; ox < ow; ox++) {
 			int x0, x1;
 			float b0, b1;
-			bilin_src(ox, w, &x0, &x1, &b0, &b1);
+			cdp_up_bilinear(ox, w, j->sx, &x0, &x1, &b0, &b1);
 			yr[ox] = a0 * (b0 * r0[x0] + b1 * r0[x1]) + a1 * (b0 * r1[x0] + b1 * r1[x1]);
 		}
 	}
 }
 
-/* Here x is dy (N,C,2H,2W) and y is dx (N,C,H,W). */
+/* Here x is dy (N,C,OH,OW) and y is dx (N,C,H,W): the forward's weights
+ * scattered by output pixel, row-major, in the order of its terms (the
+ * order the CUDA gather adds them in). */
 static void up_bwd_plane(void *ctx, int t)
 {
 	const up_job *j = ctx;
-	int h = j->h, w = j->w, ow = 2 * w;
-	const float *dy = j->x + (size_t)t * 4 * h * w;
+	int h = j->h, w = j->w, oh = j->oh, ow = j->ow;
+	const float *dy = j->x + (size_t)t * oh * ow;
 	float *dx = j->y + (size_t)t * h * w;
 
 	if (j->beta == 0.0f)
 		memset(dx, 0, (size_t)h * w * sizeof *dx);
-	for (int oy = 0; oy < 2 * h; oy++) {
+	for (int oy = 0; oy < oh; oy++) {
 		const float *g = dy + (size_t)oy * ow;
 		if (j->mode == CDP_UP_NEAREST) {
-			float *r = dx + (size_t)(oy / 2) * w;
+			float *r = dx + (size_t)cdp_up_nearest(oy, h, oh, j->sy) * w;
 			for (int ox = 0; ox < ow; ox++)
-				r[ox / 2] += g[ox];
+				r[cdp_up_nearest(ox, w, ow, j->sx)] += g[ox];
 			continue;
 		}
 		int y0, y1;
 		float a0, a1;
-		bilin_src(oy, h, &y0, &y1, &a0, &a1);
+		cdp_up_bilinear(oy, h, j->sy, &y0, &y1, &a0, &a1);
 		float *r0 = dx + (size_t)y0 * w, *r1 = dx + (size_t)y1 * w;
 		for (int ox = 0; ox < ow; ox++) {
 			int x0, x1;
 			float b0, b1;
-			bilin_src(ox, w, &x0, &x1, &b0, &b1);
+			cdp_up_bilinear(ox, w, j->sx, &x0, &x1, &b0, &b1);
 			r0[x0] += a0 * b0 * g[ox];
 			r0[x1] += a0 * b1 * g[ox];
 			r1[x0] += a1 * b0 * g[ox];
@@ -106,15 +95,17 @@ static void up_bwd_plane(void *ctx, int t)
 	}
 }
 
-void cpu_upsample_fwd(cdp_backend *be, int mode, int n, int c, int h, int w, const float *x, float *y)
+void cpu_upsample_fwd(cdp_backend *be, int mode, int n, int c, int h, int w, int oh, int ow,
+                      const float *x, float *y)
 {
-	up_job j = { mode, h, w, x, y, 0.0f };
+	up_job j = { mode, h, w, oh, ow, (float)h / (float)oh, (float)w / (float)ow, x, y, 0.0f };
 	cpu_parallel_for(be, n * c, up_fwd_plane, &j);
 }
 
-void cpu_upsample_bwd(cdp_backend *be, int mode, int n, int c, int h, int w, const float *dy, float *dx, float beta)
+void cpu_upsample_bwd(cdp_backend *be, int mode, int n, int c, int h, int w, int oh, int ow,
+                      const float *dy, float *dx, float beta)
 {
-	up_job j = { mode, h, w, dy, dx, beta };
+	up_job j = { mode, h, w, oh, ow, (float)h / (float)oh, (float)w / (float)ow, dy, dx, beta };
 	cpu_parallel_for(be, n * c, up_bwd_plane, &j);
 }
 

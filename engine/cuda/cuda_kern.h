@@ -62,9 +62,10 @@ void cdk_act_bwd(cudaStream_t s, int kind, float slope, const float *y, const fl
                  float *dx, float beta, size_t n);
 
 /* layers */
-void cdk_upsample_fwd(cudaStream_t s, int mode, int n, int c, int h, int w, const float *x, float *y);
-void cdk_upsample_bwd(cudaStream_t s, int mode, int n, int c, int h, int w, const float *dy,
-                      float *dx, float beta);
+void cdk_upsample_fwd(cudaStream_t s, int mode, int n, int c, int h, int w, int oh, int ow,
+                      const float *x, float *y);
+void cdk_upsample_bwd(cudaStream_t s, int mode, int n, int c, int h, int w, int oh, int ow,
+                      const float *dy, float *dx, float beta);
 void cdk_chan_copy(cudaStream_t s, int n, int c, int hw, const float *src, float *dst,
                    int dst_c, int dst_off, float beta);
 void cdk_chan_slice(cudaStream_t s, int n, int c, int hw, const float *src, int src_c,

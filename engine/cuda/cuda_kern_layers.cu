@@ -1,5 +1,5 @@
 /* cuda_kern_layers.cu: the simple layer launchers of cuda_kern.h, the CUDA
- * twins of cpu_elem.c (and of cpu_bias_grad in cpu_conv.c): x2 upsampling,
+ * twins of cpu_elem.c (and of cpu_bias_grad in cpu_conv.c): upsampling,
  * the channel slices of concat, dropout, global average pooling, bias, and
  * batchnorm's training forward over one value per channel.
  *
@@ -17,128 +17,140 @@
 #include <math.h>
 #include "cuda_kern_int.cuh"
 
-/* ---- x2 upsampling: x (N,C,H,W) -> y (N,C,2H,2W) ---- */
+/* ---- upsampling: x (N,C,H,W) -> y (N,C,OH,OW), OH >= H, OW >= W, by
+ * backend.h's cdp_up_nearest / cdp_up_bilinear (scales sy = H/OH, sx =
+ * W/OW, computed on the host as the CPU does) ---- */
 
-/* cpu_elem.c's bilin_src: PyTorch's source index for align_corners=False
- * at scale 2, src = (dst + 0.5) * 0.5 - 0.5 clamped at 0, i1 = i0 + 1 unless
- * i0 is last; the weights l0 = 1 - (src - i0), l1 = src - i0. */
-static __host__ __device__ inline void bilin_src(int dst, int size, int *i0, int *i1,
-                                                 float *l0, float *l1)
+typedef struct up_geo {
+	int mode, h, w, oh, ow;
+	float sy, sx;
+} up_geo;
+
+/* y[oy][ox] of one (oh, ow) plane from its (h, w) input plane x */
+static __device__ inline float up_fwd1(const up_geo *g, const float *x, int oy, int ox)
 {
-	float src = ((float)dst + 0.5f) * 0.5f - 0.5f;
-
-	if (src < 0.0f)
-		src = 0.0f;
-	*i0 = (int)src;
-	*i1 = *i0 + (*i0 < size - 1 ? 1 : 0);
-	*l1 = src - (float)*i0;
-	*l0 = 1.0f - *l1;
-}
-
-/* y[oy][ox] of one (2h, 2w) plane from its (h, w) input plane x */
-static __host__ __device__ inline float up_fwd1(int mode, int h, int w, const float *x,
-                                                int oy, int ox)
-{
-	int y0, y1, x0, x1;
+	int y0, y1, x0, x1, w = g->w;
 	float a0, a1, b0, b1;
 
-	if (mode == CDP_UP_NEAREST)
-		return x[(size_t)(oy / 2) * w + ox / 2];
-	bilin_src(oy, h, &y0, &y1, &a0, &a1);
-	bilin_src(ox, w, &x0, &x1, &b0, &b1);
+	if (g->mode == CDP_UP_NEAREST)
+		return x[(size_t)cdp_up_nearest(oy, g->h, g->oh, g->sy) * w +
+		         cdp_up_nearest(ox, w, g->ow, g->sx)];
+	cdp_up_bilinear(oy, g->h, g->sy, &y0, &y1, &a0, &a1);
+	cdp_up_bilinear(ox, w, g->sx, &x0, &x1, &b0, &b1);
 	const float *r0 = x + (size_t)y0 * w, *r1 = x + (size_t)y1 * w;
 	float t0 = cdk_add(cdk_mul(b0, r0[x0]), cdk_mul(b1, r0[x1]));
 	float t1 = cdk_add(cdk_mul(b0, r1[x0]), cdk_mul(b1, r1[x1]));
 	return cdk_add(cdk_mul(a0, t0), cdk_mul(a1, t1));
 }
 
-/* acc + every contribution of dy (one (2h, 2w) plane) to dx[iy][ix], in
- * cpu_elem.c's order: by output pixel (oy, ox) row-major, then its four
- * terms (y0,x0), (y0,x1), (y1,x0), (y1,x1). Rows oy in [2iy-1, 2iy+2]
- * reach row iy, and so does oy = 0 for iy = 1 (with weight 0, which still
- * matters for -0, inf and NaN): the loop takes [2iy-2, 2iy+2], likewise
- * for ox. */
-static __host__ __device__ inline float up_bwd1(int mode, int h, int w, const float *dy,
-                                                int iy, int ix, float acc)
+/* The output pixels [*lo, *hi] along an axis (in -> out pixels) that can
+ * reach input pixel i: nearest takes dst near [i, i+1) * out/in, bilinear
+ * src in [i-1, i+1), i.e. dst near [i-0.5, i+1.5) * out/in - 0.5, and the
+ * clamped dst (src < 0) for i <= 1. A margin of one pixel on each side
+ * covers the rounding of the scale; the caller tests each candidate. */
+static __device__ inline void up_range(int mode, int i, int in, int out, int *lo, int *hi)
 {
-	int ow = 2 * w;
+	double r = (double)out / in;
+	int a, b;
 
 	if (mode == CDP_UP_NEAREST) {
-		const float *g0 = dy + (size_t)(2 * iy) * ow + 2 * ix, *g1 = g0 + ow;
-		acc = cdk_add(acc, g0[0]);
-		acc = cdk_add(acc, g0[1]);
-		acc = cdk_add(acc, g1[0]);
-		return cdk_add(acc, g1[1]);
+		a = (int)floor(i * r) - 1;
+		b = i == in - 1 ? out - 1 : (int)ceil((i + 1) * r) + 1;
+	} else {
+		a = i <= 1 ? 0 : (int)floor((i - 0.5) * r - 0.5) - 1;
+		b = i == in - 1 ? out - 1 : (int)ceil((i + 1.5) * r - 0.5) + 1;
 	}
-	int oy0 = 2 * iy - 2 < 0 ? 0 : 2 * iy - 2, oy1 = 2 * iy + 2 > 2 * h - 1 ? 2 * h - 1 : 2 * iy + 2;
-	int ox0 = 2 * ix - 2 < 0 ? 0 : 2 * ix - 2, ox1 = 2 * ix + 2 > ow - 1 ? ow - 1 : 2 * ix + 2;
+	*lo = a < 0 ? 0 : a;
+	*hi = b > out - 1 ? out - 1 : b;
+}
+
+/* acc + every contribution of dy (one (oh, ow) plane) to dx[iy][ix], in
+ * cpu_elem.c's order: by output pixel (oy, ox) row-major, then its terms
+ * (y0,x0), (y0,x1), (y1,x0), (y1,x1). A term of weight 0 is still added
+ * (it matters for -0, inf and NaN), as the CPU does. */
+static __device__ inline float up_bwd1(const up_geo *g, const float *dy, int iy, int ix,
+                                       float acc)
+{
+	int oy0, oy1, ox0, ox1;
+
+	up_range(g->mode, iy, g->h, g->oh, &oy0, &oy1);
+	up_range(g->mode, ix, g->w, g->ow, &ox0, &ox1);
 	for (int oy = oy0; oy <= oy1; oy++) {
 		int y0, y1;
-		float a0, a1;
-		bilin_src(oy, h, &y0, &y1, &a0, &a1);
+		float a0 = 1.0f, a1 = 0.0f;
+		if (g->mode == CDP_UP_NEAREST)
+			y0 = y1 = cdp_up_nearest(oy, g->h, g->oh, g->sy);
+		else
+			cdp_up_bilinear(oy, g->h, g->sy, &y0, &y1, &a0, &a1);
 		if (y0 != iy && y1 != iy)
 			continue;
 		for (int ox = ox0; ox <= ox1; ox++) {
 			int x0, x1;
 			float b0, b1;
-			bilin_src(ox, w, &x0, &x1, &b0, &b1);
+			float d = dy[(size_t)oy * g->ow + ox];
+			if (g->mode == CDP_UP_NEAREST) {
+				if (y0 == iy && cdp_up_nearest(ox, g->w, g->ow, g->sx) == ix)
+					acc = cdk_add(acc, d);
+				continue;
+			}
+			cdp_up_bilinear(ox, g->w, g->sx, &x0, &x1, &b0, &b1);
 			if (x0 != ix && x1 != ix)
 				continue;
-			float g = dy[(size_t)oy * ow + ox];
 			if (y0 == iy && x0 == ix)
-				acc = cdk_add(acc, cdk_mul(cdk_mul(a0, b0), g));
+				acc = cdk_add(acc, cdk_mul(cdk_mul(a0, b0), d));
 			if (y0 == iy && x1 == ix)
-				acc = cdk_add(acc, cdk_mul(cdk_mul(a0, b1), g));
+				acc = cdk_add(acc, cdk_mul(cdk_mul(a0, b1), d));
 			if (y1 == iy && x0 == ix)
-				acc = cdk_add(acc, cdk_mul(cdk_mul(a1, b0), g));
+				acc = cdk_add(acc, cdk_mul(cdk_mul(a1, b0), d));
 			if (y1 == iy && x1 == ix)
-				acc = cdk_add(acc, cdk_mul(cdk_mul(a1, b1), g));
+				acc = cdk_add(acc, cdk_mul(cdk_mul(a1, b1), d));
 		}
 	}
 	return acc;
 }
 
-static __global__ void up_fwd_k(int mode, size_t planes, int h, int w, const float *x, float *y)
+static __global__ void up_fwd_k(up_geo g, size_t planes, const float *x, float *y)
 {
-	size_t ohw = (size_t)4 * h * w;
+	size_t ohw = (size_t)g.oh * g.ow, hw = (size_t)g.h * g.w;
 
 	CDK_FOR_EACH(i, planes * ohw) {
 		size_t r, t = cdk_divmod(i, (unsigned)ohw, &r);
-		int oy = (int)(r / (2 * w)), ox = (int)(r % (2 * w));
-		y[i] = up_fwd1(mode, h, w, x + t * h * w, oy, ox);
+		y[i] = up_fwd1(&g, x + t * hw, (int)(r / g.ow), (int)(r % g.ow));
 	}
 }
 
-static __global__ void up_bwd_k(int mode, size_t planes, int h, int w, const float *dy,
-                                float *dx, float beta)
+static __global__ void up_bwd_k(up_geo g, size_t planes, const float *dy, float *dx, float beta)
 {
-	size_t hw = (size_t)h * w;
+	size_t hw = (size_t)g.h * g.w, ohw = (size_t)g.oh * g.ow;
 
 	CDK_FOR_EACH(i, planes * hw) {
 		size_t r, t = cdk_divmod(i, (unsigned)hw, &r);
 		float acc = beta == 0.0f ? 0.0f : cdk_mul(beta, dx[i]);
-		dx[i] = up_bwd1(mode, h, w, dy + t * 4 * hw, (int)(r / w), (int)(r % w), acc);
+		dx[i] = up_bwd1(&g, dy + t * ohw, (int)(r / g.w), (int)(r % g.w), acc);
 	}
 }
 
-void cdk_upsample_fwd(cudaStream_t s, int mode, int n, int c, int h, int w, const float *x, float *y)
+void cdk_upsample_fwd(cudaStream_t s, int mode, int n, int c, int h, int w, int oh, int ow,
+                      const float *x, float *y)
 {
-	size_t planes = (size_t)n * c, len = planes * 4 * h * w;
+	up_geo g = { mode, h, w, oh, ow, (float)h / (float)oh, (float)w / (float)ow };
+	size_t planes = (size_t)n * c, len = planes * oh * ow;
 
 	if (len == 0)
 		return;
-	up_fwd_k<<<cdk_grid(len), CDK_THREADS, 0, s>>>(mode, planes, h, w, x, y);
+	up_fwd_k<<<cdk_grid(len), CDK_THREADS, 0, s>>>(g, planes, x, y);
 	CDK_CHECK_LAUNCH();
 }
 
-void cdk_upsample_bwd(cudaStream_t s, int mode, int n, int c, int h, int w, const float *dy,
-                      float *dx, float beta)
+void cdk_upsample_bwd(cudaStream_t s, int mode, int n, int c, int h, int w, int oh, int ow,
+                      const float *dy, float *dx, float beta)
 {
+	up_geo g = { mode, h, w, oh, ow, (float)h / (float)oh, (float)w / (float)ow };
 	size_t planes = (size_t)n * c, len = planes * h * w;
 
 	if (len == 0)
 		return;
-	up_bwd_k<<<cdk_grid(len), CDK_THREADS, 0, s>>>(mode, planes, h, w, dy, dx, beta);
+	up_bwd_k<<<cdk_grid(len), CDK_THREADS, 0, s>>>(g, planes, dy, dx, beta);
 	CDK_CHECK_LAUNCH();
 }
 

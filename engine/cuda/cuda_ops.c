@@ -115,21 +115,21 @@ static double cu_sumsq(cdp_backend *be, const float *x, size_t n)
 
 /* ---- layer ops on our kernels ---- */
 
-static void cu_upsample_fwd(cdp_backend *be, int mode, int n, int c, int h, int w,
-                            const float *x, float *y)
+static void cu_upsample_fwd(cdp_backend *be, int mode, int n, int c, int h, int w, int oh,
+                            int ow, const float *x, float *y)
 {
 	if ((size_t)n * c * h * w == 0)
 		return;
-	cdk_upsample_fwd(cu_im(be)->comp, mode, n, c, h, w, x, y);
+	cdk_upsample_fwd(cu_im(be)->comp, mode, n, c, h, w, oh, ow, x, y);
 	CDP_KERNEL_CHECK();
 }
 
-static void cu_upsample_bwd(cdp_backend *be, int mode, int n, int c, int h, int w,
-                            const float *dy, float *dx, float beta)
+static void cu_upsample_bwd(cdp_backend *be, int mode, int n, int c, int h, int w, int oh,
+                            int ow, const float *dy, float *dx, float beta)
 {
 	if ((size_t)n * c * h * w == 0)
 		return;
-	cdk_upsample_bwd(cu_im(be)->comp, mode, n, c, h, w, dy, dx, beta);
+	cdk_upsample_bwd(cu_im(be)->comp, mode, n, c, h, w, oh, ow, dy, dx, beta);
 	CDP_KERNEL_CHECK();
 }
 

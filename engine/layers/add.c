@@ -1,7 +1,7 @@
 /* add.c: the elementwise sum layer (residual connections).
  *
  * [add]
- *   from=A,B[,...]   two to four inputs of the same shape (required)
+ *   from=A,B[,...]   two to eight inputs of the same shape (required)
  * Inputs (C,H,W) each -> output (C,H,W). No parameters.
  */
 #include <stdio.h>

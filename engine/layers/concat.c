@@ -1,7 +1,7 @@
 /* concat.c: the channel concatenation layer, torch.cat(dim=1).
  *
  * [concat]
- *   from=A,B[,...]   two to four inputs of the same H and W (required)
+ *   from=A,B[,...]   two to eight inputs of the same H and W (required)
  * Inputs (C1,H,W), (C2,H,W), ... -> output (C1+C2+...,H,W), in from= order.
  * No parameters.
  */

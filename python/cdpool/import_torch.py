@@ -8,8 +8,10 @@ as saved, or a dict holding it under "state_dict" or "model"; a "module.",
 built from the cfg (cdpool.model, as the C tools build it); each of its
 tensors LAYER.w, .b, .mean, .var is looked up as LAYER.weight, .bias,
 .running_mean, .running_var (torchvision's names, which the cfgs in
-share/cdpool/models use), and taken when the shapes agree. The output
-layer is the head: a head tensor missing or of another shape is left out
+share/cdpool/models use), and taken when the shapes agree. The head is
+the last layer with parameters (the output layer, or the conv before the
+fpn and deeplabv3plus cfgs' closing [upsample]): a head tensor missing or
+of another shape is left out
 with a note (cdp-train --init initializes it), and so is a decoder tensor,
 one of a layer named decoder.* (the unet-resnet cfgs' decoders); any other
 (encoder) tensor missing or of another shape refuses the import. State dict tensors the net
@@ -106,7 +108,7 @@ def import_state_dict(sd, cfg_text, cfg_path, overrides, in_channels=None, note=
         arr[k] = np.asarray(v)
     used, bad = set(), []
     out = {"params": {}, "buffers": {}}
-    head = model["out_layer"]
+    head = max((L["index"] for L in model["layers"] if L["params"]), default=-1)
     first = {L["index"] for L in model["layers"] if -1 in L["from"]}
     for L in model["layers"]:
         for kind in ("params", "buffers"):

@@ -26,7 +26,7 @@ import warnings
 
 from .cfg import _DEC, _FLT, CfgError, CfgUnknownKey, _parse_i64, parse
 
-MAX_FROM = 4
+MAX_FROM = 8
 # the checkpoint's tensor name suffix of each engine tensor (checkpoint.h)
 CKPT_SUFFIX = {"weight": "w", "bias": "b", "running_mean": "mean", "running_var": "var"}
 LAYER_NAME = 64
@@ -202,13 +202,26 @@ class _Builder:
             L["out"] = [c, 1, 1]
         elif t == "upsample":
             m = o.str("mode", "nearest")
-            _one_input(L)
+            if len(ins) > 2:
+                raise _LayerError("takes one input and a size reference, from= names %d"
+                                  % len(ins))
             if m not in ("nearest", "bilinear"):
                 raise _LayerError("mode '%s' is not nearest or bilinear" % m[:32])
-            if h > 1 << 24 or w > 1 << 24:
-                raise _LayerError("input (%d,%d,%d) is too large" % (c, h, w))
             L["mode"] = m
-            L["out"] = [c, 2 * h, 2 * w]
+            if len(ins) == 2:
+                if o.str("factor") is not None:
+                    raise _LayerError("factor= and a size reference in from= exclude each other")
+                if ins[1][1] < h or ins[1][2] < w:
+                    raise _LayerError("the size reference (%d,%d,%d) is smaller than the input "
+                                      "(%d,%d,%d)" % (tuple(ins[1]) + (c, h, w)))
+                L["factor"] = 0
+                L["out"] = [c, ins[1][1], ins[1][2]]
+            else:
+                f = o.int("factor", 2, 1, 64)
+                if h > (1 << 24) // f or w > (1 << 24) // f:
+                    raise _LayerError("input (%d,%d,%d) is too large" % (c, h, w))
+                L["factor"] = f
+                L["out"] = [c, f * h, f * w]
         elif t in ("concat", "add"):
             if len(ins) < 2:
                 raise _LayerError("needs at least two inputs in from=")

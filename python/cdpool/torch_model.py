@@ -13,7 +13,8 @@ block order. Layer semantics follow engine/backend.h:
   bn        BatchNorm2d(eps, momentum)     dense    Linear on the flattened
   maxpool   MaxPool2d                                input, output (N,OUT,1,1)
   avgpool   AvgPool2d(count_include_pad)   gap      AdaptiveAvgPool2d(1)
-  upsample  interpolate x2 (nearest, or bilinear with align_corners=False)
+  upsample  interpolate by factor= or to a reference's size (nearest, or
+            bilinear with align_corners=False; a (1,1) map broadcast)
   concat    cat(dim=1)                     add      sum of the inputs
   slice     x[:, start:end]
   weights=  a layer with "weights": SRC is SRC's module itself, called again
@@ -69,6 +70,20 @@ def _act(x, name, slope):
     if name == "leaky":
         return F.leaky_relu(x, slope)
     return x
+
+
+def _upsample(xs, L):
+    """[upsample]: F.interpolate by L["factor"], or to the size of xs[1]
+    (factor 0); a (1,1) map is broadcast (expand: what bilinear and nearest
+    give there, and an ONNX Expand that follows the reference's size)."""
+    x = xs[0]
+    if L["factor"] == 0 and list(L["in"][0][1:]) == [1, 1]:
+        return x.expand(-1, -1, xs[1].shape[2], xs[1].shape[3])
+    how = dict(size=tuple(xs[1].shape[2:])) if L["factor"] == 0 else \
+        dict(scale_factor=L["factor"])
+    if L["mode"] == "bilinear":
+        return F.interpolate(x, mode="bilinear", align_corners=False, **how)
+    return F.interpolate(x, mode="nearest", **how)
 
 
 class EngineNet(nn.Module):
@@ -135,10 +150,7 @@ class EngineNet(nn.Module):
                 for z in xs[1:]:
                     y = y + z
             elif t == "upsample":
-                if L["mode"] == "bilinear":
-                    y = F.interpolate(xs[0], scale_factor=2, mode="bilinear", align_corners=False)
-                else:
-                    y = F.interpolate(xs[0], scale_factor=2, mode="nearest")
+                y = _upsample(xs, L)
             elif t == "slice":
                 y = xs[0][:, L["start"]:L["end"]]
             elif t == "relu":

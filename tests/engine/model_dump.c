@@ -3,7 +3,8 @@
  *
  * usage: model_dump [-b N] [-D KEY=VALUE]... [-i C,H,W] [-p DIR] [-s SEED]
  *                   [-t THREADS] [--steps S] [--sgd-lr LR] [--adamw-lr LR]
- *                   [--adam-eps E] [--ignore-frac F] [--init CKPT] CFG
+ *                   [--adam-eps E] [--ignore-frac F] [--init CKPT]
+ *                   [--save NAME[,NAME...]] CFG
  *
  * Defaults: batch 2, the cfg's input shape, seed 1, 1 thread, 2 steps, SGD
  * lr 0.1, AdamW lr 0.01 and eps 1e-8, 10% ignored labels (when the cfg sets
@@ -30,6 +31,9 @@
  *                              the running statistics after that forward
  *   eval0.f32                  (with --init) an eval-mode forward of
  *                              input.f32 before any training forward
+ *   eval0-NAME.f32             and the output of each layer NAME of
+ *                              --save in that forward (an encoder's
+ *                              stages, say)
  *   eval.f32                   then an eval-mode forward (running stats)
  *   sgd<k>.f32 adamw<k>.f32    params after k = 1..S steps of SGD (momentum
  *                              0.9, no nesterov, wd 1e-4) and of AdamW (wd
@@ -57,7 +61,7 @@
 #define MAX_OVERRIDES 32
 
 typedef struct opts {
-	const char *cfg_path, *dir, *init;
+	const char *cfg_path, *dir, *init, *save;
 	const char *ov[MAX_OVERRIDES];
 	int nov, batch, threads, steps;
 	int in_c, in_h, in_w;
@@ -69,7 +73,8 @@ static void usage(FILE *f)
 {
 	fprintf(f, "usage: model_dump [-b N] [-D KEY=VALUE]... [-i C,H,W] [-p DIR] [-s SEED]\n"
 	           "                  [-t THREADS] [--steps S] [--sgd-lr LR] [--adamw-lr LR]\n"
-	           "                  [--adam-eps E] [--ignore-frac F] [--init CKPT] CFG\n");
+	           "                  [--adam-eps E] [--ignore-frac F] [--init CKPT]\n"
+	           "                  [--save NAME[,NAME...]] CFG\n");
 }
 
 /* ---- JSON ---- */
@@ -174,7 +179,8 @@ static void json_layer(FILE *f, const cdp_layer *l)
 	else if (!strcmp(t, "maxpool") || !strcmp(t, "avgpool"))
 		fprintf(f, ", \"size\": %d, \"stride\": %d, \"pad\": %d", l->k, l->stride, l->pad);
 	else if (!strcmp(t, "upsample"))
-		fprintf(f, ", \"mode\": \"%s\"", l->mode == CDP_UP_BILINEAR ? "bilinear" : "nearest");
+		fprintf(f, ", \"mode\": \"%s\", \"factor\": %d",
+		        l->mode == CDP_UP_BILINEAR ? "bilinear" : "nearest", l->k);
 	else if (!strcmp(t, "dropout"))
 		fprintf(f, ", \"p\": %.9g", (double)l->p);
 	else if (!strcmp(t, "slice"))
@@ -243,6 +249,31 @@ static int dump(run *r, const char *name, const void *p, size_t n)
 		fprintf(stderr, "model_dump: cannot write '%s': %s\n", path, strerror(errno));
 		remove(tmp);
 		return -1;
+	}
+	return 0;
+}
+
+/* eval0-NAME.f32 of each layer NAME in --save, after a forward */
+static int save_layers(run *r)
+{
+	const char *p = r->o->save;
+	char name[CDP_LAYER_NAME + 16];
+
+	while (p && *p) {
+		size_t len = strcspn(p, ",");
+		int i = 0;
+		while (i < r->net->nlayers && (strlen(r->net->layers[i].name) != len ||
+		                               strncmp(r->net->layers[i].name, p, len) != 0))
+			i++;
+		if (i == r->net->nlayers) {
+			fprintf(stderr, "model_dump: --save: no layer '%.*s'\n", (int)len, p);
+			return -1;
+		}
+		snprintf(name, sizeof name, "eval0-%s.f32", r->net->layers[i].name);
+		if (dump(r, name, r->net->layers[i].y,
+		         cdp_layer_out_count(&r->net->layers[i], r->net)) < 0)
+			return -1;
+		p += len + (p[len] == ',');
 	}
 	return 0;
 }
@@ -409,6 +440,9 @@ static int parity(cdp_net *net, const opts *o)
 
 	if (nout > hmax) hmax = nout;
 	if (nx > hmax) hmax = nx;
+	for (int i = 0; i < net->nlayers; i++)   /* --save's layers */
+		if (cdp_layer_out_count(&net->layers[i], net) > hmax)
+			hmax = cdp_layer_out_count(&net->layers[i], net);
 	if (net->nbuffers > hmax) hmax = net->nbuffers;
 	r.host = malloc(hmax * 4 + 4);
 	p0 = malloc(net->nparams * 4 + 4);
@@ -439,7 +473,7 @@ static int parity(cdp_net *net, const opts *o)
 		net->train = 0;
 		cdp_net_forward(net);
 		net->train = 1;
-		if (dump(&r, "eval0.f32", out->y, nout) < 0)
+		if (dump(&r, "eval0.f32", out->y, nout) < 0 || save_layers(&r) < 0)
 			goto out;
 	}
 	cdp_net_zero_grad(net);
@@ -498,7 +532,7 @@ static int init_from(cdp_net *net, const char *path)
 
 static int parse_args(int argc, char **argv, opts *o)
 {
-	enum { O_STEPS = 256, O_SGD_LR, O_ADAMW_LR, O_ADAM_EPS, O_IGNORE_FRAC, O_INIT };
+	enum { O_STEPS = 256, O_SGD_LR, O_ADAMW_LR, O_ADAM_EPS, O_IGNORE_FRAC, O_INIT, O_SAVE };
 	static const struct option longopts[] = {
 		{ "batch", required_argument, NULL, 'b' },
 		{ "define", required_argument, NULL, 'D' },
@@ -513,6 +547,7 @@ static int parse_args(int argc, char **argv, opts *o)
 		{ "adam-eps", required_argument, NULL, O_ADAM_EPS },
 		{ "ignore-frac", required_argument, NULL, O_IGNORE_FRAC },
 		{ "init", required_argument, NULL, O_INIT },
+		{ "save", required_argument, NULL, O_SAVE },
 		{ NULL, 0, NULL, 0 },
 	};
 	int ch, shape[3];
@@ -563,6 +598,9 @@ static int parse_args(int argc, char **argv, opts *o)
 			break;
 		case O_INIT:
 			o->init = optarg;
+			break;
+		case O_SAVE:
+			o->save = optarg;
 			break;
 		case O_IGNORE_FRAC:
 			if (cdp_parse_double(optarg, 0, 1, &o->ignore_frac) != 0)

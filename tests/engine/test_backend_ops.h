@@ -171,62 +171,75 @@ static void test_pool(void)
 
 /* ---- upsampling: the reference builds the interpolation matrix ---- */
 
-static void up_weights(int mode, int dst, int size, int *i0, int *i1, double *l0, double *l1)
+/* PyTorch's pixels along an axis of `in` -> `out`, in double: nearest
+ * floor(dst * in / out), bilinear src = (dst + 0.5) * in / out - 0.5
+ * clamped at 0 (align_corners=False) */
+static void up_weights(int mode, int dst, int in, int out, int *i0, int *i1, double *l0,
+                       double *l1)
 {
 	if (mode == CDP_UP_NEAREST) {
-		*i0 = *i1 = dst / 2;
+		*i0 = *i1 = (int)floor((double)dst * in / out);
 		*l0 = 1;
 		*l1 = 0;
 		return;
 	}
-	double src = (dst + 0.5) / 2.0 - 0.5;
+	double src = (dst + 0.5) * in / out - 0.5;
 	if (src < 0)
 		src = 0;
 	*i0 = (int)floor(src);
-	*i1 = *i0 < size - 1 ? *i0 + 1 : *i0;
+	*i1 = *i0 < in - 1 ? *i0 + 1 : *i0;
 	*l1 = src - *i0;
 	*l0 = 1 - *l1;
 }
 
 static void test_upsample(void)
 {
-	int n = 2, c = 3, h = 5, w = 4;
-	size_t nx = (size_t)n * c * h * w, ny = 4 * nx;
-	float *x = rnd(nx), *y = rnd(ny), *dy = rnd(ny), *dx = rnd(nx);
+	/* x2, x3, x4 by 3, ratios 7/5 and 9/4, and a (1,1) map broadcast */
+	static const int cases[][4] = { { 5, 4, 10, 8 }, { 5, 4, 15, 12 }, { 5, 4, 7, 9 },
+	                                { 1, 1, 6, 5 } };
+	int n = 2, c = 3;
 
-	for (int mode = CDP_UP_NEAREST; mode <= CDP_UP_BILINEAR; mode++) {
-		double *ry = dzero(ny), *rdx = dcopy(dx, nx);
-		for (int t = 0; t < n * c; t++)
-			for (int oy = 0; oy < 2 * h; oy++)
-				for (int ox = 0; ox < 2 * w; ox++) {
-					int y0, y1, x0, x1;
-					double a0, a1, b0, b1;
-					up_weights(mode, oy, h, &y0, &y1, &a0, &a1);
-					up_weights(mode, ox, w, &x0, &x1, &b0, &b1);
-					const float *p = x + (size_t)t * h * w;
-					size_t yi = ((size_t)t * 2 * h + oy) * 2 * w + ox;
-					double *q = rdx + (size_t)t * h * w;
-					ry[yi] = a0 * (b0 * p[y0 * w + x0] + b1 * p[y0 * w + x1]) +
-					         a1 * (b0 * p[y1 * w + x0] + b1 * p[y1 * w + x1]);
-					q[y0 * w + x0] += a0 * b0 * dy[yi];
-					q[y0 * w + x1] += a0 * b1 * dy[yi];
-					q[y1 * w + x0] += a1 * b0 * dy[yi];
-					q[y1 * w + x1] += a1 * b1 * dy[yi];
-				}
-		cpu_upsample_fwd(be, mode, n, c, h, w, x, y);
-		near(y, ry, ny, 1e-6, mode == CDP_UP_NEAREST ? "upsample nearest fwd" : "upsample bilinear fwd");
-		cpu_upsample_bwd(be, mode, n, c, h, w, dy, dx, 1.0f);
-		near(dx, rdx, nx, 1e-6, mode == CDP_UP_NEAREST ? "upsample nearest bwd" : "upsample bilinear bwd");
-		free(ry); free(rdx);
+	for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+		int h = cases[k][0], w = cases[k][1], oh = cases[k][2], ow = cases[k][3];
+		size_t nx = (size_t)n * c * h * w, ny = (size_t)n * c * oh * ow;
+		float *x = rnd(nx), *y = rnd(ny), *dy = rnd(ny), *dx = rnd(nx);
+		for (int mode = CDP_UP_NEAREST; mode <= CDP_UP_BILINEAR; mode++) {
+			double *ry = dzero(ny), *rdx = dcopy(dx, nx);
+			char what[96];
+			for (int t = 0; t < n * c; t++)
+				for (int oy = 0; oy < oh; oy++)
+					for (int ox = 0; ox < ow; ox++) {
+						int y0, y1, x0, x1;
+						double a0, a1, b0, b1;
+						up_weights(mode, oy, h, oh, &y0, &y1, &a0, &a1);
+						up_weights(mode, ox, w, ow, &x0, &x1, &b0, &b1);
+						const float *p = x + (size_t)t * h * w;
+						size_t yi = ((size_t)t * oh + oy) * ow + ox;
+						double *q = rdx + (size_t)t * h * w;
+						ry[yi] = a0 * (b0 * p[y0 * w + x0] + b1 * p[y0 * w + x1]) +
+						         a1 * (b0 * p[y1 * w + x0] + b1 * p[y1 * w + x1]);
+						q[y0 * w + x0] += a0 * b0 * dy[yi];
+						q[y0 * w + x1] += a0 * b1 * dy[yi];
+						q[y1 * w + x0] += a1 * b0 * dy[yi];
+						q[y1 * w + x1] += a1 * b1 * dy[yi];
+					}
+			snprintf(what, sizeof what, "upsample %s (%d,%d) -> (%d,%d)",
+			         mode == CDP_UP_NEAREST ? "nearest" : "bilinear", h, w, oh, ow);
+			cpu_upsample_fwd(be, mode, n, c, h, w, oh, ow, x, y);
+			near(y, ry, ny, 1e-6, what);
+			cpu_upsample_bwd(be, mode, n, c, h, w, oh, ow, dy, dx, 1.0f);
+			near(dx, rdx, nx, 1e-5, what);
+			free(ry); free(rdx);
+		}
+		be->free(be, x); be->free(be, y); be->free(be, dy); be->free(be, dx);
 	}
 	/* a known value: bilinear x2 of the 1x2 image [0 1] is two rows of
 	 * [0 .25 .75 1] (PyTorch) */
 	float two[2] = { 0, 1 }, four[8];
-	cpu_upsample_fwd(be, CDP_UP_BILINEAR, 1, 1, 1, 2, two, four);
+	cpu_upsample_fwd(be, CDP_UP_BILINEAR, 1, 1, 1, 2, 2, 4, two, four);
 	CHECK(four[0] == 0.0f && four[1] == 0.25f && four[2] == 0.75f && four[3] == 1.0f &&
 	      memcmp(four, four + 4, 4 * sizeof(float)) == 0,
 	      "bilinear [0 1] -> %g %g %g %g", four[0], four[1], four[2], four[3]);
-	be->free(be, x); be->free(be, y); be->free(be, dy); be->free(be, dx);
 }
 
 /* ---- dropout: the documented hash, written out independently ---- */
@@ -307,11 +320,11 @@ static void test_threads(void)
 	cpu_avgpool_bwd(b1, &pd, dy, o1, 0.0f);
 	cpu_avgpool_bwd(be, &pd, dy, o3, 0.0f);
 	CHECK(memcmp(o1, o3, nx * 4) == 0, "avgpool bwd bitwise");
-	cpu_upsample_fwd(b1, CDP_UP_BILINEAR, n, c, h, w, x, o1);
-	cpu_upsample_fwd(be, CDP_UP_BILINEAR, n, c, h, w, x, o3);
+	cpu_upsample_fwd(b1, CDP_UP_BILINEAR, n, c, h, w, 2 * h, 2 * w, x, o1);
+	cpu_upsample_fwd(be, CDP_UP_BILINEAR, n, c, h, w, 2 * h, 2 * w, x, o3);
 	CHECK(memcmp(o1, o3, 4 * nx * 4) == 0, "upsample fwd bitwise");
-	cpu_upsample_bwd(b1, CDP_UP_BILINEAR, n, c, h, w, dy, o1, 0.0f);
-	cpu_upsample_bwd(be, CDP_UP_BILINEAR, n, c, h, w, dy, o3, 0.0f);
+	cpu_upsample_bwd(b1, CDP_UP_BILINEAR, n, c, h, w, 2 * h, 2 * w, dy, o1, 0.0f);
+	cpu_upsample_bwd(be, CDP_UP_BILINEAR, n, c, h, w, 2 * h, 2 * w, dy, o3, 0.0f);
 	CHECK(memcmp(o1, o3, nx * 4) == 0, "upsample bwd bitwise");
 	/* convolutions go through OpenBLAS, whose sums may be split differently
 	 * at another thread count: at the same count they must repeat bitwise */

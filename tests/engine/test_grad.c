@@ -146,18 +146,21 @@ static void r_pool(const cdp_layer *l, int N, const double *x, double *y, int is
 			}
 }
 
-static void up_w(int mode, int dst, int size, int *i0, int *i1, double *l0, double *l1)
+/* PyTorch's upsample pixels along an axis of `in` -> `out` pixels, in
+ * double: nearest floor(dst * in / out), bilinear (align_corners=False)
+ * src = (dst + 0.5) * in / out - 0.5 clamped at 0 */
+static void up_w(int mode, int dst, int in, int out, int *i0, int *i1, double *l0, double *l1)
 {
-	double src = (dst + 0.5) / 2.0 - 0.5;
+	double src = (dst + 0.5) * in / out - 0.5;
 	if (mode == CDP_UP_NEAREST) {
-		*i0 = *i1 = dst / 2;
+		*i0 = *i1 = (int)floor((double)dst * in / out);
 		*l0 = 1;
 		*l1 = 0;
 		return;
 	}
 	src = src < 0 ? 0 : src;
 	*i0 = (int)src;
-	*i1 = *i0 < size - 1 ? *i0 + 1 : *i0;
+	*i1 = *i0 < in - 1 ? *i0 + 1 : *i0;
 	*l1 = src - *i0;
 	*l0 = 1 - *l1;
 }
@@ -171,8 +174,8 @@ static void r_upsample(const cdp_layer *l, int N, const double *x, double *y)
 				int y0, y1, x0, x1;
 				double a0, a1, b0, b1;
 				const double *p = x + (size_t)t * i.h * i.w;
-				up_w(l->mode, oy, i.h, &y0, &y1, &a0, &a1);
-				up_w(l->mode, ox, i.w, &x0, &x1, &b0, &b1);
+				up_w(l->mode, oy, i.h, o.h, &y0, &y1, &a0, &a1);
+				up_w(l->mode, ox, i.w, o.w, &x0, &x1, &b0, &b1);
 				y[((size_t)t * o.h + oy) * o.w + ox] =
 					a0 * (b0 * p[y0 * i.w + x0] + b1 * p[y0 * i.w + x1]) +
 					a1 * (b0 * p[y1 * i.w + x0] + b1 * p[y1 * i.w + x1]);
@@ -457,6 +460,23 @@ static const char *net_pool =
 	"[concat]\nfrom=-2,-2,-1\n"
 	"[conv]\nfilters=2\nsize=1\n";
 
+/* upsampling to a reference's size (ratios 7/4 and 9/5 in both modes; the
+ * net input as a reference, so the first writer of its gradient is an
+ * upsample that writes zeros), broadcast of a (C,1,1) map, and by integer
+ * factors in both modes */
+static const char *net_up =
+	"[net]\nchannels=2\nin_h=7\nin_w=9\n"
+	"[conv]\nname=a\nfilters=3\nstride=2\npad=1\n"
+	"[upsample]\nname=b\nfrom=a,input\nmode=bilinear\n"
+	"[upsample]\nname=c\nfrom=a,input\n"
+	"[gap]\nfrom=a\n"
+	"[upsample]\nname=d\nfrom=-1,b\nmode=bilinear\n"
+	"[add]\nfrom=b,c,d\n"
+	"[upsample]\nname=e\nmode=bilinear\nfactor=3\n"
+	"[upsample]\nfrom=-2\nfactor=3\n"
+	"[add]\nfrom=e,-1\n"
+	"[conv]\nfilters=2\nsize=1\n";
+
 /* a classifier head: dropout with its fixed mask, gap, dense on a flat
  * tensor and on gap, add of two dense branches */
 static const char *net_head =
@@ -520,6 +540,7 @@ int main(void)
 			cdp_net_free(&net);
 		}
 	}
+	check_net(be, "up.cfg", net_up, 2);
 	be->destroy(be);
 	return tap_done();
 }

@@ -34,7 +34,8 @@ for pat in 'gemm .* t00' 'gemm .* t01' 'gemm .* t10' 'gemm .* t11' 'axpy + scale
 	'bn relu bwd dgamma' 'bn leaky 0.1 bwd dx beta 1' 'bn leaky 0.1 infer y' 'relu fwd' 'relu bwd beta 0' 'leaky 0.1 fwd' \
 	'leaky 0.1 bwd beta 1' 'maxpool fwd' 'maxpool bwd beta 0' 'maxpool bwd window sums' \
 	'avgpool fwd' 'avgpool bwd beta 1' 'upsample nearest fwd' 'upsample nearest bwd beta 0' \
-	'upsample bilinear fwd' 'upsample bilinear bwd beta 1' 'chan_copy beta 0' \
+	'upsample bilinear fwd' 'upsample bilinear bwd beta 1' 'upsample bilinear bwd beta 0 .* -> (7,9)' \
+	'upsample nearest fwd .* -> (20,16)' 'upsample bilinear fwd (2,5,1,1) -> (16,16)' 'chan_copy beta 0' \
 	'chan_copy beta 1' 'chan_slice beta 0' 'chan_slice beta 1' 'dropout mask' 'dropout fwd' \
 	'dropout bwd beta 0' 'gap fwd' 'gap bwd beta 1' 'bias_add' 'bias_grad' \
 	'softmax_ce loss .*weighted' 'softmax_ce dlogits .*ignore 255' 'softmax_ce count' \

@@ -2,6 +2,9 @@
  * (gpu_harness.h): the U-Net of share/cdpool/models/unet.cfg at width 8,
  * depth 2 (batchnorm, max pool, deconv, concat) and the classifier of
  * classifier.cfg at width 8, 2 blocks (batchnorm, gap, dropout, dense),
+ * deeplabv3plus-resnet18.cfg (dilated convolutions, ASPP with its
+ * broadcast image pooling, x4 bilinear upsampling) and fpn-resnet18.cfg
+ * (nearest and bilinear upsampling, a 4-way add) at 32x32, batch 4,
  * built on both sides from the same cfg and initialised alike. Compared:
  * the parameters after init (bitwise), the training-mode forward output
  * and batchnorm running statistics, the loss, every parameter tensor's
@@ -20,8 +23,11 @@
  * eps)), i.e. -lr sign(g) where |g| >> eps: an element whose gradient is
  * within the tolerance of zero may take the other sign on the other side,
  * so those (gradients below 1e-3 of their tensor's largest, or of
- * different sign) only have to stay within 2 lr, and may be at most 2% of
- * all; the rest agree to 1e-3. bf16/fp16 round every conv and GEMM input:
+ * different sign; not a gradient 0 on both sides, as a dilated tap that
+ * only meets padding has) only have to stay within 2 lr, and may be at
+ * most 2% of all (4% for the ResNet-18 nets, whose deep stacks of
+ * batchnorm over a few values at 32x32 give heavier-tailed gradients:
+ * ~2.1% there); the rest agree to 1e-3. bf16/fp16 round every conv and GEMM input:
  * test_ops bounds one layer's error by 8u of its largest value; chained
  * with batchnorm in between (which re-normalises, so errors do not grow
  * geometrically) the logits must agree to 0.1 (bf16) and 0.02 (fp16) of
@@ -44,11 +50,14 @@ typedef struct model {
 	const char *name, *file;
 	const char *ov[3];
 	int nov, c, h, w, n;
+	int near0;               /* AdamW: percent of elements that may be near g=0 */
 } model;
 
 static const model models[] = {
-	{ "unet", "unet.cfg", { "width=8", "depth=2" }, 2, 3, 32, 32, 4 },
-	{ "classifier", "classifier.cfg", { "width=8", "blocks=2" }, 2, 3, 32, 32, 16 },
+	{ "unet", "unet.cfg", { "width=8", "depth=2" }, 2, 3, 32, 32, 4, 2 },
+	{ "classifier", "classifier.cfg", { "width=8", "blocks=2" }, 2, 3, 32, 32, 16, 2 },
+	{ "deeplabv3plus", "deeplabv3plus-resnet18.cfg", { NULL }, 0, 3, 32, 32, 4, 4 },
+	{ "fpn", "fpn-resnet18.cfg", { NULL }, 0, 3, 32, 32, 4, 4 },
 };
 
 static float *dl(cdp_net *net, const float *p, size_t n)
@@ -103,8 +112,9 @@ static double upd_err(const float *const w[2], const float *w0, size_t i, double
 }
 
 /* Compares the updates tensor by tensor (as upd_err). For AdamW (g set)
- * the elements whose gradient is near 0 or of another sign on the other
- * side are counted apart, as the header comment says. */
+ * the elements whose gradient is near 0 (but not 0 on both sides) or of
+ * another sign on the other side are counted apart, as the header comment
+ * says. */
 static void cmp_update(const model *m, cdp_net *net, const char *opt, float *const g[2],
                        const float *w0, float lr)
 {
@@ -127,8 +137,11 @@ static void cmp_update(const model *m, cdp_net *net, const char *opt, float *con
 			}
 			for (size_t i = off[t]; i < off[t] + len[t]; i++) {
 				double e = upd_err((const float *const *)w, w0, i, dmax);
-				if (g && (fabs(g[GH_REF][i]) < 1e-3 * gmax ||
-				          (g[GH_REF][i] > 0) != (g[GH_DEV][i] > 0))) {
+				/* a gradient 0 on both sides (a dilated tap that only
+				 * meets padding) leaves weight decay alone: decided */
+				if (g && (g[GH_REF][i] != 0.0f || g[GH_DEV][i] != 0.0f) &&
+				    (fabs(g[GH_REF][i]) < 1e-3 * gmax ||
+				     (g[GH_REF][i] > 0) != (g[GH_DEV][i] > 0))) {
 					undecided++;
 					worst_u = fmax(worst_u, fabs(((double)w[GH_DEV][i] - w[GH_REF][i]) / lr));
 					continue;
@@ -144,7 +157,7 @@ static void cmp_update(const model *m, cdp_net *net, const char *opt, float *con
 	if (g) {
 		snprintf(what, sizeof what, "%s %s update near g=0: %zu of %zu, within 2 lr", m->name,
 		         opt, undecided, n);
-		int ok = undecided <= n / 50 && worst_u <= 2.0 + 1e-3;
+		int ok = undecided <= n / 100 * m->near0 && worst_u <= 2.0 + 1e-3;
 		printf("%-4s %-60s %9.2e <= 2\n", ok ? "ok" : "FAIL", what, worst_u);
 		GCHECK(ok, "[%s] %s: %.3g lr", gh_peer, what, worst_u);
 	}

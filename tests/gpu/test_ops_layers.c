@@ -282,31 +282,40 @@ void test_pool(void)
 
 void test_upsample(void)
 {
-	static const int cases[][4] = {
-		{ 2, 3, 5, 4 }, { 1, 1, 1, 1 }, { 1, 2, 1, 7 }, { 3, 4, 16, 16 }, { 2, 8, 33, 17 },
-		{ 0, 0, 0, 0 }, { 0, 0, 0, 0 },
+	/* n, c, h, w, oh, ow; 0: random */
+	static const int cases[][6] = {
+		{ 2, 3, 5, 4, 10, 8 }, { 1, 1, 1, 1, 2, 2 }, { 1, 2, 1, 7, 2, 14 },
+		{ 3, 4, 16, 16, 32, 32 }, { 2, 8, 33, 17, 66, 34 }, { 2, 3, 5, 4, 20, 16 },
+		{ 2, 3, 4, 5, 7, 9 }, { 2, 5, 1, 1, 16, 16 }, { 1, 3, 3, 3, 3, 3 },
+		{ 0, 0, 0, 0, 0, 0 }, { 0, 0, 0, 0, 0, 0 }, { 0, 0, 0, 0, 0, 0 },
 	};
 	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
 		for (int mode = CDP_UP_NEAREST; mode <= CDP_UP_BILINEAR; mode++) {
 			int n = cases[i][0], c = cases[i][1], h = cases[i][2], w = cases[i][3];
-			if (n == 0)    /* random */
+			int oh = cases[i][4], ow = cases[i][5];
+			if (n == 0) {  /* random: any size up, an integer factor or not */
 				n = gh_int(1, 3), c = gh_int(1, 4), h = gh_int(1, 25), w = gh_int(1, 25);
-			size_t nx = (size_t)n * c * h * w, ny = 4 * nx;
+				oh = h * gh_int(1, 5) + gh_int(0, 3), ow = w * gh_int(1, 5) + gh_int(0, 3);
+			}
+			size_t nx = (size_t)n * c * h * w, ny = (size_t)n * c * oh * ow;
 			const char *m = mode == CDP_UP_NEAREST ? "nearest" : "bilinear";
 			gh_buf x = gh_rand(nx, -1, 1), y = gh_rand(ny, -1, 1), dy = gh_rand(ny, -1, 1);
 			gh_buf dx = gh_rand(nx, -1, 1);
 			char what[128];
 			GH_BOTH(s, be)
-				be->upsample_fwd(be, mode, n, c, h, w, GF(x, s), GF(y, s));
-			snprintf(what, sizeof what, "upsample %s fwd (%d,%d,%d,%d)", m, n, c, h, w);
+				be->upsample_fwd(be, mode, n, c, h, w, oh, ow, GF(x, s), GF(y, s));
+			snprintf(what, sizeof what, "upsample %s fwd (%d,%d,%d,%d) -> (%d,%d)", m, n, c,
+			         h, w, oh, ow);
 			gh_cmp(what, &y, ny, GH_TOL);
 			GH_BOTH(s, be)
-				be->upsample_bwd(be, mode, n, c, h, w, GF(dy, s), GF(dx, s), 1.0f);
-			snprintf(what, sizeof what, "upsample %s bwd beta 1 (%d,%d,%d,%d)", m, n, c, h, w);
+				be->upsample_bwd(be, mode, n, c, h, w, oh, ow, GF(dy, s), GF(dx, s), 1.0f);
+			snprintf(what, sizeof what, "upsample %s bwd beta 1 (%d,%d,%d,%d) -> (%d,%d)", m,
+			         n, c, h, w, oh, ow);
 			gh_cmp(what, &dx, nx, GH_TOL);
 			GH_BOTH(s, be)
-				be->upsample_bwd(be, mode, n, c, h, w, GF(dy, s), GF(dx, s), 0.0f);
-			snprintf(what, sizeof what, "upsample %s bwd beta 0 (%d,%d,%d,%d)", m, n, c, h, w);
+				be->upsample_bwd(be, mode, n, c, h, w, oh, ow, GF(dy, s), GF(dx, s), 0.0f);
+			snprintf(what, sizeof what, "upsample %s bwd beta 0 (%d,%d,%d,%d) -> (%d,%d)", m,
+			         n, c, h, w, oh, ow);
 			gh_cmp(what, &dx, nx, GH_TOL);
 			gh_free(&x); gh_free(&y); gh_free(&dy); gh_free(&dx);
 		}

@@ -8,5 +8,9 @@ TESTS += tests/parity/resnet_import.sh
 # unet_resnet.sh: unet-resnet{18,34,50}.cfg take torchvision ResNet weights
 # for their encoder and run as the PyTorch twin does
 TESTS += tests/parity/unet_resnet.sh
+# fpn_deeplab.sh: fpn-resnet*.cfg and deeplabv3plus-resnet*.cfg take
+# torchvision ResNet weights, their encoders' stages are torchvision's
+# (dilated for DeepLabv3+) and they run as the PyTorch twin does
+TESTS += tests/parity/fpn_deeplab.sh
 endif
 EXTRA_DIST += tests/parity

@@ -1,6 +1,8 @@
-"""tvhelp.py: what resnet_import.py and unet_resnet.py share: the check
-log, python3 -m cdpool import-torch, torchvision ResNets with seeded random
-weights and batchnorm statistics, the relative error."""
+"""tvhelp.py: what resnet_import.py, unet_resnet.py and fpn_deeplab.py
+share: the check log, python3 -m cdpool import-torch, torchvision ResNets
+with seeded random weights and batchnorm statistics, the relative error,
+the comparison of a model_dump run with cdpool.torch_model's twin."""
+import os
 import subprocess
 import sys
 
@@ -39,3 +41,25 @@ def seeded(depth, classes):
 
 def rel(a, b):
     return float(np.abs(a - b).max() / max(np.abs(b).max(), 1e-6))
+
+
+def twin(tag, d, model_json, control=False):
+    """parity.py --forward-only on model_dump's run in d (model_json: its
+    stdout): the logits, loss and batchnorm statistics equal the twin's
+    within 3e-4 of PyTorch float64 and 1e-2 of float32. With control, the
+    eval logits scaled by 1.001 must then fail it."""
+    with open(os.path.join(d, "model.json"), "w") as f:
+        f.write(model_json)
+    par = [PY, os.path.join(os.path.dirname(os.path.abspath(__file__)), "parity.py"),
+           os.path.join(d, "model.json"), d, "--tol", "3e-4", "--tol32", "1e-2", "--forward-only"]
+    p = subprocess.run(par, capture_output=True, text=True)
+    out = p.stdout.split("\n")
+    check(p.returncode == 0, "%s: the engine equals cdpool.torch_model's twin: %s"
+          % (tag, out[1] if p.returncode == 0 else "\n".join(
+              out[:2] + [l for l in out if l.endswith("FAIL")]) + p.stderr[-500:]))
+    if control and p.returncode == 0:
+        g = os.path.join(d, "eval.f32")
+        (np.fromfile(g, "<f4") * np.float32(1.001)).astype("<f4").tofile(g)
+        p = subprocess.run(par, capture_output=True, text=True)
+        check(p.returncode == 1 and "logits (eval)" in p.stdout,
+              "%s: eval logits scaled by 1.001 fail the comparison" % tag)

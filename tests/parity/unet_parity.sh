@@ -25,6 +25,10 @@
 #      the sums over both dates and its running statistics are updated
 #      twice, as the engine's must be; model.json lists each shared tensor
 #      once (the second branch's layers name the first's in "weights").
+#   6. tests/parity/upsample.cfg, 3x24x24, batch 2: the upsampling of the
+#      fpn and deeplabv3plus cfgs (by factors 2 and 3, to a reference's
+#      size at ratios 3 and 12/11, nearest and bilinear, a pooled map
+#      broadcast) with dilated convs and a 5-way concat.
 # Also: a comparison that must fail does (gradients scaled by 1.001), and
 # model_dump reports a model that cannot be built.
 # Needs torch and numpy in $PYTHON (/usr/bin/python3); skips (77) without.
@@ -89,6 +93,7 @@ else
 	echo "FAIL siamese: the second branch's layers do not share the first's tensors"
 	fail=1
 fi
+case_run upsample "$src/tests/parity/upsample.cfg" -i 3,24,24 -b 2
 
 # the comparison catches a gradient off by 0.1%
 if [ -f "$tmp/unet_ce/grads.f32" ]; then

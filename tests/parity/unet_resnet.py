@@ -12,7 +12,7 @@ import torch
 
 dump, models, tmp = sys.argv[1:4]
 here = os.path.dirname(os.path.abspath(__file__))
-from tvhelp import PY, check, failed, imp, seeded  # noqa: E402
+from tvhelp import check, failed, imp, seeded, twin  # noqa: E402
 
 
 def decoder_params(stages, classes):
@@ -99,21 +99,6 @@ for depth in (18, 34, 50):
     check([c[:2] for c in cats] == [w[:2] for w in want]
           and [c[2][1] for c in cats] == [4, 8, 16, 32],
           "unet-resnet%d: skips from layer3, layer2, layer1 and the stem (%s)" % (depth, cats))
-    with open(os.path.join(d, "model.json"), "w") as f:
-        f.write(out.stdout)
-    par = [PY, os.path.join(here, "parity.py"), os.path.join(d, "model.json"), d,
-           "--tol", "3e-4", "--tol32", "1e-2", "--forward-only"]
-    p = subprocess.run(par, capture_output=True, text=True)
-    check(p.returncode == 0, "unet-resnet%d: the engine equals cdpool.torch_model's twin: %s"
-          % (depth, (p.stdout.split("\n")[1] if p.returncode == 0
-                     else "\n".join(l for l in p.stdout.split("\n")[:2] + [
-                         l for l in p.stdout.split("\n") if l.endswith("FAIL")])
-                     + p.stderr[-500:])))
-    if depth == 18 and p.returncode == 0:
-        # the comparison catches logits off by 0.1%
-        g = os.path.join(d, "eval.f32")
-        (np.fromfile(g, "<f4") * np.float32(1.001)).astype("<f4").tofile(g)
-        p = subprocess.run(par, capture_output=True, text=True)
-        check(p.returncode == 1 and "logits (eval)" in p.stdout,
-              "unet-resnet18: eval logits scaled by 1.001 fail the comparison")
+    # the comparison catches logits off by 0.1%
+    twin("unet-resnet%d" % depth, d, out.stdout, control=depth == 18)
 sys.exit(1 if failed else 0)

@@ -78,8 +78,9 @@ def _bn(x, g, b, mean, var, epsilon=1e-5, **_):
 
 def _resize(x, roi=None, scales=None, sizes=None, mode="nearest",
             coordinate_transformation_mode="half_pixel", nearest_mode="round_prefer_floor", **_):
-    """x2 up-sampling as the engine's [upsample] exports: nearest (asymmetric,
-    floor) or linear (half_pixel, align_corners=False)."""
+    """Up-sampling as the engine's [upsample] exports (by a factor, or to
+    sizes): nearest (asymmetric, floor) or linear (half_pixel,
+    align_corners=False)."""
     if sizes is not None and len(sizes):
         out = [int(v) for v in sizes]
     else:
@@ -104,6 +105,15 @@ def _resize(x, roi=None, scales=None, sizes=None, mode="nearest",
         t = t.reshape(shape)
         x = np.take(x, lo, axis=axis) * (1 - t) + np.take(x, hi, axis=axis) * t
     return x
+
+
+def _slice(x, starts, ends, axes=None, steps=None):
+    axes = range(len(starts)) if axes is None else axes
+    steps = [1] * len(starts) if steps is None else steps
+    idx = [slice(None)] * x.ndim
+    for a, b, e, st in zip(axes, starts, ends, steps):
+        idx[int(a)] = slice(int(b), int(e), int(st))
+    return x[tuple(idx)]
 
 
 def _pad_op(x, pads, value=None, mode=b"constant"):
@@ -154,6 +164,11 @@ OPS = {
     "Gemm": lambda a, b, c=None, alpha=1.0, beta=1.0, transA=0, transB=0:
         alpha * (a.T if transA else a) @ (b.T if transB else b) + (0 if c is None else beta * c),
     "Resize": _resize,
+    "Equal": np.equal,
+    "Expand": lambda x, s: x * np.ones(tuple(int(v) for v in s), x.dtype),
+    "Gather": lambda x, i, axis=0: np.take(x, i, axis=axis),
+    "Unsqueeze": lambda x, axes: np.expand_dims(x, tuple(int(a) for a in axes)),
+    "Slice": _slice,
     "Pad": _pad_op,
     "Slice": _slice,
 }

@@ -80,9 +80,30 @@ stride=2
 pad=1
 activation=relu
 [bn]
+name=b
 momentum=0.3
 eps=0.001
 activation=leaky
+[conv]
+name=q
+filters=4
+stride=3
+pad=0
+[upsample]
+name=r1
+from=q,b
+mode=bilinear
+[upsample]
+name=r2
+from=q,b
+[upsample]
+from=q
+factor=3
+mode=bilinear
+[upsample]
+from=-1,b
+[add]
+from=b,r1,r2,-1
 [conv]
 filters=2
 size=1
@@ -163,6 +184,10 @@ def test_model_cfg():
         ("[conv]\nfilters=2\nslope=0.1\n", []),
         ("[maxpool]\nsize=32\n", []),
         ("[upsample]\nmode=cubic\n", []),
+        ("[upsample]\nfactor=65\n", []),
+        ("[upsample]\nfrom=input,input,input\n", []),
+        ("[maxpool]\n[upsample]\nfrom=input,-1\n", []),
+        ("[gap]\n[upsample]\nfrom=-1,input\nfactor=2\n", []),
         ("[conv]\nfilters=3\n", ["classes=2"]),
         ("[conv]\nfilters=1\n", ["loss=bce", "classes=3"]),
         ("[conv]\nfilters=2\n", ["loss=hinge"]),
@@ -251,8 +276,25 @@ def test_onnx_layers():
         types |= {L["type"] for L in model["layers"]}
     missing = set(cm.LAYER_TYPES) - types
     check(not missing, "no example exports %s" % sorted(missing))
-    ok("ONNX export of %d models, every layer type: onnx's checker, onnx_eval equals torch"
-       % len(ex))
+    # with dynamic axes (as export_onnx() writes), the broadcast of DeepLabv3+'s
+    # image pooling follows the input's size
+    model = cm.build(ex["deeplabv3plus-resnet18.cfg"], "d.cfg", [], (0, 32, 32))
+    net = EngineNet(model).eval()
+    path = os.path.join(T, "dyn.onnx")
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        torch.onnx.export(net, torch.randn(1, 3, 32, 32), path, opset_version=13,
+                          input_names=["x"], output_names=["y"],
+                          dynamic_axes={"x": {0: "n", 2: "h", 3: "w"},
+                                        "y": {0: "n", 2: "h", 3: "w"}})
+        x = torch.randn(2, 3, 64, 48)
+        want = net(x).numpy()
+    got = onnx_eval.run(onnx.load(path), {"x": x.numpy()})["y"]
+    check(got.shape == want.shape and float(np.max(np.abs(got - want))) <= 1e-4 * max(
+        1.0, float(np.max(np.abs(want)))), "deeplabv3plus-resnet18 exported at 32x32 with dynamic "
+          "axes: onnx_eval at 64x48 gives %s, torch %s" % (got.shape, want.shape))
+    ok("ONNX export of %d models, every layer type: onnx's checker, onnx_eval equals torch "
+       "(and at another size with dynamic axes)" % len(ex))
 
 
 def main():

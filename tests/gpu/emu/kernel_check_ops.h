@@ -62,25 +62,28 @@ static void t_layers(void)
 {
 	for (int rep = 0; rep < 12; rep++) {
 		int n = rint_(1, 3), c = rint_(1, 4), h = rep ? rint_(1, 9) : 1, w = rep ? rint_(1, 9) : 1;
-		size_t in = (size_t)n * c * h * w, out = in * 4;
-		std::string sh = fmt(" (%d,%d,%d,%d)", n, c, h, w);
+		/* x2 in every third, else any size up (a factor 1..4, or not) */
+		int oh = rep % 3 ? h * rint_(1, 4) + rint_(0, 2) : 2 * h;
+		int ow = rep % 3 ? w * rint_(1, 4) + rint_(0, 2) : 2 * w;
+		size_t in = (size_t)n * c * h * w, out = (size_t)n * c * oh * ow;
+		std::string sh = fmt(" (%d,%d,%d,%d) -> (%d,%d)", n, c, h, w, oh, ow);
 		auto x = rvec(in), dy = rvec(out);
 		if (rep % 3 == 1)
-			dy[cdp_rng_below(&rng, 2 * w)] = INFINITY;   /* row 0: weight-0 terms count */
+			dy[cdp_rng_below(&rng, 2 * ow)] = INFINITY;  /* rows 0-1: weight-0 terms count */
 		if (rep % 3 == 2)
 			dy[cdp_rng_below(&rng, out)] = -0.0f;
 		for (int mode : { CDP_UP_NEAREST, CDP_UP_BILINEAR }) {
 			std::vector<float> a(out, NAN), b(out, NAN);
-			cdk_upsample_fwd(0, mode, n, c, h, w, x.data(), a.data());
-			be->upsample_fwd(be, mode, n, c, h, w, x.data(), b.data());
+			cdk_upsample_fwd(0, mode, n, c, h, w, oh, ow, x.data(), a.data());
+			be->upsample_fwd(be, mode, n, c, h, w, oh, ow, x.data(), b.data());
 			cmp(fmt("upsample_fwd mode %d", mode) + sh, a.data(), b.data(), out);
 			for (int beta = 0; beta <= 1; beta++) {
 				auto init = rvec(in);
 				if (!beta)
 					init[0] = NAN;
 				auto da = init, db = init;
-				cdk_upsample_bwd(0, mode, n, c, h, w, dy.data(), da.data(), (float)beta);
-				be->upsample_bwd(be, mode, n, c, h, w, dy.data(), db.data(), (float)beta);
+				cdk_upsample_bwd(0, mode, n, c, h, w, oh, ow, dy.data(), da.data(), (float)beta);
+				be->upsample_bwd(be, mode, n, c, h, w, oh, ow, dy.data(), db.data(), (float)beta);
 				cmp(fmt("upsample_bwd mode %d beta %d", mode, beta) + sh, da.data(), db.data(), in);
 			}
 		}
