@@ -147,8 +147,8 @@ int pack_add_source(pk *p, cdp_source *s)
 
 static const char *label_name(int k)
 {
-	static const char *const n[] = { "none", "u8", "u16", "class" };
-	return k >= 0 && k <= 3 ? n[k] : "?";
+	static const char *const n[] = { "none", "u8", "u16", "class", "f32", "multi" };
+	return k >= 0 && k <= CDP_LABEL_MULTI ? n[k] : "?";
 }
 
 static void shape_str(const cdp_record *r, char *buf, size_t cap)
@@ -160,13 +160,16 @@ static void shape_str(const cdp_record *r, char *buf, size_t cap)
 	if (r->label_kind == CDP_LABEL_U8 || r->label_kind == CDP_LABEL_U16)
 		snprintf(buf + strlen(buf), cap - strlen(buf), " (ignore %" PRIu32 ")",
 		         r->label_ignore);
+	if (r->label_kind == CDP_LABEL_MULTI)
+		snprintf(buf + strlen(buf), cap - strlen(buf), " (%" PRIu32 " classes)",
+		         r->label_len);
 }
 
 int pack_same_shape(const cdp_record *a, const cdp_record *b)
 {
 	return a->dtype == b->dtype && a->bands == b->bands && a->height == b->height &&
 	       a->width == b->width && a->label_kind == b->label_kind &&
-	       a->label_ignore == b->label_ignore;
+	       a->label_ignore == b->label_ignore && a->label_len == b->label_len;
 }
 
 int pack_shape_mismatch(pk *p, const char *key, const cdp_record *r,

@@ -1,0 +1,79 @@
+#!/bin/sh
+# tests/tools/multilabel_pack.sh: cdp-lmdbpack --multi-label --list (issue
+# 31): "IMAGE CLASS[,CLASS...]" and "IMAGE -" lines become multi-hot
+# records (cdp-record(5) kind 5, K = the --classes names), the pool's shape
+# says label=multi label_len=K, its class names and class histogram (the
+# positives per class) are kept, and Python's Pool and PoolDataset give
+# the vector; refusals in one line naming the list and the line (an
+# unknown name, a name twice, an empty name, a missing set) before any pool
+# is made; --folders, --ignore and a stream are refused with --multi-label.
+. "$CDP_SRCDIR/tests/tools/common.sh"
+need_python
+export PYTHONPATH="$CDP_SRCDIR/python${PYTHONPATH:+:$PYTHONPATH}"
+"$PYTHON" "$CDP_SRCDIR/tests/predict/mkmulti.py" "$T/chips" 12 3 8
+# a chip of every set of interest, whatever the generator drew
+cat >"$T/chips/l.txt" <<'LEOF'
+# image     classes
+c_0000.tif water,building,tree
+c_0001.tif tree
+c_0002.tif -
+c_0003.tif tree,water   # any order
+c_0004.tif building
+LEOF
+cdp-lmdbpack -q --multi-label --classes water,building,tree --list "$T/chips/l.txt" "$T/pool" ||
+	fail "pack"
+
+echo "== records, shape, class names and histogram"
+cdp-keyshuffle -q --no-shuffle -o "$T/keys" "$T/pool"
+"$PYTHON" - "$T/pool" "$T/keys" <<'PYEOF' || fail "the pool does not hold the sets"
+import sys
+import numpy as np
+from cdpool import Pool, PoolDataset
+p = Pool(sys.argv[1])
+assert p.label_kind == "multi" and p.label_len == 3, (p.label_kind, p.label_len)
+assert p.class_names == ["water", "building", "tree"], p.class_names
+want = {"c_0000": [1, 1, 1], "c_0001": [0, 0, 1], "c_0002": [0, 0, 0],
+        "c_0003": [1, 0, 1], "c_0004": [0, 1, 0]}
+for k, v in want.items():
+    img, lab = p[k]
+    assert lab.dtype == np.uint8 and lab.tolist() == v, (k, lab)
+assert p.classes == {0: 2, 1: 2, 2: 3}, p.classes
+ds = PoolDataset(p, sys.argv[2])
+x, y = ds[3]
+assert y.dtype == np.float32 and y.tolist() == [1.0, 0.0, 1.0], y
+assert x.shape == (3, 8, 8), x.shape
+print("5 multi-hot records, classes", p.classes)
+PYEOF
+
+echo "== another set size into the same pool is another shape"
+printf 'c_0005.tif water\n' >"$T/chips/k2.txt"
+expect_fail 1 "label multi (2 classes); the pool holds .*label multi (3 classes)" \
+	cdp-lmdbpack -q --multi-label --classes water,tree --list "$T/chips/k2.txt" "$T/pool"
+
+echo "== refusals of the list, naming file and line, before the pool exists"
+bad() {   # bad LINE PATTERN: a list whose second line is LINE is refused
+	printf 'c_0000.tif water\n%s\n' "$1" >"$T/chips/bad.txt"
+	expect_fail 1 "'$T/chips/bad.txt': line 2: $2" \
+		cdp-lmdbpack -q --multi-label --classes water,building,tree --list "$T/chips/bad.txt" \
+		"$T/badpool"
+	[ "$(wc -l <"$T/err")" -eq 1 ] || fail "not one line: $(cat "$T/err")"
+	[ ! -e "$T/badpool" ] || fail "'$1' made a pool"
+}
+bad "c_0001.tif road" "'road' is not a class of --classes"
+bad "c_0001.tif tree,tree" "class 'tree' is listed twice"
+bad "c_0001.tif water,,tree" "'water,,tree' is not a class set"
+bad "c_0001.tif tree," "'tree,' is not a class set"
+bad "c_0001.tif" "expected IMAGE CLASS\[,CLASS...\] or IMAGE -, found 1 field"
+bad "c_0001.tif tree water" "expected .*, found 3 fields"
+
+echo "== option refusals"
+mkdir -p "$T/F/water"
+cp "$T/chips/c_0000.tif" "$T/F/water/"
+expect_fail 2 "excludes --folders" cdp-lmdbpack --multi-label --folders "$T/F" "$T/p2"
+expect_fail 2 "needs --list and --classes" \
+	cdp-lmdbpack --multi-label --list "$T/chips/l.txt" "$T/p2"
+expect_fail 2 "excludes --folders .* and --ignore" \
+	cdp-lmdbpack --multi-label --classes a,b --ignore 3 --list "$T/chips/l.txt" "$T/p2"
+expect_fail 2 "needs --list" cdp-lmdbpack --multi-label --classes a,b "$T/p2" </dev/null
+[ ! -e "$T/p2" ] || fail "a refused pack made a pool"
+exit 0
