@@ -3,6 +3,6 @@ TESTS += tests/predict/evaluate.sh tests/predict/evaluate_csv.sh tests/predict/e
 if HAVE_MPI
 TESTS += tests/predict/predict.sh tests/predict/gis.sh tests/predict/classify.sh \
 	tests/predict/classify_csv.sh tests/predict/init.sh tests/predict/tta.sh \
-	tests/predict/finetune.sh
+	tests/predict/finetune.sh tests/predict/multilabel.sh
 endif
 EXTRA_DIST += tests/predict

@@ -139,6 +139,9 @@ int tr_class_weights(trainer *t, char *err, size_t cap)
 
 	if (!spec)
 		return 0;
+	if (t->multi)
+		return tr_fail(err, cap, "--class-weights: not for a multi-label pool ('%s'): its "
+		               "loss=bce weighs every class alike", t->o->db);
 	if (!cdp_loss_has(&t->loss, CDP_LOSS_CE) || t->loss.k == 1)
 		return tr_fail(err, cap, "--class-weights: class weights need a term ce, not loss=%s",
 		               t->loss.name);
