@@ -6,7 +6,11 @@
 # positives per class) are kept, and Python's Pool and PoolDataset give
 # the vector; refusals in one line naming the list and the line (an
 # unknown name, a name twice, an empty name, a missing set) before any pool
-# is made; --folders, --ignore and a stream are refused with --multi-label.
+# is made; --folders, --ignore and a stream are refused with --multi-label;
+# cdp-keyshuffle --stratify splits a multi-label pool by iterative
+# stratification: 400 chips at --val 0.25 keep each class's share of
+# validation keys within 0.02 of 0.25 (each class has about 180 keys), and
+# the split is a function of the seed.
 . "$CDP_SRCDIR/tests/tools/common.sh"
 need_python
 export PYTHONPATH="$CDP_SRCDIR/python${PYTHONPATH:+:$PYTHONPATH}"
@@ -65,6 +69,35 @@ bad "c_0001.tif water,,tree" "'water,,tree' is not a class set"
 bad "c_0001.tif tree," "'tree,' is not a class set"
 bad "c_0001.tif" "expected IMAGE CLASS\[,CLASS...\] or IMAGE -, found 1 field"
 bad "c_0001.tif tree water" "expected .*, found 3 fields"
+
+echo "== cdp-keyshuffle --stratify: iterative stratification"
+"$PYTHON" "$CDP_SRCDIR/tests/predict/mkmulti.py" "$T/many" 400 5 8
+cdp-lmdbpack -q --multi-label --classes water,building,tree --list "$T/many/list.txt" "$T/mpool"
+for s in 1 2; do
+	cdp-keyshuffle -q -s $s --val 0.25 --stratify --val-out "$T/v$s.keys" -o "$T/t$s.keys" \
+		"$T/mpool" 2>"$T/ks.err" || fail "--stratify: $(cat "$T/ks.err")"
+done
+cdp-keyshuffle -q -s 1 --val 0.25 --stratify --val-out "$T/v1b.keys" -o "$T/t1b.keys" "$T/mpool"
+cmp -s "$T/v1.keys" "$T/v1b.keys" || fail "--stratify -s 1 twice: two validation lists"
+! cmp -s "$T/v1.keys" "$T/v2.keys" || fail "--stratify -s 1 and -s 2: one validation list"
+"$PYTHON" - "$T" <<'PYEOF' || fail "--stratify does not keep the classes' shares"
+import sys
+import numpy as np
+from cdpool import Pool
+T = sys.argv[1]
+p = Pool(T + "/mpool")
+def keys(f):
+    return [l.strip() for l in open(f) if l.strip() and not l.startswith("#")]
+for s in (1, 2):
+    t, v = keys("%s/t%d.keys" % (T, s)), keys("%s/v%d.keys" % (T, s))
+    assert len(t) + len(v) == 400 and not set(t) & set(v), (len(t), len(v))
+    assert abs(len(v) - 100) <= 2, len(v)
+    yt = np.array([p[k][1] for k in t]).sum(0)
+    yv = np.array([p[k][1] for k in v]).sum(0)
+    share = yv / (yt + yv)
+    assert (abs(share - 0.25) <= 0.02).all(), (s, yt, yv, share)
+    print("seed %d: validation shares %s of %s keys a class" % (s, np.round(share, 4), yt + yv))
+PYEOF
 
 echo "== option refusals"
 mkdir -p "$T/F/water"
