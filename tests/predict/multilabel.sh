@@ -1,7 +1,7 @@
 #!/bin/sh
 # tests/predict/multilabel.sh: multi-label chips end to end (issue 31).
 #  - 160 generated 16x16 chips holding any of water, building and tree
-#    (mkmulti.py), packed with cdp-lmdbpack --multi-label, split 3:1, learnt
+#    (share/cdpool/examples/genmulti.py), packed with cdp-lmdbpack --multi-label, split 3:1, learnt
 #    by classifier.cfg with loss=bce and classes=3 (one sigmoid per class) in
 #    8 epochs to a validation micro F1 of at least 0.85 (stated budget:
 #    a few seconds of training);
@@ -24,7 +24,7 @@ need_python
 export CDP_DIST_TIMEOUT=60
 MODEL="$CDP_SRCDIR/share/cdpool/models/classifier.cfg"
 ML="$MODEL:width=8,blocks=2,loss=bce,classes=3,lr=0.05"
-"$PYTHON" "$CDP_SRCDIR/tests/predict/mkmulti.py" "$T/chips" 160 7
+"$PYTHON" "$CDP_SRCDIR/share/cdpool/examples/genmulti.py" "$T/chips" --count 160 --seed 7
 # the building class named bui"lding: a name a CSV must quote
 sed 's/building/bui"lding/g' "$T/chips/list.txt" >"$T/chips/q.txt"
 cdp-lmdbpack -q --multi-label --classes 'water,bui"lding,tree' --list "$T/chips/q.txt" "$T/pool"

@@ -15,5 +15,7 @@ TESTS += tests/tools/build.sh tests/tools/cli.sh tests/tools/hazards.sh tests/to
 TESTS += tests/tools/scene_recipe.sh
 # buildings_recipe.sh: README.md's building-footprints recipe (vector labels), run (it trains)
 TESTS += tests/tools/buildings_recipe.sh
+# multilabel_recipe.sh: README.md's multi-label recipe, run (it trains)
+TESTS += tests/tools/multilabel_recipe.sh
 endif
 EXTRA_DIST += tests/tools

@@ -14,7 +14,7 @@
 . "$CDP_SRCDIR/tests/tools/common.sh"
 need_python
 export PYTHONPATH="$CDP_SRCDIR/python${PYTHONPATH:+:$PYTHONPATH}"
-"$PYTHON" "$CDP_SRCDIR/tests/predict/mkmulti.py" "$T/chips" 12 3 8
+"$PYTHON" "$CDP_SRCDIR/share/cdpool/examples/genmulti.py" "$T/chips" --count 12 --seed 3 --size 8
 # a chip of every set of interest, whatever the generator drew
 cat >"$T/chips/l.txt" <<'LEOF'
 # image     classes
@@ -71,7 +71,7 @@ bad "c_0001.tif" "expected IMAGE CLASS\[,CLASS...\] or IMAGE -, found 1 field"
 bad "c_0001.tif tree water" "expected .*, found 3 fields"
 
 echo "== cdp-keyshuffle --stratify: iterative stratification"
-"$PYTHON" "$CDP_SRCDIR/tests/predict/mkmulti.py" "$T/many" 400 5 8
+"$PYTHON" "$CDP_SRCDIR/share/cdpool/examples/genmulti.py" "$T/many" --count 400 --seed 5 --size 8
 cdp-lmdbpack -q --multi-label --classes water,building,tree --list "$T/many/list.txt" "$T/mpool"
 for s in 1 2; do
 	cdp-keyshuffle -q -s $s --val 0.25 --stratify --val-out "$T/v$s.keys" -o "$T/t$s.keys" \
