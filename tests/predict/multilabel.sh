@@ -10,6 +10,10 @@
 #    and 2 ranks x 3 agree to 1e-9 (AP needs every score: the ranks'
 #    scores are gathered);
 #  - --keep-best f1 keeps best.cdpt;
+#  - --class-weights are per-class positive weights: the validation loss
+#    with 3,0.5,2 is NumPy's mean of -(w y log p + (1 - y) log(1 - p))
+#    over the predicted probabilities (1e-4), and auto gives each class
+#    (N - n_k) / n_k over the training keys;
 #  - cdp-predict writes path,classes,p_NAME... with the classes at or over
 #    --threshold joined by '|' (a name holding a quote is CSV-quoted), and
 #    cdp-evaluate's text and --json scores equal an independent NumPy
@@ -22,6 +26,7 @@
 . "$CDP_SRCDIR/tests/tools/common.sh"
 need_python
 export CDP_DIST_TIMEOUT=60
+export PYTHONPATH="$CDP_SRCDIR/python${PYTHONPATH:+:$PYTHONPATH}"
 MODEL="$CDP_SRCDIR/share/cdpool/models/classifier.cfg"
 ML="$MODEL:width=8,blocks=2,loss=bce,classes=3,lr=0.05"
 "$PYTHON" "$CDP_SRCDIR/share/cdpool/examples/genmulti.py" "$T/chips" --count 160 --seed 7
@@ -43,6 +48,9 @@ done
 [ -f "$T/run/best.cdpt" ] || fail "--keep-best f1 kept no best.cdpt"
 grep -q "best micro_f1 so far" "$T/run/train.log" || fail "$(tail -3 "$T/run/train.log")"
 echo "micro F1 $f1"
+
+sed -n 's/^\(c_[0-9]*\)$/\1.tif/p' "$T/val.keys" >"$T/vnames"
+grep -F -f "$T/vnames" "$T/chips/q.txt" >"$T/chips/val.txt"
 
 echo "== validation metrics at batch 8, 3 and 2 ranks x 3"
 MP=
@@ -93,9 +101,48 @@ print("loss %.6f micro_f1 %.4f map %.4f at batch 8 and %s" % (a["loss"], a["micr
       ", ".join(sys.argv[2:])))
 PYEOF
 
+# truth.py: the class names and every validation chip's multi-hot truth,
+# by its real path, for the NumPy checks below
+cat >"$T/truth.py" <<'PYEOF'
+import os, sys
+T = os.path.dirname(os.path.abspath(__file__))
+names = ["water", 'bui"lding', "tree"]
+truth = {}
+for line in open(T + "/chips/val.txt"):
+    img, s = line.split()
+    truth[os.path.realpath(os.path.join(T, "chips", img))] = [int(n in s.split(",")) for n in names]
+PYEOF
+
+echo "== --class-weights: per-class positive weights"
+cdp-train $V --batch 8 --class-weights 3,0.5,2 --out "$T/w" || fail "--class-weights 3,0.5,2"
+cdp-train $V --batch 8 --class-weights auto --out "$T/wa" || fail "--class-weights auto"
+cdp-predict -q --threads 1 "$T/w" "$T/chips/val.txt" -o "$T/w.csv" || fail "cdp-predict of w"
+grep "positive weights (auto" "$T/wa/train.log" | sed 's/.*: //' >"$T/wa.txt"
+"$PYTHON" - "$T" <<'PYEOF' || fail "positive weights differ from BCEWithLogitsLoss(pos_weight)"
+import csv, json, os, sys
+import numpy as np
+from cdpool import Pool
+T = sys.argv[1]
+sys.path.insert(0, T)
+from truth import names, truth
+rows = list(csv.reader(open(T + "/w.csv", newline="")))[1:]
+Y = np.array([truth[os.path.realpath(r[0])] for r in rows], float)
+P = np.array([[float(v) for v in r[2:]] for r in rows])
+w = np.array([3, 0.5, 2])
+want = np.mean(-(w * Y * np.log(P) + (1 - Y) * np.log(1 - P)))
+got = [json.loads(l) for l in open(T + "/w/metrics.jsonl") if '"type":"val"' in l][-1]["loss"]
+assert abs(got - want) < 1e-4, (got, want)
+p = Pool(T + "/pool")
+keys = [l.strip() for l in open(T + "/train.keys") if l.strip() and not l.startswith("#")]
+n = np.array([p[k][1] for k in keys]).sum(0)
+auto = (len(keys) - n) / n
+got = np.array([float(v) for v in open(T + "/wa.txt").read().split(",")])
+assert np.allclose(got, auto, rtol=1e-5), (got, auto)
+print("weighted validation loss as NumPy computes it, %.6f; auto weights %s" % (want,
+      np.round(auto, 4)))
+PYEOF
+
 echo "== cdp-predict's CSV and cdp-evaluate against NumPy"
-sed -n 's/^\(c_[0-9]*\)$/\1.tif/p' "$T/val.keys" >"$T/vnames"
-grep -F -f "$T/vnames" "$T/chips/q.txt" >"$T/chips/val.txt"
 cdp-predict -q --threads 1 "$T/run" "$T/chips/val.txt" -o "$T/p.csv" || fail "cdp-predict"
 cdp-predict -q --threads 1 --threshold 0.9 "$T/run" "$T/chips/val.txt" -o "$T/p9.csv" ||
 	fail "cdp-predict --threshold 0.9"
@@ -111,11 +158,8 @@ grep -q '"micro_f1":1.000000,"macro_f1":1.000000' "$T/self.json" || fail "$(cat 
 import csv, json, os, sys
 import numpy as np
 T = sys.argv[1]
-names = ["water", 'bui"lding', "tree"]
-truth = {}
-for line in open(T + "/chips/val.txt"):
-    img, s = line.split()
-    truth[os.path.realpath(os.path.join(T, "chips", img))] = [int(n in s.split(",")) for n in names]
+sys.path.insert(0, T)
+from truth import names, truth
 
 def ap(y, s):
     # scikit-learn's average_precision_score: sum over the distinct scores,
