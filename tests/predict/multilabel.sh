@@ -22,6 +22,7 @@
 #    1e-6; a reference CSV scores the same;
 #  - refusals in one line: loss=ce on a multi-label pool, a multi-label
 #    head on a single-label pool, too many outputs, --keep-best miou,
+#    CDP_TRAIN_DATA=device (multi-hot labels take the host data path),
 #    a multi-label model on a scene, a folder as a multi-label reference.
 . "$CDP_SRCDIR/tests/tools/common.sh"
 need_python
@@ -226,6 +227,8 @@ cdp-keyshuffle -q -o "$T/s.keys" "$T/single"
 expect_fail 1 "has a multi-label head (loss=bce on 3 outputs, classes=3): it trains on a multi-label pool" \
 	cdp-train -q --db "$T/single" --keys "$T/s.keys" --out "$T/r4" --batch 2 --steps 1 \
 	--threads 1 --model "$ML"
+expect_fail 1 "a multi-label pool, which takes the host path" \
+	env CDP_TRAIN_DATA=device cdp-train $C --out "$T/r5" --batch 8 --steps 1 --model "$ML"
 expect_fail 1 "is a multi-label classifier: it predicts chips into a CSV" \
 	cdp-predict -q "$T/run" "$T/chips/c_0000.tif" -o "$T/x.tif"
 expect_fail 1 "a chip in a class folder has one class" cdp-evaluate "$T/p.csv" "$T/F"

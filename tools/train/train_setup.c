@@ -129,31 +129,34 @@ static void loss_scale(trainer *t)
 /* The data path (loader.h): on a GPU, raw batches that the device
  * converts, standardizes and augments (train.c), except from f64 pools,
  * whose raw values are twice the floats' size, and with photometric
- * changes, scale or rotation (host only); on the CPU, the loader's
- * float batches. CDP_TRAIN_DATA=host|device overrides, for testing: device
+ * changes, scale or rotation (host only), and from multi-label pools
+ * (always the host path); on the CPU, the loader's float batches. CDP_TRAIN_DATA=host|device overrides, for testing: device
  * on the CPU runs the GPU's path through the CPU backend's prep_batch. */
 static int data_path(trainer *t, char *err, size_t cap)
 {
 	const char *env = getenv("CDP_TRAIN_DATA");
 	cdp_pool_info pi;
-	int rc;
+	int rc, multi;
 
-	if (env && *env) {
-		if (strcmp(env, "host") != 0 && strcmp(env, "device") != 0)
-			return tr_fail(err, cap, "CDP_TRAIN_DATA: '%s' is not host or device", env);
-		t->raw = strcmp(env, "device") == 0;
-		return 0;
-	}
-	t->raw = 0;
-	/* photometric changes, scale and rotation are done on the host */
-	if (t->be->device < 0 || cdp_aug_host_only(&t->aug))
-		return 0;
 	if ((rc = cdp_pool_info_load(&t->pool, &pi)) != 0)
 		return tr_fail(err, cap, "'%s': cannot load meta: %s", t->o->db, cdp_strerror(rc));
 	/* multi-hot labels (K a sample) take the host path: prep_batch moves
 	 * per-pixel or single class labels only */
-	t->raw = pi.dtype != CDP_DT_F64 && pi.label_kind != CDP_LABEL_MULTI;
+	multi = pi.label_kind == CDP_LABEL_MULTI;
+	t->raw = pi.dtype != CDP_DT_F64 && !multi;
 	cdp_pool_info_free(&pi);
+	if (env && *env) {
+		if (strcmp(env, "host") != 0 && strcmp(env, "device") != 0)
+			return tr_fail(err, cap, "CDP_TRAIN_DATA: '%s' is not host or device", env);
+		if (multi && strcmp(env, "device") == 0)
+			return tr_fail(err, cap, "CDP_TRAIN_DATA: device: '%s' is a multi-label pool, "
+			               "which takes the host path", t->o->db);
+		t->raw = strcmp(env, "device") == 0;
+		return 0;
+	}
+	/* photometric changes, scale and rotation are done on the host */
+	if (t->be->device < 0 || cdp_aug_host_only(&t->aug))
+		t->raw = 0;
 	return 0;
 }
 
