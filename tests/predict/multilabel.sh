@@ -20,6 +20,8 @@
 #    computation on the same CSV and list (precision, recall, F1, AP as
 #    scikit-learn's average_precision_score, micro and macro F1, mAP), to
 #    1e-6; a reference CSV scores the same;
+#  - python/cdpool's PyTorch twin (Deployed) of the checkpoint gives the
+#    CSV's sigmoid probabilities (2e-6; skipped without torch);
 #  - refusals in one line: loss=ce on a multi-label pool, a multi-label
 #    head on a single-label pool, too many outputs, --keep-best miou,
 #    CDP_TRAIN_DATA=device (multi-hot labels take the host data path),
@@ -210,6 +212,27 @@ assert "micro f1 %.4f" % w["micro_f1"] in text and "map %.4f" % w["map"] in text
 print("%d chips: micro F1 %.4f, macro F1 %.4f, mAP %.4f as NumPy computes them" % (
     len(truth), w["micro_f1"], w["macro_f1"], w["map"]))
 PYEOF
+
+echo "== the PyTorch twin gives cdp-predict's probabilities"
+if "$PYTHON" -c "import torch" 2>/dev/null; then
+	"$PYTHON" - "$T" <<'PYEOF' || fail "python/cdpool's Deployed differs from cdp-predict"
+import csv, sys
+import numpy as np
+import torch
+from osgeo import gdal
+from cdpool import load_checkpoint
+from cdpool.torch_model import Deployed
+T = sys.argv[1]
+net = Deployed(load_checkpoint(T + "/run/checkpoint.cdpt")).eval()
+rows = list(csv.reader(open(T + "/p.csv", newline="")))[1:]
+x = np.stack([gdal.Open(r[0]).ReadAsArray() for r in rows]).astype(np.float32)
+with torch.no_grad():
+    p = net(torch.from_numpy(x)).numpy().reshape(len(rows), -1)
+want = np.array([[float(v) for v in r[2:]] for r in rows])
+assert p.shape == want.shape and np.abs(p - want).max() < 2e-6, np.abs(p - want).max()
+print("Deployed: %d chips, the CSV's probabilities to %.1e" % (len(rows), np.abs(p - want).max()))
+PYEOF
+fi
 
 echo "== refusals"
 expect_fail 1 "is a multi-label pool (3 classes): train it with \[net\] loss=bce and classes=3" \
