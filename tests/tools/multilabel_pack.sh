@@ -6,7 +6,8 @@
 # positives per class) are kept, and Python's Pool and PoolDataset give
 # the vector; refusals in one line naming the list and the line (an
 # unknown name, a name twice, an empty name, a missing set) before any pool
-# is made; --folders, --ignore and a stream are refused with --multi-label;
+# is made; --folders, --ignore and a stream are refused with --multi-label,
+# and so are class names holding a blank, '|' or '#';
 # cdp-keyshuffle --stratify splits a multi-label pool by iterative
 # stratification: 400 chips at --val 0.25 keep each class's share of
 # validation keys within 0.02 of 0.25 (each class has about 180 keys), and
@@ -108,5 +109,9 @@ expect_fail 2 "needs --list and --classes" \
 expect_fail 2 "excludes --folders .* and --ignore" \
 	cdp-lmdbpack --multi-label --classes a,b --ignore 3 --list "$T/chips/l.txt" "$T/p2"
 expect_fail 2 "needs --list" cdp-lmdbpack --multi-label --classes a,b "$T/p2" </dev/null
+expect_fail 2 "class 1's name 'a|b' holds a blank, '|' or '#'" \
+	cdp-lmdbpack --multi-label --classes 'x,a|b' --list "$T/chips/l.txt" "$T/p2"
+expect_fail 2 "class 0's name 'a b' holds a blank" \
+	cdp-lmdbpack --multi-label --classes 'a b,c' --list "$T/chips/l.txt" "$T/p2"
 [ ! -e "$T/p2" ] || fail "a refused pack made a pool"
 exit 0

@@ -254,6 +254,17 @@ int main(int argc, char **argv)
 		ret = 2;
 		goto out;
 	}
+	/* a list line's set is one blank-free field, and cdp-predict joins a
+	 * set's names by '|' */
+	for (size_t k = 0; o.multi_label && k < o.nclasses; k++)
+		if (strpbrk(classes[k], " \t|#")) {
+			char shown[200];
+			show_name(classes[k], shown);
+			fprintf(stderr, "cdp-lmdbpack: --classes: class %zu's name '%s' holds a blank, "
+			        "'|' or '#', which a multi-label list or CSV cannot tell apart\n", k, shown);
+			ret = 2;
+			goto out;
+		}
 	if (o.folders && (o.list || o.nclasses || o.has_ignore)) {
 		fprintf(stderr, "cdp-lmdbpack: --folders excludes --list, --classes and --ignore\n");
 		ret = 2;
