@@ -448,6 +448,7 @@ void cdp_loss_free(cdp_loss *l)
 		l->be->free(l->be, l->class_w);
 	free(l->cw_host);
 	free(l->alpha);
+	free(l->pos_w);
 	if (l->host) {
 		free(l->host->x);
 		free(l->host->g);
@@ -459,6 +460,29 @@ void cdp_loss_free(cdp_loss *l)
 		free(l->host);
 	}
 	memset(l, 0, sizeof(*l));
+}
+
+int cdp_loss_set_pos_weight(cdp_loss *l, const float *w, int n, char *err, size_t cap)
+{
+	if (l->nterm != 1 || l->term[0].kind != CDP_LOSS_BCE) {
+		snprintf(err, cap, "positive weights need loss=bce alone, not loss=%s", l->name);
+		return -1;
+	}
+	for (int i = 0; i < n; i++)
+		if (!finite_ge0(w[i])) {
+			snprintf(err, cap, "positive weight %g is not a finite number >= 0", (double)w[i]);
+			return -1;
+		}
+	free(l->pos_w);
+	if (!(l->pos_w = malloc((size_t)(n ? n : 1) * sizeof *l->pos_w)) ||
+	    (!l->host && !(l->host = calloc(1, sizeof *l->host)))) {
+		snprintf(err, cap, "out of memory");
+		return -1;
+	}
+	memcpy(l->pos_w, w, (size_t)n * sizeof *w);
+	l->npos_w = n;
+	l->term[0].host = 1;
+	return 0;
 }
 
 int cdp_loss_has(const cdp_loss *l, int kind)
@@ -713,6 +737,11 @@ static void host_parts(const cdp_loss *l, int n, int hw, double *part)
 					pt[0] += focal_px(l, pr + p, lp + p, h->x[(size_t)s * l->k * hw + p], hw, y, NULL, 0);
 					pt[1] += 1;
 					break;
+				case CDP_LOSS_BCE:   /* with pos_w; log(1 - s(z)) = log s(z) - z */
+					pt[0] -= y ? l->pos_w[p % l->npos_w] * lp[p]
+					           : lp[p] - h->x[(size_t)s * hw + p];
+					pt[1] += 1;
+					break;
 				default:   /* dice, jaccard, tversky */
 					if (l->k == 1) {
 						pt[0] += pr[p] * (y != 0);
@@ -746,12 +775,13 @@ static void host_grad(const cdp_loss *l, int n, int hw, const double *part, doub
 		double sc = tm->weight * gmul, m, a, b, dummy[2];
 		if (!tm->host)
 			continue;
-		if (tm->kind == CDP_LOSS_CE || tm->kind == CDP_LOSS_FOCAL || tm->kind == CDP_LOSS_LOVASZ) {
+		if (tm->kind == CDP_LOSS_CE || tm->kind == CDP_LOSS_FOCAL || tm->kind == CDP_LOSS_LOVASZ ||
+		    tm->kind == CDP_LOSS_BCE) {
 			if (!(pt[1] > 0))
 				continue;
 			sc /= pt[1];
 		}
-		byp |= tm->kind != CDP_LOSS_CE && tm->kind != CDP_LOSS_FOCAL;
+		byp |= tm->kind != CDP_LOSS_CE && tm->kind != CDP_LOSS_FOCAL && tm->kind != CDP_LOSS_BCE;
 		overlap_coef(tm->kind, l, &m, &a, &b);
 		for (int s = 0; s < n; s++) {
 			size_t o = (size_t)s * l->k * hw;
@@ -768,6 +798,10 @@ static void host_grad(const cdp_loss *l, int n, int hw, const double *part, doub
 					         h->g + o + p, sc);
 				} else if (tm->kind == CDP_LOSS_FOCAL) {
 					focal_px(l, h->pr + o + p, h->lp + o + p, h->x[o + p], hw, y, h->g + o + p, sc);
+				} else if (tm->kind == CDP_LOSS_BCE) {
+					/* d/dz: w (s - 1) for a positive, s for a negative */
+					double q = h->pr[o + p];
+					h->g[o + p] += (float)(sc * (y ? l->pos_w[p % l->npos_w] * (q - 1) : q));
 				} else {
 					int nc = l->k == 1 ? 1 : l->k;
 					for (int c = 0; c < nc; c++) {

@@ -122,6 +122,8 @@ typedef struct cdp_loss {
 	float *cw_host;     /* host copy (K) or NULL */
 	int ncw;
 	float *alpha;       /* host (classes): focal a_t by label */
+	float *pos_w;       /* host (npos_w) or NULL: cdp_loss_set_pos_weight */
+	int npos_w;
 	struct cdp_loss_host *host;   /* host buffers of the host terms, or NULL */
 } cdp_loss;
 
@@ -160,6 +162,14 @@ int cdp_loss_init(cdp_loss *l, cdp_backend *be, const char *name, int classes, i
  * the options used. Errors read "PATH:LINE: option 'k': reason". */
 int cdp_loss_init_cfg(cdp_loss *l, cdp_backend *be, const cdp_cfg *cfg, cdp_cfg_section *s,
                       int classes, char *err, size_t cap);
+/* A loss=bce alone weighs each positive label at position p of a sample's
+ * HW by w[p] (HW = n at every call): PyTorch's BCEWithLogitsLoss(
+ * pos_weight=w), l = -(w[p] y log s(z) + (1 - y) log(1 - s(z))), the mean
+ * over the counted labels. For a multi-label head, whose HW is its K
+ * classes (cdp-train), w is the per-class positive weight. The term then
+ * runs on the host. 0, or -1 with a reason in err (another loss, a weight
+ * not finite or < 0, out of memory). */
+int cdp_loss_set_pos_weight(cdp_loss *l, const float *w, int n, char *err, size_t cap);
 /* l set up again with class weights cw (K) in place of its own. */
 int cdp_loss_reweight(cdp_loss *l, const float *cw, int nw, char *err, size_t cap);
 void cdp_loss_free(cdp_loss *l);

@@ -212,6 +212,12 @@ static int check_head(cdp_net *net, char *err, size_t cap)
 		ce |= kind[i] == CDP_LOSS_CE;
 		bce |= kind[i] == CDP_LOSS_BCE;
 	}
+	/* loss=bce on as many channels as classes=: one sigmoid per class,
+	 * a multi-label head (the binary head is one channel, classes=2) */
+	if (nt == 1 && bce && classes > 0 && h->out.c == classes) {
+		net->multi = 1;
+		return 0;
+	}
 	if (!classes)
 		classes = ce ? h->out.c : bce ? 2 : h->out.c == 1 && (nt < 1 ||
 		          !cdp_loss_kind_is_reg(kind[0])) ? 2 : h->out.c;

@@ -100,6 +100,10 @@ struct cdp_net {
 	cdp_layer *layers;
 	int out_layer;              /* index of the output layer (last by default) */
 	int classes;                /* output channels of the head */
+	/* 1: a multi-label head, K = classes independent sigmoids trained by
+	 * loss=bce against a multi-hot vector: loss=bce alone and a head of
+	 * classes= channels (cdp-model(5)); 0 otherwise */
+	int multi;
 	int train;                  /* 1: training mode (bn batch stats, dropout) */
 	uint64_t step_seed;         /* per-step seed for dropout masks */
 	float *x, *dx;              /* net input (N, C, H, W) on device */

@@ -75,6 +75,14 @@ int cdp_classes_add_record(cdp_classes *c, const cdp_record *r)
 		return CDP_OK;
 	case CDP_LABEL_CLASS:
 		return cdp_classes_add(c, r->class_id, 1);
+	case CDP_LABEL_MULTI:
+		/* one per record holding class k: the class's positives */
+		if (r->label_len && !r->label)
+			return CDP_EINVAL;
+		for (uint32_t k = 0; k < r->label_len; k++)
+			if (((const uint8_t *)r->label)[k] && (rc = cdp_classes_add(c, k, 1)))
+				return rc;
+		return CDP_OK;
 	case CDP_LABEL_U8:
 		if (plane && !r->label)
 			return CDP_EINVAL;

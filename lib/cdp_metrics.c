@@ -230,3 +230,137 @@ int cdp_regm_format(const cdp_regm *m, char *buf, size_t cap)
 	return snprintf(buf, cap, "rmse=%.4f mae=%.4f bias=%.4f r2=%.4f", m->rmse, m->mae,
 	                m->bias, m->r2);
 }
+
+/* ---- multi-label ---------------------------------------------------------- */
+
+int cdp_mlabel_init(cdp_mlabel *m, int k)
+{
+	memset(m, 0, sizeof *m);
+	if (k < 1 || k > 65536)
+		return -1;
+	m->k = k;
+	m->tp = calloc((size_t)k, sizeof *m->tp);
+	m->fp = calloc((size_t)k, sizeof *m->fp);
+	m->fn = calloc((size_t)k, sizeof *m->fn);
+	m->pos = calloc((size_t)k, sizeof *m->pos);
+	m->ap = calloc((size_t)k, sizeof *m->ap);
+	if (!m->tp || !m->fp || !m->fn || !m->pos || !m->ap) {
+		cdp_mlabel_free(m);
+		return -1;
+	}
+	return 0;
+}
+
+void cdp_mlabel_free(cdp_mlabel *m)
+{
+	free(m->tp);
+	free(m->fp);
+	free(m->fn);
+	free(m->pos);
+	free(m->ap);
+	memset(m, 0, sizeof *m);
+}
+
+typedef struct scored {
+	double s;
+	int t;
+} scored;
+
+/* by score, highest first, NaN last */
+static int by_score(const void *a, const void *b)
+{
+	double x = ((const scored *)a)->s, y = ((const scored *)b)->s;
+
+	if (isnan(x) || isnan(y))
+		return isnan(x) - isnan(y);
+	return x > y ? -1 : x < y;
+}
+
+/* AP of v[n] (sorted here), npos of them positive */
+static double average_precision(scored *v, size_t n, uint64_t npos)
+{
+	uint64_t tp = 0, fp = 0;
+	double ap = 0, rprev = 0;
+
+	if (npos == 0)
+		return NAN;
+	qsort(v, n, sizeof *v, by_score);
+	for (size_t i = 0; i < n;) {
+		size_t j = i;
+		/* a run of equal scores is one threshold (NaNs are one run) */
+		while (j < n && (v[j].s == v[i].s || (isnan(v[j].s) && isnan(v[i].s)))) {
+			tp += v[j].t;
+			fp += !v[j].t;
+			j++;
+		}
+		double r = (double)tp / (double)npos;
+		ap += (r - rprev) * ((double)tp / (double)(tp + fp));
+		rprev = r;
+		i = j;
+	}
+	return ap;
+}
+
+int cdp_mlabel_compute(cdp_mlabel *m, size_t n, const uint8_t *truth, const uint8_t *pred,
+                       const double *score)
+{
+	size_t k = (size_t)m->k, used = 0;
+	uint64_t tp = 0, fp = 0, fn = 0;
+	scored *v = malloc((n ? n : 1) * sizeof *v);
+	double sum = 0, fsum = 0;
+	int nap = 0, nf = 0;
+
+	if (!v)
+		return -1;
+	for (size_t c = 0; c < k; c++) {
+		m->tp[c] = m->fp[c] = m->fn[c] = m->pos[c] = 0;
+		used = 0;
+		for (size_t i = 0; i < n; i++) {
+			int t = truth[i * k + c], p = pred[i * k + c] != 0;
+			if (truth[i * k] > 1)
+				continue;
+			m->tp[c] += t && p;
+			m->fp[c] += !t && p;
+			m->fn[c] += t && !p;
+			m->pos[c] += t != 0;
+			v[used].s = score[i * k + c];
+			v[used++].t = t != 0;
+		}
+		m->ap[c] = average_precision(v, used, m->pos[c]);
+		if (!isnan(m->ap[c])) {
+			sum += m->ap[c];
+			nap++;
+		}
+		tp += m->tp[c];
+		fp += m->fp[c];
+		fn += m->fn[c];
+	}
+	free(v);
+	m->n = used;
+	for (int c = 0; c < m->k; c++) {
+		cdp_prf p;
+		cdp_mlabel_prf(m, c, &p);
+		if (!isnan(p.f1)) {
+			fsum += p.f1;
+			nf++;
+		}
+	}
+	m->micro_p = tp + fp ? (double)tp / (double)(tp + fp) : NAN;
+	m->micro_r = tp + fn ? (double)tp / (double)(tp + fn) : NAN;
+	m->micro_f1 = tp + fp + fn ? 2.0 * (double)tp / (double)(2 * tp + fp + fn) : NAN;
+	m->macro_f1 = nf ? fsum / nf : NAN;
+	m->map = nap ? sum / nap : NAN;
+	return 0;
+}
+
+void cdp_mlabel_prf(const cdp_mlabel *m, int c, cdp_prf *out)
+{
+	uint64_t tp = m->tp[c], fp = m->fp[c], fn = m->fn[c];
+
+	out->tp = tp;
+	out->fp = fp;
+	out->fn = fn;
+	out->precision = tp + fp ? (double)tp / (double)(tp + fp) : NAN;
+	out->recall = tp + fn ? (double)tp / (double)(tp + fn) : NAN;
+	out->f1 = tp + fp + fn ? 2.0 * (double)tp / (double)(2 * tp + fp + fn) : NAN;
+}

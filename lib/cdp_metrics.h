@@ -86,5 +86,37 @@ void cdp_regm_result(const double sums[CDP_REGM_NSUM], cdp_regm *out);
 /* "rmse=0.1234 mae=0.0987 bias=-0.0012 r2=0.9612" for logs; as
  * cdp_metrics_format. */
 int cdp_regm_format(const cdp_regm *m, char *buf, size_t cap);
+/* Multi-label metrics (a multi-hot label per sample, K classes): per class
+ * precision, recall and F1 of the decisions pred against truth, as above
+ * (TP, FP, FN of class c over the samples); micro precision, recall and F1
+ * of the summed TP, FP, FN; macro F1 the mean of the defined per-class F1;
+ * per-class average precision of the scores,
+ *
+ *   AP_c = sum_n (R_n - R_{n-1}) P_n
+ *
+ * over the distinct scores taken as thresholds in decreasing order (ties
+ * enter together), P_n and R_n the precision and recall of score >= that
+ * threshold, R_0 = 0: scikit-learn's average_precision_score. AP is NaN for
+ * a class without positives; mAP the mean over the classes with positives
+ * (NaN if none). */
+typedef struct cdp_mlabel {
+	int k;
+	size_t n;                     /* samples counted */
+	uint64_t *tp, *fp, *fn, *pos; /* [k]; pos: samples holding class c */
+	double *ap;                   /* [k] */
+	double micro_p, micro_r, micro_f1, macro_f1, map;
+} cdp_mlabel;
+
+/* 0, or -1 when out of memory or k out of [1, 65536]. */
+int  cdp_mlabel_init(cdp_mlabel *m, int k);
+void cdp_mlabel_free(cdp_mlabel *m);
+/* Fills m from n samples: truth, pred (n, k) bytes 0/1 and score (n, k)
+ * (any order-preserving score: probabilities); a sample whose truth[i k]
+ * is above 1 is not counted (a validation record found bad). NaN scores
+ * rank lowest. 0, or -1 when out of memory. */
+int  cdp_mlabel_compute(cdp_mlabel *m, size_t n, const uint8_t *truth, const uint8_t *pred,
+                        const double *score);
+/* class c's TP, FP, FN, precision, recall and F1 */
+void cdp_mlabel_prf(const cdp_mlabel *m, int c, cdp_prf *out);
 
 #endif

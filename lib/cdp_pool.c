@@ -522,6 +522,7 @@ static int load(cdp_pool *p, MDB_txn *txn, cdp_pool_info *info, cdp_buf *b)
 	info->height = shape.height;
 	info->width = shape.width;
 	info->label_ignore = shape.label_ignore;
+	info->label_len = shape.label_len;
 
 	if ((rc = cdp_pool_meta_get(p, txn, "stats", b)) == MDB_NOTFOUND)
 		rc = cdp_stats_init(&st, shape.dtype, shape.bands);

@@ -79,6 +79,7 @@ typedef struct cdp_pool_info {
 	char uuid[33];
 	int dtype, label_kind;
 	uint32_t bands, height, width, label_ignore;
+	uint32_t label_len;    /* the shape's label_len (kinds 4, 5), else 0 */
 	uint64_t tiles;
 	cdp_band_info *band;   /* [bands], owned */
 	uint32_t nsources;

@@ -41,7 +41,8 @@
  * rescans it).
  *
  * A cdp_classes counts label classes: per-pixel labels (u8/u16 payloads)
- * excluding the record's ignore value, or one per record for scalar classes.
+ * excluding the record's ignore value, or one per record for scalar classes
+ * and, for multi-hot records, one per record for each class it holds.
  * Class ids are below CDP_CLASS_MAX. Its text form ("classes" meta) is
  * "class.K=N\n" for every K with N > 0, ascending.
  *

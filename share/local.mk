@@ -12,5 +12,6 @@ dist_cdpmodels_DATA = share/cdpool/models/unet.cfg share/cdpool/models/resunet.c
 cdpexamplesdir = $(pkgdatadir)/examples
 dist_cdpexamples_DATA = share/cdpool/examples/Makefile share/cdpool/examples/README \
 	share/cdpool/examples/roads.colors
-dist_cdpexamples_SCRIPTS = share/cdpool/examples/genscene.py share/cdpool/examples/genpair.py
+dist_cdpexamples_SCRIPTS = share/cdpool/examples/genscene.py share/cdpool/examples/genpair.py \
+	share/cdpool/examples/genmulti.py
 dist_man_MANS += man/cdpool.7

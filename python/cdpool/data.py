@@ -18,7 +18,9 @@ on resume: see PoolDataset's standardize=)
 (mean and 1 / std rounded to float32, a band with std 0 only centred),
 float values that are not finite become 0, invalid pixels (mask 0, or every
 band equal to the nodata value) become 0 in every band and get the ignore
-label; labels are int64: (H, W) class ids or one scalar class.
+label; labels are int64: (H, W) class ids or one scalar class; a multi-label
+pool's (kind 5) are the multi-hot vector (K,) as float32 0/1, the target of
+PyTorch's BCEWithLogitsLoss.
 
 Augment (engine/augment.h) crops, flips and turns a sample after that and
 changes its values (the photometric aug_* keys), as cdp-train does, with the
@@ -40,7 +42,7 @@ import numpy as np
 from .errors import CdpError
 from .keys import KeyList, read_keys
 from .pool import Pool
-from .record import DTYPE_NAMES, LABEL_CLASS, LABEL_U8, LABEL_U16, REC_NODATA, peek
+from .record import DTYPE_NAMES, LABEL_CLASS, LABEL_MULTI, LABEL_U8, LABEL_U16, REC_NODATA, peek
 from .rng import Rng, check_seed, derive, epoch_order
 
 
@@ -471,8 +473,9 @@ class PoolDataset:
               keeps the pool's, as cdp-train does without it
     augment   an Augment, or None
 
-    dataset[i] is (image float32 (C, H, W), label int64 (H, W) or () or
-    None when the pool has no labels).
+    dataset[i] is (image float32 (C, H, W), label int64 (H, W) or (),
+    float32 (K,) multi-hot for a multi-label pool, or None when the pool has
+    no labels).
     """
 
     def __init__(self, pool, keys, standardize=True, ignore=None, augment=None):
@@ -584,6 +587,8 @@ class PoolDataset:
             lab = r.label.astype(np.int64)
             if self.ignore != self.stored_ignore:
                 lab[lab == self.stored_ignore] = self.ignore
+        elif r.label_kind == LABEL_MULTI:
+            lab = r.label.astype(np.float32)       # (K,) multi-hot
         invalid = None
         if r.mask is not None:
             invalid = r.mask == 0
@@ -604,3 +609,4 @@ class PoolDataset:
 
 
 _KINDS = {0: "none", 1: "u8", 2: "u16", 3: "class"}
+_KINDS[LABEL_MULTI] = "multi"

@@ -438,21 +438,26 @@ def build(text, path="<cfg>", overrides=(), in_shape=None, batch=1, old_rule=Fal
         layers.append(L)
     head = layers[-1]
     reg = terms[0] in REG_LOSSES
-    if not classes:
+    # loss=bce on as many channels as classes=: one sigmoid per class, a
+    # multi-label head (net.c's check_head; the binary head is one channel)
+    multi = list(terms) == ["bce"] and bool(classes) and head["out"][0] == classes
+    if not multi and not classes:
         classes = head["out"][0] if "ce" in terms else 2 if "bce" in terms else \
             2 if head["out"][0] == 1 and not reg else head["out"][0]
-    # regression: classes counts the targets, one channel each
-    softmax = reg or _loss_softmax(path, secs[0].line, loss, classes)
-    if not softmax and classes != 2:
-        raise CfgError("%s:%d: [net]: loss=%s is binary, classes=%d should be 2"
-                       % (path, secs[0].line, loss, classes))
-    want = classes if softmax else 1
-    if head["out"][0] != want:
-        b.layer_err(head, "the output has %d channels, loss=%s needs %d"
-                    % (head["out"][0], loss, want))
+    if not multi:
+        # regression: classes counts the targets, one channel each
+        softmax = reg or _loss_softmax(path, secs[0].line, loss, classes)
+        if not softmax and classes != 2:
+            raise CfgError("%s:%d: [net]: loss=%s is binary, classes=%d should be 2"
+                           % (path, secs[0].line, loss, classes))
+        want = classes if softmax else 1
+        if head["out"][0] != want:
+            b.layer_err(head, "the output has %d channels, loss=%s needs %d"
+                        % (head["out"][0], loss, want))
     return {"cfg": path, "overrides": list(overrides), "batch": batch, "input": shape,
             "classes": classes, "loss": loss, "ignore": ignore, "nparams": b.nparams,
-            "nbuffers": b.nbuffers, "out_layer": len(layers) - 1, "layers": layers}
+            "nbuffers": b.nbuffers, "out_layer": len(layers) - 1, "layers": layers,
+            "multi": multi}
 
 
 def model_of(ckpt, batch=1):

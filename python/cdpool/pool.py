@@ -289,7 +289,8 @@ class Pool:
 
     Attributes: path, uuid, dtype (NumPy), dtype_name ("u8", ...), bands,
     height, width, shape (C, H, W), label_kind ("none", "u8", "u16",
-    "class"), label_ignore, tiles (count), stats (per band dicts count,
+    "class", "multi": pool[key]'s label the multi-hot uint8 vector (K)),
+    label_ignore, label_len (K of a multi-label pool), tiles (count), stats (per band dicts count,
     mean, std, min, max), mean and std (float64 arrays (C)), classes
     ({class id: count}), sources (list of dicts, parse_source()), meta
     (every meta value's text), target_stats (a pool of value labels: per

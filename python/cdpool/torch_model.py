@@ -351,7 +351,8 @@ def to_torch(ckpt, model=None):
 class Deployed(nn.Module):
     """A checkpoint's model for raw band values: (N, C, H, W) of the pool's
     type (as float) in, cdp-predict --prob's probabilities out: (N, K, H, W)
-    softmax for a softmax loss, (N, 1, H, W) sigmoid for the binary ones.
+    softmax for a softmax loss, (N, 1, H, W) sigmoid for the binary ones,
+    (N, K, 1, 1) sigmoids for a multi-label head (cdp-predict's CSV).
     Inside: (x - mean) * (1 / std) in float32 with the checkpoint's
     statistics, values that are not finite then 0, the net in eval mode.
     Nodata pixels are the caller's to mask (cdp-predict writes NaN there)."""
@@ -366,7 +367,8 @@ class Deployed(nn.Module):
         inv = 1.0 / ckpt.std if ckpt.std is not None else np.ones(c)
         self.register_buffer("mean", torch.from_numpy(mean.astype(np.float32)).reshape(1, c, 1, 1))
         self.register_buffer("inv", torch.from_numpy(inv.astype(np.float32)).reshape(1, c, 1, 1))
-        self.sigmoid = model["layers"][model["out_layer"]]["out"][0] == 1
+        # a multi-label head: one sigmoid per class, as cdp-predict's CSV
+        self.sigmoid = model.get("multi") or model["layers"][model["out_layer"]]["out"][0] == 1
 
     def forward(self, x):
         y = (x.float() - self.mean) * self.inv

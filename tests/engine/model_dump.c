@@ -208,8 +208,9 @@ static void model_json(FILE *f, const cdp_net *net, const opts *o)
 	json_shape(f, net->in);
 	fprintf(f, ", \"classes\": %d, \"loss\": \"%s\", \"ignore\": %d,\n", net->classes,
 	        net->loss, net->ignore);
-	fprintf(f, "  \"nparams\": %zu, \"nbuffers\": %zu, \"out_layer\": %d,\n  \"layers\": [\n",
-	        net->nparams, net->nbuffers, net->out_layer);
+	fprintf(f, "  \"nparams\": %zu, \"nbuffers\": %zu, \"out_layer\": %d, \"multi\": %s,\n"
+	        "  \"layers\": [\n", net->nparams, net->nbuffers, net->out_layer,
+	        net->multi ? "true" : "false");
 	for (int i = 0; i < net->nlayers; i++) {
 		json_layer(f, &net->layers[i]);
 		fprintf(f, "%s\n", i + 1 < net->nlayers ? "," : "");

@@ -518,6 +518,66 @@ static void test_loss_cfg(void)
 	}
 }
 
+/* loss=bce with positive weights (cdp_loss_set_pos_weight), on a
+ * multi-label layout: NS samples of KC classes, the logits (NS, 1, KC),
+ * one label ignored. The mean of BCEWithLogitsLoss(pos_weight=w) in double
+ * to 1e-9 relative and its gradient to central differences (2e-6: the
+ * gradient is a float of about 1 / count). */
+static double ref_pos(const double *x, const int32_t *lab, const float *w, int n, int k)
+{
+	double sum = 0, cnt = 0;
+
+	for (int i = 0; i < n * k; i++) {
+		double p = 1 / (1 + exp(-x[i]));
+		if (lab[i] == IGN)
+			continue;
+		sum += -(lab[i] ? w[i % k] * log(p) : log(1 - p));
+		cnt += 1;
+	}
+	return sum / cnt;
+}
+
+static void test_pos_weight(void)
+{
+	enum { NS = 4, KC = 3 };
+	const float w[KC] = { 3.0f, 0.5f, 1.0f };
+	float x[NS * KC], g[NS * KC];
+	int32_t lab[NS * KC];
+	double xd[NS * KC], want;
+	cdp_loss_result r;
+	cdp_loss l;
+	char err[256];
+	cdp_rng rng;
+
+	cdp_rng_seed(&rng, 7);
+	for (int i = 0; i < NS * KC; i++) {
+		x[i] = (float)((double)cdp_rng_below(&rng, 4001) / 1000.0 - 2.0);
+		xd[i] = x[i];
+		lab[i] = (int32_t)cdp_rng_below(&rng, 2);
+	}
+	lab[5] = IGN;
+	CHECK_RC(cdp_loss_init(&l, be, "bce", 2, IGN, NULL, 0, 1.0f, err, sizeof err), 0);
+	CHECK_RC(cdp_loss_set_pos_weight(&l, w, KC, err, sizeof err), 0);
+	cdp_loss_compute(&l, NS, KC, x, lab, g, &r);
+	want = ref_pos(xd, lab, w, NS, KC);
+	CHECK(fabs(r.loss - want) <= 1e-9 * want, "pos_weight bce %.12g ref %.12g", r.loss, want);
+	for (int j = 0; j < NS * KC; j++) {
+		double lp, lm, h = 1e-5;
+		xd[j] = (double)x[j] + h;
+		lp = ref_pos(xd, lab, w, NS, KC);
+		xd[j] = (double)x[j] - h;
+		lm = ref_pos(xd, lab, w, NS, KC);
+		xd[j] = x[j];
+		CHECK(fabs((lp - lm) / (2 * h) - g[j]) < 2e-6, "pos_weight d/dx[%d] %.9g fd %.9g", j,
+		      g[j], (lp - lm) / (2 * h));
+	}
+	cdp_loss_free(&l);
+	CHECK_RC(cdp_loss_init(&l, be, "bce+dice", 2, IGN, NULL, 0, 1.0f, err, sizeof err), 0);
+	CHECK_RC(cdp_loss_set_pos_weight(&l, w, KC, err, sizeof err), -1);
+	CHECK(strcmp(err, "positive weights need loss=bce alone, not loss=bce+dice") == 0, "%s", err);
+	cdp_loss_free(&l);
+}
+
 int main(void)
 {
 	be = cdp_backend_cpu(1);
@@ -527,6 +587,7 @@ int main(void)
 	}
 	test_softmax_ce();
 	test_bce_dice();
+	test_pos_weight();
 	test_argmax_confusion();
 	test_loss_select();
 	test_loss_cfg();

@@ -5,7 +5,10 @@
  * precision/recall/F1; the NaN conventions for classes that never occur;
  * that merging per-shard matrices gives the metrics of all the data (what
  * the all-reduce relies on); and the log line format. Regression scores
- * from their sums, against NumPy's.
+ * from their sums, against NumPy's. Multi-label
+ * (cdp_mlabel): average precision with tied scores, as scikit-learn's
+ * average_precision_score gives it, a class without positives left out of
+ * the mAP, a bad sample not counted, micro and macro F1 by hand.
  */
 #include "backend.h"
 #include "cdp_metrics.h"
@@ -185,8 +188,39 @@ static void test_regression(void)
 	CHECK(isnan(m.r2) && near(m.bias, 1.5), "constant targets: r2 %g bias %g", m.r2, m.bias);
 }
 
+static void test_mlabel(void)
+{
+	/* 5 samples of 3 classes; sample 4 is a bad record (truth 2) */
+	const uint8_t truth[15] = { 1, 0, 0,  0, 1, 0,  1, 1, 0,  0, 0, 0,  2, 2, 2 };
+	const uint8_t pred[15] = { 1, 0, 0,  1, 1, 0,  0, 1, 1,  0, 0, 0,  1, 1, 1 };
+	const double score[15] = { 0.9, 0.2, 0.1,  0.8, 0.7, 0.1,  0.8, 0.7, 0.6,  0.3, 0.1, 0.2,
+	                           1, 1, 1 };
+	cdp_mlabel m;
+	cdp_prf p;
+
+	CHECK(cdp_mlabel_init(&m, 3) == 0, "init");
+	CHECK(cdp_mlabel_compute(&m, 5, truth, pred, score) == 0, "compute");
+	CHECK(m.n == 4, "counted %zu samples, want 4", m.n);
+	/* class 0: 0.9 (+), then 0.8 tied (+, -): AP = 1/2 * 1 + 1/2 * 2/3 */
+	CHECK(near(m.ap[0], 0.5 + 1.0 / 3), "AP of class 0 %.15g", m.ap[0]);
+	/* class 1: 0.7 tied (+, +) first: AP 1 */
+	CHECK(near(m.ap[1], 1), "AP of class 1 %.15g", m.ap[1]);
+	CHECK(isnan(m.ap[2]), "AP of a class without positives %g", m.ap[2]);
+	CHECK(near(m.map, (0.5 + 1.0 / 3 + 1) / 2), "mAP %.15g", m.map);
+	cdp_mlabel_prf(&m, 0, &p);
+	CHECK(p.tp == 1 && p.fp == 1 && p.fn == 1 && near(p.f1, 0.5), "class 0 %llu %llu %llu",
+	      (unsigned long long)p.tp, (unsigned long long)p.fp, (unsigned long long)p.fn);
+	cdp_mlabel_prf(&m, 2, &p);
+	CHECK(p.tp == 0 && p.fp == 1 && p.fn == 0 && near(p.f1, 0), "class 2 f1 %g", p.f1);
+	/* TP 1+2+0, FP 1+0+1, FN 1+0+0 */
+	CHECK(near(m.micro_f1, 6.0 / 9), "micro f1 %.15g", m.micro_f1);
+	CHECK(near(m.macro_f1, (0.5 + 1 + 0) / 3), "macro f1 %.15g", m.macro_f1);
+	cdp_mlabel_free(&m);
+}
+
 int main(void)
 {
+	test_mlabel();
 	test_multiclass();
 	test_binary();
 	test_kappa();

@@ -327,7 +327,10 @@ static int build(cdp_backend *be, const char *text, const char *path,
 	cdp_net_forward(&net);
 	rc = cdp_cfg_parse(text, path, ov, nov, &cfg, err, sizeof err);
 	if (rc == 0) {
-		rc = cdp_loss_init_cfg(&loss, be, &cfg, &cfg.s[0], net.classes, err, sizeof err);
+		/* a multi-label head's loss is the binary bce over its K outputs,
+		 * as cdp-train sets it up */
+		rc = cdp_loss_init_cfg(&loss, be, &cfg, &cfg.s[0], net.multi ? 2 : net.classes, err,
+		                       sizeof err);
 		if (rc == 0)
 			cdp_loss_free(&loss);
 		if (rc == 0)

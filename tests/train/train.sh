@@ -99,7 +99,7 @@ cmp -s "$T/best/best.cdpt" "$T/best.first" || fail "after the resume a worse mod
 [ "$(ckstep "$T/best/checkpoint.cdpt")" = 10 ] || fail "checkpoint.cdpt is not the last step"
 echo "best.cdpt at step $first of 6, kept through a resume to 10"
 cdp-predict -q "$T/best/best.cdpt" "$T/c3.tif" -o "$T/best.tif" || fail "cdp-predict best.cdpt failed"
-expect_fail 2 "--keep-best: 'f1' is not" cdp-train $B --out "$T/best" --steps 1 --keep-best f1
+expect_fail 2 "--keep-best: 'kappa' is not" cdp-train $B --out "$T/best" --steps 1 --keep-best kappa
 
 if [ -z "$MP" ]; then
 	echo "SKIP: MPI cases (no MPIRUN)"

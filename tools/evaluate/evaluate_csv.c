@@ -22,6 +22,14 @@
  * compared as written). A CSV row without a reference chip is an error;
  * reference chips without a row are counted as not predicted and left out
  * of the scores.
+ *
+ * A multi-label CSV ("path,classes,p_NAME0,...": the classes column the
+ * names the model predicts, joined by '|') is scored against a list of
+ * "IMAGE CLASS[,CLASS...]" or "IMAGE -" lines (cdp-lmdbpack --multi-label's;
+ * names of the CSV's header, or ids) or a reference CSV of the same form
+ * (its classes column the truth): per-class precision, recall, F1, average
+ * precision (of the p_ columns) and support, micro precision, recall and
+ * F1, macro F1 and mAP (cdp_mlabel, cdp_metrics.h).
  */
 #include "evaluate.h"
 
@@ -45,6 +53,7 @@
 typedef struct ref {
 	char *path;               /* resolved */
 	int cls;                  /* the CSV's class (its column) */
+	uint8_t *set;             /* multi-label: (K) 1 where the chip holds class k */
 	int seen;                 /* a CSV row named it */
 } ref;
 
@@ -60,14 +69,17 @@ typedef struct classes {
 	char *name[MAXK];         /* [k] names, or all NULL: ids only */
 	int named;
 	int old;                  /* header "p0,p1,...": the class column holds ids */
+	int multi;                /* header "path,classes,...": multi-label */
 	char *folder[MAXK];       /* an unnamed CSV scored against folders: their names */
 	int nfolder;
 } classes;
 
 static void refs_free(refs *r)
 {
-	for (size_t i = 0; i < r->n; i++)
+	for (size_t i = 0; i < r->n; i++) {
 		free(r->v[i].path);
+		free(r->v[i].set);
+	}
 	free(r->v);
 }
 
@@ -109,6 +121,7 @@ static int add_ref(refs *r, const char *path, int cls)
 	if (!(r->v[r->n].path = resolve(path)))
 		return -1;
 	r->v[r->n].cls = cls;
+	r->v[r->n].set = NULL;
 	r->v[r->n++].seen = 0;
 	return 0;
 }
@@ -408,11 +421,12 @@ static int read_header(const cdp_evaluate_opts *o, char **field, int n, classes 
 
 	if (n == -2)
 		return FAIL("'%s': line 1: more than %d classes", csv, MAXK);
-	if (n < 3 || strcmp(field[0], "path") != 0 || strcmp(field[1], "class") != 0)
-		return FAIL("'%s': line 1: want the header path,class,p_NAME,... (one column per "
-		            "class)", csv);
+	k->multi = n >= 3 && strcmp(field[1], "classes") == 0;
+	if (n < 3 || strcmp(field[0], "path") != 0 || (!k->multi && strcmp(field[1], "class") != 0))
+		return FAIL("'%s': line 1: want the header path,class,p_NAME,... or, multi-label, "
+		            "path,classes,p_NAME,... (one column per class)", csv);
 	k->k = n - 2;
-	k->old = old_header(field + 2, k->k);
+	k->old = !k->multi && old_header(field + 2, k->k);
 	for (int c = 0; !k->old && c < k->k; c++) {
 		if (strncmp(field[2 + c], "p_", 2) != 0 || !field[2 + c][2])
 			return FAIL("'%s': line 1: column %d is '%s', want p_NAME", csv, 3 + c,
@@ -428,7 +442,11 @@ static int read_header(const cdp_evaluate_opts *o, char **field, int n, classes 
 		return FAIL("--classes %d: '%s' has %d classes", o->classes, csv, k->k);
 	if (o->classes)
 		k->k = o->classes;
-	if (k->k < 2)
+	if (k->multi && o->nnames && o->nnames != k->k)
+		return FAIL("--classes: %d names for the %d classes of '%s'", o->nnames, k->k, csv);
+	if (k->multi && k->k < 1)
+		return FAIL("'%s': a header path,classes,p_NAME,... of 1 or more classes", csv);
+	if (!k->multi && k->k < 2)
 		return FAIL("'%s': a header path,class,p_NAME,... of 2 or more classes, or --classes",
 		            csv);
 	if (o->nnames && k->named) {
@@ -471,23 +489,33 @@ static const char *name_of(const classes *r, int c, char *buf, size_t cap)
 	return buf;
 }
 
+/* the k class names as a JSON array */
+static void json_names(FILE *f, const classes *r, int k)
+{
+	char b[16];
+
+	fputc('[', f);
+	for (int c = 0; c < k; c++) {
+		fprintf(f, "%s\"", c ? "," : "");
+		for (const char *s = name_of(r, c, b, sizeof b); *s; s++)
+			if ((unsigned char)*s < 0x20)   /* a folder's name may hold any byte */
+				fprintf(f, "\\u%04x", (unsigned char)*s);
+			else
+				fprintf(f, *s == '"' || *s == '\\' ? "\\%c" : "%c", *s);
+		fputc('"', f);
+	}
+	fputc(']', f);
+}
+
 static void report(FILE *f, const classes *r, const uint64_t *conf, int k, size_t scored,
                    size_t unpred, int json)
 {
 	char b[16], b2[16], b3[16];
 
 	if (json) {
-		fprintf(f, "{\"classes\":%d,\"names\":[", k);
-		for (int c = 0; c < k; c++) {
-			fprintf(f, "%s\"", c ? "," : "");
-			for (const char *s = name_of(r, c, b, sizeof b); *s; s++)
-				if ((unsigned char)*s < 0x20)   /* a folder's name may hold any byte */
-					fprintf(f, "\\u%04x", (unsigned char)*s);
-				else
-					fprintf(f, *s == '"' || *s == '\\' ? "\\%c" : "%c", *s);
-			fputc('"', f);
-		}
-		fprintf(f, "],\"chips\":%zu,\"unpredicted\":%zu,\"confusion\":[", scored, unpred);
+		fprintf(f, "{\"classes\":%d,\"names\":", k);
+		json_names(f, r, k);
+		fprintf(f, ",\"chips\":%zu,\"unpredicted\":%zu,\"confusion\":[", scored, unpred);
 		/* [[row 0], [row 1], ...], cell by cell */
 		for (size_t x = 0; x < (size_t)k * k; x++)
 			fprintf(f, "%s%llu%s", x == 0 ? "[" : x % k == 0 ? ",[" : ",",
@@ -602,6 +630,295 @@ static int score(const cdp_evaluate_opts *o, FILE *f, const classes *k, refs *r,
 	return rc;
 }
 
+/* ---- multi-label -------------------------------------------------------- */
+
+/* s, names or ids of k's classes joined by sep ("" none), into set (K);
+ * -1 with *bad the name that is not a class, or is there twice (*dup). */
+static int parse_set(char *s, char sep, const classes *k, uint8_t *set, const char **bad,
+                     int *dup)
+{
+	memset(set, 0, (size_t)k->k);
+	*dup = 0;
+	if (!*s)
+		return 0;
+	for (char *t = s, *e; t; t = e) {
+		int c;
+		if ((e = strchr(t, sep)))
+			*e++ = '\0';
+		*bad = t;
+		if (class_of(t, k, &c) < 0)
+			return -1;
+		if (set[c]) {
+			*dup = 1;
+			return -1;
+		}
+		set[c] = 1;
+	}
+	return 0;
+}
+
+/* A reference chip of the set s (sep-joined) at path; what names the line. */
+static int add_mref(refs *r, const classes *k, const char *path, char *s, char sep,
+                    const char *what, char *err, size_t cap)
+{
+	const char *bad = "";
+	uint8_t *set = malloc((size_t)k->k);
+	int dup;
+
+	if (!set)
+		return FAIL("out of memory");
+	if (parse_set(s, sep, k, set, &bad, &dup) < 0) {
+		free(set);
+		return dup ? FAIL("%s: class '%s' is listed twice", what, bad)
+		           : FAIL("%s: '%s' is not a class (a name of the CSV's header or an id 0 to "
+		                  "%d)", what, bad, k->k - 1);
+	}
+	if (add_ref(r, path, -1) < 0) {
+		free(set);
+		return FAIL("out of memory");
+	}
+	r->v[r->n - 1].set = set;
+	return 0;
+}
+
+/* The reference of a multi-label CSV: "IMAGE CLASS[,CLASS...]" or "IMAGE -"
+ * lines, or a CSV "path,classes,..." whose classes column is the truth. */
+static int read_mref(const char *rpath, const classes *k, refs *r, char *err, size_t cap)
+{
+	FILE *f = fopen(rpath, "r");
+	char *line = NULL, dir[PATH_MAX], *slash, *save, what[PATH_MAX + 64];
+	size_t lcap = 0, lineno = 0;
+	int rc = 0, n;
+
+	if (!f)
+		return FAIL("cannot open '%s': %s", rpath, strerror(errno));
+	skip_bom(f);
+	if (cdp_evaluate_is_csv(rpath)) {
+		record rec = { 0 };
+		char *field[MAXK + 2];
+		while (rc == 0 && (n = csv_record(f, &rec, field, &lineno)) != 0) {
+			snprintf(what, sizeof what, "'%s': line %zu", rpath, lineno);
+			if (n == -3)
+				rc = FAIL("out of memory");
+			else if (n < 2 || (lineno == 1 && strcmp(field[1], "classes") != 0))
+				rc = FAIL("%s: want path,classes,... (a multi-label CSV)", what);
+			else if (lineno > 1)
+				rc = add_mref(r, k, field[0], field[1], '|', what, err, cap);
+		}
+		free(rec.buf);
+	} else {
+		snprintf(dir, sizeof dir, "%s", rpath);
+		if ((slash = strrchr(dir, '/')))
+			*slash = '\0';
+		else
+			snprintf(dir, sizeof dir, ".");
+		while (rc == 0 && getline(&line, &lcap, f) >= 0) {
+			char *tok[3], *h = strchr(line, '#'), path[2 * PATH_MAX];
+			int nt = 0;
+			lineno++;
+			if (h)
+				*h = '\0';
+			for (char *t = strtok_r(line, " \t\r\n", &save); t; t = strtok_r(NULL, " \t\r\n", &save))
+				tok[nt < 3 ? nt : 2] = t, nt++;
+			if (nt == 0)
+				continue;
+			snprintf(what, sizeof what, "'%s': line %zu", rpath, lineno);
+			if (nt != 2) {
+				rc = FAIL("%s: want IMAGE CLASS[,CLASS...] or IMAGE -", what);
+				break;
+			}
+			snprintf(path, sizeof path, "%s%s%s", tok[0][0] == '/' ? "" : dir,
+			         tok[0][0] == '/' ? "" : "/", tok[0]);
+			rc = add_mref(r, k, path, strcmp(tok[1], "-") ? tok[1] : "", ',', what, err, cap);
+		}
+	}
+	if (rc == 0 && ferror(f))
+		rc = FAIL("cannot read '%s': %s", rpath, strerror(errno));
+	if (rc == 0 && r->n == 0)
+		rc = FAIL("'%s': no chips listed", rpath);
+	free(line);
+	fclose(f);
+	return rc;
+}
+
+/* n rows of K: truth and prediction bytes, scores */
+typedef struct mrows {
+	uint8_t *truth, *pred;
+	double *score;
+	size_t n, cap;
+} mrows;
+
+static int mrows_grow(mrows *m, int K)
+{
+	size_t nc = m->cap ? 2 * m->cap : 256;
+	uint8_t *t = realloc(m->truth, nc * K), *p;
+	double *s;
+
+	if (!t)
+		return -1;
+	m->truth = t;
+	if (!(p = realloc(m->pred, nc * K)))
+		return -1;
+	m->pred = p;
+	if (!(s = realloc(m->score, nc * K * sizeof *s)))
+		return -1;
+	m->score = s;
+	m->cap = nc;
+	return 0;
+}
+
+/* The rows of f after its header against r (sorted by path) into m. */
+static int score_multi(const cdp_evaluate_opts *o, FILE *f, const classes *k, refs *r,
+                       mrows *m, char *err, size_t cap)
+{
+	record rec = { 0 };
+	char *field[MAXK + 2], what[PATH_MAX + 64];
+	size_t lineno = 1, first;
+	int n, rc = 0, K = k->k;
+
+	while (rc == 0 && (first = lineno + 1, n = csv_record(f, &rec, field, &lineno)) != 0) {
+		ref key, *hit;
+		const char *bad = "";
+		int dup;
+		if (n == -3) {
+			rc = FAIL("out of memory");
+			break;
+		}
+		if (n == 1 && !*field[0])
+			continue;
+		if (n != K + 2) {
+			rc = FAIL("'%s': line %zu: want path,classes and %d probabilities", o->prediction,
+			          first, K);
+			break;
+		}
+		if (m->n == m->cap && mrows_grow(m, K) < 0) {
+			rc = FAIL("out of memory");
+			break;
+		}
+		snprintf(what, sizeof what, "'%s': line %zu", o->prediction, first);
+		if (parse_set(field[1], '|', k, m->pred + m->n * K, &bad, &dup) < 0) {
+			rc = dup ? FAIL("%s: class '%s' is listed twice", what, bad)
+			         : FAIL("%s: '%s' is not a class of its header", what, bad);
+			break;
+		}
+		for (int c = 0; c < K && rc == 0; c++)
+			if (cdp_parse_double(field[2 + c], 0, 1, &m->score[m->n * K + c]) != 0)
+				rc = FAIL("%s: probability '%s' of class %d is not a number in 0..1", what,
+				          field[2 + c], c);
+		if (rc)
+			break;
+		if (!(key.path = resolve(field[0]))) {
+			rc = FAIL("out of memory");
+			break;
+		}
+		hit = bsearch(&key, r->v, r->n, sizeof *r->v, cmp_ref);
+		free(key.path);
+		if (!hit)
+			rc = FAIL("%s: '%s' is not a chip of '%s'", what, one_line(field[0]), o->reference);
+		else if (hit->seen)
+			rc = FAIL("%s: '%s' is scored twice", what, one_line(field[0]));
+		if (rc)
+			break;
+		hit->seen = 1;
+		memcpy(m->truth + m->n * K, hit->set, (size_t)K);
+		m->n++;
+	}
+	if (rc == 0 && ferror(f))
+		rc = FAIL("cannot read '%s': %s", o->prediction, strerror(errno));
+	free(rec.buf);
+	return rc;
+}
+
+static void report_multi(FILE *f, const classes *r, const cdp_mlabel *m, size_t unpred, int json)
+{
+	char b[16], b2[16], b3[16], b4[16], b5[16];
+	int k = m->k;
+
+	if (json) {
+		fprintf(f, "{\"multi_label\":true,\"classes\":%d,\"names\":", k);
+		json_names(f, r, k);
+		fprintf(f, ",\"chips\":%zu,\"unpredicted\":%zu,\"per_class\":[", m->n, unpred);
+	} else {
+		fprintf(f, "chips: %zu scored, %zu in the reference not predicted\n", m->n, unpred);
+		fputs("class        precision   recall       f1       ap    support\n", f);
+	}
+	for (int c = 0; c < k; c++) {
+		cdp_prf p;
+		char pr[16], re[16], f1[16], ap[16];
+		cdp_mlabel_prf(m, c, &p);
+		if (json)
+			fprintf(f, "%s{\"class\":%d,\"precision\":%s,\"recall\":%s,\"f1\":%s,\"ap\":%s,"
+			        "\"support\":%llu}", c ? "," : "", c, fmt(p.precision, 1, pr),
+			        fmt(p.recall, 1, re), fmt(p.f1, 1, f1), fmt(m->ap[c], 1, ap),
+			        (unsigned long long)m->pos[c]);
+		else
+			fprintf(f, "%-12.12s %10s %8s %8s %8s %10llu\n", name_of(r, c, b, sizeof b),
+			        fmt(p.precision, 0, pr), fmt(p.recall, 0, re), fmt(p.f1, 0, f1),
+			        fmt(m->ap[c], 0, ap), (unsigned long long)m->pos[c]);
+	}
+	if (json)
+		fprintf(f, "],\"micro_precision\":%s,\"micro_recall\":%s,\"micro_f1\":%s,"
+		        "\"macro_f1\":%s,\"map\":%s}\n", fmt(m->micro_p, 1, b), fmt(m->micro_r, 1, b2),
+		        fmt(m->micro_f1, 1, b3), fmt(m->macro_f1, 1, b4), fmt(m->map, 1, b5));
+	else
+		fprintf(f, "micro precision %s\nmicro recall %s\nmicro f1 %s\nmacro f1 %s\nmap %s\n",
+		        fmt(m->micro_p, 0, b), fmt(m->micro_r, 0, b2), fmt(m->micro_f1, 0, b3),
+		        fmt(m->macro_f1, 0, b4), fmt(m->map, 0, b5));
+}
+
+/* The multi-label CSV f (header read into k) against o->reference. */
+static int multi_run(const cdp_evaluate_opts *o, FILE *f, const classes *k, FILE *out,
+                     char *err, size_t cap)
+{
+	refs r = { 0 };
+	mrows m = { 0 };
+	cdp_mlabel ml = { 0 };
+	struct stat st;
+	size_t unpred = 0;
+	int rc = -1;
+
+	if (stat(o->reference, &st) == 0 && S_ISDIR(st.st_mode)) {
+		(void)FAIL("'%s' is a multi-label CSV: score it against a list of IMAGE "
+		           "CLASS[,CLASS...] lines or a reference CSV, not the folders '%s' (a chip "
+		           "in a class folder has one class)", o->prediction, o->reference);
+		goto out;
+	}
+	if (read_mref(o->reference, k, &r, err, cap) < 0)
+		goto out;
+	qsort(r.v, r.n, sizeof *r.v, cmp_ref);
+	for (size_t i = 1; i < r.n; i++)
+		if (strcmp(r.v[i - 1].path, r.v[i].path) == 0) {
+			(void)FAIL("'%s': '%s' is listed twice", o->reference, r.v[i].path);
+			goto out;
+		}
+	if (score_multi(o, f, k, &r, &m, err, cap) < 0)
+		goto out;
+	if (m.n == 0) {
+		(void)FAIL("'%s': no chips", o->prediction);
+		goto out;
+	}
+	if (cdp_mlabel_init(&ml, k->k) != 0 ||
+	    cdp_mlabel_compute(&ml, m.n, m.truth, m.pred, m.score) != 0) {
+		(void)FAIL("out of memory");
+		goto out;
+	}
+	for (size_t i = 0; i < r.n; i++)
+		unpred += !r.v[i].seen;
+	report_multi(out, k, &ml, unpred, o->json);
+	if (fflush(out) != 0 || ferror(out)) {
+		(void)FAIL("cannot write the report: %s", strerror(errno));
+		goto out;
+	}
+	rc = 0;
+out:
+	cdp_mlabel_free(&ml);
+	free(m.truth);
+	free(m.pred);
+	free(m.score);
+	refs_free(&r);
+	return rc;
+}
+
 int cdp_evaluate_csv_run(const cdp_evaluate_opts *o, FILE *out, char *err, size_t cap)
 {
 	refs r = { 0 };
@@ -629,6 +946,10 @@ int cdp_evaluate_csv_run(const cdp_evaluate_opts *o, FILE *out, char *err, size_
 	}
 	if (read_header(o, field, n, k, err, cap) < 0)
 		goto out;
+	if (k->multi) {
+		rc = multi_run(o, f, k, out, err, cap);
+		goto out;
+	}
 	if (stat(o->reference, &st) != 0) {
 		(void)FAIL("cannot open '%s': %s", o->reference, strerror(errno));
 		goto out;

@@ -8,7 +8,9 @@
  * independent of how the pool was loaded; the Fisher-Yates shuffle of
  * cdp_rng then makes the output a function of (keys, seed) alone.
  *
- * --stratify reads each record's header (cdp_record_peek) for its class;
+ * --stratify reads each record's header (cdp_record_peek) for its class, or
+ * for a multi-label pool decodes it for its set of classes (add_classes),
+ * which iterative stratification then splits (stratify_multi);
  * --oversample the classes each record holds (its class, or the classes of
  * its label raster's pixels other than the ignore value: cdp_classes) and
  * repeats the training keys by their repeat factor (oversample()); otherwise
@@ -62,6 +64,7 @@ typedef struct keybuf {
 	size_t *off, *len;       /* [n] */
 	unsigned char *held;     /* [n] 1: the key's scene is in --val-by */
 	uint32_t *cls;           /* [n] --stratify: the record's class */
+	int multi;               /* --stratify of multi-label records: cs holds the sets */
 	size_t n, ncap;
 	/* --oversample: key i holds the classes cs[cs_off[i] .. cs_off[i + 1]) */
 	uint32_t *cs;
@@ -296,6 +299,7 @@ static int add_classes(keybuf *b, const MDB_val *v, cdp_buf *scratch, cdp_classe
 			return CDP_ENOMEM;
 		b->cs_off = no;
 		b->offcap = nc;
+		b->cs_off[0] = 0;
 	}
 	b->cs_off[b->n + 1] = b->ncs;
 	return CDP_OK;
@@ -318,7 +322,7 @@ static int read_keys(cdp_pool *p, MDB_txn *txn, const char *db,
 	cdp_buf scratch = { 0 };
 	cdp_classes hist = { 0 };
 	int want_v = o->stratify || o->noversample > 0;
-	int rc;
+	int rc, sets;
 
 	rc = mdb_cursor_open(txn, p->tiles, &cur);
 	if (rc != MDB_SUCCESS) {
@@ -356,16 +360,19 @@ static int read_keys(cdp_pool *p, MDB_txn *txn, const char *db,
 				seterr(err, cap, "'%s': key '%s': %s", db, key, cdp_strerror(rc));
 				goto out;
 			}
-			if (r.label_kind != CDP_LABEL_CLASS) {
+			if (r.label_kind != CDP_LABEL_CLASS && r.label_kind != CDP_LABEL_MULTI) {
 				rc = CDP_EUNSUP;
-				seterr(err, cap, "'%s': --stratify needs one class per record; key "
-				       "'%s' has %s", db, key, r.label_kind == CDP_LABEL_NONE ?
-				       "no label" : "a label raster");
+				seterr(err, cap, "'%s': --stratify needs one class or one set of classes "
+				       "(multi-label) per record; key '%s' has %s", db, key,
+				       r.label_kind == CDP_LABEL_NONE ? "no label" : "a label raster");
 				goto out;
 			}
+			/* the pool's shape holds one label kind for all */
+			kb->multi = r.label_kind == CDP_LABEL_MULTI;
 			cls = r.class_id;
 		}
-		if (o->noversample > 0) {
+		sets = o->noversample > 0 || kb->multi;
+		if (sets) {
 			const char *why;
 			if ((rc = add_classes(kb, &v, &scratch, &hist, &why)) != CDP_OK) {
 				if (why)
@@ -433,11 +440,96 @@ static int sort_names(const ks_options *o, const char ***out, size_t *n)
  * every key went to validation could not be learnt (and --class-weights
  * auto would weigh it 0), so the total falls short of --val's when small
  * classes cannot give a key. */
+/* The subset (0 training, 1 validation) of the larger want[j], a tie
+ * drawn from r. */
+static int larger(const double *want, size_t stride, cdp_rng *r)
+{
+	if (want[0] != want[stride])
+		return want[stride] > want[0];
+	return (int)cdp_rng_below(r, 2);
+}
+
+/* --stratify of a multi-label pool: iterative stratification (Sechidis,
+ * Tsoumakas and Vlahavas 2011; scikit-multilearn's IterativeStratification
+ * of order 1) into validation (share frac) and training. Each subset j
+ * wants r_j N keys and r_j n_c keys of each class c (r = 1 - frac, frac).
+ * While keys are left: the class with the fewest keys left (the rarest
+ * first, so it is spread before the common ones use up the room; ties the
+ * lower id) gives each of its keys, in permutation order, to the subset
+ * that wants most of that class (ties: most keys; then a draw from the
+ * seed), which then wants one key less and one less of each class the
+ * key holds. Keys of no class go last, by the keys wanted. The held-out
+ * keys are marked in b->held; out gets the per-class counts' size. */
+static int stratify_multi(keybuf *b, const size_t *perm, const ks_options *o, ks_lists *out)
+{
+	size_t N = b->n, left = N, *rem = NULL;
+	uint32_t K = 0;
+	double want[2], *wc = NULL;     /* wc: (2, K) keys of class c subset j wants */
+	unsigned char *done = NULL;
+	cdp_rng r;
+
+	for (size_t q = 0; q < b->ncs; q++)
+		if (b->cs[q] >= K)
+			K = b->cs[q] + 1;
+	if (!(rem = calloc(K ? K : 1, sizeof *rem)) || !(wc = calloc(2 * (size_t)(K ? K : 1), sizeof *wc)) ||
+	    !(done = calloc(N, 1)) ||
+	    !(out->class_n = calloc(2 * (size_t)(K ? K : 1), sizeof *out->class_n))) {
+		free(rem);
+		free(wc);
+		free(done);
+		return CDP_ENOMEM;
+	}
+	out->nclasses = K;
+	for (size_t q = 0; q < b->ncs; q++)
+		rem[b->cs[q]]++;
+	want[0] = (1 - o->val_frac) * (double)N;
+	want[1] = o->val_frac * (double)N;
+	for (uint32_t c = 0; c < K; c++) {
+		wc[c] = (1 - o->val_frac) * (double)rem[c];
+		wc[K + c] = o->val_frac * (double)rem[c];
+	}
+	cdp_rng_seed(&r, cdp_rng_derive(o->seed, 0x57A7, 0));
+	out->nval_to = 0;
+	while (left > 0) {
+		uint32_t l = K;
+		for (uint32_t c = 0; c < K; c++)
+			if (rem[c] > 0 && (l == K || rem[c] < rem[l]))
+				l = c;
+		for (size_t i = 0; i < N; i++) {
+			size_t k = perm[i], q0 = b->cs_off[k], q1 = b->cs_off[k + 1], q;
+			int j;
+			if (done[k])
+				continue;
+			for (q = q0; l < K && q < q1 && b->cs[q] != l; q++)
+				;
+			if (l < K && q == q1)
+				continue;            /* not of class l */
+			j = l == K ? larger(want, 1, &r)
+			    : wc[l] != wc[K + l] ? wc[K + l] > wc[l] : larger(want, 1, &r);
+			done[k] = 1;
+			left--;
+			want[j] -= 1;
+			for (q = q0; q < q1; q++) {
+				wc[(size_t)j * K + b->cs[q]] -= 1;
+				rem[b->cs[q]]--;
+			}
+			b->held[k] = (unsigned char)j;
+			out->nval_to += (size_t)j;
+		}
+	}
+	free(rem);
+	free(wc);
+	free(done);
+	return CDP_OK;
+}
+
 static int stratify(keybuf *b, const size_t *perm, const ks_options *o, ks_lists *out)
 {
 	size_t *n = NULL, *take = NULL;
 	uint32_t k = 0;
 
+	if (b->multi)
+		return stratify_multi(b, perm, o, out);
 	for (size_t i = 0; i < b->n; i++)
 		if (b->cls[i] >= k)
 			k = b->cls[i] + 1;
@@ -777,7 +869,10 @@ int ks_build(const char *db, const ks_options *o, ks_lists *out,
 	for (size_t i = 0; i < kb.n; i++) {
 		size_t k = perm[i];
 		int to_val = o->stratify ? kb.held[k] : o->have_val ? i < nval : kb.held[k];
-		if (o->stratify)
+		if (o->stratify && kb.multi)
+			for (size_t q = kb.cs_off[k]; q < kb.cs_off[k + 1]; q++)
+				out->class_n[2 * kb.cs[q] + (to_val != 0)]++;
+		else if (o->stratify)
 			out->class_n[2 * kb.cls[k] + (to_val != 0)]++;
 		if (to_val) {
 			out->val[out->nval] = kb.arena + kb.off[k];

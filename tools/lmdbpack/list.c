@@ -30,6 +30,7 @@ void pack_list_free(list_entry *e, size_t n)
 	for (size_t i = 0; i < n; i++) {
 		free(e[i].image);
 		free(e[i].label);
+		free(e[i].multi);
 		free(e[i].key);
 	}
 	free(e);
@@ -79,7 +80,37 @@ static int list_third(pk *p, const char *dir, const char *tok, list_entry *e)
 	return CDP_OK;
 }
 
-/* Reads "IMAGE [LABEL|CLASS]" lines; '#' starts a comment. */
+/* --multi-label's second field: "-" (no class) or CLASS[,CLASS...], each
+ * a name of --classes, once, into e->multi (K bytes of 0/1). */
+static int list_set(pk *p, char *tok, list_entry *e)
+{
+	const cdp_pack_opts *o = p->o;
+	char *save, *name;
+
+	if (!(e->multi = calloc(o->nclasses, 1)))
+		return pack_seterr(p, CDP_ENOMEM, "out of memory");
+	if (strcmp(tok, "-") == 0)
+		return CDP_OK;
+	if (!*tok || tok[0] == ',' || tok[strlen(tok) - 1] == ',' || strstr(tok, ",,"))
+		return pack_seterr(p, CDP_ESYNTAX, "'%s': line %zu: '%s' is not a class set "
+		                   "(CLASS[,CLASS...] or -)", p->in, e->line, tok);
+	for (name = strtok_r(tok, ",", &save); name; name = strtok_r(NULL, ",", &save)) {
+		size_t c = 0;
+		while (c < o->nclasses && strcmp(name, o->classes[c]) != 0)
+			c++;
+		if (c == o->nclasses)
+			return pack_seterr(p, CDP_ESYNTAX, "'%s': line %zu: '%s' is not a class of "
+			                   "--classes", p->in, e->line, name);
+		if (e->multi[c])
+			return pack_seterr(p, CDP_ESYNTAX, "'%s': line %zu: class '%s' is listed twice",
+			                   p->in, e->line, name);
+		e->multi[c] = 1;
+	}
+	return CDP_OK;
+}
+
+/* Reads "IMAGE [LABEL|CLASS]" lines (--multi-label: "IMAGE CLASS[,CLASS...]"
+ * or "IMAGE -"); '#' starts a comment. */
 int pack_list_read(pk *p, list_entry **out, size_t *nout)
 {
 	FILE *f = fopen(p->in, "r");
@@ -105,9 +136,11 @@ int pack_list_read(pk *p, list_entry **out, size_t *nout)
 			tok[nt < 3 ? nt : 2] = t, nt++;
 		if (nt == 0)
 			continue;
-		if (nt > 2) {
-			rc = pack_seterr(p, CDP_ESYNTAX, "'%s': line %zu: expected IMAGE "
-			                 "[LABEL|CLASS], found %d fields", p->in, lineno, nt);
+		if (nt > 2 || (p->o->multi_label && nt != 2)) {
+			rc = pack_seterr(p, CDP_ESYNTAX, "'%s': line %zu: expected %s, found %d "
+			                 "field%s", p->in, lineno, p->o->multi_label
+			                 ? "IMAGE CLASS[,CLASS...] or IMAGE -" : "IMAGE [LABEL|CLASS]",
+			                 nt, nt == 1 ? "" : "s");
 			goto out;
 		}
 		if (n == ecap) {
@@ -125,7 +158,8 @@ int pack_list_read(pk *p, list_entry **out, size_t *nout)
 			rc = pack_seterr(p, CDP_ENOMEM, "out of memory");
 			goto out;
 		}
-		if (nt == 2 && (rc = list_third(p, dir, tok[1], &e[n - 1])))
+		if (nt == 2 && (rc = p->o->multi_label ? list_set(p, tok[1], &e[n - 1])
+		                                       : list_third(p, dir, tok[1], &e[n - 1])))
 			goto out;
 	}
 	if (ferror(f))
@@ -314,6 +348,11 @@ static int add_chip(pk *p, const list_entry *e, uint32_t index, cdp_buf bufs[4])
 	if (e->cls >= 0) {
 		rec.label_kind = CDP_LABEL_CLASS;
 		rec.class_id = (uint32_t)e->cls;
+	}
+	if (e->multi) {
+		rec.label_kind = CDP_LABEL_MULTI;
+		rec.label_len = (uint32_t)p->o->nclasses;
+		rec.label = e->multi;
 	}
 	if ((rc = cdp_record_encode(&rec, p->o->zlevel ? p->o->zlevel : 6, &bufs[3]))) {
 		rc = pack_seterr(p, rc, "'%s': cannot encode: %s", e->image, cdp_strerror(rc));

@@ -33,7 +33,11 @@ static void usage(FILE *f)
 	    "                    [--txn-records n] [-z level] --list file db\n"
 	    "       cdp-lmdbpack [-hqV] [--map-size size] [--no-sync] [--progress]\n"
 	    "                    [--replace | --resume] [--txn-bytes size]\n"
-	    "                    [--txn-records n] [-z level] --folders dir db\n");
+	    "                    [--txn-records n] [-z level] --folders dir db\n"
+	    "       cdp-lmdbpack [-hqV] [--map-size size] [--no-sync] [--progress]\n"
+	    "                    [--replace | --resume] [--txn-bytes size]\n"
+	    "                    [--txn-records n] [-z level] --multi-label\n"
+	    "                    --classes name[,name...] --list file db\n");
 }
 
 /* name for a one-line message: bytes outside printable ASCII as \xNN, at
@@ -111,8 +115,8 @@ static char *join_argv(int argc, char **argv)
 	return s;
 }
 
-enum { OPT_CLASSES = 256, OPT_FOLDERS, OPT_IGNORE, OPT_LIST, OPT_MAP_SIZE, OPT_NO_SYNC,
-       OPT_PROGRESS, OPT_REPLACE, OPT_RESUME, OPT_TXN_BYTES, OPT_TXN_RECORDS };
+enum { OPT_CLASSES = 256, OPT_FOLDERS, OPT_IGNORE, OPT_LIST, OPT_MAP_SIZE, OPT_MULTI_LABEL,
+       OPT_NO_SYNC, OPT_PROGRESS, OPT_REPLACE, OPT_RESUME, OPT_TXN_BYTES, OPT_TXN_RECORDS };
 
 static const struct option longopts[] = {
 	{ "classes",     required_argument, NULL, OPT_CLASSES },
@@ -121,6 +125,7 @@ static const struct option longopts[] = {
 	{ "ignore",      required_argument, NULL, OPT_IGNORE },
 	{ "list",        required_argument, NULL, OPT_LIST },
 	{ "map-size",    required_argument, NULL, OPT_MAP_SIZE },
+	{ "multi-label", no_argument,       NULL, OPT_MULTI_LABEL },
 	{ "no-sync",     no_argument,       NULL, OPT_NO_SYNC },
 	{ "progress",    no_argument,       NULL, OPT_PROGRESS },
 	{ "quiet",       no_argument,       NULL, 'q' },
@@ -198,6 +203,9 @@ int main(int argc, char **argv)
 				goto out;
 			o.map_size = (size_t)u;
 			break;
+		case OPT_MULTI_LABEL:
+			o.multi_label = 1;
+			break;
 		case OPT_NO_SYNC:
 			o.nosync = 1;
 			break;
@@ -238,6 +246,25 @@ int main(int argc, char **argv)
 		ret = 2;
 		goto out;
 	}
+	/* a chip of ImageFolder's layout is in one class folder: one class */
+	if (o.multi_label && (o.folders || !o.list || !o.nclasses || o.has_ignore)) {
+		fprintf(stderr, "cdp-lmdbpack: --multi-label needs --list and --classes and "
+		        "excludes --folders (a chip in one class folder has one class) and "
+		        "--ignore\n");
+		ret = 2;
+		goto out;
+	}
+	/* a list line's set is one blank-free field, and cdp-predict joins a
+	 * set's names by '|' */
+	for (size_t k = 0; o.multi_label && k < o.nclasses; k++)
+		if (strpbrk(classes[k], " \t|#")) {
+			char shown[200];
+			show_name(classes[k], shown);
+			fprintf(stderr, "cdp-lmdbpack: --classes: class %zu's name '%s' holds a blank, "
+			        "'|' or '#', which a multi-label list or CSV cannot tell apart\n", k, shown);
+			ret = 2;
+			goto out;
+		}
 	if (o.folders && (o.list || o.nclasses || o.has_ignore)) {
 		fprintf(stderr, "cdp-lmdbpack: --folders excludes --list, --classes and --ignore\n");
 		ret = 2;

@@ -163,6 +163,9 @@ static void shape_str(const cdp_record *r, char *buf, size_t cap)
 	else if (r->label_kind == CDP_LABEL_F32)
 		snprintf(buf + strlen(buf), cap - strlen(buf), " (%" PRIu32 " target%s)",
 		         r->label_len, r->label_len == 1 ? "" : "s");
+	else if (r->label_kind == CDP_LABEL_MULTI)
+		snprintf(buf + strlen(buf), cap - strlen(buf), " (%" PRIu32 " classes)",
+		         r->label_len);
 }
 
 int pack_same_shape(const cdp_record *a, const cdp_record *b)

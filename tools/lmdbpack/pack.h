@@ -17,6 +17,8 @@ typedef struct cdp_pack_opts {
 	const char *folders;         /* --folders DIR (DIR/CLASS/IMAGE.tif), or NULL */
 	const char *const *classes;  /* [nclasses] --classes names, or NULL */
 	size_t nclasses;
+	int multi_label;             /* --multi-label: --list lines give class sets,
+	                                packed as multi-hot records (kind 5) */
 	int dup;                     /* CDP_DUP_ERROR, _SKIP (--resume), _REPLACE */
 	size_t txn_records;          /* records per write txn, >= 1 */
 	size_t txn_bytes;            /* record bytes per write txn, >= 1 */

@@ -74,6 +74,7 @@ typedef struct list_entry {
 	char *image;                  /* path, resolved against the list's dir */
 	char *label;                  /* label raster path, or NULL */
 	long cls;                     /* scalar class id, or -1 */
+	uint8_t *multi;               /* --multi-label: (K) 0/1 per class, or NULL */
 	int folder;                   /* --folders: keyed CLASS/STEM */
 	size_t line;
 	char *key;                    /* set by pack_list_keys */

@@ -21,7 +21,8 @@
 
 enum {
 	OPT_ANY_CRS = 256, OPT_BATCH, OPT_COG, OPT_COLORS, OPT_DEVICE, OPT_OVERLAP, OPT_PRECISION,
-	OPT_PREVIEW, OPT_PROB, OPT_PROGRESS, OPT_SIZE, OPT_THREADS, OPT_TIME, OPT_TTA, OPT_VECTOR,
+	OPT_PREVIEW, OPT_PROB, OPT_PROGRESS, OPT_SIZE, OPT_THREADS, OPT_THRESHOLD,
+	OPT_TIME, OPT_TTA, OPT_VECTOR,
 	OPT_VECTOR_CLASS
 };
 
@@ -35,7 +36,7 @@ static void usage(FILE *f)
 	    "                   [--progress] MODEL RASTER|--time DATE,DATE[,...] -o OUT.tif\n"
 	    "       " PROG " [-hqV] [--size N] [--batch N] [--threads N]\n"
 	    "                   [--device cpu|cuda|cuda:N|auto] [--precision fp32|tf32|bf16|fp16]\n"
-	    "                   [--tta none|flips|d4] MODEL DIR|LIST -o OUT.csv\n");
+	    "                   [--tta none|flips|d4] [--threshold P] MODEL DIR|LIST -o OUT.csv\n");
 }
 
 int main(int argc, char **argv)
@@ -57,6 +58,7 @@ int main(int argc, char **argv)
 		{ "size",         required_argument, NULL, OPT_SIZE },
 		{ "threads",      required_argument, NULL, OPT_THREADS },
 		{ "time",         required_argument, NULL, OPT_TIME },
+		{ "threshold",    required_argument, NULL, OPT_THRESHOLD },
 		{ "tta",          required_argument, NULL, OPT_TTA },
 		{ "vector",       required_argument, NULL, OPT_VECTOR },
 		{ "vector-class", required_argument, NULL, OPT_VECTOR_CLASS },
@@ -110,6 +112,10 @@ int main(int argc, char **argv)
 			break;
 		case OPT_THREADS:
 			if (cdp_cli_int("--threads", optarg, 1, 1024, &o.threads))
+				goto out;
+			break;
+		case OPT_THRESHOLD:
+			if (cdp_cli_double("--threshold", optarg, 0, 1, 0, &o.threshold))
 				goto out;
 			break;
 		case OPT_TTA:

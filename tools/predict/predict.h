@@ -52,6 +52,8 @@ typedef struct cdp_predict_opts {
 	const char *preview;    /* PNG quick-look, or NULL */
 	int progress;           /* CDP_PROGRESS_* */
 	int any_crs;            /* 1: predict a raster in another CRS than the training data's */
+	double threshold;       /* multi-label chips: a class is named from this probability
+	                           (default 0.5) */
 } cdp_predict_opts;
 
 void cdp_predict_opts_init(cdp_predict_opts *o);

@@ -9,7 +9,11 @@
  *    CSV gets a header "path,class,p_NAME0,...,p_NAMEK-1" (the checkpoint's
  *    class names, p_0,... when it has none) and per chip in input order its
  *    path, class (the name, or the id) and K probabilities, quoted as RFC
- *    4180 quotes (cdp-evaluate reads it back);
+ *    4180 quotes (cdp-evaluate reads it back); a multi-label model's
+ *    (net.multi: K sigmoid outputs) has "path,classes,p_NAME0,..." with K
+ *    sigmoid probabilities and, in `classes`, the names (ids) of the
+ *    classes whose probability is at least --threshold, in class order,
+ *    joined by '|' (empty for none);
  *  - a scene (any other -o): the raster is cut into a grid of cells of the
  *    window size S, each cell classified whole, and the GeoTIFF gets one
  *    pixel per cell (its geotransform scaled by S, or its GCPs' pixel and
@@ -331,12 +335,13 @@ static const char *class_name(const predictor *p, int c)
 	return p->ck.class_names && p->ck.nclass_names >= p->K ? p->ck.class_names[c] : NULL;
 }
 
-/* "path,class,p_NAME0,...": the checkpoint's class names, or p_0,... */
+/* "path,class,p_NAME0,...": the checkpoint's class names, or p_0,...;
+ * "path,classes,..." for a multi-label model */
 static void csv_header(FILE *f, const predictor *p)
 {
 	char col[PR_NAME_MAX + 8];
 
-	fputs("path,class", f);
+	fputs(p->net.multi ? "path,classes" : "path,class", f);
 	for (int c = 0; c < p->K; c++) {
 		if (class_name(p, c))
 			snprintf(col, sizeof col, "p_%s", class_name(p, c));
@@ -360,6 +365,49 @@ static void csv_row(FILE *f, const predictor *p, const char *path, int cls, cons
 	for (int c = 0; c < p->K; c++)
 		fprintf(f, ",%.6f", prob[c]);
 	fputc('\n', f);
+}
+
+/* A multi-label row: the classes at or over the threshold joined by '|'
+ * (one CSV field, quoted as a whole when it needs it), then K
+ * probabilities of the logits lg (K). */
+static int csv_multi_row(FILE *f, const predictor *p, const char *path, const float *lg,
+                         double *prob)
+{
+	size_t cap = 64, n = 0;
+	char *set = malloc(cap), id[16];
+
+	if (!set)
+		return -1;
+	set[0] = '\0';
+	for (int c = 0; c < p->K; c++) {
+		const char *name = class_name(p, c);
+		size_t len;
+		prob[c] = 1.0 / (1.0 + exp(-(double)lg[c]));
+		if (!(prob[c] >= p->o->threshold))
+			continue;
+		if (!name) {
+			snprintf(id, sizeof id, "%d", c);
+			name = id;
+		}
+		len = strlen(name);
+		if (n + len + 2 > cap) {
+			char *ns = realloc(set, cap = 2 * (n + len + 2));
+			if (!ns) {
+				free(set);
+				return -1;
+			}
+			set = ns;
+		}
+		n += (size_t)sprintf(set + n, "%s%s", n ? "|" : "", name);
+	}
+	csv_field(f, path);
+	fputc(',', f);
+	csv_field(f, set);
+	for (int c = 0; c < p->K; c++)
+		fprintf(f, ",%.6f", prob[c]);
+	fputc('\n', f);
+	free(set);
+	return 0;
 }
 
 /* The CSV against the model, the list or folder and every chip */
@@ -439,8 +487,15 @@ static int classify_chips(predictor *p, char *err, size_t cap)
 		if (j + 1 == (size_t)p->B || i + 1 == in.n) {
 			run_batch(p, xb, (int)(j + 1), lg);
 			for (size_t b = 0; b <= j; b++) {
-				int cls = softmax(lg + b * p->K, p->K, prob);
-				csv_row(f, p, in.path[first + b], cls, prob);
+				if (p->net.multi) {
+					if (csv_multi_row(f, p, in.path[first + b], lg + b * p->K, prob) < 0) {
+						pr_fail(err, cap, "out of memory");
+						goto out;
+					}
+					continue;
+				}
+				csv_row(f, p, in.path[first + b], softmax(lg + b * p->K, p->K, prob),
+				        prob);
 			}
 			first = i + 1;
 		}
@@ -570,6 +625,10 @@ int pr_classify_run(predictor *p, char *err, size_t cap)
 	if (o->vector || o->preview)
 		return pr_fail(err, cap, "'%s' is a classifier: --vector and --preview are for "
 		               "segmentation models", p->model);
+	/* --tta averages softmax probabilities (predict_tta.c) */
+	if (p->net.multi && (!pr_is_csv(o->output) || o->tta > 1))
+		return pr_fail(err, cap, "'%s' is a multi-label classifier: it predicts chips into "
+		               "a CSV (-o OUT.csv), without --tta", p->model);
 	if (pr_is_csv(o->output))
 		return classify_chips(p, err, cap);
 	return classify_scene(p, err, cap);

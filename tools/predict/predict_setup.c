@@ -37,6 +37,7 @@ void cdp_predict_opts_init(cdp_predict_opts *o)
 	o->precision = CDP_PREC_FP32;
 	o->vector_class = 1;
 	o->tta = 1;
+	o->threshold = 0.5;
 }
 
 static void *xmalloc(size_t a, size_t b, size_t c, size_t d)

@@ -127,6 +127,8 @@ static inline size_t loader_img_size(const cdp_loader *l)
 
 static inline size_t loader_lab_size(const cdp_loader *l)
 {
+	if (l->info.label_kind == CDP_LABEL_MULTI)
+		return l->info.label_len;   /* the multi-hot vector (K) */
 	if (!l->label_px)
 		return 1;
 	return l->o.raw ? (size_t)l->H * l->W : (size_t)l->oh * l->ow;

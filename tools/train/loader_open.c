@@ -405,7 +405,9 @@ static int alloc_buffers(cdp_loader *l, char *err, size_t cap)
 		if (l->has_aug && !l->o.raw)
 			l->wk[t].tmp_img = xalloc((size_t)l->C * l->H, (size_t)l->W * sizeof(float), &oom);
 		if (l->has_aug || l->o.raw)
-			l->wk[t].tmp_lab = xalloc((size_t)l->H * l->W, sizeof(int32_t), &oom);
+			l->wk[t].tmp_lab = xalloc((size_t)l->H * l->W > l->info.label_len
+			                          ? (size_t)l->H * l->W : l->info.label_len,
+			                          sizeof(int32_t), &oom);
 		if (l->has_aug && l->o.raw)
 			l->wk[t].tmp_valid = xalloc(ohw, sizeof(int32_t), &oom);
 	}

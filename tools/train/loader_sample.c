@@ -106,11 +106,15 @@ static int record_crc_end(cdp_loader *l, size_t k, uint32_t crc, size_t done)
 	return 0;
 }
 
-/* lab ((H, W), (1) or NULL) from a checked record */
+/* lab ((H, W), (1), (K) or NULL) from a checked record */
 static void record_labels(const cdp_loader *l, const cdp_record *r, int32_t *lab, size_t hw)
 {
 	if (lab && r->label_kind == CDP_LABEL_CLASS) {
 		lab[0] = label_of(l, r->class_id);
+	} else if (lab && r->label_kind == CDP_LABEL_MULTI) {
+		const uint8_t *q = r->label;
+		for (uint32_t k = 0; k < r->label_len; k++)
+			lab[k] = q[k];
 	} else if (lab && r->label_kind == CDP_LABEL_U8) {
 		const uint8_t *q = r->label;
 		for (size_t i = 0; i < hw; i++)
@@ -347,7 +351,7 @@ int cdp_loader_load_sample(cdp_loader *l, worker *w, size_t k, slot *s, int i)
 		return rc;
 	sample_aug(l, k, &t);
 	if (lab && !l->label_px)
-		lab[0] = w->tmp_lab[0];
+		memcpy(lab, w->tmp_lab, loader_lab_size(l) * sizeof *lab);
 	if (cdp_aug_apply(&t, l->C, l->H, l->W, w->tmp_img, l->label_px ? w->tmp_lab : NULL, img,
 	                  l->label_px ? lab : NULL))
 		return CDP_EINVAL;

@@ -399,7 +399,7 @@ static void report(trainer *t, const tr_val *v, const char *what)
 		return;
 	if (v && v->done) {
 		char cm[400];
-		cdp_metrics_format(v->conf.counts, v->conf.k, cm, sizeof cm);
+		tr_val_format(t, v, cm, sizeof cm);
 		snprintf(m, sizeof m, ", val loss %.4f %s", v->loss, cm);
 	}
 	if (t->ep_steps)
@@ -418,7 +418,8 @@ static int train_loop(trainer *t)
 	long first = t->step;
 	char dev[64];
 
-	if (cdp_confusion_init(&v.conf, t->loss.classes) != 0)
+	if (cdp_confusion_init(&v.conf, t->loss.classes) != 0 ||
+	    (t->multi && cdp_mlabel_init(&v.ml, t->net.classes) != 0))
 		TR_FAIL("out of memory");
 	cdp_progress_start(&pr, t->rank == 0 ? o->progress : CDP_PROGRESS_OFF, "cdp-train",
 	                   "training", (uint64_t)t->total);
@@ -611,6 +612,7 @@ static int train_loop(trainer *t)
 			fprintf(stderr, "cdp-train: training stopped before its first step, nothing "
 			        "to save\n");
 		cdp_confusion_free(&v.conf);
+		cdp_mlabel_free(&v.ml);
 		return 1;
 	}
 	tr_plot(t);
@@ -625,6 +627,7 @@ static int train_loop(trainer *t)
 			report(t, &v, "done:");
 	}
 	cdp_confusion_free(&v.conf);
+	cdp_mlabel_free(&v.ml);
 	return stop ? 3 : 0;
 }
 

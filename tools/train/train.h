@@ -21,7 +21,9 @@ enum { CDP_SYNC_ALLREDUCE = 0, CDP_SYNC_AVERAGE = 1, CDP_SYNC_ADMM = 2 };
 enum { CDP_NAN_STOP = 0, CDP_NAN_SKIP = 1 };
 #define CDP_NAN_MAX_SKIPS 100
 /* --keep-best: the validation metric RUNDIR/best.cdpt is kept by */
-enum { CDP_BEST_NONE = 0, CDP_BEST_MIOU, CDP_BEST_LOSS, CDP_BEST_ACC };
+enum { CDP_BEST_NONE = 0, CDP_BEST_MIOU, CDP_BEST_LOSS, CDP_BEST_ACC,
+       CDP_BEST_F1,      /* multi-label: micro F1 */
+       CDP_BEST_MAP };   /* multi-label: mean average precision */
 
 typedef struct cdp_train_opts {
 	const char *db, *keys, *val_keys;

@@ -5,7 +5,12 @@
  * padded with repeats), and the ranks add up their confusion matrices and
  * the loss's parts (loss.h), so the metrics and the loss (Dice too: of the
  * sums over the whole list, not a mean over batches) are those of the
- * whole validation list, at any j and batch. It
+ * whole validation list, at any j and batch. A multi-label run's average
+ * precision needs every score at once: each rank writes its samples'
+ * sigmoid scores and truths into the rows of their key indices in a
+ * zeroed (2, N, K) array (mval) and one sum all-reduce of it gives every
+ * rank, rank 0 included, all of them (each row has one writer, so the sum
+ * is exact), from which each computes the same metrics. It
  * runs on the model train_sync.c designates (the average over ranks for
  * average:K, z for admm) in eval mode.
  *
@@ -52,6 +57,45 @@ void tr_upload(trainer *t, cdp_loader *l, const cdp_batch *b)
 	be->to_device(be, t->dlab, b->label, npx * sizeof(int32_t));
 }
 
+/* A multi-label batch's scores (sigmoid of the logits (n, K)) and truths
+ * into the rows of their key indices in t->mval; a sample whose labels
+ * are ignored (a bad record) gets truth 2, not counted. */
+static void multi_scores(trainer *t, const cdp_batch *b, const float *logits)
+{
+	size_t K = (size_t)t->hw, N = t->vi.count;
+
+	t->be->to_host(t->be, t->mlog, logits, (size_t)b->n * K * sizeof(float));
+	for (int i = 0; i < b->n; i++) {
+		size_t row = b->index[i] * K;
+		for (size_t c = 0; c < K; c++) {
+			int32_t y = b->label[(size_t)i * K + c];
+			t->mval[row + c] = 1.0 / (1.0 + exp(-(double)t->mlog[(size_t)i * K + c]));
+			t->mval[N * K + row + c] = y == 0 || y == 1 ? y : 2;
+		}
+	}
+}
+
+/* every rank's scores to every rank, then the metrics (t->mval above) */
+static int multi_metrics(trainer *t, tr_val *v)
+{
+	size_t K = (size_t)t->hw, N = t->vi.count, nk = N * K;
+	uint8_t *truth = malloc(nk ? nk : 1), *pred = malloc(nk ? nk : 1);
+	int rc = -1;
+
+	cdp_dist_sum_f64(t->mval, 2 * nk);
+	if (truth && pred) {
+		for (size_t i = 0; i < nk; i++) {
+			double y = t->mval[nk + i];
+			truth[i] = y == 0 ? 0 : y == 1 ? 1 : 2;
+			pred[i] = t->mval[i] >= 0.5;
+		}
+		rc = cdp_mlabel_compute(&v->ml, N, truth, pred, t->mval);
+	}
+	free(truth);
+	free(pred);
+	return rc;
+}
+
 int tr_validate(trainer *t, tr_val *v)
 {
 	cdp_backend *be = t->be;
@@ -68,6 +112,8 @@ int tr_validate(trainer *t, tr_val *v)
 	v->done = 0;
 	if (!t->vl)
 		return 0;
+	if (t->multi)
+		memset(t->mval, 0, 2 * t->vi.count * (size_t)t->hw * sizeof *t->mval);
 	tr_eval_model_begin(t);
 	t->net.train = 0;
 	if ((rc = cdp_loader_start_epoch(t->vl, 0, 0)) != 0)
@@ -81,6 +127,10 @@ int tr_validate(trainer *t, tr_val *v)
 		cdp_loss_parts(&t->loss, b.n, t->hw, out->y, t->dlab, out->dy, part);
 		for (int i = 0; i < np; i++)
 			sums[i] += part[i];
+		if (t->multi) {
+			multi_scores(t, &b, out->y);
+			continue;
+		}
 		be->argmax(be, b.n, t->loss.k, t->hw, out->y, t->pred);
 		be->confusion(be, b.n * t->hw, t->loss.classes, t->dlab, t->pred, t->loss.ignore,
 		              v->conf.counts);
@@ -100,6 +150,8 @@ int tr_validate(trainer *t, tr_val *v)
 	cdp_dist_sum_f64(sums, (size_t)np + 1);
 	if (sums[np] > 0)
 		return -1;
+	if (t->multi && multi_metrics(t, v) != 0)
+		TR_FAIL("out of memory");
 	cdp_loss_of(&t->loss, sums, &res);
 	v->loss = res.loss;
 	v->done = 1;
@@ -278,8 +330,21 @@ double tr_best_value(const trainer *t, const tr_val *v)
 	case CDP_BEST_MIOU: return cdp_metrics_miou(v->conf.counts, v->conf.k, NULL);
 	case CDP_BEST_LOSS: return v->loss;
 	case CDP_BEST_ACC: return cdp_metrics_accuracy(v->conf.counts, v->conf.k);
+	case CDP_BEST_F1: return v->ml.micro_f1;
+	case CDP_BEST_MAP: return v->ml.map;
 	}
 	return NAN;
+}
+
+const char *tr_best_key(const trainer *t)
+{
+	switch (t->o->keep_best) {
+	case CDP_BEST_MIOU: return "miou";
+	case CDP_BEST_LOSS: return "loss";
+	case CDP_BEST_F1: return "micro_f1";
+	case CDP_BEST_MAP: return "map";
+	}
+	return "accuracy";
 }
 
 void tr_keep_best(trainer *t, const tr_val *v)
@@ -294,8 +359,8 @@ void tr_keep_best(trainer *t, const tr_val *v)
 	t->best = x;
 	t->have_best = 1;
 	write_checkpoint(t, "best.cdpt");
-	tr_logf(t, "best %s so far at step %ld: %g", t->o->keep_best == CDP_BEST_MIOU ? "miou" :
-	        lower ? "validation loss" : "accuracy", t->step, x);
+	tr_logf(t, "best %s so far at step %ld: %g", lower ? "validation loss" : tr_best_key(t),
+	        t->step, x);
 }
 
 int tr_patience_see(trainer *t, double x)
@@ -317,8 +382,7 @@ int tr_patience_see(trainer *t, double x)
 
 int tr_patience(trainer *t, const tr_val *v)
 {
-	const char *name = t->o->keep_best == CDP_BEST_MIOU ? "miou" :
-	                   t->o->keep_best == CDP_BEST_LOSS ? "loss" : "accuracy";
+	const char *name = tr_best_key(t);
 
 	if (!t->o->patience || !v->done || !tr_patience_see(t, tr_best_value(t, v)))
 		return 0;

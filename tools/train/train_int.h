@@ -49,7 +49,14 @@ typedef struct trainer {
 	int have_opt;
 	cdp_aug_cfg aug;
 	int32_t *dlab, *pred;           /* device (b, hw) */
-	int hw;                         /* output pixels per sample: H*W or 1 */
+	int hw;                         /* output pixels per sample: H*W or 1; a
+	                                 * multi-label run's K labels a sample */
+	/* a multi-label pool and head (net.multi): the loss is the binary bce
+	 * over (N, K) "pixels" (logits (N, K, 1, 1) are (N, 1, K)); validation
+	 * gathers every sample's scores into mval (train_eval.c) */
+	int multi;
+	double *mval;                   /* [2 vi.count K] scores, then truths */
+	float *mlog;                    /* [batch K] host copy of the logits */
 	int accumulate;                 /* micro-batches per step, A */
 	int last_micro;                 /* 1: this backward completes a step */
 	long spe;                       /* optimizer steps per epoch */
@@ -254,6 +261,7 @@ void tr_eval_model_end(trainer *t);
 typedef struct tr_val {
 	double loss;
 	cdp_confusion conf;
+	cdp_mlabel ml;                  /* multi-label runs (t->multi) */
 	int done;
 } tr_val;
 /* Checks a batch's labels on the host (aborting with the key of a bad
@@ -281,6 +289,12 @@ int tr_patience_see(trainer *t, double x);
 int tr_patience(trainer *t, const tr_val *v);
 /* v's value of the --keep-best metric (NAN when there is none) */
 double tr_best_value(const trainer *t, const tr_val *v);
+/* --keep-best's metric as metrics.jsonl's val lines name it ("miou",
+ * "loss", "accuracy", "micro_f1", "map") */
+const char *tr_best_key(const trainer *t);
+/* the validation metrics as one line ("acc=... miou=..." or, multi-label,
+ * "micro_f1=... macro_f1=... map=... f1=a,b,..."); its length */
+int tr_val_format(const trainer *t, const tr_val *v, char *buf, size_t cap);
 int  tr_resume(trainer *t, char *err, size_t cap);
 
 /* train_log.c */

@@ -20,8 +20,13 @@
  *      overflowed, skipped the bad records skipped so far;
  *    {"type":"val","step":S,"epoch":E,"loss":L,"accuracy":X,"miou":X,
  *     "iou":[per class],"f1":[per class]}
+ *    multi-label runs: {"type":"val","step":S,"epoch":E,"loss":L,"metric":X,
+ *     "micro_precision":X,"micro_recall":X,"micro_f1":X,"macro_f1":X,"map":X,
+ *     "precision":[per class],"recall":[..],"f1":[..],"ap":[..]} (metric is
+ *     the micro F1)
  *    {"type":"epoch","step":S,"epoch":E,"loss":L,"seconds":T[,"val_loss":..,
- *     "val_accuracy":..,"val_miou":..]}
+ *     "val_accuracy":..,"val_miou":..]} (multi-label: "val_micro_f1",
+ *     "val_map" in place of the last two)
  *    {"type":"resume","step":S,"epoch":E}  a resumed run started here
  *    Undefined metrics are null. Resuming keeps the lines up to the
  *    checkpoint's step and drops later ones, so the file stays one curve.
@@ -96,10 +101,10 @@ static int trim_jsonl(trainer *t, const char *path, long upto, char *err, size_t
 		fputs(line, out);
 		/* --keep-best: best.cdpt's value, so a resume keeps a better one */
 		if (!strcmp(type, "val") && t->o->keep_best) {
-			const char *key = t->o->keep_best == CDP_BEST_MIOU ? "\"miou\":" :
-			                  t->o->keep_best == CDP_BEST_LOSS ? "\"loss\":" : "\"accuracy\":";
+			char key[32];
 			int lower = t->o->keep_best == CDP_BEST_LOSS;
 			double x;
+			snprintf(key, sizeof key, "\"%s\":", tr_best_key(t));
 			if (!(m = strstr(line, key)) || sscanf(m + strlen(key), "%lf", &x) != 1)
 				x = NAN;
 			if (isfinite(x) && (!t->have_best || (lower ? x < t->best : x > t->best))) {
@@ -353,19 +358,93 @@ static double headline(const trainer *t, const tr_val *v)
 {
 	const uint64_t *c = v->conf.counts;
 	int k = v->conf.k;
+	if (t->multi)
+		return v->ml.micro_f1;
 	if (t->hw == 1)
 		return cdp_metrics_accuracy(c, k);
 	return k == 2 ? cdp_metrics_iou(c, k, 1) : cdp_metrics_miou(c, k, NULL);
+}
+
+/* a JSON array of m's per-class values of what (0 precision, 1 recall,
+ * 2 F1, 3 AP), null where undefined */
+static void jclasses(FILE *f, const char *name, const cdp_mlabel *m, int what)
+{
+	fprintf(f, ",\"%s\":[", name);
+	for (int c = 0; c < m->k; c++) {
+		cdp_prf p;
+		double x;
+		cdp_mlabel_prf(m, c, &p);
+		x = what == 0 ? p.precision : what == 1 ? p.recall : what == 2 ? p.f1 : m->ap[c];
+		isfinite(x) ? fprintf(f, "%s%.17g", c ? "," : "", x) : fprintf(f, "%snull", c ? "," : "");
+	}
+	fprintf(f, "]");
+}
+
+/* x with 4 decimals or "nan", as cdp_metrics_format prints undefined values */
+static int num(char *buf, size_t cap, double x)
+{
+	return isfinite(x) ? snprintf(buf, cap, "%.4f", x) : snprintf(buf, cap, "nan");
+}
+
+int tr_val_format(const trainer *t, const tr_val *v, char *buf, size_t cap)
+{
+	const cdp_mlabel *m = &v->ml;
+	size_t n = 0;
+
+	if (!t->multi)
+		return cdp_metrics_format(v->conf.counts, v->conf.k, buf, cap);
+	buf[0] = '\0';
+#define ADD(...) do { int w_ = snprintf(buf + n, n < cap ? cap - n : 0, __VA_ARGS__); \
+                      n += w_ > 0 ? (size_t)w_ : 0; if (n >= cap) n = cap; } while (0)
+#define NUM(x) do { int w_ = num(buf + n, n < cap ? cap - n : 0, (x)); \
+                     n += w_ > 0 ? (size_t)w_ : 0; if (n >= cap) n = cap; } while (0)
+	ADD("micro_f1=");
+	NUM(m->micro_f1);
+	ADD(" macro_f1=");
+	NUM(m->macro_f1);
+	ADD(" map=");
+	NUM(m->map);
+	ADD(" f1=");
+	for (int c = 0; c < m->k; c++) {
+		cdp_prf p;
+		cdp_mlabel_prf(m, c, &p);
+		if (c)
+			ADD(",");
+		NUM(p.f1);
+	}
+#undef ADD
+#undef NUM
+	return (int)n;
 }
 
 void tr_log_val(trainer *t, const tr_val *v)
 {
 	FILE *f = t->jsonl;
 	int k = v->conf.k;
-	char line[512];
+	char line[2048];
 
 	if (!f || !v->done)
 		return;
+	if (t->multi) {
+		fprintf(f, "{\"type\":\"val\",\"step\":%ld,\"epoch\":%" PRIu64, t->step,
+		        t->estep == 0 ? t->epoch - 1 : t->epoch);
+		jnum(f, "loss", v->loss);
+		jnum(f, "metric", headline(t, v));
+		jnum(f, "micro_precision", v->ml.micro_p);
+		jnum(f, "micro_recall", v->ml.micro_r);
+		jnum(f, "micro_f1", v->ml.micro_f1);
+		jnum(f, "macro_f1", v->ml.macro_f1);
+		jnum(f, "map", v->ml.map);
+		jclasses(f, "precision", &v->ml, 0);
+		jclasses(f, "recall", &v->ml, 1);
+		jclasses(f, "f1", &v->ml, 2);
+		jclasses(f, "ap", &v->ml, 3);
+		fprintf(f, "}\n");
+		fflush(f);
+		tr_val_format(t, v, line, sizeof line);
+		tr_logf(t, "validation at step %ld: loss %.6f %s", t->step, v->loss, line);
+		return;
+	}
 	fprintf(f, "{\"type\":\"val\",\"step\":%ld,\"epoch\":%" PRIu64, t->step,
 	        t->estep == 0 ? t->epoch - 1 : t->epoch);
 	jnum(f, "loss", v->loss);
@@ -399,7 +478,11 @@ void tr_log_epoch(trainer *t, const tr_val *v)
 	fprintf(f, "{\"type\":\"epoch\",\"step\":%ld,\"epoch\":%" PRIu64, t->step, t->epoch - 1);
 	jnum(f, "loss", t->ep_steps ? t->ep_loss / t->ep_steps : NAN);
 	jnum(f, "seconds", cdp_now() - t->t_start);
-	if (v && v->done) {
+	if (v && v->done && t->multi) {
+		jnum(f, "val_loss", v->loss);
+		jnum(f, "val_micro_f1", v->ml.micro_f1);
+		jnum(f, "val_map", v->ml.map);
+	} else if (v && v->done) {
 		jnum(f, "val_loss", v->loss);
 		jnum(f, "val_accuracy", cdp_metrics_accuracy(v->conf.counts, v->conf.k));
 		jnum(f, "val_miou", cdp_metrics_miou(v->conf.counts, v->conf.k, NULL));
@@ -450,7 +533,8 @@ void tr_plot(trainer *t)
 	enum { LOSS, LR, VLOSS, METRIC, RESUME, NS };
 	series s[NS] = { { 0 } };
 	char path[4200], title[4400], line[65536];
-	const char *slash, *name = t->hw == 1 ? "validation accuracy" :
+	const char *slash, *name = t->multi ? "validation micro F1" :
+	                           t->hw == 1 ? "validation accuracy" :
 	                           t->loss.classes <= 2 ? "validation IoU of class 1" :
 	                           "validation mean IoU";
 	FILE *f;

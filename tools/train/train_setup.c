@@ -130,29 +130,34 @@ static void loss_scale(trainer *t)
 /* The data path (loader.h): on a GPU, raw batches that the device
  * converts, standardizes and augments (train.c), except from f64 pools,
  * whose raw values are twice the floats' size, and with photometric
- * changes, scale or rotation (host only); on the CPU, the loader's
- * float batches. CDP_TRAIN_DATA=host|device overrides, for testing: device
+ * changes, scale or rotation (host only), and from multi-label pools
+ * (always the host path); on the CPU, the loader's float batches. CDP_TRAIN_DATA=host|device overrides, for testing: device
  * on the CPU runs the GPU's path through the CPU backend's prep_batch. */
 static int data_path(trainer *t, char *err, size_t cap)
 {
 	const char *env = getenv("CDP_TRAIN_DATA");
 	cdp_pool_info pi;
-	int rc;
+	int rc, multi;
 
+	if ((rc = cdp_pool_info_load(&t->pool, &pi)) != 0)
+		return tr_fail(err, cap, "'%s': cannot load meta: %s", t->o->db, cdp_strerror(rc));
+	/* multi-hot labels (K a sample) take the host path: prep_batch moves
+	 * per-pixel or single class labels only */
+	multi = pi.label_kind == CDP_LABEL_MULTI;
+	t->raw = pi.dtype != CDP_DT_F64 && !multi;
+	cdp_pool_info_free(&pi);
 	if (env && *env) {
 		if (strcmp(env, "host") != 0 && strcmp(env, "device") != 0)
 			return tr_fail(err, cap, "CDP_TRAIN_DATA: '%s' is not host or device", env);
+		if (multi && strcmp(env, "device") == 0)
+			return tr_fail(err, cap, "CDP_TRAIN_DATA: device: '%s' is a multi-label pool, "
+			               "which takes the host path", t->o->db);
 		t->raw = strcmp(env, "device") == 0;
 		return 0;
 	}
-	t->raw = 0;
 	/* photometric changes, scale and rotation are done on the host */
 	if (t->be->device < 0 || cdp_aug_host_only(&t->aug))
-		return 0;
-	if ((rc = cdp_pool_info_load(&t->pool, &pi)) != 0)
-		return tr_fail(err, cap, "'%s': cannot load meta: %s", t->o->db, cdp_strerror(rc));
-	t->raw = pi.dtype != CDP_DT_F64;
-	cdp_pool_info_free(&pi);
+		t->raw = 0;
 	return 0;
 }
 
@@ -235,6 +240,48 @@ static const char *o_model_name(const trainer *t)
 	return t->o->model ? t->o->model : "(checkpoint)";
 }
 
+/* A multi-label pool needs a multi-label head (net.multi: loss=bce on K
+ * channels, K its classes) and such a head that pool; the loss then runs
+ * over K labels a sample (t->hw = K). */
+static int check_multi(trainer *t, char *err, size_t cap)
+{
+	const cdp_layer *h = &t->net.layers[t->net.out_layer];
+	uint32_t K = t->ti.pool->label_len;
+	int kb = t->o->keep_best;
+
+	if (t->ti.label_kind != CDP_LABEL_MULTI) {
+		if (t->net.multi)
+			return tr_fail(err, cap, "model '%s' has a multi-label head (loss=bce on %d "
+			               "outputs, classes=%d): it trains on a multi-label pool "
+			               "(cdp-lmdbpack --multi-label), '%s' is not one", o_model_name(t),
+			               h->out.c, t->net.classes, t->o->db);
+		if (kb == CDP_BEST_F1 || kb == CDP_BEST_MAP)
+			return tr_fail(err, cap, "--keep-best %s: a multi-label pool's metric; '%s' is not "
+			               "one (keep miou, loss or acc)", kb == CDP_BEST_F1 ? "f1" : "map",
+			               t->o->db);
+		return 0;
+	}
+	if (!t->net.multi)
+		return tr_fail(err, cap, "'%s' is a multi-label pool (%" PRIu32 " classes): train it "
+		               "with [net] loss=bce and classes=%" PRIu32 " on a head of %" PRIu32
+		               " outputs (model '%s' has loss=%s on %d outputs)", t->o->db, K, K, K,
+		               o_model_name(t), t->net.loss, h->out.c);
+	if (h->out.h * h->out.w != 1)
+		return tr_fail(err, cap, "model '%s' gives a %dx%d output per sample, the pool has one "
+		               "label set per tile (a classifier head is needed)", o_model_name(t),
+		               h->out.h, h->out.w);
+	if ((uint32_t)t->net.classes != K)
+		return tr_fail(err, cap, "model '%s' has %d outputs (classes=%d), the multi-label pool "
+		               "'%s' has %" PRIu32 " classes", o_model_name(t), h->out.c,
+		               t->net.classes, t->o->db, K);
+	if (kb == CDP_BEST_MIOU || kb == CDP_BEST_ACC)
+		return tr_fail(err, cap, "--keep-best %s: a multi-label run keeps f1, map or loss",
+		               kb == CDP_BEST_MIOU ? "miou" : "acc");
+	t->multi = 1;
+	t->hw = (int)K;
+	return 0;
+}
+
 /* The head must fit the labels: per-pixel labels need an output of the
  * input's size (segmentation), class labels one value per sample. */
 static int check_head(trainer *t, char *err, size_t cap)
@@ -243,6 +290,8 @@ static int check_head(trainer *t, char *err, size_t cap)
 	int px = t->ti.label_kind == CDP_LABEL_U8 || t->ti.label_kind == CDP_LABEL_U16;
 
 	t->hw = h->out.h * h->out.w;
+	if (t->ti.label_kind == CDP_LABEL_MULTI || t->net.multi)
+		return check_multi(t, err, cap);
 	if (px && (h->out.h != t->ti.h || h->out.w != t->ti.w))
 		return tr_fail(err, cap, "model '%s' gives a %dx%d output, the pool's per-pixel labels "
 		            "are %dx%d (a segmentation head is needed)", o_model_name(t),
@@ -589,14 +638,15 @@ int tr_setup(trainer *t, char *err, size_t cap)
 	t->have_net = 1;
 	if (check_head(t, err, cap) < 0 || tr_class_names(t, err, cap) < 0)
 		return -1;
-	if (cdp_loss_init_cfg(&t->loss, t->be, &t->cfg, &t->cfg.s[0], t->net.classes, err,
-	                      cap) < 0)
+	/* multi-label: the binary bce (classes 2, one channel) over K labels */
+	if (cdp_loss_init_cfg(&t->loss, t->be, &t->cfg, &t->cfg.s[0], t->multi ? 2 : t->net.classes,
+	                      err, cap) < 0)
 		return -1;
 	t->have_loss = 1;
 	t->loss.ignore = t->ti.ignore;
 	if (!(t->lpart = calloc(4 * ((size_t)t->loss.npart + 1), sizeof *t->lpart)))
 		return tr_fail(err, cap, "out of memory");
-	if (tr_check_labels(t, err, cap) < 0 || tr_class_weights(t, err, cap) < 0)
+	if ((!t->multi && tr_check_labels(t, err, cap) < 0) || tr_class_weights(t, err, cap) < 0)
 		return -1;
 	if (optimizer(t, err, cap) < 0 || ema(t, err, cap) < 0 || bn_sync(t, err, cap) < 0)
 		return -1;
@@ -612,6 +662,10 @@ int tr_setup(trainer *t, char *err, size_t cap)
 		return tr_fail(err, cap, "out of memory on the %s device", t->be->name);
 	if (mix_buffers(t, err, cap) < 0)
 		return -1;
+	if (t->multi && t->vl &&
+	    (!(t->mval = calloc(2 * t->vi.count * (size_t)t->hw, sizeof *t->mval)) ||
+	     !(t->mlog = malloc((size_t)n * sizeof *t->mlog))))
+		return tr_fail(err, cap, "out of memory");
 	cdp_net_init(&t->net, o->seed);
 	if (t->have_ck && tr_resume(t, err, cap) < 0)
 		return -1;
@@ -714,6 +768,8 @@ void tr_teardown(trainer *t)
 		t->be->free(t->be, t->dtmp);
 	if (t->dlab)
 		t->be->free(t->be, t->dlab);
+	free(t->mval);
+	free(t->mlog);
 	if (t->pred)
 		t->be->free(t->be, t->pred);
 	if (t->nlab)

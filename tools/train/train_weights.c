@@ -16,6 +16,15 @@
  * The weights replace those of the cfg's class_weights= and need loss=ce
  * (cdp_loss_init says so otherwise). They are not stored in the checkpoint:
  * give the same option to --resume.
+ *
+ * On a multi-label pool (loss=bce on K outputs) they are the classes'
+ * positive weights (cdp_loss_set_pos_weight, PyTorch's pos_weight), and
+ * "auto" gives
+ *
+ *   p_k = (N - n_k) / n_k   for 0 < n_k < N, else 1,
+ *
+ * n_k the training keys holding class k and N the training keys, so that
+ * a class's positives weigh as much as its negatives.
  */
 #include "train_int.h"
 
@@ -131,6 +140,38 @@ static int parse_list(const char *s, float *w, int k)
 	return n == k ? 0 : -1;
 }
 
+/* --class-weights of a multi-label run: positive weights (above) */
+static int pos_weights(trainer *t, const char *spec, char *err, size_t cap)
+{
+	int k = t->hw;
+	char why[256];
+
+	if (!(t->cw = calloc((size_t)k, sizeof *t->cw)))
+		return tr_fail(err, cap, "out of memory");
+	t->ncw = k;
+	if (strcmp(spec, "auto") == 0) {
+		cdp_classes cl = { 0 };
+		double N = (double)t->ti.count;
+
+		if (histogram(t, &cl, err, cap) < 0) {
+			cdp_classes_free(&cl);
+			return -1;
+		}
+		for (int c = 0; c < k; c++) {
+			double n = (size_t)c < cl.len ? (double)cl.n[c] : 0;
+			t->cw[c] = n > 0 && n < N ? (float)((N - n) / n) : 1.0f;
+		}
+		t->cw_auto = 1;
+		cdp_classes_free(&cl);
+	} else if (parse_list(spec, t->cw, k) < 0) {
+		return tr_fail(err, cap, "--class-weights '%s': want auto or %d numbers >= 0 "
+		               "separated by commas, one positive weight per class of the pool", spec, k);
+	}
+	if (cdp_loss_set_pos_weight(&t->loss, t->cw, k, why, sizeof why) < 0)
+		return tr_fail(err, cap, "--class-weights: %s", why);
+	return 0;
+}
+
 int tr_class_weights(trainer *t, char *err, size_t cap)
 {
 	const char *spec = t->o->class_weights;
@@ -139,6 +180,8 @@ int tr_class_weights(trainer *t, char *err, size_t cap)
 
 	if (!spec)
 		return 0;
+	if (t->multi)
+		return pos_weights(t, spec, err, cap);
 	if (!cdp_loss_has(&t->loss, CDP_LOSS_CE) || t->loss.k == 1)
 		return tr_fail(err, cap, "--class-weights: class weights need a term ce, not loss=%s",
 		               t->loss.name);
@@ -192,6 +235,10 @@ void tr_class_weights_log(trainer *t)
 	for (int c = 0; c < t->ncw && n < sizeof line - 32; c++)
 		n += (size_t)snprintf(line + n, sizeof line - n, "%s%.6g", c ? "," : "",
 		                      (double)t->cw[c]);
-	tr_logf(t, "class weights (%s): %s", t->cw_auto ? "auto, inverse frequency over the "
-	        "training keys" : "--class-weights", line);
+	if (t->multi)
+		tr_logf(t, "positive weights (%s): %s", t->cw_auto ? "auto, negatives over positives "
+		        "in the training keys" : "--class-weights", line);
+	else
+		tr_logf(t, "class weights (%s): %s", t->cw_auto ? "auto, inverse frequency over the "
+		        "training keys" : "--class-weights", line);
 }
