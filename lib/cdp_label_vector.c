@@ -382,6 +382,27 @@ static int lab_scan(cdp_label_vector *v, char *err, size_t errcap)
 	return CDP_OK;
 }
 
+/* The reads of s's features leave out every attribute but s's own (fld,
+ * bfld): SQLite decodes, and OGR copies, only those (an OpenStreetMap layer
+ * has dozens). Not under an attribute filter, which some drivers evaluate on
+ * the feature's attributes. Only a saving: without memory it reads them all. */
+static void src_skip_fields(vsrc *s)
+{
+	OGRFeatureDefnH fd = OGR_L_GetLayerDefn(s->lay);
+	const int n = OGR_FD_GetFieldCount(fd);
+	const char **skip = calloc((size_t)n + 2, sizeof(*skip));
+	int k = 0;
+
+	if (!skip)
+		return;
+	for (int i = 0; i < n; i++)
+		if (i != s->fld && i != s->bfld)
+			skip[k++] = OGR_Fld_GetNameRef(OGR_FD_GetFieldDefn(fd, i));
+	skip[k] = "OGR_STYLE";
+	OGR_L_SetIgnoredFields(s->lay, skip);
+	free(skip);
+}
+
 int cdp_label_vector_open(const char *path, const cdp_label_vector_opts *o,
                           const char *image_wkt, cdp_label_vector **out,
                           char *err, size_t errcap)
@@ -403,6 +424,8 @@ int cdp_label_vector_open(const char *path, const cdp_label_vector_opts *o,
 		snprintf(err, errcap, "'%s': %s", path, msg);
 		goto fail;
 	}
+	if (!o->where)
+		src_skip_fields(&v->lab);
 	if (o->extent) {
 		v->has_ext = 1;
 		if ((rc = src_open(&v->ext, o->extent, NULL, o->crs, 1, image_wkt, msg,
@@ -410,6 +433,7 @@ int cdp_label_vector_open(const char *path, const cdp_label_vector_opts *o,
 			snprintf(err, errcap, "extent '%s': %s", o->extent, msg);
 			goto fail;
 		}
+		src_skip_fields(&v->ext);
 	}
 	*out = v;
 	return CDP_OK;
