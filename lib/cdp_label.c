@@ -365,6 +365,23 @@ static int cut_values(cdp_label *l, uint64_t x0, int tw, int S, const uint8_t *m
 	return CDP_OK;
 }
 
+void cdp_label_copy(const void *strip, uint64_t W, int sh, int lsz, uint64_t x0, int tw,
+                    int S, const uint8_t *m, uint32_t ignore, void *lt)
+{
+	for (int y = 0; y < S; y++)
+		for (int x = 0; x < S; x++) {
+			size_t p = (size_t)y * S + x;
+			uint32_t v = ignore;
+			if (y < sh && x < tw && m[p])
+				v = lsz == 1 ? ((const uint8_t *)strip)[y * W + x0 + x]
+				    : ((const uint16_t *)strip)[y * W + x0 + x];
+			if (lsz == 1)
+				((uint8_t *)lt)[p] = (uint8_t)v;
+			else
+				((uint16_t *)lt)[p] = (uint16_t)v;
+		}
+}
+
 int cdp_label_cut(cdp_label *l, uint64_t x0, int tw, int S, const uint8_t *m, void *lt,
                   char *err, size_t errcap)
 {
@@ -378,18 +395,7 @@ int cdp_label_cut(cdp_label *l, uint64_t x0, int tw, int S, const uint8_t *m, vo
 		return cut_values(l, x0, tw, S, m, lt, err, errcap);
 	if (!l->warped && !map) {
 		/* the label's own values: a copy, as cdp-tile always cut them */
-		for (int y = 0; y < S; y++)
-			for (int x = 0; x < S; x++) {
-				size_t p = (size_t)y * S + x;
-				uint32_t v = l->ignore;
-				if (y < l->sh && x < tw && m[p])
-					v = u8in ? ((uint8_t *)l->strip)[y * W + x0 + x]
-					    : ((uint16_t *)l->strip)[y * W + x0 + x];
-				if (u8in)
-					((uint8_t *)lt)[p] = (uint8_t)v;
-				else
-					((uint16_t *)lt)[p] = (uint16_t)v;
-			}
+		cdp_label_copy(l->strip, W, l->sh, u8in ? 1 : 2, x0, tw, S, m, l->ignore, lt);
 		return CDP_OK;
 	}
 	if (l->warped && (rc = warp(l, x0, tw, err, errcap)))

@@ -84,5 +84,13 @@ int  cdp_label_strip(cdp_label *l, uint64_t y0, int sh, char *err, size_t errcap
 int  cdp_label_cut(cdp_label *l, uint64_t x0, int tw, int S, const uint8_t *m, void *lt,
                    char *err, size_t errcap);
 void cdp_label_close(cdp_label *l);
+/* The (S, S) label lt of the tile at column x0 of a label strip on the
+ * image's grid, strip (sh, W) samples of lsz bytes (1: u8, 2: u16), tw
+ * columns inside the image: the strip's value where m[y * S + x] is
+ * non-zero inside the sh x tw window, ignore elsewhere. cdp_label_cut's
+ * copy of a label raster on the image's grid, and cdp-tile's of a vector
+ * label's rasterized strip: one loop for both. */
+void cdp_label_copy(const void *strip, uint64_t W, int sh, int lsz, uint64_t x0, int tw,
+                    int S, const uint8_t *m, uint32_t ignore, void *lt);
 
 #endif

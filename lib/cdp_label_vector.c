@@ -31,6 +31,9 @@
 #include "cdp_raster.h"
 #include "cdp_record.h"
 
+/* SQLite's page cache for a source, in MB: a cap, not an allocation */
+#define CDP_VECTOR_SQLITE_CACHE_MB "256"
+
 typedef struct vsrc {
 	GDALDatasetH ds;
 	OGRLayerH lay;
@@ -173,12 +176,22 @@ static int src_open(vsrc *s, const char *path, const char *name, const char *crs
                     int fallback, const char *image_wkt, char *err, size_t errcap)
 {
 	OGRSpatialReferenceH lsr = NULL, isr = NULL;
+	const int own_cache = CPLGetConfigOption("OGR_SQLITE_CACHE", NULL) != NULL;
 	char list[512];
 	int rc = CDP_EMISMATCH;
 
 	memset(s, 0, sizeof(*s));
 	s->fld = s->bfld = -1;
+	/* SQLite's page cache (GeoPackage, SpatiaLite) is 2 MB by default, and
+	 * a strip's features lie anywhere in the file: each strip read their
+	 * pages again (113,513 preads on bench/labels.sh's 16384^2 scene, 5,806
+	 * with this cap). It holds only the pages read; the user's own
+	 * OGR_SQLITE_CACHE wins. */
+	if (!own_cache)
+		CPLSetThreadLocalConfigOption("OGR_SQLITE_CACHE", CDP_VECTOR_SQLITE_CACHE_MB);
 	s->ds = GDALOpenEx(path, GDAL_OF_VECTOR | GDAL_OF_READONLY, NULL, NULL, NULL);
+	if (!own_cache)
+		CPLSetThreadLocalConfigOption("OGR_SQLITE_CACHE", NULL);
 	if (!s->ds) {
 		ogr_err(err, errcap, "", "not a vector dataset OGR opens");
 		return CDP_EGDAL;
@@ -369,6 +382,27 @@ static int lab_scan(cdp_label_vector *v, char *err, size_t errcap)
 	return CDP_OK;
 }
 
+/* The reads of s's features leave out every attribute but s's own (fld,
+ * bfld): SQLite decodes, and OGR copies, only those (an OpenStreetMap layer
+ * has dozens). Not under an attribute filter, which some drivers evaluate on
+ * the feature's attributes. Only a saving: without memory it reads them all. */
+static void src_skip_fields(vsrc *s)
+{
+	OGRFeatureDefnH fd = OGR_L_GetLayerDefn(s->lay);
+	const int n = OGR_FD_GetFieldCount(fd);
+	const char **skip = calloc((size_t)n + 2, sizeof(*skip));
+	int k = 0;
+
+	if (!skip)
+		return;
+	for (int i = 0; i < n; i++)
+		if (i != s->fld && i != s->bfld)
+			skip[k++] = OGR_Fld_GetNameRef(OGR_FD_GetFieldDefn(fd, i));
+	skip[k] = "OGR_STYLE";
+	OGR_L_SetIgnoredFields(s->lay, skip);
+	free(skip);
+}
+
 int cdp_label_vector_open(const char *path, const cdp_label_vector_opts *o,
                           const char *image_wkt, cdp_label_vector **out,
                           char *err, size_t errcap)
@@ -390,6 +424,8 @@ int cdp_label_vector_open(const char *path, const cdp_label_vector_opts *o,
 		snprintf(err, errcap, "'%s': %s", path, msg);
 		goto fail;
 	}
+	if (!o->where)
+		src_skip_fields(&v->lab);
 	if (o->extent) {
 		v->has_ext = 1;
 		if ((rc = src_open(&v->ext, o->extent, NULL, o->crs, 1, image_wkt, msg,
@@ -397,6 +433,7 @@ int cdp_label_vector_open(const char *path, const cdp_label_vector_opts *o,
 			snprintf(err, errcap, "extent '%s': %s", o->extent, msg);
 			goto fail;
 		}
+		src_skip_fields(&v->ext);
 	}
 	*out = v;
 	return CDP_OK;
@@ -477,11 +514,14 @@ static int src_burn(cdp_label_vector *v, vsrc *s, GDALDatasetH ds, const double 
 	OGR_L_ResetReading(s->lay);
 	CPLErrorReset();
 	while ((f = OGR_L_GetNextFeature(s->lay))) {
-		OGRGeometryH g = OGR_F_GetGeometryRef(f), t;
+		/* the feature's own geometry, taken from it rather than cloned */
+		OGRGeometryH t = OGR_F_StealGeometry(f);
 		long long id = 1;
 		double d = is_lab ? o->buffer : 0;
 
-		if (!g || OGR_G_IsEmpty(g)) {
+		if (!t || OGR_G_IsEmpty(t)) {
+			if (t)
+				OGR_G_DestroyGeometry(t);
 			OGR_F_Destroy(f);
 			continue;
 		}
@@ -492,13 +532,12 @@ static int src_burn(cdp_label_vector *v, vsrc *s, GDALDatasetH ds, const double 
 		if (rc == CDP_OK && is_lab && s->bfld >= 0)
 			d = OGR_F_IsFieldSetAndNotNull(f, s->bfld) ? OGR_F_GetFieldAsDouble(f, s->bfld)
 			                                          : 0;
-		t = rc == CDP_OK ? OGR_G_Clone(g) : NULL;
-		if (t && s->ct && OGR_G_Transform(t, s->ct) != OGRERR_NONE) {
+		if (rc == CDP_OK && s->ct && OGR_G_Transform(t, s->ct) != OGRERR_NONE) {
 			ogr_err(err, errcap, "cannot transform a feature into the image's CRS: ",
 			        "transformation failed");
 			rc = CDP_EMISMATCH;
 		}
-		if (t && rc == CDP_OK && d != 0) {
+		if (rc == CDP_OK && d != 0) {
 			OGRGeometryH bt = OGR_G_Buffer(t, d, 8);
 			OGR_G_DestroyGeometry(t);
 			t = bt;
@@ -567,22 +606,28 @@ out:
 
 /* A MEM dataset of the window's grid whose band 1 is data, (h, w) samples
  * of type t (the caller's buffer: rasterized in place, without a copy or
- * fresh pages per window), filled with fill. */
+ * fresh pages per window), filled with fill here rather than through
+ * GDALFillRaster, which goes through GDAL's block cache. */
 static GDALDatasetH mem_grid(GDALDataType t, const double gt[6], int w, int h,
-                             double fill, void *data)
+                             uint16_t fill, void *data)
 {
 	GDALDriverH drv = GDALGetDriverByName("MEM");
 	GDALDatasetH ds = drv ? GDALCreate(drv, "", w, h, 0, t, NULL) : NULL;
+	const size_t np = (size_t)w * (size_t)h;
 	char ptr[64];
 	char *opt[] = { ptr, NULL };
 
+	if (t == GDT_Byte)
+		memset(data, fill, np);
+	else
+		for (size_t p = 0; p < np; p++)
+			((uint16_t *)data)[p] = fill;
 	snprintf(ptr, sizeof ptr, "DATAPOINTER=%p", data);
 	if (ds && GDALAddBand(ds, t, opt) != CE_None) {
 		GDALClose(ds);
 		ds = NULL;
 	}
-	if (ds && (GDALSetGeoTransform(ds, (double *)gt) != CE_None ||
-	           GDALFillRaster(GDALGetRasterBand(ds, 1), fill, 0) != CE_None)) {
+	if (ds && GDALSetGeoTransform(ds, (double *)gt) != CE_None) {
 		GDALClose(ds);
 		ds = NULL;
 	}
@@ -600,7 +645,7 @@ int cdp_label_vector_read(cdp_label_vector *v, const double gt[6], int w, int h,
 
 	if (w < 1 || h < 1)
 		return CDP_EINVAL;
-	ds = mem_grid(u16 ? GDT_UInt16 : GDT_Byte, gt, w, h, v->o->background, buf);
+	ds = mem_grid(u16 ? GDT_UInt16 : GDT_Byte, gt, w, h, (uint16_t)v->o->background, buf);
 	if (!ds) {
 		ogr_err(err, errcap, "cannot make a label grid: ", "out of memory");
 		return CDP_EGDAL;

@@ -542,26 +542,12 @@ static size_t cut_mask(cutter *k, uint64_t x0, int tw)
 }
 
 /* A vector label's tile: the rasterized strip's labels at valid pixels,
- * the ignore value elsewhere (padding included). A label raster is cut by
- * cdp_label_cut instead. */
+ * the ignore value elsewhere (padding included), by the same copy as a
+ * label raster on the image's grid (cdp_label_cut). */
 static void cut_vector_labels(cutter *k, uint64_t x0, int tw)
 {
-	const input *in = k->in;
-	const int S = k->c->S;
-	const uint64_t W = in->ri->width;
-
-	for (int y = 0; y < S; y++)
-		for (int x = 0; x < S; x++) {
-			size_t p = (size_t)y * S + x;
-			uint32_t v = in->ignore;
-			if (y < k->sh && x < tw && k->m[p])
-				v = k->lsz == 1 ? k->lstrip[y * W + x0 + x]
-				    : ((uint16_t *)k->lstrip)[y * W + x0 + x];
-			if (k->lsz == 1)
-				k->lt[p] = (uint8_t)v;
-			else
-				((uint16_t *)k->lt)[p] = (uint16_t)v;
-		}
+	cdp_label_copy(k->lstrip, k->in->ri->width, k->sh, (int)k->lsz, x0, tw, k->c->S, k->m,
+	               k->in->ignore, k->lt);
 }
 
 /* --standardize: ft = (x - mean) / std per band at valid pixels, 0 at the
