@@ -127,6 +127,6 @@ expect_fail 2 "^cdp-keyshuffle: --stratify needs --val\$" \
 	cdp-keyshuffle --stratify --val-by road/$dup --val-out "$T/x" "$T/fpool"
 "$PYTHON" "$MK" "$T/s.tif" --width 32 --height 32 --bands 1 --dtype u8 --seed 1 >&2
 cdp-tile -q --size 16 "$T/s.tif" | cdp-lmdbpack -q "$T/tpool"
-expect_fail 1 "^cdp-keyshuffle: '$T/tpool': --stratify needs one class per record; key 's_0_0' has no label\$" \
+expect_fail 1 "^cdp-keyshuffle: '$T/tpool': --stratify needs one class or one set of classes (multi-label) per record; key 's_0_0' has no label\$" \
 	cdp-keyshuffle --stratify --val 0.5 --val-out "$T/x" "$T/tpool"
 echo "ok"
