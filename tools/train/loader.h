@@ -166,6 +166,10 @@ typedef struct cdp_batch {
 	float *image;              /* (n, c, h, w); NULL with opts.raw */
 	/* per-pixel (n, h, w), raw (n, in_h, in_w); (n) class; NULL: none */
 	int32_t *label;
+	/* value pools (label kind f32): (n, targets, h, w) float32 targets,
+	 * standardized as (y - tmean) * tinv, NaN where there is none; else NULL */
+	float *target;
+	int targets;
 	/* opts.raw: raw (n, c, in_h, in_w) samples of type dtype (cdp_dtype.h),
 	 * aug [n] each sample's transform to (h, w), valid (n, h, w) 1 or 0
 	 * (invalid) after the transform, NULL when every pixel is valid */
@@ -190,6 +194,8 @@ typedef struct cdp_loader_info {
 	const char *conv_isa;      /* uint8 conversion kernel: "avx512", "avx2", "sse2", "plain" */
 	const cdp_pool_info *pool; /* the pool's meta (stats in pool->band) */
 	const float *mean, *inv;   /* [c] the standardization (x - mean) * inv */
+	int targets;               /* value pools: targets T, else 0 */
+	const float *tmean, *tinv; /* [targets] the targets' (y - tmean) * tinv */
 	int raw;                   /* opts.raw */
 	int in_h, in_w;            /* tile shape (before a crop) */
 	size_t raw_size;           /* bytes of one raw sample, c * in_h * in_w * type */
@@ -247,6 +253,10 @@ int  cdp_loader_sources(const cdp_loader *l, uint32_t **src, size_t *n);
  * info's mean and inv change in place). CDP_ERANGE, as at open, for
  * values that do not fit float32 or a negative std. */
 int  cdp_loader_set_standardization(cdp_loader *l, const double *mean, const double *std);
+
+/* The same for the T targets of a value pool (CDP_EINVAL without
+ * value labels); at open they are the pool meta's target statistics. */
+int  cdp_loader_set_target_standardization(cdp_loader *l, const double *mean, const double *std);
 
 /* CDP_RA_ON or CDP_RA_OFF for records of value_size bytes read with (1) or
  * without (0) MADV_WILLNEED of the next batch: off with it, else on from
