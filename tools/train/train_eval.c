@@ -280,6 +280,9 @@ static int fill(trainer *t, cdp_ckpt *ck)
 	for (int i = 0; i < t->prov.nfrom && rc == 0; i++)
 		rc = cdp_ckpt_add_from(ck, t->prov.from[i].kind, t->prov.from[i].name,
 		                       t->prov.from[i].sha256);
+	/* a regression net: its outputs' standardization (TASK) */
+	if (!rc && t->reg)
+		rc = cdp_ckpt_set_task(ck, CDP_CKPT_TASK_REGRESSION, t->tmean, t->tstd, t->loss.k);
 	if (rc)
 		goto done;
 	/* [net] ema=: PARM got the average (tr_eval_model_begin), LIVE the

@@ -133,6 +133,13 @@ static int target_stats(trainer *t, const uint32_t *src, size_t n, char *err, si
 		     i ? "," : "", i + 1, t->tmean[i], t->tstd[i]);
 	}
 	cdp_stats_free(&st);
+	/* the weights were trained on the checkpoint's: keep them */
+	if (t->have_ck && t->ck.task == CDP_CKPT_TASK_REGRESSION && t->ck.ntargets == (int)T) {
+		memcpy(t->tmean, t->ck.target_mean, T * sizeof *t->tmean);
+		memcpy(t->tstd, t->ck.target_std, T * sizeof *t->tstd);
+		snprintf(t->std_note[3], sizeof t->std_note[3], "resume: the checkpoint's target "
+		         "standardization (target 1 mean %.6g std %.6g)", t->tmean[0], t->tstd[0]);
+	}
 	if (cdp_loader_set_target_standardization(t->tl, t->tmean, t->tstd) != CDP_OK ||
 	    (t->vl && cdp_loader_set_target_standardization(t->vl, t->tmean, t->tstd) != CDP_OK))
 		return tr_fail(err, cap, "the targets' standardization is out of float32 range");
