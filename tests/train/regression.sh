@@ -12,6 +12,10 @@
 #  - the checkpoints' TASK, read by Python (cdpool.checkpoint): regression,
 #    the target mean and std of train.log, NumPy's over the training
 #    sources' tiles;
+#  - cdp-predict of a new scene with best.cdpt: a float32 map, one band,
+#    nodata NaN, overviews, tagged CDP_TASK=regression, scored by
+#    cdp-evaluate --json to R^2 >= 0.95 (and equal to NumPy's), and its
+#    class-map options refused;
 #  - 2 ranks at batch 2 give the validation loss, rmse, mae, bias, r2 and
 #    count of one process at batch 4 (1e-6 relative);
 #  - with the warp (aug_rotate, aug_scale, a 24x24 crop) it still learns
@@ -69,6 +73,39 @@ assert np.allclose(t["target_std"], y.std(), rtol=1e-5), (t, y.std())
 print("checkpoint TASK: regression, target mean %.6g std %.6g (NumPy's over the sources' tiles)"
       % (t["target_mean"][0], t["target_std"][0]))
 EOF
+
+# cdp-predict on a third scene: a float32 map tagged CDP_TASK=regression,
+# nodata NaN, with averaged overviews; cdp-evaluate --json scores it
+# against the scene's true target (R^2 >= 0.95), and its numbers are
+# NumPy's of the two rasters
+"$PYTHON" "$GEN" --size 300 --seed 7 s7.tif s7_value.tif
+cdp-predict -q run/best.cdpt s7.tif -o pred.tif || fail "cdp-predict"
+cdp-evaluate --json pred.tif s7_value.tif >eval.json || fail "cdp-evaluate"
+PYTHONPATH="$CDP_SRCDIR/python" "$PYTHON" - <<'EOF' || fail "the regression map"
+import json
+import numpy as np
+from osgeo import gdal
+gdal.UseExceptions()
+d = gdal.Open("pred.tif")
+assert d.GetMetadataItem("CDP_TASK") == "regression", d.GetMetadata()
+b = d.GetRasterBand(1)
+assert d.RasterCount == 1 and b.DataType == gdal.GDT_Float32, (d.RasterCount, b.DataType)
+assert np.isnan(b.GetNoDataValue()) and b.GetOverviewCount() >= 1, b.GetNoDataValue()
+assert gdal.Open("s7.tif").GetGeoTransform() == d.GetGeoTransform()
+p = b.ReadAsArray().astype(np.float64)
+t = gdal.Open("s7_value.tif").ReadAsArray().astype(np.float64)
+e = json.load(open("eval.json"))
+r2 = 1 - ((p - t) ** 2).sum() / ((t - t.mean()) ** 2).sum()
+assert e["task"] == "regression" and e["count"] == p.size, e
+assert abs(e["r2"] - r2) < 1e-6 and abs(e["rmse"] - np.sqrt(((p - t) ** 2).mean())) < 1e-6, (e, r2)
+assert r2 >= 0.95, "R^2 %g < 0.95 on a new scene" % r2
+print("cdp-predict on a new 300x300 scene: R^2 %.4f rmse %.4f (cdp-evaluate = NumPy)"
+      % (r2, e["rmse"]))
+EOF
+for opt in "--prob" "--vector v.gpkg" "--colors c.txt" "--tta flips" "--preview p.png"; do
+	expect_fail 1 "${opt%% *}: 'run/best.cdpt' is a regression net" \
+		cdp-predict -q $opt run/best.cdpt s7.tif -o bad.tif
+done
 
 # 2 ranks x 2 = 1 x 4: the same validation numbers (batchnorm-free small.cfg)
 mpirun=${MPIRUN:-}
