@@ -47,6 +47,13 @@
  * the transform with seed cdp_rng_derive(cdp_rng_derive(seed, e, 1), k, 0)
  * for key index k, so a sample gets the same transform on any rank or
  * thread; validation takes the centred crop, no flips or turns.
+ * A value pool (label kind f32, T targets a pixel) gives no labels but
+ * batch.target (n, T, h, w) float32: (y - tmean) * tinv per target (the
+ * identity until cdp_loader_set_target_standardization), NaN where the
+ * record has no target and at invalid pixels; they go through the image's
+ * crop, flips, turns and warp (bilinear as the bands, NaN where the warp
+ * reads outside the tile, where the image is 0), never through the
+ * photometric changes. The raw (device) path refuses such pools.
  *
  * Verification. Every read of a record checks its header and sizes first
  * (cdp_record_peek) and its CRC (cdp_crc32, zlib's CRC-32 by carry-less
