@@ -107,6 +107,10 @@ for opt in "--prob" "--vector v.gpkg" "--colors c.txt" "--tta flips" "--preview 
 		cdp-predict -q $opt run/best.cdpt s7.tif -o bad.tif
 done
 
+PYTHONPATH="$CDP_SRCDIR/python" "$PYTHON" -m cdpool info run/best.cdpt >info.txt
+grep -q "^task: regression, 1 targets$" info.txt && grep -q "^target 1: mean " info.txt ||
+	fail "python3 -m cdpool info does not print the task: $(grep -i task info.txt)"
+
 # 2 ranks x 2 = 1 x 4: the same validation numbers (batchnorm-free small.cfg)
 mpirun=${MPIRUN:-}
 if [ -n "$mpirun" ] && command -v "$mpirun" >/dev/null 2>&1; then
