@@ -18,6 +18,8 @@
 #    class-map options refused;
 #  - 2 ranks at batch 2 give the validation loss, rmse, mae, bias, r2 and
 #    count of one process at batch 4 (1e-6 relative);
+#  - --resume at step 5 of 10 gives the uninterrupted run's losses bit for
+#    bit, keeping the checkpoint's target standardization;
 #  - with the warp (aug_rotate, aug_scale, a 24x24 crop) it still learns
 #    (R^2 >= 0.7 in 100 steps) and validation counts the crops' pixels;
 #  - refusals: a class loss on a value pool, a regression loss on a class
@@ -126,6 +128,18 @@ if [ -n "$mpirun" ] && command -v "$mpirun" >/dev/null 2>&1; then
 	done
 	echo "validation rmse $(val_of j1/metrics.jsonl rmse) r2 $(val_of j1/metrics.jsonl r2) at 1 x 4 and 2 x 2"
 fi
+
+# --resume keeps the checkpoint's target standardization: 5 steps, then
+# resumed to 10, give the 10 losses of an uninterrupted run bit for bit
+R="$C --model $M --batch 4 --log-every 1 --checkpoint-every 5"
+cdp-train $R --steps 10 --out ra || fail "10 steps"
+cdp-train $R --steps 5 --out rb && cdp-train $R --steps 10 --out rb --resume || fail "5, resumed to 10"
+losses ra/metrics.jsonl >ra.l
+losses rb/metrics.jsonl >rb.l
+[ "$(wc -l <ra.l)" -eq 10 ] && cmp -s ra.l rb.l || fail "resumed losses differ: $(diff ra.l rb.l | head -4)"
+grep -q "resume: the checkpoint's target standardization" rb/train.log ||
+	fail "the resumed run does not say it keeps the checkpoint's target standardization"
+echo "10 losses bit for bit after resuming at step 5"
 
 # the warp resamples the targets with the bands (NaN outside the tile)
 cdp-train $C --model "$M,aug_rotate=20,aug_scale=0.2,crop_h=24,crop_w=24" --batch 4 \
