@@ -421,7 +421,9 @@ struct cdp_backend {
 	 * changed. The CPU rounds exactly as written (cdp-predict's output on
 	 * the CPU depends on it); CUDA differs only by its expf (a few ulp),
 	 * and each element of sum is owned by one thread (no atomics), so the
-	 * result is the same run to run. */
+	 * result is the same run to run. With k < 0 the -k channels are
+	 * values, not logits (a regression head, cdp-predict): p = l, blended
+	 * linearly the same way (float, w1[i] * w1[q] first). */
 	void (*win_blend)(cdp_backend *be, int k, int s, int w, int nb, const float *logits,
 	                  const int32_t *x0, const float *w1, float *sum);
 };

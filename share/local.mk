@@ -13,5 +13,5 @@ cdpexamplesdir = $(pkgdatadir)/examples
 dist_cdpexamples_DATA = share/cdpool/examples/Makefile share/cdpool/examples/README \
 	share/cdpool/examples/roads.colors
 dist_cdpexamples_SCRIPTS = share/cdpool/examples/genscene.py share/cdpool/examples/genpair.py \
-	share/cdpool/examples/genmulti.py
+	share/cdpool/examples/genmulti.py share/cdpool/examples/genvalue.py
 dist_man_MANS += man/cdpool.7

@@ -29,9 +29,9 @@
 
 const char cdp_ckpt_tags[NCHUNKS_MAX][5] = {
 	"META", "CFG ", "PARM", "BUFS", "OPTM", "RNG ", "DATA", "RANK", "SUMS",
-	"LIVE", "NORM", "FROM"
+	"LIVE", "NORM", "FROM", "TASK"
 };
-const uint32_t cdp_ckpt_tag_since[NCHUNKS_MAX] = { 1, 1, 1, 1, 1, 1, 1, 3, 7, 7, 7, 7 };
+const uint32_t cdp_ckpt_tag_since[NCHUNKS_MAX] = { 1, 1, 1, 1, 1, 1, 1, 3, 7, 7, 7, 7, 7 };
 
 uint32_t cdp_ckpt_crc(uint32_t crc, const void *p, size_t n)
 {
@@ -301,10 +301,21 @@ static void emit_from(wr *w, const cdp_ckpt *ck)
 	}
 }
 
+/* the task and a regression's target standardization (checkpoint.h) */
+static void emit_task(wr *w, const cdp_ckpt *ck)
+{
+	put_u32(w, (uint32_t)ck->task);
+	put_u32(w, (uint32_t)ck->ntargets);
+	for (int i = 0; i < ck->ntargets; i++)
+		put_f64(w, ck->target_mean[i]);
+	for (int i = 0; i < ck->ntargets; i++)
+		put_f64(w, ck->target_std[i]);
+}
+
 typedef void (*emit_fn)(wr *, const cdp_ckpt *);
 static const emit_fn emitters[NCHUNKS_MAX] = {
 	emit_meta, emit_cfg, emit_params, emit_buffers, emit_optim, emit_rng, emit_data, emit_rank,
-	emit_sums, emit_live, emit_norm, emit_from
+	emit_sums, emit_live, emit_norm, emit_from, emit_task
 };
 
 /* whether chunk i goes into ck's file: the fixed ones always */
@@ -312,7 +323,8 @@ static int present(const cdp_ckpt *ck, int i)
 {
 	return i < NCHUNKS || (i == CHUNK_RANK && ck->nranks > 0) ||
 	       (i == CHUNK_SUMS && ck->has_sums) || (i == CHUNK_LIVE && ck->live) ||
-	       (i == CHUNK_NORM && ck->norm_kind) || (i == CHUNK_FROM && ck->nfrom > 0);
+	       (i == CHUNK_NORM && ck->norm_kind) || (i == CHUNK_FROM && ck->nfrom > 0) ||
+	       (i == CHUNK_TASK && ck->task);
 }
 
 static int nchunks(const cdp_ckpt *ck)
@@ -396,9 +408,26 @@ int cdp_ckpt_norm_band_ok(const char *s)
 	return 1;
 }
 
-/* NORM and FROM: 0, or -1 */
+/* TASK: 0, or -1 */
+static int task_check(const cdp_ckpt *ck)
+{
+	if (!ck->task)
+		return ck->ntargets == 0 ? 0 : -1;
+	if (ck->task != CDP_CKPT_TASK_REGRESSION || ck->ntargets < 1 ||
+	    ck->ntargets > CDP_CKPT_MAX_TARGETS || !ck->target_mean || !ck->target_std)
+		return -1;
+	for (int i = 0; i < ck->ntargets; i++)
+		if (!isfinite(ck->target_mean[i]) || !isfinite(ck->target_std[i]) ||
+		    !(ck->target_std[i] > 0))
+			return -1;
+	return 0;
+}
+
+/* NORM, FROM and TASK: 0, or -1 */
 static int init_check(const cdp_ckpt *ck)
 {
+	if (task_check(ck) != 0)
+		return -1;
 	if (ck->norm_kind != 0) {
 		if (ck->norm_kind < CDP_CKPT_NORM_NONE || ck->norm_kind > CDP_CKPT_NORM_GIVEN ||
 		    !isfinite(ck->norm_scale) || !(ck->norm_scale >= 0) || !ck->norm_mean ||
@@ -777,5 +806,6 @@ void cdp_ckpt_free(cdp_ckpt *ck)
 	for (int i = 0; ck->from && i < ck->nfrom; i++)
 		free(ck->from[i].name);
 	free(ck->from);
+	free(ck->target_mean);          /* target_std shares its allocation */
 	memset(ck, 0, sizeof(*ck));
 }

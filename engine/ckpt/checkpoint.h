@@ -16,7 +16,7 @@
  *   24     chunks "META" "CFG " "PARM" "BUFS" "OPTM" "RNG " "DATA", in order,
  *          then the optional ones, each at most once and in this order:
  *          "RANK" (version 3), "SUMS" (version 7), "LIVE" (version 7),
- *          "NORM" (version 7), "FROM" (version 7);
+ *          "NORM" (version 7), "FROM" (version 7), "TASK" (version 7);
  *          each: 4-byte tag, u32 0, u64 payload length, payload
  *   end-4  u32 CRC-32 (zlib's crc32) of every byte before it
  * The payloads are described in cdp-checkpoint(5). Version 2 added the data
@@ -45,6 +45,11 @@
  * the file's name (u32-length string, 1 to CDP_CKPT_FROM_NAME_MAX bytes),
  * its SHA-256 (32 bytes). A run started with --init records the file and
  * that file's own FROM after it; --resume keeps it.
+ *
+ * The task (TASK): u32 task (CDP_CKPT_TASK_REGRESSION), u32 T (1 to
+ * CDP_CKPT_MAX_TARGETS), T f64 target means, T f64 target deviations
+ * (> 0): a regression net's outputs are standardized targets, a
+ * prediction is output * std + mean.
  *
  * The trained weights (LIVE). A run with an exponential moving average of
  * its weights (cdp-model(5), [net] ema=) checkpoints the average in PARM,
@@ -123,6 +128,8 @@
 #define CDP_CKPT_OVERRIDE_MAX  4096
 #define CDP_CKPT_MAX_RNG    1024
 #define CDP_CKPT_MAX_BANDS  65535
+#define CDP_CKPT_MAX_TARGETS 65536   /* TASK's T at most (a record's label planes) */
+enum { CDP_CKPT_TASK_REGRESSION = 1 };   /* TASK's task */
 #define CDP_CKPT_CRS_MAX    65536       /* bytes of the CRS text */
 #define CDP_CKPT_MAX_SOURCES (1 << 24)  /* standardization sources listed */
 #define CDP_CKPT_MAX_CLASSES 65536      /* class names (a u16 label's ids) */
@@ -266,6 +273,15 @@ typedef struct cdp_ckpt {
 	 * from[i + 1] where from[i]'s came from, at most CDP_CKPT_FROM_MAX */
 	cdp_ckpt_from *from;
 	int nfrom;
+	/* the task (TASK, version 7; task 0: none recorded, a class map or
+	 * chip classes): CDP_CKPT_TASK_REGRESSION for a net trained on value
+	 * labels, with ntargets (1 to CDP_CKPT_MAX_TARGETS, the head's
+	 * channels) targets standardized as (y - target_mean[t]) /
+	 * target_std[t] (finite, std > 0), so a prediction is
+	 * output * std + mean */
+	int task;
+	int ntargets;
+	double *target_mean, *target_std;
 	/* the running sums of metrics.jsonl's means (SUMS, version 7);
 	 * has_sums 0: none (older versions, or not a training run's). Each
 	 * loss sum finite, each count at most step. */
@@ -364,6 +380,9 @@ int  cdp_ckpt_set_class_names(cdp_ckpt *ck, const char *const *names, int n);
  * CDP_ENOMEM. */
 int  cdp_ckpt_set_norm(cdp_ckpt *ck, int kind, double scale, const double *mean,
                        const double *std, int n, const char *const *bands, int nb);
+/* TASK: task CDP_CKPT_TASK_REGRESSION, mean and std [n] copied, replacing
+ * any. CDP_EINVAL for values a reader would refuse, CDP_ENOMEM. */
+int  cdp_ckpt_set_task(cdp_ckpt *ck, int task, const double *mean, const double *std, int n);
 /* Appends an entry to FROM (the name copied): CDP_EINVAL for a kind, name
  * or count a reader would refuse, CDP_ENOMEM. */
 int  cdp_ckpt_add_from(cdp_ckpt *ck, int kind, const char *name,

@@ -536,6 +536,27 @@ int cdp_ckpt_set_norm(cdp_ckpt *ck, int kind, double scale, const double *mean,
 	return CDP_OK;
 }
 
+int cdp_ckpt_set_task(cdp_ckpt *ck, int task, const double *mean, const double *std, int n)
+{
+	double *m;
+
+	if (task != CDP_CKPT_TASK_REGRESSION || n < 1 || n > CDP_CKPT_MAX_TARGETS || !mean || !std)
+		return CDP_EINVAL;
+	for (int i = 0; i < n; i++)
+		if (!isfinite(mean[i]) || !isfinite(std[i]) || !(std[i] > 0))
+			return CDP_EINVAL;
+	if (!(m = malloc(2 * (size_t)n * sizeof *m)))
+		return CDP_ENOMEM;
+	memcpy(m, mean, (size_t)n * sizeof *m);
+	memcpy(m + n, std, (size_t)n * sizeof *m);
+	free(ck->target_mean);          /* target_std shares its allocation */
+	ck->task = task;
+	ck->ntargets = n;
+	ck->target_mean = m;
+	ck->target_std = m + n;
+	return CDP_OK;
+}
+
 int cdp_ckpt_add_from(cdp_ckpt *ck, int kind, const char *name, const unsigned char sha256[32])
 {
 	cdp_ckpt_from *f;

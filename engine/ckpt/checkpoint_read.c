@@ -558,6 +558,28 @@ static int check_header(const unsigned char *b, size_t have, uint64_t total)
 	return CDP_OK;
 }
 
+/* TASK (version 7): the task and a regression's target standardization;
+ * cdp_ckpt_check judges the values */
+static void parse_task(rd *r, cdp_ckpt *ck)
+{
+	uint32_t task = get_u32(r), n = get_u32(r);
+
+	if (r->err || task != CDP_CKPT_TASK_REGRESSION || n < 1 || n > CDP_CKPT_MAX_TARGETS ||
+	    !need(r, (size_t)n * 16)) {
+		bad(r, CDP_EFORMAT);
+		return;
+	}
+	if (!(ck->target_mean = malloc(2 * (size_t)n * sizeof *ck->target_mean))) {
+		bad(r, CDP_ENOMEM);
+		return;
+	}
+	ck->task = (int)task;
+	ck->ntargets = (int)n;
+	ck->target_std = ck->target_mean + n;
+	for (uint32_t i = 0; i < 2 * n; i++)
+		ck->target_mean[i] = get_f64(r);
+}
+
 /* keep: the rank whose per-rank state to hold, -1 all (checkpoint.h);
  * tag: the chunk at fault, or ""; why: what is wrong (cdp_ckpt_read_why) */
 static int decode(const unsigned char *buf, size_t len, int keep, cdp_ckpt *ck, char tag[5],
@@ -618,6 +640,8 @@ static int decode(const unsigned char *buf, size_t len, int keep, cdp_ckpt *ck, 
 			parse_norm(&sub, ck);
 		} else if (i == CHUNK_FROM) {
 			parse_from(&sub, ck);
+		} else if (i == CHUNK_TASK) {
+			parse_task(&sub, ck);
 		} else {
 			parsers[i](&sub, ck);
 		}

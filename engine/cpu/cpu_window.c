@@ -85,7 +85,7 @@ static float softmax_den(const float *l, size_t hw, int k, float *mx_out, float 
 static void blend_row(void *ctx, int i)
 {
 	const blend_job *g = ctx;
-	int k = g->k, s = g->s;
+	int lin = g->k < 0, k = lin ? -g->k : g->k, s = g->s;
 	size_t hw = (size_t)s * s, plane = (size_t)s * g->w;
 	float e[BLEND_STACK_K], *ep = k <= BLEND_STACK_K ? e : NULL;
 	float *row = g->sum + (size_t)i * g->w;
@@ -98,6 +98,11 @@ static void blend_row(void *ctx, int i)
 		for (int q = q0; q < q1; q++) {
 			float wgt = g->w1[i] * g->w1[q];
 			float *d = row + x0 + q;
+			if (lin) {
+				for (int j = 0; j < k; j++)
+					d[j * plane] += wgt * lb[q + j * hw];
+				continue;
+			}
 			if (k == 1) {
 				d[0] += wgt * (1.0f / (1.0f + expf(-lb[q])));
 				continue;
@@ -116,7 +121,7 @@ static void cpu_win_blend(cdp_backend *be, int k, int s, int w, int nb, const fl
 {
 	blend_job g = { k, s, w, nb, logits, x0, w1, sum };
 
-	if (nb <= 0 || k <= 0 || s <= 0 || w <= 0)
+	if (nb <= 0 || k == 0 || s <= 0 || w <= 0)
 		return;
 	cpu_parallel_for(be, s, blend_row, &g);
 }

@@ -12,7 +12,7 @@
  * over the windows b = 0..nb-1 in order, skips those that do not cover
  * col, computes the window's probabilities at that pixel (the softmax's
  * max and denominator once, then each class) and adds them into the
- * classes' elements of sum, which only it writes: no atomics, the CPU's
+ * classes' elements of sum (k < 0: the -k values as they are), which only it writes: no atomics, the CPU's
  * order of additions, and the CPU's rounding (cdk_mul, cdk_add, cdk_div:
  * no fused multiply-add) except for the device's expf.
  */
@@ -50,7 +50,10 @@ static __global__ void win_blend_k(size_t len, int k, int s, int w, int nb, cons
                                    const int32_t *x0, const float *w1, float *sum)
 {
 	size_t hw = (size_t)s * s, plane = (size_t)s * w;
+	int lin = k < 0;     /* -k values blended linearly (a regression head) */
 
+	if (lin)
+		k = -k;
 	CDK_FOR_EACH(i, len) {
 		size_t col, y = cdk_divmod(i, (unsigned)w, &col);    /* i = y*w + col */
 
@@ -60,6 +63,11 @@ static __global__ void win_blend_k(size_t len, int k, int s, int w, int nb, cons
 				continue;
 			const float *l = logits + (size_t)b * k * hw + y * s + (size_t)q;
 			float wgt = cdk_mul(w1[y], w1[q]);
+			if (lin) {
+				for (int j = 0; j < k; j++)
+					sum[j * plane + i] = cdk_add(sum[j * plane + i], cdk_mul(wgt, l[j * hw]));
+				continue;
+			}
 			if (k == 1) {
 				float p = cdk_div(1.0f, cdk_add(1.0f, expf(-l[0])));
 				sum[i] = cdk_add(sum[i], cdk_mul(wgt, p));
@@ -83,7 +91,7 @@ void cdk_win_blend(cudaStream_t st, int k, int s, int w, int nb, const float *lo
 {
 	size_t len = (size_t)(s > 0 ? s : 0) * (size_t)(w > 0 ? w : 0);
 
-	if (len == 0 || nb <= 0 || k <= 0)
+	if (len == 0 || nb <= 0 || k == 0)
 		return;
 	win_blend_k<<<cdk_grid(len), CDK_THREADS, 0, st>>>(len, k, s, w, nb, logits, x0, w1, sum);
 	CDK_CHECK_LAUNCH();

@@ -226,7 +226,7 @@ static void cu_win_gather(cdp_backend *be, int c, int r, int w, int s, const flo
 static void cu_win_blend(cdp_backend *be, int k, int s, int w, int nb, const float *logits,
                          const int32_t *x0, const float *w1, float *sum)
 {
-	if (nb <= 0 || k <= 0 || s <= 0 || w <= 0)
+	if (nb <= 0 || k == 0 || s <= 0 || w <= 0)
 		return;
 	cdk_win_blend(cu_im(be)->comp, k, s, w, nb, logits, x0, w1, sum);
 	CDP_KERNEL_CHECK();

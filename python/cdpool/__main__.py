@@ -80,6 +80,12 @@ def _ckpt(path, out):
             ", bands %s" % ",".join(n["bands"]) if n["bands"] else ""))
         for i in range(len(n["mean"])):
             out("input norm channel %d: mean %.17g std %.17g" % (i + 1, n["mean"][i], n["std"][i]))
+    if getattr(c, "task", None) is not None:
+        t = c.task
+        out("task: %s, %d targets" % (t["task"], len(t["target_mean"])))
+        for i in range(len(t["target_mean"])):
+            out("target %d: mean %.17g std %.17g" % (i + 1, t["target_mean"][i],
+                                                     t["target_std"][i]))
     for i, f in enumerate(c.sources):
         # the file the weights were read from, then where its own came from
         out("%s: %s '%s' sha256 %s" % ("initial weights from" if i == 0 else "which came from",

@@ -41,12 +41,14 @@ NORMS = {1: "none", 2: "imagenet", 3: "given"}    # CDP_CKPT_NORM_* (NORM, versi
 NORM_BAND_MAX = 255        # CDP_CKPT_NORM_BAND_MAX
 FROM_KINDS = {1: "checkpoint", 2: "state dict"}   # CDP_CKPT_FROM_* (FROM, version 7)
 FROM_MAX, FROM_NAME_MAX = 16, 4096                # CDP_CKPT_FROM_MAX, _NAME_MAX
+TASKS = {1: "regression"}                         # CDP_CKPT_TASK_* (TASK, version 7)
+MAX_TARGETS = 65536                               # CDP_CKPT_MAX_TARGETS
 BAND_NAME = re.compile(rb"[\x21-\x2b\x2d-\x7e]{1,255}")   # printable, no space or comma
 HDR = 24
 TAGS = (b"META", b"CFG ", b"PARM", b"BUFS", b"OPTM", b"RNG ", b"DATA", b"RANK", b"SUMS",
-        b"LIVE", b"NORM", b"FROM")
+        b"LIVE", b"NORM", b"FROM", b"TASK")
 FIXED = 7                  # every version's chunks; then the optional ones,
-SINCE = (1, 1, 1, 1, 1, 1, 1, 3, 7, 7, 7, 7)    # each at most once, in TAGS's order
+SINCE = (1, 1, 1, 1, 1, 1, 1, 3, 7, 7, 7, 7, 7)    # each at most once, in TAGS's order
 OPTIMIZERS = {0: "none", 1: "sgd", 2: "adamw"}
 POLICIES = {0: "constant", 1: "step", 2: "cosine"}
 SYNCS = {0: "allreduce", 1: "average", 2: "admm"}
@@ -138,6 +140,10 @@ class Checkpoint:
     sha256 (64 hex digits), the file the weights were read from first.
     std_from "init" (version 7): mean and std are the initial weights' own
     normalization in band values (cdp-train --init-norm).
+    task: None, or the TASK chunk (version 7: a net trained on value labels),
+    a dict of task "regression", target_mean and target_std (float64 (T),
+    the standardization of its T outputs: a prediction is output * std +
+    mean).
     """
 
     def param_block(self):
@@ -346,6 +352,19 @@ def _norm(r, ck):
     ck.norm = dict(kind=NORMS[kind], scale=scale, mean=mean, std=std, bands=bands)
 
 
+def _task(r, ck):
+    """TASK (version 7): the task and a regression's target standardization."""
+    task, n = r.take("<II")
+    if task not in TASKS or not 1 <= n <= MAX_TARGETS:
+        raise _Bad("EFORMAT")
+    r.need(16 * n)
+    mean = np.array(r.tuple("<%dd" % n), dtype=np.float64)
+    std = np.array(r.tuple("<%dd" % n), dtype=np.float64)
+    if not (np.all(np.isfinite(mean)) and np.all(np.isfinite(std)) and np.all(std > 0)):
+        raise _Bad("EFORMAT")
+    ck.task = dict(task=TASKS[task], target_mean=mean, target_std=std)
+
+
 def _from(r, ck):
     """FROM (version 7): where the initial weights came from."""
     n = r.take("<I")
@@ -490,7 +509,7 @@ def decode_checkpoint(buf, subject="checkpoint", finite=True):
             raise _Bad("EFORMAT")
         ck = Checkpoint()
         ck.version, ck.ranks, ck.sums, ck.live = version, None, None, None
-        ck.norm, ck.sources = None, []
+        ck.norm, ck.sources, ck.task = None, [], None
         top = _Rd(b, HDR, n - 4, version)
         i = -1
         for c in range(nchunks):
@@ -512,7 +531,7 @@ def decode_checkpoint(buf, subject="checkpoint", finite=True):
                 ck.buffers, _ = _tensors(sub)
             else:
                 (_meta, _cfg, None, None, _optim, _rng, _data, _rank, _sums, _live, _norm,
-                 _from)[i](sub, ck)
+                 _from, _task)[i](sub, ck)
             if sub.p != sub.end:
                 raise _Bad("EFORMAT")
             top.p += plen

@@ -19,5 +19,7 @@ TESTS += tests/tools/buildings_recipe.sh
 TESTS += tests/tools/change_recipe.sh
 # multilabel_recipe.sh: README.md's multi-label recipe, run (it trains)
 TESTS += tests/tools/multilabel_recipe.sh
+# regression_recipe.sh: README.md's pixel-regression recipe, run (it trains)
+TESTS += tests/tools/regression_recipe.sh
 endif
 EXTRA_DIST += tests/tools

@@ -25,6 +25,8 @@
 #include "cdp_rng.h"
 #include "tap.h"
 
+#include <inttypes.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -262,6 +264,78 @@ static void test_corrupt(cdp_pool *p)
 	cdp_buf_free(&v);
 }
 
+/* Value targets travel with the image (loader.h, loader_sample.c): a pool
+ * whose target is its one band, standardized alike, gives targets equal to
+ * the image bit for bit through flips, quarter turns, a crop and the warp
+ * (bilinear), and NaN exactly where the warp read outside the tile (the
+ * image 0 there); without augmentation they are the band's values. */
+static void test_targets(void)
+{
+	const char *py = fixture_python();
+	static const double mean[1] = { 0.25 }, sd[1] = { 0.5 };
+	cdp_aug_cfg a = { 0 };
+	cdp_loader_opts o;
+	cdp_loader *l = NULL;
+	cdp_loader_info li;
+	cdp_batch b;
+	char err[512];
+	size_t n, nan = 0, same = 0;
+
+	if (sh("%s -c 'import numpy as np; from osgeo import gdal; d = gdal.GetDriverByName(\"GTiff\")"
+	       ".Create(\"%s\", 64, 64, 1, gdal.GDT_Float32); d.SetGeoTransform((0, 1, 0, 0, 0, -1)); "
+	       "d.GetRasterBand(1).WriteArray(np.random.default_rng(5).random((64, 64)))'",
+	       py, pth("v.tif")) || sh("cp %s %s", pth("v.tif"), pth("v_t.tif")) ||
+	    sh("cdp-tile -q --size 32 --label-suffix _t %s | cdp-lmdbpack -q %s", pth("v.tif"),
+	       pth("vpool")) || sh("cdp-keyshuffle -q --seed 1 -o %s %s", pth("vkeys"), pth("vpool"))) {
+		CHECK(0, "cannot build the value pool");
+		return;
+	}
+	a.hflip = a.vflip = a.rot90 = 1;
+	a.crop_h = a.crop_w = 24;
+	a.scale = 0.5f;
+	a.rotate = 40;
+	a.scale_p = a.rotate_p = 1;
+	for (int aug = 0; aug < 2; aug++) {
+		cdp_loader_opts_init(&o);
+		o.pool_path = pth("vpool");
+		o.keys_path = pth("vkeys");
+		o.batch = 4;
+		o.seed = 3;
+		o.aug = aug ? &a : NULL;
+		if (cdp_loader_open(&o, &l, err, sizeof err) != 0) {
+			CHECK(0, "open the value pool: %s", err);
+			return;
+		}
+		cdp_loader_get_info(l, &li);
+		CHECK(li.targets == 1 && li.label_kind == CDP_LABEL_F32, "a value pool: %d targets",
+		      li.targets);
+		CHECK(cdp_loader_set_standardization(l, mean, sd) == 0 &&
+		      cdp_loader_set_target_standardization(l, mean, sd) == 0, "standardizations set");
+		for (uint64_t e = 0; e < 3; e++) {
+			CHECK(cdp_loader_start_epoch(l, e, 0) == 0 && cdp_loader_next(l, &b) == 0,
+			      "a batch of epoch %" PRIu64, e);
+			CHECK(b.target && !b.label && b.targets == 1, "targets as floats, no labels");
+			n = (size_t)b.n * b.h * b.w;
+			for (size_t i = 0; i < n; i++) {
+				if (isnan(b.target[i])) {
+					nan++;
+					CHECK(b.image[i] == 0.0f, "a target NaN where the image is %g", b.image[i]);
+				} else if (b.image[i] == b.target[i]) {
+					same++;
+				} else {
+					CHECK(0, "pixel %zu: target %.9g, image %.9g", i, b.target[i], b.image[i]);
+					break;
+				}
+			}
+		}
+		cdp_loader_close(l);
+		CHECK(aug ? nan > 0 : nan == 0, "%s: %zu NaN targets", aug ? "the warp" : "no augmentation",
+		      nan);
+		CHECK(same > 0, "%zu targets equal to the image", same);
+		nan = same = 0;
+	}
+}
+
 int main(void)
 {
 	const char *tmp = getenv("TMPDIR") && *getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
@@ -283,6 +357,7 @@ int main(void)
 		test_values(&pool);
 		test_corrupt(&pool);
 		cdp_pool_close(&pool);
+		test_targets();
 	} else {
 		CHECK(0, "cannot open the fixture pool");
 	}

@@ -114,11 +114,34 @@ static int run_strip(predictor *p, int s, float *sum, char *err, size_t cap)
 		} else {
 			cdp_net_forward(&p->net);
 		}
-		be->win_blend(be, p->K, p->S, p->W, nb, p->o->tta > 1 ? p->dtl : cdp_net_output(&p->net),
+		/* a regression net's values blend linearly (k < 0, backend.h) */
+		be->win_blend(be, p->reg ? -p->K : p->K, p->S, p->W, nb,
+		              p->o->tta > 1 ? p->dtl : cdp_net_output(&p->net),
 		              p->dx0 + i0, p->dw1, p->dsum);
 	}
 	be->to_host(be, sum, p->dsum, (size_t)p->K * plane * sizeof *sum);
 	return 0;
+}
+
+/* finish_rows of a regression net: the weighted mean of the windows'
+ * standardized values, back on the targets' scale (x * std + mean, in
+ * double), NaN where the input is invalid; v (n, W) the validity. */
+static int finish_values(predictor *p, long a0, int ya, int yb, const uint8_t *v, char *err,
+                         size_t cap)
+{
+	size_t px = (size_t)(yb - ya) * p->W, plane = (size_t)p->S * p->W;
+	float *out = p->orow;
+
+	for (int y = ya; y < yb; y++)
+		for (int x = 0; x < p->W; x++) {
+			size_t a = (size_t)(y - a0) * p->W + x, i = (size_t)(y - ya) * p->W + x;
+			float nrm = p->normx[x] * p->normy[y];
+			for (int k = 0; k < p->K; k++)
+				out[k * px + i] = v[i] ? (float)((double)(p->acc[k * plane + a] / nrm) *
+				                                 p->ck.target_std[k] + p->ck.target_mean[k])
+				                       : NAN;
+		}
+	return pr_out_write(p->out, ya, yb - ya, p->orow, err, cap);
 }
 
 /* Rank 0: rows [ya, yb) of the accumulator (row ya at acc row ya - a0) are
@@ -135,6 +158,8 @@ static int finish_rows(predictor *p, long a0, int ya, int yb, char *err, size_t 
 		return -1;
 	if (!p->nodata_mode)
 		memset(v, 255, px);
+	if (p->reg)
+		return finish_values(p, a0, ya, yb, v, err, cap);
 	for (int y = ya; y < yb; y++)
 		for (int x = 0; x < p->W; x++) {
 			size_t a = (size_t)(y - a0) * p->W + x, i = (size_t)(y - ya) * p->W + x;
@@ -175,9 +200,10 @@ static int open_outputs(predictor *p, char *err, size_t cap)
 	if (pr_check_outputs(p, err, cap) < 0 ||
 	    pr_legend_make(&p->legend, p->K > 1 ? p->K : 2, &p->ck, o->colors, err, cap) < 0)
 		return -1;
-	if (pr_out_open(&p->out, o->output, p->W, p->H, o->prob ? p->K : 1, o->prob, gt,
-	                p->ri->crs, err, cap) < 0 ||
-	    (!gt && pr_out_gcps(p->out, o->input, 1, err, cap) < 0))
+	if (pr_out_open(&p->out, o->output, p->W, p->H, o->prob || p->reg ? p->K : 1,
+	                o->prob || p->reg, gt, p->ri->crs, err, cap) < 0 ||
+	    (!gt && pr_out_gcps(p->out, o->input, 1, err, cap) < 0) ||
+	    (p->reg && pr_out_regression(p->out, err, cap) < 0))
 		return -1;
 	pr_out_layout(p->out, &p->legend, o->cog);
 	/* the class mask of --vector: a temporary named after the

@@ -41,6 +41,8 @@ typedef struct predictor {
 	int W, H, nx, ny;         /* raster size, windows per strip, strips */
 	int rank, nranks, nodata_mode; /* 0 none, 1 nodata value, 2 mask band */
 	int classify;             /* the model's head is 1x1: predict_classify.c */
+	int reg;                  /* a regression net (checkpoint TASK): K targets a
+	                           * pixel, blended linearly, out * tstd + tmean */
 	float *w1;                /* (S) the 1-D window weight */
 	float *normx, *normy;     /* (W), (H): summed weights per column and row */
 	float *mean, *inv;        /* (C) standardization */
@@ -131,6 +133,9 @@ const char *pr_out_file(const pr_out *o);
  * 0 removes the temporaries. */
 int  pr_out_close(pr_out *o, int commit, char *err, size_t cap);
 
+/* o (float32) holds a regression net's values: tagged CDP_TASK=regression
+ * (cdp_raster.h), the bands described "target 1", ... 0 or -1 with err. */
+int  pr_out_regression(pr_out *o, char *err, size_t cap);
 /* The file as GIS tools want it, done by pr_out_close(o, 1): 256x256
  * deflate tiles with overviews (mode of the classes, average of the
  * probabilities), a Cloud Optimized GeoTIFF (GDAL's COG driver) when cog;

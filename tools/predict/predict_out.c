@@ -40,6 +40,7 @@ struct pr_out {
 	cdp_out rows;            /* the striped file GDAL writes row by row */
 	cdp_out fin;             /* the laid-out copy (pr_out_finish), with a layout */
 	int w, h, nb, f32;
+	int reg;                 /* pr_out_regression: float32 values of targets */
 	const pr_legend *lg;     /* pr_out_layout: the final layout, else NULL */
 	int cog;
 	int done;                /* pr_out_finish succeeded */
@@ -177,6 +178,16 @@ int pr_out_write(pr_out *o, int y, int n, const void *buf, char *err, size_t cap
 	return 0;
 }
 
+int pr_out_regression(pr_out *o, char *err, size_t cap)
+{
+	o->reg = 1;
+	CPLErrorReset();
+	if (GDALSetMetadataItem(o->ds, CDP_RASTER_TASK_KEY, CDP_RASTER_TASK_REGRESSION, NULL) !=
+	    CE_None)
+		return fail(err, cap, "cannot tag '%s' as a regression map: %s", o->path, gdal_msg());
+	return 0;
+}
+
 void pr_out_layout(pr_out *o, const pr_legend *lg, int cog)
 {
 	o->lg = lg;
@@ -191,6 +202,14 @@ static int label_rows(pr_out *o)
 	const pr_legend *lg = o->lg;
 	GDALRasterBandH b = GDALGetRasterBand(o->ds, 1);
 
+	if (o->reg) {
+		char name[32];
+		for (int i = 0; i < o->nb; i++) {
+			snprintf(name, sizeof name, "target %d", i + 1);
+			GDALSetDescription(GDALGetRasterBand(o->ds, i + 1), name);
+		}
+		return CPLGetLastErrorType() >= CE_Failure ? -1 : 0;
+	}
 	if (o->f32) {
 		for (int i = 0; i < o->nb; i++)
 			GDALSetDescription(GDALGetRasterBand(o->ds, i + 1),

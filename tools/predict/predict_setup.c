@@ -76,6 +76,28 @@ static int fetch_ckpt(predictor *p, unsigned char **buf, size_t *len, char *err,
 	       pr_fail(err, cap, "another rank failed");
 }
 
+/* A regression net (checkpoint TASK): a float32 map of its K targets;
+ * what only a class map has is refused. */
+static int regression(predictor *p, char *err, size_t cap)
+{
+	const cdp_predict_opts *o = p->o;
+	const char *opt = o->vector ? "--vector" : o->colors ? "--colors" : o->prob ? "--prob" :
+	                  o->tta > 1 ? "--tta" : o->preview ? "--preview" : NULL;
+
+	if (p->classify)
+		return pr_fail(err, cap, "'%s': a regression net with a %dx%d output is not a "
+		               "segmentation model", p->model, 1, 1);
+	if (p->ck.ntargets != p->K)
+		return pr_fail(err, cap, "'%s': the checkpoint records %d targets, the net gives %d",
+		               p->model, p->ck.ntargets, p->K);
+	if (opt)
+		return pr_fail(err, cap, "%s: '%s' is a regression net, whose map is float32 values "
+		               "of %d target%s (%s is for class maps)", opt, p->model, p->K,
+		               p->K == 1 ? "" : "s", opt);
+	p->reg = 1;
+	return 0;
+}
+
 /* The checkpoint, the net rebuilt from it at (C, S, S), and its tensors. */
 int pr_load_model(predictor *p, char *err, size_t cap)
 {
@@ -143,6 +165,8 @@ int pr_load_model(predictor *p, char *err, size_t cap)
 		return pr_fail(err, cap, "'%s': %s", p->model, why);
 	}
 	p->net.train = 0;
+	if (p->ck.task == CDP_CKPT_TASK_REGRESSION)
+		return regression(p, err, cap);
 	if (!o->prob && p->K > 255)
 		return pr_fail(err, cap, "'%s': %d classes do not fit class ids of uint8 (use --prob)",
 		            p->model, p->K);
@@ -323,7 +347,7 @@ int pr_tta_alloc(predictor *p, int s_out)
 int pr_alloc(predictor *p, char *err, size_t cap)
 {
 	size_t S = p->S, W = p->W;
-	int nb = p->o->prob ? p->K : 1;
+	int nb = p->o->prob || p->reg ? p->K : 1;
 
 	p->raw = xmalloc(p->C, S, W, cdp_dtype_size(p->ri->dtype));
 	p->img = xmalloc(p->C, S, W, sizeof(float));
@@ -337,7 +361,7 @@ int pr_alloc(predictor *p, char *err, size_t cap)
 	if (p->rank != 0)
 		return 0;
 	p->acc = xmalloc(p->K, S, W, sizeof(float));
-	p->orow = xmalloc(nb, S, W, p->o->prob ? sizeof(float) : 1);
+	p->orow = xmalloc(nb, S, W, p->o->prob || p->reg ? sizeof(float) : 1);
 	p->vrow = xmalloc(S, W, 1, 1);
 	if (!p->acc || !p->orow || !p->vrow)
 		return pr_fail(err, cap, "out of memory for windows of %d pixels over a width of %d",

@@ -431,6 +431,8 @@ int cdp_loader_next(cdp_loader *l, cdp_batch *b)
 	b->w = l->ow;
 	b->image = s->image;
 	b->label = s->label;
+	b->target = s->target;
+	b->targets = l->NT;
 	if (l->o.raw) {
 		b->raw = s->raw;
 		b->dtype = l->info.dtype;
@@ -481,6 +483,9 @@ void cdp_loader_get_info(const cdp_loader *l, cdp_loader_info *info)
 	info->pool = &l->info;
 	info->mean = l->mean;
 	info->inv = l->inv;
+	info->targets = l->NT;
+	info->tmean = l->tmean;
+	info->tinv = l->tinv;
 	info->raw = l->o.raw;
 	info->in_h = l->H;
 	info->in_w = l->W;

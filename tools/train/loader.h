@@ -47,6 +47,13 @@
  * the transform with seed cdp_rng_derive(cdp_rng_derive(seed, e, 1), k, 0)
  * for key index k, so a sample gets the same transform on any rank or
  * thread; validation takes the centred crop, no flips or turns.
+ * A value pool (label kind f32, T targets a pixel) gives no labels but
+ * batch.target (n, T, h, w) float32: (y - tmean) * tinv per target (the
+ * identity until cdp_loader_set_target_standardization), NaN where the
+ * record has no target and at invalid pixels; they go through the image's
+ * crop, flips, turns and warp (bilinear as the bands, NaN where the warp
+ * reads outside the tile, where the image is 0), never through the
+ * photometric changes. The raw (device) path refuses such pools.
  *
  * Verification. Every read of a record checks its header and sizes first
  * (cdp_record_peek) and its CRC (cdp_crc32, zlib's CRC-32 by carry-less
@@ -166,6 +173,10 @@ typedef struct cdp_batch {
 	float *image;              /* (n, c, h, w); NULL with opts.raw */
 	/* per-pixel (n, h, w), raw (n, in_h, in_w); (n) class; NULL: none */
 	int32_t *label;
+	/* value pools (label kind f32): (n, targets, h, w) float32 targets,
+	 * standardized as (y - tmean) * tinv, NaN where there is none; else NULL */
+	float *target;
+	int targets;
 	/* opts.raw: raw (n, c, in_h, in_w) samples of type dtype (cdp_dtype.h),
 	 * aug [n] each sample's transform to (h, w), valid (n, h, w) 1 or 0
 	 * (invalid) after the transform, NULL when every pixel is valid */
@@ -190,6 +201,8 @@ typedef struct cdp_loader_info {
 	const char *conv_isa;      /* uint8 conversion kernel: "avx512", "avx2", "sse2", "plain" */
 	const cdp_pool_info *pool; /* the pool's meta (stats in pool->band) */
 	const float *mean, *inv;   /* [c] the standardization (x - mean) * inv */
+	int targets;               /* value pools: targets T, else 0 */
+	const float *tmean, *tinv; /* [targets] the targets' (y - tmean) * tinv */
 	int raw;                   /* opts.raw */
 	int in_h, in_w;            /* tile shape (before a crop) */
 	size_t raw_size;           /* bytes of one raw sample, c * in_h * in_w * type */
@@ -247,6 +260,10 @@ int  cdp_loader_sources(const cdp_loader *l, uint32_t **src, size_t *n);
  * info's mean and inv change in place). CDP_ERANGE, as at open, for
  * values that do not fit float32 or a negative std. */
 int  cdp_loader_set_standardization(cdp_loader *l, const double *mean, const double *std);
+
+/* The same for the T targets of a value pool (CDP_EINVAL without
+ * value labels); at open they are the pool meta's target statistics. */
+int  cdp_loader_set_target_standardization(cdp_loader *l, const double *mean, const double *std);
 
 /* CDP_RA_ON or CDP_RA_OFF for records of value_size bytes read with (1) or
  * without (0) MADV_WILLNEED of the next batch: off with it, else on from

@@ -20,6 +20,7 @@
 typedef struct slot {
 	float *image;           /* (b, c, h, w); NULL with raw */
 	int32_t *label;         /* (b, h, w), raw (b, H, W); or (b) */
+	float *target;          /* value pools: (b, NT, h, w) standardized, NaN: none */
 	uint8_t *raw;           /* raw: (b, C, H, W) stored samples */
 	uint8_t *valid;         /* raw: (b, h, w) 1 valid, 0 invalid, transformed */
 	cdp_prep_aug *aug;      /* raw: [b] transforms */
@@ -40,7 +41,9 @@ typedef struct worker {
 	cdp_buf scratch;        /* inflated payloads */
 	float *tmp_img;         /* (c, H, W) before augmentation */
 	int32_t *tmp_lab;       /* (H, W); raw: the validity before augmentation */
-	int32_t *tmp_valid;     /* raw: (h, w) the validity after it */
+	int32_t *tmp_valid;     /* raw: (h, w) the validity after it; value pools
+	                         * with a warp: (h, w) 0 where it read outside */
+	float *tmp_tgt;         /* value pools: (NT, H, W) before augmentation */
 	const MDB_val *after;   /* the next sample's value, prefetched early */
 	int rc, bad_i;          /* first failing sample of its range */
 	size_t bad_k;
@@ -80,6 +83,8 @@ struct cdp_loader {
 	unsigned char *bad;     /* [N] known bad (atomic bytes) */
 	unsigned char *verified;/* [N] CRC checked (verify_once; atomic bytes) */
 	float *mean, *inv;      /* [C] */
+	int NT;                 /* value pools: targets T a pixel, else 0 */
+	float *tmean, *tinv;    /* [NT] the targets' standardization */
 	size_t N, B, steps;      /* keys, global batch j*b, steps per epoch */
 	size_t val_count;        /* validation: keys of this rank */
 	int C, H, W, oh, ow;     /* record shape; output h, w after a crop */
@@ -127,11 +132,19 @@ static inline size_t loader_img_size(const cdp_loader *l)
 
 static inline size_t loader_lab_size(const cdp_loader *l)
 {
+	if (l->NT)
+		return 0;                   /* value targets: loader_tgt_size */
 	if (l->info.label_kind == CDP_LABEL_MULTI)
 		return l->info.label_len;   /* the multi-hot vector (K) */
 	if (!l->label_px)
 		return 1;
 	return l->o.raw ? (size_t)l->H * l->W : (size_t)l->oh * l->ow;
+}
+
+/* Floats of one sample's targets (NT, h, w); 0 without value labels. */
+static inline size_t loader_tgt_size(const cdp_loader *l)
+{
+	return (size_t)l->NT * l->oh * l->ow;
 }
 
 /* Decodes and augments key k into sample i of s (loader_sample.c), with

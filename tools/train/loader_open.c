@@ -35,8 +35,8 @@ static int fail(char *err, size_t cap, int rc, const char *fmt, ...)
 
 static const char *label_name(int kind)
 {
-	static const char *const names[] = { "none", "u8", "u16", "class" };
-	return kind >= 0 && kind <= 3 ? names[kind] : "?";
+	static const char *const names[] = { "none", "u8", "u16", "class", "f32", "multi" };
+	return kind >= 0 && kind <= 5 ? names[kind] : "?";
 }
 
 /* Band c's standardization. The net standardizes in float32: statistics
@@ -58,6 +58,20 @@ int cdp_loader_set_standardization(cdp_loader *l, const double *mean, const doub
 			return CDP_ERANGE;
 	for (int c = 0; c < l->C; c++)
 		set_band(l, c, mean[c], std[c]);
+	return CDP_OK;
+}
+
+int cdp_loader_set_target_standardization(cdp_loader *l, const double *mean, const double *std)
+{
+	if (!l->NT)
+		return CDP_EINVAL;
+	for (int t = 0; t < l->NT; t++)
+		if (!isfinite(mean[t]) || !isfinite(std[t]) || fabs(mean[t]) > FLT_MAX || std[t] < 0)
+			return CDP_ERANGE;
+	for (int t = 0; t < l->NT; t++) {
+		l->tmean[t] = (float)mean[t];
+		l->tinv[t] = std[t] > 0 ? (float)(1.0 / std[t]) : 1.0f;
+	}
 	return CDP_OK;
 }
 
@@ -111,10 +125,12 @@ static int open_pool(cdp_loader *l, char *err, size_t cap)
 		return fail(err, cap, rc, "'%s': cannot load meta: %s", l->pool_path, cdp_strerror(rc));
 	if (l->info.bands == 0)
 		return fail(err, cap, CDP_EFORMAT, "'%s': pool holds no tiles", l->pool_path);
-	/* a batch holds int32 class labels; value targets are (T, H, W) f32 */
-	if (l->info.label_kind == CDP_LABEL_F32)
+	/* value targets (T, H, W) f32 come as floats (batch.target), not labels;
+	 * the raw path's prep_batch moves no targets */
+	if (l->info.label_kind == CDP_LABEL_F32 && l->o.raw)
 		return fail(err, cap, CDP_EUNSUP, "'%s': the pool holds value labels (regression "
-		            "targets), which the loader does not serve yet", l->pool_path);
+		            "targets), which the raw (device) data path does not serve", l->pool_path);
+	l->NT = l->info.label_kind == CDP_LABEL_F32 ? (int)l->info.label_len : 0;
 	l->C = (int)l->info.bands;
 	l->H = (int)l->info.height;
 	l->W = (int)l->info.width;
@@ -131,6 +147,13 @@ static int open_pool(cdp_loader *l, char *err, size_t cap)
 			return fail(err, cap, CDP_ERANGE, "'%s': band %d statistics are out of float32 "
 			            "range (mean %g, std %g)", l->pool_path, c + 1, m, sd);
 	}
+	/* the targets' standardization: the identity until the caller sets the
+	 * training sources' (cdp_loader_set_target_standardization) */
+	if (l->NT && (!(l->tmean = calloc((size_t)l->NT, sizeof *l->tmean)) ||
+	              !(l->tinv = malloc((size_t)l->NT * sizeof *l->tinv))))
+		return fail(err, cap, CDP_ENOMEM, "'%s': out of memory", l->pool_path);
+	for (int t = 0; t < l->NT; t++)
+		l->tinv[t] = 1.0f;
 	if (__builtin_mul_overflow((size_t)l->C * l->H * l->W, cdp_dtype_size(l->info.dtype),
 	                           &l->raw_size))
 		return fail(err, cap, CDP_EOVERFLOW, "'%s': tiles too large", l->pool_path);
@@ -295,7 +318,8 @@ static int resolve(cdp_loader *l, char *err, size_t cap)
 			            l->kl.keys[i], cdp_strerror(rc));
 		}
 		if (r.dtype != l->info.dtype || r.bands != l->info.bands || r.height != l->info.height ||
-		    r.width != l->info.width || r.label_kind != l->info.label_kind)
+		    r.width != l->info.width || r.label_kind != l->info.label_kind ||
+		    r.label_len != l->info.label_len)
 			return fail(err, cap, CDP_ESHAPE, "'%s': record '%s' is %s %ux%ux%u label %s, "
 			            "the pool's meta says %s %ux%ux%u label %s", l->pool_path, l->kl.keys[i],
 			            cdp_dtype_name(r.dtype), r.bands, r.height, r.width, label_name(r.label_kind),
@@ -373,11 +397,12 @@ static void free_io(const cdp_loader *l, void *p)
 
 static int alloc_buffers(cdp_loader *l, char *err, size_t cap)
 {
-	size_t b = (size_t)l->o.batch, ohw = (size_t)l->oh * l->ow, isz, lsz, rsz, vsz;
+	size_t b = (size_t)l->o.batch, ohw = (size_t)l->oh * l->ow, isz, lsz, rsz, vsz, tsz;
 	int oom = 0;
 
 	if (__builtin_mul_overflow(loader_img_size(l), b, &isz) ||
 	    __builtin_mul_overflow(loader_lab_size(l), b, &lsz) ||
+	    __builtin_mul_overflow(loader_tgt_size(l), b, &tsz) ||
 	    __builtin_mul_overflow(l->raw_size, b, &rsz) || __builtin_mul_overflow(ohw, b, &vsz))
 		return fail(err, cap, CDP_EOVERFLOW, "'%s': batch too large", l->pool_path);
 	l->order = xalloc(l->N, sizeof *l->order, &oom);
@@ -392,7 +417,9 @@ static int alloc_buffers(cdp_loader *l, char *err, size_t cap)
 		} else {
 			s->image = xalloc_io(l, isz, sizeof(float), &oom);
 		}
-		if (l->info.label_kind != CDP_LABEL_NONE)
+		if (l->NT)
+			s->target = xalloc_io(l, tsz, sizeof(float), &oom);
+		else if (l->info.label_kind != CDP_LABEL_NONE)
 			s->label = xalloc_io(l, lsz, sizeof(int32_t), &oom);
 		s->index = xalloc(b, sizeof(size_t), &oom);
 		s->pos = xalloc(b, sizeof(size_t), &oom);
@@ -408,8 +435,10 @@ static int alloc_buffers(cdp_loader *l, char *err, size_t cap)
 			l->wk[t].tmp_lab = xalloc((size_t)l->H * l->W > l->info.label_len
 			                          ? (size_t)l->H * l->W : l->info.label_len,
 			                          sizeof(int32_t), &oom);
-		if (l->has_aug && l->o.raw)
+		if (l->has_aug && (l->o.raw || l->NT))
 			l->wk[t].tmp_valid = xalloc(ohw, sizeof(int32_t), &oom);
+		if (l->has_aug && l->NT)
+			l->wk[t].tmp_tgt = xalloc((size_t)l->NT * l->H, (size_t)l->W * sizeof(float), &oom);
 	}
 	for (size_t i = 0; !oom && i < l->N; i++)
 		l->order[i] = i;
@@ -500,10 +529,12 @@ void cdp_loader_close(cdp_loader *l)
 		free(l->wk[t].tmp_img);
 		free(l->wk[t].tmp_lab);
 		free(l->wk[t].tmp_valid);
+		free(l->wk[t].tmp_tgt);
 	}
 	for (int i = 0; i < NSLOT; i++) {
 		free_io(l, l->slot[i].image);
 		free_io(l, l->slot[i].label);
+		free_io(l, l->slot[i].target);
 		free_io(l, l->slot[i].raw);
 		free_io(l, l->slot[i].valid);
 		free(l->slot[i].aug);
@@ -526,6 +557,8 @@ void cdp_loader_close(cdp_loader *l)
 	free(l->copy);
 	free(l->mean);
 	free(l->inv);
+	free(l->tmean);
+	free(l->tinv);
 	free(l->pool_path);
 	free(l->keys_path);
 	pthread_mutex_destroy(&l->mu);

@@ -87,7 +87,8 @@ static int record_open(cdp_loader *l, worker *w, size_t k, cdp_record *r, int *c
 			*crc = cdp_crc32(0, p, CDP_RECORD_HDR);
 	}
 	if (r->dtype != l->info.dtype || r->bands != (uint32_t)l->C || r->height != (uint32_t)l->H ||
-	    r->width != (uint32_t)l->W || r->label_kind != l->info.label_kind)
+	    r->width != (uint32_t)l->W || r->label_kind != l->info.label_kind ||
+	    r->label_len != l->info.label_len)
 		return *crc_due && cdp_crc32(0, p, len - 4) != get_le32(p + len - 4) ? CDP_ECRC : CDP_ESHAPE;
 	return 0;
 }
@@ -126,6 +127,18 @@ static void record_labels(const cdp_loader *l, const cdp_record *r, int32_t *lab
 	}
 }
 
+/* tgt (NT, H, W) from a checked value record: (y - tmean) * tinv in
+ * float32, NaN ("no target") staying NaN. The payload may be unaligned. */
+static void record_targets(const cdp_loader *l, const cdp_record *r, float *tgt, size_t hw)
+{
+	memcpy(tgt, r->label, (size_t)l->NT * hw * sizeof *tgt);
+	for (int t = 0; t < l->NT; t++) {
+		float m = l->tmean[t], k = l->tinv[t], *d = tgt + (size_t)t * hw;
+		for (size_t i = 0; i < hw; i++)
+			d[i] = isfinite(d[i]) ? (d[i] - m) * k : NAN;
+	}
+}
+
 /* Whether pixel i is invalid (loader.h); only records with a mask or a
  * nodata value have any. */
 static int pixel_invalid(const cdp_record *r, size_t i, size_t hw)
@@ -138,7 +151,8 @@ static int record_may_be_invalid(const cdp_record *r)
 	return r->mask || (r->flags & CDP_REC_NODATA);
 }
 
-/* Decodes key k into img (C, H, W) and lab ((H, W), (1) or NULL); stream:
+/* Decodes key k into img (C, H, W), lab ((H, W), (1) or NULL) and, for a
+ * value pool, tgt (NT, H, W; an invalid pixel has no target); stream:
  * img is the batch buffer (non-temporal stores, loader_conv.c).
  *
  * An uncompressed record's CRC (when due) is computed while the image is
@@ -150,7 +164,8 @@ static int record_may_be_invalid(const cdp_record *r)
  * (bench/loader.sh). The CRC is compared before the label and mask are read
  * and before decode_one returns; a sample that fails is never handed out
  * (the batch stops, or skip_bad overwrites or zeroes it). */
-static int decode_one(cdp_loader *l, worker *w, size_t k, float *img, int32_t *lab, int stream)
+static int decode_one(cdp_loader *l, worker *w, size_t k, float *img, int32_t *lab, float *tgt,
+                      int stream)
 {
 	const uint8_t *end;
 	size_t hw = (size_t)l->H * l->W, ds;
@@ -182,6 +197,8 @@ static int decode_one(cdp_loader *l, worker *w, size_t k, float *img, int32_t *l
 	if (crc_due && (rc = record_crc_end(l, k, crc, CDP_RECORD_HDR + l->raw_size)) != 0)
 		return rc;
 	record_labels(l, &r, lab, hw);
+	if (tgt)
+		record_targets(l, &r, tgt, hw);
 	if (!record_may_be_invalid(&r))
 		return 0;
 	for (size_t i = 0; i < hw; i++) {
@@ -191,6 +208,8 @@ static int decode_one(cdp_loader *l, worker *w, size_t k, float *img, int32_t *l
 			img[(size_t)c * hw + i] = 0.0f;
 		if (lab && l->label_px)
 			lab[i] = l->ignore;
+		for (int t = 0; tgt && t < l->NT; t++)
+			tgt[(size_t)t * hw + i] = NAN;
 	}
 	return 0;
 }
@@ -333,12 +352,41 @@ void cdp_loader_blank_sample(cdp_loader *l, slot *s, int i)
 	if (s->label)
 		for (size_t j = 0; j < nl; j++)
 			s->label[(size_t)i * nl + j] = l->ignore;
+	for (size_t j = 0; s->target && j < loader_tgt_size(l); j++)
+		s->target[(size_t)i * loader_tgt_size(l) + j] = NAN;
+}
+
+/* The targets of a transformed sample: w->tmp_tgt (NT, H, W) through t
+ * into tgt (NT, h, w) as the image goes (cdp_aug_apply: the same crop,
+ * flips and turns); the warp resamples them bilinearly as it does the
+ * bands (a NaN among the four pixels read makes the value NaN), and the
+ * pixels it reads from outside the tile, where the image is 0, have no
+ * target (NaN). No photometric change touches them. */
+static int augment_targets(cdp_loader *l, worker *w, const cdp_aug *t, float *tgt)
+{
+	size_t ohw = (size_t)l->oh * l->ow;
+
+	if (cdp_aug_apply(t, l->NT, l->H, l->W, w->tmp_tgt, NULL, tgt, NULL))
+		return CDP_EINVAL;
+	if (!t->warp)
+		return 0;
+	/* tmp_lab (H, W >= h, w), unused by value pools, marks every pixel 1;
+	 * the warp's outside gets the "ignore" 0 in tmp_valid */
+	memcpy(w->tmp_tgt, tgt, loader_tgt_size(l) * sizeof *tgt);
+	for (size_t j = 0; j < ohw; j++)
+		w->tmp_lab[j] = 1;
+	cdp_aug_warp(t, l->NT, w->tmp_tgt, w->tmp_lab, tgt, w->tmp_valid, 0);
+	for (size_t j = 0; j < ohw; j++)
+		if (!w->tmp_valid[j])
+			for (int c = 0; c < l->NT; c++)
+				tgt[(size_t)c * ohw + j] = NAN;
+	return 0;
 }
 
 int cdp_loader_load_sample(cdp_loader *l, worker *w, size_t k, slot *s, int i)
 {
 	int32_t *lab = s->label ? s->label + (size_t)i * loader_lab_size(l) : NULL;
-	float *img;
+	float *tgt = s->target ? s->target + (size_t)i * loader_tgt_size(l) : NULL, *img;
 	cdp_aug t;
 	int rc;
 
@@ -346,10 +394,13 @@ int cdp_loader_load_sample(cdp_loader *l, worker *w, size_t k, slot *s, int i)
 		return raw_sample(l, w, k, s, i);
 	img = s->image + (size_t)i * loader_img_size(l);
 	if (!l->has_aug)
-		return decode_one(l, w, k, img, lab, 1);
-	if ((rc = decode_one(l, w, k, w->tmp_img, lab ? w->tmp_lab : NULL, 0)) != 0)
+		return decode_one(l, w, k, img, lab, tgt, 1);
+	if ((rc = decode_one(l, w, k, w->tmp_img, lab ? w->tmp_lab : NULL, tgt ? w->tmp_tgt : NULL,
+	                     0)) != 0)
 		return rc;
 	sample_aug(l, k, &t);
+	if (tgt && (rc = augment_targets(l, w, &t, tgt)) != 0)
+		return rc;
 	if (lab && !l->label_px)
 		memcpy(lab, w->tmp_lab, loader_lab_size(l) * sizeof *lab);
 	if (cdp_aug_apply(&t, l->C, l->H, l->W, w->tmp_img, l->label_px ? w->tmp_lab : NULL, img,

@@ -53,7 +53,8 @@ static void usage(FILE *f)
 	    "                 [--bucket-mb N] [--trace FILE]\n"
 	    "                 [--log FILE] [--log-every N] [--val-every N] [--load pool|copy]\n"
 	    "                 [--pad-last] [--skip-bad-records] [--nan-policy stop|skip]\n"
-	    "                 [--keep-best miou|loss|acc|f1|map] [--patience N] [--min-delta D]\n"
+	    "                 [--keep-best miou|loss|acc|f1|map|rmse|r2] [--patience N]\n"
+	    "                 [--min-delta D]\n"
 	    "                 [--class-weights auto|W,W,...]\n"
 	    "                 [--progress]\n");
 }
@@ -227,7 +228,8 @@ int main(int argc, char **argv)
 	static const int optimizer_of[] = { CDP_OPT_SGD, CDP_OPT_ADAMW };
 	static const char *const schedules[] = { "constant", "step", "cosine", NULL };
 	static const char *const nan_policies[] = { "stop", "skip", NULL };
-	static const char *const bests[] = { "miou", "loss", "acc", "f1", "map", NULL };
+	static const char *const bests[] = { "miou", "loss", "acc", "f1", "map", "rmse", "r2",
+	                                     NULL };
 	static const int schedule_of[] = { CDP_LR_CONSTANT, CDP_LR_STEP, CDP_LR_COSINE };
 	int k;
 

@@ -170,6 +170,11 @@ static void fetch_batch(trainer *t, long step)
 		return;
 	}
 	npx = (size_t)b->n * t->hw;
+	if (t->reg) {
+		upload(t, t->nx, b->image, (size_t)b->n * b->c * b->h * b->w * sizeof(float));
+		upload(t, t->ntgt, b->target, npx * t->loss.k * sizeof(float));
+		return;
+	}
 	if (cdp_loss_check_labels(&t->loss, b->label, npx, &bad) != 0)
 		bad_label(t, b, (int)(bad / t->hw), b->label[bad]);
 	if (t->hlab2)
@@ -230,6 +235,7 @@ static int take_batch(trainer *t, cdp_batch *b)
 	x = t->net.x, t->net.x = t->nx, t->nx = x;
 	lab = t->dlab, t->dlab = t->nlab, t->nlab = lab;
 	lab = t->dlab2, t->dlab2 = t->nlab2, t->nlab2 = lab;
+	x = t->dtgt, t->dtgt = t->ntgt, t->ntgt = x;
 	t->mix = t->nmix;
 	return 0;
 }
@@ -282,7 +288,10 @@ static double micro_batch(trainer *t, uint64_t micro, int *stop, int *lost)
 		cdp_net_forward(&t->net);
 	if (have) {
 		cdp_net_forward(&t->net);
-		cdp_loss_parts(&t->loss, b.n, t->hw, out->y, t->dlab, out->dy, part);
+		if (t->reg)
+			cdp_loss_reg_parts(&t->loss, b.n, t->hw, out->y, t->dtgt, out->dy, part);
+		else
+			cdp_loss_parts(&t->loss, b.n, t->hw, out->y, t->dlab, out->dy, part);
 		if (mixed)
 			cdp_loss_parts(&t->loss, b.n, t->hw, out->y, t->dlab2, t->dy2, part + np);
 	}
@@ -306,8 +315,12 @@ static double micro_batch(trainer *t, uint64_t micro, int *stop, int *lost)
 	 * over every rank's counted pixels, Dice of the global sums), times j
 	 * as the all-reduce averages over j ranks. average/admm: each rank
 	 * minimises the loss of its own batch. */
-	cdp_loss_finish(&t->loss, b.n, t->hw, out->y, t->dlab, sync ? v : part,
-	                sync ? t->size : 1, out->dy, &res);
+	if (t->reg)
+		cdp_loss_reg_finish(&t->loss, b.n, t->hw, sync ? v : part, sync ? t->size : 1, out->dy,
+		                    &res);
+	else
+		cdp_loss_finish(&t->loss, b.n, t->hw, out->y, t->dlab, sync ? v : part,
+		                sync ? t->size : 1, out->dy, &res);
 	if (!sync)
 		cdp_loss_of(&t->loss, v, &res);
 	if (mixed)
@@ -418,7 +431,8 @@ static int train_loop(trainer *t)
 	long first = t->step;
 	char dev[64];
 
-	if (cdp_confusion_init(&v.conf, t->loss.classes) != 0 ||
+	/* a regression run has no confusion matrix: a 2x2 one stays 0 */
+	if (cdp_confusion_init(&v.conf, t->reg ? 2 : t->loss.classes) != 0 ||
 	    (t->multi && cdp_mlabel_init(&v.ml, t->net.classes) != 0))
 		TR_FAIL("out of memory");
 	cdp_progress_start(&pr, t->rank == 0 ? o->progress : CDP_PROGRESS_OFF, "cdp-train",

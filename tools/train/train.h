@@ -23,7 +23,9 @@ enum { CDP_NAN_STOP = 0, CDP_NAN_SKIP = 1 };
 /* --keep-best: the validation metric RUNDIR/best.cdpt is kept by */
 enum { CDP_BEST_NONE = 0, CDP_BEST_MIOU, CDP_BEST_LOSS, CDP_BEST_ACC,
        CDP_BEST_F1,      /* multi-label: micro F1 */
-       CDP_BEST_MAP };   /* multi-label: mean average precision */
+       CDP_BEST_MAP,     /* multi-label: mean average precision */
+       CDP_BEST_RMSE,    /* regression: root mean squared error (lower is better) */
+       CDP_BEST_R2 };    /* regression: coefficient of determination */
 
 typedef struct cdp_train_opts {
 	const char *db, *keys, *val_keys;

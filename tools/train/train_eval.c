@@ -49,6 +49,12 @@ void tr_upload(trainer *t, cdp_loader *l, const cdp_batch *b)
 
 	if (b->n == 0)
 		return;
+	if (t->reg) {
+		be->to_device(be, t->net.x, b->image,
+		              (size_t)b->n * b->c * b->h * b->w * sizeof(float));
+		be->to_device(be, t->dtgt, b->target, (size_t)b->n * t->loss.k * t->hw * sizeof(float));
+		return;
+	}
 	if (cdp_loss_check_labels(&t->loss, b->label, npx, &bad) != 0)
 		TR_FAIL("'%s': record '%s': label %" PRId32 " is not a class of the model "
 		        "(%d classes, ignore %d)", t->o->db, cdp_loader_key(l, b->index[bad / t->hw]),
@@ -73,6 +79,22 @@ static void multi_scores(trainer *t, const cdp_batch *b, const float *logits)
 			t->mval[N * K + row + c] = y == 0 || y == 1 ? y : 2;
 		}
 	}
+}
+
+/* A regression batch's sums (cdp_regm) into v->rsum: predictions and
+ * targets (n, T, hw) back on their original scale, y * std + mean per
+ * target (shift: its mean, so SS_tot keeps its digits). */
+static void reg_sums(trainer *t, const cdp_batch *b, const float *pred, tr_val *v)
+{
+	size_t hw = (size_t)t->hw, T = (size_t)t->loss.k;
+
+	t->be->to_host(t->be, t->rpred, pred, (size_t)b->n * T * hw * sizeof(float));
+	for (int i = 0; i < b->n; i++)
+		for (size_t c = 0; c < T; c++) {
+			size_t o = ((size_t)i * T + c) * hw;
+			cdp_regm_add(v->rsum, t->rpred + o, b->target + o, hw, t->tstd[c], t->tmean[c],
+			             t->tmean[c]);
+		}
 }
 
 /* every rank's scores to every rank, then the metrics (t->mval above) */
@@ -108,6 +130,7 @@ int tr_validate(trainer *t, tr_val *v)
 	int rc;
 
 	memset(sums, 0, ((size_t)np + 1) * sizeof *sums);
+	memset(v->rsum, 0, sizeof v->rsum);
 	cdp_confusion_reset(&v->conf);
 	v->done = 0;
 	if (!t->vl)
@@ -124,6 +147,13 @@ int tr_validate(trainer *t, tr_val *v)
 			continue;
 		tr_upload(t, t->vl, &b);
 		cdp_net_forward(&t->net);
+		if (t->reg) {
+			cdp_loss_reg_parts(&t->loss, b.n, t->hw, out->y, t->dtgt, out->dy, part);
+			for (int i = 0; i < np; i++)
+				sums[i] += part[i];
+			reg_sums(t, &b, out->y, v);
+			continue;
+		}
 		cdp_loss_parts(&t->loss, b.n, t->hw, out->y, t->dlab, out->dy, part);
 		for (int i = 0; i < np; i++)
 			sums[i] += part[i];
@@ -150,6 +180,10 @@ int tr_validate(trainer *t, tr_val *v)
 	cdp_dist_sum_f64(sums, (size_t)np + 1);
 	if (sums[np] > 0)
 		return -1;
+	if (t->reg) {
+		cdp_dist_sum_f64(v->rsum, CDP_REGM_NSUM);
+		cdp_regm_result(v->rsum, &v->rm);
+	}
 	if (t->multi && multi_metrics(t, v) != 0)
 		TR_FAIL("out of memory");
 	cdp_loss_of(&t->loss, sums, &res);
@@ -246,6 +280,9 @@ static int fill(trainer *t, cdp_ckpt *ck)
 	for (int i = 0; i < t->prov.nfrom && rc == 0; i++)
 		rc = cdp_ckpt_add_from(ck, t->prov.from[i].kind, t->prov.from[i].name,
 		                       t->prov.from[i].sha256);
+	/* a regression net: its outputs' standardization (TASK) */
+	if (!rc && t->reg)
+		rc = cdp_ckpt_set_task(ck, CDP_CKPT_TASK_REGRESSION, t->tmean, t->tstd, t->loss.k);
 	if (rc)
 		goto done;
 	/* [net] ema=: PARM got the average (tr_eval_model_begin), LIVE the
@@ -332,6 +369,8 @@ double tr_best_value(const trainer *t, const tr_val *v)
 	case CDP_BEST_ACC: return cdp_metrics_accuracy(v->conf.counts, v->conf.k);
 	case CDP_BEST_F1: return v->ml.micro_f1;
 	case CDP_BEST_MAP: return v->ml.map;
+	case CDP_BEST_RMSE: return v->rm.rmse;
+	case CDP_BEST_R2: return v->rm.r2;
 	}
 	return NAN;
 }
@@ -343,14 +382,21 @@ const char *tr_best_key(const trainer *t)
 	case CDP_BEST_LOSS: return "loss";
 	case CDP_BEST_F1: return "micro_f1";
 	case CDP_BEST_MAP: return "map";
+	case CDP_BEST_RMSE: return "rmse";
+	case CDP_BEST_R2: return "r2";
 	}
 	return "accuracy";
+}
+
+int tr_best_lower(const trainer *t)
+{
+	return t->o->keep_best == CDP_BEST_LOSS || t->o->keep_best == CDP_BEST_RMSE;
 }
 
 void tr_keep_best(trainer *t, const tr_val *v)
 {
 	double x = tr_best_value(t, v);
-	int lower = t->o->keep_best == CDP_BEST_LOSS;
+	int lower = tr_best_lower(t);
 
 	/* a NaN is never best; ties keep the earlier */
 	if (!t->o->keep_best || !v->done || !isfinite(x) ||
@@ -359,14 +405,15 @@ void tr_keep_best(trainer *t, const tr_val *v)
 	t->best = x;
 	t->have_best = 1;
 	write_checkpoint(t, "best.cdpt");
-	tr_logf(t, "best %s so far at step %ld: %g", lower ? "validation loss" : tr_best_key(t),
+	tr_logf(t, "best %s so far at step %ld: %g",
+	        t->o->keep_best == CDP_BEST_LOSS ? "validation loss" : tr_best_key(t),
 	        t->step, x);
 }
 
 int tr_patience_see(trainer *t, double x)
 {
 	double d = t->o->min_delta;
-	int lower = t->o->keep_best == CDP_BEST_LOSS;
+	int lower = tr_best_lower(t);
 
 	if (!t->o->patience)
 		return 0;

@@ -56,6 +56,15 @@ typedef struct trainer {
 	 * gathers every sample's scores into mval (train_eval.c) */
 	int multi;
 	double *mval;                   /* [2 vi.count K] scores, then truths */
+	/* a value pool (label kind f32) and a regression loss (loss.reg): the
+	 * targets (b, T, hw) standardized by the training sources' target
+	 * statistics tmean, tstd [T] (train_std.c) come as floats into dtgt
+	 * (device; ntgt the next batch's, as nlab); validation adds the
+	 * regression sums (cdp_regm) of each target on its original scale */
+	int reg;
+	double *tmean, *tstd;
+	float *dtgt, *ntgt;
+	float *rpred;                   /* [b T hw] host copy (validation) */
 	float *mlog;                    /* [batch K] host copy of the logits */
 	int accumulate;                 /* micro-batches per step, A */
 	int last_micro;                 /* 1: this backward completes a step */
@@ -155,7 +164,8 @@ typedef struct trainer {
 	int nstd_src;
 	char *crs;
 	double res_x, res_y;
-	char std_note[3][2048];         /* the standardization, the data, --init's bands */
+	char std_note[4][2048];         /* the standardization, the data, --init's bands,
+	                                 * a value pool's targets */
 	int std_resumed;
 	/* the class names (train_std.c) kept in the checkpoint, [ncnames];
 	 * their line for train.log, names_warn: for stderr too */
@@ -262,6 +272,8 @@ typedef struct tr_val {
 	double loss;
 	cdp_confusion conf;
 	cdp_mlabel ml;                  /* multi-label runs (t->multi) */
+	double rsum[CDP_REGM_NSUM];     /* regression runs (t->reg): cdp_regm sums */
+	cdp_regm rm;                    /* and their scores */
 	int done;
 } tr_val;
 /* Checks a batch's labels on the host (aborting with the key of a bad
@@ -287,6 +299,8 @@ int tr_patience_see(trainer *t, double x);
 /* after a validation: 1 when --patience ends the run (then logged, in
  * train.log and metrics.jsonl); every rank sees the same v, so all agree */
 int tr_patience(trainer *t, const tr_val *v);
+/* 1 when a lower value of the --keep-best metric is better (loss, rmse) */
+int tr_best_lower(const trainer *t);
 /* v's value of the --keep-best metric (NAN when there is none) */
 double tr_best_value(const trainer *t, const tr_val *v);
 /* --keep-best's metric as metrics.jsonl's val lines name it ("miou",

@@ -102,7 +102,7 @@ static int trim_jsonl(trainer *t, const char *path, long upto, char *err, size_t
 		/* --keep-best: best.cdpt's value, so a resume keeps a better one */
 		if (!strcmp(type, "val") && t->o->keep_best) {
 			char key[32];
-			int lower = t->o->keep_best == CDP_BEST_LOSS;
+			int lower = tr_best_lower(t);
 			double x;
 			snprintf(key, sizeof key, "\"%s\":", tr_best_key(t));
 			if (!(m = strstr(line, key)) || sscanf(m + strlen(key), "%lf", &x) != 1)
@@ -360,6 +360,8 @@ static double headline(const trainer *t, const tr_val *v)
 	int k = v->conf.k;
 	if (t->multi)
 		return v->ml.micro_f1;
+	if (t->reg)
+		return v->rm.r2;
 	if (t->hw == 1)
 		return cdp_metrics_accuracy(c, k);
 	return k == 2 ? cdp_metrics_iou(c, k, 1) : cdp_metrics_miou(c, k, NULL);
@@ -391,6 +393,8 @@ int tr_val_format(const trainer *t, const tr_val *v, char *buf, size_t cap)
 	const cdp_mlabel *m = &v->ml;
 	size_t n = 0;
 
+	if (t->reg)
+		return cdp_regm_format(&v->rm, buf, cap);
 	if (!t->multi)
 		return cdp_metrics_format(v->conf.counts, v->conf.k, buf, cap);
 	buf[0] = '\0';
@@ -425,6 +429,23 @@ void tr_log_val(trainer *t, const tr_val *v)
 
 	if (!f || !v->done)
 		return;
+	if (t->reg) {
+		fprintf(f, "{\"type\":\"val\",\"step\":%ld,\"epoch\":%" PRIu64, t->step,
+		        t->estep == 0 ? t->epoch - 1 : t->epoch);
+		jnum(f, "loss", v->loss);
+		jnum(f, "metric", headline(t, v));
+		jnum(f, "rmse", v->rm.rmse);
+		jnum(f, "mae", v->rm.mae);
+		jnum(f, "bias", v->rm.bias);
+		jnum(f, "r2", v->rm.r2);
+		jnum(f, "count", v->rm.count);
+		fprintf(f, "}\n");
+		fflush(f);
+		tr_val_format(t, v, line, sizeof line);
+		tr_logf(t, "validation at step %ld: loss %.6f %s count %.0f", t->step, v->loss, line,
+		        v->rm.count);
+		return;
+	}
 	if (t->multi) {
 		fprintf(f, "{\"type\":\"val\",\"step\":%ld,\"epoch\":%" PRIu64, t->step,
 		        t->estep == 0 ? t->epoch - 1 : t->epoch);
@@ -478,7 +499,11 @@ void tr_log_epoch(trainer *t, const tr_val *v)
 	fprintf(f, "{\"type\":\"epoch\",\"step\":%ld,\"epoch\":%" PRIu64, t->step, t->epoch - 1);
 	jnum(f, "loss", t->ep_steps ? t->ep_loss / t->ep_steps : NAN);
 	jnum(f, "seconds", cdp_now() - t->t_start);
-	if (v && v->done && t->multi) {
+	if (v && v->done && t->reg) {
+		jnum(f, "val_loss", v->loss);
+		jnum(f, "val_rmse", v->rm.rmse);
+		jnum(f, "val_r2", v->rm.r2);
+	} else if (v && v->done && t->multi) {
 		jnum(f, "val_loss", v->loss);
 		jnum(f, "val_micro_f1", v->ml.micro_f1);
 		jnum(f, "val_map", v->ml.map);
@@ -533,7 +558,8 @@ void tr_plot(trainer *t)
 	enum { LOSS, LR, VLOSS, METRIC, RESUME, NS };
 	series s[NS] = { { 0 } };
 	char path[4200], title[4400], line[65536];
-	const char *slash, *name = t->multi ? "validation micro F1" :
+	const char *slash, *name = t->reg ? "validation R2" :
+	                           t->multi ? "validation micro F1" :
 	                           t->hw == 1 ? "validation accuracy" :
 	                           t->loss.classes <= 2 ? "validation IoU of class 1" :
 	                           "validation mean IoU";

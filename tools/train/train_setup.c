@@ -137,14 +137,15 @@ static int data_path(trainer *t, char *err, size_t cap)
 {
 	const char *env = getenv("CDP_TRAIN_DATA");
 	cdp_pool_info pi;
-	int rc, multi;
+	int rc, multi, value;
 
 	if ((rc = cdp_pool_info_load(&t->pool, &pi)) != 0)
 		return tr_fail(err, cap, "'%s': cannot load meta: %s", t->o->db, cdp_strerror(rc));
-	/* multi-hot labels (K a sample) take the host path: prep_batch moves
-	 * per-pixel or single class labels only */
+	/* multi-hot labels (K a sample) and value targets (T, H, W) take the
+	 * host path: prep_batch moves per-pixel or single class labels only */
 	multi = pi.label_kind == CDP_LABEL_MULTI;
-	t->raw = pi.dtype != CDP_DT_F64 && !multi;
+	value = pi.label_kind == CDP_LABEL_F32;
+	t->raw = pi.dtype != CDP_DT_F64 && !multi && !value;
 	cdp_pool_info_free(&pi);
 	if (env && *env) {
 		if (strcmp(env, "host") != 0 && strcmp(env, "device") != 0)
@@ -152,6 +153,9 @@ static int data_path(trainer *t, char *err, size_t cap)
 		if (multi && strcmp(env, "device") == 0)
 			return tr_fail(err, cap, "CDP_TRAIN_DATA: device: '%s' is a multi-label pool, "
 			               "which takes the host path", t->o->db);
+		if (value && strcmp(env, "device") == 0)
+			return tr_fail(err, cap, "CDP_TRAIN_DATA: device: '%s' holds value labels "
+			               "(regression targets), which take the host path", t->o->db);
 		t->raw = strcmp(env, "device") == 0;
 		return 0;
 	}
@@ -282,6 +286,44 @@ static int check_multi(trainer *t, char *err, size_t cap)
 	return 0;
 }
 
+/* A value pool (regression targets, T a pixel) needs a regression loss
+ * (loss=mse|l1|huber, loss.h) on a head of T channels at the tile's size,
+ * and such a loss that pool. */
+static int check_reg(trainer *t, char *err, size_t cap)
+{
+	const cdp_layer *h = &t->net.layers[t->net.out_layer];
+	int T = (int)t->ti.pool->label_len, kb = t->o->keep_best;
+	int value = t->ti.label_kind == CDP_LABEL_F32, kinds[CDP_LOSS_MAX_TERMS], sm;
+	int reg = cdp_loss_parse(t->net.loss, t->net.classes, kinds, &sm, err, cap) == 1 &&
+	          cdp_loss_kind_is_reg(kinds[0]);
+
+	if (!value) {
+		if (reg)
+			return tr_fail(err, cap, "model '%s' has the regression loss %s: it trains on a "
+			               "pool of value labels (cdp-tile --label-kind value), '%s' is not one",
+			               o_model_name(t), t->net.loss, t->o->db);
+		if (kb == CDP_BEST_RMSE || kb == CDP_BEST_R2)
+			return tr_fail(err, cap, "--keep-best %s: a regression metric; '%s' holds no value "
+			               "labels", kb == CDP_BEST_RMSE ? "rmse" : "r2", t->o->db);
+		return 0;
+	}
+	if (!reg)
+		return tr_fail(err, cap, "'%s' holds value labels (%d target%s a pixel): train it with "
+		               "[net] loss=mse, l1 or huber and classes=%d (model '%s' has loss=%s)",
+		               t->o->db, T, T == 1 ? "" : "s", T, o_model_name(t), t->net.loss);
+	if (h->out.c != T || h->out.h != t->ti.h || h->out.w != t->ti.w)
+		return tr_fail(err, cap, "model '%s' gives a %dx%dx%d output, the pool's targets are "
+		               "%dx%dx%d (classes=%d and a segmentation head are needed)",
+		               o_model_name(t), h->out.c, h->out.h, h->out.w, T, t->ti.h, t->ti.w, T);
+	if (kb && kb != CDP_BEST_RMSE && kb != CDP_BEST_R2 && kb != CDP_BEST_LOSS)
+		return tr_fail(err, cap, "--keep-best: a regression run keeps rmse, r2 or loss");
+	if (cdp_aug_mix_on(&t->aug))
+		return tr_fail(err, cap, "model '%s': mixup_alpha and cutmix_alpha are for "
+		               "classifiers, not regression targets", o_model_name(t));
+	t->reg = 1;
+	return 0;
+}
+
 /* The head must fit the labels: per-pixel labels need an output of the
  * input's size (segmentation), class labels one value per sample. */
 static int check_head(trainer *t, char *err, size_t cap)
@@ -292,6 +334,10 @@ static int check_head(trainer *t, char *err, size_t cap)
 	t->hw = h->out.h * h->out.w;
 	if (t->ti.label_kind == CDP_LABEL_MULTI || t->net.multi)
 		return check_multi(t, err, cap);
+	if (check_reg(t, err, cap) < 0)
+		return -1;
+	if (t->reg)
+		return 0;
 	if (px && (h->out.h != t->ti.h || h->out.w != t->ti.w))
 		return tr_fail(err, cap, "model '%s' gives a %dx%d output, the pool's per-pixel labels "
 		            "are %dx%d (a segmentation head is needed)", o_model_name(t),
@@ -646,7 +692,8 @@ int tr_setup(trainer *t, char *err, size_t cap)
 	t->loss.ignore = t->ti.ignore;
 	if (!(t->lpart = calloc(4 * ((size_t)t->loss.npart + 1), sizeof *t->lpart)))
 		return tr_fail(err, cap, "out of memory");
-	if ((!t->multi && tr_check_labels(t, err, cap) < 0) || tr_class_weights(t, err, cap) < 0)
+	if ((!t->multi && !t->reg && tr_check_labels(t, err, cap) < 0) ||
+	    tr_class_weights(t, err, cap) < 0)
 		return -1;
 	if (optimizer(t, err, cap) < 0 || ema(t, err, cap) < 0 || bn_sync(t, err, cap) < 0)
 		return -1;
@@ -662,6 +709,11 @@ int tr_setup(trainer *t, char *err, size_t cap)
 		return tr_fail(err, cap, "out of memory on the %s device", t->be->name);
 	if (mix_buffers(t, err, cap) < 0)
 		return -1;
+	if (t->reg && (!(t->dtgt = t->be->alloc(t->be, (size_t)n * t->loss.k * sizeof *t->dtgt)) ||
+	               !(t->ntgt = t->be->alloc(t->be, (size_t)n * t->loss.k * sizeof *t->ntgt))))
+		return tr_fail(err, cap, "out of memory on the %s device", t->be->name);
+	if (t->reg && t->vl && !(t->rpred = malloc((size_t)n * t->loss.k * sizeof *t->rpred)))
+		return tr_fail(err, cap, "out of memory");
 	if (t->multi && t->vl &&
 	    (!(t->mval = calloc(2 * t->vi.count * (size_t)t->hw, sizeof *t->mval)) ||
 	     !(t->mlog = malloc((size_t)n * sizeof *t->mlog))))
@@ -685,7 +737,7 @@ int tr_setup(trainer *t, char *err, size_t cap)
 	    tr_rundir_clear(t, err, cap) < 0 ||
 	    (t->rank == 0 && tr_log_open(t, err, cap) < 0))
 		return -1;
-	for (int i = 0; t->rank == 0 && i < 3; i++)
+	for (int i = 0; t->rank == 0 && i < 4; i++)
 		if (t->std_note[i][0])
 			tr_logf(t, "%s", t->std_note[i]);
 	if (t->rank == 0 && t->std_resumed)
@@ -770,6 +822,11 @@ void tr_teardown(trainer *t)
 		t->be->free(t->be, t->dlab);
 	free(t->mval);
 	free(t->mlog);
+	free(t->rpred);
+	if (t->dtgt)
+		t->be->free(t->be, t->dtgt);
+	if (t->ntgt)
+		t->be->free(t->be, t->ntgt);
 	if (t->pred)
 		t->be->free(t->be, t->pred);
 	if (t->nlab)

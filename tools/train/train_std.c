@@ -93,6 +93,59 @@ static int sources_stats(trainer *t, const uint32_t *src, size_t n, double *mean
 	return 1;
 }
 
+/* A value pool's targets: standardized by the statistics of the finite
+ * targets of the training sources src[n], combined (t->tmean, t->tstd
+ * [T]), in both loaders, and logged; predictions go back by y * std +
+ * mean. A target with std 0 is only centred (std taken as 1). 0, or -1
+ * with err (no target statistics: a pool older than value labels). */
+static int target_stats(trainer *t, const uint32_t *src, size_t n, char *err, size_t cap)
+{
+	uint32_t T = t->ti.pool->label_len, missing = 0;
+	cdp_stats st;
+	double lo, hi;
+	int rc;
+
+	if (t->ti.label_kind != CDP_LABEL_F32)
+		return 0;
+	if (!(t->tmean = calloc(T, sizeof *t->tmean)) || !(t->tstd = calloc(T, sizeof *t->tstd)))
+		return tr_fail(err, cap, "out of memory");
+	if ((rc = cdp_pool_source_stats(&t->pool, NULL, src, n, &st, &missing)) != CDP_OK)
+		return tr_fail(err, cap, "'%s': cannot combine the training sources' target "
+		               "statistics: %s", t->o->db, rc == MDB_NOTFOUND ? "a source has none"
+		               : cdp_strerror(rc));
+	if (st.targets != T) {
+		cdp_stats_free(&st);
+		return tr_fail(err, cap, "'%s': the sources' sums have %" PRIu32 " targets, the pool "
+		               "%" PRIu32, t->o->db, st.targets, T);
+	}
+	note(t->std_note[3], sizeof t->std_note[3], "targets standardized by the training "
+	     "sources' statistics:");
+	for (uint32_t i = 0; i < T; i++) {
+		cdp_stats_target_result(&st, i, &t->tmean[i], &t->tstd[i], &lo, &hi);
+		if (st.t[i].count == 0) {
+			cdp_stats_free(&st);
+			return tr_fail(err, cap, "'%s': target %" PRIu32 " has no value in the training "
+			               "sources of '%s'", t->o->db, i + 1, t->o->keys);
+		}
+		if (!(t->tstd[i] > 0))
+			t->tstd[i] = 1;
+		note(t->std_note[3], sizeof t->std_note[3], "%s target %" PRIu32 " mean %.6g std %.6g",
+		     i ? "," : "", i + 1, t->tmean[i], t->tstd[i]);
+	}
+	cdp_stats_free(&st);
+	/* the weights were trained on the checkpoint's: keep them */
+	if (t->have_ck && t->ck.task == CDP_CKPT_TASK_REGRESSION && t->ck.ntargets == (int)T) {
+		memcpy(t->tmean, t->ck.target_mean, T * sizeof *t->tmean);
+		memcpy(t->tstd, t->ck.target_std, T * sizeof *t->tstd);
+		snprintf(t->std_note[3], sizeof t->std_note[3], "resume: the checkpoint's target "
+		         "standardization (target 1 mean %.6g std %.6g)", t->tmean[0], t->tstd[0]);
+	}
+	if (cdp_loader_set_target_standardization(t->tl, t->tmean, t->tstd) != CDP_OK ||
+	    (t->vl && cdp_loader_set_target_standardization(t->vl, t->tmean, t->tstd) != CDP_OK))
+		return tr_fail(err, cap, "the targets' standardization is out of float32 range");
+	return 0;
+}
+
 /* Source i's meta, parsed: 0, or -1 with err. */
 static int source_meta(trainer *t, uint32_t i, cdp_source *s, char *err, size_t cap)
 {
@@ -285,6 +338,7 @@ int tr_standardize(trainer *t, char *err, size_t cap)
 		goto out;
 	}
 	if ((have = sources_stats(t, src, n, mean, sd, &missing, err, cap)) < 0 ||
+	    target_stats(t, src, n, err, cap) < 0 ||
 	    georeference(t, src, n, names, sizeof names, err, cap) < 0)
 		goto out;
 	if (have) {
@@ -370,6 +424,9 @@ void tr_standardize_free(trainer *t)
 	free(t->std_sd);
 	free(t->std_src);
 	free(t->crs);
+	free(t->tmean);
+	free(t->tstd);
+	t->tmean = t->tstd = NULL;
 	t->std_mean = t->std_sd = NULL;
 	t->std_src = NULL;
 	t->crs = NULL;

@@ -456,20 +456,22 @@ static void t_data(void)
 
 /* cdp-predict's windows: origins on its grid and scattered (before the
  * strip, past it, wider than it), sigmoid and softmax (more classes than
- * cpu_window.c keeps on its stack too); sums that already hold values.
+ * cpu_window.c keeps on its stack too) and values blended linearly (k <
+ * 0, a regression head); sums that already hold values.
  * Bitwise: the emulated blend calls the host's expf, as the CPU does. */
 static void t_window(void)
 {
 	for (int rep = 0; rep < 12; rep++) {
 		int c = rint_(1, 4), r = rint_(1, 12), w = rint_(1, 60), s = rint_(1, 20);
-		int nb = rint_(1, 6), k = rep == 11 ? 40 : rint_(1, 5), grid = rep & 1;
+		int nb = rint_(1, 6), kk = rep == 11 ? 40 : rint_(1, 5), grid = rep & 1;
+		int k = rep % 3 == 2 ? -kk : kk;     /* k < 0: values blended linearly */
 		std::vector<int32_t> srow(s), x0(nb);
 		for (auto &y : srow)
 			y = rint_(0, r - 1);
 		for (int b = 0; b < nb; b++)
 			x0[b] = grid ? -(s / 8) + b * (s - s / 4) : rint_(-2 * s, w + s);
-		auto strip = rvec((size_t)c * r * w), logits = rvec((size_t)nb * k * s * s, -12, 12);
-		auto w1 = rvec(s, 0, 1), sa = rvec((size_t)k * s * w, 0, 2), sb = sa;
+		auto strip = rvec((size_t)c * r * w), logits = rvec((size_t)nb * kk * s * s, -12, 12);
+		auto w1 = rvec(s, 0, 1), sa = rvec((size_t)kk * s * w, 0, 2), sb = sa;
 		size_t nx = (size_t)nb * c * s * s;
 		std::vector<float> xa(nx, NAN), xb(nx, 1);
 		std::string nm = fmt(" c %d k %d (r %d, w %d) s %d nb %d%s", c, k, r, w, s, nb,
