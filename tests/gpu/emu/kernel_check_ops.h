@@ -519,3 +519,58 @@ static void t_bn1(void)
 		}
 	}
 }
+
+/* synchronized batchnorm's parts (cdk_bn_sums, cdk_bn_grad_sums,
+ * cdk_bn_bwd_dx) against the CPU's: the double sums of terms that each side
+ * rounds to float on its own path, added in another order, within
+ * (4 * 2^-23 + n * 2^-51) of the sum of the terms' magnitudes (the terms of
+ * the first sums have either sign); dx, elementwise from the same floats,
+ * within 1e-6 relative, with beta 0 and 1 */
+static void t_bn_sync(void)
+{
+	for (int rep = 0; rep < 6; rep++) {
+		int n = rint_(1, 4), c = rint_(1, 9), hw = rint_(1, 300);
+		size_t len = (size_t)n * c * hw, m = (size_t)n * hw;
+		auto x = rvec(len, -3, 3), dy = rvec(len, -1, 1), shift = rvec(c, -1, 1);
+		auto mean = rvec(c, -1, 1), inv = rvec(c, 0.5f, 2), g = rvec(c, 0.5f, 1.5f);
+		auto mm = rvec(2 * (size_t)c, -0.5f, 0.5f);
+		std::vector<double> sa(2 * (size_t)c, NAN), sb(2 * (size_t)c, NAN);
+		std::vector<double> ga(2 * (size_t)c, NAN), gb(2 * (size_t)c, NAN);
+		std::string sh = fmt(" (%d,%d,%d)", n, c, hw);
+
+		cdk_bn_sums(0, n, c, hw, x.data(), shift.data(), sa.data());
+		be->bn_sums(be, n, c, hw, x.data(), shift.data(), sb.data());
+		cdk_bn_grad_sums(0, n, c, hw, x.data(), dy.data(), mean.data(), inv.data(), ga.data());
+		be->bn_grad_sums(be, n, c, hw, x.data(), dy.data(), mean.data(), inv.data(), gb.data());
+		for (int ch = 0; ch < c; ch++) {
+			double a[4] = { 0, 0, 0, 0 };   /* sums of |terms| of the four sums */
+			for (int i = 0; i < n; i++)
+				for (int p = 0; p < hw; p++) {
+					size_t o = ((size_t)i * c + ch) * hw + p;
+					double u = (double)x[o] - shift[ch], xh = ((double)x[o] - mean[ch]) * inv[ch];
+					a[0] += fabs(u);
+					a[1] += u * u;
+					a[2] += fabs((double)dy[o]);
+					a[3] += fabs(dy[o] * xh);
+				}
+			const double *got[4] = { &sa[ch], &sa[ch + c], &ga[ch], &ga[ch + c] };
+			const double *want[4] = { &sb[ch], &sb[ch + c], &gb[ch], &gb[ch + c] };
+			const char *what[4] = { "bn_sums sum", "bn_sums sumsq", "bn_grad_sums dy",
+			                        "bn_grad_sums dy*xhat" };
+			for (int k = 0; k < 4; k++) {
+				double d = fabs(*got[k] - *want[k]);
+				double tol = (4 * FLT_EPSILON + 2 * sum_tol(m)) * a[k] + 1e-300;
+				report(fmt("%s channel %d", what[k], ch) + sh, !(d <= tol),
+				       fmt("emulated %.17g, cpu %.17g (off %.3g > %.3g)", *got[k], *want[k], d, tol));
+			}
+		}
+		for (float beta : { 0.0f, 1.0f }) {
+			auto da = rvec(len, -1, 1), db = da;
+			cdk_bn_bwd_dx(0, n, c, hw, x.data(), dy.data(), g.data(), mean.data(), inv.data(),
+			              mm.data(), da.data(), beta);
+			be->bn_bwd_dx(be, n, c, hw, x.data(), dy.data(), g.data(), mean.data(), inv.data(),
+			              mm.data(), db.data(), beta);
+			cmp(fmt("bn_bwd_dx beta %g", beta) + sh, da.data(), db.data(), len, 1e-6);
+		}
+	}
+}
