@@ -510,6 +510,7 @@ static void test_targets(void)
 	CHECK(fabs(mean - 4) < 1e-15, "merged target 2 mean %g", mean);
 	r.label_len = 1;
 	CHECK_RC(cdp_stats_add_record(&s, &r), CDP_ESHAPE);
+	cdp_stats_free(&h2);
 	CHECK_RC(cdp_stats_init(&h2, CDP_DT_U8, 1), CDP_OK);
 	CHECK_RC(cdp_stats_add_record(&h2, &r), CDP_OK);
 	CHECK_RC(cdp_stats_merge(&s, &h2), CDP_ESHAPE);
