@@ -429,11 +429,12 @@ void tr_log_val(trainer *t, const tr_val *v)
 
 	if (!f || !v->done)
 		return;
+	/* the fields every task's line starts with, then the task's own */
+	fprintf(f, "{\"type\":\"val\",\"step\":%ld,\"epoch\":%" PRIu64, t->step,
+	        t->estep == 0 ? t->epoch - 1 : t->epoch);
+	jnum(f, "loss", v->loss);
+	jnum(f, "metric", headline(t, v));
 	if (t->reg) {
-		fprintf(f, "{\"type\":\"val\",\"step\":%ld,\"epoch\":%" PRIu64, t->step,
-		        t->estep == 0 ? t->epoch - 1 : t->epoch);
-		jnum(f, "loss", v->loss);
-		jnum(f, "metric", headline(t, v));
 		jnum(f, "rmse", v->rm.rmse);
 		jnum(f, "mae", v->rm.mae);
 		jnum(f, "bias", v->rm.bias);
@@ -447,10 +448,6 @@ void tr_log_val(trainer *t, const tr_val *v)
 		return;
 	}
 	if (t->multi) {
-		fprintf(f, "{\"type\":\"val\",\"step\":%ld,\"epoch\":%" PRIu64, t->step,
-		        t->estep == 0 ? t->epoch - 1 : t->epoch);
-		jnum(f, "loss", v->loss);
-		jnum(f, "metric", headline(t, v));
 		jnum(f, "micro_precision", v->ml.micro_p);
 		jnum(f, "micro_recall", v->ml.micro_r);
 		jnum(f, "micro_f1", v->ml.micro_f1);
@@ -466,10 +463,6 @@ void tr_log_val(trainer *t, const tr_val *v)
 		tr_logf(t, "validation at step %ld: loss %.6f %s", t->step, v->loss, line);
 		return;
 	}
-	fprintf(f, "{\"type\":\"val\",\"step\":%ld,\"epoch\":%" PRIu64, t->step,
-	        t->estep == 0 ? t->epoch - 1 : t->epoch);
-	jnum(f, "loss", v->loss);
-	jnum(f, "metric", headline(t, v));
 	jnum(f, "accuracy", cdp_metrics_accuracy(v->conf.counts, k));
 	jnum(f, "miou", cdp_metrics_miou(v->conf.counts, k, NULL));
 	fprintf(f, ",\"iou\":[");
