@@ -16,7 +16,7 @@
 # ce+dice, oversampled road tiles (cdp-keyshuffle --oversample 1:4),
 # photometric augmentation (brightness, contrast, gamma, noise), EMA of the
 # weights, test-time flips (cdp-predict --tta flips); for the chips label
-# smoothing and mixup/cutmix where the engine has them. Then "combined":
+# smoothing, mixup (mixup_alpha=0.2) and cutmix (cutmix_alpha=1.0). Then "combined":
 # every change whose mean beat the baseline's by more than the larger of
 # the two spreads (max - min over the seeds), all at once (of the loss
 # rows, which replace one another, only the best).
@@ -196,7 +196,9 @@ case " $tasks " in *" chips "*)
 	spec_photo=",$photo||"
 	spec_ema=',ema=0.99||'
 	spec_tta='||--tta flips'
-	rowlist="baseline focal smooth photo ema tta"
+	spec_mixup=',mixup_alpha=0.2||'
+	spec_cutmix=',cutmix_alpha=1.0||'
+	rowlist="baseline focal smooth photo ema tta mixup cutmix"
 	run_rows chips
 	;;
 esac
