@@ -225,6 +225,25 @@ void cdp_regm_result(const double sums[CDP_REGM_NSUM], cdp_regm *out)
 		out->r2 = 1 - sums[CDP_REGM_D2] / sst;
 }
 
+void cdp_regm_pooled(const double *sums, int T, cdp_regm *out)
+{
+	double all[CDP_REGM_NSUM] = { 0 }, sst = 0;
+
+	if (T == 1) {
+		cdp_regm_result(sums, out);
+		return;
+	}
+	for (int t = 0; t < T; t++) {
+		const double *s = sums + (size_t)t * CDP_REGM_NSUM;
+		for (int k = 0; k < CDP_REGM_NSUM; k++)
+			all[k] += s[k];
+		if (s[CDP_REGM_N] > 0)
+			sst += s[CDP_REGM_U2] - s[CDP_REGM_U] * s[CDP_REGM_U] / s[CDP_REGM_N];
+	}
+	cdp_regm_result(all, out);
+	out->r2 = out->count > 0 && sst > 0 ? 1 - all[CDP_REGM_D2] / sst : NAN;
+}
+
 int cdp_regm_format(const cdp_regm *m, char *buf, size_t cap)
 {
 	return snprintf(buf, cap, "rmse=%.4f mae=%.4f bias=%.4f r2=%.4f", m->rmse, m->mae,

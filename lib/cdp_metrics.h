@@ -83,6 +83,14 @@ void cdp_regm_add(double sums[CDP_REGM_NSUM], const float *p, const float *t, si
 /* The scores of sums: NaN with no pair; r2 NaN when the targets are all
  * equal (SS_tot = 0). */
 void cdp_regm_result(const double sums[CDP_REGM_NSUM], cdp_regm *out);
+/* The pooled scores of T targets, sums (T, CDP_REGM_NSUM) each target's
+ * own (a net of T outputs, a map of T bands): count, rmse, mae and bias
+ * over every pair of every target; r2 = 1 - sum_t SS_res,t / sum_t
+ * SS_tot,t with each SS_tot about its own target's mean (scikit-learn's
+ * r2_score with multioutput='variance_weighted'), so a target of a larger
+ * spread weighs more and no target's offset enters another's. For T = 1
+ * cdp_regm_result's, bit for bit. */
+void cdp_regm_pooled(const double *sums, int T, cdp_regm *out);
 /* "rmse=0.1234 mae=0.0987 bias=-0.0012 r2=0.9612" for logs; as
  * cdp_metrics_format. */
 int cdp_regm_format(const cdp_regm *m, char *buf, size_t cap);

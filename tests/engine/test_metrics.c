@@ -188,6 +188,35 @@ static void test_regression(void)
 	CHECK(isnan(m.r2) && near(m.bias, 1.5), "constant targets: r2 %g bias %g", m.r2, m.bias);
 }
 
+/* Pooled scores of two targets against NumPy's: target 1 as above, target
+ * 2 p = [10, 12, 13], t = [11, 12, 15] (its own r2 0.42307692307692313);
+ * over the six pairs rmse 1.0992421631894098, mae 0.9166666666666666, bias
+ * -0.5833333333333334, and r2 = 1 - (SS_res,1 + SS_res,2) / (SS_tot,1 +
+ * SS_tot,2) = 0.7722513089005236 (each SS_tot about its own mean), though
+ * the second target's sums are shifted by another value; one target's
+ * pooled scores are its own. */
+static void test_regression_pooled(void)
+{
+	const float p[4] = { 1, 2, 4, 7 }, t[4] = { 1.5f, NAN, 3, 8 };
+	const float p2[3] = { 10, 12, 13 }, t2[3] = { 11, 12, 15 };
+	double s[2 * CDP_REGM_NSUM] = { 0 };
+	cdp_regm m, one, two;
+
+	cdp_regm_add(s, p, t, 4, 1, 0, 4);
+	cdp_regm_add(s + CDP_REGM_NSUM, p2, t2, 3, 1, 0, 9);
+	cdp_regm_result(s, &one);
+	cdp_regm_result(s + CDP_REGM_NSUM, &two);
+	CHECK(near(two.r2, 0.42307692307692313), "target 2's r2 %.17g", two.r2);
+	cdp_regm_pooled(s, 2, &m);
+	CHECK(m.count == 6, "pooled count %g", m.count);
+	CHECK(near(m.rmse, 1.0992421631894098), "pooled rmse %.17g", m.rmse);
+	CHECK(near(m.mae, 0.9166666666666666), "pooled mae %.17g", m.mae);
+	CHECK(near(m.bias, -0.5833333333333334), "pooled bias %.17g", m.bias);
+	CHECK(near(m.r2, 0.7722513089005236), "pooled r2 %.17g", m.r2);
+	cdp_regm_pooled(s, 1, &m);
+	CHECK(m.rmse == one.rmse && m.r2 == one.r2 && m.count == one.count, "one target pooled");
+}
+
 static void test_mlabel(void)
 {
 	/* 5 samples of 3 classes; sample 4 is a bad record (truth 2) */
@@ -226,5 +255,6 @@ int main(void)
 	test_kappa();
 	test_ops_and_merge();
 	test_regression();
+	test_regression_pooled();
 	return tap_done();
 }

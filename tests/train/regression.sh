@@ -104,7 +104,7 @@ assert r2 >= 0.95, "R^2 %g < 0.95 on a new scene" % r2
 print("cdp-predict on a new 300x300 scene: R^2 %.4f rmse %.4f (cdp-evaluate = NumPy)"
       % (r2, e["rmse"]))
 EOF
-for opt in "--prob" "--vector v.gpkg" "--colors c.txt" "--tta flips" "--preview p.png"; do
+for opt in "--prob" "--vector v.gpkg" "--colors c.txt" "--preview p.png"; do
 	expect_fail 1 "${opt%% *}: 'run/best.cdpt' is a regression net" \
 		cdp-predict -q $opt run/best.cdpt s7.tif -o bad.tif
 done

@@ -2,7 +2,8 @@
  * against a reference of the same size, read in bands of rows, and its
  * report (metrics.h: IoU, F1, precision, recall per class, accuracy, mean
  * IoU) as text or JSON; or, for a regression map (tagged CDP_TASK=regression
- * or --task regression), its scores (evaluate_reg.c) and a 2-D histogram.
+ * or --task regression), its scores (evaluate_reg.c), band by band for a
+ * map of several targets, and a 2-D histogram.
  *
  * Pixels counted: those whose reference is neither the ignore value nor the
  * reference's nodata, and whose prediction is not the prediction's nodata
@@ -85,7 +86,10 @@ static int open_vector_side(side *s, const char *path, const side *p,
 	return 0;
 }
 
-static int open_side(side *s, const char *path, const char *what, char *err, size_t cap)
+/* multi: a regression map or reference, which may hold several bands (one
+ * a target, scored band by band) */
+static int open_side(side *s, const char *path, const char *what, int multi, char *err,
+                     size_t cap)
 {
 	char why[512];
 
@@ -93,7 +97,7 @@ static int open_side(side *s, const char *path, const char *what, char *err, siz
 	if (cdp_raster_open(path, &s->r, why, sizeof why) != 0)
 		return fail(err, cap, "cannot open '%s': %s", path, why);
 	s->ri = cdp_raster_get_info(s->r);
-	if (s->ri->bands != 1)
+	if (s->ri->bands != 1 && !multi)
 		return fail(err, cap, "'%s' has %u bands, want one band of %s", path,
 		            s->ri->bands, what);
 	if (!(s->buf = malloc((size_t)ROWS * s->ri->width * cdp_dtype_size(s->ri->dtype))))
@@ -392,17 +396,18 @@ static int task_of(const cdp_evaluate_opts *o, const char *path)
 	return task;
 }
 
-/* A regression pass over both rasters: with hist (nb x nb over [lo, hi],
- * row: the prediction's bin), count into it; without, accumulate s. A
- * pixel counts when both values are finite and neither is its band's
- * nodata. */
-static int reg_pass(side *p, side *r, cdp_reg_sums *s, uint64_t *skipped, uint64_t *hist,
-                    int nb, double lo, double hi, char *err, size_t cap)
+/* A regression pass over band b1 of both rasters: with hist (nb x nb over
+ * [lo, hi], row: the prediction's bin), count into it; without,
+ * accumulate s. A pixel counts when both values are finite and neither is
+ * its band's nodata. */
+static int reg_pass(side *p, side *r, int b1, cdp_reg_sums *s, uint64_t *skipped,
+                    uint64_t *hist, int nb, double lo, double hi, char *err, size_t cap)
 {
 	uint64_t w = p->ri->width, h = p->ri->height;
-	double *pv = NULL, *rv = NULL;
+	double *pv = NULL, *rv = NULL, pnd = 0, rnd = 0;
 	char why[512];
-	int b1 = 1, rc = -1;
+	int rc = -1, phas = cdp_raster_band_nodata(p->r, b1, &pnd),
+	    rhas = cdp_raster_band_nodata(r->r, b1, &rnd);
 
 	*skipped = 0;
 	if (!(pv = malloc((size_t)ROWS * w * sizeof *pv)) ||
@@ -424,7 +429,8 @@ static int reg_pass(side *p, side *r, cdp_reg_sums *s, uint64_t *skipped, uint64
 		for (size_t i = 0; i < (size_t)rows * w; i++) {
 			double a = cdp_dtype_get(p->ri->dtype, p->buf, i);
 			double b = cdp_dtype_get(r->ri->dtype, r->buf, i);
-			if (!isfinite(a) || !isfinite(b) || is_nodata(p->ri, a) || is_nodata(r->ri, b)) {
+			/* NaN nodata is caught by isfinite */
+			if (!isfinite(a) || !isfinite(b) || (phas && a == pnd) || (rhas && b == rnd)) {
 				(*skipped)++;
 				continue;
 			}
@@ -446,26 +452,32 @@ out:
 }
 
 /* --png for a regression map: the 2-D histogram of predicted against
- * reference values, a second pass over the rasters. */
+ * reference values of every band s[nb] scored, a second pass over the
+ * rasters. */
 #define REG_BINS 128
 static int reg_draw(const cdp_evaluate_opts *o, side *p, side *r, const cdp_reg_sums *s,
-                    char *err, size_t cap)
+                    int nb, char *err, size_t cap)
 {
 	uint64_t *hist, skipped;
-	double lo = s->lo, hi = s->hi;
+	double lo = INFINITY, hi = -INFINITY;
 	char title[1024];
 	int rc;
 
+	for (int b = 0; b < nb; b++) {
+		lo = fmin(lo, s[b].lo);
+		hi = fmax(hi, s[b].hi);
+	}
 	if (!(hi > lo)) {
 		lo -= 0.5;
 		hi += 0.5;
 	}
 	if (!(hist = calloc((size_t)REG_BINS * REG_BINS, sizeof *hist)))
 		return fail(err, cap, "out of memory");
-	if (reg_pass(p, r, NULL, &skipped, hist, REG_BINS, lo, hi, err, cap) < 0) {
-		free(hist);
-		return -1;
-	}
+	for (int b = 0; b < nb; b++)
+		if (reg_pass(p, r, b + 1, NULL, &skipped, hist, REG_BINS, lo, hi, err, cap) < 0) {
+			free(hist);
+			return -1;
+		}
 	snprintf(title, sizeof title, "cdp-evaluate: %.400s against %.400s", base(o->prediction),
 	         base(o->reference));
 	rc = cdp_plot_hist2d_png(o->png, hist, REG_BINS, lo, hi, "reference value",
@@ -474,13 +486,19 @@ static int reg_draw(const cdp_evaluate_opts *o, side *p, side *r, const cdp_reg_
 	return rc ? fail(err, cap, "cannot write '%s': %s", o->png, cdp_strerror(rc)) : 0;
 }
 
-/* A regression map p against reference r (both open, same grid). */
+/* A regression map p against reference r (both open, same grid), band b
+ * of one against band b of the other. */
 static int run_regression(const cdp_evaluate_opts *o, side *p, side *r, FILE *out, char *err,
                           size_t cap)
 {
-	cdp_reg_sums s;
-	uint64_t skipped;
+	int nb = (int)p->ri->bands, rc = -1;
+	cdp_reg_sums *s = NULL;
+	uint64_t *skipped = NULL, n = 0, nskip = 0;
 
+	if (r->ri->bands != p->ri->bands)
+		return fail(err, cap, "'%s' has %u bands, '%s' has %u: a regression map is scored "
+		            "band by band (a target each) against a reference of as many bands",
+		            p->path, p->ri->bands, r->path, r->ri->bands);
 	if (!is_float(p->ri->dtype))
 		return fail(err, cap, "'%s' holds %s values: a regression map is a float32 or "
 		            "float64 raster of values", p->path, cdp_dtype_name(p->ri->dtype));
@@ -488,17 +506,32 @@ static int run_regression(const cdp_evaluate_opts *o, side *p, side *r, FILE *ou
 		return fail(err, cap, "'%s' holds %s values, not a float32 or float64 raster of "
 		            "values that a regression map is scored against", r->path,
 		            cdp_dtype_name(r->ri->dtype));
-	cdp_reg_sums_init(&s);
-	if (reg_pass(p, r, &s, &skipped, NULL, 0, 0, 0, err, cap) < 0)
-		return -1;
-	if (!s.n)
-		return fail(err, cap, "'%s' and '%s' have no pixel valid in both (all %llu are NaN "
-		            "or nodata in one): nothing to score", p->path, r->path,
-		            (unsigned long long)skipped);
-	cdp_reg_report(out, &s, skipped, o->json);
-	if (fflush(out) != 0 || ferror(out))
-		return fail(err, cap, "cannot write the report: %s", strerror(errno));
-	return o->png ? reg_draw(o, p, r, &s, err, cap) : 0;
+	if (!(s = calloc((size_t)nb, sizeof *s)) || !(skipped = calloc((size_t)nb, sizeof *skipped))) {
+		fail(err, cap, "out of memory");
+		goto out;
+	}
+	for (int b = 0; b < nb; b++) {
+		cdp_reg_sums_init(&s[b]);
+		if (reg_pass(p, r, b + 1, &s[b], &skipped[b], NULL, 0, 0, 0, err, cap) < 0)
+			goto out;
+		n += s[b].n;
+		nskip += skipped[b];
+	}
+	if (!n) {
+		fail(err, cap, "'%s' and '%s' have no pixel valid in both (all %llu are NaN or "
+		     "nodata in one): nothing to score", p->path, r->path, (unsigned long long)nskip);
+		goto out;
+	}
+	cdp_reg_report(out, s, skipped, nb, o->json);
+	if (fflush(out) != 0 || ferror(out)) {
+		fail(err, cap, "cannot write the report: %s", strerror(errno));
+		goto out;
+	}
+	rc = o->png ? reg_draw(o, p, r, s, nb, err, cap) : 0;
+out:
+	free(s);
+	free(skipped);
+	return rc;
 }
 
 int cdp_evaluate_run(const cdp_evaluate_opts *o, FILE *out, char *err, size_t cap)
@@ -512,7 +545,7 @@ int cdp_evaluate_run(const cdp_evaluate_opts *o, FILE *out, char *err, size_t ca
 	cdp_raster_init();
 	task = task_of(o, o->prediction);
 	what = task == CDP_EVALUATE_TASK_REGRESSION ? "values" : "class ids";
-	if (open_side(&p, o->prediction, what, err, cap) < 0)
+	if (open_side(&p, o->prediction, what, task == CDP_EVALUATE_TASK_REGRESSION, err, cap) < 0)
 		goto out;
 	if (task == CDP_EVALUATE_TASK_REGRESSION &&
 	    (o->classes || o->ignore >= 0 || o->vec.given ||
@@ -528,7 +561,8 @@ int cdp_evaluate_run(const cdp_evaluate_opts *o, FILE *out, char *err, size_t ca
 		fail(err, cap, "'%s' is not a vector dataset, and the vector label options apply "
 		     "to a vector reference only", o->reference);
 		goto out;
-	} else if (open_side(&r, o->reference, what, err, cap) < 0)
+	} else if (open_side(&r, o->reference, what, task == CDP_EVALUATE_TASK_REGRESSION, err,
+	                     cap) < 0)
 		goto out;
 	if (check_out(&p, &r, out, o->png, err, cap) < 0)
 		goto out;

@@ -49,10 +49,17 @@ typedef struct cdp_reg_sums {
 void cdp_reg_sums_init(cdp_reg_sums *s);
 /* Adds one block of n valid pairs (prediction p[i], reference r[i]). */
 void cdp_reg_sums_add(cdp_reg_sums *s, const double *p, const double *r, size_t n);
-/* The report of s (s->n > 0) as text or one JSON object; skipped is the
- * count of pixels left out. R-squared is undefined (null, "undefined")
- * when the reference is constant. */
-void cdp_reg_report(FILE *f, const cdp_reg_sums *s, uint64_t skipped, int json);
+/* The report of s[nb], one a band (target) of the map and reference, as
+ * text or one JSON object; skipped[b] is the count of band b's pixels
+ * left out; some band has s[b].n > 0. The headline scores pool every
+ * band's pixels: count, RMSE, MAE and bias over all of them, R-squared
+ * 1 - sum SS_res / sum SS_tot with each band's SS_tot about its own mean
+ * (scikit-learn's multioutput='variance_weighted'; one band's own for
+ * nb = 1). With nb > 1 each band's scores follow: lines "band B: ..."
+ * or a JSON array "targets" of objects with band, count, skipped, rmse,
+ * mae, bias, r2. R-squared is undefined (null, "undefined") when the
+ * reference is constant. */
+void cdp_reg_report(FILE *f, const cdp_reg_sums *s, const uint64_t *skipped, int nb, int json);
 /* The bin of v among nb over [lo, hi]. */
 int cdp_reg_bin(double v, double lo, double hi, int nb);
 

@@ -61,26 +61,65 @@ static void num(FILE *f, double v, int json)
 		fprintf(f, json ? "%.17g" : "%.9g", v);
 }
 
-void cdp_reg_report(FILE *f, const cdp_reg_sums *s, uint64_t skipped, int json)
+/* The scores of one band's sums, or of every band's pooled (nb > 1): the
+ * error sums and counts add, and R-squared is 1 - sum SS_res / sum SS_tot
+ * with each band's SS_tot about its own mean (cdp_regm_pooled's). */
+static void scores(const cdp_reg_sums *s, int nb, double v[4], uint64_t *count)
 {
-	double n = (double)s->n, bias = (s->sum[0] + s->comp[0]) / n,
-	       mae = (s->sum[1] + s->comp[1]) / n, ssres = s->sum[2] + s->comp[2],
-	       rmse = sqrt(ssres / n), r2 = s->rm2 > 0 ? 1 - ssres / s->rm2 : NAN;
-	const char *key[4] = { "rmse", "mae", "bias", "r2" };
-	const double v[4] = { rmse, mae, bias, r2 };
+	double sum[3] = { 0, 0, 0 }, sst = 0, n;
 
+	*count = 0;
+	for (int b = 0; b < nb; b++) {
+		*count += s[b].n;
+		for (int k = 0; k < 3; k++)
+			sum[k] += s[b].sum[k] + s[b].comp[k];
+		sst += s[b].rm2;
+	}
+	n = (double)*count;
+	v[0] = sqrt(sum[2] / n);
+	v[1] = sum[1] / n;
+	v[2] = sum[0] / n;
+	v[3] = sst > 0 ? 1 - sum[2] / sst : NAN;
+}
+
+void cdp_reg_report(FILE *f, const cdp_reg_sums *s, const uint64_t *skipped, int nb, int json)
+{
+	static const char *const key[4] = { "rmse", "mae", "bias", "r2" };
+	uint64_t n, nskip = 0;
+	double v[4];
+
+	for (int b = 0; b < nb; b++)
+		nskip += skipped[b];
+	scores(s, nb, v, &n);
 	if (json)
 		fprintf(f, "{\"task\":\"regression\",\"count\":%llu,\"skipped\":%llu",
-		        (unsigned long long)s->n, (unsigned long long)skipped);
+		        (unsigned long long)n, (unsigned long long)nskip);
 	else
 		fprintf(f, "pixels: %llu counted, %llu skipped (invalid in either)\n",
-		        (unsigned long long)s->n, (unsigned long long)skipped);
+		        (unsigned long long)n, (unsigned long long)nskip);
 	for (int i = 0; i < 4; i++) {
 		fprintf(f, json ? ",\"%s\":" : "%-5s ", key[i]);
 		num(f, v[i], json);
 		if (!json)
 			fputc('\n', f);
 	}
+	/* several bands: each one's scores as well, in band order */
+	if (nb > 1 && json)
+		fputs(",\"targets\":[", f);
+	for (int b = 0; b < nb && nb > 1; b++) {
+		scores(&s[b], 1, v, &n);
+		if (json)
+			fprintf(f, "%s{\"band\":%d,\"count\":%llu,\"skipped\":%llu", b ? "," : "", b + 1,
+			        (unsigned long long)n, (unsigned long long)skipped[b]);
+		else
+			fprintf(f, "band %d: %llu counted, %llu skipped", b + 1, (unsigned long long)n,
+			        (unsigned long long)skipped[b]);
+		for (int i = 0; i < 4; i++) {
+			fprintf(f, json ? ",\"%s\":" : " %s ", key[i]);
+			num(f, n ? v[i] : NAN, json);
+		}
+		fputs(json ? "}" : "\n", f);
+	}
 	if (json)
-		fputs("}\n", f);
+		fputs(nb > 1 ? "]}\n" : "}\n", f);
 }

@@ -101,7 +101,8 @@ int  pr_is_csv(const char *path);
  * in -> out; the probabilities of the logits (n, k, s, s) of a run on
  * inputs transformed by t, mapped back and added into acc (n, k, s, s);
  * the mean of acc over runs as logits whose softmax (sigmoid for k = 1)
- * is that mean. pr_tta_run runs the batch in p->net.x (n windows used)
+ * is that mean; k = -K for a regression net's K values a pixel, added and
+ * averaged as they are. pr_tta_run runs the batch in p->net.x (n windows used)
  * through the p->o->tta transforms and leaves those logits, (B, K, s_out,
  * s_out), in lg; xh and xt hold (B, C, S, S), acc (B, K, s_out, s_out). */
 void pr_tta_apply(int t, int s, size_t planes, const float *in, float *out);

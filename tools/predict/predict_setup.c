@@ -82,7 +82,7 @@ static int regression(predictor *p, char *err, size_t cap)
 {
 	const cdp_predict_opts *o = p->o;
 	const char *opt = o->vector ? "--vector" : o->colors ? "--colors" : o->prob ? "--prob" :
-	                  o->tta > 1 ? "--tta" : o->preview ? "--preview" : NULL;
+	                  o->preview ? "--preview" : NULL;
 
 	if (p->classify)
 		return pr_fail(err, cap, "'%s': a regression net with a %dx%d output is not a "

@@ -5,7 +5,11 @@
  * window's own pixels, are averaged. The mean then goes where one run's
  * probabilities went: the sin^2 blend of the segmentation path (as log
  * probabilities, which the blend's softmax or sigmoid turns back into the
- * mean) or the classifier's softmax.
+ * mean) or the classifier's softmax. A regression net's outputs (its
+ * standardized values, k < 0 below as in backend.h's win_blend) are
+ * averaged as they are and blend linearly; the mean of the values taken
+ * back to the targets' scale (x * std + mean, affine) is the mean taken
+ * back, so the map holds the mean of the transforms' values.
  *
  * Transform t (0..7) of an s x s plane: out(y, x) = in(y', x') with
  * (a, b) = (x, y) when bit 2 of t is set (the transpose), else (y, x);
@@ -61,6 +65,17 @@ void pr_tta_add(int t, int s, int n, int k, const float *logits, double *acc)
 {
 	size_t hw = (size_t)s * s;
 
+	if (k < 0) {          /* -k values a pixel: mapped back as they are */
+		for (int b = 0; b < n; b++)
+			for (int c = 0; c < -k; c++) {
+				const float *l = logits + ((size_t)b * -k + c) * hw;
+				double *a = acc + ((size_t)b * -k + c) * hw;
+				for (int y = 0; y < s; y++)
+					for (int x = 0; x < s; x++)
+						a[src_index(t, s, y, x)] += l[(size_t)y * s + x];
+			}
+		return;
+	}
 	for (int b = 0; b < n; b++) {
 		const float *l = logits + (size_t)b * k * hw;
 		double *a = acc + (size_t)b * k * hw;
@@ -86,8 +101,9 @@ void pr_tta_logits(size_t n, int k, int runs, const double *acc, float *out)
 {
 	for (size_t i = 0; i < n; i++) {
 		double p = acc[i] / runs;
-		/* softmax(log p) = p as the p sum to 1; sigmoid(log(p / (1 - p))) = p */
-		out[i] = (float)(k == 1 ? log(p) - log1p(-p) : log(p));
+		/* softmax(log p) = p as the p sum to 1; sigmoid(log(p / (1 - p))) = p;
+		 * values (k < 0) are their mean */
+		out[i] = (float)(k < 0 ? p : k == 1 ? log(p) - log1p(-p) : log(p));
 	}
 }
 
@@ -95,6 +111,7 @@ int pr_tta_run(predictor *p, int n, float *xh, float *xt, float *lg, double *acc
 {
 	size_t win = (size_t)p->C * p->S * p->S, outn = (size_t)p->B * p->K * s_out * s_out;
 	cdp_backend *be = p->be;
+	int k = p->reg ? -p->K : p->K;
 
 	be->to_host(be, xh, p->net.x, (size_t)p->B * win * sizeof *xh);
 	memset(acc, 0, outn * sizeof *acc);
@@ -103,8 +120,8 @@ int pr_tta_run(predictor *p, int n, float *xh, float *xt, float *lg, double *acc
 		be->to_device(be, p->net.x, xt, (size_t)p->B * win * sizeof *xt);
 		cdp_net_forward(&p->net);
 		be->to_host(be, lg, cdp_net_output(&p->net), outn * sizeof *lg);
-		pr_tta_add(t, s_out, n, p->K, lg, acc);
+		pr_tta_add(t, s_out, n, k, lg, acc);
 	}
-	pr_tta_logits(outn, p->K, p->o->tta, acc, lg);
+	pr_tta_logits(outn, k, p->o->tta, acc, lg);
 	return 0;
 }

@@ -431,9 +431,7 @@ static int train_loop(trainer *t)
 	long first = t->step;
 	char dev[64];
 
-	/* a regression run has no confusion matrix: a 2x2 one stays 0 */
-	if (cdp_confusion_init(&v.conf, t->reg ? 2 : t->loss.classes) != 0 ||
-	    (t->multi && cdp_mlabel_init(&v.ml, t->net.classes) != 0))
+	if (tr_val_init(t, &v) != 0)
 		TR_FAIL("out of memory");
 	cdp_progress_start(&pr, t->rank == 0 ? o->progress : CDP_PROGRESS_OFF, "cdp-train",
 	                   "training", (uint64_t)t->total);
@@ -625,8 +623,7 @@ static int train_loop(trainer *t)
 		else if (t->rank == 0)
 			fprintf(stderr, "cdp-train: training stopped before its first step, nothing "
 			        "to save\n");
-		cdp_confusion_free(&v.conf);
-		cdp_mlabel_free(&v.ml);
+		tr_val_free(&v);
 		return 1;
 	}
 	tr_plot(t);
@@ -640,8 +637,7 @@ static int train_loop(trainer *t)
 		if (t->vl && !validated)
 			report(t, &v, "done:");
 	}
-	cdp_confusion_free(&v.conf);
-	cdp_mlabel_free(&v.ml);
+	tr_val_free(&v);
 	return stop ? 3 : 0;
 }
 

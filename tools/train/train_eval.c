@@ -81,9 +81,37 @@ static void multi_scores(trainer *t, const cdp_batch *b, const float *logits)
 	}
 }
 
-/* A regression batch's sums (cdp_regm) into v->rsum: predictions and
- * targets (n, T, hw) back on their original scale, y * std + mean per
- * target (shift: its mean, so SS_tot keeps its digits). */
+int tr_val_init(trainer *t, tr_val *v)
+{
+	memset(v, 0, sizeof *v);
+	/* a regression run has no confusion matrix: a 2x2 one stays 0 */
+	if (cdp_confusion_init(&v->conf, t->reg ? 2 : t->loss.classes) != 0 ||
+	    (t->multi && cdp_mlabel_init(&v->ml, t->net.classes) != 0))
+		return -1;
+	if (t->reg) {
+		v->nt = t->loss.k;
+		v->rsum = calloc((size_t)v->nt * CDP_REGM_NSUM, sizeof *v->rsum);
+		v->rt = calloc((size_t)v->nt, sizeof *v->rt);
+		if (!v->rsum || !v->rt)
+			return -1;
+	}
+	return 0;
+}
+
+void tr_val_free(tr_val *v)
+{
+	cdp_confusion_free(&v->conf);
+	cdp_mlabel_free(&v->ml);
+	free(v->rsum);
+	free(v->rt);
+	v->rsum = NULL;
+	v->rt = NULL;
+}
+
+/* A regression batch's sums (cdp_regm) into v->rsum, target c's into row
+ * c: predictions and targets (n, T, hw) back on their original scale,
+ * y * std + mean per target (shift: its mean, so SS_tot keeps its
+ * digits). */
 static void reg_sums(trainer *t, const cdp_batch *b, const float *pred, tr_val *v)
 {
 	size_t hw = (size_t)t->hw, T = (size_t)t->loss.k;
@@ -92,8 +120,8 @@ static void reg_sums(trainer *t, const cdp_batch *b, const float *pred, tr_val *
 	for (int i = 0; i < b->n; i++)
 		for (size_t c = 0; c < T; c++) {
 			size_t o = ((size_t)i * T + c) * hw;
-			cdp_regm_add(v->rsum, t->rpred + o, b->target + o, hw, t->tstd[c], t->tmean[c],
-			             t->tmean[c]);
+			cdp_regm_add(v->rsum + c * CDP_REGM_NSUM, t->rpred + o, b->target + o, hw,
+			             t->tstd[c], t->tmean[c], t->tmean[c]);
 		}
 }
 
@@ -130,7 +158,8 @@ int tr_validate(trainer *t, tr_val *v)
 	int rc;
 
 	memset(sums, 0, ((size_t)np + 1) * sizeof *sums);
-	memset(v->rsum, 0, sizeof v->rsum);
+	if (t->reg)
+		memset(v->rsum, 0, (size_t)v->nt * CDP_REGM_NSUM * sizeof *v->rsum);
 	cdp_confusion_reset(&v->conf);
 	v->done = 0;
 	if (!t->vl)
@@ -181,8 +210,11 @@ int tr_validate(trainer *t, tr_val *v)
 	if (sums[np] > 0)
 		return -1;
 	if (t->reg) {
-		cdp_dist_sum_f64(v->rsum, CDP_REGM_NSUM);
-		cdp_regm_result(v->rsum, &v->rm);
+		/* plain sums: every rank's add up to one process's */
+		cdp_dist_sum_f64(v->rsum, (size_t)v->nt * CDP_REGM_NSUM);
+		for (int c = 0; c < v->nt; c++)
+			cdp_regm_result(v->rsum + (size_t)c * CDP_REGM_NSUM, &v->rt[c]);
+		cdp_regm_pooled(v->rsum, v->nt, &v->rm);
 	}
 	if (t->multi && multi_metrics(t, v) != 0)
 		TR_FAIL("out of memory");

@@ -272,10 +272,20 @@ typedef struct tr_val {
 	double loss;
 	cdp_confusion conf;
 	cdp_mlabel ml;                  /* multi-label runs (t->multi) */
-	double rsum[CDP_REGM_NSUM];     /* regression runs (t->reg): cdp_regm sums */
-	cdp_regm rm;                    /* and their scores */
+	/* regression runs (t->reg): each target's cdp_regm sums (nt,
+	 * CDP_REGM_NSUM), their scores rt[nt] and the pooled ones rm
+	 * (cdp_regm_pooled), which --keep-best and the headline take */
+	int nt;
+	double *rsum;
+	cdp_regm *rt;
+	cdp_regm rm;
 	int done;
 } tr_val;
+/* A zeroed v for this run's task (its confusion matrix, multi-label
+ * metrics, regression sums); 0 or -1 out of memory. tr_val_free frees
+ * what it allocated (v may be zero). */
+int  tr_val_init(trainer *t, tr_val *v);
+void tr_val_free(tr_val *v);
 /* Checks a batch's labels on the host (aborting with the key of a bad
  * one) and copies image and labels to the device. */
 void tr_upload(trainer *t, cdp_loader *l, const cdp_batch *b);

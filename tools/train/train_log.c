@@ -20,6 +20,11 @@
  *      overflowed, skipped the bad records skipped so far;
  *    {"type":"val","step":S,"epoch":E,"loss":L,"accuracy":X,"miou":X,
  *     "iou":[per class],"f1":[per class]}
+ *    regression runs: {"type":"val","step":S,"epoch":E,"loss":L,"metric":X,
+ *     "rmse":X,"mae":X,"bias":X,"r2":X,"count":N,"target_rmse":[per target],
+ *     "target_mae":[..],"target_bias":[..],"target_r2":[..],
+ *     "target_count":[..]} (the top-level scores pooled over the targets,
+ *     cdp_regm_pooled; metric is the pooled R^2)
  *    multi-label runs: {"type":"val","step":S,"epoch":E,"loss":L,"metric":X,
  *     "micro_precision":X,"micro_recall":X,"micro_f1":X,"macro_f1":X,"map":X,
  *     "precision":[per class],"recall":[..],"f1":[..],"ap":[..]} (metric is
@@ -38,6 +43,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -382,6 +388,18 @@ static void jclasses(FILE *f, const char *name, const cdp_mlabel *m, int what)
 	fprintf(f, "]");
 }
 
+/* a JSON array of each target's score (offsetof one of cdp_regm's
+ * doubles), null where undefined */
+static void jtargets(FILE *f, const char *name, const tr_val *v, size_t off)
+{
+	fprintf(f, ",\"%s\":[", name);
+	for (int c = 0; c < v->nt; c++) {
+		double x = *(const double *)((const char *)&v->rt[c] + off);
+		isfinite(x) ? fprintf(f, "%s%.17g", c ? "," : "", x) : fprintf(f, "%snull", c ? "," : "");
+	}
+	fprintf(f, "]");
+}
+
 /* x with 4 decimals or "nan", as cdp_metrics_format prints undefined values */
 static int num(char *buf, size_t cap, double x)
 {
@@ -393,15 +411,28 @@ int tr_val_format(const trainer *t, const tr_val *v, char *buf, size_t cap)
 	const cdp_mlabel *m = &v->ml;
 	size_t n = 0;
 
-	if (t->reg)
-		return cdp_regm_format(&v->rm, buf, cap);
-	if (!t->multi)
+	if (!t->reg && !t->multi)
 		return cdp_metrics_format(v->conf.counts, v->conf.k, buf, cap);
 	buf[0] = '\0';
 #define ADD(...) do { int w_ = snprintf(buf + n, n < cap ? cap - n : 0, __VA_ARGS__); \
                       n += w_ > 0 ? (size_t)w_ : 0; if (n >= cap) n = cap; } while (0)
 #define NUM(x) do { int w_ = num(buf + n, n < cap ? cap - n : 0, (x)); \
                      n += w_ > 0 ? (size_t)w_ : 0; if (n >= cap) n = cap; } while (0)
+	if (t->reg) {
+		int w = cdp_regm_format(&v->rm, buf, cap);
+		n = w > 0 ? ((size_t)w < cap ? (size_t)w : cap) : 0;
+		/* T > 1: each target's RMSE and R^2 as well (metrics.jsonl has
+		 * all its scores), as a multi-label line lists each class's F1 */
+		for (int what = 0; what < 2 && v->nt > 1; what++) {
+			ADD(what ? " target_r2=" : " target_rmse=");
+			for (int c = 0; c < v->nt; c++) {
+				if (c)
+					ADD(",");
+				NUM(what ? v->rt[c].r2 : v->rt[c].rmse);
+			}
+		}
+		return (int)n;
+	}
 	ADD("micro_f1=");
 	NUM(m->micro_f1);
 	ADD(" macro_f1=");
@@ -425,10 +456,14 @@ void tr_log_val(trainer *t, const tr_val *v)
 {
 	FILE *f = t->jsonl;
 	int k = v->conf.k;
-	char line[2048];
+	/* room for a regression line's per-target scores */
+	size_t cap = 2048 + (t->reg ? (size_t)v->nt * 32 : 0);
+	char *line;
 
 	if (!f || !v->done)
 		return;
+	if (!(line = malloc(cap)))
+		TR_FAIL("out of memory");
 	/* the fields every task's line starts with, then the task's own */
 	fprintf(f, "{\"type\":\"val\",\"step\":%ld,\"epoch\":%" PRIu64, t->step,
 	        t->estep == 0 ? t->epoch - 1 : t->epoch);
@@ -440,11 +475,17 @@ void tr_log_val(trainer *t, const tr_val *v)
 		jnum(f, "bias", v->rm.bias);
 		jnum(f, "r2", v->rm.r2);
 		jnum(f, "count", v->rm.count);
+		jtargets(f, "target_rmse", v, offsetof(cdp_regm, rmse));
+		jtargets(f, "target_mae", v, offsetof(cdp_regm, mae));
+		jtargets(f, "target_bias", v, offsetof(cdp_regm, bias));
+		jtargets(f, "target_r2", v, offsetof(cdp_regm, r2));
+		jtargets(f, "target_count", v, offsetof(cdp_regm, count));
 		fprintf(f, "}\n");
 		fflush(f);
-		tr_val_format(t, v, line, sizeof line);
+		tr_val_format(t, v, line, cap);
 		tr_logf(t, "validation at step %ld: loss %.6f %s count %.0f", t->step, v->loss, line,
 		        v->rm.count);
+		free(line);
 		return;
 	}
 	if (t->multi) {
@@ -459,8 +500,9 @@ void tr_log_val(trainer *t, const tr_val *v)
 		jclasses(f, "ap", &v->ml, 3);
 		fprintf(f, "}\n");
 		fflush(f);
-		tr_val_format(t, v, line, sizeof line);
+		tr_val_format(t, v, line, cap);
 		tr_logf(t, "validation at step %ld: loss %.6f %s", t->step, v->loss, line);
+		free(line);
 		return;
 	}
 	jnum(f, "accuracy", cdp_metrics_accuracy(v->conf.counts, k));
@@ -479,8 +521,9 @@ void tr_log_val(trainer *t, const tr_val *v)
 	}
 	fprintf(f, "]}\n");
 	fflush(f);
-	cdp_metrics_format(v->conf.counts, k, line, sizeof line);
+	cdp_metrics_format(v->conf.counts, k, line, cap);
 	tr_logf(t, "validation at step %ld: loss %.6f %s", t->step, v->loss, line);
+	free(line);
 }
 
 void tr_log_epoch(trainer *t, const tr_val *v)

@@ -8,7 +8,13 @@ a known smooth function of the bands at each pixel:
 
     y = 1 + 3 b1 - 2 b2 + 4 b1 b3
 
-so a small convolutional net can learn it exactly (R^2 near 1). Every
+so a small convolutional net can learn it exactly (R^2 near 1). With
+--targets 2 the target raster has a second band, another function of
+another offset and spread (about 190 to 230),
+
+    y2 = 200 + 30 (b2 - b3) b1 + 20 b3
+
+for training two targets at once (cdp-tile --label-bands 1,2). Every
 random choice comes from --seed; needs only numpy and GDAL.
 
     genvalue.py --size 128 --seed 1 scene.tif scene_value.tif
@@ -40,6 +46,11 @@ def target(b):
     return 1 + 3 * b[0] - 2 * b[1] + 4 * b[0] * b[2]
 
 
+def target2(b):
+    """The second target of bands b (--targets 2)."""
+    return 200 + 30 * (b[1] - b[2]) * b[0] + 20 * b[2]
+
+
 def write(path, a, srs):
     d = gdal.GetDriverByName("GTiff").Create(path, a.shape[2], a.shape[1], a.shape[0],
                                              gdal.GDT_Float32)
@@ -56,9 +67,13 @@ def main():
     p.add_argument("value")
     p.add_argument("--size", type=int, default=128, help="pixels a side (>= 16)")
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--targets", type=int, default=1, help="bands of the target raster (1 or 2)")
     a = p.parse_args()
     if a.size < 16:
         print(f"{PROG}: --size {a.size}: want 16 or more", file=sys.stderr)
+        return 2
+    if a.targets not in (1, 2):
+        print(f"{PROG}: --targets {a.targets}: want 1 or 2", file=sys.stderr)
         return 2
     gdal.UseExceptions()
     rng = np.random.default_rng(a.seed)
@@ -67,7 +82,9 @@ def main():
     srs = osr.SpatialReference()
     srs.ImportFromEPSG(32633)
     write(a.scene, b, srs)
-    write(a.value, target(b.astype(np.float64))[None].astype(np.float32), srs)
+    b64 = b.astype(np.float64)
+    y = [target(b64)] + ([target2(b64)] if a.targets == 2 else [])
+    write(a.value, np.stack(y).astype(np.float32), srs)
     return 0
 
 
