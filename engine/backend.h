@@ -141,6 +141,16 @@ static inline CDP_HOST_DEVICE double cdp_reg_elem(int kind, double d, double del
 	return 0.5 * d * d;
 }
 
+/* diff_bwd's factor: d|a - b| / da, the sign of a - b, 0 where a == b
+ * (torch.abs's gradient at 0) and where either is NaN; 1 without absval
+ * (d(a - b) / da). */
+static inline CDP_HOST_DEVICE float cdp_diff_sgn(int absval, float a, float b)
+{
+	if (!absval)
+		return 1.0f;
+	return a > b ? 1.0f : a < b ? -1.0f : 0.0f;
+}
+
 /* upsample's source pixels along one axis, PyTorch's rules for an output of
  * `out` pixels from `in` (out >= in), scale = (float)in / out (what
  * F.interpolate(size=) uses, and scale_factor=F's 1/F for F = out / in a
@@ -329,6 +339,13 @@ struct cdp_backend {
 	void (*bias_grad)(cdp_backend *be, int n, int f, int hw, const float *dy, float *dbias);
 	/* y = a + b elementwise (residual add); backward is two axpy/copies */
 	void (*add)(cdp_backend *be, const float *a, const float *b, float *y, size_t n);
+	/* the diff layer: y = a - b elementwise, or |a - b| with absval 1.
+	 * diff_bwd: dx (+)= per beta sign * cdp_diff_sgn(absval, a, b) * dy, a
+	 * and b the forward's inputs: sign 1 gives a's gradient, -1 b's */
+	void (*diff_fwd)(cdp_backend *be, int absval, const float *a, const float *b, float *y,
+	                 size_t n);
+	void (*diff_bwd)(cdp_backend *be, int absval, const float *a, const float *b,
+	                 const float *dy, float sign, float *dx, float beta, size_t n);
 
 	/* Losses. logits (N,K,HW); labels (N,HW) int32 class ids (per pixel) or
 	 * (N) (classification, HW = 1). Pixels whose label == ignore are not
@@ -443,6 +460,7 @@ struct cdp_backend {
 	X(maxpool_fwd) X(maxpool_bwd) X(avgpool_fwd) X(avgpool_bwd) \
 	X(upsample_fwd) X(upsample_bwd) X(chan_copy) X(chan_slice) \
 	X(dropout_fwd) X(dropout_bwd) X(gap_fwd) X(gap_bwd) X(bias_add) X(bias_grad) X(add) \
+	X(diff_fwd) X(diff_bwd) \
 	X(softmax_ce) X(bce_logits) X(dice_logits) X(dice_sums) X(reg_loss) X(argmax) X(confusion) \
 	X(sgd_step) X(adamw_step) X(prep_batch) X(win_gather) X(win_blend)
 

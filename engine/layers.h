@@ -17,7 +17,7 @@
  * [type] and the table cdp_layer_type. */
 #define CDP_LAYERS(X) \
 	X(conv) X(deconv) X(bn) X(relu) X(leaky) X(maxpool) X(avgpool) X(gap) \
-	X(upsample) X(concat) X(add) X(dropout) X(dense) X(slice)
+	X(upsample) X(concat) X(add) X(dropout) X(dense) X(slice) X(diff)
 
 #define CDP_LAYER_DECLARE(type) extern const cdp_layer_ops cdp_layer_##type;
 CDP_LAYERS(CDP_LAYER_DECLARE)

@@ -28,6 +28,7 @@ engine_libcdpengine_a_SOURCES = \
 	engine/layers/dense.c engine/layers/dropout.c engine/layers/gap.c \
 	engine/layers/act.c engine/layers/maxpool.c \
 	engine/layers/upsample.c engine/layers/slice.c engine/layers/pool_common.c engine/layers/layer_common.c \
+	engine/layers/diff.c \
 	engine/cfg/cfg.h engine/cfg/cfg.c engine/cfg/cfg_expr.c engine/cfg/cfg_opt.c \
 	engine/cfg/cfg_int.h engine/cfg/cfg_read.c engine/cfg/cfg_keys.c engine/cfg/netkeys.h \
 	engine/ckpt/checkpoint.c engine/ckpt/checkpoint_read.c engine/ckpt/checkpoint_net.c \

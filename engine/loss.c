@@ -363,12 +363,15 @@ static int cfg_list(const cdp_cfg *cfg, cdp_cfg_section *s, const char *key, flo
 	return 0;
 }
 
-int cdp_loss_init_cfg(cdp_loss *l, cdp_backend *be, const cdp_cfg *cfg, cdp_cfg_section *s,
-                      int classes, char *err, size_t cap)
+/* cdp_loss_init_cfg, and with multi > 0 that of a multi-label head of
+ * `multi` outputs: the binary loss (classes 2), class_weights= its
+ * positive weights */
+static int init_cfg(cdp_loss *l, cdp_backend *be, const cdp_cfg *cfg, cdp_cfg_section *s,
+                    int classes, int multi, char *err, size_t cap)
 {
 	cdp_loss_opt o;
 	float *cw = NULL, *lw = NULL, *al = NULL;
-	int rc = -1;
+	int rc = -1, nw;
 	char why[200];
 
 	memset(l, 0, sizeof *l);
@@ -387,12 +390,28 @@ int cdp_loss_init_cfg(cdp_loss *l, cdp_backend *be, const cdp_cfg *cfg, cdp_cfg_
 	    cfg_list(cfg, s, "loss_weights", &lw, &o.nweights, err, cap) < 0 ||
 	    cfg_list(cfg, s, "focal_alpha", &al, &o.nalpha, err, cap) < 0)
 		goto out;
-	o.class_w = cw;
+	o.class_w = multi ? NULL : cw;
 	o.weights = lw;
 	o.alpha = al;
-	if (cdp_loss_init_opt(l, be, &o, why, sizeof why) < 0) {
+	nw = o.nw;
+	if (multi) {
+		o.classes = 2;
+		o.nw = 0;
+	}
+	why[0] = '\0';
+	if (cdp_loss_init_opt(l, be, &o, why, sizeof why) == 0 && multi && cw) {
+		if (nw != multi)
+			snprintf(why, sizeof why, "%d class weights for the %d labels of a multi-label "
+			         "head", nw, multi);
+		else if (cdp_loss_set_pos_weight(l, cw, nw, why, sizeof why) == 0)
+			why[0] = '\0';
+		if (why[0])
+			cdp_loss_free(l);
+	}
+	if (why[0]) {
 		int line = s->line;
-		for (int i = 0; cw && strstr(why, "class weight") && i < s->nkv; i++)
+		for (int i = 0; cw && (strstr(why, "class weight") || strstr(why, "positive weight")) &&
+		                i < s->nkv; i++)
 			if (strcmp(s->kv[i].key, "class_weights") == 0)
 				line = s->kv[i].line;
 		snprintf(err, cap, "%s:%d: [net]: %s", cfg->path, line, why);
@@ -404,6 +423,22 @@ out:
 	free(lw);
 	free(al);
 	return rc;
+}
+
+int cdp_loss_init_cfg(cdp_loss *l, cdp_backend *be, const cdp_cfg *cfg, cdp_cfg_section *s,
+                      int classes, char *err, size_t cap)
+{
+	return init_cfg(l, be, cfg, s, classes, 0, err, cap);
+}
+
+int cdp_loss_init_cfg_multi(cdp_loss *l, cdp_backend *be, const cdp_cfg *cfg,
+                            cdp_cfg_section *s, int k, char *err, size_t cap)
+{
+	if (k < 1) {
+		snprintf(err, cap, "%s: [net]: a multi-label head of %d labels", cfg->path, k);
+		return -1;
+	}
+	return init_cfg(l, be, cfg, s, 2, k, err, cap);
 }
 
 int cdp_loss_reweight(cdp_loss *l, const float *cw, int nw, char *err, size_t cap)

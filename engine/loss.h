@@ -60,7 +60,8 @@
  *   loss=TERM[+TERM...]         (default ce)
  *   loss_weights=w1,w2,...      (one number >= 0 per term; default all 1)
  *   ignore=I                    (default -1: no label is ignored)
- *   class_weights=w0,w1,...     (ce only; K values >= 0, not all 0)
+ *   class_weights=w0,w1,...     (ce only; K values >= 0, not all 0; of a
+ *                               multi-label head: its K positive weights)
  *   label_smoothing=E           (ce only; 0 to 1, default 0)
  *   dice_smooth=S               (dice, jaccard, tversky; default 1)
  *   focal_gamma=G               (default 2, >= 0)
@@ -162,6 +163,12 @@ int cdp_loss_init(cdp_loss *l, cdp_backend *be, const char *name, int classes, i
  * the options used. Errors read "PATH:LINE: option 'k': reason". */
 int cdp_loss_init_cfg(cdp_loss *l, cdp_backend *be, const cdp_cfg *cfg, cdp_cfg_section *s,
                       int classes, char *err, size_t cap);
+/* The same for a multi-label head of k outputs (net.h's multi): the
+ * binary loss=bce (classes 2) over its k labels, class_weights= being k
+ * positive weights (cdp_loss_set_pos_weight below), as cdp-train
+ * --class-weights gives them. */
+int cdp_loss_init_cfg_multi(cdp_loss *l, cdp_backend *be, const cdp_cfg *cfg,
+                            cdp_cfg_section *s, int k, char *err, size_t cap);
 /* A loss=bce alone weighs each positive label at position p of a sample's
  * HW by w[p] (HW = n at every call): PyTorch's BCEWithLogitsLoss(
  * pos_weight=w), l = -(w[p] y log s(z) + (1 - y) log(1 - s(z))), the mean

@@ -15,7 +15,7 @@
  *   cpu_bn.c       batchnorm with its activation fused in
  *   cpu_ops.c      activations, pooling
  *   cpu_elem.c     upsampling, concat slices, dropout, global average
- *                  pool, bias, add (bias_grad is in cpu_conv.c)
+ *                  pool, bias, add, diff (bias_grad is in cpu_conv.c)
  *   cpu_loss.c     softmax_ce, bce_logits, dice_logits, dice_sums, reg_loss, argmax,
  *                  confusion
  *   cpu_optim.c    sgd_step, adamw_step
@@ -262,6 +262,10 @@ void cpu_gap_bwd(cdp_backend *be, int n, int c, int hw, const float *dy, float *
 void cpu_bias_add(cdp_backend *be, int n, int f, int hw, const float *bias, float *y);
 void cpu_bias_grad(cdp_backend *be, int n, int f, int hw, const float *dy, float *dbias);
 void cpu_add(cdp_backend *be, const float *a, const float *b, float *y, size_t n);
+void cpu_diff_fwd(cdp_backend *be, int absval, const float *a, const float *b, float *y,
+                  size_t n);
+void cpu_diff_bwd(cdp_backend *be, int absval, const float *a, const float *b, const float *dy,
+                  float sign, float *dx, float beta, size_t n);
 
 /* ---- losses and metrics (cpu_loss.c, helper G) ---- */
 double cpu_softmax_ce(cdp_backend *be, int n, int k, int hw, const float *logits,

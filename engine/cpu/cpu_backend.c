@@ -277,6 +277,8 @@ cdp_backend *cdp_backend_cpu(int threads)
 	be->bias_add = cpu_bias_add;
 	be->bias_grad = cpu_bias_grad;
 	be->add = cpu_add;
+	be->diff_fwd = cpu_diff_fwd;
+	be->diff_bwd = cpu_diff_bwd;
 
 	be->softmax_ce = cpu_softmax_ce;
 	be->bce_logits = cpu_bce_logits;

@@ -1,10 +1,11 @@
 /* cpu_elem.c: the CPU backend's simple layer ops: upsampling, channel
- * slices for concat, dropout, global average pooling, bias and add.
+ * slices for concat, dropout, global average pooling, bias, add and diff.
  *
  * Each is split over the thread pool by (n,c) planes or blocks of elements
  * that own their outputs, so results do not depend on the thread count.
  * `beta` arguments: 0 overwrites the output, 1 adds to it.
  */
+#include <math.h>
 #include <string.h>
 #include "cpu.h"
 
@@ -286,4 +287,52 @@ void cpu_add(cdp_backend *be, const float *a, const float *b, float *y, size_t n
 {
 	add_job j = { a, b, y, n };
 	cpu_parallel_for(be, cpu_nblocks(n), add_block, &j);
+}
+
+/* ---- diff: y = a - b or |a - b|; blocks of elements ---- */
+
+typedef struct diff_job {
+	int absval;
+	const float *a, *b, *dy;
+	float *y, sign, beta;
+	size_t n;
+} diff_job;
+
+static void diff_fwd_block(void *ctx, int bl)
+{
+	const diff_job *j = ctx;
+	size_t lo, hi;
+	cpu_block_range(j->n, bl, &lo, &hi);
+	if (j->absval)
+		for (size_t i = lo; i < hi; i++)
+			j->y[i] = fabsf(j->a[i] - j->b[i]);
+	else
+		for (size_t i = lo; i < hi; i++)
+			j->y[i] = j->a[i] - j->b[i];
+}
+
+void cpu_diff_fwd(cdp_backend *be, int absval, const float *a, const float *b, float *y,
+                  size_t n)
+{
+	diff_job j = { absval, a, b, NULL, y, 0.0f, 0.0f, n };
+	cpu_parallel_for(be, cpu_nblocks(n), diff_fwd_block, &j);
+}
+
+/* y is dx here */
+static void diff_bwd_block(void *ctx, int bl)
+{
+	const diff_job *j = ctx;
+	size_t lo, hi;
+	cpu_block_range(j->n, bl, &lo, &hi);
+	for (size_t i = lo; i < hi; i++) {
+		float g = j->sign * cdp_diff_sgn(j->absval, j->a[i], j->b[i]) * j->dy[i];
+		j->y[i] = j->beta != 0.0f ? j->y[i] + g : g;
+	}
+}
+
+void cpu_diff_bwd(cdp_backend *be, int absval, const float *a, const float *b, const float *dy,
+                  float sign, float *dx, float beta, size_t n)
+{
+	diff_job j = { absval, a, b, dy, dx, sign, beta, n };
+	cpu_parallel_for(be, cpu_nblocks(n), diff_bwd_block, &j);
 }

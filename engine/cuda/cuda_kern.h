@@ -56,6 +56,10 @@ void cdk_axpy(cudaStream_t s, float a, const float *x, float *y, size_t n);
 /* *out (device double) = sum x[i]^2, accumulated in double */
 void cdk_sumsq(cudaStream_t s, const float *x, size_t n, void *scratch, double *out);
 void cdk_add(cudaStream_t s, const float *a, const float *b, float *y, size_t n);
+/* backend.h diff_fwd, diff_bwd */
+void cdk_diff_fwd(cudaStream_t s, int absval, const float *a, const float *b, float *y, size_t n);
+void cdk_diff_bwd(cudaStream_t s, int absval, const float *a, const float *b, const float *dy,
+                  float sign, float *dx, float beta, size_t n);
 /* kind CDP_ACT_RELU or CDP_ACT_LEAKY; y may equal x; dx may equal dy */
 void cdk_act_fwd(cudaStream_t s, int kind, float slope, const float *x, float *y, size_t n);
 void cdk_act_bwd(cudaStream_t s, int kind, float slope, const float *y, const float *dy,

@@ -1,5 +1,5 @@
 /* cuda_kern_elem.cu: the elementwise launchers of cuda_kern.h (fill, scale,
- * axpy, add, activations) and the sum of squares, over flat arrays of n
+ * axpy, add, diff, activations) and the sum of squares, over flat arrays of n
  * floats. Each computes what cpu_backend.c / cpu_ops.c / cpu_elem.c compute,
  * rounding each operation as they do (cdk_mul, cdk_add), so results agree
  * bit for bit; sumsq accumulates in double like cpu_sumsq, in a different
@@ -39,6 +39,22 @@ static __global__ void add_k(const float *a, const float *b, float *y, size_t n)
 		y[i] = cdk_add(a[i], b[i]);
 }
 
+/* the diff layer: y = a - b or |a - b|; dx (+)= sign * sgn * dy */
+static __global__ void diff_fwd_k(int absval, const float *a, const float *b, float *y, size_t n)
+{
+	CDK_FOR_EACH(i, n) {
+		float d = a[i] - b[i];
+		y[i] = absval ? fabsf(d) : d;
+	}
+}
+
+static __global__ void diff_bwd_k(int absval, const float *a, const float *b, const float *dy,
+                                  float sign, float *dx, float beta, size_t n)
+{
+	CDK_FOR_EACH(i, n)
+		cdk_put(&dx[i], cdk_mul(sign * cdp_diff_sgn(absval, a[i], b[i]), dy[i]), beta);
+}
+
 void cdk_fill(cudaStream_t s, float *x, float v, size_t n)
 {
 	if (n == 0)
@@ -68,6 +84,23 @@ void cdk_add(cudaStream_t s, const float *a, const float *b, float *y, size_t n)
 	if (n == 0)
 		return;
 	add_k<<<cdk_grid(n), CDK_THREADS, 0, s>>>(a, b, y, n);
+	CDK_CHECK_LAUNCH();
+}
+
+void cdk_diff_fwd(cudaStream_t s, int absval, const float *a, const float *b, float *y, size_t n)
+{
+	if (n == 0)
+		return;
+	diff_fwd_k<<<cdk_grid(n), CDK_THREADS, 0, s>>>(absval, a, b, y, n);
+	CDK_CHECK_LAUNCH();
+}
+
+void cdk_diff_bwd(cudaStream_t s, int absval, const float *a, const float *b, const float *dy,
+                  float sign, float *dx, float beta, size_t n)
+{
+	if (n == 0)
+		return;
+	diff_bwd_k<<<cdk_grid(n), CDK_THREADS, 0, s>>>(absval, a, b, dy, sign, dx, beta, n);
 	CDK_CHECK_LAUNCH();
 }
 

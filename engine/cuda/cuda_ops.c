@@ -1,6 +1,6 @@
 /* cuda_ops.c: the CUDA backend's GEMM (cuBLAS) and every op that is one of
  * our kernels (cuda_kern.h): the BLAS-like ops, upsampling, concat slices,
- * dropout, global average pooling, bias, add, cdp-predict's window gather
+ * dropout, global average pooling, bias, add, diff, cdp-predict's window gather
  * and blend, losses, argmax, confusion
  * and the optimizers.
  *
@@ -212,6 +212,24 @@ static void cu_add(cdp_backend *be, const float *a, const float *b, float *y, si
 	CDP_KERNEL_CHECK();
 }
 
+static void cu_diff_fwd(cdp_backend *be, int absval, const float *a, const float *b, float *y,
+                        size_t n)
+{
+	if (n == 0)
+		return;
+	cdk_diff_fwd(cu_im(be)->comp, absval, a, b, y, n);
+	CDP_KERNEL_CHECK();
+}
+
+static void cu_diff_bwd(cdp_backend *be, int absval, const float *a, const float *b,
+                        const float *dy, float sign, float *dx, float beta, size_t n)
+{
+	if (n == 0)
+		return;
+	cdk_diff_bwd(cu_im(be)->comp, absval, a, b, dy, sign, dx, beta, n);
+	CDP_KERNEL_CHECK();
+}
+
 /* ---- cdp-predict's sliding windows ---- */
 
 static void cu_win_gather(cdp_backend *be, int c, int r, int w, int s, const float *strip,
@@ -405,6 +423,8 @@ void cu_ops_init(cdp_backend *be)
 	be->bias_add = cu_bias_add;
 	be->bias_grad = cu_bias_grad;
 	be->add = cu_add;
+	be->diff_fwd = cu_diff_fwd;
+	be->diff_bwd = cu_diff_bwd;
 	be->win_gather = cu_win_gather;
 	be->win_blend = cu_win_blend;
 

@@ -31,7 +31,7 @@ MAX_FROM = 8
 CKPT_SUFFIX = {"weight": "w", "bias": "b", "running_mean": "mean", "running_var": "var"}
 LAYER_NAME = 64
 LAYER_TYPES = ("conv", "deconv", "bn", "relu", "leaky", "maxpool", "avgpool", "gap",
-               "upsample", "concat", "add", "dropout", "dense", "slice")
+               "upsample", "concat", "add", "dropout", "dense", "slice", "diff")
 
 
 # ---- the net builder (net.c, layers/*.c) ---------------------------------------------------
@@ -230,6 +230,14 @@ class _Builder:
                     raise _LayerError("shapes (%d,%d,%d) and (%d,%d,%d) differ%s" % (
                         tuple(ins[0]) + tuple(s) + ("" if t == "add" else " in height or width",)))
             L["out"] = [sum(s[0] for s in ins) if t == "concat" else c, h, w]
+        elif t == "diff":
+            if len(ins) != 2:
+                raise _LayerError("needs two inputs in from=, not %d" % len(ins))
+            if ins[1] != ins[0]:
+                raise _LayerError("shapes (%d,%d,%d) and (%d,%d,%d) differ"
+                                  % (tuple(ins[0]) + tuple(ins[1])))
+            L["abs"] = o.int("abs", 0, 0, 1)
+            L["out"] = list(ins[0])
         elif t == "dropout":
             _one_input(L)
             L["p"] = o.float("p", 0.5, 0.0, 0.999)

@@ -17,6 +17,7 @@ block order. Layer semantics follow engine/backend.h:
             bilinear with align_corners=False; a (1,1) map broadcast)
   concat    cat(dim=1)                     add      sum of the inputs
   slice     x[:, start:end]
+  diff      a - b, or (a - b).abs() with abs=1 (ONNX Sub, Abs)
   weights=  a layer with "weights": SRC is SRC's module itself, called again
             (its parameters and batchnorm statistics shared, their gradients
             summed over both calls; parameters() yields them once)
@@ -115,7 +116,7 @@ class EngineNet(nn.Module):
                 m = nn.AdaptiveAvgPool2d(1)
             elif t == "dropout":
                 m = nn.Dropout(L["p"])
-            elif t in ("relu", "leaky", "upsample", "concat", "add", "slice"):
+            elif t in ("relu", "leaky", "upsample", "concat", "add", "slice", "diff"):
                 m = nn.Identity()
             else:
                 raise ValueError("layer %d: unknown type %r" % (L["index"], t))
@@ -153,6 +154,10 @@ class EngineNet(nn.Module):
                 y = _upsample(xs, L)
             elif t == "slice":
                 y = xs[0][:, L["start"]:L["end"]]
+            elif t == "diff":
+                y = xs[0] - xs[1]
+                if L["abs"]:
+                    y = y.abs()
             elif t == "relu":
                 y = F.relu(xs[0])
             elif t == "leaky":

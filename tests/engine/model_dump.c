@@ -185,6 +185,8 @@ static void json_layer(FILE *f, const cdp_layer *l)
 		fprintf(f, ", \"p\": %.9g", (double)l->p);
 	else if (!strcmp(t, "slice"))
 		fprintf(f, ", \"start\": %d, \"end\": %d", l->k, l->k + l->out.c);
+	else if (!strcmp(t, "diff"))
+		fprintf(f, ", \"abs\": %d", l->k);
 	/* the fused activation of conv/deconv/bn/dense, or the layer's own */
 	if (!strcmp(t, "conv") || !strcmp(t, "deconv") || !strcmp(t, "bn") ||
 	    !strcmp(t, "dense") || !strcmp(t, "relu") || !strcmp(t, "leaky"))

@@ -1,6 +1,6 @@
 /* test_backend_ops.h: the second half of test_backend.c (included once
  * from it; it uses that file's helpers): activations, channel slices, global
- * average pool, bias, add, pooling, upsampling, dropout and the
+ * average pool, bias, add, diff, pooling, upsampling, dropout and the
  * thread-count checks.
  */
 
@@ -78,6 +78,30 @@ static void test_elementwise(void)
 	for (size_t i = 0; i < n; i++)
 		ry[i] = (double)x[i] + dy[i];
 	near(y, ry, n, 1e-6, "add");
+	/* diff, plain and absolute, backward with sign 1 and -1, beta 0 and 1;
+	 * a == b at two elements: the gradient of |a - b| is 0 there */
+	x[7] = dy[7];
+	x[8] = dy[8] = -0.0f;
+	for (int absval = 0; absval <= 1; absval++) {
+		cpu_diff_fwd(be, absval, x, dy, y, n);
+		for (size_t i = 0; i < n; i++)
+			ry[i] = absval ? fabs((double)x[i] - dy[i]) : (double)x[i] - dy[i];
+		near(y, ry, n, 1e-6, absval ? "diff fwd abs=1" : "diff fwd abs=0");
+		for (int beta = 0; beta <= 1; beta++)
+			for (float sign = 1.0f; sign >= -1.0f; sign -= 2.0f) {
+				float *gy = rnd(n);
+				for (size_t i = 0; i < n; i++) {
+					double d = (double)x[i] - dy[i];
+					double sg = !absval ? 1 : d > 0 ? 1 : d < 0 ? -1 : 0;
+					rdx[i] = (beta ? dx[i] : 0.0) + sign * sg * gy[i];
+				}
+				cpu_diff_bwd(be, absval, x, dy, gy, sign, dx, (float)beta, n);
+				near(dx, rdx, n, 1e-6, "diff bwd");
+				CHECK(!absval || (dx[7] == (beta ? rdx[7] : 0.0f) && dx[8] == (beta ? rdx[8] : 0.0f)),
+				      "diff bwd abs=1: a gradient where a == b");
+				be->free(be, gy);
+			}
+	}
 
 	be->free(be, x); be->free(be, y); be->free(be, dy); be->free(be, dx);
 	be->free(be, dst); be->free(be, src); be->free(be, back); be->free(be, g);

@@ -243,6 +243,10 @@ static double ref_forward(ref *rf)
 				for (size_t k = 0; k < ny; k++)
 					y[k] += s[k];
 			}
+		} else if (!strcmp(t, "diff")) {
+			const double *b2 = l->from[1] < 0 ? rf->x : rf->y[l->from[1]];
+			for (size_t k = 0; k < ny; k++)
+				y[k] = l->k ? fabs(x[k] - b2[k]) : x[k] - b2[k];
 		} else if (!strcmp(t, "slice")) {
 			size_t hw = (size_t)l->out.h * l->out.w;
 			for (int n = 0; n < N; n++)
@@ -505,6 +509,21 @@ static const char *net_siamese =
 	"[slice]\nstart=1\nend=5\n"
 	"[conv]\nfilters=3\nsize=1\n";
 
+/* [diff]: |a - b| of a siamese pair's features (one conv, weights=), the
+ * plain difference of that and one branch, a tensor less itself (0, its
+ * gradient 0 added to the tensor's), all concatenated into a 1x1 head */
+static const char *net_diff =
+	"[net]\nchannels=4\nin_h=5\nin_w=4\nclasses=3\n"
+	"[slice]\nend=2\n"
+	"[conv]\nname=f\nfilters=3\n"
+	"[slice]\nfrom=input\nstart=2\n"
+	"[conv]\nweights=f\nfilters=3\n"
+	"[diff]\nname=d\nfrom=f,-1\nabs=1\n"
+	"[diff]\nname=e\nfrom=-1,f\n"
+	"[diff]\nfrom=d,d\n"
+	"[concat]\nfrom=d,e,-1\n"
+	"[conv]\nfilters=3\nsize=1\n";
+
 int main(void)
 {
 	cdp_backend *be = cdp_backend_cpu(2);
@@ -541,6 +560,7 @@ int main(void)
 		}
 	}
 	check_net(be, "up.cfg", net_up, 2);
+	check_net(be, "diff.cfg", net_diff, 2);
 	be->destroy(be);
 	return tap_done();
 }

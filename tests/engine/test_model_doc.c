@@ -329,8 +329,10 @@ static int build(cdp_backend *be, const char *text, const char *path,
 	if (rc == 0) {
 		/* a multi-label head's loss is the binary bce over its K outputs,
 		 * as cdp-train sets it up */
-		rc = cdp_loss_init_cfg(&loss, be, &cfg, &cfg.s[0], net.multi ? 2 : net.classes, err,
-		                       sizeof err);
+		rc = net.multi ? cdp_loss_init_cfg_multi(&loss, be, &cfg, &cfg.s[0], net.classes, err,
+		                                         sizeof err)
+		               : cdp_loss_init_cfg(&loss, be, &cfg, &cfg.s[0], net.classes, err,
+		                                   sizeof err);
 		if (rc == 0)
 			cdp_loss_free(&loss);
 		if (rc == 0)

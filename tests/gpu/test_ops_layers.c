@@ -1,5 +1,5 @@
 /* test_ops_layers.c: batchnorm, activations, pooling, upsampling, channel
- * copies, dropout, global average pool, bias and add, each forward and
+ * copies, dropout, global average pool, bias, add and diff, each forward and
  * backward with beta 0 and 1 on both sides (gpu_harness.h). Pure moves
  * (channel copies, max values, dropout masks) must agree bit for bit.
  * test_edges (run last): NaN through activations and max pooling, bn's
@@ -384,7 +384,7 @@ void test_dropout(void)
 		}
 }
 
-/* ---- global average pool, bias add and gradient, add ---- */
+/* ---- global average pool, bias add and gradient, add, diff ---- */
 
 void test_gap_bias_add(void)
 {
@@ -421,12 +421,26 @@ void test_gap_bias_add(void)
 			be->bias_add(be, n, c, hw, GF(b, s), GF(x, s));
 		snprintf(what, sizeof what, "bias_add %s", tag);
 		gh_cmp(what, &x, nx, GH_TOL);
-		gh_buf z = gh_rand(nx, -1, 1);
+		gh_buf z = gh_rand(nx, -1, 1), b2 = gh_rand(nx, -1, 1);
 		GH_BOTH(s, be)
 			be->add(be, GF(x, s), GF(dx, s), GF(z, s), nx);
 		snprintf(what, sizeof what, "add %s", tag);
 		gh_cmp(what, &z, nx, GH_TOL);
+		for (int absval = 0; absval <= 1; absval++) {
+			GH_BOTH(s, be)
+				be->diff_fwd(be, absval, GF(x, s), GF(dx, s), GF(z, s), nx);
+			snprintf(what, sizeof what, "diff_fwd abs=%d %s", absval, tag);
+			gh_cmp(what, &z, nx, GH_TOL);
+			for (int beta = 0; beta <= 1; beta++) {
+				GH_BOTH(s, be)
+					be->diff_bwd(be, absval, GF(x, s), GF(dx, s), GF(z, s),
+					             beta ? -1.0f : 1.0f, GF(b2, s), (float)beta, nx);
+				snprintf(what, sizeof what, "diff_bwd abs=%d beta %d %s", absval, beta, tag);
+				gh_cmp(what, &b2, nx, GH_TOL);
+			}
+		}
 		gh_free(&z);
+		gh_free(&b2);
 		gh_free(&x); gh_free(&g); gh_free(&y); gh_free(&dx); gh_free(&b); gh_free(&db);
 	}
 }

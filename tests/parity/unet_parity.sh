@@ -25,6 +25,9 @@
 #      the sums over both dates and its running statistics are updated
 #      twice, as the engine's must be; model.json lists each shared tensor
 #      once (the second branch's layers name the first's in "weights").
+#   5b. the same with fusion=2 and fusion=1: the dates' features fused by
+#      [diff] abs=1 (|a - b|) and abs=0 (a - b) in place of concatenation,
+#      so the shared encoder's gradients come through both signs;
 #   6. tests/parity/upsample.cfg, 3x24x24, batch 2: the upsampling of the
 #      fpn and deeplabv3plus cfgs (by factors 2 and 3, to a reference's
 #      size at ratios 3 and 12/11, nearest and bilinear, a pooled map
@@ -93,6 +96,10 @@ else
 	echo "FAIL siamese: the second branch's layers do not share the first's tensors"
 	fail=1
 fi
+case_run siamese_absdiff "$models/siamese-unet.cfg" -D width=4 -D depth=2 -D fusion=2 \
+	-D ignore=255 -i 6,32,32 -b 2 --ignore-frac 0.1
+case_run siamese_diff "$models/siamese-unet.cfg" -D width=4 -D depth=2 -D fusion=1 \
+	-D ignore=255 -i 6,32,32 -b 2 --ignore-frac 0.1
 case_run upsample "$src/tests/parity/upsample.cfg" -i 3,24,24 -b 2
 
 # the comparison catches a gradient off by 0.1%

@@ -13,7 +13,10 @@
 #  - --class-weights are per-class positive weights: the validation loss
 #    with 3,0.5,2 is NumPy's mean of -(w y log p + (1 - y) log(1 - p))
 #    over the predicted probabilities (1e-4), and auto gives each class
-#    (N - n_k) / n_k over the training keys;
+#    (N - n_k) / n_k over the training keys; so are the model's
+#    class_weights=3,0.5,2 ([net], cdp-model(5)), which --class-weights
+#    replaces (class_weights=9,9,9 under --class-weights 3,0.5,2 gives the
+#    same loss), and a list of another length is refused;
 #  - cdp-predict writes path,classes,p_NAME... with the classes at or over
 #    --threshold joined by '|' (a name holding a quote is CSV-quoted), and
 #    cdp-evaluate's text and --json scores equal an independent NumPy
@@ -119,6 +122,17 @@ PYEOF
 echo "== --class-weights: per-class positive weights"
 cdp-train $V --batch 8 --class-weights 3,0.5,2 --out "$T/w" || fail "--class-weights 3,0.5,2"
 cdp-train $V --batch 8 --class-weights auto --out "$T/wa" || fail "--class-weights auto"
+# the same weights from the model's [net] class_weights=, and replaced
+sed 's/^loss=bce$/loss=bce\nclass_weights=3,0.5,2/' "$T/nobn.cfg" >"$T/cw.cfg"
+sed 's/^loss=bce$/loss=bce\nclass_weights=9,9,9/' "$T/nobn.cfg" >"$T/cw9.cfg"
+sed 's/^loss=bce$/loss=bce\nclass_weights=1,2/' "$T/nobn.cfg" >"$T/cw2.cfg"
+grep -q "class_weights=3,0.5,2" "$T/cw.cfg" || fail "cw.cfg: $(cat "$T/cw.cfg")"
+W="$C --init $T/nobn/checkpoint.cdpt --val-keys $T/val.keys --steps 1 --lr 0 --batch 8"
+cdp-train $W --model "$T/cw.cfg" --out "$T/wc" || fail "class_weights=3,0.5,2"
+cdp-train $W --model "$T/cw9.cfg" --class-weights 3,0.5,2 --out "$T/wo" ||
+	fail "class_weights=9,9,9 and --class-weights 3,0.5,2"
+expect_fail 1 "cw2.cfg:7: \[net\]: 2 class weights for the 3 labels of a multi-label head" \
+	cdp-train $W --model "$T/cw2.cfg" --out "$T/wbad"
 cdp-predict -q --threads 1 "$T/w" "$T/chips/val.txt" -o "$T/w.csv" || fail "cdp-predict of w"
 grep "positive weights (auto" "$T/wa/train.log" | sed 's/.*: //' >"$T/wa.txt"
 "$PYTHON" - "$T" <<'PYEOF' || fail "positive weights differ from BCEWithLogitsLoss(pos_weight)"
@@ -133,15 +147,18 @@ Y = np.array([truth[os.path.realpath(r[0])] for r in rows], float)
 P = np.array([[float(v) for v in r[2:]] for r in rows])
 w = np.array([3, 0.5, 2])
 want = np.mean(-(w * Y * np.log(P) + (1 - Y) * np.log(1 - P)))
-got = [json.loads(l) for l in open(T + "/w/metrics.jsonl") if '"type":"val"' in l][-1]["loss"]
-assert abs(got - want) < 1e-4, (got, want)
+for run in ("w", "wc", "wo"):
+    got = [json.loads(l) for l in open(T + "/" + run + "/metrics.jsonl")
+           if '"type":"val"' in l][-1]["loss"]
+    assert abs(got - want) < 1e-4, (run, got, want)
 p = Pool(T + "/pool")
 keys = [l.strip() for l in open(T + "/train.keys") if l.strip() and not l.startswith("#")]
 n = np.array([p[k][1] for k in keys]).sum(0)
 auto = (len(keys) - n) / n
 got = np.array([float(v) for v in open(T + "/wa.txt").read().split(",")])
 assert np.allclose(got, auto, rtol=1e-5), (got, auto)
-print("weighted validation loss as NumPy computes it, %.6f; auto weights %s" % (want,
+print("weighted validation loss (--class-weights, class_weights=) as NumPy computes it, %.6f; "
+      "auto weights %s" % (want,
       np.round(auto, 4)))
 PYEOF
 

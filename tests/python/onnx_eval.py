@@ -150,6 +150,7 @@ OPS = {
     "Softmax": _softmax,
     "Concat": lambda *xs, axis: np.concatenate(xs, axis=axis),
     "Add": np.add, "Sub": np.subtract, "Mul": np.multiply, "Div": np.divide,
+    "Abs": np.abs,
     "IsInf": lambda x, detect_negative=1, detect_positive=1: np.isinf(x),
     "IsNaN": np.isnan, "Or": np.logical_or, "Not": np.logical_not, "Where": np.where,
     "Shape": lambda x: np.array(x.shape, np.int64),

@@ -126,6 +126,10 @@ def test_model_cfg():
         cases += [(f, text, [], None), (f, text, [], (6 if "siamese" in f else 5, 64, 64))]
     cases += [("unet.cfg", open(os.path.join(src, "share", "cdpool", "models", "unet.cfg")).read(),
                ["width=4", "depth=2", "loss=bce+dice", "outputs=1"], (3, 32, 32))]
+    # the siamese U-Net's [diff] fusions
+    siam = open(os.path.join(src, "share", "cdpool", "models", "siamese-unet.cfg")).read()
+    cases += [("siamese-unet.cfg", siam, ["width=4", "depth=2", "fusion=%d" % f], (6, 32, 32))
+              for f in (1, 2)]
     ex, builds = man_examples(os.path.join(src, "man", "cdp-model.5"))
     check(len(ex) >= 4 and builds, "cdp-model(5): %d examples, %d builds" % (len(ex), len(builds)))
     cases += [(n, t, [], (0, 32, 32)) for n, t in ex.items()]
@@ -207,6 +211,10 @@ def test_model_cfg():
         ("@if width-4\n[bad]\n@end\n[gap]\n[dense]\noutput=2\n[dropout]\np=1\n", []),
         ("[slice]\nstart=2\nend=1\n", []),
         ("[slice]\nend=4\n", []),
+        ("[diff]\n", []),
+        ("[conv]\nname=a\nfilters=2\n[diff]\nfrom=a,input\n", []),
+        ("[diff]\nfrom=input,input,input\n", []),
+        ("[diff]\nfrom=input,input\nabs=2\n", []),
         ("[conv]\nfilters=2\nweights=nothere\n", []),
         ("[conv]\nname=a\nfilters=2\n[conv]\nfilters=2\nweights=a\n", []),
         ("[conv]\nname=a\nfilters=3\n[relu]\nweights=a\n", []),

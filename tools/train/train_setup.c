@@ -684,9 +684,12 @@ int tr_setup(trainer *t, char *err, size_t cap)
 	t->have_net = 1;
 	if (check_head(t, err, cap) < 0 || tr_class_names(t, err, cap) < 0)
 		return -1;
-	/* multi-label: the binary bce (classes 2, one channel) over K labels */
-	if (cdp_loss_init_cfg(&t->loss, t->be, &t->cfg, &t->cfg.s[0], t->multi ? 2 : t->net.classes,
-	                      err, cap) < 0)
+	/* multi-label: the binary bce (classes 2, one channel) over K labels,
+	 * class_weights= their positive weights (--class-weights replaces them) */
+	if ((t->multi ? cdp_loss_init_cfg_multi(&t->loss, t->be, &t->cfg, &t->cfg.s[0],
+	                                        t->net.classes, err, cap)
+	              : cdp_loss_init_cfg(&t->loss, t->be, &t->cfg, &t->cfg.s[0], t->net.classes,
+	                                  err, cap)) < 0)
 		return -1;
 	t->have_loss = 1;
 	t->loss.ignore = t->ti.ignore;

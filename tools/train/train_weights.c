@@ -18,7 +18,8 @@
  * give the same option to --resume.
  *
  * On a multi-label pool (loss=bce on K outputs) they are the classes'
- * positive weights (cdp_loss_set_pos_weight, PyTorch's pos_weight), and
+ * positive weights (cdp_loss_set_pos_weight, PyTorch's pos_weight), in
+ * place of those of the cfg's class_weights= (cdp_loss_init_cfg_multi), and
  * "auto" gives
  *
  *   p_k = (N - n_k) / n_k   for 0 < n_k < N, else 1,

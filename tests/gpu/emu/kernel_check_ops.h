@@ -28,6 +28,27 @@ static void t_elem(void)
 		cdk_add(0, x.data(), y.data(), a.data(), n);
 		be->add(be, x.data(), y.data(), b.data(), n);
 		cmp("add" + sz, a.data(), b.data(), n);
+		{                                    /* a == b at two elements */
+			auto u = y;
+			u[0] = x[0], u[n - 1] = x[n - 1] = -0.0f;
+			for (int absval = 0; absval <= 1; absval++) {
+				std::string nm = fmt(" abs=%d", absval) + sz;
+				cdk_diff_fwd(0, absval, x.data(), u.data(), a.data(), n);
+				be->diff_fwd(be, absval, x.data(), u.data(), b.data(), n);
+				cmp("diff_fwd" + nm, a.data(), b.data(), n);
+				for (int beta = 0; beta <= 1; beta++) {
+					auto g = rvec(n), da = y, db = y;
+					if (!beta)
+						da[n / 2] = db[n / 2] = NAN;
+					float sign = beta ? -1.0f : 1.0f;
+					cdk_diff_bwd(0, absval, x.data(), u.data(), g.data(), sign, da.data(),
+					             (float)beta, n);
+					be->diff_bwd(be, absval, x.data(), u.data(), g.data(), sign, db.data(),
+					             (float)beta, n);
+					cmp(fmt("diff_bwd beta %d", beta) + nm, da.data(), db.data(), n);
+				}
+			}
+		}
 		double out[2] = { -1, -1 };
 		cdk_sumsq(0, x.data(), n, scratch(n), out);
 		cmp_d("sumsq" + sz, out[0], be->sumsq(be, x.data(), n), sum_tol(n));
