@@ -17,7 +17,10 @@
  * samples/s over the timed steps, the seconds spent in forward (with the
  * loss), backward and the optimizer,
  * and the peak resident memory of the whole process (getrusage ru_maxrss,
- * KiB) at the end and right after the backend started (base_kib).
+ * KiB) at the end and right after the backend started (base_kib); the
+ * KiB the net allocated for activations (act_kib) and their gradients
+ * (dact_kib), net.h's act_bytes and dact_bytes, and whether the bf16 stash
+ * (net.c) was on (bf16_stash: 1 in bf16 unless CDP_BF16_STASH=0).
  *
  * -P FILE: after the timed steps, STEPS more steps with the net's per-layer
  * profile on (net.h: the device is waited for around every layer), and a
@@ -286,9 +289,10 @@ int main(int argc, char **argv)
 	       "\"threads\": %d, \"batch\": %d, "
 	       "\"steps\": %d, \"seconds\": %.6f, \"samples_per_s\": %.4f, \"forward_s\": %.6f, "
 	       "\"backward_s\": %.6f, \"optim_s\": %.6f, \"loss\": %.6f, \"nparams\": %zu, "
-	       "\"maxrss_kib\": %ld, \"base_kib\": %ld}\n", be->name, cdp_precision_name(prec), be->threads,
+	       "\"maxrss_kib\": %ld, \"base_kib\": %ld, \"act_kib\": %zu, \"dact_kib\": %zu, "
+	       "\"bf16_stash\": %d}\n", be->name, cdp_precision_name(prec), be->threads,
 	       batch, steps, t1, steps * batch / t1, t_fwd, t_bwd, t_opt, res.loss, net.nparams, maxrss_kib(),
-	       base);
+	       base, net.act_bytes >> 10, net.dact_bytes >> 10, net.stash);
 	fflush(stdout);
 	/* the profile after the result line: a failure here loses only itself */
 	if (prof && write_profile(prof_path, &net, cdp_precision_name(prec), steps, t1 / steps) != 0) {

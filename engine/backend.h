@@ -21,11 +21,15 @@
  * Every op is synchronous on the CPU; on CUDA ops are queued on the backend's
  * compute stream and be->sync() waits for them.
  *
- * Precision (set_precision): every tensor is stored in float32 on every
- * backend. CDP_PREC_FP32 computes in IEEE float32 (the reference). The CPU
+ * Precision (set_precision): every op reads and writes float32 tensors on
+ * every backend. CDP_PREC_FP32 computes in IEEE float32 (the reference). The CPU
  * backend also computes CDP_PREC_BF16 where the CPU has AVX512_BF16
  * (cpu/cpu_gemm_bf16.c: the same rounding of the inputs of convolutions
- * and GEMMs, fp32 sums; activations stay float32 in memory). On CUDA, CDP_PREC_TF32 lets convolutions and
+ * and GEMMs, fp32 sums). In CDP_PREC_BF16 on either backend the net keeps
+ * the activations that backward reads as bf16 between forward and backward
+ * (to_bf16 / from_bf16 below; which tensors: net.c's "bf16 stash"), so
+ * ops still see float32, only the values backward reads are rounded, and
+ * the activation memory is about halved. On CUDA, CDP_PREC_TF32 lets convolutions and
  * GEMMs use TF32 tensor cores (PyTorch's default for cuDNN convolutions),
  * and CDP_PREC_BF16 / CDP_PREC_FP16 round the inputs of convolutions and
  * GEMMs to bf16 / fp16 (channels-last for cuDNN's tensor-core kernels) and
@@ -236,6 +240,14 @@ struct cdp_backend {
 	void (*axpy)(cdp_backend *be, float a, const float *x, float *y, size_t n); /* y += a x */
 	/* sum of squares of x[0..n) in double (for gradient clipping by norm) */
 	double (*sumsq)(cdp_backend *be, const float *x, size_t n);
+
+	/* The bf16 stash of the activations kept for backward (net.c, in
+	 * CDP_PREC_BF16): to_bf16 rounds x[0..n) to bf16 (round to nearest
+	 * even; a NaN stays a NaN) into y, the top 16 bits of each float;
+	 * from_bf16 widens them back exactly (y[i] = x[i] << 16 as a float
+	 * bit pattern). Whatever the precision set. */
+	void (*to_bf16)(cdp_backend *be, const float *x, uint16_t *y, size_t n);
+	void (*from_bf16)(cdp_backend *be, const uint16_t *x, float *y, size_t n);
 
 	/* convolution; y (N,F,OH,OW), w (F,C,KH,KW), bias (F) or NULL */
 	size_t (*conv_workspace)(cdp_backend *be, const cdp_conv_desc *d);
@@ -454,6 +466,7 @@ struct cdp_backend {
 	X(set_precision) X(destroy) \
 	X(host_alloc) X(host_free) X(to_device_async) X(copy_fence) X(copy_wait) X(stream) \
 	X(gemm) X(fill) X(scale) X(axpy) X(sumsq) \
+	X(to_bf16) X(from_bf16) \
 	X(conv_workspace) X(conv_fwd) X(conv_bwd_data) X(conv_bwd_filter) \
 	X(bn_fwd_train) X(bn_fwd_infer) X(bn_bwd) X(bn_sums) X(bn_grad_sums) X(bn_bwd_dx) \
 	X(act_fwd) X(act_bwd) \

@@ -272,6 +272,26 @@ static int has_consumer(const cdp_net *net, int src)
 	return 0;
 }
 
+/* The layers' outputs: each its own y, or the stash's arena and bf16
+ * copies (act_plan) */
+static void free_acts(cdp_net *net)
+{
+	cdp_backend *be = net->be;
+
+	for (int i = 0; i < net->nlayers; i++) {
+		cdp_layer *l = &net->layers[i];
+		if (!net->act_arena)
+			be->free(be, l->y);
+		be->free(be, l->yh);
+		l->y = l->y_fwd = l->y_bwd = NULL;
+		l->yh = NULL;
+	}
+	be->free(be, net->act_arena);
+	net->act_arena = NULL;
+	net->stash = 0;
+	net->act_bytes = 0;
+}
+
 static void free_batch(cdp_net *net)
 {
 	cdp_backend *be = net->be;
@@ -280,9 +300,9 @@ static void free_batch(cdp_net *net)
 		cdp_layer *l = &net->layers[i];
 		if (l->ops && l->ops->free)
 			l->ops->free(l, net);
-		be->free(be, l->y);
-		l->y = NULL;
 	}
+	free_acts(net);
+	net->dact_bytes = 0;
 	/* the gradient buffers are shared (dy_slots): free each once, at its
 	 * first layer */
 	for (int i = 0; i < net->nlayers; i++) {
@@ -373,6 +393,8 @@ static int dy_slots(cdp_net *net)
 		}
 	for (int i = 0; i < nl; i++)
 		net->layers[i].dy = slot_p[slot[i]];
+	for (int t = 0; t < nslot; t++)
+		net->dact_bytes += slot_bytes[t];
 	rc = 0;
 done:
 	free(start);
@@ -381,6 +403,202 @@ done:
 	free(slot_bytes);
 	free(slot_p);
 	return rc;
+}
+
+/* ---- the bf16 stash ----
+ *
+ * Without it (fp32, tf32, fp16, or bf16 with CDP_BF16_STASH=0) every layer
+ * has its own fp32 output y for the whole batch, kept from its forward to
+ * the end of backward. With it (bf16, the default there) an output lives
+ * in fp32 only while it is used, in one arena where tensors whose live
+ * ranges do not overlap share bytes:
+ *  - in forward, from its layer's step to that of its last consumer
+ *    (fwd_end); then, if some backward reads it, it is rounded to bf16
+ *    (to_bf16) into its stash yh, and its bytes are free again;
+ *  - in backward, from just before the first step that reads it (its own
+ *    layer's for an activation that reads its output, else its last
+ *    consumer's: bwd_first) to after the last one (bwd_last), widened
+ *    back from yh (from_bf16).
+ * Which steps read what is each layer type's bwd_reads (net.h): relu and
+ * leaky read their output; conv, deconv and dense their input, and their
+ * output when they have an activation; bn its input, and its output with
+ * an activation; maxpool both; add, avgpool, gap, upsample, concat, slice
+ * and dropout neither (dropout keeps its own mask, maxpool its own
+ * indices, and concat and slice copy: no layer keeps a pointer into
+ * another's y). So the tensors rounded are exactly those a backward step
+ * reads; forward reads every tensor in fp32 as it was written (a bf16
+ * convolution rounds its own operands anyway, as PyTorch's autocast
+ * does, where a convolution's output is bf16), and the net's output (the
+ * logits the loss reads) is never rounded and has a buffer of its own.
+ * An inner layer's y is valid only while forward or backward uses it
+ * (NULL otherwise). Backward reads only the stash, so it may be run
+ * again after a forward, as without the stash.
+ *
+ * The U-Net of bench/engine.sh keeps nearly all its outputs for
+ * backward, so its activation memory (act_bytes) falls to a little over
+ * half of fp32's: the bf16 copies plus a few slots. */
+
+/* What backward of layer l reads (CDP_BWD_X, CDP_BWD_Y), from its type's
+ * bwd_reads */
+static unsigned bwd_reads(const cdp_layer *l)
+{
+	unsigned r = l->ops->bwd_reads;
+
+	if (!l->ops->backward || r & CDP_BWD_NONE)
+		return 0;
+	if (!r)
+		return CDP_BWD_X | CDP_BWD_Y;
+	if (r & CDP_BWD_Y_ACT && l->act)
+		r |= CDP_BWD_Y;
+	return r & (CDP_BWD_X | CDP_BWD_Y);
+}
+
+/* 1: the batch is to be allocated with the stash */
+static int want_stash(const cdp_net *net)
+{
+	const char *e = getenv("CDP_BF16_STASH");
+
+	return net->be->precision == CDP_PREC_BF16 && !(e && strcmp(e, "0") == 0);
+}
+
+/* One live range of an fp32 output in the stash's plan: layer t, from
+ * time start to end (both taken), at byte off of the arena. */
+typedef struct act_range {
+	int t, start, end, bwd;
+	size_t bytes, off;
+} act_range;
+
+/* larger first, then earlier (qsort) */
+static int range_cmp(const void *pa, const void *pb)
+{
+	const act_range *a = pa, *b = pb;
+
+	if (a->bytes != b->bytes)
+		return a->bytes < b->bytes ? 1 : -1;
+	return a->start - b->start;
+}
+
+/* by offset (qsort of pointers) */
+static int range_off_cmp(const void *pa, const void *pb)
+{
+	const act_range *a = *(const act_range *const *)pa, *b = *(const act_range *const *)pb;
+
+	return a->off < b->off ? -1 : a->off > b->off;
+}
+
+/* Plans and allocates the stash (see above): fwd_end, bwd_first,
+ * bwd_last, y_fwd / y_bwd / yh of every layer, and the output's own
+ * buffer. Live ranges are on one time line, forward step i at time i,
+ * backward step i at 2 L - 1 - i, both ends taken; the output's spans it
+ * all. They are placed in one arena, largest first, each at the lowest
+ * offset (64-byte aligned) where no range placed before it that is live
+ * at the same time lies (the greedy-by-size plan of TFLite's arena): its
+ * size then stays near the most bytes live at once. 0, or -1 out of
+ * memory (what was allocated is left for free_batch). */
+static int act_plan(cdp_net *net)
+{
+	cdp_backend *be = net->be;
+	int nl = net->nlayers, nr = 0, rc = -1, out = net->out_layer;
+	act_range *rg = malloc((size_t)(2 * nl + 1) * sizeof *rg);
+	act_range **live = malloc((size_t)(2 * nl + 1) * sizeof *live);
+	size_t arena = 0;
+
+	if (!rg || !live)
+		goto done;
+	for (int t = 0; t < nl; t++) {
+		cdp_layer *l = &net->layers[t];
+		size_t bytes = cdp_layer_out_count(l, net) * sizeof(float);
+		l->fwd_end = t;
+		l->bwd_first = -1;
+		l->bwd_last = nl;
+		if (t > out)
+			continue;
+		if (bwd_reads(l) & CDP_BWD_Y)
+			l->bwd_first = l->bwd_last = t;
+		for (int k = t + 1; k <= out; k++)
+			for (int m = 0; m < net->layers[k].nfrom; m++)
+				if (net->layers[k].from[m] == t) {
+					l->fwd_end = k;
+					if (bwd_reads(&net->layers[k]) & CDP_BWD_X) {
+						if (k > l->bwd_first)
+							l->bwd_first = k;
+						if (k < l->bwd_last)
+							l->bwd_last = k;
+					}
+				}
+		if (t == out) {
+			rg[nr++] = (act_range){ t, 0, 2 * nl, 0, bytes, 0 };
+			continue;
+		}
+		rg[nr++] = (act_range){ t, t, l->fwd_end, 0, bytes, 0 };
+		if (l->bwd_first >= 0)
+			rg[nr++] = (act_range){ t, 2 * nl - 1 - l->bwd_first, 2 * nl - 1 - l->bwd_last, 1,
+			                        bytes, 0 };
+	}
+	qsort(rg, (size_t)nr, sizeof *rg, range_cmp);
+	for (int r = 0; r < nr; r++) {
+		int nlive = 0;
+		size_t off = 0;
+		for (int q = 0; q < r; q++)
+			if (rg[q].start <= rg[r].end && rg[r].start <= rg[q].end)
+				live[nlive++] = &rg[q];
+		qsort(live, (size_t)nlive, sizeof *live, range_off_cmp);
+		for (int q = 0; q < nlive; q++) {
+			if (off + rg[r].bytes <= live[q]->off)
+				break;
+			if (live[q]->off + live[q]->bytes > off)
+				off = (live[q]->off + live[q]->bytes + 63) & ~(size_t)63;
+		}
+		rg[r].off = off;
+		if (off + rg[r].bytes > arena)
+			arena = off + rg[r].bytes;
+	}
+	if (!(net->act_arena = be->alloc(be, arena)))
+		goto done;
+	net->act_bytes += arena;
+	for (int r = 0; r < nr; r++) {
+		cdp_layer *l = &net->layers[rg[r].t];
+		float *p = (float *)((char *)net->act_arena + rg[r].off);
+		if (rg[r].t == out)
+			l->y = l->y_fwd = l->y_bwd = p;
+		else if (rg[r].bwd)
+			l->y_bwd = p;
+		else
+			l->y_fwd = p;
+	}
+	for (int t = 0; t < out; t++) {
+		cdp_layer *l = &net->layers[t];
+		size_t bytes = cdp_layer_out_count(l, net) * sizeof(uint16_t);
+		if (l->bwd_first < 0)
+			continue;
+		if (!(l->yh = be->alloc(be, bytes)))
+			goto done;
+		net->act_bytes += bytes;
+	}
+	rc = 0;
+done:
+	free(rg);
+	free(live);
+	return rc;
+}
+
+/* free_acts' reverse, with the stash when the precision wants it; 0, or
+ * -1 out of memory (what was allocated is left for free_acts) */
+static int alloc_acts(cdp_net *net)
+{
+	cdp_backend *be = net->be;
+
+	net->stash = want_stash(net);
+	if (net->stash)
+		return act_plan(net);
+	for (int i = 0; i < net->nlayers; i++) {
+		cdp_layer *l = &net->layers[i];
+		size_t bytes = cdp_layer_out_count(l, net) * sizeof(float);
+		if (!(l->y = be->alloc(be, bytes)))
+			return -1;
+		net->act_bytes += bytes;
+	}
+	return 0;
 }
 
 static int alloc_batch(cdp_net *net, char *err, size_t cap)
@@ -392,13 +610,12 @@ static int alloc_batch(cdp_net *net, char *err, size_t cap)
 	net->dx = be->alloc(be, in);
 	if (!net->x || !net->dx)
 		goto nomem;
-	if (dy_slots(net) < 0)
+	if (dy_slots(net) < 0 || alloc_acts(net) < 0)
 		goto nomem;
 	for (int i = 0; i < net->nlayers; i++) {
 		cdp_layer *l = &net->layers[i];
-		size_t bytes = cdp_layer_out_count(l, net) * sizeof(float), ws;
-		l->y = be->alloc(be, bytes);
-		if (!l->y || (l->ops->alloc && l->ops->alloc(l, net) < 0))
+		size_t ws;
+		if (l->ops->alloc && l->ops->alloc(l, net) < 0)
 			goto nomem;
 		ws = l->ops->workspace ? l->ops->workspace(l, net) : 0;
 		if (ws > net->ws_bytes)
@@ -673,6 +890,21 @@ int cdp_net_set_precision(cdp_net *net, int prec, char *err, size_t cap)
 		         cdp_precision_name(prec));
 		return -1;
 	}
+	/* the layers' outputs are laid out anew when the stash comes or goes
+	 * (the input, gradients and layer state stay) */
+	if (want_stash(net) != net->stash) {
+		free_acts(net);
+		if (alloc_acts(net) < 0) {
+			free_acts(net);
+			be->set_precision(be, old);
+			if (alloc_acts(net) < 0)
+				free_acts(net);
+			snprintf(err, cap, "cannot allocate the activations for %s: out of memory%s",
+			         cdp_precision_name(prec), net->act_bytes ? "" :
+			         " (and none are left: free the net)");
+			return -1;
+		}
+	}
 	return 0;
 }
 
@@ -761,11 +993,32 @@ static double prof_clock(cdp_net *net)
 	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
+/* The stash after forward step i: the outputs it read last (or its own,
+ * when nothing reads it) go to bf16 if backward reads them, and their
+ * fp32 bytes are free again. */
+static void stash_after_fwd(cdp_net *net, int i)
+{
+	cdp_backend *be = net->be;
+
+	for (int t = 0; t <= i && t < net->out_layer; t++) {
+		cdp_layer *l = &net->layers[t];
+		if (l->fwd_end != i)
+			continue;
+		if (l->yh)
+			be->to_bf16(be, l->y, l->yh, cdp_layer_out_count(l, net));
+		l->y = NULL;
+	}
+}
+
 void cdp_net_forward(cdp_net *net)
 {
 	for (int i = 0; i <= net->out_layer; i++) {
 		double t0 = net->prof_fwd ? prof_clock(net) : 0.0;
+		if (net->stash)
+			net->layers[i].y = net->layers[i].y_fwd;
 		net->layers[i].ops->forward(&net->layers[i], net);
+		if (net->stash)
+			stash_after_fwd(net, i);
 		if (net->prof_fwd)
 			net->prof_fwd[i] += prof_clock(net) - t0;
 	}
@@ -784,8 +1037,18 @@ void cdp_net_backward(cdp_net *net, void (*on_layer_done)(cdp_net *, int, void *
 	for (int i = net->out_layer; i >= 0; i--) {
 		cdp_layer *l = &net->layers[i];
 		double t0 = net->prof_bwd ? prof_clock(net) : 0.0;
+		/* the stash: widen what step i reads first, free what it read last */
+		for (int t = 0; net->stash && t < net->out_layer; t++)
+			if (net->layers[t].bwd_first == i) {
+				cdp_layer *s = &net->layers[t];
+				s->y = s->y_bwd;
+				be->from_bf16(be, s->yh, s->y, cdp_layer_out_count(s, net));
+			}
 		if (l->ops->backward)
 			l->ops->backward(l, net);
+		for (int t = 0; net->stash && t < net->out_layer; t++)
+			if (net->layers[t].bwd_last == i)
+				net->layers[t].y = NULL;
 		if (net->prof_bwd)
 			net->prof_bwd[i] += prof_clock(net) - t0;
 		if (on_layer_done)

@@ -8,7 +8,9 @@
  *    all-reduces a few large buffers (bucketed by layer ranges);
  *  - buffers: one block of non-trained state (batchnorm running mean/var),
  *    checkpointed and averaged across ranks, never touched by the optimizer;
- *  - activations and their gradients, one (N, C, H, W) pair per layer;
+ *  - activations and their gradients, one (N, C, H, W) pair per layer
+ *    (the gradients share buffers by liveness; in bf16 so do the
+ *    activations, with bf16 copies of those backward reads: net.c);
  *  - one workspace shared by all layers, sized for the largest need.
  * Parameter order in the block is layer order, and within a layer weight then
  * bias (conv/dense), gamma then beta (batchnorm) - the order of PyTorch's
@@ -49,7 +51,18 @@ typedef struct cdp_layer_ops {
 	 * overwrites, 1 adds) and adds to its parameter gradients in net->grads */
 	void (*backward)(cdp_layer *l, cdp_net *net);
 	void (*free)(cdp_layer *l, cdp_net *net);
+	/* What backward reads besides dy (CDP_BWD_*), for the bf16 stash
+	 * (net.c): 0 means unknown, taken as CDP_BWD_X | CDP_BWD_Y, so a
+	 * layer type that does not say keeps what it may need. */
+	unsigned bwd_reads;
 } cdp_layer_ops;
+
+enum {
+	CDP_BWD_X = 1,        /* its inputs' activations */
+	CDP_BWD_Y = 2,        /* its own output */
+	CDP_BWD_Y_ACT = 4,    /* its own output when it has a fused activation (l->act) */
+	CDP_BWD_NONE = 8      /* neither (only dy and its own state) */
+};
 
 struct cdp_layer {
 	const cdp_layer_ops *ops;
@@ -68,6 +81,16 @@ struct cdp_layer {
 	 * an inner layer's dy is valid only while backward runs through it; the
 	 * output layer's dy is its own (the loss writes it before backward). */
 	float *y, *dy;
+	/* The bf16 stash (net.c; only while net->stash): y_fwd and y_bwd, the
+	 * fp32 buffers y points at in forward and in backward (in net->act_arena,
+	 * shared with other layers by liveness; y is NULL where it is not live), yh the bf16
+	 * copy kept between them (NULL: backward does not read this tensor),
+	 * fwd_end the last layer whose forward reads it, bwd_first and
+	 * bwd_last the first and last layers (in backward order) whose
+	 * backward reads it. */
+	float *y_fwd, *y_bwd;
+	uint16_t *yh;
+	int fwd_end, bwd_first, bwd_last;
 	void *state;                /* layer-private device/host state */
 	/* beta for writing input j's gradient in backward: 0 (overwrite) when
 	 * this layer is the first, in backward order, to write it, else 1. The
@@ -111,6 +134,17 @@ struct cdp_net {
 	float *buffers;             /* nbuffers floats */
 	size_t nparams, nbuffers;
 	void *ws; size_t ws_bytes;  /* shared workspace */
+	/* 1: the activations backward reads are kept in bf16 between forward
+	 * and backward (net.c's "bf16 stash"): set when the batch is
+	 * allocated with the backend in CDP_PREC_BF16, unless CDP_BF16_STASH=0
+	 * is in the environment. act_arena: the fp32 outputs' shared block. */
+	int stash;
+	void *act_arena;
+	/* Bytes the net allocated for the activations of a batch: act_bytes
+	 * for the layers' outputs (every y in fp32; with the stash its fp32
+	 * buffers and the bf16 copies), dact_bytes for their gradients (the
+	 * dy buffers). Not the net input, workspace or layer state. */
+	size_t act_bytes, dact_bytes;
 	char *cfg_text;             /* the cfg source (owned), stored in checkpoints */
 	/* [net] options */
 	char loss[64];              /* [net] loss= (loss.h) */
@@ -157,6 +191,9 @@ int  cdp_net_resize(cdp_net *net, int n, char *err, size_t cap);
  * stages its operands there: a net sized in fp32 is too small for it).
  * Calling be->set_precision alone on a built net leaves the workspace as
  * it was, and the CUDA backend refuses a convolution it has not sized.
+ * When the bf16 stash (net.c) comes or goes with the precision, the
+ * layers' outputs are laid out anew (their contents are lost; the input
+ * net->x, the gradients and the layers' state stay).
  * Returns 0, or -1 with the reason in err (the backend refuses the
  * precision, or out of memory; the precision is then unchanged). */
 int  cdp_net_set_precision(cdp_net *net, int prec, char *err, size_t cap);

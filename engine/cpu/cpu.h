@@ -143,6 +143,9 @@ void cpu_kgemm_nt_seg(const cdp_backend *be, int m, int n, int ns, int seg, cons
 /* AMX-TILE and AMX-BF16 reported and granted by the kernel (asks once) */
 int cpu_bf16_amx_usable(void);
 float cpu_bf16_round(float x);
+/* backend.h's to_bf16 / from_bf16 (cpu_gemm_bf16.c), threaded by blocks */
+void cpu_to_bf16(cdp_backend *be, const float *x, uint16_t *y, size_t n);
+void cpu_from_bf16(cdp_backend *be, const uint16_t *x, float *y, size_t n);
 /* Called by each op that runs bf16 products (conv_*, gemm) before them:
  * the packed A that a thread keeps between calls is valid within one op
  * only (a weight may change between ops). */

@@ -248,6 +248,8 @@ cdp_backend *cdp_backend_cpu(int threads)
 	be->scale = cpu_scale;
 	be->axpy = cpu_axpy;
 	be->sumsq = cpu_sumsq;
+	be->to_bf16 = cpu_to_bf16;
+	be->from_bf16 = cpu_from_bf16;
 
 	be->conv_workspace = cpu_conv_workspace;
 	be->conv_fwd = cpu_conv_fwd;

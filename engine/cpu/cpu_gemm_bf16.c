@@ -58,6 +58,51 @@ float cpu_bf16_round(float x)
 	return f;
 }
 
+/* ---- the bf16 stash of activations (backend.h to_bf16 / from_bf16) ----
+ * The same rounding as the GEMM operands', so a stashed tensor holds the
+ * values a bf16 convolution would have read from it. Plain C: one pass
+ * over memory, which bounds it on any instruction set. */
+
+typedef struct stash_job {
+	const float *x; uint16_t *h; const uint16_t *ch; float *y; size_t n;
+} stash_job;
+
+static void to_bf16_block(void *ctx, int i)
+{
+	stash_job *j = ctx;
+	size_t lo, hi;
+
+	cpu_block_range(j->n, i, &lo, &hi);
+	for (size_t t = lo; t < hi; t++)
+		j->h[t] = bf16_bits(j->x[t]);
+}
+
+static void from_bf16_block(void *ctx, int i)
+{
+	stash_job *j = ctx;
+	size_t lo, hi;
+
+	cpu_block_range(j->n, i, &lo, &hi);
+	for (size_t t = lo; t < hi; t++) {
+		uint32_t u = (uint32_t)j->ch[t] << 16;
+		memcpy(&j->y[t], &u, sizeof u);
+	}
+}
+
+void cpu_to_bf16(cdp_backend *be, const float *x, uint16_t *y, size_t n)
+{
+	stash_job j = { x, y, NULL, NULL, n };
+
+	cpu_parallel_for(be, cpu_nblocks(n), to_bf16_block, &j);
+}
+
+void cpu_from_bf16(cdp_backend *be, const uint16_t *x, float *y, size_t n)
+{
+	stash_job j = { NULL, NULL, x, y, n };
+
+	cpu_parallel_for(be, cpu_nblocks(n), from_bf16_block, &j);
+}
+
 #define R cpu_bf16_round
 
 static void nn_emu_any(int m, int n, int k, const float *a, long rs, long cs, const float *b,

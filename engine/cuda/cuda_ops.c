@@ -101,6 +101,24 @@ static void cu_axpy(cdp_backend *be, float a, const float *x, float *y, size_t n
 	CDP_KERNEL_CHECK();
 }
 
+/* the bf16 stash (backend.h): cuda_kern_prec.cu's plain conversions, whose
+ * __float2bfloat16_rn rounds to nearest even as the CPU's does */
+static void cu_to_bf16(cdp_backend *be, const float *x, uint16_t *y, size_t n)
+{
+	if (n == 0)
+		return;
+	cdk_to_half(cu_im(be)->comp, CDP_PREC_BF16, x, y, n);
+	CDP_KERNEL_CHECK();
+}
+
+static void cu_from_bf16(cdp_backend *be, const uint16_t *x, float *y, size_t n)
+{
+	if (n == 0)
+		return;
+	cdk_from_half(cu_im(be)->comp, CDP_PREC_BF16, x, y, 0.0f, n);
+	CDP_KERNEL_CHECK();
+}
+
 static double cu_sumsq(cdp_backend *be, const float *x, size_t n)
 {
 	cu_impl *im = cu_im(be);
@@ -411,6 +429,8 @@ void cu_ops_init(cdp_backend *be)
 	be->scale = cu_scale;
 	be->axpy = cu_axpy;
 	be->sumsq = cu_sumsq;
+	be->to_bf16 = cu_to_bf16;
+	be->from_bf16 = cu_from_bf16;
 
 	be->upsample_fwd = cu_upsample_fwd;
 	be->upsample_bwd = cu_upsample_bwd;

@@ -44,8 +44,10 @@ static void backward(cdp_layer *l, cdp_net *net)
 
 const cdp_layer_ops cdp_layer_relu = {
 	.type = "relu", .make = make_relu, .forward = forward, .backward = backward,
+	.bwd_reads = CDP_BWD_Y,
 };
 
 const cdp_layer_ops cdp_layer_leaky = {
 	.type = "leaky", .make = make_leaky, .forward = forward, .backward = backward,
+	.bwd_reads = CDP_BWD_Y,
 };

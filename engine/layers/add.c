@@ -49,4 +49,5 @@ static void backward(cdp_layer *l, cdp_net *net)
 
 const cdp_layer_ops cdp_layer_add = {
 	.type = "add", .make = make, .forward = forward, .backward = backward,
+	.bwd_reads = CDP_BWD_NONE,
 };

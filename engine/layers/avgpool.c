@@ -27,4 +27,5 @@ static void backward(cdp_layer *l, cdp_net *net)
 const cdp_layer_ops cdp_layer_avgpool = {
 	.type = "avgpool", .make = cdp_pool_layer_make,
 	.forward = forward, .backward = backward,
+	.bwd_reads = CDP_BWD_NONE,
 };

@@ -242,4 +242,5 @@ static void backward(cdp_layer *l, cdp_net *net)
 const cdp_layer_ops cdp_layer_bn = {
 	.type = "bn", .make = make, .workspace = workspace, .alloc = alloc, .init = init,
 	.forward = forward, .backward = backward, .free = lfree,
+	.bwd_reads = CDP_BWD_X | CDP_BWD_Y_ACT,
 };

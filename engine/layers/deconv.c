@@ -131,4 +131,5 @@ static void backward(cdp_layer *l, cdp_net *net)
 const cdp_layer_ops cdp_layer_deconv = {
 	.type = "deconv", .make = make, .workspace = workspace, .init = init,
 	.forward = forward, .backward = backward,
+	.bwd_reads = CDP_BWD_X | CDP_BWD_Y_ACT,
 };

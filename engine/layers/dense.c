@@ -79,4 +79,5 @@ static void backward(cdp_layer *l, cdp_net *net)
 
 const cdp_layer_ops cdp_layer_dense = {
 	.type = "dense", .make = make, .init = init, .forward = forward, .backward = backward,
+	.bwd_reads = CDP_BWD_X | CDP_BWD_Y_ACT,
 };

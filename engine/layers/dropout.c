@@ -73,4 +73,5 @@ static void backward(cdp_layer *l, cdp_net *net)
 const cdp_layer_ops cdp_layer_dropout = {
 	.type = "dropout", .make = make, .alloc = alloc, .forward = forward,
 	.backward = backward, .free = lfree,
+	.bwd_reads = CDP_BWD_NONE,
 };

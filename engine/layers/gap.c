@@ -29,4 +29,5 @@ static void backward(cdp_layer *l, cdp_net *net)
 
 const cdp_layer_ops cdp_layer_gap = {
 	.type = "gap", .make = make, .forward = forward, .backward = backward,
+	.bwd_reads = CDP_BWD_NONE,
 };

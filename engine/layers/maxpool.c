@@ -49,4 +49,5 @@ static void backward(cdp_layer *l, cdp_net *net)
 const cdp_layer_ops cdp_layer_maxpool = {
 	.type = "maxpool", .make = cdp_pool_layer_make, .alloc = alloc, .free = lfree,
 	.forward = forward, .backward = backward,
+	.bwd_reads = CDP_BWD_X | CDP_BWD_Y,
 };

@@ -80,4 +80,5 @@ static void backward(cdp_layer *l, cdp_net *net)
 
 const cdp_layer_ops cdp_layer_upsample = {
 	.type = "upsample", .make = make, .forward = forward, .backward = backward,
+	.bwd_reads = CDP_BWD_NONE,
 };

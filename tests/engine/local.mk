@@ -9,7 +9,8 @@ ENGINE_TESTS = tests/engine/test_backend tests/engine/test_grad tests/engine/tes
 	tests/engine/test_cfg tests/engine/test_loss tests/engine/test_optim tests/engine/test_freeze \
 	tests/engine/test_checkpoint tests/engine/test_ckpt_rank \
 	tests/engine/test_overfit tests/engine/test_determinism tests/engine/test_window \
-	tests/engine/test_metrics tests/engine/test_augment tests/engine/test_backend_table tests/engine/test_model_doc
+	tests/engine/test_metrics tests/engine/test_augment tests/engine/test_backend_table tests/engine/test_model_doc \
+	tests/engine/test_stash
 # the corpus replays of the fuzz harnesses (tests/fuzz/, doc/FUZZING.md)
 ENGINE_TESTS += tests/engine/test_fuzz_ckpt tests/engine/test_fuzz_cfg
 if HAVE_OPENBLAS
@@ -50,6 +51,9 @@ tests_engine_test_overfit_LDADD = $(ENGINE_LIBS)
 tests_engine_test_determinism_SOURCES = tests/engine/test_determinism.c
 tests_engine_test_determinism_CPPFLAGS = $(ENGINE_TEST_CPPFLAGS)
 tests_engine_test_determinism_LDADD = $(ENGINE_LIBS)
+tests_engine_test_stash_SOURCES = tests/engine/test_stash.c
+tests_engine_test_stash_CPPFLAGS = $(ENGINE_TEST_CPPFLAGS)
+tests_engine_test_stash_LDADD = $(ENGINE_LIBS)
 tests_engine_test_window_SOURCES = tests/engine/test_window.c
 tests_engine_test_window_CPPFLAGS = $(ENGINE_TEST_CPPFLAGS)
 tests_engine_test_window_LDADD = $(ENGINE_LIBS)

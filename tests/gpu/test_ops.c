@@ -104,6 +104,19 @@ void test_blas(void)
 			be->fill(be, GF(y, s), 1.5f, n);
 		snprintf(what, sizeof what, "fill n=%zu", n);
 		gh_cmp_exact(what, &y, n * sizeof(float));
+		/* the bf16 stash (net.c): the same bits on both, and back */
+		{
+			gh_buf h = gh_alloc(n * sizeof(uint16_t));
+			GH_BOTH(s, be) {
+				be->to_bf16(be, GF(x, s), (uint16_t *)h.p[s], n);
+				be->from_bf16(be, (const uint16_t *)h.p[s], GF(z, s), n);
+			}
+			snprintf(what, sizeof what, "to_bf16 n=%zu", n);
+			gh_cmp_exact(what, &h, n * sizeof(uint16_t));
+			snprintf(what, sizeof what, "from_bf16 n=%zu", n);
+			gh_cmp_exact(what, &z, n * sizeof(float));
+			gh_free(&h);
+		}
 		gh_free(&x);
 		gh_free(&y);
 		gh_free(&z);

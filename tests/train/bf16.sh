@@ -6,6 +6,9 @@
 #  - the loss curve of 16 steps follows fp32's: every step within relative
 #    0.05 of it, yet not equal to it bit for bit (bf16 is in effect), and
 #    train.log names the precision;
+#  - with the bf16 stash of activations (net.c; the default) the curve
+#    stays within relative 0.02 of bf16's without it (CDP_BF16_STASH=0),
+#    yet not equal to it bit for bit (the stash is in effect);
 #  - bitwise resume in bf16: 8 steps, then --resume to 16, give the losses
 #    and the checkpoint's weights of the 16-step run bit for bit;
 #  - cdp-predict --precision bf16 maps the scene with fp32's classes on all
@@ -35,6 +38,14 @@ paste "$T/l.fp32" "$T/l.bf16"
 ! cmp -s "$T/l.fp32" "$T/l.bf16" || fail "bf16 gave fp32's losses bit for bit: not in effect"
 losses_close "$T/l.fp32" "$T/l.bf16" 0.05 || fail "bf16's loss curve leaves fp32's by more than 5%"
 awk 'NR == 1 { a = $2 } END { exit !($2 < a) }' "$T/l.bf16" || fail "bf16's loss did not fall"
+
+echo "== bf16 without the stash of activations (CDP_BF16_STASH=0)"
+CDP_BF16_STASH=0 cdp-train $C --steps 16 --out "$T/nostash" --precision bf16 || fail "bf16 run, no stash"
+losses "$T/nostash/metrics.jsonl" >"$T/l.nostash"
+paste "$T/l.bf16" "$T/l.nostash"
+! cmp -s "$T/l.bf16" "$T/l.nostash" || fail "the stash gave the unstashed losses bit for bit: not in effect"
+losses_close "$T/l.nostash" "$T/l.bf16" 0.02 ||
+	fail "bf16's loss curve with the stash leaves the one without by more than 2%"
 
 echo "== resume in bf16"
 cdp-train $C --steps 8 --out "$T/half" --precision bf16 || fail "8 steps"

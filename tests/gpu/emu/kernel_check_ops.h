@@ -428,6 +428,17 @@ static void t_prec(void)
 				ref[i] = 1.0f + half_value(prec, zw[i]);
 			cdk_from_half(0, prec, zw.data(), back.data(), 1.0f, len);
 			cmp("from_half beta 1" + sh, back.data(), ref.data(), len);
+			if (prec != CDP_PREC_BF16)
+				continue;
+			/* the CUDA backend's to_bf16 / from_bf16 (the bf16 stash of
+			 * net.c) are these launches: the CPU's ops' bits */
+			std::vector<uint16_t> zc(len);
+			std::vector<float> bc(len), bd(len, 7.0f);
+			be->to_bf16(be, x.data(), zc.data(), len);
+			cmp_mem("to_bf16 = cpu" + sh, z.data(), zc.data(), len);
+			be->from_bf16(be, zc.data(), bc.data(), len);
+			cdk_from_half(0, prec, zc.data(), bd.data(), 0.0f, len);
+			cmp_mem("from_bf16 = cpu" + sh, bd.data(), bc.data(), len);
 		}
 }
 
