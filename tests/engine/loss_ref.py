@@ -1,17 +1,18 @@
 """loss_ref.py: the losses of loss.h in PyTorch (float64, autograd for the
 gradient), against loss_dump's output.
 
-    loss_ref.py CFG DIR
+    loss_ref.py CFG DIR [CFG DIR]...
 
 CFG: the cfg loss_dump read (its [net] key=value lines); DIR: loss_dump's
-output. The loss is cdpool's PyTorch twin, torch_model.loss_fn, written
+output; each pair checked in turn (one Python start, one torch import). The loss is cdpool's PyTorch twin, torch_model.loss_fn, written
 from the papers and smp's documented formulas, not from loss.c: ce with
 label smoothing as torch.nn.functional.cross_entropy (PyTorch's own), focal as -a_t (1-p_t)^g log p_t, dice/jaccard/tversky as
 smp's multiclass soft scores (absent classes 0, mean over all classes),
 Lovasz-softmax as Berman's lovasz_softmax(per_image=True,
 classes='present'). Checks the loss (relative 1e-9) and the gradient of
 the whole batch and of the two-rank split (max error <= 2e-5 of the
-largest entry, float rounding). Exit 0 or 1 with the differences.
+largest entry, float rounding). Exit 0, or 1 with the differences (and
+for which DIR).
 """
 import sys
 
@@ -31,9 +32,9 @@ def read_cfg(path):
     return kv
 
 
-def main():
-    o = read_cfg(sys.argv[1])
-    d = sys.argv[2]
+def check(cfg, d):
+    """0 when DIR's loss and gradients equal PyTorch's, else 1 (printed)."""
+    o = read_cfg(cfg)
     n, k, hw, l_c, l_r0, l_r1 = open(d + "/loss.txt").read().split()
     n, k, hw = int(n), int(k), int(hw)
     z = np.fromfile(d + "/logits.f32", np.float32).astype(np.float64).reshape(n, k, hw)
@@ -59,7 +60,9 @@ def main():
                   % (d, f, e, scale, i, c[i], g[i]))
             bad = 1
     print("%s: loss %.9g, gradient max %.3g" % (o.get("loss"), loss.item(), scale))
-    sys.exit(bad)
+    return bad
 
 
-main()
+args = sys.argv[1:]
+results = [check(args[i], args[i + 1]) for i in range(0, len(args) - 1, 2)]
+sys.exit(1 if not args or any(results) else 0)

@@ -76,8 +76,9 @@ class Run:
         return np.fromfile(os.path.join(self.d, name), dtype="<f4")
 
 
-def torch_side(model, r, dtype, channels_last):
-    """All the compared results from PyTorch at dtype, as numpy float64."""
+def torch_side(model, r, dtype, channels_last, forward_only=False):
+    """All the compared results from PyTorch at dtype, as numpy float64;
+    with forward_only those compare() then looks at: no backward, no steps."""
     res = {}
     fmt = torch.channels_last if channels_last else torch.contiguous_format
     net = EngineNet(model, r.run["dropout_seeds"]).to(dtype)
@@ -94,21 +95,23 @@ def torch_side(model, r, dtype, channels_last):
 
     lab = torch.from_numpy(r.labels.astype(np.int64))
     fresh()
-    x = xin(True)
+    x = xin(not forward_only)
     logits = net(x)
     loss = loss_fn(model, logits, lab, smooth)
-    loss.backward()
     res["logits"] = logits.detach().double().numpy()
     res["loss"] = float(loss.detach())
-    res["dx"] = x.grad.double().numpy()
-    res["grads"] = np.concatenate([p.grad.double().reshape(-1).numpy() for p in net.parameters()])
+    if not forward_only:
+        loss.backward()
+        res["dx"] = x.grad.double().numpy()
+        res["grads"] = np.concatenate([p.grad.double().reshape(-1).numpy()
+                                       for p in net.parameters()])
     res["bn"] = {L["name"]: (m.running_mean.double().numpy().copy(),
                              m.running_var.double().numpy().copy()) for L, m in net.bn_modules()}
     net.eval()
     with torch.no_grad():
         res["eval"] = net(xin()).double().numpy()
 
-    for kind in ("sgd", "adamw"):
+    for kind in ("sgd", "adamw") if not forward_only else ():
         s = r.run[kind]
         fresh()
         if kind == "sgd":
@@ -141,11 +144,10 @@ def compare(model, r, ref, t32, tol, tol32=None, forward_only=False):
 
     add("logits (train)", r.f32("logits.f32").reshape(r.out_shape), ref["logits"], t32["logits"])
     add("loss", r.run["loss"], ref["loss"], t32["loss"])
-    add("input gradient", r.f32("dx.f32").reshape(r.x.shape), ref["dx"], t32["dx"])
-    g = r.f32("grads.f32")
-    tiny = block_tiny(ref["grads"])
-    if forward_only:
-        rows.pop()
+    if not forward_only:
+        add("input gradient", r.f32("dx.f32").reshape(r.x.shape), ref["dx"], t32["dx"])
+        g = r.f32("grads.f32")
+        tiny = block_tiny(ref["grads"])
     for name, off, n in names if not forward_only else ():
         add("grad " + name, g[off:off + n], ref["grads"][off:off + n], t32["grads"][off:off + n],
             tiny=tiny)
@@ -189,8 +191,8 @@ def main():
     with open(args.model) as f:
         model = json.load(f)
     r = Run(model, args.dir)
-    ref = torch_side(model, r, torch.float64, False)
-    t32 = torch_side(model, r, torch.float32, args.channels_last)
+    ref = torch_side(model, r, torch.float64, False, args.forward_only)
+    t32 = torch_side(model, r, torch.float32, args.channels_last, args.forward_only)
     rows = compare(model, r, ref, t32, args.tol, args.tol32, args.forward_only)
     bad = [row for row in rows if not (row[1] <= row[3] and row[2] <= row[4])]
     worst = max(rows, key=lambda row: max(row[1] / row[3], row[2] / row[4]))

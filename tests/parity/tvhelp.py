@@ -1,10 +1,14 @@
 """tvhelp.py: what resnet_import.py, unet_resnet.py and fpn_deeplab.py
-share: the check log, python3 -m cdpool import-torch, torchvision ResNets
+share: the check log, python3 -m cdpool import-torch (its main, in this
+process), torchvision ResNets
 with seeded random weights and batchnorm statistics, the relative error,
 the comparison of a model_dump run with cdpool.torch_model's twin."""
+import contextlib
+import io
 import os
 import subprocess
 import sys
+import types
 
 import numpy as np
 import torch
@@ -21,8 +25,19 @@ def check(ok, what):
 
 
 def imp(sd_path, model, out, *extra):
-    return subprocess.run([PY, "-m", "cdpool", "import-torch", sd_path, "--model", model,
-                           "-o", out] + list(extra), capture_output=True, text=True)
+    """python3 -m cdpool import-torch SD_PATH --model MODEL -o OUT EXTRA..:
+    its exit status (returncode) and stderr. The command's main runs in
+    this process: a Python start that imports torch costs seconds of CPU,
+    and these tests import a dozen times (the command line itself is run
+    by tests/predict and tests/train)."""
+    from cdpool.__main__ import main
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        try:
+            rc = main(["import-torch", sd_path, "--model", model, "-o", out] + list(extra))
+        except SystemExit as e:         # argparse's refusals
+            rc = e.code
+    return types.SimpleNamespace(returncode=rc, stderr=err.getvalue())
 
 
 def seeded(depth, classes):

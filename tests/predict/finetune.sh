@@ -27,29 +27,44 @@ train() {
 		--lr 0.05 --schedule constant --warmup 0 --weight-decay 0.001 --model "$CFG" "$@" ||
 		fail "cdp-train $out $*"
 }
-# 1: the encoder as torchvision's, the head not; 0: the encoder not as torchvision's
+# check RUN 1|0 MESSAGE: RUN's checkpoint as it is now, with 1: the encoder
+# as torchvision's, the head not; 0: the encoder not as torchvision's. The
+# checks run together in check_all, in one Python (torch's import costs
+# seconds of CPU a start).
 check() {
+	n=$(($(wc -l <"$T/checks") + 1))
+	cp "$T/$1/checkpoint.cdpt" "$T/check$n.cdpt"
+	printf '%s\t%s\t%s\n' "$T/check$n.cdpt" "$2" "$1: $3" >>"$T/checks"
+}
+: >"$T/checks"
+check_all() {
 	"$PYTHON" -c '
 import sys, numpy as np, torch
 from cdpool import load_checkpoint
 sd = torch.load(sys.argv[1])
-ck = load_checkpoint(sys.argv[2])
-frozen = sys.argv[3] == "1"
 names = {"w": "weight", "b": "bias", "mean": "running_mean", "var": "running_var"}
-same = {}
-for d in (ck.params, ck.buffers):
-    for name, t in d.items():
-        layer, suf = name.rsplit(".", 1)
-        if layer != "fc":
-            same[name] = np.array_equal(t, sd[layer + "." + names[suf]].numpy())
-assert len(same) == 60 + 40, len(same)
-if frozen:
-    bad = [k for k, v in same.items() if not v]
-    assert not bad, "frozen tensors changed: %s" % bad[:5]
-else:
-    for k in ("conv1.w", "layer1.0.conv1.w", "layer4.1.bn2.w", "bn1.mean", "layer2.0.bn1.var"):
-        assert not same[k], "%s did not train after the unfreeze" % k' \
-	"$T/r18.pth" "$T/$1/checkpoint.cdpt" "$2" || fail "$1: $3"
+bad_runs = []
+for line in open(sys.argv[2]):
+    path, frozen, what = line.rstrip("\n").split("\t")
+    ck = load_checkpoint(path)
+    same = {}
+    for d in (ck.params, ck.buffers):
+        for name, t in d.items():
+            layer, suf = name.rsplit(".", 1)
+            if layer != "fc":
+                same[name] = np.array_equal(t, sd[layer + "." + names[suf]].numpy())
+    if len(same) != 60 + 40:
+        bad_runs.append("%s (%d tensors)" % (what, len(same)))
+    elif frozen == "1":
+        bad = [k for k, v in same.items() if not v]
+        if bad:
+            bad_runs.append("%s (frozen tensors changed: %s)" % (what, bad[:5]))
+    else:
+        bad = [k for k in ("conv1.w", "layer1.0.conv1.w", "layer4.1.bn2.w", "bn1.mean",
+                           "layer2.0.bn1.var") if same[k]]
+        if bad:
+            bad_runs.append("%s (%s did not train after the unfreeze)" % (what, bad))
+assert not bad_runs, "; ".join(bad_runs)' "$T/r18.pth" "$T/checks" || fail "the encoder checks"
 }
 
 echo "== frozen encoder"
@@ -95,6 +110,7 @@ for d, e in ((a.params, b.params), (a.buffers, b.buffers)):
     assert not bad, bad[:5]
 assert np.array_equal(a.optim["v"], b.optim["v"])' "$T/a/checkpoint.cdpt" "$T/b/checkpoint.cdpt" ||
 	fail "the resumed run differs from the uninterrupted one"
+check_all
 
 echo "== refusals"
 expect_fail 1 "--freeze: 'encoder.' matches no layer name" \

@@ -40,16 +40,24 @@ run_recipe() {
 }
 
 # import_r18 CFG OUT: torchvision's resnet18, seeded with 5, saved as
-# $T/r18.pth and imported by python3 -m cdpool import-torch for the model
-# CFG (a cfg path with its overrides) into OUT, the importer's notes in
-# $T/imp.err; skips (77) without torchvision. The caller puts python/ on
-# PYTHONPATH.
+# $T/r18.pth and imported by python3 -m cdpool import-torch (its main, in
+# the same Python: each start that imports torch costs seconds) for the
+# model CFG (a cfg path with its overrides) into OUT, the importer's notes
+# in $T/imp.err; skips (77) without torchvision. The caller puts python/
+# on PYTHONPATH.
 import_r18() {
-	"$PYTHON" -c "import torch, torchvision" 2>/dev/null || { echo "SKIP: no torchvision" >&2; exit 77; }
+	rc=0
 	"$PYTHON" -c '
-import sys, torch, torchvision
+import sys
+try:
+    import torch, torchvision
+except ImportError:
+    sys.exit(77)
+from cdpool.__main__ import main
 torch.manual_seed(5)
-torch.save(torchvision.models.resnet18().state_dict(), sys.argv[1])' "$T/r18.pth" &&
-	"$PYTHON" -m cdpool import-torch "$T/r18.pth" --model "$1" -o "$2" 2>"$T/imp.err" ||
-		fail "import-torch: $(cat "$T/imp.err")"
+torch.save(torchvision.models.resnet18().state_dict(), sys.argv[1])
+sys.exit(main(["import-torch", sys.argv[1], "--model", sys.argv[2], "-o", sys.argv[3]]))' \
+		"$T/r18.pth" "$1" "$2" 2>"$T/imp.err" || rc=$?
+	[ "$rc" -ne 77 ] || { echo "SKIP: no torchvision" >&2; exit 77; }
+	[ "$rc" -eq 0 ] || fail "import-torch: $(cat "$T/imp.err")"
 }

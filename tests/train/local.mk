@@ -6,6 +6,8 @@ TRAIN_TESTS = tests/train/test_loader tests/train/test_loader_sample tests/train
 if HAVE_MPI
 UNIT_TESTS += $(TRAIN_TESTS)
 check_PROGRAMS += $(TRAIN_TESTS)
+# what test_loader, test_loader_sample and test_loader_raw run to make their pool
+UNIT_TEST_TOOLS += cdp-tile$(EXEEXT) cdp-lmdbpack$(EXEEXT) cdp-keyshuffle$(EXEEXT)
 TESTS += tests/train/profile.sh tests/train/train.sh tests/train/train_fail.sh \
 	tests/train/resume_sync.sh tests/train/device.sh tests/train/loss_scale.sh \
 	tests/train/data_path.sh tests/train/consensus.sh tests/train/standardize.sh \
