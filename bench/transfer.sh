@@ -9,7 +9,9 @@
 # which a seeded BENCH_FRAC (10%) is kept for training; a third scene is
 # held out, predicted whole by cdp-predict and scored by cdp-evaluate (road
 # IoU). Each variant trains BENCH_STEPS steps of batch 8 (adamw at the
-# cfg's lr 0.001, warmup 20, cosine), the same tiles per seed:
+# cfg's lr 0.001, warmup 20, cosine; loss ce+dice: plain ce on 2-3% road
+# pixels is bimodal over seeds at a few hundred steps, bench/recipe.sh),
+# the same tiles per seed:
 #   unet     unet.cfg (width 16, depth 4: 1.9M parameters) from scratch
 #   r18      unet-resnet18.cfg (14.3M) from scratch
 #   r18pre   unet-resnet18.cfg with --init from the classifier: every
@@ -24,8 +26,10 @@
 # step), then each variant's mean, min and max over the seeds, and the
 # wall time of the whole run. Scores do not depend on the machine's load;
 # the times do.
-# Time: about 30 minutes on 2 cores at the defaults (3 seeds, 300 steps);
-# shrink it with BENCH_SEEDS="1" and BENCH_STEPS / BENCH_PRE_STEPS.
+# Time: within 30 minutes on 2 quiet cores at the defaults (3 seeds, 300
+# steps; estimated from the step costs, ~0.3 s a unet-resnet18 step, not
+# yet timed whole on a quiet machine); shrink it with BENCH_SEEDS="1",
+# BENCH_STEPS, BENCH_PRE_STEPS, BENCH_CHIPS and BENCH_SIZE.
 #   usage: bench/transfer.sh [BUILDDIR]
 #   env: BENCH_SEEDS ("1 2 3"), BENCH_STEPS (300), BENCH_PRE_STEPS (300),
 #        BENCH_CHIPS (2000), BENCH_SIZE (1024), BENCH_FRAC (0.1),
@@ -107,7 +111,7 @@ run() {
 	t0=$(date +%s.%N)
 	# shellcheck disable=SC2086
 	"$build/cdp-train" --db "$tmp/pool" --keys "$tmp/keys.$s" --out "$d/run" --seed "$s" \
-		--model "$models/$cfg:in_h=64,in_w=64,warmup=20" $init --steps "$steps" --batch 8 \
+		--model "$models/$cfg:in_h=64,in_w=64,warmup=20,loss=ce+dice" $init --steps "$steps" --batch 8 \
 		--threads "$T" --log-every 1000 >"$d/log" 2>&1 || { tail -3 "$d/log" >&2; exit 1; }
 	t1=$(date +%s.%N)
 	# what --init took (train.log's line), once
