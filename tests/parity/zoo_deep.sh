@@ -21,7 +21,7 @@
 # pixel's gradient over its whole channel: 0.5-1.6% on the upstream
 # gradients, the engine's and PyTorch float32's alike, seed by seed
 # (unet_parity.sh compares gradients on the small nets).
-# Budget: about 40 s of CPU (6 imports and model_dump runs, 12 twin
-# forwards; the resnet50 decoders dominate).
+# Budget: about 60 s of CPU (measured 37 s user and 24 s system on 2
+# cores: 6 imports and model_dump runs, 12 twin forwards).
 # Needs torch and torchvision in $PYTHON (/usr/bin/python3); skips (77) without.
 . "$(dirname "$0")/resnet_import.sh"
