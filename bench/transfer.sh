@@ -116,7 +116,7 @@ run() {
 	t1=$(date +%s.%N)
 	# what --init took (train.log's line), once
 	[ -z "$init" ] || [ -f "$tmp/init.shown" ] ||
-		{ grep -h "init:" "$d/run/train.log" | head -1; : >"$tmp/init.shown"; }
+		{ grep -h "init:" "$d/run/train.log" | head -1 | cut -d";" -f1; : >"$tmp/init.shown"; }
 	"$build/cdp-predict" -q --threads "$T" "$d/run" "$tmp/scene3.tif" -o "$d/pred.tif"
 	"$build/cdp-evaluate" --json "$d/pred.tif" "$tmp/scene3_mask.tif" >"$d/eval.json"
 	"$PY" -c 'import json, sys
