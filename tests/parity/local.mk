@@ -12,5 +12,8 @@ TESTS += tests/parity/unet_resnet.sh
 # torchvision ResNet weights, their encoders' stages are torchvision's
 # (dilated for DeepLabv3+) and they run as the PyTorch twin does
 TESTS += tests/parity/fpn_deeplab.sh
+# zoo_deep.sh: {unet,fpn,deeplabv3plus}-resnet{34,50}.cfg on torchvision
+# ResNet weights run forward as the PyTorch twin does
+TESTS += tests/parity/zoo_deep.sh
 endif
 EXTRA_DIST += tests/parity
