@@ -18,14 +18,8 @@
 . "$CDP_SRCDIR/tests/tools/common.sh"
 need_python
 cd "$T"
-G="$CDP_SRCDIR/share/cdpool/examples/genpair.py"
-"$PYTHON" "$G" --size 512 --seed 1 a.tif b.tif change.tif
-"$PYTHON" "$G" --size 256 --seed 2 --origin 501000,5800000 ha.tif hb.tif hchange.tif
-cdp-tile -q -s 64 --time a.tif,b.tif --label change.tif | cdp-lmdbpack -q pool
-cdp-keyshuffle -q --seed 1 -o keys pool
-cdp-train -q --db pool --keys keys \
-	--model "$CDP_SRCDIR/share/cdpool/models/siamese-unet.cfg:width=8,depth=3,in_h=64,in_w=64,fusion=2" \
-	--batch 8 --steps 150 --warmup 10 --lr 0.003 --threads 2 --out run || fail "training failed"
+change_pair
+change_train "$CDP_SRCDIR/share/cdpool/models/siamese-unet.cfg:width=8,depth=3,in_h=64,in_w=64,fusion=2"
 cdp-predict -q run --time ha.tif,hb.tif -o map.tif
 "$PYTHON" - <<'EOF2' || fail "windows"
 from osgeo import gdal

@@ -61,3 +61,25 @@ sys.exit(main(["import-torch", sys.argv[1], "--model", sys.argv[2], "-o", sys.ar
 	[ "$rc" -ne 77 ] || { echo "SKIP: no torchvision" >&2; exit 77; }
 	[ "$rc" -eq 0 ] || fail "import-torch: $(cat "$T/imp.err")"
 }
+
+# change_pair: in the current folder, the generated pair of dates the
+# change tests learn from (genpair.py, seed 1, 512x512: a.tif b.tif
+# change.tif, tiled 64x64 with --time into 'pool', shuffled into 'keys')
+# and the held-out pair (seed 2, 256x256: ha.tif hb.tif hchange.tif).
+# G is left naming genpair.py.
+change_pair() {
+	G="$CDP_SRCDIR/share/cdpool/examples/genpair.py"
+	"$PYTHON" "$G" --size 512 --seed 1 a.tif b.tif change.tif
+	"$PYTHON" "$G" --size 256 --seed 2 --origin 501000,5800000 ha.tif hb.tif hchange.tif
+	cdp-tile -q -s 64 --time a.tif,b.tif --label change.tif | cdp-lmdbpack -q pool
+	cdp-keyshuffle -q --seed 1 -o keys pool
+}
+
+# change_train MODEL: the change tests' training run (150 steps of batch 8,
+# warm-up 10, lr 0.003, 2 threads) of MODEL (a cfg path with its
+# overrides) on change_pair's pool, into 'run'.
+change_train() {
+	cdp-train -q --db pool --keys keys --model "$1" \
+		--batch 8 --steps 150 --warmup 10 --lr 0.003 --threads 2 --out run ||
+		fail "training failed"
+}
