@@ -20,6 +20,7 @@
 #include "net.h"
 #include "optim.h"
 #include "tap.h"
+#include "test_models.h"
 
 #ifndef CDP_SRCDIR
 #define CDP_SRCDIR "."
@@ -38,18 +39,6 @@ typedef struct result {
 	float *params;          /* host copy after the last step */
 	size_t nparams;
 } result;
-
-/* share/cdpool/models/NAME through cdp_cfg_read; NULL with a message */
-static char *read_model(const char *name)
-{
-	const char *dir = getenv("CDP_SRCDIR") ? getenv("CDP_SRCDIR") : CDP_SRCDIR;
-	char path[4096], err[512], *text;
-
-	snprintf(path, sizeof path, "%s/share/cdpool/models/%s", dir, name);
-	if (cdp_cfg_read(path, &text, err, sizeof err) < 0)
-		fprintf(stderr, "%s\n", err);
-	return text;
-}
 
 /* The fixed batch: input N(0,1), labels uniform over the classes. */
 static void fill_batch(cdp_net *net, const cdp_loss *loss, int32_t *dlab, int hw)

@@ -30,6 +30,7 @@
 #include "net.h"
 #include "optim.h"
 #include "tap.h"
+#include "test_models.h"
 
 #define SIDE 64
 #define NPIX (SIDE * SIDE)
@@ -105,18 +106,6 @@ static void texture_tile(uint64_t seed, int cls, float *img)
 				img[ch * NPIX + y * SIDE + x] =
 					(float)((on ? a[ch] : b[ch]) + noise(&r, 0.5) - 0.5);
 		}
-}
-
-/* share/cdpool/models/NAME through cdp_cfg_read; NULL with a message */
-static char *read_model(const char *name)
-{
-	const char *dir = getenv("CDP_SRCDIR") ? getenv("CDP_SRCDIR") : CDP_SRCDIR;
-	char path[4096], err[512], *text;
-
-	snprintf(path, sizeof path, "%s/share/cdpool/models/%s", dir, name);
-	if (cdp_cfg_read(path, &text, err, sizeof err) < 0)
-		fprintf(stderr, "%s\n", err);
-	return text;
 }
 
 typedef struct fit {

@@ -37,6 +37,7 @@
 #include "loss.h"
 #include "net.h"
 #include "tap.h"
+#include "test_models.h"
 
 #ifndef CDP_SRCDIR
 #define CDP_SRCDIR "."
@@ -75,17 +76,6 @@ typedef struct step_out {
 } step_out;
 
 static cdp_backend *be;
-
-static char *read_model(const char *name)
-{
-	const char *dir = getenv("CDP_SRCDIR") ? getenv("CDP_SRCDIR") : CDP_SRCDIR;
-	char path[4096], err[512], *text;
-
-	snprintf(path, sizeof path, "%s/share/cdpool/models/%s", dir, name);
-	if (cdp_cfg_read(path, &text, err, sizeof err) < 0)
-		fprintf(stderr, "%s\n", err);
-	return text;
-}
 
 static float *host(const float *dev, size_t n)
 {
