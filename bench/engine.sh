@@ -76,7 +76,9 @@ if [ "$prec" = bf16 ]; then
 	fi
 	echo "cpu flags: $(grep -m1 '^flags' /proc/cpuinfo | tr ' ' '\n' |
 		grep -E '^(avx512f|avx512_bf16|amx_bf16|amx_tile)$' | tr '\n' ' ')"
-	echo "ours: bf16 kernels of CDP_CPU_ISA=${CDP_CPU_ISA:-(best)}; torch: autocast bf16" \
+	echo "ours: bf16 kernels $("$bench" -t 1 -n 1 -w 0 -p bf16 -i 3,32,32 -b 2 "$models/classifier.cfg" |
+		sed 's/.*"kernels": "\([^"]*\)".*/\1/') (CDP_CPU_ISA=${CDP_CPU_ISA:-best}," \
+		"CDP_CPU_BF16=${CDP_CPU_BF16:-default}); torch: autocast bf16" \
 		"${ONEDNN_MAX_CPU_ISA:+(ONEDNN_MAX_CPU_ISA=$ONEDNN_MAX_CPU_ISA)}"
 fi
 echo "threads: $T; steps: $warmup warm-up + $steps timed, $repeat runs each; torch $tv ($PY)"

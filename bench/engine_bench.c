@@ -290,9 +290,9 @@ int main(int argc, char **argv)
 	       "\"steps\": %d, \"seconds\": %.6f, \"samples_per_s\": %.4f, \"forward_s\": %.6f, "
 	       "\"backward_s\": %.6f, \"optim_s\": %.6f, \"loss\": %.6f, \"nparams\": %zu, "
 	       "\"maxrss_kib\": %ld, \"base_kib\": %ld, \"act_kib\": %zu, \"dact_kib\": %zu, "
-	       "\"bf16_stash\": %d}\n", be->name, cdp_precision_name(prec), be->threads,
+	       "\"bf16_stash\": %d, \"kernels\": \"%s\"}\n", be->name, cdp_precision_name(prec), be->threads,
 	       batch, steps, t1, steps * batch / t1, t_fwd, t_bwd, t_opt, res.loss, net.nparams, maxrss_kib(),
-	       base, net.act_bytes >> 10, net.dact_bytes >> 10, net.stash);
+	       base, net.act_bytes >> 10, net.dact_bytes >> 10, net.stash, cdp_device_kernels(be));
 	fflush(stdout);
 	/* the profile after the result line: a failure here loses only itself */
 	if (prof && write_profile(prof_path, &net, cdp_precision_name(prec), steps, t1 / steps) != 0) {

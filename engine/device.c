@@ -74,12 +74,26 @@ const char *cdp_device_env_check(char *want, size_t cap)
 
 	if (v && *v && !cpu_kgemm_isa_known(v, want, cap))
 		return "CDP_CPU_ISA";
+	if ((v = getenv("CDP_CPU_BF16")) && *v && strcmp(v, "dp") != 0 && strcmp(v, "fma") != 0) {
+		snprintf(want, cap, "dp or fma");
+		return "CDP_CPU_BF16";
+	}
 	for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++)
 		if ((v = getenv(flags[i])) && *v && strcmp(v, "0") != 0 && strcmp(v, "1") != 0) {
 			snprintf(want, cap, "0 or 1");
 			return flags[i];
 		}
 	return NULL;
+}
+
+const char *cdp_device_kernels(const cdp_backend *be)
+{
+	const char *k;
+
+	if (be->device >= 0)
+		return "cuda";
+	k = be->precision == CDP_PREC_BF16 ? cpu_kgemm_bf16() : cpu_kgemm_isa();
+	return k ? k : "?";
 }
 
 const char *cdp_device_precision_why(const cdp_backend *be, int prec)

@@ -23,7 +23,7 @@ int cdp_device_pick(const char *spec, int ngpu, int local_rank);
  * (torchrun and the like), MPI_LOCALRANKID (MPICH, Intel MPI) that holds a
  * number >= 0; else -1. */
 int cdp_device_env_local_rank(void);
-/* The backends' settings of the environment (CDP_CPU_ISA, CDP_CPU_BF16_EMU,
+/* The backends' settings of the environment (CDP_CPU_ISA, CDP_CPU_BF16, CDP_CPU_BF16_EMU,
  * CDP_CUDNN_BENCHMARK, CDP_CUDNN_VERBOSE), checked before a backend reads them, which would take
  * a value it does not know for the default: NULL when each is unset, empty
  * or allowed, else the first variable that is not, with what it allows in
@@ -40,6 +40,9 @@ int cdp_device_preselect(const char *spec);
 /* Why be refused set_precision(prec), for the programs' message: a
  * parenthesized clause ("" on CUDA, whose refusals need no comment). */
 const char *cdp_device_precision_why(const cdp_backend *be, int prec);
+/* The kernels be's products run on in its precision, for logs and
+ * benchmarks: the CPU's set ("avx512", "avx512bf16-fma", ...) or "cuda". */
+const char *cdp_device_kernels(const cdp_backend *be);
 /* Opens the backend; NULL with a one-line reason in err. */
 cdp_backend *cdp_device_open(const char *spec, int threads, int local_rank, char *err, size_t cap);
 

@@ -116,6 +116,28 @@ int cpu_kgemm_force(const char *isa);
  * "emulated" where it has none and CDP_CPU_BF16_EMU=1 (for tests), else
  * NULL (cpu_set_precision then refuses CDP_PREC_BF16). */
 const char *cpu_kgemm_bf16(void);
+/* For tests: use the bf16 set named ("amx", "avx512bf16",
+ * "avx512bf16-fma", "emulated") whatever the defaults, or NULL: back to
+ * them; -1 when the CPU cannot run it. */
+int cpu_kgemm_bf16_force(const char *name);
+/* Whether be's products take B of the _tab and _seg kernels as given, in
+ * bf16 values (the avx512bf16-fma set: cpu_gemm_bf16r.c): the implicit
+ * convolutions then round their slices as they fill them. */
+int cpu_bf16_rounds_copies(const cdp_backend *be);
+/* y[0..n) = x rounded to bf16 (y == x allowed) */
+void cpu_bf16_round_run(float *y, const float *x, size_t n);
+/* The op number cpu_bf16_new_op advances */
+unsigned long cpu_bf16_op(void);
+/* The chosen instruction set's fp32 kernels, whatever be's precision */
+void cpu_kgemm_fp32_nn(int, int, int, const float *, long, long, const float *, long, float,
+                       float *, long);
+void cpu_kgemm_fp32_nn_tab(int, int, int, const float *, long, long, const float *,
+                           const long *, float, float *, long);
+void cpu_kgemm_fp32_nt(int, int, int, const float *, long, const float *, long, float *, long);
+void cpu_kgemm_fp32_nt_tab(int, int, int, const float *, long, const float *, const long *,
+                           float *, long);
+void cpu_kgemm_fp32_nt_seg(int, int, int, int, const float *, long, long, const float *,
+                           const long *, long, float *, long);
 /* Whether isa names one of this build's kernels (CDP_CPU_ISA's values);
  * names gets them as "avx512bf16, avx512, avx2 or sse2" either way. */
 int cpu_kgemm_isa_known(const char *isa, char *names, size_t cap);
@@ -163,6 +185,7 @@ void cpu_bf16_new_op(void);
 CPU_BF16_DECL(cpu_bf16f)
 CPU_BF16_DECL(cpu_bf16e)
 CPU_BF16_DECL(cpu_bf16a)
+CPU_BF16_DECL(cpu_bf16r)
 
 /* ---- memory and BLAS-like (cpu_backend.c) ---- */
 void *cpu_alloc(cdp_backend *be, size_t bytes);

@@ -119,7 +119,7 @@ static void make_table(const corr *c, long *tab)
 /* Padded rows [r0, r0 + sr) of sample `in` (input rows r0 - ph, ...),
  * channel s at out + s*chs: every float the gemms read (OW + dil*(KW-1)
  * <= Wp columns of rows up to r1 - r0 + dil*(KH-1)). */
-static void fill_rows(const corr *c, const float *in, int r0, int sr, float *out)
+static void fill_rows(const corr *c, const float *in, int r0, int sr, int rnd, float *out)
 {
 	for (int s = 0; s < c->s; s++) {
 		const float *is = in + (size_t)s * c->h * c->w;
@@ -131,7 +131,10 @@ static void fill_rows(const corr *c, const float *in, int r0, int sr, float *out
 				continue;
 			}
 			memset(os, 0, (size_t)c->pw * sizeof *os);
-			memcpy(os + c->pw, is + (size_t)ih * c->w, (size_t)c->w * sizeof *os);
+			if (rnd)      /* bf16 operands (cpu_bf16_rounds_copies) */
+				cpu_bf16_round_run(os + c->pw, is + (size_t)ih * c->w, (size_t)c->w);
+			else
+				memcpy(os + c->pw, is + (size_t)ih * c->w, (size_t)c->w * sizeof *os);
 			memset(os + c->pw + c->w, 0, (size_t)c->pw * sizeof *os);
 		}
 	}
@@ -145,6 +148,7 @@ typedef struct ijob {
 	const long *tab;
 	float *out;
 	float beta;
+	int rnd;                 /* round the slice to bf16 as it is filled */
 } ijob;
 
 /* One item of forward or data: output rows [r0, r1) of one sample, row by
@@ -160,7 +164,7 @@ static void corr_item(void *ctx, int it)
 	float *on = j->out + (size_t)n * c->o * c->oh * c->ow;
 
 	fill_rows(c, j->in + (size_t)n * c->s * c->h * c->w, r0, r1 - r0 + c->dil * (c->kh - 1),
-	          slice);
+	          j->rnd, slice);
 	for (int r = r0; r < r1; r++)
 		cpu_kgemm_nn_tab(j->be, c->o, c->ow, k, j->a, j->rs, 1, slice + (size_t)(r - r0) * c->wp,
 		                 j->tab, j->beta, on + (size_t)r * c->ow, (long)c->oh * c->ow);
@@ -180,7 +184,8 @@ static void run_corr(cdp_backend *be, const cpu_corr *p, int n, const float *in,
                      long *tab)
 {
 	ijob j = { .be = be, .c = make_corr(p), .in = in, .a = a, .rs = rs,
-	           .bias = bias, .out = out, .tab = tab, .beta = beta };
+	           .bias = bias, .out = out, .tab = tab, .beta = beta,
+	           .rnd = cpu_bf16_rounds_copies(be) };
 
 	if (cpu_kcol_takes(p)) {
 		cpu_kcol_corr(be, p, n, in, a, rs, bias, beta, out, tab);

@@ -129,7 +129,7 @@ static void make_table(const kcol *k, long *tab)
 
 /* Padded rows [q0, q0 + sr) (input rows q0 - ph, ...) of sample `in`: each
  * block's masked copy at blk + (s*KW + j)*bst, then TAIL zeros. */
-static void fill(const kcol *k, const float *in, int q0, int sr, float *blk)
+static void fill(const kcol *k, const float *in, int q0, int sr, int rnd, float *blk)
 {
 	const cpu_corr *c = &k->c;
 	int ow = c->ow, ra = c->ph - q0, rb = c->h + c->ph - q0;   /* rows in the image */
@@ -151,7 +151,10 @@ static void fill(const kcol *k, const float *in, int q0, int sr, float *blk)
 				 * valid element to the last, then the wrapped columns
 				 * cleared */
 				long t1 = (long)(rb - ra) * ow - (ow - hi);
-				memcpy(d + lo, xs + sh + lo, (size_t)(t1 - lo) * sizeof *d);
+				if (rnd)      /* bf16 operands (cpu_bf16_rounds_copies) */
+					cpu_bf16_round_run(d + lo, xs + sh + lo, (size_t)(t1 - lo));
+				else
+					memcpy(d + lo, xs + sh + lo, (size_t)(t1 - lo) * sizeof *d);
 				for (int r = ra; r < rb; r++, d += ow) {
 					for (int q = 0; q < lo; q++)
 						d[q] = 0.0f;
@@ -162,7 +165,10 @@ static void fill(const kcol *k, const float *in, int q0, int sr, float *blk)
 				for (int r = ra; r < rb; r++, d += ow) {
 					const float *xr = xs + (long)(r - ra) * c->w + sh;
 					memset(d, 0, (size_t)lo * sizeof *d);
-					memcpy(d + lo, xr + lo, (size_t)(hi - lo) * sizeof *d);
+					if (rnd)
+						cpu_bf16_round_run(d + lo, xr + lo, (size_t)(hi - lo));
+					else
+						memcpy(d + lo, xr + lo, (size_t)(hi - lo) * sizeof *d);
 					memset(d + hi, 0, (size_t)(ow - hi) * sizeof *d);
 				}
 			}
@@ -180,6 +186,7 @@ typedef struct kjob {
 	const long *tab;
 	float *out, *dw;
 	float beta;
+	int rnd;                 /* round the slice to bf16 as it is filled */
 } kjob;
 
 /* One item of forward or data: output rows [r0, r1) of one sample, in
@@ -196,7 +203,7 @@ static void corr_item(void *ctx, int it)
 	float *slice = cpu_scratch(j->be, cpu_worker()), *tmp = slice + slice_floats(k);
 	float *out = j->out + (size_t)n * c->o * ldc + (size_t)r0 * c->ow;
 
-	fill(k, j->in + (size_t)n * c->s * c->h * c->w, r0, r1 - r0 + ext(c), slice);
+	fill(k, j->in + (size_t)n * c->s * c->h * c->w, r0, r1 - r0 + ext(c), j->rnd, slice);
 	if (nv > 0)
 		cpu_kgemm_nn_tab(j->be, c->o, nv, kk, j->a, j->rs, 1, slice, j->tab, j->beta, out, ldc);
 	if (nv < np) {
@@ -221,7 +228,8 @@ void cpu_kcol_corr(cdp_backend *be, const cpu_corr *c, int n, const float *in,
                    long *tab)
 {
 	kjob j = { .be = be, .k = make_kcol(c, 0, 0), .n = n, .in = in, .a = a, .rs = rs,
-	           .bias = bias, .beta = beta, .out = out, .tab = tab };
+	           .bias = bias, .beta = beta, .out = out, .tab = tab,
+	           .rnd = cpu_bf16_rounds_copies(be) };
 
 	j.nch = (c->oh + j.k.rows - 1) / j.k.rows;
 	make_table(&j.k, tab);
@@ -248,13 +256,13 @@ static void filter_part(void *ctx, int p)
 		if (g > 0) {
 			int n0 = it * g, gn = j->n - n0 < g ? j->n - n0 : g;
 			for (int q = 0; q < gn; q++)
-				fill(k, j->in + (n0 + q) * plane, 0, c->oh + e, slice + q * k->sb);
+				fill(k, j->in + (n0 + q) * plane, 0, c->oh + e, j->rnd, slice + q * k->sb);
 			cpu_kgemm_nt_seg(j->be, c->o, kk, gn, (int)pix, j->dy + (size_t)n0 * c->o * pix, pix,
 			                 c->o * pix, slice, j->tab, k->sb, dwt, kk);
 		} else {
 			int n = it / j->nch, r0 = (it % j->nch) * k->rows;
 			int r1 = r0 + k->rows < c->oh ? r0 + k->rows : c->oh;
-			fill(k, j->in + n * plane, r0, r1 - r0 + e, slice);
+			fill(k, j->in + n * plane, r0, r1 - r0 + e, j->rnd, slice);
 			cpu_kgemm_nt_tab(j->be, c->o, kk, (r1 - r0) * c->ow,
 			                 j->dy + (size_t)n * c->o * pix + (size_t)r0 * c->ow, pix, slice,
 			                 j->tab, dwt, kk);
@@ -270,7 +278,8 @@ void cpu_kcol_filter(cdp_backend *be, const cpu_corr *c, int n, const float *x,
 	 * 32x32 layers 8%) */
 	long pixels = (long)n * c->oh * c->ow;
 	int g = group_size(c, n, cpu_filter_parts(be->threads, n, pixels));
-	kjob j = { .be = be, .k = make_kcol(c, 1, g), .n = n, .in = x, .dy = dy, .dw = dw, .tab = tab };
+	kjob j = { .be = be, .k = make_kcol(c, 1, g), .n = n, .in = x, .dy = dy, .dw = dw, .tab = tab,
+	           .rnd = cpu_bf16_rounds_copies(be) };
 	size_t fk = (size_t)c->o * c->s * c->kh * c->kw;
 	int items;
 

@@ -30,7 +30,9 @@
  * here for AVX-512 (16 floats), AVX2+FMA (8) and SSE2 (4, every x86-64),
  * and the first call picks the best the CPU has (CDP_CPU_ISA=avx512, avx2
  * or sse2 in the environment caps it). "avx512bf16" is the AVX-512 set on
- * a CPU that also has AVX512_BF16: its bf16 kernels (cpu_gemm_bf16.c) serve
+ * a CPU that also has AVX512_BF16: its bf16 kernels (cpu_gemm_bf16.c, or
+ * with CDP_CPU_BF16=fma, the default on Intel, cpu_gemm_bf16r.c's rounded
+ * operands for this file's kernels) serve
  * a backend in CDP_PREC_BF16; capped below it, bf16 is refused (or, with
  * CDP_CPU_BF16_EMU=1, for tests only, emulated in plain C). Every element of C is summed in a fixed
  * order that depends only on K and the instruction set (not on M, N, the
@@ -125,6 +127,9 @@ static const kernels bf16_fast = { "avx512bf16", NULL, cpu_bf16f_nn, cpu_bf16f_n
 	cpu_bf16f_nt, cpu_bf16f_nt_tab, cpu_bf16f_nt_seg, NULL };
 static const kernels bf16_amx = { "amx", NULL, cpu_bf16a_nn, cpu_bf16a_nn_tab,
 	cpu_bf16a_nt, cpu_bf16a_nt_tab, cpu_bf16a_nt_seg, NULL };
+/* cpu_gemm_bf16r.c: the fp32 kernels on operands rounded to bf16 */
+static const kernels bf16_fma = { "avx512bf16-fma", NULL, cpu_bf16r_nn, cpu_bf16r_nn_tab,
+	cpu_bf16r_nt, cpu_bf16r_nt_tab, cpu_bf16r_nt_seg, NULL };
 #endif
 static const kernels bf16_emulated = { "emulated", NULL, cpu_bf16e_nn, cpu_bf16e_nn_tab,
 	cpu_bf16e_nt, cpu_bf16e_nt_tab, cpu_bf16e_nt_seg, NULL };
@@ -220,25 +225,124 @@ int cpu_kgemm_force(const char *isa)
 	return -1;
 }
 
-/* The set for be's precision: the fp32 kernels, or in bf16 the chosen
- * instruction set's bf16 kernels, else the emulated ones (allowed by
- * cpu_set_precision only with CDP_CPU_BF16_EMU=1). */
-static const kernels *kset(const cdp_backend *be)
+static const kernels *bf16_forced;     /* cpu_kgemm_bf16_force */
+
+/* With AVX512_BF16 and no AMX in use, which products: VDPBF16PS's ("dp",
+ * the avx512bf16 set) or FMAs on rounded operands ("fma", the
+ * avx512bf16-fma set). CDP_CPU_BF16=dp|fma says; by default fma on Intel
+ * CPUs, whose VDPBF16PS issues at half the rate of an FMA (Sapphire and
+ * Emerald Rapids measured, doc/PERFORMANCE.md), dp elsewhere (AMD Zen 4/5
+ * issue it like an FMA, so its two products per lane halve the work). A
+ * fixed rule, not a timing at start-up: the choice sets the order of the
+ * sums, so two runs on one machine must make the same one. */
+#ifdef CPU_BF16_KERNELS
+static int bf16_fma_wanted(void)
+{
+	const char *e = getenv("CDP_CPU_BF16");
+
+	if (e && strcmp(e, "fma") == 0)
+		return 1;
+	if (e && strcmp(e, "dp") == 0)
+		return 0;
+	return __builtin_cpu_is("intel");
+}
+#endif
+
+/* The bf16 set for the chosen instruction set: its own (amx, avx512bf16
+ * or avx512bf16-fma), else the emulated one (allowed by cpu_set_precision
+ * only with CDP_CPU_BF16_EMU=1). */
+static const kernels *bf16_set(void)
 {
 	const kernels *k = kern();
 
-	if (be->precision != CDP_PREC_BF16)
-		return k;
+	if (bf16_forced)
+		return bf16_forced;
+#ifdef CPU_BF16_KERNELS
+	if (k->bf16 == &bf16_fast && bf16_fma_wanted())
+		return &bf16_fma;
+#endif
 	return k->bf16 ? k->bf16 : &bf16_emulated;
+}
+
+/* The set for be's precision: the fp32 kernels, or bf16_set(). */
+static const kernels *kset(const cdp_backend *be)
+{
+	return be->precision != CDP_PREC_BF16 ? kern() : bf16_set();
 }
 
 const char *cpu_kgemm_bf16(void)
 {
 	const char *emu = getenv("CDP_CPU_BF16_EMU");
 
-	if (kern()->bf16)
-		return kern()->bf16->isa;
+	if (bf16_forced || kern()->bf16)
+		return bf16_set()->isa;
 	return emu && strcmp(emu, "1") == 0 ? bf16_emulated.isa : NULL;
+}
+
+int cpu_kgemm_bf16_force(const char *name)
+{
+	const kernels *sets[] = {
+#ifdef CPU_BF16_KERNELS
+		&bf16_amx, &bf16_fast, &bf16_fma,
+#endif
+		&bf16_emulated };
+
+	kern();
+	if (!name) {
+		bf16_forced = NULL;
+		return 0;
+	}
+	for (size_t i = 0; i < sizeof sets / sizeof sets[0]; i++) {
+		if (strcmp(name, sets[i]->isa) != 0)
+			continue;
+#ifdef CPU_BF16_KERNELS
+		if (sets[i] == &bf16_amx ? !has_amx() : sets[i] != &bf16_emulated && !has_avx512bf16())
+			return -1;
+#endif
+		bf16_forced = sets[i];
+		return 0;
+	}
+	return -1;
+}
+
+int cpu_bf16_rounds_copies(const cdp_backend *be)
+{
+#ifdef CPU_BF16_KERNELS
+	return be->precision == CDP_PREC_BF16 && bf16_set() == &bf16_fma;
+#else
+	return 0;
+#endif
+}
+
+/* The fp32 kernels of the chosen instruction set (cpu_gemm_bf16r.c) */
+void cpu_kgemm_fp32_nn(int m, int n, int k, const float *a, long rs, long cs, const float *b,
+                       long ldb, float beta, float *c, long ldc)
+{
+	kern()->nn(m, n, k, a, rs, cs, b, ldb, beta, c, ldc);
+}
+
+void cpu_kgemm_fp32_nn_tab(int m, int n, int k, const float *a, long rs, long cs,
+                           const float *b, const long *boff, float beta, float *c, long ldc)
+{
+	kern()->nn_tab(m, n, k, a, rs, cs, b, boff, beta, c, ldc);
+}
+
+void cpu_kgemm_fp32_nt(int m, int n, int k, const float *a, long lda, const float *b, long ldb,
+                       float *c, long ldc)
+{
+	kern()->nt(m, n, k, a, lda, b, ldb, c, ldc);
+}
+
+void cpu_kgemm_fp32_nt_tab(int m, int n, int k, const float *a, long lda, const float *b,
+                           const long *boff, float *c, long ldc)
+{
+	kern()->nt_tab(m, n, k, a, lda, b, boff, c, ldc);
+}
+
+void cpu_kgemm_fp32_nt_seg(int m, int n, int ns, int seg, const float *a, long lda, long as,
+                           const float *b, const long *boff, long bs, float *c, long ldc)
+{
+	kern()->nt_seg(m, n, ns, seg, a, lda, as, b, boff, bs, c, ldc);
 }
 
 void cpu_kgemm_nn(const cdp_backend *be, int m, int n, int k, const float *a, long rs, long cs,

@@ -22,7 +22,9 @@
  *      unchanged), 4 x 6 per tile, the last partial step masked.
  *    Where VDPBF16PS issues at half the rate of FMA (measured on a
  *    Sapphire Rapids VM), this set is slower than fp32; see
- *    doc/PERFORMANCE.md.
+ *    doc/PERFORMANCE.md. There the avx512bf16-fma set (cpu_gemm_bf16r.c,
+ *    the default on Intel CPUs without AMX) computes the same products
+ *    with cpu_gemm.c's FMAs on rounded operands.
  *  - emulated: plain C with the rounding done in software. It exists for
  *    the tests of CPUs without AVX512_BF16 (cpu_gemm.c uses it only with
  *    CDP_CPU_BF16_EMU=1 in the environment) and is slow.
@@ -184,6 +186,11 @@ static unsigned long op_count;
 void cpu_bf16_new_op(void)
 {
 	__atomic_add_fetch(&op_count, 1, __ATOMIC_RELAXED);
+}
+
+unsigned long cpu_bf16_op(void)
+{
+	return __atomic_load_n(&op_count, __ATOMIC_RELAXED);
 }
 
 static pthread_key_t pack_key;
@@ -759,4 +766,5 @@ BF16_ENTRIES(cpu_bf16f, nn_fast, nts_fast)
 #else
 /* without the intrinsics only the emulated set is built (cpu.h) */
 void cpu_bf16_new_op(void) { }
+unsigned long cpu_bf16_op(void) { return 0; }
 #endif

@@ -10,7 +10,7 @@ ENGINE_TESTS = tests/engine/test_backend tests/engine/test_grad tests/engine/tes
 	tests/engine/test_checkpoint tests/engine/test_ckpt_rank \
 	tests/engine/test_overfit tests/engine/test_determinism tests/engine/test_window \
 	tests/engine/test_metrics tests/engine/test_augment tests/engine/test_backend_table tests/engine/test_model_doc \
-	tests/engine/test_stash
+	tests/engine/test_stash tests/engine/test_bf16_sets
 # the corpus replays of the fuzz harnesses (tests/fuzz/, doc/FUZZING.md)
 ENGINE_TESTS += tests/engine/test_fuzz_ckpt tests/engine/test_fuzz_cfg
 if HAVE_OPENBLAS
@@ -18,9 +18,13 @@ UNIT_TESTS += $(ENGINE_TESTS)
 check_PROGRAMS += $(ENGINE_TESTS) tests/engine/model_dump tests/engine/ckpt_edit
 endif
 ENGINE_TEST_CPPFLAGS = $(ENGINE_CPPFLAGS) -I$(top_srcdir)/tests/unit -DCDP_SRCDIR='"$(abs_top_srcdir)"'
-tests_engine_test_backend_SOURCES = tests/engine/test_backend.c tests/engine/test_backend_ops.h
+tests_engine_test_backend_SOURCES = tests/engine/test_backend.c tests/engine/test_backend_ops.h \
+	tests/engine/conv_ref.h
 tests_engine_test_backend_CPPFLAGS = $(ENGINE_TEST_CPPFLAGS)
 tests_engine_test_backend_LDADD = $(ENGINE_LIBS)
+tests_engine_test_bf16_sets_SOURCES = tests/engine/test_bf16_sets.c tests/engine/conv_ref.h
+tests_engine_test_bf16_sets_CPPFLAGS = $(ENGINE_TEST_CPPFLAGS)
+tests_engine_test_bf16_sets_LDADD = $(ENGINE_LIBS)
 tests_engine_test_grad_SOURCES = tests/engine/test_grad.c
 tests_engine_test_grad_CPPFLAGS = $(ENGINE_TEST_CPPFLAGS)
 tests_engine_test_grad_LDADD = $(ENGINE_LIBS)

@@ -21,6 +21,7 @@
 #include "cdp_rng.h"
 #include "cpu/cpu.h"
 #include "tap.h"
+#include "conv_ref.h"
 
 static cdp_rng rng;
 static cdp_backend *be;
@@ -130,33 +131,6 @@ static void test_blas(void)
 /* ---- convolution ---- */
 
 typedef struct conv_case { int n, c, h, w, f, k, s, p, d; } conv_case;
-
-static void conv_ref(const cdp_conv_desc *d, const float *x, const float *w, const float *b,
-                     const float *dy, double *y, double *dx, double *dw, double *db)
-{
-	for (int n = 0; n < d->n; n++)
-		for (int f = 0; f < d->f; f++)
-			for (int oh = 0; oh < d->oh; oh++)
-				for (int ow = 0; ow < d->ow; ow++) {
-					size_t yi = (((size_t)n * d->f + f) * d->oh + oh) * d->ow + ow;
-					double s = b ? b[f] : 0.0, g = dy[yi];
-					for (int c = 0; c < d->c; c++)
-						for (int i = 0; i < d->kh; i++)
-							for (int j = 0; j < d->kw; j++) {
-								int ih = oh * d->stride - d->pad + i * d->dil;
-								int iw = ow * d->stride - d->pad + j * d->dil;
-								if (ih < 0 || ih >= d->h || iw < 0 || iw >= d->w)
-									continue;
-								size_t xi = (((size_t)n * d->c + c) * d->h + ih) * d->w + iw;
-								size_t wi = (((size_t)f * d->c + c) * d->kh + i) * d->kw + j;
-								s += (double)x[xi] * w[wi];
-								dx[xi] += g * w[wi];
-								dw[wi] += g * x[xi];
-							}
-					y[yi] = s;
-					db[f] += g;
-				}
-}
 
 static void test_conv(void)
 {

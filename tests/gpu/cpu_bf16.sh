@@ -5,8 +5,8 @@
 # output; test_model: logits within 0.1, losses 0.05). The "device" side
 # is a second CPU backend in bf16 (CDP_GPU_TEST_PEER=cpu).
 #  - cpu_bf16.sh: the AMX kernels and the AVX512_BF16 ones (CDP_CPU_ISA=amx,
-#    avx512bf16), each where the CPU has it; skipped (77) where it has
-#    neither;
+#    avx512bf16, the latter with CDP_CPU_BF16=dp and =fma), each where the
+#    CPU has it; skipped (77) where it has neither;
 #  - cpu_bf16_emu.sh: the emulated kernels (CDP_CPU_BF16_EMU=1 with
 #    CDP_CPU_ISA=avx2, below any bf16 instructions), on every CPU.
 # Each passes when no comparison failed and every bf16 case of the GEMM,
@@ -37,7 +37,7 @@ check() {
 		done
 	done
 	[ -z "$missing" ] || fail "not compared in bf16 ($1):$missing"
-	echo "bf16 $1${BF16_EMU:+ (emulated)}: $(grep -c '^ok .*bf16' "$T/test_ops.out") op and" \
+	echo "bf16 $1${CDP_CPU_BF16:+ ($CDP_CPU_BF16)}${BF16_EMU:+ (emulated)}: $(grep -c '^ok .*bf16' "$T/test_ops.out") op and" \
 		"$(grep -c '^ok .*bf16' "$T/test_model.out") model comparisons ok"
 	return 0
 }
@@ -50,11 +50,16 @@ if [ -n "${BF16_EMU:-}" ]; then
 fi
 unset CDP_CPU_BF16_EMU
 ran=
-for isa in amx avx512bf16; do
-	if check $isa; then
+# avx512bf16 twice: VDPBF16PS's products and the FMAs on rounded operands
+# (CDP_CPU_BF16=dp, fma)
+for isa in amx avx512bf16:dp avx512bf16:fma; do
+	unset CDP_CPU_BF16
+	case $isa in *:*) CDP_CPU_BF16=${isa#*:}; export CDP_CPU_BF16 ;; esac
+	if check "${isa%:*}"; then
 		ran="$ran $isa"
 	else
 		echo "no $isa kernels on this CPU"
 	fi
 done
+unset CDP_CPU_BF16
 [ -n "$ran" ] || { echo "SKIP: this CPU has no AVX512_BF16: the fast bf16 kernels untested"; exit 77; }

@@ -105,11 +105,12 @@ long=$(printf '%0400d' 0)
 nl='
 '
 for e in CDP_DIST_THREAD=yes CDP_DIST_STAGE=2 CDP_CPU_ISA=junk CDP_JOB_ID=$long \
-	CDP_CUDNN_BENCHMARK=on CDP_CPU_BF16_EMU=yes; do
+	CDP_CUDNN_BENCHMARK=on CDP_CPU_BF16_EMU=yes CDP_CPU_BF16=vnni; do
 	name=${e%%=*} value=${e#*=}
 	case $name in
 	CDP_CPU_ISA) want='want \(amx, avx512bf16, avx512, avx2 or \)\?sse2' ;;
 	CDP_JOB_ID) want='want 1 to 251 printable ASCII characters' ;;
+	CDP_CPU_BF16) want='want dp or fma' ;;
 	*) want='want 0 or 1' ;;
 	esac
 	expect_fail 1 "^cdp-train: $name: '$value': $want\$" env "$e" cdp-train $C --out "$T/env" --steps 1
@@ -118,7 +119,7 @@ for e in CDP_DIST_THREAD=yes CDP_DIST_STAGE=2 CDP_CPU_ISA=junk CDP_JOB_ID=$long 
 done
 expect_fail 1 "^cdp-train: CDP_JOB_ID: 'a?b': want" env CDP_JOB_ID="a${nl}b" cdp-train $C --out "$T/env" --steps 1
 # the allowed values still train
-env CDP_DIST_THREAD=0 CDP_DIST_STAGE=1 CDP_CPU_ISA=sse2 CDP_JOB_ID=job-7 cdp-train $C \
+env CDP_DIST_THREAD=0 CDP_DIST_STAGE=1 CDP_CPU_ISA=sse2 CDP_JOB_ID=job-7 CDP_CPU_BF16=dp cdp-train $C \
 	--out "$T/env" --steps 1 || fail "allowed settings refused"
 expect_fail 2 "^cdp-train: --model: an override holds control character 0x0a at byte [0-9]*: each KEY=VALUE is one line of the cfg\$" \
 	cdp-train --db "$T/pool" --keys "$T/train.keys" --model "$SMALL:width=4${nl}depth=9" --out "$T/nl" --steps 1

@@ -32,6 +32,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "device.h"
 #include "cdp_dtype.h"
 #include "cdp_error.h"
 #include "cdp_progress.h"
@@ -445,8 +446,9 @@ static int train_loop(trainer *t)
 		snprintf(dev, sizeof dev, "%s:%d", t->be->name, t->be->device);
 	else
 		snprintf(dev, sizeof dev, "%s", t->be->name);
-	tr_logf(t, "device %s, precision %s, loss scale %g, all-reduce %s%s%s", dev,
-	        cdp_precision_name(o->precision), t->scale, cdp_dist_algo_name(t->algo),
+	tr_logf(t, "device %s, precision %s (kernels %s), loss scale %g, all-reduce %s%s%s", dev,
+	        cdp_precision_name(o->precision), cdp_device_kernels(t->be), t->scale,
+	        cdp_dist_algo_name(t->algo),
 	        cdp_dist_staged() ? " staged through host memory" : "",
 	        cdp_dist_threaded() ? " on a communication thread" : "");
 	tr_buckets_log(t);

@@ -1,0 +1,207 @@
+/* test_bf16_sets.c: each set of bf16 kernels the CPU can run (cpu_gemm.c:
+ * "emulated" everywhere, "avx512bf16" and "avx512bf16-fma" with
+ * AVX512_BF16, "amx" with AMX) computes exactly bf16's products: the
+ * convolutions (forward, data and filter gradients, every plan) and the
+ * GEMM against a double-precision reference taken on the operands rounded
+ * to bf16 (cpu_bf16_round), at fp32's tolerance (1e-5 of the largest
+ * value, as test_backend.c).
+ *
+ * Why the tolerance bites: an operand left in fp32 moves a result by up to
+ * 2^-9 of its terms, a hundred times more; each case first checks that its
+ * rounded and unrounded references differ by more than ten times the
+ * tolerance, so a set that skipped the rounding of any operand (the
+ * avx512bf16-fma set rounds the implicit convolutions' slices where they
+ * are filled, and the filters and dy in its wrappers) fails here.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include "cdp_rng.h"
+#include "cpu/cpu.h"
+#include "tap.h"
+#include "conv_ref.h"
+
+static cdp_rng rng;
+static cdp_backend *be;
+static const char *set = "";
+
+static float *rnd(size_t n)
+{
+	float *p = be->alloc(be, n * sizeof(float) + 4);
+	for (size_t i = 0; i < n; i++)
+		p[i] = (float)(cdp_rng_double(&rng) * 2.0 - 1.0);
+	return p;
+}
+
+static float *rounded(const float *x, size_t n)
+{
+	float *r = malloc((n ? n : 1) * sizeof *r);
+	for (size_t i = 0; i < n; i++)
+		r[i] = cpu_bf16_round(x[i]);
+	return r;
+}
+
+static double scale_of(const double *ref, size_t n)
+{
+	double s = 1.0;
+	for (size_t i = 0; i < n; i++)
+		if (fabs(ref[i]) > s)
+			s = fabs(ref[i]);
+	return s;
+}
+
+#define TOL 1e-5
+
+/* max |a - ref| <= TOL * max(1, max |ref|); and the rounding shows: some
+ * |ref - unrounded| > 10 * TOL * scale (unr NULL: not checked) */
+static void near(const float *a, const double *ref, const double *unr, size_t n,
+                 const char *what)
+{
+	double scale = scale_of(ref, n), worst = 0.0, gap = 0.0;
+	size_t at = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		double e = fabs(a[i] - ref[i]);
+		if (!(e <= worst)) {
+			worst = e;
+			at = i;
+		}
+		if (unr && fabs(ref[i] - unr[i]) > gap)
+			gap = fabs(ref[i] - unr[i]);
+	}
+	CHECK(worst <= TOL * scale, "[%s] %s: max error %.3g at %zu (%.7g vs %.7g), scale %.3g",
+	      set, what, worst, at, n ? a[at] : 0.0, n ? ref[at] : 0.0, scale);
+	if (unr)
+		CHECK(gap > 10 * TOL * scale, "[%s] %s: bf16 rounding moves the reference by only %.3g",
+		      set, what, gap);
+}
+
+typedef struct ccase { int n, c, h, w, f, k, s, p, d; } ccase;
+
+static void conv_case(const ccase *cc, int ci)
+{
+	cdp_conv_desc d = { cc->n, cc->c, cc->h, cc->w, cc->f, cc->k, cc->k, cc->s, cc->p, cc->d, 0, 0 };
+	char what[96];
+
+	if (cdp_conv_desc_init(&d) < 0) {
+		CHECK(0, "case %d: desc_init failed", ci);
+		return;
+	}
+	size_t nx = (size_t)d.n * d.c * d.h * d.w, ny = (size_t)d.n * d.f * d.oh * d.ow;
+	size_t nw = (size_t)d.f * d.c * d.kh * d.kw, nf = (size_t)d.f;
+	float *x = rnd(nx), *w = rnd(nw), *b = rnd(nf), *dy = rnd(ny);
+	float *xr = rounded(x, nx), *wr = rounded(w, nw), *dyr = rounded(dy, ny);
+	float *y = rnd(ny), *dx = rnd(nx), *dw = rnd(nw), *db = rnd(nf);
+	double *ry = calloc(ny, sizeof *ry), *rdx = calloc(nx, sizeof *rdx);
+	double *rdw = calloc(nw, sizeof *rdw), *rdb = calloc(nf, sizeof *rdb);
+	double *uy = calloc(ny, sizeof *uy), *udx = calloc(nx, sizeof *udx);
+	double *udw = calloc(nw, sizeof *udw), *udb = calloc(nf, sizeof *udb);
+	double *sdb = calloc(nf, sizeof *sdb);
+	void *ws = be->alloc(be, cpu_conv_workspace(be, &d));
+
+	conv_ref(&d, xr, wr, b, dyr, ry, rdx, rdw, rdb);
+	conv_ref(&d, x, w, b, dy, uy, udx, udw, udb);
+	snprintf(what, sizeof what, "conv case %d fwd", ci);
+	cpu_conv_fwd(be, &d, x, w, b, y, ws);
+	near(y, ry, uy, ny, what);
+	snprintf(what, sizeof what, "conv case %d bwd_data", ci);
+	cpu_conv_bwd_data(be, &d, dy, w, dx, 0.0f, ws);
+	near(dx, rdx, udx, nx, what);
+	/* dw and dbias accumulate into what they hold */
+	for (size_t i = 0; i < nw; i++) {
+		rdw[i] += dw[i];
+		udw[i] += dw[i];
+	}
+	for (size_t i = 0; i < nf; i++)
+		sdb[i] = db[i] + udb[i];     /* the bias gradient sums dy in fp32 */
+	snprintf(what, sizeof what, "conv case %d bwd_filter", ci);
+	cpu_conv_bwd_filter(be, &d, x, dy, dw, db, ws);
+	near(dw, rdw, udw, nw, what);
+	snprintf(what, sizeof what, "conv case %d dbias", ci);
+	near(db, sdb, NULL, nf, what);
+	be->free(be, x); be->free(be, w); be->free(be, b); be->free(be, dy);
+	be->free(be, y); be->free(be, dx); be->free(be, dw); be->free(be, db);
+	be->free(be, ws);
+	free(xr); free(wr); free(dyr);
+	free(ry); free(rdx); free(rdw); free(rdb); free(uy); free(udx); free(udw); free(udb); free(sdb);
+}
+
+static void test_conv(void)
+{
+	/* a case per plan of cpu_conv.c (and its kcol and implicit files) */
+	static const ccase cases[] = {
+		{ 2, 8, 20, 64, 16, 3, 1, 1, 1 },  /* implicit, rows in place (width 64) */
+		{ 1, 16, 60, 96, 8, 3, 1, 1, 1 },  /* the same in several chunks */
+		{ 8, 16, 8, 8, 24, 3, 1, 1, 1 },   /* small planes: kcol, samples stacked */
+		{ 2, 6, 30, 40, 5, 3, 1, 2, 2 },   /* kcol, dilation 2 */
+		{ 2, 12, 15, 17, 10, 1, 1, 0, 1 }, /* 1x1 */
+		{ 2, 8, 9, 9, 6, 3, 2, 2, 2 },     /* batched plan: dilation, stride 2 */
+		{ 2, 8, 16, 16, 6, 2, 2, 0, 1 },   /* 2x2 stride 2 (the deconv's) */
+		{ 1, 4, 20, 22, 6, 3, 1, 3, 1 },   /* im2col rows */
+		{ 3, 6, 40, 34, 7, 3, 2, 1, 1 },   /* stride 2 rows, batch 3 */
+	};
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+		conv_case(&cases[i], (int)i);
+}
+
+static void test_gemm(void)
+{
+	/* alpha 1 (our kernels: nn for ta or not, nt for tb) and 0.5 (OpenBLAS
+	 * on rounded copies); one call and a split one */
+	static const int shapes[][3] = { { 9, 7, 40 }, { 67, 45, 400 }, { 33, 130, 300 } };
+	for (size_t si = 0; si < 3; si++)
+		for (int t = 0; t < 8; t++) {
+			int ta = t & 1, tb = (t >> 1) & 1, half = t >> 2;
+			int m = shapes[si][0], n = shapes[si][1], k = shapes[si][2];
+			float alpha = half ? 0.5f : 1.0f, beta = tb && !half ? 1.0f : 0.0f;
+			float *a = rnd((size_t)m * k), *b = rnd((size_t)k * n), *c = rnd((size_t)m * n);
+			double *ref = calloc((size_t)m * n, sizeof *ref), *unr = calloc((size_t)m * n, sizeof *unr);
+			char what[96];
+
+			for (int i = 0; i < m; i++)
+				for (int j = 0; j < n; j++) {
+					double s = 0, u = 0;
+					for (int q = 0; q < k; q++) {
+						float av = ta ? a[q * m + i] : a[i * k + q];
+						float bv = tb ? b[j * k + q] : b[q * n + j];
+						s += (double)cpu_bf16_round(av) * cpu_bf16_round(bv);
+						u += (double)av * bv;
+					}
+					ref[i * n + j] = alpha * s + beta * c[i * n + j];
+					unr[i * n + j] = alpha * u + beta * c[i * n + j];
+				}
+			cpu_gemm(be, ta, tb, m, n, k, alpha, a, ta ? m : k, b, tb ? k : n, beta, c, n);
+			snprintf(what, sizeof what, "gemm %dx%dx%d t%d%d alpha %g", m, n, k, ta, tb, alpha);
+			near(c, ref, unr, (size_t)m * n, what);
+			be->free(be, a); be->free(be, b); be->free(be, c); free(ref); free(unr);
+		}
+}
+
+int main(void)
+{
+	static const char *const sets[] = { "emulated", "avx512bf16", "avx512bf16-fma", "amx" };
+	int ran = 0;
+
+	cdp_rng_seed(&rng, 20261202);
+	be = cdp_backend_cpu(3);
+	if (!be) {
+		fprintf(stderr, "test_bf16_sets: cannot create the cpu backend\n");
+		return 99;
+	}
+	for (int i = 0; i < 4; i++) {
+		if (cpu_kgemm_bf16_force(sets[i]) < 0) {
+			printf("# %s: not on this CPU\n", sets[i]);
+			continue;
+		}
+		set = sets[i];
+		CHECK(strcmp(cpu_kgemm_bf16(), set) == 0, "forced %s, in use %s", set, cpu_kgemm_bf16());
+		CHECK(be->set_precision(be, CDP_PREC_BF16) == 0, "[%s] bf16 accepted", set);
+		test_conv();
+		test_gemm();
+		ran++;
+	}
+	CHECK(ran >= 1, "the emulated set at least ran");
+	cpu_kgemm_bf16_force(NULL);
+	be->destroy(be);
+	return tap_done();
+}
