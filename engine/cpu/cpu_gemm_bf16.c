@@ -69,12 +69,65 @@ typedef struct stash_job {
 	const float *x; uint16_t *h; const uint16_t *ch; float *y; size_t n;
 } stash_job;
 
+/* AVX-512F forms of the two loops (GCC leaves bf16_bits's NaN test
+ * scalar): bf16_bits on 16 lanes in integers, so the bits are the scalar
+ * loop's, NaN and denormals included; the passes then run at memory speed
+ * (on the classifier the scalar ones cost 7% of a bf16 step). */
+#if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__) && !defined(__clang__)
+#include <immintrin.h>
+#define STASH_AVX512 1
+__attribute__((target("avx512f"))) static size_t to_bf16_avx512(const float *x, uint16_t *h,
+                                                                 size_t n)
+{
+	const __m512i abs = _mm512_set1_epi32(0x7fffffff), inf = _mm512_set1_epi32(0x7f800000);
+	const __m512i half = _mm512_set1_epi32(0x7fff), one = _mm512_set1_epi32(1);
+	const __m512i quiet = _mm512_set1_epi32(0x40);
+	size_t t = 0;
+
+	for (; t + 16 <= n; t += 16) {
+		__m512i u = _mm512_loadu_si512(x + t);
+		__mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, abs), inf);
+		__m512i r = _mm512_add_epi32(u, _mm512_add_epi32(half,
+		                             _mm512_and_si512(_mm512_srli_epi32(u, 16), one)));
+		r = _mm512_srli_epi32(r, 16);
+		r = _mm512_mask_or_epi32(r, nan, _mm512_srli_epi32(u, 16), quiet);
+		_mm256_storeu_si256((__m256i *)(h + t), _mm512_cvtepi32_epi16(r));
+	}
+	return t;
+}
+
+__attribute__((target("avx512f"))) static size_t from_bf16_avx512(const uint16_t *h, float *y,
+                                                                   size_t n)
+{
+	size_t t = 0;
+
+	for (; t + 16 <= n; t += 16) {
+		__m512i w = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(h + t)));
+		_mm512_storeu_si512(y + t, _mm512_slli_epi32(w, 16));
+	}
+	return t;
+}
+
+static int stash_avx512(void)
+{
+	static int has = -1;
+
+	if (has < 0)
+		has = __builtin_cpu_supports("avx512f") ? 1 : 0;
+	return has;
+}
+#endif
+
 static void to_bf16_block(void *ctx, int i)
 {
 	stash_job *j = ctx;
 	size_t lo, hi;
 
 	cpu_block_range(j->n, i, &lo, &hi);
+#ifdef STASH_AVX512
+	if (stash_avx512())
+		lo += to_bf16_avx512(j->x + lo, j->h + lo, hi - lo);
+#endif
 	for (size_t t = lo; t < hi; t++)
 		j->h[t] = bf16_bits(j->x[t]);
 }
@@ -85,6 +138,10 @@ static void from_bf16_block(void *ctx, int i)
 	size_t lo, hi;
 
 	cpu_block_range(j->n, i, &lo, &hi);
+#ifdef STASH_AVX512
+	if (stash_avx512())
+		lo += from_bf16_avx512(j->ch + lo, j->y + lo, hi - lo);
+#endif
 	for (size_t t = lo; t < hi; t++) {
 		uint32_t u = (uint32_t)j->ch[t] << 16;
 		memcpy(&j->y[t], &u, sizeof u);

@@ -6,6 +6,8 @@
  * to bf16 (cpu_bf16_round), at fp32's tolerance (1e-5 of the largest
  * value, as test_backend.c).
  *
+ * Also the stash's conversions against cpu_bf16_round, bit for bit.
+ *
  * Why the tolerance bites: an operand left in fp32 moves a result by up to
  * 2^-9 of its terms, a hundred times more; each case first checks that its
  * rounded and unrounded references differ by more than ten times the
@@ -177,6 +179,54 @@ static void test_gemm(void)
 		}
 }
 
+/* The stash's conversions (to_bf16 / from_bf16, vectorized where the CPU
+ * has AVX-512) give cpu_bf16_round's bits at every length and for every
+ * kind of value: normal, denormal, zeros, infinities, NaN (kept a NaN),
+ * ties (to even), and values that round up into the next binade. */
+static uint32_t bits_of(float f)
+{
+	uint32_t u;
+	memcpy(&u, &f, sizeof u);
+	return u;
+}
+
+static void test_stash_bits(void)
+{
+	static const uint32_t special[] = { 0x00000000u, 0x80000000u, 0x00000001u, 0x807fffffu,
+		0x7f800000u, 0xff800000u, 0x7fc00000u, 0x7f800001u, 0xffbfffffu, 0x3f808000u,
+		0x3f818000u, 0x3f80ffffu, 0x7f7fffffu, 0x3fffffffu, 0x00ff8000u, 0x4b3f7fffu };
+	size_t n = 16 * 37 + 11;
+	float *x = malloc(n * sizeof *x), *y = malloc(n * sizeof *y);
+	uint16_t *h = malloc(n * sizeof *h);
+	int bad = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		uint32_t u = i < 16 ? special[i] : i % 3 == 0 ? (uint32_t)cdp_rng_next(&rng)
+		             : special[i % 16] ^ (uint32_t)(cdp_rng_next(&rng) & 0x0001ffffu);
+		memcpy(&x[i], &u, sizeof u);
+	}
+	for (size_t len = 0; len <= n; len += len < 40 ? 1 : 97) {
+		memset(h, 0xa5, n * sizeof *h);
+		cpu_to_bf16(be, x, h, len);
+		cpu_from_bf16(be, h, y, len);
+		for (size_t i = 0; i < len; i++) {
+			float r = cpu_bf16_round(x[i]);
+			uint32_t ur, uy;
+			memcpy(&ur, &r, sizeof ur);
+			memcpy(&uy, &y[i], sizeof uy);
+			if (h[i] != (uint16_t)(ur >> 16) || uy != ur) {
+				if (!bad++)
+					CHECK(0, "stash: length %zu, element %zu: %08x gives %04x, back %08x; "
+					      "cpu_bf16_round %08x", len, i, (unsigned)bits_of(x[i]),
+					      h[i], uy, ur);
+			}
+		}
+		CHECK(len == n || h[len] == 0xa5a5, "stash: to_bf16 of %zu wrote past the end", len);
+	}
+	CHECK(bad == 0, "stash conversions equal cpu_bf16_round (%d differences)", bad);
+	free(x); free(y); free(h);
+}
+
 int main(void)
 {
 	static const char *const sets[] = { "emulated", "avx512bf16", "avx512bf16-fma", "amx" };
@@ -201,6 +251,7 @@ int main(void)
 		ran++;
 	}
 	CHECK(ran >= 1, "the emulated set at least ran");
+	test_stash_bits();
 	cpu_kgemm_bf16_force(NULL);
 	be->destroy(be);
 	return tap_done();
