@@ -458,7 +458,7 @@ static int want_stash(const cdp_net *net)
 {
 	const char *e = getenv("CDP_BF16_STASH");
 
-	return net->be->precision == CDP_PREC_BF16 && !(e && strcmp(e, "0") == 0);
+	return !net->infer && net->be->precision == CDP_PREC_BF16 && !(e && strcmp(e, "0") == 0);
 }
 
 /* One live range of an fp32 output in the stash's plan: layer t, from
@@ -513,13 +513,13 @@ static int act_plan(cdp_net *net)
 		l->bwd_last = nl;
 		if (t > out)
 			continue;
-		if (bwd_reads(l) & CDP_BWD_Y)
+		if (!net->infer && (bwd_reads(l) & CDP_BWD_Y))
 			l->bwd_first = l->bwd_last = t;
 		for (int k = t + 1; k <= out; k++)
 			for (int m = 0; m < net->layers[k].nfrom; m++)
 				if (net->layers[k].from[m] == t) {
 					l->fwd_end = k;
-					if (bwd_reads(&net->layers[k]) & CDP_BWD_X) {
+					if (!net->infer && (bwd_reads(&net->layers[k]) & CDP_BWD_X)) {
 						if (k > l->bwd_first)
 							l->bwd_first = k;
 						if (k < l->bwd_last)
@@ -589,7 +589,7 @@ static int alloc_acts(cdp_net *net)
 	cdp_backend *be = net->be;
 
 	net->stash = want_stash(net);
-	if (net->stash)
+	if (net->stash || net->infer)
 		return act_plan(net);
 	for (int i = 0; i < net->nlayers; i++) {
 		cdp_layer *l = &net->layers[i];
@@ -607,10 +607,10 @@ static int alloc_batch(cdp_net *net, char *err, size_t cap)
 	size_t in = (size_t)net->n * cdp_shape_numel(net->in) * sizeof(float);
 
 	net->x = be->alloc(be, in);
-	net->dx = be->alloc(be, in);
-	if (!net->x || !net->dx)
+	net->dx = net->infer ? NULL : be->alloc(be, in);
+	if (!net->x || (!net->infer && !net->dx))
 		goto nomem;
-	if (dy_slots(net) < 0 || alloc_acts(net) < 0)
+	if ((!net->infer && dy_slots(net) < 0) || alloc_acts(net) < 0)
 		goto nomem;
 	for (int i = 0; i < net->nlayers; i++) {
 		cdp_layer *l = &net->layers[i];
@@ -772,16 +772,20 @@ fail:
 	return 0;
 }
 
+#define BUILD_OLD_RULE 1      /* a checkpoint's cfg from before [vars] */
+#define BUILD_INFER 2         /* forward only (cdp_net_build_infer) */
+
 static int build(cdp_net *net, cdp_backend *be, const char *cfg_text, const char *path,
-                 const char *const *overrides, int noverrides, int old_rule,
+                 const char *const *overrides, int noverrides, int mode,
                  int in_c, int in_h, int in_w, int n, char *err, size_t cap)
 {
-	int prc;
+	int prc, old_rule = mode & BUILD_OLD_RULE;
 
 	memset(net, 0, sizeof *net);
 	net->be = be;
 	net->n = n;
-	net->train = 1;
+	net->train = !(mode & BUILD_INFER);
+	net->infer = !!(mode & BUILD_INFER);
 	if (n < 1) {
 		snprintf(err, cap, "%s: batch size %d is not positive", path ? path : "<cfg>", n);
 		return -1;
@@ -1014,7 +1018,7 @@ void cdp_net_forward(cdp_net *net)
 {
 	for (int i = 0; i <= net->out_layer; i++) {
 		double t0 = net->prof_fwd ? prof_clock(net) : 0.0;
-		if (net->stash)
+		if (net->stash || net->infer)
 			net->layers[i].y = net->layers[i].y_fwd;
 		net->layers[i].ops->forward(&net->layers[i], net);
 		if (net->stash)
@@ -1075,13 +1079,13 @@ int cdp_net_build(cdp_net *net, cdp_backend *be, const char *cfg_text, const cha
 	             cap);
 }
 
-int cdp_net_build_ckpt(cdp_net *net, cdp_backend *be, const char *cfg_text, const char *path,
-                       const char *const *overrides, int noverrides,
-                       int in_c, int in_h, int in_w, int n, char *warn, size_t wcap,
-                       char *err, size_t cap)
+static int build_ckpt(cdp_net *net, cdp_backend *be, const char *cfg_text, const char *path,
+                      const char *const *overrides, int noverrides, int mode,
+                      int in_c, int in_h, int in_w, int n, char *warn, size_t wcap,
+                      char *err, size_t cap)
 {
-	int rc = build(net, be, cfg_text, path, overrides, noverrides, 0, in_c, in_h, in_w, n, err,
-	               cap);
+	int rc = build(net, be, cfg_text, path, overrides, noverrides, mode, in_c, in_h, in_w, n,
+	               err, cap);
 
 	if (warn && wcap)
 		warn[0] = '\0';
@@ -1090,6 +1094,24 @@ int cdp_net_build_ckpt(cdp_net *net, cdp_backend *be, const char *cfg_text, cons
 	if (warn && wcap)
 		snprintf(warn, wcap, "%s; read under the old rule (a checkpoint written before "
 		         "[vars]): [net] keys no part of the engine reads are variables", err);
-	return build(net, be, cfg_text, path, overrides, noverrides, 1, in_c, in_h, in_w, n, err,
-	             cap);
+	return build(net, be, cfg_text, path, overrides, noverrides, mode | BUILD_OLD_RULE, in_c,
+	             in_h, in_w, n, err, cap);
+}
+
+int cdp_net_build_ckpt(cdp_net *net, cdp_backend *be, const char *cfg_text, const char *path,
+                       const char *const *overrides, int noverrides,
+                       int in_c, int in_h, int in_w, int n, char *warn, size_t wcap,
+                       char *err, size_t cap)
+{
+	return build_ckpt(net, be, cfg_text, path, overrides, noverrides, 0, in_c, in_h, in_w, n,
+	                  warn, wcap, err, cap);
+}
+
+int cdp_net_build_infer(cdp_net *net, cdp_backend *be, const char *cfg_text, const char *path,
+                        const char *const *overrides, int noverrides,
+                        int in_c, int in_h, int in_w, int n, char *warn, size_t wcap,
+                        char *err, size_t cap)
+{
+	return build_ckpt(net, be, cfg_text, path, overrides, noverrides, BUILD_INFER, in_c, in_h,
+	                  in_w, n, warn, wcap, err, cap);
 }

@@ -128,6 +128,9 @@ struct cdp_net {
 	 * classes= channels (cdp-model(5)); 0 otherwise */
 	int multi;
 	int train;                  /* 1: training mode (bn batch stats, dropout) */
+	/* 1: built by cdp_net_build_infer: no gradients of activations or of
+	 * the input, the outputs in act_arena by their forward uses only */
+	int infer;
 	uint64_t step_seed;         /* per-step seed for dropout masks */
 	float *x, *dx;              /* net input (N, C, H, W) on device */
 	float *params, *grads;      /* contiguous blocks of nparams floats */
@@ -185,6 +188,17 @@ int  cdp_net_build_ckpt(cdp_net *net, cdp_backend *be, const char *cfg_text, con
                         const char *const *overrides, int noverrides,
                         int in_c, int in_h, int in_w, int n, char *warn, size_t wcap,
                         char *err, size_t cap);
+/* As cdp_net_build_ckpt, for inference only (cdp-predict): no gradient
+ * buffers for the activations or the input, and the layers' outputs in
+ * one arena, where tensors whose forward uses do not overlap share bytes
+ * (the bf16 stash's plan without a backward pass): a U-Net's activations
+ * then take about the two largest layers' outputs instead of all of them.
+ * Only the output (cdp_net_output) stays valid after cdp_net_forward;
+ * cdp_net_backward and train = 1 are not for such a net. */
+int  cdp_net_build_infer(cdp_net *net, cdp_backend *be, const char *cfg_text, const char *path,
+                         const char *const *overrides, int noverrides,
+                         int in_c, int in_h, int in_w, int n, char *warn, size_t wcap,
+                         char *err, size_t cap);
 int  cdp_net_resize(cdp_net *net, int n, char *err, size_t cap);
 /* Sets the backend's precision (CDP_PREC_*) for a built net and grows its
  * workspace to what every layer needs in it (a CUDA bf16/fp16 convolution

@@ -26,8 +26,11 @@
  *    once, 0.19).
  * Then cdp_net_set_precision lays the batch out anew: a net built in fp32
  * and switched to bf16 gets the stash and the same gradient bits as one
- * built in bf16, and back in fp32 none. Budget: under 2 s on 2 cores,
- * emulated or not.
+ * built in bf16, and back in fp32 none. And the inference nets of
+ * cdp_net_build_infer (cdp-predict): the same logits bit for bit as a
+ * training-built net in eval mode, in fp32 and bf16, with no gradient
+ * buffers and a fraction of the activation bytes. Budget: under 2 s on 2
+ * cores, emulated or not.
  */
 #include <math.h>
 #include <stdio.h>
@@ -35,6 +38,7 @@
 #include <string.h>
 #include "cdp_rng.h"
 #include "loss.h"
+#include "layers.h"
 #include "net.h"
 #include "tap.h"
 #include "test_models.h"
@@ -243,6 +247,75 @@ static void test_set_precision(const model *m)
 	step_free(&back);
 }
 
+/* cdp_net_build_infer (cdp-predict's net): the same logits, bit for bit,
+ * as a training-built net in eval mode with the same weights, in fp32 and
+ * in bf16, with no activation gradients and at most max_infer of the
+ * training layout's activation bytes; and again after a resize. */
+static void test_infer(const model *m, double max_infer)
+{
+	char *text = m->text ? strdup(m->text) : read_model(m->file), err[512];
+	static const int precs[] = { CDP_PREC_FP32, CDP_PREC_BF16 };
+
+	for (int pi = 0; text && pi < 2; pi++) {
+		cdp_net tr, in;
+		cdp_rng r;
+		size_t nx = (size_t)m->n * 3 * m->side * m->side, nout;
+		float *x = malloc(nx * sizeof *x), *a = NULL, *b = NULL;
+
+		be->set_precision(be, precs[pi]);
+		if (cdp_net_build(&tr, be, text, m->name, m->ov, m->nov, 0, m->side, m->side, m->n,
+		                  err, sizeof err) < 0) {
+			CHECK(0, "%s: %s", m->name, err);
+			free(x);
+			break;
+		}
+		if (cdp_net_build_infer(&in, be, text, m->name, m->ov, m->nov, 0, m->side, m->side,
+		                        m->n, NULL, 0, err, sizeof err) < 0) {
+			CHECK(0, "%s: infer: %s", m->name, err);
+			cdp_net_free(&tr);
+			free(x);
+			break;
+		}
+		tr.train = in.train = 0;
+		be->copy(be, in.params, tr.params, tr.nparams * sizeof(float));
+		if (tr.nbuffers)
+			be->copy(be, in.buffers, tr.buffers, tr.nbuffers * sizeof(float));
+		cdp_rng_seed(&r, 91);
+		for (size_t i = 0; i < nx; i++)
+			x[i] = (float)cdp_rng_normal(&r);
+		nout = cdp_layer_out_count(&tr.layers[tr.out_layer], &tr);
+		for (int pass = 0; pass < 2; pass++) {
+			be->to_device(be, tr.x, x, nx * sizeof *x);
+			be->to_device(be, in.x, x, nx * sizeof *x);
+			cdp_net_forward(&tr);
+			cdp_net_forward(&in);
+			a = host(cdp_net_output(&tr), nout);
+			b = host(cdp_net_output(&in), nout);
+			CHECK(a && b && memcmp(a, b, nout * sizeof *a) == 0,
+			      "%s (%s, pass %d): inference net's logits differ from the training net's",
+			      m->name, cdp_precision_name(precs[pi]), pass);
+			free(a);
+			free(b);
+		}
+		CHECK(in.dact_bytes == 0 && in.dx == NULL && in.stash == 0,
+		      "%s: the inference net holds gradients (%zu bytes, dx %p) or a stash (%d)",
+		      m->name, in.dact_bytes, (void *)in.dx, in.stash);
+		CHECK(in.act_bytes <= max_infer * tr.act_bytes,
+		      "%s (%s): inference activations %zu bytes, training layout's %zu (at most %.2f)",
+		      m->name, cdp_precision_name(precs[pi]), in.act_bytes, tr.act_bytes, max_infer);
+		printf("# %s %s: inference activations %.3f of the training layout's\n", m->name,
+		       cdp_precision_name(precs[pi]), (double)in.act_bytes / (double)tr.act_bytes);
+		/* a batch of one more: laid out again, the same logits per sample */
+		CHECK(cdp_net_resize(&in, m->n + 1, err, sizeof err) == 0, "%s: resize: %s", m->name,
+		      err);
+		cdp_net_free(&tr);
+		cdp_net_free(&in);
+		free(x);
+	}
+	be->set_precision(be, CDP_PREC_BF16);
+	free(text);
+}
+
 int main(void)
 {
 	static const model models[] = {
@@ -268,6 +341,9 @@ int main(void)
 	for (size_t i = 0; i < sizeof models / sizeof models[0]; i++)
 		test_model(&models[i]);
 	test_set_precision(&models[2]);
+	test_infer(&models[0], 0.75);
+	test_infer(&models[1], 0.4);
+	test_infer(&models[2], 0.35);
 	be->destroy(be);
 	return tap_done();
 }

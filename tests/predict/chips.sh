@@ -3,6 +3,10 @@
 # copied into the class folders $T/F/NAME, packed by --folders into
 # $T/pool (class names: the folders') and a small classifier trained on
 # them into $T/run; classifier POOL RUN trains another the same way.
+# run alone it has no $T (common.sh's temporary folder) and would write
+# into the current directory or /: refuse
+[ -n "${T:-}" ] && [ -d "$T" ] ||
+	{ echo "tests/predict/chips.sh: a fragment sourced by classify.sh, classify_csv.sh and r18_init.sh, not a test" >&2; exit 99; }
 GEN="$CDP_SRCDIR/share/cdpool/examples/genscene.py"
 NAMES="residential road green lake land"
 classifier() {

@@ -144,7 +144,7 @@ int pr_load_model(predictor *p, char *err, size_t cap)
 		return pr_fail(err, cap, "--precision %s: the %s backend cannot compute in it%s",
 		               cdp_precision_name(o->precision), p->be->name,
 		               cdp_device_precision_why(p->be, o->precision));
-	if (cdp_net_build_ckpt(&p->net, p->be, p->ck.cfg_text, p->model,
+	if (cdp_net_build_infer(&p->net, p->be, p->ck.cfg_text, p->model,
 	                       (const char *const *)p->ck.overrides, p->ck.noverrides, p->C, p->S,
 	                       p->S, p->B, why, sizeof why, err, cap) < 0) {
 		size_t l = strlen(err);
