@@ -4,6 +4,10 @@
 # directory made by tests/gpu/mkpool.sh as scripts/device-deps.sh carries
 # it to GPU machines without GDAL, else one made here); exits 77 without
 # mpirun or without a way to make the pool.
+# run alone it has no $T (common.sh's temporary folder) and would make its
+# pool in /: refuse
+[ -n "${T:-}" ] && [ -d "$T" ] ||
+	{ echo "tests/gpu/ranks_common.sh: a fragment sourced by two_ranks.sh and multi_gpu.sh, not a test" >&2; exit 99; }
 mpirun=${MPIRUN:-$(command -v mpirun || true)}
 if [ -z "$mpirun" ] || ! command -v "$mpirun" >/dev/null 2>&1; then
 	echo "SKIP: no mpirun" >&2
