@@ -34,6 +34,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 #include "backend.h"
 
 /* ---- the thread pool (cpu_backend.c) ---- */
@@ -126,6 +127,15 @@ int cpu_kgemm_bf16_force(const char *name);
 int cpu_bf16_rounds_copies(const cdp_backend *be);
 /* y[0..n) = x rounded to bf16 (y == x allowed) */
 void cpu_bf16_round_run(float *y, const float *x, size_t n);
+/* y[0..n) = x, rounded to bf16 when rnd (cpu_bf16_rounds_copies): the
+ * implicit convolutions' fills */
+static inline void cpu_copy_operand(float *y, const float *x, size_t n, int rnd)
+{
+	if (rnd)
+		cpu_bf16_round_run(y, x, n);
+	else
+		memcpy(y, x, n * sizeof *y);
+}
 /* The op number cpu_bf16_new_op advances */
 unsigned long cpu_bf16_op(void);
 /* The chosen instruction set's fp32 kernels, whatever be's precision */

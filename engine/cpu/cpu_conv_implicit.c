@@ -131,10 +131,7 @@ static void fill_rows(const corr *c, const float *in, int r0, int sr, int rnd, f
 				continue;
 			}
 			memset(os, 0, (size_t)c->pw * sizeof *os);
-			if (rnd)      /* bf16 operands (cpu_bf16_rounds_copies) */
-				cpu_bf16_round_run(os + c->pw, is + (size_t)ih * c->w, (size_t)c->w);
-			else
-				memcpy(os + c->pw, is + (size_t)ih * c->w, (size_t)c->w * sizeof *os);
+			cpu_copy_operand(os + c->pw, is + (size_t)ih * c->w, (size_t)c->w, rnd);
 			memset(os + c->pw + c->w, 0, (size_t)c->pw * sizeof *os);
 		}
 	}

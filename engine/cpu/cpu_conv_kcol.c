@@ -151,10 +151,7 @@ static void fill(const kcol *k, const float *in, int q0, int sr, int rnd, float 
 				 * valid element to the last, then the wrapped columns
 				 * cleared */
 				long t1 = (long)(rb - ra) * ow - (ow - hi);
-				if (rnd)      /* bf16 operands (cpu_bf16_rounds_copies) */
-					cpu_bf16_round_run(d + lo, xs + sh + lo, (size_t)(t1 - lo));
-				else
-					memcpy(d + lo, xs + sh + lo, (size_t)(t1 - lo) * sizeof *d);
+				cpu_copy_operand(d + lo, xs + sh + lo, (size_t)(t1 - lo), rnd);
 				for (int r = ra; r < rb; r++, d += ow) {
 					for (int q = 0; q < lo; q++)
 						d[q] = 0.0f;
@@ -165,10 +162,7 @@ static void fill(const kcol *k, const float *in, int q0, int sr, int rnd, float 
 				for (int r = ra; r < rb; r++, d += ow) {
 					const float *xr = xs + (long)(r - ra) * c->w + sh;
 					memset(d, 0, (size_t)lo * sizeof *d);
-					if (rnd)
-						cpu_bf16_round_run(d + lo, xr + lo, (size_t)(hi - lo));
-					else
-						memcpy(d + lo, xr + lo, (size_t)(hi - lo) * sizeof *d);
+					cpu_copy_operand(d + lo, xr + lo, (size_t)(hi - lo), rnd);
 					memset(d + hi, 0, (size_t)(ow - hi) * sizeof *d);
 				}
 			}

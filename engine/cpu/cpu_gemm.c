@@ -170,6 +170,10 @@ static const kernels table[] = {
 
 static const kernels *chosen;
 static pthread_once_t chosen_once = PTHREAD_ONCE_INIT;
+#ifdef CPU_BF16_KERNELS
+static int bf16_fma_pref;               /* bf16_fma_wanted(), read once */
+static int bf16_fma_wanted(void);
+#endif
 
 static void choose(void)
 {
@@ -185,6 +189,9 @@ static void choose(void)
 	for (int i = from; i < NKERNELS && !chosen; i++)
 		if (table[i].usable())
 			chosen = &table[i];
+#ifdef CPU_BF16_KERNELS
+	bf16_fma_pref = bf16_fma_wanted();
+#endif
 }
 
 static const kernels *kern(void)
@@ -234,7 +241,8 @@ static const kernels *bf16_forced;     /* cpu_kgemm_bf16_force */
  * Emerald Rapids measured, doc/PERFORMANCE.md), dp elsewhere (AMD Zen 4/5
  * issue it like an FMA, so its two products per lane halve the work). A
  * fixed rule, not a timing at start-up: the choice sets the order of the
- * sums, so two runs on one machine must make the same one. */
+ * sums, so two runs on one machine must make the same one. Read once with
+ * the instruction set (choose), not on every kernel call. */
 #ifdef CPU_BF16_KERNELS
 static int bf16_fma_wanted(void)
 {
@@ -258,7 +266,7 @@ static const kernels *bf16_set(void)
 	if (bf16_forced)
 		return bf16_forced;
 #ifdef CPU_BF16_KERNELS
-	if (k->bf16 == &bf16_fast && bf16_fma_wanted())
+	if (k->bf16 == &bf16_fast && bf16_fma_pref)
 		return &bf16_fma;
 #endif
 	return k->bf16 ? k->bf16 : &bf16_emulated;

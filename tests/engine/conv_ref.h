@@ -6,6 +6,18 @@
 #define CONV_REF_H
 #include "backend.h"
 
+/* A convolution case: input (n, c, h, w), f filters of k x k, stride s,
+ * padding p, dilation d */
+typedef struct conv_case { int n, c, h, w, f, k, s, p, d; } conv_case;
+
+/* cc's descriptor, filled by cdp_conv_desc_init (its return value) */
+static inline int conv_case_desc(const conv_case *cc, cdp_conv_desc *d)
+{
+	*d = (cdp_conv_desc){ cc->n, cc->c, cc->h, cc->w, cc->f, cc->k, cc->k, cc->s, cc->p, cc->d,
+	                      0, 0 };
+	return cdp_conv_desc_init(d);
+}
+
 static void conv_ref(const cdp_conv_desc *d, const float *x, const float *w, const float *b,
                      const float *dy, double *y, double *dx, double *dw, double *db)
 {

@@ -130,8 +130,6 @@ static void test_blas(void)
 
 /* ---- convolution ---- */
 
-typedef struct conv_case { int n, c, h, w, f, k, s, p, d; } conv_case;
-
 static void test_conv(void)
 {
 	static const conv_case cases[] = {
@@ -166,9 +164,9 @@ static void test_conv(void)
 	};
 	for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
 		const conv_case *cc = &cases[ci];
-		cdp_conv_desc d = { cc->n, cc->c, cc->h, cc->w, cc->f, cc->k, cc->k, cc->s, cc->p, cc->d, 0, 0 };
+		cdp_conv_desc d;
 		char what[96];
-		if (cdp_conv_desc_init(&d) < 0) {
+		if (conv_case_desc(cc, &d) < 0) {
 			CHECK(0, "case %zu: desc_init failed", ci);
 			continue;
 		}

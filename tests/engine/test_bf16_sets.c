@@ -78,14 +78,12 @@ static void near(const float *a, const double *ref, const double *unr, size_t n,
 		      set, what, gap);
 }
 
-typedef struct ccase { int n, c, h, w, f, k, s, p, d; } ccase;
-
-static void conv_case(const ccase *cc, int ci)
+static void conv_one(const conv_case *cc, int ci)
 {
-	cdp_conv_desc d = { cc->n, cc->c, cc->h, cc->w, cc->f, cc->k, cc->k, cc->s, cc->p, cc->d, 0, 0 };
+	cdp_conv_desc d;
 	char what[96];
 
-	if (cdp_conv_desc_init(&d) < 0) {
+	if (conv_case_desc(cc, &d) < 0) {
 		CHECK(0, "case %d: desc_init failed", ci);
 		return;
 	}
@@ -131,7 +129,7 @@ static void conv_case(const ccase *cc, int ci)
 static void test_conv(void)
 {
 	/* a case per plan of cpu_conv.c (and its kcol and implicit files) */
-	static const ccase cases[] = {
+	static const conv_case cases[] = {
 		{ 2, 8, 20, 64, 16, 3, 1, 1, 1 },  /* implicit, rows in place (width 64) */
 		{ 1, 16, 60, 96, 8, 3, 1, 1, 1 },  /* the same in several chunks */
 		{ 8, 16, 8, 8, 24, 3, 1, 1, 1 },   /* small planes: kcol, samples stacked */
@@ -143,7 +141,7 @@ static void test_conv(void)
 		{ 3, 6, 40, 34, 7, 3, 2, 1, 1 },   /* stride 2 rows, batch 3 */
 	};
 	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
-		conv_case(&cases[i], (int)i);
+		conv_one(&cases[i], (int)i);
 }
 
 static void test_gemm(void)
