@@ -9,6 +9,7 @@
  *   cpu_im2col.c   its column matrices
  *   cpu_conv_implicit.c  stride-1 convolution without im2col
  *   cpu_conv_kcol.c  its small planes and filter gradients (cpu_iconv.h)
+ *   cpu_conv_wino.c  its 3x3 fp32 forward and data by Winograd F(2x2, 3x3)
  *   cpu_gemm.c     the sgemm kernels for convolution-shaped products
  *                  (cpu_gemm_kern.h: their code, per vector width;
  *                  cpu_gemm_bf16.c: the same products in bf16)

@@ -92,20 +92,40 @@ size_t cpu_iconv_scratch(const cdp_conv_desc *d)
 	size_t fl = cpu_kcol_filter_scratch(&pf, d->f);
 	size_t m = a > b ? a : b;
 
+	if (cpu_wino_shape(&pf) && cpu_wino_scratch(&pf) > m)
+		m = cpu_wino_scratch(&pf);
+	if (cpu_wino_shape(&pd) && cpu_wino_scratch(&pd) > m)
+		m = cpu_wino_scratch(&pd);
+
 	return m > fl ? m : fl;
 }
 
 /* the caller's workspace: the offset table (one entry per input channel
- * and tap, of x or of dy), then the flipped weights */
+ * and tap, of x or of dy), then the flipped weights, then (3x3 kernels,
+ * dilation 1) the Winograd-transformed filters (cpu_conv_wino.c) */
 static size_t table_bytes(const cdp_conv_desc *d)
 {
 	size_t s = d->c > d->f ? (size_t)d->c : (size_t)d->f;
 	return (s * d->kh * d->kw * sizeof(long) + 63) / 64 * 64;
 }
 
+static size_t flipped_bytes(const cdp_conv_desc *d)
+{
+	return ((size_t)d->f * d->c * d->kh * d->kw * sizeof(float) + 63) / 64 * 64;
+}
+
 size_t cpu_iconv_workspace(const cdp_conv_desc *d)
 {
-	return table_bytes(d) + (size_t)d->f * d->c * d->kh * d->kw * sizeof(float);
+	cpu_corr pf = fwd_prob(d), pd = data_prob(d);
+	size_t u = cpu_wino_shape(&pf) || cpu_wino_shape(&pd) ? cpu_wino_ufloats(&pf) : 0;
+
+	return table_bytes(d) + flipped_bytes(d) + u * sizeof(float);
+}
+
+/* where the caller's workspace keeps the transformed filters */
+static float *wino_u(const cdp_conv_desc *d, void *ws)
+{
+	return (float *)((char *)ws + table_bytes(d) + flipped_bytes(d));
 }
 
 static void make_table(const corr *c, long *tab)
@@ -178,12 +198,16 @@ static int corr_items(const corr *c, int n)
 
 static void run_corr(cdp_backend *be, const cpu_corr *p, int n, const float *in,
                      const float *a, long rs, const float *bias, float beta, float *out,
-                     long *tab)
+                     long *tab, float *u)
 {
 	ijob j = { .be = be, .c = make_corr(p), .in = in, .a = a, .rs = rs,
 	           .bias = bias, .out = out, .tab = tab, .beta = beta,
 	           .rnd = cpu_bf16_rounds_copies(be) };
 
+	if (cpu_wino_takes(be, p)) {
+		cpu_wino_corr(be, p, n, in, a, rs, bias, beta, out, u);
+		return;
+	}
 	if (cpu_kcol_takes(p)) {
 		cpu_kcol_corr(be, p, n, in, a, rs, bias, beta, out, tab);
 		return;
@@ -197,7 +221,8 @@ void cpu_iconv_fwd(cdp_backend *be, const cdp_conv_desc *d, const float *x,
 {
 	cpu_corr p = fwd_prob(d);
 
-	run_corr(be, &p, d->n, x, w, (long)d->c * d->kh * d->kw, bias, 0.0f, y, ws);
+	run_corr(be, &p, d->n, x, w, (long)d->c * d->kh * d->kw, bias, 0.0f, y, ws,
+	         wino_u(d, ws));
 }
 
 void cpu_iconv_data(cdp_backend *be, const cdp_conv_desc *d, const float *dy,
@@ -212,7 +237,7 @@ void cpu_iconv_data(cdp_backend *be, const cdp_conv_desc *d, const float *dy,
 		for (int f = 0; f < d->f; f++)
 			for (int t = 0; t < kk; t++)
 				wf[((size_t)c * d->f + f) * kk + t] = w[((size_t)f * d->c + c) * kk + kk - 1 - t];
-	run_corr(be, &p, d->n, dy, wf, (long)d->f * kk, NULL, beta, dx, ws);
+	run_corr(be, &p, d->n, dy, wf, (long)d->f * kk, NULL, beta, dx, ws, wino_u(d, ws));
 }
 
 /* The filter gradient, at every width, is cpu_conv_kcol.c's: its sums

@@ -9,7 +9,9 @@
  * computes forward and data for output widths that are a multiple of 32
  * (row by row, on a padded slice); cpu_conv_kcol.c the other widths (the
  * small planes above all) and every filter gradient, in whole chunks on
- * one masked copy of the input per kernel column.
+ * one masked copy of the input per kernel column. cpu_conv_wino.c takes
+ * forward and data first where it can (3x3, dilation 1, 64+ channels in
+ * and out, fp32): Winograd's F(2x2, 3x3).
  */
 #ifndef CDP_CPU_ICONV_H
 #define CDP_CPU_ICONV_H
@@ -44,6 +46,18 @@ void cpu_kcol_corr(cdp_backend *be, const cpu_corr *c, int n, const float *in,
  * times the taps of x (N, S, H, W); c is the forward's problem (O = F). */
 void cpu_kcol_filter(cdp_backend *be, const cpu_corr *c, int n, const float *x,
                      const float *dy, float *dw, long *tab);
+
+/* cpu_conv_wino.c: forward and data of 3x3, dilation-1 problems by
+ * Winograd's F(2x2, 3x3). cpu_wino_shape: the problem has its shape;
+ * cpu_wino_takes: and be computes it so (fp32, not turned off by
+ * CDP_CPU_WINOGRAD=0). Scratch bytes per thread; the caller's u holds
+ * cpu_wino_ufloats(c) floats (the transformed filters). */
+int cpu_wino_shape(const cpu_corr *c);
+int cpu_wino_takes(const cdp_backend *be, const cpu_corr *c);
+size_t cpu_wino_scratch(const cpu_corr *c);
+size_t cpu_wino_ufloats(const cpu_corr *c);
+void cpu_wino_corr(cdp_backend *be, const cpu_corr *c, int n, const float *in, const float *a,
+                   long rs, const float *bias, float beta, float *out, float *u);
 
 /* The filter gradients' partial sums (cpu.h, CPU_FILTER_PARTS): part p's
  * partial of fk floats, at the start of a thread's scratch; and dw += the

@@ -1,0 +1,411 @@
+/* cpu_conv_wino.c: 3x3, dilation-1 correlations (cpu_iconv.h) by
+ * Winograd's minimal filtering F(2x2, 3x3) (Lavin and Gray, "Fast
+ * Algorithms for Convolutional Neural Networks", 2016).
+ *
+ * Each 2x2 block of output pixels (a tile) is computed from the 4x4 input
+ * patch d under it and the 3x3 filter g as
+ *     Y (2x2) = A^T [ (G g G^T) .* (B^T d B) ] A
+ * with
+ *     B^T = | 1  0 -1  0 |   G = | 1    0    0  |   A^T = | 1 1  1  0 |
+ *           | 0  1  1  0 |       | 1/2  1/2  1/2|         | 0 1 -1 -1 |
+ *           | 0 -1  1  0 |       | 1/2 -1/2  1/2|
+ *           | 0  1  0 -1 |       | 0    0    1  |
+ * The products .* summed over input channels are 16 gemms, one per
+ * element xi of the 4x4 transformed tile:
+ *     M[xi] (O, T) = U[xi] (O, S) V[xi] (S, T)
+ * U = G g G^T of every (o, s) filter, V = B^T d B of every (s, tile), T
+ * tiles. That is 16 multiplications per tile and channel pair where the
+ * direct correlation makes 36: 2.25 times less arithmetic, for the
+ * transforms' additions (O(S + O) per tile, against O(S O) in the gemms).
+ * The transforms have coefficients 0, +-1 and +-1/2 only: the results
+ * differ from the direct sum by a few ulps of the terms (the tests'
+ * tolerance for fp32 against double).
+ *
+ * Work: items of whole tile rows (a tile row: OW/2 tiles of one sample;
+ * an item may span samples, so 8x8 planes still make wide gemms), taken
+ * by whichever thread is free. An item transforms its input patches into
+ * V (16, S, TB) in the thread's scratch, runs the 16 gemms into M (16, O,
+ * TB) beside it, and transforms M into its output rows. TB is the item's
+ * tile count rounded up to the gemm's vector width (the padding columns
+ * are zero). U is computed once per call, into the caller's workspace.
+ * Every output pixel is summed in an order fixed by S alone (the gemm's),
+ * so the results do not depend on the items or the threads.
+ *
+ * Used in fp32 only (the bf16 kernels' products must be products of bf16
+ * operands, which the transformed values are not) and for at least
+ * WINO_MIN_CH channels in and out, below which the transforms cost more
+ * than they save; CDP_CPU_WINOGRAD=0 in the environment turns it off.
+ */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include "cpu_iconv.h"
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize ("tree-vectorize", "vect-cost-model=dynamic", "no-trapping-math")
+#endif
+
+/* The transforms are streams of additions that GCC vectorizes: compiled
+ * for AVX-512, AVX2 and the baseline, the best chosen at load time. */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
+#define VECTOR_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define VECTOR_CLONES
+#endif
+
+#define WINO_FLOATS (384 * 1024)  /* V and M of one item, about 1.5 MB */
+#define WINO_MIN_TILES 128         /* the least TB worth a gemm */
+#define WINO_MIN_CH 64
+#define TB_ALIGN 16               /* gemm columns per vector (AVX-512) */
+/* The 16 matrices of U, V and M lie this many floats (a cache line) more
+ * than their size apart: at sizes that are multiples of 4 KiB, the 16
+ * streams a transform writes would otherwise share cache sets (the
+ * filter transform ran 4 times slower so). */
+#define XPAD 16
+
+static int wino_off;
+static pthread_once_t wino_once = PTHREAD_ONCE_INIT;
+
+static void read_env(void)
+{
+	const char *e = getenv("CDP_CPU_WINOGRAD");
+
+	wino_off = e && strcmp(e, "0") == 0;
+}
+
+int cpu_wino_shape(const cpu_corr *c)
+{
+	return c->kh == 3 && c->kw == 3 && c->dil == 1 && c->ph <= 2 && c->pw <= 2 &&
+	       c->s >= WINO_MIN_CH && c->o >= WINO_MIN_CH;
+}
+
+int cpu_wino_takes(const cdp_backend *be, const cpu_corr *c)
+{
+	pthread_once(&wino_once, read_env);
+	return !wino_off && be->precision == CDP_PREC_FP32 && cpu_wino_shape(c);
+}
+
+/* The item geometry */
+typedef struct wgeo {
+	int tph, tpr;            /* tile rows and tiles per row of one sample */
+	int rows;                /* tile rows per item */
+	int tb;                  /* gemm columns: rows*tpr rounded up */
+} wgeo;
+
+static wgeo make_geo(const cpu_corr *c)
+{
+	wgeo g;
+	long want = WINO_FLOATS / (16L * (c->s + c->o));
+
+	g.tph = (c->oh + 1) / 2;
+	g.tpr = (c->ow + 1) / 2;
+	if (want < WINO_MIN_TILES)
+		want = WINO_MIN_TILES;
+	g.rows = (int)((want + g.tpr - 1) / g.tpr);
+	if (g.rows < 1)
+		g.rows = 1;
+	g.tb = (g.rows * g.tpr + TB_ALIGN - 1) / TB_ALIGN * TB_ALIGN;
+	return g;
+}
+
+/* a row of zeros W long, a spare output row */
+static size_t tmp_floats(const cpu_corr *c, const wgeo *g)
+{
+	return (size_t)c->w + 2 * (size_t)g->tpr;
+}
+
+size_t cpu_wino_scratch(const cpu_corr *c)
+{
+	wgeo g = make_geo(c);
+
+	return (16 * ((size_t)(c->s + c->o) * g.tb + 2 * XPAD) + tmp_floats(c, &g) + 64) *
+	       sizeof(float);
+}
+
+/* floats from U[xi] to U[xi + 1] */
+static size_t ustride(const cpu_corr *c)
+{
+	return (size_t)c->o * c->s + XPAD;
+}
+
+size_t cpu_wino_ufloats(const cpu_corr *c)
+{
+	return 16 * ustride(c);
+}
+
+/* ---- U = G g G^T, U[xi][o][s] ---- */
+
+typedef struct ujob {
+	const cpu_corr *c;
+	const float *a;
+	long rs;
+	float *u;
+} ujob;
+
+VECTOR_CLONES static void filter_item(void *ctx, int o)
+{
+	const ujob *j = ctx;
+	size_t os = ustride(j->c);
+
+	for (int s = 0; s < j->c->s; s++) {
+		const float *g = j->a + (size_t)o * j->rs + (size_t)s * 9;
+		float t[4][3], u[4][4];
+
+		for (int q = 0; q < 3; q++) {           /* t = G g: columns q */
+			t[0][q] = g[q];
+			t[1][q] = 0.5f * (g[q] + g[3 + q] + g[6 + q]);
+			t[2][q] = 0.5f * (g[q] - g[3 + q] + g[6 + q]);
+			t[3][q] = g[6 + q];
+		}
+		for (int i = 0; i < 4; i++) {           /* u = t G^T */
+			u[i][0] = t[i][0];
+			u[i][1] = 0.5f * (t[i][0] + t[i][1] + t[i][2]);
+			u[i][2] = 0.5f * (t[i][0] - t[i][1] + t[i][2]);
+			u[i][3] = t[i][2];
+		}
+		for (int x = 0; x < 16; x++)
+			j->u[x * os + (size_t)o * j->c->s + s] = u[x / 4][x % 4];
+	}
+}
+
+/* ---- one item ---- */
+
+typedef struct wjob {
+	cdp_backend *be;
+	const cpu_corr *c;
+	wgeo g;
+	int n;
+	const float *in, *u, *bias;
+	float beta;
+	float *out;
+} wjob;
+
+/* 16 tiles at a time: GCC's vector extensions, lowered to whatever each
+ * clone's instruction set has */
+#if defined(__GNUC__) && !defined(__clang__)
+#define WINO_VEC 16
+typedef float wvec __attribute__((vector_size(64), aligned(4), may_alias));
+typedef int wveci __attribute__((vector_size(64)));
+static const wveci EVEN = { 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30 };
+static const wveci ODD = { 1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31 };
+static const wveci ZIP_LO = { 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23 };
+static const wveci ZIP_HI = { 8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31 };
+#else
+#define WINO_VEC 0
+#endif
+
+/* V[4i + q] = (B^T d B)[i][q] of the 4x4 patch d, at v + tx, the 16
+ * matrices st floats apart */
+#define INPUT_TILE(d, v, st, tx) do { \
+	float e_[4][4]; \
+	_Pragma("GCC unroll 4") \
+	for (int r_ = 0; r_ < 4; r_++) {       /* rows of d B */ \
+		e_[r_][0] = d[r_][0] - d[r_][2]; \
+		e_[r_][1] = d[r_][1] + d[r_][2]; \
+		e_[r_][2] = d[r_][2] - d[r_][1]; \
+		e_[r_][3] = d[r_][1] - d[r_][3]; \
+	} \
+	_Pragma("GCC unroll 4") \
+	for (int q_ = 0; q_ < 4; q_++) {       /* B^T (d B) */ \
+		(v)[(size_t)q_ * (st) + (tx)] = e_[0][q_] - e_[2][q_]; \
+		(v)[(size_t)(4 + q_) * (st) + (tx)] = e_[1][q_] + e_[2][q_]; \
+		(v)[(size_t)(8 + q_) * (st) + (tx)] = e_[2][q_] - e_[1][q_]; \
+		(v)[(size_t)(12 + q_) * (st) + (tx)] = e_[1][q_] - e_[3][q_]; \
+	} \
+} while (0)
+
+/* V[xi][s][lt + tx] for the tiles of tile row ty of sample n, lt the
+ * row's first column in the item; zero: W zeros (the rows above and
+ * below the image). Straight from the input: the tiles whose 4 columns
+ * lie inside the row in one vectorized loop, the edge tiles with bounds
+ * (staging rows in a buffer first stalled every load on its stores). */
+VECTOR_CLONES static void input_row(const wjob *j, float *restrict v, int lt, int n, int ty,
+                                   const float *zero)
+{
+	const cpu_corr *c = j->c;
+	int tpr = j->g.tpr, lo = (c->pw + 1) / 2, hi = (c->w - 4 + c->pw) / 2;
+	size_t st = (size_t)c->s * j->g.tb + XPAD;
+
+	if (hi > tpr - 1)
+		hi = tpr - 1;
+	for (int s = 0; s < c->s; s++) {
+		const float *plane = j->in + ((size_t)n * c->s + s) * c->h * c->w;
+		const float *rp[4];
+		float *vs = v + (size_t)s * j->g.tb + lt;
+
+		for (int r = 0; r < 4; r++) {
+			int ih = 2 * ty - c->ph + r;
+			rp[r] = ih >= 0 && ih < c->h ? plane + (size_t)ih * c->w : zero;
+		}
+		/* the next channel's rows, while this one computes */
+		if (s + 1 < c->s)
+			for (int r = 0; r < 4; r++)
+				if (rp[r] != zero)
+					for (int x = 0; x < c->w; x += 16)
+						__builtin_prefetch(rp[r] + (size_t)c->h * c->w + x);
+		for (int tx = 0; tx < tpr; tx = tx + 1 == lo && hi >= lo ? hi + 1 : tx + 1) {
+			float d[4][4];              /* the edges: tx < lo, tx > hi */
+			for (int r = 0; r < 4; r++)
+				for (int k = 0; k < 4; k++) {
+					int q = 2 * tx - c->pw + k;
+					d[r][k] = q >= 0 && q < c->w ? rp[r][q] : 0.0f;
+				}
+			INPUT_TILE(d, vs, st, tx);
+		}
+		int tx = lo;
+#if WINO_VEC
+		/* columns q .. q+33 of each row: d[r][k] of 16 tiles as the even
+		 * and odd columns from q and from q + 2 */
+		for (; tx + WINO_VEC - 1 <= hi; tx += WINO_VEC) {
+			wvec d[4][4], e[4][4];
+			int q = 2 * tx - c->pw;
+			for (int r = 0; r < 4; r++) {
+				wvec a = *(const wvec *)(rp[r] + q), b = *(const wvec *)(rp[r] + q + 16);
+				wvec a2 = *(const wvec *)(rp[r] + q + 2), b2 = *(const wvec *)(rp[r] + q + 18);
+				d[r][0] = __builtin_shuffle(a, b, EVEN);
+				d[r][1] = __builtin_shuffle(a, b, ODD);
+				d[r][2] = __builtin_shuffle(a2, b2, EVEN);
+				d[r][3] = __builtin_shuffle(a2, b2, ODD);
+				e[r][0] = d[r][0] - d[r][2];
+				e[r][1] = d[r][1] + d[r][2];
+				e[r][2] = d[r][2] - d[r][1];
+				e[r][3] = d[r][1] - d[r][3];
+			}
+			for (int k = 0; k < 4; k++) {
+				*(wvec *)(vs + (size_t)k * st + tx) = e[0][k] - e[2][k];
+				*(wvec *)(vs + (size_t)(4 + k) * st + tx) = e[1][k] + e[2][k];
+				*(wvec *)(vs + (size_t)(8 + k) * st + tx) = e[2][k] - e[1][k];
+				*(wvec *)(vs + (size_t)(12 + k) * st + tx) = e[1][k] - e[3][k];
+			}
+		}
+#endif
+		for (; tx <= hi; tx++) {
+			float d[4][4];
+			int q = 2 * tx - c->pw;
+			for (int r = 0; r < 4; r++)
+				for (int k = 0; k < 4; k++)
+					d[r][k] = rp[r][q + k];
+			INPUT_TILE(d, vs, st, tx);
+		}
+	}
+}
+
+/* out rows 2ty, 2ty+1 of sample n from M[xi][o][lt + tx]; spare: tpr*2
+ * floats for a row 2ty+1 past the image */
+VECTOR_CLONES static void output_row(const wjob *j, const float *restrict mm, int lt, int n,
+                                    int ty, float *restrict spare)
+{
+	const cpu_corr *c = j->c;
+	int tpr = j->g.tpr, full = c->ow / 2;
+	size_t ot = (size_t)c->o * j->g.tb + XPAD;
+	float beta = j->beta;
+
+	for (int o = 0; o < c->o; o++) {
+		float bo = j->bias ? j->bias[o] : 0.0f;
+		float *plane = j->out + ((size_t)n * c->o + o) * c->oh * c->ow;
+		float *restrict y0 = plane + (size_t)(2 * ty) * c->ow;
+		float *restrict y1 = 2 * ty + 1 < c->oh ? y0 + c->ow : spare;
+		const float *m = mm + (size_t)o * j->g.tb + lt;
+
+		/* Y = A^T M A: rows a (A^T row 0) and b (row 1) of A^T M, then
+		 * columns 2tx, 2tx + 1 */
+		int tx = 0;
+#if WINO_VEC
+		for (; tx + WINO_VEC <= full; tx += WINO_VEC) {
+			wvec a[4], b[4], y[4], lo, hi;
+			for (int q = 0; q < 4; q++) {
+				wvec m0 = *(const wvec *)(m + q * ot + tx), m1 = *(const wvec *)(m + (4 + q) * ot + tx);
+				wvec m2 = *(const wvec *)(m + (8 + q) * ot + tx);
+				wvec m3 = *(const wvec *)(m + (12 + q) * ot + tx);
+				a[q] = m0 + m1 + m2;
+				b[q] = m1 - m2 - m3;
+			}
+			y[0] = a[0] + a[1] + a[2] + bo;
+			y[1] = a[1] - a[2] - a[3] + bo;
+			y[2] = b[0] + b[1] + b[2] + bo;
+			y[3] = b[1] - b[2] - b[3] + bo;
+			for (int p = 0; p < 2; p++) {
+				float *yp = (p ? y1 : y0) + 2 * tx;
+				lo = __builtin_shuffle(y[2 * p], y[2 * p + 1], ZIP_LO);
+				hi = __builtin_shuffle(y[2 * p], y[2 * p + 1], ZIP_HI);
+				if (beta != 0.0f) {
+					lo += beta * *(const wvec *)yp;
+					hi += beta * *(const wvec *)(yp + 16);
+				}
+				*(wvec *)yp = lo;
+				*(wvec *)(yp + 16) = hi;
+			}
+		}
+#endif
+		for (; tx < tpr; tx++) {
+			float a[4], b[4], y[4];
+			#pragma GCC unroll 4
+			for (int q = 0; q < 4; q++) {
+				a[q] = m[q * ot + tx] + m[(4 + q) * ot + tx] + m[(8 + q) * ot + tx];
+				b[q] = m[(4 + q) * ot + tx] - m[(8 + q) * ot + tx] - m[(12 + q) * ot + tx];
+			}
+			y[0] = a[0] + a[1] + a[2] + bo;
+			y[1] = a[1] - a[2] - a[3] + bo;
+			y[2] = b[0] + b[1] + b[2] + bo;
+			y[3] = b[1] - b[2] - b[3] + bo;
+			if (tx < full) {
+				if (beta == 0.0f) {
+					y0[2 * tx] = y[0];
+					y0[2 * tx + 1] = y[1];
+					y1[2 * tx] = y[2];
+					y1[2 * tx + 1] = y[3];
+				} else {
+					y0[2 * tx] = beta * y0[2 * tx] + y[0];
+					y0[2 * tx + 1] = beta * y0[2 * tx + 1] + y[1];
+					y1[2 * tx] = beta * y1[2 * tx] + y[2];
+					y1[2 * tx + 1] = beta * y1[2 * tx + 1] + y[3];
+				}
+			} else {                    /* odd OW: the last column */
+				y0[2 * tx] = beta == 0.0f ? y[0] : beta * y0[2 * tx] + y[0];
+				y1[2 * tx] = beta == 0.0f ? y[2] : beta * y1[2 * tx] + y[2];
+			}
+		}
+	}
+}
+
+static void wino_item(void *ctx, int it)
+{
+	const wjob *j = ctx;
+	const cpu_corr *c = j->c;
+	int g0 = it * j->g.rows, g1 = g0 + j->g.rows, tpr = j->g.tpr, tb = j->g.tb;
+	float *v = cpu_scratch(j->be, cpu_worker());
+	size_t vst = (size_t)c->s * tb + XPAD, mst = (size_t)c->o * tb + XPAD;
+	float *mm = v + 16 * vst;
+	float *zero = mm + 16 * mst, *spare = zero + c->w;
+	int used;
+
+	memset(zero, 0, (size_t)c->w * sizeof *zero);
+	if (g1 > j->n * j->g.tph)
+		g1 = j->n * j->g.tph;
+	used = (g1 - g0) * tpr;
+	/* the padding columns: zero, so no junk (or denormals) enters the gemm */
+	if (used < tb)
+		for (int x = 0; x < 16; x++)
+			for (int s = 0; s < c->s; s++)
+				memset(v + x * vst + (size_t)s * tb + used, 0,
+				       (size_t)(tb - used) * sizeof *v);
+	for (int g = g0; g < g1; g++)
+		input_row(j, v, (g - g0) * tpr, g / j->g.tph, g % j->g.tph, zero);
+	for (int x = 0; x < 16; x++)
+		cpu_kgemm_nn(j->be, c->o, tb, c->s, j->u + x * ustride(c), c->s, 1, v + x * vst, tb,
+		             0.0f, mm + x * mst, tb);
+	for (int g = g0; g < g1; g++)
+		output_row(j, mm, (g - g0) * tpr, g / j->g.tph, g % j->g.tph, spare);
+}
+
+void cpu_wino_corr(cdp_backend *be, const cpu_corr *c, int n, const float *in, const float *a,
+                   long rs, const float *bias, float beta, float *out, float *u)
+{
+	ujob uj = { c, a, rs, u };
+	wjob j = { .be = be, .c = c, .g = make_geo(c), .n = n, .in = in, .u = u, .bias = bias,
+	           .beta = beta, .out = out };
+	int rows = n * j.g.tph;
+
+	cpu_parallel_for(be, c->o, filter_item, &uj);
+	cpu_parallel_for(be, (rows + j.g.rows - 1) / j.g.rows, wino_item, &j);
+}
