@@ -108,10 +108,22 @@ static wgeo make_geo(const cpu_corr *c)
 	return g;
 }
 
-/* a row of zeros W long, a spare output row */
+/* the tile rows of one sample an item can hold */
+static int seg_rows(const wgeo *g)
+{
+	return g->rows < g->tph ? g->rows : g->tph;
+}
+
+/* floats per channel of the padded slice (fill_slice) */
+static size_t slice_chs(const wgeo *g)
+{
+	return (size_t)(2 * seg_rows(g) + 2) * (2 * g->tpr + 2);
+}
+
+/* the padded slice, a spare output row */
 static size_t tmp_floats(const cpu_corr *c, const wgeo *g)
 {
-	return (size_t)c->w + 2 * (size_t)g->tpr;
+	return (size_t)c->s * slice_chs(g) + 2 * (size_t)g->tpr;
 }
 
 size_t cpu_wino_scratch(const cpu_corr *c)
@@ -146,25 +158,31 @@ VECTOR_CLONES static void filter_item(void *ctx, int o)
 {
 	const ujob *j = ctx;
 	size_t os = ustride(j->c);
+	const float *restrict go = j->a + (size_t)o * j->rs;
+	float *restrict uo = j->u + (size_t)o * j->c->s;
 
+	/* unrolled so that the loop over s vectorizes */
 	for (int s = 0; s < j->c->s; s++) {
-		const float *g = j->a + (size_t)o * j->rs + (size_t)s * 9;
+		const float *g = go + (size_t)s * 9;
 		float t[4][3], u[4][4];
 
+		#pragma GCC unroll 3
 		for (int q = 0; q < 3; q++) {           /* t = G g: columns q */
 			t[0][q] = g[q];
 			t[1][q] = 0.5f * (g[q] + g[3 + q] + g[6 + q]);
 			t[2][q] = 0.5f * (g[q] - g[3 + q] + g[6 + q]);
 			t[3][q] = g[6 + q];
 		}
+		#pragma GCC unroll 4
 		for (int i = 0; i < 4; i++) {           /* u = t G^T */
 			u[i][0] = t[i][0];
 			u[i][1] = 0.5f * (t[i][0] + t[i][1] + t[i][2]);
 			u[i][2] = 0.5f * (t[i][0] - t[i][1] + t[i][2]);
 			u[i][3] = t[i][2];
 		}
+		#pragma GCC unroll 16
 		for (int x = 0; x < 16; x++)
-			j->u[x * os + (size_t)o * j->c->s + s] = u[x / 4][x % 4];
+			uo[x * os + s] = u[x / 4][x % 4];
 	}
 }
 
@@ -190,6 +208,68 @@ static const wveci EVEN = { 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 2
 static const wveci ODD = { 1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31 };
 static const wveci ZIP_LO = { 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23 };
 static const wveci ZIP_HI = { 8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31 };
+/* and 8 at a time, for the rows of 8 to 15 tiles (16x16 to 30x30 planes) */
+typedef float wvec8 __attribute__((vector_size(32), aligned(4), may_alias));
+typedef int wveci8 __attribute__((vector_size(32)));
+static const wveci8 EVEN8 = { 0, 2, 4, 6, 8, 10, 12, 14 };
+static const wveci8 ODD8 = { 1, 3, 5, 7, 9, 11, 13, 15 };
+static const wveci8 ZIP_LO8 = { 0, 8, 1, 9, 2, 10, 3, 11 };
+static const wveci8 ZIP_HI8 = { 4, 12, 5, 13, 6, 14, 7, 15 };
+
+/* input_row's tiles tx .. hi, VW at a time (VT: VW floats): columns q ..
+ * q + 2 VW + 1 of each row, d[r][k] of VW tiles as the even and odd
+ * columns from q and from q + 2 */
+#define INPUT_VEC(VT, VW, EV, OD) \
+	for (; tx + (VW) - 1 <= hi; tx += (VW)) { \
+		VT d[4][4], e[4][4]; \
+		int q = 2 * tx; \
+		for (int r = 0; r < 4; r++) { \
+			VT a = *(const VT *)(rp[r] + q), b = *(const VT *)(rp[r] + q + (VW)); \
+			VT a2 = *(const VT *)(rp[r] + q + 2), b2 = *(const VT *)(rp[r] + q + (VW) + 2); \
+			d[r][0] = __builtin_shuffle(a, b, EV); \
+			d[r][1] = __builtin_shuffle(a, b, OD); \
+			d[r][2] = __builtin_shuffle(a2, b2, EV); \
+			d[r][3] = __builtin_shuffle(a2, b2, OD); \
+			e[r][0] = d[r][0] - d[r][2]; \
+			e[r][1] = d[r][1] + d[r][2]; \
+			e[r][2] = d[r][2] - d[r][1]; \
+			e[r][3] = d[r][1] - d[r][3]; \
+		} \
+		for (int k = 0; k < 4; k++) { \
+			*(VT *)(vs + (size_t)k * st + tx) = e[0][k] - e[2][k]; \
+			*(VT *)(vs + (size_t)(4 + k) * st + tx) = e[1][k] + e[2][k]; \
+			*(VT *)(vs + (size_t)(8 + k) * st + tx) = e[2][k] - e[1][k]; \
+			*(VT *)(vs + (size_t)(12 + k) * st + tx) = e[1][k] - e[3][k]; \
+		} \
+	}
+
+/* output_row's tiles tx .. full - 1, VW at a time */
+#define OUTPUT_VEC(VT, VW, ZL, ZH) \
+	for (; tx + (VW) <= full; tx += (VW)) { \
+		VT a[4], b[4], y[4], lo, hi; \
+		for (int q = 0; q < 4; q++) { \
+			VT m0 = *(const VT *)(m + q * ot + tx), m1 = *(const VT *)(m + (4 + q) * ot + tx); \
+			VT m2 = *(const VT *)(m + (8 + q) * ot + tx); \
+			VT m3 = *(const VT *)(m + (12 + q) * ot + tx); \
+			a[q] = m0 + m1 + m2; \
+			b[q] = m1 - m2 - m3; \
+		} \
+		y[0] = a[0] + a[1] + a[2] + bo; \
+		y[1] = a[1] - a[2] - a[3] + bo; \
+		y[2] = b[0] + b[1] + b[2] + bo; \
+		y[3] = b[1] - b[2] - b[3] + bo; \
+		for (int p = 0; p < 2; p++) { \
+			float *yp = (p ? y1 : y0) + 2 * tx; \
+			lo = __builtin_shuffle(y[2 * p], y[2 * p + 1], ZL); \
+			hi = __builtin_shuffle(y[2 * p], y[2 * p + 1], ZH); \
+			if (beta != 0.0f) { \
+				lo += beta * *(const VT *)yp; \
+				hi += beta * *(const VT *)(yp + (VW)); \
+			} \
+			*(VT *)yp = lo; \
+			*(VT *)(yp + (VW)) = hi; \
+		} \
+	}
 #else
 #define WINO_VEC 0
 #endif
@@ -214,77 +294,61 @@ static const wveci ZIP_HI = { 8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 
 	} \
 } while (0)
 
-/* V[xi][s][lt + tx] for the tiles of tile row ty of sample n, lt the
- * row's first column in the item; zero: W zeros (the rows above and
- * below the image). Straight from the input: the tiles whose 4 columns
- * lie inside the row in one vectorized loop, the edge tiles with bounds
- * (staging rows in a buffer first stalled every load on its stores). */
-VECTOR_CLONES static void input_row(const wjob *j, float *restrict v, int lt, int n, int ty,
-                                   const float *zero)
+/* The padded slice of a run of tile rows [ty0, ty1) of sample n: input
+ * rows 2 ty0 - ph ... 2 ty1 + 1 - ph of every channel, each in a row of
+ * wp = 2 tpr + 2 floats with the image at column pw and zeros around it,
+ * channel s at sl + s * chs. Copied once per item, so the transform reads
+ * every tile as an interior one (and long after these stores: reading
+ * right behind a copy stalled every load on store forwarding). */
+static void fill_slice(const wjob *j, float *sl, size_t chs, int n, int ty0, int ty1)
 {
 	const cpu_corr *c = j->c;
-	int tpr = j->g.tpr, lo = (c->pw + 1) / 2, hi = (c->w - 4 + c->pw) / 2;
-	size_t st = (size_t)c->s * j->g.tb + XPAD;
+	int wp = 2 * j->g.tpr + 2, nr = 2 * (ty1 - ty0) + 2;
+	int cw = c->w < wp - c->pw ? c->w : wp - c->pw;   /* image columns kept */
 
-	if (hi > tpr - 1)
-		hi = tpr - 1;
 	for (int s = 0; s < c->s; s++) {
 		const float *plane = j->in + ((size_t)n * c->s + s) * c->h * c->w;
+		float *row = sl + (size_t)s * chs;
+
+		for (int r = 0; r < nr; r++, row += wp) {
+			int ih = 2 * ty0 - c->ph + r;
+
+			if (ih < 0 || ih >= c->h) {
+				memset(row, 0, (size_t)wp * sizeof *row);
+				continue;
+			}
+			memset(row, 0, (size_t)c->pw * sizeof *row);
+			memcpy(row + c->pw, plane + (size_t)ih * c->w, (size_t)cw * sizeof *row);
+			memset(row + c->pw + cw, 0, (size_t)(wp - c->pw - cw) * sizeof *row);
+		}
+	}
+}
+
+/* V[xi][s][lt + tx] for the tiles of tile row ty (row yr of the slice
+ * sl, channels chs apart), lt the row's first column in the item */
+VECTOR_CLONES static void input_row(const wjob *j, float *restrict v, int lt,
+                                   const float *restrict sl, size_t chs, int yr)
+{
+	const cpu_corr *c = j->c;
+	int tpr = j->g.tpr, wp = 2 * tpr + 2, hi = tpr - 1;
+	size_t st = (size_t)c->s * j->g.tb + XPAD;
+
+	for (int s = 0; s < c->s; s++) {
 		const float *rp[4];
 		float *vs = v + (size_t)s * j->g.tb + lt;
+		int tx = 0;
 
-		for (int r = 0; r < 4; r++) {
-			int ih = 2 * ty - c->ph + r;
-			rp[r] = ih >= 0 && ih < c->h ? plane + (size_t)ih * c->w : zero;
-		}
-		/* the next channel's rows, while this one computes */
-		if (s + 1 < c->s)
-			for (int r = 0; r < 4; r++)
-				if (rp[r] != zero)
-					for (int x = 0; x < c->w; x += 16)
-						__builtin_prefetch(rp[r] + (size_t)c->h * c->w + x);
-		for (int tx = 0; tx < tpr; tx = tx + 1 == lo && hi >= lo ? hi + 1 : tx + 1) {
-			float d[4][4];              /* the edges: tx < lo, tx > hi */
-			for (int r = 0; r < 4; r++)
-				for (int k = 0; k < 4; k++) {
-					int q = 2 * tx - c->pw + k;
-					d[r][k] = q >= 0 && q < c->w ? rp[r][q] : 0.0f;
-				}
-			INPUT_TILE(d, vs, st, tx);
-		}
-		int tx = lo;
+		for (int r = 0; r < 4; r++)
+			rp[r] = sl + (size_t)s * chs + (size_t)(2 * yr + r) * wp;
 #if WINO_VEC
-		/* columns q .. q+33 of each row: d[r][k] of 16 tiles as the even
-		 * and odd columns from q and from q + 2 */
-		for (; tx + WINO_VEC - 1 <= hi; tx += WINO_VEC) {
-			wvec d[4][4], e[4][4];
-			int q = 2 * tx - c->pw;
-			for (int r = 0; r < 4; r++) {
-				wvec a = *(const wvec *)(rp[r] + q), b = *(const wvec *)(rp[r] + q + 16);
-				wvec a2 = *(const wvec *)(rp[r] + q + 2), b2 = *(const wvec *)(rp[r] + q + 18);
-				d[r][0] = __builtin_shuffle(a, b, EVEN);
-				d[r][1] = __builtin_shuffle(a, b, ODD);
-				d[r][2] = __builtin_shuffle(a2, b2, EVEN);
-				d[r][3] = __builtin_shuffle(a2, b2, ODD);
-				e[r][0] = d[r][0] - d[r][2];
-				e[r][1] = d[r][1] + d[r][2];
-				e[r][2] = d[r][2] - d[r][1];
-				e[r][3] = d[r][1] - d[r][3];
-			}
-			for (int k = 0; k < 4; k++) {
-				*(wvec *)(vs + (size_t)k * st + tx) = e[0][k] - e[2][k];
-				*(wvec *)(vs + (size_t)(4 + k) * st + tx) = e[1][k] + e[2][k];
-				*(wvec *)(vs + (size_t)(8 + k) * st + tx) = e[2][k] - e[1][k];
-				*(wvec *)(vs + (size_t)(12 + k) * st + tx) = e[1][k] - e[3][k];
-			}
-		}
+		INPUT_VEC(wvec, 16, EVEN, ODD)
+		INPUT_VEC(wvec8, 8, EVEN8, ODD8)
 #endif
 		for (; tx <= hi; tx++) {
 			float d[4][4];
-			int q = 2 * tx - c->pw;
 			for (int r = 0; r < 4; r++)
 				for (int k = 0; k < 4; k++)
-					d[r][k] = rp[r][q + k];
+					d[r][k] = rp[r][2 * tx + k];
 			INPUT_TILE(d, vs, st, tx);
 		}
 	}
@@ -311,31 +375,8 @@ VECTOR_CLONES static void output_row(const wjob *j, const float *restrict mm, in
 		 * columns 2tx, 2tx + 1 */
 		int tx = 0;
 #if WINO_VEC
-		for (; tx + WINO_VEC <= full; tx += WINO_VEC) {
-			wvec a[4], b[4], y[4], lo, hi;
-			for (int q = 0; q < 4; q++) {
-				wvec m0 = *(const wvec *)(m + q * ot + tx), m1 = *(const wvec *)(m + (4 + q) * ot + tx);
-				wvec m2 = *(const wvec *)(m + (8 + q) * ot + tx);
-				wvec m3 = *(const wvec *)(m + (12 + q) * ot + tx);
-				a[q] = m0 + m1 + m2;
-				b[q] = m1 - m2 - m3;
-			}
-			y[0] = a[0] + a[1] + a[2] + bo;
-			y[1] = a[1] - a[2] - a[3] + bo;
-			y[2] = b[0] + b[1] + b[2] + bo;
-			y[3] = b[1] - b[2] - b[3] + bo;
-			for (int p = 0; p < 2; p++) {
-				float *yp = (p ? y1 : y0) + 2 * tx;
-				lo = __builtin_shuffle(y[2 * p], y[2 * p + 1], ZIP_LO);
-				hi = __builtin_shuffle(y[2 * p], y[2 * p + 1], ZIP_HI);
-				if (beta != 0.0f) {
-					lo += beta * *(const wvec *)yp;
-					hi += beta * *(const wvec *)(yp + 16);
-				}
-				*(wvec *)yp = lo;
-				*(wvec *)(yp + 16) = hi;
-			}
-		}
+		OUTPUT_VEC(wvec, 16, ZIP_LO, ZIP_HI)
+		OUTPUT_VEC(wvec8, 8, ZIP_LO8, ZIP_HI8)
 #endif
 		for (; tx < tpr; tx++) {
 			float a[4], b[4], y[4];
@@ -376,10 +417,10 @@ static void wino_item(void *ctx, int it)
 	float *v = cpu_scratch(j->be, cpu_worker());
 	size_t vst = (size_t)c->s * tb + XPAD, mst = (size_t)c->o * tb + XPAD;
 	float *mm = v + 16 * vst;
-	float *zero = mm + 16 * mst, *spare = zero + c->w;
+	size_t chs = slice_chs(&j->g);
+	float *sl = mm + 16 * mst, *spare = sl + (size_t)c->s * chs;
 	int used;
 
-	memset(zero, 0, (size_t)c->w * sizeof *zero);
 	if (g1 > j->n * j->g.tph)
 		g1 = j->n * j->g.tph;
 	used = (g1 - g0) * tpr;
@@ -389,8 +430,16 @@ static void wino_item(void *ctx, int it)
 			for (int s = 0; s < c->s; s++)
 				memset(v + x * vst + (size_t)s * tb + used, 0,
 				       (size_t)(tb - used) * sizeof *v);
-	for (int g = g0; g < g1; g++)
-		input_row(j, v, (g - g0) * tpr, g / j->g.tph, g % j->g.tph, zero);
+	/* the item's tile rows by runs within one sample */
+	for (int g = g0; g < g1;) {
+		int n = g / j->g.tph, ty0 = g % j->g.tph;
+		int ty1 = g1 - n * j->g.tph < j->g.tph ? g1 - n * j->g.tph : j->g.tph;
+
+		fill_slice(j, sl, chs, n, ty0, ty1);
+		for (int ty = ty0; ty < ty1; ty++)
+			input_row(j, v, (g - g0 + ty - ty0) * tpr, sl, chs, ty - ty0);
+		g += ty1 - ty0;
+	}
 	for (int x = 0; x < 16; x++)
 		cpu_kgemm_nn(j->be, c->o, tb, c->s, j->u + x * ustride(c), c->s, 1, v + x * vst, tb,
 		             0.0f, mm + x * mst, tb);

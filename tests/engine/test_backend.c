@@ -161,14 +161,16 @@ static void test_conv(void)
 		{ 1, 32, 100, 128, 6, 3, 1, 1, 1 },/* the same in several chunks */
 		{ 1, 3, 40, 64, 4, 3, 1, 2, 2 },   /* rows in place, dilation 2 */
 		{ 1, 16, 256, 256, 4, 2, 2, 0, 1 },/* 2x2 stride 2 in several chunks */
-		/* Winograd F(2x2,3x3) (16+ channels, 3x3, dilation 1): odd sizes
-		 * (partial tiles), pads 0-2 (the data gradient's 2-0), items that
-		 * span samples, several items */
-		{ 3, 16, 9, 11, 17, 3, 1, 1, 1 },
-		{ 2, 24, 12, 10, 16, 3, 1, 0, 1 },
-		{ 2, 16, 7, 13, 20, 3, 1, 2, 1 },
-		{ 4, 64, 16, 16, 48, 3, 1, 1, 1 },
-		{ 1, 16, 130, 66, 16, 3, 1, 1, 1 },
+		/* Winograd F(2x2,3x3) (64+ channels in and out, 3x3, dilation 1):
+		 * odd sizes (partial tiles), pads 0-2 (the data gradient's 2-0),
+		 * items that span samples, several items a sample, rows of 8 and
+		 * of 16+ tiles (the vector transforms) */
+		{ 3, 64, 9, 11, 64, 3, 1, 1, 1 },
+		{ 2, 64, 12, 10, 72, 3, 1, 0, 1 },
+		{ 2, 72, 7, 13, 64, 3, 1, 2, 1 },
+		{ 2, 64, 16, 16, 64, 3, 1, 1, 1 },
+		{ 1, 64, 70, 66, 64, 3, 1, 1, 1 },
+		{ 3, 64, 16, 16, 48, 3, 1, 1, 1 },   /* 48 out: direct */
 	};
 	for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
 		const conv_case *cc = &cases[ci];
