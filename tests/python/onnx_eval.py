@@ -107,15 +107,6 @@ def _resize(x, roi=None, scales=None, sizes=None, mode="nearest",
     return x
 
 
-def _slice(x, starts, ends, axes=None, steps=None):
-    axes = range(len(starts)) if axes is None else axes
-    steps = [1] * len(starts) if steps is None else steps
-    idx = [slice(None)] * x.ndim
-    for a, b, e, st in zip(axes, starts, ends, steps):
-        idx[int(a)] = slice(int(b), int(e), int(st))
-    return x[tuple(idx)]
-
-
 def _pad_op(x, pads, value=None, mode=b"constant"):
     assert mode in (b"constant", "constant"), "Pad mode %r" % mode
     r = x.ndim
@@ -171,7 +162,6 @@ OPS = {
     "Unsqueeze": lambda x, axes: np.expand_dims(x, tuple(int(a) for a in axes)),
     "Slice": _slice,
     "Pad": _pad_op,
-    "Slice": _slice,
 }
 
 

@@ -78,7 +78,8 @@ long tr_rss_anon_kb(void)
 /* Keeps the lines of an earlier run up to `upto`. */
 static int trim_jsonl(trainer *t, const char *path, long upto, char *err, size_t cap)
 {
-	char line[65536];
+	char *line = NULL;               /* whole lines, however long (a val line */
+	size_t lcap = 0;                 /* of thousands of classes passes 64 KiB) */
 	FILE *in = fopen(path, "r"), *out = NULL;
 	cdp_out o;
 	int fd = -1;
@@ -97,7 +98,7 @@ static int trim_jsonl(trainer *t, const char *path, long upto, char *err, size_t
 		fclose(in);
 		return -1;
 	}
-	while (fgets(line, sizeof line, in)) {
+	while (getline(&line, &lcap, in) > 0) {
 		char type[16];
 		double step;
 		const char *m;
@@ -120,6 +121,7 @@ static int trim_jsonl(trainer *t, const char *path, long upto, char *err, size_t
 			tr_patience_see(t, x);    /* --patience's count, as the run made it */
 		}
 	}
+	free(line);
 	fclose(in);
 	if (fclose(out) != 0) {
 		snprintf(err, cap, "cannot write '%s': %s", path, strerror(errno));
@@ -593,7 +595,8 @@ void tr_plot(trainer *t)
 {
 	enum { LOSS, LR, VLOSS, METRIC, RESUME, NS };
 	series s[NS] = { { 0 } };
-	char path[4200], title[4400], line[65536];
+	char path[4200], title[4400], *line = NULL;
+	size_t lcap = 0;
 	const char *slash, *name = t->reg ? "validation R2" :
 	                           t->multi ? "validation micro F1" :
 	                           t->hw == 1 ? "validation accuracy" :
@@ -610,7 +613,7 @@ void tr_plot(trainer *t)
 		tr_logf(t, "cannot read '%s' for the plot: %s", path, strerror(errno));
 		return;
 	}
-	while (rc == 0 && fgets(line, sizeof line, f)) {
+	while (rc == 0 && getline(&line, &lcap, f) > 0) {
 		double step = field(line, "\"step\":");
 		if (!strncmp(line, "{\"type\":\"step\",", 15))
 			rc = add(&s[LOSS], step, field(line, "\"loss\":")) ||
@@ -621,6 +624,7 @@ void tr_plot(trainer *t)
 		else if (!strncmp(line, "{\"type\":\"resume\",", 17))
 			rc = add(&s[RESUME], step, 0);
 	}
+	free(line);
 	fclose(f);
 	/* the run's name: its directory's last component */
 	snprintf(path, sizeof path, "%s", t->o->out);
