@@ -208,13 +208,20 @@ static const wveci EVEN = { 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 2
 static const wveci ODD = { 1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31 };
 static const wveci ZIP_LO = { 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23 };
 static const wveci ZIP_HI = { 8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31 };
-/* and 8 at a time, for the rows of 8 to 15 tiles (16x16 to 30x30 planes) */
+/* and 8 at a time, for the rows of 8 to 15 tiles (16x16 to 30x30 planes), */
 typedef float wvec8 __attribute__((vector_size(32), aligned(4), may_alias));
 typedef int wveci8 __attribute__((vector_size(32)));
 static const wveci8 EVEN8 = { 0, 2, 4, 6, 8, 10, 12, 14 };
 static const wveci8 ODD8 = { 1, 3, 5, 7, 9, 11, 13, 15 };
 static const wveci8 ZIP_LO8 = { 0, 8, 1, 9, 2, 10, 3, 11 };
 static const wveci8 ZIP_HI8 = { 4, 12, 5, 13, 6, 14, 7, 15 };
+/* and 4, for 8x8 and 7x7 planes and the rest of a row */
+typedef float wvec4 __attribute__((vector_size(16), aligned(4), may_alias));
+typedef int wveci4 __attribute__((vector_size(16)));
+static const wveci4 EVEN4 = { 0, 2, 4, 6 };
+static const wveci4 ODD4 = { 1, 3, 5, 7 };
+static const wveci4 ZIP_LO4 = { 0, 4, 1, 5 };
+static const wveci4 ZIP_HI4 = { 2, 6, 3, 7 };
 
 /* input_row's tiles tx .. hi, VW at a time (VT: VW floats): columns q ..
  * q + 2 VW + 1 of each row, d[r][k] of VW tiles as the even and odd
@@ -343,6 +350,7 @@ VECTOR_CLONES static void input_row(const wjob *j, float *restrict v, int lt,
 #if WINO_VEC
 		INPUT_VEC(wvec, 16, EVEN, ODD)
 		INPUT_VEC(wvec8, 8, EVEN8, ODD8)
+		INPUT_VEC(wvec4, 4, EVEN4, ODD4)
 #endif
 		for (; tx <= hi; tx++) {
 			float d[4][4];
@@ -377,6 +385,7 @@ VECTOR_CLONES static void output_row(const wjob *j, const float *restrict mm, in
 #if WINO_VEC
 		OUTPUT_VEC(wvec, 16, ZIP_LO, ZIP_HI)
 		OUTPUT_VEC(wvec8, 8, ZIP_LO8, ZIP_HI8)
+		OUTPUT_VEC(wvec4, 4, ZIP_LO4, ZIP_HI4)
 #endif
 		for (; tx < tpr; tx++) {
 			float a[4], b[4], y[4];
