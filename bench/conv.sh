@@ -11,6 +11,7 @@
 # BENCH_THREADS (1).
 set -eu
 build=${1:-.}
+. "$(dirname "$0")/train_lib.sh"     # median
 bench=$build/bench/conv_bench
 [ -x "$bench" ] || { echo "bench/conv.sh: no $bench (make it first)" >&2; exit 1; }
 layers=${BENCH_LAYERS:-"8,32,128,32 8,64,64,64 8,128,32,128 8,256,16,256 8,512,8,512 8,768,16,256"}
@@ -20,29 +21,22 @@ echo "machine: $(nproc) cores, $(sed -n 's/^model name[[:space:]]*: //p' /proc/c
 echo "threads: $threads; rounds: $rounds; best of 5 runs of each op a round"
 printf '%-16s %10s %10s %10s %10s %10s   %s\n' layer "wino fwd" "wino data" "dir fwd" \
 	"dir data" filter "speed-up (rounds)"
+# field NAME: NAME's number in the JSON line on standard input
+field() { sed -n "s/.*\"$1\":\([0-9.]*\).*/\1/p"; }
 for l in $layers; do
-	r=0 out=""
+	r=0 rows="" runs=""
 	while [ "$r" -lt "$rounds" ]; do
 		on=$(CDP_CPU_WINOGRAD=1 "$bench" -t "$threads" "$l")
 		off=$(CDP_CPU_WINOGRAD=0 "$bench" -t "$threads" "$l")
-		out="$out$on $off
+		row="$(echo "$on" | field fwd_ms) $(echo "$on" | field data_ms) $(echo "$off" | field fwd_ms)"
+		row="$row $(echo "$off" | field data_ms) $(echo "$off" | field filter_ms)"
+		ratio=$(echo "$row" | awk '{ printf "%.2f", ($3 + $4) / ($1 + $2) }')
+		rows="$rows$row $ratio
 "
+		runs="$runs $ratio"
 		r=$((r + 1))
 	done
-	printf '%s' "$out" | awk -v layer="$l" '
-	function num(s, key,   i) { i = index(s, "\"" key "\":"); return substr(s, i + length(key) + 3) + 0 }
-	function med(a, n,   i, j, t) {
-		for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t }
-		return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2 }
-	NF {
-		split($0, h, " "); n++
-		wf[n] = num(h[1], "fwd_ms"); wd[n] = num(h[1], "data_ms")
-		df[n] = num(h[2], "fwd_ms"); dd[n] = num(h[2], "data_ms"); fl[n] = num(h[2], "filter_ms")
-		s[n] = (df[n] + dd[n]) / (wf[n] + wd[n]); runs = runs sprintf(" %.2f", s[n])
-	}
-	END {
-		for (i = 1; i <= n; i++) t[i] = s[i]
-		printf "%-16s %10.2f %10.2f %10.2f %10.2f %10.2f   %.2fx (%s)\n", layer, med(wf, n),
-		       med(wd, n), med(df, n), med(dd, n), med(fl, n), med(t, n), substr(runs, 2)
-	}'
+	col() { printf '%s' "$rows" | awk -v k="$1" '{ print $k }' | median; }
+	printf '%-16s %10s %10s %10s %10s %10s   %sx (%s)\n' "$l" "$(col 1)" "$(col 2)" "$(col 3)" \
+		"$(col 4)" "$(col 5)" "$(col 6)" "${runs# }"
 done

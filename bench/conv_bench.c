@@ -12,17 +12,9 @@
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <time.h>
 #include "cdp_num.h"
+#include "cdp_progress.h"
 #include "cpu/cpu.h"
-
-static double now(void)
-{
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return t.tv_sec + t.tv_nsec * 1e-9;
-}
 
 static void usage(FILE *f)
 {
@@ -80,13 +72,13 @@ int main(int argc, char **argv)
 	}
 	for (int r = 0; r < reps; r++) {
 		double t[4];
-		t[0] = now();
+		t[0] = cdp_now();
 		cpu_conv_fwd(be, &d, x, w, NULL, y, ws);
-		t[1] = now();
+		t[1] = cdp_now();
 		cpu_conv_bwd_data(be, &d, dy, w, dx, 0.0f, ws);
-		t[2] = now();
+		t[2] = cdp_now();
 		cpu_conv_bwd_filter(be, &d, x, dy, dw, db, ws);
-		t[3] = now();
+		t[3] = cdp_now();
 		for (int i = 0; i < 3; i++)
 			if (t[i + 1] - t[i] < best[i])
 				best[i] = t[i + 1] - t[i];

@@ -45,8 +45,9 @@
 #pragma GCC optimize ("tree-vectorize", "vect-cost-model=dynamic", "no-trapping-math")
 #endif
 
-/* The transforms are streams of additions that GCC vectorizes: compiled
- * for AVX-512, AVX2 and the baseline, the best chosen at load time. */
+/* The transforms (GCC vector extensions below, 16, 8 and 4 tiles at a
+ * time) compiled for AVX-512, AVX2 and the baseline, the best chosen at
+ * load time. */
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
 #define VECTOR_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 #else
@@ -223,11 +224,11 @@ static const wveci4 ODD4 = { 1, 3, 5, 7 };
 static const wveci4 ZIP_LO4 = { 0, 4, 1, 5 };
 static const wveci4 ZIP_HI4 = { 2, 6, 3, 7 };
 
-/* input_row's tiles tx .. hi, VW at a time (VT: VW floats): columns q ..
+/* input_row's tiles from tx on, VW at a time (VT: VW floats): columns q ..
  * q + 2 VW + 1 of each row, d[r][k] of VW tiles as the even and odd
  * columns from q and from q + 2 */
 #define INPUT_VEC(VT, VW, EV, OD) \
-	for (; tx + (VW) - 1 <= hi; tx += (VW)) { \
+	for (; tx + (VW) <= tpr; tx += (VW)) { \
 		VT d[4][4], e[4][4]; \
 		int q = 2 * tx; \
 		for (int r = 0; r < 4; r++) { \
@@ -281,26 +282,6 @@ static const wveci4 ZIP_HI4 = { 2, 6, 3, 7 };
 #define WINO_VEC 0
 #endif
 
-/* V[4i + q] = (B^T d B)[i][q] of the 4x4 patch d, at v + tx, the 16
- * matrices st floats apart */
-#define INPUT_TILE(d, v, st, tx) do { \
-	float e_[4][4]; \
-	_Pragma("GCC unroll 4") \
-	for (int r_ = 0; r_ < 4; r_++) {       /* rows of d B */ \
-		e_[r_][0] = d[r_][0] - d[r_][2]; \
-		e_[r_][1] = d[r_][1] + d[r_][2]; \
-		e_[r_][2] = d[r_][2] - d[r_][1]; \
-		e_[r_][3] = d[r_][1] - d[r_][3]; \
-	} \
-	_Pragma("GCC unroll 4") \
-	for (int q_ = 0; q_ < 4; q_++) {       /* B^T (d B) */ \
-		(v)[(size_t)q_ * (st) + (tx)] = e_[0][q_] - e_[2][q_]; \
-		(v)[(size_t)(4 + q_) * (st) + (tx)] = e_[1][q_] + e_[2][q_]; \
-		(v)[(size_t)(8 + q_) * (st) + (tx)] = e_[2][q_] - e_[1][q_]; \
-		(v)[(size_t)(12 + q_) * (st) + (tx)] = e_[1][q_] - e_[3][q_]; \
-	} \
-} while (0)
-
 /* The padded slice of a run of tile rows [ty0, ty1) of sample n: input
  * rows 2 ty0 - ph ... 2 ty1 + 1 - ph of every channel, each in a row of
  * wp = 2 tpr + 2 floats with the image at column pw and zeros around it,
@@ -337,7 +318,7 @@ VECTOR_CLONES static void input_row(const wjob *j, float *restrict v, int lt,
                                    const float *restrict sl, size_t chs, int yr)
 {
 	const cpu_corr *c = j->c;
-	int tpr = j->g.tpr, wp = 2 * tpr + 2, hi = tpr - 1;
+	int tpr = j->g.tpr, wp = 2 * tpr + 2;
 	size_t st = (size_t)c->s * j->g.tb + XPAD;
 
 	for (int s = 0; s < c->s; s++) {
@@ -352,12 +333,21 @@ VECTOR_CLONES static void input_row(const wjob *j, float *restrict v, int lt,
 		INPUT_VEC(wvec8, 8, EVEN8, ODD8)
 		INPUT_VEC(wvec4, 4, EVEN4, ODD4)
 #endif
-		for (; tx <= hi; tx++) {
-			float d[4][4];
-			for (int r = 0; r < 4; r++)
-				for (int k = 0; k < 4; k++)
-					d[r][k] = rp[r][2 * tx + k];
-			INPUT_TILE(d, vs, st, tx);
+		for (; tx < tpr; tx++) {         /* the rest, one tile at a time */
+			float e[4][4];
+			for (int r = 0; r < 4; r++) {   /* rows of d B, d the 4x4 patch */
+				const float *d = rp[r] + 2 * tx;
+				e[r][0] = d[0] - d[2];
+				e[r][1] = d[1] + d[2];
+				e[r][2] = d[2] - d[1];
+				e[r][3] = d[1] - d[3];
+			}
+			for (int k = 0; k < 4; k++) {   /* V[4i + k] = (B^T d B)[i][k] */
+				vs[(size_t)k * st + tx] = e[0][k] - e[2][k];
+				vs[(size_t)(4 + k) * st + tx] = e[1][k] + e[2][k];
+				vs[(size_t)(8 + k) * st + tx] = e[2][k] - e[1][k];
+				vs[(size_t)(12 + k) * st + tx] = e[1][k] - e[3][k];
+			}
 		}
 	}
 }
