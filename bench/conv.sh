@@ -2,9 +2,9 @@
 # bench/conv.sh: one convolution layer's forward, data and filter
 # gradients on the CPU backend (bench/conv_bench), Winograd F(2x2, 3x3)
 # against the direct convolution (CDP_CPU_WINOGRAD=0) in the same run:
-# the two alternate within each round, and the speed-up is the median over
-# the rounds of (direct forward + data) / (Winograd forward + data), so a
-# minute in which the machine is slower sways both sides alike.
+# the two alternate within each round, and each speed-up is the median over
+# the rounds of direct / Winograd time (forward + data, filter, and all
+# three), so a minute in which the machine is slower sways both sides alike.
 #   usage: bench/conv.sh [BUILDDIR]
 # BENCH_LAYERS: N,C,H,F a layer, space-separated (default: ResNet-34's
 # stages and a U-Net decoder's concat, batch 8); BENCH_ROUNDS (3);
@@ -19,24 +19,24 @@ rounds=${BENCH_ROUNDS:-3}
 threads=${BENCH_THREADS:-1}
 echo "machine: $(nproc) cores, $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)"
 echo "threads: $threads; rounds: $rounds; best of 5 runs of each op a round"
-printf '%-16s %10s %10s %10s %10s %10s   %s\n' layer "wino fwd" "wino data" "dir fwd" \
-	"dir data" filter "speed-up (rounds)"
+printf '%-16s %9s %9s %9s %9s %9s %9s   %s\n' layer "wino fwd" "wino data" "wino filt" \
+	"dir fwd" "dir data" "dir filt" "speed-up fwd+data, filter, step (rounds of step)"
 # field NAME: NAME's number in the JSON line on standard input
 field() { sed -n "s/.*\"$1\":\([0-9.]*\).*/\1/p"; }
+ms() { echo "$1" | field fwd_ms; echo "$1" | field data_ms; echo "$1" | field filter_ms; }
 for l in $layers; do
 	r=0 rows="" runs=""
 	while [ "$r" -lt "$rounds" ]; do
 		on=$(CDP_CPU_WINOGRAD=1 "$bench" -t "$threads" "$l")
 		off=$(CDP_CPU_WINOGRAD=0 "$bench" -t "$threads" "$l")
-		row="$(echo "$on" | field fwd_ms) $(echo "$on" | field data_ms) $(echo "$off" | field fwd_ms)"
-		row="$row $(echo "$off" | field data_ms) $(echo "$off" | field filter_ms)"
-		ratio=$(echo "$row" | awk '{ printf "%.2f", ($3 + $4) / ($1 + $2) }')
-		rows="$rows$row $ratio
+		row=$(echo $(ms "$on") $(ms "$off") | awk '{ printf "%s %.2f %.2f %.2f", $0,
+			($4 + $5) / ($1 + $2), $6 / $3, ($4 + $5 + $6) / ($1 + $2 + $3) }')
+		rows="$rows$row
 "
-		runs="$runs $ratio"
+		runs="$runs $(echo "$row" | awk '{ print $NF }')"
 		r=$((r + 1))
 	done
 	col() { printf '%s' "$rows" | awk -v k="$1" '{ print $k }' | median; }
-	printf '%-16s %10s %10s %10s %10s %10s   %sx (%s)\n' "$l" "$(col 1)" "$(col 2)" "$(col 3)" \
-		"$(col 4)" "$(col 5)" "$(col 6)" "${runs# }"
+	printf '%-16s %9s %9s %9s %9s %9s %9s   %sx %sx %sx (%s)\n' "$l" "$(col 1)" "$(col 2)" \
+		"$(col 3)" "$(col 4)" "$(col 5)" "$(col 6)" "$(col 7)" "$(col 8)" "$(col 9)" "${runs# }"
 done

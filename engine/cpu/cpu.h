@@ -10,6 +10,7 @@
  *   cpu_conv_implicit.c  stride-1 convolution without im2col
  *   cpu_conv_kcol.c  its small planes and filter gradients (cpu_iconv.h)
  *   cpu_conv_wino.c  its 3x3 fp32 forward and data by Winograd F(2x2, 3x3)
+ *   cpu_conv_winof.c its filter gradient over the same tiles
  *   cpu_gemm.c     the sgemm kernels for convolution-shaped products
  *                  (cpu_gemm_kern.h: their code, per vector width;
  *                  cpu_gemm_bf16.c: the same products in bf16)
@@ -247,8 +248,8 @@ int cpu_col2im_disjoint(const cdp_conv_desc *d);
  * cpu_conv.c: usable for stride 1, not 1x1, pad <= dil*(K-1); per-worker
  * scratch and caller workspace bytes; the three ops (ws: its workspace) */
 int cpu_iconv_usable(const cdp_conv_desc *d);
-size_t cpu_iconv_scratch(const cdp_conv_desc *d);
-size_t cpu_iconv_workspace(const cdp_conv_desc *d);
+size_t cpu_iconv_scratch(const cdp_backend *be, const cdp_conv_desc *d);
+size_t cpu_iconv_workspace(const cdp_backend *be, const cdp_conv_desc *d);
 void cpu_iconv_fwd(cdp_backend *be, const cdp_conv_desc *d, const float *x,
                    const float *w, const float *bias, float *y, void *ws);
 void cpu_iconv_data(cdp_backend *be, const cdp_conv_desc *d, const float *dy,

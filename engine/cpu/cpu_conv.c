@@ -87,9 +87,9 @@ size_t cpu_conv_workspace(cdp_backend *be, const cdp_conv_desc *d)
 		ws = (k + (size_t)d->f) * (size_t)d->n * p * sizeof(float);
 		break;
 	case PLAN_IMPLICIT:
-		if (cpu_scratch_reserve(be, cpu_iconv_scratch(d)) < 0)
+		if (cpu_scratch_reserve(be, cpu_iconv_scratch(be, d)) < 0)
 			return SIZE_MAX;
-		return cpu_iconv_workspace(d);
+		return cpu_iconv_workspace(be, d);
 	default:
 		per = k * (size_t)chunk_rows(d) * d->ow + CPU_FILTER_PARTS * (size_t)d->f * k;
 	}

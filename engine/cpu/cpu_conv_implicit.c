@@ -83,7 +83,7 @@ int cpu_iconv_usable(const cdp_conv_desc *d)
 /* the padded slice of a chunk: s * chs */
 static size_t slice_floats(const corr *c) { return (size_t)c->s * c->chs; }
 
-size_t cpu_iconv_scratch(const cdp_conv_desc *d)
+size_t cpu_iconv_scratch(const cdp_backend *be, const cdp_conv_desc *d)
 {
 	cpu_corr pf = fwd_prob(d), pd = data_prob(d);
 	corr f = make_corr(&pf), g = make_corr(&pd);
@@ -92,9 +92,12 @@ size_t cpu_iconv_scratch(const cdp_conv_desc *d)
 	size_t fl = cpu_kcol_filter_scratch(&pf, d->f);
 	size_t m = a > b ? a : b;
 
-	if (cpu_wino_shape(&pf) && cpu_wino_scratch(&pf) > m)
-		m = cpu_wino_scratch(&pf);
-	if (cpu_wino_shape(&pd) && cpu_wino_scratch(&pd) > m)
+	if (cpu_wino_takes(be, &pf)) {
+		if (cpu_wino_scratch(&pf) > m)
+			m = cpu_wino_scratch(&pf);
+		fl = cpu_winof_scratch(&pf);
+	}
+	if (cpu_wino_takes(be, &pd) && cpu_wino_scratch(&pd) > m)
 		m = cpu_wino_scratch(&pd);
 
 	return m > fl ? m : fl;
@@ -102,7 +105,9 @@ size_t cpu_iconv_scratch(const cdp_conv_desc *d)
 
 /* the caller's workspace: the offset table (one entry per input channel
  * and tap, of x or of dy), then the flipped weights, then (3x3 kernels,
- * dilation 1) the Winograd-transformed filters (cpu_conv_wino.c) */
+ * dilation 1) the Winograd-transformed filters (cpu_conv_wino.c) or the
+ * filter gradient's matrices (cpu_conv_winof.c), which are never needed
+ * at once */
 static size_t table_bytes(const cdp_conv_desc *d)
 {
 	size_t s = d->c > d->f ? (size_t)d->c : (size_t)d->f;
@@ -114,15 +119,17 @@ static size_t flipped_bytes(const cdp_conv_desc *d)
 	return ((size_t)d->f * d->c * d->kh * d->kw * sizeof(float) + 63) / 64 * 64;
 }
 
-size_t cpu_iconv_workspace(const cdp_conv_desc *d)
+size_t cpu_iconv_workspace(const cdp_backend *be, const cdp_conv_desc *d)
 {
 	cpu_corr pf = fwd_prob(d), pd = data_prob(d);
-	size_t u = cpu_wino_shape(&pf) || cpu_wino_shape(&pd) ? cpu_wino_ufloats(&pf) : 0;
+	size_t u = cpu_wino_takes(be, &pf) || cpu_wino_takes(be, &pd) ? cpu_wino_ufloats(&pf) : 0;
 
+	if (cpu_wino_takes(be, &pf) && cpu_winof_floats(&pf) > u)
+		u = cpu_winof_floats(&pf);
 	return table_bytes(d) + flipped_bytes(d) + u * sizeof(float);
 }
 
-/* where the caller's workspace keeps the transformed filters */
+/* where the caller's workspace keeps the Winograd matrices */
 static float *wino_u(const cdp_conv_desc *d, void *ws)
 {
 	return (float *)((char *)ws + table_bytes(d) + flipped_bytes(d));
@@ -240,14 +247,18 @@ void cpu_iconv_data(cdp_backend *be, const cdp_conv_desc *d, const float *dy,
 	run_corr(be, &p, d->n, dy, wf, (long)d->f * kk, NULL, beta, dx, ws, wino_u(d, ws));
 }
 
-/* The filter gradient, at every width, is cpu_conv_kcol.c's: its sums
- * run over contiguous chunks of at least 1024 pixels (whole samples of
- * small planes), which took 4-23% less time than sums over this file's
- * padded rows at 32x32 to 256x256 (3x3 kernels, 16 to 256 channels). */
+/* The filter gradient is cpu_conv_winof.c's where the forward is
+ * Winograd's, else cpu_conv_kcol.c's at every width: its sums run over
+ * contiguous chunks of at least 1024 pixels (whole samples of small
+ * planes), which took 4-23% less time than sums over this file's padded
+ * rows at 32x32 to 256x256 (3x3 kernels, 16 to 256 channels). */
 void cpu_iconv_filter(cdp_backend *be, const cdp_conv_desc *d, const float *x,
                       const float *dy, float *dw, void *ws)
 {
 	cpu_corr p = fwd_prob(d);
 
-	cpu_kcol_filter(be, &p, d->n, x, dy, dw, ws);
+	if (cpu_wino_takes(be, &p))
+		cpu_winof_filter(be, &p, d->n, x, dy, dw, wino_u(d, ws));
+	else
+		cpu_kcol_filter(be, &p, d->n, x, dy, dw, ws);
 }

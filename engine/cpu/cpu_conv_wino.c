@@ -35,34 +35,24 @@
  * operands, which the transformed values are not) and for at least
  * WINO_MIN_CH channels in and out, below which the transforms cost more
  * than they save; CDP_CPU_WINOGRAD=0 in the environment turns it off.
+ * The filter gradient of the same layers, over the same tiles, is
+ * cpu_conv_winof.c's.
  */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include "cpu_iconv.h"
+#include "cpu_wino_vec.h"
 
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC optimize ("tree-vectorize", "vect-cost-model=dynamic", "no-trapping-math")
-#endif
-
-/* The transforms (GCC vector extensions below, 16, 8 and 4 tiles at a
- * time) compiled for AVX-512, AVX2 and the baseline, the best chosen at
- * load time. */
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
-#define VECTOR_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define VECTOR_CLONES
 #endif
 
 #define WINO_FLOATS (384 * 1024)  /* V and M of one item, about 1.5 MB */
 #define WINO_MIN_TILES 128         /* the least TB worth a gemm */
 #define WINO_MIN_CH 64
 #define TB_ALIGN 16               /* gemm columns per vector (AVX-512) */
-/* The 16 matrices of U, V and M lie this many floats (a cache line) more
- * than their size apart: at sizes that are multiples of 4 KiB, the 16
- * streams a transform writes would otherwise share cache sets (the
- * filter transform ran 4 times slower so). */
-#define XPAD 16
+#define XPAD CPU_WINO_XPAD
 
 static int wino_off;
 static pthread_once_t wino_once = PTHREAD_ONCE_INIT;
@@ -86,27 +76,27 @@ int cpu_wino_takes(const cdp_backend *be, const cpu_corr *c)
 	return !wino_off && be->precision == CDP_PREC_FP32 && cpu_wino_shape(c);
 }
 
-/* The item geometry */
-typedef struct wgeo {
-	int tph, tpr;            /* tile rows and tiles per row of one sample */
-	int rows;                /* tile rows per item */
-	int tb;                  /* gemm columns: rows*tpr rounded up */
-} wgeo;
+typedef cpu_wgeo wgeo;
 
-static wgeo make_geo(const cpu_corr *c)
+wgeo cpu_wino_geo(const cpu_corr *c, long tiles)
 {
 	wgeo g;
-	long want = WINO_FLOATS / (16L * (c->s + c->o));
 
 	g.tph = (c->oh + 1) / 2;
 	g.tpr = (c->ow + 1) / 2;
-	if (want < WINO_MIN_TILES)
-		want = WINO_MIN_TILES;
-	g.rows = (int)((want + g.tpr - 1) / g.tpr);
+	g.rows = (int)((tiles + g.tpr - 1) / g.tpr);
 	if (g.rows < 1)
 		g.rows = 1;
 	g.tb = (g.rows * g.tpr + TB_ALIGN - 1) / TB_ALIGN * TB_ALIGN;
 	return g;
+}
+
+/* the forward's and data's items: V and M near WINO_FLOATS */
+static wgeo item_geo(const cpu_corr *c)
+{
+	long want = WINO_FLOATS / (16L * (c->s + c->o));
+
+	return cpu_wino_geo(c, want < WINO_MIN_TILES ? WINO_MIN_TILES : want);
 }
 
 /* the tile rows of one sample an item can hold */
@@ -122,16 +112,16 @@ static size_t slice_chs(const wgeo *g)
 }
 
 /* the padded slice, a spare output row */
-static size_t tmp_floats(const cpu_corr *c, const wgeo *g)
+size_t cpu_wino_tmp_floats(const cpu_corr *c, const wgeo *g)
 {
 	return (size_t)c->s * slice_chs(g) + 2 * (size_t)g->tpr;
 }
 
 size_t cpu_wino_scratch(const cpu_corr *c)
 {
-	wgeo g = make_geo(c);
+	wgeo g = item_geo(c);
 
-	return (16 * ((size_t)(c->s + c->o) * g.tb + 2 * XPAD) + tmp_floats(c, &g) + 64) *
+	return (16 * ((size_t)(c->s + c->o) * g.tb + 2 * XPAD) + cpu_wino_tmp_floats(c, &g) + 64) *
 	       sizeof(float);
 }
 
@@ -199,31 +189,7 @@ typedef struct wjob {
 	float *out;
 } wjob;
 
-/* 16 tiles at a time: GCC's vector extensions, lowered to whatever each
- * clone's instruction set has */
-#if defined(__GNUC__) && !defined(__clang__)
-#define WINO_VEC 16
-typedef float wvec __attribute__((vector_size(64), aligned(4), may_alias));
-typedef int wveci __attribute__((vector_size(64)));
-static const wveci EVEN = { 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30 };
-static const wveci ODD = { 1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31 };
-static const wveci ZIP_LO = { 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23 };
-static const wveci ZIP_HI = { 8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31 };
-/* and 8 at a time, for the rows of 8 to 15 tiles (16x16 to 30x30 planes), */
-typedef float wvec8 __attribute__((vector_size(32), aligned(4), may_alias));
-typedef int wveci8 __attribute__((vector_size(32)));
-static const wveci8 EVEN8 = { 0, 2, 4, 6, 8, 10, 12, 14 };
-static const wveci8 ODD8 = { 1, 3, 5, 7, 9, 11, 13, 15 };
-static const wveci8 ZIP_LO8 = { 0, 8, 1, 9, 2, 10, 3, 11 };
-static const wveci8 ZIP_HI8 = { 4, 12, 5, 13, 6, 14, 7, 15 };
-/* and 4, for 8x8 and 7x7 planes and the rest of a row */
-typedef float wvec4 __attribute__((vector_size(16), aligned(4), may_alias));
-typedef int wveci4 __attribute__((vector_size(16)));
-static const wveci4 EVEN4 = { 0, 2, 4, 6 };
-static const wveci4 ODD4 = { 1, 3, 5, 7 };
-static const wveci4 ZIP_LO4 = { 0, 4, 1, 5 };
-static const wveci4 ZIP_HI4 = { 2, 6, 3, 7 };
-
+#if WINO_VEC
 /* input_row's tiles from tx on, VW at a time (VT: VW floats): columns q ..
  * q + 2 VW + 1 of each row, d[r][k] of VW tiles as the even and odd
  * columns from q and from q + 2 */
@@ -278,8 +244,6 @@ static const wveci4 ZIP_HI4 = { 2, 6, 3, 7 };
 			*(VT *)(yp + (VW)) = hi; \
 		} \
 	}
-#else
-#define WINO_VEC 0
 #endif
 
 /* The padded slice of a run of tile rows [ty0, ty1) of sample n: input
@@ -288,14 +252,14 @@ static const wveci4 ZIP_HI4 = { 2, 6, 3, 7 };
  * channel s at sl + s * chs. Copied once per item, so the transform reads
  * every tile as an interior one (and long after these stores: reading
  * right behind a copy stalled every load on store forwarding). */
-static void fill_slice(const wjob *j, float *sl, size_t chs, int n, int ty0, int ty1)
+static void fill_slice(const cpu_corr *c, const wgeo *g, const float *in, float *sl, size_t chs,
+                       int n, int ty0, int ty1)
 {
-	const cpu_corr *c = j->c;
-	int wp = 2 * j->g.tpr + 2, nr = 2 * (ty1 - ty0) + 2;
+	int wp = 2 * g->tpr + 2, nr = 2 * (ty1 - ty0) + 2;
 	int cw = c->w < wp - c->pw ? c->w : wp - c->pw;   /* image columns kept */
 
 	for (int s = 0; s < c->s; s++) {
-		const float *plane = j->in + ((size_t)n * c->s + s) * c->h * c->w;
+		const float *plane = in + ((size_t)n * c->s + s) * c->h * c->w;
 		float *row = sl + (size_t)s * chs;
 
 		for (int r = 0; r < nr; r++, row += wp) {
@@ -314,16 +278,15 @@ static void fill_slice(const wjob *j, float *sl, size_t chs, int n, int ty0, int
 
 /* V[xi][s][lt + tx] for the tiles of tile row ty (row yr of the slice
  * sl, channels chs apart), lt the row's first column in the item */
-VECTOR_CLONES static void input_row(const wjob *j, float *restrict v, int lt,
-                                   const float *restrict sl, size_t chs, int yr)
+VECTOR_CLONES static void input_row(const cpu_corr *c, int tpr, float *restrict v, size_t ld,
+                                   int lt, const float *restrict sl, size_t chs, int yr)
 {
-	const cpu_corr *c = j->c;
-	int tpr = j->g.tpr, wp = 2 * tpr + 2;
-	size_t st = (size_t)c->s * j->g.tb + XPAD;
+	int wp = 2 * tpr + 2;
+	size_t st = (size_t)c->s * ld + XPAD;
 
 	for (int s = 0; s < c->s; s++) {
 		const float *rp[4];
-		float *vs = v + (size_t)s * j->g.tb + lt;
+		float *vs = v + (size_t)s * ld + lt;
 		int tx = 0;
 
 		for (int r = 0; r < 4; r++)
@@ -408,6 +371,23 @@ VECTOR_CLONES static void output_row(const wjob *j, const float *restrict mm, in
 	}
 }
 
+void cpu_wino_input(const cpu_corr *c, const wgeo *g, const float *in, int g0, int g1,
+                    float *v, size_t ld, float *tmp)
+{
+	size_t chs = slice_chs(g);
+
+	/* the tile rows by runs within one sample */
+	for (int r = g0; r < g1;) {
+		int n = r / g->tph, ty0 = r % g->tph;
+		int ty1 = g1 - n * g->tph < g->tph ? g1 - n * g->tph : g->tph;
+
+		fill_slice(c, g, in, tmp, chs, n, ty0, ty1);
+		for (int ty = ty0; ty < ty1; ty++)
+			input_row(c, g->tpr, v, ld, (r - g0 + ty - ty0) * g->tpr, tmp, chs, ty - ty0);
+		r += ty1 - ty0;
+	}
+}
+
 static void wino_item(void *ctx, int it)
 {
 	const wjob *j = ctx;
@@ -416,8 +396,7 @@ static void wino_item(void *ctx, int it)
 	float *v = cpu_scratch(j->be, cpu_worker());
 	size_t vst = (size_t)c->s * tb + XPAD, mst = (size_t)c->o * tb + XPAD;
 	float *mm = v + 16 * vst;
-	size_t chs = slice_chs(&j->g);
-	float *sl = mm + 16 * mst, *spare = sl + (size_t)c->s * chs;
+	float *sl = mm + 16 * mst, *spare = sl + (size_t)c->s * slice_chs(&j->g);
 	int used;
 
 	if (g1 > j->n * j->g.tph)
@@ -429,16 +408,7 @@ static void wino_item(void *ctx, int it)
 			for (int s = 0; s < c->s; s++)
 				memset(v + x * vst + (size_t)s * tb + used, 0,
 				       (size_t)(tb - used) * sizeof *v);
-	/* the item's tile rows by runs within one sample */
-	for (int g = g0; g < g1;) {
-		int n = g / j->g.tph, ty0 = g % j->g.tph;
-		int ty1 = g1 - n * j->g.tph < j->g.tph ? g1 - n * j->g.tph : j->g.tph;
-
-		fill_slice(j, sl, chs, n, ty0, ty1);
-		for (int ty = ty0; ty < ty1; ty++)
-			input_row(j, v, (g - g0 + ty - ty0) * tpr, sl, chs, ty - ty0);
-		g += ty1 - ty0;
-	}
+	cpu_wino_input(c, &j->g, j->in, g0, g1, v, tb, sl);
 	for (int x = 0; x < 16; x++)
 		cpu_kgemm_nn(j->be, c->o, tb, c->s, j->u + x * ustride(c), c->s, 1, v + x * vst, tb,
 		             0.0f, mm + x * mst, tb);
@@ -450,7 +420,7 @@ void cpu_wino_corr(cdp_backend *be, const cpu_corr *c, int n, const float *in, c
                    long rs, const float *bias, float beta, float *out, float *u)
 {
 	ujob uj = { c, a, rs, u };
-	wjob j = { .be = be, .c = c, .g = make_geo(c), .n = n, .in = in, .u = u, .bias = bias,
+	wjob j = { .be = be, .c = c, .g = item_geo(c), .n = n, .in = in, .u = u, .bias = bias,
 	           .beta = beta, .out = out };
 	int rows = n * j.g.tph;
 

@@ -11,7 +11,8 @@
  * small planes above all) and every filter gradient, in whole chunks on
  * one masked copy of the input per kernel column. cpu_conv_wino.c takes
  * forward and data first where it can (3x3, dilation 1, 64+ channels in
- * and out, fp32): Winograd's F(2x2, 3x3).
+ * and out, fp32): Winograd's F(2x2, 3x3); cpu_conv_winof.c the filter
+ * gradient of the same problems, over the same tiles.
  */
 #ifndef CDP_CPU_ICONV_H
 #define CDP_CPU_ICONV_H
@@ -58,6 +59,37 @@ size_t cpu_wino_scratch(const cpu_corr *c);
 size_t cpu_wino_ufloats(const cpu_corr *c);
 void cpu_wino_corr(cdp_backend *be, const cpu_corr *c, int n, const float *in, const float *a,
                    long rs, const float *bias, float beta, float *out, float *u);
+
+/* What cpu_conv_winof.c shares of cpu_conv_wino.c. Items are runs of
+ * tile rows (a tile row: tpr tiles of 2x2 output pixels of one sample;
+ * tph rows a sample) numbered over the batch, `rows` an item, its tiles
+ * in tb gemm columns (rows * tpr rounded up to a vector). The 16
+ * matrices of a transform lie CPU_WINO_XPAD floats (a cache line) more
+ * than their size apart: at sizes that are multiples of 4 KiB, the 16
+ * streams a transform writes would otherwise share cache sets (the
+ * filter transform ran 4 times slower so). */
+#define CPU_WINO_XPAD 16
+typedef struct cpu_wgeo {
+	int tph, tpr, rows, tb;
+} cpu_wgeo;
+/* items of at least `tiles` tiles */
+cpu_wgeo cpu_wino_geo(const cpu_corr *c, long tiles);
+/* floats of cpu_wino_input's tmp */
+size_t cpu_wino_tmp_floats(const cpu_corr *c, const cpu_wgeo *g);
+/* V[xi] (S, ld), xi = 0..15, S*ld + CPU_WINO_XPAD floats apart: columns
+ * 0 .. (g1 - g0) tpr - 1 from the input patches under tile rows [g0, g1)
+ * (at most g->rows of them) of in (N, S, H, W) */
+void cpu_wino_input(const cpu_corr *c, const cpu_wgeo *g, const float *in, int g0, int g1,
+                    float *v, size_t ld, float *tmp);
+/* cpu_conv_winof.c, the filter gradient: dw (O, S*9) += the sum over
+ * samples and output pixels of dy (N, O, OH, OW) times the taps of x (N,
+ * S, H, W), c the forward's problem (cpu_wino_takes(be, c)), in ws of
+ * cpu_winof_floats(c) floats and per-thread scratch of
+ * cpu_winof_scratch(c) bytes */
+size_t cpu_winof_scratch(const cpu_corr *c);
+size_t cpu_winof_floats(const cpu_corr *c);
+void cpu_winof_filter(cdp_backend *be, const cpu_corr *c, int n, const float *x,
+                      const float *dy, float *dw, float *ws);
 
 /* The filter gradients' partial sums (cpu.h, CPU_FILTER_PARTS): part p's
  * partial of fk floats, at the start of a thread's scratch; and dw += the

@@ -171,6 +171,9 @@ static void test_conv(void)
 		{ 2, 64, 16, 16, 64, 3, 1, 1, 1 },
 		{ 1, 64, 70, 66, 64, 3, 1, 1, 1 },
 		{ 3, 64, 16, 16, 48, 3, 1, 1, 1 },   /* 48 out: direct */
+		/* the filter gradient's blocks of 16 tiles and 16 filters, a
+		 * filter tail, an odd last tile row and column */
+		{ 2, 64, 33, 35, 72, 3, 1, 1, 1 },
 	};
 	for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
 		const conv_case *cc = &cases[ci];
@@ -220,6 +223,41 @@ static void test_conv(void)
 	}
 	cdp_conv_desc bad = { 1, 1, 2, 2, 1, 5, 5, 1, 0, 1, 0, 0 };
 	CHECK(cdp_conv_desc_init(&bad) == -1, "a kernel larger than the padded input is refused");
+}
+
+/* Winograd's results do not depend on the threads (cpu_conv_wino.c,
+ * cpu_conv_winof.c): the same bits at 1 and 3 threads, on a layer whose
+ * filter gradient takes several chunks of tiles at either count. */
+static void test_wino_threads(void)
+{
+	cdp_backend *b1 = cdp_backend_cpu(1);
+	conv_case cc = { 2, 64, 40, 36, 80, 3, 1, 1, 1 };
+	cdp_conv_desc d;
+
+	if (!b1 || conv_case_desc(&cc, &d) < 0) {
+		CHECK(0, "cannot set up the Winograd thread check");
+		if (b1)
+			b1->destroy(b1);
+		return;
+	}
+	size_t nx = (size_t)d.n * d.c * d.h * d.w, ny = (size_t)d.n * d.f * d.oh * d.ow;
+	size_t nw = (size_t)d.f * d.c * 9;
+	float *x = rnd(nx), *w = rnd(nw), *dy = rnd(ny), *db = rnd((size_t)d.f);
+	float *y1 = rnd(ny), *y3 = rnd(ny), *dw1 = rnd(nw), *dw3 = rnd(nw);
+	void *ws1 = b1->alloc(b1, cpu_conv_workspace(b1, &d)), *ws3 = be->alloc(be, cpu_conv_workspace(be, &d));
+
+	memcpy(dw3, dw1, nw * sizeof *dw1);
+	cpu_conv_fwd(b1, &d, x, w, NULL, y1, ws1);
+	cpu_conv_fwd(be, &d, x, w, NULL, y3, ws3);
+	CHECK(memcmp(y1, y3, ny * sizeof *y1) == 0, "[%s] winograd fwd: the same bits at 1 and 3 threads", isa);
+	cpu_conv_bwd_filter(b1, &d, x, dy, dw1, NULL, ws1);
+	cpu_conv_bwd_filter(be, &d, x, dy, dw3, NULL, ws3);
+	CHECK(memcmp(dw1, dw3, nw * sizeof *dw1) == 0,
+	      "[%s] winograd filter gradient: the same bits at 1 and 3 threads", isa);
+	b1->free(b1, ws1); be->free(be, ws3);
+	be->free(be, x); be->free(be, w); be->free(be, dy); be->free(be, db);
+	be->free(be, y1); be->free(be, y3); be->free(be, dw1); be->free(be, dw3);
+	b1->destroy(b1);
 }
 
 /* ---- batch norm, with its fused activation ---- */
@@ -412,6 +450,7 @@ int main(void)
 		isa = isas[i];
 		test_blas();
 		test_conv();
+		test_wino_threads();
 	}
 	CHECK(cpu_kgemm_force(best) == 0, "back to %s", best);
 	test_bn();

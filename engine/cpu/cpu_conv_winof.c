@@ -1,0 +1,287 @@
+/* cpu_conv_winof.c: the filter gradient of the 3x3, dilation-1
+ * correlations cpu_conv_wino.c computes, over the same tiles.
+ *
+ * The forward makes each tile Y (2x2) = A^T [U .* V] A with U = G g G^T
+ * and V = B^T d B (cpu_conv_wino.c has the matrices). Y is linear in U,
+ * so for a loss with gradient dY on the tile
+ *     dL/dU = (A dY A^T) .* V,   dL/dg = G^T (dL/dU) G
+ * and summed over tiles and samples, per element xi of the 4x4 domain,
+ *     dU[xi] (S, O) = V[xi] (S, T) * Z[xi] (T, O),   Z = A dY A^T
+ * with T every tile of the batch: 16 gemms with the sum over tiles as the
+ * inner dimension, 16 multiplications per tile and channel pair where the
+ * direct filter gradient makes 36. Then dw[o, s] += G^T dU[., s, o] G.
+ * A^T has coefficients 0, +-1 only, G 1 and 1/2: as in the forward, the
+ * results differ from the direct sum by a few ulps of its terms.
+ *
+ * Work, over chunks of tile rows (V and Z of a chunk about CHUNK_FLOATS):
+ * the chunk's V and Z, split over the threads by runs of tile rows, then
+ * the 16 gemms split by xi and blocks of S rows, each adding into its own
+ * rows of dU (the first chunk sets them). V, Z and dU are shared, in the
+ * caller's workspace (cpu_winof_floats); a thread's scratch holds only its
+ * padded input slice. Every element of dU is summed over the tiles in
+ * order, chunk by chunk, so the results do not depend on the threads.
+ */
+#include <string.h>
+#include "cpu_iconv.h"
+#include "cpu_wino_vec.h"
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize ("tree-vectorize", "vect-cost-model=dynamic", "no-trapping-math")
+#endif
+
+#define XPAD CPU_WINO_XPAD
+/* V and Z of a chunk: CHUNK_FLOATS a thread, for up to CHUNK_THREADS */
+#define CHUNK_FLOATS (256L * 1024)
+#define CHUNK_THREADS 8
+#define CHUNK_MIN_TILES 128                /* the least gemm depth */
+#define SBLOCK 64                          /* rows of dU a gemm job adds to */
+
+/* a chunk: `rows` tile rows; jobs of the transforms: runs of `run` rows */
+typedef struct fgeo {
+	cpu_wgeo g;              /* g.rows: tile rows of a chunk */
+	int run;
+	size_t ld;               /* columns of V, rows of Z: tiles of a chunk */
+} fgeo;
+
+static fgeo make_fgeo(const cpu_corr *c, int threads)
+{
+	int t = threads < CHUNK_THREADS ? threads : CHUNK_THREADS;
+	long want = t * CHUNK_FLOATS / (16L * (c->s + c->o));
+	fgeo f;
+
+	f.g = cpu_wino_geo(c, want < CHUNK_MIN_TILES ? CHUNK_MIN_TILES : want);
+	/* V's rows an odd number of cache lines apart: the gemm reads 8 of
+	 * them at a time, which at multiples of 4 KiB would share cache sets */
+	f.ld = ((size_t)f.g.rows * f.g.tpr + 15) / 16 * 16;
+	if (f.ld / 16 % 2 == 0)
+		f.ld += 16;
+	/* two runs a thread, so a late thread holds the others up less */
+	f.run = (f.g.rows + 2 * threads - 1) / (2 * threads);
+	return f;
+}
+
+/* floats from V[xi] to V[xi + 1], Z[xi], dU[xi] */
+static size_t vst(const cpu_corr *c, const fgeo *f) { return (size_t)c->s * f->ld + XPAD; }
+static size_t zst(const cpu_corr *c, const fgeo *f) { return f->ld * c->o + XPAD; }
+static size_t ust(const cpu_corr *c) { return (size_t)c->s * c->o + XPAD; }
+
+/* a row of zeros (dy's row past the plane), floats */
+static size_t zrow(const fgeo *f) { return (size_t)(2 * f->g.tpr + 15) / 16 * 16; }
+
+/* The zero row, then the slice of a run, at most the largest chunk's
+ * (runs depend on the threads, the reservation must not). */
+size_t cpu_winof_scratch(const cpu_corr *c)
+{
+	fgeo f = make_fgeo(c, CHUNK_THREADS);
+
+	return (zrow(&f) + cpu_wino_tmp_floats(c, &f.g) + 64) * sizeof(float);
+}
+
+size_t cpu_winof_floats(const cpu_corr *c)
+{
+	fgeo f = make_fgeo(c, CHUNK_THREADS);
+
+	return 16 * (vst(c, &f) + zst(c, &f) + ust(c));
+}
+
+typedef struct fjob {
+	cdp_backend *be;
+	const cpu_corr *c;
+	fgeo f;
+	int n, r0, r1;           /* the batch; the chunk's tile rows */
+	const float *x, *dy;
+	float *v, *z, *du, *dw;
+	float beta;              /* 0 for the first chunk, then 1 */
+} fjob;
+
+/* Z[xi][t0 + tx][o] for tiles [tx0, tx1) of tile row ty of sample n
+ * and filters [o0, o1), one at a time: Z = A dY A^T with
+ * A^T = | 1 1  1  0 |, dY the tile's 2x2 of dy (zero past the plane's
+ *       | 0 1 -1 -1 |
+ * last row or column): rows a, a + b, a - b, -b of dY's rows a, b, then
+ * the same on its columns. */
+static void dy_tiles(const fjob *j, int n, int ty, int t0, int tx0, int tx1, int o0, int o1)
+{
+	const cpu_corr *c = j->c;
+	size_t plane = (size_t)c->oh * c->ow, zs = zst(c, &j->f);
+	const float *d0 = j->dy + (size_t)n * c->o * plane + (size_t)(2 * ty) * c->ow;
+	int row1 = 2 * ty + 1 < c->oh;
+
+	for (int tx = tx0; tx < tx1; tx++) {
+		const float *p = d0 + 2 * tx;
+		float *zt = j->z + (size_t)(t0 + tx) * c->o;
+		int col1 = 2 * tx + 1 < c->ow;
+		/* the missing row or column read as its neighbour, times 0 */
+		size_t dr = row1 ? (size_t)c->ow : 0, dc = col1 ? 1 : 0;
+		float mr = row1 ? 1.0f : 0.0f, mc = col1 ? 1.0f : 0.0f;
+
+		for (int o = o0; o < o1; o++) {
+			const float *q = p + (size_t)o * plane;
+			float a0 = q[0], a1 = mc * q[dc], b0 = mr * q[dr], b1 = mr * mc * q[dr + dc];
+			float z[4][2] = { { a0, a1 }, { a0 + b0, a1 + b1 }, { a0 - b0, a1 - b1 },
+			                  { -b0, -b1 } };
+
+			for (int i = 0; i < 4; i++) {
+				zt[(size_t)(4 * i) * zs + o] = z[i][0];
+				zt[(size_t)(4 * i + 1) * zs + o] = z[i][0] + z[i][1];
+				zt[(size_t)(4 * i + 2) * zs + o] = z[i][0] - z[i][1];
+				zt[(size_t)(4 * i + 3) * zs + o] = -z[i][1];
+			}
+		}
+	}
+}
+
+#if WINO_VEC
+/* m (16 x 16) transposed in place: four perfect shuffles of its rows
+ * (row 2i, 2i + 1 = rows i, i + 8 zipped) swap the bits of the row and
+ * the column index */
+static inline __attribute__((always_inline)) void transpose16(wvec *m)
+{
+	for (int round = 0; round < 4; round++) {
+		wvec t[16];
+		#pragma GCC unroll 8
+		for (int i = 0; i < 8; i++) {
+			t[2 * i] = __builtin_shuffle(m[i], m[i + 8], ZIP_LO);
+			t[2 * i + 1] = __builtin_shuffle(m[i], m[i + 8], ZIP_HI);
+		}
+		#pragma GCC unroll 16
+		for (int i = 0; i < 16; i++)
+			m[i] = t[i];
+	}
+}
+
+/* Z for 16 tiles from tx0 (both their columns in the plane) and 16
+ * filters from o0: per filter, the 16 values of each xi for the 16 tiles
+ * as vectors (rows y0, y1 split into the tiles' left and right columns),
+ * then each xi's 16 x 16 turned around so that a tile's 16 filters are
+ * one vector of its row of Z */
+static inline __attribute__((always_inline)) void dy_block(const fjob *j, int n, int ty, int t0, int tx0, int o0, const float *zeros)
+{
+	const cpu_corr *c = j->c;
+	size_t plane = (size_t)c->oh * c->ow, zs = zst(c, &j->f);
+	const float *d0 = j->dy + ((size_t)n * c->o + o0) * plane + (size_t)(2 * ty) * c->ow + 2 * tx0;
+	int row1 = 2 * ty + 1 < c->oh;
+	wvec b[16][16];          /* [xi][filter], the 16 tiles a vector */
+
+	for (int ol = 0; ol < 16; ol++) {
+		const float *y0 = d0 + (size_t)ol * plane, *y1 = row1 ? y0 + c->ow : zeros;
+		wvec r0 = *(const wvec *)y0, s0 = *(const wvec *)(y0 + 16);
+		wvec r1 = *(const wvec *)y1, s1 = *(const wvec *)(y1 + 16);
+		wvec a0 = __builtin_shuffle(r0, s0, EVEN), a1 = __builtin_shuffle(r0, s0, ODD);
+		wvec b0 = __builtin_shuffle(r1, s1, EVEN), b1 = __builtin_shuffle(r1, s1, ODD);
+		wvec z[4][2] = { { a0, a1 }, { a0 + b0, a1 + b1 }, { a0 - b0, a1 - b1 }, { -b0, -b1 } };
+
+		for (int i = 0; i < 4; i++) {
+			b[4 * i][ol] = z[i][0];
+			b[4 * i + 1][ol] = z[i][0] + z[i][1];
+			b[4 * i + 2][ol] = z[i][0] - z[i][1];
+			b[4 * i + 3][ol] = -z[i][1];
+		}
+	}
+	for (int x = 0; x < 16; x++) {
+		float *zt = j->z + x * zs + (size_t)(t0 + tx0) * c->o + o0;
+
+		transpose16(b[x]);
+		for (int t = 0; t < 16; t++)
+			*(wvec *)(zt + (size_t)t * c->o) = b[x][t];
+	}
+}
+#endif
+
+/* Z for the tiles of tile row r (their columns from t0 on) */
+VECTOR_CLONES static void dy_row(const fjob *j, int r, int t0, const float *zeros)
+{
+	const cpu_corr *c = j->c;
+	int tph = j->f.g.tph, n = r / tph, ty = r % tph, tx = 0;
+
+#if WINO_VEC
+	for (; tx + 16 <= c->ow / 2; tx += 16) {
+		int o = 0;
+		for (; o + 16 <= c->o; o += 16)
+			dy_block(j, n, ty, t0, tx, o, zeros);
+		dy_tiles(j, n, ty, t0, tx, tx + 16, o, c->o);
+	}
+#else
+	(void)zeros;
+#endif
+	dy_tiles(j, n, ty, t0, tx, j->f.g.tpr, 0, c->o);
+}
+
+/* one run of tile rows of the chunk: its columns of V, its rows of Z */
+static void transform_run(void *ctx, int k)
+{
+	const fjob *j = ctx;
+	int a = j->r0 + k * j->f.run, b = a + j->f.run < j->r1 ? a + j->f.run : j->r1;
+	size_t t0 = (size_t)(a - j->r0) * j->f.g.tpr;
+	float *zeros = cpu_scratch(j->be, cpu_worker());
+
+	memset(zeros, 0, zrow(&j->f) * sizeof *zeros);
+	cpu_wino_input(j->c, &j->f.g, j->x, a, b, j->v + t0, j->f.ld, zeros + zrow(&j->f));
+	for (int r = a; r < b; r++)
+		dy_row(j, r, (int)(t0 + (size_t)(r - a) * j->f.g.tpr), zeros);
+}
+
+/* dU[xi] rows [s0, s0 + SBLOCK) (+)= V[xi] rows times Z[xi] */
+static void gemm_block(void *ctx, int k)
+{
+	const fjob *j = ctx;
+	const cpu_corr *c = j->c;
+	int nb = (c->s + SBLOCK - 1) / SBLOCK, x = k / nb, s0 = k % nb * SBLOCK;
+	int m = c->s - s0 < SBLOCK ? c->s - s0 : SBLOCK, tiles = (j->r1 - j->r0) * j->f.g.tpr;
+
+	cpu_kgemm_nn(j->be, m, c->o, tiles, j->v + x * vst(c, &j->f) + (size_t)s0 * j->f.ld,
+	             (long)j->f.ld, 1, j->z + x * zst(c, &j->f), c->o, j->beta,
+	             j->du + x * ust(c) + (size_t)s0 * c->o, c->o);
+}
+
+/* dw[o, s, 3x3] += G^T X G, X (4x4) = dU[.][s][o], G^T = | 1 1/2  1/2 0 |
+ * for the channels of one block of S                    | 0 1/2 -1/2 0 |
+ *                                                       | 0 1/2  1/2 1 |
+ * 16 filters at a time, so that dw is written in 16 runs of 9 floats per
+ * channel (its rows are S*9 floats apart) and dU read a cache line per
+ * xi and channel. */
+static void to_dw(void *ctx, int k)
+{
+	const fjob *j = ctx;
+	const cpu_corr *c = j->c;
+	int s1 = (k + 1) * SBLOCK < c->s ? (k + 1) * SBLOCK : c->s;
+	size_t us = ust(c), row = (size_t)c->s * 9;
+
+	for (int o0 = 0; o0 < c->o; o0 += 16)
+	for (int s = k * SBLOCK; s < s1; s++) {
+		const float *u = j->du + (size_t)s * c->o;
+		for (int o = o0; o < o0 + 16 && o < c->o; o++) {
+			float t[3][4], *w = j->dw + o * row + (size_t)s * 9;
+			for (int b = 0; b < 4; b++) {
+				float x0 = u[b * us + o], x1 = u[(4 + b) * us + o];
+				float x2 = u[(8 + b) * us + o], x3 = u[(12 + b) * us + o];
+				t[0][b] = x0 + 0.5f * (x1 + x2);
+				t[1][b] = 0.5f * (x1 - x2);
+				t[2][b] = 0.5f * (x1 + x2) + x3;
+			}
+			for (int i = 0; i < 3; i++) {
+				w[3 * i] += t[i][0] + 0.5f * (t[i][1] + t[i][2]);
+				w[3 * i + 1] += 0.5f * (t[i][1] - t[i][2]);
+				w[3 * i + 2] += 0.5f * (t[i][1] + t[i][2]) + t[i][3];
+			}
+		}
+	}
+}
+
+void cpu_winof_filter(cdp_backend *be, const cpu_corr *c, int n, const float *x,
+                      const float *dy, float *dw, float *ws)
+{
+	fjob j = { .be = be, .c = c, .f = make_fgeo(c, be->threads), .n = n, .x = x, .dy = dy,
+	           .dw = dw, .beta = 0.0f };
+	int rows = n * j.f.g.tph, nb = (c->s + SBLOCK - 1) / SBLOCK;
+
+	j.v = ws;
+	j.z = j.v + 16 * vst(c, &j.f);
+	j.du = j.z + 16 * zst(c, &j.f);
+	for (j.r0 = 0; j.r0 < rows; j.r0 = j.r1, j.beta = 1.0f) {
+		j.r1 = j.r0 + j.f.g.rows < rows ? j.r0 + j.f.g.rows : rows;
+		cpu_parallel_for(be, (j.r1 - j.r0 + j.f.run - 1) / j.f.run, transform_run, &j);
+		cpu_parallel_for(be, 16 * nb, gemm_block, &j);
+	}
+	cpu_parallel_for(be, nb, to_dw, &j);
+}

@@ -1,0 +1,45 @@
+/* cpu_wino_vec.h: what the Winograd transforms (cpu_conv_wino.c,
+ * cpu_conv_winof.c) compute with, private to them: GCC's vector
+ * extensions, 16, 8 and 4 tiles at a time, with the shuffles that split a
+ * row into its even and odd columns and zip two back; and the clones of a
+ * transform for AVX-512, AVX2 and the baseline, the best chosen at load
+ * time. WINO_VEC is 0 where the extensions are missing (scalar code only).
+ */
+#ifndef CDP_CPU_WINO_VEC_H
+#define CDP_CPU_WINO_VEC_H
+
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
+#define VECTOR_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define VECTOR_CLONES
+#endif
+
+#if defined(__GNUC__) && !defined(__clang__)
+#define WINO_VEC 16
+/* 16 at a time, */
+typedef float wvec __attribute__((vector_size(64), aligned(4), may_alias));
+typedef int wveci __attribute__((vector_size(64)));
+static const wveci EVEN = { 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30 };
+static const wveci ODD = { 1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31 };
+static const wveci ZIP_LO = { 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23 };
+static const wveci ZIP_HI = { 8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31 };
+/* and 8 at a time, for the rows of 8 to 15 tiles (16x16 to 30x30 planes), */
+typedef float wvec8 __attribute__((vector_size(32), aligned(4), may_alias));
+typedef int wveci8 __attribute__((vector_size(32)));
+static const wveci8 EVEN8 = { 0, 2, 4, 6, 8, 10, 12, 14 };
+static const wveci8 ODD8 = { 1, 3, 5, 7, 9, 11, 13, 15 };
+static const wveci8 ZIP_LO8 = { 0, 8, 1, 9, 2, 10, 3, 11 };
+static const wveci8 ZIP_HI8 = { 4, 12, 5, 13, 6, 14, 7, 15 };
+/* and 4, for 8x8 and 7x7 planes and the rest of a row */
+typedef float wvec4 __attribute__((vector_size(16), aligned(4), may_alias));
+typedef int wveci4 __attribute__((vector_size(16)));
+static const wveci4 EVEN4 = { 0, 2, 4, 6 };
+static const wveci4 ODD4 = { 1, 3, 5, 7 };
+static const wveci4 ZIP_LO4 = { 0, 4, 1, 5 };
+static const wveci4 ZIP_HI4 = { 2, 6, 3, 7 };
+
+#else
+#define WINO_VEC 0
+#endif
+
+#endif
