@@ -6,12 +6,15 @@
  * ow*s - pad + j*dil] for each output pixel (0 outside the image).
  *
  * Four plans, chosen from the descriptor alone, in this order:
- *  - PLAN_1X1 (1x1 kernel, stride 1, no padding): x_n (C,P) already is the
- *    column matrix.
+ *  - PLAN_1X1 (1x1 kernel, stride 1, no padding; one sample or planes of
+ *    more than BATCH_MAX_P pixels): x_n (C,P) already is the column
+ *    matrix.
  *  - PLAN_IMPLICIT (other stride-1 convolutions with pad <= dil*(K-1), the
  *    usual case): no column matrix at all, see cpu_conv_implicit.c.
  *  - PLAN_BATCH (N > 1, P <= BATCH_MAX_P): small planes make thin gemms,
  *    so the whole batch goes into one, with col (K, N*P) and a (F, N*P)
+ *    (1x1 kernels too: per sample, ResNet-50's 7x7 and 14x14 stages read
+ *    all of w for 49 or 196 columns, 1.4-3x slower in every op)
  *    matrix (y or dy with the batch moved next to the pixels) in the
  *    caller's workspace; the gemms are split over the workers by blocks
  *    of C.
@@ -53,7 +56,8 @@ enum { PLAN_1X1, PLAN_ROWS, PLAN_BATCH, PLAN_IMPLICIT };
 
 static int conv_plan(const cdp_conv_desc *d)
 {
-	if (d->kh == 1 && d->kw == 1 && d->stride == 1 && d->pad == 0)
+	if (d->kh == 1 && d->kw == 1 && d->stride == 1 && d->pad == 0 &&
+	    !(d->n > 1 && d->oh * d->ow <= BATCH_MAX_P))
 		return PLAN_1X1;
 	if (cpu_iconv_usable(d))
 		return PLAN_IMPLICIT;

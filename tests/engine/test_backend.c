@@ -138,7 +138,8 @@ static void test_conv(void)
 		{ 3, 5, 11, 10, 6, 3, 2, 1, 1 },   /* stride 2, odd size */
 		{ 2, 4, 9, 9, 3, 3, 1, 2, 2 },     /* dilation 2 */
 		{ 2, 4, 9, 9, 3, 3, 2, 2, 2 },     /* batched plan: dilation, stride 2 */
-		{ 2, 6, 5, 7, 8, 1, 1, 0, 1 },     /* 1x1 plan */
+		{ 1, 6, 5, 7, 8, 1, 1, 0, 1 },     /* 1x1 plan */
+		{ 2, 6, 5, 7, 8, 1, 1, 0, 1 },     /* 1x1, small planes: batched */
 		{ 2, 6, 5, 7, 8, 1, 2, 0, 1 },     /* 1x1 stride 2 */
 		{ 2, 2, 37, 33, 3, 3, 1, 1, 1 },   /* implicit at batch 2 */
 		{ 2, 2, 41, 35, 5, 3, 2, 0, 2 },   /* big plane, stride 2, dilation 2 */
