@@ -13,13 +13,23 @@
  * A^T has coefficients 0, +-1 only, G 1 and 1/2: as in the forward, the
  * results differ from the direct sum by a few ulps of its terms.
  *
- * Work, over chunks of tile rows (V and Z of a chunk about CHUNK_FLOATS):
- * the chunk's V and Z, split over the threads by runs of tile rows, then
- * the 16 gemms split by xi and blocks of S rows, each adding into its own
- * rows of dU (the first chunk sets them). V, Z and dU are shared, in the
- * caller's workspace (cpu_winof_floats); a thread's scratch holds only its
- * padded input slice. Every element of dU is summed over the tiles in
- * order, chunk by chunk, so the results do not depend on the threads.
+ * Work: items of whole tile rows (V and Z of an item about ITEM_FLOATS,
+ * so that they stay in the cache between the transforms and the gemms)
+ * in P parts of consecutive items; a part's thread transforms each item
+ * into its scratch and adds its 16 gemms into the part's own dU_p, in
+ * the caller's workspace. Then dw += G^T (dU_0 + dU_1 + ...) G, summed in
+ * part order, split over the threads by blocks of S. P depends on the
+ * layer and the batch, not on the threads (at most PARTS, and dU_p of
+ * all parts within PART_FLOATS).
+ * Wide layers (S*O such that fewer than PARTS_MIN parts fit) have few
+ * tiles and a dU too big to have several: there the tiles go in chunks,
+ * each transformed by all threads into the workspace (runs of tile rows),
+ * then its 16 gemms split over the threads by xi and blocks of S rows,
+ * adding into one dU; two barriers a chunk, which on layers of many tiles
+ * made the filter gradient take twice the forward's time at 2 threads.
+ * Either way every element of a dU is summed over its tiles in order and
+ * the way is chosen from the layer alone: the results do not depend on
+ * the threads.
  */
 #include <string.h>
 #include "cpu_iconv.h"
@@ -30,33 +40,39 @@
 #endif
 
 #define XPAD CPU_WINO_XPAD
-/* V and Z of a chunk: CHUNK_FLOATS a thread, for up to CHUNK_THREADS */
-#define CHUNK_FLOATS (256L * 1024)
-#define CHUNK_THREADS 8
-#define CHUNK_MIN_TILES 128                /* the least gemm depth */
-#define SBLOCK 64                          /* rows of dU a gemm job adds to */
+#define ITEM_FLOATS (256L * 1024)  /* V and Z of an item, 1 MB */
+#define ITEM_MIN_TILES 64         /* the least gemm depth */
+#define PARTS 8
+#define PARTS_MIN 4
+#define PART_FLOATS (8L * 1024 * 1024)
+#define CHUNK_THREADS 8           /* a chunk: ITEM_FLOATS a thread, up to 8 */
+#define CHUNK_MIN_TILES 128
+#define SBLOCK 64                 /* channels of dw or dU a job finishes */
 
-/* a chunk: `rows` tile rows; jobs of the transforms: runs of `run` rows */
+/* an item or a chunk: g.rows tile rows, in ld columns of V and rows of Z;
+ * a chunk's transforms in runs of `run` rows */
 typedef struct fgeo {
-	cpu_wgeo g;              /* g.rows: tile rows of a chunk */
+	cpu_wgeo g;
+	size_t ld;
 	int run;
-	size_t ld;               /* columns of V, rows of Z: tiles of a chunk */
 } fgeo;
 
+/* threads 0: an item's; else a chunk's at that many threads */
 static fgeo make_fgeo(const cpu_corr *c, int threads)
 {
 	int t = threads < CHUNK_THREADS ? threads : CHUNK_THREADS;
-	long want = t * CHUNK_FLOATS / (16L * (c->s + c->o));
+	long want = (t ? t : 1) * ITEM_FLOATS / (16L * (c->s + c->o));
+	long least = t ? CHUNK_MIN_TILES : ITEM_MIN_TILES;
 	fgeo f;
 
-	f.g = cpu_wino_geo(c, want < CHUNK_MIN_TILES ? CHUNK_MIN_TILES : want);
+	f.g = cpu_wino_geo(c, want < least ? least : want);
+	/* two runs a thread, so a late thread holds the others up less */
+	f.run = t ? (f.g.rows + 2 * t - 1) / (2 * t) : f.g.rows;
 	/* V's rows an odd number of cache lines apart: the gemm reads 8 of
 	 * them at a time, which at multiples of 4 KiB would share cache sets */
 	f.ld = ((size_t)f.g.rows * f.g.tpr + 15) / 16 * 16;
 	if (f.ld / 16 % 2 == 0)
 		f.ld += 16;
-	/* two runs a thread, so a late thread holds the others up less */
-	f.run = (f.g.rows + 2 * threads - 1) / (2 * threads);
 	return f;
 }
 
@@ -68,30 +84,52 @@ static size_t ust(const cpu_corr *c) { return (size_t)c->s * c->o + XPAD; }
 /* a row of zeros (dy's row past the plane), floats */
 static size_t zrow(const fgeo *f) { return (size_t)(2 * f->g.tpr + 15) / 16 * 16; }
 
-/* The zero row, then the slice of a run, at most the largest chunk's
- * (runs depend on the threads, the reservation must not). */
-size_t cpu_winof_scratch(const cpu_corr *c)
+/* the parts of `items` items */
+static int parts(const cpu_corr *c, int items)
 {
-	fgeo f = make_fgeo(c, CHUNK_THREADS);
+	long p = PART_FLOATS / (16 * (long)ust(c));
 
-	return (zrow(&f) + cpu_wino_tmp_floats(c, &f.g) + 64) * sizeof(float);
+	p = p < 1 ? 1 : p > PARTS ? PARTS : p;
+	return items < p ? items : (int)p;
 }
 
+/* the layer goes in chunks */
+static int chunked(const cpu_corr *c)
+{
+	return parts(c, PARTS) < PARTS_MIN;
+}
+
+/* the zero row and the input slice, and V and Z of an item where the
+ * layer goes in items (a chunk's runs' slices are at most the largest
+ * chunk's: runs depend on the threads, the reservation must not) */
+size_t cpu_winof_scratch(const cpu_corr *c)
+{
+	fgeo f = make_fgeo(c, chunked(c) ? CHUNK_THREADS : 0);
+	size_t vz = chunked(c) ? 0 : 16 * (vst(c, &f) + zst(c, &f));
+
+	return (vz + zrow(&f) + cpu_wino_tmp_floats(c, &f.g) + 64) * sizeof(float);
+}
+
+/* the parts' dU, or one dU and the largest chunk's V and Z */
 size_t cpu_winof_floats(const cpu_corr *c)
 {
 	fgeo f = make_fgeo(c, CHUNK_THREADS);
 
-	return 16 * (vst(c, &f) + zst(c, &f) + ust(c));
+	if (chunked(c))
+		return 16 * (ust(c) + vst(c, &f) + zst(c, &f));
+	return 16 * ust(c) * (size_t)parts(c, PARTS);
 }
 
 typedef struct fjob {
 	cdp_backend *be;
 	const cpu_corr *c;
 	fgeo f;
-	int n, r0, r1;           /* the batch; the chunk's tile rows */
+	int n, items, parts;
 	const float *x, *dy;
-	float *v, *z, *du, *dw;
-	float beta;              /* 0 for the first chunk, then 1 */
+	float *du, *dw;
+	/* chunks: the chunk's tile rows, its V and Z, whether it is the first */
+	int r0, r1, first;
+	float *v, *z;
 } fjob;
 
 /* Z[xi][t0 + tx][o] for tiles [tx0, tx1) of tile row ty of sample n
@@ -100,7 +138,8 @@ typedef struct fjob {
  *       | 0 1 -1 -1 |
  * last row or column): rows a, a + b, a - b, -b of dY's rows a, b, then
  * the same on its columns. */
-static void dy_tiles(const fjob *j, int n, int ty, int t0, int tx0, int tx1, int o0, int o1)
+static void dy_tiles(const fjob *j, float *z, int n, int ty, int t0, int tx0, int tx1, int o0,
+                     int o1)
 {
 	const cpu_corr *c = j->c;
 	size_t plane = (size_t)c->oh * c->ow, zs = zst(c, &j->f);
@@ -109,7 +148,7 @@ static void dy_tiles(const fjob *j, int n, int ty, int t0, int tx0, int tx1, int
 
 	for (int tx = tx0; tx < tx1; tx++) {
 		const float *p = d0 + 2 * tx;
-		float *zt = j->z + (size_t)(t0 + tx) * c->o;
+		float *zt = z + (size_t)(t0 + tx) * c->o;
 		int col1 = 2 * tx + 1 < c->ow;
 		/* the missing row or column read as its neighbour, times 0 */
 		size_t dr = row1 ? (size_t)c->ow : 0, dc = col1 ? 1 : 0;
@@ -118,14 +157,14 @@ static void dy_tiles(const fjob *j, int n, int ty, int t0, int tx0, int tx1, int
 		for (int o = o0; o < o1; o++) {
 			const float *q = p + (size_t)o * plane;
 			float a0 = q[0], a1 = mc * q[dc], b0 = mr * q[dr], b1 = mr * mc * q[dr + dc];
-			float z[4][2] = { { a0, a1 }, { a0 + b0, a1 + b1 }, { a0 - b0, a1 - b1 },
+			float e[4][2] = { { a0, a1 }, { a0 + b0, a1 + b1 }, { a0 - b0, a1 - b1 },
 			                  { -b0, -b1 } };
 
 			for (int i = 0; i < 4; i++) {
-				zt[(size_t)(4 * i) * zs + o] = z[i][0];
-				zt[(size_t)(4 * i + 1) * zs + o] = z[i][0] + z[i][1];
-				zt[(size_t)(4 * i + 2) * zs + o] = z[i][0] - z[i][1];
-				zt[(size_t)(4 * i + 3) * zs + o] = -z[i][1];
+				zt[(size_t)(4 * i) * zs + o] = e[i][0];
+				zt[(size_t)(4 * i + 1) * zs + o] = e[i][0] + e[i][1];
+				zt[(size_t)(4 * i + 2) * zs + o] = e[i][0] - e[i][1];
+				zt[(size_t)(4 * i + 3) * zs + o] = -e[i][1];
 			}
 		}
 	}
@@ -155,7 +194,9 @@ static inline __attribute__((always_inline)) void transpose16(wvec *m)
  * as vectors (rows y0, y1 split into the tiles' left and right columns),
  * then each xi's 16 x 16 turned around so that a tile's 16 filters are
  * one vector of its row of Z */
-static inline __attribute__((always_inline)) void dy_block(const fjob *j, int n, int ty, int t0, int tx0, int o0, const float *zeros)
+static inline __attribute__((always_inline)) void dy_block(const fjob *j, float *z, int n, int ty,
+                                                         int t0, int tx0, int o0,
+                                                         const float *zeros)
 {
 	const cpu_corr *c = j->c;
 	size_t plane = (size_t)c->oh * c->ow, zs = zst(c, &j->f);
@@ -169,17 +210,17 @@ static inline __attribute__((always_inline)) void dy_block(const fjob *j, int n,
 		wvec r1 = *(const wvec *)y1, s1 = *(const wvec *)(y1 + 16);
 		wvec a0 = __builtin_shuffle(r0, s0, EVEN), a1 = __builtin_shuffle(r0, s0, ODD);
 		wvec b0 = __builtin_shuffle(r1, s1, EVEN), b1 = __builtin_shuffle(r1, s1, ODD);
-		wvec z[4][2] = { { a0, a1 }, { a0 + b0, a1 + b1 }, { a0 - b0, a1 - b1 }, { -b0, -b1 } };
+		wvec e[4][2] = { { a0, a1 }, { a0 + b0, a1 + b1 }, { a0 - b0, a1 - b1 }, { -b0, -b1 } };
 
 		for (int i = 0; i < 4; i++) {
-			b[4 * i][ol] = z[i][0];
-			b[4 * i + 1][ol] = z[i][0] + z[i][1];
-			b[4 * i + 2][ol] = z[i][0] - z[i][1];
-			b[4 * i + 3][ol] = -z[i][1];
+			b[4 * i][ol] = e[i][0];
+			b[4 * i + 1][ol] = e[i][0] + e[i][1];
+			b[4 * i + 2][ol] = e[i][0] - e[i][1];
+			b[4 * i + 3][ol] = -e[i][1];
 		}
 	}
 	for (int x = 0; x < 16; x++) {
-		float *zt = j->z + x * zs + (size_t)(t0 + tx0) * c->o + o0;
+		float *zt = z + x * zs + (size_t)(t0 + tx0) * c->o + o0;
 
 		transpose16(b[x]);
 		for (int t = 0; t < 16; t++)
@@ -189,7 +230,7 @@ static inline __attribute__((always_inline)) void dy_block(const fjob *j, int n,
 #endif
 
 /* Z for the tiles of tile row r (their columns from t0 on) */
-VECTOR_CLONES static void dy_row(const fjob *j, int r, int t0, const float *zeros)
+VECTOR_CLONES static void dy_row(const fjob *j, float *z, int r, int t0, const float *zeros)
 {
 	const cpu_corr *c = j->c;
 	int tph = j->f.g.tph, n = r / tph, ty = r % tph, tx = 0;
@@ -198,17 +239,44 @@ VECTOR_CLONES static void dy_row(const fjob *j, int r, int t0, const float *zero
 	for (; tx + 16 <= c->ow / 2; tx += 16) {
 		int o = 0;
 		for (; o + 16 <= c->o; o += 16)
-			dy_block(j, n, ty, t0, tx, o, zeros);
-		dy_tiles(j, n, ty, t0, tx, tx + 16, o, c->o);
+			dy_block(j, z, n, ty, t0, tx, o, zeros);
+		dy_tiles(j, z, n, ty, t0, tx, tx + 16, o, c->o);
 	}
 #else
 	(void)zeros;
 #endif
-	dy_tiles(j, n, ty, t0, tx, j->f.g.tpr, 0, c->o);
+	dy_tiles(j, z, n, ty, t0, tx, j->f.g.tpr, 0, c->o);
 }
 
-/* one run of tile rows of the chunk: its columns of V, its rows of Z */
-static void transform_run(void *ctx, int k)
+/* Part p: its items' V and Z in the thread's scratch, their 16 gemms
+ * into dU_p[xi] (S, O) (the first item sets it) */
+static void part(void *ctx, int p)
+{
+	const fjob *j = ctx;
+	const cpu_corr *c = j->c;
+	const fgeo *f = &j->f;
+	float *v = cpu_scratch(j->be, cpu_worker()), *z = v + 16 * vst(c, f);
+	float *zeros = z + 16 * zst(c, f), *tmp = zeros + zrow(f);
+	float *du = j->du + (size_t)p * 16 * ust(c);
+	int i0 = (int)((long)j->items * p / j->parts), i1 = (int)((long)j->items * (p + 1) / j->parts);
+	int rows = j->n * f->g.tph;
+
+	memset(zeros, 0, zrow(f) * sizeof *zeros);
+	for (int it = i0; it < i1; it++) {
+		int r0 = it * f->g.rows, r1 = r0 + f->g.rows < rows ? r0 + f->g.rows : rows;
+		int tiles = (r1 - r0) * f->g.tpr;
+
+		cpu_wino_input(c, &f->g, j->x, r0, r1, v, f->ld, tmp);
+		for (int r = r0; r < r1; r++)
+			dy_row(j, z, r, (r - r0) * f->g.tpr, zeros);
+		for (int x = 0; x < 16; x++)
+			cpu_kgemm_nn(j->be, c->s, c->o, tiles, v + x * vst(c, f), (long)f->ld, 1,
+			             z + x * zst(c, f), c->o, it == i0 ? 0.0f : 1.0f, du + x * ust(c), c->o);
+	}
+}
+
+/* A chunk's run k of tile rows: its columns of V, its rows of Z */
+static void chunk_run(void *ctx, int k)
 {
 	const fjob *j = ctx;
 	int a = j->r0 + k * j->f.run, b = a + j->f.run < j->r1 ? a + j->f.run : j->r1;
@@ -218,11 +286,11 @@ static void transform_run(void *ctx, int k)
 	memset(zeros, 0, zrow(&j->f) * sizeof *zeros);
 	cpu_wino_input(j->c, &j->f.g, j->x, a, b, j->v + t0, j->f.ld, zeros + zrow(&j->f));
 	for (int r = a; r < b; r++)
-		dy_row(j, r, (int)(t0 + (size_t)(r - a) * j->f.g.tpr), zeros);
+		dy_row(j, j->z, r, (int)(t0 + (size_t)(r - a) * j->f.g.tpr), zeros);
 }
 
-/* dU[xi] rows [s0, s0 + SBLOCK) (+)= V[xi] rows times Z[xi] */
-static void gemm_block(void *ctx, int k)
+/* dU[xi] rows [s0, s0 + SBLOCK) (+)= the chunk's V[xi] rows times Z[xi] */
+static void chunk_gemm(void *ctx, int k)
 {
 	const fjob *j = ctx;
 	const cpu_corr *c = j->c;
@@ -230,34 +298,36 @@ static void gemm_block(void *ctx, int k)
 	int m = c->s - s0 < SBLOCK ? c->s - s0 : SBLOCK, tiles = (j->r1 - j->r0) * j->f.g.tpr;
 
 	cpu_kgemm_nn(j->be, m, c->o, tiles, j->v + x * vst(c, &j->f) + (size_t)s0 * j->f.ld,
-	             (long)j->f.ld, 1, j->z + x * zst(c, &j->f), c->o, j->beta,
+	             (long)j->f.ld, 1, j->z + x * zst(c, &j->f), c->o, j->first ? 0.0f : 1.0f,
 	             j->du + x * ust(c) + (size_t)s0 * c->o, c->o);
 }
 
-/* dw[o, s, 3x3] += G^T X G, X (4x4) = dU[.][s][o], G^T = | 1 1/2  1/2 0 |
- * for the channels of one block of S                    | 0 1/2 -1/2 0 |
- *                                                       | 0 1/2  1/2 1 |
- * 16 filters at a time, so that dw is written in 16 runs of 9 floats per
- * channel (its rows are S*9 floats apart) and dU read a cache line per
- * xi and channel. */
+/* dw[o, s, 3x3] += G^T X G, X (4x4) = the parts' sum of dU_p[.][s][o],
+ * G^T = | 1 1/2  1/2 0 |, for the channels of one block of S, 16 filters
+ *       | 0 1/2 -1/2 0 |  at a time so that dw is written in 16 runs of
+ *       | 0 1/2  1/2 1 |  9 floats per channel (its rows are S*9 floats
+ * apart) and dU read a cache line per xi and channel */
 static void to_dw(void *ctx, int k)
 {
 	const fjob *j = ctx;
 	const cpu_corr *c = j->c;
 	int s1 = (k + 1) * SBLOCK < c->s ? (k + 1) * SBLOCK : c->s;
-	size_t us = ust(c), row = (size_t)c->s * 9;
+	size_t us = ust(c), row = (size_t)c->s * 9, ps = 16 * us;
 
 	for (int o0 = 0; o0 < c->o; o0 += 16)
 	for (int s = k * SBLOCK; s < s1; s++) {
 		const float *u = j->du + (size_t)s * c->o;
 		for (int o = o0; o < o0 + 16 && o < c->o; o++) {
-			float t[3][4], *w = j->dw + o * row + (size_t)s * 9;
+			float x[16], t[3][4], *w = j->dw + o * row + (size_t)s * 9;
+			for (int q = 0; q < 16; q++) {
+				x[q] = u[q * us + o];
+				for (int p = 1; p < j->parts; p++)
+					x[q] += u[p * ps + q * us + o];
+			}
 			for (int b = 0; b < 4; b++) {
-				float x0 = u[b * us + o], x1 = u[(4 + b) * us + o];
-				float x2 = u[(8 + b) * us + o], x3 = u[(12 + b) * us + o];
-				t[0][b] = x0 + 0.5f * (x1 + x2);
-				t[1][b] = 0.5f * (x1 - x2);
-				t[2][b] = 0.5f * (x1 + x2) + x3;
+				t[0][b] = x[b] + 0.5f * (x[4 + b] + x[8 + b]);
+				t[1][b] = 0.5f * (x[4 + b] - x[8 + b]);
+				t[2][b] = 0.5f * (x[4 + b] + x[8 + b]) + x[12 + b];
 			}
 			for (int i = 0; i < 3; i++) {
 				w[3 * i] += t[i][0] + 0.5f * (t[i][1] + t[i][2]);
@@ -271,17 +341,25 @@ static void to_dw(void *ctx, int k)
 void cpu_winof_filter(cdp_backend *be, const cpu_corr *c, int n, const float *x,
                       const float *dy, float *dw, float *ws)
 {
-	fjob j = { .be = be, .c = c, .f = make_fgeo(c, be->threads), .n = n, .x = x, .dy = dy,
-	           .dw = dw, .beta = 0.0f };
-	int rows = n * j.f.g.tph, nb = (c->s + SBLOCK - 1) / SBLOCK;
+	fjob j = { .be = be, .c = c, .n = n, .x = x, .dy = dy, .du = ws, .dw = dw };
+	int rows, nb = (c->s + SBLOCK - 1) / SBLOCK;
 
-	j.v = ws;
-	j.z = j.v + 16 * vst(c, &j.f);
-	j.du = j.z + 16 * zst(c, &j.f);
-	for (j.r0 = 0; j.r0 < rows; j.r0 = j.r1, j.beta = 1.0f) {
-		j.r1 = j.r0 + j.f.g.rows < rows ? j.r0 + j.f.g.rows : rows;
-		cpu_parallel_for(be, (j.r1 - j.r0 + j.f.run - 1) / j.f.run, transform_run, &j);
-		cpu_parallel_for(be, 16 * nb, gemm_block, &j);
+	if (!chunked(c)) {
+		j.f = make_fgeo(c, 0);
+		j.items = (n * j.f.g.tph + j.f.g.rows - 1) / j.f.g.rows;
+		j.parts = parts(c, j.items);
+		cpu_parallel_for(be, j.parts, part, &j);
+	} else {
+		j.f = make_fgeo(c, be->threads);
+		j.parts = 1;
+		j.v = ws + 16 * ust(c);
+		j.z = j.v + 16 * vst(c, &j.f);
+		rows = n * j.f.g.tph;
+		for (j.r0 = 0, j.first = 1; j.r0 < rows; j.r0 = j.r1, j.first = 0) {
+			j.r1 = j.r0 + j.f.g.rows < rows ? j.r0 + j.f.g.rows : rows;
+			cpu_parallel_for(be, (j.r1 - j.r0 + j.f.run - 1) / j.f.run, chunk_run, &j);
+			cpu_parallel_for(be, 16 * nb, chunk_gemm, &j);
+		}
 	}
 	cpu_parallel_for(be, nb, to_dw, &j);
 }

@@ -45,6 +45,7 @@
 #include "cpu.h"
 
 #define KC 128
+#define NN_PACK_M 32         /* rows of C from which nn packs B's blocks */
 #ifndef NT_KC
 #define NT_KC 1024           /* a multiple of every VW */
 #endif

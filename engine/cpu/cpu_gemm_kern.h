@@ -132,8 +132,30 @@ KNAME(kgemm_nn)(int m, int n, int k, const float *a, long rs, long cs, const flo
 	}
 	for (int k0 = 0; k0 < k; k0 += KC) {
 		int k1 = k0 + KC < k ? k0 + KC : k, j = 0;
-		for (; j + NN_NV * VW <= n; j += NN_NV * VW)
-			KNAME(rows_nn)(NN_NV, m, j, k0, k1, a, rs, cs, b, ldb, tab, beta, c, ldc);
+		for (; j + NN_NV * VW <= n; j += NN_NV * VW) {
+			if (m < NN_PACK_M) {
+				KNAME(rows_nn)(NN_NV, m, j, k0, k1, a, rs, cs, b, ldb, tab, beta, c, ldc);
+				continue;
+			}
+			/* B's block (k1 - k0, NN_NV*VW) copied into one contiguous
+			 * panel, read by every tile of rows: B's own rows lie up to a
+			 * plane apart, so the tiles' reads of them missed the TLB
+			 * (1x1 layers of ResNet-50 ran at 40% of the core's peak) */
+			float panel[KC * NN_NV * VW] __attribute__((aligned(64)));
+			for (int q = k0; q < k1; q++) {
+				const float *row = b + (tab ? tab[q] : q * ldb) + j;
+				#pragma GCC unroll 4
+				for (int v = 0; v < NN_NV; v++) {
+					V t;
+					VLOAD(t, row + VW * v);
+					VSTORE(panel + (q - k0) * NN_NV * VW + VW * v, t);
+				}
+			}
+			/* the block's k from 0: the first block applies beta, later
+			 * ones add to C as it is */
+			KNAME(rows_nn)(NN_NV, m, 0, 0, k1 - k0, a + k0 * cs, rs, cs, panel, NN_NV * VW, NULL,
+			               k0 > 0 ? 1.0f : beta, c + j, ldc);
+		}
 		for (; j + VW <= n; j += VW)
 			KNAME(rows_nn)(1, m, j, k0, k1, a, rs, cs, b, ldb, tab, beta, c, ldc);
 		if (j < n)

@@ -175,6 +175,9 @@ static void test_conv(void)
 		/* the filter gradient's blocks of 16 tiles and 16 filters, a
 		 * filter tail, an odd last tile row and column */
 		{ 2, 64, 33, 35, 72, 3, 1, 1, 1 },
+		/* so wide that the filter gradient goes in chunks, filters past
+		 * the last block of 16 */
+		{ 1, 256, 8, 8, 520, 3, 1, 1, 1 },
 	};
 	for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
 		const conv_case *cc = &cases[ci];
@@ -258,6 +261,58 @@ static void test_wino_threads(void)
 	b1->free(b1, ws1); be->free(be, ws3);
 	be->free(be, x); be->free(be, w); be->free(be, dy); be->free(be, db);
 	be->free(be, y1); be->free(be, y3); be->free(be, dw1); be->free(be, dw3);
+	b1->destroy(b1);
+}
+
+/* The chunked filter gradient (cpu_conv_winof.c: layers too wide for
+ * several dU) over two chunks, against a double sum, and the same bits
+ * at 1 and 3 threads. */
+static void test_wino_chunks(void)
+{
+	cdp_backend *b1 = cdp_backend_cpu(1);
+	conv_case cc = { 2, 256, 20, 16, 520, 3, 1, 1, 1 };
+	cdp_conv_desc d;
+
+	if (!b1 || conv_case_desc(&cc, &d) < 0) {
+		CHECK(0, "cannot set up the Winograd chunk check");
+		if (b1)
+			b1->destroy(b1);
+		return;
+	}
+	size_t nx = (size_t)d.n * d.c * d.h * d.w, ny = (size_t)d.n * d.f * d.oh * d.ow;
+	size_t nw = (size_t)d.f * d.c * 9;
+	float *x = rnd(nx), *dy = rnd(ny), *dw1 = rnd(nw), *dw3 = rnd(nw);
+	double *ref = dcopy(dw1, nw);
+	void *ws1 = b1->alloc(b1, cpu_conv_workspace(b1, &d)), *ws3 = be->alloc(be, cpu_conv_workspace(be, &d));
+
+	memcpy(dw3, dw1, nw * sizeof *dw1);
+	for (int n = 0; n < d.n; n++)
+		for (int f = 0; f < d.f; f++)
+			for (int c = 0; c < d.c; c++)
+				for (int i = 0; i < 3; i++)
+					for (int j = 0; j < 3; j++) {
+						double t = 0;
+						for (int oh = 0; oh < d.oh; oh++) {
+							int ih = oh + i - 1;
+							if (ih < 0 || ih >= d.h)
+								continue;
+							for (int ow = 0; ow < d.ow; ow++) {
+								int iw = ow + j - 1;
+								if (iw >= 0 && iw < d.w)
+									t += (double)dy[(((size_t)n * d.f + f) * d.oh + oh) * d.ow + ow] *
+									     x[(((size_t)n * d.c + c) * d.h + ih) * d.w + iw];
+							}
+						}
+						ref[(((size_t)f * d.c + c) * 3 + i) * 3 + j] += t;
+					}
+	cpu_conv_bwd_filter(b1, &d, x, dy, dw1, NULL, ws1);
+	cpu_conv_bwd_filter(be, &d, x, dy, dw3, NULL, ws3);
+	near(dw3, ref, nw, 1e-5, "winograd filter gradient in chunks");
+	CHECK(memcmp(dw1, dw3, nw * sizeof *dw1) == 0,
+	      "winograd filter gradient in chunks: the same bits at 1 and 3 threads");
+	b1->free(b1, ws1); be->free(be, ws3);
+	be->free(be, x); be->free(be, dy); be->free(be, dw1); be->free(be, dw3);
+	free(ref);
 	b1->destroy(b1);
 }
 
@@ -454,6 +509,8 @@ int main(void)
 		test_wino_threads();
 	}
 	CHECK(cpu_kgemm_force(best) == 0, "back to %s", best);
+	isa = best;
+	test_wino_chunks();
 	test_bn();
 	test_elementwise();
 	test_pool();
