@@ -229,90 +229,67 @@ static void test_conv(void)
 	CHECK(cdp_conv_desc_init(&bad) == -1, "a kernel larger than the padded input is refused");
 }
 
+/* dw += the double sum of dy times the taps of x: the filter gradient
+ * of a 3x3, pad 1, stride 1 layer */
+static void filter_ref(const cdp_conv_desc *d, const float *x, const float *dy, double *dw)
+{
+	for (int n = 0; n < d->n; n++)
+		for (int f = 0; f < d->f; f++)
+			for (int c = 0; c < d->c; c++)
+				for (int t = 0; t < 9; t++) {
+					int i = t / 3, j = t % 3;
+					double s = 0;
+					for (int oh = 0; oh < d->oh; oh++)
+						for (int ow = 0; ow < d->ow; ow++) {
+							int ih = oh + i - 1, iw = ow + j - 1;
+							if (ih >= 0 && ih < d->h && iw >= 0 && iw < d->w)
+								s += (double)dy[(((size_t)n * d->f + f) * d->oh + oh) * d->ow + ow] *
+								     x[(((size_t)n * d->c + c) * d->h + ih) * d->w + iw];
+						}
+					dw[((size_t)f * d->c + c) * 9 + t] += s;
+				}
+}
+
 /* Winograd's results do not depend on the threads (cpu_conv_wino.c,
- * cpu_conv_winof.c): the same bits at 1 and 3 threads, on a layer whose
- * filter gradient takes several chunks of tiles at either count. */
-static void test_wino_threads(void)
+ * cpu_conv_winof.c): the same bits at 1 and 3 threads, forward and
+ * filter gradient; with ref, the filter gradient also against filter_ref */
+static void wino_threads(const conv_case *cc, int ref, const char *what)
 {
 	cdp_backend *b1 = cdp_backend_cpu(1);
-	conv_case cc = { 2, 64, 40, 36, 80, 3, 1, 1, 1 };
 	cdp_conv_desc d;
 
-	if (!b1 || conv_case_desc(&cc, &d) < 0) {
-		CHECK(0, "cannot set up the Winograd thread check");
+	if (!b1 || conv_case_desc(cc, &d) < 0) {
+		CHECK(0, "cannot set up the Winograd check (%s)", what);
 		if (b1)
 			b1->destroy(b1);
 		return;
 	}
 	size_t nx = (size_t)d.n * d.c * d.h * d.w, ny = (size_t)d.n * d.f * d.oh * d.ow;
 	size_t nw = (size_t)d.f * d.c * 9;
-	float *x = rnd(nx), *w = rnd(nw), *dy = rnd(ny), *db = rnd((size_t)d.f);
+	float *x = rnd(nx), *w = rnd(nw), *dy = rnd(ny);
 	float *y1 = rnd(ny), *y3 = rnd(ny), *dw1 = rnd(nw), *dw3 = rnd(nw);
+	double *rdw = dcopy(dw1, nw);
 	void *ws1 = b1->alloc(b1, cpu_conv_workspace(b1, &d)), *ws3 = be->alloc(be, cpu_conv_workspace(be, &d));
+	char msg[128];
 
 	memcpy(dw3, dw1, nw * sizeof *dw1);
 	cpu_conv_fwd(b1, &d, x, w, NULL, y1, ws1);
 	cpu_conv_fwd(be, &d, x, w, NULL, y3, ws3);
-	CHECK(memcmp(y1, y3, ny * sizeof *y1) == 0, "[%s] winograd fwd: the same bits at 1 and 3 threads", isa);
+	CHECK(memcmp(y1, y3, ny * sizeof *y1) == 0, "[%s] winograd fwd, %s: the same bits at 1 and 3 threads",
+	      isa, what);
 	cpu_conv_bwd_filter(b1, &d, x, dy, dw1, NULL, ws1);
 	cpu_conv_bwd_filter(be, &d, x, dy, dw3, NULL, ws3);
 	CHECK(memcmp(dw1, dw3, nw * sizeof *dw1) == 0,
-	      "[%s] winograd filter gradient: the same bits at 1 and 3 threads", isa);
-	b1->free(b1, ws1); be->free(be, ws3);
-	be->free(be, x); be->free(be, w); be->free(be, dy); be->free(be, db);
-	be->free(be, y1); be->free(be, y3); be->free(be, dw1); be->free(be, dw3);
-	b1->destroy(b1);
-}
-
-/* The chunked filter gradient (cpu_conv_winof.c: layers too wide for
- * several dU) over two chunks, against a double sum, and the same bits
- * at 1 and 3 threads. */
-static void test_wino_chunks(void)
-{
-	cdp_backend *b1 = cdp_backend_cpu(1);
-	conv_case cc = { 2, 256, 20, 16, 520, 3, 1, 1, 1 };
-	cdp_conv_desc d;
-
-	if (!b1 || conv_case_desc(&cc, &d) < 0) {
-		CHECK(0, "cannot set up the Winograd chunk check");
-		if (b1)
-			b1->destroy(b1);
-		return;
+	      "[%s] winograd filter gradient, %s: the same bits at 1 and 3 threads", isa, what);
+	if (ref) {
+		filter_ref(&d, x, dy, rdw);
+		snprintf(msg, sizeof msg, "[%s] winograd filter gradient, %s", isa, what);
+		near(dw3, rdw, nw, 1e-5, msg);
 	}
-	size_t nx = (size_t)d.n * d.c * d.h * d.w, ny = (size_t)d.n * d.f * d.oh * d.ow;
-	size_t nw = (size_t)d.f * d.c * 9;
-	float *x = rnd(nx), *dy = rnd(ny), *dw1 = rnd(nw), *dw3 = rnd(nw);
-	double *ref = dcopy(dw1, nw);
-	void *ws1 = b1->alloc(b1, cpu_conv_workspace(b1, &d)), *ws3 = be->alloc(be, cpu_conv_workspace(be, &d));
-
-	memcpy(dw3, dw1, nw * sizeof *dw1);
-	for (int n = 0; n < d.n; n++)
-		for (int f = 0; f < d.f; f++)
-			for (int c = 0; c < d.c; c++)
-				for (int i = 0; i < 3; i++)
-					for (int j = 0; j < 3; j++) {
-						double t = 0;
-						for (int oh = 0; oh < d.oh; oh++) {
-							int ih = oh + i - 1;
-							if (ih < 0 || ih >= d.h)
-								continue;
-							for (int ow = 0; ow < d.ow; ow++) {
-								int iw = ow + j - 1;
-								if (iw >= 0 && iw < d.w)
-									t += (double)dy[(((size_t)n * d.f + f) * d.oh + oh) * d.ow + ow] *
-									     x[(((size_t)n * d.c + c) * d.h + ih) * d.w + iw];
-							}
-						}
-						ref[(((size_t)f * d.c + c) * 3 + i) * 3 + j] += t;
-					}
-	cpu_conv_bwd_filter(b1, &d, x, dy, dw1, NULL, ws1);
-	cpu_conv_bwd_filter(be, &d, x, dy, dw3, NULL, ws3);
-	near(dw3, ref, nw, 1e-5, "winograd filter gradient in chunks");
-	CHECK(memcmp(dw1, dw3, nw * sizeof *dw1) == 0,
-	      "winograd filter gradient in chunks: the same bits at 1 and 3 threads");
 	b1->free(b1, ws1); be->free(be, ws3);
-	be->free(be, x); be->free(be, dy); be->free(be, dw1); be->free(be, dw3);
-	free(ref);
+	be->free(be, x); be->free(be, w); be->free(be, dy);
+	be->free(be, y1); be->free(be, y3); be->free(be, dw1); be->free(be, dw3);
+	free(rdw);
 	b1->destroy(b1);
 }
 
@@ -506,11 +483,13 @@ int main(void)
 		isa = isas[i];
 		test_blas();
 		test_conv();
-		test_wino_threads();
+		/* the filter gradient in 6 parts of 1-2 items */
+		wino_threads(&(conv_case){ 2, 64, 40, 36, 80, 3, 1, 1, 1 }, 0, "parts");
 	}
 	CHECK(cpu_kgemm_force(best) == 0, "back to %s", best);
 	isa = best;
-	test_wino_chunks();
+	/* so wide that the filter gradient goes in chunks: two of them */
+	wino_threads(&(conv_case){ 2, 256, 20, 16, 520, 3, 1, 1, 1 }, 1, "chunks");
 	test_bn();
 	test_elementwise();
 	test_pool();
