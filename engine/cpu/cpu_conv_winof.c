@@ -19,10 +19,9 @@
  * into its scratch and adds its 16 gemms into the part's own dU_p, in
  * the caller's workspace. Then dw += G^T (dU_0 + dU_1 + ...) G, summed in
  * part order, split over the threads by blocks of S. P depends on the
- * layer and the batch, not on the threads (at most PARTS, and dU_p of
- * all parts within PART_FLOATS).
- * Wide layers (S*O such that fewer than PARTS_MIN parts fit) have few
- * tiles and a dU too big to have several: there the tiles go in chunks,
+ * layer and the batch, not on the threads (parts()).
+ * Wide layers and small batches (fewer than PARTS_MIN parts) have too
+ * few tiles, or a dU too big, for several: there the tiles go in chunks,
  * each transformed by all threads into the workspace (runs of tile rows),
  * then its 16 gemms split over the threads by xi and blocks of S rows,
  * adding into one dU; two barriers a chunk, which on layers of many tiles
@@ -44,6 +43,7 @@
 #define ITEM_MIN_TILES 64         /* the least gemm depth */
 #define PARTS 8
 #define PARTS_MIN 4
+#define PART_MIN_TILES 256
 #define PART_FLOATS (8L * 1024 * 1024)
 #define CHUNK_THREADS 8           /* a chunk: ITEM_FLOATS a thread, up to 8 */
 #define CHUNK_MIN_TILES 128
@@ -84,40 +84,50 @@ static size_t ust(const cpu_corr *c) { return (size_t)c->s * c->o + XPAD; }
 /* a row of zeros (dy's row past the plane), floats */
 static size_t zrow(const fgeo *f) { return (size_t)(2 * f->g.tpr + 15) / 16 * 16; }
 
-/* the parts of `items` items */
-static int parts(const cpu_corr *c, int items)
+/* The parts of a batch of n (n 0: the most of any batch): at most
+ * PARTS, their dU within PART_FLOATS, one item and PART_MIN_TILES tiles
+ * each at least (a part's dU is written and read once whatever its
+ * tiles: with fewer, that outweighed the gemms) */
+static int parts(const cpu_corr *c, int n)
 {
-	long p = PART_FLOATS / (16 * (long)ust(c));
+	fgeo f = make_fgeo(c, 0);
+	long p = PART_FLOATS / (16 * (long)ust(c)), rows = (long)n * f.g.tph;
+	long items = (rows + f.g.rows - 1) / f.g.rows, tiles = rows * f.g.tpr / PART_MIN_TILES;
 
 	p = p < 1 ? 1 : p > PARTS ? PARTS : p;
-	return items < p ? items : (int)p;
+	if (n > 0) {
+		p = items < p ? items : p;
+		p = tiles < p ? tiles : p;
+	}
+	return p < 1 ? 1 : (int)p;
 }
 
-/* the layer goes in chunks */
-static int chunked(const cpu_corr *c)
+/* the batch goes in chunks: too few parts */
+static int chunked(const cpu_corr *c, int n)
 {
-	return parts(c, PARTS) < PARTS_MIN;
+	return parts(c, n) < PARTS_MIN;
 }
 
-/* the zero row and the input slice, and V and Z of an item where the
- * layer goes in items (a chunk's runs' slices are at most the largest
- * chunk's: runs depend on the threads, the reservation must not) */
+/* the zero row and the input slice (a chunk's runs' are at most the
+ * largest chunk's: runs depend on the threads, the reservation must not),
+ * and V and Z of an item where the layer may go in items */
 size_t cpu_winof_scratch(const cpu_corr *c)
 {
-	fgeo f = make_fgeo(c, chunked(c) ? CHUNK_THREADS : 0);
-	size_t vz = chunked(c) ? 0 : 16 * (vst(c, &f) + zst(c, &f));
+	fgeo f = make_fgeo(c, 0), g = make_fgeo(c, CHUNK_THREADS);
+	size_t a = chunked(c, 0) ? 0 : 16 * (vst(c, &f) + zst(c, &f)) + zrow(&f) +
+	                               cpu_wino_tmp_floats(c, &f.g);
+	size_t b = zrow(&g) + cpu_wino_tmp_floats(c, &g.g);
 
-	return (vz + zrow(&f) + cpu_wino_tmp_floats(c, &f.g) + 64) * sizeof(float);
+	return ((a > b ? a : b) + 64) * sizeof(float);
 }
 
 /* the parts' dU, or one dU and the largest chunk's V and Z */
 size_t cpu_winof_floats(const cpu_corr *c)
 {
 	fgeo f = make_fgeo(c, CHUNK_THREADS);
+	size_t a = 16 * ust(c) * (size_t)parts(c, 0), b = 16 * (ust(c) + vst(c, &f) + zst(c, &f));
 
-	if (chunked(c))
-		return 16 * (ust(c) + vst(c, &f) + zst(c, &f));
-	return 16 * ust(c) * (size_t)parts(c, PARTS);
+	return a > b ? a : b;
 }
 
 typedef struct fjob {
@@ -344,10 +354,10 @@ void cpu_winof_filter(cdp_backend *be, const cpu_corr *c, int n, const float *x,
 	fjob j = { .be = be, .c = c, .n = n, .x = x, .dy = dy, .du = ws, .dw = dw };
 	int rows, nb = (c->s + SBLOCK - 1) / SBLOCK;
 
-	if (!chunked(c)) {
+	if (!chunked(c, n)) {
 		j.f = make_fgeo(c, 0);
 		j.items = (n * j.f.g.tph + j.f.g.rows - 1) / j.f.g.rows;
-		j.parts = parts(c, j.items);
+		j.parts = parts(c, n);
 		cpu_parallel_for(be, j.parts, part, &j);
 	} else {
 		j.f = make_fgeo(c, be->threads);
