@@ -84,6 +84,12 @@ static size_t ust(const cpu_corr *c) { return (size_t)c->s * c->o + XPAD; }
 /* a row of zeros (dy's row past the plane), floats */
 static size_t zrow(const fgeo *f) { return (size_t)(2 * f->g.tpr + 15) / 16 * 16; }
 
+/* the items of a batch of n (f an item's geometry) */
+static int items(const fgeo *f, int n)
+{
+	return (n * f->g.tph + f->g.rows - 1) / f->g.rows;
+}
+
 /* The parts of a batch of n (n 0: the most of any batch): at most
  * PARTS, their dU within PART_FLOATS, one item and PART_MIN_TILES tiles
  * each at least (a part's dU is written and read once whatever its
@@ -91,13 +97,12 @@ static size_t zrow(const fgeo *f) { return (size_t)(2 * f->g.tpr + 15) / 16 * 16
 static int parts(const cpu_corr *c, int n)
 {
 	fgeo f = make_fgeo(c, 0);
-	long p = PART_FLOATS / (16 * (long)ust(c)), rows = (long)n * f.g.tph;
-	long items = (rows + f.g.rows - 1) / f.g.rows, tiles = rows * f.g.tpr / PART_MIN_TILES;
+	long p = PART_FLOATS / (16 * (long)ust(c)), tiles = (long)n * f.g.tph * f.g.tpr;
 
 	p = p < 1 ? 1 : p > PARTS ? PARTS : p;
 	if (n > 0) {
-		p = items < p ? items : p;
-		p = tiles < p ? tiles : p;
+		p = items(&f, n) < p ? items(&f, n) : p;
+		p = tiles / PART_MIN_TILES < p ? tiles / PART_MIN_TILES : p;
 	}
 	return p < 1 ? 1 : (int)p;
 }
@@ -258,6 +263,16 @@ VECTOR_CLONES static void dy_row(const fjob *j, float *z, int r, int t0, const f
 	dy_tiles(j, z, n, ty, t0, tx, j->f.g.tpr, 0, c->o);
 }
 
+/* V's columns and Z's rows t0 on from tile rows [a, b); scratch: a zero
+ * row (zrow floats), then the input slice */
+static void transform(const fjob *j, int a, int b, float *v, float *z, int t0, float *scratch)
+{
+	memset(scratch, 0, zrow(&j->f) * sizeof *scratch);
+	cpu_wino_input(j->c, &j->f.g, j->x, a, b, v + t0, j->f.ld, scratch + zrow(&j->f));
+	for (int r = a; r < b; r++)
+		dy_row(j, z, r, t0 + (r - a) * j->f.g.tpr, scratch);
+}
+
 /* Part p: its items' V and Z in the thread's scratch, their 16 gemms
  * into dU_p[xi] (S, O) (the first item sets it) */
 static void part(void *ctx, int p)
@@ -266,22 +281,18 @@ static void part(void *ctx, int p)
 	const cpu_corr *c = j->c;
 	const fgeo *f = &j->f;
 	float *v = cpu_scratch(j->be, cpu_worker()), *z = v + 16 * vst(c, f);
-	float *zeros = z + 16 * zst(c, f), *tmp = zeros + zrow(f);
 	float *du = j->du + (size_t)p * 16 * ust(c);
 	int i0 = (int)((long)j->items * p / j->parts), i1 = (int)((long)j->items * (p + 1) / j->parts);
 	int rows = j->n * f->g.tph;
 
-	memset(zeros, 0, zrow(f) * sizeof *zeros);
 	for (int it = i0; it < i1; it++) {
 		int r0 = it * f->g.rows, r1 = r0 + f->g.rows < rows ? r0 + f->g.rows : rows;
-		int tiles = (r1 - r0) * f->g.tpr;
 
-		cpu_wino_input(c, &f->g, j->x, r0, r1, v, f->ld, tmp);
-		for (int r = r0; r < r1; r++)
-			dy_row(j, z, r, (r - r0) * f->g.tpr, zeros);
+		transform(j, r0, r1, v, z, 0, z + 16 * zst(c, f));
 		for (int x = 0; x < 16; x++)
-			cpu_kgemm_nn(j->be, c->s, c->o, tiles, v + x * vst(c, f), (long)f->ld, 1,
-			             z + x * zst(c, f), c->o, it == i0 ? 0.0f : 1.0f, du + x * ust(c), c->o);
+			cpu_kgemm_nn(j->be, c->s, c->o, (r1 - r0) * f->g.tpr, v + x * vst(c, f),
+			             (long)f->ld, 1, z + x * zst(c, f), c->o, it == i0 ? 0.0f : 1.0f,
+			             du + x * ust(c), c->o);
 	}
 }
 
@@ -290,13 +301,8 @@ static void chunk_run(void *ctx, int k)
 {
 	const fjob *j = ctx;
 	int a = j->r0 + k * j->f.run, b = a + j->f.run < j->r1 ? a + j->f.run : j->r1;
-	size_t t0 = (size_t)(a - j->r0) * j->f.g.tpr;
-	float *zeros = cpu_scratch(j->be, cpu_worker());
 
-	memset(zeros, 0, zrow(&j->f) * sizeof *zeros);
-	cpu_wino_input(j->c, &j->f.g, j->x, a, b, j->v + t0, j->f.ld, zeros + zrow(&j->f));
-	for (int r = a; r < b; r++)
-		dy_row(j, j->z, r, (int)(t0 + (size_t)(r - a) * j->f.g.tpr), zeros);
+	transform(j, a, b, j->v, j->z, (a - j->r0) * j->f.g.tpr, cpu_scratch(j->be, cpu_worker()));
 }
 
 /* dU[xi] rows [s0, s0 + SBLOCK) (+)= the chunk's V[xi] rows times Z[xi] */
@@ -356,7 +362,7 @@ void cpu_winof_filter(cdp_backend *be, const cpu_corr *c, int n, const float *x,
 
 	if (!chunked(c, n)) {
 		j.f = make_fgeo(c, 0);
-		j.items = (n * j.f.g.tph + j.f.g.rows - 1) / j.f.g.rows;
+		j.items = items(&j.f, n);
 		j.parts = parts(c, n);
 		cpu_parallel_for(be, j.parts, part, &j);
 	} else {

@@ -229,30 +229,9 @@ static void test_conv(void)
 	CHECK(cdp_conv_desc_init(&bad) == -1, "a kernel larger than the padded input is refused");
 }
 
-/* dw += the double sum of dy times the taps of x: the filter gradient
- * of a 3x3, pad 1, stride 1 layer */
-static void filter_ref(const cdp_conv_desc *d, const float *x, const float *dy, double *dw)
-{
-	for (int n = 0; n < d->n; n++)
-		for (int f = 0; f < d->f; f++)
-			for (int c = 0; c < d->c; c++)
-				for (int t = 0; t < 9; t++) {
-					int i = t / 3, j = t % 3;
-					double s = 0;
-					for (int oh = 0; oh < d->oh; oh++)
-						for (int ow = 0; ow < d->ow; ow++) {
-							int ih = oh + i - 1, iw = ow + j - 1;
-							if (ih >= 0 && ih < d->h && iw >= 0 && iw < d->w)
-								s += (double)dy[(((size_t)n * d->f + f) * d->oh + oh) * d->ow + ow] *
-								     x[(((size_t)n * d->c + c) * d->h + ih) * d->w + iw];
-						}
-					dw[((size_t)f * d->c + c) * 9 + t] += s;
-				}
-}
-
 /* Winograd's results do not depend on the threads (cpu_conv_wino.c,
  * cpu_conv_winof.c): the same bits at 1 and 3 threads, forward and
- * filter gradient; with ref, the filter gradient also against filter_ref */
+ * filter gradient; with ref, the filter gradient also against conv_ref */
 static void wino_threads(const conv_case *cc, int ref, const char *what)
 {
 	cdp_backend *b1 = cdp_backend_cpu(1);
@@ -282,9 +261,12 @@ static void wino_threads(const conv_case *cc, int ref, const char *what)
 	CHECK(memcmp(dw1, dw3, nw * sizeof *dw1) == 0,
 	      "[%s] winograd filter gradient, %s: the same bits at 1 and 3 threads", isa, what);
 	if (ref) {
-		filter_ref(&d, x, dy, rdw);
+		double *ry = dzero(ny), *rdx = dzero(nx), *rdb = dzero((size_t)d.f);
+
+		conv_ref(&d, x, w, NULL, dy, ry, rdx, rdw, rdb);
 		snprintf(msg, sizeof msg, "[%s] winograd filter gradient, %s", isa, what);
 		near(dw3, rdw, nw, 1e-5, msg);
+		free(ry); free(rdx); free(rdb);
 	}
 	b1->free(b1, ws1); be->free(be, ws3);
 	be->free(be, x); be->free(be, w); be->free(be, dy);
