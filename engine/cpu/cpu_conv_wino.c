@@ -31,10 +31,16 @@
  * Every output pixel is summed in an order fixed by S alone (the gemm's),
  * so the results do not depend on the items or the threads.
  *
- * Used in fp32 only (the bf16 kernels' products must be products of bf16
- * operands, which the transformed values are not) and for at least
- * WINO_MIN_CH channels in and out, below which the transforms cost more
- * than they save; CDP_CPU_WINOGRAD=0 in the environment turns it off.
+ * Used in fp32, and in bf16 where the avx512bf16-fma set computes it
+ * (cpu_gemm_bf16r.c: fp32 arithmetic on operands rounded to bf16): the
+ * input patches are rounded as the slice is filled and the filters
+ * before their transform, so the products are those of bf16 operands
+ * and only the order of the fp32 sums differs, as in the direct path
+ * (the transforms' few ulps). Not with the VDPBF16PS and AMX sets: their
+ * operands must be bf16 pairs, which the transformed values are not.
+ * For at least WINO_MIN_CH channels in and out, below which the
+ * transforms cost more than they save; CDP_CPU_WINOGRAD=0 in the
+ * environment turns it off.
  * The filter gradient of the same layers, over the same tiles, is
  * cpu_conv_winof.c's.
  */
@@ -73,7 +79,8 @@ int cpu_wino_shape(const cpu_corr *c)
 int cpu_wino_takes(const cdp_backend *be, const cpu_corr *c)
 {
 	pthread_once(&wino_once, read_env);
-	return !wino_off && be->precision == CDP_PREC_FP32 && cpu_wino_shape(c);
+	return !wino_off && (be->precision == CDP_PREC_FP32 || cpu_bf16_rounds_copies(be)) &&
+	       cpu_wino_shape(c);
 }
 
 typedef cpu_wgeo wgeo;
@@ -139,10 +146,12 @@ size_t cpu_wino_ufloats(const cpu_corr *c)
 /* ---- U = G g G^T, U[xi][o][s] ---- */
 
 typedef struct ujob {
+	cdp_backend *be;
 	const cpu_corr *c;
 	const float *a;
 	long rs;
 	float *u;
+	int rnd;                 /* round the filters to bf16 first */
 } ujob;
 
 VECTOR_CLONES static void filter_item(void *ctx, int o)
@@ -151,6 +160,12 @@ VECTOR_CLONES static void filter_item(void *ctx, int o)
 	size_t os = ustride(j->c);
 	const float *restrict go = j->a + (size_t)o * j->rs;
 	float *restrict uo = j->u + (size_t)o * j->c->s;
+
+	if (j->rnd) {            /* the thread's scratch is free until the items */
+		float *t = cpu_scratch(j->be, cpu_worker());
+		cpu_bf16_round_run(t, go, (size_t)j->c->s * 9);
+		go = t;
+	}
 
 	/* unrolled so that the loop over s vectorizes */
 	for (int s = 0; s < j->c->s; s++) {
@@ -187,6 +202,7 @@ typedef struct wjob {
 	const float *in, *u, *bias;
 	float beta;
 	float *out;
+	int rnd;                 /* round the input to bf16 as it is copied */
 } wjob;
 
 #if WINO_VEC
@@ -253,7 +269,7 @@ typedef struct wjob {
  * every tile as an interior one (and long after these stores: reading
  * right behind a copy stalled every load on store forwarding). */
 static void fill_slice(const cpu_corr *c, const wgeo *g, const float *in, float *sl, size_t chs,
-                       int n, int ty0, int ty1)
+                       int n, int ty0, int ty1, int rnd)
 {
 	int wp = 2 * g->tpr + 2, nr = 2 * (ty1 - ty0) + 2;
 	int cw = c->w < wp - c->pw ? c->w : wp - c->pw;   /* image columns kept */
@@ -270,7 +286,7 @@ static void fill_slice(const cpu_corr *c, const wgeo *g, const float *in, float 
 				continue;
 			}
 			memset(row, 0, (size_t)c->pw * sizeof *row);
-			memcpy(row + c->pw, plane + (size_t)ih * c->w, (size_t)cw * sizeof *row);
+			cpu_copy_operand(row + c->pw, plane + (size_t)ih * c->w, (size_t)cw, rnd);
 			memset(row + c->pw + cw, 0, (size_t)(wp - c->pw - cw) * sizeof *row);
 		}
 	}
@@ -372,7 +388,7 @@ VECTOR_CLONES static void output_row(const wjob *j, const float *restrict mm, in
 }
 
 void cpu_wino_input(const cpu_corr *c, const wgeo *g, const float *in, int g0, int g1,
-                    float *v, size_t ld, float *tmp)
+                    float *v, size_t ld, float *tmp, int rnd)
 {
 	size_t chs = slice_chs(g);
 
@@ -381,7 +397,7 @@ void cpu_wino_input(const cpu_corr *c, const wgeo *g, const float *in, int g0, i
 		int n = r / g->tph, ty0 = r % g->tph;
 		int ty1 = g1 - n * g->tph < g->tph ? g1 - n * g->tph : g->tph;
 
-		fill_slice(c, g, in, tmp, chs, n, ty0, ty1);
+		fill_slice(c, g, in, tmp, chs, n, ty0, ty1, rnd);
 		for (int ty = ty0; ty < ty1; ty++)
 			input_row(c, g->tpr, v, ld, (r - g0 + ty - ty0) * g->tpr, tmp, chs, ty - ty0);
 		r += ty1 - ty0;
@@ -408,10 +424,10 @@ static void wino_item(void *ctx, int it)
 			for (int s = 0; s < c->s; s++)
 				memset(v + x * vst + (size_t)s * tb + used, 0,
 				       (size_t)(tb - used) * sizeof *v);
-	cpu_wino_input(c, &j->g, j->in, g0, g1, v, tb, sl);
+	cpu_wino_input(c, &j->g, j->in, g0, g1, v, tb, sl, j->rnd);
 	for (int x = 0; x < 16; x++)
-		cpu_kgemm_nn(j->be, c->o, tb, c->s, j->u + x * ustride(c), c->s, 1, v + x * vst, tb,
-		             0.0f, mm + x * mst, tb);
+		cpu_kgemm_fp32_nn(c->o, tb, c->s, j->u + x * ustride(c), c->s, 1, v + x * vst, tb,
+		                  0.0f, mm + x * mst, tb);
 	for (int g = g0; g < g1; g++)
 		output_row(j, mm, (g - g0) * tpr, g / j->g.tph, g % j->g.tph, spare);
 }
@@ -419,9 +435,10 @@ static void wino_item(void *ctx, int it)
 void cpu_wino_corr(cdp_backend *be, const cpu_corr *c, int n, const float *in, const float *a,
                    long rs, const float *bias, float beta, float *out, float *u)
 {
-	ujob uj = { c, a, rs, u };
+	int rnd = cpu_bf16_rounds_copies(be);
+	ujob uj = { be, c, a, rs, u, rnd };
 	wjob j = { .be = be, .c = c, .g = item_geo(c), .n = n, .in = in, .u = u, .bias = bias,
-	           .beta = beta, .out = out };
+	           .beta = beta, .out = out, .rnd = rnd };
 	int rows = n * j.g.tph;
 
 	cpu_parallel_for(be, c->o, filter_item, &uj);

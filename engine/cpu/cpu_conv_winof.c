@@ -29,6 +29,9 @@
  * Either way every element of a dU is summed over its tiles in order and
  * the way is chosen from the layer alone: the results do not depend on
  * the threads.
+ * In bf16 (the avx512bf16-fma set) x is rounded as its slice is filled
+ * and dy as it is loaded for its transform, so dU sums products of bf16
+ * operands, as the direct filter gradient does.
  */
 #include <string.h>
 #include "cpu_iconv.h"
@@ -142,6 +145,7 @@ typedef struct fjob {
 	int n, items, parts;
 	const float *x, *dy;
 	float *du, *dw;
+	int rnd;                 /* round x and dy to bf16 */
 	/* chunks: the chunk's tile rows, its V and Z, whether it is the first */
 	int r0, r1, first;
 	float *v, *z;
@@ -172,6 +176,13 @@ static void dy_tiles(const fjob *j, float *z, int n, int ty, int t0, int tx0, in
 		for (int o = o0; o < o1; o++) {
 			const float *q = p + (size_t)o * plane;
 			float a0 = q[0], a1 = mc * q[dc], b0 = mr * q[dr], b1 = mr * mc * q[dr + dc];
+
+			if (j->rnd) {
+				a0 = cpu_bf16_round(a0);
+				a1 = cpu_bf16_round(a1);
+				b0 = cpu_bf16_round(b0);
+				b1 = cpu_bf16_round(b1);
+			}
 			float e[4][2] = { { a0, a1 }, { a0 + b0, a1 + b1 }, { a0 - b0, a1 - b1 },
 			                  { -b0, -b1 } };
 
@@ -223,6 +234,13 @@ static inline __attribute__((always_inline)) void dy_block(const fjob *j, float 
 		const float *y0 = d0 + (size_t)ol * plane, *y1 = row1 ? y0 + c->ow : zeros;
 		wvec r0 = *(const wvec *)y0, s0 = *(const wvec *)(y0 + 16);
 		wvec r1 = *(const wvec *)y1, s1 = *(const wvec *)(y1 + 16);
+
+		if (j->rnd) {
+			WINO_BF16(r0);
+			WINO_BF16(s0);
+			WINO_BF16(r1);
+			WINO_BF16(s1);
+		}
 		wvec a0 = __builtin_shuffle(r0, s0, EVEN), a1 = __builtin_shuffle(r0, s0, ODD);
 		wvec b0 = __builtin_shuffle(r1, s1, EVEN), b1 = __builtin_shuffle(r1, s1, ODD);
 		wvec e[4][2] = { { a0, a1 }, { a0 + b0, a1 + b1 }, { a0 - b0, a1 - b1 }, { -b0, -b1 } };
@@ -268,7 +286,7 @@ VECTOR_CLONES static void dy_row(const fjob *j, float *z, int r, int t0, const f
 static void transform(const fjob *j, int a, int b, float *v, float *z, int t0, float *scratch)
 {
 	memset(scratch, 0, zrow(&j->f) * sizeof *scratch);
-	cpu_wino_input(j->c, &j->f.g, j->x, a, b, v + t0, j->f.ld, scratch + zrow(&j->f));
+	cpu_wino_input(j->c, &j->f.g, j->x, a, b, v + t0, j->f.ld, scratch + zrow(&j->f), j->rnd);
 	for (int r = a; r < b; r++)
 		dy_row(j, z, r, t0 + (r - a) * j->f.g.tpr, scratch);
 }
@@ -290,9 +308,9 @@ static void part(void *ctx, int p)
 
 		transform(j, r0, r1, v, z, 0, z + 16 * zst(c, f));
 		for (int x = 0; x < 16; x++)
-			cpu_kgemm_nn(j->be, c->s, c->o, (r1 - r0) * f->g.tpr, v + x * vst(c, f),
-			             (long)f->ld, 1, z + x * zst(c, f), c->o, it == i0 ? 0.0f : 1.0f,
-			             du + x * ust(c), c->o);
+			cpu_kgemm_fp32_nn(c->s, c->o, (r1 - r0) * f->g.tpr, v + x * vst(c, f),
+			                  (long)f->ld, 1, z + x * zst(c, f), c->o, it == i0 ? 0.0f : 1.0f,
+			                  du + x * ust(c), c->o);
 	}
 }
 
@@ -313,9 +331,9 @@ static void chunk_gemm(void *ctx, int k)
 	int nb = (c->s + SBLOCK - 1) / SBLOCK, x = k / nb, s0 = k % nb * SBLOCK;
 	int m = c->s - s0 < SBLOCK ? c->s - s0 : SBLOCK, tiles = (j->r1 - j->r0) * j->f.g.tpr;
 
-	cpu_kgemm_nn(j->be, m, c->o, tiles, j->v + x * vst(c, &j->f) + (size_t)s0 * j->f.ld,
-	             (long)j->f.ld, 1, j->z + x * zst(c, &j->f), c->o, j->first ? 0.0f : 1.0f,
-	             j->du + x * ust(c) + (size_t)s0 * c->o, c->o);
+	cpu_kgemm_fp32_nn(m, c->o, tiles, j->v + x * vst(c, &j->f) + (size_t)s0 * j->f.ld,
+	                  (long)j->f.ld, 1, j->z + x * zst(c, &j->f), c->o, j->first ? 0.0f : 1.0f,
+	                  j->du + x * ust(c) + (size_t)s0 * c->o, c->o);
 }
 
 /* dw[o, s, 3x3] += G^T X G, X (4x4) = the parts' sum of dU_p[.][s][o],
@@ -357,7 +375,8 @@ static void to_dw(void *ctx, int k)
 void cpu_winof_filter(cdp_backend *be, const cpu_corr *c, int n, const float *x,
                       const float *dy, float *dw, float *ws)
 {
-	fjob j = { .be = be, .c = c, .n = n, .x = x, .dy = dy, .du = ws, .dw = dw };
+	fjob j = { .be = be, .c = c, .n = n, .x = x, .dy = dy, .du = ws, .dw = dw,
+	           .rnd = cpu_bf16_rounds_copies(be) };
 	int rows, nb = (c->s + SBLOCK - 1) / SBLOCK;
 
 	if (!chunked(c, n)) {

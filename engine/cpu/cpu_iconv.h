@@ -50,8 +50,8 @@ void cpu_kcol_filter(cdp_backend *be, const cpu_corr *c, int n, const float *x,
 
 /* cpu_conv_wino.c: forward and data of 3x3, dilation-1 problems by
  * Winograd's F(2x2, 3x3). cpu_wino_shape: the problem has its shape;
- * cpu_wino_takes: and be computes it so (fp32, not turned off by
- * CDP_CPU_WINOGRAD=0). Scratch bytes per thread; the caller's u holds
+ * cpu_wino_takes: and be computes it so (fp32, or bf16 by the
+ * avx512bf16-fma set; not turned off by CDP_CPU_WINOGRAD=0). Scratch bytes per thread; the caller's u holds
  * cpu_wino_ufloats(c) floats (the transformed filters). */
 int cpu_wino_shape(const cpu_corr *c);
 int cpu_wino_takes(const cdp_backend *be, const cpu_corr *c);
@@ -78,9 +78,10 @@ cpu_wgeo cpu_wino_geo(const cpu_corr *c, long tiles);
 size_t cpu_wino_tmp_floats(const cpu_corr *c, const cpu_wgeo *g);
 /* V[xi] (S, ld), xi = 0..15, S*ld + CPU_WINO_XPAD floats apart: columns
  * 0 .. (g1 - g0) tpr - 1 from the input patches under tile rows [g0, g1)
- * (at most g->rows of them) of in (N, S, H, W) */
+ * (at most g->rows of them) of in (N, S, H, W), rounded to bf16 first
+ * when rnd (cpu_bf16_rounds_copies) */
 void cpu_wino_input(const cpu_corr *c, const cpu_wgeo *g, const float *in, int g0, int g1,
-                    float *v, size_t ld, float *tmp);
+                    float *v, size_t ld, float *tmp, int rnd);
 /* cpu_conv_winof.c, the filter gradient: dw (O, S*9) += the sum over
  * samples and output pixels of dy (N, O, OH, OW) times the taps of x (N,
  * S, H, W), c the forward's problem (cpu_wino_takes(be, c)), in ws of

@@ -23,6 +23,16 @@ static const wveci EVEN = { 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 2
 static const wveci ODD = { 1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31 };
 static const wveci ZIP_LO = { 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23 };
 static const wveci ZIP_HI = { 8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31 };
+typedef unsigned wvecu __attribute__((vector_size(64)));
+/* v rounded to bf16 in place, lane by lane, bit for bit as
+ * cpu_bf16_round: to nearest, ties to even, a NaN kept a quiet NaN (a
+ * macro: a function returning a vector of 64 bytes changes the ABI
+ * without AVX-512) */
+#define WINO_BF16(v) do { \
+	wvecu u_ = (wvecu)(v), nan_ = (wvecu)((u_ & 0x7fffffffu) > 0x7f800000u); \
+	wvecu r_ = (u_ + 0x7fffu + ((u_ >> 16) & 1u)) & 0xffff0000u; \
+	(v) = (wvec)((nan_ & ((u_ | 0x400000u) & 0xffff0000u)) | (~nan_ & r_)); \
+} while (0)
 /* and 8 at a time, for the rows of 8 to 15 tiles (16x16 to 30x30 planes), */
 typedef float wvec8 __attribute__((vector_size(32), aligned(4), may_alias));
 typedef int wveci8 __attribute__((vector_size(32)));

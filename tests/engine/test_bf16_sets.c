@@ -13,7 +13,9 @@
  * rounded and unrounded references differ by more than ten times the
  * tolerance, so a set that skipped the rounding of any operand (the
  * avx512bf16-fma set rounds the implicit convolutions' slices where they
- * are filled, and the filters and dy in its wrappers) fails here.
+ * are filled, and the filters and dy in its wrappers; on the layers
+ * Winograd takes, the input slice, the filters before their transform
+ * and dy as its transform loads it) fails here.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -139,6 +141,10 @@ static void test_conv(void)
 		{ 2, 8, 16, 16, 6, 2, 2, 0, 1 },   /* 2x2 stride 2 (the deconv's) */
 		{ 1, 4, 20, 22, 6, 3, 1, 3, 1 },   /* im2col rows */
 		{ 3, 6, 40, 34, 7, 3, 2, 1, 1 },   /* stride 2 rows, batch 3 */
+		/* 3x3, 64+ channels: Winograd in the avx512bf16-fma set (its
+		 * filter gradient in chunks, then in parts), direct elsewhere */
+		{ 2, 64, 13, 14, 72, 3, 1, 1, 1 },
+		{ 4, 64, 32, 34, 66, 3, 1, 1, 1 },
 	};
 	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
 		conv_one(&cases[i], (int)i);
