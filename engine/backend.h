@@ -73,6 +73,13 @@ typedef struct cdp_pool_desc {
 int cdp_pool_desc_init(cdp_pool_desc *d);
 
 enum { CDP_ACT_RELU = 1, CDP_ACT_LEAKY = 2 };
+/* An eval-mode batchnorm as bn_fwd_infer takes it (device pointers, C
+ * each) and its activation (0 or CDP_ACT_*), for conv_fwd_bn */
+typedef struct cdp_bn_infer {
+	const float *gamma, *beta, *mean, *var;
+	float eps, slope;
+	int act;
+} cdp_bn_infer;
 enum { CDP_PREC_FP32 = 0, CDP_PREC_TF32 = 1, CDP_PREC_BF16 = 2, CDP_PREC_FP16 = 3 };
 /* The names of --precision (precision.c): "fp32", "tf32", "bf16", "fp16".
  * cdp_precision_name gives "?" for a value that is none of them;
@@ -253,6 +260,14 @@ struct cdp_backend {
 	size_t (*conv_workspace)(cdp_backend *be, const cdp_conv_desc *d);
 	void (*conv_fwd)(cdp_backend *be, const cdp_conv_desc *d, const float *x,
 	                 const float *w, const float *bias, float *y, void *ws);
+	/* conv_fwd followed by bn_fwd_infer (with its activation) of bn on y,
+	 * in place: the same numbers, for inference (a net built by
+	 * cdp_net_build_infer fuses each convolution whose only reader is an
+	 * eval-mode batchnorm). The CPU applies the batchnorm to each block of
+	 * output while it is in the cache; CUDA runs the two ops. */
+	void (*conv_fwd_bn)(cdp_backend *be, const cdp_conv_desc *d, const float *x,
+	                    const float *w, const float *bias, const cdp_bn_infer *bn, float *y,
+	                    void *ws);
 	/* dx (+)= conv_transpose(dy, w); accumulate when beta == 1, overwrite when 0 */
 	void (*conv_bwd_data)(cdp_backend *be, const cdp_conv_desc *d, const float *dy,
 	                      const float *w, float *dx, float beta, void *ws);
@@ -467,7 +482,7 @@ struct cdp_backend {
 	X(host_alloc) X(host_free) X(to_device_async) X(copy_fence) X(copy_wait) X(stream) \
 	X(gemm) X(fill) X(scale) X(axpy) X(sumsq) \
 	X(to_bf16) X(from_bf16) \
-	X(conv_workspace) X(conv_fwd) X(conv_bwd_data) X(conv_bwd_filter) \
+	X(conv_workspace) X(conv_fwd) X(conv_fwd_bn) X(conv_bwd_data) X(conv_bwd_filter) \
 	X(bn_fwd_train) X(bn_fwd_infer) X(bn_bwd) X(bn_sums) X(bn_grad_sums) X(bn_bwd_dx) \
 	X(act_fwd) X(act_bwd) \
 	X(maxpool_fwd) X(maxpool_bwd) X(avgpool_fwd) X(avgpool_bwd) \

@@ -526,11 +526,16 @@ static int act_plan(cdp_net *net)
 							l->bwd_last = k;
 					}
 				}
+		if (net->infer && l->fuse - 1 > t)
+			continue;       /* a fused conv writes its bn's output, not its own */
 		if (t == out) {
 			rg[nr++] = (act_range){ t, 0, 2 * nl, 0, bytes, 0 };
 			continue;
 		}
-		rg[nr++] = (act_range){ t, t, l->fwd_end, 0, bytes, 0 };
+		/* a fused bn's output is written by its conv's forward (the
+		 * conv's fuse is a later layer's) */
+		rg[nr++] = (act_range){ t, l->fuse && l->fuse - 1 < t ? l->fuse - 1 : t, l->fwd_end, 0,
+		                        bytes, 0 };
 		if (l->bwd_first >= 0)
 			rg[nr++] = (act_range){ t, 2 * nl - 1 - l->bwd_first, 2 * nl - 1 - l->bwd_last, 1,
 			                        bytes, 0 };
@@ -775,6 +780,30 @@ fail:
 #define BUILD_OLD_RULE 1      /* a checkpoint's cfg from before [vars] */
 #define BUILD_INFER 2         /* forward only (cdp_net_build_infer) */
 
+/* Inference: each conv without an activation whose only reader is a bn
+ * (not the output layer) writes the bn's output by conv_fwd_bn
+ * (net.h, fuse): one pass over the output while it is in the cache
+ * instead of a second pass over memory (8% of a U-Net's cdp-predict). */
+static void plan_fusion(cdp_net *net)
+{
+	for (int b = 0; b <= net->out_layer; b++) {
+		cdp_layer *l = &net->layers[b];
+		int c = l->from[0], readers = 0;
+
+		if (l->ops != &cdp_layer_bn || l->nfrom != 1 || c < 0 ||
+		    net->layers[c].ops != &cdp_layer_conv || net->layers[c].act ||
+		    net->layers[c].fuse || c == net->out_layer)
+			continue;
+		for (int k = 0; k < net->nlayers; k++)
+			for (int m = 0; m < net->layers[k].nfrom; m++)
+				readers += net->layers[k].from[m] == c;
+		if (readers != 1)
+			continue;
+		net->layers[c].fuse = b + 1;
+		l->fuse = c + 1;
+	}
+}
+
 static int build(cdp_net *net, cdp_backend *be, const char *cfg_text, const char *path,
                  const char *const *overrides, int noverrides, int mode,
                  int in_c, int in_h, int in_w, int n, char *err, size_t cap)
@@ -818,6 +847,8 @@ static int build(cdp_net *net, cdp_backend *be, const char *cfg_text, const char
 	net->out_layer = net->nlayers - 1;
 	if (check_head(net, err, cap) < 0)
 		goto fail;
+	if (net->infer)
+		plan_fusion(net);
 	set_betas(net);
 	net->params = be->alloc(be, net->nparams * sizeof(float));
 	net->grads = be->alloc(be, net->nparams * sizeof(float));

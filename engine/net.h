@@ -113,6 +113,13 @@ struct cdp_layer {
 	 * sum of both uses, as PyTorch's for a module called twice). It
 	 * follows SRC's --freeze. */
 	int share;
+	/* A net built by cdp_net_build_infer fuses a conv (no activation of
+	 * its own) with the eval-mode bn that is its only reader (the
+	 * backend's conv_fwd_bn): on the conv 1 + the bn's index, on the bn
+	 * 1 + the conv's; 0 elsewhere. In eval mode (net->train 0) the conv
+	 * then writes the bn's output and the bn's forward does nothing; the
+	 * numbers are those of the two layers. */
+	int fuse;
 };
 
 struct cdp_net {

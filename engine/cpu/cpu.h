@@ -168,15 +168,33 @@ void cpu_kgemm_nt_seg(const cdp_backend *be, int m, int n, int ns, int seg, cons
 /* The bf16 kernels (cpu_gemm_bf16.c), same arguments as the kernels above
  * without be: bf16e_ emulated in plain C (everywhere); bf16f_ with
  * AVX512_BF16 and bf16a_ with AMX where GCC has their intrinsics
- * (CPU_BF16_KERNELS). cpu_bf16_round: x rounded to the nearest bf16 (ties
- * to even), as a float. */
+ * (CPU_BF16_KERNELS). cpu_bf16_bits: x rounded to the nearest bf16 (ties
+ * to even; a NaN stays a quiet NaN), its bits; cpu_bf16_round: the same
+ * as a float. Inline: the Winograd filter gradient rounds dy with it. */
 #if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__) && !defined(__clang__) && \
     __GNUC__ >= 12
 #define CPU_BF16_KERNELS 1
 #endif
 /* AMX-TILE and AMX-BF16 reported and granted by the kernel (asks once) */
 int cpu_bf16_amx_usable(void);
-float cpu_bf16_round(float x);
+static inline uint16_t cpu_bf16_bits(float x)
+{
+	uint32_t u;
+
+	memcpy(&u, &x, sizeof u);
+	if ((u & 0x7fffffffu) > 0x7f800000u)
+		return (uint16_t)((u >> 16) | 0x40);
+	u += 0x7fffu + ((u >> 16) & 1u);
+	return (uint16_t)(u >> 16);
+}
+static inline float cpu_bf16_round(float x)
+{
+	uint32_t u = (uint32_t)cpu_bf16_bits(x) << 16;
+	float f;
+
+	memcpy(&f, &u, sizeof f);
+	return f;
+}
 /* backend.h's to_bf16 / from_bf16 (cpu_gemm_bf16.c), threaded by blocks */
 void cpu_to_bf16(cdp_backend *be, const float *x, uint16_t *y, size_t n);
 void cpu_from_bf16(cdp_backend *be, const uint16_t *x, float *y, size_t n);
@@ -225,6 +243,19 @@ double cpu_sumsq(cdp_backend *be, const float *x, size_t n);
 size_t cpu_conv_workspace(cdp_backend *be, const cdp_conv_desc *d);
 void cpu_conv_fwd(cdp_backend *be, const cdp_conv_desc *d, const float *x,
                   const float *w, const float *bias, float *y, void *ws);
+void cpu_conv_fwd_bn(cdp_backend *be, const cdp_conv_desc *d, const float *x, const float *w,
+                     const float *bias, const cdp_bn_infer *bn, float *y, void *ws);
+/* What conv_fwd_bn applies to each block of output as it is written:
+ * channel o's run y[0..n) = act((y - m[o]) a[o] + b[o]), bn_fwd_infer's
+ * arithmetic (cpu_bn.c); cpu_bn_post_make fills m, a, b (C each) from bn */
+typedef struct cpu_bn_post {
+	const float *m, *a, *b;
+	int act;
+	float slope;
+} cpu_bn_post;
+void cpu_bn_post_make(const cdp_bn_infer *bn, int c, float *m, float *a, float *b,
+                      cpu_bn_post *p);
+void cpu_bn_post_run(const cpu_bn_post *p, int o, float *y, size_t n);
 void cpu_conv_bwd_data(cdp_backend *be, const cdp_conv_desc *d, const float *dy,
                        const float *w, float *dx, float beta, void *ws);
 void cpu_conv_bwd_filter(cdp_backend *be, const cdp_conv_desc *d, const float *x,
@@ -251,7 +282,8 @@ int cpu_iconv_usable(const cdp_conv_desc *d);
 size_t cpu_iconv_scratch(const cdp_backend *be, const cdp_conv_desc *d);
 size_t cpu_iconv_workspace(const cdp_backend *be, const cdp_conv_desc *d);
 void cpu_iconv_fwd(cdp_backend *be, const cdp_conv_desc *d, const float *x,
-                   const float *w, const float *bias, float *y, void *ws);
+                   const float *w, const float *bias, const cpu_bn_post *bn, float *y,
+                   void *ws);
 void cpu_iconv_data(cdp_backend *be, const cdp_conv_desc *d, const float *dy,
                     const float *w, float *dx, float beta, void *ws);
 void cpu_iconv_filter(cdp_backend *be, const cdp_conv_desc *d, const float *x,

@@ -36,6 +36,7 @@
  * depend on the thread count (their parts' partial sums).
  */
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include "cpu_iconv.h"
 
@@ -108,6 +109,7 @@ typedef struct conv_job {
 	cdp_backend *be;
 	const cdp_conv_desc *d;
 	const float *x, *w, *bias, *dy;
+	const cpu_bn_post *bn;   /* forward: the batchnorm after it, or NULL */
 	float *y, *dx, *dw;
 	float beta;
 	int plan, rows, nchunk, parts;
@@ -144,6 +146,8 @@ static void fwd_item(void *ctx, int it)
 			for (int q = 0; q < np; q++)
 				yr[q] += bf;
 		}
+	for (int f = 0; j->bn && f < d->f; f++)
+		cpu_bn_post_run(j->bn, f, yn + (size_t)f * p, (size_t)np);
 }
 
 /* One item of the data gradient: PLAN_1X1's (sample, chunk) items own dx
@@ -245,6 +249,7 @@ typedef struct perm_job {
 	const float *src;
 	float *dst;
 	const float *bias;
+	const cpu_bn_post *bn;
 	int n, f;
 	size_t p;
 } perm_job;
@@ -260,6 +265,8 @@ static void unbatch_plane(void *ctx, int t)
 
 	for (size_t i = 0; i < jb->p; i++)
 		o[i] = s[i] + b;
+	if (jb->bn)
+		cpu_bn_post_run(jb->bn, f, o, jb->p);
 }
 
 /* (N, F, P) -> (F, N*P); job index = (n, f) */
@@ -285,8 +292,9 @@ static conv_job make_job(cdp_backend *be, const cdp_conv_desc *d)
 	return j;
 }
 
-void cpu_conv_fwd(cdp_backend *be, const cdp_conv_desc *d, const float *x,
-                  const float *w, const float *bias, float *y, void *ws)
+/* the forward, with bn applied to each block of y as it is written */
+static void conv_fwd(cdp_backend *be, const cdp_conv_desc *d, const float *x, const float *w,
+                     const float *bias, const cpu_bn_post *bn, float *y, void *ws)
 {
 	int k = d->c * d->kh * d->kw, np = d->n * d->oh * d->ow;
 	conv_job j = make_job(be, d);
@@ -296,21 +304,45 @@ void cpu_conv_fwd(cdp_backend *be, const cdp_conv_desc *d, const float *x,
 
 	if (j.plan == PLAN_BATCH) {
 		float *col = ws, *ym = col + (size_t)k * np;    /* (K, N*P), (F, N*P) */
-		perm_job pj = { ym, y, bias, d->n, d->f, (size_t)d->oh * d->ow };
+		perm_job pj = { ym, y, bias, bn, d->n, d->f, (size_t)d->oh * d->ow };
 		cpu_im2col_all(be, d, x, col);
 		cpu_gemm(be, 0, 0, d->f, np, k, 1.0f, w, k, col, np, 0.0f, ym, np);
 		cpu_parallel_for(be, d->n * d->f, unbatch_plane, &pj);
 		return;
 	}
 	if (j.plan == PLAN_IMPLICIT) {
-		cpu_iconv_fwd(be, d, x, w, bias, y, ws);
+		cpu_iconv_fwd(be, d, x, w, bias, bn, y, ws);
 		return;
 	}
 	j.x = x;
 	j.w = w;
 	j.bias = bias;
+	j.bn = bn;
 	j.y = y;
 	cpu_parallel_for(be, d->n * j.nchunk, fwd_item, &j);
+}
+
+void cpu_conv_fwd(cdp_backend *be, const cdp_conv_desc *d, const float *x,
+                  const float *w, const float *bias, float *y, void *ws)
+{
+	conv_fwd(be, d, x, w, bias, NULL, y, ws);
+}
+
+void cpu_conv_fwd_bn(cdp_backend *be, const cdp_conv_desc *d, const float *x, const float *w,
+                     const float *bias, const cdp_bn_infer *bn, float *y, void *ws)
+{
+	float *mab = malloc(3 * (size_t)d->f * sizeof *mab);
+	cpu_bn_post post;
+
+	if (!mab) {              /* no memory for 3F floats: the two ops */
+		conv_fwd(be, d, x, w, bias, NULL, y, ws);
+		cpu_bn_fwd_infer(be, d->n, d->f, d->oh * d->ow, y, bn->gamma, bn->beta, y, bn->mean,
+		                 bn->var, bn->eps, bn->act, bn->slope);
+		return;
+	}
+	cpu_bn_post_make(bn, d->f, mab, mab + d->f, mab + 2 * d->f, &post);
+	conv_fwd(be, d, x, w, bias, &post, y, ws);
+	free(mab);
 }
 
 void cpu_conv_bwd_data(cdp_backend *be, const cdp_conv_desc *d, const float *dy,
@@ -324,7 +356,7 @@ void cpu_conv_bwd_data(cdp_backend *be, const cdp_conv_desc *d, const float *dy,
 
 	if (j.plan == PLAN_BATCH) {
 		float *col = ws, *dym = col + (size_t)k * np;
-		perm_job pj = { dy, dym, NULL, d->n, d->f, (size_t)d->oh * d->ow };
+		perm_job pj = { dy, dym, NULL, NULL, d->n, d->f, (size_t)d->oh * d->ow };
 		cpu_parallel_for(be, d->n * d->f, batch_plane, &pj);
 		cpu_gemm(be, 1, 0, k, np, d->f, 1.0f, w, k, dym, np, 0.0f, col, np);
 		cpu_col2im_all(be, d, col, dx, beta);
@@ -354,7 +386,7 @@ void cpu_conv_bwd_filter(cdp_backend *be, const cdp_conv_desc *d, const float *x
 		cpu_bias_grad(be, d->n, d->f, d->oh * d->ow, dy, dbias);
 	if (j.plan == PLAN_BATCH) {
 		float *col = ws, *dym = col + (size_t)k * np;
-		perm_job pj = { dy, dym, NULL, d->n, d->f, (size_t)d->oh * d->ow };
+		perm_job pj = { dy, dym, NULL, NULL, d->n, d->f, (size_t)d->oh * d->ow };
 		cpu_im2col_all(be, d, x, col);
 		cpu_parallel_for(be, d->n * d->f, batch_plane, &pj);
 		/* dw (F,K) += dym (F,N*P) col^T: split over dw's columns */

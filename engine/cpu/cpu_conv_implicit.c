@@ -168,6 +168,7 @@ typedef struct ijob {
 	cdp_backend *be;
 	corr c;
 	const float *in, *a, *bias;
+	const cpu_bn_post *bn;   /* the batchnorm after the forward, or NULL */
 	long rs;
 	const long *tab;
 	float *out;
@@ -196,6 +197,8 @@ static void corr_item(void *ctx, int it)
 		for (float *d = on + ((size_t)o * c->oh + r0) * c->ow,
 		     *e = d + (size_t)(r1 - r0) * c->ow; d < e; d++)
 			*d += j->bias[o];
+	for (int o = 0; j->bn && o < c->o; o++)
+		cpu_bn_post_run(j->bn, o, on + ((size_t)o * c->oh + r0) * c->ow, (size_t)(r1 - r0) * c->ow);
 }
 
 static int corr_items(const corr *c, int n)
@@ -204,19 +207,19 @@ static int corr_items(const corr *c, int n)
 }
 
 static void run_corr(cdp_backend *be, const cpu_corr *p, int n, const float *in,
-                     const float *a, long rs, const float *bias, float beta, float *out,
-                     long *tab, float *u)
+                     const float *a, long rs, const float *bias, const cpu_bn_post *bn,
+                     float beta, float *out, long *tab, float *u)
 {
 	ijob j = { .be = be, .c = make_corr(p), .in = in, .a = a, .rs = rs,
-	           .bias = bias, .out = out, .tab = tab, .beta = beta,
+	           .bias = bias, .bn = bn, .out = out, .tab = tab, .beta = beta,
 	           .rnd = cpu_bf16_rounds_copies(be) };
 
 	if (cpu_wino_takes(be, p)) {
-		cpu_wino_corr(be, p, n, in, a, rs, bias, beta, out, u);
+		cpu_wino_corr(be, p, n, in, a, rs, bias, bn, beta, out, u);
 		return;
 	}
 	if (cpu_kcol_takes(p)) {
-		cpu_kcol_corr(be, p, n, in, a, rs, bias, beta, out, tab);
+		cpu_kcol_corr(be, p, n, in, a, rs, bias, bn, beta, out, tab);
 		return;
 	}
 	make_table(&j.c, tab);
@@ -224,11 +227,12 @@ static void run_corr(cdp_backend *be, const cpu_corr *p, int n, const float *in,
 }
 
 void cpu_iconv_fwd(cdp_backend *be, const cdp_conv_desc *d, const float *x,
-                   const float *w, const float *bias, float *y, void *ws)
+                   const float *w, const float *bias, const cpu_bn_post *bn, float *y,
+                   void *ws)
 {
 	cpu_corr p = fwd_prob(d);
 
-	run_corr(be, &p, d->n, x, w, (long)d->c * d->kh * d->kw, bias, 0.0f, y, ws,
+	run_corr(be, &p, d->n, x, w, (long)d->c * d->kh * d->kw, bias, bn, 0.0f, y, ws,
 	         wino_u(d, ws));
 }
 
@@ -244,7 +248,7 @@ void cpu_iconv_data(cdp_backend *be, const cdp_conv_desc *d, const float *dy,
 		for (int f = 0; f < d->f; f++)
 			for (int t = 0; t < kk; t++)
 				wf[((size_t)c * d->f + f) * kk + t] = w[((size_t)f * d->c + c) * kk + kk - 1 - t];
-	run_corr(be, &p, d->n, dy, wf, (long)d->f * kk, NULL, beta, dx, ws, wino_u(d, ws));
+	run_corr(be, &p, d->n, dy, wf, (long)d->f * kk, NULL, NULL, beta, dx, ws, wino_u(d, ws));
 }
 
 /* The filter gradient is cpu_conv_winof.c's where the forward is

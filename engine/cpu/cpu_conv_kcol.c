@@ -176,6 +176,7 @@ typedef struct kjob {
 	kcol k;
 	int n, nch, parts;
 	const float *in, *a, *bias, *dy;
+	const cpu_bn_post *bn;   /* forward: the batchnorm after it, or NULL */
 	long rs;
 	const long *tab;
 	float *out, *dw;
@@ -215,14 +216,16 @@ static void corr_item(void *ctx, int it)
 	for (int o = 0; j->bias && o < c->o; o++)
 		for (float *d = out + o * ldc, *e = d + np; d < e; d++)
 			*d += j->bias[o];
+	for (int o = 0; j->bn && o < c->o; o++)
+		cpu_bn_post_run(j->bn, o, out + o * ldc, (size_t)np);
 }
 
 void cpu_kcol_corr(cdp_backend *be, const cpu_corr *c, int n, const float *in,
-                   const float *a, long rs, const float *bias, float beta, float *out,
-                   long *tab)
+                   const float *a, long rs, const float *bias, const cpu_bn_post *bn,
+                   float beta, float *out, long *tab)
 {
 	kjob j = { .be = be, .k = make_kcol(c, 0, 0), .n = n, .in = in, .a = a, .rs = rs,
-	           .bias = bias, .beta = beta, .out = out, .tab = tab,
+	           .bias = bias, .bn = bn, .beta = beta, .out = out, .tab = tab,
 	           .rnd = cpu_bf16_rounds_copies(be) };
 
 	j.nch = (c->oh + j.k.rows - 1) / j.k.rows;

@@ -200,6 +200,7 @@ typedef struct wjob {
 	wgeo g;
 	int n;
 	const float *in, *u, *bias;
+	const cpu_bn_post *bn;   /* the batchnorm after the forward, or NULL */
 	float beta;
 	float *out;
 	int rnd;                 /* round the input to bf16 as it is copied */
@@ -428,17 +429,26 @@ static void wino_item(void *ctx, int it)
 	for (int x = 0; x < 16; x++)
 		cpu_kgemm_fp32_nn(c->o, tb, c->s, j->u + x * ustride(c), c->s, 1, v + x * vst, tb,
 		                  0.0f, mm + x * mst, tb);
-	for (int g = g0; g < g1; g++)
-		output_row(j, mm, (g - g0) * tpr, g / j->g.tph, g % j->g.tph, spare);
+	for (int g = g0; g < g1; g++) {
+		int n = g / j->g.tph, ty = g % j->g.tph;
+		/* output rows 2 ty and 2 ty + 1 (when in the image), one run */
+		size_t run = (size_t)(2 * ty + 1 < c->oh ? 2 : 1) * c->ow;
+
+		output_row(j, mm, (g - g0) * tpr, n, ty, spare);
+		for (int o = 0; j->bn && o < c->o; o++)
+			cpu_bn_post_run(j->bn, o, j->out + (((size_t)n * c->o + o) * c->oh + 2 * ty) * c->ow,
+			            run);
+	}
 }
 
 void cpu_wino_corr(cdp_backend *be, const cpu_corr *c, int n, const float *in, const float *a,
-                   long rs, const float *bias, float beta, float *out, float *u)
+                   long rs, const float *bias, const cpu_bn_post *bn, float beta, float *out,
+                   float *u)
 {
 	int rnd = cpu_bf16_rounds_copies(be);
 	ujob uj = { be, c, a, rs, u, rnd };
 	wjob j = { .be = be, .c = c, .g = item_geo(c), .n = n, .in = in, .u = u, .bias = bias,
-	           .beta = beta, .out = out, .rnd = rnd };
+	           .bn = bn, .beta = beta, .out = out, .rnd = rnd };
 	int rows = n * j.g.tph;
 
 	cpu_parallel_for(be, c->o, filter_item, &uj);

@@ -38,28 +38,6 @@
 #define KC 128               /* even: pairs of k never straddle a block */
 #define NT_KC 1024
 
-/* ---- the emulated set ---- */
-
-static inline uint16_t bf16_bits(float x)
-{
-	uint32_t u;
-
-	memcpy(&u, &x, sizeof u);
-	if ((u & 0x7fffffffu) > 0x7f800000u)
-		return (uint16_t)((u >> 16) | 0x40);     /* NaN stays a (quiet) NaN */
-	u += 0x7fffu + ((u >> 16) & 1u);
-	return (uint16_t)(u >> 16);
-}
-
-float cpu_bf16_round(float x)
-{
-	uint32_t u = (uint32_t)bf16_bits(x) << 16;
-	float f;
-
-	memcpy(&f, &u, sizeof f);
-	return f;
-}
-
 /* ---- the bf16 stash of activations (backend.h to_bf16 / from_bf16) ----
  * The same rounding as the GEMM operands', so a stashed tensor holds the
  * values a bf16 convolution would have read from it. Plain C: one pass
@@ -69,8 +47,8 @@ typedef struct stash_job {
 	const float *x; uint16_t *h; const uint16_t *ch; float *y; size_t n;
 } stash_job;
 
-/* AVX-512F forms of the two loops (GCC leaves bf16_bits's NaN test
- * scalar): bf16_bits on 16 lanes in integers, so the bits are the scalar
+/* AVX-512F forms of the two loops (GCC leaves cpu_bf16_bits's NaN test
+ * scalar): cpu_bf16_bits on 16 lanes in integers, so the bits are the scalar
  * loop's, NaN and denormals included; the passes then run at memory speed
  * (on the classifier the scalar ones cost 7% of a bf16 step). */
 #if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__) && !defined(__clang__)
@@ -129,7 +107,7 @@ static void to_bf16_block(void *ctx, int i)
 		lo += to_bf16_avx512(j->x + lo, j->h + lo, hi - lo);
 #endif
 	for (size_t t = lo; t < hi; t++)
-		j->h[t] = bf16_bits(j->x[t]);
+		j->h[t] = cpu_bf16_bits(j->x[t]);
 }
 
 static void from_bf16_block(void *ctx, int i)
@@ -161,6 +139,8 @@ void cpu_from_bf16(cdp_backend *be, const uint16_t *x, float *y, size_t n)
 
 	cpu_parallel_for(be, cpu_nblocks(n), from_bf16_block, &j);
 }
+
+/* ---- the emulated set ---- */
 
 #define R cpu_bf16_round
 
@@ -327,9 +307,9 @@ static void pack_a(int m, int k, const float *a, long rs, long cs, uint32_t *ap)
 		for (long p = 0; p < k2; p++) {
 			uint32_t lo = 0, hi = 0;
 			if (i < m && 2 * p < k)
-				lo = bf16_bits(a[i * rs + 2 * p * cs]);
+				lo = cpu_bf16_bits(a[i * rs + 2 * p * cs]);
 			if (i < m && 2 * p + 1 < k)
-				hi = bf16_bits(a[i * rs + (2 * p + 1) * cs]);
+				hi = cpu_bf16_bits(a[i * rs + (2 * p + 1) * cs]);
 			ap[(size_t)i * k2 + p] = lo | hi << 16;
 		}
 }

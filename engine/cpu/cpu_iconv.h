@@ -38,10 +38,11 @@ size_t cpu_kcol_scratch(const cpu_corr *c);
 size_t cpu_kcol_filter_scratch(const cpu_corr *c, int f);
 
 /* out (N, O, OH, OW) = A (O, S*KH*KW; row stride rs) * the taps of in
- * (N, S, H, W), + beta out, + bias[o] when bias is not NULL. */
+ * (N, S, H, W), + beta out, + bias[o] when bias is not NULL, then bn
+ * applied to each block when bn is not NULL (the forward's: beta 0). */
 void cpu_kcol_corr(cdp_backend *be, const cpu_corr *c, int n, const float *in,
-                   const float *a, long rs, const float *bias, float beta, float *out,
-                   long *tab);
+                   const float *a, long rs, const float *bias, const cpu_bn_post *bn,
+                   float beta, float *out, long *tab);
 
 /* dw (F, S*KH*KW) += sum over samples and output pixels of dy (N, F, OH, OW)
  * times the taps of x (N, S, H, W); c is the forward's problem (O = F). */
@@ -58,7 +59,8 @@ int cpu_wino_takes(const cdp_backend *be, const cpu_corr *c);
 size_t cpu_wino_scratch(const cpu_corr *c);
 size_t cpu_wino_ufloats(const cpu_corr *c);
 void cpu_wino_corr(cdp_backend *be, const cpu_corr *c, int n, const float *in, const float *a,
-                   long rs, const float *bias, float beta, float *out, float *u);
+                   long rs, const float *bias, const cpu_bn_post *bn, float beta, float *out,
+                   float *u);
 
 /* What cpu_conv_winof.c shares of cpu_conv_wino.c. Items are runs of
  * tile rows (a tile row: tpr tiles of 2x2 output pixels of one sample;

@@ -668,10 +668,22 @@ static void cu_conv_bwd_filter(cdp_backend *be, const cdp_conv_desc *d, const fl
 	}
 }
 
+/* The two ops, the batchnorm in place (cuDNN's inference batchnorm is
+ * elementwise per channel); the fusion is the CPU backend's. */
+static void cu_conv_fwd_bn(cdp_backend *be, const cdp_conv_desc *d, const float *x,
+                           const float *w, const float *bias, const cdp_bn_infer *bn, float *y,
+                           void *ws)
+{
+	cu_conv_fwd(be, d, x, w, bias, y, ws);
+	be->bn_fwd_infer(be, d->n, d->f, d->oh * d->ow, y, bn->gamma, bn->beta, y, bn->mean,
+	                 bn->var, bn->eps, bn->act, bn->slope);
+}
+
 void cu_conv_init(cdp_backend *be)
 {
 	be->conv_workspace = cu_conv_workspace;
 	be->conv_fwd = cu_conv_fwd;
+	be->conv_fwd_bn = cu_conv_fwd_bn;
 	be->conv_bwd_data = cu_conv_bwd_data;
 	be->conv_bwd_filter = cu_conv_bwd_filter;
 }

@@ -193,6 +193,8 @@ static void forward(cdp_layer *l, cdp_net *net)
 	int c = l->out.c, hw = l->out.h * l->out.w;
 	float *rm = net->buffers + l->buf_off, *rv = rm + c;
 
+	if (l->fuse && !net->train)
+		return;         /* its conv wrote y (net.h, fuse) */
 	if (net->train && !l->frozen && net->bn_sync)
 		sync_forward(l, net);
 	else if (net->train && !l->frozen)

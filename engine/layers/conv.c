@@ -73,6 +73,18 @@ static void forward(cdp_layer *l, cdp_net *net)
 	cdp_backend *be = net->be;
 	cdp_conv_desc d = desc(l, net->n);
 
+	/* fused with the eval-mode bn after it (net.h, fuse): its output */
+	if (l->fuse && !net->train && l->fuse - 1 <= net->out_layer) {
+		cdp_layer *b = &net->layers[l->fuse - 1];
+		const float *rm = net->buffers + b->buf_off;
+		cdp_bn_infer bn = { net->params + b->w_off, net->params + b->b_off, rm,
+		                    rm + b->out.c, b->eps, b->slope, b->act };
+
+		be->conv_fwd_bn(be, &d, cdp_layer_x(net, l, 0), net->params + l->w_off,
+		                l->bias ? net->params + l->b_off : NULL, &bn,
+		                b->y_fwd ? b->y_fwd : b->y, net->ws);
+		return;
+	}
 	be->conv_fwd(be, &d, cdp_layer_x(net, l, 0), net->params + l->w_off,
 	             l->bias ? net->params + l->b_off : NULL, l->y, net->ws);
 	if (l->act)

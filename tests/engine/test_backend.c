@@ -130,6 +130,29 @@ static void test_blas(void)
 
 /* ---- convolution ---- */
 
+/* conv_fwd_bn: the same bits as conv_fwd then bn_fwd_infer (act 0, relu
+ * or leaky), on every plan; the batchnorm's four vectors differ per
+ * channel, so a channel mixed up or a block left out shows */
+static void conv_bn_case(const cdp_conv_desc *d, const float *x, const float *w,
+                         const float *bias, int act, void *ws, size_t ci)
+{
+	size_t ny = (size_t)d->n * d->f * d->oh * d->ow;
+	float *g = rnd((size_t)d->f), *bb = rnd((size_t)d->f), *m = rnd((size_t)d->f);
+	float *v = rnd((size_t)d->f), *y1 = rnd(ny), *y2 = rnd(ny);
+	cdp_bn_infer bn = { g, bb, m, v, 1e-5f, 0.1f, act };
+
+	for (int f = 0; f < d->f; f++)
+		v[f] = 0.5f + v[f] * v[f];
+	cpu_conv_fwd(be, d, x, w, bias, y1, ws);
+	cpu_bn_fwd_infer(be, d->n, d->f, d->oh * d->ow, y1, g, bb, y1, m, v, 1e-5f, act, 0.1f);
+	cpu_conv_fwd_bn(be, d, x, w, bias, &bn, y2, ws);
+	CHECK(memcmp(y1, y2, ny * sizeof *y1) == 0,
+	      "[%s] conv case %zu: conv_fwd_bn (act %d, %s) equals conv_fwd then bn_fwd_infer",
+	      isa, ci, act, bias ? "bias" : "no bias");
+	be->free(be, g); be->free(be, bb); be->free(be, m); be->free(be, v);
+	be->free(be, y1); be->free(be, y2);
+}
+
 static void test_conv(void)
 {
 	static const conv_case cases[] = {
@@ -220,6 +243,7 @@ static void test_conv(void)
 		cpu_conv_fwd(be, &d, x, w, NULL, y, ws);
 		snprintf(what, sizeof what, "conv case %zu fwd without bias", ci);
 		near(y, ry, ny, 1e-5, what);
+		conv_bn_case(&d, x, w, ci % 2 ? b : NULL, (int)(ci % 3), ws, ci);
 		be->free(be, x); be->free(be, w); be->free(be, b); be->free(be, dy);
 		be->free(be, y); be->free(be, dx); be->free(be, dw); be->free(be, db);
 		be->free(be, ws);

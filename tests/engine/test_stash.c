@@ -70,6 +70,7 @@ typedef struct model {
 	const char *ov[4];
 	int nov, side, n;
 	double max_ratio;       /* act_bytes with the stash / without, at most */
+	int fused;              /* convolutions an inference net fuses with a bn */
 } model;
 
 typedef struct step_out {
@@ -247,6 +248,57 @@ static void test_set_precision(const model *m)
 	step_free(&back);
 }
 
+/* Every bn's gamma, beta, running mean and variance set to values that
+ * differ per channel (a fresh net has 1, 0, 0, 1 everywhere), so that a
+ * fused convolution that took another channel's or skipped the batchnorm
+ * shows in the logits */
+static void bn_random(cdp_net *net, uint64_t seed)
+{
+	cdp_rng r;
+
+	cdp_rng_seed(&r, seed);
+	for (int i = 0; i < net->nlayers; i++) {
+		cdp_layer *l = &net->layers[i];
+		int c = l->out.c;
+		float *h;
+
+		if (l->ops != &cdp_layer_bn || l->share || !(h = malloc(4 * (size_t)c * sizeof *h)))
+			continue;
+		for (int k = 0; k < c; k++) {
+			h[k] = (float)(0.5 + cdp_rng_double(&r));              /* gamma */
+			h[c + k] = (float)(cdp_rng_double(&r) - 0.5);          /* beta */
+			h[2 * c + k] = (float)(0.2 * (cdp_rng_double(&r) - 0.5)); /* mean */
+			h[3 * c + k] = (float)(0.5 + cdp_rng_double(&r));      /* var */
+		}
+		be->to_device(be, net->params + l->w_off, h, (size_t)c * sizeof *h);
+		be->to_device(be, net->params + l->b_off, h + c, (size_t)c * sizeof *h);
+		be->to_device(be, net->buffers + l->buf_off, h + 2 * c, 2 * (size_t)c * sizeof *h);
+		free(h);
+	}
+}
+
+/* max - min of x[0..n) */
+static double spread(const float *x, size_t n)
+{
+	float lo = x[0], hi = x[0];
+
+	for (size_t i = 1; i < n; i++) {
+		lo = x[i] < lo ? x[i] : lo;
+		hi = x[i] > hi ? x[i] : hi;
+	}
+	return (double)hi - lo;
+}
+
+/* the convolutions an inference net fuses with their batchnorm (net.h) */
+static int fused(const cdp_net *net)
+{
+	int k = 0;
+
+	for (int i = 0; i < net->nlayers; i++)
+		k += net->layers[i].ops == &cdp_layer_conv && net->layers[i].fuse;
+	return k;
+}
+
 /* cdp_net_build_infer (cdp-predict's net): the same logits, bit for bit,
  * as a training-built net in eval mode with the same weights, in fp32 and
  * in bf16, with no activation gradients and at most max_infer of the
@@ -277,6 +329,8 @@ static void test_infer(const model *m, double max_infer)
 			break;
 		}
 		tr.train = in.train = 0;
+		cdp_net_init(&tr, 5);
+		bn_random(&tr, 17 + (uint64_t)pi);
 		be->copy(be, in.params, tr.params, tr.nparams * sizeof(float));
 		if (tr.nbuffers)
 			be->copy(be, in.buffers, tr.buffers, tr.nbuffers * sizeof(float));
@@ -294,9 +348,14 @@ static void test_infer(const model *m, double max_infer)
 			CHECK(a && b && memcmp(a, b, nout * sizeof *a) == 0,
 			      "%s (%s, pass %d): inference net's logits differ from the training net's",
 			      m->name, cdp_precision_name(precs[pi]), pass);
+			CHECK(a && spread(a, nout) > 0.0,
+			      "%s (%s): the logits are not all equal (else the check above is empty)",
+			      m->name, cdp_precision_name(precs[pi]));
 			free(a);
 			free(b);
 		}
+		CHECK(fused(&in) == m->fused, "%s: %d convolutions fused with their batchnorm, "
+		      "expected %d", m->name, fused(&in), m->fused);
 		CHECK(in.dact_bytes == 0 && in.dx == NULL && in.stash == 0,
 		      "%s: the inference net holds gradients (%zu bytes, dx %p) or a stash (%d)",
 		      m->name, in.dact_bytes, (void *)in.dx, in.stash);
@@ -319,9 +378,9 @@ static void test_infer(const model *m, double max_infer)
 int main(void)
 {
 	static const model models[] = {
-		{ "every-layer", NULL, every_layer, { NULL }, 0, 16, 2, 0.95 },
-		{ "classifier", "classifier.cfg", NULL, { "width=8", "blocks=2" }, 2, 16, 4, 0.95 },
-		{ "unet", "unet.cfg", NULL, { "width=8", "depth=3" }, 2, 32, 2, 0.68 },
+		{ "every-layer", NULL, every_layer, { NULL }, 0, 16, 2, 0.95, 1 },
+		{ "classifier", "classifier.cfg", NULL, { "width=8", "blocks=2" }, 2, 16, 4, 0.95, 5 },
+		{ "unet", "unet.cfg", NULL, { "width=8", "depth=3" }, 2, 32, 2, 0.68, 14 },
 	};
 
 	be = cdp_backend_cpu(2);
