@@ -144,6 +144,8 @@ static void conv_run(const conv_case *cc, int prec)
 	gh_buf x = gh_rand(nx, -1, 1), w = gh_rand(nw, -1, 1), b = gh_rand((size_t)d.f, -1, 1);
 	gh_buf dy = gh_rand(ny, -1, 1), y = gh_rand(ny, -1, 1), dx = gh_rand(nx, -1, 1);
 	gh_buf dw = gh_rand(nw, -1, 1), db = gh_rand((size_t)d.f, -1, 1), dw2 = gh_rand(nw, -1, 1);
+	gh_buf g = gh_rand((size_t)d.f, 0.5, 1.5), bb = gh_rand((size_t)d.f, -1, 1);
+	gh_buf bm = gh_rand((size_t)d.f, -0.2, 0.2), bv = gh_rand((size_t)d.f, 0.5, 1.5);
 
 	int ws_ok = 1;
 	GH_BOTH(s, be) {
@@ -161,6 +163,14 @@ static void conv_run(const conv_case *cc, int prec)
 	GH_BOTH(s, be)
 		be->conv_fwd(be, &d, GF(x, s), GF(w, s), NULL, GF(y, s), ws[s]);
 	snprintf(what, sizeof what, "conv fwd no bias %s", tag);
+	cmp_prec(what, &y, ny, prec);
+	/* with the eval-mode batchnorm and relu after it (cdp-predict's) */
+	GH_BOTH(s, be) {
+		cdp_bn_infer bn = { GF(g, s), GF(bb, s), GF(bm, s), GF(bv, s), 1e-5f, 0.1f,
+		                    CDP_ACT_RELU };
+		be->conv_fwd_bn(be, &d, GF(x, s), GF(w, s), GF(b, s), &bn, GF(y, s), ws[s]);
+	}
+	snprintf(what, sizeof what, "conv fwd_bn relu %s", tag);
 	cmp_prec(what, &y, ny, prec);
 	GH_BOTH(s, be)
 		be->conv_bwd_data(be, &d, GF(dy, s), GF(w, s), GF(dx, s), 0.0f, ws[s]);
@@ -186,6 +196,7 @@ out:
 			be->free(be, ws[s]);
 	gh_free(&x); gh_free(&w); gh_free(&b); gh_free(&dy); gh_free(&y);
 	gh_free(&dx); gh_free(&dw); gh_free(&db); gh_free(&dw2);
+	gh_free(&g); gh_free(&bb); gh_free(&bm); gh_free(&bv);
 }
 
 void test_conv(void)
