@@ -10,7 +10,7 @@
  * (row by row, on a padded slice); cpu_conv_kcol.c the other widths (the
  * small planes above all) and every filter gradient, in whole chunks on
  * one masked copy of the input per kernel column. cpu_conv_wino.c takes
- * forward and data first where it can (3x3, dilation 1, 64+ channels in
+ * forward and data first where it can (3x3, dilation 1, 32+ channels in
  * and out, fp32): Winograd's F(2x2, 3x3); cpu_conv_winof.c the filter
  * gradient of the same problems, over the same tiles.
  */
