@@ -284,8 +284,13 @@ int cdp_out_check(const char *path, int kind, char *err, size_t cap)
 	return classify(path, kind & CDP_OUT_STREAM, &inplace, err, cap);
 }
 
-/* Creates the temporary for target with O_EXCL; fd or -errno, *tmp set. */
-static int create_tmp(const char *target, mode_t mode, char **tmp)
+/* Creates the temporary for target with O_EXCL; fd or -errno, *tmp and
+ * *slot set. Each name is registered before it is created, so that a
+ * signal arriving right after the file appears (before the registration,
+ * it was left behind) finds it: a name registered but not yet created is
+ * unlinked in vain, and one that existed already holds our PID, so it is
+ * a dead process's leftover. */
+static int create_tmp(const char *target, mode_t mode, char **tmp, long *slot)
 {
 	static const char alnum[] =
 		"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
@@ -312,11 +317,17 @@ static int create_tmp(const char *target, mode_t mode, char **tmp)
 			t[n + i] = alnum[(x >> 33) % (sizeof alnum - 1)];
 		}
 		t[n + 6] = '\0';
+		if ((*slot = reg_add(t)) < 0) {
+			free(t);
+			return -ENOMEM;
+		}
 		fd = open(t, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
 		if (fd >= 0) {
 			*tmp = t;
 			return fd;
 		}
+		reg_del(*slot);
+		*slot = -1;
 		if (errno != EEXIST) {
 			int e = errno;
 			free(t);
@@ -370,14 +381,8 @@ int cdp_out_open(cdp_out *o, const char *path, int flags, mode_t mode, char *err
 	}
 	if ((rc = resolve(path, &o->target)) != CDP_OK)
 		goto fail;
-	if ((fd = create_tmp(o->target, mode, &o->tmp)) < 0) {
-		rc = -fd;
-		goto fail;
-	}
-	if ((o->slot = reg_add(o->tmp)) < 0) {
-		close(fd);
-		unlink(o->tmp);
-		rc = CDP_ENOMEM;
+	if ((fd = create_tmp(o->target, mode, &o->tmp, &o->slot)) < 0) {
+		rc = fd == -ENOMEM ? CDP_ENOMEM : -fd;
 		goto fail;
 	}
 	if (flags & CDP_OUT_NOFD)
