@@ -246,16 +246,9 @@ void cpu_conv_fwd(cdp_backend *be, const cdp_conv_desc *d, const float *x,
 void cpu_conv_fwd_bn(cdp_backend *be, const cdp_conv_desc *d, const float *x, const float *w,
                      const float *bias, const cdp_bn_infer *bn, float *y, void *ws);
 /* What conv_fwd_bn applies to each block of output as it is written:
- * channel o's run y[0..n) = act((y - m[o]) a[o] + b[o]), bn_fwd_infer's
- * arithmetic (cpu_bn.c); cpu_bn_post_make fills m, a, b (C each) from bn */
-typedef struct cpu_bn_post {
-	const float *m, *a, *b;
-	int act;
-	float slope;
-} cpu_bn_post;
-void cpu_bn_post_make(const cdp_bn_infer *bn, int c, float *m, float *a, float *b,
-                      cpu_bn_post *p);
-void cpu_bn_post_run(const cpu_bn_post *p, int o, float *y, size_t n);
+ * channel o's run y[0..n) = bn_fwd_infer of it, in place, in its
+ * arithmetic (cpu_bn.c) */
+void cpu_bn_post_run(const cdp_bn_infer *bn, int o, float *y, size_t n);
 void cpu_conv_bwd_data(cdp_backend *be, const cdp_conv_desc *d, const float *dy,
                        const float *w, float *dx, float beta, void *ws);
 void cpu_conv_bwd_filter(cdp_backend *be, const cdp_conv_desc *d, const float *x,
@@ -282,7 +275,7 @@ int cpu_iconv_usable(const cdp_conv_desc *d);
 size_t cpu_iconv_scratch(const cdp_backend *be, const cdp_conv_desc *d);
 size_t cpu_iconv_workspace(const cdp_backend *be, const cdp_conv_desc *d);
 void cpu_iconv_fwd(cdp_backend *be, const cdp_conv_desc *d, const float *x,
-                   const float *w, const float *bias, const cpu_bn_post *bn, float *y,
+                   const float *w, const float *bias, const cdp_bn_infer *bn, float *y,
                    void *ws);
 void cpu_iconv_data(cdp_backend *be, const cdp_conv_desc *d, const float *dy,
                     const float *w, float *dx, float beta, void *ws);

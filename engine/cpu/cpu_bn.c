@@ -262,24 +262,15 @@ static void bn_infer_chan(void *ctx, int c)
 	norm_chan(j, c, j->mean[c], infer_scale(j->gamma, j->var, j->eps, c), j->beta[c]);
 }
 
-void cpu_bn_post_make(const cdp_bn_infer *bn, int c, float *m, float *a, float *b,
-                      cpu_bn_post *p)
-{
-	for (int i = 0; i < c; i++) {
-		m[i] = bn->mean[i];
-		a[i] = infer_scale(bn->gamma, bn->var, bn->eps, i);
-		b[i] = bn->beta[i];
-	}
-	*p = (cpu_bn_post){ m, a, b, bn->act, bn->slope };
-}
-
 /* norm_chan's planes, one run of channel o in place */
-void cpu_bn_post_run(const cpu_bn_post *p, int o, float *y, size_t n)
+void cpu_bn_post_run(const cdp_bn_infer *bn, int o, float *y, size_t n)
 {
-	switch (p->act) {
-	case CDP_ACT_RELU: norm_plane(CDP_ACT_RELU, 0.0f, y, y, n, p->m[o], p->a[o], p->b[o]); break;
-	case CDP_ACT_LEAKY: norm_plane(CDP_ACT_LEAKY, p->slope, y, y, n, p->m[o], p->a[o], p->b[o]); break;
-	default: norm_plane(0, 0.0f, y, y, n, p->m[o], p->a[o], p->b[o]);
+	float m = bn->mean[o], a = infer_scale(bn->gamma, bn->var, bn->eps, o), b = bn->beta[o];
+
+	switch (bn->act) {
+	case CDP_ACT_RELU: norm_plane(CDP_ACT_RELU, 0.0f, y, y, n, m, a, b); break;
+	case CDP_ACT_LEAKY: norm_plane(CDP_ACT_LEAKY, bn->slope, y, y, n, m, a, b); break;
+	default: norm_plane(0, 0.0f, y, y, n, m, a, b);
 	}
 }
 

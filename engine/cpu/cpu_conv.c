@@ -36,7 +36,6 @@
  * depend on the thread count (their parts' partial sums).
  */
 #include <stdint.h>
-#include <stdlib.h>
 #include <string.h>
 #include "cpu_iconv.h"
 
@@ -109,7 +108,7 @@ typedef struct conv_job {
 	cdp_backend *be;
 	const cdp_conv_desc *d;
 	const float *x, *w, *bias, *dy;
-	const cpu_bn_post *bn;   /* forward: the batchnorm after it, or NULL */
+	const cdp_bn_infer *bn;   /* forward: the batchnorm after it, or NULL */
 	float *y, *dx, *dw;
 	float beta;
 	int plan, rows, nchunk, parts;
@@ -249,7 +248,7 @@ typedef struct perm_job {
 	const float *src;
 	float *dst;
 	const float *bias;
-	const cpu_bn_post *bn;
+	const cdp_bn_infer *bn;
 	int n, f;
 	size_t p;
 } perm_job;
@@ -294,7 +293,7 @@ static conv_job make_job(cdp_backend *be, const cdp_conv_desc *d)
 
 /* the forward, with bn applied to each block of y as it is written */
 static void conv_fwd(cdp_backend *be, const cdp_conv_desc *d, const float *x, const float *w,
-                     const float *bias, const cpu_bn_post *bn, float *y, void *ws)
+                     const float *bias, const cdp_bn_infer *bn, float *y, void *ws)
 {
 	int k = d->c * d->kh * d->kw, np = d->n * d->oh * d->ow;
 	conv_job j = make_job(be, d);
@@ -331,18 +330,7 @@ void cpu_conv_fwd(cdp_backend *be, const cdp_conv_desc *d, const float *x,
 void cpu_conv_fwd_bn(cdp_backend *be, const cdp_conv_desc *d, const float *x, const float *w,
                      const float *bias, const cdp_bn_infer *bn, float *y, void *ws)
 {
-	float *mab = malloc(3 * (size_t)d->f * sizeof *mab);
-	cpu_bn_post post;
-
-	if (!mab) {              /* no memory for 3F floats: the two ops */
-		conv_fwd(be, d, x, w, bias, NULL, y, ws);
-		cpu_bn_fwd_infer(be, d->n, d->f, d->oh * d->ow, y, bn->gamma, bn->beta, y, bn->mean,
-		                 bn->var, bn->eps, bn->act, bn->slope);
-		return;
-	}
-	cpu_bn_post_make(bn, d->f, mab, mab + d->f, mab + 2 * d->f, &post);
-	conv_fwd(be, d, x, w, bias, &post, y, ws);
-	free(mab);
+	conv_fwd(be, d, x, w, bias, bn, y, ws);
 }
 
 void cpu_conv_bwd_data(cdp_backend *be, const cdp_conv_desc *d, const float *dy,

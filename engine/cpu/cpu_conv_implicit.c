@@ -168,7 +168,7 @@ typedef struct ijob {
 	cdp_backend *be;
 	corr c;
 	const float *in, *a, *bias;
-	const cpu_bn_post *bn;   /* the batchnorm after the forward, or NULL */
+	const cdp_bn_infer *bn;   /* the batchnorm after the forward, or NULL */
 	long rs;
 	const long *tab;
 	float *out;
@@ -207,7 +207,7 @@ static int corr_items(const corr *c, int n)
 }
 
 static void run_corr(cdp_backend *be, const cpu_corr *p, int n, const float *in,
-                     const float *a, long rs, const float *bias, const cpu_bn_post *bn,
+                     const float *a, long rs, const float *bias, const cdp_bn_infer *bn,
                      float beta, float *out, long *tab, float *u)
 {
 	ijob j = { .be = be, .c = make_corr(p), .in = in, .a = a, .rs = rs,
@@ -227,7 +227,7 @@ static void run_corr(cdp_backend *be, const cpu_corr *p, int n, const float *in,
 }
 
 void cpu_iconv_fwd(cdp_backend *be, const cdp_conv_desc *d, const float *x,
-                   const float *w, const float *bias, const cpu_bn_post *bn, float *y,
+                   const float *w, const float *bias, const cdp_bn_infer *bn, float *y,
                    void *ws)
 {
 	cpu_corr p = fwd_prob(d);

@@ -176,7 +176,7 @@ typedef struct kjob {
 	kcol k;
 	int n, nch, parts;
 	const float *in, *a, *bias, *dy;
-	const cpu_bn_post *bn;   /* forward: the batchnorm after it, or NULL */
+	const cdp_bn_infer *bn;   /* forward: the batchnorm after it, or NULL */
 	long rs;
 	const long *tab;
 	float *out, *dw;
@@ -221,7 +221,7 @@ static void corr_item(void *ctx, int it)
 }
 
 void cpu_kcol_corr(cdp_backend *be, const cpu_corr *c, int n, const float *in,
-                   const float *a, long rs, const float *bias, const cpu_bn_post *bn,
+                   const float *a, long rs, const float *bias, const cdp_bn_infer *bn,
                    float beta, float *out, long *tab)
 {
 	kjob j = { .be = be, .k = make_kcol(c, 0, 0), .n = n, .in = in, .a = a, .rs = rs,

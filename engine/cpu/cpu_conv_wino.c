@@ -204,7 +204,7 @@ typedef struct wjob {
 	wgeo g;
 	int n;
 	const float *in, *u, *bias;
-	const cpu_bn_post *bn;   /* the batchnorm after the forward, or NULL */
+	const cdp_bn_infer *bn;   /* the batchnorm after the forward, or NULL */
 	float beta;
 	float *out;
 	int rnd;                 /* round the input to bf16 as it is copied */
@@ -446,7 +446,7 @@ static void wino_item(void *ctx, int it)
 }
 
 void cpu_wino_corr(cdp_backend *be, const cpu_corr *c, int n, const float *in, const float *a,
-                   long rs, const float *bias, const cpu_bn_post *bn, float beta, float *out,
+                   long rs, const float *bias, const cdp_bn_infer *bn, float beta, float *out,
                    float *u)
 {
 	int rnd = cpu_bf16_rounds_copies(be);

@@ -41,7 +41,7 @@ size_t cpu_kcol_filter_scratch(const cpu_corr *c, int f);
  * (N, S, H, W), + beta out, + bias[o] when bias is not NULL, then bn
  * applied to each block when bn is not NULL (the forward's: beta 0). */
 void cpu_kcol_corr(cdp_backend *be, const cpu_corr *c, int n, const float *in,
-                   const float *a, long rs, const float *bias, const cpu_bn_post *bn,
+                   const float *a, long rs, const float *bias, const cdp_bn_infer *bn,
                    float beta, float *out, long *tab);
 
 /* dw (F, S*KH*KW) += sum over samples and output pixels of dy (N, F, OH, OW)
@@ -59,7 +59,7 @@ int cpu_wino_takes(const cdp_backend *be, const cpu_corr *c);
 size_t cpu_wino_scratch(const cpu_corr *c);
 size_t cpu_wino_ufloats(const cpu_corr *c);
 void cpu_wino_corr(cdp_backend *be, const cpu_corr *c, int n, const float *in, const float *a,
-                   long rs, const float *bias, const cpu_bn_post *bn, float beta, float *out,
+                   long rs, const float *bias, const cdp_bn_infer *bn, float beta, float *out,
                    float *u);
 
 /* What cpu_conv_winof.c shares of cpu_conv_wino.c. Items are runs of
