@@ -1,9 +1,9 @@
 /* conv_bench.c: the time of one convolution layer's forward, data
  * gradient and filter gradient on the CPU backend, for bench/conv.sh.
  *
- * usage: conv_bench [-k K] [-p PAD] [-r REPS] [-t THREADS] N,C,H,F
- * x (N, C, H, H), F filters of K x K (default 3), stride 1, padding PAD
- * (default K/2). Each op runs REPS times (default 5); prints one JSON line
+ * usage: conv_bench [-k K] [-p PAD] [-r REPS] [-s STRIDE] [-t THREADS] N,C,H,F
+ * x (N, C, H, H), F filters of K x K (default 3), stride STRIDE (default
+ * 1), padding PAD (default K/2). Each op runs REPS times (default 5); prints one JSON line
  * with the best time of each in ms and the GF/s of the direct arithmetic
  * (2 N F C K^2 OH OW per op), whatever algorithm ran (so Winograd shows as
  * "effective" GF/s). The environment chooses the algorithm
@@ -18,7 +18,7 @@
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: conv_bench [-k K] [-p PAD] [-r REPS] [-t THREADS] N,C,H,F\n");
+	fprintf(f, "usage: conv_bench [-k K] [-p PAD] [-r REPS] [-s STRIDE] [-t THREADS] N,C,H,F\n");
 }
 
 static float *filled(cdp_backend *be, size_t n, int mod, float scale)
@@ -32,11 +32,12 @@ static float *filled(cdp_backend *be, size_t n, int mod, float scale)
 
 int main(int argc, char **argv)
 {
-	int k = 3, pad = -1, reps = 5, threads = 1, n, c, h, f, opt, shape[4];
+	int k = 3, pad = -1, reps = 5, stride = 1, threads = 1, n, c, h, f, opt, shape[4];
 	size_t ns;
 
-	while ((opt = getopt(argc, argv, "k:p:r:t:h")) != -1) {
-		int *dst = opt == 'k' ? &k : opt == 'p' ? &pad : opt == 'r' ? &reps : &threads;
+	while ((opt = getopt(argc, argv, "k:p:r:s:t:h")) != -1) {
+		int *dst = opt == 'k' ? &k : opt == 'p' ? &pad : opt == 'r' ? &reps :
+		           opt == 's' ? &stride : &threads;
 		if (opt == 'h') {
 			usage(stdout);
 			return 0;
@@ -48,13 +49,13 @@ int main(int argc, char **argv)
 	}
 	if (optind + 1 != argc ||
 	    cdp_parse_int_list(argv[optind], 1, 1 << 16, shape, 4, &ns) != 0 || ns != 4 ||
-	    k < 1 || reps < 1 || threads < 1) {
+	    k < 1 || reps < 1 || stride < 1 || threads < 1) {
 		usage(stderr);
 		return 2;
 	}
 	n = shape[0], c = shape[1], h = shape[2], f = shape[3];
 	cdp_backend *be = cdp_backend_cpu(threads);
-	cdp_conv_desc d = { n, c, h, h, f, k, k, 1, pad < 0 ? k / 2 : pad, 1, 0, 0 };
+	cdp_conv_desc d = { n, c, h, h, f, k, k, stride, pad < 0 ? k / 2 : pad, 1, 0, 0 };
 	if (!be || cdp_conv_desc_init(&d) < 0) {
 		fprintf(stderr, "conv_bench: no backend, or a shape it refuses\n");
 		return 1;
@@ -84,10 +85,10 @@ int main(int argc, char **argv)
 				best[i] = t[i + 1] - t[i];
 	}
 	double fl = 2.0 * n * f * c * k * k * d.oh * d.ow / 1e9;
-	printf("{\"n\":%d,\"c\":%d,\"h\":%d,\"f\":%d,\"k\":%d,\"threads\":%d,\"isa\":\"%s\","
+	printf("{\"n\":%d,\"c\":%d,\"h\":%d,\"f\":%d,\"k\":%d,\"stride\":%d,\"threads\":%d,\"isa\":\"%s\","
 	       "\"fwd_ms\":%.3f,\"data_ms\":%.3f,\"filter_ms\":%.3f,"
 	       "\"fwd_gflops\":%.1f,\"data_gflops\":%.1f,\"filter_gflops\":%.1f}\n",
-	       n, c, h, f, k, threads, cpu_kgemm_isa(), best[0] * 1e3, best[1] * 1e3, best[2] * 1e3,
+	       n, c, h, f, k, stride, threads, cpu_kgemm_isa(), best[0] * 1e3, best[1] * 1e3, best[2] * 1e3,
 	       fl / best[0], fl / best[1], fl / best[2]);
 	return 0;
 }

@@ -334,8 +334,37 @@ static void free_batch(cdp_net *net)
  * biggest tensor. The output's buffer is never handed on, so a caller may
  * run backward again on the same loss gradient. A U-Net then needs a few
  * gradient buffers instead of one per layer (its activation memory: -36%).
- * So the gradient of an inner layer is only valid during backward. Sets
- * every l->dy, or none and returns -1 when out of memory. */
+ * So the gradient of an inner layer is only valid during backward.
+ *
+ * A layer whose gradient is passed to its inputs unchanged (dy_through:
+ * add) and that is the only reader of an input lends that input its own
+ * buffer, so its backward copies nothing for it (ResNet's residual
+ * branches: the last bn and the downsample's). The input and the layer
+ * are then one tensor for the plan, live from the layer's first writer to
+ * the last step that reads any of them. Not for an input with a fused
+ * activation: its backward masks its dy in place, which the others read.
+ * Sets every l->dy, or none and returns -1 when out of memory. */
+
+/* The layer whose dy buffer layer i's is (i itself, or the only reader
+ * of i when that passes its gradient through: see above), given those of
+ * the later layers in root[] */
+static int dy_root(const cdp_net *net, int i, const int *root)
+{
+	int reader = -1, refs = 0;
+
+	if (i == net->out_layer || net->layers[i].act)
+		return i;
+	for (int k = i + 1; k < net->nlayers; k++)
+		for (int m = 0; m < net->layers[k].nfrom; m++)
+			if (net->layers[k].from[m] == i) {
+				reader = k;
+				refs++;
+			}
+	if (refs != 1 || !net->layers[reader].ops->dy_through)
+		return i;
+	return root[reader];
+}
+
 static int dy_slots(cdp_net *net)
 {
 	cdp_backend *be = net->be;
@@ -344,9 +373,16 @@ static int dy_slots(cdp_net *net)
 	int *slot_end = malloc((size_t)nl * sizeof *slot_end);
 	size_t *slot_bytes = malloc((size_t)nl * sizeof *slot_bytes);
 	float **slot_p = calloc((size_t)nl, sizeof *slot_p);
+	int *root = malloc((size_t)nl * sizeof *root), *last = malloc((size_t)nl * sizeof *last);
 
-	if (!start || !slot || !slot_end || !slot_bytes || !slot_p)
+	if (!start || !slot || !slot_end || !slot_bytes || !slot_p || !root || !last)
 		goto done;
+	/* last[r]: the last step (lowest index) that reads root r's buffer */
+	for (int i = nl - 1; i >= 0; i--) {
+		root[i] = dy_root(net, i, root);
+		last[i] = i;
+		last[root[i]] = i;
+	}
 	for (int i = 0; i < nl; i++) {
 		start[i] = i == net->out_layer ? nl : -1;
 		for (int k = i + 1; k < nl; k++)
@@ -361,7 +397,7 @@ static int dy_slots(cdp_net *net)
 		for (int i = nl - 1; i >= 0; i--) {
 			size_t bytes = cdp_layer_out_count(&net->layers[i], net) * sizeof(float);
 			int best = -1;
-			if (start[i] != s)
+			if (start[i] != s || root[i] != i)
 				continue;
 			/* free: its last tensor was read at a step above s */
 			for (int t = 0; t < nslot; t++) {
@@ -382,7 +418,7 @@ static int dy_slots(cdp_net *net)
 				slot_bytes[best] = bytes;
 			/* the output's stays untouched through the whole backward,
 			 * so a caller may run it again on the same loss gradient */
-			slot_end[best] = i == net->out_layer ? -1 : i;
+			slot_end[best] = i == net->out_layer ? -1 : last[i];
 			slot[i] = best;
 		}
 	for (int t = 0; t < nslot; t++)
@@ -392,7 +428,7 @@ static int dy_slots(cdp_net *net)
 			goto done;
 		}
 	for (int i = 0; i < nl; i++)
-		net->layers[i].dy = slot_p[slot[i]];
+		net->layers[i].dy = slot_p[slot[root[i]]];
 	for (int t = 0; t < nslot; t++)
 		net->dact_bytes += slot_bytes[t];
 	rc = 0;
@@ -402,6 +438,8 @@ done:
 	free(slot_end);
 	free(slot_bytes);
 	free(slot_p);
+	free(root);
+	free(last);
 	return rc;
 }
 

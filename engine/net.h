@@ -55,6 +55,10 @@ typedef struct cdp_layer_ops {
 	 * (net.c): 0 means unknown, taken as CDP_BWD_X | CDP_BWD_Y, so a
 	 * layer type that does not say keeps what it may need. */
 	unsigned bwd_reads;
+	/* 1: backward passes dy to every input unchanged, so an input it alone
+	 * reads may share its dy buffer (net.c, dy_slots); backward then
+	 * writes nothing for an input whose gradient is l->dy itself */
+	int dy_through;
 } cdp_layer_ops;
 
 enum {

@@ -112,7 +112,31 @@ typedef struct pool_job {
 } pool_job;
 
 /* Max padding is -inf: padded cells never win. The first maximum in
- * row-major window order wins ties, and NaN propagates, as in PyTorch. */
+ * row-major window order wins ties, and NaN propagates, as in PyTorch: a
+ * candidate replaces the best so far when it is greater or NaN, unless the
+ * best already is NaN (the first NaN wins). One output, the oracle of the
+ * vectorized paths below; *bi is h*W+w within the plane. */
+static float max_window(const cdp_pool_desc *d, const float *x, int oh, int ow, int32_t *bi)
+{
+	int h0 = oh * d->stride - d->pad, h1 = h0 + d->k;
+	int w0 = ow * d->stride - d->pad, w1 = w0 + d->k;
+	if (h0 < 0) h0 = 0;
+	if (h1 > d->h) h1 = d->h;
+	if (w0 < 0) w0 = 0;
+	if (w1 > d->w) w1 = d->w;
+	float best = -INFINITY;
+	*bi = h0 * d->w + w0;
+	for (int h = h0; h < h1; h++)
+		for (int w = w0; w < w1; w++) {
+			float v = x[h * d->w + w];
+			if (best == best && (v > best || v != v)) {
+				best = v;
+				*bi = h * d->w + w;
+			}
+		}
+	return best;
+}
+
 static void maxpool_plane(void *ctx, int t)
 {
 	const pool_job *j = ctx;
@@ -121,48 +145,26 @@ static void maxpool_plane(void *ctx, int t)
 	float *y = j->y + (size_t)t * d->oh * d->ow;
 	int32_t *ix = j->idx + (size_t)t * d->oh * d->ow;
 
-	for (int oh = 0; oh < d->oh; oh++) {
-		int h0 = oh * d->stride - d->pad, h1 = h0 + d->k;
-		if (h0 < 0) h0 = 0;
-		if (h1 > d->h) h1 = d->h;
-		for (int ow = 0; ow < d->ow; ow++) {
-			int w0 = ow * d->stride - d->pad, w1 = w0 + d->k;
-			if (w0 < 0) w0 = 0;
-			if (w1 > d->w) w1 = d->w;
-			float best = -INFINITY;
-			int bi = h0 * d->w + w0;
-			for (int h = h0; h < h1; h++)
-				for (int w = w0; w < w1; w++) {
-					float v = x[h * d->w + w];
-					if (v > best || isnan(v)) {
-						best = v;
-						bi = h * d->w + w;
-						if (isnan(v))
-							goto found;
-					}
-				}
-found:
-			y[oh * d->ow + ow] = best;
-			ix[oh * d->ow + ow] = bi;
-		}
-	}
+	for (int oh = 0; oh < d->oh; oh++)
+		for (int ow = 0; ow < d->ow; ow++)
+			y[oh * d->ow + ow] = max_window(d, x, oh, ow, &ix[oh * d->ow + ow]);
 }
 
-/* The usual 2x2 window at stride 2 without padding (always inside the
- * image): the same rule as maxpool_plane without its branches, 4 outputs
- * at a time. A candidate replaces the best so far when it is greater or
- * NaN, unless the best already is NaN (the first NaN wins). */
+/* Stride 2 (U-Net's 2x2 and ResNet's 3x3 pad 1), 4 outputs at a time:
+ * window column j of outputs ow..ow+3 is input columns c, c+2, c+4, c+6
+ * (c = 2 ow - pad + j), the even lanes of the 8 floats from c. The
+ * window's cells are taken in row-major order, as in max_window, so ties
+ * and NaNs come out the same; outputs whose window leaves the image
+ * sideways (or whose 8 floats would) take max_window. */
 typedef float v4f __attribute__((vector_size(16), aligned(4)));
 typedef int32_t v4i __attribute__((vector_size(16), aligned(4)));
 
-/* The even and odd lanes of a:b (8 floats). GCC's __builtin_shuffle takes
- * a mask vector, clang only __builtin_shufflevector's constant indices. */
+/* The even lanes of a:b (8 floats). GCC's __builtin_shuffle takes a mask
+ * vector, clang only __builtin_shufflevector's constant indices. */
 #ifdef __clang__
 #define EVEN4(a, b) __builtin_shufflevector(a, b, 0, 2, 4, 6)
-#define ODD4(a, b)  __builtin_shufflevector(a, b, 1, 3, 5, 7)
 #else
 #define EVEN4(a, b) __builtin_shuffle(a, b, (v4i){ 0, 2, 4, 6 })
-#define ODD4(a, b)  __builtin_shuffle(a, b, (v4i){ 1, 3, 5, 7 })
 #endif
 
 static inline void pick4(v4f *best, v4i *bi, v4f v, v4i vi)
@@ -172,54 +174,56 @@ static inline void pick4(v4f *best, v4i *bi, v4f v, v4i vi)
 	*bi = (vi & take) | (*bi & ~take);
 }
 
-static void maxpool2_plane(void *ctx, int t)
+/* k is a constant in the callers below, so the window loops unroll */
+static inline __attribute__((always_inline)) void maxpool_s2(const pool_job *j, int t, int k)
 {
-	const pool_job *j = ctx;
 	const cdp_pool_desc *d = j->d;
 	const float *x = j->x + (size_t)t * d->h * d->w;
 	float *y = j->y + (size_t)t * d->oh * d->ow;
 	int32_t *ix = j->idx + (size_t)t * d->oh * d->ow;
 	const v4i even = { 0, 2, 4, 6 };
+	/* a group of 4 from ow reads columns 2 ow - pad .. 2 ow - pad + k + 6 */
+	int vlo = (d->pad + 1) / 2, vmax = d->w - k - 7 + d->pad;
 
 	for (int oh = 0; oh < d->oh; oh++) {
-		const float *r0 = x + (size_t)2 * oh * d->w, *r1 = r0 + d->w;
+		int h0 = 2 * oh - d->pad, h1 = h0 + k;
 		float *yr = y + (size_t)oh * d->ow;
-		int32_t *ir = ix + (size_t)oh * d->ow, base = 2 * oh * d->w;
+		int32_t *ir = ix + (size_t)oh * d->ow;
 		int ow = 0;
-		for (; ow + 4 <= d->ow; ow += 4) {
-			v4f p0, p1, q0, q1, best;
-			v4i bi, i0 = base + 2 * ow + even;
-			memcpy(&p0, r0 + 2 * ow, sizeof p0);
-			memcpy(&p1, r0 + 2 * ow + 4, sizeof p1);
-			memcpy(&q0, r1 + 2 * ow, sizeof q0);
-			memcpy(&q1, r1 + 2 * ow + 4, sizeof q1);
+		if (h0 < 0) h0 = 0;
+		if (h1 > d->h) h1 = d->h;
+		for (; ow < d->ow && ow < vlo; ow++)
+			yr[ow] = max_window(d, x, oh, ow, &ir[ow]);
+		for (; ow + 4 <= d->ow && 2 * ow <= vmax; ow += 4) {
+			int c0 = 2 * ow - d->pad;
+			v4f best, p0, p1;
+			v4i bi;
+			memcpy(&p0, x + (size_t)h0 * d->w + c0, sizeof p0);
+			memcpy(&p1, x + (size_t)h0 * d->w + c0 + 4, sizeof p1);
 			best = EVEN4(p0, p1);
-			bi = i0;
-			pick4(&best, &bi, ODD4(p0, p1), i0 + 1);
-			pick4(&best, &bi, EVEN4(q0, q1), i0 + d->w);
-			pick4(&best, &bi, ODD4(q0, q1), i0 + d->w + 1);
+			bi = h0 * d->w + c0 + even;
+			for (int h = h0; h < h1; h++)
+				for (int c = h == h0 ? c0 + 1 : c0; c < c0 + k; c++) {
+					memcpy(&p0, x + (size_t)h * d->w + c, sizeof p0);
+					memcpy(&p1, x + (size_t)h * d->w + c + 4, sizeof p1);
+					pick4(&best, &bi, EVEN4(p0, p1), h * d->w + c + even);
+				}
 			memcpy(yr + ow, &best, sizeof best);
 			memcpy(ir + ow, &bi, sizeof bi);
 		}
-		for (; ow < d->ow; ow++) {
-			float best = r0[2 * ow], v;
-			int32_t bi = base + 2 * ow;
-			int take;
-			v = r0[2 * ow + 1];
-			take = (best == best) & ((v > best) | (v != v));
-			best = take ? v : best;
-			bi = take ? base + 2 * ow + 1 : bi;
-			v = r1[2 * ow];
-			take = (best == best) & ((v > best) | (v != v));
-			best = take ? v : best;
-			bi = take ? base + d->w + 2 * ow : bi;
-			v = r1[2 * ow + 1];
-			take = (best == best) & ((v > best) | (v != v));
-			best = take ? v : best;
-			bi = take ? base + d->w + 2 * ow + 1 : bi;
-			yr[ow] = best;
-			ir[ow] = bi;
-		}
+		for (; ow < d->ow; ow++)
+			yr[ow] = max_window(d, x, oh, ow, &ir[ow]);
+	}
+}
+
+static void maxpool_s2_plane(void *ctx, int t)
+{
+	const pool_job *j = ctx;
+
+	switch (j->d->k) {
+	case 2: maxpool_s2(j, t, 2); break;
+	case 3: maxpool_s2(j, t, 3); break;
+	default: maxpool_s2(j, t, j->d->k);
 	}
 }
 
@@ -298,8 +302,7 @@ static void avgpool_bwd_plane(void *ctx, int t)
 void cpu_maxpool_fwd(cdp_backend *be, const cdp_pool_desc *d, const float *x, float *y, int32_t *idx)
 {
 	pool_job j = { .d = d, .x = x, .y = y, .idx = idx };
-	int two = d->k == 2 && d->stride == 2 && d->pad == 0;
-	cpu_parallel_for(be, d->n * d->c, two ? maxpool2_plane : maxpool_plane, &j);
+	cpu_parallel_for(be, d->n * d->c, d->stride == 2 ? maxpool_s2_plane : maxpool_plane, &j);
 }
 
 /* x and y are not needed: idx says where each maximum came from. */

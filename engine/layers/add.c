@@ -38,8 +38,8 @@ static void backward(cdp_layer *l, cdp_net *net)
 
 	for (int j = 0; j < l->nfrom; j++) {
 		float *dx = cdp_layer_dx(net, l, j);
-		if (!dx)
-			continue;
+		if (!dx || dx == l->dy)
+			continue;       /* none wanted, or it shares our buffer */
 		if (l->in_beta[j] == 0.0f)
 			net->be->copy(net->be, dx, l->dy, n * sizeof(float));
 		else
@@ -49,5 +49,5 @@ static void backward(cdp_layer *l, cdp_net *net)
 
 const cdp_layer_ops cdp_layer_add = {
 	.type = "add", .make = make, .forward = forward, .backward = backward,
-	.bwd_reads = CDP_BWD_NONE,
+	.bwd_reads = CDP_BWD_NONE, .dy_through = 1,
 };

@@ -117,13 +117,15 @@ static void test_pool(void)
 {
 	static const pool_case cases[] = {
 		{ 2, 3, 8, 8, 2, 2, 0 }, { 2, 2, 9, 7, 3, 2, 1 }, { 1, 3, 5, 6, 3, 1, 1 },
-		{ 2, 2, 7, 7, 2, 2, 1 }, { 1, 1, 11, 9, 5, 3, 2 },
-		/* the last two: values from a small set, so windows hold ties (the
+		{ 2, 2, 7, 7, 2, 2, 1 }, { 1, 1, 11, 9, 5, 3, 2 }, { 2, 3, 22, 25, 3, 2, 1 },
+		/* the last ones: values from a small set, so windows hold ties (the
 		 * first maximum in row-major order wins, as in the reference) -
-		 * exercises the vectorized 2x2 stride-2 path */
-		{ 2, 3, 8, 8, 2, 2, 0 }, { 1, 2, 12, 10, 2, 2, 0 },
+		 * exercise the vectorized stride-2 path (2x2; 3x3 pad 1, ResNet's;
+		 * 5x5 pad 2) at its edges and tails */
+		{ 2, 3, 8, 8, 2, 2, 0 }, { 1, 2, 12, 10, 2, 2, 0 }, { 1, 2, 13, 27, 2, 2, 1 },
+		{ 2, 2, 21, 23, 3, 2, 1 }, { 1, 2, 20, 30, 3, 2, 1 }, { 1, 2, 9, 33, 5, 2, 2 },
 	};
-	const size_t ntie = 2;
+	const size_t ntie = 6;
 	for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
 		const pool_case *pc = &cases[ci];
 		cdp_pool_desc d = { pc->n, pc->c, pc->h, pc->w, pc->k, pc->s, pc->p, 0, 0 };
@@ -188,6 +190,46 @@ static void test_pool(void)
 		near(dx, a0, nx, 1e-6, what);
 		be->free(be, x); be->free(be, y); be->free(be, dy); be->free(be, dx); be->free(be, idx);
 		free(ry); free(rdx); free(ay); free(a0);
+	}
+	/* NaN propagates and the first NaN in row-major window order wins, on
+	 * every path (scalar, and the stride-2 vectors' lanes) */
+	static const pool_case nan_cases[] = {
+		{ 1, 2, 14, 29, 2, 2, 0 }, { 1, 2, 15, 31, 3, 2, 1 }, { 1, 1, 12, 17, 3, 1, 1 },
+	};
+	for (size_t ci = 0; ci < sizeof nan_cases / sizeof nan_cases[0]; ci++) {
+		const pool_case *pc = &nan_cases[ci];
+		cdp_pool_desc d = { pc->n, pc->c, pc->h, pc->w, pc->k, pc->s, pc->p, 0, 0 };
+		CHECK(cdp_pool_desc_init(&d) == 0, "NaN pool case %zu: desc", ci);
+		size_t nx = (size_t)d.n * d.c * d.h * d.w, ny = (size_t)d.n * d.c * d.oh * d.ow;
+		float *x = rnd(nx), *y = be->alloc(be, ny * sizeof(float));
+		int32_t *idx = be->alloc(be, ny * sizeof(int32_t));
+		int ok = 1;
+		for (size_t i = 0; i < nx; i++)
+			x[i] = i % 7 == 3 || i % 11 == 5 ? NAN : roundf(x[i] * 2);
+		cpu_maxpool_fwd(be, &d, x, y, idx);
+		for (size_t t = 0; t < (size_t)d.n * d.c; t++)
+			for (int oh = 0; oh < d.oh; oh++)
+				for (int ow = 0; ow < d.ow; ow++) {
+					float best = -INFINITY;
+					int bi = -1;
+					size_t yi = (t * d.oh + oh) * d.ow + ow;
+					for (int i = 0; i < d.k && !isnan(best); i++)
+						for (int j = 0; j < d.k && !isnan(best); j++) {
+							int h = oh * d.stride - d.pad + i, w = ow * d.stride - d.pad + j;
+							if (h < 0 || h >= d.h || w < 0 || w >= d.w)
+								continue;
+							float v = x[(t * d.h + h) * d.w + w];
+							if (bi < 0 || v > best || isnan(v)) {
+								best = v;
+								bi = h * d.w + w;
+							}
+						}
+					if (idx[yi] != bi || !(y[yi] == best || (isnan(y[yi]) && isnan(best))))
+						ok = 0;
+				}
+		CHECK(ok, "maxpool NaN case %zu (k%d s%d p%d): the first NaN or maximum wins", ci,
+		      d.k, d.stride, d.pad);
+		be->free(be, x); be->free(be, y); be->free(be, idx);
 	}
 	cdp_pool_desc bad = { 1, 1, 4, 4, 2, 2, 2, 0, 0 };
 	CHECK(cdp_pool_desc_init(&bad) == -1, "pad > k/2 is refused as in PyTorch");

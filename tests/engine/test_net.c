@@ -9,7 +9,10 @@
  *    and initialised alike, and across cdp_net_resize;
  *  - 1 and 2 threads agree within float rounding;
  *  - backward accumulates into the gradients and reports every layer once,
- *    last layer first.
+ *    last layer first;
+ *  - a residual add lends its gradient buffer to the inputs it alone reads
+ *    (no copy, one buffer less), and not to one with a fused activation or
+ *    read by another layer too (test_grad checks the gradients).
  */
 #include <math.h>
 #include <stdlib.h>
@@ -213,6 +216,39 @@ static void test_counts(cdp_backend *be)
 	cdp_net_free(&net);
 }
 
+/* ResNet's bottleneck end: conv3 + bn3 and the downsample's conv + bn,
+ * added, then relu; the identity block after it adds the relu's output */
+static const char *resblock =
+	"[net]\nchannels=4\nin_h=8\nin_w=8\nclasses=2\n"
+	"[conv]\nname=stem\nfilters=4\nbias=0\n"
+	"[conv]\nname=conv3\nfilters=6\nsize=1\nbias=0\n"
+	"[bn]\nname=bn3\n"
+	"[conv]\nname=ds\nfrom=stem\nfilters=6\nsize=1\nbias=0\n"
+	"[bn]\nname=dsbn\n"
+	"[add]\nname=add0\nfrom=bn3,dsbn\n"
+	"[relu]\nname=relu0\n"
+	"[conv]\nname=c1\nfilters=6\nbias=0\n"
+	"[bn]\nname=bn1\nactivation=relu\n"
+	"[add]\nname=add1\nfrom=bn1,relu0\n"
+	"[conv]\nname=head\nfilters=2\nsize=1\n";
+
+static void test_dy_sharing(cdp_backend *be)
+{
+	cdp_net net;
+	char err[512];
+
+	if (cdp_net_build(&net, be, resblock, "res.cfg", NULL, 0, 0, 0, 0, 2, err, sizeof err) < 0) {
+		CHECK(0, "resblock: %s", err);
+		return;
+	}
+	const cdp_layer *L = net.layers;
+	CHECK(L[2].dy == L[5].dy && L[4].dy == L[5].dy, "bn3 and dsbn use add0's gradient buffer");
+	CHECK(L[8].dy != L[9].dy, "bn1 (fused relu, masks its dy in place) has its own");
+	CHECK(L[6].dy != L[9].dy, "relu0 (also read by c1) has its own");
+	CHECK(L[1].dy != L[5].dy && L[3].dy != L[5].dy, "conv3 and ds (read by a bn) have their own");
+	cdp_net_free(&net);
+}
+
 static int order_ok, order_next;
 static void on_done(cdp_net *net, int i, void *ctx)
 {
@@ -324,6 +360,7 @@ int main(void)
 	}
 	test_errors(be2);
 	test_counts(be2);
+	test_dy_sharing(be2);
 	test_runs(be1, be2);
 	be1->destroy(be1);
 	be2->destroy(be2);
