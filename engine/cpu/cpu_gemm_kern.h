@@ -125,9 +125,16 @@ KNAME(rows_nn)(const int nv, int m, int j, int k0, int k1, const float *a, long 
                const float *b, long ldb, const long *tab, float beta, float *c, long ldc)
 {
 	int i0 = 0;
-	for (; i0 + NN_MR <= m; i0 += NN_MR)
+	for (; i0 + NN_MR <= m; i0 += NN_MR) {
+		/* the next tile's rows of C, which a later block of k reads from
+		 * memory: their misses would stall the tile's first loads */
+		if (k0 > 0 || beta != 0.0f)
+			for (int i = NN_MR; i < 2 * NN_MR && i0 + i < m; i++)
+				for (int v = 0; v < nv; v++)
+					__builtin_prefetch(c + (i0 + i) * ldc + j + VW * v, 0, 3);
 		KNAME(tile_nn)(NN_MR, nv, k0, k1, a + i0 * rs, rs, cs, b + j, ldb, tab, beta,
 		               c + i0 * ldc + j, ldc);
+	}
 	for (; NN_MR > 4 && i0 + 4 <= m; i0 += 4)
 		KNAME(tile_nn)(4, nv, k0, k1, a + i0 * rs, rs, cs, b + j, ldb, tab, beta,
 		               c + i0 * ldc + j, ldc);
