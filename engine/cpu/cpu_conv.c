@@ -66,6 +66,21 @@ static int conv_plan(const cdp_conv_desc *d)
 	return PLAN_ROWS;
 }
 
+/* The 3x3 stride-2 layers (ResNet's downsampling ones) go to
+ * cpu_conv_phase.c, op by op, where it was measured faster than the plan
+ * above (bench/conv_bench -s 2, batch 32, 2 threads; doc/PERFORMANCE.md):
+ * every op from output planes of 28x28, the data gradient from 14x14
+ * (there its forward was even and its filter gradient, four thin sums
+ * over 196 pixels a sample, twice as slow); at 7x7 none. */
+enum { OP_FWD, OP_DATA, OP_FILTER };
+
+static int phase_op(const cdp_conv_desc *d, int op)
+{
+	long p = (long)d->oh * d->ow;
+
+	return cpu_phase_usable(d) && p >= (op == OP_DATA ? 144 : 400);
+}
+
 /* Output rows per chunk: the column chunk (K, R*OW) near CHUNK_FLOATS. */
 static int chunk_rows(const cdp_conv_desc *d)
 {
@@ -75,11 +90,8 @@ static int chunk_rows(const cdp_conv_desc *d)
 	return r > d->oh ? d->oh : (int)r;
 }
 
-/* The caller's workspace holds PLAN_BATCH's matrices; each worker's column
- * chunk and partial filter gradient live in the backend's scratch, which
- * this call reserves (SIZE_MAX when that memory cannot be had, so that
- * the caller's allocation fails too). */
-size_t cpu_conv_workspace(cdp_backend *be, const cdp_conv_desc *d)
+/* The plan's workspace (cpu_conv_workspace) */
+static size_t plan_workspace(cdp_backend *be, const cdp_conv_desc *d)
 {
 	size_t k = (size_t)d->c * d->kh * d->kw, p = (size_t)d->oh * d->ow, per = 0, ws = 0;
 
@@ -100,6 +112,24 @@ size_t cpu_conv_workspace(cdp_backend *be, const cdp_conv_desc *d)
 	if (cpu_scratch_reserve(be, per * sizeof(float)) < 0)
 		return SIZE_MAX;
 	return ws;
+}
+
+/* The caller's workspace holds PLAN_BATCH's matrices (or the phases of
+ * cpu_conv_phase.c, or both when some ops take each); each worker's
+ * column chunk and partial filter gradient live in the backend's scratch,
+ * which this call reserves (SIZE_MAX when that memory cannot be had, so
+ * that the caller's allocation fails too). */
+size_t cpu_conv_workspace(cdp_backend *be, const cdp_conv_desc *d)
+{
+	size_t a, b;
+
+	if (!phase_op(d, OP_DATA))
+		return plan_workspace(be, d);
+	if ((a = cpu_phase_workspace(be, d)) == SIZE_MAX || phase_op(d, OP_FWD))
+		return a;       /* every op (phase_op's thresholds) */
+	if ((b = plan_workspace(be, d)) == SIZE_MAX)
+		return SIZE_MAX;
+	return a > b ? a : b;
 }
 
 /* ---- PLAN_ROWS and PLAN_1X1: jobs over (sample, chunk) items ---- */
@@ -301,6 +331,10 @@ static void conv_fwd(cdp_backend *be, const cdp_conv_desc *d, const float *x, co
 	if (be->precision == CDP_PREC_BF16)
 		cpu_bf16_new_op();
 
+	if (phase_op(d, OP_FWD)) {
+		cpu_phase_fwd(be, d, x, w, bias, bn, y, ws);
+		return;
+	}
 	if (j.plan == PLAN_BATCH) {
 		float *col = ws, *ym = col + (size_t)k * np;    /* (K, N*P), (F, N*P) */
 		perm_job pj = { ym, y, bias, bn, d->n, d->f, (size_t)d->oh * d->ow };
@@ -342,6 +376,10 @@ void cpu_conv_bwd_data(cdp_backend *be, const cdp_conv_desc *d, const float *dy,
 	if (be->precision == CDP_PREC_BF16)
 		cpu_bf16_new_op();
 
+	if (phase_op(d, OP_DATA)) {
+		cpu_phase_data(be, d, dy, w, dx, beta, ws);
+		return;
+	}
 	if (j.plan == PLAN_BATCH) {
 		float *col = ws, *dym = col + (size_t)k * np;
 		perm_job pj = { dy, dym, NULL, NULL, d->n, d->f, (size_t)d->oh * d->ow };
@@ -372,6 +410,10 @@ void cpu_conv_bwd_filter(cdp_backend *be, const cdp_conv_desc *d, const float *x
 
 	if (dbias)
 		cpu_bias_grad(be, d->n, d->f, d->oh * d->ow, dy, dbias);
+	if (phase_op(d, OP_FILTER)) {
+		cpu_phase_filter(be, d, x, dy, dw, ws);
+		return;
+	}
 	if (j.plan == PLAN_BATCH) {
 		float *col = ws, *dym = col + (size_t)k * np;
 		perm_job pj = { dy, dym, NULL, NULL, d->n, d->f, (size_t)d->oh * d->ow };

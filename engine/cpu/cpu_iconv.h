@@ -94,6 +94,20 @@ size_t cpu_winof_floats(const cpu_corr *c);
 void cpu_winof_filter(cdp_backend *be, const cpu_corr *c, int n, const float *x,
                       const float *dy, float *dw, float *ws);
 
+/* cpu_conv_phase.c: 3x3 stride-2 pad-1 convolutions as four stride-1
+ * correlations on the input's phases (cpu_conv_kcol.c runs them). The
+ * caller's workspace: cpu_phase_workspace bytes (which also reserves the
+ * per-thread scratch), SIZE_MAX when that cannot be had. */
+int cpu_phase_usable(const cdp_conv_desc *d);
+size_t cpu_phase_workspace(cdp_backend *be, const cdp_conv_desc *d);
+void cpu_phase_fwd(cdp_backend *be, const cdp_conv_desc *d, const float *x, const float *w,
+                   const float *bias, const cdp_bn_infer *bn, float *y, void *ws);
+void cpu_phase_data(cdp_backend *be, const cdp_conv_desc *d, const float *dy, const float *w,
+                    float *dx, float beta, void *ws);
+/* dw += */
+void cpu_phase_filter(cdp_backend *be, const cdp_conv_desc *d, const float *x, const float *dy,
+                      float *dw, void *ws);
+
 /* The filter gradients' partial sums (cpu.h, CPU_FILTER_PARTS): part p's
  * partial of fk floats, at the start of a thread's scratch; and dw += the
  * partials 0..parts-1 in that order, split over the threads. */

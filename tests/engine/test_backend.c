@@ -159,6 +159,14 @@ static void test_conv(void)
 		{ 2, 3, 7, 9, 4, 3, 1, 1, 1 },     /* implicit, small */
 		{ 1, 3, 7, 9, 4, 3, 1, 1, 1 },     /* implicit, one sample */
 		{ 3, 5, 11, 10, 6, 3, 2, 1, 1 },   /* stride 2, odd size */
+		/* 3x3 stride 2 by phases (cpu_conv_phase.c): its data gradient
+		 * from 144 output pixels, every op from 400 */
+		{ 4, 16, 28, 28, 16, 3, 2, 1, 1 }, /* 14x14 out: data by phases */
+		{ 2, 4, 40, 42, 6, 3, 2, 1, 1 },   /* even sizes, every op */
+		{ 1, 3, 41, 39, 5, 3, 2, 1, 1 },   /* odd sizes */
+		{ 2, 40, 24, 40, 36, 3, 2, 1, 1 }, /* 36 outputs: nn's row tiles and tails */
+		{ 1, 2, 1, 801, 3, 3, 2, 1, 1 },   /* one row: the odd rows' phases empty */
+		{ 1, 2, 801, 1, 3, 3, 2, 1, 1 },   /* one column */
 		{ 2, 4, 9, 9, 3, 3, 1, 2, 2 },     /* dilation 2 */
 		{ 2, 4, 9, 9, 3, 3, 2, 2, 2 },     /* batched plan: dilation, stride 2 */
 		{ 1, 6, 5, 7, 8, 1, 1, 0, 1 },     /* 1x1 plan */
