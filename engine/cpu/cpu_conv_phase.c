@@ -68,6 +68,9 @@ static void phases(const cdp_conv_desc *d, phase ph[4])
 	}
 }
 
+/* phase f has no pixels (the odd phase of a one-row or one-column input) */
+static int empty(const phase *f) { return f->hp * f->wq == 0; }
+
 static size_t align16(size_t n) { return (n + 15) / 16 * 16; }
 
 static size_t wfloats(const cdp_conv_desc *d) { return align16((size_t)d->f * d->c * 9); }
@@ -79,8 +82,8 @@ size_t cpu_phase_workspace(cdp_backend *be, const cdp_conv_desc *d)
 
 	phases(d, ph);
 	for (int t = 0; t < 4; t++) {
-		if (ph[t].hp * ph[t].wq == 0)
-			continue;       /* a one-row or one-column input's odd phase */
+		if (empty(&ph[t]))
+			continue;
 		size_t s[3] = { cpu_kcol_scratch(&ph[t].fwd), cpu_kcol_scratch(&ph[t].data),
 		                cpu_kcol_filter_scratch(&ph[t].fwd, d->f) };
 		for (int i = 0; i < 3; i++)
@@ -153,9 +156,22 @@ static void parts(const cdp_conv_desc *d, void *ws, float **xp, float **wp, long
 	*tab = (long *)(*wp + wfloats(d));
 }
 
-/* Phase f's sub-kernel of w (F, C, 3, 3): for the forward a (F, C*kh*kw),
- * for the data gradient (data 1) flipped and transposed, a (C, F*kh*kw) */
-static void sub_kernel(const cdp_conv_desc *d, const phase *f, const float *w, int data, float *a)
+/* Index in a 3x3 kernel of phase f's sub-tap (i, jj), of the kernel
+ * flipped in both axes when flip (the data gradient's) */
+static int tap(const phase *f, int i, int jj, int flip)
+{
+	if (flip) {
+		i = f->kh - 1 - i;
+		jj = f->kw - 1 - jj;
+	}
+	return f->ti[i] * 3 + f->tj[jj];
+}
+
+/* Phase f's sub-kernel of w (F, C, 3, 3) into a: for the forward (F,
+ * C*kh*kw), for the data gradient (data 1) flipped and transposed, (C,
+ * F*kh*kw); returns a */
+static float *sub_kernel(const cdp_conv_desc *d, const phase *f, const float *w, int data,
+                         float *a)
 {
 	int kk = f->kh * f->kw;
 
@@ -165,9 +181,9 @@ static void sub_kernel(const cdp_conv_desc *d, const phase *f, const float *w, i
 			float *ac = a + (data ? (size_t)c * d->f + o : (size_t)o * d->c + c) * kk;
 			for (int i = 0; i < f->kh; i++)
 				for (int jj = 0; jj < f->kw; jj++)
-					ac[i * f->kw + jj] = data ? wc[f->ti[f->kh - 1 - i] * 3 + f->tj[f->kw - 1 - jj]]
-					                          : wc[f->ti[i] * 3 + f->tj[jj]];
+					ac[i * f->kw + jj] = wc[tap(f, i, jj, data)];
 		}
+	return a;
 }
 
 void cpu_phase_fwd(cdp_backend *be, const cdp_conv_desc *d, const float *x, const float *w,
@@ -176,24 +192,22 @@ void cpu_phase_fwd(cdp_backend *be, const cdp_conv_desc *d, const float *x, cons
 	phase ph[4];
 	float *xp, *wp;
 	long *tab;
-	int first = 1, last = 3;
+	int last = 3;
 
 	phases(d, ph);
 	parts(d, ws, &xp, &wp, &tab);
 	split_job sj = { .d = d, .ph = ph, .x = x, .xp = xp };
 	cpu_parallel_for(be, d->n * d->c, split_plane, &sj);
-	while (last > 0 && ph[last].hp * ph[last].wq == 0)
-		last--;
+	while (empty(&ph[last]))
+		last--;         /* phase 0 (even rows and columns) never is */
+	/* phase 0 writes y (and the bias), the others add, the last applies bn */
 	for (int t = 0; t <= last; t++) {
 		const phase *f = &ph[t];
-		int kk = f->kh * f->kw;
-		float *a = wp + f->woff;
-		if (f->hp * f->wq == 0)
+		if (empty(f))
 			continue;
-		sub_kernel(d, f, w, 0, a);
-		cpu_kcol_corr(be, &f->fwd, d->n, xp + f->xoff, a, (long)d->c * kk,
-		              first ? bias : NULL, t == last ? bn : NULL, first ? 0.0f : 1.0f, y, tab);
-		first = 0;
+		cpu_kcol_corr(be, &f->fwd, d->n, xp + f->xoff, sub_kernel(d, f, w, 0, wp + f->woff),
+		              (long)d->c * f->kh * f->kw, t == 0 ? bias : NULL, t == last ? bn : NULL,
+		              t == 0 ? 0.0f : 1.0f, y, tab);
 	}
 }
 
@@ -208,13 +222,10 @@ void cpu_phase_data(cdp_backend *be, const cdp_conv_desc *d, const float *dy, co
 	parts(d, ws, &dxp, &wp, &tab);
 	for (int t = 0; t < 4; t++) {
 		const phase *f = &ph[t];
-		int kk = f->kh * f->kw;
-		float *a = wp + f->woff;
-		if (f->hp * f->wq == 0)
+		if (empty(f))
 			continue;
-		sub_kernel(d, f, w, 1, a);
-		cpu_kcol_corr(be, &f->data, d->n, dy, a, (long)d->f * kk, NULL, NULL, 0.0f,
-		              dxp + f->xoff, tab);
+		cpu_kcol_corr(be, &f->data, d->n, dy, sub_kernel(d, f, w, 1, wp + f->woff),
+		              (long)d->f * f->kh * f->kw, NULL, NULL, 0.0f, dxp + f->xoff, tab);
 	}
 	split_job sj = { .d = d, .ph = ph, .dx = dx, .dxp = dxp, .beta = beta };
 	cpu_parallel_for(be, d->n * d->c, merge_plane, &sj);
@@ -235,15 +246,13 @@ void cpu_phase_filter(cdp_backend *be, const cdp_conv_desc *d, const float *x, c
 		const phase *f = &ph[t];
 		int kk = f->kh * f->kw;
 		float *g = dwp + f->woff;          /* (F, C*kh*kw) */
-		if (f->hp * f->wq == 0)
+		if (empty(f))
 			continue;
 		memset(g, 0, (size_t)d->f * d->c * kk * sizeof *g);
 		cpu_kcol_filter(be, &f->fwd, d->n, xp + f->xoff, dy, g, tab);
-		for (int o = 0; o < d->f; o++)
-			for (int c = 0; c < d->c; c++)
-				for (int i = 0; i < f->kh; i++)
-					for (int jj = 0; jj < f->kw; jj++)
-						dw[(((size_t)o * d->c + c) * 3 + f->ti[i]) * 3 + f->tj[jj]] +=
-							g[((size_t)o * d->c + c) * kk + i * f->kw + jj];
+		for (size_t oc = 0; oc < (size_t)d->f * d->c; oc++)
+			for (int i = 0; i < f->kh; i++)
+				for (int jj = 0; jj < f->kw; jj++)
+					dw[oc * 9 + tap(f, i, jj, 0)] += g[oc * kk + i * f->kw + jj];
 	}
 }
