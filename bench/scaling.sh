@@ -35,12 +35,17 @@
 # (grad_exposed_s, also as a share of the step) and on the one that waited
 # least (grad_exposed_last_s: the network's part), and the slowest rank's
 # blocking communication (allreduce_s: the parameter averaging of average
-# and admm); then two diagnostics, labelled so: the efficiency against
-# twice 1 host alone, and equal-speed, the efficiency at equal core speed
+# and admm); then three diagnostics, labelled so: the efficiency against
+# twice 1 host alone; equal-speed, the efficiency at equal core speed
 # (the 2-host step in forward passes of its slower rank against the 1-host
 # step in forward passes of its own, from --trace; it divides out every
 # slowdown of the cores, communication's own cost on them included, so it
-# is no headline). A markdown table of the headlines ends the output;
+# is no headline); and the efficiency against the lockstep bound, the
+# ceiling's rate had each of its steps waited for the slower core (the
+# ceiling runs' steps paired, their median pair rate over the ceiling:
+# what a synchronous job with free communication could make, printed per
+# model; the job's efficiency over it is what communication costs once the
+# cores' jitter is out). A markdown table of the headlines ends the output;
 # progress goes to stderr. A round runs 2 + 2 x links x settings runs a
 # model: 32 with the defaults, about an hour and a half in all for both
 # models and 5 rounds; the knobs below run subsets.

@@ -114,14 +114,37 @@ train() {
 	fi
 }
 
+# lockstep DIR1 DIR2: the lockstep bound of a ceiling, what its two cores
+# would deliver if each step waited for the slower of them and
+# communication were free: step i of the two runs paired (they start
+# together and run the same steps), the pair's rate twice the slower one's,
+# its median after the warm-up over the sum of the runs' medians. A
+# synchronous job can do no better on these cores at these moments, so
+# the gap between it and the ceiling is the cost of the cores' jitter,
+# not of communication (a diagnostic: the headline stays the ceiling).
+lockstep() {
+	"$PY" - "$1/metrics.jsonl" "$2/metrics.jsonl" "$warm" <<'PYEOF'
+import json, statistics as S, sys
+w = int(sys.argv[3])
+def rates(f):
+    return {r["step"]: r["samples_per_s"] for r in map(json.loads, open(f))
+            if r["type"] == "step" and r["step"] > w}
+a, b = rates(sys.argv[1]), rates(sys.argv[2])
+both = sorted(set(a) & set(b))
+print("%.4f" % (S.median(2 * min(a[s], b[s]) for s in both) /
+                (S.median(a.values()) + S.median(b.values())) if both else 0))
+PYEOF
+}
+
 # ceiling MODEL ROUND: the side-by-side ceiling (two independent 1-host
 # runs, one on each host, at once: what the two cores deliver together),
-# one row of $R
+# one row of $R (its fifth field the lockstep bound)
 ceiling() {
 	train "$1" pair
 	a=$(summary | cut -d' ' -f1) b=$(summary "$run_dir2" | cut -d' ' -f1)
-	echo "$1 pair $2 $(echo "$a $b" | awk '{ print $1 + $2 }') 0 0 0 0 0" >>"$R"
-	echo "$1: round $2: ceiling, 1 host on each of 2 at once: samples/s=$a + $b" >&2
+	l=$(lockstep "$run_dir" "$run_dir2")
+	echo "$1 pair $2 $(echo "$a $b" | awk '{ print $1 + $2 }') $l 0 0 0 0" >>"$R"
+	echo "$1: round $2: ceiling, 1 host on each of 2 at once: samples/s=$a + $b (lockstep bound $l)" >&2
 }
 
 # Rounds. The speed of this kind of machine drifts by 15-30% within
@@ -168,14 +191,17 @@ gbatch = {"unet": 2 * int(sys.argv[2]), "classifier": 2 * int(sys.argv[3])}
 one = {(m, r): float(x) for m, k, r, x, *_ in rows if k == "1-host"}
 oneq = {(m, r): float(row[7]) for row in rows for m, k, r in [row[:3]] if k == "1-host"}
 # each 2-host row against the mean of the ceilings just before and after it
-ceil, last = {}, {}
+# (and their lockstep bounds, the pair rows' fifth field)
+ceil, lock, last = {}, {}, {}
 for i, row in enumerate(rows):
     m, k, r = row[:3]
     if k == "pair":
-        last[m] = float(row[3])
+        last[m] = (float(row[3]), float(row[4]))
     elif k != "1-host":
-        nxt = next((float(x[3]) for x in rows[i + 1:] if x[0] == m and x[1] == "pair"), last[m])
-        ceil[i] = (last[m] + nxt) / 2
+        nxt = next(((float(x[3]), float(x[4])) for x in rows[i + 1:]
+                    if x[0] == m and x[1] == "pair"), last[m])
+        ceil[i] = (last[m][0] + nxt[0]) / 2
+        lock[i] = (last[m][1] + nxt[1]) / 2
 order = []
 for m, k, *_ in rows:
     if (m, k) not in order and k not in ("1-host", "pair"):
@@ -187,9 +213,11 @@ for m in dict.fromkeys(m for m, k in order):
     pairs = [float(x[3]) for x in rows if x[0] == m and x[1] == "pair"]
     busy = [float(x[3]) / (2 * one[(m, x[2])]) for x in rows
             if x[0] == m and x[1] == "pair" and (m, x[2]) in one]
+    bound = [float(x[4]) for x in rows if x[0] == m and x[1] == "pair"]
     print("%s: 1 host alone: samples/s=%.2f; ceiling (1 host on each of 2 at once): samples/s=%.2f, "
-          "%.2f of twice alone (%d ceiling runs, %s)"
-          % (m, S.median(alone), S.median(pairs), S.median(busy), len(pairs), spread(pairs)))
+          "%.2f of twice alone (%d ceiling runs, %s); lockstep bound of the ceiling %.2f (%s)"
+          % (m, S.median(alone), S.median(pairs), S.median(busy), len(pairs), spread(pairs),
+             S.median(bound), spread(bound)))
     for mm, k in order:
         if mm != m:
             continue
@@ -202,22 +230,26 @@ for m in dict.fromkeys(m for m, k in order):
         alone2 = [float(row[3]) / (2 * one[(m, row[2])]) for i, row in got]
         eqs = [oneq[(m, row[2])] / float(row[7]) for i, row in got
                if float(row[7]) > 0 and oneq[(m, row[2])] > 0]
+        # against the lockstep bound: what is left once the jitter is out
+        unlock = [float(row[3]) / (ceil[i] * lock[i]) for i, row in got if lock[i] > 0]
         link, st = k.split("/", 1)
         # the headline, then the communication per step, then diagnostics
         print("%s: 2 hosts, link %s, %s: efficiency against the ceiling %.2f (%s over %d rounds); "
               "samples/s=%.2f; per step: in flight %.4fs, exposed %.4fs on the rank that waited "
               "most (%.0f%% of the step), %.4fs on the one that waited least, blocking "
-              "communication %.4fs; diagnostics: against twice 1 host alone %.2f, equal-speed %.2f"
+              "communication %.4fs; diagnostics: against twice 1 host alone %.2f, equal-speed %.2f, "
+              "against the lockstep bound %.2f"
               % (m, link, st, S.median(eff), spread(eff), len(eff), S.median(rate), S.median(g),
                  S.median(w), 100 * S.median(share), S.median(e), S.median(c), S.median(alone2),
-                 S.median(eqs) if eqs else 0))
+                 S.median(eqs) if eqs else 0, S.median(unlock) if unlock else 0))
         table.append((m, link, st, S.median(eff), spread(eff), S.median(g), S.median(w),
-                      100 * S.median(share), S.median(e)))
+                      100 * S.median(share), S.median(e), S.median(unlock) if unlock else 0))
 print()
 print("| model | link | setting | efficiency against the ceiling (median) | spread | in flight / step "
-      "| exposed / step, most | share of the step | exposed / step, least |")
-print("|---|---|---|---|---|---|---|---|---|")
-for m, link, st, eff, sp, g, w, sh, e in table:
-    print("| %s | %s | %s | %.2f | %s | %.0f ms | %.0f ms | %.0f%% | %.0f ms |"
-          % (m, link, st, eff, sp, 1e3 * g, 1e3 * w, sh, 1e3 * e))
+      "| exposed / step, most | share of the step | exposed / step, least "
+      "| diagnostic: against the lockstep bound |")
+print("|---|---|---|---|---|---|---|---|---|---|")
+for m, link, st, eff, sp, g, w, sh, e, u in table:
+    print("| %s | %s | %s | %.2f | %s | %.0f ms | %.0f ms | %.0f%% | %.0f ms | %.2f |"
+          % (m, link, st, eff, sp, 1e3 * g, 1e3 * w, sh, 1e3 * e, u))
 PYEOF
