@@ -41,11 +41,11 @@ T=${BENCH_THREADS:-$(nproc)}
 size=${BENCH_SIZE:-1024}
 gc=${BENCH_GRADCOMP:-0}
 if [ "$gc" = 1 ]; then
-	tol=${BENCH_TOL:-0.01} A=none B=bf16
+	tol=${BENCH_TOL:-0.01} A=none B=bf16 what="2 ranks, --grad-compress"
 	mpi="${MPIRUN:-mpirun} --oversubscribe -np 2"
 	[ "$(id -u)" -ne 0 ] || mpi="$mpi --allow-run-as-root"
 else
-	tol=${BENCH_TOL:-0.03} A=fp32 B=bf16 mpi=
+	tol=${BENCH_TOL:-0.03} A=fp32 B=bf16 mpi= what=precision
 fi
 PY=/usr/bin/python3
 gen=$src/share/cdpool/examples/genscene.py
@@ -59,8 +59,7 @@ trap 'rm -rf "$tmp"' EXIT INT TERM
 
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')"
 echo "cpu flags: $(grep -m1 -o -w -E 'avx512_bf16|amx_bf16' /proc/cpuinfo | sort -u | tr '\n' ' ')"
-echo "seeds: $seeds; $steps steps; threads $T; tolerance $tol IoU;" \
-	"$([ "$gc" = 1 ] && echo "2 ranks, --grad-compress $A against $B" || echo "precision $A against $B")"
+echo "seeds: $seeds; $steps steps; threads $T; tolerance $tol IoU; $what $A against $B"
 
 for s in 1 2 3; do
 	"$PY" "$gen" "$tmp/scene$s.tif" --size "$size" --seed "$((s + 20))" \
