@@ -8,7 +8,8 @@
 #   usage: bench/conv.sh [BUILDDIR]
 # BENCH_LAYERS: N,C,H,F a layer, space-separated (default: ResNet-34's
 # stages and a U-Net decoder's concat, batch 8); BENCH_ROUNDS (3);
-# BENCH_THREADS (1).
+# BENCH_THREADS (1); BENCH_PRECISION (fp32, or bf16: conv_bench -b, both
+# sides in bf16 with the kernels CDP_CPU_BF16 chooses).
 set -eu
 build=${1:-.}
 . "$(dirname "$0")/train_lib.sh"     # median
@@ -17,8 +18,14 @@ bench=$build/bench/conv_bench
 layers=${BENCH_LAYERS:-"8,32,128,32 8,64,64,64 8,128,32,128 8,256,16,256 8,512,8,512 8,768,16,256"}
 rounds=${BENCH_ROUNDS:-3}
 threads=${BENCH_THREADS:-1}
+case ${BENCH_PRECISION:-fp32} in
+fp32) popt= ;;
+bf16) popt=-b ;;
+*) echo "bench/conv.sh: BENCH_PRECISION '$BENCH_PRECISION' is not fp32 or bf16" >&2; exit 1 ;;
+esac
 echo "machine: $(nproc) cores, $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)"
-echo "threads: $threads; rounds: $rounds; best of 5 runs of each op a round"
+echo "threads: $threads; rounds: $rounds; best of 5 runs of each op a round;" \
+	"precision ${BENCH_PRECISION:-fp32}"
 printf '%-16s %9s %9s %9s %9s %9s %9s   %s\n' layer "wino fwd" "wino data" "wino filt" \
 	"dir fwd" "dir data" "dir filt" "speed-up fwd+data, filter, step (rounds of step)"
 # field NAME: NAME's number in the JSON line on standard input
@@ -27,8 +34,8 @@ ms() { echo "$1" | field fwd_ms; echo "$1" | field data_ms; echo "$1" | field fi
 for l in $layers; do
 	r=0 rows="" runs=""
 	while [ "$r" -lt "$rounds" ]; do
-		on=$(CDP_CPU_WINOGRAD=1 "$bench" -t "$threads" "$l")
-		off=$(CDP_CPU_WINOGRAD=0 "$bench" -t "$threads" "$l")
+		on=$(CDP_CPU_WINOGRAD=1 "$bench" $popt -t "$threads" "$l")
+		off=$(CDP_CPU_WINOGRAD=0 "$bench" $popt -t "$threads" "$l")
 		row=$(echo $(ms "$on") $(ms "$off") | awk '{ printf "%s %.2f %.2f %.2f", $0,
 			($4 + $5) / ($1 + $2), $6 / $3, ($4 + $5 + $6) / ($1 + $2 + $3) }')
 		rows="$rows$row

@@ -1,13 +1,14 @@
 /* conv_bench.c: the time of one convolution layer's forward, data
  * gradient and filter gradient on the CPU backend, for bench/conv.sh.
  *
- * usage: conv_bench [-k K] [-p PAD] [-r REPS] [-s STRIDE] [-t THREADS] N,C,H,F
+ * usage: conv_bench [-b] [-k K] [-p PAD] [-r REPS] [-s STRIDE] [-t THREADS] N,C,H,F
  * x (N, C, H, H), F filters of K x K (default 3), stride STRIDE (default
  * 1), padding PAD (default K/2). Each op runs REPS times (default 5); prints one JSON line
  * with the best time of each in ms and the GF/s of the direct arithmetic
  * (2 N F C K^2 OH OW per op), whatever algorithm ran (so Winograd shows as
- * "effective" GF/s). The environment chooses the algorithm
- * (CDP_CPU_WINOGRAD, CDP_CPU_ISA as in cdp-train(1)).
+ * "effective" GF/s). -b: in bf16 (CDP_PREC_BF16: bf16 operands, fp32
+ * sums). The environment chooses the algorithm and the kernels
+ * (CDP_CPU_WINOGRAD, CDP_CPU_ISA, CDP_CPU_BF16 as in cdp-train(1)).
  */
 #include <getopt.h>
 #include <stdio.h>
@@ -18,7 +19,8 @@
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: conv_bench [-k K] [-p PAD] [-r REPS] [-s STRIDE] [-t THREADS] N,C,H,F\n");
+	fprintf(f, "usage: conv_bench [-b] [-k K] [-p PAD] [-r REPS] [-s STRIDE] [-t THREADS] "
+	           "N,C,H,F\n");
 }
 
 static float *filled(cdp_backend *be, size_t n, int mod, float scale)
@@ -32,10 +34,14 @@ static float *filled(cdp_backend *be, size_t n, int mod, float scale)
 
 int main(int argc, char **argv)
 {
-	int k = 3, pad = -1, reps = 5, stride = 1, threads = 1, n, c, h, f, opt, shape[4];
+	int k = 3, pad = -1, reps = 5, stride = 1, threads = 1, bf16 = 0, n, c, h, f, opt, shape[4];
 	size_t ns;
 
-	while ((opt = getopt(argc, argv, "k:p:r:s:t:h")) != -1) {
+	while ((opt = getopt(argc, argv, "bk:p:r:s:t:h")) != -1) {
+		if (opt == 'b') {
+			bf16 = 1;
+			continue;
+		}
 		int *dst = opt == 'k' ? &k : opt == 'p' ? &pad : opt == 'r' ? &reps :
 		           opt == 's' ? &stride : &threads;
 		if (opt == 'h') {
@@ -58,6 +64,10 @@ int main(int argc, char **argv)
 	cdp_conv_desc d = { n, c, h, h, f, k, k, stride, pad < 0 ? k / 2 : pad, 1, 0, 0 };
 	if (!be || cdp_conv_desc_init(&d) < 0) {
 		fprintf(stderr, "conv_bench: no backend, or a shape it refuses\n");
+		return 1;
+	}
+	if (bf16 && be->set_precision(be, CDP_PREC_BF16) != 0) {
+		fprintf(stderr, "conv_bench: this CPU has no bf16 kernels\n");
 		return 1;
 	}
 	size_t nx = (size_t)n * c * h * h, ny = (size_t)n * f * d.oh * d.ow, nw = (size_t)f * c * k * k;
@@ -86,9 +96,10 @@ int main(int argc, char **argv)
 	}
 	double fl = 2.0 * n * f * c * k * k * d.oh * d.ow / 1e9;
 	printf("{\"n\":%d,\"c\":%d,\"h\":%d,\"f\":%d,\"k\":%d,\"stride\":%d,\"threads\":%d,\"isa\":\"%s\","
+	       "\"precision\":\"%s\","
 	       "\"fwd_ms\":%.3f,\"data_ms\":%.3f,\"filter_ms\":%.3f,"
 	       "\"fwd_gflops\":%.1f,\"data_gflops\":%.1f,\"filter_gflops\":%.1f}\n",
-	       n, c, h, f, k, stride, threads, cpu_kgemm_isa(), best[0] * 1e3, best[1] * 1e3, best[2] * 1e3,
+	       n, c, h, f, k, stride, threads, cpu_kgemm_isa(), bf16 ? cpu_kgemm_bf16() : "fp32", best[0] * 1e3, best[1] * 1e3, best[2] * 1e3,
 	       fl / best[0], fl / best[1], fl / best[2]);
 	return 0;
 }

@@ -127,6 +127,10 @@ int cpu_kgemm_bf16_force(const char *name);
  * bf16 values (the avx512bf16-fma set: cpu_gemm_bf16r.c): the implicit
  * convolutions then round their slices as they fill them. */
 int cpu_bf16_rounds_copies(const cdp_backend *be);
+/* Whether be's bf16 products are VDPBF16PS's (the avx512bf16 set): then
+ * Winograd's gemms take their filters packed (cpu_bf16f_nn_packed) and
+ * round the transformed values, not the input (cpu_conv_wino.c). */
+int cpu_bf16_packs_pairs(const cdp_backend *be);
 /* y[0..n) = x rounded to bf16 (y == x allowed) */
 void cpu_bf16_round_run(float *y, const float *x, size_t n);
 /* y[0..n) = x, rounded to bf16 when rnd (cpu_bf16_rounds_copies): the
@@ -177,6 +181,19 @@ void cpu_kgemm_nt_seg(const cdp_backend *be, int m, int n, int ns, int seg, cons
 #endif
 /* AMX-TILE and AMX-BF16 reported and granted by the kernel (asks once) */
 int cpu_bf16_amx_usable(void);
+/* The avx512bf16 set's nn on A packed beforehand (Winograd's transformed
+ * filters and inputs, cpu_conv_wino.c and cpu_conv_winof.c): row i of A
+ * (M,K) is the pairs ap + i * k2, element 2p in the low half of pair p,
+ * 2p + 1 in the high half, both rounded to bf16, the last one's high
+ * half 0 when K is odd. cpu_bf16_pack_row packs a row of K floats into
+ * cpu_bf16_pack_stride(k) pairs (zeros past K); cpu_bf16_pairs_inplace
+ * turns a row of n floats into its pairs where it lies (n/2 rounded up,
+ * the same rounding; the rest of the row is then junk). */
+long cpu_bf16_pack_stride(int k);
+void cpu_bf16_pack_row(int k, const float *a, uint32_t *ap);
+void cpu_bf16_pairs_inplace(float *row, int n);
+void cpu_bf16f_nn_packed(int m, int n, int k, const uint32_t *ap, long k2, const float *b,
+                         long ldb, float beta, float *c, long ldc);
 static inline uint16_t cpu_bf16_bits(float x)
 {
 	uint32_t u;

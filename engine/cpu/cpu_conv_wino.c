@@ -31,13 +31,21 @@
  * Every output pixel is summed in an order fixed by S alone (the gemm's),
  * so the results do not depend on the items or the threads.
  *
- * Used in fp32, and in bf16 where the avx512bf16-fma set computes it
- * (cpu_gemm_bf16r.c: fp32 arithmetic on operands rounded to bf16): the
- * input patches are rounded as the slice is filled and the filters
- * before their transform, so the products are those of bf16 operands
- * and only the order of the fp32 sums differs, as in the direct path
- * (the transforms' few ulps). Not with the VDPBF16PS and AMX sets: their
- * operands must be bf16 pairs, which the transformed values are not.
+ * Used in fp32, and in bf16 with two sets of kernels:
+ *  - avx512bf16-fma (cpu_gemm_bf16r.c: fp32 arithmetic on operands
+ *    rounded to bf16): the input patches are rounded as the slice is
+ *    filled and the filters before their transform, so the products are
+ *    those of bf16 operands and only the order of the fp32 sums differs,
+ *    as in the direct path (the transforms' few ulps).
+ *  - avx512bf16 (VDPBF16PS, the default on AMD): its operands must be bf16
+ *    pairs, so the transformed values are rounded instead: U[xi] once per
+ *    call, straight into the pairs of cpu_bf16f_nn_packed (in the space
+ *    of fp32 U, which for 32 channels and more holds them), V[xi] as the
+ *    gemm reads it. A transformed value sums up to 16 of its operands, so
+ *    the error against fp32 is about twice a direct bf16 convolution's
+ *    (root mean square, measured in tests/engine/test_bf16_sets.c, which
+ *    bounds it), for 2.25 times fewer products at VDPBF16PS's rate.
+ * Not with the AMX set.
  * For at least WINO_MIN_CH channels in and out, below which the
  * transforms cost more than they save; CDP_CPU_WINOGRAD=0 in the
  * environment turns it off.
@@ -83,7 +91,9 @@ int cpu_wino_shape(const cpu_corr *c)
 int cpu_wino_takes(const cdp_backend *be, const cpu_corr *c)
 {
 	pthread_once(&wino_once, read_env);
-	return !wino_off && (be->precision == CDP_PREC_FP32 || cpu_bf16_rounds_copies(be)) &&
+	return !wino_off &&
+	       (be->precision == CDP_PREC_FP32 || cpu_bf16_rounds_copies(be) ||
+	        cpu_bf16_packs_pairs(be)) &&
 	       cpu_wino_shape(c);
 }
 
@@ -156,6 +166,7 @@ typedef struct ujob {
 	long rs;
 	float *u;
 	int rnd;                 /* round the filters to bf16 first */
+	int pairs;               /* store U[xi] packed (cpu_bf16_pack_row) */
 } ujob;
 
 VECTOR_CLONES static void filter_item(void *ctx, int o)
@@ -164,7 +175,13 @@ VECTOR_CLONES static void filter_item(void *ctx, int o)
 	size_t os = ustride(j->c);
 	const float *restrict go = j->a + (size_t)o * j->rs;
 	float *restrict uo = j->u + (size_t)o * j->c->s;
+	float *pu = NULL;
 
+	if (j->pairs) {          /* U[xi][o] in fp32 first, at pu + xi * S */
+		pu = cpu_scratch(j->be, cpu_worker());
+		uo = pu;
+		os = (size_t)j->c->s;
+	}
 	if (j->rnd) {            /* the thread's scratch is free until the items */
 		float *t = cpu_scratch(j->be, cpu_worker());
 		cpu_bf16_round_run(t, go, (size_t)j->c->s * 9);
@@ -194,6 +211,15 @@ VECTOR_CLONES static void filter_item(void *ctx, int o)
 		for (int x = 0; x < 16; x++)
 			uo[x * os + s] = u[x / 4][x % 4];
 	}
+#ifdef CPU_BF16_KERNELS
+	/* each U[xi] rounded once, after its transform: its row o in pairs */
+	if (j->pairs) {
+		long k2 = cpu_bf16_pack_stride(j->c->s);
+		for (int x = 0; x < 16; x++)
+			cpu_bf16_pack_row(j->c->s, pu + (size_t)x * j->c->s,
+			                  (uint32_t *)(j->u + x * ustride(j->c)) + (size_t)o * k2);
+	}
+#endif
 }
 
 /* ---- one item ---- */
@@ -208,6 +234,7 @@ typedef struct wjob {
 	float beta;
 	float *out;
 	int rnd;                 /* round the input to bf16 as it is copied */
+	int pairs;               /* U packed: VDPBF16PS's gemm (cpu_bf16f_nn_packed) */
 } wjob;
 
 #if WINO_VEC
@@ -430,9 +457,18 @@ static void wino_item(void *ctx, int it)
 				memset(v + x * vst + (size_t)s * tb + used, 0,
 				       (size_t)(tb - used) * sizeof *v);
 	cpu_wino_input(c, &j->g, j->in, g0, g1, v, tb, sl, j->rnd);
-	for (int x = 0; x < 16; x++)
+	for (int x = 0; x < 16; x++) {
+#ifdef CPU_BF16_KERNELS
+		if (j->pairs) {
+			cpu_bf16f_nn_packed(c->o, tb, c->s, (const uint32_t *)(j->u + x * ustride(c)),
+			                    cpu_bf16_pack_stride(c->s), v + x * vst, tb, 0.0f,
+			                    mm + x * mst, tb);
+			continue;
+		}
+#endif
 		cpu_kgemm_fp32_nn(c->o, tb, c->s, j->u + x * ustride(c), c->s, 1, v + x * vst, tb,
 		                  0.0f, mm + x * mst, tb);
+	}
 	for (int g = g0; g < g1; g++) {
 		int n = g / j->g.tph, ty = g % j->g.tph;
 		/* output rows 2 ty and 2 ty + 1 (when in the image), one run */
@@ -449,10 +485,10 @@ void cpu_wino_corr(cdp_backend *be, const cpu_corr *c, int n, const float *in, c
                    long rs, const float *bias, const cdp_bn_infer *bn, float beta, float *out,
                    float *u)
 {
-	int rnd = cpu_bf16_rounds_copies(be);
-	ujob uj = { be, c, a, rs, u, rnd };
+	int rnd = cpu_bf16_rounds_copies(be), pairs = cpu_bf16_packs_pairs(be);
+	ujob uj = { be, c, a, rs, u, rnd, pairs };
 	wjob j = { .be = be, .c = c, .g = item_geo(c), .n = n, .in = in, .u = u, .bias = bias,
-	           .bn = bn, .beta = beta, .out = out, .rnd = rnd };
+	           .bn = bn, .beta = beta, .out = out, .rnd = rnd, .pairs = pairs };
 	int rows = n * j.g.tph;
 
 	cpu_parallel_for(be, c->o, filter_item, &uj);

@@ -29,9 +29,12 @@
  * Either way every element of a dU is summed over its tiles in order and
  * the way is chosen from the layer alone: the results do not depend on
  * the threads.
- * In bf16 (the avx512bf16-fma set) x is rounded as its slice is filled
- * and dy as it is loaded for its transform, so dU sums products of bf16
- * operands, as the direct filter gradient does.
+ * In bf16 with the avx512bf16-fma set, x is rounded as its slice is
+ * filled and dy as it is loaded for its transform, so dU sums products of
+ * bf16 operands, as the direct filter gradient does. With the avx512bf16
+ * set (VDPBF16PS) the transformed values are rounded instead, as in the
+ * forward (cpu_conv_wino.c): V's rows into pairs where they lie, just
+ * before their gemm, Z as the gemm reads it.
  */
 #include <string.h>
 #include "cpu_iconv.h"
@@ -146,6 +149,7 @@ typedef struct fjob {
 	const float *x, *dy;
 	float *du, *dw;
 	int rnd;                 /* round x and dy to bf16 */
+	int pairs;               /* VDPBF16PS's gemms: V[xi] rounded and packed */
 	/* chunks: the chunk's tile rows, its V and Z, whether it is the first */
 	int r0, r1, first;
 	float *v, *z;
@@ -291,6 +295,28 @@ static void transform(const fjob *j, int a, int b, float *v, float *z, int t0, f
 		dy_row(j, z, r, t0 + (r - a) * j->f.g.tpr, scratch);
 }
 
+/* du (m, O) = v (m rows of `tiles`, f.ld apart) z (tiles, O) + beta du:
+ * fp32 FMAs (on rounded operands when rnd), or in pairs, VDPBF16PS's
+ * products of v's rows rounded and packed where they lie (which spoils
+ * them: each row is read by this gemm only) and z rounded as it is read
+ * (cpu_gemm_bf16.c) */
+static void dU_gemm(const fjob *j, int m, int tiles, float *v, const float *z, float beta,
+                    float *du)
+{
+	const cpu_corr *c = j->c;
+
+#ifdef CPU_BF16_KERNELS
+	if (j->pairs) {
+		for (int s = 0; s < m; s++)
+			cpu_bf16_pairs_inplace(v + (size_t)s * j->f.ld, tiles);
+		cpu_bf16f_nn_packed(m, c->o, tiles, (const uint32_t *)v, (long)j->f.ld, z, c->o, beta,
+		                    du, c->o);
+		return;
+	}
+#endif
+	cpu_kgemm_fp32_nn(m, c->o, tiles, v, (long)j->f.ld, 1, z, c->o, beta, du, c->o);
+}
+
 /* Part p: its items' V and Z in the thread's scratch, their 16 gemms
  * into dU_p[xi] (S, O) (the first item sets it) */
 static void part(void *ctx, int p)
@@ -308,9 +334,8 @@ static void part(void *ctx, int p)
 
 		transform(j, r0, r1, v, z, 0, z + 16 * zst(c, f));
 		for (int x = 0; x < 16; x++)
-			cpu_kgemm_fp32_nn(c->s, c->o, (r1 - r0) * f->g.tpr, v + x * vst(c, f),
-			                  (long)f->ld, 1, z + x * zst(c, f), c->o, it == i0 ? 0.0f : 1.0f,
-			                  du + x * ust(c), c->o);
+			dU_gemm(j, c->s, (r1 - r0) * f->g.tpr, v + x * vst(c, f), z + x * zst(c, f),
+			        it == i0 ? 0.0f : 1.0f, du + x * ust(c));
 	}
 }
 
@@ -331,9 +356,8 @@ static void chunk_gemm(void *ctx, int k)
 	int nb = (c->s + SBLOCK - 1) / SBLOCK, x = k / nb, s0 = k % nb * SBLOCK;
 	int m = c->s - s0 < SBLOCK ? c->s - s0 : SBLOCK, tiles = (j->r1 - j->r0) * j->f.g.tpr;
 
-	cpu_kgemm_fp32_nn(m, c->o, tiles, j->v + x * vst(c, &j->f) + (size_t)s0 * j->f.ld,
-	                  (long)j->f.ld, 1, j->z + x * zst(c, &j->f), c->o, j->first ? 0.0f : 1.0f,
-	                  j->du + x * ust(c) + (size_t)s0 * c->o, c->o);
+	dU_gemm(j, m, tiles, j->v + x * vst(c, &j->f) + (size_t)s0 * j->f.ld,
+	        j->z + x * zst(c, &j->f), j->first ? 0.0f : 1.0f, j->du + x * ust(c) + (size_t)s0 * c->o);
 }
 
 /* dw[o, s, 3x3] += G^T X G, X (4x4) = the parts' sum of dU_p[.][s][o],
@@ -376,7 +400,7 @@ void cpu_winof_filter(cdp_backend *be, const cpu_corr *c, int n, const float *x,
                       const float *dy, float *dw, float *ws)
 {
 	fjob j = { .be = be, .c = c, .n = n, .x = x, .dy = dy, .du = ws, .dw = dw,
-	           .rnd = cpu_bf16_rounds_copies(be) };
+	           .rnd = cpu_bf16_rounds_copies(be), .pairs = cpu_bf16_packs_pairs(be) };
 	int rows, nb = (c->s + SBLOCK - 1) / SBLOCK;
 
 	if (!chunked(c, n)) {

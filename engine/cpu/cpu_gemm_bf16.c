@@ -393,21 +393,13 @@ static inline __mmask16 mask_of(int r)
 	return r >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << r) - 1u);
 }
 
-BF_TARGET static void nn_fast(int m, int n, int k, const float *a, long rs, long cs,
-                              const float *b, long ldb, const long *tab, float beta,
-                              float *c, long ldc)
+/* C = A B + beta C with A already packed (ap, row stride k2 pairs), k > 0 */
+BF_TARGET static void nn_packed(int m, int n, int k, const uint32_t *ap, long k2, const float *b,
+                                long ldb, const long *tab, float beta, float *c, long ldc)
 {
-	long k2 = pack_stride(k);
-	const uint32_t *ap;
 	__m512i idx;
 	int16_t ix[32];
 
-	if (m <= 0 || n <= 0)
-		return;
-	if (k <= 0 || !(ap = pack_get(m, k, a, rs, cs))) {
-		nn_emu_any(m, n, k, a, rs, cs, b, ldb, tab, beta, c, ldc);
-		return;
-	}
 	for (int j = 0; j < 16; j++) {
 		ix[2 * j] = (int16_t)j;
 		ix[2 * j + 1] = (int16_t)(16 + j);
@@ -425,6 +417,61 @@ BF_TARGET static void nn_fast(int m, int n, int k, const float *a, long rs, long
 			rows_nn(1, mask_of(n - j), 0, m, k0, k1, ap, k2, b + j, ldb, tab, beta, c + j,
 			        ldc, idx);
 	}
+}
+
+BF_TARGET static void nn_fast(int m, int n, int k, const float *a, long rs, long cs,
+                              const float *b, long ldb, const long *tab, float beta,
+                              float *c, long ldc)
+{
+	const uint32_t *ap;
+
+	if (m <= 0 || n <= 0)
+		return;
+	if (k <= 0 || !(ap = pack_get(m, k, a, rs, cs))) {
+		nn_emu_any(m, n, k, a, rs, cs, b, ldb, tab, beta, c, ldc);
+		return;
+	}
+	nn_packed(m, n, k, ap, pack_stride(k), b, ldb, tab, beta, c, ldc);
+}
+
+long cpu_bf16_pack_stride(int k)
+{
+	return pack_stride(k);
+}
+
+void cpu_bf16_pack_row(int k, const float *a, uint32_t *ap)
+{
+	for (long p = 0; p < pack_stride(k); p++) {
+		uint32_t lo = 2 * p < k ? cpu_bf16_bits(a[2 * p]) : 0;
+		uint32_t hi = 2 * p + 1 < k ? cpu_bf16_bits(a[2 * p + 1]) : 0;
+		ap[p] = lo | hi << 16;
+	}
+}
+
+void cpu_bf16f_nn_packed(int m, int n, int k, const uint32_t *ap, long k2, const float *b,
+                         long ldb, float beta, float *c, long ldc)
+{
+	if (m > 0 && n > 0 && k > 0)
+		nn_packed(m, n, k, ap, k2, b, ldb, NULL, beta, c, ldc);
+}
+
+/* In place, front to back: value i's bf16 goes to bytes 2i, 2i + 1,
+ * which every later value's float (bytes 4i' on, i' > i) lies past. */
+void cpu_bf16_pairs_inplace(float *row, int n)
+{
+	uint16_t *h = (uint16_t *)row, z = 0;
+	size_t t = 0;
+
+#ifdef STASH_AVX512
+	if (stash_avx512())
+		t = to_bf16_avx512(row, h, (size_t)n);
+#endif
+	for (; t < (size_t)n; t++) {
+		uint16_t b = cpu_bf16_bits(row[t]);
+		memcpy(h + t, &b, sizeof b);
+	}
+	if (n % 2)
+		memcpy(h + n, &z, sizeof z);
 }
 
 /* ---- C += A B^T over segments (nt: one segment) ---- */
