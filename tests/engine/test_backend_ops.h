@@ -89,17 +89,17 @@ static void test_elementwise(void)
 		near(y, ry, n, 1e-6, absval ? "diff fwd abs=1" : "diff fwd abs=0");
 		for (int beta = 0; beta <= 1; beta++)
 			for (float sign = 1.0f; sign >= -1.0f; sign -= 2.0f) {
-				float *gy = rnd(n);
+				float *gd = rnd(n);
 				for (size_t i = 0; i < n; i++) {
 					double d = (double)x[i] - dy[i];
 					double sg = !absval ? 1 : d > 0 ? 1 : d < 0 ? -1 : 0;
-					rdx[i] = (beta ? dx[i] : 0.0) + sign * sg * gy[i];
+					rdx[i] = (beta ? dx[i] : 0.0) + sign * sg * gd[i];
 				}
-				cpu_diff_bwd(be, absval, x, dy, gy, sign, dx, (float)beta, n);
+				cpu_diff_bwd(be, absval, x, dy, gd, sign, dx, (float)beta, n);
 				near(dx, rdx, n, 1e-6, "diff bwd");
 				CHECK(!absval || (dx[7] == (beta ? rdx[7] : 0.0f) && dx[8] == (beta ? rdx[8] : 0.0f)),
 				      "diff bwd abs=1: a gradient where a == b");
-				be->free(be, gy);
+				be->free(be, gd);
 			}
 	}
 
