@@ -296,6 +296,17 @@ static const uint32_t *pack_get(int m, int k, const float *a, long rs, long cs)
 	return pb->p;
 }
 
+/* One row: ap[p] = bf16(a[2p cs]) | bf16(a[(2p+1) cs]) << 16 for the
+ * pack_stride(k) pairs, 0 past K */
+static void pack_row(int k, const float *a, long cs, uint32_t *ap)
+{
+	for (long p = 0; p < pack_stride(k); p++) {
+		uint32_t lo = 2 * p < k ? cpu_bf16_bits(a[2 * p * cs]) : 0;
+		uint32_t hi = 2 * p + 1 < k ? cpu_bf16_bits(a[(2 * p + 1) * cs]) : 0;
+		ap[p] = lo | hi << 16;
+	}
+}
+
 /* ap[i*k2 + p] = bf16(A[i, 2p]) | bf16(A[i, 2p+1]) << 16, 0 past K and
  * past M (k2 = pack_stride(k), rows to a multiple of 16) */
 static void pack_a(int m, int k, const float *a, long rs, long cs, uint32_t *ap)
@@ -303,15 +314,9 @@ static void pack_a(int m, int k, const float *a, long rs, long cs, uint32_t *ap)
 	long k2 = pack_stride(k);
 	int mp = (m + 15) / 16 * 16;
 
-	for (int i = 0; i < mp; i++)
-		for (long p = 0; p < k2; p++) {
-			uint32_t lo = 0, hi = 0;
-			if (i < m && 2 * p < k)
-				lo = cpu_bf16_bits(a[i * rs + 2 * p * cs]);
-			if (i < m && 2 * p + 1 < k)
-				hi = cpu_bf16_bits(a[i * rs + (2 * p + 1) * cs]);
-			ap[(size_t)i * k2 + p] = lo | hi << 16;
-		}
+	for (int i = 0; i < m; i++)
+		pack_row(k, a + i * rs, cs, ap + (size_t)i * k2);
+	memset(ap + (size_t)m * k2, 0, (size_t)(mp - m) * k2 * sizeof *ap);
 }
 
 #define BF_TARGET __attribute__((target("avx512bf16,avx512f,avx512bw")))
@@ -441,11 +446,7 @@ long cpu_bf16_pack_stride(int k)
 
 void cpu_bf16_pack_row(int k, const float *a, uint32_t *ap)
 {
-	for (long p = 0; p < pack_stride(k); p++) {
-		uint32_t lo = 2 * p < k ? cpu_bf16_bits(a[2 * p]) : 0;
-		uint32_t hi = 2 * p + 1 < k ? cpu_bf16_bits(a[2 * p + 1]) : 0;
-		ap[p] = lo | hi << 16;
-	}
+	pack_row(k, a, 1, ap);
 }
 
 void cpu_bf16f_nn_packed(int m, int n, int k, const uint32_t *ap, long k2, const float *b,

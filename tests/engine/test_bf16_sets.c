@@ -142,7 +142,7 @@ static void conv_one(const conv_case *cc, int ci)
 	void *ws = be->alloc(be, cpu_conv_workspace(be, &d));
 
 	const char *won = getenv("CDP_CPU_WINOGRAD");
-	wino_dp = strcmp(set, "avx512bf16") == 0 && d.kh == 3 && d.kw == 3 && d.stride == 1 &&
+	wino_dp = cpu_bf16_packs_pairs(be) && d.kh == 3 && d.kw == 3 && d.stride == 1 &&
 	          d.dil == 1 && d.c >= 32 && d.f >= 32 && !(won && strcmp(won, "0") == 0);
 	conv_ref(&d, xr, wr, b, dyr, ry, rdx, rdw, rdb);
 	conv_ref(&d, x, w, b, dy, uy, udx, udw, udb);
