@@ -21,6 +21,7 @@ options_of() {
 	case $1 in
 	default) ;;
 	serial) echo --no-overlap ;;
+	auto) echo --overlap auto ;;
 	none|fp16|bf16) echo "--grad-compress $1" ;;
 	average:*|admm:*) echo "--sync $1" ;;
 	--*) echo "$1" | tr , ' ' ;;
@@ -172,6 +173,7 @@ for m in $models; do
 				set -- $(summary)
 				echo "$m $rate/$st $r $1 $2 $3 $4 $5 $6" >>"$R"
 				echo "$m: round $r: 2 hosts, link $rate, $st: samples/s=$1" >&2
+				grep -h "overlap auto:" "$run_dir/train.log" | cut -d' ' -f2- >&2 || :
 				cluster_shape off
 				ceiling "$m" "$r"
 			done

@@ -293,6 +293,12 @@ void cdp_dist_barrier(void);
  * CDP_ERANGE for a bucket over 8 * INT_MAX floats. */
 int  cdp_dist_buckets(float *buf, const size_t *layer_off, int nlayers, size_t first_floats,
                       size_t bucket_floats, int nbuckets, int overlap, int average);
+/* Switches the registered buckets between overlap 1 and the serial
+ * baseline 0 (as cdp_dist_buckets' overlap), between two steps: nothing
+ * may be in flight. The gradients are the same bitwise either way, so a
+ * run may measure both and keep the faster (cdp-train --overlap auto).
+ * 0, or CDP_EINVAL (no buckets, in flight, overlap not 0 or 1). */
+int  cdp_dist_set_overlap(int overlap);
 /* 1 when the registered buckets are reduced by the communication thread
  * (see above), 0 with the progress engine (one process, overlap 0,
  * NCCL, CDP_DIST_THREAD=0, or an MPI without MPI_THREAD_SERIALIZED). */

@@ -771,6 +771,17 @@ int cdp_dist_buckets(float *buf, const size_t *layer_off, int nlayers, size_t fi
 
 int cdp_dist_threaded(void) { return st.threaded; }
 
+int cdp_dist_set_overlap(int overlap)
+{
+	if (!st.nb || dist_busy() || (overlap != 0 && overlap != 1))
+		return CDP_EINVAL;
+	st.overlap = overlap;
+	/* the thread stays up once launched: switching back costs nothing */
+	st.threaded = overlap && cdp_dist_size() > 1 && st.bmode != DIST_NCCL && ct_want() &&
+	              ct_launch() == 0;
+	return 0;
+}
+
 int cdp_dist_bucket_info(int b, size_t *off, size_t *n, int *l0, int *l1)
 {
 	if (b < 0 || b >= st.nb)

@@ -35,7 +35,7 @@ enum {
 /* gradient buckets and the timeline (issues 12, 16) */
 enum { OPT_BUCKET_MB = 512, OPT_TRACE };
 /* gradient compression (issue 29) */
-enum { OPT_GRAD_COMPRESS = 768 };
+enum { OPT_GRAD_COMPRESS = 768, OPT_OVERLAP };
 
 static void usage(FILE *f)
 {
@@ -47,7 +47,7 @@ static void usage(FILE *f)
 	    "                 [--device cpu|cuda|cuda:N|auto] [--precision fp32|tf32|bf16|fp16]\n"
 	    "                 [--loss-scale dynamic|off|S] [--sync allreduce|average:K|admm:K:RHO]\n"
 	    "                 [--allreduce mpi|ring|nccl] [--grad-compress none|fp16|bf16]\n"
-	    "                 [--no-overlap] [--checkpoint-every N]\n"
+	    "                 [--overlap auto|on|off | --no-overlap] [--checkpoint-every N]\n"
 	    "                 [--resume | --overwrite] [--init CHECKPOINT [--init-norm]]\n"
 	    "                 [--freeze PATTERN[,PATTERN...]] [--unfreeze-at EPOCH]\n"
 	    "                 [--bucket-mb N] [--trace FILE]\n"
@@ -187,6 +187,7 @@ int main(int argc, char **argv)
 		{ "nan-policy",       required_argument, NULL, OPT_NAN_POLICY },
 		{ "nesterov",         no_argument,       NULL, OPT_NESTEROV },
 		{ "no-overlap",       no_argument,       NULL, OPT_NO_OVERLAP },
+		{ "overlap",          required_argument, NULL, OPT_OVERLAP },
 		{ "optimizer",        required_argument, NULL, OPT_OPTIMIZER },
 		{ "out",              required_argument, NULL, OPT_OUT },
 		{ "overwrite",        no_argument,       NULL, OPT_OVERWRITE },
@@ -340,7 +341,19 @@ int main(int argc, char **argv)
 			o.nan_policy = k == 0 ? CDP_NAN_STOP : CDP_NAN_SKIP;
 			break;
 		case OPT_NESTEROV: o.nesterov = 1; break;
-		case OPT_NO_OVERLAP: o.overlap = 0; break;
+		case OPT_NO_OVERLAP: o.overlap = CDP_OVERLAP_OFF; break;
+		case OPT_OVERLAP:
+			if (strcmp(optarg, "auto") == 0) {
+				o.overlap = CDP_OVERLAP_AUTO;
+			} else if (strcmp(optarg, "on") == 0) {
+				o.overlap = CDP_OVERLAP_ON;
+			} else if (strcmp(optarg, "off") == 0) {
+				o.overlap = CDP_OVERLAP_OFF;
+			} else {
+				cdp_cli_bad("--overlap", optarg, "auto, on or off");
+				goto out;
+			}
+			break;
 		case OPT_OPTIMIZER:
 			if (cdp_cli_keyword("--optimizer", optarg, optimizers, &k))
 				goto out;

@@ -61,7 +61,7 @@ void cdp_train_opts_init(cdp_train_opts *o)
 	o->precision = CDP_PREC_FP32;
 	o->loss_scale = -1;
 	o->allreduce = -1;
-	o->overlap = 1;
+	o->overlap = CDP_OVERLAP_ON;
 	o->bucket_mb = 0;            /* auto: tr_sync_init */
 	o->log_every = 10;
 	o->load = CDP_LOAD_POOL;
@@ -451,6 +451,7 @@ static int train_loop(trainer *t)
 	        cdp_dist_algo_name(t->algo),
 	        cdp_dist_staged() ? " staged through host memory" : "",
 	        cdp_dist_threaded() ? " on a communication thread" : "");
+	tr_overlap_begin(t);
 	tr_buckets_log(t);
 	tr_class_weights_log(t);
 	if (t->raw)
@@ -460,7 +461,7 @@ static int train_loop(trainer *t)
 		tr_logf(t, "data path host: float32 tiles, prepared by the loader");
 	while (t->step < t->total && !stop && !lost && !early) {
 		int epoch_end = 0, go, finite;
-		double loss = 0, lr, ts = t->trace ? cdp_now() : 0, tp = 0;
+		double loss = 0, lr, ts = t->trace ? cdp_now() : 0, tp = 0, top = cdp_now();
 		long s1 = t->step + 1;          /* this step's number, as metrics.jsonl's */
 
 		if (!started) {
@@ -533,6 +534,7 @@ static int train_loop(trainer *t)
 		}
 		t->step++;
 		t->estep++;
+		tr_overlap_step(t, cdp_now() - top);
 		if (t->dema)
 			tr_ema_update(t);
 		tr_sync_after_step(t);

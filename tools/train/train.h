@@ -19,6 +19,9 @@ enum { CDP_SYNC_ALLREDUCE = 0, CDP_SYNC_AVERAGE = 1, CDP_SYNC_ADMM = 2 };
  * loss scaler did not skip) stops the run, or is skipped, up to
  * CDP_NAN_MAX_SKIPS in a row */
 enum { CDP_NAN_STOP = 0, CDP_NAN_SKIP = 1 };
+/* --overlap: reduce gradient buckets during backward (on), after it (off),
+ * or whichever the first steps of the run measure faster (auto) */
+enum { CDP_OVERLAP_OFF = 0, CDP_OVERLAP_ON = 1, CDP_OVERLAP_AUTO = 2 };
 #define CDP_NAN_MAX_SKIPS 100
 /* --keep-best: the validation metric RUNDIR/best.cdpt is kept by */
 enum { CDP_BEST_NONE = 0, CDP_BEST_MIOU, CDP_BEST_LOSS, CDP_BEST_ACC,
@@ -54,7 +57,7 @@ typedef struct cdp_train_opts {
 	long sync_k;                /* average / admm: local steps per round */
 	double rho;                 /* admm penalty */
 	int allreduce;              /* cdp_dist_algo; -1: nccl on GPUs of their own, else mpi */
-	int overlap;                /* reduce buckets during backward */
+	int overlap;                /* CDP_OVERLAP_* */
 	int grad_compress;          /* --grad-compress: cdp_dist_comp of the buckets */
 	double bucket_mb;           /* --bucket-mb: gradient bucket size, MiB;
 	                             * 0: 25, at most 1/8 of the gradients */

@@ -19,6 +19,8 @@
 #include "train.h"
 
 #define TR_ERR 1024
+/* --overlap auto: steps measured in each mode (train_sync.c) */
+#define TR_OV_PAIRS 5
 
 typedef struct trainer {
 	const cdp_train_opts *o;
@@ -75,6 +77,12 @@ typedef struct trainer {
 	long estep;                     /* steps done in this epoch */
 	int frozen;                     /* 1: --freeze's layers are frozen now */
 	size_t *layer_off;              /* [nlayers + 1] parameter offsets */
+	/* --overlap auto (train_sync.c): the mode in force (1: buckets reduced
+	 * during backward), the trial's first step (-1: no trial running) and
+	 * its step times, [0] after backward, [1] during */
+	int ov_now;
+	long ov_first;
+	double ov_t[2][TR_OV_PAIRS];
 	float *z, *u, *save;            /* admm consensus and dual; a spare copy */
 	/* logging (rank 0) */
 	FILE *jsonl, *log, *keylog;
@@ -256,6 +264,10 @@ void tr_on_layer_done(cdp_net *net, int l, void *ctx);
 /* Before the optimizer step: finishes the gradient reduction (allreduce)
  * or adds the ADMM penalty gradient (admm). */
 void tr_sync_grads(trainer *t);
+/* --overlap auto: before the loop (first: this run's first step), and
+ * after each step's optimizer with that step's seconds */
+void tr_overlap_begin(trainer *t);
+void tr_overlap_step(trainer *t, double seconds);
 /* After optimizer step number t->step (already counted): the periodic
  * averaging (average) or consensus update (admm). */
 void tr_sync_after_step(trainer *t);

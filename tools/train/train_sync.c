@@ -30,6 +30,7 @@
  * points. Otherwise every rank starts from the consensus (z for admm, with
  * u = 0) and rank 0 says so in one line.
  */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -87,7 +88,7 @@ int tr_sync_init(trainer *t, char *err, size_t cap)
 	    (rc = cdp_dist_set_compress((cdp_dist_comp)t->o->grad_compress)) != 0 ||
 	    (t->o->sync == CDP_SYNC_ALLREDUCE &&
 	     (rc = cdp_dist_buckets(net->grads, t->layer_off, net->nlayers, (1 << 20) / sizeof(float),
-	                            bucket, 0, t->o->overlap, 1)) < 0)) {
+	                            bucket, 0, t->o->overlap != CDP_OVERLAP_OFF, 1)) < 0)) {
 		snprintf(err, cap, "cannot register gradient buckets: %s", cdp_strerror(rc));
 		return -1;
 	}
@@ -110,8 +111,8 @@ int tr_sync_init(trainer *t, char *err, size_t cap)
  * --bucket-mb sees what the default chose. */
 void tr_buckets_log(trainer *t)
 {
-	const char *late = t->o->overlap ? "" : ", reduced after backward (--no-overlap)";
-	char how[64] = "";
+	const char *late = "";
+	char how[64] = "", when[160] = "";
 	size_t n, first = 0, most = 0;
 	double mib;
 	int b;
@@ -126,6 +127,14 @@ void tr_buckets_log(trainer *t)
 	}
 	if (b == 0)
 		return;
+	if (t->o->overlap == CDP_OVERLAP_OFF)
+		late = ", reduced after backward (--overlap off)";
+	else if (t->o->overlap == CDP_OVERLAP_AUTO && t->ov_first >= 0)
+		late = snprintf(when, sizeof when, ", reduced during or after backward, whichever "
+		                "steps %ld-%ld measure faster (--overlap auto)", t->ov_first + 2,
+		                t->ov_first + 1 + 2 * TR_OV_PAIRS) > 0 ? when : "";
+	else if (t->o->overlap == CDP_OVERLAP_AUTO)
+		late = ", reduced during backward (--overlap auto: too few steps to measure)";
 	mib = (double)t->net.nparams * sizeof(float) / (1 << 20);
 	if (t->o->grad_compress != CDP_DIST_COMP_NONE)
 		snprintf(how, sizeof how, ", sent as %s (--grad-compress)",
@@ -136,6 +145,72 @@ void tr_buckets_log(trainer *t)
 		tr_logf(t, "gradients: %.2f MiB in %d buckets, the first %.2f MiB, the others up to "
 		        "%.2f MiB%s%s", mib, b, (double)first * sizeof(float) / (1 << 20),
 		        (double)most * sizeof(float) / (1 << 20), how, late);
+}
+
+/* --overlap auto. Reducing buckets during backward hides the link but
+ * takes the core from backward (the thread's wakes, the TCP stack, MPI's
+ * progress); on a fast link that can cost more than it hides (AMD EPYC,
+ * 2 hosts at 10 Gbit/s: the U-Net at 0.92 of the side-by-side ceiling
+ * overlapped, 0.96 after backward), on a slow one overlap wins by far.
+ * The gradients are the same bitwise either way, so the run measures: its
+ * first step warms up (overlapped), the next 2 * TR_OV_PAIRS alternate
+ * after and during backward, so that the cores' drift weighs on both
+ * alike, and rank 0 keeps the mode of the smaller median step and sends
+ * it to the others (one broadcast, at the same step on every rank). A run
+ * too short to repay the trial keeps overlap. */
+static void ov_set(trainer *t, int on)
+{
+	if (cdp_dist_set_overlap(on) == 0)
+		t->ov_now = on;
+}
+
+void tr_overlap_begin(trainer *t)
+{
+	long need = 2 * (1 + 2 * TR_OV_PAIRS);
+
+	t->ov_now = t->o->overlap != CDP_OVERLAP_OFF;
+	t->ov_first = t->o->overlap == CDP_OVERLAP_AUTO && t->size > 1 &&
+	              t->o->sync == CDP_SYNC_ALLREDUCE && t->total - t->step >= need ? t->step : -1;
+}
+
+static int cmp_dbl(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return (x > y) - (x < y);
+}
+
+static double median(double *v, int n)
+{
+	qsort(v, (size_t)n, sizeof *v, cmp_dbl);
+	return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+void tr_overlap_step(trainer *t, double seconds)
+{
+	struct { double med[2]; int32_t on; } d;
+	long i;
+
+	if (t->ov_first < 0)
+		return;
+	i = t->step - t->ov_first;      /* this run's steps done, this one included */
+	if (i >= 2)
+		t->ov_t[t->ov_now][(i - 2) / 2] = seconds;
+	if (i < 1 + 2 * TR_OV_PAIRS) {
+		ov_set(t, (int)((i + 1) % 2));  /* even steps after backward, odd during */
+		return;
+	}
+	d.med[0] = median(t->ov_t[0], TR_OV_PAIRS);
+	d.med[1] = median(t->ov_t[1], TR_OV_PAIRS);
+	d.on = !(d.med[0] < d.med[1]);  /* a tie keeps overlap: it hides a slower link */
+	if (cdp_dist_bcast_bytes(&d, sizeof d) != 0)
+		TR_FAIL("cannot share the choice of --overlap auto");
+	ov_set(t, d.on);
+	t->ov_first = -1;
+	tr_logf(t, "overlap auto: a step took %.1f ms with gradients reduced during backward, "
+	        "%.1f ms after it (median of %d each, steps %ld-%ld): reducing them %s from step %ld",
+	        1e3 * d.med[1], 1e3 * d.med[0], TR_OV_PAIRS, t->step - 2 * TR_OV_PAIRS + 1, t->step,
+	        d.on ? "during backward" : "after backward", t->step + 1);
 }
 
 /* The per-rank blocks this run keeps (checkpoint.h), for average/admm. */
