@@ -29,7 +29,11 @@
  * the activations that backward reads as bf16 between forward and backward
  * (to_bf16 / from_bf16 below; which tensors: net.c's "bf16 stash"), so
  * ops still see float32, only the values backward reads are rounded, and
- * the activation memory is about halved. On CUDA, CDP_PREC_TF32 lets convolutions and
+ * the activation memory is about halved. A CDP_PREC_BF16 convolution
+ * depends on its input x only through x's bf16 values (the CPU's sets
+ * round x, or Winograd's input before its transform; CUDA converts x to
+ * bf16), which lets the stash hand it the widened copy, the same bits. On
+ * CUDA, CDP_PREC_TF32 lets convolutions and
  * GEMMs use TF32 tensor cores (PyTorch's default for cuDNN convolutions),
  * and CDP_PREC_BF16 / CDP_PREC_FP16 round the inputs of convolutions and
  * GEMMs to bf16 / fp16 (channels-last for cuDNN's tensor-core kernels) and

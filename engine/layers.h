@@ -35,6 +35,13 @@ static inline size_t cdp_layer_out_count(const cdp_layer *l, const cdp_net *net)
  * net->input_grad is 0). Write it with beta = l->in_beta[j]. */
 const float *cdp_layer_x(const cdp_net *net, const cdp_layer *l, int j);
 float *cdp_layer_dx(const cdp_net *net, const cdp_layer *l, int j);
+/* With the bf16 stash (net.c), for a layer type that says so in
+ * stash_io: where cdp_layer_x is NULL (the input's fp32 is not live), its
+ * bf16 copy (N, C, H, W), else NULL. */
+const uint16_t *cdp_layer_xh(const cdp_net *net, const cdp_layer *l, int j);
+/* The samples a layer reading cdp_layer_xh widens into net->wide at once
+ * (net.c): 1..net->n */
+int cdp_net_stash_group(const cdp_net *net, const cdp_layer *l);
 
 /* Option readers for make(): the section being made, in net->cfg. They
  * mark the key used; errors read "PATH:LINE: option 'k': reason". */

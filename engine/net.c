@@ -287,7 +287,10 @@ static void free_acts(cdp_net *net)
 		l->yh = NULL;
 	}
 	be->free(be, net->act_arena);
+	be->free(be, net->wide);
 	net->act_arena = NULL;
+	net->wide = NULL;
+	net->wide_floats = 0;
 	net->stash = 0;
 	net->act_bytes = 0;
 }
@@ -464,17 +467,32 @@ done:
  * and dropout neither (dropout keeps its own mask, maxpool its own
  * indices, and concat and slice copy: no layer keeps a pointer into
  * another's y). So the tensors rounded are exactly those a backward step
- * reads; forward reads every tensor in fp32 as it was written (a bf16
- * convolution rounds its own operands anyway, as PyTorch's autocast
- * does, where a convolution's output is bf16), and the net's output (the
- * logits the loss reads) is never rounded and has a buffer of its own.
- * An inner layer's y is valid only while forward or backward uses it
- * (NULL otherwise). Backward reads only the stash, so it may be run
- * again after a forward, as without the stash.
+ * reads, and the net's output (the logits the loss reads) is never
+ * rounded and has a buffer of its own.
+ *
+ * Convolutions need no fp32 of the copies they read (stash_io, net.h): a
+ * bf16 convolution depends on its input only through the input's bf16
+ * values on both backends (backend.h), so the copy is all it needs. Its
+ * backward widens its input's copy a group of samples at a time into
+ * net->wide (cdp_net_stash_group) and computes the filter gradient group
+ * by group, instead of the whole tensor being widened into the arena; and
+ * a concat whose readers are all convolutions has no fp32 output at all:
+ * its forward writes its copy from its inputs' (rounded, or copied from
+ * theirs), and its readers widen it in groups in forward too. In the
+ * U-Net that ends the long fp32 lives of the skip connections (from the
+ * encoder to the concat) and the concat's output, the largest tensor.
+ * The rest of forward reads every tensor in fp32 as it was written. Where
+ * reading the copies would not make the whole smaller (the widening
+ * buffer outweighs what the arena saves: the classifier), the plan keeps
+ * fp32 for them (act_plan plans both). Forward gives the same bits either
+ * way. An inner layer's y is valid only while forward or backward uses it
+ * (NULL otherwise). Backward reads only the stash, so it may be run again
+ * after a forward, as without the stash.
  *
  * The U-Net of bench/engine.sh keeps nearly all its outputs for
- * backward, so its activation memory (act_bytes) falls to a little over
- * half of fp32's: the bf16 copies plus a few slots. */
+ * backward, so its activation memory (act_bytes) falls to 0.56 of fp32's:
+ * the bf16 copies (0.45), a convolution's output and its batchnorm's at the
+ * top level (0.09), the widening buffer (0.01). */
 
 /* What backward of layer l reads (CDP_BWD_X, CDP_BWD_Y), from its type's
  * bwd_reads */
@@ -524,6 +542,37 @@ static int range_off_cmp(const void *pa, const void *pb)
 	return a->off < b->off ? -1 : a->off > b->off;
 }
 
+/* Which outputs the stash keeps in bf16 (keep: backward reads them) and
+ * which have no fp32 at all (honly: a CDP_STASH_OUT layer whose readers
+ * all take its copy: convolutions, or bf16-only CDP_STASH_OUT layers),
+ * decided from the last layer down since a reader's role comes first.
+ * None without the stash (inference). */
+static void stash_roles(const cdp_net *net, char *keep, char *honly)
+{
+	int out = net->out_layer;
+
+	for (int t = 0; net->stash && t < out; t++) {
+		keep[t] = (bwd_reads(&net->layers[t]) & CDP_BWD_Y) != 0;
+		for (int k = t + 1; k <= out; k++)
+			for (int m = 0; m < net->layers[k].nfrom; m++)
+				if (net->layers[k].from[m] == t && (bwd_reads(&net->layers[k]) & CDP_BWD_X))
+					keep[t] = 1;
+	}
+	for (int t = out - 1; net->stash && t >= 0; t--) {
+		int readers = 0, ok = keep[t] && (net->layers[t].ops->stash_io & CDP_STASH_OUT);
+		for (int k = t + 1; k <= out && ok; k++)
+			for (int m = 0; m < net->layers[k].nfrom; m++) {
+				unsigned io = net->layers[k].ops->stash_io;
+				if (net->layers[k].from[m] != t)
+					continue;
+				readers++;
+				if (!(io & CDP_STASH_IN_FWD) || (io & CDP_STASH_OUT && !honly[k]))
+					ok = 0;
+			}
+		honly[t] = ok && readers > 0;
+	}
+}
+
 /* Plans and allocates the stash (see above): fwd_end, bwd_first,
  * bwd_last, y_fwd / y_bwd / yh of every layer, and the output's own
  * buffer. Live ranges are on one time line, forward step i at time i,
@@ -533,20 +582,25 @@ static int range_off_cmp(const void *pa, const void *pb)
  * at the same time lies (the greedy-by-size plan of TFLite's arena): its
  * size then stays near the most bytes live at once. 0, or -1 out of
  * memory (what was allocated is left for free_batch). */
-static int act_plan(cdp_net *net)
+static size_t plan_once(cdp_net *net, int hread, act_range *rg, act_range **live, int *nrp)
 {
-	cdp_backend *be = net->be;
-	int nl = net->nlayers, nr = 0, rc = -1, out = net->out_layer;
-	act_range *rg = malloc((size_t)(2 * nl + 1) * sizeof *rg);
-	act_range **live = malloc((size_t)(2 * nl + 1) * sizeof *live);
-	size_t arena = 0;
+	int nl = net->nlayers, nr = 0, out = net->out_layer;
+	char *keep = calloc((size_t)nl + 1, 1), *honly = calloc((size_t)nl + 1, 1);
+	size_t arena = 0, wide_s = 0, wide_t = 0;
 
-	if (!rg || !live)
-		goto done;
+	if (!keep || !honly) {
+		free(keep);
+		free(honly);
+		return SIZE_MAX;
+	}
+	stash_roles(net, keep, honly);
+	for (int t = 0; t < nl && !hread; t++)
+		honly[t] = 0;
 	for (int t = 0; t < nl; t++) {
 		cdp_layer *l = &net->layers[t];
 		size_t bytes = cdp_layer_out_count(l, net) * sizeof(float);
-		l->fwd_end = t;
+		l->keep = keep[t];
+		l->fwd_end = honly[t] ? -1 : t;
 		l->bwd_first = -1;
 		l->bwd_last = nl;
 		if (t > out)
@@ -554,16 +608,29 @@ static int act_plan(cdp_net *net)
 		if (!net->infer && (bwd_reads(l) & CDP_BWD_Y))
 			l->bwd_first = l->bwd_last = t;
 		for (int k = t + 1; k <= out; k++)
-			for (int m = 0; m < net->layers[k].nfrom; m++)
-				if (net->layers[k].from[m] == t) {
+			for (int m = 0; m < net->layers[k].nfrom; m++) {
+				const cdp_layer *c = &net->layers[k];
+				unsigned io = hread ? c->ops->stash_io : 0;
+				if (c->from[m] != t)
+					continue;
+				/* forward: in fp32, but where the copy serves (a
+				 * bf16-only consumer rounds what it reads) */
+				if (!(keep[t] && (honly[t] || (io & CDP_STASH_OUT && honly[k]))))
 					l->fwd_end = k;
-					if (!net->infer && (bwd_reads(&net->layers[k]) & CDP_BWD_X)) {
-						if (k > l->bwd_first)
-							l->bwd_first = k;
-						if (k < l->bwd_last)
-							l->bwd_last = k;
-					}
+				if (!net->infer && (bwd_reads(c) & CDP_BWD_X) && !(io & CDP_STASH_IN_BWD)) {
+					if (k > l->bwd_first)
+						l->bwd_first = k;
+					if (k < l->bwd_last)
+						l->bwd_last = k;
 				}
+				if (keep[t] && io & (CDP_STASH_IN_FWD | CDP_STASH_IN_BWD)) {
+					size_t f = cdp_shape_numel(l->out);
+					if (f > wide_s)
+						wide_s = f;
+					if (f * (size_t)net->n > wide_t)
+						wide_t = f * (size_t)net->n;
+				}
+			}
 		if (net->infer && l->fuse - 1 > t)
 			continue;       /* a fused conv writes its bn's output, not its own */
 		if (t == out) {
@@ -572,8 +639,9 @@ static int act_plan(cdp_net *net)
 		}
 		/* a fused bn's output is written by its conv's forward (the
 		 * conv's fuse is a later layer's) */
-		rg[nr++] = (act_range){ t, l->fuse && l->fuse - 1 < t ? l->fuse - 1 : t, l->fwd_end, 0,
-		                        bytes, 0 };
+		if (!honly[t])
+			rg[nr++] = (act_range){ t, l->fuse && l->fuse - 1 < t ? l->fuse - 1 : t,
+			                        l->fwd_end, 0, bytes, 0 };
 		if (l->bwd_first >= 0)
 			rg[nr++] = (act_range){ t, 2 * nl - 1 - l->bwd_first, 2 * nl - 1 - l->bwd_last, 1,
 			                        bytes, 0 };
@@ -596,7 +664,39 @@ static int act_plan(cdp_net *net)
 		if (off + rg[r].bytes > arena)
 			arena = off + rg[r].bytes;
 	}
-	if (!(net->act_arena = be->alloc(be, arena)))
+	/* the widening buffer: a sample of the largest copy read, or an
+	 * eighth of the largest whole one if that is more (fewer, larger
+	 * convolutions where samples are small) */
+	net->wide_floats = wide_t / 8 > wide_s ? wide_t / 8 : wide_s;
+	*nrp = nr;
+	free(keep);
+	free(honly);
+	return arena;
+}
+
+static int act_plan(cdp_net *net)
+{
+	cdp_backend *be = net->be;
+	int nl = net->nlayers, nr = 0, rc = -1, out = net->out_layer;
+	act_range *rg = malloc((size_t)(2 * nl + 1) * sizeof *rg);
+	act_range **live = malloc((size_t)(2 * nl + 1) * sizeof *live);
+	size_t arena = SIZE_MAX;
+
+	if (!rg || !live)
+		goto done;
+	/* with the stash, the plan where convolutions read the bf16 copies
+	 * where they can, if it takes fewer bytes than the one where they do not */
+	if (net->stash) {
+		size_t h = plan_once(net, 1, rg, live, &nr);
+		if (h != SIZE_MAX)
+			h += net->wide_floats * sizeof(float);
+		arena = plan_once(net, 0, rg, live, &nr);
+		if (h < arena)
+			arena = plan_once(net, 1, rg, live, &nr);
+	} else {
+		arena = plan_once(net, 0, rg, live, &nr);
+	}
+	if (arena == SIZE_MAX || !(net->act_arena = be->alloc(be, arena)))
 		goto done;
 	net->act_bytes += arena;
 	for (int r = 0; r < nr; r++) {
@@ -612,17 +712,29 @@ static int act_plan(cdp_net *net)
 	for (int t = 0; t < out; t++) {
 		cdp_layer *l = &net->layers[t];
 		size_t bytes = cdp_layer_out_count(l, net) * sizeof(uint16_t);
-		if (l->bwd_first < 0)
+		if (!l->keep)
 			continue;
 		if (!(l->yh = be->alloc(be, bytes)))
 			goto done;
 		net->act_bytes += bytes;
+	}
+	if (net->wide_floats) {
+		if (!(net->wide = be->alloc(be, net->wide_floats * sizeof(float))))
+			goto done;
+		net->act_bytes += net->wide_floats * sizeof(float);
 	}
 	rc = 0;
 done:
 	free(rg);
 	free(live);
 	return rc;
+}
+
+int cdp_net_stash_group(const cdp_net *net, const cdp_layer *l)
+{
+	size_t per = cdp_shape_numel(l->in[0]), g = per ? net->wide_floats / per : 1;
+
+	return g < 1 ? 1 : g > (size_t)net->n ? net->n : (int)g;
 }
 
 /* free_acts' reverse, with the stash when the precision wants it; 0, or
@@ -975,6 +1087,12 @@ int cdp_net_set_precision(cdp_net *net, int prec, char *err, size_t cap)
 			snprintf(err, cap, "cannot allocate the activations for %s: out of memory%s",
 			         cdp_precision_name(prec), net->act_bytes ? "" :
 			         " (and none are left: free the net)");
+			return -1;
+		}
+		/* convolutions reading the stash take it in groups of samples */
+		if (grow_ws(net) < 0) {
+			snprintf(err, cap, "cannot allocate a workspace for %s: out of memory",
+			         cdp_precision_name(prec));
 			return -1;
 		}
 	}

@@ -59,7 +59,22 @@ typedef struct cdp_layer_ops {
 	 * reads may share its dy buffer (net.c, dy_slots); backward then
 	 * writes nothing for an input whose gradient is l->dy itself */
 	int dy_through;
+	/* What the layer type can do with the bf16 stash (net.c, CDP_STASH_*):
+	 * 0 for a type that reads and writes fp32 only */
+	unsigned stash_io;
 } cdp_layer_ops;
+
+enum {
+	/* forward reads an input whose fp32 is not live from its bf16 copy
+	 * (cdp_layer_xh): a convolution, which rounds its operands anyway */
+	CDP_STASH_IN_FWD = 1,
+	/* backward likewise (a convolution's filter gradient) */
+	CDP_STASH_IN_BWD = 2,
+	/* forward writes its output to its bf16 copy alone where l->y is NULL
+	 * (concat: its values are its inputs', so rounding them is all it
+	 * does); it then reads its inputs from their copies too */
+	CDP_STASH_OUT = 4
+};
 
 enum {
 	CDP_BWD_X = 1,        /* its inputs' activations */
@@ -89,12 +104,14 @@ struct cdp_layer {
 	 * fp32 buffers y points at in forward and in backward (in net->act_arena,
 	 * shared with other layers by liveness; y is NULL where it is not live), yh the bf16
 	 * copy kept between them (NULL: backward does not read this tensor),
-	 * fwd_end the last layer whose forward reads it, bwd_first and
-	 * bwd_last the first and last layers (in backward order) whose
-	 * backward reads it. */
+	 * fwd_end the last layer whose forward reads it in fp32 (-1: it has no
+	 * fp32, its layer writes yh alone), bwd_first and bwd_last the first
+	 * and last layers (in backward order) whose backward reads it in fp32
+	 * (-1: none; a convolution reads yh). */
 	float *y_fwd, *y_bwd;
 	uint16_t *yh;
 	int fwd_end, bwd_first, bwd_last;
+	int keep;                   /* 1: yh is (to be) allocated */
 	void *state;                /* layer-private device/host state */
 	/* beta for writing input j's gradient in backward: 0 (overwrite) when
 	 * this layer is the first, in backward order, to write it, else 1. The
@@ -154,6 +171,11 @@ struct cdp_net {
 	 * is in the environment. act_arena: the fp32 outputs' shared block. */
 	int stash;
 	void *act_arena;
+	/* With the stash: where a convolution widens the bf16 copy of its
+	 * input, cdp_net_stash_group samples at a time (wide_floats floats;
+	 * counted in act_bytes) */
+	float *wide;
+	size_t wide_floats;
 	/* Bytes the net allocated for the activations of a batch: act_bytes
 	 * for the layers' outputs (every y in fp32; with the stash its fp32
 	 * buffers and the bf16 copies), dact_bytes for their gradients (the

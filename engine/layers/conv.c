@@ -13,6 +13,7 @@
  * Input (C,H,W) -> output (F,OH,OW), OH = (H + 2P - D(K-1) - 1)/S + 1.
  * Parameters: weight (F,C,K,K), then bias (F). He init, fan_in = C*K*K.
  */
+#include <stdint.h>
 #include <stdio.h>
 #include "layers.h"
 
@@ -57,10 +58,44 @@ static int make(cdp_layer *l, cdp_net *net, const cdp_cfg_section *s, char *err,
 	return 0;
 }
 
+/* Every batch size an op may run at: the batch, and with the stash the
+ * groups its input's bf16 copy is widened in (cdp_net_stash_group) */
 static size_t workspace(cdp_layer *l, cdp_net *net)
 {
-	cdp_conv_desc d = desc(l, net->n);
-	return net->be->conv_workspace(net->be, &d);
+	int g = cdp_net_stash_group(net, l), sizes[3] = { net->n, g, net->n % g };
+	size_t ws = 0;
+
+	for (int i = 0; i < (net->wide_floats ? 3 : 1); i++) {
+		cdp_conv_desc d = desc(l, sizes[i]);
+		size_t b = sizes[i] ? net->be->conv_workspace(net->be, &d) : 0;
+		if (b == SIZE_MAX)
+			return SIZE_MAX;
+		if (b > ws)
+			ws = b;
+	}
+	return ws;
+}
+
+/* The stash's read (net.c): x (N,C,H,W) only as its bf16 copy xh, so
+ * the op runs on g samples at a time widened into net->wide (fwd: y's
+ * rows of those samples; filter: dw and dbias summed group by group). */
+static void by_groups(cdp_layer *l, cdp_net *net, const uint16_t *xh, int filter)
+{
+	cdp_backend *be = net->be;
+	int g = cdp_net_stash_group(net, l);
+	size_t per = cdp_shape_numel(l->in[0]), fper = cdp_shape_numel(l->out);
+
+	for (int n0 = 0; n0 < net->n; n0 += g) {
+		int cnt = net->n - n0 < g ? net->n - n0 : g;
+		cdp_conv_desc d = desc(l, cnt);
+		be->from_bf16(be, xh + n0 * per, net->wide, (size_t)cnt * per);
+		if (filter)
+			be->conv_bwd_filter(be, &d, net->wide, l->dy + n0 * fper, net->grads + l->w_off,
+			                    l->bias ? net->grads + l->b_off : NULL, net->ws);
+		else
+			be->conv_fwd(be, &d, net->wide, net->params + l->w_off,
+			             l->bias ? net->params + l->b_off : NULL, l->y + n0 * fper, net->ws);
+	}
 }
 
 static void init(cdp_layer *l, cdp_net *net, uint64_t seed)
@@ -85,8 +120,11 @@ static void forward(cdp_layer *l, cdp_net *net)
 		                b->y_fwd ? b->y_fwd : b->y, net->ws);
 		return;
 	}
-	be->conv_fwd(be, &d, cdp_layer_x(net, l, 0), net->params + l->w_off,
-	             l->bias ? net->params + l->b_off : NULL, l->y, net->ws);
+	if (cdp_layer_xh(net, l, 0))
+		by_groups(l, net, cdp_layer_xh(net, l, 0), 0);
+	else
+		be->conv_fwd(be, &d, cdp_layer_x(net, l, 0), net->params + l->w_off,
+		             l->bias ? net->params + l->b_off : NULL, l->y, net->ws);
 	if (l->act)
 		be->act_fwd(be, l->act, l->slope, l->y, l->y, cdp_layer_out_count(l, net));
 }
@@ -101,7 +139,9 @@ static void backward(cdp_layer *l, cdp_net *net)
 	if (l->act)
 		be->act_bwd(be, l->act, l->slope, l->y, l->dy, l->dy, 0.0f,
 		            cdp_layer_out_count(l, net));
-	if (!l->frozen)
+	if (!l->frozen && cdp_layer_xh(net, l, 0))
+		by_groups(l, net, cdp_layer_xh(net, l, 0), 1);
+	else if (!l->frozen)
 		be->conv_bwd_filter(be, &d, cdp_layer_x(net, l, 0), l->dy, net->grads + l->w_off,
 		                    l->bias ? net->grads + l->b_off : NULL, net->ws);
 	if (dx)
@@ -112,4 +152,5 @@ const cdp_layer_ops cdp_layer_conv = {
 	.type = "conv", .make = make, .workspace = workspace, .init = init,
 	.forward = forward, .backward = backward,
 	.bwd_reads = CDP_BWD_X | CDP_BWD_Y_ACT,
+	.stash_io = CDP_STASH_IN_FWD | CDP_STASH_IN_BWD,
 };

@@ -14,6 +14,13 @@ const float *cdp_layer_x(const cdp_net *net, const cdp_layer *l, int j)
 	return l->from[j] < 0 ? net->x : net->layers[l->from[j]].y;
 }
 
+const uint16_t *cdp_layer_xh(const cdp_net *net, const cdp_layer *l, int j)
+{
+	const cdp_layer *in = l->from[j] < 0 ? NULL : &net->layers[l->from[j]];
+
+	return in && !in->y ? in->yh : NULL;
+}
+
 float *cdp_layer_dx(const cdp_net *net, const cdp_layer *l, int j)
 {
 	if (l->from[j] < 0)

@@ -10,20 +10,24 @@
  * For each, the same step with the stash (the default) and without
  * (CDP_BF16_STASH=0):
  *  - forward is untouched: the loss and the logits bit for bit (forward
- *    reads every tensor in fp32 either way);
+ *    reads a tensor in fp32, or its bf16 copy where only convolutions
+ *    read it, which depend on their input only through its bf16 values:
+ *    test_bf16_sets);
  *  - every parameter gradient within bf16's tolerance of the unstashed
  *    one: max |a - b| <= 0.06 max |b| over the block, and at most a quarter
  *    of bf16's own distance from fp32 by the same measure (measured: 4e-4,
- *    0.032, 0.039 against bf16's 0.0074, 0.24, 0.31: these tiny batches
+ *    0.032, 0.044 against bf16's 0.0074, 0.24, 0.29: these tiny batches
  *    through batchnorm amplify any rounding); and not all equal (the stash
  *    is in effect: batchnorm and the activations read rounded values);
  *  - a second backward on the same forward gives the same gradient bits
  *    (backward reads only the stash);
  *  - act_bytes: the stash allocates less than fp32's own output per layer,
- *    and at most 0.68 of it for the U-Net (0.659 measured here, 0.64 at
- *    width 16 depth 4, about the floor of this design: the bf16 copies,
- *    0.46, plus the fp32 inputs and output of the top concat, live at
- *    once, 0.19).
+ *    and at most 0.63 of it for the U-Net (0.610 measured here, 0.564 at
+ *    width 16 depth 4: the bf16 copies, 0.45, a convolution's output and
+ *    its batchnorm's, live at once, 0.09, and the buffer the convolutions
+ *    widen their inputs' copies into, a sample at a time, 0.01; 0.659 and
+ *    0.646 when the concats' fp32 outputs and their inputs were live at
+ *    once and backward widened every tensor it read, 0.19).
  * Then cdp_net_set_precision lays the batch out anew: a net built in fp32
  * and switched to bf16 gets the stash and the same gradient bits as one
  * built in bf16, and back in fp32 none. And the inference nets of
@@ -380,7 +384,7 @@ int main(void)
 	static const model models[] = {
 		{ "every-layer", NULL, every_layer, { NULL }, 0, 16, 2, 0.95, 1 },
 		{ "classifier", "classifier.cfg", NULL, { "width=8", "blocks=2" }, 2, 16, 4, 0.95, 5 },
-		{ "unet", "unet.cfg", NULL, { "width=8", "depth=3" }, 2, 32, 2, 0.68, 14 },
+		{ "unet", "unet.cfg", NULL, { "width=8", "depth=3" }, 2, 32, 2, 0.63, 14 },
 	};
 
 	be = cdp_backend_cpu(2);
