@@ -208,14 +208,14 @@ static int corr_items(const corr *c, int n)
 
 static void run_corr(cdp_backend *be, const cpu_corr *p, int n, const float *in,
                      const float *a, long rs, const float *bias, const cdp_bn_infer *bn,
-                     float beta, float *out, long *tab, float *u)
+                     float beta, float *out, long *tab, float *u, int fwd)
 {
 	ijob j = { .be = be, .c = make_corr(p), .in = in, .a = a, .rs = rs,
 	           .bias = bias, .bn = bn, .out = out, .tab = tab, .beta = beta,
 	           .rnd = cpu_bf16_rounds_copies(be) };
 
 	if (cpu_wino_takes(be, p)) {
-		cpu_wino_corr(be, p, n, in, a, rs, bias, bn, beta, out, u);
+		cpu_wino_corr(be, p, n, in, a, rs, bias, bn, beta, out, u, fwd);
 		return;
 	}
 	if (cpu_kcol_takes(p)) {
@@ -233,7 +233,7 @@ void cpu_iconv_fwd(cdp_backend *be, const cdp_conv_desc *d, const float *x,
 	cpu_corr p = fwd_prob(d);
 
 	run_corr(be, &p, d->n, x, w, (long)d->c * d->kh * d->kw, bias, bn, 0.0f, y, ws,
-	         wino_u(d, ws));
+	         wino_u(d, ws), 1);
 }
 
 void cpu_iconv_data(cdp_backend *be, const cdp_conv_desc *d, const float *dy,
@@ -248,7 +248,7 @@ void cpu_iconv_data(cdp_backend *be, const cdp_conv_desc *d, const float *dy,
 		for (int f = 0; f < d->f; f++)
 			for (int t = 0; t < kk; t++)
 				wf[((size_t)c * d->f + f) * kk + t] = w[((size_t)f * d->c + c) * kk + kk - 1 - t];
-	run_corr(be, &p, d->n, dy, wf, (long)d->f * kk, NULL, NULL, beta, dx, ws, wino_u(d, ws));
+	run_corr(be, &p, d->n, dy, wf, (long)d->f * kk, NULL, NULL, beta, dx, ws, wino_u(d, ws), 0);
 }
 
 /* The filter gradient is cpu_conv_winof.c's where the forward is

@@ -58,9 +58,11 @@ int cpu_wino_shape(const cpu_corr *c);
 int cpu_wino_takes(const cdp_backend *be, const cpu_corr *c);
 size_t cpu_wino_scratch(const cpu_corr *c);
 size_t cpu_wino_ufloats(const cpu_corr *c);
+/* fwd: the forward (its input rounded to bf16 in every bf16 set: the
+ * stash's rule, backend.h), else the data gradient */
 void cpu_wino_corr(cdp_backend *be, const cpu_corr *c, int n, const float *in, const float *a,
                    long rs, const float *bias, const cdp_bn_infer *bn, float beta, float *out,
-                   float *u);
+                   float *u, int fwd);
 
 /* What cpu_conv_winof.c shares of cpu_conv_wino.c. Items are runs of
  * tile rows (a tile row: tpr tiles of 2x2 output pixels of one sample;

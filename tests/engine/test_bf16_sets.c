@@ -12,8 +12,9 @@
  * from the rounded operands' (the path ran) and stay near the fp32
  * result: their error against it at most WINO_RMS times the rounded
  * operands' (root mean square) and WINO_MAX times (largest), where 2.0
- * and 2.4 were measured (the transforms' sums of up to 16 values lose
- * about one bit more; 1.9 and 2.1 before the input was rounded first too).
+ * and 2.4 were measured in forward, whose input is rounded before its
+ * transform too, and 1.9 and 2.1 in the gradients (the transforms' sums of
+ * up to 16 values lose about one bit more).
  *
  * And every set's forward depends on the input only through its bf16
  * values (the same bits for x and x rounded), Winograd's included: the
