@@ -492,7 +492,7 @@ done:
  * The U-Net of bench/engine.sh keeps nearly all its outputs for
  * backward, so its activation memory (act_bytes) falls to 0.56 of fp32's:
  * the bf16 copies (0.45), a convolution's output and its batchnorm's at the
- * top level (0.09), the widening buffer (0.01). */
+ * top level (0.10), the widening buffer (0.01). */
 
 /* What backward of layer l reads (CDP_BWD_X, CDP_BWD_Y), from its type's
  * bwd_reads */

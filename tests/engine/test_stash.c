@@ -24,7 +24,7 @@
  *  - act_bytes: the stash allocates less than fp32's own output per layer,
  *    and at most 0.63 of it for the U-Net (0.610 measured here, 0.564 at
  *    width 16 depth 4: the bf16 copies, 0.45, a convolution's output and
- *    its batchnorm's, live at once, 0.09, and the buffer the convolutions
+ *    its batchnorm's, live at once, 0.10, and the buffer the convolutions
  *    widen their inputs' copies into, a sample at a time, 0.01; 0.659 and
  *    0.646 when the concats' fp32 outputs and their inputs were live at
  *    once and backward widened every tensor it read, 0.19).
