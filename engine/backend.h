@@ -62,6 +62,10 @@ typedef struct cdp_conv_desc {
 	int f, kh, kw;           /* output channels and kernel */
 	int stride, pad, dil;    /* same along both axes */
 	int oh, ow;              /* output size, filled by cdp_conv_desc_init */
+	/* 1: x of conv_fwd, conv_fwd_bn and conv_bwd_filter is bf16 (uint16_t
+	 * (N,C,H,W), the stash's copy), where conv_takes_xh says the backend
+	 * reads it so; 0 (the default): float */
+	int xh;
 } cdp_conv_desc;
 
 /* Fills oh, ow (backend.c); returns -1 when the output would be empty. */
@@ -260,23 +264,30 @@ struct cdp_backend {
 	void (*to_bf16)(cdp_backend *be, const float *x, uint16_t *y, size_t n);
 	void (*from_bf16)(cdp_backend *be, const uint16_t *x, float *y, size_t n);
 
-	/* convolution; y (N,F,OH,OW), w (F,C,KH,KW), bias (F) or NULL */
+	/* convolution; y (N,F,OH,OW), w (F,C,KH,KW), bias (F) or NULL; x
+	 * float, or bf16 with d->xh (conv_takes_xh) */
 	size_t (*conv_workspace)(cdp_backend *be, const cdp_conv_desc *d);
-	void (*conv_fwd)(cdp_backend *be, const cdp_conv_desc *d, const float *x,
+	/* 1: in the precision set, conv_fwd, conv_fwd_bn and conv_bwd_filter
+	 * of d read x as bf16 with d->xh = 1 (the same results as x widened:
+	 * a bf16 convolution depends on x only through its bf16 values), so
+	 * the stash need not widen it (net.c); 0: they take float only (the
+	 * CPU's plans but the implicit one, CUDA). d->xh is not read. */
+	int (*conv_takes_xh)(cdp_backend *be, const cdp_conv_desc *d);
+	void (*conv_fwd)(cdp_backend *be, const cdp_conv_desc *d, const void *x,
 	                 const float *w, const float *bias, float *y, void *ws);
 	/* conv_fwd followed by bn_fwd_infer (with its activation) of bn on y,
 	 * in place: the same numbers, for inference (a net built by
 	 * cdp_net_build_infer fuses each convolution whose only reader is an
 	 * eval-mode batchnorm). The CPU applies the batchnorm to each block of
 	 * output while it is in the cache; CUDA runs the two ops. */
-	void (*conv_fwd_bn)(cdp_backend *be, const cdp_conv_desc *d, const float *x,
+	void (*conv_fwd_bn)(cdp_backend *be, const cdp_conv_desc *d, const void *x,
 	                    const float *w, const float *bias, const cdp_bn_infer *bn, float *y,
 	                    void *ws);
 	/* dx (+)= conv_transpose(dy, w); accumulate when beta == 1, overwrite when 0 */
 	void (*conv_bwd_data)(cdp_backend *be, const cdp_conv_desc *d, const float *dy,
 	                      const float *w, float *dx, float beta, void *ws);
 	/* dw += dW(x, dy); dbias += sum over N,OH,OW of dy (dbias may be NULL) */
-	void (*conv_bwd_filter)(cdp_backend *be, const cdp_conv_desc *d, const float *x,
+	void (*conv_bwd_filter)(cdp_backend *be, const cdp_conv_desc *d, const void *x,
 	                        const float *dy, float *dw, float *dbias, void *ws);
 
 	/* batch norm over (N,H,W) per channel, then the activation act (0: none,
@@ -486,7 +497,7 @@ struct cdp_backend {
 	X(host_alloc) X(host_free) X(to_device_async) X(copy_fence) X(copy_wait) X(stream) \
 	X(gemm) X(fill) X(scale) X(axpy) X(sumsq) \
 	X(to_bf16) X(from_bf16) \
-	X(conv_workspace) X(conv_fwd) X(conv_fwd_bn) X(conv_bwd_data) X(conv_bwd_filter) \
+	X(conv_workspace) X(conv_takes_xh) X(conv_fwd) X(conv_fwd_bn) X(conv_bwd_data) X(conv_bwd_filter) \
 	X(bn_fwd_train) X(bn_fwd_infer) X(bn_bwd) X(bn_sums) X(bn_grad_sums) X(bn_bwd_dx) \
 	X(act_fwd) X(act_bwd) \
 	X(maxpool_fwd) X(maxpool_bwd) X(avgpool_fwd) X(avgpool_bwd) \

@@ -62,6 +62,10 @@ typedef struct cdp_layer_ops {
 	/* What the layer type can do with the bf16 stash (net.c, CDP_STASH_*):
 	 * 0 for a type that reads and writes fp32 only */
 	unsigned stash_io;
+	/* With CDP_STASH_IN_*: 1 when this layer's ops read the copy as it is
+	 * (the backend's conv_takes_xh), so the net need not size net->wide
+	 * for it; NULL: never */
+	int (*stash_direct)(const cdp_layer *l, const cdp_net *net);
 } cdp_layer_ops;
 
 enum {

@@ -133,6 +133,9 @@ int cpu_bf16_rounds_copies(const cdp_backend *be);
 int cpu_bf16_packs_pairs(const cdp_backend *be);
 /* y[0..n) = x rounded to bf16 (y == x allowed) */
 void cpu_bf16_round_run(float *y, const float *x, size_t n);
+/* y[0..n) = the bf16 values h widened (exact: the stash's from_bf16, on
+ * the calling thread) */
+void cpu_bf16_widen_run(float *y, const uint16_t *h, size_t n);
 /* y[0..n) = x, rounded to bf16 when rnd (cpu_bf16_rounds_copies): the
  * implicit convolutions' fills */
 static inline void cpu_copy_operand(float *y, const float *x, size_t n, int rnd)
@@ -258,9 +261,10 @@ double cpu_sumsq(cdp_backend *be, const float *x, size_t n);
 
 /* ---- convolution (cpu_conv.c) ---- */
 size_t cpu_conv_workspace(cdp_backend *be, const cdp_conv_desc *d);
-void cpu_conv_fwd(cdp_backend *be, const cdp_conv_desc *d, const float *x,
+int cpu_conv_takes_xh(cdp_backend *be, const cdp_conv_desc *d);
+void cpu_conv_fwd(cdp_backend *be, const cdp_conv_desc *d, const void *x,
                   const float *w, const float *bias, float *y, void *ws);
-void cpu_conv_fwd_bn(cdp_backend *be, const cdp_conv_desc *d, const float *x, const float *w,
+void cpu_conv_fwd_bn(cdp_backend *be, const cdp_conv_desc *d, const void *x, const float *w,
                      const float *bias, const cdp_bn_infer *bn, float *y, void *ws);
 /* What conv_fwd_bn applies to each block of output as it is written:
  * channel o's run y[0..n) = bn_fwd_infer of it, in place, in its
@@ -268,7 +272,7 @@ void cpu_conv_fwd_bn(cdp_backend *be, const cdp_conv_desc *d, const float *x, co
 void cpu_bn_post_run(const cdp_bn_infer *bn, int o, float *y, size_t n);
 void cpu_conv_bwd_data(cdp_backend *be, const cdp_conv_desc *d, const float *dy,
                        const float *w, float *dx, float beta, void *ws);
-void cpu_conv_bwd_filter(cdp_backend *be, const cdp_conv_desc *d, const float *x,
+void cpu_conv_bwd_filter(cdp_backend *be, const cdp_conv_desc *d, const void *x,
                          const float *dy, float *dw, float *dbias, void *ws);
 
 /* column matrices (cpu_im2col.c): output rows [r0, r1) of one sample,
@@ -291,12 +295,13 @@ int cpu_col2im_disjoint(const cdp_conv_desc *d);
 int cpu_iconv_usable(const cdp_conv_desc *d);
 size_t cpu_iconv_scratch(const cdp_backend *be, const cdp_conv_desc *d);
 size_t cpu_iconv_workspace(const cdp_backend *be, const cdp_conv_desc *d);
-void cpu_iconv_fwd(cdp_backend *be, const cdp_conv_desc *d, const float *x,
+/* x: float, or bf16 with d->xh */
+void cpu_iconv_fwd(cdp_backend *be, const cdp_conv_desc *d, const void *x,
                    const float *w, const float *bias, const cdp_bn_infer *bn, float *y,
                    void *ws);
 void cpu_iconv_data(cdp_backend *be, const cdp_conv_desc *d, const float *dy,
                     const float *w, float *dx, float beta, void *ws);
-void cpu_iconv_filter(cdp_backend *be, const cdp_conv_desc *d, const float *x,
+void cpu_iconv_filter(cdp_backend *be, const cdp_conv_desc *d, const void *x,
                       const float *dy, float *dw, void *ws);
 
 /* ---- other layer ops (cpu_bn.c, cpu_ops.c, cpu_elem.c) ---- */

@@ -252,6 +252,7 @@ cdp_backend *cdp_backend_cpu(int threads)
 	be->from_bf16 = cpu_from_bf16;
 
 	be->conv_workspace = cpu_conv_workspace;
+	be->conv_takes_xh = cpu_conv_takes_xh;
 	be->conv_fwd = cpu_conv_fwd;
 	be->conv_fwd_bn = cpu_conv_fwd_bn;
 	be->conv_bwd_data = cpu_conv_bwd_data;

@@ -36,6 +36,8 @@
  * depend on the thread count (their parts' partial sums).
  */
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include "cpu_iconv.h"
 
@@ -321,13 +323,33 @@ static conv_job make_job(cdp_backend *be, const cdp_conv_desc *d)
 	return j;
 }
 
+/* The implicit plan (its kcol and Winograd halves too) fills its slices
+ * from x through cpu_src, so it reads the stash's bf16 copy as it is;
+ * the others read x as float (backend.h). */
+int cpu_conv_takes_xh(cdp_backend *be, const cdp_conv_desc *d)
+{
+	return be->precision == CDP_PREC_BF16 && conv_plan(d) == PLAN_IMPLICIT &&
+	       !phase_op(d, OP_FWD) && !phase_op(d, OP_FILTER);
+}
+
+/* x given as bf16 where this backend does not take it: the caller's bug */
+static void check_xh(cdp_backend *be, const cdp_conv_desc *d)
+{
+	if (d->xh && !cpu_conv_takes_xh(be, d)) {
+		fprintf(stderr, "cpu backend: a convolution given its input in bf16 that it "
+		        "cannot read so (conv_takes_xh is 0)\n");
+		abort();
+	}
+}
+
 /* the forward, with bn applied to each block of y as it is written */
-static void conv_fwd(cdp_backend *be, const cdp_conv_desc *d, const float *x, const float *w,
+static void conv_fwd(cdp_backend *be, const cdp_conv_desc *d, const void *x, const float *w,
                      const float *bias, const cdp_bn_infer *bn, float *y, void *ws)
 {
 	int k = d->c * d->kh * d->kw, np = d->n * d->oh * d->ow;
 	conv_job j = make_job(be, d);
 
+	check_xh(be, d);
 	if (be->precision == CDP_PREC_BF16)
 		cpu_bf16_new_op();
 
@@ -355,13 +377,13 @@ static void conv_fwd(cdp_backend *be, const cdp_conv_desc *d, const float *x, co
 	cpu_parallel_for(be, d->n * j.nchunk, fwd_item, &j);
 }
 
-void cpu_conv_fwd(cdp_backend *be, const cdp_conv_desc *d, const float *x,
+void cpu_conv_fwd(cdp_backend *be, const cdp_conv_desc *d, const void *x,
                   const float *w, const float *bias, float *y, void *ws)
 {
 	conv_fwd(be, d, x, w, bias, NULL, y, ws);
 }
 
-void cpu_conv_fwd_bn(cdp_backend *be, const cdp_conv_desc *d, const float *x, const float *w,
+void cpu_conv_fwd_bn(cdp_backend *be, const cdp_conv_desc *d, const void *x, const float *w,
                      const float *bias, const cdp_bn_infer *bn, float *y, void *ws)
 {
 	conv_fwd(be, d, x, w, bias, bn, y, ws);
@@ -399,12 +421,13 @@ void cpu_conv_bwd_data(cdp_backend *be, const cdp_conv_desc *d, const float *dy,
 	cpu_parallel_for(be, data_items(&j), data_item, &j);
 }
 
-void cpu_conv_bwd_filter(cdp_backend *be, const cdp_conv_desc *d, const float *x,
+void cpu_conv_bwd_filter(cdp_backend *be, const cdp_conv_desc *d, const void *x,
                          const float *dy, float *dw, float *dbias, void *ws)
 {
 	int k = d->c * d->kh * d->kw, np = d->n * d->oh * d->ow;
 	conv_job j = make_job(be, d);
 
+	check_xh(be, d);
 	if (be->precision == CDP_PREC_BF16)
 		cpu_bf16_new_op();
 

@@ -146,10 +146,10 @@ static void make_table(const corr *c, long *tab)
 /* Padded rows [r0, r0 + sr) of sample `in` (input rows r0 - ph, ...),
  * channel s at out + s*chs: every float the gemms read (OW + dil*(KW-1)
  * <= Wp columns of rows up to r1 - r0 + dil*(KH-1)). */
-static void fill_rows(const corr *c, const float *in, int r0, int sr, int rnd, float *out)
+static void fill_rows(const corr *c, cpu_src in, int r0, int sr, int rnd, float *out)
 {
 	for (int s = 0; s < c->s; s++) {
-		const float *is = in + (size_t)s * c->h * c->w;
+		cpu_src is = cpu_src_at(in, (long)s * c->h * c->w);
 		float *os = out + (size_t)s * c->chs;
 		for (int r = 0; r < sr; r++, os += c->wp) {
 			int ih = r0 + r - c->ph;
@@ -158,7 +158,7 @@ static void fill_rows(const corr *c, const float *in, int r0, int sr, int rnd, f
 				continue;
 			}
 			memset(os, 0, (size_t)c->pw * sizeof *os);
-			cpu_copy_operand(os + c->pw, is + (size_t)ih * c->w, (size_t)c->w, rnd);
+			cpu_src_copy(os + c->pw, cpu_src_at(is, (long)ih * c->w), (size_t)c->w, rnd);
 			memset(os + c->pw + c->w, 0, (size_t)c->pw * sizeof *os);
 		}
 	}
@@ -167,7 +167,8 @@ static void fill_rows(const corr *c, const float *in, int r0, int sr, int rnd, f
 typedef struct ijob {
 	cdp_backend *be;
 	corr c;
-	const float *in, *a, *bias;
+	cpu_src in;
+	const float *a, *bias;
 	const cdp_bn_infer *bn;   /* the batchnorm after the forward, or NULL */
 	long rs;
 	const long *tab;
@@ -188,8 +189,8 @@ static void corr_item(void *ctx, int it)
 	float *slice = cpu_scratch(j->be, cpu_worker());
 	float *on = j->out + (size_t)n * c->o * c->oh * c->ow;
 
-	fill_rows(c, j->in + (size_t)n * c->s * c->h * c->w, r0, r1 - r0 + c->dil * (c->kh - 1),
-	          j->rnd, slice);
+	fill_rows(c, cpu_src_at(j->in, (long)n * c->s * c->h * c->w), r0,
+	          r1 - r0 + c->dil * (c->kh - 1), j->rnd, slice);
 	for (int r = r0; r < r1; r++)
 		cpu_kgemm_nn_tab(j->be, c->o, c->ow, k, j->a, j->rs, 1, slice + (size_t)(r - r0) * c->wp,
 		                 j->tab, j->beta, on + (size_t)r * c->ow, (long)c->oh * c->ow);
@@ -206,7 +207,7 @@ static int corr_items(const corr *c, int n)
 	return n * ((c->oh + c->rows - 1) / c->rows);
 }
 
-static void run_corr(cdp_backend *be, const cpu_corr *p, int n, const float *in,
+static void run_corr(cdp_backend *be, const cpu_corr *p, int n, cpu_src in,
                      const float *a, long rs, const float *bias, const cdp_bn_infer *bn,
                      float beta, float *out, long *tab, float *u, int fwd)
 {
@@ -226,14 +227,14 @@ static void run_corr(cdp_backend *be, const cpu_corr *p, int n, const float *in,
 	cpu_parallel_for(be, corr_items(&j.c, n), corr_item, &j);
 }
 
-void cpu_iconv_fwd(cdp_backend *be, const cdp_conv_desc *d, const float *x,
+void cpu_iconv_fwd(cdp_backend *be, const cdp_conv_desc *d, const void *x,
                    const float *w, const float *bias, const cdp_bn_infer *bn, float *y,
                    void *ws)
 {
 	cpu_corr p = fwd_prob(d);
 
-	run_corr(be, &p, d->n, x, w, (long)d->c * d->kh * d->kw, bias, bn, 0.0f, y, ws,
-	         wino_u(d, ws), 1);
+	run_corr(be, &p, d->n, cpu_src_of(x, d->xh), w, (long)d->c * d->kh * d->kw, bias, bn, 0.0f,
+	         y, ws, wino_u(d, ws), 1);
 }
 
 void cpu_iconv_data(cdp_backend *be, const cdp_conv_desc *d, const float *dy,
@@ -248,7 +249,8 @@ void cpu_iconv_data(cdp_backend *be, const cdp_conv_desc *d, const float *dy,
 		for (int f = 0; f < d->f; f++)
 			for (int t = 0; t < kk; t++)
 				wf[((size_t)c * d->f + f) * kk + t] = w[((size_t)f * d->c + c) * kk + kk - 1 - t];
-	run_corr(be, &p, d->n, dy, wf, (long)d->f * kk, NULL, NULL, beta, dx, ws, wino_u(d, ws), 0);
+	run_corr(be, &p, d->n, cpu_src_of(dy, 0), wf, (long)d->f * kk, NULL, NULL, beta, dx, ws,
+	         wino_u(d, ws), 0);
 }
 
 /* The filter gradient is cpu_conv_winof.c's where the forward is
@@ -256,13 +258,13 @@ void cpu_iconv_data(cdp_backend *be, const cdp_conv_desc *d, const float *dy,
  * contiguous chunks of at least 1024 pixels (whole samples of small
  * planes), which took 4-23% less time than sums over this file's padded
  * rows at 32x32 to 256x256 (3x3 kernels, 16 to 256 channels). */
-void cpu_iconv_filter(cdp_backend *be, const cdp_conv_desc *d, const float *x,
+void cpu_iconv_filter(cdp_backend *be, const cdp_conv_desc *d, const void *x,
                       const float *dy, float *dw, void *ws)
 {
 	cpu_corr p = fwd_prob(d);
 
 	if (cpu_wino_takes(be, &p))
-		cpu_winof_filter(be, &p, d->n, x, dy, dw, wino_u(d, ws));
+		cpu_winof_filter(be, &p, d->n, cpu_src_of(x, d->xh), dy, dw, wino_u(d, ws));
 	else
-		cpu_kcol_filter(be, &p, d->n, x, dy, dw, ws);
+		cpu_kcol_filter(be, &p, d->n, cpu_src_of(x, d->xh), dy, dw, ws);
 }

@@ -129,7 +129,7 @@ static void make_table(const kcol *k, long *tab)
 
 /* Padded rows [q0, q0 + sr) (input rows q0 - ph, ...) of sample `in`: each
  * block's masked copy at blk + (s*KW + j)*bst, then TAIL zeros. */
-static void fill(const kcol *k, const float *in, int q0, int sr, int rnd, float *blk)
+static void fill(const kcol *k, cpu_src in, int q0, int sr, int rnd, float *blk)
 {
 	const cpu_corr *c = &k->c;
 	int ow = c->ow, ra = c->ph - q0, rb = c->h + c->ph - q0;   /* rows in the image */
@@ -137,7 +137,7 @@ static void fill(const kcol *k, const float *in, int q0, int sr, int rnd, float 
 	ra = ra < 0 ? 0 : ra > sr ? sr : ra;
 	rb = rb < ra ? ra : rb > sr ? sr : rb;
 	for (int s = 0; s < c->s; s++) {
-		const float *xs = in + (size_t)s * c->h * c->w + (long)(q0 + ra - c->ph) * c->w;
+		cpu_src xs = cpu_src_at(in, (long)s * c->h * c->w + (long)(q0 + ra - c->ph) * c->w);
 		for (int j = 0; j < c->kw; j++) {
 			float *o = blk + ((long)s * c->kw + j) * k->bst, *d = o + (long)ra * ow;
 			int sh = j * c->dil - c->pw;
@@ -151,7 +151,7 @@ static void fill(const kcol *k, const float *in, int q0, int sr, int rnd, float 
 				 * valid element to the last, then the wrapped columns
 				 * cleared */
 				long t1 = (long)(rb - ra) * ow - (ow - hi);
-				cpu_copy_operand(d + lo, xs + sh + lo, (size_t)(t1 - lo), rnd);
+				cpu_src_copy(d + lo, cpu_src_at(xs, sh + lo), (size_t)(t1 - lo), rnd);
 				for (int r = ra; r < rb; r++, d += ow) {
 					for (int q = 0; q < lo; q++)
 						d[q] = 0.0f;
@@ -160,9 +160,9 @@ static void fill(const kcol *k, const float *in, int q0, int sr, int rnd, float 
 				}
 			} else {
 				for (int r = ra; r < rb; r++, d += ow) {
-					const float *xr = xs + (long)(r - ra) * c->w + sh;
+					cpu_src xr = cpu_src_at(xs, (long)(r - ra) * c->w + sh + lo);
 					memset(d, 0, (size_t)lo * sizeof *d);
-					cpu_copy_operand(d + lo, xr + lo, (size_t)(hi - lo), rnd);
+					cpu_src_copy(d + lo, xr, (size_t)(hi - lo), rnd);
 					memset(d + hi, 0, (size_t)(ow - hi) * sizeof *d);
 				}
 			}
@@ -175,7 +175,8 @@ typedef struct kjob {
 	cdp_backend *be;
 	kcol k;
 	int n, nch, parts;
-	const float *in, *a, *bias, *dy;
+	cpu_src in;
+	const float *a, *bias, *dy;
 	const cdp_bn_infer *bn;   /* forward: the batchnorm after it, or NULL */
 	long rs;
 	const long *tab;
@@ -198,7 +199,7 @@ static void corr_item(void *ctx, int it)
 	float *slice = cpu_scratch(j->be, cpu_worker()), *tmp = slice + slice_floats(k);
 	float *out = j->out + (size_t)n * c->o * ldc + (size_t)r0 * c->ow;
 
-	fill(k, j->in + (size_t)n * c->s * c->h * c->w, r0, r1 - r0 + ext(c), j->rnd, slice);
+	fill(k, cpu_src_at(j->in, (long)n * c->s * c->h * c->w), r0, r1 - r0 + ext(c), j->rnd, slice);
 	if (nv > 0)
 		cpu_kgemm_nn_tab(j->be, c->o, nv, kk, j->a, j->rs, 1, slice, j->tab, j->beta, out, ldc);
 	if (nv < np) {
@@ -220,7 +221,7 @@ static void corr_item(void *ctx, int it)
 		cpu_bn_post_run(j->bn, o, out + o * ldc, (size_t)np);
 }
 
-void cpu_kcol_corr(cdp_backend *be, const cpu_corr *c, int n, const float *in,
+void cpu_kcol_corr(cdp_backend *be, const cpu_corr *c, int n, cpu_src in,
                    const float *a, long rs, const float *bias, const cdp_bn_infer *bn,
                    float beta, float *out, long *tab)
 {
@@ -253,13 +254,14 @@ static void filter_part(void *ctx, int p)
 		if (g > 0) {
 			int n0 = it * g, gn = j->n - n0 < g ? j->n - n0 : g;
 			for (int q = 0; q < gn; q++)
-				fill(k, j->in + (n0 + q) * plane, 0, c->oh + e, j->rnd, slice + q * k->sb);
+				fill(k, cpu_src_at(j->in, (long)((n0 + q) * plane)), 0, c->oh + e, j->rnd,
+				     slice + q * k->sb);
 			cpu_kgemm_nt_seg(j->be, c->o, kk, gn, (int)pix, j->dy + (size_t)n0 * c->o * pix, pix,
 			                 c->o * pix, slice, j->tab, k->sb, dwt, kk);
 		} else {
 			int n = it / j->nch, r0 = (it % j->nch) * k->rows;
 			int r1 = r0 + k->rows < c->oh ? r0 + k->rows : c->oh;
-			fill(k, j->in + n * plane, r0, r1 - r0 + e, j->rnd, slice);
+			fill(k, cpu_src_at(j->in, (long)(n * plane)), r0, r1 - r0 + e, j->rnd, slice);
 			cpu_kgemm_nt_tab(j->be, c->o, kk, (r1 - r0) * c->ow,
 			                 j->dy + (size_t)n * c->o * pix + (size_t)r0 * c->ow, pix, slice,
 			                 j->tab, dwt, kk);
@@ -267,7 +269,7 @@ static void filter_part(void *ctx, int p)
 	}
 }
 
-void cpu_kcol_filter(cdp_backend *be, const cpu_corr *c, int n, const float *x,
+void cpu_kcol_filter(cdp_backend *be, const cpu_corr *c, int n, cpu_src x,
                      const float *dy, float *dw, long *tab)
 {
 	/* groups as even as they can be over the parts the pixels ask for

@@ -205,7 +205,7 @@ void cpu_phase_fwd(cdp_backend *be, const cdp_conv_desc *d, const float *x, cons
 		const phase *f = &ph[t];
 		if (empty(f))
 			continue;
-		cpu_kcol_corr(be, &f->fwd, d->n, xp + f->xoff, sub_kernel(d, f, w, 0, wp + f->woff),
+		cpu_kcol_corr(be, &f->fwd, d->n, cpu_src_of(xp + f->xoff, 0), sub_kernel(d, f, w, 0, wp + f->woff),
 		              (long)d->c * f->kh * f->kw, t == 0 ? bias : NULL, t == last ? bn : NULL,
 		              t == 0 ? 0.0f : 1.0f, y, tab);
 	}
@@ -224,7 +224,7 @@ void cpu_phase_data(cdp_backend *be, const cdp_conv_desc *d, const float *dy, co
 		const phase *f = &ph[t];
 		if (empty(f))
 			continue;
-		cpu_kcol_corr(be, &f->data, d->n, dy, sub_kernel(d, f, w, 1, wp + f->woff),
+		cpu_kcol_corr(be, &f->data, d->n, cpu_src_of(dy, 0), sub_kernel(d, f, w, 1, wp + f->woff),
 		              (long)d->f * f->kh * f->kw, NULL, NULL, 0.0f, dxp + f->xoff, tab);
 	}
 	split_job sj = { .d = d, .ph = ph, .dx = dx, .dxp = dxp, .beta = beta };
@@ -249,7 +249,7 @@ void cpu_phase_filter(cdp_backend *be, const cdp_conv_desc *d, const float *x, c
 		if (empty(f))
 			continue;
 		memset(g, 0, (size_t)d->f * d->c * kk * sizeof *g);
-		cpu_kcol_filter(be, &f->fwd, d->n, xp + f->xoff, dy, g, tab);
+		cpu_kcol_filter(be, &f->fwd, d->n, cpu_src_of(xp + f->xoff, 0), dy, g, tab);
 		for (size_t oc = 0; oc < (size_t)d->f * d->c; oc++)
 			for (int i = 0; i < f->kh; i++)
 				for (int jj = 0; jj < f->kw; jj++)

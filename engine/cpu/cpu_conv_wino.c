@@ -229,7 +229,8 @@ typedef struct wjob {
 	const cpu_corr *c;
 	wgeo g;
 	int n;
-	const float *in, *u, *bias;
+	cpu_src in;
+	const float *u, *bias;
 	const cdp_bn_infer *bn;   /* the batchnorm after the forward, or NULL */
 	float beta;
 	float *out;
@@ -300,14 +301,14 @@ typedef struct wjob {
  * channel s at sl + s * chs. Copied once per item, so the transform reads
  * every tile as an interior one (and long after these stores: reading
  * right behind a copy stalled every load on store forwarding). */
-static void fill_slice(const cpu_corr *c, const wgeo *g, const float *in, float *sl, size_t chs,
+static void fill_slice(const cpu_corr *c, const wgeo *g, cpu_src in, float *sl, size_t chs,
                        int n, int ty0, int ty1, int rnd)
 {
 	int wp = 2 * g->tpr + 2, nr = 2 * (ty1 - ty0) + 2;
 	int cw = c->w < wp - c->pw ? c->w : wp - c->pw;   /* image columns kept */
 
 	for (int s = 0; s < c->s; s++) {
-		const float *plane = in + ((size_t)n * c->s + s) * c->h * c->w;
+		cpu_src plane = cpu_src_at(in, ((long)n * c->s + s) * c->h * c->w);
 		float *row = sl + (size_t)s * chs;
 
 		for (int r = 0; r < nr; r++, row += wp) {
@@ -318,7 +319,7 @@ static void fill_slice(const cpu_corr *c, const wgeo *g, const float *in, float 
 				continue;
 			}
 			memset(row, 0, (size_t)c->pw * sizeof *row);
-			cpu_copy_operand(row + c->pw, plane + (size_t)ih * c->w, (size_t)cw, rnd);
+			cpu_src_copy(row + c->pw, cpu_src_at(plane, (long)ih * c->w), (size_t)cw, rnd);
 			memset(row + c->pw + cw, 0, (size_t)(wp - c->pw - cw) * sizeof *row);
 		}
 	}
@@ -419,7 +420,7 @@ VECTOR_CLONES static void output_row(const wjob *j, const float *restrict mm, in
 	}
 }
 
-void cpu_wino_input(const cpu_corr *c, const wgeo *g, const float *in, int g0, int g1,
+void cpu_wino_input(const cpu_corr *c, const wgeo *g, cpu_src in, int g0, int g1,
                     float *v, size_t ld, float *tmp, int rnd)
 {
 	size_t chs = slice_chs(g);
@@ -481,7 +482,7 @@ static void wino_item(void *ctx, int it)
 	}
 }
 
-void cpu_wino_corr(cdp_backend *be, const cpu_corr *c, int n, const float *in, const float *a,
+void cpu_wino_corr(cdp_backend *be, const cpu_corr *c, int n, cpu_src in, const float *a,
                    long rs, const float *bias, const cdp_bn_infer *bn, float beta, float *out,
                    float *u, int fwd)
 {

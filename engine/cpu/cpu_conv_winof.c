@@ -146,7 +146,8 @@ typedef struct fjob {
 	const cpu_corr *c;
 	fgeo f;
 	int n, items, parts;
-	const float *x, *dy;
+	cpu_src x;
+	const float *dy;
 	float *du, *dw;
 	int rnd;                 /* round x and dy to bf16 */
 	int pairs;               /* VDPBF16PS's gemms: V[xi] rounded and packed */
@@ -396,7 +397,7 @@ static void to_dw(void *ctx, int k)
 	}
 }
 
-void cpu_winof_filter(cdp_backend *be, const cpu_corr *c, int n, const float *x,
+void cpu_winof_filter(cdp_backend *be, const cpu_corr *c, int n, cpu_src x,
                       const float *dy, float *dw, float *ws)
 {
 	fjob j = { .be = be, .c = c, .n = n, .x = x, .dy = dy, .du = ws, .dw = dw,

@@ -110,20 +110,27 @@ static void to_bf16_block(void *ctx, int i)
 		j->h[t] = cpu_bf16_bits(j->x[t]);
 }
 
+void cpu_bf16_widen_run(float *y, const uint16_t *h, size_t n)
+{
+	size_t t = 0;
+
+#ifdef STASH_AVX512
+	if (stash_avx512())
+		t = from_bf16_avx512(h, y, n);
+#endif
+	for (; t < n; t++) {
+		uint32_t u = (uint32_t)h[t] << 16;
+		memcpy(&y[t], &u, sizeof u);
+	}
+}
+
 static void from_bf16_block(void *ctx, int i)
 {
 	stash_job *j = ctx;
 	size_t lo, hi;
 
 	cpu_block_range(j->n, i, &lo, &hi);
-#ifdef STASH_AVX512
-	if (stash_avx512())
-		lo += from_bf16_avx512(j->ch + lo, j->y + lo, hi - lo);
-#endif
-	for (size_t t = lo; t < hi; t++) {
-		uint32_t u = (uint32_t)j->ch[t] << 16;
-		memcpy(&j->y[t], &u, sizeof u);
-	}
+	cpu_bf16_widen_run(j->y + lo, j->ch + lo, hi - lo);
 }
 
 void cpu_to_bf16(cdp_backend *be, const float *x, uint16_t *y, size_t n)

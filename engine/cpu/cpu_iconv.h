@@ -25,6 +25,33 @@ typedef struct cpu_corr {
 	int kh, kw, dil, ph, pw; /* kernel, dilation, padding */
 } cpu_corr;
 
+/* An input as the fills read it: float (f), or a bf16 copy (h: the
+ * stash's, backend.h's conv_takes_xh); offsets count elements */
+typedef struct cpu_src {
+	const float *f;
+	const uint16_t *h;
+} cpu_src;
+
+static inline cpu_src cpu_src_of(const void *p, int h)
+{
+	return h ? (cpu_src){ NULL, p } : (cpu_src){ p, NULL };
+}
+
+static inline cpu_src cpu_src_at(cpu_src s, long off)
+{
+	return s.h ? (cpu_src){ NULL, s.h + off } : (cpu_src){ s.f + off, NULL };
+}
+
+/* y[0..n) = s[0..n): widened from bf16, or copied (rounded to bf16 when
+ * rnd: cpu_copy_operand) */
+static inline void cpu_src_copy(float *y, cpu_src s, size_t n, int rnd)
+{
+	if (s.h)
+		cpu_bf16_widen_run(y, s.h, n);
+	else
+		cpu_copy_operand(y, s.f, n, rnd);
+}
+
 /* Forward or data goes to cpu_conv_kcol.c. The caller's table (tab
  * below) has room for one long per (s, i, j). */
 static inline int cpu_kcol_takes(const cpu_corr *c)
@@ -40,13 +67,13 @@ size_t cpu_kcol_filter_scratch(const cpu_corr *c, int f);
 /* out (N, O, OH, OW) = A (O, S*KH*KW; row stride rs) * the taps of in
  * (N, S, H, W), + beta out, + bias[o] when bias is not NULL, then bn
  * applied to each block when bn is not NULL (the forward's: beta 0). */
-void cpu_kcol_corr(cdp_backend *be, const cpu_corr *c, int n, const float *in,
+void cpu_kcol_corr(cdp_backend *be, const cpu_corr *c, int n, cpu_src in,
                    const float *a, long rs, const float *bias, const cdp_bn_infer *bn,
                    float beta, float *out, long *tab);
 
 /* dw (F, S*KH*KW) += sum over samples and output pixels of dy (N, F, OH, OW)
  * times the taps of x (N, S, H, W); c is the forward's problem (O = F). */
-void cpu_kcol_filter(cdp_backend *be, const cpu_corr *c, int n, const float *x,
+void cpu_kcol_filter(cdp_backend *be, const cpu_corr *c, int n, cpu_src x,
                      const float *dy, float *dw, long *tab);
 
 /* cpu_conv_wino.c: forward and data of 3x3, dilation-1 problems by
@@ -60,7 +87,7 @@ size_t cpu_wino_scratch(const cpu_corr *c);
 size_t cpu_wino_ufloats(const cpu_corr *c);
 /* fwd: the forward (its input rounded to bf16 in every bf16 set: the
  * stash's rule, backend.h), else the data gradient */
-void cpu_wino_corr(cdp_backend *be, const cpu_corr *c, int n, const float *in, const float *a,
+void cpu_wino_corr(cdp_backend *be, const cpu_corr *c, int n, cpu_src in, const float *a,
                    long rs, const float *bias, const cdp_bn_infer *bn, float beta, float *out,
                    float *u, int fwd);
 
@@ -84,7 +111,7 @@ size_t cpu_wino_tmp_floats(const cpu_corr *c, const cpu_wgeo *g);
  * 0 .. (g1 - g0) tpr - 1 from the input patches under tile rows [g0, g1)
  * (at most g->rows of them) of in (N, S, H, W), rounded to bf16 first
  * when rnd (cpu_bf16_rounds_copies) */
-void cpu_wino_input(const cpu_corr *c, const cpu_wgeo *g, const float *in, int g0, int g1,
+void cpu_wino_input(const cpu_corr *c, const cpu_wgeo *g, cpu_src in, int g0, int g1,
                     float *v, size_t ld, float *tmp, int rnd);
 /* cpu_conv_winof.c, the filter gradient: dw (O, S*9) += the sum over
  * samples and output pixels of dy (N, O, OH, OW) times the taps of x (N,
@@ -93,7 +120,7 @@ void cpu_wino_input(const cpu_corr *c, const cpu_wgeo *g, const float *in, int g
  * cpu_winof_scratch(c) bytes */
 size_t cpu_winof_scratch(const cpu_corr *c);
 size_t cpu_winof_floats(const cpu_corr *c);
-void cpu_winof_filter(cdp_backend *be, const cpu_corr *c, int n, const float *x,
+void cpu_winof_filter(cdp_backend *be, const cpu_corr *c, int n, cpu_src x,
                       const float *dy, float *dw, float *ws);
 
 /* cpu_conv_phase.c: 3x3 stride-2 pad-1 convolutions as four stride-1

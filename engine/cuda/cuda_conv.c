@@ -588,11 +588,31 @@ static const float *aligned_w(cu_impl *im, const cu_plan *p, const float *w, voi
 	return slot;
 }
 
-static void cu_conv_fwd(cdp_backend *be, const cdp_conv_desc *d, const float *x,
+/* cuDNN's staging converts a float x (cdk_to_nhwc_half); a bf16 input
+ * would need its own conversion, not written: the stash widens it
+ * (backend.h) */
+static int cu_conv_takes_xh(cdp_backend *be, const cdp_conv_desc *d)
+{
+	(void)be;
+	(void)d;
+	return 0;
+}
+
+/* x as float (d->xh 0: cu_conv_takes_xh) */
+static const float *float_x(const cdp_conv_desc *d, const void *x)
+{
+	if (d->xh)
+		cu_fail(__FILE__, __LINE__, "conv", "bf16 input",
+		        "a convolution was given its input in bf16 (conv_takes_xh is 0)");
+	return x;
+}
+
+static void cu_conv_fwd(cdp_backend *be, const cdp_conv_desc *d, const void *xv,
                         const float *w, const float *bias, float *y, void *ws)
 {
 	cu_impl *im = cu_im(be);
 	cu_plan *p = plan_need(be, d, "conv_fwd");
+	const float *x = float_x(d, xv);
 
 	if (!is_half(p->prec)) {
 		w = aligned_w(im, p, w, ws);
@@ -636,11 +656,12 @@ static void cu_conv_bwd_data(cdp_backend *be, const cdp_conv_desc *d, const floa
 }
 
 /* dw (F,C,KH,KW) += dW(x, dy); dbias (F) += sum of dy over N, OH, OW */
-static void cu_conv_bwd_filter(cdp_backend *be, const cdp_conv_desc *d, const float *x,
+static void cu_conv_bwd_filter(cdp_backend *be, const cdp_conv_desc *d, const void *xv,
                                const float *dy, float *dw, float *dbias, void *ws)
 {
 	cu_impl *im = cu_im(be);
 	cu_plan *p = plan_need(be, d, "conv_bwd_filter");
+	const float *x = float_x(d, xv);
 
 	if (!is_half(p->prec) && misaligned(dw)) {
 		/* into the aligned W slot, then added: dw + sum, as beta = 1 does */
@@ -670,7 +691,7 @@ static void cu_conv_bwd_filter(cdp_backend *be, const cdp_conv_desc *d, const fl
 
 /* The two ops, the batchnorm in place (cuDNN's inference batchnorm is
  * elementwise per channel); the fusion is the CPU backend's. */
-static void cu_conv_fwd_bn(cdp_backend *be, const cdp_conv_desc *d, const float *x,
+static void cu_conv_fwd_bn(cdp_backend *be, const cdp_conv_desc *d, const void *x,
                            const float *w, const float *bias, const cdp_bn_infer *bn, float *y,
                            void *ws)
 {
@@ -682,6 +703,7 @@ static void cu_conv_fwd_bn(cdp_backend *be, const cdp_conv_desc *d, const float 
 void cu_conv_init(cdp_backend *be)
 {
 	be->conv_workspace = cu_conv_workspace;
+	be->conv_takes_xh = cu_conv_takes_xh;
 	be->conv_fwd = cu_conv_fwd;
 	be->conv_fwd_bn = cu_conv_fwd_bn;
 	be->conv_bwd_data = cu_conv_bwd_data;

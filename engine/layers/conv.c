@@ -76,15 +76,35 @@ static size_t workspace(cdp_layer *l, cdp_net *net)
 	return ws;
 }
 
-/* The stash's read (net.c): x (N,C,H,W) only as its bf16 copy xh, so
- * the op runs on g samples at a time widened into net->wide (fwd: y's
- * rows of those samples; filter: dw and dbias summed group by group). */
+/* The backend reads the stash's copy of the input as it is */
+static int stash_direct(const cdp_layer *l, const cdp_net *net)
+{
+	cdp_conv_desc d = desc(l, net->n);
+
+	return net->be->conv_takes_xh(net->be, &d);
+}
+
+/* The stash's read (net.c): x (N,C,H,W) only as its bf16 copy xh. Where
+ * the backend reads it so (conv_takes_xh), the op takes it whole; else it
+ * runs on g samples at a time widened into net->wide (fwd: y's rows of
+ * those samples; filter: dw and dbias summed group by group). */
 static void by_groups(cdp_layer *l, cdp_net *net, const uint16_t *xh, int filter)
 {
 	cdp_backend *be = net->be;
 	int g = cdp_net_stash_group(net, l);
 	size_t per = cdp_shape_numel(l->in[0]), fper = cdp_shape_numel(l->out);
+	cdp_conv_desc whole = desc(l, net->n);
 
+	if (be->conv_takes_xh(be, &whole)) {
+		whole.xh = 1;
+		if (filter)
+			be->conv_bwd_filter(be, &whole, xh, l->dy, net->grads + l->w_off,
+			                    l->bias ? net->grads + l->b_off : NULL, net->ws);
+		else
+			be->conv_fwd(be, &whole, xh, net->params + l->w_off,
+			             l->bias ? net->params + l->b_off : NULL, l->y, net->ws);
+		return;
+	}
 	for (int n0 = 0; n0 < net->n; n0 += g) {
 		int cnt = net->n - n0 < g ? net->n - n0 : g;
 		cdp_conv_desc d = desc(l, cnt);
@@ -152,5 +172,5 @@ const cdp_layer_ops cdp_layer_conv = {
 	.type = "conv", .make = make, .workspace = workspace, .init = init,
 	.forward = forward, .backward = backward,
 	.bwd_reads = CDP_BWD_X | CDP_BWD_Y_ACT,
-	.stash_io = CDP_STASH_IN_FWD | CDP_STASH_IN_BWD,
+	.stash_io = CDP_STASH_IN_FWD | CDP_STASH_IN_BWD, .stash_direct = stash_direct,
 };

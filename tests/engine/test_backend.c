@@ -258,7 +258,7 @@ static void test_conv(void)
 		be->free(be, ws);
 		free(ry); free(rdx); free(rdw); free(rdb);
 	}
-	cdp_conv_desc bad = { 1, 1, 2, 2, 1, 5, 5, 1, 0, 1, 0, 0 };
+	cdp_conv_desc bad = { 1, 1, 2, 2, 1, 5, 5, 1, 0, 1, 0, 0, 0 };
 	CHECK(cdp_conv_desc_init(&bad) == -1, "a kernel larger than the padded input is refused");
 }
 

@@ -18,7 +18,10 @@
  *
  * And every set's forward depends on the input only through its bf16
  * values (the same bits for x and x rounded), Winograd's included: the
- * bf16 stash (net.c) gives a convolution its input that way.
+ * bf16 stash (net.c) gives a convolution its input that way. Where the
+ * backend says it reads that input as bf16 (conv_takes_xh: the implicit
+ * plan, its kcol and Winograd halves), the forward and the filter
+ * gradient of the bf16 copy give the same bits as of its values widened.
  *
  * Also the stash's conversions against cpu_bf16_round, bit for bit.
  *
@@ -125,6 +128,34 @@ static void near(const float *a, const double *ref, const double *unr, size_t n,
 		      set, what, gap);
 }
 
+static int xh_cases;
+
+/* The bf16 input (d->xh, conv_takes_xh) read as it is: the same bits as
+ * its values widened to float (xr), forward (y: x's, which equals xr's)
+ * and filter gradient */
+static void xh_same(const cdp_conv_desc *d, int ci, const float *xr, const float *w,
+                    const float *b, const float *dy, const float *y, void *ws)
+{
+	size_t nx = (size_t)d->n * d->c * d->h * d->w, ny = (size_t)d->n * d->f * d->oh * d->ow;
+	size_t nw = (size_t)d->f * d->c * d->kh * d->kw;
+	uint16_t *xh = be->alloc(be, nx * sizeof *xh);
+	float *y3 = rnd(ny), *dwa = be->alloc(be, nw * sizeof *dwa), *dwb = be->alloc(be, nw * sizeof *dwb);
+	cdp_conv_desc dh = *d;
+
+	for (size_t i = 0; i < nx; i++)
+		xh[i] = cpu_bf16_bits(xr[i]);
+	dh.xh = 1;
+	cpu_conv_fwd(be, &dh, xh, w, b, y3, ws);
+	CHECK(memcmp(y, y3, ny * sizeof *y) == 0, "[%s] conv case %d: fwd of the bf16 input differs",
+	      set, ci);
+	cpu_conv_bwd_filter(be, d, xr, dy, dwa, NULL, ws);
+	cpu_conv_bwd_filter(be, &dh, xh, dy, dwb, NULL, ws);
+	CHECK(memcmp(dwa, dwb, nw * sizeof *dwa) == 0,
+	      "[%s] conv case %d: filter gradient of the bf16 input differs", set, ci);
+	xh_cases++;
+	be->free(be, xh); be->free(be, y3); be->free(be, dwa); be->free(be, dwb);
+}
+
 static void conv_one(const conv_case *cc, int ci)
 {
 	cdp_conv_desc d;
@@ -176,6 +207,11 @@ static void conv_one(const conv_case *cc, int ci)
 	near(dw, rdw, udw, nw, what);
 	snprintf(what, sizeof what, "conv case %d dbias", ci);
 	near(db, sdb, NULL, nf, what);
+	if (cpu_conv_takes_xh(be, &d))
+		xh_same(&d, ci, xr, w, b, dy, y, ws);
+	else
+		CHECK(d.stride != 1 || (d.kh == 1 && d.kw == 1) || !cpu_iconv_usable(&d),
+		      "[%s] conv case %d: the implicit plan does not take a bf16 input", set, ci);
 	be->free(be, x); be->free(be, w); be->free(be, b); be->free(be, dy);
 	be->free(be, y); be->free(be, dx); be->free(be, dw); be->free(be, db);
 	be->free(be, ws);
@@ -203,8 +239,11 @@ static void test_conv(void)
 		{ 2, 64, 13, 14, 72, 3, 1, 1, 1 },
 		{ 4, 64, 32, 34, 66, 3, 1, 1, 1 },
 	};
+	xh_cases = 0;
 	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
 		conv_one(&cases[i], (int)i);
+	CHECK(xh_cases == 6, "[%s] %d cases read a bf16 input as it is, not the 6 implicit ones", set,
+	      xh_cases);
 }
 
 static void test_gemm(void)

@@ -16,18 +16,21 @@
  *  - every parameter gradient within bf16's tolerance of the unstashed
  *    one: max |a - b| <= 0.06 max |b| over the block, and at most a quarter
  *    of bf16's own distance from fp32 by the same measure (measured: 4e-4,
- *    0.032, 0.044 against bf16's 0.0074, 0.24, 0.29: these tiny batches
+ *    0.032, 0.042 against bf16's 0.0074, 0.24, 0.29: these tiny batches
  *    through batchnorm amplify any rounding); and not all equal (the stash
  *    is in effect: batchnorm and the activations read rounded values);
  *  - a second backward on the same forward gives the same gradient bits
  *    (backward reads only the stash);
  *  - act_bytes: the stash allocates less than fp32's own output per layer,
- *    and at most 0.63 of it for the U-Net (0.610 measured here, 0.564 at
+ *    and at most 0.61 of it for the U-Net (0.586 measured here, 0.558 at
  *    width 16 depth 4: the bf16 copies, 0.45, a convolution's output and
- *    its batchnorm's, live at once, 0.10, and the buffer the convolutions
- *    widen their inputs' copies into, a sample at a time, 0.01; 0.659 and
- *    0.646 when the concats' fp32 outputs and their inputs were live at
- *    once and backward widened every tensor it read, 0.19).
+ *    its batchnorm's, live at once, 0.10, and the buffer the head widens
+ *    its input's copy into, a sample at a time, 0.006; 0.659 and 0.646
+ *    when the concats' fp32 outputs and their inputs were live at once and
+ *    backward widened every tensor it read, 0.19).
+ * The U-Net again with a backend whose convolutions read float only (as
+ * CUDA's conv_takes_xh says): they widen the copies a few samples at a
+ * time instead, with the same checks (0.610 here).
  * Then cdp_net_set_precision lays the batch out anew: a net built in fp32
  * and switched to bf16 gets the stash and the same gradient bits as one
  * built in bf16, and back in fp32 none. And the inference nets of
@@ -189,6 +192,13 @@ static double relerr(const float *a, const float *b, size_t n)
 			m = fabs((double)b[i]);
 	}
 	return m > 0 ? d / m : d;
+}
+
+static int takes_none(cdp_backend *b, const cdp_conv_desc *d)
+{
+	(void)b;
+	(void)d;
+	return 0;
 }
 
 static void test_model(const model *m)
@@ -384,7 +394,7 @@ int main(void)
 	static const model models[] = {
 		{ "every-layer", NULL, every_layer, { NULL }, 0, 16, 2, 0.95, 1 },
 		{ "classifier", "classifier.cfg", NULL, { "width=8", "blocks=2" }, 2, 16, 4, 0.95, 5 },
-		{ "unet", "unet.cfg", NULL, { "width=8", "depth=3" }, 2, 32, 2, 0.63, 14 },
+		{ "unet", "unet.cfg", NULL, { "width=8", "depth=3" }, 2, 32, 2, 0.61, 14 },
 	};
 
 	be = cdp_backend_cpu(2);
@@ -403,10 +413,22 @@ int main(void)
 	}
 	for (size_t i = 0; i < sizeof models / sizeof models[0]; i++)
 		test_model(&models[i]);
+	/* a backend that reads the copies as float only (CUDA's answer):
+	 * the convolutions widen them a few samples at a time, forward (the
+	 * concats' bf16-only outputs) and backward */
+	{
+		model u = models[2];
+		int (*takes)(cdp_backend *, const cdp_conv_desc *) = be->conv_takes_xh;
+		u.name = "unet, float-only convolutions";
+		u.max_ratio = 0.63;
+		be->conv_takes_xh = takes_none;
+		test_model(&u);
+		be->conv_takes_xh = takes;
+	}
 	test_set_precision(&models[2]);
 	test_infer(&models[0], 0.75);
 	test_infer(&models[1], 0.4);
-	test_infer(&models[2], 0.35);
+	test_infer(&models[2], 0.4);
 	be->destroy(be);
 	return tap_done();
 }

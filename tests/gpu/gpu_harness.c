@@ -66,14 +66,14 @@ static void selftest(void)
  * wrong, so that selfcheck.sh can see the comparisons catch it: a filter
  * gradient off by 1e-3 in one element, one dropout mask bit flipped, an
  * AdamW step with lr 0.1% too large. */
-static void (*real_bwd_filter)(cdp_backend *, const cdp_conv_desc *, const float *, const float *,
+static void (*real_bwd_filter)(cdp_backend *, const cdp_conv_desc *, const void *, const float *,
                                float *, float *, void *);
 static void (*real_dropout)(cdp_backend *, float, uint64_t, const float *, float *, uint8_t *,
                             size_t);
 static void (*real_adamw)(cdp_backend *, float *, const float *, float *, float *, size_t, float,
                           float, float, float, float, long);
 
-static void broken_bwd_filter(cdp_backend *be, const cdp_conv_desc *d, const float *x,
+static void broken_bwd_filter(cdp_backend *be, const cdp_conv_desc *d, const void *x,
                               const float *dy, float *dw, float *dbias, void *ws)
 {
 	real_bwd_filter(be, d, x, dy, dw, dbias, ws);
@@ -96,7 +96,7 @@ static void broken_adamw(cdp_backend *be, float *w, const float *g, float *m, fl
 /* "abort": side 1's conv_fwd aborts at once, as a failed CUDA call does,
  * without flushing anything itself (selfcheck.sh: every line printed before
  * it must still be in the log) */
-static void aborting_conv_fwd(cdp_backend *be, const cdp_conv_desc *d, const float *x,
+static void aborting_conv_fwd(cdp_backend *be, const cdp_conv_desc *d, const void *x,
                               const float *w, const float *bias, float *y, void *ws)
 {
 	(void)be, (void)d, (void)x, (void)w, (void)bias, (void)y, (void)ws;

@@ -129,7 +129,7 @@ typedef struct conv_case { int n, c, h, w, f, k, s, p, d; } conv_case;
 
 static void conv_run(const conv_case *cc, int prec)
 {
-	cdp_conv_desc d = { cc->n, cc->c, cc->h, cc->w, cc->f, cc->k, cc->k, cc->s, cc->p, cc->d, 0, 0 };
+	cdp_conv_desc d = { cc->n, cc->c, cc->h, cc->w, cc->f, cc->k, cc->k, cc->s, cc->p, cc->d, 0, 0, 0 };
 	char tag[96], what[160];
 	void *ws[2];
 

@@ -55,6 +55,14 @@ static int w_set_precision(cdp_backend *be, int prec)
 	return 0;
 }
 
+/* the inner CPU computes in fp32 whatever the wrapper's precision, so it
+ * reads a float input only (as CUDA's conv_takes_xh says too) */
+static int w_conv_takes_xh(cdp_backend *be, const cdp_conv_desc *d)
+{
+	(void)be;
+	return cpu->conv_takes_xh(cpu, d);
+}
+
 /* cuda_conv.c's bf16/fp16 staging: x, w and y in 2-byte elements */
 static size_t w_conv_workspace(cdp_backend *be, const cdp_conv_desc *d)
 {
@@ -77,7 +85,7 @@ static void check_ws(const cdp_conv_desc *d, const void *ws)
 	short_ws += need > 0 && have < need;
 }
 
-static void w_conv_fwd(cdp_backend *be, const cdp_conv_desc *d, const float *x, const float *w,
+static void w_conv_fwd(cdp_backend *be, const cdp_conv_desc *d, const void *x, const float *w,
                        const float *bias, float *y, void *ws)
 {
 	(void)be;
@@ -93,7 +101,7 @@ static void w_conv_bwd_data(cdp_backend *be, const cdp_conv_desc *d, const float
 	cpu->conv_bwd_data(cpu, d, dy, w, dx, beta, ws);
 }
 
-static void w_conv_bwd_filter(cdp_backend *be, const cdp_conv_desc *d, const float *x,
+static void w_conv_bwd_filter(cdp_backend *be, const cdp_conv_desc *d, const void *x,
                               const float *dy, float *dw, float *dbias, void *ws)
 {
 	(void)be;
@@ -136,6 +144,7 @@ int main(void)
 	wrap.free = w_free;
 	wrap.set_precision = w_set_precision;
 	wrap.conv_workspace = w_conv_workspace;
+	wrap.conv_takes_xh = w_conv_takes_xh;
 	wrap.conv_fwd = w_conv_fwd;
 	wrap.conv_bwd_data = w_conv_bwd_data;
 	wrap.conv_bwd_filter = w_conv_bwd_filter;
