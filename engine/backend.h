@@ -313,6 +313,10 @@ struct cdp_backend {
 	 * leaves the gradient before the activation there); with act 0, y and
 	 * bn_beta are not read (they may be NULL). eps is the forward's (cuDNN's
 	 * backward wants it). dx (+)= per beta; dgamma, dbeta accumulate. */
+	/* 1: bn_bwd with an activation reads y (CUDA); 0: it computes bn(x)
+	 * again and never reads y (the CPU), so y may be NULL: the bf16 stash
+	 * then need not widen it (net.c) */
+	int (*bn_bwd_needs_y)(cdp_backend *be);
 	void (*bn_bwd)(cdp_backend *be, int n, int c, int hw, const float *x, const float *y,
 	               float *dy, const float *gamma, const float *bn_beta,
 	               const float *save_mean, const float *save_invstd, float eps, int act,
@@ -498,7 +502,7 @@ struct cdp_backend {
 	X(gemm) X(fill) X(scale) X(axpy) X(sumsq) \
 	X(to_bf16) X(from_bf16) \
 	X(conv_workspace) X(conv_takes_xh) X(conv_fwd) X(conv_fwd_bn) X(conv_bwd_data) X(conv_bwd_filter) \
-	X(bn_fwd_train) X(bn_fwd_infer) X(bn_bwd) X(bn_sums) X(bn_grad_sums) X(bn_bwd_dx) \
+	X(bn_fwd_train) X(bn_fwd_infer) X(bn_bwd_needs_y) X(bn_bwd) X(bn_sums) X(bn_grad_sums) X(bn_bwd_dx) \
 	X(act_fwd) X(act_bwd) \
 	X(maxpool_fwd) X(maxpool_bwd) X(avgpool_fwd) X(avgpool_bwd) \
 	X(upsample_fwd) X(upsample_bwd) X(chan_copy) X(chan_slice) \

@@ -497,13 +497,15 @@ done:
  * top level (0.10), the widening buffer for its 1x1 head (0.006). */
 
 /* What backward of layer l reads (CDP_BWD_X, CDP_BWD_Y), from its type's
- * bwd_reads */
-static unsigned bwd_reads(const cdp_layer *l)
+ * bwd_reads or bwd_reads_now */
+static unsigned bwd_reads(const cdp_net *net, const cdp_layer *l)
 {
 	unsigned r = l->ops->bwd_reads;
 
 	if (!l->ops->backward || r & CDP_BWD_NONE)
 		return 0;
+	if (l->ops->bwd_reads_now)
+		return l->ops->bwd_reads_now(l, net) & (CDP_BWD_X | CDP_BWD_Y);
 	if (!r)
 		return CDP_BWD_X | CDP_BWD_Y;
 	if (r & CDP_BWD_Y_ACT && l->act)
@@ -554,10 +556,10 @@ static void stash_roles(const cdp_net *net, char *keep, char *honly)
 	int out = net->out_layer;
 
 	for (int t = 0; net->stash && t < out; t++) {
-		keep[t] = (bwd_reads(&net->layers[t]) & CDP_BWD_Y) != 0;
+		keep[t] = (bwd_reads(net, &net->layers[t]) & CDP_BWD_Y) != 0;
 		for (int k = t + 1; k <= out; k++)
 			for (int m = 0; m < net->layers[k].nfrom; m++)
-				if (net->layers[k].from[m] == t && (bwd_reads(&net->layers[k]) & CDP_BWD_X))
+				if (net->layers[k].from[m] == t && (bwd_reads(net, &net->layers[k]) & CDP_BWD_X))
 					keep[t] = 1;
 	}
 	for (int t = out - 1; net->stash && t >= 0; t--) {
@@ -607,7 +609,7 @@ static size_t plan_once(cdp_net *net, int hread, act_range *rg, act_range **live
 		l->bwd_last = nl;
 		if (t > out)
 			continue;
-		if (!net->infer && (bwd_reads(l) & CDP_BWD_Y))
+		if (!net->infer && (bwd_reads(net, l) & CDP_BWD_Y))
 			l->bwd_first = l->bwd_last = t;
 		for (int k = t + 1; k <= out; k++)
 			for (int m = 0; m < net->layers[k].nfrom; m++) {
@@ -619,7 +621,7 @@ static size_t plan_once(cdp_net *net, int hread, act_range *rg, act_range **live
 				 * bf16-only consumer rounds what it reads) */
 				if (!(keep[t] && (honly[t] || (io & CDP_STASH_OUT && honly[k]))))
 					l->fwd_end = k;
-				if (!net->infer && (bwd_reads(c) & CDP_BWD_X) && !(io & CDP_STASH_IN_BWD)) {
+				if (!net->infer && (bwd_reads(net, c) & CDP_BWD_X) && !(io & CDP_STASH_IN_BWD)) {
 					if (k > l->bwd_first)
 						l->bwd_first = k;
 					if (k < l->bwd_last)
@@ -1141,6 +1143,15 @@ int cdp_net_freeze(cdp_net *net, const char *patterns, char *err, size_t cap)
 	if (grow_ws(net) < 0) {
 		snprintf(err, cap, "--freeze: cannot allocate the workspace: out of memory");
 		return -1;
+	}
+	/* a frozen batchnorm's backward reads its output (bn.c): the stash's
+	 * plan changes with what backward reads */
+	if (net->stash && net->n) {
+		free_acts(net);
+		if (alloc_acts(net) < 0 || grow_ws(net) < 0) {
+			snprintf(err, cap, "--freeze: cannot allocate the activations: out of memory");
+			return -1;
+		}
 	}
 	return nfrozen;
 }

@@ -55,6 +55,9 @@ typedef struct cdp_layer_ops {
 	 * (net.c): 0 means unknown, taken as CDP_BWD_X | CDP_BWD_Y, so a
 	 * layer type that does not say keeps what it may need. */
 	unsigned bwd_reads;
+	/* NULL, or what backward reads for this layer and backend now
+	 * (CDP_BWD_X, CDP_BWD_Y), in place of bwd_reads */
+	unsigned (*bwd_reads_now)(const cdp_layer *l, const cdp_net *net);
 	/* 1: backward passes dy to every input unchanged, so an input it alone
 	 * reads may share its dy buffer (net.c, dy_slots); backward then
 	 * writes nothing for an input whose gradient is l->dy itself */

@@ -313,6 +313,7 @@ void cpu_bn_fwd_infer(cdp_backend *be, int n, int c, int hw, const float *x,
                       const float *gamma, const float *beta, float *y,
                       const float *run_mean, const float *run_var, float eps, int act,
                       float slope);
+int cpu_bn_bwd_needs_y(cdp_backend *be);
 void cpu_bn_bwd(cdp_backend *be, int n, int c, int hw, const float *x, const float *y,
                 float *dy, const float *gamma, const float *bn_beta, const float *save_mean,
                 const float *save_invstd, float eps, int act, float slope, float *dx,

@@ -324,6 +324,13 @@ static void bn_bwd_chan(void *ctx, int c)
 
 /* The activation's mask comes from x, gamma and bn_beta (pre1), not y:
  * the passes read x and dy only. dy is only read. */
+/* bn_bwd computes bn(x) again for the activation's mask: y is not read */
+int cpu_bn_bwd_needs_y(cdp_backend *be)
+{
+	(void)be;
+	return 0;
+}
+
 void cpu_bn_bwd(cdp_backend *be, int n, int c, int hw, const float *x, const float *y,
                 float *dy, const float *gamma, const float *bn_beta, const float *save_mean,
                 const float *save_invstd, float eps, int act, float slope, float *dx,

@@ -140,6 +140,13 @@ static void cu_bn_fwd_infer(cdp_backend *be, int n, int c, int hw, const float *
  * With act, dy first becomes the gradient before the activation, in place,
  * masked by y (bn_beta is not needed). dx is never dy (net.c's gradient
  * slots give a layer's dy and its input's dy different buffers). */
+/* cu_bn_bwd applies the activation's gradient from y (act_bwd) */
+static int cu_bn_bwd_needs_y(cdp_backend *be)
+{
+	(void)be;
+	return 1;
+}
+
 static void cu_bn_bwd(cdp_backend *be, int n, int c, int hw, const float *x, const float *y,
                       float *dy, const float *gamma, const float *bn_beta,
                       const float *save_mean, const float *save_invstd, float eps, int act,
@@ -280,6 +287,7 @@ void cu_dnn_ops(cdp_backend *be)
 {
 	be->bn_fwd_train = cu_bn_fwd_train;
 	be->bn_fwd_infer = cu_bn_fwd_infer;
+	be->bn_bwd_needs_y = cu_bn_bwd_needs_y;
 	be->bn_bwd = cu_bn_bwd;
 	be->bn_sums = cu_bn_sums;
 	be->bn_grad_sums = cu_bn_grad_sums;

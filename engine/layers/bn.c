@@ -241,8 +241,18 @@ static void backward(cdp_layer *l, cdp_net *net)
 	           l->eps, l->act, l->slope, dx, beta, net->grads + l->w_off, net->grads + l->b_off);
 }
 
+/* Its input; and its output with an activation when the backward reads
+ * it: the frozen and synchronized ones (act_bwd), and bn_bwd on a
+ * backend that reads y */
+static unsigned bwd_reads_now(const cdp_layer *l, const cdp_net *net)
+{
+	int y = l->act && (l->frozen || net->bn_sync || net->be->bn_bwd_needs_y(net->be));
+
+	return CDP_BWD_X | (y ? CDP_BWD_Y : 0);
+}
+
 const cdp_layer_ops cdp_layer_bn = {
 	.type = "bn", .make = make, .workspace = workspace, .alloc = alloc, .init = init,
 	.forward = forward, .backward = backward, .free = lfree,
-	.bwd_reads = CDP_BWD_X | CDP_BWD_Y_ACT,
+	.bwd_reads = CDP_BWD_X | CDP_BWD_Y_ACT, .bwd_reads_now = bwd_reads_now,
 };

@@ -28,9 +28,12 @@
  *    its input's copy into, a sample at a time, 0.006; 0.659 and 0.646
  *    when the concats' fp32 outputs and their inputs were live at once and
  *    backward widened every tensor it read, 0.19).
- * The U-Net again with a backend whose convolutions read float only (as
- * CUDA's conv_takes_xh says): they widen the copies a few samples at a
- * time instead, with the same checks (0.610 here).
+ * The U-Net again as CUDA plans it (its convolutions read float only,
+ * conv_takes_xh; its bn_bwd reads the output, bn_bwd_needs_y): the
+ * convolutions widen the copies a few samples at a time and the
+ * batchnorms' outputs are widened for backward, with the same checks
+ * (0.610 here); and with a batchnorm frozen after the build (its backward
+ * then reads its output: cdp_net_freeze lays the batch out again).
  * Then cdp_net_set_precision lays the batch out anew: a net built in fp32
  * and switched to bf16 gets the stash and the same gradient bits as one
  * built in bf16, and back in fp32 none. And the inference nets of
@@ -88,6 +91,7 @@ typedef struct step_out {
 } step_out;
 
 static cdp_backend *be;
+static const char *freeze_pat;   /* cdp_net_freeze'd after the build, or NULL */
 
 static float *host(const float *dev, size_t n)
 {
@@ -123,6 +127,7 @@ static int step(const model *m, int build, int run, step_out *o)
 		return -1;
 	}
 	if (cdp_net_set_precision(&net, run, err, sizeof err) < 0 ||
+	    (freeze_pat && cdp_net_freeze(&net, freeze_pat, err, sizeof err) < 0) ||
 	    cdp_loss_init(&loss, be, net.loss, net.classes, net.ignore, NULL, 0, 0.0f, err,
 	                  sizeof err) < 0) {
 		fprintf(stderr, "%s: %s\n", m->name, err);
@@ -199,6 +204,12 @@ static int takes_none(cdp_backend *b, const cdp_conv_desc *d)
 	(void)b;
 	(void)d;
 	return 0;
+}
+
+static int needs_y(cdp_backend *b)
+{
+	(void)b;
+	return 1;
 }
 
 static void test_model(const model *m)
@@ -419,11 +430,21 @@ int main(void)
 	{
 		model u = models[2];
 		int (*takes)(cdp_backend *, const cdp_conv_desc *) = be->conv_takes_xh;
-		u.name = "unet, float-only convolutions";
+		int (*needs)(cdp_backend *) = be->bn_bwd_needs_y;
+		u.name = "unet, as CUDA plans it";
 		u.max_ratio = 0.63;
 		be->conv_takes_xh = takes_none;
+		be->bn_bwd_needs_y = needs_y;
 		test_model(&u);
 		be->conv_takes_xh = takes;
+		be->bn_bwd_needs_y = needs;
+		/* a batchnorm frozen after the batch is laid out reads its
+		 * output in backward (act_bwd): the plan is made again */
+		u = models[2];
+		u.name = "unet, bn1 frozen after the build";
+		freeze_pat = "bn1";
+		test_model(&u);
+		freeze_pat = NULL;
 	}
 	test_set_precision(&models[2]);
 	test_infer(&models[0], 0.75);
