@@ -28,11 +28,13 @@
  * and GEMMs, fp32 sums). In CDP_PREC_BF16 on either backend the net keeps
  * the activations that backward reads as bf16 between forward and backward
  * (to_bf16 / from_bf16 below; which tensors: net.c's "bf16 stash"), so
- * ops still see float32, only the values backward reads are rounded, and
- * the activation memory is about halved. A CDP_PREC_BF16 convolution
+ * ops see float32 (but for the two that say they read the bf16 copy),
+ * only the values backward reads are rounded, and the activation memory
+ * is about halved. A CDP_PREC_BF16 convolution
  * depends on its input x only through x's bf16 values (the CPU's sets
  * round x, or Winograd's input before its transform; CUDA converts x to
- * bf16), which lets the stash hand it the widened copy, the same bits. On
+ * bf16), which lets the stash hand it the widened copy, the same bits, or
+ * the copy itself where conv_takes_xh says so (bn_bwd: bn_takes_xh). On
  * CUDA, CDP_PREC_TF32 lets convolutions and
  * GEMMs use TF32 tensor cores (PyTorch's default for cuDNN convolutions),
  * and CDP_PREC_BF16 / CDP_PREC_FP16 round the inputs of convolutions and
@@ -317,7 +319,11 @@ struct cdp_backend {
 	 * again and never reads y (the CPU), so y may be NULL: the bf16 stash
 	 * then need not widen it (net.c) */
 	int (*bn_bwd_needs_y)(cdp_backend *be);
-	void (*bn_bwd)(cdp_backend *be, int n, int c, int hw, const float *x, const float *y,
+	/* 1: bn_bwd reads x as bf16 with xh = 1 (the stash's copy, the same
+	 * results as x widened), so the stash need not widen it (the CPU); 0:
+	 * float only, xh must be 0 (CUDA) */
+	int (*bn_takes_xh)(cdp_backend *be);
+	void (*bn_bwd)(cdp_backend *be, int n, int c, int hw, const void *x, int xh, const float *y,
 	               float *dy, const float *gamma, const float *bn_beta,
 	               const float *save_mean, const float *save_invstd, float eps, int act,
 	               float slope, float *dx, float beta, float *dgamma, float *dbeta);
@@ -502,7 +508,7 @@ struct cdp_backend {
 	X(gemm) X(fill) X(scale) X(axpy) X(sumsq) \
 	X(to_bf16) X(from_bf16) \
 	X(conv_workspace) X(conv_takes_xh) X(conv_fwd) X(conv_fwd_bn) X(conv_bwd_data) X(conv_bwd_filter) \
-	X(bn_fwd_train) X(bn_fwd_infer) X(bn_bwd_needs_y) X(bn_bwd) X(bn_sums) X(bn_grad_sums) X(bn_bwd_dx) \
+	X(bn_fwd_train) X(bn_fwd_infer) X(bn_bwd_needs_y) X(bn_takes_xh) X(bn_bwd) X(bn_sums) X(bn_grad_sums) X(bn_bwd_dx) \
 	X(act_fwd) X(act_bwd) \
 	X(maxpool_fwd) X(maxpool_bwd) X(avgpool_fwd) X(avgpool_bwd) \
 	X(upsample_fwd) X(upsample_bwd) X(chan_copy) X(chan_slice) \

@@ -483,7 +483,11 @@ done:
  * theirs), and its readers widen it in groups in forward too. In the
  * U-Net that ends the long fp32 lives of the skip connections (from the
  * encoder to the concat) and the concat's output, the largest tensor.
- * The rest of forward reads every tensor in fp32 as it was written. Where
+ * Batchnorm's backward likewise reads its input's copy as it is where
+ * the backend does (bn_takes_xh, the CPU; not for the synchronized or
+ * frozen ones), and its output only where the backend's bn_bwd does
+ * (bn_bwd_needs_y: CUDA; the CPU computes bn(x) again). The rest of
+ * forward reads every tensor in fp32 as it was written. Where
  * reading the copies would not make the whole smaller (the widening
  * buffer outweighs what the arena saves: the classifier), the plan keeps
  * fp32 for them (act_plan plans both). Forward gives the same bits either
@@ -615,20 +619,23 @@ static size_t plan_once(cdp_net *net, int hread, act_range *rg, act_range **live
 			for (int m = 0; m < net->layers[k].nfrom; m++) {
 				const cdp_layer *c = &net->layers[k];
 				unsigned io = hread ? c->ops->stash_io : 0;
+				int direct, hb;
 				if (c->from[m] != t)
 					continue;
+				direct = io && c->ops->stash_direct && c->ops->stash_direct(c, net);
+				hb = (io & CDP_STASH_IN_BWD) && (direct || !(io & CDP_STASH_DIRECT_ONLY));
 				/* forward: in fp32, but where the copy serves (a
 				 * bf16-only consumer rounds what it reads) */
 				if (!(keep[t] && (honly[t] || (io & CDP_STASH_OUT && honly[k]))))
 					l->fwd_end = k;
-				if (!net->infer && (bwd_reads(net, c) & CDP_BWD_X) && !(io & CDP_STASH_IN_BWD)) {
+				if (!net->infer && (bwd_reads(net, c) & CDP_BWD_X) && !hb) {
 					if (k > l->bwd_first)
 						l->bwd_first = k;
 					if (k < l->bwd_last)
 						l->bwd_last = k;
 				}
-				if (keep[t] && io & (CDP_STASH_IN_FWD | CDP_STASH_IN_BWD) &&
-				    !(c->ops->stash_direct && c->ops->stash_direct(c, net))) {
+				if (keep[t] && io & (CDP_STASH_IN_FWD | CDP_STASH_IN_BWD) && !direct &&
+				    !(io & CDP_STASH_DIRECT_ONLY)) {
 					size_t f = cdp_shape_numel(l->out);
 					if (f > wide_s)
 						wide_s = f;

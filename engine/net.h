@@ -80,7 +80,10 @@ enum {
 	/* forward writes its output to its bf16 copy alone where l->y is NULL
 	 * (concat: its values are its inputs', so rounding them is all it
 	 * does); it then reads its inputs from their copies too */
-	CDP_STASH_OUT = 4
+	CDP_STASH_OUT = 4,
+	/* with CDP_STASH_IN_BWD: only where stash_direct says so (a
+	 * batchnorm cannot run a group of samples at a time) */
+	CDP_STASH_DIRECT_ONLY = 8
 };
 
 enum {

@@ -314,7 +314,8 @@ void cpu_bn_fwd_infer(cdp_backend *be, int n, int c, int hw, const float *x,
                       const float *run_mean, const float *run_var, float eps, int act,
                       float slope);
 int cpu_bn_bwd_needs_y(cdp_backend *be);
-void cpu_bn_bwd(cdp_backend *be, int n, int c, int hw, const float *x, const float *y,
+int cpu_bn_takes_xh(cdp_backend *be);
+void cpu_bn_bwd(cdp_backend *be, int n, int c, int hw, const void *x, int xh, const float *y,
                 float *dy, const float *gamma, const float *bn_beta, const float *save_mean,
                 const float *save_invstd, float eps, int act, float slope, float *dx,
                 float beta, float *dgamma, float *dbeta);

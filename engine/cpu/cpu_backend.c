@@ -261,6 +261,7 @@ cdp_backend *cdp_backend_cpu(int threads)
 	be->bn_fwd_train = cpu_bn_fwd_train;
 	be->bn_fwd_infer = cpu_bn_fwd_infer;
 	be->bn_bwd_needs_y = cpu_bn_bwd_needs_y;
+	be->bn_takes_xh = cpu_bn_takes_xh;
 	be->bn_bwd = cpu_bn_bwd;
 	be->bn_sums = cpu_bn_sums;
 	be->bn_grad_sums = cpu_bn_grad_sums;

@@ -44,6 +44,7 @@
 #define NV 4
 #define VL (4 * NV)
 #define BLOCK 1024
+#define XH_CHUNK (2 * BLOCK)   /* bn_bwd's widened run of a bf16 x */
 typedef float v4f __attribute__((vector_size(16), aligned(4)));
 typedef int32_t v4i __attribute__((vector_size(16), aligned(4)));
 
@@ -187,6 +188,7 @@ typedef struct bn_job {
 	size_t hw;
 	float slope, momentum, eps, dxbeta;
 	const float *x, *dy, *gamma, *beta, *mean, *var, *invstd;
+	const uint16_t *xh;  /* bn_bwd: x as bf16 (the stash's copy), or NULL */
 	float *y, *dx, *run_mean, *run_var, *save_mean, *save_invstd, *dgamma, *dbeta;
 	double *sums;       /* the synchronized parts' (2C) */
 } bn_job;
@@ -296,16 +298,33 @@ bwd_chan(const int act, const bn_job *j, int c)
 	float mean = j->mean[c], is = j->invstd[c], a = j->gamma[c] * is, mg, mgx;
 	float b = act ? j->beta[c] : 0.0f;
 
+	float wide[XH_CHUNK];
+
+	/* a bf16 x widened XH_CHUNK values at a time, whole BLOCKs of
+	 * grad_sums: the same sums in the same order as of x widened */
 	for (int n = 0; n < j->n; n++) {
 		size_t o = plane(j, n, c);
-		grad_sums(act, j->slope, j->x + o, j->dy + o, j->hw, mean, is, a, b, &sg, &sgx);
+		for (size_t q = 0; j->xh && q < j->hw; q += XH_CHUNK) {
+			size_t len = j->hw - q < XH_CHUNK ? j->hw - q : XH_CHUNK;
+			cpu_bf16_widen_run(wide, j->xh + o + q, len);
+			grad_sums(act, j->slope, wide, j->dy + o + q, len, mean, is, a, b, &sg, &sgx);
+		}
+		if (!j->xh)
+			grad_sums(act, j->slope, j->x + o, j->dy + o, j->hw, mean, is, a, b, &sg, &sgx);
 	}
 	mg = (float)(sg / (double)m);
 	mgx = (float)(sgx / (double)m);
 	for (int n = j->n - 1; n >= 0; n--) {
 		size_t o = plane(j, n, c);
-		dx_plane(act, j->slope, j->x + o, j->dy + o, j->dx + o, j->hw, mean, is, a, b, mg,
-		         mgx, j->dxbeta != 0.0f);
+		for (size_t q = 0; j->xh && q < j->hw; q += XH_CHUNK) {
+			size_t len = j->hw - q < XH_CHUNK ? j->hw - q : XH_CHUNK;
+			cpu_bf16_widen_run(wide, j->xh + o + q, len);
+			dx_plane(act, j->slope, wide, j->dy + o + q, j->dx + o + q, len, mean, is, a, b,
+			         mg, mgx, j->dxbeta != 0.0f);
+		}
+		if (!j->xh)
+			dx_plane(act, j->slope, j->x + o, j->dy + o, j->dx + o, j->hw, mean, is, a, b, mg,
+			         mgx, j->dxbeta != 0.0f);
 	}
 	j->dgamma[c] += (float)sgx;
 	j->dbeta[c] += (float)sg;
@@ -322,8 +341,6 @@ static void bn_bwd_chan(void *ctx, int c)
 	}
 }
 
-/* The activation's mask comes from x, gamma and bn_beta (pre1), not y:
- * the passes read x and dy only. dy is only read. */
 /* bn_bwd computes bn(x) again for the activation's mask: y is not read */
 int cpu_bn_bwd_needs_y(cdp_backend *be)
 {
@@ -331,16 +348,27 @@ int cpu_bn_bwd_needs_y(cdp_backend *be)
 	return 0;
 }
 
-void cpu_bn_bwd(cdp_backend *be, int n, int c, int hw, const float *x, const float *y,
+/* and it widens a bf16 x as it goes */
+int cpu_bn_takes_xh(cdp_backend *be)
+{
+	(void)be;
+	return 1;
+}
+
+/* The activation's mask comes from x, gamma and bn_beta (pre1), not y:
+ * the passes read x and dy only. dy is only read. */
+void cpu_bn_bwd(cdp_backend *be, int n, int c, int hw, const void *x, int xh, const float *y,
                 float *dy, const float *gamma, const float *bn_beta, const float *save_mean,
                 const float *save_invstd, float eps, int act, float slope, float *dx,
                 float beta, float *dgamma, float *dbeta)
 {
 	(void)eps;   /* save_invstd already holds 1/sqrt(var + eps) */
-	bn_job j = { .n = n, .c = c, .hw = (size_t)hw, .act = act, .slope = slope, .x = x,
+	bn_job j = { .n = n, .c = c, .hw = (size_t)hw, .act = act, .slope = slope,
+	             .x = xh ? NULL : x, .xh = xh ? x : NULL,
 	             .dy = dy, .gamma = gamma, .beta = bn_beta, .mean = save_mean,
 	             .invstd = save_invstd, .dx = dx, .dxbeta = beta, .dgamma = dgamma,
 	             .dbeta = dbeta };
+	(void)y;
 	cpu_parallel_for(be, c, bn_bwd_chan, &j);
 }
 

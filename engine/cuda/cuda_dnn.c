@@ -147,13 +147,24 @@ static int cu_bn_bwd_needs_y(cdp_backend *be)
 	return 1;
 }
 
-static void cu_bn_bwd(cdp_backend *be, int n, int c, int hw, const float *x, const float *y,
-                      float *dy, const float *gamma, const float *bn_beta,
+/* cuDNN's backward takes a float x */
+static int cu_bn_takes_xh(cdp_backend *be)
+{
+	(void)be;
+	return 0;
+}
+
+static void cu_bn_bwd(cdp_backend *be, int n, int c, int hw, const void *xv, int xh,
+                      const float *y, float *dy, const float *gamma, const float *bn_beta,
                       const float *save_mean, const float *save_invstd, float eps, int act,
                       float slope, float *dx, float beta, float *dgamma, float *dbeta)
 {
 	cu_impl *im = cu_im(be);
-	const float one = 1.0f;
+	const float one = 1.0f, *x = xv;
+
+	if (xh)
+		cu_fail(__FILE__, __LINE__, "bn_bwd", "bf16 input",
+		        "batchnorm's backward was given its input in bf16 (bn_takes_xh is 0)");
 
 	if (act)
 		cu_act_bwd(be, act, slope, y, dy, dy, 0.0f, (size_t)n * c * hw);
@@ -288,6 +299,7 @@ void cu_dnn_ops(cdp_backend *be)
 	be->bn_fwd_train = cu_bn_fwd_train;
 	be->bn_fwd_infer = cu_bn_fwd_infer;
 	be->bn_bwd_needs_y = cu_bn_bwd_needs_y;
+	be->bn_takes_xh = cu_bn_takes_xh;
 	be->bn_bwd = cu_bn_bwd;
 	be->bn_sums = cu_bn_sums;
 	be->bn_grad_sums = cu_bn_grad_sums;

@@ -212,6 +212,7 @@ static void backward(cdp_layer *l, cdp_net *net)
 	bn_state *st = l->state;
 	int c = l->out.c, hw = l->out.h * l->out.w;
 	float *dx = cdp_layer_dx(net, l, 0), beta = l->in_beta[0];
+	const float *x;
 
 	if (l->frozen) {
 		size_t count = cdp_layer_out_count(l, net);
@@ -235,8 +236,10 @@ static void backward(cdp_layer *l, cdp_net *net)
 		sync_backward(l, net, dx, beta);
 		return;
 	}
-	/* the backend may leave the gradient before the activation in dy */
-	be->bn_bwd(be, net->n, c, hw, cdp_layer_x(net, l, 0), l->y, l->dy,
+	/* the backend may leave the gradient before the activation in dy; x
+	 * may be only the stash's bf16 copy (stash_direct) */
+	x = cdp_layer_x(net, l, 0);
+	be->bn_bwd(be, net->n, c, hw, x ? x : (const void *)cdp_layer_xh(net, l, 0), !x, l->y, l->dy,
 	           net->params + l->w_off, net->params + l->b_off, st->save, st->save + c,
 	           l->eps, l->act, l->slope, dx, beta, net->grads + l->w_off, net->grads + l->b_off);
 }
@@ -251,8 +254,17 @@ static unsigned bwd_reads_now(const cdp_layer *l, const cdp_net *net)
 	return CDP_BWD_X | (y ? CDP_BWD_Y : 0);
 }
 
+/* The stash's bf16 copy of the input read as it is: where the backend
+ * reads it so and the backward is bn_bwd's (not the synchronized parts,
+ * not the frozen one's) */
+static int stash_direct(const cdp_layer *l, const cdp_net *net)
+{
+	return !l->frozen && !net->bn_sync && net->be->bn_takes_xh(net->be);
+}
+
 const cdp_layer_ops cdp_layer_bn = {
 	.type = "bn", .make = make, .workspace = workspace, .alloc = alloc, .init = init,
 	.forward = forward, .backward = backward, .free = lfree,
 	.bwd_reads = CDP_BWD_X | CDP_BWD_Y_ACT, .bwd_reads_now = bwd_reads_now,
+	.stash_io = CDP_STASH_IN_BWD | CDP_STASH_DIRECT_ONLY, .stash_direct = stash_direct,
 };

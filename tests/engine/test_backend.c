@@ -441,14 +441,14 @@ static void bn_case(int n, int c, int hw, int act, float slope)
 				rdx[t] = g[k] * inv[k] * (gt - sdy / M - xh * sdyx / M);
 			}
 	}
-	cpu_bn_bwd(be, n, c, hw, x, y, dy, g, bt, sm, si, (float)eps, act, slope, dx, 0.0f, dg, dbt);
+	cpu_bn_bwd(be, n, c, hw, x, 0, y, dy, g, bt, sm, si, (float)eps, act, slope, dx, 0.0f, dg, dbt);
 	BN_NEAR(dx, rdx, nx, 1e-5, "dx");
 	BN_NEAR(dg, rdg, (size_t)c, 1e-5, "dgamma");
 	BN_NEAR(dbt, rdb, (size_t)c, 1e-5, "dbeta");
 	CHECK(memcmp(dy, dy0, nx * sizeof *dy) == 0, "bn bwd act %d: the CPU leaves dy as it was", act);
 	for (size_t i = 0; i < nx; i++)
 		rdx[i] = 2 * rdx[i];
-	cpu_bn_bwd(be, n, c, hw, x, y, dy, g, bt, sm, si, (float)eps, act, slope, dx, 1.0f, dg, dbt);
+	cpu_bn_bwd(be, n, c, hw, x, 0, y, dy, g, bt, sm, si, (float)eps, act, slope, dx, 1.0f, dg, dbt);
 	BN_NEAR(dx, rdx, nx, 1e-5, "dx beta 1");
 	bn_parts(n, c, hw, act, slope, x, y, dy, g, rm, sm, si, m, inv, rdx, what);
 	/* inference with the running statistics */

@@ -374,9 +374,9 @@ static void test_threads(void)
 	CHECK(memcmp(o1, o3, nx * 4) == 0 && memcmp(s1, s3, 4 * c * 4) == 0, "bn fwd bitwise");
 	/* y for the activation's mask: the forward's output, o1 == o3 */
 	memcpy(o3 + nx, o1, nx * 4);
-	cpu_bn_bwd(b1, n, c, hw, x, o3 + nx, dy, g, bt, s1 + 2 * c, s1 + 3 * c, 1e-5f, CDP_ACT_RELU, 0.0f, o1,
+	cpu_bn_bwd(b1, n, c, hw, x, 0, o3 + nx, dy, g, bt, s1 + 2 * c, s1 + 3 * c, 1e-5f, CDP_ACT_RELU, 0.0f, o1,
 	           0.0f, s1, s1 + c);
-	cpu_bn_bwd(be, n, c, hw, x, o3 + nx, dy, g, bt, s3 + 2 * c, s3 + 3 * c, 1e-5f, CDP_ACT_RELU, 0.0f, o3,
+	cpu_bn_bwd(be, n, c, hw, x, 0, o3 + nx, dy, g, bt, s3 + 2 * c, s3 + 3 * c, 1e-5f, CDP_ACT_RELU, 0.0f, o3,
 	           0.0f, s3, s3 + c);
 	CHECK(memcmp(o1, o3, nx * 4) == 0 && memcmp(s1, s3, 2 * c * 4) == 0, "bn bwd bitwise");
 	cdp_pool_desc_init(&pd);

@@ -128,6 +128,44 @@ static void near(const float *a, const double *ref, const double *unr, size_t n,
 		      set, what, gap);
 }
 
+/* batchnorm's backward of a bf16 input (bn_takes_xh) read as it is: the
+ * same bits as of its values widened, with and without an activation,
+ * planes that are not whole chunks of its widening */
+static void test_bn_xh(void)
+{
+	int n = 3, c = 4, hw = 2 * 2048 + 77;
+	size_t nx = (size_t)n * c * hw;
+	float *x = rnd(nx), *dy = rnd(nx), *g = rnd((size_t)c), *bt = rnd((size_t)c);
+	float *sm = rnd((size_t)c), *si = rnd((size_t)c), *xr;
+	uint16_t *xh = malloc(nx * sizeof *xh);
+
+	for (int i = 0; i < c; i++)
+		si[i] = 1.0f + fabsf(si[i]);
+	xr = rounded(x, nx);
+	for (size_t i = 0; i < nx; i++)
+		xh[i] = cpu_bf16_bits(x[i]);
+	CHECK(cpu_bn_takes_xh(be) == 1, "[%s] the CPU's bn_bwd does not take a bf16 input", set);
+	for (int act = 0; act <= CDP_ACT_RELU; act += CDP_ACT_RELU) {
+		float *dxa = rnd(nx), *dxb = malloc(nx * sizeof *dxb), *dya = rnd(nx), *dyb = rnd(nx);
+		float dga[4] = { 0 }, dba[4] = { 0 }, dgb[4] = { 0 }, dbb[4] = { 0 };
+		memcpy(dxb, dxa, nx * sizeof *dxb);
+		memcpy(dya, dy, nx * sizeof *dy);
+		memcpy(dyb, dy, nx * sizeof *dy);
+		cpu_bn_bwd(be, n, c, hw, xr, 0, NULL, dya, g, bt, sm, si, 1e-5f, act, 0.0f, dxa, 1.0f,
+		           dga, dba);
+		cpu_bn_bwd(be, n, c, hw, xh, 1, NULL, dyb, g, bt, sm, si, 1e-5f, act, 0.0f, dxb, 1.0f,
+		           dgb, dbb);
+		CHECK(memcmp(dxa, dxb, nx * sizeof *dxa) == 0 && memcmp(dga, dgb, sizeof dga) == 0 &&
+		      memcmp(dba, dbb, sizeof dba) == 0,
+		      "[%s] bn_bwd (act %d) of the bf16 input differs from the widened one's", set, act);
+		be->free(be, dxa); be->free(be, dya); be->free(be, dyb);
+		free(dxb);
+	}
+	be->free(be, x); be->free(be, dy); be->free(be, g); be->free(be, bt);
+	be->free(be, sm); be->free(be, si);
+	free(xr); free(xh);
+}
+
 static int xh_cases;
 
 /* The bf16 input (d->xh, conv_takes_xh) read as it is: the same bits as
@@ -347,6 +385,7 @@ int main(void)
 		CHECK(strcmp(cpu_kgemm_bf16(), set) == 0, "forced %s, in use %s", set, cpu_kgemm_bf16());
 		CHECK(be->set_precision(be, CDP_PREC_BF16) == 0, "[%s] bf16 accepted", set);
 		test_conv();
+		test_bn_xh();
 		test_gemm();
 		ran++;
 	}

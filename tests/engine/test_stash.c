@@ -28,8 +28,9 @@
  *    its input's copy into, a sample at a time, 0.006; 0.659 and 0.646
  *    when the concats' fp32 outputs and their inputs were live at once and
  *    backward widened every tensor it read, 0.19).
- * The U-Net again as CUDA plans it (its convolutions read float only,
- * conv_takes_xh; its bn_bwd reads the output, bn_bwd_needs_y): the
+ * The U-Net again as CUDA plans it (its convolutions and bn_bwd read
+ * float only, conv_takes_xh and bn_takes_xh; its bn_bwd reads the
+ * output, bn_bwd_needs_y): the
  * convolutions widen the copies a few samples at a time and the
  * batchnorms' outputs are widened for backward, with the same checks
  * (0.610 here); and with a batchnorm frozen after the build (its backward
@@ -210,6 +211,12 @@ static int needs_y(cdp_backend *b)
 {
 	(void)b;
 	return 1;
+}
+
+static int bn_xh_none(cdp_backend *b)
+{
+	(void)b;
+	return 0;
 }
 
 static void test_model(const model *m)
@@ -430,14 +437,16 @@ int main(void)
 	{
 		model u = models[2];
 		int (*takes)(cdp_backend *, const cdp_conv_desc *) = be->conv_takes_xh;
-		int (*needs)(cdp_backend *) = be->bn_bwd_needs_y;
+		int (*needs)(cdp_backend *) = be->bn_bwd_needs_y, (*bn_xh)(cdp_backend *) = be->bn_takes_xh;
 		u.name = "unet, as CUDA plans it";
 		u.max_ratio = 0.63;
 		be->conv_takes_xh = takes_none;
 		be->bn_bwd_needs_y = needs_y;
+		be->bn_takes_xh = bn_xh_none;
 		test_model(&u);
 		be->conv_takes_xh = takes;
 		be->bn_bwd_needs_y = needs;
+		be->bn_takes_xh = bn_xh;
 		/* a batchnorm frozen after the batch is laid out reads its
 		 * output in backward (act_bwd): the plan is made again */
 		u = models[2];

@@ -48,14 +48,14 @@ static void bn_case(int n, int c, int hw, int act, float slope, const char *name
 	gh_set(&y, yh, nx * 4);
 	free(yh);
 	GH_BOTH(s, be)
-		be->bn_bwd(be, n, c, hw, GF(x, s), GF(y, s), GF(dy, s), PC(g, s), PC(bt, s), PC(sm, s),
+		be->bn_bwd(be, n, c, hw, GF(x, s), 0, GF(y, s), GF(dy, s), PC(g, s), PC(bt, s), PC(sm, s),
 		           PC(si, s), eps, act, slope, GF(dx, s), 0.0f, PC(dg, s), PC(db, s));
 	BN_CMP("bwd dx beta 0", dx, nx);
 	BN_CMP("bwd dgamma +=", dg, nc);
 	BN_CMP("bwd dbeta +=", db, nc);
 	gh_set(&dy, dy0, nx * 4);
 	GH_BOTH(s, be)
-		be->bn_bwd(be, n, c, hw, GF(x, s), GF(y, s), GF(dy, s), PC(g, s), PC(bt, s), PC(sm, s),
+		be->bn_bwd(be, n, c, hw, GF(x, s), 0, GF(y, s), GF(dy, s), PC(g, s), PC(bt, s), PC(sm, s),
 		           PC(si, s), eps, act, slope, GF(dx, s), 1.0f, PC(dg, s), PC(db, s));
 	BN_CMP("bwd dx beta 1", dx, nx);
 	GH_BOTH(s, be)
