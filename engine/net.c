@@ -554,8 +554,8 @@ static int range_off_cmp(const void *pa, const void *pb)
  * which have no fp32 at all (honly: a CDP_STASH_OUT layer whose readers
  * all take its copy: convolutions, or bf16-only CDP_STASH_OUT layers),
  * decided from the last layer down since a reader's role comes first.
- * None without the stash (inference). */
-static void stash_roles(const cdp_net *net, char *keep, char *honly)
+ * None without the stash (inference); no honly without hread. */
+static void stash_roles(const cdp_net *net, int hread, char *keep, char *honly)
 {
 	int out = net->out_layer;
 
@@ -566,7 +566,7 @@ static void stash_roles(const cdp_net *net, char *keep, char *honly)
 				if (net->layers[k].from[m] == t && (bwd_reads(net, &net->layers[k]) & CDP_BWD_X))
 					keep[t] = 1;
 	}
-	for (int t = out - 1; net->stash && t >= 0; t--) {
+	for (int t = out - 1; net->stash && hread && t >= 0; t--) {
 		int readers = 0, ok = keep[t] && (net->layers[t].ops->stash_io & CDP_STASH_OUT);
 		for (int k = t + 1; k <= out && ok; k++)
 			for (int m = 0; m < net->layers[k].nfrom; m++) {
@@ -601,9 +601,7 @@ static size_t plan_once(cdp_net *net, int hread, act_range *rg, act_range **live
 		free(honly);
 		return SIZE_MAX;
 	}
-	stash_roles(net, keep, honly);
-	for (int t = 0; t < nl && !hread; t++)
-		honly[t] = 0;
+	stash_roles(net, hread, keep, honly);
 	for (int t = 0; t < nl; t++) {
 		cdp_layer *l = &net->layers[t];
 		size_t bytes = cdp_layer_out_count(l, net) * sizeof(float);

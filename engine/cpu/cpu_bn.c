@@ -287,6 +287,15 @@ void cpu_bn_fwd_infer(cdp_backend *be, int n, int c, int hw, const float *x,
 	cpu_parallel_for(be, c, bn_infer_chan, &j);
 }
 
+/* x's run [o, o + len): in place, or its bf16 copy widened into wide */
+static inline const float *x_run(const bn_job *j, size_t o, size_t len, float *wide)
+{
+	if (!j->xh)
+		return j->x + o;
+	cpu_bf16_widen_run(wide, j->xh + o, len);
+	return wide;
+}
+
 /* Both passes of the backward for channel c with the activation a constant
  * (so each specialisation is a straight vector loop). a = gamma * invstd is
  * the forward's scale (bn_train_chan's), and dx's factor. */
@@ -298,33 +307,29 @@ bwd_chan(const int act, const bn_job *j, int c)
 	float mean = j->mean[c], is = j->invstd[c], a = j->gamma[c] * is, mg, mgx;
 	float b = act ? j->beta[c] : 0.0f;
 
+	/* a plane at once, or a bf16 x XH_CHUNK values at a time (whole
+	 * BLOCKs of grad_sums: the same sums in the same order) */
+	size_t step = j->xh ? XH_CHUNK : j->hw;
 	float wide[XH_CHUNK];
 
-	/* a bf16 x widened XH_CHUNK values at a time, whole BLOCKs of
-	 * grad_sums: the same sums in the same order as of x widened */
 	for (int n = 0; n < j->n; n++) {
 		size_t o = plane(j, n, c);
-		for (size_t q = 0; j->xh && q < j->hw; q += XH_CHUNK) {
-			size_t len = j->hw - q < XH_CHUNK ? j->hw - q : XH_CHUNK;
-			cpu_bf16_widen_run(wide, j->xh + o + q, len);
-			grad_sums(act, j->slope, wide, j->dy + o + q, len, mean, is, a, b, &sg, &sgx);
+		for (size_t q = 0; q < j->hw; q += step) {
+			size_t len = j->hw - q < step ? j->hw - q : step;
+			const float *xr = x_run(j, o + q, len, wide);
+			grad_sums(act, j->slope, xr, j->dy + o + q, len, mean, is, a, b, &sg, &sgx);
 		}
-		if (!j->xh)
-			grad_sums(act, j->slope, j->x + o, j->dy + o, j->hw, mean, is, a, b, &sg, &sgx);
 	}
 	mg = (float)(sg / (double)m);
 	mgx = (float)(sgx / (double)m);
 	for (int n = j->n - 1; n >= 0; n--) {
 		size_t o = plane(j, n, c);
-		for (size_t q = 0; j->xh && q < j->hw; q += XH_CHUNK) {
-			size_t len = j->hw - q < XH_CHUNK ? j->hw - q : XH_CHUNK;
-			cpu_bf16_widen_run(wide, j->xh + o + q, len);
-			dx_plane(act, j->slope, wide, j->dy + o + q, j->dx + o + q, len, mean, is, a, b,
-			         mg, mgx, j->dxbeta != 0.0f);
-		}
-		if (!j->xh)
-			dx_plane(act, j->slope, j->x + o, j->dy + o, j->dx + o, j->hw, mean, is, a, b, mg,
+		for (size_t q = 0; q < j->hw; q += step) {
+			size_t len = j->hw - q < step ? j->hw - q : step;
+			const float *xr = x_run(j, o + q, len, wide);
+			dx_plane(act, j->slope, xr, j->dy + o + q, j->dx + o + q, len, mean, is, a, b, mg,
 			         mgx, j->dxbeta != 0.0f);
+		}
 	}
 	j->dgamma[c] += (float)sgx;
 	j->dbeta[c] += (float)sg;

@@ -328,8 +328,7 @@ static conv_job make_job(cdp_backend *be, const cdp_conv_desc *d)
  * the others read x as float (backend.h). */
 int cpu_conv_takes_xh(cdp_backend *be, const cdp_conv_desc *d)
 {
-	return be->precision == CDP_PREC_BF16 && conv_plan(d) == PLAN_IMPLICIT &&
-	       !phase_op(d, OP_FWD) && !phase_op(d, OP_FILTER);
+	return be->precision == CDP_PREC_BF16 && conv_plan(d) == PLAN_IMPLICIT;
 }
 
 /* x given as bf16 where this backend does not take it: the caller's bug */

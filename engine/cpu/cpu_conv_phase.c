@@ -205,7 +205,8 @@ void cpu_phase_fwd(cdp_backend *be, const cdp_conv_desc *d, const float *x, cons
 		const phase *f = &ph[t];
 		if (empty(f))
 			continue;
-		cpu_kcol_corr(be, &f->fwd, d->n, cpu_src_of(xp + f->xoff, 0), sub_kernel(d, f, w, 0, wp + f->woff),
+		cpu_kcol_corr(be, &f->fwd, d->n, cpu_src_of(xp + f->xoff, 0),
+		              sub_kernel(d, f, w, 0, wp + f->woff),
 		              (long)d->c * f->kh * f->kw, t == 0 ? bias : NULL, t == last ? bn : NULL,
 		              t == 0 ? 0.0f : 1.0f, y, tab);
 	}
@@ -224,7 +225,8 @@ void cpu_phase_data(cdp_backend *be, const cdp_conv_desc *d, const float *dy, co
 		const phase *f = &ph[t];
 		if (empty(f))
 			continue;
-		cpu_kcol_corr(be, &f->data, d->n, cpu_src_of(dy, 0), sub_kernel(d, f, w, 1, wp + f->woff),
+		cpu_kcol_corr(be, &f->data, d->n, cpu_src_of(dy, 0),
+		              sub_kernel(d, f, w, 1, wp + f->woff),
 		              (long)d->f * f->kh * f->kw, NULL, NULL, 0.0f, dxp + f->xoff, tab);
 	}
 	split_job sj = { .d = d, .ph = ph, .dx = dx, .dxp = dxp, .beta = beta };

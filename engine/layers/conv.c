@@ -84,37 +84,48 @@ static int stash_direct(const cdp_layer *l, const cdp_net *net)
 	return net->be->conv_takes_xh(net->be, &d);
 }
 
-/* The stash's read (net.c): x (N,C,H,W) only as its bf16 copy xh. Where
- * the backend reads it so (conv_takes_xh), the op takes it whole; else it
- * runs on g samples at a time widened into net->wide (fwd: y's rows of
- * those samples; filter: dw and dbias summed group by group). */
-static void by_groups(cdp_layer *l, cdp_net *net, const uint16_t *xh, int filter)
+/* The forward (y) or the filter gradient (dw, dbias) of the samples
+ * [n0, n0 + d->n), x theirs */
+static void conv_op(cdp_layer *l, cdp_net *net, const cdp_conv_desc *d, const void *x, int n0,
+                    int filter)
 {
 	cdp_backend *be = net->be;
-	int g = cdp_net_stash_group(net, l);
-	size_t per = cdp_shape_numel(l->in[0]), fper = cdp_shape_numel(l->out);
-	cdp_conv_desc whole = desc(l, net->n);
+	const float *bias = l->bias ? net->params + l->b_off : NULL;
+	size_t fper = (size_t)n0 * cdp_shape_numel(l->out);
 
-	if (be->conv_takes_xh(be, &whole)) {
-		whole.xh = 1;
-		if (filter)
-			be->conv_bwd_filter(be, &whole, xh, l->dy, net->grads + l->w_off,
-			                    l->bias ? net->grads + l->b_off : NULL, net->ws);
-		else
-			be->conv_fwd(be, &whole, xh, net->params + l->w_off,
-			             l->bias ? net->params + l->b_off : NULL, l->y, net->ws);
+	if (filter)
+		be->conv_bwd_filter(be, d, x, l->dy + fper, net->grads + l->w_off,
+		                    l->bias ? net->grads + l->b_off : NULL, net->ws);
+	else
+		be->conv_fwd(be, d, x, net->params + l->w_off, bias, l->y + fper, net->ws);
+}
+
+/* conv_op on the whole batch, x its input: in fp32; or only as the
+ * stash's bf16 copy (net.c), which the backend reads as it is where it
+ * says so (conv_takes_xh), else g samples at a time widened into
+ * net->wide (dw and dbias then summed group by group) */
+static void conv_in(cdp_layer *l, cdp_net *net, int filter)
+{
+	cdp_backend *be = net->be;
+	cdp_conv_desc d = desc(l, net->n);
+	const uint16_t *xh = cdp_layer_xh(net, l, 0);
+	int g = cdp_net_stash_group(net, l);
+	size_t per = cdp_shape_numel(l->in[0]);
+
+	if (!xh) {
+		conv_op(l, net, &d, cdp_layer_x(net, l, 0), 0, filter);
+		return;
+	}
+	if (be->conv_takes_xh(be, &d)) {
+		d.xh = 1;
+		conv_op(l, net, &d, xh, 0, filter);
 		return;
 	}
 	for (int n0 = 0; n0 < net->n; n0 += g) {
 		int cnt = net->n - n0 < g ? net->n - n0 : g;
-		cdp_conv_desc d = desc(l, cnt);
+		cdp_conv_desc dg = desc(l, cnt);
 		be->from_bf16(be, xh + n0 * per, net->wide, (size_t)cnt * per);
-		if (filter)
-			be->conv_bwd_filter(be, &d, net->wide, l->dy + n0 * fper, net->grads + l->w_off,
-			                    l->bias ? net->grads + l->b_off : NULL, net->ws);
-		else
-			be->conv_fwd(be, &d, net->wide, net->params + l->w_off,
-			             l->bias ? net->params + l->b_off : NULL, l->y + n0 * fper, net->ws);
+		conv_op(l, net, &dg, net->wide, n0, filter);
 	}
 }
 
@@ -140,11 +151,7 @@ static void forward(cdp_layer *l, cdp_net *net)
 		                b->y_fwd ? b->y_fwd : b->y, net->ws);
 		return;
 	}
-	if (cdp_layer_xh(net, l, 0))
-		by_groups(l, net, cdp_layer_xh(net, l, 0), 0);
-	else
-		be->conv_fwd(be, &d, cdp_layer_x(net, l, 0), net->params + l->w_off,
-		             l->bias ? net->params + l->b_off : NULL, l->y, net->ws);
+	conv_in(l, net, 0);
 	if (l->act)
 		be->act_fwd(be, l->act, l->slope, l->y, l->y, cdp_layer_out_count(l, net));
 }
@@ -159,11 +166,8 @@ static void backward(cdp_layer *l, cdp_net *net)
 	if (l->act)
 		be->act_bwd(be, l->act, l->slope, l->y, l->dy, l->dy, 0.0f,
 		            cdp_layer_out_count(l, net));
-	if (!l->frozen && cdp_layer_xh(net, l, 0))
-		by_groups(l, net, cdp_layer_xh(net, l, 0), 1);
-	else if (!l->frozen)
-		be->conv_bwd_filter(be, &d, cdp_layer_x(net, l, 0), l->dy, net->grads + l->w_off,
-		                    l->bias ? net->grads + l->b_off : NULL, net->ws);
+	if (!l->frozen)
+		conv_in(l, net, 1);
 	if (dx)
 		be->conv_bwd_data(be, &d, l->dy, net->params + l->w_off, dx, l->in_beta[0], net->ws);
 }
