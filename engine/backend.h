@@ -356,10 +356,14 @@ struct cdp_backend {
 	 * avg counts padding like PyTorch's count_include_pad=True */
 	void (*maxpool_fwd)(cdp_backend *be, const cdp_pool_desc *d, const float *x, float *y, int32_t *idx);
 	/* x, y: the forward's input and output (cuDNN's backward wants them; the
-	 * CPU uses idx). Where several inputs of a window tie for the maximum,
-	 * the gradient goes to one of them (the first on the CPU). */
+	 * CPU uses idx, and takes NULL for both). Where several inputs of a
+	 * window tie for the maximum, the gradient goes to one of them (the
+	 * first on the CPU). */
 	void (*maxpool_bwd)(cdp_backend *be, const cdp_pool_desc *d, const float *x, const float *y,
 	                    const float *dy, const int32_t *idx, float *dx, float beta);
+	/* 1 when maxpool_bwd reads x and y (CUDA), 0 when idx is all it reads
+	 * (the CPU): the bf16 stash then widens neither for it (net.c) */
+	int (*maxpool_bwd_needs_xy)(cdp_backend *be);
 	void (*avgpool_fwd)(cdp_backend *be, const cdp_pool_desc *d, const float *x, float *y);
 	void (*avgpool_bwd)(cdp_backend *be, const cdp_pool_desc *d, const float *dy, float *dx, float beta);
 
@@ -510,7 +514,7 @@ struct cdp_backend {
 	X(conv_workspace) X(conv_takes_xh) X(conv_fwd) X(conv_fwd_bn) X(conv_bwd_data) X(conv_bwd_filter) \
 	X(bn_fwd_train) X(bn_fwd_infer) X(bn_bwd_needs_y) X(bn_takes_xh) X(bn_bwd) X(bn_sums) X(bn_grad_sums) X(bn_bwd_dx) \
 	X(act_fwd) X(act_bwd) \
-	X(maxpool_fwd) X(maxpool_bwd) X(avgpool_fwd) X(avgpool_bwd) \
+	X(maxpool_fwd) X(maxpool_bwd) X(maxpool_bwd_needs_xy) X(avgpool_fwd) X(avgpool_bwd) \
 	X(upsample_fwd) X(upsample_bwd) X(chan_copy) X(chan_slice) \
 	X(dropout_fwd) X(dropout_bwd) X(gap_fwd) X(gap_bwd) X(bias_add) X(bias_grad) X(add) \
 	X(diff_fwd) X(diff_bwd) \

@@ -330,6 +330,7 @@ void cpu_act_fwd(cdp_backend *be, int kind, float slope, const float *x, float *
 void cpu_act_bwd(cdp_backend *be, int kind, float slope, const float *y,
                  const float *dy, float *dx, float beta, size_t n);
 void cpu_maxpool_fwd(cdp_backend *be, const cdp_pool_desc *d, const float *x, float *y, int32_t *idx);
+int cpu_maxpool_bwd_needs_xy(cdp_backend *be);
 void cpu_maxpool_bwd(cdp_backend *be, const cdp_pool_desc *d, const float *x, const float *y,
                      const float *dy, const int32_t *idx, float *dx, float beta);
 void cpu_avgpool_fwd(cdp_backend *be, const cdp_pool_desc *d, const float *x, float *y);

@@ -270,6 +270,7 @@ cdp_backend *cdp_backend_cpu(int threads)
 	be->act_bwd = cpu_act_bwd;
 	be->maxpool_fwd = cpu_maxpool_fwd;
 	be->maxpool_bwd = cpu_maxpool_bwd;
+	be->maxpool_bwd_needs_xy = cpu_maxpool_bwd_needs_xy;
 	be->avgpool_fwd = cpu_avgpool_fwd;
 	be->avgpool_bwd = cpu_avgpool_bwd;
 	be->upsample_fwd = cpu_upsample_fwd;

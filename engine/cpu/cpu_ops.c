@@ -306,6 +306,12 @@ void cpu_maxpool_fwd(cdp_backend *be, const cdp_pool_desc *d, const float *x, fl
 }
 
 /* x and y are not needed: idx says where each maximum came from. */
+int cpu_maxpool_bwd_needs_xy(cdp_backend *be)
+{
+	(void)be;
+	return 0;
+}
+
 void cpu_maxpool_bwd(cdp_backend *be, const cdp_pool_desc *d, const float *x, const float *y,
                      const float *dy, const int32_t *idx, float *dx, float beta)
 {

@@ -262,6 +262,12 @@ static void cu_maxpool_bwd(cdp_backend *be, const cdp_pool_desc *d, const float 
 	pool_bwd(be, d, CUDNN_POOLING_MAX_DETERMINISTIC, x, y, dy, dx, beta);
 }
 
+static int cu_maxpool_bwd_needs_xy(cdp_backend *be)
+{
+	(void)be;
+	return 1;
+}
+
 static void cu_avgpool_fwd(cdp_backend *be, const cdp_pool_desc *d, const float *x, float *y)
 {
 	pool_fwd(be, d, CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING, x, y);
@@ -308,6 +314,7 @@ void cu_dnn_ops(cdp_backend *be)
 	be->act_bwd = cu_act_bwd;
 	be->maxpool_fwd = cu_maxpool_fwd;
 	be->maxpool_bwd = cu_maxpool_bwd;
+	be->maxpool_bwd_needs_xy = cu_maxpool_bwd_needs_xy;
 	be->avgpool_fwd = cu_avgpool_fwd;
 	be->avgpool_bwd = cu_avgpool_bwd;
 }

@@ -37,17 +37,33 @@ static void forward(cdp_layer *l, cdp_net *net)
 	net->be->maxpool_fwd(net->be, &d, cdp_layer_x(net, l, 0), l->y, ((pool_state *)l->state)->idx);
 }
 
+/* x and y only where the backend reads them (cuDNN); the CPU's argmax
+ * index is all it needs, so in bf16 neither is widened for it */
+static int needs_xy(const cdp_net *net)
+{
+	return net->be->maxpool_bwd_needs_xy(net->be);
+}
+
 static void backward(cdp_layer *l, cdp_net *net)
 {
 	cdp_pool_desc d = cdp_pool_layer_desc(l, net->n);
 	float *dx = cdp_layer_dx(net, l, 0);
+	int xy = needs_xy(net);
+
 	if (dx)
-		net->be->maxpool_bwd(net->be, &d, cdp_layer_x(net, l, 0), l->y, l->dy,
-		                     ((pool_state *)l->state)->idx, dx, l->in_beta[0]);
+		net->be->maxpool_bwd(net->be, &d, xy ? cdp_layer_x(net, l, 0) : NULL,
+		                     xy ? l->y : NULL, l->dy, ((pool_state *)l->state)->idx, dx,
+		                     l->in_beta[0]);
+}
+
+static unsigned bwd_reads_now(const cdp_layer *l, const cdp_net *net)
+{
+	(void)l;
+	return needs_xy(net) ? CDP_BWD_X | CDP_BWD_Y : CDP_BWD_NONE;
 }
 
 const cdp_layer_ops cdp_layer_maxpool = {
 	.type = "maxpool", .make = cdp_pool_layer_make, .alloc = alloc, .free = lfree,
 	.forward = forward, .backward = backward,
-	.bwd_reads = CDP_BWD_X | CDP_BWD_Y,
+	.bwd_reads = CDP_BWD_X | CDP_BWD_Y, .bwd_reads_now = bwd_reads_now,
 };

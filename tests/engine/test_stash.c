@@ -22,7 +22,8 @@
  *  - a second backward on the same forward gives the same gradient bits
  *    (backward reads only the stash);
  *  - act_bytes: the stash allocates less than fp32's own output per layer,
- *    and at most 0.61 of it for the U-Net (0.586 measured here, 0.558 at
+ *    and at most 0.61 of it for the U-Net (0.567 measured here, 0.586
+ *    while max pooling's backward widened its input and output, 0.558 at
  *    width 16 depth 4: the bf16 copies, 0.45, a convolution's output and
  *    its batchnorm's, live at once, 0.10, and the buffer the head widens
  *    its input's copy into, a sample at a time, 0.006; 0.659 and 0.646
@@ -217,6 +218,45 @@ static int bn_xh_none(cdp_backend *b)
 {
 	(void)b;
 	return 0;
+}
+
+/* CUDA's maxpool_bwd reads x and y: as CUDA plans it, both must be live
+ * and hold the forward's values (x at each argmax is the output); the
+ * CPU's plan hands it neither */
+static void (*maxpool_bwd_cpu)(cdp_backend *, const cdp_pool_desc *, const float *,
+                               const float *, const float *, const int32_t *, float *, float);
+static int xy_bad, xy_calls;
+
+static void maxpool_bwd_xy(cdp_backend *b, const cdp_pool_desc *d, const float *x,
+                           const float *y, const float *dy, const int32_t *idx, float *dx,
+                           float beta)
+{
+	size_t planes = (size_t)d->n * d->c, per = (size_t)d->oh * d->ow;
+
+	xy_calls++;
+	if (!x || !y)
+		xy_bad++;
+	for (size_t p = 0; x && y && p < planes; p++)
+		for (size_t i = 0; i < per; i++)
+			if (x[p * d->h * d->w + idx[p * per + i]] != y[p * per + i])
+				xy_bad++;
+	maxpool_bwd_cpu(b, d, x, y, dy, idx, dx, beta);
+}
+
+static void maxpool_bwd_none(cdp_backend *b, const cdp_pool_desc *d, const float *x,
+                             const float *y, const float *dy, const int32_t *idx, float *dx,
+                             float beta)
+{
+	xy_calls++;
+	if (x || y)
+		xy_bad++;
+	maxpool_bwd_cpu(b, d, x, y, dy, idx, dx, beta);
+}
+
+static int needs_xy_yes(cdp_backend *b)
+{
+	(void)b;
+	return 1;
 }
 
 static void test_model(const model *m)
@@ -429,8 +469,14 @@ int main(void)
 		}
 		printf("# emulated bf16 kernels\n");
 	}
+	maxpool_bwd_cpu = be->maxpool_bwd;
+	be->maxpool_bwd = maxpool_bwd_none;
 	for (size_t i = 0; i < sizeof models / sizeof models[0]; i++)
 		test_model(&models[i]);
+	CHECK(xy_calls > 0 && xy_bad == 0,
+	      "the CPU's maxpool backward gets neither x nor y (%d of %d calls did)", xy_bad,
+	      xy_calls);
+	be->maxpool_bwd = maxpool_bwd_cpu;
 	/* a backend that reads the copies as float only (CUDA's answer):
 	 * the convolutions widen them a few samples at a time, forward (the
 	 * concats' bf16-only outputs) and backward */
@@ -440,13 +486,22 @@ int main(void)
 		int (*needs)(cdp_backend *) = be->bn_bwd_needs_y, (*bn_xh)(cdp_backend *) = be->bn_takes_xh;
 		u.name = "unet, as CUDA plans it";
 		u.max_ratio = 0.63;
+		int (*xy)(cdp_backend *) = be->maxpool_bwd_needs_xy;
 		be->conv_takes_xh = takes_none;
 		be->bn_bwd_needs_y = needs_y;
 		be->bn_takes_xh = bn_xh_none;
+		be->maxpool_bwd_needs_xy = needs_xy_yes;
+		be->maxpool_bwd = maxpool_bwd_xy;
+		xy_bad = xy_calls = 0;
 		test_model(&u);
+		CHECK(xy_calls > 0 && xy_bad == 0,
+		      "as CUDA plans it, maxpool backward gets the forward's x and y (%d of %d "
+		      "calls did not)", xy_bad, xy_calls);
 		be->conv_takes_xh = takes;
 		be->bn_bwd_needs_y = needs;
 		be->bn_takes_xh = bn_xh;
+		be->maxpool_bwd_needs_xy = xy;
+		be->maxpool_bwd = maxpool_bwd_cpu;
 		/* a batchnorm frozen after the batch is laid out reads its
 		 * output in backward (act_bwd): the plan is made again */
 		u = models[2];
@@ -457,7 +512,9 @@ int main(void)
 	}
 	test_set_precision(&models[2]);
 	test_infer(&models[0], 0.75);
-	test_infer(&models[1], 0.4);
+	/* 0.438 in bf16: the training layout shrank when max pooling stopped
+	 * widening its input and output for backward (0.39 before) */
+	test_infer(&models[1], 0.45);
 	test_infer(&models[2], 0.4);
 	be->destroy(be);
 	return tap_done();
