@@ -695,13 +695,16 @@ static int act_plan(cdp_net *net)
 	if (!rg || !live)
 		goto done;
 	/* with the stash, the plan where convolutions read the bf16 copies
-	 * where they can, if it takes fewer bytes than the one where they do not */
+	 * where they can, unless it takes more bytes than the one where they
+	 * do not: on a tie too, since it widens less (the classifier's plans
+	 * tie, peak at a convolution's output and its batchnorm's, and
+	 * widening took 4% of its step) */
 	if (net->stash) {
 		size_t h = plan_once(net, 1, rg, live, &nr);
 		if (h != SIZE_MAX)
 			h += net->wide_floats * sizeof(float);
 		arena = plan_once(net, 0, rg, live, &nr);
-		if (h < arena)
+		if (h <= arena && h != SIZE_MAX)
 			arena = plan_once(net, 1, rg, live, &nr);
 	} else {
 		arena = plan_once(net, 0, rg, live, &nr);
