@@ -53,6 +53,8 @@
 
 #define BATCH_MAX_P 1024
 #define CHUNK_FLOATS (256 * 1024)
+#define ZIP_MAX_C 4096            /* zip_item's row pointers on its stack */
+#define ZIP_COLS 512              /* zip_rows */
 
 enum { PLAN_1X1, PLAN_ROWS, PLAN_BATCH, PLAN_IMPLICIT };
 
@@ -388,6 +390,54 @@ void cpu_conv_fwd_bn(cdp_backend *be, const cdp_conv_desc *d, const void *x, con
 	conv_fwd(be, d, x, w, bias, bn, y, ws);
 }
 
+#ifdef CPU_BF16_KERNELS
+/* The 2x2 stride-2 windows that tile dx (cpu_col2im_disjoint: the U-Net's
+ * transposed convolution's forward) with VDPBF16PS, one (sample, row of
+ * dy) per item: rows (c, a, 0) and (c, a, 1) of W^T dy are the two taps
+ * of dx's row 2 i + a, which cpu_bf16f_nn_zip writes interleaved, straight
+ * into dx: no column matrix, no col2im pass (the column path took 2.7x the
+ * gemm's time on 8x32x128^2 -> 16x256^2; doc/PERFORMANCE.md). beta 0 only
+ * (dx is written, not added to). */
+static int zip_takes(const cdp_backend *be, const cdp_conv_desc *d, float beta)
+{
+	return beta == 0.0f && cpu_bf16_packs_pairs(be) && cpu_col2im_disjoint(d) &&
+	       d->c <= ZIP_MAX_C;
+}
+
+/* rows of dy per item: about ZIP_COLS columns where whole rows of 16
+ * columns allow, so that a deep layer's A is read for wide gemms */
+static int zip_rows(const cdp_conv_desc *d)
+{
+	int r = d->ow % 16 ? 1 : ZIP_COLS / d->ow;
+
+	return r < 1 ? 1 : r > d->oh ? d->oh : r;
+}
+
+static void zip_item(void *ctx, int it)
+{
+	const conv_job *j = ctx;
+	const cdp_conv_desc *d = j->d;
+	int k = d->c * 4, per = (d->oh + j->rows - 1) / j->rows, n = it / per;
+	int i = it % per * j->rows, i1 = i + j->rows < d->oh ? i + j->rows : d->oh;
+	size_t p = (size_t)d->oh * d->ow, plane = (size_t)d->h * d->w;
+	float *zr[2 * ZIP_MAX_C], *dxn = j->dx + (size_t)n * d->c * plane;
+	const float *b = j->dy + (size_t)n * d->f * p + (size_t)i * d->ow;
+	float *col;
+
+	for (int c = 0; c < d->c; c++)
+		for (int a = 0; a < 2; a++)
+			zr[2 * c + a] = dxn + c * plane + (size_t)(2 * i + a) * d->w;
+	if (cpu_bf16f_nn_zip(k, (i1 - i) * d->ow, d->f, j->w, 1, k, b, (long)p, zr, d->ow,
+	                     2L * d->w) == 0)
+		return;
+	/* A could not be packed: the rows through the column path */
+	col = cpu_scratch(j->be, cpu_worker());
+	cpu_kgemm_nn(j->be, k, (i1 - i) * d->ow, d->f, j->w, 1, k, b, (long)p, 0.0f, col,
+	             (long)(i1 - i) * d->ow);
+	cpu_col2im_rows(d, col, i, i1, dxn, 0.0f);
+}
+#endif
+
 void cpu_conv_bwd_data(cdp_backend *be, const cdp_conv_desc *d, const float *dy,
                        const float *w, float *dx, float beta, void *ws)
 {
@@ -401,6 +451,16 @@ void cpu_conv_bwd_data(cdp_backend *be, const cdp_conv_desc *d, const float *dy,
 		cpu_phase_data(be, d, dy, w, dx, beta, ws);
 		return;
 	}
+#ifdef CPU_BF16_KERNELS
+	if (zip_takes(be, d, beta)) {     /* small planes too: no batched copy */
+		j.w = w;
+		j.dy = dy;
+		j.dx = dx;
+		j.rows = zip_rows(d);
+		cpu_parallel_for(be, d->n * ((d->oh + j.rows - 1) / j.rows), zip_item, &j);
+		return;
+	}
+#endif
 	if (j.plan == PLAN_BATCH) {
 		float *col = ws, *dym = col + (size_t)k * np;
 		perm_job pj = { dy, dym, NULL, NULL, d->n, d->f, (size_t)d->oh * d->ow };
@@ -417,6 +477,7 @@ void cpu_conv_bwd_data(cdp_backend *be, const cdp_conv_desc *d, const float *dy,
 	j.dy = dy;
 	j.dx = dx;
 	j.beta = beta;
+
 	cpu_parallel_for(be, data_items(&j), data_item, &j);
 }
 
@@ -466,15 +527,31 @@ typedef struct dbias_job {
 	size_t p;
 } dbias_job;
 
+/* Sixteen running sums, value i of a plane in sum i % 16, added in a
+ * fixed tree at the end: the order depends on P alone, as one sum's did,
+ * and the loop vectorizes. One sum was a chain of dependent additions,
+ * one value per add's latency: 6% of a biased layer's three ops in
+ * bench/conv_bench, 1% of a U-Net step (its deconvolutions and head). */
+#define DBIAS_LANES 16
+
 static void dbias_one(void *ctx, int f)
 {
 	const dbias_job *jb = ctx;
-	double s = 0.0;
+	double acc[DBIAS_LANES] = { 0.0 }, s;
+
 	for (int n = 0; n < jb->n; n++) {
 		const float *g = jb->dy + ((size_t)n * jb->f + f) * jb->p;
-		for (size_t i = 0; i < jb->p; i++)
-			s += g[i];
+		size_t i = 0;
+		for (; i + DBIAS_LANES <= jb->p; i += DBIAS_LANES)
+			for (int l = 0; l < DBIAS_LANES; l++)
+				acc[l] += g[i + l];
+		for (int l = 0; i + l < jb->p; l++)
+			acc[l] += g[i + l];
 	}
+	for (int w = DBIAS_LANES / 2; w > 0; w /= 2)
+		for (int l = 0; l < w; l++)
+			acc[l] += acc[l + w];
+	s = acc[0];
 	jb->dbias[f] += (float)s;
 }
 

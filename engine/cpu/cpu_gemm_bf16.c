@@ -340,28 +340,13 @@ BF_INLINE __m512bh pair_rows(const float *r0, const float *r1, __mmask16 msk, __
 
 #define NN_MR 8
 
-/* C[0..mr, up to 16*nv columns (masks m0, m1)) for k in [k0, k1) */
-BF_INLINE void tile_nn(const int mr, const int nv, __mmask16 m0, __mmask16 m1, int k0, int k1,
-                       const uint32_t *ap, long k2, const float *b, long ldb, const long *tab,
-                       float beta, float *c, long ldc, __m512i idx)
+/* acc[i][v] += the products of A's row i (pairs ap + i k2) and B's columns
+ * [16 v, 16 v + 16) (masks mk) over k in [k0, k1), in order of k */
+BF_INLINE void sum_nn(const int mr, const int nv, const __mmask16 *mk, int k0, int k1,
+                      const uint32_t *ap, long k2, const float *b, long ldb, const long *tab,
+                      __m512 acc[][2], __m512i idx)
 {
-	__m512 acc[NN_MR][2];
-	__mmask16 mk[2] = { m0, m1 };
-	int q = k0;
-
-	#pragma GCC unroll 16
-	for (int i = 0; i < mr; i++)
-		#pragma GCC unroll 2
-		for (int v = 0; v < nv; v++) {
-			if (k0 > 0 || beta != 0.0f) {
-				acc[i][v] = _mm512_maskz_loadu_ps(mk[v], c + i * ldc + 16 * v);
-				if (k0 == 0 && beta != 1.0f)
-					acc[i][v] = _mm512_mul_ps(acc[i][v], _mm512_set1_ps(beta));
-			} else {
-				acc[i][v] = _mm512_setzero_ps();
-			}
-		}
-	for (; q < k1; q += 2) {
+	for (int q = k0; q < k1; q += 2) {
 		const float *r0 = b + (tab ? tab[q] : q * ldb);
 		const float *r1 = q + 1 < k1 ? b + (tab ? tab[q + 1] : (q + 1) * ldb) : NULL;
 		__m512bh bv[2];
@@ -376,6 +361,29 @@ BF_INLINE void tile_nn(const int mr, const int nv, __mmask16 m0, __mmask16 m1, i
 				acc[i][v] = _mm512_dpbf16_ps(acc[i][v], av, bv[v]);
 		}
 	}
+}
+
+/* C[0..mr, up to 16*nv columns (masks m0, m1)) for k in [k0, k1) */
+BF_INLINE void tile_nn(const int mr, const int nv, __mmask16 m0, __mmask16 m1, int k0, int k1,
+                       const uint32_t *ap, long k2, const float *b, long ldb, const long *tab,
+                       float beta, float *c, long ldc, __m512i idx)
+{
+	__m512 acc[NN_MR][2];
+	__mmask16 mk[2] = { m0, m1 };
+
+	#pragma GCC unroll 16
+	for (int i = 0; i < mr; i++)
+		#pragma GCC unroll 2
+		for (int v = 0; v < nv; v++) {
+			if (k0 > 0 || beta != 0.0f) {
+				acc[i][v] = _mm512_maskz_loadu_ps(mk[v], c + i * ldc + 16 * v);
+				if (k0 == 0 && beta != 1.0f)
+					acc[i][v] = _mm512_mul_ps(acc[i][v], _mm512_set1_ps(beta));
+			} else {
+				acc[i][v] = _mm512_setzero_ps();
+			}
+		}
+	sum_nn(mr, nv, mk, k0, k1, ap, k2, b, ldb, tab, acc, idx);
 	#pragma GCC unroll 16
 	for (int i = 0; i < mr; i++)
 		#pragma GCC unroll 2
@@ -444,6 +452,101 @@ BF_TARGET static void nn_fast(int m, int n, int k, const float *a, long rs, long
 		return;
 	}
 	nn_packed(m, n, k, ap, pack_stride(k), b, ldb, tab, beta, c, ldc);
+}
+
+/* column j of C goes to row j / cpr of its pair's, rstep floats apart */
+typedef struct zip_geo { int cpr; long rstep; } zip_geo;
+
+/* ---- nn with C's rows zipped in pairs (cpu_bf16f_nn_zip) ----
+ * A tile of mr rows (mr/2 pairs) x 16 nv columns summed over all of K at
+ * once (no K blocks: C is never read back), each pair (2r, 2r + 1) stored
+ * interleaved, C[2r][j] at zr[r][2 (j0 + j)] and C[2r + 1][j] next to it. */
+BF_INLINE void tile_zip(const int mr, const int nv, __mmask16 m0, __mmask16 m1, int k,
+                        const uint32_t *ap, long k2, const float *b, long ldb,
+                        float *const *zr, const zip_geo *g, long j0, __m512i idx, __m512i zlo,
+                        __m512i zhi)
+{
+	__m512 acc[NN_MR][2];
+	__mmask16 mk[2] = { m0, m1 };
+
+	#pragma GCC unroll 16
+	for (int i = 0; i < mr; i++)
+		#pragma GCC unroll 2
+		for (int v = 0; v < nv; v++)
+			acc[i][v] = _mm512_setzero_ps();
+	sum_nn(mr, nv, mk, 0, k, ap, k2, b, ldb, NULL, acc, idx);
+	#pragma GCC unroll 8
+	for (int r = 0; r < mr / 2; r++)
+		#pragma GCC unroll 2
+		for (int v = 0; v < nv; v++) {
+			/* 2 cols floats of the row: cols = the mask's bits */
+			int cols = __builtin_popcount(mk[v]);
+			long col = j0 + 16 * v;
+			float *o = zr[r] + col / g->cpr * g->rstep + 2 * (col % g->cpr);
+			__m512 lo = _mm512_permutex2var_ps(acc[2 * r][v], zlo, acc[2 * r + 1][v]);
+			__m512 hi = _mm512_permutex2var_ps(acc[2 * r][v], zhi, acc[2 * r + 1][v]);
+			if (cols == 16) {
+				_mm512_storeu_ps(o, lo);
+				_mm512_storeu_ps(o + 16, hi);
+			} else {
+				_mm512_mask_storeu_ps(o, mask_of(2 * cols), lo);
+				if (cols > 8)
+					_mm512_mask_storeu_ps(o + 16, mask_of(2 * cols - 16), hi);
+			}
+		}
+}
+
+BF_INLINE void rows_zip(const int nv, __mmask16 m0, __mmask16 m1, int m, int k,
+                        const uint32_t *ap, long k2, const float *b, long ldb,
+                        float *const *zr, const zip_geo *g, long j0, __m512i idx, __m512i zlo,
+                        __m512i zhi)
+{
+	int i0 = 0;
+
+	for (; i0 + NN_MR <= m; i0 += NN_MR)
+		tile_zip(NN_MR, nv, m0, m1, k, ap + i0 * k2, k2, b, ldb, zr + i0 / 2, g, j0, idx,
+		         zlo, zhi);
+	for (; i0 + 4 <= m; i0 += 4)
+		tile_zip(4, nv, m0, m1, k, ap + i0 * k2, k2, b, ldb, zr + i0 / 2, g, j0, idx, zlo,
+		         zhi);
+	for (; i0 < m; i0 += 2)
+		tile_zip(2, nv, m0, m1, k, ap + i0 * k2, k2, b, ldb, zr + i0 / 2, g, j0, idx, zlo,
+		         zhi);
+}
+
+BF_TARGET int cpu_bf16f_nn_zip(int m, int n, int k, const float *a, long rs, long cs,
+                               const float *b, long ldb, float *const *zr, int cpr,
+                               long rstep)
+{
+	zip_geo g = { cpr, rstep };
+	const uint32_t *ap;
+	__m512i idx, zlo, zhi;
+	int16_t ix[32];
+	int32_t il[16], ih[16];
+	long k2;
+	int j = 0;
+
+	if (m <= 0 || n <= 0 || m % 2 || k <= 0 || cpr <= 0 || (n > cpr && cpr % 16) ||
+	    !(ap = pack_get(m, k, a, rs, cs)))
+		return -1;
+	k2 = pack_stride(k);
+	for (int t = 0; t < 16; t++) {
+		ix[2 * t] = (int16_t)t;
+		ix[2 * t + 1] = (int16_t)(16 + t);
+		il[t] = t / 2 + (t % 2 ? 16 : 0);     /* a0 b0 a1 b1 ... a7 b7 */
+		ih[t] = 8 + t / 2 + (t % 2 ? 16 : 0); /* a8 b8 ... a15 b15 */
+	}
+	idx = _mm512_loadu_si512(ix);
+	zlo = _mm512_loadu_si512(il);
+	zhi = _mm512_loadu_si512(ih);
+	for (; j + 32 <= n; j += 32)
+		rows_zip(2, 0xffff, 0xffff, m, k, ap, k2, b + j, ldb, zr, &g, j, idx, zlo, zhi);
+	if (n - j > 16)
+		rows_zip(2, 0xffff, mask_of(n - j - 16), m, k, ap, k2, b + j, ldb, zr, &g, j, idx,
+		         zlo, zhi);
+	else if (n > j)
+		rows_zip(1, mask_of(n - j), 0, m, k, ap, k2, b + j, ldb, zr, &g, j, idx, zlo, zhi);
+	return 0;
 }
 
 long cpu_bf16_pack_stride(int k)

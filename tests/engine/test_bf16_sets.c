@@ -23,6 +23,11 @@
  * plan, its kcol and Winograd halves), the forward and the filter
  * gradient of the bf16 copy give the same bits as of its values widened.
  *
+ * The data gradient of the 2x2 stride-2 windows that tile the input (the
+ * transposed convolution's forward), which the avx512bf16 set writes
+ * with its output rows zipped (cpu_bf16f_nn_zip, no column matrix), holds
+ * the same values as the column path's (beta 1 onto zeros takes it).
+ *
  * Also the stash's conversions against cpu_bf16_round, bit for bit.
  *
  * Why the tolerance bites: an operand left in fp32 moves a result by up to
@@ -233,6 +238,19 @@ static void conv_one(const conv_case *cc, int ci)
 	snprintf(what, sizeof what, "conv case %d bwd_data", ci);
 	cpu_conv_bwd_data(be, &d, dy, w, dx, 0.0f, ws);
 	near(dx, rdx, udx, nx, what);
+	if (cpu_col2im_disjoint(&d)) {
+		/* beta 1 onto zeros takes the column path: the zipped rows
+		 * (beta 0) hold the same sums */
+		float *dx2 = rnd(nx);
+		size_t bad = 0;
+		memset(dx2, 0, nx * sizeof *dx2);
+		cpu_conv_bwd_data(be, &d, dy, w, dx2, 1.0f, ws);
+		for (size_t i = 0; i < nx; i++)
+			bad += !(dx[i] == dx2[i]);
+		CHECK(bad == 0, "[%s] %s: %zu of %zu values differ from the column path's", set,
+		      what, bad, nx);
+		be->free(be, dx2);
+	}
 	/* dw and dbias accumulate into what they hold */
 	for (size_t i = 0; i < nw; i++) {
 		rdw[i] += dw[i];
@@ -269,6 +287,12 @@ static void test_conv(void)
 		{ 2, 12, 15, 17, 10, 1, 1, 0, 1 }, /* 1x1 */
 		{ 2, 8, 9, 9, 6, 3, 2, 2, 2 },     /* batched plan: dilation, stride 2 */
 		{ 2, 8, 16, 16, 6, 2, 2, 0, 1 },   /* 2x2 stride 2 (the deconv's) */
+		/* the same where the avx512bf16 set zips its data gradient
+		 * (cpu_bf16f_nn_zip): rows of 16 columns, several per gemm,
+		 * 12 rows of A (a tile of 8, one of 4), K odd; rows of 24
+		 * columns one per gemm (masked columns), 20 rows of A */
+		{ 2, 3, 20, 32, 5, 2, 2, 0, 1 },
+		{ 1, 5, 12, 48, 7, 2, 2, 0, 1 },
 		{ 1, 4, 20, 22, 6, 3, 1, 3, 1 },   /* im2col rows */
 		{ 3, 6, 40, 34, 7, 3, 2, 1, 1 },   /* stride 2 rows, batch 3 */
 		/* 3x3, 64+ channels: Winograd in the avx512bf16-fma set (its
