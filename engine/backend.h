@@ -301,6 +301,17 @@ struct cdp_backend {
 	                     const float *gamma, const float *beta, float *y,
 	                     float *run_mean, float *run_var, float momentum, float eps,
 	                     float *save_mean, float *save_invstd, int act, float slope);
+	/* bn_fwd_train, which also writes the bf16 copies (as to_bf16 rounds)
+	 * of x into xh and of y into yh, each where not NULL: the stash's
+	 * copies of a batchnorm's input and output (net.c), written from the
+	 * pass that reads x and writes y (the CPU's) instead of two more
+	 * passes over them (CUDA's: bn_fwd_train, then to_bf16). y, save_* and
+	 * the running statistics are bn_fwd_train's, bit for bit. */
+	void (*bn_fwd_train_h)(cdp_backend *be, int n, int c, int hw, const float *x,
+	                       uint16_t *xh, const float *gamma, const float *beta, float *y,
+	                       uint16_t *yh, float *run_mean, float *run_var, float momentum,
+	                       float eps, float *save_mean, float *save_invstd, int act,
+	                       float slope);
 	void (*bn_fwd_infer)(cdp_backend *be, int n, int c, int hw, const float *x,
 	                     const float *gamma, const float *beta, float *y,
 	                     const float *run_mean, const float *run_var, float eps,
@@ -512,7 +523,7 @@ struct cdp_backend {
 	X(gemm) X(fill) X(scale) X(axpy) X(sumsq) \
 	X(to_bf16) X(from_bf16) \
 	X(conv_workspace) X(conv_takes_xh) X(conv_fwd) X(conv_fwd_bn) X(conv_bwd_data) X(conv_bwd_filter) \
-	X(bn_fwd_train) X(bn_fwd_infer) X(bn_bwd_needs_y) X(bn_takes_xh) X(bn_bwd) X(bn_sums) X(bn_grad_sums) X(bn_bwd_dx) \
+	X(bn_fwd_train) X(bn_fwd_train_h) X(bn_fwd_infer) X(bn_bwd_needs_y) X(bn_takes_xh) X(bn_bwd) X(bn_sums) X(bn_grad_sums) X(bn_bwd_dx) \
 	X(act_fwd) X(act_bwd) \
 	X(maxpool_fwd) X(maxpool_bwd) X(maxpool_bwd_needs_xy) X(avgpool_fwd) X(avgpool_bwd) \
 	X(upsample_fwd) X(upsample_bwd) X(chan_copy) X(chan_slice) \

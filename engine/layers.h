@@ -39,6 +39,14 @@ float *cdp_layer_dx(const cdp_net *net, const cdp_layer *l, int j);
  * stash_io: where cdp_layer_x is NULL (the input's fp32 is not live), its
  * bf16 copy (N, C, H, W), else NULL. */
 const uint16_t *cdp_layer_xh(const cdp_net *net, const cdp_layer *l, int j);
+/* Where forward of l may write the stash's copies itself as it reads and
+ * writes the tensors (bn_fwd_train_h), and marks them written (yh_fresh):
+ * cdp_layer_copy_in, input j's copy where l is the last forward step to
+ * read it in fp32 (the stash would round it right after l's step);
+ * cdp_layer_copy_out, l's own (rounded at its last reader's step
+ * otherwise: y does not change in between). NULL: not to be written. */
+uint16_t *cdp_layer_copy_in(cdp_net *net, const cdp_layer *l, int j);
+uint16_t *cdp_layer_copy_out(cdp_net *net, cdp_layer *l);
 /* The samples a layer reading cdp_layer_xh widens into net->wide at once
  * (net.c): 1..net->n */
 int cdp_net_stash_group(const cdp_net *net, const cdp_layer *l);

@@ -1217,8 +1217,9 @@ static void stash_after_fwd(cdp_net *net, int i)
 		cdp_layer *l = &net->layers[t];
 		if (l->fwd_end != i)
 			continue;
-		if (l->yh)
+		if (l->yh && !l->yh_fresh)
 			be->to_bf16(be, l->y, l->yh, cdp_layer_out_count(l, net));
+		l->yh_fresh = 0;
 		l->y = NULL;
 	}
 }

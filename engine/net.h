@@ -122,6 +122,10 @@ struct cdp_layer {
 	uint16_t *yh;
 	int fwd_end, bwd_first, bwd_last;
 	int keep;                   /* 1: yh is (to be) allocated */
+	/* 1: a forward step of this pass already wrote yh from y (a batchnorm
+	 * writes its input's and its own copy as it reads and writes them:
+	 * cdp_layer_copy_*), so the stash does not round y again at fwd_end */
+	int yh_fresh;
 	void *state;                /* layer-private device/host state */
 	/* beta for writing input j's gradient in backward: 0 (overwrite) when
 	 * this layer is the first, in backward order, to write it, else 1. The

@@ -133,6 +133,9 @@ int cpu_bf16_rounds_copies(const cdp_backend *be);
 int cpu_bf16_packs_pairs(const cdp_backend *be);
 /* y[0..n) = x rounded to bf16 (y == x allowed) */
 void cpu_bf16_round_run(float *y, const float *x, size_t n);
+/* h[0..n) = x rounded to bf16, the bits (the stash's to_bf16, on the
+ * calling thread) */
+void cpu_bf16_narrow_run(uint16_t *h, const float *x, size_t n);
 /* y[0..n) = the bf16 values h widened (exact: the stash's from_bf16, on
  * the calling thread) */
 void cpu_bf16_widen_run(float *y, const uint16_t *h, size_t n);
@@ -316,6 +319,10 @@ void cpu_iconv_filter(cdp_backend *be, const cdp_conv_desc *d, const void *x,
                       const float *dy, float *dw, void *ws);
 
 /* ---- other layer ops (cpu_bn.c, cpu_ops.c, cpu_elem.c) ---- */
+void cpu_bn_fwd_train_h(cdp_backend *be, int n, int c, int hw, const float *x, uint16_t *xh,
+                        const float *gamma, const float *beta, float *y, uint16_t *yh,
+                        float *run_mean, float *run_var, float momentum, float eps,
+                        float *save_mean, float *save_invstd, int act, float slope);
 void cpu_bn_fwd_train(cdp_backend *be, int n, int c, int hw, const float *x,
                       const float *gamma, const float *beta, float *y,
                       float *run_mean, float *run_var, float momentum, float eps,

@@ -259,6 +259,7 @@ cdp_backend *cdp_backend_cpu(int threads)
 	be->conv_bwd_filter = cpu_conv_bwd_filter;
 
 	be->bn_fwd_train = cpu_bn_fwd_train;
+	be->bn_fwd_train_h = cpu_bn_fwd_train_h;
 	be->bn_fwd_infer = cpu_bn_fwd_infer;
 	be->bn_bwd_needs_y = cpu_bn_bwd_needs_y;
 	be->bn_takes_xh = cpu_bn_takes_xh;

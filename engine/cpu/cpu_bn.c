@@ -189,6 +189,7 @@ typedef struct bn_job {
 	float slope, momentum, eps, dxbeta;
 	const float *x, *dy, *gamma, *beta, *mean, *var, *invstd;
 	const uint16_t *xh;  /* bn_bwd: x as bf16 (the stash's copy), or NULL */
+	uint16_t *xh_out, *yh_out;   /* bn_fwd_train_h: the copies, or NULL */
 	float *y, *dx, *run_mean, *run_var, *save_mean, *save_invstd, *dgamma, *dbeta;
 	double *sums;       /* the synchronized parts' (2C) */
 } bn_job;
@@ -198,16 +199,34 @@ static size_t plane(const bn_job *j, int n, int c)
 	return ((size_t)n * j->c + c) * j->hw;
 }
 
-/* pass 2 of the forward for channel c, specialised per activation */
+/* y = act(bn(x)) over n values, specialised per activation */
+static void norm_run(const bn_job *j, const float *x, float *y, size_t n, float m, float a,
+                     float b)
+{
+	switch (j->act) {
+	case CDP_ACT_RELU: norm_plane(CDP_ACT_RELU, 0.0f, x, y, n, m, a, b); break;
+	case CDP_ACT_LEAKY: norm_plane(CDP_ACT_LEAKY, j->slope, x, y, n, m, a, b); break;
+	default: norm_plane(0, 0.0f, x, y, n, m, a, b);
+	}
+}
+
+/* pass 2 of the forward for channel c; with the copies, XH_CHUNK values
+ * at a time, so that x and y are rounded while in L1 */
 static void norm_chan(const bn_job *j, int c, float m, float a, float b)
 {
 	for (int n = j->n - 1; n >= 0; n--) {
-		const float *xc = j->x + plane(j, n, c);
-		float *yc = j->y + plane(j, n, c);
-		switch (j->act) {
-		case CDP_ACT_RELU: norm_plane(CDP_ACT_RELU, 0.0f, xc, yc, j->hw, m, a, b); break;
-		case CDP_ACT_LEAKY: norm_plane(CDP_ACT_LEAKY, j->slope, xc, yc, j->hw, m, a, b); break;
-		default: norm_plane(0, 0.0f, xc, yc, j->hw, m, a, b);
+		size_t o = plane(j, n, c);
+		if (!j->xh_out && !j->yh_out) {
+			norm_run(j, j->x + o, j->y + o, j->hw, m, a, b);
+			continue;
+		}
+		for (size_t i = 0; i < j->hw; i += XH_CHUNK) {
+			size_t len = j->hw - i < XH_CHUNK ? j->hw - i : XH_CHUNK;
+			norm_run(j, j->x + o + i, j->y + o + i, len, m, a, b);
+			if (j->xh_out)
+				cpu_bf16_narrow_run(j->xh_out + o + i, j->x + o + i, len);
+			if (j->yh_out)
+				cpu_bf16_narrow_run(j->yh_out + o + i, j->y + o + i, len);
 		}
 	}
 }
@@ -237,16 +256,26 @@ static void bn_train_chan(void *ctx, int c)
 	}
 }
 
+void cpu_bn_fwd_train_h(cdp_backend *be, int n, int c, int hw, const float *x, uint16_t *xh,
+                        const float *gamma, const float *beta, float *y, uint16_t *yh,
+                        float *run_mean, float *run_var, float momentum, float eps,
+                        float *save_mean, float *save_invstd, int act, float slope)
+{
+	bn_job j = { .n = n, .c = c, .hw = (size_t)hw, .act = act, .slope = slope, .x = x,
+	             .gamma = gamma, .beta = beta, .y = y, .run_mean = run_mean,
+	             .run_var = run_var, .momentum = momentum, .eps = eps,
+	             .save_mean = save_mean, .save_invstd = save_invstd, .xh_out = xh,
+	             .yh_out = yh };
+	cpu_parallel_for(be, c, bn_train_chan, &j);
+}
+
 void cpu_bn_fwd_train(cdp_backend *be, int n, int c, int hw, const float *x,
                       const float *gamma, const float *beta, float *y,
                       float *run_mean, float *run_var, float momentum, float eps,
                       float *save_mean, float *save_invstd, int act, float slope)
 {
-	bn_job j = { .n = n, .c = c, .hw = (size_t)hw, .act = act, .slope = slope, .x = x,
-	             .gamma = gamma, .beta = beta, .y = y, .run_mean = run_mean,
-	             .run_var = run_var, .momentum = momentum, .eps = eps,
-	             .save_mean = save_mean, .save_invstd = save_invstd };
-	cpu_parallel_for(be, c, bn_train_chan, &j);
+	cpu_bn_fwd_train_h(be, n, c, hw, x, NULL, gamma, beta, y, NULL, run_mean, run_var,
+	                   momentum, eps, save_mean, save_invstd, act, slope);
 }
 
 /* eval mode's scale of channel c, gamma / sqrt(var + eps) */

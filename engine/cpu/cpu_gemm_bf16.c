@@ -96,18 +96,25 @@ static int stash_avx512(void)
 }
 #endif
 
+void cpu_bf16_narrow_run(uint16_t *h, const float *x, size_t n)
+{
+	size_t t = 0;
+
+#ifdef STASH_AVX512
+	if (stash_avx512())
+		t = to_bf16_avx512(x, h, n);
+#endif
+	for (; t < n; t++)
+		h[t] = cpu_bf16_bits(x[t]);
+}
+
 static void to_bf16_block(void *ctx, int i)
 {
 	stash_job *j = ctx;
 	size_t lo, hi;
 
 	cpu_block_range(j->n, i, &lo, &hi);
-#ifdef STASH_AVX512
-	if (stash_avx512())
-		lo += to_bf16_avx512(j->x + lo, j->h + lo, hi - lo);
-#endif
-	for (size_t t = lo; t < hi; t++)
-		j->h[t] = cpu_bf16_bits(j->x[t]);
+	cpu_bf16_narrow_run(j->h + lo, j->x + lo, hi - lo);
 }
 
 void cpu_bf16_widen_run(float *y, const uint16_t *h, size_t n)

@@ -120,6 +120,24 @@ static void cu_bn_fwd_train(cdp_backend *be, int n, int c, int hw, const float *
 		cu_act_fwd(be, act, slope, y, y, (size_t)n * c * hw);
 }
 
+/* bn_fwd_train, then the copies from y and x as they lie (two more passes;
+ * the CPU writes them from its own) */
+static void cu_bn_fwd_train_h(cdp_backend *be, int n, int c, int hw, const float *x,
+                              uint16_t *xh, const float *gamma, const float *beta, float *y,
+                              uint16_t *yh, float *run_mean, float *run_var, float momentum,
+                              float eps, float *save_mean, float *save_invstd, int act,
+                              float slope)
+{
+	size_t count = (size_t)n * c * hw;
+
+	cu_bn_fwd_train(be, n, c, hw, x, gamma, beta, y, run_mean, run_var, momentum, eps,
+	                save_mean, save_invstd, act, slope);
+	if (xh)
+		be->to_bf16(be, x, xh, count);
+	if (yh)
+		be->to_bf16(be, y, yh, count);
+}
+
 static void cu_bn_fwd_infer(cdp_backend *be, int n, int c, int hw, const float *x,
                             const float *gamma, const float *beta, float *y,
                             const float *run_mean, const float *run_var, float eps, int act,
@@ -303,6 +321,7 @@ int cu_dnn_init(cdp_backend *be, char *err, size_t cap)
 void cu_dnn_ops(cdp_backend *be)
 {
 	be->bn_fwd_train = cu_bn_fwd_train;
+	be->bn_fwd_train_h = cu_bn_fwd_train_h;
 	be->bn_fwd_infer = cu_bn_fwd_infer;
 	be->bn_bwd_needs_y = cu_bn_bwd_needs_y;
 	be->bn_takes_xh = cu_bn_takes_xh;

@@ -198,9 +198,11 @@ static void forward(cdp_layer *l, cdp_net *net)
 	if (net->train && !l->frozen && net->bn_sync)
 		sync_forward(l, net);
 	else if (net->train && !l->frozen)
-		be->bn_fwd_train(be, net->n, c, hw, cdp_layer_x(net, l, 0), net->params + l->w_off,
-		                 net->params + l->b_off, l->y, rm, rv, l->momentum, l->eps,
-		                 st->save, st->save + c, l->act, l->slope);
+		/* with the stash, the copies of x and y as this pass goes */
+		be->bn_fwd_train_h(be, net->n, c, hw, cdp_layer_x(net, l, 0),
+		                   cdp_layer_copy_in(net, l, 0), net->params + l->w_off,
+		                   net->params + l->b_off, l->y, cdp_layer_copy_out(net, l), rm, rv,
+		                   l->momentum, l->eps, st->save, st->save + c, l->act, l->slope);
 	else
 		be->bn_fwd_infer(be, net->n, c, hw, cdp_layer_x(net, l, 0), net->params + l->w_off,
 		                 net->params + l->b_off, l->y, rm, rv, l->eps, l->act, l->slope);

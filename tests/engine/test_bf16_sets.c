@@ -28,7 +28,9 @@
  * with its output rows zipped (cpu_bf16f_nn_zip, no column matrix), holds
  * the same values as the column path's (beta 1 onto zeros takes it).
  *
- * Also the stash's conversions against cpu_bf16_round, bit for bit.
+ * Also the stash's conversions against cpu_bf16_round, bit for bit, and
+ * batchnorm's forward that writes them (bn_fwd_train_h) against
+ * bn_fwd_train and to_bf16.
  *
  * Why the tolerance bites: an operand left in fp32 moves a result by up to
  * 2^-9 of its terms, a hundred times more; each case first checks that its
@@ -169,6 +171,43 @@ static void test_bn_xh(void)
 	be->free(be, x); be->free(be, dy); be->free(be, g); be->free(be, bt);
 	be->free(be, sm); be->free(be, si);
 	free(xr); free(xh);
+}
+
+/* bn_fwd_train_h: y, the saved and the running statistics those of
+ * bn_fwd_train bit for bit, and the copies those of to_bf16 of x and of
+ * y; each copy alone too (planes of two chunks and a piece) */
+static void test_bn_fwd_h(void)
+{
+	int n = 3, c = 4, hw = 2 * 2048 + 77;
+	size_t nx = (size_t)n * c * hw;
+	float *x = rnd(nx), *g = rnd((size_t)c), *bt = rnd((size_t)c);
+	float *ya = rnd(nx), *yb = rnd(nx), sa[4 * 4], sb[4 * 4];
+	uint16_t *xh = malloc(nx * sizeof *xh), *yh = malloc(nx * sizeof *yh);
+	uint16_t *rx = malloc(nx * sizeof *rx), *ry = malloc(nx * sizeof *ry);
+
+	for (int act = 0; act <= CDP_ACT_RELU; act += CDP_ACT_RELU)
+		for (int which = 1; which <= 3; which++) {
+			for (int i = 0; i < 4 * c; i++)
+				sa[i] = sb[i] = 0.5f;
+			memset(xh, 0, nx * sizeof *xh);
+			memset(yh, 0, nx * sizeof *yh);
+			cpu_bn_fwd_train(be, n, c, hw, x, g, bt, ya, sa, sa + c, 0.1f, 1e-5f,
+			                 sa + 2 * c, sa + 3 * c, act, 0.0f);
+			cpu_bn_fwd_train_h(be, n, c, hw, x, which & 1 ? xh : NULL, g, bt, yb,
+			                   which & 2 ? yh : NULL, sb, sb + c, 0.1f, 1e-5f, sb + 2 * c,
+			                   sb + 3 * c, act, 0.0f);
+			cpu_to_bf16(be, x, rx, nx);
+			cpu_to_bf16(be, ya, ry, nx);
+			CHECK(memcmp(ya, yb, nx * sizeof *ya) == 0 && memcmp(sa, sb, sizeof sa) == 0,
+			      "[%s] bn_fwd_train_h (act %d, copies %d): y or the statistics differ from "
+			      "bn_fwd_train's", set, act, which);
+			CHECK(!(which & 1) || memcmp(xh, rx, nx * sizeof *xh) == 0,
+			      "[%s] bn_fwd_train_h (act %d): x's copy is not to_bf16's", set, act);
+			CHECK(!(which & 2) || memcmp(yh, ry, nx * sizeof *yh) == 0,
+			      "[%s] bn_fwd_train_h (act %d): y's copy is not to_bf16's", set, act);
+		}
+	be->free(be, x); be->free(be, g); be->free(be, bt); be->free(be, ya); be->free(be, yb);
+	free(xh); free(yh); free(rx); free(ry);
 }
 
 static int xh_cases;
@@ -415,6 +454,7 @@ int main(void)
 	}
 	CHECK(ran >= 1, "the emulated set at least ran");
 	test_stash_bits();
+	test_bn_fwd_h();
 	cpu_kgemm_bf16_force(NULL);
 	be->destroy(be);
 	return tap_done();
