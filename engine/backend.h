@@ -312,6 +312,10 @@ struct cdp_backend {
 	                       uint16_t *yh, float *run_mean, float *run_var, float momentum,
 	                       float eps, float *save_mean, float *save_invstd, int act,
 	                       float slope);
+	/* 1 when bn_fwd_train_h takes y NULL and writes its output to yh
+	 * alone (the CPU): the stash then keeps no fp32 output for a batchnorm
+	 * whose readers all take its copy (net.c); 0: y is always written */
+	int (*bn_fwd_h_alone)(cdp_backend *be);
 	void (*bn_fwd_infer)(cdp_backend *be, int n, int c, int hw, const float *x,
 	                     const float *gamma, const float *beta, float *y,
 	                     const float *run_mean, const float *run_var, float eps,
@@ -523,7 +527,7 @@ struct cdp_backend {
 	X(gemm) X(fill) X(scale) X(axpy) X(sumsq) \
 	X(to_bf16) X(from_bf16) \
 	X(conv_workspace) X(conv_takes_xh) X(conv_fwd) X(conv_fwd_bn) X(conv_bwd_data) X(conv_bwd_filter) \
-	X(bn_fwd_train) X(bn_fwd_train_h) X(bn_fwd_infer) X(bn_bwd_needs_y) X(bn_takes_xh) X(bn_bwd) X(bn_sums) X(bn_grad_sums) X(bn_bwd_dx) \
+	X(bn_fwd_train) X(bn_fwd_train_h) X(bn_fwd_h_alone) X(bn_fwd_infer) X(bn_bwd_needs_y) X(bn_takes_xh) X(bn_bwd) X(bn_sums) X(bn_grad_sums) X(bn_bwd_dx) \
 	X(act_fwd) X(act_bwd) \
 	X(maxpool_fwd) X(maxpool_bwd) X(maxpool_bwd_needs_xy) X(avgpool_fwd) X(avgpool_bwd) \
 	X(upsample_fwd) X(upsample_bwd) X(chan_copy) X(chan_slice) \

@@ -463,7 +463,9 @@ done:
  * Which steps read what is each layer type's bwd_reads (net.h): relu and
  * leaky read their output; conv, deconv and dense their input, and their
  * output when they have an activation; bn its input, and its output with
- * an activation; maxpool both; add, avgpool, gap, upsample, concat, slice
+ * an activation; maxpool both where the backend's maxpool_bwd does
+ * (cuDNN), neither on the CPU (maxpool_bwd_needs_xy: its argmax index is
+ * all it reads); add, avgpool, gap, upsample, concat, slice
  * and dropout neither (dropout keeps its own mask, maxpool its own
  * indices, and concat and slice copy: no layer keeps a pointer into
  * another's y). So the tensors rounded are exactly those a backward step
@@ -486,19 +488,28 @@ done:
  * Batchnorm's backward likewise reads its input's copy as it is where
  * the backend does (bn_takes_xh, the CPU; not for the synchronized or
  * frozen ones), and its output only where the backend's bn_bwd does
- * (bn_bwd_needs_y: CUDA; the CPU computes bn(x) again). The rest of
+ * (bn_bwd_needs_y: CUDA; the CPU computes bn(x) again). Batchnorm's
+ * forward writes the copies of its input (where it is the last to read it
+ * in fp32) and of its output in its own pass over them (bn_fwd_train_h,
+ * marking them yh_fresh) instead of the stash's passes after the step;
+ * where every reader of its output takes the copy, it writes the copy
+ * alone and has no fp32 output (CDP_STASH_OUT_ALONE, where the backend
+ * can: bn_fwd_h_alone, the CPU). The rest of
  * forward reads every tensor in fp32 as it was written. Where
- * reading the copies would not make the whole smaller (the widening
- * buffer outweighs what the arena saves: the classifier), the plan keeps
- * fp32 for them (act_plan plans both). Forward gives the same bits either
+ * reading the copies would make the whole larger (the widening
+ * buffer outweighs what the arena saves), the plan keeps
+ * fp32 for them (act_plan plans both; on a tie, as the classifier's, it
+ * reads the copies). Forward gives the same bits either
  * way. An inner layer's y is valid only while forward or backward uses it
  * (NULL otherwise). Backward reads only the stash, so it may be run again
  * after a forward, as without the stash.
  *
  * The U-Net of bench/engine.sh keeps nearly all its outputs for
- * backward, so its activation memory (act_bytes) falls to 0.558 of fp32's:
- * the bf16 copies (0.45), a convolution's output and its batchnorm's at the
- * top level (0.10), the widening buffer for its 1x1 head (0.006). */
+ * backward, so its activation memory (act_bytes) falls to 0.538 of fp32's:
+ * the bf16 copies, the fp32 of the tensors that live on in forward (at the
+ * peak, the first skip connection, read by a max pool at once and by a
+ * concat at the far end, beside the transposed convolution's output), the
+ * widening buffer for its 1x1 head; the classifier's to 0.638. */
 
 /* What backward of layer l reads (CDP_BWD_X, CDP_BWD_Y), from its type's
  * bwd_reads or bwd_reads_now */
@@ -567,7 +578,10 @@ static void stash_roles(const cdp_net *net, int hread, char *keep, char *honly)
 					keep[t] = 1;
 	}
 	for (int t = out - 1; net->stash && hread && t >= 0; t--) {
-		int readers = 0, ok = keep[t] && (net->layers[t].ops->stash_io & CDP_STASH_OUT);
+		const cdp_layer *l = &net->layers[t];
+		int alone = (l->ops->stash_io & CDP_STASH_OUT_ALONE) && l->ops->stash_alone &&
+		            l->ops->stash_alone(l, net);
+		int readers = 0, ok = keep[t] && ((l->ops->stash_io & CDP_STASH_OUT) || alone);
 		for (int k = t + 1; k <= out && ok; k++)
 			for (int m = 0; m < net->layers[k].nfrom; m++) {
 				unsigned io = net->layers[k].ops->stash_io;

@@ -323,6 +323,7 @@ void cpu_bn_fwd_train_h(cdp_backend *be, int n, int c, int hw, const float *x, u
                         const float *gamma, const float *beta, float *y, uint16_t *yh,
                         float *run_mean, float *run_var, float momentum, float eps,
                         float *save_mean, float *save_invstd, int act, float slope);
+int cpu_bn_fwd_h_alone(cdp_backend *be);
 void cpu_bn_fwd_train(cdp_backend *be, int n, int c, int hw, const float *x,
                       const float *gamma, const float *beta, float *y,
                       float *run_mean, float *run_var, float momentum, float eps,

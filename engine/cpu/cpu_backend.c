@@ -260,6 +260,7 @@ cdp_backend *cdp_backend_cpu(int threads)
 
 	be->bn_fwd_train = cpu_bn_fwd_train;
 	be->bn_fwd_train_h = cpu_bn_fwd_train_h;
+	be->bn_fwd_h_alone = cpu_bn_fwd_h_alone;
 	be->bn_fwd_infer = cpu_bn_fwd_infer;
 	be->bn_bwd_needs_y = cpu_bn_bwd_needs_y;
 	be->bn_takes_xh = cpu_bn_takes_xh;

@@ -211,9 +211,12 @@ static void norm_run(const bn_job *j, const float *x, float *y, size_t n, float 
 }
 
 /* pass 2 of the forward for channel c; with the copies, XH_CHUNK values
- * at a time, so that x and y are rounded while in L1 */
+ * at a time, so that x and y are rounded while in L1 (y NULL: each chunk
+ * of y in tmp, for its copy alone) */
 static void norm_chan(const bn_job *j, int c, float m, float a, float b)
 {
+	float tmp[XH_CHUNK];
+
 	for (int n = j->n - 1; n >= 0; n--) {
 		size_t o = plane(j, n, c);
 		if (!j->xh_out && !j->yh_out) {
@@ -222,11 +225,12 @@ static void norm_chan(const bn_job *j, int c, float m, float a, float b)
 		}
 		for (size_t i = 0; i < j->hw; i += XH_CHUNK) {
 			size_t len = j->hw - i < XH_CHUNK ? j->hw - i : XH_CHUNK;
-			norm_run(j, j->x + o + i, j->y + o + i, len, m, a, b);
+			float *yo = j->y ? j->y + o + i : tmp;
+			norm_run(j, j->x + o + i, yo, len, m, a, b);
 			if (j->xh_out)
 				cpu_bf16_narrow_run(j->xh_out + o + i, j->x + o + i, len);
 			if (j->yh_out)
-				cpu_bf16_narrow_run(j->yh_out + o + i, j->y + o + i, len);
+				cpu_bf16_narrow_run(j->yh_out + o + i, yo, len);
 		}
 	}
 }
@@ -267,6 +271,13 @@ void cpu_bn_fwd_train_h(cdp_backend *be, int n, int c, int hw, const float *x, u
 	             .save_mean = save_mean, .save_invstd = save_invstd, .xh_out = xh,
 	             .yh_out = yh };
 	cpu_parallel_for(be, c, bn_train_chan, &j);
+}
+
+/* y NULL with yh: the output's copy alone */
+int cpu_bn_fwd_h_alone(cdp_backend *be)
+{
+	(void)be;
+	return 1;
 }
 
 void cpu_bn_fwd_train(cdp_backend *be, int n, int c, int hw, const float *x,

@@ -120,6 +120,13 @@ static void cu_bn_fwd_train(cdp_backend *be, int n, int c, int hw, const float *
 		cu_act_fwd(be, act, slope, y, y, (size_t)n * c * hw);
 }
 
+/* cuDNN writes y: the stash keeps it (bn_fwd_train_h never gets y NULL) */
+static int cu_bn_fwd_h_alone(cdp_backend *be)
+{
+	(void)be;
+	return 0;
+}
+
 /* bn_fwd_train, then the copies from y and x as they lie (two more passes;
  * the CPU writes them from its own) */
 static void cu_bn_fwd_train_h(cdp_backend *be, int n, int c, int hw, const float *x,
@@ -322,6 +329,7 @@ void cu_dnn_ops(cdp_backend *be)
 {
 	be->bn_fwd_train = cu_bn_fwd_train;
 	be->bn_fwd_train_h = cu_bn_fwd_train_h;
+	be->bn_fwd_h_alone = cu_bn_fwd_h_alone;
 	be->bn_fwd_infer = cu_bn_fwd_infer;
 	be->bn_bwd_needs_y = cu_bn_bwd_needs_y;
 	be->bn_takes_xh = cu_bn_takes_xh;

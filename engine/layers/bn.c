@@ -73,7 +73,11 @@ static int make(cdp_layer *l, cdp_net *net, const cdp_cfg_section *s, char *err,
  * frozen layer adding to its input's gradient stages its own there. */
 static size_t workspace(cdp_layer *l, cdp_net *net)
 {
-	return l->from[0] < 0 || l->frozen ? (size_t)net->n * cdp_shape_numel(l->in[0]) * sizeof(float) : 0;
+	size_t sample = cdp_shape_numel(l->in[0]) * sizeof(float);
+
+	/* else a sample's output: eval mode's where the stash keeps only
+	 * the copy (forward_alone) */
+	return l->from[0] < 0 || l->frozen ? (size_t)net->n * sample : sample;
 }
 
 static int alloc(cdp_layer *l, cdp_net *net)
@@ -186,6 +190,24 @@ static void sync_backward(cdp_layer *l, cdp_net *net, float *dx, float beta)
 	be->axpy(be, 1.0f, st->dev + 3 * c, net->grads + l->b_off, (size_t)c);
 }
 
+/* Eval mode where the stash keeps only the output's copy (l->y NULL:
+ * stash_alone, a training net validating): a sample at a time through
+ * the workspace, rounded into yh (the same values: eval mode's batchnorm
+ * is per element) */
+static void forward_alone(cdp_layer *l, cdp_net *net, const float *rm, const float *rv)
+{
+	cdp_backend *be = net->be;
+	int c = l->out.c, hw = l->out.h * l->out.w;
+	size_t per = (size_t)c * hw;
+	const float *x = cdp_layer_x(net, l, 0);
+
+	for (int i = 0; i < net->n; i++) {
+		be->bn_fwd_infer(be, 1, c, hw, x + i * per, net->params + l->w_off,
+		                 net->params + l->b_off, net->ws, rm, rv, l->eps, l->act, l->slope);
+		be->to_bf16(be, net->ws, l->yh + i * per, per);
+	}
+}
+
 static void forward(cdp_layer *l, cdp_net *net)
 {
 	cdp_backend *be = net->be;
@@ -198,11 +220,15 @@ static void forward(cdp_layer *l, cdp_net *net)
 	if (net->train && !l->frozen && net->bn_sync)
 		sync_forward(l, net);
 	else if (net->train && !l->frozen)
-		/* with the stash, the copies of x and y as this pass goes */
+		/* with the stash, the copies of x and y as this pass goes; y's
+		 * alone where every reader takes it (l->y NULL: stash_alone) */
 		be->bn_fwd_train_h(be, net->n, c, hw, cdp_layer_x(net, l, 0),
 		                   cdp_layer_copy_in(net, l, 0), net->params + l->w_off,
-		                   net->params + l->b_off, l->y, cdp_layer_copy_out(net, l), rm, rv,
-		                   l->momentum, l->eps, st->save, st->save + c, l->act, l->slope);
+		                   net->params + l->b_off, l->y,
+		                   l->y ? cdp_layer_copy_out(net, l) : l->yh, rm, rv, l->momentum,
+		                   l->eps, st->save, st->save + c, l->act, l->slope);
+	else if (!l->y)
+		forward_alone(l, net, rm, rv);
 	else
 		be->bn_fwd_infer(be, net->n, c, hw, cdp_layer_x(net, l, 0), net->params + l->w_off,
 		                 net->params + l->b_off, l->y, rm, rv, l->eps, l->act, l->slope);
@@ -264,9 +290,17 @@ static int stash_direct(const cdp_layer *l, const cdp_net *net)
 	return !l->frozen && !net->bn_sync && net->be->bn_takes_xh(net->be);
 }
 
+/* No fp32 output where its readers all take the copy: the training
+ * forward of bn_fwd_train_h, on a backend that writes the copy alone */
+static int stash_alone(const cdp_layer *l, const cdp_net *net)
+{
+	return !l->frozen && !net->bn_sync && net->be->bn_fwd_h_alone(net->be);
+}
+
 const cdp_layer_ops cdp_layer_bn = {
 	.type = "bn", .make = make, .workspace = workspace, .alloc = alloc, .init = init,
 	.forward = forward, .backward = backward, .free = lfree,
 	.bwd_reads = CDP_BWD_X | CDP_BWD_Y_ACT, .bwd_reads_now = bwd_reads_now,
-	.stash_io = CDP_STASH_IN_BWD | CDP_STASH_DIRECT_ONLY, .stash_direct = stash_direct,
+	.stash_io = CDP_STASH_IN_BWD | CDP_STASH_DIRECT_ONLY | CDP_STASH_OUT_ALONE,
+	.stash_direct = stash_direct, .stash_alone = stash_alone,
 };

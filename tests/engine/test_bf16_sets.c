@@ -175,7 +175,8 @@ static void test_bn_xh(void)
 
 /* bn_fwd_train_h: y, the saved and the running statistics those of
  * bn_fwd_train bit for bit, and the copies those of to_bf16 of x and of
- * y; each copy alone too (planes of two chunks and a piece) */
+ * y; each copy alone too (planes of two chunks and a piece), and y's
+ * copy without y */
 static void test_bn_fwd_h(void)
 {
 	int n = 3, c = 4, hw = 2 * 2048 + 77;
@@ -205,6 +206,15 @@ static void test_bn_fwd_h(void)
 			      "[%s] bn_fwd_train_h (act %d): x's copy is not to_bf16's", set, act);
 			CHECK(!(which & 2) || memcmp(yh, ry, nx * sizeof *yh) == 0,
 			      "[%s] bn_fwd_train_h (act %d): y's copy is not to_bf16's", set, act);
+			if (which != 3)
+				continue;
+			/* y NULL: the copy alone (bn_fwd_h_alone), the same */
+			memset(yh, 0, nx * sizeof *yh);
+			cpu_bn_fwd_train_h(be, n, c, hw, x, NULL, g, bt, NULL, yh, sb, sb + c, 0.1f,
+			                   1e-5f, sb + 2 * c, sb + 3 * c, act, 0.0f);
+			CHECK(cpu_bn_fwd_h_alone(be) == 1 && memcmp(yh, ry, nx * sizeof *yh) == 0,
+			      "[%s] bn_fwd_train_h (act %d) without y: its copy is not to_bf16's", set,
+			      act);
 		}
 	be->free(be, x); be->free(be, g); be->free(be, bt); be->free(be, ya); be->free(be, yb);
 	free(xh); free(yh); free(rx); free(ry);

@@ -38,11 +38,15 @@
  *  - what forward rounds in to_bf16 passes of their own: batchnorm writes
  *    the copies of its input and its output in its own pass over them
  *    (bn_fwd_train_h), so the U-Net's passes round 0.193 of its outputs'
- *    values (0.817 when the stash rounded them after the step).
+ *    values (0.817 when the stash rounded them after the step); and
+ *    where every reader of a batchnorm's output takes its copy (8 of the
+ *    U-Net's 14), it writes the copy alone, with no fp32 output
+ *    (CDP_STASH_OUT_ALONE; the forward bits are the same).
  * The U-Net again as CUDA plans it (its convolutions and bn_bwd read
  * float only, conv_takes_xh and bn_takes_xh; its bn_bwd reads the
  * output, bn_bwd_needs_y; its maxpool_bwd its input and output, checked
- * to be the forward's, maxpool_bwd_needs_xy): the
+ * to be the forward's, maxpool_bwd_needs_xy; its batchnorm always writes
+ * y, bn_fwd_h_alone): the
  * convolutions widen the copies a few samples at a time and the
  * batchnorms' outputs are widened for backward, with the same checks
  * (0.610 here); and with a batchnorm frozen after the build (its backward
@@ -102,6 +106,7 @@ typedef struct model {
 	 * values (0: not checked): batchnorm writes its input's copy and its
 	 * own in its pass over them (bn_fwd_train_h) */
 	double max_narrow;
+	int min_alone;          /* batchnorms that keep no fp32 output, at least */
 } model;
 
 typedef struct step_out {
@@ -110,6 +115,7 @@ typedef struct step_out {
 	size_t nlogits, nparams, act_bytes;
 	size_t widened, acts;    /* values backward widened; the outputs' total */
 	size_t narrowed;         /* values forward's to_bf16 passes rounded */
+	int bn_alone, bns;       /* batchnorms with no fp32 output; all of them */
 	int stash;
 } step_out;
 
@@ -210,6 +216,11 @@ static int step(const model *m, int build, int run, step_out *o)
 	cdp_net_backward(&net, NULL, NULL);
 	o->grads2 = host(net.grads, net.nparams);
 	o->act_bytes = net.act_bytes;
+	for (int i = 0; i < net.nlayers; i++)
+		if (strcmp(net.layers[i].ops->type, "bn") == 0) {
+			o->bns++;
+			o->bn_alone += net.layers[i].fwd_end < 0 && net.layers[i].keep;
+		}
 	o->stash = net.stash;
 	rc = o->logits && o->grads && o->grads2 ? 0 : -1;
 out:
@@ -340,6 +351,9 @@ static void test_model(const model *m)
 	CHECK(m->max_widen == 0.0 || on.widened <= m->max_widen * on.acts,
 	      "%s: backward widened %zu of the outputs' %zu values, more than %.2f of them",
 	      m->name, on.widened, on.acts, m->max_widen);
+	CHECK(on.bn_alone >= m->min_alone,
+	      "%s: %d of %d batchnorms write their output's copy alone, not %d", m->name,
+	      on.bn_alone, on.bns, m->min_alone);
 	CHECK(m->max_narrow == 0.0 || on.narrowed <= m->max_narrow * on.acts,
 	      "%s: forward rounded %zu of the outputs' %zu values in passes of their own, more "
 	      "than %.2f of them", m->name, on.narrowed, on.acts, m->max_narrow);
@@ -505,12 +519,14 @@ int main(void)
 		/* rounded in passes of their own: 0.270, 0.057, 0.193 (0.382,
 		 * 0.744, 0.817 while the stash rounded batchnorm's input and
 		 * output after its step) */
-		{ "every-layer", NULL, every_layer, { NULL }, 0, 16, 2, 0.95, 1, 0.0, 0.3 },
+		{ "every-layer", NULL, every_layer, { NULL }, 0, 16, 2, 0.95, 1, 0.0, 0.3, 0 },
 		/* the classifier's two plans take the same bytes: only the
 		 * dense head's input is widened (0.002; 0.744 in the other) */
 		{ "classifier", "classifier.cfg", NULL, { "width=8", "blocks=2" }, 2, 16, 4, 0.95, 5,
-		  0.01, 0.1 },
-		{ "unet", "unet.cfg", NULL, { "width=8", "depth=3" }, 2, 32, 2, 0.61, 14, 0.12, 0.25 },
+		  0.01, 0.1, 1 },
+		/* 8 of its 14 batchnorms are read by convolutions alone */
+		{ "unet", "unet.cfg", NULL, { "width=8", "depth=3" }, 2, 32, 2, 0.61, 14, 0.12, 0.25,
+		  8 },
 	};
 
 	be = cdp_backend_cpu(2);
@@ -546,15 +562,18 @@ int main(void)
 		model u = models[2];
 		int (*takes)(cdp_backend *, const cdp_conv_desc *) = be->conv_takes_xh;
 		int (*needs)(cdp_backend *) = be->bn_bwd_needs_y, (*bn_xh)(cdp_backend *) = be->bn_takes_xh;
-		int (*xy)(cdp_backend *) = be->maxpool_bwd_needs_xy;
+		int (*xy)(cdp_backend *) = be->maxpool_bwd_needs_xy, (*alone)(cdp_backend *) =
+			be->bn_fwd_h_alone;
 		u.name = "unet, as CUDA plans it";
 		u.max_ratio = 0.63;
 		u.max_widen = 0.0;      /* it widens what the CPU reads as bf16 */
 		u.max_narrow = 0.0;
+		u.min_alone = 0;        /* cuDNN writes y: bn_fwd_h_alone 0 */
 		be->conv_takes_xh = takes_none;
 		be->bn_bwd_needs_y = needs_y;
 		be->bn_takes_xh = bn_xh_none;
 		be->maxpool_bwd_needs_xy = needs_xy_yes;
+		be->bn_fwd_h_alone = bn_xh_none;
 		be->maxpool_bwd = maxpool_bwd_xy;
 		xy_bad = xy_calls = 0;
 		test_model(&u);
@@ -565,6 +584,7 @@ int main(void)
 		be->bn_bwd_needs_y = needs;
 		be->bn_takes_xh = bn_xh;
 		be->maxpool_bwd_needs_xy = xy;
+		be->bn_fwd_h_alone = alone;
 		be->maxpool_bwd = maxpool_bwd_cpu;
 		/* a batchnorm frozen after the batch is laid out reads its
 		 * output in backward (act_bwd): the plan is made again */
@@ -572,6 +592,7 @@ int main(void)
 		u.name = "unet, bn1 frozen after the build";
 		u.max_widen = 0.0;      /* bn1's output too (0.19) */
 		u.max_narrow = 0.0;     /* a frozen bn writes no copies (0.29) */
+		u.min_alone = 7;        /* nor its output's copy alone */
 		freeze_pat = "bn1";
 		test_model(&u);
 		freeze_pat = NULL;
