@@ -211,6 +211,16 @@ void cpu_bf16f_nn_packed(int m, int n, int k, const uint32_t *ap, long k2, const
  * be packed (out of memory) or the shape is not one of these. */
 int cpu_bf16f_nn_zip(int m, int n, int k, const float *a, long rs, long cs, const float *b,
                      long ldb, float *const *zr, int cpr, long rstep);
+/* Its converse for B: C (M,N) = A (M,K) B (K,N) + beta C (A as
+ * cpu_kgemm_nn's), K even, where B's rows 2p and 2p + 1 are zipped in
+ * memory: B[2p][j] at o, B[2p + 1][j] at o + 1, o = b + ptab[p] +
+ * (j / cpr) rstep + 2 (j % cpr) (cpr as above). The same stride-2
+ * windows' forward (the transposed convolution's data gradient): the two
+ * taps of a window row are neighbours in the input row, so the pairs are
+ * read as they lie, with no column matrix. nn's sums in the same order;
+ * -1 (nothing written) as cpu_bf16f_nn_zip. */
+int cpu_bf16f_nn_cp(int m, int n, int k, const float *a, long rs, long cs, const float *b,
+                    const long *ptab, int cpr, long rstep, float beta, float *c, long ldc);
 static inline uint16_t cpu_bf16_bits(float x)
 {
 	uint32_t u;

@@ -343,6 +343,90 @@ static void check_xh(cdp_backend *be, const cdp_conv_desc *d)
 	}
 }
 
+#ifdef CPU_BF16_KERNELS
+/* The 2x2 stride-2 windows that tile dx (cpu_col2im_disjoint: the U-Net's
+ * transposed convolution's forward) with VDPBF16PS, one (sample, row of
+ * dy) per item: rows (c, a, 0) and (c, a, 1) of W^T dy are the two taps
+ * of dx's row 2 i + a, which cpu_bf16f_nn_zip writes interleaved, straight
+ * into dx: no column matrix, no col2im pass (the column path took 2.7x the
+ * gemm's time on 8x32x128^2 -> 16x256^2; doc/PERFORMANCE.md). beta 0 only
+ * (dx is written, not added to). */
+static int zip_takes(const cdp_backend *be, const cdp_conv_desc *d, float beta)
+{
+	return beta == 0.0f && cpu_bf16_packs_pairs(be) && cpu_col2im_disjoint(d) &&
+	       d->c <= ZIP_MAX_C;
+}
+
+/* The forward of the same windows (the transposed convolution's data
+ * gradient), one (sample, rows of y) per item: pair (c, a) of the
+ * columns is x's row 2 i + a, whose even and odd values are its taps b =
+ * 0 and 1, read side by side (cpu_bf16f_nn_cp): no column matrix. */
+static void cp_item(void *ctx, int it)
+{
+	const conv_job *j = ctx;
+	const cdp_conv_desc *d = j->d;
+	int k = d->c * 4, per = (d->oh + j->rows - 1) / j->rows, n = it / per;
+	int i = it % per * j->rows, i1 = i + j->rows < d->oh ? i + j->rows : d->oh;
+	size_t p = (size_t)d->oh * d->ow, plane = (size_t)d->h * d->w;
+	const float *xn = (const float *)j->x + (size_t)n * d->c * plane;
+	float *yn = j->y + (size_t)n * d->f * p + (size_t)i * d->ow, *col;
+	long ptab[2 * ZIP_MAX_C];
+
+	for (int c = 0; c < d->c; c++)
+		for (int a = 0; a < 2; a++)
+			ptab[2 * c + a] = (long)(c * plane + (size_t)(2 * i + a) * d->w);
+	if (cpu_bf16f_nn_cp(d->f, (i1 - i) * d->ow, k, j->w, k, 1, xn, ptab, d->ow, 2L * d->w,
+	                    0.0f, yn, (long)p) == 0)
+		return;
+	/* A could not be packed: the rows through the column path */
+	col = cpu_scratch(j->be, cpu_worker());
+	cpu_im2col_rows(d, xn, i, i1, col);
+	cpu_kgemm_nn(j->be, d->f, (i1 - i) * d->ow, k, j->w, k, 1, col, (long)(i1 - i) * d->ow,
+	             0.0f, yn, (long)p);
+}
+
+/* rows of dy per item: about ZIP_COLS columns where whole rows of 16
+ * columns allow, so that a deep layer's A is read for wide gemms */
+static int zip_rows(const cdp_conv_desc *d)
+{
+	int r = d->ow % 16 ? 1 : ZIP_COLS / d->ow;
+
+	return r < 1 ? 1 : r > d->oh ? d->oh : r;
+}
+
+/* item over (sample, zip_rows rows of the output) */
+static void by_windows(cdp_backend *be, const cdp_conv_desc *d, conv_job *j,
+                       void (*item)(void *, int))
+{
+	j->rows = zip_rows(d);
+	cpu_parallel_for(be, d->n * ((d->oh + j->rows - 1) / j->rows), item, j);
+}
+
+static void zip_item(void *ctx, int it)
+{
+	const conv_job *j = ctx;
+	const cdp_conv_desc *d = j->d;
+	int k = d->c * 4, per = (d->oh + j->rows - 1) / j->rows, n = it / per;
+	int i = it % per * j->rows, i1 = i + j->rows < d->oh ? i + j->rows : d->oh;
+	size_t p = (size_t)d->oh * d->ow, plane = (size_t)d->h * d->w;
+	float *zr[2 * ZIP_MAX_C], *dxn = j->dx + (size_t)n * d->c * plane;
+	const float *b = j->dy + (size_t)n * d->f * p + (size_t)i * d->ow;
+	float *col;
+
+	for (int c = 0; c < d->c; c++)
+		for (int a = 0; a < 2; a++)
+			zr[2 * c + a] = dxn + c * plane + (size_t)(2 * i + a) * d->w;
+	if (cpu_bf16f_nn_zip(k, (i1 - i) * d->ow, d->f, j->w, 1, k, b, (long)p, zr, d->ow,
+	                     2L * d->w) == 0)
+		return;
+	/* A could not be packed: the rows through the column path */
+	col = cpu_scratch(j->be, cpu_worker());
+	cpu_kgemm_nn(j->be, k, (i1 - i) * d->ow, d->f, j->w, 1, k, b, (long)p, 0.0f, col,
+	             (long)(i1 - i) * d->ow);
+	cpu_col2im_rows(d, col, i, i1, dxn, 0.0f);
+}
+#endif
+
 /* the forward, with bn applied to each block of y as it is written */
 static void conv_fwd(cdp_backend *be, const cdp_conv_desc *d, const void *x, const float *w,
                      const float *bias, const cdp_bn_infer *bn, float *y, void *ws)
@@ -358,6 +442,15 @@ static void conv_fwd(cdp_backend *be, const cdp_conv_desc *d, const void *x, con
 		cpu_phase_fwd(be, d, x, w, bias, bn, y, ws);
 		return;
 	}
+#ifdef CPU_BF16_KERNELS
+	if (!bias && !bn && zip_takes(be, d, 0.0f)) {   /* small planes too */
+		j.x = x;
+		j.w = w;
+		j.y = y;
+		by_windows(be, d, &j, cp_item);
+		return;
+	}
+#endif
 	if (j.plan == PLAN_BATCH) {
 		float *col = ws, *ym = col + (size_t)k * np;    /* (K, N*P), (F, N*P) */
 		perm_job pj = { ym, y, bias, bn, d->n, d->f, (size_t)d->oh * d->ow };
@@ -390,53 +483,6 @@ void cpu_conv_fwd_bn(cdp_backend *be, const cdp_conv_desc *d, const void *x, con
 	conv_fwd(be, d, x, w, bias, bn, y, ws);
 }
 
-#ifdef CPU_BF16_KERNELS
-/* The 2x2 stride-2 windows that tile dx (cpu_col2im_disjoint: the U-Net's
- * transposed convolution's forward) with VDPBF16PS, one (sample, row of
- * dy) per item: rows (c, a, 0) and (c, a, 1) of W^T dy are the two taps
- * of dx's row 2 i + a, which cpu_bf16f_nn_zip writes interleaved, straight
- * into dx: no column matrix, no col2im pass (the column path took 2.7x the
- * gemm's time on 8x32x128^2 -> 16x256^2; doc/PERFORMANCE.md). beta 0 only
- * (dx is written, not added to). */
-static int zip_takes(const cdp_backend *be, const cdp_conv_desc *d, float beta)
-{
-	return beta == 0.0f && cpu_bf16_packs_pairs(be) && cpu_col2im_disjoint(d) &&
-	       d->c <= ZIP_MAX_C;
-}
-
-/* rows of dy per item: about ZIP_COLS columns where whole rows of 16
- * columns allow, so that a deep layer's A is read for wide gemms */
-static int zip_rows(const cdp_conv_desc *d)
-{
-	int r = d->ow % 16 ? 1 : ZIP_COLS / d->ow;
-
-	return r < 1 ? 1 : r > d->oh ? d->oh : r;
-}
-
-static void zip_item(void *ctx, int it)
-{
-	const conv_job *j = ctx;
-	const cdp_conv_desc *d = j->d;
-	int k = d->c * 4, per = (d->oh + j->rows - 1) / j->rows, n = it / per;
-	int i = it % per * j->rows, i1 = i + j->rows < d->oh ? i + j->rows : d->oh;
-	size_t p = (size_t)d->oh * d->ow, plane = (size_t)d->h * d->w;
-	float *zr[2 * ZIP_MAX_C], *dxn = j->dx + (size_t)n * d->c * plane;
-	const float *b = j->dy + (size_t)n * d->f * p + (size_t)i * d->ow;
-	float *col;
-
-	for (int c = 0; c < d->c; c++)
-		for (int a = 0; a < 2; a++)
-			zr[2 * c + a] = dxn + c * plane + (size_t)(2 * i + a) * d->w;
-	if (cpu_bf16f_nn_zip(k, (i1 - i) * d->ow, d->f, j->w, 1, k, b, (long)p, zr, d->ow,
-	                     2L * d->w) == 0)
-		return;
-	/* A could not be packed: the rows through the column path */
-	col = cpu_scratch(j->be, cpu_worker());
-	cpu_kgemm_nn(j->be, k, (i1 - i) * d->ow, d->f, j->w, 1, k, b, (long)p, 0.0f, col,
-	             (long)(i1 - i) * d->ow);
-	cpu_col2im_rows(d, col, i, i1, dxn, 0.0f);
-}
-#endif
 
 void cpu_conv_bwd_data(cdp_backend *be, const cdp_conv_desc *d, const float *dy,
                        const float *w, float *dx, float beta, void *ws)
@@ -456,8 +502,7 @@ void cpu_conv_bwd_data(cdp_backend *be, const cdp_conv_desc *d, const float *dy,
 		j.w = w;
 		j.dy = dy;
 		j.dx = dx;
-		j.rows = zip_rows(d);
-		cpu_parallel_for(be, d->n * ((d->oh + j.rows - 1) / j.rows), zip_item, &j);
+		by_windows(be, d, &j, zip_item);
 		return;
 	}
 #endif

@@ -345,21 +345,50 @@ BF_INLINE __m512bh pair_rows(const float *r0, const float *r1, __mmask16 msk, __
 	return (__m512bh)_mm512_permutexvar_epi16(idx, (__m512i)h);
 }
 
+static inline __mmask16 mask_of(int r)
+{
+	return r <= 0 ? 0 : r >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << r) - 1u);
+}
+
 #define NN_MR 8
 
+/* Where the pairs of B lie for cpu_bf16f_nn_cp (cp 1): pair p of column j
+ * at b + tab[p] + (j / cpr) rstep + 2 (j % cpr), its two values side by
+ * side; and for cpu_bf16f_nn_zip, where C's column j goes (the same with
+ * the pair's row pointer) */
+typedef struct zip_geo { int cpr; long rstep; } zip_geo;
+
+/* 16 columns from col on of a contiguous pair row (masks: cols valid) */
+BF_INLINE __m512bh pair_cont(const float *base, const zip_geo *g, long col, __mmask16 msk)
+{
+	const float *p = base + col / g->cpr * g->rstep + 2 * (col % g->cpr);
+	int cols = __builtin_popcount(msk);
+	__m512 x0 = _mm512_maskz_loadu_ps(mask_of(2 * cols), p);
+	__m512 x1 = cols > 8 ? _mm512_maskz_loadu_ps(mask_of(2 * cols - 16), p + 16)
+	                     : _mm512_setzero_ps();
+	return _mm512_cvtne2ps_pbh(x1, x0);
+}
+
 /* acc[i][v] += the products of A's row i (pairs ap + i k2) and B's columns
- * [16 v, 16 v + 16) (masks mk) over k in [k0, k1), in order of k */
+ * [16 v, 16 v + 16) (masks mk) over k in [k0, k1), in order of k; cp: B's
+ * pairs side by side (pair_cont, column j0 + 16 v on, k0 even) */
 BF_INLINE void sum_nn(const int mr, const int nv, const __mmask16 *mk, int k0, int k1,
                       const uint32_t *ap, long k2, const float *b, long ldb, const long *tab,
-                      __m512 acc[][2], __m512i idx)
+                      __m512 acc[][2], __m512i idx, const int cp, const zip_geo *g, long j0)
 {
 	for (int q = k0; q < k1; q += 2) {
-		const float *r0 = b + (tab ? tab[q] : q * ldb);
-		const float *r1 = q + 1 < k1 ? b + (tab ? tab[q + 1] : (q + 1) * ldb) : NULL;
 		__m512bh bv[2];
-		#pragma GCC unroll 2
-		for (int v = 0; v < nv; v++)
-			bv[v] = pair_rows(r0 + 16 * v, r1 ? r1 + 16 * v : NULL, mk[v], idx);
+		if (cp) {
+			#pragma GCC unroll 2
+			for (int v = 0; v < nv; v++)
+				bv[v] = pair_cont(b + tab[q / 2], g, j0 + 16 * v, mk[v]);
+		} else {
+			const float *r0 = b + (tab ? tab[q] : q * ldb);
+			const float *r1 = q + 1 < k1 ? b + (tab ? tab[q + 1] : (q + 1) * ldb) : NULL;
+			#pragma GCC unroll 2
+			for (int v = 0; v < nv; v++)
+				bv[v] = pair_rows(r0 + 16 * v, r1 ? r1 + 16 * v : NULL, mk[v], idx);
+		}
 		#pragma GCC unroll 16
 		for (int i = 0; i < mr; i++) {
 			__m512bh av = (__m512bh)_mm512_set1_epi32((int)ap[i * k2 + q / 2]);
@@ -373,7 +402,8 @@ BF_INLINE void sum_nn(const int mr, const int nv, const __mmask16 *mk, int k0, i
 /* C[0..mr, up to 16*nv columns (masks m0, m1)) for k in [k0, k1) */
 BF_INLINE void tile_nn(const int mr, const int nv, __mmask16 m0, __mmask16 m1, int k0, int k1,
                        const uint32_t *ap, long k2, const float *b, long ldb, const long *tab,
-                       float beta, float *c, long ldc, __m512i idx)
+                       float beta, float *c, long ldc, __m512i idx, const int cp,
+                       const zip_geo *g, long j0)
 {
 	__m512 acc[NN_MR][2];
 	__mmask16 mk[2] = { m0, m1 };
@@ -390,7 +420,7 @@ BF_INLINE void tile_nn(const int mr, const int nv, __mmask16 m0, __mmask16 m1, i
 				acc[i][v] = _mm512_setzero_ps();
 			}
 		}
-	sum_nn(mr, nv, mk, k0, k1, ap, k2, b, ldb, tab, acc, idx);
+	sum_nn(mr, nv, mk, k0, k1, ap, k2, b, ldb, tab, acc, idx, cp, g, j0);
 	#pragma GCC unroll 16
 	for (int i = 0; i < mr; i++)
 		#pragma GCC unroll 2
@@ -400,29 +430,27 @@ BF_INLINE void tile_nn(const int mr, const int nv, __mmask16 m0, __mmask16 m1, i
 
 BF_INLINE void rows_nn(const int nv, __mmask16 m0, __mmask16 m1, int m, int k0, int k1,
                        const uint32_t *ap, long k2, const float *b, long ldb, const long *tab,
-                       float beta, float *c, long ldc, __m512i idx)
+                       float beta, float *c, long ldc, __m512i idx, const int cp,
+                       const zip_geo *g, long j0)
 {
 	int i0 = 0;
 
 	for (; i0 + NN_MR <= m; i0 += NN_MR)
 		tile_nn(NN_MR, nv, m0, m1, k0, k1, ap + i0 * k2, k2, b, ldb, tab, beta,
-		        c + i0 * ldc, ldc, idx);
+		        c + i0 * ldc, ldc, idx, cp, g, j0);
 	for (; i0 + 4 <= m; i0 += 4)
 		tile_nn(4, nv, m0, m1, k0, k1, ap + i0 * k2, k2, b, ldb, tab, beta,
-		        c + i0 * ldc, ldc, idx);
+		        c + i0 * ldc, ldc, idx, cp, g, j0);
 	for (; i0 < m; i0++)
 		tile_nn(1, nv, m0, m1, k0, k1, ap + i0 * k2, k2, b, ldb, tab, beta,
-		        c + i0 * ldc, ldc, idx);
+		        c + i0 * ldc, ldc, idx, cp, g, j0);
 }
 
-static inline __mmask16 mask_of(int r)
-{
-	return r >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << r) - 1u);
-}
-
-/* C = A B + beta C with A already packed (ap, row stride k2 pairs), k > 0 */
-BF_TARGET static void nn_packed(int m, int n, int k, const uint32_t *ap, long k2, const float *b,
-                                long ldb, const long *tab, float beta, float *c, long ldc)
+/* C = A B + beta C with A already packed (ap, row stride k2 pairs), k > 0;
+ * cp: B's pairs side by side (sum_nn), tab then per pair */
+BF_INLINE void nn_blocks(int m, int n, int k, const uint32_t *ap, long k2, const float *b,
+                         long ldb, const long *tab, float beta, float *c, long ldc,
+                         const int cp, const zip_geo *g)
 {
 	__m512i idx;
 	int16_t ix[32];
@@ -434,16 +462,26 @@ BF_TARGET static void nn_packed(int m, int n, int k, const uint32_t *ap, long k2
 	idx = _mm512_loadu_si512(ix);
 	for (int k0 = 0; k0 < k; k0 += KC) {
 		int k1 = k0 + KC < k ? k0 + KC : k, j = 0;
-		for (; j + 32 <= n; j += 32)
-			rows_nn(2, 0xffff, 0xffff, m, k0, k1, ap, k2, b + j, ldb, tab, beta, c + j, ldc,
-			        idx);
+		const float *bj = b;
+		for (; j + 32 <= n; j += 32) {
+			bj = cp ? b : b + j;
+			rows_nn(2, 0xffff, 0xffff, m, k0, k1, ap, k2, bj, ldb, tab, beta, c + j, ldc,
+			        idx, cp, g, j);
+		}
+		bj = cp ? b : b + j;
 		if (n - j > 16)
-			rows_nn(2, 0xffff, mask_of(n - j - 16), m, k0, k1, ap, k2, b + j, ldb, tab, beta,
-			        c + j, ldc, idx);
+			rows_nn(2, 0xffff, mask_of(n - j - 16), m, k0, k1, ap, k2, bj, ldb, tab, beta,
+			        c + j, ldc, idx, cp, g, j);
 		else if (n > j)
-			rows_nn(1, mask_of(n - j), 0, m, k0, k1, ap, k2, b + j, ldb, tab, beta, c + j,
-			        ldc, idx);
+			rows_nn(1, mask_of(n - j), 0, m, k0, k1, ap, k2, bj, ldb, tab, beta, c + j,
+			        ldc, idx, cp, g, j);
 	}
+}
+
+BF_TARGET static void nn_packed(int m, int n, int k, const uint32_t *ap, long k2, const float *b,
+                                long ldb, const long *tab, float beta, float *c, long ldc)
+{
+	nn_blocks(m, n, k, ap, k2, b, ldb, tab, beta, c, ldc, 0, NULL);
 }
 
 BF_TARGET static void nn_fast(int m, int n, int k, const float *a, long rs, long cs,
@@ -460,9 +498,6 @@ BF_TARGET static void nn_fast(int m, int n, int k, const float *a, long rs, long
 	}
 	nn_packed(m, n, k, ap, pack_stride(k), b, ldb, tab, beta, c, ldc);
 }
-
-/* column j of C goes to row j / cpr of its pair's, rstep floats apart */
-typedef struct zip_geo { int cpr; long rstep; } zip_geo;
 
 /* ---- nn with C's rows zipped in pairs (cpu_bf16f_nn_zip) ----
  * A tile of mr rows (mr/2 pairs) x 16 nv columns summed over all of K at
@@ -481,7 +516,7 @@ BF_INLINE void tile_zip(const int mr, const int nv, __mmask16 m0, __mmask16 m1, 
 		#pragma GCC unroll 2
 		for (int v = 0; v < nv; v++)
 			acc[i][v] = _mm512_setzero_ps();
-	sum_nn(mr, nv, mk, 0, k, ap, k2, b, ldb, NULL, acc, idx);
+	sum_nn(mr, nv, mk, 0, k, ap, k2, b, ldb, NULL, acc, idx, 0, NULL, 0);
 	#pragma GCC unroll 8
 	for (int r = 0; r < mr / 2; r++)
 		#pragma GCC unroll 2
@@ -519,6 +554,20 @@ BF_INLINE void rows_zip(const int nv, __mmask16 m0, __mmask16 m1, int m, int k,
 	for (; i0 < m; i0 += 2)
 		tile_zip(2, nv, m0, m1, k, ap + i0 * k2, k2, b, ldb, zr + i0 / 2, g, j0, idx, zlo,
 		         zhi);
+}
+
+BF_TARGET int cpu_bf16f_nn_cp(int m, int n, int k, const float *a, long rs, long cs,
+                              const float *b, const long *ptab, int cpr, long rstep, float beta,
+                              float *c, long ldc)
+{
+	zip_geo g = { cpr, rstep };
+	const uint32_t *ap;
+
+	if (m <= 0 || n <= 0 || k <= 0 || k % 2 || cpr <= 0 || (n > cpr && cpr % 16) ||
+	    !(ap = pack_get(m, k, a, rs, cs)))
+		return -1;
+	nn_blocks(m, n, k, ap, pack_stride(k), b, 0, ptab, beta, c, ldc, 1, &g);
+	return 0;
 }
 
 BF_TARGET int cpu_bf16f_nn_zip(int m, int n, int k, const float *a, long rs, long cs,

@@ -26,7 +26,9 @@
  * The data gradient of the 2x2 stride-2 windows that tile the input (the
  * transposed convolution's forward), which the avx512bf16 set writes
  * with its output rows zipped (cpu_bf16f_nn_zip, no column matrix), holds
- * the same values as the column path's (beta 1 onto zeros takes it).
+ * the same values as the column path's (beta 1 onto zeros takes it); so
+ * does their forward, which reads the pairs of each window row side by
+ * side (cpu_bf16f_nn_cp; with a bias it takes the column path).
  *
  * Also the stash's conversions against cpu_bf16_round, bit for bit, and
  * batchnorm's forward that writes them (bn_fwd_train_h) against
@@ -299,6 +301,18 @@ static void conv_one(const conv_case *cc, int ci)
 		CHECK(bad == 0, "[%s] %s: %zu of %zu values differ from the column path's", set,
 		      what, bad, nx);
 		be->free(be, dx2);
+		/* and its forward: with a bias of zeros it takes the column path,
+		 * without one the pairs read side by side (cpu_bf16f_nn_cp) */
+		float *ya = rnd(ny), *yb = rnd(ny), *zb = rnd(nf);
+		memset(zb, 0, nf * sizeof *zb);
+		cpu_conv_fwd(be, &d, x, w, NULL, ya, ws);
+		cpu_conv_fwd(be, &d, x, w, zb, yb, ws);
+		bad = 0;
+		for (size_t i = 0; i < ny; i++)
+			bad += !(ya[i] == yb[i]);
+		CHECK(bad == 0, "[%s] conv case %d fwd without a bias: %zu of %zu values differ from "
+		      "the column path's", set, ci, bad, ny);
+		be->free(be, ya); be->free(be, yb); be->free(be, zb);
 	}
 	/* dw and dbias accumulate into what they hold */
 	for (size_t i = 0; i < nw; i++) {
