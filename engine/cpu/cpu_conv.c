@@ -53,7 +53,7 @@
 
 #define BATCH_MAX_P 1024
 #define CHUNK_FLOATS (256 * 1024)
-#define ZIP_MAX_C 4096            /* zip_item's row pointers on its stack */
+#define ZIP_MAX_C 1024            /* the items' row pointers on their stacks (16 KiB) */
 #define ZIP_COLS 512              /* zip_rows */
 
 enum { PLAN_1X1, PLAN_ROWS, PLAN_BATCH, PLAN_IMPLICIT };
