@@ -124,8 +124,10 @@ static void test_pool(void)
 		 * 5x5 pad 2) at its edges and tails */
 		{ 2, 3, 8, 8, 2, 2, 0 }, { 1, 2, 12, 10, 2, 2, 0 }, { 1, 2, 13, 27, 2, 2, 1 },
 		{ 2, 2, 21, 23, 3, 2, 1 }, { 1, 2, 20, 30, 3, 2, 1 }, { 1, 2, 9, 33, 5, 2, 2 },
+		/* wide rows: the stride-2 path's groups of 8, then of 4, then single */
+		{ 1, 2, 10, 80, 2, 2, 0 }, { 2, 1, 9, 75, 3, 2, 1 },
 	};
-	const size_t ntie = 6;
+	const size_t ntie = 8;
 	for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
 		const pool_case *pc = &cases[ci];
 		cdp_pool_desc d = { pc->n, pc->c, pc->h, pc->w, pc->k, pc->s, pc->p, 0, 0 };
@@ -195,6 +197,7 @@ static void test_pool(void)
 	 * every path (scalar, and the stride-2 vectors' lanes) */
 	static const pool_case nan_cases[] = {
 		{ 1, 2, 14, 29, 2, 2, 0 }, { 1, 2, 15, 31, 3, 2, 1 }, { 1, 1, 12, 17, 3, 1, 1 },
+		{ 1, 2, 8, 77, 2, 2, 0 }, { 1, 2, 9, 75, 3, 2, 1 },
 	};
 	for (size_t ci = 0; ci < sizeof nan_cases / sizeof nan_cases[0]; ci++) {
 		const pool_case *pc = &nan_cases[ci];
