@@ -173,10 +173,10 @@ static void test_errors(cdp_backend *be)
 		cdp_net_free(&net);
 		/* regression: the head's channels are the targets, 1 or more */
 		for (int f = 1; f <= 2; f++) {
-			char cfg[160];
-			snprintf(cfg, sizeof cfg, "[net]\nchannels=3\nin_h=8\nin_w=8\nloss=huber\n"
+			char text[160];
+			snprintf(text, sizeof text, "[net]\nchannels=3\nin_h=8\nin_w=8\nloss=huber\n"
 			         "[conv]\nfilters=%d\n", f);
-			CHECK_RC(cdp_net_build(&net, be, cfg, "ok.cfg", NULL, 0, 0, 0, 0, 2, err,
+			CHECK_RC(cdp_net_build(&net, be, text, "ok.cfg", NULL, 0, 0, 0, 0, 2, err,
 			                       sizeof err), 0);
 			CHECK(net.classes == f, "regression outputs %d: classes %d", f, net.classes);
 			cdp_net_free(&net);
