@@ -33,9 +33,18 @@
 #include <string.h>
 #include "cpu.h"
 
-/* as in cpu_ops.c: vectorize the streams, if-convert the selects */
+/* as in cpu_ops.c: vectorize the streams, if-convert the selects; and no
+ * contraction of x*a + b into an FMA, so that the AVX clones below give
+ * the baseline's bits (backward recomputes bn(x) for the activation's
+ * mask: it must match forward's) */
 #if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC optimize ("tree-vectorize", "vect-cost-model=dynamic", "no-trapping-math")
+#pragma GCC optimize ("tree-vectorize", "vect-cost-model=dynamic", "no-trapping-math", \
+                      "fp-contract=off")
+#endif
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
+#define BN_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define BN_CLONES
 #endif
 
 /* The sums run on NV vectors of 4 floats (SSE2, which every x86-64 has:
@@ -375,7 +384,7 @@ bwd_chan(const int act, const bn_job *j, int c)
 	j->dbeta[c] += (float)sg;
 }
 
-static void bn_bwd_chan(void *ctx, int c)
+BN_CLONES static void bn_bwd_chan(void *ctx, int c)
 {
 	const bn_job *j = ctx;
 
