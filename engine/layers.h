@@ -44,9 +44,10 @@ const uint16_t *cdp_layer_xh(const cdp_net *net, const cdp_layer *l, int j);
  * cdp_layer_copy_in, input j's copy where l is the last forward step to
  * read it in fp32 (the stash would round it right after l's step);
  * cdp_layer_copy_out, l's own (rounded at its last reader's step
- * otherwise: y does not change in between). NULL: not to be written. */
+ * otherwise: y does not change in between; with l->y NULL the copy is
+ * its only output). NULL: not to be written (no stash, or not kept). */
 uint16_t *cdp_layer_copy_in(cdp_net *net, const cdp_layer *l, int j);
-uint16_t *cdp_layer_copy_out(cdp_net *net, cdp_layer *l);
+uint16_t *cdp_layer_copy_out(cdp_layer *l);
 /* The samples a layer reading cdp_layer_xh widens into net->wide at once
  * (net.c): 1..net->n */
 int cdp_net_stash_group(const cdp_net *net, const cdp_layer *l);

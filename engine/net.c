@@ -493,7 +493,7 @@ done:
  * in fp32) and of its output in its own pass over them (bn_fwd_train_h,
  * marking them yh_fresh) instead of the stash's passes after the step;
  * where every reader of its output takes the copy, it writes the copy
- * alone and has no fp32 output (CDP_STASH_OUT_ALONE, where the backend
+ * alone and has no fp32 output (stash_alone, where the backend
  * can: bn_fwd_h_alone, the CPU). The rest of
  * forward reads every tensor in fp32 as it was written. Where
  * reading the copies would make the whole larger (the widening
@@ -579,8 +579,7 @@ static void stash_roles(const cdp_net *net, int hread, char *keep, char *honly)
 	}
 	for (int t = out - 1; net->stash && hread && t >= 0; t--) {
 		const cdp_layer *l = &net->layers[t];
-		int alone = (l->ops->stash_io & CDP_STASH_OUT_ALONE) && l->ops->stash_alone &&
-		            l->ops->stash_alone(l, net);
+		int alone = l->ops->stash_alone && l->ops->stash_alone(l, net);
 		int readers = 0, ok = keep[t] && ((l->ops->stash_io & CDP_STASH_OUT) || alone);
 		for (int k = t + 1; k <= out && ok; k++)
 			for (int m = 0; m < net->layers[k].nfrom; m++) {

@@ -69,8 +69,9 @@ typedef struct cdp_layer_ops {
 	 * (the backend's conv_takes_xh), so the net need not size net->wide
 	 * for it; NULL: never */
 	int (*stash_direct)(const cdp_layer *l, const cdp_net *net);
-	/* With CDP_STASH_OUT_ALONE: 1 when forward can write the copy alone
-	 * for this layer and backend now; NULL: never */
+	/* 1 when forward can write its output to its bf16 copy alone (l->y
+	 * NULL) for this layer and backend now, from inputs it reads in fp32
+	 * (batchnorm: its statistics need them); NULL: never */
 	int (*stash_alone)(const cdp_layer *l, const cdp_net *net);
 } cdp_layer_ops;
 
@@ -86,11 +87,7 @@ enum {
 	CDP_STASH_OUT = 4,
 	/* with CDP_STASH_IN_BWD: only where stash_direct says so (a
 	 * batchnorm cannot run a group of samples at a time) */
-	CDP_STASH_DIRECT_ONLY = 8,
-	/* forward writes its output to its bf16 copy alone where l->y is NULL
-	 * and stash_alone says it can now, from inputs it reads in fp32
-	 * (batchnorm: its statistics need them) */
-	CDP_STASH_OUT_ALONE = 16
+	CDP_STASH_DIRECT_ONLY = 8
 };
 
 enum {

@@ -203,14 +203,14 @@ void cpu_bf16f_nn_packed(int m, int n, int k, const uint32_t *ap, long k2, const
 /* The avx512bf16 set's C (M,N) = A (M,K) B (K,N) (A as cpu_kgemm_nn's,
  * row k of B at b + k ldb), M even, with C's rows in pairs zipped into
  * rows of their own: C[2r][j] at o, C[2r + 1][j] at o + 1, where
- * o = zr[r] + (j / cpr) rstep + 2 (j % cpr) (cpr a multiple of 16 where
- * N > cpr). The 2x2 stride-2 transposed convolution's forward
+ * o = c + ctab[r] + (j / cpr) rstep + 2 (j % cpr) (cpr a multiple of 16
+ * where N > cpr). The 2x2 stride-2 transposed convolution's forward
  * (cpu_conv.c): rows 2r and 2r + 1 are a window row's two taps, so its
  * output rows come out whole, with no column matrix and no col2im. The
  * sums are nn's, in the same order. -1 (nothing written) when A cannot
  * be packed (out of memory) or the shape is not one of these. */
 int cpu_bf16f_nn_zip(int m, int n, int k, const float *a, long rs, long cs, const float *b,
-                     long ldb, float *const *zr, int cpr, long rstep);
+                     long ldb, float *c, const long *ctab, int cpr, long rstep);
 /* Its converse for B: C (M,N) = A (M,K) B (K,N) + beta C (A as
  * cpu_kgemm_nn's), K even, where B's rows 2p and 2p + 1 are zipped in
  * memory: B[2p][j] at o, B[2p + 1][j] at o + 1, o = b + ptab[p] +

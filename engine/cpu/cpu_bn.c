@@ -224,16 +224,13 @@ static void norm_run(const bn_job *j, const float *x, float *y, size_t n, float 
  * of y in tmp, for its copy alone) */
 static void norm_chan(const bn_job *j, int c, float m, float a, float b)
 {
+	size_t step = j->xh_out || j->yh_out ? XH_CHUNK : j->hw;
 	float tmp[XH_CHUNK];
 
 	for (int n = j->n - 1; n >= 0; n--) {
 		size_t o = plane(j, n, c);
-		if (!j->xh_out && !j->yh_out) {
-			norm_run(j, j->x + o, j->y + o, j->hw, m, a, b);
-			continue;
-		}
-		for (size_t i = 0; i < j->hw; i += XH_CHUNK) {
-			size_t len = j->hw - i < XH_CHUNK ? j->hw - i : XH_CHUNK;
+		for (size_t i = 0; i < j->hw; i += step) {
+			size_t len = j->hw - i < step ? j->hw - i : step;
 			float *yo = j->y ? j->y + o + i : tmp;
 			norm_run(j, j->x + o + i, yo, len, m, a, b);
 			if (j->xh_out)

@@ -53,7 +53,7 @@
 
 #define BATCH_MAX_P 1024
 #define CHUNK_FLOATS (256 * 1024)
-#define ZIP_MAX_C 1024            /* the items' row pointers on their stacks (16 KiB) */
+#define ZIP_MAX_C 1024            /* the items' row tables on their stacks (16 KiB) */
 #define ZIP_COLS 512              /* zip_rows */
 
 enum { PLAN_1X1, PLAN_ROWS, PLAN_BATCH, PLAN_IMPLICIT };
@@ -344,45 +344,15 @@ static void check_xh(cdp_backend *be, const cdp_conv_desc *d)
 }
 
 #ifdef CPU_BF16_KERNELS
-/* The 2x2 stride-2 windows that tile dx (cpu_col2im_disjoint: the U-Net's
- * transposed convolution's forward) with VDPBF16PS, one (sample, row of
- * dy) per item: rows (c, a, 0) and (c, a, 1) of W^T dy are the two taps
- * of dx's row 2 i + a, which cpu_bf16f_nn_zip writes interleaved, straight
- * into dx: no column matrix, no col2im pass (the column path took 2.7x the
- * gemm's time on 8x32x128^2 -> 16x256^2; doc/PERFORMANCE.md). beta 0 only
- * (dx is written, not added to). */
+/* The 2x2 stride-2 windows that tile the input (cpu_col2im_disjoint: the
+ * U-Net's transposed convolution) with VDPBF16PS, over (sample, rows)
+ * items, forward and data gradient without a column matrix (the column
+ * path took 2.7x the gemm's time on 8x32x128^2 -> 16x256^2;
+ * doc/PERFORMANCE.md). beta 0 only (dx is written, not added to). */
 static int zip_takes(const cdp_backend *be, const cdp_conv_desc *d, float beta)
 {
 	return beta == 0.0f && cpu_bf16_packs_pairs(be) && cpu_col2im_disjoint(d) &&
 	       d->c <= ZIP_MAX_C;
-}
-
-/* The forward of the same windows (the transposed convolution's data
- * gradient), one (sample, rows of y) per item: pair (c, a) of the
- * columns is x's row 2 i + a, whose even and odd values are its taps b =
- * 0 and 1, read side by side (cpu_bf16f_nn_cp): no column matrix. */
-static void cp_item(void *ctx, int it)
-{
-	const conv_job *j = ctx;
-	const cdp_conv_desc *d = j->d;
-	int k = d->c * 4, per = (d->oh + j->rows - 1) / j->rows, n = it / per;
-	int i = it % per * j->rows, i1 = i + j->rows < d->oh ? i + j->rows : d->oh;
-	size_t p = (size_t)d->oh * d->ow, plane = (size_t)d->h * d->w;
-	const float *xn = (const float *)j->x + (size_t)n * d->c * plane;
-	float *yn = j->y + (size_t)n * d->f * p + (size_t)i * d->ow, *col;
-	long ptab[2 * ZIP_MAX_C];
-
-	for (int c = 0; c < d->c; c++)
-		for (int a = 0; a < 2; a++)
-			ptab[2 * c + a] = (long)(c * plane + (size_t)(2 * i + a) * d->w);
-	if (cpu_bf16f_nn_cp(d->f, (i1 - i) * d->ow, k, j->w, k, 1, xn, ptab, d->ow, 2L * d->w,
-	                    0.0f, yn, (long)p) == 0)
-		return;
-	/* A could not be packed: the rows through the column path */
-	col = cpu_scratch(j->be, cpu_worker());
-	cpu_im2col_rows(d, xn, i, i1, col);
-	cpu_kgemm_nn(j->be, d->f, (i1 - i) * d->ow, k, j->w, k, 1, col, (long)(i1 - i) * d->ow,
-	             0.0f, yn, (long)p);
 }
 
 /* rows of dy per item: about ZIP_COLS columns where whole rows of 16
@@ -402,21 +372,67 @@ static void by_windows(cdp_backend *be, const cdp_conv_desc *d, conv_job *j,
 	cpu_parallel_for(be, d->n * ((d->oh + j->rows - 1) / j->rows), item, j);
 }
 
+/* Item it's sample n and rows [i, i1) of the output, and where in a
+ * sample of the input the rows (c, a) of the windows start: row 2 i + a of
+ * channel c (the two taps b of a window row lie side by side in it) */
+static void window_rows(const conv_job *j, int it, int *n, int *i, int *i1, long *rows)
+{
+	const cdp_conv_desc *d = j->d;
+	int per = (d->oh + j->rows - 1) / j->rows;
+	size_t plane = (size_t)d->h * d->w;
+
+	*n = it / per;
+	*i = it % per * j->rows;
+	*i1 = *i + j->rows < d->oh ? *i + j->rows : d->oh;
+	for (int c = 0; c < d->c; c++)
+		for (int a = 0; a < 2; a++)
+			rows[2 * c + a] = (long)(c * plane + (size_t)(2 * *i + a) * d->w);
+}
+
+/* The forward of the same windows (the transposed convolution's data
+ * gradient): pair (c, a) of the columns is x's row 2 i + a, whose even and
+ * odd values are its taps b = 0 and 1, read side by side
+ * (cpu_bf16f_nn_cp): no column matrix. */
+static void cp_item(void *ctx, int it)
+{
+	const conv_job *j = ctx;
+	const cdp_conv_desc *d = j->d;
+	int k = d->c * 4, n, i, i1;
+	size_t p = (size_t)d->oh * d->ow;
+	long rows[2 * ZIP_MAX_C];
+	const float *xn;
+	float *yn, *col;
+
+	window_rows(j, it, &n, &i, &i1, rows);
+	xn = j->x + (size_t)n * d->c * d->h * d->w;
+	yn = j->y + (size_t)n * d->f * p + (size_t)i * d->ow;
+	if (cpu_bf16f_nn_cp(d->f, (i1 - i) * d->ow, k, j->w, k, 1, xn, rows, d->ow, 2L * d->w,
+	                    0.0f, yn, (long)p) == 0)
+		return;
+	/* A could not be packed: the rows through the column path */
+	col = cpu_scratch(j->be, cpu_worker());
+	cpu_im2col_rows(d, xn, i, i1, col);
+	cpu_kgemm_nn(j->be, d->f, (i1 - i) * d->ow, k, j->w, k, 1, col, (long)(i1 - i) * d->ow,
+	             0.0f, yn, (long)p);
+}
+
+/* Its data gradient (the transposed convolution's forward): rows (c, a, 0)
+ * and (c, a, 1) of W^T dy, zipped, are dx's row 2 i + a
+ * (cpu_bf16f_nn_zip): no column matrix, no col2im. */
 static void zip_item(void *ctx, int it)
 {
 	const conv_job *j = ctx;
 	const cdp_conv_desc *d = j->d;
-	int k = d->c * 4, per = (d->oh + j->rows - 1) / j->rows, n = it / per;
-	int i = it % per * j->rows, i1 = i + j->rows < d->oh ? i + j->rows : d->oh;
-	size_t p = (size_t)d->oh * d->ow, plane = (size_t)d->h * d->w;
-	float *zr[2 * ZIP_MAX_C], *dxn = j->dx + (size_t)n * d->c * plane;
-	const float *b = j->dy + (size_t)n * d->f * p + (size_t)i * d->ow;
-	float *col;
+	int k = d->c * 4, n, i, i1;
+	size_t p = (size_t)d->oh * d->ow;
+	long rows[2 * ZIP_MAX_C];
+	const float *b;
+	float *dxn, *col;
 
-	for (int c = 0; c < d->c; c++)
-		for (int a = 0; a < 2; a++)
-			zr[2 * c + a] = dxn + c * plane + (size_t)(2 * i + a) * d->w;
-	if (cpu_bf16f_nn_zip(k, (i1 - i) * d->ow, d->f, j->w, 1, k, b, (long)p, zr, d->ow,
+	window_rows(j, it, &n, &i, &i1, rows);
+	dxn = j->dx + (size_t)n * d->c * d->h * d->w;
+	b = j->dy + (size_t)n * d->f * p + (size_t)i * d->ow;
+	if (cpu_bf16f_nn_zip(k, (i1 - i) * d->ow, d->f, j->w, 1, k, b, (long)p, dxn, rows, d->ow,
 	                     2L * d->w) == 0)
 		return;
 	/* A could not be packed: the rows through the column path */

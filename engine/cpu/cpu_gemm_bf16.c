@@ -352,16 +352,32 @@ static inline __mmask16 mask_of(int r)
 
 #define NN_MR 8
 
-/* Where the pairs of B lie for cpu_bf16f_nn_cp (cp 1): pair p of column j
- * at b + tab[p] + (j / cpr) rstep + 2 (j % cpr), its two values side by
- * side; and for cpu_bf16f_nn_zip, where C's column j goes (the same with
- * the pair's row pointer) */
+/* Column j of a row zipped in pairs (cpu_bf16f_nn_cp's B, cpu_bf16f_nn_zip's
+ * C) at row + (j / cpr) rstep + 2 (j % cpr), its two values side by side */
 typedef struct zip_geo { int cpr; long rstep; } zip_geo;
+
+static inline long zip_at(const zip_geo *g, long col)
+{
+	return col / g->cpr * g->rstep + 2 * (col % g->cpr);
+}
+
+/* The permutation that turns VCVTNE2PS2BF16's halves (row k's 16 values,
+ * then row k+1's) into 16 pairs (k, k+1) */
+BF_INLINE __m512i pair_idx(void)
+{
+	int16_t ix[32];
+
+	for (int j = 0; j < 16; j++) {
+		ix[2 * j] = (int16_t)j;
+		ix[2 * j + 1] = (int16_t)(16 + j);
+	}
+	return _mm512_loadu_si512(ix);
+}
 
 /* 16 columns from col on of a contiguous pair row (masks: cols valid) */
 BF_INLINE __m512bh pair_cont(const float *base, const zip_geo *g, long col, __mmask16 msk)
 {
-	const float *p = base + col / g->cpr * g->rstep + 2 * (col % g->cpr);
+	const float *p = base + zip_at(g, col);
 	int cols = __builtin_popcount(msk);
 	__m512 x0 = _mm512_maskz_loadu_ps(mask_of(2 * cols), p);
 	__m512 x1 = cols > 8 ? _mm512_maskz_loadu_ps(mask_of(2 * cols - 16), p + 16)
@@ -370,8 +386,8 @@ BF_INLINE __m512bh pair_cont(const float *base, const zip_geo *g, long col, __mm
 }
 
 /* acc[i][v] += the products of A's row i (pairs ap + i k2) and B's columns
- * [16 v, 16 v + 16) (masks mk) over k in [k0, k1), in order of k; cp: B's
- * pairs side by side (pair_cont, column j0 + 16 v on, k0 even) */
+ * [j0 + 16 v, j0 + 16 v + 16) (masks mk) over k in [k0, k1), in order of k;
+ * cp: B's pairs side by side (pair_cont, k0 even) */
 BF_INLINE void sum_nn(const int mr, const int nv, const __mmask16 *mk, int k0, int k1,
                       const uint32_t *ap, long k2, const float *b, long ldb, const long *tab,
                       __m512 acc[][2], __m512i idx, const int cp, const zip_geo *g, long j0)
@@ -383,8 +399,8 @@ BF_INLINE void sum_nn(const int mr, const int nv, const __mmask16 *mk, int k0, i
 			for (int v = 0; v < nv; v++)
 				bv[v] = pair_cont(b + tab[q / 2], g, j0 + 16 * v, mk[v]);
 		} else {
-			const float *r0 = b + (tab ? tab[q] : q * ldb);
-			const float *r1 = q + 1 < k1 ? b + (tab ? tab[q + 1] : (q + 1) * ldb) : NULL;
+			const float *r0 = b + j0 + (tab ? tab[q] : q * ldb);
+			const float *r1 = q + 1 < k1 ? b + j0 + (tab ? tab[q + 1] : (q + 1) * ldb) : NULL;
 			#pragma GCC unroll 2
 			for (int v = 0; v < nv; v++)
 				bv[v] = pair_rows(r0 + 16 * v, r1 ? r1 + 16 * v : NULL, mk[v], idx);
@@ -452,28 +468,18 @@ BF_INLINE void nn_blocks(int m, int n, int k, const uint32_t *ap, long k2, const
                          long ldb, const long *tab, float beta, float *c, long ldc,
                          const int cp, const zip_geo *g)
 {
-	__m512i idx;
-	int16_t ix[32];
+	__m512i idx = pair_idx();
 
-	for (int j = 0; j < 16; j++) {
-		ix[2 * j] = (int16_t)j;
-		ix[2 * j + 1] = (int16_t)(16 + j);
-	}
-	idx = _mm512_loadu_si512(ix);
 	for (int k0 = 0; k0 < k; k0 += KC) {
 		int k1 = k0 + KC < k ? k0 + KC : k, j = 0;
-		const float *bj = b;
-		for (; j + 32 <= n; j += 32) {
-			bj = cp ? b : b + j;
-			rows_nn(2, 0xffff, 0xffff, m, k0, k1, ap, k2, bj, ldb, tab, beta, c + j, ldc,
+		for (; j + 32 <= n; j += 32)
+			rows_nn(2, 0xffff, 0xffff, m, k0, k1, ap, k2, b, ldb, tab, beta, c + j, ldc,
 			        idx, cp, g, j);
-		}
-		bj = cp ? b : b + j;
 		if (n - j > 16)
-			rows_nn(2, 0xffff, mask_of(n - j - 16), m, k0, k1, ap, k2, bj, ldb, tab, beta,
+			rows_nn(2, 0xffff, mask_of(n - j - 16), m, k0, k1, ap, k2, b, ldb, tab, beta,
 			        c + j, ldc, idx, cp, g, j);
 		else if (n > j)
-			rows_nn(1, mask_of(n - j), 0, m, k0, k1, ap, k2, bj, ldb, tab, beta, c + j,
+			rows_nn(1, mask_of(n - j), 0, m, k0, k1, ap, k2, b, ldb, tab, beta, c + j,
 			        ldc, idx, cp, g, j);
 	}
 }
@@ -502,11 +508,11 @@ BF_TARGET static void nn_fast(int m, int n, int k, const float *a, long rs, long
 /* ---- nn with C's rows zipped in pairs (cpu_bf16f_nn_zip) ----
  * A tile of mr rows (mr/2 pairs) x 16 nv columns summed over all of K at
  * once (no K blocks: C is never read back), each pair (2r, 2r + 1) stored
- * interleaved, C[2r][j] at zr[r][2 (j0 + j)] and C[2r + 1][j] next to it. */
+ * interleaved: C[2r][j] at c + ctab[r] + zip_at(j), C[2r + 1][j] next to it. */
 BF_INLINE void tile_zip(const int mr, const int nv, __mmask16 m0, __mmask16 m1, int k,
-                        const uint32_t *ap, long k2, const float *b, long ldb,
-                        float *const *zr, const zip_geo *g, long j0, __m512i idx, __m512i zlo,
-                        __m512i zhi)
+                        const uint32_t *ap, long k2, const float *b, long ldb, float *c,
+                        const long *ctab, const zip_geo *g, long j0, __m512i idx,
+                        __m512i zlo, __m512i zhi)
 {
 	__m512 acc[NN_MR][2];
 	__mmask16 mk[2] = { m0, m1 };
@@ -516,15 +522,14 @@ BF_INLINE void tile_zip(const int mr, const int nv, __mmask16 m0, __mmask16 m1, 
 		#pragma GCC unroll 2
 		for (int v = 0; v < nv; v++)
 			acc[i][v] = _mm512_setzero_ps();
-	sum_nn(mr, nv, mk, 0, k, ap, k2, b, ldb, NULL, acc, idx, 0, NULL, 0);
+	sum_nn(mr, nv, mk, 0, k, ap, k2, b, ldb, NULL, acc, idx, 0, NULL, j0);
 	#pragma GCC unroll 8
 	for (int r = 0; r < mr / 2; r++)
 		#pragma GCC unroll 2
 		for (int v = 0; v < nv; v++) {
 			/* 2 cols floats of the row: cols = the mask's bits */
 			int cols = __builtin_popcount(mk[v]);
-			long col = j0 + 16 * v;
-			float *o = zr[r] + col / g->cpr * g->rstep + 2 * (col % g->cpr);
+			float *o = c + ctab[r] + zip_at(g, j0 + 16 * v);
 			__m512 lo = _mm512_permutex2var_ps(acc[2 * r][v], zlo, acc[2 * r + 1][v]);
 			__m512 hi = _mm512_permutex2var_ps(acc[2 * r][v], zhi, acc[2 * r + 1][v]);
 			if (cols == 16) {
@@ -539,21 +544,21 @@ BF_INLINE void tile_zip(const int mr, const int nv, __mmask16 m0, __mmask16 m1, 
 }
 
 BF_INLINE void rows_zip(const int nv, __mmask16 m0, __mmask16 m1, int m, int k,
-                        const uint32_t *ap, long k2, const float *b, long ldb,
-                        float *const *zr, const zip_geo *g, long j0, __m512i idx, __m512i zlo,
-                        __m512i zhi)
+                        const uint32_t *ap, long k2, const float *b, long ldb, float *c,
+                        const long *ctab, const zip_geo *g, long j0, __m512i idx,
+                        __m512i zlo, __m512i zhi)
 {
 	int i0 = 0;
 
 	for (; i0 + NN_MR <= m; i0 += NN_MR)
-		tile_zip(NN_MR, nv, m0, m1, k, ap + i0 * k2, k2, b, ldb, zr + i0 / 2, g, j0, idx,
-		         zlo, zhi);
+		tile_zip(NN_MR, nv, m0, m1, k, ap + i0 * k2, k2, b, ldb, c, ctab + i0 / 2, g, j0,
+		         idx, zlo, zhi);
 	for (; i0 + 4 <= m; i0 += 4)
-		tile_zip(4, nv, m0, m1, k, ap + i0 * k2, k2, b, ldb, zr + i0 / 2, g, j0, idx, zlo,
-		         zhi);
+		tile_zip(4, nv, m0, m1, k, ap + i0 * k2, k2, b, ldb, c, ctab + i0 / 2, g, j0, idx,
+		         zlo, zhi);
 	for (; i0 < m; i0 += 2)
-		tile_zip(2, nv, m0, m1, k, ap + i0 * k2, k2, b, ldb, zr + i0 / 2, g, j0, idx, zlo,
-		         zhi);
+		tile_zip(2, nv, m0, m1, k, ap + i0 * k2, k2, b, ldb, c, ctab + i0 / 2, g, j0, idx,
+		         zlo, zhi);
 }
 
 BF_TARGET int cpu_bf16f_nn_cp(int m, int n, int k, const float *a, long rs, long cs,
@@ -571,13 +576,12 @@ BF_TARGET int cpu_bf16f_nn_cp(int m, int n, int k, const float *a, long rs, long
 }
 
 BF_TARGET int cpu_bf16f_nn_zip(int m, int n, int k, const float *a, long rs, long cs,
-                               const float *b, long ldb, float *const *zr, int cpr,
+                               const float *b, long ldb, float *c, const long *ctab, int cpr,
                                long rstep)
 {
 	zip_geo g = { cpr, rstep };
 	const uint32_t *ap;
-	__m512i idx, zlo, zhi;
-	int16_t ix[32];
+	__m512i idx = pair_idx(), zlo, zhi;
 	int32_t il[16], ih[16];
 	long k2;
 	int j = 0;
@@ -587,21 +591,18 @@ BF_TARGET int cpu_bf16f_nn_zip(int m, int n, int k, const float *a, long rs, lon
 		return -1;
 	k2 = pack_stride(k);
 	for (int t = 0; t < 16; t++) {
-		ix[2 * t] = (int16_t)t;
-		ix[2 * t + 1] = (int16_t)(16 + t);
 		il[t] = t / 2 + (t % 2 ? 16 : 0);     /* a0 b0 a1 b1 ... a7 b7 */
 		ih[t] = 8 + t / 2 + (t % 2 ? 16 : 0); /* a8 b8 ... a15 b15 */
 	}
-	idx = _mm512_loadu_si512(ix);
 	zlo = _mm512_loadu_si512(il);
 	zhi = _mm512_loadu_si512(ih);
 	for (; j + 32 <= n; j += 32)
-		rows_zip(2, 0xffff, 0xffff, m, k, ap, k2, b + j, ldb, zr, &g, j, idx, zlo, zhi);
+		rows_zip(2, 0xffff, 0xffff, m, k, ap, k2, b, ldb, c, ctab, &g, j, idx, zlo, zhi);
 	if (n - j > 16)
-		rows_zip(2, 0xffff, mask_of(n - j - 16), m, k, ap, k2, b + j, ldb, zr, &g, j, idx,
+		rows_zip(2, 0xffff, mask_of(n - j - 16), m, k, ap, k2, b, ldb, c, ctab, &g, j, idx,
 		         zlo, zhi);
 	else if (n > j)
-		rows_zip(1, mask_of(n - j), 0, m, k, ap, k2, b + j, ldb, zr, &g, j, idx, zlo, zhi);
+		rows_zip(1, mask_of(n - j), 0, m, k, ap, k2, b, ldb, c, ctab, &g, j, idx, zlo, zhi);
 	return 0;
 }
 
@@ -803,8 +804,7 @@ AMX_TARGET static void amx_nn(int m, int n, int k, const float *a, long rs, long
 	const uint32_t *ap;
 	pack_buf *pb;
 	float cb[16 * 16];
-	__m512i idx;
-	int16_t ix[32];
+	__m512i idx = pair_idx();
 
 	if (m <= 0 || n <= 0)
 		return;
@@ -822,11 +822,6 @@ AMX_TARGET static void amx_nn(int m, int n, int k, const float *a, long rs, long
 		pb->bvcap = (size_t)k2 * 16;
 	}
 	amx_config(pb);
-	for (int j = 0; j < 16; j++) {
-		ix[2 * j] = (int16_t)j;
-		ix[2 * j + 1] = (int16_t)(16 + j);
-	}
-	idx = _mm512_loadu_si512(ix);
 	for (int j = 0; j < n; j += 16) {
 		__mmask16 mk = mask_of(n - j);
 		uint32_t *bv = pb->bv;

@@ -224,9 +224,8 @@ static void forward(cdp_layer *l, cdp_net *net)
 		 * alone where every reader takes it (l->y NULL: stash_alone) */
 		be->bn_fwd_train_h(be, net->n, c, hw, cdp_layer_x(net, l, 0),
 		                   cdp_layer_copy_in(net, l, 0), net->params + l->w_off,
-		                   net->params + l->b_off, l->y,
-		                   l->y ? cdp_layer_copy_out(net, l) : l->yh, rm, rv, l->momentum,
-		                   l->eps, st->save, st->save + c, l->act, l->slope);
+		                   net->params + l->b_off, l->y, cdp_layer_copy_out(l), rm, rv,
+		                   l->momentum, l->eps, st->save, st->save + c, l->act, l->slope);
 	else if (!l->y)
 		forward_alone(l, net, rm, rv);
 	else
@@ -301,6 +300,6 @@ const cdp_layer_ops cdp_layer_bn = {
 	.type = "bn", .make = make, .workspace = workspace, .alloc = alloc, .init = init,
 	.forward = forward, .backward = backward, .free = lfree,
 	.bwd_reads = CDP_BWD_X | CDP_BWD_Y_ACT, .bwd_reads_now = bwd_reads_now,
-	.stash_io = CDP_STASH_IN_BWD | CDP_STASH_DIRECT_ONLY | CDP_STASH_OUT_ALONE,
+	.stash_io = CDP_STASH_IN_BWD | CDP_STASH_DIRECT_ONLY,
 	.stash_direct = stash_direct, .stash_alone = stash_alone,
 };

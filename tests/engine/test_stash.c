@@ -41,7 +41,7 @@
  *    values (0.817 when the stash rounded them after the step); and
  *    where every reader of a batchnorm's output takes its copy (8 of the
  *    U-Net's 14), it writes the copy alone, with no fp32 output
- *    (CDP_STASH_OUT_ALONE; the forward bits are the same).
+ *    (stash_alone; the forward bits are the same).
  * The U-Net again as CUDA plans it (its convolutions and bn_bwd read
  * float only, conv_takes_xh and bn_takes_xh; its bn_bwd reads the
  * output, bn_bwd_needs_y; its maxpool_bwd its input and output, checked
