@@ -31,22 +31,40 @@ PKGS="liblmdb0 liblmdb-dev libopenblas0-pthread libopenblas-pthread-dev libgfort
 zlib1g zlib1g-dev libpng16-16 libpng-dev libopenmpi3 libopenmpi-dev openmpi-bin openmpi-common
 libpmix2 libhwloc15 libevent-core-2.1-7 libevent-pthreads-2.1-7 libmunge2 libnuma1 libltdl7
 libudev1"
+# cairo (cdp-train's loss.png, lib/cdp_plot.c) and what it needs, in fb/: a
+# fallback, not on the paths as a whole. The GPU machine's own copies of
+# these (expat, bzip2, freetype, X11 ...) are newer and may be what its
+# Python was built against, so devenv.sh links in only those the machine
+# lacks (its ld.so cache says which), plus the one font the plots need.
+FB_PKGS="libcairo2 libcairo2-dev libpixman-1-0 libfontconfig1 fonts-dejavu-core libfreetype6
+libbrotli1 libbz2-1.0 libexpat1 libx11-6 libxau6 libxdmcp6 libbsd0 libmd0 libxcb1
+libxcb-render0 libxcb-shm0 libxext6 libxrender1"
 ARCH=x86_64-linux-gnu
 
 command -v apt-get >/dev/null && command -v dpkg >/dev/null ||
 	{ echo "device-deps.sh: needs apt-get and dpkg (Debian 12)" >&2; exit 1; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-echo "== downloading $(echo $PKGS | wc -w) packages"
+echo "== downloading $(echo $PKGS $FB_PKGS | wc -w) packages"
+mkdir -p "$tmp/fb"
 # shellcheck disable=SC2086
-(cd "$tmp" && apt-get download $PKGS >/dev/null 2>"$tmp/apt.err") ||
+(cd "$tmp" && apt-get download $PKGS >/dev/null 2>"$tmp/apt.err" &&
+	cd fb && apt-get download $FB_PKGS >/dev/null 2>"$tmp/apt.err") ||
 	{ cat "$tmp/apt.err" >&2; exit 1; }
 rm -rf "$dest"
-mkdir -p "$dest"
+mkdir -p "$dest/fb"
 for d in "$tmp"/*.deb; do
 	dpkg -x "$d" "$dest"
 	echo "$(basename "$d")" >>"$dest/PACKAGES"
 done
+for d in "$tmp"/fb/*.deb; do
+	dpkg -x "$d" "$dest/fb"
+	echo "fb/$(basename "$d")" >>"$dest/PACKAGES"
+done
+# the plots' two faces (sans-serif, normal and bold) are all they draw
+find "$dest/fb/usr/share/fonts" -type f ! -name DejaVuSans.ttf ! -name DejaVuSans-Bold.ttf -exec rm -f {} +
+rm -rf "$dest/fb/usr/share/doc" "$dest/fb/usr/share/lintian" "$dest/fb/usr/share/man" \
+	"$dest/fb/usr/lib/$ARCH/pkgconfig" "$dest/fb/etc"
 
 echo "== trimming"
 L=$dest/usr/lib/$ARCH
@@ -81,12 +99,15 @@ blas=$(ls "$L/openblas-pthread"/libopenblasp-r*.so)
 xz -T2 -6 "$blas"
 echo "$(basename "$blas")" >"$L/openblas-pthread/XZ"
 
-# absolute symlinks -> relative ones inside .devdeps; dangling ones go
+# absolute symlinks -> relative ones inside .devdeps (fb/ is a root of its
+# own); dangling ones go
 find "$dest" -type l | while read -r l; do
 	t=$(readlink "$l")
+	root=$dest
+	case $l in "$dest"/fb/*) root=$dest/fb ;; esac
 	case $t in
 	/*)
-		rel=$(realpath -m --relative-to="$(dirname "$l")" "$dest$t")
+		rel=$(realpath -m --relative-to="$(dirname "$l")" "$root$t")
 		ln -sfn "$rel" "$l" ;;
 	esac
 	[ -e "$l" ] || rm -f "$l"

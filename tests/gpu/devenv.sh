@@ -9,6 +9,13 @@
 #     PMIX_*DIR), restricted to what one node needs (shared memory
 #     and TCP; no InfiniBand, UCX, libfabric or PSM components, whose
 #     libraries are not carried), and told not to look for ssh;
+#   - cairo and the libraries it needs (DIR/fb, for cdp-train's loss.png):
+#     DEVDEPS_FB (outside DIR) gets a link to each one this machine's
+#     ld.so cache lacks, and libcairo.so for -lcairo; the machine's own
+#     copies win where it has them (its Python may need their newer
+#     versions). DEVENV_FB_ALL=1 links every one, as on a machine with
+#     none (dryrun.sh). Without a fontconfig setup of the machine's own,
+#     FONTCONFIG_FILE names one that finds the carried DejaVu Sans;
 #   - on a C library older than 2.36, the arc4random functions of
 #     tests/gpu/arc4random.c (built here with cc) are preloaded for
 #     libevent (see tests/gpu/elf_weak_version.py).
@@ -41,6 +48,29 @@ with lzma.open(sys.argv[1]) as i, open(sys.argv[2], "wb") as o:
 fi
 devenv_p=$DEVDEPS_BLAS:$devenv_l:$devenv_d/lib/x86_64-linux-gnu:$devenv_l/openmpi/lib
 export LD_LIBRARY_PATH="$devenv_p:$devenv_l/pmix2/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export DEVDEPS_FB="$DEVDEPS_BLAS/fb"
+devenv_fl=$devenv_d/fb/usr/lib/x86_64-linux-gnu
+if [ ! -e "$devenv_fl/libcairo.so" ]; then
+	DEVENV_ERR="no fb/usr/lib/x86_64-linux-gnu/libcairo.so in '$devenv_d' (run scripts/device-deps.sh again)"
+	return 1
+fi
+rm -rf "$DEVDEPS_FB" && mkdir -p "$DEVDEPS_FB" ||
+	{ DEVENV_ERR="cannot make $DEVDEPS_FB"; return 1; }
+devenv_cache=$( { ldconfig -p || /sbin/ldconfig -p; } 2>/dev/null)
+for devenv_f in "$devenv_fl"/lib*.so.* "$devenv_d"/fb/lib/x86_64-linux-gnu/lib*.so.*; do
+	[ -e "$devenv_f" ] || continue
+	devenv_n=${devenv_f##*/}
+	if [ "${DEVENV_FB_ALL:-0}" = 1 ] || ! printf '%s\n' "$devenv_cache" | grep -q "^[[:space:]]*$devenv_n "; then
+		ln -sfn "$devenv_f" "$DEVDEPS_FB/$devenv_n"
+	fi
+done
+ln -sfn "$devenv_fl/libcairo.so" "$DEVDEPS_FB/libcairo.so"
+export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$DEVDEPS_FB"
+if [ "${DEVENV_FB_ALL:-0}" = 1 ] || [ ! -f /etc/fonts/fonts.conf ]; then
+	printf '<?xml version="1.0"?>\n<fontconfig><dir>%s</dir><cachedir>%s</cachedir></fontconfig>\n' \
+		"$devenv_d/fb/usr/share/fonts" "$DEVDEPS_FB/fc-cache" >"$DEVDEPS_FB/fonts.conf"
+	export FONTCONFIG_FILE="$DEVDEPS_FB/fonts.conf"
+fi
 export PATH="$devenv_d/usr/bin:$PATH"
 export MPIRUN="$devenv_d/usr/bin/mpirun"
 export OPAL_PREFIX="$devenv_d/usr"
@@ -74,5 +104,5 @@ case $devenv_glibc in
 	fi
 	export LD_PRELOAD="$devenv_d/arc4random.so${LD_PRELOAD:+:$LD_PRELOAD}" ;;
 esac
-unset devenv_d devenv_l devenv_p devenv_so devenv_glibc devenv_src
+unset devenv_d devenv_l devenv_p devenv_so devenv_glibc devenv_src devenv_fl devenv_f devenv_n devenv_cache
 return 0

@@ -2,7 +2,7 @@
 # tests/gpu/dryrun.sh: tests/gpu/run-device.sh on this machine as a GPU
 # machine would see the tree, as far as a machine without a GPU allows.
 # As root, in a private mount namespace, it hides the system's LMDB,
-# OpenBLAS, libpng and zlib headers, Open MPI, PMIx, GDAL headers,
+# OpenBLAS, libpng, zlib and cairo headers, Open MPI, PMIx, GDAL headers,
 # pkg-config and autotools, then runs run-device.sh with a clean
 # environment, so that only .devdeps (scripts/device-deps.sh) provides them.
 # The build must succeed and the GPU steps skip (77). Then, with the same
@@ -22,11 +22,11 @@ case ${1:-} in
 	empty=$(mktemp -d)
 	for d in $A/openmpi $A/pmix2 /usr/share/openmpi /etc/openmpi $A/openblas-pthread \
 		/usr/include/x86_64-linux-gnu/openblas-pthread /usr/include/libpng16 /usr/include/gdal \
-		$A/pkgconfig /usr/share/pkgconfig /usr/share/autoconf /usr/share/automake-1.16; do
+		/usr/include/cairo $A/pkgconfig /usr/share/pkgconfig /usr/share/autoconf /usr/share/automake-1.16; do
 		[ ! -d "$d" ] || mount --bind "$empty" "$d"
 	done
 	for f in /usr/include/lmdb.h /usr/include/zlib.h /usr/include/png.h $A/liblmdb.so \
-		$A/liblmdb.so.0 $A/libpng16.so $A/libpng16.so.16 $A/libz.so $A/libevent_core-2.1.so.7 \
+		$A/liblmdb.so.0 $A/libpng16.so $A/libpng16.so.16 $A/libz.so $A/libcairo.so $A/libevent_core-2.1.so.7 \
 		$A/libevent_pthreads-2.1.so.7 $A/libhwloc.so.15 $A/libmpi.so.40 $A/libopen-pal.so.40 \
 		$A/libopen-rte.so.40 $A/libpmix.so.2 /usr/bin/mpirun /usr/bin/orterun /usr/bin/mpicc \
 		/usr/bin/pkg-config /usr/bin/autoreconf /usr/bin/autoconf /usr/bin/automake \
@@ -34,7 +34,7 @@ case ${1:-} in
 		[ ! -e "$f" ] || mount --bind /dev/null "$f"
 	done
 	exec env -i HOME="$empty" TMPDIR=/tmp PATH=/usr/local/cuda/bin:/usr/bin:/bin \
-		CDP_GPU_CUDA="${CDP_GPU_CUDA:-}" CDP_GPU_BUILD="${CDP_GPU_BUILD:-$src/build-gpu}" \
+		DEVENV_FB_ALL=1 CDP_GPU_CUDA="${CDP_GPU_CUDA:-}" CDP_GPU_BUILD="${CDP_GPU_BUILD:-$src/build-gpu}" \
 		sh "$self" --clean
 	;;
 --clean)
@@ -50,7 +50,11 @@ case ${1:-} in
 	P=$src/.devdeps/pool
 	set -- --db "$P/pool" --keys "$P/train.keys" --threads 1 -q \
 		--model "$src/tests/train/small.cfg:depth=1" --steps 6 --log-every 1
-	"$b/cdp-train" "$@" --batch 8 --out "$HOME/one"
+	"$b/cdp-train" "$@" --batch 8 --out "$HOME/one" 2>"$HOME/one.err" ||
+		{ cat "$HOME/one.err" >&2; exit 1; }
+	# the carried cairo and font drew the plot, and fontconfig said nothing
+	[ -s "$HOME/one/loss.png" ] && [ ! -s "$HOME/one.err" ] ||
+		{ cat "$HOME/one.err" >&2; echo "dryrun.sh: no loss.png, or messages" >&2; exit 1; }
 	"$MPIRUN" --allow-run-as-root --oversubscribe -np 2 "$b/cdp-train" "$@" --batch 4 \
 		--allreduce mpi --out "$HOME/two"
 	# shellcheck disable=SC1091

@@ -152,6 +152,7 @@ do_configure() {
 	(cd "$build" && "$src/configure" -q --with-cuda="$with_cuda" \
 		CPPFLAGS="${extra_inc:-}" LDFLAGS="${extra_lib:-}" PKG_CONFIG=false \
 		GDAL_CFLAGS=' ' GDAL_LIBS=' ' \
+		CAIRO_CFLAGS="-I$D/fb/usr/include/cairo" CAIRO_LIBS="-L$DEVDEPS_FB -lcairo" \
 		LMDB_CFLAGS="-I$D/usr/include" LMDB_LIBS="-L$L -llmdb" \
 		PNG_CFLAGS="-I$D/usr/include/libpng16" PNG_LIBS="-L$L -lpng16" \
 		ZLIB_CFLAGS="-I$D/usr/include" ZLIB_LIBS="-L$L -lz" \
