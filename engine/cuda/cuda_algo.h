@@ -28,7 +28,26 @@ typedef struct cu_cand {
 	int det;      /* CUDNN_DETERMINISTIC */
 	int math;     /* CU_MATH_* */
 	size_t ws;    /* its workspace in the math type it runs in; SIZE_MAX: cuDNN cannot say */
+	int transform; /* an FFT or non-fused Winograd algorithm (cu_algo_transform) */
 } cu_cand;
+
+/* Whether algorithm algo of direction dir (0 forward, 1 backward data,
+ * 2 backward filter; cuDNN's enum values) computes in a transformed
+ * domain: FFT, FFT_TILING or WINOGRAD_NONFUSED. In float32 these lose
+ * more than the 1e-4 fp32 promises against the CPU (measured on an H200:
+ * WINOGRAD_NONFUSED's filter gradient of a 3x3 layer 5e-4 to 8e-4, FFT's
+ * forward 1.1e-3 after a few layers of a ResNet), so fp32 takes none of
+ * them; tf32 and the half types, whose tolerances are wider, may. The
+ * fused WINOGRAD (F(2x2,3x3)) stays within it. */
+static inline int cu_algo_transform(int dir, int algo)
+{
+	static const unsigned mask[3] = {
+		1u << 4 | 1u << 5 | 1u << 7, /* fwd: FFT, FFT_TILING, WINOGRAD_NONFUSED */
+		1u << 2 | 1u << 3 | 1u << 5, /* data: FFT, FFT_TILING, WINOGRAD_NONFUSED */
+		1u << 2 | 1u << 5 | 1u << 6, /* filter: FFT, WINOGRAD_NONFUSED, FFT_TILING */
+	};
+	return dir >= 0 && dir < 3 && algo >= 0 && algo < 32 && (mask[dir] >> algo & 1);
+}
 
 /* Whether precision prec may run a candidate of math type math: fp32 takes
  * no tensor-core (TF32) kernel, tf32 none that converts float tensors
@@ -43,7 +62,8 @@ static inline int cu_math_allowed(int prec, int math)
 }
 
 /* The candidates of c[0..n) a plan may use, in the order it tries them:
- * rated ok, math allowed for prec, workspace within limit; with want_det
+ * rated ok, math allowed for prec, no transform in fp32, workspace within
+ * limit; with want_det
  * the deterministic ones first (reruns then give the same bits), then the
  * rest, each group in cuDNN's order. Writes their indices to order[] (n
  * entries at most) and returns how many. */
@@ -55,7 +75,7 @@ static inline int cu_algo_order(const cu_cand *c, int n, int prec, int want_det,
 	for (int pass = want_det ? 0 : 1; pass < 2; pass++)
 		for (int i = 0; i < n; i++) {
 			if (!c[i].ok || !cu_math_allowed(prec, c[i].math) || c[i].ws == SIZE_MAX ||
-			    c[i].ws > limit)
+			    c[i].ws > limit || (prec == CDP_PREC_FP32 && c[i].transform))
 				continue;
 			if (want_det && (pass == 0) != (c[i].det != 0))
 				continue;

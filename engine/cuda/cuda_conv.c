@@ -25,7 +25,8 @@
  * sized for another precision.
  *
  * Precision (backend.h):
- *   fp32       NCHW float, CUDNN_FMA_MATH: no TF32, the CPU within 1e-4;
+ *   fp32       NCHW float, CUDNN_FMA_MATH: no TF32 and no FFT or non-fused
+ *              Winograd algorithm (cu_algo_transform), the CPU within 1e-4;
  *   tf32       NCHW float, tensor-op math (cuDNN uses TF32 for float);
  *   bf16/fp16  NHWC half tensors, tensor-op math, float accumulation
  *              (cuDNN's PSEUDO_BFLOAT16/HALF configurations). The float32
@@ -164,7 +165,8 @@ static int cands(cu_impl *im, cu_plan *p, int dir, const find_bufs *fb, int meas
 #define CANDS_COPY(r) \
 	for (int i = 0; i < n; i++) \
 		c[i] = (cu_cand){ (int)r[i].algo, r[i].status == CUDNN_STATUS_SUCCESS, \
-		                  r[i].determinism == CUDNN_DETERMINISTIC, math_of(r[i].mathType), 0 }
+		                  r[i].determinism == CUDNN_DETERMINISTIC, math_of(r[i].mathType), 0, \
+		                  cu_algo_transform(dir, (int)r[i].algo) }
 	if (dir == DIR_FWD) {
 		cudnnConvolutionFwdAlgoPerf_t r[CU_MAXC];
 		if (measure)

@@ -114,7 +114,8 @@ find_env() {
 				"of python3 ($(printf "%s " $roots)): nvidia/$lib/include"
 			return 1
 		}
-		[ "$found" = "$cuda/include" ] || extra_inc="$extra_inc -I$found"
+		# a folder searched anyway is not named (sys_dir, tests/gpu/steps.sh)
+		[ "$found" = "$cuda/include" ] || sys_dir "$found" || extra_inc="$extra_inc -I$found"
 		ld=
 		# the library beside the header first (a wheel's next to its include/)
 		for l in "$(dirname "$found")/lib" "$cuda/lib64" "$cuda/lib" \
@@ -128,8 +129,10 @@ find_env() {
 			ln -sfn "$(ls "$ld"/lib$lib.so.* | sort | tail -1)" "$build/cudalink/lib$lib.so"
 			extra_lib="$extra_lib -L$build/cudalink"
 		fi
-		[ "$ld" = "$cuda/lib64" ] || extra_lib="$extra_lib -L$ld"
-		export LD_LIBRARY_PATH="$ld:$LD_LIBRARY_PATH"
+		if [ "$ld" != "$cuda/lib64" ] && ! sys_dir "$ld"; then
+			extra_lib="$extra_lib -L$ld"
+			export LD_LIBRARY_PATH="$ld:$LD_LIBRARY_PATH"
+		fi
 		echo "$lib: $found, $ld"
 	done
 	echo "CUDA $cuda${extra_inc:+; CPPFLAGS$extra_inc}${extra_lib:+; LDFLAGS$extra_lib}"

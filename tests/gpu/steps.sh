@@ -78,3 +78,16 @@ find_inc() {
 	done
 	return 1
 }
+
+# sys_dir DIR: whether DIR is one the compiler, the linker and ld.so search
+# anyway. Naming such a folder in -I, -L or LD_LIBRARY_PATH puts it ahead of
+# the carried ones: on the H200 machine /usr/lib/x86_64-linux-gnu (where its
+# cuDNN and NCCL are) then gave cdp-train the system's Open MPI and PMIx
+# under .devdeps' components, and orted crashed in MPI_Init.
+sys_dir() {
+	case ${1%/} in
+	/usr/include | /usr/include/x86_64-linux-gnu | /usr/local/include | /usr/lib | /lib | \
+		/usr/lib/x86_64-linux-gnu | /lib/x86_64-linux-gnu | /usr/lib64 | /lib64) return 0 ;;
+	esac
+	return 1
+}

@@ -82,5 +82,12 @@ mkdir -p "$sp/nvidia/cudnn/include" "$sp/nvidia/nccl/include" "$T/cuda/include" 
 : >"$T/cuda/include/cudnn.h"
 [ "$(find_inc cudnn "$T/cuda" "$sp")" = "$T/cuda/include" ] || fail "the toolkit's cudnn.h first"
 ! find_inc cublas_nope "$T/cuda" "$sp" >/dev/null || fail "a header that is nowhere was found"
+# folders searched anyway are never put ahead of the carried libraries
+for d in /usr/lib/x86_64-linux-gnu /usr/include/ /lib/x86_64-linux-gnu /usr/include/x86_64-linux-gnu; do
+	sys_dir "$d" || fail "sys_dir: $d is searched anyway"
+done
+for d in "$sp/nvidia/cudnn/lib" /usr/local/cuda/lib64 /usr/lib/x86_64-linux-gnu/openmpi/lib; do
+	! sys_dir "$d" || fail "sys_dir: $d is not searched by default"
+done
 echo "headers: found in the toolkit first, else in site-packages/nvidia/*/include"
 exit 0

@@ -17,6 +17,7 @@ static const cu_cand cands[] = {
 	{ 5, 1, 1, CU_MATH_FMA, 1 << 20 },       /* wants a large workspace */
 	{ 2, 1, 0, CU_MATH_DEFAULT, 64 },
 	{ 3, 1, 1, CU_MATH_DEFAULT, SIZE_MAX },  /* cuDNN could not size it */
+	{ 7, 1, 1, CU_MATH_FMA, 0, 1 },          /* FFT or non-fused Winograd */
 };
 #define NC ((int)(sizeof cands / sizeof cands[0]))
 
@@ -46,24 +47,31 @@ int main(void)
 	cu_cand list[CU_MAXC];
 	unsigned fail;
 
-	/* fp32: no tensor-op math of either kind; cuDNN's order kept */
+	/* fp32: no tensor-op math of either kind, no transform; cuDNN's order kept */
 	k = cu_algo_order(cands, NC, CDP_PREC_FP32, 0, 1 << 20, order);
 	CHECK(!strcmp(algos(order, k), "0 5 2"), "fp32 usable: %s", algos(order, k));
-	/* tf32: tensor op yes, down-conversion to fp16 no */
+	/* tf32: tensor op yes, down-conversion to fp16 no, transforms yes */
 	k = cu_algo_order(cands, NC, CDP_PREC_TF32, 0, 1 << 20, order);
-	CHECK(!strcmp(algos(order, k), "6 0 5 2"), "tf32 usable: %s", algos(order, k));
+	CHECK(!strcmp(algos(order, k), "6 0 5 2 7"), "tf32 usable: %s", algos(order, k));
 	/* bf16: every math type */
 	k = cu_algo_order(cands, NC, CDP_PREC_BF16, 0, 1 << 20, order);
-	CHECK(!strcmp(algos(order, k), "6 1 0 5 2"), "bf16 usable: %s", algos(order, k));
+	CHECK(!strcmp(algos(order, k), "6 1 0 5 2 7"), "bf16 usable: %s", algos(order, k));
 	/* the workspace limit, and one cuDNN cannot size is never usable */
 	k = cu_algo_order(cands, NC, CDP_PREC_BF16, 0, 1000, order);
-	CHECK(!strcmp(algos(order, k), "6 1 0 2"), "bf16 within 1000 bytes: %s", algos(order, k));
+	CHECK(!strcmp(algos(order, k), "6 1 0 2 7"), "bf16 within 1000 bytes: %s", algos(order, k));
 	k = cu_algo_order(cands, NC, CDP_PREC_BF16, 0, SIZE_MAX, order);
-	CHECK(!strcmp(algos(order, k), "6 1 0 5 2"), "bf16 unlimited: %s", algos(order, k));
+	CHECK(!strcmp(algos(order, k), "6 1 0 5 2 7"), "bf16 unlimited: %s", algos(order, k));
 	/* deterministic first, then the rest, each in cuDNN's order, none twice */
 	k = cu_algo_order(cands, NC, CDP_PREC_BF16, 1, 1 << 20, order);
-	CHECK(!strcmp(algos(order, k), "1 0 5 6 2"), "bf16 deterministic first: %s",
+	CHECK(!strcmp(algos(order, k), "1 0 5 7 6 2"), "bf16 deterministic first: %s",
 	      algos(order, k));
+	/* which of cuDNN's algorithms are transforms, per direction */
+	CHECK(cu_algo_transform(0, 4) && cu_algo_transform(0, 5) && cu_algo_transform(0, 7) &&
+	      !cu_algo_transform(0, 6) && !cu_algo_transform(0, 1), "forward transforms");
+	CHECK(cu_algo_transform(1, 2) && cu_algo_transform(1, 3) && cu_algo_transform(1, 5) &&
+	      !cu_algo_transform(1, 4) && !cu_algo_transform(1, 1), "backward data transforms");
+	CHECK(cu_algo_transform(2, 2) && cu_algo_transform(2, 5) && cu_algo_transform(2, 6) &&
+	      !cu_algo_transform(2, 3) && !cu_algo_transform(2, 0), "backward filter transforms");
 	k = cu_algo_order(cands, NC, CDP_PREC_FP32, 1, 0, order);
 	CHECK(!strcmp(algos(order, k), "0"), "fp32 without workspace: %s", algos(order, k));
 	CHECK_RC(cu_algo_order(cands, 0, CDP_PREC_FP32, 1, 0, order), 0);
@@ -89,7 +97,8 @@ int main(void)
 	CHECK_RC(cu_algo_next(list, k, 1, 1000), 1);
 	CHECK_RC(cu_algo_next(list, k, 3, 1000), 4);     /* 5 wants 1 MiB: 2 instead */
 	CHECK_RC(cu_algo_next(list, k, 3, 1 << 20), 3);
-	CHECK_RC(cu_algo_next(list, k, 5, 1 << 20), -1);
+	CHECK_RC(cu_algo_next(list, k, 5, 1 << 20), 5);  /* the transform, ws 0 */
+	CHECK_RC(cu_algo_next(list, k, k, 1 << 20), -1);
 	CHECK_RC(cu_algo_next(list, k, 1, 100), 2);      /* 1 wants 200 */
 	return tap_done();
 }

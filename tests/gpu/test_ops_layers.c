@@ -12,6 +12,37 @@
 
 /* ---- batch norm over (N, C, HW), with its fused activation ---- */
 
+/* The largest |dev - ref| of n floats of b. */
+static double bn_dx_diff(const gh_buf *b, size_t n)
+{
+	float *d = gh_host(b, GH_DEV), *r = gh_host(b, GH_REF);
+	double m = 0;
+
+	for (size_t i = 0; i < n; i++)
+		m = fmax(m, fabs((double)d[i] - r[i]));
+	free(d);
+	free(r);
+	return m;
+}
+
+/* The size of batchnorm backward's terms: max |gamma * invstd| (side 0's,
+ * `off` floats in) times max |dy|. */
+static double bn_dx_scale(const gh_buf *g, const gh_buf *si, int off, int c, const gh_buf *dy,
+                          size_t n)
+{
+	float *hg = gh_host(g, GH_REF), *hs = gh_host(si, GH_REF), *hd = gh_host(dy, GH_REF);
+	double a = 0, m = 0;
+
+	for (int i = 0; i < c; i++)
+		a = fmax(a, fabs((double)hg[off + i] * hs[off + i]));
+	for (size_t i = 0; i < n; i++)
+		m = fmax(m, fabs((double)hd[i]));
+	free(hg);
+	free(hs);
+	free(hd);
+	return a * m;
+}
+
 /* act: 0, CDP_ACT_RELU or CDP_ACT_LEAKY; name: "" or its name and a space.
  * x is uniform in [-xw, 5 xw]. off: the per-channel arrays (gamma, beta,
  * running and saved statistics, their gradients) start `off` floats into
@@ -30,6 +61,17 @@ static void bn_case(int n, int c, int hw, int act, float slope, const char *name
 #define BN_CMP(what_, b, cnt) do { \
 	snprintf(what, sizeof what, "bn %s%s (%d,%d,%d)", name, what_, n, c, hw); \
 	gh_cmp(what, &(b), (cnt), GH_TOL); } while (0)
+	/* With two values per channel (N*H*W == 2) x-hat is +-1 whatever x is,
+	 * so dx is 0 up to eps's share: what is left is the cancellation of
+	 * terms of size gamma*invstd*|dy|, and each side's rounding of those
+	 * terms is its error (2.4e-7 on values of 1e-4, CPU against cuDNN).
+	 * There dx is measured against the terms' size, elsewhere value by
+	 * value. */
+#define BN_CMP_DX(what_) do { \
+	if ((size_t)n * hw > 2) { BN_CMP(what_, dx, nx); break; } \
+	snprintf(what, sizeof what, "bn %s%s (%d,%d,%d), of the terms", name, what_, n, c, hw); \
+	gh_cmp_scalar(what, bn_dx_diff(&dx, nx), 0.0, GH_TOL, bn_dx_scale(&g, &si, off, c, &dy, nx)); \
+	} while (0)
 #define PC(b, s) (GF(b, s) + off)
 
 	GH_BOTH(s, be)
@@ -50,20 +92,21 @@ static void bn_case(int n, int c, int hw, int act, float slope, const char *name
 	GH_BOTH(s, be)
 		be->bn_bwd(be, n, c, hw, GF(x, s), 0, GF(y, s), GF(dy, s), PC(g, s), PC(bt, s), PC(sm, s),
 		           PC(si, s), eps, act, slope, GF(dx, s), 0.0f, PC(dg, s), PC(db, s));
-	BN_CMP("bwd dx beta 0", dx, nx);
+	BN_CMP_DX("bwd dx beta 0");
 	BN_CMP("bwd dgamma +=", dg, nc);
 	BN_CMP("bwd dbeta +=", db, nc);
 	gh_set(&dy, dy0, nx * 4);
 	GH_BOTH(s, be)
 		be->bn_bwd(be, n, c, hw, GF(x, s), 0, GF(y, s), GF(dy, s), PC(g, s), PC(bt, s), PC(sm, s),
 		           PC(si, s), eps, act, slope, GF(dx, s), 1.0f, PC(dg, s), PC(db, s));
-	BN_CMP("bwd dx beta 1", dx, nx);
+	BN_CMP_DX("bwd dx beta 1");
 	GH_BOTH(s, be)
 		be->bn_fwd_infer(be, n, c, hw, GF(x, s), PC(g, s), PC(bt, s), GF(y, s), PC(rm, s),
 		                 PC(rv, s), eps, act, slope);
 	BN_CMP("infer y", y, nx);
 #undef PC
 #undef BN_CMP
+#undef BN_CMP_DX
 	free(dy0);
 	gh_free(&x); gh_free(&g); gh_free(&bt); gh_free(&y); gh_free(&rm); gh_free(&rv);
 	gh_free(&sm); gh_free(&si); gh_free(&dy); gh_free(&dx); gh_free(&dg); gh_free(&db);
@@ -188,7 +231,10 @@ typedef struct pool_case { int n, c, h, w, k, s, p; } pool_case;
 
 /* ties: values from a small set, windows not overlapping (k == stride, no
  * padding), so where the gradient of a tied window lands may differ
- * (backend.h) but each window's gradient sum may not */
+ * (backend.h) but each window's gradient sum may not. The set has +0 but
+ * not -0: the two compare equal, so which of them a tied window gives
+ * differs too (cuDNN's max gave +0 where the CPU's first maximum was -0,
+ * on an H200), and the forward is compared bit for bit. */
 static void pool_run(const pool_case *pc, int ties)
 {
 	cdp_pool_desc d = { pc->n, pc->c, pc->h, pc->w, pc->k, pc->s, pc->p, 0, 0 };
@@ -207,7 +253,7 @@ static void pool_run(const pool_case *pc, int ties)
 	if (ties) {
 		float *h = gh_host(&x, GH_REF);
 		for (size_t i = 0; i < nx; i++)
-			h[i] = roundf(h[i] * 2);
+			h[i] = roundf(h[i] * 2) + 0.0f;
 		gh_set(&x, h, nx * 4);
 		free(h);
 	}
