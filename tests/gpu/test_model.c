@@ -17,7 +17,8 @@
  * divides by each channel's batch std, so the differences add up: with 1
  * and 2 CPU threads (the selfcheck) they reach ~1e-5. fp32 results must
  * agree to 1e-3 (floor 1e-2 of each tensor's largest value): a factor 100
- * above that, far below the order-1 error of any wrong op. The loss, a mean
+ * above that, far below the order-1 error of any wrong op; the ResNet-18
+ * nets to 5e-2 (T_DEEP, below, says why). The loss, a mean
  * over all pixels, to 1e-4. Updates are compared as w_after - w_before,
  * less two ulps of w for the rounding of w_after. AdamW's first step is -lr (wd w + g/(|g| +
  * eps)), i.e. -lr sign(g) where |g| >> eps: an element whose gradient is
@@ -44,6 +45,7 @@
 #include "optim.h"
 
 #define T_MODEL 1e-3
+#define T_DEEP  5e-2
 #define T_LOSS  1e-4
 
 typedef struct model {
@@ -51,13 +53,21 @@ typedef struct model {
 	const char *ov[3];
 	int nov, c, h, w, n;
 	int near0;               /* AdamW: percent of elements that may be near g=0 */
+	double tol;              /* fp32 results: T_MODEL, or T_DEEP (below) */
 } model;
 
+/* T_DEEP: the ResNet-18 nets are ill-conditioned in float32 whoever
+ * computes them. PyTorch's own float32 against its float64 on the same
+ * architectures (4x3x32x32, train mode, random weights; the measure here)
+ * differs by 8.6e-4 in the logits and up to 3.5e-3 (DeepLabv3+) and 6.4e-3
+ * (FPN) in the gradients, at 64x64 no less; CUDA against the CPU, on an
+ * H200: up to 2.5e-3 and 1.8e-2 (the loss to 4e-7). A mistake in an op
+ * gives errors of order 1, and test_ops checks each op to 1e-4. */
 static const model models[] = {
-	{ "unet", "unet.cfg", { "width=8", "depth=2" }, 2, 3, 32, 32, 4, 2 },
-	{ "classifier", "classifier.cfg", { "width=8", "blocks=2" }, 2, 3, 32, 32, 16, 2 },
-	{ "deeplabv3plus", "deeplabv3plus-resnet18.cfg", { NULL }, 0, 3, 32, 32, 4, 4 },
-	{ "fpn", "fpn-resnet18.cfg", { NULL }, 0, 3, 32, 32, 4, 4 },
+	{ "unet", "unet.cfg", { "width=8", "depth=2" }, 2, 3, 32, 32, 4, 2, T_MODEL },
+	{ "classifier", "classifier.cfg", { "width=8", "blocks=2" }, 2, 3, 32, 32, 16, 2, T_MODEL },
+	{ "deeplabv3plus", "deeplabv3plus-resnet18.cfg", { NULL }, 0, 3, 32, 32, 4, 4, T_DEEP },
+	{ "fpn", "fpn-resnet18.cfg", { NULL }, 0, 3, 32, 32, 4, 4, T_DEEP },
 };
 
 static float *dl(cdp_net *net, const float *p, size_t n)
@@ -89,11 +99,11 @@ static void cmp_grads(const model *m, cdp_net *net)
 		const cdp_layer *l = &net[0].layers[i];
 		if (l->w_len) {
 			snprintf(what, sizeof what, "%s grad %s.weight (%zu)", m->name, l->name, l->w_len);
-			cmp_block(what, net, l->w_off, 1, l->w_len, T_MODEL, GH_FLOOR);
+			cmp_block(what, net, l->w_off, 1, l->w_len, m->tol, GH_FLOOR);
 		}
 		if (l->b_len) {
 			snprintf(what, sizeof what, "%s grad %s.bias (%zu)", m->name, l->name, l->b_len);
-			cmp_block(what, net, l->b_off, 1, l->b_len, T_MODEL, GH_FLOOR);
+			cmp_block(what, net, l->b_off, 1, l->b_len, m->tol, GH_FLOOR);
 		}
 	}
 }
@@ -152,8 +162,8 @@ static void cmp_update(const model *m, cdp_net *net, const char *opt, float *con
 	}
 	snprintf(what, sizeof what, "%s %s update (%zu params%s)", m->name, opt, n,
 	         g ? ", |g| clear of 0" : "");
-	printf("%-4s %-60s %9.2e <= %.0e\n", worst <= T_MODEL ? "ok" : "FAIL", what, worst, T_MODEL);
-	GCHECK(worst <= T_MODEL, "[%s] %s: error %.3g", gh_peer, what, worst);
+	printf("%-4s %-60s %9.2e <= %.0e\n", worst <= m->tol ? "ok" : "FAIL", what, worst, m->tol);
+	GCHECK(worst <= m->tol, "[%s] %s: error %.3g", gh_peer, what, worst);
 	if (g) {
 		snprintf(what, sizeof what, "%s %s update near g=0: %zu of %zu, within 2 lr", m->name,
 		         opt, undecided, n);
@@ -196,7 +206,7 @@ static void step_and_compare(const model *m, cdp_net *net, int type, float *cons
 		       m->name, cdp_optim_type_name(type));
 	}
 	snprintf(what, sizeof what, "%s %s grad norm", m->name, cdp_optim_type_name(type));
-	gh_cmp_scalar(what, o[GH_DEV].last_norm, o[GH_REF].last_norm, T_MODEL, 1e-30);
+	gh_cmp_scalar(what, o[GH_DEV].last_norm, o[GH_REF].last_norm, m->tol, 1e-30);
 	cmp_update(m, net, cdp_optim_type_name(type), type == CDP_OPT_ADAMW ? g : NULL, w0, oc.lr);
 out:
 	for (int s = 0; s < 2; s++)
@@ -273,13 +283,13 @@ static void run_model(const model *m, const char *srcdir)
 	for (int s = 0; s < 2; s++)
 		y[s] = dl(&net[s], cdp_net_output(&net[s]), nout);
 	snprintf(what, sizeof what, "%s forward logits (train mode)", m->name);
-	gh_cmp_host(what, y[GH_DEV], y[GH_REF], nout, T_MODEL, GH_FLOOR);
+	gh_cmp_host(what, y[GH_DEV], y[GH_REF], nout, m->tol, GH_FLOOR);
 	if (nb) {
 		float *b[2];
 		for (int s = 0; s < 2; s++)
 			b[s] = dl(&net[s], net[s].buffers, nb);
 		snprintf(what, sizeof what, "%s batchnorm running mean and var", m->name);
-		gh_cmp_host(what, b[GH_DEV], b[GH_REF], nb, T_MODEL, GH_FLOOR);
+		gh_cmp_host(what, b[GH_DEV], b[GH_REF], nb, m->tol, GH_FLOOR);
 		free(b[0]);
 		free(b[1]);
 	}
@@ -312,7 +322,7 @@ static void run_model(const model *m, const char *srcdir)
 		y[s] = dl(&net[s], cdp_net_output(&net[s]), nout);
 	}
 	snprintf(what, sizeof what, "%s forward logits (eval mode)", m->name);
-	gh_cmp_host(what, y[GH_DEV], y[GH_REF], nout, T_MODEL, GH_FLOOR);
+	gh_cmp_host(what, y[GH_DEV], y[GH_REF], nout, m->tol, GH_FLOOR);
 
 	/* reduced precision on the device side: the same eval forward */
 	static const int precs[] = { CDP_PREC_BF16, CDP_PREC_FP16 };
