@@ -91,6 +91,22 @@ static double bn_eps(float eps)
 	return (double)eps < CUDNN_BN_MIN_EPSILON ? CUDNN_BN_MIN_EPSILON : (double)eps;
 }
 
+/* Training batchnorm by our kernels (cuda_kern_bn.cu), the default:
+ * cuDNN's NCHW batchnorm ran at a fraction of the memory bandwidth on an
+ * H200 (doc/PERFORMANCE.md); CDP_CUDNN_BN=1 takes cuDNN's. */
+static void bn_train_ours(cdp_backend *be, int n, int c, int hw, const float *x, uint16_t *xh,
+                          const float *gamma, const float *beta, float *y, uint16_t *yh,
+                          float *run_mean, float *run_var, float momentum, float eps,
+                          float *save_mean, float *save_invstd, int act, float slope)
+{
+	cu_impl *im = cu_im(be);
+
+	cu_buf_reserve(be, &im->scratch, cdk_bn_scratch_bytes(c));
+	cdk_bn_train(im->comp, n, c, hw, x, gamma, beta, y, xh, yh, run_mean, run_var, momentum,
+	             eps, save_mean, save_invstd, act, slope, im->scratch.p);
+	CDP_KERNEL_CHECK();
+}
+
 static void cu_bn_fwd_train(cdp_backend *be, int n, int c, int hw, const float *x,
                             const float *gamma, const float *beta, float *y,
                             float *run_mean, float *run_var, float momentum, float eps,
@@ -112,6 +128,11 @@ static void cu_bn_fwd_train(cdp_backend *be, int n, int c, int hw, const float *
 		CDP_KERNEL_CHECK();
 		return;
 	}
+	if (!im->bn_cudnn) {
+		bn_train_ours(be, n, c, hw, x, NULL, gamma, beta, y, NULL, run_mean, run_var, momentum,
+		              eps, save_mean, save_invstd, act, slope);
+		return;
+	}
 	bn_descs(im, n, c, hw);
 	CDP_CUDNN_CHECK(cudnnBatchNormalizationForwardTraining(im->dnn, CUDNN_BATCHNORM_SPATIAL,
 		&one, &zero, im->ta, x, im->ta, y, im->tbn, gamma, beta, (double)momentum,
@@ -127,8 +148,8 @@ static int cu_bn_fwd_h_alone(cdp_backend *be)
 	return 0;
 }
 
-/* bn_fwd_train, then the copies from y and x as they lie (two more passes;
- * the CPU writes them from its own) */
+/* bn_fwd_train and the copies from y and x: from the pass that writes y
+ * (ours), or two more passes (cuDNN's, and one value per channel) */
 static void cu_bn_fwd_train_h(cdp_backend *be, int n, int c, int hw, const float *x,
                               uint16_t *xh, const float *gamma, const float *beta, float *y,
                               uint16_t *yh, float *run_mean, float *run_var, float momentum,
@@ -137,6 +158,12 @@ static void cu_bn_fwd_train_h(cdp_backend *be, int n, int c, int hw, const float
 {
 	size_t count = (size_t)n * c * hw;
 
+	if (!cu_im(be)->bn_cudnn && (size_t)n * hw > 1) {
+		/* the copies from the pass that writes y */
+		bn_train_ours(be, n, c, hw, x, xh, gamma, beta, y, yh, run_mean, run_var, momentum,
+		              eps, save_mean, save_invstd, act, slope);
+		return;
+	}
 	cu_bn_fwd_train(be, n, c, hw, x, gamma, beta, y, run_mean, run_var, momentum, eps,
 	                save_mean, save_invstd, act, slope);
 	if (xh)
@@ -165,11 +192,11 @@ static void cu_bn_fwd_infer(cdp_backend *be, int n, int c, int hw, const float *
  * With act, dy first becomes the gradient before the activation, in place,
  * masked by y (bn_beta is not needed). dx is never dy (net.c's gradient
  * slots give a layer's dy and its input's dy different buffers). */
-/* cu_bn_bwd applies the activation's gradient from y (act_bwd) */
+/* cuDNN's backward takes the activation's gradient from y (act_bwd);
+ * ours computes bn(x) again, as the CPU does */
 static int cu_bn_bwd_needs_y(cdp_backend *be)
 {
-	(void)be;
-	return 1;
+	return cu_im(be)->bn_cudnn;
 }
 
 /* cuDNN's backward takes a float x */
@@ -191,6 +218,13 @@ static void cu_bn_bwd(cdp_backend *be, int n, int c, int hw, const void *xv, int
 		cu_fail(__FILE__, __LINE__, "bn_bwd", "bf16 input",
 		        "batchnorm's backward was given its input in bf16 (bn_takes_xh is 0)");
 
+	if (!im->bn_cudnn) {
+		cu_buf_reserve(be, &im->scratch, cdk_bn_scratch_bytes(c));
+		cdk_bn_bwd(im->comp, n, c, hw, x, dy, gamma, bn_beta, save_mean, save_invstd, act, slope,
+		           dx, beta, dgamma, dbeta, im->scratch.p);
+		CDP_KERNEL_CHECK();
+		return;
+	}
 	if (act)
 		cu_act_bwd(be, act, slope, y, dy, dy, 0.0f, (size_t)n * c * hw);
 	bn_descs(im, n, c, hw);

@@ -1,7 +1,8 @@
 /* cuda_kern.h: our CUDA C kernels (cuda_kern_*.cu), behind C-callable
  * launchers that the CUDA backend (cuda_backend.c, cuda_conv.c, cuda_dnn.c)
- * puts in the cdp_backend table. cuDNN does convolution, batchnorm and
- * pooling; cuBLAS does GEMM; everything else is here.
+ * puts in the cdp_backend table. cuDNN does convolution, batchnorm's
+ * inference (and, with CDP_CUDNN_BN=1, its training) and pooling; cuBLAS
+ * does GEMM; everything else is here.
  *
  * Every launcher queues work on stream s and returns at once (no sync, no
  * allocation). Pointers are device pointers unless said otherwise. Each
@@ -10,7 +11,7 @@
  * reference): tests/gpu compares them. beta: 0 overwrites the output, 1
  * accumulates into it.
  *
- * Reductions (sumsq, losses, bias_grad, gap_fwd's sums; bn is cuDNN's) use
+ * Reductions (sumsq, losses, bias_grad, gap_fwd's sums, batchnorm's) use
  * fixed-shape block reductions in double (two-pass through a scratch
  * buffer where one block per output would not fill the GPU), never float
  * atomics, so a result depends only on the input and the launch shape: the
@@ -21,7 +22,7 @@
  *
  * Sources: cuda_kern_elem.cu (fill .. act, sumsq), cuda_kern_layers.cu
  * (upsample, chan slices, dropout, gap, bias, bn over one value per
- * channel), cuda_kern_pool.cu (maxpool), cuda_kern_loss.cu (losses,
+ * channel), cuda_kern_bn.cu (batchnorm in training), cuda_kern_pool.cu (maxpool), cuda_kern_loss.cu (losses,
  * argmax, confusion), cuda_kern_optim.cu, cuda_kern_prec.cu (half
  * staging), cuda_kern_data.cu (prep_batch), cuda_kern_window.cu
  * (cdp-predict's windows), and their private header cuda_kern_int.cuh. A
@@ -92,6 +93,21 @@ void cdk_bias_grad(cudaStream_t s, int n, int f, int hw, const float *dy, float 
 void cdk_bn_train1(cudaStream_t s, int c, const float *x, const float *gamma, const float *beta,
                    float *y, float *run_mean, float *run_var, float momentum, float eps,
                    float *save_mean, float *save_invstd, int act, float slope);
+/* batchnorm in training (cuda_kern_bn.cu): backend.h's bn_fwd_train with
+ * bn_fwd_train_h's bf16 copies (xh, yh where not NULL), and bn_bwd with
+ * the activation's mask from bn(x) computed again (y is not read, dy not
+ * written), in cpu_bn.c's arithmetic, the per-channel sums in double over
+ * a (channel, part) grid; run_* (both or neither) and save_* may be NULL.
+ * scratch: cdk_bn_scratch_bytes(c) */
+size_t cdk_bn_scratch_bytes(int c);
+void cdk_bn_train(cudaStream_t s, int n, int c, int hw, const float *x, const float *gamma,
+                  const float *beta, float *y, uint16_t *xh, uint16_t *yh, float *run_mean,
+                  float *run_var, float momentum, float eps, float *save_mean,
+                  float *save_invstd, int act, float slope, void *scratch);
+void cdk_bn_bwd(cudaStream_t s, int n, int c, int hw, const float *x, const float *dy,
+                const float *gamma, const float *beta, const float *mean, const float *invstd,
+                int act, float slope, float *dx, float dxbeta, float *dgamma, float *dbeta,
+                void *scratch);
 /* synchronized batchnorm's parts (backend.h bn_sums, bn_grad_sums,
  * bn_bwd_dx): one block per channel sums in double into out (2C device
  * doubles: the first sum of every channel, then the second); dx from the

@@ -105,7 +105,8 @@ long=$(printf '%0400d' 0)
 nl='
 '
 for e in CDP_DIST_THREAD=yes CDP_DIST_STAGE=2 CDP_CPU_ISA=junk CDP_JOB_ID=$long \
-	CDP_CUDNN_BENCHMARK=on CDP_CPU_BF16_EMU=yes CDP_CPU_BF16=vnni CDP_CPU_WINOGRAD=off; do
+	CDP_CUDNN_BENCHMARK=on CDP_CUDNN_BN=cudnn CDP_CPU_BF16_EMU=yes CDP_CPU_BF16=vnni \
+	CDP_CPU_WINOGRAD=off; do
 	name=${e%%=*} value=${e#*=}
 	case $name in
 	CDP_CPU_ISA) want='want \(amx, avx512bf16, avx512, avx2 or \)\?sse2' ;;

@@ -133,6 +133,13 @@ static void *scratch(size_t n)
 	return scratch_v.data();
 }
 
+/* the same for a launcher that states its scratch in bytes */
+static void *scratch_bytes(size_t bytes)
+{
+	scratch_v.assign(bytes, 0x7f);
+	return scratch_v.data();
+}
+
 #include "kernel_check_emu.h"
 #include "kernel_check_ops.h"
 
@@ -149,6 +156,7 @@ int main(int argc, char **argv)
 {
 	static const struct { const char *name; void (*fn)(void); } groups[] = {
 		{ "emulator", t_emu }, { "elementwise", t_elem }, { "layers", t_layers }, { "batchnorm1", t_bn1 },
+		{ "bn_train", t_bn_train },
 		{ "bn_sync", t_bn_sync }, { "bias_grad", t_bias_grad }, { "dropout", t_dropout }, { "maxpool", t_pool },
 		{ "losses", t_loss }, { "optimizers", t_optim }, { "half", t_prec },
 		{ "prep_batch", t_data }, { "windows", t_window },

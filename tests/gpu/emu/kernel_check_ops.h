@@ -552,6 +552,105 @@ static void t_bn1(void)
 	}
 }
 
+/* |got - want| <= tol * max(scale, |want|) for n floats (NaN on both
+ * sides passes): values whose size the batch sets, not their own */
+static void cmp_scaled(const std::string &name, const float *got, const float *want, size_t n,
+                       double tol, double scale)
+{
+	long bad = 0;
+	size_t first = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		float a = got[i], b = want[i];
+		int same = a != a || b != b ? a != a && b != b
+		                            : fabs((double)a - b) <= tol * fmax(scale, fabs((double)b));
+		if (!same && !bad++)
+			first = i;
+	}
+	report(name, bad, bad ? fmt("%ld of %zu values differ, first [%zu]: emulated %.9g, cpu %.9g",
+	                            bad, n, first, got[first], want[first]) : "");
+}
+
+/* bf16 bit patterns equal, or both NaN (backend.h: "a NaN stays a NaN";
+ * CUDA's rounding gives 0x7fff, the CPU's keeps the payload) */
+static void cmp_bf16(const std::string &name, const uint16_t *got, const uint16_t *want, size_t n)
+{
+	size_t i = 0;
+	auto nan = [](uint16_t h) { return (h & 0x7fff) > 0x7f80; };
+
+	while (i < n && (got[i] == want[i] || (nan(got[i]) && nan(want[i]))))
+		i++;
+	report(name, i < n, i < n ? fmt("first difference at [%zu] of %zu: emulated 0x%04x, cpu 0x%04x",
+	                                 i, n, got[i], want[i]) : "");
+}
+
+/* batchnorm in training (cdk_bn_train, cdk_bn_bwd) against the CPU's
+ * bn_fwd_train and bn_bwd: one part per channel, several (3, 20), one
+ * for c > 1024 (the per-channel floats after c blocks of partials), every
+ * activation, beta 0 and 1, a NaN in a channel. The statistics are double sums in another order than the CPU's
+ * float lanes, so the saved mean and invstd may differ in their last bit:
+ * values within 1e-5 of their scale (the inputs' 3; dgamma and dbeta, sums
+ * of m terms, 3 sqrt(m)). The bf16 copies equal to_bf16 of x and of the
+ * kernel's own y bit for bit (a NaN as a NaN); without running or saved statistics y is the
+ * same bits. */
+static void t_bn_train(void)
+{
+	static const int shapes[][3] = { { 2, 3, 10 }, { 3, 5, 3000 }, { 1, 600, 300 },
+	                                 { 1, 1030, 5 }, { 4, 1, 20000 }, { 5, 2, 1 } };
+	int rep = 0;
+	for (const auto &sh : shapes) {
+		int n = sh[0], c = sh[1], hw = sh[2], act = rep % 3 == 1 ? CDP_ACT_RELU
+		                                           : rep % 3 == 2 ? CDP_ACT_LEAKY : 0;
+		size_t len = (size_t)n * c * hw, m = (size_t)n * hw;
+		float mom = rf(0, 1), eps = rep == 3 ? 1e-3f : 1e-5f, beta = (float)(rep & 1);
+		auto x = rvec(len), g = rvec(c, 0.5f, 1.5f), bt = rvec(c), rm = rvec(c), rv = rvec(c, 0, 2);
+		auto dy = rvec(len, -1, 1);
+		std::string nm = fmt(" act %d (%d,%d,%d)", act, n, c, hw);
+		rep++;
+		if (rep == 2)
+			x[hw / 2] = NAN;               /* channel 0 of sample 0: NaN statistics */
+		std::vector<float> ya(len, NAN), yb(len, NAN), sma(c, NAN), smb(c, NAN), sia(c, NAN),
+			sib(c, NAN);
+		std::vector<uint16_t> xha(len, 0xffff), yha(len, 0xffff), xhb(len), yhb(len);
+		auto rma = rm, rmb = rm, rva = rv, rvb = rv;
+		cdk_bn_train(0, n, c, hw, x.data(), g.data(), bt.data(), ya.data(), xha.data(),
+		             yha.data(), rma.data(), rva.data(), mom, eps, sma.data(), sia.data(), act,
+		             0.1f, scratch_bytes(cdk_bn_scratch_bytes(c)));
+		be->bn_fwd_train(be, n, c, hw, x.data(), g.data(), bt.data(), yb.data(), rmb.data(),
+		                 rvb.data(), mom, eps, smb.data(), sib.data(), act, 0.1f);
+		cmp_scaled("bn_train y" + nm, ya.data(), yb.data(), len, 1e-5, 3);
+		cmp_scaled("bn_train save_mean" + nm, sma.data(), smb.data(), c, 1e-5, 3);
+		cmp_scaled("bn_train save_invstd" + nm, sia.data(), sib.data(), c, 1e-5, 3);
+		cmp_scaled("bn_train running mean" + nm, rma.data(), rmb.data(), c, 1e-5, 3);
+		cmp_scaled("bn_train running var" + nm, rva.data(), rvb.data(), c, 1e-5, 3);
+		be->to_bf16(be, x.data(), xhb.data(), len);
+		be->to_bf16(be, ya.data(), yhb.data(), len);
+		cmp_bf16("bn_train x copy" + nm, xha.data(), xhb.data(), len);
+		cmp_bf16("bn_train y copy" + nm, yha.data(), yhb.data(), len);
+		std::vector<float> yc(len, NAN);
+		cdk_bn_train(0, n, c, hw, x.data(), g.data(), bt.data(), yc.data(), NULL, NULL, NULL, NULL,
+		             mom, eps, NULL, NULL, act, 0.1f, scratch_bytes(cdk_bn_scratch_bytes(c)));
+		cmp("bn_train y without statistics" + nm, yc.data(), ya.data(), len);
+
+		/* the backward from the CPU's saved statistics on both sides */
+		auto dxa = rvec(len, -1, 1), dxb = dxa, dga = rvec(c), dgb = dga, dba = rvec(c), dbb = dba;
+		if (beta == 0.0f)
+			dxa[0] = NAN, dxb[0] = NAN;    /* garbage that beta 0 must not read */
+		auto dyb = dy, dy0 = dy;
+		cdk_bn_bwd(0, n, c, hw, x.data(), dy.data(), g.data(), bt.data(), smb.data(), sib.data(),
+		           act, 0.1f, dxa.data(), beta, dga.data(), dba.data(),
+		           scratch_bytes(cdk_bn_scratch_bytes(c)));
+		be->bn_bwd(be, n, c, hw, x.data(), 0, yb.data(), dyb.data(), g.data(), bt.data(),
+		           smb.data(), sib.data(), eps, act, 0.1f, dxb.data(), beta, dgb.data(),
+		           dbb.data());
+		std::string bn = nm + fmt(" beta %g", beta);
+		cmp_scaled("bn_bwd dx" + bn, dxa.data(), dxb.data(), len, 1e-5, 3);
+		cmp_scaled("bn_bwd dgamma" + bn, dga.data(), dgb.data(), c, 1e-5, 3 * sqrt((double)m));
+		cmp_scaled("bn_bwd dbeta" + bn, dba.data(), dbb.data(), c, 1e-5, 3 * sqrt((double)m));
+		cmp_mem("bn_bwd leaves dy" + bn, dy.data(), dy0.data(), len);
+	}
+}
+
 /* synchronized batchnorm's parts (cdk_bn_sums, cdk_bn_grad_sums,
  * cdk_bn_bwd_dx) against the CPU's: the double sums of terms that each side
  * rounds to float on its own path, added in another order, within

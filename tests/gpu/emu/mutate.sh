@@ -79,6 +79,12 @@ cuda_kern_loss.cu@losses@/atomicAdd(&hist/,/__syncthreads();/s/__syncthreads();/
 cuda_kern_prec.cu@half@s/to16(t\[threadIdx.x\]\[j\], /to16(t[j][threadIdx.x], /@to_nhwc tile written untransposed
 cuda_kern_prec.cu@half@/from_nhwc_tile_k/,/__syncthreads();/s/__syncthreads();/;/@from_nhwc tile read before it is filled
 cuda_kern_optim.cu@optimizers@s/float denom = cdk_add(cdk_div(root, c.bc2s), c.eps)/float denom = cdk_div(cdk_add(root, c.eps), c.bc2s)/@adamw: eps inside the bias correction
+cuda_kern_bn.cu@bn_train@s/for (int b = threadIdx.x; b < parts; b += CDK_THREADS) {/for (int b = threadIdx.x + 1; b < parts; b += CDK_THREADS) {/@batchnorm's second passes skip each channel's first part
+cuda_kern_bn.cu@bn_train@s/return (nn \* (size_t)c + ch) \* hw + i;/return (nn + ch) * hw + i;/@batchnorm's sums read the wrong planes past the first sample
+cuda_kern_bn.cu@bn_train@s/bn_pre(xv, mean\[ch\], cdk_mul(gamma\[ch\], invstd\[ch\]), beta\[ch\])/bn_pre(xv, mean[ch], invstd[ch], beta[ch])/@batchnorm's forward ignores gamma
+cuda_kern_bn.cu@bn_train@s/var \* (double)m \/ (double)(m - 1) : var/var : var/@batchnorm's running variance left biased
+cuda_kern_bn.cu@bn_train@s/g = bn_grad(act, slope, bn_pre(xv, mu, a, beta\[ch\]), g);/;/@batchnorm's dx ignores the activation's mask
+cuda_kern_bn.cu@bn_train@s/cdk_put(&dx\[i\], cdk_mul(a, v), dxbeta);/dx[i] = cdk_mul(a, v);/@batchnorm's dx overwrites with beta 1
 cuda_kern_data.cu@prep_batch@s/cdp_prep_src(\&a, oh, ow, p, q, \&sy, \&sx);/cdp_prep_src(\&a, oh, ow, q, p, \&sy, \&sx);/@prep_batch: output row and column swapped (the geometry itself is backend.h's, the CPU's too)
 EOF
 echo "mutate.sh: $((n - bad)) of $n seeded bugs caught"
