@@ -69,7 +69,8 @@ int cdp_device_env_local_rank(void)
 const char *cdp_device_env_check(char *want, size_t cap)
 {
 	static const char *const flags[] = { "CDP_CPU_BF16_EMU", "CDP_CPU_WINOGRAD",
-	                                     "CDP_CUDNN_BENCHMARK", "CDP_CUDNN_BN", "CDP_CUDNN_VERBOSE" };
+	                                     "CDP_CUDNN_BENCHMARK", "CDP_CUDNN_BN",
+	                                     "CDP_CUDNN_NHWC", "CDP_CUDNN_VERBOSE" };
 	const char *v = getenv("CDP_CPU_ISA");
 
 	if (v && *v && !cpu_kgemm_isa_known(v, want, cap))

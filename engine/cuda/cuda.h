@@ -69,6 +69,7 @@ typedef struct cu_impl {
 	cublasHandle_t blas;     /* bound to comp */
 	int benchmark;           /* CDP_CUDNN_BENCHMARK=1: measure conv algorithms */
 	int bn_cudnn;            /* CDP_CUDNN_BN=1: cuDNN's batchnorm in training, not ours */
+	int nhwc_tf32;           /* CDP_CUDNN_NHWC=1: tf32 convolutions staged channels-last */
 
 	cu_buf scratch;          /* reductions (cdk_reduce_scratch_bytes) */
 	double *dres;            /* device: [0] a sum, [1] a count (sumsq, losses) */

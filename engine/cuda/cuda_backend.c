@@ -407,7 +407,7 @@ cdp_backend *cdp_backend_cuda(int device, char *err, size_t cap)
 	int n = 0;
 	cudaError_t e;
 	const char *bench = getenv("CDP_CUDNN_BENCHMARK");
-	const char *bn = getenv("CDP_CUDNN_BN");
+	const char *bn = getenv("CDP_CUDNN_BN"), *nhwc = getenv("CDP_CUDNN_NHWC");
 
 	if ((e = cudaGetDeviceCount(&n)) != cudaSuccess) {
 		cudaGetLastError();
@@ -442,6 +442,7 @@ cdp_backend *cdp_backend_cuda(int device, char *err, size_t cap)
 	be->precision = CDP_PREC_FP32;
 	im->benchmark = bench && !strcmp(bench, "1");
 	im->bn_cudnn = bn && !strcmp(bn, "1");
+	im->nhwc_tf32 = nhwc && !strcmp(nhwc, "1");
 
 	TRY_CUDA(cudaStreamCreate(&im->comp));
 	TRY_CUDA(cudaStreamCreate(&im->copy));

@@ -27,7 +27,8 @@
  * Precision (backend.h):
  *   fp32       NCHW float, CUDNN_FMA_MATH: no TF32 and no FFT or non-fused
  *              Winograd algorithm (cu_algo_transform), the CPU within 1e-4;
- *   tf32       NCHW float, tensor-op math (cuDNN uses TF32 for float);
+ *   tf32       NCHW float, tensor-op math (cuDNN uses TF32 for float); with
+ *              CDP_CUDNN_NHWC=1 NHWC float staged as below (a transpose);
  *   bf16/fp16  NHWC half tensors, tensor-op math, float accumulation
  *              (cuDNN's PSEUDO_BFLOAT16/HALF configurations). The float32
  *              NCHW operands are converted into NHWC staging in the
@@ -37,12 +38,14 @@
  * Workspace layout (conv_workspace bytes, base 256-aligned), each part
  * 256-aligned:
  *   [0, ws)  cuDNN's workspace: the largest of the three chosen ones;
- *   W        the weights or their gradient: (F,KH,KW,C) half for bf16/fp16;
+ *   W        the weights or their gradient: (F,KH,KW,C) half for bf16/fp16
+ *            (float for staged tf32);
  *            in fp32/tf32 (F,C,KH,KW) float, used only when w or dw is not
  *            16-byte aligned (the net packs its parameters back to back, so
  *            a layer's weights may start at any float), since cuDNN's
  *            vectorized kernels want aligned operands;
- *   X, Y     bf16/fp16 only: (N,H,W,C) for x or dx, (N,OH,OW,F) for y or dy.
+ *   X, Y     staged plans only (bf16/fp16, tf32 with CDP_CUDNN_NHWC=1):
+ *            (N,H,W,C) for x or dx, (N,OH,OW,F) for y or dy.
  * Bias: forward adds it afterwards (cdk_bias_add); dbias comes from the
  * float32 dy (cdk_bias_grad), in every precision.
  */
@@ -77,11 +80,23 @@ struct cu_plan {
 	int cur[NDIR];                         /* the one in use: list[dir][cur[dir]] */
 	size_t ws[NDIR];                       /* cuDNN workspace of the one in use */
 	size_t off_w;                          /* weight staging; [0, off_w) for cuDNN */
-	size_t off_x, off_y;                   /* half staging (bf16/fp16) */
+	size_t off_x, off_y;                   /* channels-last staging (staged) */
+	int staged;                            /* NHWC staging: bf16/fp16, or tf32 with
+	                                        * CDP_CUDNN_NHWC=1 (float) */
 	size_t total;                          /* conv_workspace() */
 };
 
 static int is_half(int prec) { return prec == CDP_PREC_BF16 || prec == CDP_PREC_FP16; }
+
+/* Whether a plan in prec stages its operands channels-last: the half types
+ * always, tf32 when asked (CDP_CUDNN_NHWC=1: cuDNN's NHWC float kernels,
+ * which PyTorch's channels_last reaches, against the NCHW ones that took
+ * about 3x PyTorch's time on an H200; doc/PERFORMANCE.md), at the cost of a
+ * transpose of each operand each way. */
+static int staged_prec(const cu_impl *im, int prec)
+{
+	return is_half(prec) || (prec == CDP_PREC_TF32 && im->nhwc_tf32);
+}
 static size_t align256(size_t v) { return (v + 255) / 256 * 256; }
 
 static int same_desc(const cdp_conv_desc *a, const cdp_conv_desc *b)
@@ -250,7 +265,7 @@ static cudnnStatus_t conv_exec(cu_impl *im, cu_plan *p, int dir, const cu_cand *
 static size_t tensor_bytes(const cu_plan *p, int which)
 {
 	const cdp_conv_desc *d = &p->d;
-	size_t es = is_half(p->prec) ? 2 : 4;
+	size_t es = is_half(p->prec) ? 2 : 4;   /* tf32 staging is float */
 
 	if (which == 'x')
 		return (size_t)d->n * d->c * d->h * d->w * es;
@@ -427,7 +442,7 @@ static int plan_setup(cdp_backend *be, cu_plan *p)
 	int on, oc, ohh, oww;
 	cudnnDataType_t dt = p->prec == CDP_PREC_BF16 ? CUDNN_DATA_BFLOAT16 :
 	                     p->prec == CDP_PREC_FP16 ? CUDNN_DATA_HALF : CUDNN_DATA_FLOAT;
-	cudnnTensorFormat_t fmt = is_half(p->prec) ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW;
+	cudnnTensorFormat_t fmt = p->staged ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW;
 
 	CDP_CUDNN_CHECK(cudnnCreateTensorDescriptor(&p->x));
 	CDP_CUDNN_CHECK(cudnnCreateTensorDescriptor(&p->y));
@@ -466,14 +481,23 @@ static cu_plan *plan_new(cdp_backend *be, const cdp_conv_desc *d)
 		cu_fail(__FILE__, __LINE__, "calloc", "ENOMEM", "out of memory for a conv plan");
 	p->d = *d;
 	p->req = p->prec = be->precision;
+	p->staged = staged_prec(cu_im(be), p->prec);
 	rc = plan_setup(be, p);
-	if (rc < 0 && is_half(p->prec)) {
+	if (rc < 0 && p->staged && p->prec == CDP_PREC_TF32) {
+		fprintf(stderr, "%s: note: cuDNN has no tf32 channels-last algorithm for the "
+		        "convolution %dx%dx%d -> %d (%dx%d, stride %d); it runs NCHW\n",
+		        program_invocation_short_name, d->c, d->h, d->w, d->f, d->kh, d->kw, d->stride);
+		plan_descs_free(p);
+		p->staged = 0;
+		rc = plan_setup(be, p);
+	} else if (rc < 0 && is_half(p->prec)) {
 		fprintf(stderr, "%s: note: cuDNN has no %s channels-last algorithm for the "
 		        "convolution %dx%dx%d -> %d (%dx%d, stride %d); it runs in tf32\n",
 		        program_invocation_short_name, cdp_precision_name(p->prec), d->c, d->h, d->w, d->f,
 		        d->kh, d->kw, d->stride);
 		plan_descs_free(p);
 		p->prec = CDP_PREC_TF32;
+		p->staged = 0;
 		rc = plan_setup(be, p);
 	}
 	if (rc < 0)
@@ -486,7 +510,7 @@ static cu_plan *plan_new(cdp_backend *be, const cdp_conv_desc *d)
 		ws = p->ws[DIR_FILT];
 	p->off_w = align256(ws);
 	p->total = p->off_w + align256(tensor_bytes(p, 'w'));
-	if (is_half(p->prec)) {
+	if (p->staged) {
 		p->off_x = p->total;
 		p->off_y = p->off_x + align256(tensor_bytes(p, 'x'));
 		p->total = p->off_y + align256(tensor_bytes(p, 'y'));
@@ -616,7 +640,7 @@ static void cu_conv_fwd(cdp_backend *be, const cdp_conv_desc *d, const void *xv,
 	cu_plan *p = plan_need(be, d, "conv_fwd");
 	const float *x = float_x(d, xv);
 
-	if (!is_half(p->prec)) {
+	if (!p->staged) {
 		w = aligned_w(im, p, w, ws);
 		run_dir(im, p, DIR_FWD, x, w, y, 0.0f, ws, "cudnnConvolutionForward");
 	} else {
@@ -642,7 +666,7 @@ static void cu_conv_bwd_data(cdp_backend *be, const cdp_conv_desc *d, const floa
 	cu_impl *im = cu_im(be);
 	cu_plan *p = plan_need(be, d, "conv_bwd_data");
 
-	if (!is_half(p->prec)) {
+	if (!p->staged) {
 		w = aligned_w(im, p, w, ws);
 		run_dir(im, p, DIR_DATA, w, dy, dx, beta, ws, "cudnnConvolutionBackwardData");
 		return;
@@ -665,13 +689,13 @@ static void cu_conv_bwd_filter(cdp_backend *be, const cdp_conv_desc *d, const vo
 	cu_plan *p = plan_need(be, d, "conv_bwd_filter");
 	const float *x = float_x(d, xv);
 
-	if (!is_half(p->prec) && misaligned(dw)) {
+	if (!p->staged && misaligned(dw)) {
 		/* into the aligned W slot, then added: dw + sum, as beta = 1 does */
 		float *tmp = (float *)((char *)ws + p->off_w);
 		run_dir(im, p, DIR_FILT, x, dy, tmp, 0.0f, ws, "cudnnConvolutionBackwardFilter");
 		cdk_axpy(im->comp, 1.0f, tmp, dw, (size_t)d->f * d->c * d->kh * d->kw);
 		CDP_KERNEL_CHECK();
-	} else if (!is_half(p->prec)) {
+	} else if (!p->staged) {
 		run_dir(im, p, DIR_FILT, x, dy, dw, 1.0f, ws, "cudnnConvolutionBackwardFilter");
 	} else {
 		char *b = ws;
@@ -680,7 +704,7 @@ static void cu_conv_bwd_filter(cdp_backend *be, const cdp_conv_desc *d, const vo
 		CDP_KERNEL_CHECK();
 		run_dir(im, p, DIR_FILT, b + p->off_x, b + p->off_y, b + p->off_w, 0.0f, ws,
 		        "cudnnConvolutionBackwardFilter");
-		/* dw in (F,KH,KW,C) half: back to (F,C,KH,KW) float, accumulating */
+		/* dw in (F,KH,KW,C) half (or float): back to (F,C,KH,KW) float, accumulating */
 		cdk_from_nhwc_half(im->comp, p->prec, d->f, d->c, d->kh, d->kw, b + p->off_w, dw, 1.0f);
 		CDP_KERNEL_CHECK();
 	}

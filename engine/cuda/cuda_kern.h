@@ -156,7 +156,8 @@ void cdk_sgd_step(cudaStream_t s, float *w, const float *g, float *v, size_t n, 
 void cdk_adamw_step(cudaStream_t s, float *w, const float *g, float *m, float *v, size_t n,
                     float lr, float b1, float b2, float eps, float wd, long t);
 
-/* Mixed precision staging: prec CDP_PREC_BF16 or CDP_PREC_FP16.
+/* Mixed precision staging: prec CDP_PREC_BF16 or CDP_PREC_FP16, or
+ * CDP_PREC_TF32 for float channels-last staging (a transpose alone).
  * to_nhwc: x (n, c, h, w) float -> y (n, h, w, c) bf16/fp16 (round to nearest).
  * Used for activations and for weights (F, C, KH, KW) -> (F, KH, KW, C).
  * from_nhwc: x (n, h, w, c) half -> y (n, c, h, w) float, y = x + beta*y. */

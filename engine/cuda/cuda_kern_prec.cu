@@ -5,8 +5,11 @@
  * 16-bit results back to float32 NCHW.
  *
  *   to_nhwc:   x (n, c, h, w) float -> y (n, h, w, c) half, round to nearest
- *              (weights (F, C, KH, KW) -> (F, KH, KW, C) the same way)
- *   from_nhwc: x (n, h, w, c) half -> y (n, c, h, w) float, y = x + beta y
+ *              (weights (F, C, KH, KW) -> (F, KH, KW, C) the same way);
+ *              with CDP_PREC_TF32, y float (the transpose alone: tf32's
+ *              channels-last staging, CDP_CUDNN_NHWC=1)
+ *   from_nhwc: x (n, h, w, c) half (or float) -> y (n, c, h, w) float,
+ *              y = x + beta y
  *   to_half / from_half: the same conversions without a layout change
  *
  * Each (n) image is a transpose of a (c, h*w) matrix. With 16 or more
@@ -30,6 +33,9 @@ static __host__ __device__ inline void to16(float v, __half *o) { *o = __float2h
 static __host__ __device__ inline void to16(float v, __nv_bfloat16 *o) { *o = __float2bfloat16_rn(v); }
 static __host__ __device__ inline float to32(__half v) { return __half2float(v); }
 static __host__ __device__ inline float to32(__nv_bfloat16 v) { return __bfloat162float(v); }
+/* float staging (tf32 channels-last, CDP_CUDNN_NHWC=1): a transpose only */
+static __host__ __device__ inline void to16(float v, float *o) { *o = v; }
+static __host__ __device__ inline float to32(float v) { return v; }
 
 /* ---- layout changes: one image is (c, hw) in NCHW and (hw, c) in NHWC ---- */
 
@@ -134,8 +140,10 @@ void cdk_to_nhwc_half(cudaStream_t s, int prec, int n, int c, int h, int w, cons
 		to_nhwc(s, n, c, hw, x, (__nv_bfloat16 *)y);
 	else if (prec == CDP_PREC_FP16)
 		to_nhwc(s, n, c, hw, x, (__half *)y);
+	else if (prec == CDP_PREC_TF32)
+		to_nhwc(s, n, c, hw, x, (float *)y);
 	else
-		cdk_die(__FILE__, __LINE__, "cdk_to_nhwc_half: precision is neither bf16 nor fp16");
+		cdk_die(__FILE__, __LINE__, "cdk_to_nhwc_half: precision is not bf16, fp16 or tf32");
 }
 
 void cdk_from_nhwc_half(cudaStream_t s, int prec, int n, int c, int h, int w, const void *x,
@@ -149,8 +157,10 @@ void cdk_from_nhwc_half(cudaStream_t s, int prec, int n, int c, int h, int w, co
 		from_nhwc(s, n, c, hw, (const __nv_bfloat16 *)x, y, beta);
 	else if (prec == CDP_PREC_FP16)
 		from_nhwc(s, n, c, hw, (const __half *)x, y, beta);
+	else if (prec == CDP_PREC_TF32)
+		from_nhwc(s, n, c, hw, (const float *)x, y, beta);
 	else
-		cdk_die(__FILE__, __LINE__, "cdk_from_nhwc_half: precision is neither bf16 nor fp16");
+		cdk_die(__FILE__, __LINE__, "cdk_from_nhwc_half: precision is not bf16, fp16 or tf32");
 }
 
 /* ---- plain conversions ---- */

@@ -30,10 +30,14 @@
 #              none while nvidia-smi lists a GPU is a failure, with the
 #              CUDA runtime's reason
 #   test_ops 120, test_ops_cudnn_find 150 (CDP_CUDNN_BENCHMARK=1, another
-#              seed), test_model 90, two_ranks 150, multi_gpu 150 (NCCL,
+#              seed), test_ops_nhwc 120 (CDP_CUDNN_NHWC=1: tf32 staged
+#              channels-last), test_ops_cudnn_bn 120 (CDP_CUDNN_BN=1:
+#              cuDNN's training batchnorm), test_model 90, two_ranks 150, multi_gpu 150 (NCCL,
 #              rendezvous, watchdog; skips on fewer than 2 GPUs), bench_gpu
 #              240 (with per-layer and per-operator profiles of both sides
-#              in LOGS/profiles: bench/gpu.sh's BENCH_PROFILE_DIR);
+#              in LOGS/profiles: bench/gpu.sh's BENCH_PROFILE_DIR),
+#              bench_variants 200 (the U-Net with CDP_CUDNN_BN=1 and with
+#              CDP_CUDNN_NHWC=1, each against PyTorch again);
 #   test_ops_blocking 150, optional: test_ops with CUDA_LAUNCH_BLOCKING=1,
 #              which pins an asynchronous error on the launch that caused
 #              it; run when named in CDP_GPU_STEPS, or when test_ops FAILed
@@ -50,9 +54,10 @@
 #      CDP_GPU_CUDA=no (build without CUDA: a dry run on a machine without
 #      it, where the GPU steps skip), CDP_GPU_BUDGET (seconds, default 440),
 #      BENCH_* (bench/gpu.sh), CDP_GPU_STEPS: the steps after the build to
-#      run, of "test_ops test_ops_cudnn_find test_model two_ranks multi_gpu
-#      bench_gpu" (all by default) and "test_ops_blocking" (a rerun after a
-#      fix need not repeat what passed)
+#      run, of "test_ops test_ops_cudnn_find test_ops_nhwc test_ops_cudnn_bn
+#      test_model two_ranks multi_gpu bench_gpu bench_variants" (all by
+#      default) and "test_ops_blocking" (a rerun after a fix need not
+#      repeat what passed)
 # Exit: 0 when no step failed, timed out or was not run (skips are not
 # failures, but for want of a device on a GPU machine), else 1.
 set -u
@@ -173,6 +178,22 @@ do_build() {
 }
 
 
+# bench_variants: the U-Net with each setting that is not the default and
+# was not yet timed on a GPU, against PyTorch in the same run: cuDNN's
+# batchnorm (CDP_CUDNN_BN=1; ours is the default) and tf32 convolutions
+# staged channels-last (CDP_CUDNN_NHWC=1)
+do_bench_variants() {
+	for v in "CDP_CUDNN_BN=1 tf32 bf16" "CDP_CUDNN_NHWC=1 tf32"; do
+		set -- $v
+		e=$1
+		shift
+		echo "== $e"
+		env "$e" BENCH_MODELS=unet BENCH_PRECISIONS="$*" BENCH_REPEAT=1 \
+			sh "$src/bench/gpu.sh" "$build" >"$logs/bench_${e%%=*}.log" 2>&1 || return 1
+		sed -n '/^model /,$p' "$logs/bench_${e%%=*}.log"
+	done
+}
+
 # the devices this build sees; none while nvidia-smi lists a GPU fails
 do_devices() {
 	n=$("$build/tests/gpu/test_ops" --count-devices 2>"$logs/devices.why") || return 1
@@ -196,15 +217,16 @@ failed=0
 t_all=$(date +%s)
 
 # want STEP: whether CDP_GPU_STEPS (default: all but the optional) names STEP
-all_steps="test_ops test_ops_cudnn_find test_model two_ranks multi_gpu bench_gpu"
+all_steps="test_ops test_ops_cudnn_find test_ops_nhwc test_ops_cudnn_bn test_model two_ranks
+multi_gpu bench_gpu bench_variants"
 for w in ${CDP_GPU_STEPS:-$all_steps}; do
-	case " $all_steps test_ops_blocking " in
+	case " $(echo $all_steps) test_ops_blocking " in
 	*" $w "*) ;;
 	*) echo "run-device: unknown step '$w' in CDP_GPU_STEPS (steps: $all_steps test_ops_blocking)" >&2
 		exit 2 ;;
 	esac
 done
-want() { case " ${CDP_GPU_STEPS:-$all_steps} " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
+want() { case " $(echo ${CDP_GPU_STEPS:-$all_steps}) " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 budget=${CDP_GPU_BUDGET:-440}
 case $budget in '' | *[!0-9]*) echo "run-device: CDP_GPU_BUDGET='$budget' is not seconds" >&2; exit 2 ;; esac
 budget_end=$((t_all + budget))
@@ -236,6 +258,10 @@ if [ "$env_ok" -eq 1 ] && step configure 120 sh "$self" --run do_configure &&
 	want test_ops && step test_ops 120 "$build/tests/gpu/test_ops"
 	want test_ops_cudnn_find && step test_ops_cudnn_find 150 env CDP_CUDNN_BENCHMARK=1 \
 		CDP_GPU_TEST_SEED=7 "$build/tests/gpu/test_ops"
+	want test_ops_nhwc && step test_ops_nhwc 120 env CDP_CUDNN_NHWC=1 \
+		"$build/tests/gpu/test_ops"
+	want test_ops_cudnn_bn && step test_ops_cudnn_bn 120 env CDP_CUDNN_BN=1 \
+		"$build/tests/gpu/test_ops"
 	if want test_ops_blocking || grep -q '^test_ops  *FAIL' "$summary"; then
 		step test_ops_blocking 150 env CUDA_LAUNCH_BLOCKING=1 "$build/tests/gpu/test_ops"
 	fi
@@ -251,6 +277,7 @@ if [ "$env_ok" -eq 1 ] && step configure 120 sh "$self" --run do_configure &&
 			sh "$src/bench/gpu.sh" "$build"
 		sed -n '/^model /,$p' "$logs/bench_gpu.log"
 	fi
+	want bench_variants && step bench_variants 200 sh "$self" --run do_bench_variants
 fi
 echo
 echo "=== summary ($(($(date +%s) - t_all)) s of a ${budget} s budget; logs in $logs)"

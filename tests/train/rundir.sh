@@ -105,7 +105,7 @@ long=$(printf '%0400d' 0)
 nl='
 '
 for e in CDP_DIST_THREAD=yes CDP_DIST_STAGE=2 CDP_CPU_ISA=junk CDP_JOB_ID=$long \
-	CDP_CUDNN_BENCHMARK=on CDP_CUDNN_BN=cudnn CDP_CPU_BF16_EMU=yes CDP_CPU_BF16=vnni \
+	CDP_CUDNN_BENCHMARK=on CDP_CUDNN_BN=cudnn CDP_CUDNN_NHWC=yes CDP_CPU_BF16_EMU=yes CDP_CPU_BF16=vnni \
 	CDP_CPU_WINOGRAD=off; do
 	name=${e%%=*} value=${e#*=}
 	case $name in

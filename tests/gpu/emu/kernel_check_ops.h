@@ -388,9 +388,27 @@ static float half_value(int prec, uint16_t bits)
 	return prec == CDP_PREC_BF16 ? __bfloat162float(__nv_bfloat16(br)) : __half2float(__half(hr));
 }
 
-/* to_nhwc / from_nhwc below and from 16 channels (tiles), to/from_half */
+/* to_nhwc / from_nhwc below and from 16 channels (tiles), to/from_half;
+ * tf32's float staging: the transpose alone, bit for bit */
 static void t_prec(void)
 {
+	for (int c : { 1, 3, 16, 40 }) {
+		int n = rint_(1, 3), h = rint_(1, 9), w = rint_(1, 40), hw = h * w;
+		size_t len = (size_t)n * c * hw;
+		std::string sh = fmt(" tf32 (%d,%d,%d,%d)", n, c, h, w);
+		auto x = rvec(len, -100, 100), want = x, back = rvec(len), ref = back;
+		std::vector<float> y(len, NAN);
+		for (int s = 0; s < n; s++)
+			for (int ch = 0; ch < c; ch++)
+				for (int p = 0; p < hw; p++) {
+					want[((size_t)s * hw + p) * c + ch] = x[((size_t)s * c + ch) * hw + p];
+					ref[((size_t)s * c + ch) * hw + p] += x[((size_t)s * c + ch) * hw + p];
+				}
+		cdk_to_nhwc_half(0, CDP_PREC_TF32, n, c, h, w, x.data(), y.data());
+		cmp("to_nhwc float" + sh, y.data(), want.data(), len);
+		cdk_from_nhwc_half(0, CDP_PREC_TF32, n, c, h, w, want.data(), back.data(), 1.0f);
+		cmp("from_nhwc float beta 1" + sh, back.data(), ref.data(), len);
+	}
 	for (int prec : { CDP_PREC_BF16, CDP_PREC_FP16 })
 		for (int c : { 1, 3, 15, 16, 40, 70 }) {
 			int n = rint_(1, 3), h = rint_(1, 9), w = rint_(1, 40), hw = h * w;
