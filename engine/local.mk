@@ -39,6 +39,7 @@ engine_libcdpengine_a_SOURCES = \
 CUDA_KERN_SRCS = engine/cuda/cuda_kern_data.cu engine/cuda/cuda_kern_elem.cu \
 	engine/cuda/cuda_kern_layers.cu engine/cuda/cuda_kern_loss.cu \
 	engine/cuda/cuda_kern_optim.cu engine/cuda/cuda_kern_pool.cu engine/cuda/cuda_kern_bn.cu \
+	engine/cuda/cuda_kern_deconv.cu \
 	engine/cuda/cuda_kern_prec.cu engine/cuda/cuda_kern_window.cu
 CUDA_KERN_OBJS = $(CUDA_KERN_SRCS:.cu=.$(OBJEXT))
 if HAVE_CUDA

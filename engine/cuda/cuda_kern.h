@@ -22,7 +22,8 @@
  *
  * Sources: cuda_kern_elem.cu (fill .. act, sumsq), cuda_kern_layers.cu
  * (upsample, chan slices, dropout, gap, bias, bn over one value per
- * channel), cuda_kern_bn.cu (batchnorm in training), cuda_kern_pool.cu (maxpool), cuda_kern_loss.cu (losses,
+ * channel), cuda_kern_bn.cu (batchnorm in training), cuda_kern_deconv.cu
+ * (the 2x2 stride-2 transposed convolution in float32), cuda_kern_pool.cu (maxpool), cuda_kern_loss.cu (losses,
  * argmax, confusion), cuda_kern_optim.cu, cuda_kern_prec.cu (half
  * staging), cuda_kern_data.cu (prep_batch), cuda_kern_window.cu
  * (cdp-predict's windows), and their private header cuda_kern_int.cuh. A
@@ -93,6 +94,13 @@ void cdk_bias_grad(cudaStream_t s, int n, int f, int hw, const float *dy, float 
 void cdk_bn_train1(cudaStream_t s, int c, const float *x, const float *gamma, const float *beta,
                    float *y, float *run_mean, float *run_var, float momentum, float eps,
                    float *save_mean, float *save_invstd, int act, float slope);
+/* the data gradient of a 2x2 stride-2 convolution whose windows tile its
+ * input (the U-Net's transposed convolution's forward), float32
+ * (cuda_kern_deconv.cu): dx (n, c, 2 oh, 2 ow) (+)= per beta, from dy
+ * (n, f, oh, ow) and w (f, c, 2, 2); for f that cdk_deconv2_fits (1..1024) */
+int cdk_deconv2_fits(int f);
+void cdk_deconv2(cudaStream_t s, int n, int c, int f, int oh, int ow, const float *dy,
+                 const float *w, float *dx, float beta);
 /* batchnorm in training (cuda_kern_bn.cu): backend.h's bn_fwd_train with
  * bn_fwd_train_h's bf16 copies (xh, yh where not NULL), and bn_bwd with
  * the activation's mask from bn(x) computed again (y is not read, dy not

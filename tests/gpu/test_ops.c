@@ -219,6 +219,7 @@ void test_conv(void)
 		{ 2, 6, 5, 7, 8, 1, 2, 0, 1 },      /* 1x1 stride 2 */
 		{ 2, 3, 8, 8, 2, 4, 2, 1, 1 },      /* even kernel */
 		{ 2, 3, 6, 6, 4, 2, 2, 0, 1 },      /* 2x2 stride 2 (the deconv's) */
+		{ 2, 16, 34, 40, 24, 2, 2, 0, 1 },  /* the same over 2 blocks of cdk_deconv2 */
 		{ 1, 1, 3, 3, 2, 5, 1, 2, 1 },      /* kernel larger than the image */
 		{ 1, 2, 20, 22, 3, 3, 1, 3, 1 },    /* pad > dil*(K-1) */
 		{ 64, 16, 8, 8, 32, 3, 1, 1, 1 },   /* classifier-like */

@@ -156,7 +156,7 @@ int main(int argc, char **argv)
 {
 	static const struct { const char *name; void (*fn)(void); } groups[] = {
 		{ "emulator", t_emu }, { "elementwise", t_elem }, { "layers", t_layers }, { "batchnorm1", t_bn1 },
-		{ "bn_train", t_bn_train },
+		{ "bn_train", t_bn_train }, { "deconv2", t_deconv2 },
 		{ "bn_sync", t_bn_sync }, { "bias_grad", t_bias_grad }, { "dropout", t_dropout }, { "maxpool", t_pool },
 		{ "losses", t_loss }, { "optimizers", t_optim }, { "half", t_prec },
 		{ "prep_batch", t_data }, { "windows", t_window },

@@ -589,6 +589,36 @@ static void cmp_scaled(const std::string &name, const float *got, const float *w
 	                            bad, n, first, got[first], want[first]) : "");
 }
 
+/* the 2x2 stride-2 data gradient (cdk_deconv2) against the CPU's
+ * conv_bwd_data of the same descriptor: several blocks along (i, j), a
+ * partial last block, one filter and many, beta 0 (garbage in dx) and 1.
+ * Float sums of f products in another order: within 1e-5 of the sums'
+ * scale (the terms are below 9: 9 sqrt(f)). */
+static void t_deconv2(void)
+{
+	static const int shapes[][5] = { { 2, 3, 4, 5, 7 }, { 1, 16, 1, 9, 40 }, { 3, 2, 33, 12, 20 },
+	                                 { 1, 5, 64, 3, 3 } };
+	report("deconv2 takes 1 to 1024 filters", !(cdk_deconv2_fits(1) && cdk_deconv2_fits(1024) &&
+	                                             !cdk_deconv2_fits(0) && !cdk_deconv2_fits(1025)));
+	for (const auto &sh : shapes) {
+		int n = sh[0], c = sh[1], f = sh[2], oh = sh[3], ow = sh[4];
+		cdp_conv_desc d = { n, c, 2 * oh, 2 * ow, f, 2, 2, 2, 0, 1, 0, 0, 0 };
+		cdp_conv_desc_init(&d);
+		size_t nx = (size_t)n * c * d.h * d.w, ny = (size_t)n * f * oh * ow;
+		auto dy = rvec(ny), w = rvec((size_t)f * c * 4);
+		std::vector<unsigned char> ws(be->conv_workspace(be, &d) + 64);
+		for (float beta : { 0.0f, 1.0f }) {
+			auto a = rvec(nx), b = a;
+			if (beta == 0.0f)
+				a[nx / 2] = NAN;
+			cdk_deconv2(0, n, c, f, oh, ow, dy.data(), w.data(), a.data(), beta);
+			be->conv_bwd_data(be, &d, dy.data(), w.data(), b.data(), beta, ws.data());
+			cmp_scaled(fmt("deconv2 (%d,%d,%d,%d,%d) beta %g", n, c, f, oh, ow, beta), a.data(),
+			           b.data(), nx, 1e-5, 9 * sqrt((double)f));
+		}
+	}
+}
+
 /* bf16 bit patterns equal, or both NaN (backend.h: "a NaN stays a NaN";
  * CUDA's rounding gives 0x7fff, the CPU's keeps the payload) */
 static void cmp_bf16(const std::string &name, const uint16_t *got, const uint16_t *want, size_t n)

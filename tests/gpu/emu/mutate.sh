@@ -85,6 +85,10 @@ cuda_kern_bn.cu@bn_train@s/bn_pre(xv, mean\[ch\], cdk_mul(gamma\[ch\], invstd\[c
 cuda_kern_bn.cu@bn_train@s/var \* (double)m \/ (double)(m - 1) : var/var : var/@batchnorm's running variance left biased
 cuda_kern_bn.cu@bn_train@s/g = bn_grad(act, slope, bn_pre(xv, mu, a, beta\[ch\]), g);/;/@batchnorm's dx ignores the activation's mask
 cuda_kern_bn.cu@bn_train@s/cdk_put(&dx\[i\], cdk_mul(a, v), dxbeta);/dx[i] = cdk_mul(a, v);/@batchnorm's dx overwrites with beta 1
+cuda_kern_deconv.cu@deconv2@s/cdk_put(&o\[2 \* ow\], s2, beta);/cdk_put(\&o[2 * ow], s3, beta);/@deconv2 writes a wrong tap into the second row
+cuda_kern_deconv.cu@deconv2@s/w\[((size_t)(t >> 2) \* c + ch) \* 4 + (t & 3)\]/w[((size_t)(t >> 2) * c) * 4 + (t \& 3)]/@deconv2 takes channel 0's weights for every channel
+cuda_kern_deconv.cu@deconv2@s/for (int k = 0; k < f; k++)/for (int k = 0; k < f - 1; k++)/@deconv2 drops the last filter
+cuda_kern_deconv.cu@deconv2@0,/__syncthreads();/s//;/@deconv2 reads the shared weights before they are loaded
 cuda_kern_data.cu@prep_batch@s/cdp_prep_src(\&a, oh, ow, p, q, \&sy, \&sx);/cdp_prep_src(\&a, oh, ow, q, p, \&sy, \&sx);/@prep_batch: output row and column swapped (the geometry itself is backend.h's, the CPU's too)
 EOF
 echo "mutate.sh: $((n - bad)) of $n seeded bugs caught"
