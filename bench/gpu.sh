@@ -18,7 +18,9 @@
 # cudnn.benchmark). Warm-up steps are not timed; each side synchronises the
 # device before reading the clock. Each configuration runs BENCH_REPEAT
 # times, interleaved, and the fastest run counts. Prints one table: samples/s
-# of both and the ratio ours / PyTorch per model and precision.
+# of both and the ratio ours / PyTorch per model and precision, and each
+# side's TFLOP/s (3 x the forward's conv/dense FLOPs) with its share of the
+# GPU's dense peak where the GPU is one the script knows (H100/H200, A100).
 #   usage: bench/gpu.sh [BUILDDIR]
 #   env: BENCH_STEPS (10), BENCH_WARMUP (3), BENCH_REPEAT (2),
 #        BENCH_MODELS ("unet classifier"), BENCH_PRECISIONS ("fp32 tf32 bf16"),
@@ -106,14 +108,38 @@ for m in $models_run; do
 	esac
 done
 
-"$PY" - "$tmp" $models_run <<'PYEOF'
-import json, os, sys
-tmp, names = sys.argv[1], sys.argv[2:]
-print("\n%-11s %-6s %14s %14s %8s  %s" % ("model", "prec", "cdpool smp/s", "torch smp/s",
-                                           "ratio", "torch peak MiB"))
+gpu_name=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
+"$PY" - "$tmp" "$gpu_name" $models_run <<'PYEOF'
+import json, math, os, sys
+tmp, gpu, names = sys.argv[1], sys.argv[2], sys.argv[3:]
+
+# Dense peaks in TFLOP/s by the vendors' datasheets (fp32 without tensor
+# cores, tf32 and bf16 tensor cores, no sparsity), longest name first
+PEAKS = [("H200 NVL", (60, 418, 835)), ("H100 NVL", (60, 418, 835)),
+         ("H100 PCIe", (51, 378, 756)), ("H200", (67, 495, 989)), ("H100", (67, 495, 989)),
+         ("A100", (19.5, 156, 312))]
+peak = next((p for k, p in PEAKS if k in gpu), None)
+
+def step_flops(path):
+    """3 x the forward's multiply-adds x 2 (forward, data and filter
+    gradients) of the conv, deconv and dense layers, per sample"""
+    with open(path) as f:
+        m = json.load(f)
+    fl = 0
+    for l in m["layers"]:
+        if l["type"] in ("conv", "deconv", "dense"):
+            w = math.prod(l["params"][0]["shape"])
+            o, i = l["out"], l["in"][0]
+            fl += 2 * w * (i[1] * i[2] if l["type"] == "deconv" else o[1] * o[2])
+    return 3 * fl
+
+print("\n%-11s %-6s %14s %14s %8s  %-14s %-14s %s" % (
+    "model", "prec", "cdpool smp/s", "torch smp/s", "ratio", "cdpool TF/s", "torch TF/s",
+    "torch peak MiB"))
 bad = False
 for name in names:
     best = {}
+    fl = step_flops(os.path.join(tmp, name + ".json"))
     with open(os.path.join(tmp, name + ".runs")) as f:
         for line in f:
             r = json.loads(line)
@@ -126,9 +152,16 @@ for name in names:
         o, t = best.get(("ours", prec), {}), best.get(("torch", prec), {})
         so, st = o.get("samples_per_s", 0.0), t.get("samples_per_s", 0.0)
         bad |= not so or not st
-        print("%-11s %-6s %14.2f %14.2f %8s  %s" % (
-            name, prec, so, st, "%.2fx" % (so / st) if so and st else "-",
+        pk = peak[("fp32", "tf32", "bf16").index(prec)] if peak and prec in ("fp32", "tf32", "bf16") else None
+        def tf(sps):
+            v = fl * sps / 1e12
+            return "%.1f (%.1f%%)" % (v, 100 * v / pk) if pk else "%.1f" % v
+        print("%-11s %-6s %14.2f %14.2f %8s  %-14s %-14s %s" % (
+            name, prec, so, st, "%.2fx" % (so / st) if so and st else "-", tf(so), tf(st),
             "%.0f" % t["max_memory_mib"] if "max_memory_mib" in t else "-"))
-print("(ratio: cdpool / PyTorch samples per second; a 0 is a run that failed)")
+print("(ratio: cdpool / PyTorch samples per second; a 0 is a run that failed; TF/s: 3 x the")
+print(" forward's conv/dense FLOPs a sample, %s)" % (
+    "with its share of the %s's dense peak, %s TFLOP/s fp32/tf32/bf16"
+    % (gpu, "/".join(str(x) for x in peak)) if peak else "no share: no known peak for '%s'" % gpu))
 sys.exit(1 if bad else 0)
 PYEOF
