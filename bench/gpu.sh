@@ -152,7 +152,8 @@ for name in names:
         o, t = best.get(("ours", prec), {}), best.get(("torch", prec), {})
         so, st = o.get("samples_per_s", 0.0), t.get("samples_per_s", 0.0)
         bad |= not so or not st
-        pk = peak[("fp32", "tf32", "bf16").index(prec)] if peak and prec in ("fp32", "tf32", "bf16") else None
+        kinds = ("fp32", "tf32", "bf16")
+        pk = peak[kinds.index(prec)] if peak and prec in kinds else None
         def tf(sps):
             v = fl * sps / 1e12
             return "%.1f (%.1f%%)" % (v, 100 * v / pk) if pk else "%.1f" % v

@@ -23,10 +23,11 @@
  * Sources: cuda_kern_elem.cu (fill .. act, sumsq), cuda_kern_layers.cu
  * (upsample, chan slices, dropout, gap, bias, bn over one value per
  * channel), cuda_kern_bn.cu (batchnorm in training), cuda_kern_deconv.cu
- * (the 2x2 stride-2 transposed convolution in float32), cuda_kern_pool.cu (maxpool), cuda_kern_loss.cu (losses,
- * argmax, confusion), cuda_kern_optim.cu, cuda_kern_prec.cu (half
- * staging), cuda_kern_data.cu (prep_batch), cuda_kern_window.cu
- * (cdp-predict's windows), and their private header cuda_kern_int.cuh. A
+ * (the 2x2 stride-2 transposed convolution in float32), cuda_kern_pool.cu
+ * (maxpool), cuda_kern_loss.cu (losses, argmax, confusion),
+ * cuda_kern_optim.cu, cuda_kern_prec.cu (half staging), cuda_kern_data.cu
+ * (prep_batch), cuda_kern_window.cu (cdp-predict's windows), and their
+ * private header cuda_kern_int.cuh. A
  * failed launch prints the file and line, flushes every stream and aborts
  * (a launcher cannot return an error).
  */

@@ -51,7 +51,8 @@ export LD_LIBRARY_PATH="$devenv_p:$devenv_l/pmix2/lib${LD_LIBRARY_PATH:+:$LD_LIB
 export DEVDEPS_FB="$DEVDEPS_BLAS/fb"
 devenv_fl=$devenv_d/fb/usr/lib/x86_64-linux-gnu
 if [ ! -e "$devenv_fl/libcairo.so" ]; then
-	DEVENV_ERR="no fb/usr/lib/x86_64-linux-gnu/libcairo.so in '$devenv_d' (run scripts/device-deps.sh again)"
+	DEVENV_ERR="no fb/usr/lib/x86_64-linux-gnu/libcairo.so in '$devenv_d'"
+	DEVENV_ERR="$DEVENV_ERR (run scripts/device-deps.sh again)"
 	return 1
 fi
 rm -rf "$DEVDEPS_FB" && mkdir -p "$DEVDEPS_FB" ||
@@ -60,7 +61,8 @@ devenv_cache=$( { ldconfig -p || /sbin/ldconfig -p; } 2>/dev/null)
 for devenv_f in "$devenv_fl"/lib*.so.* "$devenv_d"/fb/lib/x86_64-linux-gnu/lib*.so.*; do
 	[ -e "$devenv_f" ] || continue
 	devenv_n=${devenv_f##*/}
-	if [ "${DEVENV_FB_ALL:-0}" = 1 ] || ! printf '%s\n' "$devenv_cache" | grep -q "^[[:space:]]*$devenv_n "; then
+	if [ "${DEVENV_FB_ALL:-0}" = 1 ] ||
+		! printf '%s\n' "$devenv_cache" | grep -q "^[[:space:]]*$devenv_n "; then
 		ln -sfn "$devenv_f" "$DEVDEPS_FB/$devenv_n"
 	fi
 done
@@ -104,5 +106,6 @@ case $devenv_glibc in
 	fi
 	export LD_PRELOAD="$devenv_d/arc4random.so${LD_PRELOAD:+:$LD_PRELOAD}" ;;
 esac
-unset devenv_d devenv_l devenv_p devenv_so devenv_glibc devenv_src devenv_fl devenv_f devenv_n devenv_cache
+unset devenv_d devenv_l devenv_p devenv_so devenv_glibc devenv_src devenv_fl devenv_f devenv_n \
+	devenv_cache
 return 0

@@ -633,14 +633,14 @@ static void cmp_bf16(const std::string &name, const uint16_t *got, const uint16_
 }
 
 /* batchnorm in training (cdk_bn_train, cdk_bn_bwd) against the CPU's
- * bn_fwd_train and bn_bwd: one part per channel, several (3, 20), one
- * for c > 1024 (the per-channel floats after c blocks of partials), every
- * activation, beta 0 and 1, a NaN in a channel. The statistics are double sums in another order than the CPU's
- * float lanes, so the saved mean and invstd may differ in their last bit:
- * values within 1e-5 of their scale (the inputs' 3; dgamma and dbeta, sums
- * of m terms, 3 sqrt(m)). The bf16 copies equal to_bf16 of x and of the
- * kernel's own y bit for bit (a NaN as a NaN); without running or saved statistics y is the
- * same bits. */
+ * bn_fwd_train and bn_bwd: one part per channel, several (3, 20), one for
+ * c > 1024 (the per-channel floats after c blocks of partials), every
+ * activation, beta 0 and 1, a NaN in a channel. The statistics are double
+ * sums in another order than the CPU's float lanes, so the saved mean and
+ * invstd may differ in their last bit: values within 1e-5 of their scale
+ * (the inputs' 3; dgamma and dbeta, sums of m terms, 3 sqrt(m)). The bf16
+ * copies equal to_bf16 of x and of the kernel's own y bit for bit (a NaN
+ * as a NaN); without running or saved statistics y is the same bits. */
 static void t_bn_train(void)
 {
 	static const int shapes[][3] = { { 2, 3, 10 }, { 3, 5, 3000 }, { 1, 600, 300 },
