@@ -107,10 +107,12 @@ static void bn_train_ours(cdp_backend *be, int n, int c, int hw, const float *x,
 	CDP_KERNEL_CHECK();
 }
 
-static void cu_bn_fwd_train(cdp_backend *be, int n, int c, int hw, const float *x,
-                            const float *gamma, const float *beta, float *y,
-                            float *run_mean, float *run_var, float momentum, float eps,
-                            float *save_mean, float *save_invstd, int act, float slope)
+/* cuDNN's training batchnorm (CDP_CUDNN_BN=1), or ours over one value per
+ * channel */
+static void bn_train_cudnn(cdp_backend *be, int n, int c, int hw, const float *x,
+                           const float *gamma, const float *beta, float *y,
+                           float *run_mean, float *run_var, float momentum, float eps,
+                           float *save_mean, float *save_invstd, int act, float slope)
 {
 	cu_impl *im = cu_im(be);
 	const float one = 1.0f, zero = 0.0f;
@@ -128,11 +130,6 @@ static void cu_bn_fwd_train(cdp_backend *be, int n, int c, int hw, const float *
 		CDP_KERNEL_CHECK();
 		return;
 	}
-	if (!im->bn_cudnn) {
-		bn_train_ours(be, n, c, hw, x, NULL, gamma, beta, y, NULL, run_mean, run_var, momentum,
-		              eps, save_mean, save_invstd, act, slope);
-		return;
-	}
 	bn_descs(im, n, c, hw);
 	CDP_CUDNN_CHECK(cudnnBatchNormalizationForwardTraining(im->dnn, CUDNN_BATCHNORM_SPATIAL,
 		&one, &zero, im->ta, x, im->ta, y, im->tbn, gamma, beta, (double)momentum,
@@ -141,15 +138,16 @@ static void cu_bn_fwd_train(cdp_backend *be, int n, int c, int hw, const float *
 		cu_act_fwd(be, act, slope, y, y, (size_t)n * c * hw);
 }
 
-/* cuDNN writes y: the stash keeps it (bn_fwd_train_h never gets y NULL) */
+/* both paths write y: the stash keeps it (bn_fwd_train_h never gets y NULL) */
 static int cu_bn_fwd_h_alone(cdp_backend *be)
 {
 	(void)be;
 	return 0;
 }
 
-/* bn_fwd_train and the copies from y and x: from the pass that writes y
- * (ours), or two more passes (cuDNN's, and one value per channel) */
+/* bn_fwd_train and the copies from y and x where not NULL: from the pass
+ * that writes y (ours), or two more passes (cuDNN's, and one value per
+ * channel) */
 static void cu_bn_fwd_train_h(cdp_backend *be, int n, int c, int hw, const float *x,
                               uint16_t *xh, const float *gamma, const float *beta, float *y,
                               uint16_t *yh, float *run_mean, float *run_var, float momentum,
@@ -159,17 +157,25 @@ static void cu_bn_fwd_train_h(cdp_backend *be, int n, int c, int hw, const float
 	size_t count = (size_t)n * c * hw;
 
 	if (!cu_im(be)->bn_cudnn && (size_t)n * hw > 1) {
-		/* the copies from the pass that writes y */
 		bn_train_ours(be, n, c, hw, x, xh, gamma, beta, y, yh, run_mean, run_var, momentum,
 		              eps, save_mean, save_invstd, act, slope);
 		return;
 	}
-	cu_bn_fwd_train(be, n, c, hw, x, gamma, beta, y, run_mean, run_var, momentum, eps,
-	                save_mean, save_invstd, act, slope);
+	bn_train_cudnn(be, n, c, hw, x, gamma, beta, y, run_mean, run_var, momentum, eps, save_mean,
+	               save_invstd, act, slope);
 	if (xh)
 		be->to_bf16(be, x, xh, count);
 	if (yh)
 		be->to_bf16(be, y, yh, count);
+}
+
+static void cu_bn_fwd_train(cdp_backend *be, int n, int c, int hw, const float *x,
+                            const float *gamma, const float *beta, float *y,
+                            float *run_mean, float *run_var, float momentum, float eps,
+                            float *save_mean, float *save_invstd, int act, float slope)
+{
+	cu_bn_fwd_train_h(be, n, c, hw, x, NULL, gamma, beta, y, NULL, run_mean, run_var, momentum,
+	                  eps, save_mean, save_invstd, act, slope);
 }
 
 static void cu_bn_fwd_infer(cdp_backend *be, int n, int c, int hw, const float *x,

@@ -31,6 +31,12 @@
 
 #define BN_CHUNK 4096     /* values of one channel per block of a first pass */
 
+/* partials the scratch holds: CDK_RED_PARTS blocks, or C of one part */
+static size_t bn_blocks(int c)
+{
+	return (size_t)c > CDK_RED_PARTS ? (size_t)c : CDK_RED_PARTS;
+}
+
 /* parts per channel: m / BN_CHUNK, at most CDK_RED_PARTS blocks in all
  * (one part per channel when C exceeds that) */
 static unsigned bn_parts(int c, size_t m)
@@ -44,18 +50,14 @@ static unsigned bn_parts(int c, size_t m)
 
 size_t cdk_bn_scratch_bytes(int c)
 {
-	size_t blocks = (size_t)c > CDK_RED_PARTS ? (size_t)c : CDK_RED_PARTS;
-
 	/* the head, 2 doubles per block, then 2C floats of per-channel results */
-	return (CDK_RED_HEAD + 2 * blocks) * sizeof(double) + 2 * (size_t)c * sizeof(float);
+	return (CDK_RED_HEAD + 2 * bn_blocks(c)) * sizeof(double) + 2 * (size_t)c * sizeof(float);
 }
 
 /* the per-channel floats after the partials */
 static float *bn_chan(void *scratch, int c)
 {
-	size_t blocks = (size_t)c > CDK_RED_PARTS ? (size_t)c : CDK_RED_PARTS;
-
-	return (float *)(cdk_parts(scratch) + 2 * blocks);
+	return (float *)(cdk_parts(scratch) + 2 * bn_blocks(c));
 }
 
 /* value j of channel ch's n*hw: sample j / hw, position j % hw */
@@ -66,12 +68,6 @@ static __device__ __forceinline__ size_t bn_at(size_t j, int c, int ch, unsigned
 	return (nn * (size_t)c + ch) * hw + i;
 }
 
-/* bn(x) before the activation, as cpu_bn.c's pre1 */
-static __host__ __device__ __forceinline__ float bn_pre(float x, float m, float a, float b)
-{
-	return cdk_add(cdk_mul(cdk_sub(x, m), a), b);
-}
-
 /* the gradient before the activation from p = bn(x), cpu_bn.c's grad1 */
 static __host__ __device__ __forceinline__ float bn_grad(int act, float slope, float p, float g)
 {
@@ -80,6 +76,17 @@ static __host__ __device__ __forceinline__ float bn_grad(int act, float slope, f
 	if (act == CDP_ACT_LEAKY)
 		return p > 0.0f ? g : cdk_mul(g, slope);
 	return g;
+}
+
+/* block (ch, b)'s two sums v over the block to part (2 doubles per
+ * (ch, b)); every thread of the block calls it */
+static __device__ void put_part(double *part, int ch, int parts, double v[2])
+{
+	cdk_block_sum<2>(v);
+	if (threadIdx.x == 0) {
+		part[2 * ((size_t)ch * parts + blockIdx.y)] = v[0];
+		part[2 * ((size_t)ch * parts + blockIdx.y) + 1] = v[1];
+	}
 }
 
 /* block (ch, b): sums of x - k and its square over channel ch's values
@@ -96,11 +103,7 @@ static __global__ void stats_k(int c, unsigned hw, size_t m, size_t chunk, const
 		v[0] += d;
 		v[1] += d * d;
 	}
-	cdk_block_sum<2>(v);
-	if (threadIdx.x == 0) {
-		part[2 * ((size_t)ch * parts + blockIdx.y)] = v[0];
-		part[2 * ((size_t)ch * parts + blockIdx.y) + 1] = v[1];
-	}
+	put_part(part, ch, parts, v);
 }
 
 /* v = channel ch's two sums: its parts added in a fixed order (valid in
@@ -127,20 +130,10 @@ static __global__ void fin_k(int c, unsigned hw, size_t m, int parts, const doub
 	chan_sums(part, ch, parts, v);
 	if (threadIdx.x != 0)
 		return;
-	float k = x[(size_t)ch * hw], fm, fi;
-	double d = v[0] / (double)m, var = v[1] / (double)m - d * d;
-	if (var < 0.0)          /* rounding, for a constant channel */
-		var = 0.0;
-	fm = (float)(k + d);
-	fi = (float)(1.0 / sqrt(var + (double)eps));
-	mo[ch] = fm;
-	io[ch] = fi;
-	if (run_mean && run_var) {
-		double unbiased = m > 1 ? var * (double)m / (double)(m - 1) : var;
-		float keep = cdk_sub(1.0f, momentum);
-		run_mean[ch] = cdk_add(cdk_mul(keep, run_mean[ch]), cdk_mul(momentum, fm));
-		run_var[ch] = cdk_add(cdk_mul(keep, run_var[ch]), cdk_mul(momentum, (float)unbiased));
-	}
+	double d = v[0] / (double)m;
+
+	cdk_bn_stats(x[(size_t)ch * hw], d, v[1] / (double)m - d * d, m, eps, momentum, run_mean,
+	             run_var, (size_t)ch, &mo[ch], &io[ch]);
 }
 
 /* y = act(bn(x)), and the bf16 copies of x and y where not NULL */
@@ -152,11 +145,8 @@ static __global__ void apply_k(size_t len, int c, unsigned hw, const float *x,
 	CDK_FOR_EACH(i, len) {
 		size_t r, t = cdk_divmod(i, hw, &r);
 		int ch = (int)(t % (size_t)c);
-		float xv = x[i], v = bn_pre(xv, mean[ch], cdk_mul(gamma[ch], invstd[ch]), beta[ch]);
-		if (act == CDP_ACT_RELU)
-			v = v < 0.0f ? 0.0f : v;        /* NaN passes, as on the CPU */
-		else if (act == CDP_ACT_LEAKY)
-			v = v < 0.0f ? cdk_mul(v, slope) : v;
+		float xv = x[i];
+		float v = cdk_bn_out(xv, mean[ch], cdk_mul(gamma[ch], invstd[ch]), beta[ch], act, slope);
 		y[i] = v;
 		if (xh)
 			xh[i] = __float2bfloat16_rn(xv);
@@ -209,15 +199,11 @@ static __global__ void gsum_k(int c, unsigned hw, size_t m, size_t chunk, const 
 		size_t o = bn_at(j, c, ch, hw);
 		float xv = x[o], g = dy[o];
 		if (act)
-			g = bn_grad(act, slope, bn_pre(xv, mu, a, b), g);
+			g = bn_grad(act, slope, cdk_bn_pre(xv, mu, a, b), g);
 		v[0] += g;
 		v[1] += (double)g * cdk_mul(cdk_sub(xv, mu), is);
 	}
-	cdk_block_sum<2>(v);
-	if (threadIdx.x == 0) {
-		part[2 * ((size_t)ch * parts + blockIdx.y)] = v[0];
-		part[2 * ((size_t)ch * parts + blockIdx.y) + 1] = v[1];
-	}
+	put_part(part, ch, parts, v);
 }
 
 /* block ch: dgamma, dbeta += the sums (as floats, as the CPU adds them);
@@ -247,7 +233,7 @@ static __global__ void dx_k(size_t len, int c, unsigned hw, const float *x, cons
 		int ch = (int)(t % (size_t)c);
 		float mu = mean[ch], is = invstd[ch], a = cdk_mul(gamma[ch], is), xv = x[i], g = dy[i];
 		if (act)
-			g = bn_grad(act, slope, bn_pre(xv, mu, a, beta[ch]), g);
+			g = bn_grad(act, slope, cdk_bn_pre(xv, mu, a, beta[ch]), g);
 		float v = cdk_sub(cdk_sub(g, mg[ch]), cdk_mul(cdk_mul(cdk_sub(xv, mu), is), mg[ch + c]));
 		cdk_put(&dx[i], cdk_mul(a, v), dxbeta);
 	}

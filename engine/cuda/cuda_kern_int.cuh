@@ -140,6 +140,48 @@ static __host__ __device__ __forceinline__ void cdk_put(float *out, float v, flo
 	*out = beta == 0.0f ? v : cdk_add(cdk_mul(beta, *out), v);
 }
 
+/* Batchnorm in cpu_bn.c's arithmetic, every float operation rounded alone
+ * (cuda_kern_bn.cu, and cuda_kern_layers.cu's one value per channel).
+ * bn_train_chan's statistics of channel ch from its shifted sums about k
+ * over m values, d = s1/m and var = s2/m - d^2: the saved mean *fm and
+ * invstd *fi, the running statistics updated (both or neither; the
+ * unbiased variance is var itself for m = 1, where N*H*W - 1 = 0). */
+static __host__ __device__ inline void cdk_bn_stats(float k, double d, double var, size_t m,
+                                                    float eps, float momentum, float *run_mean,
+                                                    float *run_var, size_t ch, float *fm,
+                                                    float *fi)
+{
+	if (var < 0.0)          /* rounding, for a constant channel */
+		var = 0.0;
+	*fm = (float)(k + d);
+	*fi = (float)(1.0 / sqrt(var + (double)eps));
+	if (run_mean && run_var) {
+		double unbiased = m > 1 ? var * (double)m / (double)(m - 1) : var;
+		float keep = cdk_sub(1.0f, momentum);
+		run_mean[ch] = cdk_add(cdk_mul(keep, run_mean[ch]), cdk_mul(momentum, *fm));
+		run_var[ch] = cdk_add(cdk_mul(keep, run_var[ch]), cdk_mul(momentum, (float)unbiased));
+	}
+}
+
+/* bn(x) before the activation, pre1: (x - m) a + b, a = gamma * invstd */
+static __host__ __device__ __forceinline__ float cdk_bn_pre(float x, float m, float a, float b)
+{
+	return cdk_add(cdk_mul(cdk_sub(x, m), a), b);
+}
+
+/* the forward's output act(bn(x)), norm_plane's (NaN passes) */
+static __host__ __device__ __forceinline__ float cdk_bn_out(float x, float m, float a, float b,
+                                                            int act, float slope)
+{
+	float v = cdk_bn_pre(x, m, a, b);
+
+	if (act == CDP_ACT_RELU)
+		return v < 0.0f ? 0.0f : v;
+	if (act == CDP_ACT_LEAKY)
+		return v < 0.0f ? cdk_mul(v, slope) : v;
+	return v;
+}
+
 /* Sums each of v[0..M) over the block, in a fixed order: a shuffle tree in
  * each warp, then one over the warps' sums. Every thread must call it
  * (blockDim.x == CDK_THREADS); the sums are valid in thread 0. */

@@ -373,28 +373,15 @@ static __host__ __device__ inline void bn1(int i, const float *x, const float *g
                                            float *save_mean, float *save_invstd, int act,
                                            float slope)
 {
-	float k = x[i], fm, fi, v;
-	double d = (double)k - k, var = d * d - d * d;
+	float k = x[i], fm, fi;
+	double d = (double)k - k;
 
-	if (var < 0.0)
-		var = 0.0;
-	fm = (float)(k + d);
-	fi = (float)(1.0 / sqrt(var + (double)eps));
-	v = cdk_add(cdk_mul(cdk_sub(k, fm), cdk_mul(gamma[i], fi)), beta[i]);
-	if (act == CDP_ACT_RELU)
-		v = v < 0.0f ? 0.0f : v;
-	else if (act == CDP_ACT_LEAKY)
-		v = v < 0.0f ? cdk_mul(v, slope) : v;
-	y[i] = v;
+	cdk_bn_stats(k, d, d * d - d * d, 1, eps, momentum, run_mean, run_var, (size_t)i, &fm, &fi);
+	y[i] = cdk_bn_out(k, fm, cdk_mul(gamma[i], fi), beta[i], act, slope);
 	if (save_mean)
 		save_mean[i] = fm;
 	if (save_invstd)
 		save_invstd[i] = fi;
-	if (run_mean && run_var) {
-		float keep = cdk_sub(1.0f, momentum);
-		run_mean[i] = cdk_add(cdk_mul(keep, run_mean[i]), cdk_mul(momentum, fm));
-		run_var[i] = cdk_add(cdk_mul(keep, run_var[i]), cdk_mul(momentum, (float)var));
-	}
 }
 
 static __global__ void bn1_k(int c, const float *x, const float *gamma, const float *beta,

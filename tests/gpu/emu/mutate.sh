@@ -67,7 +67,7 @@ cuda_kern_elem.cu@elementwise@s/return v < 0.0f ? 0.0f : v;/return v > 0.0f ? v 
 cuda_kern_layers.cu@layers@s/int oy0 = 2 \* iy - 2 < 0 ? 0 : 2 \* iy - 2/int oy0 = 2 * iy - 1 < 0 ? 0 : 2 * iy - 1/@bilinear backward skips the weight-0 row (inf, -0)
 cuda_kern_layers.cu@layers@s/(nn \* big_c + off + ch)/(nn * big_c + ch)/@channel slices ignore the channel offset
 cuda_kern_layers.cu@dropout@s/int keep = cdp_dropout_keep(seed, i, p);/int keep = cdp_dropout_keep(seed + 1, i, p);/@dropout mask drawn from another hash than the CPU's
-cuda_kern_layers.cu@batchnorm1@s/cdk_mul(momentum, (float)var)/cdk_mul(momentum, (float)(var \/ (1.0 - 1.0)))/@bn over one value: running variance divided by N*H*W - 1 = 0
+cuda_kern_int.cuh@batchnorm1@s/double unbiased = m > 1 ? var \* (double)m \/ (double)(m - 1) : var;/double unbiased = var * (double)m \/ (double)(m - 1);/@bn over one value: running variance divided by N*H*W - 1 = 0
 cuda_kern_int.cuh@emulator@s/^\tfflush(NULL);$//@a failed launch aborts without flushing stdout
 cuda_kern_layers.cu@bias_grad@s/dbias\[ch\] += (float)v\[0\];/dbias[ch] = (float)v[0];/@one-part bias_grad overwrites dbias
 cuda_kern_layers.cu@bias_grad@s/b < parts; b += CDK_THREADS/b < parts - 1; b += CDK_THREADS/@bias_grad second pass drops the last part
@@ -81,9 +81,9 @@ cuda_kern_prec.cu@half@/from_nhwc_tile_k/,/__syncthreads();/s/__syncthreads();/;
 cuda_kern_optim.cu@optimizers@s/float denom = cdk_add(cdk_div(root, c.bc2s), c.eps)/float denom = cdk_div(cdk_add(root, c.eps), c.bc2s)/@adamw: eps inside the bias correction
 cuda_kern_bn.cu@bn_train@s/for (int b = threadIdx.x; b < parts; b += CDK_THREADS) {/for (int b = threadIdx.x + 1; b < parts; b += CDK_THREADS) {/@batchnorm's second passes skip each channel's first part
 cuda_kern_bn.cu@bn_train@s/return (nn \* (size_t)c + ch) \* hw + i;/return (nn + ch) * hw + i;/@batchnorm's sums read the wrong planes past the first sample
-cuda_kern_bn.cu@bn_train@s/bn_pre(xv, mean\[ch\], cdk_mul(gamma\[ch\], invstd\[ch\]), beta\[ch\])/bn_pre(xv, mean[ch], invstd[ch], beta[ch])/@batchnorm's forward ignores gamma
-cuda_kern_bn.cu@bn_train@s/var \* (double)m \/ (double)(m - 1) : var/var : var/@batchnorm's running variance left biased
-cuda_kern_bn.cu@bn_train@s/g = bn_grad(act, slope, bn_pre(xv, mu, a, beta\[ch\]), g);/;/@batchnorm's dx ignores the activation's mask
+cuda_kern_bn.cu@bn_train@s/cdk_bn_out(xv, mean\[ch\], cdk_mul(gamma\[ch\], invstd\[ch\]), beta\[ch\], act, slope)/cdk_bn_out(xv, mean[ch], invstd[ch], beta[ch], act, slope)/@batchnorm's forward ignores gamma
+cuda_kern_int.cuh@bn_train@s/var \* (double)m \/ (double)(m - 1) : var/var : var/@batchnorm's running variance left biased
+cuda_kern_bn.cu@bn_train@s/g = bn_grad(act, slope, cdk_bn_pre(xv, mu, a, beta\[ch\]), g);/;/@batchnorm's dx ignores the activation's mask
 cuda_kern_bn.cu@bn_train@s/cdk_put(&dx\[i\], cdk_mul(a, v), dxbeta);/dx[i] = cdk_mul(a, v);/@batchnorm's dx overwrites with beta 1
 cuda_kern_deconv.cu@deconv2@s/cdk_put(&o\[2 \* ow\], s2, beta);/cdk_put(\&o[2 * ow], s3, beta);/@deconv2 writes a wrong tap into the second row
 cuda_kern_deconv.cu@deconv2@s/w\[((size_t)(t >> 2) \* c + ch) \* 4 + (t & 3)\]/w[((size_t)(t >> 2) * c) * 4 + (t \& 3)]/@deconv2 takes channel 0's weights for every channel
