@@ -79,9 +79,10 @@ static void report(const std::string &name, long bad, const std::string &what = 
 }
 
 /* got (emulated kernel) against want (CPU), element by element: bitwise
- * when tol < 0 (any NaN equals any NaN), else within tol relative */
+ * when tol < 0 (any NaN equals any NaN), else within tol of max(scale, |want|)
+ * (scale: the size the batch sets, for values near 0) */
 static void cmp(const std::string &name, const float *got, const float *want, size_t n,
-                double tol = -1)
+                double tol = -1, double scale = 1e-6)
 {
 	long bad = 0;
 	size_t first = 0;
@@ -94,7 +95,7 @@ static void cmp(const std::string &name, const float *got, const float *want, si
 		else if (tol < 0)
 			same = memcmp(&a, &b, sizeof a) == 0;
 		else
-			same = fabs((double)a - b) <= tol * fmax(1e-6, fabs((double)b));
+			same = fabs((double)a - b) <= tol * fmax(scale, fabs((double)b));
 		if (!same && !bad++)
 			first = i;
 	}

@@ -570,25 +570,6 @@ static void t_bn1(void)
 	}
 }
 
-/* |got - want| <= tol * max(scale, |want|) for n floats (NaN on both
- * sides passes): values whose size the batch sets, not their own */
-static void cmp_scaled(const std::string &name, const float *got, const float *want, size_t n,
-                       double tol, double scale)
-{
-	long bad = 0;
-	size_t first = 0;
-
-	for (size_t i = 0; i < n; i++) {
-		float a = got[i], b = want[i];
-		int same = a != a || b != b ? a != a && b != b
-		                            : fabs((double)a - b) <= tol * fmax(scale, fabs((double)b));
-		if (!same && !bad++)
-			first = i;
-	}
-	report(name, bad, bad ? fmt("%ld of %zu values differ, first [%zu]: emulated %.9g, cpu %.9g",
-	                            bad, n, first, got[first], want[first]) : "");
-}
-
 /* the 2x2 stride-2 data gradient (cdk_deconv2) against the CPU's
  * conv_bwd_data of the same descriptor: several blocks along (i, j), a
  * partial last block, one filter and many, beta 0 (garbage in dx) and 1.
@@ -613,8 +594,8 @@ static void t_deconv2(void)
 				a[nx / 2] = NAN;
 			cdk_deconv2(0, n, c, f, oh, ow, dy.data(), w.data(), a.data(), beta);
 			be->conv_bwd_data(be, &d, dy.data(), w.data(), b.data(), beta, ws.data());
-			cmp_scaled(fmt("deconv2 (%d,%d,%d,%d,%d) beta %g", n, c, f, oh, ow, beta), a.data(),
-			           b.data(), nx, 1e-5, 9 * sqrt((double)f));
+			cmp(fmt("deconv2 (%d,%d,%d,%d,%d) beta %g", n, c, f, oh, ow, beta), a.data(),
+			    b.data(), nx, 1e-5, 9 * sqrt((double)f));
 		}
 	}
 }
@@ -666,11 +647,11 @@ static void t_bn_train(void)
 		             0.1f, scratch_bytes(cdk_bn_scratch_bytes(c)));
 		be->bn_fwd_train(be, n, c, hw, x.data(), g.data(), bt.data(), yb.data(), rmb.data(),
 		                 rvb.data(), mom, eps, smb.data(), sib.data(), act, 0.1f);
-		cmp_scaled("bn_train y" + nm, ya.data(), yb.data(), len, 1e-5, 3);
-		cmp_scaled("bn_train save_mean" + nm, sma.data(), smb.data(), c, 1e-5, 3);
-		cmp_scaled("bn_train save_invstd" + nm, sia.data(), sib.data(), c, 1e-5, 3);
-		cmp_scaled("bn_train running mean" + nm, rma.data(), rmb.data(), c, 1e-5, 3);
-		cmp_scaled("bn_train running var" + nm, rva.data(), rvb.data(), c, 1e-5, 3);
+		cmp("bn_train y" + nm, ya.data(), yb.data(), len, 1e-5, 3);
+		cmp("bn_train save_mean" + nm, sma.data(), smb.data(), c, 1e-5, 3);
+		cmp("bn_train save_invstd" + nm, sia.data(), sib.data(), c, 1e-5, 3);
+		cmp("bn_train running mean" + nm, rma.data(), rmb.data(), c, 1e-5, 3);
+		cmp("bn_train running var" + nm, rva.data(), rvb.data(), c, 1e-5, 3);
 		be->to_bf16(be, x.data(), xhb.data(), len);
 		be->to_bf16(be, ya.data(), yhb.data(), len);
 		cmp_bf16("bn_train x copy" + nm, xha.data(), xhb.data(), len);
@@ -692,9 +673,9 @@ static void t_bn_train(void)
 		           smb.data(), sib.data(), eps, act, 0.1f, dxb.data(), beta, dgb.data(),
 		           dbb.data());
 		std::string bn = nm + fmt(" beta %g", beta);
-		cmp_scaled("bn_bwd dx" + bn, dxa.data(), dxb.data(), len, 1e-5, 3);
-		cmp_scaled("bn_bwd dgamma" + bn, dga.data(), dgb.data(), c, 1e-5, 3 * sqrt((double)m));
-		cmp_scaled("bn_bwd dbeta" + bn, dba.data(), dbb.data(), c, 1e-5, 3 * sqrt((double)m));
+		cmp("bn_bwd dx" + bn, dxa.data(), dxb.data(), len, 1e-5, 3);
+		cmp("bn_bwd dgamma" + bn, dga.data(), dgb.data(), c, 1e-5, 3 * sqrt((double)m));
+		cmp("bn_bwd dbeta" + bn, dba.data(), dbb.data(), c, 1e-5, 3 * sqrt((double)m));
 		cmp_mem("bn_bwd leaves dy" + bn, dy.data(), dy0.data(), len);
 	}
 }
