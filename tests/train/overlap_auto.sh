@@ -40,7 +40,9 @@ m = re.search(r"took ([0-9.]+) ms with gradients reduced during backward, ([0-9.
 if not m:
     fail("train.log: %r" % lines[0])
 during, after, chosen = float(m.group(1)), float(m.group(2)), m.group(3)
-if chosen != ("after" if after < during else "during"):
+# medians equal to the log's 0.1 ms were compared on digits it does not
+# show: either choice is the right one for some value they round from
+if during != after and chosen != ("after" if after < during else "during"):
     fail("chose %s with %.1f ms during and %.1f ms after" % (chosen, during, after))
 x = [e for e in json.load(open(path))["traceEvents"] if e["ph"] == "X"]
 seen = []
