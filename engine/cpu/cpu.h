@@ -115,6 +115,10 @@ void cpu_kgemm_nt(const cdp_backend *be, int m, int n, int k, const float *a, lo
  * not). */
 const char *cpu_kgemm_isa(void);
 int cpu_kgemm_force(const char *isa);
+/* Whether the chosen set is AVX-512 or above, so that vector code may take
+ * 16 floats a vector (the Winograd transforms' wide loops, cpu_wino_vec.h);
+ * a test that forces "avx2" on such a CPU gets the 8-wide loops. */
+int cpu_kgemm_wide(void);
 /* The bf16 kernels the chosen instruction set gives: "avx512bf16", or
  * "emulated" where it has none and CDP_CPU_BF16_EMU=1 (for tests), else
  * NULL (cpu_set_precision then refuses CDP_PREC_BF16). */

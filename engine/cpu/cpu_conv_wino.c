@@ -341,7 +341,8 @@ VECTOR_CLONES static void input_row(const cpu_corr *c, int tpr, float *restrict 
 		for (int r = 0; r < 4; r++)
 			rp[r] = sl + (size_t)s * chs + (size_t)(2 * yr + r) * wp;
 #if WINO_VEC
-		INPUT_VEC(wvec, 16, EVEN, ODD)
+		if (WINO_WIDE)
+			INPUT_VEC(wvec, 16, EVEN, ODD)
 		INPUT_VEC(wvec8, 8, EVEN8, ODD8)
 		INPUT_VEC(wvec4, 4, EVEN4, ODD4)
 #endif
@@ -385,7 +386,8 @@ VECTOR_CLONES static void output_row(const wjob *j, const float *restrict mm, in
 		 * columns 2tx, 2tx + 1 */
 		int tx = 0;
 #if WINO_VEC
-		OUTPUT_VEC(wvec, 16, ZIP_LO, ZIP_HI)
+		if (WINO_WIDE)
+			OUTPUT_VEC(wvec, 16, ZIP_LO, ZIP_HI)
 		OUTPUT_VEC(wvec8, 8, ZIP_LO8, ZIP_HI8)
 		OUTPUT_VEC(wvec4, 4, ZIP_LO4, ZIP_HI4)
 #endif

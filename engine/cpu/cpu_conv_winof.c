@@ -202,83 +202,96 @@ static void dy_tiles(const fjob *j, float *z, int n, int ty, int t0, int tx0, in
 }
 
 #if WINO_VEC
-/* m (16 x 16) transposed in place: four perfect shuffles of its rows
- * (row 2i, 2i + 1 = rows i, i + 8 zipped) swap the bits of the row and
+/* m (W x W) transposed in place: log2 W perfect shuffles of its rows
+ * (rows 2i, 2i + 1 = rows i, i + W/2 zipped) swap the bits of the row and
  * the column index */
-static inline __attribute__((always_inline)) void transpose16(wvec *m)
-{
-	for (int round = 0; round < 4; round++) {
-		wvec t[16];
-		#pragma GCC unroll 8
-		for (int i = 0; i < 8; i++) {
-			t[2 * i] = __builtin_shuffle(m[i], m[i + 8], ZIP_LO);
-			t[2 * i + 1] = __builtin_shuffle(m[i], m[i + 8], ZIP_HI);
-		}
-		#pragma GCC unroll 16
-		for (int i = 0; i < 16; i++)
-			m[i] = t[i];
+#define TRANSPOSE(VT, W, ZL, ZH, m) \
+	for (int round_ = 1; round_ < (W); round_ *= 2) { \
+		VT t_[W]; \
+		_Pragma("GCC unroll 8") \
+		for (int i_ = 0; i_ < (W) / 2; i_++) { \
+			t_[2 * i_] = __builtin_shuffle((m)[i_], (m)[i_ + (W) / 2], ZL); \
+			t_[2 * i_ + 1] = __builtin_shuffle((m)[i_], (m)[i_ + (W) / 2], ZH); \
+		} \
+		_Pragma("GCC unroll 16") \
+		for (int i_ = 0; i_ < (W); i_++) \
+			(m)[i_] = t_[i_]; \
 	}
+
+/* Z for W tiles from tx0 (both their columns in the plane) and W filters
+ * from o0, W = 16 (AVX-512) or 8 (AVX2, WINO_WIDE): per filter, the 16
+ * values of each xi for the W tiles as vectors (rows y0, y1 split into the
+ * tiles' left and right columns), then each xi's W x W turned around so
+ * that a tile's W filters are one vector of its row of Z. RND rounds a
+ * vector of the type to bf16 (j->rnd). */
+#define DY_BLOCK(VT, W, EV, OD, ZL, ZH, RND) { \
+	const cpu_corr *c = j->c; \
+	size_t plane = (size_t)c->oh * c->ow, zs = zst(c, &j->f); \
+	const float *d0 = j->dy + ((size_t)n * c->o + o0) * plane + (size_t)(2 * ty) * c->ow + \
+	                  2 * tx0; \
+	int row1 = 2 * ty + 1 < c->oh; \
+	VT b[16][W];             /* [xi][filter], the W tiles a vector */ \
+	for (int ol = 0; ol < (W); ol++) { \
+		const float *y0 = d0 + (size_t)ol * plane, *y1 = row1 ? y0 + c->ow : zeros; \
+		VT r0 = *(const VT *)y0, s0 = *(const VT *)(y0 + (W)); \
+		VT r1 = *(const VT *)y1, s1 = *(const VT *)(y1 + (W)); \
+		if (j->rnd) { \
+			RND(r0); \
+			RND(s0); \
+			RND(r1); \
+			RND(s1); \
+		} \
+		VT a0 = __builtin_shuffle(r0, s0, EV), a1 = __builtin_shuffle(r0, s0, OD); \
+		VT b0 = __builtin_shuffle(r1, s1, EV), b1 = __builtin_shuffle(r1, s1, OD); \
+		VT e[4][2] = { { a0, a1 }, { a0 + b0, a1 + b1 }, { a0 - b0, a1 - b1 }, { -b0, -b1 } }; \
+		for (int i = 0; i < 4; i++) { \
+			b[4 * i][ol] = e[i][0]; \
+			b[4 * i + 1][ol] = e[i][0] + e[i][1]; \
+			b[4 * i + 2][ol] = e[i][0] - e[i][1]; \
+			b[4 * i + 3][ol] = -e[i][1]; \
+		} \
+	} \
+	for (int x = 0; x < 16; x++) { \
+		float *zt = z + x * zs + (size_t)(t0 + tx0) * c->o + o0; \
+		TRANSPOSE(VT, W, ZL, ZH, b[x]) \
+		for (int t = 0; t < (W); t++) \
+			*(VT *)(zt + (size_t)t * c->o) = b[x][t]; \
+	} \
 }
 
-/* Z for 16 tiles from tx0 (both their columns in the plane) and 16
- * filters from o0: per filter, the 16 values of each xi for the 16 tiles
- * as vectors (rows y0, y1 split into the tiles' left and right columns),
- * then each xi's 16 x 16 turned around so that a tile's 16 filters are
- * one vector of its row of Z */
 static inline __attribute__((always_inline)) void dy_block(const fjob *j, float *z, int n, int ty,
                                                          int t0, int tx0, int o0,
                                                          const float *zeros)
-{
-	const cpu_corr *c = j->c;
-	size_t plane = (size_t)c->oh * c->ow, zs = zst(c, &j->f);
-	const float *d0 = j->dy + ((size_t)n * c->o + o0) * plane + (size_t)(2 * ty) * c->ow + 2 * tx0;
-	int row1 = 2 * ty + 1 < c->oh;
-	wvec b[16][16];          /* [xi][filter], the 16 tiles a vector */
+DY_BLOCK(wvec, 16, EVEN, ODD, ZIP_LO, ZIP_HI, WINO_BF16)
 
-	for (int ol = 0; ol < 16; ol++) {
-		const float *y0 = d0 + (size_t)ol * plane, *y1 = row1 ? y0 + c->ow : zeros;
-		wvec r0 = *(const wvec *)y0, s0 = *(const wvec *)(y0 + 16);
-		wvec r1 = *(const wvec *)y1, s1 = *(const wvec *)(y1 + 16);
-
-		if (j->rnd) {
-			WINO_BF16(r0);
-			WINO_BF16(s0);
-			WINO_BF16(r1);
-			WINO_BF16(s1);
-		}
-		wvec a0 = __builtin_shuffle(r0, s0, EVEN), a1 = __builtin_shuffle(r0, s0, ODD);
-		wvec b0 = __builtin_shuffle(r1, s1, EVEN), b1 = __builtin_shuffle(r1, s1, ODD);
-		wvec e[4][2] = { { a0, a1 }, { a0 + b0, a1 + b1 }, { a0 - b0, a1 - b1 }, { -b0, -b1 } };
-
-		for (int i = 0; i < 4; i++) {
-			b[4 * i][ol] = e[i][0];
-			b[4 * i + 1][ol] = e[i][0] + e[i][1];
-			b[4 * i + 2][ol] = e[i][0] - e[i][1];
-			b[4 * i + 3][ol] = -e[i][1];
-		}
-	}
-	for (int x = 0; x < 16; x++) {
-		float *zt = z + x * zs + (size_t)(t0 + tx0) * c->o + o0;
-
-		transpose16(b[x]);
-		for (int t = 0; t < 16; t++)
-			*(wvec *)(zt + (size_t)t * c->o) = b[x][t];
-	}
-}
+static inline __attribute__((always_inline)) void dy_block8(const fjob *j, float *z, int n,
+                                                          int ty, int t0, int tx0, int o0,
+                                                          const float *zeros)
+DY_BLOCK(wvec8, 8, EVEN8, ODD8, ZIP_LO8, ZIP_HI8, WINO_BF16_8)
 #endif
 
-/* Z for the tiles of tile row r (their columns from t0 on) */
+/* Z for the tiles of tile row r (their columns from t0 on): W x W blocks
+ * (16 where WINO_WIDE, else 8), then the rest one at a time */
 VECTOR_CLONES static void dy_row(const fjob *j, float *z, int r, int t0, const float *zeros)
 {
 	const cpu_corr *c = j->c;
 	int tph = j->f.g.tph, n = r / tph, ty = r % tph, tx = 0;
 
 #if WINO_VEC
-	for (; tx + 16 <= c->ow / 2; tx += 16) {
-		int o = 0;
-		for (; o + 16 <= c->o; o += 16)
-			dy_block(j, z, n, ty, t0, tx, o, zeros);
-		dy_tiles(j, z, n, ty, t0, tx, tx + 16, o, c->o);
+	if (WINO_WIDE) {
+		for (; tx + 16 <= c->ow / 2; tx += 16) {
+			int o = 0;
+			for (; o + 16 <= c->o; o += 16)
+				dy_block(j, z, n, ty, t0, tx, o, zeros);
+			dy_tiles(j, z, n, ty, t0, tx, tx + 16, o, c->o);
+		}
+	} else {
+		for (; tx + 8 <= c->ow / 2; tx += 8) {
+			int o = 0;
+			for (; o + 8 <= c->o; o += 8)
+				dy_block8(j, z, n, ty, t0, tx, o, zeros);
+			dy_tiles(j, z, n, ty, t0, tx, tx + 8, o, c->o);
+		}
 	}
 #else
 	(void)zeros;

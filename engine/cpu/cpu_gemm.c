@@ -222,6 +222,13 @@ const char *cpu_kgemm_isa(void)
 	return kern()->isa;
 }
 
+int cpu_kgemm_wide(void)
+{
+	const char *isa = kern()->isa;
+
+	return strncmp(isa, "avx512", 6) == 0 || strcmp(isa, "amx") == 0;
+}
+
 int cpu_kgemm_force(const char *isa)
 {
 	kern();

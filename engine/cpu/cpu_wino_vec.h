@@ -16,6 +16,13 @@
 
 #if defined(__GNUC__) && !defined(__clang__)
 #define WINO_VEC 16
+/* Whether the 16-wide loops run: only with the AVX-512 kernels
+ * (cpu_kgemm_wide, cpu.h). For AVX2 GCC lowers a shuffle of 64-byte
+ * vectors through the stack (scalar moves and store-forwarding stalls: the
+ * transforms took 3 to 4 times the time of 8-wide loops on a Zen 3,
+ * doc/PERFORMANCE.md), and the clones are one source, so the choice is
+ * made at run time, once per row. */
+#define WINO_WIDE (cpu_kgemm_wide())
 /* 16 at a time, */
 typedef float wvec __attribute__((vector_size(64), aligned(4), may_alias));
 typedef int wveci __attribute__((vector_size(64)));
@@ -24,15 +31,16 @@ static const wveci ODD = { 1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29
 static const wveci ZIP_LO = { 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23 };
 static const wveci ZIP_HI = { 8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31 };
 typedef unsigned wvecu __attribute__((vector_size(64)));
-/* v rounded to bf16 in place, lane by lane, bit for bit as
- * cpu_bf16_round: to nearest, ties to even, a NaN kept a quiet NaN (a
- * macro: a function returning a vector of 64 bytes changes the ABI
- * without AVX-512) */
-#define WINO_BF16(v) do { \
-	wvecu u_ = (wvecu)(v), nan_ = (wvecu)((u_ & 0x7fffffffu) > 0x7f800000u); \
-	wvecu r_ = (u_ + 0x7fffu + ((u_ >> 16) & 1u)) & 0xffff0000u; \
-	(v) = (wvec)((nan_ & ((u_ | 0x400000u) & 0xffff0000u)) | (~nan_ & r_)); \
+/* v (of type VT, UT its unsigned lanes) rounded to bf16 in place, lane by
+ * lane, bit for bit as cpu_bf16_round: to nearest, ties to even, a NaN
+ * kept a quiet NaN (a macro: a function returning a vector of 64 bytes
+ * changes the ABI without AVX-512) */
+#define WINO_BF16_AS(VT, UT, v) do { \
+	UT u_ = (UT)(v), nan_ = (UT)((u_ & 0x7fffffffu) > 0x7f800000u); \
+	UT r_ = (u_ + 0x7fffu + ((u_ >> 16) & 1u)) & 0xffff0000u; \
+	(v) = (VT)((nan_ & ((u_ | 0x400000u) & 0xffff0000u)) | (~nan_ & r_)); \
 } while (0)
+#define WINO_BF16(v) WINO_BF16_AS(wvec, wvecu, v)
 /* and 8 at a time, for the rows of 8 to 15 tiles (16x16 to 30x30 planes), */
 typedef float wvec8 __attribute__((vector_size(32), aligned(4), may_alias));
 typedef int wveci8 __attribute__((vector_size(32)));
@@ -40,6 +48,8 @@ static const wveci8 EVEN8 = { 0, 2, 4, 6, 8, 10, 12, 14 };
 static const wveci8 ODD8 = { 1, 3, 5, 7, 9, 11, 13, 15 };
 static const wveci8 ZIP_LO8 = { 0, 8, 1, 9, 2, 10, 3, 11 };
 static const wveci8 ZIP_HI8 = { 4, 12, 5, 13, 6, 14, 7, 15 };
+typedef unsigned wvecu8 __attribute__((vector_size(32)));
+#define WINO_BF16_8(v) WINO_BF16_AS(wvec8, wvecu8, v)
 /* and 4, for 8x8 and 7x7 planes and the rest of a row */
 typedef float wvec4 __attribute__((vector_size(16), aligned(4), may_alias));
 typedef int wveci4 __attribute__((vector_size(16)));

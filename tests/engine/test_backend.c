@@ -204,9 +204,12 @@ static void test_conv(void)
 		{ 1, 64, 70, 66, 64, 3, 1, 1, 1 },
 		{ 3, 64, 16, 16, 24, 3, 1, 1, 1 },   /* 24 out: direct */
 		{ 2, 32, 18, 64, 32, 3, 1, 1, 1 },   /* the least channels it takes */
-		/* the filter gradient's blocks of 16 tiles and 16 filters, a
+		/* the filter gradient's blocks of 16 tiles and 16 filters (8
+		 * and 8 with the avx2 and sse2 sets), a
 		 * filter tail, an odd last tile row and column */
 		{ 2, 64, 33, 35, 72, 3, 1, 1, 1 },
+		/* filter tails past blocks of 8 (the avx2 set's) and of 16 */
+		{ 2, 64, 20, 35, 68, 3, 1, 1, 1 },
 		/* so wide that the filter gradient goes in chunks, filters past
 		 * the last block of 16 */
 		{ 1, 256, 8, 8, 520, 3, 1, 1, 1 },
