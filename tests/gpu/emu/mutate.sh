@@ -64,7 +64,7 @@ cuda_kern_int.cuh@losses@s/for (unsigned b = threadIdx.x; b < g;/for (unsigned b
 cuda_kern_int.cuh@elementwise@s/i += (size_t)gridDim.x \* blockDim.x/i += blockDim.x/@grid-stride loop steps by one block, not the grid
 cuda_kern_int.cuh@elementwise@s/\*out = beta == 0.0f ? v : /*out = /@cdk_put reads the output when beta is 0 (garbage leaks)
 cuda_kern_elem.cu@elementwise@s/return v < 0.0f ? 0.0f : v;/return v > 0.0f ? v : 0.0f;/@relu turns NaN into 0
-cuda_kern_layers.cu@layers@s/int oy0 = 2 \* iy - 2 < 0 ? 0 : 2 \* iy - 2/int oy0 = 2 * iy - 1 < 0 ? 0 : 2 * iy - 1/@bilinear backward skips the weight-0 row (inf, -0)
+cuda_kern_layers.cu@layers@s/if (y0 != iy && y1 != iy)/if ((y0 != iy || a0 == 0.0f) \&\& (y1 != iy || a1 == 0.0f))/@bilinear backward skips a row of weight 0 (inf and NaN in dy, -0)
 cuda_kern_layers.cu@layers@s/(nn \* big_c + off + ch)/(nn * big_c + ch)/@channel slices ignore the channel offset
 cuda_kern_layers.cu@dropout@s/int keep = cdp_dropout_keep(seed, i, p);/int keep = cdp_dropout_keep(seed + 1, i, p);/@dropout mask drawn from another hash than the CPU's
 cuda_kern_int.cuh@batchnorm1@s/double unbiased = m > 1 ? var \* (double)m \/ (double)(m - 1) : var;/double unbiased = var * (double)m \/ (double)(m - 1);/@bn over one value: running variance divided by N*H*W - 1 = 0
