@@ -332,6 +332,9 @@ VECTOR_CLONES static void input_row(const cpu_corr *c, int tpr, float *restrict 
 {
 	int wp = 2 * tpr + 2;
 	size_t st = (size_t)c->s * ld + XPAD;
+#if WINO_VEC
+	int wide = WINO_WIDE;
+#endif
 
 	for (int s = 0; s < c->s; s++) {
 		const float *rp[4];
@@ -341,7 +344,7 @@ VECTOR_CLONES static void input_row(const cpu_corr *c, int tpr, float *restrict 
 		for (int r = 0; r < 4; r++)
 			rp[r] = sl + (size_t)s * chs + (size_t)(2 * yr + r) * wp;
 #if WINO_VEC
-		if (WINO_WIDE)
+		if (wide)
 			INPUT_VEC(wvec, 16, EVEN, ODD)
 		INPUT_VEC(wvec8, 8, EVEN8, ODD8)
 		INPUT_VEC(wvec4, 4, EVEN4, ODD4)
@@ -374,6 +377,9 @@ VECTOR_CLONES static void output_row(const wjob *j, const float *restrict mm, in
 	int tpr = j->g.tpr, full = c->ow / 2;
 	size_t ot = (size_t)c->o * j->g.tb + XPAD;
 	float beta = j->beta;
+#if WINO_VEC
+	int wide = WINO_WIDE;
+#endif
 
 	for (int o = 0; o < c->o; o++) {
 		float bo = j->bias ? j->bias[o] : 0.0f;
@@ -386,7 +392,7 @@ VECTOR_CLONES static void output_row(const wjob *j, const float *restrict mm, in
 		 * columns 2tx, 2tx + 1 */
 		int tx = 0;
 #if WINO_VEC
-		if (WINO_WIDE)
+		if (wide)
 			OUTPUT_VEC(wvec, 16, ZIP_LO, ZIP_HI)
 		OUTPUT_VEC(wvec8, 8, ZIP_LO8, ZIP_HI8)
 		OUTPUT_VEC(wvec4, 4, ZIP_LO4, ZIP_HI4)

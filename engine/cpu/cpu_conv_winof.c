@@ -278,20 +278,16 @@ VECTOR_CLONES static void dy_row(const fjob *j, float *z, int r, int t0, const f
 	int tph = j->f.g.tph, n = r / tph, ty = r % tph, tx = 0;
 
 #if WINO_VEC
-	if (WINO_WIDE) {
-		for (; tx + 16 <= c->ow / 2; tx += 16) {
-			int o = 0;
-			for (; o + 16 <= c->o; o += 16)
+	int w = WINO_WIDE ? 16 : 8;
+
+	for (; tx + w <= c->ow / 2; tx += w) {
+		int o = 0;
+		for (; o + w <= c->o; o += w)
+			if (w == 16)
 				dy_block(j, z, n, ty, t0, tx, o, zeros);
-			dy_tiles(j, z, n, ty, t0, tx, tx + 16, o, c->o);
-		}
-	} else {
-		for (; tx + 8 <= c->ow / 2; tx += 8) {
-			int o = 0;
-			for (; o + 8 <= c->o; o += 8)
+			else
 				dy_block8(j, z, n, ty, t0, tx, o, zeros);
-			dy_tiles(j, z, n, ty, t0, tx, tx + 8, o, c->o);
-		}
+		dy_tiles(j, z, n, ty, t0, tx, tx + w, o, c->o);
 	}
 #else
 	(void)zeros;
