@@ -35,23 +35,26 @@ T = sys.argv[1]
 names = "green lake land residential road".split()
 rng = np.random.default_rng(3)
 rows, truth, pred = [], [], []
+# chip 0 of a class relative to the CSV, the others absolute with a "./"
+# (the same file, however written); top is the folder tree, F or G
+def chip(top, n, i):
+    return "%s/%s/%s_%d.tif" % (top, n, n, i) if i == 0 else "%s/%s/%s/./%s_%d.tif" % (T, top, n, n, i)
 for c, n in enumerate(names):
     for i in range(6):
         if n == "road" and i == 5:
             continue                       # one chip not predicted
         p = c if rng.random() < 0.6 else int(rng.integers(5))
         prob = np.full(5, 0.05); prob[p] = 0.8
-        path = "F/%s/%s_%d.tif" % (n, n, i) if i == 0 else "%s/F/%s/./%s_%d.tif" % (T, n, n, i)
-        rows.append((path, p, ",".join("%.6f" % x for x in prob)))
+        rows.append((chip("F", n, i), p, ",".join("%.6f" % x for x in prob), n, i))
         truth.append(c); pred.append(p)
 open(os.path.join(T, "p.csv"), "w").write("path,class," + ",".join("p_" + n for n in names) + "\n"
      + "".join("%s,%s,%s\n" % (r[0], names[r[1]], r[2]) for r in rows))
 open(os.path.join(T, "old.csv"), "w").write("path,class,p0,p1,p2,p3,p4\n"
-     + "".join("%s,%d,%s\n" % r for r in rows))
+     + "".join("%s,%d,%s\n" % r[:3] for r in rows))
 # the folders without "land": its rows left out, the others' paths moved to G
 G = [(r, t, q) for r, t, q in zip(rows, truth, pred) if names[t] != "land"]
 open(os.path.join(T, "g.csv"), "w").write("path,class," + ",".join("p_" + n for n in names) + "\n"
-     + "".join("%s,%s,%s\n" % (r[0].replace("F/", "G/"), names[r[1]], r[2]) for r, t, q in G))
+     + "".join("%s,%s,%s\n" % (chip("G", r[3], r[4]), names[r[1]], r[2]) for r, t, q in G))
 cg = np.zeros((5, 5), np.int64)
 for r, t, q in G:
     cg[t, q] += 1
