@@ -19,7 +19,7 @@ rounds=${BENCH_ROUNDS:-5}
 # a setting's cdp-train options (scaling.sh: BENCH_SETTINGS)
 options_of() {
 	case $1 in
-	default) ;;
+	default|whole) ;;   # whole: CDP_TRAIN_STEP_PER_BUCKET=0 (train)
 	serial) echo --no-overlap ;;
 	auto) echo --overlap auto ;;
 	none|fp16|bf16) echo "--grad-compress $1" ;;
@@ -110,8 +110,13 @@ train() {
 		cluster_run node1 cdp-train "$@"
 		wait $! || { echo "scaling.sh: the 1-host run on node2 failed" >&2; exit 1; }
 	else
-		# CDP_DIST_THREAD=0 set: compare with the progress engine
-		cluster_mpirun -np 2 -x PATH ${CDP_DIST_THREAD:+-x CDP_DIST_THREAD} cdp-train "$@"
+		# CDP_DIST_THREAD=0 set: compare with the progress engine; the
+		# setting whole: the optimizer after the last bucket
+		CDP_TRAIN_STEP_PER_BUCKET=1
+		[ "${st:-}" != whole ] || CDP_TRAIN_STEP_PER_BUCKET=0
+		export CDP_TRAIN_STEP_PER_BUCKET
+		cluster_mpirun -np 2 -x PATH -x CDP_TRAIN_STEP_PER_BUCKET \
+			${CDP_DIST_THREAD:+-x CDP_DIST_THREAD} cdp-train "$@"
 	fi
 }
 

@@ -307,6 +307,29 @@ int cdp_optim_micro_done(cdp_optim *o)
 	return o->micro >= o->cfg.accumulate;
 }
 
+/* The update of [lo, lo + len) at lr, segment by segment (a segment cut
+ * by the range keeps its settings). */
+static void update(cdp_optim *o, float *params, float *grads, size_t lo, size_t len, double lr)
+{
+	cdp_backend *be = o->be;
+	const cdp_optim_cfg *c = &o->cfg;
+	size_t hi = lo + len;
+
+	for (int i = 0; i < (o->seg ? o->nseg : 1); i++) {
+		cdp_optim_seg s = o->seg ? o->seg[i] : (cdp_optim_seg){ 0, o->n, 1.0f, 0 };
+		float lr_s = (float)(lr * s.mult); /* lr * 1.0 is lr exactly */
+		size_t a = s.off > lo ? s.off : lo, b = s.off + s.len < hi ? s.off + s.len : hi;
+		if (s.frozen || a >= b)
+			continue;
+		if (c->type == CDP_OPT_ADAMW)
+			be->adamw_step(be, params + a, grads + a, o->m + a, o->v + a, b - a, lr_s,
+			               c->beta1, c->beta2, c->eps, c->weight_decay, o->step + 1);
+		else
+			be->sgd_step(be, params + a, grads + a, o->v ? o->v + a : NULL, b - a, lr_s,
+			             c->momentum, c->weight_decay, c->nesterov, o->step == 0);
+	}
+}
+
 int cdp_optim_step(cdp_optim *o, float *params, float *grads)
 {
 	cdp_backend *be = o->be;
@@ -326,21 +349,36 @@ int cdp_optim_step(cdp_optim *o, float *params, float *grads)
 		be->scale(be, grads, (float)(c->clip_norm / (norm + 1e-6)), o->n);
 	lr = cdp_optim_lr(c, o->step);
 	o->last_lr = lr;
-	for (int i = 0; i < (o->seg ? o->nseg : 1); i++) {
-		cdp_optim_seg s = o->seg ? o->seg[i] : (cdp_optim_seg){ 0, o->n, 1.0f, 0 };
-		float lr_s = (float)(lr * s.mult); /* lr * 1.0 is lr exactly */
-		if (s.frozen)
-			continue;
-		if (c->type == CDP_OPT_ADAMW)
-			be->adamw_step(be, params + s.off, grads + s.off, o->m + s.off, o->v + s.off,
-			               s.len, lr_s, c->beta1, c->beta2, c->eps, c->weight_decay,
-			               o->step + 1);
-		else
-			be->sgd_step(be, params + s.off, grads + s.off, o->v ? o->v + s.off : NULL,
-			             s.len, lr_s, c->momentum, c->weight_decay, c->nesterov,
-			             o->step == 0);
-	}
+	update(o, params, grads, 0, o->n, lr);
 	o->step++;
 	be->fill(be, grads, 0.0f, o->n);
 	return 0;
+}
+
+int cdp_optim_parts_ok(const cdp_optim *o)
+{
+	return o->cfg.clip_norm <= 0 && o->cfg.accumulate == 1;
+}
+
+void cdp_optim_part(cdp_optim *o, float *params, float *grads, size_t off, size_t len)
+{
+	cdp_backend *be = o->be;
+
+	if (len == 0)
+		return;
+	o->part_sq += be->sumsq(be, grads + off, len);
+	update(o, params, grads, off, len, cdp_optim_lr(&o->cfg, o->step));
+	be->fill(be, grads + off, 0.0f, len);
+}
+
+int cdp_optim_parts_done(cdp_optim *o)
+{
+	double norm = sqrt(o->part_sq);
+
+	o->part_sq = 0;
+	o->micro = 0;
+	o->last_norm = norm;
+	o->last_lr = cdp_optim_lr(&o->cfg, o->step);
+	o->step++;
+	return isfinite(norm) ? 0 : CDP_ERANGE;
 }

@@ -88,6 +88,7 @@ typedef struct cdp_optim {
 	double last_lr;         /* lr of the last update */
 	cdp_optim_seg *seg;     /* NULL: one segment, all parameters at lr */
 	int nseg;
+	double part_sq;         /* cdp_optim_part: the squares so far */
 } cdp_optim;
 
 /* SGD defaults as listed above. */
@@ -123,5 +124,22 @@ int  cdp_optim_micro_done(cdp_optim *o);
  * params and moments are left as they were, grads are zeroed and the step
  * is not counted, so the caller can log and carry on. */
 int  cdp_optim_step(cdp_optim *o, float *params, float *grads);
+
+/* The same update in parts, for a caller that gets its gradients a range
+ * at a time (cdp-train: each bucket of --sync allreduce as soon as it is
+ * reduced, while later ones are still in flight). Only without clipping
+ * and with accumulate 1 (cdp_optim_parts_ok), since clipping needs the
+ * norm of the whole gradient first. cdp_optim_part updates params, grads
+ * and moments in [off, off + len) at this step's lr and zeroes those
+ * grads; once every float was in exactly one part, cdp_optim_parts_done
+ * counts the step. The parameters and moments are those of
+ * cdp_optim_step bit for bit (the updates are elementwise); last_norm
+ * sums the parts' squares, so its last digits may differ. A gradient
+ * that is not finite cannot be refused in advance here: parts_done
+ * returns CDP_ERANGE with the step counted and the parameters updated, so
+ * the caller must stop (cdp-train --nan-policy stop). */
+int  cdp_optim_parts_ok(const cdp_optim *o);
+void cdp_optim_part(cdp_optim *o, float *params, float *grads, size_t off, size_t len);
+int  cdp_optim_parts_done(cdp_optim *o);
 
 #endif

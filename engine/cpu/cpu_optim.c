@@ -14,6 +14,21 @@
 #include <math.h>
 #include "cpu.h"
 
+/* Vectorized streams (GCC at -O2 vectorizes nothing, and a scalar AdamW was
+ * 2.6% of a U-Net step: 19 ms for 1.9 M parameters on a Zen 3 core), with
+ * no contraction into FMAs and sqrt as an instruction (no errno), so that
+ * every clone below gives the baseline's bits: each element's update is
+ * the same IEEE operations in the same order on any CPU. */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize ("tree-vectorize", "vect-cost-model=dynamic", "no-trapping-math", \
+                      "fp-contract=off", "no-math-errno")
+#endif
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
+#define OPT_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define OPT_CLONES
+#endif
+
 #define CHUNK 16384
 
 typedef struct opt_ctx {
@@ -37,22 +52,51 @@ static int nchunks(size_t n)
 	return (int)((n + CHUNK - 1) / CHUNK);
 }
 
+/* One loop per case, so that no branch stays inside a loop: g' = g + wd w;
+ * v = g' on the first step, else mu v + g'; the step is along v, or
+ * g' + mu v (nesterov), or g' without momentum. */
+OPT_CLONES
+static void sgd_run(float *restrict w, const float *restrict g, float *restrict v, size_t n,
+                    float lr, float mu, float wd, int nesterov, int first)
+{
+	if (!v) {
+		for (size_t j = 0; j < n; j++)
+			w[j] -= lr * (g[j] + wd * w[j]);
+	} else if (first && nesterov) {
+		for (size_t j = 0; j < n; j++) {
+			float gj = g[j] + wd * w[j];
+			v[j] = gj;
+			w[j] -= lr * (gj + mu * gj);
+		}
+	} else if (first) {
+		for (size_t j = 0; j < n; j++) {
+			float gj = g[j] + wd * w[j];
+			v[j] = gj;
+			w[j] -= lr * gj;
+		}
+	} else if (nesterov) {
+		for (size_t j = 0; j < n; j++) {
+			float gj = g[j] + wd * w[j], vj = mu * v[j] + gj;
+			v[j] = vj;
+			w[j] -= lr * (gj + mu * vj);
+		}
+	} else {
+		for (size_t j = 0; j < n; j++) {
+			float vj = mu * v[j] + (g[j] + wd * w[j]);
+			v[j] = vj;
+			w[j] -= lr * vj;
+		}
+	}
+}
+
 static void sgd_chunk(void *vc, int i)
 {
 	const opt_ctx *c = vc;
 	size_t lo, hi;
 
 	range(c, i, &lo, &hi);
-	for (size_t j = lo; j < hi; j++) {
-		float g = c->g[j] + c->wd * c->w[j];   /* g' = g + wd w */
-		float d = g;
-		if (c->v) {
-			float v = c->first ? g : c->mu * c->v[j] + g;
-			c->v[j] = v;
-			d = c->nesterov ? g + c->mu * v : v;
-		}
-		c->w[j] -= c->lr * d;
-	}
+	sgd_run(c->w + lo, c->g + lo, c->v ? c->v + lo : NULL, hi - lo, c->lr, c->mu, c->wd,
+	        c->nesterov, c->first);
 }
 
 void cpu_sgd_step(cdp_backend *be, float *w, const float *g, float *v, size_t n,
@@ -66,23 +110,42 @@ void cpu_sgd_step(cdp_backend *be, float *w, const float *g, float *v, size_t n,
 	cpu_parallel_for(be, nchunks(n), sgd_chunk, &c);
 }
 
+/* w = w (1 - lr wd); m = lerp(m, g, 1 - b1), in the form torch.lerp picks
+ * for the weight (two loops, so that the choice is not a branch in one);
+ * v = b2 v + (1 - b2) g^2; w -= (lr / bc1) m / (sqrt(v) / sqrt(bc2) + eps). */
+OPT_CLONES
+static void adamw_run(float *restrict w, const float *restrict g, float *restrict m,
+                      float *restrict v, size_t n, const opt_ctx *c)
+{
+	const float decay = c->decay, w1 = c->w1, b2 = c->b2, c2 = c->c2, step = c->step,
+	            bc2s = c->bc2s, eps = c->eps, w1c = 1.0f - w1;
+
+	if (w1 < 0.5f) {
+		for (size_t j = 0; j < n; j++) {
+			float gj = g[j], mj = m[j] + w1 * (gj - m[j]);
+			float vj = v[j] * b2 + c2 * gj * gj;
+			m[j] = mj;
+			v[j] = vj;
+			w[j] = w[j] * decay - step * (mj / (sqrtf(vj) / bc2s + eps));
+		}
+	} else {
+		for (size_t j = 0; j < n; j++) {
+			float gj = g[j], mj = gj - (gj - m[j]) * w1c;
+			float vj = v[j] * b2 + c2 * gj * gj;
+			m[j] = mj;
+			v[j] = vj;
+			w[j] = w[j] * decay - step * (mj / (sqrtf(vj) / bc2s + eps));
+		}
+	}
+}
+
 static void adamw_chunk(void *vc, int i)
 {
 	const opt_ctx *c = vc;
 	size_t lo, hi;
 
 	range(c, i, &lo, &hi);
-	for (size_t j = lo; j < hi; j++) {
-		float g = c->g[j], w = c->w[j] * c->decay;     /* w -= lr wd w */
-		/* lerp(m, g, 1-b1), in the form torch.lerp picks for the weight */
-		float m = c->w1 < 0.5f ? c->m[j] + c->w1 * (g - c->m[j])
-		                       : g - (g - c->m[j]) * (1.0f - c->w1);
-		float v = c->v[j] * c->b2 + c->c2 * g * g;
-		float denom = sqrtf(v) / c->bc2s + c->eps;
-		c->m[j] = m;
-		c->v[j] = v;
-		c->w[j] = w - c->step * (m / denom);
-	}
+	adamw_run(c->w + lo, c->g + lo, c->m + lo, c->v + lo, hi - lo, c);
 }
 
 void cpu_adamw_step(cdp_backend *be, float *w, const float *g, float *m, float *v,

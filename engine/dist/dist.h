@@ -48,7 +48,9 @@
  *    rank, because the buckets start in the same order everywhere.
  *  - otherwise the progress engine: cdp_dist_progress() (between layers)
  *    moves it on with MPI_Test on the main thread.
- * cdp_dist_wait_all() before the optimizer step finishes everything.
+ * cdp_dist_wait_all() before the optimizer step finishes everything;
+ * cdp_dist_bucket_wait(b) waits for one bucket while the others go on, so
+ * that the caller can apply the optimizer to it meanwhile.
  * The serial baseline (overlap 0) ignores cdp_dist_layer_done and reduces
  * the same buckets, in the same order and with the same segmentation, in
  * cdp_dist_wait_all, so all modes give bitwise the same gradients.
@@ -322,6 +324,19 @@ int  cdp_dist_layer_done(int l);
 int  cdp_dist_bucket_ready(int b);
 /* Moves reductions in flight on without blocking. */
 void cdp_dist_progress(void);
+/* 1 when cdp_dist_bucket_wait works: buckets registered on host memory
+ * (the CPU backend; not staged through host memory, not NCCL, whose
+ * reductions the host does not see end). */
+int  cdp_dist_bucket_wait_ok(void);
+/* Starts every bucket not yet started (in bucket order, as
+ * cdp_dist_wait_all) and waits until bucket b is reduced; the others go
+ * on meanwhile (on the communication thread, when it has them), so the
+ * caller may use b's floats (cdp-train: the optimizer applied to each
+ * bucket as soon as it is reduced) while later buckets are in flight.
+ * cdp_dist_wait_all still ends the step. 0, or CDP_EINVAL (no such
+ * bucket, or !cdp_dist_bucket_wait_ok()). Counted in wait_s, and in
+ * grad_exposed_s when it blocked. */
+int  cdp_dist_bucket_wait(int b);
 /* Starts every bucket not yet started (in bucket order) and waits for all.
  * After it the whole block is reduced and the next step may begin. */
 void cdp_dist_wait_all(void);

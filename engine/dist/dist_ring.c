@@ -122,6 +122,8 @@ static struct {
 	int inpass;                 /* ... and is working on them, unlocked */
 	int yield;                  /* the main thread takes MPI back */
 	double last_done;           /* when it saw the last one finish */
+	unsigned char *fin;         /* bucket b reduced this step (for
+	                             * cdp_dist_bucket_wait), set by the thread */
 } ct = { .mu = PTHREAD_MUTEX_INITIALIZER };
 
 int dist_busy(void) { return ct.active || st.head != NULL; }
@@ -514,6 +516,20 @@ static void ct_start(int b)
 		st.bops[b].done_at = &st.bt1[b];
 }
 
+/* Thread, under mu: marks the buckets it started that are now reduced;
+ * 1 when any is new. */
+static int fin_seen(void)
+{
+	int any = 0;
+
+	for (int i = 0; i < ct.qhead; i++) {
+		int b = ct.q[i];
+		if (!ct.fin[b] && st.bops[b].done)
+			ct.fin[b] = any = 1;
+	}
+	return any;
+}
+
 static void *ct_main(void *arg)
 {
 	struct timespec ts;
@@ -537,6 +553,8 @@ static void *ct_main(void *arg)
 		done = st.head == NULL;
 		pthread_mutex_lock(&ct.mu);
 		ct.inpass = 0;
+		if (fin_seen())
+			pthread_cond_broadcast(&ct.idle);
 		if (done && ct.qhead == ct.qn) {
 			ct.busy = 0;
 			ct.last_done = dist_now();
@@ -665,8 +683,9 @@ static void buckets_free(void)
 {
 	free(st.boff), free(st.bn), free(st.bl0), free(st.bl1);
 	free(st.lbucket), free(st.bleft), free(st.ldone), free(st.bstate), free(st.bops);
-	free(st.bt0), free(st.bt1), free(ct.q), free(st.bwire);
+	free(st.bt0), free(st.bt1), free(ct.q), free(ct.fin), free(st.bwire);
 	st.bt0 = st.bt1 = NULL;
+	ct.fin = NULL;
 	st.bwire = NULL;
 	st.bcomp = CDP_DIST_COMP_NONE;
 	ct.q = NULL;
@@ -690,6 +709,7 @@ static void buckets_rearm(void)
 		st.bstate[b] = 0;
 	}
 	memset(st.ldone, 0, (size_t)st.nl);
+	memset(ct.fin, 0, (size_t)st.nl);
 }
 
 int cdp_dist_buckets(float *buf, const size_t *layer_off, int nlayers, size_t first_floats,
@@ -731,7 +751,8 @@ int cdp_dist_buckets(float *buf, const size_t *layer_off, int nlayers, size_t fi
 	    !(st.bops = calloc((size_t)nlayers, sizeof *st.bops)) ||
 	    !(st.bt0 = calloc((size_t)nlayers, sizeof *st.bt0)) ||
 	    !(st.bt1 = calloc((size_t)nlayers, sizeof *st.bt1)) ||
-	    !(ct.q = calloc((size_t)nlayers, sizeof *ct.q))) {
+	    !(ct.q = calloc((size_t)nlayers, sizeof *ct.q)) ||
+	    !(ct.fin = calloc((size_t)nlayers, 1))) {
 		buckets_free();
 		return CDP_ENOMEM;
 	}
@@ -919,6 +940,48 @@ void cdp_dist_progress(void)
 		progress_all();
 	acct_out(&a);
 	dist_stats.progress_s += dist_now() - t0;
+}
+
+int cdp_dist_bucket_wait_ok(void)
+{
+	return st.nb > 0 && st.bmode == DIST_HOST;
+}
+
+int cdp_dist_bucket_wait(int b)
+{
+	double t0 = dist_now(), t;
+	int waited = 0;
+	acct a;
+
+	if (b < 0 || b >= st.nb || st.bmode != DIST_HOST)
+		return CDP_EINVAL;
+	/* everything not started starts now, in bucket order, as in
+	 * cdp_dist_wait_all: the collectives keep one order on every rank */
+	acct_in(&a);
+	for (int k = 0; k < st.nb; k++)
+		if (!st.bstate[k])
+			bucket_start(k);
+	if (ct.active) {
+		/* the thread goes on with the others meanwhile */
+		pthread_mutex_lock(&ct.mu);
+		while (!ct.fin[b]) {
+			waited = 1;
+			pthread_cond_wait(&ct.idle, &ct.mu);
+		}
+		pthread_mutex_unlock(&ct.mu);
+		t = dist_now();
+		if (waited || a.started != st.bstarted)
+			dist_stats.grad_exposed_s += t - a.t;
+		if (st.busy_since == 0)
+			st.busy_since = a.t;
+		st.busy_seen = t;
+	} else {
+		if (!st.bops[b].done)
+			drive(&st.bops[b], "waiting for a gradient reduction");
+		acct_out(&a);
+	}
+	dist_stats.wait_s += dist_now() - t0;
+	return 0;
 }
 
 void cdp_dist_wait_all(void)

@@ -93,6 +93,198 @@ static void test_threads(void)
 	free(w1); free(w2); free(g); free(m1); free(v1); free(m2); free(v2);
 }
 
+/* The updates as torch.optim's single-tensor code writes them, one
+ * element at a time in float with no FMA: the backend's vectorized loops
+ * (cpu_optim.c, clones for AVX2 and AVX-512) must give these bits, on
+ * every element of a block whose length is not a multiple of any vector
+ * width, whichever case of SGD (momentum, nesterov, first step) runs. */
+#if defined(__GNUC__) && !defined(__clang__)
+__attribute__((optimize("fp-contract=off")))
+#endif
+static void ref_sgd(float *w, const float *g, float *v, size_t n, float lr, float mu, float wd,
+                    int nesterov, int first)
+{
+	for (size_t j = 0; j < n; j++) {
+		float gj = g[j] + wd * w[j], d = gj;
+		if (mu != 0) {
+			v[j] = first ? gj : mu * v[j] + gj;
+			d = nesterov ? gj + mu * v[j] : v[j];
+		}
+		w[j] -= lr * d;
+	}
+}
+
+#if defined(__GNUC__) && !defined(__clang__)
+__attribute__((optimize("fp-contract=off")))
+#endif
+static void ref_adamw(float *w, const float *g, float *m, float *v, size_t n, float lr,
+                      float b1, float b2, float eps, float wd, long t)
+{
+	double bc1 = 1.0 - pow(b1, (double)t), bc2 = 1.0 - pow(b2, (double)t);
+	float decay = (float)(1.0 - (double)lr * wd), w1 = (float)(1.0 - b1);
+	float c2 = (float)(1.0 - b2), step = (float)(lr / bc1), bc2s = (float)sqrt(bc2);
+
+	for (size_t j = 0; j < n; j++) {
+		float gj = g[j], wj = w[j] * decay;
+		float mj = w1 < 0.5f ? m[j] + w1 * (gj - m[j]) : gj - (gj - m[j]) * (1.0f - w1);
+		float vj = v[j] * b2 + c2 * gj * gj;
+		m[j] = mj;
+		v[j] = vj;
+		w[j] = wj - step * (mj / (sqrtf(vj) / bc2s + eps));
+	}
+}
+
+static void test_bits(void)
+{
+	enum { NP = 40009 };
+	float *w[2], *m[2], *v[2], *g = malloc(NP * 4);
+	static const struct { float mu; int nesterov; } sgd[] = { { 0, 0 }, { 0.9f, 0 }, { 0.9f, 1 } };
+	static const float b1s[] = { 0.9f, 0.3f };     /* both forms of lerp */
+	cdp_rng r;
+	int bad = 0;
+
+	for (int k = 0; k < 2; k++) {
+		w[k] = malloc(NP * 4);
+		m[k] = malloc(NP * 4);
+		v[k] = malloc(NP * 4);
+	}
+	cdp_rng_seed(&r, 11);
+	for (int i = 0; i < NP; i++)
+		g[i] = (float)cdp_rng_normal(&r) * (i % 7 == 0 ? 1e-6f : 1.0f);
+	for (size_t c = 0; c < 3 * 2 + 2 * 3; c++) {
+		int is_sgd = c < 6;
+		for (int i = 0; i < NP; i++)
+			w[0][i] = w[1][i] = (float)cdp_rng_normal(&r);
+		memset(m[0], 0, NP * 4);
+		memset(m[1], 0, NP * 4);
+		memset(v[0], 0, NP * 4);
+		memset(v[1], 0, NP * 4);
+		for (int t = 1; t <= 3; t++) {
+			if (is_sgd) {
+				int first = c % 2 == 0 ? t == 1 : 0, s = (int)c / 2;
+				be->sgd_step(be, w[0], g, v[0], NP, 0.05f, sgd[s].mu, 1e-3f, sgd[s].nesterov,
+				             first);
+				ref_sgd(w[1], g, v[1], NP, 0.05f, sgd[s].mu, 1e-3f, sgd[s].nesterov, first);
+			} else {
+				float b1 = b1s[(c - 6) % 2], wd = (c - 6) / 2 == 1 ? 0 : 0.01f;
+				long step = (c - 6) / 2 == 2 ? 1000 + t : t;
+				be->adamw_step(be, w[0], g, m[0], v[0], NP, 1e-3f, b1, 0.999f, 1e-8f, wd, step);
+				ref_adamw(w[1], g, m[1], v[1], NP, 1e-3f, b1, 0.999f, 1e-8f, wd, step);
+			}
+		}
+		if (memcmp(w[0], w[1], NP * 4) || memcmp(v[0], v[1], NP * 4) ||
+		    (!is_sgd && memcmp(m[0], m[1], NP * 4))) {
+			bad++;
+			CHECK(0, "%s case %zu: the backend's bits differ from the element-wise "
+			      "reference", is_sgd ? "sgd" : "adamw", c);
+		}
+	}
+	CHECK(bad == 0, "optimizer steps give the reference's bits");
+	/* the norm: the eight ordered sums against long double, any tail */
+	for (size_t n = 0; n < 20; n++) {
+		long double want = 0;
+		for (size_t i = 0; i < n; i++)
+			want += (long double)g[i] * g[i];
+		double got = be->sumsq(be, g, n);
+		CHECK(fabs(got - (double)want) <= 1e-15 * (double)want, "sumsq of %zu floats: %.17g, "
+		      "want %.17Lg", n, got, want);
+	}
+	{
+		long double want = 0;
+		double got = be->sumsq(be, g, NP);
+		for (size_t i = 0; i < NP; i++)
+			want += (long double)g[i] * g[i];
+		CHECK(fabs(got - (double)want) <= 1e-14 * (double)want, "sumsq of %d floats: %.17g, "
+		      "want %.17Lg", NP, got, want);
+	}
+	for (int k = 0; k < 2; k++) {
+		free(w[k]);
+		free(m[k]);
+		free(v[k]);
+	}
+	free(g);
+}
+
+/* cdp_optim_part over ranges that cut segments (one frozen, one at half
+ * the lr) gives cdp_optim_step's parameters and moments bit for bit, over
+ * steps of a warm-up schedule; the norm is the whole one to rounding. */
+static void test_parts(void)
+{
+	enum { NP = 5000, STEPS = 4 };
+	static const size_t cut[] = { 0, 1, 1200, 1201, 3333, 4999, NP };   /* one empty part */
+	cdp_optim_seg seg[3] = { { 0, 1000, 1.0f, 0 }, { 1000, 2500, 0.5f, 0 },
+	                         { 3500, 1500, 1.0f, 1 } };
+	char err[256];
+	int types[2] = { CDP_OPT_SGD, CDP_OPT_ADAMW };
+
+	for (int k = 0; k < 2; k++) {
+		cdp_optim_cfg c;
+		cdp_optim o[2];
+		float *w[2], *g[2];
+		cdp_rng r;
+		int same = 1;
+		cdp_optim_defaults(&c);
+		c.type = types[k];
+		c.lr = 0.01f;
+		c.weight_decay = 0.02f;
+		c.warmup = 2;
+		for (int i = 0; i < 2; i++) {
+			CHECK_RC(cdp_optim_init(&o[i], be, &c, NP, err, sizeof err), 0);
+			o[i].seg = malloc(sizeof seg);
+			memcpy(o[i].seg, seg, sizeof seg);
+			o[i].nseg = 3;
+			w[i] = malloc(NP * 4);
+			g[i] = malloc(NP * 4);
+		}
+		CHECK(cdp_optim_parts_ok(&o[0]), "parts without clipping, accumulate 1");
+		cdp_rng_seed(&r, 21);
+		for (int j = 0; j < NP; j++)
+			w[0][j] = w[1][j] = (float)cdp_rng_normal(&r);
+		for (int t = 0; t < STEPS; t++) {
+			double norm;
+			for (int j = 0; j < NP; j++)
+				g[0][j] = g[1][j] = (float)cdp_rng_normal(&r);
+			CHECK_RC(cdp_optim_step(&o[0], w[0], g[0]), 0);
+			for (int p = 5; p >= 0; p--)    /* the last range first, as buckets go */
+				cdp_optim_part(&o[1], w[1], g[1], cut[p], cut[p + 1] - cut[p]);
+			CHECK_RC(cdp_optim_parts_done(&o[1]), 0);
+			norm = o[0].last_norm;
+			CHECK(fabs(o[1].last_norm - norm) <= 1e-12 * norm && o[1].step == o[0].step &&
+			      o[1].last_lr == o[0].last_lr, "%s step %d: norm %.17g want %.17g",
+			      cdp_optim_type_name(c.type), t, o[1].last_norm, norm);
+			same &= !memcmp(w[0], w[1], NP * 4) && !memcmp(g[1], g[0], NP * 4) &&
+			        !memcmp(o[0].v, o[1].v, NP * 4) &&
+			        (!o[0].m || !memcmp(o[0].m, o[1].m, NP * 4));
+		}
+		CHECK(same, "%s in parts: the parameters, moments and zeroed grads of one step",
+		      cdp_optim_type_name(c.type));
+		g[1][7] = NAN;
+		for (int p = 0; p < 6; p++)
+			cdp_optim_part(&o[1], w[1], g[1], cut[p], cut[p + 1] - cut[p]);
+		CHECK(cdp_optim_parts_done(&o[1]) == CDP_ERANGE && isnan(o[1].last_norm),
+		      "a NaN in a part: parts_done says so");
+		for (int i = 0; i < 2; i++) {
+			cdp_optim_free(&o[i]);
+			free(w[i]);
+			free(g[i]);
+		}
+	}
+	{
+		cdp_optim_cfg c;
+		cdp_optim_defaults(&c);
+		c.clip_norm = 1;
+		cdp_optim o;
+		CHECK_RC(cdp_optim_init(&o, be, &c, 4, err, sizeof err), 0);
+		CHECK(!cdp_optim_parts_ok(&o), "clipping needs the whole gradient");
+		cdp_optim_free(&o);
+		c.clip_norm = 0;
+		c.accumulate = 2;
+		CHECK_RC(cdp_optim_init(&o, be, &c, 4, err, sizeof err), 0);
+		CHECK(!cdp_optim_parts_ok(&o), "accumulation needs the whole gradient");
+		cdp_optim_free(&o);
+	}
+}
+
 static void test_schedules(void)
 {
 	static const double cosine[14] = {
@@ -262,6 +454,8 @@ int main(void)
 	test_sgd_by_hand();
 	test_adamw_by_hand();
 	test_threads();
+	test_bits();
+	test_parts();
 	test_schedules();
 	test_step();
 	test_cfg();

@@ -469,6 +469,14 @@ int main(int argc, char **argv)
 		o.log_keys = NULL;
 
 	rc = 1;
+	{
+		const char *pb = getenv("CDP_TRAIN_STEP_PER_BUCKET");
+		if (pb && *pb && strcmp(pb, "0") != 0 && strcmp(pb, "1") != 0) {
+			bad_env("CDP_TRAIN_STEP_PER_BUCKET", "0 or 1", NULL);
+			goto out;
+		}
+		o.step_per_bucket = !(pb && strcmp(pb, "0") == 0);
+	}
 	if ((bad_name = cdp_device_env_check(want, sizeof want)) != NULL) {
 		bad_env(bad_name, want, NULL);
 		goto out;

@@ -56,6 +56,7 @@ void cdp_train_opts_init(cdp_train_opts *o)
 	o->seed = 1;
 	o->sync = CDP_SYNC_ALLREDUCE;
 	o->sync_k = 1;
+	o->step_per_bucket = 1;
 	o->rho = 0.01;
 	o->device = "cpu";
 	o->precision = CDP_PREC_FP32;
@@ -460,7 +461,7 @@ static int train_loop(trainer *t)
 	else
 		tr_logf(t, "data path host: float32 tiles, prepared by the loader");
 	while (t->step < t->total && !stop && !lost && !early) {
-		int epoch_end = 0, go, finite;
+		int epoch_end = 0, go, finite, parts;
 		double loss = 0, lr, ts = t->trace ? cdp_now() : 0, tp = 0, top = cdp_now();
 		long s1 = t->step + 1;          /* this step's number, as metrics.jsonl's */
 
@@ -503,8 +504,15 @@ static int train_loop(trainer *t)
 			break;
 		}
 		/* the loss scale judges the reduced gradients (allreduce) and
-		 * the local ones before ADMM's penalty is added (admm) */
-		if (o->sync == CDP_SYNC_ALLREDUCE) {
+		 * the local ones before ADMM's penalty is added (admm); in parts,
+		 * each bucket's update as soon as it is reduced (tr_sync_parts:
+		 * only where no check needs the whole gradient first) */
+		parts = t->parts && isfinite(loss);
+		if (parts) {
+			tr_sync_parts(t, s1);
+			if (t->trace)
+				tr_trace_buckets(t, s1);
+		} else if (o->sync == CDP_SYNC_ALLREDUCE) {
 			tp = t->trace ? cdp_now() : 0;
 			tr_sync_grads(t);
 			if (t->trace) {
@@ -522,7 +530,8 @@ static int train_loop(trainer *t)
 			t->be->fill(t->be, t->net.grads, 0.0f, t->net.nparams);
 			t->opt.micro = 0;
 			finite = nonfinite(t, "the loss", loss);
-		} else if (go && cdp_optim_step(&t->opt, t->net.params, t->net.grads) != 0) {
+		} else if (go && (parts ? cdp_optim_parts_done(&t->opt) :
+		                  cdp_optim_step(&t->opt, t->net.params, t->net.grads)) != 0) {
 			finite = nonfinite(t, "the gradient norm", t->opt.last_norm);
 		} else if (go) {
 			t->nan_run = 0;

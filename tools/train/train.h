@@ -81,6 +81,8 @@ typedef struct cdp_train_opts {
 	int progress;               /* CDP_PROGRESS_* */
 	int quiet;
 	const char *log_keys;       /* test mode: per-rank key log prefix, or NULL */
+	int step_per_bucket;        /* CDP_TRAIN_STEP_PER_BUCKET (default 1): the
+	                             * optimizer applied to each reduced bucket */
 	const char *class_weights;  /* --class-weights: "auto", "w0,w1,...", or NULL */
 } cdp_train_opts;
 

@@ -4,7 +4,10 @@
  *             buckets cut at layer boundaries; the backward callback hands
  *             each finished layer to cdp_dist_layer_done, so a bucket's
  *             reduction starts while earlier layers still run backward, and
- *             tr_sync_grads waits for the rest before the optimizer step.
+ *             tr_sync_grads waits for the rest before the optimizer step;
+ *             or, where nothing needs the whole gradient first (no_parts),
+ *             tr_sync_parts applies the optimizer to each bucket as soon
+ *             as it is reduced, while later ones are in flight.
  *             The reduction averages over ranks; train.c has already
  *             scaled each rank's loss gradient by its share of the counted
  *             pixels, so the average is the mean over the global batch.
@@ -107,11 +110,33 @@ int tr_sync_init(trainer *t, char *err, size_t cap)
 	return 0;
 }
 
+/* Whether the optimizer can run bucket by bucket, and if not why: every
+ * check before the update that needs the whole reduced gradient keeps the
+ * update after the last bucket (issue 29: clipping by the global norm,
+ * the loss scaler's overflow test, --nan-policy skip's refusal of a step
+ * that is not finite, accumulation). NULL when it can. */
+static const char *no_parts(const trainer *t)
+{
+	if (!t->o->step_per_bucket)
+		return "CDP_TRAIN_STEP_PER_BUCKET=0";
+	if (t->scale > 0)
+		return "the loss scaler tests the whole gradient";
+	if (t->opt.cfg.clip_norm > 0)
+		return "clip_norm needs the whole gradient's norm";
+	if (t->accumulate > 1)
+		return "accumulate= divides the whole gradient";
+	if (t->o->nan_policy != CDP_NAN_STOP)
+		return "--nan-policy skip refuses a step before any of it is applied";
+	if (!cdp_dist_bucket_wait_ok())
+		return "the gradients are reduced on the device or staged through host memory";
+	return NULL;
+}
+
 /* train.log: how the gradients are cut, so that a user tuning
- * --bucket-mb sees what the default chose. */
+ * --bucket-mb sees what the default chose, and when the update runs. */
 void tr_buckets_log(trainer *t)
 {
-	const char *late = "";
+	const char *late = "", *why;
 	char how[64] = "", when[160] = "";
 	size_t n, first = 0, most = 0;
 	double mib;
@@ -119,6 +144,12 @@ void tr_buckets_log(trainer *t)
 
 	if (t->size < 2 || t->o->sync != CDP_SYNC_ALLREDUCE)
 		return;
+	why = no_parts(t);
+	t->parts = why == NULL;
+	if (why)
+		tr_logf(t, "optimizer: after the last bucket (%s)", why);
+	else
+		tr_logf(t, "optimizer: applied to each bucket as soon as it is reduced");
 	for (b = 0; cdp_dist_bucket_info(b, NULL, &n, NULL, NULL) == 0; b++) {
 		if (b == 0)
 			first = n;
@@ -420,6 +451,31 @@ void tr_sync_grads(trainer *t)
 		be->axpy(be, -1.0f, t->z, t->save, n);
 		be->axpy(be, 1.0f, t->u, t->save, n);
 		be->axpy(be, (float)(t->accumulate * t->o->rho), t->save, net->grads, n);
+	}
+}
+
+void tr_sync_parts(trainer *t, long s1)
+{
+	cdp_net *net = &t->net;
+	size_t off, n;
+	double t0 = 0, t1;
+
+	for (int b = 0; cdp_dist_bucket_info(b, &off, &n, NULL, NULL) == 0; b++) {
+		if (t->trace)
+			t0 = cdp_now();
+		/* the last one ends the step's reductions */
+		if (cdp_dist_bucket_info(b + 1, NULL, NULL, NULL, NULL) != 0)
+			cdp_dist_wait_all();
+		else
+			cdp_dist_bucket_wait(b);
+		if (t->trace) {
+			t1 = cdp_now();
+			tr_trace_span(t->trace, TR_GRAD_WAIT, t0, t1, s1, b + 1);
+			t0 = t1;
+		}
+		cdp_optim_part(&t->opt, net->params, net->grads, off, n);
+		if (t->trace)
+			tr_trace_span(t->trace, TR_OPTIM, t0, cdp_now(), s1, b + 1);
 	}
 }
 

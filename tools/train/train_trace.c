@@ -11,7 +11,9 @@
  * One process (pid) per rank. tid 0 is the training thread: "step" spans
  * hold data, forward, loss all-reduce, backward (with one span per layer
  * inside it, "bwd NAME"), grad all-reduce wait, optimizer, sync (average,
- * admm), validation and checkpoint. Each gradient bucket's reduction,
+ * admm), validation and checkpoint; when the optimizer runs bucket by
+ * bucket (tr_sync_parts) a wait and an optimizer span per bucket, with
+ * "bucket":B in their args. Each gradient bucket's reduction,
  * from its start to the moment its completion was seen, is a span on an
  * all-reduce track (tid 1, 2, ...): a bucket goes on the first track that
  * is free at its start, so spans on one track never overlap, as the
@@ -227,6 +229,8 @@ static void write_ev(trainer *t, int r, const tr_ev *e)
 	        e->t0 * 1e6, (e->t1 - e->t0) * 1e6, (long long)e->step);
 	if (e->kind == TR_BWD_LAYER)
 		fprintf(f, ",\"layer\":%d", (int)e->arg);
+	if ((e->kind == TR_GRAD_WAIT || e->kind == TR_OPTIM) && e->arg > 0)
+		fprintf(f, ",\"bucket\":%d", (int)e->arg - 1);   /* tr_sync_parts */
 	if (e->kind == TR_BUCKET &&
 	    cdp_dist_bucket_info(e->arg, &off, &n, &l0, &l1) == 0)
 		fprintf(f, ",\"bucket\":%d,\"bytes\":%zu,\"layers\":[%d,%d]", (int)e->arg,
