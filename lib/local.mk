@@ -23,7 +23,8 @@ lib_libcdp_a_SOURCES = \
 	lib/cdp_metrics.c lib/cdp_metrics.h \
 	lib/cdp_file.c lib/cdp_file.h \
 	lib/cdp_out.c lib/cdp_out.h \
-	lib/cdp_labelmap.c lib/cdp_labelmap.h
+	lib/cdp_labelmap.c lib/cdp_labelmap.h \
+	lib/cdp_thread.c lib/cdp_thread.h
 CDP_LIBS = lib/libcdp.a $(LMDB_LIBS) $(PNG_LIBS) $(ZLIB_LIBS) -lm
 
 lib_libcdpraster_a_CPPFLAGS = $(AM_CPPFLAGS) $(GDAL_CFLAGS)

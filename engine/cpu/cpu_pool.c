@@ -16,6 +16,7 @@
 #include <string.h>
 #include <cblas.h>
 #include "cpu.h"
+#include "cdp_thread.h"
 
 typedef struct cpu_pool {
 	pthread_mutex_t mu;
@@ -90,6 +91,7 @@ static void *worker_main(void *arg)
 
 	worker_id = a->id;
 	free(a);
+	cdp_thread_name("cdp-cpu", worker_id);
 	pthread_mutex_lock(&p->mu);
 	for (;;) {
 		while (p->gen == seen && !p->stop)

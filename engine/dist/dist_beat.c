@@ -42,6 +42,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 #include "dist_int.h"
+#include "cdp_thread.h"
 
 static struct {
 	int on, rank, size;
@@ -224,6 +225,7 @@ static void *beat_main(void *arg)
 	double now, next = 0;
 
 	(void)arg;
+	cdp_thread_name("cdp-heartbeat", -1);
 	if (!p || !who)
 		goto out;
 	for (;;) {

@@ -22,6 +22,7 @@
 #include "cdp_num.h"
 #include "dist_int.h"
 #include "dist_rdv.h"
+#include "cdp_thread.h"
 #ifdef HAVE_CUDA
 #include <nccl.h>       /* NCCL_MAJOR/MINOR/PATCH for cdp_dist_features */
 #endif
@@ -150,6 +151,8 @@ static void *wd_main(void *arg)
 	struct timespec ts;
 	double period = st.timeout / 4 < 1 ? st.timeout / 4 : 1, t;
 
+	(void)arg;
+	cdp_thread_name("cdp-watchdog", -1);
 	pthread_mutex_lock(&st.wd_mu);
 	while (!st.wd_stop) {
 		t = dist_now() + period;

@@ -45,6 +45,7 @@
 #include <time.h>
 #include "cdp_error.h"
 #include "dist_int.h"
+#include "cdp_thread.h"
 
 #define RING_WIN 4          /* chunks in flight per direction per ring op */
 #define RING_ACTIVE 4       /* ring ops progressing at once; the rest queue */
@@ -537,6 +538,7 @@ static void *ct_main(void *arg)
 	double t;
 
 	(void)arg;
+	cdp_thread_name("cdp-comm", -1);
 	pthread_mutex_lock(&ct.mu);
 	for (;;) {
 		while (!ct.stop && (ct.yield || (ct.qhead == ct.qn && !ct.busy)))

@@ -15,6 +15,7 @@
 
 #include "cdp_error.h"
 #include "dist/dist_watch.h"
+#include "cdp_thread.h"
 
 struct cdp_watch {
 	cdp_watch_ops ops;
@@ -102,6 +103,7 @@ static void *run(void *arg)
 	double t;
 	int q;
 
+	cdp_thread_name("cdp-devwatch", -1);
 	if (w->ops.enter && w->ops.enter(w->ops.ctx, msg, sizeof msg) != 0)
 		fire(w, msg);
 	pthread_mutex_lock(&w->mu);

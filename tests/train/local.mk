@@ -18,7 +18,8 @@ TESTS += tests/train/profile.sh tests/train/train.sh tests/train/train_fail.sh \
 	tests/train/cfg_keys.sh tests/train/bf16.sh tests/train/unet_resnet.sh \
 	tests/train/gradcomp.sh tests/train/mix.sh tests/train/bn_sync.sh \
 	tests/train/fpn_deeplab.sh tests/train/regression.sh
-TESTS += tests/train/multitarget.sh tests/train/overlap_auto.sh tests/train/step_per_bucket.sh
+TESTS += tests/train/multitarget.sh tests/train/overlap_auto.sh tests/train/step_per_bucket.sh \
+	tests/train/threads.sh
 endif
 TRAIN_TEST_CPPFLAGS = $(TRAIN_CPPFLAGS) -I$(top_srcdir)/tests/unit -DCDP_SRCDIR='"$(abs_top_srcdir)"'
 tests_train_test_loader_SOURCES = tests/train/test_loader.c tests/train/fixture.h
@@ -40,4 +41,5 @@ EXTRA_DIST += tests/train/gradcomp.sh tests/train/losses.sh tests/train/profile.
 	tests/train/rundir.sh tests/train/emastop.sh tests/train/emastop.py tests/train/augment.sh \
 	tests/train/cfg_keys.sh tests/train/bf16.sh tests/train/mix.sh tests/train/bn_sync.sh \
 	tests/train/regression.sh
-EXTRA_DIST += tests/train/multitarget.sh tests/train/overlap_auto.sh tests/train/step_per_bucket.sh
+EXTRA_DIST += tests/train/multitarget.sh tests/train/overlap_auto.sh tests/train/step_per_bucket.sh \
+	tests/train/threads.sh

@@ -26,6 +26,7 @@
 
 #include "cdp_error.h"
 #include "cdp_rng.h"
+#include "cdp_thread.h"
 
 #define RA_MIN_VALUE (128u << 10) /* see cdp_loader_readahead_auto */
 
@@ -188,6 +189,7 @@ void *cdp_loader_helper_main(void *arg)
 	cdp_loader *l = w->l;
 	uint64_t seen = 0;
 
+	cdp_thread_name("cdp-load", (int)(w - l->wk));
 	pthread_mutex_lock(&l->gmu);
 	for (;;) {
 		while (!l->gquit && l->ggen == seen)
@@ -283,6 +285,7 @@ void *cdp_loader_prefetch_main(void *arg)
 {
 	cdp_loader *l = arg;
 
+	cdp_thread_name("cdp-prefetch", -1);
 	pthread_mutex_lock(&l->mu);
 	for (;;) {
 		slot *s;

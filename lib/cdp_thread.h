@@ -1,0 +1,17 @@
+/* cdp_thread.h: names for the threads the tools start, so that top -H,
+ * ps -L, perf report --sort comm, gdb and /proc/PID/task/TID/comm tell
+ * them apart from the main thread (all would show "cdp-train"
+ * otherwise). The names: cdp-comm (gradient buckets, dist_ring.c),
+ * cdp-watchdog (blocking MPI calls, dist_mpi.c), cdp-devwatch (device
+ * operations, dist_watch.c), cdp-heartbeat (dist_beat.c), cdp-cpu/N (the
+ * CPU backend's pool, N from 1), cdp-prefetch and cdp-load/N (the
+ * training loader). */
+#ifndef CDP_THREAD_H
+#define CDP_THREAD_H
+
+/* Names the calling thread: name, cut to the 15 bytes Linux keeps, or
+ * "name/N" for n >= 0. Best effort: nothing happens where the system
+ * has no thread names. */
+void cdp_thread_name(const char *name, int n);
+
+#endif

@@ -1,0 +1,47 @@
+#!/bin/sh
+# tests/train/threads.sh: cdp-train's threads carry names (lib/cdp_thread.h)
+# that top -H, ps -L and perf show: the main thread stays cdp-train, the
+# CPU backend's pool is cdp-cpu/N, the loader's prefetch cdp-prefetch;
+# with 2 ranks the gradient buckets' cdp-comm, the watchdog of blocking
+# MPI calls cdp-watchdog and the heartbeat cdp-heartbeat.
+. "$CDP_SRCDIR/tests/train/train_common.sh"
+P="--db $T/pool --keys $T/train.keys -q --model $SMALL --steps 100000 --batch 4 --log-every 1"
+
+# names PID: the names of PID's threads, sorted, one line
+names() { cat /proc/"$1"/task/*/comm 2>/dev/null | sort | tr '\n' ' '; }
+# has NAMES WANT...: every WANT is one of NAMES
+has() {
+	h_all=$1
+	shift
+	for h_w in "$@"; do
+		case " $h_all " in
+		*" $h_w "*) ;;
+		*) return 1 ;;
+		esac
+	done
+}
+
+cdp-train $P --threads 2 --out "$T/one" & pid=$!
+trap 'kill $pid 2>/dev/null || :; rm -rf "$T"' EXIT
+wait_step $pid "$T/one/metrics.jsonl" 2 60
+n=$(names $pid)
+kill $pid
+wait $pid 2>/dev/null || :
+has "$n" cdp-train cdp-cpu/1 cdp-prefetch || fail "1 process: threads '$n'"
+echo "1 process: $n"
+
+if [ -z "$MP" ]; then
+	echo "SKIP: 2-rank case (no MPIRUN)"
+	exit 0
+fi
+$MP cdp-train $P --threads 1 --out "$T/two" & pid=$!
+wait_step $pid "$T/two/metrics.jsonl" 2 60
+r=
+for p in $(pgrep -P $pid cdp-train); do r=$p; done
+[ -n "$r" ] || { kill $pid; fail "2 ranks: no rank among mpirun's children"; }
+n=$(names "$r")
+kill $pid
+wait $pid 2>/dev/null || :
+has "$n" cdp-train cdp-comm cdp-watchdog cdp-heartbeat cdp-prefetch ||
+	fail "2 ranks: threads '$n'"
+echo "a rank of 2: $n"
