@@ -63,7 +63,9 @@
 #        BENCH_BUCKET_MB (--bucket-mb for every run; unset: cdp-train's
 #        default), BENCH_BN_SYNC (1: both models with bn_sync=1, every
 #        line; compare with a run at 0), CDP_DIST_THREAD (0: without the
-#        communication thread, cdp-train(1)).
+#        communication thread, cdp-train(1)), BENCH_PERF (a folder: `perf
+#        record -a -g` of both cores through round 1's 2-host jobs and
+#        ceilings, a file each; the threads are named, cdp-train(1)).
 #   The smallest check: BENCH_MODELS=unet BENCH_RATES=1gbit
 #   BENCH_SETTINGS=bf16 BENCH_ROUNDS=1 BENCH_STEPS=8 BENCH_WARM=2
 set -eu

@@ -30,7 +30,7 @@ options_of() {
 }
 for st in $settings; do options_of "$st" >/dev/null || exit 2; done
 CDPC_TMP=$D
-trap 'cluster_down; rm -rf "$D"' EXIT
+trap '[ -z "${pp:-}" ] || kill -INT "$pp" 2>/dev/null; cluster_down; rm -rf "$D"' EXIT
 trap 'exit 1' HUP INT TERM
 
 # the pools, one copy per host (node-local, as tests/cluster does)
@@ -103,6 +103,15 @@ train() {
 	set -- "$@" -q --db "$N/$m" --keys "$N/$m.keys" --out "$N/run" --steps "$steps" \
 		--threads 1 --log-every 1 --trace "$N/run/trace.json" --pad-last ${bmb:+--bucket-mb "$bmb"}
 	rm -rf "$run_dir" "$run_dir2"
+	# BENCH_PERF=DIR: both cores recorded through round 1's 2-host jobs
+	# and ceilings, one file each, numbered in the order they ran
+	pf=
+	if [ -n "${BENCH_PERF:-}" ] && [ "${r:-0}" = 1 ] && [ "$nh" != 1 ]; then
+		pseq=$((${pseq:-0} + 1))
+		pf=$BENCH_PERF/$m.$(printf %02d "$pseq").$([ "$nh" = pair ] && echo ceiling ||
+			echo "${rate:-off}.${st:-default}").data
+		perf record -q -a -g -F 499 -o "$pf" -- sleep 100000 2>/dev/null & pp=$!
+	fi
 	if [ "$nh" = 1 ]; then
 		cluster_run node1 cdp-train "$@"
 	elif [ "$nh" = pair ]; then
@@ -117,6 +126,11 @@ train() {
 		export CDP_TRAIN_STEP_PER_BUCKET
 		cluster_mpirun -np 2 -x PATH -x CDP_TRAIN_STEP_PER_BUCKET \
 			${CDP_DIST_THREAD:+-x CDP_DIST_THREAD} cdp-train "$@"
+	fi
+	if [ -n "$pf" ]; then
+		kill -INT "$pp"
+		wait "$pp" || :
+		echo "scaling.sh: perf: $pf (perf report -i $pf --sort cpu,comm,dso -g none)" >&2
 	fi
 }
 
