@@ -30,7 +30,8 @@ options_of() {
 }
 for st in $settings; do options_of "$st" >/dev/null || exit 2; done
 CDPC_TMP=$D
-trap '[ -z "${pp:-}" ] || kill -INT "$pp" 2>/dev/null; cluster_down; rm -rf "$D"' EXIT
+# (set -e: a command that fails in the trap would end it before cluster_down)
+trap '[ -z "${pp:-}" ] || kill -INT "$pp" 2>/dev/null || :; cluster_down; rm -rf "$D"' EXIT
 trap 'exit 1' HUP INT TERM
 
 # the pools, one copy per host (node-local, as tests/cluster does)
@@ -130,6 +131,7 @@ train() {
 	if [ -n "$pf" ]; then
 		kill -INT "$pp"
 		wait "$pp" || :
+		pp=
 		echo "scaling.sh: perf: $pf (perf report -i $pf --sort cpu,comm,dso -g none)" >&2
 	fi
 }

@@ -225,7 +225,7 @@ double cpu_sumsq(cdp_backend *be, const float *x, size_t n)
 {
 	v4d a = { 0, 0, 0, 0 }, b = { 0, 0, 0, 0 };
 	size_t i = 0;
-	double s[8], t;
+	double s[8];
 
 	for (; i + 8 <= n; i += 8) {
 		v4d lo = { x[i], x[i + 1], x[i + 2], x[i + 3] };
@@ -239,8 +239,7 @@ double cpu_sumsq(cdp_backend *be, const float *x, size_t n)
 	}
 	for (int k = 0; i < n; i++, k++)
 		s[k] += (double)x[i] * x[i];
-	t = ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
-	return t;
+	return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
 }
 
 cdp_backend *cdp_backend_cpu(int threads)

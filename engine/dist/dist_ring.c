@@ -951,11 +951,10 @@ int cdp_dist_bucket_wait_ok(void)
 
 int cdp_dist_bucket_wait(int b)
 {
-	double t0 = dist_now(), t;
-	int waited = 0;
+	double t0 = dist_now();
 	acct a;
 
-	if (b < 0 || b >= st.nb || st.bmode != DIST_HOST)
+	if (b < 0 || b >= st.nb || !cdp_dist_bucket_wait_ok())
 		return CDP_EINVAL;
 	/* everything not started starts now, in bucket order, as in
 	 * cdp_dist_wait_all: the collectives keep one order on every rank */
@@ -966,22 +965,13 @@ int cdp_dist_bucket_wait(int b)
 	if (ct.active) {
 		/* the thread goes on with the others meanwhile */
 		pthread_mutex_lock(&ct.mu);
-		while (!ct.fin[b]) {
-			waited = 1;
+		while (!ct.fin[b])
 			pthread_cond_wait(&ct.idle, &ct.mu);
-		}
 		pthread_mutex_unlock(&ct.mu);
-		t = dist_now();
-		if (waited || a.started != st.bstarted)
-			dist_stats.grad_exposed_s += t - a.t;
-		if (st.busy_since == 0)
-			st.busy_since = a.t;
-		st.busy_seen = t;
-	} else {
-		if (!st.bops[b].done)
-			drive(&st.bops[b], "waiting for a gradient reduction");
-		acct_out(&a);
+	} else if (!st.bops[b].done) {
+		drive(&st.bops[b], "waiting for a gradient reduction");
 	}
+	acct_out(&a);
 	dist_stats.wait_s += dist_now() - t0;
 	return 0;
 }

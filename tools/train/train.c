@@ -507,7 +507,7 @@ static int train_loop(trainer *t)
 		 * the local ones before ADMM's penalty is added (admm); in parts,
 		 * each bucket's update as soon as it is reduced (tr_sync_parts:
 		 * only where no check needs the whole gradient first) */
-		parts = t->parts && isfinite(loss);
+		parts = !t->parts_off && isfinite(loss);
 		if (parts) {
 			tr_sync_parts(t, s1);
 			if (t->trace)

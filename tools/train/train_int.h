@@ -83,8 +83,9 @@ typedef struct trainer {
 	int ov_now;
 	long ov_first;
 	double ov_t[2][TR_OV_PAIRS];
-	int parts;                      /* the optimizer runs bucket by bucket
-	                                 * (tr_sync_parts); set by tr_buckets_log */
+	const char *parts_off;          /* why the update waits for the last
+	                                 * bucket; NULL: it runs bucket by bucket
+	                                 * (tr_sync_parts). Set by tr_sync_init */
 	float *z, *u, *save;            /* admm consensus and dual; a spare copy */
 	/* logging (rank 0) */
 	FILE *jsonl, *log, *keylog;
@@ -266,10 +267,10 @@ void tr_on_layer_done(cdp_net *net, int l, void *ctx);
 /* Before the optimizer step: finishes the gradient reduction (allreduce)
  * or adds the ADMM penalty gradient (admm). */
 void tr_sync_grads(trainer *t);
-/* --sync allreduce with t->parts: waits for each bucket in turn and applies
- * the optimizer to it (cdp_optim_part) while later ones are in flight;
- * step s1's trace gets a wait and an optimizer span per bucket. The caller
- * ends the step with cdp_optim_parts_done. */
+/* --sync allreduce without t->parts_off: waits for each bucket in turn
+ * and applies the optimizer to it (cdp_optim_part) while later ones are
+ * in flight; step s1's trace gets a wait and an optimizer span per
+ * bucket. The caller ends the step with cdp_optim_parts_done. */
 void tr_sync_parts(trainer *t, long s1);
 /* --overlap auto: before the loop (first: this run's first step), and
  * after each step's optimizer with that step's seconds */

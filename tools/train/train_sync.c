@@ -44,6 +44,27 @@
 #include "train_int.h"
 #include "train_trace.h"
 
+/* Whether the optimizer can run bucket by bucket, and if not why: every
+ * check before the update that needs the whole reduced gradient keeps the
+ * update after the last bucket (issue 29: clipping by the global norm,
+ * the loss scaler's overflow test, --nan-policy skip's refusal of a step
+ * that is not finite, accumulation). NULL when it can. */
+static const char *no_parts(const trainer *t)
+{
+	if (!t->o->step_per_bucket)
+		return "CDP_TRAIN_STEP_PER_BUCKET=0";
+	if (t->scale > 0)
+		return "the loss scaler tests the whole gradient";
+	if (!cdp_optim_parts_ok(&t->opt))
+		return t->opt.cfg.clip_norm > 0 ? "clip_norm needs the whole gradient's norm" :
+		       "accumulate= divides the whole gradient";
+	if (t->o->nan_policy != CDP_NAN_STOP)
+		return "--nan-policy skip refuses a step before any of it is applied";
+	if (!cdp_dist_bucket_wait_ok())
+		return "the gradients are reduced on the device or staged through host memory";
+	return NULL;
+}
+
 int tr_sync_init(trainer *t, char *err, size_t cap)
 {
 	const cdp_net *net = &t->net;
@@ -107,36 +128,16 @@ int tr_sync_init(trainer *t, char *err, size_t cap)
 		snprintf(err, cap, "out of memory");
 		return -1;
 	}
+	t->parts_off = t->size > 1 && t->o->sync == CDP_SYNC_ALLREDUCE ? no_parts(t) :
+	               "no gradient buckets";
 	return 0;
-}
-
-/* Whether the optimizer can run bucket by bucket, and if not why: every
- * check before the update that needs the whole reduced gradient keeps the
- * update after the last bucket (issue 29: clipping by the global norm,
- * the loss scaler's overflow test, --nan-policy skip's refusal of a step
- * that is not finite, accumulation). NULL when it can. */
-static const char *no_parts(const trainer *t)
-{
-	if (!t->o->step_per_bucket)
-		return "CDP_TRAIN_STEP_PER_BUCKET=0";
-	if (t->scale > 0)
-		return "the loss scaler tests the whole gradient";
-	if (t->opt.cfg.clip_norm > 0)
-		return "clip_norm needs the whole gradient's norm";
-	if (t->accumulate > 1)
-		return "accumulate= divides the whole gradient";
-	if (t->o->nan_policy != CDP_NAN_STOP)
-		return "--nan-policy skip refuses a step before any of it is applied";
-	if (!cdp_dist_bucket_wait_ok())
-		return "the gradients are reduced on the device or staged through host memory";
-	return NULL;
 }
 
 /* train.log: how the gradients are cut, so that a user tuning
  * --bucket-mb sees what the default chose, and when the update runs. */
 void tr_buckets_log(trainer *t)
 {
-	const char *late = "", *why;
+	const char *late = "";
 	char how[64] = "", when[160] = "";
 	size_t n, first = 0, most = 0;
 	double mib;
@@ -144,10 +145,8 @@ void tr_buckets_log(trainer *t)
 
 	if (t->size < 2 || t->o->sync != CDP_SYNC_ALLREDUCE)
 		return;
-	why = no_parts(t);
-	t->parts = why == NULL;
-	if (why)
-		tr_logf(t, "optimizer: after the last bucket (%s)", why);
+	if (t->parts_off)
+		tr_logf(t, "optimizer: after the last bucket (%s)", t->parts_off);
 	else
 		tr_logf(t, "optimizer: applied to each bucket as soon as it is reduced");
 	for (b = 0; cdp_dist_bucket_info(b, NULL, &n, NULL, NULL) == 0; b++) {
