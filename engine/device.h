@@ -23,11 +23,11 @@ int cdp_device_pick(const char *spec, int ngpu, int local_rank);
  * (torchrun and the like), MPI_LOCALRANKID (MPICH, Intel MPI) that holds a
  * number >= 0; else -1. */
 int cdp_device_env_local_rank(void);
-/* The backends' settings of the environment (CDP_CPU_ISA, CDP_CPU_BF16, CDP_CPU_BF16_EMU,
- * CDP_CUDNN_BENCHMARK, CDP_CUDNN_VERBOSE), checked before a backend reads them, which would take
- * a value it does not know for the default: NULL when each is unset, empty
- * or allowed, else the first variable that is not, with what it allows in
- * want[cap]. */
+/* The engine's settings of the environment (CDP_CPU_ISA, CDP_CPU_BF16,
+ * CDP_CPU_BF16_EMU, CDP_CPU_WINOGRAD, CDP_BF16_STASH, CDP_CUDNN_*), checked
+ * before the engine reads them, which would take a value it does not know
+ * for the default: NULL when each is unset, empty or allowed, else the
+ * first variable that is not, with what it allows in want[cap]. */
 const char *cdp_device_env_check(char *want, size_t cap);
 /* Call before cdp_dist_init (MPI_Init): makes the GPU that cdp_device_open
  * will bind (from the launcher's local rank, which is MPI's local rank on

@@ -15,33 +15,76 @@
 #include <string.h>
 #include <sys/stat.h>
 
-/* The directory part of path ("." when it has none) into buf[cap], and a
- * pointer to its last component inside path. */
-static const char *split(const char *path, char *buf, size_t cap)
+/* path without trailing slashes or "/." components ("/" stays) into
+ * buf[cap]; the length kept, 0 when it does not fit. */
+static size_t trim(const char *path, char *buf, size_t cap)
 {
-	const char *slash = strrchr(path, '/');
-	size_t n;
+	size_t n = strlen(path);
 
-	if (!slash) {
-		snprintf(buf, cap, ".");
-		return path;
+	for (;;) {
+		while (n > 1 && path[n - 1] == '/')
+			n--;
+		if (n >= 2 && path[n - 1] == '.' && path[n - 2] == '/')
+			n = n == 2 ? 1 : n - 2;
+		else
+			break;
 	}
-	n = (size_t)(slash - path);
-	if (n == 0)
-		n = 1;          /* "/x": the root */
 	if (n >= cap)
-		n = cap - 1;
+		return 0;
 	memcpy(buf, path, n);
 	buf[n] = '\0';
+	return n;
+}
+
+/* Splits buf (no trailing slash) in place into its directory ("." when it
+ * has none, "/" for the root) and a pointer to its last component. */
+static const char *split(char *buf, const char **dir)
+{
+	char *slash = strrchr(buf, '/');
+
+	if (!slash) {
+		*dir = ".";
+		return buf;
+	}
+	if (slash == buf) {
+		*dir = "/";
+		return slash + 1;
+	}
+	*slash = '\0';
+	*dir = buf;
 	return slash + 1;
+}
+
+/* Neither a nor b exists: the same name in the same directory, where two
+ * directories that do not exist yet either are compared the same way
+ * (so "run/trace.json" and "./run/trace.json" collide before run/ is
+ * made). depth bounds the descent over a long chain of missing folders. */
+static int same_missing(const char *a, const char *b, int depth)
+{
+	char pa[4096], pb[4096];
+	const char *da, *db, *ba, *bb;
+	struct stat sa, sb;
+	int ea, eb;
+
+	if (depth > 64 || !trim(a, pa, sizeof pa) || !trim(b, pb, sizeof pb))
+		return 0;
+	ba = split(pa, &da);
+	bb = split(pb, &db);
+	if (strcmp(ba, bb) != 0 || !strcmp(ba, ".") || !strcmp(ba, "..") || !*ba)
+		return 0;
+	ea = stat(da, &sa) == 0 ? 0 : errno;
+	eb = stat(db, &sb) == 0 ? 0 : errno;
+	if (!ea && !eb)
+		return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+	if (ea == ENOENT && eb == ENOENT)
+		return same_missing(da, db, depth + 1);
+	return 0;
 }
 
 int cdp_same_file(const char *a, const char *b)
 {
 	struct stat sa, sb;
 	int ea, eb;
-	char da[4096], db[4096];
-	const char *ba, *bb;
 
 	if (!a || !b)
 		return 0;
@@ -51,12 +94,7 @@ int cdp_same_file(const char *a, const char *b)
 		return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
 	if (ea != ENOENT || eb != ENOENT)
 		return 0;
-	/* Neither exists: the same name in the same directory. */
-	ba = split(a, da, sizeof da);
-	bb = split(b, db, sizeof db);
-	if (strcmp(ba, bb) != 0 || stat(da, &sa) != 0 || stat(db, &sb) != 0)
-		return 0;
-	return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+	return same_missing(a, b, 0);
 }
 
 int cdp_fileset_add(cdp_fileset *s, const char *path, const char *what)

@@ -71,7 +71,10 @@
  * the consensus (the average, or ADMM's z) and OPTM rank 0's optimizer, and
  * exactly resuming needs what each rank holds besides: its parameters, its
  * optimizer moments and step count, ADMM's dual u, its batchnorm running
- * statistics. RANK records them for every rank r of the j that wrote it,
+ * statistics. With --sync allreduce on 2 or more ranks the ranks share one
+ * model, but each moves its own batchnorm statistics (BUFS holds their
+ * average): RANK then holds those alone (CDP_CKPT_RANK_BUFFERS, sync 0,
+ * K 1). RANK records them for every rank r of the j that wrote it,
  * each a block of `stride` floats (cdp_ckpt_rank_stride):
  *   [P] parameters      CDP_CKPT_RANK_PARAMS   (P = PARM's total)
  *   [P] x nm moments    CDP_CKPT_RANK_OPTIM    (nm = OPTM's blocks: AdamW

@@ -358,11 +358,15 @@ int cdp_dist_init(int *argc, char ***argv)
 		return CDP_EINVAL;
 	if ((rc = env_check()) != 0)
 		return rc;
-	if (env && (rc = cdp_parse_double(env, 0, 1e9, &st.timeout)) != 0)
+	/* an empty variable is unset, as for every other CDP_ variable */
+	if (env && *env && (rc = cdp_parse_double(env, 0, 1e9, &st.timeout)) != 0) {
+		st.bad_want = "seconds, 0 (never) to 1e9";
 		return rc;
-	if ((env = getenv("CDP_DIST_HEARTBEAT")) &&
+	}
+	if ((env = getenv("CDP_DIST_HEARTBEAT")) && *env &&
 	    (rc = cdp_parse_double(env, 0, 1e9, &st.beat)) != 0) {
 		st.bad_env = "CDP_DIST_HEARTBEAT";
+		st.bad_want = "seconds, 0 (no heartbeat) to 1e9";
 		return rc;
 	}
 	/* SERIALIZED: the communication thread (dist_ring.c) makes MPI calls

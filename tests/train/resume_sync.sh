@@ -1,10 +1,14 @@
 #!/bin/sh
 # tests/train/resume_sync.sh: exact --resume for --sync average:K and
-# admm:K:RHO, and SIGTERM under mpirun (train_common.sh builds the pool):
+# admm:K:RHO, and allreduce's batchnorm statistics, and SIGTERM under
+# mpirun (train_common.sh builds the pool):
 #  - mpirun -np 2 with average:5 and admm:5:0.01: 40 steps in one go against
 #    17 steps (not a multiple of K; --checkpoint-every 7, not one either)
 #    then --resume to 40: every step's loss and every validation line equal
 #    bit for bit, and the resume prints nothing;
+#  - allreduce on 2 ranks: the same 40 against 17 + resume, and a run
+#    without validations or intermediate checkpoints: the same checkpoint
+#    byte for byte (each rank's own batchnorm statistics are kept);
 #  - the same checkpoint without its per-rank section, or resumed by one
 #    process: one warning line, the run goes on from the consensus model,
 #    and the losses after step 17 then differ (the section is what makes
@@ -101,6 +105,29 @@ for sync in average:5 admm:5:0.01; do
 	echo "$sync: without the section, a warning and other losses:" \
 		"$(sed -n 18p "$T/la") vs $(sed -n 18p "$T/ls")"
 done
+
+echo "== allreduce: 40 steps against 17 + resume, and against no validation or checkpoint"
+# each rank's batchnorm statistics move with its own batches; validating
+# and checkpointing average them on a copy, and the per-rank section keeps
+# each rank's own, so neither the checkpoints every 7 steps nor the resume
+# changes a bit of the run (before: both rounded the statistics anew)
+ad=$T/allreduce
+$MP cdp-train $R --out "$ad.a" --steps 40 || fail "allreduce: run a"
+$MP cdp-train $R --out "$ad.b" --steps 17 || fail "allreduce: run b"
+$MP cdp-train $R --out "$ad.b" --steps 40 --resume 2>"$T/err" ||
+	fail "allreduce: resume: $(cat "$T/err")"
+[ ! -s "$T/err" ] || fail "allreduce: the resume said: $(cat "$T/err")"
+vals "$ad.a/metrics.jsonl" >"$T/va"
+vals "$ad.b/metrics.jsonl" | grep -v '^17 ' >"$T/vb"
+[ "$(wc -l <"$T/va")" -eq 4 ] || fail "allreduce: $(wc -l <"$T/va") validation lines"
+cmp -s "$T/va" "$T/vb" || fail "allreduce: resumed validation differs: $(diff "$T/va" "$T/vb")"
+cmp -s "$ad.a/checkpoint.cdpt" "$ad.b/checkpoint.cdpt" || fail "allreduce: resumed checkpoint differs"
+$MP cdp-train $(echo "$R" | sed 's/--val-keys [^ ]*//; s/--checkpoint-every 7/--checkpoint-every 40/') \
+	--out "$ad.n" --steps 40 || fail "allreduce: run without validation"
+cmp -s "$ad.a/checkpoint.cdpt" "$ad.n/checkpoint.cdpt" ||
+	fail "allreduce: validating and checkpointing every 7 steps changed the model"
+echo "allreduce: 4 validations and the checkpoint equal bit for bit after resuming at step 17;" \
+	"the same model without validations or checkpoints on the way"
 
 echo "== another j"
 cp -r "$d.c" "$d.j"

@@ -7,6 +7,10 @@
 #    --overwrite removes those files and nothing else; an empty directory or
 #    one with only the user's files trains; --resume with --overwrite is a
 #    usage error; a run refused before its first step leaves none behind;
+#  - a link at a run file's name counts as the run's (refused; --overwrite
+#    removes the link, never what it names); a folder at checkpoint.cdpt
+#    or best.cdpt is refused before step 1; --trace onto the run's own
+#    checkpoint in a RUNDIR still to be made is the same file;
 #  - a second cdp-train on a running run's RUNDIR (with --resume or
 #    --overwrite) fails at once naming it and the holder's pid, and leaves
 #    the running one's files; kill -9 of the holder leaves no stale lock;
@@ -53,6 +57,31 @@ expect_fail 1 "cannot create '$T/nodir/k.0'" env CDP_TRAIN_LOG_KEYS="$T/nodir/k"
 expect_fail 2 "^cdp-train: --resume and --overwrite exclude each other" \
 	cdp-train $C --out "$T/run" --steps 3 --resume --overwrite
 
+echo "== the run's files as links and folders, outputs onto them in a RUNDIR still to come"
+# a link at checkpoint.cdpt into another run: a run of its own, refused
+mkdir "$T/lnk"
+ln -s ../run/checkpoint.cdpt "$T/lnk/checkpoint.cdpt"
+expect_fail 1 "'$T/lnk' holds a run (checkpoint.cdpt)" cdp-train $C --out "$T/lnk" --steps 1
+cmp -s "$T/run/checkpoint.cdpt" "$T/ck.first" || fail "a run wrote through a link into another run"
+# --overwrite removes the link, and the other run's checkpoint stays
+cdp-train $C --out "$T/lnk" --steps 1 --overwrite || fail "--overwrite over a link failed"
+[ -f "$T/lnk/checkpoint.cdpt" ] && [ ! -L "$T/lnk/checkpoint.cdpt" ] ||
+	fail "--overwrite kept the link checkpoint.cdpt"
+cmp -s "$T/run/checkpoint.cdpt" "$T/ck.first" || fail "--overwrite wrote through a link into another run"
+# a folder at checkpoint.cdpt (or best.cdpt with --keep-best): refused
+# before the first step, not when the checkpoint is due
+mkdir -p "$T/dirck/checkpoint.cdpt" "$T/dirbest/best.cdpt"
+expect_fail 1 "^cdp-train: refusing to write '$T/dirck/checkpoint.cdpt': it is a directory, not a regular file\$" \
+	cdp-train $C --out "$T/dirck" --steps 2
+[ ! -e "$T/dirck/metrics.jsonl" ] || fail "a run refused for its checkpoint's path trained"
+expect_fail 1 "^cdp-train: refusing to write '$T/dirbest/best.cdpt': it is a directory" \
+	cdp-train $C --out "$T/dirbest" --steps 2 --val-keys "$T/val.keys" --keep-best loss
+# --trace onto the run's own checkpoint in a RUNDIR not made yet: the same
+# file before either exists (it was written over the checkpoint at the end)
+expect_fail 1 "^cdp-train: '$T/newrun/checkpoint.cdpt' and --trace '$T/newrun/./checkpoint.cdpt' are the same file\$" \
+	cdp-train $C --out "$T/newrun" --steps 1 --trace "$T/newrun/./checkpoint.cdpt"
+[ ! -e "$T/newrun" ] || fail "a refused run made its RUNDIR"
+
 echo "== --overwrite"
 mkdir "$T/run/sub"
 ln -s notes.txt "$T/run/best.cdpt"
@@ -60,7 +89,10 @@ cdp-train $C --out "$T/run" --steps 3 --overwrite --seed 7 || fail "--overwrite 
 # t.json is no file of this run (no --trace), so it stays as the user's
 [ -s "$T/run/t.json" ] || fail "--overwrite removed a trace this run does not write"
 [ "$(cat "$T/run/notes.txt")" = mine ] || fail "--overwrite touched the user's notes.txt"
-[ -d "$T/run/sub" ] && [ -L "$T/run/best.cdpt" ] || fail "--overwrite removed what it did not write"
+[ -d "$T/run/sub" ] || fail "--overwrite removed what it did not write"
+# a link at a run file's name is removed, not what it names (a --keep-best
+# run would otherwise write through it into notes.txt)
+[ ! -e "$T/run/best.cdpt" ] && [ ! -L "$T/run/best.cdpt" ] || fail "--overwrite left the link best.cdpt"
 [ "$(grep -c '"type":"resume"' "$T/run/metrics.jsonl")" -eq 0 ] || fail "--overwrite resumed"
 [ "$(losses "$T/run/metrics.jsonl" | tail -1 | cut -d' ' -f1)" = 3 ] ||
 	fail "--overwrite: metrics.jsonl does not end at step 3"
@@ -106,12 +138,14 @@ nl='
 '
 for e in CDP_DIST_THREAD=yes CDP_DIST_STAGE=2 CDP_CPU_ISA=junk CDP_JOB_ID=$long \
 	CDP_CUDNN_BENCHMARK=on CDP_CUDNN_BN=cudnn CDP_CUDNN_NHWC=yes CDP_CPU_BF16_EMU=yes CDP_CPU_BF16=vnni \
-	CDP_CPU_WINOGRAD=off; do
+	CDP_CPU_WINOGRAD=off CDP_BF16_STASH=2 CDP_DIST_TIMEOUT=soon CDP_DIST_HEARTBEAT=-1; do
 	name=${e%%=*} value=${e#*=}
 	case $name in
 	CDP_CPU_ISA) want='want \(amx, avx512bf16, avx512, avx2 or \)\?sse2' ;;
 	CDP_JOB_ID) want='want 1 to 251 printable ASCII characters' ;;
 	CDP_CPU_BF16) want='want dp or fma' ;;
+	CDP_DIST_TIMEOUT) want='want seconds, 0 (never) to 1e9' ;;
+	CDP_DIST_HEARTBEAT) want='want seconds, 0 (no heartbeat) to 1e9' ;;
 	*) want='want 0 or 1' ;;
 	esac
 	expect_fail 1 "^cdp-train: $name: '$value': $want\$" env "$e" cdp-train $C --out "$T/env" --steps 1
@@ -122,6 +156,9 @@ expect_fail 1 "^cdp-train: CDP_JOB_ID: 'a?b': want" env CDP_JOB_ID="a${nl}b" cdp
 # the allowed values still train
 env CDP_DIST_THREAD=0 CDP_DIST_STAGE=1 CDP_CPU_ISA=sse2 CDP_JOB_ID=job-7 CDP_CPU_BF16=dp cdp-train $C \
 	--out "$T/env" --steps 1 || fail "allowed settings refused"
+# an empty variable is unset, as cdp-train(1) says of every one
+env CDP_DIST_TIMEOUT= CDP_DIST_HEARTBEAT= CDP_BF16_STASH= CDP_CPU_ISA= cdp-train $C \
+	--out "$T/env2" --steps 1 || fail "empty settings refused: $(cat "$T/env2/train.log" 2>&1)"
 expect_fail 2 "^cdp-train: --model: an override holds control character 0x0a at byte [0-9]*: each KEY=VALUE is one line of the cfg\$" \
 	cdp-train --db "$T/pool" --keys "$T/train.keys" --model "$SMALL:width=4${nl}depth=9" --out "$T/nl" --steps 1
 [ ! -e "$T/nl" ] || fail "an override with a newline made RUNDIR"

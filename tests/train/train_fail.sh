@@ -12,7 +12,11 @@
 #    both named;
 #  - a pool with a constant band (std 0) trains, resumes and predicts; a
 #    run whose checkpoint could not be written is refused before step 1;
-#  - usage errors exit 2; a GPU that does not exist is a clear error;
+#  - usage errors exit 2 (--min-delta without --patience, malformed
+#    --class-weights, nesterov without momentum, sgd's options with adamw,
+#    RHO beyond 1e6); a GPU that does not exist is a clear error;
+#    --keep-best f1 or map on a single-label pool is refused; a cosine
+#    warm-up longer than the run is cut to it and train.log says so;
 #  - a corrupt record stops the run naming its key; --skip-bad-records
 #    counts and skips it instead;
 #  - under 2 ranks: a corrupt record brings the whole job down naming the
@@ -66,8 +70,15 @@ cmp -s "$T/m.cfg" "$SMALL" || fail "--log appended to the model cfg"
 cp "$T/train.keys" "$T/keys.orig"
 mkdir "$T/r2"
 ln -s ../train.keys "$T/r2/metrics.jsonl"
-expect_fail 1 "refusing to write '$T/r2/metrics.jsonl': it is the --keys file '$T/train.keys'" \
+# a link at a run file's name is a run of its own (rundir.sh); with
+# --overwrite, which would remove the link, it is still refused as the
+# input it names, before anything is removed
+expect_fail 1 "'$T/r2' holds a run (metrics.jsonl)" \
 	cdp-train --db "$T/pool" --keys "$T/train.keys" --model "$SMALL" --out "$T/r2" --threads 1 -q --steps 1
+expect_fail 1 "refusing to write '$T/r2/metrics.jsonl': it is the --keys file '$T/train.keys'" \
+	cdp-train --db "$T/pool" --keys "$T/train.keys" --model "$SMALL" --out "$T/r2" --threads 1 -q \
+	--steps 1 --overwrite
+[ -L "$T/r2/metrics.jsonl" ] || fail "a refused --overwrite removed the link"
 cmp -s "$T/train.keys" "$T/keys.orig" || fail "metrics.jsonl replaced the pointer file"
 
 echo "== non-finite numbers"
@@ -159,6 +170,37 @@ echo "== usage"
 expect_fail 2 "missing --db" cdp-train --keys "$T/train.keys" --model x --out "$T/run"
 expect_fail 2 "--sync: 'admm:3' is not allreduce" cdp-train --db "$T/pool" --keys "$T/train.keys" $C --sync admm:3
 expect_fail 2 "--batch: '0' is not an integer in 1\.\." cdp-train --db "$T/pool" --keys "$T/train.keys" $C --batch 0
+# settings the run would otherwise drop or misread, refused before any pool
+# is opened (exit 2), as torch.optim refuses nesterov without momentum
+expect_fail 2 "^cdp-train: --min-delta needs --patience\$" \
+	cdp-train --db "$T/pool" --keys "$T/train.keys" $C --min-delta 0
+for cw in abc 1, 1,nan ,1 -1; do
+	expect_fail 2 "^cdp-train: --class-weights '$cw': want auto or numbers >= 0 separated by commas" \
+		cdp-train --db "$T/pool" --keys "$T/train.keys" $C --class-weights "$cw"
+done
+expect_fail 2 "^cdp-train: --nesterov needs a momentum above 0 (--momentum 0 given)\$" \
+	cdp-train --db "$T/pool" --keys "$T/train.keys" $C --optimizer sgd --nesterov --momentum 0
+expect_fail 2 "^cdp-train: --momentum applies to --optimizer sgd, not adamw\$" \
+	cdp-train --db "$T/pool" --keys "$T/train.keys" $C --optimizer adamw --momentum 0.5
+# the cfg's optimizer (small.cfg: sgd) made adamw by an override: refused
+# in setup (exit 1), naming the model
+expect_fail 1 "^cdp-train: --nesterov applies to sgd; the optimizer of model '.*' is adamw" \
+	cdp-train --db "$T/pool" --keys "$T/train.keys" --model "$SMALL:optimizer=adamw" \
+	--out "$T/run" --threads 1 -q --steps 3 --nesterov
+expect_fail 1 "^cdp-train: --keep-best f1: a multi-label pool's metric; '$T/pool' is not one" \
+	cdp-train --db "$T/pool" --keys "$T/train.keys" --val-keys "$T/val.keys" $C --keep-best f1
+expect_fail 1 "^cdp-train: --keep-best map: a multi-label pool's metric" \
+	cdp-train --db "$T/pool" --keys "$T/train.keys" --val-keys "$T/val.keys" $C --keep-best map \
+	--patience 2
+# a cosine warm-up longer than the run is cut to it, and train.log says so
+rm -rf "$T/run"
+cdp-train --db "$T/pool" --keys "$T/train.keys" $C --schedule cosine --warmup 50 --lr 0.01 \
+	--log-every 1 || fail "cosine with a long warm-up failed"
+grep -q "optimizer sgd: lr 0.01, .*; schedule cosine to 0 at step 3, warm-up 2 steps from 0.1 of the rate (50 asked, cut to the run: no cosine decay)\$" \
+	"$T/run/train.log" || fail "train.log lacks the cut warm-up: $(grep optimizer "$T/run/train.log")"
+rm -rf "$T/run"
+expect_fail 2 "^cdp-train: --sync: 'admm:2:1e7' is not allreduce, average:K or admm:K:RHO (K 1 to 2147483647, RHO above 0 to 1e6)" \
+	cdp-train --db "$T/pool" --keys "$T/train.keys" $C --sync admm:2:1e7
 expect_fail 1 "device cuda:1023 does not exist" cdp-train --db "$T/pool" --keys "$T/train.keys" $C \
 	--device cuda:1023
 cdp-train --db "$T/pool" --keys "$T/train.keys" $C --device auto || fail "--device auto did not run on the cpu"

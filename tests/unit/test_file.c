@@ -64,6 +64,15 @@ int main(void)
 	CHECK(cdp_same_file(tp("new"), tp("new2")) == 0, "two new names differ");
 	CHECK(cdp_same_file(tp("new"), "/nonexistent-dir/new") == 0, "a new name elsewhere");
 	CHECK(cdp_same_file(NULL, tp("a")) == 0, "NULL is no file");
+	/* in folders not made yet (cdp-train --out run --trace run/x) */
+	CHECK(cdp_same_file(tp("nd/sub/new"), tp("nd/sub/new")) == 1, "a name in new folders");
+	snprintf(dotted, sizeof dotted, "%s/./nd//sub/./new", dir);
+	CHECK(cdp_same_file(tp("nd/sub/new"), dotted) == 1, "the same, spelt with ./ and //");
+	snprintf(dotted, sizeof dotted, "%s/nd/sub/", dir);
+	CHECK(cdp_same_file(tp("nd/sub"), dotted) == 1, "a new folder with a trailing slash");
+	CHECK(cdp_same_file(tp("nd/sub/new"), tp("nd/other/new")) == 0, "other new folders");
+	CHECK(cdp_same_file(tp("nd/sub/new"), tp("nd2/sub/new")) == 0, "other new parents");
+	CHECK(cdp_same_file(tp("nd/new"), tp("new")) == 0, "a new folder is not its parent");
 
 	CHECK_RC(cdp_fileset_add(&s, tp("a"), "the input 'a'"), CDP_OK);
 	CHECK_RC(cdp_fileset_add(&s, tp("missing"), "the model"), CDP_OK);

@@ -41,16 +41,16 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 	    "usage: " PROG " [-hqV] --db DB --keys FILE [--val-keys FILE] --model CFG[:KEY=VALUE,...]\n"
-	    "                 --out RUNDIR [--epochs N | --steps N] [--batch N] [--lr X]\n"
+	    "                 --out RUNDIR [--epochs N] [--steps N] [--batch N] [--lr X]\n"
 	    "                 [--schedule constant|step|cosine] [--warmup N] [--optimizer sgd|adamw]\n"
 	    "                 [--momentum X] [--weight-decay X] [--nesterov] [--seed N] [--threads N]\n"
 	    "                 [--device cpu|cuda|cuda:N|auto] [--precision fp32|tf32|bf16|fp16]\n"
 	    "                 [--loss-scale dynamic|off|S] [--sync allreduce|average:K|admm:K:RHO]\n"
 	    "                 [--allreduce mpi|ring|nccl] [--grad-compress none|fp16|bf16]\n"
-	    "                 [--overlap auto|on|off | --no-overlap] [--checkpoint-every N]\n"
-	    "                 [--resume | --overwrite] [--init CHECKPOINT [--init-norm]]\n"
+	    "                 [--overlap auto|on|off | --no-overlap] [--bucket-mb N] [--trace FILE]\n"
+	    "                 [--checkpoint-every N] [--resume | --overwrite]\n"
+	    "                 [--init CHECKPOINT [--init-norm]]\n"
 	    "                 [--freeze PATTERN[,PATTERN...]] [--unfreeze-at EPOCH]\n"
-	    "                 [--bucket-mb N] [--trace FILE]\n"
 	    "                 [--log FILE] [--log-every N] [--val-every N] [--load pool|copy]\n"
 	    "                 [--pad-last] [--skip-bad-records] [--nan-policy stop|skip]\n"
 	    "                 [--keep-best miou|loss|acc|f1|map|rmse|r2] [--patience N]\n"
@@ -221,7 +221,7 @@ int main(int argc, char **argv)
 	const char *bad_name;
 	char want[128];
 	long v;
-	int c, rc = 2, mpi = 0;
+	int c, rc = 2, mpi = 0, min_delta_set = 0;
 	cdp_dist_algo algo;
 	cdp_dist_comp comp;
 	static const char *const loads[] = { "pool", "copy", NULL };
@@ -272,7 +272,16 @@ int main(int argc, char **argv)
 			if (num_long("--checkpoint-every", optarg, 0, &o.checkpoint_every) < 0)
 				goto out;
 			break;
-		case OPT_CLASS_WEIGHTS: o.class_weights = optarg; break;
+		case OPT_CLASS_WEIGHTS:
+			/* the syntax now; the count against the model's classes in setup */
+			if (cdp_train_class_weights_syntax(optarg) < 0) {
+				fprintf(stderr, PROG ": --class-weights '%s': want auto or numbers >= 0 "
+				        "separated by commas, one per class\n", optarg);
+				usage(stderr);
+				goto out;
+			}
+			o.class_weights = optarg;
+			break;
 		case OPT_DB: o.db = optarg; break;
 		case OPT_DEVICE:
 			if (cdp_device_parse(optarg) != 0) {
@@ -330,6 +339,7 @@ int main(int argc, char **argv)
 		case OPT_MIN_DELTA:
 			if (cdp_cli_double("--min-delta", optarg, 0, 1e300, 0, &o.min_delta))
 				goto out;
+			min_delta_set = 1;
 			break;
 		case OPT_PATIENCE:
 			if (num_long("--patience", optarg, 1, &o.patience) < 0)
@@ -393,7 +403,7 @@ int main(int argc, char **argv)
 		case OPT_SYNC:
 			if (parse_sync(optarg, &o) < 0) {
 				cdp_cli_bad("--sync", optarg, "allreduce, average:K or admm:K:RHO "
-				            "(K >= 1, RHO > 0)");
+				            "(K 1 to 2147483647, RHO above 0 to 1e6)");
 				goto out;
 			}
 			break;
@@ -457,7 +467,20 @@ int main(int argc, char **argv)
 		usage(stderr);
 		goto out;
 	}
-	if ((o.patience || o.min_delta > 0) && (!o.keep_best || !o.patience || !o.val_keys)) {
+	/* as torch.optim.SGD refuses nesterov without momentum; AdamW has
+	 * neither (the cfg's optimizer is checked against them in setup) */
+	if (o.optimizer == CDP_OPT_ADAMW && (o.momentum >= 0 || o.nesterov > 0)) {
+		fprintf(stderr, PROG ": %s applies to --optimizer sgd, not adamw\n",
+		        o.momentum >= 0 ? "--momentum" : "--nesterov");
+		usage(stderr);
+		goto out;
+	}
+	if (o.nesterov > 0 && o.momentum == 0) {
+		fprintf(stderr, PROG ": --nesterov needs a momentum above 0 (--momentum 0 given)\n");
+		usage(stderr);
+		goto out;
+	}
+	if ((o.patience || min_delta_set) && (!o.keep_best || !o.patience || !o.val_keys)) {
 		fprintf(stderr, PROG ": %s\n", !o.patience ? "--min-delta needs --patience" :
 		        !o.keep_best ? "--patience needs --keep-best (the metric it watches)" :
 		        "--patience needs --val-keys (it watches validations)");

@@ -452,6 +452,7 @@ static int train_loop(trainer *t)
 	        cdp_dist_algo_name(t->algo),
 	        cdp_dist_staged() ? " staged through host memory" : "",
 	        cdp_dist_threaded() ? " on a communication thread" : "");
+	tr_optim_log(t);
 	tr_overlap_begin(t);
 	tr_buckets_log(t);
 	tr_class_weights_log(t);

@@ -88,6 +88,11 @@ typedef struct cdp_train_opts {
 
 void cdp_train_opts_init(cdp_train_opts *o);
 
+/* --class-weights' syntax, before any pool or model: 0 for "auto" or a
+ * list of numbers >= 0 separated by commas, else -1 (the count against the
+ * model's classes is checked in setup). */
+int cdp_train_class_weights_syntax(const char *spec);
+
 /* Runs the training. Returns 0 on success, 1 on a failure that every rank
  * agreed on before training started (each rank with an error printed it),
  * 3 when stopped by SIGINT/SIGTERM after writing a checkpoint (rank 0

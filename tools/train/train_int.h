@@ -69,6 +69,7 @@ typedef struct trainer {
 	float *rpred;                   /* [b T hw] host copy (validation) */
 	float *mlog;                    /* [batch K] host copy of the logits */
 	int accumulate;                 /* micro-batches per step, A */
+	long warmup_asked;              /* the warm-up cut to the run, -1: none */
 	int last_micro;                 /* 1: this backward completes a step */
 	long spe;                       /* optimizer steps per epoch */
 	long total;                     /* optimizer steps of the whole run */
@@ -87,6 +88,9 @@ typedef struct trainer {
 	                                 * bucket; NULL: it runs bucket by bucket
 	                                 * (tr_sync_parts). Set by tr_sync_init */
 	float *z, *u, *save;            /* admm consensus and dual; a spare copy */
+	float *own_bufs;                /* (nbuffers) this rank's own batchnorm
+	                                 * statistics while their average stands
+	                                 * in (in save, or its own with allreduce) */
 	/* logging (rank 0) */
 	FILE *jsonl, *log, *keylog;
 	char png_path[4096];
@@ -248,6 +252,7 @@ void tr_class_names_free(trainer *t);
 /* train_sync.c */
 int  tr_sync_init(trainer *t, char *err, size_t cap);
 void tr_buckets_log(trainer *t);
+void tr_optim_log(trainer *t);     /* train.log: the optimizer and schedule (rank 0) */
 void tr_sync_free(trainer *t);
 /* At setup, after tr_resume: whether the checkpoint's per-rank state
  * (average, admm) is this run's to restore: the same j and --sync, else a

@@ -206,6 +206,12 @@ int tr_check_outputs(trainer *t, char *err, size_t cap)
 		rc = cdp_out_check_set(&in, 7, outs, opt, err, cap);
 	cdp_fileset_free(&in);
 	cdp_fileset_free(&all);
+	/* a directory, FIFO or device at the name of a file the run replaces
+	 * (loss.png, checkpoint.cdpt, best.cdpt): refused now, not when the
+	 * first one is due after hours of training */
+	for (int i = 2; i < 5 && rc == CDP_OK; i++)
+		if (i != 4 || o->keep_best)
+			rc = cdp_out_check(path[i], CDP_OUT_SEEK, err, cap);
 	/* --log appends and --trace replaces: neither may land on a
 	 * checkpoint, another run's included (its name is no guide) */
 	for (int i = 5; i < 7 && rc == CDP_OK; i++) {

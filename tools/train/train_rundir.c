@@ -70,7 +70,9 @@ static int run_files(const trainer *t, char *list, size_t cap)
 	list[0] = '\0';
 	for (size_t i = 0; i < n; i++) {
 		snprintf(path, sizeof path, "%s/%s", t->o->out, names[i]);
-		if (lstat(path, &st) != 0 || !S_ISREG(st.st_mode))
+		/* a link at a run file's name counts as one: writing would go
+		 * through it into whatever it names (another run's checkpoint) */
+		if (lstat(path, &st) != 0 || !(S_ISREG(st.st_mode) || S_ISLNK(st.st_mode)))
 			continue;
 		if (len < cap)
 			len += (size_t)snprintf(list + len, cap - len, "%s%s", found ? ", " : "",
@@ -178,7 +180,8 @@ int tr_rundir_clear(trainer *t, char *err, size_t cap)
 		if (!name || !*name)
 			continue;
 		snprintf(path, sizeof path, "%s/%s", t->o->out, name);
-		if (lstat(path, &st) != 0 || !S_ISREG(st.st_mode))
+		/* a link goes, not what it names */
+		if (lstat(path, &st) != 0 || !(S_ISREG(st.st_mode) || S_ISLNK(st.st_mode)))
 			continue;
 		if (unlink(path) != 0)
 			return tr_fail(err, cap, "--overwrite: cannot remove '%s': %s", path,

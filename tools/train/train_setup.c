@@ -259,10 +259,6 @@ static int check_multi(trainer *t, char *err, size_t cap)
 			               "outputs, classes=%d): it trains on a multi-label pool "
 			               "(cdp-lmdbpack --multi-label), '%s' is not one", o_model_name(t),
 			               h->out.c, t->net.classes, t->o->db);
-		if (kb == CDP_BEST_F1 || kb == CDP_BEST_MAP)
-			return tr_fail(err, cap, "--keep-best %s: a multi-label pool's metric; '%s' is not "
-			               "one (keep miou, loss or acc)", kb == CDP_BEST_F1 ? "f1" : "map",
-			               t->o->db);
 		return 0;
 	}
 	if (!t->net.multi)
@@ -330,8 +326,14 @@ static int check_head(trainer *t, char *err, size_t cap)
 {
 	const cdp_layer *h = &t->net.layers[t->net.out_layer];
 	int px = t->ti.label_kind == CDP_LABEL_U8 || t->ti.label_kind == CDP_LABEL_U16;
+	int kb = t->o->keep_best;
 
 	t->hw = h->out.h * h->out.w;
+	/* before the head's own checks, which return early on success */
+	if (t->ti.label_kind != CDP_LABEL_MULTI && (kb == CDP_BEST_F1 || kb == CDP_BEST_MAP))
+		return tr_fail(err, cap, "--keep-best %s: a multi-label pool's metric; '%s' is not "
+		               "one (keep miou, loss or acc)", kb == CDP_BEST_F1 ? "f1" : "map",
+		               t->o->db);
 	if (t->ti.label_kind == CDP_LABEL_MULTI || t->net.multi)
 		return check_multi(t, err, cap);
 	if (check_reg(t, err, cap) < 0)
@@ -405,6 +407,32 @@ static int ema(trainer *t, char *err, size_t cap)
 	return 0;
 }
 
+void tr_optim_log(trainer *t)
+{
+	const cdp_optim_cfg *c = &t->oc;
+	char opt[160], sch[120], warm[120] = "no warm-up";
+
+	if (c->type == CDP_OPT_ADAMW)
+		snprintf(opt, sizeof opt, "adamw: lr %g, betas %g %g, eps %g, weight decay %g", c->lr,
+		         c->beta1, c->beta2, c->eps, c->weight_decay);
+	else
+		snprintf(opt, sizeof opt, "sgd: lr %g, momentum %g%s, weight decay %g", c->lr,
+		         c->momentum, c->nesterov ? " (nesterov)" : "", c->weight_decay);
+	if (c->policy == CDP_LR_COSINE)
+		snprintf(sch, sizeof sch, "cosine to %g at step %ld", c->min_lr, c->total_steps);
+	else if (c->policy == CDP_LR_STEP)
+		snprintf(sch, sizeof sch, "step: x%g every %ld steps", c->gamma, c->step_size);
+	else
+		snprintf(sch, sizeof sch, "constant");
+	if (t->warmup_asked >= 0)
+		snprintf(warm, sizeof warm, "warm-up %ld steps from %g of the rate (%ld asked, cut to "
+		         "the run: no cosine decay)", c->warmup, c->warmup_factor, t->warmup_asked);
+	else if (c->warmup > 0)
+		snprintf(warm, sizeof warm, "warm-up %ld steps from %g of the rate", c->warmup,
+		         c->warmup_factor);
+	tr_logf(t, "optimizer %s; schedule %s, %s", opt, sch, warm);
+}
+
 /* The optimizer settings: the cfg's, then the command line's. */
 static int optimizer(trainer *t, char *err, size_t cap)
 {
@@ -439,8 +467,16 @@ static int optimizer(trainer *t, char *err, size_t cap)
 		c->weight_decay = (float)o->weight_decay;
 	if (o->nesterov >= 0)
 		c->nesterov = o->nesterov;
-	if (c->type == CDP_OPT_SGD && c->momentum == 0)
-		c->nesterov = 0;
+	/* the cfg's optimizer against the command line's sgd settings (main
+	 * refused those beside --optimizer adamw), and nesterov without
+	 * momentum, which torch.optim.SGD refuses too */
+	if (c->type == CDP_OPT_ADAMW && (o->momentum >= 0 || o->nesterov > 0))
+		return tr_fail(err, cap, "%s applies to sgd; the optimizer of model '%s' is adamw "
+		               "(--optimizer sgd to change it)",
+		               o->momentum >= 0 ? "--momentum" : "--nesterov", o_model_name(t));
+	if (c->type == CDP_OPT_SGD && c->nesterov && c->momentum == 0)
+		return tr_fail(err, cap, "nesterov needs a momentum above 0 (model '%s' with %s)",
+		               o_model_name(t), o->momentum == 0 ? "--momentum 0" : "momentum=0");
 	t->accumulate = c->accumulate;
 	t->spe = (long)(t->ti.steps / (uint64_t)t->accumulate);
 	if (t->spe < 1)
@@ -451,8 +487,15 @@ static int optimizer(trainer *t, char *err, size_t cap)
 	if (o->steps && o->epochs && o->epochs * t->spe < t->total)
 		t->total = o->epochs * t->spe;
 	c->total_steps = t->total;
-	if (c->policy == CDP_LR_COSINE && c->warmup >= c->total_steps)
+	/* a warm-up as long as the run would leave cosine no steps to decay
+	 * over: cut to the run's last step, which train.log's optimizer line
+	 * says (the shipped cfgs' warmup= is for runs of thousands of steps;
+	 * a short trial run is no mistake, so no warning) */
+	t->warmup_asked = -1;
+	if (c->policy == CDP_LR_COSINE && c->warmup >= c->total_steps) {
+		t->warmup_asked = c->warmup;
 		c->warmup = c->total_steps - 1;
+	}
 	if (cdp_optim_cfg_check(c, err, cap) < 0)
 		return -1;
 	if (cdp_optim_init(&t->opt, t->be, c, t->net.nparams, err, cap) < 0)

@@ -19,9 +19,11 @@
  * Batchnorm running statistics are buffers no optimizer touches; they are
  * averaged over ranks before every validation and checkpoint (and at every
  * averaging round of average/admm), so every rank evaluates and saves the
- * same model. With average and admm that average is taken on a copy and
- * each rank's own statistics come back afterwards, like its parameters, so
- * validating or checkpointing never changes the course of the run.
+ * same model. That average is taken on a copy and each rank's own
+ * statistics come back afterwards (with average and admm, like its
+ * parameters), so validating or checkpointing never changes the course of
+ * the run; with allreduce the checkpoint's per-rank section holds each
+ * rank's own statistics alone, so a resume continues them bit for bit.
  *
  * Resuming average and admm exactly: between averaging points every rank
  * has its own parameters, optimizer moments and step count, batchnorm
@@ -43,6 +45,8 @@
 #include "dist/dist.h"
 #include "train_int.h"
 #include "train_trace.h"
+
+static unsigned local_what(const trainer *t);
 
 /* Whether the optimizer can run bucket by bucket, and if not why: every
  * check before the update that needs the whole reduced gradient keeps the
@@ -117,9 +121,16 @@ int tr_sync_init(trainer *t, char *err, size_t cap)
 		return -1;
 	}
 	/* save: the local parameters, then the local buffers, while the
-	 * evaluated model stands in for them */
-	if (t->o->sync != CDP_SYNC_ALLREDUCE &&
-	    !(t->save = t->be->alloc(t->be, n + net->nbuffers * sizeof(float)))) {
+	 * evaluated model stands in for them; allreduce's ranks share their
+	 * parameters, so only the buffers (own_bufs) */
+	if (t->o->sync != CDP_SYNC_ALLREDUCE) {
+		if (!(t->save = t->be->alloc(t->be, n + net->nbuffers * sizeof(float)))) {
+			snprintf(err, cap, "out of memory");
+			return -1;
+		}
+		t->own_bufs = net->nbuffers ? t->save + net->nparams : NULL;
+	} else if ((local_what(t) & CDP_CKPT_RANK_BUFFERS) &&
+	           !(t->own_bufs = t->be->alloc(t->be, net->nbuffers * sizeof(float)))) {
 		snprintf(err, cap, "out of memory");
 		return -1;
 	}
@@ -243,9 +254,13 @@ void tr_overlap_step(trainer *t, double seconds)
 	        d.on ? "during backward" : "after backward", t->step + 1);
 }
 
-/* The per-rank blocks this run keeps (checkpoint.h), for average/admm. */
+/* The per-rank blocks this run keeps (checkpoint.h): with allreduce the
+ * batchnorm statistics of 2 or more ranks, which each rank's batches move
+ * on their own (0: none); with average and admm everything that differs. */
 static unsigned local_what(const trainer *t)
 {
+	if (t->o->sync == CDP_SYNC_ALLREDUCE)
+		return t->size > 1 && t->net.nbuffers ? CDP_CKPT_RANK_BUFFERS : 0;
 	return CDP_CKPT_RANK_PARAMS |
 	       (cdp_optim_nblocks(&t->opt.cfg) > 0 ? CDP_CKPT_RANK_OPTIM : 0) |
 	       (t->o->sync == CDP_SYNC_ADMM ? CDP_CKPT_RANK_DUAL : 0) |
@@ -280,8 +295,23 @@ int tr_sync_resume(trainer *t, char *err, size_t cap)
 	int nm = cdp_optim_nblocks(&t->opt.cfg);
 
 	if (o->sync == CDP_SYNC_ALLREDUCE) {
-		/* the consensus is all synchronous SGD has */
-		drop_ranks(ck);
+		/* the parameters are one model; only the batchnorm statistics
+		 * of the same number of allreduce ranks are taken back: any
+		 * other start is their average, which differs from the
+		 * uninterrupted run only by rounding */
+		if (ck->nranks == 0)
+			return 0;
+		if (ck->nranks != t->size || ck->rank_sync != CDP_SYNC_ALLREDUCE ||
+		    ck->rank_what != local_what(t) ||
+		    cdp_ckpt_rank_stride(ck) != cdp_ckpt_rank_floats(local_what(t), P, B, nm) ||
+		    !cdp_ckpt_rank_block(ck, t->rank, CDP_CKPT_RANK_BUFFERS)) {
+			tr_logf(t, "the checkpoint's per-rank state (%d ranks, --sync %s) is not this "
+			        "run's (%d ranks, --sync allreduce): every rank resumes from the averaged "
+			        "batchnorm statistics", ck->nranks,
+			        (sync_name(had, sizeof had, ck->rank_sync, ck->rank_k, ck->rank_rho), had),
+			        t->size);
+			drop_ranks(ck);
+		}
 		return 0;
 	}
 	sync_name(had, sizeof had, ck->rank_sync, ck->rank_k, ck->rank_rho);
@@ -331,8 +361,8 @@ void tr_sync_begin(trainer *t)
 	if (!t->have_ck || ck->nranks == 0)
 		return;
 	/* this rank's own state over the consensus every rank got */
-	be->to_device(be, net->params, cdp_ckpt_rank_block(ck, t->rank, CDP_CKPT_RANK_PARAMS),
-	              bytes);
+	if ((b = cdp_ckpt_rank_block(ck, t->rank, CDP_CKPT_RANK_PARAMS)))
+		be->to_device(be, net->params, b, bytes);
 	if ((b = cdp_ckpt_rank_block(ck, t->rank, CDP_CKPT_RANK_OPTIM))) {
 		/* AdamW's m then v; SGD's momentum lives in v */
 		if (t->opt.m) {
@@ -359,11 +389,12 @@ int tr_sync_state_save(trainer *t, cdp_ckpt *ck)
 	int64_t step = t->opt.step, *steps = NULL;
 	float *mine, *p;
 
-	if (t->o->sync == CDP_SYNC_ALLREDUCE)
+	if (!what)
 		return 0;
 	L = cdp_ckpt_rank_floats(what, P, B, nm);
 	if (t->rank == 0) {
-		if ((rc = cdp_ckpt_set_ranks(ck, t->size, t->o->sync, t->o->sync_k,
+		if ((rc = cdp_ckpt_set_ranks(ck, t->size, t->o->sync,
+		                             t->o->sync == CDP_SYNC_ALLREDUCE ? 1 : t->o->sync_k,
 		                             t->o->sync == CDP_SYNC_ADMM ? t->o->rho : 0, what)))
 			return rc;
 		if (cdp_ckpt_rank_stride(ck) != L)
@@ -376,9 +407,11 @@ int tr_sync_state_save(trainer *t, cdp_ckpt *ck)
 	}
 	/* the local model is in save while the evaluated one is in params */
 	p = mine;
-	be->to_host(be, p, t->save, bytes);
-	p += P;
-	if (nm > 0) {
+	if (what & CDP_CKPT_RANK_PARAMS) {
+		be->to_host(be, p, t->save, bytes);
+		p += P;
+	}
+	if (what & CDP_CKPT_RANK_OPTIM) {
 		if (t->opt.m) {
 			be->to_host(be, p, t->opt.m, bytes);
 			p += P;
@@ -390,8 +423,8 @@ int tr_sync_state_save(trainer *t, cdp_ckpt *ck)
 		be->to_host(be, p, t->u, bytes);
 		p += P;
 	}
-	if (B)
-		be->to_host(be, p, t->save + P, B * sizeof(float));
+	if (what & CDP_CKPT_RANK_BUFFERS)
+		be->to_host(be, p, t->own_bufs, B * sizeof(float));
 	rc = cdp_dist_gather_bytes(mine, L * sizeof(float), t->rank == 0 ? ck->rank_data : NULL);
 	if (rc == 0)
 		rc = cdp_dist_gather_bytes(&step, sizeof step, steps);
@@ -411,11 +444,13 @@ void tr_sync_free(trainer *t)
 	t->layer_off = NULL;
 	if (t->save)
 		t->be->free(t->be, t->save);
+	else if (t->own_bufs)
+		t->be->free(t->be, t->own_bufs);
 	if (t->z)
 		t->be->free(t->be, t->z);
 	if (t->u)
 		t->be->free(t->be, t->u);
-	t->save = t->z = t->u = NULL;
+	t->save = t->z = t->u = t->own_bufs = NULL;
 }
 
 void tr_on_layer_done(cdp_net *net, int l, void *ctx)
@@ -509,8 +544,8 @@ void tr_eval_model_begin(trainer *t)
 		be->copy(be, t->dtmp, net->params, bytes);
 		be->copy(be, net->params, t->dema, bytes);
 	}
-	if (t->save && net->nbuffers)
-		be->copy(be, t->save + net->nparams, net->buffers, net->nbuffers * sizeof(float));
+	if (t->own_bufs)
+		be->copy(be, t->own_bufs, net->buffers, net->nbuffers * sizeof(float));
 	if (net->nbuffers)
 		cdp_dist_average(net->buffers, net->nbuffers);
 	if (t->o->sync == CDP_SYNC_AVERAGE) {
@@ -540,10 +575,8 @@ void tr_eval_model_end(trainer *t)
 
 	if (t->dema)
 		t->be->copy(t->be, net->params, t->dtmp, net->nparams * sizeof(float));
-	if (!t->save)
-		return;
-	t->be->copy(t->be, net->params, t->save, net->nparams * sizeof(float));
-	if (net->nbuffers)
-		t->be->copy(t->be, net->buffers, t->save + net->nparams,
-		            net->nbuffers * sizeof(float));
+	if (t->save)
+		t->be->copy(t->be, net->params, t->save, net->nparams * sizeof(float));
+	if (t->own_bufs)
+		t->be->copy(t->be, net->buffers, t->own_bufs, net->nbuffers * sizeof(float));
 }

@@ -32,6 +32,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -133,12 +134,19 @@ static int parse_list(const char *s, float *w, int k)
 		buf[len] = '\0';
 		if (cdp_parse_double(buf, 0, 1e30, &v) != CDP_OK)
 			return -1;
-		w[n++] = (float)v;
+		if (w)
+			w[n] = (float)v;
+		n++;
 		s += len;
 		if (*s == ',' && !*++s)
 			return -1;
 	}
-	return n == k ? 0 : -1;
+	return n == k || (!w && n > 0) ? 0 : -1;
+}
+
+int cdp_train_class_weights_syntax(const char *spec)
+{
+	return strcmp(spec, "auto") == 0 || parse_list(spec, NULL, INT_MAX) == 0 ? 0 : -1;
 }
 
 /* --class-weights of a multi-label run: positive weights (above) */
