@@ -152,14 +152,22 @@ class Checkpoint:
             else np.zeros(0, np.float32)
 
     def standardize(self, x):
-        """(x - mean) / std per channel of x (..., C, H, W), float32 as the
-        trainer computes it; x unchanged when the checkpoint has no stats."""
-        x = np.asarray(x, dtype=np.float32)
-        if self.mean is None:
-            return x
-        m = self.mean.astype(np.float32)[:, None, None]
-        inv = (1.0 / self.std).astype(np.float32)[:, None, None]
-        return (x - m) * inv
+        """(x - mean) * (1 / std) per channel of x (..., C, H, W) in float32,
+        as cdp-predict's pr_standardize computes it: a constant band (std 0)
+        only centred (1 / std taken as 1), a value that is not finite as a
+        float32 (NaN, inf) 0. Without stats in the checkpoint only the
+        non-finite values change (mean 0, std 1)."""
+        x = np.array(x, dtype=np.float32)
+        if self.mean is not None:
+            m = self.mean.astype(np.float32)[:, None, None]
+            inv = np.array([np.float32(1.0 / s) if s > 0 else np.float32(1) for s in self.std],
+                           dtype=np.float32)[:, None, None]
+            with np.errstate(invalid="ignore", over="ignore"):
+                y = (x - m) * inv
+        else:
+            y = x.copy()
+        y[~np.isfinite(x)] = 0
+        return y
 
     def __repr__(self):
         return "<cdpool.Checkpoint v%d step %d epoch %d, %d params, input %s>" % (

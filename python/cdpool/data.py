@@ -18,9 +18,13 @@ on resume: see PoolDataset's standardize=)
 (mean and 1 / std rounded to float32, a band with std 0 only centred),
 float values that are not finite become 0, invalid pixels (mask 0, or every
 band equal to the nodata value) become 0 in every band and get the ignore
-label; labels are int64: (H, W) class ids or one scalar class; a multi-label
+label; labels are int64: (H, W) class ids or one scalar class (where no
+label is ignored: class 0 is a class, as in the loader); a multi-label
 pool's (kind 5) are the multi-hot vector (K,) as float32 0/1, the target of
-PyTorch's BCEWithLogitsLoss.
+PyTorch's BCEWithLogitsLoss; a value pool's (kind 4, regression) the
+targets (T, H, W) float32 standardized as (y - tmean) * (1 / tstd) in
+float32 by the targets' statistics cdp-train uses, NaN where there is no
+target (a non-finite value) and at invalid pixels.
 
 Augment (engine/augment.h) crops, flips and turns a sample after that and
 changes its values (the photometric aug_* keys), as cdp-train does, with the
@@ -42,7 +46,8 @@ import numpy as np
 from .errors import CdpError
 from .keys import KeyList, read_keys
 from .pool import Pool
-from .record import DTYPE_NAMES, LABEL_CLASS, LABEL_MULTI, LABEL_U8, LABEL_U16, REC_NODATA, peek
+from .record import (DTYPE_NAMES, LABEL_CLASS, LABEL_F32, LABEL_MULTI, LABEL_NAMES, LABEL_U8,
+                     LABEL_U16, REC_NODATA, peek)
 from .rng import Rng, check_seed, derive, epoch_order
 
 
@@ -267,10 +272,12 @@ class Augment:
         return (y0, x0, oh, ow, hf, vf, rot, ps, zoom, deg)
 
     @staticmethod
-    def warp(t, image, label, ignore):
+    def warp(t, image, label, ignore, fill=0.0):
         """cdp_aug_warp: image (C, oh, ow) zoomed and turned by t about its
-        centre, bilinear; label (oh, ow) (or None, or a scalar) by the nearest
-        pixel; points outside give 0 and the ignore label."""
+        centre, bilinear (a NaN among the four pixels read gives NaN);
+        label (oh, ow) (or None, or a scalar) by the nearest pixel; points
+        outside give fill (0; a value pool's targets NaN) and the ignore
+        label."""
         zoom, deg = t[8], t[9]
         if zoom == 1.0 and deg == 0.0:
             return image, label
@@ -292,7 +299,7 @@ class Augment:
         p = image.astype(np.float64)
         v = ((1.0 - fy) * ((1.0 - fx) * p[:, y0, x0] + fx * p[:, y0, x1]) +
              fy * ((1.0 - fx) * p[:, y1, x0] + fx * p[:, y1, x1]))
-        out = np.where(inside, v, 0.0).astype(np.float32)
+        out = np.where(inside, v, fill).astype(np.float32)
         if label is not None and label.ndim == 2:
             ny = np.clip(np.floor(sy + 0.5), 0, oh - 1).astype(np.intp)
             nx = np.clip(np.floor(sx + 0.5), 0, ow - 1).astype(np.intp)
@@ -468,25 +475,39 @@ class PoolDataset:
               validation set must use to match training); a (mean, std)
               pair of per-band sequences; False: float32 values as
               stored (invalid pixels still 0). stats_from says which.
+              A value pool's targets (regression) follow: True and (mean,
+              std) take the training sources' target statistics
+              (Pool.source_target_stats) as cdp-train does, "pool" the
+              pool's (Pool.target_stats), a Checkpoint of a regression run
+              its own (ck.task, what a resumed cdp-train keeps; one without
+              them the sources'), False none; a target of std 0 is only
+              centred. target_stats_from says which.
     ignore    the model cfg's [net] ignore=: ignored labels (the stored
               ignore value and invalid pixels) become this value; None
-              keeps the pool's, as cdp-train does without it
+              keeps the pool's, as cdp-train does without it. A scalar-class
+              pool ignores no label (its stored ignore 0 means "not in
+              use"), so there it changes nothing
     augment   an Augment, or None
 
     dataset[i] is (image float32 (C, H, W), label int64 (H, W) or (),
-    float32 (K,) multi-hot for a multi-label pool, or None when the pool has
-    no labels).
+    float32 (K,) multi-hot for a multi-label pool, float32 targets (T, H, W)
+    for a value pool, or None when the pool has no labels).
     """
 
     def __init__(self, pool, keys, standardize=True, ignore=None, augment=None):
+        self._own = not isinstance(pool, Pool)
         self.pool = pool if isinstance(pool, Pool) else Pool(pool)
         p = self.pool
+        # the loader's order: the pool, then the pointer file
+        if p.bands == 0:
+            raise CdpError("EFORMAT", p.path, message="pool holds no tiles")
         self.keys = keys if isinstance(keys, KeyList) else read_keys(keys, pool=p)
         if self.keys.uuid != p.uuid:
             raise CdpError("EMISMATCH", self.keys.path, message="made for pool %s, '%s' is %s"
                            % (self.keys.uuid, p.path, p.uuid))
-        if p.bands == 0:
-            raise CdpError("EFORMAT", p.path, message="pool holds no tiles")
+        if len(self.keys) == 0:
+            raise CdpError("EFORMAT", self.keys.path, message="no keys")
+        self._src = None
         with p.view() as v:
             for i, k in enumerate(self.keys):
                 try:
@@ -505,20 +526,69 @@ class PoolDataset:
         self.mean = np.asarray(mean, dtype=np.float64).astype(np.float32)
         self.inv = np.array([np.float32(1.0 / s) if s > 0 else np.float32(1) for s in std],
                             dtype=np.float32)
-        self.stored_ignore = p.label_ignore
-        self.ignore = p.label_ignore if ignore is None else ignore
+        self.targets = p.label_len if p.label_kind == "f32" else 0
+        self.target_mean = self.target_inv = None
+        self.target_stats_from = None
+        if self.targets:
+            tmean, tstd, self.target_stats_from = self._target_statistics(standardize)
+            if not (np.all(np.isfinite(tmean)) and np.all(np.isfinite(tstd))
+                    and np.all(np.abs(tmean) <= 3.4028234663852886e38) and np.all(tstd >= 0)):
+                raise CdpError("ERANGE", p.path, message="the targets' standardization is out "
+                               "of float32 range")
+            self.target_mean = np.asarray(tmean, dtype=np.float64).astype(np.float32)
+            self.target_inv = np.array([np.float32(1.0 / s) if s > 0 else np.float32(1)
+                                        for s in tstd], dtype=np.float32)
         self.label_px = p.label_kind in ("u8", "u16")
+        # a class pool stores ignore 0 as "not in use" (cdp_record.h): class
+        # 0 is a class there, and the loader ignores no label (-1)
+        self.stored_ignore = p.label_ignore if self.label_px else -1
+        self.ignore = self.stored_ignore if ignore is None else ignore
         self.augment = augment if augment is not None and augment.active else None
         self.epoch = 0
+
+    def close(self):
+        """Closes the Pool the dataset opened itself (one given is the
+        caller's); the Pool is also closed when the dataset is collected."""
+        if self._own:
+            self.pool.close()
+
+    def _sources(self):
+        """The pool sources the keys' records come from."""
+        if self._src is None:
+            p = self.pool
+            with p.view() as v:
+                self._src = {peek(v.raw(k), (p.path, k))[0].source for k in self.keys}
+        return self._src
+
+    def _target_statistics(self, standardize):
+        """(mean, std, where from) of a value pool's targets as
+        tools/train/train_std.c's target_stats() chooses them: std 0 taken
+        as 1 (only centred)."""
+        p = self.pool
+        if standardize is False:
+            return np.zeros(self.targets), np.ones(self.targets), None
+        task = getattr(standardize, "task", None) if hasattr(standardize, "std_from") else None
+        if task and task["task"] == "regression" and len(task["target_mean"]) == self.targets:
+            return task["target_mean"], task["target_std"], "checkpoint"
+        if isinstance(standardize, str) and standardize == "pool":
+            if len(p.target_stats) != self.targets:
+                raise CdpError("EFORMAT", p.path, message="the pool holds no target statistics")
+            mean = np.array([t["mean"] for t in p.target_stats])
+            std = np.array([t["std"] for t in p.target_stats])
+            return mean, np.where(std > 0, std, 1.0), "pool"
+        mean, std, counts = p.source_target_stats(self._sources())
+        for t, n in enumerate(counts):
+            if n == 0:
+                raise CdpError("EFORMAT", p.path, message="target %d has no value in the "
+                               "training sources of '%s'" % (t + 1, self.keys.path))
+        return mean, np.where(std > 0, std, 1.0), "sources"
 
     def _statistics(self, standardize):
         """(mean, std, where from) as cdp-train's tools/train/train_std.c
         chooses them."""
         p = self.pool
         if standardize is True:
-            with p.view() as v:
-                src = {peek(v.raw(k), (p.path, k))[0].source for k in self.keys}
-            got = p.source_stats(src)
+            got = p.source_stats(self._sources())
             if got is not None:
                 return got[0], got[1], "sources"
             return p.mean, p.std, "pool"
@@ -560,13 +630,20 @@ class PoolDataset:
         with p.view() as v:
             r = v.record(self.keys[i])
             if (DTYPE_NAMES[r.dtype] != p.dtype_name or (r.bands, r.height, r.width) != p.shape
-                    or _KINDS[r.label_kind] != p.label_kind):
+                    or _KINDS[r.label_kind] != p.label_kind or r.label_len != p.label_len):
                 raise CdpError("ESHAPE", p.path, record=self.keys[i])
             x, lab = self.prepare(r)
         if self.augment is not None:
             t = self.augment.draw(p.height, p.width, epoch, i)
-            x, lab = Augment.apply(t, x, lab)
-            x, lab = Augment.warp(t, x, lab, self.ignore)
+            if self.targets:
+                # the targets take the image's geometry and warp (bilinear,
+                # no target where the warp reads outside the tile), never
+                # its photometric changes (loader_sample.c, augment_targets)
+                lab = Augment.warp(t, Augment.apply(t, lab)[0], None, None, fill=np.nan)[0]
+                x = Augment.warp(t, Augment.apply(t, x)[0], None, None)[0]
+            else:
+                x, lab = Augment.apply(t, x, lab)
+                x, lab = Augment.warp(t, x, lab, self.ignore)
             x = self.augment.photo(t, x)
         return x, lab
 
@@ -589,6 +666,13 @@ class PoolDataset:
                 lab[lab == self.stored_ignore] = self.ignore
         elif r.label_kind == LABEL_MULTI:
             lab = r.label.astype(np.float32)       # (K,) multi-hot
+        elif r.label_kind == LABEL_F32:
+            # loader_sample.c's record_targets: (y - tmean) * tinv in float32,
+            # a target that is not finite (no target) NaN
+            y = r.label.astype(np.float32)         # (T, H, W)
+            with np.errstate(invalid="ignore", over="ignore"):
+                z = (y - self.target_mean[:, None, None]) * self.target_inv[:, None, None]
+            lab = np.where(np.isfinite(y), z, np.float32(np.nan)).astype(np.float32)
         invalid = None
         if r.mask is not None:
             invalid = r.mask == 0
@@ -602,11 +686,12 @@ class PoolDataset:
             x[:, invalid] = 0
             if self.label_px:
                 lab[invalid] = self.ignore
+            elif self.targets:
+                lab[:, invalid] = np.nan          # an invalid pixel has no target
         return x, lab
 
     def _remap(self, v):
         return self.ignore if v == self.stored_ignore and self.ignore != self.stored_ignore else v
 
 
-_KINDS = {0: "none", 1: "u8", 2: "u16", 3: "class"}
-_KINDS[LABEL_MULTI] = "multi"
+_KINDS = LABEL_NAMES         # a record's label kind as the pool's shape names it

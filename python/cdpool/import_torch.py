@@ -247,6 +247,19 @@ def load_state_dict(path):
         return torch.load(path, map_location="cpu")
 
 
+def load_refusal(e):
+    """One line for what torch.load raised on a file: a file that is no
+    torch.save output raises whatever its unpickler met (KeyError(101) for a
+    text file, UnpicklingError, RuntimeError of a zip reader), which alone
+    says nothing; torch's own refusal of a checkpoint (weights_only) is its
+    first line."""
+    text = str(e).strip().splitlines()[0] if str(e).strip() else ""
+    if "weights only" in text.lower():
+        return text
+    kind = type(e).__name__
+    return "not a PyTorch checkpoint (%s%s)" % (kind, ": " + text if text else "")
+
+
 def run(args, prog):
     """The import-torch command: 0, 1 on failure (message on stderr)."""
     def note(line):
@@ -261,9 +274,13 @@ def run(args, prog):
         return 1
     try:
         sd = load_state_dict(args.state_dict)
+    except OSError as e:
+        print("%s: cannot read '%s': %s" % (prog, args.state_dict, e.strerror or e),
+              file=sys.stderr)
+        return 1
     except Exception as e:                                  # torch raises many kinds
-        print("%s: cannot read '%s': %s" % (prog, args.state_dict, str(e).splitlines()[0]
-                                             if str(e) else type(e).__name__), file=sys.stderr)
+        print("%s: cannot read '%s': %s" % (prog, args.state_dict, load_refusal(e)),
+              file=sys.stderr)
         return 1
     try:
         params, buffers, model = import_state_dict(sd, cfg_text, cfg_path, overrides,

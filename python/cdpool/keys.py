@@ -25,22 +25,35 @@ _HEADER = re.compile(rb" uuid=([0-9a-f]{32}) seed=([0-9]{1,20}) count=([0-9]{1,2
 _HEADER2 = re.compile(rb" uuid=([0-9a-f]{32}) seed=([0-9]{1,20}) count=([0-9]{1,20}) "
                       rb"repeats=([01]) crc32=([0-9a-f]{8})")
 _BADKEY = re.compile(rb"[\x00-\x20\x7f]")
-_NAME = r"[A-Za-z0-9._+-]{1,200}"
-_KEY = re.compile(r"(?:(%s)/)?(%s)" % (_NAME, _NAME))
-_TILE = re.compile(r"(.+)_([0-9]{1,20})_([0-9]{1,20})")
+_NAME = r"[A-Za-z0-9._+-]{1,200}"       # CDP_NAME_MAX bytes of the NAME alphabet
+_NAME_RE = re.compile(_NAME)
+_TILE = re.compile(r"(%s)_([0-9]{1,20})_([0-9]{1,20})" % _NAME)
 
 
 def split_key(key):
     """(scene, row, col) of a pool key: row and col are None for a chip,
-    whose scene is the whole key. Raises CdpError("EKEY") otherwise."""
-    m = _KEY.fullmatch(key) if len(key.encode()) < KEY_MAX + 1 else None
-    if not m:
+    whose scene is the whole key. Raises CdpError("EKEY") otherwise.
+    cdp_key_scene()'s grammar: the key is below CDP_KEY_MAX (256) bytes,
+    CLASS and NAME are 1 to 200 bytes each (the limit is NAME's, not the
+    body's: cdp-tile writes NAME_ROW_COL with a NAME of 200 bytes), and a
+    body that is no NAME_ROW_COL is a chip only when it is one NAME."""
+    b = key.encode("utf-8", "surrogateescape") if isinstance(key, str) else bytes(key)
+    if not 0 < len(b) < KEY_MAX + 1:
         raise CdpError("EKEY", key)
-    pre = key[:m.start(2)]
-    t = _TILE.fullmatch(m.group(2))
+    try:
+        k = b.decode("ascii")        # the NAME alphabet is ASCII
+    except UnicodeDecodeError:
+        raise CdpError("EKEY", key) from None
+    pre, slash, body = k.rpartition("/")
+    if slash and (not _NAME_RE.fullmatch(pre)):
+        raise CdpError("EKEY", key)
+    pre += slash
+    t = _TILE.fullmatch(body)
     if t and int(t.group(2)) < 1 << 64 and int(t.group(3)) < 1 << 64:
         return pre + t.group(1), int(t.group(2)), int(t.group(3))
-    return key, None, None
+    if _NAME_RE.fullmatch(body):
+        return k, None, None
+    raise CdpError("EKEY", key)
 
 
 class KeyList(list):

@@ -16,6 +16,11 @@ first needs it, shared with every other Pool of the same directory there,
 and again in any child that touches it afterwards (the parent's handle is
 left alone, never closed, in the child), so a Pool can be handed to
 DataLoader workers, and it pickles without its handle for spawned ones.
+The environment is closed when the last Pool of this process using it is
+closed or garbage-collected. A Pool opened after the pool was rebuilt at
+the same path (another data.mdb: another device and inode) gets a new
+environment, never the one of the replaced pool, which Pools opened
+before keep until they close.
 As with any LMDB reader, a process must not open and close the pool's
 lock.mdb by other means (copying the directory, say) while it has the pool
 open: that drops the process's lock on it, and other processes would then
@@ -31,13 +36,15 @@ import zlib
 
 import numpy as np
 
-from .errors import CdpError
+from .errors import PHRASES, CdpError
+from .keys import split_key
 from .record import DTYPE_CODES, DTYPES, LABEL_CLASS, LABEL_NAMES, decode
 
 FORMAT = "cdpool-pool"
 VERSION = 2             # 2: float stats as scaled mean and M2 (version 1 sums still read)
 CLASS_MAX = 65536
-_envs = {}              # realpath -> this process's environment, its handles, its users
+_envs = {}              # realpath -> this process's environment, its handles, its users,
+                        # its data.mdb's (st_dev, st_ino)
 _orphans = []           # environments inherited across a fork: never used, never closed
 
 
@@ -83,18 +90,45 @@ def check_size(path):
                        "ends at byte %d" % (size, need))
 
 
-def _lmdb_refusal(path, e):
-    """An lmdb.Error of opening or reading path's meta as the C tools word
-    it: an LMDB code (MDB_INVALID, MDB_CORRUPTED, ...) is CdpError "'POOL':
-    not a cdpool pool: MDB_INVALID: File is not an LMDB file"; a system
-    error an OSError naming path."""
+def _lmdb_text(path, e):
+    """An lmdb.Error's text as mdb_strerror() gives it, without the prefix
+    py-lmdb adds: the path ("pool: MDB_INVALID: ...") or the LMDB call
+    ("mdb_dbi_open: MDB_PAGE_NOTFOUND: ...", "mdb_get: ...")."""
     text = str(e.args[0]) if e.args else str(e)
     if text.startswith(path + ": "):
         text = text[len(path) + 2:]
+    return re.sub(r"^mdb_[a-z_]+: ", "", text)
+
+
+def _lmdb_refusal(path, e):
+    """An lmdb.Error of opening or reading path's meta as the C tools word
+    it: an LMDB code (MDB_INVALID, MDB_CORRUPTED, MDB_PAGE_NOTFOUND, ...)
+    is CdpError "'POOL': not a cdpool pool: MDB_INVALID: File is not an
+    LMDB file"; a system error an OSError naming path."""
+    text = _lmdb_text(path, e)
     if text.startswith("MDB_"):
         return CdpError("ELMDB", path, message="not a cdpool pool: " + text)
     code = next((n for n in errno.errorcode if os.strerror(n) == text), errno.EIO)
     return OSError(code, text, path)
+
+
+def _read_error(path, e):
+    """An lmdb.Error of reading records or keys (a damaged page, an I/O
+    error) as CdpError ELMDB "'POOL': MDB_PAGE_NOTFOUND: Requested page not
+    found", what the C tools print after "cannot read "."""
+    return CdpError("ELMDB", path, message=_lmdb_text(path, e))
+
+
+def _identity(path):
+    """(st_dev, st_ino) of path's data.mdb, None when it cannot be stat'ed.
+    A pool rebuilt at path has another: the file of a pool whose
+    environment this process holds open stays open, so no new file can
+    take its inode meanwhile."""
+    try:
+        st = os.stat(os.path.join(path, "data.mdb"))
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
 
 
 def meta_text(value, subject, name):
@@ -296,7 +330,9 @@ class Pool:
     (every meta value's text), target_stats (a pool of value labels: per
     target plane dicts count, mean, std, min, max of its finite targets;
     else []). source_stats() combines the per-source sums
-    (srcstats.NNNNNN, cdp-pool(5)) of chosen sources as cdp-train does.
+    (srcstats.NNNNNN, cdp-pool(5)) of chosen sources as cdp-train does,
+    source_target_stats() those of a value pool's targets. close() (or the
+    Pool's garbage collection) drops its use of the LMDB environment.
     """
 
     def __init__(self, path, lock=None, readahead=False):
@@ -304,7 +340,7 @@ class Pool:
         if lock is None:
             lock = os.access(self.path, os.W_OK)
         self._opts = dict(lock=bool(lock), readahead=bool(readahead))
-        self._env = self._pid = self._tiles = self._meta = None
+        self._env = self._pid = self._tiles = self._meta = self._ent = None
         try:
             self._load()
         except BaseException:
@@ -313,6 +349,7 @@ class Pool:
 
     # -- the environment, per process --------------------------------------
     def _open(self):
+        """(env, tiles, meta, identity of the data.mdb env maps)."""
         import lmdb
         if not os.path.isdir(self.path):
             raise FileNotFoundError(2, "No such file or directory" if not os.path.exists(self.path)
@@ -320,13 +357,21 @@ class Pool:
         if not os.path.exists(os.path.join(self.path, "data.mdb")):
             raise CdpError("EFORMAT", self.path, message="not a cdpool pool: no data.mdb")
         check_size(self.path)
+        # the identity before and after the open agree unless the pool was
+        # replaced meanwhile: then open the new one (a few tries)
+        for _ in range(3):
+            ident = _identity(self.path)
+            try:
+                env = lmdb.open(self.path, readonly=True, max_dbs=2, subdir=True,
+                                lock=self._opts["lock"], readahead=self._opts["readahead"])
+            except lmdb.Error as e:
+                raise _lmdb_refusal(self.path, e) from None
+            if _identity(self.path) == ident:
+                break
+            env.close()
         try:
-            env = lmdb.open(self.path, readonly=True, max_dbs=2, subdir=True,
-                            lock=self._opts["lock"], readahead=self._opts["readahead"])
-        except lmdb.Error as e:
-            raise _lmdb_refusal(self.path, e) from None
-        try:
-            return env, env.open_db(b"tiles", create=False), env.open_db(b"meta", create=False)
+            return (env, env.open_db(b"tiles", create=False), env.open_db(b"meta", create=False),
+                    ident)
         except lmdb.NotFoundError:
             env.close()
             raise CdpError("ELMDB", self.path,
@@ -343,29 +388,44 @@ class Pool:
         pid = os.getpid()
         if self._env is not None and self._pid == pid:
             return self._env
+        self._ent = None            # a parent's, after a fork: left alone
         key = os.path.realpath(self.path)
         ent = _envs.get(key)
-        if ent is None or ent["pid"] != pid:
-            if ent is not None:
-                _orphans.append(ent["env"])
-            env, tiles, meta = self._open()
-            ent = _envs[key] = dict(env=env, pid=pid, refs=0, tiles=tiles, meta=meta)
+        if ent is not None and ent["pid"] != pid:
+            _orphans.append(ent["env"])
+            del _envs[key]
+            ent = None
+        if ent is not None and ent["id"] != _identity(self.path):
+            # the pool was replaced: the Pools of the old one keep their
+            # environment (closed with the last of them), this one opens anew
+            del _envs[key]
+            ent = None
+        if ent is None:
+            env, tiles, meta, ident = self._open()
+            ent = _envs[key] = dict(env=env, pid=pid, refs=0, tiles=tiles, meta=meta, id=ident,
+                                    key=key)
         ent["refs"] += 1
+        self._ent = ent
         self._env, self._pid, self._tiles, self._meta = ent["env"], pid, ent["tiles"], ent["meta"]
         return self._env
 
     def close(self):
         """Drops this Pool's use of the environment, which is closed when no
-        Pool of this process uses it any more."""
-        if self._env is not None and self._pid == os.getpid():
-            key = os.path.realpath(self.path)
-            ent = _envs.get(key)
-            if ent is not None and ent["env"] is self._env:
-                ent["refs"] -= 1
-                if ent["refs"] <= 0:
-                    del _envs[key]
-                    self._env.close()
-        self._env = None
+        Pool of this process uses it any more (as when the Pool is
+        garbage-collected). A closed Pool opens it again on its next read."""
+        ent, self._ent, self._env = self._ent, None, None
+        if ent is not None and ent["pid"] == os.getpid():
+            ent["refs"] -= 1
+            if ent["refs"] <= 0:
+                if _envs.get(ent["key"]) is ent:
+                    del _envs[ent["key"]]
+                ent["env"].close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:       # interpreter shutdown: os or lmdb already gone
+            pass
 
     def __enter__(self):
         return self
@@ -375,7 +435,7 @@ class Pool:
 
     def __getstate__(self):
         d = dict(self.__dict__)
-        d["_env"] = d["_pid"] = d["_tiles"] = d["_meta"] = None
+        d["_env"] = d["_pid"] = d["_tiles"] = d["_meta"] = d["_ent"] = None
         return d
 
     # -- meta --------------------------------------------------------------
@@ -522,6 +582,48 @@ class Pool:
                 std[b] = math.sqrt(float(Fraction(n[b] * s2[b] - s1[b] ** 2, n[b] * n[b])))
         return mean, std, n
 
+    def source_target_stats(self, sources):
+        """A pool of value labels: the mean and std (float64 arrays (T)) and
+        counts (list) of the finite targets of the records of the pool
+        sources `sources` (indices), merged from their sums as cdp-train's
+        train_std.c merges them (cdp_pool_source_stats, in ascending source
+        order). CdpError EFORMAT with cdp-train's message where it refuses
+        them: a source without sums, stale or inconsistent sums ("cannot
+        combine the training sources' target statistics: ..."), sums of
+        another number of targets than the pool's."""
+        T = self.label_len if self.label_kind == "f32" else 0
+        why = "cannot combine the training sources' target statistics: "
+        acc, counts, have = [], [], 0
+        for i in sorted(set(sources)):
+            text = self.meta.get("srcstats.%06d" % i)
+            if text is None:
+                raise CdpError("EFORMAT", self.path, message=why + "a source has none")
+            f = dict(line.split("=", 1) for line in text.split("\n") if "=" in line)
+            n = _uint(f.get("targets")) or 0
+            if "stale" in f or (n and have and n != have):
+                raise CdpError("EFORMAT", self.path, message=why + PHRASES["EFORMAT"])
+            if n and not have:
+                have, acc, counts = n, [None] * n, [0] * n
+            for t in range(n):
+                p = "target.%d." % (t + 1)
+                try:
+                    cnt = int(f[p + "count"])
+                    counts[t] += cnt
+                    if cnt:
+                        part = _FloatAcc.from_fields(f, p, cnt)
+                        acc[t] = part if acc[t] is None else acc[t].merge(part)
+                except (KeyError, ValueError):
+                    raise CdpError("EFORMAT", self.path,
+                                   message=why + PHRASES["EFORMAT"]) from None
+        if have != T:
+            raise CdpError("EFORMAT", self.path, message="the sources' sums have %d targets, "
+                           "the pool %d" % (have, T))
+        mean, std = np.full(T, np.nan), np.full(T, np.nan)
+        for t in range(T):
+            if acc[t] is not None:
+                mean[t], std[t] = acc[t].result()
+        return mean, std, counts
+
     @property
     def shape(self):
         return (self.bands, self.height, self.width)
@@ -531,13 +633,36 @@ class Pool:
         return self.tiles
 
     def keys(self):
-        """Every key in the pool's (byte) order, as str."""
-        with self.env.begin() as txn:
-            return [k.decode() for k in txn.cursor(db=self._tiles).iternext(values=False)]
+        """Every key in the pool's (byte) order, as str (bytes that are not
+        UTF-8 as surrogates, "surrogateescape"). Each is checked against the
+        key grammar as cdp-keyshuffle checks it: CdpError "'POOL': invalid
+        key '...' in the pool" (a damaged page can make one up)."""
+        import lmdb
+        try:
+            with self.env.begin() as txn:
+                raw = list(txn.cursor(db=self._tiles).iternext(values=False))
+        except lmdb.Error as e:
+            raise _read_error(self.path, e) from None
+        out = []
+        for k in raw:
+            s = k.decode("utf-8", "surrogateescape")
+            try:
+                split_key(s)
+            except CdpError:
+                # as cdp-keyshuffle prints it: 80 bytes at most, to a NUL
+                shown = k[:80].split(b"\0")[0].decode("utf-8", "surrogateescape")
+                raise CdpError("EKEY", self.path, message="invalid key '%s' in the pool"
+                               % shown) from None
+            out.append(s)
+        return out
 
     def __contains__(self, key):
-        with self.env.begin(buffers=True) as txn:
-            return txn.get(_key(key), db=self._tiles) is not None
+        import lmdb
+        try:
+            with self.env.begin(buffers=True) as txn:
+                return txn.get(_key(key), db=self._tiles) is not None
+        except lmdb.Error as e:
+            raise _read_error(self.path, e) from None
 
     def record(self, key):
         """The decoded, checked Record of key (arrays copied)."""
@@ -562,7 +687,11 @@ class Pool:
         Arrays from it must not be used after the block: the map's pages
         may then be reused by a writer or unmapped (use pool[key] or
         np.array(image) to keep them)."""
-        txn = self.env.begin(buffers=True)
+        import lmdb
+        try:
+            txn = self.env.begin(buffers=True)
+        except lmdb.Error as e:
+            raise _read_error(self.path, e) from None
         try:
             yield _View(self, txn)
         finally:
@@ -575,7 +704,9 @@ class Pool:
 
 
 def _key(key):
-    return key.encode() if isinstance(key, str) else bytes(key)
+    """A key's bytes: a str from a pointer file holds its bytes that are not
+    UTF-8 as surrogates (read_keys), which go back to those bytes."""
+    return key.encode("utf-8", "surrogateescape") if isinstance(key, str) else bytes(key)
 
 
 def _label(r):
@@ -590,13 +721,17 @@ class _View:
 
     def raw(self, key):
         """The record's bytes as a memoryview into the map, or KeyError."""
-        v = self._txn.get(_key(key), db=self._pool._tiles)
+        import lmdb
+        try:
+            v = self._txn.get(_key(key), db=self._pool._tiles)
+        except lmdb.Error as e:
+            raise _read_error(self._pool.path, e) from None
         if v is None:
             raise KeyError(key)
         return v
 
     def record(self, key, copy=False):
-        k = key if isinstance(key, str) else bytes(key).decode("utf-8", "replace")
+        k = key if isinstance(key, str) else bytes(key).decode("utf-8", "surrogateescape")
         return decode(self.raw(key), (self._pool.path, k), copy=copy)
 
     def __getitem__(self, key):

@@ -30,7 +30,8 @@ loss_fn() is the engine's loss (loss.h) in PyTorch terms. to_torch() builds
 the EngineNet of a cdp-train checkpoint (cdpool.load_checkpoint()) from the
 cfg it holds (cdpool.model reads the cfg language) and loads its tensors.
 Deployed wraps it for raw band values (the standardization inside,
-probabilities out) and export_onnx() writes that as ONNX.
+probabilities, or a regression net's values, out) and export_onnx() writes
+that as ONNX.
 
 Run as a program it is the PyTorch side of bench/engine.sh: it times
 training steps (forward, loss, backward, SGD step) and prints one JSON line.
@@ -355,12 +356,19 @@ def to_torch(ckpt, model=None):
 
 class Deployed(nn.Module):
     """A checkpoint's model for raw band values: (N, C, H, W) of the pool's
-    type (as float) in, cdp-predict --prob's probabilities out: (N, K, H, W)
-    softmax for a softmax loss, (N, 1, H, W) sigmoid for the binary ones,
-    (N, K, 1, 1) sigmoids for a multi-label head (cdp-predict's CSV).
+    type (as float) in, what cdp-predict writes for a window out: for a
+    classifier its probabilities (--prob), (N, K, H, W) softmax for a
+    softmax loss, (N, 1, H, W) sigmoid for the binary ones, (N, K, 1, 1)
+    sigmoids for a multi-label head (cdp-predict's CSV); for a regression
+    net (ckpt.task) its values on the targets' scale, (N, T, H, W) output *
+    target_std + target_mean (in double, as predict.c's finish_values).
     Inside: (x - mean) * (1 / std) in float32 with the checkpoint's
-    statistics, values that are not finite then 0, the net in eval mode.
-    Nodata pixels are the caller's to mask (cdp-predict writes NaN there)."""
+    statistics (a constant band, std 0, only centred), a value that is not
+    finite as a float32 0 (pr_standardize), the net in eval mode. A change
+    model's input is its dates' bands stacked, as it trained on them.
+    Nodata pixels are the caller's to mask (cdp-predict writes NaN there).
+    ValueError with cdp-predict's message for a regression checkpoint it
+    refuses (a 1x1 output, targets other than the net's outputs)."""
 
     def __init__(self, ckpt, model=None):
         super().__init__()
@@ -369,30 +377,51 @@ class Deployed(nn.Module):
         self.net = to_torch(ckpt, model)
         c = ckpt.in_shape[0]
         mean = ckpt.mean if ckpt.mean is not None else np.zeros(c)
-        inv = 1.0 / ckpt.std if ckpt.std is not None else np.ones(c)
+        std = ckpt.std if ckpt.std is not None else np.ones(c)
+        # predict_setup.c: inv = (float)(1.0 / sd), 1 for a constant band
+        inv = np.array([np.float32(1.0 / s) if s > 0 else np.float32(1) for s in std], np.float32)
         self.register_buffer("mean", torch.from_numpy(mean.astype(np.float32)).reshape(1, c, 1, 1))
-        self.register_buffer("inv", torch.from_numpy(inv.astype(np.float32)).reshape(1, c, 1, 1))
+        self.register_buffer("inv", torch.from_numpy(inv).reshape(1, c, 1, 1))
+        out = model["layers"][model["out_layer"]]["out"]
+        task = getattr(ckpt, "task", None)
+        self.regression = bool(task and task["task"] == "regression")
+        if self.regression:
+            if out[1] == 1 and out[2] == 1 and ckpt.in_shape[1] > 1:
+                raise ValueError("a regression net with a 1x1 output is not a segmentation model")
+            if len(task["target_mean"]) != out[0]:
+                raise ValueError("the checkpoint records %d targets, the net gives %d"
+                                 % (len(task["target_mean"]), out[0]))
+            k = out[0]
+            self.register_buffer("tstd", torch.from_numpy(
+                np.asarray(task["target_std"], np.float64)).reshape(1, k, 1, 1))
+            self.register_buffer("tmean", torch.from_numpy(
+                np.asarray(task["target_mean"], np.float64)).reshape(1, k, 1, 1))
         # a multi-label head: one sigmoid per class, as cdp-predict's CSV
-        self.sigmoid = model.get("multi") or model["layers"][model["out_layer"]]["out"][0] == 1
+        self.sigmoid = model.get("multi") or out[0] == 1
 
     def forward(self, x):
-        y = (x.float() - self.mean) * self.inv
-        y = torch.where(torch.isfinite(y), y, torch.zeros_like(y))
+        x = x.float()
+        y = (x - self.mean) * self.inv
+        y = torch.where(torch.isfinite(x), y, torch.zeros_like(y))
         z = self.net(y)
+        if self.regression:
+            return (z.double() * self.tstd + self.tmean).float()
         return torch.sigmoid(z) if self.sigmoid else torch.softmax(z, 1)
 
 
 def export_onnx(ckpt, path, model=None, opset=13):
     """Writes Deployed(ckpt, model) as ONNX to path: input "bands" (N, C, H,
-    W) float32 raw values, output "prob"; N, H and W are dynamic (a U-Net
-    of depth d still needs multiples of 2^d). Returns the Deployed module."""
+    W) float32 raw values, output "prob" (a regression net's: "value"); N,
+    H and W are dynamic (a U-Net of depth d still needs multiples of 2^d).
+    Returns the Deployed module."""
     m = Deployed(ckpt, model).eval()
     c, h, w = ckpt.in_shape
+    out = "value" if m.regression else "prob"
     with torch.no_grad():
         torch.onnx.export(m, torch.zeros(1, c, h, w), path, opset_version=opset,
-                          input_names=["bands"], output_names=["prob"],
+                          input_names=["bands"], output_names=[out],
                           dynamic_axes={"bands": {0: "n", 2: "h", 3: "w"},
-                                        "prob": {0: "n", 2: "h", 3: "w"}})
+                                        out: {0: "n", 2: "h", 3: "w"}})
     return m
 
 

@@ -22,6 +22,7 @@ summarize() gives what a run's timeline says about distributing it:
    of a scaling target (bench/README).
 """
 import json
+import math
 import statistics
 
 from .errors import CdpError
@@ -46,7 +47,9 @@ class Trace:
             with open(path, "rb") as f:
                 doc = json.loads(f.read().decode("utf-8"))
         except (UnicodeDecodeError, ValueError) as e:
-            raise CdpError("EFORMAT", path, message="not JSON: %s" % e)
+            raise CdpError("EFORMAT", path, message="not JSON: %s" % e) from None
+        except RecursionError:        # arrays or objects nested past the parser's stack
+            raise CdpError("EFORMAT", path, message="not JSON: nested too deeply") from None
         other = doc.get("otherData") if isinstance(doc, dict) else None
         if not isinstance(other, dict) or other.get("program") != "cdp-train" or \
                 not isinstance(doc.get("traceEvents"), list):
@@ -59,7 +62,7 @@ class Trace:
         if not self.spans:
             raise CdpError("EFORMAT", path, message="no step spans")
         n, seen = other.get("ranks"), sorted({r for r, s in self.spans})
-        if not isinstance(n, int) or seen != list(range(n)):
+        if not _int(n) or seen != list(range(n)):
             raise CdpError("EFORMAT", path, message="spans of ranks %s, but otherData.ranks "
                            "is %r" % (seen, n))
         self.nranks = n
@@ -67,20 +70,32 @@ class Trace:
     def _event(self, i, e):
         def bad(what):
             raise CdpError("EFORMAT", self.path, message="event %d: %s" % (i, what))
-        if not isinstance(e, dict) or not isinstance(e.get("pid"), int) or e["pid"] < 0:
+
+        def number(v):
+            """a finite JSON number (json reads NaN and Infinity too)"""
+            if isinstance(v, bool) or not isinstance(v, (int, float)):
+                return False
+            try:
+                return math.isfinite(v * 1e-6)
+            except OverflowError:     # an integer beyond float's range
+                return False
+        if not isinstance(e, dict) or not _int(e.get("pid")) or e["pid"] < 0:
             bad("no rank (pid)")
         r, name = e["pid"], e.get("name")
         if e.get("ph") == "M":
             if name == "process_name":
-                label = str(e.get("args", {}).get("name", ""))
+                args = e.get("args", {})
+                if not isinstance(args, dict):
+                    bad("process_name whose args is not an object")
+                label = str(args.get("name", ""))
                 head = "rank %d (" % r
                 self.ranks[r] = label[len(head):-1] if label.startswith(head) else label
             return
         if e.get("ph") != "X":
             return
         ts, dur, args = e.get("ts"), e.get("dur"), e.get("args")
-        if not isinstance(name, str) or not all(isinstance(v, (int, float)) for v in (ts, dur)) \
-                or dur < 0 or not isinstance(args, dict) or not isinstance(args.get("step"), int):
+        if not isinstance(name, str) or not number(ts) or not number(dur) or dur < 0 \
+                or not isinstance(args, dict) or not _int(args.get("step")):
             bad("a span without name, ts, dur >= 0 or args.step")
         key = (r, args["step"])
         t0, t1 = ts * 1e-6, (ts + dur) * 1e-6
@@ -90,6 +105,11 @@ class Trace:
         elif e.get("tid") == 0 and not name.startswith("bwd "):
             d = self.spans.setdefault(key, {})
             d[name] = d.get(name, 0.0) + dur * 1e-6
+
+
+def _int(v):
+    """a JSON integer (not true or false, which Python counts as ints)"""
+    return isinstance(v, int) and not isinstance(v, bool)
 
 
 def summarize(trace, skip=0):

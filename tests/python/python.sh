@@ -14,6 +14,8 @@
 #   - one-step cdp-train runs and model_dump's initial weights for the
 #     same seed, for the first step's loss (test_cdpool.py) and, under a
 #     2-rank gloo DDP job, its gradient (ddp_grad.py);
+#   - a pool of value labels (regression) and one-step mse runs on it,
+#     plain and augmented, with model_dump's initial weights;
 # and test_cdpool.py compares PoolDataset's batches with those of the C
 # loader (tests/python/batch_dump), and refuses what the C tools refuse
 # (truncated pools, directories that are no pool, hostile cfgs and class
@@ -90,6 +92,48 @@ for v in aug:$AUG plain:in_h=32,in_w=32; do
 	name=${v%%:*} ov=${v#*:}
 	cdp-train $C0 --model "$CDP_SRCDIR/tests/train/small.cfg:$ov" --batch 4 --steps 1 \
 		--log-every 1 --out "$T/first_$name" || fail "cdp-train $name"
+	mkdir "$T/init_$name"
+	# shellcheck disable=SC2046
+	"$CDP_BUILDDIR/tests/engine/model_dump" -s 7 -b 4 -p "$T/init_$name" \
+		$(echo "$ov" | tr ',' '\n' | sed 's/^/-D /') "$CDP_SRCDIR/tests/train/small.cfg" \
+		>"$T/init_$name/model.json" || fail "model_dump $name"
+done
+# a pool of value labels (pixel regression, 2 targets) with targets NaN in
+# places and invalid pixels (nodata in every band), and one-step mse runs on
+# it, plain and with every geometric augmentation (the warp too), with
+# model_dump's initial weights: PoolDataset's targets give the loss cdp-train
+# logs, and the plain run's checkpoint is a regression net for Deployed
+"$PYTHON" "$CDP_SRCDIR/share/cdpool/examples/genvalue.py" --size 64 --seed 2 --targets 2 \
+	"$T/r/val.tif" "$T/r/val_value.tif"
+"$PYTHON" - "$T/r/val.tif" "$T/r/val_value.tif" <<'EOF'
+import sys
+import numpy as np
+from osgeo import gdal
+gdal.UseExceptions()
+s = gdal.Open(sys.argv[1], 1)
+a = s.ReadAsArray()
+a[:, 3:6, 40:47] = -9999          # invalid: nodata in every band
+a[1, 20, 20] = -9999              # in one band only: valid
+for i in range(a.shape[0]):
+    s.GetRasterBand(i + 1).WriteArray(a[i])
+    s.GetRasterBand(i + 1).SetNoDataValue(-9999)
+s = None
+v = gdal.Open(sys.argv[2], 1)
+b = v.ReadAsArray()
+b[0, 10:13, 5:9] = np.nan         # no target
+b[1, 50, 50:60] = np.nan
+for i in range(b.shape[0]):
+    v.GetRasterBand(i + 1).WriteArray(b[i])
+v = None
+EOF
+cdp-tile -q --size 32 --label-suffix _value --label-bands 1,2 "$T/r/val.tif" |
+	cdp-lmdbpack -q "$T/p_value"
+cdp-keyshuffle -q --seed 2 -o "$T/value.keys" "$T/p_value"
+for v in vaug:$AUG,aug_scale=0.3,aug_rotate=30 vplain:in_h=32,in_w=32; do
+	name=${v%%:*} ov=${v#*:},loss=mse,classes=2
+	cdp-train --db "$T/p_value" --keys "$T/value.keys" --threads 1 -q --seed 7 \
+		--model "$CDP_SRCDIR/tests/train/small.cfg:$ov" --batch 4 --steps 1 --log-every 1 \
+		--out "$T/first_$name" || fail "cdp-train $name"
 	mkdir "$T/init_$name"
 	# shellcheck disable=SC2046
 	"$CDP_BUILDDIR/tests/engine/model_dump" -s 7 -b 4 -p "$T/init_$name" \

@@ -978,6 +978,381 @@ def test_seed_range():
     ok("seeds: [0, 2**64-1] as cdp-keyshuffle and cdp-train take them, others ValueError")
 
 
+# ---- audit B: pools rebuilt, value pools, refusals --------------------------------------
+def pack(name, raster, *tile_args):
+    """cdp-tile RASTER | cdp-lmdbpack T/NAME, a fresh directory."""
+    path = os.path.join(T, name)
+    shutil.rmtree(path, ignore_errors=True)
+    tile = subprocess.Popen(["cdp-tile", "-q", "--size", "32"] + list(tile_args) + [raster],
+                            stdout=subprocess.PIPE)
+    subprocess.run(["cdp-lmdbpack", "-q", path], stdin=tile.stdout, check=True)
+    tile.stdout.close()
+    check(tile.wait() == 0, "cdp-tile %s" % raster)
+    return path
+
+
+def test_pool_replaced():
+    """A pool rebuilt at the same path is read anew (not through the environment of
+    the pool it replaced), and an environment is closed when no Pool uses it."""
+    from cdpool.pool import _envs
+    u8, i16 = (os.path.join(T, "r", n + ".tif") for n in ("u8", "i16"))
+    path = pack("rebuilt", u8)
+    key = os.path.realpath(path)
+    p = cdpool.Pool(path)
+    first = p.uuid
+    check(p.keys()[0] == "u8_0_0" and key in _envs, "the first pool")
+    del p
+    check(key not in _envs, "the environment outlives its last Pool")
+    pack("rebuilt", i16)
+    q = cdpool.Pool(path)
+    check(q.uuid != first and q.keys()[0] == "i16_0_0",
+          "a pool rebuilt at the path read stale: %s %s" % (q.uuid, q.keys()[0]))
+    # rebuilt while a Pool of the old one is open: each reads its own
+    pack("rebuilt", u8)
+    r = cdpool.Pool(path)
+    check(r.keys()[0] == "u8_0_0" and q.keys()[0] == "i16_0_0" and
+          np.array_equal(r["u8_1_1"][0], cdpool.Pool(os.path.join(T, "p_u8"))["u8_1_1"][0]),
+          "two pools at one path: %s %s" % (r.keys()[0], q.keys()[0]))
+    env = q.env
+    q.close()
+    check(r.keys()[0] == "u8_0_0" and _envs[key]["env"] is r.env, "closing the old one")
+    try:
+        env.stat()
+        raise Fail("the replaced pool's environment is still open after its last Pool closed")
+    except Exception as e:
+        check(not isinstance(e, Fail), str(e))
+    del r
+    ds = cdpool.PoolDataset(path, write_keys(os.path.join(T, "rebuilt.keys"),
+                                             cdpool.Pool(path).uuid, ["u8_0_1", "u8_1_0"]),
+                            standardize=False)
+    check(ds[1][0].shape == (2, 32, 32) and key in _envs, "dataset")
+    del ds
+    check(key not in _envs, "PoolDataset's own Pool outlives the dataset")
+    ok("a pool rebuilt at its path is read anew; environments close with their last Pool")
+
+
+def test_value_pool():
+    """A pool of value labels (regression): PoolDataset's targets are standardized by
+    the training sources' target statistics, which cdp-train stored in its checkpoint,
+    NaN where there is no target and at invalid pixels; through the torch twin at
+    model_dump's initial weights they give cdp-train's first mse loss, plain and with
+    crops, flips, turns and the warp."""
+    p = cdpool.Pool(os.path.join(T, "p_value"))
+    keys = os.path.join(T, "value.keys")
+    ck = cdpool.load_checkpoint(os.path.join(T, "first_vplain", "checkpoint.cdpt"))
+    check(p.label_kind == "f32" and p.label_len == 2 and ck.task["task"] == "regression",
+          "fixture: %s %r" % (p.label_kind, ck.task))
+    ds = cdpool.PoolDataset(p, keys)
+    tm, ts = ck.task["target_mean"], ck.task["target_std"]
+    check(ds.target_stats_from == "sources" and
+          ds.target_mean.tobytes() == tm.astype(np.float32).tobytes() and
+          ds.target_inv.tobytes() == (1.0 / ts).astype(np.float32).tobytes(),
+          "targets standardized by %s %s %s, cdp-train's %s %s" % (
+              ds.target_stats_from, ds.target_mean, ds.target_inv, tm, ts))
+    raw = cdpool.PoolDataset(p, keys, standardize=False)
+    nan_seen = 0
+    for i in range(len(ds)):
+        x, y = ds[i]
+        rec = p.record(ds.key(i))
+        want = (rec.label - ds.target_mean[:, None, None]) * ds.target_inv[:, None, None]
+        bad = ~np.isfinite(rec.label)
+        if rec.mask is not None:
+            bad |= (rec.mask == 0)[None]
+        else:
+            bad |= np.all(rec.image == rec.nodata, 0)[None]
+        want[bad] = np.nan
+        nan_seen += int(bad.sum())
+        check(y.dtype == np.float32 and y.shape == (2, 32, 32) and
+              np.array_equal(y, want.astype(np.float32), equal_nan=True), "sample %d" % i)
+        ry = raw[i][1]
+        check(np.array_equal(np.isnan(ry), bad) and np.array_equal(ry[~bad], rec.label[~bad]),
+              "standardize=False: the stored targets")
+    check(nan_seen > 0, "no sample without a target")
+    check(cdpool.PoolDataset(p, keys, standardize=ck).target_stats_from == "checkpoint",
+          "standardize=checkpoint")
+    try:
+        import torch
+        from cdpool.torch_model import EngineNet
+    except ImportError:
+        print("SKIP value pool: the first step (no torch)")
+        return
+    import json
+    for name in ("vplain", "vaug"):
+        model = json.load(open(os.path.join(T, "init_" + name, "model.json")))
+        run = cdpool.load_checkpoint(os.path.join(T, "first_" + name, "checkpoint.cdpt"))
+        d = cdpool.PoolDataset(p, keys, augment=cdpool.Augment.from_checkpoint(run))
+        s = cdpool.BlockSampler(len(d), 4, 0, 1, seed=7, with_epoch=True)
+        batch = [d[j] for j in s.step_indices(0, 0)]
+        x = torch.from_numpy(np.stack([b[0] for b in batch]))
+        y = np.stack([b[1] for b in batch]).astype(np.float64)
+        net = EngineNet(model)
+        net.load_blocks(np.fromfile(os.path.join(T, "init_" + name, "params0.f32"), "<f4"))
+        with torch.no_grad():
+            z = net.train()(x).double().numpy()
+        m = np.isfinite(y)
+        got = float(((z - y)[m] ** 2).sum() / m.sum())
+        want = next(json.loads(line)["loss"] for line in
+                    open(os.path.join(T, "first_" + name, "metrics.jsonl"))
+                    if '"type":"step"' in line and '"step":1,' in line)
+        check(abs(got - want) <= 1e-6 * abs(want), "%s: mse %r, cdp-train's %r" % (name, got,
+                                                                                    want))
+        print("ok   value pool, first step %s: mse %.9g, cdp-train's %.9g" % (name, got, want))
+    ok("a value pool: targets standardized as cdp-train's loader gives them")
+
+
+def test_regression_deployed():
+    """Deployed (and export_onnx) of a regression checkpoint gives cdp-predict's values,
+    output * target_std + target_mean, not probabilities."""
+    try:
+        import torch
+        from cdpool.torch_model import Deployed, export_onnx
+    except ImportError:
+        print("SKIP Deployed of a regression net (no torch)")
+        return
+    path = os.path.join(T, "first_vplain", "checkpoint.cdpt")
+    ck = cdpool.load_checkpoint(path)
+    win = os.path.join(T, "vwin.tif")
+    # a window without nodata pixels, which cdp-predict zeroes and Deployed leaves to
+    # its caller
+    gdal.Translate(win, os.path.join(T, "r", "val.tif"), srcWin=[0, 32, 32, 32])
+    out = os.path.join(T, "vwin_value.tif")
+    r = subprocess.run(["cdp-predict", "-q", "--size", "32", "--overlap", "0", "--threads", "1",
+                        path, win, "-o", out], capture_output=True, text=True)
+    check(r.returncode == 0, "cdp-predict: %s" % r.stderr)
+    want = gdal.Open(out).ReadAsArray().astype(np.float64)            # (2, 32, 32), NaN invalid
+    raw = gdal.Open(win).ReadAsArray().astype(np.float32)
+    dep = Deployed(ck)
+    with torch.no_grad():
+        got = dep(torch.from_numpy(raw[None]))[0].numpy()
+    v = np.isfinite(want)
+    err = float(np.max(np.abs(got - want)[v] / np.maximum(1.0, np.abs(want[v]))))
+    check(got.shape == want.shape and v.sum() > 1000 and err <= 1e-5,
+          "Deployed differs from cdp-predict's values by %g (values %g..%g, its %g..%g)" % (
+              err, np.nanmin(want), np.nanmax(want), got.min(), got.max()))
+    try:
+        import onnx
+    except ImportError:
+        print("SKIP the regression ONNX file (no onnx)")
+    else:
+        onnx_path = os.path.join(T, "vplain.onnx")
+        export_onnx(ck, onnx_path)
+        m = onnx.load(onnx_path)
+        onnx.checker.check_model(m, full_check=True)
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        import onnx_eval
+        check([o.name for o in m.graph.output] == ["value"], "ONNX output name")
+        g = onnx_eval.run(m, {"bands": raw[None]})["value"][0]
+        e2 = float(np.max(np.abs(g - want)[v] / np.maximum(1.0, np.abs(want[v]))))
+        check(e2 <= 1e-5, "the ONNX graph differs from cdp-predict's values by %g" % e2)
+    ok("Deployed and export_onnx of a regression net: cdp-predict's values (within %.1e)" % err)
+
+
+def test_class_ignore():
+    """ignore= on a scalar-class pool changes no label: its stored ignore 0 means "not in
+    use" and class 0 is a class (the loader's stored ignore is -1 there)."""
+    path = os.path.join(T, "p_class")
+    keys = os.path.join(T, "class.keys")
+    subprocess.run(["cdp-keyshuffle", "-q", "--seed", "1", "-o", keys, path], check=True)
+    plain = cdpool.PoolDataset(path, keys)
+    ign = cdpool.PoolDataset(path, keys, ignore=-100)
+    want = {"chip_a": 0, "chip_b": 2}
+    for i in range(len(plain)):
+        a, b = int(plain[i][1]), int(ign[i][1])
+        check(a == b == want[plain.key(i)], "%s: class %d, with ignore=-100 %d" % (
+            plain.key(i), a, b))
+    ok("a scalar-class pool: ignore= leaves class 0 alone, as the C loader")
+
+
+def test_constant_band():
+    """A band with std 0 (a constant band in training): cdp-predict only centres it
+    (1 / std taken as 1) and sets non-finite values to 0; so do Deployed and
+    Checkpoint.standardize."""
+    b = open(os.path.join(T, "run1", "checkpoint.cdpt"), "rb").read()
+    i = b.index(b"DATA") + 16 + 8 + 12 + 24           # the first std, f64
+    body = b[:i] + struct.pack("<d", 0.0) + b[i + 8:]
+    path = os.path.join(T, "ck", "std0.cdpt")
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    open(path, "wb").write(body[:-4] + struct.pack("<I", zlib.crc32(body[:-4])))
+    ck = cdpool.load_checkpoint(path)
+    check(ck.std[0] == 0 and ck.std[1] > 0, "std %r" % ck.std)
+    x = np.full((3, 4, 4), 7.0, np.float32)
+    x[0, 0, 0], x[1, 1, 1], x[2, 2, 2], x[0, 3, 3] = np.nan, np.inf, -np.inf, 3e38
+    z = ck.standardize(x)
+    m32 = ck.mean.astype(np.float32)
+    check(np.all(np.isfinite(z[:, :3, :3])) and z[0, 0, 0] == 0 and z[1, 1, 1] == 0 and
+          z[2, 2, 2] == 0 and z[0, 1, 0] == np.float32(7.0) - m32[0] and
+          z[1, 0, 0] == (np.float32(7.0) - m32[1]) * np.float32(1.0 / ck.std[1]),
+          "standardize: %r" % z[:, :3, :3])
+    ok("Checkpoint.standardize: a constant band only centred, non-finite values 0")
+    try:
+        import torch
+        from cdpool.torch_model import Deployed
+    except ImportError:
+        print("SKIP Deployed with a constant band (no torch)")
+        return
+    win = os.path.join(T, "win0.tif")
+    gdal.Translate(win, os.path.join(T, "r", "road.tif"), srcWin=[37, 61, 32, 32])
+    out = os.path.join(T, "win0_prob.tif")
+    r = subprocess.run(["cdp-predict", "-q", "--prob", "--overlap", "0", "--threads", "1", path,
+                        win, "-o", out], capture_output=True, text=True)
+    check(r.returncode == 0, "cdp-predict --prob: %s" % r.stderr)
+    want = gdal.Open(out).ReadAsArray().astype(np.float64)
+    raw = gdal.Open(win).ReadAsArray().astype(np.float32)
+    with torch.no_grad():
+        got = Deployed(ck)(torch.from_numpy(raw[None]))[0].numpy()
+    err = float(np.max(np.abs(got - want)))
+    check(err <= 1e-5, "Deployed with a constant band differs from cdp-predict --prob by %g" % err)
+    ok("Deployed with a constant band: cdp-predict --prob's probabilities")
+
+
+def test_split_key():
+    """split_key reads the keys cdp-tile writes with a NAME of 200 bytes (the NAME is
+    limited, not the body) as cdp-keyshuffle --val-by does; and cdp_key_scene's limits."""
+    name = "n" * 200
+    path = pack("longname", os.path.join(T, "r", "u8.tif"), "--name", name)
+    keys = cdpool.Pool(path).keys()
+    check(len(keys) == 4 and all(cdpool.split_key(k)[0] == name for k in keys),
+          "split_key: %r" % [cdpool.split_key(k)[1:] for k in keys])
+    r = subprocess.run(["cdp-keyshuffle", "--seed", "1", "--val-by", name, "--val-out",
+                        os.path.join(T, "lnv.keys"), "-o", os.path.join(T, "ln.keys"), path],
+                       capture_output=True, text=True)
+    check("all 4 selected keys are held out" in r.stderr, "cdp-keyshuffle: %s" % r.stderr)
+    for k, want in (("a" * 200 + "_1_2", ("a" * 200, 1, 2)),
+                    ("c" * 40 + "/" + "a" * 200 + "_0_0", ("c" * 40 + "/" + "a" * 200, 0, 0)),
+                    ("a" * 200, ("a" * 200, None, None)),
+                    ("a" * 201 + "_1_2", None), ("a" * 201, None), ("a/b/c", None),
+                    ("c" * 54 + "/" + "a" * 200, ("c" * 54 + "/" + "a" * 200, None, None)),
+                    ("c" * 55 + "/" + "a" * 200, None), ("a_1_-2", ("a_1_-2", None, None))):
+        try:
+            got = cdpool.split_key(k)
+        except CdpError:
+            got = None
+        check(got == want, "split_key(%.20r... %d bytes) = %r, want %r" % (k, len(k), got, want))
+    ok("split_key: a NAME of 200 bytes in a tile key, as cdp-tile writes it")
+
+
+def test_dataset_key_refusals():
+    """A pointer file with a key line that is not UTF-8, and one with no keys:
+    PoolDataset refuses them with cdp-train's messages."""
+    pool = cdpool.Pool(os.path.join(T, "pool"))
+    src = open(os.path.join(T, "train.keys"), "rb").read()
+    body = b"\xff\xfe_0_0\n" + src.split(b"\n", 1)[1]
+    bad = os.path.join(T, "k", "notutf8.keys")
+    os.makedirs(os.path.dirname(bad), exist_ok=True)
+    with open(bad, "wb") as f:
+        f.write(b"#cdpool-keys 1 uuid=%s seed=5 count=%d crc32=%08x\n" % (
+            pool.uuid.encode(), body.count(b"\n"), zlib.crc32(body)) + body)
+    e = refused("EKEY", cdpool.PoolDataset, pool, bad)
+    check(e.line == 2, "line %d" % e.line)
+    run = ["cdp-train", "--db", pool.path, "-q", "--threads", "1", "--model",
+           SMALL + ":in_h=32,in_w=32", "--batch", "4", "--steps", "1", "--out",
+           os.path.join(T, "krun"), "--keys"]
+    p = subprocess.run(run + [bad], capture_output=True)
+    check(p.returncode == 1 and str(e).encode("utf-8", "surrogateescape") in p.stderr,
+          "cdp-train says %r, Python %r" % (p.stderr, str(e)))
+    zero = write_keys(os.path.join(T, "k", "zero.keys"), pool.uuid, [])
+    e = refused("EFORMAT", cdpool.PoolDataset, pool, zero)
+    check(str(e) == "'%s': no keys" % zero, str(e))
+    c_says(e, *(run + [zero]))
+    ok("pointer files of a key that is not UTF-8 and of no keys: cdp-train's messages")
+
+
+def test_lmdb_damage():
+    """Damaged LMDB pages: CdpError naming the pool with the message of
+    cdp-keyshuffle, never an lmdb, OS or KeyError: the main database's page (opening),
+    the tiles database's page (reading keys and records), and a leaf page whose bounds
+    make up keys."""
+    import struct as st
+    src = os.path.join(T, "pool")
+    d = open(os.path.join(src, "data.mdb"), "rb").read()
+    ps = st.unpack_from("=I", d, 40)[0]
+    # the newer meta page (its txnid at byte 144), its main database's root at 128
+    off = max((0, ps), key=lambda o: st.unpack_from("=Q", d, o + 144)[0])
+    main = st.unpack_from("=Q", d, off + 128)[0]
+    page = d[main * ps:(main + 1) * ps]
+    at = page.index(b"tiles")                  # its node's data: the MDB_db, md_root at 40
+    tiles = st.unpack_from("=Q", page, at + 5 + 40)[0]
+    check(st.unpack_from("=H", d, tiles * ps + 10)[0] & 2, "the tiles root is no leaf page")
+    key = cdpool.Pool(src).keys()[0]
+    for name, pg, byte, code, want in (
+            ("main", main, 10, "ELMDB", "not a cdpool pool: MDB_PAGE_NOTFOUND: Requested page "
+             "not found"),
+            ("tiles", tiles, 10, "ELMDB", "MDB_PAGE_NOTFOUND: Requested page not found"),
+            ("bounds", tiles, 12, "EKEY", "invalid key '' in the pool")):
+        bad = os.path.join(T, "damaged_" + name)
+        shutil.rmtree(bad, ignore_errors=True)
+        os.makedirs(bad)
+        b = bytearray(d)
+        b[pg * ps + byte] ^= 0xFF
+        open(os.path.join(bad, "data.mdb"), "wb").write(b)
+        if name == "main":
+            e = refused(code, cdpool.Pool, bad)
+        else:
+            p = cdpool.Pool(bad)
+            e = refused(code, p.keys)
+            if name == "tiles":
+                for fn in (p.__contains__, p.record, p.__getitem__):
+                    check(refused(code, fn, key).args == e.args, "%s: %s" % (fn.__name__, e))
+                refused(code, cdpool.PoolDataset, p, os.path.join(T, "train.keys"))
+        check(str(e) == "'%s': %s" % (bad, want), str(e))
+        c_says(e, "cdp-keyshuffle", "-q", "-o", os.path.join(T, "dmg.keys"), bad)
+    ok("damaged LMDB pages: cdp-keyshuffle's messages, naming the pool")
+
+
+def test_trace_refusals():
+    """python -m cdpool trace refuses a malformed trace in one line, exit 1: a
+    process_name whose args is a list, JSON nested past the parser, a dur of NaN."""
+    import json
+    good = {"otherData": {"program": "cdp-train", "ranks": 1, "complete": True},
+            "traceEvents": [{"pid": 0, "ph": "M", "name": "process_name",
+                             "args": {"name": "rank 0 (h)"}}] +
+            [{"pid": 0, "tid": 0, "ph": "X", "name": n, "ts": 10 * s + j, "dur": 1,
+              "args": {"step": s}} for s in (1, 2, 3) for j, n in enumerate(("step", "forward"))]}
+    cases = [("good", json.dumps(good), None)]
+    listargs = json.loads(json.dumps(good))
+    listargs["traceEvents"][0]["args"] = ["x"]
+    cases.append(("listargs", json.dumps(listargs), "event 0: process_name whose args is not "
+                  "an object"))
+    cases.append(("deep", "[" * 100000 + "]" * 100000, "not JSON: nested too deeply"))
+    for v in ("NaN", "Infinity", "1e999", "true"):
+        t = json.dumps(good).replace('"dur": 1,', '"dur": %s,' % v, 1)
+        cases.append(("dur_" + v, t, "event 1: a span without name, ts, dur >= 0 or args.step"))
+    for name, text, why in cases:
+        path = os.path.join(T, "trace_%s.json" % name)
+        with open(path, "w") as f:
+            f.write(text)
+        r = subprocess.run([sys.executable, "-m", "cdpool", "trace", path], capture_output=True,
+                           text=True)
+        if why is None:
+            check(r.returncode == 0 and "steps: 3" in r.stdout, "%s: %d %r" % (name, r.returncode,
+                                                                            r.stderr[-300:]))
+        else:
+            check(r.returncode == 1 and r.stdout == "" and
+                  r.stderr == "cdpool: cannot read '%s': %s\n" % (path, why),
+                  "%s: exit %d, %r" % (name, r.returncode, r.stderr[-300:]))
+    ok("trace: malformed traces refused in one line naming the file")
+
+
+def test_import_torch_refusal():
+    """import-torch on a file that is no torch.save output says so in one line."""
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        print("SKIP import-torch refusal (no torch)")
+        return
+    path = os.path.join(T, "notorch.pth")
+    with open(path, "w") as f:
+        f.write("hello\n")
+    r = subprocess.run([sys.executable, "-m", "cdpool", "import-torch", path, "--model",
+                        SMALL + ":in_h=32,in_w=32", "-o", os.path.join(T, "nt.cdpt")],
+                       capture_output=True, text=True)
+    head = "cdpool: cannot read '%s': not a PyTorch checkpoint (" % path
+    check(r.returncode == 1 and r.stderr.startswith(head) and r.stderr.endswith(")\n") and
+          r.stderr.count("\n") == 1 and not os.path.exists(os.path.join(T, "nt.cdpt")),
+          "import-torch: %d %r" % (r.returncode, r.stderr))
+    ok("import-torch on a text file: %s" % r.stderr.split("': ", 1)[1].strip())
+
+
 def run_tests(tests):
     """Runs each test; the first Fail prints "FAIL NAME: why" and gives 1."""
     for t in tests:
@@ -993,7 +1368,11 @@ def main():
     return run_tests([test_dtypes, test_record_refusals, test_keys, test_sampler,
                       test_checkpoint, test_dataset, test_batches, test_photometric,
                       test_first_step, test_info, test_cfg_nesting, test_net_keys,
-                      test_pool_refusals, test_info_refusals, test_seed_range])
+                      test_pool_refusals, test_info_refusals, test_seed_range,
+                      test_pool_replaced, test_value_pool, test_regression_deployed,
+                      test_class_ignore, test_constant_band, test_split_key,
+                      test_dataset_key_refusals, test_lmdb_damage, test_trace_refusals,
+                      test_import_torch_refusal])
 
 
 if __name__ == "__main__":
