@@ -34,6 +34,7 @@ static const char *const cdp_phrases[] = {
 	"mismatch",                             /* CDP_EMISMATCH */
 	"cancelled",                            /* CDP_ECANCEL */
 	"not a regular file",                   /* CDP_ESPECIAL */
+	"a cdpool checkpoint or an LMDB database, which is not replaced", /* CDP_EKEEP */
 };
 
 const char *cdp_strerror(int rc)

@@ -35,7 +35,8 @@ enum {
 	CDP_EUNSUP   = -1018, /* valid but unsupported (e.g. a data type) */
 	CDP_EMISMATCH= -1019, /* two things that must agree do not (DB uuid, label size) */
 	CDP_ECANCEL  = -1020, /* cancelled by the caller */
-	CDP_ESPECIAL = -1021  /* an output that is a FIFO, device, socket or directory (cdp_out.h) */
+	CDP_ESPECIAL = -1021, /* an output that is a FIFO, device, socket or directory (cdp_out.h) */
+	CDP_EKEEP    = -1022  /* an output that would replace a checkpoint or an LMDB database (cdp_out.h) */
 };
 
 /* Returns a static, lowercase phrase for rc (never NULL). For rc > 0 it is

@@ -48,6 +48,12 @@ static const int sigs[] = { SIGTERM, SIGINT, SIGHUP };
 #define NSIG3 (sizeof sigs / sizeof sigs[0])
 static struct sigaction saved[NSIG3];
 static int installed;
+/* cdp_out_hold: the holds in force and the signal they deferred (0 none).
+ * A mask would not do: sigprocmask holds back only the calling thread's
+ * signals, and a kill(1) reaches any thread that does not block it (an
+ * OpenMP or BLAS worker), so the handler itself defers. */
+static int held;
+static int deferred;
 
 static void unlink_all(void)
 {
@@ -83,6 +89,16 @@ static void on_signal(int sig, siginfo_t *si, void *uc)
 	int e = errno;
 	size_t k = 0;
 
+	if (__atomic_load_n(&held, __ATOMIC_SEQ_CST) > 0) {
+		__atomic_store_n(&deferred, sig, __ATOMIC_SEQ_CST);
+		/* a release between the two loads may have missed the store:
+		 * whichever of us takes the signal back acts on it, once */
+		if (__atomic_load_n(&held, __ATOMIC_SEQ_CST) > 0 ||
+		    __atomic_exchange_n(&deferred, 0, __ATOMIC_SEQ_CST) == 0) {
+			errno = e;
+			return;
+		}
+	}
 	while (k < NSIG3 && sigs[k] != sig)
 		k++;
 	if (k < NSIG3 && (saved[k].sa_flags & SA_SIGINFO) && saved[k].sa_sigaction) {
@@ -176,6 +192,22 @@ static void reg_del(long s)
 	free(p);
 }
 
+void cdp_out_hold(void)
+{
+	__atomic_add_fetch(&held, 1, __ATOMIC_SEQ_CST);
+}
+
+void cdp_out_release(void)
+{
+	int sig;
+
+	if (__atomic_sub_fetch(&held, 1, __ATOMIC_SEQ_CST) > 0)
+		return;
+	/* delivered to this thread now: the handler runs as it would have */
+	if ((sig = __atomic_exchange_n(&deferred, 0, __ATOMIC_SEQ_CST)) != 0)
+		raise(sig);
+}
+
 size_t cdp_out_live(void)
 {
 	size_t n;
@@ -248,9 +280,57 @@ static const char *kind_name(mode_t m)
 	       S_ISDIR(m) ? "a directory" : "not a regular file";
 }
 
-/* CDP_OK and *inplace for path under kind (see cdp_out_check). */
-static int classify(const char *path, int kind, int *inplace, char *err, size_t cap)
+/* LMDB's magic (mdb.c's MDB_MAGIC, which lmdb.h does not export): at the
+ * start of lock.mdb, and in data.mdb's first meta page after its 16-byte
+ * page header, whose flags (offset 10) have P_META (0x08). Native byte
+ * order, as LMDB writes it. */
+#define LMDB_MAGIC 0xBEEFC0DEu
+
+/* The kinds of regular file the policy keeps, with the flag that lets a
+ * caller replace one and its name in messages. */
+enum { KEEP_NONE, KEEP_CKPT, KEEP_LMDB };
+static const struct { int flag; const char *name; } keep[] = {
+	[KEEP_CKPT] = { CDP_OUT_CKPT, "a cdpool checkpoint" },
+	[KEEP_LMDB] = { CDP_OUT_POOL, "an LMDB database file" },
+};
+
+/* Which kind regular file path is; KEEP_NONE for any other, and for one
+ * that cannot be read (its kind is unknown). */
+static int kept_kind(const char *path)
 {
+	unsigned char head[20];
+	uint32_t m0, m16;
+	uint16_t pflags;
+	ssize_t n;
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+
+	if (fd < 0)
+		return KEEP_NONE;
+	n = read(fd, head, sizeof head);
+	close(fd);
+	if (n >= (ssize_t)sizeof CDP_OUT_CKPT_MAGIC - 1 &&
+	    memcmp(head, CDP_OUT_CKPT_MAGIC, sizeof CDP_OUT_CKPT_MAGIC - 1) == 0)
+		return KEEP_CKPT;
+	if (n < (ssize_t)sizeof head)
+		return KEEP_NONE;
+	memcpy(&m0, head, 4);
+	memcpy(&pflags, head + 10, 2);
+	memcpy(&m16, head + 16, 4);
+	return m0 == LMDB_MAGIC || (m16 == LMDB_MAGIC && (pflags & 0x08)) ? KEEP_LMDB : KEEP_NONE;
+}
+
+int cdp_out_is_ckpt(const char *path)
+{
+	struct stat st;
+
+	return path && stat(path, &st) == 0 && S_ISREG(st.st_mode) &&
+	       kept_kind(path) == KEEP_CKPT;
+}
+
+/* CDP_OK and *inplace for path under flags (see cdp_out_check). */
+static int classify(const char *path, int flags, int *inplace, char *err, size_t cap)
+{
+	int kind = flags & CDP_OUT_STREAM, kept;
 	struct stat st;
 
 	*inplace = 0;
@@ -264,8 +344,13 @@ static int classify(const char *path, int kind, int *inplace, char *err, size_t 
 		seterr(err, cap, "cannot write '%s': %s", path, strerror(errno));
 		return errno;
 	}
-	if (S_ISREG(st.st_mode))
+	if (S_ISREG(st.st_mode)) {
+		if ((kept = kept_kind(path)) != KEEP_NONE && !(flags & keep[kept].flag)) {
+			seterr(err, cap, "refusing to replace '%s': it is %s", path, keep[kept].name);
+			return CDP_EKEEP;
+		}
 		return CDP_OK;
+	}
 	if (kind == CDP_OUT_STREAM && (S_ISFIFO(st.st_mode) || S_ISCHR(st.st_mode))) {
 		*inplace = 1;
 		return CDP_OK;
@@ -275,13 +360,72 @@ static int classify(const char *path, int kind, int *inplace, char *err, size_t 
 	return CDP_ESPECIAL;
 }
 
+/* dir = the folder that holds path ("." for a bare name); 0, or
+ * ENAMETOOLONG */
+static int dir_of(const char *path, char dir[PATH_MAX])
+{
+	size_t dl = dirlen(path);
+
+	if (dl >= PATH_MAX)
+		return ENAMETOOLONG;
+	if (dl)
+		memcpy(dir, path, dl);
+	else
+		dir[dl++] = '.';
+	dir[dl] = '\0';
+	return 0;
+}
+
+/* A new file at path (nothing there, or a dangling link): its temporary
+ * goes in the final target's folder, which must be a folder now. */
+static int check_folder(const char *path, char *err, size_t cap)
+{
+	char dir[PATH_MAX], *target = NULL;
+	struct stat st;
+	int rc;
+
+	if ((rc = resolve(path, &target)) == CDP_OK && (rc = dir_of(target, dir)) == 0 &&
+	    stat(dir, &st) != 0)
+		rc = errno;
+	else if (rc == CDP_OK && !S_ISDIR(st.st_mode))
+		rc = ENOTDIR;
+	free(target);
+	if (rc != CDP_OK)
+		seterr(err, cap, "cannot create '%s': %s", path, cdp_strerror(rc));
+	return rc;
+}
+
 int cdp_out_check(const char *path, int kind, char *err, size_t cap)
 {
-	int inplace;
+	struct stat st;
+	int inplace, rc;
 
 	if (!path || !*path)
 		return CDP_EINVAL;
-	return classify(path, kind & CDP_OUT_STREAM, &inplace, err, cap);
+	if ((rc = classify(path, kind, &inplace, err, cap)) != CDP_OK || inplace ||
+	    (kind & CDP_OUT_NEWDIR) || stat(path, &st) == 0)
+		return rc;
+	return check_folder(path, err, cap);
+}
+
+int cdp_out_inplace(const char *path)
+{
+	struct stat st;
+
+	if (!path)
+		return 0;
+	if (strcmp(path, "-") == 0)
+		return 1;
+	return stat(path, &st) == 0 && (S_ISFIFO(st.st_mode) || S_ISCHR(st.st_mode));
+}
+
+int cdp_out_aux_name(const char *path, char *buf, size_t cap)
+{
+	if (!path || !buf)
+		return CDP_EINVAL;
+	if (snprintf(buf, cap, "%s.aux.xml", path) >= (int)cap)
+		return ENAMETOOLONG;
+	return CDP_OK;
 }
 
 /* Creates the temporary for target with O_EXCL; fd or -errno, *tmp and
@@ -361,7 +505,7 @@ int cdp_out_open(cdp_out *o, const char *path, int flags, mode_t mode, char *err
 	if (!path || !*path)
 		return CDP_EINVAL;
 	o->flags = flags;
-	if ((rc = classify(path, flags & CDP_OUT_STREAM, &o->inplace, err, cap)) != CDP_OK)
+	if ((rc = classify(path, flags, &o->inplace, err, cap)) != CDP_OK)
 		return rc;
 	if (!(o->path = strdup(path))) {
 		rc = CDP_ENOMEM;
@@ -428,22 +572,6 @@ void cdp_out_abort(cdp_out *o)
 	end(o);
 }
 
-/* dir = the folder that holds path ("." for a bare name); 0, or
- * ENAMETOOLONG */
-static int dir_of(const char *path, char dir[PATH_MAX])
-{
-	size_t dl = dirlen(path);
-
-	if (dl >= PATH_MAX)
-		return ENAMETOOLONG;
-	if (dl)
-		memcpy(dir, path, dl);
-	else
-		dir[dl++] = '.';
-	dir[dl] = '\0';
-	return 0;
-}
-
 int cdp_out_nospace(const cdp_out *o, const char *path)
 {
 	char dir[PATH_MAX];
@@ -487,27 +615,111 @@ int cdp_out_close(cdp_out *o)
 	return rc;
 }
 
+/* 1 when the folders holding a and b are on one file system (a rename
+ * between them works); 0 when not or unknown. */
+static int same_fs(const char *a, const char *b)
+{
+	char da[PATH_MAX], db[PATH_MAX];
+	struct stat sa, sb;
+
+	return dir_of(a, da) == 0 && dir_of(b, db) == 0 && stat(da, &sa) == 0 &&
+	       stat(db, &sb) == 0 && sa.st_dev == sb.st_dev;
+}
+
+/* Copies file src into a new temporary for dst (beside dst, registered
+ * as every temporary is): *tmp and *slot, or an errno. */
+static int stage_copy(const char *src, const char *dst, int sync, char **tmp, long *slot)
+{
+	char buf[65536];
+	ssize_t n = 0;
+	int in, out, rc = CDP_OK;
+
+	if ((in = open(src, O_RDONLY | O_CLOEXEC)) < 0)
+		return errno;
+	if ((out = create_tmp(dst, 0666, tmp, slot)) < 0) {
+		close(in);
+		return out == -ENOMEM ? CDP_ENOMEM : -out;
+	}
+	while (rc == CDP_OK && (n = read(in, buf, sizeof buf)) > 0)
+		for (ssize_t w = 0, k; rc == CDP_OK && w < n; w += k)
+			if ((k = write(out, buf + w, (size_t)(n - w))) < 0)
+				rc = errno;
+	if (rc == CDP_OK && n < 0)
+		rc = errno;
+	if (rc == CDP_OK && sync && fsync(out) != 0)
+		rc = errno;
+	if (close(out) != 0 && rc == CDP_OK)
+		rc = errno;
+	close(in);
+	if (rc != CDP_OK) {
+		unlink(*tmp);
+		reg_del(*slot);
+		free(*tmp);
+		*tmp = NULL;
+		*slot = -1;
+	}
+	return rc;
+}
+
+/* The renames of a CDP_OUT_AUX commit: the file, then GDAL's side file
+ * TMP.aux.xml onto PATH.aux.xml (staged is a copy of it beside PATH when
+ * that is on another file system than the temporary), or without one the
+ * stale PATH.aux.xml removed; through a link, TARGET.aux.xml too, which
+ * described the file just replaced. */
+static int commit_aux(cdp_out *o, const char *sidef, const char *staged)
+{
+	char a[PATH_MAX + 16], b[PATH_MAX + 16];
+	int rc = CDP_OK, have;
+
+	snprintf(a, sizeof a, "%s.aux.xml", o->tmp);
+	have = access(a, F_OK) == 0;
+	if (rename(o->tmp, o->target) != 0)
+		return errno;
+	if (have && rename(staged ? staged : a, sidef) != 0)
+		rc = errno;
+	else if (!have && unlink(sidef) != 0 && errno != ENOENT)
+		rc = errno;
+	if (staged)
+		unlink(a);
+	if (rc == CDP_OK && strcmp(o->path, o->target) != 0 &&
+	    snprintf(b, sizeof b, "%s.aux.xml", o->target) < (int)sizeof b &&
+	    unlink(b) != 0 && errno != ENOENT)
+		rc = errno;
+	return rc;
+}
+
 int cdp_out_commit(cdp_out *o, char *err, size_t cap)
 {
-	int rc = CDP_OK;
+	char sidef[PATH_MAX + 16], a[PATH_MAX + 16], *staged = NULL;
+	long sslot = -1;
+	int rc = CDP_OK, aux;
 
 	if (!o || !o->path)
 		return CDP_EINVAL;
+	aux = o->tmp && (o->flags & CDP_OUT_AUX);
 	/* write errors can first appear at close (NFS, quotas) */
 	rc = cdp_out_close(o);
-	if (rc == CDP_OK && o->tmp && rename(o->tmp, o->target) != 0)
+	if (rc == CDP_OK && aux && (rc = cdp_out_aux_name(o->path, sidef, sizeof sidef)) == CDP_OK &&
+	    snprintf(a, sizeof a, "%s.aux.xml", o->tmp) < (int)sizeof a &&
+	    access(a, F_OK) == 0 && !same_fs(a, sidef))
+		rc = stage_copy(a, sidef, o->flags & CDP_OUT_SYNC, &staged, &sslot);
+	if (rc == CDP_OK && aux) {
+		/* two renames, one file to a reader: no signal between them */
+		cdp_out_hold();
+		rc = commit_aux(o, sidef, staged);
+		cdp_out_release();
+	} else if (rc == CDP_OK && o->tmp && rename(o->tmp, o->target) != 0) {
 		rc = errno;
-	if (rc == CDP_OK && o->tmp && (o->flags & CDP_OUT_AUX)) {
-		char a[PATH_MAX + 16], b[PATH_MAX + 16];
-
-		snprintf(a, sizeof a, "%s.aux.xml", o->tmp);
-		snprintf(b, sizeof b, "%s.aux.xml", o->target);
-		/* a stale TARGET.aux.xml would describe the old file */
-		if (rename(a, b) != 0 && (errno != ENOENT || (unlink(b) != 0 && errno != ENOENT)))
-			rc = errno;
+	}
+	if (staged) {
+		unlink(staged);     /* renamed already, unless it failed */
+		reg_del(sslot);
+		free(staged);
 	}
 	if (rc == CDP_OK && o->tmp && (o->flags & CDP_OUT_SYNC))
 		rc = sync_dir(o->target);
+	if (rc == CDP_OK && aux && (o->flags & CDP_OUT_SYNC) && strcmp(o->path, o->target) != 0)
+		rc = sync_dir(o->path);
 	if (rc != CDP_OK) {
 		if (rc == EIO || rc == CDP_EGDAL)
 			rc = cdp_out_nospace(o, NULL) ? ENOSPC : rc;

@@ -15,6 +15,13 @@
  *   open(2) would give under the umask), and renamed onto the target on
  *   commit. A symbolic link is followed to its final target: the temporary
  *   and the rename happen beside that target, so the link stays a link.
+ *   GDAL's side file (CDP_OUT_AUX) goes beside the name given, a link's
+ *   own, where GDAL opening that name looks for it (cdp_out_aux_name).
+ * - A regular file that is a cdpool checkpoint (it starts with the magic
+ *   of cdp-checkpoint(5)) or an LMDB database file (a pool's data.mdb or
+ *   lock.mdb) is not replaced (CDP_EKEEP) unless the caller writes that
+ *   kind of file (CDP_OUT_CKPT, CDP_OUT_POOL): a mistyped path must not
+ *   turn a trained model or a pool into a PNG.
  * - Every temporary is removed on every failure path: cdp_out_abort(), and
  *   a handler for SIGTERM, SIGINT and SIGHUP installed with the first
  *   temporary that unlinks every live one and re-raises the signal. Where
@@ -22,12 +29,16 @@
  *   next step and writes its checkpoint), its handler runs instead and the
  *   temporaries are left to its own failure paths. A temporary left by a
  *   process killed outright (SIGKILL) is removed by cdp_out_sweep() in a
- *   later run, once its PID is dead.
+ *   later run, once its PID is dead. Between cdp_out_hold and
+ *   cdp_out_release those signals are deferred (in every thread), so that
+ *   a program renaming several outputs as one set ends either before the
+ *   first rename or after the last.
  * - Every output of a run is compared with every input and every other
  *   output by identity (cdp_out_check_set, with cdp_fileset).
  *
  * Errors: CDP_OK, an errno, CDP_ESPECIAL (a seekable target, or a
- * streamed one, that is a file of a kind the policy refuses), CDP_EMISMATCH
+ * streamed one, that is a file of a kind the policy refuses), CDP_EKEEP
+ * (a checkpoint or an LMDB database the caller may not replace), CDP_EMISMATCH
  * (an output is an input or another output), CDP_ENOMEM, CDP_EINVAL. Each
  * function that takes err[cap] fills it with one line for the tool to print
  * after "prog: " ("refusing to write 'x': it is a FIFO, not a regular
@@ -46,8 +57,16 @@ enum {
 	CDP_OUT_STREAM = 1,  /* "-", a FIFO or a character device are written in place */
 	CDP_OUT_SYNC   = 2,  /* commit fsyncs the file and its folder */
 	CDP_OUT_NOFD   = 4,  /* the temporary is created and closed: a library (GDAL) writes it by name */
-	CDP_OUT_AUX    = 8   /* commit also moves TMP.aux.xml (GDAL's side file) onto TARGET.aux.xml */
+	CDP_OUT_AUX    = 8,  /* commit also moves TMP.aux.xml (GDAL's side file) onto PATH.aux.xml */
+	CDP_OUT_CKPT   = 16, /* the target may be a checkpoint: the checkpoint writer replaces one */
+	CDP_OUT_POOL   = 32, /* the target may be an LMDB database file: the pool's own writer */
+	CDP_OUT_NEWDIR = 64  /* cdp_out_check: the target's folder may not exist yet (the
+	                      * program makes it later: a pool, a run directory) */
 };
+
+/* The first bytes of a cdpool checkpoint, cdp-checkpoint(5) (the
+ * engine's CDP_CKPT_MAGIC, which lib/ cannot include). */
+#define CDP_OUT_CKPT_MAGIC "CDPCKPT\n"
 
 typedef struct cdp_out {
 	char *path;     /* owned: the name as given, for messages */
@@ -59,15 +78,36 @@ typedef struct cdp_out {
 	long slot;      /* registry slot of tmp, -1 none */
 } cdp_out;
 
-/* What path is under the policy for kind (CDP_OUT_SEEK or CDP_OUT_STREAM),
- * without creating anything: CDP_OK when it may be written, CDP_ESPECIAL
- * (with err naming the kind of file), or the errno of a link that cannot
- * be followed (ELOOP). For the up-front checks of a program with several
- * outputs, so that none is created when a later one is refused. */
+/* What path is under the policy for kind (CDP_OUT_SEEK or CDP_OUT_STREAM,
+ * or'ed with CDP_OUT_CKPT, CDP_OUT_POOL, CDP_OUT_NEWDIR), without creating
+ * anything: CDP_OK when it may be written; CDP_ESPECIAL (with err naming
+ * the kind of file); CDP_EKEEP ("refusing to replace 'x': it is a cdpool
+ * checkpoint"); the errno of a folder that is not there to hold a new
+ * file (ENOENT, ENOTDIR: "cannot create 'x': No such file or directory",
+ * as cdp_out_open would say; not checked with CDP_OUT_NEWDIR) or of a
+ * link that cannot be followed (ELOOP). For the up-front checks of a
+ * program with several outputs, so that none is created when a later one
+ * is refused. */
 int  cdp_out_check(const char *path, int kind, char *err, size_t cap);
 
+/* 1 when path, as a streamed output, is written in place: "-", or an
+ * existing FIFO or character device (a link to one included); else 0. */
+int  cdp_out_inplace(const char *path);
+
+/* 1 when path is a regular file that starts as a cdpool checkpoint
+ * (CDP_OUT_CKPT_MAGIC); else 0. */
+int  cdp_out_is_ckpt(const char *path);
+
+/* The side file that commit writes for a CDP_OUT_AUX output at path:
+ * "PATH.aux.xml", beside the name given even when it is a symbolic link,
+ * since GDAL opening that name reads its side file there (GDAL's own
+ * writers put it there too). CDP_OK, or ENAMETOOLONG when it does not fit
+ * buf[cap]. */
+int  cdp_out_aux_name(const char *path, char *buf, size_t cap);
+
 /* Opens path for writing under the policy: flags is CDP_OUT_SEEK or
- * CDP_OUT_STREAM, or'ed with CDP_OUT_SYNC, CDP_OUT_NOFD, CDP_OUT_AUX.
+ * CDP_OUT_STREAM, or'ed with CDP_OUT_SYNC, CDP_OUT_NOFD, CDP_OUT_AUX,
+ * CDP_OUT_CKPT, CDP_OUT_POOL.
  * mode is the create mode before the umask (0666, 0600 for a secret).
  * On CDP_OK, o->fd is the descriptor to write (1 for "-"; -1 with
  * CDP_OUT_NOFD, where o->tmp is the name to write), and o must be ended by
@@ -83,8 +123,22 @@ int  cdp_out_close(cdp_out *o);
  * temporary onto the target (an in-place output is only closed; standard
  * output is left open) and ends o. On failure the temporary is removed and
  * the target is untouched; a full file system is reported as ENOSPC even
- * where the writer only said "write failed" (cdp_out_nospace). */
+ * where the writer only said "write failed" (cdp_out_nospace). With
+ * CDP_OUT_AUX the side file follows (cdp_out_aux_name; a stale one is
+ * removed when GDAL wrote none, and through a link so is the one beside
+ * the link's target, which described the file replaced), the file and its
+ * side file renamed under cdp_out_hold. */
 int  cdp_out_commit(cdp_out *o, char *err, size_t cap);
+
+/* Defers SIGTERM, SIGINT and SIGHUP, whichever thread they reach, until
+ * the matching cdp_out_release, which then delivers the last one deferred
+ * (the policy's handler removes the temporaries still live and the signal
+ * ends the program, or the program's own handler runs). Calls nest and
+ * may come from several threads. Hold around the commits of outputs that
+ * are one set, so that a signal cannot leave new files beside old ones;
+ * do no work that can block while holding. */
+void cdp_out_hold(void);
+void cdp_out_release(void);
 
 /* Removes the temporary (and the side files GDAL and SQLite put beside it:
  * .aux.xml, -journal, -wal, -shm) and ends o. Safe on an ended or zeroed o. */

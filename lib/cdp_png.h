@@ -3,7 +3,8 @@
  * Writes go through the output policy (cdp_out.h, a seekable output): a
  * temporary renamed on success, so a failure leaves no half-written PNG (and
  * no temporary file), and a FIFO, device or directory at PATH is refused
- * (CDP_ESPECIAL). Returns CDP_OK, an errno (from open, write, close or
+ * (CDP_ESPECIAL), as are a checkpoint and an LMDB database file
+ * (CDP_EKEEP). Returns CDP_OK, an errno (from open, write, close or
  * rename: ENOENT for a missing directory, ENOSPC, ...), CDP_EINVAL for bad
  * arguments, or CDP_EFORMAT when libpng reports an error. Nothing is printed: libpng's messages are suppressed.
  */

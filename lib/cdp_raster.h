@@ -74,7 +74,8 @@ void cdp_raster_close(cdp_raster *r);
 /* Writes a (nbands, h, w) buffer of dtype as a GeoTIFF with geotransform gt
  * and CRS wkt (may be ""), through the output policy (cdp_out.h, a seekable
  * output: a temporary renamed on success; a FIFO, device or directory at
- * path is refused with CDP_ESPECIAL). A full file system is ENOSPC. */
+ * path is refused with CDP_ESPECIAL, a checkpoint or an LMDB database file
+ * with CDP_EKEEP). A full file system is ENOSPC. */
 int  cdp_raster_write_tif(const char *path, int dtype, int nbands, int w, int h,
                           const void *buf, const double gt[6], const char *wkt,
                           int has_nodata, double nodata, char *err, size_t errcap);

@@ -6,7 +6,8 @@
 #             PyTorch (python3-torch) for the engine's parity test, torchvision
 #             (python3-torchvision) for import-torch's ResNet equality test, ONNX (python3-onnx)
 #             for python/'s export_onnx test; iproute2 and util-linux (ip, tc, unshare,
-#             nsenter: tests/cluster), time (peak memory); slurmctld, slurmd,
+#             nsenter: tests/cluster), time (peak memory), strace (a signal injected
+#             at a rename: tests/predict/outputs.sh); slurmctld, slurmd,
 #             slurm-client and munge (a one-node Slurm: tests/cluster/slurm.sh)
 #   sanitizers/fuzzing: clang and its runtime
 # It prints one line a step; apt-get's output goes to a log file that the
@@ -19,7 +20,7 @@ PACKAGES="
   libgdal-dev gdal-bin liblmdb-dev lmdb-utils libpng-dev zlib1g-dev libcairo2-dev
   libopenmpi-dev openmpi-bin libopenblas-dev
   python3 python3-gdal python3-numpy python3-lmdb python3-torch python3-torchvision python3-onnx
-  iproute2 util-linux time
+  iproute2 util-linux time strace
   slurmctld slurmd slurm-client munge
   clang libclang-rt-14-dev
 "

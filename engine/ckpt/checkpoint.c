@@ -749,8 +749,10 @@ int cdp_ckpt_write(const char *path, const cdp_ckpt *ck)
 		return CDP_EINVAL;
 	total = encoded_size(ck, lens);
 	/* the output policy's temporary beside the target, fsynced with its
-	 * folder on commit; a FIFO or device at path is refused */
-	if ((rc = cdp_out_open(&o, path, CDP_OUT_SEEK | CDP_OUT_SYNC, 0666, NULL, 0)) != CDP_OK)
+	 * folder on commit; a FIFO or device at path is refused, and of the
+	 * files the policy keeps only a checkpoint is replaced (CDP_OUT_CKPT) */
+	if ((rc = cdp_out_open(&o, path, CDP_OUT_SEEK | CDP_OUT_SYNC | CDP_OUT_CKPT, 0666, NULL,
+	                       0)) != CDP_OK)
 		return rc;
 	if ((fd = dup(o.fd)) < 0 || !(w.f = fdopen(fd, "wb"))) {
 		rc = errno;

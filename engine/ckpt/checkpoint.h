@@ -91,7 +91,9 @@
  * cdp_ckpt_write replaces the file atomically under the output policy
  * (cdp_out.h): a temporary file in the same directory, fsync, rename, fsync
  * of the directory; on failure the old file is untouched and the temporary
- * is removed; a FIFO, device or directory at the path is CDP_ESPECIAL.
+ * is removed; a FIFO, device or directory at the path is CDP_ESPECIAL, an
+ * LMDB database file CDP_EKEEP (a checkpoint there it replaces, which other
+ * writers may not: CDP_OUT_CKPT).
  *
  * Errors are lib/cdp_error.h codes (errno values for system failures):
  *   CDP_EMAGIC    not a checkpoint

@@ -21,6 +21,7 @@
 #include "ckpt/checkpoint.h"
 #include "cdp_dtype.h"
 #include "cdp_error.h"
+#include "cdp_out.h"
 #include "cdp_rng.h"
 #include "tap.h"
 
@@ -359,6 +360,16 @@ static void test_files(const unsigned char *buf, size_t len)
 		if (g)
 			fclose(g);
 		free(fb);
+	}
+	/* the output policy keeps a checkpoint from other writers by the
+	 * format's magic, and lets this writer replace one (CDP_OUT_CKPT) */
+	CHECK(sizeof CDP_OUT_CKPT_MAGIC == sizeof CDP_CKPT_MAGIC &&
+	      memcmp(CDP_OUT_CKPT_MAGIC, CDP_CKPT_MAGIC, sizeof CDP_CKPT_MAGIC) == 0,
+	      "cdp_out.h's magic is not the format's");
+	CHECK(cdp_out_is_ckpt(path), "the policy does not see a checkpoint");
+	{
+		cdp_out o;
+		CHECK_RC(cdp_out_open(&o, path, CDP_OUT_SEEK, 0666, NULL, 0), CDP_EKEEP);
 	}
 	/* replace, then a refused write leaves the last good file */
 	a.step = 99;

@@ -111,4 +111,28 @@ gdal_translate -q -of VRT "$T/pred.tif" "$T/p.vrt"
 expect_fail 1 "standard output is '.*pred.tif', read for '$T/p.vrt'" \
 	sh -c 'cdp-evaluate "$1" "$2" >>"$3"' sh "$T/p.vrt" "$T/ref.tif" "$T/pl.tif"
 cmp -s "$T/pred.tif" "$T/pred.orig" || fail "cdp-evaluate appended to its input"
+
+echo "== --png refused before the report"
+# each once printed the whole report, then failed on the PNG
+expect_fail 1 "^cdp-evaluate: cannot draw '$T/c.png': 65 classes, at most 64 fit\$" \
+	cdp-evaluate --json --classes 65 --png "$T/c.png" "$T/pred.tif" "$T/ref.tif"
+[ ! -s "$T/out" ] && [ ! -e "$T/c.png" ] || fail "--classes 65 --png: $(wc -c <"$T/out") bytes of report"
+mk "$T/k70.tif" "0 70 1 1;0 1 1 1;0 0 0 1"
+expect_fail 1 "^cdp-evaluate: cannot draw '$T/c.png': 71 classes, at most 64 fit\$" \
+	cdp-evaluate --png "$T/c.png" "$T/k70.tif" "$T/ref.tif"
+[ ! -s "$T/out" ] && [ ! -e "$T/c.png" ] || fail "71 classes found, --png: $(wc -c <"$T/out") bytes of report"
+expect_fail 1 "^cdp-evaluate: cannot create '$T/nodir/c.png': No such file or directory\$" \
+	cdp-evaluate --png "$T/nodir/c.png" "$T/pred.tif" "$T/ref.tif"
+[ ! -s "$T/out" ] || fail "--png in a missing folder: $(wc -l <"$T/out") lines of report"
+# a mistyped --png onto a checkpoint (the format's magic) or an LMDB pool's data file
+printf 'CDPCKPT\n\007\000\000\000 the rest of a checkpoint' >"$T/model.cdpt"
+cp "$T/model.cdpt" "$T/model.orig"
+expect_fail 1 "^cdp-evaluate: refusing to replace '$T/model.cdpt': it is a cdpool checkpoint\$" \
+	cdp-evaluate --png "$T/model.cdpt" "$T/pred.tif" "$T/ref.tif"
+[ ! -s "$T/out" ] && cmp -s "$T/model.cdpt" "$T/model.orig" || fail "--png replaced a checkpoint"
+"$PYTHON" -c "import lmdb, sys; e = lmdb.open(sys.argv[1]); e.close()" "$T/pool"
+cp "$T/pool/data.mdb" "$T/data.orig"
+expect_fail 1 "^cdp-evaluate: refusing to replace '$T/pool/data.mdb': it is an LMDB database file\$" \
+	cdp-evaluate --png "$T/pool/data.mdb" "$T/pred.tif" "$T/ref.tif"
+cmp -s "$T/pool/data.mdb" "$T/data.orig" || fail "--png replaced a pool's data.mdb"
 exit 0

@@ -18,7 +18,10 @@
 #    writes it) and a UTF-8 byte order mark before the header or a list;
 #  - refusals: a row that is not a reference chip, a row twice, a class
 #    outside the CSV's, a class folder or list class the CSV does not name,
-#    --classes names other than the header's.
+#    --classes names other than the header's, a --classes count other than
+#    the CSV's columns (an older CSV's too, which was once scored as that
+#    many classes, or refused naming the count as the CSV's), --png (a
+#    CSV's report draws nothing).
 . "$CDP_SRCDIR/tests/tools/common.sh"
 need_python
 NAMES="green lake land residential road"
@@ -156,6 +159,15 @@ expect_fail 1 "^cdp-evaluate: 'gold.csv' does not name its classes and 'G' has 4
 cdp-evaluate --json --classes green,lake,land,residential,road gold.csv G >"$T/go.json" ||
 	fail "older CSV with --classes names against G"
 cmp -s "$T/g.json" "$T/go.json" || fail "older CSV with names: $(cat "$T/go.json")"
+# a count is checked against the older CSV's columns as against a named one's
+expect_fail 1 "^cdp-evaluate: --classes 4: 'gold.csv' has 5 classes\$" \
+	cdp-evaluate --classes 4 gold.csv G
+expect_fail 1 "^cdp-evaluate: --classes 2: 'old.csv' has 5 classes\$" \
+	cdp-evaluate --classes 2 old.csv F
+expect_fail 1 "^cdp-evaluate: 'gold.csv' does not name its classes and 'G' has 4 class folders for its 5 classes: give --classes with their names in class order\$" \
+	cdp-evaluate --classes 5 gold.csv G
+cdp-evaluate --json --classes 5 old.csv F >"$T/o5.json" || fail "older CSV with its own count"
+cmp -s "$T/o.json" "$T/o5.json" || fail "older CSV, --classes 5: $(cat "$T/o5.json")"
 
 echo "== a path with a comma, a quote and a newline"
 "$PYTHON" - "$T" <<'PYEOF' || fail "cannot make the odd chip"
@@ -204,4 +216,7 @@ expect_fail 1 "^cdp-evaluate: 'G': class folder 'desert' is not a class of 'g.cs
 sed 's/ road$/ desert/' list.txt >desert.txt
 expect_fail 1 "^cdp-evaluate: 'desert.txt': line 25: class 'desert' is not a class of 'p.csv' (a name of its header or an id 0 to 4)\$" \
 	cdp-evaluate p.csv desert.txt
+expect_fail 2 "^cdp-evaluate: --png draws a raster map's matrix or histogram, not one of the CSV 'p.csv'\$" \
+	cdp-evaluate --png m.png p.csv F
+[ ! -e m.png ] && [ ! -s "$T/out" ] || fail "--png with a CSV wrote something"
 echo ok

@@ -5,6 +5,6 @@ TESTS += tests/predict/predict.sh tests/predict/gis.sh tests/predict/classify.sh
 	tests/predict/classify_csv.sh tests/predict/init.sh tests/predict/tta.sh \
 	tests/predict/finetune.sh tests/predict/init_norm.sh tests/predict/change.sh \
 	tests/predict/siamese_change.sh tests/predict/siamese_absdiff.sh tests/predict/multilabel.sh
-TESTS += tests/predict/tta_reg.sh
+TESTS += tests/predict/tta_reg.sh tests/predict/outputs.sh
 endif
 EXTRA_DIST += tests/predict

@@ -18,7 +18,8 @@
 #    replaces (class_weights=9,9,9 under --class-weights 3,0.5,2 gives the
 #    same loss), and a list of another length is refused;
 #  - cdp-predict writes path,classes,p_NAME... with the classes at or over
-#    --threshold joined by '|' (a name holding a quote is CSV-quoted), and
+#    --threshold joined by '|' (a name holding a quote is CSV-quoted), to a
+#    file or to standard output (-o -), and
 #    cdp-evaluate's text and --json scores equal an independent NumPy
 #    computation on the same CSV and list (precision, recall, F1, AP as
 #    scikit-learn's average_precision_score, micro and macro F1, mAP), to
@@ -168,6 +169,9 @@ cdp-predict -q --threads 1 --threshold 0.9 "$T/run" "$T/chips/val.txt" -o "$T/p9
 	fail "cdp-predict --threshold 0.9"
 head -1 "$T/p.csv" | grep -qx 'path,classes,p_water,"p_bui""lding",p_tree' ||
 	fail "header: $(head -1 "$T/p.csv")"
+# a streamed CSV: - is standard output (once refused as not a CSV)
+cdp-predict -q --threads 1 "$T/run" "$T/chips/val.txt" -o - >"$T/p-.csv" || fail "cdp-predict -o -"
+cmp -s "$T/p.csv" "$T/p-.csv" || fail "-o - differs from -o p.csv: $(head -2 "$T/p-.csv")"
 cdp-evaluate --json "$T/p.csv" "$T/chips/val.txt" >"$T/e.json" || fail "cdp-evaluate --json"
 cdp-evaluate "$T/p.csv" "$T/chips/val.txt" >"$T/e.txt" || fail "cdp-evaluate"
 cdp-evaluate --json "$T/p9.csv" "$T/chips/val.txt" >"$T/e9.json" || fail "cdp-evaluate 0.9"

@@ -13,10 +13,10 @@
 
 int main(void)
 {
-	const char *seen[CDP_EINVAL - CDP_ESPECIAL + 1];
+	const char *seen[CDP_EINVAL - CDP_EKEEP + 1];
 	int n = 0;
 
-	for (int rc = CDP_EINVAL; rc >= CDP_ESPECIAL; rc--) {
+	for (int rc = CDP_EINVAL; rc >= CDP_EKEEP; rc--) {
 		const char *s = cdp_strerror(rc);
 		size_t len;
 
@@ -54,7 +54,7 @@ int main(void)
 
 	/* Codes in no range still give something printable. */
 	CHECK(strcmp(cdp_strerror(-1), "unknown error") == 0, "-1");
-	CHECK(strcmp(cdp_strerror(CDP_ESPECIAL - 1), "unknown error") == 0,
+	CHECK(strcmp(cdp_strerror(CDP_EKEEP - 1), "unknown error") == 0,
 	      "below the last code");
 	CHECK(strcmp(cdp_strerror(MDB_KEYEXIST - 1), "unknown error") == 0,
 	      "below LMDB's range");

@@ -3,8 +3,11 @@
  * followed and kept, FIFOs and character devices written in place as
  * streams and refused as seekable outputs, a directory refused, the checks
  * against inputs and other outputs, SIGTERM removing the live temporaries
- * (and a program's own handler left to run), and the sweep of a dead
- * process's leftovers.
+ * (and a program's own handler left to run), SIGTERM held over a set of
+ * commits (reaching another thread, and nested holds), GDAL's side file
+ * beside a link's name (across file systems too), a checkpoint and an
+ * LMDB database kept from other writers, a missing folder caught by the
+ * up-front check, and the sweep of a dead process's leftovers.
  */
 #include "tap.h"
 #include "cdp_error.h"
@@ -14,6 +17,9 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <lmdb.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,14 +40,19 @@ static const char *tp(const char *name)
 	return buf[k];
 }
 
-static void put(const char *name, const char *text)
+static void put_at(const char *path, const char *text)
 {
-	FILE *f = fopen(tp(name), "w");
-	CHECK(f != NULL, "cannot create %s", name);
+	FILE *f = fopen(path, "w");
+	CHECK(f != NULL, "cannot create %s", path);
 	if (f) {
 		fputs(text, f);
 		fclose(f);
 	}
+}
+
+static void put(const char *name, const char *text)
+{
+	put_at(tp(name), text);
 }
 
 static int has(const char *name, const char *text)
@@ -58,23 +69,81 @@ static int has(const char *name, const char *text)
 	return strcmp(buf, text) == 0;
 }
 
-/* entries of dir other than . and .. whose name holds ".cdp-tmp." */
-static int temporaries(void)
+/* entries of folder d whose name holds ".cdp-tmp." */
+static int temporaries_in(const char *d)
 {
-	DIR *d = opendir(dir);
+	DIR *h = opendir(d);
 	struct dirent *e;
 	int n = 0;
 
-	while (d && (e = readdir(d)))
+	while (h && (e = readdir(h)))
 		n += strstr(e->d_name, ".cdp-tmp.") != NULL;
-	if (d)
-		closedir(d);
+	if (h)
+		closedir(h);
 	return n;
+}
+
+static int temporaries(void)
+{
+	return temporaries_in(dir);
 }
 
 static void wr(cdp_out *o, const char *text)
 {
 	CHECK(write(o->fd, text, strlen(text)) == (ssize_t)strlen(text), "write");
+}
+
+/* a thread that only waits, so that a signal can be sent to it */
+static void *idle(void *arg)
+{
+	(void)arg;
+	for (;;)
+		pause();
+	return NULL;
+}
+
+/* A child that opens a and b, holds, has SIGTERM delivered (to another
+ * thread with other_thread, else to itself) and nested holds when nest,
+ * commits both and releases: the signal must end it only then, with both
+ * committed. */
+static void held_commit(const char *a, const char *b, int other_thread, int nest)
+{
+	int status;
+	pid_t r = fork();
+
+	if (r == 0) {
+		cdp_out x, y;
+		pthread_t th;
+		struct timespec ts = { 0, 100 * 1000 * 1000 };
+		if (pthread_create(&th, NULL, idle, NULL) != 0 ||
+		    cdp_out_open(&x, tp(a), CDP_OUT_SEEK, 0666, NULL, 0) ||
+		    cdp_out_open(&y, tp(b), CDP_OUT_SEEK | CDP_OUT_AUX, 0666, NULL, 0))
+			_exit(3);
+		cdp_out_hold();
+		if (nest)
+			cdp_out_hold();
+		if (other_thread)
+			pthread_kill(th, SIGTERM);
+		else
+			raise(SIGTERM);
+		nanosleep(&ts, NULL);          /* the other thread's handler has run */
+		wr(&x, "x");
+		wr(&y, "y");
+		if (cdp_out_commit(&x, NULL, 0) || cdp_out_commit(&y, NULL, 0))
+			_exit(5);
+		cdp_out_release();
+		if (nest) {
+			if (access(tp(b), F_OK) != 0)
+				_exit(6);
+			cdp_out_release();
+		}
+		_exit(4);                      /* not reached: the release ends it */
+	}
+	CHECK(waitpid(r, &status, 0) == r && WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM,
+	      "held SIGTERM (%s%s): status %d, want killed by it on release",
+	      other_thread ? "another thread" : "this thread", nest ? ", nested" : "", status);
+	CHECK(has(a, "x") && has(b, "y"), "held SIGTERM: both outputs committed");
+	CHECK(temporaries() == 0, "held SIGTERM left %d temporaries", temporaries());
 }
 
 static volatile sig_atomic_t stopped;
@@ -193,9 +262,123 @@ int main(void)
 	CHECK_RC(cdp_out_commit(&o, err, sizeof err), CDP_OK);
 	CHECK(fcntl(1, F_GETFD) >= 0, "standard output stays open");
 
-	/* a missing folder */
+	/* a missing folder, caught by the up-front check as open would */
 	CHECK_RC(cdp_out_open(&o, tp("nodir/x"), CDP_OUT_SEEK, 0666, err, sizeof err), ENOENT);
 	CHECK(strstr(err, "cannot create '") && strstr(err, "No such file"), "err '%s'", err);
+	err[0] = '\0';
+	CHECK_RC(cdp_out_check(tp("nodir/x"), CDP_OUT_SEEK, err, sizeof err), ENOENT);
+	CHECK(strstr(err, "cannot create '") && strstr(err, "nodir/x': No such file"), "err '%s'", err);
+	CHECK_RC(cdp_out_check(tp("nodir/x"), CDP_OUT_STREAM, err, sizeof err), ENOENT);
+	CHECK_RC(cdp_out_check(tp("new.txt/x"), CDP_OUT_SEEK, err, sizeof err), ENOTDIR);
+	CHECK_RC(cdp_out_check(tp("nodir/x"), CDP_OUT_SEEK | CDP_OUT_NEWDIR, err, sizeof err),
+	         CDP_OK);
+	CHECK(symlink("nodir/x", tp("dangling")) == 0, "symlink");
+	CHECK_RC(cdp_out_check(tp("dangling"), CDP_OUT_SEEK, err, sizeof err), ENOENT);
+	CHECK_RC(cdp_out_check(tp("fresh"), CDP_OUT_SEEK, err, sizeof err), CDP_OK);
+	CHECK_RC(cdp_out_check("-", CDP_OUT_STREAM, err, sizeof err), CDP_OK);
+	CHECK(cdp_out_inplace("-") && cdp_out_inplace(tp("fifo")) && !cdp_out_inplace(tp("new.txt")) &&
+	      !cdp_out_inplace(tp("fresh")), "what is written in place");
+
+	/* a checkpoint is kept from every writer but the checkpoint's */
+	put("model.cdpt", CDP_OUT_CKPT_MAGIC "rest");
+	CHECK(cdp_out_is_ckpt(tp("model.cdpt")) && !cdp_out_is_ckpt(tp("new.txt")) &&
+	      !cdp_out_is_ckpt(tp("fifo")), "checkpoints told apart");
+	CHECK_RC(cdp_out_check(tp("model.cdpt"), CDP_OUT_SEEK, err, sizeof err), CDP_EKEEP);
+	CHECK(strstr(err, "refusing to replace '") &&
+	      strstr(err, "model.cdpt': it is a cdpool checkpoint"), "err '%s'", err);
+	CHECK_RC(cdp_out_open(&o, tp("model.cdpt"), CDP_OUT_STREAM, 0666, err, sizeof err),
+	         CDP_EKEEP);
+	CHECK(symlink("model.cdpt", tp("ckpt-link")) == 0, "symlink");
+	CHECK_RC(cdp_out_open(&o, tp("ckpt-link"), CDP_OUT_SEEK | CDP_OUT_NOFD, 0666, err,
+	                      sizeof err), CDP_EKEEP);
+	CHECK(has("model.cdpt", CDP_OUT_CKPT_MAGIC "rest") && temporaries() == 0,
+	      "a refused checkpoint is untouched");
+	CHECK_RC(cdp_out_open(&o, tp("model.cdpt"), CDP_OUT_SEEK | CDP_OUT_CKPT, 0666, err,
+	                      sizeof err), CDP_OK);
+	wr(&o, CDP_OUT_CKPT_MAGIC "next");
+	CHECK_RC(cdp_out_commit(&o, err, sizeof err), CDP_OK);
+	CHECK(has("model.cdpt", CDP_OUT_CKPT_MAGIC "next"), "the checkpoint writer replaced it");
+	put("short", "CDPCK");
+	CHECK_RC(cdp_out_check(tp("short"), CDP_OUT_SEEK, err, sizeof err), CDP_OK);
+
+	/* an LMDB database's files (a pool's data.mdb and lock.mdb), kept
+	 * from every writer but the pool's */
+	{
+		MDB_env *env;
+		MDB_txn *txn;
+		CHECK(mkdir(tp("pool"), 0755) == 0, "mkdir pool");
+		CHECK(mdb_env_create(&env) == 0 && mdb_env_open(env, tp("pool"), 0, 0644) == 0 &&
+		      mdb_txn_begin(env, NULL, 0, &txn) == 0 && mdb_txn_commit(txn) == 0, "lmdb");
+		mdb_env_close(env);
+		CHECK_RC(cdp_out_check(tp("pool/data.mdb"), CDP_OUT_SEEK, err, sizeof err), CDP_EKEEP);
+		CHECK(strstr(err, "data.mdb': it is an LMDB database file"), "err '%s'", err);
+		CHECK_RC(cdp_out_check(tp("pool/lock.mdb"), CDP_OUT_STREAM, err, sizeof err), CDP_EKEEP);
+		CHECK_RC(cdp_out_check(tp("pool/data.mdb"), CDP_OUT_SEEK | CDP_OUT_CKPT, err,
+		                       sizeof err), CDP_EKEEP);
+		CHECK_RC(cdp_out_check(tp("pool/data.mdb"), CDP_OUT_SEEK | CDP_OUT_POOL, err,
+		                       sizeof err), CDP_OK);
+		CHECK(!cdp_out_is_ckpt(tp("pool/data.mdb")), "data.mdb is no checkpoint");
+	}
+
+	/* GDAL's side file goes beside the name given, a link's: GDAL opening
+	 * the link reads LINK.aux.xml; the target's own described the file
+	 * replaced, and goes */
+	{
+		char aux[PATH_MAX];
+		CHECK_RC(cdp_out_aux_name("a/m.tif", aux, sizeof aux), CDP_OK);
+		CHECK(strcmp(aux, "a/m.tif.aux.xml") == 0, "aux name '%s'", aux);
+		CHECK_RC(cdp_out_aux_name("m.tif", aux, 8), ENAMETOOLONG);
+		CHECK(mkdir(tp("tgt"), 0755) == 0, "mkdir");
+		put("tgt/real.tif", "old");
+		put("tgt/real.tif.aux.xml", "old side");
+		CHECK(symlink("tgt/real.tif", tp("map.tif")) == 0, "symlink");
+		CHECK_RC(cdp_out_open(&o, tp("map.tif"), CDP_OUT_SEEK | CDP_OUT_NOFD | CDP_OUT_AUX,
+		                      0666, err, sizeof err), CDP_OK);
+		snprintf(name, sizeof name, "%s.aux.xml", o.tmp);
+		put_at(o.tmp, "new");
+		put_at(name, "new side");
+		CHECK_RC(cdp_out_commit(&o, err, sizeof err), CDP_OK);
+		CHECK(lstat(tp("map.tif"), &st) == 0 && S_ISLNK(st.st_mode), "the link stays a link");
+		CHECK(has("tgt/real.tif", "new") && has("map.tif.aux.xml", "new side"),
+		      "the side file beside the link");
+		CHECK(access(tp("tgt/real.tif.aux.xml"), F_OK) != 0, "the target's stale side file left");
+		CHECK(temporaries() == 0 && temporaries_in(tp("tgt")) == 0, "temporaries left");
+		/* a file without a side file: a stale one goes */
+		CHECK_RC(cdp_out_open(&o, tp("map.tif"), CDP_OUT_SEEK | CDP_OUT_AUX, 0666, err,
+		                      sizeof err), CDP_OK);
+		wr(&o, "plain");
+		CHECK_RC(cdp_out_commit(&o, err, sizeof err), CDP_OK);
+		CHECK(has("tgt/real.tif", "plain") && access(tp("map.tif.aux.xml"), F_OK) != 0,
+		      "a stale side file kept");
+	}
+	/* the link's folder on another file system than its target's: the
+	 * side file cannot be renamed across, it is copied beside the link */
+	{
+		const char *shm = "/dev/shm";
+		char far[128], link2[300], side2[320];
+		struct stat a, b;
+		snprintf(far, sizeof far, "%s/cdptest-out.%ld", shm, (long)getpid());
+		if (stat(shm, &a) == 0 && stat(dir, &b) == 0 && a.st_dev != b.st_dev &&
+		    mkdir(far, 0755) == 0) {
+			snprintf(link2, sizeof link2, "%s/real.tif", far);
+			CHECK(symlink(link2, tp("far.tif")) == 0, "symlink");
+			CHECK_RC(cdp_out_open(&o, tp("far.tif"), CDP_OUT_SEEK | CDP_OUT_AUX, 0666, err,
+			                      sizeof err), CDP_OK);
+			wr(&o, "far");
+			snprintf(side2, sizeof side2, "%s.aux.xml", o.tmp);
+			put_at(side2, "far side");
+			CHECK_RC(cdp_out_commit(&o, err, sizeof err), CDP_OK);
+			CHECK(has("far.tif", "far") && has("far.tif.aux.xml", "far side"),
+			      "across file systems: '%s'", err);
+			CHECK(temporaries() == 0 && temporaries_in(far) == 0 && cdp_out_live() == 0,
+			      "across file systems: temporaries left");
+			unlink(link2);
+			rmdir(far);
+		} else {
+			printf("# %s is not another file system here: the copied side file is not tested\n",
+			       shm);
+		}
+	}
 
 	/* outputs against inputs and each other */
 	put("in.txt", "input");
@@ -261,6 +444,10 @@ int main(void)
 		      "the program's handler ran and it committed (status %d)", status);
 		CHECK(has("s3", "saved"), "committed after its own handler");
 	}
+	/* held over a set of commits: delivered after the last rename, whichever
+	 * thread it reaches, and only when the outermost hold ends */
+	held_commit("h1", "h2", 1, 0);
+	held_commit("h3", "h4", 0, 1);
 	/* SIGKILL leaves a temporary; the sweep removes it once its PID is gone */
 	{
 		pid_t r = fork();

@@ -257,7 +257,8 @@ static int add_read(const char *file, void *arg)
 /* The report goes to out: refuse an out that is a file the run reads (a
  * shell's ">>" onto the prediction), by inode (cdp_file.h); so too --png,
  * which the output policy (cdp_out.h) also refuses when it is a FIFO or a
- * device. */
+ * device, a checkpoint, or in a folder that is not there: all before the
+ * report, which would otherwise be printed in full before the PNG fails. */
 static int check_out(side *p, side *r, FILE *out, const char *png, char *err, size_t cap)
 {
 	cdp_fileset set = { 0 };
@@ -341,8 +342,18 @@ static const char *base(const char *path)
 	return s && s[1] ? s + 1 : path;
 }
 
+/* --png of k classes fits the drawing: asked once k is known, before the
+ * report */
+static int png_fits(const cdp_evaluate_opts *o, int k, char *err, size_t cap)
+{
+	if (o->png && k > CDP_PLOT_CLASSES_MAX)
+		return fail(err, cap, "cannot draw '%s': %d classes, at most %d fit", o->png, k,
+		            CDP_PLOT_CLASSES_MAX);
+	return 0;
+}
+
 /* --png: the matrix with the prediction's category names (cdp-predict
- * writes them), "class K" where it has none. */
+ * writes them), "class K" where it has none; k fits (png_fits). */
 static int draw(const cdp_evaluate_opts *o, const side *p, const uint64_t *conf, int k,
                 char *err, size_t cap)
 {
@@ -350,9 +361,6 @@ static int draw(const cdp_evaluate_opts *o, const side *p, const uint64_t *conf,
 	const char **names = NULL;
 	int rc;
 
-	if (k > CDP_PLOT_CLASSES_MAX)
-		return fail(err, cap, "cannot draw '%s': %d classes, at most %d fit", o->png, k,
-		            CDP_PLOT_CLASSES_MAX);
 	if (!(buf = calloc((size_t)k, sizeof *buf)) || !(names = calloc((size_t)k, sizeof *names))) {
 		free(buf);
 		return fail(err, cap, "out of memory");
@@ -578,6 +586,8 @@ int cdp_evaluate_run(const cdp_evaluate_opts *o, FILE *out, char *err, size_t ca
 		rc = run_regression(o, &p, &r, out, err, cap);
 		goto out;
 	}
+	if (png_fits(o, k, err, cap) < 0)
+		goto out;
 	if (!k) {
 		if (pass(&p, &r, o, NULL, 0, &n, err, cap) < 0)
 			goto out;
@@ -587,6 +597,8 @@ int cdp_evaluate_run(const cdp_evaluate_opts *o, FILE *out, char *err, size_t ca
 			goto out;
 		}
 		k = n.vmax < 1 ? 2 : (int)n.vmax + 1;
+		if (png_fits(o, k, err, cap) < 0)
+			goto out;
 	}
 	if (!(conf = calloc((size_t)k * k, sizeof *conf))) {
 		fail(err, cap, "out of memory");

@@ -438,10 +438,11 @@ static int read_header(const cdp_evaluate_opts *o, char **field, int n, classes 
 			if (strcmp(k->name[j], k->name[c]) == 0)
 				return FAIL("'%s': line 1: class '%s' named twice", csv, k->name[c]);
 	}
-	if (o->classes && k->named && o->classes != k->k)
+	/* an older CSV's probability columns are its classes as well as a
+	 * named one's: another count would score its class ids by a matrix
+	 * of another size */
+	if (o->classes && o->classes != k->k)
 		return FAIL("--classes %d: '%s' has %d classes", o->classes, csv, k->k);
-	if (o->classes)
-		k->k = o->classes;
 	if (k->multi && o->nnames && o->nnames != k->k)
 		return FAIL("--classes: %d names for the %d classes of '%s'", o->nnames, k->k, csv);
 	if (k->multi && k->k < 1)

@@ -112,6 +112,12 @@ int main(int argc, char **argv)
 		        o.prediction);
 		goto out;
 	}
+	/* a CSV's report has no drawing: --png would be left unwritten */
+	if (o.png && cdp_evaluate_is_csv(o.prediction)) {
+		fprintf(stderr, PROG ": --png draws a raster map's matrix or histogram, not one of "
+		        "the CSV '%s'\n", o.prediction);
+		goto out;
+	}
 	/* names are for a CSV, or for a vector reference's string attribute (a
 	 * value's class is its index); for rasters --classes is the count it
 	 * always was */

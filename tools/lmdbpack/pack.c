@@ -492,11 +492,13 @@ int cdp_pack_run(const cdp_pack_opts *o, FILE *in, cdp_pack_result *res,
 	}
 
 	/* the pool's files are seekable outputs (cdpool(7)): a FIFO or a
-	 * device named data.mdb is refused before LMDB opens it */
+	 * device named data.mdb is refused before LMDB opens it; they are
+	 * LMDB's own (CDP_OUT_POOL) in a folder made below if need be */
 	for (int i = 0; i < 2; i++) {
 		char path[4200], msg[4400];
 		snprintf(path, sizeof path, "%s/%s", o->db, i ? "lock.mdb" : "data.mdb");
-		if ((rc = cdp_out_check(path, CDP_OUT_SEEK, msg, sizeof msg))) {
+		if ((rc = cdp_out_check(path, CDP_OUT_SEEK | CDP_OUT_POOL | CDP_OUT_NEWDIR, msg,
+		                        sizeof msg))) {
 			rc = pack_seterr(&p, rc, "%s", msg);
 			goto out;
 		}

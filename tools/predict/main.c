@@ -151,6 +151,19 @@ int main(int argc, char **argv)
 		o.input = argv[optind + 1];
 
 	rc = 1;
+	/* a backend reads these itself and would take a value it does not
+	 * know for its default: refused here, as cdp-train refuses them */
+	{
+		const char *bad;
+		char want[256];
+		if ((bad = cdp_device_env_check(want, sizeof want)) != NULL) {
+			fprintf(stderr, PROG ": %s: '", bad);
+			for (const char *v = getenv(bad); v && *v; v++)
+				fputc((unsigned char)*v < 0x20 || *v == 0x7f ? '?' : *v, stderr);
+			fprintf(stderr, "': want %s\n", want);
+			goto out;
+		}
+	}
 	cdp_dist_set_prog(PROG);
 	/* the GPU before MPI_Init, where a CUDA-aware MPI sets up on the current one */
 	cdp_device_preselect(o.device);

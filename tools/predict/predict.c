@@ -348,6 +348,12 @@ int cdp_predict_run(const cdp_predict_opts *o, char *err, size_t cap)
 		        "CSV that -o '%s' names (.csv): give -o OUT.tif", p.model, o->output);
 		goto out;
 	}
+	/* the seekable outputs' policy would make a file named "-" */
+	if (ok && strcmp(o->output, "-") == 0) {
+		pr_fail(err, cap, "'%s' is a segmentation model, whose GeoTIFF is not streamed: "
+		        "-o - (standard output) is for a classifier's CSV; give -o OUT.tif", p.model);
+		goto out;
+	}
 	ok = ok && pr_open_raster(&p, err, cap) == 0 &&
 	         pr_weights(&p, err, cap) == 0 && pr_alloc(&p, err, cap) == 0 &&
 	         (p.rank != 0 || open_outputs(&p, err, cap) == 0);
@@ -362,7 +368,10 @@ int cdp_predict_run(const cdp_predict_opts *o, char *err, size_t cap)
 		goto out;
 	/* Every output is finished under its temporary name before the first
 	 * rename, then they are renamed in the order cdp-predict(1) gives:
-	 * the GeoTIFF, the GeoPackage, the preview. */
+	 * the GeoTIFF, the GeoPackage, the preview, as one set: a SIGTERM,
+	 * SIGINT or SIGHUP among the renames is held until the last is done
+	 * (cdp_out_hold), so that it cannot leave a new GeoTIFF beside an
+	 * older GeoPackage or preview. */
 	if (p.rank == 0) {
 		if (p.vout && (pr_out_finish(p.vout, err, cap) < 0 ||
 		               pr_vector(pr_out_file(p.vout), o->vector, o->vector_class, &p.legend,
@@ -374,13 +383,16 @@ int cdp_predict_run(const cdp_predict_opts *o, char *err, size_t cap)
 			goto out;
 		pr_out *f = p.out;
 		p.out = NULL;
-		if (pr_out_close(f, 1, err, cap) < 0)
-			goto out;
-		if ((gpkg.path && cdp_out_commit(&gpkg, msg, sizeof msg) != 0) ||
-		    (png.path && cdp_out_commit(&png, msg, sizeof msg) != 0)) {
+		cdp_out_hold();
+		ok = pr_out_close(f, 1, err, cap) == 0;
+		if (ok && ((gpkg.path && cdp_out_commit(&gpkg, msg, sizeof msg) != 0) ||
+		           (png.path && cdp_out_commit(&png, msg, sizeof msg) != 0))) {
 			pr_fail(err, cap, "%s", msg);
-			goto out;
+			ok = 0;
 		}
+		cdp_out_release();
+		if (!ok)
+			goto out;
 	}
 	rc = 0;
 out:

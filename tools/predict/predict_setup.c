@@ -405,10 +405,6 @@ int pr_check_outputs(predictor *p, char *err, size_t cap)
 	cdp_fileset set = { 0 };
 	int rc = 0;
 
-	/* all seekable: a FIFO or a device is refused before anything is written */
-	for (int i = 0; i < 3; i++)
-		if (out[i] && cdp_out_check(out[i], CDP_OUT_SEEK, err, cap) != CDP_OK)
-			return -1;
 	a.set = &set;
 	a.input = o->input;
 	snprintf(what, sizeof what, "the input '%s'", o->input);
@@ -422,6 +418,24 @@ int pr_check_outputs(predictor *p, char *err, size_t cap)
 		cdp_fileset_free(&set);
 		return -1;
 	}
+	/* nor GDAL's side file of the GeoTIFF, where its class names go,
+	 * which the GeoTIFF's commit would then replace (or remove) */
+	if ((rc = cdp_out_aux_name(o->output, what, sizeof what)) != CDP_OK)
+		goto out;
+	for (int i = 1; i < 3; i++)
+		if (out[i] && cdp_same_file(out[i], what)) {
+			cdp_fileset_free(&set);
+			return pr_fail(err, cap, "refusing to write '%s': it is the side file of -o "
+			               "'%s', which holds its class names", out[i], o->output);
+		}
+	/* all seekable: a FIFO or a device is refused before anything is
+	 * written, as are a checkpoint and a pool's file that are no input
+	 * (an input is named as one above) and a folder that is not there */
+	for (int i = 0; i < 3; i++)
+		if (out[i] && cdp_out_check(out[i], CDP_OUT_SEEK, err, cap) != CDP_OK) {
+			cdp_fileset_free(&set);
+			return -1;
+		}
 out:
 	cdp_fileset_free(&set);
 	if (rc)

@@ -131,21 +131,6 @@ static int trim_jsonl(trainer *t, const char *path, long upto, char *err, size_t
 	return cdp_out_commit(&o, err, cap) == CDP_OK ? 0 : -1;
 }
 
-/* 1 when path is a regular file that starts as a cdpool checkpoint */
-static int is_checkpoint(const char *path)
-{
-	char head[sizeof CDP_CKPT_MAGIC - 1];
-	FILE *f = fopen(path, "rb");
-	int yes;
-
-	if (!f)
-		return 0;
-	yes = fread(head, 1, sizeof head, f) == sizeof head &&
-	      memcmp(head, CDP_CKPT_MAGIC, sizeof head) == 0;
-	fclose(f);
-	return yes;
-}
-
 /* The files the run reads into set; 0 or -1 with err */
 static int add_inputs(trainer *t, cdp_fileset *set, char *err, size_t cap)
 {
@@ -213,14 +198,17 @@ int tr_check_outputs(trainer *t, char *err, size_t cap)
 		if (i != 4 || o->keep_best)
 			rc = cdp_out_check(path[i], CDP_OUT_SEEK, err, cap);
 	/* --log appends and --trace replaces: neither may land on a
-	 * checkpoint, another run's included (its name is no guide) */
+	 * checkpoint, another run's included (its name is no guide); said
+	 * before the policy's "refusing to replace", since --log appends.
+	 * Both may be in the run directory, made later. */
 	for (int i = 5; i < 7 && rc == CDP_OK; i++) {
 		if (!outs[i] || !strcmp(outs[i], "-"))
 			continue;
-		if ((rc = cdp_out_check(outs[i], CDP_OUT_STREAM, err, cap)) == CDP_OK &&
-		    is_checkpoint(outs[i])) {
+		if (cdp_out_is_ckpt(outs[i])) {
 			snprintf(err, cap, "refusing to write '%s': it is a cdpool checkpoint", outs[i]);
 			rc = CDP_EMISMATCH;
+		} else {
+			rc = cdp_out_check(outs[i], CDP_OUT_STREAM | CDP_OUT_NEWDIR, err, cap);
 		}
 	}
 	return rc == CDP_OK ? 0 : -1;
