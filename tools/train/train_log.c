@@ -196,7 +196,8 @@ int tr_check_outputs(trainer *t, char *err, size_t cap)
 	 * first one is due after hours of training */
 	for (int i = 2; i < 5 && rc == CDP_OK; i++)
 		if (i != 4 || o->keep_best)
-			rc = cdp_out_check(path[i], CDP_OUT_SEEK, err, cap);
+			rc = cdp_out_check(path[i], CDP_OUT_SEEK | CDP_OUT_NEWDIR |
+			                   (i > 2 ? CDP_OUT_CKPT : 0), err, cap);
 	/* --log appends and --trace replaces: neither may land on a
 	 * checkpoint, another run's included (its name is no guide); said
 	 * before the policy's "refusing to replace", since --log appends.
