@@ -168,6 +168,9 @@ def dump(path, what):
             k, v = next(iter(txn.cursor(db=tiles)))
             r = decode(k, v)
             print(v[:4].decode(), struct.unpack_from("<H", v, 4)[0], r["dt"], r["c"], r["h"], r["w"])
+        elif what == "srcof":
+            for k, v in txn.cursor(db=tiles):
+                print(k.decode(), decode(k, v)["src"])
         elif what == "payloads":
             for k, v in txn.cursor(db=tiles):
                 r = decode(k, v)
@@ -304,6 +307,27 @@ cdp-lmdbpack -q "$T/fresh" <"$T/other.cdps"
 # Its raster has another path: a second source, which the records now name.
 [ "$(mdb_stat -s meta "$T/ms" | awk '/Entries:/ {print $2}')" -eq 11 ] || fail "--replace: want 2 sources (and their srcstats)"
 pp dump "$T/ms" source.000001 | grep -q "path=$T/other/ms.tif" || fail "--replace: second source"
+
+# A source is one pool source only when all of its description matches, not
+# just its path: the same relative path from another directory (another
+# raster), and the same raster tiled with other --bands and --name, each get
+# a source of their own; the same stream again (--resume) adds none.
+mkdir "$T/sa" "$T/sb"
+"$PYTHON" "$MK" "$T/sa/s.tif" --width 96 --height 64 --bands 3 --seed 21
+"$PYTHON" "$MK" "$T/sb/s.tif" --width 64 --height 32 --bands 3 --seed 22
+(cd "$T/sa" && cdp-tile -q -s 32 s.tif | cdp-lmdbpack -q "$T/sp") || fail "same path: pack a"
+(cd "$T/sb" && cdp-tile -q -s 32 --name other s.tif | cdp-lmdbpack -q "$T/sp") || fail "same path: pack b"
+(cd "$T/sa" && cdp-tile -q -s 32 --name rev --bands 3,2,1 s.tif | cdp-lmdbpack -q "$T/sp") ||
+	fail "same path: pack rev"
+(cd "$T/sa" && cdp-tile -q -s 32 s.tif | cdp-lmdbpack -q --resume "$T/sp") || fail "same path: resume"
+pp check "$T/sp" >/dev/null
+[ "$(pp dump "$T/sp" srcof | awk '{print substr($1, 1, index($1, "_") - 1), $2}' | sort -u | tr '\n' ' ')" = \
+  "other 1 rev 2 s 0 " ] || fail "same path: sources $(pp dump "$T/sp" srcof | tr '\n' ' ')"
+pp dump "$T/sp" source.000001 | tr '\n' ' ' | grep -q 'name=other path=s.tif width=64 ' ||
+	fail "same path: source 1 $(pp dump "$T/sp" source.000001)"
+pp dump "$T/sp" source.000002 | grep -q 'band_list=3,2,1' ||
+	fail "same path: source 2 $(pp dump "$T/sp" source.000002)"
+pp dump "$T/sp" source.000003 | grep -q 'None' || fail "same path: a fourth source"
 
 # --- refused input: shape, corrupt record, truncation, usage, terminal -------------
 snapshot "$T/f" "$T/before"

@@ -140,6 +140,13 @@ int pack_add_source(pk *p, cdp_source *s)
 		cdp_source_free(s);
 		return pack_seterr(p, CDP_ENOMEM, "out of memory");
 	}
+	if ((rc = pack_source_desc(s, &ps->desc))) {
+		uint32_t i = s->index;
+		free(ps);
+		cdp_source_free(s);
+		return pack_seterr(p, rc, "'%s': source %" PRIu32 ": %s", p->in, i,
+		                   cdp_strerror(rc));
+	}
 	ps->s = *s;
 	p->src[s->index] = ps;
 	return CDP_OK;
@@ -235,6 +242,8 @@ static int flush(pk *p)
 		if (!s->mapped && s->attempt == p->attempt) {
 			s->mapped = 1;
 			cdp_source_free(&s->s);
+			free(s->desc);
+			s->desc = NULL;
 		}
 		if (st == CDP_PUT_NEW || st == CDP_PUT_REPLACED)
 			p->cmd_done = 1;
@@ -563,8 +572,10 @@ out:
 	if (rc && made && (empty || !p.pool_open))
 		remove_new_pool(o->db);
 	for (size_t i = 0; i < p.nsrc; i++) {
-		if (p.src[i] && !p.src[i]->mapped)
+		if (p.src[i] && !p.src[i]->mapped) {
 			cdp_source_free(&p.src[i]->s);
+			free(p.src[i]->desc);
+		}
 		free(p.src[i]);
 	}
 	free(p.src);
@@ -574,8 +585,8 @@ out:
 	}
 	free(p.it);
 	for (size_t i = 0; i < p.mcap; i++)
-		free(p.mpath[i]);
-	free(p.mpath);
+		free(p.mdesc[i]);
+	free(p.mdesc);
 	free(p.midx);
 	for (size_t i = 0; p.cnames_own && i < p.ncnames; i++)
 		free(p.cnames_own[i]);

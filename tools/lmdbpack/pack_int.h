@@ -22,6 +22,7 @@
 /* A source raster of the input, by its input index. */
 typedef struct psrc {
 	cdp_source s;                 /* parsed; freed once mapped */
+	char *desc;                   /* pack_source_desc(s); freed once mapped */
 	int mapped;                   /* pool index committed */
 	uint32_t pool;                /* pool index (tentative until mapped) */
 	unsigned attempt;             /* txn attempt that chose `pool` */
@@ -52,7 +53,8 @@ typedef struct pk {
 	size_t nsrc;
 	pitem *it;                    /* [itcap] beside the writer's items */
 	size_t itcap;
-	char **mpath;                 /* hash set: committed source paths */
+	char **mdesc;                 /* hash set: committed sources'
+	                                 pack_source_desc texts */
 	uint32_t *midx;               /* their pool indices */
 	size_t mcap, mn;
 	uint32_t known;               /* pool sources 0..known-1 are in the set */
@@ -99,6 +101,13 @@ int pack_shape_mismatch(pk *p, const char *key, const cdp_record *r,
                         const cdp_record *pool);
 
 /* meta.c */
+
+/* The source's text without its index (cdp_source_format with index 0),
+ * malloc'd into *out: two sources are one pool source only when these are
+ * equal, so a raster tiled again with other bands, name or label, or
+ * another raster at the same relative path, gets a source of its own.
+ * CDP_ENOMEM or cdp_source_format's error. */
+int pack_source_desc(const cdp_source *s, char **out);
 
 /* Sets the "meta 'name': reason" error; returns rc. */
 int pack_meta_error(pk *p, const char *name, int rc);
