@@ -175,7 +175,8 @@ def dump(path, what):
             for k, v in txn.cursor(db=tiles):
                 r = decode(k, v)
                 lab = r["lab"].tobytes() if r["lab"] is not None else b""
-                print(k.decode(), zlib.crc32(r["img"].tobytes()), zlib.crc32(lab), r["mask"] is None)
+                mask = zlib.crc32(r["mask"].tobytes()) if r["mask"] is not None else None
+                print(k.decode(), zlib.crc32(r["img"].tobytes()), zlib.crc32(lab), mask)
         else:
             for name in what.split(","):
                 print(name, meta(txn, mdb, name))
@@ -371,6 +372,23 @@ cmp -s "$T/p1" "$T/p2" || fail "--list of tile files differs from the stream pac
 [ "$(pp dump "$T/rs" shape,stats,classes,count)" = "$(pp dump "$T/rl" shape,stats,classes,count)" ] ||
 	fail "--list meta differs from the stream pack's"
 [ "$(mdb_stat -s meta "$T/rl" | awk '/Entries:/ {print $2}')" -eq $((7 + 2 * 6)) ] || fail "--list: want one source (and its srcstats) per chip"
+
+# --- -O tiles keep the records' masks: padding, nodata, an internal mask ----------
+# and --standardize (no nodata: only the mask marks invalid pixels) pack with
+# --list to the stream's records, masks included.
+"$PYTHON" "$MK" "$T/mk.tif" --width 80 --height 50 --bands 3 --dtype u16 --nodata 0 \
+	--nodata-frac 0.1 --mask-rect 5,5,20,10 --seed 13
+for opt in "" --standardize; do
+	rm -rf "$T/mo" "$T/ms_s" "$T/ms_l"
+	cdp-tile -q --size 32 --edge pad $opt -O "$T/mo" "$T/mk.tif"
+	cdp-tile -q --size 32 --edge pad $opt "$T/mk.tif" | cdp-lmdbpack -q "$T/ms_s"
+	(cd "$T/mo" && ls *.tif) >"$T/mo/list.txt"
+	cdp-lmdbpack -q --list "$T/mo/list.txt" "$T/ms_l"
+	[ "$(pp dump "$T/ms_s" payloads)" = "$(pp dump "$T/ms_l" payloads)" ] ||
+		fail "-O $opt: --list of the tiles differs from the stream: $(pp dump "$T/ms_l" payloads | head -2)"
+	[ "$(pp dump "$T/ms_s" stats)" = "$(pp dump "$T/ms_l" stats)" ] || fail "-O $opt: stats differ"
+	[ ! -e "$T/mo/mk_0_0.tif.msk" ] || fail "-O $opt: a .msk side-car instead of an internal mask"
+done
 
 # --- --list with class names ---------------------------------------------------
 mkdir "$T/scenes"

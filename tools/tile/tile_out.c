@@ -252,13 +252,17 @@ int tile_emit_files(ctx *c, input *in, const char *key, const cdp_record *r,
 			int f32 = r->label_kind == CDP_LABEL_F32;
 			rc = cdp_raster_write_tif_out(f, f32 ? CDP_DT_F32 : r->label_kind == CDP_LABEL_U8 ?
 			                          CDP_DT_U8 : CDP_DT_U16, f32 ? (int)r->label_len : 1,
-			                          c->S, c->S, r->label, r->gt, in->ri->crs, f32, NAN,
-			                          msg, sizeof(msg));
+			                          c->S, c->S, r->label, NULL, r->gt, in->ri->crs,
+			                          f32, NAN, msg, sizeof(msg));
 		} else {
+			/* The record's mask as the tile's mask band: padding, a .msk
+			 * and --standardize's zeros (no nodata) stay invalid, and
+			 * cdp-lmdbpack --list reads the stream's records back. */
 			rc = cdp_raster_write_tif_out(f, r->dtype, (int)r->bands, c->S,
-			                          c->S, r->image, r->gt, in->ri->crs,
-			                          r->flags & CDP_REC_NODATA, r->nodata,
-			                          msg, sizeof(msg));
+			                          c->S, r->image,
+			                          r->flags & CDP_REC_MASK ? r->mask : NULL,
+			                          r->gt, in->ri->crs, r->flags & CDP_REC_NODATA,
+			                          r->nodata, msg, sizeof(msg));
 		}
 		if (rc)
 			ERR(c, "cannot write '%s': %s", path, msg);
