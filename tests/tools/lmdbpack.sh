@@ -330,6 +330,25 @@ pp dump "$T/sp" source.000002 | grep -q 'band_list=3,2,1' ||
 	fail "same path: source 2 $(pp dump "$T/sp" source.000002)"
 pp dump "$T/sp" source.000003 | grep -q 'None' || fail "same path: a fourth source"
 
+# --- concatenated streams: each with its own header and sources from 0 ---------
+"$PYTHON" "$MK" "$T/ca.tif" --width 64 --height 64 --bands 2 --seed 31
+"$PYTHON" "$MK" "$T/cb.tif" --width 96 --height 32 --bands 2 --seed 32
+cdp-tile -q --size 32 "$T/ca.tif" >"$T/ca.cdps"
+cdp-tile -q --size 32 "$T/cb.tif" >"$T/cb.cdps"
+cat "$T/ca.cdps" "$T/cb.cdps" | cdp-lmdbpack -q "$T/cat" || fail "concatenated streams refused"
+cdp-lmdbpack -q "$T/one" <"$T/ca.cdps"
+cdp-lmdbpack -q "$T/one" <"$T/cb.cdps"
+pp check "$T/cat" >/dev/null
+[ "$(pp dump "$T/cat" payloads)" = "$(pp dump "$T/one" payloads)" ] &&
+[ "$(pp dump "$T/cat" srcof)" = "$(pp dump "$T/one" srcof)" ] &&
+[ "$(pp dump "$T/cat" shape,count,stats,classes,source.000000,source.000001)" = \
+  "$(pp dump "$T/one" shape,count,stats,classes,source.000000,source.000001)" ] ||
+	fail "a concatenation differs from packing its streams one by one"
+{ cat "$T/ca.cdps"; echo junk; } >"$T/trail.cdps"
+expect_fail 1 "'<stdin>': data after the end of record stream 1 is not a record stream (bad magic" \
+	cdp-lmdbpack -q "$T/trail" <"$T/trail.cdps"
+[ ! -e "$T/trail" ] || fail "trailing data: the pool was created"
+
 # --- refused input: shape, corrupt record, truncation, usage, terminal -------------
 snapshot "$T/f" "$T/before"
 cdp-tile -q --size 16 "$T/f.tif" >"$T/f16.cdps"

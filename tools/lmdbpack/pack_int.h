@@ -51,6 +51,10 @@ typedef struct pk {
 	int have_shape;
 	psrc **src;                   /* [nsrc] by input index, NULL if unseen */
 	size_t nsrc;
+	uint32_t src_base;            /* input index of the current stream's
+	                                 source 0: streams read one after the
+	                                 other each number theirs from 0 */
+	uint32_t src_end;             /* 1 + the highest input index so far */
 	pitem *it;                    /* [itcap] beside the writer's items */
 	size_t itcap;
 	char **mdesc;                 /* hash set: committed sources'
