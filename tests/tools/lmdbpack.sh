@@ -375,6 +375,25 @@ if command -v script >/dev/null 2>&1; then
 	grep -q "terminal" "$T/tty.out" || fail "terminal stdin: $(cat "$T/tty.out")"
 fi
 
+# An LMDB environment of another program is not adopted (readers would refuse
+# it): one with a 'tiles' of foreign records, one with plain keys; an empty one
+# (no data yet) becomes a pool.
+"$PYTHON" -c "
+import lmdb, sys
+e = lmdb.open(sys.argv[1], max_dbs=3); d = e.open_db(b'tiles')
+with e.begin(write=True) as t: t.put(b'junk', b'not a record', db=d)
+e = lmdb.open(sys.argv[2])
+with e.begin(write=True) as t: t.put(b'k', b'v')
+lmdb.open(sys.argv[3]).close()" "$T/foreign" "$T/plainenv" "$T/emptyenv"
+for d in foreign plainenv; do
+	snapshot "$T/$d" "$T/before"
+	expect_fail 1 "cdp-lmdbpack: cannot open '$T/$d': not a cdpool pool" cdp-lmdbpack -q "$T/$d" <"$T/f.cdps"
+	snapshot "$T/$d" "$T/after"
+	cmp -s "$T/before" "$T/after" || fail "$d: a refused environment changed"
+done
+cdp-lmdbpack -q "$T/emptyenv" <"$T/f.cdps" || fail "an empty LMDB environment was refused"
+pp check "$T/emptyenv" >/dev/null
+
 # --- --list: a tile folder with labels equals the stream pack -------------------
 "$PYTHON" "$MK" "$T/road.tif" --width 96 --height 64 --bands 3 --dtype u8 --seed 3 \
 	--label "$T/road_mask.tif" --classes 2
