@@ -94,12 +94,19 @@ static void input_close(input *in)
 static int label_ignore(ctx *c, input *in)
 {
 	const cdp_tile_opts *o = c->o;
+	char what[320];
 
 	in->ignore = o->has_ignore ? o->ignore
 	                           : (in->lkind == CDP_LABEL_U8 ? 255 : 65535);
 	if (in->lkind == CDP_LABEL_U8 && in->ignore > 255) {
 		ERR(c, "'%s': ignore value %u does not fit the u8 label '%s'",
 		    in->path, in->ignore, in->lpath);
+		return CDP_EMISMATCH;
+	}
+	/* pixels of that class would be written as ignored: it would vanish */
+	if (in->vlab && cdp_label_vector_id_use(in->vlab, in->ignore, what, sizeof what)) {
+		ERR(c, "'%s': the ignore value %u is also %s of the label '%s'", in->path,
+		    in->ignore, what, in->lpath);
 		return CDP_EMISMATCH;
 	}
 	return CDP_OK;
