@@ -504,6 +504,46 @@ pp check "$T/kpool" >/dev/null
   "$(pp dump "$T/kref" shape,count,stats,classes,source.000000,srcstats.000000)" ] ||
 	fail "resumed meta differs from an uninterrupted pack: $(pp dump "$T/kpool" stats | head -5)"
 
+# --- SIGTERM/SIGINT: cleaned up, then the exit status is the signal's -----------
+# A first pack that committed nothing removes its pool (as any failed one
+# does); one with commits keeps them, readable and resumable. The SIGINT
+# pack is exec'd with SIGINT at its default: a background job of sh starts
+# with it ignored, which the pack keeps.
+DFLINT='import os, signal, sys
+signal.signal(signal.SIGINT, signal.SIG_DFL); os.execvp(sys.argv[1], sys.argv[1:])'
+for sig in TERM INT; do
+	for txn in 100000 7; do
+		rm -rf "$T/sig" "$T/fifo"
+		mkfifo "$T/fifo"
+		"$PYTHON" "$PP" slow "$T/k.cdps" >"$T/fifo" &
+		ppid=$!
+		# (not a shell function: $! must be the pack's own pid)
+		"$PYTHON" -c "$DFLINT" cdp-lmdbpack -q --txn-records $txn "$T/sig" <"$T/fifo" 2>"$T/err" &
+		kpid=$!
+		i=0
+		# the first half (95 whole records) read: 13 batches of 7 committed
+		until [ -e "$T/sig/data.mdb" ] && { [ $txn -gt 96 ] || [ "$(entries "$T/sig")" -ge 91 ] 2>/dev/null; }; do
+			i=$((i + 1))
+			[ "$i" -lt 300 ] || { kill -9 "$kpid" "$ppid" 2>/dev/null; fail "SIG$sig: the pack did not start"; }
+			sleep 0.1
+		done
+		sleep 0.3
+		kill -$sig "$kpid"
+		set +e; wait "$kpid"; rc=$?; set -e
+		kill "$ppid" 2>/dev/null || :
+		wait "$ppid" 2>/dev/null || :
+		[ "$rc" -eq $((128 + $(kill -l $sig))) ] || fail "SIG$sig: exit $rc, want the signal's"
+		grep -q "^cdp-lmdbpack: '<stdin>': interrupted by signal $(kill -l $sig) after 9[0-9] records" "$T/err" ||
+			fail "SIG$sig: $(cat "$T/err")"
+		if [ $txn -gt 96 ]; then
+			[ ! -e "$T/sig" ] || fail "SIG$sig: a first pack that committed nothing left $(ls "$T/sig")"
+		else
+			[ "$(entries "$T/sig")" -eq 91 ] || fail "SIG$sig: $(entries "$T/sig") records kept, want 91"
+			pp check "$T/sig" >/dev/null
+		fi
+	done
+done
+
 # --- two packers at once equal one after the other ------------------------------
 "$PYTHON" "$MK" "$T/c1.tif" --width 200 --height 120 --bands 3 --dtype i16 --seed 21
 "$PYTHON" "$MK" "$T/c2.tif" --width 150 --height 150 --bands 3 --dtype i16 --seed 22

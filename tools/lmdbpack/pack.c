@@ -330,6 +330,17 @@ static const char *kept(const pk *p, char *buf, size_t cap)
 	return buf;
 }
 
+int pack_stopped(pk *p)
+{
+	char k[96];
+
+	if (!p->o->stop || !*p->o->stop)
+		return CDP_OK;
+	return pack_seterr(p, EINTR, "'%s': interrupted by signal %d after %" PRIu64
+	                   " records; %s", p->in, (int)*p->o->stop, p->res->read,
+	                   kept(p, k, sizeof k));
+}
+
 /* Reads the streams in (after the first one's header): one after another
  * (cat a.cdps b.cdps), each with its own header, E frame and sources
  * numbered from 0, so a concatenation packs as its streams would one by
@@ -345,7 +356,14 @@ static int read_stream(pk *p, FILE *in)
 	int rc, c;
 
 	for (;;) {
+		if ((rc = pack_stopped(p)))
+			break;
 		rc = cdp_stream_read_frame(in, &fr);
+		/* a signal during the read ends it with EINTR: report the signal */
+		if (rc && (c = pack_stopped(p))) {
+			rc = c;
+			break;
+		}
 		if (rc == CDP_ETRUNC) {
 			rc = pack_seterr(p, rc, "'%s': truncated record stream (its producer "
 			                 "died?) after %" PRIu64 " records; %s", p->in,

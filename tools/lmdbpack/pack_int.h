@@ -93,6 +93,8 @@ int pack_seterr(pk *p, int rc, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 /* Takes ownership of s (its index is the input's). */
 int pack_add_source(pk *p, cdp_source *s);
+/* With o->stop set: the "interrupted" error (EINTR); else CDP_OK. */
+int pack_stopped(pk *p);
 /* Checks, measures and buffers one encoded record; flushes a full batch. */
 int pack_add_record(pk *p, const char *key, const void *body, size_t len);
 int pack_same_shape(const cdp_record *a, const cdp_record *b);
