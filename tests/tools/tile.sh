@@ -293,4 +293,6 @@ expect_fail 2 "--overlap 16 must be less than the tile size 16" \
 	cdp-tile -s 16 --overlap 16 u8.tif
 expect_fail 2 "--max-nodata: '1.5'" cdp-tile --max-nodata 1.5 u8.tif
 expect_fail 2 "2 --name for 1 rasters" cdp-tile --name a --name b u8.tif
+expect_fail 2 "cdp-tile: --name: invalid name 'my scene' (1-200 of A-Z a-z 0-9 . _ + -)" \
+	cdp-tile --name 'my scene' u8.tif
 exit 0
