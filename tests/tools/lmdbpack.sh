@@ -368,7 +368,11 @@ expect_fail 1 "not a record stream" cdp-lmdbpack -q "$T/nopool" </dev/null
 expect_fail 2 "exclude each other" cdp-lmdbpack --resume --replace "$T/x" <"$T/f.cdps"
 expect_fail 2 "'0' is not" cdp-lmdbpack --txn-records 0 "$T/x" <"$T/f.cdps"
 expect_fail 2 "usage:" cdp-lmdbpack <"$T/f.cdps"
-expect_fail 2 "need --list" cdp-lmdbpack --ignore 5 "$T/x" <"$T/f.cdps"
+expect_fail 2 "^cdp-lmdbpack: --ignore needs --list\$" cdp-lmdbpack --ignore 5 "$T/x" <"$T/f.cdps"
+expect_fail 2 "^cdp-lmdbpack: --zlib needs --list or --folders (a stream's records keep cdp-tile's -z)\$" \
+	cdp-lmdbpack -z 5 "$T/x" <"$T/f.cdps"
+cdp-lmdbpack -h | head -3 | tr '\n' ' ' | grep -q -- '^usage: cdp-lmdbpack \[-hqV\] \[--classes name\[,name...\]\] .* db < stream' ||
+	fail "usage: the stream form lacks --classes: $(cdp-lmdbpack -h | head -3)"
 cdp-lmdbpack -h | grep -q '^usage: cdp-lmdbpack' || fail "-h"
 if command -v script >/dev/null 2>&1; then
 	script -qec "cdp-lmdbpack '$T/tty'" /dev/null >"$T/tty.out" 2>&1 && fail "read a stream from a terminal"

@@ -24,9 +24,9 @@
 static void usage(FILE *f)
 {
 	fprintf(f,
-	    "usage: cdp-lmdbpack [-hqV] [--map-size size] [--no-sync] [--progress]\n"
-	    "                    [--replace | --resume] [--txn-bytes size]\n"
-	    "                    [--txn-records n] db < stream\n"
+	    "usage: cdp-lmdbpack [-hqV] [--classes name[,name...]] [--map-size size]\n"
+	    "                    [--no-sync] [--progress] [--replace | --resume]\n"
+	    "                    [--txn-bytes size] [--txn-records n] db < stream\n"
 	    "       cdp-lmdbpack [-hqV] [--classes name[,name...]] [--ignore value]\n"
 	    "                    [--map-size size] [--no-sync] [--progress]\n"
 	    "                    [--replace | --resume] [--txn-bytes size]\n"
@@ -301,9 +301,11 @@ int main(int argc, char **argv)
 		ret = 2;
 		goto out;
 	}
-	/* a stream's --classes names its label values (cdp-tile's masks) */
+	/* a stream's --classes names its label values (cdp-tile's masks); its
+	 * records come encoded, with cdp-tile's own ignore value and -z */
 	if (!o.list && !o.folders && (o.has_ignore || o.zlevel)) {
-		fprintf(stderr, "cdp-lmdbpack: --ignore and --zlib need --list\n");
+		fprintf(stderr, "cdp-lmdbpack: %s\n", o.has_ignore ? "--ignore needs --list" :
+		        "--zlib needs --list or --folders (a stream's records keep cdp-tile's -z)");
 		ret = 2;
 		goto out;
 	}
