@@ -118,7 +118,7 @@ int tile_stats_compute(ctx *c, input *in, void *strip, uint8_t *gm)
 		memset(vm, 255, np);
 		if (in->has_nd)
 			tile_mark_nodata(strip, in->dt, in->nb, np, W, (int)W, sh,
-			                 in->nd, vm, W);
+			                 in->nd, 1, vm, W);
 		for (size_t p = 0; p < np; p++) {
 			if (!vm[p] || (in->use_mask && !gm[p]))
 				continue;
@@ -143,8 +143,15 @@ int tile_stats_compute(ctx *c, input *in, void *strip, uint8_t *gm)
 		c->mean[b] = k[b] + mu;
 		c->std[b] = var > 0 ? sqrt(var) : 0;
 		if (!isfinite(c->mean[b]) || !isfinite(c->std[b])) {
-			ERR(c, "'%s': band %d has non-finite valid pixels (set --nodata)",
-			    in->path, in->bands[b]);
+			/* NaN pixels are invalid when NaN is the nodata value, so
+			 * "set --nodata" helps only when it is not */
+			if (in->has_nd && isnan(in->nd))
+				ERR(c, "'%s': band %d has infinite valid pixels, or values "
+				    "too large to standardize", in->path, in->bands[b]);
+			else
+				ERR(c, "'%s': band %d has non-finite valid pixels (NaN or "
+				    "infinite: set --nodata nan if NaN marks nodata)", in->path,
+				    in->bands[b]);
 			rc = CDP_EFORMAT;
 			goto out;
 		}
