@@ -146,10 +146,44 @@ int cdp_key_parse(const char *key, size_t keylen, char *name, size_t namecap,
 	return CDP_OK;
 }
 
+/* The length of the UTF-8 character at s[0..n) (n >= 1): 2 to 4 for a
+ * well-formed multi-byte sequence (no overlong form, surrogate or value
+ * beyond U+10FFFF), else 1 (ASCII, or a byte that starts no character: each
+ * such byte stands for itself). */
+static size_t utf8_len(const char *s, size_t n)
+{
+	const unsigned char *u = (const unsigned char *)s;
+	unsigned lo = 0x80, hi = 0xBF;
+	size_t need;
+
+	if (u[0] >= 0xC2 && u[0] <= 0xDF)
+		need = 2;
+	else if (u[0] >= 0xE0 && u[0] <= 0xEF)
+		need = 3;
+	else if (u[0] >= 0xF0 && u[0] <= 0xF4)
+		need = 4;
+	else
+		return 1;
+	if (u[0] == 0xE0)
+		lo = 0xA0;
+	else if (u[0] == 0xED)
+		hi = 0x9F;
+	else if (u[0] == 0xF0)
+		lo = 0x90;
+	else if (u[0] == 0xF4)
+		hi = 0x8F;
+	if (n < need || u[1] < lo || u[1] > hi)
+		return 1;
+	for (size_t i = 2; i < need; i++)
+		if (u[i] < 0x80 || u[i] > 0xBF)
+			return 1;
+	return need;
+}
+
 int cdp_key_stem(const char *path, char *name, size_t cap)
 {
 	const char *base, *dot, *end;
-	size_t len;
+	size_t len, out = 0;
 
 	if (!path || !name || cap == 0)
 		return CDP_EINVAL;
@@ -162,14 +196,18 @@ int cdp_key_stem(const char *path, char *name, size_t cap)
 	if (dot && dot != base)
 		end = dot;
 	len = (size_t)(end - base);
-	if (len == 0 || len > CDP_NAME_MAX || len >= cap)
+	if (len == 0)
 		return CDP_EKEY;
-	for (size_t i = 0; i < len; i++) {
+	for (size_t i = 0, n; i < len; i += n) {
 		unsigned char ch = (unsigned char)base[i];
 
-		name[i] = name_char_ok(ch) ? (char)ch : '-';
+		/* one '-' per character, as the man pages say: 'é' is two bytes */
+		n = name_char_ok(ch) ? 1 : utf8_len(base + i, len - i);
+		if (out == CDP_NAME_MAX || out + 1 >= cap)
+			return CDP_EKEY;
+		name[out++] = n == 1 && name_char_ok(ch) ? (char)ch : '-';
 	}
-	name[len] = '\0';
+	name[out] = '\0';
 	return CDP_OK;
 }
 

@@ -47,9 +47,11 @@ int cdp_key_parse(const char *key, size_t keylen, char *name, size_t namecap,
                   uint64_t *row, uint64_t *col);
 /* Derives NAME from a path: the file stem (the part after the last '/',
  * without its last extension: "/a/b/scene.1.tif" gives "scene.1"; a leading
- * dot is not an extension), with each byte outside the NAME alphabet
- * replaced by '-'. CDP_EKEY if nothing is left, if the stem is longer than
- * CDP_NAME_MAX or if it does not fit cap bytes with its NUL. */
+ * dot is not an extension), with each character outside the NAME alphabet
+ * replaced by one '-' (a well-formed UTF-8 sequence is one character, any
+ * other byte outside the alphabet one). CDP_EKEY if nothing is left, if the
+ * NAME is longer than CDP_NAME_MAX or if it does not fit cap bytes with its
+ * NUL. */
 int cdp_key_stem(const char *path, char *name, size_t cap);
 /* fnmatch(3)-style glob match of a NUL-terminated key (no FNM flags: '*'
  * crosses '_'). Returns 1 if key matches glob, else 0 (note: the opposite

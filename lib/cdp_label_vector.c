@@ -50,6 +50,8 @@ struct cdp_label_vector {
 	int has_ext;
 	uint8_t *inside;                       /* the extent of a window, (h, w) */
 	size_t ncap;
+	uint8_t *ids;                          /* with o->field: bit i set when a
+	                                          feature burns id i (65535 bits) */
 };
 
 void cdp_label_vector_opts_init(cdp_label_vector_opts *o)
@@ -331,6 +333,10 @@ static int lab_scan(cdp_label_vector *v, char *err, size_t errcap)
 			         o->field, OGR_GetFieldTypeName(t));
 			return CDP_EFORMAT;
 		}
+		if (!(v->ids = calloc(65536 / 8, 1))) {
+			snprintf(err, errcap, "out of memory");
+			return CDP_ENOMEM;
+		}
 	} else
 		maxid = maxid > (long long)o->burn ? maxid : (long long)o->burn;
 	if (o->buffer_field) {
@@ -354,8 +360,10 @@ static int lab_scan(cdp_label_vector *v, char *err, size_t errcap)
 		while (rc == CDP_OK && (f = OGR_L_GetNextFeature(s->lay))) {
 			if (o->field && (rc = feature_id(v, f, &id, err, errcap)) == 1)
 				rc = CDP_OK;
-			else if (rc == CDP_OK && o->field && id > maxid)
-				maxid = id;
+			else if (rc == CDP_OK && o->field) {
+				maxid = id > maxid ? id : maxid;
+				v->ids[id / 8] |= (uint8_t)(1u << (id % 8));
+			}
 			if (s->bfld >= 0 && OGR_F_IsFieldSetAndNotNull(f, s->bfld))
 				s->maxbuf = fmax(s->maxbuf, fabs(OGR_F_GetFieldAsDouble(f, s->bfld)));
 			OGR_F_Destroy(f);
@@ -705,12 +713,31 @@ int cdp_label_vector_files(const cdp_label_vector *v,
 	return rc;
 }
 
+int cdp_label_vector_id_use(const cdp_label_vector *v, uint32_t id, char *what,
+                            size_t cap)
+{
+	const cdp_label_vector_opts *o = v->o;
+
+	if (id == o->background)
+		snprintf(what, cap, "the --background value");
+	else if (!o->field && id == o->burn)
+		snprintf(what, cap, "the --burn value%s", o->burn_given ? "" : " (default 1)");
+	else if (o->field && v->lab.fstring && id < o->nclasses)
+		snprintf(what, cap, "the id of --classes name '%s'", o->classes[id]);
+	else if (o->field && id < 65535 && (v->ids[id / 8] >> (id % 8) & 1))
+		snprintf(what, cap, "a value of the label attribute '%s'", o->field);
+	else
+		return 0;
+	return 1;
+}
+
 void cdp_label_vector_close(cdp_label_vector *v)
 {
 	if (!v)
 		return;
 	src_close(&v->lab);
 	src_close(&v->ext);
+	free(v->ids);
 	free(v->inside);
 	free(v);
 }

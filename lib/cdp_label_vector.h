@@ -74,6 +74,15 @@ int cdp_label_vector_open(const char *path, const cdp_label_vector_opts *o,
 /* CDP_LABEL_U8 or CDP_LABEL_U16. */
 int cdp_label_vector_kind(const cdp_label_vector *v);
 
+/* 1 when the label burns class id `id` somewhere, with what into what[cap]
+ * ("the --burn value", "the --background value", "the id of --classes name
+ * 'x'", "a value of the label attribute 'a'"), else 0: an ignore value
+ * equal to such an id would make that class vanish, so callers refuse it
+ * (as a --label-map id equal to the ignore value is refused). Attribute
+ * values are those of the features that pass o->where. */
+int cdp_label_vector_id_use(const cdp_label_vector *v, uint32_t id, char *what,
+                            size_t cap);
+
 /* Rasterizes the features that intersect the grid (gt, w, h) (only those
  * are read: a spatial filter on the layer) into buf, (h, w) u8 or u16 as
  * the kind says: background where no feature is, the id of the last

@@ -13,6 +13,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <unistd.h>
 
 #include "cdp_error.h"
 
@@ -92,6 +93,19 @@ static int env_try(const char *path, unsigned int flags, unsigned int maxdbs, si
 	return CDP_OK;
 }
 
+/* 1 when this user cannot open path's lock.mdb for writing: it exists
+ * unwritable, or it is missing in a directory we cannot write. */
+static int lock_unwritable(const char *path)
+{
+	char name[4200];
+
+	if ((size_t)snprintf(name, sizeof name, "%s/lock.mdb", path) >= sizeof name)
+		return 0;
+	if (access(name, F_OK) == 0)
+		return access(name, W_OK) != 0 && errno == EACCES;
+	return errno == ENOENT && access(path, W_OK) != 0 && errno == EACCES;
+}
+
 int cdp_lmdb_env_open(const char *path, unsigned int flags, int create,
                       unsigned int maxdbs, size_t mapsize, MDB_env **out)
 {
@@ -121,6 +135,14 @@ int cdp_lmdb_env_open_sized(const char *path, unsigned int flags, int create,
 	rc = env_try(path, flags, maxdbs, mapsize, &env);
 	if (rc == ENOMEM && mapsize == 0 && (mapsize = file_map_size(path)) != 0)
 		rc = env_try(path, flags, maxdbs, mapsize, &env);
+	if (rc == EACCES && (flags & MDB_RDONLY) && !(flags & MDB_NOLOCK) && lock_unwritable(path)) {
+		/* LMDB reads read-only media (EROFS) without its lock file;
+		 * a directory this user cannot write is the same case. */
+		flags |= MDB_NOLOCK;
+		rc = env_try(path, flags, maxdbs, mapsize, &env);
+		if (rc == ENOMEM && mapsize == 0 && (mapsize = file_map_size(path)) != 0)
+			rc = env_try(path, flags, maxdbs, mapsize, &env);
+	}
 	if (rc != 0)
 		return rc;
 	if ((rc = check_size(env, have, need)) != 0) {

@@ -45,7 +45,14 @@
  * recorded in the file. A recorded size this process cannot map (written by
  * a writer with a larger address space or a huge --map-size; LMDB never
  * shrinks it) is ENOMEM from mdb_env_open: then the file's own size,
- * rounded up to 1 MiB, is mapped instead, which holds every page. */
+ * rounded up to 1 MiB, is mapped instead, which holds every page.
+ * With MDB_RDONLY, a lock file this user cannot open for writing (EACCES:
+ * lock.mdb not writable, or missing in a directory they cannot write) is
+ * not needed: the environment is opened with MDB_NOLOCK, as LMDB itself
+ * does on read-only media (EROFS), so a pool in another user's directory
+ * reads as Python's lock=False reads it. Without the lock such a reader is
+ * not protected from a writer (the owner's) changing the pool meanwhile:
+ * pools that are not being written are what it is for. */
 int cdp_lmdb_env_open(const char *path, unsigned int flags, int create,
                       unsigned int maxdbs, size_t mapsize, MDB_env **env);
 /* cdp_lmdb_env_open that also checks the data file against the newest meta

@@ -100,20 +100,33 @@ int cdp_pool_format_upgrade(cdp_pool *p, MDB_txn *txn)
 	return rc;
 }
 
-/* Creates the sub-databases and format/uuid values unless present. */
+/* Creates the sub-databases and format/uuid values unless present. Only
+ * an empty environment becomes a pool: one that holds anything without a
+ * format value is another program's (or a 'tiles' of foreign records), and
+ * adopting it would give readers a pool they refuse. The format is written
+ * in the transaction that creates the sub-databases, so a pool of ours
+ * never lacks it. */
 static int create_txn(cdp_pool *p)
 {
 	MDB_txn *txn;
+	MDB_dbi main_db;
+	MDB_stat ms;
 	cdp_buf b = {0};
 	char text[64], uuid[33];
 	int rc, n;
 
 	if ((rc = cdp_lmdb_txn_begin(p->env, 0, &txn)) != 0)
 		return rc;
-	if ((rc = mdb_dbi_open(txn, "tiles", MDB_CREATE, &p->tiles)) != 0 ||
+	if ((rc = mdb_dbi_open(txn, NULL, 0, &main_db)) != 0 ||
+	    (rc = mdb_stat(txn, main_db, &ms)) != 0 ||
+	    (rc = mdb_dbi_open(txn, "tiles", MDB_CREATE, &p->tiles)) != 0 ||
 	    (rc = mdb_dbi_open(txn, "meta", MDB_CREATE, &p->meta)) != 0)
 		goto fail;
 	rc = cdp_pool_meta_get(p, txn, "format", &b);
+	if (rc == MDB_NOTFOUND && ms.ms_entries != 0) {
+		rc = CDP_EFORMAT;
+		goto fail;
+	}
 	if (rc == MDB_NOTFOUND) {
 		if ((rc = format_put(p, txn)) != 0 || (rc = new_uuid(uuid)) != 0)
 			goto fail;
@@ -194,6 +207,9 @@ int cdp_pool_open(const char *path, int flags, size_t mapsize, cdp_pool *p)
 
 const char *cdp_pool_strerror(const cdp_pool *p, int rc, char *buf, size_t cap)
 {
+	/* the open's only CDP_EFORMAT: no format value, or another one */
+	if (rc == CDP_EFORMAT)
+		return "not a cdpool pool (no cdpool format record)";
 	if (rc != CDP_ETRUNC || !p || p->need_bytes == 0 || !buf || cap == 0)
 		return cdp_strerror(rc);
 	snprintf(buf, cap, "data.mdb is truncated: %llu bytes, its last page ends at byte %llu",

@@ -88,12 +88,15 @@ typedef struct cdp_pool_info {
 /* Opens (and with CDP_POOL_CREATE creates, with a new uuid and format meta)
  * the pool at path, a directory. mapsize 0 keeps LMDB's (or the file's).
  * CDP_ELMDB when a sub-database is missing, CDP_EFORMAT/CDP_EVERSION when the
- * format value is not ours, CDP_ETRUNC when data.mdb is shorter than its
+ * format value is not ours, CDP_EFORMAT also when CDP_POOL_CREATE finds an
+ * environment that holds data but no format value (not a pool: it is
+ * never adopted; only an empty one is made a pool), CDP_ETRUNC when data.mdb is shorter than its
  * last page (p->file_bytes and p->need_bytes say by how much; nothing is
  * mapped), errno values (ENOENT, ENOTDIR, EACCES). */
 int  cdp_pool_open(const char *path, int flags, size_t mapsize, cdp_pool *p);
 void cdp_pool_close(cdp_pool *p);
-/* The phrase for an rc of cdp_pool_open on p: cdp_strerror(rc), or for
+/* The phrase for an rc of cdp_pool_open on p: cdp_strerror(rc), for
+ * CDP_EFORMAT "not a cdpool pool (no cdpool format record)", or for
  * CDP_ETRUNC "data.mdb is truncated: H bytes, its last page ends at byte N",
  * formatted into buf[cap]. Returns buf or the static phrase. */
 const char *cdp_pool_strerror(const cdp_pool *p, int rc, char *buf, size_t cap);

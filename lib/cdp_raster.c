@@ -435,9 +435,35 @@ void cdp_raster_close(cdp_raster *r)
 	free(r);
 }
 
+/* Gives ds an internal per-dataset mask holding mask (h, w): inside the
+ * TIFF, not a .msk side-car, so the one renamed file carries it. */
+static int write_mask(GDALDatasetH ds, int w, int h, const uint8_t *mask, char *err,
+                      size_t errcap)
+{
+	const char *was = CPLGetThreadLocalConfigOption("GDAL_TIFF_INTERNAL_MASK", NULL);
+	char *old = was ? CPLStrdup(was) : NULL;
+	CPLErr e;
+
+	CPLSetThreadLocalConfigOption("GDAL_TIFF_INTERNAL_MASK", "YES");
+	e = GDALCreateDatasetMaskBand(ds, GMF_PER_DATASET);
+	CPLSetThreadLocalConfigOption("GDAL_TIFF_INTERNAL_MASK", old);
+	CPLFree(old);
+	if (e != CE_None) {
+		gdal_err(err, errcap, "cannot create the mask band");
+		return CDP_EGDAL;
+	}
+	if (GDALRasterIO(GDALGetMaskBand(GDALGetRasterBand(ds, 1)), GF_Write, 0, 0, w, h,
+	                 (void *)mask, w, h, GDT_Byte, 0, 0) != CE_None) {
+		gdal_err(err, errcap, "cannot write the mask");
+		return CDP_EGDAL;
+	}
+	return CDP_OK;
+}
+
 int cdp_raster_write_tif_out(cdp_out *o, int dtype, int nbands, int w, int h,
-                             const void *buf, const double gt[6], const char *wkt,
-                             int has_nodata, double nodata, char *err, size_t errcap)
+                             const void *buf, const uint8_t *mask, const double gt[6],
+                             const char *wkt, int has_nodata, double nodata,
+                             char *err, size_t errcap)
 {
 	GDALDriverH drv;
 	GDALDatasetH ds = NULL;
@@ -487,6 +513,8 @@ int cdp_raster_write_tif_out(cdp_out *o, int dtype, int nbands, int w, int h,
 		rc = CDP_EGDAL;
 		goto out;
 	}
+	if (mask && (rc = write_mask(ds, w, h, mask, err, errcap)))
+		goto out;
 	/* GDALClose returns nothing before GDAL 3.7: write errors that surface
 	 * while flushing show up as the last error instead. */
 	CPLErrorReset();
@@ -519,7 +547,7 @@ int cdp_raster_write_tif(const char *path, int dtype, int nbands, int w, int h,
 		set_err(err, errcap, cdp_strerror(rc));
 		return rc;
 	}
-	rc = cdp_raster_write_tif_out(&o, dtype, nbands, w, h, buf, gt, wkt, has_nodata,
+	rc = cdp_raster_write_tif_out(&o, dtype, nbands, w, h, buf, NULL, gt, wkt, has_nodata,
 	                              nodata, err, errcap);
 	if (rc == CDP_OK && (rc = cdp_out_commit(&o, NULL, 0)) != CDP_OK)
 		set_err(err, errcap, cdp_strerror(rc));

@@ -80,10 +80,16 @@ int  cdp_raster_write_tif(const char *path, int dtype, int nbands, int w, int h,
                           const void *buf, const double gt[6], const char *wkt,
                           int has_nodata, double nodata, char *err, size_t errcap);
 /* The same into the temporary of o (cdp_out_open), left for the caller to
- * commit or abort: a program that renames all its files at the end. */
+ * commit or abort: a program that renames all its files at the end. mask,
+ * when not NULL, is (h, w) u8 validity (0 invalid, 255 valid), written as
+ * the file's internal per-dataset mask band: what GDAL's GetMaskBand
+ * returns for every band, so a reader sees the invalid pixels that a
+ * nodata value cannot mark (padding of a raster without one, a .msk, pixels
+ * whose bands are not all nodata). */
 int  cdp_raster_write_tif_out(cdp_out *o, int dtype, int nbands, int w, int h,
-                              const void *buf, const double gt[6], const char *wkt,
-                              int has_nodata, double nodata, char *err, size_t errcap);
+                              const void *buf, const uint8_t *mask, const double gt[6],
+                              const char *wkt, int has_nodata, double nodata,
+                              char *err, size_t errcap);
 
 /* Whether two WKT texts name the same CRS by OGR's OSRIsSame (not string
  * equality: the same CRS written by two GDAL versions compares equal): 1

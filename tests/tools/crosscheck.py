@@ -170,15 +170,18 @@ def load(path, label_path, a):
     img = np.stack([ds.GetRasterBand(b).ReadAsArray() for b in bands])
     nd = a.nodata if a.nodata is not None else b1.GetNoDataValue()
     valid = np.ones(img.shape[1:], dtype=bool)
+    # nodata in every band; with --standardize in any band (its output has
+    # no nodata value: each band of a valid pixel must standardize)
+    every = (lambda m: m.any(axis=0)) if a.standardize else (lambda m: m.all(axis=0))
     if nd is not None:
         if np.isnan(nd):
-            valid &= ~np.isnan(img).all(axis=0)
+            valid &= ~every(np.isnan(img))
         elif np.issubdtype(img.dtype, np.integer):
             info = np.iinfo(img.dtype)
             if nd == int(nd) and info.min <= nd <= info.max:
-                valid &= ~(img == img.dtype.type(nd)).all(axis=0)
+                valid &= ~every(img == img.dtype.type(nd))
         else:
-            valid &= ~(img == img.dtype.type(nd)).all(axis=0)
+            valid &= ~every(img == img.dtype.type(nd))
     flags = b1.GetMaskFlags()
     if not flags & (gdal.GMF_ALL_VALID | gdal.GMF_NODATA):
         valid &= b1.GetMaskBand().ReadAsArray() != 0

@@ -279,7 +279,10 @@ done
 expect_fail 2 "--val and --val-by need --val-out" cdp-keyshuffle --val 0.1 "$P"
 expect_fail 2 "--val-out needs --val or --val-by" cdp-keyshuffle --val-out "$T/uv" "$P"
 expect_fail 2 "mutually exclusive" cdp-keyshuffle --val 0.1 --val-by beta --val-out "$T/uv" "$P"
-expect_fail 2 "same file" cdp-keyshuffle --val 0.1 --val-out "$T/uv" -o "$T/uv" "$P"
+# the same spelling is the same failure as ./ or a link (not a usage error)
+expect_fail 1 "^cdp-keyshuffle: -o '$T/uv' and --val-out '$T/uv' are the same file\$" \
+	cdp-keyshuffle --val 0.1 --val-out "$T/uv" -o "$T/uv" "$P"
+[ ! -e "$T/uv" ] || fail "a refused clash wrote '$T/uv'"
 expect_fail 2 "--seed: '-1' is not an integer" cdp-keyshuffle --seed -1 "$P"
 expect_fail 2 "--seed: '18446744073709551616' is not an integer" cdp-keyshuffle -s 18446744073709551616 "$P"
 expect_fail 2 "missing DB" cdp-keyshuffle

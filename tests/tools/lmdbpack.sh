@@ -168,11 +168,15 @@ def dump(path, what):
             k, v = next(iter(txn.cursor(db=tiles)))
             r = decode(k, v)
             print(v[:4].decode(), struct.unpack_from("<H", v, 4)[0], r["dt"], r["c"], r["h"], r["w"])
+        elif what == "srcof":
+            for k, v in txn.cursor(db=tiles):
+                print(k.decode(), decode(k, v)["src"])
         elif what == "payloads":
             for k, v in txn.cursor(db=tiles):
                 r = decode(k, v)
                 lab = r["lab"].tobytes() if r["lab"] is not None else b""
-                print(k.decode(), zlib.crc32(r["img"].tobytes()), zlib.crc32(lab), r["mask"] is None)
+                mask = zlib.crc32(r["mask"].tobytes()) if r["mask"] is not None else None
+                print(k.decode(), zlib.crc32(r["img"].tobytes()), zlib.crc32(lab), mask)
         else:
             for name in what.split(","):
                 print(name, meta(txn, mdb, name))
@@ -305,6 +309,46 @@ cdp-lmdbpack -q "$T/fresh" <"$T/other.cdps"
 [ "$(mdb_stat -s meta "$T/ms" | awk '/Entries:/ {print $2}')" -eq 11 ] || fail "--replace: want 2 sources (and their srcstats)"
 pp dump "$T/ms" source.000001 | grep -q "path=$T/other/ms.tif" || fail "--replace: second source"
 
+# A source is one pool source only when all of its description matches, not
+# just its path: the same relative path from another directory (another
+# raster), and the same raster tiled with other --bands and --name, each get
+# a source of their own; the same stream again (--resume) adds none.
+mkdir "$T/sa" "$T/sb"
+"$PYTHON" "$MK" "$T/sa/s.tif" --width 96 --height 64 --bands 3 --seed 21
+"$PYTHON" "$MK" "$T/sb/s.tif" --width 64 --height 32 --bands 3 --seed 22
+(cd "$T/sa" && cdp-tile -q -s 32 s.tif | cdp-lmdbpack -q "$T/sp") || fail "same path: pack a"
+(cd "$T/sb" && cdp-tile -q -s 32 --name other s.tif | cdp-lmdbpack -q "$T/sp") || fail "same path: pack b"
+(cd "$T/sa" && cdp-tile -q -s 32 --name rev --bands 3,2,1 s.tif | cdp-lmdbpack -q "$T/sp") ||
+	fail "same path: pack rev"
+(cd "$T/sa" && cdp-tile -q -s 32 s.tif | cdp-lmdbpack -q --resume "$T/sp") || fail "same path: resume"
+pp check "$T/sp" >/dev/null
+[ "$(pp dump "$T/sp" srcof | awk '{print substr($1, 1, index($1, "_") - 1), $2}' | sort -u | tr '\n' ' ')" = \
+  "other 1 rev 2 s 0 " ] || fail "same path: sources $(pp dump "$T/sp" srcof | tr '\n' ' ')"
+pp dump "$T/sp" source.000001 | tr '\n' ' ' | grep -q 'name=other path=s.tif width=64 ' ||
+	fail "same path: source 1 $(pp dump "$T/sp" source.000001)"
+pp dump "$T/sp" source.000002 | grep -q 'band_list=3,2,1' ||
+	fail "same path: source 2 $(pp dump "$T/sp" source.000002)"
+pp dump "$T/sp" source.000003 | grep -q 'None' || fail "same path: a fourth source"
+
+# --- concatenated streams: each with its own header and sources from 0 ---------
+"$PYTHON" "$MK" "$T/ca.tif" --width 64 --height 64 --bands 2 --seed 31
+"$PYTHON" "$MK" "$T/cb.tif" --width 96 --height 32 --bands 2 --seed 32
+cdp-tile -q --size 32 "$T/ca.tif" >"$T/ca.cdps"
+cdp-tile -q --size 32 "$T/cb.tif" >"$T/cb.cdps"
+cat "$T/ca.cdps" "$T/cb.cdps" | cdp-lmdbpack -q "$T/cat" || fail "concatenated streams refused"
+cdp-lmdbpack -q "$T/one" <"$T/ca.cdps"
+cdp-lmdbpack -q "$T/one" <"$T/cb.cdps"
+pp check "$T/cat" >/dev/null
+[ "$(pp dump "$T/cat" payloads)" = "$(pp dump "$T/one" payloads)" ] &&
+[ "$(pp dump "$T/cat" srcof)" = "$(pp dump "$T/one" srcof)" ] &&
+[ "$(pp dump "$T/cat" shape,count,stats,classes,source.000000,source.000001)" = \
+  "$(pp dump "$T/one" shape,count,stats,classes,source.000000,source.000001)" ] ||
+	fail "a concatenation differs from packing its streams one by one"
+{ cat "$T/ca.cdps"; echo junk; } >"$T/trail.cdps"
+expect_fail 1 "'<stdin>': data after the end of record stream 1 is not a record stream (bad magic" \
+	cdp-lmdbpack -q "$T/trail" <"$T/trail.cdps"
+[ ! -e "$T/trail" ] || fail "trailing data: the pool was created"
+
 # --- refused input: shape, corrupt record, truncation, usage, terminal -------------
 snapshot "$T/f" "$T/before"
 cdp-tile -q --size 16 "$T/f.tif" >"$T/f16.cdps"
@@ -324,12 +368,35 @@ expect_fail 1 "not a record stream" cdp-lmdbpack -q "$T/nopool" </dev/null
 expect_fail 2 "exclude each other" cdp-lmdbpack --resume --replace "$T/x" <"$T/f.cdps"
 expect_fail 2 "'0' is not" cdp-lmdbpack --txn-records 0 "$T/x" <"$T/f.cdps"
 expect_fail 2 "usage:" cdp-lmdbpack <"$T/f.cdps"
-expect_fail 2 "need --list" cdp-lmdbpack --ignore 5 "$T/x" <"$T/f.cdps"
+expect_fail 2 "^cdp-lmdbpack: --ignore needs --list\$" cdp-lmdbpack --ignore 5 "$T/x" <"$T/f.cdps"
+expect_fail 2 "^cdp-lmdbpack: --zlib needs --list or --folders (a stream's records keep cdp-tile's -z)\$" \
+	cdp-lmdbpack -z 5 "$T/x" <"$T/f.cdps"
+cdp-lmdbpack -h | head -3 | tr '\n' ' ' | grep -q -- '^usage: cdp-lmdbpack \[-hqV\] \[--classes name\[,name...\]\] .* db < stream' ||
+	fail "usage: the stream form lacks --classes: $(cdp-lmdbpack -h | head -3)"
 cdp-lmdbpack -h | grep -q '^usage: cdp-lmdbpack' || fail "-h"
 if command -v script >/dev/null 2>&1; then
 	script -qec "cdp-lmdbpack '$T/tty'" /dev/null >"$T/tty.out" 2>&1 && fail "read a stream from a terminal"
 	grep -q "terminal" "$T/tty.out" || fail "terminal stdin: $(cat "$T/tty.out")"
 fi
+
+# An LMDB environment of another program is not adopted (readers would refuse
+# it): one with a 'tiles' of foreign records, one with plain keys; an empty one
+# (no data yet) becomes a pool.
+"$PYTHON" -c "
+import lmdb, sys
+e = lmdb.open(sys.argv[1], max_dbs=3); d = e.open_db(b'tiles')
+with e.begin(write=True) as t: t.put(b'junk', b'not a record', db=d)
+e = lmdb.open(sys.argv[2])
+with e.begin(write=True) as t: t.put(b'k', b'v')
+lmdb.open(sys.argv[3]).close()" "$T/foreign" "$T/plainenv" "$T/emptyenv"
+for d in foreign plainenv; do
+	snapshot "$T/$d" "$T/before"
+	expect_fail 1 "cdp-lmdbpack: cannot open '$T/$d': not a cdpool pool" cdp-lmdbpack -q "$T/$d" <"$T/f.cdps"
+	snapshot "$T/$d" "$T/after"
+	cmp -s "$T/before" "$T/after" || fail "$d: a refused environment changed"
+done
+cdp-lmdbpack -q "$T/emptyenv" <"$T/f.cdps" || fail "an empty LMDB environment was refused"
+pp check "$T/emptyenv" >/dev/null
 
 # --- --list: a tile folder with labels equals the stream pack -------------------
 "$PYTHON" "$MK" "$T/road.tif" --width 96 --height 64 --bands 3 --dtype u8 --seed 3 \
@@ -347,6 +414,23 @@ cmp -s "$T/p1" "$T/p2" || fail "--list of tile files differs from the stream pac
 [ "$(pp dump "$T/rs" shape,stats,classes,count)" = "$(pp dump "$T/rl" shape,stats,classes,count)" ] ||
 	fail "--list meta differs from the stream pack's"
 [ "$(mdb_stat -s meta "$T/rl" | awk '/Entries:/ {print $2}')" -eq $((7 + 2 * 6)) ] || fail "--list: want one source (and its srcstats) per chip"
+
+# --- -O tiles keep the records' masks: padding, nodata, an internal mask ----------
+# and --standardize (no nodata: only the mask marks invalid pixels) pack with
+# --list to the stream's records, masks included.
+"$PYTHON" "$MK" "$T/mk.tif" --width 80 --height 50 --bands 3 --dtype u16 --nodata 0 \
+	--nodata-frac 0.1 --mask-rect 5,5,20,10 --seed 13
+for opt in "" --standardize; do
+	rm -rf "$T/mo" "$T/ms_s" "$T/ms_l"
+	cdp-tile -q --size 32 --edge pad $opt -O "$T/mo" "$T/mk.tif"
+	cdp-tile -q --size 32 --edge pad $opt "$T/mk.tif" | cdp-lmdbpack -q "$T/ms_s"
+	(cd "$T/mo" && ls *.tif) >"$T/mo/list.txt"
+	cdp-lmdbpack -q --list "$T/mo/list.txt" "$T/ms_l"
+	[ "$(pp dump "$T/ms_s" payloads)" = "$(pp dump "$T/ms_l" payloads)" ] ||
+		fail "-O $opt: --list of the tiles differs from the stream: $(pp dump "$T/ms_l" payloads | head -2)"
+	[ "$(pp dump "$T/ms_s" stats)" = "$(pp dump "$T/ms_l" stats)" ] || fail "-O $opt: stats differ"
+	[ ! -e "$T/mo/mk_0_0.tif.msk" ] || fail "-O $opt: a .msk side-car instead of an internal mask"
+done
 
 # --- --list with class names ---------------------------------------------------
 mkdir "$T/scenes"
@@ -423,6 +507,46 @@ pp check "$T/kpool" >/dev/null
 [ "$(pp dump "$T/kpool" shape,count,stats,classes,source.000000,srcstats.000000)" = \
   "$(pp dump "$T/kref" shape,count,stats,classes,source.000000,srcstats.000000)" ] ||
 	fail "resumed meta differs from an uninterrupted pack: $(pp dump "$T/kpool" stats | head -5)"
+
+# --- SIGTERM/SIGINT: cleaned up, then the exit status is the signal's -----------
+# A first pack that committed nothing removes its pool (as any failed one
+# does); one with commits keeps them, readable and resumable. The SIGINT
+# pack is exec'd with SIGINT at its default: a background job of sh starts
+# with it ignored, which the pack keeps.
+DFLINT='import os, signal, sys
+signal.signal(signal.SIGINT, signal.SIG_DFL); os.execvp(sys.argv[1], sys.argv[1:])'
+for sig in TERM INT; do
+	for txn in 100000 7; do
+		rm -rf "$T/sig" "$T/fifo"
+		mkfifo "$T/fifo"
+		"$PYTHON" "$PP" slow "$T/k.cdps" >"$T/fifo" &
+		ppid=$!
+		# (not a shell function: $! must be the pack's own pid)
+		"$PYTHON" -c "$DFLINT" cdp-lmdbpack -q --txn-records $txn "$T/sig" <"$T/fifo" 2>"$T/err" &
+		kpid=$!
+		i=0
+		# the first half (95 whole records) read: 13 batches of 7 committed
+		until [ -e "$T/sig/data.mdb" ] && { [ $txn -gt 96 ] || [ "$(entries "$T/sig")" -ge 91 ] 2>/dev/null; }; do
+			i=$((i + 1))
+			[ "$i" -lt 300 ] || { kill -9 "$kpid" "$ppid" 2>/dev/null; fail "SIG$sig: the pack did not start"; }
+			sleep 0.1
+		done
+		sleep 0.3
+		kill -$sig "$kpid"
+		set +e; wait "$kpid"; rc=$?; set -e
+		kill "$ppid" 2>/dev/null || :
+		wait "$ppid" 2>/dev/null || :
+		[ "$rc" -eq $((128 + $(kill -l $sig))) ] || fail "SIG$sig: exit $rc, want the signal's"
+		grep -q "^cdp-lmdbpack: '<stdin>': interrupted by signal $(kill -l $sig) after 9[0-9] records" "$T/err" ||
+			fail "SIG$sig: $(cat "$T/err")"
+		if [ $txn -gt 96 ]; then
+			[ ! -e "$T/sig" ] || fail "SIG$sig: a first pack that committed nothing left $(ls "$T/sig")"
+		else
+			[ "$(entries "$T/sig")" -eq 91 ] || fail "SIG$sig: $(entries "$T/sig") records kept, want 91"
+			pp check "$T/sig" >/dev/null
+		fi
+	done
+done
 
 # --- two packers at once equal one after the other ------------------------------
 "$PYTHON" "$MK" "$T/c1.tif" --width 200 --height 120 --bands 3 --dtype i16 --seed 21

@@ -6,7 +6,8 @@ TESTS += tests/tools/tile.sh tests/tools/lmdbpack.sh tests/tools/keyshuffle.sh t
 	tests/tools/pipeline.sh tests/tools/scene.sh tests/tools/failures.sh tests/tools/configure.sh \
 	tests/tools/makefile.sh tests/tools/deps.sh tests/tools/pool_fix.sh \
 	tests/tools/label_grid.sh tests/tools/value_labels.sh \
-	tests/tools/vector_labels.sh tests/tools/time.sh tests/tools/multilabel_pack.sh
+	tests/tools/vector_labels.sh tests/tools/time.sh tests/tools/multilabel_pack.sh \
+	tests/tools/readonly.sh
 if HAVE_MPI
 # hazards.sh: outputs over inputs, truncated pools, leftovers (cdp-train among them);
 # outputs.sh: the output-path policy (cdpool(7)) in every program

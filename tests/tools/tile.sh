@@ -210,6 +210,36 @@ for path, want in (("st.s", True), ("stf.s", False)):
         assert ok == want, (path, b, x.mean(), x.std())
 EOF
 
+# NaN nodata in one band only: with --standardize such a pixel is invalid
+# (masked, 0 in every band), not a NaN that poisons the statistics.
+$PYTHON - <<'EOF'
+import numpy as np
+from osgeo import gdal
+d = gdal.GetDriverByName("GTiff").Create("nan1.tif", 40, 32, 2, gdal.GDT_Float32)
+d.SetGeoTransform((500000, 10, 0, 6000000, 0, -10))
+for b in (1, 2):
+    a = np.random.default_rng(b).normal(100, 30, (32, 40)).astype(np.float32)
+    if b == 1:
+        a[3:9, 5:12] = np.nan
+    d.GetRasterBand(b).WriteArray(a)
+    d.GetRasterBand(b).SetNoDataValue(float("nan"))
+EOF
+cdp-tile -q -s 8 --edge drop --standardize --nodata nan nan1.tif >nan1.s ||
+	fail "--standardize with NaN nodata in one band"
+xcheck nan1.s --raster nan1=nan1.tif --size 8 --edge drop --standardize --nodata nan
+# an infinite valid pixel: the advice does not ask for the nodata it has
+$PYTHON -c "
+from osgeo import gdal
+d = gdal.Open('nan1.tif', gdal.GA_Update); b = d.GetRasterBand(2)
+a = b.ReadAsArray(); a[20, 20] = float('inf'); b.WriteArray(a)"
+# (a failing producer ends its stream with an F frame: stdout is not empty)
+set +e
+cdp-tile -s 8 --standardize --nodata nan nan1.tif >/dev/null 2>nan1.err
+rc=$?
+set -e
+[ "$rc" -eq 1 ] && [ "$(cat nan1.err)" = "cdp-tile: 'nan1.tif': band 2 has infinite valid pixels, or values too large to standardize" ] ||
+	fail "an infinite pixel: exit $rc, $(cat nan1.err)"
+
 # --- output refusals and write errors --------------------------------------
 cdp-tile -s 16 u8.tif 2>sum.err >/dev/null
 grep -q '^cdp-tile: [0-9]* tiles written, [0-9]* dropped, [0-9]* bytes$' sum.err ||
@@ -293,4 +323,6 @@ expect_fail 2 "--overlap 16 must be less than the tile size 16" \
 	cdp-tile -s 16 --overlap 16 u8.tif
 expect_fail 2 "--max-nodata: '1.5'" cdp-tile --max-nodata 1.5 u8.tif
 expect_fail 2 "2 --name for 1 rasters" cdp-tile --name a --name b u8.tif
+expect_fail 2 "cdp-tile: --name: invalid name 'my scene' (1-200 of A-Z a-z 0-9 . _ + -)" \
+	cdp-tile --name 'my scene' u8.tif
 exit 0

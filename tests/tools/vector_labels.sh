@@ -150,6 +150,21 @@ refused 1 "label 'img2.tif' is not a vector dataset" \
 	cdp-tile -s 32 --label img2.tif --burn 3 img.tif
 refused 1 "ignore value 300 does not fit the u8 label" \
 	cdp-tile -s 32 --label feat.gpkg --ignore 300 img.tif
+# an ignore value that is also a burned id would make that class vanish
+refused 1 "'img.tif': the ignore value 1 is also the --burn value (default 1) of the label 'feat.gpkg'" \
+	cdp-tile -s 32 --label feat.gpkg --ignore 1 img.tif
+refused 1 "the ignore value 3 is also the --burn value of" \
+	cdp-tile -s 32 --label feat.gpkg --burn 3 --ignore 3 img.tif
+refused 1 "the ignore value 2 is also the --background value of" \
+	cdp-tile -s 32 --label feat.gpkg --background 2 --ignore 2 img.tif
+refused 1 "the ignore value 3 is also a value of the label attribute 'cls' of" \
+	cdp-tile -s 32 --label feat.gpkg --label-field cls --ignore 3 img.tif
+refused 1 "the ignore value 3 is also the id of --classes name 'field' of" \
+	cdp-tile -s 32 --label feat.gpkg --label-field kind --classes bg,house,road,field \
+	--ignore 3 img.tif
+# no feature that passes the filter burns 3: it may be the ignore value
+cdp-tile -q -s 32 --label feat.gpkg --label-field cls --label-where "cls < 3" --ignore 3 \
+	img.tif >/dev/null || fail "--ignore 3 with only ids 0..2 burned"
 refused 2 "the vector label options need --label, --label-all or --label-suffix" \
 	cdp-tile --burn 3 img.tif
 refused 2 "--burn and --label-field exclude each other" \

@@ -146,6 +146,16 @@ static void test_stem(void)
 	CHECK(strcmp(name, "noext") == 0, "got \"%s\"", name);
 	CHECK_RC(cdp_key_stem("dir.d/my scene(2).tif", name, sizeof name), CDP_OK);
 	CHECK(strcmp(name, "my-scene-2-") == 0, "got \"%s\"", name);
+	/* one '-' per character: é (2 bytes), € (3), 😀 (4); a stray byte
+	 * (\xff, a lone continuation \x80, a cut sequence) is one each */
+	CHECK_RC(cdp_key_stem("my scene \xc3\xa9.tif", name, sizeof name), CDP_OK);
+	CHECK(strcmp(name, "my-scene--") == 0, "got \"%s\"", name);
+	CHECK_RC(cdp_key_stem("\xe2\x82\xac\xf0\x9f\x98\x80x.tif", name, sizeof name), CDP_OK);
+	CHECK(strcmp(name, "--x") == 0, "got \"%s\"", name);
+	CHECK_RC(cdp_key_stem("a\xff\x80" "b\xc3.tif", name, sizeof name), CDP_OK);
+	CHECK(strcmp(name, "a--b-") == 0, "got \"%s\"", name);
+	CHECK_RC(cdp_key_stem("\xe0\x80\x80.tif", name, sizeof name), CDP_OK);
+	CHECK(strcmp(name, "---") == 0, "overlong: got \"%s\"", name);
 	CHECK_RC(cdp_key_stem("a/dop_2020_x.TIF", name, sizeof name), CDP_OK);
 	CHECK(strcmp(name, "dop_2020_x") == 0, "got \"%s\"", name);
 	CHECK_RC(cdp_key_stem("/x/.hidden", name, sizeof name), CDP_OK);

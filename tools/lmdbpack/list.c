@@ -389,7 +389,8 @@ int pack_list_pack(pk *p, const list_entry *e, size_t n)
 		                   PACK_MAX_SOURCES);
 	cdp_raster_init();
 	for (size_t i = 0; i < n && rc == CDP_OK; i++)
-		rc = add_chip(p, &e[i], (uint32_t)i, bufs);
+		if ((rc = pack_stopped(p)) == CDP_OK)
+			rc = add_chip(p, &e[i], (uint32_t)i, bufs);
 	for (int i = 0; i < 4; i++)
 		cdp_buf_free(&bufs[i]);
 	return rc;

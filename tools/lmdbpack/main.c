@@ -24,9 +24,9 @@
 static void usage(FILE *f)
 {
 	fprintf(f,
-	    "usage: cdp-lmdbpack [-hqV] [--map-size size] [--no-sync] [--progress]\n"
-	    "                    [--replace | --resume] [--txn-bytes size]\n"
-	    "                    [--txn-records n] db < stream\n"
+	    "usage: cdp-lmdbpack [-hqV] [--classes name[,name...]] [--map-size size]\n"
+	    "                    [--no-sync] [--progress] [--replace | --resume]\n"
+	    "                    [--txn-bytes size] [--txn-records n] db < stream\n"
 	    "       cdp-lmdbpack [-hqV] [--classes name[,name...]] [--ignore value]\n"
 	    "                    [--map-size size] [--no-sync] [--progress]\n"
 	    "                    [--replace | --resume] [--txn-bytes size]\n"
@@ -138,6 +138,37 @@ static const struct option longopts[] = {
 	{ NULL, 0, NULL, 0 }
 };
 
+/* The terminating signal that stops the pack (0: none yet). */
+static volatile sig_atomic_t stop;
+
+/* The first signal asks the pack to stop (it cleans up: a first pack that
+ * committed nothing removes its pool, as cdp-lmdbpack(1) promises); a second
+ * one kills at once. */
+static void on_signal(int sig)
+{
+	if (stop) {
+		signal(sig, SIG_DFL);
+		raise(sig);
+		return;
+	}
+	stop = sig;
+}
+
+/* SIGHUP, SIGINT and SIGTERM, unless ignored (nohup, a background job):
+ * without SA_RESTART, so a read blocked on the stream returns EINTR. */
+static void catch_signals(void)
+{
+	static const int sigs[] = { SIGHUP, SIGINT, SIGTERM };
+	struct sigaction sa, old;
+
+	memset(&sa, 0, sizeof sa);
+	sa.sa_handler = on_signal;
+	sigemptyset(&sa.sa_mask);
+	for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
+		if (sigaction(sigs[i], NULL, &old) == 0 && old.sa_handler != SIG_IGN)
+			sigaction(sigs[i], &sa, NULL);
+}
+
 int main(int argc, char **argv)
 {
 	cdp_pack_opts o;
@@ -145,7 +176,7 @@ int main(int argc, char **argv)
 	const char *classes[MAXCLASSES];
 	char *classbuf = NULL, *cmdline = NULL, err[1024];
 	uint64_t u;
-	int ch, quiet = 0, ret = 0, resume = 0, replace = 0, v;
+	int ch, quiet = 0, ret = 0, resume = 0, replace = 0, v, rc;
 
 	cdp_pack_opts_init(&o);
 	cdp_cli_init("cdp-lmdbpack", stderr);
@@ -270,9 +301,11 @@ int main(int argc, char **argv)
 		ret = 2;
 		goto out;
 	}
-	/* a stream's --classes names its label values (cdp-tile's masks) */
+	/* a stream's --classes names its label values (cdp-tile's masks); its
+	 * records come encoded, with cdp-tile's own ignore value and -z */
 	if (!o.list && !o.folders && (o.has_ignore || o.zlevel)) {
-		fprintf(stderr, "cdp-lmdbpack: --ignore and --zlib need --list\n");
+		fprintf(stderr, "cdp-lmdbpack: %s\n", o.has_ignore ? "--ignore needs --list" :
+		        "--zlib needs --list or --folders (a stream's records keep cdp-tile's -z)");
 		ret = 2;
 		goto out;
 	}
@@ -282,8 +315,17 @@ int main(int argc, char **argv)
 
 	/* A write error must come back as EPIPE or ENOSPC, never a signal. */
 	signal(SIGPIPE, SIG_IGN);
-	if (cdp_pack_run(&o, stdin, &res, err, sizeof err) != CDP_OK) {
+	catch_signals();
+	o.stop = &stop;
+	rc = cdp_pack_run(&o, stdin, &res, err, sizeof err);
+	if (rc != CDP_OK)
 		fprintf(stderr, "cdp-lmdbpack: %s\n", err);
+	if (stop) {
+		/* cleaned up: now die of it, so the caller sees the signal */
+		signal((int)stop, SIG_DFL);
+		raise((int)stop);
+	}
+	if (rc != CDP_OK) {
 		ret = 1;
 		goto out;
 	}

@@ -4,7 +4,10 @@
  * Each batch is one write txn (cdp_lmdb.h's batched writer):
  *  - prepare: learns the sources committed so far (source.N values past the
  *    ones already known, by any writer), gives each source of the batch the
- *    index of a pool source with the same path or appends a new one, and
+ *    index of a pool source with the same description (every field but the
+ *    index: a path alone may name another raster from another directory,
+ *    or the same raster tiled with other bands or labels) or appends a new
+ *    one, and
  *    patches the records' source field (and CRC) where the index differs;
  *  - puts (MDB_APPEND for sorted keys; duplicates per --resume/--replace);
  *  - finish: reads shape, count, stats, classes, cmdline and the written
@@ -40,7 +43,7 @@
 
 #define SRC_OFF 88                /* record header: source index (u32 LE) */
 
-/* ---- committed source paths: open addressing, FNV-1a -------------------- */
+/* ---- committed source descriptions: open addressing, FNV-1a ------------- */
 
 static size_t hash(const char *s)
 {
@@ -51,20 +54,24 @@ static size_t hash(const char *s)
 	return (size_t)h;
 }
 
-static long map_find(const pk *p, const char *path)
+static long map_find(const pk *p, const char *desc)
 {
 	if (!p->mcap)
 		return -1;
-	for (size_t i = hash(path) & (p->mcap - 1); p->mpath[i]; i = (i + 1) & (p->mcap - 1))
-		if (strcmp(p->mpath[i], path) == 0)
+	for (size_t i = hash(desc) & (p->mcap - 1); p->mdesc[i]; i = (i + 1) & (p->mcap - 1))
+		if (strcmp(p->mdesc[i], desc) == 0)
 			return (long)p->midx[i];
 	return -1;
 }
 
-static int map_put(pk *p, const char *path, uint32_t idx)
+/* Takes ownership of desc. */
+static int map_put(pk *p, char *desc, uint32_t idx)
 {
-	if (map_find(p, path) >= 0)
+	if (map_find(p, desc) >= 0) {
+		/* An older pool may hold two equal sources: keep the first. */
+		free(desc);
 		return CDP_OK;
+	}
 	if ((p->mn + 1) * 2 > p->mcap) {
 		size_t ncap = p->mcap ? p->mcap * 2 : 64;
 		char **np = calloc(ncap, sizeof *np);
@@ -73,28 +80,28 @@ static int map_put(pk *p, const char *path, uint32_t idx)
 		if (!np || !ni) {
 			free(np);
 			free(ni);
+			free(desc);
 			return CDP_ENOMEM;
 		}
 		for (size_t i = 0; i < p->mcap; i++) {
 			size_t j;
-			if (!p->mpath[i])
+			if (!p->mdesc[i])
 				continue;
-			for (j = hash(p->mpath[i]) & (ncap - 1); np[j]; j = (j + 1) & (ncap - 1))
+			for (j = hash(p->mdesc[i]) & (ncap - 1); np[j]; j = (j + 1) & (ncap - 1))
 				;
-			np[j] = p->mpath[i];
+			np[j] = p->mdesc[i];
 			ni[j] = p->midx[i];
 		}
-		free(p->mpath);
+		free(p->mdesc);
 		free(p->midx);
-		p->mpath = np;
+		p->mdesc = np;
 		p->midx = ni;
 		p->mcap = ncap;
 	}
-	size_t i = hash(path) & (p->mcap - 1);
-	while (p->mpath[i])
+	size_t i = hash(desc) & (p->mcap - 1);
+	while (p->mdesc[i])
 		i = (i + 1) & (p->mcap - 1);
-	if (!(p->mpath[i] = strdup(path)))
-		return CDP_ENOMEM;
+	p->mdesc[i] = desc;
 	p->midx[i] = idx;
 	p->mn++;
 	return CDP_OK;
@@ -133,10 +140,28 @@ int pack_meta_error(pk *p, const char *name, int rc)
 	return pack_seterr(p, rc, "'%s': meta '%s': %s", p->o->db, name, cdp_strerror(rc));
 }
 
-/* Adds the pool sources committed since we last looked to the path set. */
+int pack_source_desc(const cdp_source *s, char **out)
+{
+	cdp_source c = *s;
+	cdp_buf b = { 0 };
+	int rc;
+
+	c.index = 0;
+	*out = NULL;
+	if ((rc = cdp_source_format(&c, &b))) {
+		cdp_buf_free(&b);
+		return rc;
+	}
+	if (!(*out = strndup((const char *)b.p, b.len)))
+		rc = CDP_ENOMEM;
+	cdp_buf_free(&b);
+	return rc;
+}
+
+/* Adds the pool sources committed since we last looked to the set. */
 static int learn_sources(pk *p, MDB_txn *txn)
 {
-	char name[32];
+	char name[32], *desc;
 	cdp_source s;
 	int rc;
 
@@ -146,7 +171,8 @@ static int learn_sources(pk *p, MDB_txn *txn)
 		if (rc == MDB_NOTFOUND)
 			return CDP_OK;
 		if (rc == CDP_OK && (rc = cdp_source_parse(p->tmp.p, p->tmp.len, &s)) == CDP_OK) {
-			rc = map_put(p, s.path, p->known);
+			if ((rc = pack_source_desc(&s, &desc)) == CDP_OK)
+				rc = map_put(p, desc, p->known);
 			cdp_source_free(&s);
 		}
 		if (rc)
@@ -170,11 +196,12 @@ int pack_prepare(MDB_txn *txn, cdp_lmdb_item *items, size_t n, void *arg)
 		psrc *s = p->src[p->it[i].src];
 
 		if (!s->mapped && s->attempt != p->attempt) {
-			long found = map_find(p, s->s.path);
-			/* Input sources may share a path: one pool source. */
+			long found = map_find(p, s->desc);
+			/* Equal input sources (a --list naming one chip twice): one
+			 * pool source. */
 			for (size_t j = 0; found < 0 && j < i; j++) {
 				psrc *o = p->src[p->it[j].src];
-				if (!o->mapped && o->pool >= p->known && strcmp(o->s.path, s->s.path) == 0)
+				if (!o->mapped && o->pool >= p->known && strcmp(o->desc, s->desc) == 0)
 					found = o->pool;
 			}
 			if (found >= 0) {

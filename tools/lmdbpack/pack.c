@@ -108,13 +108,15 @@ static int source_classes(pk *p, const cdp_source *s)
 int pack_add_source(pk *p, cdp_source *s)
 {
 	psrc *ps;
+	uint32_t own = s->index;
 	int rc;
 
-	if (s->index >= PACK_MAX_SOURCES) {
+	if (s->index >= PACK_MAX_SOURCES - p->src_base) {
 		cdp_source_free(s);
 		return pack_seterr(p, CDP_ERANGE, "'%s': source index %" PRIu32 " is too large",
-		                   p->in, s->index);
+		                   p->in, own);
 	}
+	s->index += p->src_base;
 	if (s->index >= p->nsrc) {
 		size_t n = (size_t)s->index + 1 > p->nsrc * 2 ? (size_t)s->index + 1 : p->nsrc * 2;
 		psrc **np = realloc(p->src, n * sizeof *np);
@@ -127,10 +129,9 @@ int pack_add_source(pk *p, cdp_source *s)
 		p->nsrc = n;
 	}
 	if (p->src[s->index]) {
-		uint32_t i = s->index;
 		cdp_source_free(s);
 		return pack_seterr(p, CDP_EFORMAT, "'%s': source %" PRIu32 " is described twice",
-		                   p->in, i);
+		                   p->in, own);
 	}
 	if ((rc = source_classes(p, s))) {
 		cdp_source_free(s);
@@ -140,8 +141,17 @@ int pack_add_source(pk *p, cdp_source *s)
 		cdp_source_free(s);
 		return pack_seterr(p, CDP_ENOMEM, "out of memory");
 	}
+	if ((rc = pack_source_desc(s, &ps->desc))) {
+		uint32_t i = s->index;
+		free(ps);
+		cdp_source_free(s);
+		return pack_seterr(p, rc, "'%s': source %" PRIu32 ": %s", p->in, i,
+		                   cdp_strerror(rc));
+	}
 	ps->s = *s;
 	p->src[s->index] = ps;
+	if (s->index >= p->src_end)
+		p->src_end = s->index + 1;
 	return CDP_OK;
 }
 
@@ -235,6 +245,8 @@ static int flush(pk *p)
 		if (!s->mapped && s->attempt == p->attempt) {
 			s->mapped = 1;
 			cdp_source_free(&s->s);
+			free(s->desc);
+			s->desc = NULL;
 		}
 		if (st == CDP_PUT_NEW || st == CDP_PUT_REPLACED)
 			p->cmd_done = 1;
@@ -265,7 +277,7 @@ int pack_add_record(pk *p, const char *key, const void *body, size_t len)
 	} else if (!pack_same_shape(&r, &p->shape)) {
 		return pack_shape_mismatch(p, key, &r, &p->shape);
 	}
-	if (r.source >= p->nsrc || !p->src[r.source])
+	if (r.source >= p->nsrc - p->src_base || !p->src[p->src_base + r.source])
 		return pack_seterr(p, CDP_EFORMAT, "'%s': record '%s' refers to source %" PRIu32
 		                   ", which the input does not describe", p->in, key, r.source);
 	rc = cdp_lmdb_writer_add(&p->w, key, strlen(key), body, len);
@@ -289,7 +301,7 @@ int pack_add_record(pk *p, const char *key, const void *body, size_t len)
 		return pack_seterr(p, rc, "%s", cdp_strerror(rc));
 	cdp_stats_reset(&it->st);
 	cdp_classes_reset(&it->cl);
-	it->src = r.source;
+	it->src = p->src_base + r.source;
 	if ((rc = cdp_stats_add_record(&it->st, &r)) ||
 	    (rc = cdp_classes_add_record(&it->cl, &r)))
 		return pack_seterr(p, rc, "'%s': record '%s': %s", p->in, key, cdp_strerror(rc));
@@ -318,16 +330,40 @@ static const char *kept(const pk *p, char *buf, size_t cap)
 	return buf;
 }
 
+int pack_stopped(pk *p)
+{
+	char k[96];
+
+	if (!p->o->stop || !*p->o->stop)
+		return CDP_OK;
+	return pack_seterr(p, EINTR, "'%s': interrupted by signal %d after %" PRIu64
+	                   " records; %s", p->in, (int)*p->o->stop, p->res->read,
+	                   kept(p, k, sizeof k));
+}
+
+/* Reads the streams in (after the first one's header): one after another
+ * (cat a.cdps b.cdps), each with its own header, E frame and sources
+ * numbered from 0, so a concatenation packs as its streams would one by
+ * one. Bytes after an E frame that do not start a stream are an error, not
+ * silently dropped. */
 static int read_stream(pk *p, FILE *in)
 {
 	cdp_frame fr = {0};
 	cdp_source s;
-	uint64_t count;
+	uint64_t count, first = 0;    /* records read before this stream */
+	unsigned nstream = 1;
 	char v[32] = "no count", k[96];
-	int rc;
+	int rc, c;
 
 	for (;;) {
+		if ((rc = pack_stopped(p)))
+			break;
 		rc = cdp_stream_read_frame(in, &fr);
+		/* a signal during the read ends it with EINTR: report the signal */
+		if (rc && (c = pack_stopped(p))) {
+			rc = c;
+			break;
+		}
 		if (rc == CDP_ETRUNC) {
 			rc = pack_seterr(p, rc, "'%s': truncated record stream (its producer "
 			                 "died?) after %" PRIu64 " records; %s", p->in,
@@ -360,11 +396,31 @@ static int read_stream(pk *p, FILE *in)
 				break;
 		} else {
 			if (cdp_meta_field((char *)fr.body.p, "count", v, sizeof v) ||
-			    cdp_parse_u64(v, 0, UINT64_MAX, &count) || count != p->res->read)
+			    cdp_parse_u64(v, 0, UINT64_MAX, &count) ||
+			    count != p->res->read - first) {
 				rc = pack_seterr(p, CDP_EFORMAT, "'%s': the stream's end says %s "
 				                 "records, %" PRIu64 " were read", p->in, v,
-				                 p->res->read);
-			break;
+				                 p->res->read - first);
+				break;
+			}
+			errno = 0;
+			if ((c = getc(in)) == EOF) {
+				if (ferror(in))
+					rc = pack_seterr(p, errno ? errno : EIO, "cannot read '%s': %s",
+					                 p->in, strerror(errno ? errno : EIO));
+				break;
+			}
+			ungetc(c, in);
+			nstream++;
+			if ((rc = cdp_stream_read_header(in))) {
+				rc = pack_seterr(p, rc, "'%s': data after the end of record stream %u "
+				                 "is not a record stream (%s); %s", p->in,
+				                 nstream - 1, rc == CDP_ETRUNC ? "truncated header"
+				                 : cdp_strerror(rc), kept(p, k, sizeof k));
+				break;
+			}
+			first = p->res->read;
+			p->src_base = p->src_end;
 		}
 	}
 	cdp_frame_free(&fr);
@@ -565,8 +621,10 @@ out:
 	if (rc && made && (empty || !p.pool_open))
 		remove_new_pool(o->db);
 	for (size_t i = 0; i < p.nsrc; i++) {
-		if (p.src[i] && !p.src[i]->mapped)
+		if (p.src[i] && !p.src[i]->mapped) {
 			cdp_source_free(&p.src[i]->s);
+			free(p.src[i]->desc);
+		}
 		free(p.src[i]);
 	}
 	free(p.src);
@@ -576,8 +634,8 @@ out:
 	}
 	free(p.it);
 	for (size_t i = 0; i < p.mcap; i++)
-		free(p.mpath[i]);
-	free(p.mpath);
+		free(p.mdesc[i]);
+	free(p.mdesc);
 	free(p.midx);
 	for (size_t i = 0; p.cnames_own && i < p.ncnames; i++)
 		free(p.cnames_own[i]);

@@ -6,6 +6,7 @@
 #define CDP_PACK_H
 
 #include <stddef.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -29,6 +30,12 @@ typedef struct cdp_pack_opts {
 	uint32_t ignore;
 	int progress;                /* CDP_PROGRESS_* */
 	const char *cmdline;         /* recorded in the pool's cmdline meta */
+	/* NULL, or set non-zero (by a signal handler) to stop: the run ends
+	 * before the next frame or chip as a failure (EINTR), cleaning up as
+	 * any failure does (a first pack that committed nothing removes the
+	 * pool). A blocked read of the stream must return EINTR for it to be
+	 * seen at once: a handler installed without SA_RESTART. */
+	const volatile sig_atomic_t *stop;
 } cdp_pack_opts;
 
 typedef struct cdp_pack_result {

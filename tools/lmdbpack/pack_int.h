@@ -22,6 +22,7 @@
 /* A source raster of the input, by its input index. */
 typedef struct psrc {
 	cdp_source s;                 /* parsed; freed once mapped */
+	char *desc;                   /* pack_source_desc(s); freed once mapped */
 	int mapped;                   /* pool index committed */
 	uint32_t pool;                /* pool index (tentative until mapped) */
 	unsigned attempt;             /* txn attempt that chose `pool` */
@@ -50,9 +51,14 @@ typedef struct pk {
 	int have_shape;
 	psrc **src;                   /* [nsrc] by input index, NULL if unseen */
 	size_t nsrc;
+	uint32_t src_base;            /* input index of the current stream's
+	                                 source 0: streams read one after the
+	                                 other each number theirs from 0 */
+	uint32_t src_end;             /* 1 + the highest input index so far */
 	pitem *it;                    /* [itcap] beside the writer's items */
 	size_t itcap;
-	char **mpath;                 /* hash set: committed source paths */
+	char **mdesc;                 /* hash set: committed sources'
+	                                 pack_source_desc texts */
 	uint32_t *midx;               /* their pool indices */
 	size_t mcap, mn;
 	uint32_t known;               /* pool sources 0..known-1 are in the set */
@@ -87,6 +93,8 @@ int pack_seterr(pk *p, int rc, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 /* Takes ownership of s (its index is the input's). */
 int pack_add_source(pk *p, cdp_source *s);
+/* With o->stop set: the "interrupted" error (EINTR); else CDP_OK. */
+int pack_stopped(pk *p);
 /* Checks, measures and buffers one encoded record; flushes a full batch. */
 int pack_add_record(pk *p, const char *key, const void *body, size_t len);
 int pack_same_shape(const cdp_record *a, const cdp_record *b);
@@ -99,6 +107,13 @@ int pack_shape_mismatch(pk *p, const char *key, const cdp_record *r,
                         const cdp_record *pool);
 
 /* meta.c */
+
+/* The source's text without its index (cdp_source_format with index 0),
+ * malloc'd into *out: two sources are one pool source only when these are
+ * equal, so a raster tiled again with other bands, name or label, or
+ * another raster at the same relative path, gets a source of its own.
+ * CDP_ENOMEM or cdp_source_format's error. */
+int pack_source_desc(const cdp_source *s, char **out);
 
 /* Sets the "meta 'name': reason" error; returns rc. */
 int pack_meta_error(pk *p, const char *name, int rc);

@@ -16,6 +16,7 @@
 
 #include "cdp_cli.h"
 #include "cdp_error.h"
+#include "cdp_key.h"
 #include "cdp_label.h"
 #include "cdp_num.h"
 #include "cdp_progress.h"
@@ -214,6 +215,12 @@ int main(int argc, char **argv)
 				goto out;
 			break;
 		case OPT_NAME:
+			/* an invalid option value: a usage error, as cdp-tile(1) says */
+			if (cdp_key_name_check(optarg)) {
+				fprintf(stderr, "cdp-tile: --name: invalid name '%s' (1-%d of "
+				        "A-Z a-z 0-9 . _ + -)\n", optarg, CDP_NAME_MAX);
+				goto out;
+			}
 			if (push(&names, &nnames, optarg))
 				goto nomem;
 			break;

@@ -94,12 +94,19 @@ static void input_close(input *in)
 static int label_ignore(ctx *c, input *in)
 {
 	const cdp_tile_opts *o = c->o;
+	char what[320];
 
 	in->ignore = o->has_ignore ? o->ignore
 	                           : (in->lkind == CDP_LABEL_U8 ? 255 : 65535);
 	if (in->lkind == CDP_LABEL_U8 && in->ignore > 255) {
 		ERR(c, "'%s': ignore value %u does not fit the u8 label '%s'",
 		    in->path, in->ignore, in->lpath);
+		return CDP_EMISMATCH;
+	}
+	/* pixels of that class would be written as ignored: it would vanish */
+	if (in->vlab && cdp_label_vector_id_use(in->vlab, in->ignore, what, sizeof what)) {
+		ERR(c, "'%s': the ignore value %u is also %s of the label '%s'", in->path,
+		    in->ignore, what, in->lpath);
 		return CDP_EMISMATCH;
 	}
 	return CDP_OK;
@@ -303,20 +310,23 @@ static int nd_fits(int dt, double nd)
  * (nb, ., rstride) samples with bands bstride samples apart, already offset
  * to the window's first pixel. Float32 compares in float, as GDAL does. */
 void tile_mark_nodata(const void *img, int dt, int nb, size_t bstride,
-                      size_t rstride, int w, int h, double nd, uint8_t *m,
+                      size_t rstride, int w, int h, double nd, int any, uint8_t *m,
                       size_t mstride)
 {
+	/* n_: the bands equal to nd, up to the first that is not (every band)
+	 * or the first that is (any) */
 #define MARK(T, EQ) do { \
 	const T *s_ = img; \
 	for (int y = 0; y < h; y++) \
 		for (int x = 0; x < w; x++) { \
 			size_t p_ = (size_t)y * rstride + x; \
-			int all_ = 1; \
-			for (int b = 0; b < nb && all_; b++) { \
+			int n_ = 0, b; \
+			for (b = 0; b < nb; b++) { \
 				T a = s_[b * bstride + p_]; \
-				all_ = (EQ); \
+				if ((EQ) ? (n_++, any) : !any) \
+					break; \
 			} \
-			if (all_) \
+			if (any ? n_ > 0 : n_ == nb) \
 				m[(size_t)y * mstride + x] = 0; \
 		} \
 } while (0)
@@ -531,7 +541,7 @@ static size_t cut_mask(cutter *k, uint64_t x0, int tw)
 		memset(k->m + (size_t)y * S, 255, (size_t)tw);
 	if (in->has_nd)
 		tile_mark_nodata(k->strip + x0 * k->dsz, in->dt, in->nb, k->bs, W, tw,
-		                 k->sh, in->nd, k->m, S);
+		                 k->sh, in->nd, k->c->o->standardize, k->m, S);
 	for (int y = 0; in->use_mask && y < k->sh; y++)
 		for (int x = 0; x < tw; x++)
 			if (!k->gstrip[y * W + x0 + x])

@@ -72,11 +72,13 @@ typedef struct ctx {
  * label) to c->reads, each named as read for path. */
 int tile_add_reads(ctx *c, cdp_raster *r, const char *path);
 
-/* Clears m[y * mstride + x] (h, w) where every band of img equals nd. img is
- * (nb, ., rstride) samples with bands bstride samples apart, already offset
- * to the window's first pixel. */
+/* Clears m[y * mstride + x] (h, w) where every band of img equals nd, or
+ * with any set where one band does (--standardize: its output has no nodata
+ * value, so a pixel is valid only when every band standardizes to a real
+ * value). img is (nb, ., rstride) samples with bands bstride samples apart,
+ * already offset to the window's first pixel. */
 void tile_mark_nodata(const void *img, int dt, int nb, size_t bstride,
-                      size_t rstride, int w, int h, double nd, uint8_t *m,
+                      size_t rstride, int w, int h, double nd, int any, uint8_t *m,
                       size_t mstride);
 
 /* tile_out.c; each returns CDP_OK or an error code with c->err set. */

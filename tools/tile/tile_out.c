@@ -118,7 +118,7 @@ int tile_stats_compute(ctx *c, input *in, void *strip, uint8_t *gm)
 		memset(vm, 255, np);
 		if (in->has_nd)
 			tile_mark_nodata(strip, in->dt, in->nb, np, W, (int)W, sh,
-			                 in->nd, vm, W);
+			                 in->nd, 1, vm, W);
 		for (size_t p = 0; p < np; p++) {
 			if (!vm[p] || (in->use_mask && !gm[p]))
 				continue;
@@ -143,8 +143,15 @@ int tile_stats_compute(ctx *c, input *in, void *strip, uint8_t *gm)
 		c->mean[b] = k[b] + mu;
 		c->std[b] = var > 0 ? sqrt(var) : 0;
 		if (!isfinite(c->mean[b]) || !isfinite(c->std[b])) {
-			ERR(c, "'%s': band %d has non-finite valid pixels (set --nodata)",
-			    in->path, in->bands[b]);
+			/* NaN pixels are invalid when NaN is the nodata value, so
+			 * "set --nodata" helps only when it is not */
+			if (in->has_nd && isnan(in->nd))
+				ERR(c, "'%s': band %d has infinite valid pixels, or values "
+				    "too large to standardize", in->path, in->bands[b]);
+			else
+				ERR(c, "'%s': band %d has non-finite valid pixels (NaN or "
+				    "infinite: set --nodata nan if NaN marks nodata)", in->path,
+				    in->bands[b]);
 			rc = CDP_EFORMAT;
 			goto out;
 		}
@@ -252,13 +259,17 @@ int tile_emit_files(ctx *c, input *in, const char *key, const cdp_record *r,
 			int f32 = r->label_kind == CDP_LABEL_F32;
 			rc = cdp_raster_write_tif_out(f, f32 ? CDP_DT_F32 : r->label_kind == CDP_LABEL_U8 ?
 			                          CDP_DT_U8 : CDP_DT_U16, f32 ? (int)r->label_len : 1,
-			                          c->S, c->S, r->label, r->gt, in->ri->crs, f32, NAN,
-			                          msg, sizeof(msg));
+			                          c->S, c->S, r->label, NULL, r->gt, in->ri->crs,
+			                          f32, NAN, msg, sizeof(msg));
 		} else {
+			/* The record's mask as the tile's mask band: padding, a .msk
+			 * and --standardize's zeros (no nodata) stay invalid, and
+			 * cdp-lmdbpack --list reads the stream's records back. */
 			rc = cdp_raster_write_tif_out(f, r->dtype, (int)r->bands, c->S,
-			                          c->S, r->image, r->gt, in->ri->crs,
-			                          r->flags & CDP_REC_NODATA, r->nodata,
-			                          msg, sizeof(msg));
+			                          c->S, r->image,
+			                          r->flags & CDP_REC_MASK ? r->mask : NULL,
+			                          r->gt, in->ri->crs, r->flags & CDP_REC_NODATA,
+			                          r->nodata, msg, sizeof(msg));
 		}
 		if (rc)
 			ERR(c, "cannot write '%s': %s", path, msg);
