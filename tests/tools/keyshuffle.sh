@@ -6,7 +6,9 @@
 #    the byte-sorted keys) gives; the header's uuid, seed, count and crc32;
 #  - same seed -> same bytes, other seed -> other order; over 240 seeds all
 #    24 orders of a 4-key pool appear;
-#  - --val, --val-by, --match, --no-shuffle; -o/--val-out atomic;
+#  - --val, --val-by, --match, --no-shuffle; -o/--val-out atomic, and one
+#    set: a SIGTERM at either rename (strace's injection) ends the run
+#    after both, never leaving an old file beside a new one;
 #  - --val 0 writes no (empty) validation file and says so; --stratify
 #    keeps a training key of every class (a one-key class's only key once
 #    went to validation) and names the classes left without validation;
@@ -298,4 +300,30 @@ syn=$(sed -n '/^\.SH SYNOPSIS/,/^\.SH DESCRIPTION/p' "$CDP_SRCDIR/man/cdp-keyshu
 	| tr '\n' ' ' | sed 's/\\-/-/g; s/  */ /g; s/ $//')
 use=$(cdp-keyshuffle -h | sed 's/^usage: //' | tr '\n' ' ' | sed 's/  */ /g; s/ $//')
 [ "$syn" = "$use" ] || fail "man SYNOPSIS '$syn' differs from usage '$use'"
+echo "== a SIGTERM between the two renames"
+# -o and --val-out are one split: a signal at the first rename is held to
+# after the second, so both files are the new run's (it once could leave a
+# new validation list beside an old training list that overlaps it)
+R='rename,renameat,renameat2'
+if command -v strace >/dev/null 2>&1 &&
+	strace -f -o /dev/null -e trace=$R -e inject=$R:signal=TERM:when=1 true 2>/dev/null; then
+	mkdir "$T/sig"
+	cdp-keyshuffle -q --seed 5 --val 0.3 --val-out "$T/sig/want.val" -o "$T/sig/want.train" "$P"
+	for n in 1 2; do
+		cdp-keyshuffle -q --seed 6 --val 0.3 --val-out "$T/sig/v.keys" -o "$T/sig/t.keys" "$P"
+		set +e
+		strace -f -o /dev/null -e trace=$R -e inject=$R:signal=TERM:when=$n \
+			cdp-keyshuffle -q --seed 5 --val 0.3 --val-out "$T/sig/v.keys" -o "$T/sig/t.keys" \
+			"$P" 2>"$T/err"
+		rc=$?
+		set -e
+		[ "$rc" -eq 143 ] || fail "a SIGTERM at rename $n: exit $rc, want 143: $(cat "$T/err")"
+		cmp -s "$T/sig/v.keys" "$T/sig/want.val" && cmp -s "$T/sig/t.keys" "$T/sig/want.train" ||
+			fail "a SIGTERM at rename $n left an old file beside a new one"
+		[ -z "$(ls -A "$T/sig" | grep cdp-tmp)" ] || fail "a temporary after SIGTERM: $(ls -A "$T/sig")"
+	done
+	echo "a SIGTERM at either rename: both files new, exit 143"
+else
+	echo "SKIP (this case): no strace that can inject a signal at a rename"
+fi
 exit 0

@@ -11,6 +11,7 @@
 #include "cdp_error.h"
 #include "cdp_key.h"
 #include "cdp_lmdb.h"
+#include "cdp_out.h"
 #include "cdp_progress.h"
 #include "cdp_ptrfile.h"
 
@@ -129,7 +130,7 @@ int main(int argc, char **argv)
 	const char *out_path = NULL, *val_path = NULL, *db;
 	char err[1024];
 	const char *tok;
-	int quiet = 0, c, rc = 2;
+	int quiet = 0, c, rc = 2, crc;
 	unsigned rflags = 0;
 
 	cdp_cli_init(PROG, stderr);
@@ -261,9 +262,15 @@ int main(int argc, char **argv)
 			goto report;
 		}
 	}
-	if (val_path && ks_output_commit(&val_out, err, sizeof err) != CDP_OK)
-		goto report;
-	if (out_path && ks_output_commit(&train_out, err, sizeof err) != CDP_OK)
+	/* The two files are one split: a signal between their renames would
+	 * leave a new validation list beside an old training list, whose keys
+	 * may then overlap it. cdp_out_hold defers SIGTERM, SIGINT and SIGHUP
+	 * to after the second rename (or the failure of the first). */
+	cdp_out_hold();
+	crc = (val_path && ks_output_commit(&val_out, err, sizeof err) != CDP_OK) ||
+	      (out_path && ks_output_commit(&train_out, err, sizeof err) != CDP_OK);
+	cdp_out_release();
+	if (crc)
 		goto report;
 	if (!quiet)
 		fprintf(stderr, PROG ": seed %" PRIu64 ", %zu keys (%zu train, %zu "
