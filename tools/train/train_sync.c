@@ -286,13 +286,34 @@ static void drop_ranks(cdp_ckpt *ck)
 	ck->nranks = 0;
 }
 
+/* The checkpoint's per-rank section against this run's (the same j and
+ * --sync): 0, or -1 with err. */
+static int rank_fit(const trainer *t, char *err, size_t cap)
+{
+	const cdp_ckpt *ck = &t->ck;
+	size_t P = t->net.nparams, B = t->net.nbuffers;
+	int nm = cdp_optim_nblocks(&t->opt.cfg);
+
+	/* the same net and optimizer (tr_resume checked PARM and OPTM), so only
+	 * a damaged or foreign section can fail here; its first block stands
+	 * for the rest (the stride covers them) */
+	if (ck->rank_what != local_what(t) ||
+	    cdp_ckpt_rank_stride(ck) != cdp_ckpt_rank_floats(local_what(t), P, B, nm) ||
+	    !cdp_ckpt_rank_block(ck, t->rank, local_what(t) & -local_what(t))) {
+		snprintf(err, cap, "the per-rank state in '%s/checkpoint.cdpt' does not fit this "
+		         "model and optimizer (blocks %#x of %zu values, want %#x of %zu)", t->o->out,
+		         ck->rank_what, cdp_ckpt_rank_stride(ck), local_what(t),
+		         cdp_ckpt_rank_floats(local_what(t), P, B, nm));
+		return -1;
+	}
+	return 0;
+}
+
 int tr_sync_resume(trainer *t, char *err, size_t cap)
 {
 	const cdp_train_opts *o = t->o;
 	cdp_ckpt *ck = &t->ck;
 	char had[64], now[64], why[200] = "";
-	size_t P = t->net.nparams, B = t->net.nbuffers;
-	int nm = cdp_optim_nblocks(&t->opt.cfg);
 
 	if (o->sync == CDP_SYNC_ALLREDUCE) {
 		/* the parameters are one model; only the batchnorm statistics
@@ -301,18 +322,16 @@ int tr_sync_resume(trainer *t, char *err, size_t cap)
 		 * uninterrupted run only by rounding */
 		if (ck->nranks == 0)
 			return 0;
-		if (ck->nranks != t->size || ck->rank_sync != CDP_SYNC_ALLREDUCE ||
-		    ck->rank_what != local_what(t) ||
-		    cdp_ckpt_rank_stride(ck) != cdp_ckpt_rank_floats(local_what(t), P, B, nm) ||
-		    !cdp_ckpt_rank_block(ck, t->rank, CDP_CKPT_RANK_BUFFERS)) {
+		if (ck->nranks != t->size || ck->rank_sync != CDP_SYNC_ALLREDUCE) {
 			tr_logf(t, "the checkpoint's per-rank state (%d ranks, --sync %s) is not this "
 			        "run's (%d ranks, --sync allreduce): every rank resumes from the averaged "
 			        "batchnorm statistics", ck->nranks,
 			        (sync_name(had, sizeof had, ck->rank_sync, ck->rank_k, ck->rank_rho), had),
 			        t->size);
 			drop_ranks(ck);
+			return 0;
 		}
-		return 0;
+		return rank_fit(t, err, cap);
 	}
 	sync_name(had, sizeof had, ck->rank_sync, ck->rank_k, ck->rank_rho);
 	sync_name(now, sizeof now, o->sync, o->sync_k, o->rho);
@@ -334,18 +353,7 @@ int tr_sync_resume(trainer *t, char *err, size_t cap)
 		        why);
 		return 0;
 	}
-	/* the same net and optimizer (tr_resume checked PARM and OPTM), so only
-	 * a damaged or foreign section can fail here */
-	if (ck->rank_what != local_what(t) ||
-	    cdp_ckpt_rank_stride(ck) != cdp_ckpt_rank_floats(local_what(t), P, B, nm) ||
-	    !cdp_ckpt_rank_block(ck, t->rank, CDP_CKPT_RANK_PARAMS)) {
-		snprintf(err, cap, "the per-rank state in '%s/checkpoint.cdpt' does not fit this "
-		         "model and optimizer (blocks %#x of %zu values, want %#x of %zu)", o->out,
-		         ck->rank_what, cdp_ckpt_rank_stride(ck), local_what(t),
-		         cdp_ckpt_rank_floats(local_what(t), P, B, nm));
-		return -1;
-	}
-	return 0;
+	return rank_fit(t, err, cap);
 }
 
 void tr_sync_begin(trainer *t)
