@@ -3,12 +3,15 @@
  * content is hostile or inconsistent (cdp-checkpoint(5): such a file is
  * refused with an error, never half-read).
  *
- * usage: ckpt_edit [-c CFG] [-n NAME,...] IN OUT
+ * usage: ckpt_edit [-c CFG] [-n NAME,...] [-T N] IN OUT
  *
  *   -c CFG      the CFG chunk's text becomes the file CFG's (its overrides
  *               are kept): a cfg nested 60,000 '(' deep, say
  *   -n NAMES    the class names become the comma-separated NAMES (6 names
  *               for a 5-class net, say)
+ *   -T N        the TASK chunk says regression of N targets (target t of
+ *               mean t, std 1): targets other than the net's outputs, or a
+ *               classifier recorded as a regression net
  *
  * Exit 0, 1 when a file cannot be read or written, 2 on a usage error.
  */
@@ -46,13 +49,16 @@ int main(int argc, char **argv)
 	const char *cfg = NULL, *names = NULL;
 	cdp_ckpt ck;
 	char *text = NULL, *list = NULL, *nv[256];
-	int c, rc = 1, n = 0;
+	double tmean[64], tstd[64];
+	int c, rc = 1, n = 0, targets = 0;
 
-	while ((c = getopt(argc, argv, "c:n:")) != -1) {
+	while ((c = getopt(argc, argv, "c:n:T:")) != -1) {
 		if (c == 'c')
 			cfg = optarg;
 		else if (c == 'n')
 			names = optarg;
+		else if (c == 'T' && (targets = atoi(optarg)) >= 1 && targets <= 64)
+			;
 		else
 			goto usage;
 	}
@@ -80,6 +86,14 @@ int main(int argc, char **argv)
 			goto out;
 		}
 	}
+	for (int t = 0; t < targets; t++) {
+		tmean[t] = t;
+		tstd[t] = 1;
+	}
+	if (targets && cdp_ckpt_set_task(&ck, CDP_CKPT_TASK_REGRESSION, tmean, tstd, targets) != 0) {
+		fprintf(stderr, "ckpt_edit: cannot set %d targets\n", targets);
+		goto out;
+	}
 	if ((c = cdp_ckpt_write(argv[optind + 1], &ck)) != 0) {
 		fprintf(stderr, "ckpt_edit: cannot write '%s': %s\n", argv[optind + 1],
 		        cdp_strerror(c));
@@ -92,6 +106,6 @@ out:
 	cdp_ckpt_free(&ck);
 	return rc;
 usage:
-	fprintf(stderr, "usage: ckpt_edit [-c CFG] [-n NAME,...] IN OUT\n");
+	fprintf(stderr, "usage: ckpt_edit [-c CFG] [-n NAME,...] [-T N] IN OUT\n");
 	return 2;
 }

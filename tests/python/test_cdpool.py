@@ -1144,7 +1144,26 @@ def test_regression_deployed():
         g = onnx_eval.run(m, {"bands": raw[None]})["value"][0]
         e2 = float(np.max(np.abs(g - want)[v] / np.maximum(1.0, np.abs(want[v]))))
         check(e2 <= 1e-5, "the ONNX graph differs from cdp-predict's values by %g" % e2)
-    ok("Deployed and export_onnx of a regression net: cdp-predict's values (within %.1e)" % err)
+    # what cdp-predict refuses (tests/train/regression.sh), Deployed refuses with its
+    # message: a TASK of other targets than the net's outputs (ckpt_edit -T 3), and a
+    # regression TASK on a net whose output is 1x1 (the same weights, a [gap] head)
+    bad3 = os.path.join(T, "vplain_t3.cdpt")
+    gapcfg = os.path.join(T, "vplain_gap.cfg")
+    with open(SMALL) as f, open(gapcfg, "w") as g:
+        g.write(f.read() + "\n[gap]\n")
+    gap = os.path.join(T, "vplain_gap.cdpt")
+    for args, want in ((["-T", "3", path, bad3], "the checkpoint records 3 targets, the net gives 2"),
+                       (["-c", gapcfg, path, gap],
+                        "a regression net with a 1x1 output is not a segmentation model")):
+        r = subprocess.run([EDIT] + args, capture_output=True, text=True)
+        check(r.returncode == 0, "ckpt_edit %s: %s" % (args, r.stderr))
+        try:
+            Deployed(cdpool.load_checkpoint(args[-1]))
+            check(False, "Deployed accepted %s" % args[-1])
+        except ValueError as e:
+            check(str(e) == want, "Deployed of %s: '%s', want '%s'" % (args[-1], e, want))
+    ok("Deployed and export_onnx of a regression net: cdp-predict's values (within %.1e),"
+       " and its refusals" % err)
 
 
 def test_class_ignore():

@@ -216,4 +216,12 @@ expect_fail 1 "the vector label options apply to a vector reference only" \
 	cdp-evaluate --burn 2 pred.tif img.tif
 expect_fail 1 "reference 'two.gpkg': 2 layers, choose one with --label-layer" \
 	cdp-evaluate pred.tif two.gpkg
+# cdp-evaluate refuses what cdp-tile refuses: --ignore on a burned id would
+# drop that class out of every score; an id nothing burns may be ignored
+expect_fail 1 "the ignore value 1 is also the --burn value (default 1) of the reference 'feat.gpkg'" \
+	cdp-evaluate --ignore 1 pred.tif feat.gpkg
+expect_fail 1 "the ignore value 3 is also a value of the label attribute 'cls' of the reference" \
+	cdp-evaluate --label-field cls --ignore 3 pred.tif feat.gpkg
+cdp-evaluate --label-field cls --label-where "cls < 3" --ignore 3 pred.tif feat.gpkg >/dev/null ||
+	fail "cdp-evaluate --ignore 3 with only ids 0..2 burned"
 echo "vector_labels.sh: ok"

@@ -108,6 +108,18 @@ for opt in "--prob" "--vector v.gpkg" "--colors c.txt" "--preview p.png"; do
 	expect_fail 1 "${opt%% *}: 'run/best.cdpt' is a regression net" \
 		cdp-predict -q $opt run/best.cdpt s7.tif -o bad.tif
 done
+# checkpoints that say regression of targets other than the net's outputs,
+# or of a net whose output is 1x1 (the same weights, a [gap] head: a
+# classifier), both written by tests/engine/ckpt_edit: refused, no map
+EDIT="$CDP_BUILDDIR/tests/engine/ckpt_edit"
+"$EDIT" -T 2 run/best.cdpt t2.cdpt || fail "ckpt_edit -T 2"
+expect_fail 1 "'t2.cdpt': the checkpoint records 2 targets, the net gives 1" \
+	cdp-predict -q t2.cdpt s7.tif -o bad.tif
+{ cat "$SMALL"; printf '\n[gap]\n'; } >gap.cfg
+"$EDIT" -c gap.cfg run/best.cdpt gap.cdpt || fail "ckpt_edit -c gap.cfg"
+expect_fail 1 "'gap.cdpt': a regression net with a 1x1 output is not a segmentation model" \
+	cdp-predict -q gap.cdpt s7.tif -o bad.tif
+[ ! -e bad.tif ] || fail "a refused prediction left bad.tif"
 
 PYTHONPATH="$CDP_SRCDIR/python" "$PYTHON" -m cdpool info run/best.cdpt >info.txt
 grep -q "^task: regression, 1 targets$" info.txt && grep -q "^target 1: mean " info.txt ||

@@ -74,6 +74,10 @@ static int open_vector_side(side *s, const char *path, const side *p,
 	s->path = path;
 	if (cdp_label_vector_open(path, &o->vec, p->ri->crs, &s->v, why, sizeof why) != 0)
 		return fail(err, cap, "reference %s", why);
+	/* as cdp-tile refuses it: that class would silently drop out of every score */
+	if (o->ignore >= 0 && cdp_label_vector_id_use(s->v, (uint32_t)o->ignore, why, sizeof why))
+		return fail(err, cap, "the ignore value %d is also %s of the reference '%s'",
+		            o->ignore, why, path);
 	u8 = cdp_label_vector_kind(s->v) == CDP_LABEL_U8;
 	s->vi = *p->ri;
 	s->vi.bands = 1;

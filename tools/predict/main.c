@@ -36,7 +36,7 @@ static void usage(FILE *f)
 	    "                   [--progress] MODEL RASTER|--time DATE,DATE[,...] -o OUT.tif\n"
 	    "       " PROG " [-hqV] [--size N] [--batch N] [--threads N]\n"
 	    "                   [--device cpu|cuda|cuda:N|auto] [--precision fp32|tf32|bf16|fp16]\n"
-	    "                   [--tta none|flips|d4] [--threshold P] MODEL DIR|LIST -o OUT.csv\n");
+	    "                   [--tta none|flips|d4] [--threshold P] MODEL DIR|LIST -o OUT.csv|-\n");
 }
 
 int main(int argc, char **argv)
