@@ -155,7 +155,9 @@ cdp-train -q --db "$T/pool2" --keys "$T/run.keys" --out "$T/run3" --batch 4 --st
 [ "$(cat "$T/err")" = "cdp-train: resume: using the checkpoint's class names ('green', 'lake', 'land', 'residential', 'road'), not the pool's ('a', 'b', 'c', 'd', 'e')" ] ||
 	fail "--resume, other names: $(cat "$T/err")"
 [ "$(ckn "$T/run3")" = "green lake land residential road" ] || fail "resumed: $(ckn "$T/run3")"
-# cell (1, 1) all nodata
+# cell (1, 1) all nodata, and cells (0, 2) and (3, 0) of the last column and
+# row too, whose windows (shifted inwards) still hold their neighbours'
+# valid pixels: nodata all three
 "$PYTHON" - "$T/s.tif" "$T/nd.tif" <<'PYEOF'
 import sys
 from osgeo import gdal
@@ -164,6 +166,8 @@ for b in range(1, ds.RasterCount + 1):
     band = ds.GetRasterBand(b)
     a = band.ReadAsArray()
     a[16:32, 16:32] = 0
+    a[0:16, 32:40] = 0
+    a[48:56, 0:16] = 0
     band.WriteArray(a)
     band.SetNoDataValue(0)
 ds = None
@@ -175,8 +179,10 @@ import sys
 import numpy as np
 from osgeo import gdal
 m, p = gdal.Open(sys.argv[1]).ReadAsArray(), gdal.Open(sys.argv[2]).ReadAsArray()
-assert m[1, 1] == 255 and (m[m != 255] < 5).all() and (m == 255).sum() == 1, m
-assert np.isnan(p[:, 1, 1]).all() and np.isfinite(p[:, 0, 0]).all(), p[:, 1, 1]
+nd = [(1, 1), (0, 2), (3, 0)]
+assert all(m[c] == 255 for c in nd) and (m[m != 255] < 5).all() and (m == 255).sum() == 3, m
+assert all(np.isnan(p[(slice(None),) + c]).all() for c in nd), p
+assert np.isfinite(p[:, 0, 0]).all() and np.isfinite(p[:, 3, 2]).all(), p
 PYEOF
 
 echo "== refusals"

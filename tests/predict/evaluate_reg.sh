@@ -101,8 +101,11 @@ for k in t:
 PY
 
 echo "== --task: the default without the tag is a class map"
-expect_fail 1 "is not a class id" cdp-evaluate "$T/untagged.tif" "$T/ref.tif"
-expect_fail 1 "is not a class id" cdp-evaluate --task class "$T/pred.tif" "$T/ref.tif"
+# the message names the raster of the value, and for a float map the option
+expect_fail 1 "^cdp-evaluate: '$T/untagged.tif': value [-0-9.e]* at pixel (0, 0) is not a class id (a map of values is scored with --task regression)\$" \
+	cdp-evaluate "$T/untagged.tif" "$T/ref.tif"
+expect_fail 1 "'$T/pred.tif': value .* is not a class id (a map of values" \
+	cdp-evaluate --task class "$T/pred.tif" "$T/ref.tif"
 cdp-evaluate --json --task regression "$T/untagged.tif" "$T/ref.tif" >"$T/ju" || fail "--task regression failed"
 check "$T/ju" "$T/untagged.tif" "$T/ref.tif"
 

@@ -177,6 +177,10 @@ same("tifs/u16_1_1.tif", "u16.tif", 14, 14, depth=gdal.GDT_UInt16)
 same("tifs/u16_1_1_label.tif", "u16_mask.tif", 14, 14, lab=255, image="u16.tif")
 t = gdal.Open("tifs/u16_1_1.tif")   # bands need their dataset alive
 assert t.GetRasterBand(1).GetNoDataValue() == 65535
+# a class label tile's ignore value is its nodata value, so GDAL does not
+# count padding and invalid pixels as a class
+t = gdal.Open("tifs/u16_1_1_label.tif")
+assert t.GetRasterBand(1).GetNoDataValue() == 255, t.GetRasterBand(1).GetNoDataValue()
 EOF
 
 # --- standardize -----------------------------------------------------------

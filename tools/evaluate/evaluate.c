@@ -76,7 +76,7 @@ static int open_vector_side(side *s, const char *path, const side *p,
 		return fail(err, cap, "reference %s", why);
 	/* as cdp-tile refuses it: that class would silently drop out of every score */
 	if (o->ignore >= 0 && cdp_label_vector_id_use(s->v, (uint32_t)o->ignore, why, sizeof why))
-		return fail(err, cap, "the ignore value %d is also %s of the reference '%s'",
+		return fail(err, cap, "the ignore value %ld is also %s of the reference '%s'",
 		            o->ignore, why, path);
 	u8 = cdp_label_vector_kind(s->v) == CDP_LABEL_U8;
 	s->vi = *p->ri;
@@ -112,6 +112,11 @@ static int open_side(side *s, const char *path, const char *what, int multi, cha
 static int is_nodata(const cdp_raster_info *ri, double v)
 {
 	return ri->has_nodata && (v == ri->nodata || (isnan(v) && isnan(ri->nodata)));
+}
+
+static int is_float(int dt)
+{
+	return dt == CDP_DT_F32 || dt == CDP_DT_F64;
 }
 
 /* One pass over both rasters: with conf, count into it (k x k); without,
@@ -150,10 +155,14 @@ static int pass(side *p, side *r, const cdp_evaluate_opts *o, uint64_t *conf, in
 				n->unpredicted++;
 				continue;
 			}
-			if (!(lv >= 0 && pv >= 0 && lv == floor(lv) && pv == floor(pv)))
-				return fail(err, cap, "'%s' or '%s': value %g or %g at pixel (%zu, %llu) is "
-				            "not a class id", r->path, p->path, lv, pv, (size_t)(i % w),
-				            (unsigned long long)(y + i / w));
+			if (!(pv >= 0 && pv == floor(pv)))   /* a float map without its tag: say so */
+				return fail(err, cap, "'%s': value %g at pixel (%zu, %llu) is not a class "
+				            "id%s", p->path, pv, (size_t)(i % w), (unsigned long long)(y + i / w),
+				            is_float(p->ri->dtype) ? " (a map of values is scored "
+				            "with --task regression)" : "");
+			if (!(lv >= 0 && lv == floor(lv)))
+				return fail(err, cap, "'%s': value %g at pixel (%zu, %llu) is not a class id",
+				            r->path, lv, (size_t)(i % w), (unsigned long long)(y + i / w));
 			if (!conf) {
 				n->vmax = fmax(n->vmax, fmax(lv, pv));
 				continue;
@@ -382,11 +391,6 @@ static int draw(const cdp_evaluate_opts *o, const side *p, const uint64_t *conf,
 	free(buf);
 	free(names);
 	return rc ? fail(err, cap, "cannot write '%s': %s", o->png, cdp_strerror(rc)) : 0;
-}
-
-static int is_float(int dt)
-{
-	return dt == CDP_DT_F32 || dt == CDP_DT_F64;
 }
 
 /* The task of the run: --task, else the prediction's tag, else class. */

@@ -235,19 +235,24 @@ static void run_batch(predictor *p, const float *xb, int n, float *lg)
 	p->be->to_host(p->be, lg, cdp_net_output(&p->net), (size_t)p->B * p->K * sizeof *lg);
 }
 
-/* Copies the window at column x0 of the standardized rows p->img (C, S, W)
- * into dst (C, S, S); returns its count of valid pixels. */
-static size_t cut(const predictor *p, int x0, float *dst)
+/* Copies the window at column x0 of the standardized rows p->img (C, S, W),
+ * read from scene row y0, into dst (C, S, S); returns the count of valid
+ * pixels of cell (cx, cy) itself. A cell of the last column or row is
+ * narrower than its window, which ends at the edge and so also covers the
+ * neighbour's pixels: those do not make an empty cell valid. */
+static size_t cut(const predictor *p, int x0, int y0, int cx, int cy, float *dst)
 {
 	size_t n = 0, S = (size_t)p->S, W = (size_t)p->W;
+	int xa = cx * p->S, xb = xa + p->S < p->W ? xa + p->S : p->W;
+	int ya = cy * p->S, yb = ya + p->S < p->H ? ya + p->S : p->H;
 
 	for (int c = 0; c < p->C; c++)
 		for (size_t y = 0; y < S; y++)
 			memcpy(dst + ((size_t)c * S + y) * S, p->img + ((size_t)c * S + y) * W + x0,
 			       S * sizeof *dst);
-	for (size_t y = 0; y < S; y++)
-		for (size_t x = 0; x < S; x++)
-			n += p->valid[y * W + x0 + x] != 0;
+	for (int y = ya; y < yb; y++)
+		for (int x = xa; x < xb; x++)
+			n += p->valid[(size_t)(y - y0) * W + (size_t)x] != 0;
 	return n;
 }
 
@@ -577,7 +582,7 @@ static int classify_scene(predictor *p, char *err, size_t cap)
 		for (int c0 = 0; c0 < nxc; c0 += p->B) {
 			int n = nxc - c0 < p->B ? nxc - c0 : p->B;
 			for (int b = 0; b < n; b++)
-				nvalid[b] = cut(p, x0[c0 + b], xb + (size_t)b * win);
+				nvalid[b] = cut(p, x0[c0 + b], y0, c0 + b, cy, xb + (size_t)b * win);
 			run_batch(p, xb, n, lg);
 			for (int b = 0; b < n; b++) {
 				int cls = softmax(lg + (size_t)b * p->K, p->K, prob);

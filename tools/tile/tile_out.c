@@ -255,12 +255,14 @@ int tile_emit_files(ctx *c, input *in, const char *key, const cdp_record *r,
 			if (rc)
 				snprintf(msg, sizeof(msg), "%s", cdp_strerror(rc));
 		} else if (isl) {
-			/* values: T float32 bands, NaN where there is no target */
+			/* values: T float32 bands, NaN where there is no target;
+			 * classes: the ignore value (padding, invalid pixels) is
+			 * the nodata value, so GDAL readers do not count it */
 			int f32 = r->label_kind == CDP_LABEL_F32;
 			rc = cdp_raster_write_tif_out(f, f32 ? CDP_DT_F32 : r->label_kind == CDP_LABEL_U8 ?
 			                          CDP_DT_U8 : CDP_DT_U16, f32 ? (int)r->label_len : 1,
 			                          c->S, c->S, r->label, NULL, r->gt, in->ri->crs,
-			                          f32, NAN, msg, sizeof(msg));
+			                          1, f32 ? NAN : (double)in->ignore, msg, sizeof(msg));
 		} else {
 			/* The record's mask as the tile's mask band: padding, a .msk
 			 * and --standardize's zeros (no nodata) stay invalid, and
