@@ -244,32 +244,33 @@ static int check_head(cdp_net *net, char *err, size_t cap)
 	return 0;
 }
 
-static void set_betas(cdp_net *net)
+/* in_beta, and which outputs some layer reads (consumed): one pass in
+ * backward order, so a net of many layers builds in linear time. */
+static int set_betas(cdp_net *net)
 {
-	/* first writer of source s (layer index, or -1 = net input) in backward order */
+	/* seen[s + 1]: source s (layer index, or -1 = net input) already has a
+	 * writer of its gradient, a later layer or an earlier input of this one */
+	unsigned char *seen = calloc((size_t)net->nlayers + 1, 1);
+
+	if (!seen)
+		return -1;
 	for (int i = net->nlayers - 1; i >= 0; i--) {
 		cdp_layer *l = &net->layers[i];
 		for (int j = 0; j < l->nfrom; j++) {
-			int first = 1;
-			for (int k = i + 1; k < net->nlayers && first; k++)
-				for (int m = 0; m < net->layers[k].nfrom; m++)
-					if (net->layers[k].from[m] == l->from[j])
-						first = 0;
-			for (int m = 0; m < j; m++)
-				if (l->from[m] == l->from[j])
-					first = 0;
-			l->in_beta[j] = first ? 0.0f : 1.0f;
+			l->in_beta[j] = seen[l->from[j] + 1] ? 1.0f : 0.0f;
+			seen[l->from[j] + 1] = 1;
 		}
 	}
+	net->input_consumed = seen[0];
+	for (int i = 0; i < net->nlayers; i++)
+		net->layers[i].consumed = seen[i + 1];
+	free(seen);
+	return 0;
 }
 
 static int has_consumer(const cdp_net *net, int src)
 {
-	for (int k = 0; k < net->nlayers; k++)
-		for (int m = 0; m < net->layers[k].nfrom; m++)
-			if (net->layers[k].from[m] == src)
-				return 1;
-	return 0;
+	return src < 0 ? net->input_consumed : net->layers[src].consumed;
 }
 
 /* The layers' outputs: each its own y, or the stash's arena and bf16
@@ -1013,6 +1014,13 @@ static int build(cdp_net *net, cdp_backend *be, const char *cfg_text, const char
 		snprintf(err, cap, "%s: no layers after [net]", net->cfg->path);
 		goto fail;
 	}
+	/* names are checked against every earlier layer: bounded, so a small
+	 * hostile cfg (a loop of 300,000 layers) cannot hang the build */
+	if (net->nlayers > CDP_NET_MAX_LAYERS) {
+		snprintf(err, cap, "%s: %d layers, more than %d", net->cfg->path, net->nlayers,
+		         CDP_NET_MAX_LAYERS);
+		goto fail;
+	}
 	net->layers = calloc((size_t)net->nlayers, sizeof *net->layers);
 	if (!net->layers) {
 		snprintf(err, cap, "%s: out of memory", net->cfg->path);
@@ -1025,7 +1033,10 @@ static int build(cdp_net *net, cdp_backend *be, const char *cfg_text, const char
 		goto fail;
 	if (net->infer)
 		plan_fusion(net);
-	set_betas(net);
+	if (set_betas(net) < 0) {
+		snprintf(err, cap, "%s: out of memory", net->cfg->path);
+		goto fail;
+	}
 	net->params = be->alloc(be, net->nparams * sizeof(float));
 	net->grads = be->alloc(be, net->nparams * sizeof(float));
 	net->buffers = be->alloc(be, net->nbuffers * sizeof(float));

@@ -28,6 +28,7 @@
 #include "cfg/cfg.h"
 
 #define CDP_MAX_FROM 8
+#define CDP_NET_MAX_LAYERS 10000   /* layers of a net at most (cdp-model(5)) */
 #define CDP_LAYER_NAME 64
 
 typedef struct cdp_net cdp_net;
@@ -135,6 +136,7 @@ struct cdp_layer {
 	 * this layer is the first, in backward order, to write it, else 1. The
 	 * net sets it so that no activation gradient needs zeroing per step. */
 	float in_beta[CDP_MAX_FROM];
+	int consumed;               /* 1: a later layer reads this one's output */
 	/* fine-tuning (cdp_net_freeze, lr_mult=): a frozen layer computes no
 	 * parameter gradient (they stay zero) and the optimizer skips its
 	 * parameters; a frozen bn normalises with its running statistics in
@@ -166,6 +168,7 @@ struct cdp_net {
 	int n;                      /* batch size */
 	cdp_shape in;               /* input (C, H, W) */
 	int nlayers;
+	int input_consumed;         /* 1: some layer reads the net input */
 	cdp_layer *layers;
 	int out_layer;              /* index of the output layer (last by default) */
 	int classes;                /* output channels of the head */

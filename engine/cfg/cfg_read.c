@@ -56,6 +56,16 @@ int cdp_cfg_read(const char *path, char **text, char *err, size_t cap)
 		goto out;
 	}
 	buf[len] = '\0';
+	/* the text is a C string from here on: a NUL would silently end the
+	 * model early (every layer after it dropped) */
+	const char *nul = memchr(buf, '\0', (size_t)len);
+	if (nul) {
+		int line = 1;
+		for (const char *c = buf; c < nul; c++)
+			line += *c == '\n';
+		fail(err, cap, "%s:%d: a NUL byte: a cfg is text", path, line);
+		goto out;
+	}
 	*text = buf;
 	buf = NULL;
 	rc = 0;

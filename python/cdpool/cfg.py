@@ -263,7 +263,8 @@ class _Parser:
         self.in_vars, self.vsec = False, None
         self.ov_used = [False] * len(self.ov)
         self.sections, self.vars, self.budget, self.depth = [], [], 0, 0
-        text = text.split("\0")[0]               # C strings end at a NUL
+        if "\0" in text:                         # cdp_cfg_read refuses it
+            self.fail(text.count("\n", 0, text.index("\0")) + 1, "a NUL byte: a cfg is text")
         self.lines = [(_trim(s), i + 1) for i, s in enumerate(text.split("\n"))]
         if self.lines and self.lines[-1][0] == "" and text.endswith("\n"):
             self.lines.pop()

@@ -630,7 +630,8 @@ class PoolDataset:
         with p.view() as v:
             r = v.record(self.keys[i])
             if (DTYPE_NAMES[r.dtype] != p.dtype_name or (r.bands, r.height, r.width) != p.shape
-                    or _KINDS[r.label_kind] != p.label_kind or r.label_len != p.label_len):
+                    or _KINDS[r.label_kind] != p.label_kind or r.label_len != p.label_len
+                    or (self.label_px and r.label_ignore != p.label_ignore)):
                 raise CdpError("ESHAPE", p.path, record=self.keys[i])
             x, lab = self.prepare(r)
         if self.augment is not None:

@@ -92,6 +92,9 @@ class _LayerError(Exception):
     pass
 
 
+MAX_LAYERS = 10000   # CDP_NET_MAX_LAYERS (engine/net.h): layers of a net at most
+
+
 def _one_input(L):
     if len(L["from"]) != 1:
         raise _LayerError("takes one input, from= names %d" % len(L["from"]))
@@ -401,6 +404,8 @@ def build(text, path="<cfg>", overrides=(), in_shape=None, batch=1, old_rule=Fal
     terms = _loss_terms(path, secs[0].line, loss, 0)
     if len(secs) < 2:
         raise CfgError("%s: no layers after [net]" % path)
+    if len(secs) - 1 > MAX_LAYERS:                  # CDP_NET_MAX_LAYERS
+        raise CfgError("%s: %d layers, more than %d" % (path, len(secs) - 1, MAX_LAYERS))
     b = _Builder(path)
     layers = []
     for i, s in enumerate(secs[1:]):

@@ -454,6 +454,13 @@ static void test_read(void)
 	CHECK_RC(cdp_cfg_read(path, &text, err, sizeof(err)), 0);
 	CHECK(text && strcmp(text, "[net]\nwidth=4\n") == 0, "read '%s'", text ? text : "(null)");
 	free(text);
+	/* a NUL byte would end the C string early and drop every layer after it */
+	f = fopen(path, "wb");
+	CHECK(f && fwrite("[net]\nw=4\n#\0\n[conv]\n", 1, 20, f) == 20 && fclose(f) == 0,
+	      "cannot write '%s'", path);
+	CHECK_RC(cdp_cfg_read(path, &text, err, sizeof(err)), -1);
+	snprintf(want, sizeof(want), "%s:3: a NUL byte: a cfg is text", path);
+	CHECK(text == NULL && strcmp(err, want) == 0, "message '%s', want '%s'", err, want);
 	/* one byte over the limit (a sparse file) is refused before any read */
 	CHECK_RC(truncate(path, (off_t)CDP_CFG_TEXT_MAX + 1), 0);
 	CHECK_RC(cdp_cfg_read(path, &text, err, sizeof(err)), -1);

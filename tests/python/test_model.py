@@ -219,6 +219,8 @@ def test_model_cfg():
         ("[conv]\nname=a\nfilters=2\n[conv]\nfilters=2\nweights=a\n", []),
         ("[conv]\nname=a\nfilters=3\n[relu]\nweights=a\n", []),
         ("[relu]\nname=r\n[relu]\nweights=r\n", []),
+        ("[conv]\nfilters=2\n#\0 the rest\n[conv]\nfilters=2\n", []),
+        ("@for i 1 10001\n[relu]\n@end\n", []),
     ]
     for k, (tail, ov) in enumerate(bad):
         path = os.path.join(d, "bad%d.cfg" % k)

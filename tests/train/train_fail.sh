@@ -17,9 +17,12 @@
 #    RHO beyond 1e6); a GPU that does not exist is a clear error;
 #    --keep-best f1 or map on a single-label pool is refused; a cosine
 #    warm-up longer than the run is cut to it and train.log says so;
+#  - a meta whose label ignore value is not the records' is refused (by
+#    PoolDataset too);
 #  - a corrupt record stops the run naming its key; --skip-bad-records
 #    counts and skips it instead;
-#  - under 2 ranks: a corrupt record brings the whole job down naming the
+#  - under 2 ranks: another model cfg or training setting on one rank is
+#    refused before step 1; a corrupt record brings the whole job down naming the
 #    rank and the key, and kill -9 of one rank ends the job non-zero, each
 #    within 30 s. (Skipped when $MPIRUN is empty.)
 . "$CDP_SRCDIR/tests/train/train_common.sh"
@@ -58,6 +61,33 @@ check_bad dup.keys "^cdp-train: '.*dup.keys': key '$(sed -n 3p "$T/train.keys")'
 expect_fail 1 "segmentation head" cdp-train --db "$T/pool" --keys "$T/train.keys" --out "$T/run" \
 	--model "$CDP_SRCDIR/share/cdpool/models/classifier.cfg" -q
 expect_fail 1 "cannot open '$T/nopool'" cdp-train --db "$T/nopool" --keys "$T/train.keys" $C
+# a meta whose ignore value is not its records' (CRC fixed up): training
+# would mask another value than the tiles' (cdp-train and PoolDataset refuse)
+cp -r "$T/pool" "$T/ign"
+"$PYTHON" - "$T/ign" <<'PYEOF'
+import sys, zlib, lmdb
+env = lmdb.open(sys.argv[1], max_dbs=2)
+with env.begin(write=True) as txn:
+    meta = env.open_db(b"meta", txn=txn)
+    t = bytes(txn.get(b"shape", db=meta))[:-15].decode()
+    assert "ignore=255\n" in t, t
+    b = t.replace("ignore=255\n", "ignore=0\n").encode()
+    txn.put(b"shape", b + b"crc32=%08x\n" % zlib.crc32(b), db=meta)
+PYEOF
+expect_fail 1 "^cdp-train: '$T/ign': record '.*' has the label ignore value 255, the pool's meta says 0\$" \
+	cdp-train --db "$T/ign" --keys "$T/train.keys" $C
+PYTHONPATH="$CDP_SRCDIR/python" "$PYTHON" - "$T/ign" "$T/train.keys" <<'PYEOF' ||
+import sys
+from cdpool import CdpError
+from cdpool.data import PoolDataset
+try:
+    PoolDataset(sys.argv[1], sys.argv[2])[0]
+except CdpError as e:
+    assert "shape" in str(e), e
+else:
+    sys.exit("PoolDataset read a record of another ignore value than the meta's")
+PYEOF
+	fail "PoolDataset on a meta of another ignore value"
 expect_fail 1 "^cdp-train: CDP_DIST_HEARTBEAT: 'soon': " env CDP_DIST_HEARTBEAT=soon \
 	cdp-train --db "$T/pool" --keys "$T/train.keys" $C
 
@@ -241,6 +271,25 @@ within30() {
 	grep -q -- "$pat" "$T/err" || fail "stderr lacks '$pat': $(cat "$T/err")"
 	echo "exit $rc after $((t1 - t0)) s: $(grep -m1 -- "$pat" "$T/err")"
 }
+echo "== ranks given another model or training setting"
+# rank 1 gets another width (the first all-reduce would fail on its
+# parameter count) or another rate (the ranks would train apart): refused
+# before step 1, naming the rank, both values, no RUNDIR left
+cat >"$T/rk.sh" <<'EOF'
+#!/bin/sh
+# rk.sh ARG0 ARG1 CMD...: CMD with rank r's ARGr appended
+a=$1 b=$2
+shift 2
+if [ "${OMPI_COMM_WORLD_RANK:-0}" -eq 0 ]; then exec "$@" "$a"; else exec "$@" "$b"; fi
+EOF
+rm -rf "$T/run"
+O="--db $T/pool --keys $T/train.keys --out $T/run --threads 1 -q --steps 2"
+expect_fail 1 "^cdp-train: rank 1 on host '.*': the model cfg (with its overrides) is not rank 0's: crc32 [0-9a-f]*, [0-9]* parameters here, crc32 [0-9a-f]*, [0-9]* parameters there\$" \
+	$MP sh "$T/rk.sh" --model="$SMALL" --model="$SMALL:width=6" cdp-train $O
+[ ! -e "$T/run" ] || fail "a refused job left its RUNDIR"
+expect_fail 1 "^cdp-train: rank 1 on host '.*': the training setting is not rank 0's: batch 2, optimizer sgd: lr 0.5,.* here, batch 2, optimizer sgd: lr 0.05,.* there\$" \
+	$MP sh "$T/rk.sh" --lr=0.05 --lr=0.5 cdp-train $O --model "$SMALL" --batch 2
+
 echo "== a rank fails"
 rm -rf "$T/run"
 within30 "cdp-train: rank [01]: .*record '$bad'" $MP cdp-train --db "$T/bad" --keys "$T/train.keys" \

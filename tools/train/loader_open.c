@@ -325,6 +325,12 @@ static int resolve(cdp_loader *l, char *err, size_t cap)
 			            cdp_dtype_name(r.dtype), r.bands, r.height, r.width, label_name(r.label_kind),
 			            cdp_dtype_name(l->info.dtype), l->info.bands, l->info.height,
 			            l->info.width, label_name(l->info.label_kind));
+		/* training masks the meta's ignore value: a record of another
+		 * would have its ignored pixels learnt, or a class dropped */
+		if (l->label_px && r.label_ignore != l->info.label_ignore)
+			return fail(err, cap, CDP_ESHAPE, "'%s': record '%s' has the label ignore value "
+			            "%u, the pool's meta says %u", l->pool_path, l->kl.keys[i],
+			            r.label_ignore, l->info.label_ignore);
 	}
 	return l->o.mode == CDP_LOAD_COPY ? copy_all(l, err, cap) : 0;
 }

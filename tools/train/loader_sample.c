@@ -88,7 +88,8 @@ static int record_open(cdp_loader *l, worker *w, size_t k, cdp_record *r, int *c
 	}
 	if (r->dtype != l->info.dtype || r->bands != (uint32_t)l->C || r->height != (uint32_t)l->H ||
 	    r->width != (uint32_t)l->W || r->label_kind != l->info.label_kind ||
-	    r->label_len != l->info.label_len)
+	    r->label_len != l->info.label_len ||
+	    (l->label_px && r->label_ignore != l->info.label_ignore))
 		return *crc_due && cdp_crc32(0, p, len - 4) != get_le32(p + len - 4) ? CDP_ECRC : CDP_ESHAPE;
 	return 0;
 }

@@ -17,6 +17,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "cdp_crc32.h"
 #include "cdp_dtype.h"
 #include "cdp_error.h"
 #include "cdp_sha256.h"
@@ -407,10 +408,11 @@ static int ema(trainer *t, char *err, size_t cap)
 	return 0;
 }
 
-void tr_optim_log(trainer *t)
+/* "optimizer ...; schedule ..., warm-up ..." of train.log's line */
+static void optim_text(const trainer *t, char *buf, size_t cap)
 {
 	const cdp_optim_cfg *c = &t->oc;
-	char opt[160], sch[120], warm[120] = "no warm-up";
+	char opt[160], sch[120], warm[160] = "no warm-up";
 
 	if (c->type == CDP_OPT_ADAMW)
 		snprintf(opt, sizeof opt, "adamw: lr %g, betas %g %g, eps %g, weight decay %g", c->lr,
@@ -430,7 +432,15 @@ void tr_optim_log(trainer *t)
 	else if (c->warmup > 0)
 		snprintf(warm, sizeof warm, "warm-up %ld steps from %g of the rate", c->warmup,
 		         c->warmup_factor);
-	tr_logf(t, "optimizer %s; schedule %s, %s", opt, sch, warm);
+	snprintf(buf, cap, "optimizer %s; schedule %s, %s", opt, sch, warm);
+}
+
+void tr_optim_log(trainer *t)
+{
+	char line[512];
+
+	optim_text(t, line, sizeof line);
+	tr_logf(t, "%s", line);
 }
 
 /* The optimizer settings: the cfg's, then the command line's. */
@@ -826,15 +836,25 @@ static void ptr_header(const char *path, char *line, size_t cap)
 int tr_same_data(trainer *t)
 {
 	const cdp_train_opts *o = t->o;
-	char mine[3][256], first[3][256], host[256];
+	char mine[5][512], first[5][512], host[256], opt[480];
+	uint32_t crc = cdp_crc32(0, t->cfg_text, strlen(t->cfg_text));
 	int bad = 0;
 
+	/* the data, then the model and its training: ranks that differ in
+	 * either would train apart (another rate on the same summed gradient)
+	 * or fail in the first all-reduce (other parameter counts) */
 	snprintf(mine[0], sizeof mine[0], "%s", t->ti.pool->uuid);
 	ptr_header(o->keys, mine[1], sizeof mine[1]);
 	ptr_header(o->val_keys, mine[2], sizeof mine[2]);
+	for (int i = 0; i < t->nov; i++)
+		crc = cdp_crc32(cdp_crc32(crc, "\n", 1), t->ov[i], strlen(t->ov[i]));
+	snprintf(mine[3], sizeof mine[3], "crc32 %08" PRIx32 ", %zu parameters", crc,
+	         t->net.nparams);
+	optim_text(t, opt, sizeof opt);
+	snprintf(mine[4], sizeof mine[4], "batch %d, %.470s", o->batch, opt);
 	memcpy(first, mine, sizeof first);
 	cdp_dist_bcast_bytes(first, sizeof first);
-	for (int i = 0; i < 3 && !bad; i++)
+	for (int i = 0; i < 5 && !bad; i++)
 		bad = strcmp(mine[i], first[i]) != 0 ? i + 1 : 0;
 	if (bad) {
 		if (gethostname(host, sizeof host) != 0)
@@ -843,10 +863,15 @@ int tr_same_data(trainer *t)
 		if (bad == 1)
 			fprintf(stderr, "cdp-train: rank %d on host '%s': pool '%s' is %s, rank 0's is %s\n",
 			        t->rank, host, o->db, mine[0], first[0]);
-		else
+		else if (bad <= 3)
 			fprintf(stderr, "cdp-train: rank %d on host '%s': pointer file '%s' is not rank "
 			        "0's: '%s' here, '%s' there\n", t->rank, host,
 			        bad == 2 ? o->keys : o->val_keys, mine[bad - 1], first[bad - 1]);
+		else
+			fprintf(stderr, "cdp-train: rank %d on host '%s': the %s is not rank 0's: "
+			        "%s here, %s there\n", t->rank, host,
+			        bad == 4 ? "model cfg (with its overrides)" : "training setting",
+			        mine[bad - 1], first[bad - 1]);
 	}
 	return cdp_dist_any(bad);
 }
