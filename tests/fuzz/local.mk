@@ -15,7 +15,7 @@ tests_fuzz_fuzz_record_SOURCES = tests/fuzz/fuzz_record.c tests/fuzz/fuzz_record
 tests_fuzz_fuzz_record_CPPFLAGS = $(AM_CPPFLAGS) $(ZLIB_CFLAGS)
 tests_fuzz_fuzz_record_CFLAGS = $(AM_CFLAGS) $(FUZZ_SAN)
 tests_fuzz_fuzz_record_LDFLAGS = $(FUZZ_SAN)
-tests_fuzz_fuzz_record_LDADD = $(ZLIB_LIBS) -lm
+tests_fuzz_fuzz_record_LDADD = $(CDP_LIBS)
 tests_fuzz_fuzz_ptrfile_SOURCES = tests/fuzz/fuzz_ptrfile.c tests/fuzz/fuzz_ptrfile_body.h \
 	lib/cdp_ptrfile.c
 tests_fuzz_fuzz_ptrfile_CFLAGS = $(AM_CFLAGS) $(FUZZ_SAN)
