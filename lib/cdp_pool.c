@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +21,7 @@
 #include "cdp_dtype.h"
 #include "cdp_error.h"
 #include "cdp_lmdb.h"
+#include "cdp_num.h"
 #include "cdp_stats.h"
 
 #define CRC_LINE_LEN 15  /* "crc32=" + 8 hex + "\n" */
@@ -293,25 +295,31 @@ int cdp_pool_meta_put(cdp_pool *p, MDB_txn *txn, const char *name,
 int cdp_meta_field(const char *text, const char *key, char *out, size_t cap)
 {
 	size_t kl = strlen(key);
-	const char *p = text;
+	const char *p = text, *at = NULL;
 
 	while (*p) {
 		const char *eol = strchr(p, '\n');
 		size_t ll = eol ? (size_t)(eol - p) : strlen(p);
 
+		/* a repeated key: which of the two would be meant? */
 		if (ll > kl && memcmp(p, key, kl) == 0 && p[kl] == '=') {
-			size_t vl = ll - kl - 1;
-			if (vl >= cap)
-				return CDP_ERANGE;
-			memcpy(out, p + kl + 1, vl);
-			out[vl] = '\0';
-			return CDP_OK;
+			if (at)
+				return CDP_EFORMAT;
+			at = p;
 		}
 		if (!eol)
 			break;
 		p = eol + 1;
 	}
-	return MDB_NOTFOUND;
+	if (!at)
+		return MDB_NOTFOUND;
+	p = strchr(at, '\n');
+	kl = (p ? (size_t)(p - at) : strlen(at)) - kl - 1;
+	if (kl >= cap)
+		return CDP_ERANGE;
+	memcpy(out, at + strlen(key) + 1, kl);
+	out[kl] = '\0';
+	return CDP_OK;
 }
 
 void cdp_pool_class_names_free(char **names, size_t n)
@@ -414,47 +422,85 @@ int cdp_pool_shape_format(const cdp_record *r, cdp_buf *out)
 	return CDP_OK;
 }
 
-static int field_u32(const char *text, const char *key, uint32_t min,
-                     uint32_t max, uint32_t *out)
+/* Says what is wrong in why[cap] (may be NULL); returns CDP_EFORMAT. */
+static int say(char *why, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int say(char *why, size_t cap, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (why && cap) {
+		va_start(ap, fmt);
+		vsnprintf(why, cap, fmt, ap);
+		va_end(ap);
+	}
+	return CDP_EFORMAT;
+}
+
+/* The line key= of text into v[cap]: 0, or CDP_EFORMAT with why naming
+ * the record (what) and the problem. */
+static int field(const char *text, const char *what, const char *key, char *v, size_t cap,
+                 char *why, size_t wcap)
+{
+	int rc = cdp_meta_field(text, key, v, cap);
+
+	if (rc == MDB_NOTFOUND)
+		return say(why, wcap, "%s record: no %s line", what, key);
+	if (rc == CDP_EFORMAT)
+		return say(why, wcap, "%s record: repeated key '%s'", what, key);
+	if (rc != CDP_OK)
+		return say(why, wcap, "%s record: %s is too long", what, key);
+	return CDP_OK;
+}
+
+static int field_u32(const char *text, const char *key, uint32_t min, uint32_t max,
+                     uint32_t *out, char *why, size_t cap)
 {
 	char v[32], *end;
 	unsigned long long x;
 
-	if (cdp_meta_field(text, key, v, sizeof v) != CDP_OK || v[0] < '0' || v[0] > '9')
+	if (field(text, "shape", key, v, sizeof v, why, cap))
 		return CDP_EFORMAT;
 	errno = 0;
 	x = strtoull(v, &end, 10);
-	if (*end || errno || x < min || x > max)
-		return CDP_EFORMAT;
+	if (v[0] < '0' || v[0] > '9' || *end || errno || x < min || x > max)
+		return say(why, cap, "shape record: %s=%s is not a number in %" PRIu32 "..%" PRIu32,
+		           key, v, min, max);
 	*out = (uint32_t)x;
 	return CDP_OK;
 }
 
-int cdp_pool_shape_parse(const char *text, cdp_record *r)
+static int shape_parse(const char *text, cdp_record *r, char *why, size_t cap)
 {
 	char v[32];
 	int rc;
 
 	memset(r, 0, sizeof *r);
-	if (cdp_meta_field(text, "dtype", v, sizeof v) != CDP_OK ||
-	    !(r->dtype = cdp_dtype_parse(v)))
+	if (field(text, "shape", "dtype", v, sizeof v, why, cap))
 		return CDP_EFORMAT;
-	if ((rc = field_u32(text, "bands", 1, CDP_RECORD_MAXDIM, &r->bands)) ||
-	    (rc = field_u32(text, "height", 1, CDP_RECORD_MAXDIM, &r->height)) ||
-	    (rc = field_u32(text, "width", 1, CDP_RECORD_MAXDIM, &r->width)) ||
-	    (rc = field_u32(text, "ignore", 0, UINT32_MAX, &r->label_ignore)))
+	if (!(r->dtype = cdp_dtype_parse(v)))
+		return say(why, cap, "shape record: unknown dtype '%s'", v);
+	if ((rc = field_u32(text, "bands", 1, CDP_RECORD_MAXDIM, &r->bands, why, cap)) ||
+	    (rc = field_u32(text, "height", 1, CDP_RECORD_MAXDIM, &r->height, why, cap)) ||
+	    (rc = field_u32(text, "width", 1, CDP_RECORD_MAXDIM, &r->width, why, cap)) ||
+	    (rc = field_u32(text, "ignore", 0, UINT32_MAX, &r->label_ignore, why, cap)))
 		return rc;
-	if (cdp_meta_field(text, "label", v, sizeof v) != CDP_OK)
+	if (field(text, "shape", "label", v, sizeof v, why, cap))
 		return CDP_EFORMAT;
 	for (r->label_kind = CDP_LABEL_NONE; r->label_kind <= CDP_LABEL_MULTI; r->label_kind++)
 		if (strcmp(v, label_names[r->label_kind]) == 0)
 			break;
 	if (r->label_kind > CDP_LABEL_MULTI)
-		return CDP_EFORMAT;
-	if (!kind_has_len(r->label_kind))
-		return cdp_meta_field(text, "label_len", v, sizeof v) == CDP_OK ?
-		       CDP_EFORMAT : CDP_OK;
-	return field_u32(text, "label_len", 1, CDP_RECORD_MAXLABEL, &r->label_len);
+		return say(why, cap, "shape record: unknown label kind '%s'", v);
+	if (kind_has_len(r->label_kind))
+		return field_u32(text, "label_len", 1, CDP_RECORD_MAXLABEL, &r->label_len, why, cap);
+	if (cdp_meta_field(text, "label_len", v, sizeof v) != MDB_NOTFOUND)
+		return say(why, cap, "shape record: label_len with label=%s", label_names[r->label_kind]);
+	return CDP_OK;
+}
+
+int cdp_pool_shape_parse(const char *text, cdp_record *r)
+{
+	return shape_parse(text, r, NULL, 0);
 }
 
 static int is_hex32(const char *u)
@@ -489,48 +535,98 @@ static int count_sources(cdp_pool *p, MDB_txn *txn, uint32_t *n)
 	return rc == MDB_NOTFOUND || rc == 0 ? CDP_OK : rc;
 }
 
-static int load(cdp_pool *p, MDB_txn *txn, cdp_pool_info *info, cdp_buf *b)
+/* Meta value name into b: 0, MDB_NOTFOUND (nothing said), or another code
+ * with why naming the record. */
+static int get(cdp_pool *p, MDB_txn *txn, const char *name, cdp_buf *b, char *why, size_t cap)
+{
+	int rc = cdp_pool_meta_get(p, txn, name, b);
+
+	if (rc != CDP_OK && rc != MDB_NOTFOUND)
+		say(why, cap, "%s record: %s", name, cdp_strerror(rc));
+	return rc;
+}
+
+int cdp_pool_meta_check(cdp_pool *p, MDB_txn *txn, char uuid[33], uint64_t *tiles,
+                        char *why, size_t cap)
+{
+	cdp_buf b = { 0 };
+	char v[32];
+	unsigned long long ver;
+	uint64_t n = 0;
+	MDB_stat ms;
+	int rc, counted;
+
+	if ((rc = get(p, txn, "format", &b, why, cap)) == MDB_NOTFOUND)
+		rc = say(why, cap, "not a cdpool pool: no format record");
+	if (rc)
+		goto out;
+	if (cdp_meta_field((const char *)b.p, "format", v, sizeof v) != CDP_OK ||
+	    strcmp(v, CDP_POOL_FORMAT) != 0) {
+		rc = say(why, cap, "not a cdpool pool: wrong format record");
+		goto out;
+	}
+	if ((rc = check_format_version((const char *)b.p, &ver)) == CDP_EVERSION) {
+		say(why, cap, "pool version %llu is newer than this program reads (%d)", ver,
+		    CDP_POOL_VERSION);
+		goto out;
+	}
+	if (rc) {
+		rc = say(why, cap, "not a cdpool pool: bad version in the format record");
+		goto out;
+	}
+	if ((rc = get(p, txn, "uuid", &b, why, cap)) == MDB_NOTFOUND)
+		rc = say(why, cap, "not a cdpool pool: no uuid record");
+	if (rc || (rc = field((const char *)b.p, "uuid", "uuid", uuid, 33, why, cap)))
+		goto out;
+	if (!is_hex32(uuid)) {
+		rc = say(why, cap, "uuid record: '%s' is not 32 lowercase hex digits", uuid);
+		goto out;
+	}
+	/* no count: a pool never filled, which must then hold no record */
+	rc = get(p, txn, "count", &b, why, cap);
+	if ((counted = rc == CDP_OK)) {
+		if ((rc = field((const char *)b.p, "count", "tiles", v, sizeof v, why, cap)))
+			goto out;
+		if (cdp_parse_u64(v, 0, UINT64_MAX, &n) != CDP_OK) {
+			rc = say(why, cap, "count record: tiles=%s is not a number", v);
+			goto out;
+		}
+	} else if (rc != MDB_NOTFOUND) {
+		goto out;
+	}
+	/* records and meta are committed together: a mismatch is damage */
+	if ((rc = mdb_stat(txn, p->tiles, &ms)) != 0) {
+		say(why, cap, "tiles database: %s", cdp_strerror(rc));
+		goto out;
+	}
+	if (ms.ms_entries != n && !counted)
+		rc = say(why, cap, "no count record but the pool holds %zu tiles",
+		         (size_t)ms.ms_entries);
+	else if (ms.ms_entries != n)
+		rc = say(why, cap, "count record says %" PRIu64 " tiles but the pool holds %zu",
+		         n, (size_t)ms.ms_entries);
+	*tiles = n;
+out:
+	cdp_buf_free(&b);
+	return rc;
+}
+static int load(cdp_pool *p, MDB_txn *txn, cdp_pool_info *info, cdp_buf *b, char *why,
+                size_t cap)
 {
 	cdp_record shape;
 	cdp_stats st = {0};
-	MDB_stat ms;
-	char v[40], *end;
+	char sw[160];
 	int rc;
 
-	if ((rc = cdp_pool_meta_get(p, txn, "format", b)) == MDB_NOTFOUND)
-		return CDP_EFORMAT;
-	if (rc || (rc = check_format((const char *)b->p)))
+	if ((rc = cdp_pool_meta_check(p, txn, info->uuid, &info->tiles, why, cap)))
 		return rc;
-	if ((rc = cdp_pool_meta_get(p, txn, "uuid", b)) == MDB_NOTFOUND)
-		return CDP_EFORMAT;
-	if (rc)
-		return rc;
-	if (cdp_meta_field((const char *)b->p, "uuid", info->uuid, sizeof info->uuid) ||
-	    !is_hex32(info->uuid))
-		return CDP_EFORMAT;
-
-	rc = cdp_pool_meta_get(p, txn, "count", b);
-	if (rc == CDP_OK) {
-		if (cdp_meta_field((const char *)b->p, "tiles", v, sizeof v) ||
-		    v[0] < '0' || v[0] > '9')
-			return CDP_EFORMAT;
-		errno = 0;
-		info->tiles = strtoull(v, &end, 10);
-		if (*end || errno)
-			return CDP_EFORMAT;
-	} else if (rc != MDB_NOTFOUND) {
-		return rc;
-	}
-	/* The count must describe the records actually committed. */
-	if ((rc = mdb_stat(txn, p->tiles, &ms)) != 0)
-		return rc;
-	if (ms.ms_entries != info->tiles)
-		return CDP_EFORMAT;
-
-	rc = cdp_pool_meta_get(p, txn, "shape", b);
+	rc = get(p, txn, "shape", b, why, cap);
+	if (rc == MDB_NOTFOUND && info->tiles)
+		return say(why, cap, "no shape record but the pool holds %" PRIu64 " tiles",
+		           info->tiles);
 	if (rc == MDB_NOTFOUND)
-		return info->tiles ? CDP_EFORMAT : count_sources(p, txn, &info->nsources);
-	if (rc || (rc = cdp_pool_shape_parse((const char *)b->p, &shape)))
+		return count_sources(p, txn, &info->nsources);
+	if (rc || (rc = shape_parse((const char *)b->p, &shape, why, cap)))
 		return rc;
 	info->dtype = shape.dtype;
 	info->label_kind = shape.label_kind;
@@ -540,44 +636,54 @@ static int load(cdp_pool *p, MDB_txn *txn, cdp_pool_info *info, cdp_buf *b)
 	info->label_ignore = shape.label_ignore;
 	info->label_len = shape.label_len;
 
-	if ((rc = cdp_pool_meta_get(p, txn, "stats", b)) == MDB_NOTFOUND)
+	/* the stats are written with the records: none is damage */
+	if ((rc = get(p, txn, "stats", b, why, cap)) == MDB_NOTFOUND && info->tiles)
+		return say(why, cap, "no stats record but the pool holds %" PRIu64 " tiles",
+		           info->tiles);
+	if (rc == MDB_NOTFOUND)
 		rc = cdp_stats_init(&st, shape.dtype, shape.bands);
-	else if (rc == CDP_OK)
-		rc = cdp_stats_parse((const char *)b->p, b->len, &st);
+	else if (rc == CDP_OK && (rc = cdp_stats_parse_why((const char *)b->p, b->len, &st, sw,
+	                                                   sizeof sw)) != CDP_OK)
+		return rc == CDP_ENOMEM ? rc : say(why, cap, "stats record: %s", sw);
 	if (rc)
-		return rc == CDP_ESYNTAX ? CDP_EFORMAT : rc;
+		return rc;
+	if (st.dtype != shape.dtype || st.bands != shape.bands)
+		rc = say(why, cap, "stats record: dtype %s and %" PRIu32 " bands, the shape's %s "
+		         "and %" PRIu32, cdp_dtype_name(st.dtype), st.bands,
+		         cdp_dtype_name(shape.dtype), shape.bands);
 	/* Stale stats (an interrupted --replace) would mislead a trainer. */
-	if (st.dtype != shape.dtype || st.bands != shape.bands || st.stale) {
-		cdp_stats_free(&st);
-		return CDP_EFORMAT;
-	}
-	if (!(info->band = calloc(shape.bands, sizeof *info->band))) {
-		cdp_stats_free(&st);
-		return CDP_ENOMEM;
-	}
-	for (uint32_t i = 0; i < shape.bands; i++) {
+	else if (st.stale)
+		rc = say(why, cap, "stats record: stale (a cdp-lmdbpack --replace did not finish; "
+		         "any cdp-lmdbpack run into the pool recomputes them)");
+	else if (!(info->band = calloc(shape.bands, sizeof *info->band)))
+		rc = CDP_ENOMEM;
+	for (uint32_t i = 0; rc == CDP_OK && i < shape.bands; i++) {
 		cdp_band_info *bi = &info->band[i];
 		bi->count = st.b[i].count;
 		cdp_stats_result(&st, i, &bi->mean, &bi->std, &bi->min, &bi->max);
 	}
 	cdp_stats_free(&st);
-	return count_sources(p, txn, &info->nsources);
+	return rc ? rc : count_sources(p, txn, &info->nsources);
 }
 
-int cdp_pool_info_load(cdp_pool *p, cdp_pool_info *info)
+int cdp_pool_info_load(cdp_pool *p, cdp_pool_info *info, char *why, size_t cap)
 {
 	MDB_txn *txn;
 	cdp_buf b = {0};
 	int rc;
 
 	memset(info, 0, sizeof *info);
+	if (why && cap)
+		why[0] = '\0';
 	if ((rc = cdp_lmdb_txn_begin(p->env, MDB_RDONLY, &txn)) != 0)
 		return rc;
-	rc = load(p, txn, info, &b);
+	rc = load(p, txn, info, &b, why, cap);
 	mdb_txn_abort(txn);
 	cdp_buf_free(&b);
 	if (rc)
 		cdp_pool_info_free(info);
+	if (rc && why && cap && !why[0])
+		snprintf(why, cap, "%s", cdp_strerror(rc));
 	return rc;
 }
 
@@ -604,10 +710,10 @@ static int by_u32(const void *a, const void *b)
 /* Folds each distinct source's sums once, in ascending index order, so the
  * merged float statistics come out the same whatever order src[] is in. */
 static int source_stats(cdp_pool *p, MDB_txn *txn, uint32_t *src, size_t n, cdp_stats *out,
-                        uint32_t *missing, cdp_buf *b)
+                        uint32_t *missing, cdp_buf *b, char *why, size_t cap)
 {
 	cdp_stats one;
-	char name[40];
+	char name[40], sw[160];
 	int rc;
 
 	qsort(src, n, sizeof *src, by_u32);
@@ -618,16 +724,20 @@ static int source_stats(cdp_pool *p, MDB_txn *txn, uint32_t *src, size_t n, cdp_
 		if ((rc = cdp_pool_meta_get(p, txn, name, b)) != CDP_OK) {
 			if (rc == MDB_NOTFOUND && missing)
 				*missing = src[i];
+			if (rc != MDB_NOTFOUND)
+				say(why, cap, "meta '%s': %s", name, cdp_strerror(rc));
 			return rc;
 		}
-		if ((rc = cdp_stats_parse((const char *)b->p, b->len, &one)) != CDP_OK)
-			return rc == CDP_ESYNTAX ? CDP_EFORMAT : rc;
+		if ((rc = cdp_stats_parse_why((const char *)b->p, b->len, &one, sw, sizeof sw)))
+			return rc == CDP_ENOMEM ? rc : say(why, cap, "meta '%s': %s", name, sw);
 		if (one.stale)
-			rc = CDP_EFORMAT;
+			rc = say(why, cap, "meta '%s': stale (a cdp-lmdbpack --replace did not "
+			         "finish)", name);
 		else if (out->bands == 0)
 			rc = cdp_stats_init(out, one.dtype, one.bands);
 		if (rc == CDP_OK && (rc = cdp_stats_merge(out, &one)) == CDP_ESHAPE)
-			rc = CDP_EFORMAT;
+			rc = say(why, cap, "meta '%s': dtype %s and %" PRIu32 " bands, unlike the "
+			         "sources before it", name, cdp_dtype_name(one.dtype), one.bands);
 		cdp_stats_free(&one);
 		if (rc)
 			return rc;
@@ -636,7 +746,7 @@ static int source_stats(cdp_pool *p, MDB_txn *txn, uint32_t *src, size_t n, cdp_
 }
 
 int cdp_pool_source_stats(cdp_pool *p, MDB_txn *txn, const uint32_t *src, size_t n,
-                          cdp_stats *out, uint32_t *missing)
+                          cdp_stats *out, uint32_t *missing, char *why, size_t cap)
 {
 	MDB_txn *own = NULL;
 	cdp_buf b = {0};
@@ -644,6 +754,8 @@ int cdp_pool_source_stats(cdp_pool *p, MDB_txn *txn, const uint32_t *src, size_t
 	int rc;
 
 	memset(out, 0, sizeof *out);
+	if (why && cap)
+		why[0] = '\0';
 	if (n == 0 || !src)
 		return CDP_EINVAL;
 	if (!(s = malloc(n * sizeof *s)))
@@ -653,12 +765,14 @@ int cdp_pool_source_stats(cdp_pool *p, MDB_txn *txn, const uint32_t *src, size_t
 		free(s);
 		return rc;
 	}
-	rc = source_stats(p, own ? own : txn, s, n, out, missing, &b);
+	rc = source_stats(p, own ? own : txn, s, n, out, missing, &b, why, cap);
 	if (own)
 		mdb_txn_abort(own);
 	free(s);
 	cdp_buf_free(&b);
 	if (rc)
 		cdp_stats_free(out);
+	if (rc && rc != MDB_NOTFOUND && why && cap && !why[0])
+		snprintf(why, cap, "%s", cdp_strerror(rc));
 	return rc;
 }

@@ -13,7 +13,8 @@
  *     uuid        "uuid=<32 lowercase hex>\n"           (set at creation)
  *     shape       dtype=, bands=, height=, width=, label= (none|u8|u16|class),
  *                 ignore= (label ignore value); set by the first record
- *     count       "tiles=N\n"
+ *     count       "tiles=N\n" (absent only in a pool never filled: 0; a
+ *                 count other than the tiles' entries is damage)
  *     stats       the text form of cdp_stats.h: "dtype=", "bands=", then per
  *                 band b (1-based) "band.b.count=", ".sum=", ".sumsq=" (float
  *                 dtypes: the scaled ".exp=", ".smean=", ".sm2=" instead),
@@ -35,6 +36,8 @@
  *                 --folders; absent when no names were given
  *     cmdline     "cmd.N=<UTC time> <argv>\n", one line per cdp-lmdbpack run
  *                 that changed the pool
+ *
+ * A value names a key once: cdp_meta_field refuses a repeated one.
  *
  * Every pool change is one committed transaction holding both the records and
  * the meta that describes them, so a killed writer leaves a consistent pool.
@@ -115,7 +118,8 @@ int  cdp_pool_meta_put(cdp_pool *p, MDB_txn *txn, const char *name,
  * read it); CDP_OK when it is current already. */
 int  cdp_pool_format_upgrade(cdp_pool *p, MDB_txn *txn);
 /* Finds the line "key=..." in a meta text and copies its value (to end of
- * line) into out[cap]. MDB_NOTFOUND if absent, CDP_ERANGE if it does not fit. */
+ * line) into out[cap]. MDB_NOTFOUND if absent, CDP_EFORMAT if two lines
+ * have the key (which would be meant?), CDP_ERANGE if it does not fit. */
 int  cdp_meta_field(const char *text, const char *key, char *out, size_t cap);
 
 /* The class_names meta text ("class.K=NAME\n" for K = 0..n-1, each once,
@@ -134,12 +138,26 @@ void cdp_pool_class_names_free(char **names, size_t n);
 int  cdp_pool_shape_format(const cdp_record *r, cdp_buf *out);
 int  cdp_pool_shape_parse(const char *text, cdp_record *r);
 
-/* Loads and validates format, uuid, shape, count and stats. CDP_EFORMAT with
- * a wrong format name, a missing or malformed value, a count that differs
- * from the tiles database's entries, or stale stats; CDP_EVERSION with a
- * newer version; CDP_ECRC with a corrupt value. An empty pool (no shape yet)
- * loads with bands 0. */
-int  cdp_pool_info_load(cdp_pool *p, cdp_pool_info *info);
+/* Checks, in txn, what every reader of a pool relies on: the format value
+ * (ours, a version not newer than CDP_POOL_VERSION), the uuid (into
+ * uuid[33]) and the count (into *tiles), which must equal the tiles
+ * database's entries: an absent count counts 0 (a pool created and never
+ * filled), so a pool of records without one is refused as one whose count
+ * differs. CDP_EFORMAT (also for a repeated key), CDP_EVERSION, CDP_ECRC,
+ * LMDB's codes; why[cap] (may be NULL) then says what is wrong, naming the
+ * record ("count record says 8 tiles but the pool holds 7", "uuid record:
+ * no uuid line", "not a cdpool pool: no format record"). */
+int  cdp_pool_meta_check(cdp_pool *p, MDB_txn *txn, char uuid[33], uint64_t *tiles,
+                         char *why, size_t cap);
+
+/* Loads and validates, after cdp_pool_meta_check, the shape and the stats
+ * (required once the pool holds records, of the shape's dtype and bands,
+ * not stale, their integer sums consistent: cdp_stats_parse). CDP_EFORMAT,
+ * CDP_EVERSION, CDP_ECRC, CDP_ENOMEM, LMDB's codes; why[cap] (may be NULL)
+ * says what is wrong ("shape record: repeated key 'width'", "stats record:
+ * band 1: min 300 is above max 244"; cdp_strerror's phrase where nothing
+ * more is known). An empty pool (no shape yet) loads with bands 0. */
+int  cdp_pool_info_load(cdp_pool *p, cdp_pool_info *info, char *why, size_t cap);
 void cdp_pool_info_free(cdp_pool_info *info);
 
 /* The meta name of source index i's sums ("srcstats.NNNNNN") into name[cap]. */
@@ -148,9 +166,12 @@ void cdp_pool_srcstats_name(uint32_t i, char *name, size_t cap);
  * combined into *out (initialised here; free with cdp_stats_free) in txn
  * (NULL: own read txn). MDB_NOTFOUND when a source has no sums (an older
  * pool), *missing then naming it; CDP_EFORMAT when one is stale (an
- * unfinished --replace), malformed, or of another dtype or band count than
- * the others; CDP_EINVAL for n 0; CDP_ECRC, CDP_ENOMEM. */
+ * unfinished --replace), malformed or inconsistent (cdp_stats_parse), or of
+ * another dtype or band count than the others; CDP_EINVAL for n 0;
+ * CDP_ECRC, CDP_ENOMEM. why[cap] (may be NULL) says what is wrong but for
+ * MDB_NOTFOUND, naming the source and band: "meta 'srcstats.000000': band
+ * 1: sum 999999999 is outside count * min .. count * max (...)". */
 int  cdp_pool_source_stats(cdp_pool *p, MDB_txn *txn, const uint32_t *src, size_t n,
-                           cdp_stats *out, uint32_t *missing);
+                           cdp_stats *out, uint32_t *missing, char *why, size_t cap);
 
 #endif

@@ -113,8 +113,15 @@ int  cdp_stats_wide(const cdp_stats *s, uint32_t b);
 /* Text form into out (replacing its contents, NUL-terminated; out->len
  * excludes the NUL). */
 int  cdp_stats_format(const cdp_stats *s, cdp_buf *out);
-/* Parses the text form into s (initialised here; free with cdp_stats_free). */
+/* Parses the text form into s (initialised here; free with cdp_stats_free).
+ * An integer band's fields must be what samples of its dtype can give
+ * (CDP_EFORMAT otherwise): min <= max within the dtype's range, count *
+ * min <= sum <= count * max, sum^2 / count <= sumsq <= count * max(min^2,
+ * max^2) (compared exactly), and sum and sumsq 0 when count is 0.
+ * cdp_stats_parse_why also says what is wrong in why[cap] (may be NULL):
+ * "band 1: min 300 is above max 244", "band.2.sum=x: syntax error". */
 int  cdp_stats_parse(const char *text, size_t len, cdp_stats *s);
+int  cdp_stats_parse_why(const char *text, size_t len, cdp_stats *s, char *why, size_t cap);
 
 typedef struct cdp_classes {
 	uint64_t *n;                 /* [len] count per class id */

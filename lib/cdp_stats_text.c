@@ -153,7 +153,24 @@ typedef struct line_rd {
 	const char *p, *end;
 	char val[128];
 	const char *pre;      /* "band" or "target": the fields' prefix */
+	char *why;            /* what is wrong (cap bytes; NULL: not said) */
+	size_t cap;
+	char last[64];        /* the name of the line read last */
 } line_rd;
+
+/* Says what is wrong, once (the first failure is the cause); returns rc. */
+static int say(line_rd *l, int rc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int say(line_rd *l, int rc, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (l->why && l->cap && !l->why[0]) {
+		va_start(ap, fmt);
+		vsnprintf(l->why, l->cap, fmt, ap);
+		va_end(ap);
+	}
+	return rc;
+}
 
 /* Reads the next line; it must be "<name>=value". */
 static int next_field(line_rd *l, const char *name)
@@ -161,12 +178,13 @@ static int next_field(line_rd *l, const char *name)
 	size_t nl = strlen(name), vl;
 	const char *eol = memchr(l->p, '\n', (size_t)(l->end - l->p));
 
+	snprintf(l->last, sizeof l->last, "%s", name);
 	if (!eol || (size_t)(eol - l->p) <= nl || memcmp(l->p, name, nl) != 0 ||
 	    l->p[nl] != '=')
-		return CDP_ESYNTAX;
+		return say(l, CDP_ESYNTAX, "no %s line where it belongs", name);
 	vl = (size_t)(eol - l->p) - nl - 1;
 	if (vl >= sizeof l->val || memchr(l->p + nl + 1, '\0', vl))
-		return CDP_ESYNTAX;
+		return say(l, CDP_ESYNTAX, "%s is too long or holds a NUL", name);
 	memcpy(l->val, l->p + nl + 1, vl);
 	l->val[vl] = '\0';
 	l->p = eol + 1;
@@ -239,7 +257,61 @@ static int from_v1(cdp_band_acc *a, const v1_sums *v, int *stale)
 	return CDP_OK;
 }
 
-static int parse_band(line_rd *l, int is_float, unsigned k, cdp_band_acc *a, int *stale)
+/* a * b as 256 bits, *hi and *lo */
+static void mul_u256(unsigned __int128 a, unsigned __int128 b, unsigned __int128 *hi,
+                     unsigned __int128 *lo)
+{
+	uint64_t a0 = (uint64_t)a, a1 = (uint64_t)(a >> 64);
+	uint64_t b0 = (uint64_t)b, b1 = (uint64_t)(b >> 64);
+	unsigned __int128 p00 = (unsigned __int128)a0 * b0, p01 = (unsigned __int128)a0 * b1;
+	unsigned __int128 p10 = (unsigned __int128)a1 * b0, p11 = (unsigned __int128)a1 * b1;
+	unsigned __int128 mid = (p00 >> 64) + (uint64_t)p01 + (uint64_t)p10;
+
+	*lo = (mid << 64) | (uint64_t)p00;
+	*hi = p11 + (p01 >> 64) + (p10 >> 64) + (mid >> 64);
+}
+
+/* An integer band's sums against each other and its dtype: what samples
+ * of dtype in [min, max] can give. Exact: with |min|, |max| < 2^32 and
+ * count < 2^64, count * min and count * max^2 fit 128 bits, and sum^2 and
+ * count * sumsq are compared in 256. */
+static int int_consistent(line_rd *l, int dt, unsigned k, const cdp_band_acc *a)
+{
+	const char *pre = l->pre;
+	__int128 n = (__int128)a->count, lo = a->imin, hi = a->imax, s = a->isum;
+	unsigned __int128 big, abs_s, h1, l1, h2, l2;
+	char b1[41], b2[41];
+
+	if (!a->count) {
+		if (a->isum || a->isumsq)
+			return say(l, CDP_EFORMAT, "%s %u: count 0 but sum %s and sumsq %s", pre, k,
+			           i128_str(a->isum, b1), u128_str(a->isumsq, b2));
+		return CDP_OK;
+	}
+	if (lo > hi)
+		return say(l, CDP_EFORMAT, "%s %u: min %lld is above max %lld", pre, k,
+		           (long long)lo, (long long)hi);
+	if ((double)lo < cdp_dtype_min(dt) || (double)hi > cdp_dtype_max(dt))
+		return say(l, CDP_EFORMAT, "%s %u: min %lld or max %lld is outside %s's range", pre,
+		           k, (long long)lo, (long long)hi, cdp_dtype_name(dt));
+	if (s < n * lo || s > n * hi)
+		return say(l, CDP_EFORMAT, "%s %u: sum %s is outside count * min .. count * max "
+		           "(%s * %lld .. %lld)", pre, k, i128_str(s, b1), u128_str(a->count, b2),
+		           (long long)lo, (long long)hi);
+	big = (unsigned __int128)(lo * lo > hi * hi ? lo * lo : hi * hi);
+	if (a->isumsq > (unsigned __int128)a->count * big)
+		return say(l, CDP_EFORMAT, "%s %u: sumsq %s is above count * max(min^2, max^2)",
+		           pre, k, u128_str(a->isumsq, b1));
+	abs_s = s < 0 ? -(unsigned __int128)s : (unsigned __int128)s;
+	mul_u256(abs_s, abs_s, &h1, &l1);
+	mul_u256((unsigned __int128)a->count, a->isumsq, &h2, &l2);
+	if (h2 < h1 || (h2 == h1 && l2 < l1))
+		return say(l, CDP_EFORMAT, "%s %u: sumsq %s is below sum^2 / count (a negative "
+		           "variance)", pre, k, u128_str(a->isumsq, b1));
+	return CDP_OK;
+}
+
+static int parse_band(line_rd *l, int dt, int is_float, unsigned k, cdp_band_acc *a, int *stale)
 {
 	v1_sums v1 = { 0 };
 	unsigned __int128 u;
@@ -265,7 +337,8 @@ static int parse_band(line_rd *l, int is_float, unsigned k, cdp_band_acc *a, int
 			return rc;
 		if (!a->count) {
 			if (strcmp(l->val, "nan") && strcmp(l->val, "-nan"))
-				return CDP_ESYNTAX;
+				return say(l, CDP_EFORMAT, "%s %u: count 0 but %s %s", l->pre, k,
+				           i ? "max" : "min", l->val);
 		} else if (is_float) {
 			if ((rc = parse_dbl(l->val, i ? &a->max : &a->min)))
 				return rc;
@@ -281,62 +354,65 @@ static int parse_band(line_rd *l, int is_float, unsigned k, cdp_band_acc *a, int
 	if ((rc = band_field(l, k, "mean")) || (rc = parse_dbl(l->val, &d)) ||
 	    (rc = band_field(l, k, "std")) || (rc = parse_dbl(l->val, &d)))
 		return rc;
-	if (!is_float || !a->count)
+	if (!is_float)
+		return int_consistent(l, dt, k, a);
+	if (!a->count)
 		return CDP_OK;
 	if (!(a->min <= a->max) || !isfinite(a->min) || !isfinite(a->max))
-		return CDP_ESYNTAX;
+		return say(l, CDP_ESYNTAX, "%s %u: min %.17g and max %.17g are not finite and "
+		           "ordered", l->pre, k, a->min, a->max);
 	return v1.old ? from_v1(a, &v1, stale) : CDP_OK;
 }
 
-int cdp_stats_parse(const char *text, size_t len, cdp_stats *s)
+/* The text form into s; l->why says what is wrong where a check knows. */
+static int parse_text(line_rd *l, cdp_stats *s)
 {
-	line_rd l = { text, text + len, "", "band" };
 	uint64_t bands;
 	char *end;
 	int dt, rc;
 
 	memset(s, 0, sizeof *s);
-	if ((rc = next_field(&l, "dtype")))
+	if ((rc = next_field(l, "dtype")))
 		return rc;
-	if (!(dt = cdp_dtype_parse(l.val)))
+	if (!(dt = cdp_dtype_parse(l->val)))
 		return CDP_ESYNTAX;
-	if ((rc = next_field(&l, "bands")))
+	if ((rc = next_field(l, "bands")))
 		return rc;
-	bands = strtoull(l.val, &end, 10);
-	if (*end || l.val[0] < '0' || l.val[0] > '9' || bands == 0 ||
+	bands = strtoull(l->val, &end, 10);
+	if (*end || l->val[0] < '0' || l->val[0] > '9' || bands == 0 ||
 	    bands > CDP_RECORD_MAXDIM)
 		return CDP_ESYNTAX;
 	if ((rc = cdp_stats_init(s, dt, (uint32_t)bands)))
 		return rc;
-	if (l.p < l.end && strncmp(l.p, "stale=", 6) == 0) {
-		if ((rc = next_field(&l, "stale")) || strcmp(l.val, "1")) {
+	if (l->p < l->end && strncmp(l->p, "stale=", 6) == 0) {
+		if ((rc = next_field(l, "stale")) || strcmp(l->val, "1")) {
 			rc = CDP_ESYNTAX;
 			goto fail;
 		}
 		s->stale = 1;
 	}
 	for (uint32_t b = 0; b < s->bands; b++)
-		if ((rc = parse_band(&l, s->is_float, b + 1, &s->b[b], &s->stale)))
+		if ((rc = parse_band(l, dt, s->is_float, b + 1, &s->b[b], &s->stale)))
 			goto fail;
 	/* value labels' targets, in the float form only (they came with it) */
-	if (l.p < l.end && strncmp(l.p, "targets=", 8) == 0) {
+	if (l->p < l->end && strncmp(l->p, "targets=", 8) == 0) {
 		uint64_t T;
-		if ((rc = next_field(&l, "targets")))
+		if ((rc = next_field(l, "targets")))
 			goto fail;
-		T = strtoull(l.val, &end, 10);
-		if (*end || l.val[0] < '1' || l.val[0] > '9' || T > CDP_RECORD_MAXLABEL) {
+		T = strtoull(l->val, &end, 10);
+		if (*end || l->val[0] < '1' || l->val[0] > '9' || T > CDP_RECORD_MAXLABEL) {
 			rc = CDP_ESYNTAX;
 			goto fail;
 		}
 		if ((rc = cdp_stats_targets(s, (uint32_t)T)))
 			goto fail;
-		l.pre = "target";
+		l->pre = "target";
 		for (uint32_t t = 0; t < s->targets; t++)
-			if ((rc = parse_band(&l, 1, t + 1, &s->t[t], &s->stale)))
+			if ((rc = parse_band(l, CDP_DT_F64, 1, t + 1, &s->t[t], &s->stale)))
 				goto fail;
 	}
-	if (l.p != l.end) {
-		rc = CDP_ESYNTAX;
+	if (l->p != l->end) {
+		rc = say(l, CDP_ESYNTAX, "a line after the last %s's", l->pre);
 		goto fail;
 	}
 	return CDP_OK;
@@ -344,3 +420,23 @@ fail:
 	cdp_stats_free(s);
 	return rc;
 }
+
+int cdp_stats_parse(const char *text, size_t len, cdp_stats *s)
+{
+	return cdp_stats_parse_why(text, len, s, NULL, 0);
+}
+
+int cdp_stats_parse_why(const char *text, size_t len, cdp_stats *s, char *why, size_t cap)
+{
+	line_rd l = { text, text + len, "", "band", why, cap, "" };
+	int rc;
+
+	if (why && cap)
+		why[0] = '\0';
+	rc = parse_text(&l, s);
+	/* a number that does not parse, or is out of range */
+	if (rc != CDP_OK)
+		say(&l, rc, "%s=%s: %s", l.last, l.val, cdp_strerror(rc));
+	return rc;
+}
+

@@ -440,13 +440,15 @@ static int parse_band_list(const char *v, cdp_source *t)
 /* One "key=value" line into t; *seen collects the keys, so a repeated key
  * (which of the two would be meant?) is an error. Unknown keys are skipped
  * for the sake of later versions that add lines. */
+static const char *const source_keys[] = {
+	"index", "name", "path", "width", "height", "bands", "dtype",
+	"geotransform", "crs", "band_list", "label", "label_options", "time",
+	"band_names"
+};
+
 static int parse_line(char *line, cdp_source *t, unsigned *seen)
 {
-	static const char *const keys[] = {
-		"index", "name", "path", "width", "height", "bands", "dtype",
-		"geotransform", "crs", "band_list", "label", "label_options", "time",
-		"band_names"
-	};
+	const char *const *keys = source_keys;
 	char *v = strchr(line, '=');
 	uint64_t u;
 	unsigned bit = 0;
@@ -457,7 +459,7 @@ static int parse_line(char *line, cdp_source *t, unsigned *seen)
 	*v++ = '\0';
 	if (strncmp(line, "class.", 6) == 0)
 		return parse_class(line, v, t);
-	for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
+	for (size_t i = 0; i < sizeof source_keys / sizeof source_keys[0]; i++)
 		if (strcmp(line, keys[i]) == 0)
 			bit = 1u << i;
 	if (!bit)
@@ -523,18 +525,54 @@ static int parse_line(char *line, cdp_source *t, unsigned *seen)
 	return rc;
 }
 
+/* 1 when key is one of source_keys and in seen */
+static int seen_key(const char *key, unsigned seen)
+{
+	for (size_t i = 0; i < sizeof source_keys / sizeof source_keys[0]; i++)
+		if (strcmp(key, source_keys[i]) == 0)
+			return seen >> i & 1;
+	return 0;
+}
+
+/* What is wrong with the line at fault (rc from parse_line, the line's
+ * key and value split at '=') into why[cap]. */
+static void line_why(int rc, const char *key, const char *v, unsigned seen, char *why,
+                     size_t cap)
+{
+	if (!v)
+		snprintf(why, cap, "a line without '=': '%.40s'", key);
+	else if (strcmp(key, "name") == 0 && rc == CDP_ERANGE)
+		snprintf(why, cap, "name is %zu bytes, longer than the %zu a name may have",
+		         strlen(v), sizeof ((cdp_source *)0)->name - 1);
+	else if (rc == CDP_EFORMAT && (strncmp(key, "class.", 6) == 0 || seen_key(key, seen)))
+		snprintf(why, cap, "repeated key '%.40s'", key);
+	else
+		snprintf(why, cap, "%.40s=%.40s%s: %s", key, v, strlen(v) > 40 ? "..." : "",
+		         cdp_strerror(rc));
+}
+
 int cdp_source_parse(const void *body, size_t len, cdp_source *s)
 {
+	return cdp_source_parse_why(body, len, s, NULL, 0);
+}
+
+int cdp_source_parse_why(const void *body, size_t len, cdp_source *s, char *why, size_t cap)
+{
 	cdp_source t;
-	unsigned seen = 0;
-	char *text, *line, *nl;
+	unsigned seen = 0, before;
+	char *text, *line, *nl, *eq;
 	int rc = CDP_OK;
 
+	if (why && cap)
+		why[0] = '\0';
 	if ((!body && len) || !s)
 		return CDP_EINVAL;
 	memset(s, 0, sizeof *s);
-	if (len && memchr(body, '\0', len))
+	if (len && memchr(body, '\0', len)) {
+		if (why && cap)
+			snprintf(why, cap, "a NUL byte in the text");
 		return CDP_ESYNTAX;
+	}
 	if (!(text = malloc(len + 1)))
 		return CDP_ENOMEM;
 	if (len)
@@ -547,20 +585,39 @@ int cdp_source_parse(const void *body, size_t len, cdp_source *s)
 		nl = strchr(line, '\n');
 		if (nl)
 			*nl = '\0';
-		if (*line)
-			rc = parse_line(line, &t, &seen);
+		before = seen;
+		eq = strchr(line, '=');
+		if (*line && (rc = parse_line(line, &t, &seen)) != CDP_OK && rc != CDP_ENOMEM &&
+		    why && cap)
+			line_why(rc, line, eq ? eq + 1 : NULL, before, why, cap);
 	}
 	free(text);
-	if (rc == CDP_OK && ((seen & F_REQUIRED) != F_REQUIRED ||
-	                     ((seen & F_BAND_LIST) && t.nband_list != t.bands)))
+	if (rc == CDP_OK && (seen & F_REQUIRED) != F_REQUIRED) {
 		rc = CDP_EFORMAT;
+		for (size_t i = 0; why && cap && i < sizeof source_keys / sizeof source_keys[0]; i++)
+			if ((F_REQUIRED & ~seen) >> i & 1) {
+				snprintf(why, cap, "no %s line", source_keys[i]);
+				break;
+			}
+	} else if (rc == CDP_OK && (seen & F_BAND_LIST) && t.nband_list != t.bands) {
+		rc = CDP_EFORMAT;
+		if (why && cap)
+			snprintf(why, cap, "band_list names %" PRIu32 " bands, bands=%" PRIu32,
+			         t.nband_list, t.bands);
+	}
 	for (uint32_t k = 0; rc == CDP_OK && k < t.nclass_names; k++)
-		if (!t.class_names[k])
+		if (!t.class_names[k]) {
 			rc = CDP_EFORMAT;
+			if (why && cap)
+				snprintf(why, cap, "class.%" PRIu32 " missing below class.%" PRIu32, k,
+				         t.nclass_names - 1);
+		}
 	if (rc == CDP_OK && !t.crs && !(t.crs = strdup("")))
 		rc = CDP_ENOMEM;
 	if (rc != CDP_OK) {
 		cdp_source_free(&t);
+		if (why && cap && !why[0])
+			snprintf(why, cap, "%s", cdp_strerror(rc));
 		return rc;
 	}
 	*s = t;

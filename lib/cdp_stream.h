@@ -142,6 +142,10 @@ typedef struct cdp_source {
  * dtype. On failure nothing is left allocated. */
 int  cdp_source_format(const cdp_source *s, cdp_buf *out);
 int  cdp_source_parse(const void *body, size_t len, cdp_source *s);
+/* cdp_source_parse that also says what is wrong in why[cap] (may be NULL):
+ * "repeated key 'width'", "name is 2000002 bytes, longer than the 255 a
+ * name may have", "width=0: number out of range", "no path line". */
+int  cdp_source_parse_why(const void *body, size_t len, cdp_source *s, char *why, size_t cap);
 void cdp_source_free(cdp_source *s);
 
 #endif

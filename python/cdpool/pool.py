@@ -142,11 +142,25 @@ def meta_text(value, subject, name):
 
 
 def meta_field(text, key):
-    """The value of the first line "key=..." of text (cdp_meta_field), or None."""
-    for line in text.split("\n"):
-        if line.startswith(key + "=") and len(line) > len(key):
-            return line[len(key) + 1:]
-    return None
+    """The value of the line "key=..." of text (cdp_meta_field), or None;
+    _Why "repeated key 'KEY'" when two lines have it (which would be
+    meant?)."""
+    got = [line[len(key) + 1:] for line in text.split("\n") if line.startswith(key + "=")]
+    if len(got) > 1:
+        raise _Why("repeated key '%s'" % key)
+    return got[0] if got else None
+
+
+def _field(text, what, key):
+    """cdp_pool.c's field(): the value of key in record what's text, or
+    _Why naming the record and the problem."""
+    try:
+        v = meta_field(text, key)
+    except _Why as e:
+        raise _Why("%s record: %s" % (what, e)) from None
+    if v is None:
+        raise _Why("%s record: no %s line" % (what, key))
+    return v
 
 
 def _uint(v, lo=0, hi=(1 << 64) - 1):
@@ -155,76 +169,222 @@ def _uint(v, lo=0, hi=(1 << 64) - 1):
     return int(v)
 
 
-def _parse_stats(text, dtype, bands, subject):
-    """The "stats" meta (cdp_stats.h's text form, fields in their fixed
-    order): per band (count, mean, std, min, max)."""
+class _Why(Exception):
+    """What is wrong with a meta text, in the words of lib/cdp_pool.c."""
+
+
+_INT_RANGE = {"u8": (0, 255), "u16": (0, 65535), "i16": (-32768, 32767),
+              "u32": (0, (1 << 32) - 1), "i32": (-(1 << 31), (1 << 31) - 1)}
+# what strtod takes whole (decimal, hex, inf, nan), as cdp_stats_text.c's parse_dbl
+_STRTOD = re.compile(r"[+-]?(([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?|"
+                     r"0[xX]([0-9a-fA-F]+\.?[0-9a-fA-F]*|\.[0-9a-fA-F]+)([pP][+-]?[0-9]+)?|"
+                     r"(?i:inf|infinity|nan))")
+
+
+def _dbl(v):
+    if not _STRTOD.fullmatch(v):
+        raise ValueError("ESYNTAX")
+    if v.lstrip("+-")[:2].lower() == "0x":
+        neg = v.startswith("-")
+        x = float.fromhex(v.lstrip("+-"))
+        return -x if neg else x
+    return float(v)
+
+
+def _u128(v):
+    if not re.fullmatch(r"[0-9]+", v):
+        raise ValueError("ESYNTAX")
+    if int(v) >> 128:
+        raise ValueError("ERANGE")
+    return int(v)
+
+
+def _i128(v):
+    x = -_u128(v[1:]) if v.startswith("-") else _u128(v)
+    if not -(1 << 127) <= x < (1 << 127):
+        raise ValueError("ERANGE")
+    return x
+
+
+class _IntAcc:
+    """One integer band's exact sums, as lib/cdp_stats.c keeps them."""
+
+    def __init__(self, n, s1, s2, lo, hi):
+        self.n, self.s1, self.s2, self.lo, self.hi = n, s1, s2, lo, hi
+
+    def merge(self, o):
+        return _IntAcc(self.n + o.n, self.s1 + o.s1, self.s2 + o.s2,
+                       min(self.lo, o.lo), max(self.hi, o.hi))
+
+    def result(self):
+        """(mean, std) from the exact sums, as cdp_stats_result."""
+        from fractions import Fraction
+        return (float(Fraction(self.s1, self.n)),
+                math.sqrt(float(Fraction(self.n * self.s2 - self.s1 ** 2, self.n * self.n))))
+
+
+def parse_stats(text):
+    """A stats or srcstats.NNNNNN meta text (cdp_stats.h's text form, its
+    lines in their fixed order) as cdp_stats_parse_why reads it: (dtype,
+    bands, stale, band accumulators, target accumulators), an accumulator
+    None for an empty band, else _IntAcc or _FloatAcc, whose result() is
+    the mean and std C derives (the text's mean= and std= lines are only
+    checked for syntax, as C does). Integer sums must be what samples of
+    the dtype give. _Why with C's words for what is wrong."""
     lines = text.split("\n")
     if lines and lines[-1] == "":
         lines.pop()
-    pos = 0
-
-    def next_is(prefix):
-        return pos < len(lines) and lines[pos].startswith(prefix)
-
-    def take():
-        nonlocal pos
-        pos += 1
-        return lines[pos - 1] if pos <= len(lines) else None
+    state = {"pos": 0, "last": "", "val": "", "pre": "band"}
 
     def field(name):
-        line = take()
-        if line is None or not line.startswith(name + "=") or len(line) == len(name) + 1:
-            raise CdpError("EFORMAT", subject, "stats: want %s" % name)
-        return line[len(name) + 1:]
+        state["last"] = name
+        i = state["pos"]
+        if i >= len(lines) or not lines[i].startswith(name + "="):
+            raise _Why("no %s line where it belongs" % name)
+        v = lines[i][len(name) + 1:]
+        if len(v.encode("utf-8", "surrogateescape")) >= 128 or "\0" in v:
+            raise _Why("%s is too long or holds a NUL" % name)
+        state["pos"], state["val"] = i + 1, v
+        return v
 
-    def num(name):
+    def num(conv, name):
         v = field(name)
         try:
-            return float(v)
-        except ValueError:
-            raise CdpError("EFORMAT", subject, "stats: %s=%s" % (name, v)) from None
+            return conv(v)
+        except ValueError as e:
+            raise _Why("%s=%s: %s" % (name, v, PHRASES[str(e) if str(e) in PHRASES
+                                                        else "ESYNTAX"])) from None
 
-    st_dtype = field("dtype")
-    st_bands = _uint(field("bands"), 1, 65536)
-    if st_dtype != dtype or st_bands != bands:
-        raise CdpError("EFORMAT", subject, "stats describe other records")
-    is_float = dtype in ("f32", "f64")
-    if lines[2:3] and lines[2].startswith("stale="):
-        field("stale")
-        raise CdpError("EFORMAT", subject, "stale statistics")
+    def next_is(prefix):
+        return state["pos"] < len(lines) and lines[state["pos"]].startswith(prefix)
 
-    def band(b, is_float):
-        """One band's (or target's) (count, mean, std, min, max)."""
-        count = _uint(field(b + "count"))
-        if count is None:
-            raise CdpError("EFORMAT", subject, "stats: %scount" % b)
+    def band(pre, k, dt):
+        p = "%s.%d." % (pre, k)
+        n = num(_u128, p + "count")
+        if n >> 64:
+            raise _Why("%scount=%s: %s" % (p, n, PHRASES["ERANGE"]))
+        is_float = dt in ("f32", "f64")
+        stale = False
         if not is_float:
-            names = ("sum", "sumsq")
-        elif next_is(b + "exp="):
-            names = ("exp", "smean", "sm2")
-        else:
-            names = ("sum", "sumc", "sumsq", "sumsqc")     # pool version 1
-        for name in names:
-            if not is_float:
-                v = field(b + name)
-                if not re.fullmatch(r"-?[0-9]+", v):
-                    raise CdpError("EFORMAT", subject, "stats: %s%s" % (b, name))
-            # version 1 sums that overflowed gave std 0: C reads them as stale
-            elif not math.isfinite(num(b + name)) and count:
-                raise CdpError("EFORMAT", subject, "stale statistics (their sums overflowed)")
-        lo, hi, mean, std = num(b + "min"), num(b + "max"), num(b + "mean"), num(b + "std")
-        return (count, mean, std, lo, hi)
+            s1, s2 = num(_i128, p + "sum"), num(_u128, p + "sumsq")
+        elif next_is(p + "exp="):
+            e = num(int, p + "exp")
+            if not -1020 <= e <= 1024:
+                raise _Why("%sexp=%d: %s" % (p, e, PHRASES["ESYNTAX"]))
+            sm, s2 = num(_dbl, p + "smean"), num(_dbl, p + "sm2")
+            if not (math.isfinite(s2) and s2 >= 0 and abs(sm) <= 1):
+                raise _Why("%ssm2=%s: %s" % (p, s2, PHRASES["ESYNTAX"]))
+            v1 = None
+        else:       # pool version 1's compensated sums
+            v1 = [num(_dbl, p + x) for x in ("sum", "sumc", "sumsq", "sumsqc")]
+        ext = []
+        for x in ("min", "max"):
+            if not n:
+                v = field(p + x)
+                if v not in ("nan", "-nan"):
+                    raise _Why("%s %d: count 0 but %s %s" % (pre, k, x, v))
+                ext.append(None)
+            elif is_float:
+                ext.append(num(_dbl, p + x))
+            else:
+                v = num(_i128, p + x)
+                if not -(1 << 63) <= v < (1 << 63):
+                    raise _Why("%s%s=%d: %s" % (p, x, v, PHRASES["ERANGE"]))
+                ext.append(v)
+        num(_dbl, p + "mean")
+        num(_dbl, p + "std")
+        lo, hi = ext
+        if not is_float:
+            return _int_consistent(pre, k, dt, n, s1, s2, lo, hi), stale
+        if not n:
+            return None, stale
+        if not (lo <= hi and math.isfinite(lo) and math.isfinite(hi)):
+            raise _Why("%s %d: min %.17g and max %.17g are not finite and ordered"
+                       % (pre, k, lo, hi))
+        if v1 is None:
+            return _FloatAcc(n, e, sm, s2, lo, hi), stale
+        f = {"x.sum": v1[0], "x.sumc": v1[1], "x.sumsq": v1[2], "x.sumsqc": v1[3],
+             "x.min": lo, "x.max": hi}
+        acc = _FloatAcc.from_fields(f, "x.", n)
+        return acc, acc is None     # sums that overflowed: stale
 
-    out, targets = [], []
-    for k in range(1, bands + 1):
-        out.append(band("band.%d." % k, is_float))
-    # value labels' targets (cdp-pool(5)): float statistics
-    if next_is("targets="):
-        for k in range(1, _uint(field("targets"), 1, 65536) + 1):
-            targets.append(band("target.%d." % k, True))
-    if take() is not None:
-        raise CdpError("EFORMAT", subject, "stats: extra lines")
-    return out, targets
+    def body():
+        dt = field("dtype")
+        if dt not in DTYPE_CODES:
+            raise _Why("dtype=%s: %s" % (dt, PHRASES["ESYNTAX"]))
+        nb = field("bands")
+        if not re.fullmatch(r"[0-9]+", nb) or not 1 <= int(nb) <= 65536:
+            raise _Why("bands=%s: %s" % (nb, PHRASES["ESYNTAX"]))
+        stale = False
+        if next_is("stale="):
+            if field("stale") != "1":
+                raise _Why("stale=%s: %s" % (state["val"], PHRASES["ESYNTAX"]))
+            stale = True
+        bands, targets = [], []
+        for k in range(1, int(nb) + 1):
+            acc, st = band("band", k, dt)
+            bands.append(acc)
+            stale |= st
+        if next_is("targets="):
+            T = field("targets")
+            if not re.fullmatch(r"[1-9][0-9]*", T) or int(T) > 65536:
+                raise _Why("targets=%s: %s" % (T, PHRASES["ESYNTAX"]))
+            state["pre"] = "target"
+            for t in range(1, int(T) + 1):
+                acc, st = band("target", t, "f64")
+                targets.append(acc)
+                stale |= st
+        if state["pos"] != len(lines):
+            raise _Why("a line after the last %s's" % state["pre"])
+        return dt, int(nb), stale, bands, targets
+
+    return body()
+
+
+def _int_consistent(pre, k, dt, n, s1, s2, lo, hi):
+    """lib/cdp_stats_text.c's int_consistent: the sums that samples of dt
+    in [lo, hi] can give (exact, as Python's integers are)."""
+    if not n:
+        if s1 or s2:
+            raise _Why("%s %d: count 0 but sum %d and sumsq %d" % (pre, k, s1, s2))
+        return None
+    if lo > hi:
+        raise _Why("%s %d: min %d is above max %d" % (pre, k, lo, hi))
+    tlo, thi = _INT_RANGE[dt]
+    if lo < tlo or hi > thi:
+        raise _Why("%s %d: min %d or max %d is outside %s's range" % (pre, k, lo, hi, dt))
+    if not n * lo <= s1 <= n * hi:
+        raise _Why("%s %d: sum %d is outside count * min .. count * max (%d * %d .. %d)"
+                   % (pre, k, s1, n, lo, hi))
+    if s2 > n * max(lo * lo, hi * hi):
+        raise _Why("%s %d: sumsq %d is above count * max(min^2, max^2)" % (pre, k, s2))
+    if n * s2 < s1 * s1:
+        raise _Why("%s %d: sumsq %d is below sum^2 / count (a negative variance)" % (pre, k, s2))
+    return _IntAcc(n, s1, s2, lo, hi)
+
+
+def _band_dict(acc):
+    """{count, mean, std, min, max} of an accumulator (None: empty, NaNs)."""
+    if acc is None:
+        nan = float("nan")
+        return dict(count=0, mean=nan, std=nan, min=nan, max=nan)
+    mean, std = acc.result()
+    return dict(count=acc.n, mean=mean, std=std, min=float(acc.lo), max=float(acc.hi))
+
+
+_SOURCE_KEYS = ("index", "name", "path", "width", "height", "bands", "dtype", "geotransform",
+                "crs", "band_list", "label", "label_options", "time", "band_names")
+_SOURCE_REQUIRED = ("index", "path", "width", "height", "bands", "dtype", "geotransform")
+
+
+def _source_u64(k, v, lo, hi):
+    """cdp_parse_u64 of source line k=v, or _Why in cdp_source_parse_why's words."""
+    shown = v[:40] + ("..." if len(v) > 40 else "")
+    if not re.fullmatch(r"\+?[0-9]+", v):
+        raise _Why("%s=%s: %s" % (k, shown, PHRASES["ESYNTAX"]))
+    if not lo <= int(v) <= hi:
+        raise _Why("%s=%s: %s" % (k, shown, PHRASES["ERANGE"]))
+    return int(v)
 
 
 def parse_source(text):
@@ -234,20 +394,73 @@ def parse_source(text):
     label_options (the label file and how it was rasterized; None when
     absent); for a multi-date input (cdp-tile --time) time, its dates in
     time order, and band_names, each band's "tD:bB" (lists; None when
-    absent)."""
-    d = {}
+    absent). Checked as cdp_source_parse checks it (required and repeated
+    keys, numbers and their ranges, a name of at most 255 bytes, band_list
+    of bands entries >= 1, class.K names for K = 0..n-1): _Why in its
+    words otherwise."""
+    if "\0" in text:
+        raise _Why("a NUL byte in the text")
+    d, classes = {}, {}
     for line in text.split("\n"):
-        if line and "=" in line:
-            k, v = line.split("=", 1)
-            d[k] = v
+        if not line:
+            continue
+        if "=" not in line:
+            raise _Why("a line without '=': '%.40s'" % line)
+        k, v = line.split("=", 1)
+        shown = v[:40] + ("..." if len(v) > 40 else "")
+        if k.startswith("class."):
+            c = _source_u64(k, k[6:], 0, 65534)
+            if c in classes:
+                raise _Why("repeated key '%.40s'" % k)
+            try:
+                from .checkpoint import _class_name
+                _class_name(c, v.encode("utf-8", "surrogateescape"))
+                if not v or len(v.encode("utf-8", "surrogateescape")) > 255:
+                    raise ValueError
+            except Exception:
+                raise _Why("%.40s=%s: %s" % (k, shown, PHRASES["ESYNTAX"])) from None
+            classes[c] = v
+            continue
+        if k not in _SOURCE_KEYS:
+            continue            # a later version's line
+        if k in d:
+            raise _Why("repeated key '%s'" % k)
+        d[k] = v
+        if k == "name" and len(v.encode("utf-8", "surrogateescape")) > 255:
+            raise _Why("name is %d bytes, longer than the 255 a name may have"
+                       % len(v.encode("utf-8", "surrogateescape")))
+        if k == "dtype" and v not in DTYPE_CODES:
+            raise _Why("dtype=%s: %s" % (shown, PHRASES["EFORMAT"]))
     src = {"name": d.get("name", ""), "path": d.get("path"), "dtype": d.get("dtype"),
            "crs": d.get("crs", "")}
-    for k in ("index", "width", "height", "bands"):
-        src[k] = _uint(d.get(k))
+    for k, lo, hi in (("index", 0, (1 << 32) - 1), ("width", 1, (1 << 63) - 1),
+                      ("height", 1, (1 << 63) - 1), ("bands", 1, (1 << 32) - 1)):
+        src[k] = _source_u64(k, d[k], lo, hi) if k in d else None
     gt = d.get("geotransform")
-    src["geotransform"] = tuple(float(x) for x in gt.split(",")) if gt else None
+    if gt is not None:
+        try:
+            src["geotransform"] = tuple(_dbl(x) for x in gt.split(","))
+        except ValueError:
+            src["geotransform"] = ()
+        if len(src["geotransform"]) != 6 or not all(map(math.isfinite, src["geotransform"])):
+            raise _Why("geotransform=%.40s: %s" % (gt, PHRASES["ESYNTAX"]))
     bl = d.get("band_list")
-    src["band_list"] = [int(x) for x in bl.split(",")] if bl else None
+    src["band_list"] = None
+    if bl is not None:
+        items = bl.split(",")
+        if not all(re.fullmatch(r"[+-]?[0-9]+", x) for x in items):
+            raise _Why("band_list=%.40s: %s" % (bl, PHRASES["ESYNTAX"]))
+        if not all(1 <= int(x) <= (1 << 31) - 1 for x in items):
+            raise _Why("band_list=%.40s: %s" % (bl, PHRASES["ERANGE"]))
+        src["band_list"] = [int(x) for x in items]
+    for k in _SOURCE_REQUIRED:
+        if k not in d:
+            raise _Why("no %s line" % k)
+    if src["band_list"] is not None and len(src["band_list"]) != src["bands"]:
+        raise _Why("band_list names %d bands, bands=%d" % (len(src["band_list"]), src["bands"]))
+    for c in range(len(classes)):
+        if c not in classes:
+            raise _Why("class.%d missing below class.%d" % (c, max(classes)))
     src["label"] = d.get("label")
     src["label_options"] = d.get("label_options")
     for k in ("time", "band_names"):
@@ -452,27 +665,50 @@ class Pool:
         except lmdb.Error as e:
             raise _lmdb_refusal(self.path, e) from None
         self.meta = meta
+        try:
+            self._check(meta, entries)
+        except _Why as e:
+            raise CdpError("EFORMAT", self.path, message=str(e)) from None
+
+    def _check(self, meta, entries):
+        """The meta's fields as cdp_pool_info_load checks them (the
+        sources as cdp_source_parse, the classes and class names as their
+        C parsers); _Why in lib/cdp_pool.c's words."""
         p = self.path
         fmt = meta.get("format")
-        if fmt is None or meta_field(fmt, "format") != FORMAT:
-            raise CdpError("EFORMAT", p, "not a cdpool pool")
+        if fmt is None:
+            raise _Why("not a cdpool pool: no format record")
+        if meta_field(fmt, "format") != FORMAT:
+            raise _Why("not a cdpool pool: wrong format record")
         ver = _uint(meta_field(fmt, "version"), 1)
         if ver is None:
-            raise CdpError("EFORMAT", p, "format version")
+            raise _Why("not a cdpool pool: bad version in the format record")
         if ver > VERSION:
-            raise CdpError("EVERSION", p)
-        self.uuid = meta_field(meta.get("uuid", ""), "uuid")
-        if self.uuid is None or not re.fullmatch(r"[0-9a-f]{32}", self.uuid):
-            raise CdpError("EFORMAT", p, "uuid")
+            raise CdpError("EVERSION", p, message="pool version %d is newer than this program "
+                           "reads (%d)" % (ver, VERSION))
+        if "uuid" not in meta:
+            raise _Why("not a cdpool pool: no uuid record")
+        self.uuid = _field(meta["uuid"], "uuid", "uuid")
+        if not re.fullmatch(r"[0-9a-f]{32}", self.uuid):
+            raise _Why("uuid record: '%s' is not 32 lowercase hex digits" % self.uuid)
+        # no count: a pool never filled, which must then hold no record
         self.tiles = 0
         if "count" in meta:
-            self.tiles = _uint(meta_field(meta["count"], "tiles"))
+            v = _field(meta["count"], "count", "tiles")
+            self.tiles = _uint(v)
             if self.tiles is None:
-                raise CdpError("EFORMAT", p, "count")
+                raise _Why("count record: tiles=%s is not a number" % v)
+        if self.tiles != entries and "count" not in meta:
+            raise _Why("no count record but the pool holds %d tiles" % entries)
         if self.tiles != entries:
-            raise CdpError("EFORMAT", p, "count %d but %d records" % (self.tiles, entries))
-        self.sources = [parse_source(v) for k, v in sorted(meta.items())
-                        if k.startswith("source.")]
+            raise _Why("count record says %d tiles but the pool holds %d" % (self.tiles, entries))
+        self.sources = []
+        for k, v in sorted(meta.items()):
+            if k.startswith("source."):
+                try:
+                    self.sources.append(parse_source(v))
+                except _Why as e:
+                    raise _Why("meta '%s': %s" % (k, e)) from None
         self.classes = {}
         for line in meta.get("classes", "").split("\n"):
             m = re.fullmatch(r"class\.([0-9]+)=([0-9]+)", line)
@@ -498,42 +734,82 @@ class Pool:
         self.target_stats = []
         if "shape" not in meta:
             if self.tiles:
-                raise CdpError("EFORMAT", p, "no shape")
+                raise _Why("no shape record but the pool holds %d tiles" % self.tiles)
             self.mean = self.std = np.zeros(0)
             return
         sh = meta["shape"]
-        dt = meta_field(sh, "dtype")
+        dt = _field(sh, "shape", "dtype")
         if dt not in DTYPE_CODES:
-            raise CdpError("EFORMAT", p, "shape dtype")
-        vals = [_uint(meta_field(sh, k), 1, 65536) for k in ("bands", "height", "width")]
-        ignore = _uint(meta_field(sh, "ignore"), 0, (1 << 32) - 1)
-        kind = meta_field(sh, "label")
-        if None in vals or ignore is None or kind not in LABEL_NAMES.values():
-            raise CdpError("EFORMAT", p, "shape")
+            raise _Why("shape record: unknown dtype '%s'" % dt)
+        vals = []
+        for k, hi in (("bands", 65536), ("height", 65536), ("width", 65536),
+                      ("ignore", (1 << 32) - 1)):
+            v = _field(sh, "shape", k)
+            vals.append(_uint(v, 0 if k == "ignore" else 1, hi))
+            if vals[-1] is None:
+                raise _Why("shape record: %s=%s is not a number in %d..%d"
+                           % (k, v, 0 if k == "ignore" else 1, hi))
+        kind = _field(sh, "shape", "label")
+        if kind not in LABEL_NAMES.values():
+            raise _Why("shape record: unknown label kind '%s'" % kind)
         # label_len: the target planes (f32) or classes (multi), only for them
-        lablen = meta_field(sh, "label_len")
         if kind in ("f32", "multi"):
-            lablen = _uint(lablen, 1, 65536)
+            v = _field(sh, "shape", "label_len")
+            lablen = _uint(v, 1, 65536)
             if lablen is None:
-                raise CdpError("EFORMAT", p, "shape label_len")
-        elif lablen is not None:
-            raise CdpError("EFORMAT", p, "shape label_len")
-        self.label_len = lablen or 0
-        self.dtype_name, self.dtype = dt, DTYPES[DTYPE_CODES[dt]]
-        self.bands, self.height, self.width = vals
-        self.label_kind, self.label_ignore = kind, ignore
-        targets = []
-        if "stats" in meta:
-            bands, targets = _parse_stats(meta["stats"], dt, self.bands, p)
+                raise _Why("shape record: label_len=%s is not a number in 1..65536" % v)
         else:
-            bands = [(0, float("nan"), float("nan"), float("nan"), float("nan"))] * self.bands
+            try:
+                has_len = meta_field(sh, "label_len") is not None
+            except _Why:
+                has_len = True
+            if has_len:
+                raise _Why("shape record: label_len with label=%s" % kind)
+            lablen = 0
+        self.label_len = lablen
+        self.dtype_name, self.dtype = dt, DTYPES[DTYPE_CODES[dt]]
+        self.bands, self.height, self.width, ignore = vals
+        self.label_kind, self.label_ignore = kind, ignore
+        # the stats are written with the records: none is damage
+        if "stats" not in meta and self.tiles:
+            raise _Why("no stats record but the pool holds %d tiles" % self.tiles)
+        bands, targets = [None] * self.bands, []
+        if "stats" in meta:
+            try:
+                st_dt, st_bands, stale, bands, targets = parse_stats(meta["stats"])
+            except _Why as e:
+                raise _Why("stats record: %s" % e) from None
+            if st_dt != dt or st_bands != self.bands:
+                raise _Why("stats record: dtype %s and %d bands, the shape's %s and %d"
+                           % (st_dt, st_bands, dt, self.bands))
+            if stale:
+                raise _Why("stats record: stale (a cdp-lmdbpack --replace did not finish; "
+                           "any cdp-lmdbpack run into the pool recomputes them)")
         if kind == "f32" and len(targets) not in (0, self.label_len):
-            raise CdpError("EFORMAT", p, "stats: targets")
-        names = ("count", "mean", "std", "min", "max")
-        self.stats = [dict(zip(names, b)) for b in bands]
-        self.target_stats = [dict(zip(names, t)) for t in targets]
-        self.mean = np.array([b[1] for b in bands], dtype=np.float64)
-        self.std = np.array([b[2] for b in bands], dtype=np.float64)
+            raise _Why("stats record: %d targets, the shape's label_len %d"
+                       % (len(targets), self.label_len))
+        self.stats = [_band_dict(b) for b in bands]
+        self.target_stats = [_band_dict(t) for t in targets]
+        self.mean = np.array([b["mean"] for b in self.stats], dtype=np.float64)
+        self.std = np.array([b["std"] for b in self.stats], dtype=np.float64)
+
+    def _source_sums(self, i, why):
+        """parse_stats of source i's srcstats.NNNNNN, None when it has none;
+        CdpError EFORMAT in cdp_pool_source_stats' words when it is
+        malformed, inconsistent or stale."""
+        name = "srcstats.%06d" % i
+        text = self.meta.get(name)
+        if text is None:
+            return None
+        try:
+            got = parse_stats(text)
+        except _Why as e:
+            raise CdpError("EFORMAT", self.path, message=why + "meta '%s': %s" % (name, e)) \
+                from None
+        if got[2]:
+            raise CdpError("EFORMAT", self.path, message=why + "meta '%s': stale (a "
+                           "cdp-lmdbpack --replace did not finish)" % name)
+        return got
 
     def source_stats(self, sources):
         """The mean and std (float64 arrays (C)) and counts (list) of the
@@ -542,45 +818,26 @@ class Pool:
         scaled means and M2 (or pool version 1's compensated sums,
         converted) merged by Chan's formulas in ascending source order.
         None when a source has no sums (a pool packed before they were
-        kept); CdpError EFORMAT for stale or malformed ones."""
-        from fractions import Fraction
-        is_float = self.dtype_name in ("f32", "f64")
-        n, s1, s2 = [0] * self.bands, [0] * self.bands, [0] * self.bands
-        acc = [None] * self.bands      # floats: _FloatAcc per band
+        kept); CdpError EFORMAT for stale, malformed or inconsistent ones,
+        in cdp-train's words ("cannot combine the training sources' sums:
+        meta 'srcstats.000000': band 1: min 300 is above max 244")."""
+        why = "cannot combine the training sources' sums: "
+        acc = [None] * self.bands
         for i in sorted(set(sources)):
-            name = "srcstats.%06d" % i
-            text = self.meta.get(name)
-            if text is None:
+            got = self._source_sums(i, why)
+            if got is None:
                 return None
-            f = dict(line.split("=", 1) for line in text.split("\n") if "=" in line)
-            if "stale" in f or f.get("dtype") != self.dtype_name or \
-                    _uint(f.get("bands")) != self.bands:
-                raise CdpError("EFORMAT", self.path, name)
-            for b in range(self.bands):
-                p = "band.%d." % (b + 1)
-                try:
-                    cnt = int(f[p + "count"])
-                    n[b] += cnt
-                    if is_float and cnt:
-                        part = _FloatAcc.from_fields(f, p, cnt)
-                        if part is None:
-                            raise CdpError("EFORMAT", self.path, name + ": stale (sums overflowed)")
-                        acc[b] = part if acc[b] is None else acc[b].merge(part)
-                    elif not is_float:
-                        s1[b] += int(f[p + "sum"])
-                        s2[b] += int(f[p + "sumsq"])
-                except (KeyError, ValueError):
-                    raise CdpError("EFORMAT", self.path, name) from None
+            if got[0] != self.dtype_name or got[1] != self.bands:
+                raise CdpError("EFORMAT", self.path, message=why + "meta 'srcstats.%06d': "
+                               "dtype %s and %d bands, unlike the pool's" % (i, got[0], got[1]))
+            for b, part in enumerate(got[3]):
+                if part is not None:
+                    acc[b] = part if acc[b] is None else acc[b].merge(part)
         mean, std = np.full(self.bands, np.nan), np.full(self.bands, np.nan)
         for b in range(self.bands):
-            if n[b] == 0:
-                continue
-            if is_float:
+            if acc[b] is not None:
                 mean[b], std[b] = acc[b].result()
-            else:
-                mean[b] = float(Fraction(s1[b], n[b]))
-                std[b] = math.sqrt(float(Fraction(n[b] * s2[b] - s1[b] ** 2, n[b] * n[b])))
-        return mean, std, n
+        return mean, std, [0 if a is None else a.n for a in acc]
 
     def source_target_stats(self, sources):
         """A pool of value labels: the mean and std (float64 arrays (T)) and
@@ -593,28 +850,20 @@ class Pool:
         another number of targets than the pool's."""
         T = self.label_len if self.label_kind == "f32" else 0
         why = "cannot combine the training sources' target statistics: "
-        acc, counts, have = [], [], 0
+        acc, have = [], 0
         for i in sorted(set(sources)):
-            text = self.meta.get("srcstats.%06d" % i)
-            if text is None:
+            got = self._source_sums(i, why)
+            if got is None:
                 raise CdpError("EFORMAT", self.path, message=why + "a source has none")
-            f = dict(line.split("=", 1) for line in text.split("\n") if "=" in line)
-            n = _uint(f.get("targets")) or 0
-            if "stale" in f or (n and have and n != have):
-                raise CdpError("EFORMAT", self.path, message=why + PHRASES["EFORMAT"])
+            n = len(got[4])
+            if n and have and n != have:
+                raise CdpError("EFORMAT", self.path, message=why + "meta 'srcstats.%06d': "
+                               "%d targets, unlike the sources before it" % (i, n))
             if n and not have:
-                have, acc, counts = n, [None] * n, [0] * n
-            for t in range(n):
-                p = "target.%d." % (t + 1)
-                try:
-                    cnt = int(f[p + "count"])
-                    counts[t] += cnt
-                    if cnt:
-                        part = _FloatAcc.from_fields(f, p, cnt)
-                        acc[t] = part if acc[t] is None else acc[t].merge(part)
-                except (KeyError, ValueError):
-                    raise CdpError("EFORMAT", self.path,
-                                   message=why + PHRASES["EFORMAT"]) from None
+                have, acc = n, [None] * n
+            for t, part in enumerate(got[4]):
+                if part is not None:
+                    acc[t] = part if acc[t] is None else acc[t].merge(part)
         if have != T:
             raise CdpError("EFORMAT", self.path, message="the sources' sums have %d targets, "
                            "the pool %d" % (have, T))
@@ -622,7 +871,7 @@ class Pool:
         for t in range(T):
             if acc[t] is not None:
                 mean[t], std[t] = acc[t].result()
-        return mean, std, counts
+        return mean, std, [0 if a is None else a.n for a in acc]
 
     @property
     def shape(self):

@@ -222,6 +222,96 @@ def test_record_refusals():
     ok("pool meta refusals: crc, count, version, format, uuid, stale stats")
 
 
+def edit_meta(src, name, change, drop=()):
+    """A copy of pool src whose meta value name (None: none) is change(its
+    text) with a new crc line; the meta values in drop deleted."""
+    dst = copy_pool(src, "edit_" + re.sub(r"\W", "_", "%s_%s" % (name, "_".join(drop))))
+    env = lmdb.open(dst, max_dbs=2)
+    with env.begin(write=True) as txn:
+        meta = env.open_db(b"meta", txn=txn)
+        if name:
+            text = bytes(txn.get(name.encode(), db=meta))[:-15].decode()
+            txn.put(name.encode(), meta_value(change(text)), db=meta)
+        for d in drop:
+            txn.delete(d.encode(), db=meta)
+    env.close()
+    return dst
+
+
+def test_meta_consistency():
+    """Meta damage the C readers refuse, Pool() and info refuse in their
+    words: counts against the records (an absent one counts 0), repeated
+    keys, missing shape or stats, integer sums no samples give, sources as
+    cdp_source_parse reads them; mean= and std= lines are derived, never
+    read."""
+    pool = os.path.join(T, "pool")
+    p = cdpool.Pool(pool)
+    n, src = p.tiles, sorted({s["index"] for s in p.sources})
+    train = ["cdp-train", "--keys", os.path.join(T, "train.keys"), "-q", "--threads", "1",
+             "--model", SMALL + ":in_h=32,in_w=32", "--batch", "36", "--steps", "1",
+             "--out", os.path.join(T, "metarun"), "--db"]
+    sub = re.sub
+    cases = [
+        ("count", lambda t: "tiles=0\n", (), "count record says 0 tiles but the pool holds %d" % n),
+        (None, None, ("count",), "no count record but the pool holds %d tiles" % n),
+        ("count", lambda t: t + "tiles=%d\n" % n, (), "count record: repeated key 'tiles'"),
+        ("shape", lambda t: t + "width=16\n", (), "shape record: repeated key 'width'"),
+        ("shape", lambda t: sub(r"width=[0-9]+", "width=0", t), (),
+         "shape record: width=0 is not a number in 1..65536"),
+        (None, None, ("stats",), "no stats record but the pool holds %d tiles" % n),
+        ("stats", lambda t: sub(r"band\.1\.min=[^\n]*", "band.1.min=300", t), (),
+         "stats record: band 1: min 300 is above max %d" % p.stats[0]["max"]),
+        ("stats", lambda t: sub(r"band\.1\.sumsq=[^\n]*", "band.1.sumsq=1", t), (),
+         "stats record: band 1: sumsq 1 is below sum^2 / count (a negative variance)"),
+        ("uuid", lambda t: t + t, (), "uuid record: repeated key 'uuid'"),
+    ]
+    for name, change, drop, why in cases:
+        bad = edit_meta(pool, name, change, drop)
+        e = refused("EFORMAT", cdpool.Pool, bad)
+        check(str(e) == "'%s': %s" % (bad, why), "%s: %s, want %s" % (name or drop, e, why))
+        r = info(bad)
+        check(r.returncode == 1 and r.stderr == "cdpool: cannot read %s\n" % e,
+              "info: %d %r" % (r.returncode, r.stderr))
+        c_says(e, *train, bad)
+        if name in ("count", None) and "stats" not in drop:
+            c_says(e, "cdp-keyshuffle", "-q", "-o", os.path.join(T, "meta.keys"), bad)
+    ok("meta damage: Pool, info, cdp-train and cdp-keyshuffle refuse it in one wording")
+
+    # the sums decide, as in C: a mean= line of 1000 without per-source sums
+    bad = edit_meta(pool, "stats", lambda t: sub(r"band\.1\.mean=[^\n]*", "band.1.mean=1000", t),
+                    ["srcstats.%06d" % i for i in src])
+    q = cdpool.Pool(bad)
+    check(np.array_equal(q.mean, p.mean) and np.array_equal(q.std, p.std) and
+          abs(q.mean[0] - 1000) > 1, "mean %s std %s, want %s %s" % (q.mean, q.std, p.mean, p.std))
+    ok("the pool's mean and std derived from its sums, not read from mean= and std=")
+
+    name = "srcstats.%06d" % src[0]
+    for change, why in (
+            (lambda t: sub(r"band\.1\.sum=[^\n]*", "band.1.sum=999999999999", t),
+             "band 1: sum 999999999999 is outside count * min .. count * max"),
+            (lambda t: sub(r"band\.1\.sumsq=[^\n]*", "band.1.sumsq=1", t),
+             "band 1: sumsq 1 is below sum^2 / count (a negative variance)")):
+        bad = edit_meta(pool, name, change)
+        e = refused("EFORMAT", cdpool.Pool(bad).source_stats, src)
+        want = "'%s': cannot combine the training sources' sums: meta '%s': %s" % (bad, name, why)
+        check(str(e).startswith(want), "%s, want %s" % (e, want))
+        c_says(e, *train, bad)
+    ok("per-source sums no samples give: refused naming the source and band, as cdp-train")
+
+    for change, why in (
+            (lambda t: sub(r"width=[0-9]+", "width=0", t), "width=0: number out of range"),
+            (lambda t: sub(r"name=([^\n]*)", "name=" + "n" * 300, t),
+             "name is 300 bytes, longer than the 255 a name may have"),
+            (lambda t: t + "height=5\n", "repeated key 'height'"),
+            (lambda t: sub(r"\ngeotransform=[^\n]*", "", t), "no geotransform line")):
+        bad = edit_meta(pool, "source.%06d" % src[0], change)
+        e = refused("EFORMAT", cdpool.Pool, bad)
+        want = "'%s': meta 'source.%06d': %s" % (bad, src[0], why)
+        check(str(e) == want, "%s, want %s" % (e, want))
+        c_says(e, *train, bad)
+    ok("sources refused as cdp_source_parse refuses them, in cdp-train's words")
+
+
 def write_keys(path, uuid, keys, seed=5, count=None, crc=None, header=None):
     body = "".join(k + "\n" for k in keys).encode()
     h = header or "#cdpool-keys 1 uuid=%s seed=%d count=%d crc32=%08x" % (
@@ -1387,7 +1477,7 @@ def main():
     return run_tests([test_dtypes, test_record_refusals, test_keys, test_sampler,
                       test_checkpoint, test_dataset, test_batches, test_photometric,
                       test_first_step, test_info, test_cfg_nesting, test_net_keys,
-                      test_pool_refusals, test_info_refusals, test_seed_range,
+                      test_pool_refusals, test_meta_consistency, test_info_refusals, test_seed_range,
                       test_pool_replaced, test_value_pool, test_regression_deployed,
                       test_class_ignore, test_constant_band, test_split_key,
                       test_dataset_key_refusals, test_lmdb_damage, test_trace_refusals,

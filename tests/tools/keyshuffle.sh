@@ -272,6 +272,32 @@ EOF
 expect_fail 1 "^cdp-keyshuffle: '$T/plain': not a cdpool pool: " cdp-keyshuffle "$T/plain"
 expect_fail 1 "^cdp-keyshuffle: '$T/nopool': pool has no tiles$" cdp-keyshuffle -o "$T/o/e.keys" "$T/nopool"
 [ ! -e "$T/o/e.keys" ] || fail "-o file created for an empty pool"
+# A count of 0, or none, beside records: refused as cdp-train and Python
+# refuse it (an absent count counts 0; only a pool never filled has none).
+for c in zero none twice; do
+	rm -rf "$T/count_$c"
+	cp -R "$P" "$T/count_$c"
+	"$PYTHON" - "$T/count_$c" "$c" <<'EOF'
+import sys, lmdb, zlib
+env = lmdb.open(sys.argv[1], max_dbs=4)
+m = env.open_db(b"meta")
+with env.begin(write=True) as tx:
+    n = tx.stat(env.open_db(b"tiles", txn=tx))["entries"]
+    if sys.argv[2] == "none":
+        tx.delete(b"count", db=m)
+    else:
+        s = ("tiles=0\n" if sys.argv[2] == "zero" else "tiles=%d\ntiles=%d\n" % (n, n)).encode()
+        tx.put(b"count", s + b"crc32=%08x\n" % zlib.crc32(s), db=m)
+EOF
+done
+cdp-keyshuffle "$P" >"$T/all.keys"
+n=$(body "$T/all.keys" | wc -l)
+expect_fail 1 "^cdp-keyshuffle: '$T/count_zero': count record says 0 tiles but the pool holds $n$" \
+	cdp-keyshuffle "$T/count_zero"
+expect_fail 1 "^cdp-keyshuffle: '$T/count_none': no count record but the pool holds $n tiles$" \
+	cdp-keyshuffle "$T/count_none"
+expect_fail 1 "^cdp-keyshuffle: '$T/count_twice': count record: repeated key 'tiles'$" \
+	cdp-keyshuffle "$T/count_twice"
 
 # --- usage errors ----------------------------------------------------------------
 for v in 1 1.0 -0.1 abc 0.5x nan ''; do

@@ -163,7 +163,7 @@ st field "$T/plain" srcstats.000000 band.1.sumc >/dev/null || fail "append rewro
 [ "$(st check "$T/plain")" = ok ] || fail "mixed version 1 and 2 sums"
 st v1 "$T/big" overflow
 "$PYTHON" -c "import cdpool, sys; cdpool.Pool(sys.argv[1])" "$T/big" 2>"$T/err" && fail "overflowed version 1 sums were read"
-grep -q "stale statistics" "$T/err" || fail "overflowed version 1 sums: $(tail -1 "$T/err")"
+grep -q "stats record: stale" "$T/err" || fail "overflowed version 1 sums: $(tail -1 "$T/err")"
 cdp-lmdbpack -q --resume "$T/big" <"$T/big.cdps" 2>/dev/null || fail "--resume on overflowed sums"
 [ "$(st check "$T/big" "$T/big.tif")" = ok ] || fail "rescan of overflowed sums"
 

@@ -50,6 +50,16 @@ static void put(cdp_pool *p, const char *name, const char *text)
 	CHECK_RC(mdb_txn_commit(txn), 0);
 }
 
+static void del(cdp_pool *p, const char *name)
+{
+	MDB_txn *txn;
+	MDB_val k = { strlen(name), (void *)name };
+
+	CHECK_RC(mdb_txn_begin(p->env, NULL, 0, &txn), 0);
+	CHECK_RC(mdb_del(txn, p->meta, &k, NULL), 0);
+	CHECK_RC(mdb_txn_commit(txn), 0);
+}
+
 static void put_tile(cdp_pool *p, const char *key)
 {
 	MDB_txn *txn;
@@ -82,7 +92,7 @@ static void test_create_open(void)
 	/* Creating again keeps the uuid; readers see an empty pool. */
 	CHECK_RC(cdp_pool_open(dir, CDP_POOL_CREATE | CDP_POOL_NOSYNC, 0, &p), CDP_OK);
 	CHECK_RC(cdp_pool_open(dir, CDP_POOL_RDONLY | CDP_POOL_NORDAHEAD, 0, &q), CDP_OK);
-	CHECK_RC(cdp_pool_info_load(&q, &info), CDP_OK);
+	CHECK_RC(cdp_pool_info_load(&q, &info, NULL, 0), CDP_OK);
 	CHECK(strcmp(info.uuid, uuid) == 0, "uuid changed on re-create: %s", info.uuid);
 	CHECK(info.tiles == 0 && info.bands == 0 && info.band == NULL, "empty pool info");
 	cdp_pool_info_free(&info);
@@ -173,8 +183,17 @@ static void test_class_names(void)
 	cdp_pool_close(&p);
 }
 
+/* why must be want */
+#define WHY(want) CHECK(strcmp(why, want) == 0, "why '%s', want '%s'", why, want)
+/* cdp_pool_info_load on q fails with rc, saying want */
+#define LOAD_SAYS(rc, want) do { \
+	CHECK_RC(cdp_pool_info_load(&q, &info, why, sizeof why), rc); \
+	WHY(want); \
+} while (0)
+
 static void test_info(void)
 {
+	char why[256];
 	cdp_record shape = { .dtype = CDP_DT_U16, .bands = 2, .height = 8, .width = 4,
 	                     .label_kind = CDP_LABEL_U8, .label_ignore = 255 }, back;
 	uint16_t px[3] = { 10, 20, 30 };
@@ -229,9 +248,38 @@ static void test_info(void)
 	put(&p, "sourcez", "not a source\n");
 	/* count says 2, tiles holds 1: inconsistent. */
 	put_tile(&p, "a_0_0");
-	CHECK_RC(cdp_pool_info_load(&q, &info), CDP_EFORMAT);
+	LOAD_SAYS(CDP_EFORMAT, "count record says 2 tiles but the pool holds 1");
 	put_tile(&p, "a_0_1");
-	CHECK_RC(cdp_pool_info_load(&q, &info), CDP_OK);
+	/* an absent count counts 0; a 0 is no "unknown" */
+	put(&p, "count", "tiles=0\n");
+	LOAD_SAYS(CDP_EFORMAT, "count record says 0 tiles but the pool holds 2");
+	put(&p, "count", "tiles=2\ntiles=2\n");
+	LOAD_SAYS(CDP_EFORMAT, "count record: repeated key 'tiles'");
+	del(&p, "count");
+	LOAD_SAYS(CDP_EFORMAT, "no count record but the pool holds 2 tiles");
+	put(&p, "count", "tiles=2\n");
+	/* a repeated key in the shape: the first would have won */
+	CHECK_RC(cdp_pool_shape_format(&shape, &b), CDP_OK);
+	{
+		char twice[256];
+		snprintf(twice, sizeof twice, "%swidth=32\n", (char *)b.p);
+		put(&p, "shape", twice);
+		LOAD_SAYS(CDP_EFORMAT, "shape record: repeated key 'width'");
+		CHECK_RC(cdp_pool_shape_parse(twice, &back), CDP_EFORMAT);
+		snprintf(twice, sizeof twice, "%slabel_len=3\nlabel_len=3\n", (char *)b.p);
+		CHECK_RC(cdp_pool_shape_parse(twice, &back), CDP_EFORMAT);
+	}
+	CHECK_RC(cdp_pool_shape_format(&shape, &b), CDP_OK);
+	put(&p, "shape", (char *)b.p);
+	/* sums no u16 samples give: named by band */
+	put(&p, "stats", "dtype=u16\nbands=2\nband.1.count=3\nband.1.sum=60\nband.1.sumsq=1\n"
+	    "band.1.min=10\nband.1.max=30\nband.1.mean=20\nband.1.std=8\nband.2.count=0\n"
+	    "band.2.sum=0\nband.2.sumsq=0\nband.2.min=nan\nband.2.max=nan\nband.2.mean=nan\n"
+	    "band.2.std=nan\n");
+	LOAD_SAYS(CDP_EFORMAT, "stats record: band 1: sumsq 1 is below sum^2 / count (a negative variance)");
+	CHECK_RC(cdp_stats_format(&st, &b), CDP_OK);
+	put(&p, "stats", (char *)b.p);
+	CHECK_RC(cdp_pool_info_load(&q, &info, why, sizeof why), CDP_OK);
 	CHECK(info.dtype == CDP_DT_U16 && info.bands == 2 && info.height == 8 && info.width == 4 &&
 	      info.label_kind == CDP_LABEL_U8 && info.label_ignore == 255 && info.tiles == 2,
 	      "info shape");
@@ -245,16 +293,20 @@ static void test_info(void)
 	st.stale = 1;
 	CHECK_RC(cdp_stats_format(&st, &b), CDP_OK);
 	put(&p, "stats", (char *)b.p);
-	CHECK_RC(cdp_pool_info_load(&q, &info), CDP_EFORMAT);
+	CHECK_RC(cdp_pool_info_load(&q, &info, why, sizeof why), CDP_EFORMAT);
+	CHECK(strncmp(why, "stats record: stale", 19) == 0, "stale: '%s'", why);
 	cdp_stats_free(&st);
 	CHECK_RC(cdp_stats_init(&st, CDP_DT_U16, 3), CDP_OK);
 	CHECK_RC(cdp_stats_format(&st, &b), CDP_OK);
 	put(&p, "stats", (char *)b.p);
-	CHECK_RC(cdp_pool_info_load(&q, &info), CDP_EFORMAT);
+	CHECK_RC(cdp_pool_info_load(&q, &info, why, sizeof why), CDP_EFORMAT);
+	LOAD_SAYS(CDP_EFORMAT, "stats record: dtype u16 and 3 bands, the shape's u16 and 2");
 	raw_put(&p, "stats", "dtype=u16\n");
-	CHECK_RC(cdp_pool_info_load(&q, &info), CDP_ECRC);
+	LOAD_SAYS(CDP_ECRC, "stats record: checksum mismatch");
+	del(&p, "stats");
+	LOAD_SAYS(CDP_EFORMAT, "no stats record but the pool holds 2 tiles");
 	put(&p, "format", "format=cdpool-pool\nversion=3\n");
-	CHECK_RC(cdp_pool_info_load(&q, &info), CDP_EVERSION);
+	LOAD_SAYS(CDP_EVERSION, "pool version 3 is newer than this program reads (2)");
 	cdp_pool_close(&q);
 	CHECK_RC(cdp_pool_open(dir, CDP_POOL_RDONLY, 0, &q), CDP_EVERSION);
 	put(&p, "format", "format=other\nversion=1\n");
@@ -337,6 +389,7 @@ static void put_source(cdp_pool *p, uint32_t i, const uint16_t *x, size_t n, int
 
 static void test_source_stats(void)
 {
+	char why[256];
 	const uint16_t a[3] = { 1, 2, 65535 }, b[2] = { 7, 9 };
 	cdp_stats all, got;
 	cdp_buf t1 = {0}, t2 = {0};
@@ -351,7 +404,7 @@ static void test_source_stats(void)
 	CHECK_RC(cdp_stats_add(&all, 0, a, NULL, 3), CDP_OK);
 	CHECK_RC(cdp_stats_add(&all, 0, b, NULL, 2), CDP_OK);
 	/* any order, a source named twice counted once */
-	CHECK_RC(cdp_pool_source_stats(&p, NULL, (const uint32_t[]){ 2, 0, 2 }, 3, &got, &missing),
+	CHECK_RC(cdp_pool_source_stats(&p, NULL, (const uint32_t[]){ 2, 0, 2 }, 3, &got, &missing, why, sizeof why),
 	         CDP_OK);
 	CHECK_RC(cdp_stats_format(&all, &t1), CDP_OK);
 	CHECK_RC(cdp_stats_format(&got, &t2), CDP_OK);
@@ -359,12 +412,20 @@ static void test_source_stats(void)
 	      (char *)t2.p, (char *)t1.p);
 	cdp_stats_free(&got);
 	/* source 1 has none (an older pool's): named */
-	CHECK_RC(cdp_pool_source_stats(&p, NULL, (const uint32_t[]){ 0, 1, 2 }, 3, &got, &missing),
+	CHECK_RC(cdp_pool_source_stats(&p, NULL, (const uint32_t[]){ 0, 1, 2 }, 3, &got, &missing, why, sizeof why),
 	         MDB_NOTFOUND);
 	CHECK(missing == 1 && got.b == NULL, "the source without sums: %u", missing);
-	CHECK_RC(cdp_pool_source_stats(&p, NULL, (const uint32_t[]){ 3 }, 1, &got, NULL),
+	CHECK_RC(cdp_pool_source_stats(&p, NULL, (const uint32_t[]){ 3 }, 1, &got, NULL, why, sizeof why),
 	         CDP_EFORMAT);
-	CHECK_RC(cdp_pool_source_stats(&p, NULL, NULL, 0, &got, NULL), CDP_EINVAL);
+	WHY("meta 'srcstats.000003': stale (a cdp-lmdbpack --replace did not finish)");
+	/* sums of source 4 no u16 samples give, named by source and band */
+	put(&p, "srcstats.000004", "dtype=u16\nbands=1\nband.1.count=2\nband.1.sum=999999999\n"
+	    "band.1.sumsq=130\nband.1.min=7\nband.1.max=9\nband.1.mean=8\nband.1.std=1\n");
+	CHECK_RC(cdp_pool_source_stats(&p, NULL, (const uint32_t[]){ 0, 4 }, 2, &got, NULL, why,
+	                               sizeof why), CDP_EFORMAT);
+	WHY("meta 'srcstats.000004': band 1: sum 999999999 is outside count * min .. count * max "
+	    "(2 * 7 .. 9)");
+	CHECK_RC(cdp_pool_source_stats(&p, NULL, NULL, 0, &got, NULL, why, sizeof why), CDP_EINVAL);
 	cdp_stats_free(&all);
 	cdp_buf_free(&t1);
 	cdp_buf_free(&t2);
@@ -396,7 +457,7 @@ static void test_huge_map(void)
 	put(&p, "count", "tiles=0\n");
 	cdp_pool_close(&p);
 	CHECK_RC(cdp_pool_open(dir, CDP_POOL_RDONLY, 0, &p), CDP_OK);
-	CHECK_RC(cdp_pool_info_load(&p, &info), CDP_OK);
+	CHECK_RC(cdp_pool_info_load(&p, &info, NULL, 0), CDP_OK);
 	CHECK(info.tiles == 0 && strlen(info.uuid) == 32, "tiles %llu uuid '%s'",
 	      (unsigned long long)info.tiles, info.uuid);
 	cdp_pool_info_free(&info);

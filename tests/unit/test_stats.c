@@ -257,6 +257,75 @@ static void test_record_and_parse_errors(void)
 	cdp_stats_free(&s);
 }
 
+/* One integer band's text: dtype, count, sum, sumsq, min, max. */
+static int parse_one(const char *dt, const char *n, const char *sum, const char *sq,
+                     const char *lo, const char *hi, char *why, size_t cap)
+{
+	char text[512];
+	cdp_stats p;
+	int rc;
+
+	snprintf(text, sizeof text, "dtype=%s\nbands=1\nband.1.count=%s\nband.1.sum=%s\n"
+	         "band.1.sumsq=%s\nband.1.min=%s\nband.1.max=%s\nband.1.mean=0\nband.1.std=0\n",
+	         dt, n, sum, sq, lo, hi);
+	rc = cdp_stats_parse_why(text, strlen(text), &p, why, cap);
+	if (rc == CDP_OK)
+		cdp_stats_free(&p);
+	return rc;
+}
+
+/* Integer sums that no samples of the dtype give are refused, saying which
+ * band and why; the bounds are exact at their edges (a constant band sits
+ * on both sumsq bounds, values near 2^32 with counts near 2^64 need more
+ * than 128 bits). */
+static void test_sums_consistent(void)
+{
+	static const struct { const char *dt, *n, *sum, *sq, *lo, *hi, *why; } c[] = {
+		{ "u8", "4096", "999999999", "1000", "0", "244",
+		  "band 1: sum 999999999 is outside count * min .. count * max (4096 * 0 .. 244)" },
+		{ "u8", "4096", "390530", "1", "0", "244",
+		  "band 1: sumsq 1 is below sum^2 / count (a negative variance)" },
+		{ "u8", "4096", "390530", "250000000", "0", "244",
+		  "band 1: sumsq 250000000 is above count * max(min^2, max^2)" },
+		{ "u8", "4096", "390530", "50000000", "300", "244",
+		  "band 1: min 300 is above max 244" },
+		{ "u8", "1", "300", "90000", "300", "300",
+		  "band 1: min 300 or max 300 is outside u8's range" },
+		{ "i16", "1", "-40000", "1600000000", "-40000", "-40000",
+		  "band 1: min -40000 or max -40000 is outside i16's range" },
+		{ "u16", "0", "5", "25", "nan", "nan", "band 1: count 0 but sum 5 and sumsq 25" },
+		{ "u16", "2", "3", "5", "1", "x", "band.1.max=x: syntax error" },
+		/* i16 -3, 1: sumsq 10 is 2 * max(9, 1) at most */
+		{ "i16", "2", "-2", "19", "-3", "1",
+		  "band 1: sumsq 19 is above count * max(min^2, max^2)" },
+		/* two u32 4294967295 and one 4294967294 (n * sumsq vs sum^2 needs 256
+		 * bits): sumsq one below the least */
+		{ "u32", "3", "12884901884", "55340232186768916485", "4294967294", "4294967295",
+		  "band 1: sumsq 55340232186768916485 is below sum^2 / count (a negative variance)" },
+	};
+	char why[256];
+
+	for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
+		int rc = parse_one(c[i].dt, c[i].n, c[i].sum, c[i].sq, c[i].lo, c[i].hi, why,
+		                   sizeof why);
+		CHECK(rc != CDP_OK && strcmp(why, c[i].why) == 0, "case %zu: rc %d why '%s', want '%s'",
+		      i, rc, why, c[i].why);
+	}
+	/* at the edges: constant bands (sumsq = sum^2 / n = n * max^2), and the
+	 * u32 case's least sumsq; the count 2^64-1 of the largest u32 */
+	CHECK_RC(parse_one("i16", "3", "-98304", "3221225472", "-32768", "-32768", why, sizeof why),
+	         CDP_OK);
+	CHECK_RC(parse_one("u32", "3", "12884901884", "55340232186768916486", "4294967294",
+	                   "4294967295", why, sizeof why), CDP_OK);
+	CHECK_RC(parse_one("u32", "18446744073709551615", "79228162495817593515539431425",
+	                   "340282366762482138434845932253270245375", "4294967295", "4294967295",
+	                   why, sizeof why), CDP_OK);
+	CHECK_RC(parse_one("i32", "2", "-4294967296", "9223372036854775808", "-2147483648",
+	                   "-2147483648", why, sizeof why), CDP_OK);
+	CHECK_RC(parse_one("i32", "2", "-4294967296", "9223372036854775807", "-2147483648",
+	                   "-2147483648", why, sizeof why), CDP_EFORMAT);
+}
+
 static void test_classes(void)
 {
 	uint8_t l8[6] = { 0, 1, 1, 255, 4, 1 };
@@ -533,6 +602,7 @@ int main(void)
 	test_float_merge_one_pass();
 	test_v1_float();
 	test_record_and_parse_errors();
+	test_sums_consistent();
 	test_classes();
 	test_targets();
 	test_class_name();

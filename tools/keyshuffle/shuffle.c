@@ -140,72 +140,17 @@ static int cmp_str(const void *a, const void *b)
 	return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
 
-static int is_uuid(const char *u)
-{
-	size_t i;
-
-	for (i = 0; u[i]; i++)
-		if (!((u[i] >= '0' && u[i] <= '9') || (u[i] >= 'a' && u[i] <= 'f')))
-			return 0;
-	return i == 32;
-}
-
-/* Checks the format and uuid records that make a directory a pool, and reads
- * the tile count (0 if the record is absent: a pool that was never filled). */
+/* Checks the format, uuid and count records as every reader does
+ * (cdp_pool_meta_check): an absent count counts 0, and a count that
+ * differs from the records is damage. */
 static int check_meta(cdp_pool *p, MDB_txn *txn, const char *db,
                       char uuid[33], uint64_t *count, char *err, size_t cap)
 {
-	cdp_buf b = { 0 };
-	char val[64];
-	uint64_t version = 0;
-	int rc;
+	char why[256];
+	int rc = cdp_pool_meta_check(p, txn, uuid, count, why, sizeof why);
 
-	rc = cdp_pool_meta_get(p, txn, "format", &b);
-	if (rc != CDP_OK) {
-		seterr(err, cap, "'%s': not a cdpool pool: format record: %s", db,
-		       rc == MDB_NOTFOUND ? "missing" : cdp_strerror(rc));
-		goto out;
-	}
-	if (cdp_meta_field((const char *)b.p, "format", val, sizeof val) != CDP_OK ||
-	    strcmp(val, CDP_POOL_FORMAT) != 0) {
-		rc = CDP_EFORMAT;
-		seterr(err, cap, "'%s': not a cdpool pool: wrong format record", db);
-		goto out;
-	}
-	if (cdp_meta_field((const char *)b.p, "version", val, sizeof val) != CDP_OK ||
-	    cdp_parse_u64(val, 1, UINT64_MAX, &version) != CDP_OK) {
-		rc = CDP_EFORMAT;
-		seterr(err, cap, "'%s': not a cdpool pool: bad version in the format record", db);
-		goto out;
-	}
-	if (version > CDP_POOL_VERSION) {
-		rc = CDP_EVERSION;
-		seterr(err, cap, "'%s': pool version %" PRIu64 " is newer than this "
-		       "program reads (%d)", db, version, CDP_POOL_VERSION);
-		goto out;
-	}
-	rc = cdp_pool_meta_get(p, txn, "uuid", &b);
-	if (rc == CDP_OK && (cdp_meta_field((const char *)b.p, "uuid", uuid, 33) != CDP_OK ||
-	                     !is_uuid(uuid)))
-		rc = CDP_EFORMAT;
-	if (rc != CDP_OK) {
-		seterr(err, cap, "'%s': not a cdpool pool: uuid record: %s", db,
-		       rc == MDB_NOTFOUND ? "missing" : cdp_strerror(rc));
-		goto out;
-	}
-	*count = 0;
-	rc = cdp_pool_meta_get(p, txn, "count", &b);
-	if (rc == MDB_NOTFOUND) {
-		rc = CDP_OK;
-	} else if (rc != CDP_OK ||
-	           cdp_meta_field((const char *)b.p, "tiles", val, sizeof val) != CDP_OK ||
-	           cdp_parse_u64(val, 0, UINT64_MAX, count) != CDP_OK) {
-		if (rc == CDP_OK)
-			rc = CDP_EFORMAT;
-		seterr(err, cap, "'%s': corrupt count record: %s", db, cdp_strerror(rc));
-	}
-out:
-	cdp_buf_free(&b);
+	if (rc != CDP_OK)
+		seterr(err, cap, "'%s': %s", db, why);
 	return rc;
 }
 
@@ -807,8 +752,10 @@ int ks_build(const char *db, const ks_options *o, ks_lists *out,
 		seterr(err, cap, "'%s': pool has no tiles", db);
 		goto out;
 	}
-	/* Records and meta are committed together, so a mismatch is damage. */
-	if (meta_count != 0 && meta_count != scanned) {
+	/* Records and meta are committed together, so a mismatch is damage
+	 * (the count was checked against the database's entries; this is
+	 * against the keys a cursor finds). */
+	if (meta_count != scanned) {
 		rc = CDP_EMISMATCH;
 		seterr(err, cap, "'%s': count record says %" PRIu64 " tiles but the "
 		       "pool holds %zu", db, meta_count, scanned);

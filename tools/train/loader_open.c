@@ -121,8 +121,8 @@ static int open_pool(cdp_loader *l, char *err, size_t cap)
 			            cdp_pool_strerror(&l->own, rc, why, sizeof why));
 		l->pool = &l->own;
 	}
-	if ((rc = cdp_pool_info_load(l->pool, &l->info)) != 0)
-		return fail(err, cap, rc, "'%s': cannot load meta: %s", l->pool_path, cdp_strerror(rc));
+	if ((rc = cdp_pool_info_load(l->pool, &l->info, why, sizeof why)) != 0)
+		return fail(err, cap, rc, "'%s': %s", l->pool_path, why);
 	if (l->info.bands == 0)
 		return fail(err, cap, CDP_EFORMAT, "'%s': pool holds no tiles", l->pool_path);
 	/* value targets (T, H, W) f32 come as floats (batch.target), not labels;
@@ -143,6 +143,9 @@ static int open_pool(cdp_loader *l, char *err, size_t cap)
 		return fail(err, cap, CDP_ENOMEM, "'%s': out of memory", l->pool_path);
 	for (int c = 0; c < l->C; c++) {
 		double m = l->info.band[c].mean, sd = l->info.band[c].std;
+		if (l->info.band[c].count == 0)
+			return fail(err, cap, CDP_EFORMAT, "'%s': band %d has no valid pixel in the "
+			            "pool's statistics", l->pool_path, c + 1);
 		if (set_band(l, c, m, sd) != 0)
 			return fail(err, cap, CDP_ERANGE, "'%s': band %d statistics are out of float32 "
 			            "range (mean %g, std %g)", l->pool_path, c + 1, m, sd);

@@ -138,10 +138,11 @@ static int data_path(trainer *t, char *err, size_t cap)
 {
 	const char *env = getenv("CDP_TRAIN_DATA");
 	cdp_pool_info pi;
-	int rc, multi, value;
+	char why[256];
+	int multi, value;
 
-	if ((rc = cdp_pool_info_load(&t->pool, &pi)) != 0)
-		return tr_fail(err, cap, "'%s': cannot load meta: %s", t->o->db, cdp_strerror(rc));
+	if (cdp_pool_info_load(&t->pool, &pi, why, sizeof why) != 0)
+		return tr_fail(err, cap, "'%s': %s", t->o->db, why);
 	/* multi-hot labels (K a sample) and value targets (T, H, W) take the
 	 * host path: prep_batch moves per-pixel or single class labels only */
 	multi = pi.label_kind == CDP_LABEL_MULTI;

@@ -69,13 +69,14 @@ static int sources_stats(trainer *t, const uint32_t *src, size_t n, double *mean
 {
 	cdp_stats st;
 	double lo, hi;
-	int rc = cdp_pool_source_stats(&t->pool, NULL, src, n, &st, missing);
+	char why[256];
+	int rc = cdp_pool_source_stats(&t->pool, NULL, src, n, &st, missing, why, sizeof why);
 
 	if (rc == MDB_NOTFOUND)
 		return 0;
 	if (rc != CDP_OK)
 		return tr_fail(err, cap, "'%s': cannot combine the training sources' sums: %s", t->o->db,
-		            cdp_strerror(rc));
+		            why);
 	if ((int)st.bands != t->ti.c) {
 		cdp_stats_free(&st);
 		return tr_fail(err, cap, "'%s': the sources' sums have %" PRIu32 " bands, the pool %d",
@@ -103,16 +104,18 @@ static int target_stats(trainer *t, const uint32_t *src, size_t n, char *err, si
 	uint32_t T = t->ti.pool->label_len, missing = 0;
 	cdp_stats st;
 	double lo, hi;
+	char why[256];
 	int rc;
 
 	if (t->ti.label_kind != CDP_LABEL_F32)
 		return 0;
 	if (!(t->tmean = calloc(T, sizeof *t->tmean)) || !(t->tstd = calloc(T, sizeof *t->tstd)))
 		return tr_fail(err, cap, "out of memory");
-	if ((rc = cdp_pool_source_stats(&t->pool, NULL, src, n, &st, &missing)) != CDP_OK)
+	if ((rc = cdp_pool_source_stats(&t->pool, NULL, src, n, &st, &missing, why,
+	                                 sizeof why)) != CDP_OK)
 		return tr_fail(err, cap, "'%s': cannot combine the training sources' target "
 		               "statistics: %s", t->o->db, rc == MDB_NOTFOUND ? "a source has none"
-		               : cdp_strerror(rc));
+		               : why);
 	if (st.targets != T) {
 		cdp_stats_free(&st);
 		return tr_fail(err, cap, "'%s': the sources' sums have %" PRIu32 " targets, the pool "
@@ -149,17 +152,18 @@ static int target_stats(trainer *t, const uint32_t *src, size_t n, char *err, si
 /* Source i's meta, parsed: 0, or -1 with err. */
 static int source_meta(trainer *t, uint32_t i, cdp_source *s, char *err, size_t cap)
 {
-	char name[40];
+	char name[40], why[160];
 	cdp_buf b = { 0 };
 	int rc;
 
 	snprintf(name, sizeof name, "source.%06" PRIu32, i);
 	rc = cdp_pool_meta_get(&t->pool, NULL, name, &b);
+	snprintf(why, sizeof why, "%s", cdp_strerror(rc));
 	if (rc == CDP_OK)
-		rc = cdp_source_parse(b.p, b.len, s);
+		rc = cdp_source_parse_why(b.p, b.len, s, why, sizeof why);
 	cdp_buf_free(&b);
 	if (rc != CDP_OK)
-		return tr_fail(err, cap, "'%s': meta '%s': %s", t->o->db, name, cdp_strerror(rc));
+		return tr_fail(err, cap, "'%s': meta '%s': %s", t->o->db, name, why);
 	return 0;
 }
 
