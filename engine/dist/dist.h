@@ -172,8 +172,8 @@ struct cdp_backend;
  * GPU backend and CDP_DIST_NCCL before its first collective. Rank 0 writes
  * NCCL's unique id to the file (cdp-rendezvous(5), dist_rdv.h: with the
  * job's id, written whole under a temporary name and linked into place;
- * another job's leftover file is replaced, one of this job or of a job
- * without an id refused) and removes it once the communicator is up; the
+ * another job's leftover file is replaced, one of this job, or any when
+ * this job has no id, refused) and removes it once the communicator is up; the
  * others wait for it, past another job's file, for up to CDP_DIST_TIMEOUT. CDP_ESYNTAX / CDP_ERANGE for a malformed or
  * inconsistent variable, whose name cdp_dist_bad_env returns. */
 int  cdp_dist_init(int *argc, char ***argv);
