@@ -184,8 +184,10 @@ const char *cdp_dist_bad_env_want(void);
  * MPI_Finalize. */
 void cdp_dist_finalize(void);
 /* Prints "PROG: rank R: message" (PROG as set below, default cdp-train) to
- * stderr and ends every rank with exit status `code` (MPI_Abort; plain exit
- * before init or after finalize). */
+ * stderr, removes this process's output temporaries (cdp_out_unlink_all:
+ * nothing unwinds after it) and ends every rank with exit status `code`
+ * (MPI_Abort, whose SIGTERM to the other ranks runs their cdp_out handler;
+ * plain exit before init or after finalize). */
 void cdp_dist_abort(int code, const char *fmt, ...)
 	__attribute__((noreturn, format(printf, 2, 3)));
 /* The program name used in messages (not copied; default "cdp-train"). */

@@ -20,6 +20,7 @@
 #include <unistd.h>
 #include "cdp_error.h"
 #include "cdp_num.h"
+#include "cdp_out.h"
 #include "dist_int.h"
 #include "dist_rdv.h"
 #include "cdp_thread.h"
@@ -113,6 +114,9 @@ void cdp_dist_abort(int code, const char *fmt, ...)
 	va_end(ap);
 	/* the other side of our heartbeat: this rank leaves on purpose */
 	dist_beat_quit();
+	/* nothing unwinds from here (this may be the watchdog's thread), so
+	 * the outputs' temporaries go now: a failed run leaves nothing */
+	cdp_out_unlink_all();
 	/* launched without MPI the other ranks are no MPI peers: they learn of
 	 * this exit from NCCL (a broken connection) or their watchdog */
 	if (!st.env && MPI_Initialized(&live) == MPI_SUCCESS && live &&

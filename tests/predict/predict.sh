@@ -18,8 +18,8 @@
 #  - stream: the peak memory does not grow with the raster's height;
 #  - give byte-identical output on 2 ranks and on 1 process, and refuse a
 #    run whose rank 1 reads another raster (narrower, shorter, other
-#    pixels) before the first strip, leaving nothing (skipped without
-#    $MPIRUN);
+#    pixels) before the first strip, leaving nothing, and leave nothing
+#    when the watchdog aborts (skipped without $MPIRUN);
 #  - refuse an output that is the input (also through a symlink, a hard
 #    link or a VRT's sources), the checkpoint or another output;
 #  - refuse a raster in another CRS than the training data's (not the same
@@ -225,6 +225,16 @@ RK
 		[ -z "$(ls -A "$T/ranks")" ] || fail "a refused run left $(ls -A "$T/ranks")"
 	done
 	echo "2 ranks: another raster on rank 1 refused"
+	# the watchdog's abort on rank 0 (rank 1 stuck opening a FIFO, rank 0
+	# waiting in the first collective with its output open) removes the
+	# temporary: nothing unwinds after MPI_Abort
+	mkfifo "$T/fifo.tif"
+	CDP_DIST_TIMEOUT=2 expect_fail 1 \
+		"^cdp-predict: rank 0: MPI_Allreduce did not finish within 2 s: rank 1 on host" \
+		$MP sh "$T/rk.sh" "$T/b.tif" "$T/fifo.tif" cdp-predict -q --threads 1 "$T/run" \
+		-o "$T/ranks/x.tif"
+	[ -z "$(ls -A "$T/ranks")" ] || fail "the watchdog's abort left $(ls -A "$T/ranks")"
+	echo "2 ranks: the watchdog's abort leaves nothing"
 else
 	echo "no MPIRUN: skipped"
 fi
