@@ -77,7 +77,10 @@
  *    by j is a multiplication by 1/j there), NCCL's own order of sums.
  * A compressed result therefore differs from the float32 sum (by about
  * 2^-11 (fp16) or 2^-8 (bf16) relative per rounding), so a compressed job
- * no longer equals one rank bitwise; it is still the same on every rank
+ * strays from one rank by that much, where an uncompressed one differs
+ * from one rank only by the order of its sums (2 ranks of batch b add two
+ * partial sums, one process the 2b samples: about 1e-8 relative, never
+ * bitwise the same); it is still the same on every rank
  * (the ring's all-gather, MPI's symmetric op with 2 ranks) and the same run
  * to run. fp16 overflows from 65520 (after the division by j): such an
  * element becomes inf and stays inf, and the caller's finiteness check of
