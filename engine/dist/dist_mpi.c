@@ -23,6 +23,7 @@
 #include "cdp_out.h"
 #include "dist_int.h"
 #include "dist_rdv.h"
+#include "dist/dist_watch.h"
 #include "cdp_thread.h"
 #ifdef HAVE_CUDA
 #include <nccl.h>       /* NCCL_MAJOR/MINOR/PATCH for cdp_dist_features */
@@ -154,7 +155,7 @@ static void mpi_fail(const char *file, int line, const char *call, int rc)
 static void *wd_main(void *arg)
 {
 	struct timespec ts;
-	double period = st.timeout / 4 < 1 ? st.timeout / 4 : 1, t;
+	double period = st.timeout / 4 < 1 ? st.timeout / 4 : 1, t, prev = dist_now(), lost;
 
 	(void)arg;
 	cdp_thread_name("cdp-watchdog", -1);
@@ -164,6 +165,11 @@ static void *wd_main(void *arg)
 		ts.tv_sec = (time_t)t;
 		ts.tv_nsec = (long)((t - (double)ts.tv_sec) * 1e9);
 		pthread_cond_timedwait(&st.wd_cv, &st.wd_mu, &ts);
+		/* this process was stopped (SIGSTOP, then mpirun's SIGCONT): the
+		 * peer it waits for did not hang meanwhile, this rank did, and
+		 * the peer's watchdog says so; the wait starts again */
+		if ((lost = cdp_watch_stalled(&prev, period)) > 0 && st.what)
+			st.since += lost;
 		if (!st.wd_stop && st.what && dist_now() - st.since > st.timeout) {
 			signal(SIGALRM, SIG_DFL);
 			alarm(10);
