@@ -81,6 +81,11 @@ static void unlink_all(void)
 	}
 }
 
+void cdp_out_unlink_all(void)
+{
+	unlink_all();
+}
+
 /* Async-signal-safe: unlink, sigaction and raise only. A handler the
  * program installed before us runs instead (it stops the program the way
  * it chose, and its failure paths remove the temporaries). */

@@ -27,7 +27,8 @@
  *   temporary that unlinks every live one and re-raises the signal. Where
  *   the program already handles the signal itself (cdp-train stops at the
  *   next step and writes its checkpoint), its handler runs instead and the
- *   temporaries are left to its own failure paths. A temporary left by a
+ *   temporaries are left to its own failure paths. A program that ends
+ *   without unwinding calls cdp_out_unlink_all first. A temporary left by a
  *   process killed outright (SIGKILL) is removed by cdp_out_sweep() in a
  *   later run, once its PID is dead. Between cdp_out_hold and
  *   cdp_out_release those signals are deferred (in every thread), so that
@@ -139,6 +140,13 @@ int  cdp_out_commit(cdp_out *o, char *err, size_t cap);
  * do no work that can block while holding. */
 void cdp_out_hold(void);
 void cdp_out_release(void);
+
+/* Removes every live temporary and its side files, leaving the registry
+ * as it is: for a program about to end without unwinding (an abort that
+ * exits from another thread, MPI_Abort), so that a failed run leaves
+ * nothing behind. Async-signal-safe (unlink only); a commit racing with it
+ * in another thread either renamed its file first or finds it gone. */
+void cdp_out_unlink_all(void);
 
 /* Removes the temporary (and the side files GDAL and SQLite put beside it:
  * .aux.xml, -journal, -wal, -shm) and ends o. Safe on an ended or zeroed o. */

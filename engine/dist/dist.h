@@ -77,7 +77,10 @@
  *    by j is a multiplication by 1/j there), NCCL's own order of sums.
  * A compressed result therefore differs from the float32 sum (by about
  * 2^-11 (fp16) or 2^-8 (bf16) relative per rounding), so a compressed job
- * no longer equals one rank bitwise; it is still the same on every rank
+ * strays from one rank by that much, where an uncompressed one differs
+ * from one rank only by the order of its sums (2 ranks of batch b add two
+ * partial sums, one process the 2b samples: about 1e-8 relative, never
+ * bitwise the same); it is still the same on every rank
  * (the ring's all-gather, MPI's symmetric op with 2 ranks) and the same run
  * to run. fp16 overflows from 65520 (after the division by j): such an
  * element becomes inf and stays inf, and the caller's finiteness check of
@@ -163,7 +166,11 @@ struct cdp_backend;
  * or 1, a CDP_JOB_ID longer than 251 bytes or with a byte that is no
  * printable ASCII (cdp_dist_bad_env names it; the caller reports and
  * exits), or CDP_EINVAL if already initialised.
- * Launched without MPI: when MPI finds one process (a singleton) but
+ * Launched without MPI: when MPI finds one process (a singleton) that no
+ * MPI launcher started (none of OMPI_COMM_WORLD_SIZE, PMIX_RANK, PMI_RANK,
+ * PMI_SIZE is set before MPI_Init, nor SLURM_STEP_ID with SLURM_PROCID
+ * unless TORCHELASTIC_RUN_ID says torchrun started it: under mpirun and
+ * srun these variables are the user's leftovers and ignored) but
  * CDP_RENDEZVOUS names a file and WORLD_SIZE > 1, RANK, WORLD_SIZE,
  * LOCAL_WORLD_SIZE (default WORLD_SIZE: one node) and LOCAL_RANK (default
  * RANK mod LOCAL_WORLD_SIZE) give rank, size, local size and local rank (as
@@ -172,10 +179,12 @@ struct cdp_backend;
  * GPU backend and CDP_DIST_NCCL before its first collective. Rank 0 writes
  * NCCL's unique id to the file (cdp-rendezvous(5), dist_rdv.h: with the
  * job's id, written whole under a temporary name and linked into place;
- * another job's leftover file is replaced, one of this job or of a job
- * without an id refused) and removes it once the communicator is up; the
+ * another job's leftover file is replaced, one of this job, or any when
+ * this job has no id, refused) and removes it once the communicator is up; the
  * others wait for it, past another job's file, for up to CDP_DIST_TIMEOUT. CDP_ESYNTAX / CDP_ERANGE for a malformed or
- * inconsistent variable, whose name cdp_dist_bad_env returns. */
+ * inconsistent variable, whose name cdp_dist_bad_env returns; CDP_ESYNTAX
+ * naming CDP_RENDEZVOUS when WORLD_SIZE > 1 comes without it (each process
+ * would run alone). */
 int  cdp_dist_init(int *argc, char ***argv);
 const char *cdp_dist_bad_env(void);
 /* What that variable allows ("0 or 1"), or NULL where the code says it. */
@@ -184,8 +193,10 @@ const char *cdp_dist_bad_env_want(void);
  * MPI_Finalize. */
 void cdp_dist_finalize(void);
 /* Prints "PROG: rank R: message" (PROG as set below, default cdp-train) to
- * stderr and ends every rank with exit status `code` (MPI_Abort; plain exit
- * before init or after finalize). */
+ * stderr, removes this process's output temporaries (cdp_out_unlink_all:
+ * nothing unwinds after it) and ends every rank with exit status `code`
+ * (MPI_Abort, whose SIGTERM to the other ranks runs their cdp_out handler;
+ * plain exit before init or after finalize). */
 void cdp_dist_abort(int code, const char *fmt, ...)
 	__attribute__((noreturn, format(printf, 2, 3)));
 /* The program name used in messages (not copied; default "cdp-train"). */
@@ -263,7 +274,10 @@ int  cdp_dist_max_f64(double *v);
 /* Every rank agrees it failed: 1 on every rank when flag is nonzero on any
  * rank, else 0 (flag != 0 with one process). Collective: each rank calls it
  * at the same point, so that all stop together and none waits in a later
- * collective for a rank that gave up. A failed rank has said why itself. */
+ * collective for a rank that gave up. A failed rank has said why itself.
+ * Launched without MPI on no GPU backend (NCCL cannot run) a rank whose
+ * flag is set gets 1 at once, telling no one: the others stop at their
+ * watchdog. */
 int  cdp_dist_any(int flag);
 /* Rank 0's buffer to every rank (a checkpoint that only rank 0's host
  * holds): rank 0 passes rc0, its error reading the bytes (0 when *buf, *len

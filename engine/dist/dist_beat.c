@@ -42,6 +42,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 #include "dist_int.h"
+#include "dist/dist_watch.h"
 #include "cdp_thread.h"
 
 static struct {
@@ -222,7 +223,7 @@ static void *beat_main(void *arg)
 	int n = bt.rank == 0 ? bt.size : 1, np, warned = 0;
 	struct pollfd *p = calloc((size_t)n + 2, sizeof *p);
 	int *who = calloc((size_t)n + 2, sizeof *who);
-	double now, next = 0;
+	double now, next = 0, prev = dist_now(), lost;
 
 	(void)arg;
 	cdp_thread_name("cdp-heartbeat", -1);
@@ -241,6 +242,13 @@ static void *beat_main(void *arg)
 		if (p[0].revents)
 			break;          /* dist_beat_stop */
 		now = dist_now();
+		/* this process did not run (SIGSTOP): the others' beats wait
+		 * unread, so silence meanwhile is not theirs */
+		if ((lost = cdp_watch_stalled(&prev, bt.period)) > 0) {
+			for (int i = 0; i < n; i++)
+				bt.last[i] += lost;
+			bt.t0 += lost;
+		}
 		for (int k = 1; k < np; k++) {
 			if (!p[k].revents)
 				continue;

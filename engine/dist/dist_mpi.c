@@ -20,8 +20,10 @@
 #include <unistd.h>
 #include "cdp_error.h"
 #include "cdp_num.h"
+#include "cdp_out.h"
 #include "dist_int.h"
 #include "dist_rdv.h"
+#include "dist/dist_watch.h"
 #include "cdp_thread.h"
 #ifdef HAVE_CUDA
 #include <nccl.h>       /* NCCL_MAJOR/MINOR/PATCH for cdp_dist_features */
@@ -30,6 +32,7 @@
 static struct {
 	int inited, rank, size, lrank, lsize, left, right;
 	int env;                /* launched without MPI (dist.h), size > 1 */
+	int launched;           /* mpi_launched(), before MPI_Init sets its own marks */
 	int serialized;         /* MPI gives MPI_THREAD_SERIALIZED or more */
 	const char *bad_env;    /* the variable cdp_dist_init refused */
 	const char *bad_want;   /* what it allows, or NULL (the error code says) */
@@ -113,6 +116,9 @@ void cdp_dist_abort(int code, const char *fmt, ...)
 	va_end(ap);
 	/* the other side of our heartbeat: this rank leaves on purpose */
 	dist_beat_quit();
+	/* nothing unwinds from here (this may be the watchdog's thread), so
+	 * the outputs' temporaries go now: a failed run leaves nothing */
+	cdp_out_unlink_all();
 	/* launched without MPI the other ranks are no MPI peers: they learn of
 	 * this exit from NCCL (a broken connection) or their watchdog */
 	if (!st.env && MPI_Initialized(&live) == MPI_SUCCESS && live &&
@@ -149,7 +155,7 @@ static void mpi_fail(const char *file, int line, const char *call, int rc)
 static void *wd_main(void *arg)
 {
 	struct timespec ts;
-	double period = st.timeout / 4 < 1 ? st.timeout / 4 : 1, t;
+	double period = st.timeout / 4 < 1 ? st.timeout / 4 : 1, t, prev = dist_now(), lost;
 
 	(void)arg;
 	cdp_thread_name("cdp-watchdog", -1);
@@ -159,6 +165,11 @@ static void *wd_main(void *arg)
 		ts.tv_sec = (time_t)t;
 		ts.tv_nsec = (long)((t - (double)ts.tv_sec) * 1e9);
 		pthread_cond_timedwait(&st.wd_cv, &st.wd_mu, &ts);
+		/* this process was stopped (SIGSTOP, then mpirun's SIGCONT): the
+		 * peer it waits for did not hang meanwhile, this rank did, and
+		 * the peer's watchdog says so; the wait starts again */
+		if ((lost = cdp_watch_stalled(&prev, period)) > 0 && st.what)
+			st.since += lost;
 		if (!st.wd_stop && st.what && dist_now() - st.since > st.timeout) {
 			signal(SIGALRM, SIG_DFL);
 			alarm(10);
@@ -248,18 +259,44 @@ static int env_int(const char *name, int def, int lo, int hi, int *out)
 	return 0;
 }
 
+/* Whether a launcher started this process as an MPI rank, which leaves
+ * its mark: Open MPI's mpirun, a PMIx or PMI server (srun --mpi=pmix or
+ * pmi2, MPICH's hydra), or a Slurm task (srun, also --mpi=none) that no
+ * torchrun started. RANK, WORLD_SIZE and CDP_RENDEZVOUS are then not a
+ * launch of ours but what the user's shell left (dist.h). */
+static int mpi_launched(void)
+{
+	static const char *const marks[] = { "OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK",
+	                                     "PMI_SIZE" };
+
+	for (size_t i = 0; i < sizeof marks / sizeof marks[0]; i++)
+		if (getenv(marks[i]))
+			return 1;
+	return getenv("SLURM_STEP_ID") && getenv("SLURM_PROCID") && !getenv("TORCHELASTIC_RUN_ID");
+}
+
 /* After MPI found a singleton: a launch without MPI (dist.h)? */
 static int env_launch(void)
 {
+	static char want[160];
 	const char *rdv = getenv("CDP_RENDEZVOUS");
 	int size, rank, lrank, lsize, rc;
 
-	if (!rdv || !*rdv || !getenv("WORLD_SIZE"))
+	if (!getenv("WORLD_SIZE") || st.launched)
 		return 0;
 	if ((rc = env_int("WORLD_SIZE", 0, 1, 1 << 20, &size)) != 0)
 		return rc;
 	if (size == 1)
 		return 0;
+	/* a launcher of several ranks without the file they meet by: each
+	 * would train alone, on the same outputs */
+	if (!rdv || !*rdv) {
+		snprintf(want, sizeof want, "the rendezvous file of a launch without MPI: WORLD_SIZE "
+		         "is %d and no mpirun or srun started this process", size);
+		st.bad_env = "CDP_RENDEZVOUS";
+		st.bad_want = want;
+		return CDP_ESYNTAX;
+	}
 	if ((rc = env_int("RANK", -1, 0, size - 1, &rank)) != 0 ||
 	    (rc = env_int("LOCAL_WORLD_SIZE", size, 1, size, &lsize)) != 0 ||
 	    (rc = env_int("LOCAL_RANK", rank % lsize, 0, lsize - 1, &lrank)) != 0)
@@ -369,6 +406,8 @@ int cdp_dist_init(int *argc, char ***argv)
 		st.bad_want = "seconds, 0 (no heartbeat) to 1e9";
 		return rc;
 	}
+	/* a singleton's MPI_Init sets OMPI_COMM_WORLD_SIZE itself */
+	st.launched = mpi_launched();
 	/* SERIALIZED: the communication thread (dist_ring.c) makes MPI calls
 	 * while the main thread makes none; Open MPI takes no locks below
 	 * MPI_THREAD_MULTIPLE */
@@ -653,6 +692,14 @@ void dist_allreduce_sum(float *buf, size_t n)
 int cdp_dist_any(int flag)
 {
 	uint64_t v = flag != 0;
+
+	/* launched without MPI, NCCL is the only way to the others, and
+	 * without a GPU backend there is none: a failed rank stops alone (the
+	 * others, waiting for it at the rendezvous or in NCCL, stop at their
+	 * watchdog), unwinding as it would under MPI, instead of ending in
+	 * comm_up's "NCCL needs a GPU" with its run directory locked */
+	if (st.env && flag && !cdp_dist_nccl_usable())
+		return 1;
 
 	/* a sum of 0/1 flags: the ranks' order cannot change it, and it goes
 	 * where every host collective goes (MPI, or NCCL when launched

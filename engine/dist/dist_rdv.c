@@ -157,7 +157,9 @@ static int slurp(const char *path, unsigned char *rec, size_t *len)
 	return e;
 }
 
-/* A file at r->path that rank 0 may replace: a valid one of another job. */
+/* A file at r->path that rank 0 may replace: a valid one of another job.
+ * A job without an id cannot tell another job's file from a live one of
+ * its own, so it replaces none (cdp-rendezvous(5)). */
 static int is_stale(cdp_rdv *r)
 {
 	unsigned char rec[REC_MAX + 1];
@@ -168,7 +170,7 @@ static int is_stale(cdp_rdv *r)
 	    cdp_rdv_decode(rec, len, r->seen_job, &r->seen_world, &blob, &n) != 0)
 		return 0;
 	r->seen_n = n;
-	return strcmp(r->seen_job, r->job) != 0;
+	return r->job[0] && strcmp(r->seen_job, r->job) != 0;
 }
 
 /* ---- publish and fetch --------------------------------------------------- */

@@ -95,12 +95,21 @@ static void fire(cdp_watch *w, const char *msg)
 	w->ops.die(w->ops.ctx, msg);
 }
 
+double cdp_watch_stalled(double *prev, double period)
+{
+	double t = now(), gap = t - *prev;
+
+	*prev = t;
+	/* a wake-up may be late by a scheduler's slice, not by seconds */
+	return gap > 2 * period + 0.25 ? gap - period : 0;
+}
+
 static void *run(void *arg)
 {
 	cdp_watch *w = arg;
 	char msg[768], detail[512];
 	struct timespec ts;
-	double t;
+	double t, prev = now(), lost;
 	int q;
 
 	cdp_thread_name("cdp-devwatch", -1);
@@ -114,6 +123,9 @@ static void *run(void *arg)
 		pthread_cond_timedwait(&w->cv, &w->mu, &ts);
 		if (w->stop)
 			break;
+		if ((lost = cdp_watch_stalled(&prev, w->period)) > 0)
+			for (int i = 0; i < w->qn; i++)
+				w->t0[(w->q0 + i) % CDP_WATCH_SLOTS] += lost;
 		detail[0] = '\0';
 		while (w->qn > 0 && (q = w->ops.query(w->ops.ctx, w->q0, detail, sizeof detail)) != 0) {
 			if (q < 0) {

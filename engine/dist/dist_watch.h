@@ -6,7 +6,8 @@
  * ties FIFO slot s to it (ops.arm, e.g. cudaEventRecord(ev[s], stream)). A
  * thread wakes every min(1 s, timeout / 4), asks ops.query about the oldest
  * slots (cudaEventQuery), retires the complete ones, and fires when
- *  - the oldest left was pushed more than `timeout` seconds ago:
+ *  - the oldest left was pushed more than `timeout` seconds ago, not
+ *    counting the time this process did not run (cdp_watch_stalled):
  *    "WHAT did not finish within S s: a peer rank died or hangs (timeout
  *    set by CDP_DIST_TIMEOUT)" (the time counts from the push, queueing
  *    behind earlier work included);
@@ -70,6 +71,15 @@ int  cdp_watch_pending(cdp_watch *w);
 /* Stops and joins the thread and frees w (NULL: nothing). The operations
  * still in the FIFO are forgotten. */
 void cdp_watch_stop(cdp_watch *w);
+
+/* For a thread that wakes every `period` seconds to time its peers: the
+ * seconds beyond `period` that passed since its last wake (*prev, on
+ * CLOCK_MONOTONIC, set to now), or 0 for a wake about on time. A late wake
+ * means this process did not run (SIGSTOP and SIGCONT, a debugger, a
+ * starved machine): the caller moves its deadlines on by that much, so
+ * that its own stop is not blamed on a peer, which kept its own clock
+ * and blames this rank if it was stopped too long. */
+double cdp_watch_stalled(double *prev, double period);
 
 /* 1 for the first caller in the process, 0 for every later one. */
 int  cdp_watch_claim(void);

@@ -15,7 +15,11 @@
 #   --abort  rank 1 calls cdp_dist_abort (a bad record, say), and is not
 #            reported lost (it said goodbye);
 #   --mismatch  rank 1 reduces fewer floats: the MPI error is reported with
-#            file, line, call and MPI's text by the check macro.
+#            file, line, call and MPI's text by the check macro;
+# and one that must end 0 without blaming anyone wrongly:
+#   --pause  rank 1, stopped for 4 s in a barrier under a 2 s watchdog and
+#            a 2 s heartbeat, then continued: rank 0 may call it lost, but
+#            rank 1 blames rank 0 for neither (the time it did not run).
 # Exit 77 when mpirun is missing.
 set -eu
 : "${CDP_BUILDDIR:?run under make check}"
@@ -102,4 +106,11 @@ NP=3 CDP_DIST_HEARTBEAT=2 failmode --kill mpi \
 failmode --abort ring "test_dist: rank 1: cannot decode record 'scene_3_4'"
 grep -q "is gone\|is lost" "$T/err" && fail "--abort: rank 1 ended the job itself, yet: $(cat "$T/err")"
 CDP_DIST_TIMEOUT=5 failmode --mismatch ring 'test_dist: rank 1: dist_mpi.c:[0-9]*: MPI_[A-Za-z]*: MPI_ERR_TRUNCATE'
+echo "== --pause"
+# shellcheck disable=SC2086
+CDP_DIST_HEARTBEAT=2 timeout 60 "$mpirun" $flags -np 2 "$prog" --pause >"$T/out" 2>"$T/err" ||
+	fail "--pause: a stopped and continued rank ended the job: $(cat "$T/err")"
+! grep -q "rank 1: .*did not finish\|rank 1: rank 0 .* is lost" "$T/err" ||
+	fail "--pause: rank 1 blamed rank 0 for its own stop: $(cat "$T/err")"
+cat "$T/out"
 exit 0

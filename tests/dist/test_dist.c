@@ -30,14 +30,21 @@
  *   --abort  rank 1 calls cdp_dist_abort while rank 0 waits
  *   --mismatch  rank 1 reduces 2 floats fewer (a caller bug): MPI
  *            reports a truncated message, which the check macro names
+ * and one that must end 0:
+ *   --pause  rank 0 stops rank 1 (SIGSTOP) for 4 s while it waits in a
+ *            barrier under a 2 s watchdog, continues it and joins 0.5 s
+ *            later: rank 1 was not running, so neither its watchdog nor
+ *            its heartbeat may blame rank 0
  */
 #define _GNU_SOURCE         /* RTLD_NEXT */
 #include <dlfcn.h>
 #include <math.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include "cdp_error.h"
 #include "cdp_progress.h"
@@ -486,6 +493,33 @@ static int failure(const char *mode, const char *algo_name)
 	return 0;   /* reaching here is the failure dist.sh looks for */
 }
 
+/* --pause (one host, 2 ranks): rank 1's own stop is not rank 0's fault. */
+static int paused(void)
+{
+	uint64_t pid = R == 1 ? (uint64_t)getpid() : 0;
+	struct timespec half = { 0, 500000000 };
+
+	if (J != 2) {
+		fprintf(stderr, "test_dist: --pause needs 2 ranks\n");
+		return 2;
+	}
+	cdp_dist_sum_u64(&pid, 1);
+	if (R == 1)
+		cdp_dist_set_timeout(2);
+	else {
+		nanosleep(&half, NULL);         /* rank 1 waits in the barrier */
+		kill((pid_t)pid, SIGSTOP);
+		sleep(4);
+		kill((pid_t)pid, SIGCONT);
+		nanosleep(&half, NULL);
+	}
+	cdp_dist_barrier();
+	cdp_dist_finalize();
+	if (R == 0)
+		printf("rank 1, stopped for 4 s under a 2 s watchdog, went on\n");
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	static const size_t all_chunks[] = { DEFAULT_CHUNK, 64, 1 };
@@ -501,6 +535,8 @@ int main(int argc, char **argv)
 	cdp_dist_set_prog("test_dist");
 	R = cdp_dist_rank();
 	J = cdp_dist_size();
+	if (argc > 1 && strcmp(argv[1], "--pause") == 0)
+		return paused();
 	if (argc > 1)
 		return failure(argv[1], argc > 2 ? argv[2] : NULL);
 	test_ranks();

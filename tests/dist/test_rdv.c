@@ -7,7 +7,8 @@
  *    reads this job's id once rank 0 has replaced it; with no rank 0 it
  *    times out naming both jobs;
  *  - rank 0 refuses, and leaves as it was, a file of the same job, any file
- *    when there is no job id, and a file that is not a rendezvous file;
+ *    when there is no job id (another job's too), and a file that is not a
+ *    rendezvous file;
  *  - damaged files (magic, version, length, CRC) fail the reader at once,
  *    not after the timeout; another world size is CDP_EMISMATCH;
  *  - rank 0 never publishing: ETIMEDOUT after the timeout, and a rank that
@@ -207,6 +208,20 @@ static void test_refuse(void)
 	CHECK(strstr(msg, "CDP_JOB_ID") != NULL, "message: %s", msg);
 	/* and a reader without a job id takes the file (it cannot tell) */
 	CHECK_RC(cdp_rdv_fetch(&r, after, ID), 0);
+	cdp_rdv_remove(&r);
+
+	/* nor, without a job id, another job's file: it may be live */
+	r = rdv("cdp:other-job", 2, 0);
+	CHECK_RC(cdp_rdv_publish(&r, id, ID), 0);
+	nb = read_file(before, sizeof before);
+	r = rdv("", 2, 0);
+	fill(id, 7);
+	CHECK_RC(cdp_rdv_publish(&r, id, ID), EEXIST);
+	CHECK(r.stale == 0, "another job's file called stale by a job without an id");
+	na = read_file(after, sizeof after);
+	CHECK(na == nb && memcmp(before, after, nb) == 0, "a job without an id replaced "
+	      "another job's file");
+	CHECK(entries() == 1, "a refused publish left a temporary file");
 	cdp_rdv_remove(&r);
 
 	CHECK_RC(write_file(junk, sizeof junk - 1), 0);           /* someone else's */

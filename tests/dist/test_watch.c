@@ -5,7 +5,8 @@
  *  - operations that complete (600 through the 256 slots, so that pushing
  *    waits on the oldest): no abort, the FIFO drains, exit 0, stderr empty;
  *  - one that completes slower than a period but within the timeout: no
- *    abort;
+ *    abort; nor one that completes late because the process was stopped
+ *    (SIGSTOP, then SIGCONT) meanwhile;
  *  - one that never completes: the abort callback runs once, then one line
  *    "test_watch: rank 0: NAME did not finish within 0.5 s: ...", exit 1,
  *    not before the timeout and within timeout + 2 s;
@@ -198,6 +199,35 @@ static void c_complete(void)
 	_exit(0);
 }
 
+/* A process stopped (SIGSTOP by a helper, continued 3 s later) while its
+ * operation is pending under a 1 s timeout: the operation completes 0.3 s
+ * after the continue, and the time the process did not run is not held
+ * against it (cdp_watch_stalled). */
+static void c_paused(void)
+{
+	cdp_watch *w = start(1, 1);
+	pid_t me = getpid(), helper;
+	double t0;
+
+	if ((helper = fork()) == 0) {
+		nap(0.2);
+		kill(me, SIGSTOP);
+		nap(3);
+		kill(me, SIGCONT);
+		_exit(0);
+	}
+	dev.delay = 3.5;
+	cdp_watch_push(w, "an operation the stop delays");
+	t0 = now();
+	while (cdp_watch_pending(w) > 0 && now() - t0 < 10)
+		nap(0.01);
+	waitpid(helper, NULL, 0);
+	if (cdp_watch_pending(w) != 0)
+		_exit(4);
+	cdp_watch_stop(w);
+	_exit(0);
+}
+
 static void c_hang(void)
 {
 	cdp_watch *w = start(0.5, 5);
@@ -261,6 +291,10 @@ static void test_cases(void)
 	CHECK(exited(&o, 0) && o.lines == 0 && o.aborts == 0,
 	      "completing ops: status %d, %d lines (%s), %d aborts", o.status, o.lines, o.first,
 	      o.aborts);
+	o = run(c_paused);
+	CHECK(exited(&o, 0) && o.lines == 0 && o.aborts == 0,
+	      "paused: status %d, %d lines (%s), %d aborts: the process's own stop was blamed",
+	      o.status, o.lines, o.first, o.aborts);
 
 	o = run(c_hang);
 	CHECK(exited(&o, 1), "hang: status %d", o.status);

@@ -16,8 +16,10 @@
 #    sources and the checkpoint) from the raw 3-band scene, exactly as a
 #    model trained on the 2-band raster of those bands reads that raster;
 #  - stream: the peak memory does not grow with the raster's height;
-#  - give byte-identical output on 2 ranks and on 1 process (skipped
-#    without $MPIRUN);
+#  - give byte-identical output on 2 ranks and on 1 process, and refuse a
+#    run whose rank 1 reads another raster (narrower, shorter, other
+#    pixels) before the first strip, leaving nothing, and leave nothing
+#    when the watchdog aborts (skipped without $MPIRUN);
 #  - refuse an output that is the input (also through a symlink, a hard
 #    link or a VRT's sources), the checkpoint or another output;
 #  - refuse a raster in another CRS than the training data's (not the same
@@ -198,6 +200,41 @@ if [ -n "$mpirun" ] && command -v "$mpirun" >/dev/null 2>&1; then
 	py "a, b = gdal.Open('$T/one.tif').ReadAsArray(), gdal.Open('$T/two.tif').ReadAsArray()
 assert np.array_equal(a, b, equal_nan=True)" || fail "2 ranks differ from 1 process"
 	echo "2 ranks: the same probabilities as 1 process"
+	# node-local copies that differ: rank 1 reads another raster (rk.sh)
+	# narrower (rank 0 read its strips with the wrong row width), shorter
+	# (rank 0 waited for a round rank 1 never started), the same size with
+	# other pixels (a map of two scenes); each refused before the first
+	# strip, naming rank 1 and its host, and nothing left
+	cat >"$T/rk.sh" <<'RK'
+# rk.sh ARG0 ARG1 CMD...: CMD with rank r's ARGr appended
+a=$1 b=$2; shift 2
+if [ "${OMPI_COMM_WORLD_RANK:-0}" -eq 0 ]; then exec "$@" "$a"; else exec "$@" "$b"; fi
+RK
+	mk "$T/narrow.tif" 180 170 2 --nodata-rect 10,20,30,15
+	mk "$T/short.tif" 200 100 2 --nodata-rect 10,20,30,15
+	mk "$T/other.tif" 200 170 3 --nodata-rect 10,20,30,15
+	mkdir "$T/ranks"
+	for r in narrow:"is 180x170 pixels, rank 0's is 200x170" \
+	         short:"is 200x100 pixels, rank 0's is 200x170" other:"holds other pixels"; do
+		CDP_DIST_TIMEOUT=60 expect_fail 1 \
+			"^cdp-predict: rank 1: '$T/${r%%:*}.tif' on host '.*' ${r#*:}" \
+			$MP sh "$T/rk.sh" "$T/b.tif" "$T/${r%%:*}.tif" cdp-predict -q --threads 1 "$T/run" \
+			-o "$T/ranks/x.tif"
+		grep -q "^cdp-predict: rank 0: another rank's raster is not rank 0's '$T/b.tif'" \
+			"$T/err" || fail "rank 0 does not say why it stops: $(cat "$T/err")"
+		[ -z "$(ls -A "$T/ranks")" ] || fail "a refused run left $(ls -A "$T/ranks")"
+	done
+	echo "2 ranks: another raster on rank 1 refused"
+	# the watchdog's abort on rank 0 (rank 1 stuck opening a FIFO, rank 0
+	# waiting in the first collective with its output open) removes the
+	# temporary: nothing unwinds after MPI_Abort
+	mkfifo "$T/fifo.tif"
+	CDP_DIST_TIMEOUT=2 expect_fail 1 \
+		"^cdp-predict: rank 0: MPI_Allreduce did not finish within 2 s: rank 1 on host" \
+		$MP sh "$T/rk.sh" "$T/b.tif" "$T/fifo.tif" cdp-predict -q --threads 1 "$T/run" \
+		-o "$T/ranks/x.tif"
+	[ -z "$(ls -A "$T/ranks")" ] || fail "the watchdog's abort left $(ls -A "$T/ranks")"
+	echo "2 ranks: the watchdog's abort leaves nothing"
 else
 	echo "no MPIRUN: skipped"
 fi

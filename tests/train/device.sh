@@ -14,7 +14,10 @@
 #  - cdp-predict: the same --device and --precision errors, and --device
 #    auto predicts what --device cpu does;
 #  - a launch without MPI (CDP_RENDEZVOUS with RANK and WORLD_SIZE) on the
-#    CPU is a clear error, and so is a malformed WORLD_SIZE or RANK;
+#    CPU is a clear error in one line that leaves no run directory, and so
+#    is a malformed WORLD_SIZE or RANK, or WORLD_SIZE 2 without
+#    CDP_RENDEZVOUS (cdp-train and cdp-predict); under mpirun -np 1 those
+#    variables are ignored (with $MPIRUN);
 #  - staging (CDP_DIST_STAGE=1: the CPU backend's memory stands for a GPU's,
 #    so gradients, averages and broadcasts go through the pinned mirror and
 #    back as on a GPU with --allreduce mpi or ring): 2 ranks with mpi and
@@ -88,14 +91,37 @@ fi
 
 echo "== launched without MPI"
 R="env CDP_RENDEZVOUS=$T/rdv WORLD_SIZE=2"
+# one line, and no run directory left holding its .lock (the failure's
+# agreement went through NCCL, which ended the job without a GPU)
 expect_fail 1 "launched without MPI (CDP_RENDEZVOUS), every collective goes through NCCL" \
-	$R RANK=0 cdp-train $C --out "$T/x" --device cpu
+	$R RANK=0 cdp-train $C --out "$T/nompi" --device cpu
+[ "$(wc -l <"$T/err")" -eq 1 ] || fail "a launch without MPI on the cpu said: $(cat "$T/err")"
+[ ! -e "$T/nompi" ] || fail "a refused launch without MPI left $(ls -A "$T/nompi")"
+# WORLD_SIZE above 1 without the rendezvous file: each would run alone
+for r in 0 1; do
+	expect_fail 1 "^cdp-train: CDP_RENDEZVOUS: '': want the rendezvous file of a launch without MPI: WORLD_SIZE is 2 and no mpirun or srun started this process\$" \
+		env WORLD_SIZE=2 RANK=$r cdp-train $C --out "$T/nompi"
+	expect_fail 1 "^cdp-predict: CDP_RENDEZVOUS: '': want the rendezvous file of a launch without MPI: WORLD_SIZE is 2" \
+		env WORLD_SIZE=2 RANK=$r cdp-predict $P
+done
+[ ! -e "$T/nompi" ] && [ ! -e "$T/p.tif" ] || fail "WORLD_SIZE=2 without CDP_RENDEZVOUS wrote outputs"
+env WORLD_SIZE=1 RANK=0 cdp-train $C --out "$T/ws1" || fail "WORLD_SIZE=1 did not train alone"
 expect_fail 1 "cdp-train: WORLD_SIZE: " env CDP_RENDEZVOUS="$T/rdv" WORLD_SIZE=two RANK=0 \
 	cdp-train $C --out "$T/x"
 expect_fail 1 "cdp-train: RANK: " $R RANK=2 cdp-train $C --out "$T/x"
 expect_fail 1 "cdp-train: RANK: " $R cdp-train $C --out "$T/x"
 expect_fail 1 "not launched by CDP_RENDEZVOUS" $R RANK=1 cdp-predict $P
 [ ! -e "$T/rdv" ] || fail "a refused launch left the rendezvous file"
+
+if [ -n "$MP" ]; then
+	# under mpirun the launcher's variables are the user's leftovers: one
+	# rank trains as one process does, without a rendezvous
+	$R RANK=0 $(echo "$MP" | sed 's/-np 2/-np 1/') cdp-train $C --out "$T/mp1" ||
+		fail "mpirun -np 1 with RANK, WORLD_SIZE and CDP_RENDEZVOUS set: not ignored"
+	cmp -s "$T/cpu/checkpoint.cdpt" "$T/mp1/checkpoint.cdpt" ||
+		fail "mpirun -np 1 did not train what one process does"
+	[ ! -e "$T/rdv" ] || fail "mpirun -np 1 wrote the rendezvous file"
+fi
 
 if [ -z "$MP" ]; then
 	echo "SKIP: staging at 2 ranks (no MPIRUN)"

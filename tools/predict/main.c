@@ -168,8 +168,10 @@ int main(int argc, char **argv)
 	/* the GPU before MPI_Init, where a CUDA-aware MPI sets up on the current one */
 	cdp_device_preselect(o.device);
 	if ((c = cdp_dist_init(&argc, &argv)) != 0) {
-		fprintf(stderr, PROG ": %s: '%s': %s\n", cdp_dist_bad_env(),
-		        getenv(cdp_dist_bad_env()) ? getenv(cdp_dist_bad_env()) : "", cdp_strerror(c));
+		const char *want = cdp_dist_bad_env_want();
+		fprintf(stderr, PROG ": %s: '%s': %s%s\n", cdp_dist_bad_env(),
+		        getenv(cdp_dist_bad_env()) ? getenv(cdp_dist_bad_env()) : "",
+		        want ? "want " : "", want ? want : cdp_strerror(c));
 		goto out;
 	}
 	mpi = 1;

@@ -362,7 +362,8 @@ int cdp_predict_run(const cdp_predict_opts *o, char *err, size_t cap)
 		pr_fail(err, cap, "another rank failed");
 		ok = 0;
 	}
-	if (!ok)
+	/* and on the raster: node-local copies may differ */
+	if (!ok || pr_same_raster(&p, err, cap) < 0)
 		goto out;
 	if (run_all(&p, err, cap) < 0)
 		goto out;

@@ -77,6 +77,13 @@ int  pr_fail(char *err, size_t cap, const char *fmt, ...) __attribute__((format(
 int  pr_load_model(predictor *p, char *err, size_t cap);
 /* The raster, checked against the checkpoint's bands and statistics. */
 int  pr_open_raster(predictor *p, char *err, size_t cap);
+/* Every rank's raster against rank 0's, before the first strip
+ * (collective; nothing with one process): size, bands, data type,
+ * geotransform, CRS, nodata value, mask band and the CRC32 of the first,
+ * middle and last rows of every band. A rank whose raster differs names
+ * itself, its host and the difference; the others say another rank's
+ * differs. 0 on every rank, or -1 on every rank. */
+int  pr_same_raster(predictor *p, char *err, size_t cap);
 /* The window weight and the grid of windows. */
 int  pr_weights(predictor *p, char *err, size_t cap);
 /* The buffers of --tta for outputs of s_out x s_out (S, or 1 for a

@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "cdp_crc32.h"
 #include "cdp_dtype.h"
 #include "cdp_error.h"
 #include "cdp_file.h"
@@ -266,6 +267,130 @@ int pr_open_raster(predictor *p, char *err, size_t cap)
 	}
 	p->nodata_mode = cdp_raster_has_mask(p->r, p->ck.bands[0]) ? 2 : p->ri->has_nodata ? 1 : 0;
 	return check_georef(p, err, cap);
+}
+
+/* What a rank's raster must share with rank 0's: its grid, bands, type,
+ * nodata and mask, and a fingerprint of its pixels. Node-local copies
+ * that differ would otherwise give a wrong map (another width: rank 0
+ * reads rank 1's strip sums with its own row width), a map of two scenes,
+ * or, another height, a rank waiting for a round its peer never starts. */
+typedef struct raster_print {
+	uint64_t w, h;
+	uint32_t bands, crc;
+	int32_t dtype, has_nodata, has_gt, nodata_mode, failed;
+	double nodata, gt[6];
+} raster_print;
+
+/* The CRC32 of rows 0, H/2 and H-1 of every band, in band order: a
+ * cheap fingerprint (3 rows, however large the raster) that tells two
+ * scenes apart. 0, or -1 with err. */
+static int rows_crc(predictor *p, uint32_t *crc, char *err, size_t cap)
+{
+	size_t n = (size_t)p->W * cdp_dtype_size(p->ri->dtype);
+	int rows[3] = { 0, p->H / 2, p->H - 1 };
+	char why[512];
+	void *row = malloc(n ? n : 1);
+
+	if (!row)
+		return pr_fail(err, cap, "out of memory");
+	*crc = 0;
+	for (int b = 1; b <= (int)p->ri->bands; b++)
+		for (int i = 0; i < 3; i++) {
+			if (cdp_raster_read(p->r, &b, 1, 0, rows[i], p->W, 1, row, why, sizeof why) != 0) {
+				free(row);
+				return pr_fail(err, cap, "cannot read '%s': %s", p->o->input, why);
+			}
+			*crc = cdp_crc32(*crc, row, n);
+		}
+	free(row);
+	return 0;
+}
+
+/* What differs between a and rank 0's b, as "is X, rank 0's is Y", into
+ * what[cap]; "" when nothing does. */
+static void print_diff(const raster_print *a, const raster_print *b, char *what, size_t cap)
+{
+	what[0] = '\0';
+	if (a->w != b->w || a->h != b->h)
+		snprintf(what, cap, "is %llux%llu pixels, rank 0's is %llux%llu",
+		         (unsigned long long)a->w, (unsigned long long)a->h,
+		         (unsigned long long)b->w, (unsigned long long)b->h);
+	else if (a->bands != b->bands)
+		snprintf(what, cap, "has %u bands, rank 0's has %u", a->bands, b->bands);
+	else if (a->dtype != b->dtype)
+		snprintf(what, cap, "is %s, rank 0's is %s", cdp_dtype_name(a->dtype),
+		         cdp_dtype_name(b->dtype));
+	else if (a->has_gt != b->has_gt || memcmp(a->gt, b->gt, sizeof a->gt) != 0)
+		snprintf(what, cap, "has another geotransform than rank 0's");
+	else if (a->has_nodata != b->has_nodata ||
+	         (a->has_nodata && memcmp(&a->nodata, &b->nodata, sizeof a->nodata) != 0))
+		snprintf(what, cap, "has another nodata value than rank 0's");
+	else if (a->nodata_mode != b->nodata_mode)
+		snprintf(what, cap, "has %s mask band, rank 0's %s", a->nodata_mode == 2 ? "a" : "no",
+		         b->nodata_mode == 2 ? "has one" : "has none");
+	else if (a->crc != b->crc)
+		snprintf(what, cap, "holds other pixels than rank 0's (CRC32 of its first, middle "
+		         "and last rows %08x, rank 0's %08x)", (unsigned)a->crc, (unsigned)b->crc);
+}
+
+int pr_same_raster(predictor *p, char *err, size_t cap)
+{
+	raster_print mine, first;
+	unsigned char *crs0 = NULL;
+	size_t n = 0;
+	char what[320] = "", host[256], why[128];
+	int rc0 = 0, bad, e;
+
+	if (p->nranks < 2)
+		return 0;
+	memset(&mine, 0, sizeof mine);
+	mine.w = p->ri->width;
+	mine.h = p->ri->height;
+	mine.bands = p->ri->bands;
+	mine.dtype = p->ri->dtype;
+	mine.has_nodata = p->ri->has_nodata;
+	mine.nodata = p->ri->has_nodata ? p->ri->nodata : 0;
+	mine.has_gt = p->ri->has_gt;
+	memcpy(mine.gt, p->ri->gt, sizeof mine.gt);
+	mine.nodata_mode = p->nodata_mode;
+	mine.failed = rows_crc(p, &mine.crc, err, cap) != 0;
+	first = mine;
+	cdp_dist_bcast_bytes(&first, sizeof first);
+	if (p->rank == 0) {
+		n = strlen(p->ri->crs);
+		if (!(crs0 = malloc(n + 1)))
+			rc0 = CDP_ENOMEM;
+		else
+			memcpy(crs0, p->ri->crs, n + 1);
+	}
+	if (cdp_dist_bcast_buf(rc0, &crs0, &n, &e) != 0)
+		return pr_fail(err, cap, e ? "out of memory" : "another rank failed");
+	bad = mine.failed;
+	if (!bad && !first.failed && p->rank != 0) {
+		print_diff(&mine, &first, what, sizeof what);
+		/* the CRS as OGR compares it, as against the checkpoint's */
+		if (!what[0] && (crs0[0] != '\0') != (p->ri->crs[0] != '\0'))
+			snprintf(what, sizeof what, "has %s CRS, rank 0's %s", crs0[0] ? "no" : "a",
+			         crs0[0] ? "has one" : "has none");
+		else if (!what[0] && crs0[0] &&
+		         cdp_raster_crs_same(p->ri->crs, (const char *)crs0, why, sizeof why) != 1)
+			snprintf(what, sizeof what, "is in another CRS than rank 0's");
+		if (what[0]) {
+			if (gethostname(host, sizeof host) != 0)
+				snprintf(host, sizeof host, "?");
+			host[sizeof host - 1] = '\0';
+			pr_fail(err, cap, "'%s' on host '%s' %s: every rank must read the same raster",
+			        p->o->input, host, what);
+			bad = 1;
+		}
+	}
+	free(crs0);
+	if (cdp_dist_any(bad) && !bad) {
+		pr_fail(err, cap, first.failed ? "rank 0 cannot read '%s'" :
+		        "another rank's raster is not rank 0's '%s' (see its message)", p->o->input);
+		bad = 1;
+	}
+	return bad ? -1 : 0;
 }
 
 /* w1 and the per-axis sums of weights over the window grid */
