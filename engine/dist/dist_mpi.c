@@ -120,8 +120,10 @@ void cdp_dist_abort(int code, const char *fmt, ...)
 	 * the outputs' temporaries go now: a failed run leaves nothing */
 	cdp_out_unlink_all();
 	/* launched without MPI the other ranks are no MPI peers: they learn of
-	 * this exit from NCCL (a broken connection) or their watchdog */
-	if (!st.env && MPI_Initialized(&live) == MPI_SUCCESS && live &&
+	 * this exit from NCCL (a broken connection) or their watchdog; a job of
+	 * one process has no peers to stop, and MPI_Abort would only add Open
+	 * MPI's banner to the one line that says what went wrong */
+	if (!st.env && st.size > 1 && MPI_Initialized(&live) == MPI_SUCCESS && live &&
 	    MPI_Finalized(&fin) == MPI_SUCCESS && !fin)
 		MPI_Abort(MPI_COMM_WORLD, code);
 	exit(code);

@@ -249,6 +249,8 @@ with env.begin(write=True, db=db) as txn:
 PYEOF
 rm -rf "$T/run"
 expect_fail 1 "record '$bad'" cdp-train --db "$T/bad" --keys "$T/train.keys" $C0 --batch 4 --epochs 1
+# one process has no peers: one line, no MPI_ABORT banner after it
+[ "$(wc -l <"$T/err")" -eq 1 ] || fail "a corrupt record: stderr is not one line: $(cat "$T/err")"
 rm -rf "$T/run"
 cdp-train --db "$T/bad" --keys "$T/train.keys" $C0 --batch 4 --epochs 1 --skip-bad-records ||
 	fail "--skip-bad-records did not skip"
