@@ -363,6 +363,43 @@ static int cfg_list(const cdp_cfg *cfg, cdp_cfg_section *s, const char *key, flo
 	return 0;
 }
 
+static int has_term(const cdp_loss *l, int kind)
+{
+	if (l->kind == kind)
+		return 1;
+	for (int i = 0; i < l->nterm; i++)
+		if (l->term[i].kind == kind)
+			return 1;
+	return 0;
+}
+
+/* A term's own option given for a loss without that term would be read and
+ * silently ignored (focal_alpha with loss=ce trains plain ce): its key's
+ * line and why, or 0. */
+static int stray_option(const cdp_loss *l, const cdp_cfg_section *s, char *why, size_t cap)
+{
+	static const struct { const char *key, *terms; int k1, k2, k3; } own[] = {
+		{ "dice_smooth", "dice, jaccard or tversky", CDP_LOSS_DICE, CDP_LOSS_JACCARD,
+		  CDP_LOSS_TVERSKY },
+		{ "focal_gamma", "focal", CDP_LOSS_FOCAL, 0, 0 },
+		{ "focal_alpha", "focal", CDP_LOSS_FOCAL, 0, 0 },
+		{ "tversky_alpha", "tversky", CDP_LOSS_TVERSKY, 0, 0 },
+		{ "tversky_beta", "tversky", CDP_LOSS_TVERSKY, 0, 0 },
+		{ "huber_delta", "huber", CDP_LOSS_HUBER, 0, 0 },
+	};
+
+	for (int i = 0; i < s->nkv; i++)
+		for (size_t j = 0; j < sizeof own / sizeof own[0]; j++)
+			if (strcmp(s->kv[i].key, own[j].key) == 0 && !has_term(l, own[j].k1) &&
+			    !(own[j].k2 && has_term(l, own[j].k2)) &&
+			    !(own[j].k3 && has_term(l, own[j].k3))) {
+				snprintf(why, cap, "%s is for a loss with a term %s, not loss=%s",
+				         own[j].key, own[j].terms, l->name);
+				return s->kv[i].line;
+			}
+	return 0;
+}
+
 /* cdp_loss_init_cfg, and with multi > 0 that of a multi-label head of
  * `multi` outputs: the binary loss (classes 2), class_weights= its
  * positive weights */
@@ -371,7 +408,7 @@ static int init_cfg(cdp_loss *l, cdp_backend *be, const cdp_cfg *cfg, cdp_cfg_se
 {
 	cdp_loss_opt o;
 	float *cw = NULL, *lw = NULL, *al = NULL;
-	int rc = -1, nw;
+	int rc = -1, nw, line0 = 0;
 	char why[200];
 
 	memset(l, 0, sizeof *l);
@@ -408,8 +445,10 @@ static int init_cfg(cdp_loss *l, cdp_backend *be, const cdp_cfg *cfg, cdp_cfg_se
 		if (why[0])
 			cdp_loss_free(l);
 	}
+	if (!why[0] && (line0 = stray_option(l, s, why, sizeof why)) > 0)
+		cdp_loss_free(l);
 	if (why[0]) {
-		int line = s->line;
+		int line = line0 ? line0 : s->line;
 		for (int i = 0; cw && (strstr(why, "class weight") || strstr(why, "positive weight")) &&
 		                i < s->nkv; i++)
 			if (strcmp(s->kv[i].key, "class_weights") == 0)

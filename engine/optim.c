@@ -201,12 +201,18 @@ int cdp_optim_nblocks(const cdp_optim_cfg *c)
 	return c->momentum != 0 ? 1 : 0;
 }
 
+double cdp_optim_next_lr(const cdp_optim *o)
+{
+	return cdp_optim_lr(&o->cfg, o->sched >= 0 ? o->sched : o->step);
+}
+
 int cdp_optim_init(cdp_optim *o, cdp_backend *be, const cdp_optim_cfg *c, size_t nparams,
                    char *err, size_t cap)
 {
 	int nb = cdp_optim_nblocks(c);
 
 	memset(o, 0, sizeof(*o));
+	o->sched = -1;
 	if (cdp_optim_cfg_check(c, err, cap) < 0)
 		return -1;
 	if (nparams > SIZE_MAX / sizeof(float)) {
@@ -347,7 +353,7 @@ int cdp_optim_step(cdp_optim *o, float *params, float *grads)
 	}
 	if (c->clip_norm > 0 && norm > c->clip_norm)
 		be->scale(be, grads, (float)(c->clip_norm / (norm + 1e-6)), o->n);
-	lr = cdp_optim_lr(c, o->step);
+	lr = cdp_optim_next_lr(o);
 	o->last_lr = lr;
 	update(o, params, grads, 0, o->n, lr);
 	o->step++;
@@ -367,7 +373,7 @@ void cdp_optim_part(cdp_optim *o, float *params, float *grads, size_t off, size_
 	if (len == 0)
 		return;
 	o->part_sq += be->sumsq(be, grads + off, len);
-	update(o, params, grads, off, len, cdp_optim_lr(&o->cfg, o->step));
+	update(o, params, grads, off, len, cdp_optim_next_lr(o));
 	be->fill(be, grads + off, 0.0f, len);
 }
 
@@ -378,7 +384,7 @@ int cdp_optim_parts_done(cdp_optim *o)
 	o->part_sq = 0;
 	o->micro = 0;
 	o->last_norm = norm;
-	o->last_lr = cdp_optim_lr(&o->cfg, o->step);
+	o->last_lr = cdp_optim_next_lr(o);
 	o->step++;
 	return isfinite(norm) ? 0 : CDP_ERANGE;
 }

@@ -83,6 +83,10 @@ typedef struct cdp_optim {
 	 * buffer in v (m NULL), none without momentum (both NULL) */
 	float *m, *v;
 	long step;              /* updates applied so far (AdamW's t - 1) */
+	/* the schedule's position when >= 0 (the trainer's run step, which
+	 * counts steps skipped for a non-finite loss or gradient, as a PyTorch
+	 * scheduler stepped every iteration does); -1 (the default): step */
+	long sched;
 	int micro;              /* micro-batches in grads since the last update */
 	double last_norm;       /* grad norm of the last update, before clipping */
 	double last_lr;         /* lr of the last update */
@@ -102,6 +106,8 @@ int  cdp_optim_cfg_parse(cdp_optim_cfg *c, const cdp_cfg *cfg, cdp_cfg_section *
 int  cdp_optim_cfg_check(const cdp_optim_cfg *c, char *err, size_t cap);
 /* The schedule above. */
 double cdp_optim_lr(const cdp_optim_cfg *c, long step);
+/* The rate of o's next update: cdp_optim_lr at o->sched, else at o->step. */
+double cdp_optim_next_lr(const cdp_optim *o);
 const char *cdp_optim_type_name(int type);
 const char *cdp_optim_policy_name(int policy);
 /* Number of n-float moment blocks type keeps (0, 1 or 2). */

@@ -456,7 +456,18 @@ static void test_loss_cfg(void)
 		{ "[net]\nloss=bce\ndice_smooth=-1\n", 2, "m.cfg:3: option 'dice_smooth': -1 is outside [0, 1e+30]" },
 		{ "[net]\nloss=hinge\n", 2, "m.cfg:1: [net]: loss 'hinge': 'hinge' is not ce, bce, dice, jaccard, tversky, focal, lovasz, mse, l1 or huber" },
 		{ "[net]\nignore=-2\n", 2, "m.cfg:2: option 'ignore': -2 is outside [-1, 1073741824]" },
-		/* the terms and their keys (loss.h) */
+		/* the terms and their keys (loss.h); a term's own option without
+		 * that term would be silently ignored */
+		{ "[net]\nloss=ce\nfocal_alpha=0.3\n", 2, "m.cfg:3: [net]: focal_alpha is for a "
+		  "loss with a term focal, not loss=ce" },
+		{ "[net]\nloss=ce+dice\nloss_weights=1,1\nhuber_delta=2\n", 3, "m.cfg:4: [net]: "
+		  "huber_delta is for a loss with a term huber, not loss=ce+dice" },
+		{ "[net]\nloss=focal\ndice_smooth=5\n", 3, "m.cfg:3: [net]: dice_smooth is for a "
+		  "loss with a term dice, jaccard or tversky, not loss=focal" },
+		{ "[net]\nloss=dice\nfocal_gamma=3\ntversky_beta=1\n", 3, "m.cfg:3: [net]: "
+		  "focal_gamma is for a loss with a term focal, not loss=dice" },
+		{ "[net]\nloss=mse\ntversky_alpha=0.9\n", 1, "m.cfg:3: [net]: tversky_alpha is for "
+		  "a loss with a term tversky, not loss=mse" },
 		{ "[net]\nloss=ce+\n", 3, "m.cfg:1: [net]: loss 'ce+': want terms ce, bce, dice, "
 		  "jaccard, tversky, focal or lovasz joined by '+', or one of mse, l1, huber" },
 		{ "[net]\nloss=huber\nhuber_delta=0\n", 1, "m.cfg:3: option 'huber_delta': 0 is "

@@ -8,6 +8,8 @@
 #    overflows at once; each such step is skipped (train.log names it,
 #    metrics.jsonl counts it in skipped_steps) and halves the scale, until
 #    the gradients are finite and training goes on;
+#  - skipped steps advance the learning-rate schedule (cosine with warm-up:
+#    the rates of the run without skips);
 #  - the checkpoint keeps the scale and its counters: a run stopped right
 #    after the skips and resumed with the same option gives the
 #    uninterrupted losses bit for bit; resumed with --loss-scale off it gives
@@ -49,6 +51,21 @@ awk -v k="$k" 'NR <= k && $3 != NR { exit 1 } NR > k && $3 != k { exit 1 }
 	{ want = 1e40 / 2 ^ (NR <= k ? NR : k); d = $2 - want; if (d < 0) d = -d;
 	  if (d > 1e-9 * want) exit 1 }' "$T/s.big" || fail "scales: $(head -8 "$T/s.big")"
 echo "skipped $k steps, then trained at scale $(tail -1 "$T/s.big" | cut -d' ' -f2)"
+
+echo "== skipped steps advance the schedule"
+# a cosine schedule with warm-up: the run whose first steps overflow gives
+# each step the rate of the run without skips (a PyTorch scheduler steps
+# every iteration), not the rate of the updates applied so far
+lrs() { sed -n 's/^{"type":"step","step":\([0-9]*\),.*"lr":\([^,]*\),.*/\1 \2/p' "$1"; }
+S="$SMALL:lr_policy=cosine,warmup=4,lr_min=0.0001"
+cdp-train $C --model "$S" --batch 4 --steps 12 --out "$T/cos" || fail "cosine run"
+cdp-train $C --model "$S" --batch 4 --steps 12 --out "$T/cos.big" --loss-scale 1e40 ||
+	fail "cosine run at 1e40"
+[ "$(scales "$T/cos.big/metrics.jsonl" | tail -1 | cut -d' ' -f3)" -ge 5 ] || fail "cosine: no skips"
+lrs "$T/cos/metrics.jsonl" >"$T/lr.cos"
+lrs "$T/cos.big/metrics.jsonl" >"$T/lr.big"
+[ "$(wc -l <"$T/lr.cos")" -eq 12 ] && cmp -s "$T/lr.cos" "$T/lr.big" ||
+	fail "skipped steps shifted the schedule: $(paste "$T/lr.cos" "$T/lr.big" | head -8)"
 
 echo "== resume after the skips"
 cdp-train $C --batch 4 --steps "$k" --out "$T/cut" --loss-scale 1e40 || fail "run to step $k"

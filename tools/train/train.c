@@ -465,6 +465,10 @@ static int train_loop(trainer *t)
 		int epoch_end = 0, go, finite, parts;
 		double loss = 0, lr, ts = t->trace ? cdp_now() : 0, tp = 0, top = cdp_now();
 		long s1 = t->step + 1;          /* this step's number, as metrics.jsonl's */
+		/* the schedule runs on the run's steps, skipped ones too (a
+		 * non-finite loss or gradient), as a PyTorch scheduler stepped
+		 * every iteration; AdamW's bias correction counts applied ones */
+		t->opt.sched = t->step;
 
 		if (!started) {
 			char why[300];
@@ -525,7 +529,7 @@ static int train_loop(trainer *t)
 		go = scale_check(t);
 		if (o->sync != CDP_SYNC_ALLREDUCE && go)
 			tr_sync_grads(t);
-		lr = cdp_optim_lr(&t->oc, t->opt.step);
+		lr = cdp_optim_next_lr(&t->opt);
 		finite = 1;
 		if (go && !isfinite(loss)) {
 			t->be->fill(t->be, t->net.grads, 0.0f, t->net.nparams);
