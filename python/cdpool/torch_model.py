@@ -367,11 +367,13 @@ class Deployed(nn.Module):
     finite as a float32 0 (pr_standardize), the net in eval mode. A change
     model's input is its dates' bands stacked, as it trained on them.
     Nodata pixels are the caller's to mask (cdp-predict writes NaN there).
-    ValueError with cdp-predict's message for a regression checkpoint it
-    refuses (a 1x1 output, targets other than the net's outputs)."""
+    ValueError with cdp-predict's message for a checkpoint it refuses:
+    initial weights without a standardization (Checkpoint.check_standardization),
+    a regression net with a 1x1 output or targets other than its outputs."""
 
     def __init__(self, ckpt, model=None):
         super().__init__()
+        ckpt.check_standardization()
         if model is None:
             model = model_of(ckpt)
         self.net = to_torch(ckpt, model)
