@@ -107,8 +107,8 @@ class Checkpoint:
     """A checkpoint's contents.
 
     version; subject (the path it was read from); in_shape (C, H, W);
-    cfg_text and overrides (list of "key=value"): the model; params and buffers: OrderedDict name -> float32
-    array of the tensor's shape, in block order (PyTorch's parameter order);
+    cfg_text and overrides (list of "key=value"): the model; params and
+    buffers: OrderedDict name -> float32 array of the tensor's shape, in block order (PyTorch's parameter order);
     optim: dict (type "none"|"sgd"|"adamw", policy, nesterov, accumulate, lr,
     momentum, weight_decay, beta1, beta2, eps, gamma, min_lr, warmup_factor,
     clip_norm, step_size, total_steps, warmup, step, blocks, m, v: the

@@ -461,6 +461,11 @@ def test_to_torch(c, path):
         return
     m = onnx.load(onnx_path)
     onnx.checker.check_model(m, full_check=True)
+    # the opset asked for (13 by default), also under torch 2.x, whose dynamo
+    # exporter would write its own (18)
+    opset = [o.version for o in m.opset_import if o.domain in ("", "ai.onnx")]
+    check(opset == [13], "export_onnx wrote opset %s, not 13 (torch %s)" % (opset,
+                                                                           torch.__version__))
     dims = [[d.dim_param or d.dim_value for d in v.type.tensor_type.shape.dim]
             for v in (m.graph.input[0], m.graph.output[0])]
     check([v.name for v in m.graph.input] == ["bands"] and dims[0] == ["n", 3, "h", "w"] and
