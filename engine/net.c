@@ -813,7 +813,9 @@ nomem:
 }
 
 /* [net] lr_mult=PATTERN:M,...: M of the first fnmatch glob matching name,
- * else 1. A malformed list is an error for every layer, the first reports it. */
+ * else 1. Items are separated by ',' or ';' (an override's value cannot
+ * hold a comma: --model m.cfg:lr_mult=conv1:0.1;layer*:0.1). A malformed
+ * list is an error for every layer, the first reports it. */
 static int net_lr_mult(cdp_net *net, const char *name, float *m, char *err, size_t cap)
 {
 	const char *p = cdp_cfg_str(&net->cfg->s[0], "lr_mult", NULL);
@@ -821,7 +823,7 @@ static int net_lr_mult(cdp_net *net, const char *name, float *m, char *err, size
 
 	*m = 1.0f;
 	while (p && *p) {
-		size_t len = strcspn(p, ",");
+		size_t len = strcspn(p, ",;");
 		char *colon, *end;
 		double v;
 
@@ -831,7 +833,7 @@ static int net_lr_mult(cdp_net *net, const char *name, float *m, char *err, size
 		}
 		memcpy(item, p, len);
 		item[len] = '\0';
-		p += len + (p[len] == ',');
+		p += len + (p[len] != '\0');
 		colon = strrchr(item, ':');
 		if (!colon || colon == item) {
 			snprintf(err, cap, "[net] lr_mult=: '%s' is not PATTERN:M", item);

@@ -409,11 +409,12 @@ int  cdp_ckpt_to_net(const cdp_ckpt *ck, cdp_net *net, char *err, size_t cap);
 /* Initial weights: copies into a built net each of its tensors that the
  * checkpoint holds under the same name and shape (in any order), leaving
  * the others as they are. each (when not NULL) is called once per net
- * tensor in block order with its name and whether it was taken; *ntaken
- * and *ntotal (when not NULL) count them. CDP_OK, or CDP_EOVERFLOW when
- * the net's tensors do not tile its blocks. */
+ * tensor in block order with its name and why NULL when it was taken, else
+ * why it was not ("missing", "(64,3,7,7) in the checkpoint, the net has
+ * (64,4,7,7)"); *ntaken and *ntotal (when not NULL) count them. CDP_OK, or
+ * CDP_EOVERFLOW when the net's tensors do not tile its blocks. */
 int  cdp_ckpt_take(const cdp_ckpt *ck, cdp_net *net,
-                   void (*each)(void *ctx, const char *name, int taken), void *ctx,
+                   void (*each)(void *ctx, const char *name, const char *why), void *ctx,
                    int *ntaken, int *ntotal);
 /* Restores the step and moment blocks into o, initialised (cdp_optim_init)
  * with the same optimizer type and parameter count; settings stay o's. */

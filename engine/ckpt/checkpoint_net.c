@@ -271,7 +271,7 @@ int cdp_ckpt_to_net(const cdp_ckpt *ck, cdp_net *net, char *err, size_t cap)
 }
 
 int cdp_ckpt_take(const cdp_ckpt *ck, cdp_net *net,
-                  void (*each)(void *ctx, const char *name, int taken), void *ctx,
+                  void (*each)(void *ctx, const char *name, const char *why), void *ctx,
                   int *ntaken, int *ntotal)
 {
 	slot *s;
@@ -280,12 +280,16 @@ int cdp_ckpt_take(const cdp_ckpt *ck, cdp_net *net,
 	if (rc != CDP_OK)
 		return rc;
 	for (int i = 0; i < np + nb; i++) {
-		const cdp_ckpt_tensor *t = i < np ? ck->params : ck->buffers;
+		const cdp_ckpt_tensor *t = i < np ? ck->params : ck->buffers, *same = NULL;
 		int nt = i < np ? ck->nparams : ck->nbuffers, hit = 0;
 		float *base = i < np ? net->params : net->buffers;
+		char why[160], a[64], b[64];
 
 		for (int j = 0; j < nt && !hit; j++) {
-			if (strcmp(t[j].name, s[i].name) != 0 || t[j].ndim != s[i].ndim ||
+			if (strcmp(t[j].name, s[i].name) != 0)
+				continue;
+			same = &t[j];
+			if (t[j].ndim != s[i].ndim ||
 			    memcmp(t[j].dims, s[i].dims, (size_t)t[j].ndim * sizeof(int)) != 0)
 				continue;
 			net->be->to_device(net->be, base + s[i].off, t[j].data,
@@ -293,8 +297,20 @@ int cdp_ckpt_take(const cdp_ckpt *ck, cdp_net *net,
 			hit = 1;
 		}
 		taken += hit;
-		if (each)
-			each(ctx, s[i].name, hit);
+		if (!each)
+			continue;
+		if (hit) {
+			each(ctx, s[i].name, NULL);
+			continue;
+		}
+		if (same) {
+			shape_str(a, sizeof a, same->ndim, same->dims);
+			shape_str(b, sizeof b, s[i].ndim, s[i].dims);
+			snprintf(why, sizeof why, "%s in the checkpoint, the net has %s", a, b);
+		} else {
+			snprintf(why, sizeof why, "missing");
+		}
+		each(ctx, s[i].name, why);
 	}
 	if (ntaken)
 		*ntaken = taken;

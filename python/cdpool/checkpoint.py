@@ -106,9 +106,9 @@ class _Rd:
 class Checkpoint:
     """A checkpoint's contents.
 
-    version; in_shape (C, H, W); cfg_text and overrides (list of
-    "key=value"): the model; params and buffers: OrderedDict name -> float32
-    array of the tensor's shape, in block order (PyTorch's parameter order);
+    version; subject (the path it was read from); in_shape (C, H, W);
+    cfg_text and overrides (list of "key=value"): the model; params and
+    buffers: OrderedDict name -> float32 array of the tensor's shape, in block order (PyTorch's parameter order);
     optim: dict (type "none"|"sgd"|"adamw", policy, nesterov, accumulate, lr,
     momentum, weight_decay, beta1, beta2, eps, gamma, min_lr, warmup_factor,
     clip_norm, step_size, total_steps, warmup, step, blocks, m, v: the
@@ -156,7 +156,10 @@ class Checkpoint:
         as cdp-predict's pr_standardize computes it: a constant band (std 0)
         only centred (1 / std taken as 1), a value that is not finite as a
         float32 (NaN, inf) 0. Without stats in the checkpoint only the
-        non-finite values change (mean 0, std 1)."""
+        non-finite values change (mean 0, std 1). Initial weights without a
+        standardization are refused as cdp-predict refuses them
+        (check_standardization)."""
+        self.check_standardization()
         x = np.array(x, dtype=np.float32)
         if self.mean is not None:
             m = self.mean.astype(np.float32)[:, None, None]
@@ -168,6 +171,16 @@ class Checkpoint:
             y = x.copy()
         y[~np.isfinite(x)] = 0
         return y
+
+    def check_standardization(self):
+        """ValueError with cdp-predict's message for initial weights without a
+        standardization (predict_setup.c): their NORM alone does not say what
+        the band values are divided by (--input-scale dtype is the training
+        pool's type), and cdp-predict applies no NORM, so neither does Python."""
+        if self.initial and self.mean is None:
+            raise ValueError("'%s' holds initial weights (python3 -m cdpool import-torch) "
+                             "without a standardization: train from them with cdp-train "
+                             "--init" % getattr(self, "subject", "checkpoint"))
 
     def __repr__(self):
         return "<cdpool.Checkpoint v%d step %d epoch %d, %d params, input %s>" % (
@@ -516,6 +529,7 @@ def decode_checkpoint(buf, subject="checkpoint", finite=True):
         if not FIXED <= nchunks <= len(TAGS):
             raise _Bad("EFORMAT")
         ck = Checkpoint()
+        ck.subject = subject
         ck.version, ck.ranks, ck.sums, ck.live = version, None, None, None
         ck.norm, ck.sources, ck.task = None, [], None
         top = _Rd(b, HDR, n - 4, version)

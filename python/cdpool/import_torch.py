@@ -3,8 +3,9 @@ an initial-weights checkpoint (cdp-checkpoint(5), META's kind 1) from a
 PyTorch state dict, for cdp-train --init.
 
 The state dict is read by torch.load (a .pth/.pt file): model.state_dict()
-as saved, or a dict holding it under "state_dict" or "model"; a "module.",
-"encoder." or "backbone." prefix of every key is taken off. The net is
+as saved, or a dict holding it under "state_dict" or "model"; a "module."
+or "backbone." prefix of every key is taken off, then "encoder." of every
+key that has it (an smp model's layout, unwrap()). The net is
 built from the cfg (cdpool.model, as the C tools build it); each of its
 tensors LAYER.w, .b, .mean, .var is looked up as LAYER.weight, .bias,
 .running_mean, .running_var (torchvision's names, which the cfgs in
@@ -15,7 +16,9 @@ of another shape is left out
 with a note (cdp-train --init initializes it), and so is a decoder tensor,
 one of a layer named decoder.* (the unet-resnet cfgs' decoders); any other
 (encoder) tensor missing or of another shape refuses the import. State dict tensors the net
-does not use are listed (num_batches_tracked silently).
+does not use are listed (num_batches_tracked silently) when they are a head's
+or a decoder's (LEFT_OUT); any other refuses the import, as torch's strict
+load_state_dict would (a deeper model's state dict).
 
 --in-channels N builds the net for N input bands and adapts the first
 layer's weight (from the input, dimension 1 of 3) as timm's
@@ -35,6 +38,7 @@ chunk records the state dict's file name and SHA-256.
 import hashlib
 import math
 import os
+import re
 import sys
 
 import numpy as np
@@ -42,7 +46,12 @@ import numpy as np
 from .checkpoint import BAND_NAME, encode_initial
 from .model import CKPT_SUFFIX, CfgError, build
 
-PREFIXES = ("module.", "encoder.", "backbone.")
+PREFIXES = ("module.", "backbone.")
+ENCODER = "encoder."
+# state dict tensors the net may leave unused: a classifier head (torchvision's
+# and timm's fc, of any class count) and smp's decoder and heads, which a net
+# without them (a ResNet classifier for smp's weights) has no place for
+LEFT_OUT = ("fc.", "decoder.", "segmentation_head.", "classification_head.")
 
 
 class ImportError_(Exception):
@@ -60,8 +69,12 @@ def split_model(spec):
 
 
 def unwrap(sd):
-    """The state dict inside a checkpoint-like dict, its keys without a
-    module./encoder./backbone. prefix (taken off while every key has it)."""
+    """The state dict inside a checkpoint-like dict, its keys as the cfgs
+    name the layers: a module. or backbone. prefix is taken off while every
+    key has it (DDP's module., on top of any layout); then encoder. is taken
+    off every key that has it, so an encoder's own state dict (every key
+    encoder.*) and an smp model's (encoder.*, decoder.*, segmentation_head.*:
+    the cfgs name the decoder and head as smp does) both fit."""
     for key in ("state_dict", "model"):
         if isinstance(sd, dict) and isinstance(sd.get(key), dict):
             sd = sd[key]
@@ -76,6 +89,9 @@ def unwrap(sd):
             if all(k.startswith(p) for k in sd):
                 sd = {k[len(p):]: v for k, v in sd.items()}
                 changed = True
+    enc = {k[len(ENCODER):]: v for k, v in sd.items() if k.startswith(ENCODER)}
+    if enc and not any(k in enc for k in sd):
+        sd = dict(enc, **{k: v for k, v in sd.items() if not k.startswith(ENCODER)})
     return sd
 
 
@@ -137,14 +153,28 @@ def import_state_dict(sd, cfg_text, cfg_path, overrides, in_channels=None, note=
                          % (key, why))
                 else:
                     bad.append("%s: %s" % (key, why))
+    extra = []
     for k in arr:
-        if k not in used and not k.endswith("num_batches_tracked"):
+        if k in used or k.endswith("num_batches_tracked"):
+            continue
+        if k.startswith(LEFT_OUT):
             note("unused tensor %s %s" % (k, shape_str(arr[k].shape)))
+        else:
+            extra.append("%s %s" % (k, shape_str(arr[k].shape)))
+    # as torch's load_state_dict(strict=True): an encoder tensor the net has
+    # no place for is a state dict of another model (resnet34's for resnet18)
+    why = ("%d state dict tensor%s the net has no place for (%s%s): a state dict of "
+           "another model" % (len(extra), "s" if len(extra) > 1 else "", ", ".join(extra[:3]),
+                              ", ..." if len(extra) > 3 else "")) if extra else None
     for b in bad:
         note("encoder tensor %s" % b)
     if bad:
+        if why:
+            note(why)
         raise ImportError_("%d of the net's encoder tensors not matched, nothing written"
                            % len(bad))
+    if why:
+        raise ImportError_(why + ", nothing written")
     return out["params"], out["buffers"], model
 
 
@@ -247,17 +277,38 @@ def load_state_dict(path):
         return torch.load(path, map_location="cpu")
 
 
-def load_refusal(e):
-    """One line for what torch.load raised on a file: a file that is no
-    torch.save output raises whatever its unpickler met (KeyError(101) for a
-    text file, UnpicklingError, RuntimeError of a zip reader), which alone
-    says nothing; torch's own refusal of a checkpoint (weights_only) is its
-    first line."""
-    text = str(e).strip().splitlines()[0] if str(e).strip() else ""
+ZIP = b"PK\x03\x04"                    # torch.save's format since torch 1.6
+PICKLE = b"\x80"                       # a pickle (torch.save's legacy format)
+
+
+def load_refusal(e, path):
+    """One line for what torch.load raised on a file it could open. What it
+    raises says little (KeyError(101) for a text file, OSError(EINVAL) for a
+    zip cut short, a "weights only" refusal of many lines with terminal
+    escapes and advice to load with weights_only=False, for any pickle that
+    holds more than tensors, even for text), so the file's first bytes say
+    which kind of file it is first."""
+    import zipfile
+    try:
+        with open(path, "rb") as f:
+            head = f.read(4)
+        whole = not head.startswith(ZIP) or zipfile.is_zipfile(path)
+    except OSError as err:
+        return err.strerror or str(err)
+    if not head.startswith((ZIP, PICKLE)):
+        return "not a PyTorch checkpoint (neither torch.save's zip archive nor a pickle)"
+    if not whole or isinstance(e, (OSError, EOFError)):
+        return "truncated or damaged: %s cannot be read (%s%s)" % (
+            "its zip archive" if head.startswith(ZIP) else "its pickle", type(e).__name__,
+            ": " + e.strerror if isinstance(e, OSError) and e.strerror else "")
+    text = str(e)
     if "weights only" in text.lower():
-        return text
-    kind = type(e).__name__
-    return "not a PyTorch checkpoint (%s%s)" % (kind, ": " + text if text else "")
+        cls = re.search(r"Unsupported (?:class|global: GLOBAL) ([\w.]+)", text)
+        return "a pickled model, not a state dict: save model.state_dict()%s" % (
+            " (it pickles %s, which torch.load(weights_only=True) does not load)"
+            % cls.group(1) if cls else "")
+    text = re.sub(r"\x1b\[[0-9;]*m", "", text).strip().splitlines()
+    return "not a PyTorch checkpoint (%s%s)" % (type(e).__name__, ": " + text[0] if text else "")
 
 
 def run(args, prog):
@@ -273,14 +324,17 @@ def run(args, prog):
         print("%s: cannot read '%s': %s" % (prog, cfg_path, e.strerror), file=sys.stderr)
         return 1
     try:
-        sd = load_state_dict(args.state_dict)
+        with open(args.state_dict, "rb"):
+            pass
     except OSError as e:
         print("%s: cannot read '%s': %s" % (prog, args.state_dict, e.strerror or e),
               file=sys.stderr)
         return 1
+    try:
+        sd = load_state_dict(args.state_dict)
     except Exception as e:                                  # torch raises many kinds
-        print("%s: cannot read '%s': %s" % (prog, args.state_dict, load_refusal(e)),
-              file=sys.stderr)
+        print("%s: cannot read '%s': %s" % (prog, args.state_dict,
+                                              load_refusal(e, args.state_dict)), file=sys.stderr)
         return 1
     try:
         params, buffers, model = import_state_dict(sd, cfg_text, cfg_path, overrides,

@@ -362,9 +362,10 @@ def _loss_softmax(path, line, loss, classes):
 
 def _lr_mult(spec, name):
     """net.c's net_lr_mult: M of [net] lr_mult=PATTERN:M,...'s first glob
-    matching name, else 1.0; a malformed list raises _LayerError."""
+    matching name (items separated by ',' or ';'), else 1.0; a malformed
+    list raises _LayerError."""
     import fnmatch
-    for item in (spec.split(",") if spec else []):
+    for item in (re.split("[,;]", spec) if spec else []):
         if len(item.encode()) >= 160:
             raise _LayerError("[net] lr_mult=: item '%s...' is too long" % item[:40])
         pat, colon, m = item.rpartition(":")

@@ -39,6 +39,7 @@ training steps (forward, loss, backward, SGD step) and prints one JSON line.
                            [--warmup W] [--channels-last]
 """
 import argparse
+import inspect
 import json
 import resource
 import sys
@@ -367,11 +368,13 @@ class Deployed(nn.Module):
     finite as a float32 0 (pr_standardize), the net in eval mode. A change
     model's input is its dates' bands stacked, as it trained on them.
     Nodata pixels are the caller's to mask (cdp-predict writes NaN there).
-    ValueError with cdp-predict's message for a regression checkpoint it
-    refuses (a 1x1 output, targets other than the net's outputs)."""
+    ValueError with cdp-predict's message for a checkpoint it refuses:
+    initial weights without a standardization (Checkpoint.check_standardization),
+    a regression net with a 1x1 output or targets other than its outputs."""
 
     def __init__(self, ckpt, model=None):
         super().__init__()
+        ckpt.check_standardization()
         if model is None:
             model = model_of(ckpt)
         self.net = to_torch(ckpt, model)
@@ -417,11 +420,14 @@ def export_onnx(ckpt, path, model=None, opset=13):
     m = Deployed(ckpt, model).eval()
     c, h, w = ckpt.in_shape
     out = "value" if m.regression else "prob"
+    # torch 2.x's export defaults to the dynamo exporter, which writes its
+    # own opset (18) whatever opset_version asks; the TorchScript one obeys
+    kw = {"dynamo": False} if "dynamo" in inspect.signature(torch.onnx.export).parameters else {}
     with torch.no_grad():
         torch.onnx.export(m, torch.zeros(1, c, h, w), path, opset_version=opset,
                           input_names=["bands"], output_names=[out],
                           dynamic_axes={"bands": {0: "n", 2: "h", 3: "w"},
-                                        out: {0: "n", 2: "h", 3: "w"}})
+                                        out: {0: "n", 2: "h", 3: "w"}}, **kw)
     return m
 
 

@@ -512,9 +512,9 @@ out:
 
 /* ---- main ---- */
 
-static void not_taken(void *ctx, const char *name, int taken)
+static void not_taken(void *ctx, const char *name, const char *why)
 {
-	if (!taken)
+	if (why)
 		fprintf(stderr, "model_dump: %s: not in '%s'\n", name, (const char *)ctx);
 }
 

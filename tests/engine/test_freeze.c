@@ -14,7 +14,8 @@
  *    (it overwrites dx) and beside a 1x1 conv into an add (it adds to dx).
  *  - lr_mult: plain SGD (momentum 0, decay 0) at lr 0.5 moves a layer with
  *    [net] lr_mult=c1:0.1 by exactly (float)(0.5 * 0.1) g, one with the
- *    layer option lr_mult=0 not at all, the rest by 0.5 g; errors of
+ *    layer option lr_mult=0 not at all, the rest by 0.5 g (the list also
+ *    separated by ';', as an override); errors of
  *    malformed lists and unmatched --freeze patterns.
  */
 #include "backend.h"
@@ -296,6 +297,20 @@ static void test_lr_mult(void)
 	free(p0);
 	cdp_optim_free(&o);
 	cdp_net_free(&net);
+	/* the list given as an override, whose value cannot hold a comma: ';' */
+	{
+		const char *ov[] = { "lr_mult=c1:0.1;c*:2" };
+		char *plain = strdup(cfg), *line = strstr(plain, "lr_mult=c1");
+
+		memcpy(line, "#", 1);
+		CHECK_RC(cdp_net_build(&net, be, plain, "m.cfg", ov, 1, 0, 0, 0, 2, err, sizeof err),
+		         0);
+		for (int i = 0; i < 4; i++)
+			CHECK(layer(&net, names[i])->lr_mult == mult[i], "';': %s lr_mult %g", names[i],
+			      layer(&net, names[i])->lr_mult);
+		cdp_net_free(&net);
+		free(plain);
+	}
 	/* errors */
 	CHECK_RC(cdp_net_build(&net, be, small, "small.cfg", NULL, 0, 0, 0, 0, 2, err, sizeof err), 0);
 	CHECK_RC(cdp_net_freeze(&net, "c1,layer*", err, sizeof err), -1);

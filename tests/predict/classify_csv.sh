@@ -13,6 +13,8 @@
 #  - a chip whose name holds a comma, a quote and a newline is written
 #    quoted and read back;
 #  - a UTF-8 byte order mark before a list file is skipped;
+#  - a head of 300 classes on labels 0 to 4: cdp-train warns in one line;
+#    its CSV holds every class (a class map of uint8 ids is refused);
 #  - refusals in one line: a raster where chips are expected with -o x.csv,
 #    a binary file given as the list.
 . "$CDP_SRCDIR/tests/tools/common.sh"
@@ -77,6 +79,21 @@ cdp-predict -q --threads 1 "$T/lrun" "$T/chips/bom.txt" -o "$T/l.csv" || fail "B
 	fail "unnamed CSV: $(head -2 "$T/l.csv")"
 cdp-evaluate --json "$T/l.csv" "$T/chips/bom.txt" >"$T/l.json" || fail "cdp-evaluate, ids"
 grep -q '"names":\["0","1","2","3","4"\],"chips":20,' "$T/l.json" || fail "$(cat "$T/l.json")"
+
+echo "== a head of more classes than uint8 ids, larger than the labels"
+# the pool's labels are 0 to 4: cdp-train warns of the head of 300 (a cfg's
+# default classes= left as it was) and trains; its CSV holds 300 columns of
+# probabilities (the uint8 limit is a raster's), a class map is refused
+cdp-train -q --db "$T/pool" --keys "$T/run.keys" --out "$T/big" --batch 4 --steps 1 \
+	--threads 1 --model "$CDP_SRCDIR/share/cdpool/models/classifier.cfg:width=4,blocks=1,classes=300" \
+	2>"$T/big.err" || fail "cdp-train of 300 classes: $(cat "$T/big.err")"
+[ "$(cat "$T/big.err")" = "cdp-train: warning: the model has 300 classes, the labels of '$T/pool' go up to 4 (meta 'classes'): give classes=5 (--model CFG:classes=5) unless the others are to come" ] ||
+	fail "no warning of the head of 300: $(cat "$T/big.err")"
+cdp-predict -q --threads 1 "$T/big" "$T/chips/list.txt" -o "$T/big.csv" || fail "CSV of 300 classes"
+[ "$(head -1 "$T/big.csv" | tr ',' '\n' | wc -l)" -eq 302 ] && [ "$(wc -l <"$T/big.csv")" -eq 21 ] ||
+	fail "the CSV of 300 classes: $(head -c 200 "$T/big.csv")"
+expect_fail 1 "^cdp-predict: '$T/big/checkpoint.cdpt': 300 classes do not fit class ids of uint8 (use --prob)\$" \
+	cdp-predict -q --threads 1 "$T/big" "$(ls "$T"/F/lake/*.tif | head -1)" -o "$T/big.tif"
 
 echo "== refusals"
 expect_fail 1 "^cdp-predict: '$T/F/lake/.*' is a raster, but -o '$T/x.csv' asks for a CSV of chips: give a folder of chips or a list file (IMAGE \[CLASS\] lines), or -o OUT.tif to classify the scene\$" \

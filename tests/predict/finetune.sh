@@ -13,8 +13,11 @@
 #    3-epoch run's bit for bit;
 #  - on 2 ranks under mpirun (when $MPIRUN is set) the frozen encoder stays
 #    torchvision's too;
+#  - [net] lr_mult= of several patterns given in an override, separated by
+#    ';' (lr_mult=conv1:0;bn1:0;layer*:0), holds the encoder's weights;
 #  - a pattern matching no layer, and --unfreeze-at without --freeze, are
-#    refused.
+#    refused; so is an override whose value holds a comma, in the words of
+#    the cfg parser, by cdp-train and import-torch alike.
 . "$CDP_SRCDIR/tests/tools/common.sh"
 . "$CDP_SRCDIR/tests/predict/r18_init.sh"
 CFG="$R18:classes=5"
@@ -112,7 +115,26 @@ assert np.array_equal(a.optim["v"], b.optim["v"])' "$T/a/checkpoint.cdpt" "$T/b/
 	fail "the resumed run differs from the uninterrupted one"
 check_all
 
+echo "== lr_mult of several patterns in an override (';')"
+cdp-train -q --db "$T/pool" --keys "$T/k" --out "$T/lm" --batch 10 --threads 1 --steps 2 \
+	--lr 0.05 --schedule constant --warmup 0 --weight-decay 0.001 --init "$T/init.cdpt" \
+	--model "$R18:classes=5,lr_mult=conv1:0;bn1:0;layer*:0" || fail "lr_mult with ';'"
+"$PYTHON" -c '
+import sys, numpy as np
+from cdpool import load_checkpoint
+a, b = load_checkpoint(sys.argv[1]), load_checkpoint(sys.argv[2])
+moved = [k for k in a.params if not np.array_equal(a.params[k], b.params[k])]
+assert len(a.params) == 60 and not moved, moved[:5]' "$T/init.cdpt" "$T/lm/checkpoint.cdpt" ||
+	fail "lr_mult=conv1:0;bn1:0;layer*:0 moved the encoder"
+
 echo "== refusals"
+# a comma inside an override's value splits it: both tools name the item
+expect_fail 2 "^cdp-train: $R18: override 'bn1:0.1': expected key=value\$" \
+	cdp-train -q --db "$T/pool" --keys "$T/k" --out "$T/c" --batch 10 --steps 1 \
+	--model "$R18:classes=5,lr_mult=conv1:0.1,bn1:0.1"
+expect_fail 1 "^cdpool: $R18: override 'bn1:0.1': expected key=value\$" \
+	"$PYTHON" -m cdpool import-torch "$T/r18.pth" --model "$R18:classes=5,lr_mult=conv1:0.1,bn1:0.1" \
+	-o "$T/c.cdpt"
 expect_fail 1 "--freeze: 'encoder.' matches no layer name" \
 	cdp-train -q --db "$T/pool" --keys "$T/k" --out "$T/c" --batch 10 --steps 1 --threads 1 \
 	--model "$CFG" --freeze 'conv1,encoder*'

@@ -5,11 +5,12 @@
 #    with classes=5: the head is left out; cdp-train --init trains 3 steps at
 #    --lr 0 and its checkpoint holds torchvision's conv, batchnorm gamma/beta
 #    and dense-free tensors exactly (lr 0: the weights stay as taken), train.log
-#    names the two head tensors initialized as usual;
+#    names the two head tensors initialized as usual (stderr too, without -q);
 #  - the same at --lr 0.05 trains (finite, changed weights);
 #  - --init from a cdp-train checkpoint (chips.sh's classifier) takes all
-#    its tensors; one whose tensors fit no tensor of the net, and a missing
-#    file, are refused;
+#    its tensors; one whose tensors fit no tensor of the net, one whose
+#    tensor other than the head's does not fit (a stem for 4 bands, a conv
+#    of another model), naming it, and a missing file, are refused;
 #  - --resume of a run directory whose checkpoint.cdpt is initial weights is
 #    refused, so is cdp-predict on them, --init with --resume is a usage error.
 . "$CDP_SRCDIR/tests/tools/common.sh"
@@ -42,8 +43,12 @@ for name, t in ck.params.items():
 assert n == 60, n' "$T/r18.pth" "$T/r0/checkpoint.cdpt" || fail "the weights taken differ from torchvision's"
 
 echo "== --init trains"
-cdp-train -q --db "$T/pool" --keys "$T/k" --out "$T/r1" --batch 4 --steps 3 --threads 1 \
-	--lr 0.05 --model "$CFG:classes=5" --init "$T/init.cdpt" || fail "cdp-train --init lr 0.05"
+# without -q the tensors initialized as usual are said on stderr too
+cdp-train --db "$T/pool" --keys "$T/k" --out "$T/r1" --batch 4 --steps 3 --threads 1 \
+	--lr 0.05 --model "$CFG:classes=5" --init "$T/init.cdpt" 2>"$T/r1.err" ||
+	fail "cdp-train --init lr 0.05: $(cat "$T/r1.err")"
+grep -q "^cdp-train: init: 100 of the net's 102 tensors from '$T/init.cdpt'; initialized as usual: fc.w, fc.b\$" \
+	"$T/r1.err" || fail "stderr: $(cat "$T/r1.err")"
 "$PYTHON" -c '
 import sys, numpy as np
 from cdpool import load_checkpoint
@@ -72,6 +77,29 @@ expect_fail 1 "none of its tensors has a name and shape of this net's" \
 expect_fail 1 "init: cannot read '$T/none.cdpt'" \
 	cdp-train -q --db "$T/pool" --keys "$T/k" --out "$T/r5" --batch 4 --steps 1 --threads 1 \
 	--model "$CFG:classes=5" --init "$T/none.cdpt"
+# a tensor other than the head's that does not fit: a stem for 4 bands on the
+# 3-band pool (--freeze would keep a random stem frozen), and a conv of
+# another shape (another model: resnet50's 1x1 where resnet18 has a 3x3)
+"$PYTHON" -c '
+import sys, numpy as np
+from cdpool import load_checkpoint
+from cdpool.checkpoint import encode_initial
+ck = load_checkpoint(sys.argv[1])
+for out, name, t in ((sys.argv[2], "conv1.w", np.tile(ck.params["conv1.w"], (1, 2, 1, 1))[:, :4]),
+                     (sys.argv[3], "layer1.0.conv1.w", ck.params["layer1.0.conv1.w"][:, :, :1, :1])):
+    p = dict(ck.params)
+    p[name] = np.ascontiguousarray(t)
+    if name == "layer1.0.conv1.w":
+        p["layer1.0.conv2.w"] = p["layer1.0.conv2.w"][:, :, :1, :1].copy()
+    open(out, "wb").write(encode_initial(ck.cfg_text, ck.overrides, ck.in_shape, p, ck.buffers))
+' "$T/init.cdpt" "$T/in4.cdpt" "$T/other.cdpt" || fail "the misfit checkpoints"
+expect_fail 1 "^cdp-train: --init '$T/in4.cdpt': conv1.w: (64,4,7,7) in the checkpoint, the net has (64,3,7,7): weights for another number of input bands than the pool's 3 (import them with python3 -m cdpool import-torch --in-channels 3)\$" \
+	cdp-train -q --db "$T/pool" --keys "$T/k" --out "$T/r6" --batch 4 --steps 1 --threads 1 \
+	--model "$CFG:classes=5" --init "$T/in4.cdpt" --freeze 'conv1,bn1,layer*'
+expect_fail 1 "^cdp-train: --init '$T/other.cdpt': layer1.0.conv1.w: (64,64,1,1) in the checkpoint, the net has (64,64,3,3) (and 1 more tensors): a checkpoint of another model (only the head, 'fc', may differ)\$" \
+	cdp-train -q --db "$T/pool" --keys "$T/k" --out "$T/r6" --batch 4 --steps 1 --threads 1 \
+	--model "$CFG:classes=5" --init "$T/other.cdpt"
+[ ! -e "$T/r6" ] || fail "a refused --init left '$T/r6'"
 mkdir "$T/r2"
 cp "$T/init.cdpt" "$T/r2/checkpoint.cdpt"
 expect_fail 1 "cannot resume from '$T/r2/checkpoint.cdpt': it holds initial weights" \

@@ -18,7 +18,10 @@
 #    dict with their SHA-256 (python3 -m cdpool info), and --resume keeps it;
 #  - --bands of another count than the pool's, or in another order, and
 #    --init-norm without a normalization, are refused in one line;
-#    --input-norm imagenet on 4 bands and --init-norm without --init too.
+#    --input-norm imagenet on 4 bands and --init-norm without --init too;
+#  - initial weights (a NORM, no standardization) are refused by
+#    cdp-predict, Deployed, export_onnx and Checkpoint.standardize in one
+#    message.
 . "$CDP_SRCDIR/tests/tools/common.sh"
 need_python
 # find_spec: found without the import's seconds of CPU
@@ -163,6 +166,26 @@ imp -o "$T/b123.cdpt" --input-norm imagenet --bands 1,2,3
 train f pool k --steps 1 --init "$T/b123.cdpt"
 grep -q "init: the weights expect the bands 1,2,3: the pool's bands 1 to 3" "$T/f/train.log" ||
 	fail "train.log: $(cat "$T/f/train.log")"
+# initial weights record a NORM but no standardization: cdp-predict, Deployed,
+# export_onnx and Checkpoint.standardize refuse them alike (their scale is the
+# training pool's type, which only cdp-train --init-norm resolves)
+msg="'$T/in.cdpt' holds initial weights (python3 -m cdpool import-torch) without a standardization: train from them with cdp-train --init"
+expect_fail 1 "^cdp-predict: $msg\$" cdp-predict -q --threads 1 "$T/in.cdpt" "$T/F" -o "$T/x.csv"
+"$PYTHON" -c '
+import sys, numpy as np
+from cdpool import load_checkpoint
+from cdpool.torch_model import Deployed, export_onnx
+ck = load_checkpoint(sys.argv[1])
+for what, f in (("Deployed", lambda: Deployed(ck)),
+                ("export_onnx", lambda: export_onnx(ck, sys.argv[3])),
+                ("standardize", lambda: ck.standardize(np.zeros((3, 4, 4))))):
+    try:
+        f()
+    except ValueError as e:
+        assert str(e) == sys.argv[2], (what, str(e))
+    else:
+        raise AssertionError(what + " accepted initial weights")' "$T/in.cdpt" "$msg" "$T/x.onnx" ||
+	fail "Python applied initial weights without a standardization"
 imp -o "$T/plain.cdpt"
 expect_fail 1 "^cdp-train: --init-norm: '$T/plain.cdpt' records no input normalization (import it with python3 -m cdpool import-torch --input-norm)\$" \
 	cdp-train -q --db "$T/pool" --keys "$T/k" --out "$T/e" --batch 4 --steps 1 --threads 1 \

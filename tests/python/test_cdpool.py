@@ -551,6 +551,11 @@ def test_to_torch(c, path):
         return
     m = onnx.load(onnx_path)
     onnx.checker.check_model(m, full_check=True)
+    # the opset asked for (13 by default), also under torch 2.x, whose dynamo
+    # exporter would write its own (18)
+    opset = [o.version for o in m.opset_import if o.domain in ("", "ai.onnx")]
+    check(opset == [13], "export_onnx wrote opset %s, not 13 (torch %s)" % (opset,
+                                                                           torch.__version__))
     dims = [[d.dim_param or d.dim_value for d in v.type.tensor_type.shape.dim]
             for v in (m.graph.input[0], m.graph.output[0])]
     check([v.name for v in m.graph.input] == ["bands"] and dims[0] == ["n", 3, "h", "w"] and
@@ -1443,23 +1448,98 @@ def test_trace_refusals():
 
 
 def test_import_torch_refusal():
-    """import-torch on a file that is no torch.save output says so in one line."""
+    """import-torch on a file that torch.load does not give a state dict from says
+    which kind of file it is in one line: text (not a PyTorch checkpoint), a pickled
+    module (save model.state_dict()), a torch.save file cut short (truncated)."""
     try:
-        import torch  # noqa: F401
+        import torch
     except ImportError:
         print("SKIP import-torch refusal (no torch)")
         return
-    path = os.path.join(T, "notorch.pth")
-    with open(path, "w") as f:
-        f.write("hello\n")
-    r = subprocess.run([sys.executable, "-m", "cdpool", "import-torch", path, "--model",
-                        SMALL + ":in_h=32,in_w=32", "-o", os.path.join(T, "nt.cdpt")],
-                       capture_output=True, text=True)
-    head = "cdpool: cannot read '%s': not a PyTorch checkpoint (" % path
-    check(r.returncode == 1 and r.stderr.startswith(head) and r.stderr.endswith(")\n") and
-          r.stderr.count("\n") == 1 and not os.path.exists(os.path.join(T, "nt.cdpt")),
-          "import-torch: %d %r" % (r.returncode, r.stderr))
-    ok("import-torch on a text file: %s" % r.stderr.split("': ", 1)[1].strip())
+    text, model, cut = (os.path.join(T, n) for n in ("notorch.pth", "module.pth", "cut.pth"))
+    with open(text, "w") as f:
+        f.write("not a checkpoint\n")
+    torch.save(torch.nn.Linear(2, 2), model)
+    torch.save(torch.nn.Linear(64, 64).state_dict(), cut)
+    with open(cut, "rb") as f:
+        data = f.read()
+    with open(cut, "wb") as f:
+        f.write(data[:len(data) // 2])
+    for path, why in ((text, "not a PyTorch checkpoint (neither torch.save's zip archive nor "
+                             "a pickle)"),
+                      (model, "a pickled model, not a state dict: save model.state_dict() (it "
+                              "pickles torch.nn.modules.linear.Linear, which "
+                              "torch.load(weights_only=True) does not load)"),
+                      (cut, "truncated or damaged: its zip archive cannot be read")):
+        r = subprocess.run([sys.executable, "-m", "cdpool", "import-torch", path, "--model",
+                            SMALL + ":in_h=32,in_w=32", "-o", os.path.join(T, "nt.cdpt")],
+                           capture_output=True, text=True)
+        want = "cdpool: cannot read '%s': %s" % (path, why)
+        check(r.returncode == 1 and r.stderr.startswith(want) and r.stderr.count("\n") == 1
+              and "\x1b" not in r.stderr and not os.path.exists(os.path.join(T, "nt.cdpt")),
+              "import-torch: %d %r, want %r" % (r.returncode, r.stderr, want))
+        ok("import-torch on %s: %s" % (os.path.basename(path), r.stderr.split("': ", 1)[1].strip()))
+
+
+def sd_of(cfg, overrides, key=lambda layer: layer):
+    """A state dict (name -> float32 array, numpy: no torch needed) with the
+    names and shapes of the PyTorch model a cfg of share/cdpool/models
+    mirrors, each layer's keys named key(layer), random values."""
+    from cdpool.model import build
+    path = os.path.join(os.environ["CDP_SRCDIR"], "share", "cdpool", "models", cfg)
+    with open(path) as f:
+        model = build(f.read(), path, overrides, (3, 0, 0))
+    rng = np.random.default_rng(7)
+    return {"%s.%s" % (key(L["name"]), t["name"]): rng.standard_normal(t["shape"]).astype(np.float32)
+            for L in model["layers"] for kind in ("params", "buffers") for t in L[kind]}
+
+
+def test_import_layouts():
+    """import-torch's importer (import_state_dict, which unwrap()s the keys) takes an
+    smp model's own state_dict() (encoder.*, decoder.*, segmentation_head.*), also
+    under DDP's module., for the smp-named cfgs, every tensor as it is; it refuses a
+    deeper model's state dict (resnet34's for resnet18.cfg: encoder tensors the net has
+    no place for) in one line, and takes a torchvision classifier's of another class
+    count (its fc left out, noted)."""
+    from cdpool.import_torch import ImportError_, import_state_dict
+    path = os.path.join(os.environ["CDP_SRCDIR"], "share", "cdpool", "models", "unet-resnet18.cfg")
+    with open(path) as f:
+        text = f.read()
+    smp = sd_of("unet-resnet18.cfg", ["classes=2"], lambda n: n if n.startswith(
+        ("decoder.", "segmentation_head.")) else "encoder." + n)
+    check(sum(k.startswith("encoder.") for k in smp) == 100 and
+          sum(k.startswith("decoder.") for k in smp) > 20, "the smp layout: %s" % sorted(smp)[:3])
+    for prefix in ("", "module."):
+        notes = []
+        params, buffers, model = import_state_dict({prefix + k: v for k, v in smp.items()},
+                                                   text, path, ["classes=2"], note=notes.append)
+        total = sum(len(L["params"]) + len(L["buffers"]) for L in model["layers"])
+        check(not notes and len(params) + len(buffers) == total == len(smp),
+              "smp's state dict (%r): %d of %d tensors, notes %s" % (
+                  prefix, len(params) + len(buffers), total, notes[:3]))
+        check(np.array_equal(params["decoder.blocks.0.conv1.0.w"],
+                             smp["decoder.blocks.0.conv1.0.weight"]) and
+              np.array_equal(params["conv1.w"], smp["encoder.conv1.weight"]),
+              "smp's tensors not taken as they are")
+    r34 = sd_of("resnet34.cfg", ["classes=1000"])
+    r18 = os.path.join(os.path.dirname(path), "resnet18.cfg")
+    with open(r18) as f:
+        text = f.read()
+    try:
+        import_state_dict(r34, text, r18, ["classes=5"], note=lambda line: None)
+        check(False, "resnet34's state dict imported for resnet18.cfg")
+    except ImportError_ as e:
+        check(str(e) == "80 state dict tensors the net has no place for (layer1.2.conv1.weight "
+              "(64,64,3,3), layer1.2.bn1.weight (64), layer1.2.bn1.bias (64), ...): a state dict "
+              "of another model, nothing written", "resnet34 into resnet18: %s" % e)
+    notes = []
+    params, _, _ = import_state_dict(sd_of("resnet18.cfg", ["classes=1000"]), text, r18,
+                                     ["classes=5"], note=notes.append)
+    check("fc.w" not in params and "unused tensor fc.weight (1000,512)" not in notes and
+          any(n.startswith("head tensor fc.weight: (1000,512)") for n in notes),
+          "a 1000-class head for 5 classes: %s" % notes)
+    ok("import-torch: an smp state dict (also under module.) for unet-resnet18.cfg, every "
+       "tensor as it is; resnet34's for resnet18.cfg refused; a head of 1000 classes left out")
 
 
 def run_tests(tests):
@@ -1481,7 +1561,7 @@ def main():
                       test_pool_replaced, test_value_pool, test_regression_deployed,
                       test_class_ignore, test_constant_band, test_split_key,
                       test_dataset_key_refusals, test_lmdb_damage, test_trace_refusals,
-                      test_import_torch_refusal])
+                      test_import_torch_refusal, test_import_layouts])
 
 
 if __name__ == "__main__":

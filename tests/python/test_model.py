@@ -55,7 +55,7 @@ channels=3
 in_h=32
 in_w=32
 classes=2
-lr_mult=conv*:0.1,leaky?:0
+lr_mult=conv*:0.1;leaky?:0
 [conv]
 filters=4
 lr_mult=2

@@ -3,7 +3,7 @@
  * classifier.cfg), in one of two forms (man/cdp-predict.1, CLASSIFIERS):
  *
  *  - chips (-o ending in .csv, or a streamed output: "-", a FIFO, a
- *    character device, wants_csv): INPUT is a folder (DIR/IMAGE.tif and
+ *    character device, pr_wants_csv): INPUT is a folder (DIR/IMAGE.tif and
  *    DIR/CLASS/IMAGE.tif, as cdp-lmdbpack --folders reads it) or a list file
  *    ("IMAGE [CLASS]" lines, cdp-lmdbpack --list's, paths relative to the
  *    list's folder); every chip, of the window size, is one sample, and the
@@ -623,7 +623,7 @@ int pr_is_csv(const char *path)
 
 /* A CSV is streamed where - is standard output (cdpool(7)); a GeoTIFF
  * never is, so such an -o can only mean the CSV. */
-static int wants_csv(const char *path)
+int pr_wants_csv(const char *path)
 {
 	return pr_is_csv(path) || cdp_out_inplace(path);
 }
@@ -639,10 +639,10 @@ int pr_classify_run(predictor *p, char *err, size_t cap)
 		return pr_fail(err, cap, "'%s' is a classifier: --vector and --preview are for "
 		               "segmentation models", p->model);
 	/* --tta averages softmax probabilities (predict_tta.c) */
-	if (p->net.multi && (!wants_csv(o->output) || o->tta > 1))
+	if (p->net.multi && (!pr_wants_csv(o->output) || o->tta > 1))
 		return pr_fail(err, cap, "'%s' is a multi-label classifier: it predicts chips into "
 		               "a CSV (-o OUT.csv or -), without --tta", p->model);
-	if (wants_csv(o->output))
+	if (pr_wants_csv(o->output))
 		return classify_chips(p, err, cap);
 	return classify_scene(p, err, cap);
 }

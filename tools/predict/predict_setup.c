@@ -168,7 +168,8 @@ int pr_load_model(predictor *p, char *err, size_t cap)
 	p->net.train = 0;
 	if (p->ck.task == CDP_CKPT_TASK_REGRESSION)
 		return regression(p, err, cap);
-	if (!o->prob && p->K > 255)
+	/* class ids are uint8 in a raster only: a classifier's CSV writes them as text */
+	if (!o->prob && p->K > 255 && !(p->classify && pr_wants_csv(o->output)))
 		return pr_fail(err, cap, "'%s': %d classes do not fit class ids of uint8 (use --prob)",
 		            p->model, p->K);
 	if (o->vector && o->vector_class >= (p->K > 1 ? p->K : 2))

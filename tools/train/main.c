@@ -81,7 +81,9 @@ static void on_signal(int sig)
  * '/' and before an '=' so that paths with colons still work. An override
  * is one line of the cfg (cfg.h): a control character in it (a newline
  * would end the line and drop the rest) is refused, -2, with *bad its
- * offset in arg. */
+ * offset in arg; an item that is not KEY=VALUE (a comma inside a value
+ * splits it) -1, with *bad the item's offset, as the cfg parser words it;
+ * -3 out of memory. */
 static int split_model(char *arg, cdp_train_opts *o, size_t *bad)
 {
 	char *slash = strrchr(arg, '/'), *colon = strchr(slash ? slash : arg, ':'), *tok, *s;
@@ -98,10 +100,12 @@ static int split_model(char *arg, cdp_train_opts *o, size_t *bad)
 	s = colon + 1;
 	while ((tok = strsep(&s, ",")) != NULL) {
 		char **nv;
-		if (!*tok || !strchr(tok, '=') || *tok == '=')
+		if (!*tok || !strchr(tok, '=') || *tok == '=') {
+			*bad = (size_t)(tok - arg);
 			return -1;
+		}
 		if (!(nv = realloc(o->overrides, (o->noverrides + 1) * sizeof *nv)))
-			return -1;
+			return -3;
 		o->overrides = nv;
 		o->overrides[o->noverrides++] = tok;
 	}
@@ -322,8 +326,14 @@ int main(int argc, char **argv)
 				        (unsigned char)optarg[bad], bad + 1);
 				goto out;
 			}
+			if (k == -1) {
+				/* cdp_cfg_parse's and cdpool.cfg's words */
+				fprintf(stderr, PROG ": %s: override '%.100s': expected key=value\n",
+				        optarg, optarg + bad);
+				goto out;
+			}
 			if (k < 0) {
-				cdp_cli_bad("--model", optarg, "CFG or CFG:KEY=VALUE,...");
+				fprintf(stderr, PROG ": out of memory\n");
 				goto out;
 			}
 			break;

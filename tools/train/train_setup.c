@@ -552,20 +552,51 @@ static int fetch_ckpt(trainer *t, const char *path, int failed, char *err, size_
 	return 0;
 }
 
-/* train.log's line on the net's tensors not taken, growing */
+/* train.log's line on the net's tensors not taken, growing, and the first
+ * of them that may not be left out (bad: its name and why, nbad: how many) */
 typedef struct init_list {
 	char *s;
 	size_t len, cap;
 	int n;
+	const cdp_net *net;
+	int head;                   /* the head: the last layer with parameters */
+	int nbad, bad_in;           /* bad_in: the first bad one's layer reads the input */
+	char bad[CDP_LAYER_NAME + 200];
 } init_list;
 
-static void init_each(void *ctx, const char *name, int taken)
+/* The layer of tensor name (LAYER.w, .b, .mean, .var), or NULL. */
+static const cdp_layer *init_layer(const cdp_net *net, const char *name)
+{
+	const char *dot = strrchr(name, '.');
+
+	for (int i = 0; dot && i < net->nlayers; i++)
+		if (strlen(net->layers[i].name) == (size_t)(dot - name) &&
+		    strncmp(net->layers[i].name, name, (size_t)(dot - name)) == 0)
+			return &net->layers[i];
+	return NULL;
+}
+
+/* A tensor not taken may be the head's (a head of another class count),
+ * or a decoder's the checkpoint lacks (import-torch leaves a decoder out,
+ * cdpool's python/README); any other is a checkpoint of another model. */
+static void init_each(void *ctx, const char *name, const char *why)
 {
 	init_list *l = ctx;
+	const cdp_layer *L;
 	size_t need = strlen(name) + 3;
 
-	if (taken || !l->s)
+	if (!why || !l->s)
 		return;
+	L = init_layer(l->net, name);
+	if (!L || (L->index != l->head &&
+	           (strncmp(L->name, "decoder.", 8) != 0 || strcmp(why, "missing") != 0))) {
+		if (l->nbad++ == 0) {
+			snprintf(l->bad, sizeof l->bad, "%s: %s", name, why);
+			for (int j = 0; L && j < L->nfrom; j++)
+				l->bad_in |= L->from[j] == -1;
+		}
+		return;
+	}
 	if (l->len + need >= l->cap) {
 		char *p = realloc(l->s, l->cap * 2 + need);
 		if (!p) {
@@ -626,10 +657,14 @@ static int init_fetch(trainer *t, char *err, size_t cap)
  * progress, RNG; its standardization only with --init-norm). */
 static int init_weights(trainer *t, char *err, size_t cap)
 {
-	init_list l = { malloc(256), 0, 256, 0 };
+	init_list l = { malloc(256), 0, 256, 0, &t->net, -1, 0, 0, "" };
 	int rc, taken = 0, total = 0;
+	char more[48];
 	size_t n;
 
+	for (int i = 0; i < t->net.nlayers; i++)
+		if (t->net.layers[i].w_len + t->net.layers[i].b_len > 0)
+			l.head = i;
 	rc = cdp_ckpt_take(&t->init_ck, &t->net, init_each, &l, &taken, &total);
 	cdp_ckpt_free(&t->init_ck);
 	t->have_init = 0;
@@ -643,12 +678,28 @@ static int init_weights(trainer *t, char *err, size_t cap)
 		return tr_fail(err, cap, "--init '%s': none of its tensors has a name and shape of "
 		               "this net's", t->o->init);
 	}
+	if (l.nbad) {
+		free(l.s);
+		if (l.bad_in)
+			return tr_fail(err, cap, "--init '%s': %s: weights for another number of input "
+			               "bands than the pool's %d (import them with python3 -m cdpool "
+			               "import-torch --in-channels %d)", t->o->init, l.bad, t->net.in.c,
+			               t->net.in.c);
+		snprintf(more, sizeof more, " (and %d more tensors)", l.nbad - 1);
+		return tr_fail(err, cap, "--init '%s': %s%s: a checkpoint of another model (only "
+		               "the head, '%s', may differ)", t->o->init, l.bad, l.nbad > 1 ? more : "",
+		               l.head >= 0 ? t->net.layers[l.head].name : "none");
+	}
 	n = strlen(t->o->init) + l.len + 128;
 	if ((t->init_note = malloc(n)))
 		snprintf(t->init_note, n, "init: %d of the net's %d tensors from '%s'; initialized as "
 		         "usual: %s", taken, total, t->o->init, l.n ? l.s : "none");
 	free(l.s);
-	return t->init_note ? 0 : tr_fail(err, cap, "out of memory");
+	if (!t->init_note)
+		return tr_fail(err, cap, "out of memory");
+	if (t->rank == 0 && !t->o->quiet && l.n)
+		fprintf(stderr, "cdp-train: %s\n", t->init_note);
+	return 0;
 }
 
 int tr_freeze(trainer *t, int first, char *err, size_t cap)

@@ -80,6 +80,7 @@ int tr_check_labels(trainer *t, char *err, size_t cap)
 	cdp_classes cl = { 0 };
 	char list[512], ign[32] = "";
 	size_t len = 0, nbad = 0, shown = 0;
+	int64_t top = -1;               /* the highest label the pool holds */
 	int rc;
 
 	rc = cdp_pool_meta_get(&t->pool, NULL, "classes", &b);
@@ -96,8 +97,10 @@ int tr_check_labels(trainer *t, char *err, size_t cap)
 	}
 	list[0] = '\0';
 	for (size_t c = 0; c < cl.len; c++) {
-		if (cl.n[c] == 0 || (int64_t)c == t->loss.ignore ||
-		    (int64_t)c < (int64_t)t->loss.classes)
+		if (cl.n[c] == 0 || (int64_t)c == t->loss.ignore)
+			continue;
+		top = (int64_t)c;
+		if ((int64_t)c < (int64_t)t->loss.classes)
 			continue;
 		if (shown < 8 && len < sizeof list) {
 			len += (size_t)snprintf(list + len, sizeof list - len, "%s%zu (%" PRIu64 " %s)",
@@ -108,6 +111,14 @@ int tr_check_labels(trainer *t, char *err, size_t cap)
 		nbad++;
 	}
 	cdp_classes_free(&cl);
+	/* a head larger than the labels is legitimate (classes to come) but is
+	 * usually a cfg's default left as it was (resnet18.cfg's 1000) */
+	if (nbad == 0 && top >= 0 && top + 1 < t->loss.classes && t->loss.classes > 2 &&
+	    t->rank == 0)
+		fprintf(stderr, "cdp-train: warning: the model has %d classes, the labels of '%s' "
+		        "go up to %" PRId64 " (meta 'classes'): give classes=%" PRId64 " (--model "
+		        "CFG:classes=%" PRId64 ") unless the others are to come\n", t->loss.classes,
+		        t->o->db, top, top + 1, top + 1);
 	if (nbad == 0)
 		return 0;
 	if (nbad > shown && len < sizeof list)
