@@ -10,7 +10,9 @@
 #  - --init from a cdp-train checkpoint (chips.sh's classifier) takes all
 #    its tensors; one whose tensors fit no tensor of the net, one whose
 #    tensor other than the head's does not fit (a stem for 4 bands, a conv
-#    of another model), naming it, and a missing file, are refused;
+#    of another model), naming it, one with tensors under a module the net
+#    has but not in it (a deeper ResNet's layer1.2), and a missing file, are
+#    refused; tensors of a module the net lacks (a decoder) are left over;
 #  - --resume of a run directory whose checkpoint.cdpt is initial weights is
 #    refused, so is cdp-predict on them, --init with --resume is a usage error.
 . "$CDP_SRCDIR/tests/tools/common.sh"
@@ -99,7 +101,30 @@ expect_fail 1 "^cdp-train: --init '$T/in4.cdpt': conv1.w: (64,4,7,7) in the chec
 expect_fail 1 "^cdp-train: --init '$T/other.cdpt': layer1.0.conv1.w: (64,64,1,1) in the checkpoint, the net has (64,64,3,3) (and 1 more tensors): a checkpoint of another model (only the head, 'fc', may differ)\$" \
 	cdp-train -q --db "$T/pool" --keys "$T/k" --out "$T/r6" --batch 4 --steps 1 --threads 1 \
 	--model "$CFG:classes=5" --init "$T/other.cdpt"
+# tensors with no place in the net, as PyTorch's strict load_state_dict
+# refuses them: one under a module the net has (layer1.2 of a deeper
+# ResNet) is another model; one of a module the net lacks (a decoder) is
+# left over
+"$PYTHON" -c '
+import sys
+from cdpool import load_checkpoint
+from cdpool.checkpoint import encode_initial
+ck = load_checkpoint(sys.argv[1])
+for out, name in ((sys.argv[2], "layer1.2.conv1.w"), (sys.argv[3], "decoder.blocks.0.conv1.w")):
+    p = {}                                 # in block order, after layer1.1
+    for k, v in ck.params.items():
+        p[k] = v
+        if k == "layer1.1.bn2.b":
+            p[name] = ck.params["layer1.1.conv1.w"].copy()
+    assert name in p, list(p)
+    open(out, "wb").write(encode_initial(ck.cfg_text, ck.overrides, ck.in_shape, p, ck.buffers))
+' "$T/init.cdpt" "$T/deeper.cdpt" "$T/dec.cdpt" || fail "the checkpoints with extra tensors"
+expect_fail 1 "^cdp-train: --init '$T/deeper.cdpt': layer1.2.conv1.w: not in this net: a checkpoint of another, deeper model (only its head, and modules this net does not have, may be left over)\$" \
+	cdp-train -q --db "$T/pool" --keys "$T/k" --out "$T/r6" --batch 4 --steps 1 --threads 1 \
+	--model "$CFG:classes=5" --init "$T/deeper.cdpt"
 [ ! -e "$T/r6" ] || fail "a refused --init left '$T/r6'"
+cdp-train -q --db "$T/pool" --keys "$T/k" --out "$T/r7" --batch 4 --steps 1 --threads 1 \
+	--model "$CFG:classes=5" --init "$T/dec.cdpt" || fail "--init with a decoder the net lacks"
 mkdir "$T/r2"
 cp "$T/init.cdpt" "$T/r2/checkpoint.cdpt"
 expect_fail 1 "cannot resume from '$T/r2/checkpoint.cdpt': it holds initial weights" \

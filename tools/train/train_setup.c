@@ -655,17 +655,52 @@ static int init_fetch(trainer *t, char *err, size_t cap)
 /* --init: takes the tensors of the checkpoint init_fetch read by name and
  * shape over the seeded initialization; nothing else of it (optimizer,
  * progress, RNG; its standardization only with --init-norm). */
+/* The checkpoint's tensors that have no place in the net, as PyTorch's
+ * strict load_state_dict refuses unexpected keys, but for those of the
+ * checkpoint's head (a classifier's fc into a segmentation net) and of a
+ * module the net lacks altogether (a U-Net's decoder.* into a classifier):
+ * a name under a module the net has (layer1.2.conv1.w of a ResNet-34 into a
+ * ResNet-18, whose layer1 ends at layer1.1) or a plain layer name it lacks
+ * is a checkpoint of another, deeper model. Their count, the first in
+ * first[cap]. */
+static int init_unused(const cdp_ckpt *ck, const cdp_net *net, char *first, size_t cap)
+{
+	const char *last = ck->nparams ? ck->params[ck->nparams - 1].name : "";
+	size_t hl = strrchr(last, '.') ? (size_t)(strrchr(last, '.') - last) : 0;
+	int n = 0;
+
+	for (int i = 0; i < ck->nparams + ck->nbuffers; i++) {
+		const char *name = i < ck->nparams ? ck->params[i].name :
+		                   ck->buffers[i - ck->nparams].name;
+		const char *dot = strrchr(name, '.'), *top = strchr(name, '.');
+		size_t ll = dot ? (size_t)(dot - name) : strlen(name), tl = (size_t)(top - name);
+		int under = 0;
+
+		if (init_layer(net, name) || (hl && ll == hl && strncmp(name, last, hl) == 0))
+			continue;
+		if (top && top < dot)       /* a module path: does the net have that module? */
+			for (int j = 0; j < net->nlayers && !under; j++)
+				under = strncmp(net->layers[j].name, name, tl + 1) == 0;
+		if (top && top < dot && !under)
+			continue;
+		if (n++ == 0)
+			snprintf(first, cap, "%s", name);
+	}
+	return n;
+}
+
 static int init_weights(trainer *t, char *err, size_t cap)
 {
 	init_list l = { malloc(256), 0, 256, 0, &t->net, -1, 0, 0, "" };
-	int rc, taken = 0, total = 0;
-	char more[48];
+	int rc, taken = 0, total = 0, unused;
+	char more[48], extra[CDP_CKPT_NAME_MAX + 1] = "";
 	size_t n;
 
 	for (int i = 0; i < t->net.nlayers; i++)
 		if (t->net.layers[i].w_len + t->net.layers[i].b_len > 0)
 			l.head = i;
 	rc = cdp_ckpt_take(&t->init_ck, &t->net, init_each, &l, &taken, &total);
+	unused = rc == 0 ? init_unused(&t->init_ck, &t->net, extra, sizeof extra) : 0;
 	cdp_ckpt_free(&t->init_ck);
 	t->have_init = 0;
 	if (rc != 0 || !l.s) {
@@ -689,6 +724,14 @@ static int init_weights(trainer *t, char *err, size_t cap)
 		return tr_fail(err, cap, "--init '%s': %s%s: a checkpoint of another model (only "
 		               "the head, '%s', may differ)", t->o->init, l.bad, l.nbad > 1 ? more : "",
 		               l.head >= 0 ? t->net.layers[l.head].name : "none");
+	}
+	if (unused) {
+		free(l.s);
+		snprintf(more, sizeof more, " (and %d more tensors)", unused - 1);
+		return tr_fail(err, cap, "--init '%s': %s%s: not in this net: a checkpoint of "
+		               "another, deeper model (only its head, and modules this net does "
+		               "not have, may be left over)", t->o->init, extra,
+		               unused > 1 ? more : "");
 	}
 	n = strlen(t->o->init) + l.len + 128;
 	if ((t->init_note = malloc(n)))
