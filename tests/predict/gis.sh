@@ -5,6 +5,8 @@
 #    category names and a raster attribute table ("class K" by default);
 #  - --colors FILE names and colours the classes; --vector polygons carry
 #    the name beside the id; --prob bands are described by the names;
+#  - the same map under a GDAL block cache smaller than the map (the
+#    palette set before the first row);
 #  - --cog writes a Cloud Optimized GeoTIFF that GDAL's validator accepts;
 #  - a pool packed with --classes names the classes (UTF-8 passes) through
 #    the checkpoint, without --colors: category names, attribute table,
@@ -58,6 +60,19 @@ o = d.GetRasterBand(1).GetOverview(0).ReadAsArray()
 assert set(np.unique(o)) <= {0, 1, 255} and (o == 1).any(), 'the overview is not of classes'
 " || fail "the class map is not tiled, with overviews, colours and names"
 
+echo "== a class map larger than GDAL's block cache"
+# GDAL_CACHEMAX of 200 kB (in bytes): blocks of the map are flushed while
+# rows are still written, so its palette must be set before the first row
+# (libtiff refuses it later): the same map, colours and all
+GDAL_CACHEMAX=200000 cdp-predict -q "$T/run" "$T/b.tif" -o "$T/o/small_cache.tif" ||
+	fail "a class map larger than the block cache"
+py "
+a, b = gdal.Open('$T/o/map.tif'), gdal.Open('$T/o/small_cache.tif')
+assert np.array_equal(a.ReadAsArray(), b.ReadAsArray()), 'the maps differ'
+assert b.GetRasterBand(1).GetColorTable().GetCount() == 256, 'no colour table'
+assert b.GetRasterBand(1).GetCategoryNames() == ['class 0', 'class 1']
+" || fail "the class map written under a small block cache"
+
 echo "== --colors, --vector, --prob"
 cat >"$T/roads.colors" <<'END'
 # class value, red, green, blue, name
@@ -99,7 +114,8 @@ assert not e and not w, (w, e)
 print('GDAL validates the COG')
 " || fail "--cog is not a valid Cloud Optimized GeoTIFF with colours and names"
 left=$(ls -A "$T/o" | grep -v -x -e map.tif -e map.tif.aux.xml -e named.tif -e named.tif.aux.xml \
-	-e prob.tif -e v.gpkg -e cog.tif -e cog.tif.aux.xml || true)
+	-e prob.tif -e v.gpkg -e cog.tif -e cog.tif.aux.xml -e small_cache.tif \
+	-e small_cache.tif.aux.xml || true)
 [ -z "$left" ] || fail "files left beside the outputs: $left"
 
 echo "== a pool's class names (--classes), through the checkpoint"

@@ -203,9 +203,9 @@ static int open_outputs(predictor *p, char *err, size_t cap)
 	if (pr_out_open(&p->out, o->output, p->W, p->H, o->prob || p->reg ? p->K : 1,
 	                o->prob || p->reg, gt, p->ri->crs, err, cap) < 0 ||
 	    (!gt && pr_out_gcps(p->out, o->input, 1, err, cap) < 0) ||
-	    (p->reg && pr_out_regression(p->out, err, cap) < 0))
+	    (p->reg && pr_out_regression(p->out, err, cap) < 0) ||
+	    pr_out_layout(p->out, &p->legend, o->cog, err, cap) < 0)
 		return -1;
-	pr_out_layout(p->out, &p->legend, o->cog);
 	/* the class mask of --vector: a temporary named after the
 	 * GeoPackage, never renamed (a user's OUT.gpkg.classes.tif is not
 	 * ours to touch) */

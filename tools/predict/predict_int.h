@@ -154,8 +154,10 @@ int  pr_out_regression(pr_out *o, char *err, size_t cap);
  * probabilities), a Cloud Optimized GeoTIFF (GDAL's COG driver) when cog;
  * class ids with lg's colour table, category names and attribute table
  * (Value, Class, Red, Green, Blue), probability bands described by the
- * class names. lg must outlive o. */
-void pr_out_layout(pr_out *o, const pr_legend *lg, int cog);
+ * class names. lg must outlive o. The colour table and attribute table go
+ * on the striped file now, before any row (libtiff refuses the palette
+ * once a block is written); 0 or -1 with err. */
+int  pr_out_layout(pr_out *o, const pr_legend *lg, int cog, char *err, size_t cap);
 
 /* pr_legend_make: class k is "class k" in a fixed palette, named by the
  * checkpoint's class names when it has them (ck), unless the --colors

@@ -188,11 +188,6 @@ int pr_out_regression(pr_out *o, char *err, size_t cap)
 	return 0;
 }
 
-void pr_out_layout(pr_out *o, const pr_legend *lg, int cog)
-{
-	o->lg = lg;
-	o->cog = cog;
-}
 
 /* On the striped file before the copy: the colour table (nodata 255
  * transparent) and the attribute table of a class map, or the bands'
@@ -247,6 +242,19 @@ static int label_rows(pr_out *o)
 	GDALDestroyColorTable(ct);
 	GDALDestroyRasterAttributeTable(rat);
 	return rc;
+}
+
+int pr_out_layout(pr_out *o, const pr_legend *lg, int cog, char *err, size_t cap)
+{
+	o->lg = lg;
+	o->cog = cog;
+	/* before any row: once GDAL's block cache has flushed a block of the
+	 * striped GeoTIFF, libtiff refuses the palette's photometric tag, so a
+	 * class map larger than the cache could not be labelled at the end */
+	CPLErrorReset();
+	if (o->ds && label_rows(o) < 0)
+		return fail(err, cap, "cannot label the classes of '%s': %s", o->path, gdal_msg());
+	return 0;
 }
 
 /* src copied to dst by the driver named drv with creation options co
@@ -381,8 +389,6 @@ int pr_out_finish(pr_out *o, char *err, size_t cap)
 		return 0;
 	if (o->ds) {
 		CPLErrorReset();
-		if (o->lg && label_rows(o) < 0)
-			rc = fail(err, cap, "cannot label the classes of '%s': %s", o->path, gdal_msg());
 		GDALClose(o->ds);
 		o->ds = NULL;
 		if (CPLGetLastErrorType() >= CE_Failure && rc == 0)
