@@ -448,15 +448,45 @@ class Mix:
     def __call__(self, images, labels, epoch, step):
         """A rank's batch images (n, C, H, W) float32 and labels (n) of
         (epoch, step) mixed: (images, labels, labels[::-1], lam), new
-        arrays (lam 1: not mixed)."""
-        on, cut, lam, (y0, y1, x0, x1) = self.draw(epoch, step, *images.shape[-2:])
-        x = np.array(images, dtype=np.float32)
-        if on and cut:
-            x[:, :, y0:y1, x0:x1] = images[::-1, :, y0:y1, x0:x1]
-        elif on:
-            a = np.asarray(images, dtype=np.float64)
-            x = (lam * a + (1.0 - lam) * a[::-1]).astype(np.float32)
+        arrays (lam 1: not mixed). NumPy arrays or torch tensors (a
+        DataLoader's batch), each returned as the type it came as, a
+        tensor on its device; torch has no negative strides, so a tensor
+        is reversed with flip(0)."""
+        on, cut, lam, box = self.draw(epoch, step, *images.shape[-2:])
+        x = (_mix_tensor if _is_tensor(images) else _mix_array)(images, on, cut, lam, box)
+        if _is_tensor(labels):
+            return x, labels.clone(), labels.flip(0), lam
         return x, np.array(labels), np.array(labels)[::-1].copy(), lam
+
+
+def _mix_array(images, on, cut, lam, box):
+    y0, y1, x0, x1 = box
+    x = np.array(images, dtype=np.float32)
+    if on and cut:
+        x[:, :, y0:y1, x0:x1] = images[::-1, :, y0:y1, x0:x1]
+    elif on:
+        a = np.asarray(images, dtype=np.float64)
+        x = (lam * a + (1.0 - lam) * a[::-1]).astype(np.float32)
+    return x
+
+
+def _mix_tensor(images, on, cut, lam, box):
+    """_mix_array on a torch tensor, on its device: the same arithmetic
+    (the blend in float64, rounded to float32), so the same bits."""
+    import torch
+    y0, y1, x0, x1 = box
+    x = images.to(torch.float32, copy=True)
+    if on and cut:
+        x[:, :, y0:y1, x0:x1] = images.flip(0)[:, :, y0:y1, x0:x1]
+    elif on:
+        a = images.to(torch.float64)
+        x = (lam * a + (1.0 - lam) * a.flip(0)).to(torch.float32)
+    return x
+
+
+def _is_tensor(a):
+    """A torch.Tensor, without importing torch where none is given."""
+    return type(a).__module__.split(".", 1)[0] == "torch" and hasattr(a, "flip")
 
 
 class PoolDataset:
@@ -474,7 +504,8 @@ class PoolDataset:
               it stored (what a resumed cdp-train uses, and what a
               validation set must use to match training); a (mean, std)
               pair of per-band sequences; False: float32 values as
-              stored (invalid pixels still 0). stats_from says which.
+              stored (invalid pixels still 0). stats_from says which
+              ("sources", "pool", "checkpoint", "given"; None for False).
               A value pool's targets (regression) follow: True and (mean,
               std) take the training sources' target statistics
               (Pool.source_target_stats) as cdp-train does, "pool" the
@@ -592,7 +623,9 @@ class PoolDataset:
             if got is not None:
                 return got[0], got[1], "sources"
             return p.mean, p.std, "pool"
-        if standardize is False or (isinstance(standardize, str) and standardize == "pool"):
+        if standardize is False:            # float32 as stored: mean 0, std 1
+            return np.zeros(p.bands), np.ones(p.bands), None
+        if isinstance(standardize, str) and standardize == "pool":
             return p.mean, p.std, "pool"
         if isinstance(standardize, str):
             raise ValueError("standardize: '%s' is not True, False, 'pool', a Checkpoint or "

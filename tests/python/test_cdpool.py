@@ -600,6 +600,15 @@ def test_dataset():
         check(img.dtype == np.float32 and lab is None and np.array_equal(img, want),
               "sample %d: not the standardized tile with invalid pixels 0" % i)
     ok("PoolDataset: float32 standardization, invalid pixels 0")
+    raw = cdpool.PoolDataset(p, os.path.join(T, "i16.keys"), standardize=False)
+    r, c = (int(v) for v in raw.key(0).split("_")[1:])
+    x = src[:, 32 * r:32 * r + 32, 32 * c:32 * c + 32]
+    want = x.astype(np.float32)
+    want[:, np.all(x == -7, 0)] = 0
+    check(raw.stats_from is None and np.array_equal(raw[0][0], want),
+          "standardize=False: stats_from %r (want None), or not the stored values"
+          % (raw.stats_from,))
+    ok("PoolDataset(standardize=False): the stored values, stats_from None")
 
     road = cdpool.Pool(os.path.join(T, "pool"))
     rd = cdpool.PoolDataset(road, os.path.join(T, "train.keys"), ignore=-1)
@@ -630,6 +639,41 @@ def test_dataset():
             check(y.dtype == torch.int64 and tuple(y.shape) == (4, 32, 32), "labels %d" % k)
     check(k + 1 == s.steps, "batches")
     ok("DataLoader(num_workers=2) with BlockSampler: cdp-train's batches")
+
+
+def test_mix_tensor():
+    """Mix on a DataLoader's torch tensors gives the tensors of what it gives
+    on NumPy arrays, bit for bit, on CutMix and MixUp steps alike (torch
+    has no negative strides: images[::-1] on a tensor raised ValueError)."""
+    mix = cdpool.Mix(mixup_alpha=0.4, cutmix_alpha=1.0, seed=3)
+    rng = np.random.default_rng(5)
+    images = rng.standard_normal((5, 3, 16, 12)).astype(np.float32)
+    labels = np.array([0, 3, 1, 4, 2], dtype=np.int64)
+    kinds = set()
+    for step in range(12):
+        on, cut = mix.draw(0, step, 16, 12)[:2]
+        kinds.add("cutmix" if cut else "mixup" if on else "none")
+        x, ya, yb, lam = mix(images, labels, 0, step)
+        check(isinstance(x, np.ndarray) and x.dtype == np.float32 and
+              np.array_equal(yb, labels[::-1]), "NumPy step %d" % step)
+    check({"cutmix", "mixup"} <= kinds, "steps 0-11 drew %s, not both kinds" % sorted(kinds))
+    try:
+        import torch
+    except ImportError:
+        print("SKIP Mix on torch tensors (no torch)")
+        return
+    ti, tl = torch.from_numpy(images), torch.from_numpy(labels)
+    for step in range(12):
+        x, ya, yb, lam = mix(images, labels, 0, step)
+        tx, tya, tyb, tlam = mix(ti, tl, 0, step)
+        check(isinstance(tx, torch.Tensor) and tx.dtype == torch.float32 and
+              isinstance(tyb, torch.Tensor) and tyb.dtype == torch.int64 and
+              np.array_equal(tx.numpy(), x) and np.array_equal(tya.numpy(), ya) and
+              np.array_equal(tyb.numpy(), yb) and tlam == lam,
+              "step %d (%s): tensors differ from the NumPy arrays" % (step, mix.draw(0, step,
+                                                                                  16, 12)[:2]))
+    check(torch.equal(ti, torch.from_numpy(images)), "Mix changed its input tensor")
+    ok("Mix on torch tensors: tensors back, bit for bit the NumPy result (CutMix and MixUp)")
 
 
 def c_batch(pool, keys, seed, b, rank, j, epoch, step, aug=(0, 0, 0, 0, 0), more=None):
@@ -1561,7 +1605,7 @@ def main():
                       test_pool_replaced, test_value_pool, test_regression_deployed,
                       test_class_ignore, test_constant_band, test_split_key,
                       test_dataset_key_refusals, test_lmdb_damage, test_trace_refusals,
-                      test_import_torch_refusal, test_import_layouts])
+                      test_import_torch_refusal, test_import_layouts, test_mix_tensor])
 
 
 if __name__ == "__main__":
