@@ -74,8 +74,17 @@ mdb_dump -s tiles -p "$T/pool" | sed -n 's/^ \([^ ]*_[0-9]*_[0-9]*\)$/\1/p' | so
 cmp -s "$T/k1" "$T/k2" || fail "pointer file keys differ from the pool's keys"
 
 # The examples Makefile, in parallel, equals sequential packing of all three scenes.
-( cd "$T" && make -s -j2 -f "$CDP_SRCDIR/share/cdpool/examples/Makefile" SCENES=scenes POOL=mpool \
-	SIZE=64 OVERLAP=16 VAL_BY=s3 >/dev/null )
+# Built first without VAL_BY, then "make VAL_BY=s3" must reshuffle (it did
+# nothing: train.keys did not depend on the settings, and val.keys was no target).
+mk() { ( cd "$T" && make -s -j2 -f "$CDP_SRCDIR/share/cdpool/examples/Makefile" SCENES=scenes \
+	POOL=mpool SIZE=64 OVERLAP=16 "$@" >/dev/null ); }
+mk || fail "examples Makefile"
+[ -s "$T/train.keys" ] && [ ! -e "$T/val.keys" ] || fail "examples Makefile without VAL_BY"
+mk VAL_BY=s3 || fail "examples Makefile, VAL_BY=s3 after a build"
+touch "$T/made"
+mk VAL_BY=s3 || fail "examples Makefile, run again"
+[ -z "$(find "$T/train.keys" "$T/val.keys" -newer "$T/made")" ] ||
+	fail "examples Makefile: the same settings remade the keys"
 for s in 1 2 3; do
 	cdp-tile -q --size 64 --overlap 16 --label-suffix _mask "$T/scenes/s$s.tif" | cdp-lmdbpack -q "$T/spool"
 done
