@@ -6,7 +6,7 @@
 # width 4 and 5 epochs 1 (each substitution must match once, so the recipe
 # cannot drift from this test unnoticed; see run_recipe in common.sh).
 # Then what a user relies on: the footprints in EPSG:4326 with 'house'
-# features as ogrinfo reads them, a map of the held-out scene on its grid
+# features as ogrinfo reads them, the same bytes from the same arguments, a map of the held-out scene on its grid
 # and CRS with classes 0 and 1, and a report whose accuracy is NumPy's
 # against ogr2ogr + gdal_rasterize of the houses onto that grid.
 . "$CDP_SRCDIR/tests/tools/common.sh"
@@ -20,6 +20,13 @@ ogrinfo -ro -so "$W/buildings.gpkg" buildings | grep -q 'ID\["EPSG",4326\]' ||
 	fail "buildings.gpkg is not in EPSG:4326"
 houses=$(ogrinfo -ro -q -where "building = 'house'" "$W/buildings.gpkg" buildings | grep -c '^OGRFeature')
 [ "$houses" -gt 0 ] || fail "no house in buildings.gpkg"
+# the same arguments give the same bytes, the GeoPackage's too (it holds a
+# time of writing, which genscene.py fixes)
+(cd "$W" && "$PYTHON" share/cdpool/examples/genscene.py again.tif --size 256 --seed 8 \
+	--origin 501024,5800000 --buildings again.gpkg) || fail "genscene.py again"
+cmp -s "$W/east.tif" "$W/again.tif" || fail "genscene.py: the same arguments, another scene"
+cmp -s "$W/east_buildings.gpkg" "$W/again.gpkg" ||
+	fail "genscene.py --buildings: the same arguments, another GeoPackage"
 "$PYTHON" - "$W" <<'PYEOF' || fail "map or report"
 import subprocess, sys
 import numpy as np

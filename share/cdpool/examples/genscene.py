@@ -573,6 +573,12 @@ def write_buildings(scene, path, args, origin):
     for s in (src, ll):
         s.SetAxisMappingStrategy(osr.OAMS_TRADITIONAL_GIS_ORDER)
     ct = osr.CoordinateTransformation(src, ll)
+    # The GeoPackage stores the time of writing (gpkg_contents.last_change):
+    # a fixed one keeps "same arguments, same bytes" (OGR_CURRENT_DATE, the
+    # GPKG driver's option for it; one the caller set is kept).
+    date = gdal.GetConfigOption("OGR_CURRENT_DATE")
+    if date is None:
+        gdal.SetConfigOption("OGR_CURRENT_DATE", "2000-01-01T00:00:00.000Z")
     try:
         ds = gdal.GetDriverByName("GPKG").Create(tmp, 0, 0, 0, gdal.GDT_Unknown)
         lay = ds.CreateLayer("buildings", ll, ogr.wkbPolygon)
@@ -599,6 +605,8 @@ def write_buildings(scene, path, args, origin):
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+    finally:
+        gdal.SetConfigOption("OGR_CURRENT_DATE", date)
 
 
 def scene_tiles(args, origin):
