@@ -16,7 +16,7 @@
 #  - a head of 300 classes on labels 0 to 4: cdp-train warns in one line;
 #    its CSV holds every class (a class map of uint8 ids is refused);
 #  - refusals in one line: a raster where chips are expected with -o x.csv,
-#    a binary file given as the list.
+#    a binary file given as the list; --prob or --cog with a CSV (exit 2).
 . "$CDP_SRCDIR/tests/tools/common.sh"
 need_python
 . "$CDP_SRCDIR/tests/predict/chips.sh"
@@ -96,6 +96,12 @@ expect_fail 1 "^cdp-predict: '$T/big/checkpoint.cdpt': 300 classes do not fit cl
 	cdp-predict -q --threads 1 "$T/big" "$(ls "$T"/F/lake/*.tif | head -1)" -o "$T/big.tif"
 
 echo "== refusals"
+# options a CSV makes meaningless: usage errors (before: accepted, doing nothing)
+expect_fail 2 "^cdp-predict: --prob is for a GeoTIFF output, not the CSV that -o '$T/x.csv' names (which holds every class's probability)\$" \
+	cdp-predict -q --prob "$T/run" "$T/chips/list.txt" -o "$T/x.csv"
+expect_fail 2 "^cdp-predict: --cog is for a GeoTIFF output, not the CSV that -o '-' names\$" \
+	cdp-predict -q --cog "$T/run" "$T/chips/list.txt" -o -
+[ ! -e "$T/x.csv" ] || fail "a refused run wrote '$T/x.csv'"
 expect_fail 1 "^cdp-predict: '$T/F/lake/.*' is a raster, but -o '$T/x.csv' asks for a CSV of chips: give a folder of chips or a list file (IMAGE \[CLASS\] lines), or -o OUT.tif to classify the scene\$" \
 	cdp-predict -q "$T/run" "$(ls "$T"/F/lake/*.tif | head -1)" -o "$T/x.csv"
 # a TIFF's first bytes that GDAL cannot open: once "cannot open './II*'"

@@ -67,7 +67,7 @@ int main(int argc, char **argv)
 	};
 	cdp_predict_opts o;
 	char err[1024];
-	int c, rc = 2, mpi = 0;
+	int c, rc = 2, mpi = 0, vector_class = 0;
 
 	cdp_predict_opts_init(&o);
 	cdp_cli_init(PROG, stderr);
@@ -136,6 +136,7 @@ int main(int argc, char **argv)
 		case OPT_VECTOR_CLASS:
 			if (cdp_cli_int("--vector-class", optarg, 0, 254, &o.vector_class))
 				goto out;
+			vector_class = 1;
 			break;
 		default: goto out;
 		}
@@ -149,6 +150,18 @@ int main(int argc, char **argv)
 	o.model = argv[optind];
 	if (!o.time)
 		o.input = argv[optind + 1];
+	/* options that would change nothing are refused, not ignored: a CSV
+	 * holds every class's probability already and is no GeoTIFF */
+	if ((o.prob || o.cog) && cdp_predict_output_csv(o.output)) {
+		fprintf(stderr, PROG ": %s is for a GeoTIFF output, not the CSV that -o '%s' "
+		        "names%s\n", o.prob ? "--prob" : "--cog", o.output,
+		        o.prob ? " (which holds every class's probability)" : "");
+		goto out;
+	}
+	if (vector_class && !o.vector) {
+		fprintf(stderr, PROG ": --vector-class needs --vector (the class it polygonizes)\n");
+		goto out;
+	}
 
 	rc = 1;
 	/* a backend reads these itself and would take a value it does not

@@ -62,6 +62,9 @@ void cdp_predict_opts_init(cdp_predict_opts *o);
  * transposes: the four rotations and four reflections of the square);
  * 0 for any other. */
 int cdp_predict_tta_parse(const char *s);
+/* 1 when -o's name means a classifier's CSV of chips: it ends in .csv (any
+ * case), or it is a streamed output ("-", a FIFO, a character device). */
+int cdp_predict_output_csv(const char *path);
 /* Runs the prediction; on every rank under MPI (cdp_dist_init first).
  * Returns 0, or -1 with a one-line reason in err (naming the file). */
 int cdp_predict_run(const cdp_predict_opts *o, char *err, size_t cap);

@@ -628,6 +628,11 @@ int pr_wants_csv(const char *path)
 	return pr_is_csv(path) || cdp_out_inplace(path);
 }
 
+int cdp_predict_output_csv(const char *path)
+{
+	return pr_wants_csv(path);
+}
+
 int pr_classify_run(predictor *p, char *err, size_t cap)
 {
 	const cdp_predict_opts *o = p->o;
