@@ -10,12 +10,19 @@
 #    are equal bit for bit: the mode decides when sums happen, not what
 #    they are;
 #  - a run too short to measure (8 steps) keeps overlap and says so, one
-#    process measures nothing, a bad mode is a usage error (exit 2).
+#    process measures nothing, a bad mode is a usage error (exit 2), and
+#    so is --no-overlap given with --overlap.
 . "$CDP_SRCDIR/tests/train/train_common.sh"
 P="--db $T/pool --keys $T/train.keys --threads 1 -q --model $SMALL:depth=4,width=8"
 P="$P --batch 4 --log-every 1 --bucket-mb 0.001"
 
 expect_fail 2 "--overlap: 'sometimes' is not" cdp-train $P --steps 2 --out "$T/x" --overlap sometimes
+# the synopsis's "--overlap MODE | --no-overlap": both given, the last won silently
+for both in "--no-overlap --overlap on" "--overlap auto --no-overlap"; do
+	expect_fail 2 "^cdp-train: --overlap and --no-overlap exclude each other" \
+		cdp-train $P --steps 2 --out "$T/x" $both
+done
+[ ! -e "$T/x" ] || fail "a refused run made '$T/x'"
 cdp-train $P --steps 24 --out "$T/one" --overlap auto || fail "1 process"
 grep -q "overlap auto" "$T/one/train.log" && fail "1 process measured overlap: $(grep overlap "$T/one/train.log")"
 if [ -z "$MP" ]; then

@@ -1,5 +1,7 @@
 #!/bin/sh
 # cdp-train end to end on a generated road pool (train_common.sh):
+#  - the summaries on stderr: "epoch N" at each epoch's end, "done: epoch
+#    N (K of M steps)" after a last validation mid-epoch;
 #  - a run writes metrics.jsonl (step, validation and epoch lines with their
 #    fields), train.log, a loss.png and a checkpoint, and learns;
 #  - --resume after a shorter run continues bit for bit: the losses after
@@ -19,6 +21,15 @@
 # The MPI cases are skipped when $MPIRUN is empty.
 . "$CDP_SRCDIR/tests/train/train_common.sh"
 C="--db $T/pool --keys $T/train.keys --threads 1 -q"
+
+echo "== the summaries on stderr: each epoch's, and the last validation's mid-epoch"
+cdp-train --db "$T/pool" --keys "$T/train.keys" --threads 1 --val-keys "$T/val.keys" \
+	--model "$SMALL" --out "$T/summ" --batch 4 --steps 8 2>"$T/summ.err" || fail "summary run"
+grep -q '^cdp-train: epoch 1 step 6/8 loss [0-9.]*, val loss ' "$T/summ.err" ||
+	fail "no epoch line: $(cat "$T/summ.err")"
+# it said "done: 0 step 8/8" (the epoch's number bare, 0-based)
+grep -q '^cdp-train: done: epoch 2 (2 of 6 steps) step 8/8 loss [0-9.]*, val loss ' "$T/summ.err" ||
+	fail "no done line: $(cat "$T/summ.err")"
 
 echo "== a run and its outputs"
 cdp-train $C --val-keys "$T/val.keys" --model "$UNET" --out "$T/run" --batch 4 --epochs 3 \

@@ -225,7 +225,7 @@ int main(int argc, char **argv)
 	const char *bad_name;
 	char want[128];
 	long v;
-	int c, rc = 2, mpi = 0, min_delta_set = 0;
+	int c, rc = 2, mpi = 0, min_delta_set = 0, overlap_set = 0, no_overlap = 0;
 	cdp_dist_algo algo;
 	cdp_dist_comp comp;
 	static const char *const loads[] = { "pool", "copy", NULL };
@@ -361,8 +361,12 @@ int main(int argc, char **argv)
 			o.nan_policy = k == 0 ? CDP_NAN_STOP : CDP_NAN_SKIP;
 			break;
 		case OPT_NESTEROV: o.nesterov = 1; break;
-		case OPT_NO_OVERLAP: o.overlap = CDP_OVERLAP_OFF; break;
+		case OPT_NO_OVERLAP:
+			o.overlap = CDP_OVERLAP_OFF;
+			no_overlap = 1;
+			break;
 		case OPT_OVERLAP:
+			overlap_set = 1;
 			if (strcmp(optarg, "auto") == 0) {
 				o.overlap = CDP_OVERLAP_AUTO;
 			} else if (strcmp(optarg, "on") == 0) {
@@ -448,6 +452,14 @@ int main(int argc, char **argv)
 	if (!o.db || !o.keys || !o.out || (!o.model && !o.resume)) {
 		fprintf(stderr, PROG ": missing %s\n", !o.db ? "--db" : !o.keys ? "--keys" :
 		        !o.out ? "--out" : "--model (needed unless --resume)");
+		usage(stderr);
+		goto out;
+	}
+	/* the synopsis's "--overlap auto|on|off | --no-overlap": with both,
+	 * the last would win silently */
+	if (overlap_set && no_overlap) {
+		fprintf(stderr, PROG ": --overlap and --no-overlap exclude each other "
+		        "(--no-overlap is --overlap off)\n");
 		usage(stderr);
 		goto out;
 	}

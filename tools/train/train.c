@@ -406,9 +406,13 @@ static int nonfinite(trainer *t, const char *what, double v)
 	return 0;
 }
 
-static void report(trainer *t, const tr_val *v, const char *what)
+/* One line on stderr: at an epoch's end "epoch N" (t->epoch, already
+ * counting the epoch that ended, so N from 1); done, after a last
+ * validation no epoch's line showed, "done: epoch N" with the epoch then
+ * under way counted the same way and how far it got. */
+static void report(trainer *t, const tr_val *v, int done)
 {
-	char m[512] = "";
+	char m[512] = "", ep[96];
 
 	if (t->rank != 0 || t->o->quiet)
 		return;
@@ -417,11 +421,16 @@ static void report(trainer *t, const tr_val *v, const char *what)
 		tr_val_format(t, v, cm, sizeof cm);
 		snprintf(m, sizeof m, ", val loss %.4f %s", v->loss, cm);
 	}
-	if (t->ep_steps)
-		fprintf(stderr, "cdp-train: %s %" PRIu64 " step %ld/%ld loss %.4f%s\n", what,
-		        t->epoch, t->step, t->total, t->ep_loss / t->ep_steps, m);
+	if (done && t->estep)
+		snprintf(ep, sizeof ep, "done: epoch %" PRIu64 " (%ld of %ld steps)", t->epoch + 1,
+		         t->estep, t->spe);
 	else
-		fprintf(stderr, "cdp-train: %s step %ld/%ld%s\n", what, t->step, t->total, m);
+		snprintf(ep, sizeof ep, "%sepoch %" PRIu64, done ? "done: " : "", t->epoch);
+	if (t->ep_steps)
+		fprintf(stderr, "cdp-train: %s step %ld/%ld loss %.4f%s\n", ep, t->step, t->total,
+		        t->ep_loss / t->ep_steps, m);
+	else
+		fprintf(stderr, "cdp-train: %s step %ld/%ld%s\n", ep, t->step, t->total, m);
 }
 
 static int train_loop(trainer *t)
@@ -586,7 +595,7 @@ static int train_loop(trainer *t)
 		}
 		if (epoch_end) {
 			tr_log_epoch(t, validated ? &v : NULL);
-			report(t, validated ? &v : NULL, "epoch");
+			report(t, validated ? &v : NULL, 0);
 			tr_plot(t);
 			t->ep_loss = 0;
 			t->ep_steps = 0;
@@ -653,7 +662,7 @@ static int train_loop(trainer *t)
 	} else {
 		tr_logf(t, "done at step %ld%s", t->step, early ? " (stopped early, --patience)" : "");
 		if (t->vl && !validated)
-			report(t, &v, "done:");
+			report(t, &v, 1);
 	}
 	tr_val_free(&v);
 	return stop ? 3 : 0;
