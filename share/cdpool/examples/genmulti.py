@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """genmulti.py: generated multi-label chips for cdpool's examples and tests.
 
 genmulti.py DIR --count N [--size S] --seed S writes N chips DIR/c_I.tif
