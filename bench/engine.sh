@@ -74,12 +74,10 @@ fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')"
+. "$src/bench/train_lib.sh"     # machine, bf16_or_skip
+machine
 if [ "$prec" = bf16 ]; then
-	if ! "$bench" -t 1 -n 1 -w 0 -p bf16 -i 3,32,32 -b 2 "$models/classifier.cfg" >/dev/null 2>&1; then
-		echo "engine.sh: SKIP: the CPU backend refuses bf16 here (no AVX512_BF16)" >&2
-		exit 77
-	fi
+	bf16_or_skip engine.sh "$bench" -t 1 -n 1 -w 0 -p bf16 -i 3,32,32 -b 2 "$models/classifier.cfg"
 	echo "cpu flags: $(grep -m1 '^flags' /proc/cpuinfo | tr ' ' '\n' |
 		grep -E '^(avx512f|avx512_bf16|amx_bf16|amx_tile)$' | tr '\n' ' ')"
 	echo "ours: bf16 kernels $("$bench" -t 1 -n 1 -w 0 -p bf16 -i 3,32,32 -b 2 "$models/classifier.cfg" |

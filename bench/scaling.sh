@@ -89,6 +89,7 @@ flags="--oversubscribe"
 D=$(mktemp -d "${TMPDIR:-/tmp}/cdpscale.XXXXXX")
 trap 'rm -rf "$D"' EXIT
 . "$src/bench/train_lib.sh"
+machine
 if [ -n "$hosts" ]; then
 	. "$src/bench/scaling_hosts.sh"
 	exit 0
