@@ -9,10 +9,11 @@
 # BENCH_LAYERS: N,C,H,F a layer, space-separated (default: ResNet-34's
 # stages and a U-Net decoder's concat, batch 8); BENCH_ROUNDS (3);
 # BENCH_THREADS (1); BENCH_PRECISION (fp32, or bf16: conv_bench -b, both
-# sides in bf16 with the kernels CDP_CPU_BF16 chooses).
+# sides in bf16 with the kernels CDP_CPU_BF16 chooses; exit 77 where the
+# CPU has none, as without AVX512_BF16 and CDP_CPU_BF16_EMU=1).
 set -eu
 build=${1:-.}
-. "$(dirname "$0")/train_lib.sh"     # median
+. "$(dirname "$0")/train_lib.sh"     # machine, bf16_or_skip, median
 bench=$build/bench/conv_bench
 [ -x "$bench" ] || { echo "bench/conv.sh: no $bench (make it first)" >&2; exit 1; }
 layers=${BENCH_LAYERS:-"8,32,128,32 8,64,64,64 8,128,32,128 8,256,16,256 8,512,8,512 8,768,16,256"}
@@ -23,7 +24,8 @@ fp32) popt= ;;
 bf16) popt=-b ;;
 *) echo "bench/conv.sh: BENCH_PRECISION '$BENCH_PRECISION' is not fp32 or bf16" >&2; exit 1 ;;
 esac
-echo "machine: $(nproc) cores, $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)"
+[ -z "$popt" ] || bf16_or_skip conv.sh "$bench" -b -t 1 8,8,8,8
+machine
 echo "threads: $threads; rounds: $rounds; best of 5 runs of each op a round;" \
 	"precision ${BENCH_PRECISION:-fp32}"
 printf '%-16s %9s %9s %9s %9s %9s %9s   %s\n' layer "wino fwd" "wino data" "wino filt" \

@@ -25,6 +25,8 @@
 # of each whole process (a fresh one per run), so torch's includes the
 # ~0.5 GiB of its libraries; "base" is the peak before the model is built.
 #   usage: bench/engine.sh [BUILDDIR]
+# Makes tests/engine/model_dump, a check program that plain `make` leaves
+# unbuilt, in BUILDDIR first.
 # BENCH_PRECISION=bf16 runs ours with -p bf16 (bf16 operands of convolutions
 # and GEMMs, fp32 sums and master weights: needs AVX512_BF16, else the
 # script exits 77) against PyTorch under torch.autocast("cpu",
@@ -58,9 +60,13 @@ PYTHONPATH=$src/python${PYTHONPATH:+:$PYTHONPATH}
 PYTHONDONTWRITEBYTECODE=1
 export PYTHONPATH PYTHONDONTWRITEBYTECODE
 
-for p in "$dump" "$bench"; do
-	[ -x "$p" ] || { echo "engine.sh: no '$p' (build it first)" >&2; exit 1; }
-done
+# model_dump is a check program, which plain `make` leaves unbuilt (or
+# stale): build both here, in the tree where make ran
+if ! make -s -C "$build" tests/engine/model_dump bench/engine_bench >&2; then
+	echo "engine.sh: cannot make tests/engine/model_dump and bench/engine_bench in '$build'" \
+		"(BUILDDIR: where configure and make ran)" >&2
+	exit 1
+fi
 if ! tv=$("$PY" -c 'import torch, numpy; print(torch.__version__)' 2>/dev/null); then
 	echo "engine.sh: $PY cannot import torch and numpy" >&2
 	exit 1
@@ -68,12 +74,10 @@ fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')"
+. "$src/bench/train_lib.sh"     # machine, bf16_or_skip
+machine
 if [ "$prec" = bf16 ]; then
-	if ! "$bench" -t 1 -n 1 -w 0 -p bf16 -i 3,32,32 -b 2 "$models/classifier.cfg" >/dev/null 2>&1; then
-		echo "engine.sh: SKIP: the CPU backend refuses bf16 here (no AVX512_BF16)" >&2
-		exit 77
-	fi
+	bf16_or_skip engine.sh "$bench" -t 1 -n 1 -w 0 -p bf16 -i 3,32,32 -b 2 "$models/classifier.cfg"
 	echo "cpu flags: $(grep -m1 '^flags' /proc/cpuinfo | tr ' ' '\n' |
 		grep -E '^(avx512f|avx512_bf16|amx_bf16|amx_tile)$' | tr '\n' ' ')"
 	echo "ours: bf16 kernels $("$bench" -t 1 -n 1 -w 0 -p bf16 -i 3,32,32 -b 2 "$models/classifier.cfg" |

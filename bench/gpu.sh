@@ -30,7 +30,10 @@
 #        MODEL-PREC-cdpool.txt (engine_bench -P: per layer and layer type)
 #        and MODEL-PREC-torch.txt (torch.profiler, per operator); profiled
 #        steps run after the timed ones and do not change the numbers
-# Exit 77 (with a message) when this build sees no CUDA device.
+# Exit 77 (with a message) when the machine has no NVIDIA GPU (checked
+# before anything is built) or this build sees none (configured without
+# CUDA). Makes tests/engine/model_dump and tests/gpu/test_ops, check
+# programs that plain `make` leaves unbuilt, in BUILDDIR first.
 set -eu
 src=$(cd "$(dirname "$0")/.." && pwd)
 build=$(cd "${1:-$src}" && pwd)
@@ -49,9 +52,19 @@ PYTHONPATH=$src/python${PYTHONPATH:+:$PYTHONPATH}
 PYTHONDONTWRITEBYTECODE=1
 export PYTHONPATH PYTHONDONTWRITEBYTECODE
 
-for p in "$dump" "$bench" "$probe"; do
-	[ -x "$p" ] || { echo "gpu.sh: no '$p' (build it first)" >&2; exit 1; }
-done
+# no NVIDIA device node and no nvidia-smi that lists a GPU: nothing to
+# measure, and nothing to build for it
+if ! ls /dev/nvidia[0-9]* >/dev/null 2>&1 && ! nvidia-smi -L >/dev/null 2>&1; then
+	echo "gpu.sh: no NVIDIA GPU here (no /dev/nvidia0, no nvidia-smi): nothing to measure"
+	exit 77
+fi
+# model_dump and test_ops are check programs, which plain `make` leaves
+# unbuilt (or stale): build them here, in the tree where make ran
+if ! make -s -C "$build" tests/engine/model_dump tests/gpu/test_ops bench/engine_bench >&2; then
+	echo "gpu.sh: cannot make tests/engine/model_dump, tests/gpu/test_ops and" \
+		"bench/engine_bench in '$build' (BUILDDIR: where configure and make ran)" >&2
+	exit 1
+fi
 n=$("$probe" --count-devices)
 if [ "$n" -eq 0 ]; then
 	echo "gpu.sh: no CUDA device visible to this build (cdp_cuda_device_count() == 0): nothing to measure"

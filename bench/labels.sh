@@ -30,6 +30,8 @@ rep=${BENCH_REPEAT:-3}
 command -v gdal_rasterize >/dev/null || { echo "labels.sh: no gdal_rasterize" >&2; exit 77; }
 T=$(mktemp -d "${TMPDIR:-/tmp}/labels.XXXXXX")
 trap 'rm -rf "$T"' EXIT INT TERM
+. "$src/bench/train_lib.sh"     # machine
+machine
 
 "$py" - "$T" "$size" <<'EOF'
 import sys

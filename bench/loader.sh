@@ -36,14 +36,22 @@ done
 if [ -n "${BENCH_DIR:-}" ]; then dir=$BENCH_DIR; mkdir -p "$dir"
 else dir=$(mktemp -d /var/tmp/cdpbench.XXXXXX); trap 'rm -rf "$dir"' EXIT; fi
 
+# How pages are dropped, decided once before any header names it: the
+# whole page cache where this user may (root, /proc/sys writable), else
+# the pool's own pages.
+sync
+if { echo 3 >/proc/sys/vm/drop_caches; } 2>/dev/null; then
+	how="echo 3 > /proc/sys/vm/drop_caches"
+else
+	how="POSIX_FADV_DONTNEED on data.mdb"
+fi
 drop() {   # drop cached pages of pool $1
 	sync
-	if ! { echo 3 >/proc/sys/vm/drop_caches; } 2>/dev/null; then
-		"$lb" drop "$1/data.mdb"
-		how="POSIX_FADV_DONTNEED on data.mdb"
-	fi
+	case $how in
+	echo*) echo 3 >/proc/sys/vm/drop_caches ;;
+	*) "$lb" drop "$1/data.mdb" ;;
+	esac
 }
-how="echo 3 > /proc/sys/vm/drop_caches"
 
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')"
 echo "block device readahead: $(cat /sys/block/*/queue/read_ahead_kb 2>/dev/null | sort -n | tail -1) KiB (largest)"
@@ -96,8 +104,11 @@ echo "== 2. random reads of whole values, cold ($how) and warm =="
 echo "   willneed: MADV_WILLNEED one batch (32) ahead, as the loader does"
 for t in $tiles; do
 	vs=$((3 * t * t + 164))
+	# 128 MB of values, or the whole pool when it is smaller
+	n=$(($(wc -l <"$dir/keys-$t") - 1))
 	count=$((128 * 1048576 / vs))
-	echo "-- tiles 3x${t}x${t}: ${vs}-byte values, $count of $(($(wc -l <"$dir/keys-$t") - 1)) read --"
+	[ "$count" -le "$n" ] || count=$n
+	echo "-- tiles 3x${t}x${t}: ${vs}-byte values, $count of $n read --"
 	for ra in on off; do
 		for wn in "" --no-willneed; do
 			drop "$dir/pool-$t"
@@ -114,6 +125,7 @@ for t in $tiles; do
 	done
 	if [ -n "$cg" ]; then
 		c2=$((16 * 1048576 / vs))
+		[ "$c2" -le "$n" ] || c2=$n
 		echo "   the loader (batch 4) with the page cache limited to ${cgmb} MB, cold, $c2 values:"
 		for ra in on off; do
 			for wn in "" --no-willneed; do

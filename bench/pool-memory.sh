@@ -30,6 +30,8 @@ if [ -n "${BENCH_DIR:-}" ]; then D=$BENCH_DIR; mkdir -p "$D"; else
 [ -f "$D/scene.tif" ] || "$PY" "$src/share/cdpool/examples/genscene.py" "$D/scene.tif" \
 	--size 2048 --seed 1 --mask "$D/scene_mask.tif"
 model="$src/share/cdpool/models/unet.cfg:width=4,depth=2,aug_rot90=0"
+. "$src/bench/train_lib.sh"     # machine
+machine
 echo "pool_mb ranks load peak_rss_anon_kb_per_rank pool_page_cache_mb"
 for gb in 1 4; do
 	n=$(awk -v g=$gb -v s="$scale" 'BEGIN { n = int(g * 1e9 / (2048*2048*3) * s + 0.5); print (n < 1 ? 1 : n) }')

@@ -20,8 +20,9 @@
 # trajectories drift apart), and the difference of the two mean IoUs over
 # the seeds against the same tolerance (what a side costs in accuracy;
 # the seeds' own spread is larger than either). On a CPU without
-# AVX512_BF16, cdp-train refuses bf16; BENCH_EMU=1 runs the emulated
-# kernels instead (CDP_CPU_BF16_EMU=1: the same rounding, many times slower).
+# AVX512_BF16, cdp-train refuses bf16 and the script exits 77 (one probe
+# step, before any seed); BENCH_EMU=1 runs the emulated kernels instead
+# (CDP_CPU_BF16_EMU=1: the same rounding, many times slower).
 #
 # BENCH_GRADCOMP=1 compares gradient compression instead (issue 29's
 # "--grad-compress bf16 reaches the same validation IoU as uncompressed,
@@ -54,10 +55,11 @@ for p in cdp-tile cdp-lmdbpack cdp-keyshuffle cdp-train cdp-predict cdp-evaluate
 	[ -x "$build/$p" ] || { echo "precision.sh: no '$build/$p' (build it first)" >&2; exit 1; }
 done
 [ "${BENCH_EMU:-0}" = 1 ] && { CDP_CPU_BF16_EMU=1; export CDP_CPU_BF16_EMU; }
+. "$src/bench/train_lib.sh"     # machine, bf16_or_skip
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT INT TERM
 
-echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')"
+machine
 echo "cpu flags: $(grep -m1 -o -w -E 'avx512_bf16|amx_bf16' /proc/cpuinfo | sort -u | tr '\n' ' ')"
 echo "seeds: $seeds; $steps steps; threads $T; tolerance $tol IoU; $what $A against $B"
 
@@ -67,6 +69,15 @@ for s in 1 2 3; do
 done
 "$build/cdp-tile" --size 128 --label-suffix _mask "$tmp/scene1.tif" "$tmp/scene2.tif" |
 	"$build/cdp-lmdbpack" -q "$tmp/pool"
+# without AVX512_BF16 (and without BENCH_EMU=1) cdp-train refuses bf16:
+# one step of it says so before any seed runs
+if [ "$gc" != 1 ]; then
+	"$build/cdp-keyshuffle" -q --seed 1 -o "$tmp/probe.keys" "$tmp/pool"
+	bf16_or_skip precision.sh "$build/cdp-train" -q --db "$tmp/pool" --keys "$tmp/probe.keys" \
+		--out "$tmp/probe" --model "$models/unet.cfg:width=8,depth=3,in_h=128,in_w=128" \
+		--steps 1 --batch 2 --threads 1 --precision bf16
+	rm -rf "$tmp/probe" "$tmp/probe.keys"
+fi
 
 # run SEED SIDE: prints "IOU SECONDS_PER_STEP"; SIDE a precision, or
 # with BENCH_GRADCOMP=1 a --grad-compress format

@@ -55,7 +55,8 @@
 #        BENCH_RATES ("off 10gbit 1gbit": one link, e.g. "1gbit"),
 #        BENCH_SETTINGS ("default serial bf16 average:4 admm:4:0.01"): what
 #        the 2-host jobs run, one word each: default (cdp-train's
-#        defaults), serial (--no-overlap), auto (--overlap auto), whole
+#        defaults), serial (--no-overlap), auto (--overlap auto),
+#        overlap (--overlap on: the reduction during backward), whole
 #        (the optimizer after the last bucket, CDP_TRAIN_STEP_PER_BUCKET=0),
 #        none|fp16|bf16
 #        (--grad-compress), average:K and admm:K:RHO (--sync), or cdp-train
@@ -89,6 +90,7 @@ flags="--oversubscribe"
 D=$(mktemp -d "${TMPDIR:-/tmp}/cdpscale.XXXXXX")
 trap 'rm -rf "$D"' EXIT
 . "$src/bench/train_lib.sh"
+machine
 if [ -n "$hosts" ]; then
 	. "$src/bench/scaling_hosts.sh"
 	exit 0

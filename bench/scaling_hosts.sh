@@ -22,6 +22,7 @@ options_of() {
 	default|whole) ;;   # whole: CDP_TRAIN_STEP_PER_BUCKET=0 (train)
 	serial) echo --no-overlap ;;
 	auto) echo --overlap auto ;;
+	overlap) echo --overlap on ;;
 	none|fp16|bf16) echo "--grad-compress $1" ;;
 	average:*|admm:*) echo "--sync $1" ;;
 	--*) echo "$1" | tr , ' ' ;;

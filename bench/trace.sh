@@ -2,8 +2,9 @@
 # bench/trace.sh: what cdp-train --trace costs. The same run (U-Net width
 # 16, depth 4, 128x128 tiles, batch 8, 1 thread) with and without
 # --trace, BENCH_ROUNDS times alternately (default 3), 2 ranks under
-# mpirun (1 process without MPIRUN); prints each run's median samples/s
-# after BENCH_WARM steps, then the ratio traced / plain of the medians
+# mpirun (1 process with MPIRUN set empty, or with no mpirun on PATH);
+# prints the machine, then each run's median samples/s after BENCH_WARM
+# steps, then the ratio traced / plain of the medians
 # over the rounds (want >= 0.98: under 2% of a step) and the spans the
 # trace holds per step and rank. Take numbers on an idle machine: on a
 # loaded one the spread between rounds of the same kind (printed) is
@@ -21,14 +22,19 @@ warm=${BENCH_WARM:-5}
 rounds=${BENCH_ROUNDS:-3}
 ov=${BENCH_MODEL:-width=16,depth=4}
 PY=${PYTHON:-/usr/bin/python3}
+# MPIRUN= (set, empty) asks for 1 process, as does no mpirun on PATH
+mpirun=${MPIRUN-mpirun}
 launch=
-if [ -n "${MPIRUN:-mpirun}" ] && command -v "${MPIRUN:-mpirun}" >/dev/null 2>&1; then
-	launch="${MPIRUN:-mpirun} --oversubscribe -np 2"
+if [ -n "$mpirun" ] && command -v "$mpirun" >/dev/null 2>&1; then
+	launch="$mpirun --oversubscribe -np 2"
 	[ "$(id -u)" -ne 0 ] || launch="$launch --allow-run-as-root"
 fi
 D=$(mktemp -d "${TMPDIR:-/tmp}/cdptrace.XXXXXX")
 trap 'rm -rf "$D"' EXIT
 . "$src/bench/train_lib.sh"
+machine
+echo "ranks: $([ -n "$launch" ] && echo "2 ($launch)" || echo 1); scene ${size}^2;" \
+	"$steps steps, median after $warm; $rounds rounds"
 road_pool "$D" "$size"
 # run EXTRA...: one run, prints its median samples/s
 run() {

@@ -1,6 +1,26 @@
-# bench/train_lib.sh: what the cdp-train benchmarks share (scaling.sh,
-# scaling_hosts.sh, trace.sh); sourced, with PY (a Python with GDAL) and
-# the built programs on PATH.
+# bench/train_lib.sh: what the benchmarks share: the machine line every
+# script prints beside its figures, the bf16 check, and the pools and runs
+# of the cdp-train benchmarks (scaling.sh, scaling_hosts.sh, trace.sh);
+# sourced. road_pool wants src, PY (a Python with GDAL) and the built
+# programs on PATH; the rest wants nothing.
+
+# machine: the line that says where the figures were taken
+machine() {
+	echo "machine: $(nproc) cores, $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)"
+}
+
+# bf16_or_skip NAME CMD...: runs CMD, a small probe in bf16, and exits 77
+# (cannot run here: a skip, bench/README) with its message under script
+# NAME's when it fails, as on a CPU without AVX512_BF16 (unless
+# CDP_CPU_BF16_EMU=1 lends the emulated kernels)
+bf16_or_skip() {
+	_n=$1
+	shift
+	if ! _e=$("$@" 2>&1 >/dev/null); then
+		echo "$_n: SKIP: bf16 cannot run here: $(printf '%s\n' "$_e" | tail -n 1)" >&2
+		exit 77
+	fi
+}
 
 # road_pool DIR SIZE: a generated SIZE^2 road scene in 128x128 tiles as
 # the pool DIR/pool with the pointer file DIR/keys

@@ -106,10 +106,23 @@ static void set_err(char *err, size_t errcap, const char *msg)
 		snprintf(err, errcap, "%s", msg);
 }
 
-/* GDAL block cache unless GDAL_CACHEMAX says otherwise: room for a strip of
- * blocks of a wide scene (65536 px x 512 rows x 4 bands of float32 is 512 MiB;
- * typical scenes need far less, and unused cache costs nothing). */
+/* GDAL block cache until a program sizes it (cdp_raster_cache_fit), unless
+ * GDAL_CACHEMAX says otherwise: GDAL's default, 5% of RAM, only fills with
+ * blocks that are read once (perf showed a fifth of cdp-tile's time in the
+ * kernel zeroing fresh pages), and a cache is never shrunk by its use, so
+ * what it grows to stays resident. */
 #define CDP_RASTER_CACHE (256 << 20)
+/* The least cdp_raster_cache_fit sets: room for GDAL's own small reads
+ * (a warp's source windows, an overview's chunks) beside the strips. */
+#define CDP_RASTER_CACHE_MIN (16 << 20)
+
+/* 1 when the user set GDAL_CACHEMAX (an empty value counts as unset) */
+static int user_cache(void)
+{
+	const char *v = CPLGetConfigOption("GDAL_CACHEMAX", NULL);
+
+	return v && *v;
+}
 
 void cdp_raster_init(void)
 {
@@ -120,12 +133,73 @@ void cdp_raster_init(void)
 	done = 1;
 	GDALAllRegister();
 	CPLSetErrorHandler(CPLQuietErrorHandler);
-	/* cdp-tile reads each block once, a strip at a time, so GDAL's block
-	 * cache (5% of RAM by default) only ever fills with fresh pages: perf
-	 * showed a fifth of cdp-tile's time in the kernel zeroing them. A cache
-	 * that holds a few strips is reused instead. GDAL_CACHEMAX still wins. */
-	if (!CPLGetConfigOption("GDAL_CACHEMAX", NULL))
+	if (!user_cache())
 		GDALSetCacheMax64((GIntBig)CDP_RASTER_CACHE);
+}
+
+void cdp_raster_cache_fit(uint64_t bytes)
+{
+	cdp_raster_init();
+	if (user_cache())
+		return;
+	if (bytes < CDP_RASTER_CACHE_MIN)
+		bytes = CDP_RASTER_CACHE_MIN;
+	if (bytes > (uint64_t)INT64_MAX / 2)
+		bytes = (uint64_t)INT64_MAX / 2;
+	GDALSetCacheMax64((GIntBig)bytes);
+}
+
+/* Bytes of the blocks of dataset ds that a window of `rows` full-width
+ * rows spans: every band's (GDAL caches a pixel-interleaved block's bands
+ * together, and reads a band-interleaved window band after band), plus the
+ * blocks of GDAL's mask where it is a band of its own. */
+static uint64_t ds_strip_bytes(GDALDatasetH ds, int rows)
+{
+	uint64_t sum = 0, W = (uint64_t)GDALGetRasterXSize(ds);
+	int nb = GDALGetRasterCount(ds);
+
+	for (int i = 0; i <= nb; i++) {
+		GDALRasterBandH b;
+		int bw, bh, f;
+		uint64_t n, w, h;
+
+		if (i < nb) {
+			b = GDALGetRasterBand(ds, i + 1);
+		} else {
+			/* GDAL's mask of band 1, when it is not derived from nodata */
+			if (nb < 1)
+				break;
+			f = GDALGetMaskFlags(GDALGetRasterBand(ds, 1));
+			if (f & (GMF_ALL_VALID | GMF_NODATA))
+				break;
+			b = GDALGetMaskBand(GDALGetRasterBand(ds, 1));
+		}
+		GDALGetBlockSize(b, &bw, &bh);
+		if (bw < 1 || bh < 1)
+			bw = bh = 1;
+		/* the block rows a window of `rows` rows touches at any offset */
+		n = ((uint64_t)rows + (uint64_t)bh - 1) / (uint64_t)bh + 1;
+		w = (W + (uint64_t)bw - 1) / (uint64_t)bw * (uint64_t)bw;
+		h = n * (uint64_t)bh;
+		sum += w * h * (uint64_t)GDALGetDataTypeSizeBytes(GDALGetRasterDataType(b));
+	}
+	return sum;
+}
+
+uint64_t cdp_raster_strip_bytes(const cdp_raster *r, int rows)
+{
+	uint64_t sum = 0;
+
+	if (!r || rows < 1)
+		return 0;
+	for (int d = 0; r->dates && d < r->ndates; d++)
+		sum += cdp_raster_strip_bytes(r->dates[d], rows);
+	if (r->ds)
+		sum += ds_strip_bytes(r->ds, rows);
+	/* a warped view reads its source's windows too */
+	if (r->src)
+		sum += ds_strip_bytes(r->src, rows);
+	return sum;
 }
 
 /* Fills r->info and r->crs from r->ds; CDP_OK, or an error with err set. */

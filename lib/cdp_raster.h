@@ -34,6 +34,18 @@ typedef struct cdp_raster_info {
 /* Calls GDALAllRegister once and quiets GDAL's own stderr handler; errors are
  * returned through err instead. */
 void cdp_raster_init(void);
+/* Sets GDAL's block cache to bytes (at least 16 MiB), unless the user set
+ * GDAL_CACHEMAX, which always wins. cdp_raster_init's default is 256 MiB; a
+ * program that reads in strips sizes it to what its strips reuse
+ * (cdp_raster_strip_bytes), since the cache fills to its limit with blocks
+ * read once and what it grows to stays resident. */
+void cdp_raster_cache_fit(uint64_t bytes);
+/* Bytes of r's blocks that a strip of `rows` full-width rows spans at any
+ * row offset: every band of the dataset (GDAL caches them together), and
+ * GDAL's mask where it is a band of its own; a multi-date raster's dates
+ * summed. What consecutive strips read twice (a block taller than the step,
+ * a block a strip boundary cuts, the rows --overlap shares) lies in it. */
+uint64_t cdp_raster_strip_bytes(const cdp_raster *r, int rows);
 int  cdp_raster_open(const char *path, cdp_raster **out, char *err, size_t errcap);
 const cdp_raster_info *cdp_raster_get_info(const cdp_raster *r);
 /* Reads the window (x, y, w, h) of the listed 1-based bands into buf as

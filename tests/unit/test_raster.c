@@ -15,6 +15,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <cpl_conv.h>
 #include <gdal.h>
 
 #include "cdp_dtype.h"
@@ -275,6 +276,44 @@ static void test_errors(void)
 	CHECK(leftovers == 0, "%d temporary files left", leftovers);
 }
 
+/* cdp_raster_strip_bytes against a count by hand, and cdp_raster_cache_fit
+ * leaving a user's GDAL_CACHEMAX alone. */
+static void test_cache(void)
+{
+	GDALDriverH drv = GDALGetDriverByName("GTiff");
+	GDALDatasetH ds;
+	cdp_raster *r = NULL;
+	char err[256];
+
+	/* 100x70, 3 bands u16 in 32x32 tiles: a strip of 40 rows touches at
+	 * most 3 rows of blocks, each 128 (4 blocks) wide, of all 3 bands */
+	ds = GDALCreate(drv, tmp("tiled.tif"), 100, 70, 3, GDT_UInt16,
+	                (char *[]){ "TILED=YES", "BLOCKXSIZE=32", "BLOCKYSIZE=32", NULL });
+	CHECK(ds != NULL, "GDALCreate tiled");
+	if (!ds)
+		return;
+	GDALClose(ds);
+	CHECK_RC(cdp_raster_open(tmp("tiled.tif"), &r, err, sizeof(err)), CDP_OK);
+	if (r) {
+		CHECK(cdp_raster_strip_bytes(r, 40) == 3 * 32 * 128 * 3 * 2, "strip of 40: %llu",
+		      (unsigned long long)cdp_raster_strip_bytes(r, 40));
+		CHECK(cdp_raster_strip_bytes(r, 32) == 2 * 32 * 128 * 3 * 2, "strip of 32: %llu",
+		      (unsigned long long)cdp_raster_strip_bytes(r, 32));
+		CHECK(cdp_raster_strip_bytes(r, 0) == 0, "strip of 0");
+		cdp_raster_close(r);
+	}
+
+	cdp_raster_cache_fit(0);
+	CHECK(GDALGetCacheMax64() == 16 << 20, "floor: %lld", (long long)GDALGetCacheMax64());
+	cdp_raster_cache_fit(100 << 20);
+	CHECK(GDALGetCacheMax64() == 100 << 20, "fit: %lld", (long long)GDALGetCacheMax64());
+	CPLSetConfigOption("GDAL_CACHEMAX", "64");
+	cdp_raster_cache_fit(0);
+	CHECK(GDALGetCacheMax64() == 100 << 20, "GDAL_CACHEMAX overridden: %lld",
+	      (long long)GDALGetCacheMax64());
+	CPLSetConfigOption("GDAL_CACHEMAX", NULL);
+}
+
 int main(void)
 {
 	if (tap_tmpdir(dir, sizeof dir, "test_raster"))
@@ -284,6 +323,7 @@ int main(void)
 	test_dtypes();
 	test_masks();
 	test_errors();
+	test_cache();
 	tap_tmpdir_remove(dir);
 	return tap_done();
 }

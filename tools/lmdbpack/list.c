@@ -387,7 +387,8 @@ int pack_list_pack(pk *p, const list_entry *e, size_t n)
 	if (n > PACK_MAX_SOURCES)
 		return pack_seterr(p, CDP_ERANGE, "'%s': more than %u chips", p->in,
 		                   PACK_MAX_SOURCES);
-	cdp_raster_init();
+	/* each chip is read once, whole: GDAL's cache would only fill */
+	cdp_raster_cache_fit(0);
 	for (size_t i = 0; i < n && rc == CDP_OK; i++)
 		if ((rc = pack_stopped(p)) == CDP_OK)
 			rc = add_chip(p, &e[i], (uint32_t)i, bufs);

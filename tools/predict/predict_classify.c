@@ -262,6 +262,8 @@ static int alloc_rows(predictor *p, char *err, size_t cap)
 {
 	size_t S = (size_t)p->S, W = (size_t)p->W, C = (size_t)p->C;
 
+	/* GDAL's cache: the blocks consecutive strips of chips share */
+	cdp_raster_cache_fit(cdp_raster_strip_bytes(p->r, p->S));
 	p->raw = malloc(C * S * W * 8);
 	p->img = malloc(C * S * W * sizeof *p->img);
 	p->valid = malloc(S * W);

@@ -475,6 +475,13 @@ int pr_alloc(predictor *p, char *err, size_t cap)
 	size_t S = p->S, W = p->W;
 	int nb = p->o->prob || p->reg ? p->K : 1;
 
+	/* GDAL's cache: the blocks consecutive strips share, and on rank 0
+	 * the map's layout, which copies and builds overviews a row of
+	 * 256-row tiles at a time (lay_out): two source rows, a written row
+	 * and the striped rows it reads, the --vector mask's likewise */
+	cdp_raster_cache_fit(cdp_raster_strip_bytes(p->r, p->S) +
+	                     (p->rank == 0 ? 4 * (uint64_t)W * 256 *
+	                      ((uint64_t)nb * (p->o->prob || p->reg ? 4 : 1) + !!p->o->vector) : 0));
 	p->raw = xmalloc(p->C, S, W, cdp_dtype_size(p->ri->dtype));
 	p->img = xmalloc(p->C, S, W, sizeof(float));
 	p->valid = xmalloc(S, W, 1, 1);

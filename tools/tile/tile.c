@@ -661,6 +661,10 @@ static int cut_input(ctx *c, size_t idx, input *in)
 	cutter k;
 	int rc;
 
+	/* GDAL's cache holds what consecutive strips share, no more: the
+	 * strips are read once each, and a larger cache only fills */
+	cdp_raster_cache_fit(cdp_raster_strip_bytes(in->r, c->S) +
+	                     (in->lab ? cdp_raster_strip_bytes(cdp_label_raster(in->lab), c->S) : 0));
 	if ((rc = cut_alloc(&k, c, in)) ||
 	    (o->standardize && !o->stats_path && (rc = cut_stats(&k))) ||
 	    (!o->outdir && (rc = tile_emit_source(c, idx, in, &k.enc))))
