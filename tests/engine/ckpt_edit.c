@@ -57,11 +57,13 @@ int main(int argc, char **argv)
 			cfg = optarg;
 		else if (c == 'n')
 			names = optarg;
-		else if (c == 'T' && (targets = atoi(optarg)) >= 1 && targets <= 64)
-			;
+		else if (c == 'T')
+			targets = atoi(optarg);
 		else
 			goto usage;
 	}
+	if (targets < 0 || targets > 64)
+		goto usage;
 	if (argc - optind != 2)
 		goto usage;
 	memset(&ck, 0, sizeof ck);

@@ -3,7 +3,7 @@
  * classifier.cfg), in one of two forms (man/cdp-predict.1, CLASSIFIERS):
  *
  *  - chips (-o ending in .csv, or a streamed output: "-", a FIFO, a
- *    character device, pr_wants_csv): INPUT is a folder (DIR/IMAGE.tif and
+ *    character device, cdp_predict_output_csv): INPUT is a folder (DIR/IMAGE.tif and
  *    DIR/CLASS/IMAGE.tif, as cdp-lmdbpack --folders reads it) or a list file
  *    ("IMAGE [CLASS]" lines, cdp-lmdbpack --list's, paths relative to the
  *    list's folder); every chip, of the window size, is one sample, and the
@@ -625,14 +625,9 @@ int pr_is_csv(const char *path)
 
 /* A CSV is streamed where - is standard output (cdpool(7)); a GeoTIFF
  * never is, so such an -o can only mean the CSV. */
-int pr_wants_csv(const char *path)
-{
-	return pr_is_csv(path) || cdp_out_inplace(path);
-}
-
 int cdp_predict_output_csv(const char *path)
 {
-	return pr_wants_csv(path);
+	return pr_is_csv(path) || cdp_out_inplace(path);
 }
 
 int pr_classify_run(predictor *p, char *err, size_t cap)
@@ -646,10 +641,10 @@ int pr_classify_run(predictor *p, char *err, size_t cap)
 		return pr_fail(err, cap, "'%s' is a classifier: --vector and --preview are for "
 		               "segmentation models", p->model);
 	/* --tta averages softmax probabilities (predict_tta.c) */
-	if (p->net.multi && (!pr_wants_csv(o->output) || o->tta > 1))
+	if (p->net.multi && (!cdp_predict_output_csv(o->output) || o->tta > 1))
 		return pr_fail(err, cap, "'%s' is a multi-label classifier: it predicts chips into "
 		               "a CSV (-o OUT.csv or -), without --tta", p->model);
-	if (pr_wants_csv(o->output))
+	if (cdp_predict_output_csv(o->output))
 		return classify_chips(p, err, cap);
 	return classify_scene(p, err, cap);
 }

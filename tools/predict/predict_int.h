@@ -106,8 +106,6 @@ void pr_standardize(predictor *p, int n);
  * pr_is_csv: -o names a CSV (ends in .csv, any case). */
 int  pr_classify_run(predictor *p, char *err, size_t cap);
 int  pr_is_csv(const char *path);
-/* pr_wants_csv: -o means a classifier's CSV (pr_is_csv, or a streamed output) */
-int  pr_wants_csv(const char *path);
 
 /* predict_tta.c, --tta (cdp_predict_tta_parse in predict.h): transform t of planes s x s planes
  * in -> out; the probabilities of the logits (n, k, s, s) of a run on

@@ -169,7 +169,7 @@ int pr_load_model(predictor *p, char *err, size_t cap)
 	if (p->ck.task == CDP_CKPT_TASK_REGRESSION)
 		return regression(p, err, cap);
 	/* class ids are uint8 in a raster only: a classifier's CSV writes them as text */
-	if (!o->prob && p->K > 255 && !(p->classify && pr_wants_csv(o->output)))
+	if (!o->prob && p->K > 255 && !(p->classify && cdp_predict_output_csv(o->output)))
 		return pr_fail(err, cap, "'%s': %d classes do not fit class ids of uint8 (use --prob)",
 		            p->model, p->K);
 	if (o->vector && o->vector_class >= (p->K > 1 ? p->K : 2))
