@@ -10,15 +10,24 @@
 #   5. predicts the whole held-out scene (cdp-predict): a GeoTIFF of road
 #      ids, the roads as polygons (GeoPackage) and a PNG preview
 #   6. scores the prediction against the held-out mask (cdp-evaluate)
-# Outputs go to demo-out/ (or $CDP_DEMO_OUT). Re-running starts afresh.
+# Outputs go to demo-out/ (or $CDP_DEMO_OUT). Re-running starts afresh: the
+# folder is removed first, but only one that an earlier demo made (it holds
+# .cdpool-demo, or logs/deps.log from before that mark); any other existing
+# non-empty folder is refused, so a mistyped CDP_DEMO_OUT destroys nothing.
 # The set-up prints one line a step; its output goes to $out/logs/ (the
 # last lines of a failed step's log are shown).
 set -eu
 start=$(date +%s)
 cd "$(dirname "$0")/.."
 out=${CDP_DEMO_OUT:-demo-out}
+if [ -e "$out" ] && [ -n "$(ls -A "$out" 2>/dev/null)" ] &&
+	[ ! -f "$out/.cdpool-demo" ] && [ ! -f "$out/logs/deps.log" ]; then
+	echo "demo.sh: '$out' exists and is not an earlier demo's output: set CDP_DEMO_OUT to a new folder" >&2
+	exit 1
+fi
 rm -rf "$out"
 mkdir -p "$out/scenes" "$out/logs"
+: >"$out/.cdpool-demo"
 
 echo "== 0. setting up: packages and build (logs in $out/logs)"
 CDP_DEPS_LOG="$out/logs/deps.log" sh scripts/deps.sh

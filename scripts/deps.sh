@@ -3,11 +3,13 @@
 # run its demo and its benchmarks. The one list of packages is here.
 #   build:    autotools, a C compiler, GDAL, LMDB, libpng, zlib, Open MPI, OpenBLAS
 #   tests:    lmdb-utils (mdb_stat, mdb_dump), gdal-bin, Python with GDAL, numpy, lmdb,
+#             pip and setuptools (python/ installed into a venv by tests/python),
 #             PyTorch (python3-torch) for the engine's parity test, torchvision
 #             (python3-torchvision) for import-torch's ResNet equality test, ONNX (python3-onnx)
 #             for python/'s export_onnx test; iproute2 and util-linux (ip, tc, unshare,
 #             nsenter: tests/cluster), time (peak memory), strace (a signal injected
-#             at a rename: tests/predict/outputs.sh); slurmctld, slurmd,
+#             at a rename: tests/predict/outputs.sh), procps (pgrep, ps), groff-base
+#             (the man pages' warnings: tests/tools/build.sh); slurmctld, slurmd,
 #             slurm-client and munge (a one-node Slurm: tests/cluster/slurm.sh)
 #   sanitizers/fuzzing: clang and its runtime
 # It prints one line a step; apt-get's output goes to a log file that the
@@ -20,7 +22,8 @@ PACKAGES="
   libgdal-dev gdal-bin liblmdb-dev lmdb-utils libpng-dev zlib1g-dev libcairo2-dev
   libopenmpi-dev openmpi-bin libopenblas-dev
   python3 python3-gdal python3-numpy python3-lmdb python3-torch python3-torchvision python3-onnx
-  iproute2 util-linux time strace
+  python3-pip python3-setuptools
+  iproute2 util-linux time strace procps groff-base
   slurmctld slurmd slurm-client munge
   clang libclang-rt-14-dev
 "

@@ -30,6 +30,16 @@ for m in cdp-record.5 cdp-pool.5 cdp-keys.5 cdp-model.5 cdp-labelmap.5; do
 done
 [ -f "$T/dest/usr/local/share/man/man7/cdpool.7" ] || fail "cdpool.7 not installed"
 [ -f "$T/dest/usr/local/share/cdpool/examples/Makefile" ] || fail "examples not installed"
+# Under another prefix the man pages and the examples name where the shared
+# files went (a distribution installs under /usr).
+make -s -C "$CDP_BUILDDIR" install DESTDIR="$T/usr" prefix=/usr >/dev/null
+[ -f "$T/usr/usr/share/cdpool/models/unet.cfg" ] || fail "prefix=/usr: no share/cdpool/models/unet.cfg"
+for f in man/man1/cdp-train.1 man/man5/cdp-model.5 man/man7/cdpool.7 cdpool/examples/Makefile; do
+	grep -q '/usr/share/cdpool/' "$T/usr/usr/share/$f" || fail "prefix=/usr: $f does not name /usr/share/cdpool"
+	! grep -q '/usr/local/share/cdpool' "$T/usr/usr/share/$f" || fail "prefix=/usr: $f names /usr/local"
+done
+grep -q '/usr/local/share/cdpool/models' "$T/dest/usr/local/share/man/man1/cdp-train.1" ||
+	fail "prefix=/usr/local: cdp-train.1 lost /usr/local/share/cdpool"
 for m in "$CDP_SRCDIR"/man/*.[157]; do
 	w=$(groff -man -ww -z "$m" 2>&1)
 	[ -z "$w" ] || fail "$(basename "$m"): groff warnings: $w"

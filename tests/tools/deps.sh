@@ -8,7 +8,9 @@
 #    which holds apt-get's 400 lines; nothing on stderr;
 #  - apt-get install failing: exit 1, stderr names the log and shows its
 #    last lines (apt-get's error), in at most 20 lines;
-#  - without CDP_DEPS_LOG the log is a new file in $TMPDIR.
+#  - without CDP_DEPS_LOG the log is a new file in $TMPDIR;
+# and scripts/demo.sh, which starts by removing its output folder, refuses
+# an existing folder that no earlier demo made (before running deps.sh).
 . "$CDP_SRCDIR/tests/tools/common.sh"
 DEPS="$CDP_SRCDIR/scripts/deps.sh"
 mkdir "$T/bin"
@@ -72,4 +74,16 @@ log=$(sed -n '1s/.*(log: \(.*\))$/\1/p' "$T/out")
 case $log in "$T/tmp/"?*) ;; *) fail "log '$log' is not a new file in \$TMPDIR" ;; esac
 [ "$(grep -c '^Unpacking' "$log")" -eq 400 ] || fail "'$log' lacks apt-get's output"
 echo "log: $log"
+
+echo "== demo.sh refuses a folder it did not make"
+rm -f "$T/calls"
+mkdir "$T/data"
+echo keep >"$T/data/scene.tif"
+rc=0
+CDP_DEMO_OUT="$T/data" sh "$CDP_SRCDIR/scripts/demo.sh" >"$T/out" 2>"$T/err" || rc=$?
+cat "$T/err"
+[ "$rc" -eq 1 ] || fail "demo.sh exited $rc on a folder it did not make, want 1"
+[ "$(cat "$T/data/scene.tif")" = keep ] || fail "demo.sh removed '$T/data'"
+grep -q "'$T/data' exists and is not an earlier demo's output" "$T/err" || fail "no refusal naming the folder"
+[ ! -e "$T/calls" ] || fail "demo.sh ran apt-get before refusing: $(cat "$T/calls")"
 exit 0

@@ -40,6 +40,6 @@ EXTRA_DIST += tests/train/gradcomp.sh tests/train/losses.sh tests/train/profile.
 	tests/train/buckets.sh tests/train/trace.sh tests/train/cfg_nesting.sh \
 	tests/train/rundir.sh tests/train/emastop.sh tests/train/emastop.py tests/train/augment.sh \
 	tests/train/cfg_keys.sh tests/train/bf16.sh tests/train/mix.sh tests/train/bn_sync.sh \
-	tests/train/regression.sh
+	tests/train/regression.sh tests/train/unet_resnet.sh tests/train/fpn_deeplab.sh
 EXTRA_DIST += tests/train/multitarget.sh tests/train/overlap_auto.sh tests/train/step_per_bucket.sh \
 	tests/train/threads.sh

@@ -439,9 +439,6 @@ int main(void)
 	test_write_failures();
 	test_shuffle_unbiased();
 
-	unlink(tpath("known"));
-	unlink(tpath("rt"));
-	unlink(tpath("case"));
-	rmdir(dir);
+	tap_tmpdir_remove(dir);   /* every file a test made, not a list to keep up */
 	return tap_done();
 }
