@@ -182,6 +182,15 @@ int cdp_label_open(const char *path, const cdp_raster_info *img,
 		goto fail;
 	}
 	l->warped = !g;
+	/* every label pixel would be ignored: a label of another place */
+	if (l->warped && (g = cdp_raster_overlaps(l->r, img, msg, sizeof msg)) <= 0) {
+		rc = g < 0 ? g : CDP_EMISMATCH;
+		if (g < 0)
+			ERR("label '%s': %s", path, msg);
+		else
+			ERR("label '%s' does not overlap the image", path);
+		goto fail;
+	}
 	/* target bands and interpolation say values as a float type does */
 	if (o->kind == CDP_LKIND_VALUE ||
 	    (o->kind == CDP_LKIND_AUTO &&

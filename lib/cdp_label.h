@@ -58,7 +58,8 @@ typedef struct cdp_label cdp_label;
 
 /* Opens the label raster at path for the grid of img (an image's info).
  * CDP_EMISMATCH when it is not u8 or u16, when it cannot be placed on the
- * image's grid (a size that differs where either lacks a geotransform), or
+ * image's grid (a size that differs where either lacks a geotransform),
+ * when a label on another grid does not overlap the image at all, or
  * when the ignore value does not fit the label or is an id of the map;
  * CDP_EGDAL when it cannot be opened. */
 int  cdp_label_open(const char *path, const cdp_raster_info *img,

@@ -33,6 +33,8 @@ struct cdp_raster {
 	GDALDatasetH ds;
 	cdp_raster_info info;
 	char *crs;
+	cdp_raster_gcp *gcps;       /* [info.ngcps] */
+	char *gcp_crs;
 	/* a warped view (cdp_raster_open_time's later dates): ds is a
 	 * VRTWarpedDataset over src, which holds its own reference to src */
 	GDALDatasetH src;
@@ -249,6 +251,19 @@ static int describe(cdp_raster *r, char *err, size_t errcap)
 	}
 	in->crs = r->crs;
 	GDALGetBlockSize(b1, &in->block_w, &in->block_h);
+	in->ngcps = GDALGetGCPCount(r->ds);
+	wkt = GDALGetGCPProjection(r->ds);
+	if (!(r->gcp_crs = strdup(wkt ? wkt : "")) ||
+	    (in->ngcps > 0 && !(r->gcps = calloc((size_t)in->ngcps, sizeof *r->gcps)))) {
+		set_err(err, errcap, "out of memory");
+		return CDP_ENOMEM;
+	}
+	in->gcp_crs = r->gcp_crs;
+	for (int i = 0; i < in->ngcps; i++) {
+		const GDAL_GCP *g = GDALGetGCPs(r->ds) + i;
+		r->gcps[i] = (cdp_raster_gcp){ g->dfGCPPixel, g->dfGCPLine, g->dfGCPX,
+		                               g->dfGCPY, g->dfGCPZ };
+	}
 	return CDP_OK;
 }
 
@@ -419,8 +434,146 @@ int cdp_raster_band_nodata(const cdp_raster *r, int band, double *nd)
 
 	if (band < 1 || (uint32_t)band > r->info.bands)
 		return 0;
+	if (r->dates)
+		return cdp_raster_band_nodata(r->dates[(uint32_t)(band - 1) / r->bpd],
+		                              (int)((uint32_t)(band - 1) % r->bpd) + 1, nd);
 	*nd = GDALGetRasterNoDataValue(GDALGetRasterBand(r->ds, band), &has);
 	return has != 0;
+}
+
+/* Whether GDAL's nodata mask of a dt band with nodata nd can match a
+ * sample: GDALNoDataMaskBand marks a band all valid when nd lies outside
+ * dt's range (GDALIsValueInRange), and casts it to dt otherwise. */
+static int nd_reachable(int dt, double nd)
+{
+	switch (dt) {
+	case CDP_DT_U8:  return nd >= 0 && nd <= 255;
+	case CDP_DT_U16: return nd >= 0 && nd <= 65535;
+	case CDP_DT_I16: return nd >= -32768 && nd <= 32767;
+	case CDP_DT_U32: return nd >= 0 && nd <= 4294967295.0;
+	case CDP_DT_I32: return nd >= -2147483648.0 && nd <= 2147483647.0;
+	case CDP_DT_F32: return isnan(nd) || isinf(nd) || fabs(nd) <= 3.4028234663852886e38;
+	default:         return 1;
+	}
+}
+
+int cdp_raster_dtype_holds(int dt, double v)
+{
+	if (dt == CDP_DT_F64)
+		return 1;
+	if (dt == CDP_DT_F32)
+		return nd_reachable(dt, v);
+	return nd_reachable(dt, v) && v == floor(v);
+}
+
+void cdp_raster_mark_nodata(const void *img, int dt, int nb, size_t bstride, size_t rstride,
+                            int w, int h, const double *nd, const int *has, int any,
+                            uint8_t *m, size_t mstride)
+{
+	/* per band: whether it can match, and its nodata as a sample */
+	unsigned char *ok = malloc((size_t)nb);
+	double *kv = malloc((size_t)nb * sizeof *kv);
+	int nok = 0;
+
+	if (!ok || !kv)
+		goto out;
+	for (int b = 0; b < nb; b++) {
+		ok[b] = has[b] && nd_reachable(dt, nd[b]);
+		nok += ok[b];
+	}
+	/* every band must match: one that cannot leaves every pixel valid */
+	if (nok == 0 || (!any && nok < nb))
+		goto out;
+	/* n_: the bands equal to their nodata, up to the first that is not
+	 * (every band) or the first that is (any) */
+#define MARK(T, EQ) do { \
+	const T *s_ = img; \
+	T *k_ = (T *)kv; \
+	for (int b = 0; b < nb; b++) \
+		k_[b] = ok[b] ? (T)nd[b] : 0; \
+	for (int y = 0; y < h; y++) \
+		for (int x = 0; x < w; x++) { \
+			size_t p_ = (size_t)y * rstride + x; \
+			int n_ = 0, b; \
+			for (b = 0; b < nb; b++) { \
+				T a = s_[b * bstride + p_], v = k_[b]; \
+				if (!ok[b]) \
+					continue; \
+				if ((EQ) ? (n_++, any) : !any) \
+					break; \
+			} \
+			if (any ? n_ > 0 : n_ == nb) \
+				m[(size_t)y * mstride + x] = 0; \
+		} \
+} while (0)
+	switch (dt) {
+	case CDP_DT_U8:  MARK(uint8_t, a == v); break;
+	case CDP_DT_U16: MARK(uint16_t, a == v); break;
+	case CDP_DT_I16: MARK(int16_t, a == v); break;
+	case CDP_DT_U32: MARK(uint32_t, a == v); break;
+	case CDP_DT_I32: MARK(int32_t, a == v); break;
+	case CDP_DT_F32: MARK(float, a == v || (isnan(a) && isnan(v))); break;
+	case CDP_DT_F64: MARK(double, a == v || (isnan(a) && isnan(v))); break;
+	}
+#undef MARK
+out:
+	free(ok);
+	free(kv);
+}
+
+int cdp_raster_paletted(const cdp_raster *r)
+{
+	if (r->dates)
+		return cdp_raster_paletted(r->dates[0]);
+	return GDALGetRasterColorInterpretation(GDALGetRasterBand(r->ds, 1)) == GCI_PaletteIndex;
+}
+
+const cdp_raster_gcp *cdp_raster_gcps(const cdp_raster *r)
+{
+	if (r->dates)
+		return cdp_raster_gcps(r->dates[0]);
+	return r->info.ngcps > 0 ? r->gcps : NULL;
+}
+
+int cdp_raster_same_gcps(const cdp_raster *a, const cdp_raster *b, char *why, size_t cap)
+{
+	const cdp_raster_gcp *g = cdp_raster_gcps(a), *k = cdp_raster_gcps(b);
+	const char *ca = a->info.gcp_crs, *cb = b->info.gcp_crs;
+	double lo_x = INFINITY, hi_x = -INFINITY, lo_y = INFINITY, hi_y = -INFINITY, tol;
+	int n = a->info.ngcps, same;
+
+	if (n != b->info.ngcps) {
+		snprintf(why, cap, "%d GCPs against %d", n, b->info.ngcps);
+		return 0;
+	}
+	if (ca[0] && cb[0]) {
+		if ((same = cdp_raster_crs_same(ca, cb, why, cap)) <= 0) {
+			if (same == 0)
+				snprintf(why, cap, "GCPs in another CRS");
+			return same;
+		}
+	} else if (!ca[0] != !cb[0]) {
+		snprintf(why, cap, "GCPs with a CRS against GCPs without one");
+		return 0;
+	}
+	for (int i = 0; i < n; i++) {
+		lo_x = fmin(lo_x, g[i].x);
+		hi_x = fmax(hi_x, g[i].x);
+		lo_y = fmin(lo_y, g[i].y);
+		hi_y = fmax(hi_y, g[i].y);
+	}
+	/* GCPs at one point have no spread: compare to a millionth of a unit */
+	tol = 1e-6 * fmax(fmax(hi_x - lo_x, hi_y - lo_y), 1);
+	for (int i = 0; i < n; i++)
+		if (fabs(g[i].pixel - k[i].pixel) > 1e-3 || fabs(g[i].line - k[i].line) > 1e-3 ||
+		    fabs(g[i].x - k[i].x) > tol || fabs(g[i].y - k[i].y) > tol) {
+			snprintf(why, cap, "GCP %d is pixel %.6g line %.6g at (%.10g, %.10g) "
+			         "against pixel %.6g line %.6g at (%.10g, %.10g)", i + 1,
+			         g[i].pixel, g[i].line, g[i].x, g[i].y, k[i].pixel, k[i].line,
+			         k[i].x, k[i].y);
+			return 0;
+		}
+	return 1;
 }
 
 const char *cdp_raster_category_name(const cdp_raster *r, int band, int k)
@@ -506,6 +659,8 @@ void cdp_raster_close(cdp_raster *r)
 		cdp_raster_close(r->dates[d]);
 	free(r->dates);
 	free(r->crs);
+	free(r->gcps);
+	free(r->gcp_crs);
 	free(r);
 }
 
@@ -534,16 +689,57 @@ static int write_mask(GDALDatasetH ds, int w, int h, const uint8_t *mask, char *
 	return CDP_OK;
 }
 
-int cdp_raster_write_tif_out(cdp_out *o, int dtype, int nbands, int w, int h,
-                             const void *buf, const uint8_t *mask, const double gt[6],
-                             const char *wkt, int has_nodata, double nodata,
-                             char *err, size_t errcap)
+/* What a written GeoTIFF is georeferenced by: a geotransform gt (or
+ * NULL) in CRS wkt, or else gcps [ngcps] in CRS gcp_wkt, moved by
+ * (-x0, -y0) pixels. */
+typedef struct georef {
+	const double *gt;
+	const char *wkt;
+	const cdp_raster_gcp *gcps;
+	int ngcps;
+	const char *gcp_wkt;
+	int64_t x0, y0;
+} georef;
+
+static int set_georef(GDALDatasetH ds, const georef *g, char *err, size_t errcap)
+{
+	GDAL_GCP *gc;
+	char none[1] = "";
+	double t[6];
+	CPLErr e = CE_None;
+
+	if (g->gt) {
+		memcpy(t, g->gt, sizeof t);
+		e = GDALSetGeoTransform(ds, t);
+		if (e == CE_None && g->wkt && *g->wkt)
+			e = GDALSetProjection(ds, g->wkt);
+	} else if (g->ngcps > 0) {
+		if (!(gc = calloc((size_t)g->ngcps, sizeof *gc))) {
+			set_err(err, errcap, "out of memory");
+			return CDP_ENOMEM;
+		}
+		for (int i = 0; i < g->ngcps; i++)
+			gc[i] = (GDAL_GCP){ none, none, g->gcps[i].pixel - (double)g->x0,
+			                    g->gcps[i].line - (double)g->y0, g->gcps[i].x,
+			                    g->gcps[i].y, g->gcps[i].z };
+		e = GDALSetGCPs(ds, g->ngcps, gc, g->gcp_wkt ? g->gcp_wkt : "");
+		free(gc);
+	}
+	if (e != CE_None) {
+		gdal_err(err, errcap, "cannot set the georeference");
+		return CDP_EGDAL;
+	}
+	return CDP_OK;
+}
+
+static int write_tif(cdp_out *o, int dtype, int nbands, int w, int h, const void *buf,
+                     const uint8_t *mask, const georef *geo, const int *has_nodata,
+                     const double *nodata, char *err, size_t errcap)
 {
 	GDALDriverH drv;
 	GDALDatasetH ds = NULL;
 	GDALDataType t = gdt_of(dtype);
 	GSpacing px;
-	double g[6];
 	int rc = CDP_OK;
 
 	cdp_raster_init();
@@ -566,15 +762,11 @@ int cdp_raster_write_tif_out(cdp_out *o, int dtype, int nbands, int w, int h,
 		rc = CDP_EGDAL;
 		goto out;
 	}
-	memcpy(g, gt, sizeof(g));
-	if (GDALSetGeoTransform(ds, g) != CE_None ||
-	    (wkt && *wkt && GDALSetProjection(ds, wkt) != CE_None)) {
-		gdal_err(err, errcap, "cannot set the georeference");
-		rc = CDP_EGDAL;
+	if ((rc = set_georef(ds, geo, err, errcap)) != CDP_OK)
 		goto out;
-	}
 	for (int i = 1; has_nodata && i <= nbands; i++) {
-		if (GDALSetRasterNoDataValue(GDALGetRasterBand(ds, i), nodata) != CE_None) {
+		if (has_nodata[i - 1] &&
+		    GDALSetRasterNoDataValue(GDALGetRasterBand(ds, i), nodata[i - 1]) != CE_None) {
 			gdal_err(err, errcap, "cannot set the nodata value");
 			rc = CDP_EGDAL;
 			goto out;
@@ -610,19 +802,51 @@ out:
 	return rc;
 }
 
+int cdp_raster_write_tif_out(cdp_out *o, int dtype, int nbands, int w, int h,
+                             const void *buf, const uint8_t *mask, const cdp_raster *src,
+                             int64_t x0, int64_t y0, const int *has_nodata,
+                             const double *nodata, char *err, size_t errcap)
+{
+	const cdp_raster_info *in = &src->info;
+	const double *g = in->gt;
+	/* the window's origin: where its pixel (0, 0) lies */
+	const double gt[6] = { g[0] + (double)x0 * g[1] + (double)y0 * g[2], g[1], g[2],
+	                       g[3] + (double)x0 * g[4] + (double)y0 * g[5], g[4], g[5] };
+	georef geo = { in->has_gt ? gt : NULL, in->crs, cdp_raster_gcps(src), in->ngcps,
+	               in->gcp_crs, x0, y0 };
+
+	return write_tif(o, dtype, nbands, w, h, buf, mask, &geo, has_nodata, nodata, err,
+	                 errcap);
+}
+
 int cdp_raster_write_tif(const char *path, int dtype, int nbands, int w, int h,
                          const void *buf, const double gt[6], const char *wkt,
                          int has_nodata, double nodata, char *err, size_t errcap)
 {
+	georef geo = { gt, wkt, NULL, 0, NULL, 0, 0 };
 	cdp_out o;
-	int rc;
+	int rc, *has = calloc((size_t)(nbands > 0 ? nbands : 1), sizeof *has);
+	double *nd = malloc((size_t)(nbands > 0 ? nbands : 1) * sizeof *nd);
 
+	if (!has || !nd) {
+		free(has);
+		free(nd);
+		set_err(err, errcap, "out of memory");
+		return CDP_ENOMEM;
+	}
+	for (int b = 0; b < nbands; b++) {
+		has[b] = has_nodata;
+		nd[b] = nodata;
+	}
 	if ((rc = cdp_out_open(&o, path, CDP_OUT_SEEK | CDP_OUT_NOFD, 0666, NULL, 0)) != CDP_OK) {
+		free(has);
+		free(nd);
 		set_err(err, errcap, cdp_strerror(rc));
 		return rc;
 	}
-	rc = cdp_raster_write_tif_out(&o, dtype, nbands, w, h, buf, NULL, gt, wkt, has_nodata,
-	                              nodata, err, errcap);
+	rc = write_tif(&o, dtype, nbands, w, h, buf, NULL, &geo, has, nd, err, errcap);
+	free(has);
+	free(nd);
 	if (rc == CDP_OK && (rc = cdp_out_commit(&o, NULL, 0)) != CDP_OK)
 		set_err(err, errcap, cdp_strerror(rc));
 	if (rc != CDP_OK)
@@ -1013,6 +1237,49 @@ fail:
 int cdp_raster_dates(const cdp_raster *r)
 {
 	return r->dates ? r->ndates : 1;
+}
+
+/* Points along each edge of src's outline: enough that a reprojected
+ * edge's bend does not hide a corner of g. */
+#define OUTLINE_STEPS 32
+
+int cdp_raster_overlaps(const cdp_raster *src, const cdp_raster_info *g, char *err,
+                        size_t errcap)
+{
+	const int n = 4 * OUTLINE_STEPS;
+	double x[4 * OUTLINE_STEPS], y[4 * OUTLINE_STEPS], z[4 * OUTLINE_STEPS];
+	double sw = (double)src->info.width, sh = (double)src->info.height, gt[6];
+	double lx = INFINITY, hx = -INFINITY, ly = INFINITY, hy = -INFINITY;
+	int ok[4 * OUTLINE_STEPS], reproject = src->crs[0] && g->crs && g->crs[0];
+	void *tr;
+
+	memcpy(gt, g->gt, sizeof gt);
+	CPLErrorReset();
+	tr = GDALCreateGenImgProjTransformer3(reproject ? src->crs : NULL, src->info.gt,
+	                                      reproject ? g->crs : NULL, gt);
+	if (!tr) {
+		gdal_err(err, errcap, "cannot relate the grids");
+		return CDP_EGDAL;
+	}
+	for (int i = 0; i < OUTLINE_STEPS; i++) {
+		double f = (double)i / OUTLINE_STEPS;
+		x[i] = f * sw;                        y[i] = 0;
+		x[i + OUTLINE_STEPS] = sw;            y[i + OUTLINE_STEPS] = f * sh;
+		x[i + 2 * OUTLINE_STEPS] = sw - f * sw; y[i + 2 * OUTLINE_STEPS] = sh;
+		x[i + 3 * OUTLINE_STEPS] = 0;         y[i + 3 * OUTLINE_STEPS] = sh - f * sh;
+	}
+	memset(z, 0, sizeof z);
+	GDALGenImgProjTransform(tr, FALSE, n, x, y, z, ok);
+	GDALDestroyGenImgProjTransformer(tr);
+	for (int i = 0; i < n; i++)
+		if (ok[i] && isfinite(x[i]) && isfinite(y[i])) {
+			lx = fmin(lx, x[i]);
+			hx = fmax(hx, x[i]);
+			ly = fmin(ly, y[i]);
+			hy = fmax(hy, y[i]);
+		}
+	/* no point of the outline lands on g's plane: nothing to cover */
+	return lx < (double)g->width && hx > 0 && ly < (double)g->height && hy > 0;
 }
 
 /* Equal to a billionth of a pixel. */

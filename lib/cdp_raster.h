@@ -29,7 +29,15 @@ typedef struct cdp_raster_info {
 	double gt[6];            /* identity (0,1,0,0,0,1) when it has none */
 	const char *crs;         /* WKT, "" when none; owned by the raster */
 	int block_w, block_h;    /* natural block size of band 1 */
+	int ngcps;               /* ground control points (cdp_raster_gcps) */
+	const char *gcp_crs;     /* their CRS as WKT, "" when none; owned */
 } cdp_raster_info;
+
+/* A ground control point: pixel and line of the raster at x, y (and z) of
+ * the GCPs' CRS. */
+typedef struct cdp_raster_gcp {
+	double pixel, line, x, y, z;
+} cdp_raster_gcp;
 
 /* Calls GDALAllRegister once and quiets GDAL's own stderr handler; errors are
  * returned through err instead. */
@@ -63,8 +71,36 @@ int  cdp_raster_read_mask(cdp_raster *r, int band, int64_t x, int64_t y, int w,
  * value themselves, which is cheaper and handles NaN). */
 int  cdp_raster_has_mask(const cdp_raster *r, int band);
 /* Band `band`'s own nodata value (bands may differ; cdp_raster_info has
- * band 1's): 1 with *nd set, 0 when it has none or no such band. */
+ * band 1's; a multi-date raster's band is its date's): 1 with *nd set, 0
+ * when it has none or no such band. */
 int  cdp_raster_band_nodata(const cdp_raster *r, int band, double *nd);
+/* Clears m[y * mstride + x] (h, w) where the pixel is nodata: with `any`,
+ * where one band equals its own nodata value nd[b] (has[b] set), else
+ * where every band does (a band without one never does). img is (nb, .,
+ * rstride) samples of dtype dt with bands bstride samples apart, already
+ * offset to the window's first pixel. A value compares as GDAL's nodata
+ * mask compares it: cast to dt (3.5 is 3 for u8), matching nothing when
+ * dt cannot reach it (300 for u8, NaN for an integer type); float32 in
+ * float, NaN matching NaN. */
+void cdp_raster_mark_nodata(const void *img, int dt, int nb, size_t bstride, size_t rstride,
+                            int w, int h, const double *nd, const int *has, int any,
+                            uint8_t *m, size_t mstride);
+/* 1 when a sample of dtype dt holds v exactly (an integer in range for the
+ * integer types, NaN and infinities for the float ones, a finite float32
+ * value in its range), else 0. */
+int  cdp_raster_dtype_holds(int dt, double v);
+/* Whether band 1 of r is paletted (GDAL's colour interpretation Palette):
+ * its values index a colour table rather than measure anything. */
+int  cdp_raster_paletted(const cdp_raster *r);
+/* r's ground control points [info.ngcps], NULL when it has none; owned by
+ * the raster. */
+const cdp_raster_gcp *cdp_raster_gcps(const cdp_raster *r);
+/* Whether a and b carry the same GCPs: as many, each's pixel and line
+ * within a thousandth of a pixel and x, y within a millionth of the
+ * spread of the GCPs' coordinates, and the same CRS (OSRIsSame; none on
+ * both is the same): 1 the same, 0 not (why says how), -1 when a CRS
+ * does not parse (why says so). */
+int  cdp_raster_same_gcps(const cdp_raster *a, const cdp_raster *b, char *why, size_t cap);
 /* The name GDAL gives value k of `band` (its category names, which
  * cdp-predict writes), or NULL when it has none; owned by the raster. */
 const char *cdp_raster_category_name(const cdp_raster *r, int band, int k);
@@ -92,16 +128,21 @@ int  cdp_raster_write_tif(const char *path, int dtype, int nbands, int w, int h,
                           const void *buf, const double gt[6], const char *wkt,
                           int has_nodata, double nodata, char *err, size_t errcap);
 /* The same into the temporary of o (cdp_out_open), left for the caller to
- * commit or abort: a program that renames all its files at the end. mask,
+ * commit or abort: a program that renames all its files at the end, of
+ * the window of src at (x0, y0): it is georeferenced as that window of src
+ * is (src's geotransform with its origin moved and src's CRS; or, for a
+ * raster with GCPs and no geotransform, its GCPs with pixel and line moved
+ * by the offset, in their CRS; nothing for a raster with neither). mask,
  * when not NULL, is (h, w) u8 validity (0 invalid, 255 valid), written as
  * the file's internal per-dataset mask band: what GDAL's GetMaskBand
  * returns for every band, so a reader sees the invalid pixels that a
  * nodata value cannot mark (padding of a raster without one, a .msk, pixels
- * whose bands are not all nodata). */
+ * whose bands are not all nodata). Band b gets nodata[b] where has_nodata
+ * is not NULL and has_nodata[b] is set. */
 int  cdp_raster_write_tif_out(cdp_out *o, int dtype, int nbands, int w, int h,
-                              const void *buf, const uint8_t *mask, const double gt[6],
-                              const char *wkt, int has_nodata, double nodata,
-                              char *err, size_t errcap);
+                              const void *buf, const uint8_t *mask, const cdp_raster *src,
+                              int64_t x0, int64_t y0, const int *has_nodata,
+                              const double *nodata, char *err, size_t errcap);
 
 /* Whether two WKT texts name the same CRS by OGR's OSRIsSame (not string
  * equality: the same CRS written by two GDAL versions compares equal): 1
@@ -170,6 +211,13 @@ int  cdp_raster_open_time(const char *spec, double max_error, cdp_raster **out,
                           char *err, size_t errcap);
 /* The number of dates of r: 1 for a raster of one date. */
 int  cdp_raster_dates(const cdp_raster *r);
+/* Whether src (which has a geotransform) covers any of the grid g (its
+ * size, geotransform and CRS; either CRS "" takes the grids to be in one):
+ * src's outline, moved onto g's pixels by GDAL's transformer, against g's
+ * extent. 1 it does, 0 not, CDP_EGDAL with err set when GDAL cannot
+ * relate them. */
+int  cdp_raster_overlaps(const cdp_raster *src, const cdp_raster_info *g, char *err,
+                         size_t errcap);
 /* Whether two geotransforms are the same grid, to a billionth of a pixel. */
 int  cdp_raster_same_gt(const double a[6], const double b[6]);
 

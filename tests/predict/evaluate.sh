@@ -11,7 +11,8 @@
 # --classes (values beyond it are "outside"; at most 1024, where a count of
 # 20000 once wrote an 800 MB report), and bad input is refused, as
 # are rasters of another georeference (CRS by OGR's comparison,
-# geotransform) and a standard output that is one of the inputs.
+# geotransform, GCPs, none against some) and a standard output that is one
+# of the inputs.
 . "$CDP_SRCDIR/tests/tools/common.sh"
 need_python
 # mk OUT ROWS [NODATA] [BANDS]: a u8 GeoTIFF from "a b c d;e f g h;..."
@@ -92,6 +93,33 @@ expect_fail 1 "^cdp-evaluate: '$T/pg.tif' is in CRS EPSG:32633, '$T/ref.tif' in 
 gdal_translate -q -a_srs EPSG:32633 -a_ullr 500001 5800003 500005 5800000 "$T/ref.tif" "$T/rs.tif"
 expect_fail 1 "^cdp-evaluate: '$T/pg.tif' has geotransform (500000, 1, 0, 5800003, 0, -1), '$T/rs.tif' (500001, 1, 0, 5800003, 0, -1): not the same georeference\$" \
 	cdp-evaluate "$T/pg.tif" "$T/rs.tif"
+# GCPs (a map of a GCP scene, cdp-predict(1)): the same GCPs in the same
+# CRS, else refused as another georeference; a vector reference cannot be
+# rasterized onto them; one without a CRS names the prediction
+G="-gcp 0 0 500000 5800003 -gcp 4 0 500004 5800003 -gcp 0 3 500000 5800000"
+# shellcheck disable=SC2086
+gdal_translate -q $G -a_srs EPSG:32633 "$T/pred.tif" "$T/pgcp.tif"
+# shellcheck disable=SC2086
+gdal_translate -q $G -a_srs EPSG:32633 "$T/ref.tif" "$T/rgcp.tif"
+gdal_translate -q -gcp 0 0 600000 5900003 -gcp 4 0 600004 5900003 -gcp 0 3 600000 5900000 \
+	-a_srs EPSG:32633 "$T/ref.tif" "$T/rgcpx.tif"
+# shellcheck disable=SC2086
+gdal_translate -q $G -a_srs EPSG:32632 "$T/ref.tif" "$T/rgcp32.tif"
+cdp-evaluate --json "$T/pgcp.tif" "$T/rgcp.tif" >"$T/jgcp" || fail "the same GCPs refused"
+grep -q '"pixels":12,' "$T/jgcp" || fail "GCPs: $(cat "$T/jgcp")"
+expect_fail 1 "^cdp-evaluate: '$T/pgcp.tif' and '$T/rgcpx.tif' have other GCPs (GCP 1 is pixel 0 line 0 at (500000, 5800003) against pixel 0 line 0 at (600000, 5900003)): not the same georeference\$" \
+	cdp-evaluate "$T/pgcp.tif" "$T/rgcpx.tif"
+expect_fail 1 "^cdp-evaluate: '$T/pgcp.tif' and '$T/rgcp32.tif' have other GCPs (GCPs in another CRS): not the same georeference\$" \
+	cdp-evaluate "$T/pgcp.tif" "$T/rgcp32.tif"
+expect_fail 1 "^cdp-evaluate: '$T/ref.tif' has no georeference, '$T/pgcp.tif' has GCPs: not the same georeference\$" \
+	cdp-evaluate "$T/pgcp.tif" "$T/ref.tif"
+expect_fail 1 "^cdp-evaluate: '$T/ref.tif' has no georeference, '$T/rgcp.tif' has GCPs: not the same georeference\$" \
+	cdp-evaluate "$T/ref.tif" "$T/rgcp.tif"
+printf '{"type":"FeatureCollection","features":[{"type":"Feature","properties":{},"geometry":{"type":"Point","coordinates":[15,52]}}]}\n' >"$T/v.geojson"
+expect_fail 1 "^cdp-evaluate: '$T/pgcp.tif' is georeferenced by GCPs only, and a vector reference '$T/v.geojson' is rasterized onto a geotransform (warp the map first: gdalwarp $T/pgcp.tif OUT)\$" \
+	cdp-evaluate "$T/pgcp.tif" "$T/v.geojson"
+expect_fail 1 "^cdp-evaluate: reference '$T/v.geojson': the prediction '$T/pred.tif' has no CRS to reproject layer 'v' into\$" \
+	cdp-evaluate "$T/pred.tif" "$T/v.geojson"
 mk "$T/two.tif" "0 0 1 1;0 1 1 1;0 0 0 1" - 2
 expect_fail 1 "'$T/two.tif' has 2 bands" cdp-evaluate "$T/two.tif" "$T/ref.tif"
 expect_fail 1 "cannot open '$T/none.tif'" cdp-evaluate "$T/pred.tif" "$T/none.tif"

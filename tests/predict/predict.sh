@@ -15,6 +15,10 @@
 #  - read the bands cdp-tile --bands 3,1 chose (recorded in the pool's
 #    sources and the checkpoint) from the raw 3-band scene, exactly as a
 #    model trained on the 2-band raster of those bands reads that raster;
+#    and the recorded bands (all of a 2-band or 1-band raster's) from a
+#    scene with more, refusing one with fewer;
+#  - mark nodata where one band holds its own nodata when the bands'
+#    differ;
 #  - stream: the peak memory does not grow with the raster's height;
 #  - give byte-identical output on 2 ranks and on 1 process, and refuse a
 #    run whose rank 1 reads another raster (narrower, shorter, other
@@ -23,7 +27,8 @@
 #  - refuse an output that is the input (also through a symlink, a hard
 #    link or a VRT's sources), the checkpoint or another output;
 #  - refuse a raster in another CRS than the training data's (not the same
-#    CRS in another text) unless --any-crs, warn on another pixel size;
+#    CRS in another text; a GCP raster's is its GCPs') unless --any-crs,
+#    warn on another pixel size; refuse a paletted raster;
 #  - refuse a raster with the wrong band count or data type, a missing or
 #    damaged checkpoint, one holding a NaN weight (naming it), a GPU that does
 #    not exist, bad options; write nothing then.
@@ -166,6 +171,29 @@ assert np.array_equal(a, b, equal_nan=True)" ||
 expect_fail 1 "'$T/m31.tif' has 2 bands, the model in '$T/rm3.*' reads band 3" \
 	cdp-predict -q "$T/rm3" "$T/m31.tif" -o "$T/x.tif"
 [ ! -e "$T/x.tif" ] || fail "a refused prediction left '$T/x.tif'"
+# the recorded bands 1,2 (all of m31's: a pool does not tell them from
+# --bands 1,2) are read from a scene with more, whose first two are m31's
+gdal_translate -q -b 3 -b 1 -b 2 "$T/m3.tif" "$T/m312.tif"
+cdp-predict -q --prob "$T/rm31" "$T/m312.tif" -o "$T/m312p.tif" ||
+	fail "bands 1,2 of a 3-band scene: prediction failed"
+cmp -s "$T/m312p.tif" "$T/m31p.tif" || fail "bands 1,2 of a 3-band scene predict otherwise"
+gdal_translate -q -b 1 "$T/m31.tif" "$T/m1.tif"
+expect_fail 1 "'$T/m1.tif' has 1 band, the model in '$T/rm31/checkpoint.cdpt' takes 2" \
+	cdp-predict -q "$T/rm31" "$T/m1.tif" -o "$T/x.tif"
+# each band's own nodata: a pixel is nodata where one band holds its own
+py "
+s = gdal.Open('$T/m31.tif'); a = s.ReadAsArray()
+a[0, :10, :10] = 0; a[1, 20:30, :10] = 9
+d = gdal.GetDriverByName('GTiff').CreateCopy('$T/m31nd_raw.tif', s)
+for b in (0, 1): d.GetRasterBand(b + 1).WriteArray(a[b])
+d = None
+v = gdal.Translate('$T/m31nd.vrt', '$T/m31nd_raw.tif', format='VRT')
+v.GetRasterBand(1).SetNoDataValue(0); v.GetRasterBand(2).SetNoDataValue(9); v = None"
+cdp-predict -q "$T/rm31" "$T/m31nd.vrt" -o "$T/m31nd.tif" || fail "per-band nodata: prediction failed"
+py "a = gdal.Open('$T/m31nd_raw.tif').ReadAsArray(); m = gdal.Open('$T/m31nd.tif').ReadAsArray()
+bad = (a[0] == 0) | (a[1] == 9)
+assert ((m == 255) == bad).all(), (int((m == 255).sum()), int(bad.sum()))" ||
+	fail "per-band nodata: the map's nodata is not where a band holds its own"
 
 echo "== streaming"
 # The peak memory must not grow with the raster's height: 24000 rows of
@@ -275,9 +303,19 @@ cdp-predict -q "$T/run" "$T/in.vrt" -o "$T/vrtp.tif" || fail "a VRT input is not
 cmp -s "$T/vrtp.tif" "$T/pred.tif" || fail "the VRT of b.tif predicts otherwise than b.tif"
 
 echo "== failures"
+# the model's recorded band 1 is read from a scene of 3
 mk "$T/c3.tif" 40 40 5 --bands 3
-expect_fail 1 "'$T/c3.tif' has 3 bands, the model in '$T/run/checkpoint.cdpt' takes 1" \
-	cdp-predict "$T/run" "$T/c3.tif" -o "$T/x.tif"
+gdal_translate -q -b 1 "$T/c3.tif" "$T/c1.tif"
+cdp-predict -q "$T/run" "$T/c3.tif" -o "$T/c3p.tif" && cdp-predict -q "$T/run" "$T/c1.tif" -o "$T/c1p.tif" ||
+	fail "band 1 of a 3-band scene: prediction failed"
+cmp -s "$T/c3p.tif" "$T/c1p.tif" || fail "band 1 of a 3-band scene predicts otherwise than band 1 alone"
+# a paletted scene: colour indices, refused with the way out
+py "s = gdal.Open('$T/b.tif'); d = gdal.GetDriverByName('GTiff').CreateCopy('$T/pal.tif', s)
+ct = gdal.ColorTable()
+for i in range(256): ct.SetColorEntry(i, (i, 255 - i, 0, 255))
+d.GetRasterBand(1).SetColorTable(ct); d = None"
+expect_fail 1 "^cdp-predict: '$T/pal.tif': band 1 is paletted (colour table indices): expand it first (gdal_translate -expand rgb IN OUT, or a VRT)\$" \
+	cdp-predict "$T/run" "$T/pal.tif" -o "$T/x.tif"
 # the checkpoint records the pool's data type: a u16 raster of the same band
 # count is refused, although its values could hold the training data's
 gdal_translate -q -ot UInt16 "$T/b.tif" "$T/b16.tif"
@@ -332,6 +370,13 @@ expect_fail 1 "^cdp-predict: '$T/b4326.tif' is in CRS EPSG:4326, the model in '$
 	cdp-predict -q "$T/run" "$T/b4326.tif" -o "$T/x.tif"
 [ ! -e "$T/x.tif" ] || fail "a refused CRS left an output"
 cdp-predict -q --any-crs "$T/run" "$T/b4326.tif" -o "$T/x.tif" 2>"$T/err" || fail "--any-crs: $(cat "$T/err")"
+rm -f "$T/x.tif"
+# a raster georeferenced by GCPs only is in their CRS
+gdal_translate -q -gcp 0 0 15 52 -gcp 200 0 15.03 52 -gcp 0 170 15 51.98 -a_srs EPSG:4326 \
+	"$T/b.tif" "$T/bgcp.tif"
+expect_fail 1 "^cdp-predict: '$T/bgcp.tif' is in CRS EPSG:4326, the model in '$T/run/checkpoint.cdpt' was trained on data in EPSG:32633 (--any-crs to predict it anyway)\$" \
+	cdp-predict -q "$T/run" "$T/bgcp.tif" -o "$T/x.tif"
+cdp-predict -q --any-crs "$T/run" "$T/bgcp.tif" -o "$T/x.tif" || fail "--any-crs of a GCP raster"
 rm -f "$T/x.tif"
 gdal_translate -q -a_srs "+proj=utm +zone=33 +datum=WGS84 +units=m +no_defs" "$T/b.tif" "$T/bproj.tif"
 cdp-predict -q "$T/run" "$T/bproj.tif" -o "$T/x.tif" 2>"$T/err" || fail "the same CRS as a PROJ string: $(cat "$T/err")"

@@ -168,20 +168,31 @@ def load(path, label_path, a):
     bands = a.bands or list(range(1, ds.RasterCount + 1))
     b1 = ds.GetRasterBand(bands[0])
     img = np.stack([ds.GetRasterBand(b).ReadAsArray() for b in bands])
-    nd = a.nodata if a.nodata is not None else b1.GetNoDataValue()
+    # each band's own nodata (--nodata's on every band)
+    nds = [a.nodata if a.nodata is not None else ds.GetRasterBand(b).GetNoDataValue()
+           for b in bands]
+    one = all(v is not None for v in nds) and len({repr(v) for v in nds}) == 1
+    nd = nds[0] if one else None
     valid = np.ones(img.shape[1:], dtype=bool)
-    # nodata in every band; with --standardize in any band (its output has
-    # no nodata value: each band of a valid pixel must standardize)
-    every = (lambda m: m.any(axis=0)) if a.standardize else (lambda m: m.all(axis=0))
-    if nd is not None:
-        if np.isnan(nd):
-            valid &= ~every(np.isnan(img))
+    # nodata in every band; with --standardize or bands whose nodata differ
+    # in any band (its output has no nodata value: each band of a valid
+    # pixel must standardize)
+    anyb = a.standardize or not one
+    hit = np.zeros(img.shape, dtype=bool)
+    for b, v in enumerate(nds):
+        if v is None:
+            continue
+        if np.isnan(v):
+            hit[b] = np.isnan(img[b])
         elif np.issubdtype(img.dtype, np.integer):
+            # as GDAL's nodata mask: out of range matches nothing, else cast
             info = np.iinfo(img.dtype)
-            if nd == int(nd) and info.min <= nd <= info.max:
-                valid &= ~every(img == img.dtype.type(nd))
+            if info.min <= v <= info.max:
+                hit[b] = img[b] == img.dtype.type(v)
         else:
-            valid &= ~every(img == img.dtype.type(nd))
+            hit[b] = img[b] == img.dtype.type(v)
+    if any(v is not None for v in nds):
+        valid &= ~(hit.any(axis=0) if anyb else hit.all(axis=0))
     flags = b1.GetMaskFlags()
     if not flags & (gdal.GMF_ALL_VALID | gdal.GMF_NODATA):
         valid &= b1.GetMaskBand().ReadAsArray() != 0
@@ -190,7 +201,7 @@ def load(path, label_path, a):
         lds = gdal.Open(label_path)   # keep the dataset alive while reading
         lab = lds.GetRasterBand(1).ReadAsArray()
         lds = None
-    return dict(ds=ds, img=img, valid=valid, nd=nd, lab=lab,
+    return dict(ds=ds, img=img, valid=valid, nd=nd, nds=nds, lab=lab,
                 gt=ds.GetGeoTransform(), dt=GDT2CDP[b1.DataType])
 
 
@@ -212,15 +223,15 @@ def expect_tile(src, x0, y0, S, a, stdz):
     img, valid = src["img"], src["valid"]
     C, H, W = img.shape
     th, tw = min(S, H - y0), min(S, W - x0)
-    pad = 0
-    nd = src["nd"]
-    if nd is not None:
+    t = np.zeros((C, S, S), dtype=img.dtype)
+    for b, nd in enumerate(src["nds"]):
+        if nd is None:
+            continue
         if np.issubdtype(img.dtype, np.integer):
             info = np.iinfo(img.dtype)
-            pad = nd if (nd == int(nd) and info.min <= nd <= info.max) else 0
+            t[b] = nd if (nd == int(nd) and info.min <= nd <= info.max) else 0
         else:
-            pad = nd
-    t = np.full((C, S, S), pad, dtype=img.dtype)
+            t[b] = nd
     t[:, :th, :tw] = img[:, y0:y0 + th, x0:x0 + tw]
     v = np.zeros((S, S), dtype=bool)
     v[:th, :tw] = valid[y0:y0 + th, x0:x0 + tw]

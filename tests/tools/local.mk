@@ -2,7 +2,7 @@
 # failure cases and cross-checks against GDAL, LMDB's tools and Python;
 # configure.sh builds the pipeline without MPI; build.sh installs all six
 # programs, so it runs only in the build that has them all.
-TESTS += tests/tools/tile.sh tests/tools/lmdbpack.sh tests/tools/keyshuffle.sh tests/tools/oversample.sh \
+TESTS += tests/tools/tile.sh tests/tools/tile_inputs.sh tests/tools/lmdbpack.sh tests/tools/keyshuffle.sh tests/tools/oversample.sh \
 	tests/tools/pipeline.sh tests/tools/scene.sh tests/tools/failures.sh tests/tools/configure.sh \
 	tests/tools/makefile.sh tests/tools/deps.sh tests/tools/pool_fix.sh \
 	tests/tools/label_grid.sh tests/tools/value_labels.sh \

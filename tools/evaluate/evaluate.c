@@ -72,8 +72,19 @@ static int open_vector_side(side *s, const char *path, const side *p,
 	int u8;
 
 	s->path = path;
-	if (cdp_label_vector_open(path, &o->vec, p->ri->crs, &s->v, why, sizeof why) != 0)
+	/* rasterized through a geotransform: GCPs place pixels only roughly */
+	if (!p->ri->has_gt && p->ri->ngcps > 0)
+		return fail(err, cap, "'%s' is georeferenced by GCPs only, and a vector reference "
+		            "'%s' is rasterized onto a geotransform (warp the map first: "
+		            "gdalwarp %s OUT)", p->path, path, p->path);
+	if (cdp_label_vector_open(path, &o->vec, p->ri->crs, &s->v, why, sizeof why) != 0) {
+		const char *im = strstr(why, "the image");
+		/* the image is the prediction here */
+		if (im)
+			return fail(err, cap, "reference %.*sthe prediction '%s'%s", (int)(im - why),
+			            why, p->path, im + strlen("the image"));
 		return fail(err, cap, "reference %s", why);
+	}
 	/* as cdp-tile refuses it: that class would silently drop out of every score */
 	if (o->ignore >= 0 && cdp_label_vector_id_use(s->v, (uint32_t)o->ignore, why, sizeof why))
 		return fail(err, cap, "the ignore value %ld is also %s of the reference '%s'",
@@ -317,8 +328,9 @@ static void gt_text(const cdp_raster_info *ri, char *out, size_t cap)
 static int same_georef(const side *p, const side *r, char *err, size_t cap)
 {
 	const cdp_raster_info *a = p->ri, *b = r->ri;
-	char why[128], x[256], y[256];
-	int same = 1;
+	char why[512], x[256], y[256];
+	int same = 1, ga = a->has_gt || a->ngcps > 0 || a->crs[0],
+	    gb = b->has_gt || b->ngcps > 0 || b->crs[0];
 
 	if (a->crs[0] && b->crs[0]) {
 		if ((same = cdp_raster_crs_same(a->crs, b->crs, why, sizeof why)) < 0)
@@ -345,6 +357,18 @@ static int same_georef(const side *p, const side *r, char *err, size_t cap)
 		gt_text(b, y, sizeof y);
 		return fail(err, cap, "'%s' has geotransform %s, '%s' %s: not the same georeference",
 		            p->path, x, r->path, y);
+	}
+	if (ga != gb)
+		return fail(err, cap, "'%s' has no georeference, '%s' has GCPs: not the same "
+		            "georeference", ga ? r->path : p->path, ga ? p->path : r->path);
+	/* GCPs place the pixels of a map without a geotransform (cdp-predict
+	 * keeps a scene's): both must have the same */
+	if (!r->v && (a->ngcps > 0 || b->ngcps > 0) &&
+	    (same = cdp_raster_same_gcps(p->r, r->r, why, sizeof why)) <= 0) {
+		if (same < 0)
+			return fail(err, cap, "'%s' or '%s': %s", p->path, r->path, why);
+		return fail(err, cap, "'%s' and '%s' have other GCPs (%s): not the same "
+		            "georeference", p->path, r->path, why);
 	}
 	return 0;
 }

@@ -21,21 +21,14 @@
 #include "cdp_progress.h"
 #include "dist/dist.h"
 
-/* Validity of n samples of every band (C, n) at stride `stride`:
- * invalid where every band equals the nodata value (NaN matching NaN), as
- * the training loader decides. */
+/* Validity of n samples of every band (C, n) at stride `stride`: invalid
+ * where every band equals its nodata value (NaN matching NaN), or where
+ * one does when the bands' values differ, as cdp-tile's mask decides. */
 static void nodata_valid(const predictor *p, const void *raw, size_t stride, size_t n, uint8_t *v)
 {
-	double nd = p->ri->nodata;
-
-	for (size_t i = 0; i < n; i++) {
-		int all = 1;
-		for (int c = 0; c < p->C && all; c++) {
-			double x = cdp_dtype_get(p->ri->dtype, raw, (size_t)c * stride + i);
-			all = x == nd || (isnan(x) && isnan(nd));
-		}
-		v[i] = all ? 0 : 255;
-	}
+	memset(v, 255, n);
+	cdp_raster_mark_nodata(raw, p->ri->dtype, p->C, stride, n, (int)n, 1, p->nd, p->hasnd,
+	                       p->nd_any, v, n);
 }
 
 /* Reads rows [y, y + n) of the selected bands into p->raw (C, n, W) and
@@ -294,6 +287,7 @@ static void cleanup(predictor *p)
 	if (p->have_ck)
 		cdp_ckpt_free(&p->ck);
 	free(p->w1); free(p->normx); free(p->normy); free(p->mean); free(p->inv);
+	free(p->nd); free(p->hasnd);
 	free(p->raw); free(p->img); free(p->valid); free(p->srow);
 	free(p->slots); free(p->acc); free(p->orow);
 	free(p->vrow); free(p->pcls);

@@ -46,6 +46,9 @@ typedef struct predictor {
 	float *w1;                /* (S) the 1-D window weight */
 	float *normx, *normy;     /* (W), (H): summed weights per column and row */
 	float *mean, *inv;        /* (C) standardization */
+	double *nd;               /* (C) each model band's nodata value, */
+	int *hasnd;               /* (C) where it has one */
+	int nd_any;               /* the bands' differ: nodata where one band is */
 	void *raw;                /* (C, S, W) samples of the raster's dtype */
 	float *img;               /* (C, S, W) standardized */
 	uint8_t *valid;           /* (S, W) */

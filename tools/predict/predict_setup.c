@@ -184,12 +184,15 @@ int pr_load_model(predictor *p, char *err, size_t cap)
 static int check_georef(predictor *p, char *err, size_t cap)
 {
 	const char *crs = p->ck.crs;
+	/* a raster georeferenced by GCPs only is in their CRS */
+	const char *mine = p->ri->has_gt || p->ri->crs[0] || p->ri->ngcps == 0 ? p->ri->crs
+	                   : p->ri->gcp_crs;
 	char why[128], a[256], b[256];
 	double rx, ry;
 
-	if (crs && crs[0] && p->ri->crs[0] && !p->o->any_crs) {
-		int same = cdp_raster_crs_same(p->ri->crs, crs, why, sizeof why);
-		cdp_raster_crs_name(p->ri->crs, a, sizeof a);
+	if (crs && crs[0] && mine[0] && !p->o->any_crs) {
+		int same = cdp_raster_crs_same(mine, crs, why, sizeof why);
+		cdp_raster_crs_name(mine, a, sizeof a);
 		cdp_raster_crs_name(crs, b, sizeof b);
 		if (same < 0)
 			return pr_fail(err, cap, "'%s' or the model in '%s': %s", p->o->input, p->model,
@@ -237,7 +240,16 @@ int pr_open_raster(predictor *p, char *err, size_t cap)
 		            (unsigned long long)p->ri->width, (unsigned long long)p->ri->height);
 	p->W = (int)p->ri->width;
 	p->H = (int)p->ri->height;
+	/* a colour table's indices are no measurement the model learned */
+	if (cdp_raster_paletted(p->r))
+		return pr_fail(err, cap, "'%s': band 1 is paletted (colour table indices): expand it "
+		               "first (gdal_translate -expand rgb IN OUT, or a VRT)", o->input);
+	free(p->nd);
+	free(p->hasnd);
+	p->nd = NULL;
+	p->hasnd = NULL;
 	if (!(p->mean = calloc(p->C, sizeof *p->mean)) || !(p->inv = calloc(p->C, sizeof *p->inv)) ||
+	    !(p->nd = calloc(p->C, sizeof *p->nd)) || !(p->hasnd = calloc(p->C, sizeof *p->hasnd)) ||
 	    !(p->ck.bands || (p->ck.bands = calloc(p->C, sizeof *p->ck.bands))))
 		return pr_fail(err, cap, "out of memory");
 	if (p->ck.nbands == 0)
@@ -245,7 +257,12 @@ int pr_open_raster(predictor *p, char *err, size_t cap)
 			p->ck.bands[c] = c + 1;
 	for (int c = 0; c < p->C; c++)
 		seq &= p->ck.bands[c] == c + 1;
-	if (seq && (int)p->ri->bands != p->C)
+	/* a recorded band list (cdp-tile's band_list, all bands or --bands:
+	 * the pool does not tell them apart) reads those bands of a scene
+	 * with more; without one, or of stacked dates, the model's bands are
+	 * the scene's */
+	if (seq && (int)p->ri->bands != p->C && (p->ck.nbands == 0 || o->time ||
+	                                         (int)p->ri->bands < p->C))
 		return pr_fail(err, cap, "'%s' has %u band%s, the model in '%s' takes %d", o->input,
 		            p->ri->bands, p->ri->bands == 1 ? "" : "s", p->model, p->C);
 	for (int c = 0; c < p->C; c++)
@@ -266,7 +283,17 @@ int pr_open_raster(predictor *p, char *err, size_t cap)
 		p->mean[c] = (float)mu;
 		p->inv[c] = sd > 0 ? (float)(1.0 / sd) : 1.0f;
 	}
-	p->nodata_mode = cdp_raster_has_mask(p->r, p->ck.bands[0]) ? 2 : p->ri->has_nodata ? 1 : 0;
+	/* each model band's own nodata; a pixel is nodata where all are, or
+	 * where one is when they differ (cdp-tile's rule) */
+	int nodata = 0;
+	p->nd_any = 0;
+	for (int c = 0; c < p->C; c++) {
+		p->hasnd[c] = cdp_raster_band_nodata(p->r, p->ck.bands[c], &p->nd[c]);
+		nodata |= p->hasnd[c];
+		p->nd_any |= !p->hasnd[c] || !(p->nd[c] == p->nd[0] ||
+		                               (isnan(p->nd[c]) && isnan(p->nd[0])));
+	}
+	p->nodata_mode = cdp_raster_has_mask(p->r, p->ck.bands[0]) ? 2 : nodata ? 1 : 0;
 	return check_georef(p, err, cap);
 }
 

@@ -87,6 +87,8 @@ static void input_close(input *in)
 	free(in->lpath);
 	free(in->first);
 	free(in->bands);
+	free(in->hasnd);
+	free(in->ndb);
 	memset(in, 0, sizeof(*in));
 }
 
@@ -130,6 +132,39 @@ static int input_open_vector(ctx *c, input *in)
 fail:
 	input_close(in);
 	return rc;
+}
+
+/* in's nodata: --nodata's value on every band (which the data type must
+ * hold), else each selected band's own; see tile_int.h. */
+static int input_nodata(ctx *c, input *in)
+{
+	const cdp_tile_opts *o = c->o;
+
+	if (o->has_nodata && !cdp_raster_dtype_holds(in->dt, o->nodata)) {
+		ERR(c, "'%s': --nodata %g is not a %s value", in->path, o->nodata,
+		    cdp_dtype_name(in->dt));
+		return CDP_ERANGE;
+	}
+	if (!(in->hasnd = calloc((size_t)in->nb, sizeof *in->hasnd)) ||
+	    !(in->ndb = calloc((size_t)in->nb, sizeof *in->ndb))) {
+		ERR(c, "out of memory");
+		return CDP_ENOMEM;
+	}
+	in->nd_one = 1;
+	for (int b = 0; b < in->nb; b++) {
+		if (o->has_nodata) {
+			in->hasnd[b] = 1;
+			in->ndb[b] = o->nodata;
+		} else {
+			in->hasnd[b] = cdp_raster_band_nodata(in->r, in->bands[b], &in->ndb[b]);
+		}
+		in->has_nd |= in->hasnd[b];
+		in->nd_one &= in->hasnd[b] && (in->ndb[b] == in->ndb[0] ||
+		                               (isnan(in->ndb[b]) && isnan(in->ndb[0])));
+	}
+	in->nd = in->nd_one ? in->ndb[0] : 0;
+	in->nd_any = o->standardize || !in->nd_one;
+	return CDP_OK;
 }
 
 /* Opens input i and its label and checks everything that can be checked
@@ -208,9 +243,16 @@ static int input_open(ctx *c, size_t i, input *in)
 		goto fail;
 	}
 	in->odt = o->standardize ? CDP_DT_F32 : in->dt;
-	in->has_nd = o->has_nodata || in->ri->has_nodata;
-	in->nd = o->has_nodata ? o->nodata : in->ri->nodata;
+	if ((rc = input_nodata(c, in)))
+		goto fail;
 	in->use_mask = cdp_raster_has_mask(in->r, in->bands[0]);
+	/* a colour table's indices are no measurement a model can learn from */
+	if (cdp_raster_paletted(in->r)) {
+		ERR(c, "'%s': band 1 is paletted (colour table indices): expand it first "
+		    "(gdal_translate -expand rgb IN OUT, or a VRT)", in->path);
+		rc = CDP_EUNSUP;
+		goto fail;
+	}
 
 	in->rows = grid_count(in->ri->height, c->S, c->T, o->edge);
 	in->cols = grid_count(in->ri->width, c->S, c->T, o->edge);
@@ -290,70 +332,11 @@ fail:
 	return rc;
 }
 
-/* Integer nodata values that the dtype cannot hold match no pixel. */
-static int nd_fits(int dt, double nd)
+void tile_mark_nodata(const input *in, const void *img, size_t bstride, size_t rstride,
+                      int w, int h, int any, uint8_t *m, size_t mstride)
 {
-	double lo, hi;
-
-	switch (dt) {
-	case CDP_DT_U8:  lo = 0; hi = 255; break;
-	case CDP_DT_U16: lo = 0; hi = 65535; break;
-	case CDP_DT_I16: lo = -32768; hi = 32767; break;
-	case CDP_DT_U32: lo = 0; hi = 4294967295.0; break;
-	case CDP_DT_I32: lo = -2147483648.0; hi = 2147483647.0; break;
-	default: return 1;
-	}
-	return nd >= lo && nd <= hi && nd == floor(nd);
-}
-
-/* Clears m[y * mstride + x] (h, w) where every band of img equals nd. img is
- * (nb, ., rstride) samples with bands bstride samples apart, already offset
- * to the window's first pixel. Float32 compares in float, as GDAL does. */
-void tile_mark_nodata(const void *img, int dt, int nb, size_t bstride,
-                      size_t rstride, int w, int h, double nd, int any, uint8_t *m,
-                      size_t mstride)
-{
-	/* n_: the bands equal to nd, up to the first that is not (every band)
-	 * or the first that is (any) */
-#define MARK(T, EQ) do { \
-	const T *s_ = img; \
-	for (int y = 0; y < h; y++) \
-		for (int x = 0; x < w; x++) { \
-			size_t p_ = (size_t)y * rstride + x; \
-			int n_ = 0, b; \
-			for (b = 0; b < nb; b++) { \
-				T a = s_[b * bstride + p_]; \
-				if ((EQ) ? (n_++, any) : !any) \
-					break; \
-			} \
-			if (any ? n_ > 0 : n_ == nb) \
-				m[(size_t)y * mstride + x] = 0; \
-		} \
-} while (0)
-	if (!nd_fits(dt, nd))
-		return;
-	switch (dt) {
-	case CDP_DT_U8:  { uint8_t v = (uint8_t)nd; MARK(uint8_t, a == v); break; }
-	case CDP_DT_U16: { uint16_t v = (uint16_t)nd; MARK(uint16_t, a == v); break; }
-	case CDP_DT_I16: { int16_t v = (int16_t)nd; MARK(int16_t, a == v); break; }
-	case CDP_DT_U32: { uint32_t v = (uint32_t)nd; MARK(uint32_t, a == v); break; }
-	case CDP_DT_I32: { int32_t v = (int32_t)nd; MARK(int32_t, a == v); break; }
-	case CDP_DT_F32:
-		if (isnan(nd))
-			MARK(float, isnan(a));
-		else {
-			float v = (float)nd;
-			MARK(float, a == v);
-		}
-		break;
-	case CDP_DT_F64:
-		if (isnan(nd))
-			MARK(double, isnan(a));
-		else
-			MARK(double, a == nd);
-		break;
-	}
-#undef MARK
+	cdp_raster_mark_nodata(img, in->dt, in->nb, bstride, rstride, w, h, in->ndb, in->hasnd,
+	                       any || in->nd_any, m, mstride);
 }
 
 /* Writes the sample value v of dtype dt into out[dsize]. */
@@ -383,7 +366,7 @@ typedef struct cutter {
 	uint8_t *gstrip, *m, *lt;
 	uint8_t *lstrip;           /* (S, W) a vector label's strip, rasterized */
 	float *ft;
-	unsigned char padv[8];     /* the padding sample */
+	unsigned char *padv;       /* [nb] the padding sample of each band */
 	cdp_buf enc;
 	uint64_t y0;               /* the strip's first row */
 	int sh;                    /* its rows, S but at a shifted or padded edge */
@@ -401,6 +384,7 @@ static void cut_free(cutter *k)
 	free(k->lt);
 	free(k->lstrip);
 	free(k->ft);
+	free(k->padv);
 }
 
 /* Sizes and allocates k's buffers for input in; on failure the caller
@@ -439,14 +423,17 @@ static int cut_alloc(cutter *k, ctx *c, input *in)
 		k->ft = malloc(tn * sizeof(float));
 	if (png)
 		k->scratch = malloc(tn * k->dsz);
-	if (!k->strip || !k->tile || !k->m || !k->gstrip ||
+	k->padv = malloc((size_t)in->nb * k->dsz);
+	if (!k->strip || !k->tile || !k->m || !k->gstrip || !k->padv ||
 	    (in->lkind && !k->lt) || (in->vlab && !k->lstrip) || (o->standardize && !k->ft) ||
 	    (png && !k->scratch)) {
 		ERR(c, "'%s': out of memory for a strip of %d rows", in->path, S);
 		return CDP_ENOMEM;
 	}
-	sample_bytes(in->dt, in->has_nd && nd_fits(in->dt, in->nd) ? in->nd : 0,
-	             k->padv);
+	/* a band's own nodata where its type holds it */
+	for (int b = 0; b < in->nb; b++)
+		sample_bytes(in->dt, in->hasnd[b] && cdp_raster_dtype_holds(in->dt, in->ndb[b])
+		             ? in->ndb[b] : 0, k->padv + (size_t)b * k->dsz);
 	return CDP_OK;
 }
 
@@ -523,12 +510,12 @@ static void cut_copy(cutter *k, uint64_t x0, int tw)
 				from = tw;
 			}
 			for (int x = from; x < S; x++)
-				memcpy(d + (size_t)x * dsz, k->padv, dsz);
+				memcpy(d + (size_t)x * dsz, k->padv + (size_t)b * dsz, dsz);
 		}
 }
 
-/* The tile's mask: valid inside the raster unless nodata (every band equal
- * to it) or masked by GDAL. Returns the number of valid pixels. */
+/* The tile's mask: valid inside the raster unless nodata (tile_mark_nodata)
+ * or masked by GDAL. Returns the number of valid pixels. */
 static size_t cut_mask(cutter *k, uint64_t x0, int tw)
 {
 	const input *in = k->in;
@@ -540,8 +527,7 @@ static size_t cut_mask(cutter *k, uint64_t x0, int tw)
 	for (int y = 0; y < k->sh; y++)
 		memset(k->m + (size_t)y * S, 255, (size_t)tw);
 	if (in->has_nd)
-		tile_mark_nodata(k->strip + x0 * k->dsz, in->dt, in->nb, k->bs, W, tw,
-		                 k->sh, in->nd, k->c->o->standardize, k->m, S);
+		tile_mark_nodata(in, k->strip + x0 * k->dsz, k->bs, W, tw, k->sh, 0, k->m, S);
 	for (int y = 0; in->use_mask && y < k->sh; y++)
 		for (int x = 0; x < tw; x++)
 			if (!k->gstrip[y * W + x0 + x])
@@ -561,15 +547,26 @@ static void cut_vector_labels(cutter *k, uint64_t x0, int tw)
 }
 
 /* --standardize: ft = (x - mean) / std per band at valid pixels, 0 at the
- * others. */
-static void cut_standardize(cutter *k)
+ * others. A valid value that is not finite, or does not standardize to a
+ * finite float32, is an error whether the statistics came from the first
+ * pass or from --stats (tile_std_bad). */
+static int cut_standardize(cutter *k)
 {
-	const ctx *c = k->c;
+	ctx *c = k->c;
 
 	for (int b = 0; b < k->in->nb; b++)
-		for (size_t p = 0; p < k->np; p++)
-			k->ft[b * k->np + p] = k->m[p] ? (float)((cdp_dtype_get(k->in->dt,
-			    k->tile, b * k->np + p) - c->mean[b]) / c->std[b]) : 0.0f;
+		for (size_t p = 0; p < k->np; p++) {
+			double v;
+			float z = 0.0f;
+			if (k->m[p]) {
+				v = cdp_dtype_get(k->in->dt, k->tile, b * k->np + p);
+				z = (float)((v - c->mean[b]) / c->std[b]);
+				if (!isfinite(z))
+					return tile_std_bad(c, k->in, b, v);
+			}
+			k->ft[b * k->np + p] = z;
+		}
+	return CDP_OK;
 }
 
 /* The record of the tile at column x0 of the strip, of input number idx,
@@ -586,7 +583,8 @@ static void cut_record(const cutter *k, size_t idx, uint64_t x0, size_t valid,
 	rec->dtype = in->odt;
 	rec->label_kind = in->lkind;
 	rec->compression = o->zlevel ? CDP_COMP_ZLIB : CDP_COMP_NONE;
-	rec->flags = (in->has_nd && !o->standardize ? CDP_REC_NODATA : 0) |
+	/* the record has one nodata value: none when the bands' differ */
+	rec->flags = (in->nd_one && !o->standardize ? CDP_REC_NODATA : 0) |
 	             (valid < k->np ? CDP_REC_MASK : 0);
 	rec->bands = (uint32_t)in->nb;
 	rec->height = rec->width = (uint32_t)k->c->S;
@@ -636,8 +634,8 @@ static int cut_tile(cutter *k, size_t idx, uint64_t r, uint64_t col)
 		ERR(c, "'%s': %s", in->path, msg);
 		return rc;
 	}
-	if (o->standardize)
-		cut_standardize(k);
+	if (o->standardize && (rc = cut_standardize(k)))
+		return rc;
 	cut_record(k, idx, x0, valid, &rec);
 	if ((rc = cdp_key_format(key, sizeof(key), in->name, r, in->rdig, col,
 	                         in->cdig))) {

@@ -36,8 +36,15 @@ typedef struct input {
 	int lkind;                 /* CDP_LABEL_NONE / U8 / U16 / F32 */
 	uint32_t llen;             /* F32: target planes T, else 0 */
 	uint32_t ignore;
-	int has_nd;
+	/* nodata: each selected band's own (--nodata's one value for all);
+	 * a pixel is nodata where every band holds its own or, when they
+	 * differ or with --standardize, where one band does (nd_any) */
+	int has_nd;                /* some selected band has a nodata value */
+	int nd_one;                /* every band has the same one, nd */
 	double nd;
+	int *hasnd;                /* owned [nb]: band b has nodata ndb[b] */
+	double *ndb;               /* owned [nb] */
+	int nd_any;
 	int use_mask;              /* GDAL's mask band carries information */
 	uint64_t rows, cols;
 	int rdig, cdig;
@@ -72,14 +79,19 @@ typedef struct ctx {
  * label) to c->reads, each named as read for path. */
 int tile_add_reads(ctx *c, cdp_raster *r, const char *path);
 
-/* Clears m[y * mstride + x] (h, w) where every band of img equals nd, or
- * with any set where one band does (--standardize: its output has no nodata
- * value, so a pixel is valid only when every band standardizes to a real
- * value). img is (nb, ., rstride) samples with bands bstride samples apart,
- * already offset to the window's first pixel. */
-void tile_mark_nodata(const void *img, int dt, int nb, size_t bstride,
-                      size_t rstride, int w, int h, double nd, int any, uint8_t *m,
-                      size_t mstride);
+/* Clears m[y * mstride + x] (h, w) where in's pixel is nodata (its
+ * nd_any rule, or with `any` where one band holds its nodata). img is
+ * (nb, ., rstride) samples with bands bstride samples apart, already
+ * offset to the window's first pixel. */
+void tile_mark_nodata(const input *in, const void *img, size_t bstride, size_t rstride,
+                      int w, int h, int any, uint8_t *m, size_t mstride);
+
+/* --standardize's rule for band b (an index of in->bands) whose valid
+ * sample v is not finite, or whose standardized value is not: an error
+ * naming the file and band, as infinite, NaN (without a NaN nodata: a
+ * NaN nodata makes the pixel invalid) or a finite value too large to
+ * standardize. Returns CDP_EFORMAT with c->err set. */
+int tile_std_bad(ctx *c, const input *in, int b, double v);
 
 /* tile_out.c; each returns CDP_OK or an error code with c->err set. */
 

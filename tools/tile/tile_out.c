@@ -117,13 +117,16 @@ int tile_stats_compute(ctx *c, input *in, void *strip, uint8_t *gm)
 		}
 		memset(vm, 255, np);
 		if (in->has_nd)
-			tile_mark_nodata(strip, in->dt, in->nb, np, W, (int)W, sh,
-			                 in->nd, 1, vm, W);
+			tile_mark_nodata(in, strip, np, W, (int)W, sh, 1, vm, W);
 		for (size_t p = 0; p < np; p++) {
 			if (!vm[p] || (in->use_mask && !gm[p]))
 				continue;
 			for (int b = 0; b < in->nb; b++) {
 				double v = cdp_dtype_get(in->dt, strip, b * np + p), d;
+				if (!isfinite(v)) {
+					rc = tile_std_bad(c, in, b, v);
+					goto out;
+				}
 				if (n == 0)
 					k[b] = v;
 				d = v - k[b];
@@ -142,17 +145,9 @@ int tile_stats_compute(ctx *c, input *in, void *strip, uint8_t *gm)
 		double mu = s1[b] / (double)n, var = s2[b] / (double)n - mu * mu;
 		c->mean[b] = k[b] + mu;
 		c->std[b] = var > 0 ? sqrt(var) : 0;
+		/* every value is finite here: their sums overflowed */
 		if (!isfinite(c->mean[b]) || !isfinite(c->std[b])) {
-			/* NaN pixels are invalid when NaN is the nodata value, so
-			 * "set --nodata" helps only when it is not */
-			if (in->has_nd && isnan(in->nd))
-				ERR(c, "'%s': band %d has infinite valid pixels, or values "
-				    "too large to standardize", in->path, in->bands[b]);
-			else
-				ERR(c, "'%s': band %d has non-finite valid pixels (NaN or "
-				    "infinite: set --nodata nan if NaN marks nodata)", in->path,
-				    in->bands[b]);
-			rc = CDP_EFORMAT;
+			rc = tile_std_bad(c, in, b, 0);
 			goto out;
 		}
 		/* A constant band is only centred. */
@@ -163,6 +158,19 @@ out:
 	free(k);
 	free(vm);
 	return rc;
+}
+
+int tile_std_bad(ctx *c, const input *in, int b, double v)
+{
+	if (isnan(v))
+		ERR(c, "'%s': band %d has NaN valid pixels (set --nodata nan if NaN marks "
+		    "nodata)", in->path, in->bands[b]);
+	else if (isinf(v))
+		ERR(c, "'%s': band %d has infinite valid pixels", in->path, in->bands[b]);
+	else
+		ERR(c, "'%s': band %d has values too large to standardize", in->path,
+		    in->bands[b]);
+	return CDP_EFORMAT;
 }
 
 /* A new slot of c->files, or NULL when out of memory. */
@@ -258,20 +266,33 @@ int tile_emit_files(ctx *c, input *in, const char *key, const cdp_record *r,
 			/* values: T float32 bands, NaN where there is no target;
 			 * classes: the ignore value (padding, invalid pixels) is
 			 * the nodata value, so GDAL readers do not count it */
-			int f32 = r->label_kind == CDP_LABEL_F32;
-			rc = cdp_raster_write_tif_out(f, f32 ? CDP_DT_F32 : r->label_kind == CDP_LABEL_U8 ?
-			                          CDP_DT_U8 : CDP_DT_U16, f32 ? (int)r->label_len : 1,
-			                          c->S, c->S, r->label, NULL, r->gt, in->ri->crs,
-			                          1, f32 ? NAN : (double)in->ignore, msg, sizeof(msg));
+			int f32 = r->label_kind == CDP_LABEL_F32, nl = f32 ? (int)r->label_len : 1;
+			int *has = calloc((size_t)nl, sizeof *has);
+			double *nd = malloc((size_t)nl * sizeof *nd);
+			for (int b = 0; has && nd && b < nl; b++) {
+				has[b] = 1;
+				nd[b] = f32 ? NAN : (double)in->ignore;
+			}
+			rc = !has || !nd ? CDP_ENOMEM :
+			     cdp_raster_write_tif_out(f, f32 ? CDP_DT_F32 : r->label_kind == CDP_LABEL_U8 ?
+			                          CDP_DT_U8 : CDP_DT_U16, nl, c->S, c->S, r->label, NULL,
+			                          in->r, r->x_off, r->y_off, has, nd, msg, sizeof(msg));
+			if (rc == CDP_ENOMEM && (!has || !nd))
+				snprintf(msg, sizeof msg, "out of memory");
+			free(has);
+			free(nd);
 		} else {
 			/* The record's mask as the tile's mask band: padding, a .msk
 			 * and --standardize's zeros (no nodata) stay invalid, and
-			 * cdp-lmdbpack --list reads the stream's records back. */
+			 * cdp-lmdbpack --list reads the stream's records back. A
+			 * GeoTIFF has one nodata value for all its bands: bands whose
+			 * values differ get none, and the mask marks their nodata. */
 			rc = cdp_raster_write_tif_out(f, r->dtype, (int)r->bands, c->S,
 			                          c->S, r->image,
 			                          r->flags & CDP_REC_MASK ? r->mask : NULL,
-			                          r->gt, in->ri->crs, r->flags & CDP_REC_NODATA,
-			                          r->nodata, msg, sizeof(msg));
+			                          in->r, r->x_off, r->y_off,
+			                          r->flags & CDP_REC_NODATA ? in->hasnd : NULL, in->ndb,
+			                          msg, sizeof(msg));
 		}
 		if (rc)
 			ERR(c, "cannot write '%s': %s", path, msg);
