@@ -29,9 +29,9 @@
 
 const char cdp_ckpt_tags[NCHUNKS_MAX][5] = {
 	"META", "CFG ", "PARM", "BUFS", "OPTM", "RNG ", "DATA", "RANK", "SUMS",
-	"LIVE", "NORM", "FROM", "TASK"
+	"LIVE", "NORM", "FROM", "TASK", "PLAN"
 };
-const uint32_t cdp_ckpt_tag_since[NCHUNKS_MAX] = { 1, 1, 1, 1, 1, 1, 1, 3, 7, 7, 7, 7, 7 };
+const uint32_t cdp_ckpt_tag_since[NCHUNKS_MAX] = { 1, 1, 1, 1, 1, 1, 1, 3, 7, 7, 7, 7, 7, 7 };
 
 uint32_t cdp_ckpt_crc(uint32_t crc, const void *p, size_t n)
 {
@@ -312,10 +312,25 @@ static void emit_task(wr *w, const cdp_ckpt *ck)
 		put_f64(w, ck->target_std[i]);
 }
 
+/* the run's length and its training key list (checkpoint.h) */
+static void emit_plan(wr *w, const cdp_ckpt *ck)
+{
+	unsigned char uuid[32] = { 0 };
+
+	if (ck->keys_uuid[0])
+		memcpy(uuid, ck->keys_uuid, 32);
+	put_u64(w, ck->plan_total);
+	put(w, uuid, 32);
+	put_u64(w, ck->keys_seed);
+	put_u64(w, ck->keys_count);
+	put_u32(w, ck->keys_crc);
+	put_u32(w, 0);
+}
+
 typedef void (*emit_fn)(wr *, const cdp_ckpt *);
 static const emit_fn emitters[NCHUNKS_MAX] = {
 	emit_meta, emit_cfg, emit_params, emit_buffers, emit_optim, emit_rng, emit_data, emit_rank,
-	emit_sums, emit_live, emit_norm, emit_from, emit_task
+	emit_sums, emit_live, emit_norm, emit_from, emit_task, emit_plan
 };
 
 /* whether chunk i goes into ck's file: the fixed ones always */
@@ -324,7 +339,7 @@ static int present(const cdp_ckpt *ck, int i)
 	return i < NCHUNKS || (i == CHUNK_RANK && ck->nranks > 0) ||
 	       (i == CHUNK_SUMS && ck->has_sums) || (i == CHUNK_LIVE && ck->live) ||
 	       (i == CHUNK_NORM && ck->norm_kind) || (i == CHUNK_FROM && ck->nfrom > 0) ||
-	       (i == CHUNK_TASK && ck->task);
+	       (i == CHUNK_TASK && ck->task) || (i == CHUNK_PLAN && ck->has_plan);
 }
 
 static int nchunks(const cdp_ckpt *ck)
@@ -576,6 +591,10 @@ int cdp_ckpt_check(const cdp_ckpt *ck)
 	if (ck->has_sums && (!isfinite(ck->sum_epoch_loss) || !isfinite(ck->sum_log_loss) ||
 	                     ck->sum_epoch_steps > ck->step || ck->sum_log_steps > ck->step))
 		return -1;
+	/* PLAN: a run at least as long as its steps, a key list of keys */
+	if (ck->has_plan && (ck->plan_total < 1 || ck->plan_total < ck->step ||
+	                     ck->keys_count < 1 || !uuid_ok(ck->keys_uuid)))
+		return -1;
 	/* LIVE: one float for each of PARM's */
 	if (ck->live && ck->nlive != ptotal)
 		return -1;
@@ -583,7 +602,7 @@ int cdp_ckpt_check(const cdp_ckpt *ck)
 		return -1;
 	/* initial weights: the tensors and the model, nothing of a run */
 	if (ck->initial && (ck->optim.type != 0 || ck->step || ck->epoch || ck->data_pos ||
-	                    ck->nrng || ck->nranks || ck->has_sums || ck->live))
+	                    ck->nrng || ck->nranks || ck->has_sums || ck->has_plan || ck->live))
 		return -1;
 	/* the global batch: unknown, or three counts whose product fits */
 	if ((ck->batch | ck->batch_ranks | ck->batch_accumulate) != 0 &&

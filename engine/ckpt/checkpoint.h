@@ -16,7 +16,8 @@
  *   24     chunks "META" "CFG " "PARM" "BUFS" "OPTM" "RNG " "DATA", in order,
  *          then the optional ones, each at most once and in this order:
  *          "RANK" (version 3), "SUMS" (version 7), "LIVE" (version 7),
- *          "NORM" (version 7), "FROM" (version 7), "TASK" (version 7);
+ *          "NORM" (version 7), "FROM" (version 7), "TASK" (version 7),
+ *          "PLAN" (version 7);
  *          each: 4-byte tag, u32 0, u64 payload length, payload
  *   end-4  u32 CRC-32 (zlib's crc32) of every byte before it
  * The payloads are described in cdp-checkpoint(5). Version 2 added the data
@@ -50,6 +51,13 @@
  * CDP_CKPT_MAX_TARGETS), T f64 target means, T f64 target deviations
  * (> 0): a regression net's outputs are standardized targets, a
  * prediction is output * std + mean.
+ *
+ * The run's plan (PLAN): what a resume checks the run against. u64 the
+ * run's last step (its --epochs or --steps, so a resume with another
+ * length can say the schedule is planned anew), then the identity of the
+ * training pointer file, its header's fields (cdp-keys(5)): 32 bytes of
+ * the uuid in lowercase hex, u64 seed, u64 key count (>= 1), u32 crc32,
+ * u32 0. A checkpoint without PLAN resumes unchecked.
  *
  * The trained weights (LIVE). A run with an exponential moving average of
  * its weights (cdp-model(5), [net] ema=) checkpoints the average in PARM,
@@ -293,6 +301,14 @@ typedef struct cdp_ckpt {
 	int has_sums;
 	double sum_epoch_loss, sum_log_loss;
 	uint64_t sum_epoch_steps, sum_log_steps;
+	/* the run's plan (PLAN, version 7); has_plan 0: none recorded (an
+	 * older file, or not a training run's). plan_total >= step, >= 1;
+	 * keys_uuid 32 lowercase hex digits, keys_count >= 1. */
+	int has_plan;
+	uint64_t plan_total;
+	char keys_uuid[33];
+	uint64_t keys_seed, keys_count;
+	uint32_t keys_crc;
 	/* the trained weights when PARM holds their moving average (LIVE,
 	 * version 7): nlive (PARM's total) floats in PARM's order; NULL none */
 	float *live;

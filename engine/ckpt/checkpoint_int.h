@@ -11,13 +11,15 @@
 
 #define HDR      24         /* magic, version, chunk count, file size */
 #define NCHUNKS  7          /* every version's chunks, then the optional */
-#define NCHUNKS_MAX 13      /* ones, each at most once and in this order: */
+#define NCHUNKS_MAX 14      /* ones, each at most once and in this order: */
 #define CHUNK_RANK 7        /* "RANK" (version 3) */
 #define CHUNK_SUMS 8        /* "SUMS" (version 7) */
 #define CHUNK_LIVE 9        /* "LIVE" (version 7) */
 #define CHUNK_NORM 10       /* "NORM" (version 7) */
 #define CHUNK_FROM 11       /* "FROM" (version 7) */
 #define CHUNK_TASK 12       /* "TASK" (version 7) */
+#define CHUNK_PLAN 13       /* "PLAN" (version 7) */
+#define PLAN_BYTES 64       /* PLAN's payload */
 #define SUMS_BYTES 32       /* SUMS's payload */
 #define RANK_HDR 48         /* RANK's fields before the first rank */
 #define RANK_PER 16         /* a rank's index, 0, optimizer step before its floats */

@@ -534,6 +534,26 @@ static void parse_sums(rd *r, cdp_ckpt *ck)
 	ck->sum_log_steps = get_u64(r);
 }
 
+/* PLAN (version 7): the values are judged by cdp_ckpt_check */
+static void parse_plan(rd *r, cdp_ckpt *ck)
+{
+	ck->has_plan = 1;
+	ck->plan_total = get_u64(r);
+	/* 32 zero bytes: no uuid, "" (as META's pool uuid) */
+	if (need(r, 32)) {
+		memcpy(ck->keys_uuid, r->p, 32);
+		r->p += 32;
+	}
+	ck->keys_uuid[32] = '\0';
+	if (!ck->keys_uuid[0] && memcmp(ck->keys_uuid, ck->keys_uuid + 1, 31) && !r->err)
+		r->err = CDP_EFORMAT;
+	ck->keys_seed = get_u64(r);
+	ck->keys_count = get_u64(r);
+	ck->keys_crc = get_u32(r);
+	if (get_u32(r) != 0 && !r->err)
+		r->err = CDP_EFORMAT;
+}
+
 /* The fixed header against the bytes available (have) and the true total
  * length (total): magic first, then version, then size. */
 static int check_header(const unsigned char *b, size_t have, uint64_t total)
@@ -642,6 +662,8 @@ static int decode(const unsigned char *buf, size_t len, int keep, cdp_ckpt *ck, 
 			parse_from(&sub, ck);
 		} else if (i == CHUNK_TASK) {
 			parse_task(&sub, ck);
+		} else if (i == CHUNK_PLAN) {
+			parse_plan(&sub, ck);
 		} else {
 			parsers[i](&sub, ck);
 		}

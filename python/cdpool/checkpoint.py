@@ -46,9 +46,9 @@ MAX_TARGETS = 65536                               # CDP_CKPT_MAX_TARGETS
 BAND_NAME = re.compile(rb"[\x21-\x2b\x2d-\x7e]{1,255}")   # printable, no space or comma
 HDR = 24
 TAGS = (b"META", b"CFG ", b"PARM", b"BUFS", b"OPTM", b"RNG ", b"DATA", b"RANK", b"SUMS",
-        b"LIVE", b"NORM", b"FROM", b"TASK")
+        b"LIVE", b"NORM", b"FROM", b"TASK", b"PLAN")
 FIXED = 7                  # every version's chunks; then the optional ones,
-SINCE = (1, 1, 1, 1, 1, 1, 1, 3, 7, 7, 7, 7, 7)    # each at most once, in TAGS's order
+SINCE = (1, 1, 1, 1, 1, 1, 1, 3, 7, 7, 7, 7, 7, 7)  # each at most once, in TAGS's order
 OPTIMIZERS = {0: "none", 1: "sgd", 2: "adamw"}
 POLICIES = {0: "constant", 1: "step", 2: "cosine"}
 SYNCS = {0: "allreduce", 1: "average", 2: "admm"}
@@ -144,6 +144,9 @@ class Checkpoint:
     a dict of task "regression", target_mean and target_std (float64 (T),
     the standardization of its T outputs: a prediction is output * std +
     mean).
+    plan: None, or the PLAN chunk (version 7: what a resume checks), a dict
+    of total (the run's last step), keys_uuid, keys_seed, keys_count and
+    keys_crc32 (the training pointer file's header).
     """
 
     def param_block(self):
@@ -350,6 +353,20 @@ def _sums(r, ck):
     ck.sums = {"epoch_loss": el, "epoch_steps": es, "log_loss": ll, "log_steps": ls}
 
 
+def _plan(r, ck):
+    """PLAN (version 7): the run's last step and its training key list."""
+    total, = r.tuple("<Q")
+    r.need(32)
+    raw = bytes(r.b[r.p:r.p + 32])
+    r.p += 32
+    uuid = "" if raw == bytes(32) else raw.decode("ascii", "replace")
+    seed, count, crc, z = r.tuple("<QQII")
+    if z != 0 or count < 1 or total < 1 or not re.fullmatch(r"([0-9a-f]{32})?", uuid):
+        raise _Bad("EFORMAT")
+    ck.plan = {"total": total, "keys_uuid": uuid, "keys_seed": seed, "keys_count": count,
+               "keys_crc32": crc}
+
+
 def _live(r, ck):
     """LIVE (version 7): the trained weights when PARM holds their average."""
     n, = r.tuple("<Q")
@@ -488,11 +505,13 @@ def _check(ck):
         raise _Bad("EFORMAT")
     if ck.sums and max(ck.sums["epoch_steps"], ck.sums["log_steps"]) > ck.step:
         raise _Bad("EFORMAT")
+    if ck.plan and ck.plan["total"] < ck.step:
+        raise _Bad("EFORMAT")
     if ck.live is not None and ck.live.size != sum(t.size for t in ck.params.values()):
         raise _Bad("EFORMAT")
     # initial weights: no optimizer, progress, RNG state, per-rank state or sums
     if ck.initial and (o["type"] != "none" or ck.step or ck.epoch or ck.data_pos or ck.rng
-                       or ck.ranks or ck.sums or ck.live is not None):
+                       or ck.ranks or ck.sums or ck.plan or ck.live is not None):
         raise _Bad("EFORMAT")
     if ck.norm is not None:
         nm = ck.norm
@@ -531,7 +550,7 @@ def decode_checkpoint(buf, subject="checkpoint", finite=True):
         ck = Checkpoint()
         ck.subject = subject
         ck.version, ck.ranks, ck.sums, ck.live = version, None, None, None
-        ck.norm, ck.sources, ck.task = None, [], None
+        ck.norm, ck.sources, ck.task, ck.plan = None, [], None, None
         top = _Rd(b, HDR, n - 4, version)
         i = -1
         for c in range(nchunks):
@@ -553,7 +572,7 @@ def decode_checkpoint(buf, subject="checkpoint", finite=True):
                 ck.buffers, _ = _tensors(sub)
             else:
                 (_meta, _cfg, None, None, _optim, _rng, _data, _rank, _sums, _live, _norm,
-                 _from, _task)[i](sub, ck)
+                 _from, _task, _plan)[i](sub, ck)
             if sub.p != sub.end:
                 raise _Bad("EFORMAT")
             top.p += plen

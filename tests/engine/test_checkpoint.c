@@ -180,7 +180,10 @@ static int ck_equal(const cdp_ckpt *a, const cdp_ckpt *b)
 	       a->res_y == b->res_y && names_equal(a, b) && a->has_sums == b->has_sums &&
 	       same(&a->sum_epoch_loss, &b->sum_epoch_loss, sizeof(double)) &&
 	       same(&a->sum_log_loss, &b->sum_log_loss, sizeof(double)) &&
-	       a->sum_epoch_steps == b->sum_epoch_steps && a->sum_log_steps == b->sum_log_steps;
+	       a->sum_epoch_steps == b->sum_epoch_steps && a->sum_log_steps == b->sum_log_steps &&
+	       a->has_plan == b->has_plan && a->plan_total == b->plan_total &&
+	       strcmp(a->keys_uuid, b->keys_uuid) == 0 && a->keys_seed == b->keys_seed &&
+	       a->keys_count == b->keys_count && a->keys_crc == b->keys_crc;
 }
 
 static uint32_t rd_u32(const unsigned char *b)
@@ -1010,6 +1013,60 @@ static void test_sums(void)
 	cdp_ckpt_free(&a);
 }
 
+/* PLAN (version 7): the run's length and its key list's identity go
+ * through as the last chunk, 64 bytes; a version 6 file may not hold it; a
+ * run shorter than its step, no keys, a uuid that is not hex and a
+ * non-zero pad are refused; a uuid of zeros is none. */
+static void test_plan(void)
+{
+	cdp_ckpt a, b;
+	unsigned char *buf;
+	size_t len, s;
+
+	make_ck(&a);
+	a.has_plan = 1;
+	a.plan_total = 40;
+	snprintf(a.keys_uuid, sizeof a.keys_uuid, "%s", "0123456789abcdef0123456789abcdef");
+	a.keys_seed = 7;
+	a.keys_count = 24;
+	a.keys_crc = 0x0e654d88;
+	CHECK_RC(cdp_ckpt_encode(&a, &buf, &len), CDP_OK);
+	s = len - 4 - 16 - 64;
+	CHECK(memcmp(buf + s, "PLAN", 4) == 0 && rd_u64(buf + s + 8) == 64, "PLAN last, 64 bytes");
+	CHECK_RC(cdp_ckpt_decode(buf, len, &b), CDP_OK);
+	CHECK(ck_equal(&a, &b), "the plan differs after decoding");
+	cdp_ckpt_free(&b);
+	buf[8] = 6;
+	fix_crc(buf, len);
+	CHECK_RC(cdp_ckpt_decode(buf, len, &b), CDP_EFORMAT);
+	buf[8] = 7;
+	wr_u64(buf + s + 16, a.step - 1);           /* a run shorter than its step */
+	fix_crc(buf, len);
+	CHECK_RC(cdp_ckpt_decode(buf, len, &b), CDP_EFORMAT);
+	wr_u64(buf + s + 16, a.plan_total);
+	wr_u64(buf + s + 16 + 48, 0);               /* no keys */
+	fix_crc(buf, len);
+	CHECK_RC(cdp_ckpt_decode(buf, len, &b), CDP_EFORMAT);
+	wr_u64(buf + s + 16 + 48, a.keys_count);
+	buf[s + 16 + 8] = 'G';                      /* not hex */
+	fix_crc(buf, len);
+	CHECK_RC(cdp_ckpt_decode(buf, len, &b), CDP_EFORMAT);
+	buf[s + 16 + 8] = '0';
+	buf[s + 16 + 63] = 1;                       /* the pad */
+	fix_crc(buf, len);
+	CHECK_RC(cdp_ckpt_decode(buf, len, &b), CDP_EFORMAT);
+	buf[s + 16 + 63] = 0;
+	memset(buf + s + 16 + 8, 0, 32);            /* no uuid */
+	fix_crc(buf, len);
+	CHECK_RC(cdp_ckpt_decode(buf, len, &b), CDP_OK);
+	CHECK(b.has_plan && b.keys_uuid[0] == '\0', "a uuid of zeros is none");
+	cdp_ckpt_free(&b);
+	free(buf);
+	a.plan_total = a.step - 1;
+	CHECK(cdp_ckpt_encode(&a, &buf, &len) != CDP_OK, "a writer keeps a run shorter than its step");
+	cdp_ckpt_free(&a);
+}
+
 /* LIVE (version 7): the trained weights beside PARM's moving average go
  * through bit for bit after SUMS, an older version may not hold them, and
  * a count other than PARM's or a NaN is refused both ways. */
@@ -1173,6 +1230,7 @@ int main(void)
 	test_invalid();
 	test_class_names();
 	test_sums();
+	test_plan();
 	test_live();
 	test_initial(buf, len);
 	test_norm_from();

@@ -3,8 +3,11 @@
 #  - --patience N --min-delta D stops the run after N validations without
 #    an improvement of the --keep-best metric by more than D: the run ends
 #    at the step a Python reading of metrics.jsonl's validations predicts,
-#    exits 0, writes its checkpoint there and says why in train.log and
-#    metrics.jsonl; a run resumed before that step stops at the same one;
+#    exits 0, writes its checkpoint there and says why in train.log,
+#    metrics.jsonl and one line on stderr (even with -q); a run resumed
+#    before that step stops at the same one;
+#  - the closing "done:" line on stderr follows a last validation off an
+#    epoch's end (--val-every, a --patience stop there) too;
 #  - the usage errors of --patience and --min-delta;
 #  - [net] ema=D: checkpoints hold the moving average of the weights in PARM
 #    and the trained ones in LIVE; at --lr 0 the average is exactly the
@@ -30,8 +33,10 @@ predict() { "$PYTHON" "$PY" predict "$@"; }
 
 echo "== --patience stops the run"
 P="--lr 0.5 --val-every 1 --keep-best loss --patience 3 --min-delta 0.002"
-cdp-train $C $P --out "$T/stop" --steps 40 || fail "--patience: the run failed"
+cdp-train $C $P --out "$T/stop" --steps 40 2>"$T/perr" || fail "--patience: the run failed"
 at=$(predict "$T/stop/metrics.jsonl" 3 0.002)
+grep -q "^cdp-train: stopped at step $at: val loss did not improve by more than 0.002 in 3 validations (best [0-9.]* at step [0-9]*)\$" "$T/perr" ||
+	fail "--patience: stderr does not say why the run stopped: $(cat "$T/perr")"
 [ "$at" != none ] || fail "the validations of the run never trigger --patience 3: the test wants them to"
 last=$(sed -n 's/^{"type":"val","step":\([0-9]*\),.*/\1/p' "$T/stop/metrics.jsonl" | tail -1)
 [ "$last" = "$at" ] || fail "the run validated up to step $last, Python predicts the stop after step $at"
@@ -42,7 +47,13 @@ grep -q "^{\"type\":\"stop\",\"step\":$at,\"reason\":\"patience\",\"metric\":\"l
 grep -q "stopping early at step $at: loss has not improved by more than 0.002 for 3 validations" \
 	"$T/stop/train.log" || fail "train.log does not say why the run stopped"
 grep -q "done at step $at (stopped early" "$T/stop/train.log" || fail "train.log: no done line"
-echo "stopped at step $at of 40, as predicted"
+echo "stopped at step $at of 40, as predicted: $(cat "$T/perr")"
+
+echo "== the closing summary after a --val-every validation off an epoch's end"
+cdp-train $(echo "$C" | sed 's/ -q / /') --out "$T/ve" --steps 9 --val-every 3 2>"$T/err" ||
+	fail "--val-every 3: the run failed"
+grep -q "^cdp-train: done: epoch 2 (3 of 6 steps) step 9/9 loss [0-9.]*, val loss " "$T/err" ||
+	fail "--val-every 3: no closing summary of the step-9 validation: $(cat "$T/err")"
 
 echo "== --patience across a resume"
 half=$((at - 2))

@@ -13,6 +13,8 @@
 #    process: one warning line, the run goes on from the consensus model,
 #    and the losses after step 17 then differ (the section is what makes
 #    the resume exact);
+#  - an admm checkpoint resumed under allreduce (--sync left out): one
+#    warning line naming what is dropped (before: train.log only);
 #  - a resume with another global batch (1 process x 4, 2 ranks x 2 after
 #    2 ranks x 4) is refused naming both; 1 process x 8 resumes;
 #  - a per-rank section damaged (its own CRC) or truncated inside an intact
@@ -137,6 +139,13 @@ cdp-train $R --sync admm:5:0.01 --out "$d.j" --steps 20 --batch 8 --resume 2>"$T
 	fail "1 process from 2 ranks: want one warning line, got: $(cat "$T/err")"
 cat "$T/err"
 
+echo "== admm resumed under allreduce"
+cp -r "$d.c" "$d.ar"
+$MP cdp-train $R --out "$d.ar" --steps 20 --resume 2>"$T/err" || fail "admm under allreduce: $(cat "$T/err")"
+[ "$(wc -l <"$T/err")" -eq 1 ] && grep -q "^cdp-train: warning: '$d.ar/checkpoint.cdpt' was written with --sync admm:5:0.01, this run uses allreduce: every rank resumes from the consensus model (the ranks' own parameters, optimizer moments, ADMM duals, batchnorm statistics are dropped)\$" "$T/err" ||
+	fail "admm under allreduce: want one warning line, got: $(cat "$T/err")"
+cat "$T/err"
+
 echo "== another global batch"
 # the checkpoint of 2 ranks x 4: 1 process x 4 and 2 ranks x 2 are refused
 # with both numbers named (before: trained on); 1 process x 8, above, is
@@ -166,7 +175,7 @@ cat "$T/err"
 
 echo "== SIGTERM to mpirun"
 S="--db $T/pool --keys $T/train.keys --model $UNET --threads 1 -q --batch 4 --log-every 1"
-S="$S --sync average:5 --out $T/sig"
+S="$S --sync average:5 --schedule constant --out $T/sig"   # no re-planned cosine to warn of
 $MP cdp-train $S --steps 1000000 >"$T/sig.out" 2>"$T/sig.err" &
 pid=$!
 wait_step $pid "$T/sig/metrics.jsonl" 5 60

@@ -17,6 +17,14 @@
 #  - SIGTERM mid-epoch and --resume: every epoch and step line of
 #    metrics.jsonl equals the uninterrupted run's (the checkpoint's SUMS
 #    chunk), which Python's reader reads too;
+#  - the run's end: --resume of a complete run says so, exits 0 and writes
+#    nothing; a checkpoint past the run's end is refused naming both steps;
+#    another pointer file is refused naming both identities; a stop on an
+#    epoch's last step (CDP_TRAIN_STOP_AT) resumes to the uninterrupted
+#    run's metrics.jsonl and best.cdpt; --steps off the --log-every grid
+#    resumes to its step lines; --keep-best first given on a resume writes
+#    best.cdpt; a longer cosine run warns that its schedule is re-planned;
+#  - SIGHUP and SIGUSR1 stop the run as SIGTERM does (checkpoint, no .lock);
 #  - a pool truncated while cdp-train reads it: one line naming the pool,
 #    its new size and the record beyond it, the checkpoint of the last step
 #    done (valid, and the last step line's), exit 1, no SIGBUS; at 1 and 2
@@ -262,3 +270,86 @@ if [ -n "$MP" ]; then
 else
 	echo "SKIP: 2 ranks (no MPIRUN)"
 fi
+
+echo "== the run's end: complete, past it, another key list, a stop on a due validation"
+# norm FILE: metrics.jsonl without timings and resume lines, for comparing
+norm() {
+	grep -v '"type":"resume"' "$1" | sed 's/"seconds":[^,}]*//; s/"samples_per_s":[^,]*//;
+		s/"data_wait_s":[^,]*//; s/"allreduce_s":[^,]*//; s/"grad_[a-z_]*":[^,]*//g;
+		s/"rss_anon_kb":\[[^]]*\]//'
+}
+K="$C --val-keys $T/val.keys --keep-best miou --schedule constant"
+cdp-train $K --out "$T/end" --epochs 2 || fail "the 2-epoch run failed"
+cp "$T/end/metrics.jsonl" "$T/end.m"; cp "$T/end/checkpoint.cdpt" "$T/end.c"; cp "$T/end/train.log" "$T/end.l"
+# the same run again: nothing to do, nothing written (before: a second
+# val line at step 12, which --patience then counted)
+cdp-train $K --out "$T/end" --epochs 2 --resume 2>"$T/err" || fail "resuming a complete run: $(cat "$T/err")"
+[ "$(cat "$T/err")" = "cdp-train: '$T/end' is complete: step 12 of 12, nothing to do" ] ||
+	fail "a complete run's resume said: $(cat "$T/err")"
+cmp -s "$T/end/metrics.jsonl" "$T/end.m" && cmp -s "$T/end/checkpoint.cdpt" "$T/end.c" &&
+	cmp -s "$T/end/train.log" "$T/end.l" && [ ! -e "$T/end/.lock" ] ||
+	fail "resuming a complete run changed its files"
+expect_fail 1 "^cdp-train: '$T/end/checkpoint.cdpt': at step 12, past this run's last step 6 " \
+	cdp-train $K --out "$T/end" --epochs 1 --resume
+cmp -s "$T/end/metrics.jsonl" "$T/end.m" || fail "the refused resume changed metrics.jsonl"
+# another pointer file: refused naming both (before: trained on, or a
+# message about the global batch)
+"$PYTHON" - "$T/train.keys" "$T/k20.keys" <<'PYEOF'
+import sys, zlib
+lines = open(sys.argv[1]).read().split("\n")
+head, keys = lines[0].split(), [k for k in lines[1:] if k][:20]
+body = "".join(k + "\n" for k in keys)
+f = dict(x.split("=") for x in head[2:])
+open(sys.argv[2], "w").write("#cdpool-keys 1 uuid=%s seed=0 count=20 crc32=%08x\n%s"
+                             % (f["uuid"], zlib.crc32(body.encode()), body))
+PYEOF
+expect_fail 1 "^cdp-train: '$T/k20.keys': not the key list the checkpoint in '$T/end' was trained on (uuid [0-9a-f]*, seed 1, 24 keys, crc32 [0-9a-f]*; this one uuid [0-9a-f]*, seed 0, 20 keys, crc32 [0-9a-f]*)\$" \
+	cdp-train $(echo "$K" | sed "s|--keys [^ ]*|--keys $T/k20.keys|") --out "$T/end" --epochs 4 --resume
+# a stop on an epoch's last step, where a validation is due: the resumed
+# run makes it first, so metrics.jsonl and best.cdpt equal the
+# uninterrupted run's (before: that validation was lost for good)
+cdp-train $K --out "$T/whole4" --epochs 4 --log-every 1 || fail "the 4-epoch run failed"
+set +e; CDP_TRAIN_STOP_AT=12 cdp-train $K --out "$T/cut4" --epochs 4 --log-every 1 2>"$T/err"; rc=$?; set -e
+[ "$rc" -eq 1 ] && grep -q "interrupted at step 12," "$T/err" || fail "CDP_TRAIN_STOP_AT=12: exit $rc: $(cat "$T/err")"
+grep -q '"type":"val","step":12,' "$T/cut4/metrics.jsonl" && fail "the stopped run validated at step 12"
+cdp-train $K --out "$T/cut4" --epochs 4 --log-every 1 --resume || fail "resuming the stop at step 12 failed"
+norm "$T/whole4/metrics.jsonl" >"$T/m1"; norm "$T/cut4/metrics.jsonl" >"$T/m2"
+cmp -s "$T/m1" "$T/m2" || fail "stopped at step 12: metrics.jsonl differs: $(diff "$T/m1" "$T/m2" | head -4)"
+PYTHONPATH=$CDP_SRCDIR/python${PYTHONPATH:+:$PYTHONPATH} "$PYTHON" "$CDP_SRCDIR/tests/train/emastop.py" \
+	same "$T/whole4/best.cdpt" "$T/cut4/best.cdpt" ||
+	fail "stopped at step 12: best.cdpt differs"
+# --steps ending off the --log-every grid, resumed: the step lines of the
+# uninterrupted run (before: an extra line at step 6, and the next one
+# averaged steps 7 and 8 only)
+cdp-train $C --out "$T/s1" --epochs 2 --log-every 4 --schedule constant || fail "2 epochs failed"
+cdp-train $C --out "$T/s2" --epochs 2 --steps 6 --log-every 4 --schedule constant || fail "--steps 6 failed"
+cdp-train $C --out "$T/s2" --epochs 2 --log-every 4 --schedule constant --resume || fail "resuming --steps 6 failed"
+losses "$T/s1/metrics.jsonl" >"$T/l1"; losses "$T/s2/metrics.jsonl" >"$T/l2"
+cmp -s "$T/l1" "$T/l2" || fail "--steps 6 resumed: step lines differ: $(diff "$T/l1" "$T/l2" | head -4)"
+# --keep-best first given on a resume writes best.cdpt (before: never,
+# unless a validation beat the earlier val lines)
+cdp-train $C --val-keys "$T/val.keys" --out "$T/kb" --epochs 1 || fail "1 epoch failed"
+cdp-train $C --val-keys "$T/val.keys" --out "$T/kb" --epochs 2 --keep-best loss --resume ||
+	fail "--keep-best on a resume failed"
+[ -s "$T/kb/best.cdpt" ] || fail "--keep-best given on a resume wrote no best.cdpt"
+# a longer cosine run from a checkpoint: one warning line
+cdp-train $C --out "$T/cos" --steps 4 --schedule cosine || fail "4 cosine steps failed"
+cdp-train $C --out "$T/cos" --steps 8 --schedule cosine --resume 2>"$T/err" || fail "resume to 8 failed"
+[ "$(cat "$T/err")" = "cdp-train: warning: this run ends at step 8, the checkpoint's at step 4: the cosine learning-rate schedule is re-planned over 8 steps" ] ||
+	fail "a longer cosine run said: $(cat "$T/err")"
+echo "complete, past the end, another key list, a stop at step 12, --steps 6, --keep-best, cosine: as documented"
+
+echo "== SIGHUP and SIGUSR1 stop the run as SIGTERM does"
+for sig in HUP USR1; do
+	rm -rf "$T/sig$sig"
+	cdp-train $C --out "$T/sig$sig" --steps 100000 --log-every 1 2>"$T/err" &
+	pid=$!
+	wait_step $pid "$T/sig$sig/metrics.jsonl" 2 60
+	kill -$sig $pid
+	set +e; wait $pid; rc=$?; set -e
+	[ "$rc" -eq 1 ] || fail "SIG$sig: exit $rc, want 1: $(cat "$T/err")"
+	grep -q "^cdp-train: interrupted at step [0-9]*, checkpoint written to '$T/sig$sig/checkpoint.cdpt'\$" "$T/err" ||
+		fail "SIG$sig: no checkpoint said: $(cat "$T/err")"
+	[ ! -e "$T/sig$sig/.lock" ] || fail "SIG$sig left .lock"
+done
+echo "SIGHUP and SIGUSR1: checkpoint written, .lock removed, exit 1"

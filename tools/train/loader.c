@@ -473,6 +473,8 @@ void cdp_loader_get_info(const cdp_loader *l, cdp_loader_info *info)
 {
 	memset(info, 0, sizeof *info);
 	info->count = l->N;
+	info->keys_seed = l->kl.seed;
+	info->keys_crc = l->keys_crc;
 	info->steps = l->steps;
 	info->batch = l->o.batch;
 	info->c = l->C;

@@ -192,6 +192,8 @@ typedef struct cdp_batch {
 
 typedef struct cdp_loader_info {
 	size_t count;              /* keys in the pointer file, N */
+	uint64_t keys_seed;        /* the pointer file's header: its seed= and */
+	uint32_t keys_crc;         /* crc32= (of the key lines), its identity */
 	uint64_t steps;            /* batches per epoch of this rank */
 	int batch, c, h, w;        /* output shape (h, w after a crop) */
 	int label_kind;            /* CDP_LABEL_* of the pool */

@@ -86,6 +86,7 @@ struct cdp_loader {
 	int NT;                 /* value pools: targets T a pixel, else 0 */
 	float *tmean, *tinv;    /* [NT] the targets' standardization */
 	size_t N, B, steps;      /* keys, global batch j*b, steps per epoch */
+	uint32_t keys_crc;       /* the pointer file's crc32= (cdp_loader_info) */
 	size_t val_count;        /* validation: keys of this rank */
 	int C, H, W, oh, ow;     /* record shape; output h, w after a crop */
 	size_t raw_size;         /* bytes of a record's image, C*H*W*type size */

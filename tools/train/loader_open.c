@@ -14,6 +14,7 @@
 #include <float.h>
 #include <math.h>
 
+#include "cdp_crc32.h"
 #include "cdp_dtype.h"
 #include "cdp_error.h"
 
@@ -200,6 +201,10 @@ static int open_keys(cdp_loader *l, char *err, size_t cap)
 		            l->keys_path, l->kl.uuid, l->pool_path, l->info.uuid);
 	if ((l->N = l->kl.count) == 0)
 		return fail(err, cap, CDP_EFORMAT, "'%s': no keys", l->keys_path);
+	/* the header's crc32, which the read checked: the key lines' bytes */
+	l->keys_crc = 0;
+	for (size_t i = 0; i < l->N; i++)
+		l->keys_crc = cdp_crc32(cdp_crc32(l->keys_crc, l->kl.keys[i], l->kl.lens[i]), "\n", 1);
 	/* every validation key is scored once: an oversampled list is for training */
 	if (l->o.val && l->kl.repeats)
 		return fail(err, cap, CDP_EFORMAT, "'%s': an oversampled list (repeats=1) cannot be "

@@ -1,8 +1,8 @@
 /* main.c: cdp-train, options (man/cdp-train.1). The run is cdp_train_run
  * (train.c); this file parses and checks the options, starts MPI (or an
- * MPI singleton when run alone), installs the SIGINT/SIGTERM handler that
- * asks the loop to stop after the current step, and maps the outcome to
- * the exit status.
+ * MPI singleton when run alone), installs the handler of SIGINT, SIGTERM,
+ * SIGHUP and SIGUSR1 that asks the loop to stop after the current step,
+ * and maps the outcome to the exit status.
  */
 #include "train.h"
 
@@ -522,6 +522,18 @@ int main(int argc, char **argv)
 		}
 		o.step_per_bucket = !(pb && strcmp(pb, "0") == 0);
 	}
+	{
+		/* for tests: a stop as SIGTERM's, landing on a chosen step */
+		const char *st = getenv("CDP_TRAIN_STOP_AT");
+		int64_t at;
+		if (st && *st) {
+			if (cdp_parse_i64(st, 1, LONG_MAX, &at) != 0) {
+				bad_env("CDP_TRAIN_STOP_AT", "a step, 1 or more", NULL);
+				goto out;
+			}
+			o.stop_at = (long)at;
+		}
+	}
 	if ((bad_name = cdp_device_env_check(want, sizeof want)) != NULL) {
 		bad_env(bad_name, want, NULL);
 		goto out;
@@ -539,8 +551,19 @@ int main(int argc, char **argv)
 	 * checkpoint's write, a loader's read) should fail with EINTR for it */
 	sa.sa_flags = SA_RESTART;
 	sigemptyset(&sa.sa_mask);
+	/* SIGHUP (a closed terminal) and SIGUSR1 (Slurm's --signal=USR1@T
+	 * before the time limit) would otherwise end the run with no
+	 * checkpoint and leave RUNDIR/.lock: they stop it as SIGTERM does;
+	 * a SIGHUP ignored at the start (nohup) stays ignored */
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGUSR1, &sa, NULL);
+	{
+		/* under nohup a closed terminal must not stop the run */
+		struct sigaction old;
+		if (sigaction(SIGHUP, NULL, &old) == 0 && old.sa_handler != SIG_IGN)
+			sigaction(SIGHUP, &sa, NULL);
+	}
 	/* 3, stopped by a signal, is a failure to finish too (cdp-train(1)) */
 	rc = cdp_train_run(&o) == 0 ? 0 : 1;
 out:

@@ -433,12 +433,42 @@ static void report(trainer *t, const tr_val *v, int done)
 		fprintf(stderr, "cdp-train: %s step %ld/%ld%s\n", ep, t->step, t->total, m);
 }
 
+/* An epoch's end: its metrics.jsonl line (with validation v, or NULL),
+ * its line on stderr and the plot; its loss sums start anew. */
+static void end_epoch(trainer *t, const tr_val *v)
+{
+	tr_log_epoch(t, v);
+	report(t, v, 0);
+	tr_plot(t);
+	t->ep_loss = 0;
+	t->ep_steps = 0;
+}
+
+/* Resuming from a checkpoint whose step had a validation due that its
+ * run did not make (it stopped on that step): that validation, on the
+ * checkpoint's model, which is the model of that step, logged as the
+ * uninterrupted run logs it, then the epoch line it was owed. Returns 1
+ * when the pool changed under it (tr_validate). */
+static int resume_validate(trainer *t, tr_val *v, int *early)
+{
+	tr_logf(t, "the validation due at step %ld, which the run stopped before", t->step);
+	if (tr_validate(t, v) < 0)
+		return 1;
+	tr_log_val(t, v);
+	tr_keep_best(t, v);
+	*early = tr_patience(t, v);
+	if (t->epoch_pending)
+		end_epoch(t, v);
+	return 0;
+}
+
 static int train_loop(trainer *t)
 {
 	const cdp_train_opts *o = t->o;
 	cdp_progress pr;
 	tr_val v = { 0 };
-	int stop = 0, lost = 0, started = 0, validated = 0, ckpted = 0, early = 0;
+	/* shown: the last validation is on an epoch's line on stderr */
+	int stop = 0, lost = 0, started = 0, validated = 0, ckpted = 0, early = 0, shown = 0;
 	long first = t->step;
 	char dev[64];
 
@@ -470,14 +500,21 @@ static int train_loop(trainer *t)
 		        cdp_dtype_name(t->ti.pool->dtype), t->be->name);
 	else
 		tr_logf(t, "data path host: float32 tiles, prepared by the loader");
+	if (t->val_pending) {
+		lost = resume_validate(t, &v, &early);
+		validated = !lost;
+		shown = t->epoch_pending;
+	}
 	while (t->step < t->total && !stop && !lost && !early) {
-		int epoch_end = 0, go, finite, parts;
+		int epoch_end = 0, go, finite, parts, due;
 		double loss = 0, lr, ts = t->trace ? cdp_now() : 0, tp = 0, top = cdp_now();
 		long s1 = t->step + 1;          /* this step's number, as metrics.jsonl's */
 		/* the schedule runs on the run's steps, skipped ones too (a
 		 * non-finite loss or gradient), as a PyTorch scheduler stepped
 		 * every iteration; AdamW's bias correction counts applied ones */
 		t->opt.sched = t->step;
+		if (s1 == o->stop_at)
+			cdp_train_stop = 1;
 
 		if (!started) {
 			char why[300];
@@ -577,11 +614,13 @@ static int train_loop(trainer *t)
 			started = 0;
 		}
 		if (t->step % o->log_every == 0 || t->step == t->total)
-			tr_log_step(t, lr);
+			tr_log_step(t, lr, t->step % o->log_every == 0);
 		validated = 0;
-		/* stopping: the checkpoint first, within mpirun's grace (cdp-train(1)) */
-		if (t->vl && !stop && ((o->val_every && t->step % o->val_every == 0) ||
-		                       (!o->val_every && epoch_end))) {
+		due = t->vl && ((o->val_every && t->step % o->val_every == 0) ||
+		                (!o->val_every && epoch_end));
+		/* stopping: the checkpoint first, within mpirun's grace
+		 * (cdp-train(1)); the resumed run makes the validation due */
+		if (due && !stop) {
 			tp = t->trace ? cdp_now() : 0;
 			lost = tr_validate(t, &v) < 0;
 			if (t->trace)
@@ -590,15 +629,15 @@ static int train_loop(trainer *t)
 				tr_log_val(t, &v);
 				tr_keep_best(t, &v);
 				validated = 1;
+				shown = 0;
 				early = tr_patience(t, &v);
 			}
 		}
-		if (epoch_end) {
-			tr_log_epoch(t, validated ? &v : NULL);
-			report(t, validated ? &v : NULL, 0);
-			tr_plot(t);
-			t->ep_loss = 0;
-			t->ep_steps = 0;
+		/* a stop left the validation due here to the resumed run, and the
+		 * epoch's line, which follows it, with its sums in the checkpoint */
+		if (epoch_end && !(stop && due)) {
+			end_epoch(t, validated ? &v : NULL);
+			shown = validated;
 		}
 		ckpted = 0;
 		if (stop || (o->checkpoint_every && t->step % o->checkpoint_every == 0)) {
@@ -627,6 +666,7 @@ static int train_loop(trainer *t)
 			if (!lost) {
 				tr_log_val(t, &v);
 				tr_keep_best(t, &v);
+				shown = 0;
 			}
 		}
 		if (!ckpted) {
@@ -661,7 +701,7 @@ static int train_loop(trainer *t)
 			        "'%s/checkpoint.cdpt'\n", t->step, o->out);
 	} else {
 		tr_logf(t, "done at step %ld%s", t->step, early ? " (stopped early, --patience)" : "");
-		if (t->vl && !validated)
+		if (t->vl && !shown)
 			report(t, &v, 1);
 	}
 	tr_val_free(&v);
@@ -712,16 +752,43 @@ int cdp_train_run(const cdp_train_opts *o)
 		cdp_dist_bcast(t.net.buffers, t.net.nbuffers);
 	if (t.dema)
 		cdp_dist_bcast(t.dema, t.net.nparams);
-	if (o->keep_best) {    /* the best so far, which rank 0 read from metrics.jsonl */
-		double b[5] = { t.rank == 0 ? t.have_best : 0, t.rank == 0 ? t.best : 0,
-		                t.rank == 0 ? t.have_pbest : 0, t.rank == 0 ? t.pbest : 0,
-		                t.rank == 0 ? (double)t.pwait : 0 };
-		cdp_dist_sum_f64(b, 5);
+	if (t.have_ck) {    /* what rank 0 read of metrics.jsonl (tr_log_scan) */
+		int z = t.rank == 0;
+		double b[9] = { z ? t.have_best : 0, z ? t.best : 0, z ? t.have_pbest : 0,
+		                z ? t.pbest : 0, z ? (double)t.pwait : 0, z ? (double)t.pbest_step : 0,
+		                z ? t.val_pending : 0, z ? t.epoch_pending : 0, z ? t.complete : 0 };
+		cdp_dist_sum_f64(b, 9);
 		t.have_best = b[0] > 0;
 		t.best = b[1];
 		t.have_pbest = b[2] > 0;
 		t.pbest = b[3];
 		t.pwait = (long)b[4];
+		t.pbest_step = (long)b[5];
+		t.val_pending = b[6] > 0;
+		t.epoch_pending = b[7] > 0;
+		t.complete = b[8] > 0;
+	}
+	if (t.complete) {
+		/* nothing written: metrics.jsonl, train.log and the checkpoint
+		 * stay as the run that finished left them */
+		if (t.rank == 0)
+			fprintf(stderr, "cdp-train: '%s' is complete: step %ld of %ld, nothing to do\n",
+			        o->out, t.step, t.total);
+		tr_trace_free(&t);
+		tr_teardown(&t);
+		return 0;
+	}
+	/* only cosine's rate depends on the run's length (step's and
+	 * constant's do not): another --epochs or --steps plans it anew */
+	if (t.have_ck && t.ck.has_plan && t.ck.plan_total != (uint64_t)t.total &&
+	    t.oc.policy == CDP_LR_COSINE) {
+		if (t.rank == 0)
+			fprintf(stderr, "cdp-train: warning: this run ends at step %ld, the checkpoint's "
+			        "at step %" PRIu64 ": the cosine learning-rate schedule is re-planned over "
+			        "%ld steps\n", t.total, t.ck.plan_total, t.total);
+		tr_logf(&t, "the run ends at step %ld, the checkpoint's at step %" PRIu64 ": the "
+		        "cosine schedule is re-planned over %ld steps", t.total, t.ck.plan_total,
+		        t.total);
 	}
 	tr_sync_begin(&t);
 	if (t.trace)

@@ -81,6 +81,8 @@ typedef struct cdp_train_opts {
 	int progress;               /* CDP_PROGRESS_* */
 	int quiet;
 	const char *log_keys;       /* test mode: per-rank key log prefix, or NULL */
+	long stop_at;               /* test mode (CDP_TRAIN_STOP_AT): a stop as
+	                             * SIGTERM's arrives during this step; 0 none */
 	int step_per_bucket;        /* CDP_TRAIN_STEP_PER_BUCKET (default 1): the
 	                             * optimizer applied to each reduced bucket */
 	const char *class_weights;  /* --class-weights: "auto", "w0,w1,...", or NULL */

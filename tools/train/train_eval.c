@@ -300,6 +300,13 @@ static int fill(trainer *t, cdp_ckpt *ck)
 	ck->sum_epoch_steps = (uint64_t)t->ep_steps;
 	ck->sum_log_loss = t->iv_loss;
 	ck->sum_log_steps = (uint64_t)t->iv_nloss;
+	/* what a resume checks: the run's length and its key list */
+	ck->has_plan = 1;
+	ck->plan_total = (uint64_t)t->total;
+	memcpy(ck->keys_uuid, pi->uuid, sizeof ck->keys_uuid);
+	ck->keys_seed = t->ti.keys_seed;
+	ck->keys_count = t->ti.count;
+	ck->keys_crc = t->ti.keys_crc;
 	if ((rc = cdp_ckpt_set_cfg(ck, t->cfg_text, (const char *const *)t->ov, t->nov)) ||
 	    (rc = cdp_ckpt_from_net(ck, &t->net)) || (rc = cdp_ckpt_set_optim(ck, &t->opt)) ||
 	    (rc = cdp_ckpt_set_rng(ck, "epoch_order", &r)) ||
@@ -442,7 +449,7 @@ void tr_keep_best(trainer *t, const tr_val *v)
 	        t->step, x);
 }
 
-int tr_patience_see(trainer *t, double x)
+int tr_patience_see(trainer *t, double x, long step)
 {
 	double d = t->o->min_delta;
 	int lower = tr_best_lower(t);
@@ -451,6 +458,7 @@ int tr_patience_see(trainer *t, double x)
 		return 0;
 	if (isfinite(x) && (!t->have_pbest || (lower ? x < t->pbest - d : x > t->pbest + d))) {
 		t->pbest = x;
+		t->pbest_step = step;
 		t->have_pbest = 1;
 		t->pwait = 0;
 	} else {
@@ -463,8 +471,18 @@ int tr_patience(trainer *t, const tr_val *v)
 {
 	const char *name = tr_best_key(t);
 
-	if (!t->o->patience || !v->done || !tr_patience_see(t, tr_best_value(t, v)))
+	char by[64] = "", best[96] = "no finite value";
+
+	if (!t->o->patience || !v->done || !tr_patience_see(t, tr_best_value(t, v), t->step))
 		return 0;
+	if (t->o->min_delta > 0)
+		snprintf(by, sizeof by, " by more than %g", t->o->min_delta);
+	if (t->have_pbest)
+		snprintf(best, sizeof best, "best %.4f at step %ld", t->pbest, t->pbest_step);
+	/* the run ends as a finished one (exit 0): why, on stderr too */
+	if (t->rank == 0)
+		fprintf(stderr, "cdp-train: stopped at step %ld: val %s did not improve%s in %ld "
+		        "validations (%s)\n", t->step, name, by, t->pwait, best);
 	tr_logf(t, "stopping early at step %ld: %s has not improved by more than %g for %ld "
 	        "validations (best %g)", t->step, name, t->o->min_delta, t->pwait, t->pbest);
 	if (t->rank == 0 && t->jsonl) {
@@ -485,6 +503,19 @@ static void describe_batch(char *s, size_t cap, int batch, int ranks, int accumu
 		snprintf(s + k, cap - (size_t)k, " x %d accumulated", accumulate);
 }
 
+void tr_resume_pending(trainer *t)
+{
+	const cdp_train_opts *o = t->o;
+	long s = t->step;
+	int end = s % t->spe == 0;
+	/* as train.c's loop decides, and its last validation at the run's end */
+	int due = t->vl && ((o->val_every ? s % o->val_every == 0 : end) || s == t->total);
+
+	t->val_pending = due && !t->ck_val;
+	t->epoch_pending = t->val_pending && end && !t->ck_epoch;
+	t->complete = s == t->total && !t->val_pending;
+}
+
 int tr_resume(trainer *t, char *err, size_t cap)
 {
 	const cdp_ckpt *ck = &t->ck;
@@ -493,6 +524,22 @@ int tr_resume(trainer *t, char *err, size_t cap)
 	if (strcmp(ck->pool_uuid, t->ti.pool->uuid) != 0) {
 		snprintf(err, cap, "the checkpoint in '%s' was trained on pool %s, '%s' is %s",
 		         t->o->out, ck->pool_uuid, t->o->db, t->ti.pool->uuid);
+		return -1;
+	}
+	if (ck->has_plan && (strcmp(ck->keys_uuid, t->ti.pool->uuid) || ck->keys_seed != t->ti.keys_seed ||
+	                     ck->keys_count != t->ti.count || ck->keys_crc != t->ti.keys_crc)) {
+		snprintf(err, cap, "'%s': not the key list the checkpoint in '%s' was trained on "
+		         "(uuid %s, seed %" PRIu64 ", %" PRIu64 " keys, crc32 %08" PRIx32 "; this one "
+		         "uuid %s, seed %" PRIu64 ", %zu keys, crc32 %08" PRIx32 ")", t->o->keys,
+		         t->o->out, ck->keys_uuid, ck->keys_seed, ck->keys_count, ck->keys_crc,
+		         t->ti.pool->uuid, t->ti.keys_seed, t->ti.count, t->ti.keys_crc);
+		return -1;
+	}
+	/* a checkpoint beyond this run's end would train backwards */
+	if (ck->step > (uint64_t)t->total) {
+		snprintf(err, cap, "'%s/checkpoint.cdpt': at step %" PRIu64 ", past this run's last "
+		         "step %ld (give --epochs or --steps that reach beyond it to train on)",
+		         t->o->out, ck->step, t->total);
 		return -1;
 	}
 	if (ck->seed != t->o->seed) {

@@ -161,7 +161,14 @@ typedef struct trainer {
 	 * metrics.jsonl on resume, as best */
 	double pbest;
 	int have_pbest;
-	long pwait;
+	long pwait, pbest_step;
+	/* resuming: rank 0 found a val line (ck_val), an epoch line (ck_epoch)
+	 * at the checkpoint's step in metrics.jsonl (tr_log_scan); then, on
+	 * every rank: the validation due at that step that the run which
+	 * wrote it did not make (a stop on that step), and the epoch line it
+	 * left for it to write; complete: the run has nothing left to do */
+	int ck_val, ck_epoch;
+	int val_pending, epoch_pending, complete;
 	/* [net] ema=: the decay d of the weights' moving average (0 off),
 	 * the average dema and a scratch block dtmp (device, nparams floats;
 	 * dtmp holds the trained weights while the average stands in for them
@@ -329,8 +336,9 @@ void tr_keep_best(trainer *t, const tr_val *v);
 /* [net] ema=: after an optimizer step, ema += (1 - d) (w - ema) */
 void tr_ema_update(trainer *t);
 /* --patience: counts one validation of --keep-best value x (NaN: no
- * improvement); 1 when the run has then waited --patience validations */
-int tr_patience_see(trainer *t, double x);
+ * improvement) at step; 1 when the run has then waited --patience
+ * validations */
+int tr_patience_see(trainer *t, double x, long step);
 /* after a validation: 1 when --patience ends the run (then logged, in
  * train.log and metrics.jsonl); every rank sees the same v, so all agree */
 int tr_patience(trainer *t, const tr_val *v);
@@ -345,6 +353,9 @@ const char *tr_best_key(const trainer *t);
  * "micro_f1=... macro_f1=... map=... f1=a,b,..."); its length */
 int tr_val_format(const trainer *t, const tr_val *v, char *buf, size_t cap);
 int  tr_resume(trainer *t, char *err, size_t cap);
+/* Rank 0, after tr_resume and tr_log_scan: val_pending, epoch_pending and
+ * complete from the checkpoint's step, this run's options and end */
+void tr_resume_pending(trainer *t);
 
 /* train_log.c */
 /* Refuses (0 or -1 with err) any output of the run (the log,
@@ -359,8 +370,14 @@ int  tr_check_outputs(trainer *t, char *err, size_t cap);
 int  tr_log_open(trainer *t, char *err, size_t cap);
 void tr_log_close(trainer *t);
 void tr_logf(trainer *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* One metrics.jsonl step line (collective: gathers per-rank memory). */
-void tr_log_step(trainer *t, double lr);
+/* Rank 0, resuming, before anything is written: metrics.jsonl's lines up
+ * to the checkpoint's step into --keep-best's best (only while best.cdpt
+ * exists), --patience's count (each step's last val line once), ck_val
+ * and ck_epoch. */
+void tr_log_scan(trainer *t);
+/* One metrics.jsonl step line (collective: gathers per-rank memory);
+ * reset 0 keeps the interval's loss sums (a line off the --log-every grid). */
+void tr_log_step(trainer *t, double lr, int reset);
 void tr_log_epoch(trainer *t, const tr_val *v);
 void tr_log_val(trainer *t, const tr_val *v);
 void tr_plot(trainer *t);

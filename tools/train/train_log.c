@@ -48,6 +48,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -75,12 +76,74 @@ long tr_rss_anon_kb(void)
 	return kb;
 }
 
-/* Keeps the lines of an earlier run up to `upto`. */
+/* One val line's --keep-best value into best (when seeded) and
+ * --patience's count, as the run that wrote it counted them */
+static void see_val(trainer *t, int seed_best, long step, double x)
+{
+	int lower = tr_best_lower(t);
+
+	if (seed_best && isfinite(x) && (!t->have_best || (lower ? x < t->best : x > t->best))) {
+		t->best = x;
+		t->have_best = 1;
+	}
+	tr_patience_see(t, x, step);
+}
+
+void tr_log_scan(trainer *t)
+{
+	char path[4200], key[40], *line = NULL;
+	size_t lcap = 0;
+	long last = -1, upto = (long)t->ck.step;
+	double lx = NAN;
+	struct stat st;
+	FILE *in;
+	/* best.cdpt's value only while best.cdpt is there: --keep-best
+	 * added on a resume, or the file removed, writes it anew */
+	int seed;
+
+	snprintf(path, sizeof path, "%s/best.cdpt", t->o->out);
+	seed = t->o->keep_best && stat(path, &st) == 0 && S_ISREG(st.st_mode);
+	snprintf(path, sizeof path, "%s/metrics.jsonl", t->o->out);
+	snprintf(key, sizeof key, "\"%s\":", tr_best_key(t));
+	if (!(in = fopen(path, "r")))
+		return;
+	while (getline(&line, &lcap, in) > 0) {
+		char type[16];
+		long step;
+		const char *m;
+		double x;
+		if (sscanf(line, "{\"type\":\"%15[a-z]\",\"step\":%ld", type, &step) != 2 ||
+		    step > upto)
+			continue;
+		if (!strcmp(type, "epoch") && step == upto)
+			t->ck_epoch = 1;
+		if (strcmp(type, "val"))
+			continue;
+		t->ck_val |= step == upto;
+		if (!(m = strstr(line, key)) || sscanf(m + strlen(key), "%lf", &x) != 1)
+			x = NAN;
+		/* one validation a step: a step validated again (by a resume
+		 * of an older cdp-train) counts its last line once */
+		if (last >= 0 && step != last)
+			see_val(t, seed, last, lx);
+		last = step;
+		lx = x;
+	}
+	if (last >= 0)
+		see_val(t, seed, last, lx);
+	free(line);
+	fclose(in);
+}
+
+/* Keeps the lines of an earlier run up to `upto`, but for a step line at
+ * upto that this run would not write (the last step of an earlier run cut
+ * short by --steps, whose interval the checkpoint's SUMS still hold). */
 static int trim_jsonl(trainer *t, const char *path, long upto, char *err, size_t cap)
 {
 	char *line = NULL;               /* whole lines, however long (a val line */
 	size_t lcap = 0;                 /* of thousands of classes passes 64 KiB) */
 	FILE *in = fopen(path, "r"), *out = NULL;
+	int extra = upto % t->o->log_every != 0 && upto != t->total;
 	cdp_out o;
 	int fd = -1;
 
@@ -101,25 +164,10 @@ static int trim_jsonl(trainer *t, const char *path, long upto, char *err, size_t
 	while (getline(&line, &lcap, in) > 0) {
 		char type[16];
 		double step;
-		const char *m;
 		if (sscanf(line, "{\"type\":\"%15[a-z]\",\"step\":%lf", type, &step) != 2 ||
-		    step > upto)
+		    step > upto || (extra && step == upto && !strcmp(type, "step")))
 			continue;
 		fputs(line, out);
-		/* --keep-best: best.cdpt's value, so a resume keeps a better one */
-		if (!strcmp(type, "val") && t->o->keep_best) {
-			char key[32];
-			int lower = tr_best_lower(t);
-			double x;
-			snprintf(key, sizeof key, "\"%s\":", tr_best_key(t));
-			if (!(m = strstr(line, key)) || sscanf(m + strlen(key), "%lf", &x) != 1)
-				x = NAN;
-			if (isfinite(x) && (!t->have_best || (lower ? x < t->best : x > t->best))) {
-				t->best = x;
-				t->have_best = 1;
-			}
-			tr_patience_see(t, x);    /* --patience's count, as the run made it */
-		}
 	}
 	free(line);
 	fclose(in);
@@ -291,7 +339,7 @@ static void jnum(FILE *f, const char *key, double v)
 		fprintf(f, ",\"%s\":null", key);
 }
 
-void tr_log_step(trainer *t, double lr)
+void tr_log_step(trainer *t, double lr, int reset)
 {
 	int j = t->size;
 	double *v = calloc((size_t)5 * j, sizeof *v);
@@ -345,9 +393,14 @@ void tr_log_step(trainer *t, double lr)
 		        wait, comm);
 	}
 	free(v);
-	t->iv_loss = 0;
+	/* a line off the --log-every grid (a run's last step) keeps the
+	 * interval's loss for the checkpoint, so that a longer run resumed
+	 * from it writes the line the uninterrupted run does */
+	if (reset) {
+		t->iv_loss = 0;
+		t->iv_nloss = 0;
+	}
 	t->iv_steps = 0;
-	t->iv_nloss = 0;
 	t->iv_wait = 0;
 	/* --trace: the spans so far to rank 0, at this collective point */
 	tr_trace_flush(t);

@@ -881,6 +881,15 @@ int tr_setup(trainer *t, char *err, size_t cap)
 		return -1;
 	if (tr_sync_init(t, err, cap) < 0)
 		return -1;
+	/* resuming: what metrics.jsonl holds at the checkpoint's step, read
+	 * before anything is written; a run with nothing left to do stops
+	 * here, its files untouched (rank 0; cdp_train_run tells the rest) */
+	if (t->have_ck && t->rank == 0) {
+		tr_log_scan(t);
+		tr_resume_pending(t);
+		if (t->complete)
+			return 0;
+	}
 	/* every output against every input, once and before --overwrite
 	 * removes anything; tr_trace_open, which runs before this, checked
 	 * them already when there is a trace */

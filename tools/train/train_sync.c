@@ -286,6 +286,33 @@ static void drop_ranks(cdp_ckpt *ck)
 	ck->nranks = 0;
 }
 
+/* what a resume that drops ck's per-rank state loses, as a phrase */
+static void dropped(const cdp_ckpt *ck, char *b, size_t cap)
+{
+	unsigned w = ck->nranks ? ck->rank_what : 0;
+
+	snprintf(b, cap, "%s%s%s%s", w & CDP_CKPT_RANK_PARAMS ? ", parameters" : "",
+	         w & CDP_CKPT_RANK_OPTIM ? ", optimizer moments" : "",
+	         w & CDP_CKPT_RANK_DUAL ? ", ADMM duals" : "",
+	         w & CDP_CKPT_RANK_BUFFERS ? ", batchnorm statistics" : "");
+}
+
+/* rank 0's warning, on stderr and in train.log, that every rank starts
+ * from the consensus model: the checkpoint `why`, losing `lost` (", a, b"
+ * from dropped, or "") */
+static void warn_consensus(trainer *t, const char *why, const char *lost)
+{
+	char what[160] = "";
+
+	if (lost[0])
+		snprintf(what, sizeof what, " (the ranks' own%s are dropped)", lost + 1);
+	if (t->rank == 0)
+		fprintf(stderr, "cdp-train: warning: '%s/checkpoint.cdpt' %s: every rank resumes "
+		        "from the consensus model%s\n", t->o->out, why, what);
+	tr_logf(t, "warning: the checkpoint %s: every rank resumes from the consensus model%s",
+	        why, what);
+}
+
 /* The checkpoint's per-rank section against this run's (the same j and
  * --sync): 0, or -1 with err. */
 static int rank_fit(const trainer *t, char *err, size_t cap)
@@ -313,7 +340,7 @@ int tr_sync_resume(trainer *t, char *err, size_t cap)
 {
 	const cdp_train_opts *o = t->o;
 	cdp_ckpt *ck = &t->ck;
-	char had[64], now[64], why[200] = "";
+	char had[64], now[64], why[200] = "", lost[96];
 
 	if (o->sync == CDP_SYNC_ALLREDUCE) {
 		/* the parameters are one model; only the batchnorm statistics
@@ -322,7 +349,18 @@ int tr_sync_resume(trainer *t, char *err, size_t cap)
 		 * uninterrupted run only by rounding */
 		if (ck->nranks == 0)
 			return 0;
-		if (ck->nranks != t->size || ck->rank_sync != CDP_SYNC_ALLREDUCE) {
+		if (ck->rank_sync != CDP_SYNC_ALLREDUCE) {
+			/* each rank's own model is dropped: said where it is seen,
+			 * as another average/admm change is */
+			sync_name(had, sizeof had, ck->rank_sync, ck->rank_k, ck->rank_rho);
+			dropped(ck, lost, sizeof lost);
+			snprintf(why, sizeof why, "was written with --sync %s, this run uses allreduce",
+			         had);
+			warn_consensus(t, why, lost);
+			drop_ranks(ck);
+			return 0;
+		}
+		if (ck->nranks != t->size) {
 			tr_logf(t, "the checkpoint's per-rank state (%d ranks, --sync %s) is not this "
 			        "run's (%d ranks, --sync allreduce): every rank resumes from the averaged "
 			        "batchnorm statistics", ck->nranks,
@@ -345,12 +383,9 @@ int tr_sync_resume(trainer *t, char *err, size_t cap)
 	         (o->sync == CDP_SYNC_ADMM && ck->rank_rho != o->rho))
 		snprintf(why, sizeof why, "was written with --sync %s, this run uses %s", had, now);
 	if (why[0]) {
+		dropped(ck, lost, sizeof lost);
+		warn_consensus(t, why, lost);
 		drop_ranks(ck);
-		if (t->rank == 0)
-			fprintf(stderr, "cdp-train: warning: '%s/checkpoint.cdpt' %s: every rank "
-			        "resumes from the consensus model\n", o->out, why);
-		tr_logf(t, "warning: the checkpoint %s: every rank resumes from the consensus model",
-		        why);
 		return 0;
 	}
 	return rank_fit(t, err, cap);
