@@ -94,6 +94,23 @@ assert (m[:4] == 0).all() and (m[10:12] == 0).all() and (m[4:10] == 255).any(), 
 t = gdal.Open("samet/same_0_0.tif")
 assert [t.GetRasterBand(b).GetNoDataValue() for b in (1, 2, 3)] == [0, 0, 0]
 PYCK
+# cdp-lmdbpack --list takes a whole raster as one chip by the same rule:
+# its record's mask equals that of the same pixels tiled (the 32x32 tile at 0,0)
+for r in pb.vrt frac.tif; do
+	echo "$r" >"${r%.*}.txt"
+	cdp-lmdbpack -q --list "${r%.*}.txt" "c_${r%.*}" && cdp-tile -q -s 32 "$r" |
+		cdp-lmdbpack -q "t_${r%.*}" || fail "per-band nodata: --list $r"
+done
+"$PYTHON" - "$CDP_SRCDIR" <<'PYLIST' || fail "per-band nodata: --list records"
+import sys
+sys.path.insert(0, sys.argv[1] + "/python")
+import cdpool
+for ck in ("pb", "frac"):
+    a, b = cdpool.Pool("c_" + ck).record(ck), cdpool.Pool("t_" + ck).record(ck + "_0_0")
+    assert a.mask is not None and (a.mask[:, :32] == b.mask).all(), (ck, a.mask, b.mask)
+    assert (a.has_nodata, a.nodata) == (b.has_nodata, b.nodata), (ck, a.nodata, b.nodata)
+    assert a.has_nodata == (ck == "frac") and (ck == "pb" or a.nodata == 3.5)
+PYLIST
 
 # --- nodata values the type cannot hold -------------------------------------
 for v in 300 -1 nan 3.5; do

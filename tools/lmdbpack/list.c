@@ -181,21 +181,35 @@ out:
 	return rc;
 }
 
-/* Clears mask pixels where every band equals the nodata value (NaN matches
- * NaN; float32 compares in float, as GDAL does). img is (C, H, W). */
-static void mark_nodata(const void *img, int dt, uint32_t bands, size_t plane,
-                        double nd, uint8_t *mask)
+/* Clears mask pixels that are nodata by cdp-tile's rule (cdp-tile(1)):
+ * each band compares with its own nodata value as GDAL's mask does; when
+ * the bands share one value a pixel is nodata where every band holds it,
+ * else where any band holds its own. img is (C, H, W). *one says whether
+ * the bands share one value (the record's nodata then). */
+static int mark_nodata(cdp_raster *r, const void *img, int dt, uint32_t bands, uint32_t w,
+                       uint32_t h, uint8_t *mask, int *one, double *nd0)
 {
-	for (size_t i = 0; i < plane; i++) {
-		uint32_t b = 0;
-		for (; b < bands; b++) {
-			double v = cdp_dtype_get(dt, img, b * plane + i);
-			if (isnan(nd) ? !isnan(v) : dt == CDP_DT_F32 ? (float)v != (float)nd : v != nd)
-				break;
-		}
-		if (b == bands)
-			mask[i] = 0;
+	double *nd = calloc(bands, sizeof *nd);
+	int *has = calloc(bands, sizeof *has), any_nd = 0;
+
+	if (!nd || !has) {
+		free(nd);
+		free(has);
+		return CDP_ENOMEM;
 	}
+	*one = 1;
+	for (uint32_t b = 0; b < bands; b++) {
+		has[b] = cdp_raster_band_nodata(r, (int)b + 1, &nd[b]);
+		any_nd |= has[b];
+		*one &= has[b] && (nd[b] == nd[0] || (isnan(nd[b]) && isnan(nd[0])));
+	}
+	*nd0 = nd[0];
+	if (any_nd)
+		cdp_raster_mark_nodata(img, dt, (int)bands, (size_t)w * h, w, (int)w, (int)h, nd, has,
+		                       !*one, mask, w);
+	free(nd);
+	free(has);
+	return CDP_OK;
 }
 
 static int read_label(pk *p, const list_entry *e, const cdp_raster_info *ii,
@@ -287,7 +301,8 @@ static int add_chip(pk *p, const list_entry *e, uint32_t index, cdp_buf bufs[4])
 	const char *key = e->key;
 	char msg[512];
 	size_t plane, bytes;
-	int *bl = NULL, rc;
+	double nd0 = 0;
+	int *bl = NULL, nd_one = 0, rc;
 
 	if ((rc = cdp_raster_open(e->image, &r, msg, sizeof msg)))
 		return pack_seterr(p, rc, "cannot open '%s': %s", e->image, msg);
@@ -323,8 +338,11 @@ static int add_chip(pk *p, const list_entry *e, uint32_t index, cdp_buf bufs[4])
 		rc = pack_seterr(p, rc, "cannot read the mask of '%s': %s", e->image, msg);
 		goto out;
 	}
-	if (ri->has_nodata)
-		mark_nodata(bufs[0].p, ri->dtype, ri->bands, plane, ri->nodata, bufs[1].p);
+	if ((rc = mark_nodata(r, bufs[0].p, ri->dtype, ri->bands, (uint32_t)ri->width,
+	                      (uint32_t)ri->height, bufs[1].p, &nd_one, &nd0))) {
+		rc = pack_seterr(p, rc, "'%s': %s", e->image, cdp_strerror(rc));
+		goto out;
+	}
 	rec.dtype = ri->dtype;
 	rec.bands = ri->bands;
 	rec.height = (uint32_t)ri->height;
@@ -333,9 +351,9 @@ static int add_chip(pk *p, const list_entry *e, uint32_t index, cdp_buf bufs[4])
 	rec.source = index;
 	rec.compression = p->o->zlevel ? CDP_COMP_ZLIB : CDP_COMP_NONE;
 	rec.image = bufs[0].p;
-	if (ri->has_nodata) {
+	if (nd_one) {     /* bands with different values: the mask says it all */
 		rec.flags |= CDP_REC_NODATA;
-		rec.nodata = ri->nodata;
+		rec.nodata = nd0;
 	}
 	for (size_t i = 0; i < plane && !(rec.flags & CDP_REC_MASK); i++)
 		if (bufs[1].p[i] != 255)
