@@ -145,6 +145,15 @@ int cdp_lmdb_env_open_sized(const char *path, unsigned int flags, int create,
 	}
 	if (rc != 0)
 		return rc;
+	/* A reader that died inside a read transaction (a process killed, a
+	 * PyTorch DataLoader worker ending by _exit) keeps its slot until
+	 * someone reclaims it: 126 of them fill the table and no process
+	 * can read the pool (MDB_READERS_FULL). Reclaimed here, before our
+	 * first transaction needs a slot. */
+	if (!(flags & MDB_NOLOCK)) {
+		int dead;
+		(void)mdb_reader_check(env, &dead);
+	}
 	if ((rc = check_size(env, have, need)) != 0) {
 		mdb_env_close(env);
 		return rc;

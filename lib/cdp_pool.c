@@ -212,6 +212,8 @@ const char *cdp_pool_strerror(const cdp_pool *p, int rc, char *buf, size_t cap)
 	/* the open's only CDP_EFORMAT: no format value, or another one */
 	if (rc == CDP_EFORMAT)
 		return "not a cdpool pool (no cdpool format record)";
+	if (rc == MDB_READERS_FULL)
+		return "LMDB reader table full: MDB_READERS_FULL: Environment maxreaders limit reached";
 	if (rc != CDP_ETRUNC || !p || p->need_bytes == 0 || !buf || cap == 0)
 		return cdp_strerror(rc);
 	snprintf(buf, cap, "data.mdb is truncated: %llu bytes, its last page ends at byte %llu",

@@ -12,15 +12,23 @@ python -m cdpool import-torch STATE_DICT --model CFG[:K=V,...] -o INIT.cdpt
 [--input-scale dtype|S] [--bands B,..]: an initial-weights checkpoint for
 cdp-train --init from a PyTorch state dict, with the input normalization
 the weights expect (import_torch.py).
+python -m cdpool --version: "cdpool (python) VERSION", the C tools'
+version. The installed console script `cdpool` is the same command
+(`cdpool-info`, its name before, stays as an alias).
 Exit 0, 1 when a file is refused (message on stderr), 2 on a usage error.
 A closed pipe on stdout (python -m cdpool info POOL | head -1) ends the
-process quietly by SIGPIPE, as it ends the C tools, not in a traceback.
+process quietly by SIGPIPE, as it ends the C tools, not in a traceback
+(main() restores SIGPIPE's default, so the console script does too); a
+write error on stdout (a full disk, /dev/full) is one line, "cdpool:
+write error: No space left on device", exit 1.
 """
 import argparse
 import os
+import re
 import signal
 import sys
 
+from . import __version__
 from .checkpoint import load_checkpoint
 from .errors import CdpError
 from .keys import read_keys
@@ -144,12 +152,10 @@ def kind_of(path):
 
 
 def _int_in(lo, hi):
-    """An argparse type: a decimal integer in [lo, hi]."""
+    """An argparse type: a decimal integer in [lo, hi], digits only as the
+    C parsers take it (' 3', '+3' and '1_0', which int() takes, refused)."""
     def parse(text):
-        try:
-            n = int(text, 10)
-        except ValueError:
-            n = lo - 1
+        n = int(text, 10) if re.fullmatch(r"[0-9]{1,20}", text) else lo - 1
         if not lo <= n <= hi:
             raise argparse.ArgumentTypeError("'%s' is not a number in [%d, %d]" % (text, lo, hi))
         return n
@@ -184,7 +190,37 @@ def _info(path, out):
 
 
 def main(argv=None):
+    """The command line: its exit status. SIGPIPE ends the process quietly
+    (Python ignores it and raises BrokenPipeError instead, even from the
+    final flush: a command line tool is done when its reader is gone); any
+    other error writing stdout is one line and 1."""
+    try:
+        signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    except (AttributeError, ValueError):    # no SIGPIPE, or not the main thread
+        pass
+    try:
+        try:
+            rc = _main(argv)
+        except SystemExit as e:             # argparse: --help, --version, usage errors
+            rc = e.code if isinstance(e.code, int) else 0 if e.code is None else 1
+        sys.stdout.flush()
+    except OSError as e:
+        print("%s: write error: %s" % (PROG, e.strerror or e), file=sys.stderr)
+        # the interpreter's own last flush of what is still buffered would
+        # fail again ("Exception ignored ..."): stdout goes nowhere now
+        try:
+            fd = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(fd, sys.stdout.fileno())
+            os.close(fd)
+        except (OSError, ValueError):
+            pass
+        return 1
+    return rc
+
+
+def _main(argv=None):
     ap = argparse.ArgumentParser(prog=PROG, description="Show what a cdpool file holds.")
+    ap.add_argument("--version", action="version", version="%s (python) %s" % (PROG, __version__))
     sub = ap.add_subparsers(dest="cmd", required=True)
     info = sub.add_parser("info", help="print what a pool, checkpoint or pointer file holds")
     info.add_argument("path", nargs="+", metavar="POOL|CHECKPOINT|KEYS")
@@ -231,7 +267,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    # Python ignores SIGPIPE and raises BrokenPipeError instead, even from
-    # the final flush; a command line tool is done when its reader is gone
-    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     sys.exit(main())

@@ -159,11 +159,17 @@ class Checkpoint:
         as cdp-predict's pr_standardize computes it: a constant band (std 0)
         only centred (1 / std taken as 1), a value that is not finite as a
         float32 (NaN, inf) 0. Without stats in the checkpoint only the
-        non-finite values change (mean 0, std 1). Initial weights without a
+        non-finite values change (mean 0, std 1). x of another number of
+        channels than the checkpoint's bands is a ValueError. Initial weights without a
         standardization are refused as cdp-predict refuses them
         (check_standardization)."""
         self.check_standardization()
         x = np.array(x, dtype=np.float32)
+        want = len(self.mean) if self.mean is not None else len(self.bands or ()) or None
+        if x.ndim < 3 or (want is not None and x.shape[-3] != want):
+            raise ValueError("standardize: x is %s, (..., C, H, W) with C = %s (the "
+                             "checkpoint's bands) expected" % (
+                                 "x".join(map(str, x.shape)) or "a scalar", want or "C"))
         if self.mean is not None:
             m = self.mean.astype(np.float32)[:, None, None]
             inv = np.array([np.float32(1.0 / s) if s > 0 else np.float32(1) for s in self.std],

@@ -24,7 +24,8 @@ pool's (kind 5) are the multi-hot vector (K,) as float32 0/1, the target of
 PyTorch's BCEWithLogitsLoss; a value pool's (kind 4, regression) the
 targets (T, H, W) float32 standardized as (y - tmean) * (1 / tstd) in
 float32 by the targets' statistics cdp-train uses, NaN where there is no
-target (a non-finite value) and at invalid pixels.
+target (a non-finite value) and at invalid pixels. A pool without labels
+gives the image alone.
 
 Augment (engine/augment.h) crops, flips and turns a sample after that and
 changes its values (the photometric aug_* keys), as cdp-train does, with the
@@ -35,10 +36,14 @@ records (a damaged record raises CdpError here).
 
 With DataLoader(num_workers > 0) every worker opens the pool's LMDB
 environment itself on first use (pool.py), never one inherited across the
-fork. Neither class needs torch: DataLoader takes any sampler that iterates
+fork (py-lmdb 1.4 to 3.x). Integer arguments (epochs, indices, sizes)
+are taken from any integer type, NumPy's included (operator.index), and
+checked when given: TypeError or ValueError naming the argument. Neither
+class needs torch: DataLoader takes any sampler that iterates
 and any dataset with __len__ and __getitem__, and collates NumPy arrays.
 """
 import math
+import operator
 import re
 
 import numpy as np
@@ -48,7 +53,19 @@ from .keys import KeyList, read_keys
 from .pool import Pool
 from .record import (DTYPE_NAMES, LABEL_CLASS, LABEL_F32, LABEL_MULTI, LABEL_NAMES, LABEL_U8,
                      LABEL_U16, REC_NODATA, peek)
-from .rng import Rng, check_seed, derive, epoch_order
+from .rng import M64, Rng, check_seed, derive, epoch_order
+
+
+def _int_arg(name, v, lo, hi=None):
+    """v as an int (a Python or NumPy integer, operator.index) in [lo, hi]:
+    TypeError or ValueError naming the argument otherwise."""
+    try:
+        i = operator.index(v)
+    except TypeError:
+        raise TypeError("%s: %r is not an integer" % (name, v)) from None
+    if i < lo or (hi is not None and i > hi):
+        raise ValueError("%s: %d is outside [%d, %s]" % (name, i, lo, "inf" if hi is None else hi))
+    return i
 
 
 def steps_per_epoch(n, global_batch, pad_last=False):
@@ -89,25 +106,28 @@ class BlockSampler:
 
     def __init__(self, n, batch, rank=None, num_replicas=None, seed=1, pad_last=False,
                  epoch=0, start_step=0, with_epoch=False):
-        self.n = n if isinstance(n, int) else len(n)
+        self.n = _int_arg("n", n if not hasattr(n, "__len__") else len(n), 0)
+        batch = _int_arg("batch", batch, 1)
         if rank is None or num_replicas is None:
             r, j = _dist_rank()
             rank = r if rank is None else rank
             num_replicas = j if num_replicas is None else num_replicas
-        if batch < 1 or num_replicas < 1 or not 0 <= rank < num_replicas:
-            raise ValueError("want batch >= 1 and 0 <= rank < num_replicas")
+        num_replicas = _int_arg("num_replicas", num_replicas, 1)
+        rank = _int_arg("rank", rank, 0, num_replicas - 1)
         self.batch, self.rank, self.num_replicas = batch, rank, num_replicas
-        self.seed, self.pad_last = check_seed(seed), pad_last
+        self.seed, self.pad_last = check_seed(seed), bool(pad_last)
         self.steps = steps_per_epoch(self.n, batch * num_replicas, pad_last)
         if self.steps == 0:
             raise ValueError("%d keys make no step of global batch %d"
                              % (self.n, batch * num_replicas))
-        self.epoch = epoch
-        self.start_step = start_step
+        self.epoch = _int_arg("epoch", epoch, 0, M64)
+        self.start_step = _int_arg("start_step", start_step, 0, self.steps)
         self.with_epoch = with_epoch
 
     def set_epoch(self, epoch):
-        """The epoch to iterate next; a later epoch starts at its step 0."""
+        """The epoch to iterate next (an integer in [0, 2**64-1]); a later
+        epoch starts at its step 0."""
+        epoch = _int_arg("epoch", epoch, 0, M64)
         if epoch != self.epoch:
             self.start_step = 0
         self.epoch = epoch
@@ -196,8 +216,10 @@ class Augment:
 
     def __init__(self, hflip=False, vflip=False, rot90=False, crop_h=0, crop_w=0, seed=1,
                  val=False, **photo):
-        if bool(crop_h) != bool(crop_w) or crop_h < 0 or crop_w < 0:
-            raise ValueError("crop_h and crop_w: both or neither")
+        crop_h, crop_w = _int_arg("crop_h", crop_h, 0, 65536), _int_arg("crop_w", crop_w, 0, 65536)
+        if bool(crop_h) != bool(crop_w):
+            raise ValueError("crop_h and crop_w: both or neither (crop_h=%d, crop_w=%d)"
+                             % (crop_h, crop_w))
         self.hflip, self.vflip, self.rot90 = bool(hflip), bool(vflip), bool(rot90)
         self.crop_h, self.crop_w, self.seed, self.val = crop_h, crop_w, check_seed(seed), val
         for name, top in self.PHOTO + self.WARP:   # float32, as cdp_cfg_float stores them
@@ -248,6 +270,7 @@ class Augment:
     def draw(self, h, w, epoch, k):
         """(y0, x0, oh, ow, hflip, vflip, rot, photo_seed, zoom, degrees) of
         key index k in epoch; photo_seed None: no photometric change."""
+        epoch, k = operator.index(epoch), operator.index(k)
         oh, ow = self.crop_h or h, self.crop_w or w
         if oh > h or ow > w:
             raise ValueError("crop %dx%d does not fit %dx%d tiles" % (oh, ow, h, w))
@@ -443,6 +466,7 @@ class Mix:
         return True, cut, lam, box
 
     def draw(self, epoch, step, h, w):
+        epoch, step = operator.index(epoch), operator.index(step)
         return self.draw_seed(derive(derive(self.seed, epoch, 2), step, 0), h, w)
 
     def __call__(self, images, labels, epoch, step):
@@ -522,7 +546,8 @@ class PoolDataset:
 
     dataset[i] is (image float32 (C, H, W), label int64 (H, W) or (),
     float32 (K,) multi-hot for a multi-label pool, float32 targets (T, H, W)
-    for a value pool, or None when the pool has no labels).
+    for a value pool); for a pool without labels the image alone, so that
+    a DataLoader collates its batches (it cannot collate None).
     """
 
     def __init__(self, pool, keys, standardize=True, ignore=None, augment=None):
@@ -540,6 +565,13 @@ class PoolDataset:
             raise CdpError("EFORMAT", self.keys.path, message="no keys")
         self._src = None
         with p.view() as v:
+            # the meta the statistics come from and the keys checked in one
+            # transaction: a Pool opened before cdp-lmdbpack appended takes
+            # the pool's new meta (its sources, sums and count), never
+            # standardizing the new keys by statistics without them
+            if p._sync(v._txn) and self.keys.uuid != p.uuid:
+                raise CdpError("EMISMATCH", self.keys.path, message="made for pool %s, '%s' "
+                               "is %s" % (self.keys.uuid, p.path, p.uuid))
             for i, k in enumerate(self.keys):
                 try:
                     v.raw(k)
@@ -569,6 +601,7 @@ class PoolDataset:
             self.target_mean = np.asarray(tmean, dtype=np.float64).astype(np.float32)
             self.target_inv = np.array([np.float32(1.0 / s) if s > 0 else np.float32(1)
                                         for s in tstd], dtype=np.float32)
+        self.labelled = p.label_kind != "none"
         self.label_px = p.label_kind in ("u8", "u16")
         # a class pool stores ignore 0 as "not in use" (cdp_record.h): class
         # 0 is a class there, and the loader ignores no label (-1)
@@ -652,13 +685,14 @@ class PoolDataset:
         """The epoch whose augmentation an int index draws (a sampler made
         with with_epoch=True passes it with each index instead, which also
         reaches DataLoader workers)."""
-        self.epoch = epoch
+        self.epoch = _int_arg("epoch", epoch, 0, M64)
 
     def __getitem__(self, i):
         """Sample i, or (epoch, i) as BlockSampler(with_epoch=True) gives."""
         epoch = self.epoch
         if isinstance(i, tuple):
             epoch, i = i
+        epoch, i = operator.index(epoch), operator.index(i)
         p = self.pool
         with p.view() as v:
             r = v.record(self.keys[i])
@@ -679,6 +713,8 @@ class PoolDataset:
                 x, lab = Augment.apply(t, x, lab)
                 x, lab = Augment.warp(t, x, lab, self.ignore)
             x = self.augment.photo(t, x)
+        if not self.labelled:
+            return x
         return x, lab
 
     def prepare(self, r):

@@ -43,7 +43,8 @@ import sys
 
 import numpy as np
 
-from .checkpoint import BAND_NAME, encode_initial
+from . import out
+from .checkpoint import BAND_NAME, encode_initial, load_checkpoint
 from .model import CKPT_SUFFIX, CfgError, build
 
 PREFIXES = ("module.", "backbone.")
@@ -95,6 +96,29 @@ def unwrap(sd):
     return sd
 
 
+_ENGINE_KEY = re.compile(r"layers\.([0-9]+)\.(.+)")
+
+
+def engine_names(sd, model):
+    """A state dict of cdpool.torch_model.EngineNet (its modules are
+    layers.N, N the layer's index in the cfg) with its keys named as the
+    cfg names the layers ("layers.3.weight" -> "layer1.0.conv1.weight"),
+    so that the package's own PyTorch twin of a model imports back; any
+    other state dict as it is (also one that already uses the cfg's names)."""
+    names = {L["index"]: L["name"] for L in model["layers"]}
+    wanted = {"%s.%s" % (L["name"], t["name"]) for L in model["layers"]
+              for kind in ("params", "buffers") for t in L[kind]}
+    if any(k in wanted for k in sd):
+        return sd
+    got = {}
+    for k, v in sd.items():
+        m = _ENGINE_KEY.fullmatch(k)
+        if not m or int(m.group(1)) not in names:
+            return sd
+        got["%s.%s" % (names[int(m.group(1))], m.group(2))] = v
+    return got
+
+
 def adapt_input_conv(w, n):
     """timm.models.helpers.adapt_input_conv on a float32 (F, 3, K, K)."""
     if n == 1:
@@ -116,7 +140,7 @@ def import_state_dict(sd, cfg_text, cfg_path, overrides, in_channels=None, note=
     unused, missing or left out tensor. Raises ImportError_ when an encoder
     tensor is missing or of another shape."""
     model = build(cfg_text, cfg_path, overrides, (in_channels or 0, 0, 0))
-    sd = unwrap(sd)
+    sd = engine_names(unwrap(sd), model)
     arr = {}
     for k, v in sd.items():
         if hasattr(v, "detach"):
@@ -178,35 +202,59 @@ def import_state_dict(sd, cfg_text, cfg_path, overrides, in_channels=None, note=
     return out["params"], out["buffers"], model
 
 
-def _write(path, data):
-    """data to path through a temporary beside it and a rename."""
-    d = os.path.dirname(os.path.abspath(path))
-    tmp = os.path.join(d, ".%s.tmp%d" % (os.path.basename(path), os.getpid()))
-    try:
-        with open(tmp, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-
-
 IMAGENET = ((0.485, 0.456, 0.406), (0.229, 0.224, 0.225))
 
 
+# a decimal number as the C parsers take one: no blanks, no underscores
+_NUMBER = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?")
+
+
+def _number(text):
+    """text as a finite float when it is a plain decimal number, else None."""
+    if not _NUMBER.fullmatch(text):
+        return None
+    v = float(text)
+    return v if math.isfinite(v) else None
+
+
 def _floats(text, what):
-    try:
-        v = [float(x) for x in text.split(",")]
-    except ValueError:
-        v = []
-    if not v or not all(math.isfinite(x) for x in v):
+    v = [_number(x) for x in text.split(",")]
+    if not v or None in v:
         raise ImportError_("--input-norm: %s '%s' is not a list of numbers" % (what, text))
     return v
+
+
+def option_error(args):
+    """What is wrong with import-torch's options on their own (a usage
+    error, exit 2, before anything is read), or None. What depends on the
+    net (the channel count) is checked by input_norm()."""
+    spec, scale, bands = args.input_norm, args.input_scale, args.bands
+    if spec is None:
+        for opt, v in (("--input-scale", scale), ("--bands", bands)):
+            if v is not None:
+                return "%s: describes an --input-norm, and none is given" % opt
+        return None
+    if spec not in ("imagenet", "none"):
+        if spec.count(":") != 1:
+            return "--input-norm: '%s' is not imagenet, none or MEAN,..:STD,.." % spec
+        try:
+            m, sd = spec.split(":")
+            _floats(m, "MEAN")
+            std = _floats(sd, "STD")
+        except ImportError_ as e:
+            return str(e)
+        if min(std) <= 0:
+            return "--input-norm: a deviation of %g (> 0 expected)" % min(std)
+    if scale is not None and scale != "dtype":
+        v = _number(scale)
+        if v is None or v <= 0:
+            return "--input-scale: '%s' is not dtype or a number > 0" % scale
+    if bands is not None:
+        bad = [b for b in bands.split(",") if not BAND_NAME.fullmatch(b.encode())]
+        if bad:
+            return ("--bands: '%s' is not a band name (1 to 255 printable characters, no space)"
+                    % bad[0])
+    return None
 
 
 def input_norm(spec, scale, bands, channels):
@@ -242,11 +290,8 @@ def input_norm(spec, scale, bands, channels):
     if scale is None or scale == "dtype":
         s = 0.0
     else:
-        try:
-            s = float(scale)
-        except ValueError:
-            s = -1.0
-        if not (math.isfinite(s) and s > 0):
+        s = _number(scale)
+        if s is None or s <= 0:
             raise ImportError_("--input-scale '%s' is not dtype or a number > 0" % scale)
     names = []
     if bands is not None:
@@ -270,11 +315,31 @@ def sha256_file(path):
 
 
 def load_state_dict(path):
+    """torch.load(path) with weights_only=True (a pickle runs no code): a
+    state dict, or a training checkpoint holding one. torchvision's
+    reference train.py saves its argparse.Namespace beside the weights
+    ({"model": ..., "args": Namespace, ...}); torch 2.4 and later let that
+    class through (torch.serialization's safe globals), an older torch
+    refuses it (load_refusal gives the one-liner that extracts the state
+    dict)."""
+    import argparse
+    import contextlib
     import torch
-    try:
-        return torch.load(path, map_location="cpu", weights_only=True)
-    except TypeError:                   # a torch without weights_only
-        return torch.load(path, map_location="cpu")
+    ser = torch.serialization
+    allow = contextlib.nullcontext()
+    if hasattr(ser, "safe_globals"):
+        allow = ser.safe_globals([argparse.Namespace])
+    elif hasattr(ser, "add_safe_globals"):
+        ser.add_safe_globals([argparse.Namespace])
+    with allow:
+        try:
+            return torch.load(path, map_location="cpu", weights_only=True)
+        except TypeError as e:          # a torch without weights_only (before 1.13)
+            if "weights_only" not in str(e):
+                raise
+            raise RuntimeError("torch %s cannot load a file without running the code it "
+                               "pickles (weights_only needs torch 1.13 or later)"
+                               % torch.__version__) from None
 
 
 ZIP = b"PK\x03\x04"                    # torch.save's format since torch 1.6
@@ -304,11 +369,41 @@ def load_refusal(e, path):
     text = str(e)
     if "weights only" in text.lower():
         cls = re.search(r"Unsupported (?:class|global: GLOBAL) ([\w.]+)", text)
+        cls = cls.group(1) if cls else None
+        if cls == "argparse.Namespace":
+            import torch
+            # torchvision's train.py: {"model": state dict, "args": Namespace, ...}
+            return ("a training checkpoint that pickles argparse.Namespace besides its weights "
+                    "(torchvision's train.py), which torch %s does not load safely (torch 2.4 "
+                    "and later do): if you trust the file, extract its state dict with python3 "
+                    "-c 'import torch; torch.save(torch.load(\"%s\", weights_only=False)"
+                    "[\"model\"], \"%s\")' and import that"
+                    % (torch.__version__, path, _model_name(path)))
+        if cls and not cls.startswith(("torch.nn.", "torchvision.", "timm.",
+                                       "segmentation_models_pytorch.")):
+            return ("it pickles %s besides tensors, which torch.load(weights_only=True) does "
+                    "not load: save the state dict alone (model.state_dict())" % cls)
         return "a pickled model, not a state dict: save model.state_dict()%s" % (
             " (it pickles %s, which torch.load(weights_only=True) does not load)"
-            % cls.group(1) if cls else "")
+            % cls if cls else "")
     text = re.sub(r"\x1b\[[0-9;]*m", "", text).strip().splitlines()
     return "not a PyTorch checkpoint (%s%s)" % (type(e).__name__, ": " + text[0] if text else "")
+
+
+def _model_name(path):
+    """Where the extracting one-liner puts a checkpoint's state dict:
+    "x.pth" -> "x-model.pth" beside it."""
+    base, ext = os.path.splitext(path)
+    return base + "-model" + (ext or ".pth")
+
+
+def _initial(path):
+    """True when path is an initial-weights checkpoint (this command's own
+    output, which it may replace); a run's checkpoint is cdp-train's."""
+    try:
+        return bool(load_checkpoint(path, finite=False).initial)
+    except Exception:
+        return False
 
 
 def run(args, prog):
@@ -316,7 +411,20 @@ def run(args, prog):
     def note(line):
         print("%s: import-torch: %s" % (prog, line), file=sys.stderr)
 
+    why = option_error(args)
+    if why:
+        print("%s: %s" % (prog, why), file=sys.stderr)
+        return 2
     cfg_path, overrides = split_model(args.model)
+    # the output policy of the C tools (cdpool(7), OUTPUTS), before anything
+    # is read: never over an input, a pool's file, a run's checkpoint, a
+    # FIFO or a device
+    try:
+        out.check(args.output, [(args.state_dict, "the state dict '%s'" % args.state_dict),
+                                (cfg_path, "the model cfg '%s'" % cfg_path)], _initial)
+    except out.OutputError as e:
+        print("%s: %s" % (prog, e), file=sys.stderr)
+        return 1
     try:
         with open(cfg_path, "rb") as f:
             cfg_text = f.read().decode("utf-8", "surrogateescape")
@@ -357,9 +465,10 @@ def run(args, prog):
     data = encode_initial(cfg_text, overrides, tuple(model["input"]), params, buffers, norm,
                           [("state dict", args.state_dict, sha)])
     try:
-        _write(args.output, data)
-    except OSError as e:
-        print("%s: cannot write '%s': %s" % (prog, args.output, e.strerror), file=sys.stderr)
+        out.write(args.output, data, [(args.state_dict, "the state dict '%s'" % args.state_dict),
+                                      (cfg_path, "the model cfg '%s'" % cfg_path)], _initial)
+    except out.OutputError as e:
+        print("%s: %s" % (prog, e), file=sys.stderr)
         return 1
     note("%d of %d parameter tensors and %d of %d buffer tensors written to %s" % (
         len(params), sum(len(L["params"]) for L in model["layers"]), len(buffers),

@@ -13,9 +13,12 @@ class histogram and the sources. pool[key] decodes and checks one record
 Processes. An LMDB environment must not be used across a fork, nor opened
 twice in one process: a Pool opens its environment in the process that
 first needs it, shared with every other Pool of the same directory there,
-and again in any child that touches it afterwards (the parent's handle is
-left alone, never closed, in the child), so a Pool can be handed to
-DataLoader workers, and it pickles without its handle for spawned ones.
+and again in any child that touches it afterwards (with py-lmdb 2 and
+later after closing the parent's handle without ending any of the
+parent's transactions, before that leaving it alone: _drop_inherited), so
+a Pool can be handed to DataLoader workers, and it pickles without its
+handle for spawned ones. Opening reclaims the reader slots of processes
+that died in a read (mdb_reader_check).
 The environment is closed when the last Pool of this process using it is
 closed or garbage-collected. A Pool opened after the pool was rebuilt at
 the same path (another data.mdb: another device and inode) gets a new
@@ -32,6 +35,7 @@ import math
 import os
 import re
 import struct
+import weakref
 import zlib
 
 import numpy as np
@@ -45,7 +49,7 @@ VERSION = 2             # 2: float stats as scaled mean and M2 (version 1 sums s
 CLASS_MAX = 65536
 _envs = {}              # realpath -> this process's environment, its handles, its users,
                         # its data.mdb's (st_dev, st_ino)
-_orphans = []           # environments inherited across a fork: never used, never closed
+_orphans = []           # environments inherited across a fork and not closed: never used
 
 
 # LMDB's meta pages, page 0 and page 1 (liblmdb's MDB_page header, then
@@ -100,23 +104,113 @@ def _lmdb_text(path, e):
     return re.sub(r"^mdb_[a-z_]+: ", "", text)
 
 
+# LMDB's codes that say the file is not a pool LMDB reads (its format, a
+# damaged page, a missing database): every other one is said as it is
+_FORMAT_CODES = ("MDB_INVALID", "MDB_CORRUPTED", "MDB_PAGE_NOTFOUND", "MDB_VERSION_MISMATCH",
+                 "MDB_INCOMPATIBLE", "MDB_BAD_DBI", "MDB_NOTFOUND", "MDB_PROBLEM",
+                 "MDB_BAD_CHECKSUM")
+
+
+def _max_readers(path):
+    """The reader slots of path's lock.mdb as LMDB sizes its table (a
+    192-byte MDB_txninfo holding the first 64-byte slot, then the others),
+    or None without a lock file."""
+    try:
+        size = os.stat(os.path.join(path, "lock.mdb")).st_size
+    except OSError:
+        return None
+    return (size - 192) // 64 + 1 if size > 192 else None
+
+
+def _lmdb_problem(path, e, text):
+    """CdpError ELMDB for an LMDB error that is not about the pool's format,
+    worded as what it is: a full reader table "LMDB reader table full (126
+    readers): MDB_READERS_FULL: ...", any other "LMDB error: TEXT"."""
+    if text.startswith("MDB_READERS_FULL") or type(e).__name__ == "ReadersFullError":
+        n = _max_readers(path)
+        return CdpError("ELMDB", path, message="LMDB reader table full (%s readers): %s (each "
+                        "process reading the pool holds one; those of processes that died are "
+                        "reclaimed when a pool is opened)" % (n if n else "all", text))
+    return CdpError("ELMDB", path, message="LMDB error: %s" % text)
+
+
 def _lmdb_refusal(path, e):
     """An lmdb.Error of opening or reading path's meta as the C tools word
-    it: an LMDB code (MDB_INVALID, MDB_CORRUPTED, MDB_PAGE_NOTFOUND, ...)
-    is CdpError "'POOL': not a cdpool pool: MDB_INVALID: File is not an
-    LMDB file"; a system error an OSError naming path."""
+    it: a code of the format (MDB_INVALID, MDB_CORRUPTED,
+    MDB_PAGE_NOTFOUND, ...) is CdpError "'POOL': not a cdpool pool:
+    MDB_INVALID: File is not an LMDB file"; a system error an OSError
+    naming path; any other LMDB error (MDB_READERS_FULL, py-lmdb's own)
+    CdpError ELMDB saying what it is (_lmdb_problem)."""
     text = _lmdb_text(path, e)
-    if text.startswith("MDB_"):
+    if text.startswith(_FORMAT_CODES):
         return CdpError("ELMDB", path, message="not a cdpool pool: " + text)
-    code = next((n for n in errno.errorcode if os.strerror(n) == text), errno.EIO)
+    code = next((n for n in errno.errorcode if os.strerror(n) == text), None)
+    if code is None or text.startswith("MDB_"):
+        return _lmdb_problem(path, e, text)
     return OSError(code, text, path)
 
 
 def _read_error(path, e):
     """An lmdb.Error of reading records or keys (a damaged page, an I/O
     error) as CdpError ELMDB "'POOL': MDB_PAGE_NOTFOUND: Requested page not
-    found", what the C tools print after "cannot read "."""
-    return CdpError("ELMDB", path, message=_lmdb_text(path, e))
+    found", what the C tools print after "cannot read "; a full reader
+    table as _lmdb_problem words it."""
+    text = _lmdb_text(path, e)
+    if text.startswith("MDB_READERS_FULL") or type(e).__name__ == "ReadersFullError":
+        return _lmdb_problem(path, e, text)
+    return CdpError("ELMDB", path, message=text)
+
+
+def _lmdb_version():
+    """py-lmdb's version as a tuple of ints ((1, 4, 0)), (0,) unknown."""
+    import lmdb
+    return tuple(int(x) for x in re.findall(r"[0-9]+", lmdb.__version__)[:3]) or (0,)
+
+
+def _drop_inherited(ent, path):
+    """A forked child's way out of the environment it inherited (ent, the
+    parent's entry of _envs).
+
+    py-lmdb 2.0 and later refuse a second environment of the same files in
+    one process ("already open in this process") and count the inherited one
+    as open, so the child must close that one before it opens its own. But
+    closing an environment aborts its live transactions, and aborting a read
+    transaction frees its reader slot in the lock file the child shares with
+    the parent: a transaction the parent had open at the fork (a pool.view()
+    around a DataLoader loop) would lose its snapshot under a writer. So the
+    child first lets go of each such transaction: a pool.view() holds its
+    own in a box that the child empties, and py-lmdb (1.7 and later) frees a
+    transaction inherited across a fork without aborting it. Only when none
+    is left is the environment closed, and then LMDB (0.9.23 and later,
+    ITS#8844) clears in mdb_env_close only the calling process's reader
+    slots, none of the parent's; the child holds no lock on the lock file
+    (fcntl locks are not inherited) until it opens its own environment,
+    after this. A transaction still referenced elsewhere (one begun by
+    another thread at the moment of the fork) is CdpError, not aborted.
+    Older py-lmdb has no such guard: the inherited environment is then left
+    alone, never closed, and kept from the garbage collector."""
+    import lmdb
+    env = ent["env"]
+    if _lmdb_version() < (2,):
+        _orphans.append(env)
+        return
+    if lmdb.version() < (0, 9, 23):
+        _orphans.append(env)
+        raise CdpError("ELMDB", path, message="py-lmdb %s over LMDB %d.%d.%d cannot open the "
+                       "pool again in a forked process (LMDB before 0.9.23 clears the parent's "
+                       "reader slots when the child closes the environment it inherited): use "
+                       "py-lmdb's bundled LMDB, or spawn workers" % ((lmdb.__version__,)
+                                                                      + lmdb.version()))
+    for box in list(ent["boxes"]):
+        box.txn = None
+    if len(ent["txns"]):
+        _orphans.append(env)
+        raise CdpError("ELMDB", path, message="a read transaction of the parent (begun in "
+                       "another thread as the process forked) is still open in this forked "
+                       "process: py-lmdb %s cannot give it its own environment without ending "
+                       "the parent's (fork the workers while no other thread reads the pool, "
+                       "or spawn them)" % lmdb.__version__)
+    env.close()
 
 
 def _identity(path):
@@ -564,9 +658,10 @@ class Pool:
     def _open(self):
         """(env, tiles, meta, identity of the data.mdb env maps)."""
         import lmdb
+        if not os.path.exists(self.path):
+            raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), self.path)
         if not os.path.isdir(self.path):
-            raise FileNotFoundError(2, "No such file or directory" if not os.path.exists(self.path)
-                                    else "Not a directory", self.path)
+            raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), self.path)
         if not os.path.exists(os.path.join(self.path, "data.mdb")):
             raise CdpError("EFORMAT", self.path, message="not a cdpool pool: no data.mdb")
         check_size(self.path)
@@ -575,10 +670,21 @@ class Pool:
         for _ in range(3):
             ident = _identity(self.path)
             try:
+                # no spare transaction: it would hold a reader slot across a
+                # fork (py-lmdb before 1.7 kept one by default)
                 env = lmdb.open(self.path, readonly=True, max_dbs=2, subdir=True,
-                                lock=self._opts["lock"], readahead=self._opts["readahead"])
+                                lock=self._opts["lock"], readahead=self._opts["readahead"],
+                                max_spare_txns=0)
             except lmdb.Error as e:
                 raise _lmdb_refusal(self.path, e) from None
+            if self._opts["lock"]:
+                # the slots of readers that died without closing (a
+                # DataLoader worker ends by os._exit) are never freed
+                # otherwise: 126 of them fill the table (MDB_READERS_FULL)
+                try:
+                    env.reader_check()
+                except lmdb.Error:
+                    pass
             if _identity(self.path) == ident:
                 break
             env.close()
@@ -605,8 +711,8 @@ class Pool:
         key = os.path.realpath(self.path)
         ent = _envs.get(key)
         if ent is not None and ent["pid"] != pid:
-            _orphans.append(ent["env"])
             del _envs[key]
+            _drop_inherited(ent, self.path)
             ent = None
         if ent is not None and ent["id"] != _identity(self.path):
             # the pool was replaced: the Pools of the old one keep their
@@ -616,6 +722,7 @@ class Pool:
         if ent is None:
             env, tiles, meta, ident = self._open()
             ent = _envs[key] = dict(env=env, pid=pid, refs=0, tiles=tiles, meta=meta, id=ident,
+                                    txns=weakref.WeakSet(), boxes=set(),
                                     key=key)
         ent["refs"] += 1
         self._ent = ent
@@ -651,24 +758,71 @@ class Pool:
         d["_env"] = d["_pid"] = d["_tiles"] = d["_meta"] = d["_ent"] = None
         return d
 
-    # -- meta --------------------------------------------------------------
-    def _load(self):
+    def _begin(self, **kw):
+        """self.env.begin(**kw), remembered (weakly) as a transaction of this
+        process's environment (see _drop_inherited); when the reader table
+        is full (MDB_READERS_FULL), once more after reclaiming the slots of
+        readers that died (mdb_reader_check)."""
         import lmdb
         env = self.env
         try:
-            with env.begin(buffers=True) as txn:
-                meta = {}
-                for k, v in txn.cursor(db=self._meta):
-                    name = bytes(k).decode("utf-8", "surrogateescape")
-                    meta[name] = meta_text(v, self.path, name)
-                entries = txn.stat(self._tiles)["entries"]
-        except lmdb.Error as e:
-            raise _lmdb_refusal(self.path, e) from None
-        self.meta = meta
+            txn = env.begin(**kw)
+        except lmdb.ReadersFullError:
+            if not self._opts["lock"]:
+                raise
+            env.reader_check()
+            txn = env.begin(**kw)
+        self._ent["txns"].add(txn)
+        return txn
+
+    # -- meta --------------------------------------------------------------
+    def _read_meta(self, txn):
+        """(every meta value's checked text, the tiles database's entries)
+        in transaction txn."""
+        meta = {}
+        for k, v in txn.cursor(db=self._meta):
+            name = bytes(k).decode("utf-8", "surrogateescape")
+            meta[name] = meta_text(v, self.path, name)
+        return meta, txn.stat(self._tiles)["entries"]
+
+    def _adopt(self, meta, entries):
         try:
             self._check(meta, entries)
         except _Why as e:
             raise CdpError("EFORMAT", self.path, message=str(e)) from None
+        self.meta = meta
+
+    def _load(self):
+        import lmdb
+        try:
+            with self._begin(buffers=True) as txn:
+                meta, entries = self._read_meta(txn)
+        except lmdb.Error as e:
+            raise _lmdb_refusal(self.path, e) from None
+        self._adopt(meta, entries)
+
+    def _sync(self, txn):
+        """Takes the meta as transaction txn sees it when a writer changed
+        it since this Pool read it (cdp-lmdbpack appending: new count,
+        statistics, sources): True then. Its keys and records in txn then
+        agree with tiles, stats, sources."""
+        meta, entries = self._read_meta(txn)
+        if meta == self.meta and entries == self.tiles:
+            return False
+        self._adopt(meta, entries)
+        return True
+
+    def refresh(self):
+        """Reads the pool's meta again: True when a writer changed it since
+        the Pool read it (the attributes then hold the new count,
+        statistics, classes and sources). keys() and PoolDataset do it
+        themselves, in the transaction that reads the keys."""
+        import lmdb
+        try:
+            with self._begin(buffers=True) as txn:
+                return self._sync(txn)
+        except lmdb.Error as e:
+            raise _read_error(self.path, e) from None
 
     def _check(self, meta, entries):
         """The meta's fields as cdp_pool_info_load checks them (the
@@ -883,13 +1037,18 @@ class Pool:
 
     def keys(self):
         """Every key in the pool's (byte) order, as str (bytes that are not
-        UTF-8 as surrogates, "surrogateescape"). Each is checked against the
+        UTF-8 as surrogates, "surrogateescape"), read in one transaction
+        with the meta: when a writer changed the pool since the Pool read
+        its meta (cdp-lmdbpack appending), the Pool takes the new meta
+        (refresh()), so that len(keys()) is tiles and the statistics and
+        sources are those of these keys. Each key is checked against the
         key grammar as cdp-keyshuffle checks it: CdpError "'POOL': invalid
         key '...' in the pool" (a damaged page can make one up)."""
         import lmdb
         try:
-            with self.env.begin() as txn:
+            with self._begin() as txn:
                 raw = list(txn.cursor(db=self._tiles).iternext(values=False))
+                self._sync(txn)
         except lmdb.Error as e:
             raise _read_error(self.path, e) from None
         out = []
@@ -905,11 +1064,16 @@ class Pool:
             out.append(s)
         return out
 
+    def __iter__(self):
+        """The keys, as keys() gives them (a Pool is a mapping of keys)."""
+        return iter(self.keys())
+
     def __contains__(self, key):
         import lmdb
+        k = _key(key)
         try:
-            with self.env.begin(buffers=True) as txn:
-                return txn.get(_key(key), db=self._tiles) is not None
+            with self._begin(buffers=True) as txn:
+                return txn.get(k, db=self._tiles) is not None
         except lmdb.Error as e:
             raise _read_error(self.path, e) from None
 
@@ -938,13 +1102,20 @@ class Pool:
         np.array(image) to keep them)."""
         import lmdb
         try:
-            txn = self.env.begin(buffers=True)
+            box = _Box(self._begin(buffers=True))
         except lmdb.Error as e:
             raise _read_error(self.path, e) from None
+        # only the box holds the transaction, so that a forked child can let
+        # go of it without aborting it (_drop_inherited)
+        boxes = self._ent["boxes"]
+        boxes.add(box)
         try:
-            yield _View(self, txn)
+            yield _View(self, box)
         finally:
-            txn.abort()
+            boxes.discard(box)
+            txn, box.txn = box.txn, None
+            if txn is not None:
+                txn.abort()
 
     def __repr__(self):
         return "<cdpool.Pool %r %d tiles %s %dx%dx%d label=%s>" % (
@@ -954,8 +1125,15 @@ class Pool:
 
 def _key(key):
     """A key's bytes: a str from a pointer file holds its bytes that are not
-    UTF-8 as surrogates (read_keys), which go back to those bytes."""
-    return key.encode("utf-8", "surrogateescape") if isinstance(key, str) else bytes(key)
+    UTF-8 as surrogates (read_keys), which go back to those bytes. Keys are
+    str or bytes: TypeError for anything else (pool[3] is no record: a
+    Pool is a mapping of keys, pool.keys()[3] the fourth key)."""
+    if isinstance(key, str):
+        return key.encode("utf-8", "surrogateescape")
+    if isinstance(key, (bytes, bytearray, memoryview)):
+        return bytes(key)
+    raise TypeError("a pool key is str or bytes, not %s (a Pool is indexed by key: "
+                    "pool[pool.keys()[i]] is the i-th record)" % type(key).__name__)
 
 
 def _label(r):
@@ -964,9 +1142,25 @@ def _label(r):
     return r.label
 
 
+class _Box:
+    """A view's transaction, the only reference to it."""
+    __slots__ = ("txn", "__weakref__")
+
+    def __init__(self, txn):
+        self.txn = txn
+
+
 class _View:
-    def __init__(self, pool, txn):
-        self._pool, self._txn = pool, txn
+    def __init__(self, pool, box):
+        self._pool, self._box = pool, box
+
+    @property
+    def _txn(self):
+        txn = self._box.txn
+        if txn is None:
+            raise CdpError("ELMDB", self._pool.path, message="a pool.view() of the parent "
+                           "process used in a forked one (open a view in the child)")
+        return txn
 
     def raw(self, key):
         """The record's bytes as a memoryview into the map, or KeyError."""
@@ -980,7 +1174,7 @@ class _View:
         return v
 
     def record(self, key, copy=False):
-        k = key if isinstance(key, str) else bytes(key).decode("utf-8", "surrogateescape")
+        k = key if isinstance(key, str) else _key(key).decode("utf-8", "surrogateescape")
         return decode(self.raw(key), (self._pool.path, k), copy=copy)
 
     def __getitem__(self, key):

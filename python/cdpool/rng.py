@@ -37,10 +37,11 @@ def _mix(z):
 
 
 def derive(seed, a, b):
-    """cdp_rng_derive: a seed for stream (a, b) of seed."""
-    h = _mix(seed & M64)[1]
-    h = _mix(h ^ (a & M64))[1]
-    return _mix(h ^ (b & M64))[1]
+    """cdp_rng_derive: a seed for stream (a, b) of seed (any integers:
+    Python's, NumPy's; each taken modulo 2**64 as the C uint64_t)."""
+    h = _mix(operator.index(seed) & M64)[1]
+    h = _mix(h ^ (operator.index(a) & M64))[1]
+    return _mix(h ^ (operator.index(b) & M64))[1]
 
 
 class Rng:
@@ -52,7 +53,7 @@ class Rng:
         if state is not None:
             self.s = [int(v) & M64 for v in state]
             return
-        x, s = seed & M64, []
+        x, s = operator.index(seed) & M64, []
         for _ in range(4):
             x, out = _mix(x)
             s.append(out)
@@ -95,4 +96,4 @@ class Rng:
 
 def epoch_order(n, seed, epoch):
     """cdp-train's permutation of key indices 0..n-1 in epoch `epoch`."""
-    return Rng(derive(seed, epoch, 0)).shuffle(list(range(n)))
+    return Rng(derive(seed, epoch, 0)).shuffle(list(range(operator.index(n))))

@@ -40,6 +40,7 @@ training steps (forward, loss, backward, SGD step) and prints one JSON line.
 """
 import argparse
 import inspect
+import io
 import json
 import resource
 import sys
@@ -416,18 +417,30 @@ def export_onnx(ckpt, path, model=None, opset=13):
     """Writes Deployed(ckpt, model) as ONNX to path: input "bands" (N, C, H,
     W) float32 raw values, output "prob" (a regression net's: "value"); N,
     H and W are dynamic (a U-Net of depth d still needs multiples of 2^d).
-    Returns the Deployed module."""
+    Returns the Deployed module. path follows the C tools' output policy
+    (cdpool.out, cdpool(7) OUTPUTS): an output it refuses (the checkpoint
+    itself, a pool's file, a checkpoint, a FIFO, a device) is
+    cdpool.out.OutputError, an OSError, before anything is exported."""
     m = Deployed(ckpt, model).eval()
     c, h, w = ckpt.in_shape
     out = "value" if m.regression else "prob"
     # torch 2.x's export defaults to the dynamo exporter, which writes its
     # own opset (18) whatever opset_version asks; the TorchScript one obeys
     kw = {"dynamo": False} if "dynamo" in inspect.signature(torch.onnx.export).parameters else {}
+    # the C tools' output policy (cdpool.out): never over the checkpoint
+    # read, a pool's file, another checkpoint, a FIFO or a device; written
+    # whole to a temporary beside the target, then renamed
+    src = getattr(ckpt, "subject", None)
+    inputs = [(src, "the checkpoint '%s'" % src)] if isinstance(src, str) else []
+    from . import out as out_policy
+    out_policy.check(path, inputs)
+    buf = io.BytesIO()
     with torch.no_grad():
-        torch.onnx.export(m, torch.zeros(1, c, h, w), path, opset_version=opset,
+        torch.onnx.export(m, torch.zeros(1, c, h, w), buf, opset_version=opset,
                           input_names=["bands"], output_names=[out],
                           dynamic_axes={"bands": {0: "n", 2: "h", 3: "w"},
                                         out: {0: "n", 2: "h", 3: "w"}}, **kw)
+    out_policy.write(path, buf.getvalue(), inputs)
     return m
 
 

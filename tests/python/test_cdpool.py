@@ -596,16 +596,18 @@ def test_dataset():
         x = src[:, 32 * r:32 * r + 32, 32 * c:32 * c + 32]
         want = (x.astype(np.float32) - m32[:, None, None]) * inv[:, None, None]
         want[:, np.all(x == -7, 0)] = 0
-        img, lab = ds[i]
-        check(img.dtype == np.float32 and lab is None and np.array_equal(img, want),
-              "sample %d: not the standardized tile with invalid pixels 0" % i)
-    ok("PoolDataset: float32 standardization, invalid pixels 0")
+        img = ds[i]
+        check(isinstance(img, np.ndarray) and img.dtype == np.float32 and np.array_equal(img, want),
+              "sample %d: not the standardized tile (alone: the pool has no labels) with invalid "
+              "pixels 0" % i)
+    ok("PoolDataset: float32 standardization, invalid pixels 0; a pool without labels gives "
+       "the image alone")
     raw = cdpool.PoolDataset(p, os.path.join(T, "i16.keys"), standardize=False)
     r, c = (int(v) for v in raw.key(0).split("_")[1:])
     x = src[:, 32 * r:32 * r + 32, 32 * c:32 * c + 32]
     want = x.astype(np.float32)
     want[:, np.all(x == -7, 0)] = 0
-    check(raw.stats_from is None and np.array_equal(raw[0][0], want),
+    check(raw.stats_from is None and np.array_equal(raw[0], want),
           "standardize=False: stats_from %r (want None), or not the stored values"
           % (raw.stats_from,))
     ok("PoolDataset(standardize=False): the stored values, stats_from None")
@@ -639,6 +641,11 @@ def test_dataset():
             check(y.dtype == torch.int64 and tuple(y.shape) == (4, 32, 32), "labels %d" % k)
     check(k + 1 == s.steps, "batches")
     ok("DataLoader(num_workers=2) with BlockSampler: cdp-train's batches")
+    s = cdpool.BlockSampler(len(ds), 2, 0, 1, seed=7)
+    x = next(iter(DataLoader(ds, batch_size=2, sampler=s)))
+    check(isinstance(x, torch.Tensor) and tuple(x.shape) == (2, 2, 32, 32),
+          "a pool without labels through a DataLoader: %r" % type(x))
+    ok("a pool without labels through a DataLoader: batches of images")
 
 
 def test_mix_tensor():
@@ -733,7 +740,8 @@ def test_batches():
         ds = cdpool.PoolDataset(p, cdpool.read_keys(keys), standardize="pool")
         for epoch, rank in ((0, 0), (3, 1)):
             x, y, idx = c_batch(path, keys, 5, 1, rank, 2, epoch, 1)
-            gx = np.stack([ds[i][0] for i in idx])
+            # a pool without labels gives the image alone
+            gx = np.stack([ds[i][0] if y is not None else ds[i] for i in idx])
             check(gx.tobytes() == x.tobytes(), "%s: batch (%d, 1, rank %d) differs from the C "
                   "loader's" % (dt, epoch, rank))
             if y is not None:
@@ -1054,6 +1062,212 @@ def test_pool_refusals():
     ok("directories that are no pool: one line naming the path, as cdp-keyshuffle's")
 
 
+def _fork_each(n, fn):
+    """Forks n children one after another, each running fn(i) and ending
+    by os._exit (as a DataLoader worker ends: no cleanup) with its status;
+    the first status that is not 0 (and its child's index), or (0, n)."""
+    for i in range(n):
+        pid = os.fork()
+        if pid == 0:
+            try:
+                os._exit(fn(i) or 0)
+            except BaseException:
+                os._exit(1)
+        _, st = os.waitpid(pid, 0)
+        st = os.WEXITSTATUS(st) if os.WIFEXITED(st) else 128
+        if st:
+            return st, i
+    return 0, n
+
+
+def test_reader_slots():
+    """Readers that die inside a read transaction (a DataLoader worker ends
+    by os._exit) leave their LMDB reader slots taken: the 126 of the table
+    filled after 126 worker starts. Opening a pool reclaims them (Python and
+    the C tools, mdb_reader_check), and a full table is said as what it is,
+    not "not a cdpool pool"."""
+    pool_dir = copy_pool(os.path.join(T, "pool"), "readers")
+    # another process keeps the pool open: without one, the next opener
+    # takes the lock file alone and resets the table anyway
+    holder = subprocess.Popen([sys.executable, "-c", "import lmdb, sys; e = lmdb.open(%r, "
+                               "readonly=True, max_dbs=2); print(1, flush=True); sys.stdin.read()"
+                               % pool_dir], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    try:
+        holder.stdout.readline()
+
+        def leak(i):        # py-lmdb alone, no reclaim: dies holding a slot
+            try:        # py-lmdb's open begins a transaction itself
+                env = lmdb.open(pool_dir, readonly=True, max_dbs=2, max_spare_txns=0)
+                txn = env.begin()
+            except lmdb.ReadersFullError:
+                return 7
+            os._exit(0 if txn else 1)
+        st, n = _fork_each(200, leak)
+        check(st == 7 and n >= 120, "the reader table did not fill: status %d after %d" % (st, n))
+        e = refused("ELMDB", cdpool.Pool, pool_dir)
+        want = "'%s': LMDB reader table full (126 readers): MDB_READERS_FULL: " % pool_dir
+        check(str(e).startswith(want), "a full reader table: %s" % e)
+        ok("a full reader table: %s" % str(e).split(": ", 1)[1][:60])
+        r = subprocess.run(["cdp-keyshuffle", "-q", "-o", os.path.join(T, "readers.keys"),
+                            pool_dir], capture_output=True, text=True)
+        check(r.returncode == 0, "cdp-keyshuffle on a table full of dead readers: %s" % r.stderr)
+        pool = cdpool.Pool(pool_dir)
+        key = pool.keys()[0]
+        ok("cdp-keyshuffle reclaims the slots of dead readers (mdb_reader_check); Pool opens")
+
+        def worker(i):      # a forked worker reading through the parent's Pool
+            with pool.view() as v:
+                v[key]
+                return 0
+        st, n = _fork_each(200, worker)
+        check(st == 0, "forked reader %d of 200: status %d" % (n, st))
+        r = subprocess.run([sys.executable, "-c", "import cdpool; print(cdpool.Pool(%r).tiles)"
+                            % pool_dir], capture_output=True, text=True)
+        check(r.returncode == 0 and r.stdout.strip() == str(pool.tiles),
+              "a new process after 200 dead workers: %s" % r.stderr)
+        pool.close()
+        ok("200 forked readers that end by os._exit: each Pool opening reclaims the dead ones' "
+           "slots; the pool still opens")
+    finally:
+        holder.stdin.close()
+        holder.wait()
+
+
+def test_fork_parent_slot():
+    """A forked child reads through the Pool it inherited (it opens its own
+    environment: py-lmdb 2 and later refuse a second one while they count
+    the inherited one as open, so the child closes that one first) while the
+    parent is inside a read transaction: the parent's transaction and reader
+    slot live on, whatever the child did with the inherited environment.
+    Children end normally (their interpreter's cleanup) with py-lmdb 1.7 and
+    later, which abort no transaction inherited across a fork; with older
+    py-lmdb by os._exit, as DataLoader and multiprocessing workers end (its
+    cleanup would abort the parent's transaction, python/README.md)."""
+    pool = cdpool.Pool(os.path.join(T, "pool"))
+    key = pool.keys()[0]
+    img = pool[key][0]
+    me = str(os.getpid())
+    normal_exit = tuple(int(x) for x in re.findall("[0-9]+", lmdb.__version__)[:2]) >= (1, 7)
+    with pool.view() as v:
+        v[key]
+
+        def child(i):
+            return 0 if np.array_equal(pool[key][0], img) else 3
+        for i in range(3):
+            pid = os.fork()
+            if pid == 0:        # a normal exit: the child's interpreter cleans up
+                st = 1
+                try:
+                    st = child(i)
+                finally:
+                    sys.stdout.flush()
+                    os._exit(st) if st or not normal_exit else sys.exit(0)
+            _, st = os.waitpid(pid, 0)
+            check(os.WIFEXITED(st) and os.WEXITSTATUS(st) == 0,
+                  "a forked child could not read the inherited pool (status %d, lmdb %s)"
+                  % (st, lmdb.__version__))
+        slots = [line.split() for line in pool.env.readers().splitlines()[1:]]
+        check(any(s[0] == me for s in slots), "the parent's reader slot is gone: %s" % slots)
+        check(np.array_equal(v[key][0], img), "the parent's transaction")
+    pool.close()
+    ok("forked children read the inherited Pool (py-lmdb %s); the parent's transaction and "
+       "slot live on" % lmdb.__version__)
+
+
+def test_pool_keys():
+    """A Pool is a mapping of keys: str or bytes (TypeError otherwise, never an
+    LMDB error or a 1 GB key made of pool[10**9]), iterating gives the keys; a
+    file given as the pool is NotADirectoryError."""
+    pool = cdpool.Pool(os.path.join(T, "pool"))
+    keys = pool.keys()
+    check(list(pool) == keys and keys[0] in pool and keys[0].encode() in pool
+          and "nosuch_0_0" not in pool, "iteration or membership")
+    for bad in (3, 10 ** 9, np.int64(2), 2.5, None):
+        try:
+            pool[bad]
+            check(False, "pool[%r] accepted" % (bad,))
+        except TypeError as e:
+            check("a pool key is str or bytes" in str(e), "pool[%r]: %s" % (bad, e))
+        for fn in (pool.record, pool.__contains__):
+            try:
+                fn(bad)
+                check(False, "%s(%r) accepted" % (fn.__name__, bad))
+            except TypeError:
+                pass
+    path = os.path.join(T, "train.keys")
+    try:
+        cdpool.Pool(path)
+        check(False, "a file opened as a pool")
+    except NotADirectoryError as e:
+        check(e.errno == 20 and e.filename == path, "a file as the pool: %r" % e)
+    ok("pool[3] TypeError with a hint; list(pool) is keys(); a file as the pool: errno 20")
+
+
+def test_pool_append():
+    """A Pool kept open while cdp-lmdbpack appends: keys() reads the meta
+    in its transaction and takes the new one (count, statistics, sources),
+    and PoolDataset standardizes by the statistics of the meta its keys
+    were checked against, the ones a new Pool (and cdp-train) reads."""
+    d = copy_pool(os.path.join(T, "pool"), "append")
+    pool = cdpool.Pool(d)
+    n0, src0 = pool.tiles, len(pool.sources)
+    r = subprocess.run("cdp-tile -q --size 32 --name other --label-suffix _mask %s | "
+                       "cdp-lmdbpack -q %s" % (os.path.join(T, "r", "road.tif"), d),
+                       shell=True, capture_output=True, text=True)
+    check(r.returncode == 0, "append: %s" % r.stderr)
+    keys = pool.keys()
+    fresh = cdpool.Pool(d)
+    check(len(keys) == pool.tiles == fresh.tiles > n0 and len(pool.sources) == len(fresh.sources)
+          > src0 and np.array_equal(pool.mean, fresh.mean), "after the append: %d keys, tiles %d "
+          "(a new Pool %d), %d sources" % (len(keys), pool.tiles, fresh.tiles, len(pool.sources)))
+    kf = os.path.join(T, "append.keys")
+    subprocess.run(["cdp-keyshuffle", "-q", "-o", kf, d], check=True)
+    old = cdpool.Pool(d)
+    subprocess.run("cdp-tile -q --size 32 --name third --label-suffix _mask %s | "
+                   "cdp-lmdbpack -q %s" % (os.path.join(T, "r", "road.tif"), d), shell=True,
+                   check=True)
+    ds = cdpool.PoolDataset(old, kf)
+    want = cdpool.PoolDataset(cdpool.Pool(d), kf)
+    check(old.tiles == cdpool.Pool(d).tiles and np.array_equal(ds.mean, want.mean)
+          and np.array_equal(ds.inv, want.inv), "PoolDataset on a Pool opened before the append: "
+          "mean %s, a new Pool's %s" % (ds.mean, want.mean))
+    ok("a Pool open while cdp-lmdbpack appends: keys() and PoolDataset take the new meta")
+
+
+def test_integer_args():
+    """NumPy integers as epochs, indices and seeds (operator.index), and
+    arguments checked when given, naming themselves."""
+    keys = cdpool.read_keys(os.path.join(T, "train.keys"))
+    ds = cdpool.PoolDataset(os.path.join(T, "pool"), keys,
+                            augment=cdpool.Augment(hflip=True, crop_h=16, crop_w=16, seed=3))
+    for a, b in ((np.int64(3), 3), ((np.int32(2), np.uint64(5)), (2, 5))):
+        check(all(np.array_equal(x, y) for x, y in zip(ds[a], ds[b])), "ds[%r]" % (a,))
+    check(cdpool.derive(np.uint64(7), np.int64(2), np.int32(1)) == cdpool.derive(7, 2, 1) and
+          cdpool.epoch_order(np.int64(9), 1, np.int64(2)) == cdpool.epoch_order(9, 1, 2), "rng")
+    s = cdpool.BlockSampler(np.int64(len(keys)), np.int64(4), 0, 1, epoch=np.int64(1))
+    s.set_epoch(np.int64(2))
+    check(list(s) == list(cdpool.BlockSampler(len(keys), 4, 0, 1, epoch=2)), "sampler")
+    mix = cdpool.Mix(mixup_alpha=0.4, seed=2)
+    check(mix.draw(np.int64(1), np.int64(2), 8, 8) == mix.draw(1, 2, 8, 8), "Mix.draw")
+    ck = cdpool.load_checkpoint(os.path.join(T, "run1", "checkpoint.cdpt"))
+    for fn, want in ((lambda: cdpool.BlockSampler(len(keys), 4, 0, 1, start_step=99),
+                      (ValueError, "start_step")),
+                     (lambda: cdpool.BlockSampler(len(keys), 4, 0, 1, epoch=-1),
+                      (ValueError, "epoch")),
+                     (lambda: s.set_epoch(-1), (ValueError, "epoch")),
+                     (lambda: cdpool.BlockSampler(len(keys), 2.5, 0, 1), (TypeError, "batch")),
+                     (lambda: cdpool.BlockSampler(len(keys), 4, 2, 2), (ValueError, "rank")),
+                     (lambda: cdpool.Augment(crop_h=2.5, crop_w=2), (TypeError, "crop_h")),
+                     (lambda: cdpool.Augment(crop_h=-2, crop_w=2), (ValueError, "crop_h")),
+                     (lambda: ck.standardize(np.zeros((2, 4, 4))), (ValueError, "standardize"))):
+        try:
+            fn()
+            check(False, "accepted, want %s naming %s" % (want[0].__name__, want[1]))
+        except want[0] as e:
+            check(str(e).startswith(want[1]), "%s: %s" % (want[1], e))
+    ok("NumPy integers as index, epoch and seed; arguments range-checked, named")
+
+
 def test_info_refusals():
     """info refuses what cdp-predict refuses, and a closed stdout ends it
     quietly."""
@@ -1164,7 +1378,7 @@ def test_pool_replaced():
     ds = cdpool.PoolDataset(path, write_keys(os.path.join(T, "rebuilt.keys"),
                                              cdpool.Pool(path).uuid, ["u8_0_1", "u8_1_0"]),
                             standardize=False)
-    check(ds[1][0].shape == (2, 32, 32) and key in _envs, "dataset")
+    check(ds[1].shape == (2, 32, 32) and key in _envs, "dataset")   # no labels: the image
     del ds
     check(key not in _envs, "PoolDataset's own Pool outlives the dataset")
     ok("a pool rebuilt at its path is read anew; environments close with their last Pool")
@@ -1586,6 +1800,194 @@ def test_import_layouts():
        "tensor as it is; resnet34's for resnet18.cfg refused; a head of 1000 classes left out")
 
 
+def import_torch(*args):
+    return subprocess.run([sys.executable, "-m", "cdpool", "import-torch"] + list(args),
+                          capture_output=True, text=True)
+
+
+def test_import_outputs():
+    """import-torch -o follows the C tools' output policy (cdpool(7),
+    OUTPUTS; cdpool.out): never over its input (the state dict, the cfg,
+    also through a link), a pool's data.mdb, a run's checkpoint, a FIFO, a
+    device or a directory; a symbolic link is written through, staying a
+    link; its own initial weights are replaced."""
+    d = os.path.join(T, "outs")
+    shutil.rmtree(d, ignore_errors=True)
+    os.makedirs(d)
+    sd_path = os.path.join(d, "sd.npz.pth")
+    try:
+        import torch
+    except ImportError:
+        print("SKIP import-torch outputs (no torch)")
+        return
+    from cdpool.model import build
+    with open(SMALL) as f:
+        text = f.read()
+    model = build(text, SMALL, ["in_h=32", "in_w=32"], (3, 32, 32))
+    torch.save({"%s.%s" % (L["name"], t["name"]): torch.zeros(t["shape"])
+                for L in model["layers"] for t in L["params"] + L["buffers"]}, sd_path)
+    cfg = os.path.join(d, "small.cfg")
+    shutil.copy(SMALL, cfg)
+    link = os.path.join(d, "sd_link.pth")
+    os.symlink("sd.npz.pth", link)
+    fifo = os.path.join(d, "fifo")
+    os.mkfifo(fifo)
+    pool_copy = copy_pool(os.path.join(T, "pool"), "outs_pool")
+    run_ck = os.path.join(d, "run.cdpt")
+    shutil.copy(os.path.join(T, "run1", "checkpoint.cdpt"), run_ck)
+    kept = {p: open(p, "rb").read() for p in (sd_path, cfg, run_ck,
+                                              os.path.join(pool_copy, "data.mdb"))}
+    spec = cfg + ":in_h=32,in_w=32"
+    for out, why in ((sd_path, "refusing to write '%s': it is the state dict '%s'" % (sd_path, sd_path)),
+                     (link, "refusing to write '%s': it is the state dict '%s'" % (link, sd_path)),
+                     (cfg, "refusing to write '%s': it is the model cfg '%s'" % (cfg, cfg)),
+                     (os.path.join(pool_copy, "data.mdb"), "refusing to replace '%s': it is an "
+                      "LMDB database file" % os.path.join(pool_copy, "data.mdb")),
+                     (run_ck, "refusing to replace '%s': it is a cdpool checkpoint" % run_ck),
+                     (fifo, "refusing to write '%s': it is a FIFO, not a regular file" % fifo),
+                     ("/dev/full", "refusing to write '/dev/full': it is a character device, "
+                      "not a regular file"),
+                     (d, "refusing to write '%s': it is a directory, not a regular file" % d),
+                     (os.path.join(d, "no", "x.cdpt"), "cannot create '%s': No such file or "
+                      "directory" % os.path.join(d, "no", "x.cdpt"))):
+        if out == "/dev/full" and not os.path.exists(out):
+            continue
+        r = import_torch(sd_path, "--model", spec, "-o", out)
+        check(r.returncode == 1 and r.stderr == "cdpool: %s\n" % why,
+              "-o %s: %d %r, want %r" % (out, r.returncode, r.stderr, why))
+    check(all(open(p, "rb").read() == b for p, b in kept.items()) and
+          stat_is_fifo(fifo), "an input, the pool or the run's checkpoint changed")
+    init = os.path.join(d, "init.cdpt")
+    target = os.path.join(d, "real_init.cdpt")
+    os.symlink("real_init.cdpt", init)
+    for _ in range(2):      # the second replaces the initial weights the first wrote
+        r = import_torch(sd_path, "--model", spec, "-o", init)
+        check(r.returncode == 0, "import-torch: %s" % r.stderr)
+    check(os.path.islink(init) and cdpool.load_checkpoint(target).initial and
+          not [n for n in os.listdir(d) if ".cdp-tmp." in n], "through the link: %s"
+          % os.listdir(d))
+    ok("import-torch -o: the output policy of the C tools (inputs, pools, runs, FIFOs, devices "
+       "refused; a link written through; its own initial weights replaced)")
+
+
+def stat_is_fifo(path):
+    import stat
+    return stat.S_ISFIFO(os.lstat(path).st_mode)
+
+
+def test_import_options():
+    """import-torch's option errors are usage errors (exit 2) naming the
+    option, before anything is read (a state dict that does not exist is not
+    looked at); integer options digits only, as the C parsers take them."""
+    missing = os.path.join(T, "no_such.pth")
+    out = os.path.join(T, "opt.cdpt")
+    for extra, why in ((["--input-norm", "bogus"], "--input-norm: 'bogus' is not imagenet, none or "
+                        "MEAN,..:STD,.."),
+                       (["--input-scale", "255"], "--input-scale: describes an --input-norm, and "
+                        "none is given"),
+                       (["--bands", "1,2,3"], "--bands: describes an --input-norm, and none is "
+                        "given"),
+                       (["--input-norm", "none", "--input-scale", " 255"], "--input-scale: ' 255' "
+                        "is not dtype or a number > 0"),
+                       (["--input-norm", "0.5:1_0"], "--input-norm: STD '1_0' is not a list of "
+                        "numbers"),
+                       (["--input-norm", "0.5:0"], "--input-norm: a deviation of 0 (> 0 "
+                        "expected)")):
+        r = import_torch(missing, "--model", SMALL, "-o", out, *extra)
+        check(r.returncode == 2 and r.stderr == "cdpool: %s\n" % why,
+              "%s: %d %r, want %r" % (extra, r.returncode, r.stderr, why))
+    for v in (" 3", "1_0", "+3", "3 "):
+        r = import_torch(missing, "--model", SMALL, "-o", out, "--in-channels", v)
+        check(r.returncode == 2 and "--in-channels: '%s' is not a number" % v in r.stderr,
+              "--in-channels %r: %d %r" % (v, r.returncode, r.stderr))
+    ok("import-torch option errors: exit 2 naming the option, before reading anything")
+
+
+def test_import_checkpoints():
+    """A training checkpoint of torchvision's train.py ({"model": state
+    dict, "args": argparse.Namespace, ...}) imports under torch 2.4 and
+    later with weights_only=True (argparse.Namespace allowed); an older
+    torch refuses it with the one-liner that extracts the state dict. A
+    state dict of the package's own EngineNet (layers.N.*) imports back to
+    a checkpoint whose net computes what the EngineNet did."""
+    try:
+        import torch
+    except ImportError:
+        print("SKIP import-torch checkpoints (no torch)")
+        return
+    import argparse
+    from cdpool.model import build
+    from cdpool.torch_model import EngineNet, to_torch
+    spec = SMALL + ":in_h=32,in_w=32"
+    with open(SMALL) as f:
+        model = build(f.read(), SMALL, ["in_h=32", "in_w=32"], (3, 32, 32))
+    torch.manual_seed(3)
+    net = EngineNet(model).eval()
+    sd_path = os.path.join(T, "engine_sd.pth")
+    torch.save(net.state_dict(), sd_path)
+    out = os.path.join(T, "engine_init.cdpt")
+    r = import_torch(sd_path, "--model", spec, "-o", out)
+    check(r.returncode == 0, "EngineNet's state dict: %s" % r.stderr)
+    ck = cdpool.load_checkpoint(out)
+    back = to_torch(ck).eval()
+    x = torch.randn(2, 3, 32, 32)
+    with torch.no_grad():
+        check(torch.equal(back(x), net(x)), "the imported EngineNet computes another function")
+    ok("an EngineNet state dict (layers.N.*) imports back: the same forward")
+    tv = os.path.join(T, "tv_train.pth")
+    torch.save({"model": net.state_dict(), "optimizer": {}, "epoch": 3,
+                "args": argparse.Namespace(lr=0.1, model="small")}, tv)
+    r = import_torch(tv, "--model", spec, "-o", os.path.join(T, "tv_init.cdpt"))
+    new = hasattr(torch.serialization, "add_safe_globals")
+    if new:
+        check(r.returncode == 0, "a train.py checkpoint under torch %s: %s"
+              % (torch.__version__, r.stderr))
+        ok("a torchvision train.py checkpoint (argparse.Namespace) imports, weights_only")
+    else:
+        want = ("cdpool: cannot read '%s': a training checkpoint that pickles argparse.Namespace "
+                "besides its weights (torchvision's train.py), which torch %s does not load "
+                "safely (torch 2.4 and later do): if you trust the file, extract its state dict "
+                "with python3 -c 'import torch; torch.save(torch.load(\"%s\", "
+                "weights_only=False)[\"model\"], \"%s\")' and import that\n"
+                % (tv, torch.__version__, tv, os.path.join(T, "tv_train-model.pth")))
+        check(r.returncode == 1 and r.stderr == want, "a train.py checkpoint under torch %s: "
+              "%r, want %r" % (torch.__version__, r.stderr, want))
+        ok("a torchvision train.py checkpoint under torch %s: refused with the one-liner"
+           % torch.__version__)
+
+
+def test_cli_output():
+    """The command line's stdout: --version, a write error in one line (exit
+    1), SIGPIPE quiet also for the installed console scripts (cdpool and
+    its alias cdpool-info)."""
+    r = subprocess.run([sys.executable, "-m", "cdpool", "--version"], capture_output=True,
+                       text=True)
+    check(r.returncode == 0 and r.stdout == "cdpool (python) %s\n" % cdpool.__version__,
+          "--version: %d %r %r" % (r.returncode, r.stdout, r.stderr))
+    if os.path.exists("/dev/full"):
+        for args in (["info", os.path.join(T, "pool")], ["--help"], ["--version"]):
+            with open("/dev/full", "w") as full:
+                r = subprocess.run([sys.executable, "-m", "cdpool"] + args, stdout=full,
+                                   stderr=subprocess.PIPE, text=True)
+            check(r.returncode == 1 and r.stderr == "cdpool: write error: No space left on "
+                  "device\n", "%s >/dev/full: %d %r" % (args, r.returncode, r.stderr))
+    bindir = os.path.dirname(sys.executable)
+    scripts = [os.path.join(bindir, n) for n in ("cdpool", "cdpool-info")]
+    if not all(os.path.exists(p) for p in scripts):
+        print("SKIP the console scripts (no %s: not an installed package)" % scripts[0])
+    for script in scripts if all(os.path.exists(p) for p in scripts) else ():
+        many = [os.path.join(T, "pool")] * 400
+        p = subprocess.Popen([script, "info"] + many, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE)
+        p.stdout.readline()
+        p.stdout.close()
+        err = p.stderr.read().decode()
+        rc = p.wait()
+        check(rc == -13 and err == "", "%s info | head -1: %d %r" % (script, rc, err[-300:]))
+    ok("--version; a write error on stdout in one line, exit 1; the console scripts end "
+       "quietly by SIGPIPE")
+
+
 def run_tests(tests):
     """Runs each test; the first Fail prints "FAIL NAME: why" and gives 1."""
     for t in tests:
@@ -1605,7 +2007,10 @@ def main():
                       test_pool_replaced, test_value_pool, test_regression_deployed,
                       test_class_ignore, test_constant_band, test_split_key,
                       test_dataset_key_refusals, test_lmdb_damage, test_trace_refusals,
-                      test_import_torch_refusal, test_import_layouts, test_mix_tensor])
+                      test_import_torch_refusal, test_import_layouts, test_mix_tensor,
+                      test_reader_slots, test_fork_parent_slot, test_pool_keys, test_pool_append,
+                      test_integer_args, test_import_outputs, test_import_options,
+                      test_import_checkpoints, test_cli_output])
 
 
 if __name__ == "__main__":

@@ -186,7 +186,7 @@ static int open_pool(const char *db, cdp_pool *p, char *err, size_t cap)
 	rc = cdp_pool_open(db, CDP_POOL_RDONLY | CDP_POOL_NORDAHEAD, 0, p);
 	if (rc > 0)
 		seterr(err, cap, "cannot open '%s': %s", db, strerror(rc));
-	else if (rc == CDP_ETRUNC)
+	else if (rc == CDP_ETRUNC || rc == MDB_READERS_FULL)   /* not the pool's fault */
 		seterr(err, cap, "cannot open '%s': %s", db, cdp_pool_strerror(p, rc, why, sizeof why));
 	else if (rc == CDP_EVERSION)
 		seterr(err, cap, "'%s': pool version is newer than this program "
