@@ -550,6 +550,10 @@ static inline CDP_HOST_DEVICE int cdp_reflect(long i, long n)
 	return (int)(i < n ? i : p - i);
 }
 
+/* The most CPU threads a backend runs: --threads above it is refused, a
+ * default (the cores) above it is cut to it. */
+#define CDP_MAX_THREADS 256
+
 /* The CPU backend (cpu/cpu_backend.c). threads <= 0: OpenBLAS's default. */
 cdp_backend *cdp_backend_cpu(int threads);
 

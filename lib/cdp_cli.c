@@ -11,7 +11,9 @@
 #include "cdp_num.h"
 
 #include <ctype.h>
+#include <errno.h>
 #include <stdarg.h>
+#include <stdlib.h>
 #include <string.h>
 
 static const char *prog = "cdp";
@@ -224,10 +226,6 @@ int cdp_cli_size(const char *opt, const char *arg, uint64_t min, uint64_t max,
 
 	size_text(min, lo, sizeof lo);
 	size_text(max, hi, sizeof hi);
-	/* a bound past any disk (SIZE_MAX / 2) is no help to the user */
-	if (max >= (uint64_t)1 << 62)
-		return report(cdp_parse_size(arg, min, max, out), opt, arg,
-		              "a size like 64K, 512M or 2G, at least %s", lo);
 	return report(cdp_parse_size(arg, min, max, out), opt, arg,
 	              "a size like 64K, 512M or 2G in %s..%s", lo, hi);
 }
@@ -264,6 +262,78 @@ int cdp_cli_keyword(const char *opt, const char *arg, const char *const *words,
 	return cdp_cli_bad(opt, arg, want);
 }
 
+int cdp_cli_file(const char *opt, const char *arg)
+{
+	if (arg && *arg)
+		return CDP_OK;
+	say("%s: an empty file name", opt);
+	return CDP_ESYNTAX;
+}
+
+int cdp_cli_list(const char *opt, const char *arg, size_t min, const char *want)
+{
+	size_t n = 1;
+	int empty = !*arg;
+
+	for (const char *p = arg; *p; p++)
+		if (*p == ',') {
+			n++;
+			empty |= p == arg || p[1] == ',' || p[1] == '\0';
+		}
+	return empty || n < min ? cdp_cli_bad(opt, arg, want) : CDP_OK;
+}
+
+int cdp_cli_operands(int n, char *const *ops, const char *const *names)
+{
+	char miss[256];
+	size_t len = 0;
+	int want = 0;
+
+	while (names[want])
+		want++;
+	if (n > want) {
+		say("extra operand '%s'", ops[want]);
+		return CDP_ESYNTAX;
+	}
+	if (n == want)
+		return CDP_OK;
+	miss[0] = '\0';
+	for (int i = n; i < want && len < sizeof miss; i++)
+		len += (size_t)snprintf(miss + len, sizeof miss - len, "%s%s", i > n ? " and " : "",
+		                        names[i]);
+	say("missing %s", miss);
+	return CDP_ESYNTAX;
+}
+
+void cdp_cli_env_bad(const char *name, const char *want, const char *why)
+{
+	FILE *f = errf ? errf : stderr;
+	const char *v = getenv(name);
+
+	fprintf(f, "%s: %s: '", prog, name);
+	for (; v && *v; v++)
+		fputc((unsigned char)*v < 0x20 || *v == 0x7f ? '?' : *v, f);
+	fprintf(f, "': %s%s\n", want ? "want " : "", want ? want : why ? why : "invalid");
+	fflush(f);
+}
+
+int cdp_cli_close(FILE *out)
+{
+	int e = 0;
+
+	/* a failed fflush drops the buffer: its errno is the one reason */
+	if (fflush(out) != 0)
+		e = errno ? errno : EIO;
+	else if (ferror(out))
+		e = EIO;
+	if (fclose(out) != 0 && !e)
+		e = errno ? errno : EIO;
+	if (!e)
+		return 0;
+	say("write error: %s", strerror(e));
+	return -1;
+}
+
 int cdp_cli_version(FILE *out, ...)
 {
 	const char *s;
@@ -274,5 +344,5 @@ int cdp_cli_version(FILE *out, ...)
 	while ((s = va_arg(ap, const char *)) != NULL)
 		fprintf(out, "%s\n", s);
 	va_end(ap);
-	return fflush(out) == 0 && !ferror(out) ? 0 : -1;
+	return cdp_cli_close(out);
 }

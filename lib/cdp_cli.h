@@ -55,7 +55,9 @@ int cdp_cli_double(const char *opt, const char *arg, double min, double max,
                    int below_max, double *out);
 /* Sizes with K, M, G, T suffixes (cdp_parse_size) in [min, max]: "is not a
  * size like 64K, 512M or 2G in MIN..MAX", bounds in the largest unit that
- * divides them (", at least MIN" when MAX is 2^62 or more). */
+ * divides them. CDP_CLI_SIZE_MAX is the bound of a size with none of its
+ * own: 8388607T, the largest in T below 2^63. */
+#define CDP_CLI_SIZE_MAX ((uint64_t)8388607 << 40)
 int cdp_cli_size(const char *opt, const char *arg, uint64_t min, uint64_t max,
                  uint64_t *out);
 /* A comma list of at most cap integers in [min, max] (at least one):
@@ -67,10 +69,33 @@ int cdp_cli_int_list(const char *opt, const char *arg, int min, int max, int *ou
 int cdp_cli_keyword(const char *opt, const char *arg, const char *const *words,
                     int *out);
 
-/* -V / --version on stdout: "PROG (cdpool) VERSION", then each of the
+/* A file name given to opt: "PROG: OPT: an empty file name" for "" (no
+ * file has it, and the messages of a later failure would name nothing). */
+int cdp_cli_file(const char *opt, const char *arg);
+
+/* A comma list of at least min items, none empty ("a,,b", "a,", ""):
+ * "is not WANT". The items themselves are the caller's to check. */
+int cdp_cli_list(const char *opt, const char *arg, size_t min, const char *want);
+
+/* The n operands ops[] against the NULL-terminated names of those wanted
+ * (MODEL, RASTER): "missing RASTER" (every name not given, joined by
+ * " and "), or "extra operand 'X'" for the first one past them. CDP_OK or
+ * CDP_ESYNTAX, after the line; the caller prints its usage next. */
+int cdp_cli_operands(int n, char *const *ops, const char *const *names);
+
+/* "PROG: NAME: 'VALUE': want WANT" (or ": WHY" without WANT) for an
+ * environment variable, its value's control characters shown as '?' so
+ * the message stays one line. */
+void cdp_cli_env_bad(const char *name, const char *want, const char *why);
+
+/* Flushes and closes out (stdout after --help): 0, or -1 after "PROG:
+ * write error: REASON" when a write failed, there or at the close. */
+int cdp_cli_close(FILE *out);
+
+/* -V / --version on out: "PROG (cdpool) VERSION", then each of the
  * NULL-terminated feature strings (one or more "Name: value" lines each,
- * e.g. cdp_raster_version()) on lines of their own. Returns 0, or -1 when
- * stdout cannot be written. */
+ * e.g. cdp_raster_version()) on lines of their own, then cdp_cli_close(out).
+ * Returns 0, or -1 after the message when out cannot be written. */
 int cdp_cli_version(FILE *out, ...) __attribute__((sentinel));
 
 #endif

@@ -5,7 +5,6 @@
  */
 #include "config.h"
 
-#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -33,7 +32,9 @@ int cdp_label_vector_option(cdp_label_vector_opts *o, int ch, const char *arg)
 		o->burn_given |= ch == CDP_LVO_BURN;
 		return 0;
 	case CDP_LVO_BUFFER:
-		return cdp_cli_double("--buffer", arg, 0, HUGE_VAL, 0, &o->buffer) ? -1 : 0;
+		/* finite, as every float option: GEOS fails on an infinite
+		 * distance after the stream has begun */
+		return cdp_cli_double("--buffer", arg, 0, 1e9, 0, &o->buffer) ? -1 : 0;
 	case CDP_LVO_BUFFER_FIELD:
 		o->buffer_field = arg;
 		return 0;

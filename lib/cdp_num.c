@@ -63,7 +63,10 @@ int cdp_parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *out)
 
 	if (!s || !out)
 		return CDP_EINVAL;
-	/* A '-' would make strtoull() negate silently: "-1" -> 2^64-1. */
+	/* A '-' would make strtoull() negate silently: "-1" -> 2^64-1. Only
+	 * "-0" (0, as the signed parsers and strtod read it) passes. */
+	if (s[0] == '-' && is_decimal(s + 1, 0) && strspn(s + 1, "0") == strlen(s + 1))
+		s++;
 	if (!is_decimal(s, 0) && !(s[0] == '+' && is_decimal(s + 1, 0)))
 		return CDP_ESYNTAX;
 	errno = 0;

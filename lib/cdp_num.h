@@ -7,7 +7,7 @@
  *
  * Integers are decimal only ("010" is ten, "0x10" is a syntax error), with no
  * white space anywhere. Signed parsers take an optional '+' or '-'; unsigned
- * ones an optional '+' but never '-' ("-1" is CDP_ESYNTAX, not 2^64-1).
+ * ones an optional '+', and '-' only in "-0" ("-1" is CDP_ESYNTAX, not 2^64-1).
  */
 #ifndef CDP_NUM_H
 #define CDP_NUM_H

@@ -344,10 +344,12 @@ static int classify(const char *path, int flags, int *inplace, char *err, size_t
 		return CDP_OK;
 	}
 	if (stat(path, &st) != 0) {
-		if (errno == ENOENT)
+		int e = errno;
+
+		if (e == ENOENT)
 			return CDP_OK;          /* a new file, or a dangling link's target */
-		seterr(err, cap, "cannot write '%s': %s", path, strerror(errno));
-		return errno;
+		seterr(err, cap, "cannot write '%s': %s", path, strerror(e));
+		return e;
 	}
 	if (S_ISREG(st.st_mode)) {
 		if ((kept = kept_kind(path)) != KEEP_NONE && !(flags & keep[kept].flag)) {
@@ -400,13 +402,20 @@ static int check_folder(const char *path, char *err, size_t cap)
 	return rc;
 }
 
+/* The one message of a call without a path to write. */
+static int no_path(const char *path, char *err, size_t cap)
+{
+	seterr(err, cap, "%s", path ? "an empty file name" : "no file name (an internal error)");
+	return CDP_EINVAL;
+}
+
 int cdp_out_check(const char *path, int kind, char *err, size_t cap)
 {
 	struct stat st;
 	int inplace, rc;
 
 	if (!path || !*path)
-		return CDP_EINVAL;
+		return no_path(path, err, cap);
 	if ((rc = classify(path, kind, &inplace, err, cap)) != CDP_OK || inplace ||
 	    (kind & CDP_OUT_NEWDIR) || stat(path, &st) == 0)
 		return rc;
@@ -503,12 +512,12 @@ int cdp_out_open(cdp_out *o, const char *path, int flags, mode_t mode, char *err
 	int rc, fd;
 
 	if (!o)
-		return CDP_EINVAL;
+		return no_path(NULL, err, cap);
 	memset(o, 0, sizeof *o);
 	o->fd = -1;
 	o->slot = -1;
 	if (!path || !*path)
-		return CDP_EINVAL;
+		return no_path(path, err, cap);
 	o->flags = flags;
 	if ((rc = classify(path, flags, &o->inplace, err, cap)) != CDP_OK)
 		return rc;
@@ -699,8 +708,10 @@ int cdp_out_commit(cdp_out *o, char *err, size_t cap)
 	long sslot = -1;
 	int rc = CDP_OK, aux;
 
-	if (!o || !o->path)
+	if (!o || !o->path) {
+		seterr(err, cap, "cannot write: the output was not opened (an internal error)");
 		return CDP_EINVAL;
+	}
 	aux = o->tmp && (o->flags & CDP_OUT_AUX);
 	/* write errors can first appear at close (NFS, quotas) */
 	rc = cdp_out_close(o);
@@ -737,6 +748,20 @@ int cdp_out_commit(cdp_out *o, char *err, size_t cap)
 	return CDP_OK;
 }
 
+/* 1 when a and b are one file to write: both "-", or "-" and the file
+ * standard output is (--log /dev/stdout), or one file by identity */
+static int same_out(const char *a, const char *b)
+{
+	struct stat sa, sb;
+
+	if (strcmp(a, "-") == 0 && strcmp(b, "-") == 0)
+		return 1;
+	if (strcmp(a, "-") == 0 || strcmp(b, "-") == 0)
+		return fstat(STDOUT_FILENO, &sa) == 0 && stat(strcmp(a, "-") ? a : b, &sb) == 0 &&
+		       sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+	return cdp_same_file(a, b);
+}
+
 int cdp_out_check_set(cdp_fileset *set, size_t n, const char *const *outs,
                       const char *const *opts, char *err, size_t cap)
 {
@@ -752,12 +777,13 @@ int cdp_out_check_set(cdp_fileset *set, size_t n, const char *const *outs,
 			return CDP_EMISMATCH;
 		}
 		for (size_t j = 0; j < i; j++) {
-			if (!outs[j] || strcmp(outs[i], "-") == 0 || strcmp(outs[j], "-") == 0 ||
-			    !cdp_same_file(outs[i], outs[j]))
+			if (!outs[j] || !same_out(outs[i], outs[j]))
 				continue;
-			seterr(err, cap, "%s%s'%s' and %s%s'%s' are the same file",
+			seterr(err, cap, "%s%s'%s' and %s%s'%s' are the same file%s",
 			       opts && opts[j] ? opts[j] : "", opts && opts[j] ? " " : "", outs[j],
-			       opts && opts[i] ? opts[i] : "", opts && opts[i] ? " " : "", outs[i]);
+			       opts && opts[i] ? opts[i] : "", opts && opts[i] ? " " : "", outs[i],
+			       strcmp(outs[i], "-") == 0 || strcmp(outs[j], "-") == 0 ?
+			       ", standard output" : "");
 			return CDP_EMISMATCH;
 		}
 	}

@@ -40,8 +40,9 @@
  * Errors: CDP_OK, an errno, CDP_ESPECIAL (a seekable target, or a
  * streamed one, that is a file of a kind the policy refuses), CDP_EKEEP
  * (a checkpoint or an LMDB database the caller may not replace), CDP_EMISMATCH
- * (an output is an input or another output), CDP_ENOMEM, CDP_EINVAL. Each
- * function that takes err[cap] fills it with one line for the tool to print
+ * (an output is an input or another output), CDP_ENOMEM, CDP_EINVAL (an
+ * empty or NULL path, an o not open). Each function that takes err[cap]
+ * fills it, on every error it returns, with one line for the tool to print
  * after "prog: " ("refusing to write 'x': it is a FIFO, not a regular
  * file", "cannot create 'x': Permission denied").
  */
@@ -161,7 +162,9 @@ int  cdp_out_nospace(const cdp_out *o, const char *path);
 /* Checks n outputs outs[i] (NULL entries skipped; "-" is standard output)
  * named by opts[i] ("-o", "--log"; NULL for none) against the inputs in set
  * and against each other: "refusing to write 'x': it is the input 'y'", or
- * "-o 'a' and --log 'b' are the same file". CDP_OK or CDP_EMISMATCH. */
+ * "-o 'a' and --log 'b' are the same file" (", standard output" added when
+ * one is "-": two "-", or "-" and the file standard output is, would mix two
+ * outputs in one stream). CDP_OK or CDP_EMISMATCH. */
 int  cdp_out_check_set(cdp_fileset *set, size_t n, const char *const *outs,
                        const char *const *opts, char *err, size_t cap);
 

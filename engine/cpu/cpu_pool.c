@@ -33,7 +33,7 @@ typedef struct cpu_pool {
 	atomic_int next;         /* the next index to claim */
 } cpu_pool;
 
-#define MAX_THREADS 256
+#define MAX_THREADS CDP_MAX_THREADS
 
 typedef struct cpu_impl {
 	cpu_pool pool;

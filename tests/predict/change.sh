@@ -31,7 +31,7 @@ for f in ("map.tif", "mapw.tif"):
 EOF
 [ -s mapw.png ] || fail "no preview of the warped pair"
 expect_fail 2 "two or more rasters" cdp-predict run --time ha.tif -o x.tif
-expect_fail 2 "no RASTER" cdp-predict run ha.tif --time ha.tif,hb.tif -o x.tif
+expect_fail 2 "^cdp-predict: extra operand 'ha.tif'\$" cdp-predict run ha.tif --time ha.tif,hb.tif -o x.tif
 expect_fail 1 "has 3 bands, the model in 'run/checkpoint.cdpt' takes 6" cdp-predict run ha.tif -o x.tif
 expect_fail 1 "cannot open date 'nope.tif'" cdp-predict run --time ha.tif,nope.tif -o x.tif
 [ ! -e x.tif ] || fail "a refused run wrote its output"

@@ -123,7 +123,9 @@ expect_fail 1 "^cdp-evaluate: reference '$T/v.geojson': the prediction '$T/pred.
 mk "$T/two.tif" "0 0 1 1;0 1 1 1;0 0 0 1" - 2
 expect_fail 1 "'$T/two.tif' has 2 bands" cdp-evaluate "$T/two.tif" "$T/ref.tif"
 expect_fail 1 "cannot open '$T/none.tif'" cdp-evaluate "$T/pred.tif" "$T/none.tif"
-expect_fail 2 "want PREDICTION and REFERENCE" cdp-evaluate "$T/pred.tif"
+expect_fail 2 "^cdp-evaluate: missing REFERENCE\$" cdp-evaluate "$T/pred.tif"
+expect_fail 2 "^cdp-evaluate: extra operand '$T/ref.tif'\$" cdp-evaluate "$T/pred.tif" "$T/ref.tif" "$T/ref.tif"
+expect_fail 2 "^cdp-evaluate: --png: an empty file name\$" cdp-evaluate --png '' "$T/pred.tif" "$T/ref.tif"
 expect_fail 2 "--classes: '1' is not an integer in 2\.\.1024" cdp-evaluate --classes 1 "$T/pred.tif" "$T/ref.tif"
 # a count far beyond any class map's: once an 800 MB report of a 2-class map
 expect_fail 2 "^cdp-evaluate: --classes: '20000' is not an integer in 2\.\.1024\$" \
@@ -132,7 +134,7 @@ expect_fail 2 "^cdp-evaluate: --classes: '20000' is not an integer in 2\.\.1024\
 expect_fail 2 "--ignore: 'x' is not an integer in 0\.\.65535" cdp-evaluate --ignore x "$T/pred.tif" "$T/ref.tif"
 # the report appended to an input (by a symlink or a VRT's source too) is refused
 cp "$T/pred.tif" "$T/pred.orig"
-expect_fail 1 "^cdp-evaluate: refusing to write the report: standard output is '$T/pred.tif'\$" \
+expect_fail 1 "^cdp-evaluate: refusing to write the report: standard output is the prediction '$T/pred.tif'\$" \
 	sh -c 'cdp-evaluate "$1" "$2" >>"$1"' sh "$T/pred.tif" "$T/ref.tif"
 ln -s pred.tif "$T/pl.tif"
 gdal_translate -q -of VRT "$T/pred.tif" "$T/p.vrt"
@@ -141,6 +143,9 @@ expect_fail 1 "standard output is '.*pred.tif', read for '$T/p.vrt'" \
 cmp -s "$T/pred.tif" "$T/pred.orig" || fail "cdp-evaluate appended to its input"
 
 echo "== --png refused before the report"
+# named as the input it is, not by its own name twice
+expect_fail 1 "^cdp-evaluate: refusing to write '$T/ref.tif': it is the reference '$T/ref.tif'\$" \
+	cdp-evaluate --png "$T/ref.tif" "$T/pred.tif" "$T/ref.tif"
 # each once printed the whole report, then failed on the PNG
 expect_fail 1 "^cdp-evaluate: cannot draw '$T/c.png': 65 classes, at most 64 fit\$" \
 	cdp-evaluate --json --classes 65 --png "$T/c.png" "$T/pred.tif" "$T/ref.tif"

@@ -219,4 +219,13 @@ expect_fail 1 "^cdp-evaluate: 'desert.txt': line 25: class 'desert' is not a cla
 expect_fail 2 "^cdp-evaluate: --png draws a raster map's matrix or histogram, not one of the CSV 'p.csv'\$" \
 	cdp-evaluate --png m.png p.csv F
 [ ! -e m.png ] && [ ! -s "$T/out" ] || fail "--png with a CSV wrote something"
+# so are --ignore and the vector options, which a list of classes has no use for
+expect_fail 2 "^cdp-evaluate: --ignore is for a raster or vector reference, not the CSV 'p.csv' (its reference is a list of classes)\$" \
+	cdp-evaluate --ignore 0 p.csv F
+for vo in "--burn 5" "--label-where x=1" "--all-touched" "--buffer 1"; do
+	# shellcheck disable=SC2086
+	expect_fail 2 "^cdp-evaluate: the vector options (--burn, --label-where, \.\.\.) are for a raster or vector reference, not the CSV 'p.csv'" \
+		cdp-evaluate $vo p.csv F
+	[ ! -s "$T/out" ] || fail "$vo with a CSV printed a report"
+done
 echo ok

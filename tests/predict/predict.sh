@@ -406,7 +406,7 @@ expect_fail 2 "missing -o" cdp-predict "$T/run" "$T/b.tif"
 # before: accepted, and nothing polygonized
 expect_fail 2 "^cdp-predict: --vector-class needs --vector (the class it polygonizes)\$" \
 	cdp-predict --vector-class 1 "$T/run" "$T/b.tif" -o "$T/x.tif"
-expect_fail 2 "want MODEL and RASTER" cdp-predict "$T/run" -o "$T/x.tif"
+expect_fail 2 "^cdp-predict: missing RASTER\$" cdp-predict "$T/run" -o "$T/x.tif"
 expect_fail 2 "--batch: '0' is not an integer in 1\.\.4096" cdp-predict --batch 0 "$T/run" "$T/b.tif" -o "$T/x.tif"
 expect_fail 2 "--device: 'tpu' is not" cdp-predict --device tpu "$T/run" "$T/b.tif" -o "$T/x.tif"
 [ ! -e "$T/x.tif" ] || fail "a failed run left x.tif"

@@ -43,5 +43,16 @@ grep -q '/usr/local/share/cdpool/models' "$T/dest/usr/local/share/man/man1/cdp-t
 for m in "$CDP_SRCDIR"/man/*.[157]; do
 	w=$(groff -man -ww -z "$m" 2>&1)
 	[ -z "$w" ] || fail "$(basename "$m"): groff warnings: $w"
+	# an alternating-font macro (.BR, .IR, ...) joins its arguments with no
+	# space: two plain words side by side outside quotes print as one
+	# (".BR Synchronization ). 0 turns it off" printed "turnsitoff")
+	w=$(awk '/^\.(BR|RB|IR|RI|BI|IB)[ \t]/ {
+		s = $0; gsub(/"[^"]*"/, " 0 ", s); n = split(s, a, /[ \t]+/)
+		for (i = 2; i < n; i++)
+			if (a[i] ~ /^[A-Za-z][A-Za-z]+$/ && a[i + 1] ~ /^[A-Za-z][A-Za-z]+[.,;:]?$/) {
+				print FNR ": " $0; break
+			}
+	}' "$m")
+	[ -z "$w" ] || fail "$(basename "$m"): words that render run together: $w"
 done
 exit 0

@@ -4,7 +4,9 @@
 # non-number, an unknown option and a missing argument each give exactly one
 # line on stderr, "PROG: ..." with the program's name (not the path it was
 # run by), and exit 2, before any work is done; so does an option whose
-# argument is another of the program's options.
+# argument is another of the program's options, an empty output name, and
+# an operand missing or extra (that line, then the usage). --help and
+# --version onto a full disk exit 1 with "PROG: write error: REASON".
 . "$CDP_SRCDIR/tests/tools/common.sh"
 version=$(sed -n 's/^#define PACKAGE_VERSION "\(.*\)"$/\1/p' "$CDP_BUILDDIR/config.h")
 [ -n "$version" ] || fail "no PACKAGE_VERSION in config.h"
@@ -67,4 +69,89 @@ mkdir "$T/cwd"
 [ -z "$(ls -A "$T/cwd")" ] || fail "cdp-train --trace --pad-last left $(ls -A "$T/cwd")"
 one_line 2 "^cdp-predict: option '-o' needs an argument, and '-q' is an option" \
 	"$CDP_BUILDDIR/cdp-predict" run x.tif -o -q
+
+# --help and --version onto a full disk: a failure that says so, in all six
+# (--help exited 0, --version 1 in silence)
+if [ -w /dev/full ]; then
+	for p in cdp-tile cdp-lmdbpack cdp-keyshuffle cdp-train cdp-predict cdp-evaluate; do
+		for v in --help --version; do
+			set +e; "$CDP_BUILDDIR/$p" "$v" >/dev/full 2>"$T/err"; rc=$?; set -e
+			[ "$rc" -eq 1 ] || fail "$p $v >/dev/full exited $rc, want 1"
+			[ "$(cat "$T/err")" = "$p: write error: No space left on device" ] ||
+				fail "$p $v >/dev/full: stderr '$(cat "$T/err")'"
+		done
+	done
+fi
+
+# an empty output name: a usage error at parse time, naming the option
+# (once uninitialised bytes, an empty message or a silent exit 1)
+while read -r p opt args; do
+	# shellcheck disable=SC2086
+	one_line 2 "^$p: $opt: an empty file name\$" "$CDP_BUILDDIR/$p" $args "$opt" ''
+done <<EOF2
+cdp-tile --outdir x.tif
+cdp-tile --stats x.tif
+cdp-keyshuffle -o db
+cdp-keyshuffle --val-out --val=0.3 db
+cdp-train --log --db=d
+cdp-train --trace --db=d
+cdp-train --out --db=d
+cdp-predict -o run x.tif
+cdp-predict --preview run x.tif -o y.tif
+cdp-predict --vector run x.tif -o y.tif
+cdp-evaluate --png a.tif b.tif
+EOF2
+
+# what is wrong with the operands, then the usage (lmdbpack and tile
+# printed the usage alone, predict "want MODEL and RASTER")
+reason() {
+	code=$1 pat=$2; shift 2
+	set +e; "$@" >"$T/out" 2>"$T/err" </dev/null; rc=$?; set -e
+	[ "$rc" -eq "$code" ] || fail "'$*' exited $rc, want $code (stderr: $(cat "$T/err"))"
+	head -n1 "$T/err" | grep -Eq -- "$pat" || fail "'$*' first line is not '$pat': $(cat "$T/err")"
+	sed -n 2p "$T/err" | grep -q '^usage: ' || fail "'$*': no usage after the reason"
+}
+B=$CDP_BUILDDIR
+reason 2 "^cdp-predict: extra operand 'extra'\$" "$B/cdp-predict" run x.tif extra -o y.tif
+reason 2 "^cdp-predict: missing RASTER\$" "$B/cdp-predict" run -o y.tif
+reason 2 "^cdp-predict: extra operand 'x.tif'\$" "$B/cdp-predict" --time a.tif,b.tif run x.tif -o y.tif
+reason 2 "^cdp-lmdbpack: extra operand 'p2'\$" "$B/cdp-lmdbpack" p1 p2
+reason 2 "^cdp-lmdbpack: missing DB\$" "$B/cdp-lmdbpack"
+reason 2 "^cdp-tile: missing raster \(or --time date,date\)\$" "$B/cdp-tile"
+reason 2 "^cdp-keyshuffle: extra operand 'p2'\$" "$B/cdp-keyshuffle" p1 p2
+reason 2 "^cdp-train: extra operand 'x'\$" "$B/cdp-train" --db=d x
+reason 2 "^cdp-evaluate: missing PREDICTION and REFERENCE\$" "$B/cdp-evaluate"
+
+# one line each, at parse time: the real range of a size; an empty date;
+# an empty --freeze list (",," was refused, "" froze nothing); the
+# --threads limit both programs share (cdp-train cut 257 to 256 silently);
+# --class-weights (a line, then the usage); --overlap against a --size
+one_line 2 "^cdp-lmdbpack: --map-size: '9000000T' is not a size like 64K, 512M or 2G in 64K\.\.8388607T\$" \
+	"$B/cdp-lmdbpack" --map-size 9000000T db
+for t in a.tif, ,a.tif a.tif,,b.tif; do
+	one_line 2 "^cdp-tile: --time: '$t' is not two or more rasters separated by commas\$" \
+		"$B/cdp-tile" --time "$t"
+	one_line 2 "^cdp-predict: --time: '$t' is not two or more rasters separated by commas\$" \
+		"$B/cdp-predict" --time "$t" run -o y.tif
+done
+for f in '' ,, a,; do
+	one_line 2 "^cdp-train: --freeze: '$f' is not a list of name patterns like conv0\*,enc1\.\*\$" \
+		"$B/cdp-train" --freeze "$f" --db=d
+done
+for p in cdp-train cdp-predict; do
+	one_line 2 "^$p: --threads: '257' is not an integer in 1\.\.256\$" "$B/$p" --threads 257
+done
+one_line 2 "^cdp-train: --class-weights: '1,,2' is not auto or numbers >= 0 separated by commas, one per class\$" \
+	"$B/cdp-train" --class-weights 1,,2
+one_line 2 "^cdp-predict: --overlap 32 must be smaller than --size 32\$" \
+	"$B/cdp-predict" --size 32 --overlap 32 run x.tif -o y.tif
+# -0 is 0 for an unsigned option too, as for a signed one
+"$B/cdp-keyshuffle" --seed -0 "$T/nonesuch" 2>"$T/err" && fail "keyshuffle of no pool passed"
+grep -q "cannot open" "$T/err" || fail "--seed -0 refused: $(cat "$T/err")"
+
+# an environment value is quoted on one line, its control characters as '?'
+set +e; env "$(printf 'CDP_DIST_TIMEOUT=a\nb')" "$B/cdp-predict" -q run x.tif -o "$T/y.tif" \
+	>/dev/null 2>"$T/err"; rc=$?; set -e
+[ "$rc" -eq 1 ] && [ "$(cat "$T/err")" = "cdp-predict: CDP_DIST_TIMEOUT: 'a?b': want seconds, 0 (never) to 1e9" ] ||
+	fail "a newline in CDP_DIST_TIMEOUT: exit $rc, '$(cat "$T/err")'"
 exit 0

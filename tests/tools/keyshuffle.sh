@@ -311,10 +311,17 @@ expect_fail 2 "mutually exclusive" cdp-keyshuffle --val 0.1 --val-by beta --val-
 expect_fail 1 "^cdp-keyshuffle: -o '$T/uv' and --val-out '$T/uv' are the same file\$" \
 	cdp-keyshuffle --val 0.1 --val-out "$T/uv" -o "$T/uv" "$P"
 [ ! -e "$T/uv" ] || fail "a refused clash wrote '$T/uv'"
+# both lists on standard output (no -o is -o -): one stream, refused too
+for o in "" "-o -"; do
+	# shellcheck disable=SC2086
+	expect_fail 1 "^cdp-keyshuffle: -o '-' and --val-out '-' are the same file, standard output\$" \
+		cdp-keyshuffle $o --val 0.3 --val-out - "$P"
+	[ ! -s "$T/out" ] || fail "refused --val-out - printed $(wc -l <"$T/out") lines"
+done
 expect_fail 2 "--seed: '-1' is not an integer" cdp-keyshuffle --seed -1 "$P"
 expect_fail 2 "--seed: '18446744073709551616' is not an integer" cdp-keyshuffle -s 18446744073709551616 "$P"
 expect_fail 2 "missing DB" cdp-keyshuffle
-expect_fail 2 "too many arguments" cdp-keyshuffle "$P" "$P"
+expect_fail 2 "^cdp-keyshuffle: extra operand '$P'\$" cdp-keyshuffle "$P" "$P"
 expect_fail 2 "^cdp-keyshuffle: unknown option '--bogus'" cdp-keyshuffle --bogus "$P"
 [ ! -e "$T/uv" ] || fail "a usage error created '$T/uv'"
 cdp-keyshuffle -h | grep -q '^usage: cdp-keyshuffle \[-hqV\]' || fail "-h usage"

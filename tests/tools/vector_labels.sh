@@ -169,6 +169,11 @@ refused 2 "the vector label options need --label, --label-all or --label-suffix"
 	cdp-tile --burn 3 img.tif
 refused 2 "--burn and --label-field exclude each other" \
 	cdp-tile --burn 3 --label-field cls --label feat.gpkg img.tif
+# a distance of infinity once passed, then broke GEOS after the stream began
+for d in inf 1e10 -1; do
+	refused 2 "^cdp-tile: --buffer: '$d' is not a number in 0\.\.1e+09\$" \
+		cdp-tile -s 32 --label feat.gpkg --buffer "$d" img.tif
+done
 refused 2 "--buffer and --buffer-field exclude each other" \
 	cdp-tile --buffer 3 --buffer-field w --label feat.gpkg img.tif
 refused 2 "--label, --label-all and --label-suffix exclude each other" \

@@ -109,7 +109,7 @@ expect_fail 1 "^cdp-train: --class-weights '1,2': want auto or 3 numbers >= 0 se
 	--threads 1 --class-weights 1,2
 # malformed is a usage error before any pool is read (exit 2); a count
 # that does not fit the model (above) is known only after the build (1)
-expect_fail 2 "^cdp-train: --class-weights '1,,2': want auto" \
+expect_fail 2 "^cdp-train: --class-weights: '1,,2' is not auto" \
 	cdp-train --db "$T/cls" --keys "$T/cls.keys" --model "$M" --out "$T/x" --steps 1 -q \
 	--threads 1 --class-weights 1,,2
 expect_fail 1 "^cdp-train: --class-weights: class weights need a term ce, not loss=bce\$" \

@@ -170,6 +170,15 @@ env CDP_DIST_TIMEOUT= CDP_DIST_HEARTBEAT= CDP_BF16_STASH= CDP_CPU_ISA= cdp-train
 expect_fail 2 "^cdp-train: --model: an override holds control character 0x0a at byte [0-9]*: each KEY=VALUE is one line of the cfg\$" \
 	cdp-train --db "$T/pool" --keys "$T/train.keys" --model "$SMALL:width=4${nl}depth=9" --out "$T/nl" --steps 1
 [ ! -e "$T/nl" ] || fail "an override with a newline made RUNDIR"
+# the last --model wins with its overrides (the first one's stayed: an
+# unknown key of the first failed a run of the second)
+cdp-train $C --model "$SMALL:nonesuch=1" --model "$SMALL" --out "$T/m2" --steps 1 ||
+	fail "the first --model's override outlived a second --model"
+# the text log and the trace both on standard output: one stream of two
+# outputs, refused as any two outputs that are one file
+expect_fail 1 "^cdp-train: --log '-' and --trace '-' are the same file, standard output\$" \
+	cdp-train $C --out "$T/dash" --steps 1 --log - --trace -
+[ ! -e "$T/dash" ] || fail "a refused --log - --trace - made RUNDIR"
 echo "settings refused in one line each"
 
 echo "== labels outside the model's classes"

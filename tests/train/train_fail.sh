@@ -205,7 +205,7 @@ expect_fail 2 "--batch: '0' is not an integer in 1\.\." cdp-train --db "$T/pool"
 expect_fail 2 "^cdp-train: --min-delta needs --patience\$" \
 	cdp-train --db "$T/pool" --keys "$T/train.keys" $C --min-delta 0
 for cw in abc 1, 1,nan ,1 -1; do
-	expect_fail 2 "^cdp-train: --class-weights '$cw': want auto or numbers >= 0 separated by commas" \
+	expect_fail 2 "^cdp-train: --class-weights: '$cw' is not auto or numbers >= 0 separated by commas" \
 		cdp-train --db "$T/pool" --keys "$T/train.keys" $C --class-weights "$cw"
 done
 expect_fail 2 "^cdp-train: --nesterov needs a momentum above 0 (--momentum 0 given)\$" \

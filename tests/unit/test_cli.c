@@ -127,12 +127,20 @@ static void test_sizes_lists(void)
 	CHECK_RC(cdp_cli_size("--map-size", "1K", 1 << 16, (uint64_t)1 << 40, &u), CDP_ERANGE);
 	CHECK(u == 7, "*out changed");
 	EXPECT_MSG("cdp-test: --map-size: '1K' is not a size like 64K, 512M or 2G in 64K..1T\n");
-	/* a bound no disk reaches is left out, and a bound that no unit
-	 * divides is in bytes */
+	/* the range stated even past any disk (a size above it said "at
+	 * least 64K"), and a bound that no unit divides is in bytes */
 	capture();
-	CHECK_RC(cdp_cli_size("--txn-bytes", "2KB", 1000, SIZE_MAX / 2, &u), CDP_ESYNTAX);
-	EXPECT_MSG("cdp-test: --txn-bytes: '2KB' is not a size like 64K, 512M or 2G, "
-	           "at least 1000\n");
+	CHECK_RC(cdp_cli_size("--txn-bytes", "2KB", 1000, CDP_CLI_SIZE_MAX, &u), CDP_ESYNTAX);
+	EXPECT_MSG("cdp-test: --txn-bytes: '2KB' is not a size like 64K, 512M or 2G "
+	           "in 1000..8388607T\n");
+	capture();
+	CHECK_RC(cdp_cli_size("--map-size", "9000000T", 1 << 16, CDP_CLI_SIZE_MAX, &u),
+	         CDP_ERANGE);
+	EXPECT_MSG("cdp-test: --map-size: '9000000T' is not a size like 64K, 512M or 2G "
+	           "in 64K..8388607T\n");
+	capture();
+	CHECK_RC(cdp_cli_size("--map-size", "8388607T", 1 << 16, CDP_CLI_SIZE_MAX, &u), CDP_OK);
+	EXPECT_MSG("");
 
 	capture();
 	CHECK_RC(cdp_cli_int_list("--bands", "3,1", 1, 9, v, 3, &n), CDP_OK);
@@ -301,18 +309,77 @@ static void test_version(void)
 	CHECK(strcmp(cdp_cli_prog(), "cdp-test") == 0, "prog '%s'", cdp_cli_prog());
 	CHECK_RC(cdp_cli_version(f, "GDAL: 3.6.2", "CUDA: not built\nOpenBLAS: 0.3.21",
 	                         (const char *)NULL), 0);
-	fclose(f);
 	snprintf(want, sizeof want, "cdp-test (cdpool) %s\nGDAL: 3.6.2\nCUDA: not built\n"
 	         "OpenBLAS: 0.3.21\n", PACKAGE_VERSION);
 	CHECK(out && strcmp(out, want) == 0, "version '%s', want '%s'", out ? out : "", want);
 	free(out);
 
-	/* stdout closed under it: a failure, not silence */
+	/* a full disk under stdout: a failure with its reason, not silence
+	 * (the version and the usage alike, each closing its stream) */
 	f = fopen("/dev/full", "w");
 	if (f) {
+		capture();
 		CHECK_RC(cdp_cli_version(f, (const char *)NULL), -1);
-		fclose(f);
+		EXPECT_MSG("cdp-test: write error: No space left on device\n");
 	}
+	f = fopen("/dev/full", "w");
+	if (f) {
+		capture();
+		fputs("usage: cdp-test\n", f);
+		CHECK_RC(cdp_cli_close(f), -1);
+		EXPECT_MSG("cdp-test: write error: No space left on device\n");
+	}
+}
+
+/* File names, comma lists, operands and environment values: one line each */
+static void test_operands(void)
+{
+	static const char *const two[] = { "MODEL", "RASTER", NULL }, *const none[] = { NULL };
+	char *ops[] = { "run", "a.tif", "extra" };
+
+	capture();
+	CHECK_RC(cdp_cli_file("--val-out", "v.keys"), CDP_OK);
+	EXPECT_MSG("");
+	capture();
+	CHECK_RC(cdp_cli_file("--val-out", ""), CDP_ESYNTAX);
+	EXPECT_MSG("cdp-test: --val-out: an empty file name\n");
+
+	capture();
+	CHECK_RC(cdp_cli_list("--time", "a.tif,b.tif", 2, "two dates"), CDP_OK);
+	EXPECT_MSG("");
+	for (const char *const *b = (const char *const[]){ "a.tif,", ",a.tif,b", "a,,b", "a.tif",
+	                                                     "", NULL }; *b; b++) {
+		char want[128];
+		capture();
+		CHECK_RC(cdp_cli_list("--time", *b, 2, "two dates"), CDP_ESYNTAX);
+		snprintf(want, sizeof want, "cdp-test: --time: '%s' is not two dates\n", *b);
+		EXPECT_MSG(want);
+	}
+	capture();
+	CHECK_RC(cdp_cli_list("--freeze", "conv0", 1, "patterns"), CDP_OK);
+	EXPECT_MSG("");
+
+	capture();
+	CHECK_RC(cdp_cli_operands(2, ops, two), CDP_OK);
+	EXPECT_MSG("");
+	capture();
+	CHECK_RC(cdp_cli_operands(3, ops, two), CDP_ESYNTAX);
+	EXPECT_MSG("cdp-test: extra operand 'extra'\n");
+	capture();
+	CHECK_RC(cdp_cli_operands(0, ops, two), CDP_ESYNTAX);
+	EXPECT_MSG("cdp-test: missing MODEL and RASTER\n");
+	capture();
+	CHECK_RC(cdp_cli_operands(1, ops, two), CDP_ESYNTAX);
+	EXPECT_MSG("cdp-test: missing RASTER\n");
+	capture();
+	CHECK_RC(cdp_cli_operands(1, ops, none), CDP_ESYNTAX);
+	EXPECT_MSG("cdp-test: extra operand 'run'\n");
+
+	setenv("CDP_TEST_ENV", "a\nb\x7f", 1);
+	capture();
+	cdp_cli_env_bad("CDP_TEST_ENV", "seconds", NULL);
+	EXPECT_MSG("cdp-test: CDP_TEST_ENV: 'a?b?': want seconds\n");
+	unsetenv("CDP_TEST_ENV");
 }
 
 int main(void)
@@ -322,6 +389,7 @@ int main(void)
 	test_keywords();
 	test_getopt();
 	test_version();
+	test_operands();
 	free(msg);
 	return tap_done();
 }

@@ -54,7 +54,15 @@ static void test_u64_int(void)
 	u = 3;
 	/* strtoull() would return 2^64-1 for "-1". */
 	CHECK_RC(cdp_parse_u64("-1", 0, UINT64_MAX, &u), CDP_ESYNTAX);
-	CHECK_RC(cdp_parse_u64("-0", 0, UINT64_MAX, &u), CDP_ESYNTAX);
+	/* -0 is 0, as for the signed parsers (--seed -0 as --batch -0 would be) */
+	u = 7;
+	CHECK_RC(cdp_parse_u64("-0", 0, UINT64_MAX, &u), CDP_OK);
+	CHECK(u == 0, "-0 read as %llu", (unsigned long long)u);
+	CHECK_RC(cdp_parse_u64("-000", 0, UINT64_MAX, &u), CDP_OK);
+	CHECK_RC(cdp_parse_u64("-0", 1, UINT64_MAX, &u), CDP_ERANGE);
+	CHECK_RC(cdp_parse_u64("-01", 0, UINT64_MAX, &u), CDP_ESYNTAX);
+	CHECK_RC(cdp_parse_u64("-", 0, UINT64_MAX, &u), CDP_ESYNTAX);
+	u = 3;
 	CHECK_RC(cdp_parse_u64(" 1", 0, UINT64_MAX, &u), CDP_ESYNTAX);
 	CHECK_RC(cdp_parse_u64("", 0, UINT64_MAX, &u), CDP_ESYNTAX);
 	CHECK(u == 3, "*out written on failure");

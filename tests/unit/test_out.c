@@ -396,8 +396,30 @@ int main(void)
 		      "err '%s'", err);
 		outs[1] = tp("b.out");
 		CHECK_RC(cdp_out_check_set(&set, 3, outs, opts, err, sizeof err), CDP_OK);
+		/* two outputs on standard output: one stream of both, refused */
+		outs[0] = "-";
+		CHECK_RC(cdp_out_check_set(&set, 3, outs, opts, err, sizeof err), CDP_OK);
+		outs[2] = "-";
+		CHECK_RC(cdp_out_check_set(&set, 3, outs, opts, err, sizeof err), CDP_EMISMATCH);
+		CHECK(strcmp(err, "-o '-' and --trace '-' are the same file, standard output") == 0,
+		      "err '%s'", err);
 	}
 	cdp_fileset_free(&set);
+
+	/* every error return fills err: an empty name, an o never opened */
+	{
+		cdp_out z;
+		memset(&z, 0, sizeof z);
+		strcpy(err, "stale");
+		CHECK_RC(cdp_out_check("", CDP_OUT_STREAM, err, sizeof err), CDP_EINVAL);
+		CHECK(strcmp(err, "an empty file name") == 0, "check '': err '%s'", err);
+		strcpy(err, "stale");
+		CHECK_RC(cdp_out_open(&o, "", CDP_OUT_SEEK, 0666, err, sizeof err), CDP_EINVAL);
+		CHECK(strcmp(err, "an empty file name") == 0, "open '': err '%s'", err);
+		strcpy(err, "stale");
+		CHECK_RC(cdp_out_commit(&z, err, sizeof err), CDP_EINVAL);
+		CHECK(strstr(err, "not opened") != NULL, "commit of nothing: err '%s'", err);
+	}
 
 	/* the name rule */
 	CHECK(cdp_out_is_tmp(".x.tif.cdp-tmp.123.AbC9zz", &pid) && pid == 123, "rule");

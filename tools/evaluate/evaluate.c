@@ -293,7 +293,8 @@ static int check_out(side *p, side *r, FILE *out, const char *png, char *err, si
 	for (int i = 0; i < 2 && rc == 0; i++) {
 		reads_arg a = { &set, s[i]->path };
 		char what[4200];
-		snprintf(what, sizeof what, "'%s'", s[i]->path);
+		snprintf(what, sizeof what, "the %s '%s'", i ? "reference" : "prediction",
+		         s[i]->path);
 		if ((rc = cdp_fileset_add(&set, s[i]->path, what)) == 0)
 			rc = s[i]->v ? cdp_label_vector_files(s[i]->v, add_read, &a)
 			             : cdp_raster_files(s[i]->r, add_read, &a);

@@ -49,7 +49,7 @@ int main(int argc, char **argv)
 	cdp_cli_init(PROG, stderr);
 	while ((c = cdp_cli_getopt(argc, argv, "hV", longopts)) != -1) {
 		switch (c) {
-		case 'h': usage(stdout); rc = 0; goto out;
+		case 'h': usage(stdout); rc = cdp_cli_close(stdout) ? 1 : 0; goto out;
 		case 'V': rc = cdp_cli_version(stdout, cdp_raster_version(), NULL) ? 1 : 0; goto out;
 		case OPT_CLASSES:
 			/* a count, or (for a CSV) the class names in class order */
@@ -84,7 +84,11 @@ int main(int argc, char **argv)
 			o.ignore = v;
 			break;
 		case OPT_JSON: o.json = 1; break;
-		case OPT_PNG: o.png = optarg; break;
+		case OPT_PNG:
+			if (cdp_cli_file("--png", optarg))
+				goto out;
+			o.png = optarg;
+			break;
 		case OPT_TASK: {
 			static const char *const tasks[] = { "class", "regression", NULL };
 			if (cdp_cli_keyword("--task", optarg, tasks, &v) != CDP_OK)
@@ -98,10 +102,8 @@ int main(int argc, char **argv)
 				goto out;
 		}
 	}
-	if (cdp_label_vector_options_check(&o.vec))
-		goto out;
-	if (argc - optind != 2) {
-		fprintf(stderr, PROG ": want PREDICTION and REFERENCE\n");
+	if (cdp_cli_operands(argc - optind, argv + optind,
+	                     (const char *const[]){ "PREDICTION", "REFERENCE", NULL })) {
 		usage(stderr);
 		goto out;
 	}
@@ -112,12 +114,22 @@ int main(int argc, char **argv)
 		        o.prediction);
 		goto out;
 	}
-	/* a CSV's report has no drawing: --png would be left unwritten */
+	/* a CSV's report has no drawing: --png would be left unwritten; its
+	 * reference is a list of classes, with no value to ignore and no
+	 * vector to burn: options the CSV form has no use for are refused */
 	if (o.png && cdp_evaluate_is_csv(o.prediction)) {
 		fprintf(stderr, PROG ": --png draws a raster map's matrix or histogram, not one of "
 		        "the CSV '%s'\n", o.prediction);
 		goto out;
 	}
+	if ((o.ignore >= 0 || o.vec.given) && cdp_evaluate_is_csv(o.prediction)) {
+		fprintf(stderr, PROG ": %s a raster or vector reference, not the CSV '%s' "
+		        "(its reference is a list of classes)\n", o.ignore >= 0 ? "--ignore is for" :
+		        "the vector options (--burn, --label-where, ...) are for", o.prediction);
+		goto out;
+	}
+	if (cdp_label_vector_options_check(&o.vec))
+		goto out;
 	/* names are for a CSV, or for a vector reference's string attribute (a
 	 * value's class is its index); for rasters --classes is the count it
 	 * always was */

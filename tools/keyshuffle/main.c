@@ -128,9 +128,10 @@ int main(int argc, char **argv)
 	size_t nnames = 0, names_cap = 0, nglobs = 0, globs_cap = 0, ncopies = 0;
 	size_t nos = 0, os_cap = 0;
 	const char *out_path = NULL, *val_path = NULL, *db;
-	char err[1024];
+	char err[1024] = "";
 	const char *tok;
-	int quiet = 0, c, rc = 2, crc;
+	static const char *const operands[] = { "DB", NULL };
+	int quiet = 0, c, rc = 2, crc, closed = 0;
 	unsigned rflags = 0;
 
 	cdp_cli_init(PROG, stderr);
@@ -138,13 +139,16 @@ int main(int argc, char **argv)
 		switch (c) {
 		case 'h':
 			usage(stdout);
-			rc = 0;
+			rc = cdp_cli_close(stdout) ? 1 : 0;
+			closed = 1;
 			goto out;
 		case 'm':
 			if (push(&globs, &nglobs, &globs_cap, optarg) != CDP_OK)
 				goto nomem;
 			break;
 		case 'o':
+			if (cdp_cli_file("-o", optarg))
+				goto out;
 			out_path = optarg;
 			break;
 		case 'q':
@@ -158,6 +162,7 @@ int main(int argc, char **argv)
 			break;
 		case 'V':
 			rc = cdp_cli_version(stdout, cdp_lmdb_version(), NULL) ? 1 : 0;
+			closed = 1;
 			goto out;
 		case OPT_NO_SHUFFLE:
 			o.no_shuffle = 1;
@@ -193,15 +198,15 @@ int main(int argc, char **argv)
 			}
 			break;
 		case OPT_VAL_OUT:
+			if (cdp_cli_file("--val-out", optarg))
+				goto out;
 			val_path = optarg;
 			break;
 		default:
 			goto out;
 		}
 	}
-	if (argc - optind != 1) {
-		fprintf(stderr, PROG ": %s\n", argc - optind ? "too many arguments" :
-		        "missing DB");
+	if (cdp_cli_operands(argc - optind, argv + optind, operands)) {
 		usage(stderr);
 		goto out;
 	}
@@ -311,8 +316,9 @@ out:
 	free(names);
 	free(globs);
 	free(os);
-	/* stdout may still hold buffered bytes; a failed close is a failure. */
-	if (fclose(stdout) != 0 && rc == 0) {
+	/* stdout may still hold buffered bytes; a failed close is a failure
+	 * (--help and --version closed it already) */
+	if (!closed && fclose(stdout) != 0 && rc == 0) {
 		fprintf(stderr, PROG ": cannot write standard output: %s\n",
 		        strerror(errno));
 		rc = 1;

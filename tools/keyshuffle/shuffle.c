@@ -873,7 +873,8 @@ int ks_check_outputs(const char *db, const char *out, const char *val,
                      char *err, size_t cap)
 {
 	static const char *const files[] = { "data.mdb", "lock.mdb" };
-	const char *outs[2] = { out, val }, *opt[2] = { "-o", "--val-out" };
+	/* no -o is standard output, which --val-out - would share */
+	const char *outs[2] = { out ? out : "-", val }, *opt[2] = { "-o", "--val-out" };
 	cdp_fileset set = { 0 };
 	char path[4200], what[4300];
 	int rc = CDP_OK;

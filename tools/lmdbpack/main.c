@@ -185,7 +185,7 @@ int main(int argc, char **argv)
 		switch (ch) {
 		case 'h':
 			usage(stdout);
-			ret = 0;
+			ret = cdp_cli_close(stdout) ? 1 : 0;
 			goto out;
 		case 'q':
 			quiet = 1;
@@ -230,7 +230,7 @@ int main(int argc, char **argv)
 			o.list = optarg;
 			break;
 		case OPT_MAP_SIZE:
-			if (cdp_cli_size("--map-size", optarg, 1 << 16, SIZE_MAX / 2, &u))
+			if (cdp_cli_size("--map-size", optarg, 1 << 16, CDP_CLI_SIZE_MAX, &u))
 				goto out;
 			o.map_size = (size_t)u;
 			break;
@@ -252,7 +252,7 @@ int main(int argc, char **argv)
 			o.dup = CDP_DUP_SKIP;
 			break;
 		case OPT_TXN_BYTES:
-			if (cdp_cli_size("--txn-bytes", optarg, 1, SIZE_MAX / 2, &u))
+			if (cdp_cli_size("--txn-bytes", optarg, 1, CDP_CLI_SIZE_MAX, &u))
 				goto out;
 			o.txn_bytes = (size_t)u;
 			break;
@@ -266,7 +266,7 @@ int main(int argc, char **argv)
 		}
 	}
 	ret = 0;
-	if (argc - optind != 1) {
+	if (cdp_cli_operands(argc - optind, argv + optind, (const char *const[]){ "DB", NULL })) {
 		usage(stderr);
 		ret = 2;
 		goto out;

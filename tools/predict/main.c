@@ -65,6 +65,9 @@ int main(int argc, char **argv)
 		{ "version",      no_argument,       NULL, 'V' },
 		{ NULL, 0, NULL, 0 }
 	};
+	/* the operands: with --time, the dates are the raster */
+	static const char *const operands[] = { "MODEL", "RASTER", NULL },
+	                         *const model_only[] = { "MODEL", NULL };
 	cdp_predict_opts o;
 	char err[1024];
 	int c, rc = 2, mpi = 0, vector_class = 0;
@@ -73,8 +76,12 @@ int main(int argc, char **argv)
 	cdp_cli_init(PROG, stderr);
 	while ((c = cdp_cli_getopt(argc, argv, "ho:qV", longopts)) != -1) {
 		switch (c) {
-		case 'h': usage(stdout); rc = 0; goto out;
-		case 'o': o.output = optarg; break;
+		case 'h': usage(stdout); rc = cdp_cli_close(stdout) ? 1 : 0; goto out;
+		case 'o':
+			if (cdp_cli_file("-o", optarg))
+				goto out;
+			o.output = optarg;
+			break;
 		case 'q': o.progress = CDP_PROGRESS_OFF; break;
 		case 'V':
 			rc = cdp_cli_version(stdout, cdp_engine_features(), cdp_dist_features(),
@@ -103,7 +110,11 @@ int main(int argc, char **argv)
 			if (cdp_cli_keyword("--precision", optarg, cdp_precision_names, &o.precision))
 				goto out;
 			break;
-		case OPT_PREVIEW: o.preview = optarg; break;
+		case OPT_PREVIEW:
+			if (cdp_cli_file("--preview", optarg))
+				goto out;
+			o.preview = optarg;
+			break;
 		case OPT_PROB: o.prob = 1; break;
 		case OPT_PROGRESS: o.progress = CDP_PROGRESS_ON; break;
 		case OPT_SIZE:
@@ -111,7 +122,7 @@ int main(int argc, char **argv)
 				goto out;
 			break;
 		case OPT_THREADS:
-			if (cdp_cli_int("--threads", optarg, 1, 1024, &o.threads))
+			if (cdp_cli_int("--threads", optarg, 1, CDP_MAX_THREADS, &o.threads))
 				goto out;
 			break;
 		case OPT_THRESHOLD:
@@ -125,14 +136,16 @@ int main(int argc, char **argv)
 			}
 			break;
 		case OPT_TIME:
-			if (!strchr(optarg, ',')) {
-				cdp_cli_bad("--time", optarg, "two or more rasters separated by commas");
+			if (cdp_cli_list("--time", optarg, 2, "two or more rasters separated by commas"))
 				goto out;
-			}
 			o.input = optarg;
 			o.time = 1;
 			break;
-		case OPT_VECTOR: o.vector = optarg; break;
+		case OPT_VECTOR:
+			if (cdp_cli_file("--vector", optarg))
+				goto out;
+			o.vector = optarg;
+			break;
 		case OPT_VECTOR_CLASS:
 			if (cdp_cli_int("--vector-class", optarg, 0, 254, &o.vector_class))
 				goto out;
@@ -141,9 +154,12 @@ int main(int argc, char **argv)
 		default: goto out;
 		}
 	}
-	if (argc - optind != 2 - o.time || !o.output) {
-		fprintf(stderr, PROG ": %s\n", argc - optind == 2 - o.time ? "missing -o OUT.tif" :
-		        o.time ? "want MODEL and --time DATE,DATE, no RASTER" : "want MODEL and RASTER");
+	if (cdp_cli_operands(argc - optind, argv + optind, o.time ? model_only : operands)) {
+		usage(stderr);
+		goto out;
+	}
+	if (!o.output) {
+		fprintf(stderr, PROG ": missing -o OUT.tif\n");
 		usage(stderr);
 		goto out;
 	}
@@ -158,6 +174,13 @@ int main(int argc, char **argv)
 		        o.prob ? " (which holds every class's probability)" : "");
 		goto out;
 	}
+	/* a window given here is checked here, as cdp-tile does; the model's
+	 * own (no --size) is known only once it is loaded: exit 1 then */
+	if (o.size > 0 && o.overlap >= o.size) {
+		fprintf(stderr, PROG ": --overlap %d must be smaller than --size %d\n", o.overlap,
+		        o.size);
+		goto out;
+	}
 	if (vector_class && !o.vector) {
 		fprintf(stderr, PROG ": --vector-class needs --vector (the class it polygonizes)\n");
 		goto out;
@@ -170,10 +193,7 @@ int main(int argc, char **argv)
 		const char *bad;
 		char want[256];
 		if ((bad = cdp_device_env_check(want, sizeof want)) != NULL) {
-			fprintf(stderr, PROG ": %s: '", bad);
-			for (const char *v = getenv(bad); v && *v; v++)
-				fputc((unsigned char)*v < 0x20 || *v == 0x7f ? '?' : *v, stderr);
-			fprintf(stderr, "': want %s\n", want);
+			cdp_cli_env_bad(bad, want, NULL);
 			goto out;
 		}
 	}
@@ -181,10 +201,7 @@ int main(int argc, char **argv)
 	/* the GPU before MPI_Init, where a CUDA-aware MPI sets up on the current one */
 	cdp_device_preselect(o.device);
 	if ((c = cdp_dist_init(&argc, &argv)) != 0) {
-		const char *want = cdp_dist_bad_env_want();
-		fprintf(stderr, PROG ": %s: '%s': %s%s\n", cdp_dist_bad_env(),
-		        getenv(cdp_dist_bad_env()) ? getenv(cdp_dist_bad_env()) : "",
-		        want ? "want " : "", want ? want : cdp_strerror(c));
+		cdp_cli_env_bad(cdp_dist_bad_env(), cdp_dist_bad_env_want(), cdp_strerror(c));
 		goto out;
 	}
 	mpi = 1;

@@ -127,9 +127,11 @@ int main(int argc, char **argv)
 		switch (ch) {
 		case 'h':
 			usage(stdout);
-			ret = 0;
+			ret = cdp_cli_close(stdout) ? 1 : 0;
 			goto out;
 		case 'O':
+			if (cdp_cli_file("--outdir", optarg))
+				goto out;
 			o.outdir = optarg;
 			break;
 		case 'q':
@@ -246,13 +248,13 @@ int main(int argc, char **argv)
 			o.standardize = 1;
 			break;
 		case OPT_STATS:
+			if (cdp_cli_file("--stats", optarg))
+				goto out;
 			o.stats_path = optarg;
 			break;
 		case OPT_TIME:
-			if (!strchr(optarg, ',')) {
-				cdp_cli_bad("--time", optarg, "two or more rasters separated by commas");
+			if (cdp_cli_list("--time", optarg, 2, "two or more rasters separated by commas"))
 				goto out;
-			}
 			if (push(&times, &ntimes, optarg))
 				goto nomem;
 			break;
@@ -313,6 +315,7 @@ int main(int argc, char **argv)
 	}
 
 	if (o.ninputs == 0) {
+		fprintf(stderr, "cdp-tile: missing raster (or --time date,date)\n");
 		usage(stderr);
 		ret = 2;
 		goto out;

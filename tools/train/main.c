@@ -59,18 +59,6 @@ static void usage(FILE *f)
 	    "                 [--progress]\n");
 }
 
-/* "PROG: NAME: 'value': want WANT" (or ": WHY" without WANT), the value's
- * control characters as '?' so the message stays one line */
-static void bad_env(const char *name, const char *want, const char *why)
-{
-	const char *v = getenv(name);
-
-	fprintf(stderr, PROG ": %s: '", name);
-	for (; v && *v; v++)
-		fputc((unsigned char)*v < 0x20 || *v == 0x7f ? '?' : *v, stderr);
-	fprintf(stderr, "': %s%s\n", want ? "want " : "", want ? want : why);
-}
-
 static void on_signal(int sig)
 {
 	(void)sig;
@@ -89,6 +77,7 @@ static int split_model(char *arg, cdp_train_opts *o, size_t *bad)
 	char *slash = strrchr(arg, '/'), *colon = strchr(slash ? slash : arg, ':'), *tok, *s;
 
 	o->model = arg;
+	o->noverrides = 0;      /* the last --model wins, overrides and all */
 	if (!colon || !strchr(colon, '='))
 		return 0;
 	for (s = colon + 1; *s; s++)
@@ -242,7 +231,7 @@ int main(int argc, char **argv)
 	cdp_cli_init(PROG, stderr);
 	while ((c = cdp_cli_getopt(argc, argv, "hqV", longopts)) != -1) {
 		switch (c) {
-		case 'h': usage(stdout); rc = 0; goto out;
+		case 'h': usage(stdout); rc = cdp_cli_close(stdout) ? 1 : 0; goto out;
 		case 'q': o.quiet = 1; o.progress = CDP_PROGRESS_OFF; break;
 		case 'V':
 			rc = cdp_cli_version(stdout, cdp_engine_features(), cdp_dist_features(),
@@ -279,9 +268,8 @@ int main(int argc, char **argv)
 		case OPT_CLASS_WEIGHTS:
 			/* the syntax now; the count against the model's classes in setup */
 			if (cdp_train_class_weights_syntax(optarg) < 0) {
-				fprintf(stderr, PROG ": --class-weights '%s': want auto or numbers >= 0 "
-				        "separated by commas, one per class\n", optarg);
-				usage(stderr);
+				cdp_cli_bad("--class-weights", optarg, "auto or numbers >= 0 separated "
+				            "by commas, one per class");
 				goto out;
 			}
 			o.class_weights = optarg;
@@ -304,7 +292,11 @@ int main(int argc, char **argv)
 				goto out;
 			o.load = k == 0 ? CDP_LOAD_POOL : CDP_LOAD_COPY;
 			break;
-		case OPT_LOG: o.log_path = optarg; break;
+		case OPT_LOG:
+			if (cdp_cli_file("--log", optarg))
+				goto out;
+			o.log_path = optarg;
+			break;
 		case OPT_LOG_EVERY:
 			if (num_long("--log-every", optarg, 1, &o.log_every) < 0)
 				goto out;
@@ -383,7 +375,11 @@ int main(int argc, char **argv)
 				goto out;
 			o.optimizer = optimizer_of[k];
 			break;
-		case OPT_OUT: o.out = optarg; break;
+		case OPT_OUT:
+			if (cdp_cli_file("--out", optarg))
+				goto out;
+			o.out = optarg;
+			break;
 		case OPT_OVERWRITE: o.overwrite = 1; break;
 		case OPT_PAD_LAST: o.pad_last = 1; break;
 		case OPT_PRECISION:
@@ -395,7 +391,13 @@ int main(int argc, char **argv)
 		case OPT_RESUME: o.resume = 1; break;
 		case OPT_INIT: o.init = optarg; break;
 		case OPT_INIT_NORM: o.init_norm = 1; break;
-		case OPT_FREEZE: o.freeze = optarg; break;
+		case OPT_FREEZE:
+			/* "" froze nothing silently where ",," was refused at the start */
+			if (cdp_cli_list("--freeze", optarg, 1, "a list of name patterns like "
+			                 "conv0*,enc1.*"))
+				goto out;
+			o.freeze = optarg;
+			break;
 		case OPT_UNFREEZE_AT:
 			if (num_long("--unfreeze-at", optarg, 1, &o.unfreeze_at) < 0)
 				goto out;
@@ -422,11 +424,15 @@ int main(int argc, char **argv)
 			}
 			break;
 		case OPT_THREADS:
-			if (num_long("--threads", optarg, 1, &v) < 0)
+			if (cdp_cli_long("--threads", optarg, 1, CDP_MAX_THREADS, &v))
 				goto out;
 			o.threads = (int)v;
 			break;
-		case OPT_TRACE: o.trace = optarg; break;
+		case OPT_TRACE:
+			if (cdp_cli_file("--trace", optarg))
+				goto out;
+			o.trace = optarg;
+			break;
 		case OPT_VAL_EVERY:
 			if (num_long("--val-every", optarg, 0, &o.val_every) < 0)
 				goto out;
@@ -444,8 +450,7 @@ int main(int argc, char **argv)
 			goto out;
 		}
 	}
-	if (optind < argc) {
-		fprintf(stderr, PROG ": unexpected argument '%s'\n", argv[optind]);
+	if (cdp_cli_operands(argc - optind, argv + optind, (const char *const[]){ NULL })) {
 		usage(stderr);
 		goto out;
 	}
@@ -517,7 +522,7 @@ int main(int argc, char **argv)
 	{
 		const char *pb = getenv("CDP_TRAIN_STEP_PER_BUCKET");
 		if (pb && *pb && strcmp(pb, "0") != 0 && strcmp(pb, "1") != 0) {
-			bad_env("CDP_TRAIN_STEP_PER_BUCKET", "0 or 1", NULL);
+			cdp_cli_env_bad("CDP_TRAIN_STEP_PER_BUCKET", "0 or 1", NULL);
 			goto out;
 		}
 		o.step_per_bucket = !(pb && strcmp(pb, "0") == 0);
@@ -535,13 +540,13 @@ int main(int argc, char **argv)
 		}
 	}
 	if ((bad_name = cdp_device_env_check(want, sizeof want)) != NULL) {
-		bad_env(bad_name, want, NULL);
+		cdp_cli_env_bad(bad_name, want, NULL);
 		goto out;
 	}
 	/* the GPU before MPI_Init, where a CUDA-aware MPI sets up on the current one */
 	cdp_device_preselect(o.device);
 	if ((c = cdp_dist_init(&argc, &argv)) != 0) {
-		bad_env(cdp_dist_bad_env(), cdp_dist_bad_env_want(), cdp_strerror(c));
+		cdp_cli_env_bad(cdp_dist_bad_env(), cdp_dist_bad_env_want(), cdp_strerror(c));
 		goto out;
 	}
 	mpi = 1;
