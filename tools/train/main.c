@@ -533,7 +533,7 @@ int main(int argc, char **argv)
 		int64_t at;
 		if (st && *st) {
 			if (cdp_parse_i64(st, 1, LONG_MAX, &at) != 0) {
-				bad_env("CDP_TRAIN_STOP_AT", "a step, 1 or more", NULL);
+				cdp_cli_env_bad("CDP_TRAIN_STOP_AT", "a step, 1 or more", NULL);
 				goto out;
 			}
 			o.stop_at = (long)at;
