@@ -213,6 +213,17 @@ def _drop_inherited(ent, path):
     env.close()
 
 
+def _alive(txn):
+    """Whether an lmdb.Transaction is still open (a finished one may be
+    referenced a while: its id() then raises)."""
+    import lmdb
+    try:
+        txn.id()
+        return True
+    except lmdb.Error:
+        return False
+
+
 def _identity(path):
     """(st_dev, st_ino) of path's data.mdb, None when it cannot be stat'ed.
     A pool rebuilt at path has another: the file of a pool whose
@@ -762,7 +773,11 @@ class Pool:
         """self.env.begin(**kw), remembered (weakly) as a transaction of this
         process's environment (see _drop_inherited); when the reader table
         is full (MDB_READERS_FULL), once more after reclaiming the slots of
-        readers that died (mdb_reader_check)."""
+        readers that died (mdb_reader_check); when a writer (cdp-lmdbpack
+        adding to the pool) grew the map beyond this process's
+        (MDB_MAP_RESIZED), once more after adopting the new size, which LMDB
+        allows only with no transaction of this process open on the
+        environment: with one open (a view()) the error says so."""
         import lmdb
         env = self.env
         try:
@@ -771,6 +786,13 @@ class Pool:
             if not self._opts["lock"]:
                 raise
             env.reader_check()
+            txn = env.begin(**kw)
+        except lmdb.MapResizedError:
+            if any(_alive(t) for t in list(self._ent["txns"])):
+                raise CdpError("ELMDB", self.path,
+                               message="the pool grew beyond this process's map while a "
+                                       "view() is open: close it to read on") from None
+            env.set_mapsize(0)      # 0: the size the writer left in the file
             txn = env.begin(**kw)
         self._ent["txns"].add(txn)
         return txn

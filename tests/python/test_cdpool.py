@@ -1234,6 +1234,40 @@ def test_pool_append():
     ok("a Pool open while cdp-lmdbpack appends: keys() and PoolDataset take the new meta")
 
 
+def test_pool_map_growth():
+    """cdp-lmdbpack grows the map of a pool a Pool has open (past the 10
+    MiB a reader maps at least): the Pool reads on after adopting the new
+    size, a new Pool in the process opens it, and with a view() open, the
+    one case LMDB forbids the remap, the error says to close it (it was
+    MDB_MAP_RESIZED, and a new Pool called the pool 'not a cdpool pool')."""
+    d = os.path.join(T, "grow")
+    a = np.random.default_rng(5).integers(0, 256, (3, 2048, 2048), dtype=np.uint8)
+    for name, img in (("small", a[:, :256, :256]), ("big", a)):
+        ds = gdal.GetDriverByName("GTiff").Create(os.path.join(T, "grow_%s.tif" % name),
+                                                  img.shape[2], img.shape[1], 3, gdal.GDT_Byte)
+        for b in range(3):
+            ds.GetRasterBand(b + 1).WriteArray(img[b])
+        ds = None
+    pack = "cdp-tile -q --size 256 %s | cdp-lmdbpack -q --map-size 64K %s"
+    subprocess.run(pack % (os.path.join(T, "grow_small.tif"), d), shell=True, check=True)
+    pool = cdpool.Pool(d)
+    check(pool.keys() == ["grow_small_0_0"], "the small pool: %s" % pool.keys())
+    with pool.view() as v:
+        subprocess.run(pack % (os.path.join(T, "grow_big.tif"), d), shell=True, check=True)
+        try:
+            pool.keys()
+            check(False, "keys() with a view open after the map grew: no error")
+        except cdpool.CdpError as e:
+            check("close it" in str(e), "with a view open: %s" % e)
+        check(v.record("grow_small_0_0").image.shape == (3, 256, 256), "the view's snapshot")
+    keys = pool.keys()
+    check(len(keys) == 65 and pool.tiles == 65, "after the growth: %d keys" % len(keys))
+    r = pool.record("grow_big_7_7")
+    check(np.array_equal(r.image, a[:, 1792:, 1792:]), "a record past the old map")
+    check(cdpool.Pool(d).tiles == 65, "a new Pool in the process")
+    ok("a Pool reads on after cdp-lmdbpack grew the map (and says to close an open view)")
+
+
 def test_integer_args():
     """NumPy integers as epochs, indices and seeds (operator.index), and
     arguments checked when given, naming themselves."""
@@ -2009,6 +2043,7 @@ def main():
                       test_dataset_key_refusals, test_lmdb_damage, test_trace_refusals,
                       test_import_torch_refusal, test_import_layouts, test_mix_tensor,
                       test_reader_slots, test_fork_parent_slot, test_pool_keys, test_pool_append,
+                      test_pool_map_growth,
                       test_integer_args, test_import_outputs, test_import_options,
                       test_import_checkpoints, test_cli_output])
 
