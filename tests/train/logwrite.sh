@@ -15,7 +15,9 @@
 #    finishes the run with one step line a step;
 #  - --resume drops the metrics.jsonl lines that are not one JSON object
 #    (cut short, or spliced to another's tail, as an older cdp-train left
-#    them on a full disk).
+#    them on a full disk);
+#  - loss.png that cannot be written: one warning on stderr for the whole
+#    run, which goes on and exits 0.
 . "$CDP_SRCDIR/tests/train/train_common.sh"
 C="--db $T/pool --keys $T/train.keys --model $SMALL --threads 1 -q --batch 4"
 
@@ -143,6 +145,22 @@ if unshare -m true 2>/dev/null; then
 	s=$(sed -n 's/^cdp-train: training stopped at step \([0-9]*\), checkpoint written.*/\1/p' "$T/r.err")
 	steps_once "$T/r/metrics.jsonl" 300 "$s"
 
+	# the plot of step 6 (22 KiB) fits, the next two do not (its temporary
+	# and the old one), the checkpoint does (5 KiB)
+	echo "== loss.png that does not fit"
+	set +e
+	unshare -m sh -c "mount -t tmpfs -o size=64k tmpfs '$T/full' || exit 99
+		dd if=/dev/zero of='$T/full/fill' bs=1k count=16 2>/dev/null
+		cdp-train $C --steps 12 --out '$T/full/g'; rc=\$?
+		ls -A '$T/full/g' >'$T/g.ls'; cp '$T/full/g/train.log' '$T/g.log'; exit \$rc" 2>"$T/g.err"
+	rc=$?
+	set -e
+	[ "$rc" -eq 0 ] || fail "loss.png that does not fit: exit $rc: $(cat "$T/g.err")"
+	[ "$(cat "$T/g.err")" = "cdp-train: warning: cannot write '$T/full/g/loss.png': No space left on device" ] ||
+		fail "not one warning: $(cat "$T/g.err")"
+	grep -qx checkpoint.cdpt "$T/g.ls" || fail "RUNDIR holds $(cat "$T/g.ls")"
+	[ "$(grep -c "cannot write '$T/full/g/loss.png'" "$T/g.log")" -ge 2 ] ||
+		fail "loss.png failed once only: $(grep loss.png "$T/g.log")"
 else
 	echo "no unshare -m: the full disk cases are skipped"
 fi

@@ -98,8 +98,8 @@ typedef struct trainer {
 	 * failed (said on stderr then; that file gets nothing more, and the
 	 * run stops at the end of the step: train.c); the end of each file's
 	 * last whole line, where a failed write is cut back to (-1: not a
-	 * regular file) */
-	int log_failed;
+	 * regular file); png_warned: loss.png's failure is on stderr */
+	int log_failed, png_warned;
 	long long jsonl_good, log_good;
 	double t_start;
 	/* the current logging interval */

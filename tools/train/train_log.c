@@ -847,14 +847,24 @@ static double field(const char *line, const char *key)
 	return m && sscanf(m + strlen(key), "%lf", &v) == 1 ? v : NAN;
 }
 
+/* loss.png not written, for why: in the log every time, on stderr once */
+static void plot_failed(trainer *t, const char *why)
+{
+	tr_logf(t, "cannot write '%s': %s", t->png_path, why);
+	if (!t->png_warned)
+		fprintf(stderr, "cdp-train: warning: cannot write '%s': %s\n", t->png_path, why);
+	t->png_warned = 1;
+}
+
 /* loss.png from metrics.jsonl as it stands, so the plot shows what the
  * file holds, the steps of earlier runs of a resumed one included. A
- * failure is logged, not fatal: the plot is a view of the metrics. */
+ * failure is logged, not fatal: the plot is a view of the metrics; the
+ * first one of the run is a warning on stderr too. */
 void tr_plot(trainer *t)
 {
 	enum { LOSS, LR, VLOSS, METRIC, RESUME, NS };
 	series s[NS] = { { 0 } };
-	char path[4200], title[4400], *line = NULL;
+	char path[4200], title[4400], why[4300], *line = NULL;
 	size_t lcap = 0;
 	ssize_t got;
 	const char *slash, *name = t->reg ? "validation R2" :
@@ -869,7 +879,8 @@ void tr_plot(trainer *t)
 		return;
 	snprintf(path, sizeof path, "%s/metrics.jsonl", t->o->out);
 	if (!(f = fopen(path, "r"))) {
-		tr_logf(t, "cannot read '%s' for the plot: %s", path, strerror(errno));
+		snprintf(why, sizeof why, "cannot read '%s': %s", path, strerror(errno));
+		plot_failed(t, why);
 		return;
 	}
 	while (rc == 0 && (got = getline(&line, &lcap, f)) > 0) {
@@ -902,9 +913,9 @@ void tr_plot(trainer *t)
 		.resume = s[RESUME].x, .n_resume = s[RESUME].n,
 	};
 	if (rc)
-		tr_logf(t, "cannot plot '%s': out of memory", t->png_path);
+		plot_failed(t, "out of memory");
 	else if ((rc = cdp_plot_run_png(t->png_path, &r)) != 0)
-		tr_logf(t, "cannot write '%s': %s", t->png_path, cdp_strerror(rc));
+		plot_failed(t, cdp_strerror(rc));
 	for (int i = 0; i < NS; i++) {
 		free(s[i].x);
 		free(s[i].y);
