@@ -19,7 +19,7 @@ TESTS += tests/train/profile.sh tests/train/train.sh tests/train/train_fail.sh \
 	tests/train/gradcomp.sh tests/train/mix.sh tests/train/bn_sync.sh \
 	tests/train/fpn_deeplab.sh tests/train/regression.sh
 TESTS += tests/train/multitarget.sh tests/train/overlap_auto.sh tests/train/step_per_bucket.sh \
-	tests/train/threads.sh
+	tests/train/threads.sh tests/train/logwrite.sh
 endif
 TRAIN_TEST_CPPFLAGS = $(TRAIN_CPPFLAGS) -I$(top_srcdir)/tests/unit -DCDP_SRCDIR='"$(abs_top_srcdir)"'
 tests_train_test_loader_SOURCES = tests/train/test_loader.c tests/train/fixture.h
@@ -42,4 +42,4 @@ EXTRA_DIST += tests/train/gradcomp.sh tests/train/losses.sh tests/train/profile.
 	tests/train/cfg_keys.sh tests/train/bf16.sh tests/train/mix.sh tests/train/bn_sync.sh \
 	tests/train/regression.sh tests/train/unet_resnet.sh tests/train/fpn_deeplab.sh
 EXTRA_DIST += tests/train/multitarget.sh tests/train/overlap_auto.sh tests/train/step_per_bucket.sh \
-	tests/train/threads.sh
+	tests/train/threads.sh tests/train/logwrite.sh

@@ -563,6 +563,9 @@ int main(int argc, char **argv)
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGUSR1, &sa, NULL);
+	/* a reader of --log - that goes away must give EPIPE, which stops
+	 * the run with its checkpoint, not a kill without one */
+	signal(SIGPIPE, SIG_IGN);
 	{
 		/* under nohup a closed terminal must not stop the run */
 		struct sigaction old;

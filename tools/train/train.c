@@ -11,7 +11,9 @@
  * mean over samples), and makes every rank see a SIGINT/SIGTERM at the
  * same step, and a rank without a batch (the pool changed under it: the
  * step is then dropped everywhere before its backward, and the run ends
- * with the checkpoint of the step before). Backward
+ * with the checkpoint of the step before). A log that rank 0 cannot
+ * write (train_log.c) stops the run as a failure at the end of its step,
+ * on every rank, with a checkpoint as SIGTERM's. Backward
  * starts the gradient reductions bucket by bucket (train_sync.c); the step
  * waits for them, updates, and, every so many steps, logs, validates and
  * checkpoints, all collectively at steps every rank knows in advance.
@@ -467,8 +469,10 @@ static int train_loop(trainer *t)
 	const cdp_train_opts *o = t->o;
 	cdp_progress pr;
 	tr_val v = { 0 };
-	/* shown: the last validation is on an epoch's line on stderr */
+	/* shown: the last validation is on an epoch's line on stderr; failed:
+	 * a log could not be written (train_log.c) */
 	int stop = 0, lost = 0, started = 0, validated = 0, ckpted = 0, early = 0, shown = 0;
+	int failed = 0, ret;
 	long first = t->step;
 	char dev[64];
 
@@ -639,6 +643,11 @@ static int train_loop(trainer *t)
 			end_epoch(t, validated ? &v : NULL);
 			shown = validated;
 		}
+		/* the step's lines are out: a log rank 0 could not write stops
+		 * the run here on every rank, with this step's checkpoint, so a
+		 * resume goes on from the last line written */
+		if (cdp_dist_any(t->log_failed))
+			stop = failed = 1;
 		ckpted = 0;
 		if (stop || (o->checkpoint_every && t->step % o->checkpoint_every == 0)) {
 			tp = t->trace ? cdp_now() : 0;
@@ -694,7 +703,14 @@ static int train_loop(trainer *t)
 		return 1;
 	}
 	tr_plot(t);
-	if (stop) {
+	if (failed) {
+		/* the other log, when it still works */
+		tr_logf(t, "stopped at step %ld: a log could not be written; checkpoint written",
+		        t->step);
+		if (t->rank == 0)
+			fprintf(stderr, "cdp-train: training stopped at step %ld, checkpoint written to "
+			        "'%s/checkpoint.cdpt'\n", t->step, o->out);
+	} else if (stop) {
 		tr_logf(t, "interrupted: checkpoint at step %ld written", t->step);
 		if (t->rank == 0)
 			fprintf(stderr, "cdp-train: interrupted at step %ld, checkpoint written to "
@@ -705,7 +721,14 @@ static int train_loop(trainer *t)
 			report(t, &v, 1);
 	}
 	tr_val_free(&v);
-	return stop ? 3 : 0;
+	ret = stop ? 3 : 0;
+	/* the last lines and the close can fail too: the run then fails on
+	 * every rank, its checkpoint already written */
+	if (t->rank == 0)
+		tr_log_close(t);
+	if (cdp_dist_any(t->log_failed))
+		ret = 1;
+	return ret;
 }
 
 void tr_report(const trainer *t, char *err)

@@ -489,7 +489,7 @@ int tr_patience(trainer *t, const tr_val *v)
 		fprintf(t->jsonl, "{\"type\":\"stop\",\"step\":%ld,\"reason\":\"patience\","
 		        "\"metric\":\"%s\",\"best\":%.17g,\"patience\":%ld,\"min_delta\":%.17g}\n",
 		        t->step, name, t->have_pbest ? t->pbest : 0.0, t->pwait, t->o->min_delta);
-		fflush(t->jsonl);
+		tr_jsonl_end(t);
 	}
 	return 1;
 }

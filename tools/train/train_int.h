@@ -94,6 +94,13 @@ typedef struct trainer {
 	/* logging (rank 0) */
 	FILE *jsonl, *log, *keylog;
 	char png_path[4096];
+	/* log_failed: a write or flush of metrics.jsonl, train.log or --log
+	 * failed (said on stderr then; that file gets nothing more, and the
+	 * run stops at the end of the step: train.c); the end of each file's
+	 * last whole line, where a failed write is cut back to (-1: not a
+	 * regular file); png_warned: loss.png's failure is on stderr */
+	int log_failed, png_warned;
+	long long jsonl_good, log_good;
 	double t_start;
 	/* the current logging interval */
 	double iv_loss, iv_wait, iv_comm, iv_t0;
@@ -368,7 +375,11 @@ int  tr_check_outputs(trainer *t, char *err, size_t cap);
 /* Opens metrics.jsonl and the log after tr_check_outputs, and removes the
  * temporaries a run killed outright left in RUNDIR (cdp_out_sweep). */
 int  tr_log_open(trainer *t, char *err, size_t cap);
-void tr_log_close(trainer *t);
+/* Closes both (rank 0); 0, or -1 when a write failed, now or before */
+int  tr_log_close(trainer *t);
+/* Ends a metrics.jsonl line written with fprintf: flushes it, and on a
+ * failure cuts the file back to its last whole line and stops writing it */
+void tr_jsonl_end(trainer *t);
 void tr_logf(trainer *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Rank 0, resuming, before anything is written: metrics.jsonl's lines up
  * to the checkpoint's step into --keep-best's best (only while best.cdpt

@@ -34,7 +34,11 @@
  *     "val_map" in place of the last two)
  *    {"type":"resume","step":S,"epoch":E}  a resumed run started here
  *    Undefined metrics are null. Resuming keeps the lines up to the
- *    checkpoint's step and drops later ones, so the file stays one curve.
+ *    checkpoint's step and drops later ones, so the file stays one curve,
+ *    and any line that is not one whole JSON object (a write cut short).
+ *  A failed write or flush of metrics.jsonl or the log is said once on
+ *  stderr and stops the run (train.c); the file is cut back to its last
+ *  whole line and gets nothing more, so no part of a line stays.
  *  RUNDIR/train.log (or --log FILE)  timestamped text lines, appended.
  *  RUNDIR/loss.png  metrics.jsonl drawn by cdp_plot_run_png (cdp_plot.h):
  *    training loss raw and smoothed, validation loss and metric, the
@@ -46,9 +50,11 @@
 #include <stddef.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdio_ext.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/types.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -89,10 +95,128 @@ static void see_val(trainer *t, int seed_best, long step, double x)
 	tr_patience_see(t, x, step);
 }
 
+/* JSON text (RFC 8259) of one string at *s, which is at its quote; on
+ * success *s is past its closing quote */
+static int jstring(const char **s)
+{
+	const char *p = *s + 1;
+
+	for (; *p != '"'; p++) {
+		if ((unsigned char)*p < 0x20)           /* the line's end, NUL, a control */
+			return 0;
+		if (*p != '\\')
+			continue;
+		p++;
+		if (*p == 'u') {
+			for (int i = 1; i <= 4; i++)
+				if (!strchr("0123456789abcdefABCDEF", p[i]) || !p[i])
+					return 0;
+			p += 4;
+		} else if (!*p || !strchr("\"\\/bfnrt", *p)) {
+			return 0;
+		}
+	}
+	*s = p + 1;
+	return 1;
+}
+
+static const char *jspace(const char *p)
+{
+	return p + strspn(p, " \t\r");
+}
+
+/* One JSON value at *s (nesting at most 64 deep); on success *s is past it */
+static int jvalue(const char **s, int depth)
+{
+	const char *p = jspace(*s);
+	static const char *const lit[3] = { "true", "false", "null" };
+
+	if (*p == '{' || *p == '[') {
+		char end = *p == '{' ? '}' : ']';
+		int obj = *p == '{';
+		if (depth >= 64)
+			return 0;
+		p = jspace(p + 1);
+		if (*p == end) {
+			*s = p + 1;
+			return 1;
+		}
+		for (;;) {
+			if (obj) {
+				p = jspace(p);
+				if (*p != '"' || !jstring(&p))
+					return 0;
+				p = jspace(p);
+				if (*p++ != ':')
+					return 0;
+			}
+			if (!jvalue(&p, depth + 1))
+				return 0;
+			p = jspace(p);
+			if (*p == end) {
+				*s = p + 1;
+				return 1;
+			}
+			if (*p++ != ',')
+				return 0;
+		}
+	}
+	if (*p == '"') {
+		if (!jstring(&p))
+			return 0;
+		*s = p;
+		return 1;
+	}
+	for (int i = 0; i < 3; i++)
+		if (!strncmp(p, lit[i], strlen(lit[i]))) {
+			*s = p + strlen(lit[i]);
+			return 1;
+		}
+	/* -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)? */
+	if (*p == '-')
+		p++;
+	if (*p == '0')
+		p++;
+	else if (*p >= '1' && *p <= '9')
+		p += strspn(p, "0123456789");
+	else
+		return 0;
+	if (*p == '.') {
+		if (!strchr("0123456789", p[1]) || !p[1])
+			return 0;
+		p += 1 + strspn(p + 1, "0123456789");
+	}
+	if (*p == 'e' || *p == 'E') {
+		p++;
+		if (*p == '+' || *p == '-')
+			p++;
+		if (!strchr("0123456789", *p) || !*p)
+			return 0;
+		p += strspn(p, "0123456789");
+	}
+	*s = p;
+	return 1;
+}
+
+/* 1 when line (n bytes, as getline read it) is one JSON object and its
+ * newline: what metrics.jsonl's writer leaves. A line that a failed
+ * write cut short (no newline), or spliced to the tail of another (an
+ * older cdp-train's), is not. */
+static int whole_line(const char *line, size_t n)
+{
+	const char *p = jspace(line);
+
+	if (n == 0 || line[n - 1] != '\n' || strlen(line) != n || *p != '{' || !jvalue(&p, 0))
+		return 0;
+	p = jspace(p);
+	return *p == '\n' && p + 1 == line + n;
+}
+
 void tr_log_scan(trainer *t)
 {
 	char path[4200], key[40], *line = NULL;
 	size_t lcap = 0;
+	ssize_t n;
 	long last = -1, upto = (long)t->ck.step;
 	double lx = NAN;
 	struct stat st;
@@ -107,12 +231,13 @@ void tr_log_scan(trainer *t)
 	snprintf(key, sizeof key, "\"%s\":", tr_best_key(t));
 	if (!(in = fopen(path, "r")))
 		return;
-	while (getline(&line, &lcap, in) > 0) {
+	while ((n = getline(&line, &lcap, in)) > 0) {
 		char type[16];
 		long step;
 		const char *m;
 		double x;
-		if (sscanf(line, "{\"type\":\"%15[a-z]\",\"step\":%ld", type, &step) != 2 ||
+		if (!whole_line(line, (size_t)n) ||
+		    sscanf(line, "{\"type\":\"%15[a-z]\",\"step\":%ld", type, &step) != 2 ||
 		    step > upto)
 			continue;
 		if (!strcmp(type, "epoch") && step == upto)
@@ -137,7 +262,8 @@ void tr_log_scan(trainer *t)
 
 /* Keeps the lines of an earlier run up to `upto`, but for a step line at
  * upto that this run would not write (the last step of an earlier run cut
- * short by --steps, whose interval the checkpoint's SUMS still hold). */
+ * short by --steps, whose interval the checkpoint's SUMS still hold) and
+ * any line that is not whole (whole_line). */
 static int trim_jsonl(trainer *t, const char *path, long upto, char *err, size_t cap)
 {
 	char *line = NULL;               /* whole lines, however long (a val line */
@@ -146,6 +272,7 @@ static int trim_jsonl(trainer *t, const char *path, long upto, char *err, size_t
 	int extra = upto % t->o->log_every != 0 && upto != t->total;
 	cdp_out o;
 	int fd = -1;
+	ssize_t n;
 
 	if (!in)
 		return 0;
@@ -161,10 +288,11 @@ static int trim_jsonl(trainer *t, const char *path, long upto, char *err, size_t
 		fclose(in);
 		return -1;
 	}
-	while (getline(&line, &lcap, in) > 0) {
+	while ((n = getline(&line, &lcap, in)) > 0) {
 		char type[16];
 		double step;
-		if (sscanf(line, "{\"type\":\"%15[a-z]\",\"step\":%lf", type, &step) != 2 ||
+		if (!whole_line(line, (size_t)n) ||
+		    sscanf(line, "{\"type\":\"%15[a-z]\",\"step\":%lf", type, &step) != 2 ||
 		    step > upto || (extra && step == upto && !strcmp(type, "step")))
 			continue;
 		fputs(line, out);
@@ -263,6 +391,75 @@ int tr_check_outputs(trainer *t, char *err, size_t cap)
 	return rc == CDP_OK ? 0 : -1;
 }
 
+/* The size of f's file where it is a regular one, else -1 */
+static long long reg_size(FILE *f)
+{
+	struct stat st;
+
+	return fstat(fileno(f), &st) == 0 && S_ISREG(st.st_mode) ? (long long)st.st_size : -1;
+}
+
+/* The log's name for a message: NULL for standard output */
+static const char *log_name(const trainer *t, char *buf, size_t cap)
+{
+	if (t->o->log_path && !strcmp(t->o->log_path, "-"))
+		return NULL;
+	if (t->o->log_path)
+		return t->o->log_path;
+	snprintf(buf, cap, "%s/train.log", t->o->out);
+	return buf;
+}
+
+/* A log's failure (errno e): the first one on stderr, and the run told */
+static void log_fail(trainer *t, const char *name, int e)
+{
+	if (!t->log_failed) {
+		if (name)
+			fprintf(stderr, "cdp-train: cannot write '%s': %s\n", name, strerror(e));
+		else
+			fprintf(stderr, "cdp-train: cannot write standard output: %s\n", strerror(e));
+	}
+	t->log_failed = 1;
+}
+
+/* After a line into *fp: 0, *good then its end, or -1 when a write of it
+ * or its flush failed (a full disk, a pipe whose reader left): stdio's
+ * unwritten rest is dropped and the file cut back to *good, so that no
+ * part of the line stays (nor comes back with a later flush, spliced to
+ * another line's tail, once the disk has room again); the file is closed
+ * and *fp NULL */
+static int line_end(trainer *t, FILE **fp, long long *good, const char *name)
+{
+	FILE *f = *fp;
+	int e;
+
+	if (fflush(f) == 0 && !ferror(f)) {
+		if (*good >= 0) {
+			off_t at = lseek(fileno(f), 0, SEEK_CUR);
+			*good = at >= 0 ? (long long)at : -1;
+		}
+		return 0;
+	}
+	e = errno ? errno : EIO;
+	__fpurge(f);
+	if (*good >= 0 && ftruncate(fileno(f), (off_t)*good) != 0)
+		*good = -1;    /* a resume drops the line it left (whole_line) */
+	fclose(f);
+	*fp = NULL;
+	log_fail(t, name, e);
+	return -1;
+}
+
+void tr_jsonl_end(trainer *t)
+{
+	char path[4200];
+
+	if (!t->jsonl)
+		return;
+	snprintf(path, sizeof path, "%s/metrics.jsonl", t->o->out);
+	line_end(t, &t->jsonl, &t->jsonl_good, path);
+}
+
 int tr_log_open(trainer *t, char *err, size_t cap)
 {
 	char path[4200];
@@ -277,9 +474,12 @@ int tr_log_open(trainer *t, char *err, size_t cap)
 		snprintf(err, cap, "cannot create '%s': %s", path, strerror(errno));
 		return -1;
 	}
-	if (t->have_ck)
+	t->jsonl_good = reg_size(t->jsonl);
+	if (t->have_ck) {
 		fprintf(t->jsonl, "{\"type\":\"resume\",\"step\":%" PRIu64 ",\"epoch\":%" PRIu64 "}\n",
 		        t->ck.step, t->ck.epoch);
+		tr_jsonl_end(t);
+	}
 	if (t->o->log_path)
 		snprintf(path, sizeof path, "%s", t->o->log_path);
 	else
@@ -297,24 +497,35 @@ int tr_log_open(trainer *t, char *err, size_t cap)
 		snprintf(err, cap, "cannot create '%s': %s", path, strerror(errno));
 		return -1;
 	}
+	t->log_good = reg_size(t->log);
 	snprintf(t->png_path, sizeof t->png_path, "%s/loss.png", t->o->out);
 	return 0;
 }
 
-void tr_log_close(trainer *t)
+/* *fp's last line checked, then its close (an error may first show there) */
+static void close_one(trainer *t, FILE **fp, long long *good, const char *name)
 {
-	if (t->jsonl && fclose(t->jsonl) != 0)
-		fprintf(stderr, "cdp-train: cannot write '%s/metrics.jsonl': %s\n", t->o->out,
-		        strerror(errno));
-	if (t->log)
-		fclose(t->log);
-	t->jsonl = t->log = NULL;
+	if (*fp && line_end(t, fp, good, name) == 0) {
+		if (fclose(*fp) != 0)
+			log_fail(t, name, errno);
+		*fp = NULL;
+	}
+}
+
+int tr_log_close(trainer *t)
+{
+	char path[4200], lbuf[4200];
+
+	snprintf(path, sizeof path, "%s/metrics.jsonl", t->o->out);
+	close_one(t, &t->jsonl, &t->jsonl_good, path);
+	close_one(t, &t->log, &t->log_good, log_name(t, lbuf, sizeof lbuf));
+	return t->log_failed ? -1 : 0;
 }
 
 void tr_logf(trainer *t, const char *fmt, ...)
 {
 	va_list ap;
-	char ts[32];
+	char ts[32], lbuf[4200];
 	time_t now = time(NULL);
 	struct tm tm;
 
@@ -327,7 +538,7 @@ void tr_logf(trainer *t, const char *fmt, ...)
 	vfprintf(t->log, fmt, ap);
 	va_end(ap);
 	fputc('\n', t->log);
-	fflush(t->log);
+	line_end(t, &t->log, &t->log_good, log_name(t, lbuf, sizeof lbuf));
 }
 
 /* A JSON number, or null when not finite. */
@@ -386,7 +597,7 @@ void tr_log_step(trainer *t, double lr, int reset)
 		for (int r = 0; r < j; r++)
 			fprintf(f, "%s%.0f", r ? "," : "", v[r]);
 		fprintf(f, "],\"skipped\":%" PRIu64 "}\n", t->skipped);
-		fflush(f);
+		tr_jsonl_end(t);
 		tr_logf(t, "step %ld loss %.6f lr %.6g %.1f samples/s wait %.3f s all-reduce %.3f s",
 		        t->step, loss, lr,
 		        dt > 0 ? t->iv_steps * (double)t->accumulate * t->o->batch * j / dt : 0,
@@ -531,7 +742,7 @@ void tr_log_val(trainer *t, const tr_val *v)
 		jtargets(f, "target_r2", v, offsetof(cdp_regm, r2));
 		jtargets(f, "target_count", v, offsetof(cdp_regm, count));
 		fprintf(f, "}\n");
-		fflush(f);
+		tr_jsonl_end(t);
 		tr_val_format(t, v, line, cap);
 		tr_logf(t, "validation at step %ld: loss %.6f %s count %.0f", t->step, v->loss, line,
 		        v->rm.count);
@@ -549,7 +760,7 @@ void tr_log_val(trainer *t, const tr_val *v)
 		jclasses(f, "f1", &v->ml, 2);
 		jclasses(f, "ap", &v->ml, 3);
 		fprintf(f, "}\n");
-		fflush(f);
+		tr_jsonl_end(t);
 		tr_val_format(t, v, line, cap);
 		tr_logf(t, "validation at step %ld: loss %.6f %s", t->step, v->loss, line);
 		free(line);
@@ -570,7 +781,7 @@ void tr_log_val(trainer *t, const tr_val *v)
 		               : fprintf(f, "%snull", c ? "," : "");
 	}
 	fprintf(f, "]}\n");
-	fflush(f);
+	tr_jsonl_end(t);
 	cdp_metrics_format(v->conf.counts, k, line, cap);
 	tr_logf(t, "validation at step %ld: loss %.6f %s", t->step, v->loss, line);
 	free(line);
@@ -599,7 +810,7 @@ void tr_log_epoch(trainer *t, const tr_val *v)
 		jnum(f, "val_miou", cdp_metrics_miou(v->conf.counts, v->conf.k, NULL));
 	}
 	fprintf(f, "}\n");
-	fflush(f);
+	tr_jsonl_end(t);
 	tr_logf(t, "epoch %" PRIu64 " done at step %ld: mean loss %.6f", t->epoch - 1, t->step,
 	        t->ep_steps ? t->ep_loss / t->ep_steps : NAN);
 }
@@ -636,15 +847,26 @@ static double field(const char *line, const char *key)
 	return m && sscanf(m + strlen(key), "%lf", &v) == 1 ? v : NAN;
 }
 
+/* loss.png not written, for why: in the log every time, on stderr once */
+static void plot_failed(trainer *t, const char *why)
+{
+	tr_logf(t, "cannot write '%s': %s", t->png_path, why);
+	if (!t->png_warned)
+		fprintf(stderr, "cdp-train: warning: cannot write '%s': %s\n", t->png_path, why);
+	t->png_warned = 1;
+}
+
 /* loss.png from metrics.jsonl as it stands, so the plot shows what the
  * file holds, the steps of earlier runs of a resumed one included. A
- * failure is logged, not fatal: the plot is a view of the metrics. */
+ * failure is logged, not fatal: the plot is a view of the metrics; the
+ * first one of the run is a warning on stderr too. */
 void tr_plot(trainer *t)
 {
 	enum { LOSS, LR, VLOSS, METRIC, RESUME, NS };
 	series s[NS] = { { 0 } };
-	char path[4200], title[4400], *line = NULL;
+	char path[4200], title[4400], why[4300], *line = NULL;
 	size_t lcap = 0;
+	ssize_t got;
 	const char *slash, *name = t->reg ? "validation R2" :
 	                           t->multi ? "validation micro F1" :
 	                           t->hw == 1 ? "validation accuracy" :
@@ -655,14 +877,16 @@ void tr_plot(trainer *t)
 
 	if (t->rank != 0 || !t->jsonl)
 		return;
-	fflush(t->jsonl);
 	snprintf(path, sizeof path, "%s/metrics.jsonl", t->o->out);
 	if (!(f = fopen(path, "r"))) {
-		tr_logf(t, "cannot read '%s' for the plot: %s", path, strerror(errno));
+		snprintf(why, sizeof why, "cannot read '%s': %s", path, strerror(errno));
+		plot_failed(t, why);
 		return;
 	}
-	while (rc == 0 && getline(&line, &lcap, f) > 0) {
+	while (rc == 0 && (got = getline(&line, &lcap, f)) > 0) {
 		double step = field(line, "\"step\":");
+		if (!whole_line(line, (size_t)got))
+			continue;
 		if (!strncmp(line, "{\"type\":\"step\",", 15))
 			rc = add(&s[LOSS], step, field(line, "\"loss\":")) ||
 			     add(&s[LR], step, field(line, "\"lr\":"));
@@ -689,9 +913,9 @@ void tr_plot(trainer *t)
 		.resume = s[RESUME].x, .n_resume = s[RESUME].n,
 	};
 	if (rc)
-		tr_logf(t, "cannot plot '%s': out of memory", t->png_path);
+		plot_failed(t, "out of memory");
 	else if ((rc = cdp_plot_run_png(t->png_path, &r)) != 0)
-		tr_logf(t, "cannot write '%s': %s", t->png_path, cdp_strerror(rc));
+		plot_failed(t, cdp_strerror(rc));
 	for (int i = 0; i < NS; i++) {
 		free(s[i].x);
 		free(s[i].y);
