@@ -487,6 +487,30 @@ static int create_tmp(const char *target, mode_t mode, char **tmp, long *slot)
 	return -EEXIST;
 }
 
+/* A regular file that the temporary replaces keeps its mode, and its
+ * owner and group where this process may give them (root; a group of the
+ * caller's), as sed -i does: a private 0600 file stays private. Best
+ * effort: the file written is the same either way. A set-user or
+ * set-group bit is kept only with the owner and group it was for. */
+static void keep_owner_mode(int fd, const char *target)
+{
+	struct stat st;
+	mode_t m;
+
+	if (stat(target, &st) != 0 || !S_ISREG(st.st_mode))
+		return;
+	m = st.st_mode & 07777;
+	if ((st.st_uid != geteuid() || st.st_gid != getegid()) &&
+	    fchown(fd, st.st_uid, st.st_gid) != 0) {
+		int grp = fchown(fd, (uid_t)-1, st.st_gid);   /* else the caller's group */
+
+		(void)grp;
+		m &= ~(mode_t)(S_ISUID | S_ISGID);
+	}
+	if (fchmod(fd, m) != 0)
+		return;     /* the umask's mode it stays */
+}
+
 static void end(cdp_out *o)
 {
 	reg_del(o->slot);
@@ -534,6 +558,7 @@ int cdp_out_open(cdp_out *o, const char *path, int flags, mode_t mode, char *err
 		rc = fd == -ENOMEM ? CDP_ENOMEM : -fd;
 		goto fail;
 	}
+	keep_owner_mode(fd, o->target);
 	if (flags & CDP_OUT_NOFD)
 		close(fd);
 	else

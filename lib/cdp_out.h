@@ -12,8 +12,9 @@
  *   a directory) is refused before anything is written, naming what it is.
  * - A regular file is written to a temporary in the target's folder,
  *   ".NAME.cdp-tmp.PID.XXXXXX" (created with O_EXCL and the mode a plain
- *   open(2) would give under the umask), and renamed onto the target on
- *   commit. A symbolic link is followed to its final target: the temporary
+ *   open(2) would give under the umask; when it replaces a regular file,
+ *   given that file's mode, and its owner and group where the process may
+ *   give them), and renamed onto the target on commit. A symbolic link is followed to its final target: the temporary
  *   and the rename happen beside that target, so the link stays a link.
  *   GDAL's side file (CDP_OUT_AUX) goes beside the name given, a link's
  *   own, where GDAL opening that name looks for it (cdp_out_aux_name).
