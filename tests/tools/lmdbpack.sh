@@ -308,6 +308,26 @@ cdp-lmdbpack -q "$T/fresh" <"$T/other.cdps"
 # Its raster has another path: a second source, which the records now name.
 [ "$(mdb_stat -s meta "$T/ms" | awk '/Entries:/ {print $2}')" -eq 11 ] || fail "--replace: want 2 sources (and their srcstats)"
 pp dump "$T/ms" source.000001 | grep -q "path=$T/other/ms.tif" || fail "--replace: second source"
+# An interrupted --replace says to re-run with --replace (it said --resume,
+# which kept the old records under the keys not reached yet beside the new
+# ones, and its rescan cleared the stale mark): --resume on the pool it
+# left stale is refused, --replace completes it to a fresh pack's meta.
+cdp-lmdbpack -q "$T/rp" <"$T/ms.cdps"
+head -c 40000 "$T/other.cdps" >"$T/othercut.cdps"
+expect_fail 1 "^cdp-lmdbpack: '<stdin>': truncated record stream (its producer died?) after [0-9]* records; the [1-9][0-9]* committed stay, re-run with --replace\$" \
+	cdp-lmdbpack -q --replace --txn-records 2 "$T/rp" <"$T/othercut.cdps"
+snapshot "$T/rp" "$T/before"
+expect_fail 1 "^cdp-lmdbpack: '$T/rp': an interrupted --replace left it stale: re-run with --replace\$" \
+	cdp-lmdbpack -q --resume "$T/rp" <"$T/other.cdps"
+[ "$(wc -l <"$T/err")" -eq 1 ] || fail "stale --resume: more than one line"
+snapshot "$T/rp" "$T/after"
+cmp -s "$T/before" "$T/after" || fail "a refused --resume changed the stale pool"
+cdp-lmdbpack -q --replace "$T/rp" <"$T/other.cdps"
+pp check "$T/rp" >/dev/null
+[ "$(pp dump "$T/rp" payloads)" = "$(pp dump "$T/fresh" payloads)" ] &&
+[ "$(pp dump "$T/rp" stats,classes,count)" = "$(pp dump "$T/fresh" stats,classes,count)" ] ||
+	fail "--replace after an interrupted one: differs from a fresh pack of the new stream"
+cdp-lmdbpack -q --resume "$T/rp" <"$T/other.cdps" || fail "--resume after a completed --replace"
 
 # A source is one pool source only when all of its description matches, not
 # just its path: the same relative path from another directory (another

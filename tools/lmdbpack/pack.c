@@ -319,14 +319,21 @@ int pack_add_record(pk *p, const char *key, const void *body, size_t len)
 /* ---- inputs ------------------------------------------------------------- */
 
 /* What an incomplete stream leaves: the batches committed before it broke
- * (each a consistent pool state, so --resume completes them to what one
- * whole pack gives); the batch in the making is never committed. */
+ * (each a consistent pool state, so re-running in the mode that completes
+ * them gives what one whole pack gives); the batch in the making is never
+ * committed. That mode is --replace after --replace: --resume would keep
+ * the old records under the keys not reached yet. */
 static const char *kept(const pk *p, char *buf, size_t cap)
 {
+	const char *again = p->o->dup == CDP_DUP_REPLACE ? "--replace" : "--resume";
+
+	if (!p->pool_open || (p->w.written == 0 && p->made))
+		return "nothing was committed";
 	if (p->w.written == 0)
-		return p->made ? "nothing was committed" :
-		       "nothing of it was committed, re-run with --resume";
-	snprintf(buf, cap, "the %" PRIu64 " committed stay, re-run with --resume", p->w.written);
+		snprintf(buf, cap, "nothing of it was committed, re-run with %s", again);
+	else
+		snprintf(buf, cap, "the %" PRIu64 " committed stay, re-run with %s", p->w.written,
+		         again);
 	return buf;
 }
 
@@ -510,7 +517,7 @@ int cdp_pack_run(const cdp_pack_opts *o, FILE *in, cdp_pack_result *res,
 	int flags = CDP_POOL_CREATE | (o->nosync ? CDP_POOL_NOSYNC : 0);
 	char why[128];
 	struct stat st;
-	int rc, pg = 0, made = 0, empty = 0;
+	int rc, pg = 0, made = 0, empty = 0, stale = 0;
 
 	memset(res, 0, sizeof *res);
 	memset(&p, 0, sizeof p);
@@ -588,6 +595,16 @@ int cdp_pack_run(const cdp_pack_opts *o, FILE *in, cdp_pack_result *res,
 	}
 	if (o->folders && (rc = pack_folders_check_moved(&p, ents, nents)))
 		goto out;
+	/* --resume keeps what a key holds: on a pool that an interrupted
+	 * --replace left half replaced it would keep old records beside new
+	 * ones, and its rescan would clear the mark that says so */
+	if (o->dup == CDP_DUP_SKIP) {
+		if ((rc = pack_pool_stale(&p, &stale)) == CDP_OK && stale)
+			rc = pack_seterr(&p, CDP_EMISMATCH, "'%s': an interrupted --replace left "
+			                 "it stale: re-run with --replace", o->db);
+		if (rc)
+			goto out;
+	}
 	cdp_lmdb_writer_init(&p.w, p.pool.env, p.pool.tiles, o->dup, o->txn_records,
 	                     o->txn_bytes, pack_prepare, pack_finish, &p);
 	cdp_progress_start(&p.pg, o->progress, "cdp-lmdbpack", "packing", nents);
