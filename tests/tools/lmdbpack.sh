@@ -568,6 +568,44 @@ for sig in TERM INT; do
 	done
 done
 
+# A signal while the read is blocked before the stream's header (its
+# producer has not started) or after its E frame (the producer has not
+# closed it yet) says so as above: it said "not a record stream:
+# Interrupted system call" and "cannot read '<stdin>': Interrupted system
+# call". The writers hold the FIFO open and write nothing more.
+for at in header end; do
+	rm -rf "$T/sig" "$T/fifo"
+	mkfifo "$T/fifo"
+	if [ $at = header ]; then
+		sh -c 'exec sleep 60' >"$T/fifo" &
+	else
+		sh -c 'cat "$1"; exec sleep 60' sh "$T/k.cdps" >"$T/fifo" &
+	fi
+	ppid=$!
+	"$PYTHON" -c "$DFLINT" cdp-lmdbpack -q --txn-records 1 "$T/sig" <"$T/fifo" 2>"$T/err" &
+	kpid=$!
+	i=0
+	until if [ $at = header ]; then [ $i -ge 5 ]; else [ "$(entries "$T/sig")" = 192 ] 2>/dev/null; fi; do
+		i=$((i + 1))
+		[ "$i" -lt 300 ] || { kill -9 "$kpid" "$ppid" 2>/dev/null; fail "blocked at the $at: no progress"; }
+		sleep 0.1
+	done
+	sleep 0.3
+	kill -INT "$kpid"
+	set +e; wait "$kpid"; rc=$?; set -e
+	kill "$ppid" 2>/dev/null || :
+	wait "$ppid" 2>/dev/null || :
+	[ "$rc" -eq 130 ] || fail "SIGINT blocked at the $at: exit $rc, want 130: $(cat "$T/err")"
+	if [ $at = header ]; then
+		want="interrupted by signal 2 after 0 records; nothing was committed"
+	else
+		want="interrupted by signal 2 after 192 records; the 192 committed stay, re-run with --resume"
+	fi
+	[ "$(cat "$T/err")" = "cdp-lmdbpack: '<stdin>': $want" ] ||
+		fail "SIGINT blocked at the $at: $(cat "$T/err")"
+	[ $at = end ] || [ ! -e "$T/sig" ] || fail "SIGINT before the header left $(ls "$T/sig")"
+done
+
 # --- two packers at once equal one after the other ------------------------------
 "$PYTHON" "$MK" "$T/c1.tif" --width 200 --height 120 --bands 3 --dtype i16 --seed 21
 "$PYTHON" "$MK" "$T/c2.tif" --width 150 --height 150 --bands 3 --dtype i16 --seed 22

@@ -412,6 +412,8 @@ static int read_stream(pk *p, FILE *in)
 			}
 			errno = 0;
 			if ((c = getc(in)) == EOF) {
+				if (ferror(in) && (rc = pack_stopped(p)))
+					break;
 				if (ferror(in))
 					rc = pack_seterr(p, errno ? errno : EIO, "cannot read '%s': %s",
 					                 p->in, strerror(errno ? errno : EIO));
@@ -419,7 +421,11 @@ static int read_stream(pk *p, FILE *in)
 			}
 			ungetc(c, in);
 			nstream++;
-			if ((rc = cdp_stream_read_header(in))) {
+			if ((rc = cdp_stream_read_header(in)) && (c = pack_stopped(p))) {
+				rc = c;
+				break;
+			}
+			if (rc) {
 				rc = pack_seterr(p, rc, "'%s': data after the end of record stream %u "
 				                 "is not a record stream (%s); %s", p->in,
 				                 nstream - 1, rc == CDP_ETRUNC ? "truncated header"
@@ -549,8 +555,11 @@ int cdp_pack_run(const cdp_pack_opts *o, FILE *in, cdp_pack_result *res,
 		                 "(pipe cdp-tile into it or use --list)");
 		goto out;
 	} else if ((rc = cdp_stream_read_header(in))) {
-		rc = pack_seterr(&p, rc, "'%s': not a record stream: %s", p.in,
-		                 rc == CDP_ETRUNC ? "empty or truncated header" : cdp_strerror(rc));
+		/* a signal while the producer has not started yet */
+		if (pack_stopped(&p) == CDP_OK)
+			rc = pack_seterr(&p, rc, "'%s': not a record stream: %s", p.in,
+			                 rc == CDP_ETRUNC ? "empty or truncated header" :
+			                 cdp_strerror(rc));
 		goto out;
 	}
 
