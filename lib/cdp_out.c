@@ -602,12 +602,26 @@ void cdp_out_abort(cdp_out *o)
 	end(o);
 }
 
+/* the full file system a library met, as cdp_out_note_nospace saw it
+ * (0 none): the space it then freed on its way out (SQLite's journal,
+ * GDAL's intermediates) hides it from statvfs later */
+static int noted;
+
+void cdp_out_note_nospace(int e)
+{
+	if (e == ENOSPC || e == EDQUOT)
+		__atomic_store_n(&noted, e, __ATOMIC_RELAXED);
+}
+
 int cdp_out_nospace(const cdp_out *o, const char *path)
 {
 	char dir[PATH_MAX];
 	const char *p = o && o->tmp ? o->tmp : path;
 	struct statvfs sv;
+	int e = __atomic_load_n(&noted, __ATOMIC_RELAXED);
 
+	if (e)
+		return e;
 	if (!p || dir_of(p, dir) != 0 || statvfs(dir, &sv) != 0)
 		return 0;
 	return sv.f_bavail == 0 || sv.f_bfree == 0 ? ENOSPC : 0;
@@ -751,8 +765,8 @@ int cdp_out_commit(cdp_out *o, char *err, size_t cap)
 	if (rc == CDP_OK && aux && (o->flags & CDP_OUT_SYNC) && strcmp(o->path, o->target) != 0)
 		rc = sync_dir(o->path);
 	if (rc != CDP_OK) {
-		if (rc == EIO || rc == CDP_EGDAL)
-			rc = cdp_out_nospace(o, NULL) ? ENOSPC : rc;
+		if ((rc == EIO || rc == CDP_EGDAL) && cdp_out_nospace(o, NULL))
+			rc = cdp_out_nospace(o, NULL);
 		seterr(err, cap, "cannot write '%s': %s", o->path, cdp_strerror(rc));
 		cdp_out_abort(o);
 		return rc;
