@@ -12,15 +12,35 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static const char *prog = "cdp";
 static FILE *errf;
 
+void cdp_cli_std_fds(void)
+{
+	for (int fd = 0; fd <= 2; fd++) {
+		int k;
+
+		if (fcntl(fd, F_GETFD) != -1 || errno != EBADF)
+			continue;
+		/* the lowest free descriptor: fd itself, those below it open */
+		if ((k = open("/dev/null", O_RDONLY)) < 0)
+			continue;
+		if (k != fd) {
+			dup2(k, fd);
+			close(k);
+		}
+	}
+}
+
 void cdp_cli_init(const char *name, FILE *err)
 {
+	cdp_cli_std_fds();
 	prog = name ? name : "cdp";
 	errf = err;
 }

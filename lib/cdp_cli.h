@@ -29,8 +29,17 @@
 #include <stdio.h>
 
 /* The program's name in messages (not copied) and the stream they go to
- * (NULL: stderr). Call once, before cdp_cli_getopt. */
+ * (NULL: stderr). Call once, first in main, before cdp_cli_getopt: it
+ * calls cdp_cli_std_fds. */
 void cdp_cli_init(const char *prog, FILE *err);
+
+/* Descriptors 0, 1 and 2 that are closed (prog >&-) are opened on
+ * /dev/null read-only, so that no file the program opens later becomes
+ * its standard output (cdp-evaluate's raster took a closed fd 1 and the
+ * report was refused as "standard output is 'p.tif'"), and a write to a
+ * closed standard output or error still fails, with EBADF ("write error:
+ * Bad file descriptor"), rather than vanishing into /dev/null. */
+void cdp_cli_std_fds(void);
 const char *cdp_cli_prog(void);
 
 /* getopt_long with getopt's own messages off (opterr = 0, which would print

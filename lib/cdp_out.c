@@ -496,6 +496,30 @@ static int create_tmp(const char *target, mode_t mode, char **tmp, long *slot)
 	return -EEXIST;
 }
 
+/* A regular file that the temporary replaces keeps its mode, and its
+ * owner and group where this process may give them (root; a group of the
+ * caller's), as sed -i does: a private 0600 file stays private. Best
+ * effort: the file written is the same either way. A set-user or
+ * set-group bit is kept only with the owner and group it was for. */
+static void keep_owner_mode(int fd, const char *target)
+{
+	struct stat st;
+	mode_t m;
+
+	if (stat(target, &st) != 0 || !S_ISREG(st.st_mode))
+		return;
+	m = st.st_mode & 07777;
+	if ((st.st_uid != geteuid() || st.st_gid != getegid()) &&
+	    fchown(fd, st.st_uid, st.st_gid) != 0) {
+		int grp = fchown(fd, (uid_t)-1, st.st_gid);   /* else the caller's group */
+
+		(void)grp;
+		m &= ~(mode_t)(S_ISUID | S_ISGID);
+	}
+	if (fchmod(fd, m) != 0)
+		return;     /* the umask's mode it stays */
+}
+
 static void end(cdp_out *o)
 {
 	reg_del(o->slot);
@@ -543,6 +567,7 @@ int cdp_out_open(cdp_out *o, const char *path, int flags, mode_t mode, char *err
 		rc = fd == -ENOMEM ? CDP_ENOMEM : -fd;
 		goto fail;
 	}
+	keep_owner_mode(fd, o->target);
 	if (flags & CDP_OUT_NOFD)
 		close(fd);
 	else
@@ -586,12 +611,26 @@ void cdp_out_abort(cdp_out *o)
 	end(o);
 }
 
+/* the full file system a library met, as cdp_out_note_nospace saw it
+ * (0 none): the space it then freed on its way out (SQLite's journal,
+ * GDAL's intermediates) hides it from statvfs later */
+static int noted;
+
+void cdp_out_note_nospace(int e)
+{
+	if (e == ENOSPC || e == EDQUOT)
+		__atomic_store_n(&noted, e, __ATOMIC_RELAXED);
+}
+
 int cdp_out_nospace(const cdp_out *o, const char *path)
 {
 	char dir[PATH_MAX];
 	const char *p = o && o->tmp ? o->tmp : path;
 	struct statvfs sv;
+	int e = __atomic_load_n(&noted, __ATOMIC_RELAXED);
 
+	if (e)
+		return e;
 	if (!p || dir_of(p, dir) != 0 || statvfs(dir, &sv) != 0)
 		return 0;
 	return sv.f_bavail == 0 || sv.f_bfree == 0 ? ENOSPC : 0;
@@ -737,8 +776,8 @@ int cdp_out_commit(cdp_out *o, char *err, size_t cap)
 	if (rc == CDP_OK && aux && (o->flags & CDP_OUT_SYNC) && strcmp(o->path, o->target) != 0)
 		rc = sync_dir(o->path);
 	if (rc != CDP_OK) {
-		if (rc == EIO || rc == CDP_EGDAL)
-			rc = cdp_out_nospace(o, NULL) ? ENOSPC : rc;
+		if ((rc == EIO || rc == CDP_EGDAL) && cdp_out_nospace(o, NULL))
+			rc = cdp_out_nospace(o, NULL);
 		seterr(err, cap, "cannot write '%s': %s", o->path, cdp_strerror(rc));
 		cdp_out_abort(o);
 		return rc;

@@ -12,8 +12,9 @@
  *   a directory) is refused before anything is written, naming what it is.
  * - A regular file is written to a temporary in the target's folder,
  *   ".NAME.cdp-tmp.PID.XXXXXX" (created with O_EXCL and the mode a plain
- *   open(2) would give under the umask), and renamed onto the target on
- *   commit. A symbolic link is followed to its final target: the temporary
+ *   open(2) would give under the umask; when it replaces a regular file,
+ *   given that file's mode, and its owner and group where the process may
+ *   give them), and renamed onto the target on commit. A symbolic link is followed to its final target: the temporary
  *   and the rename happen beside that target, so the link stays a link.
  *   GDAL's side file (CDP_OUT_AUX) goes beside the name given, a link's
  *   own, where GDAL opening that name looks for it (cdp_out_aux_name).
@@ -153,11 +154,19 @@ void cdp_out_unlink_all(void);
  * .aux.xml, -journal, -wal, -shm) and ends o. Safe on an ended or zeroed o. */
 void cdp_out_abort(cdp_out *o);
 
-/* ENOSPC when the file system that holds o's temporary (or path's folder)
- * has no free block left, else 0: a writer (libtiff through GDAL) that
- * reports a full disk as "Error fetching directory count" gets the real
- * reason. Call it before cdp_out_abort. */
+/* ENOSPC (or EDQUOT) when a library noted a full file system
+ * (cdp_out_note_nospace) in this process, or when the file system that
+ * holds o's temporary (or path's folder) has no free block left, else 0:
+ * a writer (libtiff through GDAL, SQLite) that reports a full disk as
+ * "TIFFAppendToStrip:Seek error" or "database or disk is full" gets the
+ * real reason. Call it before cdp_out_abort. */
 int  cdp_out_nospace(const cdp_out *o, const char *path);
+
+/* Notes e when it is ENOSPC or EDQUOT (else nothing), for every later
+ * cdp_out_nospace: for a library's error handler, which sees errno when
+ * the write failed, before the library frees what it wrote.
+ * Async-signal-safe (one atomic store). */
+void cdp_out_note_nospace(int e);
 
 /* Checks n outputs outs[i] (NULL entries skipped; "-" is standard output)
  * named by opts[i] ("-o", "--log"; NULL for none) against the inputs in set

@@ -126,6 +126,27 @@ static int user_cache(void)
 	return v && *v;
 }
 
+/* GDAL's messages stay quiet (each failure's is copied into err); a
+ * failure met on a full file system is noted as it happens, while errno
+ * still says so (or SQLite's text does), for cdp_out_nospace: by the time
+ * the caller sees the failure, libtiff has reported whatever failed next
+ * ("TIFFAppendToStrip:Seek error") and SQLite has freed its journal. */
+static void CPL_STDCALL quiet_handler(CPLErr cls, CPLErrorNum no, const char *msg)
+{
+	int e = errno;
+
+	(void)no;
+	if (cls >= CE_Failure) {
+		if (e == ENOSPC || e == EDQUOT)
+			cdp_out_note_nospace(e);
+		else if (msg && (strstr(msg, "disk is full") || strstr(msg, "No space left on device")))
+			cdp_out_note_nospace(ENOSPC);
+		else if (msg && strstr(msg, "Disk quota exceeded"))
+			cdp_out_note_nospace(EDQUOT);
+	}
+	errno = e;
+}
+
 void cdp_raster_init(void)
 {
 	static int done;
@@ -134,7 +155,7 @@ void cdp_raster_init(void)
 		return;
 	done = 1;
 	GDALAllRegister();
-	CPLSetErrorHandler(CPLQuietErrorHandler);
+	CPLSetErrorHandler(quiet_handler);
 	if (!user_cache())
 		GDALSetCacheMax64((GIntBig)CDP_RASTER_CACHE);
 }
@@ -796,8 +817,8 @@ out:
 	/* libtiff reports a full disk as whatever it failed next
 	 * ("TIFFRewriteDirectory: Error fetching directory count") */
 	if (rc != CDP_OK && cdp_out_nospace(o, NULL)) {
-		rc = ENOSPC;
-		set_err(err, errcap, strerror(ENOSPC));
+		rc = cdp_out_nospace(o, NULL);
+		set_err(err, errcap, strerror(rc));
 	}
 	return rc;
 }

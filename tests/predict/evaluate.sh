@@ -12,7 +12,7 @@
 # 20000 once wrote an 800 MB report), and bad input is refused, as
 # are rasters of another georeference (CRS by OGR's comparison,
 # geotransform, GCPs, none against some) and a standard output that is one
-# of the inputs.
+# of the inputs; a closed standard output is a write error, not an input.
 . "$CDP_SRCDIR/tests/tools/common.sh"
 need_python
 # mk OUT ROWS [NODATA] [BANDS]: a u8 GeoTIFF from "a b c d;e f g h;..."
@@ -168,4 +168,15 @@ cp "$T/pool/data.mdb" "$T/data.orig"
 expect_fail 1 "^cdp-evaluate: refusing to replace '$T/pool/data.mdb': it is an LMDB database file\$" \
 	cdp-evaluate --png "$T/pool/data.mdb" "$T/pred.tif" "$T/ref.tif"
 cmp -s "$T/pool/data.mdb" "$T/data.orig" || fail "--png replaced a pool's data.mdb"
+
+echo "== closed standard descriptors"
+# a closed standard output is a write error; the raster opened first took
+# the free fd 1 and the report was refused as "standard output is
+# 'pred.tif'" (cdp_cli_std_fds holds 0, 1 and 2 on /dev/null, read-only)
+expect_fail 1 "^cdp-evaluate: cannot write the report: Bad file descriptor\$" \
+	sh -c 'exec cdp-evaluate "$1" "$2" >&-' sh "$T/pred.tif" "$T/ref.tif"
+# a closed standard input is an empty one (the raster took fd 0 unseen)
+cdp-evaluate "$T/pred.tif" "$T/ref.tif" >"$T/out1" || fail "cdp-evaluate failed"
+cdp-evaluate "$T/pred.tif" "$T/ref.tif" <&- >"$T/out2" || fail "a closed stdin: $(cat "$T/out2")"
+cmp -s "$T/out1" "$T/out2" || fail "a closed stdin changed the report"
 exit 0

@@ -308,6 +308,26 @@ cdp-lmdbpack -q "$T/fresh" <"$T/other.cdps"
 # Its raster has another path: a second source, which the records now name.
 [ "$(mdb_stat -s meta "$T/ms" | awk '/Entries:/ {print $2}')" -eq 11 ] || fail "--replace: want 2 sources (and their srcstats)"
 pp dump "$T/ms" source.000001 | grep -q "path=$T/other/ms.tif" || fail "--replace: second source"
+# An interrupted --replace says to re-run with --replace (it said --resume,
+# which kept the old records under the keys not reached yet beside the new
+# ones, and its rescan cleared the stale mark): --resume on the pool it
+# left stale is refused, --replace completes it to a fresh pack's meta.
+cdp-lmdbpack -q "$T/rp" <"$T/ms.cdps"
+head -c 40000 "$T/other.cdps" >"$T/othercut.cdps"
+expect_fail 1 "^cdp-lmdbpack: '<stdin>': truncated record stream (its producer died?) after [0-9]* records; the [1-9][0-9]* committed stay, re-run with --replace\$" \
+	cdp-lmdbpack -q --replace --txn-records 2 "$T/rp" <"$T/othercut.cdps"
+snapshot "$T/rp" "$T/before"
+expect_fail 1 "^cdp-lmdbpack: '$T/rp': an interrupted --replace left it stale: re-run with --replace\$" \
+	cdp-lmdbpack -q --resume "$T/rp" <"$T/other.cdps"
+[ "$(wc -l <"$T/err")" -eq 1 ] || fail "stale --resume: more than one line"
+snapshot "$T/rp" "$T/after"
+cmp -s "$T/before" "$T/after" || fail "a refused --resume changed the stale pool"
+cdp-lmdbpack -q --replace "$T/rp" <"$T/other.cdps"
+pp check "$T/rp" >/dev/null
+[ "$(pp dump "$T/rp" payloads)" = "$(pp dump "$T/fresh" payloads)" ] &&
+[ "$(pp dump "$T/rp" stats,classes,count)" = "$(pp dump "$T/fresh" stats,classes,count)" ] ||
+	fail "--replace after an interrupted one: differs from a fresh pack of the new stream"
+cdp-lmdbpack -q --resume "$T/rp" <"$T/other.cdps" || fail "--resume after a completed --replace"
 
 # A source is one pool source only when all of its description matches, not
 # just its path: the same relative path from another directory (another
@@ -546,6 +566,44 @@ for sig in TERM INT; do
 			pp check "$T/sig" >/dev/null
 		fi
 	done
+done
+
+# A signal while the read is blocked before the stream's header (its
+# producer has not started) or after its E frame (the producer has not
+# closed it yet) says so as above: it said "not a record stream:
+# Interrupted system call" and "cannot read '<stdin>': Interrupted system
+# call". The writers hold the FIFO open and write nothing more.
+for at in header end; do
+	rm -rf "$T/sig" "$T/fifo"
+	mkfifo "$T/fifo"
+	if [ $at = header ]; then
+		sh -c 'exec sleep 60' >"$T/fifo" &
+	else
+		sh -c 'cat "$1"; exec sleep 60' sh "$T/k.cdps" >"$T/fifo" &
+	fi
+	ppid=$!
+	"$PYTHON" -c "$DFLINT" cdp-lmdbpack -q --txn-records 1 "$T/sig" <"$T/fifo" 2>"$T/err" &
+	kpid=$!
+	i=0
+	until if [ $at = header ]; then [ $i -ge 5 ]; else [ "$(entries "$T/sig")" = 192 ] 2>/dev/null; fi; do
+		i=$((i + 1))
+		[ "$i" -lt 300 ] || { kill -9 "$kpid" "$ppid" 2>/dev/null; fail "blocked at the $at: no progress"; }
+		sleep 0.1
+	done
+	sleep 0.3
+	kill -INT "$kpid"
+	set +e; wait "$kpid"; rc=$?; set -e
+	kill "$ppid" 2>/dev/null || :
+	wait "$ppid" 2>/dev/null || :
+	[ "$rc" -eq 130 ] || fail "SIGINT blocked at the $at: exit $rc, want 130: $(cat "$T/err")"
+	if [ $at = header ]; then
+		want="interrupted by signal 2 after 0 records; nothing was committed"
+	else
+		want="interrupted by signal 2 after 192 records; the 192 committed stay, re-run with --resume"
+	fi
+	[ "$(cat "$T/err")" = "cdp-lmdbpack: '<stdin>': $want" ] ||
+		fail "SIGINT blocked at the $at: $(cat "$T/err")"
+	[ $at = end ] || [ ! -e "$T/sig" ] || fail "SIGINT before the header left $(ls "$T/sig")"
 done
 
 # --- two packers at once equal one after the other ------------------------------

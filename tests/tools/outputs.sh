@@ -17,7 +17,8 @@
 #    removed by the next cdp-train in that run directory, a live one's kept;
 #  - a full file system (a 16 KiB tmpfs mounted in this test's folder, in a
 #    mount namespace of its own; skipped without unshare -m) is reported as
-#    "No space left on device", naming the file.
+#    "No space left on device", naming the file, also when it fills while
+#    GDAL writes --cog's copies or SQLite --vector's GeoPackage.
 . "$CDP_SRCDIR/tests/tools/common.sh"
 need_python
 D="$CDP_SRCDIR/tests/predict"
@@ -220,6 +221,38 @@ if unshare -m true 2>/dev/null; then
 	[ "$rc" -eq 1 ] || fail "cdp-predict on a full disk exited $rc: $(cat "$T/err")"
 	grep -qx "cdp-predict: cannot write '$T/full/out.tif': No space left on device" "$T/err" ||
 		fail "a full disk: $(cat "$T/err")"
+	# a file system that fills while GDAL writes --cog's copies or SQLite
+	# --vector's GeoPackage: a 1 MiB tmpfs holds a first run's outputs
+	# (a failed run leaves them), then 0 to 640 KiB more are taken. GDAL
+	# and SQLite reported it as what failed next, after freeing their
+	# files ("TIFFAppendToStrip:Seek error at scanline 0",
+	# "sqlite3_exec(COMMIT) failed: database or disk is full", "no such
+	# table: gpkg_geometry_columns"); every failure must say what it is
+	mkdir "$T/fill"
+	for what in cog vector; do
+		if [ $what = cog ]; then
+			opts="--prob --cog" f=out.tif
+		else
+			opts="--vector '$T/fill/out.gpkg'" f=out.gpkg
+		fi
+		set +e
+		unshare -m sh -c "mount -t tmpfs -o size=1m tmpfs '$T/fill' || exit 99
+			cdp-predict -q --threads 1 '$T/run' '$T/b.tif' -o '$T/fill/out.tif' $opts || exit 98
+			for k in 0 64 128 192 256 320 384 448 512 576 640; do
+				dd if=/dev/zero of='$T/fill/fill' bs=1k count=\$k 2>/dev/null
+				cdp-predict -q --threads 1 '$T/run' '$T/b.tif' -o '$T/fill/out.tif' $opts \\
+					2>'$T/err1' && echo \"\$k ok\" ||
+					echo \"\$k \$(cat '$T/err1')\"
+				rm -f '$T/fill/fill'
+			done" >"$T/scan" 2>"$T/err"
+		rc=$?
+		set -e
+		[ "$rc" -eq 0 ] || fail "--$what on a full disk: the first run or the mount failed ($rc): $(cat "$T/err")"
+		grep -q " cdp-predict: " "$T/scan" || fail "--$what never met a full disk: $(cat "$T/scan")"
+		if grep -v " ok\$" "$T/scan" | grep -vx "[0-9]* cdp-predict: cannot write '$T/fill/$f': No space left on device"; then
+			fail "--$what on a full disk (KiB taken, message) above"
+		fi
+	done
 else
 	echo "no unshare -m: the full disk case is skipped"
 fi

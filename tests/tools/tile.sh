@@ -315,6 +315,54 @@ expect_fail 1 "cannot open 'nope.tif'" cdp-tile -s 16 -O tiffail u8.tif nope.tif
 mkdir -p mid/u8_1_1.tif
 expect_fail 1 "refusing to write 'mid/u8_1_1.tif': it is a directory, not a regular file" cdp-tile -s 16 -O mid u8.tif
 [ "$(ls mid)" = u8_1_1.tif ] || fail "a failed -O run left: $(ls mid)"
+# The tiles of -O are one set (cdpool(7), OUTPUTS): a SIGTERM sent by
+# strace's injection at the 1st, 5th or 12th of the 12 renames ends the
+# run only after the last, so the folder holds every new tile and no old
+# one beside them (it once stopped at that rename: half new, half old). A
+# rename that fails part-way (EIO injected at the 5th) stops the set there:
+# reported, naming its tile, the 4 before it new, the rest old, no
+# temporary left.
+R='rename,renameat,renameat2'
+if command -v strace >/dev/null 2>&1 &&
+	strace -f -o /dev/null -e trace=$R -e inject=$R:signal=TERM:when=1 true 2>/dev/null; then
+	$MK set.tif --width 48 --height 32 --label set_mask.tif --seed 12
+	$MK set2.tif --width 48 --height 32 --label set2_mask.tif --seed 13
+	cdp-tile -q -s 16 --label-suffix _mask -O setnew set.tif
+	for n in 1 5 12 fail; do
+		rm -rf setdir
+		cdp-tile -q -s 16 --label-suffix _mask --name set -O setdir set2.tif
+		(cd setdir && md5sum * >../set.old)
+		set +e
+		if [ $n = fail ]; then
+			strace -f -o /dev/null -e trace=$R -e inject=$R:error=EIO:when=5 \
+				cdp-tile -q -s 16 --label-suffix _mask -O setdir set.tif 2>set.err
+		else
+			strace -f -o /dev/null -e trace=$R -e inject=$R:signal=TERM:when=$n \
+				cdp-tile -q -s 16 --label-suffix _mask -O setdir set.tif 2>set.err
+		fi
+		rc=$?
+		set -e
+		[ -z "$(ls -A setdir | grep cdp-tmp)" ] || fail "rename $n: a temporary left: $(ls -A setdir)"
+		[ "$(ls setdir | wc -l)" -eq 12 ] || fail "rename $n: $(ls setdir | wc -l) files, want 12"
+		new=0
+		for f in setdir/*; do
+			cmp -s "$f" "setnew/${f#setdir/}" && new=$((new + 1))
+		done
+		if [ $n = fail ]; then
+			[ "$rc" -eq 1 ] || fail "a failed rename: exit $rc: $(cat set.err)"
+			grep -q "^cdp-tile: cannot write 'setdir/set_[0-9_]*\(_label\)\?\.tif': Input/output error\$" set.err ||
+				fail "a failed rename: $(cat set.err)"
+			[ $new -eq 4 ] || fail "a failed rename at the 5th: $new tiles new, want 4"
+			(cd setdir && md5sum -c --quiet ../set.old 2>/dev/null | wc -l) >set.n
+			[ "$(cat set.n)" -eq 4 ] || fail "a failed rename: $(cat set.n) old tiles replaced, want 4"
+		else
+			[ "$rc" -eq 143 ] || fail "a SIGTERM at rename $n: exit $rc, want 143: $(cat set.err)"
+			[ $new -eq 12 ] || fail "a SIGTERM at rename $n left $((12 - new)) old tiles beside $new new ones"
+		fi
+	done
+else
+	echo "SKIP (this case): no strace that can inject a signal at a rename"
+fi
 expect_fail 2 "--size: '0'" cdp-tile -s 0 u8.tif
 expect_fail 2 "--edge: 'wrap'" cdp-tile --edge wrap u8.tif
 expect_fail 2 "--overlap 16 must be less than the tile size 16" \

@@ -187,6 +187,31 @@ int main(void)
 	      (unsigned)(st.st_mode & 0777));
 	CHECK(temporaries() == 0 && cdp_out_live() == 0, "no temporary left");
 
+	/* a replaced file keeps its mode (a private 0600 file stayed 0644 under
+	 * umask 022), also one GDAL writes by name (NOFD); as root its owner
+	 * and group too */
+	CHECK(chmod(tp("new.txt"), 0600) == 0, "chmod");
+	CHECK_RC(cdp_out_open(&o, tp("new.txt"), CDP_OUT_SEEK, 0666, err, sizeof err), CDP_OK);
+	wr(&o, "two");
+	CHECK_RC(cdp_out_commit(&o, err, sizeof err), CDP_OK);
+	CHECK(has("new.txt", "two") && stat(tp("new.txt"), &st) == 0 && (st.st_mode & 07777) == 0600,
+	      "replaced 0600 file: mode %o", (unsigned)(st.st_mode & 07777));
+	CHECK(chmod(tp("new.txt"), 0751) == 0, "chmod");
+	if (geteuid() == 0)
+		CHECK(chown(tp("new.txt"), 4321, 4322) == 0, "chown");
+	CHECK_RC(cdp_out_open(&o, tp("new.txt"), CDP_OUT_SEEK | CDP_OUT_NOFD, 0666, err, sizeof err),
+	         CDP_OK);
+	put_at(o.tmp, "three");
+	CHECK_RC(cdp_out_commit(&o, err, sizeof err), CDP_OK);
+	CHECK(has("new.txt", "three") && stat(tp("new.txt"), &st) == 0 && (st.st_mode & 07777) == 0751,
+	      "replaced 0751 file (NOFD): mode %o", (unsigned)(st.st_mode & 07777));
+	if (geteuid() == 0)
+		CHECK(st.st_uid == 4321 && st.st_gid == 4322, "owner %u:%u kept", (unsigned)st.st_uid,
+		      (unsigned)st.st_gid);
+	CHECK(chmod(tp("new.txt"), 0644) == 0 && (geteuid() != 0 || chown(tp("new.txt"), 0, 0) == 0),
+	      "mode back");
+	put("new.txt", "one");
+
 	/* abort leaves an existing file and removes the temporary and side files */
 	CHECK_RC(cdp_out_open(&o, tp("new.txt"), CDP_OUT_SEEK | CDP_OUT_NOFD, 0666, err, sizeof err),
 	         CDP_OK);

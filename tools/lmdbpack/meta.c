@@ -560,26 +560,33 @@ out:
 	return rc;
 }
 
+int pack_pool_stale(pk *p, int *stale)
+{
+	MDB_txn *txn;
+	cdp_stats st;
+	int rc, absent;
+
+	*stale = 0;
+	if ((rc = cdp_lmdb_txn_begin(p->pool.env, MDB_RDONLY, &txn)))
+		return pack_seterr(p, rc, "cannot read '%s': %s", p->o->db, cdp_strerror(rc));
+	rc = meta_read(p, txn, "stats", &absent);
+	if (!rc && !absent && !(rc = cdp_stats_parse((char *)p->tmp.p, p->tmp.len, &st))) {
+		*stale = st.stale;
+		cdp_stats_free(&st);
+	}
+	mdb_txn_abort(txn);
+	if (rc)
+		return rc == CDP_ESYNTAX ? pack_meta_error(p, "stats", rc) : rc;
+	return CDP_OK;
+}
+
 /* After --replace (or a replace that was killed earlier): exact stats again. */
 int pack_rescan_if_needed(pk *p)
 {
-	cdp_stats st;
-	int rc, absent, stale = p->replaced;
+	int rc, stale = p->replaced;
 
-	if (!stale) {
-		MDB_txn *txn;
-		if ((rc = cdp_lmdb_txn_begin(p->pool.env, MDB_RDONLY, &txn)))
-			return pack_seterr(p, rc, "cannot read '%s': %s", p->o->db,
-			                   cdp_strerror(rc));
-		rc = meta_read(p, txn, "stats", &absent);
-		if (!rc && !absent && !(rc = cdp_stats_parse((char *)p->tmp.p, p->tmp.len, &st))) {
-			stale = st.stale;
-			cdp_stats_free(&st);
-		}
-		mdb_txn_abort(txn);
-		if (rc)
-			return rc == CDP_ESYNTAX ? pack_meta_error(p, "stats", rc) : rc;
-	}
+	if (!stale && (rc = pack_pool_stale(p, &stale)))
+		return rc;
 	if (!stale || !p->have_shape)
 		return CDP_OK;
 	while ((rc = rescan_txn(p)) == MDB_MAP_FULL)

@@ -319,14 +319,21 @@ int pack_add_record(pk *p, const char *key, const void *body, size_t len)
 /* ---- inputs ------------------------------------------------------------- */
 
 /* What an incomplete stream leaves: the batches committed before it broke
- * (each a consistent pool state, so --resume completes them to what one
- * whole pack gives); the batch in the making is never committed. */
+ * (each a consistent pool state, so re-running in the mode that completes
+ * them gives what one whole pack gives); the batch in the making is never
+ * committed. That mode is --replace after --replace: --resume would keep
+ * the old records under the keys not reached yet. */
 static const char *kept(const pk *p, char *buf, size_t cap)
 {
+	const char *again = p->o->dup == CDP_DUP_REPLACE ? "--replace" : "--resume";
+
+	if (!p->pool_open || (p->w.written == 0 && p->made))
+		return "nothing was committed";
 	if (p->w.written == 0)
-		return p->made ? "nothing was committed" :
-		       "nothing of it was committed, re-run with --resume";
-	snprintf(buf, cap, "the %" PRIu64 " committed stay, re-run with --resume", p->w.written);
+		snprintf(buf, cap, "nothing of it was committed, re-run with %s", again);
+	else
+		snprintf(buf, cap, "the %" PRIu64 " committed stay, re-run with %s", p->w.written,
+		         again);
 	return buf;
 }
 
@@ -405,6 +412,8 @@ static int read_stream(pk *p, FILE *in)
 			}
 			errno = 0;
 			if ((c = getc(in)) == EOF) {
+				if (ferror(in) && (rc = pack_stopped(p)))
+					break;
 				if (ferror(in))
 					rc = pack_seterr(p, errno ? errno : EIO, "cannot read '%s': %s",
 					                 p->in, strerror(errno ? errno : EIO));
@@ -412,7 +421,11 @@ static int read_stream(pk *p, FILE *in)
 			}
 			ungetc(c, in);
 			nstream++;
-			if ((rc = cdp_stream_read_header(in))) {
+			if ((rc = cdp_stream_read_header(in)) && (c = pack_stopped(p))) {
+				rc = c;
+				break;
+			}
+			if (rc) {
 				rc = pack_seterr(p, rc, "'%s': data after the end of record stream %u "
 				                 "is not a record stream (%s); %s", p->in,
 				                 nstream - 1, rc == CDP_ETRUNC ? "truncated header"
@@ -510,7 +523,7 @@ int cdp_pack_run(const cdp_pack_opts *o, FILE *in, cdp_pack_result *res,
 	int flags = CDP_POOL_CREATE | (o->nosync ? CDP_POOL_NOSYNC : 0);
 	char why[128];
 	struct stat st;
-	int rc, pg = 0, made = 0, empty = 0;
+	int rc, pg = 0, made = 0, empty = 0, stale = 0;
 
 	memset(res, 0, sizeof *res);
 	memset(&p, 0, sizeof p);
@@ -542,8 +555,11 @@ int cdp_pack_run(const cdp_pack_opts *o, FILE *in, cdp_pack_result *res,
 		                 "(pipe cdp-tile into it or use --list)");
 		goto out;
 	} else if ((rc = cdp_stream_read_header(in))) {
-		rc = pack_seterr(&p, rc, "'%s': not a record stream: %s", p.in,
-		                 rc == CDP_ETRUNC ? "empty or truncated header" : cdp_strerror(rc));
+		/* a signal while the producer has not started yet */
+		if (pack_stopped(&p) == CDP_OK)
+			rc = pack_seterr(&p, rc, "'%s': not a record stream: %s", p.in,
+			                 rc == CDP_ETRUNC ? "empty or truncated header" :
+			                 cdp_strerror(rc));
 		goto out;
 	}
 
@@ -588,6 +604,16 @@ int cdp_pack_run(const cdp_pack_opts *o, FILE *in, cdp_pack_result *res,
 	}
 	if (o->folders && (rc = pack_folders_check_moved(&p, ents, nents)))
 		goto out;
+	/* --resume keeps what a key holds: on a pool that an interrupted
+	 * --replace left half replaced it would keep old records beside new
+	 * ones, and its rescan would clear the mark that says so */
+	if (o->dup == CDP_DUP_SKIP) {
+		if ((rc = pack_pool_stale(&p, &stale)) == CDP_OK && stale)
+			rc = pack_seterr(&p, CDP_EMISMATCH, "'%s': an interrupted --replace left "
+			                 "it stale: re-run with --replace", o->db);
+		if (rc)
+			goto out;
+	}
 	cdp_lmdb_writer_init(&p.w, p.pool.env, p.pool.tiles, o->dup, o->txn_records,
 	                     o->txn_bytes, pack_prepare, pack_finish, &p);
 	cdp_progress_start(&p.pg, o->progress, "cdp-lmdbpack", "packing", nents);

@@ -125,6 +125,9 @@ int pack_finish(MDB_txn *txn, cdp_lmdb_item *items, size_t n, void *arg);
 /* After --replace (or an interrupted one): recomputes stats, classes and
  * count from every record. */
 int pack_rescan_if_needed(pk *p);
+/* *stale = the pool's stats meta is marked stale (an interrupted
+ * --replace changed records; only a completed --replace clears it). */
+int pack_pool_stale(pk *p, int *stale);
 
 /* list.c */
 

@@ -64,12 +64,14 @@ static const char *gdal_msg(void)
 
 /* "VERB 'path': " with GDAL's reason, or "cannot write 'path': No space
  * left on device" for the full file system that libtiff and SQLite report
- * as whatever failed next ("TIFFRewriteDirectory: Error fetching directory
- * count") */
+ * as whatever failed next ("TIFFAppendToStrip:Seek error", "database or
+ * disk is full"): cdp_raster_init's handler notes it when it happens */
 static int io_fail(const char *verb, const char *path, const cdp_out *on, char *err, size_t cap)
 {
-	if (cdp_out_nospace(on, path))
-		return fail(err, cap, "cannot write '%s': %s", path, strerror(ENOSPC));
+	int e = cdp_out_nospace(on, path);
+
+	if (e)
+		return fail(err, cap, "cannot write '%s': %s", path, strerror(e));
 	return fail(err, cap, "%s '%s': %s", verb, path, gdal_msg());
 }
 
@@ -126,7 +128,7 @@ int pr_out_open(pr_out **out, const char *path, int w, int h, int nb, int f32,
 	}
 	if ((gt && GDALSetGeoTransform(o->ds, (double *)gt) != CE_None) ||
 	    (wkt && *wkt && GDALSetProjection(o->ds, wkt) != CE_None)) {
-		fail(err, cap, "cannot georeference '%s': %s", path, gdal_msg());
+		io_fail("cannot georeference", path, &o->rows, err, cap);
 		pr_out_close(o, 0, NULL, 0);
 		return -1;
 	}
@@ -253,7 +255,7 @@ int pr_out_layout(pr_out *o, const pr_legend *lg, int cog, char *err, size_t cap
 	 * class map larger than the cache could not be labelled at the end */
 	CPLErrorReset();
 	if (o->ds && label_rows(o) < 0)
-		return fail(err, cap, "cannot label the classes of '%s': %s", o->path, gdal_msg());
+		return io_fail("cannot label the classes of", o->path, &o->rows, err, cap);
 	return 0;
 }
 
@@ -274,15 +276,12 @@ static int copy_as(pr_out *o, const char *drv, const char *src, const char *dst,
 		fail(err, cap, "cannot reopen '%s': %s", src, gdal_msg());
 	else {
 		if (!(d = GDALCreateCopy(dr, dst, s, FALSE, co, NULL, NULL)))
-			fail(err, cap, "cannot write '%s': %s", o->path, gdal_msg());
+			write_fail(o->path, NULL, err, cap);
 		GDALClose(s);
 	}
 	CSLDestroy(co);
-	if (!d) {
-		if (cdp_out_nospace(NULL, dst))
-			write_fail(o->path, NULL, err, cap);
+	if (!d)
 		return -1;
-	}
 	GDALClose(d);
 	return CPLGetLastErrorType() >= CE_Failure ? write_fail(o->path, NULL, err, cap) : 0;
 }
@@ -319,7 +318,7 @@ static int lay_out_in(pr_out *o, const char *rows, const char *dst, char *err, s
 	/* halvings down to one tile, as the COG driver makes */
 	for (int f = 2; o->w > 256 * f / 2 || o->h > 256 * f / 2; f *= 2)
 		if (GDALBuildOverviews(d, resampling, 1, &f, 0, NULL, NULL, NULL) != CE_None) {
-			fail(err, cap, "cannot build the overviews of '%s': %s", o->path, gdal_msg());
+			io_fail("cannot build the overviews of", o->path, tiled ? &t : NULL, err, cap);
 			GDALClose(d);
 			goto out;
 		}
@@ -512,7 +511,7 @@ int pr_vector(const char *mask_tif, const char *gpkg, int klass, const pr_legend
 			OSRSetAxisMappingStrategy(srs, OAMS_TRADITIONAL_GIS_ORDER);
 	}
 	if (!(layer = GDALDatasetCreateLayer(dst, "prediction", srs, wkbPolygon, NULL))) {
-		fail(err, cap, "cannot create a layer in '%s': %s", gpkg, gdal_msg());
+		io_fail("cannot create a layer in", gpkg, out, err, cap);
 		goto out;
 	}
 	fd = OGR_Fld_Create("class", OFTInteger);

@@ -187,11 +187,18 @@ static cdp_out *file_slot(ctx *c)
 	return &c->files[c->nfiles];
 }
 
+/* The tiles are one set, renamed as cdp-predict renames its outputs: a
+ * SIGTERM, SIGINT or SIGHUP among the renames is held until the last
+ * (cdp_out_hold), so that it cannot leave new tiles beside old ones; a
+ * rename that fails stops the set there, is reported, and the temporaries
+ * not yet renamed are removed. */
 int tile_files_end(ctx *c, int commit)
 {
 	char msg[600];
 	int rc = CDP_OK;
 
+	if (commit)
+		cdp_out_hold();
 	for (size_t i = 0; i < c->nfiles; i++) {
 		if (commit && rc == CDP_OK) {
 			if ((rc = cdp_out_commit(&c->files[i], msg, sizeof(msg))))
@@ -200,6 +207,8 @@ int tile_files_end(ctx *c, int commit)
 			cdp_out_abort(&c->files[i]);
 		}
 	}
+	if (commit)
+		cdp_out_release();
 	free(c->files);
 	c->files = NULL;
 	c->nfiles = c->capfiles = 0;
