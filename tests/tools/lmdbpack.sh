@@ -320,6 +320,9 @@ snapshot "$T/rp" "$T/before"
 expect_fail 1 "^cdp-lmdbpack: '$T/rp': an interrupted --replace left it stale: re-run with --replace\$" \
 	cdp-lmdbpack -q --resume "$T/rp" <"$T/other.cdps"
 [ "$(wc -l <"$T/err")" -eq 1 ] || fail "stale --resume: more than one line"
+cdp-tile -q --size 32 --name newkeys --label "$T/other/ms_lab.tif" "$T/other/ms.tif" >"$T/newkeys.cdps"
+expect_fail 1 "^cdp-lmdbpack: '$T/rp': an interrupted --replace left it stale: re-run with --replace\$" \
+	cdp-lmdbpack -q "$T/rp" <"$T/newkeys.cdps"
 snapshot "$T/rp" "$T/after"
 cmp -s "$T/before" "$T/after" || fail "a refused --resume changed the stale pool"
 cdp-lmdbpack -q --replace "$T/rp" <"$T/other.cdps"

@@ -604,10 +604,11 @@ int cdp_pack_run(const cdp_pack_opts *o, FILE *in, cdp_pack_result *res,
 	}
 	if (o->folders && (rc = pack_folders_check_moved(&p, ents, nents)))
 		goto out;
-	/* --resume keeps what a key holds: on a pool that an interrupted
-	 * --replace left half replaced it would keep old records beside new
-	 * ones, and its rescan would clear the mark that says so */
-	if (o->dup == CDP_DUP_SKIP) {
+	/* --resume keeps what a key holds, and a plain pack only adds keys: on
+	 * a pool that an interrupted --replace left half replaced either would
+	 * keep old records beside new ones, and its rescan would clear the
+	 * mark that says so */
+	if (o->dup != CDP_DUP_REPLACE) {
 		if ((rc = pack_pool_stale(&p, &stale)) == CDP_OK && stale)
 			rc = pack_seterr(&p, CDP_EMISMATCH, "'%s': an interrupted --replace left "
 			                 "it stale: re-run with --replace", o->db);
