@@ -221,8 +221,10 @@ const char *cdp_pool_strerror(const cdp_pool *p, int rc, char *buf, size_t cap)
 
 void cdp_pool_close(cdp_pool *p)
 {
-	if (p && p->env)
+	if (p && p->env) {
+		cdp_lmdb_forget(p->env);
 		mdb_env_close(p->env);
+	}
 	if (p)
 		memset(p, 0, sizeof *p);
 }
