@@ -194,7 +194,7 @@ static int open_keys(cdp_loader *l, char *err, size_t cap)
 			            l->keys_path, w.key, w.first, w.line);
 		if (w.line)
 			return fail(err, cap, rc, "'%s': line %zu: %s", l->keys_path, w.line,
-			            cdp_strerror(rc));
+			            w.why ? w.why : cdp_strerror(rc));
 		return fail(err, cap, rc, "cannot read '%s': %s", l->keys_path, cdp_strerror(rc));
 	}
 	if (strcmp(l->kl.uuid, l->info.uuid) != 0)
