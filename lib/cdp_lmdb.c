@@ -7,6 +7,7 @@
 #include "cdp_lmdb.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -162,26 +163,149 @@ int cdp_lmdb_env_open_sized(const char *path, unsigned int flags, int create,
 	return CDP_OK;
 }
 
+/* What the wrapper knows of each env this process uses: the long read
+ * transactions it holds (cdp_lmdb_txn_hold) and a grow that failed. LMDB
+ * forbids mdb_env_set_mapsize while the process has a transaction open, and
+ * a failed one leaves the env unmapped; both are per env, so a small table
+ * keyed by the handle keeps them (an env not in it has neither). */
+#define ENV_SLOTS 64
+
+static struct env_state {
+	MDB_env *env;
+	unsigned holds;         /* long transactions open */
+	int broken;             /* errno of the failed grow, 0 if none */
+	size_t want;            /* the size it tried */
+} envs[ENV_SLOTS];
+static pthread_mutex_t envs_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* env's slot, or a free one when add (NULL when full or absent); call
+ * with envs_lock held. */
+static struct env_state *env_state(MDB_env *env, int add)
+{
+	struct env_state *free_slot = NULL;
+
+	for (int i = 0; i < ENV_SLOTS; i++) {
+		if (envs[i].env == env)
+			return &envs[i];
+		if (!envs[i].env && !free_slot)
+			free_slot = &envs[i];
+	}
+	if (!add || !free_slot)
+		return NULL;
+	memset(free_slot, 0, sizeof *free_slot);
+	free_slot->env = env;
+	return free_slot;
+}
+
+/* The env's failed grow (errno, *want its size), or 0; and whether it
+ * holds a long transaction (*held). */
+static int env_flags(MDB_env *env, size_t *want, unsigned *held)
+{
+	struct env_state *e;
+	int broken = 0;
+
+	pthread_mutex_lock(&envs_lock);
+	if ((e = env_state(env, 0)) != NULL) {
+		broken = e->broken;
+		if (want)
+			*want = e->want;
+		if (held)
+			*held = e->holds;
+	}
+	pthread_mutex_unlock(&envs_lock);
+	return broken;
+}
+
 int cdp_lmdb_txn_begin(MDB_env *env, unsigned int flags, MDB_txn **txn)
 {
-	int rc = mdb_txn_begin(env, NULL, flags, txn);
+	unsigned held = 0;
+	int rc, broken = env_flags(env, NULL, &held);
 
-	/* Another process grew the map: take its size and try again. */
-	if (rc == MDB_MAP_RESIZED && (rc = mdb_env_set_mapsize(env, 0)) == 0)
+	*txn = NULL;
+	if (broken)
+		return broken;
+	rc = mdb_txn_begin(env, NULL, flags, txn);
+	/* Another process grew the map: take its size and try again, unless
+	 * a long transaction of ours still reads the old map (its pointers
+	 * would point into unmapped memory). */
+	if (rc == MDB_MAP_RESIZED && held == 0 && (rc = mdb_env_set_mapsize(env, 0)) == 0)
 		rc = mdb_txn_begin(env, NULL, flags, txn);
 	return rc;
+}
+
+int cdp_lmdb_txn_hold(MDB_env *env, unsigned int flags, MDB_txn **txn)
+{
+	struct env_state *e;
+	int rc = cdp_lmdb_txn_begin(env, flags, txn);
+
+	if (rc != 0)
+		return rc;
+	pthread_mutex_lock(&envs_lock);
+	if ((e = env_state(env, 1)) != NULL)
+		e->holds++;
+	pthread_mutex_unlock(&envs_lock);
+	if (!e) {
+		mdb_txn_abort(*txn);
+		*txn = NULL;
+		return CDP_ENOMEM;
+	}
+	return CDP_OK;
+}
+
+void cdp_lmdb_txn_release(MDB_env *env, MDB_txn *txn)
+{
+	struct env_state *e;
+
+	if (!txn)
+		return;
+	mdb_txn_abort(txn);
+	pthread_mutex_lock(&envs_lock);
+	if ((e = env_state(env, 0)) != NULL && e->holds > 0 && --e->holds == 0 && !e->broken)
+		e->env = NULL;
+	pthread_mutex_unlock(&envs_lock);
+}
+
+int cdp_lmdb_broken(MDB_env *env, size_t *want)
+{
+	return env_flags(env, want, NULL);
+}
+
+void cdp_lmdb_forget(MDB_env *env)
+{
+	struct env_state *e;
+
+	pthread_mutex_lock(&envs_lock);
+	if ((e = env_state(env, 0)) != NULL)
+		memset(e, 0, sizeof *e);
+	pthread_mutex_unlock(&envs_lock);
 }
 
 int cdp_lmdb_grow(MDB_env *env)
 {
 	MDB_envinfo info;
+	struct env_state *e;
+	size_t want;
 	int rc;
 
+	if ((rc = env_flags(env, NULL, NULL)) != 0)
+		return rc;
 	if ((rc = mdb_env_info(env, &info)) != 0)
 		return rc;
 	if (info.me_mapsize > SIZE_MAX / 2)
 		return MDB_MAP_FULL;
-	return mdb_env_set_mapsize(env, info.me_mapsize * 2);
+	want = info.me_mapsize * 2;
+	/* EINVAL: a transaction is open, nothing was unmapped. Any other
+	 * failure is the mmap of the new size, and LMDB has already unmapped
+	 * the old one: the env can only be closed now. */
+	if ((rc = mdb_env_set_mapsize(env, want)) == 0 || rc == EINVAL)
+		return rc;
+	pthread_mutex_lock(&envs_lock);
+	if ((e = env_state(env, 1)) != NULL) {
+		e->broken = rc;
+		e->want = want;
+	}
+	pthread_mutex_unlock(&envs_lock);
+	return rc;
 }
 
 void cdp_lmdb_writer_init(cdp_lmdb_writer *w, MDB_env *env, MDB_dbi dbi,

@@ -71,12 +71,36 @@ int cdp_lmdb_env_open_sized(const char *path, unsigned int flags, int create,
  * mmap fails, so a writer asks first and creates nothing it cannot map. */
 int cdp_lmdb_can_map(size_t bytes);
 
-/* mdb_txn_begin that adopts a map grown by another process. */
+/* mdb_txn_begin that adopts a map grown by another process (MDB_MAP_RESIZED:
+ * mdb_env_set_mapsize(env, 0), then begins again), except while this
+ * process holds a long transaction on env (cdp_lmdb_txn_hold): LMDB may
+ * only remap with no transaction open, and the held one's record pointers
+ * would point into the unmapped old map, so MDB_MAP_RESIZED is returned
+ * then. On an env whose grow failed (cdp_lmdb_broken) it begins nothing and
+ * returns that grow's errno. *txn is NULL on failure. */
 int cdp_lmdb_txn_begin(MDB_env *env, unsigned int flags, MDB_txn **txn);
 
+/* cdp_lmdb_txn_begin for a transaction that stays open while others are
+ * begun (a reader's snapshot whose values it keeps pointers to): counted
+ * until cdp_lmdb_txn_release, which aborts it. CDP_ENOMEM when the
+ * wrapper's table of envs is full. */
+int cdp_lmdb_txn_hold(MDB_env *env, unsigned int flags, MDB_txn **txn);
+void cdp_lmdb_txn_release(MDB_env *env, MDB_txn *txn);
+
 /* Doubles the map size; no transaction of this process may be open.
- * MDB_MAP_FULL if it cannot grow any further. */
+ * MDB_MAP_FULL if it cannot grow any further. Any other failure of the
+ * new mmap (ENOMEM under ulimit -v) leaves the env unmapped by LMDB: it is
+ * then marked broken, every later cdp_lmdb_txn_begin and cdp_lmdb_grow on
+ * it returns that errno without touching it, and it may only be closed. */
 int cdp_lmdb_grow(MDB_env *env);
+
+/* The errno of env's failed grow, *want (may be NULL) the size it tried;
+ * 0 when no grow failed. */
+int cdp_lmdb_broken(MDB_env *env, size_t *want);
+
+/* Drops what the wrapper knows of env: call before mdb_env_close
+ * (cdp_pool_close does), since another env may get the same address. */
+void cdp_lmdb_forget(MDB_env *env);
 
 enum { CDP_DUP_ERROR = 0, CDP_DUP_SKIP = 1, CDP_DUP_REPLACE = 2 };
 

@@ -223,8 +223,10 @@ const char *cdp_pool_strerror(const cdp_pool *p, int rc, char *buf, size_t cap)
 
 void cdp_pool_close(cdp_pool *p)
 {
-	if (p && p->env)
+	if (p && p->env) {
+		cdp_lmdb_forget(p->env);
 		mdb_env_close(p->env);
+	}
 	if (p)
 		memset(p, 0, sizeof *p);
 }
@@ -670,17 +672,24 @@ static int load(cdp_pool *p, MDB_txn *txn, cdp_pool_info *info, cdp_buf *b, char
 
 int cdp_pool_info_load(cdp_pool *p, cdp_pool_info *info, char *why, size_t cap)
 {
-	MDB_txn *txn;
+	return cdp_pool_info_load_txn(p, NULL, info, why, cap);
+}
+
+int cdp_pool_info_load_txn(cdp_pool *p, MDB_txn *in, cdp_pool_info *info, char *why,
+                           size_t cap)
+{
+	MDB_txn *txn = in;
 	cdp_buf b = {0};
 	int rc;
 
 	memset(info, 0, sizeof *info);
 	if (why && cap)
 		why[0] = '\0';
-	if ((rc = cdp_lmdb_txn_begin(p->env, MDB_RDONLY, &txn)) != 0)
+	if (!txn && (rc = cdp_lmdb_txn_begin(p->env, MDB_RDONLY, &txn)) != 0)
 		return rc;
 	rc = load(p, txn, info, &b, why, cap);
-	mdb_txn_abort(txn);
+	if (!in)
+		mdb_txn_abort(txn);
 	cdp_buf_free(&b);
 	if (rc)
 		cdp_pool_info_free(info);

@@ -158,6 +158,9 @@ int  cdp_pool_meta_check(cdp_pool *p, MDB_txn *txn, char uuid[33], uint64_t *til
  * band 1: min 300 is above max 244"; cdp_strerror's phrase where nothing
  * more is known). An empty pool (no shape yet) loads with bands 0. */
 int  cdp_pool_info_load(cdp_pool *p, cdp_pool_info *info, char *why, size_t cap);
+/* The same in txn (NULL: own read txn), which stays open. */
+int  cdp_pool_info_load_txn(cdp_pool *p, MDB_txn *txn, cdp_pool_info *info, char *why,
+                            size_t cap);
 void cdp_pool_info_free(cdp_pool_info *info);
 
 /* The meta name of source index i's sums ("srcstats.NNNNNN") into name[cap]. */

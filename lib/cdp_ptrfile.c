@@ -39,6 +39,17 @@ static int key_ok(const char *k, size_t len)
 	return 1;
 }
 
+/* What key_ok refuses in k[len]. */
+static const char *key_why(const char *k, size_t len)
+{
+	if (len == 0)
+		return "empty key line";
+	if (len >= CDP_KEY_MAX)
+		return "key longer than 255 bytes";
+	(void)k;
+	return "key holds a space or a control byte";
+}
+
 static int is_lhex(char c)
 {
 	return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
@@ -368,6 +379,8 @@ static int parse(char *data, size_t len, cdp_keylist *kl, cdp_ptrfile_where *w)
 		}
 		if (!key_ok(p, (size_t)(nl - p))) {
 			rc = CDP_ESYNTAX;
+			if (w)
+				w->why = key_why(p, (size_t)(nl - p));
 			goto out;
 		}
 		p = nl + 1;

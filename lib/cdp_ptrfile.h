@@ -55,6 +55,10 @@ typedef struct cdp_ptrfile_where {
 	size_t line;
 	size_t first;
 	char key[CDP_KEY_MAX];
+	/* CDP_ESYNTAX of a key line: what is wrong with it ("key longer than
+	 * 255 bytes", "empty key line", "key holds a space or a control
+	 * byte"), a static phrase; else NULL */
+	const char *why;
 } cdp_ptrfile_where;
 
 /* Reads and validates a whole pointer file: CDP_EMAGIC, CDP_EVERSION

@@ -627,4 +627,13 @@ pp check "$T/conc" >/dev/null
 [ "$(pp dump "$T/conc" shape,count,stats)" = "$(pp dump "$T/seq" shape,count,stats)" ] ||
 	fail "concurrent packers: meta differs from sequential packing"
 [ "$(mdb_stat -s meta "$T/conc" | awk '/Entries:/ {print $2}')" -eq 11 ] || fail "concurrent: want 2 sources and their srcstats"
+
+# --- a --folders key over 255 bytes names the file and the key's length -----------
+c200=$(printf '%0200d' 0 | tr 0 c)
+s100=$(printf '%0100d' 0 | tr 0 s)
+mkdir -p "$T/lf/$c200"
+cp "$T/c1.tif" "$T/lf/$c200/$s100.tif"
+expect_fail 1 "^cdp-lmdbpack: '$T/lf/$c200/$s100.tif': key 'cccccccccccccccccccc/ssssssssssssssssssss\.\.\.' would be 301 bytes, longer than 255\$" \
+	cdp-lmdbpack -q --folders "$T/lf" "$T/lfpool"
+[ ! -e "$T/lfpool" ] || fail "--folders with a long key left a pool"
 exit 0

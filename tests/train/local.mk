@@ -14,7 +14,7 @@ TESTS += tests/train/profile.sh tests/train/train.sh tests/train/train_fail.sh \
 	tests/train/plot.sh \
 	tests/train/class_weights.sh \
 	tests/train/buckets.sh tests/train/trace.sh tests/train/cfg_nesting.sh \
-	tests/train/rundir.sh tests/train/losses.sh tests/train/emastop.sh tests/train/augment.sh \
+	tests/train/rundir.sh tests/train/pool_grow.sh tests/train/losses.sh tests/train/emastop.sh tests/train/augment.sh \
 	tests/train/cfg_keys.sh tests/train/bf16.sh tests/train/unet_resnet.sh \
 	tests/train/gradcomp.sh tests/train/mix.sh tests/train/bn_sync.sh \
 	tests/train/fpn_deeplab.sh tests/train/regression.sh
@@ -38,7 +38,7 @@ EXTRA_DIST += tests/train/gradcomp.sh tests/train/losses.sh tests/train/profile.
 	tests/train/standardize.sh tests/train/plot.sh tests/train/plotcheck.py \
 	tests/train/class_weights.sh \
 	tests/train/buckets.sh tests/train/trace.sh tests/train/cfg_nesting.sh \
-	tests/train/rundir.sh tests/train/emastop.sh tests/train/emastop.py tests/train/augment.sh \
+	tests/train/rundir.sh tests/train/pool_grow.sh tests/train/emastop.sh tests/train/emastop.py tests/train/augment.sh \
 	tests/train/cfg_keys.sh tests/train/bf16.sh tests/train/mix.sh tests/train/bn_sync.sh \
 	tests/train/regression.sh tests/train/unet_resnet.sh tests/train/fpn_deeplab.sh
 EXTRA_DIST += tests/train/multitarget.sh tests/train/overlap_auto.sh tests/train/step_per_bucket.sh \

@@ -5,14 +5,17 @@
  * from what it reads in the txn, so any double counting across the redone
  * attempts would show; a large value written by the hook makes some of the
  * growths happen inside it. Duplicate modes, hook failures and the MDB_APPEND
- * decision under a concurrent writer are checked too.
+ * decision under a concurrent writer are checked too, and so are a map
+ * grown by another process under a held read txn and a grow that fails.
  */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "cdp_error.h"
@@ -328,6 +331,125 @@ static void test_env_open(void)
 	rmdir(dir);
 }
 
+/* A process holding a long read txn (cdp_lmdb_txn_hold) while another
+ * process grows the map: a second begin must not remap under the held txn
+ * (LMDB forbids it; the held txn's pointers would point into the unmapped
+ * old map) but say MDB_MAP_RESIZED; once released, a begin adopts the size. */
+static void test_held_remap(void)
+{
+	enum { N = 400, VLEN = 4000 };
+	MDB_env *env;
+	MDB_dbi data, meta;
+	MDB_txn *held, *txn;
+	MDB_val k = { 1, "a" }, v;
+	MDB_stat st;
+	cdp_lmdb_writer w;
+	char key[16], val[VLEN];
+	pid_t pid;
+	int status = -1;
+
+	open_env(&env, &data, &meta, 1 << 20);
+	cdp_lmdb_writer_init(&w, env, data, CDP_DUP_ERROR, 0, 0, NULL, NULL, NULL);
+	add(&w, "a", "first");
+	CHECK_RC(cdp_lmdb_writer_flush(&w), CDP_OK);
+	cdp_lmdb_writer_free(&w);
+	mdb_env_close(env);
+
+	CHECK_RC(cdp_lmdb_env_open(dir, MDB_RDONLY | MDB_NOTLS, 0, 4, 0, &env), CDP_OK);
+	CHECK_RC(cdp_lmdb_txn_begin(env, MDB_RDONLY, &txn), CDP_OK);
+	CHECK_RC(mdb_dbi_open(txn, "data", 0, &data), 0);
+	CHECK_RC(mdb_txn_commit(txn), 0);
+	CHECK_RC(cdp_lmdb_txn_hold(env, MDB_RDONLY, &held), CDP_OK);
+	CHECK_RC(mdb_get(held, data, &k, &v), 0);
+	/* another process appends 1.6 MB: its map doubles past ours */
+	if ((pid = fork()) == 0) {
+		MDB_env *we;
+		MDB_dbi wd, wm;
+		int rc = 0;
+
+		open_env(&we, &wd, &wm, 0);
+		cdp_lmdb_writer_init(&w, we, wd, CDP_DUP_ERROR, 0, 0, NULL, NULL, NULL);
+		for (unsigned i = 0; i < N && rc == 0; i++) {
+			snprintf(key, sizeof key, "k%05u", i);
+			fill(val, VLEN, i);
+			rc = cdp_lmdb_writer_add(&w, key, strlen(key), val, VLEN);
+		}
+		if (rc == 0)
+			rc = cdp_lmdb_writer_flush(&w);
+		_exit(rc == 0 && w.grows > 0 ? 0 : 1);
+	}
+	CHECK(pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status) &&
+	      WEXITSTATUS(status) == 0, "the writer grew the map (status %d)", status);
+	CHECK_RC(cdp_lmdb_txn_begin(env, MDB_RDONLY, &txn), MDB_MAP_RESIZED);
+	CHECK(txn == NULL, "txn set on failure");
+	CHECK(v.mv_size == 5 && memcmp(v.mv_data, "first", 5) == 0, "the held value reads");
+	cdp_lmdb_txn_release(env, held);
+	CHECK_RC(cdp_lmdb_txn_begin(env, MDB_RDONLY, &txn), CDP_OK);
+	CHECK_RC(mdb_stat(txn, data, &st), 0);
+	CHECK(st.ms_entries == N + 1, "entries %zu after the remap", (size_t)st.ms_entries);
+	mdb_txn_abort(txn);
+	cdp_lmdb_forget(env);
+	mdb_env_close(env);
+	rmdb(dir);
+}
+
+/* This process's address space in bytes (VmSize), 0 if unknown. */
+static uint64_t vm_size(void)
+{
+	FILE *f = fopen("/proc/self/status", "r");
+	char line[256];
+	uint64_t kb = 0;
+
+	while (f && fgets(line, sizeof line, f))
+		if (sscanf(line, "VmSize: %" SCNu64, &kb) == 1)
+			break;
+	if (f)
+		fclose(f);
+	return kb * 1024;
+}
+
+/* A grow whose new mmap fails (RLIMIT_AS: room for the 64 MiB map and 32 MiB
+ * more, not for 128 MiB) leaves the env unmapped: it is marked broken and
+ * nothing touches it again (a begin crashed on the unmapped meta pages). In
+ * a child, so that the limit and a crash stay there. */
+static void test_grow_fail(void)
+{
+	pid_t pid;
+	int status = -1;
+
+	if ((pid = fork()) == 0) {
+		MDB_env *env;
+		MDB_dbi data, meta;
+		MDB_txn *txn = NULL;
+		struct rlimit rl;
+		size_t want = 0;
+		uint64_t vm;
+
+		open_env(&env, &data, &meta, (size_t)64 << 20);
+		if ((vm = vm_size()) == 0)
+			_exit(2);
+		rl.rlim_cur = rl.rlim_max = vm + ((uint64_t)32 << 20);
+		if (setrlimit(RLIMIT_AS, &rl) != 0)
+			_exit(3);
+		if (cdp_lmdb_grow(env) != ENOMEM)
+			_exit(4);
+		if (cdp_lmdb_broken(env, &want) != ENOMEM || want != (size_t)128 << 20)
+			_exit(5);
+		if (cdp_lmdb_txn_begin(env, MDB_RDONLY, &txn) != ENOMEM || txn != NULL)
+			_exit(6);
+		if (cdp_lmdb_grow(env) != ENOMEM)
+			_exit(7);
+		cdp_lmdb_forget(env);
+		mdb_env_close(env);
+		_exit(0);
+	}
+	CHECK(pid > 0 && waitpid(pid, &status, 0) == pid, "waitpid");
+	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "failed grow: %s %d",
+	      WIFSIGNALED(status) ? "signal" : "exit", WIFSIGNALED(status) ? WTERMSIG(status)
+	      : WEXITSTATUS(status));
+	rmdb(dir);
+}
+
 int main(void)
 {
 	snprintf(dir, sizeof dir, "/tmp/cdp_test_lmdb.XXXXXX");
@@ -340,6 +462,10 @@ int main(void)
 	test_append_concurrent();
 	CHECK(mkdir(dir, 0700) == 0, "mkdir");
 	test_dups();
+	CHECK(mkdir(dir, 0700) == 0, "mkdir");
+	test_held_remap();
+	CHECK(mkdir(dir, 0700) == 0, "mkdir");
+	test_grow_fail();
 	CHECK(mkdir(dir, 0700) == 0, "mkdir");
 	test_env_open();
 	return tap_done();

@@ -420,6 +420,41 @@ static void test_shuffle_unbiased(void)
 		CHECK(worst < 127, "key first-position counts deviate by %u from 500", worst);
 	}
 }
+/* A bad key line names what is wrong with it, not "syntax error": a key
+ * over 255 bytes (a 300-byte line, and one of 1 MB), an empty line, a
+ * space. */
+static void test_key_why(void)
+{
+	static const struct { size_t len; char fill; const char *why; } c[] = {
+		{ 300, 'a', "key longer than 255 bytes" },
+		{ 1 << 20, 'a', "key longer than 255 bytes" },
+		{ 0, 'a', "empty key line" },
+		{ 3, ' ', "key holds a space or a control byte" },
+	};
+	for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
+		size_t blen = 6 + c[i].len + 1;
+		char *body = malloc(blen), *file = malloc(blen + 200);
+		cdp_ptrfile_where w;
+		cdp_keylist kl;
+		int hl, rc;
+
+		CHECK(body && file, "malloc");
+		if (!body || !file)
+			return;
+		memcpy(body, "a_0_0\n", 6);
+		memset(body + 6, c[i].fill, c[i].len);
+		body[blen - 1] = '\n';
+		hl = snprintf(file, 200, "#cdpool-keys 1 uuid=0123456789abcdef0123456789abcdef"
+		              " seed=7 count=2 crc32=%08lx\n",
+		              crc32(0, (const unsigned char *)body, (uInt)blen));
+		memcpy(file + hl, body, blen);
+		rc = cdp_ptrfile_parse_where(file, (size_t)hl + blen, &kl, &w);
+		CHECK(rc == CDP_ESYNTAX && w.line == 3 && w.why && strcmp(w.why, c[i].why) == 0,
+		      "case %zu: rc %d line %zu why '%s'", i, rc, w.line, w.why ? w.why : "(null)");
+		free(body);
+		free(file);
+	}
+}
 
 int main(void)
 {
@@ -437,6 +472,7 @@ int main(void)
 	test_round_trip(200000);
 	test_read_failures();
 	test_write_failures();
+	test_key_why();
 	test_shuffle_unbiased();
 
 	tap_tmpdir_remove(dir);   /* every file a test made, not a list to keep up */

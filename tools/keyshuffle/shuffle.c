@@ -21,6 +21,7 @@
 
 #include "cdp_error.h"
 #include "cdp_key.h"
+#include "cdp_lmdb.h"
 #include "cdp_num.h"
 #include "cdp_pool.h"
 #include "cdp_file.h"
@@ -728,7 +729,7 @@ int ks_build(const char *db, const ks_options *o, ks_lists *out,
 	if (rc != CDP_OK)
 		goto out;
 	pool_open = 1;
-	rc = mdb_txn_begin(pool.env, NULL, MDB_RDONLY, &txn);
+	rc = cdp_lmdb_txn_begin(pool.env, MDB_RDONLY, &txn);   /* adopts a map grown since the open */
 	if (rc != MDB_SUCCESS) {
 		seterr(err, cap, "cannot read '%s': %s", db, cdp_strerror(rc));
 		goto out;

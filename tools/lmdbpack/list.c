@@ -258,12 +258,28 @@ int pack_list_keys(pk *p, list_entry *e, size_t n)
 	int rc = CDP_OK;
 
 	for (size_t i = 0; i < n; i++) {
-		if (cdp_key_stem(e[i].image, stem, sizeof stem) ||
-		    cdp_key_chip(key, sizeof key, e[i].folder ? p->cnames[e[i].cls] : NULL, stem))
-			return pack_seterr(p, CDP_EKEY, "'%s': line %zu: no usable key in '%s'",
-			                   p->in, e[i].line, e[i].image);
-		if (!(e[i].key = strdup(key)))
-			return pack_seterr(p, CDP_ENOMEM, "out of memory");
+		const char *cls = e[i].folder ? p->cnames[e[i].cls] : NULL;
+		char why[160];
+
+		if (cdp_key_stem(e[i].image, stem, sizeof stem) == CDP_OK &&
+		    cdp_key_chip(key, sizeof key, cls, stem) == CDP_OK) {
+			if (!(e[i].key = strdup(key)))
+				return pack_seterr(p, CDP_ENOMEM, "out of memory");
+			continue;
+		}
+		/* the real problem: a stem over a NAME's 200 bytes, or a key
+		 * (CLASS/STEM) over 255 */
+		if (cdp_key_stem(e[i].image, stem, sizeof stem) != CDP_OK)
+			snprintf(why, sizeof why, "its file stem is not a key name (1 to %d bytes)",
+			         CDP_NAME_MAX);
+		else
+			snprintf(why, sizeof why, "key '%.20s%s%.20s...' would be %zu bytes, longer than %d",
+			         cls ? cls : "", cls ? "/" : "", stem,
+			         (cls ? strlen(cls) + 1 : 0) + strlen(stem), CDP_KEY_MAX - 1);
+		if (e[i].folder)
+			return pack_seterr(p, CDP_EKEY, "'%s': %s", e[i].image, why);
+		return pack_seterr(p, CDP_EKEY, "'%s': line %zu: '%s': %s", p->in, e[i].line,
+		                   e[i].image, why);
 	}
 	if (n < 2)
 		return CDP_OK;

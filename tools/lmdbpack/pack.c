@@ -227,6 +227,13 @@ static int flush(pk *p)
 	cdp_lmdb_writer *w = &p->w;
 	int rc = cdp_lmdb_writer_flush(w);
 
+	size_t want;
+
+	/* the map could not be doubled (the batch is not committed, the
+	 * earlier ones are); LMDB unmapped the env, which is not used again */
+	if (rc && cdp_lmdb_broken(p->pool.env, &want) == rc)
+		return pack_seterr(p, rc, "'%s': cannot grow the map to %zu bytes: %s%s", p->o->db,
+		                   want, cdp_strerror(rc), rc == ENOMEM ? " (ulimit -v?)" : "");
 	if (rc == MDB_KEYEXIST)
 		return pack_seterr(p, rc, "'%s': duplicate key '%s' (use --resume to skip or "
 		                   "--replace to overwrite)", p->o->db, w->failkey);
@@ -441,13 +448,16 @@ static int read_stream(pk *p, FILE *in)
 }
 
 /* 1 when the pool holds no tile (a read txn of its own: the writer has
- * none open after a failure). */
+ * none open after a failure). An env whose grow failed is not read: it has
+ * no map, and the pool stays as its committed batches left it. */
 static int pool_empty(cdp_pool *pool)
 {
 	MDB_txn *txn;
 	MDB_stat ms;
 	int rc;
 
+	if (cdp_lmdb_broken(pool->env, NULL))
+		return 0;
 	if (cdp_lmdb_txn_begin(pool->env, MDB_RDONLY, &txn) != 0)
 		return 0;
 	rc = mdb_stat(txn, pool->tiles, &ms);

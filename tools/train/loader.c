@@ -368,7 +368,8 @@ static long long file_offset(const void *p)
 	return at;
 }
 
-/* errmsg for a fault reading record k: the file's size now and where the
+/* errmsg for a fault reading record k: a shrink only when the file now ends
+ * before the record; its size now and where the
  * record ends in it */
 static void fault_message(cdp_loader *l, size_t k)
 {
@@ -379,10 +380,16 @@ static void fault_message(cdp_loader *l, size_t k)
 	snprintf(path, sizeof path, "%s/data.mdb", l->pool_path);
 	if (end >= 0)
 		end += (long long)l->val[k].mv_size;
-	if (stat(path, &st) == 0 && end >= 0)
+	if (stat(path, &st) == 0 && end >= 0 && (long long)st.st_size < end)
 		snprintf(l->errmsg, sizeof l->errmsg, "'%s': data.mdb shrank to %lld bytes while "
 		         "training (record '%s' ends at byte %lld): the pool changed under the run",
 		         l->pool_path, (long long)st.st_size, l->errkey, end);
+	else if (stat(path, &st) == 0)
+		/* the file holds the record: its pages were unmapped or remapped,
+		 * whatever the file's size did (a grown pool is no shrink) */
+		snprintf(l->errmsg, sizeof l->errmsg, "'%s': data.mdb (now %lld bytes) was "
+		         "remapped while training (record '%s' cannot be read): the pool changed "
+		         "under the run", l->pool_path, (long long)st.st_size, l->errkey);
 	else
 		snprintf(l->errmsg, sizeof l->errmsg, "'%s': data.mdb changed while training (record "
 		         "'%s' cannot be read): the pool changed under the run", l->pool_path, l->errkey);

@@ -140,6 +140,11 @@ enum { CDP_RA_AUTO = 0, CDP_RA_ON = 1, CDP_RA_OFF = 2 };
 typedef struct cdp_loader_opts {
 	const char *pool_path;     /* the pool directory (also named in errors) */
 	cdp_pool *pool;            /* an open pool to borrow, or NULL */
+	MDB_txn *txn;              /* a read txn on pool to borrow (the loader
+	                              reads meta and resolves keys in it and
+	                              leaves it open; it must outlive the
+	                              loader), or NULL: the loader holds its own
+	                              (cdp_lmdb_txn_hold) */
 	const char *keys_path;     /* the pointer file */
 	int rank, nranks;          /* r of j; 0 of 1 by default */
 	int batch;                 /* b, per rank */

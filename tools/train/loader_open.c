@@ -17,6 +17,7 @@
 #include "cdp_crc32.h"
 #include "cdp_dtype.h"
 #include "cdp_error.h"
+#include "cdp_lmdb.h"
 
 #define SHAPE_SAMPLE 64     /* records whose header is checked at open */
 
@@ -122,7 +123,7 @@ static int open_pool(cdp_loader *l, char *err, size_t cap)
 			            cdp_pool_strerror(&l->own, rc, why, sizeof why));
 		l->pool = &l->own;
 	}
-	if ((rc = cdp_pool_info_load(l->pool, &l->info, why, sizeof why)) != 0)
+	if ((rc = cdp_pool_info_load_txn(l->pool, l->o.txn, &l->info, why, sizeof why)) != 0)
 		return fail(err, cap, rc, "'%s': %s", l->pool_path, why);
 	if (l->info.bands == 0)
 		return fail(err, cap, CDP_EFORMAT, "'%s': pool holds no tiles", l->pool_path);
@@ -193,7 +194,7 @@ static int open_keys(cdp_loader *l, char *err, size_t cap)
 			            l->keys_path, w.key, w.first, w.line);
 		if (w.line)
 			return fail(err, cap, rc, "'%s': line %zu: %s", l->keys_path, w.line,
-			            cdp_strerror(rc));
+			            w.why ? w.why : cdp_strerror(rc));
 		return fail(err, cap, rc, "cannot read '%s': %s", l->keys_path, cdp_strerror(rc));
 	}
 	if (strcmp(l->kl.uuid, l->info.uuid) != 0)
@@ -288,7 +289,8 @@ static int copy_all(cdp_loader *l, char *err, size_t cap)
 	}
 	free(off);
 	free(ord);
-	mdb_txn_abort(l->txn);
+	if (!l->o.txn)
+		cdp_lmdb_txn_release(l->pool->env, l->txn);
 	l->txn = NULL;
 	return 0;
 }
@@ -303,7 +305,11 @@ static int resolve(cdp_loader *l, char *err, size_t cap)
 	if (!(l->val = calloc(l->N, sizeof *l->val)) || !(l->bad = calloc(l->N, 1)) ||
 	    !(l->verified = calloc(l->N, 1)))
 		return fail(err, cap, CDP_ENOMEM, "'%s': out of memory", l->keys_path);
-	if ((rc = mdb_txn_begin(l->pool->env, NULL, MDB_RDONLY, &l->txn)) != 0)
+	/* held: a map grown by a writer meanwhile is not adopted under the
+	 * record pointers resolved here (cdp_lmdb.h) */
+	if (l->o.txn)
+		l->txn = l->o.txn;
+	else if ((rc = cdp_lmdb_txn_hold(l->pool->env, MDB_RDONLY, &l->txn)) != 0)
 		return fail(err, cap, rc, "'%s': %s", l->pool_path, cdp_strerror(rc));
 	for (size_t i = 0; i < l->N; i++) {
 		MDB_val k = { l->kl.lens[i], l->kl.keys[i] };
@@ -556,8 +562,8 @@ void cdp_loader_close(cdp_loader *l)
 		free(l->slot[i].index);
 		free(l->slot[i].pos);
 	}
-	if (l->txn)
-		mdb_txn_abort(l->txn);
+	if (l->txn && !l->o.txn)
+		cdp_lmdb_txn_release(l->pool->env, l->txn);
 	if (l->pool == &l->own)
 		cdp_pool_close(&l->own);
 	cdp_pool_info_free(&l->info);

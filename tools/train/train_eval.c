@@ -239,7 +239,7 @@ static int pool_bands(trainer *t, int *bands, int C)
 		bands[c] = c + 1;
 	for (i = 0; same && rc == CDP_OK; i++) {
 		snprintf(name, sizeof name, "source.%06" PRIu32, i);
-		if ((rc = cdp_pool_meta_get(&t->pool, NULL, name, &text)) != CDP_OK ||
+		if ((rc = cdp_pool_meta_get(&t->pool, t->txn, name, &text)) != CDP_OK ||
 		    (rc = cdp_source_parse(text.p, text.len, &s)) != CDP_OK)
 			break;
 		same = s.nband_list == (uint32_t)C;

@@ -32,6 +32,12 @@ typedef struct trainer {
 	cdp_backend *be;
 	cdp_pool pool;
 	int have_pool;
+	/* The run's one read txn on pool, held from the open to the end: the
+	 * loaders resolve their records in it and every meta read of the run
+	 * (standardization, labels, class weights, checkpoints) is made in it,
+	 * so no second txn is begun on the env, which would adopt a map grown
+	 * by a concurrent cdp-lmdbpack under the loaders' records. */
+	MDB_txn *txn;
 	cdp_loader *tl, *vl;            /* training and validation loaders */
 	cdp_loader_info ti, vi;
 	char *cfg_text;                 /* the model cfg (from --model or the checkpoint) */

@@ -20,6 +20,7 @@
 #include "cdp_crc32.h"
 #include "cdp_dtype.h"
 #include "cdp_error.h"
+#include "cdp_lmdb.h"
 #include "cdp_sha256.h"
 #include "ckpt/checkpoint.h"
 #include "device.h"
@@ -141,7 +142,7 @@ static int data_path(trainer *t, char *err, size_t cap)
 	char why[256];
 	int multi, value;
 
-	if (cdp_pool_info_load(&t->pool, &pi, why, sizeof why) != 0)
+	if (cdp_pool_info_load_txn(&t->pool, t->txn, &pi, why, sizeof why) != 0)
 		return tr_fail(err, cap, "'%s': %s", t->o->db, why);
 	/* multi-hot labels (K a sample) and value targets (T, H, W) take the
 	 * host path: prep_batch moves per-pixel or single class labels only */
@@ -178,12 +179,15 @@ static int open_loaders(trainer *t, char *err, size_t cap)
 		return tr_fail(err, cap, "cannot open '%s': %s", o->db,
 		            cdp_pool_strerror(&t->pool, rc, why, sizeof why));
 	t->have_pool = 1;
+	if ((rc = cdp_lmdb_txn_hold(t->pool.env, MDB_RDONLY, &t->txn)) != 0)
+		return tr_fail(err, cap, "'%s': %s", o->db, cdp_strerror(rc));
 	if (cdp_cfg_int(&t->cfg, &t->cfg.s[0], "ignore", -1, -1, 1 << 30, &ign, err, cap) < 0 ||
 	    data_path(t, err, cap) < 0)
 		return -1;
 	cdp_loader_opts_init(&lo);
 	lo.pool_path = o->db;
 	lo.pool = &t->pool;
+	lo.txn = t->txn;
 	lo.keys_path = o->keys;
 	lo.rank = t->rank;
 	lo.nranks = t->size;
@@ -1040,6 +1044,9 @@ void tr_teardown(trainer *t)
 		cdp_loader_close(t->vl);
 	if (t->tl)
 		cdp_loader_close(t->tl);
+	if (t->txn)
+		cdp_lmdb_txn_release(t->pool.env, t->txn);
+	t->txn = NULL;
 	if (t->have_pool)
 		cdp_pool_close(&t->pool);
 	if (t->have_ck)

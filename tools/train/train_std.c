@@ -70,7 +70,7 @@ static int sources_stats(trainer *t, const uint32_t *src, size_t n, double *mean
 	cdp_stats st;
 	double lo, hi;
 	char why[256];
-	int rc = cdp_pool_source_stats(&t->pool, NULL, src, n, &st, missing, why, sizeof why);
+	int rc = cdp_pool_source_stats(&t->pool, t->txn, src, n, &st, missing, why, sizeof why);
 
 	if (rc == MDB_NOTFOUND)
 		return 0;
@@ -111,7 +111,7 @@ static int target_stats(trainer *t, const uint32_t *src, size_t n, char *err, si
 		return 0;
 	if (!(t->tmean = calloc(T, sizeof *t->tmean)) || !(t->tstd = calloc(T, sizeof *t->tstd)))
 		return tr_fail(err, cap, "out of memory");
-	if ((rc = cdp_pool_source_stats(&t->pool, NULL, src, n, &st, &missing, why,
+	if ((rc = cdp_pool_source_stats(&t->pool, t->txn, src, n, &st, &missing, why,
 	                                 sizeof why)) != CDP_OK)
 		return tr_fail(err, cap, "'%s': cannot combine the training sources' target "
 		               "statistics: %s", t->o->db, rc == MDB_NOTFOUND ? "a source has none"
@@ -157,7 +157,7 @@ static int source_meta(trainer *t, uint32_t i, cdp_source *s, char *err, size_t 
 	int rc;
 
 	snprintf(name, sizeof name, "source.%06" PRIu32, i);
-	rc = cdp_pool_meta_get(&t->pool, NULL, name, &b);
+	rc = cdp_pool_meta_get(&t->pool, t->txn, name, &b);
 	snprintf(why, sizeof why, "%s", cdp_strerror(rc));
 	if (rc == CDP_OK)
 		rc = cdp_source_parse_why(b.p, b.len, s, why, sizeof why);
@@ -460,7 +460,7 @@ int tr_class_names(trainer *t, char *err, size_t cap)
 	int K = t->net.classes > 1 ? t->net.classes : 2;
 	char **v, why[96];
 	size_t n;
-	int rc = cdp_pool_class_names(&t->pool, NULL, &v, &n);
+	int rc = cdp_pool_class_names(&t->pool, t->txn, &v, &n);
 
 	t->names_note[0] = '\0';
 	t->names_warn = 0;

@@ -43,15 +43,13 @@
 #include "cdp_stats.h"
 #include "loss.h"
 
-/* The label histogram of the training keys. */
+/* The label histogram of the training keys, read in the run's txn. */
 static int histogram(trainer *t, cdp_classes *cl, char *err, size_t cap)
 {
-	MDB_txn *txn = NULL;
+	MDB_txn *txn = t->txn;
 	cdp_buf scratch = { 0 };
-	int rc;
+	int rc = 0;
 
-	if ((rc = mdb_txn_begin(t->pool.env, NULL, MDB_RDONLY, &txn)) != MDB_SUCCESS)
-		return tr_fail(err, cap, "'%s': %s", t->o->db, cdp_strerror(rc));
 	for (size_t k = 0; k < t->ti.count && rc == 0; k++) {
 		const char *key = cdp_loader_key(t->tl, k);
 		MDB_val mk = { strlen(key), (void *)key }, mv;
@@ -69,7 +67,6 @@ static int histogram(trainer *t, cdp_classes *cl, char *err, size_t cap)
 	}
 	if (rc > 0 || rc == MDB_NOTFOUND)
 		snprintf(err, cap, "'%s': %s", t->o->db, cdp_strerror(rc));
-	mdb_txn_abort(txn);
 	cdp_buf_free(&scratch);
 	return rc ? -1 : 0;
 }
@@ -83,7 +80,7 @@ int tr_check_labels(trainer *t, char *err, size_t cap)
 	int64_t top = -1;               /* the highest label the pool holds */
 	int rc;
 
-	rc = cdp_pool_meta_get(&t->pool, NULL, "classes", &b);
+	rc = cdp_pool_meta_get(&t->pool, t->txn, "classes", &b);
 	if (rc == MDB_NOTFOUND) {       /* a pool packed without labels counted */
 		cdp_buf_free(&b);
 		return 0;
