@@ -560,18 +560,41 @@ out:
 	return rc;
 }
 
-int pack_pool_stale(pk *p, int *stale)
+/* Whether text[n] holds `line` as a whole line. */
+static int has_line(const char *text, size_t n, const char *line)
+{
+	size_t k = strlen(line);
+
+	for (size_t i = 0; i + k <= n; ) {
+		const char *nl = memchr(text + i, '\n', n - i);
+		size_t end = nl ? (size_t)(nl - text) : n;
+
+		if (end - i == k && memcmp(text + i, line, k) == 0)
+			return 1;
+		i = end + 1;
+	}
+	return 0;
+}
+
+int pack_pool_stale(pk *p, int *stale, int *replaced)
 {
 	MDB_txn *txn;
 	cdp_stats st;
 	int rc, absent;
 
 	*stale = 0;
+	if (replaced)
+		*replaced = 0;
 	if ((rc = cdp_lmdb_txn_begin(p->pool.env, MDB_RDONLY, &txn)))
 		return pack_seterr(p, rc, "cannot read '%s': %s", p->o->db, cdp_strerror(rc));
 	rc = meta_read(p, txn, "stats", &absent);
 	if (!rc && !absent && !(rc = cdp_stats_parse((char *)p->tmp.p, p->tmp.len, &st))) {
 		*stale = st.stale;
+		/* the stored mark (cdp_stats_format's line): version 1 sums that
+		 * overflowed are stale as parsed, without it, and a rescan is all
+		 * they need */
+		if (replaced)
+			*replaced = st.stale && has_line((const char *)p->tmp.p, p->tmp.len, "stale=1");
 		cdp_stats_free(&st);
 	}
 	mdb_txn_abort(txn);
@@ -585,7 +608,7 @@ int pack_rescan_if_needed(pk *p)
 {
 	int rc, stale = p->replaced;
 
-	if (!stale && (rc = pack_pool_stale(p, &stale)))
+	if (!stale && (rc = pack_pool_stale(p, &stale, NULL)))
 		return rc;
 	if (!stale || !p->have_shape)
 		return CDP_OK;

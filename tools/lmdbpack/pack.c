@@ -533,7 +533,7 @@ int cdp_pack_run(const cdp_pack_opts *o, FILE *in, cdp_pack_result *res,
 	int flags = CDP_POOL_CREATE | (o->nosync ? CDP_POOL_NOSYNC : 0);
 	char why[128];
 	struct stat st;
-	int rc, pg = 0, made = 0, empty = 0, stale = 0;
+	int rc, pg = 0, made = 0, empty = 0, stale = 0, replaced = 0;
 
 	memset(res, 0, sizeof *res);
 	memset(&p, 0, sizeof p);
@@ -619,7 +619,7 @@ int cdp_pack_run(const cdp_pack_opts *o, FILE *in, cdp_pack_result *res,
 	 * keep old records beside new ones, and its rescan would clear the
 	 * mark that says so */
 	if (o->dup != CDP_DUP_REPLACE) {
-		if ((rc = pack_pool_stale(&p, &stale)) == CDP_OK && stale)
+		if ((rc = pack_pool_stale(&p, &stale, &replaced)) == CDP_OK && replaced)
 			rc = pack_seterr(&p, CDP_EMISMATCH, "'%s': an interrupted --replace left "
 			                 "it stale: re-run with --replace", o->db);
 		if (rc)

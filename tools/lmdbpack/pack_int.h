@@ -125,9 +125,11 @@ int pack_finish(MDB_txn *txn, cdp_lmdb_item *items, size_t n, void *arg);
 /* After --replace (or an interrupted one): recomputes stats, classes and
  * count from every record. */
 int pack_rescan_if_needed(pk *p);
-/* *stale = the pool's stats meta is marked stale (an interrupted
- * --replace changed records; only a completed --replace clears it). */
-int pack_pool_stale(pk *p, int *stale);
+/* *stale = the pool's stats are stale: the meta's stored mark (an
+ * interrupted --replace changed records; only a completed --replace
+ * clears it), or version 1 sums that overflowed; *replaced (when not
+ * NULL) = the stored mark. */
+int pack_pool_stale(pk *p, int *stale, int *replaced);
 
 /* list.c */
 
