@@ -111,7 +111,10 @@ def read_keys(path, pool=None):
         if i >= count:
             raise CdpError("EFORMAT", path, line=i + 2)
         if not k or len(k) > KEY_MAX or _BADKEY.search(k):
-            raise CdpError("ESYNTAX", path, line=i + 2)
+            # cdp_ptrfile.c's key_why, in its words
+            why = ("empty key line" if not k else "key longer than 255 bytes"
+                   if len(k) > KEY_MAX else "key holds a space or a control byte")
+            raise CdpError("ESYNTAX", path, line=i + 2, message=why)
     n = len(lines)
     if last:
         if n >= count:

@@ -139,7 +139,8 @@ print(' '.join(cdpool.load_checkpoint('$1/checkpoint.cdpt').class_names))"
 cp -r "$T/run" "$T/run2"
 cdp-train -q --db "$T/pool" --keys "$T/run.keys" --out "$T/run2" --batch 4 --steps 8 \
 	--threads 1 --resume 2>"$T/err" || fail "--resume: $(cat "$T/err")"
-[ ! -s "$T/err" ] || fail "--resume said: $(cat "$T/err")"
+# (a longer run re-plans its cosine schedule, and says so: nothing else)
+! grep -v 'schedule is re-planned over' "$T/err" || fail "--resume said: $(cat "$T/err")"
 [ "$(ckn "$T/run2")" = "green lake land residential road" ] || fail "resumed: $(ckn "$T/run2")"
 # the same pool (its uuid) with other names in its class_names meta
 cp -r "$T/pool" "$T/pool2" && cp -r "$T/run" "$T/run3"

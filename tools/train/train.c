@@ -767,6 +767,10 @@ int cdp_train_run(const cdp_train_opts *o)
 		 * rmdir keeps one that holds anything */
 		if (t.made_out)
 			rmdir(o->out);
+		/* no rank exits before rank 0 has removed what it made: mpirun
+		 * kills the job's other processes when one exits non-zero */
+		if (t.size > 1)
+			cdp_dist_barrier();
 		return 1;
 	}
 	/* one model on every rank, whatever each initialised or read */
