@@ -706,6 +706,84 @@ void cdp_pool_info_free(cdp_pool_info *info)
 	info->band = NULL;
 }
 
+int cdp_pool_source_names(cdp_pool *p, MDB_txn *txn, cdp_source_name **out, size_t *n)
+{
+	static const char prefix[] = "source.";
+	const size_t pl = sizeof prefix - 1;
+	MDB_txn *own = NULL;
+	MDB_cursor *cur = NULL;
+	MDB_val k = { pl, (void *)prefix }, v;
+	cdp_source_name *s = NULL;
+	size_t m = 0, cap = 0;
+	cdp_buf b = { 0 };
+	char name[256];
+	int rc;
+
+	*out = NULL;
+	*n = 0;
+	if (!txn) {
+		if ((rc = cdp_lmdb_txn_begin(p->env, MDB_RDONLY, &own)) != 0)
+			return rc;
+		txn = own;
+	}
+	if ((rc = mdb_cursor_open(txn, p->meta, &cur)) != 0)
+		goto out;
+	for (rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE); rc == 0;
+	     rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+		const char *d = k.mv_data;
+		uint64_t idx = 0;
+		size_t j;
+
+		if (k.mv_size < pl || memcmp(d, prefix, pl) != 0)
+			break;
+		for (j = pl; j < k.mv_size && d[j] >= '0' && d[j] <= '9' && idx <= UINT32_MAX; j++)
+			idx = idx * 10 + (uint64_t)(d[j] - '0');
+		if (j == pl || j < k.mv_size || idx > UINT32_MAX)
+			continue;
+		if ((rc = cdp_pool_meta_decode(v.mv_data, v.mv_size, &b)) != 0)
+			goto out;
+		if (cdp_meta_field((const char *)b.p, "name", name, sizeof name) != CDP_OK)
+			continue;
+		if (m == cap) {
+			size_t nc = cap ? cap * 2 : 16;
+			cdp_source_name *ns = realloc(s, nc * sizeof *ns);
+			if (!ns) {
+				rc = CDP_ENOMEM;
+				goto out;
+			}
+			s = ns;
+			cap = nc;
+		}
+		if (!(s[m].name = strdup(name))) {
+			rc = CDP_ENOMEM;
+			goto out;
+		}
+		s[m++].index = (uint32_t)idx;
+	}
+	if (rc == MDB_NOTFOUND)
+		rc = CDP_OK;
+out:
+	if (cur)
+		mdb_cursor_close(cur);
+	if (own)
+		mdb_txn_abort(own);
+	cdp_buf_free(&b);
+	if (rc) {
+		cdp_pool_source_names_free(s, m);
+		return rc;
+	}
+	*out = s;
+	*n = m;
+	return CDP_OK;
+}
+
+void cdp_pool_source_names_free(cdp_source_name *v, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		free(v[i].name);
+	free(v);
+}
+
 void cdp_pool_srcstats_name(uint32_t i, char *name, size_t cap)
 {
 	snprintf(name, cap, "srcstats.%06" PRIu32, i);

@@ -163,6 +163,24 @@ int  cdp_pool_info_load_txn(cdp_pool *p, MDB_txn *txn, cdp_pool_info *info, char
                             size_t cap);
 void cdp_pool_info_free(cdp_pool_info *info);
 
+/* A source's index (the number of its meta "source.NNNNNN") and name (its
+ * name= line: cdp-tile's NAME, the whole key of a cdp-lmdbpack --list or
+ * --folders chip). */
+typedef struct cdp_source_name {
+	uint32_t index;
+	char *name;
+} cdp_source_name;
+
+/* The index and name of every source.NNNNNN meta of the pool, in txn (NULL:
+ * own read txn), into *out (malloc'ed, *n of them, in meta order; free
+ * with cdp_pool_source_names_free). Reads only the meta database: one
+ * cursor pass over the sources' values, each checked by its crc. A meta
+ * name whose NNNNNN is not a number below 2^32, or a value without one
+ * name= line, is left out (a reader that needs that source says what is
+ * wrong with it). CDP_ECRC, CDP_ENOMEM, LMDB's codes. */
+int  cdp_pool_source_names(cdp_pool *p, MDB_txn *txn, cdp_source_name **out, size_t *n);
+void cdp_pool_source_names_free(cdp_source_name *v, size_t n);
+
 /* The meta name of source index i's sums ("srcstats.NNNNNN") into name[cap]. */
 void cdp_pool_srcstats_name(uint32_t i, char *name, size_t cap);
 /* The sums of the sources src[n] (any order, duplicates counted once)

@@ -49,8 +49,8 @@ import re
 import numpy as np
 
 from .errors import CdpError
-from .keys import KeyList, read_keys
-from .pool import Pool
+from .keys import KeyList, read_keys, split_key
+from .pool import Pool, _Why, meta_field
 from .record import (DTYPE_NAMES, LABEL_CLASS, LABEL_F32, LABEL_MULTI, LABEL_NAMES, LABEL_U8,
                      LABEL_U16, REC_NODATA, peek)
 from .rng import M64, Rng, check_seed, derive, epoch_order
@@ -171,6 +171,7 @@ def _dist_rank():
 
 
 _REAL = r"[0-9]*\.?[0-9]*([eE][-+]?[0-9]+)?"
+_SHAPE_SAMPLE = 64          # the records whose header cdp-train's loader reads at open
 
 
 def _net_numbers(text, overrides):
@@ -617,11 +618,57 @@ class PoolDataset:
             self.pool.close()
 
     def _sources(self):
-        """The pool sources the keys' records come from."""
+        """The pool sources the keys' records come from, found as
+        tools/train/loader_sources.c finds them (cdp_loader_sources), with
+        the same result: a key whose scene, or (a tile-form key) whole key,
+        is the name of exactly one source (the pool's source.NNNNNN meta)
+        comes from it; the records of the others have their header read.
+        The headers of the loader's open sample (SHAPE_SAMPLE, 64 records
+        spread over the list) are read and check the names: one that
+        disagrees has every header read. A pool of one source reads only
+        the sample."""
         if self._src is None:
-            p = self.pool
+            p, keys = self.pool, self.keys
+            n = len(keys)
+            ns = n if n < _SHAPE_SAMPLE else _SHAPE_SAMPLE
+            named = {}
+            if ns < n:
+                for k, text in p.meta.items():
+                    m = re.fullmatch(r"source\.([0-9]+)", k)
+                    if not m or int(m.group(1)) > 0xFFFFFFFF:
+                        continue
+                    try:
+                        name = meta_field(text, "name")
+                    except _Why:
+                        continue
+                    if name is not None and len(name.encode("utf-8", "surrogateescape")) < 256:
+                        named.setdefault(name, []).append(int(m.group(1)))
+            only = [i for v in named.values() for i in v]
+
+            def by_name(key):
+                if len(only) == 1:      # every record is of the one source
+                    return only[0]
+                try:
+                    scene, row, _ = split_key(key)
+                except CdpError:
+                    return None
+                got = named.get(scene, []) + (named.get(key, []) if row is not None else [])
+                return got[0] if len(got) == 1 else None
+
             with p.view() as v:
-                self._src = {peek(v.raw(k), (p.path, k))[0].source for k in self.keys}
+                def head(key):
+                    return peek(v.raw(key), (p.path, key))[0].source
+                sample = {t * n // ns: None for t in range(ns)}
+                for i in sample:
+                    sample[i] = head(keys[i])
+                use = bool(named) and all(by_name(keys[i]) in (None, s)
+                                          for i, s in sample.items())
+                src = set(sample.values())
+                for i, k in enumerate(keys):
+                    if i not in sample:
+                        s = by_name(k) if use else None
+                        src.add(head(k) if s is None else s)
+            self._src = src
         return self._src
 
     def _target_statistics(self, standardize):

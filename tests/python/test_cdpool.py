@@ -1378,6 +1378,64 @@ def pack(name, raster, *tile_args):
     return path
 
 
+def test_dataset_sources():
+    """PoolDataset's training sources as cdp-train's loader finds them
+    (test_loader_sources.c): from the keys' names, reading only the 64
+    headers of the loader's open sample, equal to those of every record's
+    header, on cdp-tile scenes a, a_1 (a_1_0 a tile of a, a_1_0_0 of a_1)
+    and b, and on the same stream with the keys of a and b swapped, where
+    the sample disagrees and every header is read."""
+    import cdpool.data as cd
+    mk = os.path.join(os.environ["CDP_SRCDIR"], "tests", "tools", "mkraster.py")
+    r = [os.path.join(T, "src_%d.tif" % i) for i in range(3)]
+    for path, side, seed in zip(r, (80, 64, 80), (1, 2, 3)):
+        subprocess.run([sys.executable, mk, path, "--width", str(side), "--height", str(side),
+                        "--seed", str(seed)], check=True)
+    stream = subprocess.run(["cdp-tile", "-q", "--size", "8", "--name", "a", "--name", "a_1",
+                             "--name", "b"] + r, stdout=subprocess.PIPE, check=True).stdout
+    swapped, at = [stream[:8]], 8
+    while at < len(stream):
+        t, z, nl, bl = struct.unpack_from("<BBHI", stream, at)
+        name, body = stream[at + 8:at + 8 + nl], stream[at + 8 + nl:at + 8 + nl + bl]
+        m = re.fullmatch(rb"([ab])(_[0-9]+_[0-9]+)", name)
+        if chr(t) == "R" and m:
+            name = (b"b" if m.group(1) == b"a" else b"a") + m.group(2)
+        f = struct.pack("<BBHI", t, z, len(name), bl) + name + body
+        swapped.append(f + struct.pack("<I", zlib.crc32(f) & 0xffffffff))
+        at += 12 + nl + bl
+    orig, seen = cd.peek, [0]
+
+    def counted(*a):
+        seen[0] += 1
+        return orig(*a)
+    for name, data, val_by in (("src_names", stream, "a_1"),
+                               ("src_swapped", b"".join(swapped), "b")):
+        path = os.path.join(T, name)
+        shutil.rmtree(path, ignore_errors=True)
+        subprocess.run(["cdp-lmdbpack", "-q", path], input=data, check=True)
+        subprocess.run(["cdp-keyshuffle", "-q", "--val-by", val_by, "--val-out", path + ".val",
+                        "-o", path + ".keys", path], check=True)
+        for keys, want_n in ((path + ".keys", 200 if val_by == "a_1" else 164),
+                             (path + ".val", 64 if val_by == "a_1" else 100)):
+            ds = cdpool.PoolDataset(path, keys, standardize=False)
+            with ds.pool.view() as v:
+                want = {orig(v.raw(k))[0].source for k in ds.keys}
+            seen[0] = 0
+            cd.peek = counted
+            try:
+                got = ds._sources()
+            finally:
+                cd.peek = orig
+            reads = min(64, len(ds.keys)) if name == "src_names" else len(ds.keys)
+            check(len(ds.keys) == want_n and got == want and seen[0] == reads,
+                  "%s %s: %d keys, sources %s, the records' %s, %d headers read (want %d)"
+                  % (name, os.path.basename(keys), len(ds.keys), sorted(got), sorted(want),
+                     seen[0], reads))
+            ds.close()
+    ok("PoolDataset sources: by the keys' names (64 headers read), every header when the "
+       "names disagree")
+
+
 def test_pool_replaced():
     """A pool rebuilt at the same path is read anew (not through the environment of
     the pool it replaced), and an environment is closed when no Pool uses it."""
@@ -2043,7 +2101,7 @@ def main():
                       test_dataset_key_refusals, test_lmdb_damage, test_trace_refusals,
                       test_import_torch_refusal, test_import_layouts, test_mix_tensor,
                       test_reader_slots, test_fork_parent_slot, test_pool_keys, test_pool_append,
-                      test_pool_map_growth,
+                      test_pool_map_growth, test_dataset_sources,
                       test_integer_args, test_import_outputs, test_import_options,
                       test_import_checkpoints, test_cli_output])
 

@@ -2,7 +2,8 @@
 # driven from the shell: training, failures, resume, devices, loss scaling,
 # the two data paths and profiles. small.cfg, train_common.sh and metrics.sh
 # are shared with tests/predict and tests/gpu. Built with cdp-train (HAVE_MPI).
-TRAIN_TESTS = tests/train/test_loader tests/train/test_loader_sample tests/train/test_loader_raw
+TRAIN_TESTS = tests/train/test_loader tests/train/test_loader_sample tests/train/test_loader_raw \
+	tests/train/test_loader_sources
 if HAVE_MPI
 UNIT_TESTS += $(TRAIN_TESTS)
 check_PROGRAMS += $(TRAIN_TESTS)
@@ -25,6 +26,9 @@ TRAIN_TEST_CPPFLAGS = $(TRAIN_CPPFLAGS) -I$(top_srcdir)/tests/unit -DCDP_SRCDIR=
 tests_train_test_loader_SOURCES = tests/train/test_loader.c tests/train/fixture.h
 tests_train_test_loader_CPPFLAGS = $(TRAIN_TEST_CPPFLAGS)
 tests_train_test_loader_LDADD = $(TRAIN_LIBS)
+tests_train_test_loader_sources_SOURCES = tests/train/test_loader_sources.c tests/train/fixture.h
+tests_train_test_loader_sources_CPPFLAGS = $(TRAIN_TEST_CPPFLAGS)
+tests_train_test_loader_sources_LDADD = $(TRAIN_LIBS)
 tests_train_test_loader_sample_SOURCES = tests/train/test_loader_sample.c tests/train/fixture.h
 tests_train_test_loader_sample_CPPFLAGS = $(TRAIN_TEST_CPPFLAGS)
 tests_train_test_loader_sample_LDADD = $(TRAIN_LIBS)

@@ -259,9 +259,21 @@ void cdp_loader_get_info(const cdp_loader *l, cdp_loader_info *info);
 void cdp_loader_close(cdp_loader *l);
 /* The pool source indices of the pointer file's records (each record
  * header's source field), ascending and distinct, into *src (malloc'ed,
- * *n of them; the caller frees it). A record whose header does not decode
- * is left out: serving it fails, or skips it with skip_bad. CDP_ENOMEM. */
-int  cdp_loader_sources(const cdp_loader *l, uint32_t **src, size_t *n);
+ * *n of them; the caller frees it), without reading every record: a key
+ * whose scene (cdp_key_scene) or, for a tile-form key, whole key (a chip
+ * of cdp-lmdbpack --list or --folders) is the name of exactly one source
+ * (cdp_pool_source_names) comes from that source, as cdp-tile and
+ * cdp-lmdbpack write them; only the records of keys that name none or
+ * several sources are read (their header's source field); in a pool of
+ * one source none is (cdp-lmdbpack refuses a record of a source its input
+ * does not describe). The headers open read (a sample of 64, every record
+ * in copy mode) are used as read and check the names: when one is of
+ * another source than its key names (a pool written by hand or by another
+ * writer) every record's header is read. A record whose header is read
+ * and does not decode is left out: serving it fails, or skips it with
+ * skip_bad. *peeked (may be NULL) counts the headers read here (not those
+ * open read). CDP_ENOMEM, CDP_ECRC (a source's meta), LMDB's codes. */
+int  cdp_loader_sources(const cdp_loader *l, uint32_t **src, size_t *n, size_t *peeked);
 /* Standardizes with mean[c], std[c] (std 0: centred only) instead of the
  * pool's meta statistics, before the first cdp_loader_start_epoch (the
  * info's mean and inv change in place). CDP_ERANGE, as at open, for

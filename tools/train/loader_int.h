@@ -82,6 +82,9 @@ struct cdp_loader {
 	uint8_t *copy;          /* CDP_LOAD_COPY storage */
 	unsigned char *bad;     /* [N] known bad (atomic bytes) */
 	unsigned char *verified;/* [N] CRC checked (verify_once; atomic bytes) */
+	size_t nsample;         /* records whose header open read (resolve) */
+	size_t *sample_i;       /* [nsample] their key indices, ascending */
+	uint32_t *sample_src;   /* [nsample] their source fields */
 	float *mean, *inv;      /* [C] */
 	int NT;                 /* value pools: targets T a pixel, else 0 */
 	float *tmean, *tinv;    /* [NT] the targets' standardization */

@@ -77,35 +77,6 @@ int cdp_loader_set_target_standardization(cdp_loader *l, const double *mean, con
 	return CDP_OK;
 }
 
-static int by_u32(const void *a, const void *b)
-{
-	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-
-	return (x > y) - (x < y);
-}
-
-int cdp_loader_sources(const cdp_loader *l, uint32_t **src, size_t *n)
-{
-	uint32_t *s = malloc((l->N ? l->N : 1) * sizeof *s);
-	size_t k = 0, m = 0;
-	cdp_record r;
-
-	*src = NULL;
-	*n = 0;
-	if (!s)
-		return CDP_ENOMEM;
-	for (size_t i = 0; i < l->N; i++)
-		if (cdp_record_peek(l->val[i].mv_data, l->val[i].mv_size, &r) == CDP_OK)
-			s[k++] = r.source;
-	qsort(s, k, sizeof *s, by_u32);
-	for (size_t i = 0; i < k; i++)
-		if (m == 0 || s[i] != s[m - 1])
-			s[m++] = s[i];
-	*src = s;
-	*n = m;
-	return CDP_OK;
-}
-
 /* Pool meta: shape, statistics, ignore label, output shape. */
 static int open_pool(cdp_loader *l, char *err, size_t cap)
 {
@@ -302,8 +273,10 @@ static int resolve(cdp_loader *l, char *err, size_t cap)
 	cdp_record r;
 	int rc;
 
+	ns = l->o.mode == CDP_LOAD_COPY || l->N < SHAPE_SAMPLE ? l->N : SHAPE_SAMPLE;
 	if (!(l->val = calloc(l->N, sizeof *l->val)) || !(l->bad = calloc(l->N, 1)) ||
-	    !(l->verified = calloc(l->N, 1)))
+	    !(l->verified = calloc(l->N, 1)) || !(l->sample_i = malloc(ns * sizeof *l->sample_i)) ||
+	    !(l->sample_src = malloc(ns * sizeof *l->sample_src)))
 		return fail(err, cap, CDP_ENOMEM, "'%s': out of memory", l->keys_path);
 	/* held: a map grown by a writer meanwhile is not adopted under the
 	 * record pointers resolved here (cdp_lmdb.h) */
@@ -320,7 +293,6 @@ static int resolve(cdp_loader *l, char *err, size_t cap)
 		if (rc)
 			return fail(err, cap, rc, "'%s': %s", l->pool_path, cdp_strerror(rc));
 	}
-	ns = l->o.mode == CDP_LOAD_COPY || l->N < SHAPE_SAMPLE ? l->N : SHAPE_SAMPLE;
 	for (size_t t = 0; t < ns; t++) {
 		size_t i = t * l->N / ns;
 		if ((rc = cdp_record_peek(l->val[i].mv_data, l->val[i].mv_size, &r)) != 0) {
@@ -345,6 +317,9 @@ static int resolve(cdp_loader *l, char *err, size_t cap)
 			return fail(err, cap, CDP_ESHAPE, "'%s': record '%s' has the label ignore value "
 			            "%u, the pool's meta says %u", l->pool_path, l->kl.keys[i],
 			            r.label_ignore, l->info.label_ignore);
+		/* cdp_loader_sources' check of the sources it maps by name */
+		l->sample_i[l->nsample] = i;
+		l->sample_src[l->nsample++] = r.source;
 	}
 	return l->o.mode == CDP_LOAD_COPY ? copy_all(l, err, cap) : 0;
 }
@@ -574,6 +549,8 @@ void cdp_loader_close(cdp_loader *l)
 	free(l->val);
 	free(l->bad);
 	free(l->verified);
+	free(l->sample_i);
+	free(l->sample_src);
 	free(l->copy);
 	free(l->mean);
 	free(l->inv);

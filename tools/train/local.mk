@@ -13,7 +13,7 @@ TRAIN_CPPFLAGS = $(DIST_CPPFLAGS) -I$(top_srcdir)/tools/train $(PNG_CFLAGS)
 tools_train_libcdptrain_a_CPPFLAGS = $(TRAIN_CPPFLAGS)
 tools_train_libcdptrain_a_SOURCES = \
 	tools/train/loader.h tools/train/loader_int.h tools/train/loader.c tools/train/loader_open.c \
-	tools/train/loader_sample.c tools/train/loader_conv.c \
+	tools/train/loader_sample.c tools/train/loader_conv.c tools/train/loader_sources.c \
 	tools/train/train.h tools/train/train_int.h \
 	tools/train/train.c tools/train/train_setup.c tools/train/train_sync.c \
 	tools/train/train_eval.c tools/train/train_log.c tools/train/train_std.c \

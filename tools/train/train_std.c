@@ -333,8 +333,9 @@ int tr_standardize(trainer *t, char *err, size_t cap)
 	    !(mean = calloc((size_t)C * 2, sizeof *mean)))
 		return tr_fail(err, cap, "out of memory");
 	sd = mean + C;
-	if (cdp_loader_sources(t->tl, &src, &n) != CDP_OK) {
-		tr_fail(err, cap, "out of memory");
+	if ((have = cdp_loader_sources(t->tl, &src, &n, NULL)) != CDP_OK) {
+		tr_fail(err, cap, "'%s': cannot learn the sources of '%s': %s", t->o->db, t->o->keys,
+		        cdp_strerror(have));
 		goto out;
 	}
 	if (n == 0) {
