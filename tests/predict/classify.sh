@@ -153,7 +153,7 @@ with env.begin(write=True, db=env.open_db(b"meta")) as txn:
 PYEOF
 cdp-train -q --db "$T/pool2" --keys "$T/run.keys" --out "$T/run3" --batch 4 --steps 8 \
 	--threads 1 --resume 2>"$T/err" || fail "--resume, other names: $(cat "$T/err")"
-[ "$(cat "$T/err")" = "cdp-train: resume: using the checkpoint's class names ('green', 'lake', 'land', 'residential', 'road'), not the pool's ('a', 'b', 'c', 'd', 'e')" ] ||
+[ "$(grep -v 'schedule is re-planned over' "$T/err")" = "cdp-train: resume: using the checkpoint's class names ('green', 'lake', 'land', 'residential', 'road'), not the pool's ('a', 'b', 'c', 'd', 'e')" ] ||
 	fail "--resume, other names: $(cat "$T/err")"
 [ "$(ckn "$T/run3")" = "green lake land residential road" ] || fail "resumed: $(ckn "$T/run3")"
 # cell (1, 1) all nodata, and cells (0, 2) and (3, 0) of the last column and
