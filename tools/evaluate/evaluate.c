@@ -580,22 +580,27 @@ int cdp_evaluate_run(const cdp_evaluate_opts *o, FILE *out, char *err, size_t ca
 	side p = { 0 }, r = { 0 };
 	counts n;
 	uint64_t *conf = NULL;
-	int k = o->classes, rc = -1, task;
+	int k = o->classes, rc = -1, task, isvec;
 	const char *what;
+	char why[512];
 
 	cdp_raster_init();
 	task = task_of(o, o->prediction);
 	what = task == CDP_EVALUATE_TASK_REGRESSION ? "values" : "class ids";
 	if (open_side(&p, o->prediction, what, task == CDP_EVALUATE_TASK_REGRESSION, err, cap) < 0)
 		goto out;
+	/* a reference that is not there is said so, whatever the options */
+	if ((isvec = cdp_label_vector_probe(o->reference, why, sizeof why)) < 0) {
+		fail(err, cap, "cannot open '%s': %s", o->reference, why);
+		goto out;
+	}
 	if (task == CDP_EVALUATE_TASK_REGRESSION &&
-	    (o->classes || o->ignore >= 0 || o->vec.given ||
-	     cdp_label_vector_is_vector(o->reference))) {
+	    (o->classes || o->ignore >= 0 || o->vec.given || isvec)) {
 		fail(err, cap, "'%s' is a regression map: --classes, --ignore and a vector "
 		     "reference are for class maps; give a raster of reference values", p.path);
 		goto out;
 	}
-	if (cdp_label_vector_is_vector(o->reference)) {
+	if (isvec) {
 		if (open_vector_side(&r, o->reference, &p, o, err, cap) < 0)
 			goto out;
 	} else if (o->vec.given) {
