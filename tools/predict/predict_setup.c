@@ -17,6 +17,7 @@
 #include "cdp_error.h"
 #include "cdp_file.h"
 #include "cdp_num.h"
+#include "cdp_thread.h"
 #include "device.h"
 #include "dist/dist.h"
 
@@ -133,8 +134,7 @@ int pr_load_model(predictor *p, char *err, size_t cap)
 	p->m = p->O / 2;
 	p->B = o->batch;
 	if (threads <= 0) {
-		long cores = sysconf(_SC_NPROCESSORS_ONLN);
-		threads = (int)(cores / cdp_dist_local_size());
+		threads = cdp_thread_cpus() / cdp_dist_local_size();
 		if (threads < 1)
 			threads = 1;
 	}
