@@ -304,12 +304,12 @@ static int preview(predictor *p, cdp_out *png, char *err, size_t cap)
 	char *first;
 
 	if (!o->time)
-		return pr_preview(o->input, p->ck.bands, p->C, p->pcls, p->pw, p->ph, p->K,
-		                  o->preview, png, err, cap);
+		return pr_preview(o->input, p->ck.bands, p->C, p->pcls, p->pw, p->ph,
+		                  &p->legend, o->preview, png, err, cap);
 	if (!(first = strndup(o->input, strcspn(o->input, ","))))
 		return pr_fail(err, cap, "out of memory");
-	rc = pr_preview(first, p->ck.bands, n, p->pcls, p->pw, p->ph, p->K, o->preview, png,
-	                err, cap);
+	rc = pr_preview(first, p->ck.bands, n, p->pcls, p->pw, p->ph, &p->legend, o->preview,
+	                png, err, cap);
 	free(first);
 	return rc;
 }
