@@ -3,6 +3,8 @@
 #  - a GeoTIFF of 256x256 deflate tiles with overviews (mode of the
 #    classes), a colour table (the fixed palette; nodata 255 transparent),
 #    category names and a raster attribute table ("class K" by default);
+#  - --vector-class takes an id, a class name or all (each polygon with its
+#    class and name), on a 3-class model;
 #  - --colors FILE names and colours the classes, in the --preview PNG
 #    too (whose stretch leaves nodata out); --vector polygons carry
 #    the name beside the id; --prob bands are described by the names;
@@ -285,3 +287,33 @@ assert not same[:y0].all(), 'the column labels do not change with the names'
 assert dark[:25].sum() > 30, 'no title'
 print('confusion matrix %dx%d: cells, counts and names found' % (a.shape[1], a.shape[0]))
 " || fail "cdp-evaluate --png does not draw the matrix with names and counts"
+
+echo "== --vector-class: an id, a class name, all (a 3-class model)"
+cdp-tile -q --size 64 --label-suffix _mask "$T/a.tif" |
+	cdp-lmdbpack -q --classes bg,road,water "$T/tpool"
+cdp-keyshuffle -q --seed 1 -o "$T/tkeys" "$T/tpool"
+cdp-train -q --db "$T/tpool" --keys "$T/tkeys" \
+	--model "$CDP_SRCDIR/tests/train/small.cfg:channels=1,classes=3" \
+	--out "$T/trun" --steps 60 --batch 4 --threads 1 --lr 0.05 2>/dev/null ||
+	fail "training a 3-class model failed"
+mkdir "$T/t"
+cdp-predict -q --vector "$T/t/all.gpkg" --vector-class all "$T/trun" "$T/b.tif" \
+	-o "$T/t/map.tif" || fail "--vector-class all failed"
+cdp-predict -q --vector "$T/t/road.gpkg" --vector-class road "$T/trun" "$T/b.tif" \
+	-o "$T/t/map2.tif" || fail "--vector-class road failed"
+py "
+m = gdal.Open('$T/t/map.tif').ReadAsArray()
+names = ['bg', 'road', 'water']
+got = set(int(k) for k in np.unique(m)) - {255}
+assert {0, 1} <= got, got
+a = ogr.Open('$T/t/all.gpkg')  # kept: its features outlive it otherwise
+fa = {(f.GetField('class'), f.GetField('name')) for f in a.GetLayer(0)}
+assert fa == {(k, names[k]) for k in got}, (fa, got)
+r = ogr.Open('$T/t/road.gpkg')
+fr = {(f.GetField('class'), f.GetField('name')) for f in r.GetLayer(0)}
+assert fr == {(1, 'road')}, fr
+" || fail "--vector-class all or a name polygonized the wrong classes"
+expect_fail 1 "^cdp-predict: --vector-class 'lake': the model in '$T/trun/checkpoint.cdpt' names no class so (its classes: 'bg', 'road', 'water')\$" \
+	cdp-predict -q --vector "$T/t/x.gpkg" --vector-class lake "$T/trun" "$T/b.tif" -o "$T/t/x.tif"
+expect_fail 1 "^cdp-predict: --vector-class 'road': the model in '$T/run/checkpoint.cdpt' names no class (give an id or all)\$" \
+	cdp-predict -q --vector "$T/t/x.gpkg" --vector-class road "$T/run" "$T/b.tif" -o "$T/t/x.tif"

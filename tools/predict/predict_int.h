@@ -67,6 +67,7 @@ typedef struct predictor {
 	int pw, ph, pstep;
 	pr_out *out, *vout;
 	pr_legend legend;         /* max(K, 2) classes (a sigmoid head has 2) */
+	int vclass;               /* --vector-class as an id, or CDP_PREDICT_VECTOR_ALL */
 	/* --tta (predict_tta.c): a batch's windows on the host, transformed,
 	 * the logits of one run and the summed probabilities */
 	float *tx, *tt, *tl;      /* (B, C, S, S), (B, C, S, S), (B, K, S, S) */
