@@ -12,10 +12,13 @@
  */
 #include "config.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cpl_conv.h>
 #include <cpl_error.h>
@@ -87,6 +90,45 @@ int cdp_label_vector_is_vector(const char *path)
 	n = GDALDatasetGetLayerCount(ds);
 	GDALClose(ds);
 	return n > 0;
+}
+
+int cdp_label_vector_probe(const char *path, char *err, size_t errcap)
+{
+	GDALDatasetH ds;
+	struct stat st;
+
+	if (cdp_label_vector_is_vector(path))
+		return 1;
+	ds = GDALOpenEx(path, GDAL_OF_RASTER | GDAL_OF_READONLY, NULL, NULL, NULL);
+	if (ds) {
+		GDALClose(ds);
+		return 0;
+	}
+	CPLErrorReset();
+	/* GDAL's own names (/vsizip/..., NETCDF:f:v) are no paths of the OS */
+	if (strncmp(path, "/vsi", 4) == 0) {
+		VSILFILE *f = VSIFOpenL(path, "rb");
+		char **dir = f ? NULL : VSIReadDir(path);
+
+		if (f)
+			VSIFCloseL(f);
+		CSLDestroy(dir);
+		if (f || dir)
+			return 0;
+		snprintf(err, errcap, "%s", strerror(ENOENT));
+		return -1;
+	}
+	if (stat(path, &st) != 0) {
+		if (errno != ENOENT && errno != ENOTDIR && errno != EACCES)
+			return 0;
+		snprintf(err, errcap, "%s", strerror(errno));
+		return -1;
+	}
+	if (!S_ISDIR(st.st_mode) && access(path, R_OK) != 0) {
+		snprintf(err, errcap, "%s", strerror(errno));
+		return -1;
+	}
+	return 0;
 }
 
 /* stem + suffix + ext, malloc'ed; ext NULL keeps the image's extension. */
@@ -316,7 +358,7 @@ static int lab_scan(cdp_label_vector *v, char *err, size_t errcap)
 	vsrc *s = &v->lab;
 	OGRFeatureH f;
 	OGRFieldType t;
-	long long maxid = (long long)o->background, id;
+	long long maxid = o->background_ignore ? 0 : (long long)o->background, id;
 	int rc = CDP_OK;
 
 	if (o->field) {
@@ -653,7 +695,8 @@ int cdp_label_vector_read(cdp_label_vector *v, const double gt[6], int w, int h,
 
 	if (w < 1 || h < 1)
 		return CDP_EINVAL;
-	ds = mem_grid(u16 ? GDT_UInt16 : GDT_Byte, gt, w, h, (uint16_t)v->o->background, buf);
+	ds = mem_grid(u16 ? GDT_UInt16 : GDT_Byte, gt, w, h,
+	              (uint16_t)(v->o->background_ignore ? ignore : v->o->background), buf);
 	if (!ds) {
 		ogr_err(err, errcap, "cannot make a label grid: ", "out of memory");
 		return CDP_EGDAL;
@@ -718,7 +761,7 @@ int cdp_label_vector_id_use(const cdp_label_vector *v, uint32_t id, char *what,
 {
 	const cdp_label_vector_opts *o = v->o;
 
-	if (id == o->background)
+	if (!o->background_ignore && id == o->background)
 		snprintf(what, cap, "the --background value");
 	else if (!o->field && id == o->burn)
 		snprintf(what, cap, "the --burn value%s", o->burn_given ? "" : " (default 1)");

@@ -28,6 +28,9 @@ typedef struct cdp_label_vector_opts {
 	const char *field;          /* NULL: every feature burns `burn` */
 	uint32_t burn;              /* 0..65534; default 1 */
 	uint32_t background;        /* 0..65534; default 0 */
+	int background_ignore;      /* --background ignore: pixels no feature
+	                               covers are the caller's ignore value */
+	int background_given;       /* --background was given */
 	const char *where;          /* NULL or an OGR attribute filter */
 	int all_touched;            /* every pixel a feature touches */
 	const char *crs;            /* NULL, or the CRS (any text that
@@ -54,6 +57,14 @@ void cdp_label_vector_opts_init(cdp_label_vector_opts *o);
 /* 1 when OGR opens path as a vector dataset with at least one layer, else
  * 0 (a raster, a missing file). */
 int cdp_label_vector_is_vector(const char *path);
+
+/* What path is, before any option that depends on it is read: 1 a vector
+ * dataset (as cdp_label_vector_is_vector), 0 anything else that GDAL opens
+ * or that exists and can be read (its own opener then says what is wrong
+ * with it), -1 when it cannot be opened at all, a missing or unreadable
+ * file, with the reason ("No such file or directory", "Permission denied")
+ * in err[errcap]. */
+int cdp_label_vector_probe(const char *path, char *err, size_t errcap);
 
 /* The label of image for --label-suffix: the existing one of stem+suffix
  * with the image's extension and with .gpkg, .shp, .geojson and .fgb (the
@@ -123,7 +134,7 @@ enum { CDP_LVO_BASE = 1024, CDP_LVO_ALL_TOUCHED = CDP_LVO_BASE, CDP_LVO_BACKGROU
 /* usage() lines, each indented by INDENT (a string of spaces) */
 #define CDP_LABEL_VECTOR_USAGE(INDENT) \
 	INDENT "[--label-layer name] [--burn value | --label-field attr]\n" \
-	INDENT "[--label-where sql] [--all-touched] [--background value]\n" \
+	INDENT "[--label-where sql] [--all-touched] [--background value|ignore]\n" \
 	INDENT "[--label-crs crs] [--buffer dist | --buffer-field attr]\n" \
 	INDENT "[--label-extent file] [--label-type u8|u16]\n"
 
@@ -136,8 +147,11 @@ int cdp_label_vector_option(cdp_label_vector_opts *o, int ch, const char *arg);
  * CDP_OK, CDP_ERANGE when it does not fit, CDP_EINVAL for a value with a
  * newline. --classes is left out (the names travel on their own). */
 int cdp_label_vector_describe(const cdp_label_vector_opts *o, char *out, size_t cap);
-/* After every option: the ones that exclude each other. 0, or -1 with the
- * usage error printed through cdp_cli's stream. */
+/* After every option (and o->classes): the ones that exclude each other,
+ * and --classes naming more than 2 classes when every feature burns the one
+ * --burn value (no --label-field, no --burn given): those names could never
+ * be burned. 0, or -1 with the usage error printed through cdp_cli's
+ * stream. */
 int cdp_label_vector_options_check(const cdp_label_vector_opts *o);
 
 #endif

@@ -25,7 +25,19 @@ int cdp_label_vector_option(cdp_label_vector_opts *o, int ch, const char *arg)
 		o->all_touched = 1;
 		return 0;
 	case CDP_LVO_BACKGROUND:
+		o->background_given = 1;
+		/* pixels no feature covers left out, as a NULL attribute is */
+		o->background_ignore = strcmp(arg, "ignore") == 0;
+		if (o->background_ignore) {
+			o->background = 0;
+			return 0;
+		}
+		/* fall through */
 	case CDP_LVO_BURN:
+		if (ch == CDP_LVO_BACKGROUND && strspn(arg, "0123456789") != strlen(arg)) {
+			cdp_cli_bad("--background", arg, "an id in 0..65534 or ignore");
+			return -1;
+		}
 		if (cdp_cli_int(ch == CDP_LVO_BURN ? "--burn" : "--background", arg, 0, 65534, &v))
 			return -1;
 		*(ch == CDP_LVO_BURN ? &o->burn : &o->background) = (uint32_t)v;
@@ -108,7 +120,7 @@ int cdp_label_vector_describe(const cdp_label_vector_opts *o, char *out, size_t 
 		bad |= put(out, cap, &n, "--label-where", o->where);
 	if (o->all_touched)
 		bad |= put(out, cap, &n, "--all-touched", NULL);
-	bad |= put(out, cap, &n, "--background", bg);
+	bad |= put(out, cap, &n, "--background", o->background_ignore ? "ignore" : bg);
 	if (o->crs)
 		bad |= put(out, cap, &n, "--label-crs", o->crs);
 	if (o->buffer_field)
@@ -128,6 +140,12 @@ int cdp_label_vector_options_check(const cdp_label_vector_opts *o)
 {
 	const char *why = NULL;
 
+	if (o->nclasses > 2 && !o->field && !o->burn_given) {
+		fprintf(stderr, "%s: --classes names %zu classes but every feature burns %u "
+		        "(--burn): give --label-field\n", cdp_cli_prog(), o->nclasses,
+		        (unsigned)o->burn);
+		return -1;
+	}
 	if (o->burn_given && o->field)
 		why = "--burn and --label-field exclude each other";
 	else if (o->buffer > 0 && o->buffer_field)

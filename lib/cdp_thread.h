@@ -14,4 +14,10 @@
  * has no thread names. */
 void cdp_thread_name(const char *name, int n);
 
+/* The CPUs this process may run on, at least 1: its affinity mask's count
+ * (sched_getaffinity, as nproc counts under taskset, a cpuset or a
+ * binding), else the online CPUs (sysconf). The tools' default --threads
+ * divides it by the ranks of the node. */
+int cdp_thread_cpus(void);
+
 #endif

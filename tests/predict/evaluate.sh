@@ -38,6 +38,19 @@ grep -q '^pixels: 12 counted, 0 ignored, 0 unpredicted, 0 outside \[0, 2)$' "$T/
 grep -Eq '^ +0 +4 +2$' "$T/out" && grep -Eq '^ +1 +1 +5$' "$T/out" || fail "confusion matrix"
 grep -Eq '^ +1 +0\.6250 +0\.7692 +0\.7143 +0\.8333 +6$' "$T/out" || fail "class 1 figures"
 grep -Eq '^ +0 +0\.5714 +0\.7273 +0\.8000 +0\.6667 +6$' "$T/out" || fail "class 0 figures"
+# a map whose categories name its classes: the names beside the ids (the
+# default "class K" of cdp-predict names none)
+cp "$T/pred.tif" "$T/npred.tif"
+"$PYTHON" -c "
+import sys; from osgeo import gdal
+d = gdal.Open(sys.argv[1], gdal.GA_Update); d.GetRasterBand(1).SetCategoryNames(['land', 'water'])" \
+	"$T/npred.tif"
+cdp-evaluate "$T/npred.tif" "$T/ref.tif" >"$T/nout" || fail "cdp-evaluate of a named map failed"
+grep -q '^class      iou       f1  precision   recall      support  name$' "$T/nout" &&
+	grep -Eq '^ +1 +0\.6250 +0\.7692 +0\.7143 +0\.8333 +6  water$' "$T/nout" &&
+	grep -Eq '^ +0 +0\.5714 +0\.7273 +0\.8000 +0\.6667 +6  land$' "$T/nout" ||
+	fail "the report does not name the classes: $(cat "$T/nout")"
+! grep -q "name" "$T/out" || fail "a map without names got a name column"
 grep -q '^accuracy 0.7500$' "$T/out" && grep -q '^mean iou 0.5982$' "$T/out" || fail "overall figures"
 
 echo "== json"

@@ -3,7 +3,10 @@
 #  - a GeoTIFF of 256x256 deflate tiles with overviews (mode of the
 #    classes), a colour table (the fixed palette; nodata 255 transparent),
 #    category names and a raster attribute table ("class K" by default);
-#  - --colors FILE names and colours the classes; --vector polygons carry
+#  - --vector-class takes an id, a class name or all (each polygon with its
+#    class and name), on a 3-class model;
+#  - --colors FILE names and colours the classes, in the --preview PNG
+#    too (whose stretch leaves nodata out); --vector polygons carry
 #    the name beside the id; --prob bands are described by the names;
 #  - the same map under a GDAL block cache smaller than the map (the
 #    palette set before the first row);
@@ -80,7 +83,25 @@ cat >"$T/roads.colors" <<'END'
 1   200 0 0   paved road
 END
 cdp-predict -q --colors "$T/roads.colors" --vector "$T/o/v.gpkg" "$T/run" "$T/b.tif" \
-	-o "$T/o/named.tif" || fail "--colors --vector failed"
+	-o "$T/o/named.tif" --preview "$T/o/named.png" || fail "--colors --vector failed"
+# the preview paints the class map's colours (--colors included) and
+# stretches the band between the 2nd and 98th percentiles of its valid
+# pixels only (the nodata rectangle left out)
+py "
+m = gdal.Open('$T/o/named.tif').ReadAsArray()
+p = gdal.Open('$T/o/named.png').ReadAsArray()
+d = gdal.Open('$T/b.tif'); b = d.GetRasterBand(1)  # d kept while b is used
+v = b.ReadAsArray().astype(np.float32)
+assert p.shape == (3,) + m.shape, p.shape
+assert (m == 1).any() and (m == 255).any(), 'want both a class 1 and nodata'
+assert (p[:, m == 1] == np.array([[200], [0], [0]])).all(), 'class 1 not in its --colors colour'
+assert (p[:, m == 255] == 0).all(), 'nodata not black'
+ok = (m != 255) & (v != np.float32(b.GetNoDataValue()))
+s = np.sort(v[ok]); lo, hi = s[int(0.02 * (len(s) - 1))], s[int(0.98 * (len(s) - 1))]
+want = np.rint(255 * np.clip((v - lo) / (hi - lo), 0, 1)).astype(np.uint8)
+z = m == 0
+assert (p[0][z] == want[z]).all() and (p[2][z] == want[z]).all(), 'class 0 not the stretch of the valid pixels'
+" || fail "the preview is not painted in the map's colours, or stretched over nodata"
 py "
 b = info('$T/o/named.tif')['bands'][0]
 assert b['categories'] == ['background', 'paved road'], b.get('categories')
@@ -114,7 +135,7 @@ assert not e and not w, (w, e)
 print('GDAL validates the COG')
 " || fail "--cog is not a valid Cloud Optimized GeoTIFF with colours and names"
 left=$(ls -A "$T/o" | grep -v -x -e map.tif -e map.tif.aux.xml -e named.tif -e named.tif.aux.xml \
-	-e prob.tif -e v.gpkg -e cog.tif -e cog.tif.aux.xml -e small_cache.tif \
+	-e named.png -e prob.tif -e v.gpkg -e cog.tif -e cog.tif.aux.xml -e small_cache.tif \
 	-e small_cache.tif.aux.xml || true)
 [ -z "$left" ] || fail "files left beside the outputs: $left"
 
@@ -266,3 +287,33 @@ assert not same[:y0].all(), 'the column labels do not change with the names'
 assert dark[:25].sum() > 30, 'no title'
 print('confusion matrix %dx%d: cells, counts and names found' % (a.shape[1], a.shape[0]))
 " || fail "cdp-evaluate --png does not draw the matrix with names and counts"
+
+echo "== --vector-class: an id, a class name, all (a 3-class model)"
+cdp-tile -q --size 64 --label-suffix _mask "$T/a.tif" |
+	cdp-lmdbpack -q --classes bg,road,water "$T/tpool"
+cdp-keyshuffle -q --seed 1 -o "$T/tkeys" "$T/tpool"
+cdp-train -q --db "$T/tpool" --keys "$T/tkeys" \
+	--model "$CDP_SRCDIR/tests/train/small.cfg:channels=1,classes=3" \
+	--out "$T/trun" --steps 60 --batch 4 --threads 1 --lr 0.05 2>/dev/null ||
+	fail "training a 3-class model failed"
+mkdir "$T/t"
+cdp-predict -q --vector "$T/t/all.gpkg" --vector-class all "$T/trun" "$T/b.tif" \
+	-o "$T/t/map.tif" || fail "--vector-class all failed"
+cdp-predict -q --vector "$T/t/road.gpkg" --vector-class road "$T/trun" "$T/b.tif" \
+	-o "$T/t/map2.tif" || fail "--vector-class road failed"
+py "
+m = gdal.Open('$T/t/map.tif').ReadAsArray()
+names = ['bg', 'road', 'water']
+got = set(int(k) for k in np.unique(m)) - {255}
+assert {0, 1} <= got, got
+a = ogr.Open('$T/t/all.gpkg')  # kept: its features outlive it otherwise
+fa = {(f.GetField('class'), f.GetField('name')) for f in a.GetLayer(0)}
+assert fa == {(k, names[k]) for k in got}, (fa, got)
+r = ogr.Open('$T/t/road.gpkg')
+fr = {(f.GetField('class'), f.GetField('name')) for f in r.GetLayer(0)}
+assert fr == {(1, 'road')}, fr
+" || fail "--vector-class all or a name polygonized the wrong classes"
+expect_fail 1 "^cdp-predict: --vector-class 'lake': the model in '$T/trun/checkpoint.cdpt' names no class so (its classes: 'bg', 'road', 'water')\$" \
+	cdp-predict -q --vector "$T/t/x.gpkg" --vector-class lake "$T/trun" "$T/b.tif" -o "$T/t/x.tif"
+expect_fail 1 "^cdp-predict: --vector-class 'road': the model in '$T/run/checkpoint.cdpt' names no class (give an id or all)\$" \
+	cdp-predict -q --vector "$T/t/x.gpkg" --vector-class road "$T/run" "$T/b.tif" -o "$T/t/x.tif"

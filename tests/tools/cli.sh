@@ -52,8 +52,12 @@ cdp-lmdbpack --txn-records 0 an_integer_in_1..100000000 db
 cdp-keyshuffle --seed 18446744073709551616 an_integer_in_0..18446744073709551615 db
 cdp-train --batch 0 an_integer_in_1..2147483647 --db=d
 cdp-predict --batch 4097 an_integer_in_1..4096 run x.tif -o y.tif
-cdp-evaluate --classes 1 an_integer_in_2..1024 a.tif b.tif
+cdp-evaluate --ignore 65536 an_integer_in_0..65535 a.tif b.tif
 EOF2
+# --classes takes a count or names (what names are for depends on the
+# reference, which is opened first): a count out of range is a usage error
+one_line 2 "^cdp-evaluate: --classes: '1' is not an integer in 2\.\.1024\$" \
+	"$CDP_BUILDDIR/cdp-evaluate" --classes 1 a.tif b.tif
 # a number that parses but is out of a half-open range: still one line
 one_line 2 "^cdp-train: --momentum: 'abc' is not a number in 0\.\.1, less than 1\$" \
 	"$CDP_BUILDDIR/cdp-train" --momentum abc

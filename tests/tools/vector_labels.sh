@@ -56,6 +56,10 @@ tile feat.gpkg --label-type u16 --ignore 9 --label-field cls -- --field cls \
 	--ignore 9 --type u16
 tile feat.gpkg --burn 300 -- --burn 300 --ignore 65535 --type u16
 tile nocrs.shp --label-crs EPSG:32633 -- --s-srs EPSG:32633
+# --background ignore: pixels no feature covers get the ignore value (255)
+tile feat.gpkg --label-field kind --classes bg,house,road,field --background ignore -- \
+	--field kind --classes bg,house,road,field --background 255
+tile feat.gpkg --burn 2 --background ignore --ignore 7 -- --burn 2 --background 7 --ignore 7
 # lines and points alone, as they are and all touched
 tile lines.geojson --label-field cls -- --field cls
 tile lines.geojson --label-field cls --all-touched -- --field cls --all-touched
@@ -112,6 +116,9 @@ v=feat.gpkg
 evaluate feat.gpkg --field cls -- --label-field cls
 evaluate feat.gpkg --field kind --classes bg,house,road,field --all-touched -- \
 	--label-field kind --classes bg,house,road,field --all-touched
+evaluate feat.gpkg --field kind --classes bg,house,road,field --background 255 -- \
+	--label-field kind --classes bg,house,road,field --background ignore
+grep -q '"ignored":[1-9]' got.json || fail "--background ignore ignored nothing"
 v=poly32.shp
 evaluate poly32.shp --extent extent.geojson --burn 2 -- --label-extent extent.geojson --burn 2
 grep -q '"ignored":[1-9]' got.json || fail "the extent ignored nothing"
@@ -150,6 +157,32 @@ refused 1 "label 'img2.tif' is not a vector dataset" \
 	cdp-tile -s 32 --label img2.tif --burn 3 img.tif
 refused 1 "ignore value 300 does not fit the u8 label" \
 	cdp-tile -s 32 --label feat.gpkg --ignore 300 img.tif
+# a label that is not there is said so, vector options or not
+refused 1 "^cdp-tile: 'img.tif': cannot open label 'nope.gpkg': No such file or directory\$" \
+	cdp-tile -s 32 --label nope.gpkg --label-field kind --classes a,b,c,d img.tif
+refused 1 "^cdp-tile: 'img.tif': cannot open label 'nope.gpkg': No such file or directory\$" \
+	cdp-tile -s 32 --label nope.gpkg img.tif
+# names that a --burn of 1 can never give are a usage error
+refused 2 "^cdp-tile: --classes names 4 classes but every feature burns 1 (--burn): give --label-field\$" \
+	cdp-tile -s 32 --label feat.gpkg --classes bg,house,road,field img.tif
+cdp-tile -q -s 32 --label feat.gpkg --classes bg,house img.tif >/dev/null ||
+	fail "--classes of 2 names with --burn's default refused"
+cdp-tile -q -s 32 --label feat.gpkg --burn 3 --classes bg,house,road,field img.tif >/dev/null ||
+	fail "--classes of 4 names with --burn 3 refused"
+refused 2 "^cdp-tile: --background: 'ignor' is not an id in 0\.\.65534 or ignore\$" \
+	cdp-tile -s 32 --label feat.gpkg --background ignor img.tif
+# names with an attribute and the default background: a note, not with -q
+# or an explicit --background
+cdp-tile -s 32 --label feat.gpkg --label-field kind --classes bg,house,road,field img.tif \
+	>/dev/null 2>note.err || fail "cdp-tile with --classes names"
+grep -q "^cdp-tile: note: pixels no feature covers became class 0 'bg' (--background 0); --background ignore leaves them out of the loss, --label-extent bounds the labelled area\$" \
+	note.err || fail "no note of the background's class: $(cat note.err)"
+for q in -q "--background 0"; do
+	# shellcheck disable=SC2086
+	cdp-tile -s 32 $q --label feat.gpkg --label-field kind --classes bg,house,road,field \
+		img.tif 2>note.err >/dev/null || fail "cdp-tile $q with --classes names"
+	! grep -q "note:" note.err || fail "a note with $q: $(cat note.err)"
+done
 # an ignore value that is also a burned id would make that class vanish
 refused 1 "'img.tif': the ignore value 1 is also the --burn value (default 1) of the label 'feat.gpkg'" \
 	cdp-tile -s 32 --label feat.gpkg --ignore 1 img.tif
@@ -221,6 +254,19 @@ expect_fail 1 "the vector label options apply to a vector reference only" \
 	cdp-evaluate --burn 2 pred.tif img.tif
 expect_fail 1 "reference 'two.gpkg': 2 layers, choose one with --label-layer" \
 	cdp-evaluate pred.tif two.gpkg
+# a mistyped reference is said to be missing before --classes names are read
+# by what it is; names with a raster reference say what names are for
+for vo in "--label-field kind" ""; do
+	# shellcheck disable=SC2086
+	expect_fail 1 "^cdp-evaluate: cannot open 'nope.gpkg': No such file or directory\$" \
+		cdp-evaluate $vo --classes bg,house,road,field pred.tif nope.gpkg
+done
+expect_fail 1 "^cdp-evaluate: cannot open 'nope.tif': No such file or directory\$" \
+	cdp-evaluate pred.tif nope.tif
+expect_fail 2 "^cdp-evaluate: --classes a,b,c: names are the values of a vector reference's --label-field, and 'img.tif' is a raster: give the count (--classes 3); the report names classes by the maps' categories\$" \
+	cdp-evaluate --classes a,b,c pred.tif img.tif
+expect_fail 2 "^cdp-evaluate: --classes names 4 classes but every feature burns 1 (--burn): give --label-field\$" \
+	cdp-evaluate --classes bg,house,road,field pred.tif feat.gpkg
 # cdp-evaluate refuses what cdp-tile refuses: --ignore on a burned id would
 # drop that class out of every score; an id nothing burns may be ignored
 expect_fail 1 "the ignore value 1 is also the --burn value (default 1) of the reference 'feat.gpkg'" \

@@ -3,7 +3,8 @@
 # that top -H, ps -L and perf show: the main thread stays cdp-train, the
 # CPU backend's pool is cdp-cpu/N, the loader's prefetch cdp-prefetch;
 # with 2 ranks the gradient buckets' cdp-comm, the watchdog of blocking
-# MPI calls cdp-watchdog and the heartbeat cdp-heartbeat.
+# MPI calls cdp-watchdog and the heartbeat cdp-heartbeat. The default
+# --threads follows the CPU affinity (taskset -c 0: no cdp-cpu/N).
 . "$CDP_SRCDIR/tests/train/train_common.sh"
 P="--db $T/pool --keys $T/train.keys -q --model $SMALL --steps 100000 --batch 4 --log-every 1"
 
@@ -29,6 +30,24 @@ kill $pid
 wait $pid 2>/dev/null || :
 has "$n" cdp-train cdp-cpu/1 cdp-prefetch || fail "1 process: threads '$n'"
 echo "1 process: $n"
+
+# the default --threads counts the CPUs the process may run on (its
+# affinity, what nproc prints), not the node's: under taskset -c 0 one
+# compute thread, the main one, and no cdp-cpu/N helper
+if command -v taskset >/dev/null && [ "$(getconf _NPROCESSORS_ONLN)" -gt 1 ]; then
+	taskset -c 0 cdp-train $P --out "$T/aff" & pid=$!
+	wait_step $pid "$T/aff/metrics.jsonl" 2 60
+	n=$(names $pid)
+	kill $pid
+	wait $pid 2>/dev/null || :
+	has "$n" cdp-train cdp-prefetch || fail "taskset -c 0: threads '$n'"
+	case " $n " in
+	*" cdp-cpu/"*) fail "taskset -c 0: threads '$n', want no cdp-cpu/N (1 CPU)" ;;
+	esac
+	echo "taskset -c 0: $n"
+else
+	echo "SKIP: the affinity case (no taskset, or 1 CPU)"
+fi
 
 if [ -z "$MP" ]; then
 	echo "SKIP: 2-rank case (no MPIRUN)"

@@ -235,8 +235,29 @@ static void report_json(FILE *f, const uint64_t *conf, int k, const counts *n)
 	fputs("}\n", f);
 }
 
-static void report_text(FILE *f, const uint64_t *conf, int k, const counts *n)
+/* Class c's name from the prediction's category names, else the
+ * reference raster's, or NULL: cdp-predict's default "class K" names no
+ * class and is left out. */
+static const char *class_name(const side *p, const side *r, int c)
 {
+	char dflt[32];
+	const char *nm = NULL;
+
+	snprintf(dflt, sizeof dflt, "class %d", c);
+	for (int i = 0; i < 2 && (!nm || !*nm || !strcmp(nm, dflt)); i++) {
+		const side *s = i ? r : p;
+		nm = s->r ? cdp_raster_category_name(s->r, 1, c) : NULL;
+	}
+	return nm && *nm && strcmp(nm, dflt) ? nm : NULL;
+}
+
+static void report_text(FILE *f, const uint64_t *conf, int k, const counts *n,
+                        const side *p, const side *r)
+{
+	int named = 0;
+
+	for (int c = 0; c < k && !named; c++)
+		named = class_name(p, r, c) != NULL;
 	fprintf(f, "pixels: %llu counted, %llu ignored, %llu unpredicted, %llu outside [0, %d)\n",
 	        (unsigned long long)n->counted, (unsigned long long)n->ignored,
 	        (unsigned long long)n->unpredicted, (unsigned long long)n->outside, k);
@@ -250,15 +271,18 @@ static void report_text(FILE *f, const uint64_t *conf, int k, const counts *n)
 			fprintf(f, " %12llu", (unsigned long long)conf[(size_t)i * k + j]);
 		fputc('\n', f);
 	}
-	fputs("class      iou       f1  precision   recall      support\n", f);
+	fputs(named ? "class      iou       f1  precision   recall      support  name\n"
+	            : "class      iou       f1  precision   recall      support\n", f);
 	for (int c = 0; c < k; c++) {
 		cdp_prf m;
 		uint64_t sup = 0;
 		cdp_metrics_prf(conf, k, c, &m);
 		for (int j = 0; j < k; j++)
 			sup += conf[(size_t)c * k + j];
-		fprintf(f, "%5d %8.4f %8.4f %10.4f %8.4f %12llu\n", c, cdp_metrics_iou(conf, k, c),
-		        m.f1, m.precision, m.recall, (unsigned long long)sup);
+		fprintf(f, "%5d %8.4f %8.4f %10.4f %8.4f %12llu%s%s\n", c,
+		        cdp_metrics_iou(conf, k, c), m.f1, m.precision, m.recall,
+		        (unsigned long long)sup, named && class_name(p, r, c) ? "  " : "",
+		        named && class_name(p, r, c) ? class_name(p, r, c) : "");
 	}
 	fprintf(f, "accuracy %.4f\nmean iou %.4f\n", cdp_metrics_accuracy(conf, k),
 	        cdp_metrics_miou(conf, k, NULL));
@@ -580,22 +604,27 @@ int cdp_evaluate_run(const cdp_evaluate_opts *o, FILE *out, char *err, size_t ca
 	side p = { 0 }, r = { 0 };
 	counts n;
 	uint64_t *conf = NULL;
-	int k = o->classes, rc = -1, task;
+	int k = o->classes, rc = -1, task, isvec;
 	const char *what;
+	char why[512];
 
 	cdp_raster_init();
 	task = task_of(o, o->prediction);
 	what = task == CDP_EVALUATE_TASK_REGRESSION ? "values" : "class ids";
 	if (open_side(&p, o->prediction, what, task == CDP_EVALUATE_TASK_REGRESSION, err, cap) < 0)
 		goto out;
+	/* a reference that is not there is said so, whatever the options */
+	if ((isvec = cdp_label_vector_probe(o->reference, why, sizeof why)) < 0) {
+		fail(err, cap, "cannot open '%s': %s", o->reference, why);
+		goto out;
+	}
 	if (task == CDP_EVALUATE_TASK_REGRESSION &&
-	    (o->classes || o->ignore >= 0 || o->vec.given ||
-	     cdp_label_vector_is_vector(o->reference))) {
+	    (o->classes || o->ignore >= 0 || o->vec.given || isvec)) {
 		fail(err, cap, "'%s' is a regression map: --classes, --ignore and a vector "
 		     "reference are for class maps; give a raster of reference values", p.path);
 		goto out;
 	}
-	if (cdp_label_vector_is_vector(o->reference)) {
+	if (isvec) {
 		if (open_vector_side(&r, o->reference, &p, o, err, cap) < 0)
 			goto out;
 	} else if (o->vec.given) {
@@ -642,7 +671,7 @@ int cdp_evaluate_run(const cdp_evaluate_opts *o, FILE *out, char *err, size_t ca
 	if (o->json)
 		report_json(out, conf, k, &n);
 	else
-		report_text(out, conf, k, &n);
+		report_text(out, conf, k, &n, &p, &r);
 	if (fflush(out) != 0 || ferror(out)) {
 		fail(err, cap, "cannot write the report: %s", strerror(errno));
 		goto out;

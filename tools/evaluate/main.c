@@ -43,7 +43,7 @@ int main(int argc, char **argv)
 	char err[1024], *names = NULL;
 	const char *classes_arg = NULL;
 	const char *name[1024];
-	int c, v, rc = 2;
+	int c, v, rc = 2, isvec = 0;
 
 	cdp_evaluate_opts_init(&o);
 	cdp_cli_init(PROG, stderr);
@@ -128,20 +128,30 @@ int main(int argc, char **argv)
 		        "the vector options (--burn, --label-where, ...) are for", o.prediction);
 		goto out;
 	}
-	if (cdp_label_vector_options_check(&o.vec))
+	/* a reference that cannot be opened is said so before --classes is
+	 * read by what the reference is (a mistyped vector's names) */
+	if (!cdp_evaluate_is_csv(o.prediction) &&
+	    (isvec = cdp_label_vector_probe(o.reference, err, sizeof err)) < 0) {
+		fprintf(stderr, PROG ": cannot open '%s': %s\n", o.reference, err);
+		rc = 1;
 		goto out;
+	}
 	/* names are for a CSV, or for a vector reference's string attribute (a
 	 * value's class is its index); for rasters --classes is the count it
-	 * always was */
-	if (o.nnames && !cdp_evaluate_is_csv(o.prediction) &&
-	    cdp_label_vector_is_vector(o.reference)) {
+	 * always was (the report names the classes by the maps' categories) */
+	if (o.nnames && !cdp_evaluate_is_csv(o.prediction) && isvec) {
 		o.vec.classes = o.names;
 		o.vec.nclasses = (size_t)o.nnames;
 		o.classes = o.nnames < 2 ? 2 : o.nnames;
 	} else if (!cdp_evaluate_is_csv(o.prediction) && o.nnames) {
-		cdp_cli_int("--classes", classes_arg, 2, CDP_EVALUATE_MAX_CLASSES, &o.classes);
+		fprintf(stderr, PROG ": --classes %s: names are the values of a vector "
+		        "reference's --label-field, and '%s' is a raster: give the count "
+		        "(--classes %d); the report names classes by the maps' categories\n",
+		        classes_arg, o.reference, o.nnames < 2 ? 2 : o.nnames);
 		goto out;
 	}
+	if (cdp_label_vector_options_check(&o.vec))
+		goto out;
 	rc = 0;
 	if ((cdp_evaluate_is_csv(o.prediction) ? cdp_evaluate_csv_run(&o, stdout, err, sizeof err)
 	                                       : cdp_evaluate_run(&o, stdout, err, sizeof err)) != 0) {

@@ -32,7 +32,7 @@ static void usage(FILE *f)
 	    "usage: " PROG " [-hqV] [--any-crs] [--size N] [--overlap N] [--batch N] [--threads N]\n"
 	    "                   [--device cpu|cuda|cuda:N|auto] [--precision fp32|tf32|bf16|fp16]\n"
 	    "                   [--tta none|flips|d4] [--prob] [--cog] [--colors FILE]\n"
-	    "                   [--vector OUT.gpkg] [--vector-class K] [--preview FILE.png]\n"
+	    "                   [--vector OUT.gpkg] [--vector-class K|name|all] [--preview FILE.png]\n"
 	    "                   [--progress] MODEL RASTER|--time DATE,DATE[,...] -o OUT.tif\n"
 	    "       " PROG " [-hqV] [--size N] [--batch N] [--threads N]\n"
 	    "                   [--device cpu|cuda|cuda:N|auto] [--precision fp32|tf32|bf16|fp16]\n"
@@ -147,8 +147,19 @@ int main(int argc, char **argv)
 			o.vector = optarg;
 			break;
 		case OPT_VECTOR_CLASS:
-			if (cdp_cli_int("--vector-class", optarg, 0, 254, &o.vector_class))
+			/* an id, all, or a name the checkpoint gives (predict_setup.c) */
+			o.vector_class_name = NULL;
+			if (strcmp(optarg, "all") == 0)
+				o.vector_class = CDP_PREDICT_VECTOR_ALL;
+			else if (*optarg && strspn(optarg, "0123456789") == strlen(optarg)) {
+				if (cdp_cli_int("--vector-class", optarg, 0, 254, &o.vector_class))
+					goto out;
+			} else if (*optarg)
+				o.vector_class_name = optarg;
+			else {
+				cdp_cli_bad("--vector-class", optarg, "a class id, a class name or all");
 				goto out;
+			}
 			vector_class = 1;
 			break;
 		default: goto out;

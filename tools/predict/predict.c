@@ -174,7 +174,8 @@ static int finish_rows(predictor *p, long a0, int ya, int yb, char *err, size_t 
 				cls = 255;
 			if (!p->o->prob)
 				((uint8_t *)p->orow)[i] = (uint8_t)cls;
-			p->vrow[i] = cls == p->o->vector_class ? (uint8_t)cls : 255;
+			p->vrow[i] = cls == p->vclass || p->vclass == CDP_PREDICT_VECTOR_ALL
+			             ? (uint8_t)cls : 255;
 			if (p->pcls && y % p->pstep == 0 && x % p->pstep == 0)
 				p->pcls[(y / p->pstep) * p->pw + x / p->pstep] = (uint8_t)cls;
 		}
@@ -304,12 +305,12 @@ static int preview(predictor *p, cdp_out *png, char *err, size_t cap)
 	char *first;
 
 	if (!o->time)
-		return pr_preview(o->input, p->ck.bands, p->C, p->pcls, p->pw, p->ph, p->K,
-		                  o->preview, png, err, cap);
+		return pr_preview(o->input, p->ck.bands, p->C, p->pcls, p->pw, p->ph,
+		                  &p->legend, o->preview, png, err, cap);
 	if (!(first = strndup(o->input, strcspn(o->input, ","))))
 		return pr_fail(err, cap, "out of memory");
-	rc = pr_preview(first, p->ck.bands, n, p->pcls, p->pw, p->ph, p->K, o->preview, png,
-	                err, cap);
+	rc = pr_preview(first, p->ck.bands, n, p->pcls, p->pw, p->ph, &p->legend, o->preview,
+	                png, err, cap);
 	free(first);
 	return rc;
 }
@@ -369,7 +370,7 @@ int cdp_predict_run(const cdp_predict_opts *o, char *err, size_t cap)
 	 * older GeoPackage or preview. */
 	if (p.rank == 0) {
 		if (p.vout && (pr_out_finish(p.vout, err, cap) < 0 ||
-		               pr_vector(pr_out_file(p.vout), o->vector, o->vector_class, &p.legend,
+		               pr_vector(pr_out_file(p.vout), o->vector, p.vclass, &p.legend,
 		                         &gpkg, err, cap) < 0))
 			goto out;
 		if (o->preview && preview(&p, &png, err, cap) < 0)

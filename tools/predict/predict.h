@@ -48,7 +48,8 @@ typedef struct cdp_predict_opts {
 	int prob;               /* 1: float32 probabilities instead of class ids */
 	int tta;                /* transforms averaged per window: 1 (none), 4 (flips), 8 (d4) */
 	const char *vector;     /* GeoPackage of polygons of vector_class, or NULL */
-	int vector_class;
+	int vector_class;       /* a class id, or CDP_PREDICT_VECTOR_ALL */
+	const char *vector_class_name; /* or a checkpoint's class name, or NULL */
 	const char *preview;    /* PNG quick-look, or NULL */
 	int progress;           /* CDP_PROGRESS_* */
 	int any_crs;            /* 1: predict a raster in another CRS than the training data's */
@@ -68,5 +69,8 @@ int cdp_predict_output_csv(const char *path);
 /* Runs the prediction; on every rank under MPI (cdp_dist_init first).
  * Returns 0, or -1 with a one-line reason in err (naming the file). */
 int cdp_predict_run(const cdp_predict_opts *o, char *err, size_t cap);
+
+/* --vector-class all: every class but nodata */
+#define CDP_PREDICT_VECTOR_ALL (-1)
 
 #endif

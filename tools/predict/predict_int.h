@@ -67,6 +67,7 @@ typedef struct predictor {
 	int pw, ph, pstep;
 	pr_out *out, *vout;
 	pr_legend legend;         /* max(K, 2) classes (a sigmoid head has 2) */
+	int vclass;               /* --vector-class as an id, or CDP_PREDICT_VECTOR_ALL */
 	/* --tta (predict_tta.c): a batch's windows on the host, transformed,
 	 * the logits of one run and the summed probabilities */
 	float *tx, *tt, *tl;      /* (B, C, S, S), (B, C, S, S), (B, K, S, S) */
@@ -178,13 +179,16 @@ void pr_legend_free(pr_legend *l);
 int  pr_vector(const char *mask_tif, const char *gpkg, int klass, const pr_legend *lg,
                cdp_out *out, char *err, size_t cap);
 
-/* Writes the PNG quick-look: bands (1-based, n >= 1) of raster `input`
- * sampled on a pw x ph grid, shown as RGB (first three) or gray, each
- * stretched between its 2nd and 98th percentiles, with cls (ph, pw) class
- * ids overlaid: class 1 in red for 1- and 2-class models, every class but 0
- * in its own colour otherwise (255 = nodata, shown black). Written into
- * out, opened here and left for the caller to commit. */
+/* pr_preview: a PNG of at most 1024 pixels a side, the input's first three
+ * model bands (bands[0..n), 1-based; one as gray) of the preview grid,
+ * each stretched between the 2nd and 98th percentiles of its valid pixels
+ * (not the band's nodata, not where cls is 255), with cls (ph, pw) class
+ * ids painted in the class map's colours, lg (the GeoTIFF's colour table,
+ * --colors included): every class but 0, which shows the image (255 =
+ * nodata, shown black). Written into out, opened here and left for the
+ * caller to commit. */
 int  pr_preview(const char *input, const int *bands, int n, const uint8_t *cls, int pw,
-                int ph, int classes, const char *png, cdp_out *out, char *err, size_t cap);
+                int ph, const pr_legend *lg, const char *png, cdp_out *out, char *err,
+                size_t cap);
 
 #endif

@@ -562,14 +562,16 @@ static int cmp_float(const void *a, const void *b)
 }
 
 /* v (n) -> bytes, stretched between the 2nd and 98th percentiles of its
- * finite values; s is scratch of n floats */
-static void stretch(const float *v, size_t n, float *s, uint8_t *out, size_t step)
+ * valid values: finite, not nd (when has_nd), not where cls is 255 (the
+ * map's nodata); s is scratch of n floats */
+static void stretch(const float *v, size_t n, const uint8_t *cls, int has_nd, double nd,
+                    float *s, uint8_t *out, size_t step)
 {
 	size_t m = 0;
 	float lo = 0, hi = 1;
 
 	for (size_t i = 0; i < n; i++)
-		if (isfinite(v[i]))
+		if (isfinite(v[i]) && cls[i] != 255 && !(has_nd && (double)v[i] == (double)(float)nd))
 			s[m++] = v[i];
 	if (m) {
 		qsort(s, m, sizeof *s, cmp_float);
@@ -584,12 +586,9 @@ static void stretch(const float *v, size_t n, float *s, uint8_t *out, size_t ste
 }
 
 int pr_preview(const char *input, const int *bands, int n, const uint8_t *cls, int pw,
-               int ph, int classes, const char *png, cdp_out *out, char *err, size_t cap)
+               int ph, const pr_legend *lg, const char *png, cdp_out *out, char *err,
+               size_t cap)
 {
-	static const uint8_t pal[8][3] = {
-		{ 255, 0, 0 }, { 30, 90, 230 }, { 40, 190, 60 }, { 240, 200, 20 },
-		{ 200, 40, 200 }, { 20, 200, 210 }, { 250, 130, 20 }, { 255, 255, 255 }
-	};
 	size_t np = (size_t)pw * ph;
 	int nc = n >= 3 ? 3 : 1, rc = -1, prc;
 	float *v = malloc(np * sizeof *v), *s = malloc(np * sizeof *s);
@@ -607,27 +606,32 @@ int pr_preview(const char *input, const int *bands, int n, const uint8_t *cls, i
 	}
 	for (int c = 0; c < 3; c++) {
 		GDALRasterBandH b = GDALGetRasterBand(ds, bands[c < nc ? c : 0]);
+		int has_nd = 0;
+		double nd = GDALGetRasterNoDataValue(b, &has_nd);
+
 		if (c < nc && GDALRasterIO(b, GF_Read, 0, 0, GDALGetRasterXSize(ds),
 		                           GDALGetRasterYSize(ds), v, pw, ph, GDT_Float32, 0, 0) != CE_None) {
 			fail(err, cap, "cannot read '%s': %s", input, gdal_msg());
 			goto out;
 		}
 		if (c < nc)
-			stretch(v, np, s, rgb + c, 3);
+			stretch(v, np, cls, has_nd, nd, s, rgb + c, 3);
 		else
 			for (size_t i = 0; i < np; i++)
 				rgb[i * 3 + c] = rgb[i * 3];
 	}
+	/* the class map's own colours (pr_legend_make: its palette, names
+	 * and --colors), so the quick look reads as the GeoTIFF does */
 	for (size_t i = 0; i < np; i++) {
 		int k = cls[i];
 		if (k == 255) {
 			rgb[3 * i] = rgb[3 * i + 1] = rgb[3 * i + 2] = 0;
 			continue;
 		}
-		if (k == 0 || (classes <= 2 && k != 1))
+		if (k == 0 || k >= lg->k)
 			continue;
 		for (int c = 0; c < 3; c++)
-			rgb[3 * i + c] = (uint8_t)((rgb[3 * i + c] + 3 * pal[(k - 1) % 8][c]) / 4);
+			rgb[3 * i + c] = lg->rgb[k][c];
 	}
 	if ((prc = cdp_out_open(out, png, CDP_OUT_SEEK, 0666, err, cap)) != 0)
 		goto out;

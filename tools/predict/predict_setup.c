@@ -17,6 +17,7 @@
 #include "cdp_error.h"
 #include "cdp_file.h"
 #include "cdp_num.h"
+#include "cdp_thread.h"
 #include "device.h"
 #include "dist/dist.h"
 
@@ -133,8 +134,7 @@ int pr_load_model(predictor *p, char *err, size_t cap)
 	p->m = p->O / 2;
 	p->B = o->batch;
 	if (threads <= 0) {
-		long cores = sysconf(_SC_NPROCESSORS_ONLN);
-		threads = (int)(cores / cdp_dist_local_size());
+		threads = cdp_thread_cpus() / cdp_dist_local_size();
 		if (threads < 1)
 			threads = 1;
 	}
@@ -172,6 +172,24 @@ int pr_load_model(predictor *p, char *err, size_t cap)
 	if (!o->prob && p->K > 255 && !(p->classify && cdp_predict_output_csv(o->output)))
 		return pr_fail(err, cap, "'%s': %d classes do not fit class ids of uint8 (use --prob)",
 		            p->model, p->K);
+	p->vclass = o->vector_class;
+	if (o->vector && o->vector_class_name) {
+		char names[1024] = "";
+		size_t n = 0;
+
+		for (int k = 0; k < p->ck.nclass_names; k++) {
+			if (strcmp(p->ck.class_names[k], o->vector_class_name) == 0)
+				return (p->vclass = k), 0;
+			if (n < sizeof names)
+				n += (size_t)snprintf(names + n, sizeof names - n, "%s'%s'",
+				                      k ? ", " : "", p->ck.class_names[k]);
+		}
+		if (!p->ck.nclass_names)
+			return pr_fail(err, cap, "--vector-class '%s': the model in '%s' names no "
+			               "class (give an id or all)", o->vector_class_name, p->model);
+		return pr_fail(err, cap, "--vector-class '%s': the model in '%s' names no class "
+		               "so (its classes: %s)", o->vector_class_name, p->model, names);
+	}
 	if (o->vector && o->vector_class >= (p->K > 1 ? p->K : 2))
 		return pr_fail(err, cap, "--vector-class %d: the model in '%s' has classes 0 to %d",
 		            o->vector_class, p->model, p->K > 1 ? p->K - 1 : 1);

@@ -441,6 +441,11 @@ int main(int argc, char **argv)
 		        strerror(errno));
 		ret = 1;
 	}
+	/* pixels no feature covers silently became the first name's class */
+	if (!ret && !quiet && nclasses && o.vec.field && !o.vec.background_given)
+		fprintf(stderr, "cdp-tile: note: pixels no feature covers became class 0 '%s' "
+		        "(--background 0); --background ignore leaves them out of the loss, "
+		        "--label-extent bounds the labelled area\n", classes[0]);
 	if (!ret && !quiet)
 		fprintf(stderr, "cdp-tile: %llu tiles written, %llu dropped, "
 		        "%llu bytes\n", (unsigned long long)res.written,

@@ -289,7 +289,14 @@ static int input_open(ctx *c, size_t i, input *in)
 	}
 	if (!in->lpath)
 		return CDP_OK;
-	if (cdp_label_vector_is_vector(in->lpath)) {
+	/* a label that is not there is reported as such, not as "not a
+	 * vector" when vector options were given */
+	if ((rc = cdp_label_vector_probe(in->lpath, msg, sizeof msg)) < 0) {
+		ERR(c, "'%s': cannot open label '%s': %s", in->path, in->lpath, msg);
+		rc = CDP_EGDAL;
+		goto fail;
+	}
+	if (rc == 1) {
 		if (o->label_kind == CDP_LKIND_VALUE) {
 			ERR(c, "'%s': label '%s' is a vector dataset, and value labels are "
 			    "rasters (rasterize the values first)", in->path, in->lpath);

@@ -22,6 +22,7 @@
 #include "cdp_error.h"
 #include "cdp_lmdb.h"
 #include "cdp_sha256.h"
+#include "cdp_thread.h"
 #include "ckpt/checkpoint.h"
 #include "device.h"
 #include "dist/dist.h"
@@ -788,8 +789,7 @@ int tr_setup(trainer *t, char *err, size_t cap)
 	if (rc == 0)
 		rc = tr_rundir_open(t, err, cap);
 	if (threads <= 0) {
-		long cores = sysconf(_SC_NPROCESSORS_ONLN);
-		threads = (int)(cores / cdp_dist_local_size());
+		threads = cdp_thread_cpus() / cdp_dist_local_size();
 		if (threads < 1)
 			threads = 1;
 	}
