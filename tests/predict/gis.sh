@@ -313,7 +313,7 @@ r = ogr.Open('$T/t/road.gpkg')
 fr = {(f.GetField('class'), f.GetField('name')) for f in r.GetLayer(0)}
 assert fr == {(1, 'road')}, fr
 " || fail "--vector-class all or a name polygonized the wrong classes"
-expect_fail 1 "^cdp-predict: --vector-class 'lake': the model in '$T/trun/checkpoint.cdpt' names no class so (its classes: 'bg', 'road', 'water')\$" \
+expect_fail 1 "^cdp-predict: --vector-class 'lake': the model in '$T/trun/checkpoint.cdpt' has no class of that name (its classes: 'bg', 'road', 'water')\$" \
 	cdp-predict -q --vector "$T/t/x.gpkg" --vector-class lake "$T/trun" "$T/b.tif" -o "$T/t/x.tif"
 expect_fail 1 "^cdp-predict: --vector-class 'road': the model in '$T/run/checkpoint.cdpt' names no class (give an id or all)\$" \
 	cdp-predict -q --vector "$T/t/x.gpkg" --vector-class road "$T/run" "$T/b.tif" -o "$T/t/x.tif"

@@ -187,8 +187,8 @@ int pr_load_model(predictor *p, char *err, size_t cap)
 		if (!p->ck.nclass_names)
 			return pr_fail(err, cap, "--vector-class '%s': the model in '%s' names no "
 			               "class (give an id or all)", o->vector_class_name, p->model);
-		return pr_fail(err, cap, "--vector-class '%s': the model in '%s' names no class "
-		               "so (its classes: %s)", o->vector_class_name, p->model, names);
+		return pr_fail(err, cap, "--vector-class '%s': the model in '%s' has no class "
+		               "of that name (its classes: %s)", o->vector_class_name, p->model, names);
 	}
 	if (o->vector && o->vector_class >= (p->K > 1 ? p->K : 2))
 		return pr_fail(err, cap, "--vector-class %d: the model in '%s' has classes 0 to %d",
