@@ -250,6 +250,9 @@ grep -E '^(beta|gam_2)_[0-9]+_[0-9]+$' "$T/model1" >"$T/want_val"
 "$PYTHON" "$T/check.py" "$T/vb2" "$uuid" 1 "$T/want_val" || fail "--val-by gam_2,beta"
 expect_fail 1 "^cdp-keyshuffle: '$P': --val-by 'gam': no keys of that scene$" \
 	cdp-keyshuffle --val-by gam --val-out "$T/o/v2" -o "$T/o/t2" "$P"
+# a file name for a scene: the stem is the scene
+expect_fail 1 "^cdp-keyshuffle: '$P': --val-by 'beta.tif': no keys of that scene; a scene is named without its file's extension: --val-by 'beta'$" \
+	cdp-keyshuffle --val-by beta.tif --val-out "$T/o/v2" -o "$T/o/t2" "$P"
 expect_fail 1 "no training keys left" \
 	cdp-keyshuffle --val-by alpha,beta,gam_2 --val-out "$T/o/v2" -o "$T/o/t2" "$P"
 expect_fail 2 "^cdp-keyshuffle: --val-by: 'a b' is not a scene name$" cdp-keyshuffle --val-by 'a b' --val-out "$T/uv" "$P"

@@ -31,6 +31,7 @@
 #include "cdp_rng.h"
 #include "cdp_stats.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -784,8 +785,20 @@ int ks_build(const char *db, const ks_options *o, ks_lists *out,
 	}
 	for (size_t i = 0; i < nnames; i++) {
 		if (nkeys[i] == 0) {
-			seterr(err, cap, "'%s': --val-by '%s': no %skeys of that scene",
-			       db, names[i], o->nglobs ? "selected " : "");
+			const char *slash = strrchr(names[i], '/'), *base = slash ? slash + 1 : names[i];
+			const char *dot = strrchr(base, '.');
+			size_t ext = dot && dot > base ? strlen(dot + 1) : 0;
+			/* "beta.tif": cdp-tile names a raster's tiles by its stem */
+			for (size_t j = 1; ext > 0 && ext <= 5 && j <= ext; j++)
+				if (!isalnum((unsigned char)dot[j]))
+					ext = 0;
+			if (ext > 0 && ext <= 5)
+				seterr(err, cap, "'%s': --val-by '%s': no %skeys of that scene; a scene is "
+				       "named without its file's extension: --val-by '%.*s'", db, names[i],
+				       o->nglobs ? "selected " : "", (int)(dot - names[i]), names[i]);
+			else
+				seterr(err, cap, "'%s': --val-by '%s': no %skeys of that scene",
+				       db, names[i], o->nglobs ? "selected " : "");
 			goto out;
 		}
 		nval += nkeys[i];
