@@ -166,6 +166,69 @@ int cdp_parse_double(const char *s, double min, double max, double *out)
 	return CDP_OK;
 }
 
+int cdp_parse_decimal(const char *s, uint64_t *num, uint64_t *den)
+{
+	uint64_t d = 0, p10 = 1;
+	long scale = 0, e = 0;      /* the value is d * 10^-scale */
+	int neg = 0, esign = 1;
+
+	if (!s || !num || !den)
+		return CDP_EINVAL;
+	if (!is_decimal_float(s))
+		return CDP_ESYNTAX;
+	if (*s == '+' || *s == '-')
+		neg = *s++ == '-';
+	/* digits, leading zeros skipped; the first 19 significant ones must
+	 * fit, and any after them must be zeros (a multiple of ten) */
+	for (int frac = 0; *s && *s != 'e' && *s != 'E'; s++) {
+		if (*s == '.') {
+			frac = 1;
+			continue;
+		}
+		if (d > (UINT64_MAX - 9) / 10) {
+			if (*s != '0')
+				return CDP_ERANGE;
+			if (!frac)
+				scale--;    /* 10^k: carried by the scale */
+			continue;
+		}
+		d = d * 10 + (uint64_t)(*s - '0');
+		scale += frac;
+	}
+	if (*s) {
+		s++;
+		if (*s == '+' || *s == '-')
+			esign = *s++ == '-' ? -1 : 1;
+		for (; *s; s++)
+			if (e < 100000)
+				e = e * 10 + (*s - '0');
+	}
+	if (d == 0) {
+		*num = 0;
+		*den = 1;
+		return CDP_OK;
+	}
+	if (neg)
+		return CDP_ERANGE;
+	scale -= esign * e;
+	while (scale > 0 && d % 10 == 0) {
+		d /= 10;
+		scale--;
+	}
+	for (; scale < 0; scale++) {
+		if (d > UINT64_MAX / 10)
+			return CDP_ERANGE;
+		d *= 10;
+	}
+	if (scale > 18)
+		return CDP_ERANGE;
+	while (scale-- > 0)
+		p10 *= 10;
+	*num = d;
+	*den = p10;
+	return CDP_OK;
+}
+
 /* Multiplier of a size suffix, or 0 if the suffix is not one we accept:
  * "", or one of K M G T (either case) optionally followed by "iB". */
 static uint64_t size_suffix(const char *suf)

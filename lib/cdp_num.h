@@ -23,6 +23,15 @@ int cdp_parse_int(const char *s, int min, int max, int *out);
  * that side of the range is infinite, otherwise CDP_ERANGE, as is overflow
  * ("1e999"). Underflow rounds towards zero and is accepted. */
 int cdp_parse_double(const char *s, double min, double max, double *out);
+/* The exact value of a non-negative number in the decimal notation of
+ * cdp_parse_double ("0.145", ".5", "5e-2", "-0"), as the fraction
+ * *num / *den with *den a power of ten up to 10^18 and no common factor 10
+ * ("0.50" is 5/10, "3" is 3/1): what the user wrote, which a double often is
+ * not (0.145 is 0.14499999999999999 as a double). CDP_ESYNTAX as
+ * cdp_parse_double; CDP_ERANGE for a negative number or one that needs more
+ * than 18 decimals or a numerator above 2^64 - 1 (callers then take the
+ * double). */
+int cdp_parse_decimal(const char *s, uint64_t *num, uint64_t *den);
 /* A size: decimal digits with an optional binary suffix K, M, G or T (either
  * case, powers of 1024), optionally spelled KiB, MiB, GiB, TiB: "4096",
  * "64K", "64KiB", "1m", "2G". No fractions, no sign, no space, no "KB". */

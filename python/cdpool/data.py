@@ -527,10 +527,17 @@ class PoolDataset:
               pool's where a source has no sums; "pool": the pool's
               statistics over every tile; a Checkpoint: the mean and std
               it stored (what a resumed cdp-train uses, and what a
-              validation set must use to match training); a (mean, std)
-              pair of per-band sequences; False: float32 values as
-              stored (invalid pixels still 0). stats_from says which
-              ("sources", "pool", "checkpoint", "given"; None for False).
+              validation set must use to match training); another
+              PoolDataset: its mean and std (and a value pool's target
+              statistics), THE way to make a validation dataset, since
+              cdp-train validates with its training keys' statistics:
+              PoolDataset(pool, val_keys, standardize=train_ds) (True
+              would take the held-out scenes' own); a (mean, std) pair of
+              per-band sequences; False: float32 values as stored
+              (invalid pixels still 0). stats_from says which ("sources",
+              "pool", "checkpoint", "dataset", "given"; None for False).
+              The dataset's .mean and .std (float32, per band) are what it
+              used, .inv 1 / std (1 where std is 0).
               A value pool's targets (regression) follow: True and (mean,
               std) take the training sources' target statistics
               (Pool.source_target_stats) as cdp-train does, "pool" the
@@ -588,6 +595,8 @@ class PoolDataset:
                                "range (mean %g, std %g)" % (c + 1, m, sd))
         self.standardize = standardize is not False
         self.mean = np.asarray(mean, dtype=np.float64).astype(np.float32)
+        self._stats = (np.asarray(mean, dtype=np.float64), np.asarray(std, dtype=np.float64))
+        self.std = self._stats[1].astype(np.float32)
         self.inv = np.array([np.float32(1.0 / s) if s > 0 else np.float32(1) for s in std],
                             dtype=np.float32)
         self.targets = p.label_len if p.label_kind == "f32" else 0
@@ -599,6 +608,7 @@ class PoolDataset:
                     and np.all(np.abs(tmean) <= 3.4028234663852886e38) and np.all(tstd >= 0)):
                 raise CdpError("ERANGE", p.path, message="the targets' standardization is out "
                                "of float32 range")
+            self._tstats = (np.asarray(tmean, dtype=np.float64), np.asarray(tstd, dtype=np.float64))
             self.target_mean = np.asarray(tmean, dtype=np.float64).astype(np.float32)
             self.target_inv = np.array([np.float32(1.0 / s) if s > 0 else np.float32(1)
                                         for s in tstd], dtype=np.float32)
@@ -678,6 +688,11 @@ class PoolDataset:
         p = self.pool
         if standardize is False:
             return np.zeros(self.targets), np.ones(self.targets), None
+        if isinstance(standardize, PoolDataset):
+            if standardize.targets != self.targets:
+                raise CdpError("EMISMATCH", p.path, message="the dataset given to standardize "
+                               "has %d targets, the pool %d" % (standardize.targets, self.targets))
+            return standardize._tstats[0], standardize._tstats[1], "dataset"
         task = getattr(standardize, "task", None) if hasattr(standardize, "std_from") else None
         if task and task["task"] == "regression" and len(task["target_mean"]) == self.targets:
             return task["target_mean"], task["target_std"], "checkpoint"
@@ -707,9 +722,14 @@ class PoolDataset:
             return np.zeros(p.bands), np.ones(p.bands), None
         if isinstance(standardize, str) and standardize == "pool":
             return p.mean, p.std, "pool"
+        if isinstance(standardize, PoolDataset):   # the training set's, for validation
+            if len(standardize.mean) != p.bands:
+                raise CdpError("EMISMATCH", p.path, message="the dataset given to standardize "
+                               "has %d bands, the pool %d" % (len(standardize.mean), p.bands))
+            return standardize._stats[0], standardize._stats[1], "dataset"
         if isinstance(standardize, str):
-            raise ValueError("standardize: '%s' is not True, False, 'pool', a Checkpoint or "
-                             "(mean, std)" % standardize)
+            raise ValueError("standardize: '%s' is not True, False, 'pool', a PoolDataset, a "
+                             "Checkpoint or (mean, std)" % standardize)
         if hasattr(standardize, "std_from"):       # a Checkpoint
             if standardize.mean is None or len(standardize.mean) != p.bands:
                 raise CdpError("EMISMATCH", p.path, message="the checkpoint holds %s band "

@@ -13,6 +13,9 @@
 #  - under srun, a rank killed (SIGKILL) or stopped (SIGSTOP, found by
 #    the watchdog, CDP_DIST_TIMEOUT=5) ends the job within 30 s, non-zero,
 #    leaving neither rank running;
+#  - the script's srun binds each rank to its --cpus-per-task CPUs
+#    (task/affinity; SRUN_CPUS_PER_TASK, since srun of Slurm 22.05 no
+#    longer inherits sbatch's);
 #  - and the same script with mpirun in place of srun, and salloc + mpirun:
 #    Open MPI reads the allocation from Slurm and starts its 2 ranks.
 # Skipped where the packages are missing, without root or MPI, or where the
@@ -91,7 +94,7 @@ SlurmdLogFile=$S/log/slurmd.log
 PlugStackConfig=$S/plugstack.conf
 MailProg=/bin/true
 ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
+TaskPlugin=task/affinity
 SelectType=select/cons_tres
 SelectTypeParameters=CR_CPU
 SlurmdParameters=config_overrides
@@ -155,6 +158,25 @@ sbatch_script cdpool.7 | cmp -s - "$W/train.sbatch" ||
 grep -q '^srun --mpi=pmix cdp-train' "$W/train.sbatch" ||
 	fail "no 'srun --mpi=pmix cdp-train' line in cdp-train(1)'s sbatch script: $(cat "$W/train.sbatch")"
 sed 's/^srun --mpi=pmix cdp-train/mpirun cdp-train/' "$W/train.sbatch" >"$W/mpirun.sbatch"
+# Each rank's affinity holds the script's --cpus-per-task: since Slurm
+# 22.05 srun no longer takes it from sbatch (SRUN_CPUS_PER_TASK does), and
+# without it a rank of 4 threads was bound to one CPU. The script's lines
+# up to its srun, then srun with the rank's affinity in place of cdp-train,
+# as 1 task of 2 CPUs (task/affinity, with srun's SLURM_CPU_BIND=cores,
+# binds each task to its CPUs).
+echo "== the sbatch script's ranks get its --cpus-per-task"
+sed '/^srun --mpi=pmix cdp-train/,$d' "$W/train.sbatch" >"$W/aff.sbatch"
+echo 'srun sh -c '"'"'nproc >"aff.$SLURM_PROCID"'"'" >>"$W/aff.sbatch"
+job=$(cd "$W" && SLURM_CPU_BIND=cores sbatch --parsable --time=5 --nodes=1 --ntasks-per-node=1 \
+	--cpus-per-task=2 aff.sbatch 2>"$T/sb") || fail "sbatch aff.sbatch: $(cat "$T/sb")"
+i=0
+while squeue -h -j "$job" -t PD,CF,R,CG -o %i 2>/dev/null | grep -q .; do
+	i=$((i + 1)); [ "$i" -lt 600 ] || fail "aff.sbatch: job $job still running after 120 s"
+	sleep 0.2
+done
+[ "$(cat "$W/aff.0" 2>/dev/null)" = 2 ] ||
+	fail "sbatch --cpus-per-task=2: the rank runs on $(cat "$W/aff.0" 2>/dev/null) CPUs, want 2 ($(cat "$W/slurm-$job.out" 2>/dev/null))"
+echo "rank 0 runs on 2 CPUs"
 # submit SCRIPT DIR: the script on 1 node x 2 tasks (in place of its
 # 2 nodes x 4), with the test's run length, from $W (where its relative
 # paths lead); waits for the job's end (polling: sbatch --wait looks only
@@ -170,7 +192,7 @@ submit() {
 	state=$(scontrol show job "$job" | sed -n 's/.*JobState=\([A-Z_]*\).*/\1/p')
 	[ "$state" = COMPLETED ] ||
 		fail "sbatch $1: job $job $state: $(cat "$W/slurm-$job.out" 2>/dev/null)"
-	mv "$W/run" "$2"
+	[ -z "${2:-}" ] || mv "$W/run" "$2"
 }
 
 # srun starts Open MPI ranks only through PMIx: Open MPI 4.1 as Debian

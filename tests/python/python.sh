@@ -74,8 +74,16 @@ cdp-keyshuffle -q --seed 2 -o "$T/i16.keys" "$T/p_i16"
 "$PYTHON" "$GEN" "$T/r/road.tif" --size 192 --seed 3 --mask "$T/r/road_mask.tif"
 cdp-tile -q --size 32 --label-suffix _mask "$T/r/road.tif" | cdp-lmdbpack -q "$T/pool"
 cdp-keyshuffle -q --seed 5 -o "$T/train.keys" "$T/pool"
+# two scenes, the second held out: cdp-train validates it with the first's
+# statistics (test_val_standardize)
+"$PYTHON" "$GEN" "$T/r/two_a.tif" --size 96 --seed 8 --mask "$T/r/two_a_mask.tif"
+"$PYTHON" "$GEN" "$T/r/two_b.tif" --size 96 --seed 9 --mask "$T/r/two_b_mask.tif"
+cdp-tile -q --size 32 --label-suffix _mask "$T/r/two_a.tif" "$T/r/two_b.tif" | cdp-lmdbpack -q "$T/p_two"
+cdp-keyshuffle -q --seed 5 --val-by two_b --val-out "$T/two_val.keys" -o "$T/two_train.keys" "$T/p_two"
 C0="--db $T/pool --keys $T/train.keys --threads 1 -q --seed 7"
 C="$C0 --model $SMALL"
+cdp-train --db "$T/p_two" --keys "$T/two_train.keys" --val-keys "$T/two_val.keys" --threads 1 -q \
+	--seed 7 --model "$SMALL" --batch 4 --steps 2 --out "$T/run_two" || fail "cdp-train --val-keys"
 CDP_TRAIN_LOG_KEYS="$T/k1" cdp-train $C --batch 4 --epochs 2 --out "$T/run1" || fail "cdp-train"
 CDP_TRAIN_LOG_KEYS="$T/kp" cdp-train $C --batch 5 --epochs 2 --pad-last --out "$T/runp" ||
 	fail "cdp-train --pad-last"
@@ -203,9 +211,30 @@ awk '$1 == "epoch" {l[n++] = $4} END { if (n != 3 || !(l[2] < 0.8 * l[0])) exit 
 	fail "ddp_grad.py: the loss did not fall"
 
 echo "== the DDP example of cdpool(7): 2 ranks, gloo"
+cdp-keyshuffle -q --seed 3 --val 0.25 --val-out "$T/ddp_val.keys" -o "$T/ddp_rest.keys" "$T/pool"
+# a pool of 5 classes: a label raster of 0..4 in bands of rows
+"$PYTHON" "$MK" "$T/r/five.tif" --width 128 --height 128 --bands 2 --dtype u8 --seed 6
+"$PYTHON" - "$T/r/five.tif" "$T/r/five_lab.tif" <<'EOF'
+import sys
+import numpy as np
+from osgeo import gdal
+src = gdal.Open(sys.argv[1])
+ds = gdal.GetDriverByName("GTiff").Create(sys.argv[2], 128, 128, 1, gdal.GDT_Byte)
+ds.SetGeoTransform(src.GetGeoTransform())
+ds.SetProjection(src.GetProjection())
+ds.GetRasterBand(1).WriteArray((np.arange(128)[:, None] // 26 * np.ones((1, 128))).astype(np.uint8))
+ds = None
+EOF
+cdp-tile -q --size 32 --label-suffix _lab "$T/r/five.tif" | cdp-lmdbpack -q "$T/p_five"
+cdp-keyshuffle -q --seed 3 -o "$T/five.keys" "$T/p_five"
 sed -n '/^\.\\" BEGIN DDP EXAMPLE/,/^\.\\" END DDP EXAMPLE/p' "$CDP_SRCDIR/man/cdpool.7" \
 	| sed '1d;$d' | sed 's/\\e/\\/g' >"$T/train_ddp.py"
 [ -s "$T/train_ddp.py" ] || fail "no DDP example in cdpool.7"
-ddp2 ddp '^epoch 3 ' "$T/train_ddp.py" "$T/pool" "$T/train.keys"
+ddp2 ddp '^validation 3 ' "$T/train_ddp.py" "$T/pool" "$T/train.keys" "$T/ddp_val.keys"
 awk '$1 == "epoch" {l[n++] = $4} END { if (n != 4 || !(l[3] < 0.8 * l[0])) exit 1 }' "$T/ddp.0" ||
 	fail "DDP example: the loss did not fall"
+[ "$(grep -c '^validation [0-3] loss [0-9]' "$T/ddp.0")" -eq 4 ] ||
+	fail "DDP example: no validation loss each epoch: $(cat "$T/ddp.0")"
+# its head has the pool's classes: a 5-class pool (labels 0..4) once met a
+# head of 2 (IndexError / 'Target 4 is out of bounds')
+ddp2 ddp5 '^epoch 3 ' "$T/train_ddp.py" "$T/p_five" "$T/five.keys"

@@ -648,6 +648,33 @@ def test_dataset():
     ok("a pool without labels through a DataLoader: batches of images")
 
 
+def test_val_standardize():
+    """A validation set made with standardize=train_ds takes the training
+    keys' statistics, as cdp-train validates (its checkpoint's mean and
+    std); the default would take the held-out scene's own."""
+    p = cdpool.Pool(os.path.join(T, "p_two"))
+    tr = cdpool.PoolDataset(p, os.path.join(T, "two_train.keys"))
+    va = cdpool.PoolDataset(p, os.path.join(T, "two_val.keys"), standardize=tr)
+    own = cdpool.PoolDataset(p, os.path.join(T, "two_val.keys"))
+    ck = cdpool.load_checkpoint(os.path.join(T, "run_two", "checkpoint.cdpt"))
+    f32 = np.float32
+    check(va.stats_from == "dataset" and va.mean.tobytes() == tr.mean.tobytes() and
+          va.std.tobytes() == tr.std.tobytes() and va.inv.tobytes() == tr.inv.tobytes(),
+          "standardize=train_ds: %s %s / %s, the training set's %s / %s" % (
+              va.stats_from, va.mean, va.std, tr.mean, tr.std))
+    check(va.mean.tobytes() == ck.mean.astype(f32).tobytes() and
+          va.std.tobytes() == ck.std.astype(f32).tobytes(),
+          "validation set: mean %s std %s, cdp-train's %s %s" % (va.mean, va.std, ck.mean, ck.std))
+    check(va.inv.tobytes() == np.array([f32(1.0 / s) for s in ck.std], dtype=f32).tobytes(),
+          "inv is not 1 / std")
+    ckd = cdpool.PoolDataset(p, os.path.join(T, "two_val.keys"), standardize=ck)
+    check(all(np.array_equal(va[i][0], ckd[i][0]) for i in range(len(va))),
+          "validation samples differ from those standardized with the checkpoint's statistics")
+    check(not np.array_equal(own.mean, va.mean), "the held-out scene has the training statistics")
+    ok("PoolDataset(pool, val_keys, standardize=train_ds): the training keys' mean and std, "
+       "cdp-train's validation statistics (.std beside .mean and .inv)")
+
+
 def test_mix_tensor():
     """Mix on a DataLoader's torch tensors gives the tensors of what it gives
     on NumPy arrays, bit for bit, on CutMix and MixUp steps alike (torch
@@ -2093,7 +2120,7 @@ def run_tests(tests):
 
 def main():
     return run_tests([test_dtypes, test_record_refusals, test_keys, test_sampler,
-                      test_checkpoint, test_dataset, test_batches, test_photometric,
+                      test_checkpoint, test_dataset, test_val_standardize, test_batches, test_photometric,
                       test_first_step, test_info, test_cfg_nesting, test_net_keys,
                       test_pool_refusals, test_meta_consistency, test_info_refusals, test_seed_range,
                       test_pool_replaced, test_value_pool, test_regression_deployed,

@@ -55,4 +55,12 @@ for m in "$CDP_SRCDIR"/man/*.[157]; do
 	}' "$m")
 	[ -z "$w" ] || fail "$(basename "$m"): words that render run together: $w"
 done
+# cdpool(7)'s hostfile command, pasted as it renders, writes both hosts (the
+# roff "\enode2" rendered "\node2", a newline and a host "ode2")
+cmd=$(groff -man -Tascii -rLL=300n -P-cbou "$CDP_SRCDIR/man/cdpool.7" 2>/dev/null |
+	sed -n "s/^ *\\$ \\(printf '[^']*'\\) >hosts\$/\\1/p")
+[ -n "$cmd" ] || fail "cdpool.7: no hostfile printf command"
+(cd "$T" && sh -c "$cmd" >"$T/hosts")
+[ "$(cat "$T/hosts")" = "$(printf 'node1 slots=2\nnode2 slots=2')" ] ||
+	fail "cdpool.7: the hostfile command writes: $(cat "$T/hosts")"
 exit 0

@@ -178,10 +178,62 @@ for c in $(seq 0 19); do
 		fail "one-chip class $c: $(grep "class $c:" "$T/err")"
 done
 grep -q "^cdp-keyshuffle: class 20: 8 train, 2 validation\$" "$T/err" || fail "class 20: $(cat "$T/err")"
-grep -q "^cdp-keyshuffle: warning: 20 classes without a validation key (too few keys to hold one out and keep one for training): 0, 1, 2, .*, 18, 19\$" "$T/err" ||
+grep -q "^cdp-keyshuffle: warning: 20 classes without a validation key: 20 of one key, which stay in training: 0, 1, 2, .*, 18, 19\$" "$T/err" ||
 	fail "--stratify warning: $(cat "$T/err")"
 [ "$(body "$T/st" | wc -l)" -eq 28 ] && [ "$(body "$T/sv" | wc -l)" -eq 2 ] ||
 	fail "--stratify: $(body "$T/st" | wc -l) train, $(body "$T/sv" | wc -l) validation keys"
+
+# --- --val rounds the fraction as written, exactly -------------------------
+# 1500 chips k0000..k1499 (links to one), classes of 751, 372, 175, 123, 44,
+# 22, 9, 3 and 1 keys. The double of 0.145 is 0.14499999999999999: x 100 it
+# gave 14 keys where round(14.5) is 15; so 0.285, 0.575 of 100, 0.071
+# (106.5) and 0.009 (13.5) of 1500.
+"$PYTHON" - "$T/sc" "$T/r" <<'EOF'
+import os, sys
+src, d = os.path.abspath(sys.argv[1]), sys.argv[2]
+os.makedirs(d)
+one = os.path.join(src, sorted(f for f in os.listdir(src) if f.endswith(".tif"))[0])
+sizes, i = [751, 372, 175, 123, 44, 22, 9, 3, 1], 0
+with open(os.path.join(d, "list.txt"), "w") as f:
+    for c, n in enumerate(sizes):
+        for _ in range(n):
+            os.symlink(one, os.path.join(d, "k%04d.tif" % i))
+            f.write("k%04d.tif %d\n" % (i, c))
+            i += 1
+EOF
+cdp-lmdbpack -q --list "$T/r/list.txt" "$T/rpool"
+for fv in 'k00*:0.145:15' 'k00*:0.285:29' 'k00*:0.575:58' '*:0.071:107' '*:0.009:14' \
+	'*:5e-2:75' '*:.0005:1' '*:0.1234567890123456789:185'; do
+	m=${fv%%:*} f=${fv#*:} want=${fv##*:}
+	f=${f%:*}
+	cdp-keyshuffle -m "$m" --val "$f" --val-out "$T/v" "$T/rpool" >"$T/t" 2>"$T/err" ||
+		fail "--val $f -m '$m': $(cat "$T/err")"
+	[ "$(body "$T/v" | wc -l)" -eq "$want" ] ||
+		fail "--val $f -m '$m': $(body "$T/v" | wc -l) validation keys, want $want"
+done
+# --stratify's remainders are exact too: at 0.15 class 3 (18.45) and class 7
+# (0.45) tie, and the lower class takes the last key (the doubles' noise
+# gave it to class 7)
+cdp-keyshuffle -s 1 --val 0.15 --stratify --val-out "$T/v" "$T/rpool" >"$T/t" 2>"$T/err" ||
+	fail "--stratify 0.15: $(cat "$T/err")"
+grep -q '^cdp-keyshuffle: seed 1, 1500 keys (1275 train, 225 validation)$' "$T/err" &&
+	grep -q '^cdp-keyshuffle: class 3: 104 train, 19 validation$' "$T/err" &&
+	grep -q '^cdp-keyshuffle: class 7: 3 train, 0 validation$' "$T/err" ||
+	fail "--stratify 0.15 tie: $(cat "$T/err")"
+# the warning names each class's cause: a class of one key keeps it, a share
+# under one key (class 4: 0.44 of a key) got no remainder key
+cdp-keyshuffle -q -s 1 --val 0.01 --stratify --val-out "$T/v" "$T/rpool" >"$T/t" 2>"$T/err" ||
+	fail "--stratify 0.01: $(cat "$T/err")"
+[ "$(cat "$T/err")" = "cdp-keyshuffle: warning: 5 classes without a validation key: 1 of one key, which stays in training: 8; 4 whose share (--val x their keys) is under one key: 4, 5, 6, 7" ] ||
+	fail "--stratify 0.01 warning: $(cat "$T/err")"
+# a class at n - 1 hands its remainder key on: the total stays round(0.9 x
+# 1500) = 1350 (class 7: 2.7 of 3 keys, capped at 2; class 8: none of 1)
+cdp-keyshuffle -s 1 --val 0.9 --stratify --val-out "$T/v" "$T/rpool" >"$T/t" 2>"$T/err" ||
+	fail "--stratify 0.9: $(cat "$T/err")"
+grep -q '^cdp-keyshuffle: seed 1, 1500 keys (150 train, 1350 validation)$' "$T/err" &&
+	grep -q '^cdp-keyshuffle: class 7: 1 train, 2 validation$' "$T/err" &&
+	grep -q '^cdp-keyshuffle: class 8: 1 train, 0 validation$' "$T/err" ||
+	fail "--stratify 0.9 total: $(cat "$T/err")"
 
 # --- --val-by: exactly the scene's keys, in permutation order --------------
 cdp-keyshuffle -s 1 --val-by beta --val-out "$T/vb" "$P" >"$T/tb" 2>"$T/err"
@@ -198,6 +250,9 @@ grep -E '^(beta|gam_2)_[0-9]+_[0-9]+$' "$T/model1" >"$T/want_val"
 "$PYTHON" "$T/check.py" "$T/vb2" "$uuid" 1 "$T/want_val" || fail "--val-by gam_2,beta"
 expect_fail 1 "^cdp-keyshuffle: '$P': --val-by 'gam': no keys of that scene$" \
 	cdp-keyshuffle --val-by gam --val-out "$T/o/v2" -o "$T/o/t2" "$P"
+# a file name for a scene: the stem is the scene
+expect_fail 1 "^cdp-keyshuffle: '$P': --val-by 'beta.tif': no keys of that scene; a scene is named without its file's extension: --val-by 'beta'$" \
+	cdp-keyshuffle --val-by beta.tif --val-out "$T/o/v2" -o "$T/o/t2" "$P"
 expect_fail 1 "no training keys left" \
 	cdp-keyshuffle --val-by alpha,beta,gam_2 --val-out "$T/o/v2" -o "$T/o/t2" "$P"
 expect_fail 2 "^cdp-keyshuffle: --val-by: 'a b' is not a scene name$" cdp-keyshuffle --val-by 'a b' --val-out "$T/uv" "$P"

@@ -112,6 +112,36 @@ static void test_double(void)
 	CHECK(isinf(d) && d < 0, "-Infinity");
 }
 
+/* cdp_parse_decimal: what the user wrote, exactly (0.145 is not the
+ * double 0.14499999999999999) */
+static void test_decimal(void)
+{
+	static const struct { const char *s; uint64_t num, den; } ok[] = {
+		{ "0.145", 145, 1000 }, { ".5", 5, 10 }, { "0.50", 5, 10 }, { "5e-2", 5, 100 },
+		{ "1e-1", 1, 10 }, { "0", 0, 1 }, { "-0", 0, 1 }, { "+0.000", 0, 1 },
+		{ "3", 3, 1 }, { "2.5e1", 25, 1 }, { "0.0000000000000000011e1", 11, 1000000000000000000u },
+		{ "0.071", 71, 1000 }, { "00.9995", 9995, 10000 }, { "5.", 5, 1 },
+		{ "1e-18", 1, 1000000000000000000u }, { "0.123456789012345678000000", 123456789012345678u, 1000000000000000000u },
+		{ "123456789012345678000e-21", 123456789012345678u, 1000000000000000000u },
+		{ "120000000000000000000000e-23", 12, 10 },
+	};
+	static const char *const range[] = { "1e-19", "0.1234567890123456789", "-0.5", "1e20",
+		"99999999999999999999", "123456789012345678901e-2" };
+	uint64_t n = 7, d = 7;
+
+	for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+		int rc = cdp_parse_decimal(ok[i].s, &n, &d);
+		CHECK(rc == CDP_OK && n == ok[i].num && d == ok[i].den,
+		      "\"%s\": rc %d, %llu/%llu", ok[i].s, rc, (unsigned long long)n,
+		      (unsigned long long)d);
+	}
+	for (size_t i = 0; i < sizeof range / sizeof range[0]; i++)
+		CHECK(cdp_parse_decimal(range[i], &n, &d) == CDP_ERANGE, "\"%s\" not ERANGE", range[i]);
+	CHECK_RC(cdp_parse_decimal("0x1p-1", &n, &d), CDP_ESYNTAX);
+	CHECK_RC(cdp_parse_decimal("nan", &n, &d), CDP_ESYNTAX);
+	CHECK_RC(cdp_parse_decimal("1 ", &n, &d), CDP_ESYNTAX);
+}
+
 static void test_size(void)
 {
 	static const struct { const char *s; uint64_t v; } ok[] = {
@@ -187,6 +217,7 @@ int main(void)
 	test_i64();
 	test_u64_int();
 	test_double();
+	test_decimal();
 	test_size();
 	test_list();
 	test_arith();

@@ -11,6 +11,7 @@
 #include "cdp_error.h"
 #include "cdp_key.h"
 #include "cdp_lmdb.h"
+#include "cdp_num.h"
 #include "cdp_out.h"
 #include "cdp_progress.h"
 #include "cdp_ptrfile.h"
@@ -18,6 +19,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -77,27 +79,61 @@ static int split(const char *arg, char ***copies, size_t *ncopies, const char **
 	return CDP_OK;
 }
 
-/* --stratify: names, in one line and even with -q, the classes that kept
- * every key for training and so have none in validation: their scores
- * will be missing from every validation report. */
-static void no_val_classes(const ks_lists *l)
+/* The classes no_val_classes names, by cause. */
+enum { NOVAL_ONE, NOVAL_SHARE, NOVAL_SPLIT, NOVAL_NCAUSES };
+
+static int noval_cause(const ks_lists *l, const ks_options *o, uint32_t k)
 {
-	const char *sep = " ";
-	size_t n = 0;
+	size_t n = l->class_n[2 * k] + l->class_n[2 * k + 1];
+
+	if (!l->multi && n == 1)
+		return NOVAL_ONE;     /* a class keeps a training key (n - 1 at most) */
+	if ((unsigned __int128)o->val_num * n < o->val_den)
+		return NOVAL_SHARE;   /* fraction x n under one key, no remainder key */
+	return NOVAL_SPLIT;           /* multi-label: iterative stratification's doing */
+}
+
+/* --stratify: names, in one line and even with -q, the classes that kept
+ * every key for training and so have none in validation (their scores
+ * will be missing from every validation report), grouped by the cause: a
+ * class of one key keeps it for training, a class whose share of --val is
+ * under one key got none of the remainder keys, and (multi-label) the
+ * iterative split gave a class none. */
+static void no_val_classes(const ks_lists *l, const ks_options *o)
+{
+	static const char *const why[NOVAL_NCAUSES][2] = {
+		{ "of one key, which stays in training", "of one key, which stay in training" },
+		{ "whose share (--val x its keys) is under one key",
+		  "whose share (--val x their keys) is under one key" },
+		{ "left none by the iterative split", "left none by the iterative split" },
+	};
+	size_t n = 0, nc[NOVAL_NCAUSES] = { 0 };
+	const char *gsep = " ";
 
 	for (uint32_t k = 0; k < l->nclasses; k++)
-		n += l->class_n[2 * k] > 0 && l->class_n[2 * k + 1] == 0;
+		if (l->class_n[2 * k] > 0 && l->class_n[2 * k + 1] == 0) {
+			nc[noval_cause(l, o, k)]++;
+			n++;
+		}
 	if (n == 0)
 		return;
-	fprintf(stderr, PROG ": warning: %zu class%s without a validation key (too few keys to "
-	        "hold one out and keep one for training):", n, n == 1 ? "" : "es");
-	for (uint32_t k = 0; k < l->nclasses; k++) {
-		if (l->class_n[2 * k] == 0 || l->class_n[2 * k + 1] != 0)
+	fprintf(stderr, PROG ": warning: %zu class%s without a validation key:", n,
+	        n == 1 ? "" : "es");
+	for (int g = 0; g < NOVAL_NCAUSES; g++) {
+		const char *sep = " ";
+		if (nc[g] == 0)
 			continue;
-		fprintf(stderr, "%s%" PRIu32, sep, k);
-		sep = ", ";
-		if (k < l->nclass_names)
-			fprintf(stderr, " '%s'", l->class_names[k]);
+		fprintf(stderr, "%s%zu %s:", gsep, nc[g], why[g][nc[g] != 1]);
+		gsep = "; ";
+		for (uint32_t k = 0; k < l->nclasses; k++) {
+			if (l->class_n[2 * k] == 0 || l->class_n[2 * k + 1] != 0 ||
+			    noval_cause(l, o, k) != g)
+				continue;
+			fprintf(stderr, "%s%" PRIu32, sep, k);
+			sep = ", ";
+			if (k < l->nclass_names)
+				fprintf(stderr, " '%s'", l->class_names[k]);
+		}
 	}
 	fputc('\n', stderr);
 }
@@ -186,6 +222,13 @@ int main(int argc, char **argv)
 		case OPT_VAL:
 			if (cdp_cli_double("--val", optarg, 0.0, 1.0, 1, &o.val_frac) != CDP_OK)
 				goto out;
+			/* rounded as written: 0.145 x 100 is 14.5, to 15, where the
+			 * double 0.14499999999999999 gave 14; past 18 decimals the
+			 * double, to 2^-62 */
+			if (cdp_parse_decimal(optarg, &o.val_num, &o.val_den) != CDP_OK) {
+				o.val_den = (uint64_t)1 << 62;
+				o.val_num = (uint64_t)ldexp(o.val_frac, 62);
+			}
 			o.have_val = 1;
 			break;
 		case OPT_VAL_BY:
@@ -298,7 +341,7 @@ int main(int argc, char **argv)
 		}
 	}
 	if (l.nval > 0)
-		no_val_classes(&l);
+		no_val_classes(&l, &o);
 	rc = 0;
 	goto out;
 nomem:

@@ -31,6 +31,7 @@
 #include "cdp_rng.h"
 #include "cdp_stats.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -379,13 +380,6 @@ static int sort_names(const ks_options *o, const char ***out, size_t *n)
 	return CDP_OK;
 }
 
-/* --stratify: marks (in b->held) the first take_c keys of each class c in
- * permutation order, take_c being frac * n_c rounded so that the total is
- * --val's, so that each class keeps its share in the validation list; and
- * sizes out's per-class counts. take_c is at most n_c - 1: a class whose
- * every key went to validation could not be learnt (and --class-weights
- * auto would weigh it 0), so the total falls short of --val's when small
- * classes cannot give a key. */
 /* The subset (0 training, 1 validation) of the larger want[j], a tie
  * drawn from r. */
 static int larger(const double *want, size_t stride, cdp_rng *r)
@@ -469,20 +463,39 @@ static int stratify_multi(keybuf *b, const size_t *perm, const ks_options *o, ks
 	return CDP_OK;
 }
 
+size_t ks_val_round(const ks_options *o, size_t n)
+{
+	unsigned __int128 p = (unsigned __int128)o->val_num * n;
+
+	return (size_t)((p + o->val_den / 2) / o->val_den);
+}
+
+/* --stratify: marks (in b->held) the first take_c keys of each class c in
+ * permutation order, take_c being frac * n_c rounded so that the total is
+ * --val's, so that each class keeps its share in the validation list; and
+ * sizes out's per-class counts. take_c is at most n_c - 1: a class whose
+ * every key went to validation could not be learnt (and --class-weights
+ * auto would weigh it 0); the key such a class cannot give goes to the
+ * next largest remainder, so the total falls short of --val's only when
+ * no class with a remainder has a key to spare. */
 static int stratify(keybuf *b, const size_t *perm, const ks_options *o, ks_lists *out)
 {
 	size_t *n = NULL, *take = NULL;
+	unsigned __int128 *rem = NULL;
 	uint32_t k = 0;
 
+	out->multi = b->multi;
 	if (b->multi)
 		return stratify_multi(b, perm, o, out);
 	for (size_t i = 0; i < b->n; i++)
 		if (b->cls[i] >= k)
 			k = b->cls[i] + 1;
 	if (!(n = calloc(k, sizeof *n)) || !(take = calloc(k, sizeof *take)) ||
+	    !(rem = calloc(k, sizeof *rem)) ||
 	    !(out->class_n = calloc(2 * (size_t)k, sizeof *out->class_n))) {
 		free(n);
 		free(take);
+		free(rem);
 		return CDP_ENOMEM;
 	}
 	out->nclasses = k;
@@ -490,27 +503,30 @@ static int stratify(keybuf *b, const size_t *perm, const ks_options *o, ks_lists
 		n[b->cls[i]]++;
 	/* Largest remainder: each class floor(frac * n_c), then one more for the
 	 * classes with the largest remainders (ties: lower class first) until
-	 * the total is --val's round(frac * N). */
-	size_t want = (size_t)floor(o->val_frac * (double)b->n + 0.5), got = 0;
+	 * the total is --val's round(frac * N). frac is the exact num / den the
+	 * user wrote, so the remainders (num * n_c mod den, in units of 1/den)
+	 * compare exactly: a tie is a tie, not a draw of rounding noise. A
+	 * class at n_c - 1 gives no more, and its key goes to the next
+	 * remainder. */
+	size_t want = ks_val_round(o, b->n), got = 0;
 	for (uint32_t c = 0; c < k; c++) {
-		take[c] = (size_t)floor(o->val_frac * (double)n[c]);
-		if (n[c] > 0 && take[c] > n[c] - 1)
-			take[c] = n[c] - 1;
+		unsigned __int128 p = (unsigned __int128)o->val_num * n[c];
+		take[c] = (size_t)(p / o->val_den);       /* < n_c, as frac < 1 */
+		rem[c] = p - (unsigned __int128)take[c] * o->val_den;
 		got += take[c];
 	}
 	while (got < want) {
 		uint32_t best = k;
-		double bestr = 0;    /* a class at its share (or capped) gives no more */
-		for (uint32_t c = 0; c < k; c++) {
-			double r = o->val_frac * (double)n[c] - (double)take[c];
-			if (take[c] + 1 < n[c] && r > bestr) {
+		unsigned __int128 bestr = 0;   /* a class at its share gives no more */
+		for (uint32_t c = 0; c < k; c++)
+			if (take[c] + 1 < n[c] && rem[c] > bestr) {
 				best = c;
-				bestr = r;
+				bestr = rem[c];
 			}
-		}
 		if (best == k)
 			break;
 		take[best]++;
+		rem[best] = 0;
 		got++;
 	}
 	out->nval_to = 0;
@@ -524,6 +540,7 @@ static int stratify(keybuf *b, const size_t *perm, const ks_options *o, ks_lists
 	}
 	free(n);
 	free(take);
+	free(rem);
 	return CDP_OK;
 }
 
@@ -768,8 +785,20 @@ int ks_build(const char *db, const ks_options *o, ks_lists *out,
 	}
 	for (size_t i = 0; i < nnames; i++) {
 		if (nkeys[i] == 0) {
-			seterr(err, cap, "'%s': --val-by '%s': no %skeys of that scene",
-			       db, names[i], o->nglobs ? "selected " : "");
+			const char *slash = strrchr(names[i], '/'), *base = slash ? slash + 1 : names[i];
+			const char *dot = strrchr(base, '.');
+			size_t ext = dot && dot > base ? strlen(dot + 1) : 0;
+			/* "beta.tif": cdp-tile names a raster's tiles by its stem */
+			for (size_t j = 1; ext > 0 && ext <= 5 && j <= ext; j++)
+				if (!isalnum((unsigned char)dot[j]))
+					ext = 0;
+			if (ext > 0 && ext <= 5)
+				seterr(err, cap, "'%s': --val-by '%s': no %skeys of that scene; a scene is "
+				       "named without its file's extension: --val-by '%.*s'", db, names[i],
+				       o->nglobs ? "selected " : "", (int)(dot - names[i]), names[i]);
+			else
+				seterr(err, cap, "'%s': --val-by '%s': no %skeys of that scene",
+				       db, names[i], o->nglobs ? "selected " : "");
 			goto out;
 		}
 		nval += nkeys[i];
@@ -791,7 +820,7 @@ int ks_build(const char *db, const ks_options *o, ks_lists *out,
 	/* The permutation's head is the validation list for --val; with
 	 * --stratify each class's first keys in it (stratify()). */
 	if (o->have_val && !o->stratify)
-		nval = (size_t)floor(o->val_frac * (double)kb.n + 0.5);
+		nval = ks_val_round(o, kb.n);
 	if (o->stratify && (rc = stratify(&kb, perm, o, out)) != CDP_OK) {
 		seterr(err, cap, "%s", cdp_strerror(rc));
 		goto out;

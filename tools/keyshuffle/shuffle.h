@@ -23,6 +23,9 @@ typedef struct ks_options {
 	int have_val;            /* --val given */
 	int stratify;            /* --stratify: --val per class (needs class records) */
 	double val_frac;         /* [0, 1) */
+	uint64_t val_num, val_den; /* val_frac as written: val_num / val_den exactly
+	                          * (a decimal, cdp_parse_decimal), which --val and
+	                          * --stratify round with integers */
 	const char **val_names;  /* [nval_names] --val-by scenes, not owned */
 	size_t nval_names;
 	const char **globs;      /* [nglobs] --match patterns, not owned */
@@ -49,6 +52,7 @@ typedef struct ks_lists {
 	uint32_t nclasses;       /* --stratify: classes 0..nclasses-1 */
 	size_t *class_n;         /* [2 * nclasses]: train, val keys per class */
 	size_t nval_to;          /* --stratify: keys held out */
+	int multi;               /* --stratify split a multi-label pool */
 	char **class_names;      /* --stratify, --oversample: the pool's class_names */
 	size_t nclass_names;
 	/* --oversample: train holds ntrain lines, each of the ntrain_keys
@@ -61,6 +65,9 @@ typedef struct ks_lists {
 	size_t *os_tiles;
 	double *os_factor;
 } ks_lists;
+
+/* round(frac * n), halves up, of --val's exact fraction val_num / val_den. */
+size_t ks_val_round(const ks_options *o, size_t n);
 
 int  ks_build(const char *db, const ks_options *o, ks_lists *out,
               char *err, size_t errcap);
