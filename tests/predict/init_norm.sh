@@ -118,6 +118,16 @@ for ra, rb in zip(a[1:], b[1:]):
         n += 1
 print("%d probabilities agree" % n)' "$T/a.csv" "$T/b.csv" || fail "the predictions differ"
 
+echo "== --init-norm on data of another scale: one warning"
+# id.cdpt normalizes nothing (values / 1, mean 0 std 1): u8 chips come out
+# at a mean near 100, which its weights never saw; in.cdpt's do not
+train w pool k --steps 1 --init "$T/id.cdpt" --init-norm 2>"$T/err"
+cat "$T/err"
+grep -q "^cdp-train: warning: --init-norm: band [123] of the training data comes out at mean [0-9.e+]* std [0-9.e+]* under the initial weights' normalization (mean 0 std 1 in band values), far from the 0 and 1 they expect: were they imported with the --input-scale of this data (import-torch)?\$" \
+	"$T/err" && [ "$(wc -l <"$T/err")" -eq 1 ] || fail "no one-line warning: $(cat "$T/err")"
+train w2 pool k --steps 1 --init "$T/in.cdpt" --init-norm 2>"$T/err"
+[ ! -s "$T/err" ] || fail "a warning on data of the weights' scale: $(cat "$T/err")"
+
 echo "== the pool's standardization by default; a run's as --init-norm"
 train c pool k --steps 1 --init "$T/in.cdpt"
 grep -q "init: '$T/in.cdpt' records its weights' own input normalization; this run standardizes with the pool's statistics" \

@@ -318,6 +318,36 @@ static int init_norm(trainer *t, double *mean, double *sd, char *err, size_t cap
 	return 0;
 }
 
+/* --init-norm on data of another scale (u16 reflectances 0..10000 under
+ * an ImageNet normalization of values / 65535) feeds the net inputs far
+ * from what its weights saw, silently: one warning (rank 0) naming the
+ * worst band, when the training data normalized so has a mean beyond 3 or
+ * a standard deviation outside 0.1..10. dm, ds: the data's; m, s: the
+ * normalization's [C]. */
+static void norm_check(const trainer *t, const double *dm, const double *ds, const double *m,
+                       const double *s, int C)
+{
+	int worst = -1;
+	double wscore = 0;
+
+	for (int c = 0; c < C; c++) {
+		double mu = (dm[c] - m[c]) / s[c], sg = ds[c] / s[c];
+		double score = fmax(fabs(mu) / 3, sg > 0 ? fmax(sg / 10, 0.1 / sg) : 0);
+
+		if (score > 1 && score > wscore) {
+			worst = c;
+			wscore = score;
+		}
+	}
+	if (worst < 0 || t->rank != 0)
+		return;
+	fprintf(stderr, "cdp-train: warning: --init-norm: band %d of the training data comes out "
+	        "at mean %.3g std %.3g under the initial weights' normalization (mean %.6g std %.6g "
+	        "in band values), far from the 0 and 1 they expect: were they imported with the "
+	        "--input-scale of this data (import-torch)?\n", worst + 1,
+	        (dm[worst] - m[worst]) / s[worst], ds[worst] / s[worst], m[worst], s[worst]);
+}
+
 int tr_standardize(trainer *t, char *err, size_t cap)
 {
 	const cdp_pool_info *pi = t->ti.pool;
@@ -367,8 +397,19 @@ int tr_standardize(trainer *t, char *err, size_t cap)
 		     "input normalization; this run standardizes with the pool's statistics "
 		     "(--init-norm takes the weights')", t->std_note[2][0] ? "; " : "", t->o->init);
 	if (t->o->init_norm) {
-		if (init_norm(t, mean, sd, err, cap) < 0)
+		double *dm = malloc((size_t)C * 2 * sizeof *dm);
+
+		if (!dm) {
+			tr_fail(err, cap, "out of memory");
 			goto out;
+		}
+		memcpy(dm, mean, (size_t)C * 2 * sizeof *dm);    /* the data's mean, sd */
+		if (init_norm(t, mean, sd, err, cap) < 0) {
+			free(dm);
+			goto out;
+		}
+		norm_check(t, dm, dm + C, mean, sd, C);
+		free(dm);
 		memcpy(t->std_mean, mean, (size_t)C * sizeof *mean);
 		memcpy(t->std_sd, sd, (size_t)C * sizeof *sd);
 	} else if (t->have_ck && t->ck.mean && t->ck.nbands == C) {
