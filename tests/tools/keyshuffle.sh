@@ -301,6 +301,13 @@ if [ -w /dev/full ]; then
 		sh -c 'cdp-keyshuffle --val 0.5 --val-out "$2" "$1" >/dev/full' sh "$P" "$T/o/v3"
 	[ ! -e "$T/o/v3" ] || fail "--val-out file created although stdout failed"
 fi
+# a closed standard output (reopened read-only at start) is a write error
+# naming it: it said "cannot write '-': Invalid argument" (fdopen's word)
+expect_fail 1 "^cdp-keyshuffle: cannot write standard output: Bad file descriptor\$" \
+	sh -c 'cdp-keyshuffle -q -o - "$1" >&-' sh "$P"
+expect_fail 1 "^cdp-keyshuffle: cannot write standard output: Bad file descriptor\$" \
+	sh -c 'cdp-keyshuffle -q --val 0.5 --val-out "$2" -o - "$1" >&-' sh "$P" "$T/o/v4"
+[ ! -e "$T/o/v4" ] || fail "--val-out file created although stdout was closed"
 
 # --- not a pool ------------------------------------------------------------------
 mkdir "$T/empty"

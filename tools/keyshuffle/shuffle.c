@@ -939,6 +939,10 @@ int ks_output_prepare(ks_output *o, const char *path, const char *uuid,
 		return rc;
 	if ((fd = dup(o->out.fd)) < 0 || !(f = fdopen(fd, "w"))) {
 		rc = errno;
+		/* a closed standard output, reopened read-only at start
+		 * (cdp_cli_std_fds): fdopen says EINVAL, a write would say EBADF */
+		if (fd >= 0 && (fcntl(fd, F_GETFL) & O_ACCMODE) == O_RDONLY)
+			rc = EBADF;
 		if (fd >= 0)
 			close(fd);
 		goto fail;
@@ -950,7 +954,10 @@ int ks_output_prepare(ks_output *o, const char *path, const char *uuid,
 	if (rc == CDP_OK)
 		return CDP_OK;
 fail:
-	seterr(err, cap, "cannot write '%s': %s", path, cdp_strerror(rc));
+	if (strcmp(path, "-") == 0)
+		seterr(err, cap, "cannot write standard output: %s", cdp_strerror(rc));
+	else
+		seterr(err, cap, "cannot write '%s': %s", path, cdp_strerror(rc));
 	ks_output_discard(o);
 	return rc;
 }
