@@ -768,8 +768,10 @@ int cdp_train_run(const cdp_train_opts *o)
 		if (t.made_out)
 			rmdir(o->out);
 		/* no rank exits before rank 0 has removed what it made: mpirun
-		 * kills the job's other processes when one exits non-zero */
-		if (t.size > 1)
+		 * kills the job's other processes when one exits non-zero (a
+		 * launch without MPI has no mpirun, and its collectives may be
+		 * what failed: NCCL without a GPU) */
+		if (t.size > 1 && !cdp_dist_env_launch())
 			cdp_dist_barrier();
 		return 1;
 	}
