@@ -67,7 +67,7 @@ void cdp_stats_reset(cdp_stats *s)
 		band_reset(&s->b[b]);
 	for (uint32_t t = 0; t < s->targets; t++)
 		band_reset(&s->t[t]);
-	s->stale = 0;
+	s->stale = s->marked = 0;
 }
 
 int cdp_stats_targets(cdp_stats *s, uint32_t T)

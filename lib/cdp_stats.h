@@ -72,6 +72,8 @@ typedef struct cdp_stats {
 	int dtype;                   /* cdp_dtype */
 	int is_float;
 	int stale;                   /* contents no longer match the records */
+	int marked;                  /* parsed: the text held stale=1 (not only overflowed
+	                              * version 1 sums), cdp-lmdbpack's mark of a --replace */
 	uint32_t bands;
 	cdp_band_acc *b;             /* [bands], owned */
 	uint32_t targets;            /* value labels' planes T, 0 without */

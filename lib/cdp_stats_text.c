@@ -389,7 +389,7 @@ static int parse_text(line_rd *l, cdp_stats *s)
 			rc = CDP_ESYNTAX;
 			goto fail;
 		}
-		s->stale = 1;
+		s->stale = s->marked = 1;
 	}
 	for (uint32_t b = 0; b < s->bands; b++)
 		if ((rc = parse_band(l, dt, s->is_float, b + 1, &s->b[b], &s->stale)))

@@ -560,22 +560,6 @@ out:
 	return rc;
 }
 
-/* Whether text[n] holds `line` as a whole line. */
-static int has_line(const char *text, size_t n, const char *line)
-{
-	size_t k = strlen(line);
-
-	for (size_t i = 0; i + k <= n; ) {
-		const char *nl = memchr(text + i, '\n', n - i);
-		size_t end = nl ? (size_t)(nl - text) : n;
-
-		if (end - i == k && memcmp(text + i, line, k) == 0)
-			return 1;
-		i = end + 1;
-	}
-	return 0;
-}
-
 int pack_pool_stale(pk *p, int *stale, int *replaced)
 {
 	MDB_txn *txn;
@@ -590,11 +574,10 @@ int pack_pool_stale(pk *p, int *stale, int *replaced)
 	rc = meta_read(p, txn, "stats", &absent);
 	if (!rc && !absent && !(rc = cdp_stats_parse((char *)p->tmp.p, p->tmp.len, &st))) {
 		*stale = st.stale;
-		/* the stored mark (cdp_stats_format's line): version 1 sums that
-		 * overflowed are stale as parsed, without it, and a rescan is all
-		 * they need */
+		/* version 1 sums that overflowed are stale as parsed, without the
+		 * mark, and a rescan is all they need */
 		if (replaced)
-			*replaced = st.stale && has_line((const char *)p->tmp.p, p->tmp.len, "stale=1");
+			*replaced = st.marked;
 		cdp_stats_free(&st);
 	}
 	mdb_txn_abort(txn);
