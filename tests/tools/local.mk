@@ -8,6 +8,8 @@ TESTS += tests/tools/tile.sh tests/tools/tile_inputs.sh tests/tools/lmdbpack.sh 
 	tests/tools/label_grid.sh tests/tools/value_labels.sh \
 	tests/tools/vector_labels.sh tests/tools/time.sh tests/tools/multilabel_pack.sh \
 	tests/tools/readonly.sh
+# check_tmpdir.sh: every test in a TMPDIR of its own, removed after it (tests/tmpdir.sh)
+TESTS += tests/tools/check_tmpdir.sh
 if HAVE_MPI
 # hazards.sh: outputs over inputs, truncated pools, leftovers (cdp-train among them);
 # outputs.sh: the output-path policy (cdpool(7)) in every program
