@@ -5,6 +5,7 @@
 #define _GNU_SOURCE
 #endif
 #include <stdio.h>
+#include <string.h>
 #include <unistd.h>
 #include "cdp_thread.h"
 #if defined(__linux__)
@@ -41,4 +42,39 @@ int cdp_thread_cpus(void)
 #endif
 	n = sysconf(_SC_NPROCESSORS_ONLN);
 	return n < 1 ? 1 : n > 1 << 20 ? 1 << 20 : (int)n;
+}
+
+void cdp_thread_mask(unsigned char mask[CDP_CPUMASK_BYTES])
+{
+	int n;
+
+	memset(mask, 0, CDP_CPUMASK_BYTES);
+#if defined(__linux__) && defined(CPU_COUNT)
+	cpu_set_t set;
+
+	if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) {
+		for (int i = 0; i < CDP_CPUMASK_BYTES * 8 && i < CPU_SETSIZE; i++)
+			if (CPU_ISSET(i, &set))
+				mask[i / 8] |= (unsigned char)(1u << (i % 8));
+		return;
+	}
+#endif
+	n = cdp_thread_cpus();
+	for (int i = 0; i < n && i < CDP_CPUMASK_BYTES * 8; i++)
+		mask[i / 8] |= (unsigned char)(1u << (i % 8));
+}
+
+int cdp_thread_sharing(const unsigned char *masks, int n, int me)
+{
+	const unsigned char *m = masks + (size_t)me * CDP_CPUMASK_BYTES;
+	int k = 0;
+
+	for (int r = 0; r < n; r++) {
+		const unsigned char *o = masks + (size_t)r * CDP_CPUMASK_BYTES;
+		int any = r == me;
+		for (int b = 0; b < CDP_CPUMASK_BYTES && !any; b++)
+			any = (m[b] & o[b]) != 0;
+		k += any;
+	}
+	return k < 1 ? 1 : k;
 }

@@ -17,7 +17,23 @@ void cdp_thread_name(const char *name, int n);
 /* The CPUs this process may run on, at least 1: its affinity mask's count
  * (sched_getaffinity, as nproc counts under taskset, a cpuset or a
  * binding), else the online CPUs (sysconf). The tools' default --threads
- * divides it by the ranks of the node. */
+ * divides it by the ranks of the node that share those CPUs
+ * (cdp_dist_local_share). */
 int cdp_thread_cpus(void);
+
+/* The bytes of an affinity mask as cdp_thread_mask writes it: bit i % 8 of
+ * byte i / 8 is CPU i, for CPUs 0 to 1023. */
+#define CDP_CPUMASK_BYTES 128
+
+/* This process's affinity mask, as cdp_thread_cpus counts it: where
+ * sched_getaffinity fails, the first online CPUs. */
+void cdp_thread_mask(unsigned char mask[CDP_CPUMASK_BYTES]);
+
+/* Of n masks of CDP_CPUMASK_BYTES bytes each, one after the other, how many
+ * share a CPU with masks[me], itself included (at least 1): the ranks whose
+ * threads would compete with me's for its CPUs. Ranks that mpirun or srun
+ * bound to CPUs of their own count 1 each; unbound ranks, all with the
+ * node's mask, count all. */
+int cdp_thread_sharing(const unsigned char *masks, int n, int me);
 
 #endif

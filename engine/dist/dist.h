@@ -206,6 +206,12 @@ int  cdp_dist_rank(void);        /* 0 .. size-1; 0 before init */
 int  cdp_dist_size(void);        /* j; 1 before init */
 int  cdp_dist_local_rank(void);  /* rank among the processes on this node */
 int  cdp_dist_local_size(void);
+/* The ranks on this node whose CPU affinity shares a CPU with this rank's,
+ * itself included (cdp_thread_sharing over the node's masks, gathered at
+ * init under MPI; cdp_dist_local_size in a launch without MPI, where the
+ * masks are not exchanged): what the default --threads divides this
+ * rank's CPUs by. */
+int  cdp_dist_local_share(void);
 
 /* Settings, the same on every rank. The default algorithm is used by
  * cdp_dist_average and the buckets (default CDP_DIST_RING). Chunk: floats

@@ -31,6 +31,7 @@
 
 static struct {
 	int inited, rank, size, lrank, lsize, left, right;
+	int lshare;             /* cdp_dist_local_share */
 	int env;                /* launched without MPI (dist.h), size > 1 */
 	int launched;           /* mpi_launched(), before MPI_Init sets its own marks */
 	int serialized;         /* MPI gives MPI_THREAD_SERIALIZED or more */
@@ -53,7 +54,7 @@ static struct {
 	 * heartbeat any rank it loses */
 	char *names;
 	double beat;            /* CDP_DIST_HEARTBEAT (dist_beat.c) */
-} st = { .size = 1, .lsize = 1, .prog = "cdp-train", .algo = CDP_DIST_RING,
+} st = { .size = 1, .lsize = 1, .lshare = 1, .prog = "cdp-train", .algo = CDP_DIST_RING,
          .timeout = 60, .beat = 10, .wd_mu = PTHREAD_MUTEX_INITIALIZER };
 
 cdp_dist_stats dist_stats;
@@ -84,6 +85,7 @@ int cdp_dist_rank(void) { return st.rank; }
 int cdp_dist_size(void) { return st.size; }
 int cdp_dist_local_rank(void) { return st.lrank; }
 int cdp_dist_local_size(void) { return st.lsize; }
+int cdp_dist_local_share(void) { return st.lshare; }
 
 static void vsay(const char *fmt, va_list ap)
 {
@@ -277,6 +279,24 @@ static int mpi_launched(void)
 	return getenv("SLURM_STEP_ID") && getenv("SLURM_PROCID") && !getenv("TORCHELASTIC_RUN_ID");
 }
 
+/* st.lshare: the node's affinity masks gathered over its communicator,
+ * how many share a CPU with ours. Ranks bound to CPUs of their own
+ * (srun --cpus-per-task, mpirun --map-by ...:PE=N) then each take all of
+ * theirs by default, unbound ones divide the node's. */
+static void local_share(MPI_Comm local)
+{
+	unsigned char mine[CDP_CPUMASK_BYTES], *all;
+
+	/* a collective: every rank of the node takes part, or none goes on */
+	if (!(all = malloc((size_t)st.lsize * CDP_CPUMASK_BYTES)))
+		cdp_dist_abort(1, "out of memory");
+	cdp_thread_mask(mine);
+	MPI_CHECK(MPI_Allgather(mine, CDP_CPUMASK_BYTES, MPI_BYTE, all, CDP_CPUMASK_BYTES, MPI_BYTE,
+	                        local));
+	st.lshare = cdp_thread_sharing(all, st.lsize, st.lrank);
+	free(all);
+}
+
 /* After MPI found a singleton: a launch without MPI (dist.h)? */
 static int env_launch(void)
 {
@@ -309,6 +329,7 @@ static int env_launch(void)
 	st.size = size;
 	st.lrank = lrank;
 	st.lsize = lsize;
+	st.lshare = lsize;      /* no peers to ask before the rendezvous */
 	return 0;
 }
 
@@ -424,6 +445,7 @@ int cdp_dist_init(int *argc, char ***argv)
 	MPI_CHECK(MPI_Comm_split_type(st.comm, MPI_COMM_TYPE_SHARED, st.rank, MPI_INFO_NULL, &local));
 	MPI_CHECK(MPI_Comm_rank(local, &st.lrank));
 	MPI_CHECK(MPI_Comm_size(local, &st.lsize));
+	local_share(local);
 	MPI_CHECK(MPI_Comm_free(&local));
 	if (st.size == 1 && (rc = env_launch()) != 0) {
 		MPI_CHECK(MPI_Comm_free(&st.comm));

@@ -58,6 +58,20 @@ for np in 1 2 3; do
 	cat "$T/out"
 done
 
+# The default --threads divides a rank's CPUs by the node's ranks that
+# share them: none when mpirun binds each rank to a core of its own, both
+# when neither is bound (cdp_dist_local_share).
+if [ "$(nproc)" -ge 2 ] && "$mpirun" --version 2>&1 | grep -q 'Open MPI'; then
+	for bind in core:1 none:2; do
+		echo "== mpirun -np 2 --bind-to ${bind%:*}: ${bind#*:} ranks share each one's CPUs"
+		# shellcheck disable=SC2086
+		CDP_TEST_WANT_SHARE=${bind#*:} timeout 120 "$mpirun" $flags -x CDP_TEST_WANT_SHARE \
+			--bind-to "${bind%:*}" -np 2 "$prog" >"$T/out" 2>"$T/err" ||
+			fail "--bind-to ${bind%:*}: $(cat "$T/out" "$T/err")"
+		grep -q "^2 ranks: .* 0 failed" "$T/out" || fail "--bind-to ${bind%:*}: $(cat "$T/out" "$T/err")"
+	done
+fi
+
 echo "== mpirun -np 2, CDP_DIST_THREAD=0 (the progress engine)"
 # shellcheck disable=SC2086
 CDP_DIST_THREAD=0 timeout 120 "$mpirun" $flags -np 2 "$prog" >"$T/out" 2>"$T/err" ||

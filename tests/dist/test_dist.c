@@ -135,6 +135,14 @@ static void test_ranks(void)
 	CHECK_RC(cdp_dist_sum_u64(v, 3), 0);
 	CHECK(v[0] == (uint64_t)J * (J - 1) / 2 && v[1] == (uint64_t)J,
 	      "ranks sum to %llu over %llu processes", (unsigned long long)v[0], (unsigned long long)v[1]);
+	/* the ranks sharing this one's CPUs: dist.sh binds the ranks or not
+	 * and says how many that makes (CDP_TEST_WANT_SHARE) */
+	CHECK(cdp_dist_local_share() >= 1 && cdp_dist_local_share() <= cdp_dist_local_size(),
+	      "local share %d of %d", cdp_dist_local_share(), cdp_dist_local_size());
+	if (getenv("CDP_TEST_WANT_SHARE"))
+		CHECK(cdp_dist_local_share() == atoi(getenv("CDP_TEST_WANT_SHARE")),
+		      "%d local ranks share this one's CPUs, want %s", cdp_dist_local_share(),
+		      getenv("CDP_TEST_WANT_SHARE"));
 	/* each node's local rank 0 reports its node's size: they add up to j */
 	CHECK(v[2] == (uint64_t)J, "local sizes add up to %llu, want %d", (unsigned long long)v[2], J);
 	/* every rank agrees one failed: the last rank alone, rank 0 alone, all

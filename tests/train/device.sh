@@ -38,7 +38,7 @@ done
 expect_fail 1 "--device cuda:1023: device cuda:1023 does not exist ($ngpu GPU" \
 	cdp-train $C --out "$T/x" --device cuda:1023
 cdp-train $C --out "$T/cpu" --device cpu || fail "--device cpu did not train"
-grep -q 'device cpu, precision fp32 (kernels [a-z0-9-]*), loss scale 0, all-reduce mpi$' "$T/cpu/train.log" ||
+grep -q 'device cpu, [0-9]* threads*, precision fp32 (kernels [a-z0-9-]*), loss scale 0, all-reduce mpi$' "$T/cpu/train.log" ||
 	fail "train.log lacks the device line: $(grep device "$T/cpu/train.log")"
 cdp-train $C --out "$T/dflt" || fail "the default device did not train"
 cmp -s "$T/cpu/checkpoint.cdpt" "$T/dflt/checkpoint.cdpt" || fail "the default is not --device cpu"

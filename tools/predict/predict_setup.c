@@ -134,7 +134,7 @@ int pr_load_model(predictor *p, char *err, size_t cap)
 	p->m = p->O / 2;
 	p->B = o->batch;
 	if (threads <= 0) {
-		threads = cdp_thread_cpus() / cdp_dist_local_size();
+		threads = cdp_thread_cpus() / cdp_dist_local_share();
 		if (threads < 1)
 			threads = 1;
 	}

@@ -489,7 +489,8 @@ static int train_loop(trainer *t)
 	if (t->be->device >= 0)
 		snprintf(dev, sizeof dev, "%s:%d", t->be->name, t->be->device);
 	else
-		snprintf(dev, sizeof dev, "%s", t->be->name);
+		snprintf(dev, sizeof dev, "%s, %d thread%s", t->be->name, t->be->threads,
+		         t->be->threads == 1 ? "" : "s");
 	tr_logf(t, "device %s, precision %s (kernels %s), loss scale %g, all-reduce %s%s%s", dev,
 	        cdp_precision_name(o->precision), cdp_device_kernels(t->be), t->scale,
 	        cdp_dist_algo_name(t->algo),

@@ -789,7 +789,7 @@ int tr_setup(trainer *t, char *err, size_t cap)
 	if (rc == 0)
 		rc = tr_rundir_open(t, err, cap);
 	if (threads <= 0) {
-		threads = cdp_thread_cpus() / cdp_dist_local_size();
+		threads = cdp_thread_cpus() / cdp_dist_local_share();
 		if (threads < 1)
 			threads = 1;
 	}
