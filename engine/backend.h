@@ -565,6 +565,11 @@ cdp_backend *cdp_backend_cpu(int threads);
  * build without CUDA, so `--device auto` needs no #ifdef. */
 cdp_backend *cdp_backend_cuda(int device, char *err, size_t cap);
 int cdp_cuda_device_count(void);
+/* The 16 bytes that name GPU `device` (of those this process sees) among
+ * every GPU of the node, as CUDA_VISIBLE_DEVICES=GPU-... names it: two
+ * ranks that see one GPU under different indices get the same. 0, or -1
+ * (no such device, or a build without CUDA). */
+int cdp_cuda_device_uuid(int device, unsigned char uuid[16]);
 
 /* What this build of the engine was compiled against, for --version
  * (features.c): "CUDA: runtime 12.4, cuDNN 9.1.0" (or "CUDA: not built")

@@ -12,6 +12,13 @@
 #ifndef HAVE_CUDA
 int cdp_cuda_device_count(void) { return 0; }
 
+int cdp_cuda_device_uuid(int device, unsigned char uuid[16])
+{
+	(void)device;
+	(void)uuid;
+	return -1;
+}
+
 cdp_backend *cdp_backend_cuda(int device, char *err, size_t cap)
 {
 	(void)device;
@@ -143,8 +150,15 @@ cdp_backend *cdp_device_open(const char *spec, int threads, int local_rank, char
 			return cdp_backend_cuda(0, err, cap);
 		dev = cdp_device_pick(spec, n, local_rank);
 	} else if (dev >= n) {
-		snprintf(err, cap, "device cuda:%d does not exist (%d GPU%s found)", dev, n,
-		         n == 1 ? "" : "s");
+		const char *vis = getenv("CUDA_VISIBLE_DEVICES");
+		char why[400];
+		/* none at all: the backend says why (no CUDA build, driver or GPU) */
+		if (n == 0 && !cdp_backend_cuda(dev, why, sizeof why))
+			snprintf(err, cap, "device cuda:%d does not exist: %s", dev, why);
+		else
+			snprintf(err, cap, "device cuda:%d does not exist (%d GPU%s visible%s%s%s)", dev, n,
+			         n == 1 ? "" : "s", vis ? ": CUDA_VISIBLE_DEVICES='" : "", vis ? vis : "",
+			         vis ? "'" : "");
 		return NULL;
 	}
 	return cdp_backend_cuda(dev, err, cap);

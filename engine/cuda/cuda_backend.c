@@ -24,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include "cuda.h"
 #include "cuda_kern.h"
 
@@ -300,6 +301,44 @@ int cdp_cuda_device_count(void)
 	return n;
 }
 
+int cdp_cuda_device_uuid(int device, unsigned char uuid[16])
+{
+	struct cudaDeviceProp prop;
+
+	if (cudaGetDeviceProperties(&prop, device) != cudaSuccess) {
+		cudaGetLastError();
+		return -1;
+	}
+	memcpy(uuid, prop.uuid.bytes, 16);
+	return 0;
+}
+
+/* Why the runtime found no device, in the words a user acts on: the
+ * runtime says "CUDA driver version is insufficient" where there is no
+ * driver at all. */
+static void no_device(cudaError_t e, char *err, size_t cap)
+{
+	const char *vis = getenv("CUDA_VISIBLE_DEVICES");
+	int drv = 0, rt = 0;
+
+	if (e == cudaErrorInsufficientDriver && access("/proc/driver/nvidia/version", F_OK) != 0) {
+		snprintf(err, cap, "no NVIDIA driver is loaded on this host (no "
+		         "/proc/driver/nvidia/version), so it has no usable GPU");
+	} else if (e == cudaErrorInsufficientDriver) {
+		cudaDriverGetVersion(&drv);
+		cudaRuntimeGetVersion(&rt);
+		snprintf(err, cap, "the NVIDIA driver supports CUDA %d.%d, this build needs CUDA %d.%d: "
+		         "update the driver", drv / 1000, drv % 1000 / 10, rt / 1000, rt % 1000 / 10);
+	} else if (e == cudaErrorNoDevice && vis) {
+		snprintf(err, cap, "no CUDA GPU is visible (CUDA_VISIBLE_DEVICES='%s')", vis);
+	} else if (e == cudaErrorNoDevice) {
+		snprintf(err, cap, "the NVIDIA driver sees no CUDA GPU on this host");
+	} else {
+		snprintf(err, cap, "no usable CUDA device: %s", cudaGetErrorString(e));
+	}
+	cudaGetLastError();
+}
+
 static void cu_destroy(cdp_backend *be)
 {
 	cu_impl *im;
@@ -410,12 +449,11 @@ cdp_backend *cdp_backend_cuda(int device, char *err, size_t cap)
 	const char *bn = getenv("CDP_CUDNN_BN"), *nhwc = getenv("CDP_CUDNN_NHWC");
 
 	if ((e = cudaGetDeviceCount(&n)) != cudaSuccess) {
-		cudaGetLastError();
-		snprintf(err, cap, "no usable CUDA device: %s", cudaGetErrorString(e));
+		no_device(e, err, cap);
 		return NULL;
 	}
 	if (device < 0 || device >= n) {
-		snprintf(err, cap, "device cuda:%d does not exist (%d GPU%s found)", device, n,
+		snprintf(err, cap, "device cuda:%d does not exist (%d GPU%s visible)", device, n,
 		         n == 1 ? "" : "s");
 		return NULL;
 	}

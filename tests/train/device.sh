@@ -35,15 +35,35 @@ echo "== --device"
 for d in tpu cuda:x cuda: cuda:-1 CPU; do
 	expect_fail 2 "--device: '$d' is not cpu, cuda, cuda:N or auto" cdp-train $C --out "$T/x" --device "$d"
 done
-expect_fail 1 "--device cuda:1023: device cuda:1023 does not exist ($ngpu GPU" \
-	cdp-train $C --out "$T/x" --device cuda:1023
+if [ "$ngpu" -gt 0 ]; then
+	expect_fail 1 "--device cuda:1023: device cuda:1023 does not exist ($ngpu GPU" \
+		cdp-train $C --out "$T/x" --device cuda:1023
+	CUDA_VISIBLE_DEVICES=0 expect_fail 1 "does not exist (1 GPU visible: CUDA_VISIBLE_DEVICES='0')" \
+		cdp-train $C --out "$T/x" --device cuda:1
+fi
 cdp-train $C --out "$T/cpu" --device cpu || fail "--device cpu did not train"
 grep -q 'device cpu, [0-9]* threads*, precision fp32 (kernels [a-z0-9-]*), loss scale 0, all-reduce mpi$' "$T/cpu/train.log" ||
 	fail "train.log lacks the device line: $(grep device "$T/cpu/train.log")"
 cdp-train $C --out "$T/dflt" || fail "the default device did not train"
 cmp -s "$T/cpu/checkpoint.cdpt" "$T/dflt/checkpoint.cdpt" || fail "the default is not --device cpu"
 if [ "$ngpu" -eq 0 ]; then
-	expect_fail 1 "cdp-train: --device cuda: " cdp-train $C --out "$T/x" --device cuda
+	# why there is no GPU, in words a user acts on (CUDA's own says "CUDA
+	# driver version is insufficient" where there is no driver at all)
+	why="cdp-train: --device cuda: "
+	if ! grep -q 'HAVE_CUDA 1' "$CDP_BUILDDIR/config.h"; then
+		why="${why}this build has no CUDA backend"
+	elif [ ! -e /proc/driver/nvidia/version ]; then
+		why="${why}no NVIDIA driver is loaded on this host"
+	fi
+	for d in cuda cuda:0 cuda:1023; do
+		expect_fail 1 "${why#cdp-train: --device cuda: }" cdp-train $C --out "$T/x" --device $d
+		case $d in
+		cuda) w="--device cuda: " ;;
+		*) w="--device $d: device $d does not exist: " ;;
+		esac
+		grep -q "^cdp-train: $w" "$T/err" || fail "--device $d: $(cat "$T/err")"
+	done
+	expect_fail 1 "$why" cdp-train $C --out "$T/x" --device cuda
 	cdp-train $C --out "$T/auto" --device auto || fail "--device auto did not train"
 	grep -q 'device cpu,' "$T/auto/train.log" || fail "--device auto did not fall back to the cpu"
 	losses "$T/cpu/metrics.jsonl" >"$T/l.cpu"
