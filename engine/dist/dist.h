@@ -212,6 +212,11 @@ int  cdp_dist_local_size(void);
  * masks are not exchanged): what the default --threads divides this
  * rank's CPUs by. */
 int  cdp_dist_local_share(void);
+/* How many ranks of this node (itself included) pass the same n bytes
+ * (1 to 256), e.g. the UUID of the GPU each took: a collective of the
+ * node's ranks under MPI, every one of them must call it. -1 where the
+ * ranks cannot be asked (a launch without MPI, before init). */
+int  cdp_dist_local_same(const unsigned char *id, size_t n);
 
 /* Settings, the same on every rank. The default algorithm is used by
  * cdp_dist_average and the buckets (default CDP_DIST_RING). Chunk: floats

@@ -38,6 +38,7 @@ static struct {
 	const char *bad_env;    /* the variable cdp_dist_init refused */
 	const char *bad_want;   /* what it allows, or NULL (the error code says) */
 	MPI_Comm comm;
+	MPI_Comm local;         /* this node's ranks (MPI_COMM_TYPE_SHARED) */
 	MPI_Op op16[3];         /* by cdp_dist_comp: the 16-bit sums (dist_comp.c) */
 	const char *prog;
 	cdp_dist_algo algo;
@@ -412,7 +413,6 @@ int cdp_dist_init(int *argc, char ***argv)
 {
 	const char *env = getenv("CDP_DIST_TIMEOUT");
 	int provided, rc;
-	MPI_Comm local;
 
 	if (st.inited)
 		return CDP_EINVAL;
@@ -442,12 +442,12 @@ int cdp_dist_init(int *argc, char ***argv)
 	MPI_CHECK(MPI_Comm_set_errhandler(st.comm, MPI_ERRORS_RETURN));
 	MPI_CHECK(MPI_Comm_rank(st.comm, &st.rank));
 	MPI_CHECK(MPI_Comm_size(st.comm, &st.size));
-	MPI_CHECK(MPI_Comm_split_type(st.comm, MPI_COMM_TYPE_SHARED, st.rank, MPI_INFO_NULL, &local));
-	MPI_CHECK(MPI_Comm_rank(local, &st.lrank));
-	MPI_CHECK(MPI_Comm_size(local, &st.lsize));
-	local_share(local);
-	MPI_CHECK(MPI_Comm_free(&local));
+	MPI_CHECK(MPI_Comm_split_type(st.comm, MPI_COMM_TYPE_SHARED, st.rank, MPI_INFO_NULL, &st.local));
+	MPI_CHECK(MPI_Comm_rank(st.local, &st.lrank));
+	MPI_CHECK(MPI_Comm_size(st.local, &st.lsize));
+	local_share(st.local);
 	if (st.size == 1 && (rc = env_launch()) != 0) {
+		MPI_CHECK(MPI_Comm_free(&st.local));
 		MPI_CHECK(MPI_Comm_free(&st.comm));
 		MPI_CHECK(MPI_Finalize());
 		return rc;
@@ -478,6 +478,7 @@ void cdp_dist_finalize(void)
 	st.names = NULL;
 	MPI_CHECK(MPI_Op_free(&st.op16[CDP_DIST_COMP_FP16]));
 	MPI_CHECK(MPI_Op_free(&st.op16[CDP_DIST_COMP_BF16]));
+	MPI_CHECK(MPI_Comm_free(&st.local));
 	MPI_CHECK(MPI_Comm_free(&st.comm));
 	MPI_CHECK(MPI_Finalize());
 	st.inited = 0;
@@ -613,6 +614,25 @@ int cdp_dist_sum_f64(double *buf, size_t n)
 	BLOCKING("MPI_Allreduce", n, MPI_Allreduce(MPI_IN_PLACE, buf + off, part, MPI_DOUBLE,
 	                                           MPI_SUM, st.comm));
 	return 0;
+}
+
+int cdp_dist_local_same(const unsigned char *id, size_t n)
+{
+	unsigned char *all;
+	int k = 0;
+
+	if (st.env || !st.inited || n == 0 || n > 256)
+		return -1;
+	/* a collective: every rank of the node takes part, or none goes on */
+	if (!(all = malloc((size_t)st.lsize * n)))
+		cdp_dist_abort(1, "out of memory");
+	wd_enter("MPI_Allgather");
+	MPI_CHECK(MPI_Allgather(id, (int)n, MPI_BYTE, all, (int)n, MPI_BYTE, st.local));
+	wd_leave();
+	for (int r = 0; r < st.lsize; r++)
+		k += memcmp(all + (size_t)r * n, id, n) == 0;
+	free(all);
+	return k;
 }
 
 int cdp_dist_sum_u64(uint64_t *buf, size_t n)

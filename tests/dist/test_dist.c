@@ -143,6 +143,15 @@ static void test_ranks(void)
 		CHECK(cdp_dist_local_share() == atoi(getenv("CDP_TEST_WANT_SHARE")),
 		      "%d local ranks share this one's CPUs, want %s", cdp_dist_local_share(),
 		      getenv("CDP_TEST_WANT_SHARE"));
+	/* the node's ranks that pass the same bytes (the GPU each took):
+	 * here the parity of the local rank */
+	{
+		unsigned char id[16] = { 0 };
+		int L = cdp_dist_local_size(), want = (L + 1 - cdp_dist_local_rank() % 2) / 2, got;
+		id[15] = (unsigned char)(cdp_dist_local_rank() % 2);
+		got = cdp_dist_local_same(id, sizeof id);     /* a collective: once */
+		CHECK(got == want, "%d local ranks pass this one's bytes, want %d of %d", got, want, L);
+	}
 	/* each node's local rank 0 reports its node's size: they add up to j */
 	CHECK(v[2] == (uint64_t)J, "local sizes add up to %llu, want %d", (unsigned long long)v[2], J);
 	/* every rank agrees one failed: the last rank alone, rank 0 alone, all

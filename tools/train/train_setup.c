@@ -70,22 +70,40 @@ static int model_text(trainer *t, char *err, size_t cap)
 /* The backend of --device at --precision, handed to the dist layer (the
  * trainer's parameters, gradients and buffers are its device memory), and
  * the algorithm of --allreduce: by default nccl when every rank of the node
- * has a GPU of its own, else mpi (staged through host memory on a GPU). */
-static int open_device(trainer *t, int threads, char *err, size_t cap)
+ * has a GPU of its own, else mpi (staged through host memory on a GPU).
+ * A GPU is known by its UUID, so ranks that each see one GPU under index 0
+ * (srun --gpus-per-task, CUDA_VISIBLE_DEVICES per rank) have their own,
+ * and two ranks on one GPU share it whatever the node has. Every rank
+ * takes part in the two collectives, failed (`failed`, or here) or not. */
+static int open_device(trainer *t, int threads, int failed, char *err, size_t cap)
 {
 	const cdp_train_opts *o = t->o;
-	int gpus, shared;
+	unsigned char id[16] = { 0 }, none[16] = { 0 };
+	int gpus = 0, same, rc = failed ? -1 : 0;
+	uint64_t shared;
 	char why[512];
 
-	if (!(t->be = cdp_device_open(o->device, threads, cdp_dist_local_rank(), why, sizeof why)))
-		return tr_fail(err, cap, "--device %s: %s", o->device, why);
-	if (t->be->set_precision(t->be, o->precision) != 0)
-		return tr_fail(err, cap, "--precision %s: the %s backend cannot compute in it%s",
-		            cdp_precision_name(o->precision), t->be->name,
-		            cdp_device_precision_why(t->be, o->precision));
+	if (rc == 0 && !(t->be = cdp_device_open(o->device, threads, cdp_dist_local_rank(), why,
+	                                          sizeof why)))
+		rc = tr_fail(err, cap, "--device %s: %s", o->device, why);
+	if (rc == 0 && t->be->set_precision(t->be, o->precision) != 0)
+		rc = tr_fail(err, cap, "--precision %s: the %s backend cannot compute in it%s",
+		             cdp_precision_name(o->precision), t->be->name,
+		             cdp_device_precision_why(t->be, o->precision));
+	if (rc == 0 && t->be->device >= 0) {
+		gpus = cdp_cuda_device_count();
+		if (cdp_cuda_device_uuid(t->be->device, id) != 0)
+			memset(id, 0, sizeof id);
+	}
+	/* a launch without MPI cannot ask (its collectives are NCCL's, not
+	 * yet up): ranks beyond the node's GPUs share, as without UUIDs */
+	same = cdp_dist_env_launch() ? -1 : cdp_dist_local_same(id, sizeof id);
+	shared = same < 0 || !memcmp(id, none, sizeof id) ? cdp_dist_local_size() > gpus : same > 1;
+	if (!cdp_dist_env_launch() && cdp_dist_sum_u64(&shared, 1) != 0)
+		rc = rc ? rc : tr_fail(err, cap, "cannot agree on the ranks' GPUs");
+	if (rc != 0)
+		return -1;
 	cdp_dist_set_backend(t->be);
-	gpus = t->be->device >= 0 ? cdp_cuda_device_count() : 0;
-	shared = cdp_dist_local_size() > gpus;
 	t->algo = o->allreduce >= 0 ? (cdp_dist_algo)o->allreduce :
 	          cdp_dist_nccl_usable() && !shared ? CDP_DIST_NCCL : CDP_DIST_MPI;
 	if (cdp_dist_env_launch() && t->algo != CDP_DIST_NCCL)
@@ -95,9 +113,9 @@ static int open_device(trainer *t, int threads, char *err, size_t cap)
 		return tr_fail(err, cap, "--allreduce nccl: needs %s", t->be->device < 0 ?
 		            "a GPU (--device cuda)" : "a build with NCCL (configure --with-cuda)");
 	if (t->algo == CDP_DIST_NCCL && shared && t->size > 1)
-		return tr_fail(err, cap, "--allreduce nccl: %d ranks on this node share %d GPU%s, NCCL "
-		            "wants one each (use --allreduce mpi)", cdp_dist_local_size(), gpus,
-		            gpus == 1 ? "" : "s");
+		return tr_fail(err, cap, "--allreduce nccl: ranks on one node share a GPU (%d ranks, "
+		            "%d GPU%s visible to this one), NCCL wants one each (use --allreduce mpi)",
+		            cdp_dist_local_size(), gpus, gpus == 1 ? "" : "s");
 	return 0;
 }
 
@@ -793,8 +811,7 @@ int tr_setup(trainer *t, char *err, size_t cap)
 		if (threads < 1)
 			threads = 1;
 	}
-	if (rc == 0)
-		rc = open_device(t, threads, err, cap);
+	rc = open_device(t, threads, rc != 0, err, cap);
 	if (o->resume) {
 		snprintf(path, sizeof path, "%s/checkpoint.cdpt", o->out);
 		rc = fetch_ckpt(t, path, rc != 0, err, cap);
