@@ -344,12 +344,15 @@ static int cfg_list(const cdp_cfg *cfg, cdp_cfg_section *s, const char *key, flo
 		snprintf(err, cap, "%s:%d: out of memory", cfg->path, line);
 		return -1;
 	}
-	if (!*str || str[strlen(str) - 1] == ',' || str[0] == ',' || strstr(str, ",,")) {
+	/* commas or semicolons between the items: an override on the command
+	 * line (--model m.cfg:class_weights=1;2) cannot hold a comma */
+	if (!*str || strchr(",;", str[strlen(str) - 1]) || strchr(",;", str[0]) ||
+	    strstr(str, ",,") || strstr(str, ";;") || strstr(str, ",;") || strstr(str, ";,")) {
 		free(copy);
 		snprintf(err, cap, "%s:%d: option '%s': empty item", cfg->path, line, key);
 		return -1;
 	}
-	for (char *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+	for (char *t = strtok_r(copy, ",;", &save); t; t = strtok_r(NULL, ",;", &save)) {
 		double d;
 		if (cdp_parse_double(t, 0, 1e30, &d) != 0) {
 			snprintf(err, cap, "%s:%d: option '%s': '%.32s' is not a number >= 0", cfg->path,

@@ -42,6 +42,7 @@ import argparse
 import inspect
 import io
 import json
+import re
 import resource
 import sys
 import time
@@ -220,7 +221,8 @@ def _f32(v):
 def _floats(v):
     if v is None or torch.is_tensor(v) or isinstance(v, (list, tuple)):
         return v
-    return [_f32(x) for x in str(v).split(",")]
+    # commas or semicolons, as the engine (an override cannot hold a comma)
+    return [_f32(x) for x in re.split("[,;]", str(v))]
 
 
 def _loss_term(kind, z, y, valid, o):

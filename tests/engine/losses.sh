@@ -52,6 +52,9 @@ check ce_dice 4 loss=ce+dice loss_weights=1,0.5
 check bce_dice 2 loss=bce+dice loss_weights=0.7,0.3
 check three 3 loss=focal+lovasz+jaccard loss_weights=1,0.25,2 dice_smooth=0
 check ce_ls_tv 4 loss=ce+tversky label_smoothing=0.2
+# semicolons between a list's items, as a --model override must give them
+check semi 4 loss=ce+dice 'loss_weights=1;0.5' 'class_weights=1;2;0.5;3'
+check semi_focal 4 loss=focal focal_gamma=1.5 'focal_alpha=0.25;0.5;1;2'
 "$PYTHON" "$REF" $cases || fail "differs from PyTorch"
 
 # the comparison can fail: the reference with another gamma
