@@ -102,6 +102,46 @@ want = np.rint(255 * np.clip((v - lo) / (hi - lo), 0, 1)).astype(np.uint8)
 z = m == 0
 assert (p[0][z] == want[z]).all() and (p[2][z] == want[z]).all(), 'class 0 not the stretch of the valid pixels'
 " || fail "the preview is not painted in the map's colours, or stretched over nodata"
+# --preview-bands: the input's bands as red, green and blue (here a
+# 3-band copy of b.tif whose bands differ), or one as gray
+mkdir "$T/pb"
+py "
+d = gdal.Open('$T/b.tif'); b = d.GetRasterBand(1); v = b.ReadAsArray().astype(np.float32)
+nd = b.GetNoDataValue()
+o = gdal.GetDriverByName('GTiff').Create('$T/b3.tif', d.RasterXSize, d.RasterYSize, 3, gdal.GDT_Byte)
+o.SetGeoTransform(d.GetGeoTransform()); o.SetProjection(d.GetProjection())
+for i, x in enumerate([v, 254 - v, np.sqrt(v) * 15]):
+    x = np.where(v == nd, nd, x)
+    o.GetRasterBand(i + 1).WriteArray(x); o.GetRasterBand(i + 1).SetNoDataValue(nd)
+o = None
+" || fail "cannot make the 3-band scene"
+cdp-predict -q --colors "$T/roads.colors" "$T/run" "$T/b3.tif" -o "$T/pb/b3.tif" \
+	--preview "$T/pb/b3.png" --preview-bands 3,2,1 || fail "--preview-bands 3,2,1 failed"
+cdp-predict -q "$T/run" "$T/b3.tif" -o "$T/pb/b3g.tif" --preview "$T/pb/b3g.png" \
+	--preview-bands 2 || fail "--preview-bands 2 failed"
+py "
+m = gdal.Open('$T/pb/b3.tif').ReadAsArray()
+d = gdal.Open('$T/b3.tif')
+def want(k):
+    b = d.GetRasterBand(k); v = b.ReadAsArray().astype(np.float32)
+    ok = (m != 255) & (v != np.float32(b.GetNoDataValue()))
+    s = np.sort(v[ok]); lo, hi = s[int(0.02 * (len(s) - 1))], s[int(0.98 * (len(s) - 1))]
+    return np.rint(255 * np.clip((v - lo) / (hi - lo), 0, 1)).astype(np.uint8)
+z = m == 0
+p = gdal.Open('$T/pb/b3.png').ReadAsArray()
+for c, k in enumerate([3, 2, 1]):
+    assert (p[c][z] == want(k)[z]).all(), 'channel %d is not band %d' % (c, k)
+g = gdal.Open('$T/pb/b3g.png').ReadAsArray()
+for c in range(3):
+    assert (g[c][z] == want(2)[z]).all(), 'gray channel %d is not band 2' % c
+" || fail "--preview-bands did not show the bands asked for"
+expect_fail 1 "cdp-predict: --preview-bands 4: '$T/b3.tif' has 3 bands" \
+	cdp-predict -q "$T/run" "$T/b3.tif" -o "$T/pb/x.tif" --preview "$T/pb/x.png" --preview-bands 3,4,1
+[ ! -e "$T/pb/x.tif" ] && [ ! -e "$T/pb/x.png" ] || fail "a refused --preview-bands left outputs"
+expect_fail 2 "cdp-predict: --preview-bands: '1,2' is not one band (gray) or three" \
+	cdp-predict -q "$T/run" "$T/b3.tif" -o "$T/pb/x.tif" --preview "$T/pb/x.png" --preview-bands 1,2
+expect_fail 2 "cdp-predict: --preview-bands needs --preview" \
+	cdp-predict -q "$T/run" "$T/b3.tif" -o "$T/pb/x.tif" --preview-bands 1
 py "
 b = info('$T/o/named.tif')['bands'][0]
 assert b['categories'] == ['background', 'paved road'], b.get('categories')

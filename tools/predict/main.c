@@ -21,7 +21,7 @@
 
 enum {
 	OPT_ANY_CRS = 256, OPT_BATCH, OPT_COG, OPT_COLORS, OPT_DEVICE, OPT_OVERLAP, OPT_PRECISION,
-	OPT_PREVIEW, OPT_PROB, OPT_PROGRESS, OPT_SIZE, OPT_THREADS, OPT_THRESHOLD,
+	OPT_PREVIEW, OPT_PREVIEW_BANDS, OPT_PROB, OPT_PROGRESS, OPT_SIZE, OPT_THREADS, OPT_THRESHOLD,
 	OPT_TIME, OPT_TTA, OPT_VECTOR,
 	OPT_VECTOR_CLASS
 };
@@ -33,7 +33,8 @@ static void usage(FILE *f)
 	    "                   [--device cpu|cuda|cuda:N|auto] [--precision fp32|tf32|bf16|fp16]\n"
 	    "                   [--tta none|flips|d4] [--prob] [--cog] [--colors FILE]\n"
 	    "                   [--vector OUT.gpkg] [--vector-class K|name|all] [--preview FILE.png]\n"
-	    "                   [--progress] MODEL RASTER|--time DATE,DATE[,...] -o OUT.tif\n"
+	    "                   [--preview-bands R,G,B|B] [--progress]\n"
+	    "                   MODEL RASTER|--time DATE,DATE[,...] -o OUT.tif\n"
 	    "       " PROG " [-hqV] [--size N] [--batch N] [--threads N]\n"
 	    "                   [--device cpu|cuda|cuda:N|auto] [--precision fp32|tf32|bf16|fp16]\n"
 	    "                   [--tta none|flips|d4] [--threshold P] MODEL DIR|LIST -o OUT.csv|-\n");
@@ -52,6 +53,7 @@ int main(int argc, char **argv)
 		{ "overlap",      required_argument, NULL, OPT_OVERLAP },
 		{ "precision",    required_argument, NULL, OPT_PRECISION },
 		{ "preview",      required_argument, NULL, OPT_PREVIEW },
+		{ "preview-bands", required_argument, NULL, OPT_PREVIEW_BANDS },
 		{ "prob",         no_argument,       NULL, OPT_PROB },
 		{ "progress",     no_argument,       NULL, OPT_PROGRESS },
 		{ "quiet",        no_argument,       NULL, 'q' },
@@ -115,6 +117,18 @@ int main(int argc, char **argv)
 				goto out;
 			o.preview = optarg;
 			break;
+		case OPT_PREVIEW_BANDS: {
+			size_t n;
+			if (cdp_cli_int_list("--preview-bands", optarg, 1, 65535, o.preview_bands, 3, &n))
+				goto out;
+			if (n == 2) {
+				cdp_cli_bad("--preview-bands", optarg, "one band (gray) or three (red, green, "
+				            "blue), like 4,3,2");
+				goto out;
+			}
+			o.npreview_bands = (int)n;
+			break;
+		}
 		case OPT_PROB: o.prob = 1; break;
 		case OPT_PROGRESS: o.progress = CDP_PROGRESS_ON; break;
 		case OPT_SIZE:
@@ -190,6 +204,10 @@ int main(int argc, char **argv)
 	if (o.size > 0 && o.overlap >= o.size) {
 		fprintf(stderr, PROG ": --overlap %d must be smaller than --size %d\n", o.overlap,
 		        o.size);
+		goto out;
+	}
+	if (o.npreview_bands && !o.preview) {
+		fprintf(stderr, PROG ": --preview-bands needs --preview (the PNG it paints)\n");
 		goto out;
 	}
 	if (vector_class && !o.vector) {

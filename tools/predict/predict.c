@@ -296,20 +296,22 @@ static void cleanup(predictor *p)
 	pr_legend_free(&p->legend);
 }
 
-/* --preview: the map over the input's first bands; with --time over the
- * first date's (the first bands of the stack, date 0's), read from it. */
+/* --preview: the map over the input's first bands (or --preview-bands');
+ * with --time over the first date's (the first bands of the stack, date
+ * 0's), read from it. */
 static int preview(predictor *p, cdp_out *png, char *err, size_t cap)
 {
 	const cdp_predict_opts *o = p->o;
-	int n = p->C / cdp_raster_dates(p->r), rc;
+	const int *bands = o->npreview_bands ? o->preview_bands : p->ck.bands;
+	int n = o->npreview_bands ? o->npreview_bands : p->C / cdp_raster_dates(p->r), rc;
 	char *first;
 
 	if (!o->time)
-		return pr_preview(o->input, p->ck.bands, p->C, p->pcls, p->pw, p->ph,
-		                  &p->legend, o->preview, png, err, cap);
+		return pr_preview(o->input, bands, o->npreview_bands ? n : p->C, p->pcls, p->pw,
+		                  p->ph, &p->legend, o->preview, png, err, cap);
 	if (!(first = strndup(o->input, strcspn(o->input, ","))))
 		return pr_fail(err, cap, "out of memory");
-	rc = pr_preview(first, p->ck.bands, n, p->pcls, p->pw, p->ph, &p->legend, o->preview,
+	rc = pr_preview(first, bands, n, p->pcls, p->pw, p->ph, &p->legend, o->preview,
 	                png, err, cap);
 	free(first);
 	return rc;

@@ -51,6 +51,8 @@ typedef struct cdp_predict_opts {
 	int vector_class;       /* a class id, or CDP_PREDICT_VECTOR_ALL */
 	const char *vector_class_name; /* or a checkpoint's class name, or NULL */
 	const char *preview;    /* PNG quick-look, or NULL */
+	int preview_bands[3];   /* --preview-bands: the input's bands shown, 1 (gray) or 3 */
+	int npreview_bands;     /* (red, green, blue); 0: the model's first bands */
 	int progress;           /* CDP_PROGRESS_* */
 	int any_crs;            /* 1: predict a raster in another CRS than the training data's */
 	double threshold;       /* multi-label chips: a class is named from this probability
