@@ -622,6 +622,39 @@ static int check_net_keys(pstate *st)
 	return 0;
 }
 
+/* The old rule: a [net] key the engine came to read since was a variable
+ * of the cfg when it was written, read by nothing; dropped from [net] (its
+ * ${} uses are expanded already) and named in cfg->old_vars. */
+static int old_vars(pstate *st)
+{
+	cdp_cfg_section *net = &st->cfg->s[0];
+	size_t len = 0;
+	int k = 0;
+
+	for (int i = 0; i < net->nkv; i++)
+		if (cdp_cfg_net_key_new(net->kv[i].key))
+			len += strlen(net->kv[i].key) + 2;
+	if (len == 0)
+		return 0;
+	if (!(st->cfg->old_vars = malloc(len + 1)))
+		return fail(st, 0, "out of memory");
+	st->cfg->old_vars[0] = '\0';
+	for (int i = 0; i < net->nkv; i++) {
+		cdp_cfg_kv *kv = &net->kv[i];
+		if (!cdp_cfg_net_key_new(kv->key)) {
+			net->kv[k++] = *kv;
+			continue;
+		}
+		if (st->cfg->old_vars[0])
+			strcat(st->cfg->old_vars, ", ");
+		strcat(st->cfg->old_vars, kv->key);
+		free(kv->key);
+		free(kv->value);
+	}
+	net->nkv = k;
+	return 0;
+}
+
 int cdp_cfg_parse(const char *text, const char *path, const char *const *overrides,
                   int noverrides, cdp_cfg *cfg, char *err, size_t cap)
 {
@@ -685,6 +718,8 @@ int cdp_cfg_parse_rule(const char *text, const char *path, const char *const *ov
 		goto out;
 	if (!st.old_rule && (rc = check_net_keys(&st)) < 0)
 		goto out;
+	if (st.old_rule && old_vars(&st) < 0)
+		goto out;
 	rc = 0;
 out:
 	for (int j = 0; j < st.vsec.nkv; j++) {
@@ -717,6 +752,7 @@ void cdp_cfg_free(cdp_cfg *cfg)
 	}
 	free(cfg->s);
 	free(cfg->path);
+	free(cfg->old_vars);
 	memset(cfg, 0, sizeof(*cfg));
 }
 

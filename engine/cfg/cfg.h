@@ -58,6 +58,10 @@ typedef struct cdp_cfg {
 	cdp_cfg_section *s;
 	int ns;
 	char *path;            /* for messages */
+	/* read under the old rule: the [net] keys that were its variables then
+	 * and that the engine reads now, dropped from [net] so that they stay
+	 * variables ("ema, lr_mult"); NULL: none */
+	char *old_vars;
 } cdp_cfg;
 
 /* The largest cfg text read or stored (a checkpoint holds the text). */
@@ -75,9 +79,18 @@ int  cdp_cfg_read(const char *path, char **text, char *err, size_t cap);
 int  cdp_cfg_parse(const char *text, const char *path, const char *const *overrides,
                    int noverrides, cdp_cfg *cfg, char *err, size_t cap);
 /* As cdp_cfg_parse; old_rule 1 accepts any [net] key (the rule before
- * [vars], for the cfg of an old checkpoint). */
+ * [vars], for the cfg of an old checkpoint), and keeps a key the engine
+ * came to read since (cdp_cfg_net_key_new) a variable: it is dropped from
+ * [net] and named in cfg->old_vars. */
 int  cdp_cfg_parse_rule(const char *text, const char *path, const char *const *overrides,
                         int noverrides, int old_rule, cdp_cfg *cfg, char *err, size_t cap);
+/* Appends to the old rule's warning in buf (cap bytes, NUL-terminated)
+ * what became of cfg->old_vars: " (ema: a variable when the checkpoint
+ * was written, and still one: not applied)". */
+void cdp_cfg_old_vars_note(char *buf, size_t cap, const char *old_vars);
+/* 1 when the engine came to read [net] key `key` after the old rule
+ * ended (netkeys.h's CDP_NETKEY_NEW). */
+int  cdp_cfg_net_key_new(const char *key);
 /* 1 when some part of the engine reads [net] key `key` (netkeys.h). */
 int  cdp_cfg_net_key_known(const char *key);
 /* The i-th key of netkeys.h, NULL past the last. */

@@ -3,6 +3,7 @@
  */
 #include "cfg/cfg.h"
 
+#include <stdio.h>
 #include <string.h>
 
 static const char *const net_keys[] = {
@@ -11,6 +12,35 @@ static const char *const net_keys[] = {
 #undef CDP_NETKEY
 };
 #define NKEYS ((int)(sizeof net_keys / sizeof net_keys[0]))
+
+static const char *const new_keys[] = {
+#define CDP_NETKEY(k)
+#define CDP_NETKEY_NEW(k) #k,
+#include "cfg/netkeys.h"
+#undef CDP_NETKEY_NEW
+#undef CDP_NETKEY
+};
+
+void cdp_cfg_old_vars_note(char *buf, size_t cap, const char *old_vars)
+{
+	size_t n = strnlen(buf, cap);
+
+	int many = strchr(old_vars, ',') != NULL;
+
+	if (n + 1 < cap)
+		snprintf(buf + n, cap - n, "; [net] %s %s when the checkpoint was written and %s, "
+		         "not the setting%s of that name now", old_vars,
+		         many ? "were variables" : "was a variable", many ? "stay so" : "stays one",
+		         many ? "s" : "");
+}
+
+int cdp_cfg_net_key_new(const char *key)
+{
+	for (size_t i = 0; i < sizeof new_keys / sizeof new_keys[0]; i++)
+		if (strcmp(new_keys[i], key) == 0)
+			return 1;
+	return 0;
+}
 
 int cdp_cfg_net_key_known(const char *key)
 {

@@ -4,7 +4,8 @@
  * a value a cfg names only for its own ${} expressions goes in [vars].
  * Adding a [net] key: add CDP_NETKEY(name) to its reader's group, and the
  * same name to NET_KEYS in python/cdpool/cfg.py (tests/python checks both
- * lists agree). Included with CDP_NETKEY defined by the includer.
+ * lists agree), and to the list of new keys at the end. Included with
+ * CDP_NETKEY defined by the includer.
  */
 /* net.c: the input and the head */
 CDP_NETKEY(channels)
@@ -67,3 +68,35 @@ CDP_NETKEY(warmup_factor)
 CDP_NETKEY(clip_norm)
 CDP_NETKEY(accumulate)
 CDP_NETKEY(ema)
+/* The keys above that the engine came to read after the old rule ended
+ * (commit 7cc6895, 2026-12-02: before it any [net] key was taken, an
+ * unknown one being a variable; cdp-checkpoint(5)). In the cfg of a
+ * checkpoint written under the old rule such a key was a variable, read
+ * by nothing, and it stays one: cdp_cfg_parse_rule drops it from [net]
+ * (ema=0.9 there must not start a moving average on --resume). Only
+ * with CDP_NETKEY_NEW defined; python/cdpool/cfg.py's NET_KEYS_NEW
+ * holds the same names. */
+#ifdef CDP_NETKEY_NEW
+CDP_NETKEY_NEW(lr_mult)
+CDP_NETKEY_NEW(bn_sync)
+CDP_NETKEY_NEW(huber_delta)
+CDP_NETKEY_NEW(aug_brightness)
+CDP_NETKEY_NEW(aug_brightness_p)
+CDP_NETKEY_NEW(aug_contrast)
+CDP_NETKEY_NEW(aug_contrast_p)
+CDP_NETKEY_NEW(aug_gamma)
+CDP_NETKEY_NEW(aug_gamma_p)
+CDP_NETKEY_NEW(aug_band_jitter)
+CDP_NETKEY_NEW(aug_band_jitter_p)
+CDP_NETKEY_NEW(aug_noise)
+CDP_NETKEY_NEW(aug_noise_p)
+CDP_NETKEY_NEW(aug_scale)
+CDP_NETKEY_NEW(aug_scale_p)
+CDP_NETKEY_NEW(aug_rotate)
+CDP_NETKEY_NEW(aug_rotate_p)
+CDP_NETKEY_NEW(mixup_alpha)
+CDP_NETKEY_NEW(cutmix_alpha)
+CDP_NETKEY_NEW(mix_prob)
+CDP_NETKEY_NEW(mix_switch_prob)
+CDP_NETKEY_NEW(ema)
+#endif

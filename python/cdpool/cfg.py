@@ -227,6 +227,27 @@ NET_KEYS = (
     "beta2", "adam_eps", "lr_step", "lr_gamma", "lr_min", "warmup", "warmup_factor",
     "clip_norm", "accumulate", "ema",
 )
+# The keys of NET_KEYS that the engine came to read after the old rule ended
+# (netkeys.h's CDP_NETKEY_NEW): under the old rule they were variables, and
+# parse(old_rule=True) drops them from [net] (Section.old_vars names them).
+NET_KEYS_NEW = (
+    "lr_mult", "bn_sync", "huber_delta",
+    "aug_brightness", "aug_brightness_p", "aug_contrast", "aug_contrast_p",
+    "aug_gamma", "aug_gamma_p", "aug_band_jitter", "aug_band_jitter_p",
+    "aug_noise", "aug_noise_p", "aug_scale", "aug_scale_p", "aug_rotate", "aug_rotate_p",
+    "mixup_alpha", "cutmix_alpha", "mix_prob", "mix_switch_prob", "ema",
+)
+
+
+def old_vars_note(names):
+    """What the old rule's warning adds for the keys it kept variables
+    (cdp_cfg_old_vars_note), "" for none."""
+    if not names:
+        return ""
+    many = len(names) > 1
+    return "; [net] %s %s when the checkpoint was written and %s, not the setting%s of " \
+           "that name now" % (", ".join(names), "were variables" if many else "was a variable",
+                              "stay so" if many else "stays one", "s" if many else "")
 
 
 class CfgUnknownKey(CfgError):
@@ -468,6 +489,9 @@ class _Parser:
             self.fail(0, "no [net] section")
         if len(self.sections) == 1:
             self.close_net()
+        net = self.sections[0]
+        net.old_vars = [kv[0] for kv in net.kv if kv[0] in NET_KEYS_NEW] if self.old_rule else []
+        net.kv = [kv for kv in net.kv if kv[0] not in net.old_vars]
         for k, _, line, _ in [] if self.old_rule else self.sections[0].kv:
             if k not in NET_KEYS:
                 near = nearest_net_key(k)

@@ -1002,10 +1002,13 @@ def test_net_keys():
     mean", takes [vars]; model_of reads an old checkpoint's cfg under the old
     rule with a warning, into the same model."""
     import warnings
-    from cdpool.cfg import NET_KEYS, CfgUnknownKey, parse
+    from cdpool.cfg import NET_KEYS, NET_KEYS_NEW, CfgUnknownKey, parse
     h = open(os.path.join(os.environ["CDP_SRCDIR"], "engine", "cfg", "netkeys.h")).read()
     c_keys = tuple(re.findall(r"^CDP_NETKEY\((\w+)\)$", h, re.M))
     check(NET_KEYS == c_keys, "NET_KEYS %r, netkeys.h %r" % (NET_KEYS, c_keys))
+    c_new = tuple(re.findall(r"^CDP_NETKEY_NEW\((\w+)\)$", h, re.M))
+    check(NET_KEYS_NEW == c_new and set(c_new) <= set(c_keys),
+          "NET_KEYS_NEW %r, netkeys.h %r" % (NET_KEYS_NEW, c_new))
     small = open(SMALL).read()
     train = ["cdp-train", "--db", os.path.join(T, "pool"), "--keys", os.path.join(T, "train.keys"),
              "-q", "--threads", "1", "--steps", "1", "--out", os.path.join(T, "keysrun")]
@@ -1047,6 +1050,20 @@ def test_net_keys():
             return {k: nolines(v) for k, v in x.items() if k != "line"}
         return [nolines(v) for v in x] if isinstance(x, list) else x
     check(nolines(m) == nolines(model_of(new)), "the old cfg builds another model")
+    # a key the engine came to read since (ema) was a variable there, and stays one
+    oldema = os.path.join(T, "ck", "oldema.cdpt")
+    with open(old + ".ema", "w") as f:
+        f.write(small.replace("[vars]\n", "").replace("[net]\n", "[net]\nema=0.9\n", 1))
+    subprocess.run([EDIT, "-c", old + ".ema", os.path.join(T, "run1", "checkpoint.cdpt"), oldema],
+                   check=True)
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        m2 = model_of(cdpool.load_checkpoint(oldema))
+    check(len(w) == 1 and "[net] ema was a variable when the checkpoint was written" in
+          str(w[0].message), "warnings %r" % [str(x.message) for x in w])
+    check(nolines(m2) == nolines(m), "ema= of an old cfg changed the model")
+    check(parse(open(old + ".ema").read(), old, (), old_rule=True)[0].find("ema") is None,
+          "the old rule keeps ema= in [net]")
     ok("model_of reads a checkpoint written before [vars] under the old rule, with a warning")
 
 

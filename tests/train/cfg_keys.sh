@@ -63,3 +63,37 @@ cat "$T/err_res"
 grep -q "^cdp-train: warning: .*unknown \[net\] key 'width' .*old rule" "$T/err_res" ||
 	fail "--resume: no warning: $(cat "$T/err_res")"
 grep -q '"step":2,' "$T/run/metrics.jsonl" || fail "--resume did not reach step 2"
+
+# A [net] key the engine came to read after the old rule ended (ema) was a
+# variable in such a cfg, read by nothing: it stays one on --resume and in
+# cdp-predict (no moving average starts mid-run), and the warning says so.
+echo "== the old rule keeps later keys (ema=) variables"
+sed 's/^\[net\]$/[net]\nema=0.9/' "$T/old.cfg" >"$T/oldema.cfg"
+grep -q '^ema=0.9$' "$T/oldema.cfg" || fail "no ema= in the old cfg"
+mkdir "$T/re" "$T/reema"
+"$EDIT" -c "$T/oldema.cfg" "$T/old.cdpt" "$T/reema/checkpoint.cdpt" || fail "ckpt_edit ema"
+cp "$T/old.cdpt" "$T/re/checkpoint.cdpt"
+for r in re reema; do
+	cdp-train --db "$T/pool" --keys "$T/train.keys" --steps 3 --threads 1 -q --resume \
+		--out "$T/$r" 2>"$T/err_$r" || fail "--resume of $r: $(cat "$T/err_$r")"
+done
+grep -q "^cdp-train: warning: .*old rule.*; \[net\] ema was a variable when the checkpoint was written and stays one" "$T/err_reema" ||
+	fail "--resume: the warning does not name ema: $(cat "$T/err_reema")"
+# the same run (its cfg text apart): the same weights, and no LIVE chunk
+PYTHONPATH=$CDP_SRCDIR/python "$PYTHON" - "$T/re/checkpoint.cdpt" "$T/reema/checkpoint.cdpt" <<'PYEOF' ||
+import sys, warnings
+import numpy as np
+import cdpool
+warnings.simplefilter("ignore")
+a, b = (cdpool.load_checkpoint(p) for p in sys.argv[1:])
+assert a.step == b.step == 3, (a.step, b.step)
+assert b.live is None, "the ema run keeps a moving average (LIVE)"
+assert list(a.params) == list(b.params), "other tensors"
+for k in a.params:
+    assert np.array_equal(a.params[k], b.params[k]), "tensor %s differs" % k
+PYEOF
+	fail "ema=0.9 of an old-rule cfg changed the resumed run"
+cdp-predict -q "$T/reema/checkpoint.cdpt" "$T/c3.tif" -o "$T/ema.tif" 2>"$T/err_pe" ||
+	fail "cdp-predict on the ema checkpoint: $(cat "$T/err_pe")"
+grep -q "^cdp-predict: warning: .*\[net\] ema was a variable" "$T/err_pe" ||
+	fail "cdp-predict: the warning does not name ema: $(cat "$T/err_pe")"
