@@ -83,7 +83,13 @@ static void f_wait(void *ctx, int slot)
 
 static int f_health(void *ctx, char *msg, size_t cap)
 {
-	if (!dev.health_bad)
+	int bad;
+
+	/* set by the main thread while the watchdog polls: under dev.mu */
+	pthread_mutex_lock(&dev.mu);
+	bad = dev.health_bad;
+	pthread_mutex_unlock(&dev.mu);
+	if (!bad)
 		return 0;
 	snprintf(msg, cap, "NCCL reports an error: remote process exited or there was a network "
 	         "error");
@@ -255,7 +261,9 @@ static void c_health(void)
 	cdp_watch *w = start(30, 5);
 
 	(void)w;
+	pthread_mutex_lock(&dev.mu);
 	dev.health_bad = 1;
+	pthread_mutex_unlock(&dev.mu);
 	for (;;)
 		pause();
 }
