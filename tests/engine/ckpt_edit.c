@@ -3,7 +3,7 @@
  * content is hostile or inconsistent (cdp-checkpoint(5): such a file is
  * refused with an error, never half-read).
  *
- * usage: ckpt_edit [-c CFG] [-n NAME,...] [-T N] IN OUT
+ * usage: ckpt_edit [-c CFG] [-n NAME,...] [-T N] [-p N] IN OUT
  *
  *   -c CFG      the CFG chunk's text becomes the file CFG's (its overrides
  *               are kept): a cfg nested 60,000 '(' deep, say
@@ -12,6 +12,8 @@
  *   -T N        the TASK chunk says regression of N targets (target t of
  *               mean t, std 1): targets other than the net's outputs, or a
  *               classifier recorded as a regression net
+ *   -p N        META's data position becomes N samples into the epoch
+ *               (past the epoch's end, say)
  *
  * Exit 0, 1 when a file cannot be read or written, 2 on a usage error.
  */
@@ -51,14 +53,17 @@ int main(int argc, char **argv)
 	char *text = NULL, *list = NULL, *nv[256];
 	double tmean[64], tstd[64];
 	int c, rc = 1, n = 0, targets = 0;
+	const char *pos = NULL;
 
-	while ((c = getopt(argc, argv, "c:n:T:")) != -1) {
+	while ((c = getopt(argc, argv, "c:n:T:p:")) != -1) {
 		if (c == 'c')
 			cfg = optarg;
 		else if (c == 'n')
 			names = optarg;
 		else if (c == 'T')
 			targets = atoi(optarg);
+		else if (c == 'p')
+			pos = optarg;
 		else
 			goto usage;
 	}
@@ -96,6 +101,8 @@ int main(int argc, char **argv)
 		fprintf(stderr, "ckpt_edit: cannot set %d targets\n", targets);
 		goto out;
 	}
+	if (pos)
+		ck.data_pos = strtoull(pos, NULL, 10);
 	if ((c = cdp_ckpt_write(argv[optind + 1], &ck)) != 0) {
 		fprintf(stderr, "ckpt_edit: cannot write '%s': %s\n", argv[optind + 1],
 		        cdp_strerror(c));
@@ -108,6 +115,6 @@ out:
 	cdp_ckpt_free(&ck);
 	return rc;
 usage:
-	fprintf(stderr, "usage: ckpt_edit [-c CFG] [-n NAME,...] [-T N] IN OUT\n");
+	fprintf(stderr, "usage: ckpt_edit [-c CFG] [-n NAME,...] [-T N] [-p N] IN OUT\n");
 	return 2;
 }

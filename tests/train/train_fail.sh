@@ -162,6 +162,14 @@ for b in 2 8; do
 		--steps 6 --batch $b --resume
 	cmp -s "$T/gb.cdpt" "$T/gb/checkpoint.cdpt" || fail "--batch $b: the refused resume wrote"
 done
+# a position past the epoch's end (another pointer file's, or damage): said
+# so, not "not a whole number of steps" of a position that is one
+"$CDP_BUILDDIR/tests/engine/ckpt_edit" -p 1152921504606846976 "$T/gb.cdpt" "$T/gb/checkpoint.cdpt" ||
+	fail "ckpt_edit -p"
+expect_fail 1 "^cdp-train: the checkpoint in '$T/gb' stopped after 1152921504606846976 samples of epoch 0, past the end of an epoch of [0-9]* steps of 4 " \
+	cdp-train --db "$T/pool" --keys "$T/train.keys" --out "$T/gb" --threads 1 -q --steps 6 \
+	--batch 4 --resume
+cp "$T/gb.cdpt" "$T/gb/checkpoint.cdpt"
 cdp-train --db "$T/pool" --keys "$T/train.keys" --out "$T/gb" --threads 1 -q --steps 6 \
 	--batch 4 --resume || fail "the same global batch: resume failed"
 

@@ -560,11 +560,18 @@ int tr_resume(trainer *t, char *err, size_t cap)
 		         cdp_ckpt_global_batch(ck), was, gb, now);
 		return -1;
 	}
-	if (ck->data_pos % gb != 0 || ck->data_pos / gb > (uint64_t)t->spe) {
+	if (ck->data_pos % gb != 0) {
 		snprintf(err, cap, "the checkpoint in '%s' stopped after %" PRIu64 " samples of "
 		         "epoch %" PRIu64 ", not a whole number of steps of the global batch %" PRIu64
 		         " (resume with the same --batch times ranks)", t->o->out, ck->data_pos,
 		         ck->epoch, gb);
+		return -1;
+	}
+	if (ck->data_pos / gb > (uint64_t)t->spe) {
+		snprintf(err, cap, "the checkpoint in '%s' stopped after %" PRIu64 " samples of "
+		         "epoch %" PRIu64 ", past the end of an epoch of %ld steps of %" PRIu64
+		         " (resume with the pointer file it was trained on)", t->o->out, ck->data_pos,
+		         ck->epoch, t->spe, gb);
 		return -1;
 	}
 	/* The step follows from the epoch and the position in it only at the
