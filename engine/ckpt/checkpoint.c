@@ -19,6 +19,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -520,98 +521,132 @@ uint64_t cdp_ckpt_global_batch(const cdp_ckpt *ck)
 	return (uint64_t)ck->batch * (uint64_t)ck->batch_ranks * (uint64_t)ck->batch_accumulate;
 }
 
-int cdp_ckpt_check(const cdp_ckpt *ck)
+/* Each rule of cdp_ckpt_check: false, it says which part of the file
+ * broke it into why (a reader's message after the file's name). */
+#define RULE(ok, ...) do { \
+	if (!(ok)) { \
+		if (cap) \
+			snprintf(why, cap, __VA_ARGS__); \
+		return -1; \
+	} \
+} while (0)
+
+static int check_why(const cdp_ckpt *ck, char *why, size_t cap)
 {
 	uint64_t ptotal, btotal;
-	char why[200];
+	char w[200];
 
-	if (ck->in_c < 1 || ck->in_h < 1 || ck->in_w < 1 || ck->in_c > (1 << 20) ||
-	    ck->in_h > (1 << 20) || ck->in_w > (1 << 20))
-		return -1;
-	if (!ck->cfg_text || !ck->cfg_text[0] || strlen(ck->cfg_text) > CDP_CKPT_CFG_MAX)
-		return -1;
-	if (ck->noverrides < 0 || ck->noverrides > CDP_CKPT_MAX_OVERRIDES ||
-	    (ck->noverrides > 0 && !ck->overrides))
-		return -1;
+	RULE(ck->in_c >= 1 && ck->in_h >= 1 && ck->in_w >= 1 && ck->in_c <= (1 << 20) &&
+	     ck->in_h <= (1 << 20) && ck->in_w <= (1 << 20),
+	     "META's input shape %dx%dx%d (channels, height, width: each 1 to 2^20)", ck->in_c,
+	     ck->in_h, ck->in_w);
+	RULE(ck->cfg_text && ck->cfg_text[0] && strlen(ck->cfg_text) <= CDP_CKPT_CFG_MAX,
+	     "the model cfg text (CFG) is empty or longer than %d bytes", CDP_CKPT_CFG_MAX);
+	RULE(ck->noverrides >= 0 && ck->noverrides <= CDP_CKPT_MAX_OVERRIDES &&
+	     (ck->noverrides == 0 || ck->overrides), "%d model overrides (CFG), 0 to %d",
+	     ck->noverrides, CDP_CKPT_MAX_OVERRIDES);
 	for (int i = 0; i < ck->noverrides; i++)
-		if (!ck->overrides[i] || !ck->overrides[i][0] ||
-		    strlen(ck->overrides[i]) > CDP_CKPT_OVERRIDE_MAX)
-			return -1;
-	if (!tensors_ok(ck->params, ck->nparams, &ptotal) ||
-	    !tensors_ok(ck->buffers, ck->nbuffers, &btotal))
-		return -1;
+		RULE(ck->overrides[i] && ck->overrides[i][0] &&
+		     strlen(ck->overrides[i]) <= CDP_CKPT_OVERRIDE_MAX,
+		     "model override %d (CFG) is empty or longer than %d bytes", i + 1,
+		     CDP_CKPT_OVERRIDE_MAX);
+	RULE(tensors_ok(ck->params, ck->nparams, &ptotal),
+	     "a parameter tensor (PARM) has a bad name or a shape other than its values");
+	RULE(tensors_ok(ck->buffers, ck->nbuffers, &btotal),
+	     "a buffer tensor (BUFS) has a bad name or a shape other than its values");
 	if (ck->optim.type != 0) {
 		int nb = cdp_optim_nblocks(&ck->optim);
-		if (cdp_optim_cfg_check(&ck->optim, why, sizeof(why)) != 0 || ck->optim_step < 0 ||
-		    (nb >= 1 && ck->optim_n != ptotal) || (nb >= 1 && !ck->optim_v) ||
-		    (nb == 2 && !ck->optim_m))
-			return -1;
+		RULE(cdp_optim_cfg_check(&ck->optim, w, sizeof(w)) == 0,
+		     "the optimizer's settings (OPTM): %s", w);
+		RULE(ck->optim_step >= 0 && (nb < 1 || (ck->optim_n == ptotal && ck->optim_v)) &&
+		     (nb != 2 || ck->optim_m), "the optimizer's state (OPTM) holds %zu values a "
+		     "block for %" PRIu64 " parameters", ck->optim_n, ptotal);
 	}
-	if (ck->nrng < 0 || ck->nrng > CDP_CKPT_MAX_RNG || (ck->nrng > 0 && !ck->rng))
-		return -1;
+	RULE(ck->nrng >= 0 && ck->nrng <= CDP_CKPT_MAX_RNG && (ck->nrng == 0 || ck->rng),
+	     "%d random generators (RNG), 0 to %d", ck->nrng, CDP_CKPT_MAX_RNG);
 	for (int i = 0; i < ck->nrng; i++) {
-		const uint64_t *s = ck->rng[i].s;
-		if (!cdp_ckpt_name_ok(ck->rng[i].name) || (s[0] | s[1] | s[2] | s[3]) == 0)
-			return -1;
+		const uint64_t *r = ck->rng[i].s;
+		RULE(cdp_ckpt_name_ok(ck->rng[i].name) && (r[0] | r[1] | r[2] | r[3]) != 0,
+		     "random generator %d (RNG) has a bad name or an all-zero state", i + 1);
 		for (int j = 0; j < i; j++)
-			if (strcmp(ck->rng[i].name, ck->rng[j].name) == 0)
-				return -1;
+			RULE(strcmp(ck->rng[i].name, ck->rng[j].name) != 0,
+			     "random generator '%s' (RNG) is there twice", ck->rng[i].name);
 	}
-	if (ck->nbands < 0 || ck->nbands > CDP_CKPT_MAX_BANDS || (ck->nbands > 0 && !ck->bands) ||
-	    (ck->nbands > 0 && ck->nbands != ck->in_c) || (!ck->mean != !ck->std) ||
-	    (ck->mean && ck->nbands == 0) || (ck->dtype != 0 && !cdp_dtype_name(ck->dtype)))
-		return -1;
+	RULE(ck->nbands >= 0 && ck->nbands <= CDP_CKPT_MAX_BANDS && (ck->nbands == 0 || ck->bands) &&
+	     (ck->nbands == 0 || ck->nbands == ck->in_c),
+	     "DATA names %d bands for %d input channels", ck->nbands, ck->in_c);
+	RULE(!ck->mean == !ck->std && (!ck->mean || ck->nbands > 0),
+	     "DATA's standardization has means and deviations of other bands than it names");
+	RULE(ck->dtype == 0 || cdp_dtype_name(ck->dtype), "DATA's data type %d is unknown",
+	     ck->dtype);
 	for (int i = 0; i < ck->nbands; i++) {
-		if (ck->bands[i] < 1)
-			return -1;
+		RULE(ck->bands[i] >= 1, "DATA's band %d is numbered %d (from 1)", i + 1, ck->bands[i]);
 		/* std 0: a constant band, centred and not scaled (cdp-checkpoint(5)) */
-		if (ck->mean && (!isfinite(ck->mean[i]) || !isfinite(ck->std[i]) || !(ck->std[i] >= 0)))
-			return -1;
+		RULE(!ck->mean || (isfinite(ck->mean[i]) && isfinite(ck->std[i]) && ck->std[i] >= 0),
+		     "band %d's standardization is mean %g, standard deviation %g (finite, and a "
+		     "deviation not negative, expected)", ck->bands[i], ck->mean[i], ck->std[i]);
 	}
-	if (cdp_ckpt_ranks_check(ck, 0) != 0)
-		return -1;
+	RULE(cdp_ckpt_ranks_check(ck, 0) == 0, "the per-rank state (RANK) does not fit the "
+	     "parameters, buffers or optimizer it holds state of");
 	/* version 5's origin of the statistics and georeference */
-	if (ck->std_from < CDP_CKPT_STD_UNKNOWN || ck->std_from > CDP_CKPT_STD_INIT ||
-	    ck->nstd_sources < 0 || ck->nstd_sources > CDP_CKPT_MAX_SOURCES ||
-	    (ck->nstd_sources > 0 && !ck->std_sources) ||
-	    (ck->std_from == CDP_CKPT_STD_SOURCES) != (ck->nstd_sources > 0) ||
-	    (ck->std_from != CDP_CKPT_STD_UNKNOWN && !ck->mean))
-		return -1;
+	RULE(ck->std_from >= CDP_CKPT_STD_UNKNOWN && ck->std_from <= CDP_CKPT_STD_INIT &&
+	     ck->nstd_sources >= 0 && ck->nstd_sources <= CDP_CKPT_MAX_SOURCES &&
+	     (ck->nstd_sources == 0 || ck->std_sources) &&
+	     (ck->std_from == CDP_CKPT_STD_SOURCES) == (ck->nstd_sources > 0) &&
+	     (ck->std_from == CDP_CKPT_STD_UNKNOWN || ck->mean),
+	     "DATA's origin of the standardization (%d, with %d sources) does not fit it",
+	     ck->std_from, ck->nstd_sources);
 	for (int i = 1; i < ck->nstd_sources; i++)
-		if (ck->std_sources[i] <= ck->std_sources[i - 1])
-			return -1;
-	if ((ck->crs && strlen(ck->crs) > CDP_CKPT_CRS_MAX) || !isfinite(ck->res_x) ||
-	    !isfinite(ck->res_y) || ck->res_x < 0 || ck->res_y < 0)
-		return -1;
+		RULE(ck->std_sources[i] > ck->std_sources[i - 1],
+		     "DATA's standardization sources are not in increasing order");
+	RULE(!ck->crs || strlen(ck->crs) <= CDP_CKPT_CRS_MAX, "DATA's CRS is longer than %d bytes",
+	     CDP_CKPT_CRS_MAX);
+	RULE(isfinite(ck->res_x) && isfinite(ck->res_y) && ck->res_x >= 0 && ck->res_y >= 0,
+	     "DATA's pixel size %g x %g (finite, not negative)", ck->res_x, ck->res_y);
 	/* version 6's class names */
-	if (ck->nclass_names < 0 || ck->nclass_names > CDP_CKPT_MAX_CLASSES ||
-	    (ck->nclass_names > 0 && !ck->class_names) || bad_class_name(ck, why, sizeof why) >= 0)
-		return -1;
+	RULE(ck->nclass_names >= 0 && ck->nclass_names <= CDP_CKPT_MAX_CLASSES &&
+	     (ck->nclass_names == 0 || ck->class_names), "%d class names (DATA), 0 to %d",
+	     ck->nclass_names, CDP_CKPT_MAX_CLASSES);
+	{
+		int k = bad_class_name(ck, w, sizeof w);
+		RULE(k < 0, "class %d's name %s", k, w);
+	}
 	/* SUMS: finite sums of no more steps than the run made */
-	if (ck->has_sums && (!isfinite(ck->sum_epoch_loss) || !isfinite(ck->sum_log_loss) ||
-	                     ck->sum_epoch_steps > ck->step || ck->sum_log_steps > ck->step))
-		return -1;
+	RULE(!ck->has_sums || (isfinite(ck->sum_epoch_loss) && isfinite(ck->sum_log_loss) &&
+	                       ck->sum_epoch_steps <= ck->step && ck->sum_log_steps <= ck->step),
+	     "the running sums (SUMS) are not finite, or count more steps than the %" PRIu64
+	     " taken", ck->step);
 	/* PLAN: a run at least as long as its steps, a key list of keys */
-	if (ck->has_plan && (ck->plan_total < 1 || ck->plan_total < ck->step ||
-	                     ck->keys_count < 1 || !uuid_ok(ck->keys_uuid)))
-		return -1;
+	RULE(!ck->has_plan || (ck->plan_total >= 1 && ck->plan_total >= ck->step &&
+	                       ck->keys_count >= 1 && uuid_ok(ck->keys_uuid)),
+	     "the run's plan (PLAN): last step %" PRIu64 " (at least the %" PRIu64 " taken), "
+	     "%" PRIu64 " keys, uuid '%.32s'", ck->plan_total, ck->step, ck->keys_count,
+	     ck->keys_uuid);
 	/* LIVE: one float for each of PARM's */
-	if (ck->live && ck->nlive != ptotal)
-		return -1;
-	if (init_check(ck) != 0)
-		return -1;
+	RULE(!ck->live || ck->nlive == ptotal, "the trained weights (LIVE) hold %zu values for "
+	     "%" PRIu64 " parameters", ck->nlive, ptotal);
+	RULE(init_check(ck) == 0, "the input normalization (NORM), the initial weights' origin "
+	     "(FROM) or the task (TASK) is not valid");
 	/* initial weights: the tensors and the model, nothing of a run */
-	if (ck->initial && (ck->optim.type != 0 || ck->step || ck->epoch || ck->data_pos ||
-	                    ck->nrng || ck->nranks || ck->has_sums || ck->has_plan || ck->live))
-		return -1;
+	RULE(!ck->initial || (ck->optim.type == 0 && !ck->step && !ck->epoch && !ck->data_pos &&
+	                      !ck->nrng && !ck->nranks && !ck->has_sums && !ck->has_plan &&
+	                      !ck->live),
+	     "initial weights (META's kind) with the state of a run");
 	/* the global batch: unknown, or three counts whose product fits */
-	if ((ck->batch | ck->batch_ranks | ck->batch_accumulate) != 0 &&
-	    (ck->batch < 1 || ck->batch_ranks < 1 || ck->batch_accumulate < 1 ||
-	     ck->batch_ranks > CDP_CKPT_MAX_RANKS ||
-	     cdp_ckpt_global_batch(ck) / (uint64_t)ck->batch_ranks / (uint64_t)ck->batch_accumulate !=
-	         (uint64_t)ck->batch))
-		return -1;
-	return uuid_ok(ck->pool_uuid) ? 0 : -1;
+	RULE((ck->batch | ck->batch_ranks | ck->batch_accumulate) == 0 ||
+	     (ck->batch >= 1 && ck->batch_ranks >= 1 && ck->batch_accumulate >= 1 &&
+	      ck->batch_ranks <= CDP_CKPT_MAX_RANKS &&
+	      cdp_ckpt_global_batch(ck) / (uint64_t)ck->batch_ranks /
+	          (uint64_t)ck->batch_accumulate == (uint64_t)ck->batch),
+	     "META's global batch %d x %d ranks x %d accumulated", ck->batch, ck->batch_ranks,
+	     ck->batch_accumulate);
+	RULE(uuid_ok(ck->pool_uuid), "META's pool uuid is not 32 lowercase hex digits");
+	return 0;
+}
+
+int cdp_ckpt_check(const cdp_ckpt *ck)
+{
+	return check_why(ck, NULL, 0);
 }
 
 /* The first non-finite float of x[n] into why as "WHAT holds NaN at element
@@ -668,6 +703,14 @@ static int all_finite(const cdp_ckpt *ck, char *why, size_t cap)
 		if (base && finite_or_say(base, stride, what, why, cap) != 0)
 			return -1;
 	}
+	/* a rank not held, read for this only (checkpoint_rank.c) */
+	if (ck->rank_bad > 0) {
+		snprintf(what, sizeof what, "rank %d's state", ck->rank_bad - 1);
+		snprintf(why, cap, "%s holds %s at element %zu", what,
+		         isnan(ck->rank_bad_value) ? "NaN" : ck->rank_bad_value > 0 ? "+Inf" : "-Inf",
+		         ck->rank_bad_at);
+		return -1;
+	}
 	return 0;
 }
 
@@ -675,50 +718,8 @@ int cdp_ckpt_validate(const cdp_ckpt *ck, char *why, size_t cap)
 {
 	if (cap)
 		why[0] = '\0';
-	if (cdp_ckpt_check(ck) != 0) {
-		/* the data block's rules are the ones a run can break (issue 14:
-		 * a constant band); the rest are a programming error's */
-		for (int i = 0; ck->mean && ck->std && ck->bands && i < ck->nbands &&
-		                i <= CDP_CKPT_MAX_BANDS; i++)
-			if (!isfinite(ck->mean[i]) || !isfinite(ck->std[i]) || !(ck->std[i] >= 0)) {
-				snprintf(why, cap, "band %d's standardization is mean %g, standard deviation "
-				         "%g (finite, and a deviation not negative, expected)", ck->bands[i],
-				         ck->mean[i], ck->std[i]);
-				return -1;
-			}
-		/* what a user's --model can exceed */
-		if (ck->cfg_text && strlen(ck->cfg_text) > CDP_CKPT_CFG_MAX) {
-			snprintf(why, cap, "the model cfg text has %zu bytes, at most %d are kept",
-			         strlen(ck->cfg_text), CDP_CKPT_CFG_MAX);
-			return -1;
-		}
-		if (ck->noverrides > CDP_CKPT_MAX_OVERRIDES) {
-			snprintf(why, cap, "%d model overrides, at most %d are kept", ck->noverrides,
-			         CDP_CKPT_MAX_OVERRIDES);
-			return -1;
-		}
-		for (int i = 0; ck->overrides && i < ck->noverrides; i++)
-			if (ck->overrides[i] && strlen(ck->overrides[i]) > CDP_CKPT_OVERRIDE_MAX) {
-				snprintf(why, cap, "model override %d has %zu bytes, at most %d are kept",
-				         i + 1, strlen(ck->overrides[i]), CDP_CKPT_OVERRIDE_MAX);
-				return -1;
-			}
-		if (ck->nclass_names > CDP_CKPT_MAX_CLASSES) {
-			snprintf(why, cap, "%d class names, at most %d are kept", ck->nclass_names,
-			         CDP_CKPT_MAX_CLASSES);
-			return -1;
-		}
-		if (ck->nclass_names > 0 && ck->class_names) {
-			char what[80];
-			int k = bad_class_name(ck, what, sizeof what);
-			if (k >= 0) {
-				snprintf(why, cap, "class %d's name %s", k, what);
-				return -1;
-			}
-		}
-		snprintf(why, cap, "a field is out of range or inconsistent");
+	if (check_why(ck, why, cap) != 0)
 		return -1;
-	}
 	return all_finite(ck, why, cap);
 }
 

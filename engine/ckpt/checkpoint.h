@@ -321,6 +321,9 @@ typedef struct cdp_ckpt {
 	unsigned rank_what;                 /* CDP_CKPT_RANK_* blocks held */
 	long *rank_optim_step;              /* [nranks] each rank's optimizer steps */
 	float *rank_data;                   /* stride floats per rank held, in rank order */
+	int rank_bad;                       /* r + 1: rank r's state, not held, holds */
+	size_t rank_bad_at;                 /* a value that is not finite at this */
+	float rank_bad_value;               /* element (refused as a held one is); 0 none */
 	int rank_loaded;                    /* -1: every rank's data is held; r: only
 	                                     * rank r's (cdp_ckpt_read_rank), none
 	                                     * when r >= nranks */
@@ -347,6 +350,10 @@ int  cdp_ckpt_read_rank(const char *path, int rank, cdp_ckpt *ck, char tag[5]);
  * CDP_ENOMEM. decode_rank: validates and parses buf[0..len) exactly as
  * read_rank parses a file (rank and tag as there). */
 int  cdp_ckpt_load(const char *path, unsigned char **buf, size_t *len);
+/* cdp_ckpt_load, and on error why (cap bytes) says what is wrong: by how
+ * many bytes the file and its size field differ, or cdp_strerror's text. */
+int  cdp_ckpt_load_why(const char *path, unsigned char **buf, size_t *len, char *why,
+                       size_t cap);
 int  cdp_ckpt_decode_rank(const unsigned char *buf, size_t len, int rank, cdp_ckpt *ck,
                           char tag[5]);
 /* The same as cdp_ckpt_read_rank, but on error why (cap bytes) says what is

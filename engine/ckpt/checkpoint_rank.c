@@ -265,6 +265,25 @@ static void get_floats(float *x, const unsigned char *p, size_t n)
 #endif
 }
 
+/* A rank's floats not kept are still read for the first that is not
+ * finite, so that every reader refuses what one holding them all refuses
+ * (cdp-checkpoint(5), VALIDATION): rank_bad (r + 1), rank_bad_at, and the
+ * value for the message. */
+static void bad_float(cdp_ckpt *ck, int r, const unsigned char *p, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		uint32_t u = rd32(p + 4 * i);
+		float x;
+		memcpy(&x, &u, 4);
+		if (!isfinite(x)) {
+			ck->rank_bad = r + 1;
+			ck->rank_bad_at = i;
+			ck->rank_bad_value = x;
+			return;
+		}
+	}
+}
+
 int cdp_ckpt_rank_parse(const unsigned char *p, size_t n, int keep, cdp_ckpt *ck)
 {
 	uint64_t j, sync, k, what, nm, P, B, u;
@@ -320,6 +339,8 @@ int cdp_ckpt_rank_parse(const unsigned char *p, size_t n, int keep, cdp_ckpt *ck
 			get_floats(ck->rank_data + r * stride, p + RANK_PER, stride);
 		else if ((uint64_t)keep == r)
 			get_floats(ck->rank_data, p + RANK_PER, stride);
+		else if (!ck->rank_bad)
+			bad_float(ck, (int)r, p + RANK_PER, stride);
 	}
 	return CDP_OK;
 }

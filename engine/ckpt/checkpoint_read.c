@@ -14,6 +14,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -578,6 +579,27 @@ static int check_header(const unsigned char *b, size_t have, uint64_t total)
 	return CDP_OK;
 }
 
+/* why the file's size and its header's size field differ, for a message:
+ * nothing when they agree (or the header is not there to say) */
+static void size_why(const unsigned char *b, size_t have, uint64_t total, char *why,
+                     size_t cap)
+{
+	uint64_t fs;
+
+	if (have < HDR || !cap || memcmp(b, CDP_CKPT_MAGIC, 8) != 0)
+		return;
+	fs = rd64(b + 16);
+	if (fs < HDR + 4)
+		snprintf(why, cap, "its size field says %" PRIu64 " bytes, fewer than a header and a "
+		         "CRC", fs);
+	else if (fs > total)
+		snprintf(why, cap, "truncated: %" PRIu64 " bytes of the %" PRIu64 " its size field "
+		         "gives", total, fs);
+	else if (fs < total)
+		snprintf(why, cap, "%" PRIu64 " extra bytes after the %" PRIu64 " its size field "
+		         "gives", total - fs, fs);
+}
+
 /* TASK (version 7): the task and a regression's target standardization;
  * cdp_ckpt_check judges the values */
 static void parse_task(rd *r, cdp_ckpt *ck)
@@ -612,8 +634,10 @@ static int decode(const unsigned char *buf, size_t len, int keep, cdp_ckpt *ck, 
 	memset(ck, 0, sizeof(*ck));
 	tag[0] = '\0';
 	rc = check_header(buf, len, len);
-	if (rc != CDP_OK)
+	if (rc != CDP_OK) {
+		size_why(buf, len, len, why, cap);
 		return rc;
+	}
 	if (cdp_ckpt_crc((uint32_t)crc32(0L, Z_NULL, 0), buf, len - 4) != rd32(buf + len - 4))
 		return CDP_ECRC;
 	/* the 7 fixed chunks, then each optional one its version allows at
@@ -815,6 +839,26 @@ int cdp_ckpt_read_rank(const char *path, int rank, cdp_ckpt *ck, char tag[5])
 	return rc;
 }
 
+int cdp_ckpt_load_why(const char *path, unsigned char **buf, size_t *len, char *why, size_t cap)
+{
+	int rc = cdp_ckpt_load(path, buf, len), fd;
+	unsigned char hdr[HDR];
+	struct stat st;
+
+	if (cap)
+		why[0] = '\0';
+	if (rc == CDP_OK)
+		return rc;
+	/* a size field the file disagrees with: say by how much */
+	if ((rc == CDP_ETRUNC || rc == CDP_EFORMAT) && (fd = open(path, O_RDONLY)) >= 0) {
+		if (fstat(fd, &st) == 0 && read_at(fd, hdr, HDR, 0) == CDP_OK)
+			size_why(hdr, HDR, (uint64_t)st.st_size, why, cap);
+		close(fd);
+	}
+	say(why, cap, "", rc);
+	return rc;
+}
+
 int cdp_ckpt_read_why(const char *path, int rank, cdp_ckpt *ck, char *why, size_t cap)
 {
 	unsigned char *buf;
@@ -822,13 +866,8 @@ int cdp_ckpt_read_why(const char *path, int rank, cdp_ckpt *ck, char *why, size_
 	int rc;
 
 	memset(ck, 0, sizeof(*ck));
-	rc = cdp_ckpt_load(path, &buf, &len);
-	if (rc != CDP_OK) {
-		if (cap)
-			why[0] = '\0';
-		say(why, cap, "", rc);
+	if ((rc = cdp_ckpt_load_why(path, &buf, &len, why, cap)) != CDP_OK)
 		return rc;
-	}
 	rc = cdp_ckpt_decode_why(buf, len, rank, ck, why, cap);
 	free(buf);
 	return rc;

@@ -467,11 +467,17 @@ def _rank(r, ck):
 
 
 def _check(ck):
-    """cdp_ckpt_check's value rules that the parsers above leave."""
+    """cdp_ckpt_check's value rules that the parsers above leave, each with
+    the reason the C reader gives (checkpoint.c's check_why)."""
     c, h, w = ck.in_shape
-    if min(ck.in_shape) < 1 or not ck.cfg_text:
-        raise _Bad("EFORMAT")
+    if min(ck.in_shape) < 1:
+        raise _Bad("EFORMAT", "META's input shape %dx%dx%d (channels, height, width: each 1 "
+                   "to 2^20)" % (c, h, w))
+    if not ck.cfg_text:
+        raise _Bad("EFORMAT", "the model cfg text (CFG) is empty or longer than %d bytes"
+                   % CFG_MAX)
     o = ck.optim
+    ptotal = sum(t.size for t in ck.params.values())
     if o["type"] != "none":
         ok = o["lr"] >= 0 and math.isfinite(o["lr"]) and o["weight_decay"] >= 0 \
             and math.isfinite(o["weight_decay"])
@@ -484,48 +490,62 @@ def _check(ck):
         if o["policy"] == "cosine":
             ok = ok and o["total_steps"] > o["warmup"] and o["min_lr"] >= 0
         ok = ok and o["warmup"] >= 0 and 0 <= o["warmup_factor"] <= 1
-        ok = ok and o["clip_norm"] >= 0 and o["accumulate"] >= 1 and o["step"] >= 0
-        ptotal = sum(t.size for t in ck.params.values())
-        if not ok or (o["blocks"] >= 1 and o["n"] != ptotal):
+        ok = ok and o["clip_norm"] >= 0 and o["accumulate"] >= 1
+        if not ok:
             raise _Bad("EFORMAT")
+        if o["step"] < 0 or (o["blocks"] >= 1 and o["n"] != ptotal):
+            raise _Bad("EFORMAT", "the optimizer's state (OPTM) holds %d values a block for %d "
+                       "parameters" % (o["n"], ptotal))
     if ck.bands and len(ck.bands) != c:
-        raise _Bad("EFORMAT")
+        raise _Bad("EFORMAT", "DATA names %d bands for %d input channels" % (len(ck.bands), c))
     if ck.mean is not None and not ck.bands:
-        raise _Bad("EFORMAT")
-    if any(b < 1 or b > 0x7FFFFFFF for b in ck.bands):
-        raise _Bad("EFORMAT")
+        raise _Bad("EFORMAT", "DATA's standardization has means and deviations of other bands "
+                   "than it names")
+    for i, b in enumerate(ck.bands):
+        if b < 1 or b > 0x7FFFFFFF:
+            raise _Bad("EFORMAT", "DATA's band %d is numbered %d (from 1)" % (i + 1, b))
     if ck.mean is not None:
         for b, m, sd in zip(ck.bands, ck.mean, ck.std):
             if not (math.isfinite(m) and math.isfinite(sd) and sd >= 0):
                 raise _Bad("EFORMAT", "band %d's standardization is mean %g, standard deviation "
                            "%g (finite, and a deviation not negative, expected)" % (b, m, sd))
-    if (ck.batch | ck.batch_ranks | ck.batch_accumulate) != 0 and not (
-            ck.batch >= 1 and 1 <= ck.batch_ranks <= MAX_RANKS and ck.batch_accumulate >= 1):
-        raise _Bad("EFORMAT")
     src = ck.std_sources
-    if ((ck.std_from == "sources") != bool(src) or any(b <= a for a, b in zip(src, src[1:]))
-            or (ck.std_from != "unknown" and ck.mean is None)
-            or not all(math.isfinite(x) and x >= 0 for x in ck.res)):
-        raise _Bad("EFORMAT")
-    if ck.pool_uuid and not re.fullmatch(r"[0-9a-f]{32}", ck.pool_uuid):
-        raise _Bad("EFORMAT")
+    if (ck.std_from == "sources") != bool(src) or (ck.std_from != "unknown" and ck.mean is None):
+        code = {v: k for k, v in STD_FROM.items()}.get(ck.std_from, -1)
+        raise _Bad("EFORMAT", "DATA's origin of the standardization (%d, with %d sources) does "
+                   "not fit it" % (code, len(src)))
+    if any(b <= a for a, b in zip(src, src[1:])):
+        raise _Bad("EFORMAT", "DATA's standardization sources are not in increasing order")
+    if not all(math.isfinite(x) and x >= 0 for x in ck.res):
+        raise _Bad("EFORMAT", "DATA's pixel size %g x %g (finite, not negative)" % tuple(ck.res))
     if ck.sums and max(ck.sums["epoch_steps"], ck.sums["log_steps"]) > ck.step:
-        raise _Bad("EFORMAT")
+        raise _Bad("EFORMAT", "the running sums (SUMS) are not finite, or count more steps than "
+                   "the %d taken" % ck.step)
     if ck.plan and ck.plan["total"] < ck.step:
-        raise _Bad("EFORMAT")
-    if ck.live is not None and ck.live.size != sum(t.size for t in ck.params.values()):
-        raise _Bad("EFORMAT")
-    # initial weights: no optimizer, progress, RNG state, per-rank state or sums
-    if ck.initial and (o["type"] != "none" or ck.step or ck.epoch or ck.data_pos or ck.rng
-                       or ck.ranks or ck.sums or ck.plan or ck.live is not None):
-        raise _Bad("EFORMAT")
+        raise _Bad("EFORMAT", "the run's plan (PLAN): last step %d (at least the %d taken), %d "
+                   "keys, uuid '%s'" % (ck.plan["total"], ck.step, ck.plan["keys_count"],
+                                        ck.plan["keys_uuid"]))
+    if ck.live is not None and ck.live.size != ptotal:
+        raise _Bad("EFORMAT", "the trained weights (LIVE) hold %d values for %d parameters"
+                   % (ck.live.size, ptotal))
     if ck.norm is not None:
         nm = ck.norm
         if not (math.isfinite(nm["scale"]) and nm["scale"] >= 0
                 and np.all(np.isfinite(nm["mean"])) and np.all(np.isfinite(nm["std"]))
                 and np.all(nm["std"] > 0)) or not all(BAND_NAME.fullmatch(b) for b in nm["bands"]):
-            raise _Bad("EFORMAT")
+            raise _Bad("EFORMAT", "the input normalization (NORM), the initial weights' origin "
+                       "(FROM) or the task (TASK) is not valid")
         nm["bands"] = [b.decode() for b in nm["bands"]]
+    # initial weights: no optimizer, progress, RNG state, per-rank state or sums
+    if ck.initial and (o["type"] != "none" or ck.step or ck.epoch or ck.data_pos or ck.rng
+                       or ck.ranks or ck.sums or ck.plan or ck.live is not None):
+        raise _Bad("EFORMAT", "initial weights (META's kind) with the state of a run")
+    if (ck.batch | ck.batch_ranks | ck.batch_accumulate) != 0 and not (
+            ck.batch >= 1 and 1 <= ck.batch_ranks <= MAX_RANKS and ck.batch_accumulate >= 1):
+        raise _Bad("EFORMAT", "META's global batch %d x %d ranks x %d accumulated"
+                   % (ck.batch, ck.batch_ranks, ck.batch_accumulate))
+    if ck.pool_uuid and not re.fullmatch(r"[0-9a-f]{32}", ck.pool_uuid):
+        raise _Bad("EFORMAT", "META's pool uuid is not 32 lowercase hex digits")
     ck.class_names = [_class_name(k, raw) for k, raw in enumerate(ck.class_names)]
 
 
@@ -544,10 +564,14 @@ def decode_checkpoint(buf, subject="checkpoint", finite=True):
         if n < HDR:
             raise _Bad("ETRUNC")
         fs = struct.unpack_from("<Q", b, 16)[0]
+        # by how much the file and its size field differ (cdp_ckpt_load_why)
         if fs < HDR + 4:
-            raise _Bad("EFORMAT")
-        if fs != n:
-            raise _Bad("ETRUNC" if fs > n else "EFORMAT")
+            raise _Bad("EFORMAT", "its size field says %d bytes, fewer than a header and a CRC"
+                       % fs)
+        if fs > n:
+            raise _Bad("ETRUNC", "truncated: %d bytes of the %d its size field gives" % (n, fs))
+        if fs < n:
+            raise _Bad("EFORMAT", "%d extra bytes after the %d its size field gives" % (n - fs, fs))
         if zlib.crc32(memoryview(b)[:n - 4]) != struct.unpack_from("<I", b, n - 4)[0]:
             raise _Bad("ECRC")
         nchunks = struct.unpack_from("<I", b, 12)[0]

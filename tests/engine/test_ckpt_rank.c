@@ -333,6 +333,17 @@ static void test_damage(const unsigned char *buf, size_t len)
 			cdp_ckpt_free(&ck);
 		}
 	}
+	/* a NaN in rank 1's state, both CRCs valid: refused by a reader of
+	 * every rank, of rank 0 only and of none (cdp-predict), alike */
+	for (int keep = -1; keep <= J; keep++) {
+		char why[160] = "";
+		memcpy(c, buf, len);
+		put32(c + s + 48 + 16 + 4 * (4 * P + B) + 16 + 4 * 3, 0x7fc00000u);
+		fix_both(c, len, s, n);
+		CHECK_RC(cdp_ckpt_decode_why(c, len, keep, &ck, why, sizeof why), CDP_EFORMAT);
+		CHECK(strcmp(why, "rank 1's state holds NaN at element 3") == 0,
+		      "keep %d: why '%s'", keep, why);
+	}
 	/* RHO not a number */
 	memcpy(c, buf, len);
 	put32(c + s + 20, 0x7ff80000u);

@@ -491,10 +491,17 @@ def test_checkpoint():
              ("EMAGIC", b"CDPCKPX\n" + b[8:]),
              ("EVERSION", b[:8] + struct.pack("<I", 9) + b[12:]),
              ("EFORMAT", fixcrc(b[:i] + struct.pack("<d", -1.0) + b[i + 8:]))]
+    # what each says besides the code: by how much the size is off, which field
+    meta_c = b.index(b"META") + 16
+    cases += [("EFORMAT", fixcrc(b[:meta_c] + struct.pack("<I", 0) + b[meta_c + 4:]))]
+    says = {1: "truncated: %d bytes of the %d its size field gives" % (len(b) - 9, len(b)),
+            2: "1 extra bytes after the %d its size field gives" % len(b),
+            6: "META's input shape 0x"}
     for k, (code, data) in enumerate(cases):
         f = os.path.join(d, "bad%d.cdpt" % k)
         open(f, "wb").write(data)
         e = refused(code, cdpool.load_checkpoint, f)
+        check(k not in says or says[k] in str(e), "case %d: %s, want %r" % (k, e, says.get(k)))
         c_says(e, "cdp-predict", "-q", f, os.path.join(T, "r", "road.tif"),
                "-o", os.path.join(T, "pred.tif"))
     f = os.path.join(d, "nan.cdpt")

@@ -59,6 +59,7 @@ static int fetch_ckpt(predictor *p, unsigned char **buf, size_t *len, char *err,
 	const cdp_predict_opts *o = p->o;
 	int64_t dir = 0;                /* rank 0's --model is a directory */
 	struct stat st;
+	char why[256] = "";
 	int rc;
 
 	*buf = NULL;
@@ -71,10 +72,12 @@ static int fetch_ckpt(predictor *p, unsigned char **buf, size_t *len, char *err,
 		snprintf(p->model, sizeof p->model, "%s/checkpoint.cdpt", o->model);
 	else
 		snprintf(p->model, sizeof p->model, "%s", o->model);
-	if (cdp_dist_bcast_buf(p->rank == 0 ? cdp_ckpt_load(p->model, buf, len) : 0, buf, len,
+	if (cdp_dist_bcast_buf(p->rank == 0 ? cdp_ckpt_load_why(p->model, buf, len, why,
+	                                                        sizeof why) : 0, buf, len,
 	                       &rc) == 0)
 		return 0;
-	return rc ? pr_fail(err, cap, "cannot read '%s': %s", p->model, cdp_strerror(rc)) :
+	return rc ? pr_fail(err, cap, "cannot read '%s': %s", p->model,
+	                    why[0] ? why : cdp_strerror(rc)) :
 	       pr_fail(err, cap, "another rank failed");
 }
 

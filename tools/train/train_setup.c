@@ -557,9 +557,11 @@ static int fetch_ckpt(trainer *t, const char *path, int failed, char *err, size_
 		tr_report(t, err);
 	if (t->size > 1 ? cdp_dist_any(failed) : failed)
 		return -1;
-	if (cdp_dist_bcast_buf(t->rank == 0 ? cdp_ckpt_load(path, &buf, &len) : 0, &buf, &len,
-	                       &rc) != 0)      /* the rank that failed says why */
-		return rc ? tr_fail(err, cap, "cannot resume from '%s': %s", path, cdp_strerror(rc)) : -1;
+	why[0] = '\0';
+	if (cdp_dist_bcast_buf(t->rank == 0 ? cdp_ckpt_load_why(path, &buf, &len, why, sizeof why)
+	                                    : 0, &buf, &len, &rc) != 0) /* the rank that failed says why */
+		return rc ? tr_fail(err, cap, "cannot resume from '%s': %s", path,
+		                    why[0] ? why : cdp_strerror(rc)) : -1;
 	/* each rank keeps only its own share of the per-rank state */
 	rc = cdp_ckpt_decode_why(buf, len, t->rank, &t->ck, why, sizeof why);
 	free(buf);
@@ -662,10 +664,12 @@ static int init_fetch(trainer *t, char *err, size_t cap)
 	char why[256];
 	int rc = 0;
 
-	if (cdp_dist_bcast_buf(t->rank == 0 ? cdp_ckpt_load(t->o->init, &buf, &len) : 0, &buf, &len,
+	why[0] = '\0';
+	if (cdp_dist_bcast_buf(t->rank == 0 ? cdp_ckpt_load_why(t->o->init, &buf, &len, why,
+	                                                        sizeof why) : 0, &buf, &len,
 	                       &rc) != 0)
 		return rc ? tr_fail(err, cap, "--init: cannot read '%s': %s", t->o->init,
-		                    cdp_strerror(rc)) : -1;
+		                    why[0] ? why : cdp_strerror(rc)) : -1;
 	cdp_sha256_of(buf, len, sha);
 	rc = cdp_ckpt_decode_why(buf, len, CDP_CKPT_MAX_RANKS, &t->init_ck, why, sizeof why);
 	free(buf);
@@ -832,10 +836,15 @@ int tr_setup(trainer *t, char *err, size_t cap)
 		                       sizeof why) < 0)
 			return -1;
 		old_rule = 1;
-		if (cdp_dist_rank() == 0)
-			fprintf(stderr, "cdp-train: warning: %s; read under the old rule (a checkpoint "
-			        "written before [vars]): [net] keys no part of the engine reads are "
-			        "variables\n", err);
+		if (cdp_dist_rank() == 0) {
+			char msg[1200];
+			snprintf(msg, sizeof msg, "%s; read under the old rule (a checkpoint written "
+			         "before [vars]): [net] keys no part of the engine reads are variables",
+			         err);
+			if (t->cfg.old_vars)
+				cdp_cfg_old_vars_note(msg, sizeof msg, t->cfg.old_vars);
+			fprintf(stderr, "cdp-train: warning: %s\n", msg);
+		}
 	}
 	t->have_cfg = 1;
 	if (cdp_aug_cfg_parse(&t->aug, &t->cfg, &t->cfg.s[0], err, cap) < 0)
