@@ -43,6 +43,11 @@ struct cdp_raster {
 	cdp_raster **dates;
 	int ndates;
 	uint32_t bpd;
+	/* a warped view's alpha band (0 where the warp covers nothing), past
+	 * its data bands; 0 for any other raster. GDAL takes a trailing alpha
+	 * band for the mask only of 2 or 4 bands of Byte or UInt16, so it is
+	 * read as the coverage explicitly. */
+	int alpha;
 };
 
 static int gdt_of(int dt)
@@ -364,7 +369,7 @@ static int time_read(cdp_raster *r, const int *bands, int nbands, int64_t x,
 
 /* cdp_raster_read_mask of a multi-date input: a pixel is valid where it is
  * valid in every date (GDAL's mask of the same band of each date: its own
- * nodata, mask or, for a warped date, where the warp covers it). */
+ * nodata or mask, and for a warped date where the warp covers it). */
 static int time_read_mask(cdp_raster *r, int band, int64_t x, int64_t y, int w,
                           int h, uint8_t *out, char *err, size_t errcap)
 {
@@ -444,6 +449,8 @@ int cdp_raster_has_mask(const cdp_raster *r, int band)
 			return 1;
 	if (r->dates)
 		return 0;
+	if (r->alpha)
+		return 1;
 	b = GDALGetRasterBand(r->ds, band);
 	f = GDALGetMaskFlags(b);
 	return !(f & (GMF_ALL_VALID | GMF_NODATA));
@@ -641,6 +648,23 @@ int cdp_raster_read_mask(cdp_raster *r, int band, int64_t x, int64_t y, int w,
 	                       GDT_Byte, 0, 0) != CE_None) {
 		gdal_err(err, errcap, "mask read failed");
 		return CDP_EGDAL;
+	}
+	/* a warp's coverage that GDAL's mask of the band is not already */
+	if (r->alpha && !(GDALGetMaskFlags(GDALGetRasterBand(r->ds, band)) & GMF_ALPHA)) {
+		uint8_t *a = malloc(n);
+		if (!a) {
+			set_err(err, errcap, "out of memory");
+			return CDP_ENOMEM;
+		}
+		if (GDALRasterIO(GDALGetRasterBand(r->ds, r->alpha), GF_Read, (int)x, (int)y, w,
+		                 h, a, w, h, GDT_Byte, 0, 0) != CE_None) {
+			gdal_err(err, errcap, "mask read failed");
+			free(a);
+			return CDP_EGDAL;
+		}
+		for (size_t i = 0; i < n; i++)
+			out[i] = a[i] ? out[i] : 0;
+		free(a);
 	}
 	/* Alpha masks carry 1..255 for partly opaque pixels: all count as valid. */
 	for (size_t i = 0; i < n; i++)
@@ -1074,8 +1098,8 @@ out:
 
 /* A view of src on date 0's grid g (size, geotransform, CRS wkt): a GDAL
  * warped VRT, bilinear, with an alpha band after src's bands that is 0
- * where src does not cover a pixel or holds only its nodata (GDAL's mask of
- * the view's bands). */
+ * where src does not cover a pixel or holds only its nodata (r->alpha:
+ * cdp_raster_read_mask reads it with the bands' own masks). */
 static int open_warped(cdp_raster *src, const cdp_raster_info *g, double max_error,
                        cdp_raster **out, char *err, size_t errcap)
 {
@@ -1127,6 +1151,7 @@ static int open_warped(cdp_raster *src, const cdp_raster_info *g, double max_err
 	if ((rc = describe(r, err, errcap)) != CDP_OK)
 		goto out;
 	r->info.bands = (uint32_t)nb;   /* the alpha band is the mask */
+	r->alpha = nb + 1;
 	r->info.has_nodata = src->info.has_nodata;
 	r->info.nodata = src->info.nodata;
 	r->src = src->ds;
