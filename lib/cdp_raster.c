@@ -777,10 +777,45 @@ static int set_georef(GDALDatasetH ds, const georef *g, char *err, size_t errcap
 	return CDP_OK;
 }
 
-static int write_tif(cdp_out *o, int dtype, int nbands, int w, int h, const void *buf,
-                     const uint8_t *mask, const georef *geo, const int *has_nodata,
-                     const double *nodata, char *err, size_t errcap)
+/* The colour interpretation of band `band` of r (a multi-date input's:
+ * its date's band). */
+static GDALColorInterp band_ci(const cdp_raster *r, int band)
 {
+	if (r->dates)
+		return band_ci(r->dates[(uint32_t)(band - 1) / r->bpd],
+		               (int)((uint32_t)(band - 1) % r->bpd) + 1);
+	return GDALGetRasterColorInterpretation(GDALGetRasterBand(r->ds, band));
+}
+
+/* GTiff creation options that give a file of nbands written from bands
+ * [nbands] of src the colours of those bands, as gdal_translate keeps
+ * them: RGB where they start with red, green and blue, and the band after
+ * those (or after the first) an alpha band only where src's is one. GTiff
+ * left to itself makes 3 or 4 bands of Byte RGB and the 4th alpha, so a
+ * near infrared band hid its zeros from every reader as transparency.
+ * src NULL: grey bands, none alpha. */
+static char **photometric(const cdp_raster *src, const int *bands, int nbands)
+{
+	char **co;
+	int rgb = 0, extra = 1;
+
+	if (src && bands && nbands >= 3 && band_ci(src, bands[0]) == GCI_RedBand &&
+	    band_ci(src, bands[1]) == GCI_GreenBand && band_ci(src, bands[2]) == GCI_BlueBand) {
+		rgb = 1;
+		extra = 3;
+	}
+	co = CSLSetNameValue(NULL, "PHOTOMETRIC", rgb ? "RGB" : "MINISBLACK");
+	if (src && bands && nbands > extra && band_ci(src, bands[extra]) == GCI_AlphaBand)
+		co = CSLSetNameValue(co, "ALPHA", "YES");
+	return co;
+}
+
+static int write_tif(cdp_out *o, int dtype, int nbands, int w, int h, const void *buf,
+                     const uint8_t *mask, const georef *geo, const cdp_raster *src,
+                     const int *bands, const int *has_nodata, const double *nodata,
+                     char *err, size_t errcap)
+{
+	char **co = NULL;
 	GDALDriverH drv;
 	GDALDatasetH ds = NULL;
 	GDALDataType t = gdt_of(dtype);
@@ -801,7 +836,9 @@ static int write_tif(cdp_out *o, int dtype, int nbands, int w, int h, const void
 	/* GDAL writes the policy's temporary by name */
 	cdp_out_close(o);
 	CPLErrorReset();
-	ds = GDALCreate(drv, o->tmp, w, h, nbands, t, NULL);
+	co = photometric(src, bands, nbands);
+	ds = GDALCreate(drv, o->tmp, w, h, nbands, t, co);
+	CSLDestroy(co);
 	if (!ds) {
 		gdal_err(err, errcap, "cannot create GeoTIFF");
 		rc = CDP_EGDAL;
@@ -849,7 +886,7 @@ out:
 
 int cdp_raster_write_tif_out(cdp_out *o, int dtype, int nbands, int w, int h,
                              const void *buf, const uint8_t *mask, const cdp_raster *src,
-                             int64_t x0, int64_t y0, const int *has_nodata,
+                             const int *bands, int64_t x0, int64_t y0, const int *has_nodata,
                              const double *nodata, char *err, size_t errcap)
 {
 	const cdp_raster_info *in = &src->info;
@@ -860,8 +897,8 @@ int cdp_raster_write_tif_out(cdp_out *o, int dtype, int nbands, int w, int h,
 	georef geo = { in->has_gt ? gt : NULL, in->crs, cdp_raster_gcps(src), in->ngcps,
 	               in->gcp_crs, x0, y0 };
 
-	return write_tif(o, dtype, nbands, w, h, buf, mask, &geo, has_nodata, nodata, err,
-	                 errcap);
+	return write_tif(o, dtype, nbands, w, h, buf, mask, &geo, src, bands, has_nodata,
+	                 nodata, err, errcap);
 }
 
 int cdp_raster_write_tif(const char *path, int dtype, int nbands, int w, int h,
@@ -889,7 +926,8 @@ int cdp_raster_write_tif(const char *path, int dtype, int nbands, int w, int h,
 		set_err(err, errcap, cdp_strerror(rc));
 		return rc;
 	}
-	rc = write_tif(&o, dtype, nbands, w, h, buf, NULL, &geo, has, nd, err, errcap);
+	rc = write_tif(&o, dtype, nbands, w, h, buf, NULL, &geo, NULL, NULL, has, nd, err,
+	               errcap);
 	free(has);
 	free(nd);
 	if (rc == CDP_OK && (rc = cdp_out_commit(&o, NULL, 0)) != CDP_OK)
