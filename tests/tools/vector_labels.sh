@@ -133,6 +133,17 @@ refused 1 "no layer 'c' (its layers: 'a', 'b')" \
 	cdp-tile -s 32 --label two.gpkg --label-layer c img.tif
 refused 1 "layer 'nocrs' has no CRS (give it with --label-crs)" \
 	cdp-tile -s 32 --label nocrs.shp img.tif
+# an image placed by GCPs (in a CRS) without a geotransform: said so, not
+# that the image has no CRS
+"$PYTHON" -c "
+from osgeo import gdal, osr
+s = osr.SpatialReference()
+s.ImportFromEPSG(32633)
+d = gdal.GetDriverByName('GTiff').Create('gcp.tif', 91, 75, 3)
+d.SetGCPs([gdal.GCP(500000 + p, 5800000 - l, 0, p, l) for p, l in
+           ((0, 0), (91, 0), (0, 75), (91, 75))], s.ExportToWkt())"
+refused 1 "^cdp-tile: 'gcp.tif' is georeferenced by GCPs only, and a vector label 'feat.gpkg' is rasterized onto a geotransform (warp the image first: gdalwarp gcp.tif OUT)\$" \
+	cdp-tile -s 32 --label feat.gpkg gcp.tif
 refused 1 "--label-crs 'foo' is not a CRS" \
 	cdp-tile -s 32 --label nocrs.shp --label-crs foo img.tif
 refused 1 "attribute 'kind' is a string: give its values' ids with --classes" \

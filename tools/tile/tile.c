@@ -121,6 +121,14 @@ static int input_open_vector(ctx *c, input *in)
 	char msg[1024];
 	int rc;
 
+	/* the CRS is the GCPs' and no grid is: "the image has no CRS" misled */
+	if (!in->ri->has_gt && in->ri->ngcps > 0) {
+		ERR(c, "'%s' is georeferenced by GCPs only, and a vector label '%s' is "
+		    "rasterized onto a geotransform (warp the image first: gdalwarp %s OUT)",
+		    in->path, in->lpath, in->path);
+		rc = CDP_EMISMATCH;
+		goto fail;
+	}
 	if ((rc = cdp_label_vector_open(in->lpath, &c->o->vec, in->ri->crs, &in->vlab,
 	                                msg, sizeof msg))) {
 		ERR(c, "'%s': label %s", in->path, msg);
