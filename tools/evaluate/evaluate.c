@@ -146,11 +146,10 @@ static int pass(side *p, side *r, const cdp_evaluate_opts *o, uint64_t *conf, in
 		if (cdp_raster_read(p->r, &b1, 1, 0, (int64_t)y, (int)w, rows, p->buf, why, sizeof why))
 			return fail(err, cap, "cannot read '%s': %s", p->path, why);
 		if (r->v) {
-			const double *g = p->ri->gt;
-			const double bgt[6] = { g[0] + (double)y * g[2], g[1], g[2],
-			                        g[3] + (double)y * g[5], g[4], g[5] };
-			if (cdp_label_vector_read(r->v, bgt, (int)w, rows, (uint32_t)r->ri->nodata,
-			                          r->buf, why, sizeof why))
+			/* the whole grid's rows: the score does not depend on ROWS */
+			if (cdp_label_vector_read_rows(r->v, p->ri->gt, (int)w, (int64_t)h, (int64_t)y,
+			                               rows, (uint32_t)r->ri->nodata, r->buf, why,
+			                               sizeof why))
 				return fail(err, cap, "cannot read '%s': %s", r->path, why);
 		} else if (cdp_raster_read(r->r, &b1, 1, 0, (int64_t)y, (int)w, rows, r->buf, why,
 		                           sizeof why))
