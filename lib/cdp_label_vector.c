@@ -53,6 +53,8 @@ struct cdp_label_vector {
 	int has_ext;
 	uint8_t *inside;                       /* the extent of a window, (h, w) */
 	size_t ncap;
+	void *halo;                            /* read_rows' rows and their halo */
+	size_t hcap;
 	uint8_t *ids;                          /* with o->field: bit i set when a
 	                                          feature burns id i (65535 bits) */
 };
@@ -741,6 +743,49 @@ out:
 	return rc;
 }
 
+/* GDAL's rasterizer decides a geometry on a window's edge by the window
+ * (--all-touched burns a line along a row seam in one strip but not in the
+ * next), so the rows are rasterized with the grid's row above and below
+ * them, where it has them, and the edge falls where the grid's own does. */
+int cdp_label_vector_read_rows(cdp_label_vector *v, const double gt[6], int w,
+                               int64_t height, int64_t y0, int h, uint32_t ignore, void *buf,
+                               char *err, size_t errcap)
+{
+	const size_t px = v->kind == CDP_LABEL_U16 ? 2 : 1;
+	int64_t a, b;
+	double hgt[6];
+	size_t need;
+	int rc;
+
+	if (w < 1 || h < 1 || y0 < 0 || y0 + h > height) {
+		snprintf(err, errcap, "rows outside the grid");
+		return CDP_EINVAL;
+	}
+	a = y0 > 0 ? y0 - 1 : y0;
+	b = y0 + h < height ? y0 + h + 1 : y0 + h;
+	hgt[0] = gt[0] + (double)a * gt[2];
+	hgt[1] = gt[1];
+	hgt[2] = gt[2];
+	hgt[3] = gt[3] + (double)a * gt[5];
+	hgt[4] = gt[4];
+	hgt[5] = gt[5];
+	need = (size_t)w * (size_t)(b - a) * px;
+	if (need > v->hcap) {
+		void *nb = realloc(v->halo, need);
+		if (!nb) {
+			snprintf(err, errcap, "out of memory");
+			return CDP_ENOMEM;
+		}
+		v->halo = nb;
+		v->hcap = need;
+	}
+	if ((rc = cdp_label_vector_read(v, hgt, w, (int)(b - a), ignore, v->halo, err, errcap)))
+		return rc;
+	memcpy(buf, (char *)v->halo + (size_t)(y0 - a) * (size_t)w * px,
+	       (size_t)w * (size_t)h * px);
+	return CDP_OK;
+}
+
 int cdp_label_vector_files(const cdp_label_vector *v,
                            int (*fn)(const char *path, void *arg), void *arg)
 {
@@ -782,5 +827,6 @@ void cdp_label_vector_close(cdp_label_vector *v)
 	src_close(&v->ext);
 	free(v->ids);
 	free(v->inside);
+	free(v->halo);
 	free(v);
 }

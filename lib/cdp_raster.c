@@ -43,6 +43,11 @@ struct cdp_raster {
 	cdp_raster **dates;
 	int ndates;
 	uint32_t bpd;
+	/* a warped view's alpha band (0 where the warp covers nothing), past
+	 * its data bands; 0 for any other raster. GDAL takes a trailing alpha
+	 * band for the mask only of 2 or 4 bands of Byte or UInt16, so it is
+	 * read as the coverage explicitly. */
+	int alpha;
 };
 
 static int gdt_of(int dt)
@@ -364,7 +369,7 @@ static int time_read(cdp_raster *r, const int *bands, int nbands, int64_t x,
 
 /* cdp_raster_read_mask of a multi-date input: a pixel is valid where it is
  * valid in every date (GDAL's mask of the same band of each date: its own
- * nodata, mask or, for a warped date, where the warp covers it). */
+ * nodata or mask, and for a warped date where the warp covers it). */
 static int time_read_mask(cdp_raster *r, int band, int64_t x, int64_t y, int w,
                           int h, uint8_t *out, char *err, size_t errcap)
 {
@@ -444,6 +449,8 @@ int cdp_raster_has_mask(const cdp_raster *r, int band)
 			return 1;
 	if (r->dates)
 		return 0;
+	if (r->alpha)
+		return 1;
 	b = GDALGetRasterBand(r->ds, band);
 	f = GDALGetMaskFlags(b);
 	return !(f & (GMF_ALL_VALID | GMF_NODATA));
@@ -642,6 +649,23 @@ int cdp_raster_read_mask(cdp_raster *r, int band, int64_t x, int64_t y, int w,
 		gdal_err(err, errcap, "mask read failed");
 		return CDP_EGDAL;
 	}
+	/* a warp's coverage that GDAL's mask of the band is not already */
+	if (r->alpha && !(GDALGetMaskFlags(GDALGetRasterBand(r->ds, band)) & GMF_ALPHA)) {
+		uint8_t *a = malloc(n);
+		if (!a) {
+			set_err(err, errcap, "out of memory");
+			return CDP_ENOMEM;
+		}
+		if (GDALRasterIO(GDALGetRasterBand(r->ds, r->alpha), GF_Read, (int)x, (int)y, w,
+		                 h, a, w, h, GDT_Byte, 0, 0) != CE_None) {
+			gdal_err(err, errcap, "mask read failed");
+			free(a);
+			return CDP_EGDAL;
+		}
+		for (size_t i = 0; i < n; i++)
+			out[i] = a[i] ? out[i] : 0;
+		free(a);
+	}
 	/* Alpha masks carry 1..255 for partly opaque pixels: all count as valid. */
 	for (size_t i = 0; i < n; i++)
 		out[i] = out[i] ? 255 : 0;
@@ -753,10 +777,45 @@ static int set_georef(GDALDatasetH ds, const georef *g, char *err, size_t errcap
 	return CDP_OK;
 }
 
-static int write_tif(cdp_out *o, int dtype, int nbands, int w, int h, const void *buf,
-                     const uint8_t *mask, const georef *geo, const int *has_nodata,
-                     const double *nodata, char *err, size_t errcap)
+/* The colour interpretation of band `band` of r (a multi-date input's:
+ * its date's band). */
+static GDALColorInterp band_ci(const cdp_raster *r, int band)
 {
+	if (r->dates)
+		return band_ci(r->dates[(uint32_t)(band - 1) / r->bpd],
+		               (int)((uint32_t)(band - 1) % r->bpd) + 1);
+	return GDALGetRasterColorInterpretation(GDALGetRasterBand(r->ds, band));
+}
+
+/* GTiff creation options that give a file of nbands written from bands
+ * [nbands] of src the colours of those bands, as gdal_translate keeps
+ * them: RGB where they start with red, green and blue, and the band after
+ * those (or after the first) an alpha band only where src's is one. GTiff
+ * left to itself makes 3 or 4 bands of Byte RGB and the 4th alpha, so a
+ * near infrared band hid its zeros from every reader as transparency.
+ * src NULL: grey bands, none alpha. */
+static char **photometric(const cdp_raster *src, const int *bands, int nbands)
+{
+	char **co;
+	int rgb = 0, extra = 1;
+
+	if (src && bands && nbands >= 3 && band_ci(src, bands[0]) == GCI_RedBand &&
+	    band_ci(src, bands[1]) == GCI_GreenBand && band_ci(src, bands[2]) == GCI_BlueBand) {
+		rgb = 1;
+		extra = 3;
+	}
+	co = CSLSetNameValue(NULL, "PHOTOMETRIC", rgb ? "RGB" : "MINISBLACK");
+	if (src && bands && nbands > extra && band_ci(src, bands[extra]) == GCI_AlphaBand)
+		co = CSLSetNameValue(co, "ALPHA", "YES");
+	return co;
+}
+
+static int write_tif(cdp_out *o, int dtype, int nbands, int w, int h, const void *buf,
+                     const uint8_t *mask, const georef *geo, const cdp_raster *src,
+                     const int *bands, const int *has_nodata, const double *nodata,
+                     char *err, size_t errcap)
+{
+	char **co = NULL;
 	GDALDriverH drv;
 	GDALDatasetH ds = NULL;
 	GDALDataType t = gdt_of(dtype);
@@ -777,7 +836,9 @@ static int write_tif(cdp_out *o, int dtype, int nbands, int w, int h, const void
 	/* GDAL writes the policy's temporary by name */
 	cdp_out_close(o);
 	CPLErrorReset();
-	ds = GDALCreate(drv, o->tmp, w, h, nbands, t, NULL);
+	co = photometric(src, bands, nbands);
+	ds = GDALCreate(drv, o->tmp, w, h, nbands, t, co);
+	CSLDestroy(co);
 	if (!ds) {
 		gdal_err(err, errcap, "cannot create GeoTIFF");
 		rc = CDP_EGDAL;
@@ -825,7 +886,7 @@ out:
 
 int cdp_raster_write_tif_out(cdp_out *o, int dtype, int nbands, int w, int h,
                              const void *buf, const uint8_t *mask, const cdp_raster *src,
-                             int64_t x0, int64_t y0, const int *has_nodata,
+                             const int *bands, int64_t x0, int64_t y0, const int *has_nodata,
                              const double *nodata, char *err, size_t errcap)
 {
 	const cdp_raster_info *in = &src->info;
@@ -836,8 +897,8 @@ int cdp_raster_write_tif_out(cdp_out *o, int dtype, int nbands, int w, int h,
 	georef geo = { in->has_gt ? gt : NULL, in->crs, cdp_raster_gcps(src), in->ngcps,
 	               in->gcp_crs, x0, y0 };
 
-	return write_tif(o, dtype, nbands, w, h, buf, mask, &geo, has_nodata, nodata, err,
-	                 errcap);
+	return write_tif(o, dtype, nbands, w, h, buf, mask, &geo, src, bands, has_nodata,
+	                 nodata, err, errcap);
 }
 
 int cdp_raster_write_tif(const char *path, int dtype, int nbands, int w, int h,
@@ -865,7 +926,8 @@ int cdp_raster_write_tif(const char *path, int dtype, int nbands, int w, int h,
 		set_err(err, errcap, cdp_strerror(rc));
 		return rc;
 	}
-	rc = write_tif(&o, dtype, nbands, w, h, buf, NULL, &geo, has, nd, err, errcap);
+	rc = write_tif(&o, dtype, nbands, w, h, buf, NULL, &geo, NULL, NULL, has, nd, err,
+	               errcap);
 	free(has);
 	free(nd);
 	if (rc == CDP_OK && (rc = cdp_out_commit(&o, NULL, 0)) != CDP_OK)
@@ -1074,8 +1136,8 @@ out:
 
 /* A view of src on date 0's grid g (size, geotransform, CRS wkt): a GDAL
  * warped VRT, bilinear, with an alpha band after src's bands that is 0
- * where src does not cover a pixel or holds only its nodata (GDAL's mask of
- * the view's bands). */
+ * where src does not cover a pixel or holds only its nodata (r->alpha:
+ * cdp_raster_read_mask reads it with the bands' own masks). */
 static int open_warped(cdp_raster *src, const cdp_raster_info *g, double max_error,
                        cdp_raster **out, char *err, size_t errcap)
 {
@@ -1127,6 +1189,7 @@ static int open_warped(cdp_raster *src, const cdp_raster_info *g, double max_err
 	if ((rc = describe(r, err, errcap)) != CDP_OK)
 		goto out;
 	r->info.bands = (uint32_t)nb;   /* the alpha band is the mask */
+	r->alpha = nb + 1;
 	r->info.has_nodata = src->info.has_nodata;
 	r->info.nodata = src->info.nodata;
 	r->src = src->ds;

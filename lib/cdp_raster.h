@@ -120,7 +120,8 @@ int  cdp_raster_files(const cdp_raster *r, int (*fn)(const char *path, void *arg
 void cdp_raster_close(cdp_raster *r);
 
 /* Writes a (nbands, h, w) buffer of dtype as a GeoTIFF with geotransform gt
- * and CRS wkt (may be ""), through the output policy (cdp_out.h, a seekable
+ * and CRS wkt (may be ""), its bands grey (PHOTOMETRIC=MINISBLACK, none
+ * alpha), through the output policy (cdp_out.h, a seekable
  * output: a temporary renamed on success; a FIFO, device or directory at
  * path is refused with CDP_ESPECIAL, a checkpoint or an LMDB database file
  * with CDP_EKEEP). A full file system is ENOSPC. */
@@ -138,10 +139,15 @@ int  cdp_raster_write_tif(const char *path, int dtype, int nbands, int w, int h,
  * returns for every band, so a reader sees the invalid pixels that a
  * nodata value cannot mark (padding of a raster without one, a .msk, pixels
  * whose bands are not all nodata). Band b gets nodata[b] where has_nodata
- * is not NULL and has_nodata[b] is set. */
+ * is not NULL and has_nodata[b] is set. bands [nbands], when not NULL, are
+ * the bands of src the buffer's came from, whose colours the file keeps as
+ * gdal_translate does: RGB where they begin with src's red, green and blue,
+ * the next band alpha only where src's is alpha; every other band is grey,
+ * so GDAL never takes a data band (a 4th, near infrared) for transparency.
+ * With bands NULL (a label) every band is grey. */
 int  cdp_raster_write_tif_out(cdp_out *o, int dtype, int nbands, int w, int h,
                               const void *buf, const uint8_t *mask, const cdp_raster *src,
-                              int64_t x0, int64_t y0, const int *has_nodata,
+                              const int *bands, int64_t x0, int64_t y0, const int *has_nodata,
                               const double *nodata, char *err, size_t errcap);
 
 /* Whether two WKT texts name the same CRS by OGR's OSRIsSame (not string

@@ -106,6 +106,13 @@ expect_fail 1 "^cdp-evaluate: '$T/pg.tif' is in CRS EPSG:32633, '$T/ref.tif' in 
 gdal_translate -q -a_srs EPSG:32633 -a_ullr 500001 5800003 500005 5800000 "$T/ref.tif" "$T/rs.tif"
 expect_fail 1 "^cdp-evaluate: '$T/pg.tif' has geotransform (500000, 1, 0, 5800003, 0, -1), '$T/rs.tif' (500001, 1, 0, 5800003, 0, -1): not the same georeference\$" \
 	cdp-evaluate "$T/pg.tif" "$T/rs.tif"
+# a shift of 2e-6 pixel: each number in the digits that tell it apart
+"$PYTHON" -c "
+from osgeo import gdal
+d = gdal.Translate('$T/rs2.tif', '$T/pg.tif')
+d.SetGeoTransform((500000.000002, 1, 0, 5800003, 0, -1))"
+expect_fail 1 "^cdp-evaluate: '$T/pg.tif' has geotransform (500000, 1, 0, 5800003, 0, -1), '$T/rs2.tif' (500000.000002, 1, 0, 5800003, 0, -1): not the same georeference\$" \
+	cdp-evaluate "$T/pg.tif" "$T/rs2.tif"
 # GCPs (a map of a GCP scene, cdp-predict(1)): the same GCPs in the same
 # CRS, else refused as another georeference; a vector reference cannot be
 # rasterized onto them; one without a CRS names the prediction

@@ -8,7 +8,8 @@
 #    --replace (stats recomputed), shape mismatch, a corrupt record, a
 #    truncated stream, usage errors, a terminal on stdin;
 #  - --list with a label folder (same pool contents as the stream) and with
-#    class names;
+#    class names; -O tiles keep their source's colours (a grey 4th band of
+#    u8 is no alpha) and pack with --list to the stream's records;
 #  - a full disk (tmpfs), kill -9 mid-pack then --resume (bit-identical meta,
 #    f32 stats included), two packers at once.
 . "$CDP_SRCDIR/tests/tools/common.sh"
@@ -454,6 +455,54 @@ for opt in "" --standardize; do
 	[ "$(pp dump "$T/ms_s" stats)" = "$(pp dump "$T/ms_l" stats)" ] || fail "-O $opt: stats differ"
 	[ ! -e "$T/mo/mk_0_0.tif.msk" ] || fail "-O $opt: a .msk side-car instead of an internal mask"
 done
+
+# --- -O tiles keep their source's colours ------------------------------------
+# 4 bands of u8, a quarter of each band 0: grey bands (a near infrared 4th)
+# stay grey, where GTiff's default made them RGB and band 4 an alpha that
+# hid its zeros; an RGBA source stays RGBA; --time's stacked dates of two
+# grey bands are grey. Each packs with --list to the stream's records.
+"$PYTHON" - "$T" <<'EOF'
+import sys, numpy as np
+from osgeo import gdal, osr
+s = osr.SpatialReference()
+s.ImportFromEPSG(32633)
+rng = np.random.default_rng(3)
+for name, opts in (("nir", ["PHOTOMETRIC=MINISBLACK"]), ("rgba", [])):
+    d = gdal.GetDriverByName("GTiff").Create(sys.argv[1] + "/" + name + ".tif", 64, 64, 4,
+                                             gdal.GDT_Byte, opts)
+    d.SetGeoTransform((500000, 1, 0, 5800000, 0, -1))
+    d.SetProjection(s.ExportToWkt())
+    for b in range(4):
+        d.GetRasterBand(b + 1).WriteArray((rng.integers(0, 4, (64, 64)) * 60).astype(np.uint8))
+EOF
+for c in "nir nir.tif" "rgba rgba.tif" "time --bands 1,2 --time nir.tif,nir.tif"; do
+	n=${c%% *}
+	# shellcheck disable=SC2086
+	(cd "$T" && cdp-tile -q -s 32 -O "col_$n" ${c#* } && cdp-tile -q -s 32 ${c#* } >"col_$n.s")
+	cdp-lmdbpack -q "$T/col_${n}_s" <"$T/col_$n.s"
+	(cd "$T/col_$n" && ls *.tif) >"$T/col_$n/list.txt"
+	cdp-lmdbpack -q --list "$T/col_$n/list.txt" "$T/col_${n}_l"
+	[ "$(pp dump "$T/col_${n}_s" payloads)" = "$(pp dump "$T/col_${n}_l" payloads)" ] ||
+		fail "-O of $n: --list of the tiles differs from the stream"
+	[ "$(pp dump "$T/col_${n}_s" stats)" = "$(pp dump "$T/col_${n}_l" stats)" ] ||
+		fail "-O of $n: --list of the tiles has other statistics"
+done
+"$PYTHON" - "$T" <<'EOF' || fail "-O tiles' colours"
+import glob, sys
+from osgeo import gdal
+T = sys.argv[1]
+def colours(t):
+    d = gdal.Open(t)
+    return [gdal.GetColorInterpretationName(d.GetRasterBand(b + 1).GetColorInterpretation())
+            for b in range(d.RasterCount)], d.GetRasterBand(1).GetMaskFlags()
+for t in glob.glob(T + "/col_nir/*.tif") + glob.glob(T + "/col_time/*.tif"):
+    ci, f = colours(t)
+    assert ci == ["Gray"] + ["Undefined"] * 3 and f == gdal.GMF_ALL_VALID, (t, ci, f)
+# the alpha's zeros are invalid pixels: the tile's internal mask marks them
+for t in glob.glob(T + "/col_rgba/*.tif"):
+    ci, f = colours(t)
+    assert ci == ["Red", "Green", "Blue", "Alpha"] and f == gdal.GMF_PER_DATASET, (t, ci, f)
+EOF
 
 # --- --list with class names ---------------------------------------------------
 mkdir "$T/scenes"

@@ -6,7 +6,8 @@
 #  - a date on a finer grid, covering part of the first, equals gdalwarp
 #    -r bilinear -dstalpha onto the first date's grid (-te, -ts), and the pixels
 #    it does not cover, or where a date holds its nodata, are invalid (the
-#    ignore label);
+#    ignore label), for dates of any band count and data type (2 bands of
+#    u8, 1 of float32);
 #  - --bands selects each date's bands; the stream's source frame and the
 #    pool record the dates and the band names t0:b1 ...; the pool's
 #    statistics are per date and band (NumPy's means of each date's band);
@@ -57,6 +58,14 @@ f = (f + rng.integers(0, 9, f.shape)).clip(1, 255).astype(np.uint8)
 mk("Bfine.tif", f[:, :175, :], (500000.0 - 1.3, 4, 0, 5000000.0 + 0.7, 0, -4))
 mk("C4.tif", rng.integers(0, 255, (4, H, W)).astype(np.uint8), gt)
 mk("D16.tif", a.astype(np.uint16), gt, gdal.GDT_UInt16)
+# dates of 2 bands of u8 and of 1 band of float32, the second on a grid
+# 1e-5 finer in y that covers only the right half: GDAL takes a warp's
+# alpha band for the mask only of 2 or 4 bands of Byte or UInt16
+for name, nb, dt, npt in (("h2", 2, gdal.GDT_Byte, np.uint8),
+                          ("h1f", 1, gdal.GDT_Float32, np.float32)):
+    mk(name + "a.tif", rng.integers(1, 250, (nb, H, W)).astype(npt), gt, dt)
+    mk(name + "b.tif", rng.integers(1, 250, (nb, H, W // 2)).astype(npt),
+       (500480.0, 10, 0, 5000000.0, 0, -10.0001), dt)
 EOF
 
 "$B/cdp-tile" -q -s 32 -O same --time A.tif,B.tif --label change.tif
@@ -106,6 +115,33 @@ for t in sorted(glob.glob("fine/A_*_*.tif")):
     if y0 == 64:
         assert (~valid).any() and valid.any(), t + ": the bottom row is part covered"
 EOF
+
+# any band count and data type: the pixels a warped date does not cover
+# are invalid (the ignore label), as gdalwarp -dstalpha's alpha says
+for h in h2 h1f; do
+	"$B/cdp-tile" -q -s 32 -O "$h" --time "${h}a.tif,${h}b.tif" --label change.tif
+	"$PYTHON" - "$h" <<'EOF' || fail "$h: pixels outside the warped date left valid"
+import glob, sys, numpy as np
+from osgeo import gdal
+gdal.UseExceptions()
+h = sys.argv[1]
+ref = gdal.Warp("", h + "b.tif", format="MEM", outputBounds=[500000, 5000000 - 960,
+                500000 + 960, 5000000], width=96, height=96, resampleAlg="bilinear",
+                errorThreshold=0.125, dstAlpha=True).ReadAsArray()
+valid = ref[-1] > 0
+assert valid[:, 48:].all() and not valid[:, :47].any(), "the fixture's coverage"
+n = 0
+for t in sorted(glob.glob(h + "/" + h + "a_*_*_label.tif")):
+    d = gdal.Open(t)
+    g = d.GetGeoTransform()
+    x0, y0 = int(round((g[0] - 500000) / 10)), int(round((5000000 - g[3]) / 10))
+    lab = d.ReadAsArray()
+    n += 1
+    assert ((lab == 255) == ~valid[y0:y0 + 32, x0:x0 + 32]).all(), t
+# the left column of tiles holds no valid pixel: not written
+assert n == 6, n
+EOF
+done
 
 # the stream and the pool: dates, band names, per date and band statistics
 "$B/cdp-tile" -q -s 32 --time A.tif,B.tif --label-suffix _chg >s.cdps

@@ -3,11 +3,12 @@
 # labelled from features stored in EPSG:4326 (GeoPackage), EPSG:32632
 # (Shapefile) and EPSG:4326 GeoJSON (the label extent); every tile's label
 # in each stream is compared by vlabels.py with gdal_rasterize's of the
-# tile's window (-te/-ts) after ogr2ogr -t_srs into the image's CRS: burn,
-# attribute, string classes, where, all-touched, buffers, lines, points,
+# whole image grid (-te/-ts), cut at the tile's window, after ogr2ogr
+# -t_srs into the image's CRS: burn, attribute, string classes, where,
+# all-touched, buffers, lines, points, lines along the strips' seams,
 # background, extent, u16. --classes must reach the pool's class names, and
 # cdp-evaluate's report against the vector must equal its report against
-# gdal_rasterize's raster of it.
+# gdal_rasterize's raster of it, also along the seams of its bands of rows.
 # Each refusal is checked with its message.
 . "$CDP_SRCDIR/tests/tools/common.sh"
 need_python
@@ -63,6 +64,28 @@ tile feat.gpkg --burn 2 --background ignore --ignore 7 -- --burn 2 --background 
 # lines and points alone, as they are and all touched
 tile lines.geojson --label-field cls -- --field cls
 tile lines.geojson --label-field cls --all-touched -- --field cls --all-touched
+# lines that rise from a pixel corner on the seams of the strips of tiles
+# (rows 32 and 48), all touched: the scene's label burns the pixel below
+# the corner, which a strip that begins at the seam did not; each tile is
+# its window of the scene's label, whatever strip it is cut from
+seam_lines() {
+	"$PYTHON" -c "
+import sys
+from osgeo import ogr, osr
+s = osr.SpatialReference()
+s.ImportFromEPSG(32633)
+ds = ogr.GetDriverByName('GPKG').CreateDataSource(sys.argv[1])
+l = ds.CreateLayer('seam', s, ogr.wkbLineString)
+r = float(sys.argv[2])
+for x, y in zip(sys.argv[3::2], sys.argv[4::2]):
+    x, y = float(x), float(y)
+    f = ogr.Feature(l.GetLayerDefn())
+    f.SetGeometry(ogr.CreateGeometryFromWkt('LINESTRING(%r %r,%r %r)'
+                                            % (x, y, x + 13.3 * r, y + 3.1 * r)))
+    l.CreateFeature(f)" "$@"
+}
+seam_lines seam.gpkg 10 500000 5999680 500200 5999680 500500 5999520
+tile seam.gpkg --all-touched -- --all-touched
 # --label-all: one vector for two images; --label-suffix finds imgx.gpkg
 cp img.tif img2.tif
 cdp-tile -q -s 32 --label-all feat.gpkg --name a --name b img.tif img2.tif >all.s
@@ -122,6 +145,16 @@ grep -q '"ignored":[1-9]' got.json || fail "--background ignore ignored nothing"
 v=poly32.shp
 evaluate poly32.shp --extent extent.geojson --burn 2 -- --label-extent extent.geojson --burn 2
 grep -q '"ignored":[1-9]' got.json || fail "the extent ignored nothing"
+# lines that rise from a pixel corner on the seams of cdp-evaluate's
+# 256-row bands (rows 256 and 512), all touched: the reference is
+# gdal_rasterize -at's of the whole grid, so a map that is that raster
+# scores every pixel right
+seam_lines bseam.gpkg 1 500000 5799488 500020 5799488 500030 5799744
+gdal_rasterize -q -at -burn 1 -te 500000 5799300 500060 5800000 -ts 60 700 -ot Byte -init 0 \
+	-a_srs EPSG:32633 bseam.gpkg bseam.tif
+cdp-evaluate --json --all-touched bseam.tif bseam.gpkg >got.json || fail "cdp-evaluate of bseam.gpkg"
+grep -q '"pixels":42000,.*"accuracy":1.000000,' got.json ||
+	fail "the vector reference differs from gdal_rasterize -at of the grid: $(cat got.json)"
 
 # --- refusals ----------------------------------------------------------------
 cp extent.geojson imgx.geojson
@@ -133,6 +166,17 @@ refused 1 "no layer 'c' (its layers: 'a', 'b')" \
 	cdp-tile -s 32 --label two.gpkg --label-layer c img.tif
 refused 1 "layer 'nocrs' has no CRS (give it with --label-crs)" \
 	cdp-tile -s 32 --label nocrs.shp img.tif
+# an image placed by GCPs (in a CRS) without a geotransform: said so, not
+# that the image has no CRS
+"$PYTHON" -c "
+from osgeo import gdal, osr
+s = osr.SpatialReference()
+s.ImportFromEPSG(32633)
+d = gdal.GetDriverByName('GTiff').Create('gcp.tif', 91, 75, 3)
+d.SetGCPs([gdal.GCP(500000 + p, 5800000 - l, 0, p, l) for p, l in
+           ((0, 0), (91, 0), (0, 75), (91, 75))], s.ExportToWkt())"
+refused 1 "^cdp-tile: 'gcp.tif' is georeferenced by GCPs only, and a vector label 'feat.gpkg' is rasterized onto a geotransform (warp the image first: gdalwarp gcp.tif OUT)\$" \
+	cdp-tile -s 32 --label feat.gpkg gcp.tif
 refused 1 "--label-crs 'foo' is not a CRS" \
 	cdp-tile -s 32 --label nocrs.shp --label-crs foo img.tif
 refused 1 "attribute 'kind' is a string: give its values' ids with --classes" \

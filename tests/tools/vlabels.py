@@ -20,9 +20,11 @@
         [--buffer-field A] [--background V] [--extent FILE] [--ignore V]
         [--type u8|u16] [--s-srs CRS]
         decodes every record of STREAM (a cdp-tile stream of IMAGE) and
-        compares its label with gdal_rasterize's of the same window: the
-        vector reprojected into the image's CRS as ogr2ogr -t_srs does, then
-        gdal.Rasterize with -te/-ts on the tile's extent.
+        compares its label with the same window of gdal_rasterize's of the
+        whole image grid: the vector reprojected into the image's CRS as
+        ogr2ogr -t_srs does, then gdal.Rasterize with -te/-ts on the image's
+        extent (a tile's own extent would decide a geometry along its edge
+        by that edge: cdp-tile's tiles agree with the scene's label).
 
 Exits 1 naming the first tile that differs.
 """
@@ -195,15 +197,20 @@ def check(a):
     recs, _ = crosscheck.read_stream(a.stream)
     if not recs:
         sys.exit("vlabels.py: %s has no records" % a.stream)
+    ig = img.GetGeoTransform()
+    W, H = img.RasterXSize, img.RasterYSize
+    typ = gdal.GDT_Byte if a.type == "u8" else gdal.GDT_UInt16
+    whole = burn(keep, ext, [ig[0], ig[3] + H * ig[5], ig[0] + W * ig[1], ig[3]], W, H, typ, a)
     nonbg = 0
     for key, buf in recs:
         r = crosscheck.decode(key, buf)
         S, g = r["width"], r["gt"]
-        te = [g[0], g[3] + S * g[5], g[0] + S * g[1], g[3]]
+        x0, y0 = round((g[0] - ig[0]) / ig[1]), round((g[3] - ig[3]) / ig[5])
         if r["label_kind"] != (1 if a.type == "u8" else 2):
             sys.exit("vlabels.py: %s: label kind %d, want %s" % (key, r["label_kind"], a.type))
-        typ = gdal.GDT_Byte if a.type == "u8" else gdal.GDT_UInt16
-        ref = burn(keep, ext, te, S, S, typ, a)
+        if x0 < 0 or y0 < 0 or x0 + S > W or y0 + S > H:
+            sys.exit("vlabels.py: %s: the tile leaves the image" % key)
+        ref = whole[y0:y0 + S, x0:x0 + S]
         got = r["label"]
         if r["ignore"] != a.ignore:
             sys.exit("vlabels.py: %s: ignore %d, want %d" % (key, r["ignore"], a.ignore))

@@ -146,11 +146,10 @@ static int pass(side *p, side *r, const cdp_evaluate_opts *o, uint64_t *conf, in
 		if (cdp_raster_read(p->r, &b1, 1, 0, (int64_t)y, (int)w, rows, p->buf, why, sizeof why))
 			return fail(err, cap, "cannot read '%s': %s", p->path, why);
 		if (r->v) {
-			const double *g = p->ri->gt;
-			const double bgt[6] = { g[0] + (double)y * g[2], g[1], g[2],
-			                        g[3] + (double)y * g[5], g[4], g[5] };
-			if (cdp_label_vector_read(r->v, bgt, (int)w, rows, (uint32_t)r->ri->nodata,
-			                          r->buf, why, sizeof why))
+			/* the whole grid's rows: the score does not depend on ROWS */
+			if (cdp_label_vector_read_rows(r->v, p->ri->gt, (int)w, (int64_t)h, (int64_t)y,
+			                               rows, (uint32_t)r->ri->nodata, r->buf, why,
+			                               sizeof why))
 				return fail(err, cap, "cannot read '%s': %s", r->path, why);
 		} else if (cdp_raster_read(r->r, &b1, 1, 0, (int64_t)y, (int)w, rows, r->buf, why,
 		                           sizeof why))
@@ -335,16 +334,30 @@ static int check_out(side *p, side *r, FILE *out, const char *png, char *err, si
 	return rc || hit ? -1 : 0;
 }
 
-/* The geotransform as "(g0, ..., g5)", or "none". */
+/* The geotransform as "(g0, ..., g5)", or "none": each number in the
+ * fewest digits that read back as it, so two origins a millionth of a
+ * pixel apart do not print alike (%.10g's did) and 10 stays 10. */
 static void gt_text(const cdp_raster_info *ri, char *out, size_t cap)
 {
-	const double *g = ri->gt;
+	size_t len;
 
-	if (!ri->has_gt)
+	if (!ri->has_gt) {
 		snprintf(out, cap, "none");
-	else
-		snprintf(out, cap, "(%.10g, %.10g, %.10g, %.10g, %.10g, %.10g)", g[0], g[1], g[2],
-		         g[3], g[4], g[5]);
+		return;
+	}
+	len = (size_t)snprintf(out, cap, "(");
+	for (int i = 0; i < 6 && len < cap; i++) {
+		double a = fabs(ri->gt[i]);
+		/* no fewer digits than the integer part has: 500000, not 5e+05 */
+		int p = a >= 1 && a < 1e17 ? (int)floor(log10(a)) + 1 : 1;
+		char num[32];
+		for (; p <= 17; p++) {
+			snprintf(num, sizeof num, "%.*g", p, ri->gt[i]);
+			if (strtod(num, NULL) == ri->gt[i])
+				break;
+		}
+		len += (size_t)snprintf(out + len, cap - len, "%s%s", num, i < 5 ? ", " : ")");
+	}
 }
 
 /* The same pixels on the ground: the same CRS (OGR's comparison; none on

@@ -121,6 +121,14 @@ static int input_open_vector(ctx *c, input *in)
 	char msg[1024];
 	int rc;
 
+	/* the CRS is the GCPs' and no grid is: "the image has no CRS" misled */
+	if (!in->ri->has_gt && in->ri->ngcps > 0) {
+		ERR(c, "'%s' is georeferenced by GCPs only, and a vector label '%s' is "
+		    "rasterized onto a geotransform (warp the image first: gdalwarp %s OUT)",
+		    in->path, in->lpath, in->path);
+		rc = CDP_EMISMATCH;
+		goto fail;
+	}
 	if ((rc = cdp_label_vector_open(in->lpath, &c->o->vec, in->ri->crs, &in->vlab,
 	                                msg, sizeof msg))) {
 		ERR(c, "'%s': label %s", in->path, msg);
@@ -484,11 +492,11 @@ static int cut_read_strip(cutter *k, uint64_t y0, int sh)
 		return rc;
 	}
 	if (in->vlab) {
-		const double *g = in->ri->gt;
-		const double sgt[6] = { g[0] + (double)y0 * g[2], g[1], g[2],
-		                        g[3] + (double)y0 * g[5], g[4], g[5] };
-		if ((rc = cdp_label_vector_read(in->vlab, sgt, W, sh, in->ignore, k->lstrip,
-		                                msg, sizeof(msg)))) {
+		/* the scene's rows: a tile's label is its window of the scene's,
+		 * whatever strip it is cut from */
+		if ((rc = cdp_label_vector_read_rows(in->vlab, in->ri->gt, W,
+		                                     (int64_t)in->ri->height, (int64_t)y0, sh,
+		                                     in->ignore, k->lstrip, msg, sizeof(msg)))) {
 			ERR(c, "cannot read '%s': %s", in->lpath, msg);
 			return rc;
 		}

@@ -285,7 +285,8 @@ int tile_emit_files(ctx *c, input *in, const char *key, const cdp_record *r,
 			rc = !has || !nd ? CDP_ENOMEM :
 			     cdp_raster_write_tif_out(f, f32 ? CDP_DT_F32 : r->label_kind == CDP_LABEL_U8 ?
 			                          CDP_DT_U8 : CDP_DT_U16, nl, c->S, c->S, r->label, NULL,
-			                          in->r, r->x_off, r->y_off, has, nd, msg, sizeof(msg));
+			                          in->r, NULL, r->x_off, r->y_off, has, nd, msg,
+			                          sizeof(msg));
 			if (rc == CDP_ENOMEM && (!has || !nd))
 				snprintf(msg, sizeof msg, "out of memory");
 			free(has);
@@ -299,7 +300,7 @@ int tile_emit_files(ctx *c, input *in, const char *key, const cdp_record *r,
 			rc = cdp_raster_write_tif_out(f, r->dtype, (int)r->bands, c->S,
 			                          c->S, r->image,
 			                          r->flags & CDP_REC_MASK ? r->mask : NULL,
-			                          in->r, r->x_off, r->y_off,
+			                          in->r, in->bands, r->x_off, r->y_off,
 			                          r->flags & CDP_REC_NODATA ? in->hasnd : NULL, in->ndb,
 			                          msg, sizeof(msg));
 		}
