@@ -408,8 +408,18 @@ static int lab_scan(cdp_label_vector *v, char *err, size_t errcap)
 				maxid = id > maxid ? id : maxid;
 				v->ids[id / 8] |= (uint8_t)(1u << (id % 8));
 			}
-			if (s->bfld >= 0 && OGR_F_IsFieldSetAndNotNull(f, s->bfld))
-				s->maxbuf = fmax(s->maxbuf, fabs(OGR_F_GetFieldAsDouble(f, s->bfld)));
+			/* a distance as --buffer takes it: GEOS crashed on a NaN one
+			 * and dropped the feature at an infinite one */
+			if (rc == CDP_OK && s->bfld >= 0 && OGR_F_IsFieldSetAndNotNull(f, s->bfld)) {
+				double d = OGR_F_GetFieldAsDouble(f, s->bfld);
+				if (!(d >= 0 && d <= 1e9)) {
+					snprintf(err, errcap, "feature %lld: '%s' = %g is not a --buffer-field "
+					         "distance (0 to 1e9)", (long long)OGR_F_GetFID(f),
+					         o->buffer_field, d);
+					rc = CDP_ERANGE;
+				}
+				s->maxbuf = fmax(s->maxbuf, d);
+			}
 			OGR_F_Destroy(f);
 		}
 		OGR_L_SetIgnoredFields(s->lay, NULL);

@@ -191,6 +191,23 @@ refused 1 "attribute 'w' is Real, need an integer or a string" \
 	cdp-tile -s 32 --label feat.gpkg --label-field w img.tif
 refused 1 "attribute 'kind' is String, need a number" \
 	cdp-tile -s 32 --label feat.gpkg --buffer-field kind img.tif
+# a --buffer-field value that --buffer would refuse: refused naming the
+# feature (GEOS crashed on NaN; an infinite one dropped the feature)
+# (GeoJSON, which writes NaN and Infinity; a GeoPackage stores NaN as NULL)
+for v in nan inf -1 2e9; do
+	rm -f bufv.geojson
+	"$PYTHON" - "$v" <<'PYEOF' || fail "cannot make bufv.geojson"
+import json, sys
+from osgeo import gdal
+gdal.UseExceptions()
+gdal.VectorTranslate("bufv.geojson", "feat.gpkg", format="GeoJSON")
+j = json.load(open("bufv.geojson"))
+j["features"][0]["properties"]["w"] = float(sys.argv[1])
+open("bufv.geojson", "w").write(json.dumps(j))
+PYEOF
+	refused 1 "feature [0-9]*: 'w' = [-a-z0-9+e]* is not a --buffer-field distance (0 to 1e9)\$" \
+		cdp-tile -s 32 --label bufv.geojson --buffer-field w img.tif
+done
 refused 1 "cannot read with --label-where" \
 	cdp-tile -s 32 --label feat.gpkg --label-where "nope > 1" img.tif
 refused 1 "id 300 does not fit a u8 label" \
