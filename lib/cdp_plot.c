@@ -81,10 +81,16 @@ static void range_of(const cdp_plot_xy *s, double *lo, double *hi)
 		}
 }
 
-/* Widens [lo, hi] to whole ticks; returns the tick step. */
+/* At most this many ticks an axis: a step below half an ulp of the values
+ * (data a few ulps apart) would otherwise never advance a tick loop. */
+#define MAX_TICKS 64
+
+/* Widens [lo, hi] to whole ticks; returns the tick step. A range too narrow
+ * for ticks of its own (equal values, or a few ulps apart) is widened as a
+ * single value is. */
 static double nice_range(double *lo, double *hi, int n)
 {
-	if (!(*hi > *lo)) {
+	if (!(*hi - *lo > 1e-9 * fmax(fabs(*lo), fabs(*hi)))) {
 		double d = isfinite(*lo) && *lo != 0 ? fabs(*lo) * 0.1 : 1;
 		*lo = isfinite(*lo) ? *lo - d : 0;
 		*hi = isfinite(*hi) ? *hi + d : 1;
@@ -101,8 +107,8 @@ static void y_axis(cairo_t *cr, const panel *p, double lo, double hi, double st,
 {
 	char buf[32];
 	cairo_set_font_size(cr, 11);
-	for (double v = lo; v <= hi + st * 1e-6; v += st) {
-		double y = px_y(p, v, lo, hi);
+	for (int k = 0; k < MAX_TICKS && lo + k * st <= hi + st * 1e-6; k++) {
+		double v = lo + k * st, y = px_y(p, v, lo, hi);
 		if (side == 0) {
 			color(cr, c_grid);
 			cairo_move_to(cr, p->x0, y);
@@ -123,8 +129,10 @@ static void x_axis(cairo_t *cr, const panel *p, int labels)
 	char buf[32];
 	double st = nice_step(p->xhi - p->xlo, 8);
 	cairo_set_font_size(cr, 11);
-	for (double v = ceil(p->xlo / st) * st; v <= p->xhi + st * 1e-6; v += st) {
-		double x = px_x(p, v);
+	double first = ceil(p->xlo / st) * st;
+
+	for (int k = 0; k < MAX_TICKS && first + k * st <= p->xhi + st * 1e-6; k++) {
+		double v = first + k * st, x = px_x(p, v);
 		color(cr, c_grid);
 		cairo_move_to(cr, x, p->y0);
 		cairo_line_to(cr, x, p->y1);
@@ -477,8 +485,8 @@ int cdp_plot_hist2d_png(const char *path, const uint64_t *counts, int nb, double
 	x_axis(cr, &p, 1);
 	st = nice_step(hi - lo, 8);
 	cairo_set_font_size(cr, 11);
-	for (double v = ceil(lo / st) * st; v <= hi + st * 1e-6; v += st) {
-		double y = px_y(&p, v, lo, hi);
+	for (int k = 0; k < MAX_TICKS && ceil(lo / st) * st + k * st <= hi + st * 1e-6; k++) {
+		double v = ceil(lo / st) * st + k * st, y = px_y(&p, v, lo, hi);
 		color(cr, c_grid);
 		cairo_move_to(cr, p.x0, y);
 		cairo_line_to(cr, p.x1, y);

@@ -142,6 +142,20 @@ ys, xs = np.nonzero(blue)
 assert np.corrcoef(xs, -ys)[0, 1] > 0.9   # predicted grows with reference
 PY
 
+# values a few ulps apart: the axes' tick step is below an ulp of the
+# values (the tick loop never advanced: cdp-evaluate hung)
+"$PYTHON" - "$T/p1.tif" "$T/r1.tif" <<'PY' || fail "cannot make the ulp maps"
+import sys, numpy as np
+from osgeo import gdal
+a = np.full((4, 4), 1e6); b = a.copy(); b[0, 0] = np.nextafter(1e6, 2e6)
+for name, arr in zip(sys.argv[1:], (a, b)):
+    ds = gdal.GetDriverByName("GTiff").Create(name, 4, 4, 1, gdal.GDT_Float64)
+    ds.SetGeoTransform((0, 1, 0, 4, 0, -1)); ds.GetRasterBand(1).WriteArray(arr); ds = None
+PY
+timeout 60 cdp-evaluate --task regression --png "$T/h1.png" "$T/p1.tif" "$T/r1.tif" >/dev/null ||
+	fail "--png of values an ulp apart: exit $? (124: it hung)"
+[ -s "$T/h1.png" ] || fail "--png of values an ulp apart: no PNG"
+
 echo "== refusals"
 mk "$T/u8.tif" u8
 expect_fail 1 "^cdp-evaluate: '$T/u8.tif' holds u8 values, not a float32 or float64 raster of values that a regression map is scored against\$" \
