@@ -10,6 +10,9 @@ d=$(mktemp -d "${TMPDIR:-/tmp}/cdpcheck.XXXXXX") || {
 	echo "tests/tmpdir.sh: cannot make a folder in '${TMPDIR:-/tmp}'" >&2
 	exit 99
 }
+# as /tmp is: a test that runs a program as another user (readonly.sh:
+# nobody) must reach its own folder inside this one
+chmod 1777 "$d" || exit 99
 # only the folder made above: its name is checked before every removal
 clean() { case $d in */cdpcheck.??????) rm -rf -- "$d" ;; esac; }
 trap 'clean; exit 130' INT

@@ -540,16 +540,21 @@ static int check_why(const cdp_ckpt *ck, char *why, size_t cap)
 	     ck->in_h <= (1 << 20) && ck->in_w <= (1 << 20),
 	     "META's input shape %dx%dx%d (channels, height, width: each 1 to 2^20)", ck->in_c,
 	     ck->in_h, ck->in_w);
-	RULE(ck->cfg_text && ck->cfg_text[0] && strlen(ck->cfg_text) <= CDP_CKPT_CFG_MAX,
-	     "the model cfg text (CFG) is empty or longer than %d bytes", CDP_CKPT_CFG_MAX);
+	/* the limits a user's --model can exceed, in the words cdp-train
+	 * gives when its checkpoint cannot keep them */
+	RULE(ck->cfg_text && ck->cfg_text[0], "the model cfg text (CFG) is empty");
+	RULE(strlen(ck->cfg_text) <= CDP_CKPT_CFG_MAX, "the model cfg text has %zu bytes, at "
+	     "most %d are kept", strlen(ck->cfg_text), CDP_CKPT_CFG_MAX);
 	RULE(ck->noverrides >= 0 && ck->noverrides <= CDP_CKPT_MAX_OVERRIDES &&
-	     (ck->noverrides == 0 || ck->overrides), "%d model overrides (CFG), 0 to %d",
+	     (ck->noverrides == 0 || ck->overrides), "%d model overrides, at most %d are kept",
 	     ck->noverrides, CDP_CKPT_MAX_OVERRIDES);
-	for (int i = 0; i < ck->noverrides; i++)
-		RULE(ck->overrides[i] && ck->overrides[i][0] &&
-		     strlen(ck->overrides[i]) <= CDP_CKPT_OVERRIDE_MAX,
-		     "model override %d (CFG) is empty or longer than %d bytes", i + 1,
+	for (int i = 0; i < ck->noverrides; i++) {
+		RULE(ck->overrides[i] && ck->overrides[i][0], "model override %d (CFG) is empty",
+		     i + 1);
+		RULE(strlen(ck->overrides[i]) <= CDP_CKPT_OVERRIDE_MAX, "model override %d has %zu "
+		     "bytes, at most %d are kept", i + 1, strlen(ck->overrides[i]),
 		     CDP_CKPT_OVERRIDE_MAX);
+	}
 	RULE(tensors_ok(ck->params, ck->nparams, &ptotal),
 	     "a parameter tensor (PARM) has a bad name or a shape other than its values");
 	RULE(tensors_ok(ck->buffers, ck->nbuffers, &btotal),
@@ -605,7 +610,7 @@ static int check_why(const cdp_ckpt *ck, char *why, size_t cap)
 	     "DATA's pixel size %g x %g (finite, not negative)", ck->res_x, ck->res_y);
 	/* version 6's class names */
 	RULE(ck->nclass_names >= 0 && ck->nclass_names <= CDP_CKPT_MAX_CLASSES &&
-	     (ck->nclass_names == 0 || ck->class_names), "%d class names (DATA), 0 to %d",
+	     (ck->nclass_names == 0 || ck->class_names), "%d class names, at most %d are kept",
 	     ck->nclass_names, CDP_CKPT_MAX_CLASSES);
 	{
 		int k = bad_class_name(ck, w, sizeof w);

@@ -474,8 +474,7 @@ def _check(ck):
         raise _Bad("EFORMAT", "META's input shape %dx%dx%d (channels, height, width: each 1 "
                    "to 2^20)" % (c, h, w))
     if not ck.cfg_text:
-        raise _Bad("EFORMAT", "the model cfg text (CFG) is empty or longer than %d bytes"
-                   % CFG_MAX)
+        raise _Bad("EFORMAT", "the model cfg text (CFG) is empty")
     o = ck.optim
     ptotal = sum(t.size for t in ck.params.values())
     if o["type"] != "none":
