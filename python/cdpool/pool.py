@@ -79,12 +79,19 @@ def check_size(path):
     """cdp_lmdb_env_open's size check, before LMDB maps the file: raises
     CdpError ETRUNC "'POOL': data.mdb is truncated: N bytes, its last page
     ends at byte M" when data.mdb is shorter than the newest (higher txnid)
-    of its two meta pages says. A file that is not LMDB's is left to
-    lmdb.open to refuse."""
+    of its two meta pages says, "... 0 bytes, shorter than LMDB's two meta
+    pages (M bytes)" when it is empty. A file that is not LMDB's is
+    left to lmdb.open to refuse."""
     with open(os.path.join(path, "data.mdb"), "rb") as f:
         m0 = _lmdb_meta(f, 0)
         m1 = m0 and _lmdb_meta(f, m0[0])
         size = os.fstat(f.fileno()).st_size
+    # empty (a copy cut short): lmdb.open refuses it with EBADF, naming no
+    # problem of the pool (a file cut inside the meta pages is MDB_INVALID)
+    two = 2 * os.sysconf("SC_PAGESIZE")
+    if size == 0:
+        raise CdpError("ETRUNC", path, message="data.mdb is truncated: %d bytes, shorter than "
+                       "LMDB's two meta pages (%d bytes)" % (size, two))
     if not m0 or not m1:
         return
     psize, last, _ = m1 if m1[2] > m0[2] else m0

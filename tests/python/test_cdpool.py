@@ -1065,6 +1065,15 @@ def test_pool_refusals():
         r = info(bad)
         check(r.returncode == 1 and r.stderr == "cdpool: cannot read %s\n" % e,
               "info on a truncated pool: %d %r" % (r.returncode, r.stderr))
+    bad = copy_pool(src, "cut")
+    os.truncate(os.path.join(bad, "data.mdb"), 0)      # lmdb.open said EBADF
+    e = refused("ETRUNC", cdpool.Pool, bad)
+    check(str(e) == "'%s': data.mdb is truncated: 0 bytes, shorter than LMDB's two meta pages "
+          "(%d bytes)" % (bad, 2 * os.sysconf("SC_PAGESIZE")), str(e))
+    c_says(e, "cdp-keyshuffle", "-q", "-o", os.path.join(T, "cut.keys"), bad)
+    r = info(bad)
+    check(r.returncode == 1 and r.stderr == "cdpool: cannot read %s\n" % e,
+          "info on an empty data.mdb: %d %r" % (r.returncode, r.stderr))
     ok("a truncated data.mdb: refused as cdp-keyshuffle refuses it, before any read")
 
     empty = os.path.join(T, "notpool_empty")
