@@ -342,6 +342,15 @@ def test_keys():
          len(keys) + 1),
         ("a space", write_keys(d + "/g", u, keys[:3] + ["a b"] + keys[4:]), "ESYNTAX", 5),
     ]
+    # the header is one exact form: its numbers without leading zeros or signs
+    body = "".join(k + "\n" for k in keys).encode()
+    for i, (v, seed, count) in enumerate((("01", "5", "%d"), ("1", "05", "%d"),
+                                          ("1", "5", "00%d"), ("1", "5", "+%d"),
+                                          ("1", "+5", "%d"), ("2", "5", "0%d"))):
+        h = "#cdpool-keys %s uuid=%s seed=%s count=%s%s crc32=%08x" % (
+            v, u, seed, count % len(keys), " repeats=0" if v == "2" else "", zlib.crc32(body))
+        cases.append(("header %s" % h, write_keys(d + "/z%d" % i, u, keys, header=h),
+                      "ESYNTAX", 1))
     with open(d + "/h", "wb") as f:              # no final line feed
         f.write(open(os.path.join(T, "train.keys"), "rb").read()[:-1])
     cases.append(("no final newline", d + "/h", "EFORMAT", len(keys) + 1))
