@@ -42,7 +42,8 @@ import numpy as np
 
 from .errors import PHRASES, CdpError
 from .keys import split_key
-from .record import DTYPE_CODES, DTYPES, LABEL_CLASS, LABEL_NAMES, decode
+from .record import (DTYPE_CODES, DTYPE_NAMES, DTYPES, LABEL_CLASS, LABEL_NAMES, LABEL_U8,
+                     LABEL_U16, decode)
 
 FORMAT = "cdpool-pool"
 VERSION = 2             # 2: float stats as scaled mean and M2 (version 1 sums still read)
@@ -1204,7 +1205,27 @@ class _View:
 
     def record(self, key, copy=False):
         k = key if isinstance(key, str) else _key(key).decode("utf-8", "surrogateescape")
-        return decode(self.raw(key), (self._pool.path, k), copy=copy)
+        r = decode(self.raw(key), (self._pool.path, k), copy=copy)
+        _check_record(self._pool, k, r)
+        return r
+
+
+def _check_record(p, key, r):
+    """Record r of key against the pool's shape, as cdp-train's loader
+    checks it (tools/train/loader_open.c): a record of another layout than
+    the meta says would be served as another shape than pool.shape; one
+    of another label ignore value would have its ignored pixels learnt.
+    CdpError ESHAPE in the loader's words."""
+    if (r.dtype != DTYPE_CODES.get(p.dtype_name) or (r.bands, r.height, r.width) != p.shape
+            or LABEL_NAMES[r.label_kind] != p.label_kind or r.label_len != p.label_len):
+        raise CdpError("ESHAPE", p.path, message="record '%s' is %s %dx%dx%d label %s, the "
+                       "pool's meta says %s %dx%dx%d label %s" % (
+                           key, DTYPE_NAMES[r.dtype], r.bands, r.height, r.width,
+                           LABEL_NAMES[r.label_kind], p.dtype_name, p.bands, p.height, p.width,
+                           p.label_kind))
+    if r.label_kind in (LABEL_U8, LABEL_U16) and r.label_ignore != p.label_ignore:
+        raise CdpError("ESHAPE", p.path, message="record '%s' has the label ignore value %d, "
+                       "the pool's meta says %d" % (key, r.label_ignore, p.label_ignore))
 
     def __getitem__(self, key):
         r = self.record(key)

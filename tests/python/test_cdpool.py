@@ -311,6 +311,20 @@ def test_meta_consistency():
         c_says(e, *train, bad)
     ok("sources refused as cdp_source_parse refuses them, in cdp-train's words")
 
+    # a record of another layout than the shape says: refused by pool[key]
+    # in the loader's words (it served a (1, 32, 32) image from a pool whose
+    # shape said (1, 32, 64))
+    bad = edit_meta(pool, "shape", lambda t: sub(r"width=([0-9]+)", "width=64", t))
+    q = cdpool.Pool(bad)
+    k = q.keys()[0]
+    e = refused("ESHAPE", q.__getitem__, k)
+    want = "'%s': record '%s' is %s %dx%dx32 label %s, the pool's meta says %s %dx%dx64 label %s" % (
+        bad, k, p.dtype_name, p.bands, p.height, p.label_kind, p.dtype_name, p.bands, p.height,
+        p.label_kind)
+    check(str(e) == want, "%s, want %s" % (e, want))
+    c_says(str(e).split("' is ", 1)[1], *train, bad)      # the loader samples another key
+    ok("a record unlike the pool's shape: refused by pool[key] as cdp-train refuses it")
+
 
 def write_keys(path, uuid, keys, seed=5, count=None, crc=None, header=None):
     body = "".join(k + "\n" for k in keys).encode()
