@@ -886,13 +886,24 @@ class Pool:
             raise _Why("no count record but the pool holds %d tiles" % entries)
         if self.tiles != entries:
             raise _Why("count record says %d tiles but the pool holds %d" % (self.tiles, entries))
-        self.sources = []
+        self.sources, seen = [], set()
         for k, v in sorted(meta.items()):
             if k.startswith("source."):
+                if not re.fullmatch(r"[0-9]+", k[7:]) or int(k[7:]) >= 1 << 32:
+                    raise _Why("meta '%.32s': not a source name (source.NNNNNN)" % k)
                 try:
                     self.sources.append(parse_source(v))
                 except _Why as e:
                     raise _Why("meta '%s': %s" % (k, e)) from None
+                seen.add(int(k[7:]))
+        # records index the sources 0..n-1 (check_sources of lib/cdp_pool.c)
+        if self.tiles and not seen:
+            raise _Why("meta 'source.000000' is missing (the pool holds %d tiles and describes "
+                       "no source)" % self.tiles)
+        gap = next((i for i in range(len(seen)) if i not in seen), None)
+        if self.tiles and gap is not None:
+            raise _Why("meta 'source.%06d' is missing (the pool describes %d sources, up to "
+                       "source.%06d)" % (gap, len(seen), max(seen)))
         self.classes = {}
         for line in meta.get("classes", "").split("\n"):
             m = re.fullmatch(r"class\.([0-9]+)=([0-9]+)", line)

@@ -325,6 +325,16 @@ def test_meta_consistency():
     c_says(str(e).split("' is ", 1)[1], *train, bad)      # the loader samples another key
     ok("a record unlike the pool's shape: refused by pool[key] as cdp-train refuses it")
 
+    # the sources are numbered 0..n-1: a missing one is the pool's damage,
+    # not LMDB's MDB_NOTFOUND (cdp-train) nor nothing at all (Pool)
+    bad = edit_meta(pool, None, None, ["source.%06d" % src[0]])
+    e = refused("EFORMAT", cdpool.Pool, bad)
+    check(str(e) == "'%s': meta 'source.%06d' is missing (the pool holds %d tiles and describes "
+          "no source)" % (bad, src[0], n), str(e))
+    c_says(e, *train, bad)
+    c_says(e, "cdp-keyshuffle", "-q", "-o", os.path.join(T, "meta.keys"), bad)
+    ok("a missing source: refused by Pool, cdp-train and cdp-keyshuffle in one wording")
+
 
 def write_keys(path, uuid, keys, seed=5, count=None, crc=None, header=None):
     body = "".join(k + "\n" for k in keys).encode()
