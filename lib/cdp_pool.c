@@ -443,6 +443,7 @@ static int say(char *why, size_t cap, const char *fmt, ...)
 		va_start(ap, fmt);
 		vsnprintf(why, cap, fmt, ap);
 		va_end(ap);
+		cdp_msg_escape(why, cap);   /* it quotes the meta's bytes */
 	}
 	return CDP_EFORMAT;
 }

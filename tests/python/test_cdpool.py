@@ -335,6 +335,14 @@ def test_meta_consistency():
     c_says(e, "cdp-keyshuffle", "-q", "-o", os.path.join(T, "meta.keys"), bad)
     ok("a missing source: refused by Pool, cdp-train and cdp-keyshuffle in one wording")
 
+    # a CR a meta value quotes is shown as \r (it hid the start of the line)
+    bad = edit_meta(pool, "count", lambda t: t.replace("\n", "\r\n"))
+    e = refused("EFORMAT", cdpool.Pool, bad)
+    check(str(e) == "'%s': count record: tiles=%d\\r is not a number" % (bad, n), str(e))
+    c_says(e, "cdp-keyshuffle", "-q", "-o", os.path.join(T, "meta.keys"), bad)
+    c_says(e, *train, bad)
+    ok("control bytes of meta text escaped in messages, as the C readers escape them")
+
 
 def write_keys(path, uuid, keys, seed=5, count=None, crc=None, header=None):
     body = "".join(k + "\n" for k in keys).encode()
