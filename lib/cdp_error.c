@@ -8,6 +8,8 @@
 #include "cdp_error.h"
 
 #include <lmdb.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* Indexed by CDP_EINVAL - rc, so the order must follow the enum. */
@@ -50,4 +52,42 @@ const char *cdp_strerror(int rc)
 	if (rc <= CDP_EINVAL && (size_t)(CDP_EINVAL - rc) < n)
 		return cdp_phrases[CDP_EINVAL - rc];
 	return "unknown error";
+}
+
+void cdp_msg_escape(char *msg, size_t cap)
+{
+	size_t n, extra = 0, i, o;
+	char *src;
+
+	if (!msg || cap == 0)
+		return;
+	n = strlen(msg);
+	for (i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)msg[i];
+		if (c == '\t' || c == '\r' || c == '\n')
+			extra += 1;
+		else if (c < 0x20 || c == 0x7f)
+			extra += 3;
+	}
+	if (extra == 0 || !(src = malloc(n + 1)))
+		return;   /* without memory the message stays as it is */
+	memcpy(src, msg, n + 1);
+	for (i = o = 0; i < n; i++) {
+		unsigned char c = (unsigned char)src[i];
+		char e[5];
+		size_t k;
+
+		if (c == '\t' || c == '\r' || c == '\n')
+			k = (size_t)snprintf(e, sizeof e, "\\%c", c == '\t' ? 't' : c == '\r' ? 'r' : 'n');
+		else if (c < 0x20 || c == 0x7f)
+			k = (size_t)snprintf(e, sizeof e, "\\x%02x", c);
+		else
+			e[0] = (char)c, e[1] = '\0', k = 1;
+		if (o + k > cap - 1)
+			break;
+		memcpy(msg + o, e, k);
+		o += k;
+	}
+	msg[o] = '\0';
+	free(src);
 }

@@ -11,6 +11,8 @@
 #ifndef CDP_ERROR_H
 #define CDP_ERROR_H
 
+#include <stddef.h>
+
 enum {
 	CDP_OK = 0,
 	/* negative: our own codes; positive: errno */
@@ -42,5 +44,13 @@ enum {
 /* Returns a static, lowercase phrase for rc (never NULL). For rc > 0 it is
  * strerror(rc). */
 const char *cdp_strerror(int rc);
+
+/* Rewrites the message msg[cap] (NUL-terminated) in place so that no
+ * control byte of file text it quotes reaches a terminal: a tab, CR or LF
+ * becomes \t, \r or \n, any other byte below 0x20 and DEL \xHH. A CR
+ * would return the cursor and hide what came before it ("tiles=9\r is
+ * not a number" showed " is not a number"), an LF split the one-line
+ * message. Cut at cap - 1 bytes, never inside an escape. */
+void cdp_msg_escape(char *msg, size_t cap);
 
 #endif

@@ -47,6 +47,27 @@ static int check_size(MDB_env *env, uint64_t *have, uint64_t *need)
 	return CDP_ETRUNC;
 }
 
+/* A read-only open of an empty data.mdb (a copy cut short) fails in LMDB
+ * with EBADF, which names no problem of the pool: CDP_ETRUNC with its size
+ * and that of LMDB's two meta pages. (A file cut inside them is
+ * MDB_INVALID, LMDB's own word for it.) */
+static int check_meta_pages(const char *path, uint64_t *have, uint64_t *need)
+{
+	char name[4200];
+	struct stat st;
+	long ps = sysconf(_SC_PAGESIZE);
+	uint64_t two = 2 * (uint64_t)(ps > 0 ? ps : 4096);
+
+	if ((size_t)snprintf(name, sizeof name, "%s/data.mdb", path) >= sizeof name ||
+	    stat(name, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size != 0)
+		return CDP_OK;   /* a missing file is LMDB's to report */
+	if (have)
+		*have = (uint64_t)st.st_size;
+	if (need)
+		*need = two;
+	return CDP_ETRUNC;
+}
+
 int cdp_lmdb_can_map(size_t bytes)
 {
 	void *m = mmap(NULL, bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
@@ -133,6 +154,8 @@ int cdp_lmdb_env_open_sized(const char *path, unsigned int flags, int create,
 		return errno;
 	if (!S_ISDIR(st.st_mode))
 		return ENOTDIR;
+	if ((flags & MDB_RDONLY) && (rc = check_meta_pages(path, have, need)) != 0)
+		return rc;
 	rc = env_try(path, flags, maxdbs, mapsize, &env);
 	if (rc == ENOMEM && mapsize == 0 && (mapsize = file_map_size(path)) != 0)
 		rc = env_try(path, flags, maxdbs, mapsize, &env);

@@ -60,7 +60,9 @@ int cdp_lmdb_env_open(const char *path, unsigned int flags, int create,
  * page size (cut by a copy, a full disk or truncate(1)) would raise SIGBUS
  * at the first read of a missing page, so it is CDP_ETRUNC, with *have the
  * file's bytes and *need the bytes its pages take (either may be NULL;
- * both are 0 on any other outcome). cdp_lmdb_env_open checks the same. */
+ * both are 0 on any other outcome). A read-only open of an empty data.mdb
+ * (LMDB says EBADF) is CDP_ETRUNC too, *need then the bytes of LMDB's two
+ * meta pages. cdp_lmdb_env_open checks the same. */
 int cdp_lmdb_env_open_sized(const char *path, unsigned int flags, int create,
                             unsigned int maxdbs, size_t mapsize, MDB_env **env,
                             uint64_t *have, uint64_t *need);

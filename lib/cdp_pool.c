@@ -23,6 +23,7 @@
 #include "cdp_lmdb.h"
 #include "cdp_num.h"
 #include "cdp_stats.h"
+#include "cdp_stream.h"
 
 #define CRC_LINE_LEN 15  /* "crc32=" + 8 hex + "\n" */
 
@@ -216,8 +217,14 @@ const char *cdp_pool_strerror(const cdp_pool *p, int rc, char *buf, size_t cap)
 		return "LMDB reader table full: MDB_READERS_FULL: Environment maxreaders limit reached";
 	if (rc != CDP_ETRUNC || !p || p->need_bytes == 0 || !buf || cap == 0)
 		return cdp_strerror(rc);
-	snprintf(buf, cap, "data.mdb is truncated: %llu bytes, its last page ends at byte %llu",
-	         (unsigned long long)p->file_bytes, (unsigned long long)p->need_bytes);
+	/* an empty file: no meta page says where its last page ends */
+	if (p->need_bytes == 2 * (uint64_t)sysconf(_SC_PAGESIZE))
+		snprintf(buf, cap, "data.mdb is truncated: %llu bytes, shorter than LMDB's two meta "
+		         "pages (%llu bytes)", (unsigned long long)p->file_bytes,
+		         (unsigned long long)p->need_bytes);
+	else
+		snprintf(buf, cap, "data.mdb is truncated: %llu bytes, its last page ends at byte %llu",
+		         (unsigned long long)p->file_bytes, (unsigned long long)p->need_bytes);
 	return buf;
 }
 
@@ -436,6 +443,7 @@ static int say(char *why, size_t cap, const char *fmt, ...)
 		va_start(ap, fmt);
 		vsnprintf(why, cap, fmt, ap);
 		va_end(ap);
+		cdp_msg_escape(why, cap);   /* it quotes the meta's bytes */
 	}
 	return CDP_EFORMAT;
 }
@@ -537,6 +545,94 @@ static int count_sources(cdp_pool *p, MDB_txn *txn, uint32_t *n)
 	}
 	mdb_cursor_close(cur);
 	return rc == MDB_NOTFOUND || rc == 0 ? CDP_OK : rc;
+}
+
+/* Meta name k of the source list: 1 with *idx its NNNNNN when it is
+ * "source." and a number below 2^32, 0 for another "source." name, -1
+ * past the list (the names sort together). */
+static int source_index(const MDB_val *k, uint32_t *idx)
+{
+	static const char prefix[] = "source.";
+	const size_t pl = sizeof prefix - 1;
+	const char *d = k->mv_data;
+	uint64_t x = 0;
+	size_t j;
+
+	if (k->mv_size < pl || memcmp(d, prefix, pl) != 0)
+		return -1;
+	for (j = pl; j < k->mv_size && d[j] >= '0' && d[j] <= '9' && x <= UINT32_MAX; j++)
+		x = x * 10 + (uint64_t)(d[j] - '0');
+	if (j == pl || j < k->mv_size || x > UINT32_MAX)
+		return 0;
+	*idx = (uint32_t)x;
+	return 1;
+}
+
+/* The sources of a pool of records, as every reader relies on them: each
+ * source.NNNNNN parses as cdp_source_parse reads it, and they are numbered
+ * 0..n-1 without a gap (records index them), n >= 1. A missing one would
+ * surface as LMDB's MDB_NOTFOUND wherever a reader looked it up, or not
+ * at all. *n counts them. */
+static int check_sources(cdp_pool *p, MDB_txn *txn, uint64_t tiles, uint32_t *n, cdp_buf *b,
+                         char *why, size_t cap)
+{
+	static const char prefix[] = "source.";
+	MDB_cursor *cur;
+	MDB_val k = { sizeof prefix - 1, (void *)prefix }, v;
+	unsigned char *seen = NULL;
+	uint32_t max = 0;
+	char name[40], sw[160];
+	int rc;
+
+	if ((rc = count_sources(p, txn, n)) != CDP_OK)
+		return rc;
+	if (*n == 0)
+		return say(why, cap, "meta 'source.000000' is missing (the pool holds %" PRIu64
+		           " tiles and describes no source)", tiles);
+	if (!(seen = calloc(*n, 1)))
+		return CDP_ENOMEM;
+	if ((rc = mdb_cursor_open(txn, p->meta, &cur)) != 0) {
+		free(seen);
+		return rc;
+	}
+	for (rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE); rc == 0;
+	     rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+		uint32_t idx = 0;
+		int is = source_index(&k, &idx);
+		cdp_source src;
+
+		if (is < 0)
+			break;
+		snprintf(name, sizeof name, "%.*s", (int)(k.mv_size < 32 ? k.mv_size : 32),
+		         (const char *)k.mv_data);
+		if (!is) {
+			rc = say(why, cap, "meta '%s': not a source name (source.NNNNNN)", name);
+			break;
+		}
+		if ((rc = cdp_pool_meta_decode(v.mv_data, v.mv_size, b)) != CDP_OK) {
+			say(why, cap, "meta '%s': %s", name, cdp_strerror(rc));
+			break;
+		}
+		if ((rc = cdp_source_parse_why(b->p, b->len, &src, sw, sizeof sw)) != CDP_OK) {
+			if (rc != CDP_ENOMEM)
+				rc = say(why, cap, "meta '%s': %s", name, sw);
+			break;
+		}
+		cdp_source_free(&src);
+		if (idx < *n)
+			seen[idx] = 1;
+		if (idx > max)
+			max = idx;
+	}
+	mdb_cursor_close(cur);
+	if (rc == MDB_NOTFOUND)
+		rc = CDP_OK;
+	for (uint32_t i = 0; rc == CDP_OK && i < *n; i++)
+		if (!seen[i])
+			rc = say(why, cap, "meta 'source.%06" PRIu32 "' is missing (the pool describes "
+			         "%" PRIu32 " sources, up to source.%06" PRIu32 ")", i, *n, max);
+	free(seen);
+	return rc;
 }
 
 /* Meta value name into b: 0, MDB_NOTFOUND (nothing said), or another code
@@ -667,7 +763,8 @@ static int load(cdp_pool *p, MDB_txn *txn, cdp_pool_info *info, cdp_buf *b, char
 		cdp_stats_result(&st, i, &bi->mean, &bi->std, &bi->min, &bi->max);
 	}
 	cdp_stats_free(&st);
-	return rc ? rc : count_sources(p, txn, &info->nsources);
+	return rc ? rc : info->tiles ? check_sources(p, txn, info->tiles, &info->nsources, b, why, cap)
+	          : count_sources(p, txn, &info->nsources);
 }
 
 int cdp_pool_info_load(cdp_pool *p, cdp_pool_info *info, char *why, size_t cap)
@@ -730,15 +827,12 @@ int cdp_pool_source_names(cdp_pool *p, MDB_txn *txn, cdp_source_name **out, size
 		goto out;
 	for (rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE); rc == 0;
 	     rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
-		const char *d = k.mv_data;
-		uint64_t idx = 0;
-		size_t j;
+		uint32_t idx = 0;
+		int is = source_index(&k, &idx);
 
-		if (k.mv_size < pl || memcmp(d, prefix, pl) != 0)
+		if (is < 0)
 			break;
-		for (j = pl; j < k.mv_size && d[j] >= '0' && d[j] <= '9' && idx <= UINT32_MAX; j++)
-			idx = idx * 10 + (uint64_t)(d[j] - '0');
-		if (j == pl || j < k.mv_size || idx > UINT32_MAX)
+		if (!is)
 			continue;
 		if ((rc = cdp_pool_meta_decode(v.mv_data, v.mv_size, &b)) != 0)
 			goto out;

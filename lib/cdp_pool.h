@@ -152,7 +152,10 @@ int  cdp_pool_meta_check(cdp_pool *p, MDB_txn *txn, char uuid[33], uint64_t *til
 
 /* Loads and validates, after cdp_pool_meta_check, the shape and the stats
  * (required once the pool holds records, of the shape's dtype and bands,
- * not stale, their integer sums consistent: cdp_stats_parse). CDP_EFORMAT,
+ * not stale, their integer sums consistent: cdp_stats_parse) and, once
+ * it holds records, the sources (each source.NNNNNN as cdp_source_parse
+ * reads it, numbered 0..n-1 with none missing, at least one: "meta
+ * 'source.000000' is missing (...)"). CDP_EFORMAT,
  * CDP_EVERSION, CDP_ECRC, CDP_ENOMEM, LMDB's codes; why[cap] (may be NULL)
  * says what is wrong ("shape record: repeated key 'width'", "stats record:
  * band 1: min 300 is above max 244"; cdp_strerror's phrase where nothing

@@ -149,13 +149,17 @@ static int slurp(FILE *f, char **out, size_t *len)
 	return CDP_OK;
 }
 
-/* Parses a decimal u64 at *p (1..20 digits, no sign); advances *p. */
+/* Parses a decimal u64 at *p (1..20 digits, no sign); advances *p. The
+ * header is one exact form (cdp-keys(5)): a leading zero ("01",
+ * "count=009") would give two spellings of one number, so it is refused. */
 static int parse_dec(const char **p, const char *end, uint64_t *out)
 {
 	const char *s = *p;
 	uint64_t v = 0;
 
 	if (s >= end || *s < '0' || *s > '9')
+		return CDP_ESYNTAX;
+	if (*s == '0' && s + 1 < end && s[1] >= '0' && s[1] <= '9')
 		return CDP_ESYNTAX;
 	while (s < end && *s >= '0' && *s <= '9') {
 		unsigned d = (unsigned)(*s - '0');

@@ -22,6 +22,8 @@
 #include "cdp_error.h"
 #include "cdp_num.h"
 
+#include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <zlib.h>
@@ -470,4 +472,103 @@ int cdp_record_decode(const void *buf, size_t len, cdp_record *r,
 	r->label = payload[1];
 	r->mask = payload[2];
 	return multi_ok(r) ? CDP_OK : CDP_EFORMAT;
+}
+
+static const char *kind_name(unsigned k)
+{
+	static const char *const n[] = { "none", "u8", "u16", "class", "f32", "multi" };
+	return k <= CDP_LABEL_MULTI ? n[k] : "?";
+}
+
+/* parse()'s checks again, in its order, each saying what it found: only
+ * on the way to an error message, so the decoder itself stays one path. */
+const char *cdp_record_why(const void *buf, size_t len, int rc, char *why, size_t cap)
+{
+	static const char *const part[3] = { "image", "label", "mask" };
+	const uint8_t *b = buf;
+	cdp_record r;
+	size_t raw[3], total = CDP_RECORD_HDR;
+	unsigned v, k, hs;
+
+	if (!why || cap == 0)
+		return why;
+	snprintf(why, cap, "%s", cdp_strerror(rc));
+	if ((rc != CDP_EFORMAT && rc != CDP_EVERSION) || !b || len < CDP_RECORD_HDR + 4)
+		return why;
+	v = get_u16(b + OFF_VERSION);
+	k = b[OFF_LABEL];
+	hs = get_u16(b + OFF_HDRSIZE);
+	if (rc == CDP_EVERSION) {
+		snprintf(why, cap, "version %u: %s (this program reads 1 and 2)", v,
+		         cdp_strerror(rc));
+		return why;
+	}
+	memset(&r, 0, sizeof r);
+	r.dtype = b[OFF_DTYPE];
+	r.label_kind = (int)k;
+	r.compression = b[OFF_COMP];
+	r.flags = b[OFF_FLAGS];
+	r.bands = get_u32(b + OFF_BANDS);
+	r.height = get_u32(b + OFF_HEIGHT);
+	r.width = get_u32(b + OFF_WIDTH);
+	r.class_id = get_u32(b + OFF_CLASS);
+	r.label_len = get_u32(b + OFF_LABLEN);
+	r.label_ignore = get_u32(b + OFF_IGNORE);
+	if (hs != CDP_RECORD_HDR)
+		snprintf(why, cap, "header size %u, not %d", hs, CDP_RECORD_HDR);
+	else if (!cdp_dtype_size(r.dtype))
+		snprintf(why, cap, "data type code %d is none of 1..7", r.dtype);
+	else if (k > CDP_LABEL_MULTI)
+		snprintf(why, cap, "label kind %u is none of 0..%d", k, CDP_LABEL_MULTI);
+	else if (r.compression != CDP_COMP_NONE && r.compression != CDP_COMP_ZLIB)
+		snprintf(why, cap, "compression %d is none of 0 (none), 1 (zlib)", r.compression);
+	else if (r.flags & ~(CDP_REC_NODATA | CDP_REC_MASK))
+		snprintf(why, cap, "flags 0x%02x hold unknown bits (known: 0x%02x)", (unsigned)r.flags,
+		         CDP_REC_NODATA | CDP_REC_MASK);
+	else if (r.bands < 1 || r.bands > CDP_RECORD_MAXDIM || r.height < 1 ||
+	         r.height > CDP_RECORD_MAXDIM || r.width < 1 || r.width > CDP_RECORD_MAXDIM)
+		snprintf(why, cap, "bands %" PRIu32 ", height %" PRIu32 ", width %" PRIu32
+		         ": each must be 1..%d", r.bands, r.height, r.width, CDP_RECORD_MAXDIM);
+	else if (r.class_id != 0 && k != CDP_LABEL_CLASS)
+		snprintf(why, cap, "class id %" PRIu32 " with label kind %s (only class has one)",
+		         r.class_id, kind_name(k));
+	else if (has_len((int)k) && (r.label_len < 1 || r.label_len > CDP_RECORD_MAXLABEL))
+		snprintf(why, cap, "label length %" PRIu32 " with label kind %s: must be 1..%d",
+		         r.label_len, kind_name(k), CDP_RECORD_MAXLABEL);
+	else if (!has_len((int)k) && r.label_len != 0)
+		snprintf(why, cap, "label length %" PRIu32 " with label kind %s (must be 0)",
+		         r.label_len, kind_name(k));
+	else if ((int)v != version_of((int)k))
+		snprintf(why, cap, "version %u, label kind %s has version %d", v, kind_name(k),
+		         version_of((int)k));
+	else if (!all_zero(b + OFF_RES2, 24))
+		snprintf(why, cap, "reserved bytes %d..%d are not zero", OFF_RES2, CDP_RECORD_HDR - 1);
+	else if (!(r.flags & CDP_REC_NODATA) && !all_zero(b + OFF_NODATA, 8))
+		snprintf(why, cap, "a nodata value without the nodata flag");
+	else if (k != CDP_LABEL_U8 && k != CDP_LABEL_U16 && r.label_ignore != 0)
+		snprintf(why, cap, "label ignore value %" PRIu32 " with label kind %s (must be 0)",
+		         r.label_ignore, kind_name(k));
+	else if (cdp_record_sizes(&r, &raw[0], &raw[1], &raw[2]) == CDP_OK) {
+		for (int i = 0; i < 3; i++) {
+			uint64_t st = get_u64(b + OFF_SIMAGE + 8 * i);
+			if (r.compression == CDP_COMP_NONE && st != raw[i]) {
+				snprintf(why, cap, "stored %s size %" PRIu64 ", uncompressed it is %zu bytes",
+				         part[i], st, raw[i]);
+				return why;
+			}
+			if (r.compression != CDP_COMP_NONE &&
+			    ((st == 0) != (raw[i] == 0) || raw[i] / DEFLATE_MAX_RATIO > st)) {
+				snprintf(why, cap, "stored %s size %" PRIu64 " cannot inflate to its %zu "
+				         "bytes", part[i], st, raw[i]);
+				return why;
+			}
+			if (st > len || cdp_add_size(total, (size_t)st, &total) != CDP_OK)
+				return why;
+		}
+		if (total + 4 < len)
+			snprintf(why, cap, "%zu bytes after the payloads and the CRC", len - total - 4);
+		else if (k == CDP_LABEL_MULTI)
+			snprintf(why, cap, "a multi-hot label byte is neither 0 nor 1");
+	}
+	return why;
 }

@@ -120,5 +120,10 @@ int cdp_record_decode(const void *buf, size_t len, cdp_record *r,
  * makes every check of decode except the CRC and inflation, so buf must hold
  * the whole record (len its exact length). */
 int cdp_record_peek(const void *buf, size_t len, cdp_record *r);
+/* What is wrong with buf[len], which cdp_record_decode refused with rc,
+ * into why[cap]: for CDP_EFORMAT and CDP_EVERSION the field and its value
+ * ("version 2, label kind u8 has version 1", "header size 200, not 160"),
+ * otherwise cdp_strerror(rc). Returns why. */
+const char *cdp_record_why(const void *buf, size_t len, int rc, char *why, size_t cap);
 
 #endif

@@ -168,6 +168,7 @@ static int say(line_rd *l, int rc, const char *fmt, ...)
 		va_start(ap, fmt);
 		vsnprintf(l->why, l->cap, fmt, ap);
 		va_end(ap);
+		cdp_msg_escape(l->why, l->cap);   /* it quotes the text's bytes */
 	}
 	return rc;
 }

@@ -618,6 +618,8 @@ int cdp_source_parse_why(const void *body, size_t len, cdp_source *s, char *why,
 		cdp_source_free(&t);
 		if (why && cap && !why[0])
 			snprintf(why, cap, "%s", cdp_strerror(rc));
+		if (why && cap)
+			cdp_msg_escape(why, cap);   /* it quotes the text's bytes */
 		return rc;
 	}
 	*s = t;

@@ -51,8 +51,7 @@ import numpy as np
 from .errors import CdpError
 from .keys import KeyList, read_keys, split_key
 from .pool import Pool, _Why, meta_field
-from .record import (DTYPE_NAMES, LABEL_CLASS, LABEL_F32, LABEL_MULTI, LABEL_NAMES, LABEL_U8,
-                     LABEL_U16, REC_NODATA, peek)
+from .record import LABEL_CLASS, LABEL_F32, LABEL_MULTI, LABEL_U8, LABEL_U16, REC_NODATA, peek
 from .rng import M64, Rng, check_seed, derive, epoch_order
 
 
@@ -762,11 +761,7 @@ class PoolDataset:
         epoch, i = operator.index(epoch), operator.index(i)
         p = self.pool
         with p.view() as v:
-            r = v.record(self.keys[i])
-            if (DTYPE_NAMES[r.dtype] != p.dtype_name or (r.bands, r.height, r.width) != p.shape
-                    or _KINDS[r.label_kind] != p.label_kind or r.label_len != p.label_len
-                    or (self.label_px and r.label_ignore != p.label_ignore)):
-                raise CdpError("ESHAPE", p.path, record=self.keys[i])
+            r = v.record(self.keys[i])      # checked against the pool's shape there
             x, lab = self.prepare(r)
         if self.augment is not None:
             t = self.augment.draw(p.height, p.width, epoch, i)
@@ -831,4 +826,3 @@ class PoolDataset:
         return self.ignore if v == self.stored_ignore and self.ignore != self.stored_ignore else v
 
 
-_KINDS = LABEL_NAMES         # a record's label kind as the pool's shape names it

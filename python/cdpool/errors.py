@@ -25,6 +25,16 @@ PHRASES = {
 }
 
 
+def escape(text):
+    """cdp_msg_escape(): the control bytes of file text a message quotes
+    made visible (a tab, CR, LF as \\t, \\r, \\n, any other below 0x20 and
+    DEL as \\xHH), so a CR cannot hide what came before it on a terminal
+    nor an LF split the one-line message."""
+    named = {"\t": "\\t", "\r": "\\r", "\n": "\\n"}
+    return "".join(named.get(c) or ("\\x%02x" % ord(c) if ord(c) < 0x20 or c == "\x7f" else c)
+                   for c in text)
+
+
 class CdpError(ValueError):
     """A file that a cdpool reader refuses.
 
@@ -48,7 +58,7 @@ class CdpError(ValueError):
             text += "line %d: " % line
         if record is not None:
             text += "record '%s': " % record
-        text += message if message else self.phrase
+        text += escape(message) if message else self.phrase
         if detail:
-            text += " (%s)" % detail
+            text += " (%s)" % escape(str(detail))
         super().__init__(text)

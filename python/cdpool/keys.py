@@ -20,10 +20,12 @@ from .errors import CdpError
 MAGIC = b"#cdpool-keys"
 VERSION = 2          # the newest read; version 1 has no repeats= field
 KEY_MAX = 255
-_HEADER = re.compile(rb" uuid=([0-9a-f]{32}) seed=([0-9]{1,20}) count=([0-9]{1,20}) "
-                     rb"crc32=([0-9a-f]{8})")
-_HEADER2 = re.compile(rb" uuid=([0-9a-f]{32}) seed=([0-9]{1,20}) count=([0-9]{1,20}) "
-                      rb"repeats=([01]) crc32=([0-9a-f]{8})")
+# numbers as cdp_ptrfile.c's parse_dec: decimal, no sign, no leading zero
+_DEC = rb"(0|[1-9][0-9]{0,19})"
+_HEADER = re.compile(rb" uuid=([0-9a-f]{32}) seed=" + _DEC + rb" count=" + _DEC +
+                     rb" crc32=([0-9a-f]{8})")
+_HEADER2 = re.compile(rb" uuid=([0-9a-f]{32}) seed=" + _DEC + rb" count=" + _DEC +
+                      rb" repeats=([01]) crc32=([0-9a-f]{8})")
 _BADKEY = re.compile(rb"[\x00-\x20\x7f]")
 _NAME = r"[A-Za-z0-9._+-]{1,200}"       # CDP_NAME_MAX bytes of the NAME alphabet
 _NAME_RE = re.compile(_NAME)
@@ -78,7 +80,8 @@ def _header(h, path):
     if rest[:1] != b" ":
         raise CdpError("EMAGIC", path, line=1)
     m = re.match(rb" ([0-9]+)", rest)
-    if not m or len(m.group(1)) > 20 or int(m.group(1)) >= 1 << 64:
+    if (not m or len(m.group(1)) > 20 or int(m.group(1)) >= 1 << 64
+            or (len(m.group(1)) > 1 and m.group(1)[:1] == b"0")):
         raise CdpError("ESYNTAX", path, line=1)
     version = int(m.group(1))
     if not 1 <= version <= VERSION:

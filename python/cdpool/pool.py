@@ -42,7 +42,8 @@ import numpy as np
 
 from .errors import PHRASES, CdpError
 from .keys import split_key
-from .record import DTYPE_CODES, DTYPES, LABEL_CLASS, LABEL_NAMES, decode
+from .record import (DTYPE_CODES, DTYPE_NAMES, DTYPES, LABEL_CLASS, LABEL_NAMES, LABEL_U8,
+                     LABEL_U16, decode)
 
 FORMAT = "cdpool-pool"
 VERSION = 2             # 2: float stats as scaled mean and M2 (version 1 sums still read)
@@ -79,12 +80,19 @@ def check_size(path):
     """cdp_lmdb_env_open's size check, before LMDB maps the file: raises
     CdpError ETRUNC "'POOL': data.mdb is truncated: N bytes, its last page
     ends at byte M" when data.mdb is shorter than the newest (higher txnid)
-    of its two meta pages says. A file that is not LMDB's is left to
-    lmdb.open to refuse."""
+    of its two meta pages says, "... 0 bytes, shorter than LMDB's two meta
+    pages (M bytes)" when it is empty. A file that is not LMDB's is
+    left to lmdb.open to refuse."""
     with open(os.path.join(path, "data.mdb"), "rb") as f:
         m0 = _lmdb_meta(f, 0)
         m1 = m0 and _lmdb_meta(f, m0[0])
         size = os.fstat(f.fileno()).st_size
+    # empty (a copy cut short): lmdb.open refuses it with EBADF, naming no
+    # problem of the pool (a file cut inside the meta pages is MDB_INVALID)
+    two = 2 * os.sysconf("SC_PAGESIZE")
+    if size == 0:
+        raise CdpError("ETRUNC", path, message="data.mdb is truncated: %d bytes, shorter than "
+                       "LMDB's two meta pages (%d bytes)" % (size, two))
     if not m0 or not m1:
         return
     psize, last, _ = m1 if m1[2] > m0[2] else m0
@@ -878,13 +886,24 @@ class Pool:
             raise _Why("no count record but the pool holds %d tiles" % entries)
         if self.tiles != entries:
             raise _Why("count record says %d tiles but the pool holds %d" % (self.tiles, entries))
-        self.sources = []
+        self.sources, seen = [], set()
         for k, v in sorted(meta.items()):
             if k.startswith("source."):
+                if not re.fullmatch(r"[0-9]+", k[7:]) or int(k[7:]) >= 1 << 32:
+                    raise _Why("meta '%.32s': not a source name (source.NNNNNN)" % k)
                 try:
                     self.sources.append(parse_source(v))
                 except _Why as e:
                     raise _Why("meta '%s': %s" % (k, e)) from None
+                seen.add(int(k[7:]))
+        # records index the sources 0..n-1 (check_sources of lib/cdp_pool.c)
+        if self.tiles and not seen:
+            raise _Why("meta 'source.000000' is missing (the pool holds %d tiles and describes "
+                       "no source)" % self.tiles)
+        gap = next((i for i in range(len(seen)) if i not in seen), None)
+        if self.tiles and gap is not None:
+            raise _Why("meta 'source.%06d' is missing (the pool describes %d sources, up to "
+                       "source.%06d)" % (gap, len(seen), max(seen)))
         self.classes = {}
         for line in meta.get("classes", "").split("\n"):
             m = re.fullmatch(r"class\.([0-9]+)=([0-9]+)", line)
@@ -1197,7 +1216,27 @@ class _View:
 
     def record(self, key, copy=False):
         k = key if isinstance(key, str) else _key(key).decode("utf-8", "surrogateescape")
-        return decode(self.raw(key), (self._pool.path, k), copy=copy)
+        r = decode(self.raw(key), (self._pool.path, k), copy=copy)
+        _check_record(self._pool, k, r)
+        return r
+
+
+def _check_record(p, key, r):
+    """Record r of key against the pool's shape, as cdp-train's loader
+    checks it (tools/train/loader_open.c): a record of another layout than
+    the meta says would be served as another shape than pool.shape; one
+    of another label ignore value would have its ignored pixels learnt.
+    CdpError ESHAPE in the loader's words."""
+    if (r.dtype != DTYPE_CODES.get(p.dtype_name) or (r.bands, r.height, r.width) != p.shape
+            or LABEL_NAMES[r.label_kind] != p.label_kind or r.label_len != p.label_len):
+        raise CdpError("ESHAPE", p.path, message="record '%s' is %s %dx%dx%d label %s, the "
+                       "pool's meta says %s %dx%dx%d label %s" % (
+                           key, DTYPE_NAMES[r.dtype], r.bands, r.height, r.width,
+                           LABEL_NAMES[r.label_kind], p.dtype_name, p.bands, p.height, p.width,
+                           p.label_kind))
+    if r.label_kind in (LABEL_U8, LABEL_U16) and r.label_ignore != p.label_ignore:
+        raise CdpError("ESHAPE", p.path, message="record '%s' has the label ignore value %d, "
+                       "the pool's meta says %d" % (key, r.label_ignore, p.label_ignore))
 
     def __getitem__(self, key):
         r = self.record(key)

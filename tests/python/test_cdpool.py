@@ -311,6 +311,38 @@ def test_meta_consistency():
         c_says(e, *train, bad)
     ok("sources refused as cdp_source_parse refuses them, in cdp-train's words")
 
+    # a record of another layout than the shape says: refused by pool[key]
+    # in the loader's words (it served a (1, 32, 32) image from a pool whose
+    # shape said (1, 32, 64))
+    bad = edit_meta(pool, "shape", lambda t: sub(r"width=([0-9]+)", "width=64", t))
+    q = cdpool.Pool(bad)
+    k = q.keys()[0]
+    e = refused("ESHAPE", q.__getitem__, k)
+    want = "'%s': record '%s' is %s %dx%dx32 label %s, the pool's meta says %s %dx%dx64 label %s" % (
+        bad, k, p.dtype_name, p.bands, p.height, p.label_kind, p.dtype_name, p.bands, p.height,
+        p.label_kind)
+    check(str(e) == want, "%s, want %s" % (e, want))
+    c_says(str(e).split("' is ", 1)[1], *train, bad)      # the loader samples another key
+    ok("a record unlike the pool's shape: refused by pool[key] as cdp-train refuses it")
+
+    # the sources are numbered 0..n-1: a missing one is the pool's damage,
+    # not LMDB's MDB_NOTFOUND (cdp-train) nor nothing at all (Pool)
+    bad = edit_meta(pool, None, None, ["source.%06d" % src[0]])
+    e = refused("EFORMAT", cdpool.Pool, bad)
+    check(str(e) == "'%s': meta 'source.%06d' is missing (the pool holds %d tiles and describes "
+          "no source)" % (bad, src[0], n), str(e))
+    c_says(e, *train, bad)
+    c_says(e, "cdp-keyshuffle", "-q", "-o", os.path.join(T, "meta.keys"), bad)
+    ok("a missing source: refused by Pool, cdp-train and cdp-keyshuffle in one wording")
+
+    # a CR a meta value quotes is shown as \r (it hid the start of the line)
+    bad = edit_meta(pool, "count", lambda t: t.replace("\n", "\r\n"))
+    e = refused("EFORMAT", cdpool.Pool, bad)
+    check(str(e) == "'%s': count record: tiles=%d\\r is not a number" % (bad, n), str(e))
+    c_says(e, "cdp-keyshuffle", "-q", "-o", os.path.join(T, "meta.keys"), bad)
+    c_says(e, *train, bad)
+    ok("control bytes of meta text escaped in messages, as the C readers escape them")
+
 
 def write_keys(path, uuid, keys, seed=5, count=None, crc=None, header=None):
     body = "".join(k + "\n" for k in keys).encode()
@@ -342,6 +374,15 @@ def test_keys():
          len(keys) + 1),
         ("a space", write_keys(d + "/g", u, keys[:3] + ["a b"] + keys[4:]), "ESYNTAX", 5),
     ]
+    # the header is one exact form: its numbers without leading zeros or signs
+    body = "".join(k + "\n" for k in keys).encode()
+    for i, (v, seed, count) in enumerate((("01", "5", "%d"), ("1", "05", "%d"),
+                                          ("1", "5", "00%d"), ("1", "5", "+%d"),
+                                          ("1", "+5", "%d"), ("2", "5", "0%d"))):
+        h = "#cdpool-keys %s uuid=%s seed=%s count=%s%s crc32=%08x" % (
+            v, u, seed, count % len(keys), " repeats=0" if v == "2" else "", zlib.crc32(body))
+        cases.append(("header %s" % h, write_keys(d + "/z%d" % i, u, keys, header=h),
+                      "ESYNTAX", 1))
     with open(d + "/h", "wb") as f:              # no final line feed
         f.write(open(os.path.join(T, "train.keys"), "rb").read()[:-1])
     cases.append(("no final newline", d + "/h", "EFORMAT", len(keys) + 1))
@@ -1089,6 +1130,15 @@ def test_pool_refusals():
         r = info(bad)
         check(r.returncode == 1 and r.stderr == "cdpool: cannot read %s\n" % e,
               "info on a truncated pool: %d %r" % (r.returncode, r.stderr))
+    bad = copy_pool(src, "cut")
+    os.truncate(os.path.join(bad, "data.mdb"), 0)      # lmdb.open said EBADF
+    e = refused("ETRUNC", cdpool.Pool, bad)
+    check(str(e) == "'%s': data.mdb is truncated: 0 bytes, shorter than LMDB's two meta pages "
+          "(%d bytes)" % (bad, 2 * os.sysconf("SC_PAGESIZE")), str(e))
+    c_says(e, "cdp-keyshuffle", "-q", "-o", os.path.join(T, "cut.keys"), bad)
+    r = info(bad)
+    check(r.returncode == 1 and r.stderr == "cdpool: cannot read %s\n" % e,
+          "info on an empty data.mdb: %d %r" % (r.returncode, r.stderr))
     ok("a truncated data.mdb: refused as cdp-keyshuffle refuses it, before any read")
 
     empty = os.path.join(T, "notpool_empty")

@@ -33,6 +33,13 @@ expect_fail 1 "cdp-train: .*$want" cdp-train --db "$T/cut" --keys "$T/train.keys
 expect_fail 1 "cdp-lmdbpack: .*$want" cdp-lmdbpack -q --resume "$T/cut" <"$T/s.cdps"
 [ "$(wc -c <"$T/cut/data.mdb")" -eq "$half" ] || fail "cdp-lmdbpack --resume wrote to a truncated pool"
 echo "truncated: $(cat "$T/err")"
+# an empty data.mdb (a copy cut short): LMDB said "Bad file descriptor"
+cp -r "$T/pool" "$T/zero"
+: >"$T/zero/data.mdb"
+want="'$T/zero': data.mdb is truncated: 0 bytes, shorter than LMDB's two meta pages ([0-9]* bytes)"
+expect_fail 1 "^cdp-keyshuffle: cannot open $want\$" cdp-keyshuffle -q -o "$T/zero.keys" "$T/zero"
+expect_fail 1 "^cdp-train: cannot open $want\$" cdp-train --db "$T/zero" --keys "$T/train.keys" \
+	--model "$SMALL" --out "$T/run" --threads 1 -q --steps 1
 
 echo "== outputs that are inputs"
 mkdir "$T/o"

@@ -360,6 +360,52 @@ expect_fail 1 "^cdp-keyshuffle: '$T/count_none': no count record but the pool ho
 	cdp-keyshuffle "$T/count_none"
 expect_fail 1 "^cdp-keyshuffle: '$T/count_twice': count record: repeated key 'tiles'$" \
 	cdp-keyshuffle "$T/count_twice"
+# Damaged shape or stats: refused in cdp-train's words (cdp_pool_info_load),
+# with and without --oversample; stale stats too, as cdp-pool(5) promises
+# of every reader. It made a pointer file (exit 0) that cdp-train refused.
+for c in stats-crc stats-none stats-stale shape-dup shape-w0; do
+	rm -rf "$T/m_$c"
+	cp -R "$P" "$T/m_$c"
+	"$PYTHON" - "$T/m_$c" "$c" <<'EOF'
+import sys, lmdb, re, zlib
+env = lmdb.open(sys.argv[1], max_dbs=4)
+m = env.open_db(b"meta")
+name, how = sys.argv[2].split("-")
+with env.begin(write=True) as tx:
+    v = bytes(tx.get(name.encode(), db=m))
+    body, crc = v[:-15], v[-15:]
+    if how == "none":
+        tx.delete(name.encode(), db=m)
+    elif how == "crc":
+        tx.put(name.encode(), body.replace(b".sum=", b".sum=9", 1) + crc, db=m)
+    else:
+        if how == "stale":
+            body = body.replace(b"\nband.1.", b"\nstale=1\nband.1.", 1)
+        elif how == "dup":
+            body += re.search(rb"width=[0-9]+\n", body).group(0)
+        else:
+            body = re.sub(rb"width=[0-9]+", b"width=0", body)
+        tx.put(name.encode(), body + b"crc32=%08x\n" % zlib.crc32(body), db=m)
+EOF
+done
+for o in "" "--oversample auto"; do
+	# shellcheck disable=SC2086
+	expect_fail 1 "^cdp-keyshuffle: '$T/m_stats-crc': stats record: checksum mismatch\$" \
+		cdp-keyshuffle $o -o "$T/o/m.keys" "$T/m_stats-crc"
+	# shellcheck disable=SC2086
+	expect_fail 1 "^cdp-keyshuffle: '$T/m_stats-none': no stats record but the pool holds $n tiles\$" \
+		cdp-keyshuffle $o -o "$T/o/m.keys" "$T/m_stats-none"
+	# shellcheck disable=SC2086
+	expect_fail 1 "^cdp-keyshuffle: '$T/m_stats-stale': stats record: stale (a cdp-lmdbpack --replace did not finish; any cdp-lmdbpack run into the pool recomputes them)\$" \
+		cdp-keyshuffle $o -o "$T/o/m.keys" "$T/m_stats-stale"
+	# shellcheck disable=SC2086
+	expect_fail 1 "^cdp-keyshuffle: '$T/m_shape-dup': shape record: repeated key 'width'\$" \
+		cdp-keyshuffle $o -o "$T/o/m.keys" "$T/m_shape-dup"
+	# shellcheck disable=SC2086
+	expect_fail 1 "^cdp-keyshuffle: '$T/m_shape-w0': shape record: width=0 is not a number in 1\.\.65536\$" \
+		cdp-keyshuffle $o -o "$T/o/m.keys" "$T/m_shape-w0"
+	[ ! -e "$T/o/m.keys" ] || fail "a pointer file from a pool with damaged meta"
+done
 
 # --- usage errors ----------------------------------------------------------------
 for v in 1 1.0 -0.1 abc 0.5x nan ''; do

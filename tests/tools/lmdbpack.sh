@@ -685,4 +685,54 @@ cp "$T/c1.tif" "$T/lf/$c200/$s100.tif"
 expect_fail 1 "^cdp-lmdbpack: '$T/lf/$c200/$s100.tif': key 'cccccccccccccccccccc/ssssssssssssssssssss\.\.\.' would be 301 bytes, longer than 255\$" \
 	cdp-lmdbpack -q --folders "$T/lf" "$T/lfpool"
 [ ! -e "$T/lfpool" ] || fail "--folders with a long key left a pool"
+# --- a stream that contradicts itself: refused naming the frame or record ---
+# (an S frame of other bands or dtype than its records, one cut inside its
+# last line, a repeated key; a record of a NaN geotransform or of version 2
+# for its label kind): packed as is, or refused in generic words, before
+cat >"$T/mut.py" <<'EOF'
+import re, struct, sys, zlib
+src = open(sys.argv[1], "rb").read(); how = sys.argv[3]
+out = bytearray(src[:8]); o = 8; first = True
+while o < len(src):
+    t, r0, N, B = struct.unpack_from("<BBHI", src, o)
+    nm = src[o + 8:o + 8 + N]; body = src[o + 8 + N:o + 8 + N + B]
+    if chr(t) == "S":
+        if how == "s-bands":
+            body = re.sub(rb"\nbands=[0-9]+\n", b"\nbands=2\n", body)
+            body = re.sub(rb"\nband_list=[0-9,]+\n", b"\nband_list=1,2\n", body)
+        elif how == "s-dtype":
+            body = body.replace(b"dtype=u16", b"dtype=u8")
+        elif how == "s-nonl":
+            body = body[:-1]
+        elif how == "s-dup":
+            body += re.search(rb"\nwidth=[0-9]+\n", body).group(0)[1:]
+    if chr(t) == "R" and first and how.startswith("r-"):
+        first = False
+        body = bytearray(body)
+        if how == "r-gt-nan":
+            struct.pack_into("<d", body, 40, float("nan"))
+        else:
+            struct.pack_into("<H", body, 4, 2)
+        body[-4:] = struct.pack("<I", zlib.crc32(bytes(body[:-4])))
+        body = bytes(body)
+    h = struct.pack("<BBHI", t, 0, len(nm), len(body)) + nm + body
+    out += h + struct.pack("<I", zlib.crc32(h)); o += 12 + N + B
+open(sys.argv[2], "wb").write(out)
+EOF
+for c in s-bands s-dtype s-nonl s-dup r-gt-nan r-ver2; do
+	"$PYTHON" "$T/mut.py" "$T/ms.cdps" "$T/$c.cdps" "$c"
+done
+expect_fail 1 "^cdp-lmdbpack: '<stdin>': record 'ms_0_0' is u16 with 4 bands, its source 0 'ms' says u16 with 2\$" \
+	cdp-lmdbpack -q "$T/mut" <"$T/s-bands.cdps"
+expect_fail 1 "^cdp-lmdbpack: '<stdin>': record 'ms_0_0' is u16 with 4 bands, its source 0 'ms' says u8 with 4\$" \
+	cdp-lmdbpack -q "$T/mut" <"$T/s-dtype.cdps"
+expect_fail 1 "^cdp-lmdbpack: '<stdin>': source 'ms': its last line has no newline\$" \
+	cdp-lmdbpack -q "$T/mut" <"$T/s-nonl.cdps"
+expect_fail 1 "^cdp-lmdbpack: '<stdin>': source 'ms': repeated key 'width'\$" \
+	cdp-lmdbpack -q "$T/mut" <"$T/s-dup.cdps"
+expect_fail 1 "^cdp-lmdbpack: '<stdin>': record 'ms_0_0': geotransform\[0\] is nan, not a finite number\$" \
+	cdp-lmdbpack -q "$T/mut" <"$T/r-gt-nan.cdps"
+expect_fail 1 "^cdp-lmdbpack: '<stdin>': record 'ms_0_0': version 2, label kind u8 has version 1\$" \
+	cdp-lmdbpack -q "$T/mut" <"$T/r-ver2.cdps"
+[ ! -e "$T/mut" ] || fail "a refused stream left a pool"
 exit 0

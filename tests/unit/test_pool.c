@@ -243,8 +243,10 @@ static void test_info(void)
 	CHECK_RC(cdp_stats_format(&st, &b), CDP_OK);
 	put(&p, "stats", (char *)b.p);
 	put(&p, "count", "tiles=2\n");
-	put(&p, "source.000000", "index=0\npath=a.tif\n");
-	put(&p, "source.000001", "index=1\npath=b.tif\n");
+	put(&p, "source.000000", "index=0\npath=a.tif\nwidth=8\nheight=8\nbands=2\ndtype=u16\n"
+	    "geotransform=0,1,0,0,0,-1\n");
+	put(&p, "source.000001", "index=1\npath=b.tif\nwidth=8\nheight=8\nbands=2\ndtype=u16\n"
+	    "geotransform=0,1,0,0,0,-1\n");
 	put(&p, "sourcez", "not a source\n");
 	/* count says 2, tiles holds 1: inconsistent. */
 	put_tile(&p, "a_0_0");
@@ -279,6 +281,19 @@ static void test_info(void)
 	LOAD_SAYS(CDP_EFORMAT, "stats record: band 1: sumsq 1 is below sum^2 / count (a negative variance)");
 	CHECK_RC(cdp_stats_format(&st, &b), CDP_OK);
 	put(&p, "stats", (char *)b.p);
+	/* the sources records index: each parsed, none missing below the last */
+	del(&p, "source.000000");
+	LOAD_SAYS(CDP_EFORMAT, "meta 'source.000000' is missing (the pool describes 1 sources, "
+	          "up to source.000001)");
+	put(&p, "source.000000", "index=0\npath=a.tif\nwidth=0\nheight=8\nbands=2\ndtype=u16\n"
+	    "geotransform=0,1,0,0,0,-1\n");
+	LOAD_SAYS(CDP_EFORMAT, "meta 'source.000000': width=0: number out of range");
+	put(&p, "source.000000", "index=0\npath=a.tif\nwidth=8\nheight=8\nbands=2\ndtype=u16\n"
+	    "geotransform=0,1,0,0,0,-1\n");
+	/* quoted meta bytes are escaped: a CR would hide the start of the line */
+	put(&p, "count", "tiles=2\r\n");
+	LOAD_SAYS(CDP_EFORMAT, "count record: tiles=2\\r is not a number");
+	put(&p, "count", "tiles=2\n");
 	CHECK_RC(cdp_pool_info_load(&q, &info, why, sizeof why), CDP_OK);
 	CHECK(info.dtype == CDP_DT_U16 && info.bands == 2 && info.height == 8 && info.width == 4 &&
 	      info.label_kind == CDP_LABEL_U8 && info.label_ignore == 255 && info.tiles == 2,

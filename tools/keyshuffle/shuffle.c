@@ -142,18 +142,27 @@ static int cmp_str(const void *a, const void *b)
 	return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
 
-/* Checks the format, uuid and count records as every reader does
- * (cdp_pool_meta_check): an absent count counts 0, and a count that
- * differs from the records is damage. */
+/* Checks the meta as cdp-train does (cdp_pool_info_load: format, uuid,
+ * count, shape and stats): a pool every other reader refuses must not get
+ * a pointer file that only fails later, at the start of a training run.
+ * Stale statistics are refused too, as cdp-pool(5) promises of every
+ * reader, though a shuffle reads none of them. An absent count counts 0,
+ * and a count that differs from the records is damage. */
 static int check_meta(cdp_pool *p, MDB_txn *txn, const char *db,
                       char uuid[33], uint64_t *count, char *err, size_t cap)
 {
+	cdp_pool_info info;
 	char why[256];
-	int rc = cdp_pool_meta_check(p, txn, uuid, count, why, sizeof why);
+	int rc = cdp_pool_info_load_txn(p, txn, &info, why, sizeof why);
 
-	if (rc != CDP_OK)
+	if (rc != CDP_OK) {
 		seterr(err, cap, "'%s': %s", db, why);
-	return rc;
+		return rc;
+	}
+	memcpy(uuid, info.uuid, 33);
+	*count = info.tiles;
+	cdp_pool_info_free(&info);
+	return CDP_OK;
 }
 
 /* Opens db as a pool, telling "no such file" apart from "not a pool". */

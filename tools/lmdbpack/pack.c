@@ -15,6 +15,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <stdio.h>
@@ -268,6 +269,26 @@ static int flush(pk *p)
 	return CDP_OK;
 }
 
+/* A record must be what its source says it holds, and placed somewhere:
+ * the source meta would otherwise describe other data than the pool's
+ * (cdpool info showed a 1-band u8 pool whose source was 2-band u16), and a
+ * NaN or infinite geotransform places a tile nowhere. */
+static int record_vs_source(pk *p, const char *key, const cdp_record *r, const cdp_source *s)
+{
+	const char *rd = cdp_dtype_name(r->dtype), *sd = cdp_dtype_name(s->dtype);
+
+	for (int i = 0; i < 6; i++)
+		if (!isfinite(r->gt[i]))
+			return pack_seterr(p, CDP_EFORMAT, "'%s': record '%s': geotransform[%d] is %g, "
+			                   "not a finite number", p->in, key, i, r->gt[i]);
+	if (r->bands != s->bands || r->dtype != s->dtype)
+		return pack_seterr(p, CDP_ESHAPE, "'%s': record '%s' is %s with %" PRIu32 " bands, "
+		                   "its source %" PRIu32 " '%s' says %s with %" PRIu32, p->in, key,
+		                   rd ? rd : "?", r->bands, r->source, s->name, sd ? sd : "?",
+		                   s->bands);
+	return CDP_OK;
+}
+
 /* Checks, measures and buffers one encoded record. */
 int pack_add_record(pk *p, const char *key, const void *body, size_t len)
 {
@@ -276,8 +297,11 @@ int pack_add_record(pk *p, const char *key, const void *body, size_t len)
 	size_t idx;
 	int rc;
 
-	if ((rc = cdp_record_decode(body, len, &r, &p->scratch)))
-		return pack_seterr(p, rc, "'%s': record '%s': %s", p->in, key, cdp_strerror(rc));
+	if ((rc = cdp_record_decode(body, len, &r, &p->scratch))) {
+		char why[160];
+		cdp_record_why(body, len, rc, why, sizeof why);
+		return pack_seterr(p, rc, "'%s': record '%s': %s", p->in, key, why);
+	}
 	if (!p->have_shape) {
 		p->shape = r;
 		p->have_shape = 1;
@@ -287,6 +311,8 @@ int pack_add_record(pk *p, const char *key, const void *body, size_t len)
 	if (r.source >= p->nsrc - p->src_base || !p->src[p->src_base + r.source])
 		return pack_seterr(p, CDP_EFORMAT, "'%s': record '%s' refers to source %" PRIu32
 		                   ", which the input does not describe", p->in, key, r.source);
+	if ((rc = record_vs_source(p, key, &r, &p->src[p->src_base + r.source]->s)))
+		return rc;
 	rc = cdp_lmdb_writer_add(&p->w, key, strlen(key), body, len);
 	if (rc == MDB_BAD_VALSIZE)
 		return pack_seterr(p, rc, "'%s': key '%s' is empty or longer than %d bytes",
@@ -398,9 +424,16 @@ static int read_stream(pk *p, FILE *in)
 			break;
 		}
 		if (fr.type == CDP_FRAME_SOURCE) {
-			if ((rc = cdp_source_parse(fr.body.p, fr.body.len, &s))) {
-				rc = pack_seterr(p, rc, "'%s': source '%s': %s", p->in, fr.name,
-				                 cdp_strerror(rc));
+			char why[200];
+			/* cdp-record(5): each line ends in a newline; a body cut
+			 * inside its last line would lose the end of it unnoticed */
+			if (fr.body.len && fr.body.p[fr.body.len - 1] != '\n') {
+				rc = pack_seterr(p, CDP_ESYNTAX, "'%s': source '%s': its last line has no "
+				                 "newline", p->in, fr.name);
+				break;
+			}
+			if ((rc = cdp_source_parse_why(fr.body.p, fr.body.len, &s, why, sizeof why))) {
+				rc = pack_seterr(p, rc, "'%s': source '%s': %s", p->in, fr.name, why);
 				break;
 			}
 			if ((rc = pack_add_source(p, &s)))
