@@ -1220,6 +1220,10 @@ class _View:
         _check_record(self._pool, k, r)
         return r
 
+    def __getitem__(self, key):
+        r = self.record(key)
+        return r.image, _label(r)
+
 
 def _check_record(p, key, r):
     """Record r of key against the pool's shape, as cdp-train's loader
@@ -1238,6 +1242,3 @@ def _check_record(p, key, r):
         raise CdpError("ESHAPE", p.path, message="record '%s' has the label ignore value %d, "
                        "the pool's meta says %d" % (key, r.label_ignore, p.label_ignore))
 
-    def __getitem__(self, key):
-        r = self.record(key)
-        return r.image, _label(r)
