@@ -10,7 +10,10 @@ for p in cdp-tile cdp-lmdbpack cdp-keyshuffle cdp-train cdp-predict cdp-evaluate
 	[ -f "$T/dest/usr/local/share/man/man1/$p.1" ] || fail "$p.1 not installed"
 	"$p" --help >"$T/help" 2>&1 || fail "$p --help exited non-zero"
 	# usage() mirrors the man page's SYNOPSIS: the same long options.
-	sect() { awk -v s="$1" '$0 ~ "^\\.SH " s {o=1; next} /^\.SH/ {o=0} o' "$CDP_SRCDIR/man/$p.1" \
+	# (Under OPTIONS, a line that cites mpirun's or srun's options, as
+	# "mpirun \-\-bind\-to none", holds none of this program's.)
+	sect() { awk -v s="$1" '$0 ~ "^\\.SH " s {o=1; next} /^\.SH/ {o=0}
+		o && !(s == "OPTIONS" && /(^|[ "])(mpirun|srun) \\-/)' "$CDP_SRCDIR/man/$p.1" \
 		| sed 's/\\-/-/g' | grep -o -- '--[a-z][a-z0-9-]*' | sort -u; }
 	sect SYNOPSIS >"$T/synopsis"
 	grep -o -- '--[a-z][a-z0-9-]*' "$T/help" | sort -u >"$T/helpopts"
