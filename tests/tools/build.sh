@@ -33,6 +33,21 @@ for m in cdp-record.5 cdp-pool.5 cdp-keys.5 cdp-model.5 cdp-labelmap.5; do
 done
 [ -f "$T/dest/usr/local/share/man/man7/cdpool.7" ] || fail "cdpool.7 not installed"
 [ -f "$T/dest/usr/local/share/cdpool/examples/Makefile" ] || fail "examples not installed"
+# README.md's set-up for its pipeline and recipes, as printed, in an empty
+# folder, the default prefix's /usr/local the test's DESTDIR: every
+# share/cdpool/ path that README.md names is there in the folder it made
+sed -n '/^<!-- setup: recipes -->$/,/^```$/p' "$CDP_SRCDIR/README.md" | sed '1,2d;$d' >"$T/setup.sh"
+[ "$(grep -c -F 'ln -s /usr/local/share share' "$T/setup.sh")" -eq 1 ] ||
+	fail "README.md's set-up links no /usr/local/share as share once: $(cat "$T/setup.sh")"
+sed -i "s|ln -s /usr/local/share share|ln -s $T/dest/usr/local/share share|" "$T/setup.sh"
+echo 'pwd >"$0.pwd"' >>"$T/setup.sh"
+mkdir "$T/setup"
+(cd "$T/setup" && sh -eu "$T/setup.sh") || fail "README.md's set-up failed"
+grep -o 'share/cdpool/[A-Za-z0-9_./-]*' "$CDP_SRCDIR/README.md" | sed 's/\.$//' | sort -u >"$T/named"
+[ "$(wc -l <"$T/named")" -gt 5 ] || fail "README.md names no share/cdpool/ files: $(cat "$T/named")"
+while read -r f; do
+	[ -e "$(cat "$T/setup.sh.pwd")/$f" ] || fail "README.md names $f, not in its set-up's folder"
+done <"$T/named"
 # Under another prefix the man pages and the examples name where the shared
 # files went (a distribution installs under /usr).
 make -s -C "$CDP_BUILDDIR" install DESTDIR="$T/usr" prefix=/usr >/dev/null
