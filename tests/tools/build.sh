@@ -52,12 +52,21 @@ done <"$T/named"
 # files went (a distribution installs under /usr).
 make -s -C "$CDP_BUILDDIR" install DESTDIR="$T/usr" prefix=/usr >/dev/null
 [ -f "$T/usr/usr/share/cdpool/models/unet.cfg" ] || fail "prefix=/usr: no share/cdpool/models/unet.cfg"
-for f in man/man1/cdp-train.1 man/man5/cdp-model.5 man/man7/cdpool.7 cdpool/examples/Makefile; do
+for f in man/man1/cdp-train.1 man/man5/cdp-model.5 man/man7/cdpool.7 cdpool/examples/Makefile \
+	cdpool/examples/README; do
 	grep -q '/usr/share/cdpool/' "$T/usr/usr/share/$f" || fail "prefix=/usr: $f does not name /usr/share/cdpool"
 	! grep -q '/usr/local/share/cdpool' "$T/usr/usr/share/$f" || fail "prefix=/usr: $f names /usr/local"
 done
 grep -q '/usr/local/share/cdpool/models' "$T/dest/usr/local/share/man/man1/cdp-train.1" ||
 	fail "prefix=/usr/local: cdp-train.1 lost /usr/local/share/cdpool"
+# the examples' README runs each generator as python3 and its installed
+# path (no gen*.py is on PATH: a bare one exits 127)
+f=$T/usr/usr/share/cdpool/examples/README
+w=$(grep -n '\(^[[:space:]]*\|"\)gen[a-z]*\.py ' "$f" || true)
+[ -z "$w" ] || fail "prefix=/usr: examples/README runs a generator as a command on no PATH: $w"
+for g in $(grep -o 'python3 /[^ ]*' "$f" | sed 's/^python3 //' | sort -u); do
+	[ -f "$T/usr$g" ] || fail "prefix=/usr: examples/README runs python3 $g, which is not installed"
+done
 for m in "$CDP_SRCDIR"/man/*.[157]; do
 	w=$(groff -man -ww -z "$m" 2>&1)
 	[ -z "$w" ] || fail "$(basename "$m"): groff warnings: $w"
