@@ -67,6 +67,13 @@ w=$(grep -n '\(^[[:space:]]*\|"\)gen[a-z]*\.py ' "$f" || true)
 for g in $(grep -o 'python3 /[^ ]*' "$f" | sed 's/^python3 //' | sort -u); do
 	[ -f "$T/usr$g" ] || fail "prefix=/usr: examples/README runs python3 $g, which is not installed"
 done
+# no installed page or example names a file by its path in the source
+# tree, share/cdpool/...: the hook rewrites only /usr/local/share/cdpool
+for f in "$T/usr/usr/share/man"/man[157]/* "$T/usr/usr/share/cdpool/examples/README" \
+	"$T/usr/usr/share/cdpool/examples/Makefile"; do
+	w=$(grep -n '\(^\|[^/]\)share/cdpool' "$f" || true)
+	[ -z "$w" ] || fail "prefix=/usr: ${f#"$T/usr"} names the source tree's share/cdpool: $w"
+done
 for m in "$CDP_SRCDIR"/man/*.[157]; do
 	w=$(groff -man -ww -z "$m" 2>&1)
 	[ -z "$w" ] || fail "$(basename "$m"): groff warnings: $w"
