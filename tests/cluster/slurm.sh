@@ -2,11 +2,17 @@
 # cdp-train under a real one-node Slurm (Debian's slurmctld, slurmd,
 # slurm-client and munge: scripts/deps.sh), started here in $T/slurm with
 # its own slurm.conf (2 CPUs), munge key, state, spool and log directories
-# and ports, as root, and stopped by the EXIT trap (its jobs cancelled, then
-# exactly the three daemons this test started, by pid):
-#  - cdp-train(1)'s sbatch script, taken from the man page as printed (and
-#    the same in cdpool(7)), gives the losses and the checkpoint of
-#    `mpirun -np 2` byte for byte;
+# and ports, as root (no namespaces: the daemons, the jobs and their
+# ranks are processes of this host), and stopped by the EXIT trap (its
+# jobs cancelled, then exactly the three daemons this test started, by
+# pid). The man pages' scripts run as printed, but for what a 2-CPU node
+# cannot give them: sbatch's command line overrides their #SBATCH
+# geometry and time (--nodes=1 --ntasks-per-node=2 --cpus-per-task=1, or
+# 1 task of 2 CPUs where the binding is checked, and --time=5, for 2 nodes
+# x 4 tasks of 4 CPUs and hours) and gives the run's length as the
+# scripts' "$@":
+#  - cdp-train(1)'s sbatch script (and the same in cdpool(7)) gives the
+#    losses and the checkpoint of `mpirun -np 2` byte for byte;
 #  - so does `srun -n 2 cdp-train` (srun --mpi=pmix: Open MPI's ranks get
 #    their world from Slurm's PMIx server); where Slurm or Open MPI has no
 #    PMIx, that part says why and is skipped;
@@ -16,8 +22,13 @@
 #  - the script's srun binds each rank to its --cpus-per-task CPUs
 #    (task/affinity; SRUN_CPUS_PER_TASK, since srun of Slurm 22.05 no
 #    longer inherits sbatch's);
-#  - and the same script with mpirun in place of srun, and salloc + mpirun:
-#    Open MPI reads the allocation from Slurm and starts its 2 ranks.
+#  - the same script with mpirun in place of srun, and salloc + mpirun:
+#    Open MPI reads the allocation from Slurm and starts its 2 ranks;
+#  - and cdp-train(1)'s requeue script (--signal=B:USR1@120): SIGUSR1 to
+#    its batch shell (scancel --signal=USR1 --batch, at step 3) stops the
+#    run with a checkpoint and requeues the job, whose next start resumes
+#    the run to its end (the job COMPLETED, exit 0, after 1 restart; the
+#    losses and checkpoint of the run never stopped).
 # Skipped where the packages are missing, without root or MPI, or where the
 # daemons do not start (their log says why).
 . "$CDP_SRCDIR/tests/tools/common.sh"
@@ -75,6 +86,10 @@ ss = [socket.socket() for _ in range(2)]
 for s in ss: s.bind(("127.0.0.1", 0))
 print(*(s.getsockname()[1] for s in ss))')
 host=$(hostname -s)
+# cred_expire=15: a requeued job waits that long (and 1 s) before it starts
+# again, 120 s by default, so that what its last start sent late cannot
+# land on the next (the requeue script's test once made its second start
+# at once, and the first start's exit status 1 failed it)
 cat >"$SLURM_CONF" <<EOF
 ClusterName=cdptest
 SlurmctldHost=$host(127.0.0.1)
@@ -83,7 +98,7 @@ SlurmdPort=$2
 SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
-AuthInfo=socket=$S/munge/socket
+AuthInfo=socket=$S/munge/socket,cred_expire=15
 CredType=cred/munge
 StateSaveLocation=$S/state
 SlurmdSpoolDir=$S/spool
@@ -250,4 +265,56 @@ timeout 120 salloc -n 2 "$MPIRUN" cdp-train --db "$W/pool" --keys "$W/train.keys
 	--model "$W/unet.cfg" --out "$T/salloc" --batch 8 --threads 1 --checkpoint-every 500 $P \
 	>"$T/sa" 2>&1 || fail "salloc -n 2 mpirun: $(cat "$T/sa")"
 same "salloc + mpirun" "$T/salloc"
+
+# cdp-train(1)'s requeue script as printed (the lines between its marks),
+# with the test's geometry and run: SIGUSR1 to the batch shell (what its
+# --signal=B:USR1@120 sends ahead of the limit, sent here at step 3 by
+# scancel) stops the run with a checkpoint and requeues the job; the job's
+# second start resumes the run to its end, and the job ends COMPLETED,
+# exit 0, after one restart, with the losses and checkpoint of the run
+# never stopped
+echo "== cdp-train(1)'s requeue script: SIGUSR1 at step 3, requeued, resumed"
+sed -n '/^\.\\" requeue script begin/,/^\.\\" requeue script end/p' "$CDP_SRCDIR/man/cdp-train.1" |
+	sed -e '/^\./d' -e 's/\\-/-/g' -e 's/\\e/\\/g' >"$W/requeue.sbatch"
+grep -q '^#SBATCH .*--signal=B:USR1@' "$W/requeue.sbatch" ||
+	fail "no requeue script with --signal=B:USR1 in cdp-train(1): $(cat "$W/requeue.sbatch")"
+Q="--batch 8 --threads 1 --checkpoint-every 500 --steps 40 --log-every 1 -q"
+$MP cdp-train --db "$W/pool" --keys "$W/train.keys" --model "$W/unet.cfg" --out "$T/qref" $Q ||
+	fail "mpirun -np 2, 40 steps"
+job=$(cd "$W" && sbatch --parsable --time=5 --nodes=1 --ntasks-per-node=2 \
+	--cpus-per-task=1 requeue.sbatch $Q 2>"$T/sb") || fail "sbatch requeue.sbatch: $(cat "$T/sb")"
+jobf() { scontrol show job "$job" | sed -n "s/.*[[:space:]]$1=\([^[:space:]]*\).*/\1/p"; }
+i=0
+until grep -q '"step":3,' "$W/run/metrics.jsonl" 2>/dev/null; do
+	i=$((i + 1))
+	[ "$i" -lt 600 ] || fail "requeue.sbatch: job $job logged no step 3 in 120 s: $(cat "$W/slurm-$job.out" 2>/dev/null)"
+	sleep 0.2
+done
+scancel --signal=USR1 --batch "$job" || fail "scancel --signal=USR1 --batch $job"
+t0=$(date +%s)
+i=0
+while state=$(jobf JobState); [ "$(jobf Restarts)" = 0 ] || [ "$state" != COMPLETED ]; do
+	case $state in FAILED|CANCELLED|TIMEOUT|NODE_FAIL|OUT_OF_MEMORY|BOOT_FAIL|DEADLINE)
+		fail "requeue.sbatch: job $job $state after $(jobf Restarts) restarts: $(cat "$W/slurm-$job.out" 2>/dev/null)" ;;
+	esac
+	i=$((i + 1))
+	[ "$i" -lt 600 ] || fail "requeue.sbatch: job $job $state after 120 s, $(jobf Restarts) restarts"
+	sleep 0.2
+done
+[ "$(jobf Restarts)" = 1 ] && [ "$(jobf ExitCode)" = 0:0 ] ||
+	fail "requeue.sbatch: job $job $state, $(jobf Restarts) restarts, exit $(jobf ExitCode), want 1 and 0:0"
+grep -q 'interrupted: checkpoint at step [0-9]* written' "$W/run/train.log" ||
+	fail "requeue.sbatch: the first start wrote no checkpoint at the signal: $(cat "$W/run/train.log")"
+grep -q "^cdp-train: interrupted at step [0-9]*, checkpoint written" "$W/slurm-$job.out" ||
+	fail "requeue.sbatch: slurm-$job.out lost the first start's output (--open-mode=append): $(cat "$W/slurm-$job.out")"
+mv "$W/run" "$T/requeue"
+losses "$T/qref/metrics.jsonl" >"$T/lq"
+[ "$(wc -l <"$T/lq")" -eq 40 ] || fail "want 40 losses from mpirun -np 2"
+losses "$T/requeue/metrics.jsonl" >"$T/l"
+losses_close "$T/lq" "$T/l" 0 || fail "requeue.sbatch: losses differ from the run never stopped"
+cmp -s "$T/qref/checkpoint.cdpt" "$T/requeue/checkpoint.cdpt" ||
+	fail "requeue.sbatch: checkpoint differs from the run never stopped"
+echo "requeue.sbatch: $(grep -o 'interrupted: checkpoint at step [0-9]*' "$T/requeue/train.log"), requeued once,"\
+	"done $(($(date +%s) - t0)) s after the signal;"\
+	"40 losses and the checkpoint of the run never stopped"
 exit 0

@@ -194,12 +194,51 @@ ddp2() {
 	r=0
 	for p in $pids; do
 		set +e; wait "$p"; rc=$?; set -e   # common.sh: set -e
-		if [ "$rc" -eq 124 ] && grep -q "$last" "$T/$name.0"; then
-			echo "note: $name: rank $r finished (rank 0 printed '$last') but did not exit; killed after 240 s"
-		elif [ "$rc" -ne 0 ]; then
-			fail "$name: rank $r failed (exit $rc): $(cat "$T/$name.0" "$T/$name.1")"
-		fi
+		ddp_rank_ok "$name" "$last" $r $rc
 		r=$((r + 1))
+	done
+	cat "$T/$name.0"
+}
+# ddp_rank_ok NAME LAST R RC: rank R of the job NAME exited RC: a timeout
+# after rank 0 printed LAST is noted, any other failure fails
+ddp_rank_ok() {
+	if [ "$4" -eq 124 ] && grep -q "$2" "$T/$1.0"; then
+		echo "note: $1: rank $3 finished (rank 0 printed '$2') but did not exit; killed after 240 s"
+	elif [ "$4" -ne 0 ]; then
+		fail "$1: rank $3 failed (exit $4): $(cat "$T/$1.0" "$T/$1.1")"
+	fi
+}
+# ddp_doc NAME LAST POOL KEYS VALKEYS: the 2-rank launch of cdpool(7)
+# (for Debian's torch 1.13, whose torchrun fails) as printed there and in
+# python/README.md, its port made a free one and its python3 one that
+# runs $VPY as ddp2 does, rank r's output in $T/NAME.r, its status in
+# $T/NAME.rc.r, checked as ddp2 checks them
+ddp_doc() {
+	name=$1 last=$2
+	sed -n '/^\.\\" BEGIN DDP LAUNCH/,/^\.\\" END DDP LAUNCH/p' "$CDP_SRCDIR/man/cdpool.7" |
+		sed -e '1d;$d' -e 's/\\-/-/g' -e 's/\\e/\\/g' >"$T/launch.txt"
+	[ -s "$T/launch.txt" ] || fail "no DDP launch in cdpool.7"
+	while IFS= read -r l; do
+		grep -qxF "    $l" "$CDP_SRCDIR/python/README.md" ||
+			fail "python/README.md lacks cdpool(7)'s DDP launch line '$l'"
+	done <"$T/launch.txt"
+	port=$("$VPY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+	cp "$T/launch.txt" "$T/launch.sh"
+	for sub in "MASTER_PORT=29500|MASTER_PORT=$port" \
+		"python3 train_ddp.py POOL KEYS VALKEYS|python3 $T/train_ddp.py $3 $4 $5"; do
+		[ "$(grep -c -F -- "${sub%%|*}" "$T/launch.txt")" -eq 1 ] ||
+			fail "cdpool(7)'s DDP launch changed: '${sub%%|*}' is not in it once: $(cat "$T/launch.txt")"
+		sed -i "s|$sub|" "$T/launch.sh"
+	done
+	mkdir -p "$T/ddpbin"
+	printf '#!/bin/sh\nOMP_NUM_THREADS=1 timeout -k 5 240 "%s" "$@" >"%s.$RANK" 2>&1\necho $? >"%s.rc.$RANK"\n' \
+		"$VPY" "$T/$name" "$T/$name" >"$T/ddpbin/python3"
+	chmod +x "$T/ddpbin/python3"
+	rm -f "$T/$name.rc.0" "$T/$name.rc.1"
+	(cd "$T" && PATH="$T/ddpbin:$PATH" sh -eu "$T/launch.sh") || fail "$name: the launch failed"
+	for r in 0 1; do
+		[ -s "$T/$name.rc.$r" ] || fail "$name: rank $r did not run: $(cat "$T/$name.$r" 2>/dev/null)"
+		ddp_rank_ok "$name" "$last" $r "$(cat "$T/$name.rc.$r")"
 	done
 	cat "$T/$name.0"
 }
@@ -210,7 +249,7 @@ grep -q "^ok   rank 0 of 2: the first step's loss" "$T/grad.0" || fail "ddp_grad
 awk '$1 == "epoch" {l[n++] = $4} END { if (n != 3 || !(l[2] < 0.8 * l[0])) exit 1 }' "$T/grad.0" ||
 	fail "ddp_grad.py: the loss did not fall"
 
-echo "== the DDP example of cdpool(7): 2 ranks, gloo"
+echo "== the DDP example of cdpool(7): 2 ranks, gloo, started by its launch for torch 1.13"
 cdp-keyshuffle -q --seed 3 --val 0.25 --val-out "$T/ddp_val.keys" -o "$T/ddp_rest.keys" "$T/pool"
 # a pool of 5 classes: a label raster of 0..4 in bands of rows
 "$PYTHON" "$MK" "$T/r/five.tif" --width 128 --height 128 --bands 2 --dtype u8 --seed 6
@@ -230,7 +269,7 @@ cdp-keyshuffle -q --seed 3 -o "$T/five.keys" "$T/p_five"
 sed -n '/^\.\\" BEGIN DDP EXAMPLE/,/^\.\\" END DDP EXAMPLE/p' "$CDP_SRCDIR/man/cdpool.7" \
 	| sed '1d;$d' | sed 's/\\e/\\/g' >"$T/train_ddp.py"
 [ -s "$T/train_ddp.py" ] || fail "no DDP example in cdpool.7"
-ddp2 ddp '^validation 3 ' "$T/train_ddp.py" "$T/pool" "$T/train.keys" "$T/ddp_val.keys"
+ddp_doc ddp '^validation 3 ' "$T/pool" "$T/train.keys" "$T/ddp_val.keys"
 awk '$1 == "epoch" {l[n++] = $4} END { if (n != 4 || !(l[3] < 0.8 * l[0])) exit 1 }' "$T/ddp.0" ||
 	fail "DDP example: the loss did not fall"
 [ "$(grep -c '^validation [0-3] loss [0-9]' "$T/ddp.0")" -eq 4 ] ||
