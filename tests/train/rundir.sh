@@ -228,7 +228,7 @@ import sys
 from cdpool.checkpoint import load_checkpoint
 ck = load_checkpoint(sys.argv[1])
 at = int(sys.argv[2])
-assert ck.version == 7 and ck.step == at, (ck.version, ck.step)
+assert ck.version == 8 and ck.step == at, (ck.version, ck.step)
 assert ck.sums["epoch_steps"] == at % 6 and ck.sums["log_steps"] == at % 4, ck.sums
 PYEOF
 	fail "Python: the checkpoint's SUMS are not those of step $at"
