@@ -627,6 +627,18 @@ def test_compat():
        "them; BEST read, printed, validated")
 
 
+def test_best_kept():
+    """A --keep-best run's best.cdpt (python.sh: run_two keeps miou) records in
+    BEST the metric, its own step and that step's val line's value."""
+    ck = cdpool.load_checkpoint(os.path.join(T, "run_two", "best.cdpt"))
+    vals = [__import__("json").loads(x) for x in open(os.path.join(T, "run_two", "metrics.jsonl"))]
+    vals = {v["step"]: v["miou"] for v in vals if v["type"] == "val"}
+    check(ck.best is not None and ck.best["metric"] == "miou" and ck.best["step"] == ck.step and
+          ck.best["value"] == vals.get(ck.step), "run_two's best.cdpt: %r, val lines %r"
+          % (ck.best, vals))
+    ok("cdp-train --keep-best miou: best.cdpt's BEST is its validation's miou")
+
+
 def test_to_torch(c, path):
     """to_torch(ckpt), built from the cfg the checkpoint holds, gives cdp-predict --prob's
     probabilities on a raster of one window (--overlap 0: no mirrored context, no
@@ -2256,7 +2268,7 @@ def run_tests(tests):
 
 def main():
     return run_tests([test_dtypes, test_record_refusals, test_keys, test_sampler,
-                      test_checkpoint, test_compat, test_dataset, test_val_standardize, test_batches, test_photometric,
+                      test_checkpoint, test_compat, test_best_kept, test_dataset, test_val_standardize, test_batches, test_photometric,
                       test_first_step, test_info, test_cfg_nesting, test_net_keys,
                       test_pool_refusals, test_meta_consistency, test_info_refusals, test_seed_range,
                       test_pool_replaced, test_value_pool, test_regression_deployed,
