@@ -30,9 +30,22 @@
 
 const char cdp_ckpt_tags[NCHUNKS_MAX][5] = {
 	"META", "CFG ", "PARM", "BUFS", "OPTM", "RNG ", "DATA", "RANK", "SUMS",
-	"LIVE", "NORM", "FROM", "TASK", "PLAN"
+	"LIVE", "NORM", "FROM", "TASK", "PLAN", "BEST"
 };
-const uint32_t cdp_ckpt_tag_since[NCHUNKS_MAX] = { 1, 1, 1, 1, 1, 1, 1, 3, 7, 7, 7, 7, 7, 7 };
+const uint32_t cdp_ckpt_tag_since[NCHUNKS_MAX] = { 1, 1, 1, 1, 1, 1, 1, 3, 7, 7, 7, 7, 7, 7, 8 };
+/* BEST is what an older reader may ignore: the file is still the model */
+const uint32_t cdp_ckpt_tag_flags[NCHUNKS_MAX] = {
+	0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, CDP_CKPT_CHUNK_SKIP
+};
+
+static const char *const best_names[CDP_CKPT_BEST_MAX + 1] = {
+	NULL, "miou", "loss", "acc", "f1", "map", "rmse", "r2"
+};
+
+const char *cdp_ckpt_best_name(int metric)
+{
+	return metric >= 1 && metric <= CDP_CKPT_BEST_MAX ? best_names[metric] : NULL;
+}
 
 uint32_t cdp_ckpt_crc(uint32_t crc, const void *p, size_t n)
 {
@@ -328,10 +341,19 @@ static void emit_plan(wr *w, const cdp_ckpt *ck)
 	put_u32(w, 0);
 }
 
+/* the validation that kept a --keep-best best.cdpt (checkpoint.h) */
+static void emit_best(wr *w, const cdp_ckpt *ck)
+{
+	put_u32(w, (uint32_t)ck->best_metric);
+	put_u32(w, 0);
+	put_f64(w, ck->best_value);
+	put_u64(w, ck->best_step);
+}
+
 typedef void (*emit_fn)(wr *, const cdp_ckpt *);
 static const emit_fn emitters[NCHUNKS_MAX] = {
 	emit_meta, emit_cfg, emit_params, emit_buffers, emit_optim, emit_rng, emit_data, emit_rank,
-	emit_sums, emit_live, emit_norm, emit_from, emit_task, emit_plan
+	emit_sums, emit_live, emit_norm, emit_from, emit_task, emit_plan, emit_best
 };
 
 /* whether chunk i goes into ck's file: the fixed ones always */
@@ -340,7 +362,8 @@ static int present(const cdp_ckpt *ck, int i)
 	return i < NCHUNKS || (i == CHUNK_RANK && ck->nranks > 0) ||
 	       (i == CHUNK_SUMS && ck->has_sums) || (i == CHUNK_LIVE && ck->live) ||
 	       (i == CHUNK_NORM && ck->norm_kind) || (i == CHUNK_FROM && ck->nfrom > 0) ||
-	       (i == CHUNK_TASK && ck->task) || (i == CHUNK_PLAN && ck->has_plan);
+	       (i == CHUNK_TASK && ck->task) || (i == CHUNK_PLAN && ck->has_plan) ||
+	       (i == CHUNK_BEST && ck->has_best);
 }
 
 static int nchunks(const cdp_ckpt *ck)
@@ -385,7 +408,7 @@ static int emit_all(wr *w, const cdp_ckpt *ck, const size_t len[NCHUNKS_MAX], si
 		if (!present(ck, i))
 			continue;
 		put(w, cdp_ckpt_tags[i], 4);
-		put_u32(w, 0);
+		put_u32(w, cdp_ckpt_tag_flags[i]);
 		put_u64(w, len[i]);
 		start = w->pos;
 		emitters[i](w, ck);
@@ -627,6 +650,12 @@ static int check_why(const cdp_ckpt *ck, char *why, size_t cap)
 	     "the run's plan (PLAN): last step %" PRIu64 " (at least the %" PRIu64 " taken), "
 	     "%" PRIu64 " keys, uuid '%.32s'", ck->plan_total, ck->step, ck->keys_count,
 	     ck->keys_uuid);
+	/* BEST: a known metric's finite value at a step already taken */
+	RULE(!ck->has_best || (cdp_ckpt_best_name(ck->best_metric) &&
+	                          isfinite(ck->best_value) && ck->best_step <= ck->step),
+	     "the best validation (BEST): metric %d, value %g at step %" PRIu64 " (a known "
+	     "metric, a finite value, at most the %" PRIu64 " steps taken)", ck->best_metric,
+	     ck->best_value, ck->best_step, ck->step);
 	/* LIVE: one float for each of PARM's */
 	RULE(!ck->live || ck->nlive == ptotal, "the trained weights (LIVE) hold %zu values for "
 	     "%" PRIu64 " parameters", ck->nlive, ptotal);
@@ -635,7 +664,7 @@ static int check_why(const cdp_ckpt *ck, char *why, size_t cap)
 	/* initial weights: the tensors and the model, nothing of a run */
 	RULE(!ck->initial || (ck->optim.type == 0 && !ck->step && !ck->epoch && !ck->data_pos &&
 	                      !ck->nrng && !ck->nranks && !ck->has_sums && !ck->has_plan &&
-	                      !ck->live),
+	                      !ck->live && !ck->has_best),
 	     "initial weights (META's kind) with the state of a run");
 	/* the global batch: unknown, or three counts whose product fits */
 	RULE((ck->batch | ck->batch_ranks | ck->batch_accumulate) == 0 ||

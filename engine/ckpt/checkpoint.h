@@ -10,16 +10,28 @@
  *
  * Little-endian, all sizes explicit:
  *   0   8  magic "CDPCKPT\n"
- *   8   4  u32 version (7; versions 1 to 6 are still read)
+ *   8   4  u32 version (8; versions 1 to 7 are still read)
  *   12  4  u32 number of chunks (7, and one for each optional chunk)
  *   16  8  u64 file size in bytes, CRC included
  *   24     chunks "META" "CFG " "PARM" "BUFS" "OPTM" "RNG " "DATA", in order,
  *          then the optional ones, each at most once and in this order:
  *          "RANK" (version 3), "SUMS" (version 7), "LIVE" (version 7),
  *          "NORM" (version 7), "FROM" (version 7), "TASK" (version 7),
- *          "PLAN" (version 7);
- *          each: 4-byte tag, u32 0, u64 payload length, payload
+ *          "PLAN" (version 7), "BEST" (version 8);
+ *          each: 4-byte tag, u32 flags (0 before version 8), u64 payload
+ *          length, payload
  *   end-4  u32 CRC-32 (zlib's crc32) of every byte before it
+ *
+ * Compatibility (version 8). A chunk's flags bit 0 (CDP_CKPT_CHUNK_SKIP)
+ * says a reader that does not know its tag may skip it: its length is
+ * still checked against the file and it counts among the chunks. Only
+ * optional chunks carry it, and each known chunk has its own fixed flags
+ * (BEST: skippable; every other: 0). An unknown chunk without it, or any
+ * other flag bit, is refused as written by a newer cdpool (CDP_EVERSION).
+ * Unknown skippable chunks may stand anywhere among the optional ones.
+ * So a later cdpool adds what an older reader may ignore as a skippable
+ * chunk without a new version, and anything an older reader must not
+ * ignore with a new version.
  * The payloads are described in cdp-checkpoint(5). Version 2 added the data
  * type to DATA, version 3 the loss scaler to META and the optional RANK
  * chunk, version 4 the global batch to META, version 5 to DATA where the
@@ -28,7 +40,14 @@
  * version 6 to DATA the names of the classes (the training pool's
  * class_names meta, cdp-pool(5)), so cdp-predict can name them,
  * version 7 the optional SUMS, LIVE, NORM and FROM chunks and origin 3
- * (the initial weights' normalization) in DATA.
+ * (the initial weights' normalization) in DATA, version 8 the chunk flags
+ * (above) and the optional BEST chunk.
+ *
+ * The validation that kept a best.cdpt (BEST, version 8, skippable):
+ * cdp-train --keep-best writes it into RUNDIR/best.cdpt only:
+ *   u32 metric (CDP_CKPT_BEST_*), u32 0, f64 the metric's value at that
+ *   validation (finite), u64 the step of that validation (<= META's step).
+ * A resume with --keep-best of another metric writes best.cdpt anew.
  *
  * The input normalization (NORM). Pretrained weights expect inputs
  * normalized their own way (ImageNet's mean and std on values in 0..1);
@@ -130,7 +149,7 @@
 #include "optim.h"
 
 #define CDP_CKPT_MAGIC      "CDPCKPT\n"
-#define CDP_CKPT_VERSION    7
+#define CDP_CKPT_VERSION    8
 #define CDP_CKPT_VERSION_MIN 1         /* oldest version read */
 #define CDP_CKPT_RANK_VERSION 1        /* of the RANK chunk's layout */
 #define CDP_CKPT_MAX_RANKS  (1 << 20)
@@ -147,6 +166,17 @@ enum { CDP_CKPT_TASK_REGRESSION = 1 };   /* TASK's task */
 #define CDP_CKPT_MAX_SOURCES (1 << 24)  /* standardization sources listed */
 #define CDP_CKPT_MAX_CLASSES 65536      /* class names (a u16 label's ids) */
 #define CDP_CKPT_CLASS_NAME_MAX CDP_CLASS_NAME_MAX  /* bytes of one class name */
+
+/* A chunk header's flags (version 8; 0 before) */
+#define CDP_CKPT_CHUNK_SKIP 1u          /* a reader that does not know the tag skips it */
+
+/* BEST's metric (version 8): cdp-train's --keep-best words, in order */
+enum {
+	CDP_CKPT_BEST_MIOU = 1, CDP_CKPT_BEST_LOSS = 2, CDP_CKPT_BEST_ACC = 3,
+	CDP_CKPT_BEST_F1 = 4, CDP_CKPT_BEST_MAP = 5, CDP_CKPT_BEST_RMSE = 6,
+	CDP_CKPT_BEST_R2 = 7
+};
+#define CDP_CKPT_BEST_MAX CDP_CKPT_BEST_R2
 
 /* Where the standardization (mean, std) came from (DATA, version 5). */
 enum {
@@ -309,6 +339,14 @@ typedef struct cdp_ckpt {
 	char keys_uuid[33];
 	uint64_t keys_seed, keys_count;
 	uint32_t keys_crc;
+	/* the validation that kept this file (BEST, version 8; has_best 0:
+	 * none, every file but a --keep-best best.cdpt): the metric (a
+	 * CDP_CKPT_BEST_*), its value there (finite), the step of that
+	 * validation (at most step) */
+	int has_best;
+	int best_metric;
+	double best_value;
+	uint64_t best_step;
 	/* the trained weights when PARM holds their moving average (LIVE,
 	 * version 7): nlive (PARM's total) floats in PARM's order; NULL none */
 	float *live;
@@ -415,6 +453,9 @@ int  cdp_ckpt_set_task(cdp_ckpt *ck, int task, const double *mean, const double 
  * or count a reader would refuse, CDP_ENOMEM. */
 int  cdp_ckpt_add_from(cdp_ckpt *ck, int kind, const char *name,
                        const unsigned char sha256[32]);
+/* The --keep-best word of a CDP_CKPT_BEST_* ("miou", "loss", "acc", "f1",
+ * "map", "rmse", "r2"), NULL for another number. */
+const char *cdp_ckpt_best_name(int metric);
 /* What a band name of NORM must be: 1, or 0. */
 int  cdp_ckpt_norm_band_ok(const char *s);
 /* What a class name must be: cdp_class_name_ok (cdp_stats.h), 1 to

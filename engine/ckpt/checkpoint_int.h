@@ -11,7 +11,7 @@
 
 #define HDR      24         /* magic, version, chunk count, file size */
 #define NCHUNKS  7          /* every version's chunks, then the optional */
-#define NCHUNKS_MAX 14      /* ones, each at most once and in this order: */
+#define NCHUNKS_MAX 15      /* ones, each at most once and in this order: */
 #define CHUNK_RANK 7        /* "RANK" (version 3) */
 #define CHUNK_SUMS 8        /* "SUMS" (version 7) */
 #define CHUNK_LIVE 9        /* "LIVE" (version 7) */
@@ -19,7 +19,9 @@
 #define CHUNK_FROM 11       /* "FROM" (version 7) */
 #define CHUNK_TASK 12       /* "TASK" (version 7) */
 #define CHUNK_PLAN 13       /* "PLAN" (version 7) */
+#define CHUNK_BEST 14       /* "BEST" (version 8, skippable) */
 #define PLAN_BYTES 64       /* PLAN's payload */
+#define BEST_BYTES 24       /* BEST's payload */
 #define SUMS_BYTES 32       /* SUMS's payload */
 #define RANK_HDR 48         /* RANK's fields before the first rank */
 #define RANK_PER 16         /* a rank's index, 0, optimizer step before its floats */
@@ -27,6 +29,8 @@
 extern const char cdp_ckpt_tags[NCHUNKS_MAX][5];
 /* the first version that may hold each chunk */
 extern const uint32_t cdp_ckpt_tag_since[NCHUNKS_MAX];
+/* each chunk's flags (CDP_CKPT_CHUNK_SKIP or 0), from version 8 */
+extern const uint32_t cdp_ckpt_tag_flags[NCHUNKS_MAX];
 
 /* zlib's crc32 over any length */
 uint32_t cdp_ckpt_crc(uint32_t crc, const void *p, size_t n);

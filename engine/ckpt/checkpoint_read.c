@@ -555,6 +555,19 @@ static void parse_plan(rd *r, cdp_ckpt *ck)
 		r->err = CDP_EFORMAT;
 }
 
+/* BEST (version 8): the values are judged by cdp_ckpt_check */
+static void parse_best(rd *r, cdp_ckpt *ck)
+{
+	uint32_t metric = get_u32(r);
+
+	if ((get_u32(r) != 0 || metric > INT_MAX) && !r->err)
+		r->err = CDP_EFORMAT;
+	ck->has_best = 1;
+	ck->best_metric = (int)(metric & INT_MAX);
+	ck->best_value = get_f64(r);
+	ck->best_step = get_u64(r);
+}
+
 /* The fixed header against the bytes available (have) and the true total
  * length (total): magic first, then version, then size. */
 static int check_header(const unsigned char *b, size_t have, uint64_t total)
@@ -579,14 +592,26 @@ static int check_header(const unsigned char *b, size_t have, uint64_t total)
 	return CDP_OK;
 }
 
-/* why the file's size and its header's size field differ, for a message:
- * nothing when they agree (or the header is not there to say) */
+/* why the header is refused, for a message: a version this build does
+ * not read (a later one: written by a newer cdpool), or by how much the
+ * file's size and its header's size field differ; nothing when neither
+ * (or the header is not there to say) */
 static void size_why(const unsigned char *b, size_t have, uint64_t total, char *why,
                      size_t cap)
 {
 	uint64_t fs;
+	uint32_t v;
 
-	if (have < HDR || !cap || memcmp(b, CDP_CKPT_MAGIC, 8) != 0)
+	if (have < 12 || !cap || memcmp(b, CDP_CKPT_MAGIC, 8) != 0)
+		return;
+	v = rd32(b + 8);
+	if (v < CDP_CKPT_VERSION_MIN || v > CDP_CKPT_VERSION) {
+		snprintf(why, cap, "format version %" PRIu32 "; this build reads %d to %d%s", v,
+		         CDP_CKPT_VERSION_MIN, CDP_CKPT_VERSION,
+		         v > CDP_CKPT_VERSION ? ": written by a newer cdpool" : "");
+		return;
+	}
+	if (have < HDR)
 		return;
 	fs = rd64(b + 16);
 	if (fs < HDR + 4)
@@ -622,6 +647,63 @@ static void parse_task(rd *r, cdp_ckpt *ck)
 		ck->target_mean[i] = get_f64(r);
 }
 
+/* A chunk's tag for a message: printable ASCII as it is, any other byte
+ * (and a backslash or quote) as \xNN; out holds 17 bytes */
+static void tag_text(const unsigned char *t, char out[17])
+{
+	char *o = out;
+
+	for (int j = 0; j < 4; j++)
+		if (t[j] >= 0x20 && t[j] <= 0x7e && t[j] != '\\' && t[j] != '\'')
+			*o++ = (char)t[j];
+		else
+			o += sprintf(o, "\\x%02x", t[j]);
+	*o = '\0';
+}
+
+/* The flags of the chunk whose header is at h, of known tag index k (-1:
+ * unknown), in a file of version v: CDP_OK (an unknown chunk then is
+ * skippable), or the code with why saying what is wrong. Before version 8
+ * the field is 0 and every chunk known; from it, a bit this build does
+ * not know, or an unknown chunk it may not skip, is a newer cdpool's. */
+static int chunk_flags(const unsigned char *h, uint32_t flags, int k, uint32_t v, char *why,
+                       size_t cap)
+{
+	char t[17];
+
+	tag_text(h, t);
+	if (v < 8 && flags != 0) {
+		snprintf(why, cap, "chunk '%s' has flags 0x%" PRIx32 " (0 in format version %" PRIu32
+		         ")", t, flags, v);
+		return CDP_EFORMAT;
+	}
+	if (v < 8 && k < 0) {
+		snprintf(why, cap, "chunk '%s' is not one of format version %" PRIu32, t, v);
+		return CDP_EFORMAT;
+	}
+	if (flags & ~CDP_CKPT_CHUNK_SKIP) {
+		snprintf(why, cap, "chunk '%s' has flags 0x%" PRIx32 " that this build does not know: "
+		         "written by a newer cdpool (format version %" PRIu32 ")", t, flags, v);
+		return CDP_EVERSION;
+	}
+	if (k < 0 && !(flags & CDP_CKPT_CHUNK_SKIP)) {
+		snprintf(why, cap, "chunk '%s' is not known to this build: written by a newer cdpool "
+		         "(format version %" PRIu32 ")", t, v);
+		return CDP_EVERSION;
+	}
+	if (k >= 0 && k < NCHUNKS && flags) {
+		snprintf(why, cap, "chunk '%s' is marked skippable, which none of the seven fixed "
+		         "chunks may be", t);
+		return CDP_EFORMAT;
+	}
+	if (v >= 8 && k >= 0 && flags != cdp_ckpt_tag_flags[k]) {
+		snprintf(why, cap, flags ? "chunk '%s' is marked skippable, which it never is" :
+		         "chunk '%s' is not marked skippable, which it always is", t);
+		return CDP_EFORMAT;
+	}
+	return CDP_OK;
+}
+
 /* keep: the rank whose per-rank state to hold, -1 all (checkpoint.h);
  * tag: the chunk at fault, or ""; why: what is wrong (cdp_ckpt_read_why) */
 static int decode(const unsigned char *buf, size_t len, int keep, cdp_ckpt *ck, char tag[5],
@@ -641,55 +723,70 @@ static int decode(const unsigned char *buf, size_t len, int keep, cdp_ckpt *ck, 
 	if (cdp_ckpt_crc((uint32_t)crc32(0L, Z_NULL, 0), buf, len - 4) != rd32(buf + len - 4))
 		return CDP_ECRC;
 	/* the 7 fixed chunks, then each optional one its version allows at
-	 * most once, in their order */
+	 * most once, in their order; from version 8 also chunks this build
+	 * does not know that say it may skip them, anywhere among those (a
+	 * chunk header takes 16 bytes) */
 	n = rd32(buf + 12);
-	if (n < NCHUNKS || n > NCHUNKS_MAX)
+	if (n < NCHUNKS || (rd32(buf + 8) < 8 && n > NCHUNKS_MAX) || n > (len - HDR - 4) / 16)
 		return CDP_EFORMAT;
 	top = (rd){ buf + HDR, buf + len - 4, 0, rd32(buf + 8) };
-	for (int c = 0, i = -1; c < (int)n; c++) {
+	for (uint32_t c = 0, i = 0; c < n; c++) {
 		uint64_t plen;
+		uint32_t flags;
+		int k;
 		rd sub;
-		if (!need(&top, 16) || rd32(top.p + 4) != 0) {
+		if (!need(&top, 16)) {
 			rc = CDP_EFORMAT;
 			goto fail;
 		}
-		if (c < NCHUNKS)
-			i = c;
-		else
-			for (i++; i < NCHUNKS_MAX && memcmp(top.p, cdp_ckpt_tags[i], 4) != 0; i++)
-				;
-		if (i >= NCHUNKS_MAX || memcmp(top.p, cdp_ckpt_tags[i], 4) != 0 ||
-		    top.version < cdp_ckpt_tag_since[i]) {
+		flags = rd32(top.p + 4);
+		for (k = NCHUNKS_MAX - 1; k >= 0 && memcmp(top.p, cdp_ckpt_tags[k], 4); k--)
+			;
+		if (c < NCHUNKS && k != (int)c) {
 			rc = CDP_EFORMAT;
 			goto fail;
 		}
+		if ((rc = chunk_flags(top.p, flags, k, top.version, why, cap)) != CDP_OK)
+			goto fail;
 		plen = rd64(top.p + 8);
 		top.p += 16;
 		if (plen > (uint64_t)(top.end - top.p)) {
 			rc = CDP_EFORMAT;
 			goto fail;
 		}
+		if (k < 0) {               /* unknown and skippable: chunk_flags said so */
+			top.p += plen;
+			continue;
+		}
+		/* i: the next known chunk's least index */
+		if ((uint32_t)k < i || top.version < cdp_ckpt_tag_since[k]) {
+			rc = CDP_EFORMAT;
+			goto fail;
+		}
+		i = (uint32_t)k + 1;
 		sub = (rd){ top.p, top.p + plen, 0, top.version };
-		memcpy(tag, cdp_ckpt_tags[i], 5);
-		if (i == CHUNK_RANK) {
+		memcpy(tag, cdp_ckpt_tags[k], 5);
+		if (k == CHUNK_RANK) {
 			rc = cdp_ckpt_rank_parse(sub.p, (size_t)plen, keep, ck);
 			if (rc != CDP_OK)
 				goto fail;
 			sub.p = sub.end;
-		} else if (i == CHUNK_SUMS) {
+		} else if (k == CHUNK_SUMS) {
 			parse_sums(&sub, ck);
-		} else if (i == CHUNK_LIVE) {
+		} else if (k == CHUNK_LIVE) {
 			parse_live(&sub, ck);
-		} else if (i == CHUNK_NORM) {
+		} else if (k == CHUNK_NORM) {
 			parse_norm(&sub, ck);
-		} else if (i == CHUNK_FROM) {
+		} else if (k == CHUNK_FROM) {
 			parse_from(&sub, ck);
-		} else if (i == CHUNK_TASK) {
+		} else if (k == CHUNK_TASK) {
 			parse_task(&sub, ck);
-		} else if (i == CHUNK_PLAN) {
+		} else if (k == CHUNK_PLAN) {
 			parse_plan(&sub, ck);
+		} else if (k == CHUNK_BEST) {
+			parse_best(&sub, ck);
 		} else {
-			parsers[i](&sub, ck);
+			parsers[k](&sub, ck);
 		}
 		if (sub.err || sub.p != sub.end) {
 			rc = sub.err ? sub.err : CDP_EFORMAT;
@@ -849,10 +946,15 @@ int cdp_ckpt_load_why(const char *path, unsigned char **buf, size_t *len, char *
 		why[0] = '\0';
 	if (rc == CDP_OK)
 		return rc;
-	/* a size field the file disagrees with: say by how much */
-	if ((rc == CDP_ETRUNC || rc == CDP_EFORMAT) && (fd = open(path, O_RDONLY)) >= 0) {
-		if (fstat(fd, &st) == 0 && read_at(fd, hdr, HDR, 0) == CDP_OK)
-			size_why(hdr, HDR, (uint64_t)st.st_size, why, cap);
+	/* a version this build does not read, a size field the file
+	 * disagrees with: say which, and by how much */
+	if ((rc == CDP_EVERSION || rc == CDP_ETRUNC || rc == CDP_EFORMAT) &&
+	    (fd = open(path, O_RDONLY | O_CLOEXEC)) >= 0) {
+		if (fstat(fd, &st) == 0 && st.st_size >= 0) {
+			size_t h = (uint64_t)st.st_size < HDR ? (size_t)st.st_size : HDR;
+			if (read_at(fd, hdr, h, 0) == CDP_OK)
+				size_why(hdr, h, (uint64_t)st.st_size, why, cap);
+		}
 		close(fd);
 	}
 	say(why, cap, "", rc);

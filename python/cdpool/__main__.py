@@ -94,6 +94,9 @@ def _ckpt(path, out):
         for i in range(len(t["target_mean"])):
             out("target %d: mean %.17g std %.17g" % (i + 1, t["target_mean"][i],
                                                      t["target_std"][i]))
+    if c.best is not None:
+        # the validation that kept a --keep-best best.cdpt
+        out("best: %s %.17g at step %d" % (c.best["metric"], c.best["value"], c.best["step"]))
     for i, f in enumerate(c.sources):
         # the file the weights were read from, then where its own came from
         out("%s: %s '%s' sha256 %s" % ("initial weights from" if i == 0 else "which came from",

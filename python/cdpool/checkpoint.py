@@ -2,9 +2,11 @@
 cdp-checkpoint(5)) read from Python.
 
 load_checkpoint() makes the C reader's checks in its order: the magic, the
-version (1 to 7), the file size field against the real size, the CRC-32
-(zlib's) before any field is trusted, the chunk tags, lengths and counts
-against the bytes left in each chunk, then the values (ranges, tensor
+version (1 to 8; a later one is named as a newer cdpool's), the file size field
+against the real size, the CRC-32 (zlib's) before any field is trusted, the chunk
+tags, flags (version 8: a chunk this reader does not know is skipped when it is
+marked skippable, else refused as a newer cdpool's), lengths and counts against
+the bytes left in each chunk, then the values (ranges, tensor
 totals, optimizer blocks of the parameter count, bands matching the input
 channels, finite deviations >= 0 (0: a constant band, centred only), the
 global batch (version 4), the kind (version 7), the standardization's origin, sources and the
@@ -12,7 +14,8 @@ training data's CRS and pixel size (version 5), the class names (version 6: 1 to
 of UTF-8 without control characters each), unique RNG stream names, the RANK chunk's own
 version, CRC and sizes, the SUMS chunk's sums finite and counts no more than
 the step (version 7), the LIVE chunk's one float per parameter (version 7), the NORM chunk's
-channels (META's) and deviations > 0, the FROM chunk's kinds and names (version 7)),
+channels (META's) and deviations > 0, the FROM chunk's kinds and names (version 7), the BEST
+chunk's known metric, finite value and step no later than META's (version 8)),
 and every float finite: parameters, buffers,
 optimizer moments, the per-rank state and LIVE (cdp_ckpt_validate). Error codes are the C reader's.
 Tensors are float32 NumPy arrays that share one writable copy of the file.
@@ -30,7 +33,7 @@ from .errors import CdpError
 from .record import DTYPE_NAMES
 
 MAGIC = b"CDPCKPT\n"
-VERSION, VERSION_MIN = 7, 1
+VERSION, VERSION_MIN = 8, 1
 MAX_RANKS = 1 << 20        # CDP_CKPT_MAX_RANKS
 CRS_MAX = 65536            # CDP_CKPT_CRS_MAX
 MAX_SOURCES = 1 << 24      # CDP_CKPT_MAX_SOURCES
@@ -46,9 +49,13 @@ MAX_TARGETS = 65536                               # CDP_CKPT_MAX_TARGETS
 BAND_NAME = re.compile(rb"[\x21-\x2b\x2d-\x7e]{1,255}")   # printable, no space or comma
 HDR = 24
 TAGS = (b"META", b"CFG ", b"PARM", b"BUFS", b"OPTM", b"RNG ", b"DATA", b"RANK", b"SUMS",
-        b"LIVE", b"NORM", b"FROM", b"TASK", b"PLAN")
+        b"LIVE", b"NORM", b"FROM", b"TASK", b"PLAN", b"BEST")
 FIXED = 7                  # every version's chunks; then the optional ones,
-SINCE = (1, 1, 1, 1, 1, 1, 1, 3, 7, 7, 7, 7, 7, 7)  # each at most once, in TAGS's order
+SINCE = (1, 1, 1, 1, 1, 1, 1, 3, 7, 7, 7, 7, 7, 7, 8)  # each at most once, in TAGS's order
+CHUNK_SKIP = 1             # CDP_CKPT_CHUNK_SKIP: a chunk header's flags (version 8)
+FLAGS = (0,) * 14 + (CHUNK_SKIP,)   # each known chunk's flags: BEST is skippable
+BEST_METRICS = {1: "miou", 2: "loss", 3: "acc", 4: "f1", 5: "map", 6: "rmse", 7: "r2"}
+# CDP_CKPT_BEST_* (BEST, version 8): cdp-train's --keep-best words
 OPTIMIZERS = {0: "none", 1: "sgd", 2: "adamw"}
 POLICIES = {0: "constant", 1: "step", 2: "cosine"}
 SYNCS = {0: "allreduce", 1: "average", 2: "admm"}
@@ -147,6 +154,10 @@ class Checkpoint:
     plan: None, or the PLAN chunk (version 7: what a resume checks), a dict
     of total (the run's last step), keys_uuid, keys_seed, keys_count and
     keys_crc32 (the training pointer file's header).
+    best: None, or the BEST chunk (version 8: the validation that kept a
+    cdp-train --keep-best best.cdpt), a dict of metric ("miou", "loss",
+    "acc", "f1", "map", "rmse" or "r2", the --keep-best word), value (the
+    metric's value there) and step (that validation's step).
     """
 
     def param_block(self):
@@ -427,6 +438,44 @@ def _from(r, ck):
     ck.sources = out
 
 
+def _best(r, ck):
+    """BEST (version 8): the validation that kept a --keep-best best.cdpt;
+    the values are judged by _check, as cdp_ckpt_check judges them."""
+    metric, z, value, step = r.take("<IIdQ")
+    if z != 0 or metric > 0x7FFFFFFF:
+        raise _Bad("EFORMAT")
+    ck.best = dict(metric=metric, value=value, step=step)
+
+
+def _tag_text(t):
+    """A chunk's tag for a message, as checkpoint_read.c's tag_text writes it."""
+    return "".join(chr(c) if 0x20 <= c <= 0x7e and c not in (0x5c, 0x27) else "\\x%02x" % c
+                   for c in t)
+
+
+def _chunk_flags(tag, flags, k, v):
+    """checkpoint_read.c's chunk_flags: the flags of a chunk of known index
+    k (-1: unknown) in a file of version v; an unknown chunk that passes is
+    skippable."""
+    t = _tag_text(tag)
+    if v < 8 and flags:
+        raise _Bad("EFORMAT", "chunk '%s' has flags 0x%x (0 in format version %d)" % (t, flags, v))
+    if v < 8 and k < 0:
+        raise _Bad("EFORMAT", "chunk '%s' is not one of format version %d" % (t, v))
+    if flags & ~CHUNK_SKIP:
+        raise _Bad("EVERSION", "chunk '%s' has flags 0x%x that this build does not know: written "
+                   "by a newer cdpool (format version %d)" % (t, flags, v))
+    if k < 0 and not flags & CHUNK_SKIP:
+        raise _Bad("EVERSION", "chunk '%s' is not known to this build: written by a newer cdpool "
+                   "(format version %d)" % (t, v))
+    if 0 <= k < FIXED and flags:
+        raise _Bad("EFORMAT", "chunk '%s' is marked skippable, which none of the seven fixed "
+                   "chunks may be" % t)
+    if v >= 8 and k >= 0 and flags != FLAGS[k]:
+        raise _Bad("EFORMAT", ("chunk '%s' is marked skippable, which it never is" if flags else
+                               "chunk '%s' is not marked skippable, which it always is") % t)
+
+
 def _rank(r, ck):
     """RANK (version 3): its own version first, then its own CRC."""
     b, p, n = r.b, r.p, r.end - r.p
@@ -524,6 +573,14 @@ def _check(ck):
         raise _Bad("EFORMAT", "the run's plan (PLAN): last step %d (at least the %d taken), %d "
                    "keys, uuid '%s'" % (ck.plan["total"], ck.step, ck.plan["keys_count"],
                                         ck.plan["keys_uuid"]))
+    b = ck.best
+    if b is not None and not (b["metric"] in BEST_METRICS and math.isfinite(b["value"])
+                              and b["step"] <= ck.step):
+        raise _Bad("EFORMAT", "the best validation (BEST): metric %d, value %g at step %d (a "
+                   "known metric, a finite value, at most the %d steps taken)"
+                   % (b["metric"], b["value"], b["step"], ck.step))
+    if b is not None:
+        b["metric"] = BEST_METRICS[b["metric"]]
     if ck.live is not None and ck.live.size != ptotal:
         raise _Bad("EFORMAT", "the trained weights (LIVE) hold %d values for %d parameters"
                    % (ck.live.size, ptotal))
@@ -537,7 +594,8 @@ def _check(ck):
         nm["bands"] = [b.decode() for b in nm["bands"]]
     # initial weights: no optimizer, progress, RNG state, per-rank state or sums
     if ck.initial and (o["type"] != "none" or ck.step or ck.epoch or ck.data_pos or ck.rng
-                       or ck.ranks or ck.sums or ck.plan or ck.live is not None):
+                       or ck.ranks or ck.sums or ck.plan or ck.live is not None
+                       or ck.best is not None):
         raise _Bad("EFORMAT", "initial weights (META's kind) with the state of a run")
     if (ck.batch | ck.batch_ranks | ck.batch_accumulate) != 0 and not (
             ck.batch >= 1 and 1 <= ck.batch_ranks <= MAX_RANKS and ck.batch_accumulate >= 1):
@@ -559,7 +617,9 @@ def decode_checkpoint(buf, subject="checkpoint", finite=True):
             raise _Bad("ETRUNC")
         version = struct.unpack_from("<I", b, 8)[0]
         if not VERSION_MIN <= version <= VERSION:
-            raise _Bad("EVERSION")
+            raise _Bad("EVERSION", "format version %d; this build reads %d to %d%s" % (
+                version, VERSION_MIN, VERSION,
+                ": written by a newer cdpool" if version > VERSION else ""))
         if n < HDR:
             raise _Bad("ETRUNC")
         fs = struct.unpack_from("<Q", b, 16)[0]
@@ -573,35 +633,43 @@ def decode_checkpoint(buf, subject="checkpoint", finite=True):
             raise _Bad("EFORMAT", "%d extra bytes after the %d its size field gives" % (n - fs, fs))
         if zlib.crc32(memoryview(b)[:n - 4]) != struct.unpack_from("<I", b, n - 4)[0]:
             raise _Bad("ECRC")
+        # the fixed chunks, then the optional ones in TAGS's order, and
+        # from version 8 unknown skippable ones anywhere among those (a
+        # chunk header takes 16 bytes)
         nchunks = struct.unpack_from("<I", b, 12)[0]
-        if not FIXED <= nchunks <= len(TAGS):
+        if nchunks < FIXED or (version < 8 and nchunks > len(TAGS)) \
+                or nchunks > (n - HDR - 4) // 16:
             raise _Bad("EFORMAT")
         ck = Checkpoint()
         ck.subject = subject
         ck.version, ck.ranks, ck.sums, ck.live = version, None, None, None
-        ck.norm, ck.sources, ck.task, ck.plan = None, [], None, None
+        ck.norm, ck.sources, ck.task, ck.plan, ck.best = None, [], None, None, None
         top = _Rd(b, HDR, n - 4, version)
-        i = -1
+        i = 0                      # the next known chunk's least index
         for c in range(nchunks):
             top.need(16)
-            tag, z, plen = struct.unpack_from("<4sIQ", b, top.p)
-            if c < FIXED:
-                i = c
-            else:
-                i = next((k for k in range(i + 1, len(TAGS)) if TAGS[k] == tag), len(TAGS))
-            if i >= len(TAGS) or tag != TAGS[i] or z != 0 or version < SINCE[i]:
+            tag, flags, plen = struct.unpack_from("<4sIQ", b, top.p)
+            k = TAGS.index(tag) if tag in TAGS else -1
+            if c < FIXED and k != c:
                 raise _Bad("EFORMAT")
+            _chunk_flags(tag, flags, k, version)
             top.p += 16
             if plen > top.end - top.p:
                 raise _Bad("EFORMAT")
+            if k < 0:              # unknown and skippable
+                top.p += plen
+                continue
+            if k < i or version < SINCE[k]:
+                raise _Bad("EFORMAT")
+            i = k + 1
             sub = _Rd(b, top.p, top.p + plen, version)
-            if i == 2:
+            if k == 2:
                 ck.params, _ = _tensors(sub)
-            elif i == 3:
+            elif k == 3:
                 ck.buffers, _ = _tensors(sub)
             else:
                 (_meta, _cfg, None, None, _optim, _rng, _data, _rank, _sums, _live, _norm,
-                 _from, _task, _plan)[i](sub, ck)
+                 _from, _task, _plan, _best)[k](sub, ck)
             if sub.p != sub.end:
                 raise _Bad("EFORMAT")
             top.p += plen
@@ -647,7 +715,7 @@ def load_checkpoint(path, finite=True):
     return decode_checkpoint(data, path, finite)
 
 
-# ---- the writer (version 7), for initial-weights checkpoints -------------------------------
+# ---- the writer (version 8, every chunk's flags 0), for initial-weights checkpoints -------------------------------
 def _str(b):
     return struct.pack("<I", len(b)) + b
 
@@ -702,7 +770,7 @@ def encode_from(sources):
 
 def encode_initial(cfg_text, overrides, in_shape, params, buffers, norm=None, sources=()):
     """The bytes of an initial-weights checkpoint (cdp-checkpoint(5), version
-    7, META's kind 1): the model (cfg text, overrides "key=value", input
+    8, META's kind 1): the model (cfg text, overrides "key=value", input
     shape (C, H, W)), the tensors params and buffers (name -> array, in the
     net's block order; a subset of the net's), no optimizer (type none), no
     progress, RNG streams, bands or standardization; norm: None, or a dict

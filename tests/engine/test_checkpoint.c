@@ -183,7 +183,9 @@ static int ck_equal(const cdp_ckpt *a, const cdp_ckpt *b)
 	       a->sum_epoch_steps == b->sum_epoch_steps && a->sum_log_steps == b->sum_log_steps &&
 	       a->has_plan == b->has_plan && a->plan_total == b->plan_total &&
 	       strcmp(a->keys_uuid, b->keys_uuid) == 0 && a->keys_seed == b->keys_seed &&
-	       a->keys_count == b->keys_count && a->keys_crc == b->keys_crc;
+	       a->keys_count == b->keys_count && a->keys_crc == b->keys_crc &&
+	       a->has_best == b->has_best && a->best_metric == b->best_metric &&
+	       same(&a->best_value, &b->best_value, sizeof(double)) && a->best_step == b->best_step;
 }
 
 static uint32_t rd_u32(const unsigned char *b)
@@ -207,7 +209,7 @@ static void test_round_trip(unsigned char **out, size_t *outlen)
 
 	make_ck(&a);
 	CHECK_RC(cdp_ckpt_encode(&a, &buf, &len), CDP_OK);
-	CHECK(memcmp(buf, "CDPCKPT\n\7\0\0\0\7\0\0\0", 16) == 0, "header bytes");
+	CHECK(memcmp(buf, "CDPCKPT\n\10\0\0\0\7\0\0\0", 16) == 0, "header bytes");
 	CHECK(buf[16] == (len & 0xff) && buf[17] == ((len >> 8) & 0xff), "size field little-endian");
 	CHECK_RC(cdp_ckpt_decode(buf, len, &b), CDP_OK);
 	CHECK(ck_equal(&a, &b), "decoded checkpoint differs");
@@ -414,8 +416,8 @@ static void wr_u64(unsigned char *b, uint64_t v)
 }
 
 /* META's length in each version: 80, version 3 added 24 bytes of loss
- * scaler, version 4 16 of global batch (versions 5 to 7 none) */
-static const size_t meta_len[8] = { 0, 80, 80, 104, 120, 120, 120, 120 };
+ * scaler, version 4 16 of global batch (versions 5 to 8 none) */
+static const size_t meta_len[9] = { 0, 80, 80, 104, 120, 120, 120, 120, 120 };
 
 /* The offset of chunk `tag` of a file of 7 chunks, or 0. */
 static size_t chunk_at(const unsigned char *b, size_t len, const char *tag)
@@ -984,7 +986,7 @@ static void test_sums(void)
 	a.sum_log_loss = 1.0 / 3;
 	a.sum_log_steps = 1;
 	CHECK_RC(cdp_ckpt_encode(&a, &buf, &len), CDP_OK);
-	CHECK(buf[8] == 7 && buf[12] == 8, "version 7, 8 chunks: %d %d", buf[8], buf[12]);
+	CHECK(buf[8] == 8 && buf[12] == 8, "version 8, 8 chunks: %d %d", buf[8], buf[12]);
 	s = len - 4 - 16 - 32;
 	CHECK(memcmp(buf + s, "SUMS", 4) == 0 && rd_u64(buf + s + 8) == 32,
 	      "SUMS last, 32 bytes");
@@ -998,7 +1000,7 @@ static void test_sums(void)
 	buf[8] = 6;
 	fix_crc(buf, len);
 	CHECK_RC(cdp_ckpt_decode(buf, len, &b), CDP_EFORMAT);
-	buf[8] = 7;
+	buf[8] = CDP_CKPT_VERSION;
 	/* more steps summed than made, and a NaN sum */
 	wr_u64(buf + s + 16 + 8, a.step + 1);
 	fix_crc(buf, len);
@@ -1039,7 +1041,7 @@ static void test_plan(void)
 	buf[8] = 6;
 	fix_crc(buf, len);
 	CHECK_RC(cdp_ckpt_decode(buf, len, &b), CDP_EFORMAT);
-	buf[8] = 7;
+	buf[8] = CDP_CKPT_VERSION;
 	wr_u64(buf + s + 16, a.step - 1);           /* a run shorter than its step */
 	fix_crc(buf, len);
 	CHECK_RC(cdp_ckpt_decode(buf, len, &b), CDP_EFORMAT);
@@ -1084,7 +1086,7 @@ static void test_live(void)
 	for (size_t i = 0; i < n; i++)
 		a.live[i] = 0.1f * (float)i - 1.0f / 3;
 	CHECK_RC(cdp_ckpt_encode(&a, &buf, &len), CDP_OK);
-	CHECK(buf[8] == 7 && buf[12] == 8, "version 7, 8 chunks: %d %d", buf[8], buf[12]);
+	CHECK(buf[8] == 8 && buf[12] == 8, "version 8, 8 chunks: %d %d", buf[8], buf[12]);
 	s = len - 4 - 16 - 8 - 4 * n;
 	CHECK(memcmp(buf + s, "LIVE", 4) == 0 && rd_u64(buf + s + 8) == 8 + 4 * n &&
 	      rd_u64(buf + s + 16) == n, "LIVE last, its count first");
@@ -1095,7 +1097,7 @@ static void test_live(void)
 	buf[8] = 6;                         /* a version 6 file with it */
 	fix_crc(buf, len);
 	CHECK_RC(cdp_ckpt_decode(buf, len, &b), CDP_EFORMAT);
-	buf[8] = 7;
+	buf[8] = CDP_CKPT_VERSION;
 	wr_u64(buf + s + 16, n - 1);        /* fewer than PARM's: 4 bytes left over */
 	fix_crc(buf, len);
 	CHECK_RC(cdp_ckpt_decode(buf, len, &b), CDP_EFORMAT);
@@ -1111,6 +1113,286 @@ static void test_live(void)
 
 /* A 2-band initial-weights checkpoint of one tensor, conv0.w (3, 2),
  * seeded with seed. */
+static void small_initial(cdp_ckpt *a, uint64_t seed);
+
+/* c[0..len) with a chunk (tag, flags, n bytes of payload p) put at byte
+ * at, the header's chunk count (plus count_more) and size and the CRC made
+ * right: out (len + 16 + n bytes) and its length */
+static size_t put_chunk(unsigned char *out, const unsigned char *c, size_t len, size_t at,
+                        const char *tag, uint32_t flags, const void *p, size_t n,
+                        int count_more)
+{
+	memcpy(out, c, at);
+	memcpy(out + at, tag, 4);
+	for (int j = 0; j < 4; j++)
+		out[at + 4 + j] = (unsigned char)(flags >> (8 * j));
+	wr_u64(out + at + 8, n);
+	memcpy(out + at + 16, p, n);
+	memcpy(out + at + 16 + n, c + at, len - at);
+	len += 16 + n;
+	out[12] = (unsigned char)(out[12] + count_more);
+	wr_u64(out + 16, len);
+	fix_crc(out, len);
+	return len;
+}
+
+/* The byte offset of chunk `tag` in a file of any chunks, or 0. */
+static size_t find_chunk(const unsigned char *b, size_t len, const char *tag)
+{
+	for (size_t pos = 24, i = 0; i < rd_u32(b + 12) && pos + 16 <= len; i++) {
+		if (memcmp(b + pos, tag, 4) == 0)
+			return pos;
+		pos += 16 + (size_t)rd_u64(b + pos + 8);
+	}
+	return 0;
+}
+
+static void set_flags(unsigned char *b, size_t len, size_t at, uint32_t flags)
+{
+	for (int j = 0; j < 4; j++)
+		b[at + 4 + j] = (unsigned char)(flags >> (8 * j));
+	fix_crc(b, len);
+}
+
+/* decode_why of b[0..len): the code, and why equal to want (NULL: any) */
+static void refused_as(const unsigned char *b, size_t len, int code, const char *want,
+                       const char *what)
+{
+	cdp_ckpt ck;
+	char why[300];
+	int rc = cdp_ckpt_decode_why(b, len, -1, &ck, why, sizeof why);
+
+	CHECK(rc == code, "%s: %d, want %d (%s)", what, rc, code, why);
+	CHECK(!want || strcmp(why, want) == 0, "%s: says '%s', want '%s'", what, why, want);
+	if (rc == CDP_OK)
+		cdp_ckpt_free(&ck);
+}
+
+/* Version 8's chunk flags (cdp-checkpoint(5) COMPATIBILITY): an unknown
+ * chunk marked skippable is skipped, wherever it stands among the optional
+ * ones, and the file reads as without it; an unknown chunk without the
+ * mark, and a flag bit this build does not know, are a newer cdpool's
+ * (CDP_EVERSION, named); the mark on a fixed chunk, or on a known chunk
+ * whose flags are 0, is refused; before version 8 flags and unknown chunks
+ * are refused as before; a later version's header is named as such. */
+static void test_compat(void)
+{
+	static const unsigned char pay[5] = { 1, 2, 3, 4, 5 };
+	cdp_ckpt a, b;
+	unsigned char *buf, *c, *d, *re;
+	size_t len, n, n2, relen, sums, plan, data;
+	char path[128], why[300];
+
+	make_ck(&a);
+	a.has_sums = 1;
+	a.sum_epoch_steps = a.sum_log_steps = 1;
+	a.has_plan = 1;
+	a.plan_total = 40;
+	a.keys_count = 24;
+	CHECK_RC(cdp_ckpt_encode(&a, &buf, &len), CDP_OK);
+	c = malloc(len + 64);
+	d = malloc(len + 64);
+	sums = find_chunk(buf, len, "SUMS");
+	plan = find_chunk(buf, len, "PLAN");
+	data = find_chunk(buf, len, "DATA");
+	CHECK(buf[12] == 9 && sums && plan && data, "7 chunks, SUMS and PLAN");
+	/* skippable, unknown: right after DATA, between SUMS and PLAN, last */
+	for (int w = 0; w < 3; w++) {
+		size_t at = w == 0 ? sums : w == 1 ? plan : len - 4;
+		n = put_chunk(c, buf, len, at, "ZZZZ", CDP_CKPT_CHUNK_SKIP, pay, sizeof pay, 1);
+		if (cdp_ckpt_decode(c, n, &b) != CDP_OK) {
+			CHECK(0, "a skipped chunk at %d: refused", w);
+			continue;
+		}
+		CHECK(ck_equal(&a, &b), "with a skipped chunk at %d the file differs", w);
+		CHECK(cdp_ckpt_encode(&b, &re, &relen) == CDP_OK && relen == len &&
+		      memcmp(re, buf, len) == 0, "re-encoded, the skipped chunk is not left out");
+		free(re);
+		cdp_ckpt_free(&b);
+	}
+	/* two of them, one empty, around SUMS */
+	n = put_chunk(c, buf, len, plan, "ZZZZ", CDP_CKPT_CHUNK_SKIP, pay, sizeof pay, 1);
+	n2 = put_chunk(d, c, n, sums, "zz01", CDP_CKPT_CHUNK_SKIP, pay, 0, 1);
+	refused_as(d, n2, CDP_OK, NULL, "two skipped chunks");
+	/* it counts among the chunks: left out of the count, extra bytes */
+	n = put_chunk(c, buf, len, plan, "ZZZZ", CDP_CKPT_CHUNK_SKIP, pay, sizeof pay, 0);
+	refused_as(c, n, CDP_EFORMAT, NULL, "a skipped chunk not counted");
+	/* its length is checked against the file */
+	n = put_chunk(c, buf, len, len - 4, "ZZZZ", CDP_CKPT_CHUNK_SKIP, pay, sizeof pay, 1);
+	wr_u64(c + len - 4 + 8, sizeof pay + 1);
+	fix_crc(c, n);
+	refused_as(c, n, CDP_EFORMAT, NULL, "a skipped chunk past the file's end");
+	/* never among the fixed ones */
+	n = put_chunk(c, buf, len, data, "ZZZZ", CDP_CKPT_CHUNK_SKIP, pay, sizeof pay, 1);
+	refused_as(c, n, CDP_EFORMAT, NULL, "a skipped chunk before DATA");
+	/* unknown without the mark: a newer cdpool's, named */
+	n = put_chunk(c, buf, len, plan, "ZZZZ", 0, pay, sizeof pay, 1);
+	refused_as(c, n, CDP_EVERSION, "chunk 'ZZZZ' is not known to this build: written by a "
+	           "newer cdpool (format version 8)", "an unknown chunk");
+	n = put_chunk(c, buf, len, plan, "\x01z'\\", 0, pay, sizeof pay, 1);
+	refused_as(c, n, CDP_EVERSION, "chunk '\\x01z\\x27\\x5c' is not known to this build: "
+	           "written by a newer cdpool (format version 8)", "an unknown chunk's odd tag");
+	/* other flag bits, known chunk or not */
+	n = put_chunk(c, buf, len, plan, "ZZZZ", 3, pay, sizeof pay, 1);
+	refused_as(c, n, CDP_EVERSION, "chunk 'ZZZZ' has flags 0x3 that this build does not "
+	           "know: written by a newer cdpool (format version 8)", "flags 3");
+	memcpy(c, buf, len);
+	set_flags(c, len, sums, 0x80000000u);
+	refused_as(c, len, CDP_EVERSION, "chunk 'SUMS' has flags 0x80000000 that this build does "
+	           "not know: written by a newer cdpool (format version 8)", "flag bit 31");
+	/* the mark on a fixed chunk, on a known chunk that has none */
+	memcpy(c, buf, len);
+	set_flags(c, len, 24, CDP_CKPT_CHUNK_SKIP);
+	refused_as(c, len, CDP_EFORMAT, "chunk 'META' is marked skippable, which none of the "
+	           "seven fixed chunks may be", "META skippable");
+	memcpy(c, buf, len);
+	set_flags(c, len, data, CDP_CKPT_CHUNK_SKIP);
+	refused_as(c, len, CDP_EFORMAT, "chunk 'DATA' is marked skippable, which none of the "
+	           "seven fixed chunks may be", "DATA skippable");
+	memcpy(c, buf, len);
+	set_flags(c, len, sums, CDP_CKPT_CHUNK_SKIP);
+	refused_as(c, len, CDP_EFORMAT, "chunk 'SUMS' is marked skippable, which it never is",
+	           "SUMS skippable");
+	/* version 7: the same file reads; flags or an unknown chunk do not */
+	memcpy(c, buf, len);
+	c[8] = 7;
+	fix_crc(c, len);
+	refused_as(c, len, CDP_OK, NULL, "the file as version 7");
+	set_flags(c, len, 24, CDP_CKPT_CHUNK_SKIP);
+	refused_as(c, len, CDP_EFORMAT, "chunk 'META' has flags 0x1 (0 in format version 7)",
+	           "version 7 flags");
+	set_flags(c, len, 24, 0);
+	set_flags(c, len, plan, CDP_CKPT_CHUNK_SKIP);
+	refused_as(c, len, CDP_EFORMAT, "chunk 'PLAN' has flags 0x1 (0 in format version 7)",
+	           "version 7 PLAN's flags");
+	set_flags(c, len, plan, 0);
+	n = put_chunk(d, c, len, plan, "ZZZZ", 0, pay, sizeof pay, 1);
+	refused_as(d, n, CDP_EFORMAT, "chunk 'ZZZZ' is not one of format version 7",
+	           "version 7's unknown chunk");
+	n = put_chunk(d, c, len, plan, "ZZZZ", CDP_CKPT_CHUNK_SKIP, pay, sizeof pay, 1);
+	refused_as(d, n, CDP_EFORMAT, "chunk 'ZZZZ' has flags 0x1 (0 in format version 7)",
+	           "version 7's skippable chunk");
+	/* a later version, an earlier one: named, in memory and from a file */
+	memcpy(c, buf, len);
+	c[8] = 9;
+	fix_crc(c, len);
+	refused_as(c, len, CDP_EVERSION, "format version 9; this build reads 1 to 8: written by "
+	           "a newer cdpool", "version 9");
+	snprintf(path, sizeof path, "%s/v9.cdpt", dir);
+	{
+		FILE *f = fopen(path, "wb");
+		unsigned char *lb;
+		size_t ll;
+		CHECK(f && fwrite(c, 1, len, f) == len && fclose(f) == 0, "writing %s", path);
+		CHECK_RC(cdp_ckpt_load_why(path, &lb, &ll, why, sizeof why), CDP_EVERSION);
+		CHECK(strcmp(why, "format version 9; this build reads 1 to 8: written by a newer "
+		             "cdpool") == 0, "load_why of version 9: '%s'", why);
+		/* a header cut short after the version says so too */
+		f = fopen(path, "wb");
+		CHECK(f && fwrite(c, 1, 12, f) == 12 && fclose(f) == 0, "writing %s", path);
+		CHECK_RC(cdp_ckpt_read_why(path, -1, &b, why, sizeof why), CDP_EVERSION);
+		CHECK(strstr(why, "format version 9; ") == why, "12 bytes of version 9: '%s'", why);
+		unlink(path);
+	}
+	c[8] = 0;
+	fix_crc(c, len);
+	refused_as(c, len, CDP_EVERSION, "format version 0; this build reads 1 to 8", "version 0");
+	free(c);
+	free(d);
+	free(buf);
+	cdp_ckpt_free(&a);
+}
+
+/* BEST (version 8, skippable): the validation that kept a best.cdpt goes
+ * through bit for bit as the last chunk, 24 bytes, with the skippable
+ * flag; an unknown metric, a value that is not finite and a step after
+ * META's are refused by reader and writer, naming the chunk; version 7 may
+ * not hold it; flags 0 on it are refused; and a reader that did not know
+ * BEST (its tag unknown, as it is to one) skips it. */
+static void test_best(void)
+{
+	cdp_ckpt a, b;
+	unsigned char *buf, *re;
+	size_t len, relen, s;
+	char want[300];
+
+	make_ck(&a);
+	a.has_best = 1;
+	a.best_metric = CDP_CKPT_BEST_MIOU;
+	a.best_value = 0.1 + 0.6;               /* not a round number: bits must survive */
+	a.best_step = 15;
+	CHECK_RC(cdp_ckpt_encode(&a, &buf, &len), CDP_OK);
+	s = len - 4 - 16 - 24;
+	CHECK(buf[8] == 8 && buf[12] == 8 && memcmp(buf + s, "BEST", 4) == 0 &&
+	      rd_u32(buf + s + 4) == CDP_CKPT_CHUNK_SKIP && rd_u64(buf + s + 8) == 24,
+	      "BEST last, skippable, 24 bytes");
+	CHECK_RC(cdp_ckpt_decode(buf, len, &b), CDP_OK);
+	CHECK(ck_equal(&a, &b) && b.has_best && b.best_metric == CDP_CKPT_BEST_MIOU &&
+	      b.best_step == 15, "BEST differs after decoding");
+	CHECK(cdp_ckpt_encode(&b, &re, &relen) == CDP_OK && relen == len &&
+	      memcmp(re, buf, len) == 0, "re-encoding changes bytes");
+	free(re);
+	cdp_ckpt_free(&b);
+	CHECK(strcmp(cdp_ckpt_best_name(CDP_CKPT_BEST_LOSS), "loss") == 0 &&
+	      strcmp(cdp_ckpt_best_name(CDP_CKPT_BEST_R2), "r2") == 0 &&
+	      !cdp_ckpt_best_name(0) && !cdp_ckpt_best_name(8), "the metrics' names");
+	/* each rule, named */
+	buf[s + 16] = 8;
+	fix_crc(buf, len);
+	snprintf(want, sizeof want, "the best validation (BEST): metric 8, value %g at step 15 (a "
+	         "known metric, a finite value, at most the 17 steps taken)", a.best_value);
+	refused_as(buf, len, CDP_EFORMAT, want, "metric 8");
+	buf[s + 16] = 0;
+	fix_crc(buf, len);
+	refused_as(buf, len, CDP_EFORMAT, NULL, "metric 0");
+	buf[s + 16] = CDP_CKPT_BEST_MIOU;
+	wr_u64(buf + s + 16 + 8, 0x7ff8000000000000ull);
+	fix_crc(buf, len);
+	refused_as(buf, len, CDP_EFORMAT, "the best validation (BEST): metric 1, value nan at step "
+	           "15 (a known metric, a finite value, at most the 17 steps taken)", "a NaN");
+	memcpy(buf + s + 16 + 8, &a.best_value, 8);
+	wr_u64(buf + s + 16 + 16, 18);
+	fix_crc(buf, len);
+	refused_as(buf, len, CDP_EFORMAT, NULL, "step 18 of 17");
+	wr_u64(buf + s + 16 + 16, 17);
+	buf[s + 16 + 4] = 1;                    /* the pad */
+	fix_crc(buf, len);
+	refused_as(buf, len, CDP_EFORMAT, NULL, "the pad");
+	buf[s + 16 + 4] = 0;
+	fix_crc(buf, len);
+	refused_as(buf, len, CDP_OK, NULL, "step 17 of 17");
+	set_flags(buf, len, s, 0);
+	refused_as(buf, len, CDP_EFORMAT, "chunk 'BEST' is not marked skippable, which it always is",
+	           "BEST's flags 0");
+	set_flags(buf, len, s, CDP_CKPT_CHUNK_SKIP);
+	buf[8] = 7;
+	fix_crc(buf, len);
+	refused_as(buf, len, CDP_EFORMAT, NULL, "a version 7 file with BEST");
+	/* to a reader that does not know BEST (here: its tag renamed) */
+	buf[8] = 8;
+	memcpy(buf + s, "BESU", 4);
+	fix_crc(buf, len);
+	CHECK_RC(cdp_ckpt_decode(buf, len, &b), CDP_OK);
+	CHECK(!b.has_best, "a renamed BEST is skipped");
+	cdp_ckpt_free(&b);
+	free(buf);
+	/* the writer's and the initial weights' rules */
+	a.best_step = 18;
+	CHECK_RC(cdp_ckpt_encode(&a, &buf, &len), CDP_EINVAL);
+	a.best_step = 17;
+	a.best_value = INFINITY;
+	CHECK_RC(cdp_ckpt_encode(&a, &buf, &len), CDP_EINVAL);
+	a.best_value = 1;
+	a.best_metric = 0;
+	CHECK_RC(cdp_ckpt_encode(&a, &buf, &len), CDP_EINVAL);
+	cdp_ckpt_free(&a);
+	small_initial(&a, 3);
+	a.has_best = 1;
+	a.best_metric = CDP_CKPT_BEST_LOSS;
+	CHECK_RC(cdp_ckpt_encode(&a, &buf, &len), CDP_EINVAL);
+	cdp_ckpt_free(&a);
+}
+
 static void small_initial(cdp_ckpt *a, uint64_t seed)
 {
 	const int d[2] = { 3, 2 };
@@ -1232,6 +1514,8 @@ int main(void)
 	test_sums();
 	test_plan();
 	test_live();
+	test_compat();
+	test_best();
 	test_initial(buf, len);
 	test_norm_from();
 	test_nonfinite();

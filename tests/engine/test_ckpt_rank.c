@@ -140,7 +140,7 @@ static void test_round_trip(unsigned char **out, size_t *outlen)
 	      cdp_ckpt_rank_block(&a, 0, CDP_CKPT_RANK_PARAMS | CDP_CKPT_RANK_DUAL) == NULL,
 	      "no block for a rank out of range or two flags");
 	CHECK_RC(cdp_ckpt_encode(&a, &buf, &len), CDP_OK);
-	CHECK(memcmp(buf, "CDPCKPT\n\7\0\0\0\10\0\0\0", 16) == 0, "version 7, 8 chunks");
+	CHECK(memcmp(buf, "CDPCKPT\n\10\0\0\0\10\0\0\0", 16) == 0, "version 8, 8 chunks");
 	CHECK_RC(cdp_ckpt_decode(buf, len, &b), CDP_OK);
 	CHECK(ranks_equal(&a, &b), "per-rank state differs after decoding");
 	CHECK_RC(cdp_ckpt_encode(&b, &buf2, &len2), CDP_OK);

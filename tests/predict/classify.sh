@@ -110,7 +110,7 @@ import cdpool
 gdal.UseExceptions()
 names = sorted(sys.argv[5:])
 ck = cdpool.load_checkpoint(sys.argv[1])
-assert ck.version == 7 and ck.class_names == names, (ck.version, ck.class_names)
+assert ck.version == 8 and ck.class_names == names, (ck.version, ck.class_names)
 palette = [[210, 210, 210, 255], [228, 26, 28, 255], [55, 126, 184, 255], [77, 175, 74, 255],
            [152, 78, 163, 255]]
 def band(p):

@@ -328,13 +328,13 @@ expect_fail 1 "'$T/b16.tif' is u16, the model in '$T/run/checkpoint.cdpt' was tr
 import struct, sys, zlib
 b = bytearray(open(sys.argv[1], "rb").read())
 v = struct.unpack_from("<I", b, 8)[0]
-assert v in (2, 3, 4, 5, 6, 7), "not a version 2 to 7 checkpoint"
+assert v in (2, 3, 4, 5, 6, 7, 8), "not a version 2 to 8 checkpoint"
 def chunk(tag):                         # offset of a chunk's header
     o = 24
     while b[o:o + 4] != tag:
         o += 16 + struct.unpack_from("<Q", b, o + 8)[0]
     return o
-if v >= 7:                              # the optional chunks after DATA go (SUMS)
+if v >= 7:                              # the optional chunks after DATA go (SUMS, PLAN)
     d = chunk(b"DATA")
     del b[d + 16 + struct.unpack_from("<Q", b, d + 8)[0]:-4]
     struct.pack_into("<I", b, 12, 7)
@@ -346,7 +346,7 @@ if v >= 5:                              # DATA's origin and georeference go,
     del b[e:e + cut]
     struct.pack_into("<Q", b, d + 8, struct.unpack_from("<Q", b, d + 8)[0] - cut)
 if v >= 3:                              # META's loss scaler (f64, u64, u64) and
-    meta = {3: 104, 4: 120, 5: 120, 6: 120, 7: 120}[v]  # global batch (4 u32) go
+    meta = {3: 104, 4: 120, 5: 120, 6: 120, 7: 120, 8: 120}[v]  # global batch (4 u32) go
     assert b[24:28] == b"META" and struct.unpack_from("<Q", b, 32)[0] == meta
     del b[40 + 80:40 + meta]
     struct.pack_into("<Q", b, 32, 80)

@@ -75,7 +75,7 @@ cdp-keyshuffle -q --seed 2 -o "$T/i16.keys" "$T/p_i16"
 cdp-tile -q --size 32 --label-suffix _mask "$T/r/road.tif" | cdp-lmdbpack -q "$T/pool"
 cdp-keyshuffle -q --seed 5 -o "$T/train.keys" "$T/pool"
 # two scenes, the second held out: cdp-train validates it with the first's
-# statistics (test_val_standardize)
+# statistics (test_val_standardize), keeping best.cdpt by miou (test_compat)
 "$PYTHON" "$GEN" "$T/r/two_a.tif" --size 96 --seed 8 --mask "$T/r/two_a_mask.tif"
 "$PYTHON" "$GEN" "$T/r/two_b.tif" --size 96 --seed 9 --mask "$T/r/two_b_mask.tif"
 cdp-tile -q --size 32 --label-suffix _mask "$T/r/two_a.tif" "$T/r/two_b.tif" | cdp-lmdbpack -q "$T/p_two"
@@ -83,7 +83,8 @@ cdp-keyshuffle -q --seed 5 --val-by two_b --val-out "$T/two_val.keys" -o "$T/two
 C0="--db $T/pool --keys $T/train.keys --threads 1 -q --seed 7"
 C="$C0 --model $SMALL"
 cdp-train --db "$T/p_two" --keys "$T/two_train.keys" --val-keys "$T/two_val.keys" --threads 1 -q \
-	--seed 7 --model "$SMALL" --batch 4 --steps 2 --out "$T/run_two" || fail "cdp-train --val-keys"
+	--seed 7 --model "$SMALL" --batch 4 --steps 2 --keep-best miou --out "$T/run_two" ||
+	fail "cdp-train --val-keys"
 CDP_TRAIN_LOG_KEYS="$T/k1" cdp-train $C --batch 4 --epochs 2 --out "$T/run1" || fail "cdp-train"
 CDP_TRAIN_LOG_KEYS="$T/kp" cdp-train $C --batch 5 --epochs 2 --pad-last --out "$T/runp" ||
 	fail "cdp-train --pad-last"

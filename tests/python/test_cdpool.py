@@ -475,7 +475,7 @@ def test_checkpoint():
     pool = cdpool.Pool(os.path.join(T, "pool"))
     path = os.path.join(T, "run1", "checkpoint.cdpt")
     c = cdpool.load_checkpoint(path)
-    check(c.version == 7 and c.in_shape == (3, 32, 32) and (c.step, c.epoch, c.data_pos) ==
+    check(c.version == 8 and c.in_shape == (3, 32, 32) and (c.step, c.epoch, c.data_pos) ==
           (18, 2, 0) and c.seed == 7, "progress %r" % c)
     check(c.pool_uuid == pool.uuid and c.bands == [1, 2, 3] and c.dtype == "u8", "data")
     # the road pool names no classes (classify.sh checks --folders' names)
@@ -537,6 +537,8 @@ def test_checkpoint():
     cases += [("EFORMAT", fixcrc(b[:meta_c] + struct.pack("<I", 0) + b[meta_c + 4:]))]
     says = {1: "truncated: %d bytes of the %d its size field gives" % (len(b) - 9, len(b)),
             2: "1 extra bytes after the %d its size field gives" % len(b),
+            4: "'%s': format version 9; this build reads 1 to 8: written by a newer cdpool"
+               % os.path.join(d, "bad4.cdpt"),
             6: "META's input shape 0x"}
     for k, (code, data) in enumerate(cases):
         f = os.path.join(d, "bad%d.cdpt" % k)
@@ -554,6 +556,128 @@ def test_checkpoint():
     c_says(e, "cdp-predict", "-q", f, os.path.join(T, "r", "road.tif"),
            "-o", os.path.join(T, "pred.tif"))
     ok("damaged checkpoints: the refusals and messages of cdp-predict; NaN refused")
+
+
+def _chunks(b):
+    """A checkpoint's chunks: (tag, flags, payload) in file order."""
+    out, o = [], 24
+    for _ in range(struct.unpack_from("<I", b, 12)[0]):
+        tag, flags, n = struct.unpack_from("<4sIQ", b, o)
+        out.append((tag, flags, bytes(b[o + 16:o + 16 + n])))
+        o += 16 + n
+    return out
+
+
+def _build(version, chunks):
+    """A checkpoint of these chunks, its header and CRC made right."""
+    body = b"".join(t + struct.pack("<IQ", f, len(p)) + p for t, f, p in chunks)
+    b = b"CDPCKPT\n" + struct.pack("<IIQ", version, len(chunks), 24 + len(body) + 4) + body
+    return b + struct.pack("<I", zlib.crc32(b))
+
+
+def test_compat():
+    """Version 8's chunk flags and BEST, as the C reader takes them: an unknown
+    chunk marked skippable is skipped wherever it stands among the optional
+    ones (cdp-predict reads the file too); an unknown chunk without the mark,
+    another flag bit, the mark on a fixed chunk or on a known chunk without
+    it, flags in a version 7 file, and a BEST of an unknown metric, a value
+    that is not finite or a step after the checkpoint's are refused with
+    cdp-predict's messages; BEST reads as ck.best and info prints it;
+    encode_initial writes version 8 with every chunk's flags 0."""
+    path = os.path.join(T, "run1", "checkpoint.cdpt")
+    b = open(path, "rb").read()
+    ref = cdpool.load_checkpoint(path)
+    cs = _chunks(b)
+    tags = [t for t, _, _ in cs]
+    check(b[8] == 8 and all(f == 0 for _, f, _ in cs) and tags[-2:] == [b"SUMS", b"PLAN"]
+          and ref.best is None, "run1's checkpoint: version %d, %r" % (b[8], tags))
+    d = os.path.join(T, "ck8")
+    os.makedirs(d, exist_ok=True)
+    road, pred = os.path.join(T, "r", "road.tif"), os.path.join(d, "pred.tif")
+    skip = (b"ZZZZ", 1, b"a later cdpool's note")
+    for k, at in enumerate((7, 8, len(cs))):
+        f = os.path.join(d, "skip%d.cdpt" % k)
+        open(f, "wb").write(_build(8, cs[:at] + [skip] + cs[at:]))
+        ck = cdpool.load_checkpoint(f)
+        check(ck.step == ref.step and ck.sums == ref.sums and ck.plan == ref.plan and
+              all(np.array_equal(ck.params[n], ref.params[n]) for n in ref.params),
+              "a skipped chunk at %d: the checkpoint differs" % at)
+        r = subprocess.run(["cdp-predict", "-q", f, road, "-o", pred], capture_output=True,
+                           text=True)
+        check(r.returncode == 0, "cdp-predict with a skipped chunk at %d: %s" % (at, r.stderr))
+    cases = [
+        ("EVERSION", _build(8, cs[:8] + [(b"ZZZZ", 0, b"x")] + cs[8:]),
+         "chunk 'ZZZZ' is not known to this build: written by a newer cdpool (format version 8)"),
+        ("EVERSION", _build(8, cs[:8] + [(b"\x01z'\\", 0, b"x")] + cs[8:]),
+         "chunk '\\x01z\\x27\\x5c' is not known to this build: written by a newer cdpool "
+         "(format version 8)"),
+        ("EVERSION", _build(8, cs[:8] + [(b"ZZZZ", 3, b"x")] + cs[8:]),
+         "chunk 'ZZZZ' has flags 0x3 that this build does not know: written by a newer "
+         "cdpool (format version 8)"),
+        ("EFORMAT", _build(8, [(cs[0][0], 1, cs[0][2])] + cs[1:]),
+         "chunk 'META' is marked skippable, which none of the seven fixed chunks may be"),
+        ("EFORMAT", _build(8, cs[:-1] + [(b"PLAN", 1, cs[-1][2])]),
+         "chunk 'PLAN' is marked skippable, which it never is"),
+        ("EFORMAT", _build(7, cs[:-1] + [(b"PLAN", 1, cs[-1][2])]),
+         "chunk 'PLAN' has flags 0x1 (0 in format version 7)"),
+        ("EFORMAT", _build(7, cs[:8] + [skip] + cs[8:]),
+         "chunk 'ZZZZ' has flags 0x1 (0 in format version 7)"),
+        ("EFORMAT", _build(7, cs[:8] + [(b"ZZZZ", 0, b"x")] + cs[8:]),
+         "chunk 'ZZZZ' is not one of format version 7"),
+    ]
+    best = struct.pack("<IIdQ", 1, 0, 0.1 + 0.6, ref.step)
+    cases += [
+        ("EFORMAT", _build(8, cs + [(b"BEST", 0, best)]),
+         "chunk 'BEST' is not marked skippable, which it always is"),
+        ("EFORMAT", _build(8, cs + [(b"BEST", 1, struct.pack("<IIdQ", 8, 0, 0.5, 3))]),
+         "the best validation (BEST): metric 8, value 0.5 at step 3 (a known metric, a finite "
+         "value, at most the %d steps taken)" % ref.step),
+        ("EFORMAT", _build(8, cs + [(b"BEST", 1, struct.pack("<IIdQ", 2, 0, math.inf, 3))]),
+         "the best validation (BEST): metric 2, value inf at step 3 (a known metric, a finite "
+         "value, at most the %d steps taken)" % ref.step),
+        ("EFORMAT", _build(8, cs + [(b"BEST", 1, struct.pack("<IIdQ", 0, 0, 0.5, ref.step + 1))]),
+         "the best validation (BEST): metric 0, value 0.5 at step %d (a known metric, a finite "
+         "value, at most the %d steps taken)" % (ref.step + 1, ref.step)),
+        ("EVERSION", b[:8] + struct.pack("<I", 9) + b[12:],
+         "format version 9; this build reads 1 to 8: written by a newer cdpool"),
+        ("EVERSION", b[:8] + struct.pack("<I", 0) + b[12:],
+         "format version 0; this build reads 1 to 8"),
+    ]
+    for k, (code, data, want) in enumerate(cases):
+        f = os.path.join(d, "bad%d.cdpt" % k)
+        open(f, "wb").write(data)
+        e = refused(code, cdpool.load_checkpoint, f)
+        check(str(e) == "'%s': %s" % (f, want), "case %d: %s, want %r" % (k, e, want))
+        c_says(e, "cdp-predict", "-q", f, road, "-o", pred)
+    # BEST among the chunks, and a skippable one after it
+    f = os.path.join(d, "best.cdpt")
+    open(f, "wb").write(_build(8, cs + [(b"BEST", 1, best), skip]))
+    ck = cdpool.load_checkpoint(f)
+    check(ck.best == {"metric": "miou", "value": 0.1 + 0.6, "step": ref.step}, "best %r" % ck.best)
+    r = info(f)
+    check(r.returncode == 0 and "best: miou %.17g at step %d\n" % (0.1 + 0.6, ref.step) in r.stdout,
+          "info of BEST: %d %r" % (r.returncode, r.stderr or r.stdout[-300:]))
+    r = subprocess.run(["cdp-predict", "-q", f, road, "-o", pred], capture_output=True, text=True)
+    check(r.returncode == 0, "cdp-predict with BEST: %s" % r.stderr)
+    # the writer: version 8, flags 0
+    w = cdpool.checkpoint.encode_initial("[net]\n", [], (1, 4, 4),
+                                         {"c.w": np.ones((2, 1, 1, 1), np.float32)}, {})
+    check(w[8:12] == struct.pack("<I", 8) and all(fl == 0 for _, fl, _ in _chunks(w)) and
+          cdpool.checkpoint.decode_checkpoint(w).initial, "encode_initial: version %d" % w[8])
+    ok("version 8: skippable chunks skipped, unknown ones and flags refused as C refuses "
+       "them; BEST read, printed, validated")
+
+
+def test_best_kept():
+    """A --keep-best run's best.cdpt (python.sh: run_two keeps miou) records in
+    BEST the metric, its own step and that step's val line's value."""
+    ck = cdpool.load_checkpoint(os.path.join(T, "run_two", "best.cdpt"))
+    vals = [__import__("json").loads(x) for x in open(os.path.join(T, "run_two", "metrics.jsonl"))]
+    vals = {v["step"]: v["miou"] for v in vals if v["type"] == "val"}
+    check(ck.best is not None and ck.best["metric"] == "miou" and ck.best["step"] == ck.step and
+          ck.best["value"] == vals.get(ck.step), "run_two's best.cdpt: %r, val lines %r"
+          % (ck.best, vals))
+    ok("cdp-train --keep-best miou: best.cdpt's BEST is its validation's miou")
 
 
 def test_to_torch(c, path):
@@ -2194,7 +2318,7 @@ def run_tests(tests):
 
 def main():
     return run_tests([test_dtypes, test_record_refusals, test_keys, test_sampler,
-                      test_checkpoint, test_dataset, test_val_standardize, test_batches, test_photometric,
+                      test_checkpoint, test_compat, test_best_kept, test_dataset, test_val_standardize, test_batches, test_photometric,
                       test_first_step, test_info, test_cfg_nesting, test_net_keys,
                       test_pool_refusals, test_meta_consistency, test_info_refusals, test_seed_range,
                       test_pool_replaced, test_value_pool, test_regression_deployed,

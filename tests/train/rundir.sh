@@ -23,7 +23,11 @@
 #    epoch's last step (CDP_TRAIN_STOP_AT) resumes to the uninterrupted
 #    run's metrics.jsonl and best.cdpt; --steps off the --log-every grid
 #    resumes to its step lines; --keep-best first given on a resume writes
-#    best.cdpt; a longer cosine run warns that its schedule is re-planned;
+#    best.cdpt; best.cdpt records the metric that kept it, its value and
+#    step (BEST), and a resume with another --keep-best warns once and
+#    writes it anew at its first validation, while the same metric (or a
+#    best.cdpt without BEST) keeps it until beaten; a longer cosine run
+#    warns that its schedule is re-planned;
 #  - SIGHUP and SIGUSR1 stop the run as SIGTERM does (checkpoint, no .lock);
 #  - a pool truncated while cdp-train reads it: one line naming the pool,
 #    its new size and the record beyond it, the checkpoint of the last step
@@ -228,7 +232,7 @@ import sys
 from cdpool.checkpoint import load_checkpoint
 ck = load_checkpoint(sys.argv[1])
 at = int(sys.argv[2])
-assert ck.version == 7 and ck.step == at, (ck.version, ck.step)
+assert ck.version == 8 and ck.step == at, (ck.version, ck.step)
 assert ck.sums["epoch_steps"] == at % 6 and ck.sums["log_steps"] == at % 4, ck.sums
 PYEOF
 	fail "Python: the checkpoint's SUMS are not those of step $at"
@@ -341,12 +345,75 @@ cdp-train $C --val-keys "$T/val.keys" --out "$T/kb" --epochs 1 || fail "1 epoch 
 cdp-train $C --val-keys "$T/val.keys" --out "$T/kb" --epochs 2 --keep-best loss --resume ||
 	fail "--keep-best on a resume failed"
 [ -s "$T/kb/best.cdpt" ] || fail "--keep-best given on a resume wrote no best.cdpt"
+# best.cdpt records the metric that kept it (BEST, cdp-checkpoint(5)).
+# best RUNDIR METRIC: best.cdpt's BEST names METRIC, best.cdpt's own step
+# and the value of METRIC's key on that step's val line; prints the step.
+# (before: no record, so a resume with another --keep-best took the old
+# file, kept by another metric, for the best so far)
+best() {
+	PYTHONPATH=$CDP_SRCDIR/python${PYTHONPATH:+:$PYTHONPATH} "$PYTHON" - "$1" "$2" <<'PYEOF'
+import json, sys
+from cdpool.checkpoint import load_checkpoint
+ck = load_checkpoint(sys.argv[1] + "/best.cdpt")
+key = {"acc": "accuracy", "f1": "micro_f1"}.get(sys.argv[2], sys.argv[2])
+vals = {}
+for line in open(sys.argv[1] + "/metrics.jsonl"):
+    v = json.loads(line)
+    if v["type"] == "val":
+        vals[v["step"]] = v[key]
+b = ck.best
+assert b is not None and b["metric"] == sys.argv[2] and b["step"] == ck.step and \
+    b["value"] == vals[ck.step], (b, ck.step, vals)
+print(ck.step)
+PYEOF
+}
+# val loss through 6 steps at a learning rate that makes it rise again
+KB="$C --val-keys $T/val.keys --val-every 1 --lr 0.5 --schedule constant"
+cdp-train $KB --out "$T/bl" --steps 6 --keep-best loss 2>"$T/err" || fail "--keep-best loss: $(cat "$T/err")"
+first=$(best "$T/bl" loss) || fail "best.cdpt's BEST is not the lowest validation loss's"
+cp -R "$T/bl" "$T/bm"
+cp -R "$T/bl" "$T/bo"
+cp "$T/bl/best.cdpt" "$T/bl.best"
+# the same metric: no warning, and at a learning rate that makes every
+# later validation worse, best.cdpt stays
+cdp-train $KB --out "$T/bl" --steps 9 --lr 20 --keep-best loss --resume 2>"$T/err" ||
+	fail "resuming with --keep-best loss: $(cat "$T/err")"
+[ ! -s "$T/err" ] || fail "resuming with the same --keep-best said: $(cat "$T/err")"
+cmp -s "$T/bl/best.cdpt" "$T/bl.best" || fail "a worse validation replaced best.cdpt (loss)"
+# another metric: one warning, and the first validation writes best.cdpt
+cdp-train $KB --out "$T/bm" --steps 8 --keep-best miou --resume 2>"$T/err" ||
+	fail "resuming with --keep-best miou: $(cat "$T/err")"
+[ "$(cat "$T/err")" = "cdp-train: warning: best.cdpt was kept by loss; --keep-best miou keeps it anew from the next validation" ] ||
+	fail "resuming with another --keep-best said: $(cat "$T/err")"
+[ "$(grep -c 'best.cdpt was kept by loss; --keep-best miou keeps it anew' "$T/bm/train.log")" -eq 1 ] ||
+	fail "train.log does not say once that best.cdpt is kept anew"
+grep -q "best checkpoint at step 7: $T/bm/best.cdpt" "$T/bm/train.log" ||
+	fail "the first validation after the resume did not write best.cdpt: $(grep best "$T/bm/train.log")"
+at=$(best "$T/bm" miou) && [ "$at" -ge 7 ] || fail "best.cdpt's BEST after the resume: step ${at:-none}"
+# a best.cdpt without BEST (an older cdp-train's): taken for this metric's,
+# as before, so no warning
+PYTHONPATH=$CDP_SRCDIR/python${PYTHONPATH:+:$PYTHONPATH} "$PYTHON" - "$T/bo/best.cdpt" <<'PYEOF' ||
+import struct, sys, zlib
+b = open(sys.argv[1], "rb").read()
+n, o, body = struct.unpack_from("<I", b, 12)[0], 24, b""
+for _ in range(n):
+    tag, flags, size = struct.unpack_from("<4sIQ", b, o)
+    if tag != b"BEST":
+        body += b[o:o + 16 + size]
+    o += 16 + size
+h = b[:12] + struct.pack("<IQ", n - 1, 24 + len(body) + 4) + body
+open(sys.argv[1], "wb").write(h + struct.pack("<I", zlib.crc32(h)))
+PYEOF
+	fail "cannot take BEST out of best.cdpt"
+cdp-train $KB --out "$T/bo" --steps 8 --keep-best miou --resume 2>"$T/err" ||
+	fail "resuming from a best.cdpt without BEST: $(cat "$T/err")"
+[ ! -s "$T/err" ] || fail "a best.cdpt without BEST: $(cat "$T/err")"
 # a longer cosine run from a checkpoint: one warning line
 cdp-train $C --out "$T/cos" --steps 4 --schedule cosine || fail "4 cosine steps failed"
 cdp-train $C --out "$T/cos" --steps 8 --schedule cosine --resume 2>"$T/err" || fail "resume to 8 failed"
 [ "$(cat "$T/err")" = "cdp-train: warning: this run ends at step 8, the checkpoint's at step 4: the cosine learning-rate schedule is re-planned over 8 steps" ] ||
 	fail "a longer cosine run said: $(cat "$T/err")"
-echo "complete, past the end, another key list, a stop at step 12, --steps 6, --keep-best, cosine: as documented"
+echo "complete, past the end, another key list, a stop at step 12, --steps 6, --keep-best (best.cdpt $first, kept anew at $at), cosine: as documented"
 
 echo "== SIGHUP and SIGUSR1 stop the run as SIGTERM does"
 for sig in HUP USR1; do

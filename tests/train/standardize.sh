@@ -41,7 +41,7 @@ ck = load_checkpoint(sys.argv[1])
 ds = gdal.Open(sys.argv[2])
 a = ds.ReadAsArray().astype(np.float64)
 valid = ds.GetRasterBand(1).GetMaskBand().ReadAsArray() == 255
-assert ck.version == 7 and ck.std_from == "sources", (ck.version, ck.std_from)
+assert ck.version == 8 and ck.std_from == "sources", (ck.version, ck.std_from)
 pool = Pool(sys.argv[3])
 names = [s["name"] for s in pool.sources]
 assert [names[i] for i in ck.std_sources] == ["c3"], (ck.std_sources, names)

@@ -808,6 +808,10 @@ int cdp_train_run(const cdp_train_opts *o)
 		tr_teardown(&t);
 		return 0;
 	}
+	if (t.best_other)    /* rank 0 said so on stderr (tr_log_scan) */
+		tr_logf(&t, "best.cdpt was kept by %s; --keep-best %s keeps it anew from the next "
+		        "validation", cdp_ckpt_best_name(t.best_other),
+		        cdp_ckpt_best_name(t.o->keep_best));
 	/* only cosine's rate depends on the run's length (step's and
 	 * constant's do not): another --epochs or --steps plans it anew */
 	if (t.have_ck && t.ck.has_plan && t.ck.plan_total != (uint64_t)t.total &&

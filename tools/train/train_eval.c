@@ -360,7 +360,15 @@ int tr_checkpoint_check(trainer *t, char *err, size_t cap)
 	return rc;
 }
 
-/* RUNDIR/name: checkpoint.cdpt, or best.cdpt (--keep-best) */
+/* BEST records --keep-best's metric in train.h's numbering */
+_Static_assert((int)CDP_BEST_MIOU == CDP_CKPT_BEST_MIOU &&
+               (int)CDP_BEST_LOSS == CDP_CKPT_BEST_LOSS && (int)CDP_BEST_ACC == CDP_CKPT_BEST_ACC &&
+               (int)CDP_BEST_F1 == CDP_CKPT_BEST_F1 && (int)CDP_BEST_MAP == CDP_CKPT_BEST_MAP &&
+               (int)CDP_BEST_RMSE == CDP_CKPT_BEST_RMSE && (int)CDP_BEST_R2 == CDP_CKPT_BEST_R2,
+               "--keep-best's metrics are BEST's");
+
+/* RUNDIR/name: checkpoint.cdpt, or best.cdpt (--keep-best), which
+ * records in BEST the metric and the validation that kept it */
 static void write_checkpoint(trainer *t, const char *name)
 {
 	cdp_ckpt ck;
@@ -377,6 +385,12 @@ static void write_checkpoint(trainer *t, const char *name)
 	snprintf(path, sizeof path, "%s/%s", t->o->out, name);
 	if ((rc = fill(t, &ck)) || (rc = tr_sync_state_save(t, &ck)))
 		goto done;
+	if (!strcmp(name, "best.cdpt")) {
+		ck.has_best = 1;
+		ck.best_metric = t->o->keep_best;
+		ck.best_value = t->best;
+		ck.best_step = (uint64_t)t->step;
+	}
 	/* a refused value is named; the file keeps what it held */
 	if (cdp_ckpt_validate(&ck, why, sizeof why) != 0)
 		rc = CDP_EINVAL;

@@ -168,6 +168,9 @@ typedef struct trainer {
 	 * before the first; rank 0 reloads it from metrics.jsonl on resume */
 	double best;
 	int have_best;
+	/* rank 0, resuming: the other --keep-best metric that kept
+	 * RUNDIR/best.cdpt (its BEST), which this run keeps anew; 0 none */
+	int best_other;
 	/* --patience: the value the next improvement is measured from
 	 * (pbest; have_pbest 0 before the first), the validations since it
 	 * last improved by more than --min-delta; rank 0 reloads them from

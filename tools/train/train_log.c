@@ -82,6 +82,23 @@ long tr_rss_anon_kb(void)
 	return kb;
 }
 
+/* The metric whose --keep-best kept the best.cdpt at path (its BEST), 0
+ * when it does not say (written before BEST) or cannot be read: it is
+ * then taken for this run's, as before BEST. */
+static int best_kept_by(const char *path)
+{
+	cdp_ckpt ck;
+	char why[256];
+	int m = 0;
+
+	/* no rank's per-rank state is held, only validated */
+	if (cdp_ckpt_read_why(path, CDP_CKPT_MAX_RANKS, &ck, why, sizeof why) == CDP_OK) {
+		m = ck.has_best ? ck.best_metric : 0;
+		cdp_ckpt_free(&ck);
+	}
+	return m;
+}
+
 /* One val line's --keep-best value into best (when seeded) and
  * --patience's count, as the run that wrote it counted them */
 static void see_val(trainer *t, int seed_best, long step, double x)
@@ -221,12 +238,21 @@ void tr_log_scan(trainer *t)
 	double lx = NAN;
 	struct stat st;
 	FILE *in;
-	/* best.cdpt's value only while best.cdpt is there: --keep-best
-	 * added on a resume, or the file removed, writes it anew */
+	/* best.cdpt's value only while best.cdpt is there and was kept by
+	 * this metric: --keep-best added on a resume, the file removed, or
+	 * one that BEST says another metric kept writes it anew */
 	int seed;
 
 	snprintf(path, sizeof path, "%s/best.cdpt", t->o->out);
 	seed = t->o->keep_best && stat(path, &st) == 0 && S_ISREG(st.st_mode);
+	if (seed && (t->best_other = best_kept_by(path)) == t->o->keep_best)
+		t->best_other = 0;
+	if (t->best_other) {
+		seed = 0;
+		fprintf(stderr, "cdp-train: warning: best.cdpt was kept by %s; --keep-best %s keeps "
+		        "it anew from the next validation\n", cdp_ckpt_best_name(t->best_other),
+		        cdp_ckpt_best_name(t->o->keep_best));
+	}
 	snprintf(path, sizeof path, "%s/metrics.jsonl", t->o->out);
 	snprintf(key, sizeof key, "\"%s\":", tr_best_key(t));
 	if (!(in = fopen(path, "r")))
