@@ -4,7 +4,7 @@ UNIT_LIB_TESTS = tests/unit/test_error tests/unit/test_num tests/unit/test_cli t
 	tests/unit/test_crc32 tests/unit/test_sha256 tests/unit/test_record tests/unit/test_stream tests/unit/test_stats \
 	tests/unit/test_lmdb tests/unit/test_pool tests/unit/test_ptrfile \
 	tests/unit/test_png tests/unit/test_fuzz_regress tests/unit/test_raster tests/unit/test_file \
-	tests/unit/test_out tests/unit/test_labelmap tests/unit/test_label_vector
+	tests/unit/test_out tests/unit/test_labelmap tests/unit/test_label_vector tests/unit/test_plot
 # the corpus replays of the fuzz harnesses (tests/fuzz/, doc/FUZZING.md)
 UNIT_LIB_TESTS += tests/unit/test_fuzz_ptrfile tests/unit/test_fuzz_meta \
 	tests/unit/test_fuzz_labelmap
@@ -49,6 +49,8 @@ tests_unit_test_lmdb_LDADD = $(UNIT_LDADD)
 tests_unit_test_pool_SOURCES = tests/unit/test_pool.c tests/unit/tap.h
 tests_unit_test_pool_CPPFLAGS = $(UNIT_CPPFLAGS)
 tests_unit_test_pool_LDADD = $(UNIT_LDADD)
+tests_unit_test_plot_SOURCES = tests/unit/test_plot.c tests/unit/tap.h
+tests_unit_test_plot_LDADD = $(PLOT_LIBS) $(UNIT_LDADD)
 tests_unit_test_png_SOURCES = tests/unit/test_png.c tests/unit/tap.h
 tests_unit_test_png_CPPFLAGS = $(AM_CPPFLAGS) $(PNG_CFLAGS)
 tests_unit_test_png_LDADD = $(UNIT_LDADD)
