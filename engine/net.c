@@ -1327,22 +1327,18 @@ static int build_ckpt(cdp_net *net, cdp_backend *be, const char *cfg_text, const
 		warn[0] = '\0';
 	if (rc != CDP_CFG_EUNKNOWN)
 		return rc;
-	if (warn && wcap)
-		snprintf(warn, wcap, "%s; read under the old rule (a checkpoint written before "
-		         "[vars]): [net] keys no part of the engine reads are variables", err);
-	rc = build(net, be, cfg_text, path, overrides, noverrides, mode | BUILD_OLD_RULE, in_c,
-	           in_h, in_w, n, err, cap);
-	/* the keys it kept variables: the built net holds no cfg, so from a
-	 * parse of its own (cheap next to the build) */
-	if (rc == 0 && warn && wcap) {
+	/* the warning names the keys the old rule keeps variables, from a
+	 * parse of its own (build keeps no cfg; cheap next to the build) */
+	if (warn && wcap) {
 		cdp_cfg cfg = { 0 };
 		char e[256];
-		if (cdp_cfg_parse_rule(cfg_text, path, overrides, noverrides, 1, &cfg, e,
-		                       sizeof e) == 0 && cfg.old_vars)
-			cdp_cfg_old_vars_note(warn, wcap, cfg.old_vars);
+		int ok = cdp_cfg_parse_rule(cfg_text, path, overrides, noverrides, 1, &cfg, e,
+		                            sizeof e) == 0;
+		cdp_cfg_old_rule_warning(warn, wcap, err, ok ? cfg.old_vars : NULL);
 		cdp_cfg_free(&cfg);
 	}
-	return rc;
+	return build(net, be, cfg_text, path, overrides, noverrides, mode | BUILD_OLD_RULE, in_c,
+	             in_h, in_w, n, err, cap);
 }
 
 int cdp_net_build_ckpt(cdp_net *net, cdp_backend *be, const char *cfg_text, const char *path,

@@ -468,7 +468,7 @@ int cdp_plot_hist2d_png(const char *path, const uint64_t *counts, int nb, double
 	cairo_t *cr;
 	panel p = { 96, 56, 96 + 540, 56 + 540, lo, hi, lo, hi };
 	uint64_t max = 0;
-	double cw, st, lmax;
+	double cw, st, lmax, first;
 	char buf[32];
 	int rc;
 
@@ -484,9 +484,10 @@ int cdp_plot_hist2d_png(const char *path, const uint64_t *counts, int nb, double
 	/* ticks: x below (with its grid), y on the left at the same step */
 	x_axis(cr, &p, 1);
 	st = nice_step(hi - lo, 8);
+	first = ceil(lo / st) * st;
 	cairo_set_font_size(cr, 11);
-	for (int k = 0; k < MAX_TICKS && ceil(lo / st) * st + k * st <= hi + st * 1e-6; k++) {
-		double v = ceil(lo / st) * st + k * st, y = px_y(&p, v, lo, hi);
+	for (int k = 0; k < MAX_TICKS && first + k * st <= hi + st * 1e-6; k++) {
+		double v = first + k * st, y = px_y(&p, v, lo, hi);
 		color(cr, c_grid);
 		cairo_move_to(cr, p.x0, y);
 		cairo_line_to(cr, p.x1, y);

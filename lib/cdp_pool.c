@@ -217,8 +217,9 @@ const char *cdp_pool_strerror(const cdp_pool *p, int rc, char *buf, size_t cap)
 		return "LMDB reader table full: MDB_READERS_FULL: Environment maxreaders limit reached";
 	if (rc != CDP_ETRUNC || !p || p->need_bytes == 0 || !buf || cap == 0)
 		return cdp_strerror(rc);
-	/* an empty file: no meta page says where its last page ends */
-	if (p->need_bytes == 2 * (uint64_t)sysconf(_SC_PAGESIZE))
+	/* an empty file: no meta page says where its last page ends, and
+	 * need_bytes is that of the two (cdp_lmdb.c's check_meta_pages) */
+	if (p->file_bytes == 0)
 		snprintf(buf, cap, "data.mdb is truncated: %llu bytes, shorter than LMDB's two meta "
 		         "pages (%llu bytes)", (unsigned long long)p->file_bytes,
 		         (unsigned long long)p->need_bytes);

@@ -84,10 +84,12 @@ int  cdp_cfg_parse(const char *text, const char *path, const char *const *overri
  * [net] and named in cfg->old_vars. */
 int  cdp_cfg_parse_rule(const char *text, const char *path, const char *const *overrides,
                         int noverrides, int old_rule, cdp_cfg *cfg, char *err, size_t cap);
-/* Appends to the old rule's warning in buf (cap bytes, NUL-terminated)
- * what became of cfg->old_vars: " (ema: a variable when the checkpoint
- * was written, and still one: not applied)". */
-void cdp_cfg_old_vars_note(char *buf, size_t cap, const char *old_vars);
+/* The one-line warning of a cfg read under the old rule into buf (cap
+ * bytes): why (the new rule's refusal, "unknown [net] key 'width'"), the
+ * rule it is read under, and what became of cfg->old_vars (NULL: none):
+ * "...; [net] ema was a variable when the checkpoint was written and
+ * stays one, not the setting of that name now". */
+void cdp_cfg_old_rule_warning(char *buf, size_t cap, const char *why, const char *old_vars);
 /* 1 when the engine came to read [net] key `key` after the old rule
  * ended (netkeys.h's CDP_NETKEY_NEW). */
 int  cdp_cfg_net_key_new(const char *key);

@@ -21,15 +21,15 @@ static const char *const new_keys[] = {
 #undef CDP_NETKEY
 };
 
-void cdp_cfg_old_vars_note(char *buf, size_t cap, const char *old_vars)
+void cdp_cfg_old_rule_warning(char *buf, size_t cap, const char *why, const char *old_vars)
 {
-	size_t n = strnlen(buf, cap);
+	int n = snprintf(buf, cap, "%s; read under the old rule (a checkpoint written before "
+	                 "[vars]): [net] keys no part of the engine reads are variables", why);
+	int many = old_vars && strchr(old_vars, ',') != NULL;
 
-	int many = strchr(old_vars, ',') != NULL;
-
-	if (n + 1 < cap)
-		snprintf(buf + n, cap - n, "; [net] %s %s when the checkpoint was written and %s, "
-		         "not the setting%s of that name now", old_vars,
+	if (old_vars && n >= 0 && (size_t)n < cap)
+		snprintf(buf + n, cap - (size_t)n, "; [net] %s %s when the checkpoint was written "
+		         "and %s, not the setting%s of that name now", old_vars,
 		         many ? "were variables" : "was a variable", many ? "stay so" : "stays one",
 		         many ? "s" : "");
 }

@@ -685,12 +685,17 @@ int cdp_ckpt_check(const cdp_ckpt *ck)
 
 /* The first non-finite float of x[n] into why as "WHAT holds NaN at element
  * I": -1, or 0 when all are finite. */
+static void say_nonfinite(float x, size_t i, const char *what, char *why, size_t cap)
+{
+	snprintf(why, cap, "%s holds %s at element %zu", what,
+	         isnan(x) ? "NaN" : x > 0 ? "+Inf" : "-Inf", i);
+}
+
 static int finite_or_say(const float *x, size_t n, const char *what, char *why, size_t cap)
 {
 	for (size_t i = 0; i < n; i++)
 		if (!isfinite(x[i])) {
-			snprintf(why, cap, "%s holds %s at element %zu", what,
-			         isnan(x[i]) ? "NaN" : x[i] > 0 ? "+Inf" : "-Inf", i);
+			say_nonfinite(x[i], i, what, why, cap);
 			return -1;
 		}
 	return 0;
@@ -740,9 +745,7 @@ static int all_finite(const cdp_ckpt *ck, char *why, size_t cap)
 	/* a rank not held, read for this only (checkpoint_rank.c) */
 	if (ck->rank_bad > 0) {
 		snprintf(what, sizeof what, "rank %d's state", ck->rank_bad - 1);
-		snprintf(why, cap, "%s holds %s at element %zu", what,
-		         isnan(ck->rank_bad_value) ? "NaN" : ck->rank_bad_value > 0 ? "+Inf" : "-Inf",
-		         ck->rank_bad_at);
+		say_nonfinite(ck->rank_bad_value, ck->rank_bad_at, what, why, cap);
 		return -1;
 	}
 	return 0;

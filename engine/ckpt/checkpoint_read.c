@@ -596,8 +596,8 @@ static int check_header(const unsigned char *b, size_t have, uint64_t total)
  * not read (a later one: written by a newer cdpool), or by how much the
  * file's size and its header's size field differ; nothing when neither
  * (or the header is not there to say) */
-static void size_why(const unsigned char *b, size_t have, uint64_t total, char *why,
-                     size_t cap)
+static void header_why(const unsigned char *b, size_t have, uint64_t total, char *why,
+                       size_t cap)
 {
 	uint64_t fs;
 	uint32_t v;
@@ -717,7 +717,7 @@ static int decode(const unsigned char *buf, size_t len, int keep, cdp_ckpt *ck, 
 	tag[0] = '\0';
 	rc = check_header(buf, len, len);
 	if (rc != CDP_OK) {
-		size_why(buf, len, len, why, cap);
+		header_why(buf, len, len, why, cap);
 		return rc;
 	}
 	if (cdp_ckpt_crc((uint32_t)crc32(0L, Z_NULL, 0), buf, len - 4) != rd32(buf + len - 4))
@@ -868,7 +868,9 @@ int cdp_ckpt_decode_rank(const unsigned char *buf, size_t len, int rank, cdp_ckp
 	return decode(buf, len, rank < 0 ? -1 : rank, ck, tag, why, sizeof why);
 }
 
-int cdp_ckpt_load(const char *path, unsigned char **out, size_t *len)
+/* cdp_ckpt_load; a header refused is explained in why (cap bytes, 0: not
+ * asked) by header_why, from the bytes read for the check */
+static int load(const char *path, unsigned char **out, size_t *len, char *why, size_t cap)
 {
 	unsigned char hdr[HDR], *buf = NULL;
 	struct stat st;
@@ -899,8 +901,8 @@ int cdp_ckpt_load(const char *path, unsigned char **out, size_t *len)
 	size = (size_t)st.st_size;
 	h = size < HDR ? size : HDR;
 	rc = read_at(fd, hdr, h, 0);
-	if (rc == CDP_OK)
-		rc = check_header(hdr, h, size);
+	if (rc == CDP_OK && (rc = check_header(hdr, h, size)) != CDP_OK)
+		header_why(hdr, h, size, why, cap);
 	if (rc != CDP_OK)
 		goto out;
 	/* only now, with the header's size equal to the file's, allocate it */
@@ -921,6 +923,11 @@ out:
 	return rc;
 }
 
+int cdp_ckpt_load(const char *path, unsigned char **out, size_t *len)
+{
+	return load(path, out, len, NULL, 0);
+}
+
 int cdp_ckpt_read_rank(const char *path, int rank, cdp_ckpt *ck, char tag[5])
 {
 	unsigned char *buf;
@@ -938,26 +945,14 @@ int cdp_ckpt_read_rank(const char *path, int rank, cdp_ckpt *ck, char tag[5])
 
 int cdp_ckpt_load_why(const char *path, unsigned char **buf, size_t *len, char *why, size_t cap)
 {
-	int rc = cdp_ckpt_load(path, buf, len), fd;
-	unsigned char hdr[HDR];
-	struct stat st;
+	int rc;
 
 	if (cap)
 		why[0] = '\0';
-	if (rc == CDP_OK)
-		return rc;
 	/* a version this build does not read, a size field the file
-	 * disagrees with: say which, and by how much */
-	if ((rc == CDP_EVERSION || rc == CDP_ETRUNC || rc == CDP_EFORMAT) &&
-	    (fd = open(path, O_RDONLY | O_CLOEXEC)) >= 0) {
-		if (fstat(fd, &st) == 0 && st.st_size >= 0) {
-			size_t h = (uint64_t)st.st_size < HDR ? (size_t)st.st_size : HDR;
-			if (read_at(fd, hdr, h, 0) == CDP_OK)
-				size_why(hdr, h, (uint64_t)st.st_size, why, cap);
-		}
-		close(fd);
-	}
-	say(why, cap, "", rc);
+	 * disagrees with: load says which, and by how much */
+	if ((rc = load(path, buf, len, why, cap)) != CDP_OK)
+		say(why, cap, "", rc);
 	return rc;
 }
 

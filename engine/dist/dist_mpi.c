@@ -284,16 +284,26 @@ static int mpi_launched(void)
  * how many share a CPU with ours. Ranks bound to CPUs of their own
  * (srun --cpus-per-task, mpirun --map-by ...:PE=N) then each take all of
  * theirs by default, unbound ones divide the node's. */
-static void local_share(MPI_Comm local)
+/* Every rank of the node's n bytes, in local rank order (malloc'ed), over
+ * st.local: a collective, so every rank takes part, or none goes on. */
+static unsigned char *local_gather(const unsigned char *mine, size_t n)
+{
+	unsigned char *all = malloc((size_t)st.lsize * n);
+
+	if (!all)
+		cdp_dist_abort(1, "out of memory");
+	wd_enter("MPI_Allgather");
+	MPI_CHECK(MPI_Allgather(mine, (int)n, MPI_BYTE, all, (int)n, MPI_BYTE, st.local));
+	wd_leave();
+	return all;
+}
+
+static void local_share(void)
 {
 	unsigned char mine[CDP_CPUMASK_BYTES], *all;
 
-	/* a collective: every rank of the node takes part, or none goes on */
-	if (!(all = malloc((size_t)st.lsize * CDP_CPUMASK_BYTES)))
-		cdp_dist_abort(1, "out of memory");
 	cdp_thread_mask(mine);
-	MPI_CHECK(MPI_Allgather(mine, CDP_CPUMASK_BYTES, MPI_BYTE, all, CDP_CPUMASK_BYTES, MPI_BYTE,
-	                        local));
+	all = local_gather(mine, CDP_CPUMASK_BYTES);
 	st.lshare = cdp_thread_sharing(all, st.lsize, st.lrank);
 	free(all);
 }
@@ -445,7 +455,7 @@ int cdp_dist_init(int *argc, char ***argv)
 	MPI_CHECK(MPI_Comm_split_type(st.comm, MPI_COMM_TYPE_SHARED, st.rank, MPI_INFO_NULL, &st.local));
 	MPI_CHECK(MPI_Comm_rank(st.local, &st.lrank));
 	MPI_CHECK(MPI_Comm_size(st.local, &st.lsize));
-	local_share(st.local);
+	local_share();
 	if (st.size == 1 && (rc = env_launch()) != 0) {
 		MPI_CHECK(MPI_Comm_free(&st.local));
 		MPI_CHECK(MPI_Comm_free(&st.comm));
@@ -623,12 +633,7 @@ int cdp_dist_local_same(const unsigned char *id, size_t n)
 
 	if (st.env || !st.inited || n == 0 || n > 256)
 		return -1;
-	/* a collective: every rank of the node takes part, or none goes on */
-	if (!(all = malloc((size_t)st.lsize * n)))
-		cdp_dist_abort(1, "out of memory");
-	wd_enter("MPI_Allgather");
-	MPI_CHECK(MPI_Allgather(id, (int)n, MPI_BYTE, all, (int)n, MPI_BYTE, st.local));
-	wd_leave();
+	all = local_gather(id, n);
 	for (int r = 0; r < st.lsize; r++)
 		k += memcmp(all + (size_t)r * n, id, n) == 0;
 	free(all);

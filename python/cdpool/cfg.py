@@ -239,15 +239,17 @@ NET_KEYS_NEW = (
 )
 
 
-def old_vars_note(names):
-    """What the old rule's warning adds for the keys it kept variables
-    (cdp_cfg_old_vars_note), "" for none."""
+def old_rule_warning(why, names):
+    """The warning of a cfg read under the old rule (cdp_cfg_old_rule_warning):
+    why (the new rule's refusal), the rule, and the keys it kept variables."""
+    w = "%s; read under the old rule (a checkpoint written before [vars]): [net] keys no part " \
+        "of the engine reads are variables" % why
     if not names:
-        return ""
+        return w
     many = len(names) > 1
-    return "; [net] %s %s when the checkpoint was written and %s, not the setting%s of " \
-           "that name now" % (", ".join(names), "were variables" if many else "was a variable",
-                              "stay so" if many else "stays one", "s" if many else "")
+    return w + "; [net] %s %s when the checkpoint was written and %s, not the setting%s of " \
+        "that name now" % (", ".join(names), "were variables" if many else "was a variable",
+                           "stay so" if many else "stays one", "s" if many else "")
 
 
 class CfgUnknownKey(CfgError):

@@ -715,7 +715,7 @@ def load_checkpoint(path, finite=True):
     return decode_checkpoint(data, path, finite)
 
 
-# ---- the writer (version 8, every chunk's flags 0), for initial-weights checkpoints -------------------------------
+# ---- the writer (version 8, every chunk's flags 0), for initial-weights checkpoints ----------
 def _str(b):
     return struct.pack("<I", len(b)) + b
 

@@ -24,7 +24,7 @@ import numpy as np
 
 import warnings
 
-from .cfg import _DEC, _FLT, CfgError, CfgUnknownKey, _parse_i64, old_vars_note, parse
+from .cfg import _DEC, _FLT, CfgError, CfgUnknownKey, _parse_i64, old_rule_warning, parse
 
 MAX_FROM = 8
 # the checkpoint's tensor name suffix of each engine tensor (checkpoint.h)
@@ -484,9 +484,7 @@ def model_of(ckpt, batch=1):
         return build(ckpt.cfg_text, "<checkpoint>", ckpt.overrides, ckpt.in_shape, batch)
     except CfgUnknownKey as e:
         net = parse(ckpt.cfg_text, "<checkpoint>", ckpt.overrides, old_rule=True)[0]
-        warnings.warn("%s; read under the old rule (a checkpoint written before [vars]): "
-                      "[net] keys no part of the engine reads are variables%s"
-                      % (e, old_vars_note(net.old_vars)))
+        warnings.warn(old_rule_warning(e, net.old_vars))
         return build(ckpt.cfg_text, "<checkpoint>", ckpt.overrides, ckpt.in_shape, batch,
                      old_rule=True)
 

@@ -89,10 +89,9 @@ def check_size(path):
         size = os.fstat(f.fileno()).st_size
     # empty (a copy cut short): lmdb.open refuses it with EBADF, naming no
     # problem of the pool (a file cut inside the meta pages is MDB_INVALID)
-    two = 2 * os.sysconf("SC_PAGESIZE")
     if size == 0:
         raise CdpError("ETRUNC", path, message="data.mdb is truncated: %d bytes, shorter than "
-                       "LMDB's two meta pages (%d bytes)" % (size, two))
+                       "LMDB's two meta pages (%d bytes)" % (size, 2 * os.sysconf("SC_PAGESIZE")))
     if not m0 or not m1:
         return
     psize, last, _ = m1 if m1[2] > m0[2] else m0
@@ -889,13 +888,14 @@ class Pool:
         self.sources, seen = [], set()
         for k, v in sorted(meta.items()):
             if k.startswith("source."):
-                if not re.fullmatch(r"[0-9]+", k[7:]) or int(k[7:]) >= 1 << 32:
+                idx = int(k[7:]) if re.fullmatch(r"[0-9]+", k[7:]) else 1 << 32
+                if idx >= 1 << 32:
                     raise _Why("meta '%.32s': not a source name (source.NNNNNN)" % k)
                 try:
                     self.sources.append(parse_source(v))
                 except _Why as e:
                     raise _Why("meta '%s': %s" % (k, e)) from None
-                seen.add(int(k[7:]))
+                seen.add(idx)
         # records index the sources 0..n-1 (check_sources of lib/cdp_pool.c)
         if self.tiles and not seen:
             raise _Why("meta 'source.000000' is missing (the pool holds %d tiles and describes "
@@ -1241,4 +1241,3 @@ def _check_record(p, key, r):
     if r.label_kind in (LABEL_U8, LABEL_U16) and r.label_ignore != p.label_ignore:
         raise CdpError("ESHAPE", p.path, message="record '%s' has the label ignore value %d, "
                        "the pool's meta says %d" % (key, r.label_ignore, p.label_ignore))
-

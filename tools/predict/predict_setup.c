@@ -263,13 +263,13 @@ int pr_open_raster(predictor *p, char *err, size_t cap)
 	p->H = (int)p->ri->height;
 	/* --preview-bands: bands of the input (of each date, with --time),
 	 * checked before the windows run, not after */
-	for (int i = 0; i < o->npreview_bands; i++)
-		if ((unsigned)o->preview_bands[i] > p->ri->bands / (unsigned)cdp_raster_dates(p->r))
+	for (int i = 0; i < o->npreview_bands; i++) {
+		unsigned nb = p->ri->bands / (unsigned)cdp_raster_dates(p->r);
+		if ((unsigned)o->preview_bands[i] > nb)
 			return pr_fail(err, cap, "--preview-bands %d: '%s' has %u band%s%s",
-			            o->preview_bands[i], o->input,
-			            p->ri->bands / (unsigned)cdp_raster_dates(p->r),
-			            p->ri->bands / (unsigned)cdp_raster_dates(p->r) == 1 ? "" : "s",
+			            o->preview_bands[i], o->input, nb, nb == 1 ? "" : "s",
 			            o->time ? " a date" : "");
+	}
 	/* a colour table's indices are no measurement the model learned */
 	if (cdp_raster_paletted(p->r))
 		return pr_fail(err, cap, "'%s': band 1 is paletted (colour table indices): expand it "

@@ -838,11 +838,7 @@ int tr_setup(trainer *t, char *err, size_t cap)
 		old_rule = 1;
 		if (cdp_dist_rank() == 0) {
 			char msg[1200];
-			snprintf(msg, sizeof msg, "%s; read under the old rule (a checkpoint written "
-			         "before [vars]): [net] keys no part of the engine reads are variables",
-			         err);
-			if (t->cfg.old_vars)
-				cdp_cfg_old_vars_note(msg, sizeof msg, t->cfg.old_vars);
+			cdp_cfg_old_rule_warning(msg, sizeof msg, err, t->cfg.old_vars);
 			fprintf(stderr, "cdp-train: warning: %s\n", msg);
 		}
 	}

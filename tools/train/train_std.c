@@ -397,19 +397,13 @@ int tr_standardize(trainer *t, char *err, size_t cap)
 		     "input normalization; this run standardizes with the pool's statistics "
 		     "(--init-norm takes the weights')", t->std_note[2][0] ? "; " : "", t->o->init);
 	if (t->o->init_norm) {
-		double *dm = malloc((size_t)C * 2 * sizeof *dm);
-
-		if (!dm) {
-			tr_fail(err, cap, "out of memory");
+		/* the data's mean and sd, in std_mean and std_sd until they take
+		 * the weights' normalization below */
+		memcpy(t->std_mean, mean, (size_t)C * sizeof *mean);
+		memcpy(t->std_sd, sd, (size_t)C * sizeof *sd);
+		if (init_norm(t, mean, sd, err, cap) < 0)
 			goto out;
-		}
-		memcpy(dm, mean, (size_t)C * 2 * sizeof *dm);    /* the data's mean, sd */
-		if (init_norm(t, mean, sd, err, cap) < 0) {
-			free(dm);
-			goto out;
-		}
-		norm_check(t, dm, dm + C, mean, sd, C);
-		free(dm);
+		norm_check(t, t->std_mean, t->std_sd, mean, sd, C);
 		memcpy(t->std_mean, mean, (size_t)C * sizeof *mean);
 		memcpy(t->std_sd, sd, (size_t)C * sizeof *sd);
 	} else if (t->have_ck && t->ck.mean && t->ck.nbands == C) {
