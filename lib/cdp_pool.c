@@ -606,8 +606,14 @@ static int check_sources(cdp_pool *p, MDB_txn *txn, uint64_t tiles, uint32_t *n,
 			break;
 		snprintf(name, sizeof name, "%.*s", (int)(k.mv_size < 32 ? k.mv_size : 32),
 		         (const char *)k.mv_data);
+		/* Readers look a source up by its canonical name, so
+		 * "source.1" or "source.0000001" would be read as absent. */
+		if (is && (snprintf(sw, sizeof sw, "source.%06" PRIu32, idx),
+		           strlen(sw) != k.mv_size || memcmp(sw, k.mv_data, k.mv_size) != 0))
+			is = 0;
 		if (!is) {
-			rc = say(why, cap, "meta '%s': not a source name (source.NNNNNN)", name);
+			rc = say(why, cap, "meta '%s': not a source name (source.NNNNNN, at least six "
+			         "digits, no extra leading zero)", name);
 			break;
 		}
 		if ((rc = cdp_pool_meta_decode(v.mv_data, v.mv_size, b)) != CDP_OK) {
@@ -619,7 +625,12 @@ static int check_sources(cdp_pool *p, MDB_txn *txn, uint64_t tiles, uint32_t *n,
 				rc = say(why, cap, "meta '%s': %s", name, sw);
 			break;
 		}
+		if (src.index != idx)
+			rc = say(why, cap, "meta '%s': index=%" PRIu32 " is not the index of its name",
+			         name, src.index);
 		cdp_source_free(&src);
+		if (rc != CDP_OK)
+			break;
 		if (idx < *n)
 			seen[idx] = 1;
 		if (idx > max)

@@ -889,13 +889,20 @@ class Pool:
         for k, v in sorted(meta.items()):
             if k.startswith("source."):
                 idx = int(k[7:]) if re.fullmatch(r"[0-9]+", k[7:]) else 1 << 32
-                if idx >= 1 << 32:
-                    raise _Why("meta '%.32s': not a source name (source.NNNNNN)" % k)
+                # readers look sources up as source.%06d: "source.1" would be absent
+                if idx >= 1 << 32 or k != "source.%06d" % idx:
+                    raise _Why("meta '%.32s': not a source name (source.NNNNNN, at least six "
+                               "digits, no extra leading zero)" % k)
                 try:
                     self.sources.append(parse_source(v))
                 except _Why as e:
                     raise _Why("meta '%s': %s" % (k, e)) from None
+                if self.sources[-1]["index"] != idx:
+                    raise _Why("meta '%s': index=%d is not the index of its name"
+                               % (k, self.sources[-1]["index"]))
                 seen.add(idx)
+        # in index order: the names sort so only up to source.999999
+        self.sources.sort(key=lambda src: src["index"])
         # records index the sources 0..n-1 (check_sources of lib/cdp_pool.c)
         if self.tiles and not seen:
             raise _Why("meta 'source.000000' is missing (the pool holds %d tiles and describes "

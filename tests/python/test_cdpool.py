@@ -335,6 +335,28 @@ def test_meta_consistency():
     c_says(e, "cdp-keyshuffle", "-q", "-o", os.path.join(T, "meta.keys"), bad)
     ok("a missing source: refused by Pool, cdp-train and cdp-keyshuffle in one wording")
 
+    # readers look sources up as source.%06d: another spelling of the
+    # number would be read as missing, another index= names another source
+    bad = copy_pool(pool, "edit_source_spelling")
+    env = lmdb.open(bad, max_dbs=2)
+    with env.begin(write=True) as txn:
+        meta = env.open_db(b"meta", txn=txn)
+        name = ("source.%06d" % src[0]).encode()
+        txn.put(b"source.%d" % src[0], bytes(txn.get(name, db=meta)), db=meta)
+        txn.delete(name, db=meta)
+    env.close()
+    e = refused("EFORMAT", cdpool.Pool, bad)
+    check(str(e) == "'%s': meta 'source.%d': not a source name (source.NNNNNN, at least six "
+          "digits, no extra leading zero)" % (bad, src[0]), str(e))
+    c_says(e, *train, bad)
+    bad = edit_meta(pool, "source.%06d" % src[0],
+                    lambda t: sub(r"index=[0-9]+", "index=%d" % (src[0] + 7), t))
+    e = refused("EFORMAT", cdpool.Pool, bad)
+    check(str(e) == "'%s': meta 'source.%06d': index=%d is not the index of its name"
+          % (bad, src[0], src[0] + 7), str(e))
+    c_says(e, *train, bad)
+    ok("a source named or indexed otherwise than readers look it up: refused as cdp-train does")
+
     # a CR a meta value quotes is shown as \r (it hid the start of the line)
     bad = edit_meta(pool, "count", lambda t: t.replace("\n", "\r\n"))
     e = refused("EFORMAT", cdpool.Pool, bad)

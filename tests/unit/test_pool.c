@@ -290,6 +290,24 @@ static void test_info(void)
 	LOAD_SAYS(CDP_EFORMAT, "meta 'source.000000': width=0: number out of range");
 	put(&p, "source.000000", "index=0\npath=a.tif\nwidth=8\nheight=8\nbands=2\ndtype=u16\n"
 	    "geotransform=0,1,0,0,0,-1\n");
+	/* readers look source 1 up as source.000001: another spelling of
+	 * its number would be read as missing; its text's index is its own */
+	del(&p, "source.000001");
+	put(&p, "source.1", "index=1\npath=b.tif\nwidth=8\nheight=8\nbands=2\ndtype=u16\n"
+	    "geotransform=0,1,0,0,0,-1\n");
+	LOAD_SAYS(CDP_EFORMAT, "meta 'source.1': not a source name (source.NNNNNN, at least six "
+	          "digits, no extra leading zero)");
+	del(&p, "source.1");
+	put(&p, "source.0000001", "index=1\npath=b.tif\nwidth=8\nheight=8\nbands=2\ndtype=u16\n"
+	    "geotransform=0,1,0,0,0,-1\n");
+	LOAD_SAYS(CDP_EFORMAT, "meta 'source.0000001': not a source name (source.NNNNNN, at least six "
+	          "digits, no extra leading zero)");
+	del(&p, "source.0000001");
+	put(&p, "source.000001", "index=0\npath=b.tif\nwidth=8\nheight=8\nbands=2\ndtype=u16\n"
+	    "geotransform=0,1,0,0,0,-1\n");
+	LOAD_SAYS(CDP_EFORMAT, "meta 'source.000001': index=0 is not the index of its name");
+	put(&p, "source.000001", "index=1\npath=b.tif\nwidth=8\nheight=8\nbands=2\ndtype=u16\n"
+	    "geotransform=0,1,0,0,0,-1\n");
 	/* quoted meta bytes are escaped: a CR would hide the start of the line */
 	put(&p, "count", "tiles=2\r\n");
 	LOAD_SAYS(CDP_EFORMAT, "count record: tiles=2\\r is not a number");
