@@ -172,6 +172,14 @@ static int same_size(double a, double b)
 	return fabs(a - b) <= 1e-9 * fmax(fabs(a), fabs(b));
 }
 
+/* cdp-tile records GDAL's default geotransform (0, 1, 0, 0, 0, 1) for a
+ * raster without one (GCPs only, or no georeference), in old pools too;
+ * GeoTIFF never stores it, so it tells that case and gives no pixel size. */
+static int default_gt(const double gt[6])
+{
+	return gt[0] == 0 && gt[1] == 1 && gt[2] == 0 && gt[3] == 0 && gt[4] == 0 && gt[5] == 1;
+}
+
 /* The training sources' CRS and pixel size (t->crs, res_x, res_y), and the
  * sources named in the standardization note. */
 static int georeference(trainer *t, const uint32_t *src, size_t n, char *line, size_t lcap,
@@ -184,8 +192,9 @@ static int georeference(trainer *t, const uint32_t *src, size_t n, char *line, s
 		double rx, ry;
 		if (source_meta(t, src[i], &s, err, cap) < 0)
 			return -1;
-		rx = hypot(s.gt[1], s.gt[4]);
-		ry = hypot(s.gt[2], s.gt[5]);
+		/* no pixel size: 0 x 0, which makes the recorded one unknown */
+		rx = default_gt(s.gt) ? 0 : hypot(s.gt[1], s.gt[4]);
+		ry = default_gt(s.gt) ? 0 : hypot(s.gt[2], s.gt[5]);
 		if (i < 8)
 			note(line, lcap, "%s%" PRIu32 " '%s'", i ? ", " : "", src[i], s.name);
 		else if (i == 8)
@@ -204,7 +213,8 @@ static int georeference(trainer *t, const uint32_t *src, size_t n, char *line, s
 	}
 	if (!crs_same)
 		t->crs[0] = '\0';
-	if (!res_same || !isfinite(t->res_x) || !isfinite(t->res_y))
+	if (!res_same || !isfinite(t->res_x) || !isfinite(t->res_y) || !(t->res_x > 0) ||
+	    !(t->res_y > 0))
 		t->res_x = t->res_y = 0;
 	snprintf(t->std_note[1], sizeof t->std_note[1], "training data: %s%s", !t->crs[0] ?
 	         "CRS unknown" : "CRS recorded", crs_same ? "" : " (the sources' CRS texts differ)");
