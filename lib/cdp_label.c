@@ -33,6 +33,12 @@ struct cdp_label {
 	void *strip;             /* on the image's grid: (S, W) raw samples;
 	                            values (T, S, W) */
 	size_t strip_cap;
+	uint8_t *smask;          /* on the image's grid, where the label's band
+	                            has a GDAL mask of its own: the strip's
+	                            (sh, W), 0 invalid; else NULL */
+	size_t smask_cap;
+	uint8_t *tmask;          /* (S, S): the tile's mask and smask's */
+	size_t tmask_cap;
 	int32_t *win;            /* warped: (sh, tw) values or -1; values:
 	                            (T, sh, tw) f32 */
 	size_t win_cap;
@@ -45,17 +51,30 @@ struct cdp_label {
  * the same grid only in the same CRS (OSRIsSame, so the same CRS written by
  * two GDAL versions matches); a label without a CRS (a mask saved with only
  * the geotransform) has nothing to contradict the image's and is taken to
- * be in it, and so is an image without one. */
+ * be in it, and so is an image without one. Without geotransforms the
+ * GCPs decide (cdp_raster_gcps_agree): the same ones, or none on a side
+ * without any georeference, put the label of the image's size on its
+ * grid; other ones are refused. */
 static int on_grid(const cdp_label *l, const cdp_raster_info *img, char *err, size_t errcap)
 {
 	const cdp_raster_info *li = l->li;
-	char why[128];
+	char why[512];
 	int same;
 
 	if (!li->has_gt || !img->has_gt) {
 		if (li->has_gt == img->has_gt && li->width == img->width &&
-		    li->height == img->height)
-			return 1;
+		    li->height == img->height) {
+			if ((same = cdp_raster_gcps_agree(img, li, why, sizeof why)) > 0)
+				return 1;
+			if (same < 0) {
+				ERR("the image or its label '%s': %s", l->path, why);
+				return CDP_EFORMAT;
+			}
+			ERR("label '%s' has other GCPs than the image (%s): not the same "
+			    "georeference, and labels are warped only by a geotransform",
+			    l->path, why);
+			return CDP_EMISMATCH;
+		}
 		if (li->has_gt)
 			ERR("label '%s' has a geotransform, the image none: nothing places "
 			    "the label on the image's grid", l->path);
@@ -291,9 +310,40 @@ int cdp_label_strip(cdp_label *l, uint64_t y0, int sh, char *err, size_t errcap)
 		return CDP_ENOMEM;
 	}
 	if ((rc = cdp_raster_read(l->r, l->nb ? l->bands : &one, nb, 0, (int64_t)y0, (int)l->W,
-	                          sh, l->strip, msg, sizeof msg)))
+	                          sh, l->strip, msg, sizeof msg))) {
 		ERR("cannot read '%s': %s", l->path, msg);
+		return rc;
+	}
+	/* pixels that GDAL's mask (a per-dataset mask, internal or .msk, an
+	 * alpha band) marks invalid are no label, as an image's are no data;
+	 * a nodata value is the label's own value, kept */
+	if (!cdp_raster_has_mask(l->r, l->nb ? l->bands[0] : 1))
+		return CDP_OK;
+	if (grow((void **)&l->smask, &l->smask_cap, (size_t)sh * l->W)) {
+		ERR("out of memory for a strip of label '%s'", l->path);
+		return CDP_ENOMEM;
+	}
+	if ((rc = cdp_raster_read_mask(l->r, l->nb ? l->bands[0] : 1, 0, (int64_t)y0, (int)l->W,
+	                               sh, l->smask, msg, sizeof msg)))
+		ERR("cannot read the mask of '%s': %s", l->path, msg);
 	return rc;
+}
+
+/* The tile's mask m (S, S) and, on the image's grid, the label's own for
+ * the tile at column x0 (tw columns of the strip): valid where both are;
+ * m itself where the label has none. */
+static const uint8_t *tile_mask(cdp_label *l, uint64_t x0, int tw, int S, const uint8_t *m)
+{
+	if (l->warped || !l->smask)
+		return m;
+	if (grow((void **)&l->tmask, &l->tmask_cap, (size_t)S * S))
+		return NULL;
+	for (int y = 0; y < S; y++)
+		for (int x = 0; x < S; x++) {
+			size_t p = (size_t)y * S + x;
+			l->tmask[p] = y < l->sh && x < tw && m[p] ? l->smask[y * l->W + x0 + x] : 0;
+		}
+	return l->tmask;
 }
 
 /* The window (x0, y0, tw, sh) of the image's grid warped into l->win. */
@@ -400,6 +450,10 @@ int cdp_label_cut(cdp_label *l, uint64_t x0, int tw, int S, const uint8_t *m, vo
 	int32_t absent;
 	int rc;
 
+	if (!(m = tile_mask(l, x0, tw, S, m))) {
+		ERR("out of memory for a tile of label '%s'", l->path);
+		return CDP_ENOMEM;
+	}
 	if (l->kind == CDP_LABEL_F32)
 		return cut_values(l, x0, tw, S, m, lt, err, errcap);
 	if (!l->warped && !map) {
@@ -457,6 +511,8 @@ void cdp_label_close(cdp_label *l)
 	cdp_raster_close(l->view);
 	cdp_raster_close(l->r);
 	free(l->strip);
+	free(l->smask);
+	free(l->tmask);
 	free(l->win);
 	free(l->bands);
 	free(l->hasnd);

@@ -285,6 +285,7 @@ static int describe(cdp_raster *r, char *err, size_t errcap)
 		return CDP_ENOMEM;
 	}
 	in->gcp_crs = r->gcp_crs;
+	in->gcps = in->ngcps > 0 ? r->gcps : NULL;
 	for (int i = 0; i < in->ngcps; i++) {
 		const GDAL_GCP *g = GDALGetGCPs(r->ds) + i;
 		r->gcps[i] = (cdp_raster_gcp){ g->dfGCPPixel, g->dfGCPLine, g->dfGCPX,
@@ -556,28 +557,26 @@ int cdp_raster_paletted(const cdp_raster *r)
 	return GDALGetRasterColorInterpretation(GDALGetRasterBand(r->ds, 1)) == GCI_PaletteIndex;
 }
 
-const cdp_raster_gcp *cdp_raster_gcps(const cdp_raster *r)
+int cdp_raster_same_gcps(const cdp_raster_info *a, const cdp_raster_info *b, char *why,
+                         size_t cap)
 {
-	if (r->dates)
-		return cdp_raster_gcps(r->dates[0]);
-	return r->info.ngcps > 0 ? r->gcps : NULL;
-}
-
-int cdp_raster_same_gcps(const cdp_raster *a, const cdp_raster *b, char *why, size_t cap)
-{
-	const cdp_raster_gcp *g = cdp_raster_gcps(a), *k = cdp_raster_gcps(b);
-	const char *ca = a->info.gcp_crs, *cb = b->info.gcp_crs;
+	const cdp_raster_gcp *g = a->gcps, *k = b->gcps;
+	const char *ca = a->gcp_crs, *cb = b->gcp_crs;
 	double lo_x = INFINITY, hi_x = -INFINITY, lo_y = INFINITY, hi_y = -INFINITY, tol;
-	int n = a->info.ngcps, same;
+	int n = a->ngcps, same;
 
-	if (n != b->info.ngcps) {
-		snprintf(why, cap, "%d GCPs against %d", n, b->info.ngcps);
+	if (n != b->ngcps) {
+		snprintf(why, cap, "%d GCPs against %d", n, b->ngcps);
 		return 0;
 	}
 	if (ca[0] && cb[0]) {
 		if ((same = cdp_raster_crs_same(ca, cb, why, cap)) <= 0) {
-			if (same == 0)
-				snprintf(why, cap, "GCPs in another CRS");
+			if (same == 0) {
+				char x[128], y[128];
+				cdp_raster_crs_name(ca, x, sizeof x);
+				cdp_raster_crs_name(cb, y, sizeof y);
+				snprintf(why, cap, "GCPs in CRS %s against %s", x, y);
+			}
 			return same;
 		}
 	} else if (!ca[0] != !cb[0]) {
@@ -602,6 +601,18 @@ int cdp_raster_same_gcps(const cdp_raster *a, const cdp_raster *b, char *why, si
 			return 0;
 		}
 	return 1;
+}
+
+int cdp_raster_gcps_agree(const cdp_raster_info *g, const cdp_raster_info *r, char *why,
+                          size_t cap)
+{
+	/* a raster with no georeference (a mask saved from an array) has
+	 * nothing to say against the other's, as a missing CRS has not */
+	if (g->ngcps == 0 && !g->crs[0] && !g->gcp_crs[0])
+		return 1;
+	if (r->ngcps == 0 && !r->crs[0] && !r->gcp_crs[0])
+		return 1;
+	return cdp_raster_same_gcps(g, r, why, cap);
 }
 
 const char *cdp_raster_category_name(const cdp_raster *r, int band, int k)
@@ -734,22 +745,81 @@ static int write_mask(GDALDatasetH ds, int w, int h, const uint8_t *mask, char *
 	return CDP_OK;
 }
 
+/* src's RPCs onto ds, the window at (x0, y0) scaled down by scale: the
+ * offsets and scales of lines and samples are in src's pixels, the rest
+ * (latitude, longitude, height and the coefficients) in the ground's. */
+static int set_rpc(GDALDatasetH src, GDALDatasetH ds, int64_t x0, int64_t y0, double scale)
+{
+	static const struct { const char *key; int off, y; } px[] = {
+		{ "LINE_OFF", 1, 1 }, { "SAMP_OFF", 1, 0 }, { "LINE_SCALE", 0, 1 },
+		{ "SAMP_SCALE", 0, 0 },
+	};
+	char **md = CSLDuplicate(GDALGetMetadata(src, "RPC")), num[64];
+	CPLErr e;
+
+	if (!md)
+		return CDP_OK;
+	for (size_t i = 0; i < sizeof px / sizeof *px; i++) {
+		const char *v = CSLFetchNameValue(md, px[i].key);
+		double d;
+		if (!v)
+			continue;
+		d = CPLAtof(v);
+		if (px[i].off)
+			d -= (double)(px[i].y ? y0 : x0);
+		snprintf(num, sizeof num, "%.17g", d / scale);
+		md = CSLSetNameValue(md, px[i].key, num);
+	}
+	e = GDALSetMetadata(ds, md, "RPC");
+	CSLDestroy(md);
+	return e == CE_None ? CDP_OK : CDP_EGDAL;
+}
+
+int cdp_raster_georef_to(const cdp_raster *src, void *ds, int64_t x0, int64_t y0,
+                         double scale, char *err, size_t errcap)
+{
+	const cdp_raster_info *in;
+	GDAL_GCP *gc;
+	char none[1] = "";
+	CPLErr e = CE_None;
+
+	if (src->dates)
+		return cdp_raster_georef_to(src->dates[0], ds, x0, y0, scale, err, errcap);
+	in = &src->info;
+	CPLErrorReset();
+	if (!in->has_gt && in->ngcps > 0) {
+		if (!(gc = calloc((size_t)in->ngcps, sizeof *gc))) {
+			set_err(err, errcap, "out of memory");
+			return CDP_ENOMEM;
+		}
+		for (int i = 0; i < in->ngcps; i++)
+			gc[i] = (GDAL_GCP){ none, none, (in->gcps[i].pixel - (double)x0) / scale,
+			                    (in->gcps[i].line - (double)y0) / scale, in->gcps[i].x,
+			                    in->gcps[i].y, in->gcps[i].z };
+		e = GDALSetGCPs(ds, in->ngcps, gc, in->gcp_crs);
+		free(gc);
+	}
+	/* a warped date's view has none: its source's are for its grid */
+	if (e != CE_None || (src->ds && !src->src &&
+	                     set_rpc(src->ds, ds, x0, y0, scale) != CDP_OK)) {
+		gdal_err(err, errcap, "cannot set the georeference");
+		return CDP_EGDAL;
+	}
+	return CDP_OK;
+}
+
 /* What a written GeoTIFF is georeferenced by: a geotransform gt (or
- * NULL) in CRS wkt, or else gcps [ngcps] in CRS gcp_wkt, moved by
- * (-x0, -y0) pixels. */
+ * NULL) in CRS wkt, and src's GCPs and RPCs (cdp_raster_georef_to) of
+ * the window at (x0, y0) when src is not NULL. */
 typedef struct georef {
 	const double *gt;
 	const char *wkt;
-	const cdp_raster_gcp *gcps;
-	int ngcps;
-	const char *gcp_wkt;
+	const cdp_raster *src;
 	int64_t x0, y0;
 } georef;
 
 static int set_georef(GDALDatasetH ds, const georef *g, char *err, size_t errcap)
 {
-	GDAL_GCP *gc;
-	char none[1] = "";
 	double t[6];
 	CPLErr e = CE_None;
 
@@ -758,33 +828,48 @@ static int set_georef(GDALDatasetH ds, const georef *g, char *err, size_t errcap
 		e = GDALSetGeoTransform(ds, t);
 		if (e == CE_None && g->wkt && *g->wkt)
 			e = GDALSetProjection(ds, g->wkt);
-	} else if (g->ngcps > 0) {
-		if (!(gc = calloc((size_t)g->ngcps, sizeof *gc))) {
-			set_err(err, errcap, "out of memory");
-			return CDP_ENOMEM;
-		}
-		for (int i = 0; i < g->ngcps; i++)
-			gc[i] = (GDAL_GCP){ none, none, g->gcps[i].pixel - (double)g->x0,
-			                    g->gcps[i].line - (double)g->y0, g->gcps[i].x,
-			                    g->gcps[i].y, g->gcps[i].z };
-		e = GDALSetGCPs(ds, g->ngcps, gc, g->gcp_wkt ? g->gcp_wkt : "");
-		free(gc);
 	}
 	if (e != CE_None) {
 		gdal_err(err, errcap, "cannot set the georeference");
 		return CDP_EGDAL;
 	}
-	return CDP_OK;
+	return g->src ? cdp_raster_georef_to(g->src, ds, g->x0, g->y0, 1, err, errcap) : CDP_OK;
 }
 
-/* The colour interpretation of band `band` of r (a multi-date input's:
- * its date's band). */
-static GDALColorInterp band_ci(const cdp_raster *r, int band)
+/* Band `band` of r (a multi-date input's: its date's band; a warped
+ * date's: its source's, which holds what describes the band). */
+static GDALRasterBandH band_of(const cdp_raster *r, int band)
 {
 	if (r->dates)
-		return band_ci(r->dates[(uint32_t)(band - 1) / r->bpd],
+		return band_of(r->dates[(uint32_t)(band - 1) / r->bpd],
 		               (int)((uint32_t)(band - 1) % r->bpd) + 1);
-	return GDALGetRasterColorInterpretation(GDALGetRasterBand(r->ds, band));
+	return GDALGetRasterBand(r->src ? r->src : r->ds, band);
+}
+
+static GDALColorInterp band_ci(const cdp_raster *r, int band)
+{
+	return GDALGetRasterColorInterpretation(band_of(r, band));
+}
+
+/* What tells the values of bands [nbands] of src, onto ds's bands as
+ * gdal_translate keeps it: scale and offset (a VRT's <Scale> and
+ * <Offset> too), unit and description. */
+static int band_meta(GDALDatasetH ds, const cdp_raster *src, const int *bands, int nbands)
+{
+	for (int i = 0; i < nbands; i++) {
+		GDALRasterBandH s = band_of(src, bands[i]), d = GDALGetRasterBand(ds, i + 1);
+		const char *unit = GDALGetRasterUnitType(s), *desc = GDALGetDescription(s);
+		int has_scale, has_off;
+		double scale = GDALGetRasterScale(s, &has_scale), off = GDALGetRasterOffset(s, &has_off);
+
+		if ((has_scale && scale != 1 && GDALSetRasterScale(d, scale) != CE_None) ||
+		    (has_off && off != 0 && GDALSetRasterOffset(d, off) != CE_None) ||
+		    (unit && *unit && GDALSetRasterUnitType(d, unit) != CE_None))
+			return CDP_EGDAL;
+		if (desc && *desc)
+			GDALSetDescription(d, desc);
+	}
+	return CDP_OK;
 }
 
 /* GTiff creation options that give a file of nbands written from bands
@@ -812,8 +897,8 @@ static char **photometric(const cdp_raster *src, const int *bands, int nbands)
 
 static int write_tif(cdp_out *o, int dtype, int nbands, int w, int h, const void *buf,
                      const uint8_t *mask, const georef *geo, const cdp_raster *src,
-                     const int *bands, const int *has_nodata, const double *nodata,
-                     char *err, size_t errcap)
+                     const int *bands, int as_src, const int *has_nodata,
+                     const double *nodata, char *err, size_t errcap)
 {
 	char **co = NULL;
 	GDALDriverH drv;
@@ -846,6 +931,11 @@ static int write_tif(cdp_out *o, int dtype, int nbands, int w, int h, const void
 	}
 	if ((rc = set_georef(ds, geo, err, errcap)) != CDP_OK)
 		goto out;
+	if (src && bands && as_src && band_meta(ds, src, bands, nbands) != CDP_OK) {
+		gdal_err(err, errcap, "cannot set the bands' scale, offset or unit");
+		rc = CDP_EGDAL;
+		goto out;
+	}
 	for (int i = 1; has_nodata && i <= nbands; i++) {
 		if (has_nodata[i - 1] &&
 		    GDALSetRasterNoDataValue(GDALGetRasterBand(ds, i), nodata[i - 1]) != CE_None) {
@@ -886,26 +976,26 @@ out:
 
 int cdp_raster_write_tif_out(cdp_out *o, int dtype, int nbands, int w, int h,
                              const void *buf, const uint8_t *mask, const cdp_raster *src,
-                             const int *bands, int64_t x0, int64_t y0, const int *has_nodata,
-                             const double *nodata, char *err, size_t errcap)
+                             const int *bands, int as_src, int64_t x0, int64_t y0,
+                             const int *has_nodata, const double *nodata, char *err,
+                             size_t errcap)
 {
 	const cdp_raster_info *in = &src->info;
 	const double *g = in->gt;
 	/* the window's origin: where its pixel (0, 0) lies */
 	const double gt[6] = { g[0] + (double)x0 * g[1] + (double)y0 * g[2], g[1], g[2],
 	                       g[3] + (double)x0 * g[4] + (double)y0 * g[5], g[4], g[5] };
-	georef geo = { in->has_gt ? gt : NULL, in->crs, cdp_raster_gcps(src), in->ngcps,
-	               in->gcp_crs, x0, y0 };
+	georef geo = { in->has_gt ? gt : NULL, in->crs, src, x0, y0 };
 
-	return write_tif(o, dtype, nbands, w, h, buf, mask, &geo, src, bands, has_nodata,
-	                 nodata, err, errcap);
+	return write_tif(o, dtype, nbands, w, h, buf, mask, &geo, src, bands, as_src,
+	                 has_nodata, nodata, err, errcap);
 }
 
 int cdp_raster_write_tif(const char *path, int dtype, int nbands, int w, int h,
                          const void *buf, const double gt[6], const char *wkt,
                          int has_nodata, double nodata, char *err, size_t errcap)
 {
-	georef geo = { gt, wkt, NULL, 0, NULL, 0, 0 };
+	georef geo = { gt, wkt, NULL, 0, 0 };
 	cdp_out o;
 	int rc, *has = calloc((size_t)(nbands > 0 ? nbands : 1), sizeof *has);
 	double *nd = malloc((size_t)(nbands > 0 ? nbands : 1) * sizeof *nd);
@@ -926,7 +1016,7 @@ int cdp_raster_write_tif(const char *path, int dtype, int nbands, int w, int h,
 		set_err(err, errcap, cdp_strerror(rc));
 		return rc;
 	}
-	rc = write_tif(&o, dtype, nbands, w, h, buf, NULL, &geo, NULL, NULL, has, nd, err,
+	rc = write_tif(&o, dtype, nbands, w, h, buf, NULL, &geo, NULL, NULL, 0, has, nd, err,
 	               errcap);
 	free(has);
 	free(nd);
@@ -1218,12 +1308,18 @@ out:
 static int time_on_grid(const cdp_raster_info *g, const cdp_raster_info *di,
                         const char *path, char *err, size_t errcap)
 {
-	char why[128];
+	char why[512];
 	int same;
 
 	if (!g->has_gt || !di->has_gt) {
-		if (g->has_gt == di->has_gt && g->width == di->width && g->height == di->height)
-			return 1;
+		if (g->has_gt == di->has_gt && g->width == di->width && g->height == di->height) {
+			if ((same = cdp_raster_gcps_agree(g, di, why, sizeof why)) > 0)
+				return 1;
+			snprintf(err, errcap, same < 0 ? "date '%s': %s" : "date '%s' has other "
+			         "GCPs than the first date (%s): not the same georeference, and "
+			         "dates are warped only by a geotransform", path, why);
+			return CDP_EMISMATCH;
+		}
 		snprintf(err, errcap, "date '%s' cannot be placed on the first date's grid "
 		         "(%s)", path, g->has_gt || di->has_gt
 		         ? "one of them has no geotransform"

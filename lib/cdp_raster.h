@@ -29,7 +29,8 @@ typedef struct cdp_raster_info {
 	double gt[6];            /* identity (0,1,0,0,0,1) when it has none */
 	const char *crs;         /* WKT, "" when none; owned by the raster */
 	int block_w, block_h;    /* natural block size of band 1 */
-	int ngcps;               /* ground control points (cdp_raster_gcps) */
+	int ngcps;               /* ground control points, */
+	const struct cdp_raster_gcp *gcps; /* [ngcps] (NULL when none), owned */
 	const char *gcp_crs;     /* their CRS as WKT, "" when none; owned */
 } cdp_raster_info;
 
@@ -92,15 +93,24 @@ int  cdp_raster_dtype_holds(int dt, double v);
 /* Whether band 1 of r is paletted (GDAL's colour interpretation Palette):
  * its values index a colour table rather than measure anything. */
 int  cdp_raster_paletted(const cdp_raster *r);
-/* r's ground control points [info.ngcps], NULL when it has none; owned by
- * the raster. */
-const cdp_raster_gcp *cdp_raster_gcps(const cdp_raster *r);
-/* Whether a and b carry the same GCPs: as many, each's pixel and line
- * within a thousandth of a pixel and x, y within a millionth of the
- * spread of the GCPs' coordinates, and the same CRS (OSRIsSame; none on
- * both is the same): 1 the same, 0 not (why says how), -1 when a CRS
- * does not parse (why says so). */
-int  cdp_raster_same_gcps(const cdp_raster *a, const cdp_raster *b, char *why, size_t cap);
+/* Whether rasters a and b (their infos) carry the same GCPs: as many,
+ * each's pixel and line within a thousandth of a pixel and x, y within a
+ * millionth of the spread of the GCPs' coordinates, and the same CRS
+ * (OSRIsSame; none on both is the same): 1 the same, 0 not (why says how:
+ * "GCP 1 is pixel 0 line 0 at (500000, 5800000) against ..."), -1 when a
+ * CRS does not parse (why says so). cdp-evaluate holds a map and its
+ * reference to it, cdp-tile a label or a later date and its image. */
+int  cdp_raster_same_gcps(const cdp_raster_info *a, const cdp_raster_info *b, char *why,
+                          size_t cap);
+/* Whether r, of g's size and like g without a geotransform, lies on g's
+ * pixels as far as GCPs tell: 1 when both carry the same GCPs
+ * (cdp_raster_same_gcps) or either carries no georeference at all
+ * (nothing to contradict the other's), 0 when their GCPs differ or only
+ * one has a CRS for them (why says how), -1 when a CRS does not parse.
+ * GDAL's warper is not used on GCPs: a label or a date placed elsewhere
+ * by its GCPs is refused, never cut pixel for pixel. */
+int  cdp_raster_gcps_agree(const cdp_raster_info *g, const cdp_raster_info *r, char *why,
+                           size_t cap);
 /* The name GDAL gives value k of `band` (its category names, which
  * cdp-predict writes), or NULL when it has none; owned by the raster. */
 const char *cdp_raster_category_name(const cdp_raster *r, int band, int k);
@@ -133,7 +143,8 @@ int  cdp_raster_write_tif(const char *path, int dtype, int nbands, int w, int h,
  * the window of src at (x0, y0): it is georeferenced as that window of src
  * is (src's geotransform with its origin moved and src's CRS; or, for a
  * raster with GCPs and no geotransform, its GCPs with pixel and line moved
- * by the offset, in their CRS; nothing for a raster with neither). mask,
+ * by the offset, in their CRS; nothing for a raster with neither; and
+ * src's RPCs moved by the offset: cdp_raster_georef_to). mask,
  * when not NULL, is (h, w) u8 validity (0 invalid, 255 valid), written as
  * the file's internal per-dataset mask band: what GDAL's GetMaskBand
  * returns for every band, so a reader sees the invalid pixels that a
@@ -144,11 +155,26 @@ int  cdp_raster_write_tif(const char *path, int dtype, int nbands, int w, int h,
  * gdal_translate does: RGB where they begin with src's red, green and blue,
  * the next band alpha only where src's is alpha; every other band is grey,
  * so GDAL never takes a data band (a 4th, near infrared) for transparency.
- * With bands NULL (a label) every band is grey. */
+ * With as_src set (buf holds those bands' values as they are, not
+ * standardized) the file's bands keep their scale, offset, unit and
+ * description too, as gdal_translate does. With bands NULL (a label)
+ * every band is grey. */
 int  cdp_raster_write_tif_out(cdp_out *o, int dtype, int nbands, int w, int h,
                               const void *buf, const uint8_t *mask, const cdp_raster *src,
-                              const int *bands, int64_t x0, int64_t y0, const int *has_nodata,
-                              const double *nodata, char *err, size_t errcap);
+                              const int *bands, int as_src, int64_t x0, int64_t y0,
+                              const int *has_nodata, const double *nodata, char *err,
+                              size_t errcap);
+
+/* Gives the GDAL dataset ds (a GDALDatasetH: void * keeps GDAL out of
+ * this header) what places the pixels of src's window at (x0, y0), an
+ * output pixel spanning scale x scale of src's, besides a geotransform:
+ * src's GCPs where it has no geotransform, and its RPCs (GDAL's RPC
+ * metadata domain) always, their pixel and line moved and scaled as
+ * gdal_translate -srcwin and -outsize move them (pixel - x0) / scale,
+ * LINE_OFF (- y0) / scale and LINE_SCALE / scale. A multi-date raster's
+ * are its first date's. */
+int  cdp_raster_georef_to(const cdp_raster *src, void *ds, int64_t x0, int64_t y0,
+                          double scale, char *err, size_t errcap);
 
 /* Whether two WKT texts name the same CRS by OGR's OSRIsSame (not string
  * equality: the same CRS written by two GDAL versions compares equal): 1

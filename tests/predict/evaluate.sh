@@ -6,8 +6,9 @@
 # confusion (rows reference): [[4 2] [1 5]]; class 1: TP 5 FP 2 FN 1, IoU
 # 5/8, precision 5/7, recall 5/6, F1 10/13; class 0: IoU 4/7, precision
 # 4/5, recall 4/6, F1 8/11; accuracy 9/12, mean IoU (5/8 + 4/7) / 2.
-# Then: --ignore and the reference's nodata leave pixels out, the
-# prediction's nodata counts as unpredicted, K comes from the data or
+# Then: --ignore and the reference's nodata or GDAL mask (a .msk) leave
+# pixels out, the prediction's nodata or mask (internal) counts as
+# unpredicted, K comes from the data or
 # --classes (values beyond it are "outside"; at most 1024, where a count of
 # 20000 once wrote an 800 MB report), and bad input is refused, as
 # are rasters of another georeference (CRS by OGR's comparison,
@@ -38,6 +39,29 @@ grep -q '^pixels: 12 counted, 0 ignored, 0 unpredicted, 0 outside \[0, 2)$' "$T/
 grep -Eq '^ +0 +4 +2$' "$T/out" && grep -Eq '^ +1 +1 +5$' "$T/out" || fail "confusion matrix"
 grep -Eq '^ +1 +0\.6250 +0\.7692 +0\.7143 +0\.8333 +6$' "$T/out" || fail "class 1 figures"
 grep -Eq '^ +0 +0\.5714 +0\.7273 +0\.8000 +0\.6667 +6$' "$T/out" || fail "class 0 figures"
+grep -q '^accuracy 0.7500$' "$T/out" && grep -q '^mean iou 0.5982$' "$T/out" || fail "overall figures"
+
+echo "== GDAL's mask band: the reference's row 0 (a .msk), the prediction's row 2 (internal)"
+# mask PATH ROW INTERNAL: a per-dataset mask invalid on row ROW
+mask() {
+	"$PYTHON" -c "
+import sys, numpy as np
+from osgeo import gdal
+gdal.SetConfigOption('GDAL_TIFF_INTERNAL_MASK', sys.argv[3])
+d = gdal.Open(sys.argv[1], gdal.GA_Update); d.CreateMaskBand(gdal.GMF_PER_DATASET)
+m = np.full((3, 4), 255, np.uint8); m[int(sys.argv[2])] = 0
+d.GetRasterBand(1).GetMaskBand().WriteArray(m)
+" "$@"
+}
+mkdir "$T/m" && cp "$T/ref.tif" "$T/pred.tif" "$T/m/" && mask "$T/m/ref.tif" 0 NO &&
+	mask "$T/m/pred.tif" 2 YES && [ -e "$T/m/ref.tif.msk" ] || fail "masked fixtures"
+cdp-evaluate "$T/pred.tif" "$T/m/ref.tif" >"$T/out" || fail "cdp-evaluate (masked reference) failed"
+grep -q '^pixels: 8 counted, 4 ignored, 0 unpredicted, 0 outside \[0, 2)$' "$T/out" ||
+	fail "masked reference pixels: $(cat "$T/out")"
+grep -Eq '^ +0 +3 +1$' "$T/out" && grep -Eq '^ +1 +0 +4$' "$T/out" || fail "masked reference: confusion"
+cdp-evaluate "$T/m/pred.tif" "$T/m/ref.tif" >"$T/out" || fail "cdp-evaluate (both masked) failed"
+grep -q '^pixels: 4 counted, 4 ignored, 4 unpredicted, 0 outside \[0, 2)$' "$T/out" ||
+	fail "masked prediction pixels: $(cat "$T/out")"
 # a map whose categories name its classes: the names beside the ids (the
 # default "class K" of cdp-predict names none)
 cp "$T/pred.tif" "$T/npred.tif"
@@ -51,7 +75,6 @@ grep -q '^class      iou       f1  precision   recall      support  name$' "$T/n
 	grep -Eq '^ +0 +0\.5714 +0\.7273 +0\.8000 +0\.6667 +6  land$' "$T/nout" ||
 	fail "the report does not name the classes: $(cat "$T/nout")"
 ! grep -q "name" "$T/out" || fail "a map without names got a name column"
-grep -q '^accuracy 0.7500$' "$T/out" && grep -q '^mean iou 0.5982$' "$T/out" || fail "overall figures"
 
 echo "== json"
 cdp-evaluate --json "$T/pred.tif" "$T/ref.tif" >"$T/json" || fail "--json failed"
@@ -129,7 +152,7 @@ cdp-evaluate --json "$T/pgcp.tif" "$T/rgcp.tif" >"$T/jgcp" || fail "the same GCP
 grep -q '"pixels":12,' "$T/jgcp" || fail "GCPs: $(cat "$T/jgcp")"
 expect_fail 1 "^cdp-evaluate: '$T/pgcp.tif' and '$T/rgcpx.tif' have other GCPs (GCP 1 is pixel 0 line 0 at (500000, 5800003) against pixel 0 line 0 at (600000, 5900003)): not the same georeference\$" \
 	cdp-evaluate "$T/pgcp.tif" "$T/rgcpx.tif"
-expect_fail 1 "^cdp-evaluate: '$T/pgcp.tif' and '$T/rgcp32.tif' have other GCPs (GCPs in another CRS): not the same georeference\$" \
+expect_fail 1 "^cdp-evaluate: '$T/pgcp.tif' and '$T/rgcp32.tif' have other GCPs (GCPs in CRS EPSG:32633 against EPSG:32632): not the same georeference\$" \
 	cdp-evaluate "$T/pgcp.tif" "$T/rgcp32.tif"
 expect_fail 1 "^cdp-evaluate: '$T/ref.tif' has no georeference, '$T/pgcp.tif' has GCPs: not the same georeference\$" \
 	cdp-evaluate "$T/pgcp.tif" "$T/ref.tif"

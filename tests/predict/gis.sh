@@ -22,6 +22,13 @@
 #  - a raster georeferenced by GCPs only (no geotransform) keeps them: the
 #    class map, the --prob COG list the same GCPs in the same CRS, and the
 #    --vector polygons lie in that CRS within the GCPs' extent;
+#  - a model trained on GCP scenes (--time dates and a label with the same
+#    GCPs) records their CRS and no pixel size (not GDAL's default 1 x 1),
+#    so a georeferenced raster draws no pixel-size warning; --time dates
+#    placed by GCPs, or by nothing, are predicted, the map keeping the
+#    first date's GCPs;
+#  - a raster placed by RPCs keeps them in the class map and the --prob COG
+#    (gdalwarp -rpc orthorectifies the map);
 #  - no temporary file is left beside the outputs;
 #  - cdp-evaluate --png draws the confusion matrix: a grid of shaded cells
 #    with the counts, the classes named from the prediction's categories
@@ -292,6 +299,58 @@ assert 500000 <= x0 < x1 <= 501200 and 5798960 <= y0 < y1 <= 5800000, l.GetExten
 print('GCPs and their CRS in the class map, the probabilities (COG) and the polygons')
 " || fail "the GCPs did not reach every output"
 [ "$(gdalinfo "$T/o/g.tif" | grep -c '^GCP\[')" -eq 4 ] || fail "gdalinfo lists no GCPs: $(gdalinfo "$T/o/g.tif")"
+
+echo "== GCP scenes: training, --time, the pixel size"
+gdal_translate -q -a_srs EPSG:32633 -gcp 0 0 500000 5800000 -gcp 256 0 500128 5800000 \
+	-gcp 0 256 500000 5799872 -gcp 256 256 500128 5799872 "$T/a.tif" "$T/ag.tif"
+gdal_translate -q -a_srs EPSG:32633 -gcp 0 0 500000 5800000 -gcp 256 0 500128 5800000 \
+	-gcp 0 256 500000 5799872 -gcp 256 256 500128 5799872 "$T/a_mask.tif" "$T/ag_mask.tif"
+py "s = gdal.Open('$T/b.tif'); d = gdal.GetDriverByName('GTiff').Create('$T/bare.tif', s.RasterXSize, s.RasterYSize, 1); d.WriteRaster(0, 0, s.RasterXSize, s.RasterYSize, s.ReadRaster())"
+cdp-tile -q --size 64 --label "$T/ag_mask.tif" --time "$T/ag.tif,$T/ag.tif" |
+	cdp-lmdbpack -q "$T/gpool" && cdp-keyshuffle -q --seed 1 -o "$T/gkeys" "$T/gpool" &&
+	cdp-train -q --db "$T/gpool" --keys "$T/gkeys" --out "$T/grun" --steps 3 --batch 2 \
+		--threads 1 --model "$CDP_SRCDIR/tests/train/small.cfg:channels=2" ||
+	fail "training on GCP scenes failed"
+py "
+sys.path.insert(0, '$CDP_SRCDIR/python'); import cdpool
+from osgeo import osr
+ck = cdpool.load_checkpoint('$T/grun/checkpoint.cdpt')
+assert tuple(ck.res) == (0, 0), ck.res
+s = osr.SpatialReference(); s.ImportFromWkt(ck.crs)
+assert s.GetAuthorityCode(None) == '32633', ck.crs
+" || fail "the GCP-trained checkpoint's CRS and pixel size"
+cdp-predict -q "$T/grun" --time "$T/gcp.tif,$T/gcp.tif" -o "$T/o/gt.tif" 2>"$T/err" ||
+	fail "--time of GCP dates: $(cat "$T/err")"
+[ "$(gdalinfo "$T/o/gt.tif" | grep -c '^GCP\[')" -eq 4 ] || fail "--time map lists no GCPs"
+cdp-predict -q "$T/grun" --time "$T/bare.tif,$T/bare.tif" -o "$T/o/bt.tif" 2>"$T/err" ||
+	fail "--time of dates without georeference: $(cat "$T/err")"
+cdp-predict -q "$T/grun" --time "$T/b.tif,$T/b.tif" -o "$T/o/btg.tif" 2>"$T/err" ||
+	fail "--time of georeferenced dates: $(cat "$T/err")"
+[ ! -s "$T/err" ] || fail "a model without a pixel size warned: $(cat "$T/err")"
+
+echo "== a raster placed by RPCs"
+py "
+s = gdal.Open('$T/b.tif')
+d = gdal.GetDriverByName('GTiff').Create('$T/rpc.tif', s.RasterXSize, s.RasterYSize, 1)
+d.WriteRaster(0, 0, s.RasterXSize, s.RasterYSize, s.ReadRaster())
+z = '0 ' * 17
+d.SetMetadata({'LINE_OFF': '260', 'SAMP_OFF': '300', 'LAT_OFF': '52.3', 'LONG_OFF': '15.0',
+  'HEIGHT_OFF': '0', 'LINE_SCALE': '260', 'SAMP_SCALE': '300', 'LAT_SCALE': '0.001',
+  'LONG_SCALE': '0.001', 'HEIGHT_SCALE': '100', 'LINE_NUM_COEFF': '0 0 -1 ' + z,
+  'LINE_DEN_COEFF': '1 ' + '0 ' * 19, 'SAMP_NUM_COEFF': '0 1 0 ' + z,
+  'SAMP_DEN_COEFF': '1 ' + '0 ' * 19}, 'RPC')
+"
+cdp-predict -q "$T/run" "$T/rpc.tif" -o "$T/o/rpc.tif" &&
+	cdp-predict -q --prob --cog "$T/run" "$T/rpc.tif" -o "$T/o/rpcp.tif" ||
+	fail "prediction of the RPC raster failed"
+py "
+want = gdal.Open('$T/rpc.tif').GetMetadata('RPC')
+for p in ('$T/o/rpc.tif', '$T/o/rpcp.tif'):
+    got = gdal.Open(p).GetMetadata('RPC')
+    assert {k: float(got[k]) for k in got if 'COEFF' not in k} == {k: float(want[k]) for k in want if 'COEFF' not in k}, (p, got)
+    assert got['LINE_NUM_COEFF'].split()[:3] == ['0', '0', '-1'] or [float(v) for v in got['LINE_NUM_COEFF'].split()[:3]] == [0, 0, -1], got
+" || fail "the RPCs did not reach the maps"
+gdalwarp -q -rpc "$T/o/rpc.tif" "$T/o/ortho.tif" || fail "gdalwarp -rpc of the map"
 
 echo "== cdp-evaluate --png"
 cdp-evaluate --png "$T/cm.png" "$T/o/named.tif" "$T/b_mask.tif" >"$T/report" ||

@@ -11,6 +11,15 @@
 #    standardize, is an error with --stats as without, each named;
 #  - -O tiles of a GCP raster keep its GCPs moved by the tile's offset and
 #    their CRS; those of a raster without georeference get none;
+#  - a GCP label or --time date with the image's GCPs is cut on its grid,
+#    one whose GCPs lie elsewhere or in another CRS is refused in one line
+#    naming both files and the first GCP that differs (never cut pixel for
+#    pixel); one without any georeference is cut on the image's grid;
+#  - -O tiles keep the RPCs with LINE_OFF and SAMP_OFF moved by the tile's
+#    offset (as gdal_translate -srcwin), and each band's scale, offset,
+#    unit and description (a VRT's too), but not with --standardize;
+#  - a label pixel that the label's GDAL mask (.msk) marks invalid is the
+#    ignore value;
 #  - a paletted image is refused; a label of another place is refused.
 . "$CDP_SRCDIR/tests/tools/common.sh"
 need_python
@@ -65,6 +74,39 @@ gcps = [gdal.GCP(500000 + 10 * p, 5800000 - 10 * l, 0, p, l)
         for p, l in ((0, 0), (48, 0), (0, 32), (48, 32))]
 d.SetGCPs(gcps, srs.ExportToWkt()); d = None
 make("bare.tif", b, gdal.GDT_Byte, gt=None)
+# labels by GCPs: the image's, 5 km away, the same place in EPSG:4326
+def gcp_label(path, g, crs):
+    d = make(path, b[0], gdal.GDT_Byte, gt=None); d.SetGCPs(g, crs.ExportToWkt()); d = None
+gcp_label("gl_same.tif", gcps, srs)
+gcp_label("gl_far.tif", [gdal.GCP(g.GCPX + 5000, g.GCPY, 0, g.GCPPixel, g.GCPLine)
+                         for g in gcps], srs)
+wgs = osr.SpatialReference(); wgs.ImportFromEPSG(4326)
+gcp_label("gl_4326.tif", [gdal.GCP(15 + g.GCPPixel * 1e-4, 52 - g.GCPLine * 1e-4, 0,
+                                   g.GCPPixel, g.GCPLine) for g in gcps], wgs)
+d = make("nogt_far.tif", b, gdal.GDT_Byte, gt=None)
+d.SetGCPs([gdal.GCP(g.GCPX + 5000, g.GCPY, 0, g.GCPPixel, g.GCPLine) for g in gcps],
+          srs.ExportToWkt()); d = None
+# RPCs only; scale, offset, unit and description on a GeoTIFF and a VRT
+d = make("rpc.tif", b, gdal.GDT_Byte, gt=None)
+z = "0 " * 17
+d.SetMetadata({"LINE_OFF": "16", "SAMP_OFF": "24", "LAT_OFF": "52.3", "LONG_OFF": "15",
+               "HEIGHT_OFF": "0", "LINE_SCALE": "16", "SAMP_SCALE": "24",
+               "LAT_SCALE": "0.001", "LONG_SCALE": "0.001", "HEIGHT_SCALE": "100",
+               "LINE_NUM_COEFF": "0 0 -1 " + z, "LINE_DEN_COEFF": "1 " + "0 " * 19,
+               "SAMP_NUM_COEFF": "0 1 0 " + z, "SAMP_DEN_COEFF": "1 " + "0 " * 19}, "RPC")
+d = None
+d = make("scaled.tif", b[:2].astype(np.int16), gdal.GDT_Int16)
+for i, (sc, of) in enumerate(((0.0001, -0.1), (2.5, 3))):
+    d.GetRasterBand(i + 1).SetScale(sc); d.GetRasterBand(i + 1).SetOffset(of)
+    d.GetRasterBand(i + 1).SetUnitType("m"); d.GetRasterBand(i + 1).SetDescription("b%d" % i)
+d = None
+v = gdal.Translate("scaled_raw.vrt", "same.tif", format="VRT", bandList=[1])
+v.GetRasterBand(1).SetScale(0.5); v.GetRasterBand(1).SetOffset(10); v = None
+# a label whose GDAL mask (a .msk) leaves out its first 4 rows
+d = make("lab_msk.tif", np.ones((32, 48), np.uint8), gdal.GDT_Byte)
+d.CreateMaskBand(gdal.GMF_PER_DATASET)
+m = np.full((32, 48), 255, np.uint8); m[:4] = 0
+d.GetRasterBand(1).GetMaskBand().WriteArray(m); d = None
 # paletted
 d = make("pal.tif", b[0], gdal.GDT_Byte)
 ct = gdal.ColorTable()
@@ -170,6 +212,46 @@ for a, b in zip(s.GetGCPs(), t.GetGCPs()):
     assert (b.GCPX, b.GCPY) == (a.GCPX, a.GCPY)
 t = gdal.Open("bare/bare_1_2.tif")
 assert t.GetGeoTransform(can_return_null=True) is None and t.GetGCPCount() == 0
+PYCK
+
+# --- labels and dates placed by GCPs ----------------------------------------
+cdp-tile -q -s 16 -O gl --label gl_same.tif nogt.tif || fail "a label with the image's GCPs"
+[ "$(ls gl | grep -c _label)" -eq 6 ] || fail "GCP label tiles: $(ls gl)"
+cdp-tile -q -s 16 --label bare.tif nogt.tif >/dev/null || fail "a label without georeference"
+expect_fail 1 "^cdp-tile: 'nogt.tif': label 'gl_far.tif' has other GCPs than the image (GCP 1 is pixel 0 line 0 at (500000, 5800000) against pixel 0 line 0 at (505000, 5800000)): not the same georeference, and labels are warped only by a geotransform\$" \
+	cdp-tile -s 16 -O glx --label gl_far.tif nogt.tif
+expect_fail 1 "^cdp-tile: 'nogt.tif': label 'gl_4326.tif' has other GCPs than the image (GCPs in CRS EPSG:32633 against EPSG:4326): not the same georeference, and labels are warped only by a geotransform\$" \
+	cdp-tile -s 16 -O glx --label gl_4326.tif nogt.tif
+cdp-tile -q -s 16 --time nogt.tif,nogt.tif >/dev/null || fail "--time dates with the same GCPs"
+expect_fail 1 "^cdp-tile: --time 'nogt.tif,nogt_far.tif': date 'nogt_far.tif' has other GCPs than the first date (GCP 1 is pixel 0 line 0 at (500000, 5800000) against pixel 0 line 0 at (505000, 5800000)): not the same georeference, and dates are warped only by a geotransform\$" \
+	cdp-tile -s 16 -O glx --time nogt.tif,nogt_far.tif
+[ ! -e glx ] || fail "a refused GCP label or date left tiles"
+
+# --- RPCs, scale and offset of -O tiles -------------------------------------
+cdp-tile -q -s 16 -O rpc rpc.tif && gdal_translate -q -srcwin 32 16 16 16 rpc.tif rpc_gt.tif &&
+	cdp-tile -q -s 16 -O sc scaled.tif scaled_raw.vrt &&
+	cdp-tile -q -s 16 --standardize -O scs scaled.tif || fail "-O RPC, scale"
+"$PYTHON" - <<'PYCK' || fail "-O tiles' RPCs, scale and offset"
+from osgeo import gdal
+t, g = gdal.Open("rpc/rpc_1_2.tif").GetMetadata("RPC"), gdal.Open("rpc_gt.tif").GetMetadata("RPC")
+assert float(t["LINE_OFF"]) == 0 and float(t["SAMP_OFF"]) == -8, t
+assert {k: float(t[k]) for k in t if "COEFF" not in k} == {k: float(g[k]) for k in g if "COEFF" not in k}, (t, g)
+t = gdal.Open("sc/scaled_1_1.tif")
+for i, (sc, of) in enumerate(((0.0001, -0.1), (2.5, 3))):
+    b = t.GetRasterBand(i + 1)
+    assert (b.GetScale(), b.GetOffset(), b.GetUnitType(), b.GetDescription()) == (sc, of, "m", "b%d" % i)
+d = gdal.Open("sc/scaled_raw_0_0.tif"); b = d.GetRasterBand(1)
+assert (b.GetScale(), b.GetOffset()) == (0.5, 10), (b.GetScale(), b.GetOffset())
+d = gdal.Open("scs/scaled_0_0.tif"); b = d.GetRasterBand(1)
+assert b.GetScale() in (None, 1) and b.GetOffset() in (None, 0), "standardized values keep no scale"
+PYCK
+
+# --- a label's GDAL mask -----------------------------------------------------
+cdp-tile -q -s 16 -O lm --label lab_msk.tif ok_f32.tif || fail "a masked label"
+"$PYTHON" - <<'PYCK' || fail "masked label pixels are not the ignore value"
+from osgeo import gdal
+a = gdal.Open("lm/ok_f32_0_0_label.tif").ReadAsArray()
+assert (a[:4] == 255).all() and (a[4:] == 1).all(), a
 PYCK
 
 # --- paletted images, labels elsewhere ---------------------------------------

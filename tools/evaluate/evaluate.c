@@ -38,6 +38,8 @@ typedef struct side {
 	cdp_raster_info vi;        /* its info: the prediction's grid */
 	const cdp_raster_info *ri;
 	void *buf;
+	uint8_t *mask;             /* the rows' GDAL mask (0 invalid), where the
+	                              band has one of its own, else NULL */
 } side;
 
 typedef struct counts {
@@ -115,8 +117,30 @@ static int open_side(side *s, const char *path, const char *what, int multi, cha
 	if (s->ri->bands != 1 && !multi)
 		return fail(err, cap, "'%s' has %u bands, want one band of %s", path,
 		            s->ri->bands, what);
-	if (!(s->buf = malloc((size_t)ROWS * s->ri->width * cdp_dtype_size(s->ri->dtype))))
+	if (!(s->buf = malloc((size_t)ROWS * s->ri->width * cdp_dtype_size(s->ri->dtype))) ||
+	    !(s->mask = malloc((size_t)ROWS * s->ri->width)))
 		return fail(err, cap, "out of memory");
+	return 0;
+}
+
+/* rows [y, y + rows) of band b of s into s->buf, and its GDAL mask into
+ * s->mask where the band has one beyond its nodata value (a per-dataset
+ * mask, internal or .msk, or an alpha band: cdp-tile and cdp-predict take
+ * its pixels for invalid too); *m is s->mask then, else NULL */
+static int read_rows(side *s, int b, uint64_t y, int rows, const uint8_t **m, char *err,
+                     size_t cap)
+{
+	int w = (int)s->ri->width;
+	char why[512];
+
+	*m = NULL;
+	if (cdp_raster_read(s->r, &b, 1, 0, (int64_t)y, w, rows, s->buf, why, sizeof why))
+		return fail(err, cap, "cannot read '%s': %s", s->path, why);
+	if (!cdp_raster_has_mask(s->r, b))
+		return 0;
+	if (cdp_raster_read_mask(s->r, b, 0, (int64_t)y, w, rows, s->mask, why, sizeof why))
+		return fail(err, cap, "cannot read the mask of '%s': %s", s->path, why);
+	*m = s->mask;
 	return 0;
 }
 
@@ -143,25 +167,26 @@ static int pass(side *p, side *r, const cdp_evaluate_opts *o, uint64_t *conf, in
 	n->vmax = -1;
 	for (uint64_t y = 0; y < h; y += ROWS) {
 		int rows = h - y < ROWS ? (int)(h - y) : ROWS;
-		if (cdp_raster_read(p->r, &b1, 1, 0, (int64_t)y, (int)w, rows, p->buf, why, sizeof why))
-			return fail(err, cap, "cannot read '%s': %s", p->path, why);
+		const uint8_t *pm, *rm = NULL;
+		if (read_rows(p, b1, y, rows, &pm, err, cap) < 0)
+			return -1;
 		if (r->v) {
 			/* the whole grid's rows: the score does not depend on ROWS */
 			if (cdp_label_vector_read_rows(r->v, p->ri->gt, (int)w, (int64_t)h, (int64_t)y,
 			                               rows, (uint32_t)r->ri->nodata, r->buf, why,
 			                               sizeof why))
 				return fail(err, cap, "cannot read '%s': %s", r->path, why);
-		} else if (cdp_raster_read(r->r, &b1, 1, 0, (int64_t)y, (int)w, rows, r->buf, why,
-		                           sizeof why))
-			return fail(err, cap, "cannot read '%s': %s", r->path, why);
+		} else if (read_rows(r, b1, y, rows, &rm, err, cap) < 0) {
+			return -1;
+		}
 		for (size_t i = 0; i < (size_t)rows * w; i++) {
 			double lv = cdp_dtype_get(r->ri->dtype, r->buf, i);
 			double pv = cdp_dtype_get(p->ri->dtype, p->buf, i);
-			if (is_nodata(r->ri, lv) || (o->ignore >= 0 && lv == o->ignore)) {
+			if (is_nodata(r->ri, lv) || (rm && !rm[i]) || (o->ignore >= 0 && lv == o->ignore)) {
 				n->ignored++;
 				continue;
 			}
-			if (is_nodata(p->ri, pv)) {
+			if (is_nodata(p->ri, pv) || (pm && !pm[i])) {
 				n->unpredicted++;
 				continue;
 			}
@@ -402,7 +427,7 @@ static int same_georef(const side *p, const side *r, char *err, size_t cap)
 	/* GCPs place the pixels of a map without a geotransform (cdp-predict
 	 * keeps a scene's): both must have the same */
 	if (!r->v && (a->ngcps > 0 || b->ngcps > 0) &&
-	    (same = cdp_raster_same_gcps(p->r, r->r, why, sizeof why)) <= 0) {
+	    (same = cdp_raster_same_gcps(a, b, why, sizeof why)) <= 0) {
 		if (same < 0)
 			return fail(err, cap, "'%s' or '%s': %s", p->path, r->path, why);
 		return fail(err, cap, "'%s' and '%s' have other GCPs (%s): not the same "
@@ -483,7 +508,6 @@ static int reg_pass(side *p, side *r, int b1, cdp_reg_sums *s, uint64_t *skipped
 {
 	uint64_t w = p->ri->width, h = p->ri->height;
 	double *pv = NULL, *rv = NULL, pnd = 0, rnd = 0;
-	char why[512];
 	int rc = -1, phas = cdp_raster_band_nodata(p->r, b1, &pnd),
 	    rhas = cdp_raster_band_nodata(r->r, b1, &rnd);
 
@@ -495,20 +519,17 @@ static int reg_pass(side *p, side *r, int b1, cdp_reg_sums *s, uint64_t *skipped
 	}
 	for (uint64_t y = 0; y < h; y += ROWS) {
 		int rows = h - y < ROWS ? (int)(h - y) : ROWS;
+		const uint8_t *pm, *rm;
 		size_t n = 0;
-		if (cdp_raster_read(p->r, &b1, 1, 0, (int64_t)y, (int)w, rows, p->buf, why, sizeof why)) {
-			fail(err, cap, "cannot read '%s': %s", p->path, why);
+		if (read_rows(p, b1, y, rows, &pm, err, cap) < 0 ||
+		    read_rows(r, b1, y, rows, &rm, err, cap) < 0)
 			goto out;
-		}
-		if (cdp_raster_read(r->r, &b1, 1, 0, (int64_t)y, (int)w, rows, r->buf, why, sizeof why)) {
-			fail(err, cap, "cannot read '%s': %s", r->path, why);
-			goto out;
-		}
 		for (size_t i = 0; i < (size_t)rows * w; i++) {
 			double a = cdp_dtype_get(p->ri->dtype, p->buf, i);
 			double b = cdp_dtype_get(r->ri->dtype, r->buf, i);
 			/* NaN nodata is caught by isfinite */
-			if (!isfinite(a) || !isfinite(b) || (phas && a == pnd) || (rhas && b == rnd)) {
+			if (!isfinite(a) || !isfinite(b) || (phas && a == pnd) || (rhas && b == rnd) ||
+			    (pm && !pm[i]) || (rm && !rm[i])) {
 				(*skipped)++;
 				continue;
 			}
@@ -696,6 +717,8 @@ out:
 	free(conf);
 	free(p.buf);
 	free(r.buf);
+	free(p.mask);
+	free(r.mask);
 	if (p.r)
 		cdp_raster_close(p.r);
 	if (r.r)

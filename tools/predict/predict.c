@@ -196,7 +196,7 @@ static int open_outputs(predictor *p, char *err, size_t cap)
 		return -1;
 	if (pr_out_open(&p->out, o->output, p->W, p->H, o->prob || p->reg ? p->K : 1,
 	                o->prob || p->reg, gt, p->ri->crs, err, cap) < 0 ||
-	    (!gt && pr_out_gcps(p->out, o->input, 1, err, cap) < 0) ||
+	    pr_out_georef(p->out, p->r, 1, err, cap) < 0 ||
 	    (p->reg && pr_out_regression(p->out, err, cap) < 0) ||
 	    pr_out_layout(p->out, &p->legend, o->cog, err, cap) < 0)
 		return -1;
@@ -205,7 +205,7 @@ static int open_outputs(predictor *p, char *err, size_t cap)
 	 * ours to touch) */
 	if (o->vector &&
 	    (pr_out_open(&p->vout, o->vector, p->W, p->H, 1, 0, gt, p->ri->crs, err, cap) < 0 ||
-	     (!gt && pr_out_gcps(p->vout, o->input, 1, err, cap) < 0)))
+	     pr_out_georef(p->vout, p->r, 1, err, cap) < 0))
 		return -1;
 	return 0;
 }

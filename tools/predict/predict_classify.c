@@ -569,7 +569,7 @@ static int classify_scene(predictor *p, char *err, size_t cap)
 	if (pr_legend_make(&p->legend, p->K > 1 ? p->K : 2, &p->ck, o->colors, err, cap) < 0 ||
 	    pr_out_open(&p->out, o->output, nxc, nyc, nb, o->prob, p->ri->has_gt ? gt : NULL,
 	                p->ri->crs && *p->ri->crs ? p->ri->crs : NULL, err, cap) < 0 ||
-	    (!p->ri->has_gt && pr_out_gcps(p->out, o->input, S, err, cap) < 0) ||
+	    pr_out_georef(p->out, p->r, S, err, cap) < 0 ||
 	    pr_out_layout(p->out, &p->legend, o->cog, err, cap) < 0)
 		goto out;
 	/* the window of cell i starts at i S, or ends at the edge */

@@ -130,11 +130,12 @@ int  pr_tta_run(predictor *p, int n, float *xh, float *xt, float *lg, double *ac
  * (none). */
 int  pr_out_open(pr_out **o, const char *path, int w, int h, int nb, int f32,
                  const double *gt, const char *wkt, char *err, size_t cap);
-/* A raster georeferenced by GCPs only (no geotransform): its GCPs and
- * their CRS set on o, pixel and line divided by scale (1, or a
- * classifier's cell size), so the output stays georeferenced; nothing for
- * a raster with a geotransform or no GCPs. 0 or -1 with err. */
-int  pr_out_gcps(pr_out *o, const char *src, double scale, char *err, size_t cap);
+/* What places src's pixels besides a geotransform set on o, pixel and
+ * line divided by scale (1, or a classifier's cell size), so the output
+ * stays georeferenced as the input is: its GCPs (a raster without a
+ * geotransform) and its RPCs (cdp_raster_georef_to; a multi-date input's
+ * first date's). 0 or -1 with err. */
+int  pr_out_georef(pr_out *o, const cdp_raster *src, double scale, char *err, size_t cap);
 /* Rows [y, y + n) from buf (nb, n, w) of the file's type. */
 int  pr_out_write(pr_out *o, int y, int n, const void *buf, char *err, size_t cap);
 /* Completes the file under its temporary name (closed, and laid out when

@@ -138,32 +138,13 @@ int pr_out_open(pr_out **out, const char *path, int w, int h, int nb, int f32,
 	return 0;
 }
 
-int pr_out_gcps(pr_out *o, const char *src, double scale, char *err, size_t cap)
+int pr_out_georef(pr_out *o, const cdp_raster *src, double scale, char *err, size_t cap)
 {
-	GDALDatasetH s;
-	GDAL_GCP *g = NULL;
-	double gt[6];
-	int n, rc = 0;
+	char why[512];
 
-	CPLErrorReset();
-	if (!(s = GDALOpen(src, GA_ReadOnly)))
-		return fail(err, cap, "cannot open '%s': %s", src, gdal_msg());
-	n = GDALGetGCPCount(s);
-	if (n > 0 && GDALGetGeoTransform(s, gt) != CE_None) {
-		if (!(g = calloc((size_t)n, sizeof *g)))
-			rc = fail(err, cap, "out of memory");
-		/* the ids and texts stay the source's, which outlives the call */
-		for (int i = 0; rc == 0 && i < n; i++) {
-			g[i] = GDALGetGCPs(s)[i];
-			g[i].dfGCPPixel /= scale;
-			g[i].dfGCPLine /= scale;
-		}
-		if (rc == 0 && GDALSetGCPs2(o->ds, n, g, GDALGetGCPSpatialRef(s)) != CE_None)
-			rc = fail(err, cap, "cannot georeference '%s': %s", o->path, gdal_msg());
-	}
-	free(g);
-	GDALClose(s);
-	return rc;
+	if (cdp_raster_georef_to(src, o->ds, 0, 0, scale, why, sizeof why) != CDP_OK)
+		return fail(err, cap, "cannot georeference '%s': %s", o->path, why);
+	return 0;
 }
 
 int pr_out_write(pr_out *o, int y, int n, const void *buf, char *err, size_t cap)

@@ -285,7 +285,7 @@ int tile_emit_files(ctx *c, input *in, const char *key, const cdp_record *r,
 			rc = !has || !nd ? CDP_ENOMEM :
 			     cdp_raster_write_tif_out(f, f32 ? CDP_DT_F32 : r->label_kind == CDP_LABEL_U8 ?
 			                          CDP_DT_U8 : CDP_DT_U16, nl, c->S, c->S, r->label, NULL,
-			                          in->r, NULL, r->x_off, r->y_off, has, nd, msg,
+			                          in->r, NULL, 0, r->x_off, r->y_off, has, nd, msg,
 			                          sizeof(msg));
 			if (rc == CDP_ENOMEM && (!has || !nd))
 				snprintf(msg, sizeof msg, "out of memory");
@@ -300,7 +300,8 @@ int tile_emit_files(ctx *c, input *in, const char *key, const cdp_record *r,
 			rc = cdp_raster_write_tif_out(f, r->dtype, (int)r->bands, c->S,
 			                          c->S, r->image,
 			                          r->flags & CDP_REC_MASK ? r->mask : NULL,
-			                          in->r, in->bands, r->x_off, r->y_off,
+			                          in->r, in->bands, !c->o->standardize,
+			                          r->x_off, r->y_off,
 			                          r->flags & CDP_REC_NODATA ? in->hasnd : NULL, in->ndb,
 			                          msg, sizeof(msg));
 		}
@@ -367,7 +368,10 @@ int tile_emit_source(ctx *c, size_t idx, input *in, cdp_buf *body)
 	s.bands = (uint32_t)in->nb;
 	s.dtype = in->odt;
 	memcpy(s.gt, in->ri->gt, sizeof(s.gt));
-	s.crs = (char *)in->ri->crs;
+	/* a raster placed by GCPs only (no geotransform: GDAL's default one
+	 * above, which gives no pixel size) is in their CRS, which a model
+	 * trained on it checks a raster against */
+	s.crs = (char *)(!in->ri->has_gt && in->ri->ngcps > 0 ? in->ri->gcp_crs : in->ri->crs);
 	/* The selected bands (all of them without --bands), so that a model
 	 * trained on the pool can read the same ones from a raw scene. */
 	s.band_list = in->bands;
