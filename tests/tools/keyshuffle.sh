@@ -396,7 +396,7 @@ for o in "" "--oversample auto"; do
 	expect_fail 1 "^cdp-keyshuffle: '$T/m_stats-none': no stats record but the pool holds $n tiles\$" \
 		cdp-keyshuffle $o -o "$T/o/m.keys" "$T/m_stats-none"
 	# shellcheck disable=SC2086
-	expect_fail 1 "^cdp-keyshuffle: '$T/m_stats-stale': stats record: stale (a cdp-lmdbpack --replace did not finish; any cdp-lmdbpack run into the pool recomputes them)\$" \
+	expect_fail 1 "^cdp-keyshuffle: '$T/m_stats-stale': stats record: stale (a cdp-lmdbpack --replace into the pool has not finished: it recomputes them when it ends, and an interrupted one when re-run with --replace)\$" \
 		cdp-keyshuffle $o -o "$T/o/m.keys" "$T/m_stats-stale"
 	# shellcheck disable=SC2086
 	expect_fail 1 "^cdp-keyshuffle: '$T/m_shape-dup': shape record: repeated key 'width'\$" \
