@@ -7,6 +7,7 @@
 #include "cdp_lmdb.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -76,6 +77,30 @@ int cdp_lmdb_can_map(size_t bytes)
 		return errno ? errno : ENOMEM;
 	munmap(m, bytes);
 	return CDP_OK;
+}
+
+int cdp_lmdb_env_alone(const char *path, int *fd)
+{
+	struct flock fl;
+	char name[4200];
+
+	*fd = -1;
+	if ((size_t)snprintf(name, sizeof name, "%s/lock.mdb", path) >= sizeof name)
+		return 0;
+	if ((*fd = open(name, O_RDWR | O_CREAT | O_CLOEXEC, 0666)) < 0)
+		return errno == ENOENT && access(path, F_OK) != 0 && errno == ENOENT;
+	memset(&fl, 0, sizeof fl);
+	fl.l_type = F_WRLCK;
+	fl.l_whence = SEEK_SET;
+	fl.l_start = 0;
+	fl.l_len = 1;
+	while (fcntl(*fd, F_SETLK, &fl) != 0) {
+		/* *fd stays open: closing it would drop the shared lock of an
+		 * environment this process holds open at path */
+		if (errno != EINTR)
+			return 0;
+	}
+	return 1;
 }
 
 /* The map a reader needs: data.mdb's size rounded up to 1 MiB (at least

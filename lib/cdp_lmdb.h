@@ -73,6 +73,20 @@ int cdp_lmdb_env_open_sized(const char *path, unsigned int flags, int create,
  * mmap fails, so a writer asks first and creates nothing it cannot map. */
 int cdp_lmdb_can_map(size_t bytes);
 
+/* 1 when no other process has the environment at path open, and then
+ * path's lock.mdb has its first byte locked exclusively (fcntl(2)) through
+ * *fd, so that none can open it until this process lets go; 0 when another
+ * process has it open or that cannot be told. Each process with an LMDB
+ * environment open holds a shared lock on that byte, which mdb_env_open
+ * waits for; taking it exclusively does not wait. A missing lock.mdb is
+ * created; a missing directory is alone. *fd is -1 or a descriptor for
+ * the caller to close, after closing any environment this process has
+ * open at path: POSIX drops all of a process's locks on a file when it
+ * closes any descriptor of it, so closing *fd or that environment
+ * releases both, and what must happen under the lock (the removal of a
+ * pool) happens before either is closed. */
+int cdp_lmdb_env_alone(const char *path, int *fd);
+
 /* mdb_txn_begin that adopts a map grown by another process (MDB_MAP_RESIZED:
  * mdb_env_set_mapsize(env, 0), then begins again), except while this
  * process holds a long transaction on env (cdp_lmdb_txn_hold): LMDB may

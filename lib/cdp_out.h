@@ -143,6 +143,16 @@ int  cdp_out_commit(cdp_out *o, char *err, size_t cap);
 void cdp_out_hold(void);
 void cdp_out_release(void);
 
+/* Waits for an exclusive flock(2) on the folder that holds path and
+ * returns its descriptor (closing it lets go), or -1 where the folder
+ * cannot be locked (an NFS mount, whose flock emulation refuses a
+ * folder): outputs that are one set and that two processes may write at
+ * once (cdp-keyshuffle's -o and --val-out) are committed under it, so
+ * that one process's set replaces the other's whole. A folder, not a lock
+ * file: one left beside the outputs would be litter, and one removed
+ * after use could be locked twice. Take it before cdp_out_hold. */
+int cdp_out_lock_dir(const char *path);
+
 /* Removes every live temporary and its side files, leaving the registry
  * as it is: for a program about to end without unwinding (an abort that
  * exits from another thread, MPI_Abort), so that a failed run leaves

@@ -765,8 +765,9 @@ static int load(cdp_pool *p, MDB_txn *txn, cdp_pool_info *info, cdp_buf *b, char
 		         cdp_dtype_name(shape.dtype), shape.bands);
 	/* Stale stats (an interrupted --replace) would mislead a trainer. */
 	else if (st.stale)
-		rc = say(why, cap, "stats record: stale (a cdp-lmdbpack --replace did not finish; "
-		         "any cdp-lmdbpack run into the pool recomputes them)");
+		rc = say(why, cap, "stats record: stale (a cdp-lmdbpack --replace into the pool "
+		         "has not finished: it recomputes them when it ends, and an "
+		         "interrupted one when re-run with --replace)");
 	else if (!(info->band = calloc(shape.bands, sizeof *info->band)))
 		rc = CDP_ENOMEM;
 	for (uint32_t i = 0; rc == CDP_OK && i < shape.bands; i++) {
@@ -926,8 +927,8 @@ static int source_stats(cdp_pool *p, MDB_txn *txn, uint32_t *src, size_t n, cdp_
 		if ((rc = cdp_stats_parse_why((const char *)b->p, b->len, &one, sw, sizeof sw)))
 			return rc == CDP_ENOMEM ? rc : say(why, cap, "meta '%s': %s", name, sw);
 		if (one.stale)
-			rc = say(why, cap, "meta '%s': stale (a cdp-lmdbpack --replace did not "
-			         "finish)", name);
+			rc = say(why, cap, "meta '%s': stale (a cdp-lmdbpack --replace has not "
+			         "finished)", name);
 		else if (out->bands == 0)
 			rc = cdp_stats_init(out, one.dtype, one.bands);
 		if (rc == CDP_OK && (rc = cdp_stats_merge(out, &one)) == CDP_ESHAPE)

@@ -20,7 +20,7 @@
  *                 dtypes: the scaled ".exp=", ".smean=", ".sm2=" instead),
  *                 ".min=", ".max=", ".mean=", ".std="; a "stale=1" line
  *                 marks stats that no longer match the records (a --replace
- *                 that did not finish)
+ *                 that has not finished: running, or interrupted)
  *     classes     "class.K=count\n" per label class id seen (ignore excluded;
  *                 scalar classes count tiles)
  *     source.NNNNNN  one per source raster (NNNNNN its 0-based index, 6 or

@@ -985,8 +985,9 @@ class Pool:
                 raise _Why("stats record: dtype %s and %d bands, the shape's %s and %d"
                            % (st_dt, st_bands, dt, self.bands))
             if stale:
-                raise _Why("stats record: stale (a cdp-lmdbpack --replace did not finish; "
-                           "any cdp-lmdbpack run into the pool recomputes them)")
+                raise _Why("stats record: stale (a cdp-lmdbpack --replace into the pool has "
+                           "not finished: it recomputes them when it ends, and an "
+                           "interrupted one when re-run with --replace)")
         if kind == "f32" and len(targets) not in (0, self.label_len):
             raise _Why("stats record: %d targets, the shape's label_len %d"
                        % (len(targets), self.label_len))
@@ -1010,7 +1011,7 @@ class Pool:
                 from None
         if got[2]:
             raise CdpError("EFORMAT", self.path, message=why + "meta '%s': stale (a "
-                           "cdp-lmdbpack --replace did not finish)" % name)
+                           "cdp-lmdbpack --replace has not finished)" % name)
         return got
 
     def source_stats(self, sources):

@@ -8,7 +8,8 @@
 #    24 orders of a 4-key pool appear;
 #  - --val, --val-by, --match, --no-shuffle; -o/--val-out atomic, and one
 #    set: a SIGTERM at either rename (strace's injection) ends the run
-#    after both, never leaving an old file beside a new one;
+#    after both, never leaving an old file beside a new one; two runs at
+#    once do not interleave their renames (the -o file's folder locked);
 #  - --val 0 writes no (empty) validation file and says so; --stratify
 #    keeps a training key of every class (a one-key class's only key once
 #    went to validation) and names the classes left without validation;
@@ -309,6 +310,38 @@ expect_fail 1 "^cdp-keyshuffle: cannot write standard output: Bad file descripto
 	sh -c 'cdp-keyshuffle -q --val 0.5 --val-out "$2" -o - "$1" >&-' sh "$P" "$T/o/v4"
 [ ! -e "$T/o/v4" ] || fail "--val-out file created although stdout was closed"
 
+# Two runs writing one pair at once leave one run's pair: each renames its
+# two under a flock(2) of the -o file's folder (they renamed them apart,
+# and train.keys of one beside val.keys of the other shared keys). Here
+# flock(1) holds the folder; the run waits for it (a blocked flock on the
+# folder's inode in /proc/locks) with neither file renamed, then ends.
+if command -v flock >/dev/null && [ -r /proc/locks ]; then
+	mkdir "$T/pair"
+	ino=$(stat -c %i "$T/pair")
+	flock "$T/pair" sh -c 'touch "$1.held"; until [ -e "$1.go" ]; do sleep 0.05; done' sh "$T/pair" &
+	fl=$!
+	i=0
+	until [ -e "$T/pair.held" ]; do
+		i=$((i + 1)); [ "$i" -lt 200 ] || fail "flock(1) did not lock the folder"; sleep 0.05
+	done
+	cdp-keyshuffle -q -s 2 --val 0.2 --val-out "$T/pair/val.keys" -o "$T/pair/train.keys" "$P" &
+	ks=$!
+	i=0
+	until grep -q -- "-> FLOCK .*:$ino " /proc/locks; do
+		i=$((i + 1))
+		[ "$i" -lt 200 ] || { touch "$T/pair.go"; wait "$fl"; wait "$ks" || :; fail "the pair was renamed without the folder's lock: $(ls "$T/pair")"; }
+		sleep 0.05
+	done
+	[ -z "$(ls "$T/pair")" ] || fail "a file of the pair was renamed while another process held the folder: $(ls "$T/pair")"
+	touch "$T/pair.go"
+	wait "$fl"
+	wait "$ks" || fail "the run waiting for the folder failed"
+	[ "$(head -1 "$T/pair/train.keys" | grep -o 'seed=[0-9]*')" = seed=2 ] &&
+	[ "$(head -1 "$T/pair/val.keys" | grep -o 'seed=[0-9]*')" = seed=2 ] || fail "the pair after the wait"
+else
+	echo "SKIP (this case): no flock(1) or /proc/locks"
+fi
+
 # --- not a pool ------------------------------------------------------------------
 mkdir "$T/empty"
 expect_fail 1 "^cdp-keyshuffle: '$T/empty': not a cdpool pool: " cdp-keyshuffle "$T/empty"
@@ -396,7 +429,7 @@ for o in "" "--oversample auto"; do
 	expect_fail 1 "^cdp-keyshuffle: '$T/m_stats-none': no stats record but the pool holds $n tiles\$" \
 		cdp-keyshuffle $o -o "$T/o/m.keys" "$T/m_stats-none"
 	# shellcheck disable=SC2086
-	expect_fail 1 "^cdp-keyshuffle: '$T/m_stats-stale': stats record: stale (a cdp-lmdbpack --replace did not finish; any cdp-lmdbpack run into the pool recomputes them)\$" \
+	expect_fail 1 "^cdp-keyshuffle: '$T/m_stats-stale': stats record: stale (a cdp-lmdbpack --replace into the pool has not finished: it recomputes them when it ends, and an interrupted one when re-run with --replace)\$" \
 		cdp-keyshuffle $o -o "$T/o/m.keys" "$T/m_stats-stale"
 	# shellcheck disable=SC2086
 	expect_fail 1 "^cdp-keyshuffle: '$T/m_shape-dup': shape record: repeated key 'width'\$" \

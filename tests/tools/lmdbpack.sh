@@ -11,7 +11,8 @@
 #    class names; -O tiles keep their source's colours (a grey 4th band of
 #    u8 is no alpha) and pack with --list to the stream's records;
 #  - a full disk (tmpfs), kill -9 mid-pack then --resume (bit-identical meta,
-#    f32 stats included), two packers at once.
+#    f32 stats included), two packers at once, and a failed first pack
+#    beside another packer that keeps the pool they both created.
 . "$CDP_SRCDIR/tests/tools/common.sh"
 need_python
 MK="$CDP_SRCDIR/tests/tools/mkraster.py"
@@ -676,6 +677,42 @@ pp check "$T/conc" >/dev/null
 [ "$(pp dump "$T/conc" shape,count,stats)" = "$(pp dump "$T/seq" shape,count,stats)" ] ||
 	fail "concurrent packers: meta differs from sequential packing"
 [ "$(mdb_stat -s meta "$T/conc" | awk '/Entries:/ {print $2}')" -eq 11 ] || fail "concurrent: want 2 sources and their srcstats"
+
+# A first pack that fails while another fills the pool it created keeps it
+# (the other's first batch, not committed yet, was lost with the pool, and
+# that packer exited 0). B creates the pool and stalls with nothing
+# committed; A opens it and stalls in its first batch; B's stream is then
+# cut short: B fails, A finishes into the pool.
+rm -rf "$T/race" "$T/fa" "$T/fb" "$T/goa" "$T/gob"
+mkfifo "$T/fa" "$T/fb"
+held() { sh -c 'head -c 12000 "$1"; until [ -e "$2" ]; do sleep 0.05; done; [ -z "$3" ] || tail -c +12001 "$1"' sh "$@"; }
+held "$T/c2.cdps" "$T/gob" "" >"$T/fb" &
+pb=$!
+cdp-lmdbpack -q --txn-records 100000 "$T/race" <"$T/fb" 2>"$T/errb" &
+b=$!
+i=0
+until [ -e "$T/race/data.mdb" ]; do
+	i=$((i + 1)); [ "$i" -lt 300 ] || fail "race: packer B did not create the pool"; sleep 0.05
+done
+held "$T/c1.cdps" "$T/goa" all >"$T/fa" &
+pa=$!
+cdp-lmdbpack -q --txn-records 100000 "$T/race" <"$T/fa" 2>"$T/erra" &
+a=$!
+i=0
+until ls -l "/proc/$a/fd" 2>/dev/null | grep -q "$T/race/data.mdb"; do
+	i=$((i + 1)); [ "$i" -lt 300 ] || fail "race: packer A did not open the pool"; sleep 0.05
+done
+touch "$T/gob"
+set +e; wait "$b"; rc=$?; set -e
+wait "$pb" || :
+[ "$rc" -eq 1 ] && grep -q "truncated record stream.*nothing was committed" "$T/errb" ||
+	fail "race: packer B: exit $rc: $(cat "$T/errb")"
+[ -e "$T/race/data.mdb" ] || fail "race: a failed first pack removed the pool another packer fills"
+touch "$T/goa"
+wait "$a" || fail "race: packer A: $(cat "$T/erra")"
+wait "$pa" || :
+[ -e "$T/race/data.mdb" ] && [ "$(pp dump "$T/race" keys)" = "$(pp dump "$T/seq" keys | grep c1_)" ] ||
+	fail "race: the pool does not hold packer A's records"
 
 # --- a --folders key over 255 bytes names the file and the key's length -----------
 c200=$(printf '%0200d' 0 | tr 0 c)

@@ -107,4 +107,38 @@ PYEOF
 [ -s "$T/train.keys" ] && [ -s "$T/val.keys" ] || fail "examples Makefile wrote no pointer files"
 grep -q '^s3_' "$T/train.keys" && fail "held-out scene s3 in train.keys"
 grep -q '^s3_' "$T/val.keys" || fail "val.keys lacks scene s3"
+
+# A lost val.keys is made again by the shuffle (it was touched into an
+# empty file, which cdp-train refuses); a failed reshuffle (VAL_BY naming
+# no scene) leaves both pointer files as they were (val.keys was removed
+# first).
+cp "$T/val.keys" "$T/val.before"
+cp "$T/train.keys" "$T/train.before"
+rm "$T/val.keys"
+mk VAL_BY=s3 || fail "examples Makefile, val.keys lost"
+cmp -s "$T/val.keys" "$T/val.before" || fail "a lost val.keys made again: $(head -c 200 "$T/val.keys")"
+if mk VAL_BY=s9 2>/dev/null; then fail "VAL_BY=s9 (no such scene) made the keys"; fi
+cmp -s "$T/val.keys" "$T/val.before" && cmp -s "$T/train.keys" "$T/train.before" ||
+	fail "a failed reshuffle changed the pointer files: $(ls "$T")"
+
+# A changed scene or label raster is packed again, its tiles replacing the
+# old ones (--resume skipped every key: the pool kept the old tiles); the
+# pool then equals packing the scenes as they are now. PACK_FLAGS=--replace
+# is accepted (it clashed with --resume).
+sleep 1
+"$PYTHON" "$GEN" "$T/scenes/s1.tif" --size 300 --height 260 --seed 9 --mask "$T/scenes/s1_mask.tif"
+mk VAL_BY=s3 PACK_FLAGS=--replace || fail "examples Makefile, a scene changed"
+rm -rf "$T/spool"
+for s in 1 2 3; do
+	cdp-tile -q --size 64 --overlap 16 --label-suffix _mask "$T/scenes/s$s.tif" | cdp-lmdbpack -q "$T/spool"
+done
+[ "$(mdb_dump -s tiles -p "$T/mpool" | md5sum)" = "$(mdb_dump -s tiles -p "$T/spool" | md5sum)" ] ||
+	fail "examples Makefile: a changed scene kept its old tiles"
+touch "$T/made"
+sleep 1
+touch "$T/scenes/s2_mask.tif"
+mk VAL_BY=s3 || fail "examples Makefile, a mask changed"
+[ -n "$(find "$T/mpool.stamps/s2.packed" -newer "$T/made")" ] || fail "a changed mask did not repack its scene"
+[ -z "$(find "$T/mpool.stamps/s1.packed" "$T/mpool.stamps/s3.packed" -newer "$T/made")" ] ||
+	fail "a changed mask repacked other scenes"
 exit 0

@@ -6,7 +6,8 @@
  * attempts would show; a large value written by the hook makes some of the
  * growths happen inside it. Duplicate modes, hook failures and the MDB_APPEND
  * decision under a concurrent writer are checked too, and so are a map
- * grown by another process under a held read txn and a grow that fails.
+ * grown by another process under a held read txn and a grow that fails,
+ * and cdp_lmdb_env_alone against processes that hold the env open.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -14,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/select.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -450,6 +452,76 @@ static void test_grow_fail(void)
 	rmdb(dir);
 }
 
+/* cdp_lmdb_env_alone against LMDB's own locking: another process with
+ * the env open makes it 0; held, it makes an opening process wait (the
+ * removal of a failed first pack relies on both), and closing the env
+ * lets that process in. */
+static void test_env_alone(void)
+{
+	MDB_env *env;
+	char sub[96], c;
+	int fd, up[2], down[2];
+	pid_t pid;
+
+	snprintf(sub, sizeof sub, "%s/alone", dir);
+	CHECK(cdp_lmdb_env_alone(sub, &fd) == 1 && fd == -1, "a missing pool is alone, fd %d", fd);
+	CHECK_RC(cdp_lmdb_env_open(sub, 0, 1, 2, 1 << 20, &env), CDP_OK);
+	CHECK(cdp_lmdb_env_alone(sub, &fd) == 1 && fd >= 0, "this process alone");
+	mdb_env_close(env);
+	close(fd);
+
+	/* a child holds the env open until told */
+	CHECK(pipe(up) == 0 && pipe(down) == 0, "pipe");
+	if ((pid = fork()) == 0) {
+		MDB_env *e;
+		if (cdp_lmdb_env_open(sub, 0, 1, 2, 1 << 20, &e) != 0)
+			_exit(1);
+		if (write(up[1], "o", 1) != 1 || read(down[0], &c, 1) != 1)
+			_exit(1);
+		mdb_env_close(e);
+		_exit(0);
+	}
+	CHECK(read(up[0], &c, 1) == 1, "child did not open");
+	CHECK_RC(cdp_lmdb_env_open(sub, 0, 1, 2, 1 << 20, &env), CDP_OK);
+	CHECK(cdp_lmdb_env_alone(sub, &fd) == 0, "another process has it open: not alone");
+	mdb_env_close(env);
+	if (fd >= 0)
+		close(fd);
+	CHECK(write(down[1], "x", 1) == 1, "tell child");
+	CHECK(waitpid(pid, NULL, 0) == pid, "wait");
+
+	/* held here, a child's open waits until the env is closed */
+	CHECK_RC(cdp_lmdb_env_open(sub, 0, 1, 2, 1 << 20, &env), CDP_OK);
+	CHECK(cdp_lmdb_env_alone(sub, &fd) == 1, "alone again once the child closed");
+	if ((pid = fork()) == 0) {
+		MDB_env *e;
+		int rc = cdp_lmdb_env_open(sub, 0, 1, 2, 1 << 20, &e);
+		if (write(up[1], rc == 0 ? "o" : "f", 1) != 1)
+			_exit(1);
+		if (rc == 0)
+			mdb_env_close(e);
+		_exit(0);
+	}
+	{
+		struct timeval tv = { 0, 300000 };
+		fd_set rs;
+		FD_ZERO(&rs);
+		FD_SET(up[0], &rs);
+		CHECK(select(up[0] + 1, &rs, NULL, NULL, &tv) == 0,
+		      "a child opened the env while it was held alone");
+	}
+	mdb_env_close(env);
+	close(fd);
+	CHECK(read(up[0], &c, 1) == 1 && c == 'o', "the child's open after the close: %c", c);
+	CHECK(waitpid(pid, NULL, 0) == pid, "wait");
+	close(up[0]);
+	close(up[1]);
+	close(down[0]);
+	close(down[1]);
+	rmdb(sub);
+	rmdir(dir);
+}
+
 int main(void)
 {
 	snprintf(dir, sizeof dir, "/tmp/cdp_test_lmdb.XXXXXX");
@@ -468,5 +540,7 @@ int main(void)
 	test_grow_fail();
 	CHECK(mkdir(dir, 0700) == 0, "mkdir");
 	test_env_open();
+	CHECK(mkdir(dir, 0700) == 0, "mkdir");
+	test_env_alone();
 	return tap_done();
 }

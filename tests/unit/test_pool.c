@@ -450,7 +450,7 @@ static void test_source_stats(void)
 	CHECK(missing == 1 && got.b == NULL, "the source without sums: %u", missing);
 	CHECK_RC(cdp_pool_source_stats(&p, NULL, (const uint32_t[]){ 3 }, 1, &got, NULL, why, sizeof why),
 	         CDP_EFORMAT);
-	WHY("meta 'srcstats.000003': stale (a cdp-lmdbpack --replace did not finish)");
+	WHY("meta 'srcstats.000003': stale (a cdp-lmdbpack --replace has not finished)");
 	/* sums of source 4 no u16 samples give, named by source and band */
 	put(&p, "srcstats.000004", "dtype=u16\nbands=1\nband.1.count=2\nband.1.sum=999999999\n"
 	    "band.1.sumsq=130\nband.1.min=7\nband.1.max=9\nband.1.mean=8\nband.1.std=1\n");

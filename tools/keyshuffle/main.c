@@ -167,7 +167,7 @@ int main(int argc, char **argv)
 	char err[1024] = "";
 	const char *tok;
 	static const char *const operands[] = { "DB", NULL };
-	int quiet = 0, c, rc = 2, crc, closed = 0;
+	int quiet = 0, c, rc = 2, crc, closed = 0, lockfd = -1;
 	unsigned rflags = 0;
 
 	cdp_cli_init(PROG, stderr);
@@ -313,11 +313,17 @@ int main(int argc, char **argv)
 	/* The two files are one split: a signal between their renames would
 	 * leave a new validation list beside an old training list, whose keys
 	 * may then overlap it. cdp_out_hold defers SIGTERM, SIGINT and SIGHUP
-	 * to after the second rename (or the failure of the first). */
+	 * to after the second rename (or the failure of the first); the lock
+	 * on the training list's folder keeps another cdp-keyshuffle writing
+	 * the same pair from renaming one of its files in between. */
+	if (val_path && out_path)
+		lockfd = cdp_out_lock_dir(out_path);
 	cdp_out_hold();
 	crc = (val_path && ks_output_commit(&val_out, err, sizeof err) != CDP_OK) ||
 	      (out_path && ks_output_commit(&train_out, err, sizeof err) != CDP_OK);
 	cdp_out_release();
+	if (lockfd >= 0)
+		close(lockfd);
 	if (crc)
 		goto report;
 	if (!quiet)

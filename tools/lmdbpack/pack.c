@@ -13,6 +13,7 @@
  */
 #include "pack_int.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
@@ -498,19 +499,61 @@ static int pool_empty(cdp_pool *pool)
 	return rc == 0 && ms.ms_entries == 0;
 }
 
+/* 1 when data.mdb is missing or holds no more than LMDB's two meta pages:
+ * an open that failed committed nothing to it (a pool that any open
+ * created has more pages). */
+static int never_committed(const char *db)
+{
+	char path[4200];
+	struct stat st;
+	long ps = sysconf(_SC_PAGESIZE);
+
+	snprintf(path, sizeof path, "%s/data.mdb", db);
+	if (stat(path, &st) != 0)
+		return errno == ENOENT;
+	return S_ISREG(st.st_mode) && (uint64_t)st.st_size <= 2 * (uint64_t)(ps > 0 ? ps : 4096);
+}
+
+/* 1 when db holds nothing but data.mdb and lock.mdb: what else is there is
+ * someone's, and the pool stays with it. */
+static int only_lmdb_files(const char *db)
+{
+	DIR *d = opendir(db);
+	struct dirent *e;
+	int only = d != NULL;
+
+	while (only && (e = readdir(d)))
+		only = strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0 ||
+		       strcmp(e->d_name, "data.mdb") == 0 || strcmp(e->d_name, "lock.mdb") == 0;
+	if (d)
+		closedir(d);
+	return only;
+}
+
 /* A failed first pack removes the pool directory it created when no tile
  * was committed: data.mdb then holds only the format and uuid the open
  * wrote, or, when the open itself failed, whatever LMDB wrote before it
  * failed (its meta pages, with a map size nobody may be able to map).
- * rmdir keeps the directory if anything else has appeared in it;
- * a writer that opened the new pool and committed tiles in between is
- * seen by pool_empty (concurrent packers are allowed), one that does so
- * between pool_empty and the unlink is not: that window is accepted. */
-static void remove_new_pool(const char *db)
+ * Packers may fill one pool at once, and two that start together both find
+ * no pool and create it: one that fails must not remove the pool the other
+ * fills, whose first batch is not committed yet. So the pool is removed
+ * only while no other process has it open (cdp_lmdb_env_alone), checked
+ * empty under that lock and removed before this process lets the lock go
+ * (*lockfd, closed after the pool). A packer that opens the pool in the
+ * meantime waits for the lock and then fails to open a pool that is gone;
+ * none can commit to it. Called with the pool still open when it opened. */
+static void remove_new_pool(pk *p, int *lockfd)
 {
 	static const char *const files[] = { "data.mdb", "lock.mdb" };
+	const char *db = p->o->db;
 	char path[4200];
 
+	if (!cdp_lmdb_env_alone(db, lockfd))
+		return;
+	if (p->pool_open ? !pool_empty(&p->pool) : !never_committed(db))
+		return;
+	if (!only_lmdb_files(db))
+		return;
 	for (int i = 0; i < 2; i++) {
 		snprintf(path, sizeof path, "%s/%s", db, files[i]);
 		unlink(path);
@@ -566,7 +609,7 @@ int cdp_pack_run(const cdp_pack_opts *o, FILE *in, cdp_pack_result *res,
 	int flags = CDP_POOL_CREATE | (o->nosync ? CDP_POOL_NOSYNC : 0);
 	char why[128];
 	struct stat st;
-	int rc, pg = 0, made = 0, empty = 0, stale = 0, replaced = 0;
+	int rc, pg = 0, made = 0, stale = 0, replaced = 0, lockfd = -1;
 
 	memset(res, 0, sizeof *res);
 	memset(&p, 0, sizeof p);
@@ -683,13 +726,13 @@ out:
 	res->seconds = cdp_now() - t0;
 	pack_list_free(ents, nents);
 	cdp_lmdb_writer_free(&p.w);
-	if (rc && made && p.pool_open)
-		empty = pool_empty(&p.pool);
+	/* An open that failed may still have created data.mdb and lock.mdb. */
+	if (rc && made)
+		remove_new_pool(&p, &lockfd);
 	if (p.pool_open)
 		cdp_pool_close(&p.pool);
-	/* An open that failed may still have created data.mdb and lock.mdb. */
-	if (rc && made && (empty || !p.pool_open))
-		remove_new_pool(o->db);
+	if (lockfd >= 0)
+		close(lockfd);
 	for (size_t i = 0; i < p.nsrc; i++) {
 		if (p.src[i] && !p.src[i]->mapped) {
 			cdp_source_free(&p.src[i]->s);
