@@ -517,6 +517,11 @@ static void describe_batch(char *s, size_t cap, int batch, int ranks, int accumu
 		snprintf(s + k, cap - (size_t)k, " x %d accumulated", accumulate);
 }
 
+int tr_val_on_grid(const trainer *t, long step)
+{
+	return t->o->val_every ? step % t->o->val_every == 0 : step % t->spe == 0;
+}
+
 void tr_resume_pending(trainer *t)
 {
 	const cdp_train_opts *o = t->o;
