@@ -498,9 +498,6 @@ int tr_log_open(trainer *t, char *err, size_t cap)
 {
 	char path[4200];
 
-	/* temporaries of a run killed outright (SIGKILL) in this directory */
-	cdp_out_sweep(t->o->out, NULL);
-
 	snprintf(path, sizeof path, "%s/metrics.jsonl", t->o->out);
 	if (t->have_ck && trim_jsonl(t, path, (long)t->ck.step, err, cap) < 0)
 		return -1;

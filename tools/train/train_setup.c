@@ -37,8 +37,69 @@ int tr_fail(char *err, size_t cap, const char *fmt, ...)
 	return -1;
 }
 
+/* text parsed with its overrides (under the old rule when the new one
+ * refuses only an unknown [net] key, as tr_setup reads a checkpoint's) */
+static int parse_either(const char *text, const char *path, char *const *ov, int nov,
+                        cdp_cfg *cfg, char *err, size_t cap)
+{
+	int rc = cdp_cfg_parse(text, path, (const char *const *)ov, nov, cfg, err, cap);
+
+	if (rc == CDP_CFG_EUNKNOWN)
+		rc = cdp_cfg_parse_rule(text, path, (const char *const *)ov, nov, 1, cfg, err, cap);
+	return rc < 0 ? -1 : 0;
+}
+
+static const cdp_cfg_kv *find_kv(const cdp_cfg_section *s, const char *key)
+{
+	for (int i = 0; i < s->nkv; i++)
+		if (!strcmp(s->kv[i].key, key))
+			return &s->kv[i];
+	return NULL;
+}
+
+/* The first difference of the models a and b (the --model's and the
+ * checkpoint's, each expanded with its overrides) into why; 0 when they
+ * are the same: the same sections in order, each with the same keys and
+ * values in any order (overrides in another order, a variable's default
+ * spelled out) */
+static int cfg_differ(const cdp_cfg *a, const cdp_cfg *b, char *why, size_t cap)
+{
+	if (a->ns != b->ns) {
+		snprintf(why, cap, "it has %d sections, the checkpoint's %d", a->ns, b->ns);
+		return 1;
+	}
+	for (int i = 0; i < a->ns; i++) {
+		const cdp_cfg_section *x = &a->s[i], *y = &b->s[i];
+		if (strcmp(x->type, y->type)) {
+			snprintf(why, cap, "section %d is [%.40s], the checkpoint's [%.40s]", i + 1, x->type,
+			         y->type);
+			return 1;
+		}
+		for (int pass = 0; pass < 2; pass++)
+			for (int k = 0; k < (pass ? y->nkv : x->nkv); k++) {
+				const cdp_cfg_kv *kv = pass ? &y->kv[k] : &x->kv[k];
+				const cdp_cfg_kv *o = find_kv(pass ? x : y, kv->key);
+				if (o && !strcmp(o->value, kv->value))
+					continue;
+				if (!o && pass)
+					snprintf(why, cap, "section %d [%.40s] has no %.80s, the checkpoint's "
+					         "%.80s=%.80s", i + 1, x->type, kv->key, kv->key, kv->value);
+				else if (!o)
+					snprintf(why, cap, "section %d [%.40s] sets %.80s=%.80s, the checkpoint's "
+					         "has none", i + 1, x->type, kv->key, kv->value);
+				else
+					snprintf(why, cap, "section %d [%.40s] sets %.80s=%.80s, the checkpoint's "
+					         "%.80s", i + 1, x->type, kv->key, kv->value, o->value);
+				return 1;
+			}
+	}
+	return 0;
+}
+
 /* The model text and overrides: --model, or the checkpoint's when resuming
- * without one; with both they must agree, or the weights would not fit. */
+ * without one; with both they must build the same model, or the weights
+ * would not fit: then the checkpoint's text and overrides go on, so its
+ * CFG chunk stays as it was. */
 static int model_text(trainer *t, char *err, size_t cap)
 {
 	const cdp_train_opts *o = t->o;
@@ -61,9 +122,27 @@ static int model_text(trainer *t, char *err, size_t cap)
 	int same = strcmp(t->cfg_text, t->ck.cfg_text) == 0 && t->nov == t->ck.noverrides;
 	for (int i = 0; same && i < t->nov; i++)
 		same = strcmp(t->ov[i], t->ck.overrides[i]) == 0;
-	if (!same)
-		return tr_fail(err, cap, "--model '%s' differs from the model of the checkpoint in '%s' "
-		            "(leave --model out to resume with the checkpoint's)", o->model, o->out);
+	if (same)
+		return 0;
+	cdp_cfg a = { 0 }, b = { 0 };
+	char why[400];
+	int differ = parse_either(t->cfg_text, o->model, t->ov, t->nov, &a, err, cap) < 0 ? -1 :
+	             parse_either(t->ck.cfg_text, "the checkpoint's model", t->ck.overrides,
+	                          t->ck.noverrides, &b, why, sizeof why) < 0 ? 2 :
+	             cfg_differ(&a, &b, why, sizeof why);
+	cdp_cfg_free(&a);
+	cdp_cfg_free(&b);
+	if (differ < 0)
+		return -1;
+	if (differ)
+		return tr_fail(err, cap, "--model '%s' differs from the model of the checkpoint in '%s': "
+		               "%s (leave --model out to resume with the checkpoint's)", o->model,
+		               o->out, why);
+	free(t->cfg_text);
+	if (!(t->cfg_text = strdup(t->ck.cfg_text)))
+		return tr_fail(err, cap, "out of memory");
+	t->ov = t->ck.overrides;
+	t->nov = t->ck.noverrides;
 	return 0;
 }
 
