@@ -31,6 +31,9 @@
 #    writes it anew at its first validation, while the same metric (or a
 #    best.cdpt without BEST) keeps it until beaten; a longer cosine run
 #    warns that its schedule is re-planned;
+#  - --resume without the optimizer's options continues with the
+#    checkpoint's (lr, momentum, weight decay, warm-up, loss scale) bit for
+#    bit; one given that differs is taken and said in one warning;
 #  - --resume with --model naming the checkpoint's model in other words
 #    (overrides in another order, a default spelled out) resumes, keeping
 #    the checkpoint's text and overrides; another model is refused naming
@@ -404,7 +407,8 @@ cp "$T/bl/best.cdpt" "$T/bl.best"
 # later validation worse, best.cdpt stays
 cdp-train $KB --out "$T/bl" --steps 9 --lr 20 --keep-best loss --resume 2>"$T/err" ||
 	fail "resuming with --keep-best loss: $(cat "$T/err")"
-[ ! -s "$T/err" ] || fail "resuming with the same --keep-best said: $(cat "$T/err")"
+[ "$(cat "$T/err")" = "cdp-train: warning: resume: the command line changes the checkpoint's optimizer settings: --lr 20 (the checkpoint's 0.5)" ] ||
+	fail "resuming with the same --keep-best (and --lr 20) said: $(cat "$T/err")"
 cmp -s "$T/bl/best.cdpt" "$T/bl.best" || fail "a worse validation replaced best.cdpt (loss)"
 # another metric: one warning, and the first validation writes best.cdpt
 cdp-train $KB --out "$T/bm" --steps 8 --keep-best miou --resume 2>"$T/err" ||
@@ -440,6 +444,28 @@ cdp-train $C --out "$T/cos" --steps 8 --schedule cosine --resume 2>"$T/err" || f
 [ "$(cat "$T/err")" = "cdp-train: warning: this run ends at step 8, the checkpoint's at step 4: the cosine learning-rate schedule is re-planned over 8 steps" ] ||
 	fail "a longer cosine run said: $(cat "$T/err")"
 echo "complete, past the end, another key list, a stop at step 12, --steps 6, --keep-best (best.cdpt $first, kept anew at $at), cosine: as documented"
+
+echo "== --resume continues with the checkpoint's optimizer settings"
+# none given again: the checkpoint's rate, momentum, weight decay, warm-up
+# and loss scale, bit for bit as uninterrupted (before: the defaults, lr
+# 0.05 and no loss scale from the resume on, silently); one given that
+# differs is taken and said
+O="--lr 0.01 --momentum 0.5 --warmup 15 --weight-decay 0.001 --loss-scale 1024"
+cdp-train $C $O --out "$T/op1" --steps 12 || fail "the run of $O failed"
+set +e; CDP_TRAIN_STOP_AT=6 cdp-train $C $O --out "$T/op2" --steps 12 2>"$T/err"; rc=$?; set -e
+[ "$rc" -eq 1 ] || fail "CDP_TRAIN_STOP_AT=6: exit $rc: $(cat "$T/err")"
+cp -R "$T/op2" "$T/op3"
+cdp-train $C --out "$T/op2" --steps 12 --resume 2>"$T/err" || fail "the resume without $O failed"
+[ ! -s "$T/err" ] || fail "the resume without the options said: $(cat "$T/err")"
+cmp -s "$T/op1/checkpoint.cdpt" "$T/op2/checkpoint.cdpt" ||
+	fail "resumed without $O, the checkpoint differs from the uninterrupted run's"
+cdp-train $C --out "$T/op3" --steps 12 --resume --lr 0.02 --momentum 0.5 --loss-scale off 2>"$T/err" ||
+	fail "the resume with --lr 0.02 failed"
+[ "$(cat "$T/err")" = "cdp-train: warning: resume: the command line changes the checkpoint's optimizer settings: --lr 0.02 (the checkpoint's 0.01), --loss-scale off (the checkpoint's on)" ] ||
+	fail "a resume with another --lr said: $(cat "$T/err")"
+grep -q "optimizer sgd: lr 0.02, momentum 0.5, weight decay 0.001; schedule constant, warm-up 15 steps" "$T/op3/train.log" ||
+	fail "the resume with --lr 0.02 did not keep the rest: $(grep 'optimizer sgd' "$T/op3/train.log" | tail -1)"
+echo "resumed bit for bit without the options; --lr and --loss-scale given: taken and said"
 
 echo "== --resume with --model: the same model however spelled, another named"
 # overrides in another order and a variable's default spelled out build

@@ -601,9 +601,10 @@ int tr_resume(trainer *t, char *err, size_t cap)
 	    ck->step - ck->epoch * (uint64_t)t->spe != ck->data_pos / gb) {
 		snprintf(err, cap, "the checkpoint in '%s' is at step %" PRIu64 ", %" PRIu64
 		         " samples into epoch %" PRIu64 ", where steps of %" PRIu64 " samples, %ld an "
-		         "epoch, do not lead (resume with the global batch it was trained with: "
-		         "--batch times ranks)", t->o->out, ck->step, ck->data_pos, ck->epoch, gb,
-		         t->spe);
+		         "epoch, do not lead (resume with the global batch it was trained with, "
+		         "--batch times ranks, and --pad-last as that run had it: this run %s "
+		         "--pad-last)", t->o->out, ck->step, ck->data_pos, ck->epoch, gb, t->spe,
+		         t->o->pad_last ? "gives" : "does not give");
 		return -1;
 	}
 	if (ck->optim.type != t->oc.type) {

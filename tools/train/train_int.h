@@ -211,6 +211,10 @@ typedef struct trainer {
 	int ncnames;
 	char names_note[1024];
 	int names_warn;
+	/* resuming: the checkpoint's optimizer settings (and loss scale) that
+	 * the command line changed, "--lr 0.05 (the checkpoint's 0.01), ...";
+	 * "" when none (train_setup.c optim_resume) */
+	char optim_note[1024];
 	/* the pool changed under the run (loader.h cdp_loader_faulted): this
 	 * rank's next batch cannot be read; said on stderr once */
 	int pool_fault;

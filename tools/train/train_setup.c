@@ -214,12 +214,22 @@ static void loader_free(void *ctx, void *p)
 
 /* The loss scale: --loss-scale's (dynamic by default for fp16), or, when
  * resuming a run that scaled, the checkpoint's scale and counters. */
+static void optim_note(trainer *t, const char *opt, const char *now, const char *was);
+
 static void loss_scale(trainer *t)
 {
 	const cdp_train_opts *o = t->o;
 
 	t->scale = o->loss_scale >= 0 ? o->loss_scale :
 	           o->precision == CDP_PREC_FP16 ? 65536 : 0;
+	/* resuming without --loss-scale: the checkpoint's scale (none when
+	 * it had none and this run's precision wants none); with one that
+	 * turns scaling on or off against the checkpoint's, said */
+	if (t->have_ck && o->loss_scale < 0 && t->ck.loss_scale > 0)
+		t->scale = t->ck.loss_scale;
+	if (t->have_ck && o->loss_scale >= 0 && (o->loss_scale > 0) != (t->ck.loss_scale > 0))
+		optim_note(t, "--loss-scale", o->loss_scale > 0 ? "on" : "off",
+		           t->ck.loss_scale > 0 ? "on" : "off");
 	if (t->scale > 0 && t->have_ck && t->ck.loss_scale > 0) {
 		t->scale = t->ck.loss_scale;
 		t->scale_good = (long)t->ck.scale_good;
@@ -546,7 +556,71 @@ void tr_optim_log(trainer *t)
 	tr_logf(t, "%s", line);
 }
 
-/* The optimizer settings: the cfg's, then the command line's. */
+/* ", --lr 0.05 (the checkpoint's 0.01)" onto t->optim_note */
+static void optim_note(trainer *t, const char *opt, const char *now, const char *was)
+{
+	size_t n = strlen(t->optim_note);
+
+	snprintf(t->optim_note + n, sizeof t->optim_note - n, "%s%s %s (the checkpoint's %s)",
+	         n ? ", " : "", opt, now, was);
+}
+
+static void optim_note_g(trainer *t, const char *opt, double now, double was)
+{
+	char a[32], b[32];
+
+	snprintf(a, sizeof a, "%g", now);
+	snprintf(b, sizeof b, "%g", was);
+	optim_note(t, opt, a, b);
+}
+
+/* Resuming: the checkpoint's optimizer settings (OPTM) go on, as a
+ * PyTorch optimizer's state_dict brings its param_groups back; one the
+ * command line gives (given: the cfg's value was replaced by it) is taken
+ * and, where it differs, named in t->optim_note. The cfg is the
+ * checkpoint's (model_text), so only the command line can differ. The
+ * length of the run (total_steps) is this run's: a warm-up that the
+ * checkpoint's run cut to its own length (cosine) is the cfg's again. */
+static void optim_resume(trainer *t, cdp_optim_cfg *c)
+{
+	const cdp_train_opts *o = t->o;
+	const cdp_optim_cfg *k = &t->ck.optim;
+	long warmup = c->warmup;
+
+	if (!t->have_ck || k->type != c->type)
+		return;    /* another optimizer: refused by tr_resume */
+	if (o->lr >= 0 && c->lr != k->lr)
+		optim_note_g(t, "--lr", c->lr, k->lr);
+	if (o->momentum >= 0 && c->momentum != k->momentum)
+		optim_note_g(t, "--momentum", c->momentum, k->momentum);
+	if (o->weight_decay >= 0 && c->weight_decay != k->weight_decay)
+		optim_note_g(t, "--weight-decay", c->weight_decay, k->weight_decay);
+	if (o->warmup >= 0 && c->warmup != k->warmup)
+		optim_note_g(t, "--warmup", (double)c->warmup, (double)k->warmup);
+	if (o->nesterov > 0 && !k->nesterov)
+		optim_note(t, "--nesterov", "on", "off");
+	if (o->schedule >= 0 && c->policy != k->policy)
+		optim_note(t, "--schedule", cdp_optim_policy_name(c->policy),
+		           cdp_optim_policy_name(k->policy));
+	if (o->lr < 0)
+		c->lr = k->lr;
+	if (o->momentum < 0)
+		c->momentum = k->momentum;
+	if (o->weight_decay < 0)
+		c->weight_decay = k->weight_decay;
+	if (o->nesterov < 0)
+		c->nesterov = k->nesterov;
+	if (o->schedule < 0)
+		c->policy = k->policy;
+	if (o->warmup < 0)
+		c->warmup = k->policy == CDP_LR_COSINE && k->warmup == k->total_steps - 1 &&
+		            warmup > k->warmup ? warmup : k->warmup;
+	/* the keys only the cfg sets (betas, eps, gamma, clip_norm, ...) come
+	 * from the checkpoint's own cfg text: they are its values already */
+}
+
+/* The optimizer settings: the cfg's, then the command line's; resuming,
+ * the checkpoint's where the command line gives none (optim_resume). */
 static int optimizer(trainer *t, char *err, size_t cap)
 {
 	const cdp_train_opts *o = t->o;
@@ -580,6 +654,7 @@ static int optimizer(trainer *t, char *err, size_t cap)
 		c->weight_decay = (float)o->weight_decay;
 	if (o->nesterov >= 0)
 		c->nesterov = o->nesterov;
+	optim_resume(t, c);
 	/* the cfg's optimizer against the command line's sgd settings (main
 	 * refused those beside --optimizer adamw), and nesterov without
 	 * momentum, which torch.optim.SGD refuses too */
@@ -1009,6 +1084,12 @@ int tr_setup(trainer *t, char *err, size_t cap)
 		fprintf(stderr, "cdp-train: %s\n", t->std_note[0]);
 	if (t->rank == 0 && t->names_note[0])
 		tr_logf(t, "%s", t->names_note);
+	if (t->rank == 0 && t->optim_note[0]) {
+		fprintf(stderr, "cdp-train: warning: resume: the command line changes the "
+		        "checkpoint's optimizer settings: %s\n", t->optim_note);
+		tr_logf(t, "resume: the command line changes the checkpoint's optimizer settings: %s",
+		        t->optim_note);
+	}
 	if (t->rank == 0 && t->init_note)
 		tr_logf(t, "%s", t->init_note);
 	if (t->rank == 0 && t->ema)
