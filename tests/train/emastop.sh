@@ -5,7 +5,10 @@
 #    at the step a Python reading of metrics.jsonl's validations predicts,
 #    exits 0, writes its checkpoint there and says why in train.log,
 #    metrics.jsonl and one line on stderr (even with -q); a run resumed
-#    before that step stops at the same one;
+#    before that step stops at the same one, also one chunked with --steps
+#    off the --val-every grid (its end-of-chunk validations count for
+#    neither --patience nor --keep-best: the same stop, val lines and
+#    best.cdpt);
 #  - the closing "done:" line on stderr follows a last validation off an
 #    epoch's end (--val-every, a --patience stop there) too;
 #  - the usage errors of --patience and --min-delta;
@@ -66,6 +69,32 @@ cdp-train $C $P --out "$T/res" --steps 40 --resume || fail "the resumed run fail
 "$PYTHON" "$PY" same "$T/res/checkpoint.cdpt" "$T/stop/checkpoint.cdpt" ||
 	fail "the resumed run's checkpoint differs"
 echo "resumed at step $half, stopped at step $at too"
+
+echo "== --patience and --keep-best over a run chunked with --steps off the --val-every grid"
+# each chunk ends at an odd step, between validations: its validation
+# there is logged but counts for neither, and the next chunk drops its
+# line, so the chunked run stops where the uninterrupted one does with
+# the same best.cdpt and val lines (before: chunk 1's end-of-run
+# validation at step 5 counted, and the run stopped 2 validations later)
+P2="--lr 0.5 --val-every 2 --keep-best loss --patience 3 --min-delta 0.001"
+cdp-train $C $P2 --out "$T/g1" --steps 40 2>/dev/null || fail "the run of --val-every 2 failed"
+at2=$(ckstep "$T/g1/checkpoint.cdpt")
+[ "$at2" -lt 40 ] || fail "--val-every 2: --patience 3 never stops the run: the test wants it to"
+cdp-train $C $P2 --out "$T/g2" --steps 5 || fail "chunk 1 (--steps 5) failed"
+grep -q '"type":"val","step":5,' "$T/g2/metrics.jsonl" || fail "chunk 1 did not validate at its last step"
+s=5
+while [ "$(ckstep "$T/g2/checkpoint.cdpt")" = "$s" ] && [ "$s" -lt 40 ]; do
+	s=$((s + 4))
+	cdp-train $C $P2 --out "$T/g2" --steps "$s" --resume 2>/dev/null || fail "the chunk to step $s failed"
+done
+[ "$(ckstep "$T/g2/checkpoint.cdpt")" = "$at2" ] ||
+	fail "chunked by --steps, the run stopped at step $(ckstep "$T/g2/checkpoint.cdpt"), not $at2"
+vals() { sed -n 's/^{"type":"val","step":\([0-9]*\),.*"loss":\([^,]*\),.*/\1 \2/p' "$1"; }
+vals "$T/g1/metrics.jsonl" >"$T/v1"; vals "$T/g2/metrics.jsonl" >"$T/v2"
+cmp -s "$T/v1" "$T/v2" || fail "chunked: the val lines differ: $(diff "$T/v1" "$T/v2" | head -4)"
+grep -q '"type":"stop","step":'"$at2"',' "$T/g2/metrics.jsonl" || fail "chunked: no stop line at step $at2"
+"$PYTHON" "$PY" same "$T/g1/best.cdpt" "$T/g2/best.cdpt" || fail "chunked: best.cdpt differs"
+echo "chunked at steps 5, 9, 13, ...: stopped at step $at2 with the same val lines and best.cdpt"
 
 echo "== ema: the average at --lr 0 is the weights"
 E="--lr 0.5 --val-every 1"

@@ -7,6 +7,9 @@
 #    --overwrite removes those files and nothing else; an empty directory or
 #    one with only the user's files trains; --resume with --overwrite is a
 #    usage error; a run refused before its first step leaves none behind;
+#    a RUNDIR whose run stopped before its first checkpoint has nothing to
+#    resume, which a run with or without --resume says, sweeping a dead
+#    run's temporaries;
 #  - a link at a run file's name counts as the run's (refused; --overwrite
 #    removes the link, never what it names); a folder at checkpoint.cdpt
 #    or best.cdpt is refused before step 1; --trace onto the run's own
@@ -28,6 +31,13 @@
 #    writes it anew at its first validation, while the same metric (or a
 #    best.cdpt without BEST) keeps it until beaten; a longer cosine run
 #    warns that its schedule is re-planned;
+#  - --resume without the optimizer's options continues with the
+#    checkpoint's (lr, momentum, weight decay, warm-up, loss scale) bit for
+#    bit; one given that differs is taken and said in one warning;
+#  - --resume with --model naming the checkpoint's model in other words
+#    (overrides in another order, a default spelled out) resumes, keeping
+#    the checkpoint's text and overrides; another model is refused naming
+#    the first difference;
 #  - SIGHUP and SIGUSR1 stop the run as SIGTERM does (checkpoint, no .lock);
 #  - a pool truncated while cdp-train reads it: one line naming the pool,
 #    its new size and the record beyond it, the checkpoint of the last step
@@ -59,7 +69,7 @@ expect_fail 1 "holds a run (checkpoint.cdpt, metrics.jsonl, train.log, loss.png,
 # any one of them is a run
 mkdir "$T/one"
 : >"$T/one/train.log"
-expect_fail 1 "'$T/one' holds a run (train.log)" cdp-train $C --out "$T/one" --steps 1
+expect_fail 1 "'$T/one' holds a run without a checkpoint (train.log)" cdp-train $C --out "$T/one" --steps 1
 # a run refused before its first step (after it began its logs) leaves no
 # run behind in a directory that held none
 mkdir "$T/gone"
@@ -68,6 +78,25 @@ expect_fail 1 "cannot create '$T/nodir/k.0'" env CDP_TRAIN_LOG_KEYS="$T/nodir/k"
 [ -z "$(ls -A "$T/gone")" ] || fail "a refused run left $(ls -A "$T/gone")"
 expect_fail 2 "^cdp-train: --resume and --overwrite exclude each other" \
 	cdp-train $C --out "$T/run" --steps 3 --resume --overwrite
+# a run killed before its first checkpoint: nothing to resume, said so
+# both ways (before: "--resume continues it", and --resume then failed on
+# "No such file or directory"); a refused run sweeps a dead run's
+# temporary too (before: only a run that trained did)
+mkdir "$T/nock"
+cp "$T/run/metrics.jsonl" "$T/run/train.log" "$T/nock/"
+sh -c 'echo $$' >"$T/deadpid"
+touch "$T/nock/.loss.png.cdp-tmp.$(cat "$T/deadpid").AbCdEf"
+expect_fail 1 "^cdp-train: '$T/nock' holds a run without a checkpoint (metrics.jsonl, train.log), stopped before its first one: nothing to resume; --overwrite starts over and removes those files\$" \
+	cdp-train $C --out "$T/nock" --steps 3
+[ -z "$(ls -A "$T/nock" | grep cdp-tmp)" ] || fail "a refused run kept a dead run's temporary"
+touch "$T/nock/.loss.png.cdp-tmp.$(cat "$T/deadpid").AbCdEf"
+expect_fail 1 "^cdp-train: cannot resume: '$T/nock' holds no checkpoint.cdpt (metrics.jsonl, train.log of a run stopped before its first checkpoint): nothing to resume; --overwrite starts over and removes those files\$" \
+	cdp-train $C --out "$T/nock" --steps 3 --resume
+[ -z "$(ls -A "$T/nock" | grep cdp-tmp)" ] || fail "a refused resume kept a dead run's temporary"
+expect_fail 1 "^cdp-train: cannot resume: '$T/nock2' holds no checkpoint.cdpt, no run to resume (leave --resume out to start one)\$" \
+	cdp-train $C --out "$T/nock2" --steps 3 --resume
+[ ! -e "$T/nock2" ] || fail "a refused resume left the RUNDIR it made"
+cdp-train $C --out "$T/nock" --steps 1 --overwrite || fail "--overwrite of a run without a checkpoint failed"
 
 echo "== the run's files as links and folders, outputs onto them in a RUNDIR still to come"
 # a link at checkpoint.cdpt into another run: a run of its own, refused
@@ -378,7 +407,8 @@ cp "$T/bl/best.cdpt" "$T/bl.best"
 # later validation worse, best.cdpt stays
 cdp-train $KB --out "$T/bl" --steps 9 --lr 20 --keep-best loss --resume 2>"$T/err" ||
 	fail "resuming with --keep-best loss: $(cat "$T/err")"
-[ ! -s "$T/err" ] || fail "resuming with the same --keep-best said: $(cat "$T/err")"
+[ "$(cat "$T/err")" = "cdp-train: warning: resume: the command line changes the checkpoint's optimizer settings: --lr 20 (the checkpoint's 0.5)" ] ||
+	fail "resuming with the same --keep-best (and --lr 20) said: $(cat "$T/err")"
 cmp -s "$T/bl/best.cdpt" "$T/bl.best" || fail "a worse validation replaced best.cdpt (loss)"
 # another metric: one warning, and the first validation writes best.cdpt
 cdp-train $KB --out "$T/bm" --steps 8 --keep-best miou --resume 2>"$T/err" ||
@@ -414,6 +444,49 @@ cdp-train $C --out "$T/cos" --steps 8 --schedule cosine --resume 2>"$T/err" || f
 [ "$(cat "$T/err")" = "cdp-train: warning: this run ends at step 8, the checkpoint's at step 4: the cosine learning-rate schedule is re-planned over 8 steps" ] ||
 	fail "a longer cosine run said: $(cat "$T/err")"
 echo "complete, past the end, another key list, a stop at step 12, --steps 6, --keep-best (best.cdpt $first, kept anew at $at), cosine: as documented"
+
+echo "== --resume continues with the checkpoint's optimizer settings"
+# none given again: the checkpoint's rate, momentum, weight decay, warm-up
+# and loss scale, bit for bit as uninterrupted (before: the defaults, lr
+# 0.05 and no loss scale from the resume on, silently); one given that
+# differs is taken and said
+O="--lr 0.01 --momentum 0.5 --warmup 15 --weight-decay 0.001 --loss-scale 1024"
+cdp-train $C $O --out "$T/op1" --steps 12 || fail "the run of $O failed"
+set +e; CDP_TRAIN_STOP_AT=6 cdp-train $C $O --out "$T/op2" --steps 12 2>"$T/err"; rc=$?; set -e
+[ "$rc" -eq 1 ] || fail "CDP_TRAIN_STOP_AT=6: exit $rc: $(cat "$T/err")"
+cp -R "$T/op2" "$T/op3"
+cdp-train $C --out "$T/op2" --steps 12 --resume 2>"$T/err" || fail "the resume without $O failed"
+[ ! -s "$T/err" ] || fail "the resume without the options said: $(cat "$T/err")"
+cmp -s "$T/op1/checkpoint.cdpt" "$T/op2/checkpoint.cdpt" ||
+	fail "resumed without $O, the checkpoint differs from the uninterrupted run's"
+cdp-train $C --out "$T/op3" --steps 12 --resume --lr 0.02 --momentum 0.5 --loss-scale off 2>"$T/err" ||
+	fail "the resume with --lr 0.02 failed"
+[ "$(cat "$T/err")" = "cdp-train: warning: resume: the command line changes the checkpoint's optimizer settings: --lr 0.02 (the checkpoint's 0.01), --loss-scale off (the checkpoint's on)" ] ||
+	fail "a resume with another --lr said: $(cat "$T/err")"
+grep -q "optimizer sgd: lr 0.02, momentum 0.5, weight decay 0.001; schedule constant, warm-up 15 steps" "$T/op3/train.log" ||
+	fail "the resume with --lr 0.02 did not keep the rest: $(grep 'optimizer sgd' "$T/op3/train.log" | tail -1)"
+echo "resumed bit for bit without the options; --lr and --loss-scale given: taken and said"
+
+echo "== --resume with --model: the same model however spelled, another named"
+# overrides in another order and a variable's default spelled out build
+# the checkpoint's model: resumed, with the checkpoint's text and overrides
+# kept (before: refused as differing, saying nothing of how)
+cdp-train $C --model "$SMALL:width=4,depth=2" --out "$T/mo" --steps 2 || fail "the run of width=4,depth=2 failed"
+cdp-train $C --model "$SMALL:depth=2,width=4" --out "$T/mo" --steps 3 --resume ||
+	fail "resuming with the overrides in another order failed"
+cdp-train $C --model "$SMALL:depth=2,width=4,outputs=2" --out "$T/mo" --steps 4 --resume ||
+	fail "resuming with a variable's default spelled out failed"
+PYTHONPATH=$CDP_SRCDIR/python${PYTHONPATH:+:$PYTHONPATH} "$PYTHON" -c "
+import sys
+from cdpool.checkpoint import load_checkpoint
+ck = load_checkpoint(sys.argv[1])
+sys.exit(ck.step != 4 or ck.overrides != ['width=4', 'depth=2'])" "$T/mo/checkpoint.cdpt" ||
+	fail "the resumed runs did not keep the checkpoint's overrides"
+expect_fail 1 "^cdp-train: --model '$SMALL' differs from the model of the checkpoint in '$T/mo': section 2 \[conv\] sets filters=8, the checkpoint's 4 (leave --model out to resume with the checkpoint's)\$" \
+	cdp-train $C --model "$SMALL:width=8,depth=2" --out "$T/mo" --steps 5 --resume
+expect_fail 1 "differs from the model of the checkpoint in '$T/mo': it has 5 sections, the checkpoint's 4 " \
+	cdp-train $C --model "$SMALL:depth=3" --out "$T/mo" --steps 5 --resume
+echo "the same model in other words resumes; another is refused naming the first difference"
 
 echo "== SIGHUP and SIGUSR1 stop the run as SIGTERM does"
 for sig in HUP USR1; do

@@ -9,7 +9,7 @@
 #    the tensor; a NaN loss stops the run naming the step, keeping the last
 #    checkpoint, exit 1 (--nan-policy skip: logged, 100 in a row stop it);
 #  - a resume with another global batch than the checkpoint's is refused,
-#    both named;
+#    both named; one that adds --pad-last past the first epoch, naming it;
 #  - a pool with a constant band (std 0) trains, resumes and predicts; a
 #    run whose checkpoint could not be written is refused before step 1;
 #  - usage errors exit 2 (--min-delta without --patience, malformed
@@ -104,7 +104,7 @@ ln -s ../train.keys "$T/r2/metrics.jsonl"
 # a link at a run file's name is a run of its own (rundir.sh); with
 # --overwrite, which would remove the link, it is still refused as the
 # input it names, before anything is removed
-expect_fail 1 "'$T/r2' holds a run (metrics.jsonl)" \
+expect_fail 1 "'$T/r2' holds a run without a checkpoint (metrics.jsonl)" \
 	cdp-train --db "$T/pool" --keys "$T/train.keys" --model "$SMALL" --out "$T/r2" --threads 1 -q --steps 1
 expect_fail 1 "refusing to write '$T/r2/metrics.jsonl': it is the --keys file '$T/train.keys'" \
 	cdp-train --db "$T/pool" --keys "$T/train.keys" --model "$SMALL" --out "$T/r2" --threads 1 -q \
@@ -173,6 +173,15 @@ expect_fail 1 "^cdp-train: the checkpoint in '$T/gb' stopped after 1152921504606
 cp "$T/gb.cdpt" "$T/gb/checkpoint.cdpt"
 cdp-train --db "$T/pool" --keys "$T/train.keys" --out "$T/gb" --threads 1 -q --steps 6 \
 	--batch 4 --resume || fail "the same global batch: resume failed"
+# --pad-last added past the first epoch (24 keys of batch 5: 4 steps an
+# epoch, 5 padded): refused naming --pad-last (before: blamed the global
+# batch, which is the same)
+rm -rf "$T/pl"
+cdp-train --db "$T/pool" --keys "$T/train.keys" --model "$SMALL" --out "$T/pl" --threads 1 -q \
+	--steps 6 --batch 5 || fail "training at batch 5 failed"
+expect_fail 1 "^cdp-train: the checkpoint in '$T/pl' is at step 6, 10 samples into epoch 1, where steps of 5 samples, 5 an epoch, do not lead (resume with the global batch it was trained with, --batch times ranks, and --pad-last as that run had it: this run gives --pad-last)\$" \
+	cdp-train --db "$T/pool" --keys "$T/train.keys" --out "$T/pl" --threads 1 -q --steps 8 \
+	--batch 5 --pad-last --resume
 
 echo "== a constant band"
 # std 0 means centred, not scaled, in the loader, the checkpoint and

@@ -457,8 +457,12 @@ static int resume_validate(trainer *t, tr_val *v, int *early)
 	if (tr_validate(t, v) < 0)
 		return 1;
 	tr_log_val(t, v);
-	tr_keep_best(t, v);
-	*early = tr_patience(t, v);
+	/* the last step of a run, off the grid, counts for neither (as at
+	 * the end of train_loop) */
+	if (tr_val_on_grid(t, t->step)) {
+		tr_keep_best(t, v);
+		*early = tr_patience(t, v);
+	}
 	if (t->epoch_pending)
 		end_epoch(t, v);
 	return 0;
@@ -673,9 +677,15 @@ static int train_loop(trainer *t)
 			lost = tr_validate(t, &v) < 0;
 			if (t->trace)
 				tr_trace_span(t->trace, TR_VALIDATE, tp, cdp_now(), t->step, 0);
+			/* a validation only because the run ends here, off the
+			 * grid, is logged but counts for neither --keep-best nor
+			 * --patience: a longer run, or the next chunk of one cut
+			 * by --steps, does not validate here, and would otherwise
+			 * keep another best.cdpt and stop elsewhere (cdp-train(1)) */
 			if (!lost) {
 				tr_log_val(t, &v);
-				tr_keep_best(t, &v);
+				if (tr_val_on_grid(t, t->step))
+					tr_keep_best(t, &v);
 				shown = 0;
 			}
 		}

@@ -517,6 +517,11 @@ static void describe_batch(char *s, size_t cap, int batch, int ranks, int accumu
 		snprintf(s + k, cap - (size_t)k, " x %d accumulated", accumulate);
 }
 
+int tr_val_on_grid(const trainer *t, long step)
+{
+	return t->o->val_every ? step % t->o->val_every == 0 : step % t->spe == 0;
+}
+
 void tr_resume_pending(trainer *t)
 {
 	const cdp_train_opts *o = t->o;
@@ -596,9 +601,10 @@ int tr_resume(trainer *t, char *err, size_t cap)
 	    ck->step - ck->epoch * (uint64_t)t->spe != ck->data_pos / gb) {
 		snprintf(err, cap, "the checkpoint in '%s' is at step %" PRIu64 ", %" PRIu64
 		         " samples into epoch %" PRIu64 ", where steps of %" PRIu64 " samples, %ld an "
-		         "epoch, do not lead (resume with the global batch it was trained with: "
-		         "--batch times ranks)", t->o->out, ck->step, ck->data_pos, ck->epoch, gb,
-		         t->spe);
+		         "epoch, do not lead (resume with the global batch it was trained with, "
+		         "--batch times ranks, and --pad-last as that run had it: this run %s "
+		         "--pad-last)", t->o->out, ck->step, ck->data_pos, ck->epoch, gb, t->spe,
+		         t->o->pad_last ? "gives" : "does not give");
 		return -1;
 	}
 	if (ck->optim.type != t->oc.type) {

@@ -211,6 +211,10 @@ typedef struct trainer {
 	int ncnames;
 	char names_note[1024];
 	int names_warn;
+	/* resuming: the checkpoint's optimizer settings (and loss scale) that
+	 * the command line changed, "--lr 0.05 (the checkpoint's 0.01), ...";
+	 * "" when none (train_setup.c optim_resume) */
+	char optim_note[1024];
 	/* the pool changed under the run (loader.h cdp_loader_faulted): this
 	 * rank's next batch cannot be read; said on stderr once */
 	int pool_fault;
@@ -372,6 +376,11 @@ int  tr_resume(trainer *t, char *err, size_t cap);
 /* Rank 0, after tr_resume and tr_log_scan: val_pending, epoch_pending and
  * complete from the checkpoint's step, this run's options and end */
 void tr_resume_pending(trainer *t);
+/* 1 when a run of these options validates at step in its course (its
+ * --val-every grid, or each epoch's end without it), whatever its length;
+ * 0 for a validation only a run ending there makes (its last step, off
+ * that grid), which counts for neither --keep-best nor --patience */
+int tr_val_on_grid(const trainer *t, long step);
 
 /* train_log.c */
 /* Refuses (0 or -1 with err) any output of the run (the log,

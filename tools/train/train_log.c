@@ -271,6 +271,10 @@ void tr_log_scan(trainer *t)
 		if (strcmp(type, "val"))
 			continue;
 		t->ck_val |= step == upto;
+		/* the last validation of an earlier run cut off the grid
+		 * (--steps) counted for neither, and trim_jsonl drops it */
+		if (step == upto && !tr_val_on_grid(t, step))
+			continue;
 		if (!(m = strstr(line, key)) || sscanf(m + strlen(key), "%lf", &x) != 1)
 			x = NAN;
 		/* one validation a step: a step validated again (by a resume
@@ -288,14 +292,17 @@ void tr_log_scan(trainer *t)
 
 /* Keeps the lines of an earlier run up to `upto`, but for a step line at
  * upto that this run would not write (the last step of an earlier run cut
- * short by --steps, whose interval the checkpoint's SUMS still hold) and
- * any line that is not whole (whole_line). */
+ * short by --steps, whose interval the checkpoint's SUMS still hold), the
+ * val line at upto that it would not write either (that run's validation
+ * at its end, off the grid: tr_val_on_grid) and any line that is not
+ * whole (whole_line). */
 static int trim_jsonl(trainer *t, const char *path, long upto, char *err, size_t cap)
 {
 	char *line = NULL;               /* whole lines, however long (a val line */
 	size_t lcap = 0;                 /* of thousands of classes passes 64 KiB) */
 	FILE *in = fopen(path, "r"), *out = NULL;
 	int extra = upto % t->o->log_every != 0 && upto != t->total;
+	int vextra = !tr_val_on_grid(t, upto) && upto != t->total;
 	cdp_out o;
 	int fd = -1;
 	ssize_t n;
@@ -319,7 +326,8 @@ static int trim_jsonl(trainer *t, const char *path, long upto, char *err, size_t
 		double step;
 		if (!whole_line(line, (size_t)n) ||
 		    sscanf(line, "{\"type\":\"%15[a-z]\",\"step\":%lf", type, &step) != 2 ||
-		    step > upto || (extra && step == upto && !strcmp(type, "step")))
+		    step > upto || (extra && step == upto && !strcmp(type, "step")) ||
+		    (vextra && step == upto && !strcmp(type, "val")))
 			continue;
 		fputs(line, out);
 	}
@@ -489,9 +497,6 @@ void tr_jsonl_end(trainer *t)
 int tr_log_open(trainer *t, char *err, size_t cap)
 {
 	char path[4200];
-
-	/* temporaries of a run killed outright (SIGKILL) in this directory */
-	cdp_out_sweep(t->o->out, NULL);
 
 	snprintf(path, sizeof path, "%s/metrics.jsonl", t->o->out);
 	if (t->have_ck && trim_jsonl(t, path, (long)t->ck.step, err, cap) < 0)

@@ -25,6 +25,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "cdp_out.h"
 #include "train_int.h"
 
 /* every file a run writes in RUNDIR under a fixed name */
@@ -151,18 +152,39 @@ static int take_lock(trainer *t, char *err, size_t cap)
 int tr_rundir_open(trainer *t, char *err, size_t cap)
 {
 	const cdp_train_opts *o = t->o;
-	char list[1024];
+	char list[1024], path[4200];
+	struct stat st;
+	int nock, found;
 
 	if (t->rank != 0)
 		return 0;
 	if (take_lock(t, err, cap) < 0)
 		return -1;
+	/* temporaries of a run killed outright (SIGKILL), whatever this run
+	 * then does: refused, resumed or trained (the lock keeps out any live
+	 * writer of this directory) */
+	cdp_out_sweep(o->out, NULL);
+	snprintf(path, sizeof path, "%s/checkpoint.cdpt", o->out);
+	/* a run killed before its first checkpoint has nothing to resume:
+	 * said before fetch_ckpt's "No such file or directory" */
+	nock = lstat(path, &st) != 0 && errno == ENOENT;
+	found = run_files(t, list, sizeof list);
+	if (o->resume && nock)
+		return found ? tr_fail(err, cap, "cannot resume: '%s' holds no checkpoint.cdpt (%s of "
+		                       "a run stopped before its first checkpoint): nothing to resume; "
+		                       "--overwrite starts over and removes those files", o->out, list)
+		             : tr_fail(err, cap, "cannot resume: '%s' holds no checkpoint.cdpt, no run "
+		                       "to resume (leave --resume out to start one)", o->out);
 	if (o->resume || o->overwrite)
 		return 0;
-	if (run_files(t, list, sizeof list) == 0) {
+	if (found == 0) {
 		t->fresh = 1;
 		return 0;
 	}
+	if (nock)
+		return tr_fail(err, cap, "'%s' holds a run without a checkpoint (%s), stopped before "
+		               "its first one: nothing to resume; --overwrite starts over and removes "
+		               "those files", o->out, list);
 	return tr_fail(err, cap, "'%s' holds a run (%s): --resume continues it, --overwrite starts "
 	               "over and removes those files", o->out, list);
 }

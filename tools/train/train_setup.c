@@ -37,8 +37,69 @@ int tr_fail(char *err, size_t cap, const char *fmt, ...)
 	return -1;
 }
 
+/* text parsed with its overrides (under the old rule when the new one
+ * refuses only an unknown [net] key, as tr_setup reads a checkpoint's) */
+static int parse_either(const char *text, const char *path, char *const *ov, int nov,
+                        cdp_cfg *cfg, char *err, size_t cap)
+{
+	int rc = cdp_cfg_parse(text, path, (const char *const *)ov, nov, cfg, err, cap);
+
+	if (rc == CDP_CFG_EUNKNOWN)
+		rc = cdp_cfg_parse_rule(text, path, (const char *const *)ov, nov, 1, cfg, err, cap);
+	return rc < 0 ? -1 : 0;
+}
+
+static const cdp_cfg_kv *find_kv(const cdp_cfg_section *s, const char *key)
+{
+	for (int i = 0; i < s->nkv; i++)
+		if (!strcmp(s->kv[i].key, key))
+			return &s->kv[i];
+	return NULL;
+}
+
+/* The first difference of the models a and b (the --model's and the
+ * checkpoint's, each expanded with its overrides) into why; 0 when they
+ * are the same: the same sections in order, each with the same keys and
+ * values in any order (overrides in another order, a variable's default
+ * spelled out) */
+static int cfg_differ(const cdp_cfg *a, const cdp_cfg *b, char *why, size_t cap)
+{
+	if (a->ns != b->ns) {
+		snprintf(why, cap, "it has %d sections, the checkpoint's %d", a->ns, b->ns);
+		return 1;
+	}
+	for (int i = 0; i < a->ns; i++) {
+		const cdp_cfg_section *x = &a->s[i], *y = &b->s[i];
+		if (strcmp(x->type, y->type)) {
+			snprintf(why, cap, "section %d is [%.40s], the checkpoint's [%.40s]", i + 1, x->type,
+			         y->type);
+			return 1;
+		}
+		for (int pass = 0; pass < 2; pass++)
+			for (int k = 0; k < (pass ? y->nkv : x->nkv); k++) {
+				const cdp_cfg_kv *kv = pass ? &y->kv[k] : &x->kv[k];
+				const cdp_cfg_kv *o = find_kv(pass ? x : y, kv->key);
+				if (o && !strcmp(o->value, kv->value))
+					continue;
+				if (!o && pass)
+					snprintf(why, cap, "section %d [%.40s] has no %.80s, the checkpoint's "
+					         "%.80s=%.80s", i + 1, x->type, kv->key, kv->key, kv->value);
+				else if (!o)
+					snprintf(why, cap, "section %d [%.40s] sets %.80s=%.80s, the checkpoint's "
+					         "has none", i + 1, x->type, kv->key, kv->value);
+				else
+					snprintf(why, cap, "section %d [%.40s] sets %.80s=%.80s, the checkpoint's "
+					         "%.80s", i + 1, x->type, kv->key, kv->value, o->value);
+				return 1;
+			}
+	}
+	return 0;
+}
+
 /* The model text and overrides: --model, or the checkpoint's when resuming
- * without one; with both they must agree, or the weights would not fit. */
+ * without one; with both they must build the same model, or the weights
+ * would not fit: then the checkpoint's text and overrides go on, so its
+ * CFG chunk stays as it was. */
 static int model_text(trainer *t, char *err, size_t cap)
 {
 	const cdp_train_opts *o = t->o;
@@ -61,9 +122,27 @@ static int model_text(trainer *t, char *err, size_t cap)
 	int same = strcmp(t->cfg_text, t->ck.cfg_text) == 0 && t->nov == t->ck.noverrides;
 	for (int i = 0; same && i < t->nov; i++)
 		same = strcmp(t->ov[i], t->ck.overrides[i]) == 0;
-	if (!same)
-		return tr_fail(err, cap, "--model '%s' differs from the model of the checkpoint in '%s' "
-		            "(leave --model out to resume with the checkpoint's)", o->model, o->out);
+	if (same)
+		return 0;
+	cdp_cfg a = { 0 }, b = { 0 };
+	char why[400];
+	int differ = parse_either(t->cfg_text, o->model, t->ov, t->nov, &a, err, cap) < 0 ? -1 :
+	             parse_either(t->ck.cfg_text, "the checkpoint's model", t->ck.overrides,
+	                          t->ck.noverrides, &b, why, sizeof why) < 0 ? 2 :
+	             cfg_differ(&a, &b, why, sizeof why);
+	cdp_cfg_free(&a);
+	cdp_cfg_free(&b);
+	if (differ < 0)
+		return -1;
+	if (differ)
+		return tr_fail(err, cap, "--model '%s' differs from the model of the checkpoint in '%s': "
+		               "%s (leave --model out to resume with the checkpoint's)", o->model,
+		               o->out, why);
+	free(t->cfg_text);
+	if (!(t->cfg_text = strdup(t->ck.cfg_text)))
+		return tr_fail(err, cap, "out of memory");
+	t->ov = t->ck.overrides;
+	t->nov = t->ck.noverrides;
 	return 0;
 }
 
@@ -135,12 +214,22 @@ static void loader_free(void *ctx, void *p)
 
 /* The loss scale: --loss-scale's (dynamic by default for fp16), or, when
  * resuming a run that scaled, the checkpoint's scale and counters. */
+static void optim_note(trainer *t, const char *opt, const char *now, const char *was);
+
 static void loss_scale(trainer *t)
 {
 	const cdp_train_opts *o = t->o;
 
 	t->scale = o->loss_scale >= 0 ? o->loss_scale :
 	           o->precision == CDP_PREC_FP16 ? 65536 : 0;
+	/* resuming without --loss-scale: the checkpoint's scale (none when
+	 * it had none and this run's precision wants none); with one that
+	 * turns scaling on or off against the checkpoint's, said */
+	if (t->have_ck && o->loss_scale < 0 && t->ck.loss_scale > 0)
+		t->scale = t->ck.loss_scale;
+	if (t->have_ck && o->loss_scale >= 0 && (o->loss_scale > 0) != (t->ck.loss_scale > 0))
+		optim_note(t, "--loss-scale", o->loss_scale > 0 ? "on" : "off",
+		           t->ck.loss_scale > 0 ? "on" : "off");
 	if (t->scale > 0 && t->have_ck && t->ck.loss_scale > 0) {
 		t->scale = t->ck.loss_scale;
 		t->scale_good = (long)t->ck.scale_good;
@@ -467,7 +556,71 @@ void tr_optim_log(trainer *t)
 	tr_logf(t, "%s", line);
 }
 
-/* The optimizer settings: the cfg's, then the command line's. */
+/* ", --lr 0.05 (the checkpoint's 0.01)" onto t->optim_note */
+static void optim_note(trainer *t, const char *opt, const char *now, const char *was)
+{
+	size_t n = strlen(t->optim_note);
+
+	snprintf(t->optim_note + n, sizeof t->optim_note - n, "%s%s %s (the checkpoint's %s)",
+	         n ? ", " : "", opt, now, was);
+}
+
+static void optim_note_g(trainer *t, const char *opt, double now, double was)
+{
+	char a[32], b[32];
+
+	snprintf(a, sizeof a, "%g", now);
+	snprintf(b, sizeof b, "%g", was);
+	optim_note(t, opt, a, b);
+}
+
+/* Resuming: the checkpoint's optimizer settings (OPTM) go on, as a
+ * PyTorch optimizer's state_dict brings its param_groups back; one the
+ * command line gives (given: the cfg's value was replaced by it) is taken
+ * and, where it differs, named in t->optim_note. The cfg is the
+ * checkpoint's (model_text), so only the command line can differ. The
+ * length of the run (total_steps) is this run's: a warm-up that the
+ * checkpoint's run cut to its own length (cosine) is the cfg's again. */
+static void optim_resume(trainer *t, cdp_optim_cfg *c)
+{
+	const cdp_train_opts *o = t->o;
+	const cdp_optim_cfg *k = &t->ck.optim;
+	long warmup = c->warmup;
+
+	if (!t->have_ck || k->type != c->type)
+		return;    /* another optimizer: refused by tr_resume */
+	if (o->lr >= 0 && c->lr != k->lr)
+		optim_note_g(t, "--lr", c->lr, k->lr);
+	if (o->momentum >= 0 && c->momentum != k->momentum)
+		optim_note_g(t, "--momentum", c->momentum, k->momentum);
+	if (o->weight_decay >= 0 && c->weight_decay != k->weight_decay)
+		optim_note_g(t, "--weight-decay", c->weight_decay, k->weight_decay);
+	if (o->warmup >= 0 && c->warmup != k->warmup)
+		optim_note_g(t, "--warmup", (double)c->warmup, (double)k->warmup);
+	if (o->nesterov > 0 && !k->nesterov)
+		optim_note(t, "--nesterov", "on", "off");
+	if (o->schedule >= 0 && c->policy != k->policy)
+		optim_note(t, "--schedule", cdp_optim_policy_name(c->policy),
+		           cdp_optim_policy_name(k->policy));
+	if (o->lr < 0)
+		c->lr = k->lr;
+	if (o->momentum < 0)
+		c->momentum = k->momentum;
+	if (o->weight_decay < 0)
+		c->weight_decay = k->weight_decay;
+	if (o->nesterov < 0)
+		c->nesterov = k->nesterov;
+	if (o->schedule < 0)
+		c->policy = k->policy;
+	if (o->warmup < 0)
+		c->warmup = k->policy == CDP_LR_COSINE && k->warmup == k->total_steps - 1 &&
+		            warmup > k->warmup ? warmup : k->warmup;
+	/* the keys only the cfg sets (betas, eps, gamma, clip_norm, ...) come
+	 * from the checkpoint's own cfg text: they are its values already */
+}
+
+/* The optimizer settings: the cfg's, then the command line's; resuming,
+ * the checkpoint's where the command line gives none (optim_resume). */
 static int optimizer(trainer *t, char *err, size_t cap)
 {
 	const cdp_train_opts *o = t->o;
@@ -501,6 +654,7 @@ static int optimizer(trainer *t, char *err, size_t cap)
 		c->weight_decay = (float)o->weight_decay;
 	if (o->nesterov >= 0)
 		c->nesterov = o->nesterov;
+	optim_resume(t, c);
 	/* the cfg's optimizer against the command line's sgd settings (main
 	 * refused those beside --optimizer adamw), and nesterov without
 	 * momentum, which torch.optim.SGD refuses too */
@@ -930,6 +1084,12 @@ int tr_setup(trainer *t, char *err, size_t cap)
 		fprintf(stderr, "cdp-train: %s\n", t->std_note[0]);
 	if (t->rank == 0 && t->names_note[0])
 		tr_logf(t, "%s", t->names_note);
+	if (t->rank == 0 && t->optim_note[0]) {
+		fprintf(stderr, "cdp-train: warning: resume: the command line changes the "
+		        "checkpoint's optimizer settings: %s\n", t->optim_note);
+		tr_logf(t, "resume: the command line changes the checkpoint's optimizer settings: %s",
+		        t->optim_note);
+	}
 	if (t->rank == 0 && t->init_note)
 		tr_logf(t, "%s", t->init_note);
 	if (t->rank == 0 && t->ema)
