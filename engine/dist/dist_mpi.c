@@ -244,6 +244,9 @@ static void wd_leave(void)
 	pthread_mutex_unlock(&st.wd_mu);
 }
 
+void dist_watch_enter(const char *what) { wd_enter(what); }
+void dist_watch_leave(void) { wd_leave(); }
+
 /* ---- start-up and settings ------------------------------------------- */
 
 /* An integer variable of the launcher's environment in [lo, hi], or def
@@ -388,8 +391,10 @@ static void hosts_init(void)
 		cdp_dist_abort(1, "cannot allocate %d host names: %s", st.size, strerror(ENOMEM));
 	MPI_CHECK(MPI_Get_processor_name(name, &len));
 	snprintf(mine, sizeof mine, "%.*s", len, name);
+	wd_enter("MPI_Allgather");
 	MPI_CHECK(MPI_Allgather(mine, DIST_HOST_NAME, MPI_CHAR, st.names, DIST_HOST_NAME, MPI_CHAR,
 	                        st.comm));
+	wd_leave();
 }
 
 /* Heartbeats (dist_beat.c): every rank learns rank 0's timeout, address
@@ -410,13 +415,18 @@ static void beat_init(void)
 			dist_say("no heartbeat (cannot listen: %s); a lost rank is named only by "
 			         "the watchdog", strerror(errno));
 	}
+	wd_enter("MPI_Bcast");
 	MPI_CHECK(MPI_Bcast(hb, 3, MPI_DOUBLE, 0, st.comm));
+	wd_leave();
 	st.beat = hb[0];
 	if ((rc = dist_beat_start(st.rank, st.size, st.names, (uint32_t)hb[1], (uint16_t)hb[2],
 	                          hb[0])) != 0)
 		cdp_dist_abort(1, "cannot start the heartbeat thread: %s", strerror(rc));
-	if (hb[0] > 0)
+	if (hb[0] > 0) {
+		wd_enter("MPI_Barrier");
 		MPI_CHECK(MPI_Barrier(st.comm));
+		wd_leave();
+	}
 }
 
 int cdp_dist_init(int *argc, char ***argv)
@@ -455,8 +465,13 @@ int cdp_dist_init(int *argc, char ***argv)
 	MPI_CHECK(MPI_Comm_split_type(st.comm, MPI_COMM_TYPE_SHARED, st.rank, MPI_INFO_NULL, &st.local));
 	MPI_CHECK(MPI_Comm_rank(st.local, &st.lrank));
 	MPI_CHECK(MPI_Comm_size(st.local, &st.lsize));
+	/* from here every collective is timed: a peer that hangs at start-up
+	 * must not keep the others waiting for ever either */
+	if ((rc = wd_start()) != 0)
+		cdp_dist_abort(1, "cannot start the watchdog thread: %s", strerror(rc));
 	local_share();
 	if (st.size == 1 && (rc = env_launch()) != 0) {
+		wd_stop();
 		MPI_CHECK(MPI_Comm_free(&st.local));
 		MPI_CHECK(MPI_Comm_free(&st.comm));
 		MPI_CHECK(MPI_Finalize());
@@ -472,8 +487,6 @@ int cdp_dist_init(int *argc, char ***argv)
 		beat_init();
 	}
 	st.inited = 1;
-	if ((rc = wd_start()) != 0)
-		cdp_dist_abort(1, "cannot start the watchdog thread: %s", strerror(rc));
 	return 0;
 }
 
