@@ -976,32 +976,6 @@ static void host_name(char *host, size_t cap)
 	host[cap - 1] = '\0';
 }
 
-/* One "NAME\tVALUE\n" line of opts_text, the value cut to 200 bytes. */
-static void opt_line(char *buf, size_t cap, const char *name, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
-static void opt_line(char *buf, size_t cap, const char *name, const char *fmt, ...)
-{
-	char val[201];
-	size_t len = strlen(buf);
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(val, sizeof val, fmt, ap);
-	va_end(ap);
-	snprintf(buf + len, cap - len, "%s\t%s\n", name, val);
-}
-
-/* A number as typed, exact: the shortest %g that reads back the same. */
-static const char *num_text(char *buf, size_t cap, double v)
-{
-	snprintf(buf, cap, "%.15g", v);
-	if (strtod(buf, NULL) != v)
-		snprintf(buf, cap, "%.17g", v);
-	return buf;
-}
-
-#define OPTS_TEXT 12288
-
 /* The canonical text of the settings every rank must share: those that
  * decide which samples each rank reads in which step (the data plan), the
  * collectives each step makes and when (steps, validations, logs,
@@ -1018,68 +992,63 @@ static void opts_text(const trainer *t, char *buf, size_t cap)
 	const cdp_train_opts *o = t->o;
 	const char *no = "not given", *yes = "given";
 	char a[40];
+#define OPT(...) cdp_dist_opt(buf, cap, __VA_ARGS__)
+#define NUM(v) cdp_dist_num(a, sizeof a, (v))
 
 	buf[0] = '\0';
-	opt_line(buf, cap, "--resume", "%s", o->resume ? yes : no);
-	opt_line(buf, cap, "--overwrite", "%s", o->overwrite ? yes : no);
-	opt_line(buf, cap, "--init", "%s", o->init ? yes : no);
-	opt_line(buf, cap, "--init-norm", "%s", o->init_norm ? yes : no);
-	opt_line(buf, cap, "--val-keys", "%s", o->val_keys ? yes : no);
-	opt_line(buf, cap, "--seed", "%" PRIu64, o->seed);
-	opt_line(buf, cap, "--batch", "%d", o->batch);
-	opt_line(buf, cap, "--pad-last", "%s", o->pad_last ? yes : no);
-	opt_line(buf, cap, "--skip-bad-records", "%s", o->skip_bad ? yes : no);
-	opt_line(buf, cap, "--steps", "%ld", o->steps);
-	opt_line(buf, cap, "--epochs", "%ld", o->epochs);
-	opt_line(buf, cap, "--val-every", "%ld", o->val_every);
-	opt_line(buf, cap, "--log-every", "%ld", o->log_every);
-	opt_line(buf, cap, "--checkpoint-every", "%ld", o->checkpoint_every);
+	OPT("--resume", "%s", o->resume ? yes : no);
+	OPT("--overwrite", "%s", o->overwrite ? yes : no);
+	OPT("--init", "%s", o->init ? yes : no);
+	OPT("--init-norm", "%s", o->init_norm ? yes : no);
+	OPT("--val-keys", "%s", o->val_keys ? yes : no);
+	OPT("--seed", "%" PRIu64, o->seed);
+	OPT("--batch", "%d", o->batch);
+	OPT("--pad-last", "%s", o->pad_last ? yes : no);
+	OPT("--skip-bad-records", "%s", o->skip_bad ? yes : no);
+	OPT("--steps", "%ld", o->steps);
+	OPT("--epochs", "%ld", o->epochs);
+	OPT("--val-every", "%ld", o->val_every);
+	OPT("--log-every", "%ld", o->log_every);
+	OPT("--checkpoint-every", "%ld", o->checkpoint_every);
 	if (o->sync == CDP_SYNC_ALLREDUCE)
-		opt_line(buf, cap, "--sync", "allreduce");
+		OPT("--sync", "allreduce");
 	else if (o->sync == CDP_SYNC_AVERAGE)
-		opt_line(buf, cap, "--sync", "average:%ld", o->sync_k);
+		OPT("--sync", "average:%ld", o->sync_k);
 	else
-		opt_line(buf, cap, "--sync", "admm:%ld:%s", o->sync_k, num_text(a, sizeof a, o->rho));
+		OPT("--sync", "admm:%ld:%s", o->sync_k, NUM(o->rho));
 	/* as open_device resolved it: the default may differ by node */
-	opt_line(buf, cap, "--allreduce", "%s", cdp_dist_algo_name(t->algo));
-	opt_line(buf, cap, "--grad-compress", "%s",
-	         cdp_dist_comp_name((cdp_dist_comp)o->grad_compress));
-	opt_line(buf, cap, "--bucket-mb", "%s",
-	         o->bucket_mb > 0 ? num_text(a, sizeof a, o->bucket_mb) : no);
-	opt_line(buf, cap, "--overlap", "%s", overlaps[o->overlap]);
-	opt_line(buf, cap, "--nan-policy", "%s", o->nan_policy == CDP_NAN_SKIP ? "skip" : "stop");
-	opt_line(buf, cap, "--loss-scale", "%s", o->loss_scale < 0 ? no : o->loss_scale == 0 ?
-	         "off" : num_text(a, sizeof a, o->loss_scale));
-	opt_line(buf, cap, "--precision", "%s", cdp_precision_name(o->precision));
-	opt_line(buf, cap, "--optimizer", "%s", o->optimizer == CDP_OPT_SGD ? "sgd" :
-	         o->optimizer == CDP_OPT_ADAMW ? "adamw" : no);
-	opt_line(buf, cap, "--lr", "%s", o->lr < 0 ? no : num_text(a, sizeof a, o->lr));
-	opt_line(buf, cap, "--momentum", "%s",
-	         o->momentum < 0 ? no : num_text(a, sizeof a, o->momentum));
-	opt_line(buf, cap, "--nesterov", "%s", o->nesterov > 0 ? yes : no);
-	opt_line(buf, cap, "--weight-decay", "%s",
-	         o->weight_decay < 0 ? no : num_text(a, sizeof a, o->weight_decay));
-	opt_line(buf, cap, "--schedule", "%s", o->schedule < 0 ? no : scheds[o->schedule]);
-	opt_line(buf, cap, "--warmup", "%s", o->warmup < 0 ? no : (snprintf(a, sizeof a, "%ld",
-	                                                                   o->warmup), a));
-	opt_line(buf, cap, "--freeze", "%s", o->freeze ? o->freeze : no);
-	opt_line(buf, cap, "--unfreeze-at", "%ld", o->unfreeze_at);
-	opt_line(buf, cap, "--class-weights", "%s", o->class_weights ? o->class_weights : no);
-	opt_line(buf, cap, "--keep-best", "%s",
-	         o->keep_best ? bests[o->keep_best - CDP_BEST_MIOU] : no);
-	opt_line(buf, cap, "--patience", "%ld", o->patience);
-	opt_line(buf, cap, "--min-delta", "%s", num_text(a, sizeof a, o->min_delta));
-	/* its spans are gathered to rank 0 */
-	opt_line(buf, cap, "--trace", "%s", o->trace ? yes : no);
-	opt_line(buf, cap, "CDP_TRAIN_STEP_PER_BUCKET", "%d", o->step_per_bucket);
+	OPT("--allreduce", "%s", cdp_dist_algo_name(t->algo));
+	OPT("--grad-compress", "%s", cdp_dist_comp_name((cdp_dist_comp)o->grad_compress));
+	OPT("--bucket-mb", "%s", o->bucket_mb > 0 ? NUM(o->bucket_mb) : no);
+	OPT("--overlap", "%s", overlaps[o->overlap]);
+	OPT("--nan-policy", "%s", o->nan_policy == CDP_NAN_SKIP ? "skip" : "stop");
+	OPT("--loss-scale", "%s", o->loss_scale < 0 ? no : o->loss_scale == 0 ? "off" :
+	    NUM(o->loss_scale));
+	OPT("--precision", "%s", cdp_precision_name(o->precision));
+	OPT("--optimizer", "%s", o->optimizer == CDP_OPT_SGD ? "sgd" :
+	    o->optimizer == CDP_OPT_ADAMW ? "adamw" : no);
+	OPT("--lr", "%s", o->lr < 0 ? no : NUM(o->lr));
+	OPT("--momentum", "%s", o->momentum < 0 ? no : NUM(o->momentum));
+	OPT("--nesterov", "%s", o->nesterov > 0 ? yes : no);
+	OPT("--weight-decay", "%s", o->weight_decay < 0 ? no : NUM(o->weight_decay));
+	OPT("--schedule", "%s", o->schedule < 0 ? no : scheds[o->schedule]);
+	OPT("--warmup", "%s", o->warmup < 0 ? no : NUM((double)o->warmup));
+	OPT("--freeze", "%s", o->freeze ? o->freeze : no);
+	OPT("--unfreeze-at", "%ld", o->unfreeze_at);
+	OPT("--class-weights", "%s", o->class_weights ? o->class_weights : no);
+	OPT("--keep-best", "%s", o->keep_best ? bests[o->keep_best - CDP_BEST_MIOU] : no);
+	OPT("--patience", "%ld", o->patience);
+	OPT("--min-delta", "%s", NUM(o->min_delta));
+	OPT("--trace", "%s", o->trace ? yes : no);      /* its spans are gathered to rank 0 */
+	OPT("CDP_TRAIN_STEP_PER_BUCKET", "%d", o->step_per_bucket);
+#undef OPT
+#undef NUM
 }
 
 int tr_same_opts(trainer *t, int failed, char *err, size_t cap)
 {
-	static char mine[OPTS_TEXT], first[OPTS_TEXT];
-	char host[256];
-	const char *m, *f;
-	size_t n;
+	static char text[CDP_DIST_OPTS_MAX];
+	char host[256], msg[600];
 
 	if (t->size == 1)
 		return failed ? -1 : 0;
@@ -1089,25 +1058,15 @@ int tr_same_opts(trainer *t, int failed, char *err, size_t cap)
 		tr_report(t, err);
 	if (cdp_dist_any(failed))
 		return -1;
-	memset(mine, 0, sizeof mine);
-	opts_text(t, mine, sizeof mine);
-	memcpy(first, mine, sizeof first);
-	cdp_dist_bcast_bytes(first, sizeof first);
-	/* the first line that differs: both texts name the same options in
-	 * the same order, so it is the same option on both sides */
-	for (m = mine, f = first; *m && *f; m += n + 1, f += strcspn(f, "\n") + 1) {
-		n = strcspn(m, "\n");
-		if (n == strcspn(f, "\n") && memcmp(m, f, n) == 0)
-			continue;
-		size_t k = strcspn(m, "\t");
+	opts_text(t, text, sizeof text);
+	if (!cdp_dist_same_opts(text, msg, sizeof msg))
+		return 0;
+	if (msg[0]) {
 		host_name(host, sizeof host);
-		fprintf(stderr, "cdp-train: rank %d on host '%s': %.*s is not rank 0's: %.*s here, "
-		        "%.*s there (every rank must be given the same options)\n", t->rank, host,
-		        (int)k, m, (int)(n - k - 1), m + k + 1,
-		        (int)(strcspn(f, "\n") - k - 1), f + k + 1);
-		break;
+		fprintf(stderr, "cdp-train: rank %d on host '%s': %s (every rank must be given the "
+		        "same options)\n", t->rank, host, msg);
 	}
-	return cdp_dist_any(*m != '\0') ? -1 : 0;
+	return -1;
 }
 
 int tr_same_data(trainer *t)
