@@ -184,7 +184,11 @@ struct cdp_backend;
  * others wait for it, past another job's file, for up to CDP_DIST_TIMEOUT. CDP_ESYNTAX / CDP_ERANGE for a malformed or
  * inconsistent variable, whose name cdp_dist_bad_env returns; CDP_ESYNTAX
  * naming CDP_RENDEZVOUS when WORLD_SIZE > 1 comes without it (each process
- * would run alone). */
+ * would run alone), and CDP_ERANGE naming OMPI_COMM_WORLD_SIZE, PMI_SIZE,
+ * SLURM_STEP_NUM_TASKS or SLURM_NTASKS (in a job step) when that launcher's
+ * variable says more than 1 but MPI_Init gave a world of 1 (Open MPI could
+ * not join it; each process would run alone). cdp_dist_bad_env_want says
+ * what the variable allows. */
 int  cdp_dist_init(int *argc, char ***argv);
 const char *cdp_dist_bad_env(void);
 /* What that variable allows ("0 or 1"), or NULL where the code says it. */
