@@ -184,7 +184,11 @@ struct cdp_backend;
  * others wait for it, past another job's file, for up to CDP_DIST_TIMEOUT. CDP_ESYNTAX / CDP_ERANGE for a malformed or
  * inconsistent variable, whose name cdp_dist_bad_env returns; CDP_ESYNTAX
  * naming CDP_RENDEZVOUS when WORLD_SIZE > 1 comes without it (each process
- * would run alone). */
+ * would run alone), and CDP_ERANGE naming OMPI_COMM_WORLD_SIZE, PMI_SIZE,
+ * SLURM_STEP_NUM_TASKS or SLURM_NTASKS (in a job step) when that launcher's
+ * variable says more than 1 but MPI_Init gave a world of 1 (Open MPI could
+ * not join it; each process would run alone). cdp_dist_bad_env_want says
+ * what the variable allows. */
 int  cdp_dist_init(int *argc, char ***argv);
 const char *cdp_dist_bad_env(void);
 /* What that variable allows ("0 or 1"), or NULL where the code says it. */
@@ -290,6 +294,20 @@ int  cdp_dist_max_f64(double *v);
  * flag is set gets 1 at once, telling no one: the others stop at their
  * watchdog. */
 int  cdp_dist_any(int flag);
+/* The options every rank must be given alike, compared with rank 0's
+ * (dist_opts.c). A tool writes them as text, one "NAME\tVALUE\n" line per
+ * option (cdp_dist_opt appends one, its value cut to 200 bytes; at most
+ * CDP_DIST_OPTS_MAX bytes in all), in the same order on every rank;
+ * cdp_dist_num writes a double so that it reads back the same.
+ * cdp_dist_same_opts (collective; 0 with one process) returns 1 on every
+ * rank when any rank's text is not rank 0's, and on such a rank puts the
+ * first option that differs into msg: "NAME is not rank 0's: VALUE here,
+ * VALUE there" (else msg is ""); the caller says it, with its host. */
+#define CDP_DIST_OPTS_MAX 12288
+void cdp_dist_opt(char *text, size_t cap, const char *name, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+const char *cdp_dist_num(char *buf, size_t cap, double v);
+int  cdp_dist_same_opts(const char *text, char *msg, size_t cap);
 /* Rank 0's buffer to every rank (a checkpoint that only rank 0's host
  * holds): rank 0 passes rc0, its error reading the bytes (0 when *buf, *len
  * hold them, malloc'ed); the others pass 0 and get a malloc'ed copy in *buf,

@@ -44,6 +44,12 @@ void dist_iallreduce(void *buf, int n, int comp, MPI_Request *req);
  * the watchdog as "MPI_Allreduce". */
 void dist_allreduce_sum(float *buf, size_t n);
 
+/* The watchdog over a wait that makes no MPI call itself (the main
+ * thread's wait for a bucket the communication thread reduces): between
+ * enter and leave it fires after CDP_DIST_TIMEOUT, naming `what`, as over
+ * a blocking MPI call. One wait at a time: the main thread's. */
+void dist_watch_enter(const char *what);
+void dist_watch_leave(void);
 /* The watchdog's timeout in seconds (0: none), for dist_nccl.c. */
 double dist_timeout(void);
 /* 1 when another thread may make MPI calls while this one makes none

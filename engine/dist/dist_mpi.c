@@ -244,16 +244,23 @@ static void wd_leave(void)
 	pthread_mutex_unlock(&st.wd_mu);
 }
 
+void dist_watch_enter(const char *what) { wd_enter(what); }
+void dist_watch_leave(void) { wd_leave(); }
+
 /* ---- start-up and settings ------------------------------------------- */
 
 /* An integer variable of the launcher's environment in [lo, hi], or def
- * when unset (def < lo: required). */
-static int env_int(const char *name, int def, int lo, int hi, int *out)
+ * when unset (def < lo: required); what it is, for the message that
+ * refuses it: "want WHAT, an integer LO to HI". */
+static int env_int(const char *name, const char *what, int def, int lo, int hi, int *out)
 {
+	static char want[200];
 	const char *v = getenv(name);
 	int rc;
 
 	st.bad_env = name;
+	snprintf(want, sizeof want, "%s, an integer %d to %d", what, lo, hi);
+	st.bad_want = want;
 	if (!v || !*v) {
 		*out = def;
 		return def < lo ? CDP_ESYNTAX : 0;
@@ -261,6 +268,7 @@ static int env_int(const char *name, int def, int lo, int hi, int *out)
 	if ((rc = cdp_parse_int(v, lo, hi, out)) != 0)
 		return rc;
 	st.bad_env = NULL;
+	st.bad_want = NULL;
 	return 0;
 }
 
@@ -278,6 +286,28 @@ static int mpi_launched(void)
 		if (getenv(marks[i]))
 			return 1;
 	return getenv("SLURM_STEP_ID") && getenv("SLURM_PROCID") && !getenv("TORCHELASTIC_RUN_ID");
+}
+
+/* The world size the launcher that started this process announced, before
+ * MPI_Init (a singleton's sets OMPI_COMM_WORLD_SIZE itself), or 0: Open
+ * MPI's mpirun, a PMI-1/PMI-2 server (another MPI's mpiexec, srun
+ * --mpi=pmi2), or a Slurm job step (SLURM_STEP_ID: an sbatch script's
+ * batch shell has SLURM_NTASKS too, but starts one process). *var: the
+ * variable that says it. */
+static int launched_size(const char **var)
+{
+	static const char *const vars[] = { "OMPI_COMM_WORLD_SIZE", "PMI_SIZE",
+	                                    "SLURM_STEP_NUM_TASKS", "SLURM_NTASKS" };
+	int n;
+
+	for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+		const char *v = getenv(vars[i]);
+		if (!v || !*v || (i >= 2 && (!getenv("SLURM_STEP_ID") || getenv("TORCHELASTIC_RUN_ID"))))
+			continue;
+		*var = vars[i];
+		return cdp_parse_int(v, 1, INT_MAX, &n) == 0 ? n : 0;
+	}
+	return 0;
 }
 
 /* st.lshare: the node's affinity masks gathered over its communicator,
@@ -317,7 +347,7 @@ static int env_launch(void)
 
 	if (!getenv("WORLD_SIZE") || st.launched)
 		return 0;
-	if ((rc = env_int("WORLD_SIZE", 0, 1, 1 << 20, &size)) != 0)
+	if ((rc = env_int("WORLD_SIZE", "the number of ranks", 0, 1, 1 << 20, &size)) != 0)
 		return rc;
 	if (size == 1)
 		return 0;
@@ -330,9 +360,12 @@ static int env_launch(void)
 		st.bad_want = want;
 		return CDP_ESYNTAX;
 	}
-	if ((rc = env_int("RANK", -1, 0, size - 1, &rank)) != 0 ||
-	    (rc = env_int("LOCAL_WORLD_SIZE", size, 1, size, &lsize)) != 0 ||
-	    (rc = env_int("LOCAL_RANK", rank % lsize, 0, lsize - 1, &lrank)) != 0)
+	if ((rc = env_int("RANK", "this process's rank below WORLD_SIZE", -1, 0, size - 1,
+	                  &rank)) != 0 ||
+	    (rc = env_int("LOCAL_WORLD_SIZE", "the ranks of this node, at most WORLD_SIZE", size, 1,
+	                  size, &lsize)) != 0 ||
+	    (rc = env_int("LOCAL_RANK", "this process's rank on its node, below LOCAL_WORLD_SIZE",
+	                  rank % lsize, 0, lsize - 1, &lrank)) != 0)
 		return rc == CDP_ESYNTAX || rc == CDP_ERANGE ? rc : CDP_ESYNTAX;
 	st.bad_env = NULL;
 	st.env = 1;
@@ -388,8 +421,10 @@ static void hosts_init(void)
 		cdp_dist_abort(1, "cannot allocate %d host names: %s", st.size, strerror(ENOMEM));
 	MPI_CHECK(MPI_Get_processor_name(name, &len));
 	snprintf(mine, sizeof mine, "%.*s", len, name);
+	wd_enter("MPI_Allgather");
 	MPI_CHECK(MPI_Allgather(mine, DIST_HOST_NAME, MPI_CHAR, st.names, DIST_HOST_NAME, MPI_CHAR,
 	                        st.comm));
+	wd_leave();
 }
 
 /* Heartbeats (dist_beat.c): every rank learns rank 0's timeout, address
@@ -410,19 +445,24 @@ static void beat_init(void)
 			dist_say("no heartbeat (cannot listen: %s); a lost rank is named only by "
 			         "the watchdog", strerror(errno));
 	}
+	wd_enter("MPI_Bcast");
 	MPI_CHECK(MPI_Bcast(hb, 3, MPI_DOUBLE, 0, st.comm));
+	wd_leave();
 	st.beat = hb[0];
 	if ((rc = dist_beat_start(st.rank, st.size, st.names, (uint32_t)hb[1], (uint16_t)hb[2],
 	                          hb[0])) != 0)
 		cdp_dist_abort(1, "cannot start the heartbeat thread: %s", strerror(rc));
-	if (hb[0] > 0)
+	if (hb[0] > 0) {
+		wd_enter("MPI_Barrier");
 		MPI_CHECK(MPI_Barrier(st.comm));
+		wd_leave();
+	}
 }
 
 int cdp_dist_init(int *argc, char ***argv)
 {
-	const char *env = getenv("CDP_DIST_TIMEOUT");
-	int provided, rc;
+	const char *env = getenv("CDP_DIST_TIMEOUT"), *want_var = NULL;
+	int provided, rc, want;
 
 	if (st.inited)
 		return CDP_EINVAL;
@@ -441,6 +481,7 @@ int cdp_dist_init(int *argc, char ***argv)
 	}
 	/* a singleton's MPI_Init sets OMPI_COMM_WORLD_SIZE itself */
 	st.launched = mpi_launched();
+	want = st.launched ? launched_size(&want_var) : 0;
 	/* SERIALIZED: the communication thread (dist_ring.c) makes MPI calls
 	 * while the main thread makes none; Open MPI takes no locks below
 	 * MPI_THREAD_MULTIPLE */
@@ -455,8 +496,27 @@ int cdp_dist_init(int *argc, char ***argv)
 	MPI_CHECK(MPI_Comm_split_type(st.comm, MPI_COMM_TYPE_SHARED, st.rank, MPI_INFO_NULL, &st.local));
 	MPI_CHECK(MPI_Comm_rank(st.local, &st.lrank));
 	MPI_CHECK(MPI_Comm_size(st.local, &st.lsize));
+	/* from here every collective is timed: a peer that hangs at start-up
+	 * must not keep the others waiting for ever either */
+	if ((rc = wd_start()) != 0)
+		cdp_dist_abort(1, "cannot start the watchdog thread: %s", strerror(rc));
 	local_share();
-	if (st.size == 1 && (rc = env_launch()) != 0) {
+	/* a launcher Open MPI cannot join (PMI-1/PMI-2, srun without
+	 * --mpi=pmix) leaves each process a world of its own: each would
+	 * train alone, on the same outputs */
+	if (st.size == 1 && want > 1) {
+		static char why[300];
+		snprintf(why, sizeof why, "1, the size of the MPI world this process is in: Open MPI "
+		         "cannot join the launcher that set it (another MPI's mpiexec, srun without "
+		         "--mpi=pmix); start it with Open MPI's mpirun or srun --mpi=pmix");
+		st.bad_env = want_var;
+		st.bad_want = why;
+		rc = CDP_ERANGE;
+	} else if (st.size == 1) {
+		rc = env_launch();
+	}
+	if (rc != 0) {
+		wd_stop();
 		MPI_CHECK(MPI_Comm_free(&st.local));
 		MPI_CHECK(MPI_Comm_free(&st.comm));
 		MPI_CHECK(MPI_Finalize());
@@ -472,8 +532,6 @@ int cdp_dist_init(int *argc, char ***argv)
 		beat_init();
 	}
 	st.inited = 1;
-	if ((rc = wd_start()) != 0)
-		cdp_dist_abort(1, "cannot start the watchdog thread: %s", strerror(rc));
 	return 0;
 }
 

@@ -963,11 +963,15 @@ int cdp_dist_bucket_wait(int b)
 		if (!st.bstate[k])
 			bucket_start(k);
 	if (ct.active) {
-		/* the thread goes on with the others meanwhile */
+		/* the thread goes on with the others meanwhile; it only tests
+		 * its requests, so the watchdog times this wait instead: a peer
+		 * that hangs would otherwise keep it waiting for ever */
+		dist_watch_enter("waiting for a gradient reduction");
 		pthread_mutex_lock(&ct.mu);
 		while (!ct.fin[b])
 			pthread_cond_wait(&ct.idle, &ct.mu);
 		pthread_mutex_unlock(&ct.mu);
+		dist_watch_leave();
 	} else if (!st.bops[b].done) {
 		drive(&st.bops[b], "waiting for a gradient reduction");
 	}

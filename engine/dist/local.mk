@@ -13,7 +13,7 @@ engine_dist_libcdpdist_a_SOURCES = \
 	engine/dist/dist.h engine/dist/dist_int.h engine/dist/dist_mpi.c engine/dist/dist_ring.c \
 	engine/dist/dist_comp.c \
 	engine/dist/dist_dev.c engine/dist/dist_beat.c engine/dist/dist_rdv.h engine/dist/dist_rdv.c \
-	engine/dist/dist_watch.h engine/dist/dist_watch.c
+	engine/dist/dist_watch.h engine/dist/dist_watch.c engine/dist/dist_opts.c
 if HAVE_CUDA
 # the NCCL half of dist.h, plain C on CUDA's headers
 engine_dist_libcdpdist_a_SOURCES += engine/dist/dist_nccl.c

@@ -8,6 +8,9 @@
 #            MPI_Allreduce and with the ring;
 #   --hang   rank 1 stops answering, rank 0's watchdog fires after
 #            CDP_DIST_TIMEOUT=2 s and MPI_Abort ends the job (both again);
+#   --hang-bucket  the same while rank 0 waits for one gradient bucket that
+#            the communication thread reduces (cdp-train's update per
+#            bucket): that wait is timed too (both algorithms);
 #   --stop   (3 ranks) rank 2 is stopped by SIGSTOP: rank 0's heartbeat
 #            names it and its host after CDP_DIST_HEARTBEAT=2 s, the
 #            watchdog ends the job; --kill at 3 ranks: the heartbeat names
@@ -111,6 +114,10 @@ failmode --kill mpi 'rank 1 .* exited on signal 9'
 failmode --kill ring 'rank 1 .* exited on signal 9'
 CDP_DIST_TIMEOUT=2 failmode --hang mpi 'test_dist: rank 0: MPI_Allreduce did not finish within 2 s'
 CDP_DIST_TIMEOUT=2 failmode --hang ring 'test_dist: rank 0: ring all-reduce did not finish within 2 s'
+CDP_DIST_TIMEOUT=2 failmode --hang-bucket ring \
+	"test_dist: rank 0: waiting for a gradient reduction did not finish within 2 s: rank 1 on host"
+CDP_DIST_TIMEOUT=2 failmode --hang-bucket mpi \
+	"test_dist: rank 0: waiting for a gradient reduction did not finish within 2 s: rank 1 on host"
 # 3 ranks: the watchdog cannot tell which peer is late, the heartbeat can
 host=$(hostname)
 NP=3 CDP_DIST_TIMEOUT=8 CDP_DIST_HEARTBEAT=2 failmode --stop ring \

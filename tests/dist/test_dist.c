@@ -26,6 +26,9 @@
  * optional second argument mpi|ring (default ring) for the reduction:
  *   --kill   rank 1 kills itself with SIGKILL while rank 0 is in a reduction
  *   --hang   rank 1 sleeps while rank 0 waits (the watchdog must fire)
+ *   --hang-bucket  the same while rank 0 waits for one bucket
+ *            (cdp_dist_bucket_wait, cdp-train's update per bucket) that
+ *            the communication thread reduces
  *   --stop   the last rank stops (SIGSTOP): the heartbeat names it
  *   --abort  rank 1 calls cdp_dist_abort while rank 0 waits
  *   --mismatch  rank 1 reduces 2 floats fewer (a caller bug): MPI
@@ -510,6 +513,38 @@ static int failure(const char *mode, const char *algo_name)
 	return 0;   /* reaching here is the failure dist.sh looks for */
 }
 
+/* --hang-bucket: rank 1 sleeps from the 4th step on; rank 0 hands every
+ * bucket to the communication thread and waits for the first one alone,
+ * as cdp-train's update per bucket does: that wait must be timed too. */
+static int bucket_hang(const char *algo_name)
+{
+	static size_t off[NL + 1];
+	cdp_dist_algo algo = CDP_DIST_RING;
+	float *g;
+
+	for (int l = 0; l < NL; l++)
+		off[l + 1] = off[l] + layer_len[l];
+	g = calloc(off[NL], sizeof *g);
+	if (!g || J < 2 || (algo_name && cdp_dist_algo_parse(algo_name, &algo) != 0) ||
+	    cdp_dist_set_algo(algo) != 0 || cdp_dist_buckets(g, off, NL, 0, 0, 3, 1, 1) < 2 ||
+	    !cdp_dist_threaded()) {
+		fprintf(stderr, "test_dist: --hang-bucket needs 2 ranks, the communication thread "
+		        "and mpi or ring\n");
+		return 2;
+	}
+	for (int step = 0; step < 1000000; step++) {
+		if (R == J - 1 && step == 3)
+			sleep(120);
+		for (int l = NL - 1; l >= 0; l--)
+			cdp_dist_layer_done(l);
+		cdp_dist_bucket_wait(0);
+		cdp_dist_wait_all();
+	}
+	free(g);
+	cdp_dist_finalize();
+	return 0;   /* reaching here is the failure dist.sh looks for */
+}
+
 /* --pause (one host, 2 ranks): rank 1's own stop is not rank 0's fault. */
 static int paused(void)
 {
@@ -554,6 +589,8 @@ int main(int argc, char **argv)
 	J = cdp_dist_size();
 	if (argc > 1 && strcmp(argv[1], "--pause") == 0)
 		return paused();
+	if (argc > 1 && strcmp(argv[1], "--hang-bucket") == 0)
+		return bucket_hang(argc > 2 ? argv[2] : NULL);
 	if (argc > 1)
 		return failure(argv[1], argc > 2 ? argv[2] : NULL);
 	test_ranks();

@@ -22,8 +22,9 @@
 #  - stream: the peak memory does not grow with the raster's height;
 #  - give byte-identical output on 2 ranks and on 1 process, and refuse a
 #    run whose rank 1 reads another raster (narrower, shorter, other
-#    pixels) before the first strip, leaving nothing, and leave nothing
-#    when the watchdog aborts (skipped without $MPIRUN);
+#    pixels) before the first strip, leaving nothing, and one whose rank 1
+#    was given other options (--tta, --size, --overlap) before anything,
+#    and leave nothing when the watchdog aborts (skipped without $MPIRUN);
 #  - refuse an output that is the input (also through a symlink, a hard
 #    link or a VRT's sources), the checkpoint or another output;
 #  - refuse a raster in another CRS than the training data's (not the same
@@ -242,17 +243,35 @@ RK
 	mk "$T/short.tif" 200 100 2 --nodata-rect 10,20,30,15
 	mk "$T/other.tif" 200 170 3 --nodata-rect 10,20,30,15
 	mkdir "$T/ranks"
+	# refused_ranks RANK1 RANK0 ARG0 ARG1 ARGS...: exit 1 with rank 1's
+	# message RANK1 and rank 0's RANK0, nothing written
+	refused_ranks() {
+		rr_1=$1 rr_0=$2
+		shift 2
+		CDP_DIST_TIMEOUT=60 expect_fail 1 "^cdp-predict: rank 1: $rr_1" \
+			$MP sh "$T/rk.sh" "$@" -o "$T/ranks/x.tif"
+		grep -q "^cdp-predict: rank 0: $rr_0" "$T/err" ||
+			fail "rank 0 does not say why it stops: $(cat "$T/err")"
+		[ -z "$(ls -A "$T/ranks")" ] || fail "a refused run left $(ls -A "$T/ranks")"
+	}
 	for r in narrow:"is 180x170 pixels, rank 0's is 200x170" \
 	         short:"is 200x100 pixels, rank 0's is 200x170" other:"holds other pixels"; do
-		CDP_DIST_TIMEOUT=60 expect_fail 1 \
-			"^cdp-predict: rank 1: '$T/${r%%:*}.tif' on host '.*' ${r#*:}" \
-			$MP sh "$T/rk.sh" "$T/b.tif" "$T/${r%%:*}.tif" cdp-predict -q --threads 1 "$T/run" \
-			-o "$T/ranks/x.tif"
-		grep -q "^cdp-predict: rank 0: another rank's raster is not rank 0's '$T/b.tif'" \
-			"$T/err" || fail "rank 0 does not say why it stops: $(cat "$T/err")"
-		[ -z "$(ls -A "$T/ranks")" ] || fail "a refused run left $(ls -A "$T/ranks")"
+		refused_ranks "'$T/${r%%:*}.tif' on host '.*' ${r#*:}" \
+			"another rank's raster is not rank 0's '$T/b.tif'" \
+			"$T/b.tif" "$T/${r%%:*}.tif" cdp-predict -q --threads 1 "$T/run"
 	done
 	echo "2 ranks: another raster on rank 1 refused"
+	# ranks given other options (mpirun's MPMD form): a map half of one
+	# --tta and half of the other, or MPI_ERR_TRUNCATE for another
+	# --size; refused before anything is read, naming the option
+	for r in "--tta=flips:--tta is not rank 0's: flips here, none there" \
+	         "--size=32:--size is not rank 0's: 32 here, not given there" \
+	         "--overlap=4:--overlap is not rank 0's: 4 here, not given there"; do
+		refused_ranks "${r#*:} (host '.*'; every rank must be given the same options)\$" \
+			"another rank's options are not rank 0's (see its message)\$" \
+			-q "${r%%:*}" cdp-predict -q --threads 1 --prob "$T/run" "$T/b.tif"
+	done
+	echo "2 ranks: other options on rank 1 refused"
 	# the watchdog's abort on rank 0 (rank 1 stuck opening a FIFO, rank 0
 	# waiting in the first collective with its output open) removes the
 	# temporary: nothing unwinds after MPI_Abort

@@ -15,9 +15,13 @@
 #    auto predicts what --device cpu does;
 #  - a launch without MPI (CDP_RENDEZVOUS with RANK and WORLD_SIZE) on the
 #    CPU is a clear error in one line that leaves no run directory, and so
-#    is a malformed WORLD_SIZE or RANK, or WORLD_SIZE 2 without
-#    CDP_RENDEZVOUS (cdp-train and cdp-predict); under mpirun -np 1 those
-#    variables are ignored (with $MPIRUN);
+#    is a malformed WORLD_SIZE or RANK (named with what it allows), or
+#    WORLD_SIZE 2 without CDP_RENDEZVOUS (cdp-train and cdp-predict); under
+#    mpirun -np 1 those variables are ignored (with $MPIRUN);
+#  - a process that its launcher says is one of 2 (PMI_SIZE,
+#    OMPI_COMM_WORLD_SIZE, SLURM_NTASKS in a job step) but that MPI_Init
+#    leaves alone is refused, naming the variable; an sbatch script's
+#    shell (SLURM_NTASKS without a step) trains as one process;
 #  - staging (CDP_DIST_STAGE=1: the CPU backend's memory stands for a GPU's,
 #    so gradients, averages and broadcasts go through the pinned mirror and
 #    back as on a GPU with --allreduce mpi or ring): 2 ranks with mpi and
@@ -126,11 +130,28 @@ for r in 0 1; do
 done
 [ ! -e "$T/nompi" ] && [ ! -e "$T/p.tif" ] || fail "WORLD_SIZE=2 without CDP_RENDEZVOUS wrote outputs"
 env WORLD_SIZE=1 RANK=0 cdp-train $C --out "$T/ws1" || fail "WORLD_SIZE=1 did not train alone"
-expect_fail 1 "cdp-train: WORLD_SIZE: " env CDP_RENDEZVOUS="$T/rdv" WORLD_SIZE=two RANK=0 \
-	cdp-train $C --out "$T/x"
-expect_fail 1 "cdp-train: RANK: " $R RANK=2 cdp-train $C --out "$T/x"
-expect_fail 1 "cdp-train: RANK: " $R cdp-train $C --out "$T/x"
+# each names the variable, its value and what it allows
+expect_fail 1 "^cdp-train: WORLD_SIZE: 'two': want the number of ranks, an integer 1 to 1048576\$" \
+	env CDP_RENDEZVOUS="$T/rdv" WORLD_SIZE=two RANK=0 cdp-train $C --out "$T/x"
+expect_fail 1 "^cdp-train: RANK: '2': want this process's rank below WORLD_SIZE, an integer 0 to 1\$" \
+	$R RANK=2 cdp-train $C --out "$T/x"
+expect_fail 1 "^cdp-train: RANK: '': want this process's rank below WORLD_SIZE, an integer 0 to 1\$" \
+	$R cdp-train $C --out "$T/x"
+expect_fail 1 "^cdp-train: LOCAL_RANK: '3': want this process's rank on its node, below LOCAL_WORLD_SIZE, an integer 0 to 1\$" \
+	$R RANK=1 LOCAL_RANK=3 cdp-train $C --out "$T/x"
 expect_fail 1 "not launched by CDP_RENDEZVOUS" $R RANK=1 cdp-predict $P
+# a launcher Open MPI cannot join (another MPI's mpiexec, srun without
+# --mpi=pmix) leaves each process a world of 1, which trained alone on
+# the same outputs; an sbatch script's batch shell (SLURM_NTASKS, no step)
+# still runs one process
+for e in "PMI_RANK=1 PMI_SIZE=2:PMI_SIZE" "OMPI_COMM_WORLD_SIZE=2:OMPI_COMM_WORLD_SIZE" \
+         "SLURM_STEP_ID=0 SLURM_PROCID=1 SLURM_NTASKS=2:SLURM_NTASKS"; do
+	# shellcheck disable=SC2086
+	expect_fail 1 "^cdp-train: ${e#*:}: '2': want 1, the size of the MPI world this process is in: Open MPI cannot join the launcher that set it" \
+		env ${e%%:*} cdp-train $C --out "$T/x"
+done
+[ ! -e "$T/x" ] || fail "a process its launcher's MPI world left out wrote '$T/x'"
+env SLURM_NTASKS=4 SLURM_JOB_ID=1 cdp-train $C --out "$T/sbatch" || fail "sbatch's shell: not one process"
 [ ! -e "$T/rdv" ] || fail "a refused launch left the rendezvous file"
 
 if [ -n "$MP" ]; then

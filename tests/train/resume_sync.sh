@@ -130,6 +130,11 @@ cmp -s "$ad.a/checkpoint.cdpt" "$ad.n/checkpoint.cdpt" ||
 	fail "allreduce: validating and checkpointing every 7 steps changed the model"
 echo "allreduce: 4 validations and the checkpoint equal bit for bit after resuming at step 17;" \
 	"the same model without validations or checkpoints on the way"
+# resumed by one process: train.log says so in words ("1 rank", not "1 ranks")
+cp -r "$ad.a" "$ad.j"
+cdp-train $R --out "$ad.j" --steps 41 --batch 8 --resume 2>/dev/null || fail "allreduce: 1 process from 2 ranks"
+grep -q "per-rank state (2 ranks, --sync allreduce) is not this run's (1 rank, --sync allreduce)" \
+	"$ad.j/train.log" || fail "allreduce: 1 process from 2 ranks: $(grep "per-rank" "$ad.j/train.log")"
 
 echo "== another j"
 cp -r "$d.c" "$d.j"

@@ -11,7 +11,9 @@
 #  - train.log says when the update runs, and why not per bucket where a
 #    check needs the whole gradient first (clip_norm, --nan-policy skip,
 #    accumulate=) or CDP_TRAIN_STEP_PER_BUCKET=0 turns it off;
-#  - CDP_TRAIN_STEP_PER_BUCKET takes 0 or 1 (exit 1 and one line).
+#  - CDP_TRAIN_STEP_PER_BUCKET takes 0 or 1 (exit 1 and one line);
+#  - rank 1 stopped by SIGSTOP: rank 0's watchdog ends the job after
+#    CDP_DIST_TIMEOUT, also from the wait for one bucket.
 . "$CDP_SRCDIR/tests/train/train_common.sh"
 P="--db $T/pool --keys $T/train.keys --threads 1 -q --steps 6 --batch 4 --log-every 1"
 
@@ -84,3 +86,33 @@ why() {
 why clip "clip_norm needs" --model "$S,clip_norm=1"
 why skip "--nan-policy skip" --model "$S" --nan-policy skip
 why accumulate "accumulate= divides" --model "$S,accumulate=2"
+
+# a rank stopped (SIGSTOP) mid-run: the other, waiting for one bucket
+# while the communication thread reduces the rest, ends the job after
+# CDP_DIST_TIMEOUT (it waited for ever about half the time, when the stop
+# caught it in that wait); no heartbeat, so that the watchdog alone can
+# (test_dist --hang-bucket in tests/dist/dist.sh stops there every time)
+export CDP_DIST_TIMEOUT=4 CDP_DIST_HEARTBEAT=0
+timeout 120 $MP cdp-train $P --model "$SMALL:depth=6,width=8" --bucket-mb 0.001 --steps 100000 \
+	--out "$T/stop" >"$T/stop.out" 2>&1 & mp=$!
+r1=
+trap 'kill -CONT $r1 2>/dev/null; kill $mp 2>/dev/null; rm -rf "$T"' EXIT
+wait_step $mp "$T/stop/metrics.jsonl" 3 60
+for p in $(pgrep -P "$(pgrep -P $mp mpirun || echo $mp)" cdp-train); do
+	! tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx OMPI_COMM_WORLD_RANK=1 || r1=$p
+done
+[ -n "$r1" ] || fail "stop: no rank 1 among mpirun's children"
+kill -STOP "$r1"
+t0=$(date +%s)
+set +e
+wait $mp
+rc=$?
+set -e
+t1=$(date +%s)
+kill -CONT "$r1" 2>/dev/null || :
+trap 'rm -rf "$T"' EXIT
+[ "$rc" -ne 124 ] && [ $((t1 - t0)) -le 30 ] ||
+	fail "stop: rank 1 stopped, the job ran $((t1 - t0)) s more (rc $rc): $(cat "$T/stop.out")"
+grep -q "rank 0: .* did not finish within 4 s: rank 1 on host" "$T/stop.out" ||
+	fail "stop: the watchdog did not end it: $(cat "$T/stop.out")"
+echo "stop: ended $((t1 - t0)) s after rank 1's SIGSTOP: $(grep -o "rank 0: .* did not finish within 4 s" "$T/stop.out")"

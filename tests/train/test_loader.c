@@ -399,6 +399,10 @@ static void test_bad_open(void)
 
 	o = opts(0, 4, 8);   /* B = 32 > 30 keys */
 	open_fails(&o, CDP_ERANGE, path_keys, "fewer keys than a global batch");
+	open_fails(&o, CDP_ERANGE, "of 32 (4 ranks x 8)", "fewer keys than a global batch");
+	o = opts(0, 1, 31);
+	open_fails(&o, CDP_ERANGE, "of 31 (1 rank x 31)", "fewer keys than one process's batch");
+	o = opts(0, 4, 8);
 	o.pad_last = 1;
 	cdp_loader_close(open_ok(&o));
 	o = opts(2, 2, 4);

@@ -5,6 +5,8 @@
 # with 2 ranks the gradient buckets' cdp-comm, the watchdog of blocking
 # MPI calls cdp-watchdog and the heartbeat cdp-heartbeat. The default
 # --threads follows the CPU affinity (taskset -c 0: no cdp-cpu/N).
+# ps and /proc/PID/cmdline show the command line as given: --model's
+# PATH:k=v,k=v was split in place into "PATH k=v k=v".
 . "$CDP_SRCDIR/tests/train/train_common.sh"
 P="--db $T/pool --keys $T/train.keys -q --model $SMALL --steps 100000 --batch 4 --log-every 1"
 
@@ -22,10 +24,13 @@ has() {
 	done
 }
 
-cdp-train $P --threads 2 --out "$T/one" & pid=$!
+cdp-train $P --threads 2 --out "$T/one" --model "$SMALL:width=6,depth=2" & pid=$!
 trap 'kill $pid 2>/dev/null || :; rm -rf "$T"' EXIT
 wait_step $pid "$T/one/metrics.jsonl" 2 60
 n=$(names $pid)
+cmd=$(tr '\0' '\n' <"/proc/$pid/cmdline" | grep -A1 -x -- --model | tail -n 1)
+[ "$cmd" = "$SMALL:width=6,depth=2" ] ||
+	{ kill $pid; fail "/proc/PID/cmdline shows --model '$cmd', want '$SMALL:width=6,depth=2'"; }
 kill $pid
 wait $pid 2>/dev/null || :
 has "$n" cdp-train cdp-cpu/1 cdp-prefetch || fail "1 process: threads '$n'"

@@ -22,7 +22,10 @@
 #  - a corrupt record stops the run naming its key; --skip-bad-records
 #    counts and skips it instead;
 #  - under 2 ranks: another model cfg or training setting on one rank is
-#    refused before step 1; a corrupt record brings the whole job down naming the
+#    refused before step 1, and so is another option of those every rank
+#    must share (--seed, --pad-last, --steps, --sync, --allreduce,
+#    --grad-compress, --val-keys or --resume on one rank only, ...), named
+#    with both values before anything is made; a corrupt record brings the whole job down naming the
 #    rank and the key, and kill -9 of one rank ends the job non-zero, each
 #    within 30 s. (Skipped when $MPIRUN is empty.)
 . "$CDP_SRCDIR/tests/train/train_common.sh"
@@ -307,8 +310,45 @@ O="--db $T/pool --keys $T/train.keys --out $T/run --threads 1 -q --steps 2"
 expect_fail 1 "^cdp-train: rank 1 on host '.*': the model cfg (with its overrides) is not rank 0's: crc32 [0-9a-f]*, [0-9]* parameters here, crc32 [0-9a-f]*, [0-9]* parameters there\$" \
 	$MP sh "$T/rk.sh" --model="$SMALL" --model="$SMALL:width=6" cdp-train $O
 [ ! -e "$T/run" ] || fail "a refused job left its RUNDIR"
-expect_fail 1 "^cdp-train: rank 1 on host '.*': the training setting is not rank 0's: batch 2, optimizer sgd: lr 0.5,.* here, batch 2, optimizer sgd: lr 0.05,.* there\$" \
-	$MP sh "$T/rk.sh" --lr=0.05 --lr=0.5 cdp-train $O --model "$SMALL" --batch 2
+# the options themselves, before anything is made (not when the run dies
+# of them: another seed trained on the wrong samples silently, other
+# --steps or --sync gave MPI_ERR_TRUNCATE, --allreduce a hang until the
+# watchdog); an option given on one rank only is said so (-q on the other)
+ropt() {
+	expect_fail 1 "^cdp-train: rank 1 on host '.*': $1 is not rank 0's: $2 here, $3 there (every rank must be given the same options)\$" \
+		$MP sh "$T/rk.sh" "$4" "$5" cdp-train $O --model "$SMALL" --batch 2
+	[ ! -e "$T/run" ] || fail "a job refused for $1 left its RUNDIR"
+	echo "$1: $(grep -o "rank 1 .*" "$T/err")"
+}
+ropt --lr 0.5 0.05 --lr=0.05 --lr=0.5
+ropt --seed 5 1 -q --seed=5
+ropt --pad-last given "not given" -q --pad-last
+ropt --steps 3 2 -q --steps=3
+ropt --val-every 3 2 "--val-every=2" "--val-every=3"
+ropt --sync average:3 average:2 --sync=average:2 --sync=average:3
+ropt --allreduce ring mpi --allreduce=mpi --allreduce=ring
+ropt --grad-compress none bf16 --grad-compress=bf16 -q
+ropt --val-keys "not given" given "--val-keys=$T/val.keys" -q
+# --resume on some ranks only: rank 0 read the checkpoint for ranks that
+# did not come (a wrong "pool ... is" and a hang), or rank 1 waited out
+# the timeout; the run is left as it was
+$MP cdp-train $O --model "$SMALL" --batch 2 || fail "2 ranks, 2 steps"
+cp "$T/run/checkpoint.cdpt" "$T/ck.before"
+mv "$T/run" "$T/run.kept"
+ropt_kept() {
+	mv "$T/run.kept" "$T/run"
+	set +e; timeout 60 $MP sh "$T/rk.sh" "$1" "$2" cdp-train $O --model "$SMALL" --batch 2 \
+		>"$T/out" 2>"$T/err"; rc=$?; set -e
+	mv "$T/run" "$T/run.kept"
+	[ "$rc" -eq 1 ] || fail "--resume $3: exited $rc, want 1: $(cat "$T/err")"
+	grep -q "^cdp-train: rank 1 on host '.*': --resume is not rank 0's: $4 here, $5 there" "$T/err" ||
+		fail "--resume $3: $(cat "$T/err")"
+	cmp -s "$T/ck.before" "$T/run.kept/checkpoint.cdpt" || fail "--resume $3: the checkpoint changed"
+	echo "--resume $3: $(grep -o "rank 1 .*" "$T/err")"
+}
+ropt_kept --resume -q "on rank 0 only" "not given" given
+ropt_kept -q --resume "on rank 1 only" given "not given"
+rm -rf "$T/run.kept"
 
 echo "== a rank fails"
 rm -rf "$T/run"

@@ -50,10 +50,68 @@ static void *xmalloc(size_t a, size_t b, size_t c, size_t d)
 	return calloc(1, n ? n : 1);
 }
 
+/* The options every rank must be given alike (dist.h, cdp_dist_same_opts):
+ * those that decide the output's pixels and files. Paths are not among
+ * them (each rank may read its own copy of the raster, which
+ * pr_same_raster compares; rank 0 alone reads the checkpoint and writes),
+ * only whether an optional output is asked for; nor are --batch,
+ * --threads and --device, which only decide how a rank computes. */
+static void opts_text(const cdp_predict_opts *o, char *buf, size_t cap)
+{
+	const char *no = "not given", *yes = "given";
+	char a[40], bands[40] = "";
+#define OPT(...) cdp_dist_opt(buf, cap, __VA_ARGS__)
+
+	buf[0] = '\0';
+	OPT("--time", "%s", o->time ? yes : no);
+	OPT("--size", "%s", o->size ? (snprintf(a, sizeof a, "%d", o->size), a) : no);
+	OPT("--overlap", "%s", o->overlap >= 0 ? (snprintf(a, sizeof a, "%d", o->overlap), a) : no);
+	OPT("--precision", "%s", cdp_precision_name(o->precision));
+	OPT("--tta", "%s", o->tta == 8 ? "d4" : o->tta == 4 ? "flips" : "none");
+	OPT("--prob", "%s", o->prob ? yes : no);
+	OPT("--threshold", "%s", cdp_dist_num(a, sizeof a, o->threshold));
+	OPT("--any-crs", "%s", o->any_crs ? yes : no);
+	OPT("--cog", "%s", o->cog ? yes : no);
+	OPT("--colors", "%s", o->colors ? yes : no);
+	OPT("--vector", "%s", o->vector ? yes : no);
+	if (o->vector_class_name)
+		OPT("--vector-class", "%s", o->vector_class_name);
+	else if (o->vector_class == CDP_PREDICT_VECTOR_ALL)
+		OPT("--vector-class", "all");
+	else
+		OPT("--vector-class", "%d", o->vector_class);
+	OPT("--preview", "%s", o->preview ? yes : no);
+	for (int i = 0; i < o->npreview_bands; i++)
+		snprintf(bands + strlen(bands), sizeof bands - strlen(bands), "%s%d", i ? "," : "",
+		         o->preview_bands[i]);
+	OPT("--preview-bands", "%s", o->npreview_bands ? bands : no);
+#undef OPT
+}
+
+/* Before anything else: a rank given other options would write its strips
+ * of another map into rank 0's (a hybrid), or fail in the exchange. */
+static int same_opts(predictor *p, char *err, size_t cap)
+{
+	static char text[CDP_DIST_OPTS_MAX];
+	char msg[600], host[256];
+
+	opts_text(p->o, text, sizeof text);
+	if (!cdp_dist_same_opts(text, msg, sizeof msg))
+		return 0;
+	if (!msg[0])
+		return pr_fail(err, cap, "another rank's options are not rank 0's (see its message)");
+	if (gethostname(host, sizeof host) != 0)
+		snprintf(host, sizeof host, "?");
+	host[sizeof host - 1] = '\0';
+	return pr_fail(err, cap, "%s (host '%s'; every rank must be given the same options)", msg,
+	               host);
+}
+
 /* The checkpoint's bytes, read by rank 0 and broadcast, so that only rank
  * 0's host needs the file (a node-local run directory) and it is read once.
- * The run's first collective: nothing before it can fail. rank 0's stat
- * of --model decides whether it names a run directory, on every rank. */
+ * The run's first collective after the options' (nothing before them can
+ * fail). rank 0's stat of --model decides whether it names a run
+ * directory, on every rank. */
 static int fetch_ckpt(predictor *p, unsigned char **buf, size_t *len, char *err, size_t cap)
 {
 	const cdp_predict_opts *o = p->o;
@@ -64,6 +122,8 @@ static int fetch_ckpt(predictor *p, unsigned char **buf, size_t *len, char *err,
 
 	*buf = NULL;
 	*len = 0;
+	if (p->nranks > 1 && same_opts(p, err, cap) < 0)
+		return -1;
 	if (p->rank == 0 && stat(o->model, &st) == 0 && S_ISDIR(st.st_mode))
 		dir = 1;
 	if (p->nranks > 1)

@@ -189,8 +189,8 @@ static int open_keys(cdp_loader *l, char *err, size_t cap)
 		l->steps = l->o.pad_last ? (l->N + l->B - 1) / l->B : l->N / l->B;
 		if (l->steps == 0)
 			return fail(err, cap, CDP_ERANGE, "'%s': %zu keys are fewer than one global batch "
-			            "of %zu (%zu ranks x %zu); use fewer ranks, a smaller batch or --pad-last",
-			            l->keys_path, l->N, l->B, j, b);
+			            "of %zu (%zu rank%s x %zu); use fewer ranks, a smaller batch or "
+			            "--pad-last", l->keys_path, l->N, l->B, j, j == 1 ? "" : "s", b);
 	}
 	return 0;
 }

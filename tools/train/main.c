@@ -66,7 +66,9 @@ static void on_signal(int sig)
 }
 
 /* "PATH:k=v,k=v" -> path and overrides; a ':' counts only after the last
- * '/' and before an '=' so that paths with colons still work. An override
+ * '/' and before an '=' so that paths with colons still work. arg is a
+ * copy of the command line's (split in place, it would show as
+ * "unet.cfg width=8" in ps and /proc/PID/cmdline). An override
  * is one line of the cfg (cfg.h): a control character in it (a newline
  * would end the line and drop the rest) is refused, -2, with *bad its
  * offset in arg; an item that is not KEY=VALUE (a comma inside a value
@@ -209,6 +211,7 @@ int main(int argc, char **argv)
 		{ NULL, 0, NULL, 0 }
 	};
 	cdp_train_opts o;
+	char *model = NULL;         /* --model's copy that o.model and o.overrides point into */
 	struct sigaction sa;
 	size_t bad;
 	const char *bad_name;
@@ -312,7 +315,12 @@ int main(int argc, char **argv)
 				goto out;
 			break;
 		case OPT_MODEL:
-			if ((k = split_model(optarg, &o, &bad)) == -2) {
+			free(model);
+			if (!(model = strdup(optarg))) {
+				fprintf(stderr, PROG ": out of memory\n");
+				goto out;
+			}
+			if ((k = split_model(model, &o, &bad)) == -2) {
 				fprintf(stderr, PROG ": --model: an override holds control character 0x%02x "
 				        "at byte %zu: each KEY=VALUE is one line of the cfg\n",
 				        (unsigned char)optarg[bad], bad + 1);
@@ -321,7 +329,7 @@ int main(int argc, char **argv)
 			if (k == -1) {
 				/* cdp_cfg_parse's and cdpool.cfg's words */
 				fprintf(stderr, PROG ": %s: override '%.100s': expected key=value\n",
-				        optarg, optarg + bad);
+				        model, model + bad);
 				goto out;
 			}
 			if (k < 0) {
@@ -578,5 +586,6 @@ out:
 	if (mpi)
 		cdp_dist_finalize();
 	free(o.overrides);
+	free(model);
 	return rc;
 }

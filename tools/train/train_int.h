@@ -227,9 +227,9 @@ typedef struct trainer {
  * function that fails with a message does (train_setup.c) */
 int tr_fail(char *err, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
-/* train_setup.c. tr_setup is collective when resuming (rank 0 reads the
- * checkpoint for every rank); it returns -1 with err empty where another
- * rank has said why. */
+/* train_setup.c. tr_setup is collective (the ranks compare their options,
+ * tr_same_opts; when resuming rank 0 reads the checkpoint for every rank);
+ * it returns -1 with err empty where another rank has said why. */
 int  tr_setup(trainer *t, char *err, size_t cap);
 /* train_weights.c: --class-weights into the loss (after cdp_loss_init_cfg),
  * and its line in train.log. */
@@ -246,6 +246,13 @@ void tr_class_weights_log(trainer *t);
  * cut even without --freeze, for lr_mult). 0 or -1 with err. */
 int  tr_freeze(trainer *t, int first, char *err, size_t cap);
 void tr_teardown(trainer *t);
+/* Collective, in tr_setup once the device is open (failed: this rank has
+ * failed, err set): -1 on every rank when any rank failed, which says why
+ * itself, or when a rank's options are not rank 0's (the settings of the
+ * data plan, the collectives and the update, and which optional files are
+ * given), which that rank reports naming the first such option, both
+ * values and its host; else 0. */
+int  tr_same_opts(trainer *t, int failed, char *err, size_t cap);
 /* Collective, after a successful tr_setup: 1 on every rank when a rank's
  * pool (its uuid) or pointer files (their header: uuid, seed, count, CRC)
  * are not rank 0's, which that rank reports naming its host; copies per

@@ -361,11 +361,11 @@ int tr_sync_resume(trainer *t, char *err, size_t cap)
 			return 0;
 		}
 		if (ck->nranks != t->size) {
-			tr_logf(t, "the checkpoint's per-rank state (%d ranks, --sync %s) is not this "
-			        "run's (%d ranks, --sync allreduce): every rank resumes from the averaged "
-			        "batchnorm statistics", ck->nranks,
+			tr_logf(t, "the checkpoint's per-rank state (%d rank%s, --sync %s) is not this "
+			        "run's (%d rank%s, --sync allreduce): every rank resumes from the averaged "
+			        "batchnorm statistics", ck->nranks, ck->nranks == 1 ? "" : "s",
 			        (sync_name(had, sizeof had, ck->rank_sync, ck->rank_k, ck->rank_rho), had),
-			        t->size);
+			        t->size, t->size == 1 ? "" : "s");
 			drop_ranks(ck);
 			return 0;
 		}
