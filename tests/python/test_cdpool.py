@@ -1723,6 +1723,77 @@ def test_pool_replaced():
     ok("a pool rebuilt at its path is read anew; environments close with their last Pool")
 
 
+def test_pool_reopen_replaced():
+    """A Pool that opens the environment again, in a worker (fork, spawn,
+    forkserver) or on a read after close(), refuses a pool rebuilt at its
+    path since it was opened (another uuid, the same keys): CdpError
+    EMISMATCH naming the pool, never the new pool's records (which workers
+    once served under the old pool's keys and statistics); keys() keeps
+    the uuid. The process that kept it open reads the old pool on; a Pool
+    closed while its pool was not rebuilt reads on after close()."""
+    import multiprocessing
+    import operator
+    from cdpool.pool import _envs
+    a, b = (os.path.join(T, "r", n + ".tif") for n in ("two_a", "two_b"))
+    path = pack("reopened", a, "--name", "s")
+    pool = cdpool.Pool(path)
+    old = pool.uuid
+    ds = cdpool.PoolDataset(pool, write_keys(path + ".keys", old, pool.keys()),
+                            standardize=False)
+    x0 = ds[0]
+    pool.close()
+    check(np.array_equal(ds[0], x0), "a closed Pool of a pool not rebuilt")
+    # the Pool is open again: forked workers inherit its environment
+    pack("reopened", b, "--name", "s")
+    # its uuid read by another process: with a Pool of the new pool opened
+    # and closed here, the old pool's Pool here fails its next read after
+    # the fork below (MDB_BAD_RSLOT, py-lmdb 1.4; a defect of its own)
+    new = subprocess.run([sys.executable, "-c", "import cdpool, sys; "
+                          "print(cdpool.Pool(sys.argv[1]).uuid)", path], capture_output=True,
+                         text=True, check=True).stdout.strip()
+    want = ("'%s': rebuilt or replaced since it was opened: the directory holds pool %s, not "
+            "pool %s (open it again to read the new one)" % (path, new, old))
+
+    def refused_here(fn, *args):
+        try:
+            fn(*args)
+        except CdpError as e:
+            return e.code == "EMISMATCH" and str(e) == want
+        return False
+
+    def forked(i):
+        return 0 if refused_here(operator.getitem, ds, 0) else 3
+    st, _ = _fork_each(1, forked)
+    check(st == 0, "a forked worker of the dataset: status %d, not the refusal" % st)
+    for method in ("spawn", "forkserver"):
+        with multiprocessing.get_context(method).Pool(1) as workers:
+            try:
+                workers.apply(operator.getitem, (ds, 0))
+                raise Fail("a %s worker read the rebuilt pool" % method)
+            except CdpError as e:
+                check(e.code == "EMISMATCH" and str(e) == want, "%s worker: %s" % (method, e))
+    try:
+        import torch
+        loader = torch.utils.data.DataLoader(ds, batch_size=2, num_workers=1)
+        try:
+            next(iter(loader))
+            raise Fail("a DataLoader worker read the rebuilt pool")
+        except RuntimeError as e:
+            check("Caught CdpError in DataLoader worker" in str(e) and want in str(e),
+                  "DataLoader: %s" % e)
+    except ImportError:
+        print("SKIP the DataLoader worker (no torch)")
+    check(np.array_equal(ds[0], x0), "the Pool kept open no longer reads the pool it opened")
+    pool.close()
+    for fn, args in ((pool.__getitem__, ("s_0_0",)), (pool.keys, ()), (ds.__getitem__, (0,)),
+                     (pool.refresh, ())):
+        check(refused_here(fn, *args), "%s after close(): not refused" % fn.__name__)
+    check(pool.uuid == old, "pool.uuid changed to %s" % pool.uuid)
+    check(os.path.realpath(path) not in _envs, "the refused environment is still open")
+    ok("a Pool opened again (forked, spawned, forkserver workers; after close()) refuses "
+       "the pool rebuilt at its path: %s" % want.split(": ", 1)[1][:40])
+
+
 def test_value_pool():
     """A pool of value labels (regression): PoolDataset's targets are standardized by
     the training sources' target statistics, which cdp-train stored in its checkpoint,
@@ -2343,7 +2414,8 @@ def main():
                       test_checkpoint, test_compat, test_best_kept, test_dataset, test_val_standardize, test_batches, test_photometric,
                       test_first_step, test_info, test_cfg_nesting, test_net_keys,
                       test_pool_refusals, test_meta_consistency, test_info_refusals, test_seed_range,
-                      test_pool_replaced, test_value_pool, test_regression_deployed,
+                      test_pool_replaced, test_pool_reopen_replaced, test_value_pool,
+                      test_regression_deployed,
                       test_class_ignore, test_constant_band, test_split_key,
                       test_dataset_key_refusals, test_lmdb_damage, test_trace_refusals,
                       test_import_torch_refusal, test_import_layouts, test_mix_tensor,
