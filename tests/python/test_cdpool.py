@@ -2039,6 +2039,74 @@ def test_dataset_key_refusals():
     ok("pointer files of a key that is not UTF-8 and of no keys: cdp-train's messages")
 
 
+def test_dataset_key_list():
+    """PoolDataset takes a list of keys (a slice of a KeyList is a list), each
+    checked against the pool; what is no list of keys, and a standardize=
+    of none of its forms, are TypeError or ValueError naming the argument."""
+    pool = cdpool.Pool(os.path.join(T, "pool"))
+    keys = cdpool.read_keys(os.path.join(T, "train.keys"), pool=pool)
+    full = cdpool.PoolDataset(pool, keys, standardize="pool")
+    for given in (keys[:8], tuple(keys[2:5]), [k.encode() for k in keys[:3]],
+                  [keys[1], keys[1]]):
+        ds = cdpool.PoolDataset(pool, given, standardize="pool")
+        want = [keys.index(k if isinstance(k, str) else k.decode()) for k in given]
+        check(len(ds) == len(given) and ds.keys.uuid == pool.uuid and
+              all(np.array_equal(ds[i][0], full[j][0]) and np.array_equal(ds[i][1], full[j][1])
+                  for i, j in enumerate(want)), "PoolDataset(pool, %r)" % (given,))
+    for given, exc, why in (
+            ([], ValueError, "keys: no keys"),
+            (["nosuch_0_0"], ValueError, "keys[0]: key 'nosuch_0_0' is not in '%s'" % pool.path),
+            ([keys[0], 3], TypeError, "keys[1]: a key is str or bytes, not int"),
+            (5, TypeError, "keys: int is not a KeyList, a pointer file's path or a list of keys"),
+            (None, TypeError, "keys: NoneType is not a KeyList, a pointer file's path or a list "
+             "of keys")):
+        try:
+            cdpool.PoolDataset(pool, given)
+            raise Fail("PoolDataset(pool, %r) accepted" % (given,))
+        except exc as e:
+            check(str(e) == why and not isinstance(e, CdpError),
+                  "keys=%r: %s %s, want %s" % (given, type(e).__name__, e, why))
+    forms = "True, False, 'pool', a PoolDataset, a Checkpoint or (mean, std)"
+    for given, exc, why in ((None, TypeError, "standardize: None is not " + forms),
+                            (1, TypeError, "standardize: 1 is not " + forms),
+                            ((1, 2, 3), ValueError, "standardize: (1, 2, 3) is not a (mean, "
+                             "std) pair"),
+                            (("a", "b"), ValueError, "standardize: mean and std need 3 numbers "
+                             "each"),
+                            ("bogus", ValueError, "standardize: 'bogus' is not " + forms)):
+        try:
+            cdpool.PoolDataset(pool, keys, standardize=given)
+            raise Fail("standardize=%r accepted" % (given,))
+        except exc as e:
+            check(str(e) == why, "standardize=%r: %s %s, want %s"
+                  % (given, type(e).__name__, e, why))
+    check(cdpool.PoolDataset(pool, keys, standardize=np.False_).stats_from is None,
+          "standardize=np.False_")
+    ok("PoolDataset(pool, keys[:8]): a list of keys, each in the pool; keys= and standardize= "
+       "refusals name the argument")
+
+
+def test_dataset_negative_index():
+    """ds[-j] is ds[n - j], its augmentation drawn for key index n - j (as
+    (epoch, -j) too); an index outside [-n, n) is IndexError."""
+    pool = cdpool.Pool(os.path.join(T, "pool"))
+    aug = cdpool.Augment(hflip=True, vflip=True, rot90=True, crop_h=24, crop_w=24, seed=1)
+    ds = cdpool.PoolDataset(pool, os.path.join(T, "train.keys"), augment=aug)
+    n = len(ds)
+    for j in range(1, 7):
+        for a, b in ((ds[-j], ds[n - j]), (ds[(3, -j)], ds[(3, n - j)])):
+            check(np.array_equal(a[0], b[0]) and np.array_equal(a[1], b[1]),
+                  "ds[-%d] is not ds[%d]" % (j, n - j))
+    check(np.array_equal(ds[-n][0], ds[0][0]), "ds[-n]")
+    for i in (n, -n - 1):
+        try:
+            ds[i]
+            raise Fail("ds[%d] of %d keys accepted" % (i, n))
+        except IndexError as e:
+            check(str(e) == "dataset index %d is out of range (%d keys)" % (i, n), str(e))
+    ok("PoolDataset: ds[-1] is ds[n - 1], augmentation included")
+
+
 def test_lmdb_damage():
     """Damaged LMDB pages: CdpError naming the pool with the message of
     cdp-keyshuffle, never an lmdb, OS or KeyError: the main database's page (opening),
@@ -2417,7 +2485,8 @@ def main():
                       test_pool_replaced, test_pool_reopen_replaced, test_value_pool,
                       test_regression_deployed,
                       test_class_ignore, test_constant_band, test_split_key,
-                      test_dataset_key_refusals, test_lmdb_damage, test_trace_refusals,
+                      test_dataset_key_refusals, test_dataset_key_list,
+                      test_dataset_negative_index, test_lmdb_damage, test_trace_refusals,
                       test_import_torch_refusal, test_import_layouts, test_mix_tensor,
                       test_reader_slots, test_fork_parent_slot, test_pool_keys, test_pool_append,
                       test_pool_map_growth, test_dataset_sources,
