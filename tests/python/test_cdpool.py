@@ -2434,6 +2434,54 @@ def test_import_checkpoints():
            % torch.__version__)
 
 
+def test_import_shared_weights():
+    """The package's own EngineNet state dict of a cfg whose layers share
+    weights (siamese-unet.cfg's date-1 encoder, weights=) imports: PyTorch
+    lists the shared module under both indices, and the sharing layers'
+    copies, equal to the owners', are left out; the imported net computes
+    what the EngineNet did. Copies that differ are refused in one line."""
+    try:
+        import torch
+    except ImportError:
+        print("SKIP import-torch shared weights (no torch)")
+        return
+    from cdpool.import_torch import ImportError_, import_state_dict
+    from cdpool.model import build
+    from cdpool.torch_model import EngineNet, to_torch
+    cfg = os.path.join(os.environ["CDP_SRCDIR"], "share", "cdpool", "models", "siamese-unet.cfg")
+    ov = ["in_h=32", "in_w=32", "depth=2", "width=4"]
+    with open(cfg) as f:
+        text = f.read()
+    model = build(text, cfg, ov, (6, 32, 32))
+    torch.manual_seed(4)
+    net = EngineNet(model).eval()
+    sd = net.state_dict()
+    sd_path = os.path.join(T, "siamese_sd.pth")
+    torch.save(sd, sd_path)
+    out = os.path.join(T, "siamese_init.cdpt")
+    r = import_torch(sd_path, "--model", cfg + ":" + ",".join(ov), "-o", out)
+    check(r.returncode == 0, "siamese-unet's EngineNet state dict: %s" % r.stderr)
+    back = to_torch(cdpool.load_checkpoint(out)).eval()
+    x = torch.randn(2, 6, 32, 32)
+    with torch.no_grad():
+        check(torch.equal(back(x), net(x)), "the imported siamese net computes another function")
+    L = next(L for L in model["layers"] if "weights" in L)
+    src = model["layers"][L["weights"]]
+    bad = dict(sd)
+    k = "layers.%d.weight" % L["index"]
+    bad[k] = sd[k] + 1
+    try:
+        import_state_dict(bad, text, cfg, ov, note=lambda line: None)
+        raise Fail("shared weights that differ imported")
+    except ImportError_ as e:
+        want = ("%s (layer '%s', which shares the weights of '%s') differs from layers.%d.weight, "
+                "its owner's: not a state dict of this net's shared weights, nothing written"
+                % (k, L["name"], src["name"], src["index"]))
+        check(str(e) == want, "shared weights that differ: %s" % e)
+    ok("import-torch: siamese-unet's EngineNet state dict (shared weights listed twice) "
+       "imports back; copies that differ refused")
+
+
 def test_cli_output():
     """The command line's stdout: --version, a write error in one line (exit
     1), SIGPIPE quiet also for the installed console scripts (cdpool and
@@ -2491,7 +2539,7 @@ def main():
                       test_reader_slots, test_fork_parent_slot, test_pool_keys, test_pool_append,
                       test_pool_map_growth, test_dataset_sources,
                       test_integer_args, test_import_outputs, test_import_options,
-                      test_import_checkpoints, test_cli_output])
+                      test_import_checkpoints, test_import_shared_weights, test_cli_output])
 
 
 if __name__ == "__main__":
