@@ -44,6 +44,7 @@ and any dataset with __len__ and __getitem__, and collates NumPy arrays.
 """
 import math
 import operator
+import os
 import re
 
 import numpy as np
@@ -513,13 +514,41 @@ def _is_tensor(a):
     return type(a).__module__.split(".", 1)[0] == "torch" and hasattr(a, "flip")
 
 
+_STANDARDIZE = "True, False, 'pool', a PoolDataset, a Checkpoint or (mean, std)"
+
+
+def _listed_keys(keys, pool):
+    """A list of keys given to PoolDataset (a slice of a KeyList, say) as
+    a KeyList of pool's uuid (with no path: its keys are checked against
+    the pool's there, not against a pointer file), repeats allowed;
+    TypeError or ValueError naming the argument for what is no list of
+    keys."""
+    try:
+        items = list(keys)
+    except TypeError:
+        raise TypeError("keys: %s is not a KeyList, a pointer file's path or a list of keys"
+                        % type(keys).__name__) from None
+    out = []
+    for i, k in enumerate(items):
+        if isinstance(k, (bytes, bytearray)):
+            k = bytes(k).decode("utf-8", "surrogateescape")
+        if not isinstance(k, str):
+            raise TypeError("keys[%d]: a key is str or bytes, not %s" % (i, type(k).__name__))
+        out.append(str(k))
+    if not out:
+        raise ValueError("keys: no keys")
+    return KeyList(out, pool.uuid, 0, None, repeats=True)
+
+
 class PoolDataset:
     """Samples of a pool in the order of a pointer file, as cdp-train makes
     them (see the top of this file).
 
     pool      a Pool or a pool directory
     keys      a KeyList (read_keys()) or a pointer file's path; its uuid
-              must be the pool's, and every key must be in the pool
+              must be the pool's, and every key must be in the pool; or a
+              list of keys (str, a slice of a KeyList), each in the pool
+              (ValueError naming keys[i] otherwise), repeats allowed
     standardize
               True: cdp-train's rule for a new run, the statistics of
               the sources of these keys (Pool.source_stats), or the
@@ -564,7 +593,13 @@ class PoolDataset:
         # the loader's order: the pool, then the pointer file
         if p.bands == 0:
             raise CdpError("EFORMAT", p.path, message="pool holds no tiles")
-        self.keys = keys if isinstance(keys, KeyList) else read_keys(keys, pool=p)
+        listed = False
+        if isinstance(keys, KeyList):
+            self.keys = keys
+        elif isinstance(keys, (str, bytes, os.PathLike)):
+            self.keys = read_keys(keys, pool=p)
+        else:
+            self.keys, listed = _listed_keys(keys, p), True
         if self.keys.uuid != p.uuid:
             raise CdpError("EMISMATCH", self.keys.path, message="made for pool %s, '%s' is %s"
                            % (self.keys.uuid, p.path, p.uuid))
@@ -583,8 +618,13 @@ class PoolDataset:
                 try:
                     v.raw(k)
                 except KeyError:
+                    if listed:
+                        raise ValueError("keys[%d]: key '%s' is not in '%s'" % (i, k, p.path)) \
+                            from None
                     raise CdpError("EKEY", self.keys.path, line=i + 2, message="key '%s' is not "
                                    "in '%s'" % (k, p.path)) from None
+        if isinstance(standardize, np.bool_):       # as True or False, not a pair
+            standardize = bool(standardize)
         mean, std, self.stats_from = self._statistics(standardize)
         for c in range(p.bands):
             m, sd = mean[c], std[c]
@@ -705,7 +745,8 @@ class PoolDataset:
         for t, n in enumerate(counts):
             if n == 0:
                 raise CdpError("EFORMAT", p.path, message="target %d has no value in the "
-                               "training sources of '%s'" % (t + 1, self.keys.path))
+                               "training sources of %s" % (t + 1, "'%s'" % self.keys.path
+                                                           if self.keys.path else "the keys"))
         return mean, np.where(std > 0, std, 1.0), "sources"
 
     def _statistics(self, standardize):
@@ -727,8 +768,7 @@ class PoolDataset:
                                "has %d bands, the pool %d" % (len(standardize.mean), p.bands))
             return standardize._stats[0], standardize._stats[1], "dataset"
         if isinstance(standardize, str):
-            raise ValueError("standardize: '%s' is not True, False, 'pool', a PoolDataset, a "
-                             "Checkpoint or (mean, std)" % standardize)
+            raise ValueError("standardize: '%s' is not %s" % (standardize, _STANDARDIZE))
         if hasattr(standardize, "std_from"):       # a Checkpoint
             if standardize.mean is None or len(standardize.mean) != p.bands:
                 raise CdpError("EMISMATCH", p.path, message="the checkpoint holds %s band "
@@ -736,7 +776,17 @@ class PoolDataset:
                                    "no" if standardize.mean is None else len(standardize.mean),
                                    p.bands))
             return standardize.mean, standardize.std, "checkpoint"
-        mean, std = (np.asarray(a, dtype=np.float64) for a in standardize)
+        try:
+            mean, std = standardize
+        except TypeError:       # None, 1: no pair
+            raise TypeError("standardize: %r is not %s" % (standardize, _STANDARDIZE)) from None
+        except ValueError:      # a sequence of another length
+            raise ValueError("standardize: %r is not a (mean, std) pair" % (standardize,)) \
+                from None
+        try:
+            mean, std = (np.asarray(a, dtype=np.float64) for a in (mean, std))
+        except (TypeError, ValueError):
+            raise ValueError("standardize: mean and std need %d numbers each" % p.bands) from None
         if mean.shape != (p.bands,) or std.shape != (p.bands,):
             raise ValueError("standardize: mean and std need %d values each" % p.bands)
         return mean, std, "given"
@@ -754,11 +804,17 @@ class PoolDataset:
         self.epoch = _int_arg("epoch", epoch, 0, M64)
 
     def __getitem__(self, i):
-        """Sample i, or (epoch, i) as BlockSampler(with_epoch=True) gives."""
+        """Sample i, or (epoch, i) as BlockSampler(with_epoch=True) gives;
+        i < 0 counts from the end, as a list's index."""
         epoch = self.epoch
         if isinstance(i, tuple):
             epoch, i = i
         epoch, i = operator.index(epoch), operator.index(i)
+        n = len(self.keys)
+        if not -n <= i < n:
+            raise IndexError("dataset index %d is out of range (%d keys)" % (i, n))
+        # ds[-1] is ds[n - 1]: the augmentation too is drawn for key n - 1
+        i = i + n if i < 0 else i
         p = self.pool
         with p.view() as v:
             r = v.record(self.keys[i])      # checked against the pool's shape there

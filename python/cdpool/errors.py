@@ -53,6 +53,7 @@ class CdpError(ValueError):
         self.detail = detail
         self.line = line
         self.record = record
+        self.message = message
         text = "'%s': " % subject
         if line and not (message and code == "EDUPKEY"):
             text += "line %d: " % line
@@ -62,3 +63,9 @@ class CdpError(ValueError):
         if detail:
             text += " (%s)" % escape(str(detail))
         super().__init__(text)
+
+    def __reduce__(self):
+        # pickled by its fields: multiprocessing sends a worker's exception
+        # back pickled, and Exception's default would call CdpError(text)
+        return (type(self), (self.code, self.subject, self.detail, self.line, self.record,
+                             self.message))

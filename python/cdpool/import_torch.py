@@ -104,19 +104,49 @@ def engine_names(sd, model):
     layers.N, N the layer's index in the cfg) with its keys named as the
     cfg names the layers ("layers.3.weight" -> "layer1.0.conv1.weight"),
     so that the package's own PyTorch twin of a model imports back; any
-    other state dict as it is (also one that already uses the cfg's names)."""
-    names = {L["index"]: L["name"] for L in model["layers"]}
+    other state dict as it is (also one that already uses the cfg's names).
+    A layer that shares another's weights (weights=) is that layer's
+    module in EngineNet, so PyTorch lists the tensors under both indices:
+    the sharing layer's copies are left out when they equal the owner's,
+    ImportError_ when they differ (no state dict of this net)."""
+    layers = {L["index"]: L for L in model["layers"]}
     wanted = {"%s.%s" % (L["name"], t["name"]) for L in model["layers"]
               for kind in ("params", "buffers") for t in L[kind]}
     if any(k in wanted for k in sd):
         return sd
-    got = {}
+    got, shared = {}, []
     for k, v in sd.items():
         m = _ENGINE_KEY.fullmatch(k)
-        if not m or int(m.group(1)) not in names:
+        if not m or int(m.group(1)) not in layers:
             return sd
-        got["%s.%s" % (names[int(m.group(1))], m.group(2))] = v
+        L = layers[int(m.group(1))]
+        if "weights" in L:
+            shared.append((k, L, m.group(2), v))
+        else:
+            got["%s.%s" % (L["name"], m.group(2))] = v
+    for k, L, t, v in shared:
+        src = layers[L["weights"]]
+        own = "%s.%s" % (src["name"], t)
+        if own not in got:
+            got[own] = v
+        elif not _same_tensor(got[own], v):
+            raise ImportError_("%s (layer '%s', which shares the weights of '%s') differs from "
+                               "layers.%d.%s, its owner's: not a state dict of this net's shared "
+                               "weights, nothing written" % (k, L["name"], src["name"],
+                                                             src["index"], t))
     return got
+
+
+def _array(v):
+    """A state dict's tensor (torch or numpy) as a numpy array, float32 for torch."""
+    if hasattr(v, "detach"):
+        v = v.detach().cpu().float().numpy()
+    return np.asarray(v)
+
+
+def _same_tensor(a, b):
+    a, b = _array(a), _array(b)
+    return a.shape == b.shape and np.array_equal(a, b, equal_nan=a.dtype.kind == "f")
 
 
 def adapt_input_conv(w, n):
@@ -141,11 +171,7 @@ def import_state_dict(sd, cfg_text, cfg_path, overrides, in_channels=None, note=
     tensor is missing or of another shape."""
     model = build(cfg_text, cfg_path, overrides, (in_channels or 0, 0, 0))
     sd = engine_names(unwrap(sd), model)
-    arr = {}
-    for k, v in sd.items():
-        if hasattr(v, "detach"):
-            v = v.detach().cpu().float().numpy()
-        arr[k] = np.asarray(v)
+    arr = {k: _array(v) for k, v in sd.items()}
     used, bad = set(), []
     out = {"params": {}, "buffers": {}}
     head = max((L["index"] for L in model["layers"] if L["params"]), default=-1)

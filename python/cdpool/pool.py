@@ -23,7 +23,10 @@ The environment is closed when the last Pool of this process using it is
 closed or garbage-collected. A Pool opened after the pool was rebuilt at
 the same path (another data.mdb: another device and inode) gets a new
 environment, never the one of the replaced pool, which Pools opened
-before keep until they close.
+before keep until they close. A Pool that opens the environment again (in
+a worker, after close()) refuses a directory that now holds another pool
+(another uuid): CdpError EMISMATCH, "rebuilt or replaced since it was
+opened".
 As with any LMDB reader, a process must not open and close the pool's
 lock.mdb by other means (copying the directory, say) while it has the pool
 open: that drops the process's lock on it, and other processes would then
@@ -273,6 +276,16 @@ def _field(text, what, key):
     if v is None:
         raise _Why("%s record: no %s line" % (what, key))
     return v
+
+
+def _uuid_of(meta):
+    """The pool uuid of meta (a dict of meta texts), or _Why."""
+    if "uuid" not in meta:
+        raise _Why("not a cdpool pool: no uuid record")
+    uuid = _field(meta["uuid"], "uuid", "uuid")
+    if not re.fullmatch(r"[0-9a-f]{32}", uuid):
+        raise _Why("uuid record: '%s' is not 32 lowercase hex digits" % uuid)
+    return uuid
 
 
 def _uint(v, lo=0, hi=(1 << 64) - 1):
@@ -745,7 +758,44 @@ class Pool:
         ent["refs"] += 1
         self._ent = ent
         self._env, self._pid, self._tiles, self._meta = ent["env"], pid, ent["tiles"], ent["meta"]
+        if getattr(self, "uuid", None) is not None:
+            self._same_pool()       # opened again: in a worker, or after close()
         return self._env
+
+    def _same_pool(self):
+        """After this Pool opened the environment again (a forked or
+        spawned worker, a read after close()): CdpError EMISMATCH when the
+        directory now holds another pool (another uuid) than the one the
+        Pool read, after dropping its use of the environment. Reading on
+        would give another pool's records under this Pool's keys, shape and
+        statistics (a pool rebuilt at the path keeps the scene names)."""
+        import lmdb
+        ent = self._ent
+        if "uuid" not in ent:       # read once per environment
+            try:
+                with self._begin(buffers=True) as txn:
+                    v = txn.get(b"uuid", db=self._meta)
+                    text = None if v is None else meta_text(v, self.path, "uuid")
+            except lmdb.Error as e:
+                self.close()
+                raise _read_error(self.path, e) from None
+            except CdpError:
+                self.close()
+                raise
+            try:
+                ent["uuid"] = _uuid_of({} if text is None else {"uuid": text})
+            except _Why as e:
+                self.close()
+                raise CdpError("EFORMAT", self.path, message=str(e)) from None
+        if ent["uuid"] != self.uuid:
+            now = ent["uuid"]
+            self.close()
+            raise self._replaced(now)
+
+    def _replaced(self, now):
+        return CdpError("EMISMATCH", self.path, message="rebuilt or replaced since it was opened: "
+                        "the directory holds pool %s, not pool %s (open it again to read the "
+                        "new one)" % (now, self.uuid))
 
     def close(self):
         """Drops this Pool's use of the environment, which is closed when no
@@ -815,6 +865,15 @@ class Pool:
         return meta, txn.stat(self._tiles)["entries"]
 
     def _adopt(self, meta, entries):
+        # the same environment, the same file: its uuid cannot change, but
+        # a Pool must never take another pool's meta as its own
+        if getattr(self, "uuid", None) is not None:
+            try:
+                now = _uuid_of(meta)
+            except _Why as e:
+                raise CdpError("EFORMAT", self.path, message=str(e)) from None
+            if now != self.uuid:
+                raise self._replaced(now)
         try:
             self._check(meta, entries)
         except _Why as e:
@@ -869,11 +928,7 @@ class Pool:
         if ver > VERSION:
             raise CdpError("EVERSION", p, message="pool version %d is newer than this program "
                            "reads (%d)" % (ver, VERSION))
-        if "uuid" not in meta:
-            raise _Why("not a cdpool pool: no uuid record")
-        self.uuid = _field(meta["uuid"], "uuid", "uuid")
-        if not re.fullmatch(r"[0-9a-f]{32}", self.uuid):
-            raise _Why("uuid record: '%s' is not 32 lowercase hex digits" % self.uuid)
+        self.uuid = _uuid_of(meta)
         # no count: a pool never filled, which must then hold no record
         self.tiles = 0
         if "count" in meta:

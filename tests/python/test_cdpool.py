@@ -1723,6 +1723,77 @@ def test_pool_replaced():
     ok("a pool rebuilt at its path is read anew; environments close with their last Pool")
 
 
+def test_pool_reopen_replaced():
+    """A Pool that opens the environment again, in a worker (fork, spawn,
+    forkserver) or on a read after close(), refuses a pool rebuilt at its
+    path since it was opened (another uuid, the same keys): CdpError
+    EMISMATCH naming the pool, never the new pool's records (which workers
+    once served under the old pool's keys and statistics); keys() keeps
+    the uuid. The process that kept it open reads the old pool on; a Pool
+    closed while its pool was not rebuilt reads on after close()."""
+    import multiprocessing
+    import operator
+    from cdpool.pool import _envs
+    a, b = (os.path.join(T, "r", n + ".tif") for n in ("two_a", "two_b"))
+    path = pack("reopened", a, "--name", "s")
+    pool = cdpool.Pool(path)
+    old = pool.uuid
+    ds = cdpool.PoolDataset(pool, write_keys(path + ".keys", old, pool.keys()),
+                            standardize=False)
+    x0 = ds[0]
+    pool.close()
+    check(np.array_equal(ds[0], x0), "a closed Pool of a pool not rebuilt")
+    # the Pool is open again: forked workers inherit its environment
+    pack("reopened", b, "--name", "s")
+    # its uuid read by another process: with a Pool of the new pool opened
+    # and closed here, the old pool's Pool here fails its next read after
+    # the fork below (MDB_BAD_RSLOT, py-lmdb 1.4; a defect of its own)
+    new = subprocess.run([sys.executable, "-c", "import cdpool, sys; "
+                          "print(cdpool.Pool(sys.argv[1]).uuid)", path], capture_output=True,
+                         text=True, check=True).stdout.strip()
+    want = ("'%s': rebuilt or replaced since it was opened: the directory holds pool %s, not "
+            "pool %s (open it again to read the new one)" % (path, new, old))
+
+    def refused_here(fn, *args):
+        try:
+            fn(*args)
+        except CdpError as e:
+            return e.code == "EMISMATCH" and str(e) == want
+        return False
+
+    def forked(i):
+        return 0 if refused_here(operator.getitem, ds, 0) else 3
+    st, _ = _fork_each(1, forked)
+    check(st == 0, "a forked worker of the dataset: status %d, not the refusal" % st)
+    for method in ("spawn", "forkserver"):
+        with multiprocessing.get_context(method).Pool(1) as workers:
+            try:
+                workers.apply(operator.getitem, (ds, 0))
+                raise Fail("a %s worker read the rebuilt pool" % method)
+            except CdpError as e:
+                check(e.code == "EMISMATCH" and str(e) == want, "%s worker: %s" % (method, e))
+    try:
+        import torch
+        loader = torch.utils.data.DataLoader(ds, batch_size=2, num_workers=1)
+        try:
+            next(iter(loader))
+            raise Fail("a DataLoader worker read the rebuilt pool")
+        except RuntimeError as e:
+            check("Caught CdpError in DataLoader worker" in str(e) and want in str(e),
+                  "DataLoader: %s" % e)
+    except ImportError:
+        print("SKIP the DataLoader worker (no torch)")
+    check(np.array_equal(ds[0], x0), "the Pool kept open no longer reads the pool it opened")
+    pool.close()
+    for fn, args in ((pool.__getitem__, ("s_0_0",)), (pool.keys, ()), (ds.__getitem__, (0,)),
+                     (pool.refresh, ())):
+        check(refused_here(fn, *args), "%s after close(): not refused" % fn.__name__)
+    check(pool.uuid == old, "pool.uuid changed to %s" % pool.uuid)
+    check(os.path.realpath(path) not in _envs, "the refused environment is still open")
+    ok("a Pool opened again (forked, spawned, forkserver workers; after close()) refuses "
+       "the pool rebuilt at its path: %s" % want.split(": ", 1)[1][:40])
+
+
 def test_value_pool():
     """A pool of value labels (regression): PoolDataset's targets are standardized by
     the training sources' target statistics, which cdp-train stored in its checkpoint,
@@ -1966,6 +2037,74 @@ def test_dataset_key_refusals():
     check(str(e) == "'%s': no keys" % zero, str(e))
     c_says(e, *(run + [zero]))
     ok("pointer files of a key that is not UTF-8 and of no keys: cdp-train's messages")
+
+
+def test_dataset_key_list():
+    """PoolDataset takes a list of keys (a slice of a KeyList is a list), each
+    checked against the pool; what is no list of keys, and a standardize=
+    of none of its forms, are TypeError or ValueError naming the argument."""
+    pool = cdpool.Pool(os.path.join(T, "pool"))
+    keys = cdpool.read_keys(os.path.join(T, "train.keys"), pool=pool)
+    full = cdpool.PoolDataset(pool, keys, standardize="pool")
+    for given in (keys[:8], tuple(keys[2:5]), [k.encode() for k in keys[:3]],
+                  [keys[1], keys[1]]):
+        ds = cdpool.PoolDataset(pool, given, standardize="pool")
+        want = [keys.index(k if isinstance(k, str) else k.decode()) for k in given]
+        check(len(ds) == len(given) and ds.keys.uuid == pool.uuid and
+              all(np.array_equal(ds[i][0], full[j][0]) and np.array_equal(ds[i][1], full[j][1])
+                  for i, j in enumerate(want)), "PoolDataset(pool, %r)" % (given,))
+    for given, exc, why in (
+            ([], ValueError, "keys: no keys"),
+            (["nosuch_0_0"], ValueError, "keys[0]: key 'nosuch_0_0' is not in '%s'" % pool.path),
+            ([keys[0], 3], TypeError, "keys[1]: a key is str or bytes, not int"),
+            (5, TypeError, "keys: int is not a KeyList, a pointer file's path or a list of keys"),
+            (None, TypeError, "keys: NoneType is not a KeyList, a pointer file's path or a list "
+             "of keys")):
+        try:
+            cdpool.PoolDataset(pool, given)
+            raise Fail("PoolDataset(pool, %r) accepted" % (given,))
+        except exc as e:
+            check(str(e) == why and not isinstance(e, CdpError),
+                  "keys=%r: %s %s, want %s" % (given, type(e).__name__, e, why))
+    forms = "True, False, 'pool', a PoolDataset, a Checkpoint or (mean, std)"
+    for given, exc, why in ((None, TypeError, "standardize: None is not " + forms),
+                            (1, TypeError, "standardize: 1 is not " + forms),
+                            ((1, 2, 3), ValueError, "standardize: (1, 2, 3) is not a (mean, "
+                             "std) pair"),
+                            (("a", "b"), ValueError, "standardize: mean and std need 3 numbers "
+                             "each"),
+                            ("bogus", ValueError, "standardize: 'bogus' is not " + forms)):
+        try:
+            cdpool.PoolDataset(pool, keys, standardize=given)
+            raise Fail("standardize=%r accepted" % (given,))
+        except exc as e:
+            check(str(e) == why, "standardize=%r: %s %s, want %s"
+                  % (given, type(e).__name__, e, why))
+    check(cdpool.PoolDataset(pool, keys, standardize=np.False_).stats_from is None,
+          "standardize=np.False_")
+    ok("PoolDataset(pool, keys[:8]): a list of keys, each in the pool; keys= and standardize= "
+       "refusals name the argument")
+
+
+def test_dataset_negative_index():
+    """ds[-j] is ds[n - j], its augmentation drawn for key index n - j (as
+    (epoch, -j) too); an index outside [-n, n) is IndexError."""
+    pool = cdpool.Pool(os.path.join(T, "pool"))
+    aug = cdpool.Augment(hflip=True, vflip=True, rot90=True, crop_h=24, crop_w=24, seed=1)
+    ds = cdpool.PoolDataset(pool, os.path.join(T, "train.keys"), augment=aug)
+    n = len(ds)
+    for j in range(1, 7):
+        for a, b in ((ds[-j], ds[n - j]), (ds[(3, -j)], ds[(3, n - j)])):
+            check(np.array_equal(a[0], b[0]) and np.array_equal(a[1], b[1]),
+                  "ds[-%d] is not ds[%d]" % (j, n - j))
+    check(np.array_equal(ds[-n][0], ds[0][0]), "ds[-n]")
+    for i in (n, -n - 1):
+        try:
+            ds[i]
+            raise Fail("ds[%d] of %d keys accepted" % (i, n))
+        except IndexError as e:
+            check(str(e) == "dataset index %d is out of range (%d keys)" % (i, n), str(e))
+    ok("PoolDataset: ds[-1] is ds[n - 1], augmentation included")
 
 
 def test_lmdb_damage():
@@ -2295,6 +2434,54 @@ def test_import_checkpoints():
            % torch.__version__)
 
 
+def test_import_shared_weights():
+    """The package's own EngineNet state dict of a cfg whose layers share
+    weights (siamese-unet.cfg's date-1 encoder, weights=) imports: PyTorch
+    lists the shared module under both indices, and the sharing layers'
+    copies, equal to the owners', are left out; the imported net computes
+    what the EngineNet did. Copies that differ are refused in one line."""
+    try:
+        import torch
+    except ImportError:
+        print("SKIP import-torch shared weights (no torch)")
+        return
+    from cdpool.import_torch import ImportError_, import_state_dict
+    from cdpool.model import build
+    from cdpool.torch_model import EngineNet, to_torch
+    cfg = os.path.join(os.environ["CDP_SRCDIR"], "share", "cdpool", "models", "siamese-unet.cfg")
+    ov = ["in_h=32", "in_w=32", "depth=2", "width=4"]
+    with open(cfg) as f:
+        text = f.read()
+    model = build(text, cfg, ov, (6, 32, 32))
+    torch.manual_seed(4)
+    net = EngineNet(model).eval()
+    sd = net.state_dict()
+    sd_path = os.path.join(T, "siamese_sd.pth")
+    torch.save(sd, sd_path)
+    out = os.path.join(T, "siamese_init.cdpt")
+    r = import_torch(sd_path, "--model", cfg + ":" + ",".join(ov), "-o", out)
+    check(r.returncode == 0, "siamese-unet's EngineNet state dict: %s" % r.stderr)
+    back = to_torch(cdpool.load_checkpoint(out)).eval()
+    x = torch.randn(2, 6, 32, 32)
+    with torch.no_grad():
+        check(torch.equal(back(x), net(x)), "the imported siamese net computes another function")
+    L = next(L for L in model["layers"] if "weights" in L)
+    src = model["layers"][L["weights"]]
+    bad = dict(sd)
+    k = "layers.%d.weight" % L["index"]
+    bad[k] = sd[k] + 1
+    try:
+        import_state_dict(bad, text, cfg, ov, note=lambda line: None)
+        raise Fail("shared weights that differ imported")
+    except ImportError_ as e:
+        want = ("%s (layer '%s', which shares the weights of '%s') differs from layers.%d.weight, "
+                "its owner's: not a state dict of this net's shared weights, nothing written"
+                % (k, L["name"], src["name"], src["index"]))
+        check(str(e) == want, "shared weights that differ: %s" % e)
+    ok("import-torch: siamese-unet's EngineNet state dict (shared weights listed twice) "
+       "imports back; copies that differ refused")
+
+
 def test_cli_output():
     """The command line's stdout: --version, a write error in one line (exit
     1), SIGPIPE quiet also for the installed console scripts (cdpool and
@@ -2343,14 +2530,16 @@ def main():
                       test_checkpoint, test_compat, test_best_kept, test_dataset, test_val_standardize, test_batches, test_photometric,
                       test_first_step, test_info, test_cfg_nesting, test_net_keys,
                       test_pool_refusals, test_meta_consistency, test_info_refusals, test_seed_range,
-                      test_pool_replaced, test_value_pool, test_regression_deployed,
+                      test_pool_replaced, test_pool_reopen_replaced, test_value_pool,
+                      test_regression_deployed,
                       test_class_ignore, test_constant_band, test_split_key,
-                      test_dataset_key_refusals, test_lmdb_damage, test_trace_refusals,
+                      test_dataset_key_refusals, test_dataset_key_list,
+                      test_dataset_negative_index, test_lmdb_damage, test_trace_refusals,
                       test_import_torch_refusal, test_import_layouts, test_mix_tensor,
                       test_reader_slots, test_fork_parent_slot, test_pool_keys, test_pool_append,
                       test_pool_map_growth, test_dataset_sources,
                       test_integer_args, test_import_outputs, test_import_options,
-                      test_import_checkpoints, test_cli_output])
+                      test_import_checkpoints, test_import_shared_weights, test_cli_output])
 
 
 if __name__ == "__main__":
