@@ -88,7 +88,7 @@ rc=$?
 set -e
 [ "$rc" -eq 1 ] || fail "exit $rc, want 1: $(cat "$T/err")"
 grep '^cdp-train' "$T/err" >"$T/msg" || :
-want="cdp-train: rank 0: cannot resume from '$N/none/checkpoint.cdpt': No such file or directory"
+want="cdp-train: rank 0: cannot resume: '$N/none' holds no checkpoint.cdpt, no run to resume (leave --resume out to start one)"
 [ "$(cat "$T/msg")" = "$want" ] || fail "want the one line '$want', got: $(cat "$T/err")"
 cat "$T/msg"
 exit 0
