@@ -714,27 +714,33 @@ static int stage_copy(const char *src, const char *dst, int sync, char **tmp, lo
 	return rc;
 }
 
-/* The renames of a CDP_OUT_AUX commit: the file, then GDAL's side file
- * TMP.aux.xml onto PATH.aux.xml (staged is a copy of it beside PATH when
- * that is on another file system than the temporary), or without one the
- * stale PATH.aux.xml removed; through a link, TARGET.aux.xml too, which
- * described the file just replaced. */
-static int commit_aux(cdp_out *o, const char *sidef, const char *staged)
+/* The renames of a CDP_OUT_AUX commit: GDAL's side file TMP.aux.xml onto
+ * PATH.aux.xml (staged is a copy of it beside PATH when that is on
+ * another file system than the temporary), or without one the stale
+ * PATH.aux.xml removed, and then the file; through a link, TARGET.aux.xml
+ * too, which described the file just replaced. The side file goes first:
+ * no earlier check covers its name (a folder of that name, a name longer
+ * than the file system allows), and when it fails the earlier file and
+ * its side file are both as they were. *failed: the name that failed. */
+static int commit_aux(cdp_out *o, const char *sidef, const char *staged,
+                      const char **failed)
 {
 	char a[PATH_MAX + 16], b[PATH_MAX + 16];
 	int rc = CDP_OK, have;
 
 	snprintf(a, sizeof a, "%s.aux.xml", o->tmp);
 	have = access(a, F_OK) == 0;
-	if (rename(o->tmp, o->target) != 0)
-		return errno;
+	*failed = sidef;
 	if (have && rename(staged ? staged : a, sidef) != 0)
-		rc = errno;
-	else if (!have && unlink(sidef) != 0 && errno != ENOENT)
-		rc = errno;
+		return errno;
+	if (!have && unlink(sidef) != 0 && errno != ENOENT)
+		return errno;
 	if (staged)
 		unlink(a);
-	if (rc == CDP_OK && strcmp(o->path, o->target) != 0 &&
+	*failed = o->path;
+	if (rename(o->tmp, o->target) != 0)
+		return errno;
+	if (strcmp(o->path, o->target) != 0 &&
 	    snprintf(b, sizeof b, "%s.aux.xml", o->target) < (int)sizeof b &&
 	    unlink(b) != 0 && errno != ENOENT)
 		rc = errno;
@@ -744,6 +750,7 @@ static int commit_aux(cdp_out *o, const char *sidef, const char *staged)
 int cdp_out_commit(cdp_out *o, char *err, size_t cap)
 {
 	char sidef[PATH_MAX + 16], a[PATH_MAX + 16], *staged = NULL;
+	const char *failed;
 	long sslot = -1;
 	int rc = CDP_OK, aux;
 
@@ -752,6 +759,7 @@ int cdp_out_commit(cdp_out *o, char *err, size_t cap)
 		return CDP_EINVAL;
 	}
 	aux = o->tmp && (o->flags & CDP_OUT_AUX);
+	failed = o->path;
 	/* write errors can first appear at close (NFS, quotas) */
 	rc = cdp_out_close(o);
 	if (rc == CDP_OK && aux && (rc = cdp_out_aux_name(o->path, sidef, sizeof sidef)) == CDP_OK &&
@@ -761,7 +769,7 @@ int cdp_out_commit(cdp_out *o, char *err, size_t cap)
 	if (rc == CDP_OK && aux) {
 		/* two renames, one file to a reader: no signal between them */
 		cdp_out_hold();
-		rc = commit_aux(o, sidef, staged);
+		rc = commit_aux(o, sidef, staged, &failed);
 		cdp_out_release();
 	} else if (rc == CDP_OK && o->tmp && rename(o->tmp, o->target) != 0) {
 		rc = errno;
@@ -778,7 +786,7 @@ int cdp_out_commit(cdp_out *o, char *err, size_t cap)
 	if (rc != CDP_OK) {
 		if ((rc == EIO || rc == CDP_EGDAL) && cdp_out_nospace(o, NULL))
 			rc = cdp_out_nospace(o, NULL);
-		seterr(err, cap, "cannot write '%s': %s", o->path, cdp_strerror(rc));
+		seterr(err, cap, "cannot write '%s': %s", failed, cdp_strerror(rc));
 		cdp_out_abort(o);
 		return rc;
 	}
