@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <time.h>
@@ -618,7 +619,7 @@ static int noted;
 
 void cdp_out_note_nospace(int e)
 {
-	if (e == ENOSPC || e == EDQUOT)
+	if (e == ENOSPC || e == EDQUOT || e == EFBIG)
 		__atomic_store_n(&noted, e, __ATOMIC_RELAXED);
 }
 
@@ -627,11 +628,23 @@ int cdp_out_nospace(const cdp_out *o, const char *path)
 	char dir[PATH_MAX];
 	const char *p = o && o->tmp ? o->tmp : path;
 	struct statvfs sv;
+	struct rlimit rl;
+	struct stat st;
 	int e = __atomic_load_n(&noted, __ATOMIC_RELAXED);
 
 	if (e)
 		return e;
-	if (!p || dir_of(p, dir) != 0 || statvfs(dir, &sv) != 0)
+	if (!p)
+		return 0;
+	/* a file that reached the file-size limit (ulimit -f: the programs
+	 * ignore SIGXFSZ, so the write failed with EFBIG, which libtiff too
+	 * reports in words of its own); within a strip of it, since a
+	 * library may write its last one short or trim the file after */
+	if (getrlimit(RLIMIT_FSIZE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
+	    stat(p, &st) == 0 && S_ISREG(st.st_mode) &&
+	    (rlim_t)st.st_size + 65536 >= rl.rlim_cur)
+		return EFBIG;
+	if (dir_of(p, dir) != 0 || statvfs(dir, &sv) != 0)
 		return 0;
 	return sv.f_bavail == 0 || sv.f_bfree == 0 ? ENOSPC : 0;
 }
