@@ -580,6 +580,24 @@ fail:
 	return rc;
 }
 
+FILE *cdp_out_fdopen(int fd, const char *mode)
+{
+	FILE *f;
+	int k, e;
+
+	if ((k = dup(fd)) < 0)
+		return NULL;
+	if (!(f = fdopen(k, mode))) {
+		e = errno;
+		close(k);
+		/* glibc's word for a descriptor not open for writing (standard
+		 * output closed, held on /dev/null read-only: cdp_cli_std_fds)
+		 * is EINVAL; a write to it would say EBADF */
+		errno = e == EINVAL && (fcntl(fd, F_GETFL) & O_ACCMODE) == O_RDONLY ? EBADF : e;
+	}
+	return f;
+}
+
 static void unlink_sides(const char *tmp)
 {
 	char buf[PATH_MAX + 16];

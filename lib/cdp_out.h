@@ -51,6 +51,7 @@
 #define CDP_OUT_H
 
 #include <stddef.h>
+#include <stdio.h>
 #include <sys/types.h>
 
 #include "cdp_file.h"
@@ -116,6 +117,12 @@ int  cdp_out_aux_name(const char *path, char *buf, size_t cap);
  * CDP_OUT_NOFD, where o->tmp is the name to write), and o must be ended by
  * cdp_out_commit or cdp_out_abort. On failure o holds nothing. */
 int  cdp_out_open(cdp_out *o, const char *path, int flags, mode_t mode, char *err, size_t cap);
+
+/* A stdio stream (fdopen's mode) on a duplicate of fd, so that fclose
+ * leaves fd open; NULL with errno set on failure, EBADF for a descriptor
+ * that is not open for writing (a closed standard output: prog >&-), as
+ * a write to it says, where fdopen says EINVAL. */
+FILE *cdp_out_fdopen(int fd, const char *mode);
 
 /* Closes o's descriptor and keeps the temporary for a later commit or
  * abort (a program holding many outputs open at once runs out of

@@ -1,5 +1,6 @@
 #!/bin/sh
-# Resource limits (cdpool(7), ERRORS and OUTPUTS), audit 5A:
+# Resource limits and other hostile surroundings (cdpool(7), ERRORS and
+# OUTPUTS), audit 5A:
 #  - under an address-space limit (ulimit -v: 300 MB, 1 GB for cdp-train
 #    (2 GB for its training run: Open MPI maps its plugins),
 #    1.5 GB for cdp-predict, whose libraries need that much to load) every
@@ -16,7 +17,10 @@
 #  - cdp-lmdbpack creating a pool on a full file system (a 16 KiB tmpfs in
 #    a mount namespace; skipped without unshare -m) says "No space left
 #    on device" (it said "Input/output error" with a few blocks free, and
-#    with none LMDB's first write to its new lock.mdb was a SIGBUS).
+#    with none LMDB's first write to its new lock.mdb was a SIGBUS);
+#  - cdp-train --log - and --trace - with standard output closed say "Bad
+#    file descriptor"; an --out that is a file or a dangling link says so;
+#    cdp-tile refuses a path with a newline in stream mode in one line.
 . "$CDP_SRCDIR/tests/tools/common.sh"
 need_python
 D="$CDP_SRCDIR/tests/predict"
@@ -139,4 +143,31 @@ if on_full_fs "cdp-lmdbpack -q '$T/full/pool' <'$T/a.cdps'; r=\$?; [ ! -e '$T/fu
 else
 	echo "no unshare -m: the full disk case is skipped"
 fi
+
+echo "== closed stdout, an --out that is no folder, a newline in a path"
+TR="cdp-train -q --db $T/pool --keys $T/keys --model $SMALL:channels=1,in_h=32,in_w=32 --steps 1 --batch 2 --threads 1"
+# a closed standard output is a write error, as cdpool(7) says (fdopen's
+# "Invalid argument" was the message)
+expect_fail 1 "^cdp-train: cannot write '-': Bad file descriptor\$" \
+	sh -c "exec $TR --out '$T/c1' --log - >&-"
+expect_fail 1 "^cdp-train: cannot write trace '-': Bad file descriptor\$" \
+	sh -c "exec $TR --out '$T/c2' --trace - >&-"
+# not "cannot lock 'FILE/.lock': Not a directory" / "No such file or directory"
+echo x >"$T/plain"
+expect_fail 1 "^cdp-train: cannot make the run directory '$T/plain': it is a regular file, not a directory\$" \
+	$TR --out "$T/plain"
+ln -s "$T/nowhere/run" "$T/dangling"
+expect_fail 1 "^cdp-train: cannot make the run directory '$T/dangling': it is a symbolic link to '$T/nowhere/run', which does not exist\$" \
+	$TR --out "$T/dangling"
+# the stream's source frame holds paths one to a line: refused up front in
+# one line, the newline escaped, with or without --name
+nl="$T/$(printf 'nl\nname.tif')"
+cp "$T/a.tif" "$nl"
+for name in "" "--name ok"; do
+	# shellcheck disable=SC2086
+	expect_fail 1 "^cdp-tile: '$T/nl\\\\nname.tif': a path with a newline cannot be recorded in the record stream (rename it, or write tiles with -O DIR)\$" \
+		cdp-tile -q -s 32 $name "$nl"
+	[ "$(wc -l <"$T/err")" -eq 1 ] || fail "cdp-tile: more than a line: $(cat "$T/err")"
+	[ ! -s "$T/out" ] || fail "cdp-tile wrote a stream for a path with a newline"
+done
 exit 0
