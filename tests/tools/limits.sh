@@ -13,7 +13,10 @@
 #    (SIGXFSZ killed them with no word, exit 153): cdp-tile -O,
 #    cdp-keyshuffle -o, cdp-evaluate --png, cdp-predict -o, and
 #    cdp-lmdbpack both as it creates a pool and as it fills one (LMDB
-#    reports the short write as "Input/output error");
+#    reports the short write as "Input/output error"); Open MPI's start in
+#    cdp-predict needs no file of its own above a block (it needed 8 MB);
+#  - under ulimit -n 20 cdp-predict's first line names the limit before
+#    Open MPI's own;
 #  - cdp-lmdbpack creating a pool on a full file system (a 16 KiB tmpfs in
 #    a mount namespace; skipped without unshare -m) says "No space left
 #    on device" (it said "Input/output error" with a few blocks free, and
@@ -118,10 +121,10 @@ fsize 1 cdp-evaluate --png "$T/cm.png" "$T/pred.tif" "$T/b_mask.tif"
 too_large "$T/cm.png" "cdp-evaluate --png"
 no_tmp "$T"
 
-# Open MPI's singleton start writes files of its own (PMIx's shared
-# store, the shared-memory transport) that a small limit would fail: off
-fsize 1 env PMIX_MCA_gds=hash OMPI_MCA_btl=self \
-	cdp-predict -q --threads 1 "$T/run" "$T/b.tif" -o "$T/p2.tif"
+# Open MPI's singleton start wrote files of its own (PMIx's shared store,
+# the shared-memory transport) that a limit below some 8 MB failed in
+# dozens of lines: a process no launcher started has them off
+fsize 1 cdp-predict -q --threads 1 "$T/run" "$T/b.tif" -o "$T/p2.tif"
 too_large "$T/p2.tif" "cdp-predict"
 [ ! -e "$T/p2.tif" ] || fail "cdp-predict left its map"
 no_tmp "$T"
@@ -133,6 +136,19 @@ too_large "$T/fpool" "cdp-lmdbpack (a new pool)"
 [ ! -e "$T/fpool" ] || fail "a failed first pack left its pool"
 fsize 100 cdp-lmdbpack -q --txn-records 4 "$T/fpool" <"$T/a.cdps"
 too_large "$T/fpool" "cdp-lmdbpack (filling)"
+
+echo "== ulimit -n"
+# an open-file limit Open MPI's start-up cannot live within: its own lines
+# follow, but the first says what is wrong
+set +e
+sh -c 'ulimit -n 20 && exec cdp-predict -q --threads 1 "$@"' sh "$T/run" "$T/b.tif" \
+	-o "$T/p3.tif" >"$T/out" 2>"$T/err"
+rc=$?
+set -e
+if [ "$rc" -ne 0 ]; then
+	head -1 "$T/err" | grep -qx "cdp-predict: warning: the open-file limit is 20 (ulimit -n): MPI's start-up needs about 32 and may fail below that" ||
+		fail "cdp-predict under ulimit -n 20: $(head -3 "$T/err")"
+fi
 
 echo "== a full file system"
 # (inside the namespace, 97: the pool was left)
