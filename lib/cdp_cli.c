@@ -44,6 +44,7 @@ static int blas_forced;   /* this process is blas_preinit's re-execution */
  * with OPENBLAS_NUM_THREADS=1 (setenv cannot be used here: libc's own
  * start-up resets the environment after it). Nothing else has run yet,
  * so the second start is the first one's twin. */
+#ifdef __GLIBC__       /* glibc passes argc, argv and envp to these */
 static void blas_preinit(int argc, char **argv, char **envp)
 {
 	struct rlimit rl;
@@ -57,7 +58,7 @@ static void blas_preinit(int argc, char **argv, char **envp)
 		if (strncmp(envp[n], "OPENBLAS_NUM_THREADS=", 21) == 0 ||
 		    strcmp(envp[n], BLAS_MARK) == 0)
 			return;
-	if (n > 100000)
+	if (n > 8192)           /* the copy below lives on the stack */
 		return;
 	{
 		char *env[n + 3];
@@ -72,6 +73,7 @@ static void blas_preinit(int argc, char **argv, char **envp)
 }
 __attribute__((section(".preinit_array"), used))
 static void (*const blas_preinit_p)(int, char **, char **) = blas_preinit;
+#endif
 
 int cdp_cli_blas_threads(void)
 {
