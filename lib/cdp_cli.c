@@ -9,17 +9,86 @@
 #include "cdp_cli.h"
 #include "cdp_error.h"
 #include "cdp_num.h"
+#include "cdp_thread.h"
 
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/auxv.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 static const char *prog = "cdp";
 static FILE *errf;
+static int blas_forced;   /* this process is blas_preinit's re-execution */
+
+/* The marker blas_preinit adds beside OPENBLAS_NUM_THREADS=1, so that the
+ * re-executed program knows the 1 is ours, not the user's */
+#define BLAS_MARK "CDP_OPENBLAS_REEXEC=1"
+
+/* OpenBLAS (linked directly, or through GDAL's LAPACK) starts its worker
+ * threads in its library constructor, and in the OpenBLAS of Debian 12
+ * (0.3.21) each worker first allocates a 128 MiB buffer, retrying for
+ * ever when that fails: under an address-space limit (ulimit -v, a batch
+ * system's memory limit) the workers spin at 100% CPU and exit() waits for
+ * them in pthread_join, so even --version never ends. The programs need no
+ * OpenBLAS thread (cdp-train's own pool calls it single-threaded), and with
+ * OPENBLAS_NUM_THREADS=1 none is started; but by main, or any constructor
+ * of ours, the workers exist. So this runs from .preinit_array, before any
+ * library's constructor: when an address-space limit is in force and the
+ * user has not set OPENBLAS_NUM_THREADS, it executes the program again
+ * with OPENBLAS_NUM_THREADS=1 (setenv cannot be used here: libc's own
+ * start-up resets the environment after it). Nothing else has run yet,
+ * so the second start is the first one's twin. */
+#ifdef __GLIBC__       /* glibc passes argc, argv and envp to these */
+static void blas_preinit(int argc, char **argv, char **envp)
+{
+	struct rlimit rl;
+	size_t n = 0;
+
+	(void)argc;
+	if (!argv || !envp || getauxval(AT_SECURE) ||
+	    getrlimit(RLIMIT_AS, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY)
+		return;
+	for (; envp[n]; n++)
+		if (strncmp(envp[n], "OPENBLAS_NUM_THREADS=", 21) == 0 ||
+		    strcmp(envp[n], BLAS_MARK) == 0)
+			return;
+	if (n > 8192)           /* the copy below lives on the stack */
+		return;
+	{
+		char *env[n + 3];
+
+		memcpy(env, envp, n * sizeof *env);
+		env[n] = "OPENBLAS_NUM_THREADS=1";
+		env[n + 1] = BLAS_MARK;
+		env[n + 2] = NULL;
+		execve("/proc/self/exe", argv, env);
+	}
+	/* no /proc: go on as before */
+}
+__attribute__((section(".preinit_array"), used))
+static void (*const blas_preinit_p)(int, char **, char **) = blas_preinit;
+#endif
+
+int cdp_cli_blas_threads(void)
+{
+	const char *v;
+	long n;
+
+	if (!blas_forced)
+		return 0;
+	/* what OpenBLAS would have chosen: GOTO_NUM_THREADS, OMP_NUM_THREADS,
+	 * else the CPUs this process may run on */
+	if (((v = getenv("GOTO_NUM_THREADS")) && (n = atol(v)) > 0) ||
+	    ((v = getenv("OMP_NUM_THREADS")) && (n = atol(v)) > 0))
+		return n > 1024 ? 1024 : (int)n;
+	return cdp_thread_cpus();
+}
 
 void cdp_cli_std_fds(void)
 {
@@ -40,6 +109,15 @@ void cdp_cli_std_fds(void)
 
 void cdp_cli_init(const char *name, FILE *err)
 {
+	/* blas_preinit's variables, read by OpenBLAS already, are not passed on
+	 * to what the program starts */
+	if ((blas_forced = getenv("CDP_OPENBLAS_REEXEC") != NULL)) {
+		unsetenv("CDP_OPENBLAS_REEXEC");
+		unsetenv("OPENBLAS_NUM_THREADS");
+	}
+	/* a write over ulimit -f fails with EFBIG ("File too large"), which
+	 * the programs report and clean up after, instead of killing them */
+	signal(SIGXFSZ, SIG_IGN);
 	cdp_cli_std_fds();
 	prog = name ? name : "cdp";
 	errf = err;

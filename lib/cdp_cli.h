@@ -30,7 +30,8 @@
 
 /* The program's name in messages (not copied) and the stream they go to
  * (NULL: stderr). Call once, first in main, before cdp_cli_getopt: it
- * calls cdp_cli_std_fds. */
+ * calls cdp_cli_std_fds, and ignores SIGXFSZ, so that a write beyond
+ * ulimit -f fails with EFBIG and is reported like any write error. */
 void cdp_cli_init(const char *prog, FILE *err);
 
 /* Descriptors 0, 1 and 2 that are closed (prog >&-) are opened on
@@ -41,6 +42,14 @@ void cdp_cli_init(const char *prog, FILE *err);
  * Bad file descriptor"), rather than vanishing into /dev/null. */
 void cdp_cli_std_fds(void);
 const char *cdp_cli_prog(void);
+
+/* Under an address-space limit, a program linking this file is started
+ * again before any library's constructor with OPENBLAS_NUM_THREADS=1 (the
+ * OpenBLAS worker threads spin for ever when their buffer cannot be
+ * mapped: cdp_cli.c). In that run, after cdp_cli_init, this returns the
+ * thread count OpenBLAS would have reported without it (for cdp-train's
+ * default --threads); otherwise 0. */
+int cdp_cli_blas_threads(void);
 
 /* getopt_long with getopt's own messages off (opterr = 0, which would print
  * "./cdp-tile: unrecognized option"): an unknown, ambiguous or misused

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
@@ -159,6 +160,15 @@ int cdp_lmdb_env_open(const char *path, unsigned int flags, int create,
 	return cdp_lmdb_env_open_sized(path, flags, create, maxdbs, mapsize, out, NULL, NULL);
 }
 
+/* 1 when the pool folder path has a lock.mdb */
+static int lock_exists(const char *path)
+{
+	char lock[4096];
+
+	return snprintf(lock, sizeof lock, "%s/lock.mdb", path) >= (int)sizeof lock ||
+	       access(lock, F_OK) == 0;
+}
+
 int cdp_lmdb_env_open_sized(const char *path, unsigned int flags, int create,
                             unsigned int maxdbs, size_t mapsize, MDB_env **out,
                             uint64_t *have, uint64_t *need)
@@ -181,6 +191,17 @@ int cdp_lmdb_env_open_sized(const char *path, unsigned int flags, int create,
 		return ENOTDIR;
 	if ((flags & MDB_RDONLY) && (rc = check_meta_pages(path, have, need)) != 0)
 		return rc;
+	/* LMDB makes a new lock.mdb by ftruncate and writes it through a
+	 * shared map: on a file system with no block left that write is a
+	 * SIGBUS, not an error. So a new one needs room first (64 KiB: its
+	 * 8 KiB and data.mdb's first pages, with no pool worth the name
+	 * below that) */
+	if (!(flags & (MDB_RDONLY | MDB_NOLOCK)) && !lock_exists(path)) {
+		struct statvfs vfs;
+
+		if (statvfs(path, &vfs) == 0 && (uint64_t)vfs.f_bavail * vfs.f_frsize < 65536)
+			return ENOSPC;
+	}
 	rc = env_try(path, flags, maxdbs, mapsize, &env);
 	if (rc == ENOMEM && mapsize == 0 && (mapsize = file_map_size(path)) != 0)
 		rc = env_try(path, flags, maxdbs, mapsize, &env);
@@ -523,18 +544,36 @@ fail:
 	return rc;
 }
 
+int cdp_lmdb_eio_cause(const char *dir, int rc, uint64_t need)
+{
+	char file[4096];
+	struct statvfs vfs;
+	struct rlimit rl;
+	struct stat st;
+
+	if (rc != EIO || !dir)
+		return rc;
+	/* data.mdb grown to the file-size limit (ulimit -f: the programs
+	 * ignore SIGXFSZ, and LMDB's write came back short) */
+	if (getrlimit(RLIMIT_FSIZE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
+	    snprintf(file, sizeof file, "%s/data.mdb", dir) < (int)sizeof file &&
+	    stat(file, &st) == 0 && (uint64_t)st.st_size + need + 65536 >= (uint64_t)rl.rlim_cur)
+		return EFBIG;
+	if (statvfs(dir, &vfs) == 0 &&
+	    (uint64_t)vfs.f_bavail * vfs.f_frsize < need + (1u << 20))
+		return ENOSPC;
+	return rc;
+}
+
 /* LMDB turns a short write into EIO; on a full file system that hides the
  * real cause, so tell it apart by the space left. */
 static int full_disk(cdp_lmdb_writer *w, int rc)
 {
 	const char *path;
-	struct statvfs vfs;
 
-	if (rc != EIO || mdb_env_get_path(w->env, &path) != 0 || statvfs(path, &vfs) != 0)
+	if (rc != EIO || mdb_env_get_path(w->env, &path) != 0)
 		return rc;
-	if ((uint64_t)vfs.f_bavail * vfs.f_frsize < (uint64_t)w->len + (1u << 20))
-		return ENOSPC;
-	return rc;
+	return cdp_lmdb_eio_cause(path, rc, w->len);
 }
 
 int cdp_lmdb_writer_flush(cdp_lmdb_writer *w)

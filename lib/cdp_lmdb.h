@@ -67,6 +67,13 @@ int cdp_lmdb_env_open_sized(const char *path, unsigned int flags, int create,
                             unsigned int maxdbs, size_t mapsize, MDB_env **env,
                             uint64_t *have, uint64_t *need);
 
+/* The cause of an EIO of LMDB (which turns a short write into EIO) on the
+ * pool in folder dir, about to write need more bytes: EFBIG when its
+ * data.mdb has reached the file-size limit (ulimit -f) within 64 KiB,
+ * ENOSPC when its file system has less than need + 1 MiB free; else rc
+ * (also any rc other than EIO). */
+int cdp_lmdb_eio_cause(const char *dir, int rc, uint64_t need);
+
 /* 0 when this process can reserve `bytes` of address space for a map (an
  * mmap(PROT_NONE, MAP_NORESERVE) of that size, undone at once), else
  * ENOMEM or another errno: LMDB creates data.mdb and lock.mdb before its own

@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <time.h>
@@ -603,6 +604,24 @@ fail:
 	return rc;
 }
 
+FILE *cdp_out_fdopen(int fd, const char *mode)
+{
+	FILE *f;
+	int k, e;
+
+	if ((k = dup(fd)) < 0)
+		return NULL;
+	if (!(f = fdopen(k, mode))) {
+		e = errno;
+		close(k);
+		/* glibc's word for a descriptor not open for writing (standard
+		 * output closed, held on /dev/null read-only: cdp_cli_std_fds)
+		 * is EINVAL; a write to it would say EBADF */
+		errno = e == EINVAL && (fcntl(fd, F_GETFL) & O_ACCMODE) == O_RDONLY ? EBADF : e;
+	}
+	return f;
+}
+
 static void unlink_sides(const char *tmp)
 {
 	char buf[PATH_MAX + 16];
@@ -642,7 +661,7 @@ static int noted;
 
 void cdp_out_note_nospace(int e)
 {
-	if (e == ENOSPC || e == EDQUOT)
+	if (e == ENOSPC || e == EDQUOT || e == EFBIG)
 		__atomic_store_n(&noted, e, __ATOMIC_RELAXED);
 }
 
@@ -651,11 +670,23 @@ int cdp_out_nospace(const cdp_out *o, const char *path)
 	char dir[PATH_MAX];
 	const char *p = o && o->tmp ? o->tmp : path;
 	struct statvfs sv;
+	struct rlimit rl;
+	struct stat st;
 	int e = __atomic_load_n(&noted, __ATOMIC_RELAXED);
 
 	if (e)
 		return e;
-	if (!p || dir_of(p, dir) != 0 || statvfs(dir, &sv) != 0)
+	if (!p)
+		return 0;
+	/* a file that reached the file-size limit (ulimit -f: the programs
+	 * ignore SIGXFSZ, so the write failed with EFBIG, which libtiff too
+	 * reports in words of its own); within a strip of it, since a
+	 * library may write its last one short or trim the file after */
+	if (getrlimit(RLIMIT_FSIZE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
+	    stat(p, &st) == 0 && S_ISREG(st.st_mode) &&
+	    (rlim_t)st.st_size + 65536 >= rl.rlim_cur)
+		return EFBIG;
+	if (dir_of(p, dir) != 0 || statvfs(dir, &sv) != 0)
 		return 0;
 	return sv.f_bavail == 0 || sv.f_bfree == 0 ? ENOSPC : 0;
 }
@@ -738,27 +769,33 @@ static int stage_copy(const char *src, const char *dst, int sync, char **tmp, lo
 	return rc;
 }
 
-/* The renames of a CDP_OUT_AUX commit: the file, then GDAL's side file
- * TMP.aux.xml onto PATH.aux.xml (staged is a copy of it beside PATH when
- * that is on another file system than the temporary), or without one the
- * stale PATH.aux.xml removed; through a link, TARGET.aux.xml too, which
- * described the file just replaced. */
-static int commit_aux(cdp_out *o, const char *sidef, const char *staged)
+/* The renames of a CDP_OUT_AUX commit: GDAL's side file TMP.aux.xml onto
+ * PATH.aux.xml (staged is a copy of it beside PATH when that is on
+ * another file system than the temporary), or without one the stale
+ * PATH.aux.xml removed, and then the file; through a link, TARGET.aux.xml
+ * too, which described the file just replaced. The side file goes first:
+ * no earlier check covers its name (a folder of that name, a name longer
+ * than the file system allows), and when it fails the earlier file and
+ * its side file are both as they were. *failed: the name that failed. */
+static int commit_aux(cdp_out *o, const char *sidef, const char *staged,
+                      const char **failed)
 {
 	char a[PATH_MAX + 16], b[PATH_MAX + 16];
 	int rc = CDP_OK, have;
 
 	snprintf(a, sizeof a, "%s.aux.xml", o->tmp);
 	have = access(a, F_OK) == 0;
-	if (rename(o->tmp, o->target) != 0)
-		return errno;
+	*failed = sidef;
 	if (have && rename(staged ? staged : a, sidef) != 0)
-		rc = errno;
-	else if (!have && unlink(sidef) != 0 && errno != ENOENT)
-		rc = errno;
+		return errno;
+	if (!have && unlink(sidef) != 0 && errno != ENOENT)
+		return errno;
 	if (staged)
 		unlink(a);
-	if (rc == CDP_OK && strcmp(o->path, o->target) != 0 &&
+	*failed = o->path;
+	if (rename(o->tmp, o->target) != 0)
+		return errno;
+	if (strcmp(o->path, o->target) != 0 &&
 	    snprintf(b, sizeof b, "%s.aux.xml", o->target) < (int)sizeof b &&
 	    unlink(b) != 0 && errno != ENOENT)
 		rc = errno;
@@ -768,6 +805,7 @@ static int commit_aux(cdp_out *o, const char *sidef, const char *staged)
 int cdp_out_commit(cdp_out *o, char *err, size_t cap)
 {
 	char sidef[PATH_MAX + 16], a[PATH_MAX + 16], *staged = NULL;
+	const char *failed;
 	long sslot = -1;
 	int rc = CDP_OK, aux;
 
@@ -776,6 +814,7 @@ int cdp_out_commit(cdp_out *o, char *err, size_t cap)
 		return CDP_EINVAL;
 	}
 	aux = o->tmp && (o->flags & CDP_OUT_AUX);
+	failed = o->path;
 	/* write errors can first appear at close (NFS, quotas) */
 	rc = cdp_out_close(o);
 	if (rc == CDP_OK && aux && (rc = cdp_out_aux_name(o->path, sidef, sizeof sidef)) == CDP_OK &&
@@ -785,7 +824,7 @@ int cdp_out_commit(cdp_out *o, char *err, size_t cap)
 	if (rc == CDP_OK && aux) {
 		/* two renames, one file to a reader: no signal between them */
 		cdp_out_hold();
-		rc = commit_aux(o, sidef, staged);
+		rc = commit_aux(o, sidef, staged, &failed);
 		cdp_out_release();
 	} else if (rc == CDP_OK && o->tmp && rename(o->tmp, o->target) != 0) {
 		rc = errno;
@@ -802,7 +841,7 @@ int cdp_out_commit(cdp_out *o, char *err, size_t cap)
 	if (rc != CDP_OK) {
 		if ((rc == EIO || rc == CDP_EGDAL) && cdp_out_nospace(o, NULL))
 			rc = cdp_out_nospace(o, NULL);
-		seterr(err, cap, "cannot write '%s': %s", o->path, cdp_strerror(rc));
+		seterr(err, cap, "cannot write '%s': %s", failed, cdp_strerror(rc));
 		cdp_out_abort(o);
 		return rc;
 	}

@@ -51,6 +51,7 @@
 #define CDP_OUT_H
 
 #include <stddef.h>
+#include <stdio.h>
 #include <sys/types.h>
 
 #include "cdp_file.h"
@@ -117,6 +118,12 @@ int  cdp_out_aux_name(const char *path, char *buf, size_t cap);
  * cdp_out_commit or cdp_out_abort. On failure o holds nothing. */
 int  cdp_out_open(cdp_out *o, const char *path, int flags, mode_t mode, char *err, size_t cap);
 
+/* A stdio stream (fdopen's mode) on a duplicate of fd, so that fclose
+ * leaves fd open; NULL with errno set on failure, EBADF for a descriptor
+ * that is not open for writing (a closed standard output: prog >&-), as
+ * a write to it says, where fdopen says EINVAL. */
+FILE *cdp_out_fdopen(int fd, const char *mode);
+
 /* Closes o's descriptor and keeps the temporary for a later commit or
  * abort (a program holding many outputs open at once runs out of
  * descriptors). CDP_OK or the errno of close(2) (a write error). */
@@ -127,10 +134,11 @@ int  cdp_out_close(cdp_out *o);
  * output is left open) and ends o. On failure the temporary is removed and
  * the target is untouched; a full file system is reported as ENOSPC even
  * where the writer only said "write failed" (cdp_out_nospace). With
- * CDP_OUT_AUX the side file follows (cdp_out_aux_name; a stale one is
- * removed when GDAL wrote none, and through a link so is the one beside
- * the link's target, which described the file replaced), the file and its
- * side file renamed under cdp_out_hold. */
+ * CDP_OUT_AUX the side file goes first (cdp_out_aux_name; a stale one is
+ * removed when GDAL wrote none), so that a side file that cannot take its
+ * name fails the commit, naming it, with the target untouched; then the
+ * file, and through a link the side file beside the link's target, which
+ * described the file replaced, is removed; all under cdp_out_hold. */
 int  cdp_out_commit(cdp_out *o, char *err, size_t cap);
 
 /* Defers SIGTERM, SIGINT and SIGHUP, whichever thread they reach, until
@@ -166,13 +174,15 @@ void cdp_out_abort(cdp_out *o);
 
 /* ENOSPC (or EDQUOT) when a library noted a full file system
  * (cdp_out_note_nospace) in this process, or when the file system that
- * holds o's temporary (or path's folder) has no free block left, else 0:
+ * holds o's temporary (or path's folder) has no free block left; EFBIG
+ * when one noted that, or when o's temporary (or path) has reached the
+ * file-size limit (ulimit -f) within 64 KiB; else 0:
  * a writer (libtiff through GDAL, SQLite) that reports a full disk as
  * "TIFFAppendToStrip:Seek error" or "database or disk is full" gets the
  * real reason. Call it before cdp_out_abort. */
 int  cdp_out_nospace(const cdp_out *o, const char *path);
 
-/* Notes e when it is ENOSPC or EDQUOT (else nothing), for every later
+/* Notes e when it is ENOSPC, EDQUOT or EFBIG (else nothing), for every later
  * cdp_out_nospace: for a library's error handler, which sees errno when
  * the write failed, before the library frees what it wrote.
  * Async-signal-safe (one atomic store). */

@@ -185,7 +185,7 @@ int cdp_png_write(const char *path, const void *pixels, int w, int h,
 	if (rc == CDP_OK)
 		return cdp_out_commit(&o, NULL, 0);
 	if (rc > 0 && cdp_out_nospace(&o, NULL))
-		rc = ENOSPC;
+		rc = cdp_out_nospace(&o, NULL);   /* ENOSPC, EDQUOT or EFBIG */
 	cdp_out_abort(&o);
 	return rc;
 }

@@ -193,8 +193,9 @@ int cdp_pool_open(const char *path, int flags, size_t mapsize, cdp_pool *p)
 		return CDP_EINVAL;
 	rc = cdp_lmdb_env_open_sized(path, mflags, flags & CDP_POOL_CREATE, 2, mapsize,
 	                             &p->env, &p->file_bytes, &p->need_bytes);
+	/* a new pool's first pages met a full disk or ulimit -f */
 	if (rc != 0)
-		return rc;
+		return cdp_lmdb_eio_cause(path, rc, 0);
 	p->flags = flags;
 	if (flags & CDP_POOL_CREATE) {
 		while ((rc = create_txn(p)) == MDB_MAP_FULL)
@@ -203,6 +204,8 @@ int cdp_pool_open(const char *path, int flags, size_t mapsize, cdp_pool *p)
 	} else {
 		rc = open_txn(p);
 	}
+	if (rc == EIO)
+		rc = cdp_lmdb_eio_cause(path, rc, 0);
 	if (rc != 0)
 		cdp_pool_close(p);
 	return rc;

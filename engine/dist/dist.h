@@ -166,6 +166,12 @@ struct cdp_backend;
  * or 1, a CDP_JOB_ID longer than 251 bytes or with a byte that is no
  * printable ASCII (cdp_dist_bad_env names it; the caller reports and
  * exits), or CDP_EINVAL if already initialised.
+ * A process that no MPI launcher started (below) starts MPI with the
+ * shared-memory transport and PMIx's shared store off (OMPI_MCA_btl=self,
+ * PMIX_MCA_gds=hash, unless set: a world of one needs neither, and their
+ * backing files failed under ulimit -f), after one warning line on stderr
+ * when the open-file limit is below 32, which Open MPI's start-up, which
+ * ends the process itself, cannot live within.
  * Launched without MPI: when MPI finds one process (a singleton) that no
  * MPI launcher started (none of OMPI_COMM_WORLD_SIZE, PMIX_RANK, PMI_RANK,
  * PMI_SIZE is set before MPI_Init, nor SLURM_STEP_ID with SLURM_PROCID

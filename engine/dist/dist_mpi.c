@@ -15,6 +15,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -459,6 +460,26 @@ static void beat_init(void)
 	}
 }
 
+/* Open MPI ends a failed MPI_Init itself, in dozens of lines of its own
+ * and with no word of ours. A process no launcher started is a world of
+ * one: it needs no shared-memory transport nor PMIx's shared store, whose
+ * backing files a file-size limit (ulimit -f under some 8 MB) fails, so
+ * those are off unless the user set them; and an open-file limit that
+ * Open MPI's start-up cannot live within (it needs about 28 descriptors)
+ * gets one line first, naming the likely cause. */
+static void singleton_prepare(void)
+{
+	struct rlimit rl;
+
+	setenv("OMPI_MCA_btl", "self", 0);
+	setenv("PMIX_MCA_gds", "hash", 0);
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
+	    rl.rlim_cur < 32)
+		fprintf(stderr, "%s: warning: the open-file limit is %llu (ulimit -n): MPI's "
+		        "start-up needs about 32 and may fail below that\n", st.prog,
+		        (unsigned long long)rl.rlim_cur);
+}
+
 int cdp_dist_init(int *argc, char ***argv)
 {
 	const char *env = getenv("CDP_DIST_TIMEOUT"), *want_var = NULL;
@@ -482,6 +503,8 @@ int cdp_dist_init(int *argc, char ***argv)
 	/* a singleton's MPI_Init sets OMPI_COMM_WORLD_SIZE itself */
 	st.launched = mpi_launched();
 	want = st.launched ? launched_size(&want_var) : 0;
+	if (!st.launched)
+		singleton_prepare();
 	/* SERIALIZED: the communication thread (dist_ring.c) makes MPI calls
 	 * while the main thread makes none; Open MPI takes no locks below
 	 * MPI_THREAD_MULTIPLE */

@@ -23,6 +23,7 @@ write error on stdout (a full disk, /dev/full) is one line, "cdpool:
 write error: No space left on device", exit 1.
 """
 import argparse
+import io
 import os
 import re
 import signal
@@ -192,6 +193,16 @@ def _info(path, out):
     {"pool": _pool, "checkpoint": _ckpt, "keys": _keys}[kind](path, out)
 
 
+def _closed_stdout():
+    """A stdout for a process started without one (Python then has None,
+    and the first print or flush raised AttributeError): /dev/null opened
+    read-only, on descriptor 1 as it is the lowest free, as the C tools'
+    cdp_cli_std_fds does, so that a write fails with EBADF and is the one
+    line "write error: Bad file descriptor"."""
+    fd = os.open(os.devnull, os.O_RDONLY)
+    return io.TextIOWrapper(io.BufferedWriter(io.FileIO(fd, "w")), write_through=False)
+
+
 def main(argv=None):
     """The command line: its exit status. SIGPIPE ends the process quietly
     (Python ignores it and raises BrokenPipeError instead, even from the
@@ -201,6 +212,8 @@ def main(argv=None):
         signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     except (AttributeError, ValueError):    # no SIGPIPE, or not the main thread
         pass
+    if sys.stdout is None:                  # started with stdout closed (>&-)
+        sys.stdout = _closed_stdout()
     try:
         try:
             rc = _main(argv)

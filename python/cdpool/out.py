@@ -20,7 +20,8 @@ check(path, inputs, ...) before anything is read or written:
 write(path, data) writes a regular file as cdp_out_commit does: a
 temporary ".NAME.cdp-tmp.PID.XXXXXX" in the folder of the final target (a
 symbolic link followed, so the link stays a link), created exclusively
-with the mode a plain create gives under the umask, written, fsynced,
+with the mode a plain create gives under the umask (a regular file it
+replaces keeps its mode, and as root its owner and group), written, fsynced,
 renamed onto the target, and the folder fsynced; the temporary is removed
 on any failure. Not done, as in C: a race with another process renaming
 the target between the check and the rename.
@@ -161,6 +162,34 @@ def _fsync_dir(folder):
         os.close(fd)
 
 
+def _keep_owner_mode(fd, target):
+    """A regular file that the temporary replaces keeps its mode, and its
+    owner and group where this process may give them (root; a group of
+    the caller's), as keep_owner_mode() of cdp_out.c and sed -i do: a
+    private 0600 file stays private. Best effort. A set-user or set-group
+    bit is kept only with the owner and group it was for."""
+    try:
+        st = os.stat(target)
+    except OSError:
+        return
+    if not stat.S_ISREG(st.st_mode):
+        return
+    mode = st.st_mode & 0o7777
+    if st.st_uid != os.geteuid() or st.st_gid != os.getegid():
+        try:
+            os.fchown(fd, st.st_uid, st.st_gid)
+        except OSError:
+            try:
+                os.fchown(fd, -1, st.st_gid)     # else the caller's group
+            except OSError:
+                pass
+            mode &= ~(stat.S_ISUID | stat.S_ISGID)
+    try:
+        os.fchmod(fd, mode)
+    except OSError:
+        pass                                     # the umask's mode it stays
+
+
 def write(path, data, inputs=(), replace_ckpt=None):
     """check(path, inputs, replace_ckpt), then data (bytes) to path through
     a temporary beside the final target, fsynced and renamed as
@@ -186,6 +215,7 @@ def write(path, data, inputs=(), replace_ckpt=None):
                 tmp = None
         if fd is None:
             raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST))
+        _keep_owner_mode(fd, target)
         why = "write"
         view = memoryview(data)
         while view:

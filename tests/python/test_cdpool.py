@@ -2497,6 +2497,13 @@ def test_cli_output():
                                    stderr=subprocess.PIPE, text=True)
             check(r.returncode == 1 and r.stderr == "cdpool: write error: No space left on "
                   "device\n", "%s >/dev/full: %d %r" % (args, r.returncode, r.stderr))
+    # a closed stdout (>&-): sys.stdout is None, which is a write error too
+    for args in (["info", os.path.join(T, "pool")], ["--version"]):
+        r = subprocess.run([sys.executable, "-m", "cdpool"] + args, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.PIPE, text=True,
+                           preexec_fn=lambda: os.close(1))
+        check(r.returncode == 1 and r.stderr == "cdpool: write error: Bad file descriptor\n",
+              "%s >&-: %d %r" % (args, r.returncode, r.stderr))
     bindir = os.path.dirname(sys.executable)
     scripts = [os.path.join(bindir, n) for n in ("cdpool", "cdpool-info")]
     if not all(os.path.exists(p) for p in scripts):
@@ -2512,6 +2519,34 @@ def test_cli_output():
         check(rc == -13 and err == "", "%s info | head -1: %d %r" % (script, rc, err[-300:]))
     ok("--version; a write error on stdout in one line, exit 1; the console scripts end "
        "quietly by SIGPIPE")
+
+
+def test_out_keeps_mode():
+    """cdpool.out.write (import-torch -o, export_onnx): a regular file it
+    replaces keeps its permission bits, and as root its owner and group,
+    as the C tools' do (cdpool(7), OUTPUTS); a new file gets the umask's."""
+    from cdpool import out
+    path = os.path.join(T, "kept.bin")
+    with open(path, "wb") as f:
+        f.write(b"old")
+    os.chmod(path, 0o600)
+    if os.geteuid() == 0:
+        os.chown(path, 4321, 4322)
+    out.write(path, b"new")
+    st = os.stat(path)
+    with open(path, "rb") as f:
+        check(f.read() == b"new", "not replaced")
+    check(st.st_mode & 0o7777 == 0o600, "mode %o, want 600" % (st.st_mode & 0o7777))
+    if os.geteuid() == 0:
+        check((st.st_uid, st.st_gid) == (4321, 4322), "owner %d:%d" % (st.st_uid, st.st_gid))
+    fresh = os.path.join(T, "fresh.bin")
+    mask = os.umask(0o022)
+    try:
+        out.write(fresh, b"x")
+    finally:
+        os.umask(mask)
+    check(os.stat(fresh).st_mode & 0o7777 == 0o644, "a new file: %o" % os.stat(fresh).st_mode)
+    ok("out.write: a replaced file keeps its mode (and owner, as root)")
 
 
 def run_tests(tests):
@@ -2539,7 +2574,8 @@ def main():
                       test_reader_slots, test_fork_parent_slot, test_pool_keys, test_pool_append,
                       test_pool_map_growth, test_dataset_sources,
                       test_integer_args, test_import_outputs, test_import_options,
-                      test_import_checkpoints, test_import_shared_weights, test_cli_output])
+                      test_import_checkpoints, test_import_shared_weights, test_cli_output,
+                      test_out_keeps_mode])
 
 
 if __name__ == "__main__":

@@ -14,6 +14,20 @@ expect_fail() {
 	[ "$rc" -eq "$code" ] || fail "'$*' exited $rc, want $code (stderr: $(cat "$T/err"))"
 	grep -q -- "$pat" "$T/err" || fail "'$*' stderr lacks '$pat': $(cat "$T/err")"
 }
+# on_full_fs CMD: the shell command line CMD in a mount namespace of its
+# own, where $T/full is a 16 KiB tmpfs filled to its last block; stderr in
+# $T/err, the status in $rc. Returns 1, running nothing, without unshare -m.
+on_full_fs() {
+	unshare -m true 2>/dev/null || return 1
+	mkdir -p "$T/full"
+	set +e
+	unshare -m sh -c "mount -t tmpfs -o size=16k tmpfs '$T/full' || exit 99
+		dd if=/dev/zero of='$T/full/fill' bs=1k count=64 2>/dev/null
+		$1" 2>"$T/err"
+	rc=$?
+	set -e
+	[ "$rc" -ne 99 ] || fail "cannot mount a tmpfs in a mount namespace: $(cat "$T/err")"
+}
 # run_recipe NAME [FROM TO]...: runs the block of README.md after
 # "<!-- recipe: NAME -->" as written there, each FROM (which must occur on
 # exactly one line of it, so the recipe cannot drift from its test

@@ -14,6 +14,8 @@ if HAVE_MPI
 # hazards.sh: outputs over inputs, truncated pools, leftovers (cdp-train among them);
 # outputs.sh: the output-path policy (cdpool(7)) in every program
 TESTS += tests/tools/build.sh tests/tools/cli.sh tests/tools/hazards.sh tests/tools/outputs.sh
+# limits.sh: ulimit -v, ulimit -f and a full disk in every program (cdp-train and cdp-predict among them)
+TESTS += tests/tools/limits.sh
 # scene_recipe.sh: README.md's scene-classification recipe, run (it trains)
 TESTS += tests/tools/scene_recipe.sh
 # buildings_recipe.sh: README.md's building-footprints recipe (vector labels), run (it trains)

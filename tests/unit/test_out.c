@@ -375,6 +375,23 @@ int main(void)
 		CHECK_RC(cdp_out_commit(&o, err, sizeof err), CDP_OK);
 		CHECK(has("tgt/real.tif", "plain") && access(tp("map.tif.aux.xml"), F_OK) != 0,
 		      "a stale side file kept");
+		/* a side file that cannot take its name (a folder of that name;
+		 * alike a name too long) fails the commit before the file is
+		 * replaced, naming the side file; with or without a new one */
+		put("box.tif", "old");
+		CHECK(mkdir(tp("box.tif.aux.xml"), 0755) == 0, "mkdir");
+		for (int with = 0; with < 2; with++) {
+			CHECK_RC(cdp_out_open(&o, tp("box.tif"), CDP_OUT_SEEK | CDP_OUT_NOFD | CDP_OUT_AUX,
+			                      0666, err, sizeof err), CDP_OK);
+			put_at(o.tmp, "new");
+			snprintf(name, sizeof name, "%s.aux.xml", o.tmp);
+			if (with)
+				put_at(name, "new side");
+			CHECK(cdp_out_commit(&o, err, sizeof err) != CDP_OK, "a folder took the side file");
+			CHECK(strstr(err, "box.tif.aux.xml': ") != NULL, "message '%s'", err);
+			CHECK(has("box.tif", "old") && temporaries() == 0, "the file was replaced (%d)", with);
+		}
+		rmdir(tp("box.tif.aux.xml"));
 	}
 	/* the link's folder on another file system than its target's: the
 	 * side file cannot be renamed across, it is copied beside the link */

@@ -618,7 +618,7 @@ int pr_preview(const char *input, const int *bands, int n, const uint8_t *cls, i
 		goto out;
 	if ((prc = cdp_png_write_out(out, rgb, pw, ph, 3, 8)) != 0) {
 		if (prc > 0 && cdp_out_nospace(out, NULL))
-			prc = ENOSPC;
+			prc = cdp_out_nospace(out, NULL);
 		fail(err, cap, "cannot write '%s': %s", png, cdp_strerror(prc));
 		cdp_out_abort(out);
 		goto out;

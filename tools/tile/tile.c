@@ -741,6 +741,23 @@ static int tile_add_vector_reads(ctx *c, cdp_label_vector *v, const char *path)
 	return rc;
 }
 
+/* The source frame of the stream holds the paths one to a line
+ * (cdp_source_format): one with a newline cannot go there, whatever
+ * --name says. CDP_EINVAL with the path escaped, else CDP_OK. */
+static int stream_paths(ctx *c, const input *in)
+{
+	const char *p[] = { in->time ? in->time : in->path, in->lpath };
+
+	for (size_t i = 0; i < sizeof p / sizeof p[0]; i++)
+		if (p[i] && strchr(p[i], '\n')) {
+			ERR(c, "'%s': a path with a newline cannot be recorded in the record stream "
+			    "(rename it, or write tiles with -O DIR)", p[i]);
+			cdp_msg_escape(c->err, c->errcap);
+			return CDP_EINVAL;
+		}
+	return CDP_OK;
+}
+
 int cdp_tile_run(const cdp_tile_opts *o, FILE *out, cdp_tile_result *res,
                  char *err, size_t errcap)
 {
@@ -812,6 +829,8 @@ int cdp_tile_run(const cdp_tile_opts *o, FILE *out, cdp_tile_result *res,
 		if ((rc = input_open(c, i, &in)) || (rc = tile_add_reads(c, in.r, in.path)) ||
 		    (in.lab && (rc = tile_add_reads(c, cdp_label_raster(in.lab), in.lpath))) ||
 		    (in.vlab && (rc = tile_add_vector_reads(c, in.vlab, in.lpath))))
+			goto out;
+		if (!o->outdir && (rc = stream_paths(c, &in)))
 			goto out;
 		if (o->stats_path && c->nstats != (size_t)in.nb) {
 			ERR(c, "'%s': %zu lines of statistics for %d bands", o->stats_path,

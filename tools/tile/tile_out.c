@@ -268,7 +268,7 @@ int tile_emit_files(ctx *c, input *in, const char *key, const cdp_record *r,
 			             : r->dtype == CDP_DT_U16) ? 16 : 8;
 			rc = cdp_png_write_out(f, px, c->S, c->S, ch, depth);
 			if (rc == CDP_EFORMAT && cdp_out_nospace(f, NULL))
-				rc = ENOSPC;
+				rc = cdp_out_nospace(f, NULL);
 			if (rc)
 				snprintf(msg, sizeof(msg), "%s", cdp_strerror(rc));
 		} else if (isl) {

@@ -518,9 +518,10 @@ int tr_log_open(trainer *t, char *err, size_t cap)
 	/* a log is appended to, never replaced; "-" is standard output, and a
 	 * FIFO or a device is written in place as any append does */
 	if (!strcmp(path, "-")) {
-		int fd = dup(STDOUT_FILENO);
-		if (fd >= 0 && !(t->log = fdopen(fd, "a")))
-			close(fd);
+		if (!(t->log = cdp_out_fdopen(STDOUT_FILENO, "a"))) {
+			snprintf(err, cap, "cannot write '-': %s", strerror(errno));
+			return -1;
+		}
 	} else {
 		t->log = fopen(path, "a");
 	}

@@ -950,6 +950,30 @@ int tr_freeze(trainer *t, int first, char *err, size_t cap)
 	return 0;
 }
 
+/* --out that mkdir found taken: 0 for a folder (or a link to one), else
+ * -1 with what it is instead (the lock's open would have said "Not a
+ * directory", or for a dangling link "No such file or directory") */
+static int rundir_taken(const char *out, char *err, size_t cap)
+{
+	struct stat st;
+	char to[4096];
+	ssize_t n;
+
+	if (stat(out, &st) == 0)
+		return S_ISDIR(st.st_mode) ? 0 :
+		       tr_fail(err, cap, "cannot make the run directory '%s': it is %s, not a "
+		               "directory", out, S_ISREG(st.st_mode) ? "a regular file" :
+		               S_ISFIFO(st.st_mode) ? "a FIFO" : S_ISCHR(st.st_mode) ?
+		               "a character device" : S_ISSOCK(st.st_mode) ? "a socket" :
+		               "another kind of file");
+	if (errno == ENOENT && (n = readlink(out, to, sizeof to - 1)) >= 0) {
+		to[n] = '\0';
+		return tr_fail(err, cap, "cannot make the run directory '%s': it is a symbolic link "
+		               "to '%s', which does not exist", out, to);
+	}
+	return tr_fail(err, cap, "cannot make the run directory '%s': %s", out, strerror(errno));
+}
+
 int tr_setup(trainer *t, char *err, size_t cap)
 {
 	const cdp_train_opts *o = t->o;
@@ -973,6 +997,8 @@ int tr_setup(trainer *t, char *err, size_t cap)
 		t->made_out = 1;
 	else if (errno != EEXIST)
 		rc = tr_fail(err, cap, "cannot create '%s': %s", o->out, strerror(errno));
+	else
+		rc = rundir_taken(o->out, err, cap);
 	if (rc == 0)
 		rc = tr_rundir_open(t, err, cap);
 	if (o->resume) {

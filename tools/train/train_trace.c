@@ -101,7 +101,7 @@ int tr_trace_open(trainer *t, char *err, size_t cap)
 {
 	tr_trace *tr = calloc(1, sizeof *tr);
 	char msg[4400];
-	int rc, fd;
+	int rc;
 
 	if (!tr) {
 		snprintf(err, cap, "out of memory");
@@ -130,10 +130,8 @@ int tr_trace_open(trainer *t, char *err, size_t cap)
 		snprintf(err, cap, "cannot write trace '%s': %s", t->o->trace, cdp_strerror(rc));
 		return -1;
 	}
-	if ((fd = dup(tr->out.fd)) < 0 || !(tr->f = fdopen(fd, "w"))) {
+	if (!(tr->f = cdp_out_fdopen(tr->out.fd, "w"))) {
 		snprintf(err, cap, "cannot write trace '%s': %s", t->o->trace, strerror(errno));
-		if (fd >= 0)
-			close(fd);
 		return -1;
 	}
 	fputs("{\"traceEvents\":[\n", tr->f);
