@@ -30,12 +30,14 @@
 
 const char cdp_ckpt_tags[NCHUNKS_MAX][5] = {
 	"META", "CFG ", "PARM", "BUFS", "OPTM", "RNG ", "DATA", "RANK", "SUMS",
-	"LIVE", "NORM", "FROM", "TASK", "PLAN", "BEST"
+	"LIVE", "NORM", "FROM", "TASK", "PLAN", "BEST",
+	"RUN "
 };
-const uint32_t cdp_ckpt_tag_since[NCHUNKS_MAX] = { 1, 1, 1, 1, 1, 1, 1, 3, 7, 7, 7, 7, 7, 7, 8 };
-/* BEST is what an older reader may ignore: the file is still the model */
+const uint32_t cdp_ckpt_tag_since[NCHUNKS_MAX] = { 1, 1, 1, 1, 1, 1, 1, 3, 7, 7, 7, 7, 7, 7, 8, 8 };
+/* BEST and RUN are what an older reader may ignore: the file is still the
+ * model, and a resume without RUN takes the command line's settings */
 const uint32_t cdp_ckpt_tag_flags[NCHUNKS_MAX] = {
-	0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, CDP_CKPT_CHUNK_SKIP
+	0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, CDP_CKPT_CHUNK_SKIP, CDP_CKPT_CHUNK_SKIP
 };
 
 static const char *const best_names[CDP_CKPT_BEST_MAX + 1] = {
@@ -350,10 +352,33 @@ static void emit_best(wr *w, const cdp_ckpt *ck)
 	put_u64(w, ck->best_step);
 }
 
+/* the run's settings and state outside the model (checkpoint.h), layout 1 */
+static void emit_run(wr *w, const cdp_ckpt *ck)
+{
+	unsigned char kern[16] = { 0 }, uuid[32] = { 0 };
+
+	memcpy(kern, ck->run_kernels, strnlen(ck->run_kernels, CDP_CKPT_RUN_KERNELS_MAX));
+	if (ck->val_uuid[0])
+		memcpy(uuid, ck->val_uuid, 32);
+	put_u32(w, CDP_CKPT_RUN_LAYOUT);
+	put_u32(w, ck->run_pad_last ? CDP_CKPT_RUN_PAD_LAST : 0);
+	put_u32(w, (uint32_t)ck->run_nan_policy);
+	put_u32(w, (uint32_t)ck->run_threads);
+	put_u64(w, ck->run_nan_row);
+	put_u64(w, ck->run_nan_skipped);
+	put(w, kern, 16);
+	put(w, uuid, 32);
+	put_u64(w, ck->val_seed);
+	put_u64(w, ck->val_count);
+	put_u32(w, ck->val_crc);
+	put_u32(w, 0);
+}
+
 typedef void (*emit_fn)(wr *, const cdp_ckpt *);
 static const emit_fn emitters[NCHUNKS_MAX] = {
 	emit_meta, emit_cfg, emit_params, emit_buffers, emit_optim, emit_rng, emit_data, emit_rank,
-	emit_sums, emit_live, emit_norm, emit_from, emit_task, emit_plan, emit_best
+	emit_sums, emit_live, emit_norm, emit_from, emit_task, emit_plan, emit_best,
+	emit_run
 };
 
 /* whether chunk i goes into ck's file: the fixed ones always */
@@ -363,7 +388,7 @@ static int present(const cdp_ckpt *ck, int i)
 	       (i == CHUNK_SUMS && ck->has_sums) || (i == CHUNK_LIVE && ck->live) ||
 	       (i == CHUNK_NORM && ck->norm_kind) || (i == CHUNK_FROM && ck->nfrom > 0) ||
 	       (i == CHUNK_TASK && ck->task) || (i == CHUNK_PLAN && ck->has_plan) ||
-	       (i == CHUNK_BEST && ck->has_best);
+	       (i == CHUNK_BEST && ck->has_best) || (i == CHUNK_RUN && ck->has_run);
 }
 
 static int nchunks(const cdp_ckpt *ck)
@@ -423,16 +448,22 @@ static int emit_all(wr *w, const cdp_ckpt *ck, const size_t len[NCHUNKS_MAX], si
 }
 /* ---- what a valid checkpoint holds ------------------------------------------- */
 
-int cdp_ckpt_name_ok(const char *s)
+/* 1 to max printable ASCII characters, no space */
+static int printable_ok(const char *s, size_t max)
 {
-	size_t n = strnlen(s, CDP_CKPT_NAME_MAX + 1);
+	size_t n = strnlen(s, max + 1);
 
-	if (n == 0 || n > CDP_CKPT_NAME_MAX)
+	if (n == 0 || n > max)
 		return 0;
 	for (size_t i = 0; i < n; i++)
 		if ((unsigned char)s[i] < 0x21 || (unsigned char)s[i] > 0x7e)
 			return 0;
 	return 1;
+}
+
+int cdp_ckpt_name_ok(const char *s)
+{
+	return printable_ok(s, CDP_CKPT_NAME_MAX);
 }
 
 int cdp_ckpt_norm_band_ok(const char *s)
@@ -656,6 +687,29 @@ static int check_why(const cdp_ckpt *ck, char *why, size_t cap)
 	     "the best validation (BEST): metric %d, value %g at step %" PRIu64 " (a known "
 	     "metric, a finite value, at most the %" PRIu64 " steps taken)", ck->best_metric,
 	     ck->best_value, ck->best_step, ck->step);
+	/* RUN: known settings, counts within the steps taken, a validation
+	 * list of keys or none */
+	RULE(!ck->has_run || ((ck->run_pad_last == 0 || ck->run_pad_last == 1) &&
+	                      (ck->run_nan_policy == CDP_CKPT_NAN_STOP ||
+	                       ck->run_nan_policy == CDP_CKPT_NAN_SKIP)),
+	     "the run's settings (RUN): --pad-last %d, --nan-policy %d (0 or 1, and 1 stop or "
+	     "2 skip)", ck->run_pad_last, ck->run_nan_policy);
+	RULE(!ck->has_run || (ck->run_nan_row <= ck->run_nan_skipped &&
+	                      ck->run_nan_skipped <= ck->step &&
+	                      (ck->run_nan_row == 0 || ck->run_nan_policy == CDP_CKPT_NAN_SKIP)),
+	     "the run's non-finite steps (RUN): %" PRIu64 " in a row, %" PRIu64 " skipped (in a "
+	     "row at most those skipped, at most the %" PRIu64 " steps taken, none in a row under "
+	     "--nan-policy stop)", ck->run_nan_row, ck->run_nan_skipped, ck->step);
+	RULE(!ck->has_run || (ck->run_threads >= 0 && ck->run_threads <= CDP_CKPT_RUN_THREADS_MAX &&
+	                      printable_ok(ck->run_kernels, CDP_CKPT_RUN_KERNELS_MAX)),
+	     "the run's compute (RUN): %d threads (0 to %d), kernels '%.*s' (1 to %d printable "
+	     "characters)", ck->run_threads, CDP_CKPT_RUN_THREADS_MAX, CDP_CKPT_RUN_KERNELS_MAX,
+	     ck->run_kernels, CDP_CKPT_RUN_KERNELS_MAX);
+	RULE(!ck->has_run || (ck->val_count == 0 ? !ck->val_uuid[0] && !ck->val_seed && !ck->val_crc
+	                                         : ck->val_uuid[0] && uuid_ok(ck->val_uuid)),
+	     "the run's validation list (RUN): %" PRIu64 " keys, uuid '%.32s' (none: 0 keys, no "
+	     "uuid, seed and crc32 0; else a uuid of 32 lowercase hex digits)", ck->val_count,
+	     ck->val_uuid);
 	/* LIVE: one float for each of PARM's */
 	RULE(!ck->live || ck->nlive == ptotal, "the trained weights (LIVE) hold %zu values for "
 	     "%" PRIu64 " parameters", ck->nlive, ptotal);
@@ -664,7 +718,7 @@ static int check_why(const cdp_ckpt *ck, char *why, size_t cap)
 	/* initial weights: the tensors and the model, nothing of a run */
 	RULE(!ck->initial || (ck->optim.type == 0 && !ck->step && !ck->epoch && !ck->data_pos &&
 	                      !ck->nrng && !ck->nranks && !ck->has_sums && !ck->has_plan &&
-	                      !ck->live && !ck->has_best),
+	                      !ck->live && !ck->has_best && !ck->has_run),
 	     "initial weights (META's kind) with the state of a run");
 	/* the global batch: unknown, or three counts whose product fits */
 	RULE((ck->batch | ck->batch_ranks | ck->batch_accumulate) == 0 ||

@@ -17,7 +17,7 @@
  *          then the optional ones, each at most once and in this order:
  *          "RANK" (version 3), "SUMS" (version 7), "LIVE" (version 7),
  *          "NORM" (version 7), "FROM" (version 7), "TASK" (version 7),
- *          "PLAN" (version 7), "BEST" (version 8);
+ *          "PLAN" (version 7), "BEST" (version 8), "RUN " (version 8);
  *          each: 4-byte tag, u32 flags (0 before version 8), u64 payload
  *          length, payload
  *   end-4  u32 CRC-32 (zlib's crc32) of every byte before it
@@ -26,7 +26,7 @@
  * says a reader that does not know its tag may skip it: its length is
  * still checked against the file and it counts among the chunks. Only
  * optional chunks carry it, and each known chunk has its own fixed flags
- * (BEST: skippable; every other: 0). An unknown chunk without it, or any
+ * (BEST and RUN: skippable; every other: 0). An unknown chunk without it, or any
  * other flag bit, is refused as written by a newer cdpool (CDP_EVERSION).
  * Unknown skippable chunks may stand anywhere among the optional ones.
  * So a later cdpool adds what an older reader may ignore as a skippable
@@ -41,13 +41,35 @@
  * class_names meta, cdp-pool(5)), so cdp-predict can name them,
  * version 7 the optional SUMS, LIVE, NORM and FROM chunks and origin 3
  * (the initial weights' normalization) in DATA, version 8 the chunk flags
- * (above) and the optional BEST chunk.
+ * (above) and the optional BEST and RUN chunks.
  *
  * The validation that kept a best.cdpt (BEST, version 8, skippable):
  * cdp-train --keep-best writes it into RUNDIR/best.cdpt only:
  *   u32 metric (CDP_CKPT_BEST_*), u32 0, f64 the metric's value at that
  *   validation (finite), u64 the step of that validation (<= META's step).
  * A resume with --keep-best of another metric writes best.cdpt anew.
+ *
+ * The run's settings and state outside the model (RUN, version 8,
+ * skippable): what a resume takes, or checks the run against, that no
+ * other chunk holds. cdp-train writes it into every checkpoint.cdpt and
+ * best.cdpt; a file without it resumes as before (taking nothing, warning
+ * of nothing). 104 bytes:
+ *   0   u32 layout (CDP_CKPT_RUN_LAYOUT, 1; a later layout keeps these
+ *       104 bytes and adds after them, and this reader skips what it adds)
+ *   4   u32 flags: bit 0 (CDP_CKPT_RUN_PAD_LAST) the run had --pad-last;
+ *       the other bits 0 (in layout 1)
+ *   8   u32 --nan-policy (CDP_CKPT_NAN_*)
+ *   12  u32 the CPU compute threads (1 to CDP_CKPT_RUN_THREADS_MAX), 0 on a GPU
+ *   16  u64 the steps in a row up to META's step that were not finite
+ *       (skipped: 0 under stop), at most the next field
+ *   24  u64 the steps skipped as not finite in the run so far, at most
+ *       META's step
+ *   32  16 bytes the kernels' name (cdp-train's device line: "avx2",
+ *       "cuda", ...), 1 to 15 printable ASCII characters, then NULs
+ *   48  32 bytes the --val-keys pointer file's uuid in lowercase hex (its
+ *       header's, cdp-keys(5)), 32 zero bytes without --val-keys
+ *   80  u64 its seed   88 u64 its key count (0 exactly without --val-keys)
+ *   96  u32 its crc32  100 u32 0
  *
  * The input normalization (NORM). Pretrained weights expect inputs
  * normalized their own way (ImageNet's mean and std on values in 0..1);
@@ -177,6 +199,13 @@ enum {
 	CDP_CKPT_BEST_R2 = 7
 };
 #define CDP_CKPT_BEST_MAX CDP_CKPT_BEST_R2
+
+/* RUN (version 8, skippable): its layout, flags and --nan-policy words */
+#define CDP_CKPT_RUN_LAYOUT 1
+#define CDP_CKPT_RUN_PAD_LAST 1u
+#define CDP_CKPT_RUN_THREADS_MAX 65536
+#define CDP_CKPT_RUN_KERNELS_MAX 15     /* bytes of the kernels' name */
+enum { CDP_CKPT_NAN_STOP = 1, CDP_CKPT_NAN_SKIP = 2 };
 
 /* Where the standardization (mean, std) came from (DATA, version 5). */
 enum {
@@ -347,6 +376,22 @@ typedef struct cdp_ckpt {
 	int best_metric;
 	double best_value;
 	uint64_t best_step;
+	/* the run's settings and state outside the model (RUN, version 8;
+	 * has_run 0: none, an older file or not a run's): run_pad_last 0 or
+	 * 1; run_nan_policy a CDP_CKPT_NAN_*; run_nan_row the non-finite
+	 * steps in a row up to step (0 under CDP_CKPT_NAN_STOP), at most
+	 * run_nan_skipped, at most step; run_threads 0 (a GPU) to
+	 * CDP_CKPT_RUN_THREADS_MAX; run_kernels 1 to CDP_CKPT_RUN_KERNELS_MAX
+	 * printable ASCII characters; the --val-keys pointer file's identity,
+	 * val_count 0 and val_uuid "" (and seed, crc 0) without one, else
+	 * val_uuid 32 lowercase hex digits */
+	int has_run;
+	int run_pad_last, run_nan_policy, run_threads;
+	uint64_t run_nan_row, run_nan_skipped;
+	char run_kernels[CDP_CKPT_RUN_KERNELS_MAX + 1];
+	char val_uuid[33];
+	uint64_t val_seed, val_count;
+	uint32_t val_crc;
 	/* the trained weights when PARM holds their moving average (LIVE,
 	 * version 7): nlive (PARM's total) floats in PARM's order; NULL none */
 	float *live;

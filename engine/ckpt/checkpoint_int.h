@@ -11,7 +11,7 @@
 
 #define HDR      24         /* magic, version, chunk count, file size */
 #define NCHUNKS  7          /* every version's chunks, then the optional */
-#define NCHUNKS_MAX 15      /* ones, each at most once and in this order: */
+#define NCHUNKS_MAX 16      /* ones, each at most once and in this order: */
 #define CHUNK_RANK 7        /* "RANK" (version 3) */
 #define CHUNK_SUMS 8        /* "SUMS" (version 7) */
 #define CHUNK_LIVE 9        /* "LIVE" (version 7) */
@@ -20,8 +20,10 @@
 #define CHUNK_TASK 12       /* "TASK" (version 7) */
 #define CHUNK_PLAN 13       /* "PLAN" (version 7) */
 #define CHUNK_BEST 14       /* "BEST" (version 8, skippable) */
+#define CHUNK_RUN  15       /* "RUN " (version 8, skippable) */
 #define PLAN_BYTES 64       /* PLAN's payload */
 #define BEST_BYTES 24       /* BEST's payload */
+#define RUN_BYTES 104       /* RUN's payload in layout 1 (at least, in later ones) */
 #define SUMS_BYTES 32       /* SUMS's payload */
 #define RANK_HDR 48         /* RANK's fields before the first rank */
 #define RANK_PER 16         /* a rank's index, 0, optimizer step before its floats */

@@ -535,19 +535,25 @@ static void parse_sums(rd *r, cdp_ckpt *ck)
 	ck->sum_log_steps = get_u64(r);
 }
 
+/* A pointer file's uuid (PLAN, RUN): 32 bytes, all zero for none, ""
+ * (as META's pool uuid); the digits are judged by cdp_ckpt_check */
+static void get_uuid(rd *r, char uuid[33])
+{
+	memset(uuid, 0, 33);
+	if (need(r, 32)) {
+		memcpy(uuid, r->p, 32);
+		r->p += 32;
+	}
+	if (!uuid[0] && memcmp(uuid, uuid + 1, 31) && !r->err)
+		r->err = CDP_EFORMAT;
+}
+
 /* PLAN (version 7): the values are judged by cdp_ckpt_check */
 static void parse_plan(rd *r, cdp_ckpt *ck)
 {
 	ck->has_plan = 1;
 	ck->plan_total = get_u64(r);
-	/* 32 zero bytes: no uuid, "" (as META's pool uuid) */
-	if (need(r, 32)) {
-		memcpy(ck->keys_uuid, r->p, 32);
-		r->p += 32;
-	}
-	ck->keys_uuid[32] = '\0';
-	if (!ck->keys_uuid[0] && memcmp(ck->keys_uuid, ck->keys_uuid + 1, 31) && !r->err)
-		r->err = CDP_EFORMAT;
+	get_uuid(r, ck->keys_uuid);
 	ck->keys_seed = get_u64(r);
 	ck->keys_count = get_u64(r);
 	ck->keys_crc = get_u32(r);
@@ -566,6 +572,46 @@ static void parse_best(rd *r, cdp_ckpt *ck)
 	ck->best_metric = (int)(metric & INT_MAX);
 	ck->best_value = get_f64(r);
 	ck->best_step = get_u64(r);
+}
+
+/* RUN (version 8): the layout's fields, the values judged by
+ * cdp_ckpt_check; a later layout's additions after them are skipped */
+static void parse_run(rd *r, cdp_ckpt *ck)
+{
+	uint32_t layout = get_u32(r), flags = get_u32(r), policy = get_u32(r);
+	uint32_t threads = get_u32(r);
+	const unsigned char *kern;
+
+	ck->has_run = 1;
+	if (layout < 1 || (layout == CDP_CKPT_RUN_LAYOUT && (flags & ~CDP_CKPT_RUN_PAD_LAST)) ||
+	    policy > INT_MAX || threads > INT_MAX) {
+		if (!r->err)
+			r->err = CDP_EFORMAT;
+		return;
+	}
+	ck->run_pad_last = (flags & CDP_CKPT_RUN_PAD_LAST) != 0;
+	ck->run_nan_policy = (int)policy;
+	ck->run_threads = (int)threads;
+	ck->run_nan_row = get_u64(r);
+	ck->run_nan_skipped = get_u64(r);
+	/* the name, then NULs to the field's end */
+	if (need(r, 16)) {
+		kern = r->p;
+		memcpy(ck->run_kernels, kern, CDP_CKPT_RUN_KERNELS_MAX);
+		ck->run_kernels[CDP_CKPT_RUN_KERNELS_MAX] = '\0';
+		for (size_t i = strlen(ck->run_kernels); i < 16; i++)
+			if (kern[i] && !r->err)
+				r->err = CDP_EFORMAT;
+		r->p += 16;
+	}
+	get_uuid(r, ck->val_uuid);          /* zeros: no --val-keys */
+	ck->val_seed = get_u64(r);
+	ck->val_count = get_u64(r);
+	ck->val_crc = get_u32(r);
+	if (get_u32(r) != 0 && !r->err)
+		r->err = CDP_EFORMAT;
+	if (layout > CDP_CKPT_RUN_LAYOUT && !r->err)
+		r->p = r->end;
 }
 
 /* The fixed header against the bytes available (have) and the true total
@@ -785,6 +831,8 @@ static int decode(const unsigned char *buf, size_t len, int keep, cdp_ckpt *ck, 
 			parse_plan(&sub, ck);
 		} else if (k == CHUNK_BEST) {
 			parse_best(&sub, ck);
+		} else if (k == CHUNK_RUN) {
+			parse_run(&sub, ck);
 		} else {
 			parsers[k](&sub, ck);
 		}

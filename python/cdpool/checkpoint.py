@@ -15,7 +15,9 @@ of UTF-8 without control characters each), unique RNG stream names, the RANK chu
 version, CRC and sizes, the SUMS chunk's sums finite and counts no more than
 the step (version 7), the LIVE chunk's one float per parameter (version 7), the NORM chunk's
 channels (META's) and deviations > 0, the FROM chunk's kinds and names (version 7), the BEST
-chunk's known metric, finite value and step no later than META's (version 8)),
+chunk's known metric, finite value and step no later than META's (version 8), the RUN
+chunk's settings, non-finite step counts, threads, kernels' name and validation list
+(version 8)),
 and every float finite: parameters, buffers,
 optimizer moments, the per-rank state and LIVE (cdp_ckpt_validate). Error codes are the C reader's.
 Tensors are float32 NumPy arrays that share one writable copy of the file.
@@ -29,7 +31,7 @@ from collections import OrderedDict
 
 import numpy as np
 
-from .errors import CdpError
+from .errors import PHRASES, CdpError
 from .record import DTYPE_NAMES
 
 MAGIC = b"CDPCKPT\n"
@@ -49,13 +51,18 @@ MAX_TARGETS = 65536                               # CDP_CKPT_MAX_TARGETS
 BAND_NAME = re.compile(rb"[\x21-\x2b\x2d-\x7e]{1,255}")   # printable, no space or comma
 HDR = 24
 TAGS = (b"META", b"CFG ", b"PARM", b"BUFS", b"OPTM", b"RNG ", b"DATA", b"RANK", b"SUMS",
-        b"LIVE", b"NORM", b"FROM", b"TASK", b"PLAN", b"BEST")
+        b"LIVE", b"NORM", b"FROM", b"TASK", b"PLAN", b"BEST",
+        b"RUN ")
 FIXED = 7                  # every version's chunks; then the optional ones,
-SINCE = (1, 1, 1, 1, 1, 1, 1, 3, 7, 7, 7, 7, 7, 7, 8)  # each at most once, in TAGS's order
+SINCE = (1, 1, 1, 1, 1, 1, 1, 3, 7, 7, 7, 7, 7, 7, 8, 8)  # each at most once, in TAGS's order
 CHUNK_SKIP = 1             # CDP_CKPT_CHUNK_SKIP: a chunk header's flags (version 8)
-FLAGS = (0,) * 14 + (CHUNK_SKIP,)   # each known chunk's flags: BEST is skippable
+FLAGS = (0,) * 14 + (CHUNK_SKIP,) * 2   # each known chunk's flags: BEST and RUN skip
 BEST_METRICS = {1: "miou", 2: "loss", 3: "acc", 4: "f1", 5: "map", 6: "rmse", 7: "r2"}
 # CDP_CKPT_BEST_* (BEST, version 8): cdp-train's --keep-best words
+RUN_LAYOUT, RUN_BYTES = 1, 104   # CDP_CKPT_RUN_LAYOUT, RUN's payload in it
+RUN_PAD_LAST = 1                 # CDP_CKPT_RUN_PAD_LAST: RUN's flags
+RUN_THREADS_MAX = 65536          # CDP_CKPT_RUN_THREADS_MAX
+NAN_POLICIES = {1: "stop", 2: "skip"}   # CDP_CKPT_NAN_* (RUN, version 8)
 OPTIMIZERS = {0: "none", 1: "sgd", 2: "adamw"}
 POLICIES = {0: "constant", 1: "step", 2: "cosine"}
 SYNCS = {0: "allreduce", 1: "average", 2: "admm"}
@@ -158,6 +165,15 @@ class Checkpoint:
     cdp-train --keep-best best.cdpt), a dict of metric ("miou", "loss",
     "acc", "f1", "map", "rmse" or "r2", the --keep-best word), value (the
     metric's value there) and step (that validation's step).
+    run: None, or the RUN chunk (version 8: what a resume takes or checks
+    that no other chunk holds; None in older files, which resume as they
+    did), a dict of pad_last (bool: the run had --pad-last), nan_policy
+    ("stop" or "skip"), nan_row (the non-finite steps in a row up to
+    step, which --nan-policy skip ends the job at 100 of), nan_skipped
+    (non-finite steps skipped in the run so far), threads (its CPU
+    compute threads, 0 on a GPU), kernels (their name, "avx2", "cuda",
+    ...), and val_uuid, val_seed, val_count and val_crc32 (the --val-keys
+    pointer file's header; "", 0, 0, 0 without one).
     """
 
     def param_block(self):
@@ -447,6 +463,27 @@ def _best(r, ck):
     ck.best = dict(metric=metric, value=value, step=step)
 
 
+def _run(r, ck):
+    """RUN (version 8): layout 1's fields, the values judged by _check; a
+    later layout's additions after them are skipped."""
+    layout, flags, policy, threads, row, skipped = r.tuple("<IIIIQQ")
+    r.need(48)
+    kern, uuid = bytes(r.b[r.p:r.p + 16]), bytes(r.b[r.p + 16:r.p + 48])
+    r.p += 48
+    seed, count, crc, z = r.tuple("<QQII")
+    name = kern[:15].split(b"\0")[0]
+    if layout < 1 or (layout == RUN_LAYOUT and flags & ~RUN_PAD_LAST) or z != 0 \
+            or any(kern[len(name):]) or policy > 0x7FFFFFFF or threads > 0x7FFFFFFF \
+            or (uuid[0] == 0 and any(uuid)):
+        raise _Bad("EFORMAT")
+    if layout > RUN_LAYOUT:
+        r.p = r.end
+    ck.run = dict(pad_last=bool(flags & RUN_PAD_LAST), nan_policy=policy, nan_row=row,
+                  nan_skipped=skipped, threads=threads, kernels=name,
+                  val_uuid=uuid.decode("ascii", "replace") if uuid[0] else "",
+                  val_seed=seed, val_count=count, val_crc32=crc)
+
+
 def _tag_text(t):
     """A chunk's tag for a message, as checkpoint_read.c's tag_text writes it."""
     return "".join(chr(c) if 0x20 <= c <= 0x7e and c not in (0x5c, 0x27) else "\\x%02x" % c
@@ -581,6 +618,28 @@ def _check(ck):
                    % (b["metric"], b["value"], b["step"], ck.step))
     if b is not None:
         b["metric"] = BEST_METRICS[b["metric"]]
+    u = ck.run
+    if u is not None:
+        if u["nan_policy"] not in NAN_POLICIES:
+            raise _Bad("EFORMAT", "the run's settings (RUN): --pad-last %d, --nan-policy %d (0 or "
+                       "1, and 1 stop or 2 skip)" % (u["pad_last"], u["nan_policy"]))
+        if not (u["nan_row"] <= u["nan_skipped"] <= ck.step
+                and (u["nan_row"] == 0 or u["nan_policy"] == 2)):
+            raise _Bad("EFORMAT", "the run's non-finite steps (RUN): %d in a row, %d skipped (in "
+                       "a row at most those skipped, at most the %d steps taken, none in a row "
+                       "under --nan-policy stop)" % (u["nan_row"], u["nan_skipped"], ck.step))
+        if not (u["threads"] <= RUN_THREADS_MAX and re.fullmatch(rb"[\x21-\x7e]{1,15}",
+                                                                 u["kernels"])):
+            raise _Bad("EFORMAT", "the run's compute (RUN): %d threads (0 to %d), kernels '%s' (1 "
+                       "to 15 printable characters)" % (u["threads"], RUN_THREADS_MAX,
+                                                        u["kernels"].decode("latin-1")))
+        if not (not u["val_uuid"] and not u["val_seed"] and not u["val_crc32"]
+                if u["val_count"] == 0 else re.fullmatch(r"[0-9a-f]{32}", u["val_uuid"])):
+            raise _Bad("EFORMAT", "the run's validation list (RUN): %d keys, uuid '%s' (none: 0 "
+                       "keys, no uuid, seed and crc32 0; else a uuid of 32 lowercase hex digits)"
+                       % (u["val_count"], u["val_uuid"]))
+        u["nan_policy"] = NAN_POLICIES[u["nan_policy"]]
+        u["kernels"] = u["kernels"].decode("ascii")
     if ck.live is not None and ck.live.size != ptotal:
         raise _Bad("EFORMAT", "the trained weights (LIVE) hold %d values for %d parameters"
                    % (ck.live.size, ptotal))
@@ -595,7 +654,7 @@ def _check(ck):
     # initial weights: no optimizer, progress, RNG state, per-rank state or sums
     if ck.initial and (o["type"] != "none" or ck.step or ck.epoch or ck.data_pos or ck.rng
                        or ck.ranks or ck.sums or ck.plan or ck.live is not None
-                       or ck.best is not None):
+                       or ck.best is not None or ck.run is not None):
         raise _Bad("EFORMAT", "initial weights (META's kind) with the state of a run")
     if (ck.batch | ck.batch_ranks | ck.batch_accumulate) != 0 and not (
             ck.batch >= 1 and 1 <= ck.batch_ranks <= MAX_RANKS and ck.batch_accumulate >= 1):
@@ -644,6 +703,7 @@ def decode_checkpoint(buf, subject="checkpoint", finite=True):
         ck.subject = subject
         ck.version, ck.ranks, ck.sums, ck.live = version, None, None, None
         ck.norm, ck.sources, ck.task, ck.plan, ck.best = None, [], None, None, None
+        ck.run = None
         top = _Rd(b, HDR, n - 4, version)
         i = 0                      # the next known chunk's least index
         for c in range(nchunks):
@@ -663,15 +723,22 @@ def decode_checkpoint(buf, subject="checkpoint", finite=True):
                 raise _Bad("EFORMAT")
             i = k + 1
             sub = _Rd(b, top.p, top.p + plen, version)
-            if k == 2:
-                ck.params, _ = _tensors(sub)
-            elif k == 3:
-                ck.buffers, _ = _tensors(sub)
-            else:
-                (_meta, _cfg, None, None, _optim, _rng, _data, _rank, _sums, _live, _norm,
-                 _from, _task, _plan, _best)[k](sub, ck)
-            if sub.p != sub.end:
-                raise _Bad("EFORMAT")
+            try:
+                if k == 2:
+                    ck.params, _ = _tensors(sub)
+                elif k == 3:
+                    ck.buffers, _ = _tensors(sub)
+                else:
+                    (_meta, _cfg, None, None, _optim, _rng, _data, _rank, _sums, _live, _norm,
+                     _from, _task, _plan, _best, _run)[k](sub, ck)
+                if sub.p != sub.end:
+                    raise _Bad("EFORMAT")
+            except _Bad as e:
+                # a fault without a reason of its own names its chunk, as
+                # cdp_ckpt_read_why does
+                if e.message is None:
+                    e.message = "chunk '%s': %s" % (tag.decode("latin-1"), PHRASES[e.code])
+                raise
             top.p += plen
         if top.p != top.end:
             raise _Bad("EFORMAT")

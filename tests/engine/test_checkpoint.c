@@ -185,7 +185,13 @@ static int ck_equal(const cdp_ckpt *a, const cdp_ckpt *b)
 	       strcmp(a->keys_uuid, b->keys_uuid) == 0 && a->keys_seed == b->keys_seed &&
 	       a->keys_count == b->keys_count && a->keys_crc == b->keys_crc &&
 	       a->has_best == b->has_best && a->best_metric == b->best_metric &&
-	       same(&a->best_value, &b->best_value, sizeof(double)) && a->best_step == b->best_step;
+	       same(&a->best_value, &b->best_value, sizeof(double)) && a->best_step == b->best_step &&
+	       a->has_run == b->has_run && a->run_pad_last == b->run_pad_last &&
+	       a->run_nan_policy == b->run_nan_policy && a->run_threads == b->run_threads &&
+	       a->run_nan_row == b->run_nan_row && a->run_nan_skipped == b->run_nan_skipped &&
+	       strcmp(a->run_kernels, b->run_kernels) == 0 &&
+	       strcmp(a->val_uuid, b->val_uuid) == 0 && a->val_seed == b->val_seed &&
+	       a->val_count == b->val_count && a->val_crc == b->val_crc;
 }
 
 static uint32_t rd_u32(const unsigned char *b)
@@ -1303,6 +1309,30 @@ static void test_compat(void)
 	cdp_ckpt_free(&a);
 }
 
+/* What every skippable chunk of version 8 (at s in buf) keeps: its flags
+ * 0 refused, naming it; a version 7 file with it refused; and, its tag
+ * renamed to one no reader knows (as to a reader from before it), the
+ * file decoded into *b, skipping it. buf ends with the new tag. */
+static void skippable_rules(unsigned char *buf, size_t len, size_t s, const char *renamed,
+                            cdp_ckpt *b)
+{
+	char tag[5], want[100];
+
+	memcpy(tag, buf + s, 4);
+	tag[4] = '\0';
+	set_flags(buf, len, s, 0);
+	snprintf(want, sizeof want, "chunk '%s' is not marked skippable, which it always is", tag);
+	refused_as(buf, len, CDP_EFORMAT, want, "flags 0");
+	set_flags(buf, len, s, CDP_CKPT_CHUNK_SKIP);
+	buf[8] = 7;
+	fix_crc(buf, len);
+	refused_as(buf, len, CDP_EFORMAT, NULL, "a version 7 file with a version 8 chunk");
+	buf[8] = 8;
+	memcpy(buf + s, renamed, 4);
+	fix_crc(buf, len);
+	CHECK_RC(cdp_ckpt_decode(buf, len, b), CDP_OK);
+}
+
 /* BEST (version 8, skippable): the validation that kept a best.cdpt goes
  * through bit for bit as the last chunk, 24 bytes, with the skippable
  * flag; an unknown metric, a value that is not finite and a step after
@@ -1361,18 +1391,7 @@ static void test_best(void)
 	buf[s + 16 + 4] = 0;
 	fix_crc(buf, len);
 	refused_as(buf, len, CDP_OK, NULL, "step 17 of 17");
-	set_flags(buf, len, s, 0);
-	refused_as(buf, len, CDP_EFORMAT, "chunk 'BEST' is not marked skippable, which it always is",
-	           "BEST's flags 0");
-	set_flags(buf, len, s, CDP_CKPT_CHUNK_SKIP);
-	buf[8] = 7;
-	fix_crc(buf, len);
-	refused_as(buf, len, CDP_EFORMAT, NULL, "a version 7 file with BEST");
-	/* to a reader that does not know BEST (here: its tag renamed) */
-	buf[8] = 8;
-	memcpy(buf + s, "BESU", 4);
-	fix_crc(buf, len);
-	CHECK_RC(cdp_ckpt_decode(buf, len, &b), CDP_OK);
+	skippable_rules(buf, len, s, "BESU", &b);
 	CHECK(!b.has_best, "a renamed BEST is skipped");
 	cdp_ckpt_free(&b);
 	free(buf);
@@ -1389,6 +1408,158 @@ static void test_best(void)
 	small_initial(&a, 3);
 	a.has_best = 1;
 	a.best_metric = CDP_CKPT_BEST_LOSS;
+	CHECK_RC(cdp_ckpt_encode(&a, &buf, &len), CDP_EINVAL);
+	cdp_ckpt_free(&a);
+}
+
+/* RUN (version 8, skippable): the run's settings and state outside the
+ * model go through as the last chunk, after BEST, 104 bytes, skippable;
+ * each field out of its range is refused naming the chunk and the field,
+ * by reader and writer; a later layout's added bytes are skipped; version
+ * 7 may not hold it; a file without it (an older v8 one) reads with
+ * has_run 0; and a reader that does not know RUN skips it. */
+static void test_run(void)
+{
+	cdp_ckpt a, b;
+	unsigned char *buf, *big;
+	size_t len, s;
+
+	make_ck(&a);
+	CHECK_RC(cdp_ckpt_encode(&a, &buf, &len), CDP_OK);
+	CHECK_RC(cdp_ckpt_decode(buf, len, &b), CDP_OK);
+	CHECK(!b.has_run && buf[12] == 7, "a file without RUN reads without it");
+	cdp_ckpt_free(&b);
+	free(buf);
+	a.has_best = 1;
+	a.best_metric = CDP_CKPT_BEST_LOSS;
+	a.best_value = 0.25;
+	a.best_step = 10;
+	a.has_run = 1;
+	a.run_pad_last = 1;
+	a.run_nan_policy = CDP_CKPT_NAN_SKIP;
+	a.run_nan_row = 3;
+	a.run_nan_skipped = 5;
+	a.run_threads = 2;
+	snprintf(a.run_kernels, sizeof a.run_kernels, "avx2");
+	snprintf(a.val_uuid, sizeof a.val_uuid, "%s", "0123456789abcdef0123456789abcdef");
+	a.val_seed = 1;
+	a.val_count = 32;
+	a.val_crc = 0x1554eec1;
+	CHECK_RC(cdp_ckpt_encode(&a, &buf, &len), CDP_OK);
+	s = len - 4 - 16 - 104;
+	CHECK(buf[12] == 9 && memcmp(buf + s, "RUN ", 4) == 0 &&
+	      rd_u32(buf + s + 4) == CDP_CKPT_CHUNK_SKIP && rd_u64(buf + s + 8) == 104 &&
+	      memcmp(buf + s - 16 - 24, "BEST", 4) == 0, "RUN last after BEST, skippable, 104 bytes");
+	CHECK(rd_u32(buf + s + 16) == 1 && rd_u32(buf + s + 20) == 1 && rd_u32(buf + s + 24) == 2 &&
+	      rd_u32(buf + s + 28) == 2 && rd_u64(buf + s + 32) == 3 && rd_u64(buf + s + 40) == 5 &&
+	      memcmp(buf + s + 48, "avx2\0", 5) == 0 && buf[s + 63] == 0 &&
+	      memcmp(buf + s + 64, a.val_uuid, 32) == 0 && rd_u64(buf + s + 96) == 1 &&
+	      rd_u64(buf + s + 104) == 32 && rd_u32(buf + s + 112) == 0x1554eec1 &&
+	      rd_u32(buf + s + 116) == 0, "RUN's layout");
+	CHECK_RC(cdp_ckpt_decode(buf, len, &b), CDP_OK);
+	CHECK(ck_equal(&a, &b), "RUN differs after decoding");
+	cdp_ckpt_free(&b);
+	/* each rule, named */
+	buf[s + 16 + 8] = 3;
+	fix_crc(buf, len);
+	refused_as(buf, len, CDP_EFORMAT, "the run's settings (RUN): --pad-last 1, --nan-policy 3 "
+	           "(0 or 1, and 1 stop or 2 skip)", "policy 3");
+	buf[s + 16 + 8] = CDP_CKPT_NAN_STOP;
+	fix_crc(buf, len);
+	refused_as(buf, len, CDP_EFORMAT, "the run's non-finite steps (RUN): 3 in a row, 5 skipped "
+	           "(in a row at most those skipped, at most the 17 steps taken, none in a row under "
+	           "--nan-policy stop)", "in a row under stop");
+	buf[s + 16 + 8] = CDP_CKPT_NAN_SKIP;
+	wr_u64(buf + s + 16 + 24, 18);
+	fix_crc(buf, len);
+	refused_as(buf, len, CDP_EFORMAT, NULL, "18 skipped of 17 steps");
+	wr_u64(buf + s + 16 + 24, 2);
+	fix_crc(buf, len);
+	refused_as(buf, len, CDP_EFORMAT, NULL, "more in a row than skipped");
+	wr_u64(buf + s + 16 + 24, 5);
+	buf[s + 16 + 4] = 2;                    /* an unknown flag */
+	fix_crc(buf, len);
+	refused_as(buf, len, CDP_EFORMAT, NULL, "flag bit 1");
+	buf[s + 16 + 4] = 1;
+	buf[s + 16 + 12 + 2] = 2;               /* 131074 threads */
+	fix_crc(buf, len);
+	refused_as(buf, len, CDP_EFORMAT, "the run's compute (RUN): 131074 threads (0 to 65536), "
+	           "kernels 'avx2' (1 to 15 printable characters)", "threads");
+	buf[s + 16 + 12 + 2] = 0;
+	buf[s + 16 + 32] = 0;                   /* no kernels' name */
+	fix_crc(buf, len);
+	refused_as(buf, len, CDP_EFORMAT, NULL, "an empty kernels' name");
+	buf[s + 16 + 32] = 'a';
+	buf[s + 16 + 40] = 'x';                 /* a byte after the name's NUL */
+	fix_crc(buf, len);
+	refused_as(buf, len, CDP_EFORMAT, NULL, "a byte after the kernels' NUL");
+	buf[s + 16 + 40] = 0;
+	wr_u64(buf + s + 16 + 88, 0);           /* no keys, but a uuid */
+	fix_crc(buf, len);
+	refused_as(buf, len, CDP_EFORMAT, "the run's validation list (RUN): 0 keys, uuid "
+	           "'0123456789abcdef0123456789abcdef' (none: 0 keys, no uuid, seed and crc32 0; "
+	           "else a uuid of 32 lowercase hex digits)", "0 keys with a uuid");
+	memset(buf + s + 16 + 48, 0, 32 + 8 + 8 + 4);
+	fix_crc(buf, len);
+	refused_as(buf, len, CDP_OK, NULL, "no validation list");
+	wr_u64(buf + s + 16 + 88, 32);
+	fix_crc(buf, len);
+	refused_as(buf, len, CDP_EFORMAT, NULL, "keys without a uuid");
+	memcpy(buf + s + 16 + 48, a.val_uuid, 32);
+	wr_u64(buf + s + 16 + 80, 1);
+	buf[s + 16 + 96] = 0xc1;
+	buf[s + 16 + 100] = 1;                  /* the pad */
+	fix_crc(buf, len);
+	refused_as(buf, len, CDP_EFORMAT, NULL, "the pad");
+	buf[s + 16 + 100] = 0;
+	buf[s + 16] = 0;                        /* layout 0 */
+	fix_crc(buf, len);
+	refused_as(buf, len, CDP_EFORMAT, NULL, "layout 0");
+	buf[s + 16] = 1;
+	fix_crc(buf, len);
+	refused_as(buf, len, CDP_OK, NULL, "mended");
+	/* a later layout: 8 more bytes, and an unknown flag, skipped */
+	CHECK((big = malloc(len + 8)) != NULL, "malloc");
+	memcpy(big, buf, len - 4);
+	memset(big + len - 4, 0xab, 8);
+	big[s + 16] = 2;
+	big[s + 16 + 4] |= 2;
+	wr_u64(big + s + 8, 112);
+	wr_u64(big + 16, len + 8);
+	fix_crc(big, len + 8);
+	CHECK_RC(cdp_ckpt_decode(big, len + 8, &b), CDP_OK);
+	CHECK(b.has_run && b.run_pad_last == 1 && b.val_count == 32 &&
+	      strcmp(b.run_kernels, "avx2") == 0, "layout 2's first 104 bytes are read");
+	cdp_ckpt_free(&b);
+	free(big);
+	skippable_rules(buf, len, s, "RUNX", &b);
+	CHECK(!b.has_run && b.has_best, "a renamed RUN is skipped");
+	cdp_ckpt_free(&b);
+	free(buf);
+	/* the writer's rules */
+	a.run_nan_skipped = 18;
+	CHECK_RC(cdp_ckpt_encode(&a, &buf, &len), CDP_EINVAL);
+	a.run_nan_skipped = 5;
+	a.run_kernels[0] = '\0';
+	CHECK_RC(cdp_ckpt_encode(&a, &buf, &len), CDP_EINVAL);
+	snprintf(a.run_kernels, sizeof a.run_kernels, "a b");
+	CHECK_RC(cdp_ckpt_encode(&a, &buf, &len), CDP_EINVAL);
+	snprintf(a.run_kernels, sizeof a.run_kernels, "cuda");
+	a.run_threads = -1;
+	CHECK_RC(cdp_ckpt_encode(&a, &buf, &len), CDP_EINVAL);
+	a.run_threads = 0;
+	a.val_count = 0;
+	CHECK_RC(cdp_ckpt_encode(&a, &buf, &len), CDP_EINVAL);
+	a.val_uuid[0] = '\0';
+	a.val_seed = 0;
+	a.val_crc = 0;
+	CHECK_RC(cdp_ckpt_encode(&a, &buf, &len), CDP_OK);
+	free(buf);
+	cdp_ckpt_free(&a);
+	small_initial(&a, 3);
+	a.has_run = 1;
+	a.run_nan_policy = CDP_CKPT_NAN_STOP;
+	snprintf(a.run_kernels, sizeof a.run_kernels, "avx2");
 	CHECK_RC(cdp_ckpt_encode(&a, &buf, &len), CDP_EINVAL);
 	cdp_ckpt_free(&a);
 }
@@ -1516,6 +1687,7 @@ int main(void)
 	test_live();
 	test_compat();
 	test_best();
+	test_run();
 	test_initial(buf, len);
 	test_norm_from();
 	test_nonfinite();

@@ -611,8 +611,10 @@ def test_compat():
     ref = cdpool.load_checkpoint(path)
     cs = _chunks(b)
     tags = [t for t, _, _ in cs]
-    check(b[8] == 8 and all(f == 0 for _, f, _ in cs) and tags[-2:] == [b"SUMS", b"PLAN"]
-          and ref.best is None, "run1's checkpoint: version %d, %r" % (b[8], tags))
+    check(b[8] == 8 and all(f == 0 for _, f, _ in cs[:-1]) and cs[-1][1] == 1 and
+          tags[-3:] == [b"SUMS", b"PLAN", b"RUN "] and ref.best is None,
+          "run1's checkpoint: version %d, %r" % (b[8], tags))
+    cs = cs[:-1]               # without RUN (test_run's), as written before it
     d = os.path.join(T, "ck8")
     os.makedirs(d, exist_ok=True)
     road, pred = os.path.join(T, "r", "road.tif"), os.path.join(d, "pred.tif")
@@ -688,6 +690,80 @@ def test_compat():
           cdpool.checkpoint.decode_checkpoint(w).initial, "encode_initial: version %d" % w[8])
     ok("version 8: skippable chunks skipped, unknown ones and flags refused as C refuses "
        "them; BEST read, printed, validated")
+
+
+def test_run():
+    """RUN (version 8, skippable, after BEST): cdp-train records in every
+    checkpoint and best.cdpt --pad-last, --nan-policy, the non-finite step
+    counts, the threads and kernels and the --val-keys list (run1: none,
+    runp: --pad-last, run_two: its validation list, as its pointer file's
+    header says); each field out of range is refused with cdp-predict's
+    message; a later layout's added bytes are skipped; a file without RUN
+    reads with run None."""
+    r1 = cdpool.load_checkpoint(os.path.join(T, "run1", "checkpoint.cdpt"))
+    u = r1.run
+    check(u is not None and u["pad_last"] is False and u["nan_policy"] == "stop" and
+          u["nan_row"] == 0 and u["nan_skipped"] == 0 and u["threads"] >= 1 and
+          re.fullmatch(r"[a-z0-9_]+", u["kernels"]) and u["val_count"] == 0 and
+          u["val_uuid"] == "" and u["val_seed"] == 0 and u["val_crc32"] == 0, "run1: %r" % u)
+    u = cdpool.load_checkpoint(os.path.join(T, "runp", "checkpoint.cdpt")).run
+    check(u["pad_last"] is True, "runp: %r" % u)
+    two = os.path.join(T, "run_two")
+    hdr = dict(x.split("=", 1) for x in open(os.path.join(T, "two_val.keys")).readline().split()
+               if "=" in x)
+    for name in ("checkpoint.cdpt", "best.cdpt"):
+        u = cdpool.load_checkpoint(os.path.join(two, name)).run
+        check(u["val_count"] == int(hdr["count"]) and u["val_uuid"] == hdr["uuid"] and
+              "%08x" % u["val_crc32"] == hdr["crc32"], "run_two's %s: %r, header %r"
+              % (name, u, hdr))
+    b = open(os.path.join(T, "run1", "checkpoint.cdpt"), "rb").read()
+    cs = _chunks(b)
+    base, payload = cs[:-1], bytearray(cs[-1][2])
+    d = os.path.join(T, "ckrun")
+    os.makedirs(d, exist_ok=True)
+    road, pred = os.path.join(T, "r", "road.tif"), os.path.join(d, "pred.tif")
+    f = os.path.join(d, "old.cdpt")
+    open(f, "wb").write(_build(8, base))
+    check(cdpool.load_checkpoint(f).run is None, "a file without RUN")
+
+    def edit(at, fmt, v):
+        p = bytearray(payload)
+        struct.pack_into(fmt, p, at, v)
+        return _build(8, base + [(b"RUN ", 1, bytes(p))])
+    step, threads = r1.step, r1.run["threads"]
+    kern = r1.run["kernels"]
+    cases = [
+        (edit(8, "<I", 3), "the run's settings (RUN): --pad-last 0, --nan-policy 3 (0 or 1, and "
+         "1 stop or 2 skip)"),
+        (edit(16, "<Q", 1), "the run's non-finite steps (RUN): 1 in a row, 0 skipped (in a row at "
+         "most those skipped, at most the %d steps taken, none in a row under --nan-policy "
+         "stop)" % step),
+        (edit(24, "<Q", step + 1), "the run's non-finite steps (RUN): 0 in a row, %d skipped (in "
+         "a row at most those skipped, at most the %d steps taken, none in a row under "
+         "--nan-policy stop)" % (step + 1, step)),
+        (edit(12, "<I", 65537), "the run's compute (RUN): 65537 threads (0 to 65536), kernels "
+         "'%s' (1 to 15 printable characters)" % kern),
+        (edit(88, "<Q", 5), "the run's validation list (RUN): 5 keys, uuid '' (none: 0 keys, no "
+         "uuid, seed and crc32 0; else a uuid of 32 lowercase hex digits)"),
+        (edit(4, "<I", 2), "chunk 'RUN ': invalid or inconsistent field"),
+        (edit(100, "<I", 1), "chunk 'RUN ': invalid or inconsistent field"),
+        (_build(8, base + [(b"RUN ", 0, bytes(payload))]),
+         "chunk 'RUN ' is not marked skippable, which it always is"),
+    ]
+    for k, (data, want) in enumerate(cases):
+        f = os.path.join(d, "bad%d.cdpt" % k)
+        open(f, "wb").write(data)
+        e = refused("EFORMAT", cdpool.load_checkpoint, f)
+        check(want in str(e), "case %d: %s, want %r" % (k, e, want))
+        c_says(e, "cdp-predict", "-q", f, road, "-o", pred)
+    # a later layout: more bytes after layout 1's, and flags it adds
+    p = bytearray(payload) + b"later"
+    struct.pack_into("<II", p, 0, 2, 6)
+    f = os.path.join(d, "layout2.cdpt")
+    open(f, "wb").write(_build(8, base + [(b"RUN ", 1, bytes(p))]))
+    check(cdpool.load_checkpoint(f).run == r1.run, "layout 2 read as layout 1")
+    ok("RUN: pad-last, nan policy, threads, kernels and the validation list read; bad fields "
+       "refused as C refuses them")
 
 
 def test_best_kept():
@@ -2562,7 +2638,7 @@ def run_tests(tests):
 
 def main():
     return run_tests([test_dtypes, test_record_refusals, test_keys, test_sampler,
-                      test_checkpoint, test_compat, test_best_kept, test_dataset, test_val_standardize, test_batches, test_photometric,
+                      test_checkpoint, test_compat, test_run, test_best_kept, test_dataset, test_val_standardize, test_batches, test_photometric,
                       test_first_step, test_info, test_cfg_nesting, test_net_keys,
                       test_pool_refusals, test_meta_consistency, test_info_refusals, test_seed_range,
                       test_pool_replaced, test_pool_reopen_replaced, test_value_pool,

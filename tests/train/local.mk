@@ -38,7 +38,7 @@ tests_train_test_loader_raw_LDADD = $(TRAIN_LIBS)
 EXTRA_DIST += tests/train/gradcomp.sh tests/train/losses.sh tests/train/profile.sh tests/train/train.sh tests/train/train_fail.sh \
 	tests/train/train_common.sh tests/train/resume_sync.sh tests/train/device.sh \
 	tests/train/loss_scale.sh tests/train/metrics.sh tests/train/small.cfg tests/train/data_path.sh \
-	tests/train/ckpt_nan.py tests/train/consensus.sh tests/train/consensus.py \
+	tests/train/ckpt_nan.py tests/train/ckpt_drop.py tests/train/consensus.sh tests/train/consensus.py \
 	tests/train/standardize.sh tests/train/plot.sh tests/train/plotcheck.py \
 	tests/train/class_weights.sh \
 	tests/train/buckets.sh tests/train/trace.sh tests/train/cfg_nesting.sh \

@@ -34,6 +34,10 @@
 #  - --resume without the optimizer's options continues with the
 #    checkpoint's (lr, momentum, weight decay, warm-up, loss scale) bit for
 #    bit; one given that differs is taken and said in one warning;
+#  - --resume with another --threads or CDP_CPU_ISA than the checkpoint's
+#    run (RUN) warns that the losses will not equal an uninterrupted run's
+#    bit for bit, and with another --val-keys list that --keep-best and
+#    --patience compare the two lists' scores; the same ones say nothing;
 #  - --resume with --model naming the checkpoint's model in other words
 #    (overrides in another order, a default spelled out) resumes, keeping
 #    the checkpoint's text and overrides; another model is refused naming
@@ -466,6 +470,28 @@ cdp-train $C --out "$T/op3" --steps 12 --resume --lr 0.02 --momentum 0.5 --loss-
 grep -q "optimizer sgd: lr 0.02, momentum 0.5, weight decay 0.001; schedule constant, warm-up 15 steps" "$T/op3/train.log" ||
 	fail "the resume with --lr 0.02 did not keep the rest: $(grep 'optimizer sgd' "$T/op3/train.log" | tail -1)"
 echo "resumed bit for bit without the options; --lr and --loss-scale given: taken and said"
+
+echo "== --resume with another --threads or --val-keys: warned"
+# the checkpoint's RUN chunk records the threads, kernels and validation
+# list (before: each changed silently)
+C2=$(printf '%s\n' "$C" | sed 's/--threads 1/--threads 2/')
+cdp-train $C --val-keys "$T/val.keys" --out "$T/th" --steps 2 || fail "the 1-thread run failed"
+kern=$(sed -n 's/.*device cpu, 1 thread, precision fp32 (kernels \([^)]*\)).*/\1/p' "$T/th/train.log")
+[ -n "$kern" ] || fail "train.log names no kernels: $(grep device "$T/th/train.log")"
+cdp-train $C --val-keys "$T/val.keys" --out "$T/th" --steps 3 --resume 2>"$T/err" ||
+	fail "the same threads: resume failed"
+[ ! -s "$T/err" ] || fail "a resume with the same threads and list said: $(cat "$T/err")"
+cdp-train $C2 --val-keys "$T/val.keys" --out "$T/th" --steps 4 --resume 2>"$T/err" ||
+	fail "--threads 2: resume failed"
+[ "$(cat "$T/err")" = "cdp-train: warning: resume: this run computes with 2 threads and the $kern kernels, the checkpoint's run with 1 thread and the $kern kernels (--threads, CDP_CPU_ISA): the losses will not equal an uninterrupted run's bit for bit" ] ||
+	fail "a resume with --threads 2 said: $(cat "$T/err")"
+grep -q "resume: this run computes with 2 threads" "$T/th/train.log" || fail "train.log lacks the threads warning"
+cdp-train $C2 --val-keys "$T/train.keys" --out "$T/th" --steps 5 --resume 2>"$T/err" ||
+	fail "another --val-keys: resume failed"
+grep -q "^cdp-train: warning: resume: '$T/train.keys' is not the validation list of the checkpoint's run (uuid [0-9a-f]*, seed 1, [0-9]* keys, crc32 [0-9a-f]*; this one uuid [0-9a-f]*, seed 1, [0-9]* keys, crc32 [0-9a-f]*): --keep-best and --patience compare its scores with the other list's\$" "$T/err" ||
+	fail "a resume with another --val-keys said: $(cat "$T/err")"
+[ "$(wc -l <"$T/err")" -eq 1 ] || fail "another --val-keys: $(cat "$T/err")"
+echo "another --threads and another --val-keys warned; the same ones silent"
 
 echo "== --resume with --model: the same model however spelled, another named"
 # overrides in another order and a variable's default spelled out build

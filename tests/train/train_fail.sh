@@ -7,9 +7,13 @@
 #    the pointer file through a symlink);
 #  - a checkpoint holding a NaN or infinity is refused on resume, naming
 #    the tensor; a NaN loss stops the run naming the step, keeping the last
-#    checkpoint, exit 1 (--nan-policy skip: logged, 100 in a row stop it);
+#    checkpoint, exit 1 (--nan-policy skip: logged, 100 in a row stop it;
+#    stopped and resumed, at the uninterrupted run's step, the policy and
+#    the count in a row the checkpoint's (RUN));
 #  - a resume with another global batch than the checkpoint's is refused,
-#    both named; one that adds --pad-last past the first epoch, naming it;
+#    both named; one that adds --pad-last to a run without it, naming it
+#    (a checkpoint without RUN: past the first epoch), and one without it
+#    takes the checkpoint's;
 #  - a pool with a constant band (std 0) trains, resumes and predicts; a
 #    run whose checkpoint could not be written is refused before step 1;
 #  - usage errors exit 2 (--min-delta without --patience, malformed
@@ -149,6 +153,26 @@ expect_fail 1 "step 103: the loss is -\?nan: 100 steps in a row were not finite,
 	--steps 200 --resume --checkpoint-every 1 --nan-policy skip
 grep -q "step 4: the loss is -\?nan, update skipped (1 in a row, 1 in this run)" "$T/nan/train.log" ||
 	fail "--nan-policy skip: the skipped step is not logged"
+grep -q "resume: the command line changes the checkpoint's run settings: --nan-policy skip (the checkpoint's stop)" "$T/nan/train.log" ||
+	fail "--nan-policy skip on a resume of a stop run: not said"
+# stopped (as by SIGTERM) at step 50 and resumed without --nan-policy: the
+# checkpoint's skip and its 47 in a row go on, so the job ends at step 103
+# as the uninterrupted one above (before: --nan-policy stop at step 51;
+# given skip again, at step 150)
+rm -rf "$T/nan2"
+mkdir "$T/nan2"
+cp "$T/big.cdpt" "$T/nan2/checkpoint.cdpt"
+set +e
+CDP_TRAIN_STOP_AT=50 cdp-train --db "$T/pool" --keys "$T/train.keys" --model "$SMALL" \
+	--out "$T/nan2" --threads 1 -q --steps 200 --resume --nan-policy skip 2>"$T/err"
+rc=$?
+set -e
+[ "$rc" -eq 1 ] && grep -q "interrupted at step 50" "$T/err" || fail "stop at 50: exit $rc: $(cat "$T/err")"
+expect_fail 1 "^cdp-train: rank 0: step 103: the loss is -\?nan: 100 steps in a row were not finite, training stopped, '$T/nan2/checkpoint.cdpt' keeps step 50\$" \
+	cdp-train --db "$T/pool" --keys "$T/train.keys" --out "$T/nan2" --threads 1 -q \
+	--steps 200 --resume
+grep -q "step 103: the loss is -\?nan, update skipped (100 in a row, 100 in this run)" "$T/nan2/train.log" ||
+	fail "the resumed nan-skip run's count: $(grep 'update skipped' "$T/nan2/train.log" | tail -1)"
 expect_fail 2 "--nan-policy: 'ignore' is not" cdp-train --db "$T/pool" --keys "$T/train.keys" $C \
 	--nan-policy ignore
 
@@ -176,15 +200,38 @@ expect_fail 1 "^cdp-train: the checkpoint in '$T/gb' stopped after 1152921504606
 cp "$T/gb.cdpt" "$T/gb/checkpoint.cdpt"
 cdp-train --db "$T/pool" --keys "$T/train.keys" --out "$T/gb" --threads 1 -q --steps 6 \
 	--batch 4 --resume || fail "the same global batch: resume failed"
-# --pad-last added past the first epoch (24 keys of batch 5: 4 steps an
-# epoch, 5 padded): refused naming --pad-last (before: blamed the global
-# batch, which is the same)
+# --pad-last added (24 keys of batch 5: 4 steps an epoch, 5 padded):
+# refused naming --pad-last, within the first epoch too (before: taken,
+# the epochs then ending elsewhere); a checkpoint without RUN (an older
+# v8 file) past the first epoch as 32193b2 refused it; a run with
+# --pad-last resumed without it takes the checkpoint's (before: its
+# epochs ended at 4 steps from the resume on)
 rm -rf "$T/pl"
 cdp-train --db "$T/pool" --keys "$T/train.keys" --model "$SMALL" --out "$T/pl" --threads 1 -q \
-	--steps 6 --batch 5 || fail "training at batch 5 failed"
+	--steps 3 --batch 5 || fail "training at batch 5 failed"
+cp "$T/pl/checkpoint.cdpt" "$T/pl3.cdpt"
+expect_fail 1 "^cdp-train: cannot resume '$T/pl/checkpoint.cdpt' with --pad-last: its run did not have it, and it changes where each epoch ends (resume without --pad-last)\$" \
+	cdp-train --db "$T/pool" --keys "$T/train.keys" --out "$T/pl" --threads 1 -q --steps 8 \
+	--batch 5 --pad-last --resume
+cmp -s "$T/pl3.cdpt" "$T/pl/checkpoint.cdpt" || fail "a refused --pad-last resume wrote"
+cdp-train --db "$T/pool" --keys "$T/train.keys" --out "$T/pl" --threads 1 -q --steps 6 \
+	--batch 5 --resume || fail "resuming to step 6 failed"
+"$PYTHON" "$CDP_SRCDIR/tests/train/ckpt_drop.py" "$T/pl/checkpoint.cdpt" "$T/pl/checkpoint.cdpt" RUN
 expect_fail 1 "^cdp-train: the checkpoint in '$T/pl' is at step 6, 10 samples into epoch 1, where steps of 5 samples, 5 an epoch, do not lead (resume with the global batch it was trained with, --batch times ranks, and --pad-last as that run had it: this run gives --pad-last)\$" \
 	cdp-train --db "$T/pool" --keys "$T/train.keys" --out "$T/pl" --threads 1 -q --steps 8 \
 	--batch 5 --pad-last --resume
+rm -rf "$T/pp1" "$T/pp2"
+cdp-train --db "$T/pool" --keys "$T/train.keys" --model "$SMALL" --out "$T/pp1" --threads 1 -q \
+	--steps 12 --batch 5 --pad-last || fail "the --pad-last run failed"
+set +e
+CDP_TRAIN_STOP_AT=3 cdp-train --db "$T/pool" --keys "$T/train.keys" --model "$SMALL" \
+	--out "$T/pp2" --threads 1 -q --steps 12 --batch 5 --pad-last 2>/dev/null
+set -e
+cdp-train --db "$T/pool" --keys "$T/train.keys" --out "$T/pp2" --threads 1 -q --steps 12 \
+	--batch 5 --resume 2>"$T/err" || fail "resuming the --pad-last run without it: $(cat "$T/err")"
+[ ! -s "$T/err" ] || fail "resuming the --pad-last run without it said: $(cat "$T/err")"
+cmp -s "$T/pp1/checkpoint.cdpt" "$T/pp2/checkpoint.cdpt" ||
+	fail "the --pad-last run resumed without it differs from the uninterrupted one"
 
 echo "== a constant band"
 # std 0 means centred, not scaled, in the loader, the checkpoint and

@@ -69,6 +69,8 @@ void cdp_train_opts_init(cdp_train_opts *o)
 	o->log_every = 10;
 	o->load = CDP_LOAD_POOL;
 	o->progress = CDP_PROGRESS_AUTO;
+	o->pad_last = -1;            /* the trainer's pad_last and nan_policy */
+	o->nan_policy = -1;          /* resolve these (train_setup.c run_settings) */
 }
 
 static void bad_label(trainer *t, const cdp_batch *b, int i, int32_t v)
@@ -394,7 +396,7 @@ static int nonfinite(trainer *t, const char *what, double v)
 		         t->ck_step);
 	else
 		snprintf(kept, sizeof kept, "no checkpoint written");
-	if (t->o->nan_policy == CDP_NAN_STOP) {
+	if (t->nan_policy == CDP_NAN_STOP) {
 		tr_logf(t, "step %ld: %s is %g: training stopped", t->step + 1, what, v);
 		TR_FAIL("step %ld: %s is %g: training stopped (--nan-policy stop), %s", t->step + 1,
 		        what, v, kept);

@@ -66,14 +66,16 @@ typedef struct cdp_train_opts {
 	long val_every;             /* steps; 0: every epoch */
 	long log_every;             /* steps between metrics.jsonl step lines */
 	int load;                   /* CDP_LOAD_* */
-	int pad_last, skip_bad, resume;
+	int pad_last;               /* 1 given, -1 not: resuming, the checkpoint's (RUN) */
+	int skip_bad, resume;
 	int overwrite;              /* --overwrite: RUNDIR's earlier run goes (train_rundir.c) */
 	const char *init;           /* --init CHECKPOINT: initial weights, or NULL */
 	int init_norm;              /* --init-norm: train with the initial weights' own
 	                             * input normalization, not the pool's statistics */
 	const char *freeze;         /* --freeze PATTERN,...: layer-name globs, or NULL */
 	long unfreeze_at;           /* --unfreeze-at: first epoch (0-based) unfrozen; 0: never */
-	int nan_policy;             /* CDP_NAN_* */
+	int nan_policy;             /* CDP_NAN_*, -1 not given: resuming, the
+	                             * checkpoint's (RUN), else stop */
 	int keep_best;              /* CDP_BEST_* */
 	long patience;              /* --patience: validations without an improvement
 	                             * of more than min_delta before stopping; 0 off */

@@ -39,6 +39,7 @@
 #include "cdp_metrics.h"
 #include "cdp_rng.h"
 #include "cdp_stream.h"
+#include "device.h"
 #include "dist/dist.h"
 #include "train_int.h"
 
@@ -307,6 +308,20 @@ static int fill(trainer *t, cdp_ckpt *ck)
 	ck->keys_seed = t->ti.keys_seed;
 	ck->keys_count = t->ti.count;
 	ck->keys_crc = t->ti.keys_crc;
+	/* what the resume takes or checks that no other chunk holds (RUN) */
+	ck->has_run = 1;
+	ck->run_pad_last = t->pad_last;
+	ck->run_nan_policy = t->nan_policy == CDP_NAN_SKIP ? CDP_CKPT_NAN_SKIP : CDP_CKPT_NAN_STOP;
+	ck->run_nan_row = (uint64_t)t->nan_run;
+	ck->run_nan_skipped = (uint64_t)t->nan_skipped;
+	ck->run_threads = t->be->device >= 0 ? 0 : t->be->threads;
+	snprintf(ck->run_kernels, sizeof ck->run_kernels, "%s", cdp_device_kernels(t->be));
+	if (t->vl) {
+		memcpy(ck->val_uuid, t->vi.pool->uuid, sizeof ck->val_uuid);
+		ck->val_seed = t->vi.keys_seed;
+		ck->val_count = t->vi.count;
+		ck->val_crc = t->vi.keys_crc;
+	}
 	if ((rc = cdp_ckpt_set_cfg(ck, t->cfg_text, (const char *const *)t->ov, t->nov)) ||
 	    (rc = cdp_ckpt_from_net(ck, &t->net)) || (rc = cdp_ckpt_set_optim(ck, &t->opt)) ||
 	    (rc = cdp_ckpt_set_rng(ck, "epoch_order", &r)) ||
@@ -604,7 +619,7 @@ int tr_resume(trainer *t, char *err, size_t cap)
 		         "epoch, do not lead (resume with the global batch it was trained with, "
 		         "--batch times ranks, and --pad-last as that run had it: this run %s "
 		         "--pad-last)", t->o->out, ck->step, ck->data_pos, ck->epoch, gb, t->spe,
-		         t->o->pad_last ? "gives" : "does not give");
+		         t->pad_last ? "gives" : "does not give");
 		return -1;
 	}
 	if (ck->optim.type != t->oc.type) {
@@ -631,6 +646,12 @@ int tr_resume(trainer *t, char *err, size_t cap)
 	t->ck_step = t->step;
 	t->epoch = ck->epoch;
 	t->estep = (long)(ck->data_pos / gb);
+	/* --nan-policy skip's count goes on, so the job ends where an
+	 * uninterrupted one would (none before RUN: counted from here) */
+	if (ck->has_run) {
+		t->nan_run = (long)ck->run_nan_row;
+		t->nan_skipped = (long)ck->run_nan_skipped;
+	}
 	/* the epoch's and the step line's sums so far (none before version 7:
 	 * those lines then average the steps after the resume only) */
 	if (ck->has_sums) {

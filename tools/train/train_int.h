@@ -161,9 +161,13 @@ typedef struct trainer {
 	double scale;
 	long scale_good;
 	uint64_t scale_skipped;         /* steps skipped for overflow, whole run */
-	/* non-finite steps (--nan-policy skip): in a row, in this run; the
-	 * step of the last checkpoint written or resumed from, -1 none */
+	/* non-finite steps (--nan-policy skip): in a row, in this run (both
+	 * carried across a resume by RUN); the step of the last checkpoint
+	 * written or resumed from, -1 none */
 	long nan_run, nan_skipped, ck_step;
+	/* --pad-last (0 or 1) and --nan-policy (CDP_NAN_*) as given, or when
+	 * resuming without them the checkpoint's (train_setup.c run_settings) */
+	int pad_last, nan_policy;
 	/* --keep-best: the best validation so far (best.cdpt's), have_best 0
 	 * before the first; rank 0 reloads it from metrics.jsonl on resume */
 	double best;
@@ -215,6 +219,11 @@ typedef struct trainer {
 	 * the command line changed, "--lr 0.05 (the checkpoint's 0.01), ...";
 	 * "" when none (train_setup.c optim_resume) */
 	char optim_note[1024];
+	/* resuming: the same for the run's own settings (--nan-policy), and
+	 * what makes the resumed run differ from an uninterrupted one or its
+	 * validations from the checkpoint's (another --threads or CPU kernels,
+	 * another --val-keys list), each a warning line; "" when none */
+	char run_note[512], compute_note[512], val_note[1024];
 	/* the pool changed under the run (loader.h cdp_loader_faulted): this
 	 * rank's next batch cannot be read; said on stderr once */
 	int pool_fault;

@@ -301,7 +301,7 @@ static int open_loaders(trainer *t, char *err, size_t cap)
 	lo.nranks = t->size;
 	lo.batch = o->batch;
 	lo.seed = o->seed;
-	lo.pad_last = o->pad_last;
+	lo.pad_last = t->pad_last;
 	lo.mode = o->load;
 	lo.skip_bad = o->skip_bad;
 	lo.aug = &t->aug;
@@ -731,6 +731,76 @@ static int fetch_ckpt(trainer *t, const char *path, int failed, char *err, size_
 	return 0;
 }
 
+/* Resuming: --pad-last and --nan-policy are the checkpoint's run's (RUN)
+ * where the command line gives none, as the optimizer settings are
+ * (optim_resume). --pad-last moves where every epoch ends, so one given
+ * that the run did not have is refused (the flag has no "off" to differ
+ * the other way); another --nan-policy is taken and said in t->run_note.
+ * Without RUN (an older file), or not resuming: as given, else off and
+ * stop. */
+static int run_settings(trainer *t, char *err, size_t cap)
+{
+	const cdp_train_opts *o = t->o;
+	const cdp_ckpt *ck = &t->ck;
+	int has = t->have_ck && ck->has_run;
+	int ck_policy = ck->run_nan_policy == CDP_CKPT_NAN_SKIP ? CDP_NAN_SKIP : CDP_NAN_STOP;
+
+	t->pad_last = o->pad_last > 0 || (o->pad_last < 0 && has && ck->run_pad_last);
+	t->nan_policy = o->nan_policy >= 0 ? o->nan_policy : has ? ck_policy : CDP_NAN_STOP;
+	if (has && t->pad_last && !ck->run_pad_last)
+		return tr_fail(err, cap, "cannot resume '%s/checkpoint.cdpt' with --pad-last: its run "
+		               "did not have it, and it changes where each epoch ends (resume "
+		               "without --pad-last)", o->out);
+	if (has && o->nan_policy >= 0 && o->nan_policy != ck_policy)
+		snprintf(t->run_note, sizeof t->run_note, "--nan-policy %s (the checkpoint's %s)",
+		         o->nan_policy == CDP_NAN_SKIP ? "skip" : "stop",
+		         ck_policy == CDP_NAN_SKIP ? "skip" : "stop");
+	return 0;
+}
+
+/* "2 threads and the avx2 kernels", "a GPU" (RUN's threads 0) */
+static void compute_text(char *s, size_t cap, int threads, const char *kernels)
+{
+	if (threads == 0)
+		snprintf(s, cap, "a GPU (%s kernels)", kernels);
+	else
+		snprintf(s, cap, "%d thread%s and the %s kernels", threads, threads == 1 ? "" : "s",
+		         kernels);
+}
+
+/* Resuming from a checkpoint with RUN: the sums of a step depend on the
+ * CPU threads that split them and the kernels (CDP_CPU_ISA), so another
+ * count or ISA than the run's makes the losses leave an uninterrupted
+ * run's in the last bits (cdp-train(1)); and another --val-keys list
+ * makes --keep-best and --patience compare scores of two lists. Both
+ * train on, said in t->compute_note and t->val_note. */
+static void run_checks(trainer *t)
+{
+	const cdp_ckpt *ck = &t->ck;
+	int threads = t->be->device >= 0 ? 0 : t->be->threads;
+	const char *kernels = cdp_device_kernels(t->be);
+	char was[96], now[96];
+
+	if (!t->have_ck || !ck->has_run)
+		return;
+	if (ck->run_threads != threads || strcmp(ck->run_kernels, kernels) != 0) {
+		compute_text(was, sizeof was, ck->run_threads, ck->run_kernels);
+		compute_text(now, sizeof now, threads, kernels);
+		snprintf(t->compute_note, sizeof t->compute_note, "this run computes with %s, the "
+		         "checkpoint's run with %s (--threads, CDP_CPU_ISA): the losses will not "
+		         "equal an uninterrupted run's bit for bit", now, was);
+	}
+	if (t->vl && ck->val_count > 0 &&
+	    (strcmp(ck->val_uuid, t->vi.pool->uuid) != 0 || ck->val_seed != t->vi.keys_seed ||
+	     ck->val_count != t->vi.count || ck->val_crc != t->vi.keys_crc))
+		snprintf(t->val_note, sizeof t->val_note, "'%s' is not the validation list of the "
+		         "checkpoint's run (uuid %s, seed %" PRIu64 ", %" PRIu64 " keys, crc32 %08"
+		         PRIx32 "; this one uuid %s, seed %" PRIu64 ", %zu keys, crc32 %08" PRIx32 "): "
+		         "--keep-best and --patience compare its scores with the other list's",
+		         t->o->val_keys, ck->val_uuid, ck->val_seed, ck->val_count, ck->val_crc,
+		         t->vi.pool->uuid, t->vi.keys_seed, t->vi.count, t->vi.keys_crc);
+}
+
 /* train.log's line on the net's tensors not taken, growing, and the first
  * of them that may not be left out (bad: its name and why, nbad: how many) */
 typedef struct init_list {
@@ -1005,7 +1075,7 @@ int tr_setup(trainer *t, char *err, size_t cap)
 		snprintf(path, sizeof path, "%s/checkpoint.cdpt", o->out);
 		rc = fetch_ckpt(t, path, rc != 0, err, cap);
 	}
-	if (rc < 0)
+	if (rc < 0 || run_settings(t, err, cap) < 0)
 		return -1;
 	if ((o->init && init_fetch(t, err, cap) < 0) || (t->have_ck && provenance(t, NULL, err, cap) < 0))
 		return -1;
@@ -1032,6 +1102,7 @@ int tr_setup(trainer *t, char *err, size_t cap)
 		return -1;
 	if (open_loaders(t, err, cap) < 0 || tr_standardize(t, err, cap) < 0)
 		return -1;
+	run_checks(t);
 	if ((old_rule ? cdp_net_build_ckpt(&t->net, t->be, t->cfg_text,
 	                                   o->model ? o->model : path, (const char *const *)t->ov,
 	                                   t->nov, t->ti.c, t->ti.h, t->ti.w, o->batch, why,
@@ -1120,6 +1191,20 @@ int tr_setup(trainer *t, char *err, size_t cap)
 		        "checkpoint's optimizer settings: %s\n", t->optim_note);
 		tr_logf(t, "resume: the command line changes the checkpoint's optimizer settings: %s",
 		        t->optim_note);
+	}
+	if (t->rank == 0 && t->run_note[0]) {
+		fprintf(stderr, "cdp-train: warning: resume: the command line changes the "
+		        "checkpoint's run settings: %s\n", t->run_note);
+		tr_logf(t, "resume: the command line changes the checkpoint's run settings: %s",
+		        t->run_note);
+	}
+	if (t->rank == 0 && t->compute_note[0]) {
+		fprintf(stderr, "cdp-train: warning: resume: %s\n", t->compute_note);
+		tr_logf(t, "resume: %s", t->compute_note);
+	}
+	if (t->rank == 0 && t->val_note[0]) {
+		fprintf(stderr, "cdp-train: warning: resume: %s\n", t->val_note);
+		tr_logf(t, "resume: %s", t->val_note);
 	}
 	if (t->rank == 0 && t->init_note)
 		tr_logf(t, "%s", t->init_note);

@@ -62,7 +62,7 @@ static const char *no_parts(const trainer *t)
 	if (!cdp_optim_parts_ok(&t->opt))
 		return t->opt.cfg.clip_norm > 0 ? "clip_norm needs the whole gradient's norm" :
 		       "accumulate= divides the whole gradient";
-	if (t->o->nan_policy != CDP_NAN_STOP)
+	if (t->nan_policy != CDP_NAN_STOP)
 		return "--nan-policy skip refuses a step before any of it is applied";
 	if (!cdp_dist_bucket_wait_ok())
 		return "the gradients are reduced on the device or staged through host memory";
