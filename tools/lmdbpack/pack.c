@@ -499,19 +499,36 @@ static int pool_empty(cdp_pool *pool)
 	return rc == 0 && ms.ms_entries == 0;
 }
 
-/* 1 when data.mdb is missing or holds no more than LMDB's two meta pages:
- * an open that failed committed nothing to it (a pool that any open
- * created has more pages). */
+/* 1 when no transaction was ever committed to data.mdb: it is missing,
+ * holds no more than LMDB's two meta pages, or its meta pages say
+ * transaction 0 (an open whose first commit failed part-way, as under a
+ * file-size limit, wrote pages but committed none). Read without the lock
+ * file (MDB_NOLOCK): closing a descriptor of lock.mdb would drop this
+ * process's lock on it (cdp_lmdb_env_alone). */
 static int never_committed(const char *db)
 {
 	char path[4200];
 	struct stat st;
 	long ps = sysconf(_SC_PAGESIZE);
+	MDB_env *env;
+	MDB_envinfo info;
+	int none = 0;
 
 	snprintf(path, sizeof path, "%s/data.mdb", db);
 	if (stat(path, &st) != 0)
 		return errno == ENOENT;
-	return S_ISREG(st.st_mode) && (uint64_t)st.st_size <= 2 * (uint64_t)(ps > 0 ? ps : 4096);
+	if (!S_ISREG(st.st_mode))
+		return 0;
+	if ((uint64_t)st.st_size <= 2 * (uint64_t)(ps > 0 ? ps : 4096))
+		return 1;
+	if (mdb_env_create(&env) != 0)
+		return 0;
+	if (mdb_env_set_maxdbs(env, 4) == 0 &&
+	    mdb_env_open(env, db, MDB_RDONLY | MDB_NOLOCK, 0644) == 0 &&
+	    mdb_env_info(env, &info) == 0)
+		none = info.me_last_txnid == 0;
+	mdb_env_close(env);
+	return none;
 }
 
 /* 1 when db holds nothing but data.mdb and lock.mdb: what else is there is

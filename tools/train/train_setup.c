@@ -1274,7 +1274,7 @@ static void opts_text(const trainer *t, char *buf, size_t cap)
 	OPT("--val-keys", "%s", o->val_keys ? yes : no);
 	OPT("--seed", "%" PRIu64, o->seed);
 	OPT("--batch", "%d", o->batch);
-	OPT("--pad-last", "%s", o->pad_last ? yes : no);
+	OPT("--pad-last", "%s", o->pad_last > 0 ? yes : no);   /* -1: not given */
 	OPT("--skip-bad-records", "%s", o->skip_bad ? yes : no);
 	OPT("--steps", "%ld", o->steps);
 	OPT("--epochs", "%ld", o->epochs);
@@ -1292,7 +1292,8 @@ static void opts_text(const trainer *t, char *buf, size_t cap)
 	OPT("--grad-compress", "%s", cdp_dist_comp_name((cdp_dist_comp)o->grad_compress));
 	OPT("--bucket-mb", "%s", o->bucket_mb > 0 ? NUM(o->bucket_mb) : no);
 	OPT("--overlap", "%s", overlaps[o->overlap]);
-	OPT("--nan-policy", "%s", o->nan_policy == CDP_NAN_SKIP ? "skip" : "stop");
+	OPT("--nan-policy", "%s", o->nan_policy < 0 ? no : o->nan_policy == CDP_NAN_SKIP ? "skip" :
+	    "stop");
 	OPT("--loss-scale", "%s", o->loss_scale < 0 ? no : o->loss_scale == 0 ? "off" :
 	    NUM(o->loss_scale));
 	OPT("--precision", "%s", cdp_precision_name(o->precision));
