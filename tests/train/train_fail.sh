@@ -395,6 +395,15 @@ ropt_kept() {
 }
 ropt_kept --resume -q "on rank 0 only" "not given" given
 ropt_kept -q --resume "on rank 1 only" given "not given"
+# rank 0's RUNDIR refused (it holds a run), rank 1's fresh, with --init:
+# rank 1 went on to --init's broadcast while rank 0 waited to agree on the
+# failure (a hang until the watchdog); every rank now ends at once
+rm -rf "$T/fresh"
+within30 "^cdp-train: rank 0: '$T/run.kept' holds a run" $MP sh "$T/rk.sh" \
+	"--out=$T/run.kept" "--out=$T/fresh" cdp-train $O --model "$SMALL" --batch 2 \
+	--init "$T/ck.before"
+cmp -s "$T/ck.before" "$T/run.kept/checkpoint.cdpt" || fail "a refused RUNDIR: the checkpoint changed"
+[ ! -e "$T/fresh" ] || fail "a job refused on rank 0 left rank 1's RUNDIR"
 rm -rf "$T/run.kept"
 
 echo "== a rank fails"

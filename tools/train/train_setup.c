@@ -1074,6 +1074,14 @@ int tr_setup(trainer *t, char *err, size_t cap)
 	if (o->resume) {
 		snprintf(path, sizeof path, "%s/checkpoint.cdpt", o->out);
 		rc = fetch_ckpt(t, path, rc != 0, err, cap);
+	} else if (t->size > 1) {
+		/* the ranks agree here as fetch_ckpt does: a rank whose RUNDIR
+		 * was refused would otherwise wait in cdp_train_run's agreement
+		 * while the others went on to init_fetch's broadcast */
+		if (rc != 0)
+			tr_report(t, err);
+		if (cdp_dist_any(rc != 0))
+			return -1;
 	}
 	if (rc < 0 || run_settings(t, err, cap) < 0)
 		return -1;
