@@ -98,6 +98,17 @@ def _ckpt(path, out):
     if c.best is not None:
         # the validation that kept a --keep-best best.cdpt
         out("best: %s %.17g at step %d" % (c.best["metric"], c.best["value"], c.best["step"]))
+    if c.run is not None:
+        # what a --resume keeps or compares (the RUN chunk)
+        u = c.run
+        out("run: --pad-last %s, --nan-policy %s, %d non-finite steps in a row, %d skipped"
+            % ("given" if u["pad_last"] else "not given", u["nan_policy"], u["nan_row"],
+               u["nan_skipped"]))
+        out("run compute: %d threads, %s kernels" % (u["threads"], u["kernels"]))
+        out("run validation list: %s" % ("none" if not u["val_count"] else
+                                         "%d keys, uuid %s, seed %d, crc32 %08x" % (
+                                             u["val_count"], u["val_uuid"], u["val_seed"],
+                                             u["val_crc32"])))
     for i, f in enumerate(c.sources):
         # the file the weights were read from, then where its own came from
         out("%s: %s '%s' sha256 %s" % ("initial weights from" if i == 0 else "which came from",

@@ -716,6 +716,15 @@ def test_run():
         check(u["val_count"] == int(hdr["count"]) and u["val_uuid"] == hdr["uuid"] and
               "%08x" % u["val_crc32"] == hdr["crc32"], "run_two's %s: %r, header %r"
               % (name, u, hdr))
+    # python3 -m cdpool info shows them
+    r = subprocess.run([sys.executable, "-m", "cdpool", "info", os.path.join(two, "best.cdpt")],
+                       capture_output=True, text=True)
+    want = ["run: --pad-last not given, --nan-policy stop, 0 non-finite steps in a row, 0 skipped",
+            "run compute: %d threads, %s kernels" % (u["threads"], u["kernels"]),
+            "run validation list: %s keys, uuid %s, seed %d, crc32 %s" % (
+                hdr["count"], hdr["uuid"], u["val_seed"], hdr["crc32"])]
+    check(r.returncode == 0 and all(w in r.stdout.split("\n") for w in want),
+          "info of run_two's best.cdpt: %s%s, want %r" % (r.stdout, r.stderr, want))
     b = open(os.path.join(T, "run1", "checkpoint.cdpt"), "rb").read()
     cs = _chunks(b)
     base, payload = cs[:-1], bytearray(cs[-1][2])
