@@ -56,7 +56,10 @@ e = json.load(open(sys.argv[1]))
 def rd(p):
     ds = gdal.Open(p); b = ds.GetRasterBand(1)
     a = b.ReadAsArray().astype(np.float64); nd = b.GetNoDataValue()
-    return a, np.isfinite(a) & (a != nd if nd is not None else True)
+    v = np.isfinite(a) & (a != nd if nd is not None else True)
+    if not b.GetMaskFlags() & (gdal.GMF_ALL_VALID | gdal.GMF_NODATA):
+        v &= b.GetMaskBand().ReadAsArray() != 0     # GDAL's mask band (.msk, internal)
+    return a, v
 p, vp = rd(sys.argv[2]); r, vr = rd(sys.argv[3])
 v = vp & vr
 p, r = p[v], r[v]
@@ -86,6 +89,23 @@ check "$T/j" "$T/pred.tif" "$T/ref.tif"
 # 300 x 240 = 72000; the nodata block 200, the NaN column 300 (apart from
 # the block), the NaN rows 2400 (10 of them in the column): 69110 left
 grep -q '"count":69110,"skipped":2890,' "$T/j" || fail "count: $(cat "$T/j")"
+
+echo "== GDAL's mask band: the reference's rows 0-49 (a .msk, beside its nodata), the prediction's columns 0-9 (internal)"
+mkdir "$T/m" && cp "$T/ref.tif" "$T/pred.tif" "$T/m/" || fail "masked copies"
+"$PYTHON" - "$T/m/ref.tif" "$T/m/pred.tif" <<'PY' || fail "masked fixtures"
+import sys, numpy as np
+from osgeo import gdal
+for path, internal, cut in ((sys.argv[1], "NO", np.s_[0:50, :]), (sys.argv[2], "YES", np.s_[:, 0:10])):
+    gdal.SetConfigOption("GDAL_TIFF_INTERNAL_MASK", internal)
+    d = gdal.Open(path, gdal.GA_Update); d.CreateMaskBand(gdal.GMF_PER_DATASET)
+    m = np.full((300, 240), 255, np.uint8); m[cut] = 0
+    d.GetRasterBand(1).GetMaskBand().WriteArray(m); d = None
+PY
+[ -e "$T/m/ref.tif.msk" ] || fail "no .msk beside the masked reference"
+cdp-evaluate --json "$T/m/pred.tif" "$T/m/ref.tif" >"$T/jm" || fail "cdp-evaluate --json (masked) failed"
+cat "$T/jm"
+check "$T/jm" "$T/m/pred.tif" "$T/m/ref.tif"
+grep -q '"count":69110,' "$T/jm" && fail "the mask bands were not applied: $(cat "$T/jm")"
 
 echo "== text"
 cdp-evaluate "$T/pred.tif" "$T/ref.tif" >"$T/t" || fail "text report failed"
