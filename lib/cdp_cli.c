@@ -24,7 +24,6 @@
 
 static const char *prog = "cdp";
 static FILE *errf;
-static int blas_forced;   /* this process is blas_preinit's re-execution */
 
 /* The marker blas_preinit adds beside OPENBLAS_NUM_THREADS=1, so that the
  * re-executed program knows the 1 is ours, not the user's */
@@ -75,21 +74,6 @@ __attribute__((section(".preinit_array"), used))
 static void (*const blas_preinit_p)(int, char **, char **) = blas_preinit;
 #endif
 
-int cdp_cli_blas_threads(void)
-{
-	const char *v;
-	long n;
-
-	if (!blas_forced)
-		return 0;
-	/* what OpenBLAS would have chosen: GOTO_NUM_THREADS, OMP_NUM_THREADS,
-	 * else the CPUs this process may run on */
-	if (((v = getenv("GOTO_NUM_THREADS")) && (n = atol(v)) > 0) ||
-	    ((v = getenv("OMP_NUM_THREADS")) && (n = atol(v)) > 0))
-		return n > 1024 ? 1024 : (int)n;
-	return cdp_thread_cpus();
-}
-
 void cdp_cli_std_fds(void)
 {
 	for (int fd = 0; fd <= 2; fd++) {
@@ -111,7 +95,8 @@ void cdp_cli_init(const char *name, FILE *err)
 {
 	/* blas_preinit's variables, read by OpenBLAS already, are not passed on
 	 * to what the program starts */
-	if ((blas_forced = getenv("CDP_OPENBLAS_REEXEC") != NULL)) {
+	if (getenv("CDP_OPENBLAS_REEXEC")) {
+		cdp_thread_blas_forced();
 		unsetenv("CDP_OPENBLAS_REEXEC");
 		unsetenv("OPENBLAS_NUM_THREADS");
 	}

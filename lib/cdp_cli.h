@@ -43,14 +43,6 @@ void cdp_cli_init(const char *prog, FILE *err);
 void cdp_cli_std_fds(void);
 const char *cdp_cli_prog(void);
 
-/* Under an address-space limit, a program linking this file is started
- * again before any library's constructor with OPENBLAS_NUM_THREADS=1 (the
- * OpenBLAS worker threads spin for ever when their buffer cannot be
- * mapped: cdp_cli.c). In that run, after cdp_cli_init, this returns the
- * thread count OpenBLAS would have reported without it (for cdp-train's
- * default --threads); otherwise 0. */
-int cdp_cli_blas_threads(void);
-
 /* getopt_long with getopt's own messages off (opterr = 0, which would print
  * "./cdp-tile: unrecognized option"): an unknown, ambiguous or misused
  * option, or a missing argument, prints one line in the style above and

@@ -1,10 +1,12 @@
 /* cdp_thread.c: thread names (cdp_thread.h), by prctl(PR_SET_NAME), which
  * names the calling thread, and the CPUs the process may run on, by
- * sched_getaffinity (a GNU extension, hence _GNU_SOURCE). */
+ * sched_getaffinity (a GNU extension, hence _GNU_SOURCE), and what OpenBLAS
+ * would have chosen where cdp_cli.c restarted the program. */
 #if defined(__linux__) && !defined(_GNU_SOURCE)
 #define _GNU_SOURCE
 #endif
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 #include "cdp_thread.h"
@@ -77,4 +79,26 @@ int cdp_thread_sharing(const unsigned char *masks, int n, int me)
 		k += any;
 	}
 	return k < 1 ? 1 : k;
+}
+
+static int blas_forced;   /* this process is cdp_cli.c's re-execution */
+
+void cdp_thread_blas_forced(void)
+{
+	blas_forced = 1;
+}
+
+int cdp_thread_blas_threads(void)
+{
+	const char *v;
+	long n;
+
+	if (!blas_forced)
+		return 0;
+	/* what OpenBLAS would have chosen: GOTO_NUM_THREADS, OMP_NUM_THREADS,
+	 * else the CPUs this process may run on */
+	if (((v = getenv("GOTO_NUM_THREADS")) && (n = atol(v)) > 0) ||
+	    ((v = getenv("OMP_NUM_THREADS")) && (n = atol(v)) > 0))
+		return n > 1024 ? 1024 : (int)n;
+	return cdp_thread_cpus();
 }

@@ -21,6 +21,16 @@ void cdp_thread_name(const char *name, int n);
  * (cdp_dist_local_share). */
 int cdp_thread_cpus(void);
 
+/* Under an address-space limit, a program linking cdp_cli.c is started
+ * again before any library's constructor with OPENBLAS_NUM_THREADS=1 (the
+ * OpenBLAS worker threads spin for ever when their buffer cannot be
+ * mapped), and cdp_cli_init then calls cdp_thread_blas_forced. After that
+ * cdp_thread_blas_threads returns the thread count OpenBLAS would have
+ * reported without it (for cdp-train's default --threads); otherwise 0.
+ * Here, not in cdp_cli.c, so that the engine depends on no CLI code. */
+void cdp_thread_blas_forced(void);
+int cdp_thread_blas_threads(void);
+
 /* The bytes of an affinity mask as cdp_thread_mask writes it: bit i % 8 of
  * byte i / 8 is CPU i, for CPUs 0 to 1023. */
 #define CDP_CPUMASK_BYTES 128

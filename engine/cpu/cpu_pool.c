@@ -16,7 +16,6 @@
 #include <string.h>
 #include <cblas.h>
 #include "cpu.h"
-#include "cdp_cli.h"
 #include "cdp_thread.h"
 
 typedef struct cpu_pool {
@@ -237,12 +236,12 @@ float *cpu_scratch(cdp_backend *be, int t)
 /* OpenBLAS's own count (OPENBLAS_NUM_THREADS or the cores), read before
  * the first openblas_set_num_threads(1) below; under an address-space
  * limit the program runs with OPENBLAS_NUM_THREADS=1 of cdp_cli.c's
- * making, and cdp_cli_blas_threads says what the count would have been */
+ * making, and cdp_thread_blas_threads says what the count would have been */
 static int default_threads(void)
 {
 	static int d;
 	if (!d)
-		d = cdp_cli_blas_threads();
+		d = cdp_thread_blas_threads();
 	if (!d)
 		d = openblas_get_num_threads();
 	return d;
