@@ -233,6 +233,21 @@ cdp-train --db "$T/pool" --keys "$T/train.keys" --out "$T/pp2" --threads 1 -q --
 cmp -s "$T/pp1/checkpoint.cdpt" "$T/pp2/checkpoint.cdpt" ||
 	fail "the --pad-last run resumed without it differs from the uninterrupted one"
 
+echo "== a batchnorm over one value per channel"
+# DeepLabV3+'s image-pooling branch normalizes 1x1 maps: at --batch 1 its
+# batchnorm output beta whatever came in (it trained, learning nothing
+# there); refused as PyTorch's BatchNorm refuses it, before any step, no
+# RUNDIR left; --batch 2, or that layer frozen for the run, trains
+DL="$CDP_SRCDIR/share/cdpool/models/deeplabv3plus-resnet18.cfg:in_h=64,in_w=64"
+expect_fail 1 "^cdp-train: model '.*deeplabv3plus-resnet18.cfg': layer [0-9]* 'decoder.aspp.0.convs.4.2' (bn) normalizes 1 value per channel in training (--batch 1 of 1x1 maps): its statistics need more (a larger --batch or tile, bn_sync=1 over ranks, or --freeze it)\$" \
+	cdp-train --db "$T/pool" --keys "$T/train.keys" --model "$DL" --out "$T/bn1" --threads 1 -q \
+	--steps 1 --batch 1
+[ ! -e "$T/bn1" ] || fail "a run refused for its batchnorm left its RUNDIR"
+cdp-train --db "$T/pool" --keys "$T/train.keys" --model "$DL" --out "$T/bn2" --threads 1 -q \
+	--steps 1 --batch 2 || fail "DeepLabV3+ at --batch 2"
+cdp-train --db "$T/pool" --keys "$T/train.keys" --model "$DL" --out "$T/bn3" --threads 1 -q \
+	--steps 1 --batch 1 --freeze 'decoder.aspp.0.convs.4.*' || fail "its pooling branch frozen"
+
 echo "== a constant band"
 # std 0 means centred, not scaled, in the loader, the checkpoint and
 # cdp-predict alike: the run saves its checkpoint (before: it trained to

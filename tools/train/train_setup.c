@@ -996,6 +996,31 @@ static int init_weights(trainer *t, char *err, size_t cap)
 	return 0;
 }
 
+/* A batchnorm that trains normalizes each channel over the values of one
+ * micro-batch (b samples of out.h x out.w; times the ranks under
+ * bn_sync=1). Over one value it outputs beta whatever its input, so the
+ * layer passes nothing on and the run learns nothing through it:
+ * refused, as PyTorch's BatchNorm refuses it in training ("Expected more
+ * than 1 value per channel"). A layer frozen for the whole run uses its
+ * running statistics and is left alone. */
+static int bn_values(trainer *t, int frozen_for_good, char *err, size_t cap)
+{
+	long per = (long)t->o->batch * (t->net.bn_sync ? t->size : 1);
+
+	for (int i = 0; i < t->net.nlayers; i++) {
+		const cdp_layer *l = &t->net.layers[i];
+
+		if (strcmp(l->ops->type, "bn") != 0 || (l->frozen && frozen_for_good) ||
+		    per * l->out.h * l->out.w > 1)
+			continue;
+		return tr_fail(err, cap, "model '%s': layer %d '%s' (bn) normalizes 1 value per "
+		               "channel in training (--batch %d of %dx%d maps): its statistics need "
+		               "more (a larger --batch or tile, bn_sync=1 over ranks, or --freeze it)",
+		               o_model_name(t), l->index, l->name, t->o->batch, l->out.h, l->out.w);
+	}
+	return 0;
+}
+
 int tr_freeze(trainer *t, int first, char *err, size_t cap)
 {
 	const cdp_train_opts *o = t->o;
@@ -1008,6 +1033,8 @@ int tr_freeze(trainer *t, int first, char *err, size_t cap)
 	    cdp_optim_set_layers(&t->opt, &t->net, err, cap) < 0)
 		return -1;
 	t->frozen = want;
+	if (first && bn_values(t, want && o->unfreeze_at == 0, err, cap) < 0)
+		return -1;
 	if (t->rank == 0 && want) {
 		if (o->unfreeze_at)
 			tr_logf(t, "frozen: %d layers (--freeze %s) until epoch %ld", n, o->freeze,
