@@ -552,8 +552,10 @@ static int count_sources(cdp_pool *p, MDB_txn *txn, uint32_t *n)
 }
 
 /* Meta name k of the source list: 1 with *idx its NNNNNN when it is
- * "source." and a number below 2^32, 0 for another "source." name, -1
- * past the list (the names sort together). */
+ * "source." and a number below 2^32 spelled as readers look it up
+ * (source.%06u: "source.1" or "source.0000001" would be read as absent),
+ * 0 for another "source." name, -1 past the list (the names sort
+ * together). */
 static int source_index(const MDB_val *k, uint32_t *idx)
 {
 	static const char prefix[] = "source.";
@@ -561,12 +563,14 @@ static int source_index(const MDB_val *k, uint32_t *idx)
 	const char *d = k->mv_data;
 	uint64_t x = 0;
 	size_t j;
+	char canon[24];
 
 	if (k->mv_size < pl || memcmp(d, prefix, pl) != 0)
 		return -1;
 	for (j = pl; j < k->mv_size && d[j] >= '0' && d[j] <= '9' && x <= UINT32_MAX; j++)
 		x = x * 10 + (uint64_t)(d[j] - '0');
-	if (j == pl || j < k->mv_size || x > UINT32_MAX)
+	if (j == pl || j < k->mv_size || x > UINT32_MAX ||
+	    (size_t)snprintf(canon, sizeof canon, "%06" PRIu64, x) != j - pl)
 		return 0;
 	*idx = (uint32_t)x;
 	return 1;
@@ -609,11 +613,6 @@ static int check_sources(cdp_pool *p, MDB_txn *txn, uint64_t tiles, uint32_t *n,
 			break;
 		snprintf(name, sizeof name, "%.*s", (int)(k.mv_size < 32 ? k.mv_size : 32),
 		         (const char *)k.mv_data);
-		/* Readers look a source up by its canonical name, so
-		 * "source.1" or "source.0000001" would be read as absent. */
-		if (is && (snprintf(sw, sizeof sw, "source.%06" PRIu32, idx),
-		           strlen(sw) != k.mv_size || memcmp(sw, k.mv_data, k.mv_size) != 0))
-			is = 0;
 		if (!is) {
 			rc = say(why, cap, "meta '%s': not a source name (source.NNNNNN, at least six "
 			         "digits, no extra leading zero)", name);
