@@ -153,4 +153,26 @@ mk VAL_BY=s3 || fail "examples Makefile, a mask changed"
 [ -n "$(find "$T/mpool.stamps/s2.packed" -newer "$T/made")" ] || fail "a changed mask did not repack its scene"
 [ -z "$(find "$T/mpool.stamps/s1.packed" "$T/mpool.stamps/s3.packed" -newer "$T/made")" ] ||
 	fail "a changed mask repacked other scenes"
+
+# "make train": RUN/done only once cdp-train finished; a run without its
+# marker (stopped) resumes from its checkpoint; the same settings again do
+# nothing; other settings start over. The step counts say which happened:
+# metrics.jsonl is kept and extended by --resume, rewritten by --overwrite.
+mkt() { mk VAL_BY=s3 RUN="$T/run" MODEL="$CDP_SRCDIR/tests/train/small.cfg" "$@"; }
+steps() { sed -n '/"type": *"step"/s/.*"step": *\([0-9]*\).*/\1/p' "$T/run/metrics.jsonl" | tr '\n' ' '; }
+if mk VAL_BY=s3 RUN="$T/run" train 2>"$T/mk.err"; then fail "make train without MODEL succeeded"; fi
+grep -q 'set MODEL' "$T/mk.err" || fail "make train without MODEL: $(cat "$T/mk.err")"
+mkt train TRAIN_FLAGS="--steps 2 --log-every 1 --batch 2 --val-every 2" || fail "make train"
+[ -e "$T/run/done" ] && [ -s "$T/run/checkpoint.cdpt" ] || fail "make train left no run/done or checkpoint"
+[ "$(steps)" = "1 2 " ] || fail "make train: steps $(steps)"
+touch "$T/made"; sleep 1
+mkt train TRAIN_FLAGS="--steps 2 --log-every 1 --batch 2 --val-every 2" || fail "make train, again"
+[ -z "$(find "$T/run" -newer "$T/made")" ] || fail "make train with the same settings trained again"
+# A run stopped before its end: no marker, a checkpoint at step 2 of 4.
+rm "$T/run/done"
+mkt train TRAIN_FLAGS="--steps 4 --log-every 1 --batch 2 --val-every 2" || fail "make train, resumed"
+[ "$(steps)" = "1 2 3 4 " ] || fail "make train did not resume a stopped run: steps $(steps)"
+sleep 1
+mkt train TRAIN_FLAGS="--steps 3 --log-every 1 --batch 2 --val-every 3" || fail "make train, new settings"
+[ "$(steps)" = "1 2 3 " ] || fail "make train with new settings did not start over: steps $(steps)"
 exit 0
