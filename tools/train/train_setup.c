@@ -1009,22 +1009,48 @@ static int init_weights(trainer *t, char *err, size_t cap)
  * bn_sync=1). Over one value it outputs beta whatever its input, so the
  * layer passes nothing on and the run learns nothing through it:
  * refused, as PyTorch's BatchNorm refuses it in training ("Expected more
- * than 1 value per channel"). A layer frozen for the whole run uses its
- * running statistics and is left alone. */
+ * than 1 value per channel"). A few values (fewer than BN_FEW) are allowed,
+ * as PyTorch allows them, with a warning: their variance is noisy and can
+ * be near zero, and the first steps' gradients through it huge (ResNet-50's
+ * last stage on 32x32 tiles at --batch 2 predicted NaN after one step, in
+ * PyTorch's replay of the checkpoint too). A layer frozen for the whole run
+ * uses its running statistics and is left alone. */
+#define BN_FEW 8
 static int bn_values(trainer *t, int frozen_for_good, char *err, size_t cap)
 {
 	long per = (long)t->o->batch * (t->net.bn_sync ? t->size : 1);
+	const cdp_layer *few = NULL;
+	int nfew = 0;
 
 	for (int i = 0; i < t->net.nlayers; i++) {
 		const cdp_layer *l = &t->net.layers[i];
+		long n = per * l->out.h * l->out.w;
 
 		if (strcmp(l->ops->type, "bn") != 0 || (l->frozen && frozen_for_good) ||
-		    per * l->out.h * l->out.w > 1)
+		    n >= BN_FEW)
 			continue;
+		if (n > 1) {
+			few = few ? few : l;
+			nfew++;
+			continue;
+		}
 		return tr_fail(err, cap, "model '%s': layer %d '%s' (bn) normalizes 1 value per "
 		               "channel in training (--batch %d of %dx%d maps): its statistics need "
 		               "more (a larger --batch or tile, bn_sync=1 over ranks, or --freeze it)",
 		               o_model_name(t), l->index, l->name, t->o->batch, l->out.h, l->out.w);
+	}
+	if (few && t->rank == 0) {
+		char more[64] = "";
+
+		if (nfew > 1)
+			snprintf(more, sizeof more, ", and %d more layer%s", nfew - 1,
+			         nfew > 2 ? "s" : "");
+		fprintf(stderr, "cdp-train: warning: model '%s': layer %d '%s' (bn) normalizes "
+		        "only %ld values per channel in training (--batch %d of %dx%d maps)%s: "
+		        "noisy statistics, and the first steps' gradients can be huge (a larger "
+		        "--batch or tile, bn_sync=1 over ranks, or --freeze it)\n",
+		        o_model_name(t), few->index, few->name, per * few->out.h * few->out.w,
+		        t->o->batch, few->out.h, few->out.w, more);
 	}
 	return 0;
 }
