@@ -154,6 +154,15 @@ mk VAL_BY=s3 || fail "examples Makefile, a mask changed"
 [ -z "$(find "$T/mpool.stamps/s1.packed" "$T/mpool.stamps/s3.packed" -newer "$T/made")" ] ||
 	fail "a changed mask repacked other scenes"
 
+# A scene without its mask: cdp-tile's refusal names the missing file
+# (make said "No rule to make target 'pool.stamps/s2.packed'").
+mkdir "$T/nm" "$T/nm/scenes"
+cp "$T/scenes/s1.tif" "$T/scenes/s1_mask.tif" "$T/scenes/s2.tif" "$T/nm/scenes/"
+if ( cd "$T/nm" && make -s -f "$CDP_SRCDIR/share/cdpool/examples/Makefile" SCENES=scenes POOL=pool \
+	SIZE=64 OVERLAP=0 >/dev/null 2>"$T/nm.err" ); then fail "a scene without its mask packed"; fi
+grep -q "^cdp-tile: 'scenes/s2.tif': cannot open label 'scenes/s2_mask.tif': No such file" "$T/nm.err" ||
+	fail "a scene without its mask: $(cat "$T/nm.err")"
+
 # "make train": RUN/done only once cdp-train finished; a run without its
 # marker (stopped) resumes from its checkpoint; the same settings again do
 # nothing; other settings start over. The step counts say which happened:
