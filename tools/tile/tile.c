@@ -452,6 +452,43 @@ static int cut_alloc(cutter *k, ctx *c, input *in)
 	return CDP_OK;
 }
 
+/* Whether input in can be tiled, checked before anything is written: an
+ * uncompressed record (image, label and a mask, the largest a tile gives)
+ * must fit a stream frame, and in's buffers must be allocatable (they are
+ * freed again and allocated when in's turn comes, so only one input's are
+ * held at a time). Checked only at the input's turn, either failure left
+ * the earlier inputs' tiles written. */
+static int input_fits(ctx *c, input *in)
+{
+	const cdp_tile_opts *o = c->o;
+	cdp_record rec;
+	size_t img = 0, lab = 0, msk = 0, total;
+	cutter k;
+	int rc;
+
+	if (!o->outdir && !o->zlevel) {
+		memset(&rec, 0, sizeof rec);
+		rec.dtype = in->odt;
+		rec.label_kind = in->lkind;
+		rec.label_len = in->llen;
+		rec.flags = CDP_REC_MASK;
+		rec.bands = (uint32_t)in->nb;
+		rec.height = rec.width = (uint32_t)c->S;
+		if (cdp_record_sizes(&rec, &img, &lab, &msk) != CDP_OK ||
+		    cdp_add_size(img, lab, &total) || cdp_add_size(total, msk, &total) ||
+		    cdp_add_size(total, CDP_RECORD_HDR + 4, &total) || total > CDP_STREAM_MAXBODY) {
+			ERR(c, "'%s': a tile of %dx%d pixels takes up to %.0f bytes, a stream frame "
+			    "holds at most %u (use -z, a smaller -s, or -O DIR)", in->path, c->S, c->S,
+			    (double)img + (double)lab + (double)msk + CDP_RECORD_HDR + 4,
+			    CDP_STREAM_MAXBODY);
+			return CDP_EOVERFLOW;
+		}
+	}
+	rc = cut_alloc(&k, c, in);
+	cut_free(&k);
+	return rc;
+}
+
 /* --standardize without --stats: this input's own per-band mean and std
  * (c->mean, c->std [nb]), a pass over the raster through k's buffers. */
 static int cut_stats(cutter *k)
@@ -830,7 +867,7 @@ int cdp_tile_run(const cdp_tile_opts *o, FILE *out, cdp_tile_result *res,
 		    (in.lab && (rc = tile_add_reads(c, cdp_label_raster(in.lab), in.lpath))) ||
 		    (in.vlab && (rc = tile_add_vector_reads(c, in.vlab, in.lpath))))
 			goto out;
-		if (!o->outdir && (rc = stream_paths(c, &in)))
+		if ((!o->outdir && (rc = stream_paths(c, &in))) || (rc = input_fits(c, &in)))
 			goto out;
 		if (o->stats_path && c->nstats != (size_t)in.nb) {
 			ERR(c, "'%s': %zu lines of statistics for %d bands", o->stats_path,

@@ -325,8 +325,8 @@ int tile_emit_record(ctx *c, const char *key, const cdp_record *r,
 		return rc;
 	}
 	if (enc->len > CDP_STREAM_MAXBODY) {
-		ERR(c, "tile '%s' is %zu bytes, a stream frame holds at most %u", key,
-		    enc->len, CDP_STREAM_MAXBODY);
+		ERR(c, "tile '%s' is %zu bytes, a stream frame holds at most %u "
+		    "(use a smaller -s, or -O DIR)", key, enc->len, CDP_STREAM_MAXBODY);
 		return CDP_EOVERFLOW;
 	}
 	if ((rc = cdp_stream_write_frame(c->out, CDP_FRAME_RECORD, key, klen,
