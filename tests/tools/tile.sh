@@ -254,6 +254,9 @@ cdp-tile --progress -s 16 u8.tif 2>p.err >/dev/null
 grep -q 'tiling' p.err || fail "--progress drew nothing: $(cat p.err)"
 cdp-tile --progress -q -s 16 u8.tif 2>q.err >/dev/null
 [ ! -s q.err ] || fail "-q still wrote: $(cat q.err)"
+# a run that fails ends its progress line without ", done" (it claimed
+# "done" on a line of its own before the error)
+expect_fail 1 'No space left on device' sh -c 'cdp-tile --progress -s 8 u16.tif >/dev/full'
 expect_fail 1 'No space left on device' sh -c 'cdp-tile -q -s 8 u16.tif >/dev/full'
 # ~7 MB of records: more than the 1 MiB pipe cdp-tile asks for, so head closes it mid-stream
 $MK big.tif --width 1200 --height 1000 --bands 3 --dtype u16

@@ -267,7 +267,10 @@ static int run_all(predictor *p, char *err, size_t cap)
 			break;
 		}
 	}
-	cdp_progress_end(&pg);
+	if (rc)
+		cdp_progress_fail(&pg);
+	else
+		cdp_progress_end(&pg);
 	return rc;
 }
 

@@ -920,9 +920,11 @@ int cdp_tile_run(const cdp_tile_opts *o, FILE *out, cdp_tile_result *res,
 			break;
 		input_close(&in);
 	}
-	cdp_progress_end(&c->prog);
-	if (rc)
+	if (rc) {
+		cdp_progress_fail(&c->prog);
 		goto out;
+	}
+	cdp_progress_end(&c->prog);
 	if (!o->outdir) {
 		char body[64];
 		int n = snprintf(body, sizeof(body), "count=%llu\n",
