@@ -254,6 +254,11 @@ cdp-tile --progress -s 16 u8.tif 2>p.err >/dev/null
 grep -q 'tiling' p.err || fail "--progress drew nothing: $(cat p.err)"
 cdp-tile --progress -q -s 16 u8.tif 2>q.err >/dev/null
 [ ! -s q.err ] || fail "-q still wrote: $(cat q.err)"
+# --standardize's first pass reads the whole raster before the first tile:
+# it has a progress line of its own, in rows (it showed nothing)
+cdp-tile --progress --standardize -s 16 u8.tif 2>ps.err >/dev/null
+grep -q '^cdp-tile: statistics 37/37 (100%) .*, done$' ps.err ||
+	fail "--progress --standardize: no statistics line: $(cat ps.err)"
 # a run that fails ends its progress line without ", done" (it claimed
 # "done" on a line of its own before the error)
 expect_fail 1 'No space left on device' sh -c 'cdp-tile --progress -s 8 u16.tif >/dev/full'

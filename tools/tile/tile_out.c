@@ -86,7 +86,9 @@ out:
 /* The exact first pass of --standardize: mean and population std of each
  * selected band over the input's valid pixels, read in strips of S rows,
  * accumulated in double around the band's first valid value. strip holds
- * (nb, S, W) samples, gm S*W bytes. */
+ * (nb, S, W) samples, gm S*W bytes. The pass reads the whole raster before
+ * its first tile, so it has a progress line of its own ("statistics", in
+ * rows), drawn when the tiling's is. */
 int tile_stats_compute(ctx *c, input *in, void *strip, uint8_t *gm)
 {
 	uint64_t W = in->ri->width, H = in->ri->height, n = 0;
@@ -94,6 +96,7 @@ int tile_stats_compute(ctx *c, input *in, void *strip, uint8_t *gm)
 	uint8_t *vm = malloc((size_t)c->S * W);
 	char msg[512];
 	int rc = CDP_OK;
+	cdp_progress pg;
 
 	if (!k || !vm) {
 		free(k);
@@ -103,6 +106,8 @@ int tile_stats_compute(ctx *c, input *in, void *strip, uint8_t *gm)
 	}
 	s1 = k + in->nb;
 	s2 = s1 + in->nb;
+	cdp_progress_start(&pg, c->prog.enabled ? CDP_PROGRESS_ON : CDP_PROGRESS_OFF, "cdp-tile",
+	                   "statistics", H);
 	for (uint64_t y = 0; y < H; y += c->S) {
 		int sh = (int)(H - y < (uint64_t)c->S ? H - y : (uint64_t)c->S);
 		size_t np = (size_t)sh * W;
@@ -135,6 +140,7 @@ int tile_stats_compute(ctx *c, input *in, void *strip, uint8_t *gm)
 			}
 			n++;
 		}
+		cdp_progress_update(&pg, y + (uint64_t)sh);
 	}
 	if (n == 0) {
 		ERR(c, "'%s': no valid pixels to compute statistics from", in->path);
@@ -155,6 +161,10 @@ int tile_stats_compute(ctx *c, input *in, void *strip, uint8_t *gm)
 			c->std[b] = 1;
 	}
 out:
+	if (rc)
+		cdp_progress_fail(&pg);
+	else
+		cdp_progress_end(&pg);
 	free(k);
 	free(vm);
 	return rc;
