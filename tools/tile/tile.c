@@ -380,6 +380,7 @@ typedef struct cutter {
 	char *strip, *tile, *scratch;
 	uint8_t *gstrip, *m, *lt;
 	uint8_t *lstrip;           /* (S, W) a vector label's strip, rasterized */
+	uint8_t *vstrip;           /* (S, W) the validity in --standardize's first pass */
 	float *ft;
 	unsigned char *padv;       /* [nb] the padding sample of each band */
 	cdp_buf enc;
@@ -398,6 +399,7 @@ static void cut_free(cutter *k)
 	free(k->m);
 	free(k->lt);
 	free(k->lstrip);
+	free(k->vstrip);
 	free(k->ft);
 	free(k->padv);
 }
@@ -434,6 +436,8 @@ static int cut_alloc(cutter *k, ctx *c, input *in)
 		k->lt = malloc(k->np * k->lsz);
 	if (in->vlab)
 		k->lstrip = malloc((size_t)S * W * k->lsz);
+	if (o->standardize && !o->stats_path)
+		k->vstrip = malloc((size_t)S * W);
 	if (o->standardize)
 		k->ft = malloc(tn * sizeof(float));
 	if (png)
@@ -441,6 +445,7 @@ static int cut_alloc(cutter *k, ctx *c, input *in)
 	k->padv = malloc((size_t)in->nb * k->dsz);
 	if (!k->strip || !k->tile || !k->m || !k->gstrip || !k->padv ||
 	    (in->lkind && !k->lt) || (in->vlab && !k->lstrip) || (o->standardize && !k->ft) ||
+	    (o->standardize && !o->stats_path && !k->vstrip) ||
 	    (png && !k->scratch)) {
 		ERR(c, "'%s': out of memory for a strip of %d rows", in->path, S);
 		return CDP_ENOMEM;
@@ -504,7 +509,7 @@ static int cut_stats(cutter *k)
 		return CDP_ENOMEM;
 	}
 	c->std = ns;
-	return tile_stats_compute(c, k->in, k->strip, k->gstrip);
+	return tile_stats_compute(c, k->in, k->strip, k->gstrip, k->vstrip);
 }
 
 /* Reads the strip of sh rows from row y0: the bands, GDAL's mask where the

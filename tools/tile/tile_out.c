@@ -86,21 +86,19 @@ out:
 /* The exact first pass of --standardize: mean and population std of each
  * selected band over the input's valid pixels, read in strips of S rows,
  * accumulated in double around the band's first valid value. strip holds
- * (nb, S, W) samples, gm S*W bytes. The pass reads the whole raster before
- * its first tile, so it has a progress line of its own ("statistics", in
- * rows), drawn when the tiling's is. */
-int tile_stats_compute(ctx *c, input *in, void *strip, uint8_t *gm)
+ * (nb, S, W) samples, gm and vm S*W bytes each (the caller's, so that the
+ * checks before the first output allocate them). The pass reads the whole
+ * raster before its first tile, so it has a progress line of its own
+ * ("statistics", in rows), drawn when the tiling's is. */
+int tile_stats_compute(ctx *c, input *in, void *strip, uint8_t *gm, uint8_t *vm)
 {
 	uint64_t W = in->ri->width, H = in->ri->height, n = 0;
 	double *k = calloc((size_t)in->nb * 3, sizeof(double)), *s1, *s2;
-	uint8_t *vm = malloc((size_t)c->S * W);
 	char msg[512];
 	int rc = CDP_OK;
 	cdp_progress pg;
 
-	if (!k || !vm) {
-		free(k);
-		free(vm);
+	if (!k) {
 		ERR(c, "out of memory");
 		return CDP_ENOMEM;
 	}
@@ -166,7 +164,6 @@ out:
 	else
 		cdp_progress_end(&pg);
 	free(k);
-	free(vm);
 	return rc;
 }
 
