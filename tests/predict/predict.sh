@@ -415,6 +415,11 @@ name=$("$PYTHON" "$CDP_SRCDIR/tests/train/ckpt_nan.py" "$T/run/checkpoint.cdpt" 
 expect_fail 1 "^cdp-predict: cannot read '$T/nan.cdpt': parameter tensor '$name' holds NaN at element 0\$" \
 	cdp-predict "$T/nan.cdpt" "$T/b.tif" -o "$T/x.tif"
 expect_fail 1 "cannot open '$T/none.tif'" cdp-predict "$T/run" "$T/none.tif" -o "$T/x.tif"
+# a side past 2^30 pixels: the message says the limit (cdp-predict(1))
+py "ds = gdal.GetDriverByName('VRT').Create('$T/tall.vrt', 64, 1073741825, 1, gdal.GDT_Byte)
+ds.SetGeoTransform(gdal.Open('$T/b.tif').GetGeoTransform()); ds = None"
+expect_fail 1 "^cdp-predict: '$T/tall.vrt': 64x1073741825 pixels is too large (at most 1073741824 pixels on a side)\$" \
+	cdp-predict "$T/run" "$T/tall.vrt" -o "$T/x.tif"
 # a read that fails part-way (a damaged tile of a deflate GeoTIFF) with
 # --progress: the error alone, no progress line claiming ", done" first
 py "ds = gdal.Translate('$T/dmg.tif', '$T/b.tif', creationOptions=['TILED=YES', 'BLOCKXSIZE=16',
