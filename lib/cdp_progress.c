@@ -4,7 +4,8 @@
  * when the total is unknown), ended by '\r' so the next redraw overwrites it.
  * Redraws happen from cdp_progress_update() at most once a second, the first
  * one a second after the start, so that short runs print only the final line.
- * cdp_progress_end() prints the final line with ", done" and a newline.
+ * cdp_progress_end() prints the final line with ", done" and a newline;
+ * cdp_progress_fail() only ends a drawn line, claiming nothing.
  *
  * This is the one part of lib/ that writes to stderr; it writes nothing unless
  * the mode (or, in AUTO mode, a terminal on fd 2) says so.
@@ -92,6 +93,17 @@ void cdp_progress_end(cdp_progress *p)
 	if (p->enabled || p->drawn)
 		draw(p, cdp_now(), ", done\n");
 	/* A second end() must not print the line again. */
+	p->enabled = 0;
+	p->drawn = 0;
+}
+
+void cdp_progress_fail(cdp_progress *p)
+{
+	/* the counts of the last redraw stay: they say how far the run got */
+	if (p->drawn) {
+		fputc('\n', stderr);
+		fflush(stderr);
+	}
 	p->enabled = 0;
 	p->drawn = 0;
 }

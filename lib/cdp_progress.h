@@ -7,7 +7,7 @@
  *     cdp-tile: tiling 1234/5000 (24%) 3.1/s
  * ("cdp-tile: tiling 1234 3.1/s" when the total is 0, i.e. unknown), and
  * finished by cdp_progress_end() with the final counts, ", done" and a
- * newline. On a terminal each line also clears the rest of the row.
+ * newline, or by cdp_progress_fail() after a failure. On a terminal each line also clears the rest of the row.
  */
 #ifndef CDP_PROGRESS_H
 #define CDP_PROGRESS_H
@@ -34,6 +34,11 @@ void cdp_progress_update(cdp_progress *p, uint64_t done);
 /* Final redraw and newline (only if anything was drawn or enabled); a
  * second call prints nothing. */
 void cdp_progress_end(cdp_progress *p);
+/* The end of a run that failed: a drawn line is ended with a newline as
+ * it stands, without ", done", so that the error message starts a line of
+ * its own; nothing was drawn, nothing is printed. Like cdp_progress_end,
+ * a second call (or one after it) prints nothing. */
+void cdp_progress_fail(cdp_progress *p);
 
 /* Monotonic clock in seconds. */
 double cdp_now(void);

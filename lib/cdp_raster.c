@@ -496,7 +496,7 @@ int cdp_raster_dtype_holds(int dt, double v)
 }
 
 void cdp_raster_mark_nodata(const void *img, int dt, int nb, size_t bstride, size_t rstride,
-                            int w, int h, const double *nd, const int *has, int any,
+                            size_t w, size_t h, const double *nd, const int *has, int any,
                             uint8_t *m, size_t mstride)
 {
 	/* per band: whether it can match, and its nodata as a sample */
@@ -520,19 +520,19 @@ void cdp_raster_mark_nodata(const void *img, int dt, int nb, size_t bstride, siz
 	T *k_ = (T *)kv; \
 	for (int b = 0; b < nb; b++) \
 		k_[b] = ok[b] ? (T)nd[b] : 0; \
-	for (int y = 0; y < h; y++) \
-		for (int x = 0; x < w; x++) { \
-			size_t p_ = (size_t)y * rstride + x; \
+	for (size_t y = 0; y < h; y++) \
+		for (size_t x = 0; x < w; x++) { \
+			size_t p_ = y * rstride + x; \
 			int n_ = 0, b; \
 			for (b = 0; b < nb; b++) { \
-				T a = s_[b * bstride + p_], v = k_[b]; \
+				T a = s_[(size_t)b * bstride + p_], v = k_[b]; \
 				if (!ok[b]) \
 					continue; \
 				if ((EQ) ? (n_++, any) : !any) \
 					break; \
 			} \
 			if (any ? n_ > 0 : n_ == nb) \
-				m[(size_t)y * mstride + x] = 0; \
+				m[y * mstride + x] = 0; \
 		} \
 } while (0)
 	switch (dt) {

@@ -82,9 +82,11 @@ int  cdp_raster_band_nodata(const cdp_raster *r, int band, double *nd);
  * offset to the window's first pixel. A value compares as GDAL's nodata
  * mask compares it: cast to dt (3.5 is 3 for u8), matching nothing when
  * dt cannot reach it (300 for u8, NaN for an integer type); float32 in
- * float, NaN matching NaN. */
+ * float, NaN matching NaN. Sizes and offsets are size_t, so any window the
+ * buffers hold is marked whole; pass a strip as h rows of w with its
+ * strides, not as one row of w * h (an int width wraps past 2^31). */
 void cdp_raster_mark_nodata(const void *img, int dt, int nb, size_t bstride, size_t rstride,
-                            int w, int h, const double *nd, const int *has, int any,
+                            size_t w, size_t h, const double *nd, const int *has, int any,
                             uint8_t *m, size_t mstride);
 /* 1 when a sample of dtype dt holds v exactly (an integer in range for the
  * integer types, NaN and infinities for the float ones, a finite float32

@@ -114,6 +114,17 @@ echo "== failures"
 mk "$T/small.tif" "0 1;1 0"
 expect_fail 1 "'$T/pred.tif' is 4x3, '$T/small.tif' is 2x2: not the same size" \
 	cdp-evaluate "$T/pred.tif" "$T/small.tif"
+# memory for the rows of a raster 2^31-1 pixels wide (two VRTs over
+# pred.tif): the message names the file and the size (it said "out of
+# memory"); under ulimit -v 1 GB, so that no allocation succeeds
+for v in wide wide2; do
+	"$PYTHON" -c "from osgeo import gdal
+ds = gdal.GetDriverByName('VRT').Create('$T/$v.vrt', 2147483647, 3, 1, gdal.GDT_Byte); ds = None"
+done
+if sh -c 'ulimit -v 1000000' 2>/dev/null; then
+	expect_fail 1 "^cdp-evaluate: '$T/wide.vrt': out of memory for 256 rows x 2147483647 pixels (1099511627264 bytes)\$" \
+		sh -c 'ulimit -v 1000000; exec cdp-evaluate "$@"' sh "$T/wide.vrt" "$T/wide2.vrt"
+fi
 # georeference: the same CRS (also in another text: OGR's comparison) and
 # geotransform pass; another CRS, none against one, or a shift are refused
 gdal_translate -q -a_srs EPSG:32633 -a_ullr 500000 5800003 500004 5800000 "$T/pred.tif" "$T/pg.tif"

@@ -415,6 +415,21 @@ name=$("$PYTHON" "$CDP_SRCDIR/tests/train/ckpt_nan.py" "$T/run/checkpoint.cdpt" 
 expect_fail 1 "^cdp-predict: cannot read '$T/nan.cdpt': parameter tensor '$name' holds NaN at element 0\$" \
 	cdp-predict "$T/nan.cdpt" "$T/b.tif" -o "$T/x.tif"
 expect_fail 1 "cannot open '$T/none.tif'" cdp-predict "$T/run" "$T/none.tif" -o "$T/x.tif"
+# a side past 2^30 pixels: the message says the limit (cdp-predict(1))
+py "ds = gdal.GetDriverByName('VRT').Create('$T/tall.vrt', 64, 1073741825, 1, gdal.GDT_Byte)
+ds.SetGeoTransform(gdal.Open('$T/b.tif').GetGeoTransform()); ds = None"
+expect_fail 1 "^cdp-predict: '$T/tall.vrt': 64x1073741825 pixels is too large (at most 1073741824 pixels on a side)\$" \
+	cdp-predict "$T/run" "$T/tall.vrt" -o "$T/x.tif"
+# a read that fails part-way (a damaged tile of a deflate GeoTIFF) with
+# --progress: the error alone, no progress line claiming ", done" first
+py "ds = gdal.Translate('$T/dmg.tif', '$T/b.tif', creationOptions=['TILED=YES', 'BLOCKXSIZE=16',
+    'BLOCKYSIZE=16', 'COMPRESS=DEFLATE']); ds = None; ds = gdal.Open('$T/dmg.tif')
+off = int(ds.GetRasterBand(1).GetMetadataItem('BLOCK_OFFSET_5_10', 'TIFF')); ds = None
+f = open('$T/dmg.tif', 'r+b'); f.seek(off); f.write(b'\\xff' * 8); f.close()"
+expect_fail 1 "^cdp-predict: cannot read '$T/dmg.tif': .*TIFFReadEncodedTile" \
+	cdp-predict --progress "$T/run" "$T/dmg.tif" -o "$T/x.tif"
+[ "$(wc -l <"$T/err")" -eq 1 ] || fail "a failed run with --progress: $(cat "$T/err")"
+[ ! -e "$T/x.tif" ] || fail "a failed run left its map"
 expect_fail 1 "device cuda:1023 does not exist" cdp-predict --device cuda:1023 "$T/run" "$T/b.tif" \
 	-o "$T/x.tif"
 expect_fail 1 "overlap 64: must be smaller" cdp-predict --overlap 64 "$T/run" "$T/b.tif" -o "$T/x.tif"

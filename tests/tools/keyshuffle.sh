@@ -116,6 +116,11 @@ cmp "$T/s1" "$T/s1b" || fail "same seed gave different output"
 [ ! -s "$T/err" ] || fail "-q printed: $(cat "$T/err")"
 cdp-keyshuffle --progress "$P" 2>"$T/err" | cmp -s - "$T/s1" || fail "--progress changed the list"
 grep -q '^cdp-keyshuffle: reading keys 33/33 (100%)' "$T/err" || fail "--progress: $(cat "$T/err")"
+# a scan that fails (--stratify on records without a class) ends the
+# line without ", done": the error is the only line
+expect_fail 1 "^cdp-keyshuffle: '$P': --stratify needs one class .*; key '[^']*' has no label\$" \
+	cdp-keyshuffle --progress --stratify --val 0.2 --val-out "$T/sv0" "$P"
+[ "$(wc -l <"$T/err")" -eq 1 ] || fail "a failed scan with --progress: $(cat "$T/err")"
 mkdir "$T/o"
 cdp-keyshuffle -q -o "$T/o/train.keys" --seed 1 "$P"
 cmp "$T/s1" "$T/o/train.keys" || fail "-o differs from stdout"

@@ -254,6 +254,14 @@ cdp-tile --progress -s 16 u8.tif 2>p.err >/dev/null
 grep -q 'tiling' p.err || fail "--progress drew nothing: $(cat p.err)"
 cdp-tile --progress -q -s 16 u8.tif 2>q.err >/dev/null
 [ ! -s q.err ] || fail "-q still wrote: $(cat q.err)"
+# --standardize's first pass reads the whole raster before the first tile:
+# it has a progress line of its own, in rows (it showed nothing)
+cdp-tile --progress --standardize -s 16 u8.tif 2>ps.err >/dev/null
+grep -q '^cdp-tile: statistics 37/37 (100%) .*, done$' ps.err ||
+	fail "--progress --standardize: no statistics line: $(cat ps.err)"
+# a run that fails ends its progress line without ", done" (it claimed
+# "done" on a line of its own before the error)
+expect_fail 1 'No space left on device' sh -c 'cdp-tile --progress -s 8 u16.tif >/dev/full'
 expect_fail 1 'No space left on device' sh -c 'cdp-tile -q -s 8 u16.tif >/dev/full'
 # ~7 MB of records: more than the 1 MiB pipe cdp-tile asks for, so head closes it mid-stream
 $MK big.tif --width 1200 --height 1000 --bands 3 --dtype u16
@@ -310,6 +318,34 @@ expect_fail 1 "use --format tif" cdp-tile -s 16 -O pngfail --format png i16.tif
 [ ! -e pngfail ] || fail "a failed -O run left its directory"
 expect_fail 1 "cannot open 'nope.tif'" cdp-tile -s 16 -O tiffail u8.tif nope.tif
 [ ! -e tiffail ] || fail "a failed -O run left files"
+# Sizes are checked with everything else before the stream starts (the
+# checks ran at each input's turn, after the earlier inputs' tiles were
+# written): an uncompressed record past a frame's 2 GiB (a 1x1 f64 raster
+# padded to 16385x16385 read 4.8 GB first), and a strip the memory cannot
+# hold (a VRT 2^31-1 pixels wide: 137 GB for 64 rows; u8.tif's frames came
+# out first). Under ulimit -v 1 GB, so that the old order fails fast.
+$MK px1.tif --width 1 --height 1 --dtype f64
+"$PYTHON" - <<'VRT'
+from osgeo import gdal
+src = gdal.Open("u8.tif")
+ds = gdal.GetDriverByName("VRT").Create("wide.vrt", 2147483647, 64, 1, gdal.GDT_Byte)
+ds.SetGeoTransform(src.GetGeoTransform())
+ds.SetProjection(src.GetProjection())
+ds.GetRasterBand(1).SetMetadata({"source_0": '<SimpleSource><SourceFilename relativeToVRT="1">'
+    'u8.tif</SourceFilename><SourceBand>1</SourceBand><SrcRect xOff="0" yOff="0" xSize="50" '
+    'ySize="37"/><DstRect xOff="0" yOff="0" xSize="50" ySize="37"/></SimpleSource>'},
+    "new_vrt_sources")
+ds = None
+VRT
+ulim() { sh -c 'ulimit -v 1000000 || exit 98; exec "$@"' sh "$@"; }
+if sh -c 'ulimit -v 1000000' 2>/dev/null; then
+	expect_fail 1 "cdp-tile: 'px1.tif': a tile of 16385x16385 pixels takes up to 2416214189 bytes, a stream frame holds at most 2147483648 (use -z, a smaller -s, or -O DIR)" \
+		ulim cdp-tile -q -s 16385 --edge pad px1.tif
+	expect_fail 1 "cdp-tile: 'wide.vrt': out of memory for a strip of 64 rows" \
+		ulim cdp-tile -q -s 64 --edge pad u8.tif wide.vrt
+else
+	echo "SKIP (this case): ulimit -v cannot be set"
+fi
 # A write that fails midway (a directory where a tile should go: refused
 # by the output policy, cdpool(7)) removes the tiles already written.
 mkdir -p mid/u8_1_1.tif

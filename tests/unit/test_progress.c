@@ -19,13 +19,15 @@
 static int saved_stderr = -1;
 static char tmpl[64];
 
-/* Points fd 2 at a new empty temporary file. */
+/* Points fd 2 at a new empty temporary file; -1, a failed check, when
+ * there is none. */
 static int capture_begin(void)
 {
 	int fd;
 
 	strcpy(tmpl, "/tmp/test_progress.XXXXXX");
 	fd = mkstemp(tmpl);
+	CHECK(fd >= 0, "cannot create a temporary file");
 	if (fd < 0)
 		return -1;
 	fflush(stderr);
@@ -96,10 +98,8 @@ static void test_silent_modes(void)
 	char *out;
 	int auto_enabled;
 
-	if (capture_begin() != 0) {
-		CHECK(0, "cannot create a temporary file");
+	if (capture_begin() != 0)
 		return;
-	}
 	cdp_progress_start(&p, CDP_PROGRESS_OFF, "cdp-test", "tiling", 10);
 	rapid_updates(&p, 1.2, 10);
 	cdp_progress_end(&p);
@@ -123,10 +123,8 @@ static void test_on(void)
 	char *out, *last;
 	double elapsed, t0;
 
-	if (capture_begin() != 0) {
-		CHECK(0, "cannot create a temporary file");
+	if (capture_begin() != 0)
 		return;
-	}
 	t0 = cdp_now();
 	cdp_progress_start(&p, CDP_PROGRESS_ON, "cdp-test", "tiling", 5000);
 	rapid_updates(&p, 2.3, 5000);
@@ -214,6 +212,40 @@ static void test_auto_tty(void)
 	close(master);
 }
 
+/* A failed run: cdp_progress_fail ends a drawn line with a newline and no
+ * ", done" (the tools' line claimed "done" before their error message);
+ * with nothing drawn yet it prints nothing, and after it end() adds
+ * nothing either. */
+static void test_fail(void)
+{
+	cdp_progress p;
+	size_t len = 0;
+	char *out;
+
+	if (capture_begin() != 0)
+		return;
+	cdp_progress_start(&p, CDP_PROGRESS_ON, "cdp-test", "tiling", 5000);
+	rapid_updates(&p, 1.2, 5000);
+	cdp_progress_fail(&p);
+	cdp_progress_end(&p);
+	out = capture_end(&len);
+	CHECK(out && len >= 2 && strncmp(out, "cdp-test: tiling ", 17) == 0 &&
+	      count_char(out, len, '\n') == 1 && out[len - 1] == '\n' &&
+	      out[len - 2] == '\r' && !strstr(out, "done"),
+	      "a failure after a redraw: \"%s\"", out ? out : "");
+	free(out);
+
+	if (capture_begin() != 0)
+		return;
+	cdp_progress_start(&p, CDP_PROGRESS_ON, "cdp-test", "tiling", 10);
+	cdp_progress_update(&p, 3);
+	cdp_progress_fail(&p);
+	cdp_progress_end(&p);
+	out = capture_end(&len);
+	CHECK(out && len == 0, "a failure before any redraw wrote \"%s\"", out ? out : "");
+	free(out);
+}
+
 int main(void)
 {
 	double t0 = cdp_now(), t1;
@@ -227,5 +259,6 @@ int main(void)
 	test_silent_modes();
 	test_on();
 	test_auto_tty();
+	test_fail();
 	return tap_done();
 }

@@ -314,6 +314,45 @@ static void test_cache(void)
 	CPLSetConfigOption("GDAL_CACHEMAX", NULL);
 }
 
+/* cdp_raster_mark_nodata over a window of rows with strides, the form
+ * cdp-tile and cdp-predict pass a strip in: a (2, 3, 6) u16 image, a
+ * window of 3 rows of 4 at column 1, into a mask of stride 5. Pixels
+ * outside the window and the mask's padding are left alone; with
+ * `any` one band at its nodata suffices, else both must be. */
+static void test_mark_nodata(void)
+{
+	enum { NB = 2, H = 3, RS = 6, W = 4, MS = 5 };
+	uint16_t img[NB * H * RS];
+	const double nd[NB] = { 9, 7 };
+	const int has[NB] = { 1, 1 };
+	uint8_t m[H * MS];
+
+	for (int i = 0; i < NB * H * RS; i++)
+		img[i] = 1;
+	/* (row, col): (0,1) both bands, (1,4) band 0 only, (2,2) band 1
+	 * only, (2,0) both but left of the window */
+	img[0 * RS + 1] = 9, img[H * RS + 0 * RS + 1] = 7;
+	img[1 * RS + 4] = 9;
+	img[H * RS + 2 * RS + 2] = 7;
+	img[2 * RS + 0] = 9, img[H * RS + 2 * RS + 0] = 7;
+	for (int any = 0; any <= 1; any++) {
+		int bad = 0;
+
+		memset(m, 255, sizeof m);
+		cdp_raster_mark_nodata(img + 1, CDP_DT_U16, NB, H * RS, RS, W, H, nd, has, any,
+		                       m, MS);
+		for (int y = 0; y < H; y++)
+			for (int x = 0; x < MS; x++) {
+				int c = x + 1, hit = (y == 0 && c == 1) ||
+				        (any && ((y == 1 && c == 4) || (y == 2 && c == 2)));
+				int want = x < W && hit ? 0 : 255;
+
+				bad += m[y * MS + x] != want;
+			}
+		CHECK(bad == 0, "any=%d: %d mask bytes wrong", any, bad);
+	}
+}
+
 int main(void)
 {
 	if (tap_tmpdir(dir, sizeof dir, "test_raster"))
@@ -324,6 +363,7 @@ int main(void)
 	test_masks();
 	test_errors();
 	test_cache();
+	test_mark_nodata();
 	tap_tmpdir_remove(dir);
 	return tap_done();
 }

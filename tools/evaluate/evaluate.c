@@ -57,6 +57,14 @@ static int fail(char *err, size_t cap, const char *fmt, ...)
 	return -1;
 }
 
+/* The rows buffers of path, rows of width pixels of per_px bytes each,
+ * could not be allocated: says what they needed, as cdp-predict does. */
+static int fail_rows(char *err, size_t cap, const char *path, uint64_t width, size_t per_px)
+{
+	return fail(err, cap, "'%s': out of memory for %d rows x %llu pixels (%.0f bytes)", path,
+	            ROWS, (unsigned long long)width, (double)ROWS * (double)width * (double)per_px);
+}
+
 void cdp_evaluate_opts_init(cdp_evaluate_opts *o)
 {
 	memset(o, 0, sizeof *o);
@@ -99,7 +107,7 @@ static int open_vector_side(side *s, const char *path, const side *p,
 	s->vi.nodata = u8 ? 255 : 65535;
 	s->ri = &s->vi;
 	if (!(s->buf = malloc((size_t)ROWS * s->vi.width * (u8 ? 1 : 2))))
-		return fail(err, cap, "out of memory");
+		return fail_rows(err, cap, path, s->vi.width, u8 ? 1 : 2);
 	return 0;
 }
 
@@ -119,7 +127,7 @@ static int open_side(side *s, const char *path, const char *what, int multi, cha
 		            s->ri->bands, what);
 	if (!(s->buf = malloc((size_t)ROWS * s->ri->width * cdp_dtype_size(s->ri->dtype))) ||
 	    !(s->mask = malloc((size_t)ROWS * s->ri->width)))
-		return fail(err, cap, "out of memory");
+		return fail_rows(err, cap, path, s->ri->width, cdp_dtype_size(s->ri->dtype) + 1);
 	return 0;
 }
 
@@ -514,7 +522,7 @@ static int reg_pass(side *p, side *r, int b1, cdp_reg_sums *s, uint64_t *skipped
 	*skipped = 0;
 	if (!(pv = malloc((size_t)ROWS * w * sizeof *pv)) ||
 	    !(rv = malloc((size_t)ROWS * w * sizeof *rv))) {
-		fail(err, cap, "out of memory");
+		fail_rows(err, cap, p->path, w, 2 * sizeof(double));
 		goto out;
 	}
 	for (uint64_t y = 0; y < h; y += ROWS) {

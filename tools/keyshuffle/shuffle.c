@@ -358,7 +358,10 @@ static int read_keys(cdp_pool *p, MDB_txn *txn, const char *db,
 	rc = CDP_OK;
 out:
 	cdp_progress_update(&pg, seen);
-	cdp_progress_end(&pg);
+	if (rc == CDP_OK)
+		cdp_progress_end(&pg);
+	else
+		cdp_progress_fail(&pg);
 	mdb_cursor_close(cur);
 	cdp_buf_free(&scratch);
 	cdp_classes_free(&hist);

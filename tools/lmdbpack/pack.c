@@ -734,12 +734,10 @@ int cdp_pack_run(const cdp_pack_opts *o, FILE *in, cdp_pack_result *res,
 	if (rc == CDP_OK)
 		note_wide(&p);
 out:
-	/* A failure ends a drawn progress line without claiming "done", so the
-	 * error message starts a line of its own. */
 	if (pg && rc == CDP_OK)
 		cdp_progress_end(&p.pg);
-	else if (pg && p.pg.drawn)
-		fputc('\n', stderr);
+	else if (pg)
+		cdp_progress_fail(&p.pg);
 	res->seconds = cdp_now() - t0;
 	pack_list_free(ents, nents);
 	cdp_lmdb_writer_free(&p.w);

@@ -21,14 +21,18 @@
 #include "cdp_progress.h"
 #include "dist/dist.h"
 
-/* Validity of n samples of every band (C, n) at stride `stride`: invalid
- * where every band equals its nodata value (NaN matching NaN), or where
- * one does when the bands' values differ, as cdp-tile's mask decides. */
-static void nodata_valid(const predictor *p, const void *raw, size_t stride, size_t n, uint8_t *v)
+/* Validity of the n rows (C, n, W) in raw: invalid where every band
+ * equals its nodata value (NaN matching NaN), or where one does when the
+ * bands' values differ, as cdp-tile's mask decides. Marked as n rows of W
+ * (as cdp-tile's strips are), never as one row of n * W pixels, which
+ * passes 2^31 on a wide raster. */
+static void nodata_valid(const predictor *p, const void *raw, int n, uint8_t *v)
 {
-	memset(v, 255, n);
-	cdp_raster_mark_nodata(raw, p->ri->dtype, p->C, stride, n, (int)n, 1, p->nd, p->hasnd,
-	                       p->nd_any, v, n);
+	size_t px = (size_t)n * p->W;
+
+	memset(v, 255, px);
+	cdp_raster_mark_nodata(raw, p->ri->dtype, p->C, px, (size_t)p->W, (size_t)p->W,
+	                       (size_t)n, p->nd, p->hasnd, p->nd_any, v, (size_t)p->W);
 }
 
 /* Reads rows [y, y + n) of the selected bands into p->raw (C, n, W) and
@@ -44,7 +48,7 @@ int pr_read_rows(predictor *p, int y, int n, uint8_t *v, char *err, size_t cap)
 		if (cdp_raster_read_mask(p->r, p->ck.bands[0], 0, y, p->W, n, v, why, sizeof why) != 0)
 			return pr_fail(err, cap, "cannot read the mask of '%s': %s", p->o->input, why);
 	} else if (p->nodata_mode == 1) {
-		nodata_valid(p, p->raw, px, px, v);
+		nodata_valid(p, p->raw, n, v);
 	} else {
 		memset(v, 255, px);
 	}
@@ -263,7 +267,10 @@ static int run_all(predictor *p, char *err, size_t cap)
 			break;
 		}
 	}
-	cdp_progress_end(&pg);
+	if (rc)
+		cdp_progress_fail(&pg);
+	else
+		cdp_progress_end(&pg);
 	return rc;
 }
 

@@ -296,8 +296,9 @@ static int lay_out_in(pr_out *o, const char *rows, const char *dst, char *err, s
 		fail(err, cap, "cannot reopen '%s': %s", tiled ? tiled : dst, gdal_msg());
 		goto out;
 	}
-	/* halvings down to one tile, as the COG driver makes */
-	for (int f = 2; o->w > 256 * f / 2 || o->h > 256 * f / 2; f *= 2)
+	/* halvings down to one tile, as the COG driver makes; in 64 bits, as
+	 * 256 * f passes INT_MAX at f = 2^23, the factor a side past 2^29 needs */
+	for (int f = 2; o->w > (int64_t)128 * f || o->h > (int64_t)128 * f; f *= 2)
 		if (GDALBuildOverviews(d, resampling, 1, &f, 0, NULL, NULL, NULL) != CE_None) {
 			io_fail("cannot build the overviews of", o->path, tiled ? &t : NULL, err, cap);
 			GDALClose(d);

@@ -316,9 +316,12 @@ int pr_open_raster(predictor *p, char *err, size_t cap)
 		return pr_fail(err, cap, "cannot open '%s': %s", o->input, why);
 	}
 	p->ri = cdp_raster_get_info(p->r);
+	/* a side fits an int (the strips, the windows, GDAL's offsets) with
+	 * room for the sums over it; no larger raster has been tried */
 	if (p->ri->width > 1u << 30 || p->ri->height > 1u << 30)
-		return pr_fail(err, cap, "'%s': %llux%llu pixels is too large", o->input,
-		            (unsigned long long)p->ri->width, (unsigned long long)p->ri->height);
+		return pr_fail(err, cap, "'%s': %llux%llu pixels is too large (at most %u pixels "
+		               "on a side)", o->input, (unsigned long long)p->ri->width,
+		               (unsigned long long)p->ri->height, 1u << 30);
 	p->W = (int)p->ri->width;
 	p->H = (int)p->ri->height;
 	/* --preview-bands: bands of the input (of each date, with --time),

@@ -380,6 +380,7 @@ typedef struct cutter {
 	char *strip, *tile, *scratch;
 	uint8_t *gstrip, *m, *lt;
 	uint8_t *lstrip;           /* (S, W) a vector label's strip, rasterized */
+	uint8_t *vstrip;           /* (S, W) the validity in --standardize's first pass */
 	float *ft;
 	unsigned char *padv;       /* [nb] the padding sample of each band */
 	cdp_buf enc;
@@ -398,6 +399,7 @@ static void cut_free(cutter *k)
 	free(k->m);
 	free(k->lt);
 	free(k->lstrip);
+	free(k->vstrip);
 	free(k->ft);
 	free(k->padv);
 }
@@ -434,6 +436,8 @@ static int cut_alloc(cutter *k, ctx *c, input *in)
 		k->lt = malloc(k->np * k->lsz);
 	if (in->vlab)
 		k->lstrip = malloc((size_t)S * W * k->lsz);
+	if (o->standardize && !o->stats_path)
+		k->vstrip = malloc((size_t)S * W);
 	if (o->standardize)
 		k->ft = malloc(tn * sizeof(float));
 	if (png)
@@ -441,6 +445,7 @@ static int cut_alloc(cutter *k, ctx *c, input *in)
 	k->padv = malloc((size_t)in->nb * k->dsz);
 	if (!k->strip || !k->tile || !k->m || !k->gstrip || !k->padv ||
 	    (in->lkind && !k->lt) || (in->vlab && !k->lstrip) || (o->standardize && !k->ft) ||
+	    (o->standardize && !o->stats_path && !k->vstrip) ||
 	    (png && !k->scratch)) {
 		ERR(c, "'%s': out of memory for a strip of %d rows", in->path, S);
 		return CDP_ENOMEM;
@@ -450,6 +455,43 @@ static int cut_alloc(cutter *k, ctx *c, input *in)
 		sample_bytes(in->dt, in->hasnd[b] && cdp_raster_dtype_holds(in->dt, in->ndb[b])
 		             ? in->ndb[b] : 0, k->padv + (size_t)b * k->dsz);
 	return CDP_OK;
+}
+
+/* Whether input in can be tiled, checked before anything is written: an
+ * uncompressed record (image, label and a mask, the largest a tile gives)
+ * must fit a stream frame, and in's buffers must be allocatable (they are
+ * freed again and allocated when in's turn comes, so only one input's are
+ * held at a time). Checked only at the input's turn, either failure left
+ * the earlier inputs' tiles written. */
+static int input_fits(ctx *c, input *in)
+{
+	const cdp_tile_opts *o = c->o;
+	cdp_record rec;
+	size_t img = 0, lab = 0, msk = 0, total;
+	cutter k;
+	int rc;
+
+	if (!o->outdir && !o->zlevel) {
+		memset(&rec, 0, sizeof rec);
+		rec.dtype = in->odt;
+		rec.label_kind = in->lkind;
+		rec.label_len = in->llen;
+		rec.flags = CDP_REC_MASK;
+		rec.bands = (uint32_t)in->nb;
+		rec.height = rec.width = (uint32_t)c->S;
+		if (cdp_record_sizes(&rec, &img, &lab, &msk) != CDP_OK ||
+		    cdp_add_size(img, lab, &total) || cdp_add_size(total, msk, &total) ||
+		    cdp_add_size(total, CDP_RECORD_HDR + 4, &total) || total > CDP_STREAM_MAXBODY) {
+			ERR(c, "'%s': a tile of %dx%d pixels takes up to %.0f bytes, a stream frame "
+			    "holds at most %u (use -z, a smaller -s, or -O DIR)", in->path, c->S, c->S,
+			    (double)img + (double)lab + (double)msk + CDP_RECORD_HDR + 4,
+			    CDP_STREAM_MAXBODY);
+			return CDP_EOVERFLOW;
+		}
+	}
+	rc = cut_alloc(&k, c, in);
+	cut_free(&k);
+	return rc;
 }
 
 /* --standardize without --stats: this input's own per-band mean and std
@@ -467,7 +509,7 @@ static int cut_stats(cutter *k)
 		return CDP_ENOMEM;
 	}
 	c->std = ns;
-	return tile_stats_compute(c, k->in, k->strip, k->gstrip);
+	return tile_stats_compute(c, k->in, k->strip, k->gstrip, k->vstrip);
 }
 
 /* Reads the strip of sh rows from row y0: the bands, GDAL's mask where the
@@ -830,7 +872,7 @@ int cdp_tile_run(const cdp_tile_opts *o, FILE *out, cdp_tile_result *res,
 		    (in.lab && (rc = tile_add_reads(c, cdp_label_raster(in.lab), in.lpath))) ||
 		    (in.vlab && (rc = tile_add_vector_reads(c, in.vlab, in.lpath))))
 			goto out;
-		if (!o->outdir && (rc = stream_paths(c, &in)))
+		if ((!o->outdir && (rc = stream_paths(c, &in))) || (rc = input_fits(c, &in)))
 			goto out;
 		if (o->stats_path && c->nstats != (size_t)in.nb) {
 			ERR(c, "'%s': %zu lines of statistics for %d bands", o->stats_path,
@@ -883,9 +925,11 @@ int cdp_tile_run(const cdp_tile_opts *o, FILE *out, cdp_tile_result *res,
 			break;
 		input_close(&in);
 	}
-	cdp_progress_end(&c->prog);
-	if (rc)
+	if (rc) {
+		cdp_progress_fail(&c->prog);
 		goto out;
+	}
+	cdp_progress_end(&c->prog);
 	if (!o->outdir) {
 		char body[64];
 		int n = snprintf(body, sizeof(body), "count=%llu\n",

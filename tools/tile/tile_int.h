@@ -99,8 +99,8 @@ int tile_std_bad(ctx *c, const input *in, int b, double v);
 int tile_stats_load(ctx *c, const char *path);
 
 /* Fills c->mean, c->std [in->nb] from a first pass over in's valid pixels;
- * strip holds (nb, S, W) samples, gm S*W bytes. */
-int tile_stats_compute(ctx *c, input *in, void *strip, uint8_t *gm);
+ * strip holds (nb, S, W) samples, gm and vm S*W bytes each. */
+int tile_stats_compute(ctx *c, input *in, void *strip, uint8_t *gm, uint8_t *vm);
 
 /* Writes r as KEY.png / KEY.tif (and KEY_label.*) under c->o->outdir into
  * temporaries recorded in c->files (tile_files_end renames them); scratch

@@ -86,23 +86,26 @@ out:
 /* The exact first pass of --standardize: mean and population std of each
  * selected band over the input's valid pixels, read in strips of S rows,
  * accumulated in double around the band's first valid value. strip holds
- * (nb, S, W) samples, gm S*W bytes. */
-int tile_stats_compute(ctx *c, input *in, void *strip, uint8_t *gm)
+ * (nb, S, W) samples, gm and vm S*W bytes each (the caller's, so that the
+ * checks before the first output allocate them). The pass reads the whole
+ * raster before its first tile, so it has a progress line of its own
+ * ("statistics", in rows), drawn when the tiling's is. */
+int tile_stats_compute(ctx *c, input *in, void *strip, uint8_t *gm, uint8_t *vm)
 {
 	uint64_t W = in->ri->width, H = in->ri->height, n = 0;
 	double *k = calloc((size_t)in->nb * 3, sizeof(double)), *s1, *s2;
-	uint8_t *vm = malloc((size_t)c->S * W);
 	char msg[512];
 	int rc = CDP_OK;
+	cdp_progress pg;
 
-	if (!k || !vm) {
-		free(k);
-		free(vm);
+	if (!k) {
 		ERR(c, "out of memory");
 		return CDP_ENOMEM;
 	}
 	s1 = k + in->nb;
 	s2 = s1 + in->nb;
+	cdp_progress_start(&pg, c->prog.enabled ? CDP_PROGRESS_ON : CDP_PROGRESS_OFF, "cdp-tile",
+	                   "statistics", H);
 	for (uint64_t y = 0; y < H; y += c->S) {
 		int sh = (int)(H - y < (uint64_t)c->S ? H - y : (uint64_t)c->S);
 		size_t np = (size_t)sh * W;
@@ -135,6 +138,7 @@ int tile_stats_compute(ctx *c, input *in, void *strip, uint8_t *gm)
 			}
 			n++;
 		}
+		cdp_progress_update(&pg, y + (uint64_t)sh);
 	}
 	if (n == 0) {
 		ERR(c, "'%s': no valid pixels to compute statistics from", in->path);
@@ -155,8 +159,11 @@ int tile_stats_compute(ctx *c, input *in, void *strip, uint8_t *gm)
 			c->std[b] = 1;
 	}
 out:
+	if (rc)
+		cdp_progress_fail(&pg);
+	else
+		cdp_progress_end(&pg);
 	free(k);
-	free(vm);
 	return rc;
 }
 
@@ -325,8 +332,8 @@ int tile_emit_record(ctx *c, const char *key, const cdp_record *r,
 		return rc;
 	}
 	if (enc->len > CDP_STREAM_MAXBODY) {
-		ERR(c, "tile '%s' is %zu bytes, a stream frame holds at most %u", key,
-		    enc->len, CDP_STREAM_MAXBODY);
+		ERR(c, "tile '%s' is %zu bytes, a stream frame holds at most %u "
+		    "(use a smaller -s, or -O DIR)", key, enc->len, CDP_STREAM_MAXBODY);
 		return CDP_EOVERFLOW;
 	}
 	if ((rc = cdp_stream_write_frame(c->out, CDP_FRAME_RECORD, key, klen,
