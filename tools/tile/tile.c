@@ -194,7 +194,7 @@ static int input_open(ctx *c, size_t i, input *in)
 			goto fail;
 		}
 		in->path = in->first;
-		if ((rc = cdp_raster_open_time(in->time, CDP_RASTER_TIME_ET, &in->r, msg,
+		if ((rc = cdp_raster_open_time(in->time, CDP_RASTER_TIME_ET, o->tps, &in->r, msg,
 		                               sizeof(msg)))) {
 			ERR(c, "--time '%s': %s", in->time, msg);
 			goto fail;
@@ -785,6 +785,7 @@ int cdp_tile_run(const cdp_tile_opts *o, FILE *out, cdp_tile_result *res,
 	c->lopts.nbands = (int)o->nlabel_bands;
 	c->lopts.resample = o->label_resample;
 	c->lopts.max_error = o->label_max_error;
+	c->lopts.tps = o->tps;
 	c->lopts.map = o->label_map;
 	c->lopts.map_other_ignore = o->label_map_ignore;
 	c->lopts.has_ignore = o->has_ignore;
