@@ -16,8 +16,8 @@
 #    geotransform) is warped through the GCPs as gdalwarp warps it: an
 #    image's twin placed by GCPs that encode its geotransform exactly gets
 #    the label tiles of the image (a raster label on another grid, one in
-#    EPSG:4326, a value label, a label itself placed by GCPs, --tps) and
-#    its --time date's warp; a label elsewhere is refused
+#    EPSG:4326, a value label, a label itself placed by GCPs, --tps, a
+#    vector label) and its --time date's warp; a label elsewhere is refused
 #    as not overlapping, a date elsewhere leaves every tile dropped;
 #  - -O tiles keep the RPCs with LINE_OFF and SAMP_OFF moved by the tile's
 #    offset (as gdal_translate -srcwin), and each band's scale, offset,
@@ -122,11 +122,22 @@ make("lab_far.tif", b[0], gdal.GDT_Byte, gt=(600000, 10, 0, 5900000, 0, -10))
 make("lab_half.tif", b[0], gdal.GDT_Byte, gt=(500240, 10, 0, 5800000, 0, -10))
 # warps through GCPs: an image of 10 m pixels; classes and values on a grid
 # of 7 m pixels shifted so that no image pixel centre falls on a label
-# pixel edge (nearest and mode are then not decided by rounding)
+# pixel edge (nearest and mode are then not decided by rounding); features
 make("geo.tif", rng.integers(1, 250, (3, 64, 96)).astype(np.uint8), gdal.GDT_Byte)
 g7 = (499990.5, 7, 0, 5800012.25, 0, -7)
 make("lab7.tif", rng.integers(0, 5, (100, 150)).astype(np.uint8), gdal.GDT_Byte, gt=g7)
 make("val7.tif", rng.normal(0, 1, (100, 150)).astype(np.float32), gdal.GDT_Float32, gt=g7)
+from osgeo import ogr
+v = ogr.GetDriverByName("GeoJSON").CreateDataSource("feat.geojson")
+lay = v.CreateLayer("feat", srs, ogr.wkbPolygon)
+lay.CreateField(ogr.FieldDefn("cls", ogr.OFTInteger))
+for i in range(12):
+    x, y, r = 500000 + rng.uniform(-50, 900), 5800000 - rng.uniform(-50, 600), rng.uniform(20, 200)
+    f = ogr.Feature(lay.GetLayerDefn()); f.SetField("cls", i % 4 + 1)
+    f.SetGeometry(ogr.CreateGeometryFromWkt("POLYGON((%r %r,%r %r,%r %r,%r %r))" % (
+        x, y, x + r, y + r / 3, x + r / 2, y - r, x, y)))
+    lay.CreateFeature(f)
+v = None
 PYFX
 
 XC="$PYTHON $CDP_SRCDIR/tests/tools/crosscheck.py"
@@ -313,6 +324,8 @@ twin value --label val7.tif --label-resample bilinear
 twin tps --label lab7.tif --tps
 twin gcplab --label lab7g.tif
 twin gcptps --label lab7g.tif --tps
+twin vector --label feat.geojson --label-field cls
+twin touched --label feat.geojson --label-field cls --all-touched --tps
 # a label placed by GCPs on the geotransformed image: as the label itself
 "$PYTHON" same_tiles.py gt_near gt_gcplab '*_label.tif' || fail "a label placed by GCPs"
 # GCPs that no affine fits (the centre one 20 m off): the label placed by

@@ -121,16 +121,10 @@ static int input_open_vector(ctx *c, input *in)
 	char msg[1024];
 	int rc;
 
-	/* the CRS is the GCPs' and no grid is: "the image has no CRS" misled */
-	if (!in->ri->has_gt && in->ri->ngcps > 0) {
-		ERR(c, "'%s' is georeferenced by GCPs only, and a vector label '%s' is "
-		    "rasterized onto a geotransform (warp the image first: gdalwarp %s OUT)",
-		    in->path, in->lpath, in->path);
-		rc = CDP_EMISMATCH;
-		goto fail;
-	}
-	if ((rc = cdp_label_vector_open(in->lpath, &c->o->vec, in->ri->crs, &in->vlab,
-	                                msg, sizeof msg))) {
+	/* an image placed by GCPs only is in their CRS, and its features are
+	 * rasterized through them (cdp_label_vector_read_rows) */
+	if ((rc = cdp_label_vector_open(in->lpath, &c->o->vec, cdp_raster_grid_crs(in->ri),
+	                                &in->vlab, msg, sizeof msg))) {
 		ERR(c, "'%s': label %s", in->path, msg);
 		goto fail;
 	}
@@ -494,8 +488,7 @@ static int cut_read_strip(cutter *k, uint64_t y0, int sh)
 	if (in->vlab) {
 		/* the scene's rows: a tile's label is its window of the scene's,
 		 * whatever strip it is cut from */
-		if ((rc = cdp_label_vector_read_rows(in->vlab, in->ri->gt, W,
-		                                     (int64_t)in->ri->height, (int64_t)y0, sh,
+		if ((rc = cdp_label_vector_read_rows(in->vlab, in->ri, c->o->tps, (int64_t)y0, sh,
 		                                     in->ignore, k->lstrip, msg, sizeof(msg)))) {
 			ERR(c, "cannot read '%s': %s", in->lpath, msg);
 			return rc;
