@@ -16,9 +16,11 @@
 #    geotransform) is warped through the GCPs as gdalwarp warps it: an
 #    image's twin placed by GCPs that encode its geotransform exactly gets
 #    the label tiles of the image (a raster label on another grid, one in
-#    EPSG:4326, a value label, a label itself placed by GCPs, --tps, a
-#    vector label) and its --time date's warp; a label elsewhere is refused
-#    as not overlapping, a date elsewhere leaves every tile dropped;
+#    EPSG:4326, a value label, a label itself placed by GCPs, with a
+#    --label-map too, --tps, a vector label) and its --time date's warp;
+#    gdalwarp [-tps]'s warp of a label placed by GCPs no affine fits; a
+#    label elsewhere is refused as not overlapping, a date elsewhere
+#    leaves every tile dropped;
 #  - -O tiles keep the RPCs with LINE_OFF and SAMP_OFF moved by the tile's
 #    offset (as gdal_translate -srcwin), and each band's scale, offset,
 #    unit and description (a VRT's too), but not with --standardize;
@@ -324,6 +326,8 @@ twin value --label val7.tif --label-resample bilinear
 twin tps --label lab7.tif --tps
 twin gcplab --label lab7g.tif
 twin gcptps --label lab7g.tif --tps
+# a label map's renumbered view of a label placed by GCPs is placed by them
+twin gcpmap --label lab7g.tif --label-map 0:0,1:1,2:1,3:2,4:2 --label-resample mode
 twin vector --label feat.geojson --label-field cls
 twin touched --label feat.geojson --label-field cls --all-touched --tps
 # a label placed by GCPs on the geotransformed image: as the label itself
