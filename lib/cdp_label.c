@@ -26,8 +26,7 @@ struct cdp_label {
 	int *hasnd;              /* values: [nb] the band has a nodata value, */
 	double *nd;              /*   [nb] that value */
 	uint64_t W;              /* image width */
-	double gt[6];            /* image geotransform */
-	const char *wkt;         /* image CRS ("" none), the caller's */
+	cdp_raster_info img;     /* the image's grid; its strings the caller's */
 	uint64_t y0;             /* the current strip */
 	int sh;
 	void *strip;             /* on the image's grid: (S, W) raw samples;
@@ -54,7 +53,9 @@ struct cdp_label {
  * be in it, and so is an image without one. Without geotransforms the
  * GCPs decide (cdp_raster_gcps_agree): the same ones, or none on a side
  * without any georeference, put the label of the image's size on its
- * grid; other ones are refused. */
+ * grid; other ones, or GCPs on one side and a geotransform on the other,
+ * are warped through them (cdp_raster_transformer); a side that neither
+ * places cannot be. */
 static int on_grid(const cdp_label *l, const cdp_raster_info *img, char *err, size_t errcap)
 {
 	const cdp_raster_info *li = l->li;
@@ -70,20 +71,20 @@ static int on_grid(const cdp_label *l, const cdp_raster_info *img, char *err, si
 				ERR("the image or its label '%s': %s", l->path, why);
 				return CDP_EFORMAT;
 			}
-			ERR("label '%s' has other GCPs than the image (%s): not the same "
-			    "georeference, and labels are warped only by a geotransform",
-			    l->path, why);
-			return CDP_EMISMATCH;
 		}
-		if (li->has_gt)
-			ERR("label '%s' has a geotransform, the image none: nothing places "
-			    "the label on the image's grid", l->path);
-		else if (img->has_gt)
-			ERR("label '%s' has no geotransform, the image has one: nothing "
-			    "places the label on the image's grid", l->path);
+		if (cdp_raster_placed(li) && cdp_raster_placed(img))
+			return 0;
+		if (cdp_raster_placed(li))
+			ERR("label '%s' has %s, the image neither a geotransform nor GCPs: "
+			    "nothing places the label on the image's grid", l->path,
+			    li->has_gt ? "a geotransform" : "GCPs");
+		else if (cdp_raster_placed(img))
+			ERR("label '%s' has neither a geotransform nor GCPs, the image has %s: "
+			    "nothing places the label on the image's grid", l->path,
+			    img->has_gt ? "a geotransform" : "GCPs");
 		else
 			ERR("label '%s' is %llux%llu, image is %llux%llu, and neither has a "
-			    "geotransform to place one on the other", l->path,
+			    "georeference to place one on the other", l->path,
 			    (unsigned long long)li->width, (unsigned long long)li->height,
 			    (unsigned long long)img->width, (unsigned long long)img->height);
 		return CDP_EMISMATCH;
@@ -189,8 +190,7 @@ int cdp_label_open(const char *path, const cdp_raster_info *img,
 	}
 	l->o = *o;
 	l->W = img->width;
-	memcpy(l->gt, img->gt, sizeof l->gt);
-	l->wkt = img->crs;
+	l->img = *img;
 	if ((rc = cdp_raster_open(path, &l->r, msg, sizeof msg))) {
 		ERR("cannot open label '%s': %s", path, msg);
 		goto fail;
@@ -202,7 +202,7 @@ int cdp_label_open(const char *path, const cdp_raster_info *img,
 	}
 	l->warped = !g;
 	/* every label pixel would be ignored: a label of another place */
-	if (l->warped && (g = cdp_raster_overlaps(l->r, img, msg, sizeof msg)) <= 0) {
+	if (l->warped && (g = cdp_raster_overlaps(l->r, img, o->tps, msg, sizeof msg)) <= 0) {
 		rc = g < 0 ? g : CDP_EMISMATCH;
 		if (g < 0)
 			ERR("label '%s': %s", path, msg);
@@ -349,8 +349,6 @@ static const uint8_t *tile_mask(cdp_label *l, uint64_t x0, int tw, int S, const 
 /* The window (x0, y0, tw, sh) of the image's grid warped into l->win. */
 static int warp(cdp_label *l, uint64_t x0, int tw, char *err, size_t errcap)
 {
-	const double *g = l->gt;
-	double gt[6];
 	char msg[512];
 	int rc;
 
@@ -358,14 +356,9 @@ static int warp(cdp_label *l, uint64_t x0, int tw, char *err, size_t errcap)
 		ERR("out of memory for a tile of label '%s'", l->path);
 		return CDP_ENOMEM;
 	}
-	gt[0] = g[0] + (double)x0 * g[1] + (double)l->y0 * g[2];
-	gt[1] = g[1];
-	gt[2] = g[2];
-	gt[3] = g[3] + (double)x0 * g[4] + (double)l->y0 * g[5];
-	gt[4] = g[4];
-	gt[5] = g[5];
-	if ((rc = cdp_raster_warp(l->view ? l->view : l->r, 1, gt, l->wkt, l->o.resample, l->o.max_error, tw, l->sh,
-	                          l->win, msg, sizeof msg)))
+	if ((rc = cdp_raster_warp(l->view ? l->view : l->r, 1, &l->img, (int64_t)x0,
+	                          (int64_t)l->y0, tw, l->sh, l->o.resample, l->o.max_error,
+	                          l->o.tps, l->win, msg, sizeof msg)))
 		ERR("cannot warp label '%s' onto the image's grid: %s", l->path, msg);
 	return rc;
 }
@@ -392,15 +385,13 @@ static int cut_values(cdp_label *l, uint64_t x0, int tw, int S, const uint8_t *m
 	int rc;
 
 	if (l->warped) {
-		const double *g = l->gt;
-		double gt[6] = { g[0] + (double)x0 * g[1] + (double)l->y0 * g[2], g[1], g[2],
-		                 g[3] + (double)x0 * g[4] + (double)l->y0 * g[5], g[4], g[5] };
 		if (grow((void **)&l->win, &l->win_cap, wp * (size_t)l->nb * sizeof(float))) {
 			ERR("out of memory for a tile of label '%s'", l->path);
 			return CDP_ENOMEM;
 		}
-		if ((rc = cdp_raster_warp_f32(l->r, l->bands, l->nb, gt, l->wkt, l->o.resample,
-		                              l->o.max_error, tw, l->sh, (float *)l->win, msg,
+		if ((rc = cdp_raster_warp_f32(l->r, l->bands, l->nb, &l->img, (int64_t)x0,
+		                              (int64_t)l->y0, tw, l->sh, l->o.resample,
+		                              l->o.max_error, l->o.tps, (float *)l->win, msg,
 		                              sizeof msg))) {
 			ERR("cannot warp label '%s' onto the image's grid: %s", l->path, msg);
 			return rc;

@@ -2,9 +2,11 @@
  * cuts it (man/cdp-tile.1, LABELS).
  *
  * A label on the image's grid (same size and geotransform, the same CRS or
- * none on either side) is read strip by strip and copied as it is, its
- * values untouched. One on another grid (another CRS, resolution, extent or
- * alignment) is warped onto each tile's window with GDAL's warper
+ * none on either side; or the same GCPs) is read strip by strip and copied
+ * as it is, its values untouched. One on another grid (another CRS,
+ * resolution, extent or alignment, or placed by other GCPs, on either
+ * side: cdp_raster_transformer) is warped onto each tile's window with
+ * GDAL's warper
  * (cdp_raster_warp: nearest neighbour or mode, an exact transformer or
  * GDAL's approximate one);
  * pixels it does not cover and its own nodata become the ignore value.
@@ -48,6 +50,8 @@ typedef struct cdp_label_opts {
 	                                or mode, values near, bilinear, cubic or
 	                                average */
 	double max_error;            /* gdalwarp's -et in pixels, 0 exact */
+	int tps;                     /* GCPs place by a thin plate spline
+	                                (gdalwarp -tps), not a polynomial */
 	const cdp_labelmap *map;     /* or NULL: values are class ids already */
 	int map_other_ignore;        /* a value absent from map: 1 ignore, 0 refuse */
 	int has_ignore;              /* ignore overrides 255 / 65535 */
@@ -58,7 +62,8 @@ typedef struct cdp_label cdp_label;
 
 /* Opens the label raster at path for the grid of img (an image's info).
  * CDP_EMISMATCH when it is not u8 or u16, when it cannot be placed on the
- * image's grid (a size that differs where either lacks a geotransform),
+ * image's grid (a size that differs where either has neither a
+ * geotransform nor GCPs),
  * when a label on another grid does not overlap the image at all, or
  * when the ignore value does not fit the label or is an id of the map;
  * CDP_EGDAL when it cannot be opened. */

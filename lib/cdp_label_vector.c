@@ -509,21 +509,86 @@ int cdp_label_vector_kind(const cdp_label_vector *v)
 	return v->kind;
 }
 
-/* The window's bounds in s's layer CRS, widened by pad image units. */
-static int window_bounds(const vsrc *s, const double gt[6], int w, int h, double pad,
-                         double b[4])
-{
-	double xs[4] = { 0, (double)w, 0, (double)w }, ys[4] = { 0, 0, (double)h, (double)h };
+/* A window of the image's grid, (h, w) pixels: placed by the geotransform
+ * gt, or, for an image placed by GCPs only, by tr (cdp_raster_transformer
+ * from the image's CRS to the window's pixels), whose polynomial or
+ * spline bends the window's edges. */
+typedef struct vwin {
+	double gt[6];
+	void *tr;
+	int w, h;
+} vwin;
 
+/* Points along each edge of a window placed by GCPs: enough that a bent
+ * edge's bulge stays inside the pixel of padding the bounds get. */
+#define EDGE_STEPS 16
+
+/* Window pixel coordinates x[n], y[n] to the image's CRS, in place; -1
+ * when the GCPs cannot place one. */
+static int win_georef(const vwin *wn, int n, double *x, double *y)
+{
+	double z[4 * EDGE_STEPS];
+	int ok[4 * EDGE_STEPS];
+
+	if (!wn->tr) {
+		for (int i = 0; i < n; i++) {
+			double px = x[i], py = y[i];
+			x[i] = wn->gt[0] + px * wn->gt[1] + py * wn->gt[2];
+			y[i] = wn->gt[3] + px * wn->gt[4] + py * wn->gt[5];
+		}
+		return 0;
+	}
+	memset(z, 0, sizeof z);
+	if (!GDALGenImgProjTransform(wn->tr, TRUE, n, x, y, z, ok))
+		return -1;
+	for (int i = 0; i < n; i++)
+		if (!ok[i] || !isfinite(x[i]) || !isfinite(y[i]))
+			return -1;
+	return 0;
+}
+
+/* The size of a pixel of the window in image units (its column and row
+ * steps' lengths added): by GCPs the largest at the window's corners. */
+static int win_pixel(const vwin *wn, double *px)
+{
+	const double *gt = wn->gt;
+
+	*px = hypot(gt[1], gt[4]) + hypot(gt[2], gt[5]);
+	if (!wn->tr)
+		return 0;
+	*px = 0;
+	for (int c = 0; c < 4; c++) {
+		double cx = c & 1 ? wn->w - 1 : 0, cy = c & 2 ? wn->h - 1 : 0;
+		double x[3] = { cx, cx + 1, cx }, y[3] = { cy, cy, cy + 1 };
+		if (win_georef(wn, 3, x, y))
+			return -1;
+		*px = fmax(*px, hypot(x[1] - x[0], y[1] - y[0]) + hypot(x[2] - x[0], y[2] - y[0]));
+	}
+	return 0;
+}
+
+/* The window's bounds in s's layer CRS, widened by pad image units. */
+static int window_bounds(const vsrc *s, const vwin *wn, double pad, double b[4])
+{
+	const int n = wn->tr ? 4 * EDGE_STEPS : 4;
+	const double w = (double)wn->w, h = (double)wn->h;
+	double xs[4 * EDGE_STEPS], ys[4 * EDGE_STEPS];
+
+	if (!wn->tr) {
+		double cx[4] = { 0, w, 0, w }, cy[4] = { 0, 0, h, h };
+		memcpy(xs, cx, sizeof cx);
+		memcpy(ys, cy, sizeof cy);
+	} else
+		cdp_raster_outline(w, h, EDGE_STEPS, xs, ys);
+	if (win_georef(wn, n, xs, ys))
+		return -1;
 	b[0] = b[1] = HUGE_VAL;
 	b[2] = b[3] = -HUGE_VAL;
-	for (int i = 0; i < 4; i++) {
-		double x = gt[0] + xs[i] * gt[1] + ys[i] * gt[2];
-		double y = gt[3] + xs[i] * gt[4] + ys[i] * gt[5];
-		b[0] = fmin(b[0], x - pad);
-		b[1] = fmin(b[1], y - pad);
-		b[2] = fmax(b[2], x + pad);
-		b[3] = fmax(b[3], y + pad);
+	for (int i = 0; i < n; i++) {
+		b[0] = fmin(b[0], xs[i] - pad);
+		b[1] = fmin(b[1], ys[i] - pad);
+		b[2] = fmax(b[2], xs[i] + pad);
+		b[3] = fmax(b[3], ys[i] + pad);
 	}
 	if (s->rct) {
 		double o[4];
@@ -553,12 +618,12 @@ static int by_fid(const void *a, const void *b)
  * its id (v the label source) or 1 (the extent). A spatial filter may return
  * features out of layer order (GeoPackage's R-tree does): they are burned
  * in FID order, so the last in the layer wins wherever they overlap. */
-static int src_burn(cdp_label_vector *v, vsrc *s, GDALDatasetH ds, const double gt[6],
-                    int w, int h, uint32_t ignore, char *err, size_t errcap)
+static int src_burn(cdp_label_vector *v, vsrc *s, GDALDatasetH ds, const vwin *wn,
+                    uint32_t ignore, char *err, size_t errcap)
 {
 	const cdp_label_vector_opts *o = v->o;
 	const int is_lab = s == &v->lab;
-	double px = hypot(gt[1], gt[4]) + hypot(gt[2], gt[5]), b[4];
+	double px, b[4];
 	OGRGeometryH *geoms = NULL;
 	double *vals = NULL;
 	burnt *bs = NULL;
@@ -567,7 +632,7 @@ static int src_burn(cdp_label_vector *v, vsrc *s, GDALDatasetH ds, const double 
 	int rc = CDP_OK;
 	char **ropt = NULL;
 
-	if (window_bounds(s, gt, w, h, px + (is_lab ? s->maxbuf : 0), b)) {
+	if (win_pixel(wn, &px) || window_bounds(s, wn, px + (is_lab ? s->maxbuf : 0), b)) {
 		ogr_err(err, errcap, "cannot transform a window's bounds into the layer's CRS: ",
 		        "transformation failed");
 		return CDP_EMISMATCH;
@@ -650,7 +715,10 @@ static int src_burn(cdp_label_vector *v, vsrc *s, GDALDatasetH ds, const double 
 		}
 		if (o->all_touched && is_lab)
 			ropt = CSLSetNameValue(ropt, "ALL_TOUCHED", "TRUE");
-		if (GDALRasterizeGeometries(ds, 1, &band, (int)n, geoms, NULL, NULL, vals,
+		/* by GCPs the features go to pixels through their transformer
+		 * (its forward direction: the image's CRS to the window) */
+		if (GDALRasterizeGeometries(ds, 1, &band, (int)n, geoms,
+		                            wn->tr ? GDALGenImgProjTransform : NULL, wn->tr, vals,
 		                            ropt, NULL, NULL) != CE_None) {
 			ogr_err(err, errcap, "cannot rasterize: ", "rasterization failed");
 			rc = CDP_EGDAL;
@@ -696,11 +764,13 @@ static GDALDatasetH mem_grid(GDALDataType t, const double gt[6], int w, int h,
 	return ds;
 }
 
-int cdp_label_vector_read(cdp_label_vector *v, const double gt[6], int w, int h,
-                          uint32_t ignore, void *buf, char *err, size_t errcap)
+/* cdp_label_vector_read of the window wn. */
+static int read_win(cdp_label_vector *v, const vwin *wn, uint32_t ignore, void *buf,
+                    char *err, size_t errcap)
 {
-	const int u16 = v->kind == CDP_LABEL_U16;
+	const int u16 = v->kind == CDP_LABEL_U16, w = wn->w, h = wn->h;
 	const size_t np = (size_t)w * (size_t)h;
+	const double *gt = wn->gt;
 	GDALDatasetH ds = NULL, eds = NULL;
 	uint8_t *in;
 	int rc;
@@ -714,7 +784,7 @@ int cdp_label_vector_read(cdp_label_vector *v, const double gt[6], int w, int h,
 		return CDP_EGDAL;
 	}
 	/* GDAL writes through its block cache: flushed, buf holds the label */
-	if ((rc = src_burn(v, &v->lab, ds, gt, w, h, ignore, err, errcap)))
+	if ((rc = src_burn(v, &v->lab, ds, wn, ignore, err, errcap)))
 		goto out;
 	GDALFlushCache(ds);
 	if (!v->has_ext)
@@ -735,7 +805,7 @@ int cdp_label_vector_read(cdp_label_vector *v, const double gt[6], int w, int h,
 		rc = CDP_EGDAL;
 		goto out;
 	}
-	if ((rc = src_burn(v, &v->ext, eds, gt, w, h, ignore, err, errcap)))
+	if ((rc = src_burn(v, &v->ext, eds, wn, ignore, err, errcap)))
 		goto out;
 	GDALFlushCache(eds);
 	for (size_t p = 0; p < np; p++)
@@ -753,17 +823,28 @@ out:
 	return rc;
 }
 
+int cdp_label_vector_read(cdp_label_vector *v, const double gt[6], int w, int h,
+                          uint32_t ignore, void *buf, char *err, size_t errcap)
+{
+	vwin wn = { { gt[0], gt[1], gt[2], gt[3], gt[4], gt[5] }, NULL, w, h };
+
+	return read_win(v, &wn, ignore, buf, err, errcap);
+}
+
 /* GDAL's rasterizer decides a geometry on a window's edge by the window
  * (--all-touched burns a line along a row seam in one strip but not in the
  * next), so the rows are rasterized with the grid's row above and below
  * them, where it has them, and the edge falls where the grid's own does. */
-int cdp_label_vector_read_rows(cdp_label_vector *v, const double gt[6], int w,
-                               int64_t height, int64_t y0, int h, uint32_t ignore, void *buf,
-                               char *err, size_t errcap)
+int cdp_label_vector_read_rows(cdp_label_vector *v, const cdp_raster_info *g, int tps,
+                               int64_t y0, int h, uint32_t ignore, void *buf, char *err,
+                               size_t errcap)
 {
 	const size_t px = v->kind == CDP_LABEL_U16 ? 2 : 1;
+	const int64_t height = (int64_t)g->height;
+	const double *gt = g->gt;
+	const int w = (int)g->width;
 	int64_t a, b;
-	double hgt[6];
+	vwin wn;
 	size_t need;
 	int rc;
 
@@ -773,23 +854,27 @@ int cdp_label_vector_read_rows(cdp_label_vector *v, const double gt[6], int w,
 	}
 	a = y0 > 0 ? y0 - 1 : y0;
 	b = y0 + h < height ? y0 + h + 1 : y0 + h;
-	hgt[0] = gt[0] + (double)a * gt[2];
-	hgt[1] = gt[1];
-	hgt[2] = gt[2];
-	hgt[3] = gt[3] + (double)a * gt[5];
-	hgt[4] = gt[4];
-	hgt[5] = gt[5];
+	/* a grid without any georeference has the identity geotransform; one
+	 * placed by GCPs keeps it too, unused: tr places its pixels */
+	wn = (vwin){ { gt[0] + (double)a * gt[2], gt[1], gt[2], gt[3] + (double)a * gt[5],
+	               gt[4], gt[5] }, NULL, w, (int)(b - a) };
+	if (!g->has_gt && g->ngcps > 0 &&
+	    !(wn.tr = cdp_raster_transformer(NULL, g, 0, a, tps, err, errcap)))
+		return CDP_EGDAL;
 	need = (size_t)w * (size_t)(b - a) * px;
 	if (need > v->hcap) {
 		void *nb = realloc(v->halo, need);
 		if (!nb) {
+			cdp_raster_transformer_free(wn.tr);
 			snprintf(err, errcap, "out of memory");
 			return CDP_ENOMEM;
 		}
 		v->halo = nb;
 		v->hcap = need;
 	}
-	if ((rc = cdp_label_vector_read(v, hgt, w, (int)(b - a), ignore, v->halo, err, errcap)))
+	rc = read_win(v, &wn, ignore, v->halo, err, errcap);
+	cdp_raster_transformer_free(wn.tr);
+	if (rc)
 		return rc;
 	memcpy(buf, (char *)v->halo + (size_t)(y0 - a) * (size_t)w * px,
 	       (size_t)w * (size_t)h * px);

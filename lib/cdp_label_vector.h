@@ -21,6 +21,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cdp_raster.h"
+
 typedef struct cdp_label_vector cdp_label_vector;
 
 typedef struct cdp_label_vector_opts {
@@ -101,14 +103,17 @@ int cdp_label_vector_id_use(const cdp_label_vector *v, uint32_t id, char *what,
  * attribute is NULL and outside o->extent. */
 int cdp_label_vector_read(cdp_label_vector *v, const double gt[6], int w, int h,
                           uint32_t ignore, void *buf, char *err, size_t errcap);
-/* The same for rows [y0, y0 + h) of the grid (gt, w, height): exactly
- * those rows of the whole grid rasterized at once (gdal_rasterize of the
- * grid), whichever rows a caller reads at a time, where a window of its
- * own decides a geometry on its edge (a line along the seam of two strips
+/* The same for rows [y0, y0 + h) of the image's grid g (its width and
+ * height, and its geotransform; for an image placed by GCPs only, its
+ * GCPs, through cdp_raster_transformer with tps: a polynomial or a thin
+ * plate spline, as gdalwarp places the image): exactly those rows of the
+ * whole grid rasterized at once (gdal_rasterize of the grid), whichever
+ * rows a caller reads at a time, where a window of its own decides a
+ * geometry on its edge (a line along the seam of two strips
  * --all-touched) by that edge. CDP_EINVAL when the rows leave the grid. */
-int cdp_label_vector_read_rows(cdp_label_vector *v, const double gt[6], int w,
-                               int64_t height, int64_t y0, int h, uint32_t ignore, void *buf,
-                               char *err, size_t errcap);
+int cdp_label_vector_read_rows(cdp_label_vector *v, const cdp_raster_info *g, int tps,
+                               int64_t y0, int h, uint32_t ignore, void *buf, char *err,
+                               size_t errcap);
 
 /* Calls fn(path, arg) for each file GDAL reads for v (its labels and its
  * extent); stops at and returns the first non-zero value of fn. */

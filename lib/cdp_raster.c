@@ -10,6 +10,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1080,6 +1081,7 @@ int cdp_raster_open_lut(cdp_raster *src, const int32_t *lut, size_t nlut,
 {
 	const char *path = GDALGetDescription(src->ds);
 	const double *g = src->info.gt;
+	const int bygcp = !src->info.has_gt && src->info.ngcps > 0;
 	char *epath = NULL, *ewkt = NULL, *xml = NULL;
 	size_t cap, len;
 	int rc = CDP_ENOMEM;
@@ -1092,19 +1094,33 @@ int cdp_raster_open_lut(cdp_raster *src, const int32_t *lut, size_t nlut,
 	if (nlut > (src->info.dtype == CDP_DT_U8 ? 256u : 65536u))
 		nlut = src->info.dtype == CDP_DT_U8 ? 256u : 65536u;
 	epath = CPLEscapeString(path, -1, CPLES_XML);
-	ewkt = CPLEscapeString(src->crs, -1, CPLES_XML);
-	/* "v:id," is at most 19 bytes */
-	cap = 1024 + (epath ? strlen(epath) : 0) + (ewkt ? strlen(ewkt) : 0) + 20 * (nlut + 1);
+	ewkt = CPLEscapeString(bygcp ? src->gcp_crs : src->crs, -1, CPLES_XML);
+	/* "v:id," is at most 19 bytes, a GCP's element at most 200 */
+	cap = 1024 + (epath ? strlen(epath) : 0) + (ewkt ? strlen(ewkt) : 0) + 20 * (nlut + 1) +
+	      (bygcp ? 200 * (size_t)src->info.ngcps : 0);
 	if (!epath || !ewkt || !(xml = malloc(cap)))
 		goto out;
-	len = (size_t)snprintf(xml, cap,
-	    "<VRTDataset rasterXSize=\"%llu\" rasterYSize=\"%llu\">"
-	    "<SRS>%s</SRS><GeoTransform>%.17g,%.17g,%.17g,%.17g,%.17g,%.17g</GeoTransform>"
+	len = (size_t)snprintf(xml, cap, "<VRTDataset rasterXSize=\"%llu\" rasterYSize=\"%llu\">",
+	                       (unsigned long long)src->info.width,
+	                       (unsigned long long)src->info.height);
+	/* the view is placed as src is, so that it warps as src would */
+	if (bygcp) {
+		len += (size_t)snprintf(xml + len, cap - len, "<GCPList Projection=\"%s\">", ewkt);
+		for (int i = 0; i < src->info.ngcps; i++) {
+			const cdp_raster_gcp *k = &src->gcps[i];
+			len += (size_t)snprintf(xml + len, cap - len, "<GCP Pixel=\"%.17g\" "
+			                        "Line=\"%.17g\" X=\"%.17g\" Y=\"%.17g\" "
+			                        "Z=\"%.17g\"/>", k->pixel, k->line, k->x, k->y, k->z);
+		}
+		len += (size_t)snprintf(xml + len, cap - len, "</GCPList>");
+	} else
+		len += (size_t)snprintf(xml + len, cap - len, "<SRS>%s</SRS><GeoTransform>"
+		                        "%.17g,%.17g,%.17g,%.17g,%.17g,%.17g</GeoTransform>",
+		                        ewkt, g[0], g[1], g[2], g[3], g[4], g[5]);
+	len += (size_t)snprintf(xml + len, cap - len,
 	    "<VRTRasterBand dataType=\"Int32\" band=\"1\"><NoDataValue>-1</NoDataValue>"
 	    "<ComplexSource><SourceFilename relativeToVRT=\"0\">%s</SourceFilename>"
-	    "<SourceBand>1</SourceBand>",
-	    (unsigned long long)src->info.width, (unsigned long long)src->info.height,
-	    ewkt, g[0], g[1], g[2], g[3], g[4], g[5], epath);
+	    "<SourceBand>1</SourceBand>", epath);
 	if (src->info.has_nodata)
 		len += (size_t)snprintf(xml + len, cap - len, "<NODATA>%.17g</NODATA>",
 		                        src->info.nodata);
@@ -1124,14 +1140,114 @@ out:
 	return rc;
 }
 
+const char *cdp_raster_grid_crs(const cdp_raster_info *i)
+{
+	return i->has_gt || i->ngcps == 0 ? i->crs : i->gcp_crs;
+}
+
+int cdp_raster_placed(const cdp_raster_info *i)
+{
+	return i->has_gt || i->ngcps > 0;
+}
+
+/* A MEM dataset of i's size without bands (nothing allocated) that holds
+ * only what places the pixels of i's window at (x0, y0): its geotransform
+ * with the origin moved, or its GCPs with pixel and line moved (a
+ * polynomial or spline fitted to moved points is the same one moved: both
+ * are invariant under a shift). The size is GDAL's area of interest when
+ * it picks a coordinate operation, as for the raster itself. No CRS:
+ * cdp_raster_transformer passes the CRSs itself. NULL on failure. */
+static GDALDatasetH georef_proxy(const cdp_raster_info *i, int64_t x0, int64_t y0)
+{
+	GDALDriverH mem = GDALGetDriverByName("MEM");
+	int w = i->width < INT_MAX ? (int)i->width : INT_MAX;
+	int h = i->height < INT_MAX ? (int)i->height : INT_MAX;
+	GDALDatasetH ds;
+	GDAL_GCP *gc;
+	char none[1] = "";
+	CPLErr e = CE_None;
+
+	if (!mem || !(ds = GDALCreate(mem, "", w > 0 ? w : 1, h > 0 ? h : 1, 0, GDT_Byte, NULL)))
+		return NULL;
+	if (i->has_gt) {
+		double gt[6];
+		memcpy(gt, i->gt, sizeof gt);
+		gt[0] += (double)x0 * gt[1] + (double)y0 * gt[2];
+		gt[3] += (double)x0 * gt[4] + (double)y0 * gt[5];
+		e = GDALSetGeoTransform(ds, gt);
+	} else if (i->ngcps > 0) {
+		if (!(gc = calloc((size_t)i->ngcps, sizeof *gc))) {
+			GDALClose(ds);
+			return NULL;
+		}
+		for (int k = 0; k < i->ngcps; k++)
+			gc[k] = (GDAL_GCP){ none, none, i->gcps[k].pixel - (double)x0,
+			                    i->gcps[k].line - (double)y0, i->gcps[k].x,
+			                    i->gcps[k].y, i->gcps[k].z };
+		e = GDALSetGCPs(ds, i->ngcps, gc, "");
+		free(gc);
+	}
+	if (e != CE_None) {
+		GDALClose(ds);
+		return NULL;
+	}
+	return ds;
+}
+
+void *cdp_raster_transformer(const cdp_raster_info *src, const cdp_raster_info *g,
+                             int64_t x0, int64_t y0, int tps, char *err, size_t errcap)
+{
+	const char *sw = src ? cdp_raster_grid_crs(src) : "", *gw = cdp_raster_grid_crs(g);
+	GDALDatasetH sp = NULL, gp = NULL;
+	char **opt = NULL;
+	void *tr = NULL;
+
+	CPLErrorReset();
+	if ((src && !cdp_raster_placed(src)) || !cdp_raster_placed(g)) {
+		set_err(err, errcap, "neither a geotransform nor GCPs place the pixels");
+		return NULL;
+	}
+	if ((src && !(sp = georef_proxy(src, 0, 0))) || !(gp = georef_proxy(g, x0, y0))) {
+		gdal_err(err, errcap, "out of memory");
+		goto out;
+	}
+	/* both CRSs or none: a grid without one is taken to be in the other's */
+	if (sw[0] && gw[0]) {
+		opt = CSLSetNameValue(opt, "SRC_SRS", sw);
+		opt = CSLSetNameValue(opt, "DST_SRS", gw);
+	}
+	/* GCPs: GDAL's polynomial of automatic order (MAX_GCP_ORDER 0, what
+	 * gdalwarp uses by default), or gdalwarp -tps's spline */
+	if (tps && src && !src->has_gt)
+		opt = CSLSetNameValue(opt, "SRC_METHOD", "GCP_TPS");
+	if (tps && !g->has_gt)
+		opt = CSLSetNameValue(opt, "DST_METHOD", "GCP_TPS");
+	if (!(tr = GDALCreateGenImgProjTransformer2(sp, gp, opt)))
+		gdal_err(err, errcap, "cannot relate the grids");
+out:
+	CSLDestroy(opt);
+	if (sp)
+		GDALClose(sp);
+	if (gp)
+		GDALClose(gp);
+	return tr;
+}
+
+void cdp_raster_transformer_free(void *tr)
+{
+	if (tr)
+		GDALDestroyGenImgProjTransformer(tr);
+}
+
 /* The warp of cdp_raster_warp and cdp_raster_warp_f32: bands [nb] of src
- * onto the w x h grid (gt, dst_wkt) into out (nb, h, w) samples of type
- * gtype, dstnd where nothing covers a pixel. A float source without a
- * nodata value of its own has NaN as one, so that a NaN never enters an
- * interpolation. */
-static int warp_into(cdp_raster *src, const int *bands, int nb, const double gt[6],
-                     const char *dst_wkt, int resample, double max_error, int w, int h,
-                     GDALDataType gtype, double dstnd, void *out, char *err, size_t errcap)
+ * onto the w x h window at (x0, y0) of g's grid into out (nb, h, w)
+ * samples of type gtype, dstnd where nothing covers a pixel. A float
+ * source without a nodata value of its own has NaN as one, so that a NaN
+ * never enters an interpolation. */
+static int warp_into(cdp_raster *src, const int *bands, int nb, const cdp_raster_info *g,
+                     int64_t x0, int64_t y0, int w, int h, int resample, double max_error,
+                     int tps, GDALDataType gtype, double dstnd, void *out, char *err,
+                     size_t errcap)
 {
 	static const GDALResampleAlg alg[] = {
 		[CDP_RESAMPLE_NEAR] = GRA_NearestNeighbour, [CDP_RESAMPLE_MODE] = GRA_Mode,
@@ -1143,11 +1259,10 @@ static int warp_into(cdp_raster *src, const int *bands, int nb, const double gt[
 	GDALWarpOptions *wo = NULL;
 	GDALWarpOperationH op = NULL;
 	void *tr = NULL, *approx = NULL;
-	double sgt[6];
-	int reproject, hasnd, rc = CDP_EGDAL, isfloat;
+	int hasnd, rc = CDP_EGDAL, isfloat;
 	double nd;
 
-	if (!src || nb < 1 || w < 1 || h < 1 || !src->info.has_gt || !(max_error >= 0) ||
+	if (!src || nb < 1 || w < 1 || h < 1 || !(max_error >= 0) ||
 	    resample < CDP_RESAMPLE_NEAR || resample > CDP_RESAMPLE_AVERAGE) {
 		set_err(err, errcap, "invalid warp");
 		return CDP_EINVAL;
@@ -1158,17 +1273,11 @@ static int warp_into(cdp_raster *src, const int *bands, int nb, const double gt[
 			return CDP_EINVAL;
 		}
 	isfloat = src->info.dtype == CDP_DT_F32 || src->info.dtype == CDP_DT_F64;
+	/* the destination is only the buffer: the transformer places it */
+	if (!(tr = cdp_raster_transformer(&src->info, g, x0, y0, tps, err, errcap)))
+		return CDP_EGDAL;
 	CPLErrorReset();
-	memcpy(sgt, src->info.gt, sizeof sgt);
-	reproject = src->crs[0] && dst_wkt && dst_wkt[0];
-	if (!mem || !(dst = GDALCreate(mem, "", w, h, nb, gtype, NULL)) ||
-	    GDALSetGeoTransform(dst, (double *)gt) != CE_None ||
-	    (reproject && GDALSetProjection(dst, dst_wkt) != CE_None))
-		goto gdal;
-	/* Both CRSs or none: a grid without one is taken to be in the other's. */
-	tr = GDALCreateGenImgProjTransformer3(reproject ? src->crs : NULL, sgt,
-	                                      reproject ? dst_wkt : NULL, gt);
-	if (!tr)
+	if (!mem || !(dst = GDALCreate(mem, "", w, h, nb, gtype, NULL)))
 		goto gdal;
 	/* as gdalwarp does for -et above 0 */
 	if (max_error > 0 &&
@@ -1217,38 +1326,40 @@ out:
 	}
 	if (approx)
 		GDALDestroyApproxTransformer(approx);
-	if (tr)
-		GDALDestroyGenImgProjTransformer(tr);
+	cdp_raster_transformer_free(tr);
 	if (dst)
 		GDALClose(dst);
 	return rc;
 }
 
-/* A view of src on date 0's grid g (size, geotransform, CRS wkt): a GDAL
- * warped VRT, bilinear, with an alpha band after src's bands that is 0
- * where src does not cover a pixel or holds only its nodata (r->alpha:
- * cdp_raster_read_mask reads it with the bands' own masks). */
+/* A view of src on date 0's grid g (its size, and its geotransform and
+ * CRS or its GCPs: cdp_raster_transformer): a GDAL warped VRT, bilinear,
+ * with an alpha band after src's bands that is 0 where src does not cover
+ * a pixel or holds only its nodata (r->alpha: cdp_raster_read_mask reads
+ * it with the bands' own masks). */
 static int open_warped(cdp_raster *src, const cdp_raster_info *g, double max_error,
-                       cdp_raster **out, char *err, size_t errcap)
+                       int tps, cdp_raster **out, char *err, size_t errcap)
 {
 	const int nb = (int)src->info.bands;
 	GDALWarpOptions *wo = NULL;
 	void *tr = NULL, *approx = NULL;
 	cdp_raster *r = NULL;
 	double gt[6];
-	int reproject = src->crs[0] && g->crs && g->crs[0], hasnd, rc = CDP_EGDAL;
+	int hasnd, rc = CDP_EGDAL;
 
 	*out = NULL;
+	/* the VRT's own geotransform (identity for a grid placed by GCPs)
+	 * only sizes it: the transformer places its pixels */
 	memcpy(gt, g->gt, sizeof gt);
-	CPLErrorReset();
 	if (!(r = calloc(1, sizeof *r))) {
 		set_err(err, errcap, "out of memory");
 		return CDP_ENOMEM;
 	}
-	/* both CRSs or none, as cdp_raster_warp */
-	if (!(tr = GDALCreateGenImgProjTransformer3(reproject ? src->crs : NULL, src->info.gt,
-	                                           reproject ? g->crs : NULL, gt)))
-		goto gdal;
+	if (!(tr = cdp_raster_transformer(&src->info, g, 0, 0, tps, err, errcap))) {
+		cdp_raster_close(r);
+		return CDP_EGDAL;
+	}
+	CPLErrorReset();
 	if (max_error > 0 &&
 	    !(approx = GDALCreateApproxTransformer(GDALGenImgProjTransform, tr, max_error)))
 		goto gdal;
@@ -1297,14 +1408,15 @@ out:
 	}
 	if (approx)
 		GDALDestroyApproxTransformer(approx);
-	else if (tr)
-		GDALDestroyGenImgProjTransformer(tr);
+	else
+		cdp_raster_transformer_free(tr);
 	cdp_raster_close(r);
 	return rc;
 }
 
 /* 1 when date d (info di, read from path) lies on date 0's grid g, 0 when
- * it must be warped, CDP_EMISMATCH with err set when nothing places it. */
+ * it must be warped (a geotransform or GCPs place both), CDP_EMISMATCH
+ * with err set when nothing places it. */
 static int time_on_grid(const cdp_raster_info *g, const cdp_raster_info *di,
                         const char *path, char *err, size_t errcap)
 {
@@ -1315,15 +1427,17 @@ static int time_on_grid(const cdp_raster_info *g, const cdp_raster_info *di,
 		if (g->has_gt == di->has_gt && g->width == di->width && g->height == di->height) {
 			if ((same = cdp_raster_gcps_agree(g, di, why, sizeof why)) > 0)
 				return 1;
-			snprintf(err, errcap, same < 0 ? "date '%s': %s" : "date '%s' has other "
-			         "GCPs than the first date (%s): not the same georeference, and "
-			         "dates are warped only by a geotransform", path, why);
-			return CDP_EMISMATCH;
+			if (same < 0) {
+				snprintf(err, errcap, "date '%s': %s", path, why);
+				return CDP_EMISMATCH;
+			}
 		}
+		if (cdp_raster_placed(g) && cdp_raster_placed(di))
+			return 0;
 		snprintf(err, errcap, "date '%s' cannot be placed on the first date's grid "
-		         "(%s)", path, g->has_gt || di->has_gt
-		         ? "one of them has no geotransform"
-		         : "another size, and no geotransform on either");
+		         "(%s)", path, cdp_raster_placed(g) || cdp_raster_placed(di)
+		         ? "one of them has neither a geotransform nor GCPs"
+		         : "another size, and no georeference on either");
 		return CDP_EMISMATCH;
 	}
 	if (g->width != di->width || g->height != di->height ||
@@ -1338,7 +1452,7 @@ static int time_on_grid(const cdp_raster_info *g, const cdp_raster_info *di,
 	return same;
 }
 
-int cdp_raster_open_time(const char *spec, double max_error, cdp_raster **out,
+int cdp_raster_open_time(const char *spec, double max_error, int tps, cdp_raster **out,
                          char *err, size_t errcap)
 {
 	cdp_raster *t = NULL, *d = NULL, *v;
@@ -1376,7 +1490,7 @@ int cdp_raster_open_time(const char *spec, double max_error, cdp_raster **out,
 				goto fail;
 			}
 			if (!on) {
-				if ((rc = open_warped(d, g, max_error, &v, msg, sizeof msg))) {
+				if ((rc = open_warped(d, g, max_error, tps, &v, msg, sizeof msg))) {
 					snprintf(err, errcap, "cannot warp date '%s' onto the first "
 					         "date's grid: %s", p, msg);
 					goto fail;
@@ -1423,34 +1537,33 @@ int cdp_raster_dates(const cdp_raster *r)
  * edge's bend does not hide a corner of g. */
 #define OUTLINE_STEPS 32
 
-int cdp_raster_overlaps(const cdp_raster *src, const cdp_raster_info *g, char *err,
-                        size_t errcap)
+void cdp_raster_outline(double w, double h, int steps, double *x, double *y)
+{
+	for (int i = 0; i < steps; i++) {
+		double f = (double)i / steps;
+		x[i] = f * w;                 y[i] = 0;
+		x[i + steps] = w;             y[i + steps] = f * h;
+		x[i + 2 * steps] = w - f * w; y[i + 2 * steps] = h;
+		x[i + 3 * steps] = 0;         y[i + 3 * steps] = h - f * h;
+	}
+}
+
+int cdp_raster_overlaps(const cdp_raster *src, const cdp_raster_info *g, int tps,
+                        char *err, size_t errcap)
 {
 	const int n = 4 * OUTLINE_STEPS;
 	double x[4 * OUTLINE_STEPS], y[4 * OUTLINE_STEPS], z[4 * OUTLINE_STEPS];
-	double sw = (double)src->info.width, sh = (double)src->info.height, gt[6];
+	double sw = (double)src->info.width, sh = (double)src->info.height;
 	double lx = INFINITY, hx = -INFINITY, ly = INFINITY, hy = -INFINITY;
-	int ok[4 * OUTLINE_STEPS], reproject = src->crs[0] && g->crs && g->crs[0];
+	int ok[4 * OUTLINE_STEPS];
 	void *tr;
 
-	memcpy(gt, g->gt, sizeof gt);
-	CPLErrorReset();
-	tr = GDALCreateGenImgProjTransformer3(reproject ? src->crs : NULL, src->info.gt,
-	                                      reproject ? g->crs : NULL, gt);
-	if (!tr) {
-		gdal_err(err, errcap, "cannot relate the grids");
+	if (!(tr = cdp_raster_transformer(&src->info, g, 0, 0, tps, err, errcap)))
 		return CDP_EGDAL;
-	}
-	for (int i = 0; i < OUTLINE_STEPS; i++) {
-		double f = (double)i / OUTLINE_STEPS;
-		x[i] = f * sw;                        y[i] = 0;
-		x[i + OUTLINE_STEPS] = sw;            y[i + OUTLINE_STEPS] = f * sh;
-		x[i + 2 * OUTLINE_STEPS] = sw - f * sw; y[i + 2 * OUTLINE_STEPS] = sh;
-		x[i + 3 * OUTLINE_STEPS] = 0;         y[i + 3 * OUTLINE_STEPS] = sh - f * sh;
-	}
+	cdp_raster_outline(sw, sh, OUTLINE_STEPS, x, y);
 	memset(z, 0, sizeof z);
 	GDALGenImgProjTransform(tr, FALSE, n, x, y, z, ok);
-	GDALDestroyGenImgProjTransformer(tr);
+	cdp_raster_transformer_free(tr);
 	for (int i = 0; i < n; i++)
 		if (ok[i] && isfinite(x[i]) && isfinite(y[i])) {
 			lx = fmin(lx, x[i]);
@@ -1476,27 +1589,28 @@ int cdp_raster_same_gt(const double a[6], const double b[6])
 	       fabs(a[4] - b[4]) <= pix && fabs(a[5] - b[5]) <= pix;
 }
 
-int cdp_raster_warp(cdp_raster *src, int band, const double gt[6], const char *dst_wkt,
-                    int resample, double max_error, int w, int h, int32_t *out,
-                    char *err, size_t errcap)
+int cdp_raster_warp(cdp_raster *src, int band, const cdp_raster_info *g, int64_t x0,
+                    int64_t y0, int w, int h, int resample, double max_error, int tps,
+                    int32_t *out, char *err, size_t errcap)
 {
 	if (resample != CDP_RESAMPLE_NEAR && resample != CDP_RESAMPLE_MODE) {
 		set_err(err, errcap, "invalid warp");
 		return CDP_EINVAL;
 	}
-	return warp_into(src, &band, 1, gt, dst_wkt, resample, max_error, w, h, GDT_Int32, -1,
-	                 out, err, errcap);
+	return warp_into(src, &band, 1, g, x0, y0, w, h, resample, max_error, tps, GDT_Int32,
+	                 -1, out, err, errcap);
 }
 
-int cdp_raster_warp_f32(cdp_raster *src, const int *bands, int nbands, const double gt[6],
-                        const char *dst_wkt, int resample, double max_error, int w, int h,
-                        float *out, char *err, size_t errcap)
+int cdp_raster_warp_f32(cdp_raster *src, const int *bands, int nbands,
+                        const cdp_raster_info *g, int64_t x0, int64_t y0, int w, int h,
+                        int resample, double max_error, int tps, float *out, char *err,
+                        size_t errcap)
 {
 	if (resample == CDP_RESAMPLE_MODE) {
 		set_err(err, errcap, "invalid warp");
 		return CDP_EINVAL;
 	}
-	return warp_into(src, bands, nbands, gt, dst_wkt, resample, max_error, w, h,
+	return warp_into(src, bands, nbands, g, x0, y0, w, h, resample, max_error, tps,
 	                 GDT_Float32, NAN, out, err, errcap);
 }
 

@@ -109,8 +109,8 @@ int  cdp_raster_same_gcps(const cdp_raster_info *a, const cdp_raster_info *b, ch
  * (cdp_raster_same_gcps) or either carries no georeference at all
  * (nothing to contradict the other's), 0 when their GCPs differ or only
  * one has a CRS for them (why says how), -1 when a CRS does not parse.
- * GDAL's warper is not used on GCPs: a label or a date placed elsewhere
- * by its GCPs is refused, never cut pixel for pixel. */
+ * A label or a date placed elsewhere by its GCPs is warped
+ * (cdp_raster_transformer), never cut pixel for pixel. */
 int  cdp_raster_gcps_agree(const cdp_raster_info *g, const cdp_raster_info *r, char *why,
                            size_t cap);
 /* The name GDAL gives value k of `band` (its category names, which
@@ -198,32 +198,52 @@ void cdp_raster_pixel_size(const double gt[6], double *x, double *y);
 int  cdp_raster_open_lut(cdp_raster *src, const int32_t *lut, size_t nlut,
                          cdp_raster **out, char *err, size_t errcap);
 
+/* 1 when a geotransform or GCPs place info's pixels, else 0. */
+int  cdp_raster_placed(const cdp_raster_info *i);
+/* The CRS that info's pixels are placed in: the GCPs' for a raster placed
+ * by GCPs only, else its own ("" when none); owned by the raster. */
+const char *cdp_raster_grid_crs(const cdp_raster_info *i);
+/* The one transformer of cdpool's warps, coverage checks and vector
+ * rasterizations (a GDAL transformer for GDALGenImgProjTransform: void *
+ * keeps GDAL out of this header), as gdalwarp relates two rasters: src's
+ * pixels (src NULL: coordinates already in g's CRS, a vector's) to src's
+ * CRS, into g's, and to the pixels of the window of g's grid at (x0, y0).
+ * Each side is placed by its geotransform where it has one, else by its
+ * GCPs in their CRS: GDAL's GCP polynomial of the order gdalwarp picks
+ * from their count, or with tps set a thin plate spline through them
+ * (gdalwarp -tps). Without a CRS on either side the two are taken to be
+ * in one. NULL with err set when a side is placed by neither or GDAL
+ * cannot relate them. Freed by cdp_raster_transformer_free. */
+void *cdp_raster_transformer(const cdp_raster_info *src, const cdp_raster_info *g,
+                             int64_t x0, int64_t y0, int tps, char *err, size_t errcap);
+void cdp_raster_transformer_free(void *tr);
+
 /* Resampling of the warps: GDAL's nearest neighbour and mode (class
  * labels, cdp_raster_warp), and for values (cdp_raster_warp_f32) nearest,
  * bilinear, cubic and average. */
 enum { CDP_RESAMPLE_NEAR = 0, CDP_RESAMPLE_MODE = 1, CDP_RESAMPLE_BILINEAR = 2,
        CDP_RESAMPLE_CUBIC = 3, CDP_RESAMPLE_AVERAGE = 4 };
-/* Warps band `band` of src onto the w x h grid whose geotransform is gt and
- * CRS dst_wkt, with GDAL's warper, into
- * out[h*w] as int32: the source value, or -1 where the source does not
- * cover the pixel or holds only its own nodata. Without a CRS on either
- * side (src's or dst_wkt "" or NULL) the grids are related by their
- * geotransforms alone; src must have one. max_error is gdalwarp's -et: 0
- * transforms every pixel exactly, more lets GDAL's approximate transformer
- * interpolate within that many pixels of error; gdalwarp -et max_error
- * -r near|mode -te/-ts of the same window gives the same pixels. */
-int  cdp_raster_warp(cdp_raster *src, int band, const double gt[6], const char *dst_wkt,
-                     int resample, double max_error, int w, int h, int32_t *out,
-                     char *err, size_t errcap);
+/* Warps band `band` of src onto the w x h window at (x0, y0) of g's grid
+ * (g's geotransform and CRS, or its GCPs: cdp_raster_transformer, with
+ * tps), with GDAL's warper, into out[h*w] as int32: the source value, or
+ * -1 where the source does not cover the pixel or holds only its own
+ * nodata. max_error is gdalwarp's -et: 0 transforms every pixel exactly,
+ * more lets GDAL's approximate transformer interpolate within that many
+ * pixels of error; gdalwarp -et max_error -r near|mode [-tps] onto that
+ * window gives the same pixels. */
+int  cdp_raster_warp(cdp_raster *src, int band, const cdp_raster_info *g, int64_t x0,
+                     int64_t y0, int w, int h, int resample, double max_error, int tps,
+                     int32_t *out, char *err, size_t errcap);
 /* The same for values: bands [nbands] (1-based) of src into out
  * (nbands, h, w) as float32, NaN where the source does not cover a pixel
  * or holds only its nodata (a float source without a nodata value: NaN),
  * resampled by CDP_RESAMPLE_NEAR, _BILINEAR, _CUBIC or _AVERAGE (mode is
  * for classes); gdalwarp -et max_error -r near|bilinear|cubic|average
  * -ot Float32 -dstnodata nan of the same window gives the same pixels. */
-int  cdp_raster_warp_f32(cdp_raster *src, const int *bands, int nbands, const double gt[6],
-                         const char *dst_wkt, int resample, double max_error, int w, int h,
-                         float *out, char *err, size_t errcap);
+int  cdp_raster_warp_f32(cdp_raster *src, const int *bands, int nbands,
+                         const cdp_raster_info *g, int64_t x0, int64_t y0, int w, int h,
+                         int resample, double max_error, int tps, float *out, char *err,
+                         size_t errcap);
 
 /* A multi-date input (cdp-tile --time, cdp-predict --time): spec lists 2
  * to CDP_RASTER_MAXDATES rasters, comma-separated, in time order. The
@@ -231,9 +251,12 @@ int  cdp_raster_warp_f32(cdp_raster *src, const int *bands, int nbands, const do
  * geotransform, CRS, data type and nodata) whose bands are the dates'
  * bands stacked in time order: date d's band b (both 1-based, B bands a
  * date) is band (d - 1) * B + b. Every date must have the first date's
- * band count and data type (CDP_EMISMATCH). A date on another grid is
- * warped onto the first's with GDAL's warper, bilinear, max_error as
- * gdalwarp's -et; pixels it does not cover are invalid. The mask
+ * band count and data type (CDP_EMISMATCH). A date on another grid (another
+ * geotransform, CRS or GCPs) is warped onto the first's with GDAL's
+ * warper (cdp_raster_transformer, tps as there), bilinear, max_error as
+ * gdalwarp's -et; pixels it does not cover are invalid. A date that
+ * neither a geotransform nor GCPs place is taken only on the first date's
+ * grid (the same size, no geotransform on either). The mask
  * (cdp_raster_read_mask) is valid where every date is valid (its own
  * nodata, mask or coverage), and cdp_raster_has_mask is 1 when any date
  * has a nodata value, a mask or is warped. cdp_raster_files lists every
@@ -241,17 +264,21 @@ int  cdp_raster_warp_f32(cdp_raster *src, const int *bands, int nbands, const do
 #define CDP_RASTER_MAXDATES 64
 /* the max_error the tools warp dates with: gdalwarp's default -et */
 #define CDP_RASTER_TIME_ET 0.125
-int  cdp_raster_open_time(const char *spec, double max_error, cdp_raster **out,
+int  cdp_raster_open_time(const char *spec, double max_error, int tps, cdp_raster **out,
                           char *err, size_t errcap);
 /* The number of dates of r: 1 for a raster of one date. */
 int  cdp_raster_dates(const cdp_raster *r);
-/* Whether src (which has a geotransform) covers any of the grid g (its
- * size, geotransform and CRS; either CRS "" takes the grids to be in one):
- * src's outline, moved onto g's pixels by GDAL's transformer, against g's
- * extent. 1 it does, 0 not, CDP_EGDAL with err set when GDAL cannot
- * relate them. */
-int  cdp_raster_overlaps(const cdp_raster *src, const cdp_raster_info *g, char *err,
-                         size_t errcap);
+/* Whether src covers any of the grid g (its size, and its geotransform
+ * and CRS or its GCPs): src's outline, moved onto g's pixels by
+ * cdp_raster_transformer (with tps), against g's extent. 1 it does, 0
+ * not, CDP_EGDAL with err set when GDAL cannot relate them. */
+int  cdp_raster_overlaps(const cdp_raster *src, const cdp_raster_info *g, int tps,
+                         char *err, size_t errcap);
+/* 4 * steps points x, y clockwise along the outline of a w x h pixel
+ * rectangle from its top-left corner, steps along each edge: what a
+ * transformer moves to find where a grid's edges, bent by a
+ * reprojection or GCPs, fall. */
+void cdp_raster_outline(double w, double h, int steps, double *x, double *y);
 /* Whether two geotransforms are the same grid, to a billionth of a pixel. */
 int  cdp_raster_same_gt(const double a[6], const double b[6]);
 

@@ -148,8 +148,8 @@ d.SetGeoTransform((500000.000002, 1, 0, 5800003, 0, -1))"
 expect_fail 1 "^cdp-evaluate: '$T/pg.tif' has geotransform (500000, 1, 0, 5800003, 0, -1), '$T/rs2.tif' (500000.000002, 1, 0, 5800003, 0, -1): not the same georeference\$" \
 	cdp-evaluate "$T/pg.tif" "$T/rs2.tif"
 # GCPs (a map of a GCP scene, cdp-predict(1)): the same GCPs in the same
-# CRS, else refused as another georeference; a vector reference cannot be
-# rasterized onto them; one without a CRS names the prediction
+# CRS, else refused as another georeference; a vector reference is
+# rasterized through them; one without a CRS names the prediction
 G="-gcp 0 0 500000 5800003 -gcp 4 0 500004 5800003 -gcp 0 3 500000 5800000"
 # shellcheck disable=SC2086
 gdal_translate -q $G -a_srs EPSG:32633 "$T/pred.tif" "$T/pgcp.tif"
@@ -170,8 +170,16 @@ expect_fail 1 "^cdp-evaluate: '$T/ref.tif' has no georeference, '$T/pgcp.tif' ha
 expect_fail 1 "^cdp-evaluate: '$T/ref.tif' has no georeference, '$T/rgcp.tif' has GCPs: not the same georeference\$" \
 	cdp-evaluate "$T/ref.tif" "$T/rgcp.tif"
 printf '{"type":"FeatureCollection","features":[{"type":"Feature","properties":{},"geometry":{"type":"Point","coordinates":[15,52]}}]}\n' >"$T/v.geojson"
-expect_fail 1 "^cdp-evaluate: '$T/pgcp.tif' is georeferenced by GCPs only, and a vector reference '$T/v.geojson' is rasterized onto a geotransform (warp the map first: gdalwarp $T/pgcp.tif OUT)\$" \
-	cdp-evaluate "$T/pgcp.tif" "$T/v.geojson"
+# a vector reference of a map placed by GCPs is rasterized through them:
+# pgcp.tif's GCPs encode pg.tif's geotransform, and the scores agree (a
+# polygon over columns 1-2 of rows 0-1, in the map's CRS)
+printf '{"type":"FeatureCollection","crs":{"type":"name","properties":{"name":"urn:ogc:def:crs:EPSG::32633"}},"features":[{"type":"Feature","properties":{},"geometry":{"type":"Polygon","coordinates":[[[500001,5800003],[500003,5800003],[500003,5800001],[500001,5800001],[500001,5800003]]]}}]}\n' >"$T/vp.geojson"
+cdp-evaluate --json "$T/pg.tif" "$T/vp.geojson" >"$T/jvg" &&
+	cdp-evaluate --json "$T/pgcp.tif" "$T/vp.geojson" >"$T/jvgcp" ||
+	fail "a vector reference of a map placed by GCPs"
+grep -q '"confusion":\[\[5,3\],\[0,4\]\]' "$T/jvg" || fail "vector reference: $(cat "$T/jvg")"
+sed "s|pgcp.tif|pg.tif|g" "$T/jvgcp" | cmp -s - "$T/jvg" ||
+	fail "GCPs against a geotransform: $(cat "$T/jvgcp") against $(cat "$T/jvg")"
 expect_fail 1 "^cdp-evaluate: reference '$T/v.geojson': the prediction '$T/pred.tif' has no CRS to reproject layer 'v' into\$" \
 	cdp-evaluate "$T/pred.tif" "$T/v.geojson"
 mk "$T/two.tif" "0 0 1 1;0 1 1 1;0 0 0 1" - 2

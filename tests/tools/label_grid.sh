@@ -162,9 +162,9 @@ expect_fail 2 "--label-error-threshold: '-1'" \
 # bilinear, cubic and average interpolate values (value_labels.sh)
 expect_fail 2 "--label-resample bilinear, cubic and average are for value labels" \
 	cdp-tile -s 16 --label-kind class --label coarse.tif --label-resample cubic img.tif
-# no geotransform on the label: nothing places it on the image's grid
+# neither a geotransform nor GCPs on the label: nothing places it on the image's grid
 "$PYTHON" -c 'from osgeo import gdal; gdal.GetDriverByName("GTiff").Create("nogt.tif", 30, 20, 1, gdal.GDT_Byte)'
-expect_fail 1 "'img.tif': label 'nogt.tif' has no geotransform, the image has one" \
+expect_fail 1 "'img.tif': label 'nogt.tif' has neither a geotransform nor GCPs, the image has a geotransform: nothing places the label on the image's grid" \
 	cdp-tile -s 16 --label nogt.tif img.tif
 [ "$(wc -l <"$T/err")" -eq 1 ] || fail "not one line: $(cat "$T/err")"
 

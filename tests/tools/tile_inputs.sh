@@ -12,9 +12,15 @@
 #  - -O tiles of a GCP raster keep its GCPs moved by the tile's offset and
 #    their CRS; those of a raster without georeference get none;
 #  - a GCP label or --time date with the image's GCPs is cut on its grid,
-#    one whose GCPs lie elsewhere or in another CRS is refused in one line
-#    naming both files and the first GCP that differs (never cut pixel for
-#    pixel); one without any georeference is cut on the image's grid;
+#    one without any georeference too; one placed elsewhere (other GCPs, a
+#    geotransform) is warped through the GCPs as gdalwarp warps it: an
+#    image's twin placed by GCPs that encode its geotransform exactly gets
+#    the label tiles of the image (a raster label on another grid, one in
+#    EPSG:4326, a value label, a label itself placed by GCPs, with a
+#    --label-map too, --tps, a vector label) and its --time date's warp;
+#    gdalwarp [-tps]'s warp of a label placed by GCPs no affine fits; a
+#    label elsewhere is refused as not overlapping, a date elsewhere
+#    leaves every tile dropped;
 #  - -O tiles keep the RPCs with LINE_OFF and SAMP_OFF moved by the tile's
 #    offset (as gdal_translate -srcwin), and each band's scale, offset,
 #    unit and description (a VRT's too), but not with --standardize;
@@ -116,6 +122,24 @@ d.GetRasterBand(1).SetColorTable(ct); d = None
 # labels: elsewhere, and half on the image
 make("lab_far.tif", b[0], gdal.GDT_Byte, gt=(600000, 10, 0, 5900000, 0, -10))
 make("lab_half.tif", b[0], gdal.GDT_Byte, gt=(500240, 10, 0, 5800000, 0, -10))
+# warps through GCPs: an image of 10 m pixels; classes and values on a grid
+# of 7 m pixels shifted so that no image pixel centre falls on a label
+# pixel edge (nearest and mode are then not decided by rounding); features
+make("geo.tif", rng.integers(1, 250, (3, 64, 96)).astype(np.uint8), gdal.GDT_Byte)
+g7 = (499990.5, 7, 0, 5800012.25, 0, -7)
+make("lab7.tif", rng.integers(0, 5, (100, 150)).astype(np.uint8), gdal.GDT_Byte, gt=g7)
+make("val7.tif", rng.normal(0, 1, (100, 150)).astype(np.float32), gdal.GDT_Float32, gt=g7)
+from osgeo import ogr
+v = ogr.GetDriverByName("GeoJSON").CreateDataSource("feat.geojson")
+lay = v.CreateLayer("feat", srs, ogr.wkbPolygon)
+lay.CreateField(ogr.FieldDefn("cls", ogr.OFTInteger))
+for i in range(12):
+    x, y, r = 500000 + rng.uniform(-50, 900), 5800000 - rng.uniform(-50, 600), rng.uniform(20, 200)
+    f = ogr.Feature(lay.GetLayerDefn()); f.SetField("cls", i % 4 + 1)
+    f.SetGeometry(ogr.CreateGeometryFromWkt("POLYGON((%r %r,%r %r,%r %r,%r %r))" % (
+        x, y, x + r, y + r / 3, x + r / 2, y - r, x, y)))
+    lay.CreateFeature(f)
+v = None
 PYFX
 
 XC="$PYTHON $CDP_SRCDIR/tests/tools/crosscheck.py"
@@ -218,14 +242,137 @@ PYCK
 cdp-tile -q -s 16 -O gl --label gl_same.tif nogt.tif || fail "a label with the image's GCPs"
 [ "$(ls gl | grep -c _label)" -eq 6 ] || fail "GCP label tiles: $(ls gl)"
 cdp-tile -q -s 16 --label bare.tif nogt.tif >/dev/null || fail "a label without georeference"
-expect_fail 1 "^cdp-tile: 'nogt.tif': label 'gl_far.tif' has other GCPs than the image (GCP 1 is pixel 0 line 0 at (500000, 5800000) against pixel 0 line 0 at (505000, 5800000)): not the same georeference, and labels are warped only by a geotransform\$" \
-	cdp-tile -s 16 -O glx --label gl_far.tif nogt.tif
-expect_fail 1 "^cdp-tile: 'nogt.tif': label 'gl_4326.tif' has other GCPs than the image (GCPs in CRS EPSG:32633 against EPSG:4326): not the same georeference, and labels are warped only by a geotransform\$" \
-	cdp-tile -s 16 -O glx --label gl_4326.tif nogt.tif
 cdp-tile -q -s 16 --time nogt.tif,nogt.tif >/dev/null || fail "--time dates with the same GCPs"
-expect_fail 1 "^cdp-tile: --time 'nogt.tif,nogt_far.tif': date 'nogt_far.tif' has other GCPs than the first date (GCP 1 is pixel 0 line 0 at (500000, 5800000) against pixel 0 line 0 at (505000, 5800000)): not the same georeference, and dates are warped only by a geotransform\$" \
-	cdp-tile -s 16 -O glx --time nogt.tif,nogt_far.tif
-[ ! -e glx ] || fail "a refused GCP label or date left tiles"
+# a date of another place, as one with a geotransform: nothing valid
+cdp-tile -s 16 --time nogt.tif,nogt_far.tif >/dev/null 2>err.far || fail "--time far GCPs"
+grep -q " 0 tiles written, 6 dropped" err.far || fail "--time far GCPs: $(cat err.far)"
+
+# The twin of geo.tif placed by GCPs at its corners and centre that encode
+# its geotransform exactly, without one; lab7.tif, its warp into EPSG:4326
+# and d7.tif (geo.tif warped onto lab7.tif's grid, a --time date) placed
+# by GCPs the same way. 5 GCPs make GDAL's automatic polynomial order 1, a
+# least-squares affine that is the geotransform to rounding, and the thin
+# plate spline through them is that affine too: tiles equal to the last
+# bit (values to 1e-5, which rounding could reach).
+gcps() {   # gcps W H GT0 GT1 GT3 GT5: -gcp at the corners and the centre
+	awk -v w="$1" -v h="$2" -v x="$3" -v px="$4" -v y="$5" -v py="$6" 'BEGIN {
+		split("0 0 1 0 0 1 1 1 0.5 0.5", f)
+		for (i = 1; i < 10; i += 2)
+			printf "-gcp %.17g %.17g %.17g %.17g ", f[i] * w, f[i + 1] * h,
+			       x + f[i] * w * px, y + f[i + 1] * h * py }'
+}
+gdalwarp -q -t_srs EPSG:4326 -r near lab7.tif lab4326.tif &&
+	gdalwarp -q -tr 7 7 -te 499990.5 5799312.25 500640.5 5800012.25 geo.tif d7.tif &&
+	# shellcheck disable=SC2046
+	gdal_translate -q -a_srs EPSG:32633 $(gcps 96 64 500000 10 5800000 -10) geo.tif twin.tif &&
+	# shellcheck disable=SC2046
+	gdal_translate -q -a_srs EPSG:32633 $(gcps 150 100 499990.5 7 5800012.25 -7) lab7.tif \
+		lab7g.tif &&
+	# shellcheck disable=SC2046
+	gdal_translate -q -a_srs EPSG:32633 $(gcps 93 100 499990.5 7 5800012.25 -7) d7.tif \
+		d7g.tif || fail "GCP twins"
+# other GCPs are warped through (gl_far.tif and gl_4326.tif lie 5 km and
+# 37 km away); IMAGE LABEL WHY: cdp-tile refuses LABEL on IMAGE saying WHY
+nothing="nothing places the label on the image's grid"
+while read -r img lab why; do
+	expect_fail 1 "^cdp-tile: '$img': label '$lab' $why\$" \
+		cdp-tile -s 16 -O glx --label "$lab" "$img" </dev/null
+done <<EOF
+nogt.tif gl_far.tif does not overlap the image
+nogt.tif gl_4326.tif does not overlap the image
+twin.tif lab_far.tif does not overlap the image
+bare.tif lab7.tif has a geotransform, the image neither a geotransform nor GCPs: $nothing
+twin.tif bare.tif has neither a geotransform nor GCPs, the image has GCPs: $nothing
+bare.tif lab7g.tif has GCPs, the image neither a geotransform nor GCPs: $nothing
+EOF
+[ ! -e glx ] || fail "a refused label placed by GCPs, or of a GCP image, left tiles"
+"$PYTHON" - <<'PYCK' || fail "GCP twins are placed by GCPs only"
+from osgeo import gdal
+for f in ("twin.tif", "lab7g.tif", "d7g.tif"):
+    d = gdal.Open(f)
+    assert d.GetGeoTransform(can_return_null=True) is None and d.GetGCPCount() == 5, f
+PYCK
+cat >same_tiles.py <<'PYCK'
+"""same_tiles.py A B GLOB: every GLOB tile of A is the same tile of B (NaN
+matching NaN, values to 1e-5), and A's labels are not all one value."""
+import glob, os, sys
+import numpy as np
+from osgeo import gdal
+a, b, pat = sys.argv[1:4]
+files = sorted(glob.glob(os.path.join(a, pat)))
+assert files, "no tiles in " + a
+seen = set()
+for f in files:
+    da, db = gdal.Open(f), gdal.Open(os.path.join(b, os.path.basename(f)))
+    x, y = da.ReadAsArray(), db.ReadAsArray()
+    assert np.allclose(x, y, rtol=0, atol=1e-5, equal_nan=True), (f, np.argwhere(x != y)[:5])
+    for k in range(1, da.RasterCount + 1):
+        mx = da.GetRasterBand(k).GetMaskBand().ReadAsArray()
+        assert (mx == db.GetRasterBand(k).GetMaskBand().ReadAsArray()).all(), (f, "mask")
+    seen |= set(np.unique(x[np.isfinite(x)]).tolist()[:8])
+assert len(seen) > 2, (a, seen)
+PYCK
+# twin NAME OPTIONS...: geo.tif and twin.tif tiled alike into gt_NAME and gcp_NAME
+twin() {
+	n=$1; shift
+	cdp-tile -q -s 32 --name s -O "gt_$n" "$@" geo.tif &&
+		cdp-tile -q -s 32 --name s -O "gcp_$n" "$@" twin.tif || fail "twin $n: tiling"
+	"$PYTHON" same_tiles.py "gt_$n" "gcp_$n" '*_label.tif' || fail "twin $n: label tiles differ"
+}
+twin near --label lab7.tif
+twin mode --label lab7.tif --label-resample mode
+twin 4326 --label lab4326.tif
+twin value --label val7.tif --label-resample bilinear
+twin tps --label lab7.tif --tps
+twin gcplab --label lab7g.tif
+twin gcptps --label lab7g.tif --tps
+# a label map's renumbered view of a label placed by GCPs is placed by them
+twin gcpmap --label lab7g.tif --label-map 0:0,1:1,2:1,3:2,4:2 --label-resample mode
+twin vector --label feat.geojson --label-field cls
+twin touched --label feat.geojson --label-field cls --all-touched --tps
+# a label placed by GCPs on the geotransformed image: as the label itself
+"$PYTHON" same_tiles.py gt_near gt_gcplab '*_label.tif' || fail "a label placed by GCPs"
+# GCPs that no affine fits (the centre one 20 m off): the label placed by
+# them is cut as gdalwarp [-tps] -et 0 warps it onto geo.tif's grid, and
+# the spline differs from the polynomial
+# shellcheck disable=SC2046
+gdal_translate -q -a_srs EPSG:32633 $(gcps 150 100 499990.5 7 5800012.25 -7 |
+	sed 's/ 5799662.25 / 5799642.25 /') lab7.tif lab7b.tif || fail "bent GCPs"
+grep -q 5799642.25 lab7b.tif.aux.xml 2>/dev/null || gdalinfo lab7b.tif | grep -q 5799642.25 ||
+	fail "bent GCPs: the centre GCP was not moved"
+for m in poly tps; do
+	opt=; [ $m = poly ] || opt=--tps
+	# shellcheck disable=SC2086
+	cdp-tile -q -s 32 --name s -O "b_$m" --label lab7b.tif --label-error-threshold 0 $opt \
+		geo.tif || fail "bent GCPs: $m tiles"
+	# shellcheck disable=SC2086
+	gdalwarp -q -et 0 -r near ${opt:+-tps} -te 500000 5799360 500960 5800000 -tr 10 10 \
+		-dstnodata 255 -ot Byte lab7b.tif "b_$m.tif" || fail "bent GCPs: gdalwarp $m"
+done
+"$PYTHON" - <<'PYCK' || fail "bent GCPs: not gdalwarp's warp"
+import numpy as np
+from osgeo import gdal
+got = {}
+for m in ("poly", "tps"):
+    want = gdal.Open("b_%s.tif" % m).ReadAsArray()
+    a = np.zeros_like(want)
+    for r in range(2):
+        for c in range(3):
+            a[32 * r:32 * r + 32, 32 * c:32 * c + 32] = \
+                gdal.Open("b_%s/s_%d_%d_label.tif" % (m, r, c)).ReadAsArray()
+    assert (a == want).all(), (m, np.argwhere(a != want)[:5])
+    got[m] = a
+assert (got["poly"] != got["tps"]).mean() > 0.05, "--tps changed nothing"
+PYCK
+for d in d7 d7g; do
+	for i in geo twin; do
+		cdp-tile -q -s 32 --name s -O "t_${i}_$d" --time "$i.tif,$d.tif" ||
+			fail "--time $i.tif,$d.tif"
+	done
+done
+for o in t_twin_d7 t_geo_d7g t_twin_d7g; do
+	"$PYTHON" same_tiles.py t_geo_d7 "$o" '*.tif' || fail "--time: $o differs from t_geo_d7"
+done
 
 # --- RPCs, scale and offset of -O tiles -------------------------------------
 cdp-tile -q -s 16 -O rpc rpc.tif && gdal_translate -q -srcwin 32 16 16 16 rpc.tif rpc_gt.tif &&

@@ -9,6 +9,8 @@
 # background, extent, u16. --classes must reach the pool's class names, and
 # cdp-evaluate's report against the vector must equal its report against
 # gdal_rasterize's raster of it, also along the seams of its bands of rows.
+# The twin of the image placed by GCPs that encode its geotransform (no
+# geotransform) gets the image's labels, rasterized through the GCPs.
 # Each refusal is checked with its message.
 . "$CDP_SRCDIR/tests/tools/common.sh"
 need_python
@@ -166,17 +168,31 @@ refused 1 "no layer 'c' (its layers: 'a', 'b')" \
 	cdp-tile -s 32 --label two.gpkg --label-layer c img.tif
 refused 1 "layer 'nocrs' has no CRS (give it with --label-crs)" \
 	cdp-tile -s 32 --label nocrs.shp img.tif
-# an image placed by GCPs (in a CRS) without a geotransform: said so, not
-# that the image has no CRS
-"$PYTHON" -c "
-from osgeo import gdal, osr
-s = osr.SpatialReference()
-s.ImportFromEPSG(32633)
-d = gdal.GetDriverByName('GTiff').Create('gcp.tif', 91, 75, 3)
-d.SetGCPs([gdal.GCP(500000 + p, 5800000 - l, 0, p, l) for p, l in
-           ((0, 0), (91, 0), (0, 75), (91, 75))], s.ExportToWkt())"
-refused 1 "^cdp-tile: 'gcp.tif' is georeferenced by GCPs only, and a vector label 'feat.gpkg' is rasterized onto a geotransform (warp the image first: gdalwarp gcp.tif OUT)\$" \
-	cdp-tile -s 32 --label feat.gpkg gcp.tif
+# an image placed by GCPs (in a CRS) without a geotransform: its features
+# are rasterized through them, so img.tif's twin whose GCPs (corners and
+# centre) encode its geotransform gets img.tif's labels, gdal_rasterize's
+gdal_translate -q -a_srs EPSG:32633 -gcp 0 0 500000 6000000 -gcp 96 0 500960 6000000 \
+	-gcp 0 80 500000 5999200 -gcp 96 80 500960 5999200 -gcp 48 40 500480 5999600 \
+	img.tif gcp.tif || fail "the GCP twin"
+# (checked above against it: the same tiles of img.tif are compared here)
+for to in "" "--all-touched --label-field cls"; do
+	rm -rf vgt vgcp
+	# shellcheck disable=SC2086
+	cdp-tile -q -s 32 --name img -O vgt --label feat.gpkg $to img.tif &&
+		cdp-tile -q -s 32 --name img -O vgcp --label feat.gpkg $to gcp.tif ||
+		fail "cdp-tile --label feat.gpkg $to of an image placed by GCPs"
+	"$PYTHON" - <<'PYCK' || fail "labels of an image placed by GCPs ($to)"
+import glob, os
+import numpy as np
+from osgeo import gdal
+fs = sorted(glob.glob("vgt/*_label.tif"))
+assert len(fs) == 9, fs
+for f in fs:
+    a = gdal.Open(f).ReadAsArray()
+    b = gdal.Open(os.path.join("vgcp", os.path.basename(f))).ReadAsArray()
+    assert (a == b).all(), (f, np.argwhere(a != b)[:5])
+PYCK
+done
 refused 1 "--label-crs 'foo' is not a CRS" \
 	cdp-tile -s 32 --label nocrs.shp --label-crs foo img.tif
 refused 1 "attribute 'kind' is a string: give its values' ids with --classes" \

@@ -5,7 +5,8 @@
  * cdpool refuses) into a temporary directory, then opened and read back:
  * info fields, windows in every dtype, band subsets, the validity mask, and
  * the errors for bad windows, missing files, non-rasters and unsupported
- * types.
+ * types. cdp_raster_transformer relates a geotransform and GCPs that encode
+ * it (both ways, a window's offset, the spline, a vector's coordinates).
  */
 #include <dirent.h>
 #include <math.h>
@@ -17,6 +18,7 @@
 
 #include <cpl_conv.h>
 #include <gdal.h>
+#include <gdal_alg.h>
 
 #include "cdp_dtype.h"
 #include "cdp_error.h"
@@ -353,6 +355,62 @@ static void test_mark_nodata(void)
 	}
 }
 
+/* Pixel (x, y) through tr forward: CHECK that it lands on (ex, ey). */
+static void moved(void *tr, double x, double y, double ex, double ey, const char *what)
+{
+	double z = 0;
+	int ok = 0;
+
+	GDALGenImgProjTransform(tr, FALSE, 1, &x, &y, &z, &ok);
+	CHECK(ok && fabs(x - ex) < 1e-6 && fabs(y - ey) < 1e-6, "%s: (%.9g, %.9g), want "
+	      "(%g, %g)", what, x, y, ex, ey);
+}
+
+static void test_transformer(void)
+{
+	static const double fr[5][2] = { { 0, 0 }, { 1, 0 }, { 0, 1 }, { 1, 1 }, { .5, .5 } };
+	cdp_raster_gcp k[5];
+	cdp_raster_info a = { .width = 96, .height = 64, .has_gt = 1,
+	                      .gt = { 500000, 10, 0, 5800000, 0, -10 }, .crs = WKT,
+	                      .gcp_crs = "" };
+	cdp_raster_info b = a, none = a;
+	char err[256];
+	void *tr;
+
+	/* b: a's pixels placed by GCPs at its corners and centre, no geotransform */
+	for (int i = 0; i < 5; i++)
+		k[i] = (cdp_raster_gcp){ fr[i][0] * 96, fr[i][1] * 64, 500000 + fr[i][0] * 960,
+		                         5800000 - fr[i][1] * 640, 0 };
+	b.has_gt = 0;
+	b.crs = "";
+	b.ngcps = 5;
+	b.gcps = k;
+	b.gcp_crs = WKT;
+	CHECK(cdp_raster_placed(&b) && !strcmp(cdp_raster_grid_crs(&b), WKT), "b is placed");
+	for (int tps = 0; tps < 2; tps++) {
+		tr = cdp_raster_transformer(&a, &b, 5, 3, tps, err, sizeof err);
+		CHECK(tr != NULL, "a to b's window: %s", err);
+		if (tr)
+			moved(tr, 3.5, 7.25, -1.5, 4.25, tps ? "a to b (tps)" : "a to b");
+		cdp_raster_transformer_free(tr);
+		tr = cdp_raster_transformer(&b, &a, 0, 0, tps, err, sizeof err);
+		CHECK(tr != NULL, "b to a: %s", err);
+		if (tr)
+			moved(tr, 90.25, 1.5, 90.25, 1.5, tps ? "b to a (tps)" : "b to a");
+		cdp_raster_transformer_free(tr);
+	}
+	/* a vector's coordinates, in b's CRS */
+	tr = cdp_raster_transformer(NULL, &b, 0, 2, 0, err, sizeof err);
+	CHECK(tr != NULL, "coordinates to b: %s", err);
+	if (tr)
+		moved(tr, 500035, 5799927.5, 3.5, 5.25, "coordinates to b's window");
+	cdp_raster_transformer_free(tr);
+	none.has_gt = 0;
+	CHECK(!cdp_raster_placed(&none) &&
+	      cdp_raster_transformer(&a, &none, 0, 0, 0, err, sizeof err) == NULL &&
+	      strstr(err, "neither a geotransform nor GCPs"), "unplaced: '%s'", err);
+}
+
 int main(void)
 {
 	if (tap_tmpdir(dir, sizeof dir, "test_raster"))
@@ -364,6 +422,7 @@ int main(void)
 	test_errors();
 	test_cache();
 	test_mark_nodata();
+	test_transformer();
 	tap_tmpdir_remove(dir);
 	return tap_done();
 }

@@ -82,12 +82,11 @@ static int open_vector_side(side *s, const char *path, const side *p,
 	int u8;
 
 	s->path = path;
-	/* rasterized through a geotransform: GCPs place pixels only roughly */
-	if (!p->ri->has_gt && p->ri->ngcps > 0)
-		return fail(err, cap, "'%s' is georeferenced by GCPs only, and a vector reference "
-		            "'%s' is rasterized onto a geotransform (warp the map first: "
-		            "gdalwarp %s OUT)", p->path, path, p->path);
-	if (cdp_label_vector_open(path, &o->vec, p->ri->crs, &s->v, why, sizeof why) != 0) {
+	/* a map placed by GCPs only is in their CRS, and the features are
+	 * rasterized through them as cdp-tile rasterizes its labels (GDAL's
+	 * polynomial, gdalwarp's default) */
+	if (cdp_label_vector_open(path, &o->vec, cdp_raster_grid_crs(p->ri), &s->v, why,
+	                          sizeof why) != 0) {
 		const char *im = strstr(why, "the image");
 		/* the image is the prediction here */
 		if (im)
@@ -180,9 +179,8 @@ static int pass(side *p, side *r, const cdp_evaluate_opts *o, uint64_t *conf, in
 			return -1;
 		if (r->v) {
 			/* the whole grid's rows: the score does not depend on ROWS */
-			if (cdp_label_vector_read_rows(r->v, p->ri->gt, (int)w, (int64_t)h, (int64_t)y,
-			                               rows, (uint32_t)r->ri->nodata, r->buf, why,
-			                               sizeof why))
+			if (cdp_label_vector_read_rows(r->v, p->ri, 0, (int64_t)y, rows,
+			                               (uint32_t)r->ri->nodata, r->buf, why, sizeof why))
 				return fail(err, cap, "cannot read '%s': %s", r->path, why);
 		} else if (read_rows(r, b1, y, rows, &rm, err, cap) < 0) {
 			return -1;

@@ -304,7 +304,9 @@ int pr_open_raster(predictor *p, char *err, size_t cap)
 	int rc, seq = 1;
 
 	cdp_raster_init();
-	if (o->time && (rc = cdp_raster_open_time(o->input, CDP_RASTER_TIME_ET, &p->r, err,
+	/* a date placed by other GCPs warps by their polynomial, gdalwarp's
+	 * default (cdp-predict has no --tps) */
+	if (o->time && (rc = cdp_raster_open_time(o->input, CDP_RASTER_TIME_ET, 0, &p->r, err,
 	                                          cap)) != 0) {
 		char why[1024];
 		snprintf(why, sizeof why, "%s", err);

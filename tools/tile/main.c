@@ -40,7 +40,7 @@ static void usage(FILE *f)
 	    CDP_LABEL_VECTOR_USAGE("                ")
 	    "                [--classes name,...]\n"
 	    "                [--max-nodata fraction] [--name name]... [--nodata value]\n"
-	    "                [--overlap n] [--progress] [--standardize] [--stats file]\n"
+	    "                [--overlap n] [--progress] [--standardize] [--stats file] [--tps]\n"
 	    "                raster... | --time date,date[,...]...\n");
 }
 
@@ -59,7 +59,7 @@ static int push(const char ***list, size_t *n, const char *arg)
 enum { OPT_BANDS = 256, OPT_CLASSES, OPT_EDGE, OPT_FORMAT, OPT_IGNORE, OPT_LABEL,
        OPT_LABEL_ALL, OPT_LABEL_BANDS, OPT_LABEL_ET, OPT_LABEL_KIND, OPT_LABEL_MAP, OPT_LABEL_MAP_OTHER,
        OPT_LABEL_RESAMPLE, OPT_LABEL_SUFFIX, OPT_MAX_NODATA, OPT_NAME, OPT_NODATA,
-       OPT_OVERLAP, OPT_PROGRESS, OPT_STANDARDIZE, OPT_STATS, OPT_TIME };
+       OPT_OVERLAP, OPT_PROGRESS, OPT_STANDARDIZE, OPT_STATS, OPT_TIME, OPT_TPS };
 
 static const struct option longopts[] = {
 	{ "bands",        required_argument, NULL, OPT_BANDS },
@@ -88,6 +88,7 @@ static const struct option longopts[] = {
 	{ "standardize",  no_argument,       NULL, OPT_STANDARDIZE },
 	{ "stats",        required_argument, NULL, OPT_STATS },
 	{ "time",         required_argument, NULL, OPT_TIME },
+	{ "tps",          no_argument,       NULL, OPT_TPS },
 	{ "version",      no_argument,       NULL, 'V' },
 	{ "zlib",         required_argument, NULL, 'z' },
 	/* --all-touched, --background, --buffer, ... (cdp_label_vector.h) */
@@ -257,6 +258,9 @@ int main(int argc, char **argv)
 				goto out;
 			if (push(&times, &ntimes, optarg))
 				goto nomem;
+			break;
+		case OPT_TPS:
+			o.tps = 1;
 			break;
 		case OPT_CLASSES:
 			free(classbuf);

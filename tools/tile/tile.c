@@ -121,16 +121,10 @@ static int input_open_vector(ctx *c, input *in)
 	char msg[1024];
 	int rc;
 
-	/* the CRS is the GCPs' and no grid is: "the image has no CRS" misled */
-	if (!in->ri->has_gt && in->ri->ngcps > 0) {
-		ERR(c, "'%s' is georeferenced by GCPs only, and a vector label '%s' is "
-		    "rasterized onto a geotransform (warp the image first: gdalwarp %s OUT)",
-		    in->path, in->lpath, in->path);
-		rc = CDP_EMISMATCH;
-		goto fail;
-	}
-	if ((rc = cdp_label_vector_open(in->lpath, &c->o->vec, in->ri->crs, &in->vlab,
-	                                msg, sizeof msg))) {
+	/* an image placed by GCPs only is in their CRS, and its features are
+	 * rasterized through them (cdp_label_vector_read_rows) */
+	if ((rc = cdp_label_vector_open(in->lpath, &c->o->vec, cdp_raster_grid_crs(in->ri),
+	                                &in->vlab, msg, sizeof msg))) {
 		ERR(c, "'%s': label %s", in->path, msg);
 		goto fail;
 	}
@@ -194,7 +188,7 @@ static int input_open(ctx *c, size_t i, input *in)
 			goto fail;
 		}
 		in->path = in->first;
-		if ((rc = cdp_raster_open_time(in->time, CDP_RASTER_TIME_ET, &in->r, msg,
+		if ((rc = cdp_raster_open_time(in->time, CDP_RASTER_TIME_ET, o->tps, &in->r, msg,
 		                               sizeof(msg)))) {
 			ERR(c, "--time '%s': %s", in->time, msg);
 			goto fail;
@@ -536,8 +530,7 @@ static int cut_read_strip(cutter *k, uint64_t y0, int sh)
 	if (in->vlab) {
 		/* the scene's rows: a tile's label is its window of the scene's,
 		 * whatever strip it is cut from */
-		if ((rc = cdp_label_vector_read_rows(in->vlab, in->ri->gt, W,
-		                                     (int64_t)in->ri->height, (int64_t)y0, sh,
+		if ((rc = cdp_label_vector_read_rows(in->vlab, in->ri, c->o->tps, (int64_t)y0, sh,
 		                                     in->ignore, k->lstrip, msg, sizeof(msg)))) {
 			ERR(c, "cannot read '%s': %s", in->lpath, msg);
 			return rc;
@@ -827,6 +820,7 @@ int cdp_tile_run(const cdp_tile_opts *o, FILE *out, cdp_tile_result *res,
 	c->lopts.nbands = (int)o->nlabel_bands;
 	c->lopts.resample = o->label_resample;
 	c->lopts.max_error = o->label_max_error;
+	c->lopts.tps = o->tps;
 	c->lopts.map = o->label_map;
 	c->lopts.map_other_ignore = o->label_map_ignore;
 	c->lopts.has_ignore = o->has_ignore;

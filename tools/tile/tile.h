@@ -45,6 +45,8 @@ typedef struct cdp_tile_opts {
 	                                for classes, near, bilinear, cubic or
 	                                average for values */
 	double label_max_error;      /* gdalwarp's -et for warped labels, pixels */
+	int tps;                     /* GCPs place labels and dates by a thin
+	                                plate spline (gdalwarp -tps) */
 	const cdp_labelmap *label_map; /* or NULL: --label-map */
 	int label_map_ignore;        /* values absent from label_map: ignored, not refused */
 	int has_ignore;              /* ignore overrides 255 / 65535 */

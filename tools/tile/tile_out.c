@@ -378,7 +378,7 @@ int tile_emit_source(ctx *c, size_t idx, input *in, cdp_buf *body)
 	/* a raster placed by GCPs only (no geotransform: GDAL's default one
 	 * above, which gives no pixel size) is in their CRS, which a model
 	 * trained on it checks a raster against */
-	s.crs = (char *)(!in->ri->has_gt && in->ri->ngcps > 0 ? in->ri->gcp_crs : in->ri->crs);
+	s.crs = (char *)cdp_raster_grid_crs(in->ri);
 	/* The selected bands (all of them without --bands), so that a model
 	 * trained on the pool can read the same ones from a raw scene. */
 	s.band_list = in->bands;
