@@ -7,8 +7,8 @@
 # (CDP_TRAIN_LOG_KEYS): the checkpoint's model and every rank's own
 # parameters and ADMM dual within 1e-5. The replay starts from the
 # parameters of a run at --lr 0. A replay without ADMM's dual update must
-# not match (the check can fail). Needs MPI (skipped without) and NumPy
-# in $PYTHON.
+# not match (the check can fail). train.log's start line names the --sync
+# mode. Needs MPI (skipped without) and NumPy in $PYTHON.
 . "$CDP_SRCDIR/tests/tools/common.sh"
 need_python
 if [ -z "${MPIRUN:-}" ] || ! command -v "$MPIRUN" >/dev/null 2>&1; then
@@ -50,6 +50,9 @@ cdp-train $R --out "$T/init" --batch 8 --steps 1 --lr 0 || fail "the run at --lr
 for sync in average:2 admm:2:0.5; do
 	CDP_TRAIN_LOG_KEYS="$T/k.$sync" $MP cdp-train $R --out "$T/$sync" --batch 4 --steps 5 \
 		--lr 0.2 --sync "$sync" || fail "$sync: training failed"
+	grep -q "start at step 0 of 5 (.*), 2 ranks, global batch 8, --sync $sync\$" \
+		"$T/$sync/train.log" ||
+		fail "$sync: train.log does not name it: $(grep 'start at' "$T/$sync/train.log")"
 	"$PYTHON" "$CDP_SRCDIR/tests/train/consensus.py" "$T/pool" "$T/init/checkpoint.cdpt" \
 		"$T/$sync/checkpoint.cdpt" "$T/k.$sync" 0.2 || fail "$sync: cdp-train differs from the replay"
 done

@@ -480,7 +480,7 @@ static int train_loop(trainer *t)
 	int stop = 0, lost = 0, started = 0, validated = 0, ckpted = 0, early = 0, shown = 0;
 	int failed = 0, ret;
 	long first = t->step;
-	char dev[64];
+	char dev[64], sync[64];
 
 	if (tr_val_init(t, &v) != 0)
 		TR_FAIL("out of memory");
@@ -489,9 +489,10 @@ static int train_loop(trainer *t)
 	pr.done = (uint64_t)t->step;
 	t->iv_t0 = cdp_now();
 	cdp_dist_stats_reset();
+	tr_sync_name(sync, sizeof sync, o->sync, o->sync_k, o->rho);
 	tr_logf(t, "start at step %ld of %ld (epoch %" PRIu64 ", %ld steps per epoch), %d ranks, "
-	        "global batch %d", t->step, t->total, t->epoch, t->spe, t->size,
-	        o->batch * t->size * t->accumulate);
+	        "global batch %d, --sync %s", t->step, t->total, t->epoch, t->spe, t->size,
+	        o->batch * t->size * t->accumulate, sync);
 	if (t->be->device >= 0)
 		snprintf(dev, sizeof dev, "%s:%d", t->be->name, t->be->device);
 	else

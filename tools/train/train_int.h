@@ -305,6 +305,8 @@ int  tr_sync_resume(trainer *t, char *err, size_t cap);
 /* After the initial weights are final on every rank: z = w (admm), then
  * each rank's own state from the checkpoint, when tr_sync_resume kept it. */
 void tr_sync_begin(trainer *t);
+/* "allreduce", "average:K" or "admm:K:RHO" into b */
+void tr_sync_name(char *b, size_t cap, int sync, long k, double rho);
 /* Collective, between tr_eval_model_begin and _end: gathers every rank's
  * local state (average, admm; nothing for allreduce) into ck's per-rank
  * section on rank 0 (ck NULL elsewhere), after ck's tensors and optimizer

@@ -267,7 +267,7 @@ static unsigned local_what(const trainer *t)
 	       (t->net.nbuffers ? CDP_CKPT_RANK_BUFFERS : 0);
 }
 
-static void sync_name(char *b, size_t cap, int sync, long k, double rho)
+void tr_sync_name(char *b, size_t cap, int sync, long k, double rho)
 {
 	if (sync == CDP_SYNC_AVERAGE)
 		snprintf(b, cap, "average:%ld", k);
@@ -352,7 +352,7 @@ int tr_sync_resume(trainer *t, char *err, size_t cap)
 		if (ck->rank_sync != CDP_SYNC_ALLREDUCE) {
 			/* each rank's own model is dropped: said where it is seen,
 			 * as another average/admm change is */
-			sync_name(had, sizeof had, ck->rank_sync, ck->rank_k, ck->rank_rho);
+			tr_sync_name(had, sizeof had, ck->rank_sync, ck->rank_k, ck->rank_rho);
 			dropped(ck, lost, sizeof lost);
 			snprintf(why, sizeof why, "was written with --sync %s, this run uses allreduce",
 			         had);
@@ -364,15 +364,15 @@ int tr_sync_resume(trainer *t, char *err, size_t cap)
 			tr_logf(t, "the checkpoint's per-rank state (%d rank%s, --sync %s) is not this "
 			        "run's (%d rank%s, --sync allreduce): every rank resumes from the averaged "
 			        "batchnorm statistics", ck->nranks, ck->nranks == 1 ? "" : "s",
-			        (sync_name(had, sizeof had, ck->rank_sync, ck->rank_k, ck->rank_rho), had),
+			        (tr_sync_name(had, sizeof had, ck->rank_sync, ck->rank_k, ck->rank_rho), had),
 			        t->size, t->size == 1 ? "" : "s");
 			drop_ranks(ck);
 			return 0;
 		}
 		return rank_fit(t, err, cap);
 	}
-	sync_name(had, sizeof had, ck->rank_sync, ck->rank_k, ck->rank_rho);
-	sync_name(now, sizeof now, o->sync, o->sync_k, o->rho);
+	tr_sync_name(had, sizeof had, ck->rank_sync, ck->rank_k, ck->rank_rho);
+	tr_sync_name(now, sizeof now, o->sync, o->sync_k, o->rho);
 	if (ck->nranks == 0)
 		snprintf(why, sizeof why, "holds no per-rank state (written with --sync allreduce "
 		         "or by an older cdp-train)");
