@@ -519,6 +519,7 @@ static int train_loop(trainer *t)
 	}
 	while (t->step < t->total && !stop && !lost && !early) {
 		int epoch_end = 0, go, finite, parts, due;
+		long applied;                   /* the optimizer's steps before this one */
 		double loss = 0, lr, ts = t->trace ? cdp_now() : 0, tp = 0, top = cdp_now();
 		long s1 = t->step + 1;          /* this step's number, as metrics.jsonl's */
 		/* the schedule runs on the run's steps, skipped ones too (a
@@ -567,7 +568,7 @@ static int train_loop(trainer *t)
 			break;
 		}
 		/* the loss scale judges the reduced gradients (allreduce) and
-		 * the local ones before ADMM's penalty is added (admm); in parts,
+		 * the local ones (average, admm); in parts,
 		 * each bucket's update as soon as it is reduced (tr_sync_parts:
 		 * only where no check needs the whole gradient first) */
 		parts = !t->parts_off && isfinite(loss);
@@ -585,9 +586,8 @@ static int train_loop(trainer *t)
 		}
 		tp = t->trace ? cdp_now() : 0;
 		go = scale_check(t);
-		if (o->sync != CDP_SYNC_ALLREDUCE && go)
-			tr_sync_grads(t);
 		lr = cdp_optim_next_lr(&t->opt);
+		applied = t->opt.step;
 		finite = 1;
 		if (go && !isfinite(loss)) {
 			t->be->fill(t->be, t->net.grads, 0.0f, t->net.nparams);
@@ -599,6 +599,9 @@ static int train_loop(trainer *t)
 		} else if (go) {
 			t->nan_run = 0;
 		}
+		/* ADMM's penalty follows a step the optimizer took, at its rate */
+		if (t->opt.step != applied)
+			tr_sync_prox(t);
 		if (t->trace) {
 			double now = cdp_now();
 			tr_trace_span(t->trace, TR_OPTIM, tp, now, s1, 0);

@@ -314,9 +314,11 @@ void tr_sync_name(char *b, size_t cap, int sync, long k, double rho);
 int  tr_sync_state_save(trainer *t, cdp_ckpt *ck);
 /* The backward callback: starts bucket reductions (allreduce mode). */
 void tr_on_layer_done(cdp_net *net, int l, void *ctx);
-/* Before the optimizer step: finishes the gradient reduction (allreduce)
- * or adds the ADMM penalty gradient (admm). */
+/* Before the optimizer step (allreduce): finishes the gradient reduction. */
 void tr_sync_grads(trainer *t);
+/* After an optimizer step that was applied (admm on 2 or more ranks):
+ * the proximal step of the penalty rho/2 |w - z + u|^2 (cdp_optim_prox). */
+void tr_sync_prox(trainer *t);
 /* --sync allreduce without t->parts_off: waits for each bucket in turn
  * and applies the optimizer to it (cdp_optim_part) while later ones are
  * in flight; step s1's trace gets a wait and an optimizer span per

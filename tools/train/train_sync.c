@@ -14,8 +14,12 @@
  *  average:K  every rank steps on its own gradients; after every K steps
  *             the parameters are averaged (block training).
  *  admm:K:RHO global-consensus ADMM: each rank minimises its loss plus
- *             rho/2 |w - z + u|^2 (gradient rho (w - z + u) added before
- *             the step) for K steps, then z = mean(w + u), u += w - z.
+ *             rho/2 |w - z + u|^2 for K steps, then z = mean(w + u),
+ *             u += w - z. A step is the optimizer's on the loss, then the
+ *             penalty's proximal step (tr_sync_prox): Boyd et al.'s
+ *             x-update by proximal gradient splitting, stable at any rho,
+ *             where the penalty's gradient added to the loss's made SGD
+ *             diverge once lr rho > 2.
  * Batchnorm running statistics are buffers no optimizer touches; they are
  * averaged over ranks before every validation and checkpoint (and at every
  * averaging round of average/admm), so every rank evaluates and saves the
@@ -515,20 +519,26 @@ void tr_on_layer_done(cdp_net *net, int l, void *ctx)
 
 void tr_sync_grads(trainer *t)
 {
+	if (t->o->sync == CDP_SYNC_ALLREDUCE)
+		cdp_dist_wait_all();
+}
+
+void tr_sync_prox(trainer *t)
+{
 	cdp_backend *be = t->be;
 	cdp_net *net = &t->net;
 	size_t n = net->nparams;
 
-	if (t->o->sync == CDP_SYNC_ALLREDUCE) {
-		cdp_dist_wait_all();
-	} else if (t->o->sync == CDP_SYNC_ADMM) {
-		/* grads hold the sum of A micro-batch means (the step divides
-		 * by A), so the penalty gradient is added A times */
-		be->copy(be, t->save, net->params, n * sizeof(float));
-		be->axpy(be, -1.0f, t->z, t->save, n);
-		be->axpy(be, 1.0f, t->u, t->save, n);
-		be->axpy(be, (float)(t->accumulate * t->o->rho), t->save, net->grads, n);
-	}
+	/* One rank has no other model to agree with: its z-update gives
+	 * z = w + u and u stays 0, and the penalty would only hold each step
+	 * back towards the last round's w, so it trains as allreduce does. */
+	if (t->o->sync != CDP_SYNC_ADMM || t->size == 1)
+		return;
+	/* save is free outside validation: the target z - u less w */
+	be->copy(be, t->save, t->z, n * sizeof(float));
+	be->axpy(be, -1.0f, t->u, t->save, n);
+	be->axpy(be, -1.0f, net->params, t->save, n);
+	cdp_optim_prox(&t->opt, net->params, t->save, t->o->rho);
 }
 
 void tr_sync_parts(trainer *t, long s1)
