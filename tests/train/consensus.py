@@ -14,10 +14,11 @@ own loss on the batch KEYLOG.r says it saw at that step:
              rank); after every K-th step z = mean_r(w_r + u_r),
              u_r += w_r - z   (z = w0, u_r = 0 first)
 RUN.cdpt is cdp-train's checkpoint after the same steps: its model is
-the consensus (mean_r w_r for average, z for admm) and its per-rank state
-holds each rank's w_r (and u_r). Both are compared with this replay in
-float64: max |a - b| / max |b| <= 1e-5 for each rank's blocks and the
-model (for u over the larger of max |u| and max |w|: u sums differences of
+the consensus (mean_r w_r for average, the estimate mean_r(w_r + u_r) for
+admm, z then in its LIVE chunk) and its per-rank state holds each rank's
+w_r (and u_r). All are compared with this replay in float64:
+max |a - b| / max |b| <= 1e-5 for each rank's blocks, the model and z
+(for u over the larger of max |u| and max |w|: u sums differences of
 parameters, rounded in float32 at their scale).
 --drop-dual replays ADMM without the dual update (u stays 0), a wrong
 algorithm that must not match (the driver's negative control).
@@ -117,8 +118,11 @@ def main():
                 z = sum(w[r] + u[r] for r in range(j)) / j
                 if not a.drop_dual:
                     u = [u[r] + w[r] - z for r in range(j)]
-    model = sum(w) / j if sync == "average" else z
-    checks = [("model", run.param_block(), model)]
+    if sync == "average":
+        checks = [("model", run.param_block(), sum(w) / j)]
+    else:
+        checks = [("model", run.param_block(), sum(w[r] + u[r] for r in range(j)) / j),
+                  ("z", run.live, z)]
     for r in range(j):
         checks.append(("rank %d w" % r, rk["data"][r][:P], w[r]))
         if sync == "admm":
@@ -130,6 +134,10 @@ def main():
     print("%s:%d%s, %d ranks, %d steps" % (sync, K, ":%g" % rho if sync == "admm" else "", j,
                                          steps))
     for name, got, want, *scale in checks:
+        if got is None:
+            bad += 1
+            print("  %-10s missing (no LIVE chunk) FAIL" % name)
+            continue
         e = rel(got.astype(np.float64), want, *scale)
         ok = e <= TOL
         bad += not ok

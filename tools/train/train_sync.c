@@ -19,7 +19,11 @@
  *             penalty's proximal step (tr_sync_prox): Boyd et al.'s
  *             x-update by proximal gradient splitting, stable at any rho,
  *             where the penalty's gradient added to the loss's made SGD
- *             diverge once lr rho > 2.
+ *             diverge once lr rho > 2. The model validated and saved is
+ *             the consensus estimate of the current step, mean(w + u) (the
+ *             z-update with the current u), not z, which only moves every
+ *             K steps: a run validated or ended between rounds would lose
+ *             the steps since the last one.
  * Batchnorm running statistics are buffers no optimizer touches; they are
  * averaged over ranks before every validation and checkpoint (and at every
  * averaging round of average/admm), so every rank evaluates and saves the
@@ -36,8 +40,10 @@
  * checkpoint's per-rank section (checkpoint.h); on --resume with the same
  * j and --sync every rank puts its own back (tr_sync_begin), so the run
  * continues as if never stopped, at any step, not only at averaging
- * points. Otherwise every rank starts from the consensus (z for admm, with
- * u = 0) and rank 0 says so in one line.
+ * points. Otherwise every rank starts from the checkpoint's model (for
+ * admm the consensus estimate, with u = 0) and rank 0 says so in one line.
+ * An admm checkpoint keeps z in its LIVE chunk, since PARM holds that
+ * estimate (tr_sync_ckpt_z).
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -395,6 +401,13 @@ int tr_sync_resume(trainer *t, char *err, size_t cap)
 	return rank_fit(t, err, cap);
 }
 
+const float *tr_sync_ckpt_z(const trainer *t)
+{
+	/* only ema= (which needs allreduce) and admm write LIVE, and a
+	 * resumed run's cfg is the checkpoint's */
+	return t->have_ck && !t->dema ? t->ck.live : NULL;
+}
+
 void tr_sync_begin(trainer *t)
 {
 	cdp_backend *be = t->be;
@@ -408,6 +421,8 @@ void tr_sync_begin(trainer *t)
 	if (!t->have_ck || ck->nranks == 0)
 		return;
 	/* this rank's own state over the consensus every rank got */
+	if (t->z && (b = tr_sync_ckpt_z(t)))
+		be->to_device(be, t->z, b, bytes);
 	if ((b = cdp_ckpt_rank_block(ck, t->rank, CDP_CKPT_RANK_PARAMS)))
 		be->to_device(be, net->params, b, bytes);
 	if ((b = cdp_ckpt_rank_block(ck, t->rank, CDP_CKPT_RANK_OPTIM))) {
@@ -605,8 +620,11 @@ void tr_eval_model_begin(trainer *t)
 		be->copy(be, t->save, net->params, bytes);
 		cdp_dist_average(net->params, net->nparams);
 	} else if (t->o->sync == CDP_SYNC_ADMM) {
+		/* the z-update with this step's u, on a copy (z and u stay as a
+		 * resume continues from them); one rank's is w (u = 0) */
 		be->copy(be, t->save, net->params, bytes);
-		be->copy(be, net->params, t->z, bytes);
+		be->axpy(be, 1.0f, t->u, net->params, net->nparams);
+		cdp_dist_average(net->params, net->nparams);
 	}
 }
 
