@@ -361,6 +361,21 @@ int cdp_optim_step(cdp_optim *o, float *params, float *grads)
 	return 0;
 }
 
+void cdp_optim_prox(cdp_optim *o, float *params, const float *d, double rho)
+{
+	for (int i = 0; i < (o->seg ? o->nseg : 1); i++) {
+		cdp_optim_seg s = o->seg ? o->seg[i] : (cdp_optim_seg){ 0, o->n, 1.0f, 0 };
+		/* the rate update() gave this segment, rounded as it was */
+		double a = (double)(float)(o->last_lr * s.mult) * rho;
+		if (s.frozen || s.len == 0)
+			continue;
+		/* c = a / (1 + a) as params + c (target - params), not
+		 * (params + a target) / (1 + a): a small a then moves params by
+		 * as little, and rho -> 0 leaves them as the update did */
+		o->be->axpy(o->be, (float)(a / (1.0 + a)), d + s.off, params + s.off, s.len);
+	}
+}
+
 int cdp_optim_parts_ok(const cdp_optim *o)
 {
 	return o->cfg.clip_norm <= 0 && o->cfg.accumulate == 1;

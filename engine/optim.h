@@ -131,6 +131,17 @@ int  cdp_optim_micro_done(cdp_optim *o);
  * is not counted, so the caller can log and carry on. */
 int  cdp_optim_step(cdp_optim *o, float *params, float *grads);
 
+/* A proximal step after the update, for a penalty rho/2 |w - target|^2
+ * that the update left out (cdp-train --sync admm): with d (device, n
+ * floats) = target - params, params += c d on every segment that is not
+ * frozen, c = eta rho / (1 + eta rho), eta the last update's rate
+ * (last_lr) times the segment's lr_mult, as the update applied it. So
+ * params = (params + eta rho target) / (1 + eta rho), the minimizer of
+ * rho/2 |w - target|^2 + 1/(2 eta) |w - params|^2: stable for any rho,
+ * as c < 1, where rho (w - target) added to the gradient makes SGD
+ * diverge once eta rho > 2. d is left as it was. */
+void cdp_optim_prox(cdp_optim *o, float *params, const float *d, double rho);
+
 /* The same update in parts, for a caller that gets its gradients a range
  * at a time (cdp-train: each bucket of --sync allreduce as soon as it is
  * reduced, while later ones are still in flight). Only without clipping

@@ -142,7 +142,9 @@ class Checkpoint:
     log_steps, the loss sums metrics.jsonl's open epoch and step lines
     still owe); live: None, or the LIVE chunk (version 7: a run with
     [net] ema= checkpoints the moving average of its weights in params and
-    the trained weights, float32 (P) in params' order, here); initial: True for an initial-weights checkpoint (version
+    the trained weights, float32 (P) in params' order, here; one with
+    --sync admm the consensus estimate mean(w + u) in params and ADMM's z
+    here); initial: True for an initial-weights checkpoint (version
     7, META's kind 1: python3 -m cdpool import-torch's), whose PARM and
     BUFS may hold only part of the net's tensors; norm: None, or the NORM
     chunk (version 7: the input normalization initial weights expect, a
@@ -401,7 +403,8 @@ def _plan(r, ck):
 
 
 def _live(r, ck):
-    """LIVE (version 7): the trained weights when PARM holds their average."""
+    """LIVE (version 7): the trained weights when PARM holds their average
+    (ema=), or ADMM's z when PARM holds the consensus estimate."""
     n, = r.tuple("<Q")
     if n == 0 or n > (r.end - r.p) // 4:
         raise _Bad("EFORMAT")

@@ -5,8 +5,11 @@ BlockSampler gives rank r of j the key indices cdp-train's loader reads
 the pointer file by rng.epoch_order(N, seed, e); global step s is positions
 [s*B, (s+1)*B) of that order, B = j*b, and rank r takes block r + j*s of b
 keys. An epoch has floor(N / B) steps, or ceil(N / B) with pad_last, a
-position p >= N then taking order[p mod N]. The global batches depend on
-the keys, the seed and B only, never on j.
+position p >= N then taking order[p mod N]. With accumulate A > 1 (the
+model's accumulate=), a cdp-train step is A of these batches, so the epoch
+is whole steps: A * floor(N / (A*B)) batches, A * ceil(N / (A*B)) with
+pad_last. The global batches depend on the keys, the seed and B only,
+never on j.
 
 PoolDataset gives sample i of a pointer file as cdp-train's host path
 prepares it without augmentation ("A sample" in loader.h): the record is
@@ -68,9 +71,11 @@ def _int_arg(name, v, lo, hi=None):
     return i
 
 
-def steps_per_epoch(n, global_batch, pad_last=False):
-    """Steps of an epoch of n keys at global batch B (cdp-train's)."""
-    return -(-n // global_batch) if pad_last else n // global_batch
+def steps_per_epoch(n, global_batch, pad_last=False, accumulate=1):
+    """Batches of an epoch of n keys at global batch B (cdp-train's
+    loader's): whole steps of accumulate batches each."""
+    step = global_batch * accumulate
+    return accumulate * (-(-n // step) if pad_last else n // step)
 
 
 def block(order, step, rank, nranks, batch):
@@ -92,6 +97,10 @@ class BlockSampler:
     seed      the run seed (cdp-train --seed, default 1), in [0, 2**64-1]:
               ValueError otherwise
     pad_last  cdp-train --pad-last
+    accumulate
+              the model's accumulate= (batches per optimizer step, >= 1):
+              the epoch is whole steps of that many batches (the
+              sampler still yields batches, A to a cdp-train step)
     epoch, start_step
               where iteration starts: set_epoch(e) as for
               DistributedSampler; resume(ckpt) takes both from a
@@ -105,7 +114,7 @@ class BlockSampler:
     """
 
     def __init__(self, n, batch, rank=None, num_replicas=None, seed=1, pad_last=False,
-                 epoch=0, start_step=0, with_epoch=False):
+                 epoch=0, start_step=0, with_epoch=False, accumulate=1):
         self.n = _int_arg("n", n if not hasattr(n, "__len__") else len(n), 0)
         batch = _int_arg("batch", batch, 1)
         if rank is None or num_replicas is None:
@@ -116,10 +125,11 @@ class BlockSampler:
         rank = _int_arg("rank", rank, 0, num_replicas - 1)
         self.batch, self.rank, self.num_replicas = batch, rank, num_replicas
         self.seed, self.pad_last = check_seed(seed), bool(pad_last)
-        self.steps = steps_per_epoch(self.n, batch * num_replicas, pad_last)
+        self.accumulate = _int_arg("accumulate", accumulate, 1)
+        self.steps = steps_per_epoch(self.n, batch * num_replicas, pad_last, self.accumulate)
         if self.steps == 0:
             raise ValueError("%d keys make no step of global batch %d"
-                             % (self.n, batch * num_replicas))
+                             % (self.n, batch * num_replicas * self.accumulate))
         self.epoch = _int_arg("epoch", epoch, 0, M64)
         self.start_step = _int_arg("start_step", start_step, 0, self.steps)
         self.with_epoch = with_epoch

@@ -7,7 +7,8 @@
  * values to the last printed digit. Tolerances are
  * float rounding over three steps (1e-6 relative). Also: accumulation of
  * micro-batches, clipping by global norm, a non-finite gradient, the cfg
- * options and their errors, and thread-count independence.
+ * options and their errors, thread-count independence, and the proximal
+ * step of ADMM's penalty at each segment's rate.
  */
 #include "backend.h"
 #include "cdp_error.h"
@@ -285,6 +286,51 @@ static void test_parts(void)
 	}
 }
 
+/* cdp_optim_prox after a step in warm-up (lr 0.1 x 0.55 at step 1 of
+ * 2, warmup_factor 0.1): each segment moves to (w + eta rho t) /
+ * (1 + eta rho) at its own eta (lr_mult 0.5 halves it), a frozen one not
+ * at all; rho 1e6 lands on the target, where rho (w - t) added to the
+ * gradient would overshoot it 1e5-fold. */
+static void test_prox(void)
+{
+	cdp_optim_seg seg[3] = { { 0, 2, 1.0f, 0 }, { 2, 2, 0.5f, 0 }, { 4, 2, 1.0f, 1 } };
+	static const double rhos[] = { 0.5, 1e6 };
+	char err[256];
+
+	for (size_t k = 0; k < sizeof rhos / sizeof rhos[0]; k++) {
+		cdp_optim_cfg c;
+		cdp_optim o;
+		float w[6], g[6] = { 0 }, d[6];
+		const float t[6] = { 1, -1, 2, -2, 3, -3 };
+		double rho = rhos[k];
+		cdp_optim_defaults(&c);
+		c.lr = 0.1f;
+		c.momentum = 0;
+		c.warmup = 2;
+		CHECK_RC(cdp_optim_init(&o, be, &c, 6, err, sizeof err), 0);
+		o.seg = malloc(sizeof seg);
+		memcpy(o.seg, seg, sizeof seg);
+		o.nseg = 3;
+		/* zero gradients: the steps move nothing */
+		for (int step = 0; step < 2; step++) {
+			for (int j = 0; j < 6; j++)
+				w[j] = (float)(j + 1);
+			CHECK_RC(cdp_optim_step(&o, w, g), 0);
+		}
+		CHECK(close_to(o.last_lr, 0.055, 1e-6), "warm-up rate %.17g", o.last_lr);
+		for (int j = 0; j < 6; j++)
+			d[j] = t[j] - w[j];
+		cdp_optim_prox(&o, w, d, rho);
+		for (int j = 0; j < 6; j++) {
+			double eta = (float)(o.last_lr * (j < 2 ? 1.0 : 0.5)), a = eta * rho;
+			double want = j >= 4 ? j + 1 : (j + 1 + a * t[j]) / (1 + a);
+			CHECK(close_to(w[j], want, 1e-6), "rho %g, parameter %d: %.8f want %.8f", rho,
+			      j, w[j], want);
+		}
+		cdp_optim_free(&o);
+	}
+}
+
 static void test_schedules(void)
 {
 	static const double cosine[14] = {
@@ -456,6 +502,7 @@ int main(void)
 	test_threads();
 	test_bits();
 	test_parts();
+	test_prox();
 	test_schedules();
 	test_step();
 	test_cfg();

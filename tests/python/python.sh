@@ -88,6 +88,8 @@ cdp-train --db "$T/p_two" --keys "$T/two_train.keys" --val-keys "$T/two_val.keys
 CDP_TRAIN_LOG_KEYS="$T/k1" cdp-train $C --batch 4 --epochs 2 --out "$T/run1" || fail "cdp-train"
 CDP_TRAIN_LOG_KEYS="$T/kp" cdp-train $C --batch 5 --epochs 2 --pad-last --out "$T/runp" ||
 	fail "cdp-train --pad-last"
+CDP_TRAIN_LOG_KEYS="$T/kpa" cdp-train $C0 --model "$SMALL,accumulate=2" --batch 8 --epochs 2 \
+	--pad-last --out "$T/runpa" || fail "cdp-train --pad-last with accumulate=2"
 cdp-train $C --batch 4 --steps 5 --out "$T/runr" || fail "cdp-train --steps 5"
 cp "$T/runr/checkpoint.cdpt" "$T/step5.cdpt"
 CDP_TRAIN_LOG_KEYS="$T/kr" cdp-train $C --batch 4 --steps 14 --resume --out "$T/runr" ||

@@ -481,6 +481,12 @@ def test_sampler():
     sp = cdpool.BlockSampler(n, 5, 0, 1, seed=7, pad_last=True)
     check(sp.steps == -(-n // 5), "pad_last steps")
     check(sampler_log(kl, sp, (0, 1)) == key_log(os.path.join(T, "kp.0")), "pad_last keys")
+    # accumulate=2: whole steps of 2 batches of 8, the last filled from the
+    # order's start (not ceil(n / 8) batches cut to whole steps)
+    sa = cdpool.BlockSampler(n, 8, 0, 1, seed=7, pad_last=True, accumulate=2)
+    check(sa.steps == 2 * -(-n // 16), "pad_last, accumulate=2: %d batches" % sa.steps)
+    check(sampler_log(kl, sa, (0, 1)) == key_log(os.path.join(T, "kpa.0")),
+          "pad_last, accumulate=2 keys")
     ck = cdpool.load_checkpoint(os.path.join(T, "step5.cdpt"))
     check((ck.step, ck.epoch, ck.data_pos) == (5, 0, 20), "step-5 checkpoint position")
     sr = cdpool.BlockSampler(n, 4, 0, 1, seed=ck.seed)
@@ -489,7 +495,8 @@ def test_sampler():
     sr.set_epoch(1)
     got.update({k: v for k, v in sampler_log(kl, sr, (1,)).items() if k[1] < 5})
     check(got == key_log(os.path.join(T, "kr.0")), "resumed keys differ from cdp-train --resume")
-    ok("j=1 and --pad-last equal cdp-train's logs; resume(ckpt) continues as --resume")
+    ok("j=1, --pad-last and --pad-last with accumulate=2 equal cdp-train's logs; resume(ckpt) "
+       "continues as --resume")
 
 
 # ---- checkpoints ------------------------------------------------------------------------

@@ -156,7 +156,8 @@ static void expected_order(uint64_t seed, uint64_t epoch, size_t n, size_t *o)
 
 /* The global sequence of one epoch with j ranks of batch b: j loaders open
  * at once on the shared pool, stepped together as ranks would be. */
-static size_t global_run(int j, int b, int pad, uint64_t epoch, size_t *idx, float *img, size_t isz)
+static size_t global_run(int j, int b, int pad, int acc, uint64_t epoch, size_t *idx, float *img,
+                         size_t isz)
 {
 	cdp_loader *l[8] = {0};
 	cdp_batch bt;
@@ -166,6 +167,7 @@ static size_t global_run(int j, int b, int pad, uint64_t epoch, size_t *idx, flo
 	for (int k = 0; k < j; k++) {
 		cdp_loader_opts o = opts(k, j, b);
 		o.pad_last = pad;
+		o.accumulate = acc;
 		if (!(l[k] = open_ok(&o)) || cdp_loader_start_epoch(l[k], epoch, 0))
 			goto out;
 	}
@@ -202,7 +204,7 @@ static void test_order(size_t N)
 
 	/* j = 3, b = 4: B = 12, two steps, the last 6 of the order dropped */
 	expected_order(42, 0, N, want);
-	n = global_run(3, 4, 0, 0, g, NULL, 0);
+	n = global_run(3, 4, 0, 1, 0, g, NULL, 0);
 	CHECK(n == 24, "3x4 on %zu keys served %zu samples, want 24", N, n);
 	for (size_t i = 0; i < n; i++) {
 		CHECK(g[i] == want[i], "position %zu: key %zu, want %zu", i, g[i], want[i]);
@@ -210,16 +212,29 @@ static void test_order(size_t N)
 		seen[g[i]] = 1;
 	}
 	/* pad_last: three steps, the tail filled from the start of the order */
-	n = global_run(3, 4, 1, 0, g, NULL, 0);
+	n = global_run(3, 4, 1, 1, 0, g, NULL, 0);
 	CHECK(n == 36, "pad_last served %zu samples, want 36", n);
 	for (size_t i = 0; i < n; i++)
 		CHECK(g[i] == want[i % N], "pad_last position %zu: key %zu, want %zu", i, g[i], want[i % N]);
+	/* accumulate 2: a step is 2 batches, 24 positions; pad_last gives 2
+	 * whole steps, the last filled from the order's start (before: 3
+	 * batches, cut to 1 step by the trainer, 6 keys never read), and
+	 * without it 1 step */
+	n = global_run(3, 4, 1, 2, 0, g, NULL, 0);
+	CHECK(n == (N + 23) / 24 * 24, "pad_last, accumulate 2 on %zu keys served %zu samples, "
+	      "want %zu", N, n, (N + 23) / 24 * 24);
+	for (size_t i = 0; i < n; i++)
+		CHECK(g[i] == want[i % N], "pad_last, accumulate 2, position %zu: key %zu, want %zu", i,
+		      g[i], want[i % N]);
+	n = global_run(3, 4, 0, 2, 0, g, NULL, 0);
+	CHECK(n == N / 24 * 24, "accumulate 2 on %zu keys served %zu samples, want %zu", N, n,
+	      N / 24 * 24);
 
 	/* j-independence at B = 12, two epochs, keys and pixels */
 	for (uint64_t e = 0; e < 2; e++) {
-		size_t n1 = global_run(1, 12, 0, e, g, im1, isz);
+		size_t n1 = global_run(1, 12, 0, 1, e, g, im1, isz);
 		for (int j = 2; j <= 4; j += 2) {
-			size_t nj = global_run(j, 12 / j, 0, e, g2, im2, isz);
+			size_t nj = global_run(j, 12 / j, 0, 1, e, g2, im2, isz);
 			CHECK(nj == n1 && memcmp(g, g2, n1 * sizeof *g) == 0,
 			      "epoch %d: j=%d gives another global sequence than j=1", (int)e, j);
 			CHECK(nj == n1 && memcmp(im1, im2, n1 * isz * sizeof(float)) == 0,

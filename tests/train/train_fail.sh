@@ -13,7 +13,9 @@
 #  - a resume with another global batch than the checkpoint's is refused,
 #    both named; one that adds --pad-last to a run without it, naming it
 #    (a checkpoint without RUN: past the first epoch), and one without it
-#    takes the checkpoint's;
+#    takes the checkpoint's; with accumulate=2 --pad-last makes whole steps
+#    of the doubled global batch, reading every key each epoch, and a run
+#    stopped inside an epoch resumes to the uninterrupted one's checkpoint;
 #  - a pool with a constant band (std 0) trains, resumes and predicts; a
 #    run whose checkpoint could not be written is refused before step 1;
 #  - usage errors exit 2 (--min-delta without --patience, malformed
@@ -232,6 +234,27 @@ cdp-train --db "$T/pool" --keys "$T/train.keys" --out "$T/pp2" --threads 1 -q --
 [ ! -s "$T/err" ] || fail "resuming the --pad-last run without it said: $(cat "$T/err")"
 cmp -s "$T/pp1/checkpoint.cdpt" "$T/pp2/checkpoint.cdpt" ||
 	fail "the --pad-last run resumed without it differs from the uninterrupted one"
+# --pad-last with accumulate=2 at batch 5 (24 keys): steps of 10 samples,
+# 3 an epoch, the last 6 filled from the order's start, as --batch 10
+# without accumulation (before: 5 batches, cut to 2 steps, 4 keys never
+# read); stopped at step 2 and resumed, epoch 1 ends where it would
+rm -rf "$T/pa1" "$T/pa2"
+CDP_TRAIN_LOG_KEYS="$T/pak" cdp-train --db "$T/pool" --keys "$T/train.keys" \
+	--model "$SMALL:accumulate=2" --out "$T/pa1" --threads 1 -q --steps 6 --batch 5 --pad-last ||
+	fail "the --pad-last run with accumulate=2 failed"
+grep -q "start at step 0 of 6 (epoch 0, 3 steps per epoch), 1 ranks, global batch 10" \
+	"$T/pa1/train.log" || fail "accumulate=2 --pad-last: $(grep 'start at' "$T/pa1/train.log")"
+[ "$(awk '$1 == 0 {print $3}' "$T/pak.0" | sort -u | wc -l)" -eq 24 ] &&
+	[ "$(awk '$1 == 0' "$T/pak.0" | wc -l)" -eq 30 ] ||
+	fail "accumulate=2 --pad-last: epoch 0 read $(awk '$1 == 0' "$T/pak.0" | wc -l) samples of $(awk '$1 == 0 {print $3}' "$T/pak.0" | sort -u | wc -l) keys, want 30 of 24"
+set +e
+CDP_TRAIN_STOP_AT=2 cdp-train --db "$T/pool" --keys "$T/train.keys" --model "$SMALL:accumulate=2" \
+	--out "$T/pa2" --threads 1 -q --steps 6 --batch 5 --pad-last 2>/dev/null
+set -e
+cdp-train --db "$T/pool" --keys "$T/train.keys" --out "$T/pa2" --threads 1 -q --steps 6 \
+	--batch 5 --resume || fail "resuming the accumulate=2 --pad-last run failed"
+cmp -s "$T/pa1/checkpoint.cdpt" "$T/pa2/checkpoint.cdpt" ||
+	fail "the accumulate=2 --pad-last run resumed differs from the uninterrupted one"
 
 echo "== a batchnorm over one value per channel"
 # DeepLabV3+'s image-pooling branch normalizes 1x1 maps: at --batch 1 its

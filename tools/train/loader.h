@@ -24,7 +24,11 @@
  * seed and B, never on j, so a run resumed with another j and the same B sees
  * the same data. Steps per epoch: floor(N / B), the tail being dropped; with
  * pad_last ceil(N / B), position p >= N taking order[p mod N] (the tail is
- * filled from the start of the order).
+ * filled from the start of the order). With opts.accumulate A > 1 the
+ * trainer's step is A of these batches, A*B positions, so the epoch is
+ * whole steps of A*B: A * floor(N / (A*B)) batches, with pad_last
+ * A * ceil(N / (A*B)), the last step's tail filled from the order's start
+ * as any tail is.
  *
  * Order (validation, opts.val). No permutation, no padding: rank r takes the
  * keys i with i mod j == r in pointer-file order, so each key is served once
@@ -150,6 +154,8 @@ typedef struct cdp_loader_opts {
 	int batch;                 /* b, per rank */
 	uint64_t seed;             /* run seed */
 	int pad_last;              /* training: fill the tail from the order's start */
+	int accumulate;            /* training: batches per optimizer step, A (0 or
+	                              1: one); the epoch is whole steps (above) */
 	int val;                   /* validation iteration */
 	int mode;                  /* CDP_LOAD_* */
 	int skip_bad;              /* count and replace bad records */
@@ -199,7 +205,8 @@ typedef struct cdp_loader_info {
 	size_t count;              /* keys in the pointer file, N */
 	uint64_t keys_seed;        /* the pointer file's header: its seed= and */
 	uint32_t keys_crc;         /* crc32= (of the key lines), its identity */
-	uint64_t steps;            /* batches per epoch of this rank */
+	uint64_t steps;            /* batches per epoch of this rank (a multiple of
+	                              opts.accumulate) */
 	int batch, c, h, w;        /* output shape (h, w after a crop) */
 	int label_kind;            /* CDP_LABEL_* of the pool */
 	int32_t ignore;            /* label of ignored pixels */

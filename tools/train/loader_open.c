@@ -186,11 +186,17 @@ static int open_keys(cdp_loader *l, char *err, size_t cap)
 		l->val_count = l->N > r ? (l->N - r + j - 1) / j : 0;
 		l->steps = ((l->N + j - 1) / j + b - 1) / b;
 	} else {
-		l->steps = l->o.pad_last ? (l->N + l->B - 1) / l->B : l->N / l->B;
+		/* whole optimizer steps of A batches: counting batches first
+		 * and cutting to whole steps after would drop a padded tail */
+		size_t A = l->o.accumulate > 1 ? (size_t)l->o.accumulate : 1, S = A * l->B;
+		char acc[48] = "";
+		l->steps = A * (l->o.pad_last ? (l->N + S - 1) / S : l->N / S);
+		if (A > 1)
+			snprintf(acc, sizeof acc, " x accumulate=%zu", A);
 		if (l->steps == 0)
 			return fail(err, cap, CDP_ERANGE, "'%s': %zu keys are fewer than one global batch "
-			            "of %zu (%zu rank%s x %zu); use fewer ranks, a smaller batch or "
-			            "--pad-last", l->keys_path, l->N, l->B, j, j == 1 ? "" : "s", b);
+			            "of %zu (%zu rank%s x %zu%s); use fewer ranks, a smaller batch or "
+			            "--pad-last", l->keys_path, l->N, S, j, j == 1 ? "" : "s", b, acc);
 	}
 	return 0;
 }
@@ -464,7 +470,8 @@ int cdp_loader_open(const cdp_loader_opts *o, cdp_loader **out, char *err, size_
 	if (cap)
 		err[0] = '\0';
 	if (!o->pool_path || !o->keys_path || o->nranks < 1 || o->rank < 0 ||
-	    o->rank >= o->nranks || o->batch < 1 || o->threads < 1 || o->threads > 256 ||
+	    o->rank >= o->nranks || o->batch < 1 || o->accumulate < 0 || o->threads < 1 ||
+	    o->threads > 256 ||
 	    (o->mode != CDP_LOAD_POOL && o->mode != CDP_LOAD_COPY) ||
 	    o->readahead < CDP_RA_AUTO || o->readahead > CDP_RA_OFF)
 		return fail(err, cap, CDP_EINVAL, "invalid loader options");

@@ -480,7 +480,7 @@ static int train_loop(trainer *t)
 	int stop = 0, lost = 0, started = 0, validated = 0, ckpted = 0, early = 0, shown = 0;
 	int failed = 0, ret;
 	long first = t->step;
-	char dev[64];
+	char dev[64], sync[64];
 
 	if (tr_val_init(t, &v) != 0)
 		TR_FAIL("out of memory");
@@ -489,9 +489,10 @@ static int train_loop(trainer *t)
 	pr.done = (uint64_t)t->step;
 	t->iv_t0 = cdp_now();
 	cdp_dist_stats_reset();
+	tr_sync_name(sync, sizeof sync, o->sync, o->sync_k, o->rho);
 	tr_logf(t, "start at step %ld of %ld (epoch %" PRIu64 ", %ld steps per epoch), %d ranks, "
-	        "global batch %d", t->step, t->total, t->epoch, t->spe, t->size,
-	        o->batch * t->size * t->accumulate);
+	        "global batch %d, --sync %s", t->step, t->total, t->epoch, t->spe, t->size,
+	        o->batch * t->size * t->accumulate, sync);
 	if (t->be->device >= 0)
 		snprintf(dev, sizeof dev, "%s:%d", t->be->name, t->be->device);
 	else
@@ -518,6 +519,7 @@ static int train_loop(trainer *t)
 	}
 	while (t->step < t->total && !stop && !lost && !early) {
 		int epoch_end = 0, go, finite, parts, due;
+		long applied;                   /* the optimizer's steps before this one */
 		double loss = 0, lr, ts = t->trace ? cdp_now() : 0, tp = 0, top = cdp_now();
 		long s1 = t->step + 1;          /* this step's number, as metrics.jsonl's */
 		/* the schedule runs on the run's steps, skipped ones too (a
@@ -566,7 +568,7 @@ static int train_loop(trainer *t)
 			break;
 		}
 		/* the loss scale judges the reduced gradients (allreduce) and
-		 * the local ones before ADMM's penalty is added (admm); in parts,
+		 * the local ones (average, admm); in parts,
 		 * each bucket's update as soon as it is reduced (tr_sync_parts:
 		 * only where no check needs the whole gradient first) */
 		parts = !t->parts_off && isfinite(loss);
@@ -584,9 +586,8 @@ static int train_loop(trainer *t)
 		}
 		tp = t->trace ? cdp_now() : 0;
 		go = scale_check(t);
-		if (o->sync != CDP_SYNC_ALLREDUCE && go)
-			tr_sync_grads(t);
 		lr = cdp_optim_next_lr(&t->opt);
+		applied = t->opt.step;
 		finite = 1;
 		if (go && !isfinite(loss)) {
 			t->be->fill(t->be, t->net.grads, 0.0f, t->net.nparams);
@@ -598,6 +599,9 @@ static int train_loop(trainer *t)
 		} else if (go) {
 			t->nan_run = 0;
 		}
+		/* ADMM's penalty follows a step the optimizer took, at its rate */
+		if (t->opt.step != applied)
+			tr_sync_prox(t);
 		if (t->trace) {
 			double now = cdp_now();
 			tr_trace_span(t->trace, TR_OPTIM, tp, now, s1, 0);

@@ -12,7 +12,7 @@
  * rank, rank 0 included, all of them (each row has one writer, so the sum
  * is exact), from which each computes the same metrics. It
  * runs on the model train_sync.c designates (the average over ranks for
- * average:K, z for admm) in eval mode.
+ * average:K, the consensus estimate mean(w + u) for admm) in eval mode.
  *
  * The checkpoint (checkpoint.h, cdp-checkpoint(5)) is written by rank 0 to
  * RUNDIR/checkpoint.cdpt, atomically. It records the cfg text and
@@ -20,9 +20,9 @@
  * optimizer, the step, the epoch and the samples of the epoch consumed
  * (estep * global batch), the seed, the input bands with the pool's data type
  * and per-band mean and std, the pool's uuid and, for average and admm,
- * every rank's own state (tr_sync_state_save), and the sums of the loss means
- * that metrics.jsonl's epoch and step lines still owe (SUMS), so a resumed run
- * writes the lines an uninterrupted one would. The input bands are the
+ * every rank's own state (tr_sync_state_save; admm's z in LIVE), and the
+ * sums of the loss means that metrics.jsonl's epoch and step lines still
+ * owe (SUMS), so a resumed run writes the lines an uninterrupted one would. The input bands are the
  * source raster bands the pool's tiles hold (the sources' band_list, when
  * all sources give the same one), so that cdp-predict reads those bands
  * from a raw scene; otherwise 1..C. The RNG state stored,
@@ -340,14 +340,15 @@ static int fill(trainer *t, cdp_ckpt *ck)
 	if (rc)
 		goto done;
 	/* [net] ema=: PARM got the average (tr_eval_model_begin), LIVE the
-	 * trained weights it stands in for */
-	if (t->dema) {
+	 * trained weights it stands in for; admm: PARM the consensus
+	 * estimate, LIVE z, which the ranks' w and u continue from */
+	if (t->dema || t->z) {
 		if (!(ck->live = malloc(t->net.nparams * sizeof(float)))) {
 			rc = CDP_ENOMEM;
 			goto done;
 		}
 		ck->nlive = t->net.nparams;
-		t->be->to_host(t->be, ck->live, t->dtmp, ck->nlive * sizeof(float));
+		t->be->to_host(t->be, ck->live, t->dema ? t->dtmp : t->z, ck->nlive * sizeof(float));
 	}
 done:
 	free(bands);
@@ -631,10 +632,12 @@ int tr_resume(trainer *t, char *err, size_t cap)
 	if (cdp_ckpt_to_net(ck, &t->net, err, cap) != 0 ||
 	    cdp_ckpt_to_optim(ck, &t->opt, err, cap) != 0)
 		return -1;
-	/* with LIVE, PARM is the moving average and LIVE the trained weights */
+	/* with LIVE, PARM is the moving average and LIVE the trained weights,
+	 * or (admm) PARM the consensus estimate, where every rank starts when
+	 * it drops its own state, and LIVE z (tr_sync_begin) */
 	if (t->dema)
 		t->be->copy(t->be, t->dema, t->net.params, t->net.nparams * sizeof(float));
-	if (ck->live) {
+	if (ck->live && !tr_sync_ckpt_z(t)) {
 		if (ck->nlive != t->net.nparams) {
 			snprintf(err, cap, "the checkpoint in '%s' holds %zu trained weights, the net "
 			         "has %zu", t->o->out, ck->nlive, t->net.nparams);

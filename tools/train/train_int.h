@@ -305,6 +305,13 @@ int  tr_sync_resume(trainer *t, char *err, size_t cap);
 /* After the initial weights are final on every rank: z = w (admm), then
  * each rank's own state from the checkpoint, when tr_sync_resume kept it. */
 void tr_sync_begin(trainer *t);
+/* ADMM's z in the checkpoint resumed, written with --sync admm (its LIVE
+ * chunk, PARM holding the consensus estimate), or NULL (none, a run with
+ * ema=, whose LIVE holds the trained weights, or an admm checkpoint of an
+ * older cdp-train, whose PARM is z). */
+const float *tr_sync_ckpt_z(const trainer *t);
+/* "allreduce", "average:K" or "admm:K:RHO" into b */
+void tr_sync_name(char *b, size_t cap, int sync, long k, double rho);
 /* Collective, between tr_eval_model_begin and _end: gathers every rank's
  * local state (average, admm; nothing for allreduce) into ck's per-rank
  * section on rank 0 (ck NULL elsewhere), after ck's tensors and optimizer
@@ -312,9 +319,11 @@ void tr_sync_begin(trainer *t);
 int  tr_sync_state_save(trainer *t, cdp_ckpt *ck);
 /* The backward callback: starts bucket reductions (allreduce mode). */
 void tr_on_layer_done(cdp_net *net, int l, void *ctx);
-/* Before the optimizer step: finishes the gradient reduction (allreduce)
- * or adds the ADMM penalty gradient (admm). */
+/* Before the optimizer step (allreduce): finishes the gradient reduction. */
 void tr_sync_grads(trainer *t);
+/* After an optimizer step that was applied (admm on 2 or more ranks):
+ * the proximal step of the penalty rho/2 |w - z + u|^2 (cdp_optim_prox). */
+void tr_sync_prox(trainer *t);
 /* --sync allreduce without t->parts_off: waits for each bucket in turn
  * and applies the optimizer to it (cdp_optim_part) while later ones are
  * in flight; step s1's trace gets a wait and an optimizer span per
@@ -328,7 +337,9 @@ void tr_overlap_step(trainer *t, double seconds);
  * averaging (average) or consensus update (admm). */
 void tr_sync_after_step(trainer *t);
 /* Puts the model to evaluate and checkpoint into net->params (the
- * averaged model, z for admm; allreduce: nothing to do) and averages the
+ * averaged model; for admm the consensus estimate mean(w + u) of this
+ * step, while z, which a resume continues from, stays in t->z;
+ * allreduce: nothing to do) and averages the
  * batchnorm running statistics over ranks; tr_eval_model_end restores the
  * local parameters (and, average/admm, the local statistics, so that
  * evaluating never changes the run). Collective. */

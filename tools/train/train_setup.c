@@ -281,7 +281,7 @@ static int open_loaders(trainer *t, char *err, size_t cap)
 	const cdp_train_opts *o = t->o;
 	cdp_loader_opts lo;
 	char why[128];
-	int rc, ign;
+	int rc, ign, acc;
 
 	if ((rc = cdp_pool_open(o->db, CDP_POOL_RDONLY | CDP_POOL_NORDAHEAD, 0, &t->pool)) != 0)
 		return tr_fail(err, cap, "cannot open '%s': %s", o->db,
@@ -289,7 +289,10 @@ static int open_loaders(trainer *t, char *err, size_t cap)
 	t->have_pool = 1;
 	if ((rc = cdp_lmdb_txn_hold(t->pool.env, MDB_RDONLY, &t->txn)) != 0)
 		return tr_fail(err, cap, "'%s': %s", o->db, cdp_strerror(rc));
+	/* accumulate= as the optimizer reads it (cdp_optim_cfg_parse): the
+	 * epoch is whole steps of that many batches */
 	if (cdp_cfg_int(&t->cfg, &t->cfg.s[0], "ignore", -1, -1, 1 << 30, &ign, err, cap) < 0 ||
+	    cdp_cfg_int(&t->cfg, &t->cfg.s[0], "accumulate", 1, 1, 1 << 20, &acc, err, cap) < 0 ||
 	    data_path(t, err, cap) < 0)
 		return -1;
 	cdp_loader_opts_init(&lo);
@@ -302,6 +305,7 @@ static int open_loaders(trainer *t, char *err, size_t cap)
 	lo.batch = o->batch;
 	lo.seed = o->seed;
 	lo.pad_last = t->pad_last;
+	lo.accumulate = acc;
 	lo.mode = o->load;
 	lo.skip_bad = o->skip_bad;
 	lo.aug = &t->aug;
@@ -323,6 +327,7 @@ static int open_loaders(trainer *t, char *err, size_t cap)
 		lo.keys_path = o->val_keys;
 		lo.val = 1;
 		lo.pad_last = 0;
+		lo.accumulate = 1;
 		lo.raw = 0;
 		if (cdp_loader_open(&lo, &t->vl, err, cap) != 0)
 			return -1;

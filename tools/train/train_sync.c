@@ -14,8 +14,16 @@
  *  average:K  every rank steps on its own gradients; after every K steps
  *             the parameters are averaged (block training).
  *  admm:K:RHO global-consensus ADMM: each rank minimises its loss plus
- *             rho/2 |w - z + u|^2 (gradient rho (w - z + u) added before
- *             the step) for K steps, then z = mean(w + u), u += w - z.
+ *             rho/2 |w - z + u|^2 for K steps, then z = mean(w + u),
+ *             u += w - z. A step is the optimizer's on the loss, then the
+ *             penalty's proximal step (tr_sync_prox): Boyd et al.'s
+ *             x-update by proximal gradient splitting, stable at any rho,
+ *             where the penalty's gradient added to the loss's made SGD
+ *             diverge once lr rho > 2. The model validated and saved is
+ *             the consensus estimate of the current step, mean(w + u) (the
+ *             z-update with the current u), not z, which only moves every
+ *             K steps: a run validated or ended between rounds would lose
+ *             the steps since the last one.
  * Batchnorm running statistics are buffers no optimizer touches; they are
  * averaged over ranks before every validation and checkpoint (and at every
  * averaging round of average/admm), so every rank evaluates and saves the
@@ -32,8 +40,10 @@
  * checkpoint's per-rank section (checkpoint.h); on --resume with the same
  * j and --sync every rank puts its own back (tr_sync_begin), so the run
  * continues as if never stopped, at any step, not only at averaging
- * points. Otherwise every rank starts from the consensus (z for admm, with
- * u = 0) and rank 0 says so in one line.
+ * points. Otherwise every rank starts from the checkpoint's model (for
+ * admm the consensus estimate, with u = 0) and rank 0 says so in one line.
+ * An admm checkpoint keeps z in its LIVE chunk, since PARM holds that
+ * estimate (tr_sync_ckpt_z).
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -267,7 +277,7 @@ static unsigned local_what(const trainer *t)
 	       (t->net.nbuffers ? CDP_CKPT_RANK_BUFFERS : 0);
 }
 
-static void sync_name(char *b, size_t cap, int sync, long k, double rho)
+void tr_sync_name(char *b, size_t cap, int sync, long k, double rho)
 {
 	if (sync == CDP_SYNC_AVERAGE)
 		snprintf(b, cap, "average:%ld", k);
@@ -352,7 +362,7 @@ int tr_sync_resume(trainer *t, char *err, size_t cap)
 		if (ck->rank_sync != CDP_SYNC_ALLREDUCE) {
 			/* each rank's own model is dropped: said where it is seen,
 			 * as another average/admm change is */
-			sync_name(had, sizeof had, ck->rank_sync, ck->rank_k, ck->rank_rho);
+			tr_sync_name(had, sizeof had, ck->rank_sync, ck->rank_k, ck->rank_rho);
 			dropped(ck, lost, sizeof lost);
 			snprintf(why, sizeof why, "was written with --sync %s, this run uses allreduce",
 			         had);
@@ -364,15 +374,15 @@ int tr_sync_resume(trainer *t, char *err, size_t cap)
 			tr_logf(t, "the checkpoint's per-rank state (%d rank%s, --sync %s) is not this "
 			        "run's (%d rank%s, --sync allreduce): every rank resumes from the averaged "
 			        "batchnorm statistics", ck->nranks, ck->nranks == 1 ? "" : "s",
-			        (sync_name(had, sizeof had, ck->rank_sync, ck->rank_k, ck->rank_rho), had),
+			        (tr_sync_name(had, sizeof had, ck->rank_sync, ck->rank_k, ck->rank_rho), had),
 			        t->size, t->size == 1 ? "" : "s");
 			drop_ranks(ck);
 			return 0;
 		}
 		return rank_fit(t, err, cap);
 	}
-	sync_name(had, sizeof had, ck->rank_sync, ck->rank_k, ck->rank_rho);
-	sync_name(now, sizeof now, o->sync, o->sync_k, o->rho);
+	tr_sync_name(had, sizeof had, ck->rank_sync, ck->rank_k, ck->rank_rho);
+	tr_sync_name(now, sizeof now, o->sync, o->sync_k, o->rho);
 	if (ck->nranks == 0)
 		snprintf(why, sizeof why, "holds no per-rank state (written with --sync allreduce "
 		         "or by an older cdp-train)");
@@ -391,6 +401,13 @@ int tr_sync_resume(trainer *t, char *err, size_t cap)
 	return rank_fit(t, err, cap);
 }
 
+const float *tr_sync_ckpt_z(const trainer *t)
+{
+	/* only ema= (which needs allreduce) and admm write LIVE, and a
+	 * resumed run's cfg is the checkpoint's */
+	return t->have_ck && !t->dema ? t->ck.live : NULL;
+}
+
 void tr_sync_begin(trainer *t)
 {
 	cdp_backend *be = t->be;
@@ -404,6 +421,8 @@ void tr_sync_begin(trainer *t)
 	if (!t->have_ck || ck->nranks == 0)
 		return;
 	/* this rank's own state over the consensus every rank got */
+	if (t->z && (b = tr_sync_ckpt_z(t)))
+		be->to_device(be, t->z, b, bytes);
 	if ((b = cdp_ckpt_rank_block(ck, t->rank, CDP_CKPT_RANK_PARAMS)))
 		be->to_device(be, net->params, b, bytes);
 	if ((b = cdp_ckpt_rank_block(ck, t->rank, CDP_CKPT_RANK_OPTIM))) {
@@ -515,20 +534,26 @@ void tr_on_layer_done(cdp_net *net, int l, void *ctx)
 
 void tr_sync_grads(trainer *t)
 {
+	if (t->o->sync == CDP_SYNC_ALLREDUCE)
+		cdp_dist_wait_all();
+}
+
+void tr_sync_prox(trainer *t)
+{
 	cdp_backend *be = t->be;
 	cdp_net *net = &t->net;
 	size_t n = net->nparams;
 
-	if (t->o->sync == CDP_SYNC_ALLREDUCE) {
-		cdp_dist_wait_all();
-	} else if (t->o->sync == CDP_SYNC_ADMM) {
-		/* grads hold the sum of A micro-batch means (the step divides
-		 * by A), so the penalty gradient is added A times */
-		be->copy(be, t->save, net->params, n * sizeof(float));
-		be->axpy(be, -1.0f, t->z, t->save, n);
-		be->axpy(be, 1.0f, t->u, t->save, n);
-		be->axpy(be, (float)(t->accumulate * t->o->rho), t->save, net->grads, n);
-	}
+	/* One rank has no other model to agree with: its z-update gives
+	 * z = w + u and u stays 0, and the penalty would only hold each step
+	 * back towards the last round's w, so it trains as allreduce does. */
+	if (t->o->sync != CDP_SYNC_ADMM || t->size == 1)
+		return;
+	/* save is free outside validation: the target z - u less w */
+	be->copy(be, t->save, t->z, n * sizeof(float));
+	be->axpy(be, -1.0f, t->u, t->save, n);
+	be->axpy(be, -1.0f, net->params, t->save, n);
+	cdp_optim_prox(&t->opt, net->params, t->save, t->o->rho);
 }
 
 void tr_sync_parts(trainer *t, long s1)
@@ -595,8 +620,11 @@ void tr_eval_model_begin(trainer *t)
 		be->copy(be, t->save, net->params, bytes);
 		cdp_dist_average(net->params, net->nparams);
 	} else if (t->o->sync == CDP_SYNC_ADMM) {
+		/* the z-update with this step's u, on a copy (z and u stay as a
+		 * resume continues from them); one rank's is w (u = 0) */
 		be->copy(be, t->save, net->params, bytes);
-		be->copy(be, net->params, t->z, bytes);
+		be->axpy(be, 1.0f, t->u, net->params, net->nparams);
+		cdp_dist_average(net->params, net->nparams);
 	}
 }
 
