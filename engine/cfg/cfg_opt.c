@@ -75,20 +75,21 @@ int cdp_cfg_float(const cdp_cfg *cfg, cdp_cfg_section *s, const char *key, float
                   float min, float max, float *out, char *err, size_t cap)
 {
 	cdp_cfg_kv *kv = lookup(s, key);
-	double v;
+	char lo[32], hi[32];
 	int rc;
 
 	if (!kv) {
 		*out = def;
 		return 0;
 	}
-	rc = cdp_parse_double(kv->value, (double)min, (double)max, &v);
+	/* compared as the float it is kept in, and printed as the man page
+	 * writes it, so that a documented bound is accepted and named as such */
+	rc = cdp_parse_float(kv->value, min, max, out);
 	if (rc == CDP_ESYNTAX)
 		return opt_fail(cfg, kv, err, cap, "'%.64s' is not a number", kv->value);
 	if (rc != CDP_OK)
-		return opt_fail(cfg, kv, err, cap, "%.64s is outside [%g, %g]", kv->value,
-		                (double)min, (double)max);
-	*out = (float)v;
+		return opt_fail(cfg, kv, err, cap, "%.64s is outside [%s, %s]", kv->value,
+		                cdp_float_str(min, lo, sizeof lo), cdp_float_str(max, hi, sizeof hi));
 	return 0;
 }
 

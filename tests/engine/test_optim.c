@@ -406,9 +406,11 @@ static void test_cfg(void)
 		{ "[net]\nlr_policy=poly\n",
 		  "m.cfg:2: option 'lr_policy': 'poly' is not constant, step or cosine" },
 		{ "[net]\nmomentum=0\nnesterov=1\n", "m.cfg:3: option 'nesterov': nesterov=1 needs momentum > 0" },
-		{ "[net]\nlr=-1\n", "m.cfg:2: option 'lr': -1 is outside [0, 1e+06]" },
+		{ "[net]\nlr=-1\n", "m.cfg:2: option 'lr': -1 is outside [0, 1e6]" },
 		{ "[net]\naccumulate=0\n", "m.cfg:2: option 'accumulate': 0 is outside [1, 1048576]" },
 		{ "[net]\nbeta2=1\n", "m.cfg:2: option 'beta2': 1 is outside [0, 0.999999]" },
+		/* the bound as cdp-model(5) writes it, not %g's "1" */
+		{ "[net]\nema=1\n", "m.cfg:2: option 'ema': 1 is outside [0, 0.99999994]" },
 	};
 
 	CHECK_RC(cdp_cfg_parse("[net]\noptimizer=adamw\nbeta2=0.99\nlr_policy=cosine\nwarmup=10\n"
@@ -426,6 +428,16 @@ static void test_cfg(void)
 	c.total_steps = 100;
 	CHECK_RC(cdp_optim_init(&o, be, &c, 4, err, sizeof(err)), 0);
 	cdp_optim_free(&o);
+	cdp_cfg_free(&cfg);
+
+	/* cdp-model(5)'s inclusive bounds, which as doubles lie just beyond
+	 * the float constants; 0.99999995 is the float 0.99999994 */
+	CHECK_RC(cdp_cfg_parse("[net]\noptimizer=adamw\nbeta1=0.999999\nbeta2=0.999999\n"
+	                       "adam_eps=1e-30\nema=0.99999995\n", "m.cfg", NULL, 0, &cfg, err,
+	                       sizeof(err)), 0);
+	CHECK_RC(cdp_optim_cfg_parse(&c, &cfg, &cfg.s[0], err, sizeof(err)), 0);
+	CHECK(c.beta1 == 0.999999f && c.beta2 == 0.999999f && c.eps == 1e-30f &&
+	      c.ema == 0.99999994f, "documented bounds: %s", err);
 	cdp_cfg_free(&cfg);
 
 	CHECK_RC(cdp_cfg_parse("[net]\n", "m.cfg", NULL, 0, &cfg, err, sizeof(err)), 0);
