@@ -20,28 +20,57 @@ static cdp_cfg_kv *lookup(cdp_cfg_section *s, const char *key)
 	return NULL;
 }
 
-/* "PATH:LINE: option 'k'" or, for an override the file lacked,
- * "PATH: option 'k' (override)". */
+static int vfail(const cdp_cfg *cfg, const cdp_cfg_section *s, const cdp_cfg_kv *kv,
+                 const char *key, const char *what, char *err, size_t cap, const char *fmt,
+                 va_list ap)
+{
+	const char *path = cfg && cfg->path ? cfg->path : "<cfg>";
+	char opt[128];
+	int n;
+
+	if (!err || cap == 0)
+		return -1;
+	if (!what) {
+		snprintf(opt, sizeof opt, "option '%s'", key);
+		what = opt;
+	}
+	/* an override the file lacked has no line (0): say so, as the generic
+	 * checks do, rather than cite line 0 */
+	if (kv && kv->line <= 0)
+		n = snprintf(err, cap, "%s: %s (override): ", path, what);
+	else
+		n = snprintf(err, cap, "%s:%d: %s: ", path, kv ? kv->line : s ? s->line : 0, what);
+	if (n < 0 || (size_t)n >= cap)
+		return -1;
+	vsnprintf(err + n, cap - (size_t)n, fmt, ap);
+	return -1;
+}
+
 static int opt_fail(const cdp_cfg *cfg, const cdp_cfg_kv *kv, char *err, size_t cap,
                     const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 
 static int opt_fail(const cdp_cfg *cfg, const cdp_cfg_kv *kv, char *err, size_t cap,
                     const char *fmt, ...)
 {
-	const char *path = cfg && cfg->path ? cfg->path : "<cfg>";
 	va_list ap;
-	int n;
 
-	if (!err || cap == 0)
-		return -1;
-	if (kv->line > 0)
-		n = snprintf(err, cap, "%s:%d: option '%s': ", path, kv->line, kv->key);
-	else
-		n = snprintf(err, cap, "%s: option '%s' (override): ", path, kv->key);
-	if (n < 0 || (size_t)n >= cap)
-		return -1;
 	va_start(ap, fmt);
-	vsnprintf(err + n, cap - (size_t)n, fmt, ap);
+	vfail(cfg, NULL, kv, kv->key, NULL, err, cap, fmt, ap);
+	va_end(ap);
+	return -1;
+}
+
+int cdp_cfg_fail(const cdp_cfg *cfg, const cdp_cfg_section *s, const char *key,
+                 const char *what, char *err, size_t cap, const char *fmt, ...)
+{
+	const cdp_cfg_kv *kv = NULL;
+	va_list ap;
+
+	for (int i = 0; s && key && i < s->nkv; i++)
+		if (strcmp(s->kv[i].key, key) == 0)
+			kv = &s->kv[i];
+	va_start(ap, fmt);
+	vfail(cfg, s, kv, key ? key : "", what, err, cap, fmt, ap);
 	va_end(ap);
 	return -1;
 }

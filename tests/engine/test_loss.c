@@ -534,6 +534,33 @@ static void test_loss_cfg(void)
 		CHECK(strcmp(err, bad[i].err) == 0, "'%s' want '%s'", err, bad[i].err);
 		cdp_cfg_free(&cfg);
 	}
+	/* an override the file lacks has no line: "(override)" as the generic
+	 * checks say, never "m.cfg:0:"; a key the file has keeps its line */
+	{
+		static const struct { const char *ov[2]; int classes; const char *err; } ovbad[] = {
+			{ { "class_weights=0;0", NULL }, 2,
+			  "m.cfg: [net] (override): all class weights are 0" },
+			{ { "class_weights=1", NULL }, 2,
+			  "m.cfg: [net] (override): 1 class weights for 2 classes" },
+			{ { "loss=ce+dice", "loss_weights=1;x" }, 2,
+			  "m.cfg: option 'loss_weights' (override): 'x' is not a number >= 0" },
+			{ { "class_weights=1;", NULL }, 2,
+			  "m.cfg: option 'class_weights' (override): empty item" },
+			{ { "huber_delta=2", NULL }, 2, "m.cfg: [net] (override): huber_delta is for a "
+			  "loss with a term huber, not loss=ce" },
+			{ { "ignore=-5", NULL }, 2,
+			  "m.cfg:3: option 'ignore': -5 is outside [-1, 1073741824]" },
+		};
+		for (size_t i = 0; i < sizeof ovbad / sizeof ovbad[0]; i++) {
+			int nov = ovbad[i].ov[1] ? 2 : 1;
+			CHECK_RC(cdp_cfg_parse("[net]\nloss=ce\nignore=255\n", "m.cfg", ovbad[i].ov, nov,
+			                       &cfg, err, sizeof(err)), 0);
+			CHECK_RC(cdp_loss_init_cfg(&l, be, &cfg, &cfg.s[0], ovbad[i].classes, err,
+			                           sizeof(err)), -1);
+			CHECK(strcmp(err, ovbad[i].err) == 0, "'%s' want '%s'", err, ovbad[i].err);
+			cdp_cfg_free(&cfg);
+		}
+	}
 }
 
 /* loss=bce with positive weights (cdp_loss_set_pos_weight), on a

@@ -452,6 +452,27 @@ static void test_cfg(void)
 		CHECK(strcmp(err, bad[i].err) == 0, "'%s' want '%s'", err, bad[i].err);
 		cdp_cfg_free(&cfg);
 	}
+	/* an override the file lacks has no line: "(override)", as the
+	 * generic checks say (cdp-model(5)), never "m.cfg:0:" */
+	{
+		static const struct { const char *ov[2]; const char *err; } ovbad[] = {
+			{ { "lr_policy=poly", NULL },
+			  "m.cfg: option 'lr_policy' (override): 'poly' is not constant, step or cosine" },
+			{ { "optimizer=adam", NULL },
+			  "m.cfg: option 'optimizer' (override): 'adam' is not sgd or adamw" },
+			{ { "momentum=0", "nesterov=1" },
+			  "m.cfg: option 'nesterov' (override): nesterov=1 needs momentum > 0" },
+			{ { "beta1=2", NULL }, "m.cfg: option 'beta1' (override): 2 is outside [0, 0.999999]" },
+		};
+		for (size_t i = 0; i < sizeof ovbad / sizeof ovbad[0]; i++) {
+			int nov = ovbad[i].ov[1] ? 2 : 1;
+			CHECK_RC(cdp_cfg_parse("[net]\nlr=0.1\n", "m.cfg", ovbad[i].ov, nov, &cfg, err,
+			                       sizeof(err)), 0);
+			CHECK_RC(cdp_optim_cfg_parse(&c, &cfg, &cfg.s[0], err, sizeof(err)), -1);
+			CHECK(strcmp(err, ovbad[i].err) == 0, "'%s' want '%s'", err, ovbad[i].err);
+			cdp_cfg_free(&cfg);
+		}
+	}
 	CHECK(strcmp(cdp_optim_type_name(CDP_OPT_ADAMW), "adamw") == 0 &&
 	      strcmp(cdp_optim_policy_name(CDP_LR_STEP), "step") == 0, "names");
 }
