@@ -97,6 +97,11 @@ int cdp_optim_cfg_parse(cdp_optim_cfg *c, const cdp_cfg *cfg, cdp_cfg_section *s
 	    cdp_cfg_int(cfg, s, "accumulate", 1, 1, 1 << 20, &c->accumulate, err, cap) < 0 ||
 	    cdp_cfg_float(cfg, s, "ema", 0, 0, 0.99999994f, &c->ema, err, cap) < 0)
 		return -1;
+	/* as --momentum: below 1, where the velocity would never decay (PyTorch
+	 * takes any momentum >= 0; 1 sums every gradient forever, above 1 grows) */
+	if (c->momentum >= 1)
+		return cdp_cfg_fail(cfg, s, "momentum", NULL, err, cap, "%.64s is outside [0, 1): "
+		                    "a momentum of 1 never decays", cdp_cfg_str(s, "momentum", ""));
 	c->nesterov = nesterov;
 	c->step_size = step_size;
 	c->warmup = warmup;

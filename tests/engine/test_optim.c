@@ -411,6 +411,11 @@ static void test_cfg(void)
 		{ "[net]\nbeta2=1\n", "m.cfg:2: option 'beta2': 1 is outside [0, 0.999999]" },
 		/* the bound as cdp-model(5) writes it, not %g's "1" */
 		{ "[net]\nema=1\n", "m.cfg:2: option 'ema': 1 is outside [0, 0.99999994]" },
+		/* as cdp-train --momentum: below 1, also after rounding to float */
+		{ "[net]\nmomentum=1\n",
+		  "m.cfg:2: option 'momentum': 1 is outside [0, 1): a momentum of 1 never decays" },
+		{ "[net]\nmomentum=0.99999999\n", "m.cfg:2: option 'momentum': 0.99999999 is "
+		  "outside [0, 1): a momentum of 1 never decays" },
 	};
 
 	CHECK_RC(cdp_cfg_parse("[net]\noptimizer=adamw\nbeta2=0.99\nlr_policy=cosine\nwarmup=10\n"

@@ -265,7 +265,7 @@ refused 2 "--burn and --label-field exclude each other" \
 	cdp-tile --burn 3 --label-field cls --label feat.gpkg img.tif
 # a distance of infinity once passed, then broke GEOS after the stream began
 for d in inf 1e10 -1; do
-	refused 2 "^cdp-tile: --buffer: '$d' is not a number in 0\.\.1e+09\$" \
+	refused 2 "^cdp-tile: --buffer: '$d' is not a number in 0\.\.1e9\$" \
 		cdp-tile -s 32 --label feat.gpkg --buffer "$d" img.tif
 done
 refused 2 "--buffer and --buffer-field exclude each other" \
