@@ -462,6 +462,10 @@ static const char *fmt(double v, int json, char *buf)
 	if (isnan(v))
 		return json ? "null" : "nan";
 	snprintf(buf, 16, json ? "%.6f" : "%.4f", v);
+	/* a kappa of -0 or -0.00001 is no disagreement to report: "0.0000",
+	 * not "-0.0000" */
+	if (buf[0] == '-' && strspn(buf + 1, "0.") == strlen(buf + 1))
+		memmove(buf, buf + 1, strlen(buf));
 	return buf;
 }
 
@@ -540,8 +544,8 @@ static void report(FILE *f, const classes *r, const uint64_t *conf, int k, size_
 		        fmt(cdp_metrics_accuracy(conf, k), 1, b), fmt(cdp_metrics_macro_f1(conf, k), 1, b2),
 		        fmt(cdp_metrics_kappa(conf, k), 1, b3));
 	else
-		fprintf(f, "accuracy %.4f\nmacro f1 %.4f\nkappa %.4f\n", cdp_metrics_accuracy(conf, k),
-		        cdp_metrics_macro_f1(conf, k), cdp_metrics_kappa(conf, k));
+		fprintf(f, "accuracy %s\nmacro f1 %s\nkappa %s\n", fmt(cdp_metrics_accuracy(conf, k), 0, b),
+		        fmt(cdp_metrics_macro_f1(conf, k), 0, b2), fmt(cdp_metrics_kappa(conf, k), 0, b3));
 }
 
 /* s (a path of the CSV, changed in place) with its control characters

@@ -187,7 +187,11 @@ static int read_list(const char *list, chips *out, char *err, size_t cap)
 				break;
 		if (*t)
 			rc = pr_fail(err, cap, "'%s': line %zu: not a list of chips", list, lineno);
-		else if (chips_add(out, s[0] == '/' ? s : dir, s[0] == '/' ? NULL : s) < 0)
+		/* the path as the list gives it, resolved against the list's folder,
+		 * with no "./" before it for a list in the current one (a folder
+		 * operand gives "scenes/x.tif" too) */
+		else if (chips_add(out, s[0] == '/' || strcmp(dir, ".") == 0 ? s : dir,
+		                   s[0] == '/' || strcmp(dir, ".") == 0 ? NULL : s) < 0)
 			rc = pr_fail(err, cap, "out of memory");
 	}
 	if (rc == 0 && ferror(f))
