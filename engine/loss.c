@@ -328,35 +328,28 @@ static int cfg_list(const cdp_cfg *cfg, cdp_cfg_section *s, const char *key, flo
 {
 	const char *str = cdp_cfg_str(s, key, NULL);
 	char *copy, *save = NULL;
-	int line = s->line;
 
 	*v = NULL;
 	*n = 0;
 	if (!str)
 		return 0;
-	for (int i = 0; i < s->nkv; i++)
-		if (strcmp(s->kv[i].key, key) == 0)
-			line = s->kv[i].line;
 	copy = strdup(str);
 	*v = calloc(strlen(str) / 2 + 2, sizeof **v);
 	if (!copy || !*v) {
 		free(copy);
-		snprintf(err, cap, "%s:%d: out of memory", cfg->path, line);
-		return -1;
+		return cdp_cfg_fail(cfg, s, key, NULL, err, cap, "out of memory");
 	}
 	/* commas or semicolons between the items: an override on the command
 	 * line (--model m.cfg:class_weights=1;2) cannot hold a comma */
 	if (!*str || strchr(",;", str[strlen(str) - 1]) || strchr(",;", str[0]) ||
 	    strstr(str, ",,") || strstr(str, ";;") || strstr(str, ",;") || strstr(str, ";,")) {
 		free(copy);
-		snprintf(err, cap, "%s:%d: option '%s': empty item", cfg->path, line, key);
-		return -1;
+		return cdp_cfg_fail(cfg, s, key, NULL, err, cap, "empty item");
 	}
 	for (char *t = strtok_r(copy, ",;", &save); t; t = strtok_r(NULL, ",;", &save)) {
 		double d;
 		if (cdp_parse_double(t, 0, 1e30, &d) != 0) {
-			snprintf(err, cap, "%s:%d: option '%s': '%.32s' is not a number >= 0", cfg->path,
-			         line, key, t);
+			cdp_cfg_fail(cfg, s, key, NULL, err, cap, "'%.32s' is not a number >= 0", t);
 			free(copy);
 			return -1;
 		}
@@ -379,7 +372,8 @@ static int has_term(const cdp_loss *l, int kind)
 /* A term's own option given for a loss without that term would be read and
  * silently ignored (focal_alpha with loss=ce trains plain ce): its key's
  * line and why, or 0. */
-static int stray_option(const cdp_loss *l, const cdp_cfg_section *s, char *why, size_t cap)
+static const char *stray_option(const cdp_loss *l, const cdp_cfg_section *s, char *why,
+                                size_t cap)
 {
 	static const struct { const char *key, *terms; int k1, k2, k3; } own[] = {
 		{ "dice_smooth", "dice, jaccard or tversky", CDP_LOSS_DICE, CDP_LOSS_JACCARD,
@@ -398,9 +392,9 @@ static int stray_option(const cdp_loss *l, const cdp_cfg_section *s, char *why, 
 			    !(own[j].k3 && has_term(l, own[j].k3))) {
 				snprintf(why, cap, "%s is for a loss with a term %s, not loss=%s",
 				         own[j].key, own[j].terms, l->name);
-				return s->kv[i].line;
+				return own[j].key;
 			}
-	return 0;
+	return NULL;
 }
 
 /* cdp_loss_init_cfg, and with multi > 0 that of a multi-label head of
@@ -411,7 +405,8 @@ static int init_cfg(cdp_loss *l, cdp_backend *be, const cdp_cfg *cfg, cdp_cfg_se
 {
 	cdp_loss_opt o;
 	float *cw = NULL, *lw = NULL, *al = NULL;
-	int rc = -1, nw, line0 = 0;
+	int rc = -1, nw;
+	const char *key = NULL;
 	char why[200];
 
 	memset(l, 0, sizeof *l);
@@ -448,15 +443,13 @@ static int init_cfg(cdp_loss *l, cdp_backend *be, const cdp_cfg *cfg, cdp_cfg_se
 		if (why[0])
 			cdp_loss_free(l);
 	}
-	if (!why[0] && (line0 = stray_option(l, s, why, sizeof why)) > 0)
+	if (!why[0] && (key = stray_option(l, s, why, sizeof why)))
 		cdp_loss_free(l);
 	if (why[0]) {
-		int line = line0 ? line0 : s->line;
-		for (int i = 0; cw && (strstr(why, "class weight") || strstr(why, "positive weight")) &&
-		                i < s->nkv; i++)
-			if (strcmp(s->kv[i].key, "class_weights") == 0)
-				line = s->kv[i].line;
-		snprintf(err, cap, "%s:%d: [net]: %s", cfg->path, line, why);
+		if (!key && cw && (strstr(why, "class weight") || strstr(why, "positive weight")))
+			key = "class_weights";
+		/* the line of the key at fault, else [net]'s */
+		cdp_cfg_fail(cfg, s, key, "[net]", err, cap, "%s", why);
 		goto out;
 	}
 	rc = 0;

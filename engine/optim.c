@@ -57,35 +57,23 @@ static int pick(const char *s, const char *const *names, int lo, int hi)
 	return -1;
 }
 
-/* Line of key k in s, for messages about a word-valued option. */
-static int key_line(const cdp_cfg_section *s, const char *k)
-{
-	for (int i = 0; i < s->nkv; i++)
-		if (strcmp(s->kv[i].key, k) == 0)
-			return s->kv[i].line;
-	return s->line;
-}
-
 int cdp_optim_cfg_parse(cdp_optim_cfg *c, const cdp_cfg *cfg, cdp_cfg_section *s,
                         char *err, size_t cap)
 {
 	const char *t = cdp_cfg_str(s, "optimizer", "sgd");
 	const char *p = cdp_cfg_str(s, "lr_policy", "constant");
 	int nesterov, step_size, warmup;
-	char why[200];
 
 	cdp_optim_defaults(c);
 	c->type = pick(t, type_names, 1, 2);
 	if (c->type < 0) {
-		snprintf(err, cap, "%s:%d: option 'optimizer': '%.32s' is not sgd or adamw",
-		         cfg->path, key_line(s, "optimizer"), t);
-		return -1;
+		return cdp_cfg_fail(cfg, s, "optimizer", NULL, err, cap, "'%.32s' is not sgd or adamw",
+		                    t);
 	}
 	c->policy = pick(p, policy_names, 0, 2);
 	if (c->policy < 0) {
-		snprintf(err, cap, "%s:%d: option 'lr_policy': '%.32s' is not constant, step or cosine",
-		         cfg->path, key_line(s, "lr_policy"), p);
-		return -1;
+		return cdp_cfg_fail(cfg, s, "lr_policy", NULL, err, cap,
+		                    "'%.32s' is not constant, step or cosine", p);
 	}
 	if (c->type == CDP_OPT_ADAMW) {
 		c->lr = 0.001f;
@@ -109,16 +97,18 @@ int cdp_optim_cfg_parse(cdp_optim_cfg *c, const cdp_cfg *cfg, cdp_cfg_section *s
 	    cdp_cfg_int(cfg, s, "accumulate", 1, 1, 1 << 20, &c->accumulate, err, cap) < 0 ||
 	    cdp_cfg_float(cfg, s, "ema", 0, 0, 0.99999994f, &c->ema, err, cap) < 0)
 		return -1;
+	/* as --momentum: below 1, where the velocity would never decay (PyTorch
+	 * takes any momentum >= 0; 1 sums every gradient forever, above 1 grows) */
+	if (c->momentum >= 1)
+		return cdp_cfg_fail(cfg, s, "momentum", NULL, err, cap, "%.64s is outside [0, 1): "
+		                    "a momentum of 1 never decays", cdp_cfg_str(s, "momentum", ""));
 	c->nesterov = nesterov;
 	c->step_size = step_size;
 	c->warmup = warmup;
 	/* total_steps is the trainer's to set, so only check what it cannot
 	 * fix: a contradiction inside the file */
-	if (c->nesterov && c->momentum == 0) {
-		snprintf(why, sizeof(why), "nesterov=1 needs momentum > 0");
-		snprintf(err, cap, "%s:%d: option 'nesterov': %s", cfg->path, key_line(s, "nesterov"), why);
-		return -1;
-	}
+	if (c->nesterov && c->momentum == 0)
+		return cdp_cfg_fail(cfg, s, "nesterov", NULL, err, cap, "nesterov=1 needs momentum > 0");
 	return 0;
 }
 

@@ -279,14 +279,18 @@ int cdp_cli_double(const char *opt, const char *arg, double min, double max,
 {
 	double v;
 	int rc = cdp_parse_double(arg, min, max, &v);
+	char lo[32], hi[32];
 
 	if (rc == CDP_OK && below_max && v >= max)
 		rc = CDP_ERANGE;
 	if (rc == CDP_OK)
 		*out = v;
+	/* bounds as the man pages write them: 1e6, not %g's 1e+06 */
+	cdp_double_str(min, lo, sizeof lo);
+	cdp_double_str(max, hi, sizeof hi);
 	if (below_max)
-		return report(rc, opt, arg, "a number in %g..%g, less than %g", min, max, max);
-	return report(rc, opt, arg, "a number in %g..%g", min, max);
+		return report(rc, opt, arg, "a number in %s..%s, less than %s", lo, hi, hi);
+	return report(rc, opt, arg, "a number in %s..%s", lo, hi);
 }
 
 /* A size bound in the largest of K, M, G, T that divides it: "64K". */

@@ -188,3 +188,23 @@ void cdp_fileset_free(cdp_fileset *s)
 	free(s->e);
 	memset(s, 0, sizeof *s);
 }
+
+int cdp_file_skip_bom(FILE *f)
+{
+	static const unsigned char bom[3] = { 0xef, 0xbb, 0xbf };
+	int c = EOF, n;
+
+	for (n = 0; n < 3; n++)
+		if ((c = getc(f)) != bom[n])
+			break;
+	if (n == 3)
+		return 1;
+	/* Put back in reverse order. C promises one byte of ungetc; glibc and
+	 * musl take more (musl 8), and a file position is not needed, so a list
+	 * read from a pipe (--list <(...)) keeps its bytes. */
+	if (c != EOF)
+		ungetc(c, f);
+	while (n-- > 0)
+		ungetc(bom[n], f);
+	return 0;
+}

@@ -16,6 +16,7 @@
 #define CDP_FILE_H
 
 #include <stddef.h>
+#include <stdio.h>
 #include <stdint.h>
 
 /* 1 when a and b are (or, not existing yet, would be) the same file, 0
@@ -46,5 +47,12 @@ const char *cdp_fileset_find(cdp_fileset *s, const char *path);
 /* Same for an open descriptor (a redirected standard output). */
 const char *cdp_fileset_find_fd(cdp_fileset *s, int fd);
 void cdp_fileset_free(cdp_fileset *s);
+
+/* Reads past a UTF-8 byte order mark (EF BB BF), which some editors write
+ * before a text file, at the start of f just opened for reading: 1 when
+ * one was skipped, 0 when f does not start with one (nothing consumed: the
+ * bytes read are put back, so a pipe works too). Every reader of a list or
+ * CSV calls it, so that the mark is never part of the first path. */
+int cdp_file_skip_bom(FILE *f);
 
 #endif

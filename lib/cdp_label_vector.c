@@ -57,6 +57,7 @@ struct cdp_label_vector {
 	size_t hcap;
 	uint8_t *ids;                          /* with o->field: bit i set when a
 	                                          feature burns id i (65535 bits) */
+	char note[640];                        /* a --label-crs the layer overrode */
 };
 
 void cdp_label_vector_opts_init(cdp_label_vector_opts *o)
@@ -215,11 +216,26 @@ static void layer_list(GDALDatasetH ds, char *out, size_t cap)
 		                      OGR_L_GetName(GDALDatasetGetLayer(ds, i)));
 }
 
+int cdp_label_vector_crs_check(const char *crs)
+{
+	OGRSpatialReferenceH sr;
+	int ok;
+
+	cdp_raster_init();      /* its quiet error handler: the caller says why */
+	if (!(sr = OSRNewSpatialReference(NULL)))
+		return CDP_ENOMEM;
+	ok = OSRSetFromUserInput(sr, crs) == OGRERR_NONE;
+	OSRDestroySpatialReference(sr);
+	return ok ? CDP_OK : CDP_EFORMAT;
+}
+
 /* Opens path's layer (name or the only one) and the transformations between
  * its CRS and the image's; crs, when given, overrides the layer's own, or
- * with fallback only stands in for a missing one (--label-crs). */
+ * with fallback only stands in for a missing one (--label-crs): a crs that
+ * differs from the layer's own then puts a note of it in note[notecap]. */
 static int src_open(vsrc *s, const char *path, const char *name, const char *crs,
-                    int fallback, const char *image_wkt, char *err, size_t errcap)
+                    int fallback, const char *image_wkt, char *note, size_t notecap,
+                    char *err, size_t errcap)
 {
 	OGRSpatialReferenceH lsr = NULL, isr = NULL;
 	const int own_cache = CPLGetConfigOption("OGR_SQLITE_CACHE", NULL) != NULL;
@@ -256,8 +272,23 @@ static int src_open(vsrc *s, const char *path, const char *name, const char *crs
 	} else
 		s->lay = GDALDatasetGetLayer(s->ds, 0);
 
-	if (crs && fallback && OGR_L_GetSpatialRef(s->lay))
+	if (crs && fallback && OGR_L_GetSpatialRef(s->lay)) {
+		/* the layer's own CRS wins; one the user gave in vain is worth a
+		 * word, since the labels may then land elsewhere than meant */
+		static const char *const same[] = { "IGNORE_DATA_AXIS_TO_SRS_AXIS_MAPPING=YES", NULL };
+		OGRSpatialReferenceH usr = OSRNewSpatialReference(NULL);
+		/* OGR gives a layer's CRS GIS axis order, the user's keeps EPSG's:
+		 * the same CRS all the same */
+		if (usr && OSRSetFromUserInput(usr, crs) == OGRERR_NONE &&
+		    !OSRIsSameEx(usr, OGR_L_GetSpatialRef(s->lay), same) && note && notecap &&
+		    !note[0])
+			snprintf(note, notecap, "layer '%s' declares a CRS of its own, which wins: "
+			         "--label-crs '%s' (another CRS) is ignored", OGR_L_GetName(s->lay),
+			         crs);
+		if (usr)
+			OSRDestroySpatialReference(usr);
 		crs = NULL;
+	}
 	if (crs) {
 		lsr = OSRNewSpatialReference(NULL);
 		if (!lsr || OSRSetFromUserInput(lsr, crs) != OGRERR_NONE) {
@@ -481,7 +512,8 @@ int cdp_label_vector_open(const char *path, const cdp_label_vector_opts *o,
 	}
 	v->o = o;
 	CPLErrorReset();
-	if ((rc = src_open(&v->lab, path, o->layer, o->crs, 1, image_wkt, msg, sizeof msg)) ||
+	if ((rc = src_open(&v->lab, path, o->layer, o->crs, 1, image_wkt, v->note, sizeof v->note,
+	                   msg, sizeof msg)) ||
 	    (rc = lab_scan(v, msg, sizeof msg))) {
 		snprintf(err, errcap, "'%s': %s", path, msg);
 		goto fail;
@@ -490,8 +522,8 @@ int cdp_label_vector_open(const char *path, const cdp_label_vector_opts *o,
 		src_skip_fields(&v->lab);
 	if (o->extent) {
 		v->has_ext = 1;
-		if ((rc = src_open(&v->ext, o->extent, NULL, o->crs, 1, image_wkt, msg,
-		                   sizeof msg))) {
+		if ((rc = src_open(&v->ext, o->extent, NULL, o->crs, 1, image_wkt, v->note,
+		                   sizeof v->note, msg, sizeof msg))) {
 			snprintf(err, errcap, "extent '%s': %s", o->extent, msg);
 			goto fail;
 		}
@@ -507,6 +539,11 @@ fail:
 int cdp_label_vector_kind(const cdp_label_vector *v)
 {
 	return v->kind;
+}
+
+const char *cdp_label_vector_note(const cdp_label_vector *v)
+{
+	return v->note[0] ? v->note : NULL;
 }
 
 /* A window of the image's grid, (h, w) pixels: placed by the geotransform

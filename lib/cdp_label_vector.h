@@ -87,6 +87,17 @@ int cdp_label_vector_open(const char *path, const cdp_label_vector_opts *o,
 /* CDP_LABEL_U8 or CDP_LABEL_U16. */
 int cdp_label_vector_kind(const cdp_label_vector *v);
 
+/* A warning for the user, or NULL: "layer 'p' declares a CRS of its own,
+ * which wins: --label-crs 'X' (another CRS) is ignored" where the label's
+ * (or --label-extent's) layer declares a CRS other than o->crs. */
+const char *cdp_label_vector_note(const cdp_label_vector *v);
+
+/* CDP_OK when crs is a CRS OGR's OSRSetFromUserInput takes (EPSG:32633, a
+ * WKT or PROJ string), else CDP_EFORMAT (CDP_ENOMEM): what --label-crs
+ * gives is checked before any label is opened, whether or not a layer
+ * will need it. */
+int cdp_label_vector_crs_check(const char *crs);
+
 /* 1 when the label burns class id `id` somewhere, with what into what[cap]
  * ("the --burn value", "the --background value", "the id of --classes name
  * 'x'", "a value of the label attribute 'a'"), else 0: an ignore value

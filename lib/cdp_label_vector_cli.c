@@ -146,6 +146,13 @@ int cdp_label_vector_options_check(const cdp_label_vector_opts *o)
 		        (unsigned)o->burn);
 		return -1;
 	}
+	/* up front, also where the layer will declare a CRS of its own:
+	 * garbage is a usage error whatever the label turns out to be */
+	if (o->crs && cdp_label_vector_crs_check(o->crs) != CDP_OK) {
+		cdp_cli_bad("--label-crs", o->crs, "a CRS (such as EPSG:32633, a WKT or a PROJ "
+		            "string)");
+		return -1;
+	}
 	if (o->burn_given && o->field)
 		why = "--burn and --label-field exclude each other";
 	else if (o->buffer > 0 && o->buffer_field)

@@ -18,7 +18,7 @@ static int blank(int c)
 	return c == ' ' || c == '\t' || c == '\r';
 }
 
-/* A decimal number of 1-5 digits at *s, at most max; advances *s. */
+/* A decimal number of 1-6 digits at *s, at most max; advances *s. */
 static int number(const char **s, const char *end, uint32_t max, uint32_t *out)
 {
 	const char *p = *s;
@@ -36,6 +36,23 @@ static int number(const char **s, const char *end, uint32_t max, uint32_t *out)
 	*s = p;
 	*out = v;
 	return CDP_OK;
+}
+
+/* Why number() refused the VALUE (id 0) or ID (id 1) at s, in a line of
+ * the form `form`: "0000010" is not above 65535, it has too many digits. */
+static void number_why(char *why, size_t cap, int rc, const char *s, const char *end, int id,
+                       const char *form)
+{
+	size_t n = 0;
+
+	while (s + n < end && s[n] >= '0' && s[n] <= '9')
+		n++;
+	if (rc != CDP_ERANGE)
+		WHY("not %s", form);
+	else if (n > 6)
+		WHY("%s of more than 6 digits", id ? "an id" : "a value");
+	else
+		WHY("%s", id ? "an id above 65534" : "a value above 65535");
 }
 
 static int init(cdp_labelmap *m)
@@ -110,7 +127,7 @@ int cdp_labelmap_parse_inline(const char *spec, cdp_labelmap *m, size_t *where,
 		while (s < end && blank(*s))
 			s++;
 		if ((rc = number(&s, end, CDP_LABELMAP_NVALUES - 1, &v))) {
-			WHY(rc == CDP_ERANGE ? "a value above 65535" : "not VALUE:ID");
+			number_why(why, cap, rc, s, end, 0, "VALUE:ID");
 			break;
 		}
 		if (s == end || *s++ != ':') {
@@ -119,7 +136,7 @@ int cdp_labelmap_parse_inline(const char *spec, cdp_labelmap *m, size_t *where,
 			break;
 		}
 		if ((rc = number(&s, end, CDP_LABELMAP_MAXID, &id))) {
-			WHY(rc == CDP_ERANGE ? "an id above 65534" : "not VALUE:ID");
+			number_why(why, cap, rc, s, end, 1, "VALUE:ID");
 			break;
 		}
 		while (s < end && blank(*s))
@@ -221,7 +238,7 @@ int cdp_labelmap_parse(const void *text, size_t len, cdp_labelmap *m, size_t *wh
 		if (s == e || *s == '#')
 			continue;
 		if ((rc = number(&s, e, CDP_LABELMAP_NVALUES - 1, &v))) {
-			WHY(rc == CDP_ERANGE ? "a value above 65535" : "not VALUE ID [NAME]");
+			number_why(why, cap, rc, s, e, 0, "VALUE ID [NAME]");
 			goto out;
 		}
 		if (s == e || !blank(*s)) {
@@ -232,7 +249,7 @@ int cdp_labelmap_parse(const void *text, size_t len, cdp_labelmap *m, size_t *wh
 		while (s < e && blank(*s))
 			s++;
 		if ((rc = number(&s, e, CDP_LABELMAP_MAXID, &id))) {
-			WHY(rc == CDP_ERANGE ? "an id above 65534" : "not VALUE ID [NAME]");
+			number_why(why, cap, rc, s, e, 1, "VALUE ID [NAME]");
 			goto out;
 		}
 		if (s < e && !blank(*s)) {

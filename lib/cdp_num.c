@@ -12,7 +12,9 @@
 #include "cdp_error.h"
 
 #include <errno.h>
+#include <float.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -164,6 +166,60 @@ int cdp_parse_double(const char *s, double min, double max, double *out)
 		return CDP_ERANGE;
 	*out = v;
 	return CDP_OK;
+}
+
+int cdp_parse_float(const char *s, float min, float max, float *out)
+{
+	double v;
+	float f;
+	int rc;
+
+	if (isnan(min) || isnan(max))
+		return CDP_EINVAL;
+	rc = cdp_parse_double(s, min == -INFINITY ? -INFINITY : -DBL_MAX,
+	                      max == INFINITY ? INFINITY : DBL_MAX, &v);
+	if (rc != CDP_OK)
+		return rc;
+	f = (float)v;
+	if ((isinf(f) && !isinf(v)) || f < min || f > max)
+		return CDP_ERANGE;
+	*out = f;
+	return CDP_OK;
+}
+
+/* The exponent as the man pages write it: 1e6 and 1e-30, not 1e+06. */
+static void tidy_exponent(char *buf)
+{
+	char *e = strchr(buf, 'e'), *d, *src;
+
+	if (!e)
+		return;
+	d = e + 1;
+	if (*d == '+')
+		memmove(d, d + 1, strlen(d));
+	else if (*d == '-')
+		d++;
+	for (src = d; *src == '0' && src[1]; src++)
+		;
+	memmove(d, src, strlen(src) + 1);
+}
+
+const char *cdp_float_str(float v, char *buf, size_t cap)
+{
+	for (int digits = 6; digits <= 9; digits++) {
+		snprintf(buf, cap, "%.*g", digits, (double)v);
+		if (strtof(buf, NULL) == v)
+			break;
+	}
+	tidy_exponent(buf);
+	return buf;
+}
+
+const char *cdp_double_str(double v, char *buf, size_t cap)
+{
+	snprintf(buf, cap, "%g", v);
+	tidy_exponent(buf);
+	return buf;
 }
 
 int cdp_parse_decimal(const char *s, uint64_t *num, uint64_t *den)

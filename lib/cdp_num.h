@@ -23,6 +23,20 @@ int cdp_parse_int(const char *s, int min, int max, int *out);
  * that side of the range is infinite, otherwise CDP_ERANGE, as is overflow
  * ("1e999"). Underflow rounds towards zero and is accepted. */
 int cdp_parse_double(const char *s, double min, double max, double *out);
+/* The same notation for a value kept as a float: the number is rounded to
+ * float first and then held against [min, max], so a bound that is itself
+ * a float constant (0.999999f, 1e-30f) accepts the decimal it was written
+ * as, which as a double lies just outside it. A finite number beyond
+ * FLT_MAX is CDP_ERANGE. */
+int cdp_parse_float(const char *s, float min, float max, float *out);
+/* v in the fewest significant digits (%g, 6 to 9) that read back as v with
+ * strtof, into buf[cap], the exponent without '+' or leading zeros as the
+ * man pages write bounds: 0.99999994f prints "0.99999994", not %g's "1",
+ * 0.999999f "0.999999", 1e6f "1e6". Returns buf. */
+const char *cdp_float_str(float v, char *buf, size_t cap);
+/* A bound of a double option: %g with the exponent written as above
+ * (1e300, 1e9). Returns buf. */
+const char *cdp_double_str(double v, char *buf, size_t cap);
 /* The exact value of a non-negative number in the decimal notation of
  * cdp_parse_double ("0.145", ".5", "5e-2", "-0"), as the fraction
  * *num / *den with *den a power of ten up to 10^18 and no common factor 10

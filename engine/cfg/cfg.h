@@ -109,6 +109,15 @@ int cdp_cfg_int(const cdp_cfg *cfg, cdp_cfg_section *s, const char *key, int def
                 int min, int max, int *out, char *err, size_t cap);
 int cdp_cfg_float(const cdp_cfg *cfg, cdp_cfg_section *s, const char *key, float def,
                   float min, float max, float *out, char *err, size_t cap);
+/* An error about option key of s that the lookups above could not see
+ * (a word no list holds, a contradiction between options), into err[cap],
+ * in their form: "PATH:LINE: WHAT: reason" with the key's line (the
+ * section's when s lacks the key), or "PATH: WHAT (override): reason" for
+ * a key only an override gave. WHAT is what (a phrase such as "[net]"), or
+ * "option 'KEY'" when what is NULL. Returns -1. */
+int cdp_cfg_fail(const cdp_cfg *cfg, const cdp_cfg_section *s, const char *key,
+                 const char *what, char *err, size_t cap, const char *fmt, ...)
+	__attribute__((format(printf, 7, 8)));
 /* After a section is consumed: an unused key is an error naming it. */
 int cdp_cfg_check_used(const cdp_cfg *cfg, const cdp_cfg_section *s, char *err, size_t cap);
 

@@ -20,28 +20,57 @@ static cdp_cfg_kv *lookup(cdp_cfg_section *s, const char *key)
 	return NULL;
 }
 
-/* "PATH:LINE: option 'k'" or, for an override the file lacked,
- * "PATH: option 'k' (override)". */
+static int vfail(const cdp_cfg *cfg, const cdp_cfg_section *s, const cdp_cfg_kv *kv,
+                 const char *key, const char *what, char *err, size_t cap, const char *fmt,
+                 va_list ap)
+{
+	const char *path = cfg && cfg->path ? cfg->path : "<cfg>";
+	char opt[128];
+	int n;
+
+	if (!err || cap == 0)
+		return -1;
+	if (!what) {
+		snprintf(opt, sizeof opt, "option '%s'", key);
+		what = opt;
+	}
+	/* an override the file lacked has no line (0): say so, as the generic
+	 * checks do, rather than cite line 0 */
+	if (kv && kv->line <= 0)
+		n = snprintf(err, cap, "%s: %s (override): ", path, what);
+	else
+		n = snprintf(err, cap, "%s:%d: %s: ", path, kv ? kv->line : s ? s->line : 0, what);
+	if (n < 0 || (size_t)n >= cap)
+		return -1;
+	vsnprintf(err + n, cap - (size_t)n, fmt, ap);
+	return -1;
+}
+
 static int opt_fail(const cdp_cfg *cfg, const cdp_cfg_kv *kv, char *err, size_t cap,
                     const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 
 static int opt_fail(const cdp_cfg *cfg, const cdp_cfg_kv *kv, char *err, size_t cap,
                     const char *fmt, ...)
 {
-	const char *path = cfg && cfg->path ? cfg->path : "<cfg>";
 	va_list ap;
-	int n;
 
-	if (!err || cap == 0)
-		return -1;
-	if (kv->line > 0)
-		n = snprintf(err, cap, "%s:%d: option '%s': ", path, kv->line, kv->key);
-	else
-		n = snprintf(err, cap, "%s: option '%s' (override): ", path, kv->key);
-	if (n < 0 || (size_t)n >= cap)
-		return -1;
 	va_start(ap, fmt);
-	vsnprintf(err + n, cap - (size_t)n, fmt, ap);
+	vfail(cfg, NULL, kv, kv->key, NULL, err, cap, fmt, ap);
+	va_end(ap);
+	return -1;
+}
+
+int cdp_cfg_fail(const cdp_cfg *cfg, const cdp_cfg_section *s, const char *key,
+                 const char *what, char *err, size_t cap, const char *fmt, ...)
+{
+	const cdp_cfg_kv *kv = NULL;
+	va_list ap;
+
+	for (int i = 0; s && key && i < s->nkv; i++)
+		if (strcmp(s->kv[i].key, key) == 0)
+			kv = &s->kv[i];
+	va_start(ap, fmt);
+	vfail(cfg, s, kv, key ? key : "", what, err, cap, fmt, ap);
 	va_end(ap);
 	return -1;
 }
@@ -75,20 +104,21 @@ int cdp_cfg_float(const cdp_cfg *cfg, cdp_cfg_section *s, const char *key, float
                   float min, float max, float *out, char *err, size_t cap)
 {
 	cdp_cfg_kv *kv = lookup(s, key);
-	double v;
+	char lo[32], hi[32];
 	int rc;
 
 	if (!kv) {
 		*out = def;
 		return 0;
 	}
-	rc = cdp_parse_double(kv->value, (double)min, (double)max, &v);
+	/* compared as the float it is kept in, and printed as the man page
+	 * writes it, so that a documented bound is accepted and named as such */
+	rc = cdp_parse_float(kv->value, min, max, out);
 	if (rc == CDP_ESYNTAX)
 		return opt_fail(cfg, kv, err, cap, "'%.64s' is not a number", kv->value);
 	if (rc != CDP_OK)
-		return opt_fail(cfg, kv, err, cap, "%.64s is outside [%g, %g]", kv->value,
-		                (double)min, (double)max);
-	*out = (float)v;
+		return opt_fail(cfg, kv, err, cap, "%.64s is outside [%s, %s]", kv->value,
+		                cdp_float_str(min, lo, sizeof lo), cdp_float_str(max, hi, sizeof hi));
 	return 0;
 }
 

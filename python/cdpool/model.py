@@ -34,6 +34,17 @@ LAYER_TYPES = ("conv", "deconv", "bn", "relu", "leaky", "maxpool", "avgpool", "g
                "upsample", "concat", "add", "dropout", "dense", "slice", "diff")
 
 
+def float_str(x):
+    """A float32 bound as cdp_float_str (lib/cdp_num.c) prints it: the fewest
+    significant digits from 6 to 9 that read back as the float, the exponent
+    without '+' or leading zeros (0.99999994, 1e6, 1e-30)."""
+    for digits in range(6, 10):
+        s = "%.*g" % (digits, x)
+        if np.float32(float(s)) == np.float32(x):
+            break
+    return re.sub(r"e\+?(-?)0*(\d)", r"e\1\2", s)
+
+
 # ---- the net builder (net.c, layers/*.c) ---------------------------------------------------
 class _Opts:
     """Typed lookups in one section, marking keys used (cfg_opt.c)."""
@@ -74,9 +85,13 @@ class _Opts:
             v = float(s)
         else:
             self._fail(kv, "'%s' is not a number" % s[:64])
-        if not lo <= v <= hi:
-            self._fail(kv, "%s is outside [%g, %g]" % (s[:64], lo, hi))
-        return float(np.float32(v))
+        # compared as the float32 it is kept in (cdp_parse_float), so that a
+        # bound accepts the decimal it was written as
+        with np.errstate(over="ignore"):
+            v32 = float(np.float32(v))
+        if (math.isinf(v32) and not math.isinf(v)) or not lo <= v32 <= hi:
+            self._fail(kv, "%s is outside [%s, %s]" % (s[:64], float_str(lo), float_str(hi)))
+        return v32
 
     def act(self, L):
         a = self.str("activation", "linear")

@@ -453,7 +453,7 @@ static void test_loss_cfg(void)
 		{ "[net]\nloss=ce\nclass_weights=1,,2\n", 3, "m.cfg:3: option 'class_weights': empty item" },
 		{ "[net]\nloss=ce\nclass_weights=1,2,\n", 2, "m.cfg:3: option 'class_weights': empty item" },
 		{ "[net]\nloss=ce\nclass_weights=1,2\n", 3, "m.cfg:3: [net]: 2 class weights for 3 classes" },
-		{ "[net]\nloss=bce\ndice_smooth=-1\n", 2, "m.cfg:3: option 'dice_smooth': -1 is outside [0, 1e+30]" },
+		{ "[net]\nloss=bce\ndice_smooth=-1\n", 2, "m.cfg:3: option 'dice_smooth': -1 is outside [0, 1e30]" },
 		{ "[net]\nloss=hinge\n", 2, "m.cfg:1: [net]: loss 'hinge': 'hinge' is not ce, bce, dice, jaccard, tversky, focal, lovasz, mse, l1 or huber" },
 		{ "[net]\nignore=-2\n", 2, "m.cfg:2: option 'ignore': -2 is outside [-1, 1073741824]" },
 		/* the terms and their keys (loss.h); a term's own option without
@@ -471,7 +471,7 @@ static void test_loss_cfg(void)
 		{ "[net]\nloss=ce+\n", 3, "m.cfg:1: [net]: loss 'ce+': want terms ce, bce, dice, "
 		  "jaccard, tversky, focal or lovasz joined by '+', or one of mse, l1, huber" },
 		{ "[net]\nloss=huber\nhuber_delta=0\n", 1, "m.cfg:3: option 'huber_delta': 0 is "
-		  "outside [1e-30, 1e+30]" },
+		  "outside [1e-30, 1e30]" },
 		{ "[net]\nloss=dice+dice\n", 3, "m.cfg:1: [net]: loss 'dice+dice': 'dice' twice" },
 		{ "[net]\nloss=ce+bce\n", 2, "m.cfg:1: [net]: loss 'ce+bce': ce (softmax) and bce "
 		  "(sigmoid) do not mix" },
@@ -505,6 +505,13 @@ static void test_loss_cfg(void)
 	CHECK_RC(cdp_cfg_check_used(&cfg, &cfg.s[0], err, sizeof(err)), 0);
 	cdp_loss_free(&l);
 	cdp_cfg_free(&cfg);
+	/* huber_delta at its documented lower bound (1e-30 as a double is
+	 * below the float 1e-30f) */
+	CHECK_RC(cdp_cfg_parse("[net]\nloss=huber\nhuber_delta=1e-30\n", "m.cfg", NULL, 0, &cfg,
+	                       err, sizeof(err)), 0);
+	CHECK_RC(cdp_loss_init_cfg(&l, be, &cfg, &cfg.s[0], 1, err, sizeof(err)), 0);
+	cdp_loss_free(&l);
+	cdp_cfg_free(&cfg);
 	/* a sum: its terms, weights and parts; softmax with 3 classes, binary
 	 * with 2 (no ce) */
 	CHECK_RC(cdp_cfg_parse("[net]\nloss=ce+dice+lovasz\nloss_weights=1,0.5,2\n", "m.cfg",
@@ -526,6 +533,33 @@ static void test_loss_cfg(void)
 		CHECK_RC(cdp_loss_init_cfg(&l, be, &cfg, &cfg.s[0], bad[i].classes, err, sizeof(err)), -1);
 		CHECK(strcmp(err, bad[i].err) == 0, "'%s' want '%s'", err, bad[i].err);
 		cdp_cfg_free(&cfg);
+	}
+	/* an override the file lacks has no line: "(override)" as the generic
+	 * checks say, never "m.cfg:0:"; a key the file has keeps its line */
+	{
+		static const struct { const char *ov[2]; int classes; const char *err; } ovbad[] = {
+			{ { "class_weights=0;0", NULL }, 2,
+			  "m.cfg: [net] (override): all class weights are 0" },
+			{ { "class_weights=1", NULL }, 2,
+			  "m.cfg: [net] (override): 1 class weights for 2 classes" },
+			{ { "loss=ce+dice", "loss_weights=1;x" }, 2,
+			  "m.cfg: option 'loss_weights' (override): 'x' is not a number >= 0" },
+			{ { "class_weights=1;", NULL }, 2,
+			  "m.cfg: option 'class_weights' (override): empty item" },
+			{ { "huber_delta=2", NULL }, 2, "m.cfg: [net] (override): huber_delta is for a "
+			  "loss with a term huber, not loss=ce" },
+			{ { "ignore=-5", NULL }, 2,
+			  "m.cfg:3: option 'ignore': -5 is outside [-1, 1073741824]" },
+		};
+		for (size_t i = 0; i < sizeof ovbad / sizeof ovbad[0]; i++) {
+			int nov = ovbad[i].ov[1] ? 2 : 1;
+			CHECK_RC(cdp_cfg_parse("[net]\nloss=ce\nignore=255\n", "m.cfg", ovbad[i].ov, nov,
+			                       &cfg, err, sizeof(err)), 0);
+			CHECK_RC(cdp_loss_init_cfg(&l, be, &cfg, &cfg.s[0], ovbad[i].classes, err,
+			                           sizeof(err)), -1);
+			CHECK(strcmp(err, ovbad[i].err) == 0, "'%s' want '%s'", err, ovbad[i].err);
+			cdp_cfg_free(&cfg);
+		}
 	}
 }
 

@@ -452,9 +452,16 @@ static void test_cfg(void)
 		{ "[net]\nlr_policy=poly\n",
 		  "m.cfg:2: option 'lr_policy': 'poly' is not constant, step or cosine" },
 		{ "[net]\nmomentum=0\nnesterov=1\n", "m.cfg:3: option 'nesterov': nesterov=1 needs momentum > 0" },
-		{ "[net]\nlr=-1\n", "m.cfg:2: option 'lr': -1 is outside [0, 1e+06]" },
+		{ "[net]\nlr=-1\n", "m.cfg:2: option 'lr': -1 is outside [0, 1e6]" },
 		{ "[net]\naccumulate=0\n", "m.cfg:2: option 'accumulate': 0 is outside [1, 1048576]" },
 		{ "[net]\nbeta2=1\n", "m.cfg:2: option 'beta2': 1 is outside [0, 0.999999]" },
+		/* the bound as cdp-model(5) writes it, not %g's "1" */
+		{ "[net]\nema=1\n", "m.cfg:2: option 'ema': 1 is outside [0, 0.99999994]" },
+		/* as cdp-train --momentum: below 1, also after rounding to float */
+		{ "[net]\nmomentum=1\n",
+		  "m.cfg:2: option 'momentum': 1 is outside [0, 1): a momentum of 1 never decays" },
+		{ "[net]\nmomentum=0.99999999\n", "m.cfg:2: option 'momentum': 0.99999999 is "
+		  "outside [0, 1): a momentum of 1 never decays" },
 	};
 
 	CHECK_RC(cdp_cfg_parse("[net]\noptimizer=adamw\nbeta2=0.99\nlr_policy=cosine\nwarmup=10\n"
@@ -474,6 +481,16 @@ static void test_cfg(void)
 	cdp_optim_free(&o);
 	cdp_cfg_free(&cfg);
 
+	/* cdp-model(5)'s inclusive bounds, which as doubles lie just beyond
+	 * the float constants; 0.99999995 is the float 0.99999994 */
+	CHECK_RC(cdp_cfg_parse("[net]\noptimizer=adamw\nbeta1=0.999999\nbeta2=0.999999\n"
+	                       "adam_eps=1e-30\nema=0.99999995\n", "m.cfg", NULL, 0, &cfg, err,
+	                       sizeof(err)), 0);
+	CHECK_RC(cdp_optim_cfg_parse(&c, &cfg, &cfg.s[0], err, sizeof(err)), 0);
+	CHECK(c.beta1 == 0.999999f && c.beta2 == 0.999999f && c.eps == 1e-30f &&
+	      c.ema == 0.99999994f, "documented bounds: %s", err);
+	cdp_cfg_free(&cfg);
+
 	CHECK_RC(cdp_cfg_parse("[net]\n", "m.cfg", NULL, 0, &cfg, err, sizeof(err)), 0);
 	CHECK_RC(cdp_optim_cfg_parse(&c, &cfg, &cfg.s[0], err, sizeof(err)), 0);
 	CHECK(c.type == CDP_OPT_SGD && c.lr == 0.01f && c.momentum == 0.9f && c.weight_decay == 0 &&
@@ -485,6 +502,27 @@ static void test_cfg(void)
 		CHECK_RC(cdp_optim_cfg_parse(&c, &cfg, &cfg.s[0], err, sizeof(err)), -1);
 		CHECK(strcmp(err, bad[i].err) == 0, "'%s' want '%s'", err, bad[i].err);
 		cdp_cfg_free(&cfg);
+	}
+	/* an override the file lacks has no line: "(override)", as the
+	 * generic checks say (cdp-model(5)), never "m.cfg:0:" */
+	{
+		static const struct { const char *ov[2]; const char *err; } ovbad[] = {
+			{ { "lr_policy=poly", NULL },
+			  "m.cfg: option 'lr_policy' (override): 'poly' is not constant, step or cosine" },
+			{ { "optimizer=adam", NULL },
+			  "m.cfg: option 'optimizer' (override): 'adam' is not sgd or adamw" },
+			{ { "momentum=0", "nesterov=1" },
+			  "m.cfg: option 'nesterov' (override): nesterov=1 needs momentum > 0" },
+			{ { "beta1=2", NULL }, "m.cfg: option 'beta1' (override): 2 is outside [0, 0.999999]" },
+		};
+		for (size_t i = 0; i < sizeof ovbad / sizeof ovbad[0]; i++) {
+			int nov = ovbad[i].ov[1] ? 2 : 1;
+			CHECK_RC(cdp_cfg_parse("[net]\nlr=0.1\n", "m.cfg", ovbad[i].ov, nov, &cfg, err,
+			                       sizeof(err)), 0);
+			CHECK_RC(cdp_optim_cfg_parse(&c, &cfg, &cfg.s[0], err, sizeof(err)), -1);
+			CHECK(strcmp(err, ovbad[i].err) == 0, "'%s' want '%s'", err, ovbad[i].err);
+			cdp_cfg_free(&cfg);
+		}
 	}
 	CHECK(strcmp(cdp_optim_type_name(CDP_OPT_ADAMW), "adamw") == 0 &&
 	      strcmp(cdp_optim_policy_name(CDP_LR_STEP), "step") == 0, "names");

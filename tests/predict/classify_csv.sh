@@ -12,7 +12,8 @@
 #    were renumbered and the accuracy fell to 0);
 #  - a chip whose name holds a comma, a quote and a newline is written
 #    quoted and read back;
-#  - a UTF-8 byte order mark before a list file is skipped;
+#  - a UTF-8 byte order mark before a list file is skipped; a list in the
+#    current folder gives paths as the folder operand does (no "./");
 #  - a head of 300 classes on labels 0 to 4: cdp-train warns in one line;
 #    its CSV holds every class (a class map of uint8 ids is refused);
 #  - refusals in one line: a raster where chips are expected with -o x.csv,
@@ -38,6 +39,18 @@ cdp-predict -q --threads 1 "$T/run" "$T/F" -o "$T/f.csv"
 	fail "named CSV: $(head -2 "$T/f.csv")"
 cdp-evaluate --json "$T/f.csv" "$T/F" >"$T/f.json" || fail "cdp-evaluate of its own CSV"
 grep -q '"chips":20,"unpredicted":0' "$T/f.json" || fail "$(cat "$T/f.json")"
+
+echo "== a list in the current folder gives paths as a folder operand does"
+# "F/lake/x.tif" from val.txt and ./val.txt as from the folder F, never
+# "./F/lake/x.tif" (cdp-predict(1): the path as found)
+(cd "$T" && LC_ALL=C ls F/lake/*.tif | head -2 >val.txt &&
+	cdp-predict -q --threads 1 run val.txt -o - | sed 1d | cut -d, -f1 >l.paths &&
+	cdp-predict -q --threads 1 run ./val.txt -o - | sed 1d | cut -d, -f1 >l2.paths &&
+	cdp-predict -q --threads 1 run F -o - | sed 1d | cut -d, -f1 | grep '^F/lake/' | head -2 >f.paths) ||
+	fail "cdp-predict of a list in the current folder"
+cmp -s "$T/l.paths" "$T/val.txt" || fail "list paths: $(cat "$T/l.paths")"
+cmp -s "$T/l2.paths" "$T/val.txt" || fail "./val.txt paths: $(cat "$T/l2.paths")"
+cmp -s "$T/f.paths" "$T/val.txt" || fail "folder paths: $(cat "$T/f.paths")"
 
 echo "== folders that lack a class"
 # the chips of every class but the one predicted most, in folders without it

@@ -5,7 +5,8 @@
 #    accuracy, macro F1 and Cohen's kappa equal those computed here with
 #    NumPy from the same labels (JSON), with classes numbered by the sorted
 #    folder names and named by them, or by --classes names for a list;
-#  - the text report states the same numbers;
+#  - the text report states the same numbers; a kappa of -0 (-8.5e-17 in
+#    doubles) prints as 0.0000, not -0.0000;
 #  - paths match through the file system (a relative CSV path, a "./" one);
 #    reference chips without a row are counted as not predicted;
 #  - the CSV of cdp-predict (header path,class,p_NAME...; the class column a
@@ -138,6 +139,27 @@ printf '\357\273\277' | cat - p.csv >bom.csv
 printf '\357\273\277' | cat - list.txt >bom.txt
 cdp-evaluate --json bom.csv bom.txt >"$T/b.json" || fail "BOM: $(cat "$T/b.json")"
 "$PYTHON" "$T/cmp.py" "$T/b.json" "$T/want.json" || fail "BOM: $(cat "$T/b.json")"
+
+echo "== a kappa of -0 prints as 0"
+# 4 chips of a (3 predicted a), 16 of b (4 predicted b): the prediction is
+# independent of the reference, and (po - pe) / (1 - pe) is -8.5e-17 in
+# doubles, once printed "kappa -0.0000"
+mkdir -p K/a K/b
+{
+	echo "path,class,p_a,p_b"
+	for i in 0 1 2 3; do
+		: >"K/a/a_$i.tif"
+		[ "$i" -lt 3 ] && echo "K/a/a_$i.tif,a,0.9,0.1" || echo "K/a/a_$i.tif,b,0.1,0.9"
+	done
+	for i in 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15; do
+		: >"K/b/b_$i.tif"
+		[ "$i" -lt 12 ] && echo "K/b/b_$i.tif,a,0.9,0.1" || echo "K/b/b_$i.tif,b,0.1,0.9"
+	done
+} >k.csv
+cdp-evaluate k.csv K >"$T/k.txt" || fail "kappa 0: $(cat "$T/k.txt")"
+grep -qx "kappa 0.0000" "$T/k.txt" || fail "kappa 0: $(grep kappa "$T/k.txt")"
+cdp-evaluate --json k.csv K >"$T/k.json" || fail "kappa 0: $(cat "$T/k.json")"
+grep -q '"kappa":0.000000}' "$T/k.json" || fail "kappa 0 (JSON): $(cat "$T/k.json")"
 
 echo "== folders that lack a class"
 cp -r F G && rm -r G/land

@@ -136,6 +136,10 @@ def test_model_cfg():
     cases += [(n, ex[n], ov, (0, 32, 32)) for n, ov in builds]
     cases.append(("small.cfg", open(SMALL).read(), ["in_h=24", "in_w=24"], None))
     cases.append(("misc.cfg", MISC_CFG, [], None))
+    # a float option at its float32 bound written as a longer decimal (0.99900002
+    # is the float 0.999f, dropout's p bound) is accepted by both
+    cases.append(("bound.cfg", "[net]\nchannels=3\nin_h=16\nin_w=16\n[conv]\nfilters=2\n"
+                  "[dropout]\np=0.99900002\n", [], None))
     nlayers = 0
     for name, text, ov, shape in cases:
         path = os.path.join(d, name)
@@ -199,6 +203,8 @@ def test_model_cfg():
         ("[conv]\nfilters=2\n", ["loss=mse+dice"]),
         ("[conv]\nfilters=${width}\n", ["width=x"]),
         ("[conv]\nfilters=2\nlr_mult=-1\n", []),
+        ("[conv]\nfilters=2\nlr_mult=1e39\n", []),
+        ("[bn]\neps=1e-13\n", []),
         ("[conv]\nfilters=2\n", ["lr_mult=conv0=0.1"]),
         ("[conv]\nfilters=2\n", ["lr_mult=conv*:x"]),
         ("[conv]\nfilters=2\n", ["channels=0"]),

@@ -63,6 +63,15 @@ one_line 2 "^cdp-train: --momentum: 'abc' is not a number in 0\.\.1, less than 1
 	"$CDP_BUILDDIR/cdp-train" --momentum abc
 one_line 2 "^cdp-train: --momentum: '1' is not a number in 0\.\.1, less than 1\$" \
 	"$CDP_BUILDDIR/cdp-train" --momentum 1
+# 0.99999999 is below 1 as a double, 1 as the float the momentum is kept in
+one_line 2 "^cdp-train: --momentum: '0\.99999999' is not a number in 0\.\.1, less than 1\$" \
+	"$CDP_BUILDDIR/cdp-train" --momentum 0.99999999
+# the model cfg's ranges of lr= and weight_decay= (cdp-model(5)), bounds
+# written as the man pages write them
+one_line 2 "^cdp-train: --lr: '2e6' is not a number in 0\.\.1e6\$" \
+	"$CDP_BUILDDIR/cdp-train" --lr 2e6
+one_line 2 "^cdp-train: --weight-decay: '2e6' is not a number in 0\.\.1e6\$" \
+	"$CDP_BUILDDIR/cdp-train" --weight-decay 2e6
 one_line 2 "^cdp-tile: unknown option '-x' \\(cdp-tile --help lists the options\\)\$" \
 	"$CDP_BUILDDIR/cdp-tile" -qx x.tif
 # an option's file argument that is another option: refused, not written

@@ -8,7 +8,7 @@
 #    --replace (stats recomputed), shape mismatch, a corrupt record, a
 #    truncated stream, usage errors, a terminal on stdin;
 #  - --list with a label folder (same pool contents as the stream) and with
-#    class names; -O tiles keep their source's colours (a grey 4th band of
+#    class names, also after a UTF-8 byte order mark (file or pipe); -O tiles keep their source's colours (a grey 4th band of
 #    u8 is no alpha) and pack with --list to the stream's records;
 #  - a full disk (tmpfs), kill -9 mid-pack then --resume (bit-identical meta,
 #    f32 stats included), two packers at once, and a failed first pack
@@ -519,6 +519,15 @@ pp check "$T/cls" >/dev/null
 [ "$(pp dump "$T/cls" classes | tr '\n' ' ')" = "classes class.0=1 class.1=2 class.3=1 class.4=1  " ] || fail "class histogram: $(pp dump "$T/cls" classes)"
 [ "$(pp dump "$T/cls" keys | tr '\n' ' ')" = "s1 s2 s3 s4 s5 " ] || fail "--list keys: $(pp dump "$T/cls" keys)"
 pp dump "$T/cls" shape | grep -q 'label=class' || fail "class shape"
+# A byte order mark, as Windows editors write, is no part of the first path.
+printf '\357\273\277' | cat - "$T/scenes/list.txt" >"$T/scenes/bom.txt"
+cdp-lmdbpack -q --classes water,road,forest,field,urban --list "$T/scenes/bom.txt" "$T/clsb" ||
+	fail "a list with a byte order mark"
+[ "$(pp dump "$T/clsb" keys | tr '\n' ' ')" = "s1 s2 s3 s4 s5 " ] || fail "BOM list keys: $(pp dump "$T/clsb" keys)"
+{ printf '\357\273\277'; sed "s|^|$T/scenes/|" "$T/scenes/list.txt"; } |
+	cdp-lmdbpack -q --classes water,road,forest,field,urban --list /dev/stdin "$T/clsp" ||
+	fail "a list with a byte order mark from a pipe"
+[ "$(pp dump "$T/clsp" keys | tr '\n' ' ')" = "s1 s2 s3 s4 s5 " ] || fail "piped BOM list keys: $(pp dump "$T/clsp" keys)"
 expect_fail 1 "line 1: 'lake' is neither a class of --classes nor a file" \
 	cdp-lmdbpack -q --classes lake2 --list /dev/stdin "$T/cls2" <<EOF
 s1.tif lake

@@ -4,7 +4,7 @@
 # records (cdp-record(5) kind 5, K = the --classes names), the pool's shape
 # says label=multi label_len=K, its class names and class histogram (the
 # positives per class) are kept, and Python's Pool and PoolDataset give
-# the vector; refusals in one line naming the list and the line (an
+# the vector; a UTF-8 byte order mark before the list is skipped; refusals in one line naming the list and the line (an
 # unknown name, a name twice, an empty name, a missing set) before any pool
 # is made; --folders, --ignore and a stream are refused with --multi-label,
 # and so are class names holding a blank, '|' or '#';
@@ -49,6 +49,13 @@ assert y.dtype == np.float32 and y.tolist() == [1.0, 0.0, 1.0], y
 assert x.shape == (3, 8, 8), x.shape
 print("5 multi-hot records, classes", p.classes)
 PYEOF
+
+echo "== a UTF-8 byte order mark before the list is skipped"
+printf '\357\273\277' | cat - "$T/chips/l.txt" >"$T/chips/bom.txt"
+cdp-lmdbpack -q --multi-label --classes water,building,tree --list "$T/chips/bom.txt" "$T/bpool" ||
+	fail "a list with a byte order mark"
+"$PYTHON" -c 'import sys; from cdpool import Pool; assert Pool(sys.argv[1]).classes == {0: 2, 1: 2, 2: 3}' \
+	"$T/bpool" || fail "the BOM list's pool"
 
 echo "== another set size into the same pool is another shape"
 printf 'c_0005.tif water\n' >"$T/chips/k2.txt"

@@ -11,7 +11,8 @@
 # gdal_rasterize's raster of it, also along the seams of its bands of rows.
 # The twin of the image placed by GCPs that encode its geotransform (no
 # geotransform) gets the image's labels, rasterized through the GCPs.
-# Each refusal is checked with its message.
+# Each refusal is checked with its message; a --label-crs that is no CRS is
+# a usage error even beside a layer's own CRS, which wins with a warning.
 . "$CDP_SRCDIR/tests/tools/common.sh"
 need_python
 MK="$PYTHON $CDP_SRCDIR/tests/tools/mkraster.py"
@@ -193,8 +194,21 @@ for f in fs:
     assert (a == b).all(), (f, np.argwhere(a != b)[:5])
 PYCK
 done
-refused 1 "--label-crs 'foo' is not a CRS" \
-	cdp-tile -s 32 --label nocrs.shp --label-crs foo img.tif
+# --label-crs is checked up front, a usage error, also where the layer
+# declares a CRS of its own (which wins) and would never need it
+for v in nocrs.shp feat.gpkg; do
+	refused 2 "^cdp-tile: --label-crs: 'foo' is not a CRS (such as EPSG:32633, a WKT or a PROJ string)\$" \
+		cdp-tile -s 32 --label "$v" --label-crs foo img.tif
+done
+# a valid --label-crs other than the layer's own is ignored with a warning
+# (-q or not); the layer's own CRS says nothing
+cdp-tile -q -s 32 --label feat.gpkg --label-crs EPSG:32633 img.tif >"$T/w.cdps" 2>"$T/err" ||
+	fail "--label-crs beside a declared CRS: $(cat "$T/err")"
+[ "$(cat "$T/err")" = "cdp-tile: warning: label 'feat.gpkg': layer 'feat' declares a CRS of its own, which wins: --label-crs 'EPSG:32633' (another CRS) is ignored" ] ||
+	fail "the warning: $(cat "$T/err")"
+cdp-tile -q -s 32 --label feat.gpkg --label-crs EPSG:4326 img.tif >"$T/w.cdps" 2>"$T/err" ||
+	fail "--label-crs of the layer's own CRS: $(cat "$T/err")"
+[ ! -s "$T/err" ] || fail "--label-crs of the layer's own CRS: $(cat "$T/err")"
 refused 1 "attribute 'kind' is a string: give its values' ids with --classes" \
 	cdp-tile -s 32 --label feat.gpkg --label-field kind img.tif
 refused 1 "'kind' = 'field' is none of --classes" \
@@ -281,7 +295,7 @@ refused 2 "--burn and --label-field exclude each other" \
 	cdp-tile --burn 3 --label-field cls --label feat.gpkg img.tif
 # a distance of infinity once passed, then broke GEOS after the stream began
 for d in inf 1e10 -1; do
-	refused 2 "^cdp-tile: --buffer: '$d' is not a number in 0\.\.1e+09\$" \
+	refused 2 "^cdp-tile: --buffer: '$d' is not a number in 0\.\.1e9\$" \
 		cdp-tile -s 32 --label feat.gpkg --buffer "$d" img.tif
 done
 refused 2 "--buffer and --buffer-field exclude each other" \
@@ -331,6 +345,14 @@ expect_fail 1 "the vector label options apply to a vector reference only" \
 	cdp-evaluate --burn 2 pred.tif img.tif
 expect_fail 1 "reference 'two.gpkg': 2 layers, choose one with --label-layer" \
 	cdp-evaluate pred.tif two.gpkg
+# --label-crs as cdp-tile checks it: garbage a usage error beside a layer's
+# own CRS, another valid CRS ignored with a warning
+expect_fail 2 "^cdp-evaluate: --label-crs: 'foo' is not a CRS (such as EPSG:32633, a WKT or a PROJ string)\$" \
+	cdp-evaluate --label-crs foo pred.tif feat.gpkg
+cdp-evaluate --label-crs EPSG:32633 pred.tif feat.gpkg >/dev/null 2>"$T/err" ||
+	fail "cdp-evaluate --label-crs beside a declared CRS: $(cat "$T/err")"
+[ "$(cat "$T/err")" = "cdp-evaluate: warning: reference 'feat.gpkg': layer 'feat' declares a CRS of its own, which wins: --label-crs 'EPSG:32633' (another CRS) is ignored" ] ||
+	fail "cdp-evaluate's warning: $(cat "$T/err")"
 # a mistyped reference is said to be missing before --classes names are read
 # by what it is; names with a raster reference say what names are for
 for vo in "--label-field kind" ""; do

@@ -24,7 +24,8 @@
 #    (R^2 >= 0.7 in 100 steps) and validation counts the crops' pixels;
 #  - refusals: a class loss on a value pool, a regression loss on a class
 #    pool, a head of another T, --keep-best miou on a value pool and rmse on
-#    a class pool, CDP_TRAIN_DATA=device on a value pool.
+#    a class pool, --keep-best f1 on a value pool (the hint names rmse, r2
+#    or loss), CDP_TRAIN_DATA=device on a value pool.
 . "$CDP_SRCDIR/tests/tools/common.sh"
 need_python
 GEN="$CDP_SRCDIR/share/cdpool/examples/genvalue.py"
@@ -167,6 +168,9 @@ expect_fail 1 "gives a 2x32x32 output, the pool's targets are 1x32x32" \
 	cdp-train $C --model "$SMALL:loss=mse,classes=2" --steps 1 --out bad
 expect_fail 1 "a regression run keeps rmse, r2 or loss" \
 	cdp-train $C --model "$M" --steps 1 --keep-best miou --out bad
+# the hint names what a value pool keeps, not a classifier's metrics
+expect_fail 1 "keep-best f1: a multi-label pool's metric; '.*' is not one (keep rmse, r2 or loss)\$" \
+	cdp-train $C --model "$M" --steps 1 --keep-best f1 --out bad
 CDP_TRAIN_DATA=device expect_fail 1 "holds value labels (regression targets), which take the host path" \
 	cdp-train $C --model "$M" --steps 1 --out bad
 "$PYTHON" "$CDP_SRCDIR/share/cdpool/examples/genscene.py" c.tif --size 64 --seed 3 --mask c_mask.tif

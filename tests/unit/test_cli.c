@@ -97,6 +97,10 @@ static void test_numbers(void)
 	CHECK_RC(cdp_cli_double("--lr", "1e3", 0, 100, 0, &d), CDP_ERANGE);
 	CHECK(d == 7, "*out changed");
 	EXPECT_MSG("cdp-test: --lr: '1e3' is not a number in 0..100\n");
+	/* bounds as the man pages write them, not %g's 1e+09 */
+	capture();
+	CHECK_RC(cdp_cli_double("--buffer", "2e9", 0, 1e9, 0, &d), CDP_ERANGE);
+	EXPECT_MSG("cdp-test: --buffer: '2e9' is not a number in 0..1e9\n");
 
 	/* half-open: the bound itself is refused, in the same one line */
 	capture();

@@ -1,7 +1,8 @@
 /* test_file.c: file identities (cdp_file.h): the same file by name, by
  * "./" name, through a symlink and a hard link; different files with equal
  * contents; outputs that do not exist yet; a file set's lookups by path and
- * by descriptor, and its phrases.
+ * by descriptor, and its phrases; a UTF-8 byte order mark skipped, and
+ * bytes that only begin like one (also from a pipe) kept.
  */
 #include "tap.h"
 #include "cdp_error.h"
@@ -22,6 +23,44 @@ static const char *tp(const char *name)
 	k = (k + 1) % 4;
 	snprintf(buf[k], sizeof buf[k], "%s/%s", dir, name);
 	return buf[k];
+}
+
+/* What f holds after cdp_file_skip_bom, whose result is *skipped. */
+static void after_bom(FILE *f, int *skipped, char *rest, size_t cap)
+{
+	size_t n;
+
+	*skipped = cdp_file_skip_bom(f);
+	n = fread(rest, 1, cap - 1, f);
+	rest[n] = '\0';
+}
+
+static void check_bom(const char *bytes, int want, const char *want_rest, const char *what)
+{
+	char rest[64], cmd[128];
+	int skipped;
+	FILE *f = fopen(tp("bom"), "w");
+
+	if (f) {
+		fputs(bytes, f);
+		fclose(f);
+	}
+	CHECK((f = fopen(tp("bom"), "r")) != NULL, "open bom");
+	if (f) {
+		after_bom(f, &skipped, rest, sizeof rest);
+		CHECK(skipped == want && strcmp(rest, want_rest) == 0, "%s: %d '%s'", what, skipped,
+		      rest);
+		fclose(f);
+	}
+	snprintf(cmd, sizeof cmd, "cat '%s'", tp("bom"));
+	CHECK((f = popen(cmd, "r")) != NULL, "popen");
+	if (f) {
+		after_bom(f, &skipped, rest, sizeof rest);
+		CHECK(skipped == want && strcmp(rest, want_rest) == 0, "%s, from a pipe: %d '%s'",
+		      what, skipped, rest);
+		pclose(f);
+	}
+	unlink(tp("bom"));
 }
 
 static void put(const char *name)
@@ -106,6 +145,14 @@ int main(void)
 	      "file 37") == 0, "a file added 8 times is named by its first phrase");
 	cdp_fileset_free(&s);
 	CHECK(s.n == 0 && s.e == NULL, "free clears the set");
+
+	check_bom("\xef\xbb\xbf" "a.tif 1\n", 1, "a.tif 1\n", "a byte order mark is skipped");
+	check_bom("a.tif 1\n", 0, "a.tif 1\n", "no mark: nothing consumed");
+	check_bom("\xef\xbb\xbe.tif\n", 0, "\xef\xbb\xbe.tif\n", "two bytes of a mark are kept");
+	check_bom("\xef.tif\n", 0, "\xef.tif\n", "one byte of a mark is kept");
+	check_bom("\xef\xbb", 0, "\xef\xbb", "a file of two bytes of a mark is kept");
+	check_bom("\xef\xbb\xbf", 1, "", "a file that is only a mark is empty");
+	check_bom("", 0, "", "an empty file");
 
 	for (int i = 0; i < 50; i++) {
 		char name[16];

@@ -70,6 +70,12 @@ int main(void)
 	CHECK_RC(bad_inline(""), CDP_ESYNTAX);
 	CHECK_RC(bad_inline("+1:0"), CDP_ESYNTAX);
 	CHECK_RC(bad_inline("0000001:0"), CDP_ERANGE);
+	/* 7 digits are refused for their length, whatever their value */
+	CHECK(where == 1 && strcmp(why, "a value of more than 6 digits") == 0, "%zu: %s", where, why);
+	CHECK_RC(bad_inline("1:0000002"), CDP_ERANGE);
+	CHECK(strcmp(why, "an id of more than 6 digits") == 0, "%s", why);
+	CHECK_RC(cdp_labelmap_parse_inline("065535:065534", &m, &where, why, sizeof why), CDP_OK);
+	cdp_labelmap_free(&m);
 	CHECK(cdp_labelmap_is_inline("10:0, 20:1") && !cdp_labelmap_is_inline("map.txt") &&
 	      !cdp_labelmap_is_inline("") && !cdp_labelmap_is_inline("./10"), "is_inline");
 
@@ -102,6 +108,11 @@ int main(void)
 	CHECK_RC(bad_file("1:0\n"), CDP_ESYNTAX);
 	CHECK_RC(bad_file("-1 0\n"), CDP_ESYNTAX);
 	CHECK_RC(bad_file("65536 0\n"), CDP_ERANGE);
+	CHECK(strcmp(why, "a value above 65535") == 0, "%s", why);
+	CHECK_RC(bad_file("0000010 1\n"), CDP_ERANGE);
+	CHECK(where == 1 && strcmp(why, "a value of more than 6 digits") == 0, "%zu: %s", where, why);
+	CHECK_RC(bad_file("10 0000001\n"), CDP_ERANGE);
+	CHECK(strcmp(why, "an id of more than 6 digits") == 0, "%s", why);
 	CHECK_RC(bad_file("1 65535\n"), CDP_ERANGE);
 	CHECK_RC(bad_file("1 0 a\tb\n"), CDP_ESYNTAX);
 	CHECK(strstr(why, "the name of id 0") != NULL, "a control character: %s", why);

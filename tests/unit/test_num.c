@@ -11,6 +11,7 @@
 
 #include <inttypes.h>
 #include <math.h>
+#include <string.h>
 #include <stdint.h>
 
 static void test_i64(void)
@@ -110,6 +111,38 @@ static void test_double(void)
 	CHECK(isinf(d) && d > 0, "inf");
 	CHECK_RC(cdp_parse_double("-Infinity", -HUGE_VAL, 0, &d), CDP_OK);
 	CHECK(isinf(d) && d < 0, "-Infinity");
+}
+
+/* cdp_parse_float: bounds that are float constants accept the decimals
+ * they were written as (cdp-model(5)'s beta1=0.999999, adam_eps=1e-30) */
+static void test_float(void)
+{
+	char buf[32];
+	float f = 2.5f;
+
+	CHECK_RC(cdp_parse_float("0.999999", 0, 0.999999f, &f), CDP_OK);
+	CHECK(f == 0.999999f, "0.999999 gave %.9g", (double)f);
+	CHECK_RC(cdp_parse_float("1e-30", 1e-30f, 1, &f), CDP_OK);
+	CHECK(f == 1e-30f, "1e-30");
+	CHECK_RC(cdp_parse_float("0.99999994", 0, 0.99999994f, &f), CDP_OK);
+	/* rounds to the bound as a float: the value kept is the bound */
+	CHECK_RC(cdp_parse_float("0.99999995", 0, 0.99999994f, &f), CDP_OK);
+	CHECK(f == 0.99999994f, "0.99999995 gave %.9g", (double)f);
+	CHECK_RC(cdp_parse_float("1", 0, 0.99999994f, &f), CDP_ERANGE);
+	CHECK_RC(cdp_parse_float("0.99999", 0, 0.999f, &f), CDP_ERANGE);
+	CHECK_RC(cdp_parse_float("1e39", 0, HUGE_VALF, &f), CDP_ERANGE);
+	CHECK_RC(cdp_parse_float("inf", 0, 1e30f, &f), CDP_ERANGE);
+	CHECK_RC(cdp_parse_float("inf", 0, HUGE_VALF, &f), CDP_OK);
+	CHECK_RC(cdp_parse_float("x", 0, 1, &f), CDP_ESYNTAX);
+	CHECK_RC(cdp_parse_float("-1", 0, 1, &f), CDP_ERANGE);
+	CHECK(strcmp(cdp_float_str(0.99999994f, buf, sizeof buf), "0.99999994") == 0, "%s", buf);
+	CHECK(strcmp(cdp_float_str(0.999999f, buf, sizeof buf), "0.999999") == 0, "%s", buf);
+	CHECK(strcmp(cdp_float_str(1e-30f, buf, sizeof buf), "1e-30") == 0, "%s", buf);
+	CHECK(strcmp(cdp_float_str(1e6f, buf, sizeof buf), "1e6") == 0, "%s", buf);
+	CHECK(strcmp(cdp_float_str(0, buf, sizeof buf), "0") == 0, "%s", buf);
+	CHECK(strcmp(cdp_double_str(1e300, buf, sizeof buf), "1e300") == 0, "%s", buf);
+	CHECK(strcmp(cdp_double_str(2.5e-7, buf, sizeof buf), "2.5e-7") == 0, "%s", buf);
+	CHECK(strcmp(cdp_double_str(100, buf, sizeof buf), "100") == 0, "%s", buf);
 }
 
 /* cdp_parse_decimal: what the user wrote, exactly (0.145 is not the
@@ -217,6 +250,7 @@ int main(void)
 	test_i64();
 	test_u64_int();
 	test_double();
+	test_float();
 	test_decimal();
 	test_size();
 	test_list();

@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "cdp_dtype.h"
+#include "cdp_cli.h"
 #include "cdp_error.h"
 #include "cdp_file.h"
 #include "cdp_out.h"
@@ -94,6 +95,10 @@ static int open_vector_side(side *s, const char *path, const side *p,
 			            why, p->path, im + strlen("the image"));
 		return fail(err, cap, "reference %s", why);
 	}
+	/* a warning, not a failure: the layer's own CRS wins, as documented */
+	if (cdp_label_vector_note(s->v))
+		fprintf(stderr, "%s: warning: reference '%s': %s\n", cdp_cli_prog(), path,
+		        cdp_label_vector_note(s->v));
 	/* as cdp-tile refuses it: that class would silently drop out of every score */
 	if (o->ignore >= 0 && cdp_label_vector_id_use(s->v, (uint32_t)o->ignore, why, sizeof why))
 		return fail(err, cap, "the ignore value %ld is also %s of the reference '%s'",

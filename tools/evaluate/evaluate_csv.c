@@ -44,6 +44,7 @@
 #include <strings.h>
 #include <sys/stat.h>
 
+#include "cdp_file.h"
 #include "cdp_metrics.h"
 #include "cdp_num.h"
 
@@ -124,21 +125,6 @@ static int add_ref(refs *r, const char *path, int cls)
 	r->v[r->n].set = NULL;
 	r->v[r->n++].seen = 0;
 	return 0;
-}
-
-/* A UTF-8 byte order mark, which some editors put before a CSV or a list,
- * is not part of the first field. */
-static void skip_bom(FILE *f)
-{
-	int c = getc(f);
-
-	if (c != 0xef) {
-		if (c != EOF)
-			ungetc(c, f);
-		return;
-	}
-	if (getc(f) != 0xbb || getc(f) != 0xbf)
-		rewind(f);
 }
 
 static int cmp_ref(const void *a, const void *b)
@@ -267,7 +253,7 @@ static int read_list(const char *list, const classes *k, refs *r, const char *cs
 
 	if (!f)
 		return FAIL("cannot open '%s': %s", list, strerror(errno));
-	skip_bom(f);
+	cdp_file_skip_bom(f);
 	snprintf(dir, sizeof dir, "%s", list);
 	if ((slash = strrchr(dir, '/')))
 		*slash = '\0';
@@ -392,7 +378,7 @@ int cdp_evaluate_is_csv(const char *path)
 
 	if (!f)
 		return 0;
-	skip_bom(f);
+	cdp_file_skip_bom(f);
 	yes = fgets(head, sizeof head, f) && strncmp(head, "path,class", 10) == 0;
 	fclose(f);
 	return yes;
@@ -476,6 +462,10 @@ static const char *fmt(double v, int json, char *buf)
 	if (isnan(v))
 		return json ? "null" : "nan";
 	snprintf(buf, 16, json ? "%.6f" : "%.4f", v);
+	/* a kappa of -0 or -0.00001 is no disagreement to report: "0.0000",
+	 * not "-0.0000" */
+	if (buf[0] == '-' && strspn(buf + 1, "0.") == strlen(buf + 1))
+		memmove(buf, buf + 1, strlen(buf));
 	return buf;
 }
 
@@ -554,8 +544,8 @@ static void report(FILE *f, const classes *r, const uint64_t *conf, int k, size_
 		        fmt(cdp_metrics_accuracy(conf, k), 1, b), fmt(cdp_metrics_macro_f1(conf, k), 1, b2),
 		        fmt(cdp_metrics_kappa(conf, k), 1, b3));
 	else
-		fprintf(f, "accuracy %.4f\nmacro f1 %.4f\nkappa %.4f\n", cdp_metrics_accuracy(conf, k),
-		        cdp_metrics_macro_f1(conf, k), cdp_metrics_kappa(conf, k));
+		fprintf(f, "accuracy %s\nmacro f1 %s\nkappa %s\n", fmt(cdp_metrics_accuracy(conf, k), 0, b),
+		        fmt(cdp_metrics_macro_f1(conf, k), 0, b2), fmt(cdp_metrics_kappa(conf, k), 0, b3));
 }
 
 /* s (a path of the CSV, changed in place) with its control characters
@@ -693,7 +683,7 @@ static int read_mref(const char *rpath, const classes *k, refs *r, char *err, si
 
 	if (!f)
 		return FAIL("cannot open '%s': %s", rpath, strerror(errno));
-	skip_bom(f);
+	cdp_file_skip_bom(f);
 	if (cdp_evaluate_is_csv(rpath)) {
 		record rec = { 0 };
 		char *field[MAXK + 2];
@@ -940,7 +930,7 @@ int cdp_evaluate_csv_run(const cdp_evaluate_opts *o, FILE *out, char *err, size_
 		(void)FAIL("cannot open '%s': %s", o->prediction, strerror(errno));
 		goto out;
 	}
-	skip_bom(f);
+	cdp_file_skip_bom(f);
 	if ((n = csv_record(f, &head, field, &lineno)) == -3) {
 		(void)FAIL("out of memory");
 		goto out;

@@ -19,6 +19,7 @@
 
 #include "cdp_dtype.h"
 #include "cdp_error.h"
+#include "cdp_file.h"
 #include "cdp_key.h"
 #include "cdp_num.h"
 #include "cdp_raster.h"
@@ -121,6 +122,7 @@ int pack_list_read(pk *p, list_entry **out, size_t *nout)
 
 	if (!f)
 		return pack_seterr(p, errno, "cannot open '%s': %s", p->in, strerror(errno));
+	cdp_file_skip_bom(f);
 	if (!(copy = strdup(p->in))) {
 		rc = pack_seterr(p, CDP_ENOMEM, "out of memory");
 		goto out;

@@ -46,6 +46,7 @@
 
 #include "cdp_dtype.h"
 #include "cdp_error.h"
+#include "cdp_file.h"
 #include "cdp_progress.h"
 
 typedef struct chips {
@@ -160,6 +161,7 @@ static int read_list(const char *list, chips *out, char *err, size_t cap)
 
 	if (!f)
 		return pr_fail(err, cap, "cannot open '%s': %s", list, strerror(errno));
+	cdp_file_skip_bom(f);
 	snprintf(dir, sizeof dir, "%s", list);
 	slash = strrchr(dir, '/');
 	if (slash)
@@ -169,9 +171,6 @@ static int read_list(const char *list, chips *out, char *err, size_t cap)
 	while (rc == 0 && (len = getline(&line, &lcap, f)) >= 0) {
 		char *s = line, *t;
 		lineno++;
-		/* a UTF-8 byte order mark, as some editors write, is not a path */
-		if (lineno == 1 && strncmp(s, "\xef\xbb\xbf", 3) == 0)
-			s += 3;
 		if (memchr(line, '\0', (size_t)len)) {
 			rc = pr_fail(err, cap, "'%s': line %zu: binary data, not a list of chips (IMAGE "
 			             "[CLASS] lines)", list, lineno);
@@ -188,7 +187,11 @@ static int read_list(const char *list, chips *out, char *err, size_t cap)
 				break;
 		if (*t)
 			rc = pr_fail(err, cap, "'%s': line %zu: not a list of chips", list, lineno);
-		else if (chips_add(out, s[0] == '/' ? s : dir, s[0] == '/' ? NULL : s) < 0)
+		/* the path as the list gives it, resolved against the list's folder,
+		 * with no "./" before it for a list in the current one (a folder
+		 * operand gives "scenes/x.tif" too) */
+		else if (chips_add(out, s[0] == '/' || strcmp(dir, ".") == 0 ? s : dir,
+		                   s[0] == '/' || strcmp(dir, ".") == 0 ? NULL : s) < 0)
 			rc = pr_fail(err, cap, "out of memory");
 	}
 	if (rc == 0 && ferror(f))

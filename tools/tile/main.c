@@ -445,6 +445,9 @@ int main(int argc, char **argv)
 		        strerror(errno));
 		ret = 1;
 	}
+	/* a warning, -q or not: the labels may lie elsewhere than the user meant */
+	if (res.note[0])
+		fprintf(stderr, "cdp-tile: warning: %s\n", res.note);
 	/* pixels no feature covers silently became the first name's class */
 	if (!ret && !quiet && nclasses && o.vec.field && !o.vec.background_given)
 		fprintf(stderr, "cdp-tile: note: pixels no feature covers became class 0 '%s' "

@@ -129,6 +129,10 @@ static int input_open_vector(ctx *c, input *in)
 		goto fail;
 	}
 	in->lkind = cdp_label_vector_kind(in->vlab);
+	/* once, not once per input under --label-all */
+	if (cdp_label_vector_note(in->vlab) && !c->res->note[0])
+		snprintf(c->res->note, sizeof c->res->note, "label '%s': %s", in->lpath,
+		         cdp_label_vector_note(in->vlab));
 	if ((rc = label_ignore(c, in)) == CDP_OK)
 		return CDP_OK;
 fail:

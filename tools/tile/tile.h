@@ -64,6 +64,8 @@ typedef struct cdp_tile_result {
 	uint64_t written;            /* tiles written */
 	uint64_t dropped;            /* tiles dropped for nodata */
 	uint64_t bytes;              /* bytes of stream or tile files written */
+	char note[1024];             /* the first warning of a label, for main to print
+	                                (a --label-crs a layer's own CRS overrode), or "" */
 } cdp_tile_result;
 
 /* Defaults: size 256, no overlap, shift, all bands, stream output. */

@@ -311,7 +311,8 @@ int main(int argc, char **argv)
 			}
 			break;
 		case OPT_LR:
-			if (cdp_cli_double("--lr", optarg, 0, 100, 0, &o.lr))
+			/* the ranges of lr=, momentum= and weight_decay= (engine/optim.c) */
+			if (cdp_cli_double("--lr", optarg, 0, 1e6, 0, &o.lr))
 				goto out;
 			break;
 		case OPT_MODEL:
@@ -340,6 +341,11 @@ int main(int argc, char **argv)
 		case OPT_MOMENTUM:
 			if (cdp_cli_double("--momentum", optarg, 0, 1, 1, &o.momentum))
 				goto out;
+			/* below 1 as the float it is kept in (0.99999999 would be 1) */
+			if ((float)o.momentum >= 1) {
+				cdp_cli_bad("--momentum", optarg, "a number in 0..1, less than 1");
+				goto out;
+			}
 			break;
 		case OPT_KEEP_BEST:
 			if (cdp_cli_keyword("--keep-best", optarg, bests, &k))
@@ -451,7 +457,7 @@ int main(int argc, char **argv)
 				goto out;
 			break;
 		case OPT_WD:
-			if (cdp_cli_double("--weight-decay", optarg, 0, 10, 0, &o.weight_decay))
+			if (cdp_cli_double("--weight-decay", optarg, 0, 1e6, 0, &o.weight_decay))
 				goto out;
 			break;
 		default:

@@ -451,8 +451,9 @@ static int check_head(trainer *t, char *err, size_t cap)
 	/* before the head's own checks, which return early on success */
 	if (t->ti.label_kind != CDP_LABEL_MULTI && (kb == CDP_BEST_F1 || kb == CDP_BEST_MAP))
 		return tr_fail(err, cap, "--keep-best %s: a multi-label pool's metric; '%s' is not "
-		               "one (keep miou, loss or acc)", kb == CDP_BEST_F1 ? "f1" : "map",
-		               t->o->db);
+		               "one (keep %s)", kb == CDP_BEST_F1 ? "f1" : "map", t->o->db,
+		               t->ti.label_kind == CDP_LABEL_F32 ? "rmse, r2 or loss"   /* check_reg's */
+		                                                 : "miou, loss or acc");
 	if (t->ti.label_kind == CDP_LABEL_MULTI || t->net.multi)
 		return check_multi(t, err, cap);
 	if (check_reg(t, err, cap) < 0)
