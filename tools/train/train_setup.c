@@ -425,6 +425,13 @@ static int check_reg(trainer *t, char *err, size_t cap)
 		return tr_fail(err, cap, "model '%s' gives a %dx%dx%d output, the pool's targets are "
 		               "%dx%dx%d (classes=%d and a segmentation head are needed)",
 		               o_model_name(t), h->out.c, h->out.h, h->out.w, T, t->ti.h, t->ti.w, T);
+	/* the regression losses count every target that is not NaN: an
+	 * ignore= would be read and change nothing (cdp-model(5): options a
+	 * loss does not use are refused) */
+	if (t->net.ignore >= 0)
+		return tr_fail(err, cap, "model '%s': ignore=%d is for class labels; loss=%s counts "
+		               "every target that is not NaN", o_model_name(t), t->net.ignore,
+		               t->net.loss);
 	if (kb && kb != CDP_BEST_RMSE && kb != CDP_BEST_R2 && kb != CDP_BEST_LOSS)
 		return tr_fail(err, cap, "--keep-best: a regression run keeps rmse, r2 or loss");
 	if (cdp_aug_mix_on(&t->aug))
