@@ -157,7 +157,8 @@ done
 #     ones), softmax and (class 2 then ignored) binary losses, options in
 #     the cfg that the checkpoint holds;
 #   - the value pool (l1, huber);
-#   - a multi-label pool (bce with positive weights) on a tiny classifier.
+#   - a multi-label pool (bce with positive weights) on a tiny classifier,
+#     also with its chips and label sets mixed (mixup_alpha, cutmix_alpha).
 "$PYTHON" "$GEN" "$T/r/ign.tif" --size 64 --seed 5 --mask "$T/r/ign_mask.tif"
 "$PYTHON" - "$T/r/ign.tif" "$T/r/ign_mask.tif" <<'EOF'
 import sys
@@ -201,6 +202,7 @@ bdice p_ign ign.keys $S,classes=2,ignore=2,outputs=1,loss=bce+dice,loss_weights=
 l1 p_value value.keys $S,classes=2,loss=l1
 huber p_value value.keys $S,classes=2,loss=huber,huber_delta=0.5,loss_weights=2
 multi p_multi multi.keys $T/multi.cfg
+mixml p_multi multi.keys $T/multi.cfg:mixup_alpha=0.4,cutmix_alpha=1
 EOF
 mpirun=${MPIRUN:-}
 if [ -n "$mpirun" ] && command -v "$mpirun" >/dev/null 2>&1; then

@@ -1954,7 +1954,8 @@ def test_loss_twin():
     --lr 0 runs, whose checkpoints hold the initial weights): ignored pixels
     (PoolDataset's 255, and the model's ignore= label) skipped, the cfg's loss options
     (carried in model["loss_opts"]) applied, the regression losses l1 and huber
-    without the NaN targets, a multi-label head's bce with its positive weights."""
+    without the NaN targets, a multi-label head's bce with its positive weights, also
+    on a batch that Mix mixed as cdp-train does."""
     try:
         import torch
         from cdpool.torch_model import loss_fn, to_torch
@@ -1990,7 +1991,24 @@ def test_loss_twin():
     check(model_of(cdpool.load_checkpoint(os.path.join(T, "loss_cels", "checkpoint.cdpt")))
           ["loss_opts"] == {"label_smoothing": "0.1", "class_weights": "1;3;0.5"},
           "model_of: the cfg's loss options")
-    ok("loss_fn of model_of(checkpoint): cdp-train's first loss for %d losses" % len(runs))
+    # a multi-label batch mixed by Mix: cdp-train's loss is lam L(y) + (1 - lam) L(y'),
+    # which bce makes the loss of the mixed multi-hot target; x, y: the last run's
+    # batch, the same keys and seed
+    d = os.path.join(T, "loss_mixml")
+    ck = cdpool.load_checkpoint(os.path.join(d, "checkpoint.cdpt"))
+    model = model_of(ck)
+    xm, ya, yb, lam = cdpool.Mix.from_cfg(ck.cfg_text, ck.overrides, seed=7)(x.numpy(), y, 0, 0)
+    check(lam < 1 and not torch.equal(ya, yb), "the multi-label batch was not mixed")
+    z = to_torch(ck, model).train()(torch.from_numpy(xm))
+    got = float(lam * loss_fn(model, z, ya) + (1 - lam) * loss_fn(model, z, yb))
+    mixed = float(loss_fn(model, z, lam * ya + (1 - lam) * yb))
+    want = next(json.loads(line)["loss"] for line in open(os.path.join(d, "metrics.jsonl"))
+                if '"type":"step"' in line and '"step":1,' in line)
+    check(abs(got - want) <= 1e-5 * want and abs(mixed - want) <= 1e-5 * want,
+          "mixed multi-label batch: %r, of the mixed targets %r, cdp-train's %r" % (got, mixed,
+                                                                                  want))
+    ok("loss_fn of model_of(checkpoint): cdp-train's first loss for %d losses and a mixed "
+       "multi-label batch" % len(runs))
 
 
 def test_regression_deployed():
