@@ -151,8 +151,9 @@ static int init_reg(cdp_loss *l, cdp_backend *be, const cdp_loss_opt *o, int kin
 		         "losses, not loss=%s", o->name);
 		return -1;
 	}
-	if (o->weights && (o->nweights != 1 || !finite_ge0(o->weights[0]))) {
-		snprintf(err, cap, "loss=%s takes one loss weight, a finite number >= 0", o->name);
+	/* a weight 0 would train nothing */
+	if (o->weights && (o->nweights != 1 || !finite_ge0(o->weights[0]) || o->weights[0] == 0)) {
+		snprintf(err, cap, "loss=%s takes one loss weight, a finite number > 0", o->name);
 		return -1;
 	}
 	l->be = be;
@@ -179,7 +180,7 @@ int cdp_loss_init_opt(cdp_loss *l, cdp_backend *be, const cdp_loss_opt *o, char 
                       size_t cap)
 {
 	int kind[CDP_LOSS_MAX_TERMS], nt, sm, classes = o->classes, host = 0, has_ce = 0;
-	double wsum = 0;
+	double wsum = 0, lsum = 0;
 
 	memset(l, 0, sizeof(*l));
 	if ((nt = cdp_loss_parse(o->name, classes, kind, &sm, err, cap)) < 0)
@@ -213,12 +214,19 @@ int cdp_loss_init_opt(cdp_loss *l, cdp_backend *be, const cdp_loss_opt *o, char 
 		         o->name);
 		return -1;
 	}
-	for (int i = 0; o->weights && i < nt; i++)
+	for (int i = 0; o->weights && i < nt; i++) {
 		if (!finite_ge0(o->weights[i])) {
 			snprintf(err, cap, "loss weight %g is not a finite number >= 0",
 			         (double)o->weights[i]);
 			return -1;
 		}
+		lsum += o->weights[i];
+	}
+	/* all 0 would train nothing, as all class weights 0 below */
+	if (o->weights && lsum <= 0) {
+		snprintf(err, cap, "all loss weights are 0");
+		return -1;
+	}
 	for (int i = 0; i < nt; i++)
 		has_ce |= kind[i] == CDP_LOSS_CE;
 	if ((o->class_w || o->label_smoothing > 0) && !has_ce) {

@@ -58,7 +58,7 @@
  * [net] options read by cdp_loss_init_cfg (classes come from the built net,
  * net->classes):
  *   loss=TERM[+TERM...]         (default ce)
- *   loss_weights=w1,w2,...      (one number >= 0 per term; default all 1)
+ *   loss_weights=w1,w2,...      (one number >= 0 per term, not all 0; default all 1)
  *   ignore=I                    (default -1: no label is ignored)
  *   class_weights=w0,w1,...     (ce only; K values >= 0, not all 0; of a
  *                               multi-label head: its K positive weights)

@@ -423,7 +423,8 @@ def _gamma(r, alpha):
 
 
 class Mix:
-    """engine/augment.h's MixUp and CutMix of a classifier's batch, as
+    """engine/augment.h's MixUp and CutMix of a classifier's batch (one
+    class a sample, or a multi-label head's (n, K) multi-hot labels), as
     cdp-train mixes each rank's batch of step `step` in epoch `epoch`: one
     draw per batch from derive(derive(seed, epoch, 2), step, 0); sample i of
     n mixed with sample n-1-i; the loss lam L(y) + (1 - lam) L(y[::-1]).
@@ -481,7 +482,7 @@ class Mix:
         return self.draw_seed(derive(derive(self.seed, epoch, 2), step, 0), h, w)
 
     def __call__(self, images, labels, epoch, step):
-        """A rank's batch images (n, C, H, W) float32 and labels (n) of
+        """A rank's batch images (n, C, H, W) float32 and labels (n) (or (n, K)) of
         (epoch, step) mixed: (images, labels, labels[::-1], lam), new
         arrays (lam 1: not mixed). NumPy arrays or torch tensors (a
         DataLoader's batch), each returned as the type it came as, a

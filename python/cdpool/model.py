@@ -489,19 +489,32 @@ def build(text, path="<cfg>", overrides=(), in_shape=None, batch=1, old_rule=Fal
             "multi": multi}
 
 
+# [net]'s options of the loss (engine/loss.c cdp_loss_init_cfg) besides
+# loss= and ignore=, which build() reads
+LOSS_OPTS = ("loss_weights", "class_weights", "dice_smooth", "focal_gamma", "focal_alpha",
+             "tversky_alpha", "tversky_beta", "label_smoothing", "huber_delta")
+
+
 def model_of(ckpt, batch=1):
     """The model of a checkpoint (cdpool.load_checkpoint()): its cfg text and
-    overrides at its input shape, as cdp_ckpt_to_net() builds it. A cfg
-    naming an unknown [net] key was written under the old rule, before
-    [vars] (cdp-checkpoint(5)): it is read under it, with a warning, as
-    cdp_net_build_ckpt() does."""
+    overrides at its input shape, as cdp_ckpt_to_net() builds it, with
+    "loss_opts": the cfg's options of the loss (LOSS_OPTS given, as
+    strings), which cdpool.torch_model.loss_fn() reads so that its loss is
+    the one cdp-train trained with. A cfg naming an unknown [net] key was
+    written under the old rule, before [vars] (cdp-checkpoint(5)): it is
+    read under it, with a warning, as cdp_net_build_ckpt() does."""
+    old_rule = False
     try:
-        return build(ckpt.cfg_text, "<checkpoint>", ckpt.overrides, ckpt.in_shape, batch)
+        m = build(ckpt.cfg_text, "<checkpoint>", ckpt.overrides, ckpt.in_shape, batch)
     except CfgUnknownKey as e:
         net = parse(ckpt.cfg_text, "<checkpoint>", ckpt.overrides, old_rule=True)[0]
         warnings.warn(old_rule_warning(e, net.old_vars))
-        return build(ckpt.cfg_text, "<checkpoint>", ckpt.overrides, ckpt.in_shape, batch,
-                     old_rule=True)
+        old_rule = True
+        m = build(ckpt.cfg_text, "<checkpoint>", ckpt.overrides, ckpt.in_shape, batch,
+                  old_rule=True)
+    net = parse(ckpt.cfg_text, "<checkpoint>", ckpt.overrides, old_rule=old_rule)[0]
+    m["loss_opts"] = {k: net.find(k)[1] for k in LOSS_OPTS if net.find(k)}
+    return m
 
 
 def fit_checkpoint(ckpt, model):

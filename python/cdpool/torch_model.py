@@ -26,7 +26,9 @@ block order. Layer semantics follow engine/backend.h:
             (backend.h cdp_dropout_keep: a SplitMix64 hash of seed and element
             index), so a training step can be compared exactly.
 
-loss_fn() is the engine's loss (loss.h) in PyTorch terms. to_torch() builds
+loss_fn() is the engine's loss (loss.h) in PyTorch terms, cdp-train's for the
+model (the options of a checkpoint's cfg in model["loss_opts"], from
+cdpool.model.model_of(); PoolDataset's ignored label skipped). to_torch() builds
 the EngineNet of a cdp-train checkpoint (cdpool.load_checkpoint()) from the
 cfg it holds (cdpool.model reads the cfg language) and loads its tensors.
 Deployed wraps it for raw band values (the standardization inside,
@@ -312,23 +314,60 @@ def _loss_term(kind, z, y, valid, o):
     raise ValueError("unknown loss term '%s'" % kind)
 
 
-def loss_fn(model, logits, labels, smooth=1.0, class_w=None, opts=None):
-    """The engine's loss (loss.h) on logits (N,k,H,W) (or (N,k,HW)) and int
-    labels (N,H*W): model["loss"] (TERM[+TERM...]) and model["ignore"];
-    opts: the [net] options of the loss (loss_weights, class_weights,
-    label_smoothing, dice_smooth, focal_gamma, focal_alpha, tversky_alpha,
-    tversky_beta; strings as in the cfg or numbers), dice_smooth defaulting
-    to smooth and class_weights to class_w."""
-    o = dict(opts or {})
+POOL_IGNORE = 255    # cdp-tile's ignore value of u8 labels (cdp-tile(1) --ignore)
+
+
+def _reg_loss(kind, z, t, o):
+    """loss.h's regression terms: predictions z and float targets t, NaN
+    where there is no target (not counted), the mean over counted values"""
+    v = ~torch.isnan(t)
+    if not v.any():
+        return z.sum() * 0
+    d = z[v] - t[v]
+    if kind == "mse":
+        return (d * d).mean()
+    if kind == "l1":
+        return d.abs().mean()
+    return F.huber_loss(z[v], t[v], delta=_f32(o.get("huber_delta", 1)))
+
+
+def loss_fn(model, logits, labels, smooth=1.0, class_w=None, opts=None, ignore=None):
+    """The engine's loss (loss.h), cdp-train's for the model, on logits
+    (N,k,H,W) (or (N,k,HW)) and labels: int class labels (N,H*W) (or
+    (N,H,W)); a multi-label head's (model["multi"]) multi-hot (N,K); a
+    regression loss's float targets (N,T,H,W), NaN where there is none.
+    model["loss"] (TERM[+TERM...] or one of mse, l1, huber) and
+    model["ignore"]; the loss options are model["loss_opts"] (model_of()
+    carries a checkpoint's cfg's) updated by opts: the [net] keys
+    (loss_weights, class_weights, label_smoothing, dice_smooth, focal_gamma,
+    focal_alpha, tversky_alpha, tversky_beta, huber_delta; strings as in
+    the cfg or numbers), dice_smooth defaulting to smooth and class_weights
+    to class_w; a multi-label head's class_weights are its positive weights
+    (BCEWithLogitsLoss(pos_weight=)). ignore is the label the pool gives
+    ignored pixels, PoolDataset's ignore (default 255): the loss skips it,
+    and with model["ignore"] = V >= 0 also V, as cdp-train, whose loader
+    gives the pool's ignored pixels V, does."""
+    o = dict(model.get("loss_opts") or {})
+    o.update(opts or {})
     o.setdefault("dice_smooth", smooth)
     if class_w is not None:
         o.setdefault("class_weights", class_w)
     n, k = logits.shape[0], logits.shape[1]
     z = logits.reshape(n, k, -1)
-    y = labels.reshape(n, -1).long()
-    valid = y != model["ignore"]
     terms = model["loss"].split("+")
     w = _floats(o.get("loss_weights")) or [1.0] * len(terms)
+    if terms[0] in ("mse", "l1", "huber"):
+        return w[0] * _reg_loss(terms[0], z, labels.reshape(n, k, -1).to(z.dtype), o)
+    if model.get("multi"):
+        pw = _floats(o.get("class_weights"))
+        pw = None if pw is None else torch.as_tensor(pw, dtype=z.dtype)
+        return w[0] * F.binary_cross_entropy_with_logits(
+            z.reshape(n, k), labels.reshape(n, k).to(z.dtype), pos_weight=pw)
+    y = labels.reshape(n, -1).long()
+    pool_ignore = POOL_IGNORE if ignore is None else ignore
+    valid = y != pool_ignore
+    if model["ignore"] >= 0:
+        valid &= y != model["ignore"]
     return sum(wi * _loss_term(t, z, y, valid, o) for wi, t in zip(w, terms))
 
 

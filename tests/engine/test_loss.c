@@ -481,6 +481,11 @@ static void test_loss_cfg(void)
 		  "be 2, not 3" },
 		{ "[net]\nloss=ce+dice\nloss_weights=1\n", 3, "m.cfg:1: [net]: 1 loss weights for the "
 		  "2 terms of loss=ce+dice" },
+		/* all-zero weights would train nothing, as all-zero class weights */
+		{ "[net]\nloss=ce+dice\nloss_weights=0;0\n", 3, "m.cfg:1: [net]: all loss weights "
+		  "are 0" },
+		{ "[net]\nloss=mse\nloss_weights=0\n", 1, "m.cfg:1: [net]: loss=mse takes one loss "
+		  "weight, a finite number > 0" },
 		{ "[net]\nloss=focal\nfocal_alpha=1,2\n", 3, "m.cfg:1: [net]: focal_alpha: 2 values, "
 		  "want 1 or one per class (3)" },
 		{ "[net]\nloss=focal\nfocal_alpha=1.5\n", 2, "m.cfg:1: [net]: focal_alpha 1.5 is not "

@@ -16,6 +16,8 @@
 #     2-rank gloo DDP job, its gradient (ddp_grad.py);
 #   - a pool of value labels (regression) and one-step mse runs on it,
 #     plain and augmented, with model_dump's initial weights;
+#   - one-step runs at --lr 0 of every kind of loss (a class pool with
+#     ignored pixels, the value pool, a multi-label pool) for loss_fn;
 # and test_cdpool.py compares PoolDataset's batches with those of the C
 # loader (tests/python/batch_dump), and refuses what the C tools refuse
 # (truncated pools, directories that are no pool, hostile cfgs and class
@@ -151,6 +153,59 @@ for v in vaug:$AUG,aug_scale=0.3,aug_rotate=30 vplain:in_h=32,in_w=32; do
 		$(echo "$ov" | tr ',' '\n' | sed 's/^/-D /') "$CDP_SRCDIR/tests/train/small.cfg" \
 		>"$T/init_$name/model.json" || fail "model_dump $name"
 done
+# the loss of the torch twin (loss_fn) against cdp-train's for every kind of
+# loss: one step at --lr 0 (the checkpoint holds the initial weights) of
+#   - a class pool of 3 classes with ignored pixels (label 255, and invalid
+#     ones), softmax and (class 2 then ignored) binary losses, options in
+#     the cfg that the checkpoint holds;
+#   - the value pool (l1, huber);
+#   - a multi-label pool (bce with positive weights) on a tiny classifier,
+#     also with its chips and label sets mixed (mixup_alpha, cutmix_alpha).
+"$PYTHON" "$GEN" "$T/r/ign.tif" --size 64 --seed 5 --mask "$T/r/ign_mask.tif"
+"$PYTHON" - "$T/r/ign.tif" "$T/r/ign_mask.tif" <<'EOF'
+import sys
+from osgeo import gdal
+gdal.UseExceptions()
+s = gdal.Open(sys.argv[1], 1)
+a = s.ReadAsArray()
+a[:, 3:9, 40:52] = 0              # invalid: nodata in every band
+for i in range(a.shape[0]):
+    s.GetRasterBand(i + 1).WriteArray(a[i])
+    s.GetRasterBand(i + 1).SetNoDataValue(0)
+s = None
+m = gdal.Open(sys.argv[2], 1)
+b = m.ReadAsArray()
+b[20:30, 2:30] = 2                # a third class
+b[40:44, 10:20] = 255             # the ignore value
+m.GetRasterBand(1).WriteArray(b)
+m = None
+EOF
+cdp-tile -q --size 32 --label-suffix _mask "$T/r/ign.tif" | cdp-lmdbpack -q "$T/p_ign"
+cdp-keyshuffle -q --seed 2 -o "$T/ign.keys" "$T/p_ign"
+"$PYTHON" "$CDP_SRCDIR/share/cdpool/examples/genmulti.py" "$T/multi" --count 8 --size 16 --seed 3 \
+	>/dev/null
+cdp-lmdbpack -q --multi-label --classes water,building,tree --list "$T/multi/list.txt" "$T/p_multi"
+cdp-keyshuffle -q --seed 2 -o "$T/multi.keys" "$T/p_multi"
+printf '%s\n' '[net]' channels=3 in_h=16 in_w=16 classes=3 loss=bce 'class_weights=2;0.5;1' \
+	'[conv]' filters=4 activation=relu '[gap]' '[dense]' output=3 >"$T/multi.cfg"
+S=$CDP_SRCDIR/tests/train/small.cfg:in_h=32,in_w=32
+# NAME POOL KEYS MODEL
+while read -r name pool keys model; do
+	cdp-train --db "$T/$pool" --keys "$T/$keys" --threads 1 -q --seed 7 --model "$model" \
+		--batch 4 --steps 1 --lr 0 --log-every 1 --out "$T/loss_$name" || fail "cdp-train $name"
+done <<EOF
+ce p_ign ign.keys $S,classes=3
+cels p_ign ign.keys $S,classes=3,ignore=1,label_smoothing=0.1,class_weights=1;3;0.5
+focal p_ign ign.keys $S,classes=3,loss=focal,focal_gamma=1.5,focal_alpha=0.25;1;2
+cedice p_ign ign.keys $S,classes=3,loss=ce+dice,loss_weights=1;0.5,dice_smooth=0.5
+lovasz p_ign ign.keys $S,classes=3,loss=lovasz+tversky,tversky_alpha=0.7,tversky_beta=0.3
+bce p_ign ign.keys $S,classes=2,ignore=2,outputs=1,loss=bce
+bdice p_ign ign.keys $S,classes=2,ignore=2,outputs=1,loss=bce+dice,loss_weights=0.5;2
+l1 p_value value.keys $S,classes=2,loss=l1
+huber p_value value.keys $S,classes=2,loss=huber,huber_delta=0.5,loss_weights=2
+multi p_multi multi.keys $T/multi.cfg
+mixml p_multi multi.keys $T/multi.cfg:mixup_alpha=0.4,cutmix_alpha=1
+EOF
 mpirun=${MPIRUN:-}
 if [ -n "$mpirun" ] && command -v "$mpirun" >/dev/null 2>&1; then
 	MP="$mpirun --oversubscribe"

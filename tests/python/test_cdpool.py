@@ -1955,6 +1955,69 @@ def test_value_pool():
     ok("a value pool: targets standardized as cdp-train's loader gives them")
 
 
+def test_loss_twin():
+    """loss_fn of model_of(checkpoint), on PoolDataset's batch through the
+    checkpoint's net, is cdp-train's step-1 loss for every kind of loss (python.sh's
+    --lr 0 runs, whose checkpoints hold the initial weights): ignored pixels
+    (PoolDataset's 255, and the model's ignore= label) skipped, the cfg's loss options
+    (carried in model["loss_opts"]) applied, the regression losses l1 and huber
+    without the NaN targets, a multi-label head's bce with its positive weights, also
+    on a batch that Mix mixed as cdp-train does."""
+    try:
+        import torch
+        from cdpool.torch_model import loss_fn, to_torch
+    except ImportError:
+        print("SKIP loss twin (no torch)")
+        return
+    import json
+    runs = (("ce", "p_ign", "ign"), ("cels", "p_ign", "ign"), ("focal", "p_ign", "ign"),
+            ("cedice", "p_ign", "ign"), ("lovasz", "p_ign", "ign"), ("bce", "p_ign", "ign"),
+            ("bdice", "p_ign", "ign"), ("l1", "p_value", "value"),
+            ("huber", "p_value", "value"), ("multi", "p_multi", "multi"))
+    for name, pool, keys in runs:
+        d = os.path.join(T, "loss_" + name)
+        ck = cdpool.load_checkpoint(os.path.join(d, "checkpoint.cdpt"))
+        model = model_of(ck)
+        p = cdpool.Pool(os.path.join(T, pool))
+        ds = cdpool.PoolDataset(p, cdpool.read_keys(os.path.join(T, keys + ".keys"), pool=p))
+        s = cdpool.BlockSampler(len(ds), 4, 0, 1, seed=7, with_epoch=True)
+        batch = [ds[j] for j in s.step_indices(0, 0)]
+        x = torch.from_numpy(np.stack([b[0] for b in batch]))
+        y = torch.from_numpy(np.stack([b[1] for b in batch]))
+        if name == "ce":
+            check((y == 255).any(), "the batch has no ignored pixel")
+        if name in ("l1", "huber"):
+            check(torch.isnan(y).any(), "the batch has no missing target")
+        net = to_torch(ck, model).train()
+        got = float(loss_fn(model, net(x), y if y.dtype.is_floating_point else y.reshape(4, -1),
+                            ignore=ds.ignore))
+        want = next(json.loads(line)["loss"] for line in open(os.path.join(d, "metrics.jsonl"))
+                    if '"type":"step"' in line and '"step":1,' in line)
+        check(abs(got - want) <= 1e-5 * abs(want), "%s (%s %s): loss %r, cdp-train's %r" % (
+            name, model["loss"], model["loss_opts"], got, want))
+    check(model_of(cdpool.load_checkpoint(os.path.join(T, "loss_cels", "checkpoint.cdpt")))
+          ["loss_opts"] == {"label_smoothing": "0.1", "class_weights": "1;3;0.5"},
+          "model_of: the cfg's loss options")
+    # a multi-label batch mixed by Mix: cdp-train's loss is lam L(y) + (1 - lam) L(y'),
+    # which bce makes the loss of the mixed multi-hot target; x, y: the last run's
+    # batch, the same keys and seed
+    d = os.path.join(T, "loss_mixml")
+    ck = cdpool.load_checkpoint(os.path.join(d, "checkpoint.cdpt"))
+    model = model_of(ck)
+    xm, ya, yb, lam = cdpool.Mix.from_cfg(ck.cfg_text, ck.overrides, seed=7)(x.numpy(), y, 0, 0)
+    check(lam < 1 and not torch.equal(ya, yb), "the multi-label batch was not mixed")
+    z = to_torch(ck, model).train()(torch.from_numpy(xm))
+    got = float(lam * loss_fn(model, z, ya) + (1 - lam) * loss_fn(model, z, yb))
+    mixed = float(loss_fn(model, z, lam * ya + (1 - lam) * yb))
+    want = next(json.loads(line)["loss"] for line in open(os.path.join(d, "metrics.jsonl"))
+                if '"type":"step"' in line and '"step":1,' in line)
+    check(abs(got - want) <= 1e-5 * want and abs(mixed - want) <= 1e-5 * want,
+          "mixed multi-label batch: %r, of the mixed targets %r, cdp-train's %r" % (got, mixed,
+                                                                                  want))
+    ok("loss_fn of model_of(checkpoint): cdp-train's first loss for %d losses and a mixed "
+       "multi-label batch" % len(runs))
+
+
 def test_regression_deployed():
     """Deployed (and export_onnx) of a regression checkpoint gives cdp-predict's values,
     output * target_std + target_mean, not probabilities."""
@@ -2658,7 +2721,7 @@ def main():
                       test_first_step, test_info, test_cfg_nesting, test_net_keys,
                       test_pool_refusals, test_meta_consistency, test_info_refusals, test_seed_range,
                       test_pool_replaced, test_pool_reopen_replaced, test_value_pool,
-                      test_regression_deployed,
+                      test_loss_twin, test_regression_deployed,
                       test_class_ignore, test_constant_band, test_split_key,
                       test_dataset_key_refusals, test_dataset_key_list,
                       test_dataset_negative_index, test_lmdb_damage, test_trace_refusals,

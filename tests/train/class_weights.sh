@@ -3,7 +3,8 @@
 #  - auto: the weights N / (K' n_k) over the training keys' labels, computed
 #    here in Python from the records (scalar classes of chips packed by
 #    --folders with an unbalanced class; label pixels of a segmentation pool
-#    other than the ignore value), are the ones train.log states;
+#    other than the ignore value, and without the model's ignore= label,
+#    which gets weight 0), are the ones train.log states;
 #  - they reach the loss: training with --class-weights auto gives the
 #    step losses, bit for bit, of the cfg's class_weights= with the same
 #    numbers, and others than no weights (classification and
@@ -29,7 +30,8 @@ cdp-keyshuffle -q -s 1 --val 0.2 --stratify --val-out "$T/cls.val" -o "$T/cls.ke
 cdp-tile -q --size 32 --label-suffix _mask "$T/r.tif" | cdp-lmdbpack -q "$T/seg"
 cdp-keyshuffle -q -s 1 --val 0.25 --val-out "$T/seg.val" -o "$T/seg.keys" "$T/seg"
 
-# weights.py POOL KEYS K: the auto weights, %.9g (float32 round-trips)
+# weights.py POOL KEYS K [IGNORE]: the auto weights, %.9g (float32
+# round-trips); the model's ignore= label counts for nothing
 cat >"$T/weights.py" <<'PYEOF'
 import sys
 import numpy as np
@@ -44,11 +46,13 @@ for k in read_keys(sys.argv[2]):
     else:
         lab = r.label[r.label != r.label_ignore]
         n += np.bincount(lab.ravel(), minlength=len(n))[:len(n)]
+if len(sys.argv) > 5:
+    n[int(sys.argv[5])] = 0
 present = int((n > 0).sum())
 w = [np.float32(n.sum() / (present * c)) if c else np.float32(0) for c in n]
 print(",".join("%.9g" % x for x in w))
 PYEOF
-weights() { "$PYTHON" "$T/weights.py" "$1" "$2" "$3" "$CDP_SRCDIR/python"; }
+weights() { "$PYTHON" "$T/weights.py" "$1" "$2" "$3" "$CDP_SRCDIR/python" ${4:+"$4"}; }
 # run NAME POOL MODEL [options]
 run() {
 	n=$1 p=$2 m=$3
@@ -102,6 +106,14 @@ run s_cfg seg "$T/seg_w.cfg"
 same s_auto s_cfg || fail "segmentation: auto and class_weights=$want train differently"
 run s_none seg "$S"
 same s_auto s_none && fail "segmentation: the weights changed nothing"
+
+# ignore=1: the loss skips class 1, so auto neither counts it nor weighs it
+want=$(weights "$T/seg" "$T/seg.keys" 2 1)
+[ "$want" = 1,0 ] || fail "weights.py with ignore 1: $want"
+run s_ign seg "$S:ignore=1" --class-weights auto
+got=$(sed -n 's/.*class weights (auto, inverse frequency over the training keys): //p' \
+	"$T/s_ign/train.log")
+[ "$got" = "$want" ] || fail "ignore=1: train.log says '$got', want '$want'"
 
 echo "== refusals"
 expect_fail 1 "^cdp-train: --class-weights '1,2': want auto or 3 numbers >= 0 separated by commas, one per class of the model\$" \

@@ -10,6 +10,9 @@
 #    run's bit for bit (lam and the box come from (seed, epoch, step));
 #  - 2 ranks (with MPI) train with mixing, each rank mixing its own batch
 #    (their sums of the two labels' loss parts stay matched);
+#  - a multi-label pool (loss=bce over its K classes) trains with mixing,
+#    its label sets mixed as the chips, and its losses differ from the
+#    unmixed run's;
 #  - a segmentation model with mixup_alpha is refused, naming classifiers.
 . "$CDP_SRCDIR/tests/train/train_common.sh"
 CLS="$CDP_SRCDIR/share/cdpool/models/classifier.cfg"
@@ -33,6 +36,23 @@ if [ -n "$MP" ]; then
 	[ "$(losses "$T/j2/metrics.jsonl" | wc -l)" -eq 4 ] || fail "2 ranks: not 4 step lines"
 	echo "2 ranks with mixing: 4 steps"
 fi
+
+# a multi-label pool mixes its label sets too (bce: lam y + (1 - lam) y')
+"$PYTHON" "$CDP_SRCDIR/share/cdpool/examples/genmulti.py" "$T/multi" --count 24 --size 16 --seed 3 \
+	>/dev/null
+cdp-lmdbpack -q --multi-label --classes water,building,tree --list "$T/multi/list.txt" "$T/mpool"
+cdp-keyshuffle -q --seed 1 -o "$T/m.keys" "$T/mpool"
+ML="$CLS:width=4,blocks=1,loss=bce,classes=3"
+R="--db $T/mpool --keys $T/m.keys --threads 1 -q --seed 5 --batch 8 --log-every 1 --steps 4"
+cdp-train $R --model "$ML,mixup_alpha=0.4,cutmix_alpha=1" --out "$T/mmix" ||
+	fail "multi-label run with mixing"
+cdp-train $R --model "$ML" --out "$T/mplain" || fail "multi-label run without mixing"
+[ "$(losses "$T/mmix/metrics.jsonl" | wc -l)" -eq 4 ] || fail "multi-label mixing: not 4 step lines"
+losses "$T/mmix/metrics.jsonl" | awk '$2 + 0 > 0 && $2 + 0 < 10 { n++ } END { exit n != 4 }' ||
+	fail "multi-label mixing: losses $(losses "$T/mmix/metrics.jsonl" | tr '\n' ' ')"
+[ "$(losses "$T/mmix/metrics.jsonl")" != "$(losses "$T/mplain/metrics.jsonl")" ] ||
+	fail "multi-label: mixing changed nothing"
+echo "multi-label pool: mixed label sets train"
 
 cdp-train --db "$T/pool" --keys "$T/train.keys" --model "$UNET,mixup_alpha=0.2" --steps 1 -q \
 	--threads 1 --out "$T/seg" 2>"$T/err" && fail "mixup_alpha on a segmentation model ran"

@@ -23,9 +23,10 @@
 #  - with the warp (aug_rotate, aug_scale, a 24x24 crop) it still learns
 #    (R^2 >= 0.7 in 100 steps) and validation counts the crops' pixels;
 #  - refusals: a class loss on a value pool, a regression loss on a class
-#    pool, a head of another T, --keep-best miou on a value pool and rmse on
-#    a class pool, --keep-best f1 on a value pool (the hint names rmse, r2
-#    or loss), CDP_TRAIN_DATA=device on a value pool.
+#    pool, ignore= with a regression loss, a head of another T, --keep-best
+#    miou on a value pool and rmse on a class pool, --keep-best f1 on a value
+#    pool (the hint names rmse, r2 or loss), CDP_TRAIN_DATA=device on a value
+#    pool.
 . "$CDP_SRCDIR/tests/tools/common.sh"
 need_python
 GEN="$CDP_SRCDIR/share/cdpool/examples/genvalue.py"
@@ -166,6 +167,8 @@ expect_fail 1 "holds value labels (1 target a pixel): train it with \[net\] loss
 	cdp-train $C --model "$SMALL" --steps 1 --out bad
 expect_fail 1 "gives a 2x32x32 output, the pool's targets are 1x32x32" \
 	cdp-train $C --model "$SMALL:loss=mse,classes=2" --steps 1 --out bad
+expect_fail 1 "^cdp-train: model '.*small.cfg': ignore=3 is for class labels; loss=mse counts every target that is not NaN\$" \
+	cdp-train $C --model "$M,ignore=3" --steps 1 --out bad
 expect_fail 1 "a regression run keeps rmse, r2 or loss" \
 	cdp-train $C --model "$M" --steps 1 --keep-best miou --out bad
 # the hint names what a value pool keeps, not a classifier's metrics

@@ -2,6 +2,8 @@
 # cdp-train end to end on a generated road pool (train_common.sh):
 #  - the summaries on stderr: "epoch N" at each epoch's end, "done: epoch
 #    N (K of M steps)" after a last validation mid-epoch;
+#  - a step line's loss (metrics.jsonl and train.log) with --log-every 2 is
+#    the mean of its 2 steps' losses (--log-every 1);
 #  - a run writes metrics.jsonl (step, validation and epoch lines with their
 #    fields), train.log, a loss.png and a checkpoint, and learns;
 #  - --resume after a shorter run continues bit for bit: the losses after
@@ -30,6 +32,19 @@ grep -q '^cdp-train: epoch 1 step 6/8 loss [0-9.]*, val loss ' "$T/summ.err" ||
 # it said "done: 0 step 8/8" (the epoch's number bare, 0-based)
 grep -q '^cdp-train: done: epoch 2 (2 of 6 steps) step 8/8 loss [0-9.]*, val loss ' "$T/summ.err" ||
 	fail "no done line: $(cat "$T/summ.err")"
+
+echo "== a step line's loss with --log-every 2: the mean of its 2 steps' losses"
+for le in 1 2; do
+	cdp-train $C --model "$SMALL" --out "$T/le$le" --batch 4 --steps 4 --seed 7 --lr 0.01 \
+		--log-every $le || fail "--log-every $le"
+done
+l1=$(losses "$T/le1/metrics.jsonl" | cut -d' ' -f2 | tr '\n' ' ')
+l2=$(losses "$T/le2/metrics.jsonl" | cut -d' ' -f2 | tr '\n' ' ')
+echo "$l1 $l2" | awk '{ for (i = 1; i <= 2; i++) { m = ($(2 * i - 1) + $(2 * i)) / 2; d = m - $(4 + i)
+	if ((d < 0 ? -d : d) > 1e-12 * m) exit 1 } exit NF != 6 }' ||
+	fail "--log-every 2 gives '$l2', the steps' losses are '$l1'"
+grep -q "step 4 loss $(printf '%.6f' "$(echo "$l2" | cut -d' ' -f2)") " "$T/le2/train.log" ||
+	fail "train.log's step 4 line is not metrics.jsonl's: $(grep 'step 4 ' "$T/le2/train.log")"
 
 echo "== a run and its outputs"
 cdp-train $C --val-keys "$T/val.keys" --model "$UNET" --out "$T/run" --batch 4 --epochs 3 \

@@ -131,9 +131,11 @@ static void mix_batch(trainer *t, cdp_batch *b)
 	if (!t->nmix.on)
 		return;
 	cdp_mix_apply(&t->nmix, b->n, b->c, b->h, b->w, b->image);
+	/* a sample's labels: its class, or a multi-label head's K (hw) */
 	for (int i = 0; i < b->n; i++)
-		t->hlab2[i] = b->label[b->n - 1 - i];
-	upload(t, t->nlab2, t->hlab2, (size_t)b->n * sizeof(int32_t));
+		memcpy(t->hlab2 + (size_t)i * t->hw, b->label + (size_t)(b->n - 1 - i) * t->hw,
+		       (size_t)t->hw * sizeof *t->hlab2);
+	upload(t, t->nlab2, t->hlab2, (size_t)b->n * t->hw * sizeof(int32_t));
 }
 
 /* The next training batch: labels checked on the host, its copy to the

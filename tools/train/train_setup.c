@@ -430,6 +430,13 @@ static int check_reg(trainer *t, char *err, size_t cap)
 		return tr_fail(err, cap, "model '%s' gives a %dx%dx%d output, the pool's targets are "
 		               "%dx%dx%d (classes=%d and a segmentation head are needed)",
 		               o_model_name(t), h->out.c, h->out.h, h->out.w, T, t->ti.h, t->ti.w, T);
+	/* the regression losses count every target that is not NaN: an
+	 * ignore= would be read and change nothing (cdp-model(5): options a
+	 * loss does not use are refused) */
+	if (t->net.ignore >= 0)
+		return tr_fail(err, cap, "model '%s': ignore=%d is for class labels; loss=%s counts "
+		               "every target that is not NaN", o_model_name(t), t->net.ignore,
+		               t->net.loss);
 	if (kb && kb != CDP_BEST_RMSE && kb != CDP_BEST_R2 && kb != CDP_BEST_LOSS)
 		return tr_fail(err, cap, "--keep-best: a regression run keeps rmse, r2 or loss");
 	if (cdp_aug_mix_on(&t->aug))
@@ -471,19 +478,21 @@ static int check_head(trainer *t, char *err, size_t cap)
 	return 0;
 }
 
-/* MixUp and CutMix (augment.h) mix whole chips and their one label: a
- * classifier's; the flipped labels and their loss's gradient get their
- * own buffers. */
+/* MixUp and CutMix (augment.h) mix whole chips and their labels: a
+ * classifier's one label, or a multi-label head's K (its hw): bce is linear
+ * in the target, so lam L(y) + (1 - lam) L(y') is the loss of the mixed
+ * multi-hot target lam y + (1 - lam) y', as PyTorch users mix them. The
+ * flipped labels and their loss's gradient get their own buffers. */
 static int mix_buffers(trainer *t, char *err, size_t cap)
 {
-	size_t b = (size_t)t->o->batch;
+	size_t b = (size_t)t->o->batch * (size_t)t->hw;
 
 	if (!cdp_aug_mix_on(&t->aug))
 		return 0;
-	if (t->hw != 1)
+	if (t->hw != 1 && !t->multi)
 		return tr_fail(err, cap, "model '%s': mixup_alpha and cutmix_alpha are for "
-		               "classifiers (one class label per tile), not per-pixel labels",
-		               o_model_name(t));
+		               "classifiers (one class label or label set per tile), not per-pixel "
+		               "labels", o_model_name(t));
 	if (!(t->hlab2 = malloc(b * sizeof *t->hlab2)))
 		return tr_fail(err, cap, "out of memory");
 	if (!(t->dlab2 = t->be->alloc(t->be, b * sizeof *t->dlab2)) ||

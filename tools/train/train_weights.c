@@ -4,9 +4,10 @@
  *
  *   w_k = N / (K' n_k)   for the K' classes with n_k > 0, 0 for the others,
  *
- * n_k counting the training keys' labels of class k (one per record for
- * scalar classes; label pixels other than the record's ignore value for
- * label rasters, as the pool's classes meta counts them) and N their sum,
+ * n_k counting the training keys' labels of class k that the loss counts
+ * (one per record for scalar classes; label pixels other than the record's
+ * ignore value for label rasters, as the pool's classes meta counts them;
+ * neither the model's ignore= label, whose weight is 0) and N their sum,
  * so a balanced set gets weights 1 and the weights' mean over the training
  * labels is 1 (sklearn's "balanced" up to K'/K). Every rank counts all keys
  * itself (the pointer file is the same on all), so the weights agree without
@@ -214,6 +215,13 @@ int tr_class_weights(trainer *t, char *err, size_t cap)
 			cdp_classes_free(&cl);
 			return -1;
 		}
+		/* the loss's ignore label (ignore=V, to which the loader gives the
+		 * record's ignored pixels too) counts for nothing: neither in N nor
+		 * as a class with a weight */
+		if (t->loss.ignore >= 0 && (size_t)t->loss.ignore < cl.len)
+			cl.n[t->loss.ignore] = 0;
+		while (cl.len > 0 && cl.n[cl.len - 1] == 0)
+			cl.len--;
 		if (cl.len > (size_t)k) {
 			cdp_classes_free(&cl);
 			return tr_fail(err, cap, "--class-weights auto: the training keys hold class %zu, "
