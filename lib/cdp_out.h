@@ -61,7 +61,8 @@ enum {
 	CDP_OUT_STREAM = 1,  /* "-", a FIFO or a character device are written in place */
 	CDP_OUT_SYNC   = 2,  /* commit fsyncs the file and its folder */
 	CDP_OUT_NOFD   = 4,  /* the temporary is created and closed: a library (GDAL) writes it by name */
-	CDP_OUT_AUX    = 8,  /* commit also moves TMP.aux.xml (GDAL's side file) onto PATH.aux.xml */
+	CDP_OUT_AUX    = 8,  /* a file GDAL reads: commit also moves TMP's side files (TMP.aux.xml,
+	                      * .ovr, .msk) onto PATH's and removes those of the file replaced */
 	CDP_OUT_CKPT   = 16, /* the target may be a checkpoint: the checkpoint writer replaces one */
 	CDP_OUT_POOL   = 32, /* the target may be an LMDB database file: the pool's own writer */
 	CDP_OUT_NEWDIR = 64  /* cdp_out_check: the target's folder may not exist yet (the
@@ -134,11 +135,16 @@ int  cdp_out_close(cdp_out *o);
  * output is left open) and ends o. On failure the temporary is removed and
  * the target is untouched; a full file system is reported as ENOSPC even
  * where the writer only said "write failed" (cdp_out_nospace). With
- * CDP_OUT_AUX the side file goes first (cdp_out_aux_name; a stale one is
- * removed when GDAL wrote none), so that a side file that cannot take its
- * name fails the commit, naming it, with the target untouched; then the
- * file, and through a link the side file beside the link's target, which
- * described the file replaced, is removed; all under cdp_out_hold. */
+ * CDP_OUT_AUX, GDAL's side files of PATH (PATH.aux.xml, .ovr, .ovr.aux.xml,
+ * .msk, .msk.aux.xml, .aux and the world files BASE.tfw, BASE.tifw) are
+ * one set with it: those of the file replaced (or left by a file gone)
+ * are removed and the temporary's own take their names (beside the name
+ * given: cdp_out_aux_name), so that an old mask, overviews or statistics
+ * never describe the new file; the side files go first, so that one that
+ * cannot take its name fails the commit, naming it, with the target and
+ * its side files as they were; through a link, those beside the link's
+ * target, which described the file replaced, are removed; all under
+ * cdp_out_hold. */
 int  cdp_out_commit(cdp_out *o, char *err, size_t cap);
 
 /* Defers SIGTERM, SIGINT and SIGHUP, whichever thread they reach, until

@@ -1010,7 +1010,8 @@ int cdp_raster_write_tif(const char *path, int dtype, int nbands, int w, int h,
 		has[b] = has_nodata;
 		nd[b] = nodata;
 	}
-	if ((rc = cdp_out_open(&o, path, CDP_OUT_SEEK | CDP_OUT_NOFD, 0666, NULL, 0)) != CDP_OK) {
+	if ((rc = cdp_out_open(&o, path, CDP_OUT_SEEK | CDP_OUT_NOFD | CDP_OUT_AUX, 0666, NULL,
+	                       0)) != CDP_OK) {
 		free(has);
 		free(nd);
 		set_err(err, errcap, cdp_strerror(rc));

@@ -20,7 +20,12 @@
 #  - CDP_CPU_ISA and CDP_CPU_BF16_EMU values the backend does not know are
 #    refused before anything runs, as cdp-train refuses them;
 #  - a checkpoint and a pool's data.mdb given as an output are refused,
-#    and stay as they were.
+#    and stay as they were;
+#  - a CRS that GDAL keeps only in .aux.xml (Equal Earth) stays the class
+#    map's and the --cog map's (the class names rewrote the side file
+#    without it);
+#  - a map replacing an earlier one takes away that one's .ovr and .msk
+#    (GDAL served the old overviews, and the old mask hid every pixel).
 . "$CDP_SRCDIR/tests/tools/common.sh"
 need_python
 # the classifier $T/run over the chips $T/chips (list.txt), pool $T/pool
@@ -105,6 +110,45 @@ from osgeo import gdal; gdal.UseExceptions()
 b = gdal.Info('$T/o/link.tif', format='json')['bands'][0]
 assert b.get('categories') == ['class 0', 'class 1'], b.get('categories')
 " || fail "GDAL does not see the class names through the link"
+
+echo "== a CRS kept only in .aux.xml"
+# Equal Earth, which GeoTIFF keys cannot hold: GDAL keeps it in
+# FILE.aux.xml, which the class names rewrote without it
+"$PYTHON" - "$T/b.tif" "$T/ee.tif" <<'PYEOF'
+import sys
+from osgeo import gdal, osr
+gdal.UseExceptions()
+s = osr.SpatialReference(); s.ImportFromProj4("+proj=eqearth +datum=WGS84 +units=m")
+gdal.Translate(sys.argv[2], sys.argv[1], outputSRS=s.ExportToWkt())
+PYEOF
+cdp-predict -q --threads 1 --any-crs "$SEG" "$T/ee.tif" -o "$T/o/ee.tif" || fail "prediction of ee.tif"
+cdp-predict -q --threads 1 --any-crs --cog "$SEG" "$T/ee.tif" -o "$T/o/eecog.tif" || fail "--cog of ee.tif"
+"$PYTHON" - "$T/o/ee.tif" "$T/o/eecog.tif" <<'PYEOF' || fail "the class map lost a CRS kept in .aux.xml"
+import sys
+from osgeo import gdal
+gdal.UseExceptions()
+for f in sys.argv[1:]:
+    d = gdal.Open(f)
+    assert d.GetSpatialRef() is not None and "+proj=eqearth" in d.GetSpatialRef().ExportToProj4(), f
+    assert d.GetRasterBand(1).GetCategoryNames() == ["class 0", "class 1"], f
+PYEOF
+
+echo "== stale side files of a replaced map"
+# a user's external overviews (.ovr) and mask (.msk, all invalid) of an
+# earlier map: GDAL served them as the new map's own
+"$PYTHON" - "$T/o/ee.tif" <<'PYEOF'
+import sys
+from osgeo import gdal
+gdal.UseExceptions()
+d = gdal.Open(sys.argv[1])
+d.BuildOverviews("NEAREST", [2])
+d.CreateMaskBand(gdal.GMF_PER_DATASET)
+PYEOF
+[ -e "$T/o/ee.tif.ovr" ] && [ -e "$T/o/ee.tif.msk" ] || fail "no .ovr and .msk made for the test"
+cdp-predict -q --threads 1 --any-crs "$SEG" "$T/ee.tif" -o "$T/o/ee.tif" || fail "prediction over ee.tif"
+[ ! -e "$T/o/ee.tif.ovr" ] && [ ! -e "$T/o/ee.tif.msk" ] ||
+	fail "a replaced map's side files survived: $(ls -A "$T/o")"
+[ -z "$(ls -A "$T/o" | grep cdp-tmp)" ] || fail "a temporary left: $(ls -A "$T/o")"
 
 echo "== a classifier's CSV streamed; a segmentation model's -o - refused"
 cd "$T"

@@ -363,6 +363,40 @@ if command -v strace >/dev/null 2>&1 &&
 else
 	echo "SKIP (this case): no strace that can inject a signal at a rename"
 fi
+# -O tiles are GDAL rasters with their side files: a CRS that GeoTIFF keys
+# cannot hold (Equal Earth, kept in .aux.xml) stays the tiles' (it was lost,
+# and each tile's temporary left its .aux.xml behind); a re-run replacing a
+# tile takes away the old one's statistics (.aux.xml) and overviews (.ovr),
+# which GDAL would serve as the new tile's.
+$MK ee.tif --width 32 --height 16 --dtype u16 --seed 21
+"$PYTHON" - <<'PYEOF'
+from osgeo import gdal, osr
+gdal.UseExceptions()
+s = osr.SpatialReference(); s.ImportFromProj4("+proj=eqearth +datum=WGS84 +units=m")
+gdal.Open("ee.tif", gdal.GA_Update).SetProjection(s.ExportToWkt())
+PYEOF
+cdp-tile -q -s 16 -O eet ee.tif
+[ -z "$(ls -A eet | grep cdp-tmp)" ] || fail "-O left temporaries: $(ls -A eet)"
+"$PYTHON" - <<'PYEOF' || fail "-O tiles lost a CRS kept in .aux.xml"
+from osgeo import gdal
+gdal.UseExceptions()
+for t in ("eet/ee_0_0.tif", "eet/ee_0_1.tif"):
+    assert "+proj=eqearth" in gdal.Open(t).GetSpatialRef().ExportToProj4(), t
+PYEOF
+"$PYTHON" - <<'PYEOF'
+from osgeo import gdal
+gdal.UseExceptions()
+d = gdal.Open("eet/ee_0_0.tif")
+b = d.GetRasterBand(1)
+b.ComputeStatistics(False)
+b = None
+d.BuildOverviews("NEAREST", [2])
+PYEOF
+[ -e eet/ee_0_0.tif.ovr ] || fail "no .ovr made for the test"
+$MK ee.tif --width 32 --height 16 --dtype u16 --seed 22
+cdp-tile -q -s 16 -O eet ee.tif
+[ ! -e eet/ee_0_0.tif.ovr ] || fail "a replaced tile's .ovr survived"
+! grep -q STATISTICS_ eet/ee_0_0.tif.aux.xml 2>/dev/null || fail "a replaced tile's statistics survived"
 expect_fail 2 "--size: '0'" cdp-tile -s 0 u8.tif
 expect_fail 2 "--edge: 'wrap'" cdp-tile --edge wrap u8.tif
 expect_fail 2 "--overlap 16 must be less than the tile size 16" \

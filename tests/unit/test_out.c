@@ -392,6 +392,42 @@ int main(void)
 			CHECK(has("box.tif", "old") && temporaries() == 0, "the file was replaced (%d)", with);
 		}
 		rmdir(tp("box.tif.aux.xml"));
+		/* every GDAL side file of the file replaced goes (an old .msk
+		 * would mask the new map, an old .ovr serve as its overviews),
+		 * the temporary's own take their names */
+		put("s.tif", "old");
+		put("s.tif.ovr", "old overviews");
+		put("s.tif.msk", "old mask");
+		put("s.tif.aux.xml", "old stats");
+		put("s.tfw", "old world");
+		put("s.TIFW", "old world");
+		put("s.wld", "another raster's");
+		CHECK_RC(cdp_out_open(&o, tp("s.tif"), CDP_OUT_SEEK | CDP_OUT_NOFD | CDP_OUT_AUX,
+		                      0666, err, sizeof err), CDP_OK);
+		put_at(o.tmp, "new");
+		snprintf(name, sizeof name, "%s.ovr", o.tmp);
+		put_at(name, "new overviews");
+		CHECK_RC(cdp_out_commit(&o, err, sizeof err), CDP_OK);
+		CHECK(has("s.tif", "new") && has("s.tif.ovr", "new overviews"), "the new side file");
+		CHECK(access(tp("s.tif.msk"), F_OK) != 0 && access(tp("s.tif.aux.xml"), F_OK) != 0 &&
+		      access(tp("s.tfw"), F_OK) != 0 && access(tp("s.TIFW"), F_OK) != 0,
+		      "a stale side file kept");
+		CHECK(has("s.wld", "another raster's"), "BASE.wld removed");
+		CHECK(temporaries() == 0, "temporaries left");
+		/* all or nothing: a side file that cannot take its name puts
+		 * back those moved before it */
+		put("s.tif.ovr", "old overviews");
+		put("s.tif.aux.xml", "old stats");
+		CHECK(mkdir(tp("s.tif.msk"), 0755) == 0, "mkdir");
+		CHECK_RC(cdp_out_open(&o, tp("s.tif"), CDP_OUT_SEEK | CDP_OUT_NOFD | CDP_OUT_AUX,
+		                      0666, err, sizeof err), CDP_OK);
+		put_at(o.tmp, "newer");
+		CHECK(cdp_out_commit(&o, err, sizeof err) != CDP_OK, "a folder took the mask's name");
+		CHECK(strstr(err, "s.tif.msk': ") != NULL, "message '%s'", err);
+		CHECK(has("s.tif", "new") && has("s.tif.ovr", "old overviews") &&
+		      has("s.tif.aux.xml", "old stats") && temporaries() == 0,
+		      "a failed commit changed the old set");
+		rmdir(tp("s.tif.msk"));
 	}
 	/* the link's folder on another file system than its target's: the
 	 * side file cannot be renamed across, it is copied beside the link */

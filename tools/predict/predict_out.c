@@ -321,6 +321,11 @@ static int lay_out_in(pr_out *o, const char *rows, const char *dst, char *err, s
 	}
 	if (!o->f32) {
 		char **names = NULL;
+		/* GDAL's GeoTIFF driver reads FILE.aux.xml only when asked for
+		 * the georeferencing: a CRS that GeoTIFF keys cannot hold
+		 * (+proj=eqearth) lives there, and the .aux.xml written on
+		 * close would drop what was never read */
+		GDALGetProjectionRef(d);
 		for (int k = 0; k < o->lg->k; k++)
 			names = CSLAddString(names, o->lg->name[k]);
 		GDALSetRasterCategoryNames(GDALGetRasterBand(d, 1), names);
@@ -614,7 +619,7 @@ int pr_preview(const char *input, const int *bands, int n, const uint8_t *cls, i
 		for (int c = 0; c < 3; c++)
 			rgb[3 * i + c] = lg->rgb[k][c];
 	}
-	if ((prc = cdp_out_open(out, png, CDP_OUT_SEEK, 0666, err, cap)) != 0)
+	if ((prc = cdp_out_open(out, png, CDP_OUT_SEEK | CDP_OUT_AUX, 0666, err, cap)) != 0)
 		goto out;
 	if ((prc = cdp_png_write_out(out, rgb, pw, ph, 3, 8)) != 0) {
 		if (prc > 0 && cdp_out_nospace(out, NULL))
