@@ -8,7 +8,7 @@
 # 4/5, recall 4/6, F1 8/11; accuracy 9/12, mean IoU (5/8 + 4/7) / 2.
 # Then: --ignore and the reference's nodata or GDAL mask (a .msk) leave
 # pixels out, the prediction's nodata or mask (internal) counts as
-# unpredicted, K comes from the data or
+# unpredicted (no pixel valid in both is refused), K comes from the data or
 # --classes (values beyond it are "outside"; at most 1024, where a count of
 # 20000 once wrote an 800 MB report), and bad input is refused, as
 # are rasters of another georeference (CRS by OGR's comparison,
@@ -62,6 +62,14 @@ grep -Eq '^ +0 +3 +1$' "$T/out" && grep -Eq '^ +1 +0 +4$' "$T/out" || fail "mask
 cdp-evaluate "$T/m/pred.tif" "$T/m/ref.tif" >"$T/out" || fail "cdp-evaluate (both masked) failed"
 grep -q '^pixels: 4 counted, 4 ignored, 4 unpredicted, 0 outside \[0, 2)$' "$T/out" ||
 	fail "masked prediction pixels: $(cat "$T/out")"
+# no pixel valid in both: nothing to score, refused as a regression map's
+# is (it reported 0 pixels and nulls, exit 0)
+mk "$T/empty.tif" "9 9 9 9;9 9 9 9;9 9 9 9" 9
+for j in "" --json; do
+	expect_fail 1 "^cdp-evaluate: '$T/pred.tif' and '$T/empty.tif' have no pixel valid in both (all 12 are nodata, masked or ignored in one): nothing to score\$" \
+		cdp-evaluate $j "$T/pred.tif" "$T/empty.tif"
+	[ ! -s "$T/out" ] || fail "nothing to score printed a report: $(cat "$T/out")"
+done
 # a map whose categories name its classes: the names beside the ids (the
 # default "class K" of cdp-predict names none)
 cp "$T/pred.tif" "$T/npred.tif"

@@ -702,6 +702,14 @@ int cdp_evaluate_run(const cdp_evaluate_opts *o, FILE *out, char *err, size_t ca
 	}
 	if (pass(&p, &r, o, conf, k, &n, err, cap) < 0)
 		goto out;
+	/* as a regression map's: a report of no pixel (nulls, exit 0) would
+	 * pass a script's check for a score that was never made */
+	if (!n.counted && !n.outside) {
+		fail(err, cap, "'%s' and '%s' have no pixel valid in both (all %llu are nodata, "
+		     "masked or ignored in one): nothing to score", p.path, r.path,
+		     (unsigned long long)(n.ignored + n.unpredicted));
+		goto out;
+	}
 	if (o->json)
 		report_json(out, conf, k, &n);
 	else
