@@ -24,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/file.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -370,6 +371,15 @@ int cdp_out_is_ckpt(const char *path)
 	       kept_kind(path) == KEEP_CKPT;
 }
 
+int cdp_out_vsi(const char *path, char *err, size_t cap)
+{
+	if (!path || strncmp(path, "/vsi", 4) != 0)
+		return CDP_OK;
+	seterr(err, cap, "refusing to write '%s': GDAL virtual file systems (/vsi...) are not "
+	       "supported for outputs", path);
+	return CDP_ESPECIAL;
+}
+
 /* CDP_OK and *inplace for path under flags (see cdp_out_check). */
 static int classify(const char *path, int flags, int *inplace, char *err, size_t cap)
 {
@@ -381,6 +391,10 @@ static int classify(const char *path, int flags, int *inplace, char *err, size_t
 		*inplace = 1;
 		return CDP_OK;
 	}
+	/* else "cannot create '/vsizip/z.zip/x.tif': No such file or
+	 * directory", as if a folder were missing */
+	if (cdp_out_vsi(path, err, cap) != CDP_OK)
+		return CDP_ESPECIAL;
 	if (stat(path, &st) != 0) {
 		int e = errno;
 
@@ -995,6 +1009,50 @@ int cdp_out_check_set(cdp_fileset *set, size_t n, const char *const *outs,
 			       strcmp(outs[i], "-") == 0 || strcmp(outs[j], "-") == 0 ?
 			       ", standard output" : "");
 			return CDP_EMISMATCH;
+		}
+	}
+	return CDP_OK;
+}
+
+const char *cdp_out_ext(const char *path)
+{
+	const char *base = path + dirlen(path), *dot = strrchr(base, '.');
+
+	return dot && dot != base ? dot : path + strlen(path);
+}
+
+int cdp_out_ext_is(const char *path, const char *const *exts)
+{
+	const char *e = cdp_out_ext(path);
+
+	for (; *exts; exts++)
+		if (strcasecmp(e, *exts) == 0)
+			return 1;
+	return 0;
+}
+
+int cdp_out_check_sides(cdp_fileset *set, size_t n, const char *const *outs, char *err,
+                        size_t cap)
+{
+	for (size_t i = 0; i < n; i++) {
+		size_t len = outs[i] ? strlen(outs[i]) : 0;
+
+		for (size_t s = 0; s < NGSIDE; s++) {
+			size_t k = strlen(gdal_side[s]);
+			const char *hit;
+			char *owner;
+
+			if (len <= k || strcmp(outs[i] + len - k, gdal_side[s]) != 0)
+				continue;
+			if (!(owner = strndup(outs[i], len - k)))
+				return CDP_ENOMEM;
+			hit = cdp_fileset_find(set, owner);
+			free(owner);
+			if (hit) {
+				seterr(err, cap, "refusing to write '%s': GDAL would read it as part of %s",
+				       outs[i], hit);
+				return CDP_EMISMATCH;
+			}
 		}
 	}
 	return CDP_OK;

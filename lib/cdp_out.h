@@ -95,6 +95,14 @@ typedef struct cdp_out {
  * is refused. */
 int  cdp_out_check(const char *path, int kind, char *err, size_t cap);
 
+/* CDP_ESPECIAL, with err "refusing to write '/vsizip/z.zip/x.tif': GDAL
+ * virtual file systems (/vsi...) are not supported for outputs", when
+ * path names one (it starts with /vsi: GDAL's /vsimem/, /vsizip/, ...,
+ * which the output policy's temporaries and renames cannot be made in);
+ * else CDP_OK. cdp_out_check and cdp_out_open call it; for an output
+ * folder (cdp-tile -O) call it directly. */
+int  cdp_out_vsi(const char *path, char *err, size_t cap);
+
 /* 1 when path, as a streamed output, is written in place: "-", or an
  * existing FIFO or character device (a link to one included); else 0. */
 int  cdp_out_inplace(const char *path);
@@ -202,6 +210,25 @@ void cdp_out_note_nospace(int e);
  * outputs in one stream). CDP_OK or CDP_EMISMATCH. */
 int  cdp_out_check_set(cdp_fileset *set, size_t n, const char *const *outs,
                        const char *const *opts, char *err, size_t cap);
+
+/* The extension of path's file name, its last '.' on ("map.TIF" ".TIF",
+ * "a.b/c" ""), or "" without one: for the programs' checks that a file's
+ * name says the format written. */
+const char *cdp_out_ext(const char *path);
+
+/* 1 when path's extension (cdp_out_ext) is one of exts (NULL-ended,
+ * each with its '.'), in any case; else 0. */
+int  cdp_out_ext_is(const char *path, const char *const *exts);
+
+/* Checks n outputs outs[i] (NULL entries skipped) against GDAL's side
+ * files of the inputs in set: an output named INPUT.aux.xml, .ovr, .msk
+ * (the side files cdp_out_commit moves, cdp_out.h CDP_OUT_AUX) of a file
+ * in set, existing or not yet, is refused, "refusing to write 'in.tif.ovr':
+ * GDAL would read it as part of the input 'in.tif'", since GDAL opening
+ * the input takes it as its own (its overviews, mask, metadata). CDP_OK
+ * or CDP_EMISMATCH. */
+int  cdp_out_check_sides(cdp_fileset *set, size_t n, const char *const *outs, char *err,
+                         size_t cap);
 
 /* 1 when name (a file name, no folder) is a temporary of this policy or a
  * side file of one, with *pid its writer's PID; 0 otherwise. */

@@ -353,6 +353,15 @@ int main(void)
 		CHECK_RC(cdp_out_aux_name("a/m.tif", aux, sizeof aux), CDP_OK);
 		CHECK(strcmp(aux, "a/m.tif.aux.xml") == 0, "aux name '%s'", aux);
 		CHECK_RC(cdp_out_aux_name("m.tif", aux, 8), ENAMETOOLONG);
+		/* the extension that says an output's format */
+		{
+			static const char *const tif[] = { ".tif", ".tiff", NULL };
+			CHECK(strcmp(cdp_out_ext("a/map.TIF"), ".TIF") == 0, "ext of map.TIF");
+			CHECK(*cdp_out_ext("a.b/map") == '\0' && *cdp_out_ext("d/.hidden") == '\0',
+			      "an extension in a folder's name or a hidden name's dot");
+			CHECK(cdp_out_ext_is("x.TiFF", tif) && !cdp_out_ext_is("x.tif.png", tif),
+			      "cdp_out_ext_is");
+		}
 		CHECK(mkdir(tp("tgt"), 0755) == 0, "mkdir");
 		put("tgt/real.tif", "old");
 		put("tgt/real.tif.aux.xml", "old side");
@@ -461,6 +470,14 @@ int main(void)
 	/* outputs against inputs and each other */
 	put("in.txt", "input");
 	CHECK_RC(cdp_fileset_add(&set, tp("in.txt"), "the input 'in.txt'"), CDP_OK);
+	/* an input's GDAL side files, there or not yet, are no outputs */
+	{
+		const char *outs[2] = { tp("in.txt.ovr"), tp("in.txtx.msk") };
+		CHECK_RC(cdp_out_check_sides(&set, 1, outs, err, sizeof err), CDP_EMISMATCH);
+		CHECK(strstr(err, "in.txt.ovr': GDAL would read it as part of the input 'in.txt'") != NULL,
+		      "message '%s'", err);
+		CHECK_RC(cdp_out_check_sides(&set, 1, outs + 1, err, sizeof err), CDP_OK);
+	}
 	{
 		const char *outs[3] = { tp("a.out"), NULL, tp("in.txt") };
 		const char *opts[3] = { "-o", "--log", "--trace" };
