@@ -851,6 +851,11 @@ static GDALColorInterp band_ci(const cdp_raster *r, int band)
 	return GDALGetRasterColorInterpretation(band_of(r, band));
 }
 
+int cdp_raster_band_alpha(const cdp_raster *r, int band)
+{
+	return band_ci(r, band) == GCI_AlphaBand;
+}
+
 /* What tells the values of bands [nbands] of src, onto ds's bands as
  * gdal_translate keeps it: scale and offset (a VRT's <Scale> and
  * <Offset> too), unit and description. */

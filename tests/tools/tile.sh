@@ -308,6 +308,27 @@ expect_fail 1 "'st.txt': 3 lines of statistics for 1 bands" \
 	cdp-tile -s 16 --standardize --stats st.txt u8.tif
 expect_fail 1 "use --format tif" cdp-tile -s 16 -O pngfail --format png i16.tif
 [ ! -e pngfail ] || fail "a failed -O run left its directory"
+# a 4th band that is not alpha (a NIR band) became the PNG's transparency;
+# one that is alpha stays allowed, and --bands can leave it out
+$MK nir.tif --width 32 --height 16 --bands 4 --seed 23
+"$PYTHON" -c "
+from osgeo import gdal
+gdal.UseExceptions()
+d = gdal.Open('nir.tif', gdal.GA_Update)
+for b in (1, 2, 3, 4):
+    d.GetRasterBand(b).SetColorInterpretation(gdal.GCI_GrayIndex if b == 1 else gdal.GCI_Undefined)"
+expect_fail 1 "'nir.tif': band 4 is not an alpha band, and png tiles of 4 bands take their last for transparency (use --format tif, or --bands to leave it out)" \
+	cdp-tile -s 16 -O pngnir --format png nir.tif
+expect_fail 1 "'nir.tif': band 2 is not an alpha band, and png tiles of 2 bands" \
+	cdp-tile -s 16 -O pngnir --format png --bands 1,2 nir.tif
+[ ! -e pngnir ] || fail "a refused png -O left its directory"
+cdp-tile -q -s 16 -O pngnir --format png --bands 1,2,3 nir.tif || fail "3 bands of nir.tif as png"
+"$PYTHON" -c "
+from osgeo import gdal
+gdal.UseExceptions()
+d = gdal.Open('nir.tif', gdal.GA_Update)
+d.GetRasterBand(4).SetColorInterpretation(gdal.GCI_AlphaBand)"
+cdp-tile -q -s 16 -O pngrgba --format png nir.tif || fail "an alpha 4th band as png"
 expect_fail 1 "cannot open 'nope.tif'" cdp-tile -s 16 -O tiffail u8.tif nope.tif
 [ ! -e tiffail ] || fail "a failed -O run left files"
 # A write that fails midway (a directory where a tile should go: refused
@@ -397,6 +418,13 @@ $MK ee.tif --width 32 --height 16 --dtype u16 --seed 22
 cdp-tile -q -s 16 -O eet ee.tif
 [ ! -e eet/ee_0_0.tif.ovr ] || fail "a replaced tile's .ovr survived"
 ! grep -q STATISTICS_ eet/ee_0_0.tif.aux.xml 2>/dev/null || fail "a replaced tile's statistics survived"
+# -O in a GDAL virtual file system is said to be one
+expect_fail 1 "cdp-tile: refusing to write '/vsimem/t': GDAL virtual file systems (/vsi...) are not supported for outputs" \
+	cdp-tile -s 16 -O /vsimem/t u8.tif
+# -z with -O compressed nothing, silently
+expect_fail 2 "cdp-tile: --zlib compresses the record stream, which -O DIR does not write" \
+	cdp-tile -s 16 -z 6 -O zdir u8.tif
+[ ! -e zdir ] || fail "a refused -z -O made its folder"
 expect_fail 2 "--size: '0'" cdp-tile -s 0 u8.tif
 expect_fail 2 "--edge: 'wrap'" cdp-tile --edge wrap u8.tif
 expect_fail 2 "--overlap 16 must be less than the tile size 16" \
