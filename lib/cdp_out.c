@@ -1054,6 +1054,26 @@ int cdp_out_check_sides(cdp_fileset *set, size_t n, const char *const *outs, cha
 				return CDP_EMISMATCH;
 			}
 		}
+		/* and the other way: the commit removes the side files of the
+		 * file it replaces, which must not be an input (x.tif.ovr) */
+		char world[NWORLD][PATH_MAX + 16];
+		size_t nw = outs[i] ? world_names(outs[i], world) : 0;
+
+		for (size_t s = 0; outs[i] && s < NGSIDE + nw; s++) {
+			char side_name[PATH_MAX + 16];
+			const char *hit;
+
+			if (s >= NGSIDE)
+				memcpy(side_name, world[s - NGSIDE], sizeof side_name);
+			else if (snprintf(side_name, sizeof side_name, "%s%s", outs[i], gdal_side[s]) >=
+			         (int)sizeof side_name)
+				continue;
+			if ((hit = cdp_fileset_find(set, side_name))) {
+				seterr(err, cap, "refusing to write '%s': its side file '%s' goes with it, "
+				       "and that is %s", outs[i], side_name, hit);
+				return CDP_EMISMATCH;
+			}
+		}
 	}
 	return CDP_OK;
 }

@@ -225,8 +225,12 @@ int  cdp_out_ext_is(const char *path, const char *const *exts);
  * (the side files cdp_out_commit moves, cdp_out.h CDP_OUT_AUX) of a file
  * in set, existing or not yet, is refused, "refusing to write 'in.tif.ovr':
  * GDAL would read it as part of the input 'in.tif'", since GDAL opening
- * the input takes it as its own (its overviews, mask, metadata). CDP_OK
- * or CDP_EMISMATCH. */
+ * the input takes it as its own (its overviews, mask, metadata); and an
+ * output one of whose side files (world files included: x.tfw is also
+ * x.tiff's) is an input, which the commit would
+ * remove with the file replaced, "refusing to write 'x.tif': its side file
+ * 'x.tif.ovr' goes with it, and that is the input 'x.tif.ovr'". CDP_OK or
+ * CDP_EMISMATCH. */
 int  cdp_out_check_sides(cdp_fileset *set, size_t n, const char *const *outs, char *err,
                          size_t cap);
 

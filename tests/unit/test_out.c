@@ -477,6 +477,22 @@ int main(void)
 		CHECK(strstr(err, "in.txt.ovr': GDAL would read it as part of the input 'in.txt'") != NULL,
 		      "message '%s'", err);
 		CHECK_RC(cdp_out_check_sides(&set, 1, outs + 1, err, sizeof err), CDP_OK);
+		/* an output whose side file (which its commit removes) is an
+		 * input; a world file is shared: w.tfw is w.tiff's as well as
+		 * w.tif's. {input, its description, output} */
+		static const char *const rev[2][3] = {
+			{ "in.txt.msk", "the input 'in.txt.msk'", "in.txt" },
+			{ "w.tfw", "'w.tfw', read for 'w.tiff'", "w.tif" },
+		};
+		for (int i = 0; i < 2; i++) {
+			char want[128];
+			put(rev[i][0], "input");
+			CHECK_RC(cdp_fileset_add(&set, tp(rev[i][0]), rev[i][1]), CDP_OK);
+			outs[0] = tp(rev[i][2]);
+			CHECK_RC(cdp_out_check_sides(&set, 1, outs, err, sizeof err), CDP_EMISMATCH);
+			snprintf(want, sizeof want, "%s' goes with it, and that is %s", rev[i][0], rev[i][1]);
+			CHECK(strstr(err, want) != NULL, "message '%s'", err);
+		}
 	}
 	{
 		const char *outs[3] = { tp("a.out"), NULL, tp("in.txt") };
