@@ -12,6 +12,7 @@
 #include "cdp_out.h"
 #include "cdp_error.h"
 
+#include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -23,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/file.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -37,7 +39,19 @@
 #define CHUNK 1024
 #define NCHUNK 4096             /* 4M live temporaries */
 
-static const char *const side[] = { "", ".aux.xml", "-journal", "-wal", "-shm" };
+/* a temporary and the files GDAL and SQLite may put beside it */
+static const char *const side[] = { "", ".aux.xml", ".ovr", ".ovr.aux.xml", ".msk",
+                                    ".msk.aux.xml", ".aux", "-journal", "-wal", "-shm" };
+/* The side files GDAL reads as part of a raster PATH ("PATH" + suffix;
+ * GDALGetFileList's, less world files, which world_names adds): a
+ * CDP_OUT_AUX commit moves the temporary's onto PATH's and removes those
+ * of the file replaced, which would otherwise describe the new one (old
+ * overviews served as its own, an old mask hiding every pixel). */
+static const char *const gdal_side[] = { ".aux.xml", ".ovr", ".ovr.aux.xml", ".msk",
+                                         ".msk.aux.xml", ".aux" };
+#define NGSIDE (sizeof gdal_side / sizeof gdal_side[0])
+#define NWORLD 4
+#define NOLD (NGSIDE + NWORLD)
 #define NSIDE (sizeof side / sizeof side[0])
 
 static char **chunks[NCHUNK];   /* [NCHUNK][CHUNK], chunks allocated on demand */
@@ -357,6 +371,15 @@ int cdp_out_is_ckpt(const char *path)
 	       kept_kind(path) == KEEP_CKPT;
 }
 
+int cdp_out_vsi(const char *path, char *err, size_t cap)
+{
+	if (!path || strncmp(path, "/vsi", 4) != 0)
+		return CDP_OK;
+	seterr(err, cap, "refusing to write '%s': GDAL virtual file systems (/vsi...) are not "
+	       "supported for outputs", path);
+	return CDP_ESPECIAL;
+}
+
 /* CDP_OK and *inplace for path under flags (see cdp_out_check). */
 static int classify(const char *path, int flags, int *inplace, char *err, size_t cap)
 {
@@ -368,6 +391,10 @@ static int classify(const char *path, int flags, int *inplace, char *err, size_t
 		*inplace = 1;
 		return CDP_OK;
 	}
+	/* else "cannot create '/vsizip/z.zip/x.tif': No such file or
+	 * directory", as if a folder were missing */
+	if (cdp_out_vsi(path, err, cap) != CDP_OK)
+		return CDP_ESPECIAL;
 	if (stat(path, &st) != 0) {
 		int e = errno;
 
@@ -769,44 +796,129 @@ static int stage_copy(const char *src, const char *dst, int sync, char **tmp, lo
 	return rc;
 }
 
-/* The renames of a CDP_OUT_AUX commit: GDAL's side file TMP.aux.xml onto
- * PATH.aux.xml (staged is a copy of it beside PATH when that is on
- * another file system than the temporary), or without one the stale
- * PATH.aux.xml removed, and then the file; through a link, TARGET.aux.xml
- * too, which described the file just replaced. The side file goes first:
- * no earlier check covers its name (a folder of that name, a name longer
- * than the file system allows), and when it fails the earlier file and
- * its side file are both as they were. *failed: the name that failed. */
-static int commit_aux(cdp_out *o, const char *sidef, const char *staged,
+/* The world files GDAL reads beside path (GDALReadWorldFile: BASE.tfw
+ * and BASE.tifw for BASE.tif, lower and upper case) into names; how
+ * many. Not BASE.wld, which another raster named BASE may own. */
+static size_t world_names(const char *path, char names[][PATH_MAX + 16])
+{
+	const char *dot = strrchr(path + dirlen(path), '.');
+	size_t n = 0, el, bl;
+	char ext[2][16];
+
+	if (!dot || (el = strlen(dot + 1)) < 2 || el > 8 || (bl = (size_t)(dot - path)) >= PATH_MAX)
+		return 0;
+	snprintf(ext[0], sizeof ext[0], "%c%cw", dot[1], dot[el]);
+	snprintf(ext[1], sizeof ext[1], "%sw", dot + 1);
+	for (int up = 0; up < 2; up++)
+		for (int k = 0; k < 2; k++) {
+			char *e = names[n];
+			snprintf(e, PATH_MAX + 16, "%.*s.%s", (int)bl, path, ext[k]);
+			for (char *c = e + bl + 1; *c; c++)
+				*c = up ? (char)toupper((unsigned char)*c) : (char)tolower((unsigned char)*c);
+			if (strcmp(e, path) != 0)
+				n++;
+		}
+	return n;
+}
+
+/* The renames of a CDP_OUT_AUX commit, one all-or-nothing step: every
+ * side file of PATH there now (old[nold]) is moved aside, the
+ * temporary's side files (TMP.aux.xml, TMP.ovr, ...; staged[s] is a copy
+ * beside PATH when that is on another file system) take PATH's names,
+ * the file replaces the target, and only then are the old side files
+ * removed; through a link, TARGET's too, which described the file just
+ * replaced. A step that fails puts back what went before it: the earlier
+ * file and its side files are as they were. The side files go first: no
+ * earlier check covers their names (a folder of that name, a name longer
+ * than the file system allows). *failed: the name that failed. */
+static int commit_aux(cdp_out *o, char old[][PATH_MAX + 16], size_t nold, char *const *staged,
                       const char **failed)
 {
 	char a[PATH_MAX + 16], b[PATH_MAX + 16];
-	int rc = CDP_OK, have;
+	char *aside[NOLD] = { 0 };
+	long aslot[NOLD];
+	int placed[NGSIDE] = { 0 }, rc = CDP_OK;
+	struct stat st;
+	size_t i;
 
-	snprintf(a, sizeof a, "%s.aux.xml", o->tmp);
-	have = access(a, F_OK) == 0;
-	*failed = sidef;
-	if (have && rename(staged ? staged : a, sidef) != 0)
-		return errno;
-	if (!have && unlink(sidef) != 0 && errno != ENOENT)
-		return errno;
-	if (staged)
-		unlink(a);
-	*failed = o->path;
-	if (rename(o->tmp, o->target) != 0)
-		return errno;
-	if (strcmp(o->path, o->target) != 0 &&
-	    snprintf(b, sizeof b, "%s.aux.xml", o->target) < (int)sizeof b &&
-	    unlink(b) != 0 && errno != ENOENT)
-		rc = errno;
+	for (i = 0; i < nold && rc == CDP_OK; i++) {
+		int fd;
+
+		aslot[i] = -1;
+		if (lstat(old[i], &st) != 0)
+			continue;
+		*failed = old[i];
+		if (S_ISDIR(st.st_mode)) {
+			rc = EISDIR;
+		} else if ((fd = create_tmp(old[i], 0600, &aside[i], &aslot[i])) < 0) {
+			rc = fd == -ENOMEM ? CDP_ENOMEM : -fd;
+		} else {
+			close(fd);
+			if (rename(old[i], aside[i]) != 0) {
+				rc = errno;
+				unlink(aside[i]);
+				reg_del(aslot[i]);
+				free(aside[i]);
+				aside[i] = NULL;
+			}
+		}
+	}
+	for (size_t s = 0; s < NGSIDE && rc == CDP_OK; s++) {
+		snprintf(a, sizeof a, "%s%s", o->tmp, gdal_side[s]);
+		if (!staged[s] && access(a, F_OK) != 0)
+			continue;
+		*failed = old[s];
+		if (rename(staged[s] ? staged[s] : a, old[s]) != 0)
+			rc = errno;
+		else
+			placed[s] = 1;
+		if (staged[s])
+			unlink(a);
+	}
+	if (rc == CDP_OK) {
+		*failed = o->path;
+		if (rename(o->tmp, o->target) != 0)
+			rc = errno;
+	}
+	if (rc != CDP_OK) {
+		for (size_t s = 0; s < NGSIDE; s++)
+			if (placed[s])
+				unlink(old[s]);
+		for (i = 0; i < nold; i++)
+			if (aside[i])
+				rename(aside[i], old[i]);
+	}
+	for (i = 0; i < nold; i++)
+		if (aside[i]) {
+			unlink(aside[i]);
+			reg_del(aslot[i]);
+			free(aside[i]);
+		}
+	if (rc == CDP_OK && strcmp(o->path, o->target) != 0) {
+		char tw[NWORLD][PATH_MAX + 16];
+		size_t nw = world_names(o->target, tw);
+
+		for (size_t s = 0; s < NGSIDE + nw; s++) {
+			const char *n = b;
+			if (s < NGSIDE &&
+			    snprintf(b, sizeof b, "%s%s", o->target, gdal_side[s]) >= (int)sizeof b)
+				continue;
+			if (s >= NGSIDE)
+				n = tw[s - NGSIDE];
+			if (unlink(n) != 0 && errno != ENOENT && rc == CDP_OK)
+				rc = errno;
+		}
+	}
 	return rc;
 }
 
 int cdp_out_commit(cdp_out *o, char *err, size_t cap)
 {
-	char sidef[PATH_MAX + 16], a[PATH_MAX + 16], *staged = NULL;
+	char old[NOLD][PATH_MAX + 16], a[PATH_MAX + 16];
+	char *staged[NGSIDE] = { 0 };
+	long sslot[NGSIDE];
 	const char *failed;
-	long sslot = -1;
+	size_t nold = 0;
 	int rc = CDP_OK, aux;
 
 	if (!o || !o->path) {
@@ -817,23 +929,33 @@ int cdp_out_commit(cdp_out *o, char *err, size_t cap)
 	failed = o->path;
 	/* write errors can first appear at close (NFS, quotas) */
 	rc = cdp_out_close(o);
-	if (rc == CDP_OK && aux && (rc = cdp_out_aux_name(o->path, sidef, sizeof sidef)) == CDP_OK &&
-	    snprintf(a, sizeof a, "%s.aux.xml", o->tmp) < (int)sizeof a &&
-	    access(a, F_OK) == 0 && !same_fs(a, sidef))
-		rc = stage_copy(a, sidef, o->flags & CDP_OUT_SYNC, &staged, &sslot);
 	if (rc == CDP_OK && aux) {
-		/* two renames, one file to a reader: no signal between them */
+		for (size_t s = 0; s < NGSIDE && rc == CDP_OK; s++)
+			if (snprintf(old[s], sizeof old[s], "%s%s", o->path, gdal_side[s]) >=
+			    (int)sizeof old[s] - 16)
+				rc = ENAMETOOLONG;
+		nold = NGSIDE + (rc == CDP_OK ? world_names(o->path, old + NGSIDE) : 0);
+	}
+	for (size_t s = 0; rc == CDP_OK && aux && s < NGSIDE; s++) {
+		sslot[s] = -1;
+		if (snprintf(a, sizeof a, "%s%s", o->tmp, gdal_side[s]) < (int)sizeof a &&
+		    access(a, F_OK) == 0 && !same_fs(a, old[s]))
+			rc = stage_copy(a, old[s], o->flags & CDP_OUT_SYNC, &staged[s], &sslot[s]);
+	}
+	if (rc == CDP_OK && aux) {
+		/* several renames, one file to a reader: no signal among them */
 		cdp_out_hold();
-		rc = commit_aux(o, sidef, staged, &failed);
+		rc = commit_aux(o, old, nold, staged, &failed);
 		cdp_out_release();
 	} else if (rc == CDP_OK && o->tmp && rename(o->tmp, o->target) != 0) {
 		rc = errno;
 	}
-	if (staged) {
-		unlink(staged);     /* renamed already, unless it failed */
-		reg_del(sslot);
-		free(staged);
-	}
+	for (size_t s = 0; s < NGSIDE; s++)
+		if (staged[s]) {
+			unlink(staged[s]);     /* renamed already, unless it failed */
+			reg_del(sslot[s]);
+			free(staged[s]);
+		}
 	if (rc == CDP_OK && o->tmp && (o->flags & CDP_OUT_SYNC))
 		rc = sync_dir(o->target);
 	if (rc == CDP_OK && aux && (o->flags & CDP_OUT_SYNC) && strcmp(o->path, o->target) != 0)
@@ -887,6 +1009,70 @@ int cdp_out_check_set(cdp_fileset *set, size_t n, const char *const *outs,
 			       strcmp(outs[i], "-") == 0 || strcmp(outs[j], "-") == 0 ?
 			       ", standard output" : "");
 			return CDP_EMISMATCH;
+		}
+	}
+	return CDP_OK;
+}
+
+const char *cdp_out_ext(const char *path)
+{
+	const char *base = path + dirlen(path), *dot = strrchr(base, '.');
+
+	return dot && dot != base ? dot : path + strlen(path);
+}
+
+int cdp_out_ext_is(const char *path, const char *const *exts)
+{
+	const char *e = cdp_out_ext(path);
+
+	for (; *exts; exts++)
+		if (strcasecmp(e, *exts) == 0)
+			return 1;
+	return 0;
+}
+
+int cdp_out_check_sides(cdp_fileset *set, size_t n, const char *const *outs, char *err,
+                        size_t cap)
+{
+	for (size_t i = 0; i < n; i++) {
+		size_t len = outs[i] ? strlen(outs[i]) : 0;
+
+		for (size_t s = 0; s < NGSIDE; s++) {
+			size_t k = strlen(gdal_side[s]);
+			const char *hit;
+			char *owner;
+
+			if (len <= k || strcmp(outs[i] + len - k, gdal_side[s]) != 0)
+				continue;
+			if (!(owner = strndup(outs[i], len - k)))
+				return CDP_ENOMEM;
+			hit = cdp_fileset_find(set, owner);
+			free(owner);
+			if (hit) {
+				seterr(err, cap, "refusing to write '%s': GDAL would read it as part of %s",
+				       outs[i], hit);
+				return CDP_EMISMATCH;
+			}
+		}
+		/* and the other way: the commit removes the side files of the
+		 * file it replaces, which must not be an input (x.tif.ovr) */
+		char world[NWORLD][PATH_MAX + 16];
+		size_t nw = outs[i] ? world_names(outs[i], world) : 0;
+
+		for (size_t s = 0; outs[i] && s < NGSIDE + nw; s++) {
+			char side_name[PATH_MAX + 16];
+			const char *hit;
+
+			if (s >= NGSIDE)
+				memcpy(side_name, world[s - NGSIDE], sizeof side_name);
+			else if (snprintf(side_name, sizeof side_name, "%s%s", outs[i], gdal_side[s]) >=
+			         (int)sizeof side_name)
+				continue;
+			if ((hit = cdp_fileset_find(set, side_name))) {
+				seterr(err, cap, "refusing to write '%s': its side file '%s' goes with it, "
+				       "and that is %s", outs[i], side_name, hit);
+				return CDP_EMISMATCH;
+			}
 		}
 	}
 	return CDP_OK;

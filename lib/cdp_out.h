@@ -61,7 +61,8 @@ enum {
 	CDP_OUT_STREAM = 1,  /* "-", a FIFO or a character device are written in place */
 	CDP_OUT_SYNC   = 2,  /* commit fsyncs the file and its folder */
 	CDP_OUT_NOFD   = 4,  /* the temporary is created and closed: a library (GDAL) writes it by name */
-	CDP_OUT_AUX    = 8,  /* commit also moves TMP.aux.xml (GDAL's side file) onto PATH.aux.xml */
+	CDP_OUT_AUX    = 8,  /* a file GDAL reads: commit also moves TMP's side files (TMP.aux.xml,
+	                      * .ovr, .msk) onto PATH's and removes those of the file replaced */
 	CDP_OUT_CKPT   = 16, /* the target may be a checkpoint: the checkpoint writer replaces one */
 	CDP_OUT_POOL   = 32, /* the target may be an LMDB database file: the pool's own writer */
 	CDP_OUT_NEWDIR = 64  /* cdp_out_check: the target's folder may not exist yet (the
@@ -93,6 +94,14 @@ typedef struct cdp_out {
  * program with several outputs, so that none is created when a later one
  * is refused. */
 int  cdp_out_check(const char *path, int kind, char *err, size_t cap);
+
+/* CDP_ESPECIAL, with err "refusing to write '/vsizip/z.zip/x.tif': GDAL
+ * virtual file systems (/vsi...) are not supported for outputs", when
+ * path names one (it starts with /vsi: GDAL's /vsimem/, /vsizip/, ...,
+ * which the output policy's temporaries and renames cannot be made in);
+ * else CDP_OK. cdp_out_check and cdp_out_open call it; for an output
+ * folder (cdp-tile -O) call it directly. */
+int  cdp_out_vsi(const char *path, char *err, size_t cap);
 
 /* 1 when path, as a streamed output, is written in place: "-", or an
  * existing FIFO or character device (a link to one included); else 0. */
@@ -134,11 +143,16 @@ int  cdp_out_close(cdp_out *o);
  * output is left open) and ends o. On failure the temporary is removed and
  * the target is untouched; a full file system is reported as ENOSPC even
  * where the writer only said "write failed" (cdp_out_nospace). With
- * CDP_OUT_AUX the side file goes first (cdp_out_aux_name; a stale one is
- * removed when GDAL wrote none), so that a side file that cannot take its
- * name fails the commit, naming it, with the target untouched; then the
- * file, and through a link the side file beside the link's target, which
- * described the file replaced, is removed; all under cdp_out_hold. */
+ * CDP_OUT_AUX, GDAL's side files of PATH (PATH.aux.xml, .ovr, .ovr.aux.xml,
+ * .msk, .msk.aux.xml, .aux and the world files BASE.tfw, BASE.tifw) are
+ * one set with it: those of the file replaced (or left by a file gone)
+ * are removed and the temporary's own take their names (beside the name
+ * given: cdp_out_aux_name), so that an old mask, overviews or statistics
+ * never describe the new file; the side files go first, so that one that
+ * cannot take its name fails the commit, naming it, with the target and
+ * its side files as they were; through a link, those beside the link's
+ * target, which described the file replaced, are removed; all under
+ * cdp_out_hold. */
 int  cdp_out_commit(cdp_out *o, char *err, size_t cap);
 
 /* Defers SIGTERM, SIGINT and SIGHUP, whichever thread they reach, until
@@ -196,6 +210,29 @@ void cdp_out_note_nospace(int e);
  * outputs in one stream). CDP_OK or CDP_EMISMATCH. */
 int  cdp_out_check_set(cdp_fileset *set, size_t n, const char *const *outs,
                        const char *const *opts, char *err, size_t cap);
+
+/* The extension of path's file name, its last '.' on ("map.TIF" ".TIF",
+ * "a.b/c" ""), or "" without one: for the programs' checks that a file's
+ * name says the format written. */
+const char *cdp_out_ext(const char *path);
+
+/* 1 when path's extension (cdp_out_ext) is one of exts (NULL-ended,
+ * each with its '.'), in any case; else 0. */
+int  cdp_out_ext_is(const char *path, const char *const *exts);
+
+/* Checks n outputs outs[i] (NULL entries skipped) against GDAL's side
+ * files of the inputs in set: an output named INPUT.aux.xml, .ovr, .msk
+ * (the side files cdp_out_commit moves, cdp_out.h CDP_OUT_AUX) of a file
+ * in set, existing or not yet, is refused, "refusing to write 'in.tif.ovr':
+ * GDAL would read it as part of the input 'in.tif'", since GDAL opening
+ * the input takes it as its own (its overviews, mask, metadata); and an
+ * output one of whose side files (world files included: x.tfw is also
+ * x.tiff's) is an input, which the commit would
+ * remove with the file replaced, "refusing to write 'x.tif': its side file
+ * 'x.tif.ovr' goes with it, and that is the input 'x.tif.ovr'". CDP_OK or
+ * CDP_EMISMATCH. */
+int  cdp_out_check_sides(cdp_fileset *set, size_t n, const char *const *outs, char *err,
+                         size_t cap);
 
 /* 1 when name (a file name, no folder) is a temporary of this policy or a
  * side file of one, with *pid its writer's PID; 0 otherwise. */

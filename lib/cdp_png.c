@@ -179,7 +179,7 @@ int cdp_png_write(const char *path, const void *pixels, int w, int h,
 
 	if (!path || !pixels)
 		return CDP_EINVAL;
-	if ((rc = cdp_out_open(&o, path, CDP_OUT_SEEK, 0666, NULL, 0)) != CDP_OK)
+	if ((rc = cdp_out_open(&o, path, CDP_OUT_SEEK | CDP_OUT_AUX, 0666, NULL, 0)) != CDP_OK)
 		return rc;
 	rc = cdp_png_write_out(&o, pixels, w, h, channels, depth);
 	if (rc == CDP_OK)

@@ -852,6 +852,11 @@ static GDALColorInterp band_ci(const cdp_raster *r, int band)
 	return GDALGetRasterColorInterpretation(band_of(r, band));
 }
 
+int cdp_raster_band_alpha(const cdp_raster *r, int band)
+{
+	return band_ci(r, band) == GCI_AlphaBand;
+}
+
 /* What tells the values of bands [nbands] of src, onto ds's bands as
  * gdal_translate keeps it: scale and offset (a VRT's <Scale> and
  * <Offset> too), unit and description. */
@@ -1011,7 +1016,8 @@ int cdp_raster_write_tif(const char *path, int dtype, int nbands, int w, int h,
 		has[b] = has_nodata;
 		nd[b] = nodata;
 	}
-	if ((rc = cdp_out_open(&o, path, CDP_OUT_SEEK | CDP_OUT_NOFD, 0666, NULL, 0)) != CDP_OK) {
+	if ((rc = cdp_out_open(&o, path, CDP_OUT_SEEK | CDP_OUT_NOFD | CDP_OUT_AUX, 0666, NULL,
+	                       0)) != CDP_OK) {
 		free(has);
 		free(nd);
 		set_err(err, errcap, cdp_strerror(rc));

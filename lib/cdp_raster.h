@@ -95,6 +95,9 @@ int  cdp_raster_dtype_holds(int dt, double v);
 /* Whether band 1 of r is paletted (GDAL's colour interpretation Palette):
  * its values index a colour table rather than measure anything. */
 int  cdp_raster_paletted(const cdp_raster *r);
+/* Whether band (1-based, of every date with --time's stack) of r is an
+ * alpha band (GDAL's colour interpretation Alpha): 1 or 0. */
+int  cdp_raster_band_alpha(const cdp_raster *r, int band);
 /* Whether rasters a and b (their infos) carry the same GCPs: as many,
  * each's pixel and line within a thousandth of a pixel and x, y within a
  * millionth of the spread of the GCPs' coordinates, and the same CRS

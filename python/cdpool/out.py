@@ -15,7 +15,10 @@ check(path, inputs, ...) before anything is read or written:
   replaced, "refusing to replace 'run/checkpoint.cdpt': it is a cdpool
   checkpoint", unless the caller may replace that one (replace_ckpt);
 - a new file needs its folder: "cannot create 'no/x': No such file or
-  directory".
+  directory";
+- a name in a GDAL virtual file system (/vsimem/, /vsizip/: it starts
+  /vsi) is refused, "refusing to write '/vsimem/x.cdpt': GDAL virtual file
+  systems (/vsi...) are not supported for outputs".
 
 write(path, data) writes a regular file as cdp_out_commit does: a
 temporary ".NAME.cdp-tmp.PID.XXXXXX" in the folder of the final target (a
@@ -121,6 +124,11 @@ def check(path, inputs=(), replace_ckpt=None):
     that checkpoint (None: none)."""
     if not path:
         raise OutputError(errno.ENOENT, "cannot create '': %s" % os.strerror(errno.ENOENT), path)
+    # GDAL's names (/vsimem/, /vsizip/), as cdp_out_vsi refuses them: else
+    # "No such file or directory", as if a folder were missing
+    if path.startswith("/vsi"):
+        raise OutputError(errno.EINVAL, "refusing to write '%s': GDAL virtual file systems "
+                          "(/vsi...) are not supported for outputs" % path, path)
     me = _identity(path)
     for src, what in inputs:
         if (me is not None and me == _identity(src)) or \

@@ -8,12 +8,16 @@
 # 4/5, recall 4/6, F1 8/11; accuracy 9/12, mean IoU (5/8 + 4/7) / 2.
 # Then: --ignore and the reference's nodata or GDAL mask (a .msk) leave
 # pixels out, the prediction's nodata or mask (internal) counts as
-# unpredicted, K comes from the data or
+# unpredicted (no pixel valid in both is refused), K comes from the data or
 # --classes (values beyond it are "outside"; at most 1024, where a count of
 # 20000 once wrote an 800 MB report), and bad input is refused, as
 # are rasters of another georeference (CRS by OGR's comparison,
 # geotransform, GCPs, none against some) and a standard output that is one
-# of the inputs; a closed standard output is a write error, not an input.
+# of the inputs; a closed standard output is a write error, not an input;
+# a float map of values in [0, 1] is said to look like a --prob map;
+# a --png not named .png, named as a side file of an input (PRED.tif.msk),
+# in a GDAL virtual file system, or in a folder where no file can be made
+# is refused before the report.
 . "$CDP_SRCDIR/tests/tools/common.sh"
 need_python
 # mk OUT ROWS [NODATA] [BANDS]: a u8 GeoTIFF from "a b c d;e f g h;..."
@@ -62,6 +66,23 @@ grep -Eq '^ +0 +3 +1$' "$T/out" && grep -Eq '^ +1 +0 +4$' "$T/out" || fail "mask
 cdp-evaluate "$T/m/pred.tif" "$T/m/ref.tif" >"$T/out" || fail "cdp-evaluate (both masked) failed"
 grep -q '^pixels: 4 counted, 4 ignored, 4 unpredicted, 0 outside \[0, 2)$' "$T/out" ||
 	fail "masked prediction pixels: $(cat "$T/out")"
+# a one-band --prob map given for the class map: said to look like one
+# (it was told to use --task regression)
+"$PYTHON" -c "
+import sys, numpy as np
+from osgeo import gdal
+d = gdal.GetDriverByName('GTiff').Create(sys.argv[1], 4, 3, 1, gdal.GDT_Float32)
+d.GetRasterBand(1).WriteArray(np.full((3, 4), 0.25, np.float32))" "$T/prob.tif"
+expect_fail 1 "^cdp-evaluate: '$T/prob.tif': value 0.25 at pixel (0, 0) is not a class id (it looks like a probability map, cdp-predict --prob: score the class map; a map of values is scored with --task regression)\$" \
+	cdp-evaluate "$T/prob.tif" "$T/ref.tif"
+# no pixel valid in both: nothing to score, refused as a regression map's
+# is (it reported 0 pixels and nulls, exit 0)
+mk "$T/empty.tif" "9 9 9 9;9 9 9 9;9 9 9 9" 9
+for j in "" --json; do
+	expect_fail 1 "^cdp-evaluate: '$T/pred.tif' and '$T/empty.tif' have no pixel valid in both (all 12 are nodata, masked or ignored in one): nothing to score\$" \
+		cdp-evaluate $j "$T/pred.tif" "$T/empty.tif"
+	[ ! -s "$T/out" ] || fail "nothing to score printed a report: $(cat "$T/out")"
+done
 # a map whose categories name its classes: the names beside the ids (the
 # default "class K" of cdp-predict names none)
 cp "$T/pred.tif" "$T/npred.tif"
@@ -230,6 +251,33 @@ cp "$T/pool/data.mdb" "$T/data.orig"
 expect_fail 1 "^cdp-evaluate: refusing to replace '$T/pool/data.mdb': it is an LMDB database file\$" \
 	cdp-evaluate --png "$T/pool/data.mdb" "$T/pred.tif" "$T/ref.tif"
 cmp -s "$T/pool/data.mdb" "$T/data.orig" || fail "--png replaced a pool's data.mdb"
+# a name that is not a PNG's (a PNG was written as cm.jpg), and a side file
+# of an input, which GDAL would read with it (the mask of the prediction)
+expect_fail 1 "^cdp-evaluate: --png '$T/cm.jpg': the drawing is a PNG, which '.jpg' does not name: give --png FILE.png\$" \
+	cdp-evaluate --png "$T/cm.jpg" "$T/pred.tif" "$T/ref.tif"
+expect_fail 1 "^cdp-evaluate: refusing to write '$T/pred.tif.msk': GDAL would read it as part of the prediction '$T/pred.tif'\$" \
+	cdp-evaluate --png "$T/pred.tif.msk" "$T/pred.tif" "$T/ref.tif"
+[ ! -s "$T/out" ] && [ ! -e "$T/cm.jpg" ] && [ ! -e "$T/pred.tif.msk" ] || fail "a refused --png wrote"
+cdp-evaluate --png "$T/c.PNG" "$T/pred.tif" "$T/ref.tif" >/dev/null || fail "--png c.PNG"
+# GDAL's virtual file systems said so (it was "No such file or directory")
+expect_fail 1 "^cdp-evaluate: refusing to write '/vsimem/c.png': GDAL virtual file systems (/vsi...) are not supported for outputs\$" \
+	cdp-evaluate --png /vsimem/c.png "$T/pred.tif" "$T/ref.tif"
+# a folder where no file can be made (a read-only mount, as root; else the
+# write bits taken away): refused before the report, which it once
+# printed in full before the PNG failed
+mkdir "$T/ro"
+if unshare -m true 2>/dev/null; then
+	set +e
+	unshare -m sh -c 'mount -t tmpfs -o ro none "$1" && exec cdp-evaluate --png "$1/c.png" "$2" "$3"' \
+		sh "$T/ro" "$T/pred.tif" "$T/ref.tif" >"$T/out" 2>"$T/err"
+	rc=$?
+	set -e
+	[ "$rc" -eq 1 ] && grep -q "^cdp-evaluate: cannot create '$T/ro/c.png': Read-only file system\$" "$T/err" ||
+		fail "--png into a read-only folder: exit $rc: $(cat "$T/err")"
+	[ ! -s "$T/out" ] || fail "--png into a read-only folder printed the report first"
+else
+	echo "SKIP (this case): no unshare -m for a read-only mount"
+fi
 
 echo "== closed standard descriptors"
 # a closed standard output is a write error; the raster opened first took

@@ -20,7 +20,17 @@
 #  - CDP_CPU_ISA and CDP_CPU_BF16_EMU values the backend does not know are
 #    refused before anything runs, as cdp-train refuses them;
 #  - a checkpoint and a pool's data.mdb given as an output are refused,
-#    and stay as they were.
+#    and stay as they were;
+#  - a CRS that GDAL keeps only in .aux.xml (Equal Earth) stays the class
+#    map's and the --cog map's (the class names rewrote the side file
+#    without it);
+#  - a map replacing an earlier one takes away that one's .ovr and .msk
+#    (GDAL served the old overviews, and the old mask hid every pixel);
+#  - an output whose extension names another format (-o map.png, map.vrt,
+#    --vector roads.shp, --preview prev.jpg) is refused naming it, and one
+#    named as a side file of the input (in.tif.ovr, .msk, .aux.xml) too;
+#    .TIFF, .GeoJSON (GeoJSON polygons) and .PNG are written; an output
+#    in a GDAL virtual file system (/vsimem/, /vsizip/) is refused saying so.
 . "$CDP_SRCDIR/tests/tools/common.sh"
 need_python
 # the classifier $T/run over the chips $T/chips (list.txt), pool $T/pool
@@ -105,6 +115,93 @@ from osgeo import gdal; gdal.UseExceptions()
 b = gdal.Info('$T/o/link.tif', format='json')['bands'][0]
 assert b.get('categories') == ['class 0', 'class 1'], b.get('categories')
 " || fail "GDAL does not see the class names through the link"
+
+echo "== a CRS kept only in .aux.xml"
+# Equal Earth, which GeoTIFF keys cannot hold: GDAL keeps it in
+# FILE.aux.xml, which the class names rewrote without it
+"$PYTHON" - "$T/b.tif" "$T/ee.tif" <<'PYEOF'
+import sys
+from osgeo import gdal, osr
+gdal.UseExceptions()
+s = osr.SpatialReference(); s.ImportFromProj4("+proj=eqearth +datum=WGS84 +units=m")
+gdal.Translate(sys.argv[2], sys.argv[1], outputSRS=s.ExportToWkt())
+PYEOF
+cdp-predict -q --threads 1 --any-crs "$SEG" "$T/ee.tif" -o "$T/o/ee.tif" || fail "prediction of ee.tif"
+cdp-predict -q --threads 1 --any-crs --cog "$SEG" "$T/ee.tif" -o "$T/o/eecog.tif" || fail "--cog of ee.tif"
+"$PYTHON" - "$T/o/ee.tif" "$T/o/eecog.tif" <<'PYEOF' || fail "the class map lost a CRS kept in .aux.xml"
+import sys
+from osgeo import gdal
+gdal.UseExceptions()
+for f in sys.argv[1:]:
+    d = gdal.Open(f)
+    assert d.GetSpatialRef() is not None and "+proj=eqearth" in d.GetSpatialRef().ExportToProj4(), f
+    assert d.GetRasterBand(1).GetCategoryNames() == ["class 0", "class 1"], f
+PYEOF
+
+echo "== stale side files of a replaced map"
+# a user's external overviews (.ovr) and mask (.msk, all invalid) of an
+# earlier map: GDAL served them as the new map's own
+"$PYTHON" - "$T/o/ee.tif" <<'PYEOF'
+import sys
+from osgeo import gdal
+gdal.UseExceptions()
+d = gdal.Open(sys.argv[1])
+d.BuildOverviews("NEAREST", [2])
+d.CreateMaskBand(gdal.GMF_PER_DATASET)
+PYEOF
+[ -e "$T/o/ee.tif.ovr" ] && [ -e "$T/o/ee.tif.msk" ] || fail "no .ovr and .msk made for the test"
+cdp-predict -q --threads 1 --any-crs "$SEG" "$T/ee.tif" -o "$T/o/ee.tif" || fail "prediction over ee.tif"
+[ ! -e "$T/o/ee.tif.ovr" ] && [ ! -e "$T/o/ee.tif.msk" ] ||
+	fail "a replaced map's side files survived: $(ls -A "$T/o")"
+[ -z "$(ls -A "$T/o" | grep cdp-tmp)" ] || fail "a temporary left: $(ls -A "$T/o")"
+
+echo "== outputs named as another format, or as an input's side file"
+# -o map.png and map.vrt wrote a GeoTIFF, --vector roads.shp a GeoPackage,
+# --preview prev.jpg a PNG; -o b.tif.ovr became the input's overviews
+mkdir "$T/x"
+cp "$T/b.tif" "$T/x/in.tif"
+X="$T/x"
+for o in map.png map.vrt; do
+	expect_fail 1 "^cdp-predict: -o '$X/$o': the map is a GeoTIFF, which '\.${o#map.}' does not name: give -o OUT.tif (or .tiff)\$" \
+		cdp-predict -q --threads 1 "$SEG" "$X/in.tif" -o "$X/$o"
+done
+expect_fail 1 "^cdp-predict: -o '$X/map': the map is a GeoTIFF, which a name without an extension does not say" \
+	cdp-predict -q --threads 1 "$SEG" "$X/in.tif" -o "$X/map"
+expect_fail 1 "^cdp-predict: --vector '$X/roads.shp': cdp-predict writes a GeoPackage or GeoJSON, which '.shp' does not name: give OUT.gpkg or OUT.geojson\$" \
+	cdp-predict -q --threads 1 "$SEG" "$X/in.tif" -o "$X/m.tif" --vector "$X/roads.shp"
+expect_fail 1 "^cdp-predict: --preview '$X/prev.jpg': the preview is a PNG, which '.jpg' does not name: give --preview FILE.png\$" \
+	cdp-predict -q --threads 1 "$SEG" "$X/in.tif" -o "$X/m.tif" --preview "$X/prev.jpg"
+for s in .ovr .msk .aux.xml; do
+	expect_fail 1 "^cdp-predict: refusing to write '$X/in.tif$s': GDAL would read it as part of the input '$X/in.tif'\$" \
+		cdp-predict -q --threads 1 "$SEG" "$X/in.tif" -o "$X/in.tif$s"
+done
+expect_fail 1 "^cdp-predict: refusing to write '$X/in.tif.ovr': GDAL would read it as part of the input" \
+	cdp-predict -q --threads 1 "$SEG" "$X/in.tif" -o "$X/m.tif" --preview "$X/in.tif.ovr"
+# GDAL's virtual file systems said so (it was "No such file or directory")
+for a in "-o /vsizip/$X/z.zip/x.tif" "-o $X/m.tif --vector /vsimem/v.gpkg" \
+	"-o $X/m.tif --preview /vsimem/p.png"; do
+	# shellcheck disable=SC2086
+	expect_fail 1 "^cdp-predict: refusing to write '/vsi[a-z]*/.*': GDAL virtual file systems (/vsi...) are not supported for outputs\$" \
+		cdp-predict -q --threads 1 "$SEG" "$X/in.tif" $a
+done
+[ "$(ls -A "$X")" = in.tif ] || fail "a refused name wrote: $(ls -A "$X")"
+# any case; GeoJSON polygons as the GeoPackage's, in the map's CRS
+cdp-predict -q --threads 1 "$SEG" "$X/in.tif" -o "$X/m.TIFF" --vector "$X/r.GeoJSON" \
+	--vector-class all --preview "$X/p.PNG" || fail "-o m.TIFF --vector r.GeoJSON --preview p.PNG"
+"$PYTHON" - "$X" <<'PYEOF' || fail "the GeoJSON polygons"
+import sys
+from osgeo import gdal, ogr
+gdal.UseExceptions()
+d = sys.argv[1]
+v = ogr.Open(d + "/r.GeoJSON")
+assert v.GetDriver().GetName() == "GeoJSON", v.GetDriver().GetName()
+layer = v.GetLayer(0)
+assert layer.GetFeatureCount() > 0
+f = layer.GetNextFeature()
+assert f.GetField("name") == "class %d" % f.GetField("class"), f.items()
+assert layer.GetSpatialRef().IsSame(gdal.Open(d + "/m.TIFF").GetSpatialRef())
+assert gdal.Open(d + "/p.PNG").GetDriver().ShortName == "PNG"
+PYEOF
 
 echo "== a classifier's CSV streamed; a segmentation model's -o - refused"
 cd "$T"

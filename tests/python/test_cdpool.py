@@ -2704,6 +2704,22 @@ def test_out_keeps_mode():
     ok("out.write: a replaced file keeps its mode (and owner, as root)")
 
 
+def test_out_vsi():
+    """cdpool.out.check refuses a GDAL virtual file system's name, as the C
+    tools' policy does (cdp_out_vsi), instead of "No such file or
+    directory"."""
+    from cdpool import out
+    for path in ("/vsimem/x.cdpt", "/vsizip/z.zip/x.onnx"):
+        try:
+            out.write(path, b"x")
+        except out.OutputError as e:
+            check(str(e) == "refusing to write '%s': GDAL virtual file systems (/vsi...) are "
+                  "not supported for outputs" % path, "message '%s'" % e)
+        else:
+            raise Fail("%s was written" % path)
+    ok("out.check: a GDAL virtual file system refused")
+
+
 def run_tests(tests):
     """Runs each test; the first Fail prints "FAIL NAME: why" and gives 1."""
     for t in tests:
@@ -2730,7 +2746,7 @@ def main():
                       test_pool_map_growth, test_dataset_sources,
                       test_integer_args, test_import_outputs, test_import_options,
                       test_import_checkpoints, test_import_shared_weights, test_cli_output,
-                      test_out_keeps_mode])
+                      test_out_keeps_mode, test_out_vsi])
 
 
 if __name__ == "__main__":

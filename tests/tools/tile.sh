@@ -316,6 +316,27 @@ expect_fail 1 "'st.txt': 3 lines of statistics for 1 bands" \
 	cdp-tile -s 16 --standardize --stats st.txt u8.tif
 expect_fail 1 "use --format tif" cdp-tile -s 16 -O pngfail --format png i16.tif
 [ ! -e pngfail ] || fail "a failed -O run left its directory"
+# a 4th band that is not alpha (a NIR band) became the PNG's transparency;
+# one that is alpha stays allowed, and --bands can leave it out
+$MK nir.tif --width 32 --height 16 --bands 4 --seed 23
+"$PYTHON" -c "
+from osgeo import gdal
+gdal.UseExceptions()
+d = gdal.Open('nir.tif', gdal.GA_Update)
+for b in (1, 2, 3, 4):
+    d.GetRasterBand(b).SetColorInterpretation(gdal.GCI_GrayIndex if b == 1 else gdal.GCI_Undefined)"
+expect_fail 1 "'nir.tif': band 4 is not an alpha band, and png tiles of 4 bands take their last for transparency (use --format tif, or --bands to leave it out)" \
+	cdp-tile -s 16 -O pngnir --format png nir.tif
+expect_fail 1 "'nir.tif': band 2 is not an alpha band, and png tiles of 2 bands" \
+	cdp-tile -s 16 -O pngnir --format png --bands 1,2 nir.tif
+[ ! -e pngnir ] || fail "a refused png -O left its directory"
+cdp-tile -q -s 16 -O pngnir --format png --bands 1,2,3 nir.tif || fail "3 bands of nir.tif as png"
+"$PYTHON" -c "
+from osgeo import gdal
+gdal.UseExceptions()
+d = gdal.Open('nir.tif', gdal.GA_Update)
+d.GetRasterBand(4).SetColorInterpretation(gdal.GCI_AlphaBand)"
+cdp-tile -q -s 16 -O pngrgba --format png nir.tif || fail "an alpha 4th band as png"
 expect_fail 1 "cannot open 'nope.tif'" cdp-tile -s 16 -O tiffail u8.tif nope.tif
 [ ! -e tiffail ] || fail "a failed -O run left files"
 # Sizes are checked with everything else before the stream starts (the
@@ -399,6 +420,47 @@ if command -v strace >/dev/null 2>&1 &&
 else
 	echo "SKIP (this case): no strace that can inject a signal at a rename"
 fi
+# -O tiles are GDAL rasters with their side files: a CRS that GeoTIFF keys
+# cannot hold (Equal Earth, kept in .aux.xml) stays the tiles' (it was lost,
+# and each tile's temporary left its .aux.xml behind); a re-run replacing a
+# tile takes away the old one's statistics (.aux.xml) and overviews (.ovr),
+# which GDAL would serve as the new tile's.
+$MK ee.tif --width 32 --height 16 --dtype u16 --seed 21
+"$PYTHON" - <<'PYEOF'
+from osgeo import gdal, osr
+gdal.UseExceptions()
+s = osr.SpatialReference(); s.ImportFromProj4("+proj=eqearth +datum=WGS84 +units=m")
+gdal.Open("ee.tif", gdal.GA_Update).SetProjection(s.ExportToWkt())
+PYEOF
+cdp-tile -q -s 16 -O eet ee.tif
+[ -z "$(ls -A eet | grep cdp-tmp)" ] || fail "-O left temporaries: $(ls -A eet)"
+"$PYTHON" - <<'PYEOF' || fail "-O tiles lost a CRS kept in .aux.xml"
+from osgeo import gdal
+gdal.UseExceptions()
+for t in ("eet/ee_0_0.tif", "eet/ee_0_1.tif"):
+    assert "+proj=eqearth" in gdal.Open(t).GetSpatialRef().ExportToProj4(), t
+PYEOF
+"$PYTHON" - <<'PYEOF'
+from osgeo import gdal
+gdal.UseExceptions()
+d = gdal.Open("eet/ee_0_0.tif")
+b = d.GetRasterBand(1)
+b.ComputeStatistics(False)
+b = None
+d.BuildOverviews("NEAREST", [2])
+PYEOF
+[ -e eet/ee_0_0.tif.ovr ] || fail "no .ovr made for the test"
+$MK ee.tif --width 32 --height 16 --dtype u16 --seed 22
+cdp-tile -q -s 16 -O eet ee.tif
+[ ! -e eet/ee_0_0.tif.ovr ] || fail "a replaced tile's .ovr survived"
+! grep -q STATISTICS_ eet/ee_0_0.tif.aux.xml 2>/dev/null || fail "a replaced tile's statistics survived"
+# -O in a GDAL virtual file system is said to be one
+expect_fail 1 "cdp-tile: refusing to write '/vsimem/t': GDAL virtual file systems (/vsi...) are not supported for outputs" \
+	cdp-tile -s 16 -O /vsimem/t u8.tif
+# -z with -O compressed nothing, silently
+expect_fail 2 "cdp-tile: --zlib compresses the record stream, which -O DIR does not write" \
+	cdp-tile -s 16 -z 6 -O zdir u8.tif
+[ ! -e zdir ] || fail "a refused -z -O made its folder"
 expect_fail 2 "--size: '0'" cdp-tile -s 0 u8.tif
 expect_fail 2 "--edge: 'wrap'" cdp-tile --edge wrap u8.tif
 expect_fail 2 "--overlap 16 must be less than the tile size 16" \

@@ -353,6 +353,15 @@ int main(void)
 		CHECK_RC(cdp_out_aux_name("a/m.tif", aux, sizeof aux), CDP_OK);
 		CHECK(strcmp(aux, "a/m.tif.aux.xml") == 0, "aux name '%s'", aux);
 		CHECK_RC(cdp_out_aux_name("m.tif", aux, 8), ENAMETOOLONG);
+		/* the extension that says an output's format */
+		{
+			static const char *const tif[] = { ".tif", ".tiff", NULL };
+			CHECK(strcmp(cdp_out_ext("a/map.TIF"), ".TIF") == 0, "ext of map.TIF");
+			CHECK(*cdp_out_ext("a.b/map") == '\0' && *cdp_out_ext("d/.hidden") == '\0',
+			      "an extension in a folder's name or a hidden name's dot");
+			CHECK(cdp_out_ext_is("x.TiFF", tif) && !cdp_out_ext_is("x.tif.png", tif),
+			      "cdp_out_ext_is");
+		}
 		CHECK(mkdir(tp("tgt"), 0755) == 0, "mkdir");
 		put("tgt/real.tif", "old");
 		put("tgt/real.tif.aux.xml", "old side");
@@ -392,6 +401,42 @@ int main(void)
 			CHECK(has("box.tif", "old") && temporaries() == 0, "the file was replaced (%d)", with);
 		}
 		rmdir(tp("box.tif.aux.xml"));
+		/* every GDAL side file of the file replaced goes (an old .msk
+		 * would mask the new map, an old .ovr serve as its overviews),
+		 * the temporary's own take their names */
+		put("s.tif", "old");
+		put("s.tif.ovr", "old overviews");
+		put("s.tif.msk", "old mask");
+		put("s.tif.aux.xml", "old stats");
+		put("s.tfw", "old world");
+		put("s.TIFW", "old world");
+		put("s.wld", "another raster's");
+		CHECK_RC(cdp_out_open(&o, tp("s.tif"), CDP_OUT_SEEK | CDP_OUT_NOFD | CDP_OUT_AUX,
+		                      0666, err, sizeof err), CDP_OK);
+		put_at(o.tmp, "new");
+		snprintf(name, sizeof name, "%s.ovr", o.tmp);
+		put_at(name, "new overviews");
+		CHECK_RC(cdp_out_commit(&o, err, sizeof err), CDP_OK);
+		CHECK(has("s.tif", "new") && has("s.tif.ovr", "new overviews"), "the new side file");
+		CHECK(access(tp("s.tif.msk"), F_OK) != 0 && access(tp("s.tif.aux.xml"), F_OK) != 0 &&
+		      access(tp("s.tfw"), F_OK) != 0 && access(tp("s.TIFW"), F_OK) != 0,
+		      "a stale side file kept");
+		CHECK(has("s.wld", "another raster's"), "BASE.wld removed");
+		CHECK(temporaries() == 0, "temporaries left");
+		/* all or nothing: a side file that cannot take its name puts
+		 * back those moved before it */
+		put("s.tif.ovr", "old overviews");
+		put("s.tif.aux.xml", "old stats");
+		CHECK(mkdir(tp("s.tif.msk"), 0755) == 0, "mkdir");
+		CHECK_RC(cdp_out_open(&o, tp("s.tif"), CDP_OUT_SEEK | CDP_OUT_NOFD | CDP_OUT_AUX,
+		                      0666, err, sizeof err), CDP_OK);
+		put_at(o.tmp, "newer");
+		CHECK(cdp_out_commit(&o, err, sizeof err) != CDP_OK, "a folder took the mask's name");
+		CHECK(strstr(err, "s.tif.msk': ") != NULL, "message '%s'", err);
+		CHECK(has("s.tif", "new") && has("s.tif.ovr", "old overviews") &&
+		      has("s.tif.aux.xml", "old stats") && temporaries() == 0,
+		      "a failed commit changed the old set");
+		rmdir(tp("s.tif.msk"));
 	}
 	/* the link's folder on another file system than its target's: the
 	 * side file cannot be renamed across, it is copied beside the link */
@@ -425,6 +470,30 @@ int main(void)
 	/* outputs against inputs and each other */
 	put("in.txt", "input");
 	CHECK_RC(cdp_fileset_add(&set, tp("in.txt"), "the input 'in.txt'"), CDP_OK);
+	/* an input's GDAL side files, there or not yet, are no outputs */
+	{
+		const char *outs[2] = { tp("in.txt.ovr"), tp("in.txtx.msk") };
+		CHECK_RC(cdp_out_check_sides(&set, 1, outs, err, sizeof err), CDP_EMISMATCH);
+		CHECK(strstr(err, "in.txt.ovr': GDAL would read it as part of the input 'in.txt'") != NULL,
+		      "message '%s'", err);
+		CHECK_RC(cdp_out_check_sides(&set, 1, outs + 1, err, sizeof err), CDP_OK);
+		/* an output whose side file (which its commit removes) is an
+		 * input; a world file is shared: w.tfw is w.tiff's as well as
+		 * w.tif's. {input, its description, output} */
+		static const char *const rev[2][3] = {
+			{ "in.txt.msk", "the input 'in.txt.msk'", "in.txt" },
+			{ "w.tfw", "'w.tfw', read for 'w.tiff'", "w.tif" },
+		};
+		for (int i = 0; i < 2; i++) {
+			char want[128];
+			put(rev[i][0], "input");
+			CHECK_RC(cdp_fileset_add(&set, tp(rev[i][0]), rev[i][1]), CDP_OK);
+			outs[0] = tp(rev[i][2]);
+			CHECK_RC(cdp_out_check_sides(&set, 1, outs, err, sizeof err), CDP_EMISMATCH);
+			snprintf(want, sizeof want, "%s' goes with it, and that is %s", rev[i][0], rev[i][1]);
+			CHECK(strstr(err, want) != NULL, "message '%s'", err);
+		}
+	}
 	{
 		const char *outs[3] = { tp("a.out"), NULL, tp("in.txt") };
 		const char *opts[3] = { "-o", "--log", "--trace" };

@@ -166,6 +166,29 @@ static int is_float(int dt)
 	return dt == CDP_DT_F32 || dt == CDP_DT_F64;
 }
 
+/* 1 when every valid value of p's band 1 is within [0, 1], as
+ * cdp-predict --prob's probabilities are (a map of values usually is not);
+ * 0 otherwise or when it cannot be read: only a hint in a message. */
+static int all_unit(side *p)
+{
+	uint64_t w = p->ri->width, h = p->ri->height;
+	char why[512];
+
+	for (uint64_t y = 0; y < h; y += ROWS) {
+		int rows = h - y < ROWS ? (int)(h - y) : ROWS;
+		const uint8_t *m;
+
+		if (read_rows(p, 1, y, rows, &m, why, sizeof why) < 0)
+			return 0;
+		for (size_t i = 0; i < (size_t)rows * w; i++) {
+			double v = cdp_dtype_get(p->ri->dtype, p->buf, i);
+			if (!is_nodata(p->ri, v) && !(m && !m[i]) && !(v >= 0 && v <= 1))
+				return 0;
+		}
+	}
+	return 1;
+}
+
 /* One pass over both rasters: with conf, count into it (k x k); without,
  * only find the largest value. */
 static int pass(side *p, side *r, const cdp_evaluate_opts *o, uint64_t *conf, int k,
@@ -201,11 +224,18 @@ static int pass(side *p, side *r, const cdp_evaluate_opts *o, uint64_t *conf, in
 				n->unpredicted++;
 				continue;
 			}
-			if (!(pv >= 0 && pv == floor(pv)))   /* a float map without its tag: say so */
+			/* a float map without its tag, or cdp-predict --prob's
+			 * probabilities given for the class map: say which */
+			if (!(pv >= 0 && pv == floor(pv))) {
+				uint64_t py = y + i / w;
+				int fl = is_float(p->ri->dtype), prob = fl && all_unit(p);
 				return fail(err, cap, "'%s': value %g at pixel (%zu, %llu) is not a class "
-				            "id%s", p->path, pv, (size_t)(i % w), (unsigned long long)(y + i / w),
-				            is_float(p->ri->dtype) ? " (a map of values is scored "
-				            "with --task regression)" : "");
+				            "id%s", p->path, pv, (size_t)(i % w), (unsigned long long)py,
+				            prob ? " (it looks like a probability map, cdp-predict --prob: "
+				            "score the class map; a map of values is scored with --task "
+				            "regression)" : fl ? " (a map of values is scored with --task "
+				            "regression)" : "");
+			}
 			if (!(lv >= 0 && lv == floor(lv)))
 				return fail(err, cap, "'%s': value %g at pixel (%zu, %llu) is not a class id",
 				            r->path, lv, (size_t)(i % w), (unsigned long long)(y + i / w));
@@ -337,6 +367,35 @@ static int add_read(const char *file, void *arg)
 	return cdp_fileset_add(a->set, file, what);
 }
 
+/* --png past the policy's checks: not a side file of an input that GDAL
+ * would read with it (IN.tif.ovr), named .png (a PNG named .jpg fools its
+ * readers), and in a folder where a file can be made: a temporary is made
+ * and removed, so that a read-only folder fails before the report, not
+ * after it. CDP_OK, or an error with err. */
+static int check_png(cdp_fileset *set, const char *png, char *err, size_t cap)
+{
+	static const char *const ext[] = { ".png", NULL };
+	const char *e = cdp_out_ext(png);
+	cdp_out t;
+	int rc;
+
+	if ((rc = cdp_out_check_sides(set, 1, &png, err, cap)) != CDP_OK) {
+		if (rc != CDP_EMISMATCH)
+			fail(err, cap, "out of memory");
+		return rc;
+	}
+	if (!cdp_out_ext_is(png, ext)) {
+		fail(err, cap, "--png '%s': the drawing is a PNG, which %s%s%s does not name: give "
+		     "--png FILE.png", png, *e ? "'" : "", *e ? e : "a name without an extension",
+		     *e ? "'" : "");
+		return CDP_EINVAL;
+	}
+	if ((rc = cdp_out_open(&t, png, CDP_OUT_SEEK, 0666, err, cap)) != CDP_OK)
+		return rc;
+	cdp_out_abort(&t);
+	return CDP_OK;
+}
+
 /* The report goes to out: refuse an out that is a file the run reads (a
  * shell's ">>" onto the prediction), by inode (cdp_file.h); so too --png,
  * which the output policy (cdp_out.h) also refuses when it is a FIFO or a
@@ -364,6 +423,8 @@ static int check_out(side *p, side *r, FILE *out, const char *png, char *err, si
 		fail(err, cap, "refusing to write '%s': it is %s", png, hit);
 	else if (rc == 0 && png && cdp_out_check(png, CDP_OUT_SEEK, err, cap) != CDP_OK)
 		rc = CDP_ESPECIAL;     /* a FIFO or a device: refused before any work */
+	else if (rc == 0 && png)
+		rc = check_png(&set, png, err, cap);
 	else if (rc)
 		fail(err, cap, "cannot examine the input files: %s", cdp_strerror(rc));
 	cdp_fileset_free(&set);
@@ -713,6 +774,14 @@ int cdp_evaluate_run(const cdp_evaluate_opts *o, FILE *out, char *err, size_t ca
 	}
 	if (pass(&p, &r, o, conf, k, &n, err, cap) < 0)
 		goto out;
+	/* as a regression map's: a report of no pixel (nulls, exit 0) would
+	 * pass a script's check for a score that was never made */
+	if (!n.counted && !n.outside) {
+		fail(err, cap, "'%s' and '%s' have no pixel valid in both (all %llu are nodata, "
+		     "masked or ignored in one): nothing to score", p.path, r.path,
+		     (unsigned long long)(n.ignored + n.unpredicted));
+		goto out;
+	}
 	if (o->json)
 		report_json(out, conf, k, &n);
 	else

@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include <cpl_conv.h>
@@ -322,6 +323,11 @@ static int lay_out_in(pr_out *o, const char *rows, const char *dst, char *err, s
 	}
 	if (!o->f32) {
 		char **names = NULL;
+		/* GDAL's GeoTIFF driver reads FILE.aux.xml only when asked for
+		 * the georeferencing: a CRS that GeoTIFF keys cannot hold
+		 * (+proj=eqearth) lives there, and the .aux.xml written on
+		 * close would drop what was never read */
+		GDALGetProjectionRef(d);
 		for (int k = 0; k < o->lg->k; k++)
 			names = CSLAddString(names, o->lg->name[k]);
 		GDALSetRasterCategoryNames(GDALGetRasterBand(d, 1), names);
@@ -448,11 +454,30 @@ static int name_polygons(OGRLayerH layer, const pr_legend *lg, void *tr)
 	return rc;
 }
 
+const char *pr_vector_driver(const char *path)
+{
+	static const struct { const char *ext, *drv; } fmt[] = {
+		{ ".gpkg", "GPKG" }, { ".geojson", "GeoJSON" },
+	};
+	const char *e = cdp_out_ext(path);
+
+	for (size_t i = 0; i < sizeof fmt / sizeof fmt[0]; i++)
+		if (strcasecmp(e, fmt[i].ext) == 0)
+			return fmt[i].drv;
+	return NULL;
+}
+
 int pr_vector(const char *mask_tif, const char *gpkg, int klass, const pr_legend *lg,
               cdp_out *out, char *err, size_t cap)
 {
-	GDALDriverH drv = GDALGetDriverByName("GPKG");
-	GDALDatasetH src = NULL, dst = NULL;
+	const char *dname = pr_vector_driver(gpkg);
+	int is_gpkg = dname && strcmp(dname, "GPKG") == 0;
+	GDALDriverH drv = dname ? GDALGetDriverByName(dname) : NULL;
+	/* a GeoPackage is polygonized in place, in one transaction; another
+	 * format's layer (GeoJSON's is written once, front to back) is
+	 * polygonized in memory, where the names are set, and copied */
+	GDALDriverH mdrv = is_gpkg ? drv : GDALGetDriverByName("Memory");
+	GDALDatasetH src = NULL, dst = NULL, work = NULL;
 	OGRSpatialReferenceH srs = NULL;
 	OGRLayerH layer;
 	OGRFieldDefnH fd;
@@ -467,15 +492,24 @@ int pr_vector(const char *mask_tif, const char *gpkg, int klass, const pr_legend
 		return -1;
 	tmp = out->tmp;
 	CPLErrorReset();
-	if (!drv || !(src = GDALOpen(mask_tif, GA_ReadOnly))) {
+	if (!drv || !mdrv) {
+		fail(err, cap, "cannot write '%s': GDAL has no %s driver", gpkg,
+		     !drv ? (dname ? dname : "vector") : "Memory");
+		goto out;
+	}
+	if (!(src = GDALOpen(mask_tif, GA_ReadOnly))) {
 		fail(err, cap, "cannot open '%s': %s", mask_tif, gdal_msg());
 		goto out;
 	}
-	/* the GeoPackage driver creates the file itself; the name stays
-	 * registered for removal */
+	/* the driver creates the file itself; the name stays registered for
+	 * removal */
 	unlink(tmp);
 	if (!(dst = GDALCreate(drv, tmp, 0, 0, 0, GDT_Unknown, NULL))) {
 		io_fail("cannot create", gpkg, out, err, cap);
+		goto out;
+	}
+	if (!(work = is_gpkg ? dst : GDALCreate(mdrv, "", 0, 0, 0, GDT_Unknown, NULL))) {
+		fail(err, cap, "cannot polygonize into '%s': %s", gpkg, gdal_msg());
 		goto out;
 	}
 	wkt = GDALGetProjectionRef(src);
@@ -492,7 +526,7 @@ int pr_vector(const char *mask_tif, const char *gpkg, int klass, const pr_legend
 		if (srs)
 			OSRSetAxisMappingStrategy(srs, OAMS_TRADITIONAL_GIS_ORDER);
 	}
-	if (!(layer = GDALDatasetCreateLayer(dst, "prediction", srs, wkbPolygon, NULL))) {
+	if (!(layer = GDALDatasetCreateLayer(work, "prediction", srs, wkbPolygon, NULL))) {
 		io_fail("cannot create a layer in", gpkg, out, err, cap);
 		goto out;
 	}
@@ -503,19 +537,24 @@ int pr_vector(const char *mask_tif, const char *gpkg, int klass, const pr_legend
 	OGR_L_CreateField(layer, fd, TRUE);
 	OGR_Fld_Destroy(fd);
 	GDALRasterBandH band = GDALGetRasterBand(src, 1);
-	GDALDatasetStartTransaction(dst, FALSE);
+	if (is_gpkg)
+		GDALDatasetStartTransaction(dst, FALSE);
 	/* the band's nodata (255) marks every pixel not of the class */
 	if (GDALPolygonize(band, GDALGetMaskBand(band), layer, 0, NULL, NULL, NULL) != CE_None ||
-	    name_polygons(layer, lg, tr) < 0 || GDALDatasetCommitTransaction(dst) != OGRERR_NONE) {
+	    name_polygons(layer, lg, tr) < 0 ||
+	    (is_gpkg && GDALDatasetCommitTransaction(dst) != OGRERR_NONE) ||
+	    (!is_gpkg && !GDALDatasetCopyLayer(dst, layer, "prediction", NULL))) {
 		io_fail("cannot polygonize into", gpkg, out, err, cap);
 		goto out;
 	}
 	/* the stored extent only grows as features change: it still holds the
 	 * pixel coordinates the GCPs moved */
-	if (tr)
+	if (tr && is_gpkg)
 		GDALDatasetReleaseResultSet(dst, GDALDatasetExecuteSQL(dst, "RECOMPUTE EXTENT ON "
 		                                                       "prediction", NULL, NULL));
 	CPLErrorReset();
+	if (work == dst)
+		work = NULL;
 	GDALClose(dst);
 	dst = NULL;
 	if (CPLGetLastErrorType() >= CE_Failure) {
@@ -524,6 +563,8 @@ int pr_vector(const char *mask_tif, const char *gpkg, int klass, const pr_legend
 	}
 	rc = 0;
 out:
+	if (work && work != dst)
+		GDALClose(work);
 	if (dst)
 		GDALClose(dst);
 	if (src)
@@ -615,7 +656,7 @@ int pr_preview(const char *input, const int *bands, int n, const uint8_t *cls, i
 		for (int c = 0; c < 3; c++)
 			rgb[3 * i + c] = lg->rgb[k][c];
 	}
-	if ((prc = cdp_out_open(out, png, CDP_OUT_SEEK, 0666, err, cap)) != 0)
+	if ((prc = cdp_out_open(out, png, CDP_OUT_SEEK | CDP_OUT_AUX, 0666, err, cap)) != 0)
 		goto out;
 	if ((prc = cdp_png_write_out(out, rgb, pw, ph, 3, 8)) != 0) {
 		if (prc > 0 && cdp_out_nospace(out, NULL))

@@ -650,6 +650,40 @@ static int add_read(const char *path, void *arg)
 	return cdp_fileset_add(a->set, path, what);
 }
 
+/* opt's path is refused for an extension that does not name the format
+ * written (what), with what to give instead */
+static int ext_fail(const char *opt, const char *path, const char *what, const char *give,
+                    char *err, size_t cap)
+{
+	const char *e = cdp_out_ext(path);
+
+	if (!*e)
+		return pr_fail(err, cap, "%s '%s': %s, which a name without an extension does not "
+		               "say: give %s", opt, path, what, give);
+	return pr_fail(err, cap, "%s '%s': %s, which '%s' does not name: give %s", opt, path, what,
+	               e, give);
+}
+
+/* A file's name says its format to every reader (GDAL picks a driver by
+ * it, a file manager an application): each output is written in the format
+ * its extension names, or refused naming the extension. */
+static int check_exts(const cdp_predict_opts *o, char *err, size_t cap)
+{
+	static const char *const tif[] = { ".tif", ".tiff", NULL };
+	static const char *const png[] = { ".png", NULL };
+
+	if (!cdp_out_ext_is(o->output, tif))
+		return ext_fail("-o", o->output, "the map is a GeoTIFF", "-o OUT.tif (or .tiff)", err,
+		                cap);
+	if (o->vector && !pr_vector_driver(o->vector))
+		return ext_fail("--vector", o->vector, "cdp-predict writes a GeoPackage or GeoJSON",
+		                "OUT.gpkg or OUT.geojson", err, cap);
+	if (o->preview && !cdp_out_ext_is(o->preview, png))
+		return ext_fail("--preview", o->preview, "the preview is a PNG", "--preview FILE.png",
+		                err, cap);
+	return 0;
+}
+
 int pr_check_outputs(predictor *p, char *err, size_t cap)
 {
 	const cdp_predict_opts *o = p->o;
@@ -691,6 +725,14 @@ int pr_check_outputs(predictor *p, char *err, size_t cap)
 			cdp_fileset_free(&set);
 			return -1;
 		}
+	/* nor a side file of an input that is not there yet: GDAL opening
+	 * the input would take it as its overviews, mask or metadata */
+	if ((rc = cdp_out_check_sides(&set, 3, out, err, cap)) != CDP_OK) {
+		cdp_fileset_free(&set);
+		return rc == CDP_EMISMATCH ? -1 : pr_fail(err, cap, "out of memory");
+	}
+	cdp_fileset_free(&set);
+	return check_exts(o, err, cap);
 out:
 	cdp_fileset_free(&set);
 	if (rc)

@@ -428,6 +428,13 @@ int main(int argc, char **argv)
 		ret = 2;
 		goto out;
 	}
+	/* -O writes tile files, no record stream: a level would change nothing */
+	if (o.zlevel && o.outdir) {
+		fprintf(stderr, "cdp-tile: --zlib compresses the record stream, which -O DIR does "
+		        "not write\n");
+		ret = 2;
+		goto out;
+	}
 	if (o.outdir)
 		o.format = format >= 0 ? format : CDP_TILE_TIF;
 	o.names = nnames ? names : NULL;

@@ -279,6 +279,17 @@ static int input_open(ctx *c, size_t i, input *in)
 		rc = CDP_EUNSUP;
 		goto fail;
 	}
+	/* a PNG of 2 or 4 channels is grey or RGB with alpha: its last band
+	 * would be read as transparency, and a tif tile promises that a band
+	 * is never taken for it unless it is alpha (a NIR band was) */
+	if (o->format == CDP_TILE_PNG && o->outdir && (in->nb == 2 || in->nb == 4) &&
+	    !cdp_raster_band_alpha(in->r, in->bands[in->nb - 1])) {
+		ERR(c, "'%s': band %d is not an alpha band, and png tiles of %d bands take their "
+		    "last for transparency (use --format tif, or --bands to leave it out)", in->path,
+		    in->bands[in->nb - 1], in->nb);
+		rc = CDP_EUNSUP;
+		goto fail;
+	}
 
 	if (o->labels || o->label_all)
 		in->lpath = strdup(o->labels ? o->labels[i] : o->label_all);
@@ -897,6 +908,13 @@ int cdp_tile_run(const cdp_tile_opts *o, FILE *out, cdp_tile_result *res,
 		goto out;
 	}
 	if (o->outdir) {
+		char why[600];
+
+		if (cdp_out_vsi(o->outdir, why, sizeof why) != CDP_OK) {
+			ERR(c, "%s", why);
+			rc = CDP_ESPECIAL;
+			goto out;
+		}
 		if (stat(o->outdir, &st) != 0) {
 			if (errno != ENOENT || mkdir(o->outdir, 0777) != 0) {
 				rc = errno;

@@ -257,7 +257,8 @@ int tile_emit_files(ctx *c, input *in, const char *key, const cdp_record *r,
 			rc = CDP_ENOMEM;
 			break;
 		}
-		if ((rc = cdp_out_open(f, path, CDP_OUT_SEEK, 0666, msg, sizeof(msg)))) {
+		if ((rc = cdp_out_open(f, path, CDP_OUT_SEEK | CDP_OUT_AUX, 0666, msg,
+		                       sizeof(msg)))) {
 			ERR(c, "%s", msg);
 			break;
 		}
