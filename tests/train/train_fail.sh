@@ -24,7 +24,8 @@
 #    --keep-best f1 or map on a single-label pool is refused; a cosine
 #    warm-up longer than the run is cut to it and train.log says so;
 #  - a meta whose label ignore value is not the records' is refused (by
-#    PoolDataset too);
+#    PoolDataset too); a head larger than the labels is advised a size that
+#    keeps the ignore id a class;
 #  - a corrupt record stops the run naming its key; --skip-bad-records
 #    counts and skips it instead;
 #  - under 2 ranks: another model cfg or training setting on one rank is
@@ -365,6 +366,21 @@ rm -rf "$T/run"
 cdp-train --db "$T/bad" --keys "$T/train.keys" $C0 --batch 4 --epochs 1 --skip-bad-records ||
 	fail "--skip-bad-records did not skip"
 grep -q '"skipped":[1-9]' "$T/run/metrics.jsonl" || fail "--skip-bad-records: nothing counted"
+
+echo "== a head larger than the labels, the ignore id among them"
+# labels 0 and the ignore id 1 under a head of 3: the advice counts the
+# ignore id (before: "go up to 0: give classes=1", putting it out of range)
+for s in 3 4; do
+	"$PYTHON" "$GEN" "$T/g$s.tif" --size 64 --seed "$s" --mask "$T/g${s}_mask.tif"
+	echo "$T/g$s.tif $T/g${s}_mask.tif"
+done >"$T/ig.txt"
+cdp-lmdbpack -q --ignore 1 --list "$T/ig.txt" "$T/ig"
+cdp-keyshuffle -q --seed 1 -o "$T/ig.keys" "$T/ig"
+rm -rf "$T/run"
+cdp-train --db "$T/ig" --keys "$T/ig.keys" --model "$UNET,classes=3" --out "$T/run" --threads 1 -q \
+	--steps 1 --batch 2 2>"$T/err" || fail "the head of 3 over ignore 1: $(cat "$T/err")"
+[ "$(cat "$T/err")" = "cdp-train: warning: the model has 3 classes, the labels of '$T/ig' go up to 1 (meta 'classes'): give classes=2 (--model CFG:classes=2) unless the others are to come" ] ||
+	fail "the head of 3 over ignore 1: $(cat "$T/err")"
 
 if [ -z "$MP" ]; then
 	echo "SKIP: MPI cases (no MPIRUN)"

@@ -109,6 +109,11 @@ int tr_check_labels(trainer *t, char *err, size_t cap)
 		nbad++;
 	}
 	cdp_classes_free(&cl);
+	/* the histogram leaves the ignore id out, but an ignore id the head
+	 * covers is a label of the pool too: advising fewer classes than it
+	 * needs would put it out of range */
+	if (t->loss.ignore > top && t->loss.ignore < t->loss.classes)
+		top = t->loss.ignore;
 	/* a head larger than the labels is legitimate (classes to come) but is
 	 * usually a cfg's default left as it was (resnet18.cfg's 1000) */
 	if (nbad == 0 && top >= 0 && top + 1 < t->loss.classes && t->loss.classes > 2 &&
