@@ -711,7 +711,7 @@ static int check_why(const cdp_ckpt *ck, char *why, size_t cap)
 	     "uuid, seed and crc32 0; else a uuid of 32 lowercase hex digits)", ck->val_count,
 	     ck->val_uuid);
 	/* LIVE: one float for each of PARM's */
-	RULE(!ck->live || ck->nlive == ptotal, "the trained weights (LIVE) hold %zu values for "
+	RULE(!ck->live || ck->nlive == ptotal, "the live parameters (LIVE) hold %zu values for "
 	     "%" PRIu64 " parameters", ck->nlive, ptotal);
 	RULE(init_check(ck) == 0, "the input normalization (NORM), the initial weights' origin "
 	     "(FROM) or the task (TASK) is not valid");
@@ -786,8 +786,8 @@ static int all_finite(const cdp_ckpt *ck, char *why, size_t cap)
 	                  ck->optim_m ? "the optimizer's second moment" : "the optimizer's momentum",
 	                  why, cap) != 0)
 		return -1;
-	if (ck->live && finite_or_say(ck->live, ck->nlive, "the trained weights (LIVE)", why,
-	                              cap) != 0)
+	if (ck->live && finite_or_say(ck->live, ck->nlive, "the chunk of live parameters (LIVE)",
+	                              why, cap) != 0)
 		return -1;
 	for (int r = 0; r < ck->nranks && ck->rank_data && stride != SIZE_MAX; r++) {
 		const float *base = ck->rank_loaded == -1 ? ck->rank_data + (size_t)r * stride :

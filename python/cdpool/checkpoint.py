@@ -644,7 +644,7 @@ def _check(ck):
         u["nan_policy"] = NAN_POLICIES[u["nan_policy"]]
         u["kernels"] = u["kernels"].decode("ascii")
     if ck.live is not None and ck.live.size != ptotal:
-        raise _Bad("EFORMAT", "the trained weights (LIVE) hold %d values for %d parameters"
+        raise _Bad("EFORMAT", "the live parameters (LIVE) hold %d values for %d parameters"
                    % (ck.live.size, ptotal))
     if ck.norm is not None:
         nm = ck.norm
@@ -761,7 +761,7 @@ def decode_checkpoint(buf, subject="checkpoint", finite=True):
         if ck.ranks is not None:
             named += [("rank %d's state" % r, row) for r, row in enumerate(ck.ranks["data"])]
         if ck.live is not None:
-            named.append(("the trained weights (LIVE)", ck.live))
+            named.append(("the chunk of live parameters (LIVE)", ck.live))
         for name, t in named:
             t = np.asarray(t, dtype=np.float32).ravel()
             bad = np.flatnonzero(~np.isfinite(t))

@@ -13,12 +13,17 @@
 #    process: one warning line, the run goes on from the consensus model,
 #    and the losses after step 17 then differ (the section is what makes
 #    the resume exact);
-#  - an admm checkpoint resumed under allreduce (--sync left out): one
-#    warning line naming what is dropped (before: train.log only);
+#  - an admm checkpoint resumed under --sync allreduce: one warning line
+#    naming what is dropped (before: train.log only); under another RHO,
+#    one naming both RHOs in the digits that tell them apart, as the start
+#    line of train.log does (before: 6 digits, 0.01 for 0.01000001);
+#  - --overlap or --bucket-mb with --sync average/admm: a usage error, and
+#    an error on a resume that takes admm from the checkpoint;
 #  - a resume with another global batch (1 process x 4, 2 ranks x 2 after
 #    2 ranks x 4) is refused naming both; 1 process x 8 resumes;
 #  - a per-rank section damaged (its own CRC) or truncated inside an intact
-#    file is a one-line error naming the file and the chunk, exit 1;
+#    file is a one-line error naming the file and the chunk, exit 1; on 2
+#    ranks, which both decode it, said once, by rank 0 (before: per rank);
 #  - SIGTERM to mpirun once steps are logged: the job exits non-zero within
 #    30 s, leaving a valid checkpoint at the last logged step, and --resume
 #    from it continues.
@@ -162,8 +167,10 @@ echo "== another global batch"
 cp -r "$d.c" "$d.g"
 expect_fail 1 "^cdp-train: cannot resume '$d.g/checkpoint.cdpt': it was trained with a global batch of 8 (4 x 2 ranks), this run has 4 (4 x 1 rank)\$" \
 	cdp-train $R --sync admm:5:0.01 --out "$d.g" --steps 20 --resume
-expect_fail 1 "^cdp-train: rank 0: cannot resume '$d.g/checkpoint.cdpt': it was trained with a global batch of 8 (4 x 2 ranks), this run has 4 (2 x 2 ranks)\$" \
+# every rank finds it: rank 0 says it once, without a rank (before: per rank)
+expect_fail 1 "^cdp-train: cannot resume '$d.g/checkpoint.cdpt': it was trained with a global batch of 8 (4 x 2 ranks), this run has 4 (2 x 2 ranks)\$" \
 	$MP cdp-train $R --sync admm:5:0.01 --out "$d.g" --steps 20 --batch 2 --resume
+[ "$(grep -c '^cdp-train' "$T/err")" -eq 1 ] || fail "another global batch on 2 ranks: $(cat "$T/err")"
 cmp -s "$d.c/checkpoint.cdpt" "$d.g/checkpoint.cdpt" || fail "a refused resume wrote"
 
 echo "== damaged per-rank section"
@@ -181,6 +188,11 @@ expect_fail 1 \
 	cdp-train $R --sync admm:5:0.01 --out "$d.cut" --steps 40 --resume
 [ "$(wc -l <"$T/err")" -eq 1 ] || fail "cut: $(cat "$T/err")"
 cat "$T/err"
+# both ranks decode it and fail alike: rank 0 says so once
+expect_fail 1 \
+	"^cdp-train: cannot resume from '$d.flip/checkpoint.cdpt': chunk 'RANK': checksum mismatch$" \
+	$MP cdp-train $R --out "$d.flip" --steps 40 --resume
+[ "$(grep -c '^cdp-train' "$T/err")" -eq 1 ] || fail "flip on 2 ranks: $(cat "$T/err")"
 
 echo "== SIGTERM to mpirun"
 S="--db $T/pool --keys $T/train.keys --model $UNET --threads 1 -q --batch 4 --log-every 1"

@@ -34,7 +34,8 @@
 #    --grad-compress, --val-keys or --resume on one rank only, ...), named
 #    with both values before anything is made; a corrupt record brings the whole job down naming the
 #    rank and the key, and kill -9 of one rank ends the job non-zero, each
-#    within 30 s. (Skipped when $MPIRUN is empty.)
+#    within 30 s; a refusal every rank finds alike (--pad-last added on
+#    resume) is said once, by rank 0. (Skipped when $MPIRUN is empty.)
 . "$CDP_SRCDIR/tests/train/train_common.sh"
 C0="--model $SMALL --out $T/run --threads 1 -q"
 C="$C0 --steps 3"
@@ -463,6 +464,15 @@ within30 "^cdp-train: rank 0: '$T/run.kept' holds a run" $MP sh "$T/rk.sh" \
 cmp -s "$T/ck.before" "$T/run.kept/checkpoint.cdpt" || fail "a refused RUNDIR: the checkpoint changed"
 [ ! -e "$T/fresh" ] || fail "a job refused on rank 0 left rank 1's RUNDIR"
 rm -rf "$T/run.kept"
+
+echo "== a refusal every rank finds: said once"
+# each rank refuses --pad-last added on resume alike: rank 0 says it,
+# without a rank (before: one line per rank)
+rm -rf "$T/run"
+$MP cdp-train $O --model "$SMALL" --batch 2 || fail "2 ranks, 2 steps"
+expect_fail 1 "^cdp-train: cannot resume '$T/run/checkpoint.cdpt' with --pad-last: its run did not have it" \
+	$MP cdp-train $O --model "$SMALL" --batch 2 --steps 4 --pad-last --resume
+[ "$(grep -c '^cdp-train' "$T/err")" -eq 1 ] || fail "--pad-last on 2 ranks: $(cat "$T/err")"
 
 echo "== a rank fails"
 rm -rf "$T/run"

@@ -35,6 +35,7 @@
 #include <unistd.h>
 
 #include "device.h"
+#include "cdp_crc32.h"
 #include "cdp_dtype.h"
 #include "cdp_error.h"
 #include "cdp_progress.h"
@@ -761,6 +762,35 @@ void tr_report(const trainer *t, char *err)
 	err[0] = '\0';
 }
 
+int tr_agree_report(const trainer *t, int failed, char *err)
+{
+	uint64_t head[2], same;
+	uint32_t crc = failed ? cdp_crc32(0, err, strlen(err)) : 0;
+
+	if (!cdp_dist_any(failed))
+		return 0;
+	/* one process, or a failed rank stopping alone (cdp_dist_any):
+	 * no one to agree with */
+	if (t->size == 1 || (cdp_dist_env_launch() && !cdp_dist_nccl_usable())) {
+		if (failed)
+			tr_report(t, err);
+		return 1;
+	}
+	/* each rank holds its message against rank 0's (by their CRCs) */
+	head[0] = t->rank == 0 ? (uint64_t)(failed != 0) : 0;
+	head[1] = t->rank == 0 ? crc : 0;
+	cdp_dist_bcast_bytes(head, sizeof head);
+	same = failed && head[0] && crc == head[1];
+	cdp_dist_sum_u64(&same, 1);
+	if (same == (uint64_t)t->size) {
+		if (t->rank == 0 && err[0])
+			fprintf(stderr, "cdp-train: %s\n", err);
+		err[0] = '\0';
+	} else if (failed)
+		tr_report(t, err);
+	return 1;
+}
+
 int cdp_train_run(const cdp_train_opts *o)
 {
 	trainer t;
@@ -776,9 +806,7 @@ int cdp_train_run(const cdp_train_opts *o)
 	rc = o->trace ? tr_trace_open(&t, err, sizeof err) : 0;
 	if (rc == 0)
 		rc = tr_setup(&t, err, sizeof err);
-	if (rc != 0)
-		tr_report(&t, err);
-	if (cdp_dist_any(rc) || (t.size > 1 && tr_same_data(&t))) {
+	if (tr_agree_report(&t, rc, err) || (t.size > 1 && tr_same_data(&t))) {
 		tr_trace_free(&t);
 		tr_rundir_abandon(&t);
 		tr_teardown(&t);

@@ -270,6 +270,13 @@ int  tr_same_data(trainer *t);
 /* train.c: prints err ("cdp-train: rank R: err" with more than one rank)
  * and empties it */
 void tr_report(const trainer *t, char *err);
+/* A failure found before the ranks part ways, agreed on by every rank
+ * (collective; 1 when any rank failed) and said once: when every rank
+ * failed with the same message (what each checks alike: a damaged
+ * checkpoint, a refused option) rank 0 alone says it, without a rank;
+ * otherwise each rank that failed says its own, with its rank, so that a
+ * rank failing alone is named. err is cleared once said. */
+int tr_agree_report(const trainer *t, int failed, char *err);
 
 /* train_rundir.c (rank 0; the others return 0 at once). tr_rundir_open,
  * after --out exists: the lock on RUNDIR, then the refusal of an earlier

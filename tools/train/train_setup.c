@@ -713,18 +713,8 @@ static int optimizer(trainer *t, char *err, size_t cap)
  * read once however many ranks share the directory. Collective, the run's
  * first: failed says this rank has already failed (err set), and every
  * rank first agrees on that, so none waits in the broadcast for a rank
- * that will not come. The failed rank says why before that agreement,
- * because when launched without MPI it may end the job (no GPU for NCCL). */
-/* A failure found before the ranks part ways: said by the rank that found
- * it, then agreed on by every rank (1: some rank failed), so that none goes
- * on to a collective the others never reach. */
-static int agree_failed(trainer *t, int failed, char *err)
-{
-	if (failed)
-		tr_report(t, err);
-	return t->size > 1 ? cdp_dist_any(failed) : failed;
-}
-
+ * that will not come; said once when every rank failed alike
+ * (tr_agree_report). */
 static int fetch_ckpt(trainer *t, const char *path, int failed, char *err, size_t cap)
 {
 	unsigned char *buf = NULL;
@@ -732,7 +722,7 @@ static int fetch_ckpt(trainer *t, const char *path, int failed, char *err, size_
 	char why[256];
 	int rc = 0;
 
-	if (agree_failed(t, failed, err))
+	if (tr_agree_report(t, failed, err))
 		return -1;
 	why[0] = '\0';
 	if (cdp_dist_bcast_buf(t->rank == 0 ? cdp_ckpt_load_why(path, &buf, &len, why, sizeof why)
@@ -1150,7 +1140,7 @@ int tr_setup(trainer *t, char *err, size_t cap)
 	if (o->resume) {
 		snprintf(path, sizeof path, "%s/checkpoint.cdpt", o->out);
 		rc = fetch_ckpt(t, path, rc != 0, err, cap);
-	} else if (agree_failed(t, rc != 0, err)) {
+	} else if (tr_agree_report(t, rc != 0, err)) {
 		/* as fetch_ckpt: a rank whose RUNDIR was refused would wait in
 		 * cdp_train_run's agreement while the others went on to
 		 * init_fetch's broadcast */
