@@ -13,12 +13,11 @@
 #    process: one warning line, the run goes on from the consensus model,
 #    and the losses after step 17 then differ (the section is what makes
 #    the resume exact);
-#  - an admm checkpoint resumed under --sync allreduce: one warning line
-#    naming what is dropped (before: train.log only); under another RHO,
-#    one naming both RHOs in the digits that tell them apart, as the start
-#    line of train.log does (before: 6 digits, 0.01 for 0.01000001);
-#  - --overlap or --bucket-mb with --sync average/admm: a usage error, and
-#    an error on a resume that takes admm from the checkpoint;
+#  - an admm checkpoint resumed under allreduce (--sync left out): one
+#    warning line naming what is dropped (before: train.log only); under
+#    another RHO, one naming both RHOs in the digits that tell them apart,
+#    as the start line of train.log does (before: 6 digits, 0.01 for
+#    0.01000001);
 #  - a resume with another global batch (1 process x 4, 2 ranks x 2 after
 #    2 ranks x 4) is refused naming both; 1 process x 8 resumes;
 #  - a per-rank section damaged (its own CRC) or truncated inside an intact
@@ -144,6 +143,8 @@ cp -r "$ad.a" "$ad.j"
 cdp-train $R --out "$ad.j" --steps 41 --batch 8 --resume 2>/dev/null || fail "allreduce: 1 process from 2 ranks"
 grep -q "per-rank state (2 ranks, --sync allreduce) is not this run's (1 rank, --sync allreduce)" \
 	"$ad.j/train.log" || fail "allreduce: 1 process from 2 ranks: $(grep "per-rank" "$ad.j/train.log")"
+grep -q "per epoch), 1 rank, global batch 8, --sync allreduce" "$ad.j/train.log" ||
+	fail "allreduce: 1 process: $(grep "start at" "$ad.j/train.log")"
 
 echo "== another j"
 cp -r "$d.c" "$d.j"
@@ -158,6 +159,16 @@ cp -r "$d.c" "$d.ar"
 $MP cdp-train $R --out "$d.ar" --steps 20 --resume 2>"$T/err" || fail "admm under allreduce: $(cat "$T/err")"
 [ "$(wc -l <"$T/err")" -eq 1 ] && grep -q "^cdp-train: warning: '$d.ar/checkpoint.cdpt' was written with --sync admm:5:0.01, this run uses allreduce: every rank resumes from the consensus model (the ranks' own parameters, optimizer moments, ADMM duals, batchnorm statistics are dropped)\$" "$T/err" ||
 	fail "admm under allreduce: want one warning line, got: $(cat "$T/err")"
+cat "$T/err"
+
+echo "== admm resumed under another RHO"
+cp -r "$d.c" "$d.rho"
+$MP cdp-train $R --sync admm:5:0.01000001 --out "$d.rho" --steps 20 --resume 2>"$T/err" ||
+	fail "another RHO: $(cat "$T/err")"
+[ "$(wc -l <"$T/err")" -eq 1 ] && grep -q "was written with --sync admm:5:0.01, this run uses admm:5:0.01000001: every rank resumes from the consensus model" "$T/err" ||
+	fail "another RHO: want one warning line, got: $(cat "$T/err")"
+grep -q "2 ranks, global batch 8, --sync admm:5:0.01000001\$" "$d.rho/train.log" ||
+	fail "another RHO: $(grep "start at" "$d.rho/train.log")"
 cat "$T/err"
 
 echo "== another global batch"

@@ -244,7 +244,7 @@ rm -rf "$T/pa1" "$T/pa2"
 CDP_TRAIN_LOG_KEYS="$T/pak" cdp-train --db "$T/pool" --keys "$T/train.keys" \
 	--model "$SMALL:accumulate=2" --out "$T/pa1" --threads 1 -q --steps 6 --batch 5 --pad-last ||
 	fail "the --pad-last run with accumulate=2 failed"
-grep -q "start at step 0 of 6 (epoch 0, 3 steps per epoch), 1 ranks, global batch 10" \
+grep -q "start at step 0 of 6 (epoch 0, 3 steps per epoch), 1 rank, global batch 10" \
 	"$T/pa1/train.log" || fail "accumulate=2 --pad-last: $(grep 'start at' "$T/pa1/train.log")"
 [ "$(awk '$1 == 0 {print $3}' "$T/pak.0" | sort -u | wc -l)" -eq 24 ] &&
 	[ "$(awk '$1 == 0' "$T/pak.0" | wc -l)" -eq 30 ] ||

@@ -493,9 +493,9 @@ static int train_loop(trainer *t)
 	t->iv_t0 = cdp_now();
 	cdp_dist_stats_reset();
 	tr_sync_name(sync, sizeof sync, o->sync, o->sync_k, o->rho);
-	tr_logf(t, "start at step %ld of %ld (epoch %" PRIu64 ", %ld steps per epoch), %d ranks, "
+	tr_logf(t, "start at step %ld of %ld (epoch %" PRIu64 ", %ld steps per epoch), %d rank%s, "
 	        "global batch %d, --sync %s", t->step, t->total, t->epoch, t->spe, t->size,
-	        o->batch * t->size * t->accumulate, sync);
+	        t->size == 1 ? "" : "s", o->batch * t->size * t->accumulate, sync);
 	if (t->be->device >= 0)
 		snprintf(dev, sizeof dev, "%s:%d", t->be->name, t->be->device);
 	else
