@@ -4,8 +4,9 @@
 # mpirun (train_common.sh builds the pool):
 #  - mpirun -np 2 with average:5 and admm:5:0.01: 40 steps in one go against
 #    17 steps (not a multiple of K; --checkpoint-every 7, not one either)
-#    then --resume to 40: every step's loss and every validation line equal
-#    bit for bit, and the resume prints nothing;
+#    then --resume to 40 (--sync left out: the checkpoint's) : every step's
+#    loss and every validation line equal bit for bit, and the resume prints
+#    nothing (before: it switched to allreduce);
 #  - allreduce on 2 ranks: the same 40 against 17 + resume, and a run
 #    without validations or intermediate checkpoints: the same checkpoint
 #    byte for byte (each rank's own batchnorm statistics are kept);
@@ -13,11 +14,12 @@
 #    process: one warning line, the run goes on from the consensus model,
 #    and the losses after step 17 then differ (the section is what makes
 #    the resume exact);
-#  - an admm checkpoint resumed under allreduce (--sync left out): one
-#    warning line naming what is dropped (before: train.log only); under
-#    another RHO, one naming both RHOs in the digits that tell them apart,
-#    as the start line of train.log does (before: 6 digits, 0.01 for
-#    0.01000001);
+#  - an admm checkpoint resumed under --sync allreduce: one warning line
+#    naming what is dropped (before: train.log only); under another RHO,
+#    one naming both RHOs in the digits that tell them apart, as the start
+#    line of train.log does (before: 6 digits, 0.01 for 0.01000001);
+#  - --overlap or --bucket-mb with --sync average/admm: a usage error, and
+#    an error on a resume that takes admm from the checkpoint;
 #  - a resume with another global batch (1 process x 4, 2 ranks x 2 after
 #    2 ranks x 4) is refused naming both; 1 process x 8 resumes;
 #  - a per-rank section damaged (its own CRC) or truncated inside an intact
@@ -84,7 +86,7 @@ for sync in average:5 admm:5:0.01; do
 	$MP cdp-train $R --sync "$sync" --out "$d.a" --steps 40 || fail "$sync: run a"
 	$MP cdp-train $R --sync "$sync" --out "$d.b" --steps 17 || fail "$sync: run b"
 	cp -r "$d.b" "$d.c"
-	$MP cdp-train $R --sync "$sync" --out "$d.b" --steps 40 --resume 2>"$T/err" ||
+	$MP cdp-train $R --out "$d.b" --steps 40 --resume 2>"$T/err" ||
 		fail "$sync: resume: $(cat "$T/err")"
 	[ ! -s "$T/err" ] || fail "$sync: the resume said: $(cat "$T/err")"
 	losses "$d.a/metrics.jsonl" >"$T/la"
@@ -156,7 +158,8 @@ cat "$T/err"
 
 echo "== admm resumed under allreduce"
 cp -r "$d.c" "$d.ar"
-$MP cdp-train $R --out "$d.ar" --steps 20 --resume 2>"$T/err" || fail "admm under allreduce: $(cat "$T/err")"
+$MP cdp-train $R --sync allreduce --out "$d.ar" --steps 20 --resume 2>"$T/err" ||
+	fail "admm under allreduce: $(cat "$T/err")"
 [ "$(wc -l <"$T/err")" -eq 1 ] && grep -q "^cdp-train: warning: '$d.ar/checkpoint.cdpt' was written with --sync admm:5:0.01, this run uses allreduce: every rank resumes from the consensus model (the ranks' own parameters, optimizer moments, ADMM duals, batchnorm statistics are dropped)\$" "$T/err" ||
 	fail "admm under allreduce: want one warning line, got: $(cat "$T/err")"
 cat "$T/err"
@@ -170,6 +173,16 @@ $MP cdp-train $R --sync admm:5:0.01000001 --out "$d.rho" --steps 20 --resume 2>"
 grep -q "2 ranks, global batch 8, --sync admm:5:0.01000001\$" "$d.rho/train.log" ||
 	fail "another RHO: $(grep "start at" "$d.rho/train.log")"
 cat "$T/err"
+
+echo "== allreduce's options with average/admm"
+expect_fail 2 "^cdp-train: --overlap needs --sync allreduce (average and admm exchange the parameters whole, after the step)\$" \
+	cdp-train $R --sync average:5 --overlap off --out "$T/ov" --steps 2
+expect_fail 2 "^cdp-train: --bucket-mb needs --sync allreduce (average and admm exchange the parameters whole, after the step)\$" \
+	cdp-train $R --sync admm:5:0.01 --bucket-mb 1 --out "$T/ov" --steps 2
+cp -r "$d.c" "$d.ov"
+expect_fail 1 "^cdp-train: cannot resume '$d.ov/checkpoint.cdpt' with --overlap: its run has --sync admm:5:0.01, where it does nothing (resume without --overlap, or give --sync allreduce)\$" \
+	$MP cdp-train $R --no-overlap --out "$d.ov" --steps 20 --resume
+cmp -s "$d.c/checkpoint.cdpt" "$d.ov/checkpoint.cdpt" || fail "a refused resume wrote"
 
 echo "== another global batch"
 # the checkpoint of 2 ranks x 4: 1 process x 4 and 2 ranks x 2 are refused

@@ -431,6 +431,7 @@ int main(int argc, char **argv)
 				goto out;
 			break;
 		case OPT_SYNC:
+			o.sync_given = 1;
 			if (parse_sync(optarg, &o) < 0) {
 				cdp_cli_bad("--sync", optarg, "allreduce, average:K or admm:K:RHO "
 				            "(K 1 to 2147483647, RHO above 0 to 1e6)");
@@ -488,9 +489,12 @@ int main(int argc, char **argv)
 		usage(stderr);
 		goto out;
 	}
-	if (o.grad_compress != CDP_DIST_COMP_NONE && o.sync != CDP_SYNC_ALLREDUCE) {
-		fprintf(stderr, PROG ": --grad-compress needs --sync allreduce (average and admm "
-		        "exchange parameters, which stay float32)\n");
+	o.overlap_given = overlap_set || no_overlap;
+	if (o.sync != CDP_SYNC_ALLREDUCE && cdp_train_allreduce_only(&o)) {
+		fprintf(stderr, PROG ": %s needs --sync allreduce (%s)\n",
+		        cdp_train_allreduce_only(&o), o.grad_compress != CDP_DIST_COMP_NONE ?
+		        "average and admm exchange parameters, which stay float32" :
+		        "average and admm exchange the parameters whole, after the step");
 		goto out;
 	}
 	if (o.init_norm && !o.init) {

@@ -74,6 +74,15 @@ void cdp_train_opts_init(cdp_train_opts *o)
 	o->nan_policy = -1;          /* resolve these (train_setup.c run_settings) */
 }
 
+const char *cdp_train_allreduce_only(const cdp_train_opts *o)
+{
+	if (o->grad_compress != CDP_DIST_COMP_NONE)
+		return "--grad-compress";
+	if (o->overlap_given)
+		return "--overlap";
+	return o->bucket_mb > 0 ? "--bucket-mb" : NULL;
+}
+
 static void bad_label(trainer *t, const cdp_batch *b, int i, int32_t v)
 {
 	TR_FAIL("'%s': record '%s': label %" PRId32 " is not a class of the model "
@@ -798,7 +807,8 @@ int cdp_train_run(const cdp_train_opts *o)
 	int rc;
 
 	memset(&t, 0, sizeof t);
-	t.o = o;
+	t.run_o = *o;
+	t.o = &t.run_o;
 	t.ck_step = -1;
 	t.rank = cdp_dist_rank();
 	t.size = cdp_dist_size();

@@ -54,10 +54,13 @@ typedef struct cdp_train_opts {
 	double loss_scale;          /* initial dynamic loss scale; 0: off; < 0: the
 	                             * default, dynamic (65536) for fp16, else off */
 	int sync;                   /* CDP_SYNC_* */
+	int sync_given;             /* --sync given; else resuming: the checkpoint's
+	                             * (RANK), or allreduce */
 	long sync_k;                /* average / admm: local steps per round */
 	double rho;                 /* admm penalty */
 	int allreduce;              /* cdp_dist_algo; -1: nccl on GPUs of their own, else mpi */
 	int overlap;                /* CDP_OVERLAP_* */
+	int overlap_given;          /* --overlap or --no-overlap given */
 	int grad_compress;          /* --grad-compress: cdp_dist_comp of the buckets */
 	double bucket_mb;           /* --bucket-mb: gradient bucket size, MiB;
 	                             * 0: 25, at most 1/8 of the gradients */
@@ -91,6 +94,12 @@ typedef struct cdp_train_opts {
 } cdp_train_opts;
 
 void cdp_train_opts_init(cdp_train_opts *o);
+
+/* The first option given that only --sync allreduce uses ("--grad-compress",
+ * "--overlap", "--bucket-mb"; average and admm exchange whole parameters
+ * after the step, with no gradient buckets), or NULL: refused with average
+ * and admm rather than silently doing nothing. */
+const char *cdp_train_allreduce_only(const cdp_train_opts *o);
 
 /* --class-weights' syntax, before any pool or model: 0 for "auto" or a
  * list of numbers >= 0 separated by commas, else -1 (the count against the

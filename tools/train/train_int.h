@@ -23,7 +23,9 @@
 #define TR_OV_PAIRS 5
 
 typedef struct trainer {
-	const cdp_train_opts *o;
+	const cdp_train_opts *o;  /* &run_o */
+	cdp_train_opts run_o;     /* the options as resolved: resuming without
+	                           * --sync, the checkpoint's (run_settings) */
 	int rank, size;
 	int made_out;             /* this rank's mkdir created --out */
 	int lock_fd, have_lock;   /* rank 0: RUNDIR/.lock, held (train_rundir.c) */

@@ -764,6 +764,22 @@ static int run_settings(trainer *t, char *err, size_t cap)
 		return tr_fail(err, cap, "cannot resume '%s/checkpoint.cdpt' with --pad-last: its run "
 		               "did not have it, and it changes where each epoch ends (resume "
 		               "without --pad-last)", o->out);
+	/* --sync too, from RANK (sync, K and RHO), when there is one: a run
+	 * without per-rank state had one model, which allreduce goes on with */
+	if (t->have_ck && !o->sync_given && ck->nranks > 0) {
+		char had[64];
+
+		t->run_o.sync = ck->rank_sync;
+		t->run_o.sync_k = ck->rank_k;
+		if (ck->rank_sync == CDP_SYNC_ADMM)
+			t->run_o.rho = ck->rank_rho;
+		tr_sync_name(had, sizeof had, o->sync, o->sync_k, o->rho);
+		if (o->sync != CDP_SYNC_ALLREDUCE && cdp_train_allreduce_only(o))
+			return tr_fail(err, cap, "cannot resume '%s/checkpoint.cdpt' with %s: its run has "
+			               "--sync %s, where it does nothing (resume without %s, or give "
+			               "--sync allreduce)", o->out, cdp_train_allreduce_only(o), had,
+			               cdp_train_allreduce_only(o));
+	}
 	if (has && o->nan_policy >= 0 && o->nan_policy != ck_policy)
 		snprintf(t->run_note, sizeof t->run_note, "--nan-policy %s (the checkpoint's %s)",
 		         o->nan_policy == CDP_NAN_SKIP ? "skip" : "stop",
@@ -1352,7 +1368,9 @@ static void opts_text(const trainer *t, char *buf, size_t cap)
 	OPT("--val-every", "%ld", o->val_every);
 	OPT("--log-every", "%ld", o->log_every);
 	OPT("--checkpoint-every", "%ld", o->checkpoint_every);
-	if (o->sync == CDP_SYNC_ALLREDUCE)
+	if (o->resume && !o->sync_given)    /* the checkpoint's, the same for all */
+		OPT("--sync", "%s", no);
+	else if (o->sync == CDP_SYNC_ALLREDUCE)
 		OPT("--sync", "allreduce");
 	else if (o->sync == CDP_SYNC_AVERAGE)
 		OPT("--sync", "average:%ld", o->sync_k);
