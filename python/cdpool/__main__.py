@@ -30,7 +30,7 @@ import signal
 import sys
 
 from . import __version__
-from .checkpoint import load_checkpoint
+from .checkpoint import load_checkpoint, sync_name
 from .errors import CdpError
 from .keys import read_keys
 from .model import CfgError, fit_checkpoint, model_of
@@ -126,7 +126,16 @@ def _ckpt(path, out):
     for name in c.rng:
         out("rng: %s" % name)
     if c.ranks:
-        out("ranks: %d (%s)" % (c.ranks["nranks"], c.ranks["sync"]))
+        out("ranks: %d (--sync %s)" % (c.ranks["nranks"], sync_name(
+            c.ranks["sync"], c.ranks["k"], c.ranks["rho"])))
+    if c.live is not None:
+        # what LIVE holds tells which run wrote it: admm's z beside the
+        # consensus estimate in PARM, else (ema=) the weights the
+        # optimizer trains beside their moving average in PARM
+        out("live: %d values, %s" % (c.live.size, "ADMM's z (PARM: the consensus estimate "
+                                     "mean(w + u))" if c.ranks and c.ranks["sync"] == "admm"
+                                     else "the trained weights (PARM: their moving average, "
+                                     "ema=)"))
     out("cfg: %d bytes" % len(c.cfg_text.encode()))
     try:
         m = model_of(c)

@@ -66,6 +66,21 @@ NAN_POLICIES = {1: "stop", 2: "skip"}   # CDP_CKPT_NAN_* (RUN, version 8)
 OPTIMIZERS = {0: "none", 1: "sgd", 2: "adamw"}
 POLICIES = {0: "constant", 1: "step", 2: "cosine"}
 SYNCS = {0: "allreduce", 1: "average", 2: "admm"}
+
+
+def sync_name(sync, k, rho):
+    """--sync as cdp-train names it (train_sync.c tr_sync_name): "allreduce",
+    "average:K" or "admm:K:RHO", RHO in the fewest digits (6 to 17, %g)
+    that read back as it, so that two RHOs are never shown alike."""
+    if sync == "average":
+        return "average:%d" % k
+    if sync != "admm":
+        return "allreduce"
+    for prec in range(6, 18):
+        r = "%.*g" % (prec, rho)
+        if float(r) == rho:
+            break
+    return "admm:%d:%s" % (k, r)
 KIND_INITIAL = 1           # CDP_CKPT_KIND_INITIAL: META's kind (version 7)
 CFG_MAX = 16 << 20
 NAME_MAX = 95

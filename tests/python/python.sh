@@ -93,6 +93,10 @@ CDP_TRAIN_LOG_KEYS="$T/kp" cdp-train $C --batch 5 --epochs 2 --pad-last --out "$
 CDP_TRAIN_LOG_KEYS="$T/kpa" cdp-train $C0 --model "$SMALL,accumulate=2" --batch 8 --epochs 2 \
 	--pad-last --out "$T/runpa" || fail "cdp-train --pad-last with accumulate=2"
 cdp-train $C --batch 4 --steps 5 --out "$T/runr" || fail "cdp-train --steps 5"
+# LIVE of either kind for info (test_info): admm's z, ema='s trained weights
+cdp-train $C --batch 4 --steps 2 --sync admm:2:0.1234567 --out "$T/runadmm" ||
+	fail "cdp-train --sync admm"
+cdp-train $C0 --model "$SMALL,ema=0.9" --batch 4 --steps 2 --out "$T/runema" || fail "cdp-train ema="
 cp "$T/runr/checkpoint.cdpt" "$T/step5.cdpt"
 CDP_TRAIN_LOG_KEYS="$T/kr" cdp-train $C --batch 4 --steps 14 --resume --out "$T/runr" ||
 	fail "cdp-train --resume"

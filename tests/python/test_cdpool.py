@@ -1213,7 +1213,23 @@ def test_info():
           "info on a damaged file: %d %r" % (r.returncode, r.stderr))
     r = subprocess.run([py, "-m", "cdpool", "info"], capture_output=True, text=True)
     check(r.returncode == 2, "info without a path: exit %d" % r.returncode)
-    ok("python -m cdpool info")
+    # the sync mode with K and RHO (in the digits that tell RHO apart, as
+    # cdp-train says it), and what LIVE holds (before: "ranks: 1 (admm)")
+    for run, want in (("runadmm", ["ranks: 1 (--sync admm:2:0.1234567)", "live: %d values, ADMM's "
+                                   "z (PARM: the consensus estimate mean(w + u))"]),
+                      ("runema", ["live: %d values, the trained weights (PARM: their moving "
+                                  "average, ema=)"])):
+        path = os.path.join(T, run, "checkpoint.cdpt")
+        n = cdpool.load_checkpoint(path).live.size
+        r = subprocess.run([py, "-m", "cdpool", "info", path], capture_output=True, text=True)
+        lines = r.stdout.split("\n")
+        check(r.returncode == 0 and all(w.replace("%d", str(n)) in lines for w in want),
+              "info of %s: %s%s, want %r" % (run, r.stdout, r.stderr, want))
+    check(cdpool.checkpoint.sync_name("admm", 3, 1e-9) == "admm:3:1e-09" and
+          cdpool.checkpoint.sync_name("admm", 3, 0.1) == "admm:3:0.1" and
+          cdpool.checkpoint.sync_name("admm", 3, 0.12345678901234) == "admm:3:0.12345678901234" and
+          cdpool.checkpoint.sync_name("average", 4, 0) == "average:4", "sync_name")
+    ok("python -m cdpool info (with the sync mode and LIVE)")
 
 
 # ---- issue 25: hostile or damaged inputs are one line, never a crash --------------------
