@@ -291,6 +291,16 @@ static int describe(cdp_raster *r, char *err, size_t errcap)
 		const GDAL_GCP *g = GDALGetGCPs(r->ds) + i;
 		r->gcps[i] = (cdp_raster_gcp){ g->dfGCPPixel, g->dfGCPLine, g->dfGCPX,
 		                               g->dfGCPY, g->dfGCPZ };
+		/* GDAL fits through it without a word, and places nothing */
+		if (!in->has_gt && !(isfinite(g->dfGCPPixel) && isfinite(g->dfGCPLine) &&
+		                     isfinite(g->dfGCPX) && isfinite(g->dfGCPY) &&
+		                     isfinite(g->dfGCPZ))) {
+			snprintf(err, errcap, "GCP %d of %d ('%s') is not a number: pixel %g, line "
+			         "%g, x %g, y %g, z %g", i + 1, in->ngcps,
+			         g->pszId ? g->pszId : "", g->dfGCPPixel, g->dfGCPLine, g->dfGCPX,
+			         g->dfGCPY, g->dfGCPZ);
+			return CDP_EFORMAT;
+		}
 	}
 	return CDP_OK;
 }
@@ -1539,10 +1549,6 @@ int cdp_raster_dates(const cdp_raster *r)
 	return r->dates ? r->ndates : 1;
 }
 
-/* Points along each edge of src's outline: enough that a reprojected
- * edge's bend does not hide a corner of g. */
-#define OUTLINE_STEPS 32
-
 void cdp_raster_outline(double w, double h, int steps, double *x, double *y)
 {
 	for (int i = 0; i < steps; i++) {
@@ -1554,31 +1560,80 @@ void cdp_raster_outline(double w, double h, int steps, double *x, double *y)
 	}
 }
 
+/* Sample points of overlaps_at on a side, at first: a label the size of
+ * a few of the image's pixels is found by refining (up to OVERLAP_MAX). */
+#define OVERLAP_FIRST 65
+#define OVERLAP_MAX 1025
+
+/* Whether any of n x n pixel centres spread evenly over g (its first and
+ * last rows and columns among them) lands inside src when tr moves it
+ * back (g's pixel -> ground -> src's pixel), the way the warp decides
+ * which pixels src labels: 1 yes, 0 no. *near is set when none does but
+ * the box around where they land meets src, so a finer grid might. */
+static int overlaps_at(void *tr, const cdp_raster_info *g, double sw, double sh, int n,
+                       int *near)
+{
+	double gw = (double)g->width, gh = (double)g->height;
+	double lx = INFINITY, hx = -INFINITY, ly = INFINITY, hy = -INFINITY;
+	double *x, *y, *z;
+	int *ok, hit = 0, m = n;
+
+	if (!(x = malloc(3 * sizeof *x * (size_t)m)) || !(ok = malloc(sizeof *ok * (size_t)m))) {
+		free(x);
+		return CDP_ENOMEM;
+	}
+	y = x + m;
+	z = y + m;
+	*near = 0;
+	for (int r = 0; r < n && !hit; r++) {
+		double py = n > 1 ? 0.5 + (gh - 1) * r / (n - 1) : gh / 2;
+		for (int c = 0; c < n; c++) {
+			x[c] = n > 1 ? 0.5 + (gw - 1) * c / (n - 1) : gw / 2;
+			y[c] = py;
+			z[c] = 0;
+		}
+		GDALGenImgProjTransform(tr, TRUE, n, x, y, z, ok);
+		for (int c = 0; c < n; c++) {
+			if (!ok[c] || !isfinite(x[c]) || !isfinite(y[c]))
+				continue;
+			if (x[c] >= 0 && x[c] < sw && y[c] >= 0 && y[c] < sh)
+				hit = 1;
+			lx = fmin(lx, x[c]);
+			hx = fmax(hx, x[c]);
+			ly = fmin(ly, y[c]);
+			hy = fmax(hy, y[c]);
+		}
+	}
+	free(x);
+	free(ok);
+	*near = !hit && lx < sw && hx > 0 && ly < sh && hy > 0;
+	return hit;
+}
+
 int cdp_raster_overlaps(const cdp_raster *src, const cdp_raster_info *g, int tps,
                         char *err, size_t errcap)
 {
-	const int n = 4 * OUTLINE_STEPS;
-	double x[4 * OUTLINE_STEPS], y[4 * OUTLINE_STEPS], z[4 * OUTLINE_STEPS];
 	double sw = (double)src->info.width, sh = (double)src->info.height;
-	double lx = INFINITY, hx = -INFINITY, ly = INFINITY, hy = -INFINITY;
-	int ok[4 * OUTLINE_STEPS];
+	uint64_t most = g->width > g->height ? g->width : g->height;
+	int n = OVERLAP_FIRST, near = 0, hit;
 	void *tr;
 
 	if (!(tr = cdp_raster_transformer(&src->info, g, 0, 0, tps, err, errcap)))
 		return CDP_EGDAL;
-	cdp_raster_outline(sw, sh, OUTLINE_STEPS, x, y);
-	memset(z, 0, sizeof z);
-	GDALGenImgProjTransform(tr, FALSE, n, x, y, z, ok);
+	/* in the warp's own direction: GCPs fit one polynomial from pixels to
+	 * ground and a separate one back, and only the first decides what the
+	 * warp labels */
+	for (;;) {
+		if (most < (uint64_t)n)
+			n = (int)most;
+		if ((hit = overlaps_at(tr, g, sw, sh, n, &near)) < 0)
+			set_err(err, errcap, "out of memory");
+		if (hit < 0 || hit || !near || (uint64_t)n >= most || n >= OVERLAP_MAX)
+			break;
+		n = 2 * n - 1;
+	}
 	cdp_raster_transformer_free(tr);
-	for (int i = 0; i < n; i++)
-		if (ok[i] && isfinite(x[i]) && isfinite(y[i])) {
-			lx = fmin(lx, x[i]);
-			hx = fmax(hx, x[i]);
-			ly = fmin(ly, y[i]);
-			hy = fmax(hy, y[i]);
-		}
-	/* no point of the outline lands on g's plane: nothing to cover */
-	return lx < (double)g->width && hx > 0 && ly < (double)g->height && hy > 0;
+	return hit;
 }
 
 /* Equal to a billionth of a pixel. */

@@ -272,9 +272,13 @@ int  cdp_raster_open_time(const char *spec, double max_error, int tps, cdp_raste
 /* The number of dates of r: 1 for a raster of one date. */
 int  cdp_raster_dates(const cdp_raster *r);
 /* Whether src covers any of the grid g (its size, and its geotransform
- * and CRS or its GCPs): src's outline, moved onto g's pixels by
- * cdp_raster_transformer (with tps), against g's extent. 1 it does, 0
- * not, CDP_EGDAL with err set when GDAL cannot relate them. */
+ * and CRS or its GCPs): whether the warp through cdp_raster_transformer
+ * (with tps) would take any pixel of g from src. Tested as the warp goes,
+ * from g's pixel centres (a grid of them, refined while they land around
+ * src but not on it) back to src's pixels: with GCPs the way back by
+ * their separately fitted inverse polynomial can disagree with the warp
+ * by pixels. 1 it does, 0 not, CDP_EGDAL with err set when GDAL cannot
+ * relate them, CDP_ENOMEM. */
 int  cdp_raster_overlaps(const cdp_raster *src, const cdp_raster_info *g, int tps,
                          char *err, size_t errcap);
 /* 4 * steps points x, y clockwise along the outline of a w x h pixel

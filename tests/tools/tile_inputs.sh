@@ -20,7 +20,9 @@
 #    --label-map too, --tps, a vector label) and its --time date's warp;
 #    gdalwarp [-tps]'s warp of a label placed by GCPs no affine fits; a
 #    label elsewhere is refused as not overlapping, a date elsewhere
-#    leaves every tile dropped;
+#    leaves every tile dropped; on an image placed by GCPs no affine fits
+#    a label on its corner is taken (as gdalwarp labels it) and one off
+#    it refused; a GCP that is not a number is refused naming it;
 #  - -O tiles keep the RPCs with LINE_OFF and SAMP_OFF moved by the tile's
 #    offset (as gdal_translate -srcwin), and each band's scale, offset,
 #    unit and description (a VRT's too), but not with --standardize;
@@ -373,6 +375,56 @@ done
 for o in t_twin_d7 t_geo_d7g t_twin_d7g; do
 	"$PYTHON" same_tiles.py t_geo_d7 "$o" '*.tif' || fail "--time: $o differs from t_geo_d7"
 done
+
+# An image placed by 12 GCPs that no affine fits (order 2): whether a label
+# overlaps it is decided as the warp goes, from the image's pixels by the
+# forward polynomial, not back by the separately fitted inverse one, which
+# missed a label on the image's corner and took one 1 km off for on it.
+# A GCP that is not a number is refused naming it.
+"$PYTHON" - <<'PYFX' || fail "bent GCP fixtures"
+import numpy as np
+from osgeo import gdal, osr
+gdal.UseExceptions()
+W, H = 200, 150
+s = osr.SpatialReference(); s.ImportFromEPSG(32633)
+def ground(p, l):
+    return (500000 + 10 * p + 3 * (p - W / 2) * (l - H / 2) / 50,
+            5800000 - 10 * l + 3 * (p - W / 2) ** 2 / 200)
+gc = [gdal.GCP(*ground(p, l), 0, p, l) for p in np.linspace(0, W, 4) for l in np.linspace(0, H, 3)]
+G = gdal.GetDriverByName("GTiff")
+d = G.Create("bent.tif", W, H, 1); d.SetGCPs(gc, s.ExportToWkt())
+d.GetRasterBand(1).WriteArray(np.full((H, W), 9, np.uint8)); d = None
+d = G.Create("bentnan.tif", W, H, 1)
+d.SetGCPs(gc[:3] + [gdal.GCP(float("nan"), gc[3].GCPY, 0, gc[3].GCPPixel, gc[3].GCPLine)] + gc[4:],
+          s.ExportToWkt()); d = None
+for name, gt, n in (("corner", (501800, 10, 0, 5799800, 0, -10), 20),
+                    ("off", (502950, 10, 0, 5800040, 0, -10), 224)):
+    d = G.Create("lab_%s.tif" % name, n, n, 1); d.SetGeoTransform(gt)
+    d.SetProjection(s.ExportToWkt())
+    d.GetRasterBand(1).WriteArray(np.full((n, n), 3, np.uint8)); d = None
+PYFX
+cdp-tile -q -s 64 --name s -O bent_c --label lab_corner.tif bent.tif ||
+	fail "a label on the corner of an image placed by bent GCPs was refused"
+# gdalwarp onto the image's own grid: a copy filled with nodata
+gdal_translate -q bent.tif bent_w.tif &&
+	"$PYTHON" -c "from osgeo import gdal; d = gdal.Open('bent_w.tif', 1)
+d.GetRasterBand(1).SetNoDataValue(255); d.GetRasterBand(1).Fill(255)" &&
+	gdalwarp -q -et 0 lab_corner.tif bent_w.tif || fail "bent GCPs: gdalwarp of the corner"
+"$PYTHON" - <<'PYCK' || fail "bent GCPs: the corner label is not gdalwarp's"
+import glob
+import numpy as np
+from osgeo import gdal
+want = int((gdal.Open("bent_w.tif").ReadAsArray() == 3).sum())
+got = sum(int((gdal.Open(f).ReadAsArray() == 3).sum()) for f in glob.glob("bent_c/*_label.tif"))
+assert want > 0 and got == want, (got, want)
+PYCK
+expect_fail 1 "^cdp-tile: 'bent.tif': label 'lab_off.tif' does not overlap the image\$" \
+	cdp-tile -s 64 -O bent_o --label lab_off.tif bent.tif
+[ ! -e bent_o ] || fail "a label off an image placed by bent GCPs left tiles"
+expect_fail 1 "^cdp-tile: cannot open 'bentnan.tif': GCP 4 of 12 ('4') is not a number: pixel 66.6667, line 0, x nan, y " \
+	cdp-tile -s 64 bentnan.tif
+expect_fail 1 "^cdp-tile: 'bent.tif': cannot open label 'bentnan.tif': GCP 4 of 12 ('4') is not a number" \
+	cdp-tile -s 64 --label bentnan.tif bent.tif
 
 # --- RPCs, scale and offset of -O tiles -------------------------------------
 cdp-tile -q -s 16 -O rpc rpc.tif && gdal_translate -q -srcwin 32 16 16 16 rpc.tif rpc_gt.tif &&
