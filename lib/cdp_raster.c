@@ -1210,8 +1210,11 @@ static GDALDatasetH georef_proxy(const cdp_raster_info *i, int64_t x0, int64_t y
 	return ds;
 }
 
-void *cdp_raster_transformer(const cdp_raster_info *src, const cdp_raster_info *g,
-                             int64_t x0, int64_t y0, int tps, char *err, size_t errcap)
+/* GDAL's transformer between src's pixels and all of g's: what
+ * open_warped hands a warped VRT to own and destroy; the others take
+ * cdp_raster_transformer's window wrapper around it. */
+static void *gen_transformer(const cdp_raster_info *src, const cdp_raster_info *g, int tps,
+                             char *err, size_t errcap)
 {
 	const char *sw = src ? cdp_raster_grid_crs(src) : "", *gw = cdp_raster_grid_crs(g);
 	GDALDatasetH sp = NULL, gp = NULL;
@@ -1223,7 +1226,7 @@ void *cdp_raster_transformer(const cdp_raster_info *src, const cdp_raster_info *
 		set_err(err, errcap, "neither a geotransform nor GCPs place the pixels");
 		return NULL;
 	}
-	if ((src && !(sp = georef_proxy(src, 0, 0))) || !(gp = georef_proxy(g, x0, y0))) {
+	if ((src && !(sp = georef_proxy(src, 0, 0))) || !(gp = georef_proxy(g, 0, 0))) {
 		gdal_err(err, errcap, "out of memory");
 		goto out;
 	}
@@ -1249,21 +1252,77 @@ out:
 	return tr;
 }
 
+/* cdp_raster_transformer: GDAL's transformer fitted once to the whole of
+ * g (a spline through 2000 GCPs takes seconds to solve), and the window
+ * its destination pixels are counted from. */
+typedef struct rtr {
+	void *gen;
+	double x0, y0;
+} rtr;
+
+void *cdp_raster_transformer(const cdp_raster_info *src, const cdp_raster_info *g,
+                             int64_t x0, int64_t y0, int tps, char *err, size_t errcap)
+{
+	rtr *t;
+
+	if (!(t = calloc(1, sizeof *t))) {
+		set_err(err, errcap, "out of memory");
+		return NULL;
+	}
+	if (!(t->gen = gen_transformer(src, g, tps, err, errcap))) {
+		free(t);
+		return NULL;
+	}
+	cdp_raster_transformer_move(t, x0, y0);
+	return t;
+}
+
+void cdp_raster_transformer_move(void *tr, int64_t x0, int64_t y0)
+{
+	rtr *t = tr;
+
+	t->x0 = (double)x0;
+	t->y0 = (double)y0;
+}
+
+int cdp_raster_transform(void *tr, int dst_to_src, int n, double *x, double *y, double *z,
+                         int *ok)
+{
+	rtr *t = tr;
+	int r;
+
+	if (dst_to_src)
+		for (int i = 0; i < n; i++) {
+			x[i] += t->x0;
+			y[i] += t->y0;
+		}
+	r = GDALGenImgProjTransform(t->gen, dst_to_src, n, x, y, z, ok);
+	if (!dst_to_src)
+		for (int i = 0; i < n; i++) {
+			x[i] -= t->x0;
+			y[i] -= t->y0;
+		}
+	return r;
+}
+
 void cdp_raster_transformer_free(void *tr)
 {
-	if (tr)
-		GDALDestroyGenImgProjTransformer(tr);
+	rtr *t = tr;
+
+	if (t) {
+		GDALDestroyGenImgProjTransformer(t->gen);
+		free(t);
+	}
 }
 
 /* The warp of cdp_raster_warp and cdp_raster_warp_f32: bands [nb] of src
- * onto the w x h window at (x0, y0) of g's grid into out (nb, h, w)
+ * onto the w x h window at (x0, y0) of tr's grid into out (nb, h, w)
  * samples of type gtype, dstnd where nothing covers a pixel. A float
  * source without a nodata value of its own has NaN as one, so that a NaN
  * never enters an interpolation. */
-static int warp_into(cdp_raster *src, const int *bands, int nb, const cdp_raster_info *g,
-                     int64_t x0, int64_t y0, int w, int h, int resample, double max_error,
-                     int tps, GDALDataType gtype, double dstnd, void *out, char *err,
-                     size_t errcap)
+static int warp_into(cdp_raster *src, const int *bands, int nb, void *tr, int64_t x0,
+                     int64_t y0, int w, int h, int resample, double max_error,
+                     GDALDataType gtype, double dstnd, void *out, char *err, size_t errcap)
 {
 	static const GDALResampleAlg alg[] = {
 		[CDP_RESAMPLE_NEAR] = GRA_NearestNeighbour, [CDP_RESAMPLE_MODE] = GRA_Mode,
@@ -1274,11 +1333,11 @@ static int warp_into(cdp_raster *src, const int *bands, int nb, const cdp_raster
 	GDALDatasetH dst = NULL;
 	GDALWarpOptions *wo = NULL;
 	GDALWarpOperationH op = NULL;
-	void *tr = NULL, *approx = NULL;
+	void *approx = NULL;
 	int hasnd, rc = CDP_EGDAL, isfloat;
 	double nd;
 
-	if (!src || nb < 1 || w < 1 || h < 1 || !(max_error >= 0) ||
+	if (!src || !tr || nb < 1 || w < 1 || h < 1 || !(max_error >= 0) ||
 	    resample < CDP_RESAMPLE_NEAR || resample > CDP_RESAMPLE_AVERAGE) {
 		set_err(err, errcap, "invalid warp");
 		return CDP_EINVAL;
@@ -1290,14 +1349,13 @@ static int warp_into(cdp_raster *src, const int *bands, int nb, const cdp_raster
 		}
 	isfloat = src->info.dtype == CDP_DT_F32 || src->info.dtype == CDP_DT_F64;
 	/* the destination is only the buffer: the transformer places it */
-	if (!(tr = cdp_raster_transformer(&src->info, g, x0, y0, tps, err, errcap)))
-		return CDP_EGDAL;
+	cdp_raster_transformer_move(tr, x0, y0);
 	CPLErrorReset();
 	if (!mem || !(dst = GDALCreate(mem, "", w, h, nb, gtype, NULL)))
 		goto gdal;
 	/* as gdalwarp does for -et above 0 */
 	if (max_error > 0 &&
-	    !(approx = GDALCreateApproxTransformer(GDALGenImgProjTransform, tr, max_error)))
+	    !(approx = GDALCreateApproxTransformer(cdp_raster_transform, tr, max_error)))
 		goto gdal;
 	wo = GDALCreateWarpOptions();
 	wo->eResampleAlg = alg[resample];
@@ -1322,7 +1380,7 @@ static int warp_into(cdp_raster *src, const int *bands, int nb, const cdp_raster
 		wo->padfSrcNoDataReal[b] = hasnd ? nd : NAN;
 	}
 	wo->papszWarpOptions = CSLSetNameValue(wo->papszWarpOptions, "INIT_DEST", "NO_DATA");
-	wo->pfnTransformer = approx ? GDALApproxTransform : GDALGenImgProjTransform;
+	wo->pfnTransformer = approx ? GDALApproxTransform : cdp_raster_transform;
 	wo->pTransformerArg = approx ? approx : tr;
 	if (!(op = GDALCreateWarpOperation(wo)) ||
 	    GDALChunkAndWarpImage(op, 0, 0, w, h) != CE_None ||
@@ -1342,7 +1400,6 @@ out:
 	}
 	if (approx)
 		GDALDestroyApproxTransformer(approx);
-	cdp_raster_transformer_free(tr);
 	if (dst)
 		GDALClose(dst);
 	return rc;
@@ -1371,7 +1428,8 @@ static int open_warped(cdp_raster *src, const cdp_raster_info *g, double max_err
 		set_err(err, errcap, "out of memory");
 		return CDP_ENOMEM;
 	}
-	if (!(tr = cdp_raster_transformer(&src->info, g, 0, 0, tps, err, errcap))) {
+	/* GDAL's own: the view destroys it as a GDAL transformer */
+	if (!(tr = gen_transformer(&src->info, g, tps, err, errcap))) {
 		cdp_raster_close(r);
 		return CDP_EGDAL;
 	}
@@ -1424,8 +1482,8 @@ out:
 	}
 	if (approx)
 		GDALDestroyApproxTransformer(approx);
-	else
-		cdp_raster_transformer_free(tr);
+	else if (tr)
+		GDALDestroyGenImgProjTransformer(tr);
 	cdp_raster_close(r);
 	return rc;
 }
@@ -1592,7 +1650,7 @@ static int overlaps_at(void *tr, const cdp_raster_info *g, double sw, double sh,
 			y[c] = py;
 			z[c] = 0;
 		}
-		GDALGenImgProjTransform(tr, TRUE, n, x, y, z, ok);
+		cdp_raster_transform(tr, TRUE, n, x, y, z, ok);
 		for (int c = 0; c < n; c++) {
 			if (!ok[c] || !isfinite(x[c]) || !isfinite(y[c]))
 				continue;
@@ -1610,30 +1668,28 @@ static int overlaps_at(void *tr, const cdp_raster_info *g, double sw, double sh,
 	return hit;
 }
 
-int cdp_raster_overlaps(const cdp_raster *src, const cdp_raster_info *g, int tps,
+int cdp_raster_overlaps(const cdp_raster *src, const cdp_raster_info *g, void *tr,
                         char *err, size_t errcap)
 {
 	double sw = (double)src->info.width, sh = (double)src->info.height;
 	uint64_t most = g->width > g->height ? g->width : g->height;
 	int n = OVERLAP_FIRST, near = 0, hit;
-	void *tr;
 
-	if (!(tr = cdp_raster_transformer(&src->info, g, 0, 0, tps, err, errcap)))
-		return CDP_EGDAL;
 	/* in the warp's own direction: GCPs fit one polynomial from pixels to
 	 * ground and a separate one back, and only the first decides what the
 	 * warp labels */
+	cdp_raster_transformer_move(tr, 0, 0);
 	for (;;) {
 		if (most < (uint64_t)n)
 			n = (int)most;
-		if ((hit = overlaps_at(tr, g, sw, sh, n, &near)) < 0)
+		if ((hit = overlaps_at(tr, g, sw, sh, n, &near)) < 0) {
 			set_err(err, errcap, "out of memory");
-		if (hit < 0 || hit || !near || (uint64_t)n >= most || n >= OVERLAP_MAX)
-			break;
+			return hit;
+		}
+		if (hit || !near || (uint64_t)n >= most || n >= OVERLAP_MAX)
+			return hit;
 		n = 2 * n - 1;
 	}
-	cdp_raster_transformer_free(tr);
-	return hit;
 }
 
 /* Equal to a billionth of a pixel. */
@@ -1650,29 +1706,28 @@ int cdp_raster_same_gt(const double a[6], const double b[6])
 	       fabs(a[4] - b[4]) <= pix && fabs(a[5] - b[5]) <= pix;
 }
 
-int cdp_raster_warp(cdp_raster *src, int band, const cdp_raster_info *g, int64_t x0,
-                    int64_t y0, int w, int h, int resample, double max_error, int tps,
-                    int32_t *out, char *err, size_t errcap)
+int cdp_raster_warp(cdp_raster *src, int band, void *tr, int64_t x0, int64_t y0, int w,
+                    int h, int resample, double max_error, int32_t *out, char *err,
+                    size_t errcap)
 {
 	if (resample != CDP_RESAMPLE_NEAR && resample != CDP_RESAMPLE_MODE) {
 		set_err(err, errcap, "invalid warp");
 		return CDP_EINVAL;
 	}
-	return warp_into(src, &band, 1, g, x0, y0, w, h, resample, max_error, tps, GDT_Int32,
-	                 -1, out, err, errcap);
+	return warp_into(src, &band, 1, tr, x0, y0, w, h, resample, max_error, GDT_Int32, -1,
+	                 out, err, errcap);
 }
 
-int cdp_raster_warp_f32(cdp_raster *src, const int *bands, int nbands,
-                        const cdp_raster_info *g, int64_t x0, int64_t y0, int w, int h,
-                        int resample, double max_error, int tps, float *out, char *err,
-                        size_t errcap)
+int cdp_raster_warp_f32(cdp_raster *src, const int *bands, int nbands, void *tr,
+                        int64_t x0, int64_t y0, int w, int h, int resample,
+                        double max_error, float *out, char *err, size_t errcap)
 {
 	if (resample == CDP_RESAMPLE_MODE) {
 		set_err(err, errcap, "invalid warp");
 		return CDP_EINVAL;
 	}
-	return warp_into(src, bands, nbands, g, x0, y0, w, h, resample, max_error, tps,
-	                 GDT_Float32, NAN, out, err, errcap);
+	return warp_into(src, bands, nbands, tr, x0, y0, w, h, resample, max_error, GDT_Float32,
+	                 NAN, out, err, errcap);
 }
 
 const char *cdp_raster_version(void)
