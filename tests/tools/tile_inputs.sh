@@ -18,6 +18,7 @@
 #    the label tiles of the image (a raster label on another grid, one in
 #    EPSG:4326, a value label, a label itself placed by GCPs, with a
 #    --label-map too, --tps, a vector label) and its --time date's warp;
+#    --tps is in label_options where GCPs placed the label;
 #    gdalwarp [-tps]'s warp of a label placed by GCPs no affine fits; a
 #    label elsewhere is refused as not overlapping, a date elsewhere
 #    leaves every tile dropped; on an image placed by GCPs no affine fits
@@ -332,6 +333,12 @@ twin gcptps --label lab7g.tif --tps
 twin gcpmap --label lab7g.tif --label-map 0:0,1:1,2:1,3:2,4:2 --label-resample mode
 twin vector --label feat.geojson --label-field cls
 twin touched --label feat.geojson --label-field cls --all-touched --tps
+# --tps is in the source's label_options where GCPs placed the label, and
+# only there (between two geotransforms it changes nothing)
+cdp-tile -q -s 32 --tps --label lab7.tif twin.tif >tps.cdps &&
+	cdp-tile -q -s 32 --tps --label lab7.tif geo.tif >tps_gt.cdps || fail "--tps streams"
+grep -a -q "^label_options=--tps\$" tps.cdps || fail "--tps is not in the label options"
+! grep -a -q "^label_options=" tps_gt.cdps || fail "--tps recorded where no GCP placed the label"
 # a label placed by GCPs on the geotransformed image: as the label itself
 "$PYTHON" same_tiles.py gt_near gt_gcplab '*_label.tif' || fail "a label placed by GCPs"
 # GCPs that no affine fits (the centre one 20 m off): the label placed by

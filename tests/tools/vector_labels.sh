@@ -195,6 +195,13 @@ for f in fs:
     assert (a == b).all(), (f, np.argwhere(a != b)[:5])
 PYCK
 done
+# --tps is in label_options where GCPs place the image, not elsewhere
+cdp-tile -q -s 32 --tps --label feat.gpkg gcp.tif >tps.cdps &&
+	cdp-tile -q -s 32 --tps --label feat.gpkg img.tif >tps_gt.cdps || fail "--tps streams"
+grep -a -q "^label_options=--burn 1 --background 0 --tps\$" tps.cdps ||
+	fail "--tps is not in the label options: $(grep -a label_options tps.cdps)"
+grep -a -q "^label_options=--burn 1 --background 0\$" tps_gt.cdps ||
+	fail "--tps recorded where no GCP placed the image"
 # GCPs that place nothing (one, collinear) are refused when the label is
 # opened, before the stream starts, as the image's fault
 gdal_translate -q -a_srs EPSG:32633 -gcp 0 0 500000 6000000 img.tif gcp1.tif &&
