@@ -1258,7 +1258,30 @@ out:
 typedef struct rtr {
 	void *gen;
 	double x0, y0;
+	double xscale, yscale;   /* the warp's, for every window; 0: GDAL's own */
 } rtr;
+
+/* GDAL's warper sizes its resampling kernel (bilinear, cubic, average,
+ * mode) by the ratio of a window's pixels to the source pixels it reads,
+ * estimated per window: two tiles would weigh a shared pixel's neighbours
+ * differently. One ratio for the whole grid instead (its XSCALE and
+ * YSCALE warp options), at its centre, as a square window there sees it. */
+static void fix_scale(rtr *t, const cdp_raster_info *g)
+{
+	double cx = (double)g->width / 2, cy = (double)g->height / 2;
+	double x[3] = { cx, cx + 1, cx }, y[3] = { cy, cy, cy + 1 }, z[3] = { 0, 0, 0 };
+	double sx, sy;
+	int ok[3];
+
+	if (!GDALGenImgProjTransform(t->gen, TRUE, 3, x, y, z, ok) || !ok[0] || !ok[1] || !ok[2])
+		return;
+	sx = fabs(x[1] - x[0]) + fabs(x[2] - x[0]);
+	sy = fabs(y[1] - y[0]) + fabs(y[2] - y[0]);
+	if (isfinite(sx) && isfinite(sy) && sx > 0 && sy > 0) {
+		t->xscale = 1 / sx;
+		t->yscale = 1 / sy;
+	}
+}
 
 void *cdp_raster_transformer(const cdp_raster_info *src, const cdp_raster_info *g,
                              int64_t x0, int64_t y0, int tps, char *err, size_t errcap)
@@ -1273,6 +1296,10 @@ void *cdp_raster_transformer(const cdp_raster_info *src, const cdp_raster_info *
 		free(t);
 		return NULL;
 	}
+	/* where GCPs bend the grid, GDAL's per-window estimate varies from
+	 * tile to tile (a value label's overlapping tiles disagreed by 0.16) */
+	if (src && (!src->has_gt || !g->has_gt))
+		fix_scale(t, g);
 	cdp_raster_transformer_move(t, x0, y0);
 	return t;
 }
@@ -1380,6 +1407,13 @@ static int warp_into(cdp_raster *src, const int *bands, int nb, void *tr, int64_
 		wo->padfSrcNoDataReal[b] = hasnd ? nd : NAN;
 	}
 	wo->papszWarpOptions = CSLSetNameValue(wo->papszWarpOptions, "INIT_DEST", "NO_DATA");
+	if (((rtr *)tr)->xscale > 0) {
+		char v[64];
+		snprintf(v, sizeof v, "%.17g", ((rtr *)tr)->xscale);
+		wo->papszWarpOptions = CSLSetNameValue(wo->papszWarpOptions, "XSCALE", v);
+		snprintf(v, sizeof v, "%.17g", ((rtr *)tr)->yscale);
+		wo->papszWarpOptions = CSLSetNameValue(wo->papszWarpOptions, "YSCALE", v);
+	}
 	wo->pfnTransformer = approx ? GDALApproxTransform : cdp_raster_transform;
 	wo->pTransformerArg = approx ? approx : tr;
 	if (!(op = GDALCreateWarpOperation(wo)) ||

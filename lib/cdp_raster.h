@@ -238,7 +238,9 @@ enum { CDP_RESAMPLE_NEAR = 0, CDP_RESAMPLE_MODE = 1, CDP_RESAMPLE_BILINEAR = 2,
        CDP_RESAMPLE_CUBIC = 3, CDP_RESAMPLE_AVERAGE = 4 };
 /* Warps band `band` of src onto the w x h window at (x0, y0) of a grid
  * g, with GDAL's warper through tr (cdp_raster_transformer(&src's info,
- * g, ...), built once for all the windows: it is moved to each), into
+ * g, ...), built once for all the windows: it is moved to each; where
+ * GCPs place either side it also fixes the resampling scale for every
+ * window, gdalwarp's -wo XSCALE= -wo YSCALE=, at g's centre), into
  * out[h*w] as int32: the source value, or -1 where the source does not
  * cover the pixel or holds only its own nodata. max_error is gdalwarp's -et: 0 transforms every pixel exactly,
  * more lets GDAL's approximate transformer interpolate within that many

@@ -23,7 +23,8 @@
 #    label elsewhere is refused as not overlapping, a date elsewhere
 #    leaves every tile dropped; on an image placed by GCPs no affine fits
 #    a label on its corner is taken (as gdalwarp labels it) and one off
-#    it refused; a GCP that is not a number is refused naming it;
+#    it refused, and overlapping tiles agree on the pixels they share
+#    (bilinear, mode); a GCP that is not a number is refused naming it;
 #  - -O tiles keep the RPCs with LINE_OFF and SAMP_OFF moved by the tile's
 #    offset (as gdal_translate -srcwin), and each band's scale, offset,
 #    unit and description (a VRT's too), but not with --standardize;
@@ -428,6 +429,35 @@ PYCK
 expect_fail 1 "^cdp-tile: 'bent.tif': label 'lab_off.tif' does not overlap the image\$" \
 	cdp-tile -s 64 -O bent_o --label lab_off.tif bent.tif
 [ ! -e bent_o ] || fail "a label off an image placed by bent GCPs left tiles"
+# overlapping tiles warp a shared pixel alike at E = 0: the GCPs are
+# fitted once for the image, and the resampling scale is the image's, not
+# GDAL's estimate per window (which moved a bilinear value by up to 0.16)
+"$PYTHON" - <<'PYFX' || fail "bent GCPs: the value label"
+import numpy as np
+from osgeo import gdal, osr
+s = osr.SpatialReference(); s.ImportFromEPSG(32633)
+d = gdal.GetDriverByName("GTiff").Create("val_bent.tif", 320, 240, 1, gdal.GDT_Float32)
+d.SetGeoTransform((499950.5, 7, 0, 5800040.25, 0, -7)); d.SetProjection(s.ExportToWkt())
+y, x = np.mgrid[0:240, 0:320]
+d.GetRasterBand(1).WriteArray((50 + 10 * np.sin(x / 9.0) * np.cos(y / 7.0) + x / 5.0).astype(np.float32))
+d = None
+PYFX
+for r in bilinear mode; do
+	lab=val_bent.tif; [ $r = bilinear ] || lab=lab7.tif
+	cdp-tile -q -s 64 --overlap 16 --name s -O "bent_$r" --label "$lab" --label-resample $r \
+		--label-error-threshold 0 bent.tif || fail "bent GCPs: overlapping $r tiles"
+done
+"$PYTHON" - <<'PYCK' || fail "bent GCPs: overlapping tiles disagree on a warped label"
+import numpy as np
+from osgeo import gdal
+for r in ("bilinear", "mode"):
+    t = lambda n: gdal.Open("bent_%s/s_%s_label.tif" % (r, n)).ReadAsArray().astype(float)
+    a = t("0_0")
+    for n, mine, theirs in (("0_1", a[:, 48:], t("0_1")[:, :16]), ("1_0", a[48:], t("1_0")[:16])):
+        assert np.isfinite(mine).any() if r == "bilinear" else (mine != 255).any(), (r, n)
+        same = (mine == theirs) | (np.isnan(mine) & np.isnan(theirs))
+        assert same.all(), (r, n, int((~same).sum()))
+PYCK
 expect_fail 1 "^cdp-tile: cannot open 'bentnan.tif': GCP 4 of 12 ('4') is not a number: pixel 66.6667, line 0, x nan, y " \
 	cdp-tile -s 64 bentnan.tif
 expect_fail 1 "^cdp-tile: 'bent.tif': cannot open label 'bentnan.tif': GCP 4 of 12 ('4') is not a number" \
