@@ -41,6 +41,8 @@ struct cdp_label {
 	int32_t *win;            /* warped: (sh, tw) values or -1; values:
 	                            (T, sh, tw) f32 */
 	size_t win_cap;
+	void *tr;                /* warped: the label's pixels to the image's,
+	                            built once (a spline is slow to solve) */
 };
 
 #define ERR(...) snprintf(err, errcap, __VA_ARGS__)
@@ -202,7 +204,13 @@ int cdp_label_open(const char *path, const cdp_raster_info *img,
 	}
 	l->warped = !g;
 	/* every label pixel would be ignored: a label of another place */
-	if (l->warped && (g = cdp_raster_overlaps(l->r, img, o->tps, msg, sizeof msg)) <= 0) {
+	if (l->warped && !(l->tr = cdp_raster_transformer(l->li, img, 0, 0, o->tps, msg,
+	                                                  sizeof msg))) {
+		rc = CDP_EGDAL;
+		ERR("label '%s': %s", path, msg);
+		goto fail;
+	}
+	if (l->warped && (g = cdp_raster_overlaps(l->r, img, l->tr, msg, sizeof msg)) <= 0) {
 		rc = g < 0 ? g : CDP_EMISMATCH;
 		if (g < 0)
 			ERR("label '%s': %s", path, msg);
@@ -356,9 +364,9 @@ static int warp(cdp_label *l, uint64_t x0, int tw, char *err, size_t errcap)
 		ERR("out of memory for a tile of label '%s'", l->path);
 		return CDP_ENOMEM;
 	}
-	if ((rc = cdp_raster_warp(l->view ? l->view : l->r, 1, &l->img, (int64_t)x0,
+	if ((rc = cdp_raster_warp(l->view ? l->view : l->r, 1, l->tr, (int64_t)x0,
 	                          (int64_t)l->y0, tw, l->sh, l->o.resample, l->o.max_error,
-	                          l->o.tps, l->win, msg, sizeof msg)))
+	                          l->win, msg, sizeof msg)))
 		ERR("cannot warp label '%s' onto the image's grid: %s", l->path, msg);
 	return rc;
 }
@@ -389,10 +397,9 @@ static int cut_values(cdp_label *l, uint64_t x0, int tw, int S, const uint8_t *m
 			ERR("out of memory for a tile of label '%s'", l->path);
 			return CDP_ENOMEM;
 		}
-		if ((rc = cdp_raster_warp_f32(l->r, l->bands, l->nb, &l->img, (int64_t)x0,
+		if ((rc = cdp_raster_warp_f32(l->r, l->bands, l->nb, l->tr, (int64_t)x0,
 		                              (int64_t)l->y0, tw, l->sh, l->o.resample,
-		                              l->o.max_error, l->o.tps, (float *)l->win, msg,
-		                              sizeof msg))) {
+		                              l->o.max_error, (float *)l->win, msg, sizeof msg))) {
 			ERR("cannot warp label '%s' onto the image's grid: %s", l->path, msg);
 			return rc;
 		}
@@ -499,6 +506,7 @@ void cdp_label_close(cdp_label *l)
 {
 	if (!l)
 		return;
+	cdp_raster_transformer_free(l->tr);
 	cdp_raster_close(l->view);
 	cdp_raster_close(l->r);
 	free(l->strip);

@@ -55,6 +55,8 @@ struct cdp_label_vector {
 	size_t ncap;
 	void *halo;                            /* read_rows' rows and their halo */
 	size_t hcap;
+	void *tr;                              /* read_rows on a grid placed by
+	                                          GCPs: built once (place) */
 	uint8_t *ids;                          /* with o->field: bit i set when a
 	                                          feature burns id i (65535 bits) */
 	char note[640];                        /* a --label-crs the layer overrode */
@@ -576,7 +578,7 @@ static int win_georef(const vwin *wn, int n, double *x, double *y)
 		return 0;
 	}
 	memset(z, 0, sizeof z);
-	if (!GDALGenImgProjTransform(wn->tr, TRUE, n, x, y, z, ok))
+	if (!cdp_raster_transform(wn->tr, TRUE, n, x, y, z, ok))
 		return -1;
 	for (int i = 0; i < n; i++)
 		if (!ok[i] || !isfinite(x[i]) || !isfinite(y[i]))
@@ -755,7 +757,7 @@ static int src_burn(cdp_label_vector *v, vsrc *s, GDALDatasetH ds, const vwin *w
 		/* by GCPs the features go to pixels through their transformer
 		 * (its forward direction: the image's CRS to the window) */
 		if (GDALRasterizeGeometries(ds, 1, &band, (int)n, geoms,
-		                            wn->tr ? GDALGenImgProjTransform : NULL, wn->tr, vals,
+		                            wn->tr ? cdp_raster_transform : NULL, wn->tr, vals,
 		                            ropt, NULL, NULL) != CE_None) {
 			ogr_err(err, errcap, "cannot rasterize: ", "rasterization failed");
 			rc = CDP_EGDAL;
@@ -868,6 +870,16 @@ int cdp_label_vector_read(cdp_label_vector *v, const double gt[6], int w, int h,
 	return read_win(v, &wn, ignore, buf, err, errcap);
 }
 
+int cdp_label_vector_place(cdp_label_vector *v, const cdp_raster_info *g, int tps,
+                           char *err, size_t errcap)
+{
+	if (g->has_gt || g->ngcps == 0 || v->tr)
+		return CDP_OK;
+	if (!(v->tr = cdp_raster_transformer(NULL, g, 0, 0, tps, err, errcap)))
+		return CDP_EGDAL;
+	return CDP_OK;
+}
+
 /* GDAL's rasterizer decides a geometry on a window's edge by the window
  * (--all-touched burns a line along a row seam in one strip but not in the
  * next), so the rows are rasterized with the grid's row above and below
@@ -895,14 +907,16 @@ int cdp_label_vector_read_rows(cdp_label_vector *v, const cdp_raster_info *g, in
 	 * placed by GCPs keeps it too, unused: tr places its pixels */
 	wn = (vwin){ { gt[0] + (double)a * gt[2], gt[1], gt[2], gt[3] + (double)a * gt[5],
 	               gt[4], gt[5] }, NULL, w, (int)(b - a) };
-	if (!g->has_gt && g->ngcps > 0 &&
-	    !(wn.tr = cdp_raster_transformer(NULL, g, 0, a, tps, err, errcap)))
-		return CDP_EGDAL;
+	if (!g->has_gt && g->ngcps > 0) {
+		if (!v->tr && (rc = cdp_label_vector_place(v, g, tps, err, errcap)))
+			return rc;
+		cdp_raster_transformer_move(v->tr, 0, a);
+		wn.tr = v->tr;
+	}
 	need = (size_t)w * (size_t)(b - a) * px;
 	if (need > v->hcap) {
 		void *nb = realloc(v->halo, need);
 		if (!nb) {
-			cdp_raster_transformer_free(wn.tr);
 			snprintf(err, errcap, "out of memory");
 			return CDP_ENOMEM;
 		}
@@ -910,7 +924,6 @@ int cdp_label_vector_read_rows(cdp_label_vector *v, const cdp_raster_info *g, in
 		v->hcap = need;
 	}
 	rc = read_win(v, &wn, ignore, v->halo, err, errcap);
-	cdp_raster_transformer_free(wn.tr);
 	if (rc)
 		return rc;
 	memcpy(buf, (char *)v->halo + (size_t)(y0 - a) * (size_t)w * px,
@@ -960,5 +973,6 @@ void cdp_label_vector_close(cdp_label_vector *v)
 	free(v->ids);
 	free(v->inside);
 	free(v->halo);
+	cdp_raster_transformer_free(v->tr);
 	free(v);
 }

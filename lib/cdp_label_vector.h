@@ -125,6 +125,14 @@ int cdp_label_vector_read(cdp_label_vector *v, const double gt[6], int w, int h,
 int cdp_label_vector_read_rows(cdp_label_vector *v, const cdp_raster_info *g, int tps,
                                int64_t y0, int h, uint32_t ignore, void *buf, char *err,
                                size_t errcap);
+/* Relates v to the grid g that read_rows will rasterize it on (g placed
+ * by GCPs only: cdp_raster_transformer with tps, fitted once for every
+ * strip; nothing to do for a geotransform), so that GCPs that cannot
+ * place anything (one, collinear, repeated) are refused before anything
+ * is written: CDP_EGDAL with err set, GDAL's reason. read_rows calls it
+ * when no caller has, and uses the g and tps of the first call. */
+int cdp_label_vector_place(cdp_label_vector *v, const cdp_raster_info *g, int tps,
+                           char *err, size_t errcap);
 
 /* Calls fn(path, arg) for each file GDAL reads for v (its labels and its
  * extent); stops at and returns the first non-zero value of fn. */

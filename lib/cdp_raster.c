@@ -291,6 +291,16 @@ static int describe(cdp_raster *r, char *err, size_t errcap)
 		const GDAL_GCP *g = GDALGetGCPs(r->ds) + i;
 		r->gcps[i] = (cdp_raster_gcp){ g->dfGCPPixel, g->dfGCPLine, g->dfGCPX,
 		                               g->dfGCPY, g->dfGCPZ };
+		/* GDAL fits through it without a word, and places nothing */
+		if (!in->has_gt && !(isfinite(g->dfGCPPixel) && isfinite(g->dfGCPLine) &&
+		                     isfinite(g->dfGCPX) && isfinite(g->dfGCPY) &&
+		                     isfinite(g->dfGCPZ))) {
+			snprintf(err, errcap, "GCP %d of %d ('%s') is not a number: pixel %g, line "
+			         "%g, x %g, y %g, z %g", i + 1, in->ngcps,
+			         g->pszId ? g->pszId : "", g->dfGCPPixel, g->dfGCPLine, g->dfGCPX,
+			         g->dfGCPY, g->dfGCPZ);
+			return CDP_EFORMAT;
+		}
 	}
 	return CDP_OK;
 }
@@ -1200,8 +1210,11 @@ static GDALDatasetH georef_proxy(const cdp_raster_info *i, int64_t x0, int64_t y
 	return ds;
 }
 
-void *cdp_raster_transformer(const cdp_raster_info *src, const cdp_raster_info *g,
-                             int64_t x0, int64_t y0, int tps, char *err, size_t errcap)
+/* GDAL's transformer between src's pixels and all of g's: what
+ * open_warped hands a warped VRT to own and destroy; the others take
+ * cdp_raster_transformer's window wrapper around it. */
+static void *gen_transformer(const cdp_raster_info *src, const cdp_raster_info *g, int tps,
+                             char *err, size_t errcap)
 {
 	const char *sw = src ? cdp_raster_grid_crs(src) : "", *gw = cdp_raster_grid_crs(g);
 	GDALDatasetH sp = NULL, gp = NULL;
@@ -1213,7 +1226,7 @@ void *cdp_raster_transformer(const cdp_raster_info *src, const cdp_raster_info *
 		set_err(err, errcap, "neither a geotransform nor GCPs place the pixels");
 		return NULL;
 	}
-	if ((src && !(sp = georef_proxy(src, 0, 0))) || !(gp = georef_proxy(g, x0, y0))) {
+	if ((src && !(sp = georef_proxy(src, 0, 0))) || !(gp = georef_proxy(g, 0, 0))) {
 		gdal_err(err, errcap, "out of memory");
 		goto out;
 	}
@@ -1239,21 +1252,104 @@ out:
 	return tr;
 }
 
+/* cdp_raster_transformer: GDAL's transformer fitted once to the whole of
+ * g (a spline through 2000 GCPs takes seconds to solve), and the window
+ * its destination pixels are counted from. */
+typedef struct rtr {
+	void *gen;
+	double x0, y0;
+	double xscale, yscale;   /* the warp's, for every window; 0: GDAL's own */
+} rtr;
+
+/* GDAL's warper sizes its resampling kernel (bilinear, cubic, average,
+ * mode) by the ratio of a window's pixels to the source pixels it reads,
+ * estimated per window: two tiles would weigh a shared pixel's neighbours
+ * differently. One ratio for the whole grid instead (its XSCALE and
+ * YSCALE warp options), at its centre, as a square window there sees it. */
+static void fix_scale(rtr *t, const cdp_raster_info *g)
+{
+	double cx = (double)g->width / 2, cy = (double)g->height / 2;
+	double x[3] = { cx, cx + 1, cx }, y[3] = { cy, cy, cy + 1 }, z[3] = { 0, 0, 0 };
+	double sx, sy;
+	int ok[3];
+
+	if (!GDALGenImgProjTransform(t->gen, TRUE, 3, x, y, z, ok) || !ok[0] || !ok[1] || !ok[2])
+		return;
+	sx = fabs(x[1] - x[0]) + fabs(x[2] - x[0]);
+	sy = fabs(y[1] - y[0]) + fabs(y[2] - y[0]);
+	if (isfinite(sx) && isfinite(sy) && sx > 0 && sy > 0) {
+		t->xscale = 1 / sx;
+		t->yscale = 1 / sy;
+	}
+}
+
+void *cdp_raster_transformer(const cdp_raster_info *src, const cdp_raster_info *g,
+                             int64_t x0, int64_t y0, int tps, char *err, size_t errcap)
+{
+	rtr *t;
+
+	if (!(t = calloc(1, sizeof *t))) {
+		set_err(err, errcap, "out of memory");
+		return NULL;
+	}
+	if (!(t->gen = gen_transformer(src, g, tps, err, errcap))) {
+		free(t);
+		return NULL;
+	}
+	/* where GCPs bend the grid, GDAL's per-window estimate varies from
+	 * tile to tile (a value label's overlapping tiles disagreed by 0.16) */
+	if (src && (!src->has_gt || !g->has_gt))
+		fix_scale(t, g);
+	cdp_raster_transformer_move(t, x0, y0);
+	return t;
+}
+
+void cdp_raster_transformer_move(void *tr, int64_t x0, int64_t y0)
+{
+	rtr *t = tr;
+
+	t->x0 = (double)x0;
+	t->y0 = (double)y0;
+}
+
+int cdp_raster_transform(void *tr, int dst_to_src, int n, double *x, double *y, double *z,
+                         int *ok)
+{
+	rtr *t = tr;
+	int r;
+
+	if (dst_to_src)
+		for (int i = 0; i < n; i++) {
+			x[i] += t->x0;
+			y[i] += t->y0;
+		}
+	r = GDALGenImgProjTransform(t->gen, dst_to_src, n, x, y, z, ok);
+	if (!dst_to_src)
+		for (int i = 0; i < n; i++) {
+			x[i] -= t->x0;
+			y[i] -= t->y0;
+		}
+	return r;
+}
+
 void cdp_raster_transformer_free(void *tr)
 {
-	if (tr)
-		GDALDestroyGenImgProjTransformer(tr);
+	rtr *t = tr;
+
+	if (t) {
+		GDALDestroyGenImgProjTransformer(t->gen);
+		free(t);
+	}
 }
 
 /* The warp of cdp_raster_warp and cdp_raster_warp_f32: bands [nb] of src
- * onto the w x h window at (x0, y0) of g's grid into out (nb, h, w)
+ * onto the w x h window at (x0, y0) of tr's grid into out (nb, h, w)
  * samples of type gtype, dstnd where nothing covers a pixel. A float
  * source without a nodata value of its own has NaN as one, so that a NaN
  * never enters an interpolation. */
-static int warp_into(cdp_raster *src, const int *bands, int nb, const cdp_raster_info *g,
-                     int64_t x0, int64_t y0, int w, int h, int resample, double max_error,
-                     int tps, GDALDataType gtype, double dstnd, void *out, char *err,
-                     size_t errcap)
+static int warp_into(cdp_raster *src, const int *bands, int nb, void *tr, int64_t x0,
+                     int64_t y0, int w, int h, int resample, double max_error,
+                     GDALDataType gtype, double dstnd, void *out, char *err, size_t errcap)
 {
 	static const GDALResampleAlg alg[] = {
 		[CDP_RESAMPLE_NEAR] = GRA_NearestNeighbour, [CDP_RESAMPLE_MODE] = GRA_Mode,
@@ -1264,11 +1360,11 @@ static int warp_into(cdp_raster *src, const int *bands, int nb, const cdp_raster
 	GDALDatasetH dst = NULL;
 	GDALWarpOptions *wo = NULL;
 	GDALWarpOperationH op = NULL;
-	void *tr = NULL, *approx = NULL;
+	void *approx = NULL;
 	int hasnd, rc = CDP_EGDAL, isfloat;
 	double nd;
 
-	if (!src || nb < 1 || w < 1 || h < 1 || !(max_error >= 0) ||
+	if (!src || !tr || nb < 1 || w < 1 || h < 1 || !(max_error >= 0) ||
 	    resample < CDP_RESAMPLE_NEAR || resample > CDP_RESAMPLE_AVERAGE) {
 		set_err(err, errcap, "invalid warp");
 		return CDP_EINVAL;
@@ -1280,14 +1376,13 @@ static int warp_into(cdp_raster *src, const int *bands, int nb, const cdp_raster
 		}
 	isfloat = src->info.dtype == CDP_DT_F32 || src->info.dtype == CDP_DT_F64;
 	/* the destination is only the buffer: the transformer places it */
-	if (!(tr = cdp_raster_transformer(&src->info, g, x0, y0, tps, err, errcap)))
-		return CDP_EGDAL;
+	cdp_raster_transformer_move(tr, x0, y0);
 	CPLErrorReset();
 	if (!mem || !(dst = GDALCreate(mem, "", w, h, nb, gtype, NULL)))
 		goto gdal;
 	/* as gdalwarp does for -et above 0 */
 	if (max_error > 0 &&
-	    !(approx = GDALCreateApproxTransformer(GDALGenImgProjTransform, tr, max_error)))
+	    !(approx = GDALCreateApproxTransformer(cdp_raster_transform, tr, max_error)))
 		goto gdal;
 	wo = GDALCreateWarpOptions();
 	wo->eResampleAlg = alg[resample];
@@ -1312,7 +1407,14 @@ static int warp_into(cdp_raster *src, const int *bands, int nb, const cdp_raster
 		wo->padfSrcNoDataReal[b] = hasnd ? nd : NAN;
 	}
 	wo->papszWarpOptions = CSLSetNameValue(wo->papszWarpOptions, "INIT_DEST", "NO_DATA");
-	wo->pfnTransformer = approx ? GDALApproxTransform : GDALGenImgProjTransform;
+	if (((rtr *)tr)->xscale > 0) {
+		char v[64];
+		snprintf(v, sizeof v, "%.17g", ((rtr *)tr)->xscale);
+		wo->papszWarpOptions = CSLSetNameValue(wo->papszWarpOptions, "XSCALE", v);
+		snprintf(v, sizeof v, "%.17g", ((rtr *)tr)->yscale);
+		wo->papszWarpOptions = CSLSetNameValue(wo->papszWarpOptions, "YSCALE", v);
+	}
+	wo->pfnTransformer = approx ? GDALApproxTransform : cdp_raster_transform;
 	wo->pTransformerArg = approx ? approx : tr;
 	if (!(op = GDALCreateWarpOperation(wo)) ||
 	    GDALChunkAndWarpImage(op, 0, 0, w, h) != CE_None ||
@@ -1332,7 +1434,6 @@ out:
 	}
 	if (approx)
 		GDALDestroyApproxTransformer(approx);
-	cdp_raster_transformer_free(tr);
 	if (dst)
 		GDALClose(dst);
 	return rc;
@@ -1361,7 +1462,8 @@ static int open_warped(cdp_raster *src, const cdp_raster_info *g, double max_err
 		set_err(err, errcap, "out of memory");
 		return CDP_ENOMEM;
 	}
-	if (!(tr = cdp_raster_transformer(&src->info, g, 0, 0, tps, err, errcap))) {
+	/* GDAL's own: the view destroys it as a GDAL transformer */
+	if (!(tr = gen_transformer(&src->info, g, tps, err, errcap))) {
 		cdp_raster_close(r);
 		return CDP_EGDAL;
 	}
@@ -1414,8 +1516,8 @@ out:
 	}
 	if (approx)
 		GDALDestroyApproxTransformer(approx);
-	else
-		cdp_raster_transformer_free(tr);
+	else if (tr)
+		GDALDestroyGenImgProjTransformer(tr);
 	cdp_raster_close(r);
 	return rc;
 }
@@ -1539,10 +1641,6 @@ int cdp_raster_dates(const cdp_raster *r)
 	return r->dates ? r->ndates : 1;
 }
 
-/* Points along each edge of src's outline: enough that a reprojected
- * edge's bend does not hide a corner of g. */
-#define OUTLINE_STEPS 32
-
 void cdp_raster_outline(double w, double h, int steps, double *x, double *y)
 {
 	for (int i = 0; i < steps; i++) {
@@ -1554,31 +1652,78 @@ void cdp_raster_outline(double w, double h, int steps, double *x, double *y)
 	}
 }
 
-int cdp_raster_overlaps(const cdp_raster *src, const cdp_raster_info *g, int tps,
+/* Sample points of overlaps_at on a side, at first: a label the size of
+ * a few of the image's pixels is found by refining (up to OVERLAP_MAX). */
+#define OVERLAP_FIRST 65
+#define OVERLAP_MAX 1025
+
+/* Whether any of n x n pixel centres spread evenly over g (its first and
+ * last rows and columns among them) lands inside src when tr moves it
+ * back (g's pixel -> ground -> src's pixel), the way the warp decides
+ * which pixels src labels: 1 yes, 0 no. *near is set when none does but
+ * the box around where they land meets src, so a finer grid might. */
+static int overlaps_at(void *tr, const cdp_raster_info *g, double sw, double sh, int n,
+                       int *near)
+{
+	double gw = (double)g->width, gh = (double)g->height;
+	double lx = INFINITY, hx = -INFINITY, ly = INFINITY, hy = -INFINITY;
+	double *x, *y, *z;
+	int *ok, hit = 0, m = n;
+
+	if (!(x = malloc(3 * sizeof *x * (size_t)m)) || !(ok = malloc(sizeof *ok * (size_t)m))) {
+		free(x);
+		return CDP_ENOMEM;
+	}
+	y = x + m;
+	z = y + m;
+	*near = 0;
+	for (int r = 0; r < n && !hit; r++) {
+		double py = n > 1 ? 0.5 + (gh - 1) * r / (n - 1) : gh / 2;
+		for (int c = 0; c < n; c++) {
+			x[c] = n > 1 ? 0.5 + (gw - 1) * c / (n - 1) : gw / 2;
+			y[c] = py;
+			z[c] = 0;
+		}
+		cdp_raster_transform(tr, TRUE, n, x, y, z, ok);
+		for (int c = 0; c < n; c++) {
+			if (!ok[c] || !isfinite(x[c]) || !isfinite(y[c]))
+				continue;
+			if (x[c] >= 0 && x[c] < sw && y[c] >= 0 && y[c] < sh)
+				hit = 1;
+			lx = fmin(lx, x[c]);
+			hx = fmax(hx, x[c]);
+			ly = fmin(ly, y[c]);
+			hy = fmax(hy, y[c]);
+		}
+	}
+	free(x);
+	free(ok);
+	*near = !hit && lx < sw && hx > 0 && ly < sh && hy > 0;
+	return hit;
+}
+
+int cdp_raster_overlaps(const cdp_raster *src, const cdp_raster_info *g, void *tr,
                         char *err, size_t errcap)
 {
-	const int n = 4 * OUTLINE_STEPS;
-	double x[4 * OUTLINE_STEPS], y[4 * OUTLINE_STEPS], z[4 * OUTLINE_STEPS];
 	double sw = (double)src->info.width, sh = (double)src->info.height;
-	double lx = INFINITY, hx = -INFINITY, ly = INFINITY, hy = -INFINITY;
-	int ok[4 * OUTLINE_STEPS];
-	void *tr;
+	uint64_t most = g->width > g->height ? g->width : g->height;
+	int n = OVERLAP_FIRST, near = 0, hit;
 
-	if (!(tr = cdp_raster_transformer(&src->info, g, 0, 0, tps, err, errcap)))
-		return CDP_EGDAL;
-	cdp_raster_outline(sw, sh, OUTLINE_STEPS, x, y);
-	memset(z, 0, sizeof z);
-	GDALGenImgProjTransform(tr, FALSE, n, x, y, z, ok);
-	cdp_raster_transformer_free(tr);
-	for (int i = 0; i < n; i++)
-		if (ok[i] && isfinite(x[i]) && isfinite(y[i])) {
-			lx = fmin(lx, x[i]);
-			hx = fmax(hx, x[i]);
-			ly = fmin(ly, y[i]);
-			hy = fmax(hy, y[i]);
+	/* in the warp's own direction: GCPs fit one polynomial from pixels to
+	 * ground and a separate one back, and only the first decides what the
+	 * warp labels */
+	cdp_raster_transformer_move(tr, 0, 0);
+	for (;;) {
+		if (most < (uint64_t)n)
+			n = (int)most;
+		if ((hit = overlaps_at(tr, g, sw, sh, n, &near)) < 0) {
+			set_err(err, errcap, "out of memory");
+			return hit;
 		}
-	/* no point of the outline lands on g's plane: nothing to cover */
-	return lx < (double)g->width && hx > 0 && ly < (double)g->height && hy > 0;
+		if (hit || !near || (uint64_t)n >= most || n >= OVERLAP_MAX)
+			return hit;
+		n = 2 * n - 1;
+	}
 }
 
 /* Equal to a billionth of a pixel. */
@@ -1595,29 +1740,28 @@ int cdp_raster_same_gt(const double a[6], const double b[6])
 	       fabs(a[4] - b[4]) <= pix && fabs(a[5] - b[5]) <= pix;
 }
 
-int cdp_raster_warp(cdp_raster *src, int band, const cdp_raster_info *g, int64_t x0,
-                    int64_t y0, int w, int h, int resample, double max_error, int tps,
-                    int32_t *out, char *err, size_t errcap)
+int cdp_raster_warp(cdp_raster *src, int band, void *tr, int64_t x0, int64_t y0, int w,
+                    int h, int resample, double max_error, int32_t *out, char *err,
+                    size_t errcap)
 {
 	if (resample != CDP_RESAMPLE_NEAR && resample != CDP_RESAMPLE_MODE) {
 		set_err(err, errcap, "invalid warp");
 		return CDP_EINVAL;
 	}
-	return warp_into(src, &band, 1, g, x0, y0, w, h, resample, max_error, tps, GDT_Int32,
-	                 -1, out, err, errcap);
+	return warp_into(src, &band, 1, tr, x0, y0, w, h, resample, max_error, GDT_Int32, -1,
+	                 out, err, errcap);
 }
 
-int cdp_raster_warp_f32(cdp_raster *src, const int *bands, int nbands,
-                        const cdp_raster_info *g, int64_t x0, int64_t y0, int w, int h,
-                        int resample, double max_error, int tps, float *out, char *err,
-                        size_t errcap)
+int cdp_raster_warp_f32(cdp_raster *src, const int *bands, int nbands, void *tr,
+                        int64_t x0, int64_t y0, int w, int h, int resample,
+                        double max_error, float *out, char *err, size_t errcap)
 {
 	if (resample == CDP_RESAMPLE_MODE) {
 		set_err(err, errcap, "invalid warp");
 		return CDP_EINVAL;
 	}
-	return warp_into(src, bands, nbands, g, x0, y0, w, h, resample, max_error, tps,
-	                 GDT_Float32, NAN, out, err, errcap);
+	return warp_into(src, bands, nbands, tr, x0, y0, w, h, resample, max_error, GDT_Float32,
+	                 NAN, out, err, errcap);
 }
 
 const char *cdp_raster_version(void)

@@ -220,33 +220,44 @@ const char *cdp_raster_grid_crs(const cdp_raster_info *i);
 void *cdp_raster_transformer(const cdp_raster_info *src, const cdp_raster_info *g,
                              int64_t x0, int64_t y0, int tps, char *err, size_t errcap);
 void cdp_raster_transformer_free(void *tr);
+/* Counts tr's destination pixels from the window of g at (x0, y0) from
+ * here on: one transformer, fitted once to the whole grid, serves every
+ * window (a spline through thousands of GCPs is slow to solve). */
+void cdp_raster_transformer_move(void *tr, int64_t x0, int64_t y0);
+/* Moves n points x, y, z in place through tr, a GDALTransformerFunc
+ * (GDAL's pfnTransformer, with tr its argument): src's pixels to the
+ * window's (dst_to_src 0), or back (1); ok[i] 0 where a point cannot be
+ * moved. Returns 0 when none could. */
+int  cdp_raster_transform(void *tr, int dst_to_src, int n, double *x, double *y, double *z,
+                          int *ok);
 
 /* Resampling of the warps: GDAL's nearest neighbour and mode (class
  * labels, cdp_raster_warp), and for values (cdp_raster_warp_f32) nearest,
  * bilinear, cubic and average. */
 enum { CDP_RESAMPLE_NEAR = 0, CDP_RESAMPLE_MODE = 1, CDP_RESAMPLE_BILINEAR = 2,
        CDP_RESAMPLE_CUBIC = 3, CDP_RESAMPLE_AVERAGE = 4 };
-/* Warps band `band` of src onto the w x h window at (x0, y0) of g's grid
- * (g's geotransform and CRS, or its GCPs: cdp_raster_transformer, with
- * tps), with GDAL's warper, into out[h*w] as int32: the source value, or
- * -1 where the source does not cover the pixel or holds only its own
- * nodata. max_error is gdalwarp's -et: 0 transforms every pixel exactly,
+/* Warps band `band` of src onto the w x h window at (x0, y0) of a grid
+ * g, with GDAL's warper through tr (cdp_raster_transformer(&src's info,
+ * g, ...), built once for all the windows: it is moved to each; where
+ * GCPs place either side it also fixes the resampling scale for every
+ * window, gdalwarp's -wo XSCALE= -wo YSCALE=, at g's centre), into
+ * out[h*w] as int32: the source value, or -1 where the source does not
+ * cover the pixel or holds only its own nodata. max_error is gdalwarp's -et: 0 transforms every pixel exactly,
  * more lets GDAL's approximate transformer interpolate within that many
  * pixels of error; gdalwarp -et max_error -r near|mode [-tps] onto that
  * window gives the same pixels. */
-int  cdp_raster_warp(cdp_raster *src, int band, const cdp_raster_info *g, int64_t x0,
-                     int64_t y0, int w, int h, int resample, double max_error, int tps,
-                     int32_t *out, char *err, size_t errcap);
+int  cdp_raster_warp(cdp_raster *src, int band, void *tr, int64_t x0, int64_t y0, int w,
+                     int h, int resample, double max_error, int32_t *out, char *err,
+                     size_t errcap);
 /* The same for values: bands [nbands] (1-based) of src into out
  * (nbands, h, w) as float32, NaN where the source does not cover a pixel
  * or holds only its nodata (a float source without a nodata value: NaN),
  * resampled by CDP_RESAMPLE_NEAR, _BILINEAR, _CUBIC or _AVERAGE (mode is
  * for classes); gdalwarp -et max_error -r near|bilinear|cubic|average
  * -ot Float32 -dstnodata nan of the same window gives the same pixels. */
-int  cdp_raster_warp_f32(cdp_raster *src, const int *bands, int nbands,
-                         const cdp_raster_info *g, int64_t x0, int64_t y0, int w, int h,
-                         int resample, double max_error, int tps, float *out, char *err,
-                         size_t errcap);
+int  cdp_raster_warp_f32(cdp_raster *src, const int *bands, int nbands, void *tr,
+                         int64_t x0, int64_t y0, int w, int h, int resample,
+                         double max_error, float *out, char *err, size_t errcap);
 
 /* A multi-date input (cdp-tile --time, cdp-predict --time): spec lists 2
  * to CDP_RASTER_MAXDATES rasters, comma-separated, in time order. The
@@ -271,11 +282,14 @@ int  cdp_raster_open_time(const char *spec, double max_error, int tps, cdp_raste
                           char *err, size_t errcap);
 /* The number of dates of r: 1 for a raster of one date. */
 int  cdp_raster_dates(const cdp_raster *r);
-/* Whether src covers any of the grid g (its size, and its geotransform
- * and CRS or its GCPs): src's outline, moved onto g's pixels by
- * cdp_raster_transformer (with tps), against g's extent. 1 it does, 0
- * not, CDP_EGDAL with err set when GDAL cannot relate them. */
-int  cdp_raster_overlaps(const cdp_raster *src, const cdp_raster_info *g, int tps,
+/* Whether src covers any of the grid g: whether the warp through tr
+ * (cdp_raster_transformer(&src's info, g, ...)) would take any pixel of
+ * g from src. Tested as the warp goes, from g's pixel centres (a grid of
+ * them, refined while they land around src but not on it) back to src's
+ * pixels: with GCPs the way back by their separately fitted inverse
+ * polynomial can disagree with the warp by pixels. 1 it does, 0 not,
+ * CDP_ENOMEM. Leaves tr at the window (0, 0). */
+int  cdp_raster_overlaps(const cdp_raster *src, const cdp_raster_info *g, void *tr,
                          char *err, size_t errcap);
 /* 4 * steps points x, y clockwise along the outline of a w x h pixel
  * rectangle from its top-left corner, steps along each edge: what a

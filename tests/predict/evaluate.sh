@@ -170,7 +170,8 @@ expect_fail 1 "^cdp-evaluate: '$T/pg.tif' has geotransform (500000, 1, 0, 580000
 	cdp-evaluate "$T/pg.tif" "$T/rs2.tif"
 # GCPs (a map of a GCP scene, cdp-predict(1)): the same GCPs in the same
 # CRS, else refused as another georeference; a vector reference is
-# rasterized through them; one without a CRS names the prediction
+# rasterized through them (GCPs that place nothing refused up front); one
+# without a CRS names the prediction
 G="-gcp 0 0 500000 5800003 -gcp 4 0 500004 5800003 -gcp 0 3 500000 5800000"
 # shellcheck disable=SC2086
 gdal_translate -q $G -a_srs EPSG:32633 "$T/pred.tif" "$T/pgcp.tif"
@@ -203,6 +204,11 @@ sed "s|pgcp.tif|pg.tif|g" "$T/jvgcp" | cmp -s - "$T/jvg" ||
 	fail "GCPs against a geotransform: $(cat "$T/jvgcp") against $(cat "$T/jvg")"
 expect_fail 1 "^cdp-evaluate: reference '$T/v.geojson': the prediction '$T/pred.tif' has no CRS to reproject layer 'v' into\$" \
 	cdp-evaluate "$T/pred.tif" "$T/v.geojson"
+# GCPs that place nothing (one) are refused before anything is written
+gdal_translate -q -gcp 0 0 500000 5800003 -a_srs EPSG:32633 "$T/pred.tif" "$T/pg1.tif"
+expect_fail 1 "^cdp-evaluate: reference '$T/vp.geojson': the GCPs of the prediction '$T/pg1.tif' cannot place it: " \
+	cdp-evaluate --json "$T/pg1.tif" "$T/vp.geojson"
+[ ! -s "$T/out" ] || fail "GCPs that place nothing: wrote $(cat "$T/out")"
 mk "$T/two.tif" "0 0 1 1;0 1 1 1;0 0 0 1" - 2
 expect_fail 1 "'$T/two.tif' has 2 bands" cdp-evaluate "$T/two.tif" "$T/ref.tif"
 expect_fail 1 "cannot open '$T/none.tif'" cdp-evaluate "$T/pred.tif" "$T/none.tif"

@@ -27,8 +27,10 @@
 #    so a georeferenced raster draws no pixel-size warning; --time dates
 #    placed by GCPs, or by nothing, are predicted, the map keeping the
 #    first date's GCPs; a date placed by GCPs against a first date on a
-#    geotransform, or the reverse, is warped through the GCPs: with GCPs
-#    that encode b.tif's geotransform the map is b.tif's own;
+#    geotransform, or the reverse, is warped through the GCPs (their
+#    polynomial, or with --tps their spline; --tps without --time is a
+#    usage error): with GCPs that encode b.tif's geotransform the map is
+#    b.tif's own;
 #  - a raster placed by RPCs keeps them in the class map and the --prob COG
 #    (gdalwarp -rpc orthorectifies the map);
 #  - no temporary file is left beside the outputs;
@@ -332,14 +334,20 @@ cdp-predict -q "$T/grun" --time "$T/b.tif,$T/b.tif" -o "$T/o/btg.tif" 2>"$T/err"
 gdal_translate -q -a_srs EPSG:32633 -gcp 0 0 500000 5800000 -gcp 600 0 500300 5800000 \
 	-gcp 0 520 500000 5799740 -gcp 600 520 500300 5799740 -gcp 300 260 500150 5799870 \
 	"$T/b.tif" "$T/bgcp2.tif" || fail "b.tif's GCP twin"
+# and by the thin plate spline through them with --tps, which through GCPs
+# that encode a geotransform is that geotransform too
 for d in "bgcp2.tif,b.tif" "b.tif,bgcp2.tif"; do
-	cdp-predict -q "$T/grun" --time "$T/${d%,*},$T/${d#*,}" -o "$T/o/tw.tif" ||
-		fail "--time $d: a date warped through GCPs"
-	py "
+	for tps in "" --tps; do
+		cdp-predict -q $tps "$T/grun" --time "$T/${d%,*},$T/${d#*,}" -o "$T/o/tw.tif" ||
+			fail "--time $d $tps: a date warped through GCPs"
+		py "
 a, b = gdal.Open('$T/o/btg.tif').ReadAsArray(), gdal.Open('$T/o/tw.tif').ReadAsArray()
 assert (a == b).all(), ('$d', (a != b).sum())
-" || fail "--time $d: not the map of b.tif,b.tif"
+" || fail "--time $d $tps: not the map of b.tif,b.tif"
+	done
 done
+expect_fail 2 "^cdp-predict: --tps needs --time (it places the dates that GCPs place)\$" \
+	cdp-predict --tps "$T/grun" "$T/b.tif" -o "$T/o/x.tif"
 
 echo "== a raster placed by RPCs"
 py "

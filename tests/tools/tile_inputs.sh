@@ -18,9 +18,13 @@
 #    the label tiles of the image (a raster label on another grid, one in
 #    EPSG:4326, a value label, a label itself placed by GCPs, with a
 #    --label-map too, --tps, a vector label) and its --time date's warp;
+#    --tps is in label_options where GCPs placed the label;
 #    gdalwarp [-tps]'s warp of a label placed by GCPs no affine fits; a
 #    label elsewhere is refused as not overlapping, a date elsewhere
-#    leaves every tile dropped;
+#    leaves every tile dropped; on an image placed by GCPs no affine fits
+#    a label on its corner is taken (as gdalwarp labels it) and one off
+#    it refused, and overlapping tiles agree on the pixels they share
+#    (bilinear, mode); a GCP that is not a number is refused naming it;
 #  - -O tiles keep the RPCs with LINE_OFF and SAMP_OFF moved by the tile's
 #    offset (as gdal_translate -srcwin), and each band's scale, offset,
 #    unit and description (a VRT's too), but not with --standardize;
@@ -330,6 +334,12 @@ twin gcptps --label lab7g.tif --tps
 twin gcpmap --label lab7g.tif --label-map 0:0,1:1,2:1,3:2,4:2 --label-resample mode
 twin vector --label feat.geojson --label-field cls
 twin touched --label feat.geojson --label-field cls --all-touched --tps
+# --tps is in the source's label_options where GCPs placed the label, and
+# only there (between two geotransforms it changes nothing)
+cdp-tile -q -s 32 --tps --label lab7.tif twin.tif >tps.cdps &&
+	cdp-tile -q -s 32 --tps --label lab7.tif geo.tif >tps_gt.cdps || fail "--tps streams"
+grep -a -q "^label_options=--tps\$" tps.cdps || fail "--tps is not in the label options"
+! grep -a -q "^label_options=" tps_gt.cdps || fail "--tps recorded where no GCP placed the label"
 # a label placed by GCPs on the geotransformed image: as the label itself
 "$PYTHON" same_tiles.py gt_near gt_gcplab '*_label.tif' || fail "a label placed by GCPs"
 # GCPs that no affine fits (the centre one 20 m off): the label placed by
@@ -373,6 +383,85 @@ done
 for o in t_twin_d7 t_geo_d7g t_twin_d7g; do
 	"$PYTHON" same_tiles.py t_geo_d7 "$o" '*.tif' || fail "--time: $o differs from t_geo_d7"
 done
+
+# An image placed by 12 GCPs that no affine fits (order 2): whether a label
+# overlaps it is decided as the warp goes, from the image's pixels by the
+# forward polynomial, not back by the separately fitted inverse one, which
+# missed a label on the image's corner and took one 1 km off for on it.
+# A GCP that is not a number is refused naming it.
+"$PYTHON" - <<'PYFX' || fail "bent GCP fixtures"
+import numpy as np
+from osgeo import gdal, osr
+gdal.UseExceptions()
+W, H = 200, 150
+s = osr.SpatialReference(); s.ImportFromEPSG(32633)
+def ground(p, l):
+    return (500000 + 10 * p + 3 * (p - W / 2) * (l - H / 2) / 50,
+            5800000 - 10 * l + 3 * (p - W / 2) ** 2 / 200)
+gc = [gdal.GCP(*ground(p, l), 0, p, l) for p in np.linspace(0, W, 4) for l in np.linspace(0, H, 3)]
+G = gdal.GetDriverByName("GTiff")
+d = G.Create("bent.tif", W, H, 1); d.SetGCPs(gc, s.ExportToWkt())
+d.GetRasterBand(1).WriteArray(np.full((H, W), 9, np.uint8)); d = None
+d = G.Create("bentnan.tif", W, H, 1)
+d.SetGCPs(gc[:3] + [gdal.GCP(float("nan"), gc[3].GCPY, 0, gc[3].GCPPixel, gc[3].GCPLine)] + gc[4:],
+          s.ExportToWkt()); d = None
+for name, gt, n in (("corner", (501800, 10, 0, 5799800, 0, -10), 20),
+                    ("off", (502950, 10, 0, 5800040, 0, -10), 224)):
+    d = G.Create("lab_%s.tif" % name, n, n, 1); d.SetGeoTransform(gt)
+    d.SetProjection(s.ExportToWkt())
+    d.GetRasterBand(1).WriteArray(np.full((n, n), 3, np.uint8)); d = None
+PYFX
+cdp-tile -q -s 64 --name s -O bent_c --label lab_corner.tif bent.tif ||
+	fail "a label on the corner of an image placed by bent GCPs was refused"
+# gdalwarp onto the image's own grid: a copy filled with nodata
+gdal_translate -q bent.tif bent_w.tif &&
+	"$PYTHON" -c "from osgeo import gdal; d = gdal.Open('bent_w.tif', 1)
+d.GetRasterBand(1).SetNoDataValue(255); d.GetRasterBand(1).Fill(255)" &&
+	gdalwarp -q -et 0 lab_corner.tif bent_w.tif || fail "bent GCPs: gdalwarp of the corner"
+"$PYTHON" - <<'PYCK' || fail "bent GCPs: the corner label is not gdalwarp's"
+import glob
+import numpy as np
+from osgeo import gdal
+want = int((gdal.Open("bent_w.tif").ReadAsArray() == 3).sum())
+got = sum(int((gdal.Open(f).ReadAsArray() == 3).sum()) for f in glob.glob("bent_c/*_label.tif"))
+assert want > 0 and got == want, (got, want)
+PYCK
+expect_fail 1 "^cdp-tile: 'bent.tif': label 'lab_off.tif' does not overlap the image\$" \
+	cdp-tile -s 64 -O bent_o --label lab_off.tif bent.tif
+[ ! -e bent_o ] || fail "a label off an image placed by bent GCPs left tiles"
+# overlapping tiles warp a shared pixel alike at E = 0: the GCPs are
+# fitted once for the image, and the resampling scale is the image's, not
+# GDAL's estimate per window (which moved a bilinear value by up to 0.16)
+"$PYTHON" - <<'PYFX' || fail "bent GCPs: the value label"
+import numpy as np
+from osgeo import gdal, osr
+s = osr.SpatialReference(); s.ImportFromEPSG(32633)
+d = gdal.GetDriverByName("GTiff").Create("val_bent.tif", 320, 240, 1, gdal.GDT_Float32)
+d.SetGeoTransform((499950.5, 7, 0, 5800040.25, 0, -7)); d.SetProjection(s.ExportToWkt())
+y, x = np.mgrid[0:240, 0:320]
+d.GetRasterBand(1).WriteArray((50 + 10 * np.sin(x / 9.0) * np.cos(y / 7.0) + x / 5.0).astype(np.float32))
+d = None
+PYFX
+for r in bilinear mode; do
+	lab=val_bent.tif; [ $r = bilinear ] || lab=lab7.tif
+	cdp-tile -q -s 64 --overlap 16 --name s -O "bent_$r" --label "$lab" --label-resample $r \
+		--label-error-threshold 0 bent.tif || fail "bent GCPs: overlapping $r tiles"
+done
+"$PYTHON" - <<'PYCK' || fail "bent GCPs: overlapping tiles disagree on a warped label"
+import numpy as np
+from osgeo import gdal
+for r in ("bilinear", "mode"):
+    t = lambda n: gdal.Open("bent_%s/s_%s_label.tif" % (r, n)).ReadAsArray().astype(float)
+    a = t("0_0")
+    for n, mine, theirs in (("0_1", a[:, 48:], t("0_1")[:, :16]), ("1_0", a[48:], t("1_0")[:16])):
+        assert np.isfinite(mine).any() if r == "bilinear" else (mine != 255).any(), (r, n)
+        same = (mine == theirs) | (np.isnan(mine) & np.isnan(theirs))
+        assert same.all(), (r, n, int((~same).sum()))
+PYCK
+expect_fail 1 "^cdp-tile: cannot open 'bentnan.tif': GCP 4 of 12 ('4') is not a number: pixel 66.6667, line 0, x nan, y " \
+	cdp-tile -s 64 bentnan.tif
+expect_fail 1 "^cdp-tile: 'bent.tif': cannot open label 'bentnan.tif': GCP 4 of 12 ('4') is not a number" \
+	cdp-tile -s 64 --label bentnan.tif bent.tif
 
 # --- RPCs, scale and offset of -O tiles -------------------------------------
 cdp-tile -q -s 16 -O rpc rpc.tif && gdal_translate -q -srcwin 32 16 16 16 rpc.tif rpc_gt.tif &&

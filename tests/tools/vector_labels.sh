@@ -10,7 +10,8 @@
 # cdp-evaluate's report against the vector must equal its report against
 # gdal_rasterize's raster of it, also along the seams of its bands of rows.
 # The twin of the image placed by GCPs that encode its geotransform (no
-# geotransform) gets the image's labels, rasterized through the GCPs.
+# geotransform) gets the image's labels, rasterized through the GCPs;
+# GCPs that place nothing are refused before the stream starts.
 # Each refusal is checked with its message; a --label-crs that is no CRS is
 # a usage error even beside a layer's own CRS, which wins with a warning.
 . "$CDP_SRCDIR/tests/tools/common.sh"
@@ -193,6 +194,22 @@ for f in fs:
     b = gdal.Open(os.path.join("vgcp", os.path.basename(f))).ReadAsArray()
     assert (a == b).all(), (f, np.argwhere(a != b)[:5])
 PYCK
+done
+# --tps is in label_options where GCPs place the image, not elsewhere
+cdp-tile -q -s 32 --tps --label feat.gpkg gcp.tif >tps.cdps &&
+	cdp-tile -q -s 32 --tps --label feat.gpkg img.tif >tps_gt.cdps || fail "--tps streams"
+grep -a -q "^label_options=--burn 1 --background 0 --tps\$" tps.cdps ||
+	fail "--tps is not in the label options: $(grep -a label_options tps.cdps)"
+grep -a -q "^label_options=--burn 1 --background 0\$" tps_gt.cdps ||
+	fail "--tps recorded where no GCP placed the image"
+# GCPs that place nothing (one, collinear) are refused when the label is
+# opened, before the stream starts, as the image's fault
+gdal_translate -q -a_srs EPSG:32633 -gcp 0 0 500000 6000000 img.tif gcp1.tif &&
+	gdal_translate -q -a_srs EPSG:32633 -gcp 0 0 500000 6000000 -gcp 48 40 500480 5999600 \
+		-gcp 96 80 500960 5999200 img.tif gcpcol.tif || fail "GCPs that place nothing"
+for g in gcp1.tif gcpcol.tif; do
+	refused 1 "^cdp-tile: '$g': label 'feat.gpkg': the GCPs of '$g' cannot place it: " \
+		cdp-tile -s 32 --label feat.gpkg "$g"
 done
 # --label-crs is checked up front, a usage error, also where the layer
 # declares a CRS of its own (which wins) and would never need it

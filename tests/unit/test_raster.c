@@ -6,7 +6,8 @@
  * info fields, windows in every dtype, band subsets, the validity mask, and
  * the errors for bad windows, missing files, non-rasters and unsupported
  * types. cdp_raster_transformer relates a geotransform and GCPs that encode
- * it (both ways, a window's offset, the spline, a vector's coordinates).
+ * it (both ways, a window's offset, one fit moved from window to window,
+ * the spline, a vector's coordinates).
  */
 #include <dirent.h>
 #include <math.h>
@@ -361,7 +362,7 @@ static void moved(void *tr, double x, double y, double ex, double ey, const char
 	double z = 0;
 	int ok = 0;
 
-	GDALGenImgProjTransform(tr, FALSE, 1, &x, &y, &z, &ok);
+	cdp_raster_transform(tr, FALSE, 1, &x, &y, &z, &ok);
 	CHECK(ok && fabs(x - ex) < 1e-6 && fabs(y - ey) < 1e-6, "%s: (%.9g, %.9g), want "
 	      "(%g, %g)", what, x, y, ex, ey);
 }
@@ -390,8 +391,20 @@ static void test_transformer(void)
 	for (int tps = 0; tps < 2; tps++) {
 		tr = cdp_raster_transformer(&a, &b, 5, 3, tps, err, sizeof err);
 		CHECK(tr != NULL, "a to b's window: %s", err);
-		if (tr)
+		if (tr) {
+			double x = -1.5, y = 4.25, z = 0;
+			int ok = 0;
 			moved(tr, 3.5, 7.25, -1.5, 4.25, tps ? "a to b (tps)" : "a to b");
+			/* and back, through the same window */
+			cdp_raster_transform(tr, 1, 1, &x, &y, &z, &ok);
+			CHECK(ok && fabs(x - 3.5) < 1e-6 && fabs(y - 7.25) < 1e-6,
+			      "b's window to a: (%g, %g)", x, y);
+			/* one fit serves every window: moved to another */
+			cdp_raster_transformer_move(tr, 0, 0);
+			moved(tr, 3.5, 7.25, 3.5, 7.25, "a to b's window (0, 0)");
+			cdp_raster_transformer_move(tr, 40, 20);
+			moved(tr, 3.5, 7.25, -36.5, -12.75, "a to b's window (40, 20)");
+		}
 		cdp_raster_transformer_free(tr);
 		tr = cdp_raster_transformer(&b, &a, 0, 0, tps, err, sizeof err);
 		CHECK(tr != NULL, "b to a: %s", err);

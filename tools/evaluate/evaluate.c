@@ -95,6 +95,10 @@ static int open_vector_side(side *s, const char *path, const side *p,
 			            why, p->path, im + strlen("the image"));
 		return fail(err, cap, "reference %s", why);
 	}
+	/* before any output: GCPs that place nothing are the prediction's fault */
+	if (cdp_label_vector_place(s->v, p->ri, 0, why, sizeof why))
+		return fail(err, cap, "reference '%s': the GCPs of the prediction '%s' cannot "
+		            "place it: %s", path, p->path, why);
 	/* a warning, not a failure: the layer's own CRS wins, as documented */
 	if (cdp_label_vector_note(s->v))
 		fprintf(stderr, "%s: warning: reference '%s': %s\n", cdp_cli_prog(), path,

@@ -22,7 +22,7 @@
 enum {
 	OPT_ANY_CRS = 256, OPT_BATCH, OPT_COG, OPT_COLORS, OPT_DEVICE, OPT_OVERLAP, OPT_PRECISION,
 	OPT_PREVIEW, OPT_PREVIEW_BANDS, OPT_PROB, OPT_PROGRESS, OPT_SIZE, OPT_THREADS, OPT_THRESHOLD,
-	OPT_TIME, OPT_TTA, OPT_VECTOR,
+	OPT_TIME, OPT_TPS, OPT_TTA, OPT_VECTOR,
 	OPT_VECTOR_CLASS
 };
 
@@ -33,7 +33,7 @@ static void usage(FILE *f)
 	    "                   [--device cpu|cuda|cuda:N|auto] [--precision fp32|tf32|bf16|fp16]\n"
 	    "                   [--tta none|flips|d4] [--prob] [--cog] [--colors FILE]\n"
 	    "                   [--vector OUT.gpkg] [--vector-class K|name|all] [--preview FILE.png]\n"
-	    "                   [--preview-bands R,G,B|B] [--progress]\n"
+	    "                   [--preview-bands R,G,B|B] [--progress] [--tps]\n"
 	    "                   MODEL RASTER|--time DATE,DATE[,...] -o OUT.tif\n"
 	    "       " PROG " [-hqV] [--size N] [--batch N] [--threads N]\n"
 	    "                   [--device cpu|cuda|cuda:N|auto] [--precision fp32|tf32|bf16|fp16]\n"
@@ -61,6 +61,7 @@ int main(int argc, char **argv)
 		{ "threads",      required_argument, NULL, OPT_THREADS },
 		{ "time",         required_argument, NULL, OPT_TIME },
 		{ "threshold",    required_argument, NULL, OPT_THRESHOLD },
+		{ "tps",          no_argument,       NULL, OPT_TPS },
 		{ "tta",          required_argument, NULL, OPT_TTA },
 		{ "vector",       required_argument, NULL, OPT_VECTOR },
 		{ "vector-class", required_argument, NULL, OPT_VECTOR_CLASS },
@@ -155,6 +156,9 @@ int main(int argc, char **argv)
 			o.input = optarg;
 			o.time = 1;
 			break;
+		case OPT_TPS:
+			o.tps = 1;
+			break;
 		case OPT_VECTOR:
 			if (cdp_cli_file("--vector", optarg))
 				goto out;
@@ -208,6 +212,11 @@ int main(int argc, char **argv)
 	}
 	if (o.npreview_bands && !o.preview) {
 		fprintf(stderr, PROG ": --preview-bands needs --preview (the PNG it paints)\n");
+		goto out;
+	}
+	if (o.tps && !o.time) {
+		fprintf(stderr, PROG ": --tps needs --time (it places the dates that GCPs "
+		        "place)\n");
 		goto out;
 	}
 	if (vector_class && !o.vector) {

@@ -36,6 +36,8 @@ typedef struct cdp_predict_opts {
 	const char *input;      /* the raster, or with time its dates "A.tif,B.tif[,...]" */
 	int time;               /* 1: input is a multi-date input (--time), stacked as
 	                           cdp-tile --time stacks it (cdp_raster_open_time) */
+	int tps;                /* 1: GCPs place the dates by a thin plate spline
+	                           (cdp-tile --tps), else their polynomial */
 	const char *output;     /* GeoTIFF written (atomically), tiled, with overviews */
 	int cog;                /* 1: a Cloud Optimized GeoTIFF */
 	const char *colors;     /* --colors FILE: class names and colours, or NULL */

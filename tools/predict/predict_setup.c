@@ -305,9 +305,9 @@ int pr_open_raster(predictor *p, char *err, size_t cap)
 
 	cdp_raster_init();
 	/* a date placed by other GCPs warps by their polynomial, gdalwarp's
-	 * default (cdp-predict has no --tps) */
-	if (o->time && (rc = cdp_raster_open_time(o->input, CDP_RASTER_TIME_ET, 0, &p->r, err,
-	                                          cap)) != 0) {
+	 * default, or with --tps by the spline, as cdp-tile --tps warped it */
+	if (o->time && (rc = cdp_raster_open_time(o->input, CDP_RASTER_TIME_ET, o->tps, &p->r,
+	                                          err, cap)) != 0) {
 		char why[1024];
 		snprintf(why, sizeof why, "%s", err);
 		return pr_fail(err, cap, "--time '%s': %s", o->input, why);

@@ -128,6 +128,12 @@ static int input_open_vector(ctx *c, input *in)
 		ERR(c, "'%s': label %s", in->path, msg);
 		goto fail;
 	}
+	/* before the stream starts: GCPs that place nothing are the image's fault */
+	if ((rc = cdp_label_vector_place(in->vlab, in->ri, c->o->tps, msg, sizeof msg))) {
+		ERR(c, "'%s': label '%s': the GCPs of '%s' cannot place it: %s", in->path,
+		    in->lpath, in->path, msg);
+		goto fail;
+	}
 	in->lkind = cdp_label_vector_kind(in->vlab);
 	/* once, not once per input under --label-all */
 	if (cdp_label_vector_note(in->vlab) && !c->res->note[0])

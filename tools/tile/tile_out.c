@@ -361,6 +361,19 @@ static char *time_band_names(const input *in)
 	return t;
 }
 
+/* 1 when GCPs place in's label on its grid: a raster label warped where
+ * either side has no geotransform, a vector on an image placed by GCPs. */
+static int label_by_gcps(const input *in)
+{
+	int image_gcps = !in->ri->has_gt && in->ri->ngcps > 0;
+
+	if (in->vlab)
+		return image_gcps;
+	if (!in->lab || !cdp_label_warped(in->lab))
+		return 0;
+	return !in->ri->has_gt || !cdp_raster_get_info(cdp_label_raster(in->lab))->has_gt;
+}
+
 int tile_emit_source(ctx *c, size_t idx, input *in, cdp_buf *body)
 {
 	cdp_source s;
@@ -407,6 +420,20 @@ int tile_emit_source(ctx *c, size_t idx, input *in, cdp_buf *body)
 			    cdp_strerror(rc));
 			goto out;
 		}
+		s.label_options = lopts;
+	}
+	/* --tps where it placed the label: GCPs on one side of a warp, or
+	 * under a vector's rasterization; it changes the labels as much as
+	 * any option above */
+	if (c->o->tps && label_by_gcps(in)) {
+		size_t n = in->vlab ? strlen(lopts) : 0;
+		if (n + sizeof " --tps" > sizeof lopts) {
+			ERR(c, "'%s': cannot describe the label options: %s", in->path,
+			    cdp_strerror(CDP_ERANGE));
+			rc = CDP_ERANGE;
+			goto out;
+		}
+		snprintf(lopts + n, sizeof lopts - n, "%s--tps", n ? " " : "");
 		s.label_options = lopts;
 	}
 	if ((rc = cdp_source_format(&s, body))) {
