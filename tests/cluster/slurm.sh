@@ -286,15 +286,23 @@ grep -q '^#SBATCH .*--signal=B:USR1@' "$W/requeue.sbatch" ||
 Q="--batch 8 --threads 1 --checkpoint-every 500 --steps 40 --log-every 1 -q"
 $MP cdp-train --db "$W/pool" --keys "$W/train.keys" --model "$W/unet.cfg" --out "$T/qref" $Q ||
 	fail "mpirun -np 2, 40 steps"
-job=$(cd "$W" && sbatch --parsable --time=5 --nodes=1 --ntasks-per-node=2 \
-	--cpus-per-task=1 requeue.sbatch $Q 2>"$T/sb") || fail "sbatch requeue.sbatch: $(cat "$T/sb")"
+# qjob SCRIPT_ARGS...: submit the requeue script, job id in $job
+qjob() {
+	job=$(cd "$W" && sbatch --parsable --time=5 --nodes=1 --ntasks-per-node=2 \
+		--cpus-per-task=1 requeue.sbatch "$@" 2>"$T/sb") || fail "sbatch requeue.sbatch: $(cat "$T/sb")"
+}
 jobf() { scontrol show job "$job" | sed -n "s/.*[[:space:]]$1=\([^[:space:]]*\).*/\1/p"; }
-i=0
-until grep -q '"step":3,' "$W/run/metrics.jsonl" 2>/dev/null; do
-	i=$((i + 1))
-	[ "$i" -lt 600 ] || fail "requeue.sbatch: job $job logged no step 3 in 120 s: $(cat "$W/slurm-$job.out" 2>/dev/null)"
-	sleep 0.2
-done
+# qstep3: wait (120 s at most) for the job's run to log step 3
+qstep3() {
+	i=0
+	until grep -q '"step":3,' "$W/run/metrics.jsonl" 2>/dev/null; do
+		i=$((i + 1))
+		[ "$i" -lt 600 ] || fail "requeue.sbatch: job $job logged no step 3 in 120 s: $(cat "$W/slurm-$job.out" 2>/dev/null)"
+		sleep 0.2
+	done
+}
+qjob $Q
+qstep3
 scancel --signal=USR1 --batch "$job" || fail "scancel --signal=USR1 --batch $job"
 t0=$(date +%s)
 i=0
@@ -332,11 +340,6 @@ echo "requeue.sbatch: $(grep -o 'interrupted: checkpoint at step [0-9]*' "$T/req
 # within KillWait (5 s here) and the script submitted again resumes the
 # run to its end; a run that holds no checkpoint (its first start killed
 # before one) starts over instead of failing.
-# qjob SCRIPT_ARGS...: submit the requeue script, job id in $job
-qjob() {
-	job=$(cd "$W" && sbatch --parsable --time=5 --nodes=1 --ntasks-per-node=2 \
-		--cpus-per-task=1 requeue.sbatch "$@" 2>"$T/sb") || fail "sbatch requeue.sbatch: $(cat "$T/sb")"
-}
 # qend STATE: wait (120 s at most) for the job to end in STATE
 qend() {
 	i=0
@@ -349,12 +352,7 @@ qend() {
 }
 echo "== cdp-train(1)'s requeue script: scancel at step 3, submitted again, resumed"
 qjob $Q
-i=0
-until grep -q '"step":3,' "$W/run/metrics.jsonl" 2>/dev/null; do
-	i=$((i + 1))
-	[ "$i" -lt 600 ] || fail "requeue.sbatch: job $job logged no step 3 in 120 s: $(cat "$W/slurm-$job.out" 2>/dev/null)"
-	sleep 0.2
-done
+qstep3
 scancel "$job" || fail "scancel $job"
 qend CANCELLED
 grep -q 'interrupted: checkpoint at step [0-9]* written' "$W/run/train.log" ||
