@@ -63,10 +63,15 @@ int cdp_device_env_local_rank(void)
 {
 	static const char *const vars[] = { "OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID",
 	                                    "LOCAL_RANK", "MPI_LOCALRANKID" };
+	/* torchrun's children inherit the SLURM_LOCALID of the srun task that
+	 * started torchrun, the same for all of them: its LOCAL_RANK is theirs */
+	static const char *const torch[] = { "LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK",
+	                                     "SLURM_LOCALID", "MPI_LOCALRANKID" };
+	const char *const *order = getenv("TORCHELASTIC_RUN_ID") ? torch : vars;
 	int v;
 
 	for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
-		const char *s = getenv(vars[i]);
+		const char *s = getenv(order[i]);
 		if (s && *s && cdp_parse_int(s, 0, 1 << 20, &v) == 0)
 			return v;
 	}

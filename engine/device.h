@@ -21,7 +21,8 @@ int cdp_device_pick(const char *spec, int ngpu, int local_rank);
 /* The launcher's local rank, before MPI is up: the first of
  * OMPI_COMM_WORLD_LOCAL_RANK (Open MPI), SLURM_LOCALID (srun), LOCAL_RANK
  * (torchrun and the like), MPI_LOCALRANKID (MPICH, Intel MPI) that holds a
- * number >= 0; else -1. */
+ * number >= 0, LOCAL_RANK first where torchrun started the process
+ * (TORCHELASTIC_RUN_ID); else -1. */
 int cdp_device_env_local_rank(void);
 /* The engine's settings of the environment (CDP_CPU_ISA, CDP_CPU_BF16,
  * CDP_CPU_BF16_EMU, CDP_CPU_WINOGRAD, CDP_BF16_STASH, CDP_CUDNN_*), checked

@@ -173,10 +173,12 @@ struct cdp_backend;
  * when the open-file limit is below 32, which Open MPI's start-up, which
  * ends the process itself, cannot live within.
  * Launched without MPI: when MPI finds one process (a singleton) that no
- * MPI launcher started (none of OMPI_COMM_WORLD_SIZE, PMIX_RANK, PMI_RANK,
- * PMI_SIZE is set before MPI_Init, nor SLURM_STEP_ID with SLURM_PROCID
- * unless TORCHELASTIC_RUN_ID says torchrun started it: under mpirun and
- * srun these variables are the user's leftovers and ignored) but
+ * MPI launcher started (OMPI_COMM_WORLD_SIZE unset before MPI_Init, and
+ * none of PMIX_RANK, PMI_RANK, PMI_SIZE, nor SLURM_STEP_ID with
+ * SLURM_PROCID, unless TORCHELASTIC_RUN_ID says torchrun started it: then
+ * those are the srun task's that started torchrun, hidden from MPI_Init
+ * (PMIX_*, PMI_*, SLURM_*, put back after it); under mpirun and srun
+ * these variables are the user's leftovers and ignored) but
  * CDP_RENDEZVOUS names a file and WORLD_SIZE > 1, RANK, WORLD_SIZE,
  * LOCAL_WORLD_SIZE (default WORLD_SIZE: one node) and LOCAL_RANK (default
  * RANK mod LOCAL_WORLD_SIZE) give rank, size, local size and local rank (as

@@ -275,18 +275,79 @@ static int env_int(const char *name, const char *what, int def, int lo, int hi, 
 
 /* Whether a launcher started this process as an MPI rank, which leaves
  * its mark: Open MPI's mpirun, a PMIx or PMI server (srun --mpi=pmix or
- * pmi2, MPICH's hydra), or a Slurm task (srun, also --mpi=none) that no
- * torchrun started. RANK, WORLD_SIZE and CDP_RENDEZVOUS are then not a
- * launch of ours but what the user's shell left (dist.h). */
+ * pmi2, MPICH's hydra), or a Slurm task (srun, also --mpi=none). RANK,
+ * WORLD_SIZE and CDP_RENDEZVOUS are then not a launch of ours but what the
+ * user's shell left (dist.h). A torchrun (TORCHELASTIC_RUN_ID) that srun
+ * started passes the srun task's PMIx and Slurm variables on to every
+ * child it starts, so those marks are not the child's: torchrun's
+ * variables are. */
 static int mpi_launched(void)
 {
-	static const char *const marks[] = { "OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK",
-	                                     "PMI_SIZE" };
+	static const char *const marks[] = { "PMIX_RANK", "PMI_RANK", "PMI_SIZE" };
 
+	if (getenv("OMPI_COMM_WORLD_SIZE"))
+		return 1;
+	if (getenv("TORCHELASTIC_RUN_ID"))
+		return 0;
 	for (size_t i = 0; i < sizeof marks / sizeof marks[0]; i++)
 		if (getenv(marks[i]))
 			return 1;
-	return getenv("SLURM_STEP_ID") && getenv("SLURM_PROCID") && !getenv("TORCHELASTIC_RUN_ID");
+	return getenv("SLURM_STEP_ID") && getenv("SLURM_PROCID");
+}
+
+/* Whether MPI_Init in a process that no launcher started as an MPI rank
+ * must not see variable e ("NAME=value"): a PMIx server's (else Open MPI
+ * joins the srun task's PMIx server, which knows one rank for all of
+ * torchrun's children, and MPI_Init_thread fails) and Slurm's (else Open
+ * MPI takes the process for one srun started without PMIx and aborts).
+ * PMIX_MCA_ settings are the user's or singleton_prepare's, not a server's. */
+static int launcher_var(const char *e)
+{
+	return (!strncmp(e, "PMIX_", 5) && strncmp(e, "PMIX_MCA_", 9) != 0) ||
+	       !strncmp(e, "PMI_", 4) || !strncmp(e, "SLURM_", 6);
+}
+
+/* Hides the launcher's variables from a singleton's MPI_Init: unsets them
+ * and returns their copies (NULL-terminated, malloc'ed), which
+ * launcher_restore puts back, since the job id (dist_rdv.c) and the
+ * restart count are read after MPI_Init. NULL when out of memory. */
+static char **launcher_hide(void)
+{
+	extern char **environ;
+	size_t n = 0, k = 0;
+	char **saved;
+
+	for (char **e = environ; *e; e++)
+		n++;
+	if (!(saved = calloc(n + 1, sizeof *saved)))
+		return NULL;
+	/* copied first: unsetenv moves environ's entries */
+	for (char **e = environ; *e; e++)
+		if (launcher_var(*e) && strchr(*e, '=') && !(saved[k++] = strdup(*e)))
+			goto fail;
+	for (size_t i = 0; i < k; i++) {
+		char *eq = strchr(saved[i], '=');
+		*eq = '\0';
+		unsetenv(saved[i]);
+		*eq = '=';
+	}
+	return saved;
+fail:
+	for (size_t i = 0; i < k; i++)
+		free(saved[i]);
+	free(saved);
+	return NULL;
+}
+
+static void launcher_restore(char **saved)
+{
+	for (size_t i = 0; saved[i]; i++) {
+		char *eq = strchr(saved[i], '=');
+		*eq = '\0';
+		setenv(saved[i], eq + 1, 1);
+		free(saved[i]);
+	}
+	free(saved);
 }
 
 /* The world size the launcher that started this process announced, before
@@ -483,6 +544,7 @@ static void singleton_prepare(void)
 int cdp_dist_init(int *argc, char ***argv)
 {
 	const char *env = getenv("CDP_DIST_TIMEOUT"), *want_var = NULL;
+	char **hidden = NULL;
 	int provided, rc, want;
 
 	if (st.inited)
@@ -503,12 +565,17 @@ int cdp_dist_init(int *argc, char ***argv)
 	/* a singleton's MPI_Init sets OMPI_COMM_WORLD_SIZE itself */
 	st.launched = mpi_launched();
 	want = st.launched ? launched_size(&want_var) : 0;
-	if (!st.launched)
+	if (!st.launched) {
 		singleton_prepare();
+		if (!(hidden = launcher_hide()))
+			return CDP_ENOMEM;
+	}
 	/* SERIALIZED: the communication thread (dist_ring.c) makes MPI calls
 	 * while the main thread makes none; Open MPI takes no locks below
 	 * MPI_THREAD_MULTIPLE */
 	MPI_CHECK(MPI_Init_thread(argc, argv, MPI_THREAD_SERIALIZED, &provided));
+	if (hidden)
+		launcher_restore(hidden);
 	st.serialized = provided >= MPI_THREAD_SERIALIZED;
 	MPI_CHECK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
 	/* our own communicator, so our tags never meet the caller's messages */

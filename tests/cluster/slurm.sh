@@ -28,7 +28,12 @@
 #    its batch shell (scancel --signal=USR1 --batch, at step 3) stops the
 #    run with a checkpoint and requeues the job, whose next start resumes
 #    the run to its end (the job COMPLETED, exit 0, after 1 restart; the
-#    losses and checkpoint of the run never stopped).
+#    losses and checkpoint of the run never stopped); `scancel JOBID`
+#    (Slurm's SIGTERM to mpirun and the ranks alike) at step 3 leaves a
+#    checkpoint and no .lock (its mpirun gives them its
+#    odls_base_sigkill_timeout), the script submitted again resumes the run
+#    to the same end, and submitted on a run without a checkpoint starts it
+#    over (--overwrite) instead of failing.
 # Skipped where the packages are missing, without root or MPI, or where the
 # daemons do not start (their log says why).
 . "$CDP_SRCDIR/tests/tools/common.sh"
@@ -281,15 +286,23 @@ grep -q '^#SBATCH .*--signal=B:USR1@' "$W/requeue.sbatch" ||
 Q="--batch 8 --threads 1 --checkpoint-every 500 --steps 40 --log-every 1 -q"
 $MP cdp-train --db "$W/pool" --keys "$W/train.keys" --model "$W/unet.cfg" --out "$T/qref" $Q ||
 	fail "mpirun -np 2, 40 steps"
-job=$(cd "$W" && sbatch --parsable --time=5 --nodes=1 --ntasks-per-node=2 \
-	--cpus-per-task=1 requeue.sbatch $Q 2>"$T/sb") || fail "sbatch requeue.sbatch: $(cat "$T/sb")"
+# qjob SCRIPT_ARGS...: submit the requeue script, job id in $job
+qjob() {
+	job=$(cd "$W" && sbatch --parsable --time=5 --nodes=1 --ntasks-per-node=2 \
+		--cpus-per-task=1 requeue.sbatch "$@" 2>"$T/sb") || fail "sbatch requeue.sbatch: $(cat "$T/sb")"
+}
 jobf() { scontrol show job "$job" | sed -n "s/.*[[:space:]]$1=\([^[:space:]]*\).*/\1/p"; }
-i=0
-until grep -q '"step":3,' "$W/run/metrics.jsonl" 2>/dev/null; do
-	i=$((i + 1))
-	[ "$i" -lt 600 ] || fail "requeue.sbatch: job $job logged no step 3 in 120 s: $(cat "$W/slurm-$job.out" 2>/dev/null)"
-	sleep 0.2
-done
+# qstep3: wait (120 s at most) for the job's run to log step 3
+qstep3() {
+	i=0
+	until grep -q '"step":3,' "$W/run/metrics.jsonl" 2>/dev/null; do
+		i=$((i + 1))
+		[ "$i" -lt 600 ] || fail "requeue.sbatch: job $job logged no step 3 in 120 s: $(cat "$W/slurm-$job.out" 2>/dev/null)"
+		sleep 0.2
+	done
+}
+qjob $Q
+qstep3
 scancel --signal=USR1 --batch "$job" || fail "scancel --signal=USR1 --batch $job"
 t0=$(date +%s)
 i=0
@@ -298,7 +311,8 @@ while state=$(jobf JobState); [ "$(jobf Restarts)" = 0 ] || [ "$state" != COMPLE
 		fail "requeue.sbatch: job $job $state after $(jobf Restarts) restarts: $(cat "$W/slurm-$job.out" 2>/dev/null)" ;;
 	esac
 	i=$((i + 1))
-	[ "$i" -lt 600 ] || fail "requeue.sbatch: job $job $state after 120 s, $(jobf Restarts) restarts"
+	# its mpirun waits odls_base_sigkill_timeout (30 s) after the stop
+	[ "$i" -lt 1200 ] || fail "requeue.sbatch: job $job $state after 240 s, $(jobf Restarts) restarts"
 	sleep 0.2
 done
 [ "$(jobf Restarts)" = 1 ] && [ "$(jobf ExitCode)" = 0:0 ] ||
@@ -317,4 +331,45 @@ cmp -s "$T/qref/checkpoint.cdpt" "$T/requeue/checkpoint.cdpt" ||
 echo "requeue.sbatch: $(grep -o 'interrupted: checkpoint at step [0-9]*' "$T/requeue/train.log"), requeued once,"\
 	"done $(($(date +%s) - t0)) s after the signal;"\
 	"40 losses and the checkpoint of the run never stopped"
+
+# The same script stopped by `scancel JOBID`: Slurm's SIGTERM to every
+# process of the job (as at the time limit, on `scontrol requeue` and on
+# preemption) reached mpirun too, which killed its ranks one second later,
+# without a checkpoint and leaving run/.lock, so the requeued start found
+# nothing to resume and failed. The ranks now write their checkpoint
+# within KillWait (5 s here) and the script submitted again resumes the
+# run to its end; a run that holds no checkpoint (its first start killed
+# before one) starts over instead of failing.
+# qend STATE: wait (120 s at most) for the job to end in STATE
+qend() {
+	i=0
+	while squeue -h -j "$job" -o %i 2>/dev/null | grep -q .; do
+		i=$((i + 1)); [ "$i" -lt 600 ] || fail "requeue.sbatch: job $job still queued after 120 s"
+		sleep 0.2
+	done
+	[ "$(jobf JobState)" = "$1" ] ||
+		fail "requeue.sbatch: job $job $(jobf JobState), want $1: $(cat "$W/slurm-$job.out" 2>/dev/null)"
+}
+echo "== cdp-train(1)'s requeue script: scancel at step 3, submitted again, resumed"
+qjob $Q
+qstep3
+scancel "$job" || fail "scancel $job"
+qend CANCELLED
+grep -q 'interrupted: checkpoint at step [0-9]* written' "$W/run/train.log" ||
+	fail "scancel: the ranks wrote no checkpoint: $(cat "$W/run/train.log") $(cat "$W/slurm-$job.out")"
+[ ! -e "$W/run/.lock" ] || fail "scancel: the ranks were killed, leaving run/.lock"
+qjob $Q
+qend COMPLETED
+grep -q 'start at step [1-9]' "$W/run/train.log" || fail "scancel: the next start did not resume: $(cat "$W/run/train.log")"
+losses "$W/run/metrics.jsonl" >"$T/l"
+losses_close "$T/lq" "$T/l" 0 || fail "scancel: losses differ from the run never stopped"
+cmp -s "$T/qref/checkpoint.cdpt" "$W/run/checkpoint.cdpt" ||
+	fail "scancel: checkpoint differs from the run never stopped"
+# a run without a checkpoint: what its logs say, the checkpoint gone
+rm "$W/run/checkpoint.cdpt"
+qjob $Q
+qend COMPLETED
+cmp -s "$T/qref/checkpoint.cdpt" "$W/run/checkpoint.cdpt" ||
+	fail "requeue.sbatch on a run without a checkpoint did not start it over: $(cat "$W/slurm-$job.out")"
+echo "requeue.sbatch: scancel at step 3, checkpoint written, resumed to the end; a run without a checkpoint started over"
 exit 0

@@ -42,6 +42,17 @@ int main(void)
 	CHECK_RC(cdp_device_env_local_rank(), 0);
 	setenv("OMPI_COMM_WORLD_LOCAL_RANK", "", 1);
 	CHECK_RC(cdp_device_env_local_rank(), 2);
+	/* torchrun under srun: its children inherit the srun task's
+	 * SLURM_LOCALID (and a mpirun's local rank), the same for all */
+	clear();
+	setenv("SLURM_LOCALID", "0", 1);
+	setenv("OMPI_COMM_WORLD_LOCAL_RANK", "0", 1);
+	setenv("LOCAL_RANK", "3", 1);
+	setenv("TORCHELASTIC_RUN_ID", "abc", 1);
+	CHECK_RC(cdp_device_env_local_rank(), 3);
+	unsetenv("LOCAL_RANK");
+	CHECK_RC(cdp_device_env_local_rank(), 0);
+	unsetenv("TORCHELASTIC_RUN_ID");
 
 	/* the pick: what cdp_device_open binds */
 	CHECK_RC(cdp_device_pick("cuda", 4, 5), 1);

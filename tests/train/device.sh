@@ -17,7 +17,9 @@
 #    CPU is a clear error in one line that leaves no run directory, and so
 #    is a malformed WORLD_SIZE or RANK (named with what it allows), or
 #    WORLD_SIZE 2 without CDP_RENDEZVOUS (cdp-train and cdp-predict); under
-#    mpirun -np 1 those variables are ignored (with $MPIRUN);
+#    mpirun -np 1 those variables are ignored (with $MPIRUN); torchrun's
+#    (TORCHELASTIC_RUN_ID) under srun is that launch, whatever Slurm and
+#    PMIx variables it inherited;
 #  - a process that its launcher says is one of 2 (PMI_SIZE,
 #    OMPI_COMM_WORLD_SIZE, SLURM_NTASKS in a job step) but that MPI_Init
 #    leaves alone is refused, naming the variable; an sbatch script's
@@ -121,6 +123,17 @@ expect_fail 1 "launched without MPI (CDP_RENDEZVOUS), every collective goes thro
 	$R RANK=0 cdp-train $C --out "$T/nompi" --device cpu
 [ "$(wc -l <"$T/err")" -eq 1 ] || fail "a launch without MPI on the cpu said: $(cat "$T/err")"
 [ ! -e "$T/nompi" ] || fail "a refused launch without MPI left $(ls -A "$T/nompi")"
+# torchrun under srun: its children inherit the srun task's Slurm and PMIx
+# variables, which made each an MPI rank (PMIX_RANK) or made Open MPI's
+# MPI_Init abort, taking it for a process srun started without PMI
+for e in "SLURM_JOB_ID=7 SLURM_JOBID=7 SLURM_STEP_ID=0 SLURM_STEPID=0 SLURM_PROCID=0 SLURM_LOCALID=0 SLURM_NODELIST=localhost SLURM_NTASKS=1 SLURM_STEP_NUM_TASKS=1" \
+         "PMIX_RANK=0 PMIX_NAMESPACE=slurm.pmix.7.0 PMIX_SERVER_URI41=pmix-server.1;tcp4://127.0.0.1:9 SLURM_STEP_ID=0 SLURM_PROCID=0 SLURM_JOBID=7 SLURM_NODELIST=localhost"; do
+	# shellcheck disable=SC2086
+	expect_fail 1 "launched without MPI (CDP_RENDEZVOUS), every collective goes through NCCL" \
+		env $e TORCHELASTIC_RUN_ID=abc LOCAL_RANK=0 $R RANK=0 cdp-train $C --out "$T/nompi" --device cpu
+	[ "$(wc -l <"$T/err")" -eq 1 ] || fail "torchrun under srun ($e): $(cat "$T/err")"
+done
+[ ! -e "$T/nompi" ] || fail "a refused torchrun launch under srun left $(ls -A "$T/nompi")"
 # WORLD_SIZE above 1 without the rendezvous file: each would run alone
 for r in 0 1; do
 	expect_fail 1 "^cdp-train: CDP_RENDEZVOUS: '': want the rendezvous file of a launch without MPI: WORLD_SIZE is 2 and no mpirun or srun started this process\$" \
