@@ -81,6 +81,25 @@ static int same_missing(const char *a, const char *b, int depth)
 	return 0;
 }
 
+int cdp_file_mkdir(const char *path, int *made)
+{
+	struct stat st;
+
+	if (made)
+		*made = 0;
+	if (mkdir(path, 0777) == 0) {
+		if (made)
+			*made = 1;
+		return 0;
+	}
+	if (errno != EEXIST)
+		return errno;
+	/* EEXIST: whoever made it, a folder is what the caller wants */
+	if (stat(path, &st) != 0)
+		return errno;
+	return S_ISDIR(st.st_mode) ? 0 : EEXIST;
+}
+
 int cdp_same_file(const char *a, const char *b)
 {
 	struct stat sa, sb;

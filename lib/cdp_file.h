@@ -48,6 +48,14 @@ const char *cdp_fileset_find(cdp_fileset *s, const char *path);
 const char *cdp_fileset_find_fd(cdp_fileset *s, int fd);
 void cdp_fileset_free(cdp_fileset *s);
 
+/* Makes the folder path (mode 0777 under the umask) unless it is one
+ * already: 0, with *made (may be NULL) 1 when this call created it and 0
+ * when it was there, also when another process created it between a
+ * check and this mkdir (two programs starting into one new folder);
+ * EEXIST when path is something else than a folder (or a link to one),
+ * or the errno of mkdir(2) or stat(2). */
+int cdp_file_mkdir(const char *path, int *made);
+
 /* Reads past a UTF-8 byte order mark (EF BB BF), which some editors write
  * before a text file, at the start of f just opened for reading: 1 when
  * one was skipped, 0 when f does not start with one (nothing consumed: the

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "cdp_error.h"
+#include "cdp_file.h"
 
 /* The data file must hold every page up to the newest meta page's last
  * one: LMDB maps the file and would fault on a page past its end. The meta
@@ -182,8 +183,8 @@ int cdp_lmdb_env_open_sized(const char *path, unsigned int flags, int create,
 		*have = 0;
 	if (need)
 		*need = 0;
-	if (create && !(flags & MDB_RDONLY) && mkdir(path, 0777) != 0 && errno != EEXIST)
-		return errno;
+	if (create && !(flags & MDB_RDONLY) && (rc = cdp_file_mkdir(path, NULL)) != 0)
+		return rc == EEXIST ? ENOTDIR : rc;
 	/* LMDB would create "path-lock" beside a plain file; a pool is a dir. */
 	if (stat(path, &st) != 0)
 		return errno;

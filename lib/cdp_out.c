@@ -494,6 +494,41 @@ int cdp_out_aux_name(const char *path, char *buf, size_t cap)
 	return CDP_OK;
 }
 
+/* The mark of where this process writes, 8 lowercase hex digits: FNV-1a
+ * (64 bits, folded to 32) of "HOST\nBOOT_ID\nDEV:INO", the host name, the
+ * kernel's boot id and the identity of this process's PID namespace
+ * (/proc/self/ns/pid), with what cannot be read left empty. A sweep
+ * judges a temporary's PID only where the mark is its own: the same PID
+ * is another process in another PID namespace (a container) or on another
+ * host sharing the folder. Computed each time, not cached: a child forked
+ * after unshare(CLONE_NEWPID) is in another namespace than its parent.
+ * python/cdpool/out.py computes the same. */
+static void where_mark(char out[9])
+{
+	char host[256] = "", boot[64] = "", buf[256 + 64 + 48];
+	uint64_t h = 14695981039346656037ULL;
+	struct stat st;
+	FILE *f;
+	int n;
+
+	if (gethostname(host, sizeof host - 1) != 0)
+		host[0] = '\0';
+	host[sizeof host - 1] = '\0';
+	if ((f = fopen("/proc/sys/kernel/random/boot_id", "re"))) {
+		if (!fgets(boot, sizeof boot, f))
+			boot[0] = '\0';
+		boot[strcspn(boot, "\n")] = '\0';
+		fclose(f);
+	}
+	if (stat("/proc/self/ns/pid", &st) != 0)
+		st.st_dev = st.st_ino = 0;
+	n = snprintf(buf, sizeof buf, "%s\n%s\n%llu:%llu", host, boot,
+	             (unsigned long long)st.st_dev, (unsigned long long)st.st_ino);
+	for (int i = 0; i < n && i < (int)sizeof buf - 1; i++)
+		h = (h ^ (unsigned char)buf[i]) * 1099511628211ULL;
+	snprintf(out, 9, "%08lx", (unsigned long)((h ^ (h >> 32)) & 0xffffffffUL));
+}
+
 /* Creates the temporary for target with O_EXCL; fd or -errno, *tmp and
  * *slot set. Each name is registered before it is created, so that a
  * signal arriving right after the file appears (before the registration,
@@ -506,20 +541,22 @@ static int create_tmp(const char *target, mode_t mode, char **tmp, long *slot)
 		"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
 	size_t dl = dirlen(target), bl = strlen(target + dl), cap;
 	struct timespec ts;
+	char mark[9];
 	uint64_t x;
 	char *t;
 
 	if (bl > NAME_KEEP)
 		bl = NAME_KEEP;
-	cap = dl + 1 + bl + sizeof TAG + 24 + 8;
+	where_mark(mark);
+	cap = dl + 1 + bl + sizeof TAG + 24 + sizeof mark + 8;
 	if (!(t = malloc(cap)))
 		return -ENOMEM;
 	clock_gettime(CLOCK_REALTIME, &ts);
 	x = (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 20) ^ ((uint64_t)getpid() << 40) ^
 	    (uint64_t)(uintptr_t)t;
 	for (int tries = 0; tries < 100; tries++) {
-		size_t n = (size_t)snprintf(t, cap, "%.*s.%.*s" TAG "%ld.", (int)dl, target, (int)bl,
-		                            target + dl, (long)getpid());
+		size_t n = (size_t)snprintf(t, cap, "%.*s.%.*s" TAG "%ld-%s.", (int)dl, target,
+		                            (int)bl, target + dl, (long)getpid(), mark);
 		int fd;
 
 		for (int i = 0; i < 6; i++) {
@@ -1078,8 +1115,9 @@ int cdp_out_check_sides(cdp_fileset *set, size_t n, const char *const *outs, cha
 	return CDP_OK;
 }
 
-int cdp_out_is_tmp(const char *name, long *pid)
+int cdp_out_is_tmp(const char *name, long *pid, int *elsewhere)
 {
+	char mark[9], here[9] = "";
 	const char *t, *p, *q;
 	char *endp;
 	long v;
@@ -1096,7 +1134,20 @@ int cdp_out_is_tmp(const char *name, long *pid)
 		return 0;
 	errno = 0;
 	v = strtol(q, &endp, 10);
-	if (errno || v <= 0 || *endp != '.')
+	if (errno || v <= 0)
+		return 0;
+	/* "PID-MARK." (where_mark), or "PID." as before marks were written */
+	mark[0] = '\0';
+	if (*endp == '-') {
+		for (int i = 0; i < 8; i++)
+			if (!((endp[1 + i] >= '0' && endp[1 + i] <= '9') ||
+			      (endp[1 + i] >= 'a' && endp[1 + i] <= 'f')))
+				return 0;
+		memcpy(mark, endp + 1, 8);
+		mark[8] = '\0';
+		endp += 9;
+	}
+	if (*endp != '.')
 		return 0;
 	q = endp + 1;
 	for (int i = 0; i < 6; i++, q++)
@@ -1106,6 +1157,11 @@ int cdp_out_is_tmp(const char *name, long *pid)
 		if (strcmp(q, side[s]) == 0) {
 			if (pid)
 				*pid = v;
+			if (elsewhere) {
+				if (mark[0])
+					where_mark(here);
+				*elsewhere = mark[0] && strcmp(mark, here) != 0;
+			}
 			return 1;
 		}
 	return 0;
@@ -1117,6 +1173,7 @@ int cdp_out_sweep(const char *dir, size_t *removed)
 	struct dirent *e;
 	size_t n = 0;
 	long pid;
+	int elsewhere;
 
 	if (removed)
 		*removed = 0;
@@ -1125,8 +1182,12 @@ int cdp_out_sweep(const char *dir, size_t *removed)
 	while ((e = readdir(d))) {
 		char path[PATH_MAX];
 
-		if (!cdp_out_is_tmp(e->d_name, &pid) || pid == (long)getpid() ||
-		    pid > INT_MAX || kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+		/* a PID of another host or PID namespace means nothing here: its
+		 * writer may be alive (an old name, with no mark, is judged by
+		 * its PID as ever) */
+		if (!cdp_out_is_tmp(e->d_name, &pid, &elsewhere) || elsewhere ||
+		    pid == (long)getpid() || pid > INT_MAX || kill((pid_t)pid, 0) == 0 ||
+		    errno != ESRCH)
 			continue;
 		if (snprintf(path, sizeof path, "%s/%s", dir, e->d_name) >= (int)sizeof path)
 			continue;

@@ -11,7 +11,8 @@
  *   pool) that exists and is not a regular file (a FIFO, a device, a socket,
  *   a directory) is refused before anything is written, naming what it is.
  * - A regular file is written to a temporary in the target's folder,
- *   ".NAME.cdp-tmp.PID.XXXXXX" (created with O_EXCL and the mode a plain
+ *   ".NAME.cdp-tmp.PID-MARK.XXXXXX" (MARK: 8 hex digits of where the
+ *   writer runs, its host and PID namespace; created with O_EXCL and the mode a plain
  *   open(2) would give under the umask; when it replaces a regular file,
  *   given that file's mode, and its owner and group where the process may
  *   give them), and renamed onto the target on commit. A symbolic link is followed to its final target: the temporary
@@ -31,7 +32,8 @@
  *   temporaries are left to its own failure paths. A program that ends
  *   without unwinding calls cdp_out_unlink_all first. A temporary left by a
  *   process killed outright (SIGKILL) is removed by cdp_out_sweep() in a
- *   later run, once its PID is dead. Between cdp_out_hold and
+ *   later run, once its PID is dead (and only one marked with the sweeper's
+ *   own host and PID namespace). Between cdp_out_hold and
  *   cdp_out_release those signals are deferred (in every thread), so that
  *   a program renaming several outputs as one set ends either before the
  *   first rename or after the last.
@@ -235,14 +237,18 @@ int  cdp_out_check_sides(cdp_fileset *set, size_t n, const char *const *outs, ch
                          size_t cap);
 
 /* 1 when name (a file name, no folder) is a temporary of this policy or a
- * side file of one, with *pid its writer's PID; 0 otherwise. */
-int  cdp_out_is_tmp(const char *name, long *pid);
+ * side file of one, with *pid its writer's PID and *elsewhere (may be
+ * NULL) 1 when the name's mark says it was made on another host or in
+ * another PID namespace, 0 when here or when it has no mark (a name of a
+ * version before marks, ".NAME.cdp-tmp.PID.XXXXXX"); 0 otherwise. */
+int  cdp_out_is_tmp(const char *name, long *pid, int *elsewhere);
 
-/* Removes from folder dir the temporaries (cdp_out_is_tmp) whose process
- * is gone (kill(pid, 0) gives ESRCH), counting them in *removed (may be
- * NULL). Only for a folder this host's processes write (a run directory):
- * a PID of another host means nothing here. CDP_OK or the errno of
- * opendir. */
+/* Removes from folder dir the temporaries (cdp_out_is_tmp) made on this
+ * host in this PID namespace whose process is gone (kill(pid, 0) gives
+ * ESRCH), counting them in *removed (may be NULL). A temporary marked
+ * elsewhere is left alone: its PID means nothing here, and its writer may
+ * be alive (a container, or another host on shared storage). One with no
+ * mark is judged by its PID. CDP_OK or the errno of opendir. */
 int  cdp_out_sweep(const char *dir, size_t *removed);
 
 /* How many temporaries are live in this process (tests). */

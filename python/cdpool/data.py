@@ -591,6 +591,12 @@ class PoolDataset:
               use"), so there it changes nothing
     augment   an Augment, or None
 
+    The dataset reads one snapshot of the pool, as cdp-train reads one read
+    transaction: the one it was made in, held until close(). A DataLoader
+    worker begins its own and refuses (CdpError EMISMATCH, "written to
+    since the dataset was made") a pool that cdp-lmdbpack wrote to since
+    (see _view).
+
     dataset[i] is (image float32 (C, H, W), label int64 (H, W) or (),
     float32 (K,) multi-hot for a multi-label pool, float32 targets (T, H, W)
     for a value pool); for a pool without labels the image alone, so that
@@ -599,7 +605,15 @@ class PoolDataset:
 
     def __init__(self, pool, keys, standardize=True, ignore=None, augment=None):
         self._own = not isinstance(pool, Pool)
+        self._box = self._box_pid = None
         self.pool = pool if isinstance(pool, Pool) else Pool(pool)
+        try:
+            self._init(keys, standardize, ignore, augment)
+        except BaseException:
+            self.close()
+            raise
+
+    def _init(self, keys, standardize, ignore, augment):
         p = self.pool
         # the loader's order: the pool, then the pointer file
         if p.bands == 0:
@@ -617,23 +631,28 @@ class PoolDataset:
         if len(self.keys) == 0:
             raise CdpError("EFORMAT", self.keys.path, message="no keys")
         self._src = None
-        with p.view() as v:
-            # the meta the statistics come from and the keys checked in one
-            # transaction: a Pool opened before cdp-lmdbpack appended takes
-            # the pool's new meta (its sources, sums and count), never
-            # standardizing the new keys by statistics without them
-            if p._sync(v._txn) and self.keys.uuid != p.uuid:
-                raise CdpError("EMISMATCH", self.keys.path, message="made for pool %s, '%s' "
-                               "is %s" % (self.keys.uuid, p.path, p.uuid))
-            for i, k in enumerate(self.keys):
-                try:
-                    v.raw(k)
-                except KeyError:
-                    if listed:
-                        raise ValueError("keys[%d]: key '%s' is not in '%s'" % (i, k, p.path)) \
-                            from None
-                    raise CdpError("EKEY", self.keys.path, line=i + 2, message="key '%s' is not "
-                                   "in '%s'" % (k, p.path)) from None
+        # The dataset reads one snapshot of the pool, as cdp-train reads one
+        # read transaction from start to end: begun here, held until
+        # close(), and the meta the statistics come from and the keys are
+        # checked in it. A Pool opened before cdp-lmdbpack appended takes
+        # the pool's new meta (its sources, sums and count) here, never
+        # standardizing the new keys by statistics without them; one that
+        # packs during or after the dataset's life never mixes its records
+        # with the old ones or its statistics with the old records.
+        v = self._view()
+        if p._sync(v._txn) and self.keys.uuid != p.uuid:
+            raise CdpError("EMISMATCH", self.keys.path, message="made for pool %s, '%s' "
+                           "is %s" % (self.keys.uuid, p.path, p.uuid))
+        self._snap = (v._txn.id(), dict(p.meta), p.tiles)
+        for i, k in enumerate(self.keys):
+            try:
+                v.raw(k)
+            except KeyError:
+                if listed:
+                    raise ValueError("keys[%d]: key '%s' is not in '%s'" % (i, k, p.path)) \
+                        from None
+                raise CdpError("EKEY", self.keys.path, line=i + 2, message="key '%s' is not "
+                               "in '%s'" % (k, p.path)) from None
         if isinstance(standardize, np.bool_):       # as True or False, not a pair
             standardize = bool(standardize)
         mean, std, self.stats_from = self._statistics(standardize)
@@ -672,10 +691,70 @@ class PoolDataset:
         self.epoch = 0
 
     def close(self):
-        """Closes the Pool the dataset opened itself (one given is the
-        caller's); the Pool is also closed when the dataset is collected."""
+        """Ends the dataset's read transaction and closes the Pool the
+        dataset opened itself (one given is the caller's); both also end
+        when the dataset is collected. A read after close() begins a new
+        transaction, checked as a worker's (_view)."""
+        self._release()
         if self._own:
             self.pool.close()
+
+    def __del__(self):
+        try:
+            self._release()
+        except Exception:       # interpreter shutdown: os or lmdb already gone
+            pass
+
+    def __getstate__(self):
+        # a spawned worker begins its own transaction (_view)
+        d = dict(self.__dict__)
+        d["_box"] = d["_box_pid"] = None
+        return d
+
+    def _release(self):
+        box, self._box = getattr(self, "_box", None), None
+        if box is not None and self._box_pid == os.getpid():
+            self.pool._let_go(box)
+
+    def _view(self):
+        """The view of this process's read transaction of the dataset's
+        snapshot. The one begun in __init__ is the parent's: a DataLoader
+        worker (forked or spawned) begins its own at its first sample, and
+        LMDB has no way to begin one at an older snapshot, so the worker
+        checks that nothing was written since (the same transaction id, or
+        the same meta and count: every commit of cdp-lmdbpack changes the
+        count or the statistics, a --replace marks them stale) and refuses
+        a pool written to meanwhile rather than mix its records with the
+        snapshot's statistics and keys."""
+        from .pool import _View, _alive
+        pid = os.getpid()
+        box = self._box
+        if box is not None and self._box_pid == pid:
+            if box.txn is not None and _alive(box.txn):
+                return _View(self.pool, box)
+            # closing the environment (the last Pool of it closed, a given
+            # pool.close()) ended the transaction: begin one as a worker does
+            box.boxes.discard(box)
+            self._box = None
+        p = self.pool
+        box = p._hold()
+        self._box, self._box_pid = box, pid
+        snap = getattr(self, "_snap", None)
+        if snap is not None and box.txn.id() != snap[0]:
+            try:
+                meta, entries = p._read_meta(box.txn)
+            except Exception:
+                self._release()
+                raise
+            if (meta, entries) != snap[1:]:
+                self._release()
+                raise CdpError("EMISMATCH", p.path, message="written to since the dataset was "
+                               "made (a cdp-lmdbpack %s): this process would read other "
+                               "records than its snapshot; make the dataset again" % (
+                                   "--replace into it has not finished"
+                                   if "stale=1" in meta.get("stats", "")
+                                   else "added or replaced records"))
+        return _View(p, box)
 
     def _sources(self):
         """The pool sources the keys' records come from, found as
@@ -715,19 +794,19 @@ class PoolDataset:
                 got = named.get(scene, []) + (named.get(key, []) if row is not None else [])
                 return got[0] if len(got) == 1 else None
 
-            with p.view() as v:
-                def head(key):
-                    return peek(v.raw(key), (p.path, key))[0].source
-                sample = {t * n // ns: None for t in range(ns)}
-                for i in sample:
-                    sample[i] = head(keys[i])
-                use = bool(named) and all(by_name(keys[i]) in (None, s)
-                                          for i, s in sample.items())
-                src = set(sample.values())
-                for i, k in enumerate(keys):
-                    if i not in sample:
-                        s = by_name(k) if use else None
-                        src.add(head(k) if s is None else s)
+            v = self._view()
+            def head(key):
+                return peek(v.raw(key), (p.path, key))[0].source
+            sample = {t * n // ns: None for t in range(ns)}
+            for i in sample:
+                sample[i] = head(keys[i])
+            use = bool(named) and all(by_name(keys[i]) in (None, s)
+                                      for i, s in sample.items())
+            src = set(sample.values())
+            for i, k in enumerate(keys):
+                if i not in sample:
+                    s = by_name(k) if use else None
+                    src.add(head(k) if s is None else s)
             self._src = src
         return self._src
 
@@ -827,9 +906,8 @@ class PoolDataset:
         # ds[-1] is ds[n - 1]: the augmentation too is drawn for key n - 1
         i = i + n if i < 0 else i
         p = self.pool
-        with p.view() as v:
-            r = v.record(self.keys[i])      # checked against the pool's shape there
-            x, lab = self.prepare(r)
+        r = self._view().record(self.keys[i])      # checked against the pool's shape there
+        x, lab = self.prepare(r)
         if self.augment is not None:
             t = self.augment.draw(p.height, p.width, epoch, i)
             if self.targets:

@@ -21,8 +21,9 @@ check(path, inputs, ...) before anything is read or written:
   systems (/vsi...) are not supported for outputs".
 
 write(path, data) writes a regular file as cdp_out_commit does: a
-temporary ".NAME.cdp-tmp.PID.XXXXXX" in the folder of the final target (a
-symbolic link followed, so the link stays a link), created exclusively
+temporary ".NAME.cdp-tmp.PID-MARK.XXXXXX" (MARK: where_mark()) in the
+folder of the final target (a symbolic link followed, so the link stays a
+link), created exclusively
 with the mode a plain create gives under the umask (a regular file it
 replaces keeps its mode, and as root its owner and group), written, fsynced,
 renamed onto the target, and the folder fsynced; the temporary is removed
@@ -43,6 +44,31 @@ CKPT_MAGIC = b"CDPCKPT\n"       # cdp-checkpoint(5), CDP_OUT_CKPT_MAGIC
 _LMDB_MAGIC = 0xBEEFC0DE
 _TAG = ".cdp-tmp."
 _NAME_KEEP = 180
+
+
+def where_mark():
+    """The 8 hex digits in a temporary's name that say where its writer
+    runs, as lib/cdp_out.c's where_mark: FNV-1a (64 bits, folded to 32) of
+    "HOST\\nBOOT_ID\\nDEV:INO", the host name, the kernel's boot id and
+    the identity of the process's PID namespace, what cannot be read
+    empty (0:0). cdp-train sweeps a dead writer's temporary only where the
+    mark is its own: a PID of another host or PID namespace means nothing
+    there."""
+    host = os.uname().nodename
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as f:
+            boot = f.readline().split("\n")[0]
+    except OSError:
+        boot = ""
+    try:
+        st = os.stat("/proc/self/ns/pid")
+        ns = "%d:%d" % (st.st_dev, st.st_ino)
+    except OSError:
+        ns = "0:0"
+    h = 14695981039346656037
+    for c in ("%s\n%s\n%s" % (host, boot, ns)).encode("utf-8", "surrogateescape"):
+        h = ((h ^ c) * 1099511628211) & 0xFFFFFFFFFFFFFFFF
+    return "%08x" % ((h ^ (h >> 32)) & 0xFFFFFFFF)
 
 
 class OutputError(OSError):
@@ -212,8 +238,8 @@ def write(path, data, inputs=(), replace_ckpt=None):
     why = "create"
     try:
         for _ in range(100):
-            tmp = os.path.join(folder, ".%s%s%d.%s" % (
-                name[:_NAME_KEEP], _TAG, os.getpid(),
+            tmp = os.path.join(folder, ".%s%s%d-%s.%s" % (
+                name[:_NAME_KEEP], _TAG, os.getpid(), where_mark(),
                 "".join(random.choice(string.ascii_letters + string.digits) for _ in range(6))))
             try:
                 fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL |

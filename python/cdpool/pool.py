@@ -848,7 +848,8 @@ class Pool:
             if any(_alive(t) for t in list(self._ent["txns"])):
                 raise CdpError("ELMDB", self.path,
                                message="the pool grew beyond this process's map while a "
-                                       "view() is open: close it to read on") from None
+                                       "view() or a PoolDataset holds a read transaction: "
+                                       "close it to read on") from None
             env.set_mapsize(0)      # 0: the size the writer left in the file
             txn = env.begin(**kw)
         self._ent["txns"].add(txn)
@@ -1204,22 +1205,32 @@ class Pool:
         Arrays from it must not be used after the block: the map's pages
         may then be reused by a writer or unmapped (use pool[key] or
         np.array(image) to keep them)."""
+        box = self._hold()
+        try:
+            yield _View(self, box)
+        finally:
+            self._let_go(box)
+
+    def _hold(self):
+        """A read transaction of this process in a _Box, for a view() or a
+        PoolDataset's snapshot: only the box holds it, so that a forked
+        child can let go of it without aborting it (_drop_inherited)."""
         import lmdb
         try:
             box = _Box(self._begin(buffers=True))
         except lmdb.Error as e:
             raise _read_error(self.path, e) from None
-        # only the box holds the transaction, so that a forked child can let
-        # go of it without aborting it (_drop_inherited)
-        boxes = self._ent["boxes"]
-        boxes.add(box)
-        try:
-            yield _View(self, box)
-        finally:
-            boxes.discard(box)
-            txn, box.txn = box.txn, None
-            if txn is not None:
-                txn.abort()
+        box.boxes = self._ent["boxes"]
+        box.boxes.add(box)
+        return box
+
+    def _let_go(self, box):
+        """Ends box's transaction (_hold), unless it is a parent's, which a
+        forked child never aborts (box.txn is then None already)."""
+        box.boxes.discard(box)
+        txn, box.txn = box.txn, None
+        if txn is not None:
+            txn.abort()
 
     def __repr__(self):
         return "<cdpool.Pool %r %d tiles %s %dx%dx%d label=%s>" % (
@@ -1247,11 +1258,13 @@ def _label(r):
 
 
 class _Box:
-    """A view's transaction, the only reference to it."""
-    __slots__ = ("txn", "__weakref__")
+    """A view's transaction, the only reference to it, and the set of
+    boxes of its environment it is in."""
+    __slots__ = ("txn", "boxes", "__weakref__")
 
     def __init__(self, txn):
         self.txn = txn
+        self.boxes = None
 
 
 class _View:

@@ -1589,6 +1589,52 @@ def test_pool_append():
     ok("a Pool open while cdp-lmdbpack appends: keys() and PoolDataset take the new meta")
 
 
+def test_dataset_snapshot():
+    """PoolDataset reads one snapshot of the pool, as cdp-train reads one
+    read transaction from start to end: a cdp-lmdbpack --replace after the
+    dataset was made leaves its records and statistics as they were (it
+    read the replaced records, standardized by the old statistics), and a
+    forked worker made before reads the same. A worker forked, or a read
+    after close(), once the pool was written to begins a transaction of its
+    own, which LMDB cannot begin at the old snapshot: it refuses
+    (EMISMATCH) rather than read other records."""
+    a, b = (os.path.join(T, "r", n + ".tif") for n in ("two_a", "two_b"))
+    path = pack("snap", a, "--name", "snap", "--label-suffix", "_mask")
+    kf = os.path.join(T, "snap.keys")
+    subprocess.run(["cdp-keyshuffle", "-q", "-o", kf, path], check=True)
+    ds = cdpool.PoolDataset(path, kf)
+    x0, mean0 = ds[0][0].copy(), ds.mean.copy()
+    st, _ = _fork_each(1, lambda i: 0 if np.array_equal(ds[0][0], x0) else 3)
+    check(st == 0, "a worker forked before any write: status %d" % st)
+    r = subprocess.run("cdp-tile -q --size 32 --name snap --label-suffix _mask %s | "
+                       "cdp-lmdbpack -q --replace %s" % (b, path), shell=True,
+                       capture_output=True, text=True)
+    check(r.returncode == 0, "--replace: %s" % r.stderr)
+    fresh = cdpool.PoolDataset(path, kf)
+    check(not np.array_equal(fresh[0][0], x0) and not np.array_equal(fresh.mean, mean0),
+          "the --replace changed nothing the test can see")
+    check(np.array_equal(ds[0][0], x0) and np.array_equal(ds.mean, mean0),
+          "the dataset made before the --replace read its records")
+
+    def worker(i):
+        try:
+            ds[0]
+            return 3
+        except cdpool.CdpError as e:
+            return 0 if e.code == "EMISMATCH" and "written to since the dataset was made" \
+                in str(e) else 4
+    st, _ = _fork_each(1, worker)
+    check(st == 0, "a worker forked after the --replace: status %d" % st)
+    ds.close()
+    e = refused("EMISMATCH", ds.__getitem__, 0)
+    check(str(e) == "'%s': written to since the dataset was made (a cdp-lmdbpack added or "
+          "replaced records): this process would read other records than its snapshot; make "
+          "the dataset again" % path, "a read after close(): %s" % e)
+    check(np.array_equal(fresh[0][0], cdpool.PoolDataset(path, kf)[0][0]), "a new dataset")
+    ok("PoolDataset reads one snapshot: a --replace leaves it as it was; a worker begun after "
+       "it refuses")
+
+
 def test_pool_map_growth():
     """cdp-lmdbpack grows the map of a pool a Pool has open (past the 10
     MiB a reader maps at least): the Pool reads on after adopting the new
@@ -2759,7 +2805,7 @@ def main():
                       test_dataset_negative_index, test_lmdb_damage, test_trace_refusals,
                       test_import_torch_refusal, test_import_layouts, test_mix_tensor,
                       test_reader_slots, test_fork_parent_slot, test_pool_keys, test_pool_append,
-                      test_pool_map_growth, test_dataset_sources,
+                      test_pool_map_growth, test_dataset_snapshot, test_dataset_sources,
                       test_integer_args, test_import_outputs, test_import_options,
                       test_import_checkpoints, test_import_shared_weights, test_cli_output,
                       test_out_keeps_mode, test_out_vsi])

@@ -319,11 +319,11 @@ head -c 40000 "$T/other.cdps" >"$T/othercut.cdps"
 expect_fail 1 "^cdp-lmdbpack: '<stdin>': truncated record stream (its producer died?) after [0-9]* records; the [1-9][0-9]* committed stay, re-run with --replace\$" \
 	cdp-lmdbpack -q --replace --txn-records 2 "$T/rp" <"$T/othercut.cdps"
 snapshot "$T/rp" "$T/before"
-expect_fail 1 "^cdp-lmdbpack: '$T/rp': an interrupted --replace left it stale: re-run with --replace\$" \
+expect_fail 1 "^cdp-lmdbpack: '$T/rp': a cdp-lmdbpack --replace into it has not finished: wait for a running one to end, and re-run an interrupted one with --replace\$" \
 	cdp-lmdbpack -q --resume "$T/rp" <"$T/other.cdps"
 [ "$(wc -l <"$T/err")" -eq 1 ] || fail "stale --resume: more than one line"
 cdp-tile -q --size 32 --name newkeys --label "$T/other/ms_lab.tif" "$T/other/ms.tif" >"$T/newkeys.cdps"
-expect_fail 1 "^cdp-lmdbpack: '$T/rp': an interrupted --replace left it stale: re-run with --replace\$" \
+expect_fail 1 "^cdp-lmdbpack: '$T/rp': a cdp-lmdbpack --replace into it has not finished: wait for a running one to end, and re-run an interrupted one with --replace\$" \
 	cdp-lmdbpack -q "$T/rp" <"$T/newkeys.cdps"
 snapshot "$T/rp" "$T/after"
 cmp -s "$T/before" "$T/after" || fail "a refused --resume changed the stale pool"
@@ -722,6 +722,35 @@ wait "$a" || fail "race: packer A: $(cat "$T/erra")"
 wait "$pa" || :
 [ -e "$T/race/data.mdb" ] && [ "$(pp dump "$T/race" keys)" = "$(pp dump "$T/seq" keys | grep c1_)" ] ||
 	fail "race: the pool does not hold packer A's records"
+
+# A plain pack, and a --resume, while another's --replace is running (held
+# after its first commits, which marked the stats stale) are refused as for
+# an interrupted one, in words that fit both: it said "an interrupted
+# --replace left it stale" of the running one.
+rm -rf "$T/rr" "$T/fr" "$T/gor"
+mkdir -p "$T/alt"
+"$PYTHON" "$MK" "$T/alt/c1.tif" --width 200 --height 120 --bands 3 --dtype i16 --seed 23
+cdp-tile -q --size 16 "$T/alt/c1.tif" >"$T/alt/c1.cdps"
+cdp-lmdbpack -q "$T/rr" <"$T/c1.cdps"
+mkfifo "$T/fr"
+held "$T/alt/c1.cdps" "$T/gor" all >"$T/fr" &
+pr=$!
+cdp-lmdbpack -q --replace --txn-records 2 "$T/rr" <"$T/fr" 2>"$T/errr" &
+r=$!
+i=0
+until pp dump "$T/rr" stats | grep -q stale; do
+	i=$((i + 1))
+	[ "$i" -lt 300 ] || { kill "$r" "$pr" 2>/dev/null; fail "running --replace: no stale mark"; }
+	sleep 0.05
+done
+want="^cdp-lmdbpack: '$T/rr': a cdp-lmdbpack --replace into it has not finished: wait for a running one to end, and re-run an interrupted one with --replace\$"
+expect_fail 1 "$want" cdp-lmdbpack -q "$T/rr" <"$T/c2.cdps"
+expect_fail 1 "$want" cdp-lmdbpack -q --resume "$T/rr" <"$T/c1.cdps"
+touch "$T/gor"
+wait "$r" || fail "running --replace: $(cat "$T/errr")"
+wait "$pr" || :
+pp check "$T/rr" >/dev/null
+[ "$(pp dump "$T/rr" keys)" = "$(pp dump "$T/seq" keys | grep c1_)" ] || fail "running --replace: keys"
 
 # --- a --folders key over 255 bytes names the file and the key's length -----------
 c200=$(printf '%0200d' 0 | tr 0 c)

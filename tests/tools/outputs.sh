@@ -143,14 +143,35 @@ expect_fail 1 "^cdp-train: --log '$T/t.json' and --trace '$T/t.json' are the sam
 [ ! -e "$T/t.json" ] || fail "a refused run wrote '$T/t.json'"
 
 echo "== case 5: a dead run's temporary is swept, a live one's kept"
+# Temporaries are marked with where their writer runs (host and PID
+# namespace, cdpool(7)): one marked elsewhere is kept whatever its PID says
+# here (the sweep removed the live temporary of a cdp-predict in a
+# container, "cannot reopen '.pred.tif.cdp-tmp.323.kkYKWz'"); ours, and an
+# old name with no mark, go once their PID is dead. Python computes the
+# mark as the C tools do: the one it gives is taken as ours.
 sh -c 'echo $$' >"$T/deadpid"
 dead=$(cat "$T/deadpid")
-touch "$T/run/.loss.png.cdp-tmp.$dead.AbCdEf" "$T/run/.loss.png.cdp-tmp.$$.GhIjKl"
+here=$("$PYTHON" -c "import importlib.util as u, sys; s = u.spec_from_file_location('o', sys.argv[1]); m = u.module_from_spec(s); s.loader.exec_module(m); print(m.where_mark())" "$CDP_SRCDIR/python/cdpool/out.py")
+other=$(printf '%08x' $((0x$here ^ 1)))
+touch "$T/run/.loss.png.cdp-tmp.$dead.AbCdEf" "$T/run/.loss.png.cdp-tmp.$$.GhIjKl" \
+	"$T/run/.loss.png.cdp-tmp.$dead-$here.MnOpQr" "$T/run/.loss.png.cdp-tmp.$dead-$other.StUvWx"
 cdp-train -q --db "$T/pool" --keys "$T/keys" --model "$T/model.cfg:channels=1" --out "$T/run" \
 	--resume --steps 3 --batch 2 --threads 1 || fail "the resumed run failed"
 [ ! -e "$T/run/.loss.png.cdp-tmp.$dead.AbCdEf" ] || fail "a dead run's temporary was kept"
+[ ! -e "$T/run/.loss.png.cdp-tmp.$dead-$here.MnOpQr" ] ||
+	fail "a dead run's temporary marked here ($here) was kept"
+[ -e "$T/run/.loss.png.cdp-tmp.$dead-$other.StUvWx" ] ||
+	fail "a temporary marked elsewhere ($other) was removed"
 [ -e "$T/run/.loss.png.cdp-tmp.$$.GhIjKl" ] || fail "a live process's temporary was removed"
-rm "$T/run/.loss.png.cdp-tmp.$$.GhIjKl"
+rm "$T/run/.loss.png.cdp-tmp.$$.GhIjKl" "$T/run/.loss.png.cdp-tmp.$dead-$other.StUvWx"
+# A writer in another PID namespace (a container) marks its temporaries
+# otherwise: its PID there is no process of ours, or another one.
+if unshare -pf --mount-proc true 2>/dev/null; then
+	there=$(unshare -pf --mount-proc "$PYTHON" -c "import importlib.util as u, sys; s = u.spec_from_file_location('o', sys.argv[1]); m = u.module_from_spec(s); s.loader.exec_module(m); print(m.where_mark())" "$CDP_SRCDIR/python/cdpool/out.py")
+	[ -n "$there" ] && [ "$there" != "$here" ] || fail "another PID namespace's mark: '$there' (here '$here')"
+else
+	echo "SKIP (this case): unshare -pf cannot make a PID namespace"
+fi
 
 echo "== case 5: --vector and a user's OUT.gpkg.classes.tif"
 echo "a user's file" >"$T/v.gpkg.classes.tif"

@@ -372,6 +372,20 @@ fi
 mkdir -p mid/u8_1_1.tif
 expect_fail 1 "refusing to write 'mid/u8_1_1.tif': it is a directory, not a regular file" cdp-tile -s 16 -O mid u8.tif
 [ "$(ls mid)" = u8_1_1.tif ] || fail "a failed -O run left: $(ls mid)"
+# Two -O runs starting into one new folder both succeed: the one whose
+# mkdir found it made by the other said "cannot create 'race': File
+# exists" (between its stat and its mkdir; cdp_file_mkdir in test_file
+# holds the rule deterministically).
+for i in 1 2 3 4 5 6 7 8 9 10; do
+	rm -rf race
+	cdp-tile -q -s 16 -O race u8.tif 2>race1.err &
+	a=$!
+	cdp-tile -q -s 16 --name u8b -O race u8.tif 2>race2.err &
+	b=$!
+	wait "$a" || fail "-O race $i: $(cat race1.err)"
+	wait "$b" || fail "-O race $i: $(cat race2.err)"
+done
+[ "$(ls race | grep -c '^u8_')" = "$(ls race | grep -c '^u8b_')" ] || fail "-O race: $(ls race)"
 # The tiles of -O are one set (cdpool(7), OUTPUTS): a SIGTERM sent by
 # strace's injection at the 1st, 5th or 12th of the 12 renames ends the
 # run only after the last, so the folder holds every new tile and no old

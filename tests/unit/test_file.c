@@ -8,6 +8,7 @@
 #include "cdp_error.h"
 #include "cdp_file.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -153,6 +154,20 @@ int main(void)
 	check_bom("\xef\xbb", 0, "\xef\xbb", "a file of two bytes of a mark is kept");
 	check_bom("\xef\xbb\xbf", 1, "", "a file that is only a mark is empty");
 	check_bom("", 0, "", "an empty file");
+
+	/* two programs making one new folder at once: the second's mkdir
+	 * finds it made, which is no failure (cdp-tile -O said "File exists") */
+	{
+		int made = -1;
+		CHECK(cdp_file_mkdir(tp("md"), &made) == 0 && made == 1, "a new folder is made");
+		CHECK(cdp_file_mkdir(tp("md"), &made) == 0 && made == 0, "one made meanwhile is taken");
+		CHECK(symlink("md", tp("mdlink")) == 0, "symlink to a folder");
+		CHECK(cdp_file_mkdir(tp("mdlink"), &made) == 0 && made == 0, "a link to a folder");
+		CHECK(cdp_file_mkdir(tp("a"), &made) == EEXIST && made == 0, "a file is no folder");
+		CHECK(cdp_file_mkdir(tp("nope/md"), NULL) == ENOENT, "no parent: ENOENT");
+		unlink(tp("mdlink"));
+		rmdir(tp("md"));
+	}
 
 	for (int i = 0; i < 50; i++) {
 		char name[16];

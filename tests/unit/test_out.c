@@ -155,7 +155,7 @@ static void own_handler(int sig)
 
 int main(void)
 {
-	char err[512] = "", name[300];
+	char err[512] = "", name[300], mark[9] = "", foreign[PATH_MAX];
 	cdp_out o, o2;
 	cdp_fileset set = { 0 };
 	struct stat st;
@@ -176,8 +176,16 @@ int main(void)
 	CHECK_RC(cdp_out_open(&o, tp("new.txt"), CDP_OUT_SEEK, 0666, err, sizeof err), CDP_OK);
 	CHECK(o.tmp && strncmp(o.tmp, tp(".new.txt.cdp-tmp."), strlen(tp(".new.txt.cdp-tmp."))) == 0,
 	      "temporary '%s'", o.tmp ? o.tmp : "(none)");
-	CHECK(o.tmp && cdp_out_is_tmp(strrchr(o.tmp, '/') + 1, &pid) && pid == (long)getpid(),
-	      "the temporary follows the rule");
+	{
+		int elsewhere = -1;
+		CHECK(o.tmp && cdp_out_is_tmp(strrchr(o.tmp, '/') + 1, &pid, &elsewhere) &&
+		      pid == (long)getpid() && elsewhere == 0, "the temporary follows the rule");
+		/* ".PID-MARK.": this host's and PID namespace's mark */
+		if (o.tmp) {
+			const char *t = strstr(o.tmp, ".cdp-tmp.") + 9;
+			snprintf(mark, sizeof mark, "%.8s", t + strcspn(t, "-") + 1);
+		}
+	}
 	CHECK(cdp_out_live() == 1, "one live temporary");
 	CHECK(access(tp("new.txt"), F_OK) != 0, "nothing at the target before commit");
 	wr(&o, "one");
@@ -533,12 +541,24 @@ int main(void)
 	}
 
 	/* the name rule */
-	CHECK(cdp_out_is_tmp(".x.tif.cdp-tmp.123.AbC9zz", &pid) && pid == 123, "rule");
-	CHECK(cdp_out_is_tmp(".x.gpkg.cdp-tmp.123.AbC9zz-journal", &pid), "side file");
-	CHECK(!cdp_out_is_tmp("x.tif.cdp-tmp.123.AbC9zz", &pid), "not hidden");
-	CHECK(!cdp_out_is_tmp(".x.tif.cdp-tmp.123.AbC9z", &pid), "short suffix");
-	CHECK(!cdp_out_is_tmp(".x.tif.cdp-tmp.123.AbC9zz.bak", &pid), "other suffix");
-	CHECK(!cdp_out_is_tmp(".x.tif.tmp.123", &pid), "old names are not ours");
+	{
+		int el = -1;
+		char nm[64], other[9];
+		CHECK(cdp_out_is_tmp(".x.tif.cdp-tmp.123.AbC9zz", &pid, &el) && pid == 123 && el == 0,
+		      "rule (no mark: judged by its PID, as before marks)");
+		CHECK(cdp_out_is_tmp(".x.gpkg.cdp-tmp.123.AbC9zz-journal", &pid, NULL), "side file");
+		CHECK(!cdp_out_is_tmp("x.tif.cdp-tmp.123.AbC9zz", &pid, NULL), "not hidden");
+		CHECK(!cdp_out_is_tmp(".x.tif.cdp-tmp.123.AbC9z", &pid, NULL), "short suffix");
+		CHECK(!cdp_out_is_tmp(".x.tif.cdp-tmp.123.AbC9zz.bak", &pid, NULL), "other suffix");
+		CHECK(!cdp_out_is_tmp(".x.tif.tmp.123", &pid, NULL), "old names are not ours");
+		CHECK(!cdp_out_is_tmp(".x.tif.cdp-tmp.123-0a1b2c.AbC9zz", &pid, NULL), "short mark");
+		CHECK(!cdp_out_is_tmp(".x.tif.cdp-tmp.123-0A1B2C3D.AbC9zz", &pid, NULL), "mark case");
+		snprintf(nm, sizeof nm, ".x.tif.cdp-tmp.123-%s.AbC9zz", mark);
+		CHECK(cdp_out_is_tmp(nm, &pid, &el) && pid == 123 && el == 0, "our mark: '%s'", nm);
+		snprintf(other, sizeof other, "%08lx", strtoul(mark, NULL, 16) ^ 1UL);
+		snprintf(nm, sizeof nm, ".x.tif.cdp-tmp.123-%s.AbC9zz.aux.xml", other);
+		CHECK(cdp_out_is_tmp(nm, &pid, &el) && pid == 123 && el == 1, "another mark: '%s'", nm);
+	}
 
 	/* SIGTERM with the default action: the live temporaries go */
 	{
@@ -593,10 +613,23 @@ int main(void)
 		}
 		CHECK(waitpid(r, &status, 0) == r && WIFSIGNALED(status), "killed");
 		CHECK(temporaries() == 1, "SIGKILL leaves its temporary");
+		snprintf(foreign, sizeof foreign, "%s/.s6.cdp-tmp.%ld-%08lx.AbCdEf", dir, (long)r,
+		         strtoul(mark, NULL, 16) ^ 1UL);
 		CHECK_RC(cdp_out_open(&o2, tp("s5"), CDP_OUT_SEEK, 0666, err, sizeof err), CDP_OK);
+		/* the dead one's name with another host's or PID namespace's
+		 * mark: a live writer there, whose PID means nothing here (the
+		 * sweep deleted a container's live temporary) */
+		{
+			const char *t = strstr(o2.tmp, ".cdp-tmp.") + 9;
+			CHECK(strncmp(t + strcspn(t, "-") + 1, mark, 8) == 0, "one mark per process");
+			close(open(foreign, O_WRONLY | O_CREAT | O_EXCL, 0600));
+		}
 		CHECK_RC(cdp_out_sweep(dir, &n), CDP_OK);
-		CHECK(n == 1 && temporaries() == 1, "the dead one swept (%zu), a live one kept", n);
+		CHECK(n == 1 && temporaries() == 2,
+		      "the dead one swept (%zu), a live one and one from elsewhere kept", n);
 		cdp_out_abort(&o2);
+		CHECK(temporaries() == 1, "the one from elsewhere left");
+		unlink(foreign);
 		CHECK(temporaries() == 0, "none left");
 	}
 

@@ -710,11 +710,14 @@ int cdp_pack_run(const cdp_pack_opts *o, FILE *in, cdp_pack_result *res,
 	/* --resume keeps what a key holds, and a plain pack only adds keys: on
 	 * a pool that an interrupted --replace left half replaced either would
 	 * keep old records beside new ones, and its rescan would clear the
-	 * mark that says so */
+	 * mark that says so. The mark is also there while a --replace runs
+	 * (from its first commit to its last), which nothing tells apart from
+	 * an interrupted one: every reader holds the pool open as it does. */
 	if (o->dup != CDP_DUP_REPLACE) {
 		if ((rc = pack_pool_stale(&p, &stale, &replaced)) == CDP_OK && replaced)
-			rc = pack_seterr(&p, CDP_EMISMATCH, "'%s': an interrupted --replace left "
-			                 "it stale: re-run with --replace", o->db);
+			rc = pack_seterr(&p, CDP_EMISMATCH, "'%s': a cdp-lmdbpack --replace into "
+			                 "it has not finished: wait for a running one to end, and "
+			                 "re-run an interrupted one with --replace", o->db);
 		if (rc)
 			goto out;
 	}

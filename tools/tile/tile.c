@@ -824,7 +824,6 @@ int cdp_tile_run(const cdp_tile_opts *o, FILE *out, cdp_tile_result *res,
 	int rc = CDP_OK, made_dir = 0, streaming = 0, frc;
 	const char *hit;
 	input in;
-	struct stat st;
 
 	memset(c, 0, sizeof(*c));
 	memset(res, 0, sizeof(*res));
@@ -921,16 +920,14 @@ int cdp_tile_run(const cdp_tile_opts *o, FILE *out, cdp_tile_result *res,
 			rc = CDP_ESPECIAL;
 			goto out;
 		}
-		if (stat(o->outdir, &st) != 0) {
-			if (errno != ENOENT || mkdir(o->outdir, 0777) != 0) {
-				rc = errno;
-				ERR(c, "cannot create '%s': %s", o->outdir, strerror(rc));
-				goto out;
-			}
-			made_dir = 1;
-		} else if (!S_ISDIR(st.st_mode)) {
+		/* another cdp-tile -O may create the same new folder at the same
+		 * moment: its mkdir winning is no failure of ours */
+		if ((rc = cdp_file_mkdir(o->outdir, &made_dir)) == EEXIST) {
 			ERR(c, "'%s': not a directory", o->outdir);
 			rc = ENOTDIR;
+			goto out;
+		} else if (rc) {
+			ERR(c, "cannot create '%s': %s", o->outdir, strerror(rc));
 			goto out;
 		}
 	} else if ((rc = cdp_stream_write_header(out))) {
