@@ -11,6 +11,7 @@
  */
 #include "optim.h"
 #include "cdp_error.h"
+#include "cdp_num.h"
 #include "net.h"
 
 #include <stdlib.h>
@@ -79,11 +80,12 @@ int cdp_optim_cfg_parse(cdp_optim_cfg *c, const cdp_cfg *cfg, cdp_cfg_section *s
 		c->lr = 0.001f;
 		c->weight_decay = 0.01f;
 	}
-	if (cdp_cfg_float(cfg, s, "lr", c->lr, 0, 1e6f, &c->lr, err, cap) < 0 ||
-	    cdp_cfg_float(cfg, s, "momentum", c->momentum, 0, 1, &c->momentum, err, cap) < 0 ||
+	if (cdp_cfg_float(cfg, s, "lr", c->lr, 0, CDP_OPTIM_LR_MAX, &c->lr, err, cap) < 0 ||
+	    cdp_cfg_float_below(cfg, s, "momentum", c->momentum, 0, CDP_OPTIM_MOMENTUM_END,
+	                        &c->momentum, err, cap) < 0 ||
 	    cdp_cfg_int(cfg, s, "nesterov", 0, 0, 1, &nesterov, err, cap) < 0 ||
-	    cdp_cfg_float(cfg, s, "weight_decay", c->weight_decay, 0, 1e6f, &c->weight_decay,
-	                  err, cap) < 0 ||
+	    cdp_cfg_float(cfg, s, "weight_decay", c->weight_decay, 0, CDP_OPTIM_WD_MAX,
+	                  &c->weight_decay, err, cap) < 0 ||
 	    cdp_cfg_float(cfg, s, "beta1", c->beta1, 0, 0.999999f, &c->beta1, err, cap) < 0 ||
 	    cdp_cfg_float(cfg, s, "beta2", c->beta2, 0, 0.999999f, &c->beta2, err, cap) < 0 ||
 	    cdp_cfg_float(cfg, s, "adam_eps", c->eps, 1e-30f, 1, &c->eps, err, cap) < 0 ||
@@ -97,11 +99,6 @@ int cdp_optim_cfg_parse(cdp_optim_cfg *c, const cdp_cfg *cfg, cdp_cfg_section *s
 	    cdp_cfg_int(cfg, s, "accumulate", 1, 1, 1 << 20, &c->accumulate, err, cap) < 0 ||
 	    cdp_cfg_float(cfg, s, "ema", 0, 0, 0.99999994f, &c->ema, err, cap) < 0)
 		return -1;
-	/* as --momentum: below 1, where the velocity would never decay (PyTorch
-	 * takes any momentum >= 0; 1 sums every gradient forever, above 1 grows) */
-	if (c->momentum >= 1)
-		return cdp_cfg_fail(cfg, s, "momentum", NULL, err, cap, "%.64s is outside [0, 1): "
-		                    "a momentum of 1 never decays", cdp_cfg_str(s, "momentum", ""));
 	c->nesterov = nesterov;
 	c->step_size = step_size;
 	c->warmup = warmup;
@@ -118,15 +115,18 @@ int cdp_optim_cfg_check(const cdp_optim_cfg *c, char *err, size_t cap)
 		snprintf(err, cap, "unknown optimizer type %d", c->type);
 		return -1;
 	}
-	if (!(c->lr >= 0) || !isfinite(c->lr) || !(c->weight_decay >= 0) ||
-	    !isfinite(c->weight_decay)) {
-		snprintf(err, cap, "lr and weight_decay must be finite numbers >= 0");
+	if (!(c->lr >= 0 && c->lr <= CDP_OPTIM_LR_MAX) ||
+	    !(c->weight_decay >= 0 && c->weight_decay <= CDP_OPTIM_WD_MAX)) {
+		char lr[32], wd[32];
+		snprintf(err, cap, "lr must be in [0, %s] and weight_decay in [0, %s]",
+		         cdp_double_str(CDP_OPTIM_LR_MAX, lr, sizeof lr),
+		         cdp_double_str(CDP_OPTIM_WD_MAX, wd, sizeof wd));
 		return -1;
 	}
-	if (c->type == CDP_OPT_SGD && (!(c->momentum >= 0) || c->momentum > 1 ||
+	if (c->type == CDP_OPT_SGD && (!(c->momentum >= 0 && c->momentum < CDP_OPTIM_MOMENTUM_END) ||
 	                               (c->nesterov && c->momentum == 0))) {
 		snprintf(err, cap, c->nesterov && c->momentum == 0 ? "nesterov needs momentum > 0"
-		                                                   : "momentum must be in [0, 1]");
+		                                                   : "momentum must be in [0, 1)");
 		return -1;
 	}
 	if (c->type == CDP_OPT_ADAMW && (!(c->beta1 >= 0) || !(c->beta1 < 1) ||

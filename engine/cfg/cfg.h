@@ -109,6 +109,10 @@ int cdp_cfg_int(const cdp_cfg *cfg, cdp_cfg_section *s, const char *key, int def
                 int min, int max, int *out, char *err, size_t cap);
 int cdp_cfg_float(const cdp_cfg *cfg, cdp_cfg_section *s, const char *key, float def,
                   float min, float max, float *out, char *err, size_t cap);
+/* As cdp_cfg_float over [min, end), end left out also when the value
+ * only rounds to it as a float: "V is outside [MIN, END)". */
+int cdp_cfg_float_below(const cdp_cfg *cfg, cdp_cfg_section *s, const char *key, float def,
+                        float min, float end, float *out, char *err, size_t cap);
 /* An error about option key of s that the lookups above could not see
  * (a word no list holds, a contradiction between options), into err[cap],
  * in their form: "PATH:LINE: WHAT: reason" with the key's line (the

@@ -10,14 +10,23 @@
 #include <stdio.h>
 #include <string.h>
 
+/* Key key of s, or NULL (the parser refuses a key twice in a section). */
+static const cdp_cfg_kv *find(const cdp_cfg_section *s, const char *key)
+{
+	for (int i = 0; s && key && i < s->nkv; i++)
+		if (strcmp(s->kv[i].key, key) == 0)
+			return &s->kv[i];
+	return NULL;
+}
+
 static cdp_cfg_kv *lookup(cdp_cfg_section *s, const char *key)
 {
-	for (int i = 0; s && i < s->nkv; i++)
-		if (strcmp(s->kv[i].key, key) == 0) {
-			s->kv[i].used = 1;
-			return &s->kv[i];
-		}
-	return NULL;
+	/* s is the caller's to change: find only spares a const section */
+	cdp_cfg_kv *kv = (cdp_cfg_kv *)find(s, key);
+
+	if (kv)
+		kv->used = 1;
+	return kv;
 }
 
 static int vfail(const cdp_cfg *cfg, const cdp_cfg_section *s, const cdp_cfg_kv *kv,
@@ -63,12 +72,9 @@ static int opt_fail(const cdp_cfg *cfg, const cdp_cfg_kv *kv, char *err, size_t 
 int cdp_cfg_fail(const cdp_cfg *cfg, const cdp_cfg_section *s, const char *key,
                  const char *what, char *err, size_t cap, const char *fmt, ...)
 {
-	const cdp_cfg_kv *kv = NULL;
+	const cdp_cfg_kv *kv = find(s, key);
 	va_list ap;
 
-	for (int i = 0; s && key && i < s->nkv; i++)
-		if (strcmp(s->kv[i].key, key) == 0)
-			kv = &s->kv[i];
 	va_start(ap, fmt);
 	vfail(cfg, s, kv, key ? key : "", what, err, cap, fmt, ap);
 	va_end(ap);
@@ -100,11 +106,13 @@ int cdp_cfg_int(const cdp_cfg *cfg, cdp_cfg_section *s, const char *key, int def
 	return 0;
 }
 
-int cdp_cfg_float(const cdp_cfg *cfg, cdp_cfg_section *s, const char *key, float def,
-                  float min, float max, float *out, char *err, size_t cap)
+/* cdp_cfg_float over [min, max], or [min, max) when below_max */
+static int get_float(const cdp_cfg *cfg, cdp_cfg_section *s, const char *key, float def,
+                     float min, float max, int below_max, float *out, char *err, size_t cap)
 {
 	cdp_cfg_kv *kv = lookup(s, key);
 	char lo[32], hi[32];
+	float v;
 	int rc;
 
 	if (!kv) {
@@ -113,13 +121,29 @@ int cdp_cfg_float(const cdp_cfg *cfg, cdp_cfg_section *s, const char *key, float
 	}
 	/* compared as the float it is kept in, and printed as the man page
 	 * writes it, so that a documented bound is accepted and named as such */
-	rc = cdp_parse_float(kv->value, min, max, out);
+	rc = cdp_parse_float(kv->value, min, max, &v);
+	if (rc == CDP_OK && below_max && v >= max)
+		rc = CDP_ERANGE;
 	if (rc == CDP_ESYNTAX)
 		return opt_fail(cfg, kv, err, cap, "'%.64s' is not a number", kv->value);
 	if (rc != CDP_OK)
-		return opt_fail(cfg, kv, err, cap, "%.64s is outside [%s, %s]", kv->value,
-		                cdp_float_str(min, lo, sizeof lo), cdp_float_str(max, hi, sizeof hi));
+		return opt_fail(cfg, kv, err, cap, "%.64s is outside [%s, %s%c", kv->value,
+		                cdp_float_str(min, lo, sizeof lo), cdp_float_str(max, hi, sizeof hi),
+		                below_max ? ')' : ']');
+	*out = v;
 	return 0;
+}
+
+int cdp_cfg_float(const cdp_cfg *cfg, cdp_cfg_section *s, const char *key, float def,
+                  float min, float max, float *out, char *err, size_t cap)
+{
+	return get_float(cfg, s, key, def, min, max, 0, out, err, cap);
+}
+
+int cdp_cfg_float_below(const cdp_cfg *cfg, cdp_cfg_section *s, const char *key, float def,
+                        float min, float end, float *out, char *err, size_t cap)
+{
+	return get_float(cfg, s, key, def, min, end, 1, out, err, cap);
 }
 
 int cdp_cfg_check_used(const cdp_cfg *cfg, const cdp_cfg_section *s, char *err, size_t cap)

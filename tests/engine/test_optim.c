@@ -457,11 +457,13 @@ static void test_cfg(void)
 		{ "[net]\nbeta2=1\n", "m.cfg:2: option 'beta2': 1 is outside [0, 0.999999]" },
 		/* the bound as cdp-model(5) writes it, not %g's "1" */
 		{ "[net]\nema=1\n", "m.cfg:2: option 'ema': 1 is outside [0, 0.99999994]" },
-		/* as cdp-train --momentum: below 1, also after rounding to float */
-		{ "[net]\nmomentum=1\n",
-		  "m.cfg:2: option 'momentum': 1 is outside [0, 1): a momentum of 1 never decays" },
-		{ "[net]\nmomentum=0.99999999\n", "m.cfg:2: option 'momentum': 0.99999999 is "
-		  "outside [0, 1): a momentum of 1 never decays" },
+		/* as cdp-train --momentum: below 1, also after rounding to float,
+		 * and one range in the message whatever the value above it */
+		{ "[net]\nmomentum=1\n", "m.cfg:2: option 'momentum': 1 is outside [0, 1)" },
+		{ "[net]\nmomentum=0.99999999\n",
+		  "m.cfg:2: option 'momentum': 0.99999999 is outside [0, 1)" },
+		{ "[net]\nmomentum=1.5\n", "m.cfg:2: option 'momentum': 1.5 is outside [0, 1)" },
+		{ "[net]\nmomentum=-0.5\n", "m.cfg:2: option 'momentum': -0.5 is outside [0, 1)" },
 	};
 
 	CHECK_RC(cdp_cfg_parse("[net]\noptimizer=adamw\nbeta2=0.99\nlr_policy=cosine\nwarmup=10\n"
@@ -497,6 +499,17 @@ static void test_cfg(void)
 	      c.accumulate == 1 && c.policy == CDP_LR_CONSTANT && cdp_optim_nblocks(&c) == 1,
 	      "sgd defaults");
 	cdp_cfg_free(&cfg);
+	/* the library's check holds a filled cfg (a checkpoint's) to the
+	 * cfg's ranges: momentum 1 never decays */
+	c.momentum = 1;
+	CHECK_RC(cdp_optim_cfg_check(&c, err, sizeof(err)), -1);
+	CHECK(strcmp(err, "momentum must be in [0, 1)") == 0, "%s", err);
+	c.momentum = 0.9f;
+	c.lr = 2e6f;
+	CHECK_RC(cdp_optim_cfg_check(&c, err, sizeof(err)), -1);
+	CHECK(strcmp(err, "lr must be in [0, 1e6] and weight_decay in [0, 1e6]") == 0, "%s", err);
+	c.lr = 0.01f;
+	CHECK_RC(cdp_optim_cfg_check(&c, err, sizeof(err)), 0);
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		CHECK_RC(cdp_cfg_parse(bad[i].text, "m.cfg", NULL, 0, &cfg, err, sizeof(err)), 0);
 		CHECK_RC(cdp_optim_cfg_parse(&c, &cfg, &cfg.s[0], err, sizeof(err)), -1);

@@ -311,8 +311,8 @@ int main(int argc, char **argv)
 			}
 			break;
 		case OPT_LR:
-			/* the ranges of lr=, momentum= and weight_decay= (engine/optim.c) */
-			if (cdp_cli_double("--lr", optarg, 0, 1e6, 0, &o.lr))
+			/* the ranges of lr=, momentum= and weight_decay= (optim.h) */
+			if (cdp_cli_double("--lr", optarg, 0, CDP_OPTIM_LR_MAX, 0, &o.lr))
 				goto out;
 			break;
 		case OPT_MODEL:
@@ -339,10 +339,12 @@ int main(int argc, char **argv)
 			}
 			break;
 		case OPT_MOMENTUM:
-			if (cdp_cli_double("--momentum", optarg, 0, 1, 1, &o.momentum))
+			if (cdp_cli_double("--momentum", optarg, 0, CDP_OPTIM_MOMENTUM_END, 1,
+			                   &o.momentum))
 				goto out;
-			/* below 1 as the float it is kept in (0.99999999 would be 1) */
-			if ((float)o.momentum >= 1) {
+			/* below the end as the float it is kept in (0.99999999 would
+			 * be 1), with cdp_cli_double's words */
+			if ((float)o.momentum >= CDP_OPTIM_MOMENTUM_END) {
 				cdp_cli_bad("--momentum", optarg, "a number in 0..1, less than 1");
 				goto out;
 			}
@@ -458,7 +460,8 @@ int main(int argc, char **argv)
 				goto out;
 			break;
 		case OPT_WD:
-			if (cdp_cli_double("--weight-decay", optarg, 0, 1e6, 0, &o.weight_decay))
+			if (cdp_cli_double("--weight-decay", optarg, 0, CDP_OPTIM_WD_MAX, 0,
+			                   &o.weight_decay))
 				goto out;
 			break;
 		default:
