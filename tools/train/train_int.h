@@ -346,9 +346,9 @@ void tr_overlap_step(trainer *t, double seconds);
  * averaging (average) or consensus update (admm). */
 void tr_sync_after_step(trainer *t);
 /* Puts the model to evaluate and checkpoint into net->params (the
- * averaged model; for admm the consensus estimate mean(w + u) of this
- * step, while z, which a resume continues from, stays in t->z;
- * allreduce: nothing to do) and averages the
+ * ranks' mean, which for admm is the consensus estimate mean(w + u) of
+ * this step, as mean(u) stays 0, while z, which a resume continues from,
+ * stays in t->z; allreduce: nothing to do) and averages the
  * batchnorm running statistics over ranks; tr_eval_model_end restores the
  * local parameters (and, average/admm, the local statistics, so that
  * evaluating never changes the run). Collective. */

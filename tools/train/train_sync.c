@@ -21,7 +21,8 @@
  *             where the penalty's gradient added to the loss's made SGD
  *             diverge once lr rho > 2. The model validated and saved is
  *             the consensus estimate of the current step, mean(w + u) (the
- *             z-update with the current u), not z, which only moves every
+ *             z-update with the current u), which is the ranks' mean
+ *             mean(w), as mean(u) stays 0; not z, which only moves every
  *             K steps: a run validated or ended between rounds would lose
  *             the steps since the last one.
  * Batchnorm running statistics are buffers no optimizer touches; they are
@@ -629,14 +630,12 @@ void tr_eval_model_begin(trainer *t)
 		be->copy(be, t->own_bufs, net->buffers, net->nbuffers * sizeof(float));
 	if (net->nbuffers)
 		cdp_dist_average(net->buffers, net->nbuffers);
-	if (t->o->sync == CDP_SYNC_AVERAGE) {
+	/* the ranks' mean, on a copy; for admm that is the consensus
+	 * estimate mean(w + u), the z-update with this step's u, as mean(u)
+	 * stays 0: each z-update leaves mean(u) + mean(w) - mean(w + u), and a
+	 * resume that drops the duals starts them at 0 (z stays in t->z) */
+	if (t->o->sync != CDP_SYNC_ALLREDUCE) {
 		be->copy(be, t->save, net->params, bytes);
-		cdp_dist_average(net->params, net->nparams);
-	} else if (t->o->sync == CDP_SYNC_ADMM) {
-		/* the z-update with this step's u, on a copy (z and u stay as a
-		 * resume continues from them); one rank's is w (u = 0) */
-		be->copy(be, t->save, net->params, bytes);
-		be->axpy(be, 1.0f, t->u, net->params, net->nparams);
 		cdp_dist_average(net->params, net->nparams);
 	}
 }
