@@ -204,22 +204,34 @@ static void tidy_exponent(char *buf)
 	memmove(d, src, strlen(src) + 1);
 }
 
-const char *cdp_float_str(float v, char *buf, size_t cap)
+/* %.Ng of v for the least N from digits up to most that reads back as v
+ * (as a float when as_float: 9 digits always do, 17 for a double), the
+ * exponent tidied */
+static const char *shortest(double v, int digits, int most, int as_float, char *buf,
+                            size_t cap)
 {
-	for (int digits = 6; digits <= 9; digits++) {
-		snprintf(buf, cap, "%.*g", digits, (double)v);
-		if (strtof(buf, NULL) == v)
+	for (; digits <= most; digits++) {
+		snprintf(buf, cap, "%.*g", digits, v);
+		if (as_float ? strtof(buf, NULL) == (float)v : strtod(buf, NULL) == v)
 			break;
 	}
 	tidy_exponent(buf);
 	return buf;
 }
 
+const char *cdp_float_str(float v, char *buf, size_t cap)
+{
+	return shortest(v, 6, 9, 1, buf, cap);
+}
+
 const char *cdp_double_str(double v, char *buf, size_t cap)
 {
-	snprintf(buf, cap, "%g", v);
-	tidy_exponent(buf);
-	return buf;
+	return shortest(v, 6, 17, 0, buf, cap);
+}
+
+const char *cdp_double_str_digits(double v, int digits, char *buf, size_t cap)
+{
+	return shortest(v, digits < 1 ? 1 : digits > 17 ? 17 : digits, 17, 0, buf, cap);
 }
 
 int cdp_parse_decimal(const char *s, uint64_t *num, uint64_t *den)

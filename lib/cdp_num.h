@@ -34,9 +34,16 @@ int cdp_parse_float(const char *s, float min, float max, float *out);
  * man pages write bounds: 0.99999994f prints "0.99999994", not %g's "1",
  * 0.999999f "0.999999", 1e6f "1e6". Returns buf. */
 const char *cdp_float_str(float v, char *buf, size_t cap);
-/* A bound of a double option: %g with the exponent written as above
- * (1e300, 1e9). Returns buf. */
+/* v in the fewest significant digits (%g, 6 to 17) that read back as v
+ * with strtod, the exponent written as above (1e300, 1e-9): the bound of
+ * a double option, or a value two of which must never print alike
+ * (0.1234567 and 0.1234568), while 0.1 stays 0.1, not
+ * 0.10000000000000001. Returns buf. */
 const char *cdp_double_str(double v, char *buf, size_t cap);
+/* As cdp_double_str with at least digits (1 to 17) significant digits:
+ * the integer part's count keeps 500000 or 5800003 out of exponent
+ * form. */
+const char *cdp_double_str_digits(double v, int digits, char *buf, size_t cap);
 /* The exact value of a non-negative number in the decimal notation of
  * cdp_parse_double ("0.145", ".5", "5e-2", "-0"), as the fraction
  * *num / *den with *den a power of ten up to 10^18 and no common factor 10

@@ -143,6 +143,22 @@ static void test_float(void)
 	CHECK(strcmp(cdp_double_str(1e300, buf, sizeof buf), "1e300") == 0, "%s", buf);
 	CHECK(strcmp(cdp_double_str(2.5e-7, buf, sizeof buf), "2.5e-7") == 0, "%s", buf);
 	CHECK(strcmp(cdp_double_str(100, buf, sizeof buf), "100") == 0, "%s", buf);
+	/* the fewest digits that read back: two values 1e-7 apart differ
+	 * (%g printed both as 0.123457), 0.1 stays 0.1, and 17 digits are
+	 * the most a double needs */
+	CHECK(strcmp(cdp_double_str(0.1234567, buf, sizeof buf), "0.1234567") == 0, "%s", buf);
+	CHECK(strcmp(cdp_double_str(0.1234568, buf, sizeof buf), "0.1234568") == 0, "%s", buf);
+	CHECK(strcmp(cdp_double_str(0.1, buf, sizeof buf), "0.1") == 0, "%s", buf);
+	CHECK(strcmp(cdp_double_str(1e-9, buf, sizeof buf), "1e-9") == 0, "%s", buf);
+	CHECK(strcmp(cdp_double_str(0.1 + 0.2, buf, sizeof buf), "0.30000000000000004") == 0, "%s",
+	      buf);
+	CHECK(strcmp(cdp_double_str(1234567, buf, sizeof buf), "1234567") == 0, "%s", buf);
+	CHECK(strcmp(cdp_double_str(1e7, buf, sizeof buf), "1e7") == 0, "%s", buf);
+	/* at least the digits asked for: a coordinate keeps its integer part */
+	CHECK(strcmp(cdp_double_str_digits(5e6, 7, buf, sizeof buf), "5000000") == 0, "%s", buf);
+	CHECK(strcmp(cdp_double_str_digits(500000.000002, 6, buf, sizeof buf), "500000.000002") == 0,
+	      "%s", buf);
+	CHECK(strcmp(cdp_double_str_digits(-1, 1, buf, sizeof buf), "-1") == 0, "%s", buf);
 }
 
 /* cdp_parse_decimal: what the user wrote, exactly (0.145 is not the

@@ -27,6 +27,7 @@
 #include "cdp_out.h"
 #include "cdp_raster.h"
 #include "cdp_metrics.h"
+#include "cdp_num.h"
 #include "cdp_plot.h"
 #include "cdp_record.h"
 
@@ -449,15 +450,12 @@ static void gt_text(const cdp_raster_info *ri, char *out, size_t cap)
 	len = (size_t)snprintf(out, cap, "(");
 	for (int i = 0; i < 6 && len < cap; i++) {
 		double a = fabs(ri->gt[i]);
-		/* no fewer digits than the integer part has: 500000, not 5e+05 */
+		/* no fewer digits than the integer part has: 500000, not 5e5 */
 		int p = a >= 1 && a < 1e17 ? (int)floor(log10(a)) + 1 : 1;
 		char num[32];
-		for (; p <= 17; p++) {
-			snprintf(num, sizeof num, "%.*g", p, ri->gt[i]);
-			if (strtod(num, NULL) == ri->gt[i])
-				break;
-		}
-		len += (size_t)snprintf(out + len, cap - len, "%s%s", num, i < 5 ? ", " : ")");
+		len += (size_t)snprintf(out + len, cap - len, "%s%s",
+		                        cdp_double_str_digits(ri->gt[i], p, num, sizeof num),
+		                        i < 5 ? ", " : ")");
 	}
 }
 

@@ -52,6 +52,7 @@
 #include <string.h>
 
 #include "cdp_error.h"
+#include "cdp_num.h"
 #include "cdp_progress.h"
 #include "dist/dist.h"
 #include "train_int.h"
@@ -281,21 +282,13 @@ static unsigned local_what(const trainer *t)
 void tr_sync_name(char *b, size_t cap, int sync, long k, double rho)
 {
 	char r[32];
-	int prec;
 
 	if (sync == CDP_SYNC_AVERAGE)
 		snprintf(b, cap, "average:%ld", k);
 	else if (sync == CDP_SYNC_ADMM) {
-		/* the fewest digits (from %g's 6) that read back as rho:
-		 * 6 alone would show 0.1234567 and 0.1234568 alike, 17 always
-		 * would show 0.1 as 0.10000000000000001; 17 always suffice
+		/* two RHOs never print alike, and 1e-9 as --sync takes it
 		 * (python/cdpool/checkpoint.py sync_name mirrors this) */
-		for (prec = 6; prec <= 17; prec++) {
-			snprintf(r, sizeof r, "%.*g", prec, rho);
-			if (strtod(r, NULL) == rho)
-				break;
-		}
-		snprintf(b, cap, "admm:%ld:%s", k, r);
+		snprintf(b, cap, "admm:%ld:%s", k, cdp_double_str(rho, r, sizeof r));
 	}
 	else
 		snprintf(b, cap, "allreduce");
