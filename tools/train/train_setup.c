@@ -281,7 +281,7 @@ static int open_loaders(trainer *t, char *err, size_t cap)
 	const cdp_train_opts *o = t->o;
 	cdp_loader_opts lo;
 	char why[128];
-	int rc, ign, acc;
+	int rc, ign;
 
 	if ((rc = cdp_pool_open(o->db, CDP_POOL_RDONLY | CDP_POOL_NORDAHEAD, 0, &t->pool)) != 0)
 		return tr_fail(err, cap, "cannot open '%s': %s", o->db,
@@ -289,10 +289,7 @@ static int open_loaders(trainer *t, char *err, size_t cap)
 	t->have_pool = 1;
 	if ((rc = cdp_lmdb_txn_hold(t->pool.env, MDB_RDONLY, &t->txn)) != 0)
 		return tr_fail(err, cap, "'%s': %s", o->db, cdp_strerror(rc));
-	/* accumulate= as the optimizer reads it (cdp_optim_cfg_parse): the
-	 * epoch is whole steps of that many batches */
 	if (cdp_cfg_int(&t->cfg, &t->cfg.s[0], "ignore", -1, -1, 1 << 30, &ign, err, cap) < 0 ||
-	    cdp_cfg_int(&t->cfg, &t->cfg.s[0], "accumulate", 1, 1, 1 << 20, &acc, err, cap) < 0 ||
 	    data_path(t, err, cap) < 0)
 		return -1;
 	cdp_loader_opts_init(&lo);
@@ -305,7 +302,10 @@ static int open_loaders(trainer *t, char *err, size_t cap)
 	lo.batch = o->batch;
 	lo.seed = o->seed;
 	lo.pad_last = t->pad_last;
-	lo.accumulate = acc;
+	/* the optimizer's accumulate= (tr_setup read it first): the epoch is
+	 * whole steps of that many batches, at least one, or the loader
+	 * refuses the keys */
+	lo.accumulate = t->oc.accumulate;
 	lo.mode = o->load;
 	lo.skip_bad = o->skip_bad;
 	lo.aug = &t->aug;
@@ -634,15 +634,14 @@ static void optim_resume(trainer *t, cdp_optim_cfg *c)
 	 * from the checkpoint's own cfg text: they are its values already */
 }
 
-/* The optimizer settings: the cfg's, then the command line's; resuming,
- * the checkpoint's where the command line gives none (optim_resume). */
+/* The optimizer settings: the cfg's (t->oc, which tr_setup read before the
+ * loaders), then the command line's; resuming, the checkpoint's where the
+ * command line gives none (optim_resume). */
 static int optimizer(trainer *t, char *err, size_t cap)
 {
 	const cdp_train_opts *o = t->o;
 	cdp_optim_cfg *c = &t->oc;
 
-	if (cdp_optim_cfg_parse(c, &t->cfg, &t->cfg.s[0], err, cap) < 0)
-		return -1;
 	if (o->optimizer && o->optimizer != c->type) {
 		/* the other optimizer's own defaults, then the explicit options */
 		cdp_optim_cfg d;
@@ -682,10 +681,6 @@ static int optimizer(trainer *t, char *err, size_t cap)
 		               o_model_name(t), o->momentum == 0 ? "--momentum 0" : "momentum=0");
 	t->accumulate = c->accumulate;
 	t->spe = (long)(t->ti.steps / (uint64_t)t->accumulate);
-	if (t->spe < 1)
-		return tr_fail(err, cap, "'%s': %zu keys make %llu batches of %d per rank, fewer than "
-		            "one step of %d batches", o->keys, t->ti.count,
-		            (unsigned long long)t->ti.steps, o->batch, t->accumulate);
 	t->total = o->steps ? o->steps : (o->epochs ? o->epochs : 10) * t->spe;
 	if (o->steps && o->epochs && o->epochs * t->spe < t->total)
 		t->total = o->epochs * t->spe;
@@ -1185,7 +1180,8 @@ int tr_setup(trainer *t, char *err, size_t cap)
 		}
 	}
 	t->have_cfg = 1;
-	if (cdp_aug_cfg_parse(&t->aug, &t->cfg, &t->cfg.s[0], err, cap) < 0)
+	if (cdp_aug_cfg_parse(&t->aug, &t->cfg, &t->cfg.s[0], err, cap) < 0 ||
+	    cdp_optim_cfg_parse(&t->oc, &t->cfg, &t->cfg.s[0], err, cap) < 0)
 		return -1;
 	if (open_loaders(t, err, cap) < 0 || tr_standardize(t, err, cap) < 0)
 		return -1;
