@@ -18,8 +18,9 @@
 #    naming what is dropped (before: train.log only); under another RHO,
 #    one naming both RHOs in the digits that tell them apart, as the start
 #    line of train.log does (before: 6 digits, 0.01 for 0.01000001);
-#  - --overlap or --bucket-mb with --sync average/admm: a usage error, and
-#    an error on a resume that takes admm from the checkpoint;
+#  - --overlap, --no-overlap or --bucket-mb with --sync average/admm: a
+#    usage error naming the option as typed, and an error on a resume that
+#    takes admm from the checkpoint;
 #  - a resume with another global batch (1 process x 4, 2 ranks x 2 after
 #    2 ranks x 4) is refused naming both; 1 process x 8 resumes;
 #  - a per-rank section damaged (its own CRC) or truncated inside an intact
@@ -177,10 +178,13 @@ cat "$T/err"
 echo "== allreduce's options with average/admm"
 expect_fail 2 "^cdp-train: --overlap needs --sync allreduce (average and admm exchange the parameters whole, after the step)\$" \
 	cdp-train $R --sync average:5 --overlap off --out "$T/ov" --steps 2
+# named as typed (was --overlap for --no-overlap too)
+expect_fail 2 "^cdp-train: --no-overlap needs --sync allreduce (average and admm exchange the parameters whole, after the step)\$" \
+	cdp-train $R --sync average:5 --no-overlap --out "$T/ov" --steps 2
 expect_fail 2 "^cdp-train: --bucket-mb needs --sync allreduce (average and admm exchange the parameters whole, after the step)\$" \
 	cdp-train $R --sync admm:5:0.01 --bucket-mb 1 --out "$T/ov" --steps 2
 cp -r "$d.c" "$d.ov"
-expect_fail 1 "^cdp-train: cannot resume '$d.ov/checkpoint.cdpt' with --overlap: its run has --sync admm:5:0.01, where it does nothing (resume without --overlap, or give --sync allreduce)\$" \
+expect_fail 1 "^cdp-train: cannot resume '$d.ov/checkpoint.cdpt' with --no-overlap: its run has --sync admm:5:0.01, where it does nothing (resume without --no-overlap, or give --sync allreduce)\$" \
 	$MP cdp-train $R --no-overlap --out "$d.ov" --steps 20 --resume
 cmp -s "$d.c/checkpoint.cdpt" "$d.ov/checkpoint.cdpt" || fail "a refused resume wrote"
 

@@ -492,7 +492,7 @@ int main(int argc, char **argv)
 		usage(stderr);
 		goto out;
 	}
-	o.overlap_given = overlap_set || no_overlap;
+	o.overlap_given = overlap_set ? "--overlap" : no_overlap ? "--no-overlap" : NULL;
 	if (o.sync != CDP_SYNC_ALLREDUCE && cdp_train_allreduce_only(&o)) {
 		fprintf(stderr, PROG ": %s needs --sync allreduce (%s)\n",
 		        cdp_train_allreduce_only(&o), o.grad_compress != CDP_DIST_COMP_NONE ?

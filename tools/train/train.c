@@ -79,7 +79,7 @@ const char *cdp_train_allreduce_only(const cdp_train_opts *o)
 	if (o->grad_compress != CDP_DIST_COMP_NONE)
 		return "--grad-compress";
 	if (o->overlap_given)
-		return "--overlap";
+		return o->overlap_given;
 	return o->bucket_mb > 0 ? "--bucket-mb" : NULL;
 }
 

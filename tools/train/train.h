@@ -60,7 +60,8 @@ typedef struct cdp_train_opts {
 	double rho;                 /* admm penalty */
 	int allreduce;              /* cdp_dist_algo; -1: nccl on GPUs of their own, else mpi */
 	int overlap;                /* CDP_OVERLAP_* */
-	int overlap_given;          /* --overlap or --no-overlap given */
+	const char *overlap_given;  /* "--overlap" or "--no-overlap", as given
+	                             * (messages name it), NULL: neither */
 	int grad_compress;          /* --grad-compress: cdp_dist_comp of the buckets */
 	double bucket_mb;           /* --bucket-mb: gradient bucket size, MiB;
 	                             * 0: 25, at most 1/8 of the gradients */
@@ -96,7 +97,7 @@ typedef struct cdp_train_opts {
 void cdp_train_opts_init(cdp_train_opts *o);
 
 /* The first option given that only --sync allreduce uses ("--grad-compress",
- * "--overlap", "--bucket-mb"; average and admm exchange whole parameters
+ * "--overlap" or "--no-overlap" as given, "--bucket-mb"; average and admm exchange whole parameters
  * after the step, with no gradient buckets), or NULL: refused with average
  * and admm rather than silently doing nothing. */
 const char *cdp_train_allreduce_only(const cdp_train_opts *o);
