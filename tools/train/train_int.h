@@ -315,9 +315,10 @@ int  tr_sync_resume(trainer *t, char *err, size_t cap);
  * each rank's own state from the checkpoint, when tr_sync_resume kept it. */
 void tr_sync_begin(trainer *t);
 /* ADMM's z in the checkpoint resumed, written with --sync admm (its LIVE
- * chunk, PARM holding the consensus estimate), or NULL (none, a run with
- * ema=, whose LIVE holds the trained weights, or an admm checkpoint of an
- * older cdp-train, whose PARM is z). */
+ * chunk, PARM holding the consensus estimate; the checkpoint's per-rank
+ * mode says admm, also after tr_sync_resume dropped the ranks' state), or
+ * NULL (none, a run with ema=, whose LIVE holds the trained weights, or an
+ * admm checkpoint of an older cdp-train, whose PARM is z). */
 const float *tr_sync_ckpt_z(const trainer *t);
 /* "allreduce", "average:K" or "admm:K:RHO" into b */
 void tr_sync_name(char *b, size_t cap, int sync, long k, double rho);

@@ -410,9 +410,11 @@ int tr_sync_resume(trainer *t, char *err, size_t cap)
 
 const float *tr_sync_ckpt_z(const trainer *t)
 {
-	/* only ema= (which needs allreduce) and admm write LIVE, and a
-	 * resumed run's cfg is the checkpoint's */
-	return t->have_ck && !t->dema ? t->ck.live : NULL;
+	/* only ema= (which needs allreduce) and admm write LIVE: the
+	 * checkpoint's own --sync tells which (every admm checkpoint has its
+	 * per-rank section, whose mode drop_ranks keeps), as Python's reader
+	 * tells it, not this run's cfg or --sync */
+	return t->have_ck && t->ck.rank_sync == CDP_CKPT_SYNC_ADMM ? t->ck.live : NULL;
 }
 
 void tr_sync_begin(trainer *t)
