@@ -307,10 +307,11 @@ static int launcher_var(const char *e)
 	       !strncmp(e, "PMI_", 4) || !strncmp(e, "SLURM_", 6);
 }
 
-/* Hides the launcher's variables from a singleton's MPI_Init: unsets them
- * and returns their copies (NULL-terminated, malloc'ed), which
- * launcher_restore puts back, since the job id (dist_rdv.c) and the
- * restart count are read after MPI_Init. NULL when out of memory. */
+/* Hides the launcher's variables from the MPI_Init of a singleton that
+ * torchrun started (dist.h): unsets them and returns their copies
+ * (NULL-terminated, malloc'ed), which launcher_restore puts back, since
+ * the job id (dist_rdv.c) and the restart count are read after MPI_Init.
+ * NULL when out of memory. */
 static char **launcher_hide(void)
 {
 	extern char **environ;
@@ -339,12 +340,14 @@ fail:
 	return NULL;
 }
 
+/* A variable MPI_Init set meanwhile (a singleton's own PMIx server's) is
+ * MPI's to keep: the launcher's copy does not replace it. */
 static void launcher_restore(char **saved)
 {
 	for (size_t i = 0; saved[i]; i++) {
 		char *eq = strchr(saved[i], '=');
 		*eq = '\0';
-		setenv(saved[i], eq + 1, 1);
+		setenv(saved[i], eq + 1, 0);
 		free(saved[i]);
 	}
 	free(saved);
@@ -567,7 +570,10 @@ int cdp_dist_init(int *argc, char ***argv)
 	want = st.launched ? launched_size(&want_var) : 0;
 	if (!st.launched) {
 		singleton_prepare();
-		if (!(hidden = launcher_hide()))
+		/* only torchrun's children inherit a launcher that is not
+		 * theirs; a plain singleton (one cdp-train in an sbatch
+		 * script) keeps what its MPI_Init has always seen */
+		if (getenv("TORCHELASTIC_RUN_ID") && !(hidden = launcher_hide()))
 			return CDP_ENOMEM;
 	}
 	/* SERIALIZED: the communication thread (dist_ring.c) makes MPI calls
