@@ -133,9 +133,10 @@ static int finite_ge0(float v)
 }
 
 /* cdp_loss_init_opt of a regression loss: classes are the outputs T; of
- * the options only huber_delta and one loss weight apply. */
-static int init_reg(cdp_loss *l, cdp_backend *be, const cdp_loss_opt *o, int kind, char *err,
-                    size_t cap)
+ * the options only huber_delta and one loss weight apply. *cw_fault as
+ * init_opt's. */
+static int init_reg(cdp_loss *l, cdp_backend *be, const cdp_loss_opt *o, int kind,
+                    int *cw_fault, char *err, size_t cap)
 {
 	if (o->classes < 1 || o->classes > CDP_LOSS_MAX_CLASSES) {
 		snprintf(err, cap, "loss=%s needs 1 to %d outputs, not %d", o->name,
@@ -147,6 +148,7 @@ static int init_reg(cdp_loss *l, cdp_backend *be, const cdp_loss_opt *o, int kin
 		return -1;
 	}
 	if (o->class_w || o->alpha || o->label_smoothing > 0) {
+		*cw_fault = o->class_w != NULL;
 		snprintf(err, cap, "class weights, focal_alpha and label smoothing are for class "
 		         "losses, not loss=%s", o->name);
 		return -1;
@@ -176,17 +178,44 @@ static int init_reg(cdp_loss *l, cdp_backend *be, const cdp_loss_opt *o, int kin
 	return 0;
 }
 
-int cdp_loss_init_opt(cdp_loss *l, cdp_backend *be, const cdp_loss_opt *o, char *err,
-                      size_t cap)
+/* o's class weights, one per class: 0, or -1 with the reason in err */
+static int class_w_check(const cdp_loss_opt *o, int classes, char *err, size_t cap)
+{
+	double wsum = 0;
+
+	if (o->nw != classes) {
+		snprintf(err, cap, "%d class weights for %d classes", o->nw, classes);
+		return -1;
+	}
+	for (int i = 0; i < o->nw; i++) {
+		if (!finite_ge0(o->class_w[i])) {
+			snprintf(err, cap, "class weight %d (%g) is not a finite number >= 0", i,
+			         (double)o->class_w[i]);
+			return -1;
+		}
+		wsum += o->class_w[i];
+	}
+	/* all 0 would train nothing */
+	if (wsum <= 0) {
+		snprintf(err, cap, "all class weights are 0");
+		return -1;
+	}
+	return 0;
+}
+
+/* cdp_loss_init_opt; on an error *cw_fault is 1 when the class weights
+ * are at fault (init_cfg cites class_weights=), else left as it was */
+static int init_opt(cdp_loss *l, cdp_backend *be, const cdp_loss_opt *o, int *cw_fault,
+                    char *err, size_t cap)
 {
 	int kind[CDP_LOSS_MAX_TERMS], nt, sm, classes = o->classes, host = 0, has_ce = 0;
-	double wsum = 0, lsum = 0;
+	double lsum = 0;
 
 	memset(l, 0, sizeof(*l));
 	if ((nt = cdp_loss_parse(o->name, classes, kind, &sm, err, cap)) < 0)
 		return -1;
 	if (cdp_loss_kind_is_reg(kind[0]))
-		return init_reg(l, be, o, kind[0], err, cap);
+		return init_reg(l, be, o, kind[0], cw_fault, err, cap);
 	if (sm && (classes < 2 || classes > CDP_LOSS_MAX_CLASSES)) {
 		snprintf(err, cap, "loss=%s needs 2 to %d classes, not %d", o->name,
 		         CDP_LOSS_MAX_CLASSES, classes);
@@ -222,7 +251,7 @@ int cdp_loss_init_opt(cdp_loss *l, cdp_backend *be, const cdp_loss_opt *o, char 
 		}
 		lsum += o->weights[i];
 	}
-	/* all 0 would train nothing, as all class weights 0 below */
+	/* all 0 would train nothing, as all class weights 0 (class_w_check) */
 	if (o->weights && lsum <= 0) {
 		snprintf(err, cap, "all loss weights are 0");
 		return -1;
@@ -230,27 +259,14 @@ int cdp_loss_init_opt(cdp_loss *l, cdp_backend *be, const cdp_loss_opt *o, char 
 	for (int i = 0; i < nt; i++)
 		has_ce |= kind[i] == CDP_LOSS_CE;
 	if ((o->class_w || o->label_smoothing > 0) && !has_ce) {
+		*cw_fault = o->class_w != NULL;
 		snprintf(err, cap, "%s a term ce, not loss=%s",
 		         o->class_w ? "class weights need" : "label smoothing needs", o->name);
 		return -1;
 	}
-	if (o->class_w) {
-		if (o->nw != classes) {
-			snprintf(err, cap, "%d class weights for %d classes", o->nw, classes);
-			return -1;
-		}
-		for (int i = 0; i < o->nw; i++) {
-			if (!finite_ge0(o->class_w[i])) {
-				snprintf(err, cap, "class weight %d (%g) is not a finite number >= 0",
-				         i, (double)o->class_w[i]);
-				return -1;
-			}
-			wsum += o->class_w[i];
-		}
-		if (wsum <= 0) {
-			snprintf(err, cap, "all class weights are 0");
-			return -1;
-		}
+	if (o->class_w && class_w_check(o, classes, err, cap) < 0) {
+		*cw_fault = 1;
+		return -1;
 	}
 	if (o->alpha) {
 		if (o->nalpha != 1 && o->nalpha != classes) {
@@ -312,6 +328,14 @@ oom:
 	cdp_loss_free(l);
 	snprintf(err, cap, "out of memory");
 	return -1;
+}
+
+int cdp_loss_init_opt(cdp_loss *l, cdp_backend *be, const cdp_loss_opt *o, char *err,
+                      size_t cap)
+{
+	int cw_fault;
+
+	return init_opt(l, be, o, &cw_fault, err, cap);
 }
 
 int cdp_loss_init(cdp_loss *l, cdp_backend *be, const char *name, int classes, int ignore,
@@ -413,7 +437,7 @@ static int init_cfg(cdp_loss *l, cdp_backend *be, const cdp_cfg *cfg, cdp_cfg_se
 {
 	cdp_loss_opt o;
 	float *cw = NULL, *lw = NULL, *al = NULL;
-	int rc = -1, nw;
+	int rc = -1, nw, cw_fault = 0;
 	const char *key = NULL;
 	char why[200];
 
@@ -442,7 +466,9 @@ static int init_cfg(cdp_loss *l, cdp_backend *be, const cdp_cfg *cfg, cdp_cfg_se
 		o.nw = 0;
 	}
 	why[0] = '\0';
-	if (cdp_loss_init_opt(l, be, &o, why, sizeof why) == 0 && multi && cw) {
+	if (init_opt(l, be, &o, &cw_fault, why, sizeof why) == 0 && multi && cw) {
+		/* class_weights= are the positive weights: at fault in either */
+		cw_fault = 1;
 		if (nw != multi)
 			snprintf(why, sizeof why, "%d class weights for the %d labels of a multi-label "
 			         "head", nw, multi);
@@ -454,7 +480,7 @@ static int init_cfg(cdp_loss *l, cdp_backend *be, const cdp_cfg *cfg, cdp_cfg_se
 	if (!why[0] && (key = stray_option(l, s, why, sizeof why)))
 		cdp_loss_free(l);
 	if (why[0]) {
-		if (!key && cw && (strstr(why, "class weight") || strstr(why, "positive weight")))
+		if (!key && cw_fault)
 			key = "class_weights";
 		/* the line of the key at fault, else [net]'s */
 		cdp_cfg_fail(cfg, s, key, "[net]", err, cap, "%s", why);
