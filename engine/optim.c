@@ -119,8 +119,9 @@ int cdp_optim_cfg_check(const cdp_optim_cfg *c, char *err, size_t cap)
 		snprintf(err, cap, "lr and weight_decay must be finite numbers >= 0");
 		return -1;
 	}
-	if (c->type == CDP_OPT_SGD && (!(c->momentum >= 0 && c->momentum < CDP_OPTIM_MOMENTUM_END) ||
-	                               (c->nesterov && c->momentum == 0))) {
+	if (c->type == CDP_OPT_SGD &&
+	    (!(c->momentum >= 0 && c->momentum < CDP_OPTIM_MOMENTUM_END) ||
+	     (c->nesterov && c->momentum == 0))) {
 		snprintf(err, cap, c->nesterov && c->momentum == 0 ? "nesterov needs momentum > 0"
 		                                                   : "momentum must be in [0, 1)");
 		return -1;

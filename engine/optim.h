@@ -51,13 +51,14 @@
 
 enum { CDP_OPT_SGD = 1, CDP_OPT_ADAMW = 2 };
 
-/* The ranges of lr= and weight_decay= ([0, MAX]) and of momentum= ([0,
- * CDP_OPTIM_MOMENTUM_END), as the float it is kept in: PyTorch's SGD takes
- * any momentum >= 0, but 1 sums every gradient forever and above 1 grows),
- * shared with cdp-train's --lr, --weight-decay and --momentum. */
+/* The ranges of lr= and weight_decay=, [0, MAX], and of momentum=,
+ * [0, CDP_OPTIM_MOMENTUM_END) as the float it is kept in (PyTorch's SGD
+ * takes any momentum >= 0, but 1 sums every gradient forever and above 1
+ * grows); cdp-train's --lr, --weight-decay and --momentum share them. */
 #define CDP_OPTIM_LR_MAX       1e6
 #define CDP_OPTIM_WD_MAX       1e6
 #define CDP_OPTIM_MOMENTUM_END 1
+
 enum { CDP_LR_CONSTANT = 0, CDP_LR_STEP = 1, CDP_LR_COSINE = 2 };
 
 typedef struct cdp_optim_cfg {

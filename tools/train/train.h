@@ -97,9 +97,9 @@ typedef struct cdp_train_opts {
 void cdp_train_opts_init(cdp_train_opts *o);
 
 /* The first option given that only --sync allreduce uses ("--grad-compress",
- * "--overlap" or "--no-overlap" as given, "--bucket-mb"; average and admm exchange whole parameters
- * after the step, with no gradient buckets), or NULL: refused with average
- * and admm rather than silently doing nothing. */
+ * "--overlap" or "--no-overlap" as given, "--bucket-mb"; average and admm
+ * exchange whole parameters after the step, with no gradient buckets), or
+ * NULL: refused with average and admm rather than silently doing nothing. */
 const char *cdp_train_allreduce_only(const cdp_train_opts *o);
 
 /* --class-weights' syntax, before any pool or model: 0 for "auto" or a
