@@ -2051,12 +2051,24 @@ def test_loss_twin():
         if name in ("l1", "huber"):
             check(torch.isnan(y).any(), "the batch has no missing target")
         net = to_torch(ck, model).train()
-        got = float(loss_fn(model, net(x), y if y.dtype.is_floating_point else y.reshape(4, -1),
-                            ignore=ds.ignore))
+        z = net(x)
+        yl = y if y.dtype.is_floating_point else y.reshape(4, -1)
+        got = float(loss_fn(model, z, yl, ignore=ds.ignore))
         want = next(json.loads(line)["loss"] for line in open(os.path.join(d, "metrics.jsonl"))
                     if '"type":"step"' in line and '"step":1,' in line)
         check(abs(got - want) <= 1e-5 * abs(want), "%s (%s %s): loss %r, cdp-train's %r" % (
             name, model["loss"], model["loss_opts"], got, want))
+        if name == "cels":
+            # build() of the cfg (not only model_of) carries its loss options:
+            # without them (the plain cfg's loss) the loss is another
+            from cdpool.model import LOSS_OPTS, build
+            plain = [o for o in ck.overrides if o.split("=")[0] not in LOSS_OPTS]
+            check(len(plain) == len(ck.overrides) - 2, "cels overrides %s" % ck.overrides)
+            for ov, same in ((ck.overrides, True), (plain, False)):
+                m = build(ck.cfg_text, "<cfg>", ov, ck.in_shape)
+                b = float(loss_fn(m, z, yl, ignore=ds.ignore))
+                check((abs(b - want) <= 1e-5 * abs(want)) == same, "loss_fn(build(cfg, %s)): "
+                      "%r, model_of's %r" % (ov, b, want))
     check(model_of(cdpool.load_checkpoint(os.path.join(T, "loss_cels", "checkpoint.cdpt")))
           ["loss_opts"] == {"label_smoothing": "0.1", "class_weights": "1;3;0.5"},
           "model_of: the cfg's loss options")
