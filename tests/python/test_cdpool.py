@@ -1635,6 +1635,24 @@ def test_dataset_snapshot():
        "it refuses")
 
 
+def grow_pack(d, name):
+    """cdp-tile --size 256 of T/grow_NAME.tif (small: one tile; big: 64
+    tiles, 12 MiB, past the 10 MiB map a reader maps at least) packed into
+    D at a 64 KiB map; returns the big raster's bands."""
+    a = np.random.default_rng(5).integers(0, 256, (3, 2048, 2048), dtype=np.uint8)
+    tif = os.path.join(T, "grow_%s.tif" % name)
+    if not os.path.exists(tif):
+        img = a[:, :256, :256] if name == "small" else a
+        ds = gdal.GetDriverByName("GTiff").Create(tif, img.shape[2], img.shape[1], 3,
+                                                  gdal.GDT_Byte)
+        for b in range(3):
+            ds.GetRasterBand(b + 1).WriteArray(img[b])
+        ds = None
+    subprocess.run("cdp-tile -q --size 256 %s | cdp-lmdbpack -q --map-size 64K %s" % (tif, d),
+                   shell=True, check=True)
+    return a
+
+
 def test_pool_map_growth():
     """cdp-lmdbpack grows the map of a pool a Pool has open (past the 10
     MiB a reader maps at least): the Pool reads on after adopting the new
@@ -1642,24 +1660,17 @@ def test_pool_map_growth():
     one case LMDB forbids the remap, the error says to close it (it was
     MDB_MAP_RESIZED, and a new Pool called the pool 'not a cdpool pool')."""
     d = os.path.join(T, "grow")
-    a = np.random.default_rng(5).integers(0, 256, (3, 2048, 2048), dtype=np.uint8)
-    for name, img in (("small", a[:, :256, :256]), ("big", a)):
-        ds = gdal.GetDriverByName("GTiff").Create(os.path.join(T, "grow_%s.tif" % name),
-                                                  img.shape[2], img.shape[1], 3, gdal.GDT_Byte)
-        for b in range(3):
-            ds.GetRasterBand(b + 1).WriteArray(img[b])
-        ds = None
-    pack = "cdp-tile -q --size 256 %s | cdp-lmdbpack -q --map-size 64K %s"
-    subprocess.run(pack % (os.path.join(T, "grow_small.tif"), d), shell=True, check=True)
+    shutil.rmtree(d, ignore_errors=True)
+    grow_pack(d, "small")
     pool = cdpool.Pool(d)
     check(pool.keys() == ["grow_small_0_0"], "the small pool: %s" % pool.keys())
     with pool.view() as v:
-        subprocess.run(pack % (os.path.join(T, "grow_big.tif"), d), shell=True, check=True)
+        a = grow_pack(d, "big")
         try:
             pool.keys()
             check(False, "keys() with a view open after the map grew: no error")
         except cdpool.CdpError as e:
-            check("close it" in str(e), "with a view open: %s" % e)
+            check("close the older view or dataset" in str(e), "with a view open: %s" % e)
         check(v.record("grow_small_0_0").image.shape == (3, 256, 256), "the view's snapshot")
     keys = pool.keys()
     check(len(keys) == 65 and pool.tiles == 65, "after the growth: %d keys" % len(keys))
@@ -1667,6 +1678,33 @@ def test_pool_map_growth():
     check(np.array_equal(r.image, a[:, 1792:, 1792:]), "a record past the old map")
     check(cdpool.Pool(d).tiles == 65, "a new Pool in the process")
     ok("a Pool reads on after cdp-lmdbpack grew the map (and says to close an open view)")
+
+
+def test_dataset_map_growth():
+    """A PoolDataset holds its read transaction for its life, and every
+    Pool of a directory in a process shares one LMDB map: once cdp-lmdbpack
+    grew the map, a new Pool or PoolDataset of the pool in the process is
+    refused with a message saying to close the older dataset (it said "a
+    view() or a PoolDataset", not that an older one blocks a new Pool), the
+    dataset reads on in its snapshot, and after ds.close() a new Pool reads
+    the grown pool."""
+    d = os.path.join(T, "grow_ds")
+    shutil.rmtree(d, ignore_errors=True)
+    grow_pack(d, "small")
+    kf = os.path.join(T, "grow_ds.keys")
+    subprocess.run(["cdp-keyshuffle", "-q", "-o", kf, d], check=True)
+    ds = cdpool.PoolDataset(d, kf, standardize=False)
+    x0 = ds[0].copy()
+    grow_pack(d, "big")
+    for what, fn in (("Pool", lambda: cdpool.Pool(d)),
+                     ("PoolDataset", lambda: cdpool.PoolDataset(d, kf))):
+        e = refused("ELMDB", fn)
+        check(str(e).startswith("'%s': " % d) and "close the older view or dataset (ds.close())"
+              in str(e) and "\n" not in str(e), "a new %s: %s" % (what, e))
+    check(np.array_equal(ds[0], x0), "the dataset's snapshot after the growth")
+    ds.close()
+    check(cdpool.Pool(d).tiles == 65, "a new Pool after ds.close()")
+    ok("a pool grown while a PoolDataset is open: a new Pool says to close the older dataset")
 
 
 def test_integer_args():
@@ -2817,7 +2855,8 @@ def main():
                       test_dataset_negative_index, test_lmdb_damage, test_trace_refusals,
                       test_import_torch_refusal, test_import_layouts, test_mix_tensor,
                       test_reader_slots, test_fork_parent_slot, test_pool_keys, test_pool_append,
-                      test_pool_map_growth, test_dataset_snapshot, test_dataset_sources,
+                      test_pool_map_growth, test_dataset_map_growth, test_dataset_snapshot,
+                      test_dataset_sources,
                       test_integer_args, test_import_outputs, test_import_options,
                       test_import_checkpoints, test_import_shared_weights, test_cli_output,
                       test_out_keeps_mode, test_out_vsi])
