@@ -2212,6 +2212,59 @@ def test_class_ignore():
     ok("a scalar-class pool: ignore= leaves class 0 alone, as the C loader")
 
 
+def test_loss_ignore_default():
+    """loss_fn's ignore= left out is 255, cdp-tile's ignore value of u8
+    labels. A pool of u16 labels ignores 65535: without ignore= the loss
+    refuses its ignored pixels (ValueError asking for ignore=) rather than
+    count them, which a binary head did silently (class 1) and a softmax
+    head failed on with torch's 'Target 65535 is out of bounds'; with
+    ignore=ds.ignore it is the loss of the same labels ignored as 255."""
+    try:
+        import torch
+        from cdpool.model import build
+        from cdpool.torch_model import EngineNet, loss_fn
+    except ImportError:
+        print("SKIP loss ignore default (no torch)")
+        return
+    # python.sh's ign.tif (invalid pixels: nodata in every band), its label
+    # made 0 and 1 only in a UInt16 raster: u16 labels, ignore 65535
+    src = gdal.Open(os.path.join(T, "r", "ign_mask.tif"))
+    lab = src.ReadAsArray()
+    lab[lab > 1] = 0
+    os.makedirs(os.path.join(T, "r16"), exist_ok=True)
+    shutil.copy(os.path.join(T, "r", "ign.tif"), os.path.join(T, "r16", "ig16.tif"))
+    out = gdal.GetDriverByName("GTiff").Create(os.path.join(T, "r16", "ig16_mask.tif"),
+                                               lab.shape[1], lab.shape[0], 1, gdal.GDT_UInt16)
+    out.SetGeoTransform(src.GetGeoTransform())
+    out.SetProjection(src.GetProjection())
+    out.GetRasterBand(1).WriteArray(lab)
+    out = None
+    path = pack("p_ig16", os.path.join(T, "r16", "ig16.tif"), "--label-suffix", "_mask")
+    kf = os.path.join(T, "ig16.keys")
+    subprocess.run(["cdp-keyshuffle", "-q", "-o", kf, path], check=True)
+    ds = cdpool.PoolDataset(path, kf)
+    check(ds.ignore == 65535, "u16 labels: ignore %d" % ds.ignore)
+    x = torch.from_numpy(np.stack([ds[i][0] for i in range(len(ds))]))
+    y = torch.from_numpy(np.stack([ds[i][1] for i in range(len(ds))])).reshape(len(ds), -1)
+    check((y == 65535).any() and not ((y > 1) & (y != 65535)).any(), "labels %s" % y.unique())
+    torch.manual_seed(3)
+    for ov in (["classes=3"], ["classes=2", "loss=bce", "outputs=1"]):
+        model = build(open(SMALL).read(), SMALL, ["in_h=32", "in_w=32"] + ov,
+                      (x.shape[1], 32, 32))
+        with torch.no_grad():
+            z = EngineNet(model)(x)
+            try:
+                loss_fn(model, z, y)
+                check(False, "%s: loss_fn without ignore= counted label 65535" % ov)
+            except ValueError as e:
+                check(str(e).startswith("loss_fn: label 65535 is not ignored") and
+                      "pass ignore=" in str(e), "%s: %s" % (ov, e))
+            got = float(loss_fn(model, z, y, ignore=ds.ignore))
+            want = float(loss_fn(model, z, torch.where(y == 65535, 255, y)))
+        check(got == want, "%s: loss %r, with the ignored pixels as 255 %r" % (ov, got, want))
+    ok("loss_fn without ignore= refuses a u16 pool's ignored label 65535; with ds.ignore skips it")
+
+
 def test_constant_band():
     """A band with std 0 (a constant band in training): cdp-predict only centres it
     (1 / std taken as 1) and sets non-finite values to 0; so do Deployed and
@@ -2850,7 +2903,8 @@ def main():
                       test_pool_refusals, test_meta_consistency, test_info_refusals, test_seed_range,
                       test_pool_replaced, test_pool_reopen_replaced, test_value_pool,
                       test_loss_twin, test_regression_deployed,
-                      test_class_ignore, test_constant_band, test_split_key,
+                      test_class_ignore, test_loss_ignore_default, test_constant_band,
+                      test_split_key,
                       test_dataset_key_refusals, test_dataset_key_list,
                       test_dataset_negative_index, test_lmdb_damage, test_trace_refusals,
                       test_import_torch_refusal, test_import_layouts, test_mix_tensor,
