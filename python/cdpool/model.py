@@ -8,8 +8,9 @@ checkpoint's cfg text becomes a model without the C tools.
 give the dict that tests/engine/model_dump prints as JSON for the same cfg:
 per layer its index, type, name, cfg line, from indices (-1 = the net
 input), in/out shapes (C, H, W), hyper-parameters and the offsets and
-PyTorch shapes of its parameters and buffers in the engine's blocks. It is
-what cdpool.torch_model.EngineNet takes.
+PyTorch shapes of its parameters and buffers in the engine's blocks; and
+"loss_opts", the [net] options of the loss, which model_dump does not
+print. It is what cdpool.torch_model.EngineNet and loss_fn take.
 
 cdpool.cfg expands and parses the text as engine/cfg/cfg.c does; this
 module is the net builder of engine/net.c and engine/layers/*.c: [net]'s
@@ -397,11 +398,20 @@ def _lr_mult(spec, name):
     return 1.0
 
 
+# [net]'s options of the loss (engine/loss.c cdp_loss_init_cfg) besides
+# loss= and ignore=
+LOSS_OPTS = ("loss_weights", "class_weights", "dice_smooth", "focal_gamma", "focal_alpha",
+             "tversky_alpha", "tversky_beta", "label_smoothing", "huber_delta")
+
+
 def build(text, path="<cfg>", overrides=(), in_shape=None, batch=1, old_rule=False):
     """The model of a cfg text as model_dump's JSON (a dict): cdp_net_build
     with the caller's input shape (C, H, W; entries 0 or None keep the
-    cfg's) and batch. Raises CfgError with the C builder's message;
-    old_rule reads the cfg under the rule before [vars] (cdpool.cfg)."""
+    cfg's) and batch, with "loss_opts": the [net] options of the loss
+    (LOSS_OPTS given, as strings), which model_dump does not print and
+    cdpool.torch_model.loss_fn() applies. Raises CfgError with the C
+    builder's message; old_rule reads the cfg under the rule before [vars]
+    (cdpool.cfg)."""
     secs = parse(text, path, overrides, old_rule)
     net = _Opts(path, secs[0])
     c = net.int("channels", 0, 1, 1 << 20)
@@ -418,6 +428,9 @@ def build(text, path="<cfg>", overrides=(), in_shape=None, batch=1, old_rule=Fal
                        "pass them)" % (path, secs[0].line))
     loss = net.str("loss", "ce")
     terms = _loss_terms(path, secs[0].line, loss, 0)
+    # the other options of the loss, as written, for torch_model.loss_fn:
+    # the model of a cfg then trains with the loss cdp-train would
+    loss_opts = {k: net.str(k) for k in LOSS_OPTS if net.str(k) is not None}
     if len(secs) < 2:
         raise CfgError("%s: no layers after [net]" % path)
     if len(secs) - 1 > MAX_LAYERS:                  # CDP_NET_MAX_LAYERS
@@ -486,35 +499,23 @@ def build(text, path="<cfg>", overrides=(), in_shape=None, batch=1, old_rule=Fal
     return {"cfg": path, "overrides": list(overrides), "batch": batch, "input": shape,
             "classes": classes, "loss": loss, "ignore": ignore, "nparams": b.nparams,
             "nbuffers": b.nbuffers, "out_layer": len(layers) - 1, "layers": layers,
-            "multi": multi}
-
-
-# [net]'s options of the loss (engine/loss.c cdp_loss_init_cfg) besides
-# loss= and ignore=, which build() reads
-LOSS_OPTS = ("loss_weights", "class_weights", "dice_smooth", "focal_gamma", "focal_alpha",
-             "tversky_alpha", "tversky_beta", "label_smoothing", "huber_delta")
+            "multi": multi, "loss_opts": loss_opts}
 
 
 def model_of(ckpt, batch=1):
     """The model of a checkpoint (cdpool.load_checkpoint()): its cfg text and
-    overrides at its input shape, as cdp_ckpt_to_net() builds it, with
-    "loss_opts": the cfg's options of the loss (LOSS_OPTS given, as
-    strings), which cdpool.torch_model.loss_fn() reads so that its loss is
-    the one cdp-train trained with. A cfg naming an unknown [net] key was
+    overrides at its input shape, as cdp_ckpt_to_net() builds it (build()),
+    its "loss_opts" those of the cfg, so that cdpool.torch_model.loss_fn()
+    gives the loss cdp-train trained with. A cfg naming an unknown [net] key was
     written under the old rule, before [vars] (cdp-checkpoint(5)): it is
     read under it, with a warning, as cdp_net_build_ckpt() does."""
-    old_rule = False
     try:
-        m = build(ckpt.cfg_text, "<checkpoint>", ckpt.overrides, ckpt.in_shape, batch)
+        return build(ckpt.cfg_text, "<checkpoint>", ckpt.overrides, ckpt.in_shape, batch)
     except CfgUnknownKey as e:
         net = parse(ckpt.cfg_text, "<checkpoint>", ckpt.overrides, old_rule=True)[0]
         warnings.warn(old_rule_warning(e, net.old_vars))
-        old_rule = True
-        m = build(ckpt.cfg_text, "<checkpoint>", ckpt.overrides, ckpt.in_shape, batch,
-                  old_rule=True)
-    net = parse(ckpt.cfg_text, "<checkpoint>", ckpt.overrides, old_rule=old_rule)[0]
-    m["loss_opts"] = {k: net.find(k)[1] for k in LOSS_OPTS if net.find(k)}
-    return m
+        return build(ckpt.cfg_text, "<checkpoint>", ckpt.overrides, ckpt.in_shape, batch,
+                     old_rule=True)
 
 
 def fit_checkpoint(ckpt, model):

@@ -834,7 +834,8 @@ class Pool:
         adding to the pool) grew the map beyond this process's
         (MDB_MAP_RESIZED), once more after adopting the new size, which LMDB
         allows only with no transaction of this process open on the
-        environment: with one open (a view()) the error says so."""
+        environment: with one open (a view() or a PoolDataset, of any Pool
+        of the directory) the error says to close it."""
         import lmdb
         env = self.env
         try:
@@ -846,10 +847,15 @@ class Pool:
             txn = env.begin(**kw)
         except lmdb.MapResizedError:
             if any(_alive(t) for t in list(self._ent["txns"])):
+                # the Pools of a directory share the environment: the
+                # transaction may be another Pool's, a dataset made long ago
                 raise CdpError("ELMDB", self.path,
-                               message="the pool grew beyond this process's map while a "
-                                       "view() or a PoolDataset holds a read transaction: "
-                                       "close it to read on") from None
+                               message="the pool grew beyond this process's map (a "
+                                       "cdp-lmdbpack packed into it) while an older view() or "
+                                       "PoolDataset of it in this process holds a read "
+                                       "transaction, and every Pool of the directory shares "
+                                       "that map: close the older view or dataset "
+                                       "(ds.close()) to read on") from None
             env.set_mapsize(0)      # 0: the size the writer left in the file
             txn = env.begin(**kw)
         self._ent["txns"].add(txn)

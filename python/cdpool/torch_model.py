@@ -27,13 +27,13 @@ block order. Layer semantics follow engine/backend.h:
             index), so a training step can be compared exactly.
 
 loss_fn() is the engine's loss (loss.h) in PyTorch terms, cdp-train's for the
-model (the options of a checkpoint's cfg in model["loss_opts"], from
-cdpool.model.model_of(); PoolDataset's ignored label skipped). to_torch() builds
-the EngineNet of a cdp-train checkpoint (cdpool.load_checkpoint()) from the
-cfg it holds (cdpool.model reads the cfg language) and loads its tensors.
-Deployed wraps it for raw band values (the standardization inside,
-probabilities, or a regression net's values, out) and export_onnx() writes
-that as ONNX.
+model (the options of its cfg in model["loss_opts"], from cdpool.model.build()
+or model_of(); PoolDataset's ignored label, ignore=ds.ignore, skipped).
+to_torch() builds the EngineNet of a cdp-train checkpoint
+(cdpool.load_checkpoint()) from the cfg it holds (cdpool.model reads the cfg
+language) and loads its tensors. Deployed wraps it for raw band values (the
+standardization inside, probabilities, or a regression net's values, out)
+and export_onnx() writes that as ONNX.
 
 Run as a program it is the PyTorch side of bench/engine.sh: it times
 training steps (forward, loss, backward, SGD step) and prints one JSON line.
@@ -314,7 +314,9 @@ def _loss_term(kind, z, y, valid, o):
     raise ValueError("unknown loss term '%s'" % kind)
 
 
-POOL_IGNORE = 255    # cdp-tile's ignore value of u8 labels (cdp-tile(1) --ignore)
+# loss_fn's ignore= by default: cdp-tile's ignore value of u8 labels; u16
+# labels have 65535, and cdp-tile --ignore sets another (cdp-tile(1))
+POOL_IGNORE = 255
 
 
 def _reg_loss(kind, z, t, o):
@@ -343,10 +345,21 @@ def loss_fn(model, logits, labels, smooth=1.0, class_w=None, opts=None, ignore=N
     focal_alpha, tversky_alpha, tversky_beta, huber_delta; strings as in
     the cfg or numbers), dice_smooth defaulting to smooth and class_weights
     to class_w; a multi-label head's class_weights are its positive weights
-    (BCEWithLogitsLoss(pos_weight=)). ignore is the label the pool gives
-    ignored pixels, PoolDataset's ignore (default 255): the loss skips it,
-    and with model["ignore"] = V >= 0 also V, as cdp-train, whose loader
-    gives the pool's ignored pixels V, does."""
+    (BCEWithLogitsLoss(pos_weight=)).
+
+    ignore is the label the data gives ignored pixels: PoolDataset's
+    ds.ignore (the pool's ignore value, the model's ignore= where the
+    dataset was made with it, -1 for a scalar-class pool), or -1 where no
+    label is ignored. The loss skips it, and with model["ignore"] = V >= 0
+    also V, as cdp-train, whose loader gives the pool's ignored pixels V,
+    does. Left None it is POOL_IGNORE, 255, cdp-tile's ignore value of u8
+    labels only (u16 labels have 65535, cdp-tile --ignore sets another), so
+    then every label the loss counts must be a class of the head (0 to
+    K-1, 0 or 1 for one channel): any other raises ValueError asking for
+    ignore=, rather than count the pool's ignored pixels (a binary head
+    would take them for its class 1). A class the pool's ignore value
+    could be (cdp-tile --ignore 0) is counted: pass ignore= for such a
+    pool."""
     o = dict(model.get("loss_opts") or {})
     o.update(opts or {})
     o.setdefault("dice_smooth", smooth)
@@ -364,10 +377,19 @@ def loss_fn(model, logits, labels, smooth=1.0, class_w=None, opts=None, ignore=N
         return w[0] * F.binary_cross_entropy_with_logits(
             z.reshape(n, k), labels.reshape(n, k).to(z.dtype), pos_weight=pw)
     y = labels.reshape(n, -1).long()
-    pool_ignore = POOL_IGNORE if ignore is None else ignore
-    valid = y != pool_ignore
+    valid = y != (POOL_IGNORE if ignore is None else ignore)
     if model["ignore"] >= 0:
         valid &= y != model["ignore"]
+    if ignore is None:
+        # the default guesses the pool's ignore value: a counted label no
+        # class of the head is most likely the pool's own (the check syncs
+        # a GPU once a call: ignore= spares it)
+        bad = y[valid & ((y < 0) | (y >= max(k, 2)))]
+        if bad.numel():
+            raise ValueError("loss_fn: label %d is not ignored and no class of the head (0 to "
+                             "%d): pass ignore=, the label the data gives ignored pixels "
+                             "(PoolDataset's ds.ignore; the default 255 is cdp-tile's for u8 "
+                             "labels only), or -1 for none" % (int(bad[0]), max(k, 2) - 1))
     return sum(wi * _loss_term(t, z, y, valid, o) for wi, t in zip(w, terms))
 
 
@@ -497,6 +519,7 @@ def bench(args):
     g = torch.Generator().manual_seed(1)
     x = torch.randn(n, c, h, w, generator=g)
     k = model["classes"]
+    # every label a class: ignore=-1 (none) spares loss_fn the default's check
     labels = torch.randint(0, k, (n, out[1] * out[2]), generator=g)
     fmt = torch.channels_last if args.channels_last else torch.contiguous_format
     net = net.to(memory_format=fmt)
@@ -510,9 +533,9 @@ def bench(args):
             # autocast: convolutions and matmuls in bf16 (fp32 weights),
             # batchnorm, softmax and the loss in fp32
             with torch.autocast("cpu", dtype=torch.bfloat16):
-                loss = loss_fn(model, net(x), labels)
+                loss = loss_fn(model, net(x), labels, ignore=-1)
         else:
-            loss = loss_fn(model, net(x), labels)
+            loss = loss_fn(model, net(x), labels, ignore=-1)
         loss.backward()
         opt.step()
         return loss

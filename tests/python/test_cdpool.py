@@ -1635,6 +1635,24 @@ def test_dataset_snapshot():
        "it refuses")
 
 
+def grow_pack(d, name):
+    """cdp-tile --size 256 of T/grow_NAME.tif (small: one tile; big: 64
+    tiles, 12 MiB, past the 10 MiB map a reader maps at least) packed into
+    D at a 64 KiB map; returns the big raster's bands."""
+    a = np.random.default_rng(5).integers(0, 256, (3, 2048, 2048), dtype=np.uint8)
+    tif = os.path.join(T, "grow_%s.tif" % name)
+    if not os.path.exists(tif):
+        img = a[:, :256, :256] if name == "small" else a
+        ds = gdal.GetDriverByName("GTiff").Create(tif, img.shape[2], img.shape[1], 3,
+                                                  gdal.GDT_Byte)
+        for b in range(3):
+            ds.GetRasterBand(b + 1).WriteArray(img[b])
+        ds = None
+    subprocess.run("cdp-tile -q --size 256 %s | cdp-lmdbpack -q --map-size 64K %s" % (tif, d),
+                   shell=True, check=True)
+    return a
+
+
 def test_pool_map_growth():
     """cdp-lmdbpack grows the map of a pool a Pool has open (past the 10
     MiB a reader maps at least): the Pool reads on after adopting the new
@@ -1642,24 +1660,17 @@ def test_pool_map_growth():
     one case LMDB forbids the remap, the error says to close it (it was
     MDB_MAP_RESIZED, and a new Pool called the pool 'not a cdpool pool')."""
     d = os.path.join(T, "grow")
-    a = np.random.default_rng(5).integers(0, 256, (3, 2048, 2048), dtype=np.uint8)
-    for name, img in (("small", a[:, :256, :256]), ("big", a)):
-        ds = gdal.GetDriverByName("GTiff").Create(os.path.join(T, "grow_%s.tif" % name),
-                                                  img.shape[2], img.shape[1], 3, gdal.GDT_Byte)
-        for b in range(3):
-            ds.GetRasterBand(b + 1).WriteArray(img[b])
-        ds = None
-    pack = "cdp-tile -q --size 256 %s | cdp-lmdbpack -q --map-size 64K %s"
-    subprocess.run(pack % (os.path.join(T, "grow_small.tif"), d), shell=True, check=True)
+    shutil.rmtree(d, ignore_errors=True)
+    grow_pack(d, "small")
     pool = cdpool.Pool(d)
     check(pool.keys() == ["grow_small_0_0"], "the small pool: %s" % pool.keys())
     with pool.view() as v:
-        subprocess.run(pack % (os.path.join(T, "grow_big.tif"), d), shell=True, check=True)
+        a = grow_pack(d, "big")
         try:
             pool.keys()
             check(False, "keys() with a view open after the map grew: no error")
         except cdpool.CdpError as e:
-            check("close it" in str(e), "with a view open: %s" % e)
+            check("close the older view or dataset" in str(e), "with a view open: %s" % e)
         check(v.record("grow_small_0_0").image.shape == (3, 256, 256), "the view's snapshot")
     keys = pool.keys()
     check(len(keys) == 65 and pool.tiles == 65, "after the growth: %d keys" % len(keys))
@@ -1667,6 +1678,33 @@ def test_pool_map_growth():
     check(np.array_equal(r.image, a[:, 1792:, 1792:]), "a record past the old map")
     check(cdpool.Pool(d).tiles == 65, "a new Pool in the process")
     ok("a Pool reads on after cdp-lmdbpack grew the map (and says to close an open view)")
+
+
+def test_dataset_map_growth():
+    """A PoolDataset holds its read transaction for its life, and every
+    Pool of a directory in a process shares one LMDB map: once cdp-lmdbpack
+    grew the map, a new Pool or PoolDataset of the pool in the process is
+    refused with a message saying to close the older dataset (it said "a
+    view() or a PoolDataset", not that an older one blocks a new Pool), the
+    dataset reads on in its snapshot, and after ds.close() a new Pool reads
+    the grown pool."""
+    d = os.path.join(T, "grow_ds")
+    shutil.rmtree(d, ignore_errors=True)
+    grow_pack(d, "small")
+    kf = os.path.join(T, "grow_ds.keys")
+    subprocess.run(["cdp-keyshuffle", "-q", "-o", kf, d], check=True)
+    ds = cdpool.PoolDataset(d, kf, standardize=False)
+    x0 = ds[0].copy()
+    grow_pack(d, "big")
+    for what, fn in (("Pool", lambda: cdpool.Pool(d)),
+                     ("PoolDataset", lambda: cdpool.PoolDataset(d, kf))):
+        e = refused("ELMDB", fn)
+        check(str(e).startswith("'%s': " % d) and "close the older view or dataset (ds.close())"
+              in str(e) and "\n" not in str(e), "a new %s: %s" % (what, e))
+    check(np.array_equal(ds[0], x0), "the dataset's snapshot after the growth")
+    ds.close()
+    check(cdpool.Pool(d).tiles == 65, "a new Pool after ds.close()")
+    ok("a pool grown while a PoolDataset is open: a new Pool says to close the older dataset")
 
 
 def test_integer_args():
@@ -2051,12 +2089,24 @@ def test_loss_twin():
         if name in ("l1", "huber"):
             check(torch.isnan(y).any(), "the batch has no missing target")
         net = to_torch(ck, model).train()
-        got = float(loss_fn(model, net(x), y if y.dtype.is_floating_point else y.reshape(4, -1),
-                            ignore=ds.ignore))
+        z = net(x)
+        yl = y if y.dtype.is_floating_point else y.reshape(4, -1)
+        got = float(loss_fn(model, z, yl, ignore=ds.ignore))
         want = next(json.loads(line)["loss"] for line in open(os.path.join(d, "metrics.jsonl"))
                     if '"type":"step"' in line and '"step":1,' in line)
         check(abs(got - want) <= 1e-5 * abs(want), "%s (%s %s): loss %r, cdp-train's %r" % (
             name, model["loss"], model["loss_opts"], got, want))
+        if name == "cels":
+            # build() of the cfg (not only model_of) carries its loss options:
+            # without them (the plain cfg's loss) the loss is another
+            from cdpool.model import LOSS_OPTS, build
+            plain = [o for o in ck.overrides if o.split("=")[0] not in LOSS_OPTS]
+            check(len(plain) == len(ck.overrides) - 2, "cels overrides %s" % ck.overrides)
+            for ov, same in ((ck.overrides, True), (plain, False)):
+                m = build(ck.cfg_text, "<cfg>", ov, ck.in_shape)
+                b = float(loss_fn(m, z, yl, ignore=ds.ignore))
+                check((abs(b - want) <= 1e-5 * abs(want)) == same, "loss_fn(build(cfg, %s)): "
+                      "%r, model_of's %r" % (ov, b, want))
     check(model_of(cdpool.load_checkpoint(os.path.join(T, "loss_cels", "checkpoint.cdpt")))
           ["loss_opts"] == {"label_smoothing": "0.1", "class_weights": "1;3;0.5"},
           "model_of: the cfg's loss options")
@@ -2160,6 +2210,59 @@ def test_class_ignore():
         check(a == b == want[plain.key(i)], "%s: class %d, with ignore=-100 %d" % (
             plain.key(i), a, b))
     ok("a scalar-class pool: ignore= leaves class 0 alone, as the C loader")
+
+
+def test_loss_ignore_default():
+    """loss_fn's ignore= left out is 255, cdp-tile's ignore value of u8
+    labels. A pool of u16 labels ignores 65535: without ignore= the loss
+    refuses its ignored pixels (ValueError asking for ignore=) rather than
+    count them, which a binary head did silently (class 1) and a softmax
+    head failed on with torch's 'Target 65535 is out of bounds'; with
+    ignore=ds.ignore it is the loss of the same labels ignored as 255."""
+    try:
+        import torch
+        from cdpool.model import build
+        from cdpool.torch_model import EngineNet, loss_fn
+    except ImportError:
+        print("SKIP loss ignore default (no torch)")
+        return
+    # python.sh's ign.tif (invalid pixels: nodata in every band), its label
+    # made 0 and 1 only in a UInt16 raster: u16 labels, ignore 65535
+    src = gdal.Open(os.path.join(T, "r", "ign_mask.tif"))
+    lab = src.ReadAsArray()
+    lab[lab > 1] = 0
+    os.makedirs(os.path.join(T, "r16"), exist_ok=True)
+    shutil.copy(os.path.join(T, "r", "ign.tif"), os.path.join(T, "r16", "ig16.tif"))
+    out = gdal.GetDriverByName("GTiff").Create(os.path.join(T, "r16", "ig16_mask.tif"),
+                                               lab.shape[1], lab.shape[0], 1, gdal.GDT_UInt16)
+    out.SetGeoTransform(src.GetGeoTransform())
+    out.SetProjection(src.GetProjection())
+    out.GetRasterBand(1).WriteArray(lab)
+    out = None
+    path = pack("p_ig16", os.path.join(T, "r16", "ig16.tif"), "--label-suffix", "_mask")
+    kf = os.path.join(T, "ig16.keys")
+    subprocess.run(["cdp-keyshuffle", "-q", "-o", kf, path], check=True)
+    ds = cdpool.PoolDataset(path, kf)
+    check(ds.ignore == 65535, "u16 labels: ignore %d" % ds.ignore)
+    x = torch.from_numpy(np.stack([ds[i][0] for i in range(len(ds))]))
+    y = torch.from_numpy(np.stack([ds[i][1] for i in range(len(ds))])).reshape(len(ds), -1)
+    check((y == 65535).any() and not ((y > 1) & (y != 65535)).any(), "labels %s" % y.unique())
+    torch.manual_seed(3)
+    for ov in (["classes=3"], ["classes=2", "loss=bce", "outputs=1"]):
+        model = build(open(SMALL).read(), SMALL, ["in_h=32", "in_w=32"] + ov,
+                      (x.shape[1], 32, 32))
+        with torch.no_grad():
+            z = EngineNet(model)(x)
+            try:
+                loss_fn(model, z, y)
+                check(False, "%s: loss_fn without ignore= counted label 65535" % ov)
+            except ValueError as e:
+                check(str(e).startswith("loss_fn: label 65535 is not ignored") and
+                      "pass ignore=" in str(e), "%s: %s" % (ov, e))
+            got = float(loss_fn(model, z, y, ignore=ds.ignore))
+            want = float(loss_fn(model, z, torch.where(y == 65535, 255, y)))
+        check(got == want, "%s: loss %r, with the ignored pixels as 255 %r" % (ov, got, want))
+    ok("loss_fn without ignore= refuses a u16 pool's ignored label 65535; with ds.ignore skips it")
 
 
 def test_constant_band():
@@ -2800,12 +2903,14 @@ def main():
                       test_pool_refusals, test_meta_consistency, test_info_refusals, test_seed_range,
                       test_pool_replaced, test_pool_reopen_replaced, test_value_pool,
                       test_loss_twin, test_regression_deployed,
-                      test_class_ignore, test_constant_band, test_split_key,
+                      test_class_ignore, test_loss_ignore_default, test_constant_band,
+                      test_split_key,
                       test_dataset_key_refusals, test_dataset_key_list,
                       test_dataset_negative_index, test_lmdb_damage, test_trace_refusals,
                       test_import_torch_refusal, test_import_layouts, test_mix_tensor,
                       test_reader_slots, test_fork_parent_slot, test_pool_keys, test_pool_append,
-                      test_pool_map_growth, test_dataset_snapshot, test_dataset_sources,
+                      test_pool_map_growth, test_dataset_map_growth, test_dataset_snapshot,
+                      test_dataset_sources,
                       test_integer_args, test_import_outputs, test_import_options,
                       test_import_checkpoints, test_import_shared_weights, test_cli_output,
                       test_out_keeps_mode, test_out_vsi])

@@ -39,11 +39,12 @@ def man_examples(page):
 
 
 def f32(x):
-    """model_dump prints floats with %.9g: equal as float32."""
+    """model_dump prints floats with %.9g: equal as float32; the loss's
+    options (build()'s "loss_opts", for loss_fn) it does not print."""
     if isinstance(x, float):
         return float(np.float32(x))
     if isinstance(x, dict):
-        return {k: f32(v) for k, v in x.items() if k != "cfg"}
+        return {k: f32(v) for k, v in x.items() if k not in ("cfg", "loss_opts")}
     if isinstance(x, list):
         return [f32(v) for v in x]
     return x
