@@ -70,8 +70,10 @@ SYNCS = {0: "allreduce", 1: "average", 2: "admm"}
 
 def sync_name(sync, k, rho):
     """--sync as cdp-train names it (train_sync.c tr_sync_name): "allreduce",
-    "average:K" or "admm:K:RHO", RHO in the fewest digits (6 to 17, %g)
-    that read back as it, so that two RHOs are never shown alike."""
+    "average:K" or "admm:K:RHO", RHO as cdp_double_str (lib/cdp_num.c)
+    prints it: the fewest digits (6 to 17, %g) that read back as it, so
+    that two RHOs are never shown alike, the exponent without '+' or
+    leading zeros (1e-9)."""
     if sync == "average":
         return "average:%d" % k
     if sync != "admm":
@@ -80,7 +82,7 @@ def sync_name(sync, k, rho):
         r = "%.*g" % (prec, rho)
         if float(r) == rho:
             break
-    return "admm:%d:%s" % (k, r)
+    return "admm:%d:%s" % (k, re.sub(r"e\+?(-?)0*(\d)", r"e\1\2", r))
 KIND_INITIAL = 1           # CDP_CKPT_KIND_INITIAL: META's kind (version 7)
 CFG_MAX = 16 << 20
 NAME_MAX = 95
@@ -585,7 +587,7 @@ def _check(ck):
         ok = o["lr"] >= 0 and math.isfinite(o["lr"]) and o["weight_decay"] >= 0 \
             and math.isfinite(o["weight_decay"])
         if o["type"] == "sgd":
-            ok = ok and 0 <= o["momentum"] <= 1 and not (o["nesterov"] and o["momentum"] == 0)
+            ok = ok and 0 <= o["momentum"] < 1 and not (o["nesterov"] and o["momentum"] == 0)
         else:
             ok = ok and 0 <= o["beta1"] < 1 and 0 <= o["beta2"] < 1 and o["eps"] > 0
         if o["policy"] == "step":

@@ -1225,7 +1225,7 @@ def test_info():
         lines = r.stdout.split("\n")
         check(r.returncode == 0 and all(w.replace("%d", str(n)) in lines for w in want),
               "info of %s: %s%s, want %r" % (run, r.stdout, r.stderr, want))
-    check(cdpool.checkpoint.sync_name("admm", 3, 1e-9) == "admm:3:1e-09" and
+    check(cdpool.checkpoint.sync_name("admm", 3, 1e-9) == "admm:3:1e-9" and
           cdpool.checkpoint.sync_name("admm", 3, 0.1) == "admm:3:0.1" and
           cdpool.checkpoint.sync_name("admm", 3, 0.12345678901234) == "admm:3:0.12345678901234" and
           cdpool.checkpoint.sync_name("average", 4, 0) == "average:4", "sync_name")
