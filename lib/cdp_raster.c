@@ -1656,19 +1656,28 @@ void cdp_raster_outline(double w, double h, int steps, double *x, double *y)
  * a few of the image's pixels is found by refining (up to OVERLAP_MAX). */
 #define OVERLAP_FIRST 65
 #define OVERLAP_MAX 1025
+/* Points along each edge of src's outline: enough that a reprojected
+ * edge's bend does not hide a corner of its box on g. */
+#define OUTLINE_STEPS 32
 
-/* Whether any of n x n pixel centres spread evenly over g (its first and
- * last rows and columns among them) lands inside src when tr moves it
- * back (g's pixel -> ground -> src's pixel), the way the warp decides
- * which pixels src labels: 1 yes, 0 no. *near is set when none does but
- * the box around where they land meets src, so a finer grid might. */
-static int overlaps_at(void *tr, const cdp_raster_info *g, double sw, double sh, int n,
+/* The pixels of g to sample: columns [x0, x1), rows [y0, y1). */
+typedef struct pbox {
+	double x0, y0, x1, y1;
+} pbox;
+
+/* Whether any of nx x ny pixel centres spread evenly over the box b of
+ * g's pixels (its first and last rows and columns among them) lands inside
+ * src (sw x sh) when tr moves it back (g's pixel -> ground -> src's
+ * pixel), the way the warp decides which pixels src labels: 1 yes, 0 no.
+ * *near is set when none does but the box around where they land meets
+ * src, so a finer grid might. */
+static int overlaps_at(void *tr, const pbox *b, double sw, double sh, int nx, int ny,
                        int *near)
 {
-	double gw = (double)g->width, gh = (double)g->height;
+	double bw = b->x1 - b->x0, bh = b->y1 - b->y0;
 	double lx = INFINITY, hx = -INFINITY, ly = INFINITY, hy = -INFINITY;
 	double *x, *y, *z;
-	int *ok, hit = 0, m = n;
+	int *ok, hit = 0, m = nx;
 
 	if (!(x = malloc(3 * sizeof *x * (size_t)m)) || !(ok = malloc(sizeof *ok * (size_t)m))) {
 		free(x);
@@ -1677,15 +1686,15 @@ static int overlaps_at(void *tr, const cdp_raster_info *g, double sw, double sh,
 	y = x + m;
 	z = y + m;
 	*near = 0;
-	for (int r = 0; r < n && !hit; r++) {
-		double py = n > 1 ? 0.5 + (gh - 1) * r / (n - 1) : gh / 2;
-		for (int c = 0; c < n; c++) {
-			x[c] = n > 1 ? 0.5 + (gw - 1) * c / (n - 1) : gw / 2;
+	for (int r = 0; r < ny && !hit; r++) {
+		double py = b->y0 + (ny > 1 ? 0.5 + (bh - 1) * r / (ny - 1) : bh / 2);
+		for (int c = 0; c < nx; c++) {
+			x[c] = b->x0 + (nx > 1 ? 0.5 + (bw - 1) * c / (nx - 1) : bw / 2);
 			y[c] = py;
 			z[c] = 0;
 		}
-		cdp_raster_transform(tr, TRUE, n, x, y, z, ok);
-		for (int c = 0; c < n; c++) {
+		cdp_raster_transform(tr, TRUE, nx, x, y, z, ok);
+		for (int c = 0; c < nx; c++) {
 			if (!ok[c] || !isfinite(x[c]) || !isfinite(y[c]))
 				continue;
 			if (x[c] >= 0 && x[c] < sw && y[c] >= 0 && y[c] < sh)
@@ -1702,26 +1711,83 @@ static int overlaps_at(void *tr, const cdp_raster_info *g, double sw, double sh,
 	return hit;
 }
 
+/* The box of g's pixels (gw x gh) that src (sw x sh) can cover through
+ * tr: src's outline moved onto g, padded by how far the way back misses
+ * it (GCPs fit one polynomial each way, and only the way back decides
+ * what the warp labels) and a few pixels, and clipped to g. All of g
+ * when a point of the outline cannot be moved. 0 when the box is empty. */
+static int cover_box(void *tr, double sw, double sh, double gw, double gh, pbox *b)
+{
+	const int n = 4 * OUTLINE_STEPS;
+	double x[4 * OUTLINE_STEPS], y[4 * OUTLINE_STEPS], z[4 * OUTLINE_STEPS];
+	double bx[4 * OUTLINE_STEPS], by[4 * OUTLINE_STEPS];
+	double miss = 0, pad, scale;
+	int ok[4 * OUTLINE_STEPS];
+
+	*b = (pbox){ INFINITY, INFINITY, -INFINITY, -INFINITY };
+	cdp_raster_outline(sw, sh, OUTLINE_STEPS, x, y);
+	memset(z, 0, sizeof z);
+	cdp_raster_transform(tr, FALSE, n, x, y, z, ok);
+	for (int i = 0; i < n; i++) {
+		if (!ok[i] || !isfinite(x[i]) || !isfinite(y[i])) {
+			*b = (pbox){ 0, 0, gw, gh };
+			return 1;
+		}
+		b->x0 = fmin(b->x0, x[i]);
+		b->x1 = fmax(b->x1, x[i]);
+		b->y0 = fmin(b->y0, y[i]);
+		b->y1 = fmax(b->y1, y[i]);
+	}
+	/* back again: how far, in src's pixels, the way back misses the way
+	 * there, as g's pixels (g's pixels per src pixel, the box's) */
+	memcpy(bx, x, sizeof bx);
+	memcpy(by, y, sizeof by);
+	memset(z, 0, sizeof z);
+	cdp_raster_transform(tr, TRUE, n, bx, by, z, ok);
+	cdp_raster_outline(sw, sh, OUTLINE_STEPS, x, y);
+	for (int i = 0; i < n; i++)
+		if (ok[i] && isfinite(bx[i]) && isfinite(by[i]))
+			miss = fmax(miss, hypot(bx[i] - x[i], by[i] - y[i]));
+		else
+			miss = INFINITY;
+	scale = fmax((b->x1 - b->x0) / sw, (b->y1 - b->y0) / sh);
+	pad = 4 + 2 * miss * scale;
+	b->x0 = fmax(0, floor(b->x0 - pad));
+	b->y0 = fmax(0, floor(b->y0 - pad));
+	b->x1 = fmin(gw, ceil(b->x1 + pad));
+	b->y1 = fmin(gh, ceil(b->y1 + pad));
+	return b->x0 < b->x1 && b->y0 < b->y1;
+}
+
 int cdp_raster_overlaps(const cdp_raster *src, const cdp_raster_info *g, void *tr,
                         char *err, size_t errcap)
 {
-	double sw = (double)src->info.width, sh = (double)src->info.height;
-	uint64_t most = g->width > g->height ? g->width : g->height;
-	int n = OVERLAP_FIRST, near = 0, hit;
+	double sw = (double)src->info.width, sh = (double)src->info.height, bw, bh;
+	int n = OVERLAP_FIRST, near = 0, hit, nx, ny;
+	pbox b;
 
-	/* in the warp's own direction: GCPs fit one polynomial from pixels to
-	 * ground and a separate one back, and only the first decides what the
-	 * warp labels */
 	cdp_raster_transformer_move(tr, 0, 0);
+	/* only where src can land, so the samples' spacing follows src's
+	 * size on g, not g's (a 60-pixel label in a 100000-pixel image) */
+	if (!cover_box(tr, sw, sh, (double)g->width, (double)g->height, &b))
+		return 0;
+	bw = b.x1 - b.x0;
+	bh = b.y1 - b.y0;
 	for (;;) {
-		if (most < (uint64_t)n)
-			n = (int)most;
-		if ((hit = overlaps_at(tr, g, sw, sh, n, &near)) < 0) {
+		nx = bw < n ? (int)bw : n;
+		ny = bh < n ? (int)bh : n;
+		if ((hit = overlaps_at(tr, &b, sw, sh, nx, ny, &near)) < 0) {
 			set_err(err, errcap, "out of memory");
 			return hit;
 		}
-		if (hit || !near || (uint64_t)n >= most || n >= OVERLAP_MAX)
+		/* every pixel centre of the box tried: the warp's own answer */
+		if (hit || !near || (nx >= bw && ny >= bh))
 			return hit;
+		/* still around src but on none of it, OVERLAP_MAX a side: what
+		 * the warp labels is at most a sliver, and a label the warp takes
+		 * pixels from must not be refused (its tiles show the rest) */
+		if (n >= OVERLAP_MAX)
+			return 1;
 		n = 2 * n - 1;
 	}
 }

@@ -284,11 +284,14 @@ int  cdp_raster_open_time(const char *spec, double max_error, int tps, cdp_raste
 int  cdp_raster_dates(const cdp_raster *r);
 /* Whether src covers any of the grid g: whether the warp through tr
  * (cdp_raster_transformer(&src's info, g, ...)) would take any pixel of
- * g from src. Tested as the warp goes, from g's pixel centres (a grid of
- * them, refined while they land around src but not on it) back to src's
- * pixels: with GCPs the way back by their separately fitted inverse
- * polynomial can disagree with the warp by pixels. 1 it does, 0 not,
- * CDP_ENOMEM. Leaves tr at the window (0, 0). */
+ * g from src. Tested as the warp goes, from g's pixel centres back to
+ * src's pixels: a grid of them over the box of g where src's outline
+ * lands (padded by how far the transformer's two ways disagree: with GCPs
+ * the way back by their separately fitted inverse polynomial can miss the
+ * warp by pixels), refined while they land around src but not on it, up
+ * to every pixel centre of the box; a box wider than that, still around
+ * src, counts as covered. 1 it does, 0 not, CDP_ENOMEM. Leaves tr at the
+ * window (0, 0). */
 int  cdp_raster_overlaps(const cdp_raster *src, const cdp_raster_info *g, void *tr,
                          char *err, size_t errcap);
 /* 4 * steps points x, y clockwise along the outline of a w x h pixel

@@ -424,6 +424,61 @@ static void test_transformer(void)
 	      strstr(err, "neither a geotransform nor GCPs"), "unplaced: '%s'", err);
 }
 
+/* A 60x60-pixel label (120x120 pixels of half the size) inside a
+ * 100000-pixel-square image, between the image's pixel centres that a
+ * grid over the whole image samples at 1025 a side, and the same label
+ * just beside the image: cdp_raster_overlaps finds the first and not the
+ * second, with the image placed by a geotransform and by GCPs. */
+static void test_overlaps(void)
+{
+	enum { L = 120, G = 100000 };
+	static uint8_t px[L * L];
+	static const double fr[5][2] = { { 0, 0 }, { 1, 0 }, { 0, 1 }, { 1, 1 }, { .5, .5 } };
+	const double d = 0.001;   /* the image's pixel, in degrees */
+	cdp_raster_gcp k[5];
+	cdp_raster_info g = { .width = G, .height = G, .has_gt = 1,
+	                      .gt = { -50, d, 0, 50, 0, -d }, .crs = WKT, .gcp_crs = "" };
+	cdp_raster_info byg = g;
+	cdp_raster *r;
+	char err[256];
+
+	for (int i = 0; i < 5; i++)
+		k[i] = (cdp_raster_gcp){ fr[i][0] * G, fr[i][1] * G, -50 + fr[i][0] * G * d,
+		                         50 - fr[i][1] * G * d, 0 };
+	byg.has_gt = 0;
+	byg.crs = "";
+	byg.ngcps = 5;
+	byg.gcps = k;
+	byg.gcp_crs = WKT;
+	memset(px, 1, sizeof px);
+	for (int beside = 0; beside <= 1; beside++) {
+		/* at the image's pixels (10, 10) to (70, 70), or (-65, 10) to (-5, 70) */
+		const double lgt[6] = { -50 + (beside ? -65 : 10) * d, d / 2, 0, 50 - 10 * d, 0,
+		                        -d / 2 };
+		const char *name = beside ? "beside.tif" : "inside.tif";
+
+		r = NULL;
+		CHECK_RC(cdp_raster_write_tif(tmp(name), CDP_DT_U8, 1, L, L, px, lgt, WKT, 0, 0, err,
+		                              sizeof err), CDP_OK);
+		CHECK_RC(cdp_raster_open(tmp(name), &r, err, sizeof err), CDP_OK);
+		for (int gcp = 0; r && gcp <= 1; gcp++) {
+			const cdp_raster_info *img = gcp ? &byg : &g;
+			void *tr = cdp_raster_transformer(cdp_raster_get_info(r), img, 0, 0, 0, err,
+			                                  sizeof err);
+			int got;
+
+			CHECK(tr != NULL, "%s onto the image: %s", name, err);
+			if (!tr)
+				continue;
+			got = cdp_raster_overlaps(r, img, tr, err, sizeof err);
+			CHECK(got == !beside, "%s on the image placed by %s: overlaps %d", name,
+			      gcp ? "GCPs" : "a geotransform", got);
+			cdp_raster_transformer_free(tr);
+		}
+		cdp_raster_close(r);
+	}
+}
+
 int main(void)
 {
 	if (tap_tmpdir(dir, sizeof dir, "test_raster"))
@@ -436,6 +491,7 @@ int main(void)
 	test_cache();
 	test_mark_nodata();
 	test_transformer();
+	test_overlaps();
 	tap_tmpdir_remove(dir);
 	return tap_done();
 }
