@@ -1263,24 +1263,42 @@ typedef struct rtr {
 
 /* GDAL's warper sizes its resampling kernel (bilinear, cubic, average,
  * mode) by the ratio of a window's pixels to the source pixels it reads,
- * estimated per window: two tiles would weigh a shared pixel's neighbours
- * differently. One ratio for the whole grid instead (its XSCALE and
- * YSCALE warp options), at its centre, as a square window there sees it. */
-static void fix_scale(rtr *t, const cdp_raster_info *g)
+ * estimated per window (or per block of a warped VRT): wherever that
+ * ratio varies (GCPs, another CRS) two tiles would weigh a shared pixel's
+ * neighbours differently. One ratio for the whole grid g instead (its
+ * XSCALE and YSCALE warp options), through gen (GDAL's transformer from
+ * src's pixels to g's) at g's centre, as a square window there sees it;
+ * on an affine grid in src's CRS that is GDAL's own estimate. 0s when
+ * the centre cannot be moved: GDAL's estimate. */
+static void grid_scale(void *gen, const cdp_raster_info *g, double *xscale, double *yscale)
 {
 	double cx = (double)g->width / 2, cy = (double)g->height / 2;
 	double x[3] = { cx, cx + 1, cx }, y[3] = { cy, cy, cy + 1 }, z[3] = { 0, 0, 0 };
 	double sx, sy;
 	int ok[3];
 
-	if (!GDALGenImgProjTransform(t->gen, TRUE, 3, x, y, z, ok) || !ok[0] || !ok[1] || !ok[2])
+	*xscale = *yscale = 0;
+	if (!GDALGenImgProjTransform(gen, TRUE, 3, x, y, z, ok) || !ok[0] || !ok[1] || !ok[2])
 		return;
 	sx = fabs(x[1] - x[0]) + fabs(x[2] - x[0]);
 	sy = fabs(y[1] - y[0]) + fabs(y[2] - y[0]);
 	if (isfinite(sx) && isfinite(sy) && sx > 0 && sy > 0) {
-		t->xscale = 1 / sx;
-		t->yscale = 1 / sy;
+		*xscale = 1 / sx;
+		*yscale = 1 / sy;
 	}
+}
+
+/* Warp options opt with grid_scale's XSCALE and YSCALE, where it has them. */
+static char **scale_options(char **opt, double xscale, double yscale)
+{
+	char v[64];
+
+	if (!(xscale > 0 && yscale > 0))
+		return opt;
+	snprintf(v, sizeof v, "%.17g", xscale);
+	opt = CSLSetNameValue(opt, "XSCALE", v);
+	snprintf(v, sizeof v, "%.17g", yscale);
+	return CSLSetNameValue(opt, "YSCALE", v);
 }
 
 void *cdp_raster_transformer(const cdp_raster_info *src, const cdp_raster_info *g,
@@ -1296,10 +1314,11 @@ void *cdp_raster_transformer(const cdp_raster_info *src, const cdp_raster_info *
 		free(t);
 		return NULL;
 	}
-	/* where GCPs bend the grid, GDAL's per-window estimate varies from
-	 * tile to tile (a value label's overlapping tiles disagreed by 0.16) */
-	if (src && (!src->has_gt || !g->has_gt))
-		fix_scale(t, g);
+	/* where GCPs or a reprojection bend the grid, GDAL's per-window
+	 * estimate varies from tile to tile (a value label's overlapping tiles
+	 * disagreed by 0.16); a vector is rasterized, not resampled */
+	if (src)
+		grid_scale(t->gen, g, &t->xscale, &t->yscale);
 	cdp_raster_transformer_move(t, x0, y0);
 	return t;
 }
@@ -1407,13 +1426,8 @@ static int warp_into(cdp_raster *src, const int *bands, int nb, void *tr, int64_
 		wo->padfSrcNoDataReal[b] = hasnd ? nd : NAN;
 	}
 	wo->papszWarpOptions = CSLSetNameValue(wo->papszWarpOptions, "INIT_DEST", "NO_DATA");
-	if (((rtr *)tr)->xscale > 0) {
-		char v[64];
-		snprintf(v, sizeof v, "%.17g", ((rtr *)tr)->xscale);
-		wo->papszWarpOptions = CSLSetNameValue(wo->papszWarpOptions, "XSCALE", v);
-		snprintf(v, sizeof v, "%.17g", ((rtr *)tr)->yscale);
-		wo->papszWarpOptions = CSLSetNameValue(wo->papszWarpOptions, "YSCALE", v);
-	}
+	wo->papszWarpOptions = scale_options(wo->papszWarpOptions, ((rtr *)tr)->xscale,
+	                                     ((rtr *)tr)->yscale);
 	wo->pfnTransformer = approx ? GDALApproxTransform : cdp_raster_transform;
 	wo->pTransformerArg = approx ? approx : tr;
 	if (!(op = GDALCreateWarpOperation(wo)) ||
@@ -1451,7 +1465,7 @@ static int open_warped(cdp_raster *src, const cdp_raster_info *g, double max_err
 	GDALWarpOptions *wo = NULL;
 	void *tr = NULL, *approx = NULL;
 	cdp_raster *r = NULL;
-	double gt[6];
+	double gt[6], xscale, yscale;
 	int hasnd, rc = CDP_EGDAL;
 
 	*out = NULL;
@@ -1489,6 +1503,9 @@ static int open_warped(cdp_raster *src, const cdp_raster_info *g, double max_err
 			    GDALGetRasterNoDataValue(GDALGetRasterBand(src->ds, b + 1), &hasnd);
 	}
 	wo->papszWarpOptions = CSLSetNameValue(wo->papszWarpOptions, "INIT_DEST", "0");
+	/* the view is read block by block: one kernel for all of them */
+	grid_scale(tr, g, &xscale, &yscale);
+	wo->papszWarpOptions = scale_options(wo->papszWarpOptions, xscale, yscale);
 	wo->pfnTransformer = approx ? GDALApproxTransform : GDALGenImgProjTransform;
 	wo->pTransformerArg = approx ? approx : tr;
 	/* the view owns the transformer from here on, and a reference to src */

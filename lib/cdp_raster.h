@@ -238,14 +238,15 @@ enum { CDP_RESAMPLE_NEAR = 0, CDP_RESAMPLE_MODE = 1, CDP_RESAMPLE_BILINEAR = 2,
        CDP_RESAMPLE_CUBIC = 3, CDP_RESAMPLE_AVERAGE = 4 };
 /* Warps band `band` of src onto the w x h window at (x0, y0) of a grid
  * g, with GDAL's warper through tr (cdp_raster_transformer(&src's info,
- * g, ...), built once for all the windows: it is moved to each; where
- * GCPs place either side it also fixes the resampling scale for every
- * window, gdalwarp's -wo XSCALE= -wo YSCALE=, at g's centre), into
+ * g, ...), built once for all the windows: it is moved to each; it also
+ * fixes the resampling scale for every window, gdalwarp's -wo XSCALE= -wo
+ * YSCALE=, at g's centre, where GDAL would estimate it per window), into
  * out[h*w] as int32: the source value, or -1 where the source does not
- * cover the pixel or holds only its own nodata. max_error is gdalwarp's -et: 0 transforms every pixel exactly,
- * more lets GDAL's approximate transformer interpolate within that many
- * pixels of error; gdalwarp -et max_error -r near|mode [-tps] onto that
- * window gives the same pixels. */
+ * cover the pixel or holds only its own nodata. max_error is gdalwarp's
+ * -et: 0 transforms every pixel exactly, more lets GDAL's approximate
+ * transformer interpolate within that many pixels of error; gdalwarp -et
+ * max_error -r near|mode [-tps] -wo XSCALE= -wo YSCALE= onto that window
+ * gives the same pixels. */
 int  cdp_raster_warp(cdp_raster *src, int band, void *tr, int64_t x0, int64_t y0, int w,
                      int h, int resample, double max_error, int32_t *out, char *err,
                      size_t errcap);
@@ -268,7 +269,8 @@ int  cdp_raster_warp_f32(cdp_raster *src, const int *bands, int nbands, void *tr
  * band count and data type (CDP_EMISMATCH). A date on another grid (another
  * geotransform, CRS or GCPs) is warped onto the first's with GDAL's
  * warper (cdp_raster_transformer, tps as there), bilinear, max_error as
- * gdalwarp's -et; pixels it does not cover are invalid. A date that
+ * gdalwarp's -et, the resampling scale fixed for the whole grid as
+ * cdp_raster_warp fixes it; pixels it does not cover are invalid. A date that
  * neither a geotransform nor GCPs place is taken only on the first date's
  * grid (the same size, no geotransform on either). The mask
  * (cdp_raster_read_mask) is valid where every date is valid (its own
