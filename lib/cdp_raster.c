@@ -626,6 +626,36 @@ int cdp_raster_gcps_agree(const cdp_raster_info *g, const cdp_raster_info *r, ch
 	return cdp_raster_same_gcps(g, r, why, cap);
 }
 
+int cdp_raster_same_grid(const cdp_raster_info *g, const cdp_raster_info *r, char *why,
+                         size_t cap)
+{
+	int same;
+
+	if (!g->has_gt || !r->has_gt) {
+		if (g->has_gt == r->has_gt && g->width == r->width && g->height == r->height) {
+			if ((same = cdp_raster_gcps_agree(g, r, why, cap)) > 0)
+				return 1;
+			if (same < 0)
+				return CDP_EFORMAT;
+		}
+		if (cdp_raster_placed(g) && cdp_raster_placed(r))
+			return 0;
+		snprintf(why, cap, "%s", cdp_raster_placed(g) || cdp_raster_placed(r)
+		         ? "one of them has neither a geotransform nor GCPs"
+		         : "another size, and no georeference on either");
+		return CDP_EMISMATCH;
+	}
+	if (g->width != r->width || g->height != r->height || !cdp_raster_same_gt(g->gt, r->gt))
+		return 0;
+	/* a side without a CRS (a mask saved with only the geotransform) has
+	 * nothing to contradict the other's */
+	if (!g->crs[0] || !r->crs[0])
+		return 1;
+	if ((same = cdp_raster_crs_same(g->crs, r->crs, why, cap)) < 0)
+		return CDP_EFORMAT;
+	return same;
+}
+
 const char *cdp_raster_category_name(const cdp_raster *r, int band, int k)
 {
 	char **names;
@@ -1539,44 +1569,6 @@ out:
 	return rc;
 }
 
-/* 1 when date d (info di, read from path) lies on date 0's grid g, 0 when
- * it must be warped (a geotransform or GCPs place both), CDP_EMISMATCH
- * with err set when nothing places it. */
-static int time_on_grid(const cdp_raster_info *g, const cdp_raster_info *di,
-                        const char *path, char *err, size_t errcap)
-{
-	char why[512];
-	int same;
-
-	if (!g->has_gt || !di->has_gt) {
-		if (g->has_gt == di->has_gt && g->width == di->width && g->height == di->height) {
-			if ((same = cdp_raster_gcps_agree(g, di, why, sizeof why)) > 0)
-				return 1;
-			if (same < 0) {
-				snprintf(err, errcap, "date '%s': %s", path, why);
-				return CDP_EMISMATCH;
-			}
-		}
-		if (cdp_raster_placed(g) && cdp_raster_placed(di))
-			return 0;
-		snprintf(err, errcap, "date '%s' cannot be placed on the first date's grid "
-		         "(%s)", path, cdp_raster_placed(g) || cdp_raster_placed(di)
-		         ? "one of them has neither a geotransform nor GCPs"
-		         : "another size, and no georeference on either");
-		return CDP_EMISMATCH;
-	}
-	if (g->width != di->width || g->height != di->height ||
-	    !cdp_raster_same_gt(g->gt, di->gt))
-		return 0;
-	if (!g->crs[0] || !di->crs[0])
-		return 1;
-	if ((same = cdp_raster_crs_same(g->crs, di->crs, why, sizeof why)) < 0) {
-		snprintf(err, errcap, "date '%s': %s", path, why);
-		return CDP_EMISMATCH;
-	}
-	return same;
-}
-
 int cdp_raster_open_time(const char *spec, double max_error, int tps, cdp_raster **out,
                          char *err, size_t errcap)
 {
@@ -1610,8 +1602,12 @@ int cdp_raster_open_time(const char *spec, double max_error, int tps, cdp_raster
 				         cdp_dtype_name(g->dtype));
 				goto fail;
 			}
-			if ((on = time_on_grid(g, &d->info, p, err, errcap)) < 0) {
-				rc = on;
+			if ((on = cdp_raster_same_grid(g, &d->info, msg, sizeof msg)) < 0) {
+				if (on == CDP_EFORMAT)
+					snprintf(err, errcap, "date '%s': %s", p, msg);
+				else
+					snprintf(err, errcap, "date '%s' cannot be placed on the "
+					         "first date's grid (%s)", p, msg);
 				goto fail;
 			}
 			if (!on) {

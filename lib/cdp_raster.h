@@ -116,6 +116,22 @@ int  cdp_raster_same_gcps(const cdp_raster_info *a, const cdp_raster_info *b, ch
  * (cdp_raster_transformer), never cut pixel for pixel. */
 int  cdp_raster_gcps_agree(const cdp_raster_info *g, const cdp_raster_info *r, char *why,
                            size_t cap);
+/* Whether r lies on g's grid, pixel for pixel: 1 it does, 0 it must be
+ * warped onto it (cdp_raster_transformer), CDP_EMISMATCH when it can be
+ * neither (why says which: "one of them has neither a geotransform nor
+ * GCPs", "another size, and no georeference on either"), CDP_EFORMAT when a
+ * CRS does not parse or GCPs cannot be compared (why says so). Equal
+ * geotransforms (cdp_raster_same_gt) are the same grid only in the same
+ * CRS (cdp_raster_crs_same); a side without a CRS is taken to be in the
+ * other's. Without a geotransform on either side the GCPs decide
+ * (cdp_raster_gcps_agree): the same ones, or none on a side without any
+ * georeference, put r of g's size on g's grid; other ones, or GCPs on one
+ * side and a geotransform on the other, are warped through. A label on
+ * its image (cdp_label_open) and a later date on the first
+ * (cdp_raster_open_time) are decided here; each caller words its own
+ * message. */
+int  cdp_raster_same_grid(const cdp_raster_info *g, const cdp_raster_info *r, char *why,
+                          size_t cap);
 /* The name GDAL gives value k of `band` (its category names, which
  * cdp-predict writes), or NULL when it has none; owned by the raster. */
 const char *cdp_raster_category_name(const cdp_raster *r, int band, int k);
