@@ -26,7 +26,6 @@ struct cdp_label {
 	int *hasnd;              /* values: [nb] the band has a nodata value, */
 	double *nd;              /*   [nb] that value */
 	uint64_t W;              /* image width */
-	cdp_raster_info img;     /* the image's grid; its strings the caller's */
 	uint64_t y0;             /* the current strip */
 	int sh;
 	void *strip;             /* on the image's grid: (S, W) raw samples;
@@ -162,7 +161,6 @@ int cdp_label_open(const char *path, const cdp_raster_info *img,
 	}
 	l->o = *o;
 	l->W = img->width;
-	l->img = *img;
 	if ((rc = cdp_raster_open(path, &l->r, msg, sizeof msg))) {
 		ERR("cannot open label '%s': %s", path, msg);
 		goto fail;
@@ -174,8 +172,7 @@ int cdp_label_open(const char *path, const cdp_raster_info *img,
 	}
 	l->warped = !g;
 	/* every label pixel would be ignored: a label of another place */
-	if (l->warped && !(l->tr = cdp_raster_transformer(l->li, img, 0, 0, o->tps, msg,
-	                                                  sizeof msg))) {
+	if (l->warped && !(l->tr = cdp_raster_transformer(l->li, img, o->tps, msg, sizeof msg))) {
 		rc = CDP_EGDAL;
 		ERR("label '%s': %s", path, msg);
 		goto fail;

@@ -875,7 +875,7 @@ int cdp_label_vector_place(cdp_label_vector *v, const cdp_raster_info *g, int tp
 {
 	if (g->has_gt || g->ngcps == 0 || v->tr)
 		return CDP_OK;
-	if (!(v->tr = cdp_raster_transformer(NULL, g, 0, 0, tps, err, errcap)))
+	if (!(v->tr = cdp_raster_transformer(NULL, g, tps, err, errcap)))
 		return CDP_EGDAL;
 	return CDP_OK;
 }

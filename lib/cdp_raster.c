@@ -1197,13 +1197,11 @@ int cdp_raster_placed(const cdp_raster_info *i)
 }
 
 /* A MEM dataset of i's size without bands (nothing allocated) that holds
- * only what places the pixels of i's window at (x0, y0): its geotransform
- * with the origin moved, or its GCPs with pixel and line moved (a
- * polynomial or spline fitted to moved points is the same one moved: both
- * are invariant under a shift). The size is GDAL's area of interest when
- * it picks a coordinate operation, as for the raster itself. No CRS:
- * cdp_raster_transformer passes the CRSs itself. NULL on failure. */
-static GDALDatasetH georef_proxy(const cdp_raster_info *i, int64_t x0, int64_t y0)
+ * only what places i's pixels: its geotransform or its GCPs. The size is
+ * GDAL's area of interest when it picks a coordinate operation, as for the
+ * raster itself. No CRS: cdp_raster_transformer passes the CRSs itself.
+ * NULL on failure. */
+static GDALDatasetH georef_proxy(const cdp_raster_info *i)
 {
 	GDALDriverH mem = GDALGetDriverByName("MEM");
 	int w = i->width < INT_MAX ? (int)i->width : INT_MAX;
@@ -1217,9 +1215,7 @@ static GDALDatasetH georef_proxy(const cdp_raster_info *i, int64_t x0, int64_t y
 		return NULL;
 	if (i->has_gt) {
 		double gt[6];
-		memcpy(gt, i->gt, sizeof gt);
-		gt[0] += (double)x0 * gt[1] + (double)y0 * gt[2];
-		gt[3] += (double)x0 * gt[4] + (double)y0 * gt[5];
+		memcpy(gt, i->gt, sizeof gt);   /* GDAL's parameter is not const */
 		e = GDALSetGeoTransform(ds, gt);
 	} else if (i->ngcps > 0) {
 		if (!(gc = calloc((size_t)i->ngcps, sizeof *gc))) {
@@ -1227,9 +1223,8 @@ static GDALDatasetH georef_proxy(const cdp_raster_info *i, int64_t x0, int64_t y
 			return NULL;
 		}
 		for (int k = 0; k < i->ngcps; k++)
-			gc[k] = (GDAL_GCP){ none, none, i->gcps[k].pixel - (double)x0,
-			                    i->gcps[k].line - (double)y0, i->gcps[k].x,
-			                    i->gcps[k].y, i->gcps[k].z };
+			gc[k] = (GDAL_GCP){ none, none, i->gcps[k].pixel, i->gcps[k].line,
+			                    i->gcps[k].x, i->gcps[k].y, i->gcps[k].z };
 		e = GDALSetGCPs(ds, i->ngcps, gc, "");
 		free(gc);
 	}
@@ -1256,7 +1251,7 @@ static void *gen_transformer(const cdp_raster_info *src, const cdp_raster_info *
 		set_err(err, errcap, "neither a geotransform nor GCPs place the pixels");
 		return NULL;
 	}
-	if ((src && !(sp = georef_proxy(src, 0, 0))) || !(gp = georef_proxy(g, 0, 0))) {
+	if ((src && !(sp = georef_proxy(src))) || !(gp = georef_proxy(g))) {
 		gdal_err(err, errcap, "out of memory");
 		goto out;
 	}
@@ -1331,8 +1326,8 @@ static char **scale_options(char **opt, double xscale, double yscale)
 	return CSLSetNameValue(opt, "YSCALE", v);
 }
 
-void *cdp_raster_transformer(const cdp_raster_info *src, const cdp_raster_info *g,
-                             int64_t x0, int64_t y0, int tps, char *err, size_t errcap)
+void *cdp_raster_transformer(const cdp_raster_info *src, const cdp_raster_info *g, int tps,
+                             char *err, size_t errcap)
 {
 	rtr *t;
 
@@ -1349,7 +1344,6 @@ void *cdp_raster_transformer(const cdp_raster_info *src, const cdp_raster_info *
 	 * disagreed by 0.16); a vector is rasterized, not resampled */
 	if (src)
 		grid_scale(t->gen, g, &t->xscale, &t->yscale);
-	cdp_raster_transformer_move(t, x0, y0);
 	return t;
 }
 

@@ -226,15 +226,15 @@ const char *cdp_raster_grid_crs(const cdp_raster_info *i);
  * rasterizations (a GDAL transformer for GDALGenImgProjTransform: void *
  * keeps GDAL out of this header), as gdalwarp relates two rasters: src's
  * pixels (src NULL: coordinates already in g's CRS, a vector's) to src's
- * CRS, into g's, and to the pixels of the window of g's grid at (x0, y0).
- * Each side is placed by its geotransform where it has one, else by its
+ * CRS, into g's, and to the pixels of g's grid (counted from the window
+ * that cdp_raster_transformer_move sets, (0, 0) at first). Each side is placed by its geotransform where it has one, else by its
  * GCPs in their CRS: GDAL's GCP polynomial of the order gdalwarp picks
  * from their count, or with tps set a thin plate spline through them
  * (gdalwarp -tps). Without a CRS on either side the two are taken to be
  * in one. NULL with err set when a side is placed by neither or GDAL
  * cannot relate them. Freed by cdp_raster_transformer_free. */
-void *cdp_raster_transformer(const cdp_raster_info *src, const cdp_raster_info *g,
-                             int64_t x0, int64_t y0, int tps, char *err, size_t errcap);
+void *cdp_raster_transformer(const cdp_raster_info *src, const cdp_raster_info *g, int tps,
+                             char *err, size_t errcap);
 void cdp_raster_transformer_free(void *tr);
 /* Counts tr's destination pixels from the window of g at (x0, y0) from
  * here on: one transformer, fitted once to the whole grid, serves every

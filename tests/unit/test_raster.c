@@ -389,9 +389,10 @@ static void test_transformer(void)
 	b.gcp_crs = WKT;
 	CHECK(cdp_raster_placed(&b) && !strcmp(cdp_raster_grid_crs(&b), WKT), "b is placed");
 	for (int tps = 0; tps < 2; tps++) {
-		tr = cdp_raster_transformer(&a, &b, 5, 3, tps, err, sizeof err);
+		tr = cdp_raster_transformer(&a, &b, tps, err, sizeof err);
 		CHECK(tr != NULL, "a to b's window: %s", err);
 		if (tr) {
+			cdp_raster_transformer_move(tr, 5, 3);
 			double x = -1.5, y = 4.25, z = 0;
 			int ok = 0;
 			moved(tr, 3.5, 7.25, -1.5, 4.25, tps ? "a to b (tps)" : "a to b");
@@ -406,21 +407,23 @@ static void test_transformer(void)
 			moved(tr, 3.5, 7.25, -36.5, -12.75, "a to b's window (40, 20)");
 		}
 		cdp_raster_transformer_free(tr);
-		tr = cdp_raster_transformer(&b, &a, 0, 0, tps, err, sizeof err);
+		tr = cdp_raster_transformer(&b, &a, tps, err, sizeof err);
 		CHECK(tr != NULL, "b to a: %s", err);
 		if (tr)
 			moved(tr, 90.25, 1.5, 90.25, 1.5, tps ? "b to a (tps)" : "b to a");
 		cdp_raster_transformer_free(tr);
 	}
 	/* a vector's coordinates, in b's CRS */
-	tr = cdp_raster_transformer(NULL, &b, 0, 2, 0, err, sizeof err);
+	tr = cdp_raster_transformer(NULL, &b, 0, err, sizeof err);
 	CHECK(tr != NULL, "coordinates to b: %s", err);
-	if (tr)
+	if (tr) {
+		cdp_raster_transformer_move(tr, 0, 2);
 		moved(tr, 500035, 5799927.5, 3.5, 5.25, "coordinates to b's window");
+	}
 	cdp_raster_transformer_free(tr);
 	none.has_gt = 0;
 	CHECK(!cdp_raster_placed(&none) &&
-	      cdp_raster_transformer(&a, &none, 0, 0, 0, err, sizeof err) == NULL &&
+	      cdp_raster_transformer(&a, &none, 0, err, sizeof err) == NULL &&
 	      strstr(err, "neither a geotransform nor GCPs"), "unplaced: '%s'", err);
 }
 
@@ -463,7 +466,7 @@ static void test_overlaps(void)
 		CHECK_RC(cdp_raster_open(tmp(name), &r, err, sizeof err), CDP_OK);
 		for (int gcp = 0; r && gcp <= 1; gcp++) {
 			const cdp_raster_info *img = gcp ? &byg : &g;
-			void *tr = cdp_raster_transformer(cdp_raster_get_info(r), img, 0, 0, 0, err,
+			void *tr = cdp_raster_transformer(cdp_raster_get_info(r), img, 0, err,
 			                                  sizeof err);
 			int got;
 
