@@ -828,7 +828,7 @@ int cdp_raster_georef_to(const cdp_raster *src, void *ds, int64_t x0, int64_t y0
 		return cdp_raster_georef_to(src->dates[0], ds, x0, y0, scale, err, errcap);
 	in = &src->info;
 	CPLErrorReset();
-	if (!in->has_gt && in->ngcps > 0) {
+	if (cdp_raster_by_gcps(in)) {
 		if (!(gc = calloc((size_t)in->ngcps, sizeof *gc))) {
 			set_err(err, errcap, "out of memory");
 			return CDP_ENOMEM;
@@ -1127,7 +1127,7 @@ int cdp_raster_open_lut(cdp_raster *src, const int32_t *lut, size_t nlut,
 {
 	const char *path = GDALGetDescription(src->ds);
 	const double *g = src->info.gt;
-	const int bygcp = !src->info.has_gt && src->info.ngcps > 0;
+	const int bygcp = cdp_raster_by_gcps(&src->info);
 	char *epath = NULL, *ewkt = NULL, *xml = NULL;
 	size_t cap, len;
 	int rc = CDP_ENOMEM;
@@ -1188,12 +1188,17 @@ out:
 
 const char *cdp_raster_grid_crs(const cdp_raster_info *i)
 {
-	return i->has_gt || i->ngcps == 0 ? i->crs : i->gcp_crs;
+	return cdp_raster_by_gcps(i) ? i->gcp_crs : i->crs;
 }
 
 int cdp_raster_placed(const cdp_raster_info *i)
 {
 	return i->has_gt || i->ngcps > 0;
+}
+
+int cdp_raster_by_gcps(const cdp_raster_info *i)
+{
+	return !i->has_gt && i->ngcps > 0;
 }
 
 /* A MEM dataset of i's size without bands (nothing allocated) that holds
@@ -1262,9 +1267,9 @@ static void *gen_transformer(const cdp_raster_info *src, const cdp_raster_info *
 	}
 	/* GCPs: GDAL's polynomial of automatic order (MAX_GCP_ORDER 0, what
 	 * gdalwarp uses by default), or gdalwarp -tps's spline */
-	if (tps && src && !src->has_gt)
+	if (tps && src && cdp_raster_by_gcps(src))
 		opt = CSLSetNameValue(opt, "SRC_METHOD", "GCP_TPS");
-	if (tps && !g->has_gt)
+	if (tps && cdp_raster_by_gcps(g))
 		opt = CSLSetNameValue(opt, "DST_METHOD", "GCP_TPS");
 	if (!(tr = GDALCreateGenImgProjTransformer2(sp, gp, opt)))
 		gdal_err(err, errcap, "cannot relate the grids");

@@ -219,6 +219,9 @@ int  cdp_raster_open_lut(cdp_raster *src, const int32_t *lut, size_t nlut,
 
 /* 1 when a geotransform or GCPs place info's pixels, else 0. */
 int  cdp_raster_placed(const cdp_raster_info *i);
+/* 1 when GCPs alone place info's pixels (GCPs and no geotransform: GDAL
+ * takes a geotransform over GCPs), else 0. */
+int  cdp_raster_by_gcps(const cdp_raster_info *i);
 /* The CRS that info's pixels are placed in: the GCPs' for a raster placed
  * by GCPs only, else its own ("" when none); owned by the raster. */
 const char *cdp_raster_grid_crs(const cdp_raster_info *i);
