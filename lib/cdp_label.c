@@ -26,7 +26,6 @@ struct cdp_label {
 	int *hasnd;              /* values: [nb] the band has a nodata value, */
 	double *nd;              /*   [nb] that value */
 	uint64_t W;              /* image width */
-	cdp_raster_info img;     /* the image's grid; its strings the caller's */
 	uint64_t y0;             /* the current strip */
 	int sh;
 	void *strip;             /* on the image's grid: (S, W) raw samples;
@@ -48,58 +47,28 @@ struct cdp_label {
 #define ERR(...) snprintf(err, errcap, __VA_ARGS__)
 
 /* 1 when the label lies on the image's grid, 0 when it must be warped;
- * CDP_* (< 0) with err set when it can be neither. Equal geotransforms are
- * the same grid only in the same CRS (OSRIsSame, so the same CRS written by
- * two GDAL versions matches); a label without a CRS (a mask saved with only
- * the geotransform) has nothing to contradict the image's and is taken to
- * be in it, and so is an image without one. Without geotransforms the
- * GCPs decide (cdp_raster_gcps_agree): the same ones, or none on a side
- * without any georeference, put the label of the image's size on its
- * grid; other ones, or GCPs on one side and a geotransform on the other,
- * are warped through them (cdp_raster_transformer); a side that neither
- * places cannot be. */
+ * CDP_* (< 0) with err set when it can be neither (cdp_raster_same_grid). */
 static int on_grid(const cdp_label *l, const cdp_raster_info *img, char *err, size_t errcap)
 {
 	const cdp_raster_info *li = l->li;
 	char why[512];
-	int same;
+	int same = cdp_raster_same_grid(img, li, why, sizeof why);
 
-	if (!li->has_gt || !img->has_gt) {
-		if (li->has_gt == img->has_gt && li->width == img->width &&
-		    li->height == img->height) {
-			if ((same = cdp_raster_gcps_agree(img, li, why, sizeof why)) > 0)
-				return 1;
-			if (same < 0) {
-				ERR("the image or its label '%s': %s", l->path, why);
-				return CDP_EFORMAT;
-			}
-		}
-		if (cdp_raster_placed(li) && cdp_raster_placed(img))
-			return 0;
-		if (cdp_raster_placed(li))
-			ERR("label '%s' has %s, the image neither a geotransform nor GCPs: "
-			    "nothing places the label on the image's grid", l->path,
-			    li->has_gt ? "a geotransform" : "GCPs");
-		else if (cdp_raster_placed(img))
-			ERR("label '%s' has neither a geotransform nor GCPs, the image has %s: "
-			    "nothing places the label on the image's grid", l->path,
-			    img->has_gt ? "a geotransform" : "GCPs");
-		else
-			ERR("label '%s' is %llux%llu, image is %llux%llu, and neither has a "
-			    "georeference to place one on the other", l->path,
-			    (unsigned long long)li->width, (unsigned long long)li->height,
-			    (unsigned long long)img->width, (unsigned long long)img->height);
-		return CDP_EMISMATCH;
-	}
-	if (li->width != img->width || li->height != img->height || !cdp_raster_same_gt(li->gt, img->gt))
-		return 0;
-	if (!img->crs[0] || !li->crs[0])
-		return 1;
-	same = cdp_raster_crs_same(img->crs, li->crs, why, sizeof why);
-	if (same < 0) {
+	if (same == CDP_EFORMAT)
 		ERR("the image or its label '%s': %s", l->path, why);
-		return CDP_EFORMAT;
-	}
+	else if (same < 0 && cdp_raster_placed(li))
+		ERR("label '%s' has %s, the image neither a geotransform nor GCPs: "
+		    "nothing places the label on the image's grid", l->path,
+		    li->has_gt ? "a geotransform" : "GCPs");
+	else if (same < 0 && cdp_raster_placed(img))
+		ERR("label '%s' has neither a geotransform nor GCPs, the image has %s: "
+		    "nothing places the label on the image's grid", l->path,
+		    img->has_gt ? "a geotransform" : "GCPs");
+	else if (same < 0)
+		ERR("label '%s' is %llux%llu, image is %llux%llu, and neither has a "
+		    "georeference to place one on the other", l->path,
+		    (unsigned long long)li->width, (unsigned long long)li->height,
+		    (unsigned long long)img->width, (unsigned long long)img->height);
 	return same;
 }
 
@@ -192,7 +161,6 @@ int cdp_label_open(const char *path, const cdp_raster_info *img,
 	}
 	l->o = *o;
 	l->W = img->width;
-	l->img = *img;
 	if ((rc = cdp_raster_open(path, &l->r, msg, sizeof msg))) {
 		ERR("cannot open label '%s': %s", path, msg);
 		goto fail;
@@ -204,8 +172,7 @@ int cdp_label_open(const char *path, const cdp_raster_info *img,
 	}
 	l->warped = !g;
 	/* every label pixel would be ignored: a label of another place */
-	if (l->warped && !(l->tr = cdp_raster_transformer(l->li, img, 0, 0, o->tps, msg,
-	                                                  sizeof msg))) {
+	if (l->warped && !(l->tr = cdp_raster_transformer(l->li, img, o->tps, msg, sizeof msg))) {
 		rc = CDP_EGDAL;
 		ERR("label '%s': %s", path, msg);
 		goto fail;

@@ -873,9 +873,9 @@ int cdp_label_vector_read(cdp_label_vector *v, const double gt[6], int w, int h,
 int cdp_label_vector_place(cdp_label_vector *v, const cdp_raster_info *g, int tps,
                            char *err, size_t errcap)
 {
-	if (g->has_gt || g->ngcps == 0 || v->tr)
+	if (!cdp_raster_by_gcps(g) || v->tr)
 		return CDP_OK;
-	if (!(v->tr = cdp_raster_transformer(NULL, g, 0, 0, tps, err, errcap)))
+	if (!(v->tr = cdp_raster_transformer(NULL, g, tps, err, errcap)))
 		return CDP_EGDAL;
 	return CDP_OK;
 }
@@ -907,7 +907,7 @@ int cdp_label_vector_read_rows(cdp_label_vector *v, const cdp_raster_info *g, in
 	 * placed by GCPs keeps it too, unused: tr places its pixels */
 	wn = (vwin){ { gt[0] + (double)a * gt[2], gt[1], gt[2], gt[3] + (double)a * gt[5],
 	               gt[4], gt[5] }, NULL, w, (int)(b - a) };
-	if (!g->has_gt && g->ngcps > 0) {
+	if (cdp_raster_by_gcps(g)) {
 		if (!v->tr && (rc = cdp_label_vector_place(v, g, tps, err, errcap)))
 			return rc;
 		cdp_raster_transformer_move(v->tr, 0, a);

@@ -18,7 +18,12 @@ static int blank(int c)
 	return c == ' ' || c == '\t' || c == '\r';
 }
 
-/* A decimal number of 1-6 digits at *s, at most max; advances *s. */
+/* number()'s refusal of more than 6 digits ("0000010"), told apart from
+ * one above its max only for the message: CDP_ERANGE to the caller. */
+#define NUM_LONG 1
+
+/* A decimal number of 1-6 digits at *s, at most max; advances *s.
+ * CDP_ESYNTAX no digit, NUM_LONG too many, CDP_ERANGE above max. */
 static int number(const char **s, const char *end, uint32_t max, uint32_t *out)
 {
 	const char *p = *s;
@@ -28,7 +33,7 @@ static int number(const char **s, const char *end, uint32_t max, uint32_t *out)
 		return CDP_ESYNTAX;
 	for (; p < end && *p >= '0' && *p <= '9'; p++) {
 		if (p - *s >= 6)
-			return CDP_ERANGE;
+			return NUM_LONG;
 		v = v * 10 + (uint32_t)(*p - '0');
 	}
 	if (v > max)
@@ -38,21 +43,17 @@ static int number(const char **s, const char *end, uint32_t max, uint32_t *out)
 	return CDP_OK;
 }
 
-/* Why number() refused the VALUE (id 0) or ID (id 1) at s, in a line of
- * the form `form`: "0000010" is not above 65535, it has too many digits. */
-static void number_why(char *why, size_t cap, int rc, const char *s, const char *end, int id,
-                       const char *form)
+/* Says why number() refused (rc) the VALUE (id 0) or ID (id 1), in a line
+ * of the form `form`, and returns the error code for the caller. */
+static int number_why(char *why, size_t cap, int rc, int id, const char *form)
 {
-	size_t n = 0;
-
-	while (s + n < end && s[n] >= '0' && s[n] <= '9')
-		n++;
-	if (rc != CDP_ERANGE)
-		WHY("not %s", form);
-	else if (n > 6)
+	if (rc == NUM_LONG)
 		WHY("%s of more than 6 digits", id ? "an id" : "a value");
-	else
+	else if (rc == CDP_ERANGE)
 		WHY("%s", id ? "an id above 65534" : "a value above 65535");
+	else
+		WHY("not %s", form);
+	return rc == NUM_LONG ? CDP_ERANGE : rc;
 }
 
 static int init(cdp_labelmap *m)
@@ -127,7 +128,7 @@ int cdp_labelmap_parse_inline(const char *spec, cdp_labelmap *m, size_t *where,
 		while (s < end && blank(*s))
 			s++;
 		if ((rc = number(&s, end, CDP_LABELMAP_NVALUES - 1, &v))) {
-			number_why(why, cap, rc, s, end, 0, "VALUE:ID");
+			rc = number_why(why, cap, rc, 0, "VALUE:ID");
 			break;
 		}
 		if (s == end || *s++ != ':') {
@@ -136,7 +137,7 @@ int cdp_labelmap_parse_inline(const char *spec, cdp_labelmap *m, size_t *where,
 			break;
 		}
 		if ((rc = number(&s, end, CDP_LABELMAP_MAXID, &id))) {
-			number_why(why, cap, rc, s, end, 1, "VALUE:ID");
+			rc = number_why(why, cap, rc, 1, "VALUE:ID");
 			break;
 		}
 		while (s < end && blank(*s))
@@ -238,7 +239,7 @@ int cdp_labelmap_parse(const void *text, size_t len, cdp_labelmap *m, size_t *wh
 		if (s == e || *s == '#')
 			continue;
 		if ((rc = number(&s, e, CDP_LABELMAP_NVALUES - 1, &v))) {
-			number_why(why, cap, rc, s, e, 0, "VALUE ID [NAME]");
+			rc = number_why(why, cap, rc, 0, "VALUE ID [NAME]");
 			goto out;
 		}
 		if (s == e || !blank(*s)) {
@@ -249,7 +250,7 @@ int cdp_labelmap_parse(const void *text, size_t len, cdp_labelmap *m, size_t *wh
 		while (s < e && blank(*s))
 			s++;
 		if ((rc = number(&s, e, CDP_LABELMAP_MAXID, &id))) {
-			number_why(why, cap, rc, s, e, 1, "VALUE ID [NAME]");
+			rc = number_why(why, cap, rc, 1, "VALUE ID [NAME]");
 			goto out;
 		}
 		if (s < e && !blank(*s)) {

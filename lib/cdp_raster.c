@@ -626,6 +626,36 @@ int cdp_raster_gcps_agree(const cdp_raster_info *g, const cdp_raster_info *r, ch
 	return cdp_raster_same_gcps(g, r, why, cap);
 }
 
+int cdp_raster_same_grid(const cdp_raster_info *g, const cdp_raster_info *r, char *why,
+                         size_t cap)
+{
+	int same;
+
+	if (!g->has_gt || !r->has_gt) {
+		if (g->has_gt == r->has_gt && g->width == r->width && g->height == r->height) {
+			if ((same = cdp_raster_gcps_agree(g, r, why, cap)) > 0)
+				return 1;
+			if (same < 0)
+				return CDP_EFORMAT;
+		}
+		if (cdp_raster_placed(g) && cdp_raster_placed(r))
+			return 0;
+		snprintf(why, cap, "%s", cdp_raster_placed(g) || cdp_raster_placed(r)
+		         ? "one of them has neither a geotransform nor GCPs"
+		         : "another size, and no georeference on either");
+		return CDP_EMISMATCH;
+	}
+	if (g->width != r->width || g->height != r->height || !cdp_raster_same_gt(g->gt, r->gt))
+		return 0;
+	/* a side without a CRS (a mask saved with only the geotransform) has
+	 * nothing to contradict the other's */
+	if (!g->crs[0] || !r->crs[0])
+		return 1;
+	if ((same = cdp_raster_crs_same(g->crs, r->crs, why, cap)) < 0)
+		return CDP_EFORMAT;
+	return same;
+}
+
 const char *cdp_raster_category_name(const cdp_raster *r, int band, int k)
 {
 	char **names;
@@ -798,7 +828,7 @@ int cdp_raster_georef_to(const cdp_raster *src, void *ds, int64_t x0, int64_t y0
 		return cdp_raster_georef_to(src->dates[0], ds, x0, y0, scale, err, errcap);
 	in = &src->info;
 	CPLErrorReset();
-	if (!in->has_gt && in->ngcps > 0) {
+	if (cdp_raster_by_gcps(in)) {
 		if (!(gc = calloc((size_t)in->ngcps, sizeof *gc))) {
 			set_err(err, errcap, "out of memory");
 			return CDP_ENOMEM;
@@ -1097,7 +1127,7 @@ int cdp_raster_open_lut(cdp_raster *src, const int32_t *lut, size_t nlut,
 {
 	const char *path = GDALGetDescription(src->ds);
 	const double *g = src->info.gt;
-	const int bygcp = !src->info.has_gt && src->info.ngcps > 0;
+	const int bygcp = cdp_raster_by_gcps(&src->info);
 	char *epath = NULL, *ewkt = NULL, *xml = NULL;
 	size_t cap, len;
 	int rc = CDP_ENOMEM;
@@ -1158,7 +1188,7 @@ out:
 
 const char *cdp_raster_grid_crs(const cdp_raster_info *i)
 {
-	return i->has_gt || i->ngcps == 0 ? i->crs : i->gcp_crs;
+	return cdp_raster_by_gcps(i) ? i->gcp_crs : i->crs;
 }
 
 int cdp_raster_placed(const cdp_raster_info *i)
@@ -1166,14 +1196,17 @@ int cdp_raster_placed(const cdp_raster_info *i)
 	return i->has_gt || i->ngcps > 0;
 }
 
+int cdp_raster_by_gcps(const cdp_raster_info *i)
+{
+	return !i->has_gt && i->ngcps > 0;
+}
+
 /* A MEM dataset of i's size without bands (nothing allocated) that holds
- * only what places the pixels of i's window at (x0, y0): its geotransform
- * with the origin moved, or its GCPs with pixel and line moved (a
- * polynomial or spline fitted to moved points is the same one moved: both
- * are invariant under a shift). The size is GDAL's area of interest when
- * it picks a coordinate operation, as for the raster itself. No CRS:
- * cdp_raster_transformer passes the CRSs itself. NULL on failure. */
-static GDALDatasetH georef_proxy(const cdp_raster_info *i, int64_t x0, int64_t y0)
+ * only what places i's pixels: its geotransform or its GCPs. The size is
+ * GDAL's area of interest when it picks a coordinate operation, as for the
+ * raster itself. No CRS: cdp_raster_transformer passes the CRSs itself.
+ * NULL on failure. */
+static GDALDatasetH georef_proxy(const cdp_raster_info *i)
 {
 	GDALDriverH mem = GDALGetDriverByName("MEM");
 	int w = i->width < INT_MAX ? (int)i->width : INT_MAX;
@@ -1187,9 +1220,7 @@ static GDALDatasetH georef_proxy(const cdp_raster_info *i, int64_t x0, int64_t y
 		return NULL;
 	if (i->has_gt) {
 		double gt[6];
-		memcpy(gt, i->gt, sizeof gt);
-		gt[0] += (double)x0 * gt[1] + (double)y0 * gt[2];
-		gt[3] += (double)x0 * gt[4] + (double)y0 * gt[5];
+		memcpy(gt, i->gt, sizeof gt);   /* GDAL's parameter is not const */
 		e = GDALSetGeoTransform(ds, gt);
 	} else if (i->ngcps > 0) {
 		if (!(gc = calloc((size_t)i->ngcps, sizeof *gc))) {
@@ -1197,9 +1228,8 @@ static GDALDatasetH georef_proxy(const cdp_raster_info *i, int64_t x0, int64_t y
 			return NULL;
 		}
 		for (int k = 0; k < i->ngcps; k++)
-			gc[k] = (GDAL_GCP){ none, none, i->gcps[k].pixel - (double)x0,
-			                    i->gcps[k].line - (double)y0, i->gcps[k].x,
-			                    i->gcps[k].y, i->gcps[k].z };
+			gc[k] = (GDAL_GCP){ none, none, i->gcps[k].pixel, i->gcps[k].line,
+			                    i->gcps[k].x, i->gcps[k].y, i->gcps[k].z };
 		e = GDALSetGCPs(ds, i->ngcps, gc, "");
 		free(gc);
 	}
@@ -1226,7 +1256,7 @@ static void *gen_transformer(const cdp_raster_info *src, const cdp_raster_info *
 		set_err(err, errcap, "neither a geotransform nor GCPs place the pixels");
 		return NULL;
 	}
-	if ((src && !(sp = georef_proxy(src, 0, 0))) || !(gp = georef_proxy(g, 0, 0))) {
+	if ((src && !(sp = georef_proxy(src))) || !(gp = georef_proxy(g))) {
 		gdal_err(err, errcap, "out of memory");
 		goto out;
 	}
@@ -1237,9 +1267,9 @@ static void *gen_transformer(const cdp_raster_info *src, const cdp_raster_info *
 	}
 	/* GCPs: GDAL's polynomial of automatic order (MAX_GCP_ORDER 0, what
 	 * gdalwarp uses by default), or gdalwarp -tps's spline */
-	if (tps && src && !src->has_gt)
+	if (tps && src && cdp_raster_by_gcps(src))
 		opt = CSLSetNameValue(opt, "SRC_METHOD", "GCP_TPS");
-	if (tps && !g->has_gt)
+	if (tps && cdp_raster_by_gcps(g))
 		opt = CSLSetNameValue(opt, "DST_METHOD", "GCP_TPS");
 	if (!(tr = GDALCreateGenImgProjTransformer2(sp, gp, opt)))
 		gdal_err(err, errcap, "cannot relate the grids");
@@ -1263,28 +1293,46 @@ typedef struct rtr {
 
 /* GDAL's warper sizes its resampling kernel (bilinear, cubic, average,
  * mode) by the ratio of a window's pixels to the source pixels it reads,
- * estimated per window: two tiles would weigh a shared pixel's neighbours
- * differently. One ratio for the whole grid instead (its XSCALE and
- * YSCALE warp options), at its centre, as a square window there sees it. */
-static void fix_scale(rtr *t, const cdp_raster_info *g)
+ * estimated per window (or per block of a warped VRT): wherever that
+ * ratio varies (GCPs, another CRS) two tiles would weigh a shared pixel's
+ * neighbours differently. One ratio for the whole grid g instead (its
+ * XSCALE and YSCALE warp options), through gen (GDAL's transformer from
+ * src's pixels to g's) at g's centre, as a square window there sees it;
+ * on an affine grid in src's CRS that is GDAL's own estimate. 0s when
+ * the centre cannot be moved: GDAL's estimate. */
+static void grid_scale(void *gen, const cdp_raster_info *g, double *xscale, double *yscale)
 {
 	double cx = (double)g->width / 2, cy = (double)g->height / 2;
 	double x[3] = { cx, cx + 1, cx }, y[3] = { cy, cy, cy + 1 }, z[3] = { 0, 0, 0 };
 	double sx, sy;
 	int ok[3];
 
-	if (!GDALGenImgProjTransform(t->gen, TRUE, 3, x, y, z, ok) || !ok[0] || !ok[1] || !ok[2])
+	*xscale = *yscale = 0;
+	if (!GDALGenImgProjTransform(gen, TRUE, 3, x, y, z, ok) || !ok[0] || !ok[1] || !ok[2])
 		return;
 	sx = fabs(x[1] - x[0]) + fabs(x[2] - x[0]);
 	sy = fabs(y[1] - y[0]) + fabs(y[2] - y[0]);
 	if (isfinite(sx) && isfinite(sy) && sx > 0 && sy > 0) {
-		t->xscale = 1 / sx;
-		t->yscale = 1 / sy;
+		*xscale = 1 / sx;
+		*yscale = 1 / sy;
 	}
 }
 
-void *cdp_raster_transformer(const cdp_raster_info *src, const cdp_raster_info *g,
-                             int64_t x0, int64_t y0, int tps, char *err, size_t errcap)
+/* Warp options opt with grid_scale's XSCALE and YSCALE, where it has them. */
+static char **scale_options(char **opt, double xscale, double yscale)
+{
+	char v[64];
+
+	if (!(xscale > 0 && yscale > 0))
+		return opt;
+	snprintf(v, sizeof v, "%.17g", xscale);
+	opt = CSLSetNameValue(opt, "XSCALE", v);
+	snprintf(v, sizeof v, "%.17g", yscale);
+	return CSLSetNameValue(opt, "YSCALE", v);
+}
+
+void *cdp_raster_transformer(const cdp_raster_info *src, const cdp_raster_info *g, int tps,
+                             char *err, size_t errcap)
 {
 	rtr *t;
 
@@ -1296,11 +1344,11 @@ void *cdp_raster_transformer(const cdp_raster_info *src, const cdp_raster_info *
 		free(t);
 		return NULL;
 	}
-	/* where GCPs bend the grid, GDAL's per-window estimate varies from
-	 * tile to tile (a value label's overlapping tiles disagreed by 0.16) */
-	if (src && (!src->has_gt || !g->has_gt))
-		fix_scale(t, g);
-	cdp_raster_transformer_move(t, x0, y0);
+	/* where GCPs or a reprojection bend the grid, GDAL's per-window
+	 * estimate varies from tile to tile (a value label's overlapping tiles
+	 * disagreed by 0.16); a vector is rasterized, not resampled */
+	if (src)
+		grid_scale(t->gen, g, &t->xscale, &t->yscale);
 	return t;
 }
 
@@ -1407,13 +1455,8 @@ static int warp_into(cdp_raster *src, const int *bands, int nb, void *tr, int64_
 		wo->padfSrcNoDataReal[b] = hasnd ? nd : NAN;
 	}
 	wo->papszWarpOptions = CSLSetNameValue(wo->papszWarpOptions, "INIT_DEST", "NO_DATA");
-	if (((rtr *)tr)->xscale > 0) {
-		char v[64];
-		snprintf(v, sizeof v, "%.17g", ((rtr *)tr)->xscale);
-		wo->papszWarpOptions = CSLSetNameValue(wo->papszWarpOptions, "XSCALE", v);
-		snprintf(v, sizeof v, "%.17g", ((rtr *)tr)->yscale);
-		wo->papszWarpOptions = CSLSetNameValue(wo->papszWarpOptions, "YSCALE", v);
-	}
+	wo->papszWarpOptions = scale_options(wo->papszWarpOptions, ((rtr *)tr)->xscale,
+	                                     ((rtr *)tr)->yscale);
 	wo->pfnTransformer = approx ? GDALApproxTransform : cdp_raster_transform;
 	wo->pTransformerArg = approx ? approx : tr;
 	if (!(op = GDALCreateWarpOperation(wo)) ||
@@ -1451,7 +1494,7 @@ static int open_warped(cdp_raster *src, const cdp_raster_info *g, double max_err
 	GDALWarpOptions *wo = NULL;
 	void *tr = NULL, *approx = NULL;
 	cdp_raster *r = NULL;
-	double gt[6];
+	double gt[6], xscale, yscale;
 	int hasnd, rc = CDP_EGDAL;
 
 	*out = NULL;
@@ -1489,6 +1532,9 @@ static int open_warped(cdp_raster *src, const cdp_raster_info *g, double max_err
 			    GDALGetRasterNoDataValue(GDALGetRasterBand(src->ds, b + 1), &hasnd);
 	}
 	wo->papszWarpOptions = CSLSetNameValue(wo->papszWarpOptions, "INIT_DEST", "0");
+	/* the view is read block by block: one kernel for all of them */
+	grid_scale(tr, g, &xscale, &yscale);
+	wo->papszWarpOptions = scale_options(wo->papszWarpOptions, xscale, yscale);
 	wo->pfnTransformer = approx ? GDALApproxTransform : GDALGenImgProjTransform;
 	wo->pTransformerArg = approx ? approx : tr;
 	/* the view owns the transformer from here on, and a reference to src */
@@ -1520,44 +1566,6 @@ out:
 		GDALDestroyGenImgProjTransformer(tr);
 	cdp_raster_close(r);
 	return rc;
-}
-
-/* 1 when date d (info di, read from path) lies on date 0's grid g, 0 when
- * it must be warped (a geotransform or GCPs place both), CDP_EMISMATCH
- * with err set when nothing places it. */
-static int time_on_grid(const cdp_raster_info *g, const cdp_raster_info *di,
-                        const char *path, char *err, size_t errcap)
-{
-	char why[512];
-	int same;
-
-	if (!g->has_gt || !di->has_gt) {
-		if (g->has_gt == di->has_gt && g->width == di->width && g->height == di->height) {
-			if ((same = cdp_raster_gcps_agree(g, di, why, sizeof why)) > 0)
-				return 1;
-			if (same < 0) {
-				snprintf(err, errcap, "date '%s': %s", path, why);
-				return CDP_EMISMATCH;
-			}
-		}
-		if (cdp_raster_placed(g) && cdp_raster_placed(di))
-			return 0;
-		snprintf(err, errcap, "date '%s' cannot be placed on the first date's grid "
-		         "(%s)", path, cdp_raster_placed(g) || cdp_raster_placed(di)
-		         ? "one of them has neither a geotransform nor GCPs"
-		         : "another size, and no georeference on either");
-		return CDP_EMISMATCH;
-	}
-	if (g->width != di->width || g->height != di->height ||
-	    !cdp_raster_same_gt(g->gt, di->gt))
-		return 0;
-	if (!g->crs[0] || !di->crs[0])
-		return 1;
-	if ((same = cdp_raster_crs_same(g->crs, di->crs, why, sizeof why)) < 0) {
-		snprintf(err, errcap, "date '%s': %s", path, why);
-		return CDP_EMISMATCH;
-	}
-	return same;
 }
 
 int cdp_raster_open_time(const char *spec, double max_error, int tps, cdp_raster **out,
@@ -1593,8 +1601,12 @@ int cdp_raster_open_time(const char *spec, double max_error, int tps, cdp_raster
 				         cdp_dtype_name(g->dtype));
 				goto fail;
 			}
-			if ((on = time_on_grid(g, &d->info, p, err, errcap)) < 0) {
-				rc = on;
+			if ((on = cdp_raster_same_grid(g, &d->info, msg, sizeof msg)) < 0) {
+				if (on == CDP_EFORMAT)
+					snprintf(err, errcap, "date '%s': %s", p, msg);
+				else
+					snprintf(err, errcap, "date '%s' cannot be placed on the "
+					         "first date's grid (%s)", p, msg);
 				goto fail;
 			}
 			if (!on) {
@@ -1656,19 +1668,28 @@ void cdp_raster_outline(double w, double h, int steps, double *x, double *y)
  * a few of the image's pixels is found by refining (up to OVERLAP_MAX). */
 #define OVERLAP_FIRST 65
 #define OVERLAP_MAX 1025
+/* Points along each edge of src's outline: enough that a reprojected
+ * edge's bend does not hide a corner of its box on g. */
+#define OUTLINE_STEPS 32
 
-/* Whether any of n x n pixel centres spread evenly over g (its first and
- * last rows and columns among them) lands inside src when tr moves it
- * back (g's pixel -> ground -> src's pixel), the way the warp decides
- * which pixels src labels: 1 yes, 0 no. *near is set when none does but
- * the box around where they land meets src, so a finer grid might. */
-static int overlaps_at(void *tr, const cdp_raster_info *g, double sw, double sh, int n,
+/* The pixels of g to sample: columns [x0, x1), rows [y0, y1). */
+typedef struct pbox {
+	double x0, y0, x1, y1;
+} pbox;
+
+/* Whether any of nx x ny pixel centres spread evenly over the box b of
+ * g's pixels (its first and last rows and columns among them) lands inside
+ * src (sw x sh) when tr moves it back (g's pixel -> ground -> src's
+ * pixel), the way the warp decides which pixels src labels: 1 yes, 0 no.
+ * *near is set when none does but the box around where they land meets
+ * src, so a finer grid might. */
+static int overlaps_at(void *tr, const pbox *b, double sw, double sh, int nx, int ny,
                        int *near)
 {
-	double gw = (double)g->width, gh = (double)g->height;
+	double bw = b->x1 - b->x0, bh = b->y1 - b->y0;
 	double lx = INFINITY, hx = -INFINITY, ly = INFINITY, hy = -INFINITY;
 	double *x, *y, *z;
-	int *ok, hit = 0, m = n;
+	int *ok, hit = 0, m = nx;
 
 	if (!(x = malloc(3 * sizeof *x * (size_t)m)) || !(ok = malloc(sizeof *ok * (size_t)m))) {
 		free(x);
@@ -1677,15 +1698,15 @@ static int overlaps_at(void *tr, const cdp_raster_info *g, double sw, double sh,
 	y = x + m;
 	z = y + m;
 	*near = 0;
-	for (int r = 0; r < n && !hit; r++) {
-		double py = n > 1 ? 0.5 + (gh - 1) * r / (n - 1) : gh / 2;
-		for (int c = 0; c < n; c++) {
-			x[c] = n > 1 ? 0.5 + (gw - 1) * c / (n - 1) : gw / 2;
+	for (int r = 0; r < ny && !hit; r++) {
+		double py = b->y0 + (ny > 1 ? 0.5 + (bh - 1) * r / (ny - 1) : bh / 2);
+		for (int c = 0; c < nx; c++) {
+			x[c] = b->x0 + (nx > 1 ? 0.5 + (bw - 1) * c / (nx - 1) : bw / 2);
 			y[c] = py;
 			z[c] = 0;
 		}
-		cdp_raster_transform(tr, TRUE, n, x, y, z, ok);
-		for (int c = 0; c < n; c++) {
+		cdp_raster_transform(tr, TRUE, nx, x, y, z, ok);
+		for (int c = 0; c < nx; c++) {
 			if (!ok[c] || !isfinite(x[c]) || !isfinite(y[c]))
 				continue;
 			if (x[c] >= 0 && x[c] < sw && y[c] >= 0 && y[c] < sh)
@@ -1702,26 +1723,83 @@ static int overlaps_at(void *tr, const cdp_raster_info *g, double sw, double sh,
 	return hit;
 }
 
+/* The box of g's pixels (gw x gh) that src (sw x sh) can cover through
+ * tr: src's outline moved onto g, padded by how far the way back misses
+ * it (GCPs fit one polynomial each way, and only the way back decides
+ * what the warp labels) and a few pixels, and clipped to g. All of g
+ * when a point of the outline cannot be moved. 0 when the box is empty. */
+static int cover_box(void *tr, double sw, double sh, double gw, double gh, pbox *b)
+{
+	const int n = 4 * OUTLINE_STEPS;
+	double x[4 * OUTLINE_STEPS], y[4 * OUTLINE_STEPS], z[4 * OUTLINE_STEPS];
+	double bx[4 * OUTLINE_STEPS], by[4 * OUTLINE_STEPS];
+	double miss = 0, pad, scale;
+	int ok[4 * OUTLINE_STEPS];
+
+	*b = (pbox){ INFINITY, INFINITY, -INFINITY, -INFINITY };
+	cdp_raster_outline(sw, sh, OUTLINE_STEPS, x, y);
+	memset(z, 0, sizeof z);
+	cdp_raster_transform(tr, FALSE, n, x, y, z, ok);
+	for (int i = 0; i < n; i++) {
+		if (!ok[i] || !isfinite(x[i]) || !isfinite(y[i])) {
+			*b = (pbox){ 0, 0, gw, gh };
+			return 1;
+		}
+		b->x0 = fmin(b->x0, x[i]);
+		b->x1 = fmax(b->x1, x[i]);
+		b->y0 = fmin(b->y0, y[i]);
+		b->y1 = fmax(b->y1, y[i]);
+	}
+	/* back again: how far, in src's pixels, the way back misses the way
+	 * there, as g's pixels (g's pixels per src pixel, the box's) */
+	memcpy(bx, x, sizeof bx);
+	memcpy(by, y, sizeof by);
+	memset(z, 0, sizeof z);
+	cdp_raster_transform(tr, TRUE, n, bx, by, z, ok);
+	cdp_raster_outline(sw, sh, OUTLINE_STEPS, x, y);
+	for (int i = 0; i < n; i++)
+		if (ok[i] && isfinite(bx[i]) && isfinite(by[i]))
+			miss = fmax(miss, hypot(bx[i] - x[i], by[i] - y[i]));
+		else
+			miss = INFINITY;
+	scale = fmax((b->x1 - b->x0) / sw, (b->y1 - b->y0) / sh);
+	pad = 4 + 2 * miss * scale;
+	b->x0 = fmax(0, floor(b->x0 - pad));
+	b->y0 = fmax(0, floor(b->y0 - pad));
+	b->x1 = fmin(gw, ceil(b->x1 + pad));
+	b->y1 = fmin(gh, ceil(b->y1 + pad));
+	return b->x0 < b->x1 && b->y0 < b->y1;
+}
+
 int cdp_raster_overlaps(const cdp_raster *src, const cdp_raster_info *g, void *tr,
                         char *err, size_t errcap)
 {
-	double sw = (double)src->info.width, sh = (double)src->info.height;
-	uint64_t most = g->width > g->height ? g->width : g->height;
-	int n = OVERLAP_FIRST, near = 0, hit;
+	double sw = (double)src->info.width, sh = (double)src->info.height, bw, bh;
+	int n = OVERLAP_FIRST, near = 0, hit, nx, ny;
+	pbox b;
 
-	/* in the warp's own direction: GCPs fit one polynomial from pixels to
-	 * ground and a separate one back, and only the first decides what the
-	 * warp labels */
 	cdp_raster_transformer_move(tr, 0, 0);
+	/* only where src can land, so the samples' spacing follows src's
+	 * size on g, not g's (a 60-pixel label in a 100000-pixel image) */
+	if (!cover_box(tr, sw, sh, (double)g->width, (double)g->height, &b))
+		return 0;
+	bw = b.x1 - b.x0;
+	bh = b.y1 - b.y0;
 	for (;;) {
-		if (most < (uint64_t)n)
-			n = (int)most;
-		if ((hit = overlaps_at(tr, g, sw, sh, n, &near)) < 0) {
+		nx = bw < n ? (int)bw : n;
+		ny = bh < n ? (int)bh : n;
+		if ((hit = overlaps_at(tr, &b, sw, sh, nx, ny, &near)) < 0) {
 			set_err(err, errcap, "out of memory");
 			return hit;
 		}
-		if (hit || !near || (uint64_t)n >= most || n >= OVERLAP_MAX)
+		/* every pixel centre of the box tried: the warp's own answer */
+		if (hit || !near || (nx >= bw && ny >= bh))
 			return hit;
+		/* still around src but on none of it, OVERLAP_MAX a side: what
+		 * the warp labels is at most a sliver, and a label the warp takes
+		 * pixels from must not be refused (its tiles show the rest) */
+		if (n >= OVERLAP_MAX)
+			return 1;
 		n = 2 * n - 1;
 	}
 }

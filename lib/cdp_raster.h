@@ -116,6 +116,22 @@ int  cdp_raster_same_gcps(const cdp_raster_info *a, const cdp_raster_info *b, ch
  * (cdp_raster_transformer), never cut pixel for pixel. */
 int  cdp_raster_gcps_agree(const cdp_raster_info *g, const cdp_raster_info *r, char *why,
                            size_t cap);
+/* Whether r lies on g's grid, pixel for pixel: 1 it does, 0 it must be
+ * warped onto it (cdp_raster_transformer), CDP_EMISMATCH when it can be
+ * neither (why says which: "one of them has neither a geotransform nor
+ * GCPs", "another size, and no georeference on either"), CDP_EFORMAT when a
+ * CRS does not parse or GCPs cannot be compared (why says so). Equal
+ * geotransforms (cdp_raster_same_gt) are the same grid only in the same
+ * CRS (cdp_raster_crs_same); a side without a CRS is taken to be in the
+ * other's. Without a geotransform on either side the GCPs decide
+ * (cdp_raster_gcps_agree): the same ones, or none on a side without any
+ * georeference, put r of g's size on g's grid; other ones, or GCPs on one
+ * side and a geotransform on the other, are warped through. A label on
+ * its image (cdp_label_open) and a later date on the first
+ * (cdp_raster_open_time) are decided here; each caller words its own
+ * message. */
+int  cdp_raster_same_grid(const cdp_raster_info *g, const cdp_raster_info *r, char *why,
+                          size_t cap);
 /* The name GDAL gives value k of `band` (its category names, which
  * cdp-predict writes), or NULL when it has none; owned by the raster. */
 const char *cdp_raster_category_name(const cdp_raster *r, int band, int k);
@@ -203,6 +219,9 @@ int  cdp_raster_open_lut(cdp_raster *src, const int32_t *lut, size_t nlut,
 
 /* 1 when a geotransform or GCPs place info's pixels, else 0. */
 int  cdp_raster_placed(const cdp_raster_info *i);
+/* 1 when GCPs alone place info's pixels (GCPs and no geotransform: GDAL
+ * takes a geotransform over GCPs), else 0. */
+int  cdp_raster_by_gcps(const cdp_raster_info *i);
 /* The CRS that info's pixels are placed in: the GCPs' for a raster placed
  * by GCPs only, else its own ("" when none); owned by the raster. */
 const char *cdp_raster_grid_crs(const cdp_raster_info *i);
@@ -210,15 +229,15 @@ const char *cdp_raster_grid_crs(const cdp_raster_info *i);
  * rasterizations (a GDAL transformer for GDALGenImgProjTransform: void *
  * keeps GDAL out of this header), as gdalwarp relates two rasters: src's
  * pixels (src NULL: coordinates already in g's CRS, a vector's) to src's
- * CRS, into g's, and to the pixels of the window of g's grid at (x0, y0).
- * Each side is placed by its geotransform where it has one, else by its
+ * CRS, into g's, and to the pixels of g's grid (counted from the window
+ * that cdp_raster_transformer_move sets, (0, 0) at first). Each side is placed by its geotransform where it has one, else by its
  * GCPs in their CRS: GDAL's GCP polynomial of the order gdalwarp picks
  * from their count, or with tps set a thin plate spline through them
  * (gdalwarp -tps). Without a CRS on either side the two are taken to be
  * in one. NULL with err set when a side is placed by neither or GDAL
  * cannot relate them. Freed by cdp_raster_transformer_free. */
-void *cdp_raster_transformer(const cdp_raster_info *src, const cdp_raster_info *g,
-                             int64_t x0, int64_t y0, int tps, char *err, size_t errcap);
+void *cdp_raster_transformer(const cdp_raster_info *src, const cdp_raster_info *g, int tps,
+                             char *err, size_t errcap);
 void cdp_raster_transformer_free(void *tr);
 /* Counts tr's destination pixels from the window of g at (x0, y0) from
  * here on: one transformer, fitted once to the whole grid, serves every
@@ -238,14 +257,15 @@ enum { CDP_RESAMPLE_NEAR = 0, CDP_RESAMPLE_MODE = 1, CDP_RESAMPLE_BILINEAR = 2,
        CDP_RESAMPLE_CUBIC = 3, CDP_RESAMPLE_AVERAGE = 4 };
 /* Warps band `band` of src onto the w x h window at (x0, y0) of a grid
  * g, with GDAL's warper through tr (cdp_raster_transformer(&src's info,
- * g, ...), built once for all the windows: it is moved to each; where
- * GCPs place either side it also fixes the resampling scale for every
- * window, gdalwarp's -wo XSCALE= -wo YSCALE=, at g's centre), into
+ * g, ...), built once for all the windows: it is moved to each; it also
+ * fixes the resampling scale for every window, gdalwarp's -wo XSCALE= -wo
+ * YSCALE=, at g's centre, where GDAL would estimate it per window), into
  * out[h*w] as int32: the source value, or -1 where the source does not
- * cover the pixel or holds only its own nodata. max_error is gdalwarp's -et: 0 transforms every pixel exactly,
- * more lets GDAL's approximate transformer interpolate within that many
- * pixels of error; gdalwarp -et max_error -r near|mode [-tps] onto that
- * window gives the same pixels. */
+ * cover the pixel or holds only its own nodata. max_error is gdalwarp's
+ * -et: 0 transforms every pixel exactly, more lets GDAL's approximate
+ * transformer interpolate within that many pixels of error; gdalwarp -et
+ * max_error -r near|mode [-tps] -wo XSCALE= -wo YSCALE= onto that window
+ * gives the same pixels. */
 int  cdp_raster_warp(cdp_raster *src, int band, void *tr, int64_t x0, int64_t y0, int w,
                      int h, int resample, double max_error, int32_t *out, char *err,
                      size_t errcap);
@@ -268,7 +288,8 @@ int  cdp_raster_warp_f32(cdp_raster *src, const int *bands, int nbands, void *tr
  * band count and data type (CDP_EMISMATCH). A date on another grid (another
  * geotransform, CRS or GCPs) is warped onto the first's with GDAL's
  * warper (cdp_raster_transformer, tps as there), bilinear, max_error as
- * gdalwarp's -et; pixels it does not cover are invalid. A date that
+ * gdalwarp's -et, the resampling scale fixed for the whole grid as
+ * cdp_raster_warp fixes it; pixels it does not cover are invalid. A date that
  * neither a geotransform nor GCPs place is taken only on the first date's
  * grid (the same size, no geotransform on either). The mask
  * (cdp_raster_read_mask) is valid where every date is valid (its own
@@ -284,11 +305,14 @@ int  cdp_raster_open_time(const char *spec, double max_error, int tps, cdp_raste
 int  cdp_raster_dates(const cdp_raster *r);
 /* Whether src covers any of the grid g: whether the warp through tr
  * (cdp_raster_transformer(&src's info, g, ...)) would take any pixel of
- * g from src. Tested as the warp goes, from g's pixel centres (a grid of
- * them, refined while they land around src but not on it) back to src's
- * pixels: with GCPs the way back by their separately fitted inverse
- * polynomial can disagree with the warp by pixels. 1 it does, 0 not,
- * CDP_ENOMEM. Leaves tr at the window (0, 0). */
+ * g from src. Tested as the warp goes, from g's pixel centres back to
+ * src's pixels: a grid of them over the box of g where src's outline
+ * lands (padded by how far the transformer's two ways disagree: with GCPs
+ * the way back by their separately fitted inverse polynomial can miss the
+ * warp by pixels), refined while they land around src but not on it, up
+ * to every pixel centre of the box; a box wider than that, still around
+ * src, counts as covered. 1 it does, 0 not, CDP_ENOMEM. Leaves tr at the
+ * window (0, 0). */
 int  cdp_raster_overlaps(const cdp_raster *src, const cdp_raster_info *g, void *tr,
                          char *err, size_t errcap);
 /* 4 * steps points x, y clockwise along the outline of a w x h pixel

@@ -4,7 +4,8 @@
 #  - on the first date's grid each date's bands equal gdal_translate
 #    -srcwin of that date, and the label the change mask's window;
 #  - a date on a finer grid, covering part of the first, equals gdalwarp
-#    -r bilinear -dstalpha onto the first date's grid (-te, -ts), and the pixels
+#    -r bilinear -dstalpha -wo XSCALE=0.4 -wo YSCALE=0.4 (the grids' pixel
+#    ratio, fixed) onto the first date's grid (-te, -ts), and the pixels
 #    it does not cover, or where a date holds its nodata, are invalid (the
 #    ignore label), for dates of any band count and data type (2 bands of
 #    u8, 1 of float32);
@@ -93,11 +94,14 @@ for t in tiles:
     nd = (Bd[(slice(None),) + w] == 0).all(0)
     assert ((lab == 255) == nd).all(), t + ": invalid where date 1 is nodata"
     assert (lab[~nd] == C[w][~nd]).all(), t + ": label"
-# the warped date against gdalwarp onto the first date's whole grid (the
-# warper's bilinear kernel, scaled to the chunk, differs on a tile's window)
+# the warped date against gdalwarp onto the first date's whole grid, with
+# the kernel scaled as cdp-tile fixes it for the grid (4 m pixels under
+# 10 m: -wo XSCALE=0.4 -wo YSCALE=0.4), not by gdalwarp's estimate from
+# the 175 rows that the 96 rows it covers in part read
 ref = gdal.Warp("", "Bfine.tif", format="MEM", outputBounds=[500000, 5000000 - 960,
                 500000 + 960, 5000000], width=96, height=96, resampleAlg="bilinear",
-                errorThreshold=0.125, dstAlpha=True).ReadAsArray().astype(int)
+                errorThreshold=0.125, dstAlpha=True,
+                warpOptions=["XSCALE=0.4", "YSCALE=0.4"]).ReadAsArray().astype(int)
 for t in sorted(glob.glob("fine/A_*_*.tif")):
     if t.endswith("_label.tif"):
         continue

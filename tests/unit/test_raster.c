@@ -389,9 +389,10 @@ static void test_transformer(void)
 	b.gcp_crs = WKT;
 	CHECK(cdp_raster_placed(&b) && !strcmp(cdp_raster_grid_crs(&b), WKT), "b is placed");
 	for (int tps = 0; tps < 2; tps++) {
-		tr = cdp_raster_transformer(&a, &b, 5, 3, tps, err, sizeof err);
+		tr = cdp_raster_transformer(&a, &b, tps, err, sizeof err);
 		CHECK(tr != NULL, "a to b's window: %s", err);
 		if (tr) {
+			cdp_raster_transformer_move(tr, 5, 3);
 			double x = -1.5, y = 4.25, z = 0;
 			int ok = 0;
 			moved(tr, 3.5, 7.25, -1.5, 4.25, tps ? "a to b (tps)" : "a to b");
@@ -406,22 +407,79 @@ static void test_transformer(void)
 			moved(tr, 3.5, 7.25, -36.5, -12.75, "a to b's window (40, 20)");
 		}
 		cdp_raster_transformer_free(tr);
-		tr = cdp_raster_transformer(&b, &a, 0, 0, tps, err, sizeof err);
+		tr = cdp_raster_transformer(&b, &a, tps, err, sizeof err);
 		CHECK(tr != NULL, "b to a: %s", err);
 		if (tr)
 			moved(tr, 90.25, 1.5, 90.25, 1.5, tps ? "b to a (tps)" : "b to a");
 		cdp_raster_transformer_free(tr);
 	}
 	/* a vector's coordinates, in b's CRS */
-	tr = cdp_raster_transformer(NULL, &b, 0, 2, 0, err, sizeof err);
+	tr = cdp_raster_transformer(NULL, &b, 0, err, sizeof err);
 	CHECK(tr != NULL, "coordinates to b: %s", err);
-	if (tr)
+	if (tr) {
+		cdp_raster_transformer_move(tr, 0, 2);
 		moved(tr, 500035, 5799927.5, 3.5, 5.25, "coordinates to b's window");
+	}
 	cdp_raster_transformer_free(tr);
 	none.has_gt = 0;
 	CHECK(!cdp_raster_placed(&none) &&
-	      cdp_raster_transformer(&a, &none, 0, 0, 0, err, sizeof err) == NULL &&
+	      cdp_raster_transformer(&a, &none, 0, err, sizeof err) == NULL &&
 	      strstr(err, "neither a geotransform nor GCPs"), "unplaced: '%s'", err);
+}
+
+/* A 60x60-pixel label (120x120 pixels of half the size) inside a
+ * 100000-pixel-square image, between the image's pixel centres that a
+ * grid over the whole image samples at 1025 a side, and the same label
+ * just beside the image: cdp_raster_overlaps finds the first and not the
+ * second, with the image placed by a geotransform and by GCPs. */
+static void test_overlaps(void)
+{
+	enum { L = 120, G = 100000 };
+	static uint8_t px[L * L];
+	static const double fr[5][2] = { { 0, 0 }, { 1, 0 }, { 0, 1 }, { 1, 1 }, { .5, .5 } };
+	const double d = 0.001;   /* the image's pixel, in degrees */
+	cdp_raster_gcp k[5];
+	cdp_raster_info g = { .width = G, .height = G, .has_gt = 1,
+	                      .gt = { -50, d, 0, 50, 0, -d }, .crs = WKT, .gcp_crs = "" };
+	cdp_raster_info byg = g;
+	cdp_raster *r;
+	char err[256];
+
+	for (int i = 0; i < 5; i++)
+		k[i] = (cdp_raster_gcp){ fr[i][0] * G, fr[i][1] * G, -50 + fr[i][0] * G * d,
+		                         50 - fr[i][1] * G * d, 0 };
+	byg.has_gt = 0;
+	byg.crs = "";
+	byg.ngcps = 5;
+	byg.gcps = k;
+	byg.gcp_crs = WKT;
+	memset(px, 1, sizeof px);
+	for (int beside = 0; beside <= 1; beside++) {
+		/* at the image's pixels (10, 10) to (70, 70), or (-65, 10) to (-5, 70) */
+		const double lgt[6] = { -50 + (beside ? -65 : 10) * d, d / 2, 0, 50 - 10 * d, 0,
+		                        -d / 2 };
+		const char *name = beside ? "beside.tif" : "inside.tif";
+
+		r = NULL;
+		CHECK_RC(cdp_raster_write_tif(tmp(name), CDP_DT_U8, 1, L, L, px, lgt, WKT, 0, 0, err,
+		                              sizeof err), CDP_OK);
+		CHECK_RC(cdp_raster_open(tmp(name), &r, err, sizeof err), CDP_OK);
+		for (int gcp = 0; r && gcp <= 1; gcp++) {
+			const cdp_raster_info *img = gcp ? &byg : &g;
+			void *tr = cdp_raster_transformer(cdp_raster_get_info(r), img, 0, err,
+			                                  sizeof err);
+			int got;
+
+			CHECK(tr != NULL, "%s onto the image: %s", name, err);
+			if (!tr)
+				continue;
+			got = cdp_raster_overlaps(r, img, tr, err, sizeof err);
+			CHECK(got == !beside, "%s on the image placed by %s: overlaps %d", name,
+			      gcp ? "GCPs" : "a geotransform", got);
+			cdp_raster_transformer_free(tr);
+		}
+		cdp_raster_close(r);
+	}
 }
 
 int main(void)
@@ -436,6 +494,7 @@ int main(void)
 	test_cache();
 	test_mark_nodata();
 	test_transformer();
+	test_overlaps();
 	tap_tmpdir_remove(dir);
 	return tap_done();
 }

@@ -205,7 +205,7 @@ static int open_outputs(predictor *p, char *err, size_t cap)
 	    pr_out_layout(p->out, &p->legend, o->cog, err, cap) < 0)
 		return -1;
 	/* the class mask of --vector: a temporary named after the
-	 * GeoPackage, never renamed (a user's OUT.gpkg.classes.tif is not
+	 * vector file, never renamed (a user's OUT.gpkg.classes.tif is not
 	 * ours to touch) */
 	if (o->vector &&
 	    (pr_out_open(&p->vout, o->vector, p->W, p->H, 1, 0, gt, p->ri->crs, err, cap) < 0 ||
@@ -327,7 +327,7 @@ static int preview(predictor *p, cdp_out *png, char *err, size_t cap)
 int cdp_predict_run(const cdp_predict_opts *o, char *err, size_t cap)
 {
 	predictor p;
-	cdp_out gpkg = { .fd = -1, .slot = -1 }, png = { .fd = -1, .slot = -1 };
+	cdp_out vec = { .fd = -1, .slot = -1 }, png = { .fd = -1, .slot = -1 };
 	char msg[4400];
 	int rc = -1;
 
@@ -373,14 +373,14 @@ int cdp_predict_run(const cdp_predict_opts *o, char *err, size_t cap)
 		goto out;
 	/* Every output is finished under its temporary name before the first
 	 * rename, then they are renamed in the order cdp-predict(1) gives:
-	 * the GeoTIFF, the GeoPackage, the preview, as one set: a SIGTERM,
+	 * the GeoTIFF, the vector file, the preview, as one set: a SIGTERM,
 	 * SIGINT or SIGHUP among the renames is held until the last is done
 	 * (cdp_out_hold), so that it cannot leave a new GeoTIFF beside an
-	 * older GeoPackage or preview. */
+	 * older vector file or preview. */
 	if (p.rank == 0) {
 		if (p.vout && (pr_out_finish(p.vout, err, cap) < 0 ||
 		               pr_vector(pr_out_file(p.vout), o->vector, p.vclass, &p.legend,
-		                         &gpkg, err, cap) < 0))
+		                         &vec, err, cap) < 0))
 			goto out;
 		if (o->preview && preview(&p, &png, err, cap) < 0)
 			goto out;
@@ -390,7 +390,7 @@ int cdp_predict_run(const cdp_predict_opts *o, char *err, size_t cap)
 		p.out = NULL;
 		cdp_out_hold();
 		ok = pr_out_close(f, 1, err, cap) == 0;
-		if (ok && ((gpkg.path && cdp_out_commit(&gpkg, msg, sizeof msg) != 0) ||
+		if (ok && ((vec.path && cdp_out_commit(&vec, msg, sizeof msg) != 0) ||
 		           (png.path && cdp_out_commit(&png, msg, sizeof msg) != 0))) {
 			pr_fail(err, cap, "%s", msg);
 			ok = 0;
@@ -401,7 +401,7 @@ int cdp_predict_run(const cdp_predict_opts *o, char *err, size_t cap)
 	}
 	rc = 0;
 out:
-	cdp_out_abort(&gpkg);
+	cdp_out_abort(&vec);
 	cdp_out_abort(&png);
 	cleanup(&p);
 	return rc;

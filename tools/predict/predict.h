@@ -49,7 +49,7 @@ typedef struct cdp_predict_opts {
 	int precision;          /* CDP_PREC_* (backend.h) */
 	int prob;               /* 1: float32 probabilities instead of class ids */
 	int tta;                /* transforms averaged per window: 1 (none), 4 (flips), 8 (d4) */
-	const char *vector;     /* GeoPackage of polygons of vector_class, or NULL */
+	const char *vector;     /* GeoPackage or GeoJSON of polygons of vector_class, or NULL */
 	int vector_class;       /* a class id, or CDP_PREDICT_VECTOR_ALL */
 	const char *vector_class_name; /* or a checkpoint's class name, or NULL */
 	const char *preview;    /* PNG quick-look, or NULL */

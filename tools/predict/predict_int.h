@@ -178,12 +178,12 @@ const char *pr_vector_driver(const char *path);
 /* Polygonizes the pixels equal to klass of a u8 raster (its nodata 255 is
  * outside every polygon) into a new layer "prediction" with an integer
  * field "class" and a text field "name" (lg's name of the class), in the
- * format gpkg's extension names (pr_vector_driver), written into out,
+ * format path's extension names (pr_vector_driver), written into out,
  * opened here under the output policy (cdp_out.h) and left for the caller
  * to commit (nothing is left open on failure). A raster with GCPs and no
  * geotransform gives polygons moved by its GCPs (GDAL's GCP polynomial
  * transformer) into their CRS. */
-int  pr_vector(const char *mask_tif, const char *gpkg, int klass, const pr_legend *lg,
+int  pr_vector(const char *mask_tif, const char *path, int klass, const pr_legend *lg,
                cdp_out *out, char *err, size_t cap);
 
 /* pr_preview: a PNG of at most 1024 pixels a side, the input's first three

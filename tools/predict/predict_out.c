@@ -1,7 +1,7 @@
 /* predict_out.c: cdp-predict's outputs through GDAL: the GeoTIFF written
  * row by row (a striped, deflate-compressed file, so rows go out in order
- * and no block is rewritten), the GeoPackage of polygons and the PNG
- * preview. Every file, scratch copies included, is written under the
+ * and no block is rewritten), the GeoPackage or GeoJSON of polygons and
+ * the PNG preview. Every file, scratch copies included, is written under the
  * output policy's temporary names (cdp_out.h), and cdp_predict_run renames
  * the finished outputs together at the end.
  *
@@ -467,10 +467,10 @@ const char *pr_vector_driver(const char *path)
 	return NULL;
 }
 
-int pr_vector(const char *mask_tif, const char *gpkg, int klass, const pr_legend *lg,
+int pr_vector(const char *mask_tif, const char *path, int klass, const pr_legend *lg,
               cdp_out *out, char *err, size_t cap)
 {
-	const char *dname = pr_vector_driver(gpkg);
+	const char *dname = pr_vector_driver(path);
 	int is_gpkg = dname && strcmp(dname, "GPKG") == 0;
 	GDALDriverH drv = dname ? GDALGetDriverByName(dname) : NULL;
 	/* a GeoPackage is polygonized in place, in one transaction; another
@@ -488,12 +488,12 @@ int pr_vector(const char *mask_tif, const char *gpkg, int klass, const pr_legend
 	int rc = -1;
 
 	(void)klass;
-	if (tmp_open(out, gpkg, 0, err, cap) < 0)
+	if (tmp_open(out, path, 0, err, cap) < 0)
 		return -1;
 	tmp = out->tmp;
 	CPLErrorReset();
 	if (!drv || !mdrv) {
-		fail(err, cap, "cannot write '%s': GDAL has no %s driver", gpkg,
+		fail(err, cap, "cannot write '%s': GDAL has no %s driver", path,
 		     !drv ? (dname ? dname : "vector") : "Memory");
 		goto out;
 	}
@@ -505,11 +505,11 @@ int pr_vector(const char *mask_tif, const char *gpkg, int klass, const pr_legend
 	 * removal */
 	unlink(tmp);
 	if (!(dst = GDALCreate(drv, tmp, 0, 0, 0, GDT_Unknown, NULL))) {
-		io_fail("cannot create", gpkg, out, err, cap);
+		io_fail("cannot create", path, out, err, cap);
 		goto out;
 	}
 	if (!(work = is_gpkg ? dst : GDALCreate(mdrv, "", 0, 0, 0, GDT_Unknown, NULL))) {
-		fail(err, cap, "cannot polygonize into '%s': %s", gpkg, gdal_msg());
+		fail(err, cap, "cannot polygonize into '%s': %s", path, gdal_msg());
 		goto out;
 	}
 	wkt = GDALGetProjectionRef(src);
@@ -527,7 +527,7 @@ int pr_vector(const char *mask_tif, const char *gpkg, int klass, const pr_legend
 			OSRSetAxisMappingStrategy(srs, OAMS_TRADITIONAL_GIS_ORDER);
 	}
 	if (!(layer = GDALDatasetCreateLayer(work, "prediction", srs, wkbPolygon, NULL))) {
-		io_fail("cannot create a layer in", gpkg, out, err, cap);
+		io_fail("cannot create a layer in", path, out, err, cap);
 		goto out;
 	}
 	fd = OGR_Fld_Create("class", OFTInteger);
@@ -544,7 +544,7 @@ int pr_vector(const char *mask_tif, const char *gpkg, int klass, const pr_legend
 	    name_polygons(layer, lg, tr) < 0 ||
 	    (is_gpkg && GDALDatasetCommitTransaction(dst) != OGRERR_NONE) ||
 	    (!is_gpkg && !GDALDatasetCopyLayer(dst, layer, "prediction", NULL))) {
-		io_fail("cannot polygonize into", gpkg, out, err, cap);
+		io_fail("cannot polygonize into", path, out, err, cap);
 		goto out;
 	}
 	/* the stored extent only grows as features change: it still holds the
@@ -558,7 +558,7 @@ int pr_vector(const char *mask_tif, const char *gpkg, int klass, const pr_legend
 	GDALClose(dst);
 	dst = NULL;
 	if (CPLGetLastErrorType() >= CE_Failure) {
-		write_fail(gpkg, out, err, cap);
+		write_fail(path, out, err, cap);
 		goto out;
 	}
 	rc = 0;

@@ -365,13 +365,12 @@ static char *time_band_names(const input *in)
  * either side has no geotransform, a vector on an image placed by GCPs. */
 static int label_by_gcps(const input *in)
 {
-	int image_gcps = !in->ri->has_gt && in->ri->ngcps > 0;
-
 	if (in->vlab)
-		return image_gcps;
+		return cdp_raster_by_gcps(in->ri);
 	if (!in->lab || !cdp_label_warped(in->lab))
 		return 0;
-	return !in->ri->has_gt || !cdp_raster_get_info(cdp_label_raster(in->lab))->has_gt;
+	return cdp_raster_by_gcps(in->ri) ||
+	       cdp_raster_by_gcps(cdp_raster_get_info(cdp_label_raster(in->lab)));
 }
 
 int tile_emit_source(ctx *c, size_t idx, input *in, cdp_buf *body)
