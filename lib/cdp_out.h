@@ -33,7 +33,8 @@
  *   without unwinding calls cdp_out_unlink_all first. A temporary left by a
  *   process killed outright (SIGKILL) is removed by cdp_out_sweep() in a
  *   later run, once its PID is dead (and only one marked with the sweeper's
- *   own host and PID namespace). Between cdp_out_hold and
+ *   own host and PID namespace, unless the sweeper holds a lock on that
+ *   name). Between cdp_out_hold and
  *   cdp_out_release those signals are deferred (in every thread), so that
  *   a program renaming several outputs as one set ends either before the
  *   first rename or after the last.
@@ -146,8 +147,9 @@ int  cdp_out_close(cdp_out *o);
  * the target is untouched; a full file system is reported as ENOSPC even
  * where the writer only said "write failed" (cdp_out_nospace). With
  * CDP_OUT_AUX, GDAL's side files of PATH (PATH.aux.xml, .ovr, .ovr.aux.xml,
- * .msk, .msk.aux.xml, .aux and the world files BASE.tfw, BASE.tifw) are
- * one set with it: those of the file replaced (or left by a file gone)
+ * .msk, .msk.aux.xml, .aux; not a world file, BASE.tfw, which may be
+ * another raster's and which the GeoTIFF's own georeferencing overrides)
+ * are one set with it: those of the file replaced (or left by a file gone)
  * are removed and the temporary's own take their names (beside the name
  * given: cdp_out_aux_name), so that an old mask, overviews or statistics
  * never describe the new file; the side files go first, so that one that
@@ -228,8 +230,7 @@ int  cdp_out_ext_is(const char *path, const char *const *exts);
  * in set, existing or not yet, is refused, "refusing to write 'in.tif.ovr':
  * GDAL would read it as part of the input 'in.tif'", since GDAL opening
  * the input takes it as its own (its overviews, mask, metadata); and an
- * output one of whose side files (world files included: x.tfw is also
- * x.tiff's) is an input, which the commit would
+ * output one of whose side files is an input, which the commit would
  * remove with the file replaced, "refusing to write 'x.tif': its side file
  * 'x.tif.ovr' goes with it, and that is the input 'x.tif.ovr'". CDP_OK or
  * CDP_EMISMATCH. */
@@ -248,8 +249,13 @@ int  cdp_out_is_tmp(const char *name, long *pid, int *elsewhere);
  * ESRCH), counting them in *removed (may be NULL). A temporary marked
  * elsewhere is left alone: its PID means nothing here, and its writer may
  * be alive (a container, or another host on shared storage). One with no
- * mark is judged by its PID. CDP_OK or the errno of opendir. */
-int  cdp_out_sweep(const char *dir, size_t *removed);
+ * mark is judged by its PID. locked (NULL-ended, or NULL) names the files
+ * of dir that only the caller writes, under a lock it holds now (cdp-train
+ * and its run directory): every temporary of one of them but this
+ * process's own is removed, whatever its mark, since its writer cannot be
+ * alive (a run killed on another node, or before a reboot). CDP_OK or the
+ * errno of opendir. */
+int  cdp_out_sweep(const char *dir, const char *const *locked, size_t *removed);
 
 /* How many temporaries are live in this process (tests). */
 size_t cdp_out_live(void);

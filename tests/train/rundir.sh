@@ -97,6 +97,17 @@ touch "$T/nock/.loss.png.cdp-tmp.$(cat "$T/deadpid").AbCdEf"
 expect_fail 1 "^cdp-train: cannot resume: '$T/nock' holds no checkpoint.cdpt (metrics.jsonl, train.log of a run stopped before its first checkpoint): nothing to resume; --overwrite starts over and removes those files\$" \
 	cdp-train $C --out "$T/nock" --steps 3 --resume
 [ -z "$(ls -A "$T/nock" | grep cdp-tmp)" ] || fail "a refused resume kept a dead run's temporary"
+# a run's own file's temporary marked elsewhere (a job killed on another
+# node, its PID alive or not there) goes under the lock; another
+# program's temporary marked elsewhere stays (before: both stayed, and a
+# requeued job's checkpoint temporaries piled up for good)
+touch "$T/nock/.checkpoint.cdpt.cdp-tmp.$$-0badf00d.AbCdEf" "$T/nock/.pred.tif.cdp-tmp.$(cat "$T/deadpid")-0badf00d.AbCdEf"
+expect_fail 1 "holds a run without a checkpoint" cdp-train $C --out "$T/nock" --steps 3
+[ ! -e "$T/nock/.checkpoint.cdpt.cdp-tmp.$$-0badf00d.AbCdEf" ] ||
+	fail "a checkpoint temporary from another host was kept under the lock"
+[ -e "$T/nock/.pred.tif.cdp-tmp.$(cat "$T/deadpid")-0badf00d.AbCdEf" ] ||
+	fail "another program's temporary from another host was removed"
+rm -f "$T/nock/.pred.tif.cdp-tmp."*
 expect_fail 1 "^cdp-train: cannot resume: '$T/nock2' holds no checkpoint.cdpt, no run to resume (leave --resume out to start one)\$" \
 	cdp-train $C --out "$T/nock2" --steps 3 --resume
 [ ! -e "$T/nock2" ] || fail "a refused resume left the RUNDIR it made"
