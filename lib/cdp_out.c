@@ -681,6 +681,19 @@ fail:
 	return rc;
 }
 
+int cdp_out_probe(const char *path, int kind, char *err, size_t cap)
+{
+	cdp_out t;
+	int rc;
+
+	if (kind & CDP_OUT_STREAM && cdp_out_inplace(path))
+		return CDP_OK;
+	if ((rc = cdp_out_open(&t, path, (kind & (CDP_OUT_STREAM | CDP_OUT_CKPT | CDP_OUT_POOL)) |
+	                       CDP_OUT_NOFD, 0600, err, cap)) == CDP_OK)
+		cdp_out_abort(&t);
+	return rc;
+}
+
 FILE *cdp_out_fdopen(int fd, const char *mode)
 {
 	FILE *f;
@@ -1090,6 +1103,35 @@ int cdp_out_check_sides(cdp_fileset *set, size_t n, const char *const *outs, cha
 		}
 	}
 	return CDP_OK;
+}
+
+int cdp_out_check_outputs(cdp_fileset *set, size_t n, const char *const *outs,
+                          const char *const *opts, int kind, char *err, size_t cap)
+{
+	int rc = cdp_out_check_set(set, n, outs, opts, err, cap);
+
+	for (size_t i = 0; i < n && rc == CDP_OK; i++)
+		if (outs[i])
+			rc = cdp_out_check(outs[i], kind, err, cap);
+	if (rc == CDP_OK && (rc = cdp_out_check_sides(set, n, outs, err, cap)) == CDP_ENOMEM)
+		seterr(err, cap, "out of memory");
+	return rc;
+}
+
+int cdp_out_check_ext(const char *opt, const char *path, const char *const *exts,
+                      const char *what, const char *give, char *err, size_t cap)
+{
+	const char *e = cdp_out_ext(path);
+
+	if (cdp_out_ext_is(path, exts))
+		return CDP_OK;
+	if (!*e)
+		seterr(err, cap, "%s '%s': %s, which a name without an extension does not say: "
+		       "give %s", opt, path, what, give);
+	else
+		seterr(err, cap, "%s '%s': %s, which '%s' does not name: give %s", opt, path, what, e,
+		       give);
+	return CDP_EINVAL;
 }
 
 int cdp_out_is_tmp(const char *name, long *pid, int *elsewhere)

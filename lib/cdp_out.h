@@ -121,6 +121,17 @@ int  cdp_out_is_ckpt(const char *path);
  * buf[cap]. */
 int  cdp_out_aux_name(const char *path, char *buf, size_t cap);
 
+/* Whether a file can be made where path's would go, for an output
+ * written only at the end of a long run (a --preview, a drawing): its
+ * temporary is created under the policy (kind as cdp_out_check's) and
+ * removed at once, so that a read-only folder, or one without write
+ * permission, fails before the work: "cannot create 'ro/p.png': Read-only
+ * file system", as cdp_out_open would say. CDP_OK (also for a streamed
+ * output written in place, which has no temporary) or cdp_out_open's
+ * error. Call it after the other checks, so that no temporary is made for
+ * a name they refuse. */
+int  cdp_out_probe(const char *path, int kind, char *err, size_t cap);
+
 /* Opens path for writing under the policy: flags is CDP_OUT_SEEK or
  * CDP_OUT_STREAM, or'ed with CDP_OUT_SYNC, CDP_OUT_NOFD, CDP_OUT_AUX,
  * CDP_OUT_CKPT, CDP_OUT_POOL.
@@ -236,6 +247,26 @@ int  cdp_out_ext_is(const char *path, const char *const *exts);
  * CDP_EMISMATCH. */
 int  cdp_out_check_sides(cdp_fileset *set, size_t n, const char *const *outs, char *err,
                          size_t cap);
+
+/* The up-front checks of a program's n outputs outs[i] (NULL entries
+ * skipped) named by opts[i] (as cdp_out_check_set's), against the inputs in
+ * set, in this order: cdp_out_check_set, cdp_out_check of each (kind as
+ * there), cdp_out_check_sides. CDP_OK or the first error, with err ("out
+ * of memory" for CDP_ENOMEM). A program then checks the names' extensions
+ * (cdp_out_check_ext) and, last, cdp_out_probe of each. */
+int  cdp_out_check_outputs(cdp_fileset *set, size_t n, const char *const *outs,
+                           const char *const *opts, int kind, char *err, size_t cap);
+
+/* The check that an output's name says the format written (GDAL picks a
+ * driver by it, a file manager an application): CDP_OK when path's
+ * extension is one of exts (cdp_out_ext_is); else CDP_EINVAL, with err
+ * "OPT 'PATH': WHAT, which '.EXT' does not name: give GIVE", or, for a
+ * name without one, "OPT 'PATH': WHAT, which a name without an extension
+ * does not say: give GIVE" ("-o 'm.jpg': the map is a GeoTIFF, which
+ * '.jpg' does not name: give -o OUT.tif"). Needs only the name: run it
+ * before any slow setup. */
+int  cdp_out_check_ext(const char *opt, const char *path, const char *const *exts,
+                       const char *what, const char *give, char *err, size_t cap);
 
 /* 1 when name (a file name, no folder) is a temporary of this policy or a
  * side file of one, with *pid its writer's PID and *elsewhere (may be

@@ -369,7 +369,28 @@ int main(void)
 			      "an extension in a folder's name or a hidden name's dot");
 			CHECK(cdp_out_ext_is("x.TiFF", tif) && !cdp_out_ext_is("x.tif.png", tif),
 			      "cdp_out_ext_is");
+			CHECK_RC(cdp_out_check_ext("-o", "m.TIFF", tif, "the map is a GeoTIFF", "-o OUT.tif",
+			                           err, sizeof err), CDP_OK);
+			CHECK_RC(cdp_out_check_ext("-o", "m.jpg", tif, "the map is a GeoTIFF", "-o OUT.tif",
+			                           err, sizeof err), CDP_EINVAL);
+			CHECK(strcmp(err, "-o 'm.jpg': the map is a GeoTIFF, which '.jpg' does not name: "
+			             "give -o OUT.tif") == 0, "message '%s'", err);
+			CHECK_RC(cdp_out_check_ext("-o", "a.b/m", tif, "the map is a GeoTIFF", "-o OUT.tif",
+			                           err, sizeof err), CDP_EINVAL);
+			CHECK(strcmp(err, "-o 'a.b/m': the map is a GeoTIFF, which a name without an "
+			             "extension does not say: give -o OUT.tif") == 0, "message '%s'", err);
 		}
+		/* a file can be made there: a temporary made and removed; a
+		 * folder that is a regular file cannot hold one */
+		put("plain", "x");
+		CHECK_RC(cdp_out_probe(tp("probe.png"), CDP_OUT_SEEK, err, sizeof err), CDP_OK);
+		CHECK(temporaries() == 0 && cdp_out_live() == 0 && access(tp("probe.png"), F_OK) != 0,
+		      "the probe left a file");
+		CHECK_RC(cdp_out_probe(tp("plain/p.png"), CDP_OUT_SEEK, err, sizeof err), ENOTDIR);
+		CHECK(strstr(err, "plain/p.png': Not a directory") != NULL,
+		      "message '%s'", err);
+		CHECK_RC(cdp_out_probe("-", CDP_OUT_STREAM, err, sizeof err), CDP_OK);
+		unlink(tp("plain"));
 		CHECK(mkdir(tp("tgt"), 0755) == 0, "mkdir");
 		put("tgt/real.tif", "old");
 		put("tgt/real.tif.aux.xml", "old side");

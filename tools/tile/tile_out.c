@@ -252,6 +252,13 @@ int tile_emit_files(ctx *c, input *in, const char *key, const cdp_record *r,
 			rc = CDP_EMISMATCH;
 			break;
 		}
+		/* the commit (CDP_OUT_AUX) removes the side files of the tile
+		 * it replaces: none may be an input (KEY.tif.msk) */
+		if ((rc = cdp_out_check_sides(&c->reads, 1, (const char *const *)&path, msg,
+		                              sizeof msg))) {
+			ERR(c, "%s", rc == CDP_ENOMEM ? "out of memory" : msg);
+			break;
+		}
 		if (!(f = file_slot(c))) {
 			ERR(c, "out of memory");
 			rc = CDP_ENOMEM;
