@@ -467,8 +467,12 @@ echo "== --resume continues with the checkpoint's optimizer settings"
 # differs is taken and said
 O="--lr 0.01 --momentum 0.5 --warmup 15 --weight-decay 0.001 --loss-scale 1024"
 cdp-train $C $O --out "$T/op1" --steps 12 || fail "the run of $O failed"
-set +e; CDP_TRAIN_STOP_AT=6 cdp-train $C $O --out "$T/op2" --steps 12 2>"$T/err"; rc=$?; set -e
+set +e; CDP_TRAIN_STOP_AT=6 cdp-train $C $O --out "$T/op2" --steps 12 --progress 2>"$T/err"; rc=$?; set -e
 [ "$rc" -eq 1 ] || fail "CDP_TRAIN_STOP_AT=6: exit $rc: $(cat "$T/err")"
+# the progress line of an interrupted run claims no ", done" (it did, on
+# the line before "interrupted at step 6")
+grep -q "interrupted at step 6," "$T/err" && ! grep -q ", done" "$T/err" ||
+	fail "CDP_TRAIN_STOP_AT=6 --progress: $(cat "$T/err")"
 cp -R "$T/op2" "$T/op3"
 cdp-train $C --out "$T/op2" --steps 12 --resume 2>"$T/err" || fail "the resume without $O failed"
 [ ! -s "$T/err" ] || fail "the resume without the options said: $(cat "$T/err")"

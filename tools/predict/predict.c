@@ -266,10 +266,7 @@ static int run_all(predictor *p, char *err, size_t cap)
 			break;
 		}
 	}
-	if (rc)
-		cdp_progress_fail(&pg);
-	else
-		cdp_progress_end(&pg);
+	cdp_progress_finish(&pg, !rc);
 	return rc;
 }
 

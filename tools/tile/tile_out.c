@@ -159,10 +159,7 @@ int tile_stats_compute(ctx *c, input *in, void *strip, uint8_t *gm, uint8_t *vm)
 			c->std[b] = 1;
 	}
 out:
-	if (rc)
-		cdp_progress_fail(&pg);
-	else
-		cdp_progress_end(&pg);
+	cdp_progress_finish(&pg, !rc);
 	free(k);
 	return rc;
 }
