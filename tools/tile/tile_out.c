@@ -36,6 +36,7 @@ int tile_stats_load(ctx *c, const char *path)
 		ERR(c, "cannot open '%s': %s", path, strerror(rc));
 		return rc;
 	}
+	cdp_file_skip_bom(f);      /* else the first MEAN does not parse */
 	while (getline(&line, &cap, f) >= 0) {
 		char *hash = strchr(line, '#'), *tok[3], *save = NULL;
 		int nt = 0;
