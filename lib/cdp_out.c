@@ -372,7 +372,15 @@ int cdp_out_is_ckpt(const char *path)
 
 int cdp_out_vsi(const char *path, char *err, size_t cap)
 {
+	size_t n;
+
+	/* GDAL's prefixes are "/vsi" NAME "/" (vsimem, vsizip, vsi7z,
+	 * vsicurl_streaming): "/vsi" alone is a plain name ("/vsi-data/x.tif",
+	 * "/vsidata.tif") */
 	if (!path || strncmp(path, "/vsi", 4) != 0)
+		return CDP_OK;
+	n = strspn(path + 4, "abcdefghijklmnopqrstuvwxyz0123456789_");
+	if (n == 0 || path[4 + n] != '/')
 		return CDP_OK;
 	seterr(err, cap, "refusing to write '%s': GDAL virtual file systems (/vsi...) are not "
 	       "supported for outputs", path);

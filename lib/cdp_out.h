@@ -100,7 +100,8 @@ int  cdp_out_check(const char *path, int kind, char *err, size_t cap);
 
 /* CDP_ESPECIAL, with err "refusing to write '/vsizip/z.zip/x.tif': GDAL
  * virtual file systems (/vsi...) are not supported for outputs", when
- * path names one (it starts with /vsi: GDAL's /vsimem/, /vsizip/, ...,
+ * path names one (it starts with "/vsi" NAME "/", NAME of lowercase
+ * letters, digits and '_': GDAL's /vsimem/, /vsizip/, ...,
  * which the output policy's temporaries and renames cannot be made in);
  * else CDP_OK. cdp_out_check and cdp_out_open call it; for an output
  * folder (cdp-tile -O) call it directly. */

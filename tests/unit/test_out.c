@@ -361,6 +361,15 @@ int main(void)
 		CHECK_RC(cdp_out_aux_name("a/m.tif", aux, sizeof aux), CDP_OK);
 		CHECK(strcmp(aux, "a/m.tif.aux.xml") == 0, "aux name '%s'", aux);
 		CHECK_RC(cdp_out_aux_name("m.tif", aux, 8), ENAMETOOLONG);
+		/* GDAL's virtual file systems are "/vsi" NAME "/"; "/vsi" alone
+		 * is a plain name */
+		CHECK_RC(cdp_out_vsi("/vsimem/x.tif", err, sizeof err), CDP_ESPECIAL);
+		CHECK_RC(cdp_out_vsi("/vsi7z/a.7z/x.tif", NULL, 0), CDP_ESPECIAL);
+		CHECK_RC(cdp_out_vsi("/vsicurl_streaming/x", NULL, 0), CDP_ESPECIAL);
+		CHECK_RC(cdp_out_vsi("/vsi-data/x.tif", NULL, 0), CDP_OK);
+		CHECK_RC(cdp_out_vsi("/vsidata.tif", NULL, 0), CDP_OK);
+		CHECK_RC(cdp_out_vsi("/vsi/x.tif", NULL, 0), CDP_OK);
+		CHECK_RC(cdp_out_vsi("/vsiMem/x.tif", NULL, 0), CDP_OK);
 		/* the extension that says an output's format */
 		{
 			static const char *const tif[] = { ".tif", ".tiff", NULL };
