@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "cdp_error.h"
+#include "cdp_file.h"
 #include "cdp_labelmap.h"
 #include "cdp_stats.h"
 
@@ -317,6 +318,7 @@ int cdp_labelmap_load(const char *path, cdp_labelmap *m, size_t *where, char *wh
 	memset(m, 0, sizeof *m);
 	if (!(f = fopen(path, "rb")))
 		return errno ? errno : EIO;
+	cdp_file_skip_bom(f);      /* an editor's mark is no part of the first line */
 	/* one byte past the limit tells a file that is too long */
 	if (!(buf = malloc(CDP_LABELMAP_MAXFILE + 1))) {
 		fclose(f);

@@ -12,7 +12,6 @@
 #include "cdp_out.h"
 #include "cdp_error.h"
 
-#include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -43,15 +42,15 @@
 static const char *const side[] = { "", ".aux.xml", ".ovr", ".ovr.aux.xml", ".msk",
                                     ".msk.aux.xml", ".aux", "-journal", "-wal", "-shm" };
 /* The side files GDAL reads as part of a raster PATH ("PATH" + suffix;
- * GDALGetFileList's, less world files, which world_names adds): a
- * CDP_OUT_AUX commit moves the temporary's onto PATH's and removes those
- * of the file replaced, which would otherwise describe the new one (old
- * overviews served as its own, an old mask hiding every pixel). */
+ * GDALGetFileList's, less world files): a CDP_OUT_AUX commit moves the
+ * temporary's onto PATH's and removes those of the file replaced, which
+ * would otherwise describe the new one (old overviews served as its own,
+ * an old mask hiding every pixel). Not the world files (BASE.tfw,
+ * BASE.pgw): one may be another raster's (x.tfw is x.tiff's too), and the
+ * GeoTIFFs written carry their georeferencing inside, which GDAL prefers. */
 static const char *const gdal_side[] = { ".aux.xml", ".ovr", ".ovr.aux.xml", ".msk",
                                          ".msk.aux.xml", ".aux" };
 #define NGSIDE (sizeof gdal_side / sizeof gdal_side[0])
-#define NWORLD 4
-#define NOLD (NGSIDE + NWORLD)
 #define NSIDE (sizeof side / sizeof side[0])
 
 static char **chunks[NCHUNK];   /* [NCHUNK][CHUNK], chunks allocated on demand */
@@ -373,7 +372,15 @@ int cdp_out_is_ckpt(const char *path)
 
 int cdp_out_vsi(const char *path, char *err, size_t cap)
 {
+	size_t n;
+
+	/* GDAL's prefixes are "/vsi" NAME "/" (vsimem, vsizip, vsi7z,
+	 * vsicurl_streaming): "/vsi" alone is a plain name ("/vsi-data/x.tif",
+	 * "/vsidata.tif") */
 	if (!path || strncmp(path, "/vsi", 4) != 0)
+		return CDP_OK;
+	n = strspn(path + 4, "abcdefghijklmnopqrstuvwxyz0123456789_");
+	if (n == 0 || path[4 + n] != '/')
 		return CDP_OK;
 	seterr(err, cap, "refusing to write '%s': GDAL virtual file systems (/vsi...) are not "
 	       "supported for outputs", path);
@@ -500,17 +507,26 @@ int cdp_out_aux_name(const char *path, char *buf, size_t cap)
  * (/proc/self/ns/pid), with what cannot be read left empty. A sweep
  * judges a temporary's PID only where the mark is its own: the same PID
  * is another process in another PID namespace (a container) or on another
- * host sharing the folder. Computed each time, not cached: a child forked
- * after unshare(CLONE_NEWPID) is in another namespace than its parent.
- * python/cdpool/out.py computes the same. */
+ * host sharing the folder. Cached per PID (each temporary and each name a
+ * sweep judges would otherwise read /proc three times): a child forked
+ * after unshare(CLONE_NEWPID) is in another namespace than its parent, and
+ * has another PID. python/cdpool/out.py computes the same. */
 static void where_mark(char out[9])
 {
+	/* (PID << 32) | mark, 0 before the first: one word, so that threads
+	 * creating temporaries at once read it whole without a lock */
+	static uint64_t cache;
 	char host[256] = "", boot[64] = "", buf[256 + 64 + 48];
-	uint64_t h = 14695981039346656037ULL;
+	uint64_t h = 14695981039346656037ULL, c = __atomic_load_n(&cache, __ATOMIC_RELAXED);
+	uint32_t pid = (uint32_t)getpid(), m;
 	struct stat st;
 	FILE *f;
 	int n;
 
+	if (c && (uint32_t)(c >> 32) == pid) {
+		snprintf(out, 9, "%08lx", (unsigned long)(uint32_t)c);
+		return;
+	}
 	if (gethostname(host, sizeof host - 1) != 0)
 		host[0] = '\0';
 	host[sizeof host - 1] = '\0';
@@ -526,7 +542,9 @@ static void where_mark(char out[9])
 	             (unsigned long long)st.st_dev, (unsigned long long)st.st_ino);
 	for (int i = 0; i < n && i < (int)sizeof buf - 1; i++)
 		h = (h ^ (unsigned char)buf[i]) * 1099511628211ULL;
-	snprintf(out, 9, "%08lx", (unsigned long)((h ^ (h >> 32)) & 0xffffffffUL));
+	m = (uint32_t)((h ^ (h >> 32)) & 0xffffffffUL);
+	__atomic_store_n(&cache, ((uint64_t)pid << 32) | m, __ATOMIC_RELAXED);
+	snprintf(out, 9, "%08lx", (unsigned long)m);
 }
 
 /* Creates the temporary for target with O_EXCL; fd or -errno, *tmp and
@@ -534,7 +552,8 @@ static void where_mark(char out[9])
  * signal arriving right after the file appears (before the registration,
  * it was left behind) finds it: a name registered but not yet created is
  * unlinked in vain, and one that existed already holds our PID, so it is
- * a dead process's leftover. */
+ * a dead process's leftover. With slot NULL the name is not registered
+ * (commit_aux's asides, which hold the user's files). */
 static int create_tmp(const char *target, mode_t mode, char **tmp, long *slot)
 {
 	static const char alnum[] =
@@ -564,7 +583,7 @@ static int create_tmp(const char *target, mode_t mode, char **tmp, long *slot)
 			t[n + i] = alnum[(x >> 33) % (sizeof alnum - 1)];
 		}
 		t[n + 6] = '\0';
-		if ((*slot = reg_add(t)) < 0) {
+		if (slot && (*slot = reg_add(t)) < 0) {
 			free(t);
 			return -ENOMEM;
 		}
@@ -573,8 +592,10 @@ static int create_tmp(const char *target, mode_t mode, char **tmp, long *slot)
 			*tmp = t;
 			return fd;
 		}
-		reg_del(*slot);
-		*slot = -1;
+		if (slot) {
+			reg_del(*slot);
+			*slot = -1;
+		}
 		if (errno != EEXIST) {
 			int e = errno;
 			free(t);
@@ -665,6 +686,19 @@ int cdp_out_open(cdp_out *o, const char *path, int flags, mode_t mode, char *err
 fail:
 	seterr(err, cap, "cannot create '%s': %s", path, cdp_strerror(rc));
 	end(o);
+	return rc;
+}
+
+int cdp_out_probe(const char *path, int kind, char *err, size_t cap)
+{
+	cdp_out t;
+	int rc;
+
+	if (kind & CDP_OUT_STREAM && cdp_out_inplace(path))
+		return CDP_OK;
+	if ((rc = cdp_out_open(&t, path, (kind & (CDP_OUT_STREAM | CDP_OUT_CKPT | CDP_OUT_POOL)) |
+	                       CDP_OUT_NOFD, 0600, err, cap)) == CDP_OK)
+		cdp_out_abort(&t);
 	return rc;
 }
 
@@ -833,33 +867,8 @@ static int stage_copy(const char *src, const char *dst, int sync, char **tmp, lo
 	return rc;
 }
 
-/* The world files GDAL reads beside path (GDALReadWorldFile: BASE.tfw
- * and BASE.tifw for BASE.tif, lower and upper case) into names; how
- * many. Not BASE.wld, which another raster named BASE may own. */
-static size_t world_names(const char *path, char names[][PATH_MAX + 16])
-{
-	const char *dot = strrchr(path + dirlen(path), '.');
-	size_t n = 0, el, bl;
-	char ext[2][16];
-
-	if (!dot || (el = strlen(dot + 1)) < 2 || el > 8 || (bl = (size_t)(dot - path)) >= PATH_MAX)
-		return 0;
-	snprintf(ext[0], sizeof ext[0], "%c%cw", dot[1], dot[el]);
-	snprintf(ext[1], sizeof ext[1], "%sw", dot + 1);
-	for (int up = 0; up < 2; up++)
-		for (int k = 0; k < 2; k++) {
-			char *e = names[n];
-			snprintf(e, PATH_MAX + 16, "%.*s.%s", (int)bl, path, ext[k]);
-			for (char *c = e + bl + 1; *c; c++)
-				*c = up ? (char)toupper((unsigned char)*c) : (char)tolower((unsigned char)*c);
-			if (strcmp(e, path) != 0)
-				n++;
-		}
-	return n;
-}
-
 /* The renames of a CDP_OUT_AUX commit, one all-or-nothing step: every
- * side file of PATH there now (old[nold]) is moved aside, the
+ * side file of PATH there now (old[NGSIDE]) is moved aside, the
  * temporary's side files (TMP.aux.xml, TMP.ovr, ...; staged[s] is a copy
  * beside PATH when that is on another file system) take PATH's names,
  * the file replaces the target, and only then are the old side files
@@ -867,34 +876,36 @@ static size_t world_names(const char *path, char names[][PATH_MAX + 16])
  * replaced. A step that fails puts back what went before it: the earlier
  * file and its side files are as they were. The side files go first: no
  * earlier check covers their names (a folder of that name, a name longer
- * than the file system allows). *failed: the name that failed. */
-static int commit_aux(cdp_out *o, char old[][PATH_MAX + 16], size_t nold, char *const *staged,
+ * than the file system allows). *failed: the name that failed.
+ * The names moved aside are the user's files, not temporaries: they are
+ * not registered, so that cdp_out_unlink_all (another thread's abort)
+ * cannot delete them mid-way (the policy's own signal handler is held off
+ * by the caller's cdp_out_hold), and one that cannot be put back is left
+ * under its hidden name rather than removed. */
+static int commit_aux(cdp_out *o, char old[][PATH_MAX + 16], char *const *staged,
                       const char **failed)
 {
 	char a[PATH_MAX + 16], b[PATH_MAX + 16];
-	char *aside[NOLD] = { 0 };
-	long aslot[NOLD];
+	char *aside[NGSIDE] = { 0 };
 	int placed[NGSIDE] = { 0 }, rc = CDP_OK;
 	struct stat st;
 	size_t i;
 
-	for (i = 0; i < nold && rc == CDP_OK; i++) {
+	for (i = 0; i < NGSIDE && rc == CDP_OK; i++) {
 		int fd;
 
-		aslot[i] = -1;
 		if (lstat(old[i], &st) != 0)
 			continue;
 		*failed = old[i];
 		if (S_ISDIR(st.st_mode)) {
 			rc = EISDIR;
-		} else if ((fd = create_tmp(old[i], 0600, &aside[i], &aslot[i])) < 0) {
+		} else if ((fd = create_tmp(old[i], 0600, &aside[i], NULL)) < 0) {
 			rc = fd == -ENOMEM ? CDP_ENOMEM : -fd;
 		} else {
 			close(fd);
 			if (rename(old[i], aside[i]) != 0) {
 				rc = errno;
 				unlink(aside[i]);
-				reg_del(aslot[i]);
 				free(aside[i]);
 				aside[i] = NULL;
 			}
@@ -917,32 +928,26 @@ static int commit_aux(cdp_out *o, char old[][PATH_MAX + 16], size_t nold, char *
 		if (rename(o->tmp, o->target) != 0)
 			rc = errno;
 	}
-	if (rc != CDP_OK) {
+	if (rc != CDP_OK)
 		for (size_t s = 0; s < NGSIDE; s++)
 			if (placed[s])
 				unlink(old[s]);
-		for (i = 0; i < nold; i++)
-			if (aside[i])
-				rename(aside[i], old[i]);
-	}
-	for (i = 0; i < nold; i++)
-		if (aside[i]) {
+	for (i = 0; i < NGSIDE; i++) {
+		if (!aside[i])
+			continue;
+		/* replaced: the old one goes; else it goes back, and where that
+		 * fails it stays aside, the user's file under a hidden name */
+		if (rc == CDP_OK)
 			unlink(aside[i]);
-			reg_del(aslot[i]);
-			free(aside[i]);
-		}
+		else
+			(void)rename(aside[i], old[i]);
+		free(aside[i]);
+	}
 	if (rc == CDP_OK && strcmp(o->path, o->target) != 0) {
-		char tw[NWORLD][PATH_MAX + 16];
-		size_t nw = world_names(o->target, tw);
-
-		for (size_t s = 0; s < NGSIDE + nw; s++) {
-			const char *n = b;
-			if (s < NGSIDE &&
-			    snprintf(b, sizeof b, "%s%s", o->target, gdal_side[s]) >= (int)sizeof b)
+		for (size_t s = 0; s < NGSIDE; s++) {
+			if (snprintf(b, sizeof b, "%s%s", o->target, gdal_side[s]) >= (int)sizeof b)
 				continue;
-			if (s >= NGSIDE)
-				n = tw[s - NGSIDE];
-			if (unlink(n) != 0 && errno != ENOENT && rc == CDP_OK)
+			if (unlink(b) != 0 && errno != ENOENT && rc == CDP_OK)
 				rc = errno;
 		}
 	}
@@ -951,11 +956,10 @@ static int commit_aux(cdp_out *o, char old[][PATH_MAX + 16], size_t nold, char *
 
 int cdp_out_commit(cdp_out *o, char *err, size_t cap)
 {
-	char old[NOLD][PATH_MAX + 16], a[PATH_MAX + 16];
+	char old[NGSIDE][PATH_MAX + 16], a[PATH_MAX + 16];
 	char *staged[NGSIDE] = { 0 };
 	long sslot[NGSIDE];
 	const char *failed;
-	size_t nold = 0;
 	int rc = CDP_OK, aux;
 
 	if (!o || !o->path) {
@@ -971,7 +975,6 @@ int cdp_out_commit(cdp_out *o, char *err, size_t cap)
 			if (snprintf(old[s], sizeof old[s], "%s%s", o->path, gdal_side[s]) >=
 			    (int)sizeof old[s] - 16)
 				rc = ENAMETOOLONG;
-		nold = NGSIDE + (rc == CDP_OK ? world_names(o->path, old + NGSIDE) : 0);
 	}
 	for (size_t s = 0; rc == CDP_OK && aux && s < NGSIDE; s++) {
 		sslot[s] = -1;
@@ -982,7 +985,7 @@ int cdp_out_commit(cdp_out *o, char *err, size_t cap)
 	if (rc == CDP_OK && aux) {
 		/* several renames, one file to a reader: no signal among them */
 		cdp_out_hold();
-		rc = commit_aux(o, old, nold, staged, &failed);
+		rc = commit_aux(o, old, staged, &failed);
 		cdp_out_release();
 	} else if (rc == CDP_OK && o->tmp && rename(o->tmp, o->target) != 0) {
 		rc = errno;
@@ -1093,17 +1096,12 @@ int cdp_out_check_sides(cdp_fileset *set, size_t n, const char *const *outs, cha
 		}
 		/* and the other way: the commit removes the side files of the
 		 * file it replaces, which must not be an input (x.tif.ovr) */
-		char world[NWORLD][PATH_MAX + 16];
-		size_t nw = outs[i] ? world_names(outs[i], world) : 0;
-
-		for (size_t s = 0; outs[i] && s < NGSIDE + nw; s++) {
+		for (size_t s = 0; outs[i] && s < NGSIDE; s++) {
 			char side_name[PATH_MAX + 16];
 			const char *hit;
 
-			if (s >= NGSIDE)
-				memcpy(side_name, world[s - NGSIDE], sizeof side_name);
-			else if (snprintf(side_name, sizeof side_name, "%s%s", outs[i], gdal_side[s]) >=
-			         (int)sizeof side_name)
+			if (snprintf(side_name, sizeof side_name, "%s%s", outs[i], gdal_side[s]) >=
+			    (int)sizeof side_name)
 				continue;
 			if ((hit = cdp_fileset_find(set, side_name))) {
 				seterr(err, cap, "refusing to write '%s': its side file '%s' goes with it, "
@@ -1113,6 +1111,35 @@ int cdp_out_check_sides(cdp_fileset *set, size_t n, const char *const *outs, cha
 		}
 	}
 	return CDP_OK;
+}
+
+int cdp_out_check_outputs(cdp_fileset *set, size_t n, const char *const *outs,
+                          const char *const *opts, int kind, char *err, size_t cap)
+{
+	int rc = cdp_out_check_set(set, n, outs, opts, err, cap);
+
+	for (size_t i = 0; i < n && rc == CDP_OK; i++)
+		if (outs[i])
+			rc = cdp_out_check(outs[i], kind, err, cap);
+	if (rc == CDP_OK && (rc = cdp_out_check_sides(set, n, outs, err, cap)) == CDP_ENOMEM)
+		seterr(err, cap, "out of memory");
+	return rc;
+}
+
+int cdp_out_check_ext(const char *opt, const char *path, const char *const *exts,
+                      const char *what, const char *give, char *err, size_t cap)
+{
+	const char *e = cdp_out_ext(path);
+
+	if (cdp_out_ext_is(path, exts))
+		return CDP_OK;
+	if (!*e)
+		seterr(err, cap, "%s '%s': %s, which a name without an extension does not say: "
+		       "give %s", opt, path, what, give);
+	else
+		seterr(err, cap, "%s '%s': %s, which '%s' does not name: give %s", opt, path, what, e,
+		       give);
+	return CDP_EINVAL;
 }
 
 int cdp_out_is_tmp(const char *name, long *pid, int *elsewhere)
@@ -1167,7 +1194,26 @@ int cdp_out_is_tmp(const char *name, long *pid, int *elsewhere)
 	return 0;
 }
 
-int cdp_out_sweep(const char *dir, size_t *removed)
+/* 1 when name, a temporary or a side file of one (cdp_out_is_tmp), is
+ * that of one of the NULL-ended names (the temporary of a name longer
+ * than NAME_KEEP holds its first NAME_KEEP characters): its tag is the
+ * one right after ".NAME", and the last. */
+static int tmp_of(const char *name, const char *const *names)
+{
+	for (; names && *names; names++) {
+		size_t k = strlen(*names);
+
+		if (k > NAME_KEEP)
+			k = NAME_KEEP;
+		if (strncmp(name + 1, *names, k) == 0 &&
+		    strncmp(name + 1 + k, TAG, sizeof TAG - 1) == 0 &&
+		    !strstr(name + 1 + k + 1, TAG))
+			return 1;
+	}
+	return 0;
+}
+
+int cdp_out_sweep(const char *dir, const char *const *locked, size_t *removed)
 {
 	DIR *d = opendir(dir);
 	struct dirent *e;
@@ -1182,13 +1228,20 @@ int cdp_out_sweep(const char *dir, size_t *removed)
 	while ((e = readdir(d))) {
 		char path[PATH_MAX];
 
+		if (!cdp_out_is_tmp(e->d_name, &pid, &elsewhere))
+			continue;
+		/* a name only the caller writes, under its lock: every temporary
+		 * of it is dead but this process's own, wherever it was made */
+		if (tmp_of(e->d_name, locked)) {
+			if (pid == (long)getpid() && !elsewhere)
+				continue;
 		/* a PID of another host or PID namespace means nothing here: its
 		 * writer may be alive (an old name, with no mark, is judged by
 		 * its PID as ever) */
-		if (!cdp_out_is_tmp(e->d_name, &pid, &elsewhere) || elsewhere ||
-		    pid == (long)getpid() || pid > INT_MAX || kill((pid_t)pid, 0) == 0 ||
-		    errno != ESRCH)
+		} else if (elsewhere || pid == (long)getpid() || pid > INT_MAX ||
+		           kill((pid_t)pid, 0) == 0 || errno != ESRCH) {
 			continue;
+		}
 		if (snprintf(path, sizeof path, "%s/%s", dir, e->d_name) >= (int)sizeof path)
 			continue;
 		if (unlink(path) == 0)

@@ -33,7 +33,8 @@
  *   without unwinding calls cdp_out_unlink_all first. A temporary left by a
  *   process killed outright (SIGKILL) is removed by cdp_out_sweep() in a
  *   later run, once its PID is dead (and only one marked with the sweeper's
- *   own host and PID namespace). Between cdp_out_hold and
+ *   own host and PID namespace, unless the sweeper holds a lock on that
+ *   name). Between cdp_out_hold and
  *   cdp_out_release those signals are deferred (in every thread), so that
  *   a program renaming several outputs as one set ends either before the
  *   first rename or after the last.
@@ -99,7 +100,8 @@ int  cdp_out_check(const char *path, int kind, char *err, size_t cap);
 
 /* CDP_ESPECIAL, with err "refusing to write '/vsizip/z.zip/x.tif': GDAL
  * virtual file systems (/vsi...) are not supported for outputs", when
- * path names one (it starts with /vsi: GDAL's /vsimem/, /vsizip/, ...,
+ * path names one (it starts with "/vsi" NAME "/", NAME of lowercase
+ * letters, digits and '_': GDAL's /vsimem/, /vsizip/, ...,
  * which the output policy's temporaries and renames cannot be made in);
  * else CDP_OK. cdp_out_check and cdp_out_open call it; for an output
  * folder (cdp-tile -O) call it directly. */
@@ -119,6 +121,17 @@ int  cdp_out_is_ckpt(const char *path);
  * writers put it there too). CDP_OK, or ENAMETOOLONG when it does not fit
  * buf[cap]. */
 int  cdp_out_aux_name(const char *path, char *buf, size_t cap);
+
+/* Whether a file can be made where path's would go, for an output
+ * written only at the end of a long run (a --preview, a drawing): its
+ * temporary is created under the policy (kind as cdp_out_check's) and
+ * removed at once, so that a read-only folder, or one without write
+ * permission, fails before the work: "cannot create 'ro/p.png': Read-only
+ * file system", as cdp_out_open would say. CDP_OK (also for a streamed
+ * output written in place, which has no temporary) or cdp_out_open's
+ * error. Call it after the other checks, so that no temporary is made for
+ * a name they refuse. */
+int  cdp_out_probe(const char *path, int kind, char *err, size_t cap);
 
 /* Opens path for writing under the policy: flags is CDP_OUT_SEEK or
  * CDP_OUT_STREAM, or'ed with CDP_OUT_SYNC, CDP_OUT_NOFD, CDP_OUT_AUX,
@@ -146,8 +159,9 @@ int  cdp_out_close(cdp_out *o);
  * the target is untouched; a full file system is reported as ENOSPC even
  * where the writer only said "write failed" (cdp_out_nospace). With
  * CDP_OUT_AUX, GDAL's side files of PATH (PATH.aux.xml, .ovr, .ovr.aux.xml,
- * .msk, .msk.aux.xml, .aux and the world files BASE.tfw, BASE.tifw) are
- * one set with it: those of the file replaced (or left by a file gone)
+ * .msk, .msk.aux.xml, .aux; not a world file, BASE.tfw, which may be
+ * another raster's and which the GeoTIFF's own georeferencing overrides)
+ * are one set with it: those of the file replaced (or left by a file gone)
  * are removed and the temporary's own take their names (beside the name
  * given: cdp_out_aux_name), so that an old mask, overviews or statistics
  * never describe the new file; the side files go first, so that one that
@@ -228,13 +242,32 @@ int  cdp_out_ext_is(const char *path, const char *const *exts);
  * in set, existing or not yet, is refused, "refusing to write 'in.tif.ovr':
  * GDAL would read it as part of the input 'in.tif'", since GDAL opening
  * the input takes it as its own (its overviews, mask, metadata); and an
- * output one of whose side files (world files included: x.tfw is also
- * x.tiff's) is an input, which the commit would
+ * output one of whose side files is an input, which the commit would
  * remove with the file replaced, "refusing to write 'x.tif': its side file
  * 'x.tif.ovr' goes with it, and that is the input 'x.tif.ovr'". CDP_OK or
  * CDP_EMISMATCH. */
 int  cdp_out_check_sides(cdp_fileset *set, size_t n, const char *const *outs, char *err,
                          size_t cap);
+
+/* The up-front checks of a program's n outputs outs[i] (NULL entries
+ * skipped) named by opts[i] (as cdp_out_check_set's), against the inputs in
+ * set, in this order: cdp_out_check_set, cdp_out_check of each (kind as
+ * there), cdp_out_check_sides. CDP_OK or the first error, with err ("out
+ * of memory" for CDP_ENOMEM). A program then checks the names' extensions
+ * (cdp_out_check_ext) and, last, cdp_out_probe of each. */
+int  cdp_out_check_outputs(cdp_fileset *set, size_t n, const char *const *outs,
+                           const char *const *opts, int kind, char *err, size_t cap);
+
+/* The check that an output's name says the format written (GDAL picks a
+ * driver by it, a file manager an application): CDP_OK when path's
+ * extension is one of exts (cdp_out_ext_is); else CDP_EINVAL, with err
+ * "OPT 'PATH': WHAT, which '.EXT' does not name: give GIVE", or, for a
+ * name without one, "OPT 'PATH': WHAT, which a name without an extension
+ * does not say: give GIVE" ("-o 'm.jpg': the map is a GeoTIFF, which
+ * '.jpg' does not name: give -o OUT.tif"). Needs only the name: run it
+ * before any slow setup. */
+int  cdp_out_check_ext(const char *opt, const char *path, const char *const *exts,
+                       const char *what, const char *give, char *err, size_t cap);
 
 /* 1 when name (a file name, no folder) is a temporary of this policy or a
  * side file of one, with *pid its writer's PID and *elsewhere (may be
@@ -248,8 +281,13 @@ int  cdp_out_is_tmp(const char *name, long *pid, int *elsewhere);
  * ESRCH), counting them in *removed (may be NULL). A temporary marked
  * elsewhere is left alone: its PID means nothing here, and its writer may
  * be alive (a container, or another host on shared storage). One with no
- * mark is judged by its PID. CDP_OK or the errno of opendir. */
-int  cdp_out_sweep(const char *dir, size_t *removed);
+ * mark is judged by its PID. locked (NULL-ended, or NULL) names the files
+ * of dir that only the caller writes, under a lock it holds now (cdp-train
+ * and its run directory): every temporary of one of them but this
+ * process's own is removed, whatever its mark, since its writer cannot be
+ * alive (a run killed on another node, or before a reboot). CDP_OK or the
+ * errno of opendir. */
+int  cdp_out_sweep(const char *dir, const char *const *locked, size_t *removed);
 
 /* How many temporaries are live in this process (tests). */
 size_t cdp_out_live(void);

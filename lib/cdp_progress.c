@@ -107,3 +107,11 @@ void cdp_progress_fail(cdp_progress *p)
 	p->enabled = 0;
 	p->drawn = 0;
 }
+
+void cdp_progress_finish(cdp_progress *p, int ok)
+{
+	if (ok)
+		cdp_progress_end(p);
+	else
+		cdp_progress_fail(p);
+}

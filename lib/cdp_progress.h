@@ -39,6 +39,9 @@ void cdp_progress_end(cdp_progress *p);
  * its own; nothing was drawn, nothing is printed. Like cdp_progress_end,
  * a second call (or one after it) prints nothing. */
 void cdp_progress_fail(cdp_progress *p);
+/* cdp_progress_end when ok, else cdp_progress_fail: the end of a run of
+ * either outcome. */
+void cdp_progress_finish(cdp_progress *p, int ok);
 
 /* Monotonic clock in seconds. */
 double cdp_now(void);

@@ -17,7 +17,7 @@ check(path, inputs, ...) before anything is read or written:
 - a new file needs its folder: "cannot create 'no/x': No such file or
   directory";
 - a name in a GDAL virtual file system (/vsimem/, /vsizip/: it starts
-  /vsi) is refused, "refusing to write '/vsimem/x.cdpt': GDAL virtual file
+  "/vsi" NAME "/", NAME lowercase letters, digits and '_') is refused, "refusing to write '/vsimem/x.cdpt': GDAL virtual file
   systems (/vsi...) are not supported for outputs".
 
 write(path, data) writes a regular file as cdp_out_commit does: a
@@ -36,6 +36,7 @@ after "prog: ".
 import errno
 import os
 import random
+import re
 import stat
 import string
 import struct
@@ -152,7 +153,7 @@ def check(path, inputs=(), replace_ckpt=None):
         raise OutputError(errno.ENOENT, "cannot create '': %s" % os.strerror(errno.ENOENT), path)
     # GDAL's names (/vsimem/, /vsizip/), as cdp_out_vsi refuses them: else
     # "No such file or directory", as if a folder were missing
-    if path.startswith("/vsi"):
+    if re.match(r"/vsi[a-z0-9_]+/", path):
         raise OutputError(errno.EINVAL, "refusing to write '%s': GDAL virtual file systems "
                           "(/vsi...) are not supported for outputs" % path, path)
     me = _identity(path)

@@ -30,7 +30,9 @@
 #    --vector roads.shp, --preview prev.jpg) is refused naming it, and one
 #    named as a side file of the input (in.tif.ovr, .msk, .aux.xml) too;
 #    .TIFF, .GeoJSON (GeoJSON polygons) and .PNG are written; an output
-#    in a GDAL virtual file system (/vsimem/, /vsizip/) is refused saying so.
+#    in a GDAL virtual file system (/vsimem/, /vsizip/) is refused saying so;
+#    --preview into a read-only folder is refused before predicting (it
+#    failed after the whole prediction).
 . "$CDP_SRCDIR/tests/tools/common.sh"
 need_python
 # the classifier $T/run over the chips $T/chips (list.txt), pool $T/pool
@@ -185,6 +187,23 @@ for a in "-o /vsizip/$X/z.zip/x.tif" "-o $X/m.tif --vector /vsimem/v.gpkg" \
 		cdp-predict -q --threads 1 "$SEG" "$X/in.tif" $a
 done
 [ "$(ls -A "$X")" = in.tif ] || fail "a refused name wrote: $(ls -A "$X")"
+# --preview into a folder where no file can be made (a read-only mount, as
+# root): refused before predicting (the preview's file was first made
+# after the whole prediction, which --progress shows ending ", done")
+mkdir "$T/ro"
+if unshare -m true 2>/dev/null; then
+	set +e
+	unshare -m sh -c 'mount -t tmpfs -o ro none "$1" && shift && exec "$@"' sh "$T/ro" \
+		cdp-predict --progress --threads 1 "$SEG" "$X/in.tif" -o "$X/m.tif" \
+		--preview "$T/ro/p.png" >"$T/out" 2>"$T/err"
+	rc=$?
+	set -e
+	[ "$rc" -eq 1 ] && [ "$(cat "$T/err")" = "cdp-predict: cannot create '$T/ro/p.png': Read-only file system" ] ||
+		fail "--preview into a read-only folder: exit $rc: $(cat "$T/err")"
+	[ "$(ls -A "$X")" = in.tif ] || fail "--preview into a read-only folder wrote: $(ls -A "$X")"
+else
+	echo "SKIP (this case): no unshare -m for a read-only mount"
+fi
 # any case; GeoJSON polygons as the GeoPackage's, in the map's CRS
 cdp-predict -q --threads 1 "$SEG" "$X/in.tif" -o "$X/m.TIFF" --vector "$X/r.GeoJSON" \
 	--vector-class all --preview "$X/p.PNG" || fail "-o m.TIFF --vector r.GeoJSON --preview p.PNG"

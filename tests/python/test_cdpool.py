@@ -2882,6 +2882,12 @@ def test_out_vsi():
                   "not supported for outputs" % path, "message '%s'" % e)
         else:
             raise Fail("%s was written" % path)
+    # "/vsi" alone is a plain name: refused for its missing folder only
+    for path in ("/vsi-data/x.cdpt", "/vsi/x.cdpt"):
+        try:
+            out.check(path)
+        except out.OutputError as e:
+            check("virtual" not in str(e), "'%s': %s" % (path, e))
     ok("out.check: a GDAL virtual file system refused")
 
 

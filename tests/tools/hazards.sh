@@ -61,6 +61,13 @@ ln "$T/s.tif" "$T/o/s_0_0_label.png"
 expect_fail 1 "refusing to write '$T/o/s_0_0_label.png': it is '.*s.tif', read through the input '$T/s.vrt'" \
 	cdp-tile -q --size 64 --format png --label "$T/s_mask.tif" -O "$T/o" "$T/s.vrt"
 intact "$T/s.tif" "cdp-tile -O over a hard link of a VRT's source"
+# a tile's commit removes the side files of the tile it replaces: one
+# that is an input (a label named like a mask) is refused, not deleted
+cp "$T/s_mask.tif" "$T/o/s_0_0.tif.msk"
+expect_fail 1 "^cdp-tile: refusing to write '$T/o/s_0_0.tif': its side file '$T/o/s_0_0.tif.msk' goes with it, and that is .*'$T/o/s_0_0.tif.msk'\$" \
+	cdp-tile -q --size 64 --format tif --name s --label "$T/o/s_0_0.tif.msk" -O "$T/o" "$T/s.tif"
+cmp -s "$T/s_mask.tif" "$T/o/s_0_0.tif.msk" || fail "cdp-tile -O removed an input as a tile's side file"
+rm -f "$T/o/s_0_0.tif.msk" "$T/o/s_0_0.tif"
 expect_fail 1 "refusing to write the record stream: standard output is the input '$T/s.tif'" \
 	sh -c 'cdp-tile -q --size 64 "$1" >>"$1"' sh "$T/s.tif"
 intact "$T/s.tif" "cdp-tile >> its source"

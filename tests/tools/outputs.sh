@@ -148,22 +148,27 @@ echo "== case 5: a dead run's temporary is swept, a live one's kept"
 # here (the sweep removed the live temporary of a cdp-predict in a
 # container, "cannot reopen '.pred.tif.cdp-tmp.323.kkYKWz'"); ours, and an
 # old name with no mark, go once their PID is dead. Python computes the
-# mark as the C tools do: the one it gives is taken as ours.
+# mark as the C tools do: the one it gives is taken as ours. The run's own
+# files (loss.png) are cdp-train's alone under its lock: their
+# temporaries go whatever their mark or PID (a job killed on another node).
 sh -c 'echo $$' >"$T/deadpid"
 dead=$(cat "$T/deadpid")
 here=$("$PYTHON" -c "import importlib.util as u, sys; s = u.spec_from_file_location('o', sys.argv[1]); m = u.module_from_spec(s); s.loader.exec_module(m); print(m.where_mark())" "$CDP_SRCDIR/python/cdpool/out.py")
 other=$(printf '%08x' $((0x$here ^ 1)))
-touch "$T/run/.loss.png.cdp-tmp.$dead.AbCdEf" "$T/run/.loss.png.cdp-tmp.$$.GhIjKl" \
-	"$T/run/.loss.png.cdp-tmp.$dead-$here.MnOpQr" "$T/run/.loss.png.cdp-tmp.$dead-$other.StUvWx"
+touch "$T/run/.p.tif.cdp-tmp.$dead.AbCdEf" "$T/run/.p.tif.cdp-tmp.$$.GhIjKl" \
+	"$T/run/.p.tif.cdp-tmp.$dead-$here.MnOpQr" "$T/run/.p.tif.cdp-tmp.$dead-$other.StUvWx" \
+	"$T/run/.loss.png.cdp-tmp.$$-$other.StUvWx"
 cdp-train -q --db "$T/pool" --keys "$T/keys" --model "$T/model.cfg:channels=1" --out "$T/run" \
 	--resume --steps 3 --batch 2 --threads 1 || fail "the resumed run failed"
-[ ! -e "$T/run/.loss.png.cdp-tmp.$dead.AbCdEf" ] || fail "a dead run's temporary was kept"
-[ ! -e "$T/run/.loss.png.cdp-tmp.$dead-$here.MnOpQr" ] ||
+[ ! -e "$T/run/.p.tif.cdp-tmp.$dead.AbCdEf" ] || fail "a dead run's temporary was kept"
+[ ! -e "$T/run/.p.tif.cdp-tmp.$dead-$here.MnOpQr" ] ||
 	fail "a dead run's temporary marked here ($here) was kept"
-[ -e "$T/run/.loss.png.cdp-tmp.$dead-$other.StUvWx" ] ||
+[ -e "$T/run/.p.tif.cdp-tmp.$dead-$other.StUvWx" ] ||
 	fail "a temporary marked elsewhere ($other) was removed"
-[ -e "$T/run/.loss.png.cdp-tmp.$$.GhIjKl" ] || fail "a live process's temporary was removed"
-rm "$T/run/.loss.png.cdp-tmp.$$.GhIjKl" "$T/run/.loss.png.cdp-tmp.$dead-$other.StUvWx"
+[ -e "$T/run/.p.tif.cdp-tmp.$$.GhIjKl" ] || fail "a live process's temporary was removed"
+[ ! -e "$T/run/.loss.png.cdp-tmp.$$-$other.StUvWx" ] ||
+	fail "a temporary of the run's loss.png marked elsewhere was kept under the lock"
+rm "$T/run/.p.tif.cdp-tmp.$$.GhIjKl" "$T/run/.p.tif.cdp-tmp.$dead-$other.StUvWx"
 # A writer in another PID namespace (a container) marks its temporaries
 # otherwise: its PID there is no process of ours, or another one.
 if unshare -pf --mount-proc true 2>/dev/null; then

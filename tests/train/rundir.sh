@@ -97,6 +97,17 @@ touch "$T/nock/.loss.png.cdp-tmp.$(cat "$T/deadpid").AbCdEf"
 expect_fail 1 "^cdp-train: cannot resume: '$T/nock' holds no checkpoint.cdpt (metrics.jsonl, train.log of a run stopped before its first checkpoint): nothing to resume; --overwrite starts over and removes those files\$" \
 	cdp-train $C --out "$T/nock" --steps 3 --resume
 [ -z "$(ls -A "$T/nock" | grep cdp-tmp)" ] || fail "a refused resume kept a dead run's temporary"
+# a run's own file's temporary marked elsewhere (a job killed on another
+# node, its PID alive or not there) goes under the lock; another
+# program's temporary marked elsewhere stays (before: both stayed, and a
+# requeued job's checkpoint temporaries piled up for good)
+touch "$T/nock/.checkpoint.cdpt.cdp-tmp.$$-0badf00d.AbCdEf" "$T/nock/.pred.tif.cdp-tmp.$(cat "$T/deadpid")-0badf00d.AbCdEf"
+expect_fail 1 "holds a run without a checkpoint" cdp-train $C --out "$T/nock" --steps 3
+[ ! -e "$T/nock/.checkpoint.cdpt.cdp-tmp.$$-0badf00d.AbCdEf" ] ||
+	fail "a checkpoint temporary from another host was kept under the lock"
+[ -e "$T/nock/.pred.tif.cdp-tmp.$(cat "$T/deadpid")-0badf00d.AbCdEf" ] ||
+	fail "another program's temporary from another host was removed"
+rm -f "$T/nock/.pred.tif.cdp-tmp."*
 expect_fail 1 "^cdp-train: cannot resume: '$T/nock2' holds no checkpoint.cdpt, no run to resume (leave --resume out to start one)\$" \
 	cdp-train $C --out "$T/nock2" --steps 3 --resume
 [ ! -e "$T/nock2" ] || fail "a refused resume left the RUNDIR it made"
@@ -456,8 +467,12 @@ echo "== --resume continues with the checkpoint's optimizer settings"
 # differs is taken and said
 O="--lr 0.01 --momentum 0.5 --warmup 15 --weight-decay 0.001 --loss-scale 1024"
 cdp-train $C $O --out "$T/op1" --steps 12 || fail "the run of $O failed"
-set +e; CDP_TRAIN_STOP_AT=6 cdp-train $C $O --out "$T/op2" --steps 12 2>"$T/err"; rc=$?; set -e
+set +e; CDP_TRAIN_STOP_AT=6 cdp-train $C $O --out "$T/op2" --steps 12 --progress 2>"$T/err"; rc=$?; set -e
 [ "$rc" -eq 1 ] || fail "CDP_TRAIN_STOP_AT=6: exit $rc: $(cat "$T/err")"
+# the progress line of an interrupted run claims no ", done" (it did, on
+# the line before "interrupted at step 6")
+grep -q "interrupted at step 6," "$T/err" && ! grep -q ", done" "$T/err" ||
+	fail "CDP_TRAIN_STOP_AT=6 --progress: $(cat "$T/err")"
 cp -R "$T/op2" "$T/op3"
 cdp-train $C --out "$T/op2" --steps 12 --resume 2>"$T/err" || fail "the resume without $O failed"
 [ ! -s "$T/err" ] || fail "the resume without the options said: $(cat "$T/err")"

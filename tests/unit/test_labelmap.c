@@ -6,6 +6,7 @@
 #include "cdp_labelmap.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -141,6 +142,14 @@ int main(void)
 	close(fd);
 	CHECK_RC(cdp_labelmap_load(path, &m, &where, why, sizeof why), CDP_OK);
 	CHECK(m.names && strcmp(m.names[1], "five") == 0 && m.id[4] == 0, "loaded");
+	cdp_labelmap_free(&m);
+	/* a UTF-8 byte order mark an editor wrote before the first line */
+	fd = open(path, O_WRONLY | O_TRUNC);
+	CHECK(fd >= 0 && write(fd, "\xef\xbb\xbf" "5 1 five\n4 0 four\n", 21) == 21, "write");
+	close(fd);
+	CHECK_RC(cdp_labelmap_load(path, &m, &where, why, sizeof why), CDP_OK);
+	CHECK(m.names && strcmp(m.names[1], "five") == 0 && m.id[5] == 1, "loaded past a BOM: %s",
+	      why);
 	cdp_labelmap_free(&m);
 	unlink(path);
 	CHECK_RC(cdp_labelmap_load(path, &m, &where, why, sizeof why), ENOENT);

@@ -361,6 +361,15 @@ int main(void)
 		CHECK_RC(cdp_out_aux_name("a/m.tif", aux, sizeof aux), CDP_OK);
 		CHECK(strcmp(aux, "a/m.tif.aux.xml") == 0, "aux name '%s'", aux);
 		CHECK_RC(cdp_out_aux_name("m.tif", aux, 8), ENAMETOOLONG);
+		/* GDAL's virtual file systems are "/vsi" NAME "/"; "/vsi" alone
+		 * is a plain name */
+		CHECK_RC(cdp_out_vsi("/vsimem/x.tif", err, sizeof err), CDP_ESPECIAL);
+		CHECK_RC(cdp_out_vsi("/vsi7z/a.7z/x.tif", NULL, 0), CDP_ESPECIAL);
+		CHECK_RC(cdp_out_vsi("/vsicurl_streaming/x", NULL, 0), CDP_ESPECIAL);
+		CHECK_RC(cdp_out_vsi("/vsi-data/x.tif", NULL, 0), CDP_OK);
+		CHECK_RC(cdp_out_vsi("/vsidata.tif", NULL, 0), CDP_OK);
+		CHECK_RC(cdp_out_vsi("/vsi/x.tif", NULL, 0), CDP_OK);
+		CHECK_RC(cdp_out_vsi("/vsiMem/x.tif", NULL, 0), CDP_OK);
 		/* the extension that says an output's format */
 		{
 			static const char *const tif[] = { ".tif", ".tiff", NULL };
@@ -369,7 +378,28 @@ int main(void)
 			      "an extension in a folder's name or a hidden name's dot");
 			CHECK(cdp_out_ext_is("x.TiFF", tif) && !cdp_out_ext_is("x.tif.png", tif),
 			      "cdp_out_ext_is");
+			CHECK_RC(cdp_out_check_ext("-o", "m.TIFF", tif, "the map is a GeoTIFF", "-o OUT.tif",
+			                           err, sizeof err), CDP_OK);
+			CHECK_RC(cdp_out_check_ext("-o", "m.jpg", tif, "the map is a GeoTIFF", "-o OUT.tif",
+			                           err, sizeof err), CDP_EINVAL);
+			CHECK(strcmp(err, "-o 'm.jpg': the map is a GeoTIFF, which '.jpg' does not name: "
+			             "give -o OUT.tif") == 0, "message '%s'", err);
+			CHECK_RC(cdp_out_check_ext("-o", "a.b/m", tif, "the map is a GeoTIFF", "-o OUT.tif",
+			                           err, sizeof err), CDP_EINVAL);
+			CHECK(strcmp(err, "-o 'a.b/m': the map is a GeoTIFF, which a name without an "
+			             "extension does not say: give -o OUT.tif") == 0, "message '%s'", err);
 		}
+		/* a file can be made there: a temporary made and removed; a
+		 * folder that is a regular file cannot hold one */
+		put("plain", "x");
+		CHECK_RC(cdp_out_probe(tp("probe.png"), CDP_OUT_SEEK, err, sizeof err), CDP_OK);
+		CHECK(temporaries() == 0 && cdp_out_live() == 0 && access(tp("probe.png"), F_OK) != 0,
+		      "the probe left a file");
+		CHECK_RC(cdp_out_probe(tp("plain/p.png"), CDP_OUT_SEEK, err, sizeof err), ENOTDIR);
+		CHECK(strstr(err, "plain/p.png': Not a directory") != NULL,
+		      "message '%s'", err);
+		CHECK_RC(cdp_out_probe("-", CDP_OUT_STREAM, err, sizeof err), CDP_OK);
+		unlink(tp("plain"));
 		CHECK(mkdir(tp("tgt"), 0755) == 0, "mkdir");
 		put("tgt/real.tif", "old");
 		put("tgt/real.tif.aux.xml", "old side");
@@ -426,10 +456,12 @@ int main(void)
 		put_at(name, "new overviews");
 		CHECK_RC(cdp_out_commit(&o, err, sizeof err), CDP_OK);
 		CHECK(has("s.tif", "new") && has("s.tif.ovr", "new overviews"), "the new side file");
-		CHECK(access(tp("s.tif.msk"), F_OK) != 0 && access(tp("s.tif.aux.xml"), F_OK) != 0 &&
-		      access(tp("s.tfw"), F_OK) != 0 && access(tp("s.TIFW"), F_OK) != 0,
+		CHECK(access(tp("s.tif.msk"), F_OK) != 0 && access(tp("s.tif.aux.xml"), F_OK) != 0,
 		      "a stale side file kept");
-		CHECK(has("s.wld", "another raster's"), "BASE.wld removed");
+		/* a world file may be another raster's (s.tfw is s.tiff's too):
+		 * left alone (before: s.tiff lost its georeferencing) */
+		CHECK(has("s.tfw", "old world") && has("s.TIFW", "old world") &&
+		      has("s.wld", "another raster's"), "a world file removed");
 		CHECK(temporaries() == 0, "temporaries left");
 		/* all or nothing: a side file that cannot take its name puts
 		 * back those moved before it */
@@ -486,21 +518,19 @@ int main(void)
 		      "message '%s'", err);
 		CHECK_RC(cdp_out_check_sides(&set, 1, outs + 1, err, sizeof err), CDP_OK);
 		/* an output whose side file (which its commit removes) is an
-		 * input; a world file is shared: w.tfw is w.tiff's as well as
-		 * w.tif's. {input, its description, output} */
-		static const char *const rev[2][3] = {
-			{ "in.txt.msk", "the input 'in.txt.msk'", "in.txt" },
-			{ "w.tfw", "'w.tfw', read for 'w.tiff'", "w.tif" },
-		};
-		for (int i = 0; i < 2; i++) {
-			char want[128];
-			put(rev[i][0], "input");
-			CHECK_RC(cdp_fileset_add(&set, tp(rev[i][0]), rev[i][1]), CDP_OK);
-			outs[0] = tp(rev[i][2]);
-			CHECK_RC(cdp_out_check_sides(&set, 1, outs, err, sizeof err), CDP_EMISMATCH);
-			snprintf(want, sizeof want, "%s' goes with it, and that is %s", rev[i][0], rev[i][1]);
-			CHECK(strstr(err, want) != NULL, "message '%s'", err);
-		}
+		 * input */
+		put("in.txt.msk", "input");
+		CHECK_RC(cdp_fileset_add(&set, tp("in.txt.msk"), "the input 'in.txt.msk'"), CDP_OK);
+		outs[0] = tp("in.txt");
+		CHECK_RC(cdp_out_check_sides(&set, 1, outs, err, sizeof err), CDP_EMISMATCH);
+		CHECK(strstr(err, "in.txt.msk' goes with it, and that is the input 'in.txt.msk'") != NULL,
+		      "message '%s'", err);
+		/* a world file, which the commit leaves alone, is no reason to
+		 * refuse: w.tfw is read for w.tiff */
+		put("w.tfw", "input");
+		CHECK_RC(cdp_fileset_add(&set, tp("w.tfw"), "'w.tfw', read for 'w.tiff'"), CDP_OK);
+		outs[0] = tp("w.tif");
+		CHECK_RC(cdp_out_check_sides(&set, 1, outs, err, sizeof err), CDP_OK);
 	}
 	{
 		const char *outs[3] = { tp("a.out"), NULL, tp("in.txt") };
@@ -624,12 +654,37 @@ int main(void)
 			CHECK(strncmp(t + strcspn(t, "-") + 1, mark, 8) == 0, "one mark per process");
 			close(open(foreign, O_WRONLY | O_CREAT | O_EXCL, 0600));
 		}
-		CHECK_RC(cdp_out_sweep(dir, &n), CDP_OK);
+		CHECK_RC(cdp_out_sweep(dir, NULL, &n), CDP_OK);
 		CHECK(n == 1 && temporaries() == 2,
 		      "the dead one swept (%zu), a live one and one from elsewhere kept", n);
+		/* names the caller writes under its lock: their temporaries go
+		 * whatever their mark and PID (a job killed on another node),
+		 * but for this process's own; others' stay */
+		{
+			static const char *const others[] = { "s6.x", "s", "s5", NULL };
+			static const char *const locked[] = { "s5", "s6", NULL };
+			char mine[PATH_MAX + 16], lk[PATH_MAX], lkside[PATH_MAX + 16], user[PATH_MAX];
+			snprintf(lk, sizeof lk, "%s/.s6.cdp-tmp.%ld-%08lx.AbCdEg", dir, (long)getpid(),
+			         strtoul(mark, NULL, 16) ^ 1UL);
+			snprintf(lkside, sizeof lkside, "%s.aux.xml", lk);
+			/* the temporary of a user's file "s6.cdp-tmp.1-....AbCdEf" */
+			snprintf(user, sizeof user, "%s/.s6.cdp-tmp.1-0badf00d.AbCdEf.cdp-tmp.1-0badf00d."
+			         "AbCdEf", dir);
+			close(open(lk, O_WRONLY | O_CREAT | O_EXCL, 0600));
+			close(open(lkside, O_WRONLY | O_CREAT | O_EXCL, 0600));
+			close(open(user, O_WRONLY | O_CREAT | O_EXCL, 0600));
+			snprintf(mine, sizeof mine, "%s", o2.tmp);
+			CHECK_RC(cdp_out_sweep(dir, others, &n), CDP_OK);
+			CHECK(n == 0 && temporaries() == 5, "names not locked: kept (%zu)", n);
+			CHECK_RC(cdp_out_sweep(dir, locked, &n), CDP_OK);
+			CHECK(n == 3 && access(foreign, F_OK) != 0 && access(lk, F_OK) != 0 &&
+			      access(lkside, F_OK) != 0,
+			      "a locked name's temporaries from elsewhere swept (%zu)", n);
+			CHECK(access(mine, F_OK) == 0, "this process's own kept under the lock");
+			CHECK(access(user, F_OK) == 0, "another name's kept under the lock");
+			unlink(user);
+		}
 		cdp_out_abort(&o2);
-		CHECK(temporaries() == 1, "the one from elsewhere left");
-		unlink(foreign);
 		CHECK(temporaries() == 0, "none left");
 	}
 

@@ -244,6 +244,19 @@ static void test_fail(void)
 	out = capture_end(&len);
 	CHECK(out && len == 0, "a failure before any redraw wrote \"%s\"", out ? out : "");
 	free(out);
+
+	/* cdp_progress_finish: end or fail by the outcome */
+	for (int ok = 0; ok < 2; ok++) {
+		if (capture_begin() != 0)
+			return;
+		cdp_progress_start(&p, CDP_PROGRESS_ON, "cdp-test", "tiling", 10);
+		cdp_progress_update(&p, 3);
+		cdp_progress_finish(&p, ok);
+		out = capture_end(&len);
+		CHECK(out && (ok ? strstr(out, "3/10 (30%)") && strstr(out, ", done\n") : len == 0),
+		      "finish(%d) wrote \"%s\"", ok, out ? out : "");
+		free(out);
+	}
 }
 
 int main(void)

@@ -372,40 +372,30 @@ static int add_read(const char *file, void *arg)
 	return cdp_fileset_add(a->set, file, what);
 }
 
-/* --png past the policy's checks: not a side file of an input that GDAL
- * would read with it (IN.tif.ovr), named .png (a PNG named .jpg fools its
- * readers), and in a folder where a file can be made: a temporary is made
- * and removed, so that a read-only folder fails before the report, not
- * after it. CDP_OK, or an error with err. */
+/* --png past the policy's checks (cdp_out_check_outputs: a FIFO, a
+ * device, a checkpoint, an input, a side file of an input that GDAL would
+ * read with it, IN.tif.ovr), named .png (a PNG named .jpg fools its
+ * readers), and in a folder where a file can be made (cdp_out_probe), so
+ * that a read-only folder fails before the report, not after it. CDP_OK,
+ * or an error with err. */
 static int check_png(cdp_fileset *set, const char *png, char *err, size_t cap)
 {
 	static const char *const ext[] = { ".png", NULL };
-	const char *e = cdp_out_ext(png);
-	cdp_out t;
 	int rc;
 
-	if ((rc = cdp_out_check_sides(set, 1, &png, err, cap)) != CDP_OK) {
-		if (rc != CDP_EMISMATCH)
-			fail(err, cap, "out of memory");
+	if ((rc = cdp_out_check_outputs(set, 1, &png, NULL, CDP_OUT_SEEK, err, cap)) != CDP_OK ||
+	    (rc = cdp_out_check_ext("--png", png, ext, "the drawing is a PNG", "--png FILE.png", err,
+	                            cap)) != CDP_OK)
 		return rc;
-	}
-	if (!cdp_out_ext_is(png, ext)) {
-		fail(err, cap, "--png '%s': the drawing is a PNG, which %s%s%s does not name: give "
-		     "--png FILE.png", png, *e ? "'" : "", *e ? e : "a name without an extension",
-		     *e ? "'" : "");
-		return CDP_EINVAL;
-	}
-	if ((rc = cdp_out_open(&t, png, CDP_OUT_SEEK, 0666, err, cap)) != CDP_OK)
-		return rc;
-	cdp_out_abort(&t);
-	return CDP_OK;
+	return cdp_out_probe(png, CDP_OUT_SEEK, err, cap);
 }
 
 /* The report goes to out: refuse an out that is a file the run reads (a
  * shell's ">>" onto the prediction), by inode (cdp_file.h); so too --png,
  * which the output policy (cdp_out.h) also refuses when it is a FIFO or a
- * device, a checkpoint, or in a folder that is not there: all before the
- * report, which would otherwise be printed in full before the PNG fails. */
+ * device, a checkpoint, or in a folder that is not there (check_png): all
+ * before the report, which would otherwise be printed in full before the
+ * PNG fails. */
 static int check_out(side *p, side *r, FILE *out, const char *png, char *err, size_t cap)
 {
 	cdp_fileset set = { 0 };
@@ -424,10 +414,6 @@ static int check_out(side *p, side *r, FILE *out, const char *png, char *err, si
 	}
 	if (rc == 0 && (hit = cdp_fileset_find_fd(&set, fileno(out))))
 		fail(err, cap, "refusing to write the report: standard output is %s", hit);
-	else if (rc == 0 && png && (hit = cdp_fileset_find(&set, png)))
-		fail(err, cap, "refusing to write '%s': it is %s", png, hit);
-	else if (rc == 0 && png && cdp_out_check(png, CDP_OUT_SEEK, err, cap) != CDP_OK)
-		rc = CDP_ESPECIAL;     /* a FIFO or a device: refused before any work */
 	else if (rc == 0 && png)
 		rc = check_png(&set, png, err, cap);
 	else if (rc)

@@ -358,10 +358,7 @@ static int read_keys(cdp_pool *p, MDB_txn *txn, const char *db,
 	rc = CDP_OK;
 out:
 	cdp_progress_update(&pg, seen);
-	if (rc == CDP_OK)
-		cdp_progress_end(&pg);
-	else
-		cdp_progress_fail(&pg);
+	cdp_progress_finish(&pg, rc == CDP_OK);
 	mdb_cursor_close(cur);
 	cdp_buf_free(&scratch);
 	cdp_classes_free(&hist);

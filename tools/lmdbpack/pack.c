@@ -737,10 +737,8 @@ int cdp_pack_run(const cdp_pack_opts *o, FILE *in, cdp_pack_result *res,
 	if (rc == CDP_OK)
 		note_wide(&p);
 out:
-	if (pg && rc == CDP_OK)
-		cdp_progress_end(&p.pg);
-	else if (pg)
-		cdp_progress_fail(&p.pg);
+	if (pg)
+		cdp_progress_finish(&p.pg, rc == CDP_OK);
 	res->seconds = cdp_now() - t0;
 	pack_list_free(ents, nents);
 	cdp_lmdb_writer_free(&p.w);

@@ -195,8 +195,7 @@ static int open_outputs(predictor *p, char *err, size_t cap)
 	const cdp_predict_opts *o = p->o;
 	const double *gt = p->ri->has_gt ? p->ri->gt : NULL;
 
-	if (pr_check_outputs(p, err, cap) < 0 ||
-	    pr_legend_make(&p->legend, p->K > 1 ? p->K : 2, &p->ck, o->colors, err, cap) < 0)
+	if (pr_legend_make(&p->legend, p->K > 1 ? p->K : 2, &p->ck, o->colors, err, cap) < 0)
 		return -1;
 	if (pr_out_open(&p->out, o->output, p->W, p->H, o->prob || p->reg ? p->K : 1,
 	                o->prob || p->reg, gt, p->ri->crs, err, cap) < 0 ||
@@ -267,10 +266,7 @@ static int run_all(predictor *p, char *err, size_t cap)
 			break;
 		}
 	}
-	if (rc)
-		cdp_progress_fail(&pg);
-	else
-		cdp_progress_end(&pg);
+	cdp_progress_finish(&pg, !rc);
 	return rc;
 }
 
@@ -358,7 +354,9 @@ int cdp_predict_run(const cdp_predict_opts *o, char *err, size_t cap)
 		        "-o - (standard output) is for a classifier's CSV; give -o OUT.tif", p.model);
 		goto out;
 	}
+	/* the outputs are checked before the weights are set up */
 	ok = ok && pr_open_raster(&p, err, cap) == 0 &&
+	         (p.rank != 0 || pr_check_outputs(&p, err, cap) == 0) &&
 	         pr_weights(&p, err, cap) == 0 && pr_alloc(&p, err, cap) == 0 &&
 	         (p.rank != 0 || open_outputs(&p, err, cap) == 0);
 	/* agree before the first collective, so no rank waits for a dead one */

@@ -621,9 +621,9 @@ out:
 
 int pr_is_csv(const char *path)
 {
-	size_t n = strlen(path);
+	static const char *const csv[] = { ".csv", NULL };
 
-	return n >= 4 && strcasecmp(path + n - 4, ".csv") == 0;
+	return cdp_out_ext_is(path, csv);
 }
 
 /* A CSV is streamed where - is standard output (cdpool(7)); a GeoTIFF

@@ -95,11 +95,13 @@ int  pr_weights(predictor *p, char *err, size_t cap);
 int  pr_tta_alloc(predictor *p, int s_out);
 /* The strip buffers (all ranks) and the accumulator and outputs (rank 0). */
 int  pr_alloc(predictor *p, char *err, size_t cap);
-/* Refuses an output (-o, --vector and its mask, --preview) that is the
- * input, a file GDAL reads for it, the checkpoint, or another output;
- * --vector or --preview that is -o's side file (cdp_out_aux_name); one the
- * output policy refuses (cdp_out_check: a FIFO, a device, a checkpoint, a
- * pool's file, a folder that is not there). */
+/* Refuses an output (-o, --vector and its mask, --preview) whose
+ * extension does not name its format; that is the input, a file GDAL
+ * reads for it, the checkpoint, or another output; --vector or --preview
+ * that is -o's side file (cdp_out_aux_name); one the output policy
+ * refuses (cdp_out_check_outputs: a FIFO, a device, a checkpoint, a pool's
+ * file, a side file of an input, a folder that is not there or where no
+ * file can be made). */
 int  pr_check_outputs(predictor *p, char *err, size_t cap);
 
 /* predict.c: rows [y, y + n) of the raster into p->raw (C, n, W) and

@@ -103,6 +103,7 @@ int pr_legend_make(pr_legend *l, int k, const cdp_ckpt *ck, const char *colors, 
 		pr_legend_free(l);
 		return pr_fail(err, cap, "cannot open '%s': %s", colors, strerror(errno));
 	}
+	cdp_file_skip_bom(f);      /* an editor's mark is no part of the first name */
 	while (rc == 0 && (len = getline(&line, &lcap, f)) >= 0) {
 		char *s = line;
 		size_t bad;

@@ -650,37 +650,23 @@ static int add_read(const char *path, void *arg)
 	return cdp_fileset_add(a->set, path, what);
 }
 
-/* opt's path is refused for an extension that does not name the format
- * written (what), with what to give instead */
-static int ext_fail(const char *opt, const char *path, const char *what, const char *give,
-                    char *err, size_t cap)
-{
-	const char *e = cdp_out_ext(path);
-
-	if (!*e)
-		return pr_fail(err, cap, "%s '%s': %s, which a name without an extension does not "
-		               "say: give %s", opt, path, what, give);
-	return pr_fail(err, cap, "%s '%s': %s, which '%s' does not name: give %s", opt, path, what,
-	               e, give);
-}
-
 /* A file's name says its format to every reader (GDAL picks a driver by
  * it, a file manager an application): each output is written in the format
  * its extension names, or refused naming the extension. */
 static int check_exts(const cdp_predict_opts *o, char *err, size_t cap)
 {
 	static const char *const tif[] = { ".tif", ".tiff", NULL };
+	static const char *const vec[] = { ".gpkg", ".geojson", NULL };   /* pr_vector_driver's */
 	static const char *const png[] = { ".png", NULL };
 
-	if (!cdp_out_ext_is(o->output, tif))
-		return ext_fail("-o", o->output, "the map is a GeoTIFF", "-o OUT.tif (or .tiff)", err,
-		                cap);
-	if (o->vector && !pr_vector_driver(o->vector))
-		return ext_fail("--vector", o->vector, "cdp-predict writes a GeoPackage or GeoJSON",
-		                "OUT.gpkg or OUT.geojson", err, cap);
-	if (o->preview && !cdp_out_ext_is(o->preview, png))
-		return ext_fail("--preview", o->preview, "the preview is a PNG", "--preview FILE.png",
-		                err, cap);
+	if (cdp_out_check_ext("-o", o->output, tif, "the map is a GeoTIFF", "-o OUT.tif (or .tiff)",
+	                      err, cap) != CDP_OK ||
+	    (o->vector && cdp_out_check_ext("--vector", o->vector, vec, "cdp-predict writes a "
+	                                    "GeoPackage or GeoJSON", "OUT.gpkg or OUT.geojson", err,
+	                                    cap) != CDP_OK) ||
+	    (o->preview && cdp_out_check_ext("--preview", o->preview, png, "the preview is a PNG",
+	                                     "--preview FILE.png", err, cap) != CDP_OK))
+		return -1;
 	return 0;
 }
 
@@ -694,6 +680,14 @@ int pr_check_outputs(predictor *p, char *err, size_t cap)
 	cdp_fileset set = { 0 };
 	int rc = 0;
 
+	/* not GDAL's side file of the GeoTIFF, where its class names go,
+	 * which the GeoTIFF's commit would then replace (or remove) */
+	if ((rc = cdp_out_aux_name(o->output, what, sizeof what)) != CDP_OK)
+		goto out;
+	for (int i = 1; i < 3; i++)
+		if (out[i] && cdp_same_file(out[i], what))
+			return pr_fail(err, cap, "refusing to write '%s': it is the side file of -o "
+			               "'%s', which holds its class names", out[i], o->output);
 	a.set = &set;
 	a.input = o->input;
 	snprintf(what, sizeof what, "the input '%s'", o->input);
@@ -703,40 +697,20 @@ int pr_check_outputs(predictor *p, char *err, size_t cap)
 	snprintf(what, sizeof what, "the model '%s'", p->model);
 	if ((rc = cdp_fileset_add(&set, p->model, what)) != 0)
 		goto out;
-	if (cdp_out_check_set(&set, 3, out, opt, err, cap) != CDP_OK) {
-		cdp_fileset_free(&set);
-		return -1;
-	}
-	/* nor GDAL's side file of the GeoTIFF, where its class names go,
-	 * which the GeoTIFF's commit would then replace (or remove) */
-	if ((rc = cdp_out_aux_name(o->output, what, sizeof what)) != CDP_OK)
-		goto out;
-	for (int i = 1; i < 3; i++)
-		if (out[i] && cdp_same_file(out[i], what)) {
-			cdp_fileset_free(&set);
-			return pr_fail(err, cap, "refusing to write '%s': it is the side file of -o "
-			               "'%s', which holds its class names", out[i], o->output);
-		}
-	/* all seekable: a FIFO or a device is refused before anything is
-	 * written, as are a checkpoint and a pool's file that are no input
-	 * (an input is named as one above) and a folder that is not there */
-	for (int i = 0; i < 3; i++)
-		if (out[i] && cdp_out_check(out[i], CDP_OUT_SEEK, err, cap) != CDP_OK) {
-			cdp_fileset_free(&set);
-			return -1;
-		}
-	/* nor a side file of an input that is not there yet: GDAL opening
-	 * the input would take it as its overviews, mask or metadata */
-	if ((rc = cdp_out_check_sides(&set, 3, out, err, cap)) != CDP_OK) {
-		cdp_fileset_free(&set);
-		return rc == CDP_EMISMATCH ? -1 : pr_fail(err, cap, "out of memory");
-	}
+	/* against the inputs (the model, the raster and what GDAL reads for
+	 * it, their side files) and each other; all seekable: a FIFO or a
+	 * device is refused before anything is written, as are a checkpoint
+	 * and a pool's file and a folder that is not there; then the names'
+	 * extensions, and last a folder where no file can be made: the
+	 * preview is first opened after the whole prediction */
+	rc = cdp_out_check_outputs(&set, 3, out, opt, CDP_OUT_SEEK, err, cap) != CDP_OK ||
+	     check_exts(o, err, cap) < 0 ? -1 : 0;
+	for (int i = 0; i < 3 && rc == 0; i++)
+		if (out[i] && cdp_out_probe(out[i], CDP_OUT_SEEK, err, cap) != CDP_OK)
+			rc = -1;
 	cdp_fileset_free(&set);
-	return check_exts(o, err, cap);
+	return rc;
 out:
 	cdp_fileset_free(&set);
-	if (rc)
-		return pr_fail(err, cap, "cannot examine the files of '%s': %s", o->input,
-		               cdp_strerror(rc));
-	return 0;
+	return pr_fail(err, cap, "cannot examine the files of '%s': %s", o->input, cdp_strerror(rc));
 }

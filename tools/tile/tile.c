@@ -944,11 +944,9 @@ int cdp_tile_run(const cdp_tile_opts *o, FILE *out, cdp_tile_result *res,
 			break;
 		input_close(&in);
 	}
-	if (rc) {
-		cdp_progress_fail(&c->prog);
+	cdp_progress_finish(&c->prog, !rc);
+	if (rc)
 		goto out;
-	}
-	cdp_progress_end(&c->prog);
 	if (!o->outdir) {
 		char body[64];
 		int n = snprintf(body, sizeof(body), "count=%llu\n",

@@ -36,6 +36,7 @@ int tile_stats_load(ctx *c, const char *path)
 		ERR(c, "cannot open '%s': %s", path, strerror(rc));
 		return rc;
 	}
+	cdp_file_skip_bom(f);      /* else the first MEAN does not parse */
 	while (getline(&line, &cap, f) >= 0) {
 		char *hash = strchr(line, '#'), *tok[3], *save = NULL;
 		int nt = 0;
@@ -159,10 +160,7 @@ int tile_stats_compute(ctx *c, input *in, void *strip, uint8_t *gm, uint8_t *vm)
 			c->std[b] = 1;
 	}
 out:
-	if (rc)
-		cdp_progress_fail(&pg);
-	else
-		cdp_progress_end(&pg);
+	cdp_progress_finish(&pg, !rc);
 	free(k);
 	return rc;
 }
@@ -250,6 +248,13 @@ int tile_emit_files(ctx *c, input *in, const char *key, const cdp_record *r,
 		if ((hit = cdp_fileset_find(&c->reads, path))) {
 			ERR(c, "refusing to write '%s': it is %s", path, hit);
 			rc = CDP_EMISMATCH;
+			break;
+		}
+		/* the commit (CDP_OUT_AUX) removes the side files of the tile
+		 * it replaces: none may be an input (KEY.tif.msk) */
+		if ((rc = cdp_out_check_sides(&c->reads, 1, (const char *const *)&path, msg,
+		                              sizeof msg))) {
+			ERR(c, "%s", rc == CDP_ENOMEM ? "out of memory" : msg);
 			break;
 		}
 		if (!(f = file_slot(c))) {

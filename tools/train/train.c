@@ -683,7 +683,9 @@ static int train_loop(trainer *t)
 			tr_trace_span(t->trace, TR_STEP, ts, cdp_now(), s1, 0);
 		cdp_progress_update(&pr, (uint64_t)t->step);
 	}
-	cdp_progress_end(&pr);
+	/* stopped (a signal, a failed log) or the pool lost: no ", done"
+	 * before the "stopped at step" line */
+	cdp_progress_finish(&pr, !stop && !lost);
 	if (t->up_batches)
 		tr_logf(t, "data path %s: %.0f bytes a batch to the device (%ld batches)",
 		        t->raw ? "device" : "host", t->up_bytes / (double)t->up_batches, t->up_batches);

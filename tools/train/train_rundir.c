@@ -161,9 +161,17 @@ int tr_rundir_open(trainer *t, char *err, size_t cap)
 	if (take_lock(t, err, cap) < 0)
 		return -1;
 	/* temporaries of a run killed outright (SIGKILL), whatever this run
-	 * then does: refused, resumed or trained (the lock keeps out any live
-	 * writer of this directory) */
-	cdp_out_sweep(o->out, NULL);
+	 * then does: refused, resumed or trained. Under the lock no live
+	 * writer of the run's own files is left, so theirs go whatever host
+	 * or boot made them (a job requeued on another node); without it
+	 * (a file system with no locks) only those whose PID is dead here. */
+	{
+		const char *locked[NFILES + 1] = { 0 };
+
+		for (size_t i = 0; t->have_lock && i < NFILES; i++)
+			locked[i] = rundir_files[i];
+		cdp_out_sweep(o->out, locked, NULL);
+	}
 	snprintf(path, sizeof path, "%s/checkpoint.cdpt", o->out);
 	/* a run killed before its first checkpoint has nothing to resume:
 	 * said before fetch_ckpt's "No such file or directory" */

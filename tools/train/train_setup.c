@@ -20,6 +20,7 @@
 #include "cdp_crc32.h"
 #include "cdp_dtype.h"
 #include "cdp_error.h"
+#include "cdp_file.h"
 #include "cdp_lmdb.h"
 #include "cdp_sha256.h"
 #include "cdp_thread.h"
@@ -1125,7 +1126,8 @@ int tr_setup(trainer *t, char *err, size_t cap)
 {
 	const cdp_train_opts *o = t->o;
 	char path[4096];
-	int threads = o->threads, n, rc = 0, old_rule = 0;
+	int threads = o->threads, n, rc = 0, old_rule = 0, made, e;
+	struct stat st;
 	char why[512];
 
 	if (threads <= 0) {
@@ -1139,13 +1141,15 @@ int tr_setup(trainer *t, char *err, size_t cap)
 	rc = open_device(t, threads, 0, err, cap);
 	if (tr_same_opts(t, rc != 0, err, cap) < 0)
 		return -1;
-	/* A failure here still takes part in fetch_ckpt's agreement below. */
-	if (mkdir(o->out, 0777) == 0)
-		t->made_out = 1;
-	else if (errno != EEXIST)
-		rc = tr_fail(err, cap, "cannot create '%s': %s", o->out, strerror(errno));
-	else
+	/* A failure here still takes part in fetch_ckpt's agreement below.
+	 * Something there that is no folder (a file, a dangling link) is
+	 * named by rundir_taken. */
+	if ((e = cdp_file_mkdir(o->out, &made)) == 0)
+		t->made_out = made;
+	else if (e == EEXIST || lstat(o->out, &st) == 0)
 		rc = rundir_taken(o->out, err, cap);
+	else
+		rc = tr_fail(err, cap, "cannot create '%s': %s", o->out, strerror(e));
 	if (rc == 0)
 		rc = tr_rundir_open(t, err, cap);
 	if (o->resume) {

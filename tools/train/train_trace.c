@@ -101,7 +101,7 @@ int tr_trace_open(trainer *t, char *err, size_t cap)
 {
 	tr_trace *tr = calloc(1, sizeof *tr);
 	char msg[4400];
-	int rc;
+	int rc, made;
 
 	if (!tr) {
 		snprintf(err, cap, "out of memory");
@@ -122,8 +122,10 @@ int tr_trace_open(trainer *t, char *err, size_t cap)
 		return -1;
 	rc = cdp_out_open(&tr->out, t->o->trace, CDP_OUT_STREAM, 0666, msg, sizeof msg);
 	/* --trace RUNDIR/trace.json in a run directory still to be made */
-	if (rc == ENOENT && in_dir(t->o->trace, t->o->out) && mkdir(t->o->out, 0777) == 0) {
-		t->made_out = 1;
+	if (rc == ENOENT && in_dir(t->o->trace, t->o->out) && cdp_file_mkdir(t->o->out, &made) == 0) {
+		/* made by another process meanwhile: it is there all the same */
+		if (made)
+			t->made_out = 1;
 		rc = cdp_out_open(&tr->out, t->o->trace, CDP_OUT_STREAM, 0666, msg, sizeof msg);
 	}
 	if (rc != CDP_OK) {
