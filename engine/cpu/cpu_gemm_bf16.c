@@ -800,6 +800,16 @@ AMX_TARGET static void amx_config(pack_buf *pb)
 	pb->tiles = 1;
 }
 
+int cpu_bf16_amx_tiles(void)
+{
+	pack_buf *pb = this_buf();
+
+	if (!pb)
+		return -1;
+	amx_config(pb);
+	return 0;
+}
+
 /* TDPBF16PS takes about three times as long to finish as to issue (Intel's
  * tables: latency 52 cycles, one every 16), so one chain of sums into one
  * C tile runs at a third of the unit's rate. The steps below keep two or
