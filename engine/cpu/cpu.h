@@ -92,6 +92,8 @@ static inline int cpu_filter_parts(int threads, int items, long pixels)
  * that of index t of a job over be->threads indices. */
 float *cpu_scratch(cdp_backend *be, int t);
 int cpu_scratch_reserve(cdp_backend *be, size_t bytes);
+/* the bytes of each scratch (the largest reserved so far) */
+size_t cpu_scratch_bytes(const cdp_backend *be);
 
 /* The backend's private state (the pool, the scratch), zeroed; NULL when
  * out of memory. cpu_set_threads starts the pool, cpu_destroy frees it. */
@@ -135,6 +137,8 @@ int cpu_bf16_rounds_copies(const cdp_backend *be);
  * Winograd's gemms take their filters packed (cpu_bf16f_nn_packed) and
  * round the transformed values, not the input (cpu_conv_wino.c). */
 int cpu_bf16_packs_pairs(const cdp_backend *be);
+/* be computes in bf16 with the "amx" set (cpu_conv_amx.c's rows) */
+int cpu_bf16_uses_amx(const cdp_backend *be);
 /* y[0..n) = x rounded to bf16 (y == x allowed) */
 void cpu_bf16_round_run(float *y, const float *x, size_t n);
 /* h[0..n) = x rounded to bf16, the bits (the stash's to_bf16, on the
@@ -191,6 +195,9 @@ void cpu_kgemm_nt_seg(const cdp_backend *be, int m, int n, int ns, int seg, cons
 #endif
 /* AMX-TILE and AMX-BF16 reported and granted by the kernel (asks once) */
 int cpu_bf16_amx_usable(void);
+/* This thread's tiles configured as the amx set's kernels use them (all
+ * eight 16 rows of 64 bytes); -1 when out of memory */
+int cpu_bf16_amx_tiles(void);
 /* The avx512bf16 set's nn on A packed beforehand (Winograd's transformed
  * filters and inputs, cpu_conv_wino.c and cpu_conv_winof.c): row i of A
  * (M,K) is the pairs ap + i * k2, element 2p in the low half of pair p,

@@ -16,6 +16,9 @@
  *             correlation of dy with the flipped kernel
  * and the filter gradient is dw (F, C*KH*KW) += dy (F, pixels) B^T with the
  * same table over x.
+ * With the bf16 set "amx", widths that are a multiple of 16 go to
+ * cpu_conv_amx.c instead (its slice holds pairs of channels in bf16, which
+ * the tiles load as they lie).
  * This file takes output widths that are a multiple of 32 (a whole number
  * of the kernels' column tiles): the gemm runs once per output row,
  * writing straight into out, and the filter gradient reads dy's rows in
@@ -91,6 +94,11 @@ size_t cpu_iconv_scratch(const cdp_backend *be, const cdp_conv_desc *d)
 	size_t b = cpu_kcol_takes(&pd) ? cpu_kcol_scratch(&pd) : slice_floats(&g) * sizeof(float);
 	size_t fl = cpu_kcol_filter_scratch(&pf, d->f);
 	size_t m = a > b ? a : b;
+
+	if (cpu_amx_corr_takes(be, &pf) && cpu_amx_scratch(&pf) > m)
+		m = cpu_amx_scratch(&pf);
+	if (cpu_amx_corr_takes(be, &pd) && cpu_amx_scratch(&pd) > m)
+		m = cpu_amx_scratch(&pd);
 
 	if (cpu_wino_takes(be, &pf)) {
 		if (cpu_wino_scratch(&pf) > m)
@@ -194,12 +202,7 @@ static void corr_item(void *ctx, int it)
 	for (int r = r0; r < r1; r++)
 		cpu_kgemm_nn_tab(j->be, c->o, c->ow, k, j->a, j->rs, 1, slice + (size_t)(r - r0) * c->wp,
 		                 j->tab, j->beta, on + (size_t)r * c->ow, (long)c->oh * c->ow);
-	for (int o = 0; j->bias && o < c->o; o++)
-		for (float *d = on + ((size_t)o * c->oh + r0) * c->ow,
-		     *e = d + (size_t)(r1 - r0) * c->ow; d < e; d++)
-			*d += j->bias[o];
-	for (int o = 0; j->bn && o < c->o; o++)
-		cpu_bn_post_run(j->bn, o, on + ((size_t)o * c->oh + r0) * c->ow, (size_t)(r1 - r0) * c->ow);
+	cpu_corr_finish(j->bias, j->bn, on, c->o, c->oh, c->ow, r0, r1);
 }
 
 static int corr_items(const corr *c, int n)
@@ -219,6 +222,9 @@ static void run_corr(cdp_backend *be, const cpu_corr *p, int n, cpu_src in,
 		cpu_wino_corr(be, p, n, in, a, rs, bias, bn, beta, out, u, fwd);
 		return;
 	}
+	if (cpu_amx_corr_takes(be, p) &&
+	    cpu_amx_corr(be, p, n, in, a, rs, bias, bn, beta, out) == 0)
+		return;
 	if (cpu_kcol_takes(p)) {
 		cpu_kcol_corr(be, p, n, in, a, rs, bias, bn, beta, out, tab);
 		return;

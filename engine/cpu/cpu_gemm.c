@@ -348,6 +348,16 @@ int cpu_bf16_packs_pairs(const cdp_backend *be)
 #endif
 }
 
+int cpu_bf16_uses_amx(const cdp_backend *be)
+{
+#ifdef CPU_BF16_KERNELS
+	return be->precision == CDP_PREC_BF16 && bf16_set() == &bf16_amx;
+#else
+	(void)be;
+	return 0;
+#endif
+}
+
 /* The fp32 kernels of the chosen instruction set (cpu_gemm_bf16r.c) */
 void cpu_kgemm_fp32_nn(int m, int n, int k, const float *a, long rs, long cs, const float *b,
                        long ldb, float beta, float *c, long ldc)

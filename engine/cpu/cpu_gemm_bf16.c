@@ -742,12 +742,13 @@ BF_TARGET static void nts_fast(int m, int n, int ns, int seg, const float *a, lo
 }
 
 /* ---- AMX: nn on tiles ----
- * C in blocks of 16 x 16 (one tile, fp32), summed over K in steps of 32
+ * C in blocks of 16 x 16 (tiles, fp32), summed over K in steps of 32
  * (16 pairs) by TDPBF16PS from a tile of packed A (16 rows of 16 pairs,
  * straight from pack_a's rows) and a tile of B's 16 columns in pairs
  * (VNNI layout: row p holds (B[2p, j], B[2p+1, j]) for each j), which is
- * built once per column block for all rows of C. The tile goes through a
- * small buffer into C, masked at the edges, with beta C added. */
+ * built once per column block for all rows of C. A whole tile with beta 0
+ * is stored straight into C; others go through a small buffer, masked at
+ * the edges, with beta C added. */
 #include <cpuid.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -778,14 +779,17 @@ int cpu_bf16_amx_usable(void)
 	return amx_ok;
 }
 
-/* tiles 0 (C), 1 (A), 2 (B): 16 rows of 64 bytes each. A constant in
- * memory: GCC 12's _tile_loadconfig tells the compiler it reads only the
- * first 8 bytes, so the stores that build a configuration on the stack
- * may be dropped. */
+/* All eight tiles 16 rows of 64 bytes: 0-3 the C blocks of a 2 x 2 step,
+ * 4-5 two tiles of A (or of the first operand), 6-7 two of B. A constant
+ * in memory: GCC 12's _tile_loadconfig tells the compiler it reads only
+ * the first 8 bytes, so the stores that build a configuration on the
+ * stack may be dropped. */
 static const unsigned char amx_tiles[64] __attribute__((aligned(64))) = {
 	[0] = 1,                                      /* palette 1 */
-	[16] = 64, [18] = 64, [20] = 64,              /* bytes per row */
-	[48] = 16, [49] = 16, [50] = 16,              /* rows */
+	[16] = 64, [18] = 64, [20] = 64, [22] = 64,   /* bytes per row */
+	[24] = 64, [26] = 64, [28] = 64, [30] = 64,
+	[48] = 16, [49] = 16, [50] = 16, [51] = 16,   /* rows */
+	[52] = 16, [53] = 16, [54] = 16, [55] = 16,
 };
 
 AMX_TARGET static void amx_config(pack_buf *pb)
@@ -796,14 +800,81 @@ AMX_TARGET static void amx_config(pack_buf *pb)
 	pb->tiles = 1;
 }
 
+int cpu_bf16_amx_tiles(void)
+{
+	pack_buf *pb = this_buf();
+
+	if (!pb)
+		return -1;
+	amx_config(pb);
+	return 0;
+}
+
+/* TDPBF16PS takes about three times as long to finish as to issue (Intel's
+ * tables: latency 52 cycles, one every 16), so one chain of sums into one
+ * C tile runs at a third of the unit's rate. The steps below keep two or
+ * four C tiles in flight, each summed over K in the same order as alone,
+ * so a C element's bits do not depend on which step computed it; the
+ * 2 x 2 step also loads each A and B tile once for two products. With 16
+ * rows of C or fewer (16 filters) the conversion of B into pairs costs
+ * more than the tiles, and pairing column blocks there was slower (fwd of
+ * 16 -> 16 channels at 256x256: 22 against 19 ms), so such a C goes one
+ * column block at a time, its chain overlapping the next block's
+ * conversion. conv_bench -b -t 1, 8 x C x H x H, 3x3, best of 15, Sapphire
+ * Rapids VM: fwd 64 -> 64 at 64x64 7.2 -> 5.6 ms, 128 at 32x32 5.5 -> 4.4,
+ * 256 at 16x16 6.9 -> 4.8; 16 and 32 channels unchanged. */
+
+/* C tile T (16 x 16 fp32) into c (rows, columns masked mk), beta c added:
+ * straight from the tile where the block is whole and beta is 0 */
+#define AMX_PUT(T, c, ldc, rows, mk, beta, cb)                                          \
+	do {                                                                            \
+		if ((rows) == 16 && (mk) == (__mmask16)0xffff && (beta) == 0.0f) {     \
+			_tile_stored(T, c, (ldc) * 4);                                  \
+		} else {                                                                \
+			_tile_stored(T, cb, 64);                                        \
+			amx_put(cb, c, ldc, rows, mk, beta);                            \
+		}                                                                       \
+	} while (0)
+
+AMX_TARGET static void amx_put(const float *cb, float *c, long ldc, int rows, __mmask16 mk,
+                               float beta)
+{
+	for (int r = 0; r < rows; r++) {
+		float *cr = c + r * ldc;
+		__m512 v = _mm512_loadu_ps(cb + 16 * r);
+		if (beta != 0.0f)
+			v = _mm512_fmadd_ps(_mm512_set1_ps(beta), _mm512_maskz_loadu_ps(mk, cr), v);
+		_mm512_mask_storeu_ps(cr, mk, v);
+	}
+}
+
+/* B's columns [j, j + 16) (mask mk) in VNNI pairs: bv[p*16 + c] =
+ * (B[2p, j+c], B[2p+1, j+c]), k2 rows, zeros past K */
+AMX_TARGET static void amx_pair_block(int k, long k2, const float *b, long ldb,
+                                      const long *tab, int j, __mmask16 mk, __m512i idx,
+                                      uint32_t *bv)
+{
+	for (long p = 0; p < k2; p++) {
+		__m512bh v;
+		if (2 * p + 1 < k)
+			v = pair_rows(b + (tab ? tab[2 * p] : 2 * p * ldb) + j,
+			              b + (tab ? tab[2 * p + 1] : (2 * p + 1) * ldb) + j, mk, idx);
+		else if (2 * p < k)
+			v = pair_rows(b + (tab ? tab[2 * p] : 2 * p * ldb) + j, NULL, mk, idx);
+		else
+			v = (__m512bh)_mm512_setzero_si512();
+		_mm512_store_si512(bv + p * 16, (__m512i)v);
+	}
+}
+
 AMX_TARGET static void amx_nn(int m, int n, int k, const float *a, long rs, long cs,
                               const float *b, long ldb, const long *tab, float beta,
                               float *c, long ldc)
 {
-	long k2 = pack_stride(k);
+	long k2 = pack_stride(k), sa = k2 * 4;
 	const uint32_t *ap;
 	pack_buf *pb;
-	float cb[16 * 16];
+	float cb[16 * 16] __attribute__((aligned(64)));
 	__m512i idx = pair_idx();
 
 	if (m <= 0 || n <= 0)
@@ -812,45 +883,73 @@ AMX_TARGET static void amx_nn(int m, int n, int k, const float *a, long rs, long
 		nn_emu_any(m, n, k, a, rs, cs, b, ldb, tab, beta, c, ldc);
 		return;
 	}
-	if (pb->bvcap < (size_t)k2 * 16) {
+	if (pb->bvcap < (size_t)k2 * 32) {
 		free(pb->bv);
 		pb->bvcap = 0;
-		if (!(pb->bv = aligned_alloc(64, (size_t)k2 * 16 * sizeof *pb->bv))) {
+		if (!(pb->bv = aligned_alloc(64, (size_t)k2 * 32 * sizeof *pb->bv))) {
 			nn_emu_any(m, n, k, a, rs, cs, b, ldb, tab, beta, c, ldc);
 			return;
 		}
-		pb->bvcap = (size_t)k2 * 16;
+		pb->bvcap = (size_t)k2 * 32;
 	}
 	amx_config(pb);
-	for (int j = 0; j < n; j += 16) {
-		__mmask16 mk = mask_of(n - j);
-		uint32_t *bv = pb->bv;
-		for (long p = 0; p < k2; p++) {
-			__m512bh v;
-			if (2 * p + 1 < k)
-				v = pair_rows(b + (tab ? tab[2 * p] : 2 * p * ldb) + j,
-				              b + (tab ? tab[2 * p + 1] : (2 * p + 1) * ldb) + j, mk, idx);
-			else if (2 * p < k)
-				v = pair_rows(b + (tab ? tab[2 * p] : 2 * p * ldb) + j, NULL, mk, idx);
-			else
-				v = (__m512bh)_mm512_setzero_si512();
-			_mm512_store_si512(bv + p * 16, (__m512i)v);
-		}
-		for (int i = 0; i < m; i += 16) {
-			int rows = m - i < 16 ? m - i : 16;
+	/* two column blocks (bv0, bv1) at a time, then two row blocks */
+	for (int j = 0; j < n; j += m > 16 ? 32 : 16) {
+		int two = n - j > 16 && m > 16;
+		__mmask16 m0 = mask_of(n - j), m1 = mask_of(n - j - 16);
+		uint32_t *bv0 = pb->bv, *bv1 = bv0 + k2 * 16;
+		amx_pair_block(k, k2, b, ldb, tab, j, m0, idx, bv0);
+		if (two)
+			amx_pair_block(k, k2, b, ldb, tab, j + 16, m1, idx, bv1);
+		for (int i = 0; i < m; i += 32) {
+			const uint32_t *a0 = ap + (size_t)i * k2, *a1 = a0 + 16 * k2;
+			int r0 = m - i < 16 ? m - i : 16, r1 = m - i - 16 < 16 ? m - i - 16 : 16;
+			float *c00 = c + (long)i * ldc + j, *c10 = c00 + 16 * ldc;
 			_tile_zero(0);
-			for (long p = 0; p < k2; p += 16) {
-				_tile_loadd(1, ap + (size_t)i * k2 + p, k2 * 4);
-				_tile_loadd(2, bv + p * 16, 64);
-				_tile_dpbf16ps(0, 1, 2);
+			_tile_zero(1);
+			_tile_zero(2);
+			_tile_zero(3);
+			if (r1 > 0 && two) {
+				for (long p = 0; p < k2; p += 16) {
+					_tile_loadd(4, a0 + p, sa);
+					_tile_loadd(5, a1 + p, sa);
+					_tile_loadd(6, bv0 + p * 16, 64);
+					_tile_loadd(7, bv1 + p * 16, 64);
+					_tile_dpbf16ps(0, 4, 6);
+					_tile_dpbf16ps(1, 4, 7);
+					_tile_dpbf16ps(2, 5, 6);
+					_tile_dpbf16ps(3, 5, 7);
+				}
+			} else if (r1 > 0) {
+				for (long p = 0; p < k2; p += 16) {
+					_tile_loadd(4, a0 + p, sa);
+					_tile_loadd(5, a1 + p, sa);
+					_tile_loadd(6, bv0 + p * 16, 64);
+					_tile_dpbf16ps(0, 4, 6);
+					_tile_dpbf16ps(2, 5, 6);
+				}
+			} else if (two) {
+				for (long p = 0; p < k2; p += 16) {
+					_tile_loadd(4, a0 + p, sa);
+					_tile_loadd(6, bv0 + p * 16, 64);
+					_tile_loadd(7, bv1 + p * 16, 64);
+					_tile_dpbf16ps(0, 4, 6);
+					_tile_dpbf16ps(1, 4, 7);
+				}
+			} else {
+				for (long p = 0; p < k2; p += 16) {
+					_tile_loadd(4, a0 + p, sa);
+					_tile_loadd(6, bv0 + p * 16, 64);
+					_tile_dpbf16ps(0, 4, 6);
+				}
 			}
-			_tile_stored(0, cb, 64);
-			for (int r = 0; r < rows; r++) {
-				float *cr = c + (i + r) * ldc + j;
-				__m512 v = _mm512_loadu_ps(cb + 16 * r);
-				if (beta != 0.0f)
-					v = _mm512_fmadd_ps(_mm512_set1_ps(beta), _mm512_maskz_loadu_ps(mk, cr), v);
-				_mm512_mask_storeu_ps(cr, mk, v);
+			AMX_PUT(0, c00, ldc, r0, m0, beta, cb);
+			if (two)
+				AMX_PUT(1, c00 + 16, ldc, r0, m1, beta, cb);
+			if (r1 > 0) {
+				AMX_PUT(2, c10, ldc, r1, m0, beta, cb);
+				if (two)
+					AMX_PUT(3, c10 + 16, ldc, r1, m1, beta, cb);
 			}
 		}
 	}

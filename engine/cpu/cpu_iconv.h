@@ -52,6 +52,29 @@ static inline void cpu_src_copy(float *y, cpu_src s, size_t n, int rnd)
 		cpu_copy_operand(y, s.f, n, rnd);
 }
 
+/* Bias and then batchnorm (the forward's, bn_post) on output rows
+ * [r0, r1) of one sample's out (O, OH, OW), where a pass wrote them */
+static inline void cpu_corr_finish(const float *bias, const cdp_bn_infer *bn, float *on, int o,
+                                   int oh, int ow, int r0, int r1)
+{
+	for (int q = 0; bias && q < o; q++)
+		for (float *d = on + ((size_t)q * oh + r0) * ow, *e = d + (size_t)(r1 - r0) * ow;
+		     d < e; d++)
+			*d += bias[q];
+	for (int q = 0; bn && q < o; q++)
+		cpu_bn_post_run(bn, q, on + ((size_t)q * oh + r0) * ow, (size_t)(r1 - r0) * ow);
+}
+
+/* cpu_conv_amx.c: forward or data of an output width that is a multiple
+ * of 16 on AMX tiles, with be's bf16 set "amx"; cpu_amx_corr is
+ * cpu_kcol_corr's call without the table, and returns -1 (nothing done)
+ * where the scratch or the memory for the packed filters falls short.
+ * cpu_amx_scratch: the per-thread scratch bytes it wants. */
+int cpu_amx_corr_takes(const cdp_backend *be, const cpu_corr *c);
+size_t cpu_amx_scratch(const cpu_corr *c);
+int cpu_amx_corr(cdp_backend *be, const cpu_corr *p, int n, cpu_src in, const float *a,
+                 long rs, const float *bias, const cdp_bn_infer *bn, float beta, float *out);
+
 /* Forward or data goes to cpu_conv_kcol.c. The caller's table (tab
  * below) has room for one long per (s, i, j). */
 static inline int cpu_kcol_takes(const cpu_corr *c)

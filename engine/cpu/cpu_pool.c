@@ -228,6 +228,11 @@ int cpu_scratch_reserve(cdp_backend *be, size_t bytes)
 	return 0;
 }
 
+size_t cpu_scratch_bytes(const cdp_backend *be)
+{
+	return ((const cpu_impl *)be->impl)->scratch_bytes;
+}
+
 float *cpu_scratch(cdp_backend *be, int t)
 {
 	return ((cpu_impl *)be->impl)->scratch[t];
