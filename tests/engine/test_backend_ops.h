@@ -198,6 +198,8 @@ static void test_pool(void)
 	static const pool_case nan_cases[] = {
 		{ 1, 2, 14, 29, 2, 2, 0 }, { 1, 2, 15, 31, 3, 2, 1 }, { 1, 1, 12, 17, 3, 1, 1 },
 		{ 1, 2, 8, 77, 2, 2, 0 }, { 1, 2, 9, 75, 3, 2, 1 },
+		/* 2x2 rows of even width, vectors to their end (8 + 4, 8) */
+		{ 1, 2, 7, 24, 2, 2, 0 }, { 2, 3, 4, 16, 2, 2, 0 },
 	};
 	for (size_t ci = 0; ci < sizeof nan_cases / sizeof nan_cases[0]; ci++) {
 		const pool_case *pc = &nan_cases[ci];
