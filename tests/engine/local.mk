@@ -77,7 +77,8 @@ tests_engine_test_backend_table_LDADD = $(ENGINE_LIBS)
 tests_engine_test_model_doc_SOURCES = tests/engine/test_model_doc.c
 tests_engine_test_model_doc_CPPFLAGS = $(ENGINE_TEST_CPPFLAGS)
 tests_engine_test_model_doc_LDFLAGS = $(AM_LDFLAGS) \
-	-Wl,--wrap=cdp_cfg_str -Wl,--wrap=cdp_cfg_int -Wl,--wrap=cdp_cfg_float
+	-Wl,--wrap=cdp_cfg_str -Wl,--wrap=cdp_cfg_int -Wl,--wrap=cdp_cfg_float \
+	-Wl,--wrap=cdp_cfg_float_below
 tests_engine_test_model_doc_LDADD = $(ENGINE_LIBS)
 tests_engine_test_augment_SOURCES = tests/engine/test_augment.c
 tests_engine_test_augment_CPPFLAGS = $(ENGINE_TEST_CPPFLAGS)

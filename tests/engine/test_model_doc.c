@@ -14,7 +14,8 @@
  *    registry that refuses any other [net] key.
  *
  * What the code reads is seen, not listed: the test links with
- * -Wl,--wrap for cdp_cfg_str, cdp_cfg_int and cdp_cfg_float, so every
+ * -Wl,--wrap for cdp_cfg_str, cdp_cfg_int, cdp_cfg_float and
+ * cdp_cfg_float_below, so every
  * lookup, by any layer or by loss.c, optim.c, net.c or cdp-train's
  * augment.c, is recorded with its section type. Each layer type is built
  * with one input and with two, with and without activation=leaky (slope=
@@ -88,6 +89,12 @@ int __wrap_cdp_cfg_int(const cdp_cfg *cfg, cdp_cfg_section *s, const char *key, 
                        int min, int max, int *out, char *err, size_t cap);
 int __wrap_cdp_cfg_float(const cdp_cfg *cfg, cdp_cfg_section *s, const char *key, float def,
                          float min, float max, float *out, char *err, size_t cap);
+int __real_cdp_cfg_float_below(const cdp_cfg *cfg, cdp_cfg_section *s, const char *key,
+                               float def, float min, float end, float *out, char *err,
+                               size_t cap);
+int __wrap_cdp_cfg_float_below(const cdp_cfg *cfg, cdp_cfg_section *s, const char *key,
+                               float def, float min, float end, float *out, char *err,
+                               size_t cap);
 
 const char *__wrap_cdp_cfg_str(cdp_cfg_section *s, const char *key, const char *def)
 {
@@ -107,6 +114,14 @@ int __wrap_cdp_cfg_float(const cdp_cfg *cfg, cdp_cfg_section *s, const char *key
 {
 	trace(s, key);
 	return __real_cdp_cfg_float(cfg, s, key, def, min, max, out, err, cap);
+}
+
+int __wrap_cdp_cfg_float_below(const cdp_cfg *cfg, cdp_cfg_section *s, const char *key,
+                               float def, float min, float end, float *out, char *err,
+                               size_t cap)
+{
+	trace(s, key);
+	return __real_cdp_cfg_float_below(cfg, s, key, def, min, end, out, err, cap);
 }
 
 /* ---- what the page says ------------------------------------------------ */
