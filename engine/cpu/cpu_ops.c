@@ -186,20 +186,24 @@ typedef int32_t v8i __attribute__((vector_size(32), aligned(4)));
 		(bi) = ((vi) & take_) | ((bi) & ~take_); \
 	} while (0)
 
+/* p0, p1 = the 2V floats of row h from column c on */
+#define ROW_PAIR(h, c, V) do { \
+		memcpy(&p0, x + (size_t)(h) * d->w + (c), sizeof p0); \
+		memcpy(&p1, x + (size_t)(h) * d->w + (c) + (V), sizeof p1); \
+	} while (0)
+
 /* outputs ow.. of row oh, V at a time while the 2V floats stay in the row */
 #define S2_GROUPS(VF, VI, V, EVEN, evens) \
 	for (; ow + (V) <= d->ow && 2 * ow <= d->w - k - 2 * (V) + 1 + d->pad; ow += (V)) { \
 		int c0 = 2 * ow - d->pad; \
 		VF best, p0, p1; \
 		VI bi; \
-		memcpy(&p0, x + (size_t)h0 * d->w + c0, sizeof p0); \
-		memcpy(&p1, x + (size_t)h0 * d->w + c0 + (V), sizeof p1); \
+		ROW_PAIR(h0, c0, V); \
 		best = EVEN(p0, p1); \
 		bi = h0 * d->w + c0 + (evens); \
 		for (int h = h0; h < h1; h++) \
 			for (int c = h == h0 ? c0 + 1 : c0; c < c0 + k; c++) { \
-				memcpy(&p0, x + (size_t)h * d->w + c, sizeof p0); \
-				memcpy(&p1, x + (size_t)h * d->w + c + (V), sizeof p1); \
+				ROW_PAIR(h, c, V); \
 				PICK(VI, best, bi, EVEN(p0, p1), h * d->w + c + (evens)); \
 			} \
 		memcpy(yr + ow, &best, sizeof best); \
@@ -218,14 +222,12 @@ typedef int32_t v8i __attribute__((vector_size(32), aligned(4)));
 		int c0 = 2 * ow; \
 		VF best, p0, p1; \
 		VI bi; \
-		memcpy(&p0, x + (size_t)h0 * d->w + c0, sizeof p0); \
-		memcpy(&p1, x + (size_t)h0 * d->w + c0 + (V), sizeof p1); \
+		ROW_PAIR(h0, c0, V); \
 		best = EVEN(p0, p1); \
 		bi = h0 * d->w + c0 + (evens); \
 		PICK(VI, best, bi, ODD(p0, p1), h0 * d->w + c0 + 1 + (evens)); \
 		for (int h = h0 + 1; h < h1; h++) { \
-			memcpy(&p0, x + (size_t)h * d->w + c0, sizeof p0); \
-			memcpy(&p1, x + (size_t)h * d->w + c0 + (V), sizeof p1); \
+			ROW_PAIR(h, c0, V); \
 			PICK(VI, best, bi, EVEN(p0, p1), h * d->w + c0 + (evens)); \
 			PICK(VI, best, bi, ODD(p0, p1), h * d->w + c0 + 1 + (evens)); \
 		} \
