@@ -7,8 +7,10 @@
  *
  * Three sets:
  *  - amx (AMX-TILE and AMX-BF16, granted by the kernel; Sapphire Rapids and
- *    later): nn on tiles (amx_nn below: TDPBF16PS, 16 x 16 x 32 per
- *    instruction); the nt products are avx512bf16's.
+ *    later): nn and nt on tiles (amx_nn, amx_nts below: TDPBF16PS,
+ *    16 x 16 x 32 per instruction); the implicit convolutions' forward and
+ *    data gradient go to cpu_conv_amx.c instead, whose slice is already in
+ *    the tiles' pairs.
  *  - avx512bf16 (the CPU has AVX512_BF16, AVX512F and AVX512BW): VDPBF16PS
  *    adds two products of bf16 pairs to each fp32 lane.
  *    nn: A (the filters) is packed into bf16 pairs along k in a buffer
