@@ -4,7 +4,8 @@
  * convolutions (forward, data and filter gradients, every plan) and the
  * GEMM against a double-precision reference taken on the operands rounded
  * to bf16 (cpu_bf16_round), at fp32's tolerance (1e-5 of the largest
- * value, as test_backend.c).
+ * value, as test_backend.c); the data gradient also with beta 1 (old
+ * values plus the same sums).
  *
  * One exception: the avx512bf16 set computes the 3x3 layers of 32 channels
  * and more by Winograd with VDPBF16PS (cpu_conv_wino.c), which rounds the
@@ -289,6 +290,23 @@ static void conv_one(const conv_case *cc, int ci)
 	snprintf(what, sizeof what, "conv case %d bwd_data", ci);
 	cpu_conv_bwd_data(be, &d, dy, w, dx, 0.0f, ws);
 	near(dx, rdx, udx, nx, what);
+	{
+		/* beta 1 (a tensor read by two layers sums their gradients):
+		 * old + the same sums, within fp32's tolerance of the largest
+		 * value (sets may add old first or last) */
+		float *old = rnd(nx), *acc = rnd(nx), scale = 0.0f;
+		size_t bad = 0;
+		memcpy(acc, old, nx * sizeof *acc);
+		cpu_conv_bwd_data(be, &d, dy, w, acc, 1.0f, ws);
+		for (size_t i = 0; i < nx; i++)
+			scale = fmaxf(scale, fabsf(old[i]) + fabsf(dx[i]));
+		for (size_t i = 0; i < nx; i++)
+			bad += !(fabsf(acc[i] - (old[i] + dx[i])) <= (float)TOL * scale);
+		CHECK(bad == 0, "[%s] %s, beta 1: %zu of %zu values are not old + beta 0's", set,
+		      what, bad, nx);
+		be->free(be, old);
+		be->free(be, acc);
+	}
 	if (cpu_col2im_disjoint(&d)) {
 		/* beta 1 onto zeros takes the column path: the zipped rows
 		 * (beta 0) hold the same sums */
