@@ -214,11 +214,7 @@ static void corr_item(void *ctx, int it)
 		for (int o = 0; o < c->o; o++)
 			memcpy(out + o * ldc + nv, tmp + (size_t)o * TAIL, (size_t)(np - nv) * sizeof *tmp);
 	}
-	for (int o = 0; j->bias && o < c->o; o++)
-		for (float *d = out + o * ldc, *e = d + np; d < e; d++)
-			*d += j->bias[o];
-	for (int o = 0; j->bn && o < c->o; o++)
-		cpu_bn_post_run(j->bn, o, out + o * ldc, (size_t)np);
+	cpu_corr_finish(j->bias, j->bn, j->out + (size_t)n * c->o * ldc, c->o, c->oh, c->ow, r0, r1);
 }
 
 void cpu_kcol_corr(cdp_backend *be, const cpu_corr *c, int n, cpu_src in,
