@@ -992,7 +992,33 @@ AMX_TARGET static void transpose16(const __m512i *r, uint32_t *dst)
  * block of k for all of C's columns, and each 16 x 32 piece of B once per
  * block for all of C's rows. The sum over k runs in blocks as nts_fast's
  * (whole segments, or pieces of one), each segment padded with zeros to
- * whole steps of 32; C += each block's tile, in block order. */
+ * whole steps of 32; C += each block's tile, in block order.
+ * Up to NTS_BLOCKS column blocks of C share each tile of A's pairs, each
+ * its own chain of sums in the same order as alone (the bits do not
+ * change): one chain ran at TDPBF16PS's latency, a third of its rate, and
+ * the filter gradients' C is 16 rows where a layer has 16 filters, so the
+ * second row block amx_nn pairs with is not there (perf of the bf16
+ * U-Net step: the chain's wait was half of amx_nts). */
+#define NTS_BLOCKS 3
+
+/* c (rows x cols, ldc apart; cols capped at 16) += cb transposed, cb a
+ * stored C^T tile: cb[16j + i] is c[i][j] */
+AMX_TARGET static void nts_add(const float *cb, float *c, long ldc, int rows, int cols)
+{
+	__m512i r[16];
+	float t[16 * 16] __attribute__((aligned(64)));
+	__mmask16 mk = mask_of(cols);
+
+	for (int j = 0; j < 16; j++)
+		r[j] = _mm512_load_si512(cb + 16 * j);
+	transpose16(r, (uint32_t *)t);
+	for (int i = 0; i < rows; i++) {
+		float *ci = c + i * ldc;
+		_mm512_mask_storeu_ps(ci, mk, _mm512_add_ps(_mm512_maskz_loadu_ps(mk, ci),
+		                                            _mm512_load_ps(t + 16 * i)));
+	}
+}
+
 AMX_TARGET static void amx_nts(int m, int n, int ns, int seg, const float *a, long lda, long as,
                                const float *b, long ldb, const long *tab, long bs, float *c,
                                long ldc)
@@ -1001,7 +1027,7 @@ AMX_TARGET static void amx_nts(int m, int n, int ns, int seg, const float *a, lo
 	long kbmax;
 	size_t need;
 	pack_buf *pb;
-	float cb[16 * 16];
+	float cb[16 * 16] __attribute__((aligned(64)));
 
 	if (m <= 0 || n <= 0 || seg <= 0)
 		return;
@@ -1011,8 +1037,8 @@ AMX_TARGET static void amx_nts(int m, int n, int ns, int seg, const float *a, lo
 	}
 	/* the largest block: (sn segments) x (len rounded up to 32) */
 	kbmax = (long)(ns < per ? ns : per) * ((piece + 31) / 32 * 32);
-	/* A's pairs (mp x kb/2) then B's 16 rows of kb bf16 (8 x kb pairs) */
-	need = (size_t)mp * (kbmax / 2) + 8 * (size_t)kbmax;
+	/* A's pairs (mp x kb/2) then B's 16 * NTS_BLOCKS rows of kb bf16 */
+	need = (size_t)mp * (kbmax / 2) + 8 * NTS_BLOCKS * (size_t)kbmax;
 	if (!(pb = this_buf())) {
 		nts_emu_any(m, n, ns, seg, a, lda, as, b, ldb, tab, bs, c, ldc);
 		return;
@@ -1045,11 +1071,12 @@ AMX_TARGET static void amx_nts(int m, int n, int ns, int seg, const float *a, lo
 							                     _mm512_setzero_si512();
 						transpose16(rv, av + (size_t)ib * kp + (size_t)(t * segp + q) / 2 * 16);
 					}
-			for (int jb = 0; jb < n; jb += 16) {
-				int cols = n - jb < 16 ? n - jb : 16;
-				/* B: row r of bn (kb bf16, kp pairs) = B[jb + r, block] */
-				for (int r = 0; r < 16; r++) {
-					const float *bj = r < cols ?
+			for (int jb = 0; jb < n; jb += 16 * NTS_BLOCKS) {
+				int nj = (n - jb + 15) / 16 < NTS_BLOCKS ? (n - jb + 15) / 16 : NTS_BLOCKS;
+				/* B: row r of bn (kb bf16, kp pairs) = B[jb + r, block];
+				 * column block q is rows [16q, 16q + 16) */
+				for (int r = 0; r < 16 * nj; r++) {
+					const float *bj = jb + r < n ?
 						b + (tab ? tab[jb + r] : (jb + r) * ldb) + s0 * bs + q0 : NULL;
 					for (int t = 0; t < sn; t++)
 						for (int q = 0; q < segp; q += 32) {
@@ -1063,16 +1090,34 @@ AMX_TARGET static void amx_nts(int m, int n, int ns, int seg, const float *a, lo
 				}
 				for (int ib = 0; ib < m; ib += 16) {
 					int rows = m - ib < 16 ? m - ib : 16;
+					const uint32_t *ai = av + (size_t)ib * kp;
+					float *ci = c + (long)ib * ldc + jb;
 					_tile_zero(0);
+					_tile_zero(1);
+					_tile_zero(2);
 					for (long p = 0; p < kp; p += 16) {
-						_tile_loadd(1, bn + p, kp * 4);
-						_tile_loadd(2, av + (size_t)ib * kp + p * 16, 64);
-						_tile_dpbf16ps(0, 1, 2);
+						_tile_loadd(4, ai + p * 16, 64);
+						_tile_loadd(5, bn + p, kp * 4);
+						_tile_dpbf16ps(0, 5, 4);
+						if (nj > 1) {
+							_tile_loadd(6, bn + 16 * kp + p, kp * 4);
+							_tile_dpbf16ps(1, 6, 4);
+						}
+						if (nj > 2) {
+							_tile_loadd(7, bn + 32 * kp + p, kp * 4);
+							_tile_dpbf16ps(2, 7, 4);
+						}
 					}
 					_tile_stored(0, cb, 64);
-					for (int i = 0; i < rows; i++)
-						for (int j = 0; j < cols; j++)
-							c[(ib + i) * ldc + jb + j] += cb[j * 16 + i];
+					nts_add(cb, ci, ldc, rows, n - jb);
+					if (nj > 1) {
+						_tile_stored(1, cb, 64);
+						nts_add(cb, ci + 16, ldc, rows, n - jb - 16);
+					}
+					if (nj > 2) {
+						_tile_stored(2, cb, 64);
+						nts_add(cb, ci + 32, ldc, rows, n - jb - 32);
+					}
 				}
 			}
 		}
