@@ -31,10 +31,7 @@
 #include "cpu_iconv.h"
 
 #ifdef CPU_BF16_KERNELS
-#include <immintrin.h>
-
-#define AMX_TARGET \
-	__attribute__((target("amx-tile,amx-bf16,avx512bf16,avx512f,avx512bw,avx512vl")))
+#include "cpu_amx.h"
 #define CHUNK_BYTES (1024L * 1024)
 
 typedef struct amxg {

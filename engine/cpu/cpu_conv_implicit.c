@@ -99,6 +99,8 @@ size_t cpu_iconv_scratch(const cdp_backend *be, const cdp_conv_desc *d)
 		m = cpu_amx_scratch(&pf);
 	if (cpu_amx_corr_takes(be, &pd) && cpu_amx_scratch(&pd) > m)
 		m = cpu_amx_scratch(&pd);
+	if (cpu_amx_filter_takes(be, &pf) && cpu_amx_filter_scratch(&pf) > fl)
+		fl = cpu_amx_filter_scratch(&pf);
 
 	if (cpu_wino_takes(be, &pf)) {
 		if (cpu_wino_scratch(&pf) > m)
@@ -260,7 +262,8 @@ void cpu_iconv_data(cdp_backend *be, const cdp_conv_desc *d, const float *dy,
 }
 
 /* The filter gradient is cpu_conv_winof.c's where the forward is
- * Winograd's, else cpu_conv_kcol.c's at every width: its sums run over
+ * Winograd's, cpu_conv_amx_filter.c's with the amx set, else
+ * cpu_conv_kcol.c's at every width: its sums run over
  * contiguous chunks of at least 1024 pixels (whole samples of small
  * planes), which took 4-23% less time than sums over this file's padded
  * rows at 32x32 to 256x256 (3x3 kernels, 16 to 256 channels). */
@@ -271,6 +274,7 @@ void cpu_iconv_filter(cdp_backend *be, const cdp_conv_desc *d, const void *x,
 
 	if (cpu_wino_takes(be, &p))
 		cpu_winof_filter(be, &p, d->n, cpu_src_of(x, d->xh), dy, dw, wino_u(d, ws));
-	else
+	else if (!cpu_amx_filter_takes(be, &p) ||
+	         cpu_amx_filter(be, &p, d->n, cpu_src_of(x, d->xh), dy, dw) < 0)
 		cpu_kcol_filter(be, &p, d->n, cpu_src_of(x, d->xh), dy, dw, ws);
 }

@@ -755,7 +755,7 @@ BF_TARGET static void nts_fast(int m, int n, int ns, int seg, const float *a, lo
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#define AMX_TARGET __attribute__((target("amx-tile,amx-bf16,avx512bf16,avx512f,avx512bw")))
+#include "cpu_amx.h"
 #define ARCH_REQ_XCOMP_PERM 0x1023
 #define XFEATURE_XTILEDATA 18
 
@@ -957,34 +957,6 @@ AMX_TARGET static void amx_nn(int m, int n, int k, const float *a, long rs, long
 	}
 }
 
-/* dst[16c + r] = r[r][c]: a 16 x 16 transpose of 32-bit elements */
-AMX_TARGET static void transpose16(const __m512i *r, uint32_t *dst)
-{
-	__m512i t[16], u[16];
-
-	for (int i = 0; i < 16; i += 2) {
-		t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
-		t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
-	}
-	/* u[4g + e], 128-bit lane L: elements 4L + e of rows 4g .. 4g+3 */
-	for (int i = 0; i < 16; i += 4) {
-		u[i] = _mm512_unpacklo_epi64(t[i], t[i + 2]);
-		u[i + 1] = _mm512_unpackhi_epi64(t[i], t[i + 2]);
-		u[i + 2] = _mm512_unpacklo_epi64(t[i + 1], t[i + 3]);
-		u[i + 3] = _mm512_unpackhi_epi64(t[i + 1], t[i + 3]);
-	}
-	for (int e = 0; e < 4; e++) {
-		__m512i wl = _mm512_shuffle_i32x4(u[e], u[4 + e], 0x44);
-		__m512i wh = _mm512_shuffle_i32x4(u[e], u[4 + e], 0xee);
-		__m512i xl = _mm512_shuffle_i32x4(u[8 + e], u[12 + e], 0x44);
-		__m512i xh = _mm512_shuffle_i32x4(u[8 + e], u[12 + e], 0xee);
-		_mm512_storeu_si512(dst + 16 * e, _mm512_shuffle_i32x4(wl, xl, 0x88));
-		_mm512_storeu_si512(dst + 16 * (4 + e), _mm512_shuffle_i32x4(wl, xl, 0xdd));
-		_mm512_storeu_si512(dst + 16 * (8 + e), _mm512_shuffle_i32x4(wh, xh, 0x88));
-		_mm512_storeu_si512(dst + 16 * (12 + e), _mm512_shuffle_i32x4(wh, xh, 0xdd));
-	}
-}
-
 /* nt over segments on tiles: C^T blocks (16 columns j of C as tile rows,
  * 16 rows i as tile columns) = B's rows (bf16, natural) times A's rows in
  * pairs (VNNI: A transposed, 16 rows at a time through a small buffer),
@@ -1011,7 +983,7 @@ AMX_TARGET static void nts_add(const float *cb, float *c, long ldc, int rows, in
 
 	for (int j = 0; j < 16; j++)
 		r[j] = _mm512_load_si512(cb + 16 * j);
-	transpose16(r, (uint32_t *)t);
+	cpu_amx_transpose16(r, (uint32_t *)t);
 	for (int i = 0; i < rows; i++) {
 		float *ci = c + i * ldc;
 		_mm512_mask_storeu_ps(ci, mk, _mm512_add_ps(_mm512_maskz_loadu_ps(mk, ci),
@@ -1069,7 +1041,7 @@ AMX_TARGET static void amx_nts(int m, int n, int ns, int seg, const float *a, lo
 							rv[r] = ib + r < m ? (__m512i)cvt32(a + (ib + r) * lda +
 							                                    (s0 + t) * as + q0 + q, m0, m1) :
 							                     _mm512_setzero_si512();
-						transpose16(rv, av + (size_t)ib * kp + (size_t)(t * segp + q) / 2 * 16);
+						cpu_amx_transpose16(rv, av + (size_t)ib * kp + (size_t)(t * segp + q) / 2 * 16);
 					}
 			for (int jb = 0; jb < n; jb += 16 * NTS_BLOCKS) {
 				int nj = (n - jb + 15) / 16 < NTS_BLOCKS ? (n - jb + 15) / 16 : NTS_BLOCKS;

@@ -75,6 +75,15 @@ size_t cpu_amx_scratch(const cpu_corr *c);
 int cpu_amx_corr(cdp_backend *be, const cpu_corr *p, int n, cpu_src in, const float *a,
                  long rs, const float *bias, const cdp_bn_infer *bn, float beta, float *out);
 
+/* cpu_conv_amx_filter.c: the filter gradient (dw +=) on AMX tiles with
+ * be's bf16 set "amx" (8 input channels or more); -1 (nothing done) where
+ * the scratch falls short. cpu_amx_filter_scratch: the per-thread scratch
+ * bytes it wants, the partials included. */
+int cpu_amx_filter_takes(const cdp_backend *be, const cpu_corr *c);
+size_t cpu_amx_filter_scratch(const cpu_corr *c);
+int cpu_amx_filter(cdp_backend *be, const cpu_corr *c, int n, cpu_src x, const float *dy,
+                   float *dw);
+
 /* Forward or data goes to cpu_conv_kcol.c. The caller's table (tab
  * below) has room for one long per (s, i, j). */
 static inline int cpu_kcol_takes(const cpu_corr *c)

@@ -393,11 +393,16 @@ static void test_conv(void)
 		/* widths of 16 and 48 (the last column block alone) */
 		{ 2, 24, 8, 16, 36, 3, 1, 1, 1 },
 		{ 1, 8, 6, 48, 20, 3, 1, 1, 1 },
+		/* the amx set's filter gradient (cpu_conv_amx_filter.c) takes
+		 * the cases above of 8 channels or more and output widths of
+		 * 32 or more; here 9 channels (a block of 16 half zeros), 7
+		 * filters, dilation 2, an odd padded width (37, laid 38 wide) */
+		{ 2, 9, 14, 33, 7, 3, 1, 2, 2 },
 	};
 	xh_cases = 0;
 	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
 		conv_one(&cases[i], (int)i);
-	CHECK(xh_cases == 12, "[%s] %d cases read a bf16 input as it is, not the 12 implicit ones", set,
+	CHECK(xh_cases == 13, "[%s] %d cases read a bf16 input as it is, not the 13 implicit ones", set,
 	      xh_cases);
 }
 

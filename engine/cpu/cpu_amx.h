@@ -1,0 +1,46 @@
+/* cpu_amx.h: what the AMX kernels share (cpu_gemm_bf16.c, cpu_conv_amx.c,
+ * cpu_conv_amx_filter.c), private to them; only where the compiler has the
+ * AMX and AVX-512 intrinsics (CPU_BF16_KERNELS, cpu.h). */
+#ifndef CDP_CPU_AMX_H
+#define CDP_CPU_AMX_H
+
+#include "cpu.h"
+
+#ifdef CPU_BF16_KERNELS
+#include <immintrin.h>
+#include <stdint.h>
+
+#define AMX_TARGET \
+	__attribute__((target("amx-tile,amx-bf16,avx512bf16,avx512f,avx512bw,avx512vl")))
+
+/* dst[16c + r] = r[r][c]: a 16 x 16 transpose of 32-bit elements (of bf16
+ * pairs: row r's pairs become column r) */
+AMX_TARGET static inline void cpu_amx_transpose16(const __m512i *r, uint32_t *dst)
+{
+	__m512i t[16], u[16];
+
+	for (int i = 0; i < 16; i += 2) {
+		t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
+		t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
+	}
+	/* u[4g + e], 128-bit lane L: elements 4L + e of rows 4g .. 4g+3 */
+	for (int i = 0; i < 16; i += 4) {
+		u[i] = _mm512_unpacklo_epi64(t[i], t[i + 2]);
+		u[i + 1] = _mm512_unpackhi_epi64(t[i], t[i + 2]);
+		u[i + 2] = _mm512_unpacklo_epi64(t[i + 1], t[i + 3]);
+		u[i + 3] = _mm512_unpackhi_epi64(t[i + 1], t[i + 3]);
+	}
+	for (int e = 0; e < 4; e++) {
+		__m512i wl = _mm512_shuffle_i32x4(u[e], u[4 + e], 0x44);
+		__m512i wh = _mm512_shuffle_i32x4(u[e], u[4 + e], 0xee);
+		__m512i xl = _mm512_shuffle_i32x4(u[8 + e], u[12 + e], 0x44);
+		__m512i xh = _mm512_shuffle_i32x4(u[8 + e], u[12 + e], 0xee);
+		_mm512_storeu_si512(dst + 16 * e, _mm512_shuffle_i32x4(wl, xl, 0x88));
+		_mm512_storeu_si512(dst + 16 * (4 + e), _mm512_shuffle_i32x4(wl, xl, 0xdd));
+		_mm512_storeu_si512(dst + 16 * (8 + e), _mm512_shuffle_i32x4(wh, xh, 0x88));
+		_mm512_storeu_si512(dst + 16 * (12 + e), _mm512_shuffle_i32x4(wh, xh, 0xdd));
+	}
+}
+#endif
+
+#endif

@@ -1,0 +1,301 @@
+/* cpu_conv_amx_filter.c: the implicit convolution's filter gradient
+ * (cpu_iconv.h) on AMX tiles, for the bf16 set "amx":
+ *     dw[o, (s, i, j)] += sum over pixels p of dy[o, p] x[s, p + tap(i, j)]
+ *
+ * cpu_conv_kcol.c's filter gradient widens the bf16 input into one float
+ * copy per kernel column, and amx_nts (cpu_gemm_bf16.c) rounds every row
+ * of that copy to bf16 again for each kernel row: each input value is
+ * converted kh * kw times, and that was a third of amx_nts's time. Here
+ * the input of a chunk is laid once, in bf16 as it is (the stash's bits,
+ * or rounded once), on a padded grid gw wide (w + 2 pw, even):
+ *     sl[s][q][col] = x[s, r0 + q - ph, col - pw]   (0 outside the image)
+ * so that tap (i, j) of all 16 channels of a block is one tile of A as it
+ * lies: 16 rows cs apart, starting i dil gw + j dil further on. K runs
+ * over the chunk's grid positions; dy is laid on the same grid, zero in
+ * the columns past ow, in the rows past the chunk and in the ext rows
+ * between samples, in VNNI pairs of positions for each block of 16
+ * filters (B: dyp[k/2][o] = (dy[o, k], dy[o, k + 1]), through a 16 x 16
+ * transpose), once per chunk for all taps and channels. A tile of C is
+ * C[s][o] for one tap and one block each of channels and filters; three
+ * of them share each tile of B, three chains of TDPBF16PS in flight.
+ * Small planes take several samples per item (each a block of grid rows
+ * bk apart), so a chain sums over at least a few hundred positions.
+ *
+ * Each C tile is added into a float accumulator laid as the tiles
+ * (acc[ob][s-block, tap][16 s][16 o]) after each item; a part's
+ * accumulator goes into its partial of dw (cpu_iconv.h) at its end. So
+ * each dw element is summed over one item's positions in order, then over
+ * the part's items in order, then over the parts: the bits depend on the
+ * number of threads only as cpu_filter_parts makes the parts.
+ */
+#include <string.h>
+#include "cpu_iconv.h"
+
+#ifdef CPU_BF16_KERNELS
+#include "cpu_amx.h"
+
+#define ITEM_BYTES (1024L * 1024)   /* slice and dy of an item, near L2 */
+#define AT_ONCE 3                   /* C tiles in flight */
+
+typedef struct afg {
+	cpu_corr c;
+	int kk, sp, op;          /* taps; channels and filters, rounded up to 16 */
+	int gw;                  /* grid width */
+	int rows, g;             /* output rows per block; blocks (samples) per item */
+	long bk;                 /* grid positions per block: (rows + ext) gw */
+	long kp;                 /* positions an item sums over, a multiple of 32 */
+	long cs;                 /* uint16 per channel of the slice */
+} afg;
+
+static int ext(const cpu_corr *c) { return c->dil * (c->kh - 1); }
+
+/* the item's shape for a batch of n; n large: the scratch's upper bound */
+static afg make_afg(const cpu_corr *c, int n)
+{
+	afg a = { .c = *c, .kk = c->kh * c->kw, .sp = (c->s + 15) / 16 * 16,
+	          .op = (c->o + 15) / 16 * 16, .gw = (c->w + 2 * c->pw + 1) / 2 * 2 };
+	long row = (long)(a.sp + a.op) * a.gw * 2, r = ITEM_BYTES / row - ext(c), g = 1;
+
+	if (r >= c->oh) {
+		g = ITEM_BYTES / (row * (c->oh + ext(c)));
+		r = c->oh;
+	} else {
+		/* chunks of rows as even as they can be */
+		long nch = (c->oh + (r < 1 ? 1 : r) - 1) / (r < 1 ? 1 : r);
+		r = (c->oh + nch - 1) / nch;
+	}
+	a.rows = r < 1 ? 1 : (int)r;
+	g = g < 1 ? 1 : g > n ? n : g;
+	a.g = (int)((n + (n + g - 1) / g - 1) / ((n + g - 1) / g));   /* as even as can be */
+	a.bk = (long)(a.rows + ext(c)) * a.gw;
+	a.kp = ((a.g - 1) * a.bk + (long)a.rows * a.gw + 31) / 32 * 32;
+	/* reads reach kp - 1 + ext gw + dil (kw - 1); an odd number of 64-byte
+	 * lines per channel, so that a tile's 16 rows fall in 16 cache sets */
+	a.cs = (a.g * a.bk + 32 + c->dil * (c->kw - 1) + 31) / 32 * 32;
+	if ((a.cs / 32) % 2 == 0)
+		a.cs += 32;
+	return a;
+}
+
+static size_t al64(size_t b) { return (b + 63) / 64 * 64; }
+
+/* bytes of the scratch after the partials: acc, dyp, dyh, slice */
+static size_t item_bytes(const afg *a, size_t *acc, size_t *dyp, size_t *dyh)
+{
+	*acc = al64((size_t)a->op * a->kk * a->sp * sizeof(float));
+	*dyp = al64((size_t)a->op * a->kp * 2);
+	*dyh = al64((size_t)16 * a->kp * 2);
+	return *acc + *dyp + *dyh + al64((size_t)a->sp * a->cs * 2);
+}
+
+int cpu_amx_filter_takes(const cdp_backend *be, const cpu_corr *c)
+{
+	return cpu_bf16_uses_amx(be) && c->s >= 8 && c->ow >= 32;
+}
+
+size_t cpu_amx_filter_scratch(const cpu_corr *c)
+{
+	afg a = make_afg(c, 1 << 20);
+	size_t x, y, z;
+
+	return al64(CPU_FILTER_PARTS * (size_t)c->o * c->s * c->kh * c->kw * sizeof(float)) +
+	       item_bytes(&a, &x, &y, &z);
+}
+
+/* n values as bf16: the bits, or rounded */
+static void put_row(uint16_t *d, cpu_src x, size_t n)
+{
+	if (x.h)
+		memcpy(d, x.h, n * sizeof *d);
+	else
+		cpu_bf16_narrow_run(d, x.f, n);
+}
+
+/* the slice of samples [n0, n0 + gn) (rows [r0, r0 + rows + ext) of the
+ * padded input each), blocks past gn zero */
+static void fill(const afg *a, cpu_src x, int n0, int gn, int r0, uint16_t *sl)
+{
+	const cpu_corr *c = &a->c;
+	long plane = (long)c->h * c->w;
+
+	memset(sl, 0, (size_t)a->sp * a->cs * sizeof *sl);
+	for (int s = 0; s < c->s; s++)
+		for (int b = 0; b < gn; b++) {
+			uint16_t *d = sl + (size_t)s * a->cs + (size_t)b * a->bk + c->pw;
+			cpu_src xs = cpu_src_at(x, ((long)(n0 + b) * c->s + s) * plane);
+			for (int q = 0; q < a->rows + ext(c); q++, d += a->gw) {
+				int ih = r0 + q - c->ph;
+				if (ih >= 0 && ih < c->h)
+					put_row(d, cpu_src_at(xs, (long)ih * c->w), (size_t)c->w);
+			}
+		}
+}
+
+/* dy of filters [ob, ob + 16) of the item on the grid, as B's pairs,
+ * positions [0, kp) (rows of dyh a->kp apart) */
+AMX_TARGET static void pack_dy(const afg *a, const float *dy, int n0, int gn, int r0, int ob,
+                               long kp, uint16_t *dyh, uint32_t *dyp)
+{
+	const cpu_corr *c = &a->c;
+	long pix = (long)c->oh * c->ow;
+	int r1 = r0 + a->rows < c->oh ? r0 + a->rows : c->oh;
+
+	memset(dyh, 0, (size_t)16 * a->kp * sizeof *dyh);
+	for (int o = ob; o < ob + 16 && o < c->o; o++)
+		for (int b = 0; b < gn; b++) {
+			const float *src = dy + ((long)(n0 + b) * c->o + o) * pix + (long)r0 * c->ow;
+			uint16_t *d = dyh + (size_t)(o - ob) * a->kp + (size_t)b * a->bk;
+			for (int r = r0; r < r1; r++, src += c->ow, d += a->gw)
+				cpu_bf16_narrow_run(d, src, (size_t)c->ow);
+		}
+	for (long k2 = 0; k2 < kp / 2; k2 += 16) {
+		__m512i rv[16];
+		for (int o = 0; o < 16; o++)
+			rv[o] = _mm512_loadu_si512((const uint32_t *)(dyh + (size_t)o * a->kp) + k2);
+		cpu_amx_transpose16(rv, dyp + k2 * 16);
+	}
+}
+
+/* acc's tile += C tile T */
+#define ADD_TILE(T, acc, cb)                                                              \
+	do {                                                                              \
+		_tile_stored(T, cb, 64);                                                  \
+		for (int r_ = 0; r_ < 16; r_++)                                           \
+			_mm512_storeu_ps((acc) + 16 * r_,                                 \
+			                 _mm512_add_ps(_mm512_loadu_ps((acc) + 16 * r_),  \
+			                               _mm512_load_ps((cb) + 16 * r_)));  \
+	} while (0)
+
+/* acc[ob] += the item's tiles for filters [ob, ob + 16): v = sb kk + t */
+AMX_TARGET static void item_tiles(const afg *a, const uint16_t *sl, const uint32_t *dyp,
+                                  long kp, float *acc)
+{
+	const cpu_corr *c = &a->c;
+	int nv = a->sp / 16 * a->kk;
+	long sa = a->cs * 2;
+	float cb[256] __attribute__((aligned(64)));
+
+	for (int v = 0; v < nv; v += AT_ONCE) {
+		const uint16_t *ap[AT_ONCE];
+		int nu = nv - v < AT_ONCE ? nv - v : AT_ONCE;
+		for (int u = 0; u < nu; u++) {
+			int sb = (v + u) / a->kk, t = (v + u) % a->kk;
+			ap[u] = sl + (size_t)sb * 16 * a->cs + (long)(t / c->kw) * c->dil * a->gw +
+			        (long)(t % c->kw) * c->dil;
+		}
+		_tile_zero(0);
+		_tile_zero(1);
+		_tile_zero(2);
+		for (long k = 0; k < kp; k += 32) {
+			_tile_loadd(4, dyp + k / 2 * 16, 64);
+			_tile_loadd(5, ap[0] + k, sa);
+			_tile_dpbf16ps(0, 5, 4);
+			if (nu > 1) {
+				_tile_loadd(6, ap[1] + k, sa);
+				_tile_dpbf16ps(1, 6, 4);
+			}
+			if (nu > 2) {
+				_tile_loadd(7, ap[2] + k, sa);
+				_tile_dpbf16ps(2, 7, 4);
+			}
+		}
+		ADD_TILE(0, acc + (size_t)v * 256, cb);
+		if (nu > 1)
+			ADD_TILE(1, acc + (size_t)(v + 1) * 256, cb);
+		if (nu > 2)
+			ADD_TILE(2, acc + (size_t)(v + 2) * 256, cb);
+	}
+}
+
+typedef struct fjob {
+	cdp_backend *be;
+	afg a;
+	int n, nch, items, parts;
+	cpu_src x;
+	const float *dy;
+} fjob;
+
+/* part p's items (a fixed run of them) into its partial of dw */
+static void filter_part(void *ctx, int p)
+{
+	const fjob *j = ctx;
+	const afg *a = &j->a;
+	const cpu_corr *c = &a->c;
+	int kk = a->kk, lo = (int)((long)j->items * p / j->parts);
+	int hi = (int)((long)j->items * (p + 1) / j->parts);
+	size_t fk = (size_t)c->o * c->s * kk, nacc, ndyp, ndyh;
+	float *dwt = cpu_filter_partial(j->be, fk, p);
+	char *base = (char *)cpu_scratch(j->be, cpu_worker()) +
+	             al64(CPU_FILTER_PARTS * fk * sizeof(float));
+	float *acc;
+	uint32_t *dyp;
+	uint16_t *dyh, *sl;
+
+	item_bytes(a, &nacc, &ndyp, &ndyh);
+	acc = (float *)base;
+	dyp = (uint32_t *)(base + nacc);
+	dyh = (uint16_t *)(base + nacc + ndyp);
+	sl = (uint16_t *)(base + nacc + ndyp + ndyh);
+	memset(acc, 0, nacc);
+	cpu_bf16_amx_tiles();
+	for (int it = lo; it < hi; it++) {
+		int n0 = a->g > 1 ? it * a->g : it / j->nch, r0 = a->g > 1 ? 0 : it % j->nch * a->rows;
+		int gn = a->g > 1 ? (j->n - n0 < a->g ? j->n - n0 : a->g) : 1;
+		int r1 = r0 + a->rows < c->oh ? r0 + a->rows : c->oh;
+		/* the item's own positions: a last chunk or group may be short */
+		long kp = ((gn - 1) * a->bk + (long)(r1 - r0) * a->gw + 31) / 32 * 32;
+		fill(a, j->x, n0, gn, r0, sl);
+		for (int ob = 0; ob < a->op; ob += 16) {
+			pack_dy(a, j->dy, n0, gn, r0, ob, kp, dyh, dyp);
+			item_tiles(a, sl, dyp, kp, acc + (size_t)ob / 16 * (a->sp / 16) * kk * 256);
+		}
+	}
+	/* acc[ob][sb kk + t][s][o] -> dwt[o][s kk + t] */
+	for (int o = 0; o < c->o; o++)
+		for (int s = 0; s < c->s; s++)
+			for (int t = 0; t < kk; t++)
+				dwt[((size_t)o * c->s + s) * kk + t] =
+					acc[(((size_t)(o / 16) * (a->sp / 16) + s / 16) * kk + t) * 256 +
+					    (s % 16) * 16 + o % 16];
+}
+
+int cpu_amx_filter(cdp_backend *be, const cpu_corr *c, int n, cpu_src x, const float *dy,
+                   float *dw)
+{
+	fjob j = { .be = be, .a = make_afg(c, n), .n = n, .x = x, .dy = dy };
+	size_t fk = (size_t)c->o * c->s * c->kh * c->kw, x0, x1, x2;
+
+	if (al64(CPU_FILTER_PARTS * fk * sizeof(float)) + item_bytes(&j.a, &x0, &x1, &x2) >
+	    cpu_scratch_bytes(be) || cpu_bf16_amx_tiles() < 0)
+		return -1;
+	j.nch = (c->oh + j.a.rows - 1) / j.a.rows;
+	j.items = j.a.g > 1 ? (n + j.a.g - 1) / j.a.g : n * j.nch;
+	j.parts = cpu_filter_parts(be->threads, j.items, (long)n * c->oh * c->ow);
+	cpu_parallel_for(be, j.parts, filter_part, &j);
+	cpu_filter_reduce(be, j.parts, fk, dw);
+	return 0;
+}
+
+#else
+
+int cpu_amx_filter_takes(const cdp_backend *be, const cpu_corr *c)
+{
+	(void)be;
+	(void)c;
+	return 0;
+}
+
+size_t cpu_amx_filter_scratch(const cpu_corr *c)
+{
+	(void)c;
+	return 0;
+}
+
+int cpu_amx_filter(cdp_backend *be, const cpu_corr *c, int n, cpu_src x, const float *dy,
+                   float *dw)
+{
+	(void)be; (void)c; (void)n; (void)x; (void)dy; (void)dw;
+	return -1;
+}
+
+#endif
