@@ -24,7 +24,10 @@
  * are in flight at once (32 filters x 32 columns), as cpu_gemm_bf16.c's
  * amx_nn does, for TDPBF16PS's latency. Widths that are a multiple of 16
  * but not of 32 (16x16 planes) end on one column block; cpu_conv_kcol.c
- * takes these in the other sets.
+ * takes these in the other sets. With 8 channels or fewer the pairs'
+ * padding to 16 would be most of the tiles (the first layer's 3 bands:
+ * 2 pairs of 16, 5.4 ms against kcol's 3.3 for 3 -> 16 at 256x256, batch
+ * 8; 8 channels 1.7 against 1.3 ms at 128x128), so kcol takes those.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -70,7 +73,7 @@ static amxg make_g(const cpu_corr *c, long cap)
 
 int cpu_amx_corr_takes(const cdp_backend *be, const cpu_corr *c)
 {
-	return c->ow % 16 == 0 && cpu_bf16_uses_amx(be);
+	return c->ow % 16 == 0 && c->s > 8 && cpu_bf16_uses_amx(be);
 }
 
 size_t cpu_amx_scratch(const cpu_corr *c)

@@ -66,7 +66,8 @@ static inline void cpu_corr_finish(const float *bias, const cdp_bn_infer *bn, fl
 }
 
 /* cpu_conv_amx.c: forward or data of an output width that is a multiple
- * of 16 on AMX tiles, with be's bf16 set "amx"; cpu_amx_corr is
+ * of 16 and more than 8 channels on AMX tiles, with be's bf16 set "amx";
+ * cpu_amx_corr is
  * cpu_kcol_corr's call without the table, and returns -1 (nothing done)
  * where the scratch or the memory for the packed filters falls short.
  * cpu_amx_scratch: the per-thread scratch bytes it wants. */

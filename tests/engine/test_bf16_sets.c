@@ -381,18 +381,19 @@ static void test_conv(void)
 		 * set (rounding the transformed values), direct elsewhere */
 		{ 2, 64, 13, 14, 72, 3, 1, 1, 1 },
 		{ 4, 64, 32, 34, 66, 3, 1, 1, 1 },
-		/* widths of 32: the amx set's paired slices (cpu_conv_amx.c):
-		 * 40 channels (two tiles of pairs, the second half zeros) and
-		 * 40 filters (32 + 8 rows of C); 5 channels (a channel without
-		 * a partner), 20 filters; dilation 2; 64 channels at 256
-		 * columns, the slice in two chunks of rows */
+		/* widths of 32: the amx set's paired slices (cpu_conv_amx.c,
+		 * more than 8 channels; 8 or fewer go to kcol, as the first
+		 * case does): 40 channels (two tiles of pairs, the second half
+		 * zeros) and 40 filters (32 + 8 rows of C); 9 channels (a
+		 * channel without a partner), 20 filters; dilation 2; 64
+		 * channels at 256 columns, the slice in two chunks of rows */
 		{ 2, 40, 12, 32, 40, 3, 1, 1, 1 },
-		{ 1, 5, 10, 32, 20, 3, 1, 1, 1 },
-		{ 1, 6, 12, 32, 5, 3, 1, 2, 2 },
+		{ 1, 9, 10, 32, 20, 3, 1, 1, 1 },
+		{ 1, 10, 12, 32, 5, 3, 1, 2, 2 },
 		{ 1, 64, 40, 256, 8, 3, 1, 1, 1 },
 		/* widths of 16 and 48 (the last column block alone) */
 		{ 2, 24, 8, 16, 36, 3, 1, 1, 1 },
-		{ 1, 8, 6, 48, 20, 3, 1, 1, 1 },
+		{ 1, 12, 6, 48, 20, 3, 1, 1, 1 },
 		/* the amx set's filter gradient (cpu_conv_amx_filter.c) takes
 		 * the cases above of 8 channels or more and output widths of
 		 * 32 or more; here 9 channels (a block of 16 half zeros), 7
