@@ -79,11 +79,12 @@ static afg make_afg(const cpu_corr *c, int n)
 
 static size_t al64(size_t b) { return (b + 63) / 64 * 64; }
 
-/* bytes of the scratch after the partials: acc, dyp, dyh, slice */
+/* bytes of the scratch after the partials: acc, dyp (one block of 16
+ * filters at a time), dyh, slice */
 static size_t item_bytes(const afg *a, size_t *acc, size_t *dyp, size_t *dyh)
 {
 	*acc = al64((size_t)a->op * a->kk * a->sp * sizeof(float));
-	*dyp = al64((size_t)a->op * a->kp * 2);
+	*dyp = al64((size_t)16 * a->kp * 2);
 	*dyh = al64((size_t)16 * a->kp * 2);
 	return *acc + *dyp + *dyh + al64((size_t)a->sp * a->cs * 2);
 }
