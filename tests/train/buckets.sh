@@ -92,8 +92,14 @@ echo "--no-overlap: all $2 s exposed, the same losses"
 # batch 12: a step is mostly compute, so that few stops land while rank 1
 # is itself in a bucket call (which puts the stop in its own wait too): 2%
 # of the least against the most at batch 12, 17-20% at batch 4, with two
-# busy loops beside it; 18-28% against 29-32% with four to six
-$MP cdp-train $P --batch 12 --steps 40 --out "$T/slow" & mp=$!
+# busy loops beside it; 18-28% against 29-32% with four to six. Width 32:
+# at width 8 a step on a fast CPU (a Sapphire Rapids, 13 ms) was mostly
+# not the convolutions, so most stops landed in the loss's sum after
+# forward (allreduce_s), not in the gradients' wait: 0.36 s of 4.5 s
+# stopped. At width 32 the most was 51-59% of the stops, the least 0-21%
+# of the most, over 5 runs.
+PS="--db $T/pool --keys $T/train.keys --threads 1 -q --model $SMALL:depth=6,width=32 --log-every 1"
+$MP cdp-train $PS --batch 12 --steps 20 --out "$T/slow" & mp=$!
 r1=
 # a failure or an interrupt from here leaves no stopped rank, no mpirun
 trap 'kill -CONT $r1 2>/dev/null; kill $mp 2>/dev/null; rm -rf "$T"' EXIT
