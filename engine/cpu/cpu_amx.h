@@ -41,6 +41,34 @@ AMX_TARGET static inline void cpu_amx_transpose16(const __m512i *r, uint32_t *ds
 		_mm512_storeu_si512(dst + 16 * (12 + e), _mm512_shuffle_i32x4(wh, xh, 0xdd));
 	}
 }
+
+/* C tiles 0 .. n-1 (n of 1..3) zeroed, then summed over `steps` steps of
+ * TDPBF16PS, each tile its own chain: step i multiplies the tile at
+ * a[u] + 64 i bytes (16 rows sa bytes apart: natural bf16, 32 along K) by
+ * the shared one at b + 1024 i bytes (16 rows of 64 bytes: VNNI pairs),
+ * loaded once for the n products. Tiles 4-7 hold the operands. */
+AMX_TARGET static inline void cpu_amx_chains(int n, long steps, const void *b,
+                                             const void *const a[3], long sa)
+{
+	const char *bp = b, *a0 = a[0], *a1 = a[1], *a2 = a[2];
+
+	_tile_zero(0);
+	_tile_zero(1);
+	_tile_zero(2);
+	for (long i = 0; i < steps; i++) {
+		_tile_loadd(4, bp + 1024 * i, 64);
+		_tile_loadd(5, a0 + 64 * i, sa);
+		_tile_dpbf16ps(0, 5, 4);
+		if (n > 1) {
+			_tile_loadd(6, a1 + 64 * i, sa);
+			_tile_dpbf16ps(1, 6, 4);
+		}
+		if (n > 2) {
+			_tile_loadd(7, a2 + 64 * i, sa);
+			_tile_dpbf16ps(2, 7, 4);
+		}
+	}
+}
 #endif
 
 #endif

@@ -35,7 +35,7 @@
 #include "cpu_amx.h"
 
 #define ITEM_BYTES (1024L * 1024)   /* slice and dy of an item, near L2 */
-#define AT_ONCE 3                   /* C tiles in flight */
+#define AT_ONCE 3                   /* C tiles in flight (cpu_amx_chains) */
 
 typedef struct afg {
 	cpu_corr c;
@@ -79,14 +79,21 @@ static afg make_afg(const cpu_corr *c, int n)
 
 static size_t al64(size_t b) { return (b + 63) / 64 * 64; }
 
-/* bytes of the scratch after the partials: acc, dyp (one block of 16
- * filters at a time), dyh, slice */
-static size_t item_bytes(const afg *a, size_t *acc, size_t *dyp, size_t *dyh)
+/* A thread's scratch, byte offsets: the partials of dw (cpu_iconv.h),
+ * then acc, dyp (one block of 16 filters at a time), dyh, the slice */
+typedef struct fscr { size_t acc, dyp, dyh, sl, end; } fscr;
+
+static fscr scratch_of(const afg *a)
 {
-	*acc = al64((size_t)a->op * a->kk * a->sp * sizeof(float));
-	*dyp = al64((size_t)16 * a->kp * 2);
-	*dyh = al64((size_t)16 * a->kp * 2);
-	return *acc + *dyp + *dyh + al64((size_t)a->sp * a->cs * 2);
+	const cpu_corr *c = &a->c;
+	fscr f;
+
+	f.acc = al64(CPU_FILTER_PARTS * (size_t)c->o * c->s * a->kk * sizeof(float));
+	f.dyp = f.acc + al64((size_t)a->op * a->kk * a->sp * sizeof(float));
+	f.dyh = f.dyp + al64((size_t)16 * a->kp * 2);
+	f.sl = f.dyh + al64((size_t)16 * a->kp * 2);
+	f.end = f.sl + al64((size_t)a->sp * a->cs * 2);
+	return f;
 }
 
 int cpu_amx_filter_takes(const cdp_backend *be, const cpu_corr *c)
@@ -97,10 +104,8 @@ int cpu_amx_filter_takes(const cdp_backend *be, const cpu_corr *c)
 size_t cpu_amx_filter_scratch(const cpu_corr *c)
 {
 	afg a = make_afg(c, 1 << 20);
-	size_t x, y, z;
 
-	return al64(CPU_FILTER_PARTS * (size_t)c->o * c->s * c->kh * c->kw * sizeof(float)) +
-	       item_bytes(&a, &x, &y, &z);
+	return scratch_of(&a).end;
 }
 
 /* n values as bf16: the bits, or rounded */
@@ -177,29 +182,14 @@ AMX_TARGET static void item_tiles(const afg *a, const uint16_t *sl, const uint32
 	float cb[256] __attribute__((aligned(64)));
 
 	for (int v = 0; v < nv; v += AT_ONCE) {
-		const uint16_t *ap[AT_ONCE];
+		const void *ap[AT_ONCE] = { sl, sl, sl };
 		int nu = nv - v < AT_ONCE ? nv - v : AT_ONCE;
 		for (int u = 0; u < nu; u++) {
 			int sb = (v + u) / a->kk, t = (v + u) % a->kk;
 			ap[u] = sl + (size_t)sb * 16 * a->cs + (long)(t / c->kw) * c->dil * a->gw +
 			        (long)(t % c->kw) * c->dil;
 		}
-		_tile_zero(0);
-		_tile_zero(1);
-		_tile_zero(2);
-		for (long k = 0; k < kp; k += 32) {
-			_tile_loadd(4, dyp + k / 2 * 16, 64);
-			_tile_loadd(5, ap[0] + k, sa);
-			_tile_dpbf16ps(0, 5, 4);
-			if (nu > 1) {
-				_tile_loadd(6, ap[1] + k, sa);
-				_tile_dpbf16ps(1, 6, 4);
-			}
-			if (nu > 2) {
-				_tile_loadd(7, ap[2] + k, sa);
-				_tile_dpbf16ps(2, 7, 4);
-			}
-		}
+		cpu_amx_chains(nu, kp / 32, dyp, ap, sa);
 		ADD_TILE(0, acc + (size_t)v * 256, cb);
 		if (nu > 1)
 			ADD_TILE(1, acc + (size_t)(v + 1) * 256, cb);
@@ -224,20 +214,15 @@ static void filter_part(void *ctx, int p)
 	const cpu_corr *c = &a->c;
 	int kk = a->kk, lo = (int)((long)j->items * p / j->parts);
 	int hi = (int)((long)j->items * (p + 1) / j->parts);
-	size_t fk = (size_t)c->o * c->s * kk, nacc, ndyp, ndyh;
+	size_t fk = (size_t)c->o * c->s * kk;
 	float *dwt = cpu_filter_partial(j->be, fk, p);
-	char *base = (char *)cpu_scratch(j->be, cpu_worker()) +
-	             al64(CPU_FILTER_PARTS * fk * sizeof(float));
-	float *acc;
-	uint32_t *dyp;
-	uint16_t *dyh, *sl;
+	char *base = (char *)cpu_scratch(j->be, cpu_worker());
+	fscr f = scratch_of(a);
+	float *acc = (float *)(base + f.acc);
+	uint32_t *dyp = (uint32_t *)(base + f.dyp);
+	uint16_t *dyh = (uint16_t *)(base + f.dyh), *sl = (uint16_t *)(base + f.sl);
 
-	item_bytes(a, &nacc, &ndyp, &ndyh);
-	acc = (float *)base;
-	dyp = (uint32_t *)(base + nacc);
-	dyh = (uint16_t *)(base + nacc + ndyp);
-	sl = (uint16_t *)(base + nacc + ndyp + ndyh);
-	memset(acc, 0, nacc);
+	memset(acc, 0, f.dyp - f.acc);
 	cpu_bf16_amx_tiles();
 	for (int it = lo; it < hi; it++) {
 		int n0 = a->g > 1 ? it * a->g : it / j->nch, r0 = a->g > 1 ? 0 : it % j->nch * a->rows;
@@ -264,10 +249,9 @@ int cpu_amx_filter(cdp_backend *be, const cpu_corr *c, int n, cpu_src x, const f
                    float *dw)
 {
 	fjob j = { .be = be, .a = make_afg(c, n), .n = n, .x = x, .dy = dy };
-	size_t fk = (size_t)c->o * c->s * c->kh * c->kw, x0, x1, x2;
+	size_t fk = (size_t)c->o * c->s * c->kh * c->kw;
 
-	if (al64(CPU_FILTER_PARTS * fk * sizeof(float)) + item_bytes(&j.a, &x0, &x1, &x2) >
-	    cpu_scratch_bytes(be) || cpu_bf16_amx_tiles() < 0)
+	if (scratch_of(&j.a).end > cpu_scratch_bytes(be) || cpu_bf16_amx_tiles() < 0)
 		return -1;
 	j.nch = (c->oh + j.a.rows - 1) / j.a.rows;
 	j.items = j.a.g > 1 ? (n + j.a.g - 1) / j.a.g : n * j.nch;

@@ -1064,22 +1064,8 @@ AMX_TARGET static void amx_nts(int m, int n, int ns, int seg, const float *a, lo
 					int rows = m - ib < 16 ? m - ib : 16;
 					const uint32_t *ai = av + (size_t)ib * kp;
 					float *ci = c + (long)ib * ldc + jb;
-					_tile_zero(0);
-					_tile_zero(1);
-					_tile_zero(2);
-					for (long p = 0; p < kp; p += 16) {
-						_tile_loadd(4, ai + p * 16, 64);
-						_tile_loadd(5, bn + p, kp * 4);
-						_tile_dpbf16ps(0, 5, 4);
-						if (nj > 1) {
-							_tile_loadd(6, bn + 16 * kp + p, kp * 4);
-							_tile_dpbf16ps(1, 6, 4);
-						}
-						if (nj > 2) {
-							_tile_loadd(7, bn + 32 * kp + p, kp * 4);
-							_tile_dpbf16ps(2, 7, 4);
-						}
-					}
+					const void *bq[3] = { bn, bn + 16 * kp, bn + 32 * kp };
+					cpu_amx_chains(nj, kp / 16, ai, bq, kp * 4);
 					_tile_stored(0, cb, 64);
 					nts_add(cb, ci, ldc, rows, n - jb);
 					if (nj > 1) {
