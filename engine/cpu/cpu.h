@@ -135,9 +135,10 @@ int cpu_kgemm_bf16_force(const char *name);
 int cpu_bf16_rounds_copies(const cdp_backend *be);
 /* Whether be's bf16 products are VDPBF16PS's (the avx512bf16 set): then
  * Winograd's gemms take their filters packed (cpu_bf16f_nn_packed) and
- * round the transformed values, not the input (cpu_conv_wino.c). */
+ * round the transformed values, not the input (cpu_conv_wino.c), and the
+ * implicit convolutions read a slice of pairs (cpu_conv_pairs.c). */
 int cpu_bf16_packs_pairs(const cdp_backend *be);
-/* be computes in bf16 with the "amx" set (cpu_conv_amx.c's rows) */
+/* be computes in bf16 with the "amx" set (cpu_conv_pairs.c's tiles) */
 int cpu_bf16_uses_amx(const cdp_backend *be);
 /* y[0..n) = x rounded to bf16 (y == x allowed) */
 void cpu_bf16_round_run(float *y, const float *x, size_t n);

@@ -1,4 +1,4 @@
-/* cpu_amx.h: what the AMX kernels share (cpu_gemm_bf16.c, cpu_conv_amx.c,
+/* cpu_amx.h: what the AMX kernels share (cpu_gemm_bf16.c, cpu_conv_pairs.c,
  * cpu_conv_amx_filter.c), private to them; only where the compiler has the
  * AMX and AVX-512 intrinsics (CPU_BF16_KERNELS, cpu.h). */
 #ifndef CDP_CPU_AMX_H

@@ -16,9 +16,10 @@
  *             correlation of dy with the flipped kernel
  * and the filter gradient is dw (F, C*KH*KW) += dy (F, pixels) B^T with the
  * same table over x.
- * With the bf16 set "amx", widths that are a multiple of 16 go to
- * cpu_conv_amx.c instead (its slice holds pairs of channels in bf16, which
- * the tiles load as they lie).
+ * With the bf16 sets "amx" (widths a multiple of 16) and "avx512bf16",
+ * inputs of more than 8 channels go to cpu_conv_pairs.c instead (its
+ * slice holds pairs of channels in bf16, which the products load as they
+ * lie).
  * This file takes output widths that are a multiple of 32 (a whole number
  * of the kernels' column tiles): the gemm runs once per output row,
  * writing straight into out, and the filter gradient reads dy's rows in
@@ -95,10 +96,10 @@ size_t cpu_iconv_scratch(const cdp_backend *be, const cdp_conv_desc *d)
 	size_t fl = cpu_kcol_filter_scratch(&pf, d->f);
 	size_t m = a > b ? a : b;
 
-	if (cpu_amx_corr_takes(be, &pf) && cpu_amx_scratch(&pf) > m)
-		m = cpu_amx_scratch(&pf);
-	if (cpu_amx_corr_takes(be, &pd) && cpu_amx_scratch(&pd) > m)
-		m = cpu_amx_scratch(&pd);
+	if (cpu_pairs_corr_takes(be, &pf) && cpu_pairs_scratch(be, &pf) > m)
+		m = cpu_pairs_scratch(be, &pf);
+	if (cpu_pairs_corr_takes(be, &pd) && cpu_pairs_scratch(be, &pd) > m)
+		m = cpu_pairs_scratch(be, &pd);
 	if (cpu_amx_filter_takes(be, &pf) && cpu_amx_filter_scratch(&pf) > fl)
 		fl = cpu_amx_filter_scratch(&pf);
 
@@ -224,8 +225,8 @@ static void run_corr(cdp_backend *be, const cpu_corr *p, int n, cpu_src in,
 		cpu_wino_corr(be, p, n, in, a, rs, bias, bn, beta, out, u, fwd);
 		return;
 	}
-	if (cpu_amx_corr_takes(be, p) &&
-	    cpu_amx_corr(be, p, n, in, a, rs, bias, bn, beta, out) == 0)
+	if (cpu_pairs_corr_takes(be, p) &&
+	    cpu_pairs_corr(be, p, n, in, a, rs, bias, bn, beta, out) == 0)
 		return;
 	if (cpu_kcol_takes(p)) {
 		cpu_kcol_corr(be, p, n, in, a, rs, bias, bn, beta, out, tab);

@@ -9,7 +9,7 @@
  *  - amx (AMX-TILE and AMX-BF16, granted by the kernel; Sapphire Rapids and
  *    later): nn and nt on tiles (amx_nn, amx_nts below: TDPBF16PS,
  *    16 x 16 x 32 per instruction); the implicit convolutions' forward and
- *    data gradient go to cpu_conv_amx.c instead, whose slice is already in
+ *    data gradient go to cpu_conv_pairs.c instead, whose slice is already in
  *    the tiles' pairs.
  *  - avx512bf16 (the CPU has AVX512_BF16, AVX512F and AVX512BW): VDPBF16PS
  *    adds two products of bf16 pairs to each fp32 lane.
@@ -19,6 +19,9 @@
  *      16 column pairs, and a tile of 8 rows x 32 columns of C takes 16
  *      VDPBF16PS per pair of k, where fp32 takes 32 FMAs. Columns past
  *      the last 16 use masked loads and stores, so there is no scalar tail.
+ *      The implicit convolutions' forward and data gradient of more than
+ *      8 channels go to cpu_conv_pairs.c, whose slice is already in
+ *      pairs: no conversion in its products.
  *    nt: dot products along k, A's and B's rows converted 32 floats at a
  *      time (the same permutation on both sides leaves a dot product
  *      unchanged), 4 x 6 per tile, the last partial step masked.

@@ -65,15 +65,15 @@ static inline void cpu_corr_finish(const float *bias, const cdp_bn_infer *bn, fl
 		cpu_bn_post_run(bn, q, on + ((size_t)q * oh + r0) * ow, (size_t)(r1 - r0) * ow);
 }
 
-/* cpu_conv_amx.c: forward or data of an output width that is a multiple
- * of 16 and more than 8 channels on AMX tiles, with be's bf16 set "amx";
- * cpu_amx_corr is
- * cpu_kcol_corr's call without the table, and returns -1 (nothing done)
- * where the scratch or the memory for the packed filters falls short.
- * cpu_amx_scratch: the per-thread scratch bytes it wants. */
-int cpu_amx_corr_takes(const cdp_backend *be, const cpu_corr *c);
-size_t cpu_amx_scratch(const cpu_corr *c);
-int cpu_amx_corr(cdp_backend *be, const cpu_corr *p, int n, cpu_src in, const float *a,
+/* cpu_conv_pairs.c: forward or data of more than 8 channels in, with
+ * be's bf16 set "amx" (output widths a multiple of 16) or "avx512bf16"
+ * (every width), from a slice of bf16 pairs of channels; cpu_pairs_corr
+ * is cpu_kcol_corr's call without the table, and returns -1 (nothing
+ * done) where the scratch or the memory for the packed filters falls
+ * short. cpu_pairs_scratch: the per-thread scratch bytes it wants. */
+int cpu_pairs_corr_takes(const cdp_backend *be, const cpu_corr *c);
+size_t cpu_pairs_scratch(const cdp_backend *be, const cpu_corr *c);
+int cpu_pairs_corr(cdp_backend *be, const cpu_corr *p, int n, cpu_src in, const float *a,
                  long rs, const float *bias, const cdp_bn_infer *bn, float beta, float *out);
 
 /* cpu_conv_amx_filter.c: the filter gradient (dw +=) on AMX tiles with

@@ -381,9 +381,12 @@ static void test_conv(void)
 		 * set (rounding the transformed values), direct elsewhere */
 		{ 2, 64, 13, 14, 72, 3, 1, 1, 1 },
 		{ 4, 64, 32, 34, 66, 3, 1, 1, 1 },
-		/* widths of 32: the amx set's paired slices (cpu_conv_amx.c,
+		/* widths of 32: the amx set's paired slices (cpu_conv_pairs.c,
 		 * more than 8 channels; 8 or fewer go to kcol, as the first
-		 * case does): 40 channels (two tiles of pairs, the second half
+		 * case does; the avx512bf16 set's VDPBF16PS takes every case
+		 * of more than 8 channels that Winograd does not, the narrow
+		 * planes above read as one long row of the padded grid, whose
+		 * pieces of rows the stores split again): 40 channels (two tiles of pairs, the second half
 		 * zeros) and 40 filters (32 + 8 rows of C); 9 channels (a
 		 * channel without a partner), 20 filters; dilation 2; 64
 		 * channels at 256 columns, the slice in two chunks of rows */
