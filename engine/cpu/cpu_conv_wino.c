@@ -62,7 +62,11 @@
 #pragma GCC optimize ("tree-vectorize", "vect-cost-model=dynamic", "no-trapping-math")
 #endif
 
-#define WINO_FLOATS (384 * 1024)  /* V and M of one item, about 1.5 MB */
+/* V and M of one item, 768 KiB: inside a Zen 4's L2 (1 MiB) and half a
+ * Sapphire Rapids'; 1.5 MiB before, which on the latter ran the forward
+ * and data of 32 and 64 channels 12-15% slower (fp32, 2 threads, best
+ * of 5 alternated; 128 channels and more the same either way) */
+#define WINO_FLOATS (192 * 1024)
 #define WINO_MIN_TILES 128         /* the least TB worth a gemm */
 /* 64 while the filter gradient was direct; with it by Winograd too, 32
  * channels in and out gain in all three ops together (8x32x128^2: data
