@@ -1,6 +1,7 @@
 /* cpu_amx.h: what the AMX kernels share (cpu_gemm_bf16.c, cpu_conv_pairs.c,
- * cpu_conv_amx_filter.c), private to them; only where the compiler has the
- * AMX and AVX-512 intrinsics (CPU_BF16_KERNELS, cpu.h). */
+ * cpu_conv_grid_filter.c), and with them the VDPBF16PS kernels of the last
+ * two, private to them; only where the compiler has the AMX and AVX-512
+ * intrinsics (CPU_BF16_KERNELS, cpu.h). */
 #ifndef CDP_CPU_AMX_H
 #define CDP_CPU_AMX_H
 
@@ -12,10 +13,12 @@
 
 #define AMX_TARGET \
 	__attribute__((target("amx-tile,amx-bf16,avx512bf16,avx512f,avx512bw,avx512vl")))
+/* the VDPBF16PS kernels' (the avx512bf16 set), a subset of AMX_TARGET */
+#define DP_TARGET __attribute__((target("avx512bf16,avx512f,avx512bw,avx512vl")))
 
 /* dst[16c + r] = r[r][c]: a 16 x 16 transpose of 32-bit elements (of bf16
  * pairs: row r's pairs become column r) */
-AMX_TARGET static inline void cpu_amx_transpose16(const __m512i *r, uint32_t *dst)
+DP_TARGET static inline void cpu_amx_transpose16(const __m512i *r, uint32_t *dst)
 {
 	__m512i t[16], u[16];
 

@@ -100,8 +100,8 @@ size_t cpu_iconv_scratch(const cdp_backend *be, const cdp_conv_desc *d)
 		m = cpu_pairs_scratch(be, &pf);
 	if (cpu_pairs_corr_takes(be, &pd) && cpu_pairs_scratch(be, &pd) > m)
 		m = cpu_pairs_scratch(be, &pd);
-	if (cpu_amx_filter_takes(be, &pf) && cpu_amx_filter_scratch(&pf) > fl)
-		fl = cpu_amx_filter_scratch(&pf);
+	if (cpu_grid_filter_takes(be, &pf) && cpu_grid_filter_scratch(be, &pf) > fl)
+		fl = cpu_grid_filter_scratch(be, &pf);
 
 	if (cpu_wino_takes(be, &pf)) {
 		if (cpu_wino_scratch(&pf) > m)
@@ -263,7 +263,8 @@ void cpu_iconv_data(cdp_backend *be, const cdp_conv_desc *d, const float *dy,
 }
 
 /* The filter gradient is cpu_conv_winof.c's where the forward is
- * Winograd's, cpu_conv_amx_filter.c's with the amx set, else
+ * Winograd's, cpu_conv_grid_filter.c's with the amx and avx512bf16 sets
+ * (8 channels or more, widths of 32 or more), else
  * cpu_conv_kcol.c's at every width: its sums run over
  * contiguous chunks of at least 1024 pixels (whole samples of small
  * planes), which took 4-23% less time than sums over this file's padded
@@ -275,7 +276,7 @@ void cpu_iconv_filter(cdp_backend *be, const cdp_conv_desc *d, const void *x,
 
 	if (cpu_wino_takes(be, &p))
 		cpu_winof_filter(be, &p, d->n, cpu_src_of(x, d->xh), dy, dw, wino_u(d, ws));
-	else if (!cpu_amx_filter_takes(be, &p) ||
-	         cpu_amx_filter(be, &p, d->n, cpu_src_of(x, d->xh), dy, dw) < 0)
+	else if (!cpu_grid_filter_takes(be, &p) ||
+	         cpu_grid_filter(be, &p, d->n, cpu_src_of(x, d->xh), dy, dw) < 0)
 		cpu_kcol_filter(be, &p, d->n, cpu_src_of(x, d->xh), dy, dw, ws);
 }

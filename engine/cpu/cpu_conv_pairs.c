@@ -45,7 +45,6 @@
 #include "cpu_amx.h"
 #define CHUNK_BYTES (1024L * 1024)
 #define DP_CHUNK_BYTES (512L * 1024)
-#define DP_TARGET __attribute__((target("avx512bf16,avx512f,avx512bw,avx512vl")))
 #define DP_MR 8
 #define DP_NV 2
 

@@ -76,13 +76,14 @@ size_t cpu_pairs_scratch(const cdp_backend *be, const cpu_corr *c);
 int cpu_pairs_corr(cdp_backend *be, const cpu_corr *p, int n, cpu_src in, const float *a,
                  long rs, const float *bias, const cdp_bn_infer *bn, float beta, float *out);
 
-/* cpu_conv_amx_filter.c: the filter gradient (dw +=) on AMX tiles with
- * be's bf16 set "amx" (8 input channels or more); -1 (nothing done) where
- * the scratch falls short. cpu_amx_filter_scratch: the per-thread scratch
+/* cpu_conv_grid_filter.c: the filter gradient (dw +=) with be's bf16 set
+ * "amx" (on tiles) or "avx512bf16" (VDPBF16PS), 8 input channels or more
+ * and output widths of 32 or more; -1 (nothing done) where
+ * the scratch falls short. cpu_grid_filter_scratch: the per-thread scratch
  * bytes it wants, the partials included. */
-int cpu_amx_filter_takes(const cdp_backend *be, const cpu_corr *c);
-size_t cpu_amx_filter_scratch(const cpu_corr *c);
-int cpu_amx_filter(cdp_backend *be, const cpu_corr *c, int n, cpu_src x, const float *dy,
+int cpu_grid_filter_takes(const cdp_backend *be, const cpu_corr *c);
+size_t cpu_grid_filter_scratch(const cdp_backend *be, const cpu_corr *c);
+int cpu_grid_filter(cdp_backend *be, const cpu_corr *c, int n, cpu_src x, const float *dy,
                    float *dw);
 
 /* Forward or data goes to cpu_conv_kcol.c. The caller's table (tab

@@ -397,7 +397,8 @@ static void test_conv(void)
 		/* widths of 16 and 48 (the last column block alone) */
 		{ 2, 24, 8, 16, 36, 3, 1, 1, 1 },
 		{ 1, 12, 6, 48, 20, 3, 1, 1, 1 },
-		/* the amx set's filter gradient (cpu_conv_amx_filter.c) takes
+		/* the amx and avx512bf16 sets' filter gradient
+		 * (cpu_conv_grid_filter.c) takes
 		 * the cases above of 8 channels or more and output widths of
 		 * 32 or more; here 9 channels (a block of 16 half zeros), 7
 		 * filters, dilation 2, an odd padded width (37, laid 38 wide) */

@@ -1,13 +1,16 @@
-/* cpu_conv_amx_filter.c: the implicit convolution's filter gradient
- * (cpu_iconv.h) on AMX tiles, for the bf16 set "amx":
+/* cpu_conv_grid_filter.c: the implicit convolution's filter gradient
+ * (cpu_iconv.h) for the bf16 sets "amx" (on tiles) and "avx512bf16"
+ * (VDPBF16PS), on a padded grid of positions:
  *     dw[o, (s, i, j)] += sum over pixels p of dy[o, p] x[s, p + tap(i, j)]
  *
  * cpu_conv_kcol.c's filter gradient widens the bf16 input into one float
- * copy per kernel column, and amx_nts (cpu_gemm_bf16.c) rounds every row
- * of that copy to bf16 again for each kernel row: each input value is
- * converted kh * kw times, and that was a third of amx_nts's time. Here
- * the input of a chunk is laid once, in bf16 as it is (the stash's bits,
- * or rounded once), on a padded grid gw wide (w + 2 pw, even):
+ * copy per kernel column, and its products round every row of that copy
+ * to bf16 again for each kernel row (amx_nts), or convert both operands
+ * 32 values at a time for every product (nt_seg's VDPBF16PS): each input
+ * value is converted kh * kw times or more; on tiles that was a third of
+ * amx_nts's time. Here the input of a chunk is laid once, in bf16 as it
+ * is (the stash's bits, or rounded once), on a padded grid gw wide
+ * (w + 2 pw, even):
  *     sl[s][q][col] = x[s, r0 + q - ph, col - pw]   (0 outside the image)
  * so that tap (i, j) of all 16 channels of a block is one tile of A as it
  * lies: 16 rows cs apart, starting i dil gw + j dil further on. K runs
@@ -18,11 +21,15 @@
  * transpose), once per chunk for all taps and channels. A tile of C is
  * C[s][o] for one tap and one block each of channels and filters; three
  * of them share each tile of B, three chains of TDPBF16PS in flight.
+ * VDPBF16PS takes the same B a vector at a time (16 filters, a pair of
+ * positions) and multiplies it by a broadcast pair of the slice, the two
+ * neighbours at a tap's offset (one 32-bit load), for 8 (channel, tap)
+ * sums at once; no conversion in either loop.
  * Small planes take several samples per item (each a block of grid rows
  * bk apart), so a chain sums over at least a few hundred positions.
  *
- * Each C tile is added into a float accumulator laid as the tiles
- * (acc[ob][s-block, tap][16 s][16 o]) after each item; a part's
+ * Each C tile (each vector) is added into a float accumulator laid as
+ * the tiles (acc[ob][s-block, tap][16 s][16 o]) after each item; a part's
  * accumulator goes into its partial of dw (cpu_iconv.h) at its end. So
  * each dw element is summed over one item's positions in order, then over
  * the part's items in order, then over the parts: the bits depend on the
@@ -36,9 +43,11 @@
 
 #define ITEM_BYTES (1024L * 1024)   /* slice and dy of an item, near L2 */
 #define AT_ONCE 3                   /* C tiles in flight (cpu_amx_chains) */
+#define DP_RUN 8                    /* (channel, tap) sums at once (vec_run) */
 
 typedef struct afg {
 	cpu_corr c;
+	int amx;                 /* on tiles (item_tiles), else VDPBF16PS (item_vec) */
 	int kk, sp, op;          /* taps; channels and filters, rounded up to 16 */
 	int gw;                  /* grid width */
 	int rows, g;             /* output rows per block; blocks (samples) per item */
@@ -50,9 +59,9 @@ typedef struct afg {
 static int ext(const cpu_corr *c) { return c->dil * (c->kh - 1); }
 
 /* the item's shape for a batch of n; n large: the scratch's upper bound */
-static afg make_afg(const cpu_corr *c, int n)
+static afg make_afg(const cpu_corr *c, int amx, int n)
 {
-	afg a = { .c = *c, .kk = c->kh * c->kw, .sp = (c->s + 15) / 16 * 16,
+	afg a = { .c = *c, .amx = amx, .kk = c->kh * c->kw, .sp = (c->s + 15) / 16 * 16,
 	          .op = (c->o + 15) / 16 * 16, .gw = (c->w + 2 * c->pw + 1) / 2 * 2 };
 	long row = (long)(a.sp + a.op) * a.gw * 2, r = ITEM_BYTES / row - ext(c), g = 1;
 
@@ -96,14 +105,14 @@ static fscr scratch_of(const afg *a)
 	return f;
 }
 
-int cpu_amx_filter_takes(const cdp_backend *be, const cpu_corr *c)
+int cpu_grid_filter_takes(const cdp_backend *be, const cpu_corr *c)
 {
-	return cpu_bf16_uses_amx(be) && c->s >= 8 && c->ow >= 32;
+	return c->s >= 8 && c->ow >= 32 && (cpu_bf16_uses_amx(be) || cpu_bf16_packs_pairs(be));
 }
 
-size_t cpu_amx_filter_scratch(const cpu_corr *c)
+size_t cpu_grid_filter_scratch(const cdp_backend *be, const cpu_corr *c)
 {
-	afg a = make_afg(c, 1 << 20);
+	afg a = make_afg(c, cpu_bf16_uses_amx(be), 1 << 20);
 
 	return scratch_of(&a).end;
 }
@@ -139,7 +148,7 @@ static void fill(const afg *a, cpu_src x, int n0, int gn, int r0, uint16_t *sl)
 
 /* dy of filters [ob, ob + 16) of the item on the grid, as B's pairs,
  * positions [0, kp) (rows of dyh a->kp apart) */
-AMX_TARGET static void pack_dy(const afg *a, const float *dy, int n0, int gn, int r0, int ob,
+DP_TARGET static void pack_dy(const afg *a, const float *dy, int n0, int gn, int r0, int ob,
                                long kp, uint16_t *dyh, uint32_t *dyp)
 {
 	const cpu_corr *c = &a->c;
@@ -198,6 +207,56 @@ AMX_TARGET static void item_tiles(const afg *a, const uint16_t *sl, const uint32
 	}
 }
 
+/* acc's vectors for (s, t) = v0 .. v0 + r - 1 (v = s kk + t), 16 filters
+ * each, += the item's sums over its kp positions, a pair of positions per
+ * VDPBF16PS: dy's pairs for the 16 filters (dyp) times the pair of the
+ * slice's bf16 at the tap's offset, broadcast (two neighbours on the
+ * grid: one 32-bit load) */
+DP_TARGET __attribute__((always_inline)) static inline void
+vec_run(const int r, const afg *a, const uint16_t *sl, const uint32_t *dyp, long kp, int v0,
+        float *acc)
+{
+	const cpu_corr *c = &a->c;
+	const uint16_t *p[DP_RUN];
+	__m512 sum[DP_RUN];
+
+	#pragma GCC unroll 8
+	for (int u = 0; u < r; u++) {
+		int sc = (v0 + u) / a->kk, t = (v0 + u) % a->kk;
+		p[u] = sl + (size_t)sc * a->cs + (long)(t / c->kw) * c->dil * a->gw +
+		       (long)(t % c->kw) * c->dil;
+		sum[u] = _mm512_setzero_ps();
+	}
+	for (long k2 = 0; k2 < kp / 2; k2++) {
+		__m512bh b = (__m512bh)_mm512_loadu_si512(dyp + 16 * k2);
+		#pragma GCC unroll 8
+		for (int u = 0; u < r; u++) {
+			int32_t x;
+			memcpy(&x, p[u] + 2 * k2, sizeof x);
+			sum[u] = _mm512_dpbf16_ps(sum[u], (__m512bh)_mm512_set1_epi32(x), b);
+		}
+	}
+	#pragma GCC unroll 8
+	for (int u = 0; u < r; u++) {
+		int sc = (v0 + u) / a->kk, t = (v0 + u) % a->kk;
+		float *d = acc + ((size_t)(sc / 16) * a->kk + t) * 256 + (sc % 16) * 16;
+		_mm512_storeu_ps(d, _mm512_add_ps(_mm512_loadu_ps(d), sum[u]));
+	}
+}
+
+/* acc[ob] += the item's sums for filters [ob, ob + 16) by VDPBF16PS, in
+ * acc's layout of tiles (item_tiles) */
+DP_TARGET static void item_vec(const afg *a, const uint16_t *sl, const uint32_t *dyp, long kp,
+                               float *acc)
+{
+	int nv = a->c.s * a->kk, v = 0;
+
+	for (; v + DP_RUN <= nv; v += DP_RUN)
+		vec_run(DP_RUN, a, sl, dyp, kp, v, acc);
+	for (; v < nv; v++)
+		vec_run(1, a, sl, dyp, kp, v, acc);
+}
+
 typedef struct fjob {
 	cdp_backend *be;
 	afg a;
@@ -223,7 +282,8 @@ static void filter_part(void *ctx, int p)
 	uint16_t *dyh = (uint16_t *)(base + f.dyh), *sl = (uint16_t *)(base + f.sl);
 
 	memset(acc, 0, f.dyp - f.acc);
-	cpu_bf16_amx_tiles();
+	if (a->amx)
+		cpu_bf16_amx_tiles();
 	for (int it = lo; it < hi; it++) {
 		int n0 = a->g > 1 ? it * a->g : it / j->nch, r0 = a->g > 1 ? 0 : it % j->nch * a->rows;
 		int gn = a->g > 1 ? (j->n - n0 < a->g ? j->n - n0 : a->g) : 1;
@@ -232,8 +292,12 @@ static void filter_part(void *ctx, int p)
 		long kp = ((gn - 1) * a->bk + (long)(r1 - r0) * a->gw + 31) / 32 * 32;
 		fill(a, j->x, n0, gn, r0, sl);
 		for (int ob = 0; ob < a->op; ob += 16) {
+			float *ab = acc + (size_t)ob / 16 * (a->sp / 16) * kk * 256;
 			pack_dy(a, j->dy, n0, gn, r0, ob, kp, dyh, dyp);
-			item_tiles(a, sl, dyp, kp, acc + (size_t)ob / 16 * (a->sp / 16) * kk * 256);
+			if (a->amx)
+				item_tiles(a, sl, dyp, kp, ab);
+			else
+				item_vec(a, sl, dyp, kp, ab);
 		}
 	}
 	/* acc[ob][sb kk + t][s][o] -> dwt[o][s kk + t] */
@@ -245,13 +309,14 @@ static void filter_part(void *ctx, int p)
 					    (s % 16) * 16 + o % 16];
 }
 
-int cpu_amx_filter(cdp_backend *be, const cpu_corr *c, int n, cpu_src x, const float *dy,
+int cpu_grid_filter(cdp_backend *be, const cpu_corr *c, int n, cpu_src x, const float *dy,
                    float *dw)
 {
-	fjob j = { .be = be, .a = make_afg(c, n), .n = n, .x = x, .dy = dy };
+	int amx = cpu_bf16_uses_amx(be);
+	fjob j = { .be = be, .a = make_afg(c, amx, n), .n = n, .x = x, .dy = dy };
 	size_t fk = (size_t)c->o * c->s * c->kh * c->kw;
 
-	if (scratch_of(&j.a).end > cpu_scratch_bytes(be) || cpu_bf16_amx_tiles() < 0)
+	if (scratch_of(&j.a).end > cpu_scratch_bytes(be) || (amx && cpu_bf16_amx_tiles() < 0))
 		return -1;
 	j.nch = (c->oh + j.a.rows - 1) / j.a.rows;
 	j.items = j.a.g > 1 ? (n + j.a.g - 1) / j.a.g : n * j.nch;
@@ -263,20 +328,21 @@ int cpu_amx_filter(cdp_backend *be, const cpu_corr *c, int n, cpu_src x, const f
 
 #else
 
-int cpu_amx_filter_takes(const cdp_backend *be, const cpu_corr *c)
+int cpu_grid_filter_takes(const cdp_backend *be, const cpu_corr *c)
 {
 	(void)be;
 	(void)c;
 	return 0;
 }
 
-size_t cpu_amx_filter_scratch(const cpu_corr *c)
+size_t cpu_grid_filter_scratch(const cdp_backend *be, const cpu_corr *c)
 {
+	(void)be;
 	(void)c;
 	return 0;
 }
 
-int cpu_amx_filter(cdp_backend *be, const cpu_corr *c, int n, cpu_src x, const float *dy,
+int cpu_grid_filter(cdp_backend *be, const cpu_corr *c, int n, cpu_src x, const float *dy,
                    float *dw)
 {
 	(void)be; (void)c; (void)n; (void)x; (void)dy; (void)dw;
