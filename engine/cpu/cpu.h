@@ -306,6 +306,10 @@ void cpu_conv_fwd_bn(cdp_backend *be, const cdp_conv_desc *d, const void *x, con
  * channel o's run y[0..n) = bn_fwd_infer of it, in place, in its
  * arithmetic (cpu_bn.c) */
 void cpu_bn_post_run(const cdp_bn_infer *bn, int o, float *y, size_t n);
+/* Its numbers for channel o: y = act((y - *m) * *a + *b), each operation
+ * rounded on its own (no fused multiply-add), for kernels that apply it
+ * to a vector before storing it */
+void cpu_bn_post_coef(const cdp_bn_infer *bn, int o, float *m, float *a, float *b);
 void cpu_conv_bwd_data(cdp_backend *be, const cdp_conv_desc *d, const float *dy,
                        const float *w, float *dx, float beta, void *ws);
 void cpu_conv_bwd_filter(cdp_backend *be, const cdp_conv_desc *d, const void *x,

@@ -324,6 +324,13 @@ static void bn_infer_chan(void *ctx, int c)
 	norm_chan(j, c, j->mean[c], infer_scale(j->gamma, j->var, j->eps, c), j->beta[c]);
 }
 
+void cpu_bn_post_coef(const cdp_bn_infer *bn, int o, float *m, float *a, float *b)
+{
+	*m = bn->mean[o];
+	*a = infer_scale(bn->gamma, bn->var, bn->eps, o);
+	*b = bn->beta[o];
+}
+
 /* norm_chan's planes, one run of channel o in place */
 void cpu_bn_post_run(const cdp_bn_infer *bn, int o, float *y, size_t n)
 {

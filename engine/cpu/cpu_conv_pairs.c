@@ -31,7 +31,10 @@
  * widths that are a multiple of 16 but not of 32 (16x16 planes) end on
  * one column block, and cpu_conv_kcol.c takes the other widths; the
  * VDPBF16PS kernel reads the chunk as one long row of the padded grid,
- * so narrow planes fill its vectors too. With 8 channels or fewer the
+ * so narrow planes fill its vectors too, and it adds the bias and applies
+ * the inference net's batchnorm (conv_fwd_bn) to each vector as it stores
+ * it, in cpu_bn.c's arithmetic (post_op), instead of a pass after the
+ * chunk (cpu_corr_finish, which the tiles keep). With 8 channels or fewer the
  * pairs' padding to 16 would be most of the tiles (the first layer's 3
  * bands: 2 pairs of 16, 5.4 ms against kcol's 3.3 for 3 -> 16 at
  * 256x256, batch 8; 8 channels 1.7 against 1.3 ms at 128x128), so kcol
@@ -182,6 +185,11 @@ typedef struct ajob {
 	const cdp_bn_infer *bn;
 	float beta;
 	float *out;
+	/* dp_rows adds the bias and applies bn as it stores (beta 0 only:
+	 * cpu_corr_finish's order), bn's m, a and b of filter o at bnc[o],
+	 * bnc[O + o] and bnc[2 O + o] (cpu_bn_post_coef) */
+	int fused;
+	const float *bnc;
 } ajob;
 
 AMX_TARGET static void put(const float *cb, float *c, long ldc, int rows, float beta)
@@ -272,6 +280,34 @@ static inline __mmask16 lanes(int i, int n)
 	return (__mmask16)(((1u << n) - 1u) << i);
 }
 
+/* filter o's y + bias, then batchnorm and its activation, as
+ * cpu_corr_finish and cpu_bn_post_run compute them (the same operations,
+ * each rounded on its own: the same bits) */
+DP_TARGET static inline __m512 post_op(__m512 y, const ajob *j, int o)
+{
+	const cdp_bn_infer *bn = j->bn;
+	int no = j->g.c.o;
+	__m512 zero = _mm512_setzero_ps();
+	__mmask16 neg;
+
+	if (j->bias)
+		y = _mm512_add_ps(y, _mm512_set1_ps(j->bias[o]));
+	if (!bn)
+		return y;
+	y = _mm512_sub_ps(y, _mm512_set1_ps(j->bnc[o]));
+	y = _mm512_mul_ps(y, _mm512_set1_ps(j->bnc[no + o]));
+	/* the product rounded before the sum: GCC would fuse the two into
+	 * an FMA (cpu_bn.c is built without contraction) */
+	__asm__("" : "+v"(y));
+	y = _mm512_add_ps(y, _mm512_set1_ps(j->bnc[2 * no + o]));
+	neg = _mm512_cmp_ps_mask(y, zero, _CMP_LT_OQ);     /* a NaN passes */
+	if (bn->act == CDP_ACT_RELU)
+		y = _mm512_mask_mov_ps(y, neg, zero);
+	else if (bn->act == CDP_ACT_LEAKY)
+		y = _mm512_mask_mov_ps(y, neg, _mm512_mul_ps(y, _mm512_set1_ps(bn->slope)));
+	return y;
+}
+
 /* the 16 positions from q0 (mask mk) of y into out rows (on: the chunk's
  * first output row of this filter), beta out added: a masked store per
  * piece of a grid row */
@@ -300,7 +336,7 @@ DP_TARGET static inline void put_grid(__m512 y, long q0, __mmask16 mk, const pge
  * (masks mk), summed over (t, g) in that order, one chain per element */
 DP_TARGET __attribute__((always_inline)) static inline void
 dp_tile(const int mr, const int nv, const pgeo *g, const uint32_t *sl, const uint32_t *ap,
-        long q0, const __mmask16 *mk, float beta, float *on, long so)
+        long q0, const __mmask16 *mk, float beta, float *on, long so, const ajob *j, int ob)
 {
 	long la = (long)g->kk * g->np;
 	__m512 acc[DP_MR][DP_NV];
@@ -331,7 +367,8 @@ dp_tile(const int mr, const int nv, const pgeo *g, const uint32_t *sl, const uin
 	for (int i = 0; i < mr; i++)
 		#pragma GCC unroll 4
 		for (int v = 0; v < nv; v++)
-			put_grid(acc[i][v], q0 + 16 * v, mk[v], g, on + i * so, beta);
+			put_grid(j->fused ? post_op(acc[i][v], j, ob + i) : acc[i][v], q0 + 16 * v,
+			         mk[v], g, on + i * so, beta);
 }
 
 /* output rows [r0, r1) of every filter of one sample: positions up to
@@ -356,15 +393,15 @@ DP_TARGET static void dp_rows(const ajob *j, const uint32_t *sl, int r0, int r1,
 			float *oc = o0 + ob * so;
 			if (c->o - ob >= DP_MR) {
 				if (nv == DP_NV)
-					dp_tile(DP_MR, DP_NV, g, sl, ap, q0, mk, j->beta, oc, so);
+					dp_tile(DP_MR, DP_NV, g, sl, ap, q0, mk, j->beta, oc, so, j, ob);
 				else
-					dp_tile(DP_MR, 1, g, sl, ap, q0, mk, j->beta, oc, so);
+					dp_tile(DP_MR, 1, g, sl, ap, q0, mk, j->beta, oc, so, j, ob);
 				ob += DP_MR;
 			} else {
 				if (nv == DP_NV)
-					dp_tile(1, DP_NV, g, sl, ap, q0, mk, j->beta, oc, so);
+					dp_tile(1, DP_NV, g, sl, ap, q0, mk, j->beta, oc, so, j, ob);
 				else
-					dp_tile(1, 1, g, sl, ap, q0, mk, j->beta, oc, so);
+					dp_tile(1, 1, g, sl, ap, q0, mk, j->beta, oc, so, j, ob);
 				ob++;
 			}
 		}
@@ -386,6 +423,8 @@ static void amx_item(void *ctx, int it)
 	           r1 - r0 + ext(c), sl);
 	if (!g->amx) {
 		dp_rows(j, sl, r0, r1, on);
+		if (j->fused)
+			return;
 	} else {
 		cpu_bf16_amx_tiles();
 		for (int ob = 0; ob < c->o; ob += 32)
@@ -401,12 +440,24 @@ int cpu_pairs_corr(cdp_backend *be, const cpu_corr *p, int n, cpu_src in, const 
 	ajob j = { .be = be, .g = make_g(p, amx, (long)cpu_scratch_bytes(be)), .in = in,
 	           .bias = bias, .bn = bn, .beta = beta, .out = out };
 	uint32_t *ap;
+	float *bnc = NULL;
 
-	if (j.g.rows < 1 || (amx && cpu_bf16_amx_tiles() < 0) || !(ap = pack_filters(&j.g, a, rs)))
+	if (!amx && beta == 0.0f && (bias || bn)) {
+		if (bn && !(bnc = malloc(3 * (size_t)p->o * sizeof *bnc)))
+			return -1;
+		for (int o = 0; bn && o < p->o; o++)
+			cpu_bn_post_coef(bn, o, bnc + o, bnc + p->o + o, bnc + 2 * p->o + o);
+		j.fused = 1;
+		j.bnc = bnc;
+	}
+	if (j.g.rows < 1 || (amx && cpu_bf16_amx_tiles() < 0) || !(ap = pack_filters(&j.g, a, rs))) {
+		free(bnc);
 		return -1;
+	}
 	j.ap = ap;
 	cpu_parallel_for(be, n * ((p->oh + j.g.rows - 1) / j.g.rows), amx_item, &j);
 	free(ap);
+	free(bnc);
 	return 0;
 }
 

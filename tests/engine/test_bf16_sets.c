@@ -287,6 +287,26 @@ static void conv_one(const conv_case *cc, int ci)
 	CHECK(memcmp(y, y2, ny * sizeof *y) == 0, "[%s] %s: the input rounded first changes y", set,
 	      what);
 	be->free(be, y2);
+	/* conv_fwd_bn (the inference net's, which the VDPBF16PS paired
+	 * slice applies as it stores): the same bits as conv_fwd and then
+	 * bn_fwd_infer, with and without the bias, for each activation */
+	for (int k = 0; k < 6; k++) {
+		int act = k % 3 == 0 ? 0 : k % 3 == 1 ? CDP_ACT_RELU : CDP_ACT_LEAKY;
+		const float *bias = k < 3 ? b : NULL;
+		float *g = rnd(nf), *bb = rnd(nf), *m = rnd(nf), *v = rnd(nf);
+		float *y1 = rnd(ny), *yf = rnd(ny);
+		cdp_bn_infer bn = { g, bb, m, v, 1e-5f, 0.1f, act };
+		for (size_t f = 0; f < nf; f++)
+			v[f] = 0.5f + v[f] * v[f];
+		cpu_conv_fwd(be, &d, x, w, bias, y1, ws);
+		cpu_bn_fwd_infer(be, d.n, d.f, d.oh * d.ow, y1, g, bb, y1, m, v, 1e-5f, act, 0.1f);
+		cpu_conv_fwd_bn(be, &d, x, w, bias, &bn, yf, ws);
+		CHECK(memcmp(y1, yf, ny * sizeof *y1) == 0,
+		      "[%s] %s: conv_fwd_bn (act %d, %s) is not conv_fwd then bn_fwd_infer", set,
+		      what, act, bias ? "bias" : "no bias");
+		be->free(be, g); be->free(be, bb); be->free(be, m); be->free(be, v);
+		be->free(be, y1); be->free(be, yf);
+	}
 	snprintf(what, sizeof what, "conv case %d bwd_data", ci);
 	cpu_conv_bwd_data(be, &d, dy, w, dx, 0.0f, ws);
 	near(dx, rdx, udx, nx, what);
