@@ -171,6 +171,12 @@ DP_TARGET static void pack_dy(const afg *a, const float *dy, int n0, int gn, int
 	}
 }
 
+/* tap t's offset in a channel of the slice */
+static long tap_at(const afg *a, int t)
+{
+	return (long)(t / a->c.kw) * a->c.dil * a->gw + (long)(t % a->c.kw) * a->c.dil;
+}
+
 /* acc's tile += C tile T */
 #define ADD_TILE(T, acc, cb)                                                              \
 	do {                                                                              \
@@ -185,7 +191,6 @@ DP_TARGET static void pack_dy(const afg *a, const float *dy, int n0, int gn, int
 AMX_TARGET static void item_tiles(const afg *a, const uint16_t *sl, const uint32_t *dyp,
                                   long kp, float *acc)
 {
-	const cpu_corr *c = &a->c;
 	int nv = a->sp / 16 * a->kk;
 	long sa = a->cs * 2;
 	float cb[256] __attribute__((aligned(64)));
@@ -195,8 +200,7 @@ AMX_TARGET static void item_tiles(const afg *a, const uint16_t *sl, const uint32
 		int nu = nv - v < AT_ONCE ? nv - v : AT_ONCE;
 		for (int u = 0; u < nu; u++) {
 			int sb = (v + u) / a->kk, t = (v + u) % a->kk;
-			ap[u] = sl + (size_t)sb * 16 * a->cs + (long)(t / c->kw) * c->dil * a->gw +
-			        (long)(t % c->kw) * c->dil;
+			ap[u] = sl + (size_t)sb * 16 * a->cs + tap_at(a, t);
 		}
 		cpu_amx_chains(nu, kp / 32, dyp, ap, sa);
 		ADD_TILE(0, acc + (size_t)v * 256, cb);
@@ -216,15 +220,13 @@ DP_TARGET __attribute__((always_inline)) static inline void
 vec_run(const int r, const afg *a, const uint16_t *sl, const uint32_t *dyp, long kp, int v0,
         float *acc)
 {
-	const cpu_corr *c = &a->c;
 	const uint16_t *p[DP_RUN];
 	__m512 sum[DP_RUN];
 
 	#pragma GCC unroll 8
 	for (int u = 0; u < r; u++) {
 		int sc = (v0 + u) / a->kk, t = (v0 + u) % a->kk;
-		p[u] = sl + (size_t)sc * a->cs + (long)(t / c->kw) * c->dil * a->gw +
-		       (long)(t % c->kw) * c->dil;
+		p[u] = sl + (size_t)sc * a->cs + tap_at(a, t);
 		sum[u] = _mm512_setzero_ps();
 	}
 	for (long k2 = 0; k2 < kp / 2; k2++) {

@@ -192,6 +192,12 @@ typedef struct ajob {
 	const float *bnc;
 } ajob;
 
+/* tap t's offset in a pair's plane of the slice */
+static inline long toff(const pgeo *g, int t)
+{
+	return (long)(t / g->c.kw * g->c.dil) * g->wp + t % g->c.kw * g->c.dil;
+}
+
 AMX_TARGET static void put(const float *cb, float *c, long ldc, int rows, float beta)
 {
 	for (int r = 0; r < rows; r++) {
@@ -233,7 +239,7 @@ AMX_TARGET static void rows_block(const ajob *j, const uint32_t *sl, int r0, int
 			_tile_zero(2);
 			_tile_zero(3);
 			for (int t = 0; t < g->kk; t++) {
-				long off = (long)(r - r0 + t / c->kw * c->dil) * g->wp + t % c->kw * c->dil + jb;
+				long off = (long)(r - r0) * g->wp + toff(g, t) + jb;
 				for (int g0 = 0; g0 < g->np; g0 += 16) {
 					const uint32_t *b = sl + g0 * g->chs + off;
 					long at = (long)t * g->np + g0;
@@ -269,10 +275,6 @@ AMX_TARGET static void rows_block(const ajob *j, const uint32_t *sl, int r0, int
  * the slice at q + toff(t) in every pair's plane, so 16 positions in a
  * row of the grid are one load however narrow the plane (positions with
  * cc >= ow are computed and dropped: 2 pw of every wp). */
-static inline long toff(const pgeo *g, int t)
-{
-	return (long)(t / g->c.kw * g->c.dil) * g->wp + t % g->c.kw * g->c.dil;
-}
 
 /* lanes [i, i + n) of 16 */
 static inline __mmask16 lanes(int i, int n)
@@ -332,13 +334,15 @@ DP_TARGET static inline void put_grid(__m512 y, long q0, __mmask16 mk, const pge
 	}
 }
 
-/* Filters [0, mr) of ap (their rows la apart) at positions q0 + [0, 16 nv)
+/* Filters [ob, ob + mr) at positions q0 + [0, 16 nv)
  * (masks mk), summed over (t, g) in that order, one chain per element */
 DP_TARGET __attribute__((always_inline)) static inline void
-dp_tile(const int mr, const int nv, const pgeo *g, const uint32_t *sl, const uint32_t *ap,
-        long q0, const __mmask16 *mk, float beta, float *on, long so, const ajob *j, int ob)
+dp_tile(const int mr, const int nv, const ajob *j, const uint32_t *sl, int ob, long q0,
+        const __mmask16 *mk, float *on, long so)
 {
+	const pgeo *g = &j->g;
 	long la = (long)g->kk * g->np;
+	const uint32_t *ap = j->ap + ob * la;
 	__m512 acc[DP_MR][DP_NV];
 
 	#pragma GCC unroll 8
@@ -368,7 +372,7 @@ dp_tile(const int mr, const int nv, const pgeo *g, const uint32_t *sl, const uin
 		#pragma GCC unroll 4
 		for (int v = 0; v < nv; v++)
 			put_grid(j->fused ? post_op(acc[i][v], j, ob + i) : acc[i][v], q0 + 16 * v,
-			         mk[v], g, on + i * so, beta);
+			         mk[v], g, on + i * so, j->beta);
 }
 
 /* output rows [r0, r1) of every filter of one sample: positions up to
@@ -377,7 +381,7 @@ DP_TARGET static void dp_rows(const ajob *j, const uint32_t *sl, int r0, int r1,
 {
 	const pgeo *g = &j->g;
 	const cpu_corr *c = &g->c;
-	long la = (long)g->kk * g->np, so = (long)c->oh * c->ow;
+	long so = (long)c->oh * c->ow;
 	long nq = (long)(r1 - r0 - 1) * g->wp + c->ow;
 	float *o0 = on + (long)r0 * c->ow;
 
@@ -389,19 +393,18 @@ DP_TARGET static void dp_rows(const ajob *j, const uint32_t *sl, int r0, int r1,
 			mk[v] = left >= 16 ? (__mmask16)0xffff : left <= 0 ? 0 : lanes(0, (int)left);
 		}
 		for (int ob = 0; ob < c->o;) {
-			const uint32_t *ap = j->ap + ob * la;
 			float *oc = o0 + ob * so;
 			if (c->o - ob >= DP_MR) {
 				if (nv == DP_NV)
-					dp_tile(DP_MR, DP_NV, g, sl, ap, q0, mk, j->beta, oc, so, j, ob);
+					dp_tile(DP_MR, DP_NV, j, sl, ob, q0, mk, oc, so);
 				else
-					dp_tile(DP_MR, 1, g, sl, ap, q0, mk, j->beta, oc, so, j, ob);
+					dp_tile(DP_MR, 1, j, sl, ob, q0, mk, oc, so);
 				ob += DP_MR;
 			} else {
 				if (nv == DP_NV)
-					dp_tile(1, DP_NV, g, sl, ap, q0, mk, j->beta, oc, so, j, ob);
+					dp_tile(1, DP_NV, j, sl, ob, q0, mk, oc, so);
 				else
-					dp_tile(1, 1, g, sl, ap, q0, mk, j->beta, oc, so, j, ob);
+					dp_tile(1, 1, j, sl, ob, q0, mk, oc, so);
 				ob++;
 			}
 		}
@@ -409,7 +412,7 @@ DP_TARGET static void dp_rows(const ajob *j, const uint32_t *sl, int r0, int r1,
 }
 
 /* one item: output rows [r0, r1) of one sample, every filter */
-static void amx_item(void *ctx, int it)
+static void pairs_item(void *ctx, int it)
 {
 	const ajob *j = ctx;
 	const pgeo *g = &j->g;
@@ -455,7 +458,7 @@ int cpu_pairs_corr(cdp_backend *be, const cpu_corr *p, int n, cpu_src in, const 
 		return -1;
 	}
 	j.ap = ap;
-	cpu_parallel_for(be, n * ((p->oh + j.g.rows - 1) / j.g.rows), amx_item, &j);
+	cpu_parallel_for(be, n * ((p->oh + j.g.rows - 1) / j.g.rows), pairs_item, &j);
 	free(ap);
 	free(bnc);
 	return 0;
