@@ -84,12 +84,17 @@ const char *cdp_device_env_check(char *want, size_t cap)
 	                                     "CDP_CUDNN_BENCHMARK", "CDP_CUDNN_BN",
 	                                     "CDP_CUDNN_NHWC", "CDP_CUDNN_VERBOSE" };
 	const char *v = getenv("CDP_CPU_ISA");
+	int us;
 
 	if (v && *v && !cpu_kgemm_isa_known(v, want, cap))
 		return "CDP_CPU_ISA";
 	if ((v = getenv("CDP_CPU_BF16")) && *v && strcmp(v, "dp") != 0 && strcmp(v, "fma") != 0) {
 		snprintf(want, cap, "dp or fma");
 		return "CDP_CPU_BF16";
+	}
+	if ((v = getenv("CDP_CPU_SPIN_US")) && *v && cpu_spin_us_parse(v, &us) != 0) {
+		snprintf(want, cap, "microseconds from 0 to 1000000");
+		return "CDP_CPU_SPIN_US";
 	}
 	for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++)
 		if ((v = getenv(flags[i])) && *v && strcmp(v, "0") != 0 && strcmp(v, "1") != 0) {

@@ -94,6 +94,9 @@ float *cpu_scratch(cdp_backend *be, int t);
 int cpu_scratch_reserve(cdp_backend *be, size_t bytes);
 /* the bytes of each scratch (the largest reserved so far) */
 size_t cpu_scratch_bytes(const cdp_backend *be);
+/* CDP_CPU_SPIN_US's value v (0 to 1000000 microseconds) into *us; -1 when
+ * it is not such a number */
+int cpu_spin_us_parse(const char *v, int *us);
 
 /* The backend's private state (the pool, the scratch), zeroed; NULL when
  * out of memory. cpu_set_threads starts the pool, cpu_destroy frees it. */

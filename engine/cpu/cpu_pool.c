@@ -9,13 +9,29 @@
  * for the slowest thread at every op). Which thread runs an index depends
  * on timing; what fn(i) computes does not, so as long as fn(i) writes only
  * what belongs to i the result is deterministic (cpu.h).
+ *
+ * Between jobs a worker first spins for up to CDP_CPU_SPIN_US microseconds
+ * (default SPIN_US_DEFAULT) on the job counter, and the caller on the
+ * count of workers still inside a job, before they sleep. A training step
+ * is about a thousand jobs, most shorter than a millisecond, and waking a
+ * sleeping thread goes through the kernel, in a VM through an interrupt
+ * to an idle vCPU: tens to hundreds of microseconds, during which the
+ * caller does the job alone (a worker joins only while the job is open).
+ * Spinning is what OpenMP runtimes do by default too (doc/PERFORMANCE.md
+ * has what it gains). CDP_CPU_SPIN_US=0 sleeps at once: for more threads
+ * than cores, where a spinning thread holds a core that another needs.
  */
+#define _GNU_SOURCE     /* sched_getaffinity, CPU_COUNT */
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <cblas.h>
 #include "cpu.h"
+#include "cdp_num.h"
 #include "cdp_thread.h"
 
 typedef struct cpu_pool {
@@ -23,10 +39,13 @@ typedef struct cpu_pool {
 	pthread_cond_t start, done;
 	pthread_t *th;
 	int nworkers;            /* threads besides the caller */
+	/* gen, active and stop change under mu; the spins read them without
+	 * it, so they are written with __atomic builtins */
 	unsigned long gen;       /* bumped once per job */
 	int open;                /* the job takes new workers */
 	int active;              /* workers inside the job */
 	int stop;
+	int64_t spin_ns;         /* CDP_CPU_SPIN_US, in ns */
 	void (*fn)(void *, int);
 	void *ctx;
 	int n, grain;
@@ -79,6 +98,86 @@ static void run_claims(cpu_pool *p)
 	in_job = 0;
 }
 
+#define SPIN_US_DEFAULT 1000
+#define SPIN_US_MAX 1000000
+
+int cpu_spin_us_parse(const char *v, int *us)
+{
+	return cdp_parse_int(v, 0, SPIN_US_MAX, us);
+}
+
+/* CDP_CPU_SPIN_US in ns (the programs refuse a bad value before they get
+ * here: cdp_device_env_check); by default none for more threads than the
+ * process may run on at once, where a spinning thread holds a CPU that
+ * another one needs */
+static int64_t spin_ns_for(int threads)
+{
+	const char *v = getenv("CDP_CPU_SPIN_US");
+	int us = SPIN_US_DEFAULT;
+	cpu_set_t set;
+
+	if (v && *v && cpu_spin_us_parse(v, &us) == 0)
+		return (int64_t)us * 1000;
+	if (sched_getaffinity(0, sizeof set, &set) == 0 && threads > CPU_COUNT(&set))
+		us = 0;
+	return (int64_t)us * 1000;
+}
+
+static int64_t now_ns(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+static inline void relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#endif
+}
+
+/* a worker waits for a new job or the pool's stop */
+static int job_posted(const cpu_pool *p, unsigned long seen)
+{
+	return __atomic_load_n(&p->gen, __ATOMIC_ACQUIRE) != seen ||
+	       __atomic_load_n(&p->stop, __ATOMIC_ACQUIRE);
+}
+
+/* the caller waits for the workers to leave the job (acquire: their
+ * outputs are visible after it) */
+static int job_left(const cpu_pool *p, unsigned long unused)
+{
+	(void)unused;
+	return __atomic_load_n(&p->active, __ATOMIC_ACQUIRE) == 0;
+}
+
+/* Spins, with mu not held, until done(p, arg) or spin_ns have passed; the
+ * clock is read every 32 pauses (a pause is 10-40 ns), and the CPU offered
+ * to any other thread that waits for it (sched_yield: the loader's, other
+ * processes'; it returns at once when there is none). What it waited for
+ * is checked again under mu, so a spin that gives up only costs time. */
+static void spin(const cpu_pool *p, int (*done)(const cpu_pool *, unsigned long),
+                 unsigned long arg)
+{
+	int64_t end;
+
+	if (p->spin_ns <= 0 || done(p, arg))
+		return;
+	end = now_ns() + p->spin_ns;
+	for (;;) {
+		for (int i = 0; i < 32; i++) {
+			if (done(p, arg))
+				return;
+			relax();
+		}
+		if (now_ns() >= end)
+			return;
+		sched_yield();
+	}
+}
+
 /* A worker joins a job only while it is open: one that wakes after the
  * caller has closed it (the caller and the others did all the work) goes
  * back to sleep, and the caller never waits for a worker that the
@@ -94,6 +193,11 @@ static void *worker_main(void *arg)
 	cdp_thread_name("cdp-cpu", worker_id);
 	pthread_mutex_lock(&p->mu);
 	for (;;) {
+		if (p->gen == seen && !p->stop) {
+			pthread_mutex_unlock(&p->mu);
+			spin(p, job_posted, seen);
+			pthread_mutex_lock(&p->mu);
+		}
 		while (p->gen == seen && !p->stop)
 			pthread_cond_wait(&p->start, &p->mu);
 		if (p->stop)
@@ -101,11 +205,12 @@ static void *worker_main(void *arg)
 		seen = p->gen;
 		if (!p->open)
 			continue;
-		p->active++;
+		__atomic_add_fetch(&p->active, 1, __ATOMIC_RELAXED);
 		pthread_mutex_unlock(&p->mu);
 		run_claims(p);
 		pthread_mutex_lock(&p->mu);
-		if (--p->active == 0 && !p->open)
+		/* release: a spinning caller reads this job's outputs after it */
+		if (__atomic_sub_fetch(&p->active, 1, __ATOMIC_RELEASE) == 0 && !p->open)
 			pthread_cond_signal(&p->done);
 	}
 	pthread_mutex_unlock(&p->mu);
@@ -115,7 +220,7 @@ static void *worker_main(void *arg)
 static void pool_stop(cpu_pool *p)
 {
 	pthread_mutex_lock(&p->mu);
-	p->stop = 1;
+	__atomic_store_n(&p->stop, 1, __ATOMIC_RELEASE);
 	pthread_cond_broadcast(&p->start);
 	pthread_mutex_unlock(&p->mu);
 	for (int i = 0; i < p->nworkers; i++)
@@ -136,6 +241,7 @@ static int pool_start(cpu_pool *p, int nworkers)
 	pthread_mutex_init(&p->mu, NULL);
 	pthread_cond_init(&p->start, NULL);
 	pthread_cond_init(&p->done, NULL);
+	p->spin_ns = spin_ns_for(nworkers + 1);
 	if (nworkers <= 0)
 		return 0;
 	p->th = calloc((size_t)nworkers, sizeof *p->th);
@@ -179,7 +285,7 @@ void cpu_parallel_for(cdp_backend *be, int n, void (*fn)(void *ctx, int i), void
 	p->grain = n / (8 * threads) > 1 ? n / (8 * threads) : 1;
 	atomic_store_explicit(&p->next, 0, memory_order_relaxed);
 	p->open = 1;
-	p->gen++;
+	__atomic_store_n(&p->gen, p->gen + 1, __ATOMIC_RELEASE);
 	pthread_cond_broadcast(&p->start);
 	pthread_mutex_unlock(&p->mu);
 
@@ -188,6 +294,11 @@ void cpu_parallel_for(cdp_backend *be, int n, void (*fn)(void *ctx, int i), void
 	/* every index is claimed: wait for the workers still running theirs */
 	pthread_mutex_lock(&p->mu);
 	p->open = 0;
+	if (p->active > 0) {
+		pthread_mutex_unlock(&p->mu);
+		spin(p, job_left, 0);
+		pthread_mutex_lock(&p->mu);
+	}
 	while (p->active > 0)
 		pthread_cond_wait(&p->done, &p->mu);
 	pthread_mutex_unlock(&p->mu);

@@ -249,6 +249,8 @@ expect_fail 1 "^cdp-predict: CDP_CPU_BF16_EMU: 'yes': want 0 or 1\$" \
 	env CDP_CPU_BF16_EMU=yes cdp-predict -q --threads 1 "$SEG" "$T/b.tif" -o "$T/e.tif"
 expect_fail 1 "^cdp-predict: CDP_CPU_BF16: 'x': want dp or fma\$" \
 	env CDP_CPU_BF16=x cdp-predict -q --threads 1 "$T/run" "$T/chips/list.txt" -o "$T/e.csv"
+expect_fail 1 "^cdp-predict: CDP_CPU_SPIN_US: '-1': want microseconds from 0 to 1000000\$" \
+	env CDP_CPU_SPIN_US=-1 cdp-predict -q --threads 1 "$SEG" "$T/b.tif" -o "$T/e.tif"
 [ ! -e "$T/e.tif" ] && [ ! -e "$T/e.csv" ] || fail "a refused environment wrote an output"
 
 echo "== a checkpoint or a pool's data.mdb as an output"

@@ -194,12 +194,14 @@ nl='
 '
 for e in CDP_DIST_THREAD=yes CDP_DIST_STAGE=2 CDP_CPU_ISA=junk CDP_JOB_ID=$long \
 	CDP_CUDNN_BENCHMARK=on CDP_CUDNN_BN=cudnn CDP_CUDNN_NHWC=yes CDP_CPU_BF16_EMU=yes CDP_CPU_BF16=vnni \
-	CDP_CPU_WINOGRAD=off CDP_BF16_STASH=2 CDP_DIST_TIMEOUT=soon CDP_DIST_HEARTBEAT=-1; do
+	CDP_CPU_WINOGRAD=off CDP_BF16_STASH=2 CDP_DIST_TIMEOUT=soon CDP_DIST_HEARTBEAT=-1 \
+	CDP_CPU_SPIN_US=1e3 CDP_CPU_SPIN_US=1000001; do
 	name=${e%%=*} value=${e#*=}
 	case $name in
 	CDP_CPU_ISA) want='want \(amx, avx512bf16, avx512, avx2 or \)\?sse2' ;;
 	CDP_JOB_ID) want='want 1 to 251 printable ASCII characters' ;;
 	CDP_CPU_BF16) want='want dp or fma' ;;
+	CDP_CPU_SPIN_US) want='want microseconds from 0 to 1000000' ;;
 	CDP_DIST_TIMEOUT) want='want seconds, 0 (never) to 1e9' ;;
 	CDP_DIST_HEARTBEAT) want='want seconds, 0 (no heartbeat) to 1e9' ;;
 	*) want='want 0 or 1' ;;
@@ -210,7 +212,8 @@ for e in CDP_DIST_THREAD=yes CDP_DIST_STAGE=2 CDP_CPU_ISA=junk CDP_JOB_ID=$long 
 done
 expect_fail 1 "^cdp-train: CDP_JOB_ID: 'a?b': want" env CDP_JOB_ID="a${nl}b" cdp-train $C --out "$T/env" --steps 1
 # the allowed values still train
-env CDP_DIST_THREAD=0 CDP_DIST_STAGE=1 CDP_CPU_ISA=sse2 CDP_JOB_ID=job-7 CDP_CPU_BF16=dp cdp-train $C \
+env CDP_DIST_THREAD=0 CDP_DIST_STAGE=1 CDP_CPU_ISA=sse2 CDP_JOB_ID=job-7 CDP_CPU_BF16=dp \
+	CDP_CPU_SPIN_US=0 cdp-train $C \
 	--out "$T/env" --steps 1 || fail "allowed settings refused"
 # an empty variable is unset, as cdp-train(1) says of every one
 env CDP_DIST_TIMEOUT= CDP_DIST_HEARTBEAT= CDP_BF16_STASH= CDP_CPU_ISA= cdp-train $C \

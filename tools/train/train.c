@@ -823,13 +823,17 @@ int cdp_train_run(const cdp_train_opts *o)
 		tr_rundir_abandon(&t);
 		tr_teardown(&t);
 		/* a run refused before its first step leaves no RUNDIR it made;
-		 * rmdir keeps one that holds anything */
+		 * rmdir keeps one that holds anything. Every rank makes RUNDIR,
+		 * and on one host the rank that made it may be another than
+		 * rank 0, whose .lock and files are in it until its teardown:
+		 * the ranks remove it after a barrier, and no rank exits before
+		 * they have, since mpirun kills the job's other processes when
+		 * one exits non-zero (a launch without MPI has no mpirun, and its
+		 * collectives may be what failed: NCCL without a GPU) */
+		if (t.size > 1 && !cdp_dist_env_launch())
+			cdp_dist_barrier();
 		if (t.made_out)
 			rmdir(o->out);
-		/* no rank exits before rank 0 has removed what it made: mpirun
-		 * kills the job's other processes when one exits non-zero (a
-		 * launch without MPI has no mpirun, and its collectives may be
-		 * what failed: NCCL without a GPU) */
 		if (t.size > 1 && !cdp_dist_env_launch())
 			cdp_dist_barrier();
 		return 1;
