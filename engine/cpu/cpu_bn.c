@@ -331,8 +331,10 @@ void cpu_bn_post_coef(const cdp_bn_infer *bn, int o, float *m, float *a, float *
 	*b = bn->beta[o];
 }
 
-/* norm_chan's planes, one run of channel o in place */
-void cpu_bn_post_run(const cdp_bn_infer *bn, int o, float *y, size_t n)
+/* norm_chan's planes, one run of channel o in place; called on each block
+ * of a convolution's output while it is in L1 or L2, so the arithmetic
+ * counts: in 16-float vectors where the CPU has them (the same bits) */
+BN_CLONES void cpu_bn_post_run(const cdp_bn_infer *bn, int o, float *y, size_t n)
 {
 	float m = bn->mean[o], a = infer_scale(bn->gamma, bn->var, bn->eps, o), b = bn->beta[o];
 
