@@ -223,8 +223,8 @@ static size_t plane(const bn_job *j, int n, int c)
 }
 
 /* y = act(bn(x)) over n values, specialised per activation */
-static void norm_run(const bn_job *j, const float *x, float *y, size_t n, float m, float a,
-                     float b)
+static inline __attribute__((always_inline)) void
+norm_run(const bn_job *j, const float *x, float *y, size_t n, float m, float a, float b)
 {
 	switch (j->act) {
 	case CDP_ACT_RELU: norm_plane(CDP_ACT_RELU, 0.0f, x, y, n, m, a, b); break;
@@ -236,7 +236,7 @@ static void norm_run(const bn_job *j, const float *x, float *y, size_t n, float 
 /* pass 2 of the forward for channel c; with the copies, XH_CHUNK values
  * at a time, so that x and y are rounded while in L1 (y NULL: each chunk
  * of y in tmp, for its copy alone) */
-static void norm_chan(const bn_job *j, int c, float m, float a, float b)
+BN_CLONES static void norm_chan(const bn_job *j, int c, float m, float a, float b)
 {
 	size_t step = j->xh_out || j->yh_out ? XH_CHUNK : j->hw;
 	float tmp[XH_CHUNK];
