@@ -156,10 +156,13 @@ int cdp_label_open(const char *path, const cdp_raster_info *img,
 	*out = NULL;
 	if (!(l = calloc(1, sizeof *l)) || !(l->path = strdup(path))) {
 		free(l);
+		cdp_raster_transformer_free(o->tr);
 		ERR("out of memory");
 		return CDP_ENOMEM;
 	}
 	l->o = *o;
+	l->o.tr = NULL;
+	l->tr = o->tr;          /* freed with l on every path below */
 	l->W = img->width;
 	if ((rc = cdp_raster_open(path, &l->r, msg, sizeof msg))) {
 		ERR("cannot open label '%s': %s", path, msg);
@@ -172,7 +175,12 @@ int cdp_label_open(const char *path, const cdp_raster_info *img,
 	}
 	l->warped = !g;
 	/* every label pixel would be ignored: a label of another place */
-	if (l->warped && !(l->tr = cdp_raster_transformer(l->li, img, o->tps, msg, sizeof msg))) {
+	if (!l->warped) {
+		cdp_raster_transformer_free(l->tr);
+		l->tr = NULL;
+	}
+	if (l->warped && !l->tr &&
+	    !(l->tr = cdp_raster_transformer(l->li, img, o->tps, msg, sizeof msg))) {
 		rc = CDP_EGDAL;
 		ERR("label '%s': %s", path, msg);
 		goto fail;
@@ -467,6 +475,15 @@ int cdp_label_cut(cdp_label *l, uint64_t x0, int tw, int S, const uint8_t *m, vo
 				((uint16_t *)lt)[p] = (uint16_t)v;
 		}
 	return CDP_OK;
+}
+
+void *cdp_label_take_transformer(cdp_label *l)
+{
+	void *tr = l ? l->tr : NULL;
+
+	if (l)
+		l->tr = NULL;
+	return tr;
 }
 
 void cdp_label_close(cdp_label *l)

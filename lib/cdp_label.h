@@ -56,6 +56,11 @@ typedef struct cdp_label_opts {
 	int map_other_ignore;        /* a value absent from map: 1 ignore, 0 refuse */
 	int has_ignore;              /* ignore overrides 255 / 65535 */
 	uint32_t ignore;
+	void *tr;                    /* or NULL: the transformer an earlier open of
+	                                this label onto this image fitted
+	                                (cdp_label_take_transformer), used instead
+	                                of fitting it again; cdp_label_open owns
+	                                it from then on, whatever it returns */
 } cdp_label_opts;
 
 typedef struct cdp_label cdp_label;
@@ -77,6 +82,14 @@ uint32_t cdp_label_len(const cdp_label *l);
 uint32_t cdp_label_ignore(const cdp_label *l);
 /* 1 when the label is warped, 0 when it is on the image's grid. */
 int  cdp_label_warped(const cdp_label *l);
+/* The transformer from the image's pixels to a warped label's, taken from
+ * l (NULL when it has none): the caller frees it
+ * (cdp_raster_transformer_free) or hands it to the next cdp_label_open of
+ * the same label onto the same image (cdp_label_opts.tr). A thin plate
+ * spline through thousands of GCPs costs about what a gdalwarp of the
+ * scene costs to fit: cdp-tile opens each label twice (checking every
+ * input before it writes, then cutting) and fits it once. */
+void *cdp_label_take_transformer(cdp_label *l);
 /* The label raster itself (to list the files it reads). */
 cdp_raster *cdp_label_raster(cdp_label *l);
 /* Starts the strip of image rows [y0, y0 + sh): on the image's grid reads

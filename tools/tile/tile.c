@@ -184,6 +184,7 @@ static int input_nodata(ctx *c, input *in)
 static int input_open(ctx *c, size_t i, input *in)
 {
 	const cdp_tile_opts *o = c->o;
+	cdp_label_opts lo;
 	char msg[512];
 	int rc;
 
@@ -343,7 +344,11 @@ static int input_open(ctx *c, size_t i, input *in)
 		rc = CDP_EUNSUP;
 		goto fail;
 	}
-	if ((rc = cdp_label_open(in->lpath, in->ri, &c->lopts, &in->lab, msg, sizeof(msg)))) {
+	lo = c->lopts;
+	lo.tr = c->ltr ? c->ltr[i] : NULL;   /* fitted by the check: the label owns it now */
+	if (c->ltr)
+		c->ltr[i] = NULL;
+	if ((rc = cdp_label_open(in->lpath, in->ri, &lo, &in->lab, msg, sizeof(msg)))) {
 		ERR(c, "'%s': %s", in->path, msg);
 		goto fail;
 	}
@@ -876,7 +881,8 @@ int cdp_tile_run(const cdp_tile_opts *o, FILE *out, cdp_tile_result *res,
 	/* Check every input before writing anything. */
 	names = calloc(o->ninputs, sizeof(*names));
 	owner = calloc(o->ninputs, sizeof(*owner));
-	if (!names || !owner) {
+	c->ltr = calloc(o->ninputs, sizeof(*c->ltr));
+	if (!names || !owner || !c->ltr) {
 		ERR(c, "out of memory");
 		rc = CDP_ENOMEM;
 		goto out;
@@ -904,6 +910,14 @@ int cdp_tile_run(const cdp_tile_opts *o, FILE *out, cdp_tile_result *res,
 		memcpy(names[i], in.name, sizeof(in.name));
 		owner[i] = o->inputs[i];
 		total += in.rows * in.cols;
+		/* a thin plate spline is solved once for both passes (seconds
+		 * for thousands of GCPs); the other transformers are cheap to
+		 * fit again, and a run of thousands of inputs would hold them
+		 * all (a spline holds a few arrays of its GCPs' count) */
+		if (o->tps && in.lab &&
+		    (cdp_raster_by_gcps(in.ri) ||
+		     cdp_raster_by_gcps(cdp_raster_get_info(cdp_label_raster(in.lab)))))
+			c->ltr[i] = cdp_label_take_transformer(in.lab);
 		input_close(&in);
 	}
 
@@ -977,6 +991,10 @@ out:
 	cdp_fileset_free(&c->reads);
 	free(c->mean);
 	free(c->std);
+	for (size_t i = 0; c->ltr && i < o->ninputs; i++)
+		cdp_raster_transformer_free(c->ltr[i]);
+	free(c->ltr);
+	c->ltr = NULL;
 	free(names);
 	free(owner);
 	return rc;
