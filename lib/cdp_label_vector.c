@@ -880,6 +880,23 @@ int cdp_label_vector_place(cdp_label_vector *v, const cdp_raster_info *g, int tp
 	return CDP_OK;
 }
 
+void *cdp_label_vector_take_transformer(cdp_label_vector *v)
+{
+	void *tr = v ? v->tr : NULL;
+
+	if (v)
+		v->tr = NULL;
+	return tr;
+}
+
+void cdp_label_vector_give_transformer(cdp_label_vector *v, void *tr)
+{
+	if (v && !v->tr)
+		v->tr = tr;
+	else
+		cdp_raster_transformer_free(tr);
+}
+
 /* GDAL's rasterizer decides a geometry on a window's edge by the window
  * (--all-touched burns a line along a row seam in one strip but not in the
  * next), so the rows are rasterized with the grid's row above and below

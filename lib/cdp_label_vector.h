@@ -133,6 +133,14 @@ int cdp_label_vector_read_rows(cdp_label_vector *v, const cdp_raster_info *g, in
  * when no caller has, and uses the g and tps of the first call. */
 int cdp_label_vector_place(cdp_label_vector *v, const cdp_raster_info *g, int tps,
                            char *err, size_t errcap);
+/* The transformer place fitted (NULL when g has a geotransform), taken
+ * from v: the caller frees it (cdp_raster_transformer_free) or gives it to
+ * another opening of the same label for the same grid and tps before its
+ * place, which then fits nothing (cdp-tile's cut, after its check: a
+ * spline through thousands of GCPs takes seconds to solve). give takes
+ * tr over; one v already holds is kept, and tr freed. */
+void *cdp_label_vector_take_transformer(cdp_label_vector *v);
+void cdp_label_vector_give_transformer(cdp_label_vector *v, void *tr);
 
 /* Calls fn(path, arg) for each file GDAL reads for v (its labels and its
  * extent); stops at and returns the first non-zero value of fn. */

@@ -116,7 +116,7 @@ static int label_ignore(ctx *c, input *in)
 
 /* in's label in->lpath is a vector dataset: opened and checked
  * (cdp_label_vector.h), rasterized strip by strip in cut_read_strip. */
-static int input_open_vector(ctx *c, input *in)
+static int input_open_vector(ctx *c, size_t i, input *in)
 {
 	char msg[1024];
 	int rc;
@@ -127,6 +127,11 @@ static int input_open_vector(ctx *c, input *in)
 	                                &in->vlab, msg, sizeof msg))) {
 		ERR(c, "'%s': label %s", in->path, msg);
 		goto fail;
+	}
+	/* the check's spline, for the cut (the vector owns it now) */
+	if (c->ltr && c->ltr[i]) {
+		cdp_label_vector_give_transformer(in->vlab, c->ltr[i]);
+		c->ltr[i] = NULL;
 	}
 	/* before the stream starts: GCPs that place nothing are the image's fault */
 	if ((rc = cdp_label_vector_place(in->vlab, in->ri, c->o->tps, msg, sizeof msg))) {
@@ -336,7 +341,7 @@ static int input_open(ctx *c, size_t i, input *in)
 			rc = CDP_EUNSUP;
 			goto fail;
 		}
-		return input_open_vector(c, in);
+		return input_open_vector(c, i, in);
 	}
 	if (o->vec.given) {
 		ERR(c, "'%s': label '%s' is not a vector dataset, and the vector label "
@@ -918,6 +923,8 @@ int cdp_tile_run(const cdp_tile_opts *o, FILE *out, cdp_tile_result *res,
 		    (cdp_raster_by_gcps(in.ri) ||
 		     cdp_raster_by_gcps(cdp_raster_get_info(cdp_label_raster(in.lab)))))
 			c->ltr[i] = cdp_label_take_transformer(in.lab);
+		else if (o->tps && in.vlab && cdp_raster_by_gcps(in.ri))
+			c->ltr[i] = cdp_label_vector_take_transformer(in.vlab);
 		input_close(&in);
 	}
 
