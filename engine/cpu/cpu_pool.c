@@ -12,11 +12,13 @@
  *
  * Between jobs a worker first spins for up to CDP_CPU_SPIN_US microseconds
  * (default SPIN_US_DEFAULT) on the job counter, and the caller on the
- * count of workers still inside a job, before they sleep. A training step
- * is about a thousand jobs, most shorter than a millisecond, and waking a
- * sleeping thread goes through the kernel, in a VM through an interrupt
- * to an idle vCPU: tens to hundreds of microseconds, during which the
- * caller does the job alone (a worker joins only while the job is open).
+ * count of workers still inside a job, before they sleep. A U-Net step
+ * is a few hundred jobs with gaps of up to a millisecond between them,
+ * and waking a sleeping thread goes through the kernel, in a VM through
+ * an interrupt to an idle vCPU, which can take long enough that the
+ * caller does the job alone (a worker joins only while the job is open):
+ * on a 2-vCPU VM the caller did 60-66% of a step's work with sleeping
+ * workers, half with polling ones.
  * Spinning is what OpenMP runtimes do by default too (doc/PERFORMANCE.md
  * has what it gains). CDP_CPU_SPIN_US=0 sleeps at once: for more threads
  * than cores, where a spinning thread holds a core that another needs.
