@@ -1289,6 +1289,7 @@ typedef struct rtr {
 	void *gen;
 	double x0, y0;
 	double xscale, yscale;   /* the warp's, for every window; 0: GDAL's own */
+	int spline;              /* a thin plate spline (gen_transformer's GCP_TPS) */
 } rtr;
 
 /* GDAL's warper sizes its resampling kernel (bilinear, cubic, average,
@@ -1344,6 +1345,7 @@ void *cdp_raster_transformer(const cdp_raster_info *src, const cdp_raster_info *
 		free(t);
 		return NULL;
 	}
+	t->spline = tps && ((src && cdp_raster_by_gcps(src)) || cdp_raster_by_gcps(g));
 	/* where GCPs or a reprojection bend the grid, GDAL's per-window
 	 * estimate varies from tile to tile (a value label's overlapping tiles
 	 * disagreed by 0.16); a vector is rasterized, not resampled */
@@ -1378,6 +1380,11 @@ int cdp_raster_transform(void *tr, int dst_to_src, int n, double *x, double *y, 
 			y[i] -= t->y0;
 		}
 	return r;
+}
+
+int cdp_raster_transformer_spline(const void *tr)
+{
+	return tr && ((const rtr *)tr)->spline;
 }
 
 void cdp_raster_transformer_free(void *tr)

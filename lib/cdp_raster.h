@@ -239,6 +239,10 @@ const char *cdp_raster_grid_crs(const cdp_raster_info *i);
 void *cdp_raster_transformer(const cdp_raster_info *src, const cdp_raster_info *g, int tps,
                              char *err, size_t errcap);
 void cdp_raster_transformer_free(void *tr);
+/* 1 when tr (or NULL) solved a thin plate spline (tps, and GCPs place a
+ * side): seconds to fit through thousands of GCPs, where the polynomial
+ * and a reprojection are cheap to fit again. */
+int  cdp_raster_transformer_spline(const void *tr);
 /* Counts tr's destination pixels from the window of g at (x0, y0) from
  * here on: one transformer, fitted once to the whole grid, serves every
  * window (a spline through thousands of GCPs is slow to solve). */

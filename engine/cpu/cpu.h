@@ -39,6 +39,16 @@
 #include <string.h>
 #include "backend.h"
 
+/* A function compiled for AVX-512, AVX2 and the baseline, the best chosen
+ * at load time (GCC on x86-64; elsewhere compiled once). Only for code
+ * whose bits do not depend on the vector width: no sum reordered, and FMA
+ * contraction off where a product feeds an add. */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
+#define CPU_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define CPU_CLONES
+#endif
+
 /* ---- the thread pool (cpu_backend.c) ---- */
 
 /* fn(ctx, i) for i in [0, n), the indices claimed in small runs by

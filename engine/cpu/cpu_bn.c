@@ -41,11 +41,6 @@
 #pragma GCC optimize ("tree-vectorize", "vect-cost-model=dynamic", "no-trapping-math", \
                       "fp-contract=off")
 #endif
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
-#define BN_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define BN_CLONES
-#endif
 
 /* The sums run on NV vectors of 4 floats (SSE2, which every x86-64 has:
  * GCC would split wider vectors, and their comparisons into scalars), 16
@@ -83,7 +78,7 @@ static double lanes16(const v16f *acc)
  * comparisons here for GCC to scalarize), so that they stay in registers:
  * as an array of 4 v4f GCC kept them in memory, a store and a load per
  * step (6% of a bf16 classifier step on AMX); the same sums either way */
-BN_CLONES static void shifted_sums(const float *x, size_t n, float k, double *s1, double *s2)
+CPU_CLONES static void shifted_sums(const float *x, size_t n, float k, double *s1, double *s2)
 {
 	size_t i = 0;
 
@@ -236,7 +231,7 @@ norm_run(const bn_job *j, const float *x, float *y, size_t n, float m, float a, 
 /* pass 2 of the forward for channel c; with the copies, XH_CHUNK values
  * at a time, so that x and y are rounded while in L1 (y NULL: each chunk
  * of y in tmp, for its copy alone) */
-BN_CLONES static void norm_chan(const bn_job *j, int c, float m, float a, float b)
+CPU_CLONES static void norm_chan(const bn_job *j, int c, float m, float a, float b)
 {
 	size_t step = j->xh_out || j->yh_out ? XH_CHUNK : j->hw;
 	float tmp[XH_CHUNK];
@@ -334,7 +329,7 @@ void cpu_bn_post_coef(const cdp_bn_infer *bn, int o, float *m, float *a, float *
 /* norm_chan's planes, one run of channel o in place; called on each block
  * of a convolution's output while it is in L1 or L2, so the arithmetic
  * counts: in 16-float vectors where the CPU has them (the same bits) */
-BN_CLONES void cpu_bn_post_run(const cdp_bn_infer *bn, int o, float *y, size_t n)
+CPU_CLONES void cpu_bn_post_run(const cdp_bn_infer *bn, int o, float *y, size_t n)
 {
 	float m = bn->mean[o], a = infer_scale(bn->gamma, bn->var, bn->eps, o), b = bn->beta[o];
 
@@ -404,7 +399,7 @@ bwd_chan(const int act, const bn_job *j, int c)
 	j->dbeta[c] += (float)sg;
 }
 
-BN_CLONES static void bn_bwd_chan(void *ctx, int c)
+CPU_CLONES static void bn_bwd_chan(void *ctx, int c)
 {
 	const bn_job *j = ctx;
 

@@ -173,7 +173,7 @@ typedef struct ujob {
 	int pairs;               /* store U[xi] packed (cpu_bf16_pack_row) */
 } ujob;
 
-VECTOR_CLONES static void filter_item(void *ctx, int o)
+CPU_CLONES static void filter_item(void *ctx, int o)
 {
 	const ujob *j = ctx;
 	size_t os = ustride(j->c);
@@ -331,7 +331,7 @@ static void fill_slice(const cpu_corr *c, const wgeo *g, cpu_src in, float *sl, 
 
 /* V[xi][s][lt + tx] for the tiles of tile row ty (row yr of the slice
  * sl, channels chs apart), lt the row's first column in the item */
-VECTOR_CLONES static void input_row(const cpu_corr *c, int tpr, float *restrict v, size_t ld,
+CPU_CLONES static void input_row(const cpu_corr *c, int tpr, float *restrict v, size_t ld,
                                    int lt, const float *restrict sl, size_t chs, int yr)
 {
 	int wp = 2 * tpr + 2;
@@ -374,7 +374,7 @@ VECTOR_CLONES static void input_row(const cpu_corr *c, int tpr, float *restrict 
 
 /* out rows 2ty, 2ty+1 of sample n from M[xi][o][lt + tx]; spare: tpr*2
  * floats for a row 2ty+1 past the image */
-VECTOR_CLONES static void output_row(const wjob *j, const float *restrict mm, int lt, int n,
+CPU_CLONES static void output_row(const wjob *j, const float *restrict mm, int lt, int n,
                                     int ty, float *restrict spare)
 {
 	const cpu_corr *c = j->c;

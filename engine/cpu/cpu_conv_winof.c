@@ -272,7 +272,7 @@ DY_BLOCK(wvec8, 8, EVEN8, ODD8, ZIP_LO8, ZIP_HI8, WINO_BF16_8)
 
 /* Z for the tiles of tile row r (their columns from t0 on): W x W blocks
  * (16 where WINO_WIDE, else 8), then the rest one at a time */
-VECTOR_CLONES static void dy_row(const fjob *j, float *z, int r, int t0, const float *zeros)
+CPU_CLONES static void dy_row(const fjob *j, float *z, int r, int t0, const float *zeros)
 {
 	const cpu_corr *c = j->c;
 	int tph = j->f.g.tph, n = r / tph, ty = r % tph, tx = 0;

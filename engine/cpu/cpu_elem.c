@@ -256,9 +256,7 @@ typedef struct bias_job {
 
 /* a plane the convolution has just written, from L2: in the widest
  * vectors the CPU has (one add per value, the same bits) */
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
-__attribute__((target_clones("avx512f", "avx2", "default")))
-#endif
+CPU_CLONES
 static void bias_plane(void *ctx, int t)
 {
 	const bias_job *j = ctx;

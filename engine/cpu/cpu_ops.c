@@ -266,9 +266,7 @@ static inline __attribute__((always_inline)) void maxpool_s2(const pool_job *j, 
 	}
 }
 
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
-__attribute__((target_clones("avx512f", "avx2", "default")))
-#endif
+CPU_CLONES
 static void maxpool_s2_plane(void *ctx, int t)
 {
 	const pool_job *j = ctx;

@@ -23,11 +23,6 @@
 #pragma GCC optimize ("tree-vectorize", "vect-cost-model=dynamic", "no-trapping-math", \
                       "fp-contract=off", "no-math-errno")
 #endif
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
-#define OPT_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define OPT_CLONES
-#endif
 
 #define CHUNK 16384
 
@@ -55,7 +50,7 @@ static int nchunks(size_t n)
 /* One loop per case, so that no branch stays inside a loop: g' = g + wd w;
  * v = g' on the first step, else mu v + g'; the step is along v, or
  * g' + mu v (nesterov), or g' without momentum. */
-OPT_CLONES
+CPU_CLONES
 static void sgd_run(float *restrict w, const float *restrict g, float *restrict v, size_t n,
                     float lr, float mu, float wd, int nesterov, int first)
 {
@@ -113,7 +108,7 @@ void cpu_sgd_step(cdp_backend *be, float *w, const float *g, float *v, size_t n,
 /* w = w (1 - lr wd); m = lerp(m, g, 1 - b1), in the form torch.lerp picks
  * for the weight (two loops, so that the choice is not a branch in one);
  * v = b2 v + (1 - b2) g^2; w -= (lr / bc1) m / (sqrt(v) / sqrt(bc2) + eps). */
-OPT_CLONES
+CPU_CLONES
 static void adamw_run(float *restrict w, const float *restrict g, float *restrict m,
                       float *restrict v, size_t n, const opt_ctx *c)
 {

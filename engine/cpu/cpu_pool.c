@@ -23,7 +23,6 @@
  * has what it gains). CDP_CPU_SPIN_US=0 sleeps at once: for more threads
  * than cores, where a spinning thread holds a core that another needs.
  */
-#define _GNU_SOURCE     /* sched_getaffinity, CPU_COUNT */
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -116,13 +115,10 @@ static int64_t spin_ns_for(int threads)
 {
 	const char *v = getenv("CDP_CPU_SPIN_US");
 	int us = SPIN_US_DEFAULT;
-	cpu_set_t set;
 
 	if (v && *v && cpu_spin_us_parse(v, &us) == 0)
 		return (int64_t)us * 1000;
-	if (sched_getaffinity(0, sizeof set, &set) == 0 && threads > CPU_COUNT(&set))
-		us = 0;
-	return (int64_t)us * 1000;
+	return threads > cdp_thread_cpus() ? 0 : (int64_t)us * 1000;
 }
 
 static int64_t now_ns(void)

@@ -1,18 +1,14 @@
 /* cpu_wino_vec.h: what the Winograd transforms (cpu_conv_wino.c,
  * cpu_conv_winof.c) compute with, private to them: GCC's vector
  * extensions, 16, 8 and 4 tiles at a time, with the shuffles that split a
- * row into its even and odd columns and zip two back; and the clones of a
- * transform for AVX-512, AVX2 and the baseline, the best chosen at load
- * time. WINO_VEC is 0 where the extensions are missing (scalar code only).
+ * row into its even and odd columns and zip two back (each transform
+ * compiled in CPU_CLONES, cpu.h). WINO_VEC is 0 where the extensions are
+ * missing (scalar code only).
  */
 #ifndef CDP_CPU_WINO_VEC_H
 #define CDP_CPU_WINO_VEC_H
 
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
-#define VECTOR_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define VECTOR_CLONES
-#endif
+#include "cpu.h"       /* CPU_CLONES */
 
 #if defined(__GNUC__) && !defined(__clang__)
 #define WINO_VEC 16

@@ -833,6 +833,7 @@ int cdp_tile_run(const cdp_tile_opts *o, FILE *out, cdp_tile_result *res,
 	uint64_t total = 0;
 	int rc = CDP_OK, made_dir = 0, streaming = 0, frc;
 	const char *hit;
+	void *tr;
 	input in;
 
 	memset(c, 0, sizeof(*c));
@@ -919,12 +920,12 @@ int cdp_tile_run(const cdp_tile_opts *o, FILE *out, cdp_tile_result *res,
 		 * for thousands of GCPs); the other transformers are cheap to
 		 * fit again, and a run of thousands of inputs would hold them
 		 * all (a spline holds a few arrays of its GCPs' count) */
-		if (o->tps && in.lab &&
-		    (cdp_raster_by_gcps(in.ri) ||
-		     cdp_raster_by_gcps(cdp_raster_get_info(cdp_label_raster(in.lab)))))
-			c->ltr[i] = cdp_label_take_transformer(in.lab);
-		else if (o->tps && in.vlab && cdp_raster_by_gcps(in.ri))
-			c->ltr[i] = cdp_label_vector_take_transformer(in.vlab);
+		tr = in.lab ? cdp_label_take_transformer(in.lab)
+		            : cdp_label_vector_take_transformer(in.vlab);
+		if (cdp_raster_transformer_spline(tr))
+			c->ltr[i] = tr;
+		else
+			cdp_raster_transformer_free(tr);
 		input_close(&in);
 	}
 

@@ -68,9 +68,9 @@ typedef struct ctx {
 	size_t nfiles, capfiles;
 	cdp_progress prog;
 	cdp_label_opts lopts;      /* from o: how labels are read */
-	void **ltr;                /* [ninputs] each warped label's transformer,
-	                              kept from the check for the cut, or NULL
-	                              (cdp_label_take_transformer) */
+	void **ltr;                /* [ninputs] a label's thin plate spline, kept
+	                              from the check for the cut, or NULL
+	                              (cdp_raster_transformer_spline) */
 } ctx;
 
 /* Sets the one-line message of a failure, without the program name. */
