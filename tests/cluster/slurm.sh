@@ -286,9 +286,12 @@ grep -q '^#SBATCH .*--signal=B:USR1@' "$W/requeue.sbatch" ||
 Q="--batch 8 --threads 1 --checkpoint-every 500 --steps 40 --log-every 1 -q"
 $MP cdp-train --db "$W/pool" --keys "$W/train.keys" --model "$W/unet.cfg" --out "$T/qref" $Q ||
 	fail "mpirun -np 2, 40 steps"
-# qjob SCRIPT_ARGS...: submit the requeue script, job id in $job
+# qjob SCRIPT_ARGS...: submit the requeue script, job id in $job; with
+# the ranks' kill timeout at KillWait (5 s here), as cdp-train(1) says to
+# set it: the script's default of 30 s made mpirun linger 60 s after the
+# SIGUSR1 stop (twice the timeout), a minute of every make check
 qjob() {
-	job=$(cd "$W" && sbatch --parsable --time=5 --nodes=1 --ntasks-per-node=2 \
+	job=$(cd "$W" && OMPI_MCA_odls_base_sigkill_timeout=5 sbatch --parsable --time=5 --nodes=1 --ntasks-per-node=2 \
 		--cpus-per-task=1 requeue.sbatch "$@" 2>"$T/sb") || fail "sbatch requeue.sbatch: $(cat "$T/sb")"
 }
 jobf() { scontrol show job "$job" | sed -n "s/.*[[:space:]]$1=\([^[:space:]]*\).*/\1/p"; }
@@ -311,7 +314,7 @@ while state=$(jobf JobState); [ "$(jobf Restarts)" = 0 ] || [ "$state" != COMPLE
 		fail "requeue.sbatch: job $job $state after $(jobf Restarts) restarts: $(cat "$W/slurm-$job.out" 2>/dev/null)" ;;
 	esac
 	i=$((i + 1))
-	# its mpirun waits odls_base_sigkill_timeout (30 s) after the stop
+	# its mpirun waits twice odls_base_sigkill_timeout (10 s) after the stop
 	[ "$i" -lt 1200 ] || fail "requeue.sbatch: job $job $state after 240 s, $(jobf Restarts) restarts"
 	sleep 0.2
 done
