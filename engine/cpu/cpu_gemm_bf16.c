@@ -390,25 +390,59 @@ BF_INLINE __m512bh pair_cont(const float *base, const zip_geo *g, long col, __mm
 	return _mm512_cvtne2ps_pbh(x1, x0);
 }
 
-/* acc[i][v] += the products of A's row i (pairs ap + i k2) and B's columns
- * [j0 + 16 v, j0 + 16 v + 16) (masks mk) over k in [k0, k1), in order of k;
- * cp: B's pairs side by side (pair_cont, k0 even) */
-BF_INLINE void sum_nn(const int mr, const int nv, const __mmask16 *mk, int k0, int k1,
-                      const uint32_t *ap, long k2, const float *b, long ldb, const long *tab,
-                      __m512 acc[][2], __m512i idx, const int cp, const zip_geo *g, long j0)
+/* bv[v]: B's rows q and q + 1 (none past k1) at columns [j0 + 16 v,
+ * j0 + 16 v + 16) (masks mk) as bf16 pairs; cp: B's pairs side by side
+ * (pair_cont, q even) */
+BF_INLINE void b_pairs(__m512bh *bv, const int nv, const __mmask16 *mk, int q, int k1,
+                       const float *b, long ldb, const long *tab, __m512i idx, const int cp,
+                       const zip_geo *g, long j0)
+{
+	if (cp) {
+		#pragma GCC unroll 2
+		for (int v = 0; v < nv; v++)
+			bv[v] = pair_cont(b + tab[q / 2], g, j0 + 16 * v, mk[v]);
+	} else {
+		const float *r0 = b + j0 + (tab ? tab[q] : q * ldb);
+		const float *r1 = q + 1 < k1 ? b + j0 + (tab ? tab[q + 1] : (q + 1) * ldb) : NULL;
+		#pragma GCC unroll 2
+		for (int v = 0; v < nv; v++)
+			bv[v] = pair_rows(r0 + 16 * v, r1 ? r1 + 16 * v : NULL, mk[v], idx);
+	}
+}
+
+/* A strip of B, rows [k0, k1) by 32 columns from j0 (STRIP_U32 words),
+ * as b_pairs gives it: pair p's 32 columns at bp + 32 p */
+#define STRIP_U32 (KC / 2 * 32)
+
+BF_INLINE void pack_strip(uint32_t *bp, const int nv, const __mmask16 *mk, int k0, int k1,
+                          const float *b, long ldb, const long *tab, __m512i idx,
+                          const int cp, const zip_geo *g, long j0)
 {
 	for (int q = k0; q < k1; q += 2) {
 		__m512bh bv[2];
-		if (cp) {
+		b_pairs(bv, nv, mk, q, k1, b, ldb, tab, idx, cp, g, j0);
+		#pragma GCC unroll 2
+		for (int v = 0; v < nv; v++)
+			_mm512_store_si512(bp + (q - k0) / 2 * 32 + 16 * v, (__m512i)bv[v]);
+	}
+}
+
+/* acc[i][v] += the products of A's row i (pairs ap + i k2) and B's columns
+ * [j0 + 16 v, j0 + 16 v + 16) (masks mk) over k in [k0, k1), in order of k;
+ * B's pairs from b_pairs, or from bp (pack_strip's, the same values) */
+BF_INLINE void sum_nn(const int mr, const int nv, const __mmask16 *mk, int k0, int k1,
+                      const uint32_t *ap, long k2, const float *b, long ldb, const long *tab,
+                      __m512 acc[][2], __m512i idx, const int cp, const zip_geo *g, long j0,
+                      const uint32_t *bp)
+{
+	for (int q = k0; q < k1; q += 2) {
+		__m512bh bv[2];
+		if (bp) {
 			#pragma GCC unroll 2
 			for (int v = 0; v < nv; v++)
-				bv[v] = pair_cont(b + tab[q / 2], g, j0 + 16 * v, mk[v]);
+				bv[v] = (__m512bh)_mm512_load_si512(bp + (q - k0) / 2 * 32 + 16 * v);
 		} else {
-			const float *r0 = b + j0 + (tab ? tab[q] : q * ldb);
-			const float *r1 = q + 1 < k1 ? b + j0 + (tab ? tab[q + 1] : (q + 1) * ldb) : NULL;
-			#pragma GCC unroll 2
-			for (int v = 0; v < nv; v++)
-				bv[v] = pair_rows(r0 + 16 * v, r1 ? r1 + 16 * v : NULL, mk[v], idx);
+			b_pairs(bv, nv, mk, q, k1, b, ldb, tab, idx, cp, g, j0);
 		}
 		#pragma GCC unroll 16
 		for (int i = 0; i < mr; i++) {
@@ -424,7 +458,7 @@ BF_INLINE void sum_nn(const int mr, const int nv, const __mmask16 *mk, int k0, i
 BF_INLINE void tile_nn(const int mr, const int nv, __mmask16 m0, __mmask16 m1, int k0, int k1,
                        const uint32_t *ap, long k2, const float *b, long ldb, const long *tab,
                        float beta, float *c, long ldc, __m512i idx, const int cp,
-                       const zip_geo *g, long j0)
+                       const zip_geo *g, long j0, const uint32_t *bp)
 {
 	__m512 acc[NN_MR][2];
 	__mmask16 mk[2] = { m0, m1 };
@@ -441,7 +475,7 @@ BF_INLINE void tile_nn(const int mr, const int nv, __mmask16 m0, __mmask16 m1, i
 				acc[i][v] = _mm512_setzero_ps();
 			}
 		}
-	sum_nn(mr, nv, mk, k0, k1, ap, k2, b, ldb, tab, acc, idx, cp, g, j0);
+	sum_nn(mr, nv, mk, k0, k1, ap, k2, b, ldb, tab, acc, idx, cp, g, j0, bp);
 	#pragma GCC unroll 16
 	for (int i = 0; i < mr; i++)
 		#pragma GCC unroll 2
@@ -452,19 +486,38 @@ BF_INLINE void tile_nn(const int mr, const int nv, __mmask16 m0, __mmask16 m1, i
 BF_INLINE void rows_nn(const int nv, __mmask16 m0, __mmask16 m1, int m, int k0, int k1,
                        const uint32_t *ap, long k2, const float *b, long ldb, const long *tab,
                        float beta, float *c, long ldc, __m512i idx, const int cp,
-                       const zip_geo *g, long j0)
+                       const zip_geo *g, long j0, const uint32_t *bp)
 {
 	int i0 = 0;
 
 	for (; i0 + NN_MR <= m; i0 += NN_MR)
 		tile_nn(NN_MR, nv, m0, m1, k0, k1, ap + i0 * k2, k2, b, ldb, tab, beta,
-		        c + i0 * ldc, ldc, idx, cp, g, j0);
+		        c + i0 * ldc, ldc, idx, cp, g, j0, bp);
 	for (; i0 + 4 <= m; i0 += 4)
 		tile_nn(4, nv, m0, m1, k0, k1, ap + i0 * k2, k2, b, ldb, tab, beta,
-		        c + i0 * ldc, ldc, idx, cp, g, j0);
+		        c + i0 * ldc, ldc, idx, cp, g, j0, bp);
 	for (; i0 < m; i0++)
 		tile_nn(1, nv, m0, m1, k0, k1, ap + i0 * k2, k2, b, ldb, tab, beta,
-		        c + i0 * ldc, ldc, idx, cp, g, j0);
+		        c + i0 * ldc, ldc, idx, cp, g, j0, bp);
+}
+
+/* rows_nn over one strip of B: converted to pairs once, into bp, where
+ * more than one block of NN_MR rows reads it (every block converted it
+ * again: ceil(m / 8) times per strip) */
+BF_INLINE void strip_nn(const int nv, __mmask16 m0, __mmask16 m1, int m, int k0, int k1,
+                        const uint32_t *ap, long k2, const float *b, long ldb, const long *tab,
+                        float beta, float *c, long ldc, __m512i idx, const int cp,
+                        const zip_geo *g, long j0, uint32_t *bp)
+{
+	__mmask16 mk[2] = { m0, m1 };
+
+	if (m <= NN_MR) {
+		rows_nn(nv, m0, m1, m, k0, k1, ap, k2, b, ldb, tab, beta, c, ldc, idx, cp, g, j0,
+		        NULL);
+		return;
+	}
+	pack_strip(bp, nv, mk, k0, k1, b, ldb, tab, idx, cp, g, j0);
+	rows_nn(nv, m0, m1, m, k0, k1, ap, k2, b, ldb, tab, beta, c, ldc, idx, cp, g, j0, bp);
 }
 
 /* C = A B + beta C with A already packed (ap, row stride k2 pairs), k > 0;
@@ -474,18 +527,19 @@ BF_INLINE void nn_blocks(int m, int n, int k, const uint32_t *ap, long k2, const
                          const int cp, const zip_geo *g)
 {
 	__m512i idx = pair_idx();
+	uint32_t bp[STRIP_U32] __attribute__((aligned(64)));
 
 	for (int k0 = 0; k0 < k; k0 += KC) {
 		int k1 = k0 + KC < k ? k0 + KC : k, j = 0;
 		for (; j + 32 <= n; j += 32)
-			rows_nn(2, 0xffff, 0xffff, m, k0, k1, ap, k2, b, ldb, tab, beta, c + j, ldc,
-			        idx, cp, g, j);
+			strip_nn(2, 0xffff, 0xffff, m, k0, k1, ap, k2, b, ldb, tab, beta, c + j, ldc,
+			         idx, cp, g, j, bp);
 		if (n - j > 16)
-			rows_nn(2, 0xffff, mask_of(n - j - 16), m, k0, k1, ap, k2, b, ldb, tab, beta,
-			        c + j, ldc, idx, cp, g, j);
+			strip_nn(2, 0xffff, mask_of(n - j - 16), m, k0, k1, ap, k2, b, ldb, tab, beta,
+			         c + j, ldc, idx, cp, g, j, bp);
 		else if (n > j)
-			rows_nn(1, mask_of(n - j), 0, m, k0, k1, ap, k2, b, ldb, tab, beta, c + j,
-			        ldc, idx, cp, g, j);
+			strip_nn(1, mask_of(n - j), 0, m, k0, k1, ap, k2, b, ldb, tab, beta, c + j,
+			         ldc, idx, cp, g, j, bp);
 	}
 }
 
@@ -527,7 +581,7 @@ BF_INLINE void tile_zip(const int mr, const int nv, __mmask16 m0, __mmask16 m1, 
 		#pragma GCC unroll 2
 		for (int v = 0; v < nv; v++)
 			acc[i][v] = _mm512_setzero_ps();
-	sum_nn(mr, nv, mk, 0, k, ap, k2, b, ldb, NULL, acc, idx, 0, NULL, j0);
+	sum_nn(mr, nv, mk, 0, k, ap, k2, b, ldb, NULL, acc, idx, 0, NULL, j0, NULL);
 	#pragma GCC unroll 8
 	for (int r = 0; r < mr / 2; r++)
 		#pragma GCC unroll 2
