@@ -571,7 +571,7 @@ BF_TARGET static void nn_fast(int m, int n, int k, const float *a, long rs, long
 BF_INLINE void tile_zip(const int mr, const int nv, __mmask16 m0, __mmask16 m1, int k,
                         const uint32_t *ap, long k2, const float *b, long ldb, float *c,
                         const long *ctab, const zip_geo *g, long j0, __m512i idx,
-                        __m512i zlo, __m512i zhi)
+                        __m512i zlo, __m512i zhi, const uint32_t *bp)
 {
 	__m512 acc[NN_MR][2];
 	__mmask16 mk[2] = { m0, m1 };
@@ -581,7 +581,7 @@ BF_INLINE void tile_zip(const int mr, const int nv, __mmask16 m0, __mmask16 m1, 
 		#pragma GCC unroll 2
 		for (int v = 0; v < nv; v++)
 			acc[i][v] = _mm512_setzero_ps();
-	sum_nn(mr, nv, mk, 0, k, ap, k2, b, ldb, NULL, acc, idx, 0, NULL, j0, NULL);
+	sum_nn(mr, nv, mk, 0, k, ap, k2, b, ldb, NULL, acc, idx, 0, NULL, j0, bp);
 	#pragma GCC unroll 8
 	for (int r = 0; r < mr / 2; r++)
 		#pragma GCC unroll 2
@@ -605,19 +605,38 @@ BF_INLINE void tile_zip(const int mr, const int nv, __mmask16 m0, __mmask16 m1, 
 BF_INLINE void rows_zip(const int nv, __mmask16 m0, __mmask16 m1, int m, int k,
                         const uint32_t *ap, long k2, const float *b, long ldb, float *c,
                         const long *ctab, const zip_geo *g, long j0, __m512i idx,
-                        __m512i zlo, __m512i zhi)
+                        __m512i zlo, __m512i zhi, const uint32_t *bp)
 {
 	int i0 = 0;
 
 	for (; i0 + NN_MR <= m; i0 += NN_MR)
 		tile_zip(NN_MR, nv, m0, m1, k, ap + i0 * k2, k2, b, ldb, c, ctab + i0 / 2, g, j0,
-		         idx, zlo, zhi);
+		         idx, zlo, zhi, bp);
 	for (; i0 + 4 <= m; i0 += 4)
 		tile_zip(4, nv, m0, m1, k, ap + i0 * k2, k2, b, ldb, c, ctab + i0 / 2, g, j0, idx,
-		         zlo, zhi);
+		         zlo, zhi, bp);
 	for (; i0 < m; i0 += 2)
 		tile_zip(2, nv, m0, m1, k, ap + i0 * k2, k2, b, ldb, c, ctab + i0 / 2, g, j0, idx,
-		         zlo, zhi);
+		         zlo, zhi, bp);
+}
+
+/* rows_zip over one strip of B (all of K), converted once into bp where
+ * more than one block of NN_MR rows reads it and it fits (ZIP_PACK_K) */
+#define ZIP_PACK_K 512          /* 32 KiB of stack */
+
+BF_INLINE void strip_zip(const int nv, __mmask16 m0, __mmask16 m1, int m, int k,
+                         const uint32_t *ap, long k2, const float *b, long ldb, float *c,
+                         const long *ctab, const zip_geo *g, long j0, __m512i idx,
+                         __m512i zlo, __m512i zhi, uint32_t *bp)
+{
+	__mmask16 mk[2] = { m0, m1 };
+
+	if (m <= NN_MR || k > ZIP_PACK_K) {
+		rows_zip(nv, m0, m1, m, k, ap, k2, b, ldb, c, ctab, g, j0, idx, zlo, zhi, NULL);
+		return;
+	}
+	pack_strip(bp, nv, mk, 0, k, b, ldb, NULL, idx, 0, NULL, j0);
+	rows_zip(nv, m0, m1, m, k, ap, k2, b, ldb, c, ctab, g, j0, idx, zlo, zhi, bp);
 }
 
 BF_TARGET int cpu_bf16f_nn_cp(int m, int n, int k, const float *a, long rs, long cs,
@@ -642,6 +661,7 @@ BF_TARGET int cpu_bf16f_nn_zip(int m, int n, int k, const float *a, long rs, lon
 	const uint32_t *ap;
 	__m512i idx = pair_idx(), zlo, zhi;
 	int32_t il[16], ih[16];
+	uint32_t bp[ZIP_PACK_K / 2 * 32] __attribute__((aligned(64)));
 	long k2;
 	int j = 0;
 
@@ -656,12 +676,14 @@ BF_TARGET int cpu_bf16f_nn_zip(int m, int n, int k, const float *a, long rs, lon
 	zlo = _mm512_loadu_si512(il);
 	zhi = _mm512_loadu_si512(ih);
 	for (; j + 32 <= n; j += 32)
-		rows_zip(2, 0xffff, 0xffff, m, k, ap, k2, b, ldb, c, ctab, &g, j, idx, zlo, zhi);
+		strip_zip(2, 0xffff, 0xffff, m, k, ap, k2, b, ldb, c, ctab, &g, j, idx, zlo, zhi,
+		          bp);
 	if (n - j > 16)
-		rows_zip(2, 0xffff, mask_of(n - j - 16), m, k, ap, k2, b, ldb, c, ctab, &g, j, idx,
-		         zlo, zhi);
+		strip_zip(2, 0xffff, mask_of(n - j - 16), m, k, ap, k2, b, ldb, c, ctab, &g, j, idx,
+		          zlo, zhi, bp);
 	else if (n > j)
-		rows_zip(1, mask_of(n - j), 0, m, k, ap, k2, b, ldb, c, ctab, &g, j, idx, zlo, zhi);
+		strip_zip(1, mask_of(n - j), 0, m, k, ap, k2, b, ldb, c, ctab, &g, j, idx, zlo, zhi,
+		          bp);
 	return 0;
 }
 
