@@ -435,15 +435,26 @@ BF_INLINE void sum_nn(const int mr, const int nv, const __mmask16 *mk, int k0, i
                       __m512 acc[][2], __m512i idx, const int cp, const zip_geo *g, long j0,
                       const uint32_t *bp)
 {
+	if (bp) {
+		/* its own loop, B's vectors in locals: with bv[] (whose address
+		 * b_pairs takes) GCC kept them on the stack and reloaded one
+		 * for every VDPBF16PS, a load per product */
+		for (int q = k0; q < k1; q += 2, bp += 32) {
+			__m512bh b0 = (__m512bh)_mm512_load_si512(bp);
+			__m512bh b1 = nv > 1 ? (__m512bh)_mm512_load_si512(bp + 16) : b0;
+			#pragma GCC unroll 16
+			for (int i = 0; i < mr; i++) {
+				__m512bh av = (__m512bh)_mm512_set1_epi32((int)ap[i * k2 + q / 2]);
+				acc[i][0] = _mm512_dpbf16_ps(acc[i][0], av, b0);
+				if (nv > 1)
+					acc[i][1] = _mm512_dpbf16_ps(acc[i][1], av, b1);
+			}
+		}
+		return;
+	}
 	for (int q = k0; q < k1; q += 2) {
 		__m512bh bv[2];
-		if (bp) {
-			#pragma GCC unroll 2
-			for (int v = 0; v < nv; v++)
-				bv[v] = (__m512bh)_mm512_load_si512(bp + (q - k0) / 2 * 32 + 16 * v);
-		} else {
-			b_pairs(bv, nv, mk, q, k1, b, ldb, tab, idx, cp, g, j0);
-		}
+		b_pairs(bv, nv, mk, q, k1, b, ldb, tab, idx, cp, g, j0);
 		#pragma GCC unroll 16
 		for (int i = 0; i < mr; i++) {
 			__m512bh av = (__m512bh)_mm512_set1_epi32((int)ap[i * k2 + q / 2]);

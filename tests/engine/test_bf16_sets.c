@@ -85,8 +85,18 @@ static double scale_of(const double *ref, size_t n)
 #define WINO_RMS 2.5
 #define WINO_MAX 3.5
 
-/* the case runs through the avx512bf16 set's Winograd (conv_one) */
+/* the op at hand runs through the avx512bf16 set's Winograd (conv_one) */
 static int wino_dp;
+
+/* a 3x3, stride-1, dilation-1 correlation of s channels into o filters
+ * takes it (cpu_conv_wino.c: 32 channels in, 16 filters out) */
+static int wino_dp_takes(const cdp_backend *be, const cdp_conv_desc *d, int s, int o)
+{
+	const char *won = getenv("CDP_CPU_WINOGRAD");
+
+	return cpu_bf16_packs_pairs(be) && d->kh == 3 && d->kw == 3 && d->stride == 1 &&
+	       d->dil == 1 && s >= 32 && o >= 16 && !(won && strcmp(won, "0") == 0);
+}
 
 /* a against the fp32 result unr, as wino_dp's comment above says */
 static void near_wino(const float *a, const double *ref, const double *unr, size_t n,
@@ -272,9 +282,9 @@ static void conv_one(const conv_case *cc, int ci)
 	double *sdb = calloc(nf, sizeof *sdb);
 	void *ws = be->alloc(be, cpu_conv_workspace(be, &d));
 
-	const char *won = getenv("CDP_CPU_WINOGRAD");
-	wino_dp = cpu_bf16_packs_pairs(be) && d.kh == 3 && d.kw == 3 && d.stride == 1 &&
-	          d.dil == 1 && d.c >= 32 && d.f >= 32 && !(won && strcmp(won, "0") == 0);
+	/* the forward and the filter gradient correlate C channels into F,
+	 * the data gradient F into C */
+	wino_dp = wino_dp_takes(be, &d, d.c, d.f);
 	conv_ref(&d, xr, wr, b, dyr, ry, rdx, rdw, rdb);
 	conv_ref(&d, x, w, b, dy, uy, udx, udw, udb);
 	snprintf(what, sizeof what, "conv case %d fwd", ci);
@@ -309,7 +319,9 @@ static void conv_one(const conv_case *cc, int ci)
 	}
 	snprintf(what, sizeof what, "conv case %d bwd_data", ci);
 	cpu_conv_bwd_data(be, &d, dy, w, dx, 0.0f, ws);
+	wino_dp = wino_dp_takes(be, &d, d.f, d.c);
 	near(dx, rdx, udx, nx, what);
+	wino_dp = wino_dp_takes(be, &d, d.c, d.f);
 	{
 		/* beta 1 (a tensor read by two layers sums their gradients):
 		 * old + the same sums, within fp32's tolerance of the largest
@@ -401,6 +413,10 @@ static void test_conv(void)
 		 * set (rounding the transformed values), direct elsewhere */
 		{ 2, 64, 13, 14, 72, 3, 1, 1, 1 },
 		{ 4, 64, 32, 34, 66, 3, 1, 1, 1 },
+		/* 32 channels, 16 filters: Winograd in the avx512bf16 set
+		 * only (its forward and filter gradient; the data gradient's
+		 * 16 channels the paired slice) */
+		{ 2, 32, 14, 20, 16, 3, 1, 1, 1 },
 		/* widths of 32: the amx set's paired slices (cpu_conv_pairs.c,
 		 * more than 8 channels; 8 or fewer go to kcol, as the first
 		 * case does; the avx512bf16 set's VDPBF16PS takes every case
@@ -427,7 +443,7 @@ static void test_conv(void)
 	xh_cases = 0;
 	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
 		conv_one(&cases[i], (int)i);
-	CHECK(xh_cases == 13, "[%s] %d cases read a bf16 input as it is, not the 13 implicit ones", set,
+	CHECK(xh_cases == 14, "[%s] %d cases read a bf16 input as it is, not the 14 implicit ones", set,
 	      xh_cases);
 }
 
