@@ -47,9 +47,8 @@
  *    bounds it), for 2.25 times fewer products at VDPBF16PS's rate.
  * Not with the AMX set.
  * For at least WINO_MIN_CH channels in and out, below which the
- * transforms cost more than they save, and by the avx512bf16 set from
- * WINO_MIN_OUT_DP filters; CDP_CPU_WINOGRAD=0 in the environment turns
- * it off.
+ * transforms cost more than they save; CDP_CPU_WINOGRAD=0 in the
+ * environment turns it off.
  * The filter gradient of the same layers, over the same tiles, is
  * cpu_conv_winof.c's.
  */
@@ -72,15 +71,12 @@
 /* 64 while the filter gradient was direct; with it by Winograd too, 32
  * channels in and out gain in all three ops together (8x32x128^2: data
  * and filter 10-25% faster, forward the same; 64 in, 32 out: 17-25% in
- * each), 16 out lose (32 in, 16 out at 256^2: 20% slower) */
+ * each), 16 out lose (32 in, 16 out at 256^2: 20% slower). On VDPBF16PS
+ * 16 out won that layer's forward by 15-20% on a Xeon that issues it at
+ * half an FMA's rate, and by perf's split would lose by about 30% on a
+ * Zen 4, which issues it at three times that (doc/PERFORMANCE.md,
+ * session 37): not taken until timed there. */
 #define WINO_MIN_CH 32
-/* VDPBF16PS (the avx512bf16 set) from 16 filters, 32 channels in: the
- * U-Net's first decoder convolution (32 in, 16 out at 256x256, batch 8)
- * forward 70 -> 60 ms, its filter gradient the same (conv_bench, 1
- * thread, 3 rounds alternated; doc/PERFORMANCE.md, session 37). 16 in
- * as well made those layers 10% faster and cdp-predict no faster, its
- * filter gradient slower. */
-#define WINO_MIN_OUT_DP 16
 #define TB_ALIGN 16               /* gemm columns per vector (AVX-512) */
 #define XPAD CPU_WINO_XPAD
 
@@ -94,20 +90,19 @@ static void read_env(void)
 	wino_off = e && strcmp(e, "0") == 0;
 }
 
-int cpu_wino_shape(const cpu_corr *c, int min_o)
+int cpu_wino_shape(const cpu_corr *c)
 {
 	return c->kh == 3 && c->kw == 3 && c->dil == 1 && c->ph <= 2 && c->pw <= 2 &&
-	       c->s >= WINO_MIN_CH && c->o >= min_o;
+	       c->s >= WINO_MIN_CH && c->o >= WINO_MIN_CH;
 }
 
 int cpu_wino_takes(const cdp_backend *be, const cpu_corr *c)
 {
-	int pairs = cpu_bf16_packs_pairs(be);
-
 	pthread_once(&wino_once, read_env);
 	return !wino_off &&
-	       (be->precision == CDP_PREC_FP32 || cpu_bf16_rounds_copies(be) || pairs) &&
-	       cpu_wino_shape(c, pairs ? WINO_MIN_OUT_DP : WINO_MIN_CH);
+	       (be->precision == CDP_PREC_FP32 || cpu_bf16_rounds_copies(be) ||
+	        cpu_bf16_packs_pairs(be)) &&
+	       cpu_wino_shape(c);
 }
 
 typedef cpu_wgeo wgeo;

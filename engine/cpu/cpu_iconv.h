@@ -111,13 +111,11 @@ void cpu_kcol_filter(cdp_backend *be, const cpu_corr *c, int n, cpu_src x,
                      const float *dy, float *dw, long *tab);
 
 /* cpu_conv_wino.c: forward and data of 3x3, dilation-1 problems by
- * Winograd's F(2x2, 3x3). cpu_wino_shape: the problem has its shape
- * (3x3, dilation 1, 32 channels in or more, min_o filters or more);
+ * Winograd's F(2x2, 3x3). cpu_wino_shape: the problem has its shape;
  * cpu_wino_takes: and be computes it so (fp32, or bf16 by the
- * avx512bf16-fma set from 32 filters, the avx512bf16 set from 16; not
- * turned off by CDP_CPU_WINOGRAD=0). Scratch bytes per thread; the caller's u holds
+ * avx512bf16-fma set; not turned off by CDP_CPU_WINOGRAD=0). Scratch bytes per thread; the caller's u holds
  * cpu_wino_ufloats(c) floats (the transformed filters). */
-int cpu_wino_shape(const cpu_corr *c, int min_o);
+int cpu_wino_shape(const cpu_corr *c);
 int cpu_wino_takes(const cdp_backend *be, const cpu_corr *c);
 size_t cpu_wino_scratch(const cpu_corr *c);
 size_t cpu_wino_ufloats(const cpu_corr *c);
