@@ -415,9 +415,8 @@ static void test_conv(void)
 		{ 4, 64, 32, 34, 66, 3, 1, 1, 1 },
 		/* 32 channels, 16 filters: direct in every set (the paired
 		 * slice in the amx and avx512bf16 sets), though 32 channels
-		 * and more would be Winograd's; 16 filters were faster so on
-		 * this VM's VDPBF16PS and are estimated slower on a Zen 4's
-		 * (doc/PERFORMANCE.md, session 37) */
+		 * and more would be Winograd's (cpu_conv_wino.c says why 16
+		 * filters are not) */
 		{ 2, 32, 14, 20, 16, 3, 1, 1, 1 },
 		/* widths of 32: the amx set's paired slices (cpu_conv_pairs.c,
 		 * more than 8 channels; 8 or fewer go to kcol, as the first
