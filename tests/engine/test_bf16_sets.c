@@ -283,7 +283,7 @@ static void conv_one(const conv_case *cc, int ci)
 	void *ws = be->alloc(be, cpu_conv_workspace(be, &d));
 
 	/* the forward and the filter gradient correlate C channels into F,
-	 * the data gradient F into C */
+	 * the data gradient F into C: each sets wino_dp before its near() */
 	wino_dp = wino_dp_takes(be, &d, d.c, d.f);
 	conv_ref(&d, xr, wr, b, dyr, ry, rdx, rdw, rdb);
 	conv_ref(&d, x, w, b, dy, uy, udx, udw, udb);
@@ -321,7 +321,6 @@ static void conv_one(const conv_case *cc, int ci)
 	cpu_conv_bwd_data(be, &d, dy, w, dx, 0.0f, ws);
 	wino_dp = wino_dp_takes(be, &d, d.f, d.c);
 	near(dx, rdx, udx, nx, what);
-	wino_dp = wino_dp_takes(be, &d, d.c, d.f);
 	{
 		/* beta 1 (a tensor read by two layers sums their gradients):
 		 * old + the same sums, within fp32's tolerance of the largest
@@ -373,6 +372,7 @@ static void conv_one(const conv_case *cc, int ci)
 		sdb[i] = db[i] + udb[i];     /* the bias gradient sums dy in fp32 */
 	snprintf(what, sizeof what, "conv case %d bwd_filter", ci);
 	cpu_conv_bwd_filter(be, &d, x, dy, dw, db, ws);
+	wino_dp = wino_dp_takes(be, &d, d.c, d.f);
 	near(dw, rdw, udw, nw, what);
 	snprintf(what, sizeof what, "conv case %d dbias", ci);
 	near(db, sdb, NULL, nf, what);
