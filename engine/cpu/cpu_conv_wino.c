@@ -40,8 +40,9 @@
  *  - avx512bf16 (VDPBF16PS, the default on AMD): its operands must be bf16
  *    pairs, so the transformed values are rounded instead: U[xi] once per
  *    call, straight into the pairs of cpu_bf16f_nn_packed (in the space
- *    of fp32 U, which for 32 channels and more holds them), V[xi] as the
- *    gemm reads it. A transformed value sums up to 16 of its operands, so
+ *    of fp32 U, which for 32 channels and more holds them), V[xi] into
+ *    pairs as the input transform writes it (input_pairs), or, for rows
+ *    of few tiles, as the gemm reads it. A transformed value sums up to 16 of its operands, so
  *    the error against fp32 is about twice a direct bf16 convolution's
  *    (root mean square, measured in tests/engine/test_bf16_sets.c, which
  *    bounds it), for 2.25 times fewer products at VDPBF16PS's rate.
@@ -334,19 +335,19 @@ static void fill_slice(const cpu_corr *c, const wgeo *g, cpu_src in, float *sl, 
 }
 
 /* V[xi][s][lt + tx] for the tiles of tile row ty (row yr of the slice
- * sl, channels chs apart), lt the row's first column in the item */
-CPU_CLONES static void input_row(const cpu_corr *c, int tpr, float *restrict v, size_t ld,
-                                   int lt, const float *restrict sl, size_t chs, int yr)
+ * sl, channels chs apart), lt the row's first column in the item, of
+ * channels [s0, s1): channel s's row of V[xi] at v + xi st + (s - s0) ld */
+CPU_CLONES static void input_row(int tpr, float *restrict v, size_t ld, size_t st, int lt,
+                                   const float *restrict sl, size_t chs, int yr, int s0, int s1)
 {
 	int wp = 2 * tpr + 2;
-	size_t st = (size_t)c->s * ld + XPAD;
 #if WINO_VEC
 	int wide = WINO_WIDE;
 #endif
 
-	for (int s = 0; s < c->s; s++) {
+	for (int s = s0; s < s1; s++) {
 		const float *rp[4];
-		float *vs = v + (size_t)s * ld + lt;
+		float *vs = v + (size_t)(s - s0) * ld + lt;
 		int tx = 0;
 
 		for (int r = 0; r < 4; r++)
@@ -448,10 +449,61 @@ void cpu_wino_input(const cpu_corr *c, const wgeo *g, cpu_src in, int g0, int g1
 
 		fill_slice(c, g, in, tmp, chs, n, ty0, ty1, rnd);
 		for (int ty = ty0; ty < ty1; ty++)
-			input_row(c, g->tpr, v, ld, (r - g0 + ty - ty0) * g->tpr, tmp, chs, ty - ty0);
+			input_row(g->tpr, v, ld, (size_t)c->s * ld + XPAD, (r - g0 + ty - ty0) * g->tpr,
+			          tmp, chs, ty - ty0, 0, c->s);
 		r += ty1 - ty0;
 	}
 }
+
+#ifdef CPU_BF16_KERNELS
+/* V in pairs for tile rows of VP_MIN_TPR tiles or more (output rows of
+ * 32 columns and more). Alternated conv_bench forward and data, 2
+ * threads, against the gemm pairing fp32 V itself (doc/PERFORMANCE.md,
+ * session 38): 64 and 128 channels at 64^2 and 32^2 8-10% faster on a
+ * Xeon's VDPBF16PS, 32 channels the same; with VDPBF16PS's time taken
+ * out (an FMA in its place, a Zen 4's rate or more) 13-22% faster on
+ * every such layer. At 16^2 (8 tiles a row) the short rows' calls cost
+ * more than they save: 3-5% slower with the FMA in its place. */
+#define VP_MIN_TPR 16
+
+static int vp_takes(const wgeo *g)
+{
+	return g->tpr >= VP_MIN_TPR;
+}
+
+/* cpu_wino_input's V for VDPBF16PS (cpu_bf16_nn_pp's B): pair p of V[xi]
+ * (channels 2p and 2p + 1, rounded, the second 0 past S) at
+ * vp + xi stp + p ld. Each pair's 16 rows of a tile row pass through
+ * tmp2 (32 tpr floats, in L1) as floats and are paired from there, so V
+ * is written once at half the bytes and the gemm converts nothing: the
+ * same pairs as the gemm's own conversion of fp32 V (cpu_bf16f_nn_packed). */
+static void input_pairs(const cpu_corr *c, const wgeo *g, cpu_src in, int g0, int g1,
+                        uint32_t *vp, size_t ld, size_t stp, float *tmp, float *tmp2, int rnd)
+{
+	size_t chs = slice_chs(g);
+	int tpr = g->tpr;
+
+	for (int r = g0; r < g1;) {
+		int n = r / g->tph, ty0 = r % g->tph;
+		int ty1 = g1 - n * g->tph < g->tph ? g1 - n * g->tph : g->tph;
+
+		fill_slice(c, g, in, tmp, chs, n, ty0, ty1, rnd);
+		for (int ty = ty0; ty < ty1; ty++) {
+			int lt = (r - g0 + ty - ty0) * tpr;
+			for (int s = 0; s < c->s; s += 2) {
+				int s1 = s + 2 < c->s ? s + 2 : c->s;
+				input_row(tpr, tmp2, (size_t)tpr, 2 * (size_t)tpr, 0, tmp, chs, ty - ty0, s,
+				          s1);
+				for (int x = 0; x < 16; x++)
+					cpu_bf16_pair_run(tmp2 + x * 2 * tpr,
+					                  s1 - s > 1 ? tmp2 + x * 2 * tpr + tpr : NULL, tpr,
+					                  vp + x * stp + (size_t)s / 2 * ld + lt);
+			}
+		}
+		r += ty1 - ty0;
+	}
+}
+#endif
 
 static void wino_item(void *ctx, int it)
 {
@@ -467,24 +519,44 @@ static void wino_item(void *ctx, int it)
 	if (g1 > j->n * j->g.tph)
 		g1 = j->n * j->g.tph;
 	used = (g1 - g0) * tpr;
-	/* the padding columns: zero, so no junk (or denormals) enters the gemm */
-	if (used < tb)
-		for (int x = 0; x < 16; x++)
-			for (int s = 0; s < c->s; s++)
-				memset(v + x * vst + (size_t)s * tb + used, 0,
-				       (size_t)(tb - used) * sizeof *v);
-	cpu_wino_input(c, &j->g, j->in, g0, g1, v, tb, sl, j->rnd);
-	for (int x = 0; x < 16; x++) {
 #ifdef CPU_BF16_KERNELS
-		if (j->pairs) {
-			cpu_bf16f_nn_packed(c->o, tb, c->s, (const uint32_t *)(j->u + x * ustride(c)),
-			                    cpu_bf16_pack_stride(c->s), v + x * vst, tb, 0.0f,
-			                    mm + x * mst, tb);
-			continue;
-		}
+	if (j->pairs && vp_takes(&j->g)) {
+		/* V in pairs, (S + 1) / 2 rows of tb per V[xi], in V's space (at
+		 * most 8 (S + 1) tb of 16 S tb floats), tmp2 behind it */
+		uint32_t *vp = (uint32_t *)v;
+		size_t stp = (size_t)(c->s + 1) / 2 * tb + XPAD;
+		if (used < tb)
+			for (int x = 0; x < 16; x++)
+				for (int p = 0; p < (c->s + 1) / 2; p++)
+					memset(vp + x * stp + (size_t)p * tb + used, 0,
+					       (size_t)(tb - used) * sizeof *vp);
+		input_pairs(c, &j->g, j->in, g0, g1, vp, tb, stp, sl, v + 16 * stp, j->rnd);
+		for (int x = 0; x < 16; x++)
+			cpu_bf16_nn_pp(c->o, tb, c->s, (const uint32_t *)(j->u + x * ustride(c)),
+			               cpu_bf16_pack_stride(c->s), vp + x * stp, tb, mm + x * mst, tb);
+	} else
 #endif
-		cpu_kgemm_fp32_nn(c->o, tb, c->s, j->u + x * ustride(c), c->s, 1, v + x * vst, tb,
-		                  0.0f, mm + x * mst, tb);
+	{
+		/* the padding columns: zero, so no junk (or denormals) enters the gemm */
+		if (used < tb)
+			for (int x = 0; x < 16; x++)
+				for (int s = 0; s < c->s; s++)
+					memset(v + x * vst + (size_t)s * tb + used, 0,
+					       (size_t)(tb - used) * sizeof *v);
+		cpu_wino_input(c, &j->g, j->in, g0, g1, v, tb, sl, j->rnd);
+		for (int x = 0; x < 16; x++) {
+#ifdef CPU_BF16_KERNELS
+			if (j->pairs) {
+				cpu_bf16f_nn_packed(c->o, tb, c->s,
+				                    (const uint32_t *)(j->u + x * ustride(c)),
+				                    cpu_bf16_pack_stride(c->s), v + x * vst, tb, 0.0f,
+				                    mm + x * mst, tb);
+				continue;
+			}
+#endif
+			cpu_kgemm_fp32_nn(c->o, tb, c->s, j->u + x * ustride(c), c->s, 1,
+			                  v + x * vst, tb, 0.0f, mm + x * mst, tb);
+		}
 	}
 	for (int g = g0; g < g1; g++) {
 		int n = g / j->g.tph, ty = g % j->g.tph;

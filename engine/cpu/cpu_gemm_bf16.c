@@ -429,19 +429,20 @@ BF_INLINE void pack_strip(uint32_t *bp, const int nv, const __mmask16 *mk, int k
 
 /* acc[i][v] += the products of A's row i (pairs ap + i k2) and B's columns
  * [j0 + 16 v, j0 + 16 v + 16) (masks mk) over k in [k0, k1), in order of k;
- * B's pairs from b_pairs, or from bp (pack_strip's, the same values) */
+ * B's pairs from b_pairs, or from bp, pair (q - k0) / 2's columns at
+ * bp + (q - k0) / 2 * bs (pack_strip's, the same values, or the caller's) */
 BF_INLINE void sum_nn(const int mr, const int nv, const __mmask16 *mk, int k0, int k1,
                       const uint32_t *ap, long k2, const float *b, long ldb, const long *tab,
                       __m512 acc[][2], __m512i idx, const int cp, const zip_geo *g, long j0,
-                      const uint32_t *bp)
+                      const uint32_t *bp, long bs)
 {
 	if (bp) {
 		/* its own loop, B's vectors in locals: with bv[] (whose address
 		 * b_pairs takes) GCC kept them on the stack and reloaded one
 		 * for every VDPBF16PS, a load per product */
-		for (int q = k0; q < k1; q += 2, bp += 32) {
-			__m512bh b0 = (__m512bh)_mm512_load_si512(bp);
-			__m512bh b1 = nv > 1 ? (__m512bh)_mm512_load_si512(bp + 16) : b0;
+		for (int q = k0; q < k1; q += 2, bp += bs) {
+			__m512bh b0 = (__m512bh)_mm512_maskz_loadu_epi32(mk[0], bp);
+			__m512bh b1 = nv > 1 ? (__m512bh)_mm512_maskz_loadu_epi32(mk[1], bp + 16) : b0;
 			#pragma GCC unroll 16
 			for (int i = 0; i < mr; i++) {
 				__m512bh av = (__m512bh)_mm512_set1_epi32((int)ap[i * k2 + q / 2]);
@@ -469,7 +470,7 @@ BF_INLINE void sum_nn(const int mr, const int nv, const __mmask16 *mk, int k0, i
 BF_INLINE void tile_nn(const int mr, const int nv, __mmask16 m0, __mmask16 m1, int k0, int k1,
                        const uint32_t *ap, long k2, const float *b, long ldb, const long *tab,
                        float beta, float *c, long ldc, __m512i idx, const int cp,
-                       const zip_geo *g, long j0, const uint32_t *bp)
+                       const zip_geo *g, long j0, const uint32_t *bp, long bs)
 {
 	__m512 acc[NN_MR][2];
 	__mmask16 mk[2] = { m0, m1 };
@@ -486,7 +487,7 @@ BF_INLINE void tile_nn(const int mr, const int nv, __mmask16 m0, __mmask16 m1, i
 				acc[i][v] = _mm512_setzero_ps();
 			}
 		}
-	sum_nn(mr, nv, mk, k0, k1, ap, k2, b, ldb, tab, acc, idx, cp, g, j0, bp);
+	sum_nn(mr, nv, mk, k0, k1, ap, k2, b, ldb, tab, acc, idx, cp, g, j0, bp, bs);
 	#pragma GCC unroll 16
 	for (int i = 0; i < mr; i++)
 		#pragma GCC unroll 2
@@ -497,19 +498,19 @@ BF_INLINE void tile_nn(const int mr, const int nv, __mmask16 m0, __mmask16 m1, i
 BF_INLINE void rows_nn(const int nv, __mmask16 m0, __mmask16 m1, int m, int k0, int k1,
                        const uint32_t *ap, long k2, const float *b, long ldb, const long *tab,
                        float beta, float *c, long ldc, __m512i idx, const int cp,
-                       const zip_geo *g, long j0, const uint32_t *bp)
+                       const zip_geo *g, long j0, const uint32_t *bp, long bs)
 {
 	int i0 = 0;
 
 	for (; i0 + NN_MR <= m; i0 += NN_MR)
 		tile_nn(NN_MR, nv, m0, m1, k0, k1, ap + i0 * k2, k2, b, ldb, tab, beta,
-		        c + i0 * ldc, ldc, idx, cp, g, j0, bp);
+		        c + i0 * ldc, ldc, idx, cp, g, j0, bp, bs);
 	for (; i0 + 4 <= m; i0 += 4)
 		tile_nn(4, nv, m0, m1, k0, k1, ap + i0 * k2, k2, b, ldb, tab, beta,
-		        c + i0 * ldc, ldc, idx, cp, g, j0, bp);
+		        c + i0 * ldc, ldc, idx, cp, g, j0, bp, bs);
 	for (; i0 < m; i0++)
 		tile_nn(1, nv, m0, m1, k0, k1, ap + i0 * k2, k2, b, ldb, tab, beta,
-		        c + i0 * ldc, ldc, idx, cp, g, j0, bp);
+		        c + i0 * ldc, ldc, idx, cp, g, j0, bp, bs);
 }
 
 /* rows_nn over one strip of B: converted to pairs once, into bp, where
@@ -524,11 +525,11 @@ BF_INLINE void strip_nn(const int nv, __mmask16 m0, __mmask16 m1, int m, int k0,
 
 	if (m <= NN_MR) {
 		rows_nn(nv, m0, m1, m, k0, k1, ap, k2, b, ldb, tab, beta, c, ldc, idx, cp, g, j0,
-		        NULL);
+		        NULL, 0);
 		return;
 	}
 	pack_strip(bp, nv, mk, k0, k1, b, ldb, tab, idx, cp, g, j0);
-	rows_nn(nv, m0, m1, m, k0, k1, ap, k2, b, ldb, tab, beta, c, ldc, idx, cp, g, j0, bp);
+	rows_nn(nv, m0, m1, m, k0, k1, ap, k2, b, ldb, tab, beta, c, ldc, idx, cp, g, j0, bp, 32);
 }
 
 /* C = A B + beta C with A already packed (ap, row stride k2 pairs), k > 0;
@@ -558,6 +559,31 @@ BF_TARGET static void nn_packed(int m, int n, int k, const uint32_t *ap, long k2
                                 long ldb, const long *tab, float beta, float *c, long ldc)
 {
 	nn_blocks(m, n, k, ap, k2, b, ldb, tab, beta, c, ldc, 0, NULL);
+}
+
+/* C = A B with A packed (ap, k2) and B already in pairs: pair p's n
+ * columns at bp + p ldbp (Winograd's V, cpu_conv_wino.c); K blocks as
+ * nn_blocks', so the same sums in the same order as nn_packed on B's
+ * floats */
+BF_TARGET static void nn_pp(int m, int n, int k, const uint32_t *ap, long k2, const uint32_t *bp,
+                            long ldbp, float *c, long ldc)
+{
+	__m512i idx = pair_idx();
+
+	for (int k0 = 0; k0 < k; k0 += KC) {
+		int k1 = k0 + KC < k ? k0 + KC : k, j = 0;
+		const uint32_t *bk = bp + (long)k0 / 2 * ldbp;
+		float beta = 0.0f;   /* tile_nn reads C back for k0 > 0 */
+		for (; j + 32 <= n; j += 32)
+			rows_nn(2, 0xffff, 0xffff, m, k0, k1, ap, k2, NULL, 0, NULL, beta, c + j, ldc,
+			        idx, 0, NULL, j, bk + j, ldbp);
+		if (n - j > 16)
+			rows_nn(2, 0xffff, mask_of(n - j - 16), m, k0, k1, ap, k2, NULL, 0, NULL, beta,
+			        c + j, ldc, idx, 0, NULL, j, bk + j, ldbp);
+		else if (n > j)
+			rows_nn(1, mask_of(n - j), 0, m, k0, k1, ap, k2, NULL, 0, NULL, beta, c + j,
+			        ldc, idx, 0, NULL, j, bk + j, ldbp);
+	}
 }
 
 BF_TARGET static void nn_fast(int m, int n, int k, const float *a, long rs, long cs,
@@ -592,7 +618,7 @@ BF_INLINE void tile_zip(const int mr, const int nv, __mmask16 m0, __mmask16 m1, 
 		#pragma GCC unroll 2
 		for (int v = 0; v < nv; v++)
 			acc[i][v] = _mm512_setzero_ps();
-	sum_nn(mr, nv, mk, 0, k, ap, k2, b, ldb, NULL, acc, idx, 0, NULL, j0, bp);
+	sum_nn(mr, nv, mk, 0, k, ap, k2, b, ldb, NULL, acc, idx, 0, NULL, j0, bp, 32);
 	#pragma GCC unroll 8
 	for (int r = 0; r < mr / 2; r++)
 		#pragma GCC unroll 2
@@ -713,6 +739,29 @@ void cpu_bf16f_nn_packed(int m, int n, int k, const uint32_t *ap, long k2, const
 {
 	if (m > 0 && n > 0 && k > 0)
 		nn_packed(m, n, k, ap, k2, b, ldb, NULL, beta, c, ldc);
+}
+
+void cpu_bf16_nn_pp(int m, int n, int k, const uint32_t *ap, long k2, const uint32_t *bp,
+                    long ldbp, float *c, long ldc)
+{
+	if (m > 0 && n > 0 && k > 0)
+		nn_pp(m, n, k, ap, k2, bp, ldbp, c, ldc);
+}
+
+BF_TARGET static void pair_run(const float *r0, const float *r1, int n, uint32_t *d)
+{
+	__m512i idx = pair_idx();
+
+	for (int j = 0; j < n; j += 16) {
+		__mmask16 mk = mask_of(n - j);
+		_mm512_mask_storeu_epi32(d + j, mk,
+		                         (__m512i)pair_rows(r0 + j, r1 ? r1 + j : NULL, mk, idx));
+	}
+}
+
+void cpu_bf16_pair_run(const float *r0, const float *r1, int n, uint32_t *d)
+{
+	pair_run(r0, r1, n, d);
 }
 
 /* In place, front to back: value i's bf16 goes to bytes 2i, 2i + 1,
