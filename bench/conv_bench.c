@@ -61,7 +61,8 @@ int main(int argc, char **argv)
 	}
 	n = shape[0], c = shape[1], h = shape[2], f = shape[3];
 	cdp_backend *be = cdp_backend_cpu(threads);
-	cdp_conv_desc d = { n, c, h, h, f, k, k, stride, pad < 0 ? k / 2 : pad, 1, 0, 0, 0 };
+	cdp_conv_desc d = { .n = n, .c = c, .h = h, .w = h, .f = f, .kh = k, .kw = k, .stride = stride,
+	                    .pad = pad < 0 ? k / 2 : pad, .dil = 1 };
 	if (!be || cdp_conv_desc_init(&d) < 0) {
 		fprintf(stderr, "conv_bench: no backend, or a shape it refuses\n");
 		return 1;

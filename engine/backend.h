@@ -59,6 +59,8 @@
 #define CDP_HOST_DEVICE
 #endif
 
+#define CDP_CONV_SEGS 8           /* a concat's inputs at most (net.h's CDP_MAX_FROM) */
+
 typedef struct cdp_conv_desc {
 	int n, c, h, w;          /* input (N, C, H, W) */
 	int f, kh, kw;           /* output channels and kernel */
@@ -68,6 +70,15 @@ typedef struct cdp_conv_desc {
 	 * (N,C,H,W), the stash's copy), where conv_takes_xh says the backend
 	 * reads it so; 0 (the default): float */
 	int xh;
+	/* nseg > 0: conv_fwd and conv_fwd_bn read x's channels from nseg
+	 * tensors in order, seg[i] (N, segc[i], H, W) float, the segc[i]
+	 * summing to c, and take no x (NULL): the inputs of an inference
+	 * net's concat read where they lie, with no copy made (net.c), where
+	 * conv_takes_split says the backend reads them so. 0: x (the
+	 * default). */
+	int nseg;
+	const float *seg[CDP_CONV_SEGS];
+	int segc[CDP_CONV_SEGS];
 } cdp_conv_desc;
 
 /* Fills oh, ow (backend.c); returns -1 when the output would be empty. */
@@ -275,6 +286,11 @@ struct cdp_backend {
 	 * the stash need not widen it (net.c); 0: they take float only (the
 	 * CPU's plans but the implicit one, CUDA). d->xh is not read. */
 	int (*conv_takes_xh)(cdp_backend *be, const cdp_conv_desc *d);
+	/* 1: conv_fwd and conv_fwd_bn of d read x from d->nseg segments
+	 * (cdp_conv_desc) in the precision set: the CPU's implicit plan, whose
+	 * slices are copied from x channel by channel anyway; 0: one x only
+	 * (the CPU's other plans, CUDA). d->nseg is not read. */
+	int (*conv_takes_split)(cdp_backend *be, const cdp_conv_desc *d);
 	void (*conv_fwd)(cdp_backend *be, const cdp_conv_desc *d, const void *x,
 	                 const float *w, const float *bias, float *y, void *ws);
 	/* conv_fwd followed by bn_fwd_infer (with its activation) of bn on y,
@@ -526,7 +542,7 @@ struct cdp_backend {
 	X(host_alloc) X(host_free) X(to_device_async) X(copy_fence) X(copy_wait) X(stream) \
 	X(gemm) X(fill) X(scale) X(axpy) X(sumsq) \
 	X(to_bf16) X(from_bf16) \
-	X(conv_workspace) X(conv_takes_xh) X(conv_fwd) X(conv_fwd_bn) X(conv_bwd_data) X(conv_bwd_filter) \
+	X(conv_workspace) X(conv_takes_xh) X(conv_takes_split) X(conv_fwd) X(conv_fwd_bn) X(conv_bwd_data) X(conv_bwd_filter) \
 	X(bn_fwd_train) X(bn_fwd_train_h) X(bn_fwd_h_alone) X(bn_fwd_infer) X(bn_bwd_needs_y) X(bn_takes_xh) X(bn_bwd) X(bn_sums) X(bn_grad_sums) X(bn_bwd_dx) \
 	X(act_fwd) X(act_bwd) \
 	X(maxpool_fwd) X(maxpool_bwd) X(maxpool_bwd_needs_xy) X(avgpool_fwd) X(avgpool_bwd) \

@@ -595,6 +595,48 @@ static void stash_roles(const cdp_net *net, int hread, char *keep, char *honly)
 	}
 }
 
+/* The last layer (up to the output) that reads layer t's output; -1: none */
+static int last_reader(const cdp_net *net, int t)
+{
+	int last = -1;
+
+	for (int k = t + 1; k <= net->out_layer; k++)
+		for (int m = 0; m < net->layers[k].nfrom; m++)
+			if (net->layers[k].from[m] == t)
+				last = k;
+	return last;
+}
+
+/* Inference: which concats need no output (cdp_layer.virt). A concat
+ * read only by layers that take its inputs where they lie (a 3x3
+ * convolution on the CPU: takes_split), none of them itself such a
+ * concat, is not copied at all: the U-Net decoder's concats were 3.5% of
+ * cdp-predict's time in copies, and their outputs the largest tensors
+ * live in its plan. */
+static void plan_virtual(cdp_net *net)
+{
+	for (int t = 0; t < net->nlayers; t++) {
+		cdp_layer *l = &net->layers[t];
+		int readers = 0, ok = net->infer && l->ops == &cdp_layer_concat &&
+		                      t < net->out_layer && l->nfrom <= CDP_CONV_SEGS;
+
+		for (int j = 0; ok && j < l->nfrom; j++)
+			if (l->from[j] >= 0 && net->layers[l->from[j]].virt)
+				ok = 0;
+		for (int k = t + 1; ok && k <= net->out_layer; k++) {
+			const cdp_layer *c = &net->layers[k];
+			for (int m = 0; m < c->nfrom; m++) {
+				if (c->from[m] != t)
+					continue;
+				readers++;
+				if (c->nfrom != 1 || !c->ops->takes_split || !c->ops->takes_split(c, net))
+					ok = 0;
+			}
+		}
+		l->virt = ok && readers > 0;
+	}
+}
+
 /* Plans and allocates the stash (see above): fwd_end, bwd_first,
  * bwd_last, y_fwd / y_bwd / yh of every layer, and the output's own
  * buffer. Live ranges are on one time line, forward step i at time i,
@@ -623,8 +665,8 @@ static size_t plan_once(cdp_net *net, int hread, act_range *rg, act_range **live
 		l->fwd_end = honly[t] ? -1 : t;
 		l->bwd_first = -1;
 		l->bwd_last = nl;
-		if (t > out)
-			continue;
+		if (t > out || l->virt)
+			continue;       /* a virtual concat: no output (plan_virtual) */
 		if (!net->infer && (bwd_reads(net, l) & CDP_BWD_Y))
 			l->bwd_first = l->bwd_last = t;
 		for (int k = t + 1; k <= out; k++)
@@ -637,9 +679,12 @@ static size_t plan_once(cdp_net *net, int hread, act_range *rg, act_range **live
 				direct = io && c->ops->stash_direct && c->ops->stash_direct(c, net);
 				hb = (io & CDP_STASH_IN_BWD) && (direct || !(io & CDP_STASH_DIRECT_ONLY));
 				/* forward: in fp32, but where the copy serves (a
-				 * bf16-only consumer rounds what it reads) */
-				if (!(keep[t] && (honly[t] || (io & CDP_STASH_OUT && honly[k]))))
-					l->fwd_end = k;
+				 * bf16-only consumer rounds what it reads); read by a
+				 * virtual concat: until that concat's last reader */
+				if (!(keep[t] && (honly[t] || (io & CDP_STASH_OUT && honly[k])))) {
+					int e = c->virt ? last_reader(net, k) : k;
+					l->fwd_end = e > l->fwd_end ? e : l->fwd_end;
+				}
 				if (!net->infer && (bwd_reads(net, c) & CDP_BWD_X) && !hb) {
 					if (k > l->bwd_first)
 						l->bwd_first = k;
@@ -708,6 +753,7 @@ static int act_plan(cdp_net *net)
 
 	if (!rg || !live)
 		goto done;
+	plan_virtual(net);
 	/* with the stash, the plan where convolutions read the bf16 copies
 	 * where they can, unless it takes more bytes than the one where they
 	 * do not: on a tie too, since it widens less (the classifier's plans

@@ -74,6 +74,11 @@ typedef struct cdp_layer_ops {
 	 * NULL) for this layer and backend now, from inputs it reads in fp32
 	 * (batchnorm: its statistics need them); NULL: never */
 	int (*stash_alone)(const cdp_layer *l, const cdp_net *net);
+	/* 1 when forward, for this layer and backend now, can read its one
+	 * input from the inputs of a concat where they lie (the backend's
+	 * conv_takes_split), so that an inference net need not make the
+	 * concat's output (net.c, virt); NULL: never */
+	int (*takes_split)(const cdp_layer *l, const cdp_net *net);
 } cdp_layer_ops;
 
 enum {
@@ -161,6 +166,11 @@ struct cdp_layer {
 	 * then writes the bn's output and the bn's forward does nothing; the
 	 * numbers are those of the two layers. */
 	int fuse;
+	/* 1: in a net built by cdp_net_build_infer, a concat whose every
+	 * reader takes its inputs where they lie (takes_split): it has no
+	 * output (y NULL), its forward does nothing, and its inputs live on
+	 * until its last reader; set where the batch is laid out */
+	int virt;
 };
 
 struct cdp_net {
@@ -247,6 +257,8 @@ int  cdp_net_build_ckpt(cdp_net *net, cdp_backend *be, const char *cfg_text, con
  * one arena, where tensors whose forward uses do not overlap share bytes
  * (the bf16 stash's plan without a backward pass): a U-Net's activations
  * then take about the two largest layers' outputs instead of all of them.
+ * A concat read only by convolutions that take its inputs where they lie
+ * (the CPU's 3x3 ones) is not made at all (cdp_layer.virt).
  * Only the output (cdp_net_output) stays valid after cdp_net_forward;
  * cdp_net_backward and train = 1 are not for such a net. */
 int  cdp_net_build_infer(cdp_net *net, cdp_backend *be, const char *cfg_text, const char *path,

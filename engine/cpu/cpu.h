@@ -318,6 +318,7 @@ double cpu_sumsq(cdp_backend *be, const float *x, size_t n);
 /* ---- convolution (cpu_conv.c) ---- */
 size_t cpu_conv_workspace(cdp_backend *be, const cdp_conv_desc *d);
 int cpu_conv_takes_xh(cdp_backend *be, const cdp_conv_desc *d);
+int cpu_conv_takes_split(cdp_backend *be, const cdp_conv_desc *d);
 void cpu_conv_fwd(cdp_backend *be, const cdp_conv_desc *d, const void *x,
                   const float *w, const float *bias, float *y, void *ws);
 void cpu_conv_fwd_bn(cdp_backend *be, const cdp_conv_desc *d, const void *x, const float *w,

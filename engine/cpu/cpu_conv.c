@@ -333,12 +333,27 @@ int cpu_conv_takes_xh(cdp_backend *be, const cdp_conv_desc *d)
 	return be->precision == CDP_PREC_BF16 && conv_plan(d) == PLAN_IMPLICIT;
 }
 
-/* x given as bf16 where this backend does not take it: the caller's bug */
-static void check_xh(cdp_backend *be, const cdp_conv_desc *d)
+/* The same plan reads x through cpu_src channel by channel, so it takes
+ * a concat's inputs where they lie (backend.h) */
+int cpu_conv_takes_split(cdp_backend *be, const cdp_conv_desc *d)
+{
+	(void)be;
+	return !phase_op(d, OP_FWD) && conv_plan(d) == PLAN_IMPLICIT;
+}
+
+/* x given as bf16, or in segments, where this backend does not take it
+ * (fwd 0: the filter gradient, which never takes segments): the
+ * caller's bug */
+static void check_xh(cdp_backend *be, const cdp_conv_desc *d, int fwd)
 {
 	if (d->xh && !cpu_conv_takes_xh(be, d)) {
 		fprintf(stderr, "cpu backend: a convolution given its input in bf16 that it "
 		        "cannot read so (conv_takes_xh is 0)\n");
+		abort();
+	}
+	if (d->nseg > 0 && (!fwd || d->xh || !cpu_conv_takes_split(be, d))) {
+		fprintf(stderr, "cpu backend: a convolution given its input in segments that it "
+		        "cannot read so (conv_takes_split is 0)\n");
 		abort();
 	}
 }
@@ -450,7 +465,7 @@ static void conv_fwd(cdp_backend *be, const cdp_conv_desc *d, const void *x, con
 	int k = d->c * d->kh * d->kw, np = d->n * d->oh * d->ow;
 	conv_job j = make_job(be, d);
 
-	check_xh(be, d);
+	check_xh(be, d, 1);
 	if (be->precision == CDP_PREC_BF16)
 		cpu_bf16_new_op();
 
@@ -548,7 +563,7 @@ void cpu_conv_bwd_filter(cdp_backend *be, const cdp_conv_desc *d, const void *x,
 	int k = d->c * d->kh * d->kw, np = d->n * d->oh * d->ow;
 	conv_job j = make_job(be, d);
 
-	check_xh(be, d);
+	check_xh(be, d, 0);
 	if (be->precision == CDP_PREC_BF16)
 		cpu_bf16_new_op();
 

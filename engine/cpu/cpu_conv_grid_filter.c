@@ -137,7 +137,7 @@ static void fill(const afg *a, cpu_src x, int n0, int gn, int r0, uint16_t *sl)
 	for (int s = 0; s < c->s; s++)
 		for (int b = 0; b < gn; b++) {
 			uint16_t *d = sl + (size_t)s * a->cs + (size_t)b * a->bk + c->pw;
-			cpu_src xs = cpu_src_at(x, ((long)(n0 + b) * c->s + s) * plane);
+			cpu_src xs = cpu_src_chan(cpu_src_sample(x, n0 + b, (long)c->s * plane), s, plane);
 			for (int q = 0; q < a->rows + ext(c); q++, d += a->gw) {
 				int ih = r0 + q - c->ph;
 				if (ih >= 0 && ih < c->h)

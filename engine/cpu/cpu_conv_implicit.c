@@ -160,7 +160,7 @@ static void make_table(const corr *c, long *tab)
 static void fill_rows(const corr *c, cpu_src in, int r0, int sr, int rnd, float *out)
 {
 	for (int s = 0; s < c->s; s++) {
-		cpu_src is = cpu_src_at(in, (long)s * c->h * c->w);
+		cpu_src is = cpu_src_chan(in, s, (long)c->h * c->w);
 		float *os = out + (size_t)s * c->chs;
 		for (int r = 0; r < sr; r++, os += c->wp) {
 			int ih = r0 + r - c->ph;
@@ -200,7 +200,7 @@ static void corr_item(void *ctx, int it)
 	float *slice = cpu_scratch(j->be, cpu_worker());
 	float *on = j->out + (size_t)n * c->o * c->oh * c->ow;
 
-	fill_rows(c, cpu_src_at(j->in, (long)n * c->s * c->h * c->w), r0,
+	fill_rows(c, cpu_src_sample(j->in, n, (long)c->s * c->h * c->w), r0,
 	          r1 - r0 + c->dil * (c->kh - 1), j->rnd, slice);
 	for (int r = r0; r < r1; r++)
 		cpu_kgemm_nn_tab(j->be, c->o, c->ow, k, j->a, j->rs, 1, slice + (size_t)(r - r0) * c->wp,
@@ -242,7 +242,7 @@ void cpu_iconv_fwd(cdp_backend *be, const cdp_conv_desc *d, const void *x,
 {
 	cpu_corr p = fwd_prob(d);
 
-	run_corr(be, &p, d->n, cpu_src_of(x, d->xh), w, (long)d->c * d->kh * d->kw, bias, bn, 0.0f,
+	run_corr(be, &p, d->n, cpu_src_in(d, x), w, (long)d->c * d->kh * d->kw, bias, bn, 0.0f,
 	         y, ws, wino_u(d, ws), 1);
 }
 

@@ -137,7 +137,8 @@ static void fill(const kcol *k, cpu_src in, int q0, int sr, int rnd, float *blk)
 	ra = ra < 0 ? 0 : ra > sr ? sr : ra;
 	rb = rb < ra ? ra : rb > sr ? sr : rb;
 	for (int s = 0; s < c->s; s++) {
-		cpu_src xs = cpu_src_at(in, (long)s * c->h * c->w + (long)(q0 + ra - c->ph) * c->w);
+		cpu_src xs = cpu_src_at(cpu_src_chan(in, s, (long)c->h * c->w),
+		                        (long)(q0 + ra - c->ph) * c->w);
 		for (int j = 0; j < c->kw; j++) {
 			float *o = blk + ((long)s * c->kw + j) * k->bst, *d = o + (long)ra * ow;
 			int sh = j * c->dil - c->pw;
@@ -199,7 +200,7 @@ static void corr_item(void *ctx, int it)
 	float *slice = cpu_scratch(j->be, cpu_worker()), *tmp = slice + slice_floats(k);
 	float *out = j->out + (size_t)n * c->o * ldc + (size_t)r0 * c->ow;
 
-	fill(k, cpu_src_at(j->in, (long)n * c->s * c->h * c->w), r0, r1 - r0 + ext(c), j->rnd, slice);
+	fill(k, cpu_src_sample(j->in, n, (long)c->s * c->h * c->w), r0, r1 - r0 + ext(c), j->rnd, slice);
 	if (nv > 0)
 		cpu_kgemm_nn_tab(j->be, c->o, nv, kk, j->a, j->rs, 1, slice, j->tab, j->beta, out, ldc);
 	if (nv < np) {
@@ -250,14 +251,14 @@ static void filter_part(void *ctx, int p)
 		if (g > 0) {
 			int n0 = it * g, gn = j->n - n0 < g ? j->n - n0 : g;
 			for (int q = 0; q < gn; q++)
-				fill(k, cpu_src_at(j->in, (long)((n0 + q) * plane)), 0, c->oh + e, j->rnd,
+				fill(k, cpu_src_sample(j->in, n0 + q, (long)plane), 0, c->oh + e, j->rnd,
 				     slice + q * k->sb);
 			cpu_kgemm_nt_seg(j->be, c->o, kk, gn, (int)pix, j->dy + (size_t)n0 * c->o * pix, pix,
 			                 c->o * pix, slice, j->tab, k->sb, dwt, kk);
 		} else {
 			int n = it / j->nch, r0 = (it % j->nch) * k->rows;
 			int r1 = r0 + k->rows < c->oh ? r0 + k->rows : c->oh;
-			fill(k, cpu_src_at(j->in, (long)(n * plane)), r0, r1 - r0 + e, j->rnd, slice);
+			fill(k, cpu_src_sample(j->in, n, (long)plane), r0, r1 - r0 + e, j->rnd, slice);
 			cpu_kgemm_nt_tab(j->be, c->o, kk, (r1 - r0) * c->ow,
 			                 j->dy + (size_t)n * c->o * pix + (size_t)r0 * c->ow, pix, slice,
 			                 j->tab, dwt, kk);

@@ -146,8 +146,9 @@ static void fill_pairs(const pgeo *g, cpu_src in, int r0, int sr, uint32_t *sl)
 				continue;
 			}
 			memset(ps, 0, (size_t)c->pw * sizeof *ps);
-			pair_row(ps + c->pw, cpu_src_at(in, 2 * p * plane + (long)ih * c->w),
-			         cpu_src_at(in, (has1 ? 2 * p + 1 : 2 * p) * plane + (long)ih * c->w),
+			pair_row(ps + c->pw, cpu_src_at(cpu_src_chan(in, 2 * p, plane), (long)ih * c->w),
+			         cpu_src_at(cpu_src_chan(in, has1 ? 2 * p + 1 : 2 * p, plane),
+			                    (long)ih * c->w),
 			         has1, c->w);
 			memset(ps + c->pw + c->w, 0, (size_t)c->pw * sizeof *ps);
 		}
@@ -422,7 +423,7 @@ static void pairs_item(void *ctx, int it)
 	uint32_t *sl = (uint32_t *)cpu_scratch(j->be, cpu_worker());
 	float *on = j->out + (size_t)n * c->o * c->oh * c->ow;
 
-	fill_pairs(g, cpu_src_at(j->in, (long)n * c->s * c->h * c->w), r0,
+	fill_pairs(g, cpu_src_sample(j->in, n, (long)c->s * c->h * c->w), r0,
 	           r1 - r0 + ext(c), sl);
 	if (!g->amx) {
 		dp_rows(j, sl, r0, r1, on);

@@ -317,7 +317,8 @@ static void fill_slice(const cpu_corr *c, const wgeo *g, cpu_src in, float *sl, 
 	int cw = c->w < wp - c->pw ? c->w : wp - c->pw;   /* image columns kept */
 
 	for (int s = 0; s < c->s; s++) {
-		cpu_src plane = cpu_src_at(in, ((long)n * c->s + s) * c->h * c->w);
+		cpu_src plane = cpu_src_chan(cpu_src_sample(in, n, (long)c->s * c->h * c->w), s,
+		                             (long)c->h * c->w);
 		float *row = sl + (size_t)s * chs;
 
 		for (int r = 0; r < nr; r++, row += wp) {

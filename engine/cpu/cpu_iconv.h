@@ -26,20 +26,56 @@ typedef struct cpu_corr {
 } cpu_corr;
 
 /* An input as the fills read it: float (f), or a bf16 copy (h: the
- * stash's, backend.h's conv_takes_xh); offsets count elements */
+ * stash's, backend.h's conv_takes_xh), offsets counting elements; or
+ * (sd) the float segments of a desc with nseg > 0 (conv_takes_split),
+ * sample n of them once cpu_src_sample has chosen it. The fills take a
+ * sample (cpu_src_sample), then a channel of it (cpu_src_chan): a plain
+ * source from there on. */
 typedef struct cpu_src {
 	const float *f;
 	const uint16_t *h;
+	const cdp_conv_desc *sd;
+	int n;
 } cpu_src;
 
 static inline cpu_src cpu_src_of(const void *p, int h)
 {
-	return h ? (cpu_src){ NULL, p } : (cpu_src){ p, NULL };
+	return h ? (cpu_src){ NULL, p, NULL, 0 } : (cpu_src){ p, NULL, NULL, 0 };
 }
 
+/* d's input x, or its segments (d->nseg) */
+static inline cpu_src cpu_src_in(const cdp_conv_desc *d, const void *x)
+{
+	return d->nseg > 0 ? (cpu_src){ NULL, NULL, d, 0 } : cpu_src_of(x, d->xh);
+}
+
+/* a plain source (not segments), off elements on */
 static inline cpu_src cpu_src_at(cpu_src s, long off)
 {
-	return s.h ? (cpu_src){ NULL, s.h + off } : (cpu_src){ s.f + off, NULL };
+	return s.h ? (cpu_src){ NULL, s.h + off, NULL, 0 } : (cpu_src){ s.f + off, NULL, NULL, 0 };
+}
+
+/* sample n, per elements a sample */
+static inline cpu_src cpu_src_sample(cpu_src s, int n, long per)
+{
+	if (s.sd) {
+		s.n = n;
+		return s;
+	}
+	return cpu_src_at(s, (long)n * per);
+}
+
+/* channel c of a sample, hw elements a channel: plain */
+static inline cpu_src cpu_src_chan(cpu_src s, int c, long hw)
+{
+	if (s.sd) {
+		const cdp_conv_desc *d = s.sd;
+		int i = 0;
+		while (i + 1 < d->nseg && c >= d->segc[i])
+			c -= d->segc[i++];
+		return cpu_src_of(d->seg[i] + ((long)s.n * d->segc[i] + c) * hw, 0);
+	}
+	return cpu_src_at(s, (long)c * hw);
 }
 
 /* y[0..n) = s[0..n): widened from bf16, or copied (rounded to bf16 when

@@ -627,12 +627,23 @@ static int cu_conv_takes_xh(cdp_backend *be, const cdp_conv_desc *d)
 	return 0;
 }
 
-/* x as float (d->xh 0: cu_conv_takes_xh) */
+/* cuDNN reads one x: a concat's output is made (net.c) */
+static int cu_conv_takes_split(cdp_backend *be, const cdp_conv_desc *d)
+{
+	(void)be;
+	(void)d;
+	return 0;
+}
+
+/* x as float (d->xh 0: cu_conv_takes_xh; d->nseg 0: cu_conv_takes_split) */
 static const float *float_x(const cdp_conv_desc *d, const void *x)
 {
 	if (d->xh)
 		cu_fail(__FILE__, __LINE__, "conv", "bf16 input",
 		        "a convolution was given its input in bf16 (conv_takes_xh is 0)");
+	if (d->nseg > 0)
+		cu_fail(__FILE__, __LINE__, "conv", "input in segments",
+		        "a convolution was given its input in segments (conv_takes_split is 0)");
 	return x;
 }
 
@@ -748,6 +759,7 @@ void cu_conv_init(cdp_backend *be)
 {
 	be->conv_workspace = cu_conv_workspace;
 	be->conv_takes_xh = cu_conv_takes_xh;
+	be->conv_takes_split = cu_conv_takes_split;
 	be->conv_fwd = cu_conv_fwd;
 	be->conv_fwd_bn = cu_conv_fwd_bn;
 	be->conv_bwd_data = cu_conv_bwd_data;

@@ -55,6 +55,8 @@ static void forward(cdp_layer *l, cdp_net *net)
 {
 	int hw = l->out.h * l->out.w, off = 0;
 
+	if (l->virt)
+		return;         /* its readers read its inputs (net.h) */
 	if (!l->y) {
 		forward_h(l, net);
 		return;

@@ -84,6 +84,29 @@ static int stash_direct(const cdp_layer *l, const cdp_net *net)
 	return net->be->conv_takes_xh(net->be, &d);
 }
 
+static int takes_split(const cdp_layer *l, const cdp_net *net)
+{
+	cdp_conv_desc d = desc(l, net->n);
+
+	return net->be->conv_takes_split(net->be, &d);
+}
+
+/* The forward's x; NULL where the input is a virtual concat (net.h,
+ * virt), whose inputs then go to d as its segments */
+static const void *fwd_x(const cdp_layer *l, const cdp_net *net, cdp_conv_desc *d)
+{
+	const cdp_layer *v = l->from[0] >= 0 ? &net->layers[l->from[0]] : NULL;
+
+	if (!v || !v->virt)
+		return cdp_layer_x(net, l, 0);
+	d->nseg = v->nfrom;
+	for (int j = 0; j < v->nfrom; j++) {
+		d->seg[j] = cdp_layer_x(net, v, j);
+		d->segc[j] = v->in[j].c;
+	}
+	return NULL;
+}
+
 /* The forward (y) or the filter gradient (dw, dbias) of the samples
  * [n0, n0 + d->n), x theirs */
 static void conv_op(cdp_layer *l, cdp_net *net, const cdp_conv_desc *d, const void *x, int n0,
@@ -113,7 +136,7 @@ static void conv_in(cdp_layer *l, cdp_net *net, int filter)
 	size_t per = cdp_shape_numel(l->in[0]);
 
 	if (!xh) {
-		conv_op(l, net, &d, cdp_layer_x(net, l, 0), 0, filter);
+		conv_op(l, net, &d, filter ? cdp_layer_x(net, l, 0) : fwd_x(l, net, &d), 0, filter);
 		return;
 	}
 	if (be->conv_takes_xh(be, &d)) {
@@ -146,7 +169,7 @@ static void forward(cdp_layer *l, cdp_net *net)
 		cdp_bn_infer bn = { net->params + b->w_off, net->params + b->b_off, rm,
 		                    rm + b->out.c, b->eps, b->slope, b->act };
 
-		be->conv_fwd_bn(be, &d, cdp_layer_x(net, l, 0), net->params + l->w_off,
+		be->conv_fwd_bn(be, &d, fwd_x(l, net, &d), net->params + l->w_off,
 		                l->bias ? net->params + l->b_off : NULL, &bn,
 		                b->y_fwd ? b->y_fwd : b->y, net->ws);
 		return;
@@ -177,4 +200,5 @@ const cdp_layer_ops cdp_layer_conv = {
 	.forward = forward, .backward = backward,
 	.bwd_reads = CDP_BWD_X | CDP_BWD_Y_ACT,
 	.stash_io = CDP_STASH_IN_FWD | CDP_STASH_IN_BWD, .stash_direct = stash_direct,
+	.takes_split = takes_split,
 };

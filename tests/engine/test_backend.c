@@ -261,7 +261,8 @@ static void test_conv(void)
 		be->free(be, ws);
 		free(ry); free(rdx); free(rdw); free(rdb);
 	}
-	cdp_conv_desc bad = { 1, 1, 2, 2, 1, 5, 5, 1, 0, 1, 0, 0, 0 };
+	cdp_conv_desc bad = { .n = 1, .c = 1, .h = 2, .w = 2, .f = 1, .kh = 5, .kw = 5, .stride = 1,
+	                      .pad = 0, .dil = 1 };
 	CHECK(cdp_conv_desc_init(&bad) == -1, "a kernel larger than the padded input is refused");
 }
 

@@ -107,6 +107,7 @@ typedef struct model {
 	 * own in its pass over them (bn_fwd_train_h) */
 	double max_narrow;
 	int min_alone;          /* batchnorms that keep no fp32 output, at least */
+	int virt;               /* concats an inference net reads in place (net.h) */
 } model;
 
 typedef struct step_out {
@@ -437,22 +438,56 @@ static int fused(const cdp_net *net)
 	return k;
 }
 
+/* concats an inference net does not copy (net.h, virt) */
+static int virtuals(const cdp_net *net)
+{
+	int k = 0;
+
+	for (int i = 0; i < net->nlayers; i++)
+		k += net->layers[i].virt;
+	return k;
+}
+
+/* the first layer whose forward reads a tensor past its live range in
+ * an inference net's arena (fwd_end), directly or as an input of a
+ * virtual concat; -1: none */
+static int read_dead(const cdp_net *net)
+{
+	for (int k = 0; k <= net->out_layer; k++)
+		for (int m = 0; m < net->layers[k].nfrom; m++) {
+			const cdp_layer *v = net->layers[k].from[m] < 0 ? NULL :
+			                     &net->layers[net->layers[k].from[m]];
+			if (v && !v->virt && v->fwd_end < k)
+				return k;
+			for (int j = 0; v && v->virt && j < v->nfrom; j++)
+				if (v->from[j] >= 0 && net->layers[v->from[j]].fwd_end < k)
+					return k;
+		}
+	return -1;
+}
+
 /* cdp_net_build_infer (cdp-predict's net): the same logits, bit for bit,
  * as a training-built net in eval mode with the same weights, in fp32 and
  * in bf16, with no activation gradients and at most max_infer of the
- * training layout's activation bytes; and again after a resize. */
+ * training layout's activation bytes; and again after a resize. Then
+ * with a backend whose convolutions read one x only (conv_takes_split 0,
+ * as CUDA's): the concats copied, the same logits, and where the first
+ * read them in place, more bytes. */
 static void test_infer(const model *m, double max_infer)
 {
 	char *text = m->text ? strdup(m->text) : read_model(m->file), err[512];
-	static const int precs[] = { CDP_PREC_FP32, CDP_PREC_BF16 };
+	static const int precs[] = { CDP_PREC_FP32, CDP_PREC_BF16, CDP_PREC_FP32, CDP_PREC_BF16 };
+	int (*split)(cdp_backend *, const cdp_conv_desc *) = be->conv_takes_split;
+	size_t bytes[2] = { 0, 0 };
 
-	for (int pi = 0; text && pi < 2; pi++) {
+	for (int pi = 0; text && pi < 4; pi++) {
 		cdp_net tr, in;
 		cdp_rng r;
 		size_t nx = (size_t)m->n * 3 * m->side * m->side, nout;
 		float *x = malloc(nx * sizeof *x), *a = NULL, *b = NULL;
 
 		be->set_precision(be, precs[pi]);
+		be->conv_takes_split = pi < 2 ? split : takes_none;
 		if (cdp_net_build(&tr, be, text, m->name, m->ov, m->nov, 0, m->side, m->side, m->n,
 		                  err, sizeof err) < 0) {
 			CHECK(0, "%s: %s", m->name, err);
@@ -494,14 +529,26 @@ static void test_infer(const model *m, double max_infer)
 		}
 		CHECK(fused(&in) == m->fused, "%s: %d convolutions fused with their batchnorm, "
 		      "expected %d", m->name, fused(&in), m->fused);
+		CHECK(virtuals(&in) == (pi < 2 ? m->virt : 0), "%s (%s, %s): %d concats read in "
+		      "place, expected %d", m->name, cdp_precision_name(precs[pi]),
+		      pi < 2 ? "split" : "one x", virtuals(&in), pi < 2 ? m->virt : 0);
+		CHECK(read_dead(&in) < 0, "%s (%s): layer %d reads a tensor past its live range",
+		      m->name, cdp_precision_name(precs[pi]), read_dead(&in));
+		if (pi % 2 == 0)
+			bytes[pi / 2] = in.act_bytes;
+		if (pi == 2)
+			CHECK(m->virt == 0 ? bytes[0] == bytes[1] : bytes[0] < bytes[1],
+			      "%s (fp32): inference activations %zu bytes with the concats read in "
+			      "place, %zu copied", m->name, bytes[0], bytes[1]);
 		CHECK(in.dact_bytes == 0 && in.dx == NULL && in.stash == 0,
 		      "%s: the inference net holds gradients (%zu bytes, dx %p) or a stash (%d)",
 		      m->name, in.dact_bytes, (void *)in.dx, in.stash);
 		CHECK(in.act_bytes <= max_infer * tr.act_bytes,
 		      "%s (%s): inference activations %zu bytes, training layout's %zu (at most %.2f)",
 		      m->name, cdp_precision_name(precs[pi]), in.act_bytes, tr.act_bytes, max_infer);
-		printf("# %s %s: inference activations %.3f of the training layout's\n", m->name,
-		       cdp_precision_name(precs[pi]), (double)in.act_bytes / (double)tr.act_bytes);
+		printf("# %s %s%s: inference activations %.3f of the training layout's\n", m->name,
+		       cdp_precision_name(precs[pi]), pi < 2 ? "" : " (concats copied)",
+		       (double)in.act_bytes / (double)tr.act_bytes);
 		/* a batch of one more: laid out again, the same logits per sample */
 		CHECK(cdp_net_resize(&in, m->n + 1, err, sizeof err) == 0, "%s: resize: %s", m->name,
 		      err);
@@ -510,6 +557,7 @@ static void test_infer(const model *m, double max_infer)
 		free(x);
 	}
 	be->set_precision(be, CDP_PREC_BF16);
+	be->conv_takes_split = split;
 	free(text);
 }
 
@@ -519,14 +567,15 @@ int main(void)
 		/* rounded in passes of their own: 0.270, 0.057, 0.193 (0.382,
 		 * 0.744, 0.817 while the stash rounded batchnorm's input and
 		 * output after its step) */
-		{ "every-layer", NULL, every_layer, { NULL }, 0, 16, 2, 0.95, 1, 0.0, 0.3, 0 },
+		{ "every-layer", NULL, every_layer, { NULL }, 0, 16, 2, 0.95, 1, 0.0, 0.3, 0, 0 },
 		/* the classifier's two plans take the same bytes: only the
 		 * dense head's input is widened (0.002; 0.744 in the other) */
 		{ "classifier", "classifier.cfg", NULL, { "width=8", "blocks=2" }, 2, 16, 4, 0.95, 5,
-		  0.01, 0.1, 1 },
-		/* 8 of its 14 batchnorms are read by convolutions alone */
+		  0.01, 0.1, 1, 0 },
+		/* 8 of its 14 batchnorms are read by convolutions alone; its
+		 * 3 concats by 3x3 convolutions alone */
 		{ "unet", "unet.cfg", NULL, { "width=8", "depth=3" }, 2, 32, 2, 0.61, 14, 0.12, 0.25,
-		  8 },
+		  8, 3 },
 	};
 
 	be = cdp_backend_cpu(2);

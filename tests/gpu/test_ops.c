@@ -137,7 +137,8 @@ typedef struct conv_case { int n, c, h, w, f, k, s, p, d; } conv_case;
 
 static void conv_run(const conv_case *cc, int prec)
 {
-	cdp_conv_desc d = { cc->n, cc->c, cc->h, cc->w, cc->f, cc->k, cc->k, cc->s, cc->p, cc->d, 0, 0, 0 };
+	cdp_conv_desc d = { .n = cc->n, .c = cc->c, .h = cc->h, .w = cc->w, .f = cc->f, .kh = cc->k,
+	                    .kw = cc->k, .stride = cc->s, .pad = cc->p, .dil = cc->d };
 	char tag[96], what[160];
 	void *ws[2];
 
