@@ -41,8 +41,8 @@
  *    pairs, so the transformed values are rounded instead: U[xi] once per
  *    call, straight into the pairs of cpu_bf16f_nn_packed (in the space
  *    of fp32 U, which for 32 channels and more holds them), V[xi] into
- *    pairs as the input transform writes it (input_pairs), or, for rows
- *    of few tiles, as the gemm reads it. A transformed value sums up to 16 of its operands, so
+ *    pairs as the input transform writes it (input_pairs), which the
+ *    gemm reads as they lie (cpu_bf16_nn_pp). A transformed value sums up to 16 of its operands, so
  *    the error against fp32 is about twice a direct bf16 convolution's
  *    (root mean square, measured in tests/engine/test_bf16_sets.c, which
  *    bounds it), for 2.25 times fewer products at VDPBF16PS's rate.
@@ -244,7 +244,7 @@ typedef struct wjob {
 	float beta;
 	float *out;
 	int rnd;                 /* round the input to bf16 as it is copied */
-	int pairs;               /* U packed: VDPBF16PS's gemm (cpu_bf16f_nn_packed) */
+	int pairs;               /* U packed, V in pairs: VDPBF16PS (cpu_bf16_nn_pp) */
 } wjob;
 
 #if WINO_VEC
@@ -457,48 +457,41 @@ void cpu_wino_input(const cpu_corr *c, const wgeo *g, cpu_src in, int g0, int g1
 }
 
 #ifdef CPU_BF16_KERNELS
-/* V in pairs for tile rows of VP_MIN_TPR tiles or more (output rows of
- * 32 columns and more). Alternated conv_bench forward and data, 2
- * threads, against the gemm pairing fp32 V itself (doc/PERFORMANCE.md,
- * session 38): 64 and 128 channels at 64^2 and 32^2 8-10% faster on a
- * Xeon's VDPBF16PS, 32 channels the same; with VDPBF16PS's time taken
- * out (an FMA in its place, a Zen 4's rate or more) 13-22% faster on
- * every such layer. At 16^2 (8 tiles a row) the short rows' calls cost
- * more than they save: 3-5% slower with the FMA in its place. */
-#define VP_MIN_TPR 16
-
-static int vp_takes(const wgeo *g)
-{
-	return g->tpr >= VP_MIN_TPR;
-}
+/* input_pairs' runs: tile rows grouped to about this many tiles */
+#define PAIR_TILES 64
 
 /* cpu_wino_input's V for VDPBF16PS (cpu_bf16_nn_pp's B): pair p of V[xi]
  * (channels 2p and 2p + 1, rounded, the second 0 past S) at
- * vp + xi stp + p ld. Each pair's 16 rows of a tile row pass through
- * tmp2 (32 tpr floats, in L1) as floats and are paired from there, so V
+ * vp + xi stp + p ld. Each pair's 16 rows of a group of tile rows
+ * pass through tmp2 (32 floats a tile, PAIR_TILES tiles or one tile row,
+ * in L1) as floats and are paired from there, so V
  * is written once at half the bytes and the gemm converts nothing: the
  * same pairs as the gemm's own conversion of fp32 V (cpu_bf16f_nn_packed). */
 static void input_pairs(const cpu_corr *c, const wgeo *g, cpu_src in, int g0, int g1,
                         uint32_t *vp, size_t ld, size_t stp, float *tmp, float *tmp2, int rnd)
 {
 	size_t chs = slice_chs(g);
-	int tpr = g->tpr;
+	int tpr = g->tpr, gr = (PAIR_TILES + tpr - 1) / tpr;
 
 	for (int r = g0; r < g1;) {
 		int n = r / g->tph, ty0 = r % g->tph;
 		int ty1 = g1 - n * g->tph < g->tph ? g1 - n * g->tph : g->tph;
 
 		fill_slice(c, g, in, tmp, chs, n, ty0, ty1, rnd);
-		for (int ty = ty0; ty < ty1; ty++) {
-			int lt = (r - g0 + ty - ty0) * tpr;
+		/* tile rows in groups of about PAIR_TILES tiles (rt), so that
+		 * small planes' short rows make runs worth a call */
+		for (int ta = ty0; ta < ty1; ta += gr) {
+			int tb = ta + gr < ty1 ? ta + gr : ty1, rt = (tb - ta) * tpr;
+			int lt = (r - g0 + ta - ty0) * tpr;
 			for (int s = 0; s < c->s; s += 2) {
 				int s1 = s + 2 < c->s ? s + 2 : c->s;
-				input_row(tpr, tmp2, (size_t)tpr, 2 * (size_t)tpr, 0, tmp, chs, ty - ty0, s,
-				          s1);
+				for (int ty = ta; ty < tb; ty++)
+					input_row(tpr, tmp2, (size_t)rt, 2 * (size_t)rt, (ty - ta) * tpr, tmp,
+					          chs, ty - ty0, s, s1);
 				for (int x = 0; x < 16; x++)
-					cpu_bf16_pair_run(tmp2 + x * 2 * tpr,
-					                  s1 - s > 1 ? tmp2 + x * 2 * tpr + tpr : NULL, tpr,
-					                  vp + x * stp + (size_t)s / 2 * ld + lt);
+					cpu_bf16_pair_run(tmp2 + (size_t)x * 2 * rt,
+					                  s1 - s > 1 ? tmp2 + (size_t)x * 2 * rt + rt : NULL,
+					                  rt, vp + x * stp + (size_t)s / 2 * ld + lt);
 			}
 		}
 		r += ty1 - ty0;
@@ -521,7 +514,7 @@ static void wino_item(void *ctx, int it)
 		g1 = j->n * j->g.tph;
 	used = (g1 - g0) * tpr;
 #ifdef CPU_BF16_KERNELS
-	if (j->pairs && vp_takes(&j->g)) {
+	if (j->pairs) {
 		/* V in pairs, (S + 1) / 2 rows of tb per V[xi], in V's space (at
 		 * most 8 (S + 1) tb of 16 S tb floats), tmp2 behind it */
 		uint32_t *vp = (uint32_t *)v;
@@ -545,19 +538,9 @@ static void wino_item(void *ctx, int it)
 					memset(v + x * vst + (size_t)s * tb + used, 0,
 					       (size_t)(tb - used) * sizeof *v);
 		cpu_wino_input(c, &j->g, j->in, g0, g1, v, tb, sl, j->rnd);
-		for (int x = 0; x < 16; x++) {
-#ifdef CPU_BF16_KERNELS
-			if (j->pairs) {
-				cpu_bf16f_nn_packed(c->o, tb, c->s,
-				                    (const uint32_t *)(j->u + x * ustride(c)),
-				                    cpu_bf16_pack_stride(c->s), v + x * vst, tb, 0.0f,
-				                    mm + x * mst, tb);
-				continue;
-			}
-#endif
+		for (int x = 0; x < 16; x++)
 			cpu_kgemm_fp32_nn(c->o, tb, c->s, j->u + x * ustride(c), c->s, 1,
 			                  v + x * vst, tb, 0.0f, mm + x * mst, tb);
-		}
 	}
 	for (int g = g0; g < g1; g++) {
 		int n = g / j->g.tph, ty = g % j->g.tph;
