@@ -268,27 +268,39 @@ static inline __attribute__((always_inline)) void dy_block8(const fjob *j, float
                                                           int ty, int t0, int tx0, int o0,
                                                           const float *zeros)
 DY_BLOCK(wvec8, 8, EVEN8, ODD8, ZIP_LO8, ZIP_HI8, WINO_BF16_8)
+
+static inline __attribute__((always_inline)) void dy_block4(const fjob *j, float *z, int n,
+                                                          int ty, int t0, int tx0, int o0,
+                                                          const float *zeros)
+DY_BLOCK(wvec4, 4, EVEN4, ODD4, ZIP_LO4, ZIP_HI4, WINO_BF16_4)
+
+/* the tiles [tx, tx + w) of a row in W x W blocks, filters past the
+ * last whole block one at a time */
+#define DY_RUN(w, block) do { \
+	int o_ = 0; \
+	for (; o_ + (w) <= c->o; o_ += (w)) \
+		block(j, z, n, ty, t0, tx, o_, zeros); \
+	dy_tiles(j, z, n, ty, t0, tx, tx + (w), o_, c->o); \
+} while (0)
 #endif
 
 /* Z for the tiles of tile row r (their columns from t0 on): W x W blocks
- * (16 where WINO_WIDE, else 8), then the rest one at a time */
+ * (16 where WINO_WIDE, then 8, then 4), then the rest one at a time
+ * (the small planes' rows of 8 and 4 tiles were all scalar: the dy
+ * transform's share of a classifier step with VDPBF16PS's time taken
+ * out fell from 7.2% to 6.4%, doc/PERFORMANCE.md, session 38) */
 CPU_CLONES static void dy_row(const fjob *j, float *z, int r, int t0, const float *zeros)
 {
 	const cpu_corr *c = j->c;
 	int tph = j->f.g.tph, n = r / tph, ty = r % tph, tx = 0;
 
 #if WINO_VEC
-	int w = WINO_WIDE ? 16 : 8;
-
-	for (; tx + w <= c->ow / 2; tx += w) {
-		int o = 0;
-		for (; o + w <= c->o; o += w)
-			if (w == 16)
-				dy_block(j, z, n, ty, t0, tx, o, zeros);
-			else
-				dy_block8(j, z, n, ty, t0, tx, o, zeros);
-		dy_tiles(j, z, n, ty, t0, tx, tx + w, o, c->o);
-	}
+	for (; WINO_WIDE && tx + 16 <= c->ow / 2; tx += 16)
+		DY_RUN(16, dy_block);
+	for (; tx + 8 <= c->ow / 2; tx += 8)
+		DY_RUN(8, dy_block8);
+	for (; tx + 4 <= c->ow / 2; tx += 4)
+		DY_RUN(4, dy_block4);
 #else
 	(void)zeros;
 #endif

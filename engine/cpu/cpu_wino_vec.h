@@ -53,6 +53,8 @@ static const wveci4 EVEN4 = { 0, 2, 4, 6 };
 static const wveci4 ODD4 = { 1, 3, 5, 7 };
 static const wveci4 ZIP_LO4 = { 0, 4, 1, 5 };
 static const wveci4 ZIP_HI4 = { 2, 6, 3, 7 };
+typedef unsigned wvecu4 __attribute__((vector_size(16)));
+#define WINO_BF16_4(v) WINO_BF16_AS(wvec4, wvecu4, v)
 
 #else
 #define WINO_VEC 0
