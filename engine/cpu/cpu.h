@@ -219,7 +219,8 @@ int cpu_bf16_amx_tiles(void);
  * half 0 when K is odd. cpu_bf16_pack_row packs a row of K floats into
  * cpu_bf16_pack_stride(k) pairs (zeros past K); cpu_bf16_pairs_inplace
  * turns a row of n floats into its pairs where it lies (n/2 rounded up,
- * the same rounding; the rest of the row is then junk). */
+ * rounded as VCVTNE2PS2BF16 rounds: denormals to 0, else the same; the
+ * rest of the row is then junk). */
 long cpu_bf16_pack_stride(int k);
 void cpu_bf16_pack_row(int k, const float *a, uint32_t *ap);
 void cpu_bf16_pairs_inplace(float *row, int n);

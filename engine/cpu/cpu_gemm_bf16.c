@@ -764,23 +764,32 @@ void cpu_bf16_pair_run(const float *r0, const float *r1, int n, uint32_t *d)
 	pair_run(r0, r1, n, d);
 }
 
-/* In place, front to back: value i's bf16 goes to bytes 2i, 2i + 1,
- * which every later value's float (bytes 4i' on, i' > i) lies past. */
-void cpu_bf16_pairs_inplace(float *row, int n)
+/* In place, front to back, 32 values a step: value i's bf16 goes to
+ * bytes 2i, 2i + 1, which every later step's floats (bytes 4i' on, i'
+ * past the step) lie past; a step loads before it stores. Rounded by
+ * VCVTNE2PS2BF16, as the gemms round B (pair_rows) and the forward
+ * Winograd's V (cpu_bf16_pair_run): to nearest even, a denormal to a
+ * signed 0. The stash's integer rounding (cpu_bf16_bits: denormals
+ * kept) took 3 times the instructions: 2% of a classifier step with
+ * VDPBF16PS's time taken out (doc/PERFORMANCE.md, session 38). */
+BF_TARGET static void pairs_inplace(float *row, int n)
 {
-	uint16_t *h = (uint16_t *)row, z = 0;
-	size_t t = 0;
+	uint16_t *h = (uint16_t *)row;
 
-#ifdef STASH_AVX512
-	if (stash_avx512())
-		t = to_bf16_avx512(row, h, (size_t)n);
-#endif
-	for (; t < (size_t)n; t++) {
-		uint16_t b = cpu_bf16_bits(row[t]);
-		memcpy(h + t, &b, sizeof b);
+	for (int t = 0; t < n; t += 32) {
+		int r = n - t;
+		__m512 lo = _mm512_maskz_loadu_ps(mask_of(r), row + t);
+		__m512 hi = _mm512_maskz_loadu_ps(mask_of(r - 16), row + t + 16);
+		__mmask32 m = r >= 32 ? (__mmask32)0xffffffffu : (__mmask32)((1u << r) - 1u);
+		_mm512_mask_storeu_epi16(h + t, m, (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
 	}
 	if (n % 2)
-		memcpy(h + n, &z, sizeof z);
+		h[n] = 0;
+}
+
+void cpu_bf16_pairs_inplace(float *row, int n)
+{
+	pairs_inplace(row, n);
 }
 
 /* ---- C += A B^T over segments (nt: one segment) ---- */
