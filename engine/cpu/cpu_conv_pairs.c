@@ -139,6 +139,8 @@ static void fill_pairs(const pgeo *g, cpu_src in, int r0, int sr, uint32_t *sl)
 			memset(ps, 0, (size_t)sr * g->wp * sizeof *ps);
 			continue;
 		}
+		cpu_src x0 = cpu_src_chan(in, 2 * p, plane);
+		cpu_src x1 = cpu_src_chan(in, has1 ? 2 * p + 1 : 2 * p, plane);
 		for (int r = 0; r < sr; r++, ps += g->wp) {
 			int ih = r0 + r - c->ph;
 			if (ih < 0 || ih >= c->h) {
@@ -146,10 +148,8 @@ static void fill_pairs(const pgeo *g, cpu_src in, int r0, int sr, uint32_t *sl)
 				continue;
 			}
 			memset(ps, 0, (size_t)c->pw * sizeof *ps);
-			pair_row(ps + c->pw, cpu_src_at(cpu_src_chan(in, 2 * p, plane), (long)ih * c->w),
-			         cpu_src_at(cpu_src_chan(in, has1 ? 2 * p + 1 : 2 * p, plane),
-			                    (long)ih * c->w),
-			         has1, c->w);
+			pair_row(ps + c->pw, cpu_src_at(x0, (long)ih * c->w),
+			         cpu_src_at(x1, (long)ih * c->w), has1, c->w);
 			memset(ps + c->pw + c->w, 0, (size_t)c->pw * sizeof *ps);
 		}
 	}

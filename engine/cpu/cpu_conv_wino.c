@@ -42,8 +42,8 @@
  *    call, straight into the pairs of cpu_bf16f_nn_packed (in the space
  *    of fp32 U, which for 32 channels and more holds them), V[xi] into
  *    pairs as the input transform writes it (input_pairs), which the
- *    gemm reads as they lie (cpu_bf16_nn_pp). A transformed value sums up to 16 of its operands, so
- *    the error against fp32 is about twice a direct bf16 convolution's
+ *    gemm reads as they lie (cpu_bf16_nn_pp). A transformed value sums
+ *    up to 16 of its operands, so the error against fp32 is about twice a direct bf16 convolution's
  *    (root mean square, measured in tests/engine/test_bf16_sets.c, which
  *    bounds it), for 2.25 times fewer products at VDPBF16PS's rate.
  * Not with the AMX set.

@@ -573,15 +573,15 @@ BF_TARGET static void nn_pp(int m, int n, int k, const uint32_t *ap, long k2, co
 	for (int k0 = 0; k0 < k; k0 += KC) {
 		int k1 = k0 + KC < k ? k0 + KC : k, j = 0;
 		const uint32_t *bk = bp + (long)k0 / 2 * ldbp;
-		float beta = 0.0f;   /* tile_nn reads C back for k0 > 0 */
+		/* beta 0: tile_nn adds to C's sums for k0 > 0 itself */
 		for (; j + 32 <= n; j += 32)
-			rows_nn(2, 0xffff, 0xffff, m, k0, k1, ap, k2, NULL, 0, NULL, beta, c + j, ldc,
+			rows_nn(2, 0xffff, 0xffff, m, k0, k1, ap, k2, NULL, 0, NULL, 0.0f, c + j, ldc,
 			        idx, 0, NULL, j, bk + j, ldbp);
 		if (n - j > 16)
-			rows_nn(2, 0xffff, mask_of(n - j - 16), m, k0, k1, ap, k2, NULL, 0, NULL, beta,
+			rows_nn(2, 0xffff, mask_of(n - j - 16), m, k0, k1, ap, k2, NULL, 0, NULL, 0.0f,
 			        c + j, ldc, idx, 0, NULL, j, bk + j, ldbp);
 		else if (n > j)
-			rows_nn(1, mask_of(n - j), 0, m, k0, k1, ap, k2, NULL, 0, NULL, beta, c + j,
+			rows_nn(1, mask_of(n - j), 0, m, k0, k1, ap, k2, NULL, 0, NULL, 0.0f, c + j,
 			        ldc, idx, 0, NULL, j, bk + j, ldbp);
 	}
 }

@@ -149,7 +149,8 @@ void cpu_kcol_filter(cdp_backend *be, const cpu_corr *c, int n, cpu_src x,
 /* cpu_conv_wino.c: forward and data of 3x3, dilation-1 problems by
  * Winograd's F(2x2, 3x3). cpu_wino_shape: the problem has its shape;
  * cpu_wino_takes: and be computes it so (fp32, or bf16 by the
- * avx512bf16-fma set; not turned off by CDP_CPU_WINOGRAD=0). Scratch bytes per thread; the caller's u holds
+ * avx512bf16-fma and avx512bf16 sets; not turned off by
+ * CDP_CPU_WINOGRAD=0). Scratch bytes per thread; the caller's u holds
  * cpu_wino_ufloats(c) floats (the transformed filters). */
 int cpu_wino_shape(const cpu_corr *c);
 int cpu_wino_takes(const cdp_backend *be, const cpu_corr *c);
