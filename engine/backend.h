@@ -243,6 +243,11 @@ struct cdp_backend {
 	/* 0, or -1 when this backend cannot compute in that precision */
 	int   (*set_precision)(cdp_backend *be, int prec);
 	void  (*destroy)(cdp_backend *be);
+	/* Bytes of activations an inference net (cdp_net_build_infer) should
+	 * keep live at once: it runs its layers over the batch in passes of
+	 * as many samples as fit (cdp_net.pass), at least one; 0: the whole
+	 * batch in one pass (CUDA: a GPU wants its batch whole). */
+	size_t (*infer_pass_bytes)(cdp_backend *be);
 
 	/* The data path. host_alloc: host memory the device copies from fastest
 	 * (pinned on CUDA, 64-byte aligned on the CPU), zeroed; NULL on failure.
@@ -538,7 +543,7 @@ struct cdp_backend {
  * every entry). */
 #define CDP_BACKEND_OPS(X) \
 	X(alloc) X(free) X(to_device) X(to_host) X(copy) X(sync) X(set_threads) \
-	X(set_precision) X(destroy) \
+	X(set_precision) X(destroy) X(infer_pass_bytes) \
 	X(host_alloc) X(host_free) X(to_device_async) X(copy_fence) X(copy_wait) X(stream) \
 	X(gemm) X(fill) X(scale) X(axpy) X(sumsq) \
 	X(to_bf16) X(from_bf16) \

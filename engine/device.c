@@ -2,6 +2,7 @@
  * CUDA the two CUDA entry points of backend.h are defined here: no device,
  * and a reason that says how to get one. */
 #include <config.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -95,6 +96,10 @@ const char *cdp_device_env_check(char *want, size_t cap)
 	if ((v = getenv("CDP_CPU_SPIN_US")) && *v && cpu_spin_us_parse(v, &us) != 0) {
 		snprintf(want, cap, "microseconds from 0 to 1000000");
 		return "CDP_CPU_SPIN_US";
+	}
+	if ((v = getenv("CDP_INFER_PASS")) && *v && cdp_parse_int(v, 1, INT_MAX, &us) != 0) {
+		snprintf(want, cap, "a whole number of samples from 1");
+		return "CDP_INFER_PASS";
 	}
 	for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++)
 		if ((v = getenv(flags[i])) && *v && strcmp(v, "0") != 0 && strcmp(v, "1") != 0) {

@@ -29,11 +29,13 @@
  * overwrites its gradient (in_beta 0) and the others accumulate (1).
  */
 #include <fnmatch.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include "cdp_num.h"
 #include "cdp_rng.h"
 #include "layers.h"
 #include "loss.h"
@@ -289,7 +291,9 @@ static void free_acts(cdp_net *net)
 	}
 	be->free(be, net->act_arena);
 	be->free(be, net->wide);
+	be->free(be, net->out);
 	net->act_arena = NULL;
+	net->out = NULL;
 	net->wide = NULL;
 	net->wide_floats = 0;
 	net->stash = 0;
@@ -702,8 +706,9 @@ static size_t plan_once(cdp_net *net, int hread, act_range *rg, act_range **live
 			}
 		if (net->infer && l->fuse - 1 > t)
 			continue;       /* a fused conv writes its bn's output, not its own */
-		if (t == out) {
-			rg[nr++] = (act_range){ t, 0, 2 * nl, 0, bytes, 0 };
+		if (t == out) {         /* in passes: net->out, not the arena */
+			if (!net->out)
+				rg[nr++] = (act_range){ t, 0, 2 * nl, 0, bytes, 0 };
 			continue;
 		}
 		/* a fused bn's output is written by its conv's forward (the
@@ -772,6 +777,8 @@ static int act_plan(cdp_net *net)
 	if (arena == SIZE_MAX || !(net->act_arena = be->alloc(be, arena)))
 		goto done;
 	net->act_bytes += arena;
+	if (net->out)
+		net->layers[out].y = net->layers[out].y_fwd = net->layers[out].y_bwd = net->out;
 	for (int r = 0; r < nr; r++) {
 		cdp_layer *l = &net->layers[rg[r].t];
 		float *p = (float *)((char *)net->act_arena + rg[r].off);
@@ -829,15 +836,68 @@ static int alloc_acts(cdp_net *net)
 	return 0;
 }
 
+/* Inference in passes (net.h, pass) on a backend that has them
+ * (infer_pass_bytes not 0): CDP_INFER_PASS samples when set, else as many
+ * as infer_pass_bytes holds of one sample's activations (the arena of a
+ * batch of 1), at least 1, at most n; -1 with the reason in err for a
+ * malformed CDP_INFER_PASS. */
+static int infer_pass(cdp_net *net, char *err, size_t cap)
+{
+	const char *e = getenv("CDP_INFER_PASS");
+	int n = net->n, nr;
+	size_t budget, one;
+	act_range *rg;
+	act_range **live;
+
+	budget = net->be->infer_pass_bytes(net->be);
+	if (!budget)
+		return n;         /* the batch whole (CUDA), whatever the variable */
+	if (e && *e) {           /* as cdp_device_env_check checks it */
+		int v;
+		if (cdp_parse_int(e, 1, INT_MAX, &v) != 0) {
+			snprintf(err, cap, "CDP_INFER_PASS: '%s': want a whole number of samples from 1",
+			         e);
+			return -1;
+		}
+		return v < n ? v : n;
+	}
+	if (n == 1)
+		return n;
+	rg = malloc((size_t)(2 * net->nlayers + 1) * sizeof *rg);
+	live = malloc((size_t)(2 * net->nlayers + 1) * sizeof *live);
+	net->n = 1;
+	plan_virtual(net);
+	one = rg && live ? plan_once(net, 0, rg, live, &nr) : SIZE_MAX;
+	net->n = n;
+	free(rg);
+	free(live);
+	if (one == SIZE_MAX || one == 0)
+		return n;
+	return budget / one < 1 ? 1 : budget / one >= (size_t)n ? n : (int)(budget / one);
+}
+
 static int alloc_batch(cdp_net *net, char *err, size_t cap)
 {
 	cdp_backend *be = net->be;
 	size_t in = (size_t)net->n * cdp_shape_numel(net->in) * sizeof(float);
+	int n = net->n;
 
 	net->x = be->alloc(be, in);
 	net->dx = net->infer ? NULL : be->alloc(be, in);
 	if (!net->x || (!net->infer && !net->dx))
 		goto nomem;
+	net->pass = n;
+	if (net->infer && (net->pass = infer_pass(net, err, cap)) < 0) {
+		free_batch(net);
+		return -1;
+	}
+	if (net->pass < n) {    /* the output of all n; the rest sized for a pass */
+		cdp_layer *o = &net->layers[net->out_layer];
+		size_t ob = (size_t)n * cdp_shape_numel(o->out) * sizeof(float);
+		if (!(net->out = be->alloc(be, ob)))
+			goto nomem;
+		net->n = net->pass;
+	}
 	if ((!net->infer && dy_slots(net) < 0) || alloc_acts(net) < 0)
 		goto nomem;
 	for (int i = 0; i < net->nlayers; i++) {
@@ -851,8 +911,13 @@ static int alloc_batch(cdp_net *net, char *err, size_t cap)
 	}
 	if (net->ws_bytes && !(net->ws = be->alloc(be, net->ws_bytes)))
 		goto nomem;
+	if (net->out)
+		net->act_bytes += (size_t)n * cdp_shape_numel(net->layers[net->out_layer].out) *
+		                  sizeof(float);
+	net->n = n;
 	return 0;
 nomem:
+	net->n = n;
 	snprintf(err, cap, "cannot allocate the activations for batch %d: out of memory", net->n);
 	free_batch(net);
 	return -1;
@@ -1296,7 +1361,7 @@ static void stash_after_fwd(cdp_net *net, int i)
 	}
 }
 
-void cdp_net_forward(cdp_net *net)
+static void forward_layers(cdp_net *net)
 {
 	for (int i = 0; i <= net->out_layer; i++) {
 		double t0 = net->prof_fwd ? prof_clock(net) : 0.0;
@@ -1308,6 +1373,41 @@ void cdp_net_forward(cdp_net *net)
 		if (net->prof_fwd)
 			net->prof_fwd[i] += prof_clock(net) - t0;
 	}
+}
+
+/* An inference net on a backend that runs it in passes (net.h, pass):
+ * up to pass samples of x at a time, the output of each pass written in
+ * place, into net->out when there are several; every sample's numbers
+ * are those of a whole-batch forward (no layer of an inference net mixes
+ * samples, and no kernel's sums depend on how many it is given). */
+void cdp_net_forward_n(cdp_net *net, int k)
+{
+	cdp_layer *o = &net->layers[net->out_layer];
+	float *x = net->x, *y = o->y_fwd;
+	size_t in = cdp_shape_numel(net->in), out = cdp_shape_numel(o->out);
+	int n = net->n;
+
+	if (!net->infer || !net->be->infer_pass_bytes(net->be) || k >= n) {
+		if (!net->out) {
+			forward_layers(net);
+			return;
+		}
+		k = n;
+	}
+	for (int s = 0; s < k; s += net->pass) {
+		net->n = k - s < net->pass ? k - s : net->pass;
+		net->x = x + (size_t)s * in;
+		o->y_fwd = y + (size_t)s * out;
+		forward_layers(net);
+	}
+	net->n = n;
+	net->x = x;
+	o->y = o->y_fwd = y;
+}
+
+void cdp_net_forward(cdp_net *net)
+{
+	cdp_net_forward_n(net, net->n);
 }
 
 void cdp_net_backward(cdp_net *net, void (*on_layer_done)(cdp_net *, int, void *), void *ctx)

@@ -190,6 +190,15 @@ struct cdp_net {
 	/* 1: built by cdp_net_build_infer: no gradients of activations or of
 	 * the input, the outputs in act_arena by their forward uses only */
 	int infer;
+	/* An inference net runs its layers over the batch in passes of pass
+	 * samples (<= n; the backend's infer_pass_bytes, or CDP_INFER_PASS):
+	 * its arena, workspace and layer state are sized for a pass, so a
+	 * large batch takes a pass's activation memory. x holds all n
+	 * samples, and with pass < n the
+	 * output does too, in out (its own buffer, counted in act_bytes);
+	 * the logits do not depend on pass. n in every other net. */
+	int pass;
+	float *out;
 	uint64_t step_seed;         /* per-step seed for dropout masks */
 	float *x, *dx;              /* net input (N, C, H, W) on device */
 	float *params, *grads;      /* contiguous blocks of nparams floats */
@@ -258,7 +267,8 @@ int  cdp_net_build_ckpt(cdp_net *net, cdp_backend *be, const char *cfg_text, con
  * (the bf16 stash's plan without a backward pass): a U-Net's activations
  * then take about the two largest layers' outputs instead of all of them.
  * A concat read only by convolutions that take its inputs where they lie
- * (the CPU's 3x3 ones) is not made at all (cdp_layer.virt).
+ * (the CPU's 3x3 ones) is not made at all (cdp_layer.virt). The layers
+ * run over the batch in passes of cdp_net.pass samples.
  * Only the output (cdp_net_output) stays valid after cdp_net_forward;
  * cdp_net_backward and train = 1 are not for such a net. */
 int  cdp_net_build_infer(cdp_net *net, cdp_backend *be, const char *cfg_text, const char *path,
@@ -283,6 +293,12 @@ void cdp_net_free(cdp_net *net);
 void cdp_net_init(cdp_net *net, uint64_t seed);
 /* Forward over all layers; output logits at net->layers[out_layer].y */
 void cdp_net_forward(cdp_net *net);
+/* An inference net's forward (cdp_net_build_infer) of the first k samples
+ * of x (1 <= k <= n): the first k of the output are those of
+ * cdp_net_forward, the rest are not written. On a backend that runs the
+ * batch whole (infer_pass_bytes 0) all n samples run; any other net runs
+ * all n. */
+void cdp_net_forward_n(cdp_net *net, int k);
 /* Backward from net->layers[out_layer].dy (set by the loss). Activation
  * gradients are overwritten, never zeroed: the first writer of each, in
  * backward order, overwrites it and later ones add (cdp_layer.in_beta), and

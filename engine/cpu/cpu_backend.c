@@ -242,6 +242,21 @@ double cpu_sumsq(cdp_backend *be, const float *x, size_t n)
 	return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
 }
 
+/* An inference pass's activations. A U-Net's (width 16, depth 4) on
+ * 256x256 windows are 12.5 MiB a window: a batch of 8 (100 MiB) runs
+ * whole. Smaller passes were slower on the 2-core Xeon of
+ * doc/PERFORMANCE.md (session 39): their cache hits did not pay for the
+ * filters' preparation (packing, Winograd's U) repeated per pass, by 5%
+ * in passes of 2 and 20% in passes of 1. So passes bound the memory of
+ * a large --batch; they are not for speed. */
+#define CPU_INFER_PASS_BYTES (128UL << 20)
+
+static size_t cpu_infer_pass_bytes(cdp_backend *be)
+{
+	(void)be;
+	return CPU_INFER_PASS_BYTES;
+}
+
 cdp_backend *cdp_backend_cpu(int threads)
 {
 	cdp_backend *be = calloc(1, sizeof *be);
@@ -263,6 +278,7 @@ cdp_backend *cdp_backend_cpu(int threads)
 	be->sync = cpu_sync;
 	be->set_threads = cpu_set_threads;
 	be->destroy = cpu_destroy;
+	be->infer_pass_bytes = cpu_infer_pass_bytes;
 
 	be->gemm = cpu_gemm;
 	be->fill = cpu_fill;

@@ -339,6 +339,13 @@ static void no_device(cudaError_t e, char *err, size_t cap)
 	cudaGetLastError();
 }
 
+/* a GPU runs an inference batch whole (net.h, pass) */
+static size_t cu_infer_pass_bytes(cdp_backend *be)
+{
+	(void)be;
+	return 0;
+}
+
 static void cu_destroy(cdp_backend *be)
 {
 	cu_impl *im;
@@ -426,6 +433,7 @@ void cu_table(cdp_backend *be)
 	be->set_threads = cu_set_threads;
 	be->set_precision = cu_set_precision;
 	be->destroy = cu_destroy;
+	be->infer_pass_bytes = cu_infer_pass_bytes;
 	be->host_alloc = cu_host_alloc;
 	be->host_free = cu_host_free;
 	be->to_device_async = cu_to_device_async;

@@ -10,7 +10,7 @@ ENGINE_TESTS = tests/engine/test_backend tests/engine/test_grad tests/engine/tes
 	tests/engine/test_checkpoint tests/engine/test_ckpt_rank \
 	tests/engine/test_overfit tests/engine/test_determinism tests/engine/test_window \
 	tests/engine/test_metrics tests/engine/test_augment tests/engine/test_backend_table tests/engine/test_model_doc \
-	tests/engine/test_stash tests/engine/test_bf16_sets
+	tests/engine/test_stash tests/engine/test_infer_pass tests/engine/test_bf16_sets
 # the corpus replays of the fuzz harnesses (tests/fuzz/, doc/FUZZING.md)
 ENGINE_TESTS += tests/engine/test_fuzz_ckpt tests/engine/test_fuzz_cfg
 if HAVE_OPENBLAS
@@ -58,6 +58,9 @@ tests_engine_test_determinism_LDADD = $(ENGINE_LIBS)
 tests_engine_test_stash_SOURCES = tests/engine/test_stash.c tests/engine/test_models.h
 tests_engine_test_stash_CPPFLAGS = $(ENGINE_TEST_CPPFLAGS)
 tests_engine_test_stash_LDADD = $(ENGINE_LIBS)
+tests_engine_test_infer_pass_SOURCES = tests/engine/test_infer_pass.c tests/engine/test_models.h
+tests_engine_test_infer_pass_CPPFLAGS = $(ENGINE_TEST_CPPFLAGS)
+tests_engine_test_infer_pass_LDADD = $(ENGINE_LIBS)
 tests_engine_test_window_SOURCES = tests/engine/test_window.c
 tests_engine_test_window_CPPFLAGS = $(ENGINE_TEST_CPPFLAGS)
 tests_engine_test_window_LDADD = $(ENGINE_LIBS)

@@ -578,20 +578,8 @@ int main(void)
 		  8, 3 },
 	};
 
-	be = cdp_backend_cpu(2);
-	if (!be || be->set_precision(be, CDP_PREC_BF16) != 0) {
-		/* no AVX512_BF16 here: the emulated kernels (a fresh backend
-		 * reads the environment) */
-		if (be)
-			be->destroy(be);
-		setenv("CDP_CPU_BF16_EMU", "1", 1);
-		be = cdp_backend_cpu(2);
-		if (!be || be->set_precision(be, CDP_PREC_BF16) != 0) {
-			fprintf(stderr, "test_stash: the CPU backend refuses bf16 even emulated\n");
-			return 99;
-		}
-		printf("# emulated bf16 kernels\n");
-	}
+	if (!(be = bf16_backend("test_stash")))
+		return 99;
 	from_bf16_cpu = be->from_bf16;
 	be->from_bf16 = from_bf16_count;
 	to_bf16_cpu = be->to_bf16;

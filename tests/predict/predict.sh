@@ -83,6 +83,20 @@ s=$("$PYTHON" "$D/seam.py" "$T/ref.tif" "$T/p0.tif" "$T/p16.tif")
 echo "largest border error: tiles $s (blended)"
 echo "$s" | awk '{ exit !($1 > 0.02 && $2 < $1 / 10) }' || fail "seam: tiles vs blended $s"
 
+echo "== batches and passes"
+# --batch 3 leaves short last batches, which run only their own windows;
+# the net runs a batch in passes of CDP_INFER_PASS samples: the same bits
+cdp-predict -q --prob --overlap 16 --batch 1 "$T/run" "$T/b.tif" -o "$T/p16b1.tif"
+CDP_INFER_PASS=2 cdp-predict -q --prob --overlap 16 --batch 3 "$T/run" "$T/b.tif" \
+	-o "$T/p16p2.tif" || fail "prediction in passes of 2 failed"
+py "
+a = [gdal.Open('$T/' + f).ReadAsArray() for f in ('p16.tif', 'p16b1.tif', 'p16p2.tif')]
+assert all(np.array_equal(a[0], b, equal_nan=True) for b in a[1:])
+" || fail "the probabilities depend on --batch or on the passes"
+expect_fail 1 "^cdp-predict: CDP_INFER_PASS: '2x': want a whole number of samples from 1$" \
+	env CDP_INFER_PASS=2x cdp-predict "$T/run" "$T/b.tif" -o "$T/x.tif"
+[ ! -e "$T/x.tif" ] || fail "a refused run left $T/x.tif"
+
 echo "== --prob, --vector, --preview"
 cdp-predict -q --prob --vector "$T/v.gpkg" --preview "$T/v.png" "$T/run/checkpoint.cdpt" \
 	"$T/b.tif" -o "$T/prob.tif" || fail "--prob --vector --preview failed"

@@ -100,7 +100,8 @@ static int run_strip(predictor *p, int s, float *sum, char *err, size_t cap)
 	for (int i0 = 0; i0 < p->nx; i0 += p->B) {
 		int nb = p->nx - i0 < p->B ? p->nx - i0 : p->B;
 		be->win_gather(be, p->C, n, p->W, p->S, p->dimg, p->dsrow, nb, p->dx0 + i0, p->net.x);
-		/* a short last batch: the unused windows run on zeros */
+		/* a short last batch: only its windows run (cdp_net_forward_n), or
+		 * on a backend that runs the batch whole, the rest on zeros */
 		if (nb < p->B)
 			be->fill(be, p->net.x + (size_t)nb * p->C * hw, 0.0f,
 			         (size_t)(p->B - nb) * p->C * hw);
@@ -109,7 +110,7 @@ static int run_strip(predictor *p, int s, float *sum, char *err, size_t cap)
 			pr_tta_run(p, nb, p->tx, p->tt, p->tl, p->tacc, p->S);
 			be->to_device(be, p->dtl, p->tl, (size_t)p->B * p->K * hw * sizeof *p->tl);
 		} else {
-			cdp_net_forward(&p->net);
+			cdp_net_forward_n(&p->net, nb);
 		}
 		/* a regression net's values blend linearly (k < 0, backend.h) */
 		be->win_blend(be, p->reg ? -p->K : p->K, p->S, p->W, nb,

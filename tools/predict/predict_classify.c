@@ -228,13 +228,13 @@ static void run_batch(predictor *p, const float *xb, int n, float *lg)
 	size_t win = (size_t)p->C * p->S * p->S;
 
 	p->be->to_device(p->be, p->net.x, xb, (size_t)n * win * sizeof *xb);
-	if (n < p->B)   /* the unused windows run on zeros */
+	if (n < p->B)   /* where the backend runs them (cdp_net_forward_n): on zeros */
 		p->be->fill(p->be, p->net.x + (size_t)n * win, 0.0f, (size_t)(p->B - n) * win);
 	if (p->o->tta > 1) {   /* logits of the mean probabilities (predict_tta.c) */
 		pr_tta_run(p, n, p->tx, p->tt, lg, p->tacc, 1);
 		return;
 	}
-	cdp_net_forward(&p->net);
+	cdp_net_forward_n(&p->net, n);
 	p->be->to_host(p->be, lg, cdp_net_output(&p->net), (size_t)p->B * p->K * sizeof *lg);
 }
 

@@ -118,7 +118,7 @@ int pr_tta_run(predictor *p, int n, float *xh, float *xt, float *lg, double *acc
 	for (int t = 0; t < p->o->tta; t++) {
 		pr_tta_apply(t, p->S, (size_t)p->B * p->C, xh, xt);
 		be->to_device(be, p->net.x, xt, (size_t)p->B * win * sizeof *xt);
-		cdp_net_forward(&p->net);
+		cdp_net_forward_n(&p->net, n);
 		be->to_host(be, lg, cdp_net_output(&p->net), outn * sizeof *lg);
 		pr_tta_add(t, s_out, n, k, lg, acc);
 	}
