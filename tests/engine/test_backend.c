@@ -481,6 +481,57 @@ static void test_bn(void)
 	bn_case(2, 4, 2 * 1024 + 37, CDP_ACT_LEAKY, 0.1f);
 }
 
+/* bn_bwd on AVX-512 (cpu_bn.c's 16-lane passes, where the chosen set is
+ * avx512 or above) gives the bits of its 4-lane passes (the set forced to
+ * avx2): x in fp32 and in bf16, each activation, dx written and added to,
+ * planes with a tail past whole vectors and past the widening's chunks */
+static void test_bn_wide(void)
+{
+	const char *best = cpu_kgemm_isa();
+	int n = 2, c = 3, hw = 2 * 2048 + 37;
+	size_t nx = (size_t)n * c * hw;
+	float *x = rnd(nx), *dy = rnd(nx), *dx0 = rnd(nx), *g = rnd((size_t)c);
+	float *bt = rnd((size_t)c), *sm = rnd((size_t)c), *si = rnd((size_t)c);
+	uint16_t *xh = malloc(nx * sizeof *xh);
+
+	if (!cpu_kgemm_wide() || cpu_kgemm_force("avx2") != 0) {
+		printf("# bn_bwd's AVX-512 passes: not on this CPU (%s), not compared\n", best);
+		free(xh);
+		be->free(be, x); be->free(be, dy); be->free(be, dx0); be->free(be, g);
+		be->free(be, bt); be->free(be, sm); be->free(be, si);
+		return;
+	}
+	cpu_kgemm_force(best);
+	for (int k = 0; k < c; k++)
+		si[k] = 1.0f + fabsf(si[k]);
+	for (size_t i = 0; i < nx; i++)
+		xh[i] = cpu_bf16_bits(x[i]);
+	for (int v = 0; v < 12; v++) {
+		int h = v % 2, act = (v / 2) % 3 == 0 ? 0 : (v / 2) % 3 == 1 ? CDP_ACT_RELU :
+		        CDP_ACT_LEAKY;
+		float beta = (float)(v / 6), *dx[2], dg[2][3], db[2][3];
+		for (int w = 0; w < 2; w++) {
+			CHECK(cpu_kgemm_force(w ? "avx2" : best) == 0, "forcing %s", w ? "avx2" : best);
+			dx[w] = malloc(nx * sizeof *dx[w]);
+			memcpy(dx[w], dx0, nx * sizeof *dx0);
+			memcpy(dg[w], g, sizeof dg[w]);
+			memcpy(db[w], bt, sizeof db[w]);
+			cpu_bn_bwd(be, n, c, hw, h ? (const void *)xh : x, h, NULL, dy, g, bt, sm, si,
+			           1e-5f, act, 0.1f, dx[w], beta, dg[w], db[w]);
+		}
+		CHECK(memcmp(dx[0], dx[1], nx * sizeof *dx0) == 0 &&
+		      memcmp(dg[0], dg[1], sizeof dg[0]) == 0 && memcmp(db[0], db[1], sizeof db[0]) == 0,
+		      "bn_bwd (x %s, act %d, beta %g): the AVX-512 passes differ from the 4-lane ones",
+		      h ? "bf16" : "fp32", act, beta);
+		free(dx[0]);
+		free(dx[1]);
+	}
+	CHECK(cpu_kgemm_force(best) == 0, "back to %s", best);
+	free(xh);
+	be->free(be, x); be->free(be, dy); be->free(be, dx0); be->free(be, g);
+	be->free(be, bt); be->free(be, sm); be->free(be, si);
+}
+
 #include "test_backend_ops.h"
 
 int main(void)
@@ -510,6 +561,7 @@ int main(void)
 	/* so wide that the filter gradient goes in chunks: two of them */
 	wino_threads(&(conv_case){ 2, 256, 20, 16, 520, 3, 1, 1, 1 }, 1, "chunks");
 	test_bn();
+	test_bn_wide();
 	test_elementwise();
 	test_pool();
 	test_upsample();
