@@ -255,6 +255,7 @@ typedef struct wjob {
 	for (; tx + (VW) <= tpr; tx += (VW)) { \
 		VT d[4][4], e[4][4]; \
 		int q = 2 * tx; \
+		_Pragma("GCC unroll 4") \
 		for (int r = 0; r < 4; r++) { \
 			VT a = *(const VT *)(rp[r] + q), b = *(const VT *)(rp[r] + q + (VW)); \
 			VT a2 = *(const VT *)(rp[r] + q + 2), b2 = *(const VT *)(rp[r] + q + (VW) + 2); \
@@ -267,6 +268,7 @@ typedef struct wjob {
 			e[r][2] = d[r][2] - d[r][1]; \
 			e[r][3] = d[r][1] - d[r][3]; \
 		} \
+		_Pragma("GCC unroll 4") \
 		for (int k = 0; k < 4; k++) { \
 			*(VT *)(vs + (size_t)k * st + tx) = e[0][k] - e[2][k]; \
 			*(VT *)(vs + (size_t)(4 + k) * st + tx) = e[1][k] + e[2][k]; \
@@ -279,6 +281,7 @@ typedef struct wjob {
 #define OUTPUT_VEC(VT, VW, ZL, ZH) \
 	for (; tx + (VW) <= full; tx += (VW)) { \
 		VT a[4], b[4], y[4], lo, hi; \
+		_Pragma("GCC unroll 4") \
 		for (int q = 0; q < 4; q++) { \
 			VT m0 = *(const VT *)(m + q * ot + tx), m1 = *(const VT *)(m + (4 + q) * ot + tx); \
 			VT m2 = *(const VT *)(m + (8 + q) * ot + tx); \
@@ -290,6 +293,7 @@ typedef struct wjob {
 		y[1] = a[1] - a[2] - a[3] + bo; \
 		y[2] = b[0] + b[1] + b[2] + bo; \
 		y[3] = b[1] - b[2] - b[3] + bo; \
+		_Pragma("GCC unroll 2") \
 		for (int p = 0; p < 2; p++) { \
 			float *yp = (p ? y1 : y0) + 2 * tx; \
 			lo = __builtin_shuffle(y[2 * p], y[2 * p + 1], ZL); \
