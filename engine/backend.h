@@ -388,8 +388,9 @@ struct cdp_backend {
 	void (*act_bwd)(cdp_backend *be, int kind, float slope, const float *y,
 	                const float *dy, float *dx, float beta, size_t n);
 
-	/* pooling; max keeps an argmax index (int32, OH*OW per (n,c)) for backward;
-	 * avg counts padding like PyTorch's count_include_pad=True */
+	/* pooling; max keeps an argmax index (int32, OH*OW per (n,c)) for backward,
+	 * none where idx is NULL (an inference net's, cdp_net_build_infer); avg
+	 * counts padding like PyTorch's count_include_pad=True */
 	void (*maxpool_fwd)(cdp_backend *be, const cdp_pool_desc *d, const float *x, float *y, int32_t *idx);
 	/* x, y: the forward's input and output (cuDNN's backward wants them; the
 	 * CPU uses idx, and takes NULL for both). Where several inputs of a

@@ -18,6 +18,8 @@ static int alloc(cdp_layer *l, cdp_net *net)
 	if (!st)
 		return -1;
 	l->state = st;
+	if (net->infer)        /* no backward: no argmax (maxpool_fwd's idx NULL) */
+		return 0;
 	st->idx = net->be->alloc(net->be, cdp_layer_out_count(l, net) * sizeof(int32_t));
 	return st->idx ? 0 : -1;
 }

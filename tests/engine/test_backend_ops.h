@@ -234,6 +234,12 @@ static void test_pool(void)
 				}
 		CHECK(ok, "maxpool NaN case %zu (k%d s%d p%d): the first NaN or maximum wins", ci,
 		      d.k, d.stride, d.pad);
+		/* without an argmax (an inference net's): the same bits */
+		float *y2 = be->alloc(be, ny * sizeof(float));
+		cpu_maxpool_fwd(be, &d, x, y2, NULL);
+		CHECK(memcmp(y, y2, ny * sizeof *y) == 0, "maxpool NaN case %zu (k%d s%d p%d): "
+		      "the forward without idx differs", ci, d.k, d.stride, d.pad);
+		be->free(be, y2);
 		be->free(be, x); be->free(be, y); be->free(be, idx);
 	}
 	cdp_pool_desc bad = { 1, 1, 4, 4, 2, 2, 2, 0, 0 };
