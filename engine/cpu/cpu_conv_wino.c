@@ -277,8 +277,23 @@ typedef struct wjob {
 		} \
 	}
 
+/* cpu_bn_post_run's arithmetic on a vector y of VT (VI its int lanes):
+ * (y - m) * a rounded, + b, then the activation (a NaN passes); the
+ * barrier keeps GCC from fusing the product and the sum into an FMA,
+ * which cpu_bn.c is built without */
+#define BN_VEC(VT, VI, y, m, a, b, act, slope) do { \
+	VT t_ = __builtin_assoc_barrier(((y) - (m)) * (a)); \
+	VT u_ = t_ + (b); \
+	VI neg_ = (VI)(u_ < 0.0f); \
+	if ((act) == CDP_ACT_RELU) \
+		u_ = (VT)((VI)u_ & ~neg_); \
+	else if ((act) == CDP_ACT_LEAKY) \
+		u_ = (VT)(((VI)u_ & ~neg_) | ((VI)(u_ * (slope)) & neg_)); \
+	(y) = u_; \
+} while (0)
+
 /* output_row's tiles tx .. full - 1, VW at a time */
-#define OUTPUT_VEC(VT, VW, ZL, ZH) \
+#define OUTPUT_VEC(VT, VI, VW, ZL, ZH) \
 	for (; tx + (VW) <= full; tx += (VW)) { \
 		VT a[4], b[4], y[4], lo, hi; \
 		_Pragma("GCC unroll 4") \
@@ -301,6 +316,10 @@ typedef struct wjob {
 			if (beta != 0.0f) { \
 				lo += beta * *(const VT *)yp; \
 				hi += beta * *(const VT *)(yp + (VW)); \
+			} \
+			if (bn) { \
+				BN_VEC(VT, VI, lo, bm, ba, bb, bn->act, bn->slope); \
+				BN_VEC(VT, VI, hi, bm, ba, bb, bn->act, bn->slope); \
 			} \
 			*(VT *)yp = lo; \
 			*(VT *)(yp + (VW)) = hi; \
@@ -382,8 +401,21 @@ CPU_CLONES static void input_row(int tpr, float *restrict v, size_t ld, size_t s
 	}
 }
 
-/* out rows 2ty, 2ty+1 of sample n from M[xi][o][lt + tx]; spare: tpr*2
- * floats for a row 2ty+1 past the image */
+/* one output value's batchnorm, as BN_VEC */
+static inline float bn_one(float y, const cdp_bn_infer *bn, float m, float a, float b)
+{
+	float t = __builtin_assoc_barrier((y - m) * a), u = t + b;
+
+	if (bn->act == CDP_ACT_RELU)
+		return u < 0.0f ? 0.0f : u;
+	if (bn->act == CDP_ACT_LEAKY)
+		return u < 0.0f ? u * bn->slope : u;
+	return u;
+}
+
+/* out rows 2ty, 2ty+1 of sample n from M[xi][o][lt + tx], and the
+ * inference batchnorm j->bn applied to them (cpu_bn_post_run's bits) as
+ * they are stored; spare: tpr*2 floats for a row 2ty+1 past the image */
 CPU_CLONES static void output_row(const wjob *j, const float *restrict mm, int lt, int n,
                                     int ty, float *restrict spare)
 {
@@ -395,9 +427,13 @@ CPU_CLONES static void output_row(const wjob *j, const float *restrict mm, int l
 	int wide = WINO_WIDE;
 #endif
 
+	const cdp_bn_infer *bn = j->bn;
+
 	for (int o = 0; o < c->o; o++) {
-		float bo = j->bias ? j->bias[o] : 0.0f;
+		float bo = j->bias ? j->bias[o] : 0.0f, bm = 0.0f, ba = 0.0f, bb = 0.0f;
 		float *plane = j->out + ((size_t)n * c->o + o) * c->oh * c->ow;
+		if (bn)
+			cpu_bn_post_coef(bn, o, &bm, &ba, &bb);
 		float *restrict y0 = plane + (size_t)(2 * ty) * c->ow;
 		float *restrict y1 = 2 * ty + 1 < c->oh ? y0 + c->ow : spare;
 		const float *m = mm + (size_t)o * j->g.tb + lt;
@@ -407,9 +443,9 @@ CPU_CLONES static void output_row(const wjob *j, const float *restrict mm, int l
 		int tx = 0;
 #if WINO_VEC
 		if (wide)
-			OUTPUT_VEC(wvec, 16, ZIP_LO, ZIP_HI)
-		OUTPUT_VEC(wvec8, 8, ZIP_LO8, ZIP_HI8)
-		OUTPUT_VEC(wvec4, 4, ZIP_LO4, ZIP_HI4)
+			OUTPUT_VEC(wvec, wveci, 16, ZIP_LO, ZIP_HI)
+		OUTPUT_VEC(wvec8, wveci8, 8, ZIP_LO8, ZIP_HI8)
+		OUTPUT_VEC(wvec4, wveci4, 4, ZIP_LO4, ZIP_HI4)
 #endif
 		for (; tx < tpr; tx++) {
 			float a[4], b[4], y[4];
@@ -434,9 +470,17 @@ CPU_CLONES static void output_row(const wjob *j, const float *restrict mm, int l
 					y1[2 * tx] = beta * y1[2 * tx] + y[2];
 					y1[2 * tx + 1] = beta * y1[2 * tx + 1] + y[3];
 				}
+				if (bn) {
+					y0[2 * tx + 1] = bn_one(y0[2 * tx + 1], bn, bm, ba, bb);
+					y1[2 * tx + 1] = bn_one(y1[2 * tx + 1], bn, bm, ba, bb);
+				}
 			} else {                    /* odd OW: the last column */
 				y0[2 * tx] = beta == 0.0f ? y[0] : beta * y0[2 * tx] + y[0];
 				y1[2 * tx] = beta == 0.0f ? y[2] : beta * y1[2 * tx] + y[2];
+			}
+			if (bn) {
+				y0[2 * tx] = bn_one(y0[2 * tx], bn, bm, ba, bb);
+				y1[2 * tx] = bn_one(y1[2 * tx], bn, bm, ba, bb);
 			}
 		}
 	}
@@ -546,16 +590,8 @@ static void wino_item(void *ctx, int it)
 			cpu_kgemm_fp32_nn(c->o, tb, c->s, j->u + x * ustride(c), c->s, 1,
 			                  v + x * vst, tb, 0.0f, mm + x * mst, tb);
 	}
-	for (int g = g0; g < g1; g++) {
-		int n = g / j->g.tph, ty = g % j->g.tph;
-		/* output rows 2 ty and 2 ty + 1 (when in the image), one run */
-		size_t run = (size_t)(2 * ty + 1 < c->oh ? 2 : 1) * c->ow;
-
-		output_row(j, mm, (g - g0) * tpr, n, ty, spare);
-		for (int o = 0; j->bn && o < c->o; o++)
-			cpu_bn_post_run(j->bn, o, j->out + (((size_t)n * c->o + o) * c->oh + 2 * ty) * c->ow,
-			            run);
-	}
+	for (int g = g0; g < g1; g++)
+		output_row(j, mm, (g - g0) * tpr, g / j->g.tph, g % j->g.tph, spare);
 }
 
 void cpu_wino_corr(cdp_backend *be, const cpu_corr *c, int n, cpu_src in, const float *a,
