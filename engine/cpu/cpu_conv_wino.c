@@ -241,6 +241,9 @@ typedef struct wjob {
 	cpu_src in;
 	const float *u, *bias;
 	const cdp_bn_infer *bn;   /* the batchnorm after the forward, or NULL */
+	/* bn's m, a and b of filter o at bnc[o], bnc[O + o], bnc[2 O + o]
+	 * (cpu_bn_post_coef once per call), or NULL: output_row asks */
+	const float *bnc;
 	float beta;
 	float *out;
 	int rnd;                 /* round the input to bf16 as it is copied */
@@ -432,8 +435,13 @@ CPU_CLONES static void output_row(const wjob *j, const float *restrict mm, int l
 	for (int o = 0; o < c->o; o++) {
 		float bo = j->bias ? j->bias[o] : 0.0f, bm = 0.0f, ba = 0.0f, bb = 0.0f;
 		float *plane = j->out + ((size_t)n * c->o + o) * c->oh * c->ow;
-		if (bn)
+		if (bn && j->bnc) {
+			bm = j->bnc[o];
+			ba = j->bnc[c->o + o];
+			bb = j->bnc[2 * c->o + o];
+		} else if (bn) {
 			cpu_bn_post_coef(bn, o, &bm, &ba, &bb);
+		}
 		float *restrict y0 = plane + (size_t)(2 * ty) * c->ow;
 		float *restrict y1 = 2 * ty + 1 < c->oh ? y0 + c->ow : spare;
 		const float *m = mm + (size_t)o * j->g.tb + lt;
@@ -608,7 +616,12 @@ void cpu_wino_corr(cdp_backend *be, const cpu_corr *c, int n, cpu_src in, const 
 	wjob j = { .be = be, .c = c, .g = item_geo(c), .n = n, .in = in, .u = u, .bias = bias,
 	           .bn = bn, .beta = beta, .out = out, .rnd = rnd || (pairs && fwd), .pairs = pairs };
 	int rows = n * j.g.tph;
+	float *bnc = bn ? malloc(3 * (size_t)c->o * sizeof *bnc) : NULL;
 
+	for (int o = 0; bnc && o < c->o; o++)
+		cpu_bn_post_coef(bn, o, bnc + o, bnc + c->o + o, bnc + 2 * c->o + o);
+	j.bnc = bnc;
 	cpu_parallel_for(be, c->o, filter_item, &uj);
 	cpu_parallel_for(be, (rows + j.g.rows - 1) / j.g.rows, wino_item, &j);
+	free(bnc);
 }
