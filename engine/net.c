@@ -1189,13 +1189,17 @@ static int grow_ws(cdp_net *net)
 	cdp_backend *be = net->be;
 	size_t need = 0;
 	void *ws;
+	int n = net->n;
 
+	if (net->out)            /* an inference net in passes: a pass's */
+		net->n = net->pass;
 	for (int i = 0; i < net->nlayers; i++) {
 		cdp_layer *l = &net->layers[i];
 		size_t b = l->ops->workspace ? l->ops->workspace(l, net) : 0;
 		if (b > need)
 			need = b;
 	}
+	net->n = n;
 	if (need <= net->ws_bytes)
 		return 0;
 	if (!(ws = be->alloc(be, need)))

@@ -13,7 +13,8 @@
  *  - the logits of every sample bit for bit the whole batch's, in passes
  *    of 1, 2 and 3 (a short last pass each), and again after a resize
  *    (laid out anew: the budget's passes, CDP_INFER_PASS unset);
- *  - passes of 2 allocate fewer activation bytes than the whole batch;
+ *  - passes of 2 allocate fewer activation bytes than the whole batch,
+ *    and cdp_net_set_precision keeps their workspace a pass's;
  *  - cdp_net_forward_n(3): the first 3 samples' logits, and the other 2
  *    left as they were (a sentinel), in passes and in one; a backend that
  *    runs the batch whole runs all 5;
@@ -181,6 +182,17 @@ static void test_model(const model *m, int prec)
 		      "%s (%s): forward_n(3) in passes of %d: not the first 3 samples' logits alone",
 		      m->name, pn, net.pass);
 		free(got);
+		if (c == 2) {        /* the precision set again: a pass's workspace still */
+			size_t ws = net.ws_bytes;
+			CHECK(cdp_net_set_precision(&net, prec, err, sizeof err) == 0, "%s: %s", m->name,
+			      err);
+			CHECK(net.ws_bytes == ws, "%s (%s): cdp_net_set_precision grew a pass's "
+			      "workspace, %zu -> %zu bytes", m->name, pn, ws, net.ws_bytes);
+			got = run(&net, x, N, N, per);
+			CHECK(same(got, ref, N * per), "%s (%s): after cdp_net_set_precision the logits "
+			      "differ", m->name, pn);
+			free(got);
+		}
 		if (c == 2) {        /* resized: laid out anew, in the 1-byte budget's passes */
 			CHECK(cdp_net_resize(&net, N + 1, err, sizeof err) == 0, "%s: resize: %s",
 			      m->name, err);
