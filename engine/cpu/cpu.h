@@ -104,6 +104,10 @@ float *cpu_scratch(cdp_backend *be, int t);
 int cpu_scratch_reserve(cdp_backend *be, size_t bytes);
 /* the bytes of each scratch (the largest reserved so far) */
 size_t cpu_scratch_bytes(const cdp_backend *be);
+/* Where be keeps cpu_conv_wino.c's forward U between calls, and its
+ * release (cpu_destroy) */
+void **cpu_wino_cache(cdp_backend *be);
+void cpu_wino_cache_free(cdp_backend *be);
 /* CDP_CPU_SPIN_US's value v (0 to 1000000 microseconds) into *us; -1 when
  * it is not such a number */
 int cpu_spin_us_parse(const char *v, int *us);

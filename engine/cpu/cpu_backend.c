@@ -245,10 +245,10 @@ double cpu_sumsq(cdp_backend *be, const float *x, size_t n)
 /* An inference pass's activations. A U-Net's (width 16, depth 4) on
  * 256x256 windows are 12.5 MiB a window: a batch of 8 (100 MiB) runs
  * whole. Smaller passes were slower on the 2-core Xeon of
- * doc/PERFORMANCE.md (session 39): their cache hits did not pay for the
- * filters' preparation (packing, Winograd's U) repeated per pass, by 5%
- * in passes of 2 and 20% in passes of 1. So passes bound the memory of
- * a large --batch; they are not for speed. */
+ * doc/PERFORMANCE.md (session 39), by 4% in passes of 4 and 10% in
+ * passes of 2 with VDPBF16PS (within noise in the FMA model of a Zen 4,
+ * once Winograd's U was kept between calls), 20% in passes of 1. So
+ * passes bound the memory of a large --batch; they are not for speed. */
 #define CPU_INFER_PASS_BYTES (128UL << 20)
 
 static size_t cpu_infer_pass_bytes(cdp_backend *be)

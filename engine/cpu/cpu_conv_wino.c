@@ -231,6 +231,132 @@ CPU_CLONES static void filter_item(void *ctx, int o)
 #endif
 }
 
+/* ---- the forward's U kept between calls ----
+ * A prediction runs the same filters through every forward, and each
+ * call transformed and packed them again (filter_item and pack_row, 2.8%
+ * of a cdp-predict window in the FMA model of a Zen 4, doc/PERFORMANCE.md
+ * session 39). So the forward keeps its U per filter pointer, with a copy
+ * of the filters it came from: a call whose filters equal the copy (an
+ * exact memcmp, so a training step's changed weights, or another net's
+ * at the same address, are never taken for them) uses it as it is; any
+ * other transforms them into its entry and copies them. Filters found
+ * changed UCACHE_MISSES times in a row (a training step's) keep nothing
+ * more: their entry gives its memory back and they go through the
+ * caller's workspace as before. Not the data gradient's: its filters
+ * are a flipped copy in the workspace, the same address for every
+ * layer. UCACHE_BYTES in all; beyond it every entry is dropped and the
+ * cache starts again. */
+#define UCACHE_BYTES (64UL << 20)
+#define UCACHE_MISSES 2
+
+typedef struct uentry {
+	struct uentry *next;
+	const float *a;          /* the key: filters, row stride, shape, kind */
+	long rs;
+	int o, s, rnd, pairs;
+	float *copy;             /* o rows of 9 s; NULL once volatile */
+	float *u;                /* cpu_wino_ufloats; NULL once volatile */
+	size_t bytes;
+	int misses;              /* calls in a row whose filters had changed */
+} uentry;
+
+typedef struct ucache {
+	uentry *head;
+	size_t bytes;
+} ucache;
+
+static void ucache_drop(ucache *uc)
+{
+	while (uc->head) {
+		uentry *e = uc->head;
+		uc->head = e->next;
+		free(e->copy);
+		free(e->u);
+		free(e);
+	}
+	uc->bytes = 0;
+}
+
+void cpu_wino_cache_free(cdp_backend *be)
+{
+	ucache *uc = *cpu_wino_cache(be);
+
+	if (uc)
+		ucache_drop(uc);
+	free(uc);
+	*cpu_wino_cache(be) = NULL;
+}
+
+static int same_filters(const uentry *e, const float *a)
+{
+	size_t row = (size_t)e->s * 9 * sizeof(float);
+
+	if (e->rs == (long)e->s * 9)
+		return memcmp(e->copy, a, (size_t)e->o * row) == 0;
+	for (int o = 0; o < e->o; o++)
+		if (memcmp(e->copy + (size_t)o * e->s * 9, a + o * e->rs, row) != 0)
+			return 0;
+	return 1;
+}
+
+/* The entry for these filters: *fresh 1 when its U is theirs, else 0
+ * (the caller transforms them into e->u, then ucache_keep, at once: a
+ * new entry's copy is garbage until then). NULL: none (out of memory,
+ * or larger than the cache): the caller's own u. */
+static uentry *ucache_get(cdp_backend *be, const cpu_corr *c, const float *a, long rs, int rnd,
+                          int pairs, int *fresh)
+{
+	void **slot = cpu_wino_cache(be);
+	ucache *uc = *slot;
+	uentry *e;
+	size_t nc = (size_t)c->o * c->s * 9, nu = cpu_wino_ufloats(c);
+	size_t bytes = (nc + nu) * sizeof(float);
+
+	*fresh = 0;
+	if (bytes > UCACHE_BYTES)
+		return NULL;
+	if (!uc && !(uc = *slot = calloc(1, sizeof *uc)))
+		return NULL;
+	for (e = uc->head; e; e = e->next)
+		if (e->a == a && e->rs == rs && e->o == c->o && e->s == c->s && e->rnd == rnd &&
+		    e->pairs == pairs) {
+			if (!e->u)
+				return NULL;     /* volatile filters */
+			*fresh = same_filters(e, a);
+			e->misses = *fresh ? 0 : e->misses + 1;
+			if (e->misses >= UCACHE_MISSES) {
+				free(e->copy);
+				free(e->u);
+				e->copy = e->u = NULL;
+				uc->bytes -= e->bytes;
+				e->bytes = 0;
+				return NULL;
+			}
+			return e;
+		}
+	if (uc->bytes + bytes > UCACHE_BYTES)
+		ucache_drop(uc);
+	if (!(e = calloc(1, sizeof *e)) || !(e->copy = malloc(nc * sizeof *e->copy)) ||
+	    !(e->u = aligned_alloc(64, (nu * sizeof *e->u + 63) / 64 * 64))) {
+		if (e)
+			free(e->copy);
+		free(e);
+		return NULL;
+	}
+	*e = (uentry){ uc->head, a, rs, c->o, c->s, rnd, pairs, e->copy, e->u, bytes, 0 };
+	uc->head = e;
+	uc->bytes += bytes;
+	return e;
+}
+
+/* e->u now holds the transform of a: the copy follows */
+static void ucache_keep(uentry *e, const float *a)
+{
+	for (int o = 0; o < e->o; o++)
+		memcpy(e->copy + (size_t)o * e->s * 9, a + o * e->rs,
+		       (size_t)e->s * 9 * sizeof *e->copy);
+}
+
 /* ---- one item ---- */
 
 typedef struct wjob {
@@ -615,13 +741,21 @@ void cpu_wino_corr(cdp_backend *be, const cpu_corr *c, int n, cpu_src in, const 
 	 * (4% of the data gradient's time on 64 channels at 64x64) */
 	wjob j = { .be = be, .c = c, .g = item_geo(c), .n = n, .in = in, .u = u, .bias = bias,
 	           .bn = bn, .beta = beta, .out = out, .rnd = rnd || (pairs && fwd), .pairs = pairs };
-	int rows = n * j.g.tph;
+	int rows = n * j.g.tph, fresh = 0;
 	float *bnc = bn ? malloc(3 * (size_t)c->o * sizeof *bnc) : NULL;
+	uentry *e = NULL;
 
 	for (int o = 0; bnc && o < c->o; o++)
 		cpu_bn_post_coef(bn, o, bnc + o, bnc + c->o + o, bnc + 2 * c->o + o);
 	j.bnc = bnc;
-	cpu_parallel_for(be, c->o, filter_item, &uj);
+	if (fwd && (e = ucache_get(be, c, a, rs, rnd, pairs, &fresh))) {
+		uj.u = e->u;
+		j.u = e->u;
+	}
+	if (!fresh)
+		cpu_parallel_for(be, c->o, filter_item, &uj);
+	if (e && !fresh)
+		ucache_keep(e, a);
 	cpu_parallel_for(be, (rows + j.g.rows - 1) / j.g.rows, wino_item, &j);
 	free(bnc);
 }

@@ -62,7 +62,13 @@ typedef struct cpu_impl {
 	 * t's of a job over be->threads indices */
 	float *scratch[MAX_THREADS];
 	size_t scratch_bytes;
+	void *ucache;            /* cpu_conv_wino.c's kept U (cpu_wino_cache) */
 } cpu_impl;
+
+void **cpu_wino_cache(cdp_backend *be)
+{
+	return &((cpu_impl *)be->impl)->ucache;
+}
 
 void *cpu_impl_new(void)
 {
@@ -404,8 +410,10 @@ void cpu_destroy(cdp_backend *be)
 	im = be->impl;
 	if (im && im->pool_ok)
 		pool_stop(&im->pool);
-	if (im)
+	if (im) {
 		scratch_free(im);
+		cpu_wino_cache_free(be);
+	}
 	free(im);
 	free(be);
 }

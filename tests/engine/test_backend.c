@@ -312,6 +312,78 @@ static void wino_threads(const conv_case *cc, int ref, const char *what)
 	b1->destroy(b1);
 }
 
+/* The Winograd forward keeps its U between calls per filter pointer
+ * (cpu_conv_wino.c): filters changed in place (a training step), or
+ * another net's at the same address, give what a fresh backend gives;
+ * unchanged ones the same bits again; in fp32 and in each bf16 set the
+ * CPU has (the kept U belongs to the set it was made in) */
+static void wino_kept_u(void)
+{
+	static const char *const precs[] = { "fp32", "bf16" };
+	conv_case cc = { 2, 32, 12, 10, 36, 3, 1, 1, 1 };
+	cdp_conv_desc d;
+
+	if (conv_case_desc(&cc, &d) < 0) {
+		CHECK(0, "cannot set up the kept-U check");
+		return;
+	}
+	size_t nx = (size_t)d.n * d.c * d.h * d.w, ny = (size_t)d.n * d.f * d.oh * d.ow;
+	size_t nw = (size_t)d.f * d.c * 9;
+	for (int pi = 0; pi < 2; pi++) {
+		cdp_backend *b1 = cdp_backend_cpu(2);
+		if (!b1 || b1->set_precision(b1, pi ? CDP_PREC_BF16 : CDP_PREC_FP32) != 0) {
+			printf("# kept U, %s: not on this CPU\n", precs[pi]);
+			if (b1)
+				b1->destroy(b1);
+			continue;
+		}
+		float *x = rnd(nx), *w = rnd(nw), *w2 = rnd(nw), *y[4];
+		void *ws = b1->alloc(b1, cpu_conv_workspace(b1, &d));
+		for (int i = 0; i < 4; i++)
+			y[i] = rnd(ny);
+		cpu_conv_fwd(b1, &d, x, w, NULL, y[0], ws);      /* kept */
+		cpu_conv_fwd(b1, &d, x, w, NULL, y[1], ws);      /* taken */
+		CHECK(memcmp(y[0], y[1], ny * sizeof *y[0]) == 0,
+		      "[%s] winograd %s: the kept U gives other bits", isa, precs[pi]);
+		memcpy(w2, w, nw * sizeof *w);
+		w[nw - 1] += 1.0f;                              /* the last filter's last tap */
+		cpu_conv_fwd(b1, &d, x, w, NULL, y[2], ws);
+		cpu_conv_fwd(b1, &d, x, w2, NULL, y[3], ws);    /* the old filters elsewhere */
+		CHECK(memcmp(y[3], y[0], ny * sizeof *y[0]) == 0,
+		      "[%s] winograd %s: the same filters at another address differ", isa, precs[pi]);
+		b1->free(b1, ws);
+		b1->destroy(b1);
+		b1 = cdp_backend_cpu(2);                        /* nothing kept */
+		b1->set_precision(b1, pi ? CDP_PREC_BF16 : CDP_PREC_FP32);
+		ws = b1->alloc(b1, cpu_conv_workspace(b1, &d));
+		cpu_conv_fwd(b1, &d, x, w, NULL, y[1], ws);
+		CHECK(memcmp(y[2], y[1], ny * sizeof *y[1]) == 0 &&
+		      memcmp(y[2], y[0], ny * sizeof *y[0]) != 0,
+		      "[%s] winograd %s: filters changed in place gave the kept U's bits", isa,
+		      precs[pi]);
+		/* changed at every call, as in training: they stop being kept
+		 * (UCACHE_MISSES), and every call still sees its own filters */
+		for (int r = 0; r < 4; r++) {
+			cdp_backend *b2 = cdp_backend_cpu(1);
+			b2->set_precision(b2, pi ? CDP_PREC_BF16 : CDP_PREC_FP32);
+			void *ws2 = b2->alloc(b2, cpu_conv_workspace(b2, &d));
+			w[r] -= 0.5f;
+			cpu_conv_fwd(b1, &d, x, w, NULL, y[1], ws);
+			cpu_conv_fwd(b2, &d, x, w, NULL, y[3], ws2);
+			CHECK(memcmp(y[1], y[3], ny * sizeof *y[1]) == 0,
+			      "[%s] winograd %s: filters changed %d times in a row: other bits than a "
+			      "fresh backend's", isa, precs[pi], r + 2);
+			b2->free(b2, ws2);
+			b2->destroy(b2);
+		}
+		b1->free(b1, ws);
+		b1->destroy(b1);
+		be->free(be, x); be->free(be, w); be->free(be, w2);
+		for (int i = 0; i < 4; i++)
+			be->free(be, y[i]);
+	}
+}
+
 /* ---- batch norm, with its fused activation ---- */
 
 /* act applied to v, and the gradient it passes back given its output y */
@@ -560,6 +632,7 @@ int main(void)
 	isa = best;
 	/* so wide that the filter gradient goes in chunks: two of them */
 	wino_threads(&(conv_case){ 2, 256, 20, 16, 520, 3, 1, 1, 1 }, 1, "chunks");
+	wino_kept_u();
 	test_bn();
 	test_bn_wide();
 	test_elementwise();
