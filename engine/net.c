@@ -1391,12 +1391,11 @@ void cdp_net_forward_n(cdp_net *net, int k)
 	size_t in = cdp_shape_numel(net->in), out = cdp_shape_numel(o->out);
 	int n = net->n;
 
-	if (!net->infer || !net->be->infer_pass_bytes(net->be) || k >= n) {
-		if (!net->out) {
-			forward_layers(net);
-			return;
-		}
-		k = n;
+	if (!net->infer || !net->be->infer_pass_bytes(net->be) || k > n)
+		k = n;                   /* the whole batch */
+	if (k == n && !net->out) {
+		forward_layers(net);
+		return;
 	}
 	for (int s = 0; s < k; s += net->pass) {
 		net->n = k - s < net->pass ? k - s : net->pass;

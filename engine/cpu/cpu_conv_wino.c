@@ -311,6 +311,7 @@ static uentry *ucache_get(cdp_backend *be, const cpu_corr *c, const float *a, lo
 	uentry *e;
 	size_t nc = (size_t)c->o * c->s * 9, nu = cpu_wino_ufloats(c);
 	size_t bytes = (nc + nu) * sizeof(float);
+	float *copy, *u;
 
 	*fresh = 0;
 	if (bytes > UCACHE_BYTES)
@@ -336,14 +337,14 @@ static uentry *ucache_get(cdp_backend *be, const cpu_corr *c, const float *a, lo
 		}
 	if (uc->bytes + bytes > UCACHE_BYTES)
 		ucache_drop(uc);
-	if (!(e = calloc(1, sizeof *e)) || !(e->copy = malloc(nc * sizeof *e->copy)) ||
-	    !(e->u = aligned_alloc(64, (nu * sizeof *e->u + 63) / 64 * 64))) {
-		if (e)
-			free(e->copy);
-		free(e);
+	copy = malloc(nc * sizeof *copy);
+	u = aligned_alloc(64, (nu * sizeof *u + 63) / 64 * 64);
+	if (!copy || !u || !(e = malloc(sizeof *e))) {
+		free(copy);
+		free(u);
 		return NULL;
 	}
-	*e = (uentry){ uc->head, a, rs, c->o, c->s, rnd, pairs, e->copy, e->u, bytes, 0 };
+	*e = (uentry){ uc->head, a, rs, c->o, c->s, rnd, pairs, copy, u, bytes, 0 };
 	uc->head = e;
 	uc->bytes += bytes;
 	return e;
@@ -530,18 +531,6 @@ CPU_CLONES static void input_row(int tpr, float *restrict v, size_t ld, size_t s
 	}
 }
 
-/* one output value's batchnorm, as BN_VEC */
-static inline float bn_one(float y, const cdp_bn_infer *bn, float m, float a, float b)
-{
-	float t = __builtin_assoc_barrier((y - m) * a), u = t + b;
-
-	if (bn->act == CDP_ACT_RELU)
-		return u < 0.0f ? 0.0f : u;
-	if (bn->act == CDP_ACT_LEAKY)
-		return u < 0.0f ? u * bn->slope : u;
-	return u;
-}
-
 /* out rows 2ty, 2ty+1 of sample n from M[xi][o][lt + tx], and the
  * inference batchnorm j->bn applied to them (cpu_bn_post_run's bits) as
  * they are stored; spare: tpr*2 floats for a row 2ty+1 past the image */
@@ -604,17 +593,13 @@ CPU_CLONES static void output_row(const wjob *j, const float *restrict mm, int l
 					y1[2 * tx] = beta * y1[2 * tx] + y[2];
 					y1[2 * tx + 1] = beta * y1[2 * tx + 1] + y[3];
 				}
-				if (bn) {
-					y0[2 * tx + 1] = bn_one(y0[2 * tx + 1], bn, bm, ba, bb);
-					y1[2 * tx + 1] = bn_one(y1[2 * tx + 1], bn, bm, ba, bb);
-				}
 			} else {                    /* odd OW: the last column */
 				y0[2 * tx] = beta == 0.0f ? y[0] : beta * y0[2 * tx] + y[0];
 				y1[2 * tx] = beta == 0.0f ? y[2] : beta * y1[2 * tx] + y[2];
 			}
-			if (bn) {
-				y0[2 * tx] = bn_one(y0[2 * tx], bn, bm, ba, bb);
-				y1[2 * tx] = bn_one(y1[2 * tx], bn, bm, ba, bb);
+			if (bn) {                   /* the tile's columns in the image */
+				cpu_bn_post_run(bn, o, y0 + 2 * tx, tx < full ? 2 : 1);
+				cpu_bn_post_run(bn, o, y1 + 2 * tx, tx < full ? 2 : 1);
 			}
 		}
 	}

@@ -281,26 +281,28 @@ static void maxpool_s2_plane(void *ctx, int t)
 
 /* An inference net's max pools keep no argmax (idx NULL): 2x2 windows of
  * stride 2 without padding (U-Net's) as S2K2_GROUPS without the index, 8
- * outputs at a time (PICK's rule on the values: the same outputs); the
- * others with a scratch index per plane (cpu_maxpool_fwd). */
+ * outputs at a time (PICK's rule on the values: the same outputs), the
+ * rest of a row and other windows by max_window (cpu_maxpool_fwd gives
+ * those a scratch index, and comes here for them only out of memory). */
 #define PICKV(VI, best, v) do { \
 		VI take_ = ((best) == (best)) & (((v) > (best)) | ((v) != (v))); \
 		(best) = (__typeof__(best))(((VI)(v) & take_) | ((VI)(best) & ~take_)); \
 	} while (0)
 
-CPU_CLONES static void maxpool_k2_values(void *ctx, int t)
+CPU_CLONES static void maxpool_values(void *ctx, int t)
 {
 	const pool_job *j = ctx;
 	const cdp_pool_desc *d = j->d;
 	const float *x = j->x + (size_t)t * d->h * d->w;
 	float *y = j->y + (size_t)t * d->oh * d->ow;
+	int k2 = d->k == 2 && d->stride == 2 && d->pad == 0;
 	int32_t bi;
 
 	for (int oh = 0; oh < d->oh; oh++) {
 		int h0 = 2 * oh;
 		float *yr = y + (size_t)oh * d->ow;
 		int ow = 0;
-		for (; ow + 8 <= d->ow && 2 * (ow + 8) <= d->w; ow += 8) {
+		for (; k2 && ow + 8 <= d->ow && 2 * (ow + 8) <= d->w; ow += 8) {
 			v8f best, p0, p1;
 			int c0 = 2 * ow;
 			ROW_PAIR(h0, c0, 8);
@@ -314,32 +316,6 @@ CPU_CLONES static void maxpool_k2_values(void *ctx, int t)
 		for (; ow < d->ow; ow++)
 			yr[ow] = max_window(d, x, oh, ow, &bi);
 	}
-}
-
-static void maxpool_idx_scratch(void *ctx, int t)
-{
-	const pool_job *j = ctx;
-	pool_job one = *j;
-	int32_t *ix = malloc((size_t)j->d->oh * j->d->ow * sizeof *ix);
-	int32_t bi;
-
-	if (!ix) {              /* out of memory: a window at a time */
-		const cdp_pool_desc *d = j->d;
-		for (int oh = 0; oh < d->oh; oh++)
-			for (int ow = 0; ow < d->ow; ow++)
-				j->y[((size_t)t * d->oh + oh) * d->ow + ow] =
-					max_window(d, j->x + (size_t)t * d->h * d->w, oh, ow, &bi);
-		return;
-	}
-	/* plane t of the job, its index in ix: plane 0 of a job shifted to t */
-	one.x = j->x + (size_t)t * j->d->h * j->d->w;
-	one.y = j->y + (size_t)t * j->d->oh * j->d->ow;
-	one.idx = ix;
-	if (j->d->stride == 2)
-		maxpool_s2_plane(&one, 0);
-	else
-		maxpool_plane(&one, 0);
-	free(ix);
 }
 
 static void maxpool_bwd_plane(void *ctx, int t)
@@ -417,14 +393,17 @@ static void avgpool_bwd_plane(void *ctx, int t)
 void cpu_maxpool_fwd(cdp_backend *be, const cdp_pool_desc *d, const float *x, float *y, int32_t *idx)
 {
 	pool_job j = { .d = d, .x = x, .y = y, .idx = idx };
+	int32_t *scratch = NULL;
 
-	if (!idx)
-		cpu_parallel_for(be, d->n * d->c,
-		                 d->k == 2 && d->stride == 2 && d->pad == 0 ? maxpool_k2_values :
-		                 maxpool_idx_scratch, &j);
+	/* no argmax wanted: the vector paths other than 2x2's keep one anyway */
+	if (!idx && !(d->k == 2 && d->stride == 2 && d->pad == 0))
+		j.idx = scratch = malloc((size_t)d->n * d->c * d->oh * d->ow * sizeof *scratch);
+	if (!j.idx)
+		cpu_parallel_for(be, d->n * d->c, maxpool_values, &j);
 	else
 		cpu_parallel_for(be, d->n * d->c, d->stride == 2 ? maxpool_s2_plane : maxpool_plane,
 		                 &j);
+	free(scratch);
 }
 
 /* x and y are not needed: idx says where each maximum came from. */

@@ -39,9 +39,9 @@
 
 static cdp_backend *be;
 static size_t (*cpu_budget)(cdp_backend *);
-static size_t budget;               /* what budget_stub returns */
+static size_t budget;               /* what budget_fixed returns */
 
-static size_t budget_stub(cdp_backend *b)
+static size_t budget_fixed(cdp_backend *b)
 {
 	(void)b;
 	return budget;
@@ -67,7 +67,7 @@ static float *host(const float *dev, size_t n)
 static int build(cdp_net *net, const model *m, const char *text, int n, size_t b,
                  const cdp_net *src, char *err, size_t cap)
 {
-	be->infer_pass_bytes = b == SIZE_MAX ? cpu_budget : budget_stub;
+	be->infer_pass_bytes = b == SIZE_MAX ? cpu_budget : budget_fixed;
 	budget = b;
 	if (cdp_net_build_infer(net, be, text, m->name, m->ov, 2, 0, m->side, m->side, n, NULL, 0,
 	                        err, cap) < 0)
