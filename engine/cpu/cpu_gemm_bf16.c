@@ -495,6 +495,18 @@ BF_INLINE void tile_nn(const int mr, const int nv, __mmask16 m0, __mmask16 m1, i
 			_mm512_mask_storeu_ps(c + i * ldc + 16 * v, mk[v], acc[i][v]);
 }
 
+/* tile_nn's full tile from pairs (bp), in a function of its own: inlined
+ * into nn_blocks, GCC 12 kept B's two vectors on the stack and reloaded
+ * one for every VDPBF16PS (16 loads a pair of k, where 8 broadcasts are
+ * needed) */
+BF_TARGET __attribute__((noinline)) static void tile_full_bp(int k0, int k1, const uint32_t *ap,
+                                                            long k2, float beta, float *c,
+                                                            long ldc, const uint32_t *bp, long bs)
+{
+	tile_nn(NN_MR, 2, 0xffff, 0xffff, k0, k1, ap, k2, NULL, 0, NULL, beta, c, ldc,
+	        _mm512_setzero_si512(), 0, NULL, 0, bp, bs);
+}
+
 BF_INLINE void rows_nn(const int nv, __mmask16 m0, __mmask16 m1, int m, int k0, int k1,
                        const uint32_t *ap, long k2, const float *b, long ldb, const long *tab,
                        float beta, float *c, long ldc, __m512i idx, const int cp,
@@ -502,6 +514,9 @@ BF_INLINE void rows_nn(const int nv, __mmask16 m0, __mmask16 m1, int m, int k0, 
 {
 	int i0 = 0;
 
+	if (bp && nv == 2 && m1 == 0xffff)
+		for (; i0 + NN_MR <= m; i0 += NN_MR)
+			tile_full_bp(k0, k1, ap + i0 * k2, k2, beta, c + i0 * ldc, ldc, bp, bs);
 	for (; i0 + NN_MR <= m; i0 += NN_MR)
 		tile_nn(NN_MR, nv, m0, m1, k0, k1, ap + i0 * k2, k2, b, ldb, tab, beta,
 		        c + i0 * ldc, ldc, idx, cp, g, j0, bp, bs);
