@@ -318,6 +318,54 @@ CPU_CLONES static void maxpool_values(void *ctx, int t)
 	}
 }
 
+#ifdef __clang__
+#define ZIP8_LO(a, b) __builtin_shufflevector(a, b, 0, 8, 1, 9, 2, 10, 3, 11)
+#define ZIP8_HI(a, b) __builtin_shufflevector(a, b, 4, 12, 5, 13, 6, 14, 7, 15)
+#else
+#define ZIP8_LO(a, b) __builtin_shuffle(a, b, (v8i){ 0, 8, 1, 9, 2, 10, 3, 11 })
+#define ZIP8_HI(a, b) __builtin_shuffle(a, b, (v8i){ 4, 12, 5, 13, 6, 14, 7, 15 })
+#endif
+
+/* dx's 16 floats from column c0 of row h: dy (8 outputs) where the
+ * argmax ix is that pixel, else 0.0f + 0.0f (the sum the scatter below
+ * makes into a zeroed dx, so -0.0f gives +0.0f as there) */
+#define ROW_OF_DY(h, c0) do { 		v8i at_ = (h) * d->w + (c0) + even8; 		v8f l_ = (v8f)((v8i)g & (ix8 == at_)) + 0.0f; 		v8f r_ = (v8f)((v8i)g & (ix8 == at_ + 1)) + 0.0f; 		v8f lo_ = ZIP8_LO(l_, r_), hi_ = ZIP8_HI(l_, r_); 		memcpy(dx + (size_t)(h) * d->w + (c0), &lo_, sizeof lo_); 		memcpy(dx + (size_t)(h) * d->w + (c0) + 8, &hi_, sizeof hi_); 	} while (0)
+
+/* 2x2 windows of stride 2 without padding that tile the plane (the
+ * classifier's and U-Net's pools), into a dx not added to: every dx value
+ * belongs to one window, so it is written once, from 8 outputs at a time,
+ * in place of a memset and a scatter over the plane (1.2% and 0.9% of a
+ * bf16 classifier step on a Zen 4, perf). Returns 0 for other pools. */
+CPU_CLONES static int maxpool_bwd_tiled(const pool_job *j, float *dx, const float *dy,
+                                        const int32_t *ix)
+{
+	const cdp_pool_desc *d = j->d;
+	const v8i even8 = { 0, 2, 4, 6, 8, 10, 12, 14 };
+
+	if (!(d->k == 2 && d->stride == 2 && d->pad == 0 && d->h == 2 * d->oh &&
+	      d->w == 2 * d->ow && j->beta == 0.0f))
+		return 0;
+	for (int oh = 0; oh < d->oh; oh++) {
+		const float *dyr = dy + (size_t)oh * d->ow;
+		const int32_t *ir = ix + (size_t)oh * d->ow;
+		int ow = 0;
+		for (; ow + 8 <= d->ow; ow += 8) {
+			v8f g;
+			v8i ix8;
+			memcpy(&g, dyr + ow, sizeof g);
+			memcpy(&ix8, ir + ow, sizeof ix8);
+			ROW_OF_DY(2 * oh, 2 * ow);
+			ROW_OF_DY(2 * oh + 1, 2 * ow);
+		}
+		for (; ow < d->ow; ow++)
+			for (int h = 2 * oh; h < 2 * oh + 2; h++)
+				for (int w = 2 * ow; w < 2 * ow + 2; w++)
+					dx[(size_t)h * d->w + w] = (ir[ow] == h * d->w + w ? dyr[ow] : 0.0f)
+					                           + 0.0f;
+	}
+	return 1;
+}
+
 static void maxpool_bwd_plane(void *ctx, int t)
 {
 	const pool_job *j = ctx;
@@ -327,6 +375,8 @@ static void maxpool_bwd_plane(void *ctx, int t)
 	const float *dy = j->dy + (size_t)t * op;
 	const int32_t *ix = j->cidx + (size_t)t * op;
 
+	if (maxpool_bwd_tiled(j, dx, dy, ix))
+		return;
 	if (j->beta == 0.0f)
 		memset(dx, 0, plane * sizeof *dx);
 	for (size_t i = 0; i < op; i++)

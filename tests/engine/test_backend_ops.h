@@ -126,6 +126,9 @@ static void test_pool(void)
 		{ 2, 2, 21, 23, 3, 2, 1 }, { 1, 2, 20, 30, 3, 2, 1 }, { 1, 2, 9, 33, 5, 2, 2 },
 		/* wide rows: the stride-2 path's groups of 8, then of 4, then single */
 		{ 1, 2, 10, 80, 2, 2, 0 }, { 2, 1, 9, 75, 3, 2, 1 },
+		/* 2x2 pools that tile the plane: the backward's groups of 8, then
+		 * single windows (cpu_ops.c maxpool_bwd_tiled) */
+		{ 2, 2, 6, 44, 2, 2, 0 }, { 1, 3, 4, 32, 2, 2, 0 },
 	};
 	const size_t ntie = 8;
 	for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
@@ -140,6 +143,7 @@ static void test_pool(void)
 			for (size_t i = 0; i < nx; i++)
 				x[i] = roundf(x[i] * 2);
 		double *ry = dzero(ny), *rdx = dcopy(dx, nx), *ay = dzero(ny), *a0 = dzero(nx);
+		double *m0 = dzero(nx);
 		int idx_ok = 1;
 		for (size_t t = 0; t < (size_t)d.n * d.c; t++)
 			for (int oh = 0; oh < d.oh; oh++)
@@ -161,6 +165,7 @@ static void test_pool(void)
 						}
 					ry[yi] = best;
 					rdx[t * d.h * d.w + bi] += dy[yi];
+					m0[t * d.h * d.w + bi] += dy[yi];
 					ay[yi] = sum / (d.k * d.k);    /* count_include_pad */
 					for (int i = 0; i < d.k; i++)
 						for (int j = 0; j < d.k; j++) {
@@ -176,6 +181,11 @@ static void test_pool(void)
 			if (x[(i / ((size_t)d.oh * d.ow)) * d.h * d.w + idx[i]] != y[i])
 				idx_ok = 0;
 		CHECK(idx_ok, "maxpool case %zu: idx points at the maximum", ci);
+		float *dx0 = rnd(nx);     /* beta 0: whatever dx held is gone */
+		cpu_maxpool_bwd(be, &d, x, y, dy, idx, dx0, 0.0f);
+		snprintf(what, sizeof what, "maxpool case %zu bwd beta 0", ci);
+		near(dx0, m0, nx, 1e-6, what);
+		be->free(be, dx0);
 		cpu_maxpool_bwd(be, &d, x, y, dy, idx, dx, 1.0f);
 		snprintf(what, sizeof what, "maxpool case %zu bwd beta 1", ci);
 		near(dx, rdx, nx, 1e-6, what);
@@ -191,7 +201,7 @@ static void test_pool(void)
 		snprintf(what, sizeof what, "avgpool case %zu bwd beta 1", ci);
 		near(dx, a0, nx, 1e-6, what);
 		be->free(be, x); be->free(be, y); be->free(be, dy); be->free(be, dx); be->free(be, idx);
-		free(ry); free(rdx); free(ay); free(a0);
+		free(ry); free(rdx); free(ay); free(a0); free(m0);
 	}
 	/* NaN propagates and the first NaN in row-major window order wins, on
 	 * every path (scalar, and the stride-2 vectors' lanes) */
