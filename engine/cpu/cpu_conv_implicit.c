@@ -103,11 +103,10 @@ size_t cpu_iconv_scratch(const cdp_backend *be, const cdp_conv_desc *d)
 	if (cpu_grid_filter_takes(be, &pf) && cpu_grid_filter_scratch(be, &pf) > fl)
 		fl = cpu_grid_filter_scratch(be, &pf);
 
-	if (cpu_wino_takes(be, &pf)) {
-		if (cpu_wino_scratch(&pf) > m)
-			m = cpu_wino_scratch(&pf);
+	if (cpu_wino_takes(be, &pf) && cpu_wino_scratch(&pf) > m)
+		m = cpu_wino_scratch(&pf);
+	if (cpu_winof_takes(be, &pf))
 		fl = cpu_winof_scratch(&pf);
-	}
 	if (cpu_wino_takes(be, &pd) && cpu_wino_scratch(&pd) > m)
 		m = cpu_wino_scratch(&pd);
 
@@ -135,7 +134,7 @@ size_t cpu_iconv_workspace(const cdp_backend *be, const cdp_conv_desc *d)
 	cpu_corr pf = fwd_prob(d), pd = data_prob(d);
 	size_t u = cpu_wino_takes(be, &pf) || cpu_wino_takes(be, &pd) ? cpu_wino_ufloats(&pf) : 0;
 
-	if (cpu_wino_takes(be, &pf) && cpu_winof_floats(&pf) > u)
+	if (cpu_winof_takes(be, &pf) && cpu_winof_floats(&pf) > u)
 		u = cpu_winof_floats(&pf);
 	return table_bytes(d) + flipped_bytes(d) + u * sizeof(float);
 }
@@ -274,7 +273,7 @@ void cpu_iconv_filter(cdp_backend *be, const cdp_conv_desc *d, const void *x,
 {
 	cpu_corr p = fwd_prob(d);
 
-	if (cpu_wino_takes(be, &p))
+	if (cpu_winof_takes(be, &p))
 		cpu_winof_filter(be, &p, d->n, cpu_src_of(x, d->xh), dy, dw, wino_u(d, ws));
 	else if (!cpu_grid_filter_takes(be, &p) ||
 	         cpu_grid_filter(be, &p, d->n, cpu_src_of(x, d->xh), dy, dw) < 0)

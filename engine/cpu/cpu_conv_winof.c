@@ -119,6 +119,21 @@ static int chunked(const cpu_corr *c, int n)
 	return parts(c, n) < PARTS_MIN;
 }
 
+/* With VDPBF16PS (cpu_bf16_packs_pairs) the products of the narrow layers
+ * are cheap next to the transforms of dy and x into Z and V: at 32
+ * channels in and out the direct filter gradient (cpu_conv_kcol.c) was
+ * 13-15% faster on a Zen 4 (bench/conv_bench -b -t 2, 64,32,64,32: 17.4
+ * against 15.1 ms; 8,32,128,32: 8.6 against 7.4), at 32 and 64 the two
+ * even (64,32,32,64: 8.8 against 8.2; 8,32,128,64 and 8,64,128,32
+ * within 1%), from 64 and 64 on Winograd ahead by 18-55%. */
+#define PAIRS_MIN_SO (64 * 64)
+
+int cpu_winof_takes(const cdp_backend *be, const cpu_corr *c)
+{
+	return cpu_wino_takes(be, c) &&
+	       !(cpu_bf16_packs_pairs(be) && (long)c->s * c->o < PAIRS_MIN_SO);
+}
+
 /* the zero row and the input slice (a chunk's runs' are at most the
  * largest chunk's: runs depend on the threads, the reservation must not),
  * and V and Z of an item where the layer may go in items */
