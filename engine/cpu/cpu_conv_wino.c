@@ -377,6 +377,19 @@ typedef struct wjob {
 	int pairs;               /* U packed, V in pairs: VDPBF16PS (cpu_bf16_nn_pp) */
 } wjob;
 
+/* j->bn's m, a and b of filter o (cpu_bn_post_coef), from j->bnc where
+ * the call computed them */
+static void bn_coef(const wjob *j, int o, float *m, float *a, float *b)
+{
+	if (j->bnc) {
+		*m = j->bnc[o];
+		*a = j->bnc[j->c->o + o];
+		*b = j->bnc[2 * j->c->o + o];
+	} else {
+		cpu_bn_post_coef(j->bn, o, m, a, b);
+	}
+}
+
 #if WINO_VEC
 /* input_row's tiles from tx on, VW at a time (VT: VW floats): columns q ..
  * q + 2 VW + 1 of each row, d[r][k] of VW tiles as the even and odd
@@ -599,13 +612,8 @@ CPU_CLONES static void output_row(const wjob *j, const float *restrict mm, int l
 	for (int o = 0; o < c->o; o++) {
 		float bo = j->bias ? j->bias[o] : 0.0f, bm = 0.0f, ba = 0.0f, bb = 0.0f;
 		float *plane = j->out + ((size_t)n * c->o + o) * c->oh * c->ow;
-		if (bn && j->bnc) {
-			bm = j->bnc[o];
-			ba = j->bnc[c->o + o];
-			bb = j->bnc[2 * c->o + o];
-		} else if (bn) {
-			cpu_bn_post_coef(bn, o, &bm, &ba, &bb);
-		}
+		if (bn)
+			bn_coef(j, o, &bm, &ba, &bb);
 		float *restrict y0 = plane + (size_t)(2 * ty) * c->ow;
 		float *restrict y1 = 2 * ty + 1 < c->oh ? y0 + c->ow : spare;
 		const float *m = mm + (size_t)o * j->g.tb + lt;
@@ -673,13 +681,8 @@ CPU_CLONES static void output_rows2(const wjob *j, const float *restrict mm, int
 		const float *m = mm + (size_t)o * j->g.tb + lt;
 		size_t ot = (size_t)c->o * j->g.tb + XPAD;
 		wvec a[4], b[4], y[4], r[4];
-		if (bn && j->bnc) {
-			bm = j->bnc[o];
-			ba = j->bnc[c->o + o];
-			bb = j->bnc[2 * c->o + o];
-		} else if (bn) {
-			cpu_bn_post_coef(bn, o, &bm, &ba, &bb);
-		}
+		if (bn)
+			bn_coef(j, o, &bm, &ba, &bb);
 		_Pragma("GCC unroll 4")
 		for (int q = 0; q < 4; q++) {
 			wvec m0 = *(const wvec *)(m + q * ot), m1 = *(const wvec *)(m + (4 + q) * ot);
