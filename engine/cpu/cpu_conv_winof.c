@@ -239,7 +239,10 @@ static void dy_tiles(const fjob *j, float *z, int n, int ty, int t0, int tx0, in
  * tiles' left and right columns), then each xi's W x W turned around so
  * that a tile's W filters are one vector of its row of Z. RND rounds a
  * vector of the type to bf16 (j->rnd). */
-#define DY_BLOCK(VT, W, EV, OD, ZL, ZH, RND) { \
+#define DY_BLOCK(VT, W, EV, OD, ZL, ZH, RND) DY_BLOCK_AT(VT, W, EV, OD, ZL, ZH, RND, (W))
+/* SOFF: where the second W floats of the rows lie (W on: the row goes on;
+ * 2 OW on: the rows of the next tile row, dy_rows2) */
+#define DY_BLOCK_AT(VT, W, EV, OD, ZL, ZH, RND, SOFF) { \
 	const cpu_corr *c = j->c; \
 	size_t plane = (size_t)c->oh * c->ow, zs = zst(c, &j->f); \
 	const float *d0 = j->dy + ((size_t)n * c->o + o0) * plane + (size_t)(2 * ty) * c->ow + \
@@ -248,8 +251,8 @@ static void dy_tiles(const fjob *j, float *z, int n, int ty, int t0, int tx0, in
 	VT b[16][W];             /* [xi][filter], the W tiles a vector */ \
 	for (int ol = 0; ol < (W); ol++) { \
 		const float *y0 = d0 + (size_t)ol * plane, *y1 = row1 ? y0 + c->ow : zeros; \
-		VT r0 = *(const VT *)y0, s0 = *(const VT *)(y0 + (W)); \
-		VT r1 = *(const VT *)y1, s1 = *(const VT *)(y1 + (W)); \
+		VT r0 = *(const VT *)y0, s0 = *(const VT *)(y0 + (SOFF)); \
+		VT r1 = *(const VT *)y1, s1 = *(const VT *)(y1 + (SOFF)); \
 		if (j->rnd) { \
 			RND(r0); \
 			RND(s0); \
@@ -283,6 +286,15 @@ static inline __attribute__((always_inline)) void dy_block8(const fjob *j, float
                                                           int ty, int t0, int tx0, int o0,
                                                           const float *zeros)
 DY_BLOCK(wvec8, 8, EVEN8, ODD8, ZIP_LO8, ZIP_HI8, WINO_BF16_8)
+
+/* tile rows ty and ty + 1 of a plane 16 wide (8 tiles a row, all four
+ * dy rows inside it) as one row of 16 tiles: Z's rows of the two are
+ * consecutive, and lane l is tile l % 8 of row l / 8, each lane computed
+ * as dy_block8 does (the same Z) */
+static inline __attribute__((always_inline)) void dy_block2r(const fjob *j, float *z, int n,
+                                                           int ty, int t0, int tx0, int o0,
+                                                           const float *zeros)
+DY_BLOCK_AT(wvec, 16, EVEN, ODD, ZIP_LO, ZIP_HI, WINO_BF16, 2 * c->ow)
 
 static inline __attribute__((always_inline)) void dy_block4(const fjob *j, float *z, int n,
                                                           int ty, int t0, int tx0, int o0,
@@ -322,14 +334,38 @@ CPU_CLONES static void dy_row(const fjob *j, float *z, int r, int t0, const floa
 	dy_tiles(j, z, n, ty, t0, tx, j->f.g.tpr, 0, c->o);
 }
 
+#if WINO_VEC
+/* dy_row for tile rows r and r + 1 (dy_block2r's planes), Z from t0 */
+CPU_CLONES static void dy_rows2(const fjob *j, float *z, int r, int t0, const float *zeros)
+{
+	const cpu_corr *c = j->c;
+	int tph = j->f.g.tph, n = r / tph, ty = r % tph, o = 0;
+
+	for (; o + 16 <= c->o; o += 16)
+		dy_block2r(j, z, n, ty, t0, 0, o, zeros);
+	dy_tiles(j, z, n, ty, t0, 0, 8, o, c->o);
+	dy_tiles(j, z, n, ty + 1, t0 + 8, 0, 8, o, c->o);
+}
+#endif
+
 /* V's columns and Z's rows t0 on from tile rows [a, b); scratch: a zero
  * row (zrow floats), then the input slice */
 static void transform(const fjob *j, int a, int b, float *v, float *z, int t0, float *scratch)
 {
 	memset(scratch, 0, zrow(&j->f) * sizeof *scratch);
 	cpu_wino_input(j->c, &j->f.g, j->x, a, b, v + t0, j->f.ld, scratch + zrow(&j->f), j->rnd);
-	for (int r = a; r < b; r++)
+	for (int r = a; r < b; r++) {
+#if WINO_VEC
+		int ty = r % j->f.g.tph;
+		if (WINO_WIDE && j->c->ow == 16 && r + 1 < b && ty + 1 < j->f.g.tph &&
+		    2 * ty + 3 < j->c->oh) {
+			dy_rows2(j, z, r, t0 + (r - a) * j->f.g.tpr, scratch);
+			r++;
+			continue;
+		}
+#endif
 		dy_row(j, z, r, t0 + (r - a) * j->f.g.tpr, scratch);
+	}
 }
 
 /* du (m, O) = v (m rows of `tiles`, f.ld apart) z (tiles, O) + beta du:
