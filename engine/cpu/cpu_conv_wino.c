@@ -391,34 +391,40 @@ static void bn_coef(const wjob *j, int o, float *m, float *a, float *b)
 }
 
 #if WINO_VEC
-/* input_row's tiles from tx on, VW at a time (VT: VW floats): columns q ..
- * q + 2 VW + 1 of each row, d[r][k] of VW tiles as the even and odd
- * columns from q and from q + 2 */
+/* V of one vector of tiles into vs + xi st: A and B (A2 and B2) give, as
+ * expressions of r, row r of the patches from their column 0 (2) on,
+ * the even and odd columns of a:b (a2:b2) being d[r][0], d[r][1]
+ * (d[r][2], d[r][3]) */
+#define INPUT_TILES(VT, EV, OD, A, B, A2, B2, vs) do { \
+	VT d[4][4], e[4][4]; \
+	_Pragma("GCC unroll 4") \
+	for (int r = 0; r < 4; r++) { \
+		VT a = (A), b = (B), a2 = (A2), b2 = (B2); \
+		d[r][0] = __builtin_shuffle(a, b, EV); \
+		d[r][1] = __builtin_shuffle(a, b, OD); \
+		d[r][2] = __builtin_shuffle(a2, b2, EV); \
+		d[r][3] = __builtin_shuffle(a2, b2, OD); \
+		e[r][0] = d[r][0] - d[r][2]; \
+		e[r][1] = d[r][1] + d[r][2]; \
+		e[r][2] = d[r][2] - d[r][1]; \
+		e[r][3] = d[r][1] - d[r][3]; \
+	} \
+	_Pragma("GCC unroll 4") \
+	for (int k = 0; k < 4; k++) { \
+		*(VT *)((vs) + (size_t)k * st) = e[0][k] - e[2][k]; \
+		*(VT *)((vs) + (size_t)(4 + k) * st) = e[1][k] + e[2][k]; \
+		*(VT *)((vs) + (size_t)(8 + k) * st) = e[2][k] - e[1][k]; \
+		*(VT *)((vs) + (size_t)(12 + k) * st) = e[1][k] - e[3][k]; \
+	} \
+} while (0)
+
+/* input_row's tiles from tx on, VW at a time (VT: VW floats): columns
+ * 2 tx .. 2 tx + 2 VW + 1 of each row */
 #define INPUT_VEC(VT, VW, EV, OD) \
-	for (; tx + (VW) <= tpr; tx += (VW)) { \
-		VT d[4][4], e[4][4]; \
-		int q = 2 * tx; \
-		_Pragma("GCC unroll 4") \
-		for (int r = 0; r < 4; r++) { \
-			VT a = *(const VT *)(rp[r] + q), b = *(const VT *)(rp[r] + q + (VW)); \
-			VT a2 = *(const VT *)(rp[r] + q + 2), b2 = *(const VT *)(rp[r] + q + (VW) + 2); \
-			d[r][0] = __builtin_shuffle(a, b, EV); \
-			d[r][1] = __builtin_shuffle(a, b, OD); \
-			d[r][2] = __builtin_shuffle(a2, b2, EV); \
-			d[r][3] = __builtin_shuffle(a2, b2, OD); \
-			e[r][0] = d[r][0] - d[r][2]; \
-			e[r][1] = d[r][1] + d[r][2]; \
-			e[r][2] = d[r][2] - d[r][1]; \
-			e[r][3] = d[r][1] - d[r][3]; \
-		} \
-		_Pragma("GCC unroll 4") \
-		for (int k = 0; k < 4; k++) { \
-			*(VT *)(vs + (size_t)k * st + tx) = e[0][k] - e[2][k]; \
-			*(VT *)(vs + (size_t)(4 + k) * st + tx) = e[1][k] + e[2][k]; \
-			*(VT *)(vs + (size_t)(8 + k) * st + tx) = e[2][k] - e[1][k]; \
-			*(VT *)(vs + (size_t)(12 + k) * st + tx) = e[1][k] - e[3][k]; \
-		} \
-	}
+	for (; tx + (VW) <= tpr; tx += (VW)) \
+		INPUT_TILES(VT, EV, OD, *(const VT *)(rp[r] + 2 * tx), \
+		            *(const VT *)(rp[r] + 2 * tx + (VW)), *(const VT *)(rp[r] + 2 * tx + 2), \
+		            *(const VT *)(rp[r] + 2 * tx + (VW) + 2), vs + tx);
 
 /* cpu_bn_post_run's arithmetic on a vector y of VT (VI its int lanes):
  * (y - m) * a rounded, + b, then the activation (a NaN passes); the
@@ -435,37 +441,46 @@ static void bn_coef(const wjob *j, int o, float *m, float *a, float *b)
 	(y) = u_; \
 } while (0)
 
+/* y[0..3] (VT) = A^T M A + bo of one vector of tiles, M's values at
+ * mp + xi ot: rows a (A^T row 0) and b (row 1) of A^T M, then columns
+ * 2tx, 2tx + 1 of each (y[0], y[1] of row 2ty; y[2], y[3] of 2ty + 1) */
+#define OUTPUT_Y(VT, mp, y) do { \
+	VT a_[4], b_[4]; \
+	_Pragma("GCC unroll 4") \
+	for (int q = 0; q < 4; q++) { \
+		VT m0 = *(const VT *)((mp) + q * ot), m1 = *(const VT *)((mp) + (4 + q) * ot); \
+		VT m2 = *(const VT *)((mp) + (8 + q) * ot); \
+		VT m3 = *(const VT *)((mp) + (12 + q) * ot); \
+		a_[q] = m0 + m1 + m2; \
+		b_[q] = m1 - m2 - m3; \
+	} \
+	(y)[0] = a_[0] + a_[1] + a_[2] + bo; \
+	(y)[1] = a_[1] - a_[2] - a_[3] + bo; \
+	(y)[2] = b_[0] + b_[1] + b_[2] + bo; \
+	(y)[3] = b_[1] - b_[2] - b_[3] + bo; \
+} while (0)
+
+/* v (VT) stored at yp: beta times what yp held added, then bn */
+#define OUTPUT_PUT(VT, VI, v, yp) do { \
+	if (beta != 0.0f) \
+		(v) += beta * *(const VT *)(yp); \
+	if (bn) \
+		BN_VEC(VT, VI, v, bm, ba, bb, bn->act, bn->slope); \
+	*(VT *)(yp) = (v); \
+} while (0)
+
 /* output_row's tiles tx .. full - 1, VW at a time */
 #define OUTPUT_VEC(VT, VI, VW, ZL, ZH) \
 	for (; tx + (VW) <= full; tx += (VW)) { \
-		VT a[4], b[4], y[4], lo, hi; \
-		_Pragma("GCC unroll 4") \
-		for (int q = 0; q < 4; q++) { \
-			VT m0 = *(const VT *)(m + q * ot + tx), m1 = *(const VT *)(m + (4 + q) * ot + tx); \
-			VT m2 = *(const VT *)(m + (8 + q) * ot + tx); \
-			VT m3 = *(const VT *)(m + (12 + q) * ot + tx); \
-			a[q] = m0 + m1 + m2; \
-			b[q] = m1 - m2 - m3; \
-		} \
-		y[0] = a[0] + a[1] + a[2] + bo; \
-		y[1] = a[1] - a[2] - a[3] + bo; \
-		y[2] = b[0] + b[1] + b[2] + bo; \
-		y[3] = b[1] - b[2] - b[3] + bo; \
+		VT y[4], lo, hi; \
+		OUTPUT_Y(VT, m + tx, y); \
 		_Pragma("GCC unroll 2") \
 		for (int p = 0; p < 2; p++) { \
 			float *yp = (p ? y1 : y0) + 2 * tx; \
 			lo = __builtin_shuffle(y[2 * p], y[2 * p + 1], ZL); \
 			hi = __builtin_shuffle(y[2 * p], y[2 * p + 1], ZH); \
-			if (beta != 0.0f) { \
-				lo += beta * *(const VT *)yp; \
-				hi += beta * *(const VT *)(yp + (VW)); \
-			} \
-			if (bn) { \
-				BN_VEC(VT, VI, lo, bm, ba, bb, bn->act, bn->slope); \
-				BN_VEC(VT, VI, hi, bm, ba, bb, bn->act, bn->slope); \
-			} \
-			*(VT *)yp = lo; \
-			*(VT *)(yp + (VW)) = hi; \
+			OUTPUT_PUT(VT, VI, lo, yp); \
+			OUTPUT_PUT(VT, VI, hi, yp + (VW)); \
 		} \
 	}
 #endif
@@ -562,31 +577,14 @@ CPU_CLONES static void input_rows(int tpr, float *restrict v, size_t ld, size_t 
 	if (WINO_WIDE && tpr == 8)
 		for (; g + 2 <= nr; g += 2)
 			for (int s = s0; s < s1; s++) {
-				float *vs = v + (size_t)(s - s0) * ld + lt + g * tpr;
+				/* row r of the two tile rows: slice rows r and r + 2, 16
+				 * floats each from column 0 (2) */
 				const float *b0 = sl + (size_t)s * chs + (size_t)2 * (yr + g) * wp;
-				wvec d[4][4], e[4][4];
-				_Pragma("GCC unroll 4")
-				for (int r = 0; r < 4; r++) {
-					/* the two rows' 16 floats, 2 wp apart */
-					const float *p = b0 + (size_t)r * wp;
-					wvec a = *(const wvec *)p, b = *(const wvec *)(p + 2 * wp);
-					wvec a2 = *(const wvec *)(p + 2), b2 = *(const wvec *)(p + 2 * wp + 2);
-					d[r][0] = __builtin_shuffle(a, b, EVEN);
-					d[r][1] = __builtin_shuffle(a, b, ODD);
-					d[r][2] = __builtin_shuffle(a2, b2, EVEN);
-					d[r][3] = __builtin_shuffle(a2, b2, ODD);
-					e[r][0] = d[r][0] - d[r][2];
-					e[r][1] = d[r][1] + d[r][2];
-					e[r][2] = d[r][2] - d[r][1];
-					e[r][3] = d[r][1] - d[r][3];
-				}
-				_Pragma("GCC unroll 4")
-				for (int k = 0; k < 4; k++) {
-					*(wvec *)(vs + (size_t)k * st) = e[0][k] - e[2][k];
-					*(wvec *)(vs + (size_t)(4 + k) * st) = e[1][k] + e[2][k];
-					*(wvec *)(vs + (size_t)(8 + k) * st) = e[2][k] - e[1][k];
-					*(wvec *)(vs + (size_t)(12 + k) * st) = e[1][k] - e[3][k];
-				}
+				INPUT_TILES(wvec, EVEN, ODD, *(const wvec *)(b0 + r * wp),
+				            *(const wvec *)(b0 + (r + 2) * wp),
+				            *(const wvec *)(b0 + r * wp + 2),
+				            *(const wvec *)(b0 + (r + 2) * wp + 2),
+				            v + (size_t)(s - s0) * ld + lt + g * tpr);
 			}
 #endif
 	for (; g < nr; g++)
@@ -680,34 +678,18 @@ CPU_CLONES static void output_rows2(const wjob *j, const float *restrict mm, int
 		float *y0 = j->out + ((size_t)n * c->o + o) * c->oh * 16 + (size_t)(2 * ty) * 16;
 		const float *m = mm + (size_t)o * j->g.tb + lt;
 		size_t ot = (size_t)c->o * j->g.tb + XPAD;
-		wvec a[4], b[4], y[4], r[4];
+		wvec y[4], r[4];
 		if (bn)
 			bn_coef(j, o, &bm, &ba, &bb);
-		_Pragma("GCC unroll 4")
-		for (int q = 0; q < 4; q++) {
-			wvec m0 = *(const wvec *)(m + q * ot), m1 = *(const wvec *)(m + (4 + q) * ot);
-			wvec m2 = *(const wvec *)(m + (8 + q) * ot);
-			wvec m3 = *(const wvec *)(m + (12 + q) * ot);
-			a[q] = m0 + m1 + m2;
-			b[q] = m1 - m2 - m3;
-		}
-		y[0] = a[0] + a[1] + a[2] + bo;
-		y[1] = a[1] - a[2] - a[3] + bo;
-		y[2] = b[0] + b[1] + b[2] + bo;
-		y[3] = b[1] - b[2] - b[3] + bo;
+		OUTPUT_Y(wvec, m, y);
 		/* rows 2ty, 2ty + 1 of tile row ty, then of ty + 1 */
 		r[0] = __builtin_shuffle(y[0], y[1], ZIP_LO);
 		r[1] = __builtin_shuffle(y[2], y[3], ZIP_LO);
 		r[2] = __builtin_shuffle(y[0], y[1], ZIP_HI);
 		r[3] = __builtin_shuffle(y[2], y[3], ZIP_HI);
 		_Pragma("GCC unroll 4")
-		for (int k = 0; k < 4; k++) {
-			if (beta != 0.0f)
-				r[k] += beta * *(const wvec *)(y0 + 16 * k);
-			if (bn)
-				BN_VEC(wvec, wveci, r[k], bm, ba, bb, bn->act, bn->slope);
-			*(wvec *)(y0 + 16 * k) = r[k];
-		}
+		for (int k = 0; k < 4; k++)
+			OUTPUT_PUT(wvec, wveci, r[k], y0 + 16 * k);
 	}
 }
 #endif
@@ -815,15 +797,14 @@ static void wino_item(void *ctx, int it)
 			                  v + x * vst, tb, 0.0f, mm + x * mst, tb);
 	}
 	for (int g = g0; g < g1; g++) {
-		int ty = g % j->g.tph;
 #if WINO_VEC
-		if (WINO_WIDE && c->ow == 16 && g + 1 < g1 && ty + 1 < j->g.tph && 2 * ty + 3 < c->oh) {
-			output_rows2(j, mm, (g - g0) * tpr, g / j->g.tph, ty);
+		if (WINO_TWO_ROWS(c, &j->g, g, g1)) {
+			output_rows2(j, mm, (g - g0) * tpr, g / j->g.tph, g % j->g.tph);
 			g++;
 			continue;
 		}
 #endif
-		output_row(j, mm, (g - g0) * tpr, g / j->g.tph, ty, spare);
+		output_row(j, mm, (g - g0) * tpr, g / j->g.tph, g % j->g.tph, spare);
 	}
 }
 

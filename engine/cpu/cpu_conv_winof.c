@@ -356,9 +356,7 @@ static void transform(const fjob *j, int a, int b, float *v, float *z, int t0, f
 	cpu_wino_input(j->c, &j->f.g, j->x, a, b, v + t0, j->f.ld, scratch + zrow(&j->f), j->rnd);
 	for (int r = a; r < b; r++) {
 #if WINO_VEC
-		int ty = r % j->f.g.tph;
-		if (WINO_WIDE && j->c->ow == 16 && r + 1 < b && ty + 1 < j->f.g.tph &&
-		    2 * ty + 3 < j->c->oh) {
+		if (WINO_TWO_ROWS(j->c, &j->f.g, r, b)) {
 			dy_rows2(j, z, r, t0 + (r - a) * j->f.g.tpr, scratch);
 			r++;
 			continue;
@@ -457,18 +455,12 @@ static void to_dw(void *ctx, int k)
 		const float *u = j->du + (size_t)s * c->o + o0;
 		float x[16][OB], t[3][4][OB], w[9][OB];
 		for (int q = 0; q < 16; q++) {
-			if (no == OB) {
-				memcpy(x[q], u + q * us, sizeof x[q]);
-				for (int p = 1; p < j->parts; p++)
-					for (int l = 0; l < OB; l++)
-						x[q][l] += u[p * ps + q * us + l];
-				continue;
-			}
-			for (int l = 0; l < OB; l++)
-				x[q][l] = 0.0f;
-			for (int p = 0; p < j->parts; p++)
+			if (no < OB)
+				memset(x[q], 0, sizeof x[q]);
+			memcpy(x[q], u + q * us, (size_t)no * sizeof x[q][0]);
+			for (int p = 1; p < j->parts; p++)
 				for (int l = 0; l < no; l++)
-					x[q][l] = p ? x[q][l] + u[p * ps + q * us + l] : u[q * us + l];
+					x[q][l] += u[p * ps + q * us + l];
 		}
 		for (int b = 0; b < 4; b++)
 			for (int l = 0; l < OB; l++) {

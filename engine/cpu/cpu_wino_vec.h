@@ -19,6 +19,13 @@
  * doc/PERFORMANCE.md), and the clones are one source, so the choice is
  * made at run time, once per row. */
 #define WINO_WIDE (cpu_kgemm_wide())
+/* Whether tile rows r and r + 1 (r + 1 < end) of the problem c, geometry
+ * g (cpu_wgeo), go through the 16-wide transforms as one row: a plane 16
+ * wide (8 tiles a row), both rows of one sample, all four output rows
+ * inside the plane */
+#define WINO_TWO_ROWS(c, g, r, end) \
+	(WINO_WIDE && (c)->ow == 16 && (r) + 1 < (end) && (r) % (g)->tph + 1 < (g)->tph && \
+	 2 * ((r) % (g)->tph) + 3 < (c)->oh)
 /* 16 at a time, */
 typedef float wvec __attribute__((vector_size(64), aligned(4), may_alias));
 typedef int wveci __attribute__((vector_size(64)));
