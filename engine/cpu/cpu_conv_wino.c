@@ -391,31 +391,40 @@ static void bn_coef(const wjob *j, int o, float *m, float *a, float *b)
 }
 
 #if WINO_VEC
-/* V of one vector of tiles into vs + xi st: A and B (A2 and B2) give, as
- * expressions of r, row r of the patches from their column 0 (2) on,
- * the even and odd columns of a:b (a2:b2) being d[r][0], d[r][1]
- * (d[r][2], d[r][3]) */
-#define INPUT_TILES(VT, EV, OD, A, B, A2, B2, vs) do { \
-	VT d[4][4], e[4][4]; \
-	_Pragma("GCC unroll 4") \
-	for (int r = 0; r < 4; r++) { \
-		VT a = (A), b = (B), a2 = (A2), b2 = (B2); \
-		d[r][0] = __builtin_shuffle(a, b, EV); \
-		d[r][1] = __builtin_shuffle(a, b, OD); \
-		d[r][2] = __builtin_shuffle(a2, b2, EV); \
-		d[r][3] = __builtin_shuffle(a2, b2, OD); \
-		e[r][0] = d[r][0] - d[r][2]; \
-		e[r][1] = d[r][1] + d[r][2]; \
-		e[r][2] = d[r][2] - d[r][1]; \
-		e[r][3] = d[r][1] - d[r][3]; \
-	} \
+/* Row r of d B, d a vector of 4x4 patches, into e[0..3] (VT): a, b
+ * (a2, b2) row r of the patches from their column 0 (2) on, the even
+ * and odd columns of a:b (a2:b2) being d[r][0], d[r][1] (d[r][2],
+ * d[r][3]) */
+#define INPUT_E(VT, EV, OD, A, B, A2, B2, e) do { \
+	VT a_ = (A), b_ = (B), a2_ = (A2), b2_ = (B2); \
+	VT d0_ = __builtin_shuffle(a_, b_, EV), d1_ = __builtin_shuffle(a_, b_, OD); \
+	VT d2_ = __builtin_shuffle(a2_, b2_, EV), d3_ = __builtin_shuffle(a2_, b2_, OD); \
+	(e)[0] = d0_ - d2_; \
+	(e)[1] = d1_ + d2_; \
+	(e)[2] = d2_ - d1_; \
+	(e)[3] = d1_ - d3_; \
+} while (0)
+
+/* V = B^T d B of one vector of tiles into vs + xi st, from the rows
+ * e0 .. e3 of d B (INPUT_E) */
+#define INPUT_V(VT, e0, e1, e2, e3, vs) do { \
 	_Pragma("GCC unroll 4") \
 	for (int k = 0; k < 4; k++) { \
-		*(VT *)((vs) + (size_t)k * st) = e[0][k] - e[2][k]; \
-		*(VT *)((vs) + (size_t)(4 + k) * st) = e[1][k] + e[2][k]; \
-		*(VT *)((vs) + (size_t)(8 + k) * st) = e[2][k] - e[1][k]; \
-		*(VT *)((vs) + (size_t)(12 + k) * st) = e[1][k] - e[3][k]; \
+		*(VT *)((vs) + (size_t)k * st) = (e0)[k] - (e2)[k]; \
+		*(VT *)((vs) + (size_t)(4 + k) * st) = (e1)[k] + (e2)[k]; \
+		*(VT *)((vs) + (size_t)(8 + k) * st) = (e2)[k] - (e1)[k]; \
+		*(VT *)((vs) + (size_t)(12 + k) * st) = (e1)[k] - (e3)[k]; \
 	} \
+} while (0)
+
+/* V of one vector of tiles into vs + xi st: A and B (A2 and B2) give, as
+ * expressions of r, row r of the patches from their column 0 (2) on */
+#define INPUT_TILES(VT, EV, OD, A, B, A2, B2, vs) do { \
+	VT e[4][4]; \
+	_Pragma("GCC unroll 4") \
+	for (int r = 0; r < 4; r++) \
+		INPUT_E(VT, EV, OD, A, B, A2, B2, e[r]); \
+	INPUT_V(VT, e[0], e[1], e[2], e[3], vs); \
 } while (0)
 
 /* input_row's tiles from tx on, VW at a time (VT: VW floats): columns
@@ -520,7 +529,8 @@ static void fill_slice(const cpu_corr *c, const wgeo *g, cpu_src in, float *sl, 
  * sl, channels chs apart), lt the row's first column in the item, of
  * channels [s0, s1): channel s's row of V[xi] at v + xi st + (s - s0) ld */
 CPU_CLONES static void input_row(int tpr, float *restrict v, size_t ld, size_t st, int lt,
-                                   const float *restrict sl, size_t chs, int yr, int s0, int s1)
+                                   const float *restrict sl, size_t chs, int yr, int s0, int s1,
+                                   int tx0)
 {
 	int wp = 2 * tpr + 2;
 #if WINO_VEC
@@ -530,7 +540,7 @@ CPU_CLONES static void input_row(int tpr, float *restrict v, size_t ld, size_t s
 	for (int s = s0; s < s1; s++) {
 		const float *rp[4];
 		float *vs = v + (size_t)(s - s0) * ld + lt;
-		int tx = 0;
+		int tx = tx0;
 
 		for (int r = 0; r < 4; r++)
 			rp[r] = sl + (size_t)s * chs + (size_t)(2 * yr + r) * wp;
@@ -559,18 +569,82 @@ CPU_CLONES static void input_row(int tpr, float *restrict v, size_t ld, size_t s
 	}
 }
 
+/* input_row's tiles [0, full) of the nr tile rows from slice row yr on,
+ * on 16 lanes (full a multiple of 16): a vector of tiles at a time down
+ * the tile rows, since rows 2 and 3 of one tile row's patches are rows 0
+ * and 1 of the next one's: each slice row's d B (INPUT_E) is computed
+ * once, not twice, half of input_row's loads and shuffles. The same
+ * arithmetic on each value as input_row (the same V). */
+#if WINO_VEC
+/* INPUT_V's stores in the order of xi through one pointer stepped by st:
+ * the empty asm keeps GCC from holding 16 addresses, which it spilled
+ * (a load before every store) */
+#define INPUT_V_WALK(VT, e0, e1, e2, e3, vs) do { \
+	float *w_ = (vs); \
+	_Pragma("GCC unroll 4") \
+	for (int i_ = 0; i_ < 4; i_++) \
+		_Pragma("GCC unroll 4") \
+		for (int k = 0; k < 4; k++) { \
+			VT t_ = i_ == 0 ? (e0)[k] - (e2)[k] : i_ == 1 ? (e1)[k] + (e2)[k] : \
+			        i_ == 2 ? (e2)[k] - (e1)[k] : (e1)[k] - (e3)[k]; \
+			*(VT *)w_ = t_; \
+			w_ += st; \
+			__asm__("" : "+r"(w_)); \
+		} \
+} while (0)
+
+#define INPUT_E16(p, e) \
+	INPUT_E(wvec, EVEN, ODD, *(const wvec *)(p), *(const wvec *)((p) + 16), \
+	        *(const wvec *)((p) + 2), *(const wvec *)((p) + 18), e)
+
+CPU_CLONES static void input_down(int tpr, int full, float *restrict v, size_t ld, size_t st,
+                                  int lt, const float *restrict sl, size_t chs, int yr, int nr,
+                                  int s0, int s1)
+{
+	int wp = 2 * tpr + 2;
+
+	for (int s = s0; s < s1; s++)
+		for (int tx = 0; tx < full; tx += 16) {
+			const float *b0 = sl + (size_t)s * chs + (size_t)2 * yr * wp + 2 * tx;
+			float *vs = v + (size_t)(s - s0) * ld + lt + tx;
+			wvec e0[4], e1[4], e2[4], e3[4];
+			int q = 0;
+
+			/* e0, e1: rows 0, 1 of tile row q's patches */
+			INPUT_E16(b0, e0);
+			INPUT_E16(b0 + wp, e1);
+			for (; q + 2 <= nr; q += 2) {
+				const float *bq = b0 + (size_t)(2 * q + 2) * wp;
+				INPUT_E16(bq, e2);
+				INPUT_E16(bq + wp, e3);
+				INPUT_V_WALK(wvec, e0, e1, e2, e3, vs + (size_t)q * tpr);
+				INPUT_E16(bq + 2 * wp, e0);
+				INPUT_E16(bq + 3 * wp, e1);
+				INPUT_V_WALK(wvec, e2, e3, e0, e1, vs + (size_t)(q + 1) * tpr);
+			}
+			if (q < nr) {
+				const float *bq = b0 + (size_t)(2 * q + 2) * wp;
+				INPUT_E16(bq, e2);
+				INPUT_E16(bq + wp, e3);
+				INPUT_V_WALK(wvec, e0, e1, e2, e3, vs + (size_t)q * tpr);
+			}
+		}
+}
+#endif
+
 /* input_row over the nr tile rows from slice row yr on (their V columns
  * consecutive from lt). Planes of 8 tiles a row (16x16) fill only 8
  * lanes a row: with the 16-wide vectors, two rows go through INPUT_VEC's
  * arithmetic at once, lane l the tile l % 8 of row l / 8, each lane's
  * sums as input_row's (the same V): the forward and data gradient of
  * 128 channels at 16x16 5-11% faster on a Zen 4 (doc/PERFORMANCE.md).
- * Four rows of 4 tiles (8x8 planes) joined by halves were no faster. */
+ * Four rows of 4 tiles (8x8 planes) joined by halves were no faster.
+ * Rows of 16 tiles or more go down the tile rows (input_down). */
 CPU_CLONES static void input_rows(int tpr, float *restrict v, size_t ld, size_t st, int lt,
                                   const float *restrict sl, size_t chs, int yr, int nr, int s0,
                                   int s1)
 {
-	int g = 0;
+	int g = 0, tx0 = 0;
 #if WINO_VEC
 	int wp = 2 * tpr + 2;
 
@@ -586,9 +660,15 @@ CPU_CLONES static void input_rows(int tpr, float *restrict v, size_t ld, size_t 
 				            *(const wvec *)(b0 + (r + 2) * wp + 2),
 				            v + (size_t)(s - s0) * ld + lt + g * tpr);
 			}
+	if (WINO_WIDE && tpr >= 16 && nr > 0) {
+		tx0 = tpr / 16 * 16;
+		input_down(tpr, tx0, v, ld, st, lt, sl, chs, yr, nr, s0, s1);
+		if (tx0 == tpr)
+			return;
+	}
 #endif
 	for (; g < nr; g++)
-		input_row(tpr, v, ld, st, lt + g * tpr, sl, chs, yr + g, s0, s1);
+		input_row(tpr, v, ld, st, lt + g * tpr, sl, chs, yr + g, s0, s1, tx0);
 }
 
 /* out rows 2ty, 2ty+1 of sample n from M[xi][o][lt + tx], and the
@@ -713,7 +793,7 @@ void cpu_wino_input(const cpu_corr *c, const wgeo *g, cpu_src in, int g0, int g1
 
 #ifdef CPU_BF16_KERNELS
 /* input_pairs' runs: tile rows grouped to about this many tiles */
-#define PAIR_TILES 64
+#define PAIR_TILES 128
 
 /* cpu_wino_input's V for VDPBF16PS (cpu_bf16_nn_pp's B): pair p of V[xi]
  * (channels 2p and 2p + 1, rounded, the second 0 past S) at
