@@ -671,11 +671,14 @@ CPU_CLONES static void input_rows(int tpr, float *restrict v, size_t ld, size_t 
 		input_row(tpr, v, ld, st, lt + g * tpr, sl, chs, yr + g, s0, s1, tx0);
 }
 
-/* out rows 2ty, 2ty+1 of sample n from M[xi][o][lt + tx], and the
- * inference batchnorm j->bn applied to them (cpu_bn_post_run's bits) as
- * they are stored; spare: tpr*2 floats for a row 2ty+1 past the image */
-CPU_CLONES static void output_row(const wjob *j, const float *restrict mm, int lt, int n,
-                                    int ty, float *restrict spare)
+/* out rows 2ty, 2ty+1 of each tile row g in [ga, gb) of the item from
+ * row g0 (sample g / tph, ty = g % tph), from M[xi][o][(g - g0) tpr + tx],
+ * and the inference batchnorm j->bn applied to them (cpu_bn_post_run's
+ * bits) as they are stored; spare: tpr*2 floats for a row 2ty+1 past the
+ * image. A filter at a time down the tile rows: a row of 32 tiles is two
+ * vectors, too few to pay for a filter's setup row by row. */
+CPU_CLONES static void output_row(const wjob *j, const float *restrict mm, int g0, int ga,
+                                  int gb, float *restrict spare)
 {
 	const cpu_corr *c = j->c;
 	int tpr = j->g.tpr, full = c->ow / 2;
@@ -689,52 +692,55 @@ CPU_CLONES static void output_row(const wjob *j, const float *restrict mm, int l
 
 	for (int o = 0; o < c->o; o++) {
 		float bo = j->bias ? j->bias[o] : 0.0f, bm = 0.0f, ba = 0.0f, bb = 0.0f;
-		float *plane = j->out + ((size_t)n * c->o + o) * c->oh * c->ow;
 		if (bn)
 			bn_coef(j, o, &bm, &ba, &bb);
-		float *restrict y0 = plane + (size_t)(2 * ty) * c->ow;
-		float *restrict y1 = 2 * ty + 1 < c->oh ? y0 + c->ow : spare;
-		const float *m = mm + (size_t)o * j->g.tb + lt;
+		for (int g = ga; g < gb; g++) {
+			int n = g / j->g.tph, ty = g % j->g.tph;
+			float *plane = j->out + ((size_t)n * c->o + o) * c->oh * c->ow;
+			float *restrict y0 = plane + (size_t)(2 * ty) * c->ow;
+			float *restrict y1 = 2 * ty + 1 < c->oh ? y0 + c->ow : spare;
+			const float *m = mm + (size_t)o * j->g.tb + (size_t)(g - g0) * tpr;
 
-		/* Y = A^T M A: rows a (A^T row 0) and b (row 1) of A^T M, then
-		 * columns 2tx, 2tx + 1 */
-		int tx = 0;
+			/* Y = A^T M A: rows a (A^T row 0) and b (row 1) of A^T M, then
+			 * columns 2tx, 2tx + 1 */
+			int tx = 0;
 #if WINO_VEC
-		if (wide)
-			OUTPUT_VEC(wvec, wveci, 16, ZIP_LO, ZIP_HI)
-		OUTPUT_VEC(wvec8, wveci8, 8, ZIP_LO8, ZIP_HI8)
-		OUTPUT_VEC(wvec4, wveci4, 4, ZIP_LO4, ZIP_HI4)
+			if (wide)
+				OUTPUT_VEC(wvec, wveci, 16, ZIP_LO, ZIP_HI)
+			OUTPUT_VEC(wvec8, wveci8, 8, ZIP_LO8, ZIP_HI8)
+			OUTPUT_VEC(wvec4, wveci4, 4, ZIP_LO4, ZIP_HI4)
 #endif
-		for (; tx < tpr; tx++) {
-			float a[4], b[4], y[4];
-			#pragma GCC unroll 4
-			for (int q = 0; q < 4; q++) {
-				a[q] = m[q * ot + tx] + m[(4 + q) * ot + tx] + m[(8 + q) * ot + tx];
-				b[q] = m[(4 + q) * ot + tx] - m[(8 + q) * ot + tx] - m[(12 + q) * ot + tx];
-			}
-			y[0] = a[0] + a[1] + a[2] + bo;
-			y[1] = a[1] - a[2] - a[3] + bo;
-			y[2] = b[0] + b[1] + b[2] + bo;
-			y[3] = b[1] - b[2] - b[3] + bo;
-			if (tx < full) {
-				if (beta == 0.0f) {
-					y0[2 * tx] = y[0];
-					y0[2 * tx + 1] = y[1];
-					y1[2 * tx] = y[2];
-					y1[2 * tx + 1] = y[3];
-				} else {
-					y0[2 * tx] = beta * y0[2 * tx] + y[0];
-					y0[2 * tx + 1] = beta * y0[2 * tx + 1] + y[1];
-					y1[2 * tx] = beta * y1[2 * tx] + y[2];
-					y1[2 * tx + 1] = beta * y1[2 * tx + 1] + y[3];
+			for (; tx < tpr; tx++) {
+				float a[4], b[4], y[4];
+				#pragma GCC unroll 4
+				for (int q = 0; q < 4; q++) {
+					a[q] = m[q * ot + tx] + m[(4 + q) * ot + tx] + m[(8 + q) * ot + tx];
+					b[q] = m[(4 + q) * ot + tx] - m[(8 + q) * ot + tx] - m[(12 + q) * ot + tx];
 				}
-			} else {                    /* odd OW: the last column */
-				y0[2 * tx] = beta == 0.0f ? y[0] : beta * y0[2 * tx] + y[0];
-				y1[2 * tx] = beta == 0.0f ? y[2] : beta * y1[2 * tx] + y[2];
-			}
-			if (bn) {                   /* the tile's columns in the image */
-				cpu_bn_post_run(bn, o, y0 + 2 * tx, tx < full ? 2 : 1);
-				cpu_bn_post_run(bn, o, y1 + 2 * tx, tx < full ? 2 : 1);
+				y[0] = a[0] + a[1] + a[2] + bo;
+				y[1] = a[1] - a[2] - a[3] + bo;
+				y[2] = b[0] + b[1] + b[2] + bo;
+				y[3] = b[1] - b[2] - b[3] + bo;
+				if (tx < full) {
+					if (beta == 0.0f) {
+						y0[2 * tx] = y[0];
+						y0[2 * tx + 1] = y[1];
+						y1[2 * tx] = y[2];
+						y1[2 * tx + 1] = y[3];
+					} else {
+						y0[2 * tx] = beta * y0[2 * tx] + y[0];
+						y0[2 * tx + 1] = beta * y0[2 * tx + 1] + y[1];
+						y1[2 * tx] = beta * y1[2 * tx] + y[2];
+						y1[2 * tx + 1] = beta * y1[2 * tx + 1] + y[3];
+					}
+				} else {                    /* odd OW: the last column */
+					y0[2 * tx] = beta == 0.0f ? y[0] : beta * y0[2 * tx] + y[0];
+					y1[2 * tx] = beta == 0.0f ? y[2] : beta * y1[2 * tx] + y[2];
+				}
+				if (bn) {                   /* the tile's columns in the image */
+					cpu_bn_post_run(bn, o, y0 + 2 * tx, tx < full ? 2 : 1);
+					cpu_bn_post_run(bn, o, y1 + 2 * tx, tx < full ? 2 : 1);
+				}
 			}
 		}
 	}
@@ -876,16 +882,20 @@ static void wino_item(void *ctx, int it)
 			cpu_kgemm_fp32_nn(c->o, tb, c->s, j->u + x * ustride(c), c->s, 1,
 			                  v + x * vst, tb, 0.0f, mm + x * mst, tb);
 	}
-	for (int g = g0; g < g1; g++) {
+	/* runs of tile rows through output_row, pairs of them on planes 16
+	 * wide through output_rows2 */
+	int ga = g0;
 #if WINO_VEC
+	for (int g = g0; g < g1; g++)
 		if (WINO_TWO_ROWS(c, &j->g, g, g1)) {
+			if (ga < g)
+				output_row(j, mm, g0, ga, g, spare);
 			output_rows2(j, mm, (g - g0) * tpr, g / j->g.tph, g % j->g.tph);
-			g++;
-			continue;
+			ga = ++g + 1;
 		}
 #endif
-		output_row(j, mm, (g - g0) * tpr, g / j->g.tph, g % j->g.tph, spare);
-	}
+	if (ga < g1)
+		output_row(j, mm, g0, ga, g1, spare);
 }
 
 void cpu_wino_corr(cdp_backend *be, const cpu_corr *c, int n, cpu_src in, const float *a,

@@ -204,6 +204,11 @@ static void test_conv(void)
 		{ 1, 64, 70, 66, 64, 3, 1, 1, 1 },
 		{ 3, 64, 16, 16, 24, 3, 1, 1, 1 },   /* 24 out: direct */
 		{ 2, 32, 18, 64, 32, 3, 1, 1, 1 },   /* the least channels it takes */
+		/* rows of 8 tiles (16 wide) in pairs, and single ones after
+		 * them in an item (an odd count of tile rows a sample, an
+		 * item's last row; 17 high: one row of the last tile row) */
+		{ 3, 64, 18, 16, 64, 3, 1, 1, 1 },
+		{ 2, 64, 17, 16, 64, 3, 1, 1, 1 },
 		/* the filter gradient's blocks of 16 tiles and 16 filters (8
 		 * and 8 with the avx2 and sse2 sets), a
 		 * filter tail, an odd last tile row and column */
