@@ -632,6 +632,122 @@ CPU_CLONES static void input_down(int tpr, int full, float *restrict v, size_t l
 }
 #endif
 
+/* ---- input_down straight from the input, without the slice ----
+ * fill_slice's copy (a memcpy or a widening of every input row, then
+ * zeros around it) was 6-8% of a bf16 classifier step. Where the rows
+ * are whole vectors of 16 tiles, the transform reads each slice row's
+ * four vectors from the image itself, lanes outside it masked to zero:
+ * the slice's values (rounded as fill_slice rounds them), so the same V. */
+#if WINO_VEC && defined(CPU_BF16_KERNELS)
+#include <immintrin.h>
+#define DIRECT_TARGET __attribute__((target("avx512f,avx512bw,avx512vl")))
+
+/* 1: input_direct can run (the 16-wide transforms, chosen per call as
+ * the kernels may be; AVX512BW and VL for its masked loads of bf16) */
+static int direct_ok(void)
+{
+	static int bwvl = -1;
+
+	if (bwvl < 0)
+		bwvl = __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
+	return WINO_WIDE && bwvl;
+}
+
+/* the lanes l of a vector of columns [b, b + 16) with 0 <= b + l < cw */
+static __mmask16 cols_mask(long b, long cw)
+{
+	long lo = b < 0 ? -b : 0, hi = cw - b < 16 ? cw - b : 16;
+
+	if (hi <= lo)
+		return 0;
+	return (__mmask16)(((1u << hi) - 1) & ~((1u << lo) - 1));
+}
+
+/* columns [b, b + 16) of row r, the lanes outside m zero: kind 1 from
+ * bf16 (h, widened as fill_slice's cpu_src_copy widens), 0 from floats
+ * (f) */
+static inline __attribute__((always_inline)) DIRECT_TARGET wvec
+load_cols(const int kind, const float *f, const uint16_t *h, long r, long b, __mmask16 m)
+{
+	if (kind) {
+		__m256i w = _mm256_maskz_loadu_epi16(m, h + r + b);
+		return (wvec)_mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(w), 16));
+	}
+	return (wvec)_mm512_maskz_loadu_ps(m, f + r + b);
+}
+
+/* INPUT_E of slice row R of tile row ty0's run: image row 2 ty0 - ph + R,
+ * zero outside the image */
+#define DIRECT_E(R, e) do { \
+	long ih_ = 2L * ty0 - c->ph + (R); \
+	if (ih_ < 0 || ih_ >= c->h) { \
+		for (int k_ = 0; k_ < 4; k_++) \
+			(e)[k_] = (wvec){ 0 }; \
+	} else { \
+		long r_ = ih_ * c->w; \
+		INPUT_E(wvec, EVEN, ODD, load_cols(kind, f, h, r_, b, m0), \
+		        load_cols(kind, f, h, r_, b + 16, m1), load_cols(kind, f, h, r_, b + 2, m2), \
+		        load_cols(kind, f, h, r_, b + 18, m3), e); \
+	} \
+} while (0)
+
+/* input_direct's channel (f or h, its plane), V at vs: kind as load_cols */
+static inline __attribute__((always_inline)) DIRECT_TARGET void
+direct_chan(const int kind, const cpu_corr *c, int tpr, long cw, const float *f,
+            const uint16_t *h, int ty0, int nr, float *restrict vs, size_t st)
+{
+	for (int tx = 0; tx < tpr; tx += 16, vs += 16) {
+		long b = 2L * tx - c->pw;
+		__mmask16 m0 = cols_mask(b, cw), m1 = cols_mask(b + 16, cw);
+		__mmask16 m2 = cols_mask(b + 2, cw), m3 = cols_mask(b + 18, cw);
+		wvec e0[4], e1[4], e2[4], e3[4];
+		int q = 0;
+
+		DIRECT_E(0, e0);
+		DIRECT_E(1, e1);
+		for (; q + 2 <= nr; q += 2) {
+			DIRECT_E(2 * q + 2, e2);
+			DIRECT_E(2 * q + 3, e3);
+			INPUT_V_WALK(wvec, e0, e1, e2, e3, vs + (size_t)q * tpr);
+			DIRECT_E(2 * q + 4, e0);
+			DIRECT_E(2 * q + 5, e1);
+			INPUT_V_WALK(wvec, e2, e3, e0, e1, vs + (size_t)(q + 1) * tpr);
+		}
+		if (q < nr) {
+			DIRECT_E(2 * q + 2, e2);
+			DIRECT_E(2 * q + 3, e3);
+			INPUT_V_WALK(wvec, e0, e1, e2, e3, vs + (size_t)q * tpr);
+		}
+	}
+}
+
+/* input_down's V of tile rows [ty0, ty1) of sample n, channels [s0, s1),
+ * read from in (fill_slice's rows: the image at column pw of rows wp =
+ * 2 tpr + 2 wide, its columns from wp - pw on dropped); tpr a multiple
+ * of 16, and in bf16 or not to be rounded (DIRECT_TAKES: rounding each
+ * value as it is read, twice or more, was slower than fill_slice's once) */
+DIRECT_TARGET static void input_direct(const cpu_corr *c, const wgeo *g, cpu_src in, int n,
+                                       int ty0, int ty1, float *restrict v, size_t ld,
+                                       size_t st, int lt, int s0, int s1)
+{
+	int tpr = g->tpr, nr = ty1 - ty0;
+	long cw = c->w < 2 * tpr + 2 - c->pw ? c->w : 2 * tpr + 2 - c->pw;
+	cpu_src smp = cpu_src_sample(in, n, (long)c->s * c->h * c->w);
+
+	for (int s = s0; s < s1; s++) {
+		cpu_src p = cpu_src_chan(smp, s, (long)c->h * c->w);
+		float *vs = v + (size_t)(s - s0) * ld + lt;
+		if (p.h)
+			direct_chan(1, c, tpr, cw, NULL, p.h, ty0, nr, vs, st);
+		else
+			direct_chan(0, c, tpr, cw, p.f, NULL, ty0, nr, vs, st);
+	}
+}
+#define DIRECT_TAKES(g, in, rnd) (direct_ok() && (g)->tpr % 16 == 0 && ((in).h || !(rnd)))
+#else
+#define DIRECT_TAKES(g, in, rnd) 0
+#endif
+
 /* input_row over the nr tile rows from slice row yr on (their V columns
  * consecutive from lt). Planes of 8 tiles a row (16x16) fill only 8
  * lanes a row: with the 16-wide vectors, two rows go through INPUT_VEC's
@@ -790,9 +906,17 @@ void cpu_wino_input(const cpu_corr *c, const wgeo *g, cpu_src in, int g0, int g1
 		int n = r / g->tph, ty0 = r % g->tph;
 		int ty1 = g1 - n * g->tph < g->tph ? g1 - n * g->tph : g->tph;
 
-		fill_slice(c, g, in, tmp, chs, n, ty0, ty1, rnd);
-		input_rows(g->tpr, v, ld, (size_t)c->s * ld + XPAD, (r - g0) * g->tpr, tmp, chs, 0,
-		           ty1 - ty0, 0, c->s);
+#if WINO_VEC && defined(CPU_BF16_KERNELS)
+		if (DIRECT_TAKES(g, in, rnd))
+			input_direct(c, g, in, n, ty0, ty1, v, ld, (size_t)c->s * ld + XPAD,
+			             (r - g0) * g->tpr, 0, c->s);
+		else
+#endif
+		{
+			fill_slice(c, g, in, tmp, chs, n, ty0, ty1, rnd);
+			input_rows(g->tpr, v, ld, (size_t)c->s * ld + XPAD, (r - g0) * g->tpr, tmp,
+			           chs, 0, ty1 - ty0, 0, c->s);
+		}
 		r += ty1 - ty0;
 	}
 }
@@ -818,7 +942,9 @@ static void input_pairs(const cpu_corr *c, const wgeo *g, cpu_src in, int g0, in
 		int n = r / g->tph, ty0 = r % g->tph;
 		int ty1 = g1 - n * g->tph < g->tph ? g1 - n * g->tph : g->tph;
 
-		fill_slice(c, g, in, tmp, chs, n, ty0, ty1, rnd);
+		int direct = DIRECT_TAKES(g, in, rnd);
+		if (!direct)
+			fill_slice(c, g, in, tmp, chs, n, ty0, ty1, rnd);
 		/* tile rows in groups of about PAIR_TILES tiles (rt), so that
 		 * small planes' short rows make runs worth a call */
 		for (int ta = ty0; ta < ty1; ta += gr) {
@@ -826,8 +952,14 @@ static void input_pairs(const cpu_corr *c, const wgeo *g, cpu_src in, int g0, in
 			int lt = (r - g0 + ta - ty0) * tpr;
 			for (int s = 0; s < c->s; s += 2) {
 				int s1 = s + 2 < c->s ? s + 2 : c->s;
-				input_rows(tpr, tmp2, (size_t)rt, 2 * (size_t)rt, 0, tmp, chs, ta - ty0,
-				           tb - ta, s, s1);
+#if WINO_VEC
+				if (direct)
+					input_direct(c, g, in, n, ta, tb, tmp2, (size_t)rt, 2 * (size_t)rt, 0,
+					             s, s1);
+				else
+#endif
+					input_rows(tpr, tmp2, (size_t)rt, 2 * (size_t)rt, 0, tmp, chs,
+					           ta - ty0, tb - ta, s, s1);
 				for (int x = 0; x < 16; x++)
 					cpu_bf16_pair_run(tmp2 + (size_t)x * 2 * rt,
 					                  s1 - s > 1 ? tmp2 + (size_t)x * 2 * rt + rt : NULL,
