@@ -234,11 +234,15 @@ static void dy_tiles(const fjob *j, float *z, int n, int ty, int t0, int tx0, in
 	}
 
 /* Z for W tiles from tx0 (both their columns in the plane) and W filters
- * from o0, W = 16 (AVX-512) or 8 (AVX2, WINO_WIDE): per filter, the 16
- * values of each xi for the W tiles as vectors (rows y0, y1 split into the
- * tiles' left and right columns), then each xi's W x W turned around so
- * that a tile's W filters are one vector of its row of Z. RND rounds a
- * vector of the type to bf16 (j->rnd). */
+ * from o0, W = 16 (AVX-512) or 8 (AVX2, WINO_WIDE): the two dy rows' 2W
+ * columns of each filter loaded as vectors (the left W and right W of
+ * each row), each W x W block of them turned around (filter by column to
+ * column by filter: a vector is then one column's W filters), and the
+ * transform computed on those, a tile's W filters a vector, which is its
+ * row of Z as it lies. Turning the input around costs a quarter of the
+ * shuffles of turning the 16 matrices of Z around (dy_tiles' arithmetic
+ * on each value: the same Z). RND rounds a vector of the type to bf16
+ * (j->rnd). */
 #define DY_BLOCK(VT, W, EV, OD, ZL, ZH, RND) DY_BLOCK_AT(VT, W, EV, OD, ZL, ZH, RND, (W))
 /* SOFF: where the second W floats of the rows lie (W on: the row goes on;
  * 2 OW on: the rows of the next tile row, dy_rows2) */
@@ -248,32 +252,33 @@ static void dy_tiles(const fjob *j, float *z, int n, int ty, int t0, int tx0, in
 	const float *d0 = j->dy + ((size_t)n * c->o + o0) * plane + (size_t)(2 * ty) * c->ow + \
 	                  2 * tx0; \
 	int row1 = 2 * ty + 1 < c->oh; \
-	VT b[16][W];             /* [xi][filter], the W tiles a vector */ \
+	VT in[4][W];             /* row 0 left, right, row 1 left, right: [filter] */ \
 	for (int ol = 0; ol < (W); ol++) { \
 		const float *y0 = d0 + (size_t)ol * plane, *y1 = row1 ? y0 + c->ow : zeros; \
-		VT r0 = *(const VT *)y0, s0 = *(const VT *)(y0 + (SOFF)); \
-		VT r1 = *(const VT *)y1, s1 = *(const VT *)(y1 + (SOFF)); \
-		if (j->rnd) { \
-			RND(r0); \
-			RND(s0); \
-			RND(r1); \
-			RND(s1); \
-		} \
-		VT a0 = __builtin_shuffle(r0, s0, EV), a1 = __builtin_shuffle(r0, s0, OD); \
-		VT b0 = __builtin_shuffle(r1, s1, EV), b1 = __builtin_shuffle(r1, s1, OD); \
+		in[0][ol] = *(const VT *)y0; \
+		in[1][ol] = *(const VT *)(y0 + (SOFF)); \
+		in[2][ol] = *(const VT *)y1; \
+		in[3][ol] = *(const VT *)(y1 + (SOFF)); \
+		if (j->rnd) \
+			for (int k = 0; k < 4; k++) \
+				RND(in[k][ol]); \
+	} \
+	for (int k = 0; k < 4; k++) { \
+		TRANSPOSE(VT, W, ZL, ZH, in[k]) \
+	} \
+	float *zt = z + (size_t)(t0 + tx0) * c->o + o0; \
+	for (int t = 0; t < (W); t++, zt += c->o) { \
+		/* columns 2t, 2t + 1: of the left W, or of the right */ \
+		int h_ = 2 * t < (W), p_ = h_ ? 2 * t : 2 * t - (W); \
+		VT a0 = in[1 - h_][p_], a1 = in[1 - h_][p_ + 1]; \
+		VT b0 = in[3 - h_][p_], b1 = in[3 - h_][p_ + 1]; \
 		VT e[4][2] = { { a0, a1 }, { a0 + b0, a1 + b1 }, { a0 - b0, a1 - b1 }, { -b0, -b1 } }; \
 		for (int i = 0; i < 4; i++) { \
-			b[4 * i][ol] = e[i][0]; \
-			b[4 * i + 1][ol] = e[i][0] + e[i][1]; \
-			b[4 * i + 2][ol] = e[i][0] - e[i][1]; \
-			b[4 * i + 3][ol] = -e[i][1]; \
+			*(VT *)(zt + (size_t)(4 * i) * zs) = e[i][0]; \
+			*(VT *)(zt + (size_t)(4 * i + 1) * zs) = e[i][0] + e[i][1]; \
+			*(VT *)(zt + (size_t)(4 * i + 2) * zs) = e[i][0] - e[i][1]; \
+			*(VT *)(zt + (size_t)(4 * i + 3) * zs) = -e[i][1]; \
 		} \
-	} \
-	for (int x = 0; x < 16; x++) { \
-		float *zt = z + x * zs + (size_t)(t0 + tx0) * c->o + o0; \
-		TRANSPOSE(VT, W, ZL, ZH, b[x]) \
-		for (int t = 0; t < (W); t++) \
-			*(VT *)(zt + (size_t)t * c->o) = b[x][t]; \
 	} \
 }
 
