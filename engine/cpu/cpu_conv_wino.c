@@ -721,11 +721,67 @@ direct_chan(const int kind, const cpu_corr *c, int tpr, long cw, const float *f,
 	}
 }
 
+/* columns [b, b + 8) of row r as load_cols, on 8 lanes */
+static inline __attribute__((always_inline)) DIRECT_TARGET wvec8
+load_cols8(const int kind, const float *f, const uint16_t *h, long r, long b, __mmask8 m)
+{
+	if (kind) {
+		__m128i w = _mm_maskz_loadu_epi16(m, h + r + b);
+		return (wvec8)_mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(w), 16));
+	}
+	return (wvec8)_mm256_maskz_loadu_ps(m, f + r + b);
+}
+
+/* image row ih of a plane (its offset), or -1 outside the image */
+#define DIRECT_ROW(ih) ((ih) < 0 || (ih) >= c->h ? -1L : (long)(ih) * c->w)
+/* a vector of columns [b_, ...) of row offset r_, zero for row -1 */
+#define DIRECT_LD(VT, LOAD, r_, b_, m_) \
+	((r_) < 0 ? (VT){ 0 } : LOAD(kind, f, h, (r_), (b_), (m_)))
+
+/* direct_chan on planes 16 wide (rows of 8 tiles): two tile rows a
+ * vector, lane l the tile l % 8 of row l / 8, as input_rows' INPUT_TILES
+ * on the slice, then a last odd tile row on 8 lanes as input_row's */
+static inline __attribute__((always_inline)) DIRECT_TARGET void
+direct_chan8(const int kind, const cpu_corr *c, long cw, const float *f, const uint16_t *h,
+             int ty0, int nr, float *restrict vs, size_t st)
+{
+	long b = -(long)c->pw;
+	__mmask16 m0 = cols_mask(b, cw), m2 = cols_mask(b + 2, cw);
+	int q = 0;
+
+	for (; q + 2 <= nr; q += 2) {
+		wvec e[4][4];
+		for (int r = 0; r < 4; r++) {
+			long ih = 2L * (ty0 + q) - c->ph + r;
+			long ra = DIRECT_ROW(ih), rb = DIRECT_ROW(ih + 2);
+			INPUT_E(wvec, EVEN, ODD, DIRECT_LD(wvec, load_cols, ra, b, m0),
+			        DIRECT_LD(wvec, load_cols, rb, b, m0),
+			        DIRECT_LD(wvec, load_cols, ra, b + 2, m2),
+			        DIRECT_LD(wvec, load_cols, rb, b + 2, m2), e[r]);
+		}
+		INPUT_V_WALK(wvec, e[0], e[1], e[2], e[3], vs + (size_t)q * 8);
+	}
+	if (q < nr) {
+		__mmask8 n0 = (__mmask8)cols_mask(b, cw), n1 = (__mmask8)cols_mask(b + 8, cw);
+		__mmask8 n2 = (__mmask8)cols_mask(b + 2, cw), n3 = (__mmask8)cols_mask(b + 10, cw);
+		wvec8 e[4][4];
+		for (int r = 0; r < 4; r++) {
+			long ra = DIRECT_ROW(2L * (ty0 + q) - c->ph + r);
+			INPUT_E(wvec8, EVEN8, ODD8, DIRECT_LD(wvec8, load_cols8, ra, b, n0),
+			        DIRECT_LD(wvec8, load_cols8, ra, b + 8, n1),
+			        DIRECT_LD(wvec8, load_cols8, ra, b + 2, n2),
+			        DIRECT_LD(wvec8, load_cols8, ra, b + 10, n3), e[r]);
+		}
+		INPUT_V_WALK(wvec8, e[0], e[1], e[2], e[3], vs + (size_t)q * 8);
+	}
+}
+
 /* input_down's V of tile rows [ty0, ty1) of sample n, channels [s0, s1),
  * read from in (fill_slice's rows: the image at column pw of rows wp =
  * 2 tpr + 2 wide, its columns from wp - pw on dropped); tpr a multiple
- * of 16, and in bf16 or not to be rounded (DIRECT_TAKES: rounding each
- * value as it is read, twice or more, was slower than fill_slice's once) */
+ * of 16, or 8 (direct_chan8), and in bf16 or not to be rounded
+ * (DIRECT_TAKES: rounding each value as it is read, twice or more, was
+ * slower than fill_slice's once) */
 DIRECT_TARGET static void input_direct(const cpu_corr *c, const wgeo *g, cpu_src in, int n,
                                        int ty0, int ty1, float *restrict v, size_t ld,
                                        size_t st, int lt, int s0, int s1)
@@ -737,13 +793,18 @@ DIRECT_TARGET static void input_direct(const cpu_corr *c, const wgeo *g, cpu_src
 	for (int s = s0; s < s1; s++) {
 		cpu_src p = cpu_src_chan(smp, s, (long)c->h * c->w);
 		float *vs = v + (size_t)(s - s0) * ld + lt;
-		if (p.h)
+		if (tpr == 8 && p.h)
+			direct_chan8(1, c, cw, NULL, p.h, ty0, nr, vs, st);
+		else if (tpr == 8)
+			direct_chan8(0, c, cw, p.f, NULL, ty0, nr, vs, st);
+		else if (p.h)
 			direct_chan(1, c, tpr, cw, NULL, p.h, ty0, nr, vs, st);
 		else
 			direct_chan(0, c, tpr, cw, p.f, NULL, ty0, nr, vs, st);
 	}
 }
-#define DIRECT_TAKES(g, in, rnd) (direct_ok() && (g)->tpr % 16 == 0 && ((in).h || !(rnd)))
+#define DIRECT_TAKES(g, in, rnd) \
+	(direct_ok() && ((g)->tpr % 16 == 0 || (g)->tpr == 8) && ((in).h || !(rnd)))
 #else
 #define DIRECT_TAKES(g, in, rnd) 0
 #endif
