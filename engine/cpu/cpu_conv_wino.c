@@ -721,15 +721,12 @@ direct_chan(const int kind, const cpu_corr *c, int tpr, long cw, const float *f,
 	}
 }
 
-/* columns [b, b + 8) of row r as load_cols, on 8 lanes */
+/* columns [b, b + 8) of row r as load_cols, on 8 lanes (the low half
+ * of load_cols's, the high lanes masked off) */
 static inline __attribute__((always_inline)) DIRECT_TARGET wvec8
 load_cols8(const int kind, const float *f, const uint16_t *h, long r, long b, __mmask8 m)
 {
-	if (kind) {
-		__m128i w = _mm_maskz_loadu_epi16(m, h + r + b);
-		return (wvec8)_mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(w), 16));
-	}
-	return (wvec8)_mm256_maskz_loadu_ps(m, f + r + b);
+	return (wvec8)_mm512_castps512_ps256((__m512)load_cols(kind, f, h, r, b, m));
 }
 
 /* image row ih of a plane (its offset), or -1 outside the image */
