@@ -406,15 +406,21 @@ static void bn_coef(const wjob *j, int o, float *m, float *a, float *b)
 } while (0)
 
 /* V = B^T d B of one vector of tiles into vs + xi st, from the rows
- * e0 .. e3 of d B (INPUT_E) */
-#define INPUT_V(VT, e0, e1, e2, e3, vs) do { \
+ * e0 .. e3 of d B (INPUT_E), stored in the order of xi through one
+ * pointer stepped by st: the empty asm keeps GCC from holding 16
+ * addresses, which it spilled (a load before every store) */
+#define INPUT_V_WALK(VT, e0, e1, e2, e3, vs) do { \
+	float *w_ = (vs); \
 	_Pragma("GCC unroll 4") \
-	for (int k = 0; k < 4; k++) { \
-		*(VT *)((vs) + (size_t)k * st) = (e0)[k] - (e2)[k]; \
-		*(VT *)((vs) + (size_t)(4 + k) * st) = (e1)[k] + (e2)[k]; \
-		*(VT *)((vs) + (size_t)(8 + k) * st) = (e2)[k] - (e1)[k]; \
-		*(VT *)((vs) + (size_t)(12 + k) * st) = (e1)[k] - (e3)[k]; \
-	} \
+	for (int i_ = 0; i_ < 4; i_++) \
+		_Pragma("GCC unroll 4") \
+		for (int k = 0; k < 4; k++) { \
+			VT t_ = i_ == 0 ? (e0)[k] - (e2)[k] : i_ == 1 ? (e1)[k] + (e2)[k] : \
+			        i_ == 2 ? (e2)[k] - (e1)[k] : (e1)[k] - (e3)[k]; \
+			*(VT *)w_ = t_; \
+			w_ += st; \
+			__asm__("" : "+r"(w_)); \
+		} \
 } while (0)
 
 /* V of one vector of tiles into vs + xi st: A and B (A2 and B2) give, as
@@ -424,7 +430,7 @@ static void bn_coef(const wjob *j, int o, float *m, float *a, float *b)
 	_Pragma("GCC unroll 4") \
 	for (int r = 0; r < 4; r++) \
 		INPUT_E(VT, EV, OD, A, B, A2, B2, e[r]); \
-	INPUT_V(VT, e[0], e[1], e[2], e[3], vs); \
+	INPUT_V_WALK(VT, e[0], e[1], e[2], e[3], vs); \
 } while (0)
 
 /* input_row's tiles from tx on, VW at a time (VT: VW floats): columns
@@ -569,34 +575,42 @@ CPU_CLONES static void input_row(int tpr, float *restrict v, size_t ld, size_t s
 	}
 }
 
+#if WINO_VEC
+/* V of a vector of 16 tiles down the nr tile rows from vs (tile row q
+ * at vs + q tpr): ROW_E(R, e) gives e = d B of slice row R of the run */
+#define INPUT_DOWN(ROW_E, vs) do { \
+	wvec e0[4], e1[4], e2[4], e3[4]; \
+	int q = 0; \
+	ROW_E(0, e0);            /* rows 0, 1 of tile row 0's patches */ \
+	ROW_E(1, e1); \
+	for (; q + 2 <= nr; q += 2) { \
+		ROW_E(2 * q + 2, e2); \
+		ROW_E(2 * q + 3, e3); \
+		INPUT_V_WALK(wvec, e0, e1, e2, e3, (vs) + (size_t)q * tpr); \
+		ROW_E(2 * q + 4, e0); \
+		ROW_E(2 * q + 5, e1); \
+		INPUT_V_WALK(wvec, e2, e3, e0, e1, (vs) + (size_t)(q + 1) * tpr); \
+	} \
+	if (q < nr) { \
+		ROW_E(2 * q + 2, e2); \
+		ROW_E(2 * q + 3, e3); \
+		INPUT_V_WALK(wvec, e0, e1, e2, e3, (vs) + (size_t)q * tpr); \
+	} \
+} while (0)
+
+/* INPUT_E of slice row R from the row's start b0 + R wp */
+#define SLICE_E(R, e) \
+	INPUT_E(wvec, EVEN, ODD, *(const wvec *)(b0 + (size_t)(R) * wp), \
+	        *(const wvec *)(b0 + (size_t)(R) * wp + 16), \
+	        *(const wvec *)(b0 + (size_t)(R) * wp + 2), \
+	        *(const wvec *)(b0 + (size_t)(R) * wp + 18), e)
+
 /* input_row's tiles [0, full) of the nr tile rows from slice row yr on,
  * on 16 lanes (full a multiple of 16): a vector of tiles at a time down
  * the tile rows, since rows 2 and 3 of one tile row's patches are rows 0
  * and 1 of the next one's: each slice row's d B (INPUT_E) is computed
  * once, not twice, half of input_row's loads and shuffles. The same
  * arithmetic on each value as input_row (the same V). */
-#if WINO_VEC
-/* INPUT_V's stores in the order of xi through one pointer stepped by st:
- * the empty asm keeps GCC from holding 16 addresses, which it spilled
- * (a load before every store) */
-#define INPUT_V_WALK(VT, e0, e1, e2, e3, vs) do { \
-	float *w_ = (vs); \
-	_Pragma("GCC unroll 4") \
-	for (int i_ = 0; i_ < 4; i_++) \
-		_Pragma("GCC unroll 4") \
-		for (int k = 0; k < 4; k++) { \
-			VT t_ = i_ == 0 ? (e0)[k] - (e2)[k] : i_ == 1 ? (e1)[k] + (e2)[k] : \
-			        i_ == 2 ? (e2)[k] - (e1)[k] : (e1)[k] - (e3)[k]; \
-			*(VT *)w_ = t_; \
-			w_ += st; \
-			__asm__("" : "+r"(w_)); \
-		} \
-} while (0)
-
-#define INPUT_E16(p, e) \
-	INPUT_E(wvec, EVEN, ODD, *(const wvec *)(p), *(const wvec *)((p) + 16), \
-	        *(const wvec *)((p) + 2), *(const wvec *)((p) + 18), e)
-
 CPU_CLONES static void input_down(int tpr, int full, float *restrict v, size_t ld, size_t st,
                                   int lt, const float *restrict sl, size_t chs, int yr, int nr,
                                   int s0, int s1)
@@ -606,28 +620,7 @@ CPU_CLONES static void input_down(int tpr, int full, float *restrict v, size_t l
 	for (int s = s0; s < s1; s++)
 		for (int tx = 0; tx < full; tx += 16) {
 			const float *b0 = sl + (size_t)s * chs + (size_t)2 * yr * wp + 2 * tx;
-			float *vs = v + (size_t)(s - s0) * ld + lt + tx;
-			wvec e0[4], e1[4], e2[4], e3[4];
-			int q = 0;
-
-			/* e0, e1: rows 0, 1 of tile row q's patches */
-			INPUT_E16(b0, e0);
-			INPUT_E16(b0 + wp, e1);
-			for (; q + 2 <= nr; q += 2) {
-				const float *bq = b0 + (size_t)(2 * q + 2) * wp;
-				INPUT_E16(bq, e2);
-				INPUT_E16(bq + wp, e3);
-				INPUT_V_WALK(wvec, e0, e1, e2, e3, vs + (size_t)q * tpr);
-				INPUT_E16(bq + 2 * wp, e0);
-				INPUT_E16(bq + 3 * wp, e1);
-				INPUT_V_WALK(wvec, e2, e3, e0, e1, vs + (size_t)(q + 1) * tpr);
-			}
-			if (q < nr) {
-				const float *bq = b0 + (size_t)(2 * q + 2) * wp;
-				INPUT_E16(bq, e2);
-				INPUT_E16(bq + wp, e3);
-				INPUT_V_WALK(wvec, e0, e1, e2, e3, vs + (size_t)q * tpr);
-			}
+			INPUT_DOWN(SLICE_E, v + (size_t)(s - s0) * ld + lt + tx);
 		}
 }
 #endif
@@ -676,19 +669,20 @@ load_cols(const int kind, const float *f, const uint16_t *h, long r, long b, __m
 	return (wvec)_mm512_maskz_loadu_ps(m, f + r + b);
 }
 
+/* image row ih of a plane (its offset), or -1 outside the image */
+#define DIRECT_ROW(ih) ((ih) < 0 || (ih) >= c->h ? -1L : (long)(ih) * c->w)
+/* a vector of columns [b_, ...) of row offset r_, zero for row -1 */
+#define DIRECT_LD(VT, LOAD, r_, b_, m_) \
+	((r_) < 0 ? (VT){ 0 } : LOAD(kind, f, h, (r_), (b_), (m_)))
+
 /* INPUT_E of slice row R of tile row ty0's run: image row 2 ty0 - ph + R,
  * zero outside the image */
 #define DIRECT_E(R, e) do { \
-	long ih_ = 2L * ty0 - c->ph + (R); \
-	if (ih_ < 0 || ih_ >= c->h) { \
-		for (int k_ = 0; k_ < 4; k_++) \
-			(e)[k_] = (wvec){ 0 }; \
-	} else { \
-		long r_ = ih_ * c->w; \
-		INPUT_E(wvec, EVEN, ODD, load_cols(kind, f, h, r_, b, m0), \
-		        load_cols(kind, f, h, r_, b + 16, m1), load_cols(kind, f, h, r_, b + 2, m2), \
-		        load_cols(kind, f, h, r_, b + 18, m3), e); \
-	} \
+	long r_ = DIRECT_ROW(2L * ty0 - c->ph + (R)); \
+	INPUT_E(wvec, EVEN, ODD, DIRECT_LD(wvec, load_cols, r_, b, m0), \
+	        DIRECT_LD(wvec, load_cols, r_, b + 16, m1), \
+	        DIRECT_LD(wvec, load_cols, r_, b + 2, m2), \
+	        DIRECT_LD(wvec, load_cols, r_, b + 18, m3), e); \
 } while (0)
 
 /* input_direct's channel (f or h, its plane), V at vs: kind as load_cols */
@@ -696,28 +690,11 @@ static inline __attribute__((always_inline)) DIRECT_TARGET void
 direct_chan(const int kind, const cpu_corr *c, int tpr, long cw, const float *f,
             const uint16_t *h, int ty0, int nr, float *restrict vs, size_t st)
 {
-	for (int tx = 0; tx < tpr; tx += 16, vs += 16) {
+	for (int tx = 0; tx < tpr; tx += 16) {
 		long b = 2L * tx - c->pw;
 		__mmask16 m0 = cols_mask(b, cw), m1 = cols_mask(b + 16, cw);
 		__mmask16 m2 = cols_mask(b + 2, cw), m3 = cols_mask(b + 18, cw);
-		wvec e0[4], e1[4], e2[4], e3[4];
-		int q = 0;
-
-		DIRECT_E(0, e0);
-		DIRECT_E(1, e1);
-		for (; q + 2 <= nr; q += 2) {
-			DIRECT_E(2 * q + 2, e2);
-			DIRECT_E(2 * q + 3, e3);
-			INPUT_V_WALK(wvec, e0, e1, e2, e3, vs + (size_t)q * tpr);
-			DIRECT_E(2 * q + 4, e0);
-			DIRECT_E(2 * q + 5, e1);
-			INPUT_V_WALK(wvec, e2, e3, e0, e1, vs + (size_t)(q + 1) * tpr);
-		}
-		if (q < nr) {
-			DIRECT_E(2 * q + 2, e2);
-			DIRECT_E(2 * q + 3, e3);
-			INPUT_V_WALK(wvec, e0, e1, e2, e3, vs + (size_t)q * tpr);
-		}
+		INPUT_DOWN(DIRECT_E, vs + tx);
 	}
 }
 
@@ -728,12 +705,6 @@ load_cols8(const int kind, const float *f, const uint16_t *h, long r, long b, __
 {
 	return (wvec8)_mm512_castps512_ps256((__m512)load_cols(kind, f, h, r, b, m));
 }
-
-/* image row ih of a plane (its offset), or -1 outside the image */
-#define DIRECT_ROW(ih) ((ih) < 0 || (ih) >= c->h ? -1L : (long)(ih) * c->w)
-/* a vector of columns [b_, ...) of row offset r_, zero for row -1 */
-#define DIRECT_LD(VT, LOAD, r_, b_, m_) \
-	((r_) < 0 ? (VT){ 0 } : LOAD(kind, f, h, (r_), (b_), (m_)))
 
 /* direct_chan on planes 16 wide (rows of 8 tiles): two tile rows a
  * vector, lane l the tile l % 8 of row l / 8, as input_rows' INPUT_TILES

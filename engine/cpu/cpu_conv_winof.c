@@ -243,10 +243,10 @@ static void dy_tiles(const fjob *j, float *z, int n, int ty, int t0, int tx0, in
  * shuffles of turning the 16 matrices of Z around (dy_tiles' arithmetic
  * on each value: the same Z). RND rounds a vector of the type to bf16
  * (j->rnd). */
-#define DY_BLOCK(VT, W, EV, OD, ZL, ZH, RND) DY_BLOCK_AT(VT, W, EV, OD, ZL, ZH, RND, (W))
+#define DY_BLOCK(VT, W, ZL, ZH, RND) DY_BLOCK_AT(VT, W, ZL, ZH, RND, (W))
 /* SOFF: where the second W floats of the rows lie (W on: the row goes on;
  * 2 OW on: the rows of the next tile row, dy_rows2) */
-#define DY_BLOCK_AT(VT, W, EV, OD, ZL, ZH, RND, SOFF) { \
+#define DY_BLOCK_AT(VT, W, ZL, ZH, RND, SOFF) { \
 	const cpu_corr *c = j->c; \
 	size_t plane = (size_t)c->oh * c->ow, zs = zst(c, &j->f); \
 	const float *d0 = j->dy + ((size_t)n * c->o + o0) * plane + (size_t)(2 * ty) * c->ow + \
@@ -285,12 +285,12 @@ static void dy_tiles(const fjob *j, float *z, int n, int ty, int t0, int tx0, in
 static inline __attribute__((always_inline)) void dy_block(const fjob *j, float *z, int n, int ty,
                                                          int t0, int tx0, int o0,
                                                          const float *zeros)
-DY_BLOCK(wvec, 16, EVEN, ODD, ZIP_LO, ZIP_HI, WINO_BF16)
+DY_BLOCK(wvec, 16, ZIP_LO, ZIP_HI, WINO_BF16)
 
 static inline __attribute__((always_inline)) void dy_block8(const fjob *j, float *z, int n,
                                                           int ty, int t0, int tx0, int o0,
                                                           const float *zeros)
-DY_BLOCK(wvec8, 8, EVEN8, ODD8, ZIP_LO8, ZIP_HI8, WINO_BF16_8)
+DY_BLOCK(wvec8, 8, ZIP_LO8, ZIP_HI8, WINO_BF16_8)
 
 /* tile rows ty and ty + 1 of a plane 16 wide (8 tiles a row, all four
  * dy rows inside it) as one row of 16 tiles: Z's rows of the two are
@@ -299,12 +299,12 @@ DY_BLOCK(wvec8, 8, EVEN8, ODD8, ZIP_LO8, ZIP_HI8, WINO_BF16_8)
 static inline __attribute__((always_inline)) void dy_block2r(const fjob *j, float *z, int n,
                                                            int ty, int t0, int tx0, int o0,
                                                            const float *zeros)
-DY_BLOCK_AT(wvec, 16, EVEN, ODD, ZIP_LO, ZIP_HI, WINO_BF16, 2 * c->ow)
+DY_BLOCK_AT(wvec, 16, ZIP_LO, ZIP_HI, WINO_BF16, 2 * c->ow)
 
 static inline __attribute__((always_inline)) void dy_block4(const fjob *j, float *z, int n,
                                                           int ty, int t0, int tx0, int o0,
                                                           const float *zeros)
-DY_BLOCK(wvec4, 4, EVEN4, ODD4, ZIP_LO4, ZIP_HI4, WINO_BF16_4)
+DY_BLOCK(wvec4, 4, ZIP_LO4, ZIP_HI4, WINO_BF16_4)
 
 /* the tiles [tx, tx + w) of a row in W x W blocks, filters past the
  * last whole block one at a time */
