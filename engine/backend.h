@@ -34,7 +34,13 @@
  * depends on its input x only through x's bf16 values (the CPU's sets
  * round x, or Winograd's input before its transform; CUDA converts x to
  * bf16), which lets the stash hand it the widened copy, the same bits, or
- * the copy itself where conv_takes_xh says so (bn_bwd: bn_takes_xh). On
+ * the copy itself where conv_takes_xh says so (bn_bwd: bn_takes_xh). Its
+ * output y holds bf16 values too (as PyTorch's autocast's convolution
+ * returns bf16; CUDA's staging converts y from bf16; the CPU rounds it
+ * after the bias and before conv_fwd_bn's batchnorm), so a stash copy of
+ * y loses nothing, and a convolution may write y as that copy alone
+ * where conv_writes_yh says so (d->yh), read by bn_fwd_train_h as it is
+ * (bn_takes_xh). On
  * CUDA, CDP_PREC_TF32 lets convolutions and
  * GEMMs use TF32 tensor cores (PyTorch's default for cuDNN convolutions),
  * and CDP_PREC_BF16 / CDP_PREC_FP16 round the inputs of convolutions and
@@ -70,6 +76,10 @@ typedef struct cdp_conv_desc {
 	 * (N,C,H,W), the stash's copy), where conv_takes_xh says the backend
 	 * reads it so; 0 (the default): float */
 	int xh;
+	/* 1: conv_fwd writes y as bf16 (uint16_t (N,F,OH,OW), the bits of
+	 * its values, as to_bf16 gives them), where conv_writes_yh says the
+	 * backend writes it so; 0 (the default): float */
+	int yh;
 	/* nseg > 0: conv_fwd and conv_fwd_bn read x's channels from nseg
 	 * tensors in order, seg[i] (N, segc[i], H, W) float, the segc[i]
 	 * summing to c, and take no x (NULL): the inputs of an inference
@@ -296,8 +306,14 @@ struct cdp_backend {
 	 * slices are copied from x channel by channel anyway; 0: one x only
 	 * (the CPU's other plans, CUDA). d->nseg is not read. */
 	int (*conv_takes_split)(cdp_backend *be, const cdp_conv_desc *d);
+	/* 1: in the precision set (bf16), conv_fwd of d writes y as bf16
+	 * with d->yh = 1 (its values' bits: no fp32 y is made), so the stash
+	 * keeps only that copy of a convolution's output that a batchnorm
+	 * reads (net.c); 0: float only (the CPU's plans but Winograd's, CUDA).
+	 * d->yh is not read. */
+	int (*conv_writes_yh)(cdp_backend *be, const cdp_conv_desc *d);
 	void (*conv_fwd)(cdp_backend *be, const cdp_conv_desc *d, const void *x,
-	                 const float *w, const float *bias, float *y, void *ws);
+	                 const float *w, const float *bias, void *y, void *ws);
 	/* conv_fwd followed by bn_fwd_infer (with its activation) of bn on y,
 	 * in place: the same numbers, for inference (a net built by
 	 * cdp_net_build_infer fuses each convolution whose only reader is an
@@ -548,7 +564,7 @@ struct cdp_backend {
 	X(host_alloc) X(host_free) X(to_device_async) X(copy_fence) X(copy_wait) X(stream) \
 	X(gemm) X(fill) X(scale) X(axpy) X(sumsq) \
 	X(to_bf16) X(from_bf16) \
-	X(conv_workspace) X(conv_takes_xh) X(conv_takes_split) X(conv_fwd) X(conv_fwd_bn) X(conv_bwd_data) X(conv_bwd_filter) \
+	X(conv_workspace) X(conv_takes_xh) X(conv_takes_split) X(conv_writes_yh) X(conv_fwd) X(conv_fwd_bn) X(conv_bwd_data) X(conv_bwd_filter) \
 	X(bn_fwd_train) X(bn_fwd_train_h) X(bn_fwd_h_alone) X(bn_fwd_infer) X(bn_bwd_needs_y) X(bn_takes_xh) X(bn_bwd) X(bn_sums) X(bn_grad_sums) X(bn_bwd_dx) \
 	X(act_fwd) X(act_bwd) \
 	X(maxpool_fwd) X(maxpool_bwd) X(maxpool_bwd_needs_xy) X(avgpool_fwd) X(avgpool_bwd) \

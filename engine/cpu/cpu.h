@@ -324,8 +324,10 @@ double cpu_sumsq(cdp_backend *be, const float *x, size_t n);
 size_t cpu_conv_workspace(cdp_backend *be, const cdp_conv_desc *d);
 int cpu_conv_takes_xh(cdp_backend *be, const cdp_conv_desc *d);
 int cpu_conv_takes_split(cdp_backend *be, const cdp_conv_desc *d);
+int cpu_conv_writes_yh(cdp_backend *be, const cdp_conv_desc *d);
+/* y: float, or bf16 with d->yh (cpu_conv_writes_yh) */
 void cpu_conv_fwd(cdp_backend *be, const cdp_conv_desc *d, const void *x,
-                  const float *w, const float *bias, float *y, void *ws);
+                  const float *w, const float *bias, void *y, void *ws);
 void cpu_conv_fwd_bn(cdp_backend *be, const cdp_conv_desc *d, const void *x, const float *w,
                      const float *bias, const cdp_bn_infer *bn, float *y, void *ws);
 /* What conv_fwd_bn applies to each block of output as it is written:
@@ -361,9 +363,11 @@ int cpu_col2im_disjoint(const cdp_conv_desc *d);
 int cpu_iconv_usable(const cdp_conv_desc *d);
 size_t cpu_iconv_scratch(const cdp_backend *be, const cdp_conv_desc *d);
 size_t cpu_iconv_workspace(const cdp_backend *be, const cdp_conv_desc *d);
-/* x: float, or bf16 with d->xh */
+/* x: float, or bf16 with d->xh; y: float, or bf16 with d->yh where
+ * cpu_iconv_writes_h says so (no bn then) */
+int cpu_iconv_writes_h(const cdp_backend *be, const cdp_conv_desc *d);
 void cpu_iconv_fwd(cdp_backend *be, const cdp_conv_desc *d, const void *x,
-                   const float *w, const float *bias, const cdp_bn_infer *bn, float *y,
+                   const float *w, const float *bias, const cdp_bn_infer *bn, void *y,
                    void *ws);
 void cpu_iconv_data(cdp_backend *be, const cdp_conv_desc *d, const float *dy,
                     const float *w, float *dx, float beta, void *ws);

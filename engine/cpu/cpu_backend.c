@@ -291,6 +291,7 @@ cdp_backend *cdp_backend_cpu(int threads)
 	be->conv_workspace = cpu_conv_workspace;
 	be->conv_takes_xh = cpu_conv_takes_xh;
 	be->conv_takes_split = cpu_conv_takes_split;
+	be->conv_writes_yh = cpu_conv_writes_yh;
 	be->conv_fwd = cpu_conv_fwd;
 	be->conv_fwd_bn = cpu_conv_fwd_bn;
 	be->conv_bwd_data = cpu_conv_bwd_data;

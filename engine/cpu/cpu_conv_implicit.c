@@ -185,6 +185,7 @@ typedef struct ijob {
 	float *out;
 	float beta;
 	int rnd;                 /* round the slice to bf16 as it is filled */
+	int rnd_out;             /* round the output (cpu_corr_finish) */
 } ijob;
 
 /* One item of forward or data: output rows [r0, r1) of one sample, row by
@@ -204,7 +205,7 @@ static void corr_item(void *ctx, int it)
 	for (int r = r0; r < r1; r++)
 		cpu_kgemm_nn_tab(j->be, c->o, c->ow, k, j->a, j->rs, 1, slice + (size_t)(r - r0) * c->wp,
 		                 j->tab, j->beta, on + (size_t)r * c->ow, (long)c->oh * c->ow);
-	cpu_corr_finish(j->bias, j->bn, on, c->o, c->oh, c->ow, r0, r1);
+	cpu_corr_finish(j->bias, j->rnd_out, j->bn, on, c->o, c->oh, c->ow, r0, r1);
 }
 
 static int corr_items(const corr *c, int n)
@@ -212,37 +213,49 @@ static int corr_items(const corr *c, int n)
 	return n * ((c->oh + c->rows - 1) / c->rows);
 }
 
+/* fwd: the forward, whose output a bf16 convolution rounds (backend.h);
+ * outh: written there as bf16 instead of to out (cpu_iconv_writes_h) */
 static void run_corr(cdp_backend *be, const cpu_corr *p, int n, cpu_src in,
                      const float *a, long rs, const float *bias, const cdp_bn_infer *bn,
-                     float beta, float *out, long *tab, float *u, int fwd)
+                     float beta, float *out, uint16_t *outh, long *tab, float *u, int fwd)
 {
+	int ro = fwd && be->precision == CDP_PREC_BF16;
 	ijob j = { .be = be, .c = make_corr(p), .in = in, .a = a, .rs = rs,
 	           .bias = bias, .bn = bn, .out = out, .tab = tab, .beta = beta,
-	           .rnd = cpu_bf16_rounds_copies(be) };
+	           .rnd = cpu_bf16_rounds_copies(be), .rnd_out = ro };
 
 	if (cpu_wino_takes(be, p)) {
-		cpu_wino_corr(be, p, n, in, a, rs, bias, bn, beta, out, u, fwd);
+		cpu_wino_corr(be, p, n, in, a, rs, bias, bn, beta, out, outh, u, fwd);
 		return;
 	}
 	if (cpu_pairs_corr_takes(be, p) &&
-	    cpu_pairs_corr(be, p, n, in, a, rs, bias, bn, beta, out) == 0)
+	    cpu_pairs_corr(be, p, n, in, a, rs, bias, ro, bn, beta, out) == 0)
 		return;
 	if (cpu_kcol_takes(p)) {
-		cpu_kcol_corr(be, p, n, in, a, rs, bias, bn, beta, out, tab);
+		cpu_kcol_corr(be, p, n, in, a, rs, bias, ro, bn, beta, out, tab);
 		return;
 	}
 	make_table(&j.c, tab);
 	cpu_parallel_for(be, corr_items(&j.c, n), corr_item, &j);
 }
 
+/* The forward's y as bf16 (d->yh): where Winograd's output transform
+ * writes it, rounded in the register (3x3 kernels; no bn: training) */
+int cpu_iconv_writes_h(const cdp_backend *be, const cdp_conv_desc *d)
+{
+	cpu_corr p = fwd_prob(d);
+
+	return be->precision == CDP_PREC_BF16 && cpu_iconv_usable(d) && cpu_wino_takes(be, &p);
+}
+
 void cpu_iconv_fwd(cdp_backend *be, const cdp_conv_desc *d, const void *x,
-                   const float *w, const float *bias, const cdp_bn_infer *bn, float *y,
+                   const float *w, const float *bias, const cdp_bn_infer *bn, void *y,
                    void *ws)
 {
 	cpu_corr p = fwd_prob(d);
 
 	run_corr(be, &p, d->n, cpu_src_in(d, x), w, (long)d->c * d->kh * d->kw, bias, bn, 0.0f,
-	         y, ws, wino_u(d, ws), 1);
+	         d->yh ? NULL : y, d->yh ? y : NULL, ws, wino_u(d, ws), 1);
 }
 
 void cpu_iconv_data(cdp_backend *be, const cdp_conv_desc *d, const float *dy,
@@ -257,8 +270,8 @@ void cpu_iconv_data(cdp_backend *be, const cdp_conv_desc *d, const float *dy,
 		for (int f = 0; f < d->f; f++)
 			for (int t = 0; t < kk; t++)
 				wf[((size_t)c * d->f + f) * kk + t] = w[((size_t)f * d->c + c) * kk + kk - 1 - t];
-	run_corr(be, &p, d->n, cpu_src_of(dy, 0), wf, (long)d->f * kk, NULL, NULL, beta, dx, ws,
-	         wino_u(d, ws), 0);
+	run_corr(be, &p, d->n, cpu_src_of(dy, 0), wf, (long)d->f * kk, NULL, NULL, beta, dx, NULL,
+	         ws, wino_u(d, ws), 0);
 }
 
 /* The filter gradient is cpu_conv_winof.c's where the forward is

@@ -373,7 +373,9 @@ typedef struct wjob {
 	const float *bnc;
 	float beta;
 	float *out;
+	uint16_t *outh;          /* or the output's bf16 bits there (out NULL) */
 	int rnd;                 /* round the input to bf16 as it is copied */
+	int rnd_out;             /* round the output to bf16 (backend.h) */
 	int pairs;               /* U packed, V in pairs: VDPBF16PS (cpu_bf16_nn_pp) */
 } wjob;
 
@@ -475,27 +477,35 @@ static void bn_coef(const wjob *j, int o, float *m, float *a, float *b)
 	(y)[3] = b_[1] - b_[2] - b_[3] + bo; \
 } while (0)
 
-/* v (VT) stored at yp: beta times what yp held added, then bn */
-#define OUTPUT_PUT(VT, VI, v, yp) do { \
+/* v (VT; VI, VU its int and unsigned lanes, VH as uint16_t) stored at
+ * element e of the row y (float) or h (bf16, hm): beta times what y held
+ * added, rounded to bf16 (rnd), then bn */
+#define OUTPUT_PUT(VT, VI, VU, VH, v, y, h, e) do { \
 	if (beta != 0.0f) \
-		(v) += beta * *(const VT *)(yp); \
+		(v) += beta * *(const VT *)((y) + (e)); \
+	if (rnd) \
+		WINO_BF16_AS(VT, VU, v); \
 	if (bn) \
 		BN_VEC(VT, VI, v, bm, ba, bb, bn->act, bn->slope); \
-	*(VT *)(yp) = (v); \
+	if (hm) \
+		WINO_BF16_PUT(VU, VH, v, (h) + (e)); \
+	else \
+		*(VT *)((y) + (e)) = (v); \
 } while (0)
 
 /* output_row's tiles tx .. full - 1, VW at a time */
-#define OUTPUT_VEC(VT, VI, VW, ZL, ZH) \
+#define OUTPUT_VEC(VT, VI, VU, VH, VW, ZL, ZH) \
 	for (; tx + (VW) <= full; tx += (VW)) { \
 		VT y[4], lo, hi; \
 		OUTPUT_Y(VT, m + tx, y); \
 		_Pragma("GCC unroll 2") \
 		for (int p = 0; p < 2; p++) { \
-			float *yp = (p ? y1 : y0) + 2 * tx; \
+			float *yp = p ? y1 : y0; \
+			uint16_t *hp = p ? h1 : h0; \
 			lo = __builtin_shuffle(y[2 * p], y[2 * p + 1], ZL); \
 			hi = __builtin_shuffle(y[2 * p], y[2 * p + 1], ZH); \
-			OUTPUT_PUT(VT, VI, lo, yp); \
-			OUTPUT_PUT(VT, VI, hi, yp + (VW)); \
+			OUTPUT_PUT(VT, VI, VU, VH, lo, yp, hp, 2 * tx); \
+			OUTPUT_PUT(VT, VI, VU, VH, hi, yp, hp, 2 * tx + (VW)); \
 		} \
 	}
 #endif
@@ -816,34 +826,53 @@ CPU_CLONES static void input_rows(int tpr, float *restrict v, size_t ld, size_t 
 		input_row(tpr, v, ld, st, lt + g * tpr, sl, chs, yr + g, s0, s1, tx0);
 }
 
+/* the scalar tail's value v at y[e] (h[e] with hm): beta times y[e]
+ * added, rounded (rnd), stored; bn follows on what y holds */
+static inline __attribute__((always_inline)) void
+output_one(float v, float *y, uint16_t *h, size_t e, float beta, int rnd, const int hm)
+{
+	if (beta != 0.0f)
+		v += beta * y[e];
+	if (rnd)
+		v = cpu_bf16_round(v);
+	if (hm)
+		h[e] = cpu_bf16_bits(v);
+	else
+		y[e] = v;
+}
+
 /* out rows 2ty, 2ty+1 of each tile row g in [ga, gb) of the item from
  * row g0 (sample g / tph, ty = g % tph), from M[xi][o][(g - g0) tpr + tx],
- * and the inference batchnorm j->bn applied to them (cpu_bn_post_run's
- * bits) as they are stored; spare: tpr*2 floats for a row 2ty+1 past the
- * image. A filter at a time down the tile rows: a row of 32 tiles is two
- * vectors, too few to pay for a filter's setup row by row. */
-CPU_CLONES static void output_row(const wjob *j, const float *restrict mm, int g0, int ga,
-                                  int gb, float *restrict spare)
+ * rounded to bf16 (rnd_out) and the inference batchnorm j->bn applied to
+ * them (cpu_bn_post_run's bits) as they are stored, or (hm) stored as
+ * bf16 into outh; spare: tpr*2 floats for a row 2ty+1 past the image. A
+ * filter at a time down the tile rows: a row of 32 tiles is two vectors,
+ * too few to pay for a filter's setup row by row. */
+static inline __attribute__((always_inline)) void
+output_rows_m(const wjob *j, const float *restrict mm, int g0, int ga, int gb,
+              float *restrict spare, const int hm)
 {
 	const cpu_corr *c = j->c;
-	int tpr = j->g.tpr, full = c->ow / 2;
+	int tpr = j->g.tpr, full = c->ow / 2, rnd = j->rnd_out;
 	size_t ot = (size_t)c->o * j->g.tb + XPAD;
-	float beta = j->beta;
+	float beta = hm ? 0.0f : j->beta;      /* the forward's: 0 */
 #if WINO_VEC
 	int wide = WINO_WIDE;
 #endif
 
-	const cdp_bn_infer *bn = j->bn;
+	const cdp_bn_infer *bn = hm ? NULL : j->bn;
 
 	for (int o = 0; o < c->o; o++) {
 		float bo = j->bias ? j->bias[o] : 0.0f, bm = 0.0f, ba = 0.0f, bb = 0.0f;
 		if (bn)
 			bn_coef(j, o, &bm, &ba, &bb);
 		for (int g = ga; g < gb; g++) {
-			int n = g / j->g.tph, ty = g % j->g.tph;
-			float *plane = j->out + ((size_t)n * c->o + o) * c->oh * c->ow;
-			float *restrict y0 = plane + (size_t)(2 * ty) * c->ow;
-			float *restrict y1 = 2 * ty + 1 < c->oh ? y0 + c->ow : spare;
+			int n = g / j->g.tph, ty = g % j->g.tph, in1 = 2 * ty + 1 < c->oh;
+			size_t e0 = (((size_t)n * c->o + o) * c->oh + (size_t)(2 * ty)) * c->ow;
+			float *restrict y0 = hm ? NULL : j->out + e0;
+			float *restrict y1 = hm ? NULL : in1 ? y0 + c->ow : spare;
+			uint16_t *h0 = hm ? j->outh + e0 : NULL;
+			uint16_t *h1 = hm ? in1 ? h0 + c->ow : (uint16_t *)spare : NULL;
 			const float *m = mm + (size_t)o * j->g.tb + (size_t)(g - g0) * tpr;
 
 			/* Y = A^T M A: rows a (A^T row 0) and b (row 1) of A^T M, then
@@ -851,12 +880,13 @@ CPU_CLONES static void output_row(const wjob *j, const float *restrict mm, int g
 			int tx = 0;
 #if WINO_VEC
 			if (wide)
-				OUTPUT_VEC(wvec, wveci, 16, ZIP_LO, ZIP_HI)
-			OUTPUT_VEC(wvec8, wveci8, 8, ZIP_LO8, ZIP_HI8)
-			OUTPUT_VEC(wvec4, wveci4, 4, ZIP_LO4, ZIP_HI4)
+				OUTPUT_VEC(wvec, wveci, wvecu, wvech, 16, ZIP_LO, ZIP_HI)
+			OUTPUT_VEC(wvec8, wveci8, wvecu8, wvech8, 8, ZIP_LO8, ZIP_HI8)
+			OUTPUT_VEC(wvec4, wveci4, wvecu4, wvech4, 4, ZIP_LO4, ZIP_HI4)
 #endif
 			for (; tx < tpr; tx++) {
 				float a[4], b[4], y[4];
+				int two = tx < full;        /* else odd OW: the last column */
 				#pragma GCC unroll 4
 				for (int q = 0; q < 4; q++) {
 					a[q] = m[q * ot + tx] + m[(4 + q) * ot + tx] + m[(8 + q) * ot + tx];
@@ -866,29 +896,28 @@ CPU_CLONES static void output_row(const wjob *j, const float *restrict mm, int g
 				y[1] = a[1] - a[2] - a[3] + bo;
 				y[2] = b[0] + b[1] + b[2] + bo;
 				y[3] = b[1] - b[2] - b[3] + bo;
-				if (tx < full) {
-					if (beta == 0.0f) {
-						y0[2 * tx] = y[0];
-						y0[2 * tx + 1] = y[1];
-						y1[2 * tx] = y[2];
-						y1[2 * tx + 1] = y[3];
-					} else {
-						y0[2 * tx] = beta * y0[2 * tx] + y[0];
-						y0[2 * tx + 1] = beta * y0[2 * tx + 1] + y[1];
-						y1[2 * tx] = beta * y1[2 * tx] + y[2];
-						y1[2 * tx + 1] = beta * y1[2 * tx + 1] + y[3];
-					}
-				} else {                    /* odd OW: the last column */
-					y0[2 * tx] = beta == 0.0f ? y[0] : beta * y0[2 * tx] + y[0];
-					y1[2 * tx] = beta == 0.0f ? y[2] : beta * y1[2 * tx] + y[2];
+				output_one(y[0], y0, h0, 2 * (size_t)tx, beta, rnd, hm);
+				output_one(y[2], y1, h1, 2 * (size_t)tx, beta, rnd, hm);
+				if (two) {
+					output_one(y[1], y0, h0, 2 * (size_t)tx + 1, beta, rnd, hm);
+					output_one(y[3], y1, h1, 2 * (size_t)tx + 1, beta, rnd, hm);
 				}
 				if (bn) {                   /* the tile's columns in the image */
-					cpu_bn_post_run(bn, o, y0 + 2 * tx, tx < full ? 2 : 1);
-					cpu_bn_post_run(bn, o, y1 + 2 * tx, tx < full ? 2 : 1);
+					cpu_bn_post_run(bn, o, y0 + 2 * tx, two ? 2 : 1);
+					cpu_bn_post_run(bn, o, y1 + 2 * tx, two ? 2 : 1);
 				}
 			}
 		}
 	}
+}
+
+CPU_CLONES static void output_row(const wjob *j, const float *restrict mm, int g0, int ga,
+                                  int gb, float *restrict spare)
+{
+	if (j->outh)
+		output_rows_m(j, mm, g0, ga, gb, spare, 1);
+	else
+		output_rows_m(j, mm, g0, ga, gb, spare, 0);
 }
 
 /* output_row for tile rows ty and ty + 1 of a plane 16 wide (8 tiles a
@@ -897,16 +926,19 @@ CPU_CLONES static void output_row(const wjob *j, const float *restrict mm, int g
  * l / 8 (the same bits), and the four output rows, contiguous, stored as
  * four vectors. */
 #if WINO_VEC
-CPU_CLONES static void output_rows2(const wjob *j, const float *restrict mm, int lt, int n,
-                                    int ty)
+static inline __attribute__((always_inline)) void
+output_rows2_m(const wjob *j, const float *restrict mm, int lt, int n, int ty, const int hm)
 {
 	const cpu_corr *c = j->c;
-	const cdp_bn_infer *bn = j->bn;
-	float beta = j->beta;
+	const cdp_bn_infer *bn = hm ? NULL : j->bn;
+	float beta = hm ? 0.0f : j->beta;
+	int rnd = j->rnd_out;
 
 	for (int o = 0; o < c->o; o++) {
 		float bo = j->bias ? j->bias[o] : 0.0f, bm = 0.0f, ba = 0.0f, bb = 0.0f;
-		float *y0 = j->out + ((size_t)n * c->o + o) * c->oh * 16 + (size_t)(2 * ty) * 16;
+		size_t e0 = ((size_t)n * c->o + o) * c->oh * 16 + (size_t)(2 * ty) * 16;
+		float *y0 = hm ? NULL : j->out + e0;
+		uint16_t *h0 = hm ? j->outh + e0 : NULL;
 		const float *m = mm + (size_t)o * j->g.tb + lt;
 		size_t ot = (size_t)c->o * j->g.tb + XPAD;
 		wvec y[4], r[4];
@@ -920,8 +952,17 @@ CPU_CLONES static void output_rows2(const wjob *j, const float *restrict mm, int
 		r[3] = __builtin_shuffle(y[2], y[3], ZIP_HI);
 		_Pragma("GCC unroll 4")
 		for (int k = 0; k < 4; k++)
-			OUTPUT_PUT(wvec, wveci, r[k], y0 + 16 * k);
+			OUTPUT_PUT(wvec, wveci, wvecu, wvech, r[k], y0, h0, 16 * k);
 	}
+}
+
+CPU_CLONES static void output_rows2(const wjob *j, const float *restrict mm, int lt, int n,
+                                    int ty)
+{
+	if (j->outh)
+		output_rows2_m(j, mm, lt, n, ty, 1);
+	else
+		output_rows2_m(j, mm, lt, n, ty, 0);
 }
 #endif
 
@@ -1061,7 +1102,7 @@ static void wino_item(void *ctx, int it)
 
 void cpu_wino_corr(cdp_backend *be, const cpu_corr *c, int n, cpu_src in, const float *a,
                    long rs, const float *bias, const cdp_bn_infer *bn, float beta, float *out,
-                   float *u, int fwd)
+                   uint16_t *outh, float *u, int fwd)
 {
 	int rnd = cpu_bf16_rounds_copies(be), pairs = cpu_bf16_packs_pairs(be);
 	ujob uj = { be, c, a, rs, u, rnd, pairs };
@@ -1071,7 +1112,8 @@ void cpu_wino_corr(cdp_backend *be, const cpu_corr *c, int n, cpu_src in, const 
 	 * other path does, and the stash may hand it those (net.c); dy is not
 	 * (4% of the data gradient's time on 64 channels at 64x64) */
 	wjob j = { .be = be, .c = c, .g = item_geo(c), .n = n, .in = in, .u = u, .bias = bias,
-	           .bn = bn, .beta = beta, .out = out, .rnd = rnd || (pairs && fwd), .pairs = pairs };
+	           .bn = bn, .beta = beta, .out = out, .outh = outh, .rnd = rnd || (pairs && fwd),
+	           .rnd_out = fwd && be->precision == CDP_PREC_BF16, .pairs = pairs };
 	int rows = n * j.g.tph, fresh = 0;
 	float *bnc = bn ? malloc(3 * (size_t)c->o * sizeof *bnc) : NULL;
 	uentry *e = NULL;

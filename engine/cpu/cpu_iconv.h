@@ -88,15 +88,20 @@ static inline void cpu_src_copy(float *y, cpu_src s, size_t n, int rnd)
 		cpu_copy_operand(y, s.f, n, rnd);
 }
 
-/* Bias and then batchnorm (the forward's, bn_post) on output rows
- * [r0, r1) of one sample's out (O, OH, OW), where a pass wrote them */
-static inline void cpu_corr_finish(const float *bias, const cdp_bn_infer *bn, float *on, int o,
-                                   int oh, int ow, int r0, int r1)
+/* Bias, the rounding to bf16 of a bf16 forward's output (rnd: backend.h,
+ * a bf16 convolution's y holds bf16 values) and then batchnorm (the
+ * forward's, bn_post) on output rows [r0, r1) of one sample's out (O, OH,
+ * OW), where a pass wrote them */
+static inline void cpu_corr_finish(const float *bias, int rnd, const cdp_bn_infer *bn, float *on,
+                                   int o, int oh, int ow, int r0, int r1)
 {
 	for (int q = 0; bias && q < o; q++)
 		for (float *d = on + ((size_t)q * oh + r0) * ow, *e = d + (size_t)(r1 - r0) * ow;
 		     d < e; d++)
 			*d += bias[q];
+	for (int q = 0; rnd && q < o; q++)
+		cpu_bf16_round_run(on + ((size_t)q * oh + r0) * ow, on + ((size_t)q * oh + r0) * ow,
+		                   (size_t)(r1 - r0) * ow);
 	for (int q = 0; bn && q < o; q++)
 		cpu_bn_post_run(bn, q, on + ((size_t)q * oh + r0) * ow, (size_t)(r1 - r0) * ow);
 }
@@ -110,7 +115,8 @@ static inline void cpu_corr_finish(const float *bias, const cdp_bn_infer *bn, fl
 int cpu_pairs_corr_takes(const cdp_backend *be, const cpu_corr *c);
 size_t cpu_pairs_scratch(const cdp_backend *be, const cpu_corr *c);
 int cpu_pairs_corr(cdp_backend *be, const cpu_corr *p, int n, cpu_src in, const float *a,
-                 long rs, const float *bias, const cdp_bn_infer *bn, float beta, float *out);
+                   long rs, const float *bias, int rnd, const cdp_bn_infer *bn, float beta,
+                   float *out);
 
 /* cpu_conv_grid_filter.c: the filter gradient (dw +=) with be's bf16 set
  * "amx" (on tiles) or "avx512bf16" (VDPBF16PS), 8 input channels or more
@@ -135,11 +141,12 @@ size_t cpu_kcol_scratch(const cpu_corr *c);
 size_t cpu_kcol_filter_scratch(const cpu_corr *c, int f);
 
 /* out (N, O, OH, OW) = A (O, S*KH*KW; row stride rs) * the taps of in
- * (N, S, H, W), + beta out, + bias[o] when bias is not NULL, then bn
- * applied to each block when bn is not NULL (the forward's: beta 0). */
+ * (N, S, H, W), + beta out, + bias[o] when bias is not NULL, rounded to
+ * bf16 when rnd, then bn applied to each block when bn is not NULL (the
+ * forward's: beta 0): cpu_corr_finish's order. */
 void cpu_kcol_corr(cdp_backend *be, const cpu_corr *c, int n, cpu_src in,
-                   const float *a, long rs, const float *bias, const cdp_bn_infer *bn,
-                   float beta, float *out, long *tab);
+                   const float *a, long rs, const float *bias, int rnd,
+                   const cdp_bn_infer *bn, float beta, float *out, long *tab);
 
 /* dw (F, S*KH*KW) += sum over samples and output pixels of dy (N, F, OH, OW)
  * times the taps of x (N, S, H, W); c is the forward's problem (O = F). */
@@ -157,10 +164,12 @@ int cpu_wino_takes(const cdp_backend *be, const cpu_corr *c);
 size_t cpu_wino_scratch(const cpu_corr *c);
 size_t cpu_wino_ufloats(const cpu_corr *c);
 /* fwd: the forward (its input rounded to bf16 in every bf16 set: the
- * stash's rule, backend.h), else the data gradient */
+ * stash's rule, backend.h; its output too, after the bias, before bn),
+ * else the data gradient. outh (the forward, beta 0, no bn): out's bf16
+ * bits written there instead (backend.h's d->yh), out not touched. */
 void cpu_wino_corr(cdp_backend *be, const cpu_corr *c, int n, cpu_src in, const float *a,
                    long rs, const float *bias, const cdp_bn_infer *bn, float beta, float *out,
-                   float *u, int fwd);
+                   uint16_t *outh, float *u, int fwd);
 
 /* What cpu_conv_winof.c shares of cpu_conv_wino.c. Items are runs of
  * tile rows (a tile row: tpr tiles of 2x2 output pixels of one sample;

@@ -44,6 +44,11 @@ typedef unsigned wvecu __attribute__((vector_size(64)));
 	(v) = (VT)((nan_ & ((u_ | 0x400000u) & 0xffff0000u)) | (~nan_ & r_)); \
 } while (0)
 #define WINO_BF16(v) WINO_BF16_AS(wvec, wvecu, v)
+/* v (already rounded: WINO_BF16_AS) stored as its bf16 bits at hp (HT:
+ * the lanes as uint16_t) */
+#define WINO_BF16_PUT(UT, HT, v, hp) \
+	(*(HT *)(hp) = __builtin_convertvector((UT)(v) >> 16, HT))
+typedef uint16_t wvech __attribute__((vector_size(32), aligned(2), may_alias));
 /* and 8 at a time, for the rows of 8 to 15 tiles (16x16 to 30x30 planes), */
 typedef float wvec8 __attribute__((vector_size(32), aligned(4), may_alias));
 typedef int wveci8 __attribute__((vector_size(32)));
@@ -53,6 +58,7 @@ static const wveci8 ZIP_LO8 = { 0, 8, 1, 9, 2, 10, 3, 11 };
 static const wveci8 ZIP_HI8 = { 4, 12, 5, 13, 6, 14, 7, 15 };
 typedef unsigned wvecu8 __attribute__((vector_size(32)));
 #define WINO_BF16_8(v) WINO_BF16_AS(wvec8, wvecu8, v)
+typedef uint16_t wvech8 __attribute__((vector_size(16), aligned(2), may_alias));
 /* and 4, for 8x8 and 7x7 planes and the rest of a row */
 typedef float wvec4 __attribute__((vector_size(16), aligned(4), may_alias));
 typedef int wveci4 __attribute__((vector_size(16)));
@@ -62,6 +68,7 @@ static const wveci4 ZIP_LO4 = { 0, 4, 1, 5 };
 static const wveci4 ZIP_HI4 = { 2, 6, 3, 7 };
 typedef unsigned wvecu4 __attribute__((vector_size(16)));
 #define WINO_BF16_4(v) WINO_BF16_AS(wvec4, wvecu4, v)
+typedef uint16_t wvech4 __attribute__((vector_size(8), aligned(2), may_alias));
 
 #else
 #define WINO_VEC 0

@@ -635,6 +635,16 @@ static int cu_conv_takes_split(cdp_backend *be, const cdp_conv_desc *d)
 	return 0;
 }
 
+/* cuDNN's staging converts y from bf16 into a float y (cdk_from_nhwc_half,
+ * which adds beta): writing the bf16 alone would need a conversion of its
+ * own, not written; the stash's batchnorm reads a float y (backend.h) */
+static int cu_conv_writes_yh(cdp_backend *be, const cdp_conv_desc *d)
+{
+	(void)be;
+	(void)d;
+	return 0;
+}
+
 /* x as float (d->xh 0: cu_conv_takes_xh; d->nseg 0: cu_conv_takes_split) */
 static const float *float_x(const cdp_conv_desc *d, const void *x)
 {
@@ -648,11 +658,16 @@ static const float *float_x(const cdp_conv_desc *d, const void *x)
 }
 
 static void cu_conv_fwd(cdp_backend *be, const cdp_conv_desc *d, const void *xv,
-                        const float *w, const float *bias, float *y, void *ws)
+                        const float *w, const float *bias, void *yv, void *ws)
 {
 	cu_impl *im = cu_im(be);
 	cu_plan *p = plan_need(be, d, "conv_fwd");
 	const float *x = float_x(d, xv);
+	float *y = yv;
+
+	if (d->yh)
+		cu_fail(__FILE__, __LINE__, "conv", "bf16 output",
+		        "a convolution was asked for its output in bf16 (conv_writes_yh is 0)");
 
 	if (!p->staged) {
 		w = aligned_w(im, p, w, ws);
@@ -759,6 +774,7 @@ void cu_conv_init(cdp_backend *be)
 {
 	be->conv_workspace = cu_conv_workspace;
 	be->conv_takes_xh = cu_conv_takes_xh;
+	be->conv_writes_yh = cu_conv_writes_yh;
 	be->conv_takes_split = cu_conv_takes_split;
 	be->conv_fwd = cu_conv_fwd;
 	be->conv_fwd_bn = cu_conv_fwd_bn;

@@ -148,6 +148,42 @@ static void near(const float *a, const double *ref, const double *unr, size_t n,
 		      set, what, gap);
 }
 
+/* The forward's y: bf16 values (backend.h: a bf16 convolution rounds its
+ * output), each the rounding of a sum within near()'s tolerance of the
+ * reference ref (rounding is monotonic: between the roundings of ref -
+ * TOL scale and ref + TOL scale), so an operand left unrounded still
+ * shows (it moves a quarter of the values across a bf16 boundary); on
+ * Winograd's path, near_wino against ref rounded (both errors then hold
+ * the output's rounding) */
+static void near_fwd(const float *y, const double *ref, const double *unr, size_t n,
+                     const char *what)
+{
+	double scale = scale_of(ref, n), t = TOL * scale, gap = 0.0;
+	double *rr = malloc((n ? n : 1) * sizeof *rr);
+	size_t notbf = 0, bad = 0, at = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		float lo = cpu_bf16_round((float)(ref[i] - t)), hi = cpu_bf16_round((float)(ref[i] + t));
+		notbf += y[i] != cpu_bf16_round(y[i]);
+		if (!(y[i] >= lo && y[i] <= hi) && bad++ == 0)
+			at = i;
+		rr[i] = cpu_bf16_round((float)ref[i]);
+		if (fabs(ref[i] - unr[i]) > gap)
+			gap = fabs(ref[i] - unr[i]);
+	}
+	CHECK(notbf == 0, "[%s] %s: %zu of %zu values of y are not bf16", set, what, notbf, n);
+	if (wino_dp) {
+		near_wino(y, rr, unr, n, what);
+	} else {
+		CHECK(bad == 0, "[%s] %s: %zu of %zu values not the rounding of the reference, "
+		      "first at %zu (%.7g vs %.7g), scale %.3g", set, what, bad, n, at,
+		      n ? y[at] : 0.0, n ? ref[at] : 0.0, scale);
+		CHECK(gap > 10 * TOL * scale, "[%s] %s: bf16 rounding moves the reference by only %.3g",
+		      set, what, gap);
+	}
+	free(rr);
+}
+
 /* batchnorm's backward of a bf16 input (bn_takes_xh) read as it is: the
  * same bits as of its values widened, with and without an activation,
  * planes that are not whole chunks of its widening */
@@ -233,7 +269,7 @@ static void test_bn_fwd_h(void)
 	free(xh); free(yh); free(rx); free(ry);
 }
 
-static int xh_cases;
+static int xh_cases, yh_cases;
 
 /* The bf16 input (d->xh, conv_takes_xh) read as it is: the same bits as
  * its values widened to float (xr), forward (y: x's, which equals xr's)
@@ -289,7 +325,21 @@ static void conv_one(const conv_case *cc, int ci)
 	conv_ref(&d, x, w, b, dy, uy, udx, udw, udb);
 	snprintf(what, sizeof what, "conv case %d fwd", ci);
 	cpu_conv_fwd(be, &d, x, w, b, y, ws);
-	near(y, ry, uy, ny, what);
+	near_fwd(y, ry, uy, ny, what);
+	/* y written as bf16 alone (d->yh, conv_writes_yh): y's bits */
+	if (cpu_conv_writes_yh(be, &d)) {
+		cdp_conv_desc dh = d;
+		uint16_t *yh = be->alloc(be, ny * sizeof *yh), *ry16 = malloc(ny * sizeof *ry16);
+		dh.yh = 1;
+		memset(yh, 0xff, ny * sizeof *yh);
+		cpu_conv_fwd(be, &dh, x, w, b, yh, ws);
+		cpu_to_bf16(be, y, ry16, ny);
+		CHECK(memcmp(yh, ry16, ny * sizeof *yh) == 0, "[%s] %s: y written as bf16 is not y's "
+		      "bits", set, what);
+		yh_cases++;
+		be->free(be, yh);
+		free(ry16);
+	}
 	/* the input only through its bf16 values: the stash hands a
 	 * convolution its input rounded (net.c) and must not change it */
 	float *y2 = rnd(ny);
@@ -409,6 +459,7 @@ static void test_conv(void)
 		{ 1, 5, 12, 48, 7, 2, 2, 0, 1 },
 		{ 1, 4, 20, 22, 6, 3, 1, 3, 1 },   /* im2col rows */
 		{ 3, 6, 40, 34, 7, 3, 2, 1, 1 },   /* stride 2 rows, batch 3 */
+		{ 2, 6, 42, 40, 7, 3, 2, 1, 1 },   /* stride 2 by phases (21x20 out) */
 		/* 3x3, 64+ channels: Winograd in the avx512bf16-fma set (its
 		 * filter gradient in chunks, then in parts) and the avx512bf16
 		 * set (rounding the transformed values), direct elsewhere */
@@ -443,12 +494,25 @@ static void test_conv(void)
 		 * 32 or more; here 9 channels (a block of 16 half zeros), 7
 		 * filters, dilation 2, an odd padded width (37, laid 38 wide) */
 		{ 2, 9, 14, 33, 7, 3, 1, 2, 2 },
+		/* Winograd's forward in the avx512bf16 sets, its output
+		 * written as bf16 alone too (d->yh): 16-wide planes, two tile
+		 * rows a vector (output_rows2); an odd width and height (the
+		 * last tile's second column and row outside the plane) */
+		{ 2, 32, 16, 16, 32, 3, 1, 1, 1 },
+		{ 1, 32, 9, 15, 40, 3, 1, 1, 1 },
 	};
-	xh_cases = 0;
+	xh_cases = yh_cases = 0;
 	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
 		conv_one(&cases[i], (int)i);
-	CHECK(xh_cases == 14, "[%s] %d cases read a bf16 input as it is, not the 14 implicit ones", set,
+	CHECK(xh_cases == 16, "[%s] %d cases read a bf16 input as it is, not the 16 implicit ones", set,
 	      xh_cases);
+	{
+		const char *won = getenv("CDP_CPU_WINOGRAD");
+		int wino = (strcmp(set, "avx512bf16") == 0 || strcmp(set, "avx512bf16-fma") == 0) &&
+		           !(won && strcmp(won, "0") == 0);
+		CHECK(yh_cases == (wino ? 5 : 0), "[%s] %d cases write y as bf16 alone, not %d", set,
+		      yh_cases, wino ? 5 : 0);
+	}
 }
 
 static void test_gemm(void)

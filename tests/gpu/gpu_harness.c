@@ -97,7 +97,7 @@ static void broken_adamw(cdp_backend *be, float *w, const float *g, float *m, fl
  * without flushing anything itself (selfcheck.sh: every line printed before
  * it must still be in the log) */
 static void aborting_conv_fwd(cdp_backend *be, const cdp_conv_desc *d, const void *x,
-                              const float *w, const float *bias, float *y, void *ws)
+                              const float *w, const float *bias, void *y, void *ws)
 {
 	(void)be, (void)d, (void)x, (void)w, (void)bias, (void)y, (void)ws;
 	fprintf(stderr, "%s: CDP_GPU_TEST_BREAK=abort: conv_fwd aborts\n", gh_prog);

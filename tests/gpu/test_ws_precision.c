@@ -86,7 +86,7 @@ static void check_ws(const cdp_conv_desc *d, const void *ws)
 }
 
 static void w_conv_fwd(cdp_backend *be, const cdp_conv_desc *d, const void *x, const float *w,
-                       const float *bias, float *y, void *ws)
+                       const float *bias, void *y, void *ws)
 {
 	(void)be;
 	check_ws(d, ws);

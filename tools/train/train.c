@@ -515,6 +515,10 @@ static int train_loop(trainer *t)
 	        cdp_dist_algo_name(t->algo),
 	        cdp_dist_staged() ? " staged through host memory" : "",
 	        cdp_dist_threaded() ? " on a communication thread" : "");
+	tr_logf(t, "activations %.1f MiB a batch (%s), their gradients %.1f MiB",
+	        (double)t->net.act_bytes / 1048576.0,
+	        t->net.stash ? "bf16 stash of what backward reads" : "fp32",
+	        (double)t->net.dact_bytes / 1048576.0);
 	tr_optim_log(t);
 	tr_overlap_begin(t);
 	tr_buckets_log(t);
