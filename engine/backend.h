@@ -343,7 +343,10 @@ struct cdp_backend {
 	 * copies of a batchnorm's input and output (net.c), written from the
 	 * pass that reads x and writes y (the CPU's) instead of two more
 	 * passes over them (CUDA's: bn_fwd_train, then to_bf16). y, save_* and
-	 * the running statistics are bn_fwd_train's, bit for bit. */
+	 * the running statistics are bn_fwd_train's, bit for bit. x NULL
+	 * (where bn_takes_xh): the input is xh, bf16, read and not written
+	 * (a convolution's output written so: conv_writes_yh), with the
+	 * results of bn_fwd_train_h of xh widened. */
 	void (*bn_fwd_train_h)(cdp_backend *be, int n, int c, int hw, const float *x,
 	                       uint16_t *xh, const float *gamma, const float *beta, float *y,
 	                       uint16_t *yh, float *run_mean, float *run_var, float momentum,
@@ -371,9 +374,10 @@ struct cdp_backend {
 	 * again and never reads y (the CPU), so y may be NULL: the bf16 stash
 	 * then need not widen it (net.c) */
 	int (*bn_bwd_needs_y)(cdp_backend *be);
-	/* 1: bn_bwd reads x as bf16 with xh = 1 (the stash's copy, the same
-	 * results as x widened), so the stash need not widen it (the CPU); 0:
-	 * float only, xh must be 0 (CUDA) */
+	/* 1: bn_bwd reads x as bf16 with xh = 1, and bn_fwd_train_h with x
+	 * NULL (the stash's copy, the same results as x widened), so the
+	 * stash need not widen it (the CPU); 0: float only, xh must be 0 and
+	 * x not NULL (CUDA) */
 	int (*bn_takes_xh)(cdp_backend *be);
 	void (*bn_bwd)(cdp_backend *be, int n, int c, int hw, const void *x, int xh, const float *y,
 	               float *dy, const float *gamma, const float *bn_beta,

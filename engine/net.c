@@ -493,7 +493,14 @@ done:
  * Batchnorm's backward likewise reads its input's copy as it is where
  * the backend does (bn_takes_xh, the CPU; not for the synchronized or
  * frozen ones), and its output only where the backend's bn_bwd does
- * (bn_bwd_needs_y: CUDA; the CPU computes bn(x) again). Batchnorm's
+ * (bn_bwd_needs_y: CUDA; the CPU computes bn(x) again). Its forward
+ * reads the copy too where that holds the input's values themselves
+ * (CDP_STASH_IN_EXACT, CDP_STASH_EXACT): a bf16 convolution's output is
+ * bf16 (backend.h), and where the backend writes it so (conv_writes_yh:
+ * the CPU's Winograd) a convolution read only by such batchnorms writes
+ * its copy alone, with no fp32 output (stash_alone): its bytes and the
+ * batchnorm's reads of them halve, and nothing is rounded that was not
+ * bf16 already. Batchnorm's
  * forward writes the copies of its input (where it is the last to read it
  * in fp32) and of its output in its own pass over them (bn_fwd_train_h,
  * marking them yh_fresh) instead of the stash's passes after the step;
@@ -566,11 +573,28 @@ static int range_off_cmp(const void *pa, const void *pb)
 	return a->off < b->off ? -1 : a->off > b->off;
 }
 
+/* 1: layer k's forward reads the bf16 copy of its input t, the fp32 not
+ * being live (stash_roles) */
+static int reads_copy(const cdp_net *net, int t, int k, const char *honly)
+{
+	const cdp_layer *c = &net->layers[k];
+	unsigned io = c->ops->stash_io;
+
+	if (io & CDP_STASH_OUT && !honly[k])
+		return 0;
+	if (io & CDP_STASH_IN_FWD)
+		return 1;
+	return io & CDP_STASH_IN_EXACT && net->layers[t].ops->stash_io & CDP_STASH_EXACT &&
+	       (!(io & CDP_STASH_DIRECT_ONLY) || (c->ops->stash_direct && c->ops->stash_direct(c, net)));
+}
+
 /* Which outputs the stash keeps in bf16 (keep: backward reads them) and
- * which have no fp32 at all (honly: a CDP_STASH_OUT layer whose readers
- * all take its copy: convolutions, or bf16-only CDP_STASH_OUT layers),
- * decided from the last layer down since a reader's role comes first.
- * None without the stash (inference); no honly without hread. */
+ * which have no fp32 at all (honly: a CDP_STASH_OUT layer, or one that
+ * can write its copy alone, whose readers all take its copy:
+ * convolutions, bf16-only CDP_STASH_OUT layers, and batchnorms where the
+ * copy is exact: a convolution's), decided from the last layer down since
+ * a reader's role comes first. None without the stash (inference); no
+ * honly without hread. */
 static void stash_roles(const cdp_net *net, int hread, char *keep, char *honly)
 {
 	int out = net->out_layer;
@@ -588,11 +612,10 @@ static void stash_roles(const cdp_net *net, int hread, char *keep, char *honly)
 		int readers = 0, ok = keep[t] && ((l->ops->stash_io & CDP_STASH_OUT) || alone);
 		for (int k = t + 1; k <= out && ok; k++)
 			for (int m = 0; m < net->layers[k].nfrom; m++) {
-				unsigned io = net->layers[k].ops->stash_io;
 				if (net->layers[k].from[m] != t)
 					continue;
 				readers++;
-				if (!(io & CDP_STASH_IN_FWD) || (io & CDP_STASH_OUT && !honly[k]))
+				if (!reads_copy(net, t, k, honly))
 					ok = 0;
 			}
 		honly[t] = ok && readers > 0;

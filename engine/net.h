@@ -72,7 +72,8 @@ typedef struct cdp_layer_ops {
 	int (*stash_direct)(const cdp_layer *l, const cdp_net *net);
 	/* 1 when forward can write its output to its bf16 copy alone (l->y
 	 * NULL) for this layer and backend now, from inputs it reads in fp32
-	 * (batchnorm: its statistics need them); NULL: never */
+	 * (batchnorm: its statistics need them) or as the stash_io says
+	 * (a convolution); NULL: never */
 	int (*stash_alone)(const cdp_layer *l, const cdp_net *net);
 	/* 1 when forward, for this layer and backend now, can read its one
 	 * input from the inputs of a concat where they lie (the backend's
@@ -91,9 +92,18 @@ enum {
 	 * (concat: its values are its inputs', so rounding them is all it
 	 * does); it then reads its inputs from their copies too */
 	CDP_STASH_OUT = 4,
-	/* with CDP_STASH_IN_BWD: only where stash_direct says so (a
-	 * batchnorm cannot run a group of samples at a time) */
-	CDP_STASH_DIRECT_ONLY = 8
+	/* with CDP_STASH_IN_BWD or CDP_STASH_IN_EXACT: only where
+	 * stash_direct says so (a batchnorm cannot run a group of samples at
+	 * a time) */
+	CDP_STASH_DIRECT_ONLY = 8,
+	/* forward reads an input whose fp32 is not live from its bf16 copy
+	 * where the copy holds the input's values themselves
+	 * (CDP_STASH_EXACT: batchnorm, whose statistics must not change) */
+	CDP_STASH_IN_EXACT = 16,
+	/* what stash_alone writes is the output's values themselves, not a
+	 * rounding of them (a bf16 convolution's output holds bf16 values:
+	 * backend.h), so a CDP_STASH_IN_EXACT reader may take it */
+	CDP_STASH_EXACT = 32
 };
 
 enum {

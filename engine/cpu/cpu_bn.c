@@ -348,7 +348,9 @@ typedef struct bn_job {
 	size_t hw;
 	float slope, momentum, eps, dxbeta;
 	const float *x, *dy, *gamma, *beta, *mean, *var, *invstd;
-	const uint16_t *xh;  /* bn_bwd: x as bf16 (the stash's copy), or NULL */
+	/* bn_bwd, bn_fwd_train_h with x NULL: x as bf16 (the stash's copy,
+	 * a convolution's output written so: conv_writes_yh), or NULL */
+	const uint16_t *xh;
 	uint16_t *xh_out, *yh_out;   /* bn_fwd_train_h: the copies, or NULL */
 	float *y, *dx, *run_mean, *run_var, *save_mean, *save_invstd, *dgamma, *dbeta;
 	double *sums;       /* the synchronized parts' (2C) */
@@ -373,18 +375,22 @@ norm_run(const bn_job *j, const float *x, float *y, size_t n, float m, float a, 
 
 /* pass 2 of the forward for channel c; with the copies, XH_CHUNK values
  * at a time, so that x and y are rounded while in L1 (y NULL: each chunk
- * of y in tmp, for its copy alone) */
+ * of y in tmp, for its copy alone); a bf16 x (j->xh) widened a chunk at a
+ * time into wide */
 CPU_CLONES static void norm_chan(const bn_job *j, int c, float m, float a, float b)
 {
-	size_t step = j->xh_out || j->yh_out ? XH_CHUNK : j->hw;
-	float tmp[XH_CHUNK];
+	size_t step = j->xh_out || j->yh_out || j->xh ? XH_CHUNK : j->hw;
+	float tmp[XH_CHUNK], wide[XH_CHUNK];
 
 	for (int n = j->n - 1; n >= 0; n--) {
 		size_t o = plane(j, n, c);
 		for (size_t i = 0; i < j->hw; i += step) {
 			size_t len = j->hw - i < step ? j->hw - i : step;
 			float *yo = j->y ? j->y + o + i : tmp;
-			norm_run(j, j->x + o + i, yo, len, m, a, b);
+			const float *xi = j->x ? j->x + o + i : wide;
+			if (!j->x)
+				cpu_bf16_widen_run(wide, j->xh + o + i, len);
+			norm_run(j, xi, yo, len, m, a, b);
 			if (j->xh_out)
 				cpu_bf16_narrow_run(j->xh_out + o + i, j->x + o + i, len);
 			if (j->yh_out)
@@ -393,15 +399,35 @@ CPU_CLONES static void norm_chan(const bn_job *j, int c, float m, float a, float
 	}
 }
 
+/* shifted_sums of a bf16 plane, widened XH_CHUNK values (whole BLOCKs)
+ * at a time: the same sums in the same order as of the plane widened */
+static void shifted_sums_h(const uint16_t *xh, size_t n, float k, double *s1, double *s2)
+{
+	float w[XH_CHUNK];
+
+	for (size_t i = 0; i < n; i += XH_CHUNK) {
+		size_t len = n - i < XH_CHUNK ? n - i : XH_CHUNK;
+		cpu_bf16_widen_run(w, xh + i, len);
+		shifted_sums(w, len, k, s1, s2);
+	}
+}
+
 static void bn_train_chan(void *ctx, int c)
 {
 	const bn_job *j = ctx;
 	size_t m = (size_t)j->n * j->hw;
-	float k = j->x[plane(j, 0, c)], fm, fi;
+	float k, fm, fi;
 	double s1 = 0.0, s2 = 0.0, d, var;
 
-	for (int n = 0; n < j->n; n++)
-		shifted_sums(j->x + plane(j, n, c), j->hw, k, &s1, &s2);
+	if (j->x) {
+		k = j->x[plane(j, 0, c)];
+		for (int n = 0; n < j->n; n++)
+			shifted_sums(j->x + plane(j, n, c), j->hw, k, &s1, &s2);
+	} else {
+		cpu_bf16_widen_run(&k, j->xh + plane(j, 0, c), 1);
+		for (int n = 0; n < j->n; n++)
+			shifted_sums_h(j->xh + plane(j, n, c), j->hw, k, &s1, &s2);
+	}
 	d = s1 / (double)m;
 	var = s2 / (double)m - d * d;
 	if (var < 0.0)          /* rounding, for a constant channel */
@@ -418,6 +444,7 @@ static void bn_train_chan(void *ctx, int c)
 	}
 }
 
+/* x NULL: the input is xh, read (bn_takes_xh), not written */
 void cpu_bn_fwd_train_h(cdp_backend *be, int n, int c, int hw, const float *x, uint16_t *xh,
                         const float *gamma, const float *beta, float *y, uint16_t *yh,
                         float *run_mean, float *run_var, float momentum, float eps,
@@ -426,8 +453,8 @@ void cpu_bn_fwd_train_h(cdp_backend *be, int n, int c, int hw, const float *x, u
 	bn_job j = { .n = n, .c = c, .hw = (size_t)hw, .act = act, .slope = slope, .x = x,
 	             .gamma = gamma, .beta = beta, .y = y, .run_mean = run_mean,
 	             .run_var = run_var, .momentum = momentum, .eps = eps,
-	             .save_mean = save_mean, .save_invstd = save_invstd, .xh_out = xh,
-	             .yh_out = yh };
+	             .save_mean = save_mean, .save_invstd = save_invstd,
+	             .xh = x ? NULL : xh, .xh_out = x ? xh : NULL, .yh_out = yh };
 	cpu_parallel_for(be, c, bn_train_chan, &j);
 }
 

@@ -156,6 +156,9 @@ static void cu_bn_fwd_train_h(cdp_backend *be, int n, int c, int hw, const float
 {
 	size_t count = (size_t)n * c * hw;
 
+	if (!x)     /* cu_bn_takes_xh is 0 */
+		cu_fail(__FILE__, __LINE__, "bn_fwd_train_h", "bf16 input",
+		        "batchnorm's forward was given its input in bf16 (bn_takes_xh is 0)");
 	if (!cu_im(be)->bn_cudnn && (size_t)n * hw > 1) {
 		bn_train_ours(be, n, c, hw, x, xh, gamma, beta, y, yh, run_mean, run_var, momentum,
 		              eps, save_mean, save_invstd, act, slope);

@@ -191,20 +191,27 @@ static void sync_backward(cdp_layer *l, cdp_net *net, float *dx, float beta)
 }
 
 /* Eval mode where the stash keeps only the output's copy (l->y NULL:
- * stash_alone, a training net validating): a sample at a time through
- * the workspace, rounded into yh (the same values: eval mode's batchnorm
- * is per element) */
+ * stash_alone, a training net validating) or only the input's (x NULL:
+ * a convolution's, CDP_STASH_IN_EXACT): a sample at a time through the
+ * workspace, the input widened into it, the output rounded from it into
+ * yh (the same values: eval mode's batchnorm is per element) */
 static void forward_alone(cdp_layer *l, cdp_net *net, const float *rm, const float *rv)
 {
 	cdp_backend *be = net->be;
 	int c = l->out.c, hw = l->out.h * l->out.w;
 	size_t per = (size_t)c * hw;
 	const float *x = cdp_layer_x(net, l, 0);
+	const uint16_t *xh = x ? NULL : cdp_layer_xh(net, l, 0);
 
 	for (int i = 0; i < net->n; i++) {
-		be->bn_fwd_infer(be, 1, c, hw, x + i * per, net->params + l->w_off,
-		                 net->params + l->b_off, net->ws, rm, rv, l->eps, l->act, l->slope);
-		be->to_bf16(be, net->ws, l->yh + i * per, per);
+		const float *xi = x ? x + i * per : net->ws;
+		float *yi = l->y ? l->y + i * per : net->ws;
+		if (!x)
+			be->from_bf16(be, xh + i * per, net->ws, per);
+		be->bn_fwd_infer(be, 1, c, hw, xi, net->params + l->w_off, net->params + l->b_off,
+		                 yi, rm, rv, l->eps, l->act, l->slope);
+		if (!l->y)
+			be->to_bf16(be, net->ws, l->yh + i * per, per);
 	}
 }
 
@@ -221,12 +228,16 @@ static void forward(cdp_layer *l, cdp_net *net)
 		sync_forward(l, net);
 	else if (net->train && !l->frozen)
 		/* with the stash, the copies of x and y as this pass goes; y's
-		 * alone where every reader takes it (l->y NULL: stash_alone) */
+		 * alone where every reader takes it (l->y NULL: stash_alone);
+		 * x's copy alone read where a convolution wrote only that (x
+		 * NULL: stash_direct, CDP_STASH_IN_EXACT) */
 		be->bn_fwd_train_h(be, net->n, c, hw, cdp_layer_x(net, l, 0),
-		                   cdp_layer_copy_in(net, l, 0), net->params + l->w_off,
-		                   net->params + l->b_off, l->y, cdp_layer_copy_out(l), rm, rv,
-		                   l->momentum, l->eps, st->save, st->save + c, l->act, l->slope);
-	else if (!l->y)
+		                   cdp_layer_x(net, l, 0) ? cdp_layer_copy_in(net, l, 0)
+		                                          : (uint16_t *)cdp_layer_xh(net, l, 0),
+		                   net->params + l->w_off, net->params + l->b_off, l->y,
+		                   cdp_layer_copy_out(l), rm, rv, l->momentum, l->eps, st->save,
+		                   st->save + c, l->act, l->slope);
+	else if (!l->y || !cdp_layer_x(net, l, 0))
 		forward_alone(l, net, rm, rv);
 	else
 		be->bn_fwd_infer(be, net->n, c, hw, cdp_layer_x(net, l, 0), net->params + l->w_off,
@@ -283,7 +294,8 @@ static unsigned bwd_reads_now(const cdp_layer *l, const cdp_net *net)
 
 /* The stash's bf16 copy of the input read as it is: where the backend
  * reads it so and the backward is bn_bwd's (not the synchronized parts,
- * not the frozen one's) */
+ * not the frozen one's); and the forward's bn_fwd_train_h where that
+ * copy is a convolution's output, written alone (CDP_STASH_IN_EXACT) */
 static int stash_direct(const cdp_layer *l, const cdp_net *net)
 {
 	return !l->frozen && !net->bn_sync && net->be->bn_takes_xh(net->be);
@@ -300,6 +312,6 @@ const cdp_layer_ops cdp_layer_bn = {
 	.type = "bn", .make = make, .workspace = workspace, .alloc = alloc, .init = init,
 	.forward = forward, .backward = backward, .free = lfree,
 	.bwd_reads = CDP_BWD_X | CDP_BWD_Y_ACT, .bwd_reads_now = bwd_reads_now,
-	.stash_io = CDP_STASH_IN_BWD | CDP_STASH_DIRECT_ONLY,
+	.stash_io = CDP_STASH_IN_BWD | CDP_STASH_IN_EXACT | CDP_STASH_DIRECT_ONLY,
 	.stash_direct = stash_direct, .stash_alone = stash_alone,
 };

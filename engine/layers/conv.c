@@ -84,6 +84,17 @@ static int stash_direct(const cdp_layer *l, const cdp_net *net)
 	return net->be->conv_takes_xh(net->be, &d);
 }
 
+/* No fp32 output where its readers all take the copy (a batchnorm reads
+ * it as it is: CDP_STASH_EXACT, the values themselves): where the backend
+ * writes y as bf16 (conv_writes_yh), and without an activation of its own
+ * (whose backward would read y) */
+static int stash_alone(const cdp_layer *l, const cdp_net *net)
+{
+	cdp_conv_desc d = desc(l, net->n);
+
+	return !l->act && net->be->conv_writes_yh(net->be, &d);
+}
+
 static int takes_split(const cdp_layer *l, const cdp_net *net)
 {
 	cdp_conv_desc d = desc(l, net->n);
@@ -116,11 +127,16 @@ static void conv_op(cdp_layer *l, cdp_net *net, const cdp_conv_desc *d, const vo
 	const float *bias = l->bias ? net->params + l->b_off : NULL;
 	size_t fper = (size_t)n0 * cdp_shape_numel(l->out);
 
-	if (filter)
+	if (filter) {
 		be->conv_bwd_filter(be, d, x, l->dy + fper, net->grads + l->w_off,
 		                    l->bias ? net->grads + l->b_off : NULL, net->ws);
-	else
+	} else if (!l->y) {      /* its bf16 copy alone (stash_alone) */
+		cdp_conv_desc dh = *d;
+		dh.yh = 1;
+		be->conv_fwd(be, &dh, x, net->params + l->w_off, bias, l->yh + fper, net->ws);
+	} else {
 		be->conv_fwd(be, d, x, net->params + l->w_off, bias, l->y + fper, net->ws);
+	}
 }
 
 /* conv_op on the whole batch, x its input: in fp32; or only as the
@@ -199,6 +215,6 @@ const cdp_layer_ops cdp_layer_conv = {
 	.type = "conv", .make = make, .workspace = workspace, .init = init,
 	.forward = forward, .backward = backward,
 	.bwd_reads = CDP_BWD_X | CDP_BWD_Y_ACT,
-	.stash_io = CDP_STASH_IN_FWD | CDP_STASH_IN_BWD, .stash_direct = stash_direct,
-	.takes_split = takes_split,
+	.stash_io = CDP_STASH_IN_FWD | CDP_STASH_IN_BWD | CDP_STASH_EXACT,
+	.stash_direct = stash_direct, .stash_alone = stash_alone, .takes_split = takes_split,
 };

@@ -264,6 +264,24 @@ static void test_bn_fwd_h(void)
 			CHECK(cpu_bn_fwd_h_alone(be) == 1 && memcmp(yh, ry, nx * sizeof *yh) == 0,
 			      "[%s] bn_fwd_train_h (act %d) without y: its copy is not to_bf16's", set,
 			      act);
+			/* x NULL: the input read from its bf16 copy (a convolution's
+			 * output written so), as bn_fwd_train of it widened */
+			{
+				float *xw = rounded(x, nx);
+				for (int i = 0; i < 4 * c; i++)
+					sa[i] = sb[i] = 0.5f;
+				cpu_bn_fwd_train(be, n, c, hw, xw, g, bt, ya, sa, sa + c, 0.1f, 1e-5f,
+				                 sa + 2 * c, sa + 3 * c, act, 0.0f);
+				cpu_to_bf16(be, ya, ry, nx);
+				memset(yh, 0, nx * sizeof *yh);
+				cpu_bn_fwd_train_h(be, n, c, hw, NULL, rx, g, bt, yb, yh, sb, sb + c, 0.1f,
+				                   1e-5f, sb + 2 * c, sb + 3 * c, act, 0.0f);
+				CHECK(memcmp(ya, yb, nx * sizeof *ya) == 0 && memcmp(sa, sb, sizeof sa) == 0 &&
+				      memcmp(yh, ry, nx * sizeof *yh) == 0,
+				      "[%s] bn_fwd_train_h (act %d) of a bf16 input differs from "
+				      "bn_fwd_train of it widened", set, act);
+				free(xw);
+			}
 		}
 	be->free(be, x); be->free(be, g); be->free(be, bt); be->free(be, ya); be->free(be, yb);
 	free(xh); free(yh); free(rx); free(ry);
