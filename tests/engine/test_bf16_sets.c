@@ -287,6 +287,79 @@ static void test_bn_fwd_h(void)
 	free(xh); free(yh); free(rx); free(ry);
 }
 
+/* Batchnorm's passes on AVX-512 (cpu_kgemm_wide) and in generic vectors
+ * (the avx2 kernels forced) give the same bits: the forward of float and
+ * of bf16 inputs with the copies (bn_fwd_train_h), eval mode's
+ * (bn_fwd_infer), and the backward; for each activation, on planes of
+ * whole chunks and a piece, and values spanning zero */
+static void bn_all(int act, float *const out[6], uint16_t *const hout[3], const float *x,
+                   const uint16_t *xh, const float *dy, int n, int c, int hw)
+{
+	size_t nx = (size_t)n * c * hw;
+	static const float g[4] = { 1.5f, -0.7f, 0.2f, 2.0f }, bt[4] = { 0.1f, -0.3f, 0.0f, 0.5f };
+	static const float sm[4] = { 0.05f, -0.1f, 0.2f, 0.0f }, si[4] = { 1.2f, 0.8f, 2.0f, 1.0f };
+	float *st = out[5];
+
+	for (int i = 0; i < 8 * c; i++)
+		st[i] = 0.5f;
+	cpu_bn_fwd_train_h(be, n, c, hw, x, hout[0], g, bt, out[0], hout[1], st, st + c, 0.1f,
+	                   1e-5f, st + 2 * c, st + 3 * c, act, 0.1f);
+	cpu_bn_fwd_train_h(be, n, c, hw, NULL, (uint16_t *)xh, g, bt, out[1], hout[2], st + 4 * c,
+	                   st + 5 * c, 0.1f, 1e-5f, st + 6 * c, st + 7 * c, act, 0.1f);
+	cpu_bn_fwd_infer(be, n, c, hw, x, g, bt, out[2], sm, si, 1e-5f, act, 0.1f);
+	memcpy(out[3], dy, nx * sizeof *dy);
+	for (int i = 0; i < 2 * c; i++)
+		st[8 * c + i] = 0.0f;
+	cpu_bn_bwd(be, n, c, hw, x, 0, NULL, out[3], g, bt, sm, si, 1e-5f, act, 0.1f, out[4], 0.0f,
+	           st + 8 * c, st + 9 * c);
+}
+
+static void test_bn_wide(void)
+{
+	int n = 3, c = 4, hw = 2 * 2048 + 77;
+	size_t nx = (size_t)n * c * hw;
+	const char *isa = cpu_kgemm_isa();
+	float *x = rnd(nx), *dy = rnd(nx), *o[2][6];
+	uint16_t *h[2][3], *xh = malloc(nx * sizeof *xh);
+
+	if (cpu_kgemm_force("avx512") < 0) {
+		printf("# no AVX-512: batchnorm's wide passes not compared\n");
+		be->free(be, x); be->free(be, dy); free(xh);
+		return;
+	}
+	for (size_t i = 0; i < nx; i++)
+		xh[i] = cpu_bf16_bits(x[i] * 3.0f);
+	for (int k = 0; k < 2; k++) {
+		for (int i = 0; i < 5; i++)
+			o[k][i] = malloc(nx * sizeof(float));
+		o[k][5] = calloc(10 * (size_t)c, sizeof(float));
+		for (int i = 0; i < 3; i++)
+			h[k][i] = calloc(nx, sizeof(uint16_t));
+	}
+	for (int act = 0; act <= CDP_ACT_LEAKY; act++) {
+		int same = 1;
+		cpu_kgemm_force("avx512");
+		CHECK(cpu_kgemm_wide(), "avx512 forced: the wide passes");
+		bn_all(act, o[0], h[0], x, xh, dy, n, c, hw);
+		cpu_kgemm_force("avx2");
+		bn_all(act, o[1], h[1], x, xh, dy, n, c, hw);
+		for (int i = 0; i < 5; i++)
+			same &= memcmp(o[0][i], o[1][i], nx * sizeof(float)) == 0;
+		same &= memcmp(o[0][5], o[1][5], 10 * (size_t)c * sizeof(float)) == 0;
+		for (int i = 0; i < 3; i++)
+			same &= memcmp(h[0][i], h[1][i], nx * sizeof(uint16_t)) == 0;
+		CHECK(same, "batchnorm (act %d): the AVX-512 passes differ from the generic ones", act);
+	}
+	cpu_kgemm_force(isa);
+	for (int k = 0; k < 2; k++) {
+		for (int i = 0; i < 6; i++)
+			free(o[k][i]);
+		for (int i = 0; i < 3; i++)
+			free(h[k][i]);
+	}
+	be->free(be, x); be->free(be, dy); free(xh);
+}
+
 static int xh_cases, yh_cases;
 
 /* The bf16 input (d->xh, conv_takes_xh) read as it is: the same bits as
@@ -652,6 +725,7 @@ int main(void)
 	CHECK(ran >= 1, "the emulated set at least ran");
 	test_stash_bits();
 	test_bn_fwd_h();
+	test_bn_wide();
 	cpu_kgemm_bf16_force(NULL);
 	be->destroy(be);
 	return tap_done();
