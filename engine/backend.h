@@ -103,6 +103,17 @@ typedef struct cdp_pool_desc {
  * would be empty or pad > k/2. */
 int cdp_pool_desc_init(cdp_pool_desc *d);
 
+/* A max pool fused into the training batchnorm before it (net.c): d, 2x2
+ * windows of stride 2 without padding over the batchnorm's output (N, C,
+ * H, W), H = 2 OH and W = 2 OW, where bn_pool_takes says the backend fuses
+ * it. Device pointers. */
+typedef struct cdp_bn_pool {
+	cdp_pool_desc d;
+	float *y;            /* the pool's output (N, C, OH, OW) */
+	int32_t *idx;        /* its argmax, as maxpool_fwd writes it */
+	const float *dy;     /* bn_bwd_pool: the gradient of y */
+} cdp_bn_pool;
+
 enum { CDP_ACT_RELU = 1, CDP_ACT_LEAKY = 2 };
 /* An eval-mode batchnorm as bn_fwd_infer takes it (device pointers, C
  * each) and its activation (0 or CDP_ACT_*), for conv_fwd_bn */
@@ -383,6 +394,25 @@ struct cdp_backend {
 	               float *dy, const float *gamma, const float *bn_beta,
 	               const float *save_mean, const float *save_invstd, float eps, int act,
 	               float slope, float *dx, float beta, float *dgamma, float *dbeta);
+	/* A training batchnorm and the max pool p->d after it as one op each
+	 * way, where bn_pool_takes(p->d) (the CPU: the planes 16-float vectors
+	 * wide, with AVX-512; CUDA: never): its output, which only the pool
+	 * reads, is never made. bn_fwd_train_pool: bn_fwd_train_h with y and
+	 * yh NULL (x float, or x NULL and xh its bf16 copy, read; else xh
+	 * NULL or x's copy, written), then maxpool_fwd of its output into
+	 * p->y and p->idx; bn_bwd_pool: maxpool_bwd of p->dy (beta 0) into
+	 * the batchnorm's dy, then bn_bwd; each the two ops' results bit for
+	 * bit. */
+	int (*bn_pool_takes)(cdp_backend *be, const cdp_pool_desc *d);
+	void (*bn_fwd_train_pool)(cdp_backend *be, int n, int c, int hw, const float *x,
+	                          uint16_t *xh, const float *gamma, const float *beta,
+	                          float *run_mean, float *run_var, float momentum, float eps,
+	                          float *save_mean, float *save_invstd, int act, float slope,
+	                          const cdp_bn_pool *p);
+	void (*bn_bwd_pool)(cdp_backend *be, int n, int c, int hw, const void *x, int xh,
+	                    const float *gamma, const float *bn_beta, const float *save_mean,
+	                    const float *save_invstd, float eps, int act, float slope, float *dx,
+	                    float beta, float *dgamma, float *dbeta, const cdp_bn_pool *p);
 
 	/* Synchronized batch norm (bn.c, bn_sync=1) in parts, so that the
 	 * per-channel sums can be added over ranks between them; no
@@ -569,7 +599,7 @@ struct cdp_backend {
 	X(gemm) X(fill) X(scale) X(axpy) X(sumsq) \
 	X(to_bf16) X(from_bf16) \
 	X(conv_workspace) X(conv_takes_xh) X(conv_takes_split) X(conv_writes_yh) X(conv_fwd) X(conv_fwd_bn) X(conv_bwd_data) X(conv_bwd_filter) \
-	X(bn_fwd_train) X(bn_fwd_train_h) X(bn_fwd_h_alone) X(bn_fwd_infer) X(bn_bwd_needs_y) X(bn_takes_xh) X(bn_bwd) X(bn_sums) X(bn_grad_sums) X(bn_bwd_dx) \
+	X(bn_fwd_train) X(bn_fwd_train_h) X(bn_fwd_h_alone) X(bn_fwd_infer) X(bn_bwd_needs_y) X(bn_takes_xh) X(bn_bwd) X(bn_pool_takes) X(bn_fwd_train_pool) X(bn_bwd_pool) X(bn_sums) X(bn_grad_sums) X(bn_bwd_dx) \
 	X(act_fwd) X(act_bwd) \
 	X(maxpool_fwd) X(maxpool_bwd) X(maxpool_bwd_needs_xy) X(avgpool_fwd) X(avgpool_bwd) \
 	X(upsample_fwd) X(upsample_bwd) X(chan_copy) X(chan_slice) \

@@ -67,6 +67,9 @@ int cdp_layer_one_input(const cdp_layer *l, char *err, size_t cap);
 /* Max and average pooling (layers/pool_common.c): the descriptor at batch n,
  * and make() for their shared options size=, stride=, pad=. */
 cdp_pool_desc cdp_pool_layer_desc(const cdp_layer *l, int n);
+/* A max pool layer's argmax (N, C, OH, OW), which a bn fused with it
+ * writes and reads (net.h, pool_fuse) */
+int32_t *cdp_maxpool_idx(const cdp_layer *l);
 int cdp_pool_layer_make(cdp_layer *l, cdp_net *net, const cdp_cfg_section *s, char *err,
                         size_t cap);
 

@@ -373,6 +373,38 @@ static int dy_root(const cdp_net *net, int i, const int *root)
 	return root[reader];
 }
 
+static unsigned bwd_reads(const cdp_net *net, const cdp_layer *l);
+
+/* Training: each bn whose one reader is a max pool the backend fuses into
+ * it (net.h, pool_fuse) */
+static void plan_pool_fuse(cdp_net *net)
+{
+	for (int t = 0; t < net->nlayers; t++)
+		net->layers[t].pool_fuse = net->layers[t].pool_on = 0;
+	for (int t = 0; t < net->out_layer; t++) {
+		cdp_layer *b = &net->layers[t], *p = NULL;
+		int readers = 0;
+		cdp_pool_desc d;
+		if (b->ops != &cdp_layer_bn)
+			continue;
+		for (int k = t + 1; k <= net->out_layer; k++)
+			for (int m = 0; m < net->layers[k].nfrom; m++)
+				if (net->layers[k].from[m] == t) {
+					readers++;
+					p = &net->layers[k];
+				}
+		/* its output is then never made: not where backward reads it */
+		if (readers != 1 || p->ops != &cdp_layer_maxpool || p->nfrom != 1 ||
+		    bwd_reads(net, b) & CDP_BWD_Y || bwd_reads(net, p) & CDP_BWD_X)
+			continue;
+		d = cdp_pool_layer_desc(p, net->n);
+		if (!net->be->bn_pool_takes(net->be, &d))
+			continue;
+		b->pool_fuse = p->index + 1;
+		p->pool_fuse = t + 1;
+	}
+}
+
 static int dy_slots(cdp_net *net)
 {
 	cdp_backend *be = net->be;
@@ -390,6 +422,12 @@ static int dy_slots(cdp_net *net)
 		root[i] = dy_root(net, i, root);
 		last[i] = i;
 		last[root[i]] = i;
+	}
+	/* a fused pool's gradient is read by its bn's backward (pool_fuse) */
+	for (int i = 0; i < nl; i++) {
+		const cdp_layer *l = &net->layers[i];
+		if (l->ops == &cdp_layer_maxpool && l->pool_fuse && l->pool_fuse - 1 < last[root[i]])
+			last[root[i]] = l->pool_fuse - 1;
 	}
 	for (int i = 0; i < nl; i++) {
 		start[i] = i == net->out_layer ? nl : -1;
@@ -736,9 +774,13 @@ static size_t plan_once(cdp_net *net, int hread, act_range *rg, act_range **live
 		}
 		/* a fused bn's output is written by its conv's forward (the
 		 * conv's fuse is a later layer's) */
-		if (!honly[t])
-			rg[nr++] = (act_range){ t, l->fuse && l->fuse - 1 < t ? l->fuse - 1 : t,
-			                        l->fwd_end, 0, bytes, 0 };
+		if (!honly[t]) {
+			/* a fused pool's output is written by its bn's forward */
+			int st = l->fuse && l->fuse - 1 < t ? l->fuse - 1 : t;
+			if (l->pool_fuse && l->pool_fuse - 1 < st)
+				st = l->pool_fuse - 1;
+			rg[nr++] = (act_range){ t, st, l->fwd_end, 0, bytes, 0 };
+		}
 		if (l->bwd_first >= 0)
 			rg[nr++] = (act_range){ t, 2 * nl - 1 - l->bwd_first, 2 * nl - 1 - l->bwd_last, 1,
 			                        bytes, 0 };
@@ -921,6 +963,8 @@ static int alloc_batch(cdp_net *net, char *err, size_t cap)
 			goto nomem;
 		net->n = net->pass;
 	}
+	if (!net->infer)
+		plan_pool_fuse(net);
 	if ((!net->infer && dy_slots(net) < 0) || alloc_acts(net) < 0)
 		goto nomem;
 	for (int i = 0; i < net->nlayers; i++) {

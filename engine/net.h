@@ -181,6 +181,15 @@ struct cdp_layer {
 	 * output (y NULL), its forward does nothing, and its inputs live on
 	 * until its last reader; set where the batch is laid out */
 	int virt;
+	/* A training net fuses a bn whose only reader is a max pool into that
+	 * pool where the backend does (bn_pool_takes): on each 1 + the other's
+	 * index, 0 elsewhere (set where the batch is laid out; the pool's
+	 * output lives from the bn's step, and its gradient until the bn's).
+	 * pool_on: the bn's last forward ran them as one (training, neither
+	 * frozen nor synchronized), so the pool's forward and backward do
+	 * nothing and the bn's backward reads the pool's gradient. The
+	 * numbers are those of the two layers. */
+	int pool_fuse, pool_on;
 };
 
 struct cdp_net {

@@ -375,6 +375,15 @@ void cpu_iconv_filter(cdp_backend *be, const cdp_conv_desc *d, const void *x,
                       const float *dy, float *dw, void *ws);
 
 /* ---- other layer ops (cpu_bn.c, cpu_ops.c, cpu_elem.c) ---- */
+int cpu_bn_pool_takes(cdp_backend *be, const cdp_pool_desc *d);
+void cpu_bn_fwd_train_pool(cdp_backend *be, int n, int c, int hw, const float *x, uint16_t *xh,
+                           const float *gamma, const float *beta, float *run_mean,
+                           float *run_var, float momentum, float eps, float *save_mean,
+                           float *save_invstd, int act, float slope, const cdp_bn_pool *p);
+void cpu_bn_bwd_pool(cdp_backend *be, int n, int c, int hw, const void *x, int xh,
+                     const float *gamma, const float *bn_beta, const float *save_mean,
+                     const float *save_invstd, float eps, int act, float slope, float *dx,
+                     float beta, float *dgamma, float *dbeta, const cdp_bn_pool *p);
 void cpu_bn_fwd_train_h(cdp_backend *be, int n, int c, int hw, const float *x, uint16_t *xh,
                         const float *gamma, const float *beta, float *y, uint16_t *yh,
                         float *run_mean, float *run_var, float momentum, float eps,

@@ -304,6 +304,9 @@ cdp_backend *cdp_backend_cpu(int threads)
 	be->bn_bwd_needs_y = cpu_bn_bwd_needs_y;
 	be->bn_takes_xh = cpu_bn_takes_xh;
 	be->bn_bwd = cpu_bn_bwd;
+	be->bn_pool_takes = cpu_bn_pool_takes;
+	be->bn_fwd_train_pool = cpu_bn_fwd_train_pool;
+	be->bn_bwd_pool = cpu_bn_bwd_pool;
 	be->bn_sums = cpu_bn_sums;
 	be->bn_grad_sums = cpu_bn_grad_sums;
 	be->bn_bwd_dx = cpu_bn_bwd_dx;

@@ -30,6 +30,8 @@
  * One job per channel (it owns that channel's outputs and statistics).
  */
 #include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include "cpu.h"
 
@@ -257,18 +259,62 @@ static inline __attribute__((always_inline)) BN512_TARGET v16f grad16(const int 
 	return g;
 }
 
+/* Where the backward's dy comes from: a plane of it (dy), or (dyp) the
+ * gradient of a max pool fused after the batchnorm (bn_bwd_pool: 2x2
+ * windows of stride 2 tiling a plane w wide, w a multiple of 16, ow = w /
+ * 2), with its argmax ix, expanded as maxpool_bwd's tiled path writes dy */
+typedef struct dy_src {
+	const float *dy, *dyp;
+	const int32_t *ix;
+	int w, ow;
+} dy_src;
+
+typedef float v8f_bn __attribute__((vector_size(32), aligned(4)));
+typedef int32_t v8i_bn __attribute__((vector_size(32), aligned(4)));
+
+/* dy[i, i + 16), i = h w + c0 (the row and column kept by the caller) */
+static inline __attribute__((always_inline)) BN512_TARGET v16f
+dy16(const int pooled, const dy_src *s, size_t i, int h, int c0)
+{
+	v16f g;
+
+	if (!pooled) {
+		memcpy(&g, s->dy + i, sizeof g);
+		return g;
+	}
+	size_t q = (size_t)(h >> 1) * s->ow + (c0 >> 1);
+	const v8i_bn even = { 0, 2, 4, 6, 8, 10, 12, 14 };
+	v8i_bn ix, at = h * s->w + c0 + even;
+	v8f_bn gp, l, r;
+	memcpy(&gp, s->dyp + q, sizeof gp);
+	memcpy(&ix, s->ix + q, sizeof ix);
+	l = (v8f_bn)((v8i_bn)gp & (ix == at)) + 0.0f;
+	r = (v8f_bn)((v8i_bn)gp & (ix == at + 1)) + 0.0f;
+	return __builtin_shufflevector(l, r, 0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15);
+}
+
+/* the row and column of the next 16 values (pooled: whole rows of 16s) */
+#define DY_STEP(pooled, s, h, c0) do { \
+	if (pooled && ((c0) += 16) == (s)->w) { \
+		(c0) = 0; \
+		(h)++; \
+	} \
+} while (0)
+
 static inline __attribute__((always_inline)) BN512_TARGET void
-grad_sums16_act(const int act, float slope, const float *x, const uint16_t *xh, const float *dy,
-                size_t n, float m, float is, float a, float b, double *sg, double *sgx)
+grad_sums16_act(const int act, const int pooled, float slope, const float *x, const uint16_t *xh,
+                const dy_src *ds, size_t n, float m, float is, float a, float b, double *sg,
+                double *sgx)
 {
 	size_t i = 0;
+	int h = 0, c0 = 0;
 
 	while (i + VL <= n) {
 		size_t end = i + BLOCK < n ? i + BLOCK : n;
 		v16f s1 = { 0 }, s2 = { 0 };
 		for (; i + VL <= end; i += VL) {
-			v16f xv = load16(x, xh, i), gv;
-			memcpy(&gv, dy + i, sizeof gv);
+			v16f xv = load16(x, xh, i), gv = dy16(pooled, ds, i, h, c0);
+			DY_STEP(pooled, ds, h, c0);
 			if (act)
 				gv = grad16(act, slope, (xv - m) * a + b, gv);
 			s1 += gv;
@@ -277,24 +323,25 @@ grad_sums16_act(const int act, float slope, const float *x, const uint16_t *xh, 
 		*sg += lanes16(&s1);
 		*sgx += lanes16(&s2);
 	}
-	for (; i < n; i++) {
+	for (; !pooled && i < n; i++) {     /* pooled planes are whole vectors */
 		float xi = load1(x, xh, i);
-		float g = grad1(act, slope, act ? pre1(xi, m, a, b) : 0.0f, dy[i]);
+		float g = grad1(act, slope, act ? pre1(xi, m, a, b) : 0.0f, ds->dy[i]);
 		*sg += g;
 		*sgx += (double)g * ((xi - m) * is);
 	}
 }
 
 static inline __attribute__((always_inline)) BN512_TARGET void
-dx_plane16_act(const int act, float slope, const float *x, const uint16_t *xh, const float *dy,
-               float *dx, size_t n, float m, float is, float a, float b, float mg, float mgx,
-               int add)
+dx_plane16_act(const int act, const int pooled, float slope, const float *x, const uint16_t *xh,
+               const dy_src *ds, float *dx, size_t n, float m, float is, float a, float b,
+               float mg, float mgx, int add)
 {
 	size_t i = 0;
+	int h = 0, c0 = 0;
 
 	for (; i + 16 <= n; i += 16) {
-		v16f xv = load16(x, xh, i), gv, d;
-		memcpy(&gv, dy + i, sizeof gv);
+		v16f xv = load16(x, xh, i), gv = dy16(pooled, ds, i, h, c0), d;
+		DY_STEP(pooled, ds, h, c0);
 		if (act)
 			gv = grad16(act, slope, (xv - m) * a + b, gv);
 		d = a * (gv - mg - (xv - m) * is * mgx);
@@ -305,39 +352,42 @@ dx_plane16_act(const int act, float slope, const float *x, const uint16_t *xh, c
 		}
 		memcpy(dx + i, &d, sizeof d);
 	}
-	for (; i < n; i++) {
+	for (; !pooled && i < n; i++) {
 		float xi = load1(x, xh, i);
-		float d = a * (grad1(act, slope, act ? pre1(xi, m, a, b) : 0.0f, dy[i]) - mg -
+		float d = a * (grad1(act, slope, act ? pre1(xi, m, a, b) : 0.0f, ds->dy[i]) - mg -
 		               (xi - m) * is * mgx);
 		dx[i] = add ? dx[i] + d : d;
 	}
 }
 
-/* x or xh (one of them NULL) over a plane of n, the activation a variable */
+/* x or xh (one of them NULL) over a plane of n, the activation a variable,
+ * dy a plane or a pooled one */
+#define BN_ACTS(fn, pooled, ...) do { \
+	switch (act) { \
+	case CDP_ACT_RELU: fn(CDP_ACT_RELU, pooled, 0.0f, __VA_ARGS__); break; \
+	case CDP_ACT_LEAKY: fn(CDP_ACT_LEAKY, pooled, slope, __VA_ARGS__); break; \
+	default: fn(0, pooled, 0.0f, __VA_ARGS__); \
+	} \
+} while (0)
+
 __attribute__((noinline)) BN512_TARGET static void
-grad_sums16(int act, float slope, const float *x, const uint16_t *xh, const float *dy, size_t n,
+grad_sums16(int act, float slope, const float *x, const uint16_t *xh, const dy_src *ds, size_t n,
             float m, float is, float a, float b, double *sg, double *sgx)
 {
-	switch (act) {
-	case CDP_ACT_RELU: grad_sums16_act(CDP_ACT_RELU, 0.0f, x, xh, dy, n, m, is, a, b, sg, sgx); break;
-	case CDP_ACT_LEAKY: grad_sums16_act(CDP_ACT_LEAKY, slope, x, xh, dy, n, m, is, a, b, sg, sgx); break;
-	default: grad_sums16_act(0, 0.0f, x, xh, dy, n, m, is, a, b, sg, sgx);
-	}
+	if (ds->dyp)
+		BN_ACTS(grad_sums16_act, 1, x, xh, ds, n, m, is, a, b, sg, sgx);
+	else
+		BN_ACTS(grad_sums16_act, 0, x, xh, ds, n, m, is, a, b, sg, sgx);
 }
 
 __attribute__((noinline)) BN512_TARGET static void
-dx_plane16(int act, float slope, const float *x, const uint16_t *xh, const float *dy, float *dx,
+dx_plane16(int act, float slope, const float *x, const uint16_t *xh, const dy_src *ds, float *dx,
            size_t n, float m, float is, float a, float b, float mg, float mgx, int add)
 {
-	switch (act) {
-	case CDP_ACT_RELU:
-		dx_plane16_act(CDP_ACT_RELU, 0.0f, x, xh, dy, dx, n, m, is, a, b, mg, mgx, add);
-		break;
-	case CDP_ACT_LEAKY:
-		dx_plane16_act(CDP_ACT_LEAKY, slope, x, xh, dy, dx, n, m, is, a, b, mg, mgx, add);
-		break;
-	default: dx_plane16_act(0, 0.0f, x, xh, dy, dx, n, m, is, a, b, mg, mgx, add);
-	}
+	if (ds->dyp)
+		BN_ACTS(dx_plane16_act, 1, x, xh, ds, dx, n, m, is, a, b, mg, mgx, add);
+	else
+		BN_ACTS(dx_plane16_act, 0, x, xh, ds, dx, n, m, is, a, b, mg, mgx, add);
 }
 
 /* ---- the forward's passes on AVX-512 (cpu_kgemm_wide), as the
@@ -357,6 +407,19 @@ static inline __attribute__((always_inline)) BN512_TARGET void store_h16(uint16_
 	v16h hv = __builtin_convertvector(((r & ~nan) | ((u | 0x400000u) & nan)) >> 16, v16h);
 
 	memcpy(h, &hv, sizeof hv);
+}
+
+/* norm_plane's value of 16 x (pre1, then the activation: a NaN passes) */
+static inline __attribute__((always_inline)) BN512_TARGET v16f
+norm_vec(const int act, float slope, v16f xv, float m, float a, float b)
+{
+	v16f v = (xv - m) * a + b;
+
+	if (act == CDP_ACT_RELU)
+		v = (v16f)((v16i)v & ~(v16i)(v < 0.0f));
+	else if (act == CDP_ACT_LEAKY)
+		v = (v16f)(((v16i)v & ~(v16i)(v < 0.0f)) | ((v16i)(v * slope) & (v16i)(v < 0.0f)));
+	return v;
 }
 
 /* shifted_sums of x or xh (one of them NULL) */
@@ -393,11 +456,7 @@ norm16_act(const int act, float slope, const float *x, const uint16_t *xh, float
 	size_t i = 0;
 
 	for (; i + 16 <= n; i += 16) {
-		v16f xv = load16(x, xh, i), v = (xv - m) * a + b;
-		if (act == CDP_ACT_RELU)
-			v = (v16f)((v16i)v & ~(v16i)(v < 0.0f));
-		else if (act == CDP_ACT_LEAKY)
-			v = (v16f)(((v16i)v & ~(v16i)(v < 0.0f)) | ((v16i)(v * slope) & (v16i)(v < 0.0f)));
+		v16f xv = load16(x, xh, i), v = norm_vec(act, slope, xv, m, a, b);
 		if (y)
 			memcpy(y + i, &v, sizeof v);
 		if (yh)
@@ -430,6 +489,57 @@ norm16(int act, float slope, const float *x, const uint16_t *xh, float *y, uint1
 	default: norm16_act(0, 0.0f, x, xh, y, yh, xo, n, m, a, b);
 	}
 }
+
+/* norm16 of a plane h x w (w a multiple of 16) whose output goes only to
+ * the max pool fused after it (bn_fwd_train_pool): each pair of rows
+ * pooled as it is computed, 8 windows a vector, into py and pix
+ * (maxpool_s2's S2K2_GROUPS: the window's cells in row-major order,
+ * PICK's rule for ties and NaN: the same outputs and argmax), x's copy
+ * into xo where not NULL; the output itself never stored */
+#define BN_PICK(best, bi, v, vi) do { \
+	v8i_bn take_ = ((best) == (best)) & (((v) > (best)) | ((v) != (v))); \
+	(best) = (v8f_bn)(((v8i_bn)(v) & take_) | ((v8i_bn)(best) & ~take_)); \
+	(bi) = ((vi) & take_) | ((bi) & ~take_); \
+} while (0)
+
+static inline __attribute__((always_inline)) BN512_TARGET void
+norm_pool16_act(const int act, float slope, const float *x, const uint16_t *xh, uint16_t *xo,
+                int h, int w, float m, float a, float b, float *py, int32_t *pix)
+{
+	const v8i_bn even = { 0, 2, 4, 6, 8, 10, 12, 14 };
+	int ow = w / 2;
+
+	for (int r = 0; r + 1 < h; r += 2)
+		for (int c0 = 0; c0 < w; c0 += 16) {
+			size_t i0 = (size_t)r * w + c0, i1 = i0 + (size_t)w;
+			v16f x0 = load16(x, xh, i0), x1 = load16(x, xh, i1);
+			v16f v0 = norm_vec(act, slope, x0, m, a, b), v1 = norm_vec(act, slope, x1, m, a, b);
+			v8i_bn at = r * w + c0 + even, bi = at;
+			v8f_bn best = __builtin_shufflevector(v0, v0, 0, 2, 4, 6, 8, 10, 12, 14);
+			size_t q = (size_t)(r / 2) * ow + c0 / 2;
+			if (xo) {
+				store_h16(xo + i0, x0);
+				store_h16(xo + i1, x1);
+			}
+			BN_PICK(best, bi, __builtin_shufflevector(v0, v0, 1, 3, 5, 7, 9, 11, 13, 15), at + 1);
+			BN_PICK(best, bi, __builtin_shufflevector(v1, v1, 0, 2, 4, 6, 8, 10, 12, 14), at + w);
+			BN_PICK(best, bi, __builtin_shufflevector(v1, v1, 1, 3, 5, 7, 9, 11, 13, 15),
+			        at + w + 1);
+			memcpy(py + q, &best, sizeof best);
+			memcpy(pix + q, &bi, sizeof bi);
+		}
+}
+
+__attribute__((noinline)) BN512_TARGET static void
+norm_pool16(int act, float slope, const float *x, const uint16_t *xh, uint16_t *xo, int h, int w,
+            float m, float a, float b, float *py, int32_t *pix)
+{
+	switch (act) {
+	case CDP_ACT_RELU: norm_pool16_act(CDP_ACT_RELU, 0.0f, x, xh, xo, h, w, m, a, b, py, pix); break;
+	case CDP_ACT_LEAKY: norm_pool16_act(CDP_ACT_LEAKY, slope, x, xh, xo, h, w, m, a, b, py, pix); break;
+	default: norm_pool16_act(0, 0.0f, x, xh, xo, h, w, m, a, b, py, pix);
+	}
+}
 #else
 #define BN512 0
 #endif
@@ -445,6 +555,7 @@ typedef struct bn_job {
 	uint16_t *xh_out, *yh_out;   /* bn_fwd_train_h: the copies, or NULL */
 	float *y, *dx, *run_mean, *run_var, *save_mean, *save_invstd, *dgamma, *dbeta;
 	double *sums;       /* the synchronized parts' (2C) */
+	const cdp_bn_pool *pool;  /* the fused max pool (bn_*_pool), or NULL */
 	int wide;           /* the AVX-512 passes (cpu_kgemm_wide) */
 } bn_job;
 
@@ -452,6 +563,25 @@ static size_t plane(const bn_job *j, int n, int c)
 {
 	return ((size_t)n * j->c + c) * j->hw;
 }
+
+#if BN512
+/* sample n's dy of channel c: the plane, or the fused pool's (j->pool) */
+static dy_src plane_dy(const bn_job *j, int n, int c)
+{
+	dy_src s = { NULL, NULL, NULL, 0, 0 };
+
+	if (!j->pool) {
+		s.dy = j->dy + plane(j, n, c);
+		return s;
+	}
+	size_t q = ((size_t)n * j->c + c) * j->pool->d.oh * j->pool->d.ow;
+	s.dyp = j->pool->dy + q;
+	s.ix = j->pool->idx + q;
+	s.w = j->pool->d.w;
+	s.ow = j->pool->d.ow;
+	return s;
+}
+#endif
 
 /* y = act(bn(x)) over n values, specialised per activation */
 static inline __attribute__((always_inline)) void
@@ -501,6 +631,24 @@ CPU_CLONES static void norm_chan(const bn_job *j, int c, float m, float a, float
 	}
 }
 
+/* pass 2 of the forward for channel c into the fused max pool (j->pool,
+ * bn_pool_takes: the AVX-512 passes) */
+static void pool_chan(const bn_job *j, int c, float m, float a, float b)
+{
+#if BN512
+	const cdp_pool_desc *d = &j->pool->d;
+
+	for (int n = j->n - 1; n >= 0; n--) {
+		size_t o = plane(j, n, c), q = ((size_t)n * j->c + c) * d->oh * d->ow;
+		norm_pool16(j->act, j->slope, j->x ? j->x + o : NULL, j->xh ? j->xh + o : NULL,
+		            j->xh_out ? j->xh_out + o : NULL, d->h, d->w, m, a, b, j->pool->y + q,
+		            j->pool->idx + q);
+	}
+#else
+	(void)j, (void)c, (void)m, (void)a, (void)b;
+#endif
+}
+
 /* shifted_sums of a bf16 plane, widened XH_CHUNK values (whole BLOCKs)
  * at a time: the same sums in the same order as of the plane widened */
 static void shifted_sums_h(const uint16_t *xh, size_t n, float k, double *s1, double *s2)
@@ -543,7 +691,10 @@ static void bn_train_chan(void *ctx, int c)
 		var = 0.0;
 	fm = (float)(k + d);
 	fi = (float)(1.0 / sqrt(var + j->eps));
-	norm_chan(j, c, fm, j->gamma[c] * fi, j->beta[c]);
+	if (j->pool)
+		pool_chan(j, c, fm, j->gamma[c] * fi, j->beta[c]);
+	else
+		norm_chan(j, c, fm, j->gamma[c] * fi, j->beta[c]);
 	j->save_mean[c] = fm;
 	j->save_invstd[c] = fi;
 	if (j->run_mean) {
@@ -565,6 +716,42 @@ void cpu_bn_fwd_train_h(cdp_backend *be, int n, int c, int hw, const float *x, u
 	             .save_mean = save_mean, .save_invstd = save_invstd,
 	             .xh = x ? NULL : xh, .xh_out = x ? xh : NULL, .yh_out = yh,
 	             .wide = BN512 && cpu_kgemm_wide() };
+	cpu_parallel_for(be, c, bn_train_chan, &j);
+}
+
+/* The fused max pool (backend.h): 2x2 windows of stride 2 tiling planes
+ * whose rows are whole 16-float vectors, on the AVX-512 passes */
+int cpu_bn_pool_takes(cdp_backend *be, const cdp_pool_desc *d)
+{
+	(void)be;
+	return BN512 && cpu_kgemm_wide() && d->k == 2 && d->stride == 2 && d->pad == 0 &&
+	       d->h == 2 * d->oh && d->w == 2 * d->ow && d->w % 16 == 0;
+}
+
+/* p is a pool of this batchnorm's output that the backend fuses: else
+ * the caller's bug */
+static void check_pool(cdp_backend *be, const cdp_bn_pool *p, int n, int c, int hw)
+{
+	if (!cpu_bn_pool_takes(be, &p->d) || (size_t)p->d.h * p->d.w != (size_t)hw ||
+	    p->d.n != n || p->d.c != c) {
+		fprintf(stderr, "cpu backend: a max pool fused into batchnorm that it cannot take "
+		        "(bn_pool_takes is 0)\n");
+		abort();
+	}
+}
+
+void cpu_bn_fwd_train_pool(cdp_backend *be, int n, int c, int hw, const float *x, uint16_t *xh,
+                           const float *gamma, const float *beta, float *run_mean,
+                           float *run_var, float momentum, float eps, float *save_mean,
+                           float *save_invstd, int act, float slope, const cdp_bn_pool *p)
+{
+	bn_job j = { .n = n, .c = c, .hw = (size_t)hw, .act = act, .slope = slope, .x = x,
+	             .gamma = gamma, .beta = beta, .run_mean = run_mean, .run_var = run_var,
+	             .momentum = momentum, .eps = eps, .save_mean = save_mean,
+	             .save_invstd = save_invstd, .xh = x ? NULL : xh, .xh_out = x ? xh : NULL,
+	             .wide = 1, .pool = p };
+
+	check_pool(be, p, n, c, hw);
 	cpu_parallel_for(be, c, bn_train_chan, &j);
 }
 
@@ -660,16 +847,17 @@ bwd_chan(const int act, const bn_job *j, int c)
 	if (j->wide) {           /* the same passes on AVX-512, x read as it lies */
 		for (int n = 0; n < j->n; n++) {
 			size_t o = plane(j, n, c);
+			dy_src ds = plane_dy(j, n, c);
 			grad_sums16(act, j->slope, j->x ? j->x + o : NULL, j->xh ? j->xh + o : NULL,
-			            j->dy + o, j->hw, mean, is, a, b, &sg, &sgx);
+			            &ds, j->hw, mean, is, a, b, &sg, &sgx);
 		}
 		mg = (float)(sg / (double)m);
 		mgx = (float)(sgx / (double)m);
 		for (int n = j->n - 1; n >= 0; n--) {
 			size_t o = plane(j, n, c);
+			dy_src ds = plane_dy(j, n, c);
 			dx_plane16(act, j->slope, j->x ? j->x + o : NULL, j->xh ? j->xh + o : NULL,
-			           j->dy + o, j->dx + o, j->hw, mean, is, a, b, mg, mgx,
-			           j->dxbeta != 0.0f);
+			           &ds, j->dx + o, j->hw, mean, is, a, b, mg, mgx, j->dxbeta != 0.0f);
 		}
 		j->dgamma[c] += (float)sgx;
 		j->dbeta[c] += (float)sg;
@@ -738,6 +926,23 @@ void cpu_bn_bwd(cdp_backend *be, int n, int c, int hw, const void *x, int xh, co
 	             .invstd = save_invstd, .dx = dx, .dxbeta = beta, .dgamma = dgamma,
 	             .dbeta = dbeta, .wide = BN512 && cpu_kgemm_wide() };
 	(void)y;
+	cpu_parallel_for(be, c, bn_bwd_chan, &j);
+}
+
+/* bn_bwd whose dy is the fused max pool's gradient, expanded as it is
+ * read (bn_pool_takes) */
+void cpu_bn_bwd_pool(cdp_backend *be, int n, int c, int hw, const void *x, int xh,
+                     const float *gamma, const float *bn_beta, const float *save_mean,
+                     const float *save_invstd, float eps, int act, float slope, float *dx,
+                     float beta, float *dgamma, float *dbeta, const cdp_bn_pool *p)
+{
+	(void)eps;
+	bn_job j = { .n = n, .c = c, .hw = (size_t)hw, .act = act, .slope = slope,
+	             .x = xh ? NULL : x, .xh = xh ? x : NULL, .gamma = gamma, .beta = bn_beta,
+	             .mean = save_mean, .invstd = save_invstd, .dx = dx, .dxbeta = beta,
+	             .dgamma = dgamma, .dbeta = dbeta, .wide = 1, .pool = p };
+
+	check_pool(be, p, n, c, hw);
 	cpu_parallel_for(be, c, bn_bwd_chan, &j);
 }
 

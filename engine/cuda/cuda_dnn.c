@@ -209,6 +209,40 @@ static int cu_bn_bwd_needs_y(cdp_backend *be)
 }
 
 /* cuDNN's backward takes a float x */
+/* No fused max pool: cuDNN's batchnorm and pooling run as two ops (a
+ * kernel of our own would be needed, not written) */
+static int cu_bn_pool_takes(cdp_backend *be, const cdp_pool_desc *d)
+{
+	(void)be;
+	(void)d;
+	return 0;
+}
+
+static void cu_bn_fwd_train_pool(cdp_backend *be, int n, int c, int hw, const float *x,
+                                 uint16_t *xh, const float *gamma, const float *beta,
+                                 float *run_mean, float *run_var, float momentum, float eps,
+                                 float *save_mean, float *save_invstd, int act, float slope,
+                                 const cdp_bn_pool *p)
+{
+	(void)be, (void)n, (void)c, (void)hw, (void)x, (void)xh, (void)gamma, (void)beta;
+	(void)run_mean, (void)run_var, (void)momentum, (void)eps, (void)save_mean;
+	(void)save_invstd, (void)act, (void)slope, (void)p;
+	cu_fail(__FILE__, __LINE__, "bn_fwd_train_pool", "fused max pool",
+	        "a max pool was fused into batchnorm (bn_pool_takes is 0)");
+}
+
+static void cu_bn_bwd_pool(cdp_backend *be, int n, int c, int hw, const void *x, int xh,
+                           const float *gamma, const float *bn_beta, const float *save_mean,
+                           const float *save_invstd, float eps, int act, float slope, float *dx,
+                           float beta, float *dgamma, float *dbeta, const cdp_bn_pool *p)
+{
+	(void)be, (void)n, (void)c, (void)hw, (void)x, (void)xh, (void)gamma, (void)bn_beta;
+	(void)save_mean, (void)save_invstd, (void)eps, (void)act, (void)slope, (void)dx;
+	(void)beta, (void)dgamma, (void)dbeta, (void)p;
+	cu_fail(__FILE__, __LINE__, "bn_bwd_pool", "fused max pool",
+	        "a max pool was fused into batchnorm (bn_pool_takes is 0)");
+}
+
 static int cu_bn_takes_xh(cdp_backend *be)
 {
 	(void)be;
@@ -376,6 +410,9 @@ void cu_dnn_ops(cdp_backend *be)
 	be->bn_fwd_infer = cu_bn_fwd_infer;
 	be->bn_bwd_needs_y = cu_bn_bwd_needs_y;
 	be->bn_takes_xh = cu_bn_takes_xh;
+	be->bn_pool_takes = cu_bn_pool_takes;
+	be->bn_fwd_train_pool = cu_bn_fwd_train_pool;
+	be->bn_bwd_pool = cu_bn_bwd_pool;
 	be->bn_bwd = cu_bn_bwd;
 	be->bn_sums = cu_bn_sums;
 	be->bn_grad_sums = cu_bn_grad_sums;

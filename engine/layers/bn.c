@@ -215,6 +215,31 @@ static void forward_alone(cdp_layer *l, cdp_net *net, const float *rm, const flo
 	}
 }
 
+/* The max pool after it in the same pass (net.h, pool_fuse): its output
+ * and argmax written here, its forward then idle; ours never made */
+static cdp_bn_pool pool_of(cdp_layer *l, cdp_net *net)
+{
+	cdp_layer *p = &net->layers[l->pool_fuse - 1];
+	cdp_bn_pool bp = { cdp_pool_layer_desc(p, net->n), net->stash ? p->y_fwd : p->y,
+	                   cdp_maxpool_idx(p), p->dy };
+	return bp;
+}
+
+static void forward_pool(cdp_layer *l, cdp_net *net, float *rm, float *rv)
+{
+	cdp_backend *be = net->be;
+	bn_state *st = l->state;
+	int c = l->out.c, hw = l->out.h * l->out.w;
+	const float *x = cdp_layer_x(net, l, 0);
+	cdp_bn_pool bp = pool_of(l, net);
+
+	be->bn_fwd_train_pool(be, net->n, c, hw, x,
+	                      x ? cdp_layer_copy_in(net, l, 0) : (uint16_t *)cdp_layer_xh(net, l, 0),
+	                      net->params + l->w_off, net->params + l->b_off, rm, rv, l->momentum,
+	                      l->eps, st->save, st->save + c, l->act, l->slope, &bp);
+	l->pool_on = 1;
+}
+
 static void forward(cdp_layer *l, cdp_net *net)
 {
 	cdp_backend *be = net->be;
@@ -222,10 +247,13 @@ static void forward(cdp_layer *l, cdp_net *net)
 	int c = l->out.c, hw = l->out.h * l->out.w;
 	float *rm = net->buffers + l->buf_off, *rv = rm + c;
 
+	l->pool_on = 0;
 	if (l->fuse && !net->train)
 		return;         /* its conv wrote y (net.h, fuse) */
 	if (net->train && !l->frozen && net->bn_sync)
 		sync_forward(l, net);
+	else if (net->train && !l->frozen && l->pool_fuse)
+		forward_pool(l, net, rm, rv);
 	else if (net->train && !l->frozen)
 		/* with the stash, the copies of x and y as this pass goes; y's
 		 * alone where every reader takes it (l->y NULL: stash_alone);
@@ -277,6 +305,14 @@ static void backward(cdp_layer *l, cdp_net *net)
 	/* the backend may leave the gradient before the activation in dy; x
 	 * may be only the stash's bf16 copy (stash_direct) */
 	x = cdp_layer_x(net, l, 0);
+	if (l->pool_on) {       /* dy: the fused pool's, expanded as it is read */
+		cdp_bn_pool bp = pool_of(l, net);
+		be->bn_bwd_pool(be, net->n, c, hw, x ? x : (const void *)cdp_layer_xh(net, l, 0), !x,
+		                net->params + l->w_off, net->params + l->b_off, st->save,
+		                st->save + c, l->eps, l->act, l->slope, dx, beta,
+		                net->grads + l->w_off, net->grads + l->b_off, &bp);
+		return;
+	}
 	be->bn_bwd(be, net->n, c, hw, x ? x : (const void *)cdp_layer_xh(net, l, 0), !x, l->y, l->dy,
 	           net->params + l->w_off, net->params + l->b_off, st->save, st->save + c,
 	           l->eps, l->act, l->slope, dx, beta, net->grads + l->w_off, net->grads + l->b_off);

@@ -33,10 +33,23 @@ static void lfree(cdp_layer *l, cdp_net *net)
 	l->state = NULL;
 }
 
+int32_t *cdp_maxpool_idx(const cdp_layer *l)
+{
+	return ((pool_state *)l->state)->idx;
+}
+
+/* 1: the bn before it ran it with its own forward (net.h, pool_on) */
+static int fused(const cdp_layer *l, const cdp_net *net)
+{
+	return l->pool_fuse && net->layers[l->pool_fuse - 1].pool_on;
+}
+
 static void forward(cdp_layer *l, cdp_net *net)
 {
 	cdp_pool_desc d = cdp_pool_layer_desc(l, net->n);
-	net->be->maxpool_fwd(net->be, &d, cdp_layer_x(net, l, 0), l->y, ((pool_state *)l->state)->idx);
+
+	if (!fused(l, net))
+		net->be->maxpool_fwd(net->be, &d, cdp_layer_x(net, l, 0), l->y, cdp_maxpool_idx(l));
 }
 
 /* x and y only where the backend reads them (cuDNN); the CPU's argmax
@@ -52,9 +65,9 @@ static void backward(cdp_layer *l, cdp_net *net)
 	float *dx = cdp_layer_dx(net, l, 0);
 	int xy = needs_xy(net);
 
-	if (dx)
+	if (dx && !fused(l, net))   /* else the bn's backward reads dy and idx */
 		net->be->maxpool_bwd(net->be, &d, xy ? cdp_layer_x(net, l, 0) : NULL,
-		                     xy ? l->y : NULL, l->dy, ((pool_state *)l->state)->idx, dx,
+		                     xy ? l->y : NULL, l->dy, cdp_maxpool_idx(l), dx,
 		                     l->in_beta[0]);
 }
 

@@ -14,7 +14,7 @@ typedef struct conv_case { int n, c, h, w, f, k, s, p, d; } conv_case;
 static inline int conv_case_desc(const conv_case *cc, cdp_conv_desc *d)
 {
 	*d = (cdp_conv_desc){ cc->n, cc->c, cc->h, cc->w, cc->f, cc->k, cc->k, cc->s, cc->p, cc->d,
-	                      0, 0, 0 };
+	                      0, 0, 0, 0 };
 	return cdp_conv_desc_init(d);
 }
 

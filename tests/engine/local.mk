@@ -10,7 +10,8 @@ ENGINE_TESTS = tests/engine/test_backend tests/engine/test_grad tests/engine/tes
 	tests/engine/test_checkpoint tests/engine/test_ckpt_rank \
 	tests/engine/test_overfit tests/engine/test_determinism tests/engine/test_window \
 	tests/engine/test_metrics tests/engine/test_augment tests/engine/test_backend_table tests/engine/test_model_doc \
-	tests/engine/test_stash tests/engine/test_infer_pass tests/engine/test_bf16_sets
+	tests/engine/test_stash tests/engine/test_infer_pass tests/engine/test_bf16_sets \
+	tests/engine/test_bn_pool
 # the corpus replays of the fuzz harnesses (tests/fuzz/, doc/FUZZING.md)
 ENGINE_TESTS += tests/engine/test_fuzz_ckpt tests/engine/test_fuzz_cfg
 if HAVE_OPENBLAS
@@ -55,6 +56,9 @@ tests_engine_test_overfit_LDADD = $(ENGINE_LIBS)
 tests_engine_test_determinism_SOURCES = tests/engine/test_determinism.c tests/engine/test_models.h
 tests_engine_test_determinism_CPPFLAGS = $(ENGINE_TEST_CPPFLAGS)
 tests_engine_test_determinism_LDADD = $(ENGINE_LIBS)
+tests_engine_test_bn_pool_SOURCES = tests/engine/test_bn_pool.c tests/engine/test_models.h
+tests_engine_test_bn_pool_CPPFLAGS = $(ENGINE_TEST_CPPFLAGS)
+tests_engine_test_bn_pool_LDADD = $(ENGINE_LIBS)
 tests_engine_test_stash_SOURCES = tests/engine/test_stash.c tests/engine/test_models.h
 tests_engine_test_stash_CPPFLAGS = $(ENGINE_TEST_CPPFLAGS)
 tests_engine_test_stash_LDADD = $(ENGINE_LIBS)

@@ -74,6 +74,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "cdp_rng.h"
+#include "cpu/cpu.h"
 #include "loss.h"
 #include "layers.h"
 #include "net.h"

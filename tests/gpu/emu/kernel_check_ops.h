@@ -583,7 +583,7 @@ static void t_deconv2(void)
 	                                             !cdk_deconv2_fits(0) && !cdk_deconv2_fits(1025)));
 	for (const auto &sh : shapes) {
 		int n = sh[0], c = sh[1], f = sh[2], oh = sh[3], ow = sh[4];
-		cdp_conv_desc d = { n, c, 2 * oh, 2 * ow, f, 2, 2, 2, 0, 1, 0, 0, 0 };
+		cdp_conv_desc d = { n, c, 2 * oh, 2 * ow, f, 2, 2, 2, 0, 1, 0, 0, 0, 0 };
 		cdp_conv_desc_init(&d);
 		size_t nx = (size_t)n * c * d.h * d.w, ny = (size_t)n * f * oh * ow;
 		auto dy = rvec(ny), w = rvec((size_t)f * c * 4);
