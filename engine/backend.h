@@ -34,13 +34,14 @@
  * depends on its input x only through x's bf16 values (the CPU's sets
  * round x, or Winograd's input before its transform; CUDA converts x to
  * bf16), which lets the stash hand it the widened copy, the same bits, or
- * the copy itself where conv_takes_xh says so (bn_bwd: bn_takes_xh). Its
- * output y holds bf16 values too (as PyTorch's autocast's convolution
- * returns bf16; CUDA's staging converts y from bf16; the CPU rounds it
- * after the bias and before conv_fwd_bn's batchnorm), so a stash copy of
- * y loses nothing, and a convolution may write y as that copy alone
- * where conv_writes_yh says so (d->yh), read by bn_fwd_train_h as it is
- * (bn_takes_xh). On
+ * the copy itself where conv_takes_xh says so (bn_bwd: bn_takes_xh). Where
+ * conv_writes_yh says a convolution's output can be written as bf16 (the
+ * CPU's Winograd and row-by-row plans), its y holds bf16 values in every
+ * conv_fwd and conv_fwd_bn (rounded after the bias, before the batchnorm),
+ * written alone (d->yh) or not, so the results do not depend on which
+ * (as PyTorch's autocast's convolution returns bf16; CUDA's staging
+ * converts every y from bf16); a stash copy of that y loses nothing, and
+ * bn_fwd_train_h reads it as it is (bn_takes_xh). On
  * CUDA, CDP_PREC_TF32 lets convolutions and
  * GEMMs use TF32 tensor cores (PyTorch's default for cuDNN convolutions),
  * and CDP_PREC_BF16 / CDP_PREC_FP16 round the inputs of convolutions and

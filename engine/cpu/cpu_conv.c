@@ -146,7 +146,6 @@ typedef struct conv_job {
 	float *y, *dx, *dw;
 	float beta;
 	int plan, rows, nchunk, parts;
-	int rnd_out;              /* forward in bf16: y rounded (backend.h) */
 } conv_job;
 
 static void item_range(const conv_job *j, int t, int items, int *lo, int *hi)
@@ -180,8 +179,6 @@ static void fwd_item(void *ctx, int it)
 			for (int q = 0; q < np; q++)
 				yr[q] += bf;
 		}
-	for (int f = 0; j->rnd_out && f < d->f; f++)
-		cpu_bf16_round_run(yn + (size_t)f * p, yn + (size_t)f * p, (size_t)np);
 	for (int f = 0; j->bn && f < d->f; f++)
 		cpu_bn_post_run(j->bn, f, yn + (size_t)f * p, (size_t)np);
 }
@@ -288,7 +285,6 @@ typedef struct perm_job {
 	const cdp_bn_infer *bn;
 	int n, f;
 	size_t p;
-	int rnd;                  /* round to bf16 after the bias */
 } perm_job;
 
 /* (F, N*P) -> (N, F, P) plus bias; job index = (n, f) */
@@ -302,8 +298,6 @@ static void unbatch_plane(void *ctx, int t)
 
 	for (size_t i = 0; i < jb->p; i++)
 		o[i] = s[i] + b;
-	if (jb->rnd)
-		cpu_bf16_round_run(o, o, jb->p);
 	if (jb->bn)
 		cpu_bn_post_run(jb->bn, f, o, jb->p);
 }
@@ -340,7 +334,7 @@ int cpu_conv_takes_xh(cdp_backend *be, const cdp_conv_desc *d)
 }
 
 /* The forward's y as bf16 (d->yh, backend.h): where the implicit plan's
- * Winograd writes it (cpu_iconv_writes_h), rounded in the register */
+ * Winograd or its row-by-row gemm writes it (cpu_iconv_writes_h) */
 int cpu_conv_writes_yh(cdp_backend *be, const cdp_conv_desc *d)
 {
 	return conv_plan(d) == PLAN_IMPLICIT && cpu_iconv_writes_h(be, d);
@@ -435,16 +429,13 @@ static void cp_item(void *ctx, int it)
 	xn = j->x + (size_t)n * d->c * d->h * d->w;
 	yn = j->y + (size_t)n * d->f * p + (size_t)i * d->ow;
 	if (cpu_bf16f_nn_cp(d->f, (i1 - i) * d->ow, k, j->w, k, 1, xn, rows, d->ow, 2L * d->w,
-	                    0.0f, yn, (long)p) != 0) {
-		/* A could not be packed: the rows through the column path */
-		col = cpu_scratch(j->be, cpu_worker());
-		cpu_im2col_rows(d, xn, i, i1, col);
-		cpu_kgemm_nn(j->be, d->f, (i1 - i) * d->ow, k, j->w, k, 1, col,
-		             (long)(i1 - i) * d->ow, 0.0f, yn, (long)p);
-	}
-	/* the forward's output in bf16 (backend.h; the zip plans run bf16 only) */
-	for (int f = 0; f < d->f; f++)
-		cpu_bf16_round_run(yn + (size_t)f * p, yn + (size_t)f * p, (size_t)(i1 - i) * d->ow);
+	                    0.0f, yn, (long)p) == 0)
+		return;
+	/* A could not be packed: the rows through the column path */
+	col = cpu_scratch(j->be, cpu_worker());
+	cpu_im2col_rows(d, xn, i, i1, col);
+	cpu_kgemm_nn(j->be, d->f, (i1 - i) * d->ow, k, j->w, k, 1, col, (long)(i1 - i) * d->ow,
+	             0.0f, yn, (long)p);
 }
 
 /* Its data gradient (the transposed convolution's forward): rows (c, a, 0)
@@ -474,14 +465,13 @@ static void zip_item(void *ctx, int it)
 }
 #endif
 
-/* The forward, with bn applied to each block of y as it is written; in
- * bf16 its output rounded to bf16 after the bias, before bn (backend.h),
- * by every plan as it finishes a block; y as bf16 with d->yh */
+/* The forward, with bn applied to each block of y as it is written; y as
+ * bf16 with d->yh (cpu_conv_writes_yh, whose plans round y to bf16 after
+ * the bias, before bn, either way: backend.h) */
 static void conv_fwd(cdp_backend *be, const cdp_conv_desc *d, const void *x, const float *w,
                      const float *bias, const cdp_bn_infer *bn, void *y, void *ws)
 {
 	int k = d->c * d->kh * d->kw, np = d->n * d->oh * d->ow;
-	int rnd = be->precision == CDP_PREC_BF16;
 	conv_job j = make_job(be, d);
 
 	check_xh(be, d, 1);
@@ -490,7 +480,7 @@ static void conv_fwd(cdp_backend *be, const cdp_conv_desc *d, const void *x, con
 		        "that it cannot write so (conv_writes_yh is 0)\n");
 		abort();
 	}
-	if (rnd)
+	if (be->precision == CDP_PREC_BF16)
 		cpu_bf16_new_op();
 
 	if (phase_op(d, OP_FWD)) {
@@ -508,7 +498,7 @@ static void conv_fwd(cdp_backend *be, const cdp_conv_desc *d, const void *x, con
 #endif
 	if (j.plan == PLAN_BATCH) {
 		float *col = ws, *ym = col + (size_t)k * np;    /* (K, N*P), (F, N*P) */
-		perm_job pj = { ym, y, bias, bn, d->n, d->f, (size_t)d->oh * d->ow, rnd };
+		perm_job pj = { ym, y, bias, bn, d->n, d->f, (size_t)d->oh * d->ow };
 		cpu_im2col_all(be, d, x, col);
 		cpu_gemm(be, 0, 0, d->f, np, k, 1.0f, w, k, col, np, 0.0f, ym, np);
 		cpu_parallel_for(be, d->n * d->f, unbatch_plane, &pj);
@@ -523,7 +513,6 @@ static void conv_fwd(cdp_backend *be, const cdp_conv_desc *d, const void *x, con
 	j.bias = bias;
 	j.bn = bn;
 	j.y = y;
-	j.rnd_out = rnd;
 	cpu_parallel_for(be, d->n * j.nchunk, fwd_item, &j);
 }
 
@@ -564,7 +553,7 @@ void cpu_conv_bwd_data(cdp_backend *be, const cdp_conv_desc *d, const float *dy,
 #endif
 	if (j.plan == PLAN_BATCH) {
 		float *col = ws, *dym = col + (size_t)k * np;
-		perm_job pj = { dy, dym, NULL, NULL, d->n, d->f, (size_t)d->oh * d->ow, 0 };
+		perm_job pj = { dy, dym, NULL, NULL, d->n, d->f, (size_t)d->oh * d->ow };
 		cpu_parallel_for(be, d->n * d->f, batch_plane, &pj);
 		cpu_gemm(be, 1, 0, k, np, d->f, 1.0f, w, k, dym, np, 0.0f, col, np);
 		cpu_col2im_all(be, d, col, dx, beta);
@@ -600,7 +589,7 @@ void cpu_conv_bwd_filter(cdp_backend *be, const cdp_conv_desc *d, const void *x,
 	}
 	if (j.plan == PLAN_BATCH) {
 		float *col = ws, *dym = col + (size_t)k * np;
-		perm_job pj = { dy, dym, NULL, NULL, d->n, d->f, (size_t)d->oh * d->ow, 0 };
+		perm_job pj = { dy, dym, NULL, NULL, d->n, d->f, (size_t)d->oh * d->ow };
 		cpu_im2col_all(be, d, x, col);
 		cpu_parallel_for(be, d->n * d->f, batch_plane, &pj);
 		/* dw (F,K) += dym (F,N*P) col^T: split over dw's columns */

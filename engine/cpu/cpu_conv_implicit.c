@@ -60,6 +60,23 @@ static corr make_corr(const cpu_corr *p)
 	return c;
 }
 
+/* corr_item's rows as floats before they are written as bf16 (outh: the
+ * forward's d->yh), in the thread's scratch behind the slice */
+#define YH_FLOATS (64 * 1024)
+
+/* make_corr, with outh (h) no more rows than YH_FLOATS hold */
+static corr make_corr_h(const cpu_corr *p, int h)
+{
+	corr c = make_corr(p);
+	long r = YH_FLOATS / ((long)c.o * c.ow);
+
+	if (h && r < c.rows) {
+		c.rows = r < 1 ? 1 : (int)r;
+		c.chs = (int)((c.rows + (long)c.dil * (c.kh - 1)) * c.wp);
+	}
+	return c;
+}
+
 static cpu_corr prob(int s, int h, int w, int o, int kh, int kw, int dil, int ph, int pw)
 {
 	cpu_corr p = { s, h, w, o, h + 2 * ph - dil * (kh - 1), w + 2 * pw - dil * (kw - 1),
@@ -94,7 +111,11 @@ size_t cpu_iconv_scratch(const cdp_backend *be, const cdp_conv_desc *d)
 	size_t a = cpu_kcol_takes(&pf) ? cpu_kcol_scratch(&pf) : slice_floats(&f) * sizeof(float);
 	size_t b = cpu_kcol_takes(&pd) ? cpu_kcol_scratch(&pd) : slice_floats(&g) * sizeof(float);
 	size_t fl = cpu_kcol_filter_scratch(&pf, d->f);
-	size_t m = a > b ? a : b;
+	size_t m;
+
+	if (cpu_iconv_writes_h(be, d) && !cpu_wino_takes(be, &pf))
+		a += YH_FLOATS * sizeof(float);        /* corr_item's rows for outh */
+	m = a > b ? a : b;
 
 	if (cpu_pairs_corr_takes(be, &pf) && cpu_pairs_scratch(be, &pf) > m)
 		m = cpu_pairs_scratch(be, &pf);
@@ -183,6 +204,7 @@ typedef struct ijob {
 	long rs;
 	const long *tab;
 	float *out;
+	uint16_t *outh;          /* or the forward's output as bf16 (out NULL) */
 	float beta;
 	int rnd;                 /* round the slice to bf16 as it is filled */
 	int rnd_out;             /* round the output (cpu_corr_finish) */
@@ -190,7 +212,9 @@ typedef struct ijob {
 
 /* One item of forward or data: output rows [r0, r1) of one sample, row by
  * row straight into out (C's rows are channels, OH*OW apart; the items
- * write disjoint output rows, so any thread may take any item). */
+ * write disjoint output rows, so any thread may take any item); with outh
+ * into the scratch behind the slice (O, r1 - r0, OW), then rounded into
+ * outh while in the cache. */
 static void corr_item(void *ctx, int it)
 {
 	const ijob *j = ctx;
@@ -198,14 +222,23 @@ static void corr_item(void *ctx, int it)
 	int nch = (c->oh + c->rows - 1) / c->rows, n = it / nch, r0 = (it % nch) * c->rows;
 	int r1 = r0 + c->rows < c->oh ? r0 + c->rows : c->oh, k = c->s * c->kh * c->kw;
 	float *slice = cpu_scratch(j->be, cpu_worker());
-	float *on = j->out + (size_t)n * c->o * c->oh * c->ow;
+	size_t on = (size_t)n * c->o * c->oh * c->ow, np = (size_t)(r1 - r0) * c->ow;
+	float *o = j->outh ? slice + slice_floats(c) : j->out + on;
+	long ldc = j->outh ? (long)np : (long)c->oh * c->ow;
+	int rb = j->outh ? r0 : 0;      /* o's first row */
 
 	fill_rows(c, cpu_src_sample(j->in, n, (long)c->s * c->h * c->w), r0,
 	          r1 - r0 + c->dil * (c->kh - 1), j->rnd, slice);
 	for (int r = r0; r < r1; r++)
 		cpu_kgemm_nn_tab(j->be, c->o, c->ow, k, j->a, j->rs, 1, slice + (size_t)(r - r0) * c->wp,
-		                 j->tab, j->beta, on + (size_t)r * c->ow, (long)c->oh * c->ow);
-	cpu_corr_finish(j->bias, j->rnd_out, j->bn, on, c->o, c->oh, c->ow, r0, r1);
+		                 j->tab, j->beta, o + (size_t)(r - rb) * c->ow, ldc);
+	if (!j->outh) {
+		cpu_corr_finish(j->bias, j->rnd_out, j->bn, o, c->o, c->oh, c->ow, r0, r1);
+		return;
+	}
+	cpu_corr_finish(j->bias, 0, NULL, o, c->o, r1 - r0, c->ow, 0, r1 - r0);
+	for (int q = 0; q < c->o; q++)
+		cpu_bf16_narrow_run(j->outh + on + ((size_t)q * c->oh + r0) * c->ow, o + q * np, np);
 }
 
 static int corr_items(const corr *c, int n)
@@ -213,15 +246,16 @@ static int corr_items(const corr *c, int n)
 	return n * ((c->oh + c->rows - 1) / c->rows);
 }
 
-/* fwd: the forward, whose output a bf16 convolution rounds (backend.h);
- * outh: written there as bf16 instead of to out (cpu_iconv_writes_h) */
+/* fwd: the forward; ro: its output rounded to bf16 (cpu_iconv_writes_h:
+ * Winograd's and corr_item's, backend.h), and with outh written there as
+ * bf16 instead of to out */
 static void run_corr(cdp_backend *be, const cpu_corr *p, int n, cpu_src in,
                      const float *a, long rs, const float *bias, const cdp_bn_infer *bn,
-                     float beta, float *out, uint16_t *outh, long *tab, float *u, int fwd)
+                     float beta, float *out, uint16_t *outh, int ro, long *tab, float *u,
+                     int fwd)
 {
-	int ro = fwd && be->precision == CDP_PREC_BF16;
-	ijob j = { .be = be, .c = make_corr(p), .in = in, .a = a, .rs = rs,
-	           .bias = bias, .bn = bn, .out = out, .tab = tab, .beta = beta,
+	ijob j = { .be = be, .c = make_corr_h(p, outh != NULL), .in = in, .a = a, .rs = rs,
+	           .bias = bias, .bn = bn, .out = out, .outh = outh, .tab = tab, .beta = beta,
 	           .rnd = cpu_bf16_rounds_copies(be), .rnd_out = ro };
 
 	if (cpu_wino_takes(be, p)) {
@@ -229,23 +263,29 @@ static void run_corr(cdp_backend *be, const cpu_corr *p, int n, cpu_src in,
 		return;
 	}
 	if (cpu_pairs_corr_takes(be, p) &&
-	    cpu_pairs_corr(be, p, n, in, a, rs, bias, ro, bn, beta, out) == 0)
+	    cpu_pairs_corr(be, p, n, in, a, rs, bias, bn, beta, out) == 0)
 		return;
 	if (cpu_kcol_takes(p)) {
-		cpu_kcol_corr(be, p, n, in, a, rs, bias, ro, bn, beta, out, tab);
+		cpu_kcol_corr(be, p, n, in, a, rs, bias, bn, beta, out, tab);
 		return;
 	}
 	make_table(&j.c, tab);
 	cpu_parallel_for(be, corr_items(&j.c, n), corr_item, &j);
 }
 
-/* The forward's y as bf16 (d->yh): where Winograd's output transform
- * writes it, rounded in the register (3x3 kernels; no bn: training) */
+/* The forward's y as bf16 (d->yh; no bn: training): where Winograd's
+ * output transform writes it, rounded in the register (3x3 kernels), and
+ * where corr_item does, rounding its rows while in the cache (the widths
+ * of 32s, from few channels: the first layer's 3 bands) */
 int cpu_iconv_writes_h(const cdp_backend *be, const cdp_conv_desc *d)
 {
 	cpu_corr p = fwd_prob(d);
 
-	return be->precision == CDP_PREC_BF16 && cpu_iconv_usable(d) && cpu_wino_takes(be, &p);
+	if (be->precision != CDP_PREC_BF16 || !cpu_iconv_usable(d))
+		return 0;
+	return cpu_wino_takes(be, &p) ||
+	       (!cpu_pairs_corr_takes(be, &p) && !cpu_kcol_takes(&p) &&
+	        (long)p.o * p.ow <= YH_FLOATS);
 }
 
 void cpu_iconv_fwd(cdp_backend *be, const cdp_conv_desc *d, const void *x,
@@ -255,7 +295,8 @@ void cpu_iconv_fwd(cdp_backend *be, const cdp_conv_desc *d, const void *x,
 	cpu_corr p = fwd_prob(d);
 
 	run_corr(be, &p, d->n, cpu_src_in(d, x), w, (long)d->c * d->kh * d->kw, bias, bn, 0.0f,
-	         d->yh ? NULL : y, d->yh ? y : NULL, ws, wino_u(d, ws), 1);
+	         d->yh ? NULL : y, d->yh ? y : NULL, cpu_iconv_writes_h(be, d), ws, wino_u(d, ws),
+	         1);
 }
 
 void cpu_iconv_data(cdp_backend *be, const cdp_conv_desc *d, const float *dy,
@@ -270,7 +311,7 @@ void cpu_iconv_data(cdp_backend *be, const cdp_conv_desc *d, const float *dy,
 		for (int f = 0; f < d->f; f++)
 			for (int t = 0; t < kk; t++)
 				wf[((size_t)c * d->f + f) * kk + t] = w[((size_t)f * d->c + c) * kk + kk - 1 - t];
-	run_corr(be, &p, d->n, cpu_src_of(dy, 0), wf, (long)d->f * kk, NULL, NULL, beta, dx, NULL,
+	run_corr(be, &p, d->n, cpu_src_of(dy, 0), wf, (long)d->f * kk, NULL, NULL, beta, dx, NULL, 0,
 	         ws, wino_u(d, ws), 0);
 }
 

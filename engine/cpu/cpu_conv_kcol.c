@@ -184,7 +184,6 @@ typedef struct kjob {
 	float *out, *dw;
 	float beta;
 	int rnd;                 /* round the slice to bf16 as it is filled */
-	int rnd_out;             /* round the output (cpu_corr_finish) */
 } kjob;
 
 /* One item of forward or data: output rows [r0, r1) of one sample, in
@@ -216,17 +215,17 @@ static void corr_item(void *ctx, int it)
 		for (int o = 0; o < c->o; o++)
 			memcpy(out + o * ldc + nv, tmp + (size_t)o * TAIL, (size_t)(np - nv) * sizeof *tmp);
 	}
-	cpu_corr_finish(j->bias, j->rnd_out, j->bn, j->out + (size_t)n * c->o * ldc, c->o, c->oh,
-	                c->ow, r0, r1);
+	cpu_corr_finish(j->bias, 0, j->bn, j->out + (size_t)n * c->o * ldc, c->o, c->oh, c->ow, r0,
+	                r1);
 }
 
 void cpu_kcol_corr(cdp_backend *be, const cpu_corr *c, int n, cpu_src in,
-                   const float *a, long rs, const float *bias, int rnd,
-                   const cdp_bn_infer *bn, float beta, float *out, long *tab)
+                   const float *a, long rs, const float *bias, const cdp_bn_infer *bn,
+                   float beta, float *out, long *tab)
 {
 	kjob j = { .be = be, .k = make_kcol(c, 0, 0), .n = n, .in = in, .a = a, .rs = rs,
 	           .bias = bias, .bn = bn, .beta = beta, .out = out, .tab = tab,
-	           .rnd = cpu_bf16_rounds_copies(be), .rnd_out = rnd };
+	           .rnd = cpu_bf16_rounds_copies(be) };
 
 	j.nch = (c->oh + j.k.rows - 1) / j.k.rows;
 	make_table(&j.k, tab);

@@ -186,11 +186,10 @@ typedef struct ajob {
 	const cdp_bn_infer *bn;
 	float beta;
 	float *out;
-	/* dp_rows adds the bias, rounds a bf16 forward's output (rnd) and
-	 * applies bn as it stores (beta 0 only: cpu_corr_finish's order),
-	 * bn's m, a and b of filter o at bnc[o], bnc[O + o] and bnc[2 O + o]
-	 * (cpu_bn_post_coef) */
-	int fused, rnd;
+	/* dp_rows adds the bias and applies bn as it stores (beta 0 only:
+	 * cpu_corr_finish's order), bn's m, a and b of filter o at bnc[o],
+	 * bnc[O + o] and bnc[2 O + o] (cpu_bn_post_coef) */
+	int fused;
 	const float *bnc;
 } ajob;
 
@@ -284,23 +283,9 @@ static inline __mmask16 lanes(int i, int n)
 	return (__mmask16)(((1u << n) - 1u) << i);
 }
 
-/* y rounded to bf16 as cpu_bf16_bits rounds (ties to even; a NaN stays
- * a quiet NaN), widened back */
-DP_TARGET static inline __m512 round_bf16(__m512 y)
-{
-	__m512i u = _mm512_castps_si512(y), one = _mm512_set1_epi32(1);
-	__m512i r = _mm512_add_epi32(u, _mm512_add_epi32(_mm512_set1_epi32(0x7fff),
-	                                                 _mm512_and_si512(_mm512_srli_epi32(u, 16), one)));
-	__mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)),
-	                                        _mm512_set1_epi32(0x7f800000));
-
-	r = _mm512_mask_mov_epi32(r, nan, _mm512_or_si512(u, _mm512_set1_epi32(0x400000)));
-	return _mm512_castsi512_ps(_mm512_and_si512(r, _mm512_set1_epi32((int)0xffff0000u)));
-}
-
-/* filter o's y + bias, rounded (j->rnd), then batchnorm and its
- * activation, as cpu_corr_finish and cpu_bn_post_run compute them (the
- * same operations, each rounded on its own: the same bits) */
+/* filter o's y + bias, then batchnorm and its activation, as
+ * cpu_corr_finish and cpu_bn_post_run compute them (the same operations,
+ * each rounded on its own: the same bits) */
 DP_TARGET static inline __m512 post_op(__m512 y, const ajob *j, int o)
 {
 	const cdp_bn_infer *bn = j->bn;
@@ -310,8 +295,6 @@ DP_TARGET static inline __m512 post_op(__m512 y, const ajob *j, int o)
 
 	if (j->bias)
 		y = _mm512_add_ps(y, _mm512_set1_ps(j->bias[o]));
-	if (j->rnd)
-		y = round_bf16(y);
 	if (!bn)
 		return y;
 	y = _mm512_sub_ps(y, _mm512_set1_ps(j->bnc[o]));
@@ -451,20 +434,19 @@ static void pairs_item(void *ctx, int it)
 		for (int ob = 0; ob < c->o; ob += 32)
 			rows_block(j, sl, r0, r1, ob, on);
 	}
-	cpu_corr_finish(j->bias, j->rnd, j->bn, on, c->o, c->oh, c->ow, r0, r1);
+	cpu_corr_finish(j->bias, 0, j->bn, on, c->o, c->oh, c->ow, r0, r1);
 }
 
 int cpu_pairs_corr(cdp_backend *be, const cpu_corr *p, int n, cpu_src in, const float *a,
-                   long rs, const float *bias, int rnd, const cdp_bn_infer *bn, float beta,
-                   float *out)
+                 long rs, const float *bias, const cdp_bn_infer *bn, float beta, float *out)
 {
 	int amx = cpu_bf16_uses_amx(be);
 	ajob j = { .be = be, .g = make_g(p, amx, (long)cpu_scratch_bytes(be)), .in = in,
-	           .bias = bias, .bn = bn, .beta = beta, .out = out, .rnd = rnd };
+	           .bias = bias, .bn = bn, .beta = beta, .out = out };
 	uint32_t *ap;
 	float *bnc = NULL;
 
-	if (!amx && beta == 0.0f && (bias || bn || rnd)) {
+	if (!amx && beta == 0.0f && (bias || bn)) {
 		if (bn && !(bnc = malloc(3 * (size_t)p->o * sizeof *bnc)))
 			return -1;
 		for (int o = 0; bn && o < p->o; o++)
@@ -500,11 +482,10 @@ size_t cpu_pairs_scratch(const cdp_backend *be, const cpu_corr *c)
 }
 
 int cpu_pairs_corr(cdp_backend *be, const cpu_corr *p, int n, cpu_src in, const float *a,
-                   long rs, const float *bias, int rnd, const cdp_bn_infer *bn, float beta,
-                   float *out)
+                 long rs, const float *bias, const cdp_bn_infer *bn, float beta, float *out)
 {
-	(void)be; (void)p; (void)n; (void)in; (void)a; (void)rs; (void)bias; (void)rnd; (void)bn;
-	(void)beta; (void)out;
+	(void)be; (void)p; (void)n; (void)in; (void)a; (void)rs; (void)bias; (void)bn; (void)beta;
+	(void)out;
 	return -1;
 }
 

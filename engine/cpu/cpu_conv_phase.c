@@ -200,16 +200,14 @@ void cpu_phase_fwd(cdp_backend *be, const cdp_conv_desc *d, const float *x, cons
 	cpu_parallel_for(be, d->n * d->c, split_plane, &sj);
 	while (empty(&ph[last]))
 		last--;         /* phase 0 (even rows and columns) never is */
-	/* phase 0 writes y (and the bias), the others add, the last rounds a
-	 * bf16 output (backend.h) and applies bn */
+	/* phase 0 writes y (and the bias), the others add, the last applies bn */
 	for (int t = 0; t <= last; t++) {
 		const phase *f = &ph[t];
 		if (empty(f))
 			continue;
 		cpu_kcol_corr(be, &f->fwd, d->n, cpu_src_of(xp + f->xoff, 0),
 		              sub_kernel(d, f, w, 0, wp + f->woff),
-		              (long)d->c * f->kh * f->kw, t == 0 ? bias : NULL,
-		              t == last && be->precision == CDP_PREC_BF16, t == last ? bn : NULL,
+		              (long)d->c * f->kh * f->kw, t == 0 ? bias : NULL, t == last ? bn : NULL,
 		              t == 0 ? 0.0f : 1.0f, y, tab);
 	}
 }
@@ -229,7 +227,7 @@ void cpu_phase_data(cdp_backend *be, const cdp_conv_desc *d, const float *dy, co
 			continue;
 		cpu_kcol_corr(be, &f->data, d->n, cpu_src_of(dy, 0),
 		              sub_kernel(d, f, w, 1, wp + f->woff),
-		              (long)d->f * f->kh * f->kw, NULL, 0, NULL, 0.0f, dxp + f->xoff, tab);
+		              (long)d->f * f->kh * f->kw, NULL, NULL, 0.0f, dxp + f->xoff, tab);
 	}
 	split_job sj = { .d = d, .ph = ph, .dx = dx, .dxp = dxp, .beta = beta };
 	cpu_parallel_for(be, d->n * d->c, merge_plane, &sj);

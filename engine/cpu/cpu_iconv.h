@@ -88,10 +88,10 @@ static inline void cpu_src_copy(float *y, cpu_src s, size_t n, int rnd)
 		cpu_copy_operand(y, s.f, n, rnd);
 }
 
-/* Bias, the rounding to bf16 of a bf16 forward's output (rnd: backend.h,
- * a bf16 convolution's y holds bf16 values) and then batchnorm (the
- * forward's, bn_post) on output rows [r0, r1) of one sample's out (O, OH,
- * OW), where a pass wrote them */
+/* Bias, the rounding to bf16 of a forward's output that could be written
+ * as bf16 (rnd: backend.h's conv_writes_yh, whose y holds bf16 values
+ * either way) and then batchnorm (the forward's, bn_post) on output rows
+ * [r0, r1) of one sample's out (O, OH, OW), where a pass wrote them */
 static inline void cpu_corr_finish(const float *bias, int rnd, const cdp_bn_infer *bn, float *on,
                                    int o, int oh, int ow, int r0, int r1)
 {
@@ -115,8 +115,7 @@ static inline void cpu_corr_finish(const float *bias, int rnd, const cdp_bn_infe
 int cpu_pairs_corr_takes(const cdp_backend *be, const cpu_corr *c);
 size_t cpu_pairs_scratch(const cdp_backend *be, const cpu_corr *c);
 int cpu_pairs_corr(cdp_backend *be, const cpu_corr *p, int n, cpu_src in, const float *a,
-                   long rs, const float *bias, int rnd, const cdp_bn_infer *bn, float beta,
-                   float *out);
+                 long rs, const float *bias, const cdp_bn_infer *bn, float beta, float *out);
 
 /* cpu_conv_grid_filter.c: the filter gradient (dw +=) with be's bf16 set
  * "amx" (on tiles) or "avx512bf16" (VDPBF16PS), 8 input channels or more
@@ -141,12 +140,11 @@ size_t cpu_kcol_scratch(const cpu_corr *c);
 size_t cpu_kcol_filter_scratch(const cpu_corr *c, int f);
 
 /* out (N, O, OH, OW) = A (O, S*KH*KW; row stride rs) * the taps of in
- * (N, S, H, W), + beta out, + bias[o] when bias is not NULL, rounded to
- * bf16 when rnd, then bn applied to each block when bn is not NULL (the
- * forward's: beta 0): cpu_corr_finish's order. */
+ * (N, S, H, W), + beta out, + bias[o] when bias is not NULL, then bn
+ * applied to each block when bn is not NULL (the forward's: beta 0). */
 void cpu_kcol_corr(cdp_backend *be, const cpu_corr *c, int n, cpu_src in,
-                   const float *a, long rs, const float *bias, int rnd,
-                   const cdp_bn_infer *bn, float beta, float *out, long *tab);
+                   const float *a, long rs, const float *bias, const cdp_bn_infer *bn,
+                   float beta, float *out, long *tab);
 
 /* dw (F, S*KH*KW) += sum over samples and output pixels of dy (N, F, OH, OW)
  * times the taps of x (N, S, H, W); c is the forward's problem (O = F). */
