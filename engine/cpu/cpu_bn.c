@@ -28,29 +28,16 @@
  * the shape only: results do not depend on the thread count.
  *
  * One job per channel (it owns that channel's outputs and statistics).
+ * The passes are here in generic vectors and in cpu_bn512.c on AVX-512
+ * (where cpu_kgemm_wide), alike to the bit; a training batchnorm whose
+ * only reader is a 2x2 max pool also runs the pool (bn_*_pool, there).
  */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "cpu.h"
+#include "cpu_bn_pass.h"
 
-/* as in cpu_ops.c: vectorize the streams, if-convert the selects; and no
- * contraction of x*a + b into an FMA, so that the AVX clones below give
- * the baseline's bits (backward recomputes bn(x) for the activation's
- * mask: it must match forward's) */
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC optimize ("tree-vectorize", "vect-cost-model=dynamic", "no-trapping-math", \
-                      "fp-contract=off")
-#endif
-
-/* The sums run on NV vectors of 4 floats (SSE2, which every x86-64 has:
- * GCC would split wider vectors, and their comparisons into scalars), 16
- * lanes in all. */
-#define NV 4
-#define VL (4 * NV)
-#define BLOCK 1024
-#define XH_CHUNK (2 * BLOCK)   /* bn_bwd's widened run of a bf16 x */
 typedef float v4f __attribute__((vector_size(16), aligned(4)));
 typedef int32_t v4i __attribute__((vector_size(16), aligned(4)));
 
@@ -64,16 +51,6 @@ static double lanes(const v4f *acc)
 	return s;
 }
 
-/* the 16 lanes of one vector: lane 4v + l is lanes()'s acc[v][l] */
-typedef float v16f __attribute__((vector_size(64), aligned(4)));
-
-static double lanes16(const v16f *acc)
-{
-	double s = 0.0;
-	for (int l = 0; l < VL; l++)
-		s += (*acc)[l];
-	return s;
-}
 
 /* s1 += sum of (x - k), s2 += sum of (x - k)^2 over x[0..n). The 16
  * lanes as one vector (split in halves or quarters below AVX-512: no
@@ -104,30 +81,10 @@ CPU_CLONES static void shifted_sums(const float *x, size_t n, float k, double *s
 	}
 }
 
-/* bn(x) before the activation: the one expression the forward and the
- * backward both use, so that the backward's mask is the forward's. */
-static inline __attribute__((always_inline)) float pre1(float x, float m, float a, float b)
-{
-	return (x - m) * a + b;
-}
 
 static inline __attribute__((always_inline)) v4f pre4(v4f x, float m, float a, float b)
 {
 	return (x - m) * a + b;
-}
-
-/* The gradient before the activation, from bn(x) = p and the gradient g
- * after it: act_bwd's rule on y = act(p), with y <= 0 exactly when p <= 0
- * (slope >= 0): relu passes g unless p <= 0 (so NaN passes), leaky passes
- * it where p > 0 and scales it by slope elsewhere. */
-static inline __attribute__((always_inline)) float grad1(const int act, float slope, float p,
-                                                        float g)
-{
-	if (act == CDP_ACT_RELU)
-		return p <= 0.0f ? 0.0f : g;
-	if (act == CDP_ACT_LEAKY)
-		return p > 0.0f ? g : g * slope;
-	return g;
 }
 
 /* grad1 on 4 lanes */
@@ -203,346 +160,6 @@ dx_plane(const int act, float slope, const float *x, const float *dy, float *dx,
 			             (x[i] - m) * is * mgx);
 }
 
-/* ---- the backward's passes on AVX-512 (cpu_kgemm_wide): the 16 lanes
- * of grad_sums as one vector, where GCC keeps the sums in registers (as
- * 4 v4f it kept them in memory, a store and a load per step: 7% of a bf16
- * classifier step), and a bf16 x widened in the register as it is read
- * instead of into a buffer first (3.5%). The same operations on the same
- * lanes in the same order as grad_sums and dx_plane: the same bits. ---- */
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
-#define BN512 1
-#define BN512_TARGET __attribute__((target("avx512f,avx512bw")))
-typedef int32_t v16i __attribute__((vector_size(64), aligned(4)));
-typedef uint16_t v16h __attribute__((vector_size(32), aligned(2)));
-
-/* x[i, i + 16) as floats: from x, else the bf16 xh widened (exact) */
-static inline __attribute__((always_inline)) BN512_TARGET v16f load16(const float *x,
-                                                                       const uint16_t *xh,
-                                                                       size_t i)
-{
-	v16f v;
-
-	if (xh) {
-		v16h h;
-		memcpy(&h, xh + i, sizeof h);
-		v16i w = __builtin_convertvector(h, v16i) << 16;
-		memcpy(&v, &w, sizeof v);
-	} else {
-		memcpy(&v, x + i, sizeof v);
-	}
-	return v;
-}
-
-static inline __attribute__((always_inline)) float load1(const float *x, const uint16_t *xh,
-                                                        size_t i)
-{
-	uint32_t u;
-	float v;
-
-	if (!xh)
-		return x[i];
-	u = (uint32_t)xh[i] << 16;
-	memcpy(&v, &u, sizeof v);
-	return v;
-}
-
-/* grad4 on 16 lanes */
-static inline __attribute__((always_inline)) BN512_TARGET v16f grad16(const int act, float slope,
-                                                                       v16f p, v16f g)
-{
-	if (act == CDP_ACT_RELU)
-		return (v16f)((v16i)g & ~(v16i)(p <= 0.0f));
-	if (act == CDP_ACT_LEAKY) {
-		v16i pos = (v16i)(p > 0.0f);
-		return (v16f)(((v16i)g & pos) | ((v16i)(g * slope) & ~pos));
-	}
-	return g;
-}
-
-/* Where the backward's dy comes from: a plane of it (dy), or (dyp) the
- * gradient of a max pool fused after the batchnorm (bn_bwd_pool: 2x2
- * windows of stride 2 tiling a plane w wide, w a multiple of 16, ow = w /
- * 2), with its argmax ix, expanded as maxpool_bwd's tiled path writes dy */
-typedef struct dy_src {
-	const float *dy, *dyp;
-	const int32_t *ix;
-	int w, ow;
-} dy_src;
-
-typedef float v8f_bn __attribute__((vector_size(32), aligned(4)));
-typedef int32_t v8i_bn __attribute__((vector_size(32), aligned(4)));
-
-/* dy[i, i + 16), i = h w + c0 (the row and column kept by the caller) */
-static inline __attribute__((always_inline)) BN512_TARGET v16f
-dy16(const int pooled, const dy_src *s, size_t i, int h, int c0)
-{
-	v16f g;
-
-	if (!pooled) {
-		memcpy(&g, s->dy + i, sizeof g);
-		return g;
-	}
-	size_t q = (size_t)(h >> 1) * s->ow + (c0 >> 1);
-	const v8i_bn even = { 0, 2, 4, 6, 8, 10, 12, 14 };
-	v8i_bn ix, at = h * s->w + c0 + even;
-	v8f_bn gp, l, r;
-	memcpy(&gp, s->dyp + q, sizeof gp);
-	memcpy(&ix, s->ix + q, sizeof ix);
-	l = (v8f_bn)((v8i_bn)gp & (ix == at)) + 0.0f;
-	r = (v8f_bn)((v8i_bn)gp & (ix == at + 1)) + 0.0f;
-	return __builtin_shufflevector(l, r, 0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15);
-}
-
-/* the row and column of the next 16 values (pooled: whole rows of 16s) */
-#define DY_STEP(pooled, s, h, c0) do { \
-	if (pooled && ((c0) += 16) == (s)->w) { \
-		(c0) = 0; \
-		(h)++; \
-	} \
-} while (0)
-
-static inline __attribute__((always_inline)) BN512_TARGET void
-grad_sums16_act(const int act, const int pooled, float slope, const float *x, const uint16_t *xh,
-                const dy_src *ds, size_t n, float m, float is, float a, float b, double *sg,
-                double *sgx)
-{
-	size_t i = 0;
-	int h = 0, c0 = 0;
-
-	while (i + VL <= n) {
-		size_t end = i + BLOCK < n ? i + BLOCK : n;
-		v16f s1 = { 0 }, s2 = { 0 };
-		for (; i + VL <= end; i += VL) {
-			v16f xv = load16(x, xh, i), gv = dy16(pooled, ds, i, h, c0);
-			DY_STEP(pooled, ds, h, c0);
-			if (act)
-				gv = grad16(act, slope, (xv - m) * a + b, gv);
-			s1 += gv;
-			s2 += gv * ((xv - m) * is);
-		}
-		*sg += lanes16(&s1);
-		*sgx += lanes16(&s2);
-	}
-	for (; !pooled && i < n; i++) {     /* pooled planes are whole vectors */
-		float xi = load1(x, xh, i);
-		float g = grad1(act, slope, act ? pre1(xi, m, a, b) : 0.0f, ds->dy[i]);
-		*sg += g;
-		*sgx += (double)g * ((xi - m) * is);
-	}
-}
-
-static inline __attribute__((always_inline)) BN512_TARGET void
-dx_plane16_act(const int act, const int pooled, float slope, const float *x, const uint16_t *xh,
-               const dy_src *ds, float *dx, size_t n, float m, float is, float a, float b,
-               float mg, float mgx, int add)
-{
-	size_t i = 0;
-	int h = 0, c0 = 0;
-
-	for (; i + 16 <= n; i += 16) {
-		v16f xv = load16(x, xh, i), gv = dy16(pooled, ds, i, h, c0), d;
-		DY_STEP(pooled, ds, h, c0);
-		if (act)
-			gv = grad16(act, slope, (xv - m) * a + b, gv);
-		d = a * (gv - mg - (xv - m) * is * mgx);
-		if (add) {
-			v16f o;
-			memcpy(&o, dx + i, sizeof o);
-			d = o + d;
-		}
-		memcpy(dx + i, &d, sizeof d);
-	}
-	for (; !pooled && i < n; i++) {
-		float xi = load1(x, xh, i);
-		float d = a * (grad1(act, slope, act ? pre1(xi, m, a, b) : 0.0f, ds->dy[i]) - mg -
-		               (xi - m) * is * mgx);
-		dx[i] = add ? dx[i] + d : d;
-	}
-}
-
-/* x or xh (one of them NULL) over a plane of n, the activation a variable,
- * dy a plane or a pooled one */
-#define BN_ACTS(fn, pooled, ...) do { \
-	switch (act) { \
-	case CDP_ACT_RELU: fn(CDP_ACT_RELU, pooled, 0.0f, __VA_ARGS__); break; \
-	case CDP_ACT_LEAKY: fn(CDP_ACT_LEAKY, pooled, slope, __VA_ARGS__); break; \
-	default: fn(0, pooled, 0.0f, __VA_ARGS__); \
-	} \
-} while (0)
-
-__attribute__((noinline)) BN512_TARGET static void
-grad_sums16(int act, float slope, const float *x, const uint16_t *xh, const dy_src *ds, size_t n,
-            float m, float is, float a, float b, double *sg, double *sgx)
-{
-	if (ds->dyp)
-		BN_ACTS(grad_sums16_act, 1, x, xh, ds, n, m, is, a, b, sg, sgx);
-	else
-		BN_ACTS(grad_sums16_act, 0, x, xh, ds, n, m, is, a, b, sg, sgx);
-}
-
-__attribute__((noinline)) BN512_TARGET static void
-dx_plane16(int act, float slope, const float *x, const uint16_t *xh, const dy_src *ds, float *dx,
-           size_t n, float m, float is, float a, float b, float mg, float mgx, int add)
-{
-	if (ds->dyp)
-		BN_ACTS(dx_plane16_act, 1, x, xh, ds, dx, n, m, is, a, b, mg, mgx, add);
-	else
-		BN_ACTS(dx_plane16_act, 0, x, xh, ds, dx, n, m, is, a, b, mg, mgx, add);
-}
-
-/* ---- the forward's passes on AVX-512 (cpu_kgemm_wide), as the
- * backward's: x read as it lies, a bf16 one widened in the register, and
- * the copies rounded in the register as they are stored, where the
- * generic passes widened and rounded chunks through L1 buffers (the
- * batchnorm forward moved 15 GB/s where its backward moved 28). The same
- * operations on the same lanes in the same order as shifted_sums,
- * norm_plane and cpu_bf16_bits: the same bits. ---- */
-typedef uint32_t v16u __attribute__((vector_size(64), aligned(4)));
-
-/* v's 16 values rounded to bf16 (cpu_bf16_bits) into h[0..16) */
-static inline __attribute__((always_inline)) BN512_TARGET void store_h16(uint16_t *h, v16f v)
-{
-	v16u u = (v16u)v, nan = (v16u)((u & 0x7fffffffu) > 0x7f800000u);
-	v16u r = u + 0x7fffu + ((u >> 16) & 1u);
-	v16h hv = __builtin_convertvector(((r & ~nan) | ((u | 0x400000u) & nan)) >> 16, v16h);
-
-	memcpy(h, &hv, sizeof hv);
-}
-
-/* norm_plane's value of 16 x (pre1, then the activation: a NaN passes) */
-static inline __attribute__((always_inline)) BN512_TARGET v16f
-norm_vec(const int act, float slope, v16f xv, float m, float a, float b)
-{
-	v16f v = (xv - m) * a + b;
-
-	if (act == CDP_ACT_RELU)
-		v = (v16f)((v16i)v & ~(v16i)(v < 0.0f));
-	else if (act == CDP_ACT_LEAKY)
-		v = (v16f)(((v16i)v & ~(v16i)(v < 0.0f)) | ((v16i)(v * slope) & (v16i)(v < 0.0f)));
-	return v;
-}
-
-/* shifted_sums of x or xh (one of them NULL) */
-__attribute__((noinline)) BN512_TARGET static void
-shifted_sums16(const float *x, const uint16_t *xh, size_t n, float k, double *s1, double *s2)
-{
-	size_t i = 0;
-
-	while (i + VL <= n) {
-		size_t end = i + BLOCK < n ? i + BLOCK : n;
-		v16f a = { 0 }, b = { 0 };
-		for (; i + VL <= end; i += VL) {
-			v16f t = load16(x, xh, i);
-			t -= k;
-			a += t;
-			b += t * t;
-		}
-		*s1 += lanes16(&a);
-		*s2 += lanes16(&b);
-	}
-	for (; i < n; i++) {
-		double v = (double)load1(x, xh, i) - k;
-		*s1 += v;
-		*s2 += v * v;
-	}
-}
-
-/* norm_plane of x or xh into y and/or its copy yh, and x's copy into
- * xo, each where not NULL */
-static inline __attribute__((always_inline)) BN512_TARGET void
-norm16_act(const int act, float slope, const float *x, const uint16_t *xh, float *y,
-           uint16_t *yh, uint16_t *xo, size_t n, float m, float a, float b)
-{
-	size_t i = 0;
-
-	for (; i + 16 <= n; i += 16) {
-		v16f xv = load16(x, xh, i), v = norm_vec(act, slope, xv, m, a, b);
-		if (y)
-			memcpy(y + i, &v, sizeof v);
-		if (yh)
-			store_h16(yh + i, v);
-		if (xo)
-			store_h16(xo + i, xv);
-	}
-	for (; i < n; i++) {
-		float xi = load1(x, xh, i), v = pre1(xi, m, a, b), neg = v * slope;
-		if (act == CDP_ACT_RELU)
-			v = v < 0.0f ? 0.0f : v;
-		else if (act == CDP_ACT_LEAKY)
-			v = v < 0.0f ? neg : v;
-		if (y)
-			y[i] = v;
-		if (yh)
-			yh[i] = cpu_bf16_bits(v);
-		if (xo)
-			xo[i] = cpu_bf16_bits(xi);
-	}
-}
-
-__attribute__((noinline)) BN512_TARGET static void
-norm16(int act, float slope, const float *x, const uint16_t *xh, float *y, uint16_t *yh,
-       uint16_t *xo, size_t n, float m, float a, float b)
-{
-	switch (act) {
-	case CDP_ACT_RELU: norm16_act(CDP_ACT_RELU, 0.0f, x, xh, y, yh, xo, n, m, a, b); break;
-	case CDP_ACT_LEAKY: norm16_act(CDP_ACT_LEAKY, slope, x, xh, y, yh, xo, n, m, a, b); break;
-	default: norm16_act(0, 0.0f, x, xh, y, yh, xo, n, m, a, b);
-	}
-}
-
-/* norm16 of a plane h x w (w a multiple of 16) whose output goes only to
- * the max pool fused after it (bn_fwd_train_pool): each pair of rows
- * pooled as it is computed, 8 windows a vector, into py and pix
- * (maxpool_s2's S2K2_GROUPS: the window's cells in row-major order,
- * PICK's rule for ties and NaN: the same outputs and argmax), x's copy
- * into xo where not NULL; the output itself never stored */
-#define BN_PICK(best, bi, v, vi) do { \
-	v8i_bn take_ = ((best) == (best)) & (((v) > (best)) | ((v) != (v))); \
-	(best) = (v8f_bn)(((v8i_bn)(v) & take_) | ((v8i_bn)(best) & ~take_)); \
-	(bi) = ((vi) & take_) | ((bi) & ~take_); \
-} while (0)
-
-static inline __attribute__((always_inline)) BN512_TARGET void
-norm_pool16_act(const int act, float slope, const float *x, const uint16_t *xh, uint16_t *xo,
-                int h, int w, float m, float a, float b, float *py, int32_t *pix)
-{
-	const v8i_bn even = { 0, 2, 4, 6, 8, 10, 12, 14 };
-	int ow = w / 2;
-
-	for (int r = 0; r + 1 < h; r += 2)
-		for (int c0 = 0; c0 < w; c0 += 16) {
-			size_t i0 = (size_t)r * w + c0, i1 = i0 + (size_t)w;
-			v16f x0 = load16(x, xh, i0), x1 = load16(x, xh, i1);
-			v16f v0 = norm_vec(act, slope, x0, m, a, b), v1 = norm_vec(act, slope, x1, m, a, b);
-			v8i_bn at = r * w + c0 + even, bi = at;
-			v8f_bn best = __builtin_shufflevector(v0, v0, 0, 2, 4, 6, 8, 10, 12, 14);
-			size_t q = (size_t)(r / 2) * ow + c0 / 2;
-			if (xo) {
-				store_h16(xo + i0, x0);
-				store_h16(xo + i1, x1);
-			}
-			BN_PICK(best, bi, __builtin_shufflevector(v0, v0, 1, 3, 5, 7, 9, 11, 13, 15), at + 1);
-			BN_PICK(best, bi, __builtin_shufflevector(v1, v1, 0, 2, 4, 6, 8, 10, 12, 14), at + w);
-			BN_PICK(best, bi, __builtin_shufflevector(v1, v1, 1, 3, 5, 7, 9, 11, 13, 15),
-			        at + w + 1);
-			memcpy(py + q, &best, sizeof best);
-			memcpy(pix + q, &bi, sizeof bi);
-		}
-}
-
-__attribute__((noinline)) BN512_TARGET static void
-norm_pool16(int act, float slope, const float *x, const uint16_t *xh, uint16_t *xo, int h, int w,
-            float m, float a, float b, float *py, int32_t *pix)
-{
-	switch (act) {
-	case CDP_ACT_RELU: norm_pool16_act(CDP_ACT_RELU, 0.0f, x, xh, xo, h, w, m, a, b, py, pix); break;
-	case CDP_ACT_LEAKY: norm_pool16_act(CDP_ACT_LEAKY, slope, x, xh, xo, h, w, m, a, b, py, pix); break;
-	default: norm_pool16_act(0, 0.0f, x, xh, xo, h, w, m, a, b, py, pix);
-	}
-}
-#else
-#define BN512 0
-#endif
 
 typedef struct bn_job {
 	int n, c, act;
@@ -607,7 +224,7 @@ CPU_CLONES static void norm_chan(const bn_job *j, int c, float m, float a, float
 	if (j->wide) {
 		for (int n = j->n - 1; n >= 0; n--) {
 			size_t o = plane(j, n, c);
-			norm16(j->act, j->slope, j->x ? j->x + o : NULL, j->xh ? j->xh + o : NULL,
+			cpu_bn_norm16(j->act, j->slope, j->x ? j->x + o : NULL, j->xh ? j->xh + o : NULL,
 			       j->y ? j->y + o : NULL, j->yh_out ? j->yh_out + o : NULL,
 			       j->xh_out ? j->xh_out + o : NULL, j->hw, m, a, b);
 		}
@@ -640,7 +257,7 @@ static void pool_chan(const bn_job *j, int c, float m, float a, float b)
 
 	for (int n = j->n - 1; n >= 0; n--) {
 		size_t o = plane(j, n, c), q = ((size_t)n * j->c + c) * d->oh * d->ow;
-		norm_pool16(j->act, j->slope, j->x ? j->x + o : NULL, j->xh ? j->xh + o : NULL,
+		cpu_bn_norm_pool16(j->act, j->slope, j->x ? j->x + o : NULL, j->xh ? j->xh + o : NULL,
 		            j->xh_out ? j->xh_out + o : NULL, d->h, d->w, m, a, b, j->pool->y + q,
 		            j->pool->idx + q);
 	}
@@ -673,7 +290,7 @@ static void bn_train_chan(void *ctx, int c)
 #if BN512
 		k = load1(j->x, j->xh, plane(j, 0, c));
 		for (int n = 0; n < j->n; n++)
-			shifted_sums16(j->x ? j->x + plane(j, n, c) : NULL,
+			cpu_bn_shifted_sums16(j->x ? j->x + plane(j, n, c) : NULL,
 			               j->xh ? j->xh + plane(j, n, c) : NULL, j->hw, k, &s1, &s2);
 #endif
 	} else if (j->x) {
@@ -848,7 +465,7 @@ bwd_chan(const int act, const bn_job *j, int c)
 		for (int n = 0; n < j->n; n++) {
 			size_t o = plane(j, n, c);
 			dy_src ds = plane_dy(j, n, c);
-			grad_sums16(act, j->slope, j->x ? j->x + o : NULL, j->xh ? j->xh + o : NULL,
+			cpu_bn_grad_sums16(act, j->slope, j->x ? j->x + o : NULL, j->xh ? j->xh + o : NULL,
 			            &ds, j->hw, mean, is, a, b, &sg, &sgx);
 		}
 		mg = (float)(sg / (double)m);
@@ -856,7 +473,7 @@ bwd_chan(const int act, const bn_job *j, int c)
 		for (int n = j->n - 1; n >= 0; n--) {
 			size_t o = plane(j, n, c);
 			dy_src ds = plane_dy(j, n, c);
-			dx_plane16(act, j->slope, j->x ? j->x + o : NULL, j->xh ? j->xh + o : NULL,
+			cpu_bn_dx_plane16(act, j->slope, j->x ? j->x + o : NULL, j->xh ? j->xh + o : NULL,
 			           &ds, j->dx + o, j->hw, mean, is, a, b, mg, mgx, j->dxbeta != 0.0f);
 		}
 		j->dgamma[c] += (float)sgx;
