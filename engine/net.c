@@ -534,12 +534,12 @@ done:
  * (bn_bwd_needs_y: CUDA; the CPU computes bn(x) again). Its forward
  * reads the copy too where that holds the input's values themselves
  * (CDP_STASH_IN_EXACT, CDP_STASH_EXACT): a bf16 convolution's output is
- * bf16 (backend.h), and where the backend writes it so (conv_writes_yh:
- * the CPU's Winograd) a convolution read only by such batchnorms writes
- * its copy alone, with no fp32 output (stash_alone): its bytes and the
- * batchnorm's reads of them halve, and nothing is rounded that was not
- * bf16 already. Batchnorm's
- * forward writes the copies of its input (where it is the last to read it
+ * bf16 where the backend writes it so (conv_writes_yh: the CPU's
+ * Winograd and row-by-row gemm; backend.h), and a convolution read only
+ * by such batchnorms writes its copy alone, with no fp32 output
+ * (stash_alone): its bytes and the batchnorm's reads of them halve, and
+ * nothing is rounded that was not bf16 already. Batchnorm's forward
+ * writes the copies of its input (where it is the last to read it
  * in fp32) and of its output in its own pass over them (bn_fwd_train_h,
  * marking them yh_fresh) instead of the stash's passes after the step;
  * where every reader of its output takes the copy, it writes the copy

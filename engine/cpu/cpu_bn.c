@@ -51,7 +51,6 @@ static double lanes(const v4f *acc)
 	return s;
 }
 
-
 /* s1 += sum of (x - k), s2 += sum of (x - k)^2 over x[0..n). The 16
  * lanes as one vector (split in halves or quarters below AVX-512: no
  * comparisons here for GCC to scalarize), so that they stay in registers:
@@ -80,7 +79,6 @@ CPU_CLONES static void shifted_sums(const float *x, size_t n, float k, double *s
 		*s2 += v * v;
 	}
 }
-
 
 static inline __attribute__((always_inline)) v4f pre4(v4f x, float m, float a, float b)
 {
@@ -160,7 +158,6 @@ dx_plane(const int act, float slope, const float *x, const float *dy, float *dx,
 			             (x[i] - m) * is * mgx);
 }
 
-
 typedef struct bn_job {
 	int n, c, act;
 	size_t hw;
@@ -225,8 +222,8 @@ CPU_CLONES static void norm_chan(const bn_job *j, int c, float m, float a, float
 		for (int n = j->n - 1; n >= 0; n--) {
 			size_t o = plane(j, n, c);
 			cpu_bn_norm16(j->act, j->slope, j->x ? j->x + o : NULL, j->xh ? j->xh + o : NULL,
-			       j->y ? j->y + o : NULL, j->yh_out ? j->yh_out + o : NULL,
-			       j->xh_out ? j->xh_out + o : NULL, j->hw, m, a, b);
+			              j->y ? j->y + o : NULL, j->yh_out ? j->yh_out + o : NULL,
+			              j->xh_out ? j->xh_out + o : NULL, j->hw, m, a, b);
 		}
 		return;
 	}
@@ -258,8 +255,8 @@ static void pool_chan(const bn_job *j, int c, float m, float a, float b)
 	for (int n = j->n - 1; n >= 0; n--) {
 		size_t o = plane(j, n, c), q = ((size_t)n * j->c + c) * d->oh * d->ow;
 		cpu_bn_norm_pool16(j->act, j->slope, j->x ? j->x + o : NULL, j->xh ? j->xh + o : NULL,
-		            j->xh_out ? j->xh_out + o : NULL, d->h, d->w, m, a, b, j->pool->y + q,
-		            j->pool->idx + q);
+		                   j->xh_out ? j->xh_out + o : NULL, d->h, d->w, m, a, b,
+		                   j->pool->y + q, j->pool->idx + q);
 	}
 #else
 	(void)j, (void)c, (void)m, (void)a, (void)b;
@@ -283,24 +280,21 @@ static void bn_train_chan(void *ctx, int c)
 {
 	const bn_job *j = ctx;
 	size_t m = (size_t)j->n * j->hw;
-	float k, fm, fi;
+	float k = load1(j->x, j->xh, plane(j, 0, c)), fm, fi;
 	double s1 = 0.0, s2 = 0.0, d, var;
 
-	if (BN512 && j->wide) {
+	for (int n = 0; n < j->n; n++) {
+		size_t o = plane(j, n, c);
 #if BN512
-		k = load1(j->x, j->xh, plane(j, 0, c));
-		for (int n = 0; n < j->n; n++)
-			cpu_bn_shifted_sums16(j->x ? j->x + plane(j, n, c) : NULL,
-			               j->xh ? j->xh + plane(j, n, c) : NULL, j->hw, k, &s1, &s2);
+		if (j->wide)
+			cpu_bn_shifted_sums16(j->x ? j->x + o : NULL, j->xh ? j->xh + o : NULL, j->hw, k,
+			                      &s1, &s2);
+		else
 #endif
-	} else if (j->x) {
-		k = j->x[plane(j, 0, c)];
-		for (int n = 0; n < j->n; n++)
-			shifted_sums(j->x + plane(j, n, c), j->hw, k, &s1, &s2);
-	} else {
-		cpu_bf16_widen_run(&k, j->xh + plane(j, 0, c), 1);
-		for (int n = 0; n < j->n; n++)
-			shifted_sums_h(j->xh + plane(j, n, c), j->hw, k, &s1, &s2);
+		if (j->x)
+			shifted_sums(j->x + o, j->hw, k, &s1, &s2);
+		else
+			shifted_sums_h(j->xh + o, j->hw, k, &s1, &s2);
 	}
 	d = s1 / (double)m;
 	var = s2 / (double)m - d * d;
@@ -321,19 +315,29 @@ static void bn_train_chan(void *ctx, int c)
 	}
 }
 
-/* x NULL: the input is xh, read (bn_takes_xh), not written */
-void cpu_bn_fwd_train_h(cdp_backend *be, int n, int c, int hw, const float *x, uint16_t *xh,
-                        const float *gamma, const float *beta, float *y, uint16_t *yh,
-                        float *run_mean, float *run_var, float momentum, float eps,
-                        float *save_mean, float *save_invstd, int act, float slope)
+/* bn_fwd_train_h, into the fused pool p where not NULL; x NULL: the
+ * input is xh, read (bn_takes_xh), not written */
+static void train(cdp_backend *be, int n, int c, int hw, const float *x, uint16_t *xh,
+                  const float *gamma, const float *beta, float *y, uint16_t *yh,
+                  float *run_mean, float *run_var, float momentum, float eps, float *save_mean,
+                  float *save_invstd, int act, float slope, const cdp_bn_pool *p)
 {
 	bn_job j = { .n = n, .c = c, .hw = (size_t)hw, .act = act, .slope = slope, .x = x,
 	             .gamma = gamma, .beta = beta, .y = y, .run_mean = run_mean,
 	             .run_var = run_var, .momentum = momentum, .eps = eps,
 	             .save_mean = save_mean, .save_invstd = save_invstd,
 	             .xh = x ? NULL : xh, .xh_out = x ? xh : NULL, .yh_out = yh,
-	             .wide = BN512 && cpu_kgemm_wide() };
+	             .pool = p, .wide = BN512 && cpu_kgemm_wide() };
 	cpu_parallel_for(be, c, bn_train_chan, &j);
+}
+
+void cpu_bn_fwd_train_h(cdp_backend *be, int n, int c, int hw, const float *x, uint16_t *xh,
+                        const float *gamma, const float *beta, float *y, uint16_t *yh,
+                        float *run_mean, float *run_var, float momentum, float eps,
+                        float *save_mean, float *save_invstd, int act, float slope)
+{
+	train(be, n, c, hw, x, xh, gamma, beta, y, yh, run_mean, run_var, momentum, eps, save_mean,
+	      save_invstd, act, slope, NULL);
 }
 
 /* The fused max pool (backend.h): 2x2 windows of stride 2 tiling planes
@@ -362,14 +366,9 @@ void cpu_bn_fwd_train_pool(cdp_backend *be, int n, int c, int hw, const float *x
                            float *run_var, float momentum, float eps, float *save_mean,
                            float *save_invstd, int act, float slope, const cdp_bn_pool *p)
 {
-	bn_job j = { .n = n, .c = c, .hw = (size_t)hw, .act = act, .slope = slope, .x = x,
-	             .gamma = gamma, .beta = beta, .run_mean = run_mean, .run_var = run_var,
-	             .momentum = momentum, .eps = eps, .save_mean = save_mean,
-	             .save_invstd = save_invstd, .xh = x ? NULL : xh, .xh_out = x ? xh : NULL,
-	             .wide = 1, .pool = p };
-
 	check_pool(be, p, n, c, hw);
-	cpu_parallel_for(be, c, bn_train_chan, &j);
+	train(be, n, c, hw, x, xh, gamma, beta, NULL, NULL, run_mean, run_var, momentum, eps,
+	      save_mean, save_invstd, act, slope, p);
 }
 
 /* y NULL with yh: the output's copy alone */
@@ -465,16 +464,18 @@ bwd_chan(const int act, const bn_job *j, int c)
 		for (int n = 0; n < j->n; n++) {
 			size_t o = plane(j, n, c);
 			dy_src ds = plane_dy(j, n, c);
-			cpu_bn_grad_sums16(act, j->slope, j->x ? j->x + o : NULL, j->xh ? j->xh + o : NULL,
-			            &ds, j->hw, mean, is, a, b, &sg, &sgx);
+			cpu_bn_grad_sums16(act, j->slope, j->x ? j->x + o : NULL,
+			                   j->xh ? j->xh + o : NULL, &ds, j->hw, mean, is, a, b, &sg,
+			                   &sgx);
 		}
 		mg = (float)(sg / (double)m);
 		mgx = (float)(sgx / (double)m);
 		for (int n = j->n - 1; n >= 0; n--) {
 			size_t o = plane(j, n, c);
 			dy_src ds = plane_dy(j, n, c);
-			cpu_bn_dx_plane16(act, j->slope, j->x ? j->x + o : NULL, j->xh ? j->xh + o : NULL,
-			           &ds, j->dx + o, j->hw, mean, is, a, b, mg, mgx, j->dxbeta != 0.0f);
+			cpu_bn_dx_plane16(act, j->slope, j->x ? j->x + o : NULL,
+			                  j->xh ? j->xh + o : NULL, &ds, j->dx + o, j->hw, mean, is, a, b,
+			                  mg, mgx, j->dxbeta != 0.0f);
 		}
 		j->dgamma[c] += (float)sgx;
 		j->dbeta[c] += (float)sg;
@@ -531,19 +532,30 @@ int cpu_bn_takes_xh(cdp_backend *be)
 
 /* The activation's mask comes from x, gamma and bn_beta (pre1), not y:
  * the passes read x and dy only. dy is only read. */
+/* bn_bwd of dy, or of the fused pool p's gradient where p is not NULL
+ * (save_invstd already holds 1/sqrt(var + eps)) */
+static void bwd(cdp_backend *be, int n, int c, int hw, const void *x, int xh, const float *dy,
+                const float *gamma, const float *bn_beta, const float *save_mean,
+                const float *save_invstd, int act, float slope, float *dx, float beta,
+                float *dgamma, float *dbeta, const cdp_bn_pool *p)
+{
+	bn_job j = { .n = n, .c = c, .hw = (size_t)hw, .act = act, .slope = slope,
+	             .x = xh ? NULL : x, .xh = xh ? x : NULL,
+	             .dy = dy, .gamma = gamma, .beta = bn_beta, .mean = save_mean,
+	             .invstd = save_invstd, .dx = dx, .dxbeta = beta, .dgamma = dgamma,
+	             .dbeta = dbeta, .pool = p, .wide = BN512 && cpu_kgemm_wide() };
+	cpu_parallel_for(be, c, bn_bwd_chan, &j);
+}
+
 void cpu_bn_bwd(cdp_backend *be, int n, int c, int hw, const void *x, int xh, const float *y,
                 float *dy, const float *gamma, const float *bn_beta, const float *save_mean,
                 const float *save_invstd, float eps, int act, float slope, float *dx,
                 float beta, float *dgamma, float *dbeta)
 {
-	(void)eps;   /* save_invstd already holds 1/sqrt(var + eps) */
-	bn_job j = { .n = n, .c = c, .hw = (size_t)hw, .act = act, .slope = slope,
-	             .x = xh ? NULL : x, .xh = xh ? x : NULL,
-	             .dy = dy, .gamma = gamma, .beta = bn_beta, .mean = save_mean,
-	             .invstd = save_invstd, .dx = dx, .dxbeta = beta, .dgamma = dgamma,
-	             .dbeta = dbeta, .wide = BN512 && cpu_kgemm_wide() };
+	(void)eps;
 	(void)y;
-	cpu_parallel_for(be, c, bn_bwd_chan, &j);
+	bwd(be, n, c, hw, x, xh, dy, gamma, bn_beta, save_mean, save_invstd, act, slope, dx, beta,
+	    dgamma, dbeta, NULL);
 }
 
 /* bn_bwd whose dy is the fused max pool's gradient, expanded as it is
@@ -554,13 +566,9 @@ void cpu_bn_bwd_pool(cdp_backend *be, int n, int c, int hw, const void *x, int x
                      float beta, float *dgamma, float *dbeta, const cdp_bn_pool *p)
 {
 	(void)eps;
-	bn_job j = { .n = n, .c = c, .hw = (size_t)hw, .act = act, .slope = slope,
-	             .x = xh ? NULL : x, .xh = xh ? x : NULL, .gamma = gamma, .beta = bn_beta,
-	             .mean = save_mean, .invstd = save_invstd, .dx = dx, .dxbeta = beta,
-	             .dgamma = dgamma, .dbeta = dbeta, .wide = 1, .pool = p };
-
 	check_pool(be, p, n, c, hw);
-	cpu_parallel_for(be, c, bn_bwd_chan, &j);
+	bwd(be, n, c, hw, x, xh, NULL, gamma, bn_beta, save_mean, save_invstd, act, slope, dx, beta,
+	    dgamma, dbeta, p);
 }
 
 /* ---- synchronized batch norm in parts (backend.h): the passes above, the

@@ -215,6 +215,15 @@ static void forward_alone(cdp_layer *l, cdp_net *net, const float *rm, const flo
 	}
 }
 
+/* bn_fwd_train_h's xh: x's copy to write (cdp_layer_copy_in), or where x
+ * is only that copy (a convolution wrote it alone: CDP_STASH_IN_EXACT)
+ * the copy to read */
+static uint16_t *train_xh(cdp_net *net, const cdp_layer *l)
+{
+	return cdp_layer_x(net, l, 0) ? cdp_layer_copy_in(net, l, 0)
+	                              : (uint16_t *)cdp_layer_xh(net, l, 0);
+}
+
 /* The max pool after it in the same pass (net.h, pool_fuse): its output
  * and argmax written here, its forward then idle; ours never made */
 static cdp_bn_pool pool_of(cdp_layer *l, cdp_net *net)
@@ -230,11 +239,9 @@ static void forward_pool(cdp_layer *l, cdp_net *net, float *rm, float *rv)
 	cdp_backend *be = net->be;
 	bn_state *st = l->state;
 	int c = l->out.c, hw = l->out.h * l->out.w;
-	const float *x = cdp_layer_x(net, l, 0);
 	cdp_bn_pool bp = pool_of(l, net);
 
-	be->bn_fwd_train_pool(be, net->n, c, hw, x,
-	                      x ? cdp_layer_copy_in(net, l, 0) : (uint16_t *)cdp_layer_xh(net, l, 0),
+	be->bn_fwd_train_pool(be, net->n, c, hw, cdp_layer_x(net, l, 0), train_xh(net, l),
 	                      net->params + l->w_off, net->params + l->b_off, rm, rv, l->momentum,
 	                      l->eps, st->save, st->save + c, l->act, l->slope, &bp);
 	l->pool_on = 1;
@@ -259,9 +266,7 @@ static void forward(cdp_layer *l, cdp_net *net)
 		 * alone where every reader takes it (l->y NULL: stash_alone);
 		 * x's copy alone read where a convolution wrote only that (x
 		 * NULL: stash_direct, CDP_STASH_IN_EXACT) */
-		be->bn_fwd_train_h(be, net->n, c, hw, cdp_layer_x(net, l, 0),
-		                   cdp_layer_x(net, l, 0) ? cdp_layer_copy_in(net, l, 0)
-		                                          : (uint16_t *)cdp_layer_xh(net, l, 0),
+		be->bn_fwd_train_h(be, net->n, c, hw, cdp_layer_x(net, l, 0), train_xh(net, l),
 		                   net->params + l->w_off, net->params + l->b_off, l->y,
 		                   cdp_layer_copy_out(l), rm, rv, l->momentum, l->eps, st->save,
 		                   st->save + c, l->act, l->slope);
@@ -278,7 +283,8 @@ static void backward(cdp_layer *l, cdp_net *net)
 	bn_state *st = l->state;
 	int c = l->out.c, hw = l->out.h * l->out.w;
 	float *dx = cdp_layer_dx(net, l, 0), beta = l->in_beta[0];
-	const float *x;
+	const void *x;
+	int xh;
 
 	if (l->frozen) {
 		size_t count = cdp_layer_out_count(l, net);
@@ -305,17 +311,19 @@ static void backward(cdp_layer *l, cdp_net *net)
 	/* the backend may leave the gradient before the activation in dy; x
 	 * may be only the stash's bf16 copy (stash_direct) */
 	x = cdp_layer_x(net, l, 0);
+	xh = !x;
+	if (xh)
+		x = cdp_layer_xh(net, l, 0);
 	if (l->pool_on) {       /* dy: the fused pool's, expanded as it is read */
 		cdp_bn_pool bp = pool_of(l, net);
-		be->bn_bwd_pool(be, net->n, c, hw, x ? x : (const void *)cdp_layer_xh(net, l, 0), !x,
-		                net->params + l->w_off, net->params + l->b_off, st->save,
-		                st->save + c, l->eps, l->act, l->slope, dx, beta,
-		                net->grads + l->w_off, net->grads + l->b_off, &bp);
+		be->bn_bwd_pool(be, net->n, c, hw, x, xh, net->params + l->w_off,
+		                net->params + l->b_off, st->save, st->save + c, l->eps, l->act,
+		                l->slope, dx, beta, net->grads + l->w_off, net->grads + l->b_off, &bp);
 		return;
 	}
-	be->bn_bwd(be, net->n, c, hw, x ? x : (const void *)cdp_layer_xh(net, l, 0), !x, l->y, l->dy,
-	           net->params + l->w_off, net->params + l->b_off, st->save, st->save + c,
-	           l->eps, l->act, l->slope, dx, beta, net->grads + l->w_off, net->grads + l->b_off);
+	be->bn_bwd(be, net->n, c, hw, x, xh, l->y, l->dy, net->params + l->w_off,
+	           net->params + l->b_off, st->save, st->save + c, l->eps, l->act, l->slope, dx,
+	           beta, net->grads + l->w_off, net->grads + l->b_off);
 }
 
 /* Its input; and its output with an activation when the backward reads
