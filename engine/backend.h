@@ -41,7 +41,11 @@
  * written alone (d->yh) or not, so the results do not depend on which
  * (as PyTorch's autocast's convolution returns bf16; CUDA's staging
  * converts every y from bf16); a stash copy of that y loses nothing, and
- * bn_fwd_train_h reads it as it is (bn_takes_xh). On
+ * bn_fwd_train_h reads it as it is (bn_takes_xh). So, as in PyTorch's
+ * autocast, is its gradient: where conv_takes_dyh, conv_writes_dxh and
+ * bn_takes_gh say so (the CPU), the gradients between a convolution and
+ * a batchnorm are bf16 too (net.c's "bf16 gradients"), rounded where
+ * they are written and widened exactly where they are read. On
  * CUDA, CDP_PREC_TF32 lets convolutions and
  * GEMMs use TF32 tensor cores (PyTorch's default for cuDNN convolutions),
  * and CDP_PREC_BF16 / CDP_PREC_FP16 round the inputs of convolutions and
@@ -90,6 +94,14 @@ typedef struct cdp_conv_desc {
 	int nseg;
 	const float *seg[CDP_CONV_SEGS];
 	int segc[CDP_CONV_SEGS];
+	/* 1: dy of conv_bwd_data and conv_bwd_filter is bf16 (uint16_t
+	 * (N,F,OH,OW)), where conv_takes_dyh says the backend reads it so;
+	 * 0 (the default): float */
+	int dyh;
+	/* 1: conv_bwd_data writes dx as bf16 (uint16_t (N,C,H,W), its values
+	 * rounded to nearest even), beta 0, where conv_writes_dxh says the
+	 * backend writes it so; 0 (the default): float */
+	int dxh;
 } cdp_conv_desc;
 
 /* Fills oh, ow (backend.c); returns -1 when the output would be empty. */
@@ -116,6 +128,8 @@ typedef struct cdp_bn_pool {
 } cdp_bn_pool;
 
 enum { CDP_ACT_RELU = 1, CDP_ACT_LEAKY = 2 };
+/* bn_bwd's h: which of x, dy, dx are bf16 (bn_takes_xh, bn_takes_gh) */
+enum { CDP_H_X = 1, CDP_H_DY = 2, CDP_H_DX = 4 };
 /* An eval-mode batchnorm as bn_fwd_infer takes it (device pointers, C
  * each) and its activation (0 or CDP_ACT_*), for conv_fwd_bn */
 typedef struct cdp_bn_infer {
@@ -334,12 +348,27 @@ struct cdp_backend {
 	void (*conv_fwd_bn)(cdp_backend *be, const cdp_conv_desc *d, const void *x,
 	                    const float *w, const float *bias, const cdp_bn_infer *bn, float *y,
 	                    void *ws);
-	/* dx (+)= conv_transpose(dy, w); accumulate when beta == 1, overwrite when 0 */
-	void (*conv_bwd_data)(cdp_backend *be, const cdp_conv_desc *d, const float *dy,
-	                      const float *w, float *dx, float beta, void *ws);
-	/* dw += dW(x, dy); dbias += sum over N,OH,OW of dy (dbias may be NULL) */
+	/* The gradients between a convolution and a batchnorm in bf16, as
+	 * PyTorch's autocast has them (the gradient of a bf16 tensor is bf16;
+	 * net.c's "bf16 gradients"). conv_takes_dyh: 1 when, in the
+	 * precision set (bf16), conv_bwd_data and conv_bwd_filter of d read
+	 * dy as bf16 with d->dyh = 1, with the results of dy widened (the
+	 * CPU's implicit plan where its filter gradient is the grid's: their
+	 * fills widen it exactly, or take its bits as they are); 0: float
+	 * only (CUDA). conv_writes_dxh: 1 when conv_bwd_data of d writes dx
+	 * as bf16 with d->dxh = 1 and beta 0, the float result rounded to
+	 * nearest even (the CPU's Winograd, rounding in the register); 0:
+	 * float only. d->dyh, d->dxh are not read. */
+	int (*conv_takes_dyh)(cdp_backend *be, const cdp_conv_desc *d);
+	int (*conv_writes_dxh)(cdp_backend *be, const cdp_conv_desc *d);
+	/* dx (+)= conv_transpose(dy, w); accumulate when beta == 1, overwrite
+	 * when 0; dy float or bf16 (d->dyh), dx float or bf16 (d->dxh) */
+	void (*conv_bwd_data)(cdp_backend *be, const cdp_conv_desc *d, const void *dy,
+	                      const float *w, void *dx, float beta, void *ws);
+	/* dw += dW(x, dy); dbias += sum over N,OH,OW of dy (dbias may be
+	 * NULL); dy float or bf16 (d->dyh) */
 	void (*conv_bwd_filter)(cdp_backend *be, const cdp_conv_desc *d, const void *x,
-	                        const float *dy, float *dw, float *dbias, void *ws);
+	                        const void *dy, float *dw, float *dbias, void *ws);
 
 	/* batch norm over (N,H,W) per channel, then the activation act (0: none,
 	 * or CDP_ACT_*, slope for leaky, as act_fwd) fused in: y = act(bn(x)).
@@ -391,10 +420,17 @@ struct cdp_backend {
 	 * stash need not widen it (the CPU); 0: float only, xh must be 0 and
 	 * x not NULL (CUDA) */
 	int (*bn_takes_xh)(cdp_backend *be);
-	void (*bn_bwd)(cdp_backend *be, int n, int c, int hw, const void *x, int xh, const float *y,
-	               float *dy, const float *gamma, const float *bn_beta,
+	/* 1: bn_bwd and bn_bwd_pool take the flags CDP_H_DY (dy bf16; not
+	 * with the pool) and CDP_H_DX (dx written as bf16, rounded to
+	 * nearest even, beta 0) in h, with the results of dy widened and of
+	 * dx rounded (the CPU); 0: neither (CUDA) */
+	int (*bn_takes_gh)(cdp_backend *be);
+	/* h: CDP_H_X where x is bf16 (bn_takes_xh), | CDP_H_DY, CDP_H_DX
+	 * (bn_takes_gh); 0: all float */
+	void (*bn_bwd)(cdp_backend *be, int n, int c, int hw, const void *x, int h, const float *y,
+	               void *dy, const float *gamma, const float *bn_beta,
 	               const float *save_mean, const float *save_invstd, float eps, int act,
-	               float slope, float *dx, float beta, float *dgamma, float *dbeta);
+	               float slope, void *dx, float beta, float *dgamma, float *dbeta);
 	/* A training batchnorm and the max pool p->d after it as one op each
 	 * way, where bn_pool_takes(p->d) (the CPU: the planes 16-float vectors
 	 * wide, with AVX-512; CUDA: never): its output, which only the pool
@@ -410,9 +446,9 @@ struct cdp_backend {
 	                          float *run_mean, float *run_var, float momentum, float eps,
 	                          float *save_mean, float *save_invstd, int act, float slope,
 	                          const cdp_bn_pool *p);
-	void (*bn_bwd_pool)(cdp_backend *be, int n, int c, int hw, const void *x, int xh,
+	void (*bn_bwd_pool)(cdp_backend *be, int n, int c, int hw, const void *x, int h,
 	                    const float *gamma, const float *bn_beta, const float *save_mean,
-	                    const float *save_invstd, float eps, int act, float slope, float *dx,
+	                    const float *save_invstd, float eps, int act, float slope, void *dx,
 	                    float beta, float *dgamma, float *dbeta, const cdp_bn_pool *p);
 
 	/* Synchronized batch norm (bn.c, bn_sync=1) in parts, so that the
@@ -599,8 +635,8 @@ struct cdp_backend {
 	X(host_alloc) X(host_free) X(to_device_async) X(copy_fence) X(copy_wait) X(stream) \
 	X(gemm) X(fill) X(scale) X(axpy) X(sumsq) \
 	X(to_bf16) X(from_bf16) \
-	X(conv_workspace) X(conv_takes_xh) X(conv_takes_split) X(conv_writes_yh) X(conv_fwd) X(conv_fwd_bn) X(conv_bwd_data) X(conv_bwd_filter) \
-	X(bn_fwd_train) X(bn_fwd_train_h) X(bn_fwd_h_alone) X(bn_fwd_infer) X(bn_bwd_needs_y) X(bn_takes_xh) X(bn_bwd) X(bn_pool_takes) X(bn_fwd_train_pool) X(bn_bwd_pool) X(bn_sums) X(bn_grad_sums) X(bn_bwd_dx) \
+	X(conv_workspace) X(conv_takes_xh) X(conv_takes_split) X(conv_writes_yh) X(conv_takes_dyh) X(conv_writes_dxh) X(conv_fwd) X(conv_fwd_bn) X(conv_bwd_data) X(conv_bwd_filter) \
+	X(bn_fwd_train) X(bn_fwd_train_h) X(bn_fwd_h_alone) X(bn_fwd_infer) X(bn_bwd_needs_y) X(bn_takes_xh) X(bn_takes_gh) X(bn_bwd) X(bn_pool_takes) X(bn_fwd_train_pool) X(bn_bwd_pool) X(bn_sums) X(bn_grad_sums) X(bn_bwd_dx) \
 	X(act_fwd) X(act_bwd) \
 	X(maxpool_fwd) X(maxpool_bwd) X(maxpool_bwd_needs_xy) X(avgpool_fwd) X(avgpool_bwd) \
 	X(upsample_fwd) X(upsample_bwd) X(chan_copy) X(chan_slice) \

@@ -81,7 +81,8 @@ int cdp_device_env_local_rank(void)
 
 const char *cdp_device_env_check(char *want, size_t cap)
 {
-	static const char *const flags[] = { "CDP_BF16_STASH", "CDP_CPU_BF16_EMU", "CDP_CPU_WINOGRAD",
+	static const char *const flags[] = { "CDP_BF16_STASH", "CDP_BF16_GRADS", "CDP_CPU_BF16_EMU",
+	                                     "CDP_CPU_WINOGRAD",
 	                                     "CDP_CUDNN_BENCHMARK", "CDP_CUDNN_BN",
 	                                     "CDP_CUDNN_NHWC", "CDP_CUDNN_VERBOSE" };
 	const char *v = getenv("CDP_CPU_ISA");

@@ -25,7 +25,7 @@ int cdp_device_pick(const char *spec, int ngpu, int local_rank);
  * (TORCHELASTIC_RUN_ID); else -1. */
 int cdp_device_env_local_rank(void);
 /* The engine's settings of the environment (CDP_CPU_ISA, CDP_CPU_BF16,
- * CDP_CPU_BF16_EMU, CDP_CPU_WINOGRAD, CDP_BF16_STASH, CDP_INFER_PASS,
+ * CDP_CPU_BF16_EMU, CDP_CPU_WINOGRAD, CDP_BF16_STASH, CDP_BF16_GRADS, CDP_INFER_PASS,
  * CDP_CUDNN_*), checked
  * before the engine reads them, which would take a value it does not know
  * for the default: NULL when each is unset, empty or allowed, else the

@@ -35,6 +35,12 @@ static inline size_t cdp_layer_out_count(const cdp_layer *l, const cdp_net *net)
  * net->input_grad is 0). Write it with beta = l->in_beta[j]. */
 const float *cdp_layer_x(const cdp_net *net, const cdp_layer *l, int j);
 float *cdp_layer_dx(const cdp_net *net, const cdp_layer *l, int j);
+/* 1 when layer i's gradient (its dy, its reader's dx) is bf16 in this
+ * backward (net.c, "bf16 gradients"): in bf16, where the one layer that
+ * reads i writes it as bf16 (dx_h) and i reads it so (dy_h);
+ * CDP_BF16_GRADS=0 in the environment turns it off. i < 0 (the net
+ * input): 0. */
+int cdp_layer_grad_h(const cdp_net *net, int i);
 /* With the bf16 stash (net.c), for a layer type that says so in
  * stash_io: where cdp_layer_x is NULL (the input's fp32 is not live), its
  * bf16 copy (N, C, H, W), else NULL. */

@@ -80,6 +80,13 @@ typedef struct cdp_layer_ops {
 	 * conv_takes_split), so that an inference net need not make the
 	 * concat's output (net.c, virt); NULL: never */
 	int (*takes_split)(const cdp_layer *l, const cdp_net *net);
+	/* The bf16 gradients (net.c; in bf16 only): dy_h, 1 when backward,
+	 * for this layer and backend now, reads its dy as bf16 (the
+	 * backend's conv_takes_dyh, bn_takes_gh); dx_h, 1 when it writes its
+	 * input's gradient as bf16 (conv_writes_dxh, bn_takes_gh) where it
+	 * is the only writer (beta 0). NULL: never. */
+	int (*dy_h)(const cdp_layer *l, const cdp_net *net);
+	int (*dx_h)(const cdp_layer *l, const cdp_net *net);
 } cdp_layer_ops;
 
 enum {
@@ -152,6 +159,9 @@ struct cdp_layer {
 	 * net sets it so that no activation gradient needs zeroing per step. */
 	float in_beta[CDP_MAX_FROM];
 	int consumed;               /* 1: a later layer reads this one's output */
+	/* the one layer that reads this one's output, once (its input 0),
+	 * else -1 (none, several, or as another input): cdp_layer_grad_h */
+	int dy_reader;
 	/* fine-tuning (cdp_net_freeze, lr_mult=): a frozen layer computes no
 	 * parameter gradient (they stay zero) and the optimizer skips its
 	 * parameters; a frozen bn normalises with its running statistics in

@@ -338,10 +338,13 @@ void cpu_bn_post_run(const cdp_bn_infer *bn, int o, float *y, size_t n);
  * rounded on its own (no fused multiply-add), for kernels that apply it
  * to a vector before storing it */
 void cpu_bn_post_coef(const cdp_bn_infer *bn, int o, float *m, float *a, float *b);
-void cpu_conv_bwd_data(cdp_backend *be, const cdp_conv_desc *d, const float *dy,
-                       const float *w, float *dx, float beta, void *ws);
+int cpu_conv_takes_dyh(cdp_backend *be, const cdp_conv_desc *d);
+int cpu_conv_writes_dxh(cdp_backend *be, const cdp_conv_desc *d);
+/* dy: float, or bf16 with d->dyh; dx: float, or bf16 with d->dxh */
+void cpu_conv_bwd_data(cdp_backend *be, const cdp_conv_desc *d, const void *dy,
+                       const float *w, void *dx, float beta, void *ws);
 void cpu_conv_bwd_filter(cdp_backend *be, const cdp_conv_desc *d, const void *x,
-                         const float *dy, float *dw, float *dbias, void *ws);
+                         const void *dy, float *dw, float *dbias, void *ws);
 
 /* column matrices (cpu_im2col.c): output rows [r0, r1) of one sample,
  * col (C*KH*KW, (r1-r0)*OW) <-> xn (C, H, W), col2im adding to xn (beta 1)
@@ -369,10 +372,15 @@ int cpu_iconv_writes_h(const cdp_backend *be, const cdp_conv_desc *d);
 void cpu_iconv_fwd(cdp_backend *be, const cdp_conv_desc *d, const void *x,
                    const float *w, const float *bias, const cdp_bn_infer *bn, void *y,
                    void *ws);
-void cpu_iconv_data(cdp_backend *be, const cdp_conv_desc *d, const float *dy,
-                    const float *w, float *dx, float beta, void *ws);
+/* dy: float, or bf16 with d->dyh where cpu_iconv_filter_takes_h says
+ * both ops read it so; dx: float, or bf16 with d->dxh where
+ * cpu_iconv_data_writes_h says so (beta 0) */
+int cpu_iconv_filter_takes_h(const cdp_backend *be, const cdp_conv_desc *d);
+int cpu_iconv_data_writes_h(const cdp_backend *be, const cdp_conv_desc *d);
+void cpu_iconv_data(cdp_backend *be, const cdp_conv_desc *d, const void *dy,
+                    const float *w, void *dx, float beta, void *ws);
 void cpu_iconv_filter(cdp_backend *be, const cdp_conv_desc *d, const void *x,
-                      const float *dy, float *dw, void *ws);
+                      const void *dy, float *dw, void *ws);
 
 /* ---- other layer ops (cpu_bn.c, cpu_ops.c, cpu_elem.c) ---- */
 int cpu_bn_pool_takes(cdp_backend *be, const cdp_pool_desc *d);
@@ -380,9 +388,9 @@ void cpu_bn_fwd_train_pool(cdp_backend *be, int n, int c, int hw, const float *x
                            const float *gamma, const float *beta, float *run_mean,
                            float *run_var, float momentum, float eps, float *save_mean,
                            float *save_invstd, int act, float slope, const cdp_bn_pool *p);
-void cpu_bn_bwd_pool(cdp_backend *be, int n, int c, int hw, const void *x, int xh,
+void cpu_bn_bwd_pool(cdp_backend *be, int n, int c, int hw, const void *x, int h,
                      const float *gamma, const float *bn_beta, const float *save_mean,
-                     const float *save_invstd, float eps, int act, float slope, float *dx,
+                     const float *save_invstd, float eps, int act, float slope, void *dx,
                      float beta, float *dgamma, float *dbeta, const cdp_bn_pool *p);
 void cpu_bn_fwd_train_h(cdp_backend *be, int n, int c, int hw, const float *x, uint16_t *xh,
                         const float *gamma, const float *beta, float *y, uint16_t *yh,
@@ -399,9 +407,10 @@ void cpu_bn_fwd_infer(cdp_backend *be, int n, int c, int hw, const float *x,
                       float slope);
 int cpu_bn_bwd_needs_y(cdp_backend *be);
 int cpu_bn_takes_xh(cdp_backend *be);
-void cpu_bn_bwd(cdp_backend *be, int n, int c, int hw, const void *x, int xh, const float *y,
-                float *dy, const float *gamma, const float *bn_beta, const float *save_mean,
-                const float *save_invstd, float eps, int act, float slope, float *dx,
+int cpu_bn_takes_gh(cdp_backend *be);
+void cpu_bn_bwd(cdp_backend *be, int n, int c, int hw, const void *x, int h, const float *y,
+                void *dy, const float *gamma, const float *bn_beta, const float *save_mean,
+                const float *save_invstd, float eps, int act, float slope, void *dx,
                 float beta, float *dgamma, float *dbeta);
 void cpu_bn_sums(cdp_backend *be, int n, int c, int hw, const float *x, const float *shift,
                  double *sums);

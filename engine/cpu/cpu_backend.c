@@ -292,6 +292,8 @@ cdp_backend *cdp_backend_cpu(int threads)
 	be->conv_takes_xh = cpu_conv_takes_xh;
 	be->conv_takes_split = cpu_conv_takes_split;
 	be->conv_writes_yh = cpu_conv_writes_yh;
+	be->conv_takes_dyh = cpu_conv_takes_dyh;
+	be->conv_writes_dxh = cpu_conv_writes_dxh;
 	be->conv_fwd = cpu_conv_fwd;
 	be->conv_fwd_bn = cpu_conv_fwd_bn;
 	be->conv_bwd_data = cpu_conv_bwd_data;
@@ -303,6 +305,7 @@ cdp_backend *cdp_backend_cpu(int threads)
 	be->bn_fwd_infer = cpu_bn_fwd_infer;
 	be->bn_bwd_needs_y = cpu_bn_bwd_needs_y;
 	be->bn_takes_xh = cpu_bn_takes_xh;
+	be->bn_takes_gh = cpu_bn_takes_gh;
 	be->bn_bwd = cpu_bn_bwd;
 	be->bn_pool_takes = cpu_bn_pool_takes;
 	be->bn_fwd_train_pool = cpu_bn_fwd_train_pool;

@@ -167,6 +167,9 @@ typedef struct bn_job {
 	 * a convolution's output written so: conv_writes_yh), or NULL */
 	const uint16_t *xh;
 	uint16_t *xh_out, *yh_out;   /* bn_fwd_train_h: the copies, or NULL */
+	/* bn_bwd: dy as bf16 (CDP_H_DY), dx written as bf16 (CDP_H_DX), or NULL */
+	const uint16_t *dyh;
+	uint16_t *dxh;
 	float *y, *dx, *run_mean, *run_var, *save_mean, *save_invstd, *dgamma, *dbeta;
 	double *sums;       /* the synchronized parts' (2C) */
 	const cdp_bn_pool *pool;  /* the fused max pool (bn_*_pool), or NULL */
@@ -182,10 +185,13 @@ static size_t plane(const bn_job *j, int n, int c)
 /* sample n's dy of channel c: the plane, or the fused pool's (j->pool) */
 static dy_src plane_dy(const bn_job *j, int n, int c)
 {
-	dy_src s = { NULL, NULL, NULL, 0, 0 };
+	dy_src s = { .dy = NULL };
 
 	if (!j->pool) {
-		s.dy = j->dy + plane(j, n, c);
+		if (j->dyh)
+			s.dyh = j->dyh + plane(j, n, c);
+		else
+			s.dy = j->dy + plane(j, n, c);
 		return s;
 	}
 	size_t q = ((size_t)n * j->c + c) * j->pool->d.oh * j->pool->d.ow;
@@ -443,6 +449,15 @@ static inline const float *x_run(const bn_job *j, size_t o, size_t len, float *w
 	return wide;
 }
 
+/* dy's run [o, o + len): in place, or its bf16 copy widened into wide */
+static inline const float *dy_run(const bn_job *j, size_t o, size_t len, float *wide)
+{
+	if (!j->dyh)
+		return j->dy + o;
+	cpu_bf16_widen_run(wide, j->dyh + o, len);
+	return wide;
+}
+
 /* Both passes of the backward for channel c with the activation a constant
  * (so each specialisation is a straight vector loop). a = gamma * invstd is
  * the forward's scale (bn_train_chan's), and dx's factor. */
@@ -454,10 +469,10 @@ bwd_chan(const int act, const bn_job *j, int c)
 	float mean = j->mean[c], is = j->invstd[c], a = j->gamma[c] * is, mg, mgx;
 	float b = act ? j->beta[c] : 0.0f;
 
-	/* a plane at once, or a bf16 x XH_CHUNK values at a time (whole
-	 * BLOCKs of grad_sums: the same sums in the same order) */
-	size_t step = j->xh ? XH_CHUNK : j->hw;
-	float wide[XH_CHUNK];
+	/* a plane at once, or with a bf16 x, dy or dx XH_CHUNK values at a
+	 * time (whole BLOCKs of grad_sums: the same sums in the same order) */
+	size_t step = j->xh || j->dyh || j->dxh ? XH_CHUNK : j->hw;
+	float wide[XH_CHUNK], gwide[XH_CHUNK], dxt[XH_CHUNK];
 
 #if BN512
 	if (j->wide) {           /* the same passes on AVX-512, x read as it lies */
@@ -474,8 +489,9 @@ bwd_chan(const int act, const bn_job *j, int c)
 			size_t o = plane(j, n, c);
 			dy_src ds = plane_dy(j, n, c);
 			cpu_bn_dx_plane16(act, j->slope, j->x ? j->x + o : NULL,
-			                  j->xh ? j->xh + o : NULL, &ds, j->dx + o, j->hw, mean, is, a, b,
-			                  mg, mgx, j->dxbeta != 0.0f);
+			                  j->xh ? j->xh + o : NULL, &ds, j->dxh ? NULL : j->dx + o,
+			                  j->dxh ? j->dxh + o : NULL, j->hw, mean, is, a, b, mg, mgx,
+			                  j->dxbeta != 0.0f);
 		}
 		j->dgamma[c] += (float)sgx;
 		j->dbeta[c] += (float)sg;
@@ -487,7 +503,8 @@ bwd_chan(const int act, const bn_job *j, int c)
 		for (size_t q = 0; q < j->hw; q += step) {
 			size_t len = j->hw - q < step ? j->hw - q : step;
 			const float *xr = x_run(j, o + q, len, wide);
-			grad_sums(act, j->slope, xr, j->dy + o + q, len, mean, is, a, b, &sg, &sgx);
+			grad_sums(act, j->slope, xr, dy_run(j, o + q, len, gwide), len, mean, is, a, b,
+			          &sg, &sgx);
 		}
 	}
 	mg = (float)(sg / (double)m);
@@ -497,8 +514,11 @@ bwd_chan(const int act, const bn_job *j, int c)
 		for (size_t q = 0; q < j->hw; q += step) {
 			size_t len = j->hw - q < step ? j->hw - q : step;
 			const float *xr = x_run(j, o + q, len, wide);
-			dx_plane(act, j->slope, xr, j->dy + o + q, j->dx + o + q, len, mean, is, a, b, mg,
-			         mgx, j->dxbeta != 0.0f);
+			dx_plane(act, j->slope, xr, dy_run(j, o + q, len, gwide),
+			         j->dxh ? dxt : j->dx + o + q, len, mean, is, a, b, mg, mgx,
+			         j->dxbeta != 0.0f);
+			if (j->dxh)
+				cpu_bf16_narrow_run(j->dxh + o + q, dxt, len);
 		}
 	}
 	j->dgamma[c] += (float)sgx;
@@ -530,44 +550,60 @@ int cpu_bn_takes_xh(cdp_backend *be)
 	return 1;
 }
 
+/* and it reads dy and writes dx in bf16 where asked (CDP_H_DY, CDP_H_DX),
+ * widening dy as it loads it and rounding dx as it stores it */
+int cpu_bn_takes_gh(cdp_backend *be)
+{
+	(void)be;
+	return 1;
+}
+
 /* The activation's mask comes from x, gamma and bn_beta (pre1), not y:
  * the passes read x and dy only. dy is only read. */
 /* bn_bwd of dy, or of the fused pool p's gradient where p is not NULL
- * (save_invstd already holds 1/sqrt(var + eps)) */
-static void bwd(cdp_backend *be, int n, int c, int hw, const void *x, int xh, const float *dy,
+ * (save_invstd already holds 1/sqrt(var + eps)); h: CDP_H_* */
+static void bwd(cdp_backend *be, int n, int c, int hw, const void *x, int h, const void *dy,
                 const float *gamma, const float *bn_beta, const float *save_mean,
-                const float *save_invstd, int act, float slope, float *dx, float beta,
+                const float *save_invstd, int act, float slope, void *dx, float beta,
                 float *dgamma, float *dbeta, const cdp_bn_pool *p)
 {
 	bn_job j = { .n = n, .c = c, .hw = (size_t)hw, .act = act, .slope = slope,
-	             .x = xh ? NULL : x, .xh = xh ? x : NULL,
-	             .dy = dy, .gamma = gamma, .beta = bn_beta, .mean = save_mean,
-	             .invstd = save_invstd, .dx = dx, .dxbeta = beta, .dgamma = dgamma,
+	             .x = h & CDP_H_X ? NULL : x, .xh = h & CDP_H_X ? x : NULL,
+	             .dy = h & CDP_H_DY ? NULL : dy, .dyh = h & CDP_H_DY ? dy : NULL,
+	             .gamma = gamma, .beta = bn_beta, .mean = save_mean,
+	             .invstd = save_invstd, .dx = h & CDP_H_DX ? NULL : dx,
+	             .dxh = h & CDP_H_DX ? dx : NULL, .dxbeta = beta, .dgamma = dgamma,
 	             .dbeta = dbeta, .pool = p, .wide = BN512 && cpu_kgemm_wide() };
+
+	if ((h & CDP_H_DX && beta != 0.0f) || (h & CDP_H_DY && p)) {
+		fprintf(stderr, "cpu backend: batchnorm's backward asked to add to a bf16 dx, or "
+		        "given a bf16 dy with a fused pool\n");
+		abort();
+	}
 	cpu_parallel_for(be, c, bn_bwd_chan, &j);
 }
 
-void cpu_bn_bwd(cdp_backend *be, int n, int c, int hw, const void *x, int xh, const float *y,
-                float *dy, const float *gamma, const float *bn_beta, const float *save_mean,
-                const float *save_invstd, float eps, int act, float slope, float *dx,
+void cpu_bn_bwd(cdp_backend *be, int n, int c, int hw, const void *x, int h, const float *y,
+                void *dy, const float *gamma, const float *bn_beta, const float *save_mean,
+                const float *save_invstd, float eps, int act, float slope, void *dx,
                 float beta, float *dgamma, float *dbeta)
 {
 	(void)eps;
 	(void)y;
-	bwd(be, n, c, hw, x, xh, dy, gamma, bn_beta, save_mean, save_invstd, act, slope, dx, beta,
+	bwd(be, n, c, hw, x, h, dy, gamma, bn_beta, save_mean, save_invstd, act, slope, dx, beta,
 	    dgamma, dbeta, NULL);
 }
 
 /* bn_bwd whose dy is the fused max pool's gradient, expanded as it is
  * read (bn_pool_takes) */
-void cpu_bn_bwd_pool(cdp_backend *be, int n, int c, int hw, const void *x, int xh,
+void cpu_bn_bwd_pool(cdp_backend *be, int n, int c, int hw, const void *x, int h,
                      const float *gamma, const float *bn_beta, const float *save_mean,
-                     const float *save_invstd, float eps, int act, float slope, float *dx,
+                     const float *save_invstd, float eps, int act, float slope, void *dx,
                      float beta, float *dgamma, float *dbeta, const cdp_bn_pool *p)
 {
 	(void)eps;
 	check_pool(be, p, n, c, hw);
-	bwd(be, n, c, hw, x, xh, NULL, gamma, bn_beta, save_mean, save_invstd, act, slope, dx, beta,
+	bwd(be, n, c, hw, x, h, NULL, gamma, bn_beta, save_mean, save_invstd, act, slope, dx, beta,
 	    dgamma, dbeta, p);
 }
 

@@ -14,6 +14,18 @@
  * lanes in the same order as grad_sums and dx_plane: the same bits. ---- */
 typedef int32_t v16i __attribute__((vector_size(64), aligned(4)));
 typedef uint16_t v16h __attribute__((vector_size(32), aligned(2)));
+typedef uint32_t v16u __attribute__((vector_size(64), aligned(4)));
+
+/* v's 16 values rounded to bf16 (cpu_bf16_bits) into h[0..16) */
+static inline __attribute__((always_inline)) BN512_TARGET void store_h16(uint16_t *h, v16f v)
+{
+	v16u u = (v16u)v, nan = (v16u)((u & 0x7fffffffu) > 0x7f800000u);
+	v16u r = u + 0x7fffu + ((u >> 16) & 1u);
+	v16h hv = __builtin_convertvector(((r & ~nan) | ((u | 0x400000u) & nan)) >> 16, v16h);
+
+	memcpy(h, &hv, sizeof hv);
+}
+
 
 /* x[i, i + 16) as floats: from x, else the bf16 xh widened (exact) */
 static inline __attribute__((always_inline)) BN512_TARGET v16f load16(const float *x,
@@ -55,12 +67,8 @@ typedef int32_t v8i_bn __attribute__((vector_size(32), aligned(4)));
 static inline __attribute__((always_inline)) BN512_TARGET v16f
 dy16(const int pooled, const dy_src *s, size_t i, int h, int c0)
 {
-	v16f g;
-
-	if (!pooled) {
-		memcpy(&g, s->dy + i, sizeof g);
-		return g;
-	}
+	if (!pooled)         /* a bf16 dy (CDP_H_DY) widened in the register */
+		return load16(s->dy, s->dyh, i);
 	size_t q = (size_t)(h >> 1) * s->ow + (c0 >> 1);
 	const v8i_bn even = { 0, 2, 4, 6, 8, 10, 12, 14 };
 	v8i_bn ix, at = h * s->w + c0 + even;
@@ -104,7 +112,7 @@ grad_sums16_act(const int act, const int pooled, float slope, const float *x, co
 	}
 	for (; !pooled && i < n; i++) {     /* pooled planes are whole vectors */
 		float xi = load1(x, xh, i);
-		float g = grad1(act, slope, act ? pre1(xi, m, a, b) : 0.0f, ds->dy[i]);
+		float g = grad1(act, slope, act ? pre1(xi, m, a, b) : 0.0f, load1(ds->dy, ds->dyh, i));
 		*sg += g;
 		*sgx += (double)g * ((xi - m) * is);
 	}
@@ -112,8 +120,8 @@ grad_sums16_act(const int act, const int pooled, float slope, const float *x, co
 
 static inline __attribute__((always_inline)) BN512_TARGET void
 dx_plane16_act(const int act, const int pooled, float slope, const float *x, const uint16_t *xh,
-               const dy_src *ds, float *dx, size_t n, float m, float is, float a, float b,
-               float mg, float mgx, int add)
+               const dy_src *ds, float *dx, uint16_t *dxh, size_t n, float m, float is,
+               float a, float b, float mg, float mgx, int add)
 {
 	size_t i = 0;
 	int h = 0, c0 = 0;
@@ -129,13 +137,19 @@ dx_plane16_act(const int act, const int pooled, float slope, const float *x, con
 			memcpy(&o, dx + i, sizeof o);
 			d = o + d;
 		}
-		memcpy(dx + i, &d, sizeof d);
+		if (dxh)
+			store_h16(dxh + i, d);
+		else
+			memcpy(dx + i, &d, sizeof d);
 	}
 	for (; !pooled && i < n; i++) {
 		float xi = load1(x, xh, i);
-		float d = a * (grad1(act, slope, act ? pre1(xi, m, a, b) : 0.0f, ds->dy[i]) - mg -
-		               (xi - m) * is * mgx);
-		dx[i] = add ? dx[i] + d : d;
+		float d = a * (grad1(act, slope, act ? pre1(xi, m, a, b) : 0.0f,
+		                     load1(ds->dy, ds->dyh, i)) - mg - (xi - m) * is * mgx);
+		if (dxh)
+			dxh[i] = cpu_bf16_bits(d);
+		else
+			dx[i] = add ? dx[i] + d : d;
 	}
 }
 
@@ -161,12 +175,13 @@ cpu_bn_grad_sums16(int act, float slope, const float *x, const uint16_t *xh, con
 
 BN512_TARGET void
 cpu_bn_dx_plane16(int act, float slope, const float *x, const uint16_t *xh, const dy_src *ds, float *dx,
-           size_t n, float m, float is, float a, float b, float mg, float mgx, int add)
+           uint16_t *dxh, size_t n, float m, float is, float a, float b, float mg, float mgx,
+           int add)
 {
 	if (ds->dyp)
-		BN_ACTS(dx_plane16_act, 1, x, xh, ds, dx, n, m, is, a, b, mg, mgx, add);
+		BN_ACTS(dx_plane16_act, 1, x, xh, ds, dx, dxh, n, m, is, a, b, mg, mgx, add);
 	else
-		BN_ACTS(dx_plane16_act, 0, x, xh, ds, dx, n, m, is, a, b, mg, mgx, add);
+		BN_ACTS(dx_plane16_act, 0, x, xh, ds, dx, dxh, n, m, is, a, b, mg, mgx, add);
 }
 
 /* ---- the forward's passes on AVX-512 (cpu_kgemm_wide), as the
@@ -176,18 +191,6 @@ cpu_bn_dx_plane16(int act, float slope, const float *x, const uint16_t *xh, cons
  * batchnorm forward moved 15 GB/s where its backward moved 28). The same
  * operations on the same lanes in the same order as shifted_sums,
  * norm_plane and cpu_bf16_bits: the same bits. ---- */
-typedef uint32_t v16u __attribute__((vector_size(64), aligned(4)));
-
-/* v's 16 values rounded to bf16 (cpu_bf16_bits) into h[0..16) */
-static inline __attribute__((always_inline)) BN512_TARGET void store_h16(uint16_t *h, v16f v)
-{
-	v16u u = (v16u)v, nan = (v16u)((u & 0x7fffffffu) > 0x7f800000u);
-	v16u r = u + 0x7fffu + ((u >> 16) & 1u);
-	v16h hv = __builtin_convertvector(((r & ~nan) | ((u | 0x400000u) & nan)) >> 16, v16h);
-
-	memcpy(h, &hv, sizeof hv);
-}
-
 /* norm_plane's value of 16 x (pre1, then the activation: a NaN passes) */
 static inline __attribute__((always_inline)) BN512_TARGET v16f
 norm_vec(const int act, float slope, v16f xv, float m, float a, float b)

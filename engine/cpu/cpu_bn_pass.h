@@ -79,6 +79,7 @@ static inline __attribute__((always_inline)) float load1(const float *x, const u
  * 2), with its argmax ix, expanded as maxpool_bwd's tiled path writes dy */
 typedef struct dy_src {
 	const float *dy, *dyp;
+	const uint16_t *dyh;     /* or the plane as bf16 (bn_bwd's CDP_H_DY) */
 	const int32_t *ix;
 	int w, ow;
 } dy_src;
@@ -102,8 +103,9 @@ BN512_TARGET void cpu_bn_grad_sums16(int act, float slope, const float *x, const
                                      const dy_src *ds, size_t n, float m, float is, float a,
                                      float b, double *sg, double *sgx);
 BN512_TARGET void cpu_bn_dx_plane16(int act, float slope, const float *x, const uint16_t *xh,
-                                    const dy_src *ds, float *dx, size_t n, float m, float is,
-                                    float a, float b, float mg, float mgx, int add);
+                                    const dy_src *ds, float *dx, uint16_t *dxh, size_t n,
+                                    float m, float is, float a, float b, float mg, float mgx,
+                                    int add);
 #else
 #define BN512 0
 #endif

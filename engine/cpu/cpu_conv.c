@@ -348,6 +348,32 @@ int cpu_conv_takes_split(cdp_backend *be, const cdp_conv_desc *d)
 	return !phase_op(d, OP_FWD) && conv_plan(d) == PLAN_IMPLICIT;
 }
 
+static void bias_grad(cdp_backend *be, int n, int f, int hw, const void *dy, int h,
+                      float *dbias);
+
+/* dy as bf16 (d->dyh, backend.h): where both backward ops run the
+ * implicit plan, whose data gradient fills its slices from dy through
+ * cpu_src as the forward does from x, and whose filter gradient is the
+ * grid's (cpu_iconv_filter_takes_h), which lays dy as bf16 pairs anyway;
+ * dx as bf16 (d->dxh): where that data gradient is Winograd's, whose
+ * output transform rounds it in the register (cpu_iconv_data_writes_h).
+ * phase_op's strided layers are not the implicit plan's. */
+static int implicit_bwd(const cdp_backend *be, const cdp_conv_desc *d)
+{
+	return be->precision == CDP_PREC_BF16 && conv_plan(d) == PLAN_IMPLICIT &&
+	       !phase_op(d, OP_DATA) && !phase_op(d, OP_FILTER);
+}
+
+int cpu_conv_takes_dyh(cdp_backend *be, const cdp_conv_desc *d)
+{
+	return implicit_bwd(be, d) && cpu_iconv_filter_takes_h(be, d);
+}
+
+int cpu_conv_writes_dxh(cdp_backend *be, const cdp_conv_desc *d)
+{
+	return implicit_bwd(be, d) && cpu_iconv_data_writes_h(be, d);
+}
+
 /* x given as bf16, or in segments, where this backend does not take it
  * (fwd 0: the filter gradient, which never takes segments): the
  * caller's bug */
@@ -361,6 +387,11 @@ static void check_xh(cdp_backend *be, const cdp_conv_desc *d, int fwd)
 	if (d->nseg > 0 && (!fwd || d->xh || !cpu_conv_takes_split(be, d))) {
 		fprintf(stderr, "cpu backend: a convolution given its input in segments that it "
 		        "cannot read so (conv_takes_split is 0)\n");
+		abort();
+	}
+	if ((d->dyh && !cpu_conv_takes_dyh(be, d)) || (d->dxh && !cpu_conv_writes_dxh(be, d))) {
+		fprintf(stderr, "cpu backend: a convolution's gradient given or asked for in bf16 "
+		        "where it cannot take it so (conv_takes_dyh, conv_writes_dxh are 0)\n");
 		abort();
 	}
 }
@@ -529,14 +560,26 @@ void cpu_conv_fwd_bn(cdp_backend *be, const cdp_conv_desc *d, const void *x, con
 }
 
 
-void cpu_conv_bwd_data(cdp_backend *be, const cdp_conv_desc *d, const float *dy,
-                       const float *w, float *dx, float beta, void *ws)
+void cpu_conv_bwd_data(cdp_backend *be, const cdp_conv_desc *d, const void *dyv,
+                       const float *w, void *dxv, float beta, void *ws)
 {
 	int k = d->c * d->kh * d->kw, np = d->n * d->oh * d->ow;
 	conv_job j = make_job(be, d);
+	const float *dy = dyv;
+	float *dx = dxv;
 
+	check_xh(be, d, 0);
+	if (d->dxh && beta != 0.0f) {
+		fprintf(stderr, "cpu backend: a convolution's data gradient asked for in bf16 "
+		        "and to be added to (beta 1)\n");
+		abort();
+	}
 	if (be->precision == CDP_PREC_BF16)
 		cpu_bf16_new_op();
+	if (d->dyh || d->dxh) {          /* implicit_bwd */
+		cpu_iconv_data(be, d, dyv, w, dxv, beta, ws);
+		return;
+	}
 
 	if (phase_op(d, OP_DATA)) {
 		cpu_phase_data(be, d, dy, w, dx, beta, ws);
@@ -572,17 +615,22 @@ void cpu_conv_bwd_data(cdp_backend *be, const cdp_conv_desc *d, const float *dy,
 }
 
 void cpu_conv_bwd_filter(cdp_backend *be, const cdp_conv_desc *d, const void *x,
-                         const float *dy, float *dw, float *dbias, void *ws)
+                         const void *dyv, float *dw, float *dbias, void *ws)
 {
 	int k = d->c * d->kh * d->kw, np = d->n * d->oh * d->ow;
 	conv_job j = make_job(be, d);
+	const float *dy = dyv;
 
 	check_xh(be, d, 0);
 	if (be->precision == CDP_PREC_BF16)
 		cpu_bf16_new_op();
 
 	if (dbias)
-		cpu_bias_grad(be, d->n, d->f, d->oh * d->ow, dy, dbias);
+		bias_grad(be, d->n, d->f, d->oh * d->ow, dyv, d->dyh, dbias);
+	if (d->dyh) {                    /* implicit_bwd */
+		cpu_iconv_filter(be, d, x, dyv, dw, ws);
+		return;
+	}
 	if (phase_op(d, OP_FILTER)) {
 		cpu_phase_filter(be, d, x, dy, dw, ws);
 		return;
@@ -612,6 +660,7 @@ void cpu_conv_bwd_filter(cdp_backend *be, const cdp_conv_desc *d, const void *x,
  * job (also the bias gradient of the deconv and dense layers). */
 typedef struct dbias_job {
 	const float *dy;
+	const uint16_t *dyh;     /* or dy as bf16 (conv_bwd_filter's d->dyh) */
 	float *dbias;
 	int n, f;
 	size_t p;
@@ -629,7 +678,17 @@ static void dbias_one(void *ctx, int f)
 	const dbias_job *jb = ctx;
 	double acc[DBIAS_LANES] = { 0.0 }, s;
 
-	for (int n = 0; n < jb->n; n++) {
+	for (int n = 0; n < jb->n && jb->dyh; n++) {     /* the same sums of the widened */
+		const uint16_t *g = jb->dyh + ((size_t)n * jb->f + f) * jb->p;
+		float t[DBIAS_LANES];
+		for (size_t i = 0; i < jb->p; i += DBIAS_LANES) {
+			size_t m = jb->p - i < DBIAS_LANES ? jb->p - i : DBIAS_LANES;
+			cpu_bf16_widen_run(t, g + i, m);
+			for (size_t l = 0; l < m; l++)
+				acc[l] += t[l];
+		}
+	}
+	for (int n = 0; n < jb->n && !jb->dyh; n++) {
 		const float *g = jb->dy + ((size_t)n * jb->f + f) * jb->p;
 		size_t i = 0;
 		for (; i + DBIAS_LANES <= jb->p; i += DBIAS_LANES)
@@ -645,8 +704,14 @@ static void dbias_one(void *ctx, int f)
 	jb->dbias[f] += (float)s;
 }
 
+static void bias_grad(cdp_backend *be, int n, int f, int hw, const void *dy, int h,
+                      float *dbias)
+{
+	dbias_job jb = { h ? NULL : dy, h ? dy : NULL, dbias, n, f, (size_t)hw };
+	cpu_parallel_for(be, f, dbias_one, &jb);
+}
+
 void cpu_bias_grad(cdp_backend *be, int n, int f, int hw, const float *dy, float *dbias)
 {
-	dbias_job jb = { dy, dbias, n, f, (size_t)hw };
-	cpu_parallel_for(be, f, dbias_one, &jb);
+	bias_grad(be, n, f, hw, dy, 0, dbias);
 }

@@ -150,7 +150,7 @@ static void fill(const afg *a, cpu_src x, int n0, int gn, int r0, uint16_t *sl)
 
 /* dy of filters [ob, ob + 16) of the item on the grid, as B's pairs,
  * positions [0, kp) (rows of dyh a->kp apart) */
-DP_TARGET static void pack_dy(const afg *a, const float *dy, int n0, int gn, int r0, int ob,
+DP_TARGET static void pack_dy(const afg *a, cpu_src dy, int n0, int gn, int r0, int ob,
                                long kp, uint16_t *dyh, uint32_t *dyp)
 {
 	const cpu_corr *c = &a->c;
@@ -160,10 +160,10 @@ DP_TARGET static void pack_dy(const afg *a, const float *dy, int n0, int gn, int
 	memset(dyh, 0, (size_t)16 * a->kp * sizeof *dyh);
 	for (int o = ob; o < ob + 16 && o < c->o; o++)
 		for (int b = 0; b < gn; b++) {
-			const float *src = dy + ((long)(n0 + b) * c->o + o) * pix + (long)r0 * c->ow;
+			long e = ((long)(n0 + b) * c->o + o) * pix + (long)r0 * c->ow;
 			uint16_t *d = dyh + (size_t)(o - ob) * a->kp + (size_t)b * a->bk;
-			for (int r = r0; r < r1; r++, src += c->ow, d += a->gw)
-				cpu_bf16_narrow_run(d, src, (size_t)c->ow);
+			for (int r = r0; r < r1; r++, e += c->ow, d += a->gw)
+				put_row(d, cpu_src_at(dy, e), (size_t)c->ow);
 		}
 	for (long k2 = 0; k2 < kp / 2; k2 += 16) {
 		__m512i rv[16];
@@ -314,8 +314,7 @@ typedef struct fjob {
 	cdp_backend *be;
 	afg a;
 	int n, nch, items, parts;
-	cpu_src x;
-	const float *dy;
+	cpu_src x, dy;
 } fjob;
 
 /* part p's items (a fixed run of them) into its partial of dw */
@@ -367,7 +366,7 @@ static void filter_part(void *ctx, int p)
 					    (s % 16) * 16 + o % 16];
 }
 
-int cpu_grid_filter(cdp_backend *be, const cpu_corr *c, int n, cpu_src x, const float *dy,
+int cpu_grid_filter(cdp_backend *be, const cpu_corr *c, int n, cpu_src x, cpu_src dy,
                    float *dw)
 {
 	int amx = cpu_bf16_uses_amx(be);
@@ -400,7 +399,7 @@ size_t cpu_grid_filter_scratch(const cdp_backend *be, const cpu_corr *c)
 	return 0;
 }
 
-int cpu_grid_filter(cdp_backend *be, const cpu_corr *c, int n, cpu_src x, const float *dy,
+int cpu_grid_filter(cdp_backend *be, const cpu_corr *c, int n, cpu_src x, cpu_src dy,
                    float *dw)
 {
 	(void)be; (void)c; (void)n; (void)x; (void)dy; (void)dw;

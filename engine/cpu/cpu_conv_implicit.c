@@ -35,6 +35,8 @@
  * adds the partials in order (cpu_filter_reduce). Usable when stride is 1
  * and pad <= dil*(K-1) (so the data gradient's pad is not negative).
  */
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include "cpu_iconv.h"
 
@@ -299,8 +301,32 @@ void cpu_iconv_fwd(cdp_backend *be, const cdp_conv_desc *d, const void *x,
 	         1);
 }
 
-void cpu_iconv_data(cdp_backend *be, const cdp_conv_desc *d, const float *dy,
-                    const float *w, float *dx, float beta, void *ws)
+/* The data gradient as bf16 (d->dxh): where Winograd's output transform
+ * writes it, as the forward's (its vectors rounded in the register) */
+int cpu_iconv_data_writes_h(const cdp_backend *be, const cdp_conv_desc *d)
+{
+	cpu_corr p = data_prob(d);
+
+	return be->precision == CDP_PREC_BF16 && cpu_iconv_usable(d) && cpu_wino_takes(be, &p);
+}
+
+/* dy as bf16 (d->dyh) in both backward ops: the data gradient's plans
+ * fill from cpu_src, which takes it; the filter gradient where it is the
+ * grid's (which lays dy as bf16 anyway) or Winograd's (which widens it
+ * as it loads it for its transform) */
+int cpu_iconv_filter_takes_h(const cdp_backend *be, const cdp_conv_desc *d)
+{
+	cpu_corr p = fwd_prob(d);
+
+	if (be->precision != CDP_PREC_BF16 || !cpu_iconv_usable(d))
+		return 0;
+	return cpu_winof_takes(be, &p) || cpu_grid_filter_takes(be, &p);
+}
+
+/* dy (N, F, OH, OW): float, or bf16 with d->dyh; dx float, or bf16 with
+ * d->dxh (cpu_iconv_data_writes_h) */
+void cpu_iconv_data(cdp_backend *be, const cdp_conv_desc *d, const void *dy,
+                    const float *w, void *dx, float beta, void *ws)
 {
 	int kk = d->kh * d->kw;
 	float *wf = (float *)((char *)ws + table_bytes(d));
@@ -311,8 +337,8 @@ void cpu_iconv_data(cdp_backend *be, const cdp_conv_desc *d, const float *dy,
 		for (int f = 0; f < d->f; f++)
 			for (int t = 0; t < kk; t++)
 				wf[((size_t)c * d->f + f) * kk + t] = w[((size_t)f * d->c + c) * kk + kk - 1 - t];
-	run_corr(be, &p, d->n, cpu_src_of(dy, 0), wf, (long)d->f * kk, NULL, NULL, beta, dx, NULL, 0,
-	         ws, wino_u(d, ws), 0);
+	run_corr(be, &p, d->n, cpu_src_of(dy, d->dyh), wf, (long)d->f * kk, NULL, NULL, beta,
+	         d->dxh ? NULL : dx, d->dxh ? dx : NULL, 0, ws, wino_u(d, ws), 0);
 }
 
 /* The filter gradient is cpu_conv_winof.c's where the forward is
@@ -323,13 +349,31 @@ void cpu_iconv_data(cdp_backend *be, const cdp_conv_desc *d, const float *dy,
  * planes), which took 4-23% less time than sums over this file's padded
  * rows at 32x32 to 256x256 (3x3 kernels, 16 to 256 channels). */
 void cpu_iconv_filter(cdp_backend *be, const cdp_conv_desc *d, const void *x,
-                      const float *dy, float *dw, void *ws)
+                      const void *dy, float *dw, void *ws)
 {
 	cpu_corr p = fwd_prob(d);
+	cpu_src g = cpu_src_of(dy, d->dyh);
+	float *wide;
 
-	if (cpu_winof_takes(be, &p))
-		cpu_winof_filter(be, &p, d->n, cpu_src_of(x, d->xh), dy, dw, wino_u(d, ws));
-	else if (!cpu_grid_filter_takes(be, &p) ||
-	         cpu_grid_filter(be, &p, d->n, cpu_src_of(x, d->xh), dy, dw) < 0)
+	if (cpu_winof_takes(be, &p)) {
+		cpu_winof_filter(be, &p, d->n, cpu_src_of(x, d->xh), g, dw, wino_u(d, ws));
+		return;
+	}
+	if (cpu_grid_filter_takes(be, &p) &&
+	    cpu_grid_filter(be, &p, d->n, cpu_src_of(x, d->xh), g, dw) == 0)
+		return;
+	if (!d->dyh) {
 		cpu_kcol_filter(be, &p, d->n, cpu_src_of(x, d->xh), dy, dw, ws);
+		return;
+	}
+	/* the grid's scratch fell short (cpu_grid_filter: -1): its fallback
+	 * reads float, so dy widened (exact: the same results) */
+	size_t count = (size_t)d->n * d->f * d->oh * d->ow;
+	if (!(wide = malloc(count * sizeof *wide))) {
+		fprintf(stderr, "cpu backend: out of memory widening a bf16 gradient\n");
+		abort();
+	}
+	cpu_bf16_widen_run(wide, dy, count);
+	cpu_kcol_filter(be, &p, d->n, cpu_src_of(x, d->xh), wide, dw, ws);
+	free(wide);
 }

@@ -1113,7 +1113,7 @@ void cpu_wino_corr(cdp_backend *be, const cpu_corr *c, int n, cpu_src in, const 
 	 * (4% of the data gradient's time on 64 channels at 64x64) */
 	wjob j = { .be = be, .c = c, .g = item_geo(c), .n = n, .in = in, .u = u, .bias = bias,
 	           .bn = bn, .beta = beta, .out = out, .outh = outh, .rnd = rnd || (pairs && fwd),
-	           .rnd_out = fwd && be->precision == CDP_PREC_BF16, .pairs = pairs };
+	           .rnd_out = (fwd && be->precision == CDP_PREC_BF16) || outh, .pairs = pairs };
 	int rows = n * j.g.tph, fresh = 0;
 	float *bnc = bn ? malloc(3 * (size_t)c->o * sizeof *bnc) : NULL;
 	uentry *e = NULL;

@@ -163,6 +163,7 @@ typedef struct fjob {
 	int n, items, parts;
 	cpu_src x;
 	const float *dy;
+	const uint16_t *dyh;     /* or dy as bf16 (conv_takes_dyh), widened as loaded */
 	float *du, *dw;
 	int rnd;                 /* round x and dy to bf16 */
 	int pairs;               /* VDPBF16PS's gemms: V[xi] rounded and packed */
@@ -177,16 +178,29 @@ typedef struct fjob {
  *       | 0 1 -1 -1 |
  * last row or column): rows a, a + b, a - b, -b of dY's rows a, b, then
  * the same on its columns. */
+/* dy's element e, widened where it is bf16 (exact) */
+static inline float dy_at(const fjob *j, size_t e)
+{
+	uint32_t u;
+	float v;
+
+	if (!j->dyh)
+		return j->dy[e];
+	u = (uint32_t)j->dyh[e] << 16;
+	memcpy(&v, &u, sizeof v);
+	return v;
+}
+
 static void dy_tiles(const fjob *j, float *z, int n, int ty, int t0, int tx0, int tx1, int o0,
                      int o1)
 {
 	const cpu_corr *c = j->c;
 	size_t plane = (size_t)c->oh * c->ow, zs = zst(c, &j->f);
-	const float *d0 = j->dy + (size_t)n * c->o * plane + (size_t)(2 * ty) * c->ow;
+	size_t d0 = (size_t)n * c->o * plane + (size_t)(2 * ty) * c->ow;
 	int row1 = 2 * ty + 1 < c->oh;
 
 	for (int tx = tx0; tx < tx1; tx++) {
-		const float *p = d0 + 2 * tx;
+		size_t p = d0 + 2 * tx;
 		float *zt = z + (size_t)(t0 + tx) * c->o;
 		int col1 = 2 * tx + 1 < c->ow;
 		/* the missing row or column read as its neighbour, times 0 */
@@ -194,8 +208,9 @@ static void dy_tiles(const fjob *j, float *z, int n, int ty, int t0, int tx0, in
 		float mr = row1 ? 1.0f : 0.0f, mc = col1 ? 1.0f : 0.0f;
 
 		for (int o = o0; o < o1; o++) {
-			const float *q = p + (size_t)o * plane;
-			float a0 = q[0], a1 = mc * q[dc], b0 = mr * q[dr], b1 = mr * mc * q[dr + dc];
+			size_t q = p + (size_t)o * plane;
+			float a0 = dy_at(j, q), a1 = mc * dy_at(j, q + dc), b0 = mr * dy_at(j, q + dr);
+			float b1 = mr * mc * dy_at(j, q + dr + dc);
 
 			if (j->rnd) {
 				a0 = cpu_bf16_round(a0);
@@ -243,22 +258,35 @@ static void dy_tiles(const fjob *j, float *z, int n, int ty, int t0, int tx0, in
  * shuffles of turning the 16 matrices of Z around (dy_tiles' arithmetic
  * on each value: the same Z). RND rounds a vector of the type to bf16
  * (j->rnd). */
-#define DY_BLOCK(VT, W, ZL, ZH, RND) DY_BLOCK_AT(VT, W, ZL, ZH, RND, (W))
+#define DY_BLOCK(VT, VU, VH, W, ZL, ZH, RND) DY_BLOCK_AT(VT, VU, VH, W, ZL, ZH, RND, (W))
+/* W values of a bf16 dy at p as VT, widened (VU, VH: the lanes as 32 and
+ * 16 bits) */
+#define DY_WIDEN(VT, VU, VH, p) ((VT)(__builtin_convertvector(*(const VH *)(p), VU) << 16))
 /* SOFF: where the second W floats of the rows lie (W on: the row goes on;
- * 2 OW on: the rows of the next tile row, dy_rows2) */
-#define DY_BLOCK_AT(VT, W, ZL, ZH, RND, SOFF) { \
+ * 2 OW on: the rows of the next tile row, dy_rows2); a bf16 dy (j->dyh)
+ * widened as it is loaded (zeros, all bits 0, read as bf16 too) */
+#define DY_BLOCK_AT(VT, VU, VH, W, ZL, ZH, RND, SOFF) { \
 	const cpu_corr *c = j->c; \
 	size_t plane = (size_t)c->oh * c->ow, zs = zst(c, &j->f); \
-	const float *d0 = j->dy + ((size_t)n * c->o + o0) * plane + (size_t)(2 * ty) * c->ow + \
-	                  2 * tx0; \
+	size_t d0 = ((size_t)n * c->o + o0) * plane + (size_t)(2 * ty) * c->ow + 2 * tx0; \
 	int row1 = 2 * ty + 1 < c->oh; \
 	VT in[4][W];             /* row 0 left, right, row 1 left, right: [filter] */ \
 	for (int ol = 0; ol < (W); ol++) { \
-		const float *y0 = d0 + (size_t)ol * plane, *y1 = row1 ? y0 + c->ow : zeros; \
-		in[0][ol] = *(const VT *)y0; \
-		in[1][ol] = *(const VT *)(y0 + (SOFF)); \
-		in[2][ol] = *(const VT *)y1; \
-		in[3][ol] = *(const VT *)(y1 + (SOFF)); \
+		size_t e0 = d0 + (size_t)ol * plane; \
+		if (j->dyh) { \
+			const uint16_t *y0 = j->dyh + e0; \
+			const uint16_t *y1 = row1 ? y0 + c->ow : (const uint16_t *)zeros; \
+			in[0][ol] = DY_WIDEN(VT, VU, VH, y0); \
+			in[1][ol] = DY_WIDEN(VT, VU, VH, y0 + (SOFF)); \
+			in[2][ol] = DY_WIDEN(VT, VU, VH, y1); \
+			in[3][ol] = DY_WIDEN(VT, VU, VH, y1 + (SOFF)); \
+		} else { \
+			const float *y0 = j->dy + e0, *y1 = row1 ? y0 + c->ow : zeros; \
+			in[0][ol] = *(const VT *)y0; \
+			in[1][ol] = *(const VT *)(y0 + (SOFF)); \
+			in[2][ol] = *(const VT *)y1; \
+			in[3][ol] = *(const VT *)(y1 + (SOFF)); \
+		} \
 		if (j->rnd) \
 			for (int k = 0; k < 4; k++) \
 				RND(in[k][ol]); \
@@ -285,12 +313,12 @@ static void dy_tiles(const fjob *j, float *z, int n, int ty, int t0, int tx0, in
 static inline __attribute__((always_inline)) void dy_block(const fjob *j, float *z, int n, int ty,
                                                          int t0, int tx0, int o0,
                                                          const float *zeros)
-DY_BLOCK(wvec, 16, ZIP_LO, ZIP_HI, WINO_BF16)
+DY_BLOCK(wvec, wvecu, wvech, 16, ZIP_LO, ZIP_HI, WINO_BF16)
 
 static inline __attribute__((always_inline)) void dy_block8(const fjob *j, float *z, int n,
                                                           int ty, int t0, int tx0, int o0,
                                                           const float *zeros)
-DY_BLOCK(wvec8, 8, ZIP_LO8, ZIP_HI8, WINO_BF16_8)
+DY_BLOCK(wvec8, wvecu8, wvech8, 8, ZIP_LO8, ZIP_HI8, WINO_BF16_8)
 
 /* tile rows ty and ty + 1 of a plane 16 wide (8 tiles a row, all four
  * dy rows inside it) as one row of 16 tiles: Z's rows of the two are
@@ -299,12 +327,12 @@ DY_BLOCK(wvec8, 8, ZIP_LO8, ZIP_HI8, WINO_BF16_8)
 static inline __attribute__((always_inline)) void dy_block2r(const fjob *j, float *z, int n,
                                                            int ty, int t0, int tx0, int o0,
                                                            const float *zeros)
-DY_BLOCK_AT(wvec, 16, ZIP_LO, ZIP_HI, WINO_BF16, 2 * c->ow)
+DY_BLOCK_AT(wvec, wvecu, wvech, 16, ZIP_LO, ZIP_HI, WINO_BF16, 2 * c->ow)
 
 static inline __attribute__((always_inline)) void dy_block4(const fjob *j, float *z, int n,
                                                           int ty, int t0, int tx0, int o0,
                                                           const float *zeros)
-DY_BLOCK(wvec4, 4, ZIP_LO4, ZIP_HI4, WINO_BF16_4)
+DY_BLOCK(wvec4, wvecu4, wvech4, 4, ZIP_LO4, ZIP_HI4, WINO_BF16_4)
 
 /* the tiles [tx, tx + w) of a row in W x W blocks, filters past the
  * last whole block one at a time */
@@ -488,9 +516,9 @@ static void to_dw(void *ctx, int k)
 }
 
 void cpu_winof_filter(cdp_backend *be, const cpu_corr *c, int n, cpu_src x,
-                      const float *dy, float *dw, float *ws)
+                      cpu_src dy, float *dw, float *ws)
 {
-	fjob j = { .be = be, .c = c, .n = n, .x = x, .dy = dy, .du = ws, .dw = dw,
+	fjob j = { .be = be, .c = c, .n = n, .x = x, .dy = dy.f, .dyh = dy.h, .du = ws, .dw = dw,
 	           .rnd = cpu_bf16_rounds_copies(be), .pairs = cpu_bf16_packs_pairs(be) };
 	int rows, nb = (c->s + SBLOCK - 1) / SBLOCK;
 

@@ -124,7 +124,7 @@ int cpu_pairs_corr(cdp_backend *be, const cpu_corr *p, int n, cpu_src in, const 
  * bytes it wants, the partials included. */
 int cpu_grid_filter_takes(const cdp_backend *be, const cpu_corr *c);
 size_t cpu_grid_filter_scratch(const cdp_backend *be, const cpu_corr *c);
-int cpu_grid_filter(cdp_backend *be, const cpu_corr *c, int n, cpu_src x, const float *dy,
+int cpu_grid_filter(cdp_backend *be, const cpu_corr *c, int n, cpu_src x, cpu_src dy,
                    float *dw);
 
 /* Forward or data goes to cpu_conv_kcol.c. The caller's table (tab
@@ -201,7 +201,7 @@ int cpu_winof_takes(const cdp_backend *be, const cpu_corr *c);
 size_t cpu_winof_scratch(const cpu_corr *c);
 size_t cpu_winof_floats(const cpu_corr *c);
 void cpu_winof_filter(cdp_backend *be, const cpu_corr *c, int n, cpu_src x,
-                      const float *dy, float *dw, float *ws);
+                      cpu_src dy, float *dw, float *ws);
 
 /* cpu_conv_phase.c: 3x3 stride-2 pad-1 convolutions as four stride-1
  * correlations on the input's phases (cpu_conv_kcol.c runs them). The

@@ -645,6 +645,32 @@ static int cu_conv_writes_yh(cdp_backend *be, const cdp_conv_desc *d)
 	return 0;
 }
 
+/* cuDNN's staging converts a float dy and writes a float dx: bf16
+ * gradients would need conversions of their own, not written; the net
+ * keeps them float (net.c, backend.h) */
+static int cu_conv_takes_dyh(cdp_backend *be, const cdp_conv_desc *d)
+{
+	(void)be;
+	(void)d;
+	return 0;
+}
+
+static int cu_conv_writes_dxh(cdp_backend *be, const cdp_conv_desc *d)
+{
+	(void)be;
+	(void)d;
+	return 0;
+}
+
+/* gradients as float (d->dyh, d->dxh 0: cu_conv_takes_dyh, cu_conv_writes_dxh) */
+static void float_grads(const cdp_conv_desc *d)
+{
+	if (d->dyh || d->dxh)
+		cu_fail(__FILE__, __LINE__, "conv", "bf16 gradient",
+		        "a convolution's gradient was given or asked for in bf16 "
+		        "(conv_takes_dyh, conv_writes_dxh are 0)");
+}
+
 /* x as float (d->xh 0: cu_conv_takes_xh; d->nseg 0: cu_conv_takes_split) */
 static const float *float_x(const cdp_conv_desc *d, const void *x)
 {
@@ -698,11 +724,15 @@ static int disjoint2(const cdp_conv_desc *d)
 }
 
 /* dx (N,C,H,W) = beta dx + conv_transpose(dy, w) */
-static void cu_conv_bwd_data(cdp_backend *be, const cdp_conv_desc *d, const float *dy,
-                             const float *w, float *dx, float beta, void *ws)
+static void cu_conv_bwd_data(cdp_backend *be, const cdp_conv_desc *d, const void *dyv,
+                             const float *w, void *dxv, float beta, void *ws)
 {
 	cu_impl *im = cu_im(be);
 	cu_plan *p = plan_need(be, d, "conv_bwd_data");
+	const float *dy = dyv;
+	float *dx = dxv;
+
+	float_grads(d);
 
 	if (!p->staged && disjoint2(d)) {
 		/* our kernel: cuDNN's took 122 ms on an H200 for the U-Net's top one */
@@ -727,11 +757,13 @@ static void cu_conv_bwd_data(cdp_backend *be, const cdp_conv_desc *d, const floa
 
 /* dw (F,C,KH,KW) += dW(x, dy); dbias (F) += sum of dy over N, OH, OW */
 static void cu_conv_bwd_filter(cdp_backend *be, const cdp_conv_desc *d, const void *xv,
-                               const float *dy, float *dw, float *dbias, void *ws)
+                               const void *dyv, float *dw, float *dbias, void *ws)
 {
 	cu_impl *im = cu_im(be);
 	cu_plan *p = plan_need(be, d, "conv_bwd_filter");
-	const float *x = float_x(d, xv);
+	const float *x = float_x(d, xv), *dy = dyv;
+
+	float_grads(d);
 
 	if (!p->staged && misaligned(dw)) {
 		/* into the aligned W slot, then added: dw + sum, as beta = 1 does */
@@ -775,6 +807,8 @@ void cu_conv_init(cdp_backend *be)
 	be->conv_workspace = cu_conv_workspace;
 	be->conv_takes_xh = cu_conv_takes_xh;
 	be->conv_writes_yh = cu_conv_writes_yh;
+	be->conv_takes_dyh = cu_conv_takes_dyh;
+	be->conv_writes_dxh = cu_conv_writes_dxh;
 	be->conv_takes_split = cu_conv_takes_split;
 	be->conv_fwd = cu_conv_fwd;
 	be->conv_fwd_bn = cu_conv_fwd_bn;

@@ -233,7 +233,7 @@ static void cu_bn_fwd_train_pool(cdp_backend *be, int n, int c, int hw, const fl
 
 static void cu_bn_bwd_pool(cdp_backend *be, int n, int c, int hw, const void *x, int xh,
                            const float *gamma, const float *bn_beta, const float *save_mean,
-                           const float *save_invstd, float eps, int act, float slope, float *dx,
+                           const float *save_invstd, float eps, int act, float slope, void *dx,
                            float beta, float *dgamma, float *dbeta, const cdp_bn_pool *p)
 {
 	(void)be, (void)n, (void)c, (void)hw, (void)x, (void)xh, (void)gamma, (void)bn_beta;
@@ -249,17 +249,30 @@ static int cu_bn_takes_xh(cdp_backend *be)
 	return 0;
 }
 
-static void cu_bn_bwd(cdp_backend *be, int n, int c, int hw, const void *xv, int xh,
-                      const float *y, float *dy, const float *gamma, const float *bn_beta,
+/* bf16 gradients (CDP_H_DY, CDP_H_DX) would need kernels of their own,
+ * not written: float only */
+static int cu_bn_takes_gh(cdp_backend *be)
+{
+	(void)be;
+	return 0;
+}
+
+static void cu_bn_bwd(cdp_backend *be, int n, int c, int hw, const void *xv, int h,
+                      const float *y, void *dyv, const float *gamma, const float *bn_beta,
                       const float *save_mean, const float *save_invstd, float eps, int act,
-                      float slope, float *dx, float beta, float *dgamma, float *dbeta)
+                      float slope, void *dxv, float beta, float *dgamma, float *dbeta)
 {
 	cu_impl *im = cu_im(be);
 	const float one = 1.0f, *x = xv;
+	float *dy = dyv, *dx = dxv;
 
-	if (xh)
+	if (h & CDP_H_X)
 		cu_fail(__FILE__, __LINE__, "bn_bwd", "bf16 input",
 		        "batchnorm's backward was given its input in bf16 (bn_takes_xh is 0)");
+	if (h & (CDP_H_DY | CDP_H_DX))
+		cu_fail(__FILE__, __LINE__, "bn_bwd", "bf16 gradient",
+		        "batchnorm's backward was given or asked for a bf16 gradient "
+		        "(bn_takes_gh is 0)");
 
 	if (!im->bn_cudnn) {
 		cu_buf_reserve(be, &im->scratch, cdk_bn_scratch_bytes(c));
@@ -410,6 +423,7 @@ void cu_dnn_ops(cdp_backend *be)
 	be->bn_fwd_infer = cu_bn_fwd_infer;
 	be->bn_bwd_needs_y = cu_bn_bwd_needs_y;
 	be->bn_takes_xh = cu_bn_takes_xh;
+	be->bn_takes_gh = cu_bn_takes_gh;
 	be->bn_pool_takes = cu_bn_pool_takes;
 	be->bn_fwd_train_pool = cu_bn_fwd_train_pool;
 	be->bn_bwd_pool = cu_bn_bwd_pool;

@@ -284,7 +284,7 @@ static void backward(cdp_layer *l, cdp_net *net)
 	int c = l->out.c, hw = l->out.h * l->out.w;
 	float *dx = cdp_layer_dx(net, l, 0), beta = l->in_beta[0];
 	const void *x;
-	int xh;
+	int xh, h;
 
 	if (l->frozen) {
 		size_t count = cdp_layer_out_count(l, net);
@@ -314,14 +314,17 @@ static void backward(cdp_layer *l, cdp_net *net)
 	xh = !x;
 	if (xh)
 		x = cdp_layer_xh(net, l, 0);
+	/* the gradients in bf16 where the net has them so (net.c) */
+	h = (xh ? CDP_H_X : 0) | (cdp_layer_grad_h(net, l->index) ? CDP_H_DY : 0) |
+	    (dx != net->ws && cdp_layer_grad_h(net, l->from[0]) ? CDP_H_DX : 0);
 	if (l->pool_on) {       /* dy: the fused pool's, expanded as it is read */
 		cdp_bn_pool bp = pool_of(l, net);
-		be->bn_bwd_pool(be, net->n, c, hw, x, xh, net->params + l->w_off,
+		be->bn_bwd_pool(be, net->n, c, hw, x, h, net->params + l->w_off,
 		                net->params + l->b_off, st->save, st->save + c, l->eps, l->act,
 		                l->slope, dx, beta, net->grads + l->w_off, net->grads + l->b_off, &bp);
 		return;
 	}
-	be->bn_bwd(be, net->n, c, hw, x, xh, l->y, l->dy, net->params + l->w_off,
+	be->bn_bwd(be, net->n, c, hw, x, h, l->y, l->dy, net->params + l->w_off,
 	           net->params + l->b_off, st->save, st->save + c, l->eps, l->act, l->slope, dx,
 	           beta, net->grads + l->w_off, net->grads + l->b_off);
 }
@@ -352,10 +355,23 @@ static int stash_alone(const cdp_layer *l, const cdp_net *net)
 	return !l->frozen && !net->bn_sync && net->be->bn_fwd_h_alone(net->be);
 }
 
+/* The bf16 gradients (net.c): read and written so by bn_bwd where the
+ * backend does (bn_takes_gh), not by the frozen or synchronized ones
+ * (bn_fwd_infer, the parts: float), nor as the fused pool's gradient */
+static int dy_h(const cdp_layer *l, const cdp_net *net)
+{
+	return !l->frozen && !net->bn_sync && !l->pool_fuse && net->be->bn_takes_gh(net->be);
+}
+
+static int dx_h(const cdp_layer *l, const cdp_net *net)
+{
+	return !l->frozen && !net->bn_sync && net->be->bn_takes_gh(net->be);
+}
+
 const cdp_layer_ops cdp_layer_bn = {
 	.type = "bn", .make = make, .workspace = workspace, .alloc = alloc, .init = init,
 	.forward = forward, .backward = backward, .free = lfree,
 	.bwd_reads = CDP_BWD_X | CDP_BWD_Y_ACT, .bwd_reads_now = bwd_reads_now,
 	.stash_io = CDP_STASH_IN_BWD | CDP_STASH_IN_EXACT | CDP_STASH_DIRECT_ONLY,
-	.stash_direct = stash_direct, .stash_alone = stash_alone,
+	.stash_direct = stash_direct, .stash_alone = stash_alone, .dy_h = dy_h, .dx_h = dx_h,
 };

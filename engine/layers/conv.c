@@ -128,7 +128,10 @@ static void conv_op(cdp_layer *l, cdp_net *net, const cdp_conv_desc *d, const vo
 	size_t fper = (size_t)n0 * cdp_shape_numel(l->out);
 
 	if (filter) {
-		be->conv_bwd_filter(be, d, x, l->dy + fper, net->grads + l->w_off,
+		/* dy as bf16 (cdp_layer_grad_h: d->dyh) */
+		const void *dy = d->dyh ? (const void *)((const uint16_t *)l->dy + fper)
+		                        : (const void *)(l->dy + fper);
+		be->conv_bwd_filter(be, d, x, dy, net->grads + l->w_off,
 		                    l->bias ? net->grads + l->b_off : NULL, net->ws);
 	} else if (!l->y) {      /* its bf16 copy alone (stash_alone) */
 		cdp_conv_desc dh = *d;
@@ -148,9 +151,10 @@ static void conv_in(cdp_layer *l, cdp_net *net, int filter)
 	cdp_backend *be = net->be;
 	cdp_conv_desc d = desc(l, net->n);
 	const uint16_t *xh = cdp_layer_xh(net, l, 0);
-	int g = cdp_net_stash_group(net, l);
+	int g = cdp_net_stash_group(net, l), dyh = filter && cdp_layer_grad_h(net, l->index);
 	size_t per = cdp_shape_numel(l->in[0]);
 
+	d.dyh = dyh;
 	if (!xh) {
 		conv_op(l, net, &d, filter ? cdp_layer_x(net, l, 0) : fwd_x(l, net, &d), 0, filter);
 		return;
@@ -163,6 +167,7 @@ static void conv_in(cdp_layer *l, cdp_net *net, int filter)
 	for (int n0 = 0; n0 < net->n; n0 += g) {
 		int cnt = net->n - n0 < g ? net->n - n0 : g;
 		cdp_conv_desc dg = desc(l, cnt);
+		dg.dyh = dyh;
 		be->from_bf16(be, xh + n0 * per, net->wide, (size_t)cnt * per);
 		conv_op(l, net, &dg, net->wide, n0, filter);
 	}
@@ -207,8 +212,28 @@ static void backward(cdp_layer *l, cdp_net *net)
 		            cdp_layer_out_count(l, net));
 	if (!l->frozen)
 		conv_in(l, net, 1);
+	/* the gradients in bf16 where the net has them so (net.c) */
+	d.dyh = cdp_layer_grad_h(net, l->index);
+	d.dxh = cdp_layer_grad_h(net, l->from[0]);
 	if (dx)
 		be->conv_bwd_data(be, &d, l->dy, net->params + l->w_off, dx, l->in_beta[0], net->ws);
+}
+
+/* The bf16 gradients (net.c): dy where the backend reads it so in both
+ * ops, without an activation of its own (act_bwd reads float); dx where
+ * the data gradient writes it so */
+static int dy_h(const cdp_layer *l, const cdp_net *net)
+{
+	cdp_conv_desc d = desc(l, net->n);
+
+	return !l->act && net->be->conv_takes_dyh(net->be, &d);
+}
+
+static int dx_h(const cdp_layer *l, const cdp_net *net)
+{
+	cdp_conv_desc d = desc(l, net->n);
+
+	return net->be->conv_writes_dxh(net->be, &d);
 }
 
 const cdp_layer_ops cdp_layer_conv = {
@@ -217,4 +242,5 @@ const cdp_layer_ops cdp_layer_conv = {
 	.bwd_reads = CDP_BWD_X | CDP_BWD_Y_ACT,
 	.stash_io = CDP_STASH_IN_FWD | CDP_STASH_IN_BWD | CDP_STASH_EXACT,
 	.stash_direct = stash_direct, .stash_alone = stash_alone, .takes_split = takes_split,
+	.dy_h = dy_h, .dx_h = dx_h,
 };

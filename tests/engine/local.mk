@@ -11,7 +11,7 @@ ENGINE_TESTS = tests/engine/test_backend tests/engine/test_grad tests/engine/tes
 	tests/engine/test_overfit tests/engine/test_determinism tests/engine/test_window \
 	tests/engine/test_metrics tests/engine/test_augment tests/engine/test_backend_table tests/engine/test_model_doc \
 	tests/engine/test_stash tests/engine/test_infer_pass tests/engine/test_bf16_sets \
-	tests/engine/test_bn_pool
+	tests/engine/test_bn_pool tests/engine/test_bf16_grads
 # the corpus replays of the fuzz harnesses (tests/fuzz/, doc/FUZZING.md)
 ENGINE_TESTS += tests/engine/test_fuzz_ckpt tests/engine/test_fuzz_cfg
 if HAVE_OPENBLAS
@@ -23,7 +23,8 @@ tests_engine_test_backend_SOURCES = tests/engine/test_backend.c tests/engine/tes
 	tests/engine/conv_ref.h
 tests_engine_test_backend_CPPFLAGS = $(ENGINE_TEST_CPPFLAGS)
 tests_engine_test_backend_LDADD = $(ENGINE_LIBS)
-tests_engine_test_bf16_sets_SOURCES = tests/engine/test_bf16_sets.c tests/engine/conv_ref.h
+tests_engine_test_bf16_sets_SOURCES = tests/engine/test_bf16_sets.c tests/engine/conv_ref.h \
+	tests/engine/bf16_sets.h
 tests_engine_test_bf16_sets_CPPFLAGS = $(ENGINE_TEST_CPPFLAGS)
 tests_engine_test_bf16_sets_LDADD = $(ENGINE_LIBS)
 tests_engine_test_grad_SOURCES = tests/engine/test_grad.c
@@ -56,6 +57,9 @@ tests_engine_test_overfit_LDADD = $(ENGINE_LIBS)
 tests_engine_test_determinism_SOURCES = tests/engine/test_determinism.c tests/engine/test_models.h
 tests_engine_test_determinism_CPPFLAGS = $(ENGINE_TEST_CPPFLAGS)
 tests_engine_test_determinism_LDADD = $(ENGINE_LIBS)
+tests_engine_test_bf16_grads_SOURCES = tests/engine/test_bf16_grads.c tests/engine/bf16_sets.h
+tests_engine_test_bf16_grads_CPPFLAGS = $(ENGINE_TEST_CPPFLAGS)
+tests_engine_test_bf16_grads_LDADD = $(ENGINE_LIBS)
 tests_engine_test_bn_pool_SOURCES = tests/engine/test_bn_pool.c tests/engine/test_models.h
 tests_engine_test_bn_pool_CPPFLAGS = $(ENGINE_TEST_CPPFLAGS)
 tests_engine_test_bn_pool_LDADD = $(ENGINE_LIBS)

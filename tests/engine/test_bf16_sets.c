@@ -51,6 +51,7 @@
 #include "cpu/cpu.h"
 #include "tap.h"
 #include "conv_ref.h"
+#include "bf16_sets.h"
 
 static cdp_rng rng;
 static cdp_backend *be;
@@ -709,7 +710,6 @@ static void test_stash_bits(void)
 
 int main(void)
 {
-	static const char *const sets[] = { "emulated", "avx512bf16", "avx512bf16-fma", "amx" };
 	int ran = 0;
 
 	cdp_rng_seed(&rng, 20261202);
@@ -718,14 +718,10 @@ int main(void)
 		fprintf(stderr, "test_bf16_sets: cannot create the cpu backend\n");
 		return 99;
 	}
-	for (int i = 0; i < 4; i++) {
-		if (cpu_kgemm_bf16_force(sets[i]) < 0) {
-			printf("# %s: not on this CPU\n", sets[i]);
+	for (int i = 0; i < BF16_NSETS; i++) {
+		if (bf16_set_enter(be, i) < 0)
 			continue;
-		}
-		set = sets[i];
-		CHECK(strcmp(cpu_kgemm_bf16(), set) == 0, "forced %s, in use %s", set, cpu_kgemm_bf16());
-		CHECK(be->set_precision(be, CDP_PREC_BF16) == 0, "[%s] bf16 accepted", set);
+		set = bf16_sets[i];
 		test_conv();
 		test_bn_xh();
 		test_gemm();

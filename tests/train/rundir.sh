@@ -194,7 +194,7 @@ nl='
 '
 for e in CDP_DIST_THREAD=yes CDP_DIST_STAGE=2 CDP_CPU_ISA=junk CDP_JOB_ID=$long \
 	CDP_CUDNN_BENCHMARK=on CDP_CUDNN_BN=cudnn CDP_CUDNN_NHWC=yes CDP_CPU_BF16_EMU=yes CDP_CPU_BF16=vnni \
-	CDP_CPU_WINOGRAD=off CDP_BF16_STASH=2 CDP_DIST_TIMEOUT=soon CDP_DIST_HEARTBEAT=-1 \
+	CDP_CPU_WINOGRAD=off CDP_BF16_STASH=2 CDP_BF16_GRADS=no CDP_DIST_TIMEOUT=soon CDP_DIST_HEARTBEAT=-1 \
 	CDP_CPU_SPIN_US=1e3 CDP_CPU_SPIN_US=1000001; do
 	name=${e%%=*} value=${e#*=}
 	case $name in
@@ -216,7 +216,7 @@ env CDP_DIST_THREAD=0 CDP_DIST_STAGE=1 CDP_CPU_ISA=sse2 CDP_JOB_ID=job-7 CDP_CPU
 	CDP_CPU_SPIN_US=0 cdp-train $C \
 	--out "$T/env" --steps 1 || fail "allowed settings refused"
 # an empty variable is unset, as cdp-train(1) says of every one
-env CDP_DIST_TIMEOUT= CDP_DIST_HEARTBEAT= CDP_BF16_STASH= CDP_CPU_ISA= cdp-train $C \
+env CDP_DIST_TIMEOUT= CDP_DIST_HEARTBEAT= CDP_BF16_STASH= CDP_BF16_GRADS= CDP_CPU_ISA= cdp-train $C \
 	--out "$T/env2" --steps 1 || fail "empty settings refused: $(cat "$T/env2/train.log" 2>&1)"
 expect_fail 2 "^cdp-train: --model: an override holds control character 0x0a at byte [0-9]*: each KEY=VALUE is one line of the cfg\$" \
 	cdp-train --db "$T/pool" --keys "$T/train.keys" --model "$SMALL:width=4${nl}depth=9" --out "$T/nl" --steps 1
