@@ -124,7 +124,8 @@ typedef struct cdp_bn_pool {
 	cdp_pool_desc d;
 	float *y;            /* the pool's output (N, C, OH, OW) */
 	int32_t *idx;        /* its argmax, as maxpool_fwd writes it */
-	const float *dy;     /* bn_bwd_pool: the gradient of y */
+	/* bn_bwd_pool: the gradient of y, float, or bf16 with CDP_H_DY in its h */
+	const void *dy;
 } cdp_bn_pool;
 
 enum { CDP_ACT_RELU = 1, CDP_ACT_LEAKY = 2 };
@@ -420,10 +421,10 @@ struct cdp_backend {
 	 * stash need not widen it (the CPU); 0: float only, xh must be 0 and
 	 * x not NULL (CUDA) */
 	int (*bn_takes_xh)(cdp_backend *be);
-	/* 1: bn_bwd and bn_bwd_pool take the flags CDP_H_DY (dy bf16; not
-	 * with the pool) and CDP_H_DX (dx written as bf16, rounded to
-	 * nearest even, beta 0) in h, with the results of dy widened and of
-	 * dx rounded (the CPU); 0: neither (CUDA) */
+	/* 1: bn_bwd and bn_bwd_pool take the flags CDP_H_DY (dy bf16: the
+	 * pool's p->dy with the pool) and CDP_H_DX (dx written as bf16,
+	 * rounded to nearest even, beta 0) in h, with the results of dy
+	 * widened and of dx rounded (the CPU); 0: neither (CUDA) */
 	int (*bn_takes_gh)(cdp_backend *be);
 	/* h: CDP_H_X where x is bf16 (bn_takes_xh), | CDP_H_DY, CDP_H_DX
 	 * (bn_takes_gh); 0: all float */

@@ -170,6 +170,7 @@ typedef struct bn_job {
 	/* bn_bwd: dy as bf16 (CDP_H_DY), dx written as bf16 (CDP_H_DX), or NULL */
 	const uint16_t *dyh;
 	uint16_t *dxh;
+	int dyh_pool;       /* the fused pool's gradient is bf16 (CDP_H_DY) */
 	float *y, *dx, *run_mean, *run_var, *save_mean, *save_invstd, *dgamma, *dbeta;
 	double *sums;       /* the synchronized parts' (2C) */
 	const cdp_bn_pool *pool;  /* the fused max pool (bn_*_pool), or NULL */
@@ -195,7 +196,10 @@ static dy_src plane_dy(const bn_job *j, int n, int c)
 		return s;
 	}
 	size_t q = ((size_t)n * j->c + c) * j->pool->d.oh * j->pool->d.ow;
-	s.dyp = j->pool->dy + q;
+	if (j->dyh_pool)
+		s.dyph = (const uint16_t *)j->pool->dy + q;
+	else
+		s.dyp = (const float *)j->pool->dy + q;
 	s.ix = j->pool->idx + q;
 	s.w = j->pool->d.w;
 	s.ow = j->pool->d.ow;
@@ -570,14 +574,14 @@ static void bwd(cdp_backend *be, int n, int c, int hw, const void *x, int h, con
 	bn_job j = { .n = n, .c = c, .hw = (size_t)hw, .act = act, .slope = slope,
 	             .x = h & CDP_H_X ? NULL : x, .xh = h & CDP_H_X ? x : NULL,
 	             .dy = h & CDP_H_DY ? NULL : dy, .dyh = h & CDP_H_DY ? dy : NULL,
+	             .dyh_pool = p && h & CDP_H_DY,
 	             .gamma = gamma, .beta = bn_beta, .mean = save_mean,
 	             .invstd = save_invstd, .dx = h & CDP_H_DX ? NULL : dx,
 	             .dxh = h & CDP_H_DX ? dx : NULL, .dxbeta = beta, .dgamma = dgamma,
 	             .dbeta = dbeta, .pool = p, .wide = BN512 && cpu_kgemm_wide() };
 
-	if ((h & CDP_H_DX && beta != 0.0f) || (h & CDP_H_DY && p)) {
-		fprintf(stderr, "cpu backend: batchnorm's backward asked to add to a bf16 dx, or "
-		        "given a bf16 dy with a fused pool\n");
+	if (h & CDP_H_DX && beta != 0.0f) {
+		fprintf(stderr, "cpu backend: batchnorm's backward asked to add to a bf16 dx\n");
 		abort();
 	}
 	cpu_parallel_for(be, c, bn_bwd_chan, &j);

@@ -62,6 +62,7 @@ static inline __attribute__((always_inline)) BN512_TARGET v16f grad16(const int 
 
 typedef float v8f_bn __attribute__((vector_size(32), aligned(4)));
 typedef int32_t v8i_bn __attribute__((vector_size(32), aligned(4)));
+typedef uint16_t v8h_bn __attribute__((vector_size(16), aligned(2)));
 
 /* dy[i, i + 16), i = h w + c0 (the row and column kept by the caller) */
 static inline __attribute__((always_inline)) BN512_TARGET v16f
@@ -73,7 +74,14 @@ dy16(const int pooled, const dy_src *s, size_t i, int h, int c0)
 	const v8i_bn even = { 0, 2, 4, 6, 8, 10, 12, 14 };
 	v8i_bn ix, at = h * s->w + c0 + even;
 	v8f_bn gp, l, r;
-	memcpy(&gp, s->dyp + q, sizeof gp);
+	if (s->dyph) {       /* bf16, widened */
+		v8h_bn hv;
+		memcpy(&hv, s->dyph + q, sizeof hv);
+		v8i_bn w = __builtin_convertvector(hv, v8i_bn) << 16;
+		memcpy(&gp, &w, sizeof gp);
+	} else {
+		memcpy(&gp, s->dyp + q, sizeof gp);
+	}
 	memcpy(&ix, s->ix + q, sizeof ix);
 	l = (v8f_bn)((v8i_bn)gp & (ix == at)) + 0.0f;
 	r = (v8f_bn)((v8i_bn)gp & (ix == at + 1)) + 0.0f;
@@ -167,7 +175,7 @@ BN512_TARGET void
 cpu_bn_grad_sums16(int act, float slope, const float *x, const uint16_t *xh, const dy_src *ds, size_t n,
             float m, float is, float a, float b, double *sg, double *sgx)
 {
-	if (ds->dyp)
+	if (ds->dyp || ds->dyph)
 		BN_ACTS(grad_sums16_act, 1, x, xh, ds, n, m, is, a, b, sg, sgx);
 	else
 		BN_ACTS(grad_sums16_act, 0, x, xh, ds, n, m, is, a, b, sg, sgx);
@@ -178,7 +186,7 @@ cpu_bn_dx_plane16(int act, float slope, const float *x, const uint16_t *xh, cons
            uint16_t *dxh, size_t n, float m, float is, float a, float b, float mg, float mgx,
            int add)
 {
-	if (ds->dyp)
+	if (ds->dyp || ds->dyph)
 		BN_ACTS(dx_plane16_act, 1, x, xh, ds, dx, dxh, n, m, is, a, b, mg, mgx, add);
 	else
 		BN_ACTS(dx_plane16_act, 0, x, xh, ds, dx, dxh, n, m, is, a, b, mg, mgx, add);

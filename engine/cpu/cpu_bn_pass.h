@@ -79,7 +79,8 @@ static inline __attribute__((always_inline)) float load1(const float *x, const u
  * 2), with its argmax ix, expanded as maxpool_bwd's tiled path writes dy */
 typedef struct dy_src {
 	const float *dy, *dyp;
-	const uint16_t *dyh;     /* or the plane as bf16 (bn_bwd's CDP_H_DY) */
+	/* or the plane (dyh), the pool's gradient (dyph) as bf16 (CDP_H_DY) */
+	const uint16_t *dyh, *dyph;
 	const int32_t *ix;
 	int w, ow;
 } dy_src;

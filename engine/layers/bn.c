@@ -315,8 +315,10 @@ static void backward(cdp_layer *l, cdp_net *net)
 	if (xh)
 		x = cdp_layer_xh(net, l, 0);
 	/* the gradients in bf16 where the net has them so (net.c) */
-	h = (xh ? CDP_H_X : 0) | (cdp_layer_grad_h(net, l->index) ? CDP_H_DY : 0) |
-	    (dx != net->ws && cdp_layer_grad_h(net, l->from[0]) ? CDP_H_DX : 0);
+	h = (xh ? CDP_H_X : 0) | (dx != net->ws && cdp_layer_grad_h(net, l->from[0]) ? CDP_H_DX : 0);
+	/* dy: its own, or the fused pool's */
+	if (cdp_layer_grad_h(net, l->pool_on ? l->pool_fuse - 1 : l->index))
+		h |= CDP_H_DY;
 	if (l->pool_on) {       /* dy: the fused pool's, expanded as it is read */
 		cdp_bn_pool bp = pool_of(l, net);
 		be->bn_bwd_pool(be, net->n, c, hw, x, h, net->params + l->w_off,
@@ -357,7 +359,8 @@ static int stash_alone(const cdp_layer *l, const cdp_net *net)
 
 /* The bf16 gradients (net.c): read and written so by bn_bwd where the
  * backend does (bn_takes_gh), not by the frozen or synchronized ones
- * (bn_fwd_infer, the parts: float), nor as the fused pool's gradient */
+ * (bn_fwd_infer, the parts: float); a fused pool's gradient is the
+ * pool's (its dy_h) */
 static int dy_h(const cdp_layer *l, const cdp_net *net)
 {
 	return !l->frozen && !net->bn_sync && !l->pool_fuse && net->be->bn_takes_gh(net->be);

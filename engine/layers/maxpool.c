@@ -77,8 +77,16 @@ static unsigned bwd_reads_now(const cdp_layer *l, const cdp_net *net)
 	return needs_xy(net) ? CDP_BWD_X | CDP_BWD_Y : CDP_BWD_NONE;
 }
 
+/* The bf16 gradients (net.c): fused, its gradient is read by the bn's
+ * backward (bn_bwd_pool), which takes it as bf16 where the backend does
+ * (bn_takes_gh); its own backward then does nothing */
+static int dy_h(const cdp_layer *l, const cdp_net *net)
+{
+	return fused(l, net) && net->be->bn_takes_gh(net->be);
+}
+
 const cdp_layer_ops cdp_layer_maxpool = {
 	.type = "maxpool", .make = cdp_pool_layer_make, .alloc = alloc, .free = lfree,
 	.forward = forward, .backward = backward,
-	.bwd_reads = CDP_BWD_X | CDP_BWD_Y, .bwd_reads_now = bwd_reads_now,
+	.bwd_reads = CDP_BWD_X | CDP_BWD_Y, .bwd_reads_now = bwd_reads_now, .dy_h = dy_h,
 };
