@@ -135,7 +135,9 @@ struct cdp_layer {
 	/* activations (N, out.c, out.h, out.w) and their gradient, device memory.
 	 * Layers whose gradients are never live at once share one dy buffer, so
 	 * an inner layer's dy is valid only while backward runs through it; the
-	 * output layer's dy is its own (the loss writes it before backward). */
+	 * output layer's dy is its own (the loss writes it before backward).
+	 * In bf16 an inner dy may hold bf16 values (uint16_t, in the first
+	 * half of its bytes) where cdp_layer_grad_h says so (layers.h). */
 	float *y, *dy;
 	/* The bf16 stash (net.c; only while net->stash): y_fwd and y_bwd, the
 	 * fp32 buffers y points at in forward and in backward (in net->act_arena,
