@@ -354,9 +354,10 @@ static void bias_grad(cdp_backend *be, int n, int f, int hw, const void *dy, int
 /* dy as bf16 (d->dyh, backend.h): where both backward ops run the
  * implicit plan, whose data gradient fills its slices from dy through
  * cpu_src as the forward does from x, and whose filter gradient is the
- * grid's (cpu_iconv_filter_takes_h), which lays dy as bf16 pairs anyway;
- * dx as bf16 (d->dxh): where that data gradient is Winograd's, whose
- * output transform rounds it in the register (cpu_iconv_data_writes_h).
+ * grid's, which lays dy as bf16 pairs anyway, or Winograd's, which widens
+ * it as it loads it for its transform (cpu_iconv_filter_takes_h); dx as
+ * bf16 (d->dxh): where that data gradient is Winograd's, whose output
+ * transform rounds it in the register (cpu_iconv_data_writes_h).
  * phase_op's strided layers are not the implicit plan's. */
 static int implicit_bwd(const cdp_backend *be, const cdp_conv_desc *d)
 {
@@ -374,6 +375,19 @@ int cpu_conv_writes_dxh(cdp_backend *be, const cdp_conv_desc *d)
 	return implicit_bwd(be, d) && cpu_iconv_data_writes_h(be, d);
 }
 
+/* dy or dx as bf16 where this backend does not take them so, or dx as
+ * bf16 to be added to: the caller's bug */
+static void check_grads(cdp_backend *be, const cdp_conv_desc *d, float beta)
+{
+	if ((d->dyh && !cpu_conv_takes_dyh(be, d)) || (d->dxh && !cpu_conv_writes_dxh(be, d)) ||
+	    (d->dxh && beta != 0.0f)) {
+		fprintf(stderr, "cpu backend: a convolution's gradient given or asked for in bf16 "
+		        "where it cannot take it so (conv_takes_dyh, conv_writes_dxh are 0, or "
+		        "beta is not 0)\n");
+		abort();
+	}
+}
+
 /* x given as bf16, or in segments, where this backend does not take it
  * (fwd 0: the filter gradient, which never takes segments): the
  * caller's bug */
@@ -387,11 +401,6 @@ static void check_xh(cdp_backend *be, const cdp_conv_desc *d, int fwd)
 	if (d->nseg > 0 && (!fwd || d->xh || !cpu_conv_takes_split(be, d))) {
 		fprintf(stderr, "cpu backend: a convolution given its input in segments that it "
 		        "cannot read so (conv_takes_split is 0)\n");
-		abort();
-	}
-	if ((d->dyh && !cpu_conv_takes_dyh(be, d)) || (d->dxh && !cpu_conv_writes_dxh(be, d))) {
-		fprintf(stderr, "cpu backend: a convolution's gradient given or asked for in bf16 "
-		        "where it cannot take it so (conv_takes_dyh, conv_writes_dxh are 0)\n");
 		abort();
 	}
 }
@@ -568,12 +577,7 @@ void cpu_conv_bwd_data(cdp_backend *be, const cdp_conv_desc *d, const void *dyv,
 	const float *dy = dyv;
 	float *dx = dxv;
 
-	check_xh(be, d, 0);
-	if (d->dxh && beta != 0.0f) {
-		fprintf(stderr, "cpu backend: a convolution's data gradient asked for in bf16 "
-		        "and to be added to (beta 1)\n");
-		abort();
-	}
+	check_grads(be, d, beta);
 	if (be->precision == CDP_PREC_BF16)
 		cpu_bf16_new_op();
 	if (d->dyh || d->dxh) {          /* implicit_bwd */
@@ -622,6 +626,7 @@ void cpu_conv_bwd_filter(cdp_backend *be, const cdp_conv_desc *d, const void *x,
 	const float *dy = dyv;
 
 	check_xh(be, d, 0);
+	check_grads(be, d, 0.0f);
 	if (be->precision == CDP_PREC_BF16)
 		cpu_bf16_new_op();
 
