@@ -358,8 +358,8 @@ struct cdp_backend {
 	 * fills widen it exactly, or take its bits as they are); 0: float
 	 * only (CUDA). conv_writes_dxh: 1 when conv_bwd_data of d writes dx
 	 * as bf16 with d->dxh = 1 and beta 0, the float result rounded to
-	 * nearest even (the CPU's Winograd, rounding in the register); 0:
-	 * float only. d->dyh, d->dxh are not read. */
+	 * nearest even (the CPU's Winograd and paired slice, rounding in the
+	 * register); 0: float only. d->dyh, d->dxh are not read. */
 	int (*conv_takes_dyh)(cdp_backend *be, const cdp_conv_desc *d);
 	int (*conv_writes_dxh)(cdp_backend *be, const cdp_conv_desc *d);
 	/* dx (+)= conv_transpose(dy, w); accumulate when beta == 1, overwrite

@@ -295,7 +295,8 @@ static int set_betas(cdp_net *net)
  * convolution's data gradient and read by the batchnorm's two passes,
  * are bf16 where the backend reads and writes them so (the layer types'
  * dy_h and dx_h: conv_takes_dyh, conv_writes_dxh, bn_takes_gh; the CPU's
- * Winograd and grid plans). Each is rounded once, where it is written
+ * Winograd, grid and paired-slice plans). Each is rounded once, where it
+ * is written
  * (to nearest even), and widened exactly where it is read; the
  * convolutions round their operands to bf16 anyway, so what changes is
  * the batchnorm's reading of a rounded gradient (and Winograd's

@@ -356,8 +356,8 @@ static void bias_grad(cdp_backend *be, int n, int f, int hw, const void *dy, int
  * cpu_src as the forward does from x, and whose filter gradient is the
  * grid's, which lays dy as bf16 pairs anyway, or Winograd's, which widens
  * it as it loads it for its transform (cpu_iconv_filter_takes_h); dx as
- * bf16 (d->dxh): where that data gradient is Winograd's, whose output
- * transform rounds it in the register (cpu_iconv_data_writes_h).
+ * bf16 (d->dxh): where that data gradient is Winograd's or the paired
+ * slice's, which round it in the register (cpu_iconv_data_writes_h).
  * phase_op's strided layers are not the implicit plan's. */
 static int implicit_bwd(const cdp_backend *be, const cdp_conv_desc *d)
 {

@@ -264,9 +264,22 @@ static void run_corr(cdp_backend *be, const cpu_corr *p, int n, cpu_src in,
 		cpu_wino_corr(be, p, n, in, a, rs, bias, bn, beta, out, outh, u, fwd);
 		return;
 	}
-	if (cpu_pairs_corr_takes(be, p) &&
-	    cpu_pairs_corr(be, p, n, in, a, rs, bias, bn, beta, out) == 0)
-		return;
+	if (cpu_pairs_corr_takes(be, p)) {
+		if (cpu_pairs_corr(be, p, n, in, a, rs, bias, bn, beta, out, outh) == 0)
+			return;
+		if (outh) {      /* its scratch fell short: the rest write float */
+			size_t count = (size_t)n * p->o * p->oh * p->ow;
+			float *t = malloc(count * sizeof *t);
+			if (!t) {
+				fprintf(stderr, "cpu backend: out of memory for a bf16 output\n");
+				abort();
+			}
+			run_corr(be, p, n, in, a, rs, bias, bn, beta, t, NULL, ro, tab, u, fwd);
+			cpu_bf16_narrow_run(outh, t, count);
+			free(t);
+			return;
+		}
+	}
 	if (cpu_kcol_takes(p)) {
 		cpu_kcol_corr(be, p, n, in, a, rs, bias, bn, beta, out, tab);
 		return;
@@ -302,12 +315,15 @@ void cpu_iconv_fwd(cdp_backend *be, const cdp_conv_desc *d, const void *x,
 }
 
 /* The data gradient as bf16 (d->dxh): where Winograd's output transform
- * writes it, as the forward's (its vectors rounded in the register) */
+ * writes it, as the forward's (its vectors rounded in the register), or
+ * the paired slice's kernels (cpu_conv_pairs.c: each vector or tile of
+ * C rounded as it is stored; the amx set's data gradients) */
 int cpu_iconv_data_writes_h(const cdp_backend *be, const cdp_conv_desc *d)
 {
 	cpu_corr p = data_prob(d);
 
-	return be->precision == CDP_PREC_BF16 && cpu_iconv_usable(d) && cpu_wino_takes(be, &p);
+	return be->precision == CDP_PREC_BF16 && cpu_iconv_usable(d) &&
+	       (cpu_wino_takes(be, &p) || cpu_pairs_corr_takes(be, &p));
 }
 
 /* dy as bf16 (d->dyh) in both backward ops: the data gradient's plans

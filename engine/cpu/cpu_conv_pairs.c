@@ -186,6 +186,7 @@ typedef struct ajob {
 	const cdp_bn_infer *bn;
 	float beta;
 	float *out;
+	uint16_t *outh;          /* or the data gradient as bf16 (out NULL; beta 0) */
 	/* dp_rows adds the bias and applies bn as it stores (beta 0 only:
 	 * cpu_corr_finish's order), bn's m, a and b of filter o at bnc[o],
 	 * bnc[O + o] and bnc[2 O + o] (cpu_bn_post_coef) */
@@ -199,6 +200,28 @@ static inline long toff(const pgeo *g, int t)
 	return (long)(t / g->c.kw * g->c.dil) * g->wp + t % g->c.kw * g->c.dil;
 }
 
+/* v's 16 values rounded to bf16 as cpu_bf16_bits rounds them (to nearest
+ * even, a NaN made quiet), their bits a lane */
+__attribute__((target("avx512f"), always_inline)) static inline __m256i bits16(__m512 v)
+{
+	__m512i u = _mm512_castps_si512(v), one = _mm512_set1_epi32(1);
+	__m512i r = _mm512_add_epi32(u, _mm512_add_epi32(_mm512_set1_epi32(0x7fff),
+	                                                 _mm512_and_si512(_mm512_srli_epi32(u, 16),
+	                                                                  one)));
+	__mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)),
+	                                        _mm512_set1_epi32(0x7f800000));
+
+	r = _mm512_mask_mov_epi32(r, nan, _mm512_or_si512(u, _mm512_set1_epi32(0x400000)));
+	return _mm512_cvtepi32_epi16(_mm512_srli_epi32(r, 16));
+}
+
+/* a C tile's rows from cb into h as bf16 (the data gradient's outh) */
+AMX_TARGET static void put_h(const float *cb, uint16_t *h, long ldc, int rows)
+{
+	for (int r = 0; r < rows; r++)
+		_mm256_storeu_si256((__m256i *)(h + r * ldc), bits16(_mm512_loadu_ps(cb + 16 * r)));
+}
+
 AMX_TARGET static void put(const float *cb, float *c, long ldc, int rows, float beta)
 {
 	for (int r = 0; r < rows; r++) {
@@ -209,10 +232,14 @@ AMX_TARGET static void put(const float *cb, float *c, long ldc, int rows, float 
 	}
 }
 
-/* C tile T into c (rows of 16 columns, ldc apart), beta c added */
-#define PUT(T, c, ldc, rows, beta, cb)                                          \
+/* C tile T into c (rows of 16 columns, ldc apart), beta c added; or
+ * with h (the same offsets) as bf16 there */
+#define PUT(T, c, h, ldc, rows, beta, cb)                                       \
 	do {                                                                    \
-		if ((rows) == 16 && (beta) == 0.0f) {                           \
+		if (h) {                                                        \
+			_tile_stored(T, cb, 64);                                \
+			put_h(cb, h, ldc, rows);                                \
+		} else if ((rows) == 16 && (beta) == 0.0f) {                    \
 			_tile_stored(T, c, (ldc) * 4);                          \
 		} else {                                                        \
 			_tile_stored(T, cb, 64);                                \
@@ -220,9 +247,10 @@ AMX_TARGET static void put(const float *cb, float *c, long ldc, int rows, float 
 		}                                                               \
 	} while (0)
 
-/* output rows [r0, r1) of filters [ob, ob + 32) of one sample */
+/* output rows [r0, r1) of filters [ob, ob + 32) of one sample (into on,
+ * or as bf16 into onh) */
 AMX_TARGET static void rows_block(const ajob *j, const uint32_t *sl, int r0, int r1, int ob,
-                                  float *on)
+                                  float *on, uint16_t *onh)
 {
 	const pgeo *g = &j->g;
 	const cpu_corr *c = &g->c;
@@ -259,14 +287,17 @@ AMX_TARGET static void rows_block(const ajob *j, const uint32_t *sl, int r0, int
 					}
 				}
 			}
-			float *c0 = on + ob * so + (long)r * c->ow + jb;
-			PUT(0, c0, so, q0, j->beta, cb);
+			long e0 = ob * so + (long)r * c->ow + jb;
+			float *c0 = onh ? NULL : on + e0;
+			uint16_t *h0 = onh ? onh + e0 : NULL;
+			PUT(0, c0, h0, so, q0, j->beta, cb);
 			if (twoj)
-				PUT(1, c0 + 16, so, q0, j->beta, cb);
+				PUT(1, c0 + 16, h0 ? h0 + 16 : NULL, so, q0, j->beta, cb);
 			if (two) {
-				PUT(2, c0 + 16 * so, so, q1, j->beta, cb);
+				PUT(2, c0 + 16 * so, h0 ? h0 + 16 * so : NULL, so, q1, j->beta, cb);
 				if (twoj)
-					PUT(3, c0 + 16 * so + 16, so, q1, j->beta, cb);
+					PUT(3, c0 + 16 * so + 16, h0 ? h0 + 16 * so + 16 : NULL, so, q1,
+					    j->beta, cb);
 			}
 		}
 }
@@ -313,23 +344,29 @@ DP_TARGET static inline __m512 post_op(__m512 y, const ajob *j, int o)
 
 /* the 16 positions from q0 (mask mk) of y into out rows (on: the chunk's
  * first output row of this filter), beta out added: a masked store per
- * piece of a grid row */
+ * piece of a grid row; or as bf16 into onh's (beta 0) */
 DP_TARGET static inline void put_grid(__m512 y, long q0, __mmask16 mk, const pgeo *g,
-                                      float *on, float beta)
+                                      float *on, uint16_t *onh, float beta)
 {
 	int ow = g->c.ow;
 	long r = q0 / g->wp;
 	int c = (int)(q0 % g->wp);
+	__m256i yh = onh ? bits16(y) : _mm256_setzero_si256();
 
 	for (int i = 0; i < 16; r++, c = 0) {
 		int seg = g->wp - c < 16 - i ? g->wp - c : 16 - i;
 		if (c < ow) {
 			__mmask16 m = lanes(i, ow - c < seg ? ow - c : seg) & mk;
-			float *o = on + r * ow + c - i;
-			__m512 v = y;
-			if (beta != 0.0f)
-				v = _mm512_fmadd_ps(_mm512_set1_ps(beta), _mm512_maskz_loadu_ps(m, o), v);
-			_mm512_mask_storeu_ps(o, m, v);
+			long e = r * ow + c - i;
+			if (onh) {
+				_mm256_mask_storeu_epi16(onh + e, m, yh);
+			} else {
+				__m512 v = y;
+				if (beta != 0.0f)
+					v = _mm512_fmadd_ps(_mm512_set1_ps(beta),
+					                    _mm512_maskz_loadu_ps(m, on + e), v);
+				_mm512_mask_storeu_ps(on + e, m, v);
+			}
 		}
 		i += seg;
 	}
@@ -339,7 +376,7 @@ DP_TARGET static inline void put_grid(__m512 y, long q0, __mmask16 mk, const pge
  * (masks mk), summed over (t, g) in that order, one chain per element */
 DP_TARGET __attribute__((always_inline)) static inline void
 dp_tile(const int mr, const int nv, const ajob *j, const uint32_t *sl, int ob, long q0,
-        const __mmask16 *mk, float *on, long so)
+        const __mmask16 *mk, float *on, uint16_t *onh, long so)
 {
 	const pgeo *g = &j->g;
 	long la = (long)g->kk * g->np;
@@ -373,18 +410,21 @@ dp_tile(const int mr, const int nv, const ajob *j, const uint32_t *sl, int ob, l
 		#pragma GCC unroll 4
 		for (int v = 0; v < nv; v++)
 			put_grid(j->fused ? post_op(acc[i][v], j, ob + i) : acc[i][v], q0 + 16 * v,
-			         mk[v], g, on + i * so, j->beta);
+			         mk[v], g, onh ? NULL : on + i * so, onh ? onh + i * so : NULL,
+			         j->beta);
 }
 
 /* output rows [r0, r1) of every filter of one sample: positions up to
  * the last row's ow, so that no tap reads past the slice */
-DP_TARGET static void dp_rows(const ajob *j, const uint32_t *sl, int r0, int r1, float *on)
+DP_TARGET static void dp_rows(const ajob *j, const uint32_t *sl, int r0, int r1, float *on,
+                              uint16_t *onh)
 {
 	const pgeo *g = &j->g;
 	const cpu_corr *c = &g->c;
 	long so = (long)c->oh * c->ow;
 	long nq = (long)(r1 - r0 - 1) * g->wp + c->ow;
-	float *o0 = on + (long)r0 * c->ow;
+	float *o0 = onh ? NULL : on + (long)r0 * c->ow;
+	uint16_t *h0 = onh ? onh + (long)r0 * c->ow : NULL;
 
 	for (long q0 = 0; q0 < nq; q0 += 16 * DP_NV) {
 		__mmask16 mk[DP_NV];
@@ -394,18 +434,19 @@ DP_TARGET static void dp_rows(const ajob *j, const uint32_t *sl, int r0, int r1,
 			mk[v] = left >= 16 ? (__mmask16)0xffff : left <= 0 ? 0 : lanes(0, (int)left);
 		}
 		for (int ob = 0; ob < c->o;) {
-			float *oc = o0 + ob * so;
+			float *oc = o0 ? o0 + ob * so : NULL;
+			uint16_t *hc = h0 ? h0 + ob * so : NULL;
 			if (c->o - ob >= DP_MR) {
 				if (nv == DP_NV)
-					dp_tile(DP_MR, DP_NV, j, sl, ob, q0, mk, oc, so);
+					dp_tile(DP_MR, DP_NV, j, sl, ob, q0, mk, oc, hc, so);
 				else
-					dp_tile(DP_MR, 1, j, sl, ob, q0, mk, oc, so);
+					dp_tile(DP_MR, 1, j, sl, ob, q0, mk, oc, hc, so);
 				ob += DP_MR;
 			} else {
 				if (nv == DP_NV)
-					dp_tile(1, DP_NV, j, sl, ob, q0, mk, oc, so);
+					dp_tile(1, DP_NV, j, sl, ob, q0, mk, oc, hc, so);
 				else
-					dp_tile(1, 1, j, sl, ob, q0, mk, oc, so);
+					dp_tile(1, 1, j, sl, ob, q0, mk, oc, hc, so);
 				ob++;
 			}
 		}
@@ -421,28 +462,33 @@ static void pairs_item(void *ctx, int it)
 	int nch = (c->oh + g->rows - 1) / g->rows, n = it / nch, r0 = (it % nch) * g->rows;
 	int r1 = r0 + g->rows < c->oh ? r0 + g->rows : c->oh;
 	uint32_t *sl = (uint32_t *)cpu_scratch(j->be, cpu_worker());
-	float *on = j->out + (size_t)n * c->o * c->oh * c->ow;
+	size_t e = (size_t)n * c->o * c->oh * c->ow;
+	float *on = j->outh ? NULL : j->out + e;
+	uint16_t *onh = j->outh ? j->outh + e : NULL;
 
 	fill_pairs(g, cpu_src_sample(j->in, n, (long)c->s * c->h * c->w), r0,
 	           r1 - r0 + ext(c), sl);
 	if (!g->amx) {
-		dp_rows(j, sl, r0, r1, on);
-		if (j->fused)
+		dp_rows(j, sl, r0, r1, on, onh);
+		if (j->fused || onh)
 			return;
 	} else {
 		cpu_bf16_amx_tiles();
 		for (int ob = 0; ob < c->o; ob += 32)
-			rows_block(j, sl, r0, r1, ob, on);
+			rows_block(j, sl, r0, r1, ob, on, onh);
+		if (onh)
+			return;
 	}
 	cpu_corr_finish(j->bias, 0, j->bn, on, c->o, c->oh, c->ow, r0, r1);
 }
 
 int cpu_pairs_corr(cdp_backend *be, const cpu_corr *p, int n, cpu_src in, const float *a,
-                 long rs, const float *bias, const cdp_bn_infer *bn, float beta, float *out)
+                 long rs, const float *bias, const cdp_bn_infer *bn, float beta, float *out,
+                 uint16_t *outh)
 {
 	int amx = cpu_bf16_uses_amx(be);
 	ajob j = { .be = be, .g = make_g(p, amx, (long)cpu_scratch_bytes(be)), .in = in,
-	           .bias = bias, .bn = bn, .beta = beta, .out = out };
+	           .bias = bias, .bn = bn, .beta = beta, .out = out, .outh = outh };
 	uint32_t *ap;
 	float *bnc = NULL;
 
@@ -482,10 +528,11 @@ size_t cpu_pairs_scratch(const cdp_backend *be, const cpu_corr *c)
 }
 
 int cpu_pairs_corr(cdp_backend *be, const cpu_corr *p, int n, cpu_src in, const float *a,
-                 long rs, const float *bias, const cdp_bn_infer *bn, float beta, float *out)
+                 long rs, const float *bias, const cdp_bn_infer *bn, float beta, float *out,
+                 uint16_t *outh)
 {
 	(void)be; (void)p; (void)n; (void)in; (void)a; (void)rs; (void)bias; (void)bn; (void)beta;
-	(void)out;
+	(void)out; (void)outh;
 	return -1;
 }
 

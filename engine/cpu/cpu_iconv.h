@@ -109,13 +109,15 @@ static inline void cpu_corr_finish(const float *bias, int rnd, const cdp_bn_infe
 /* cpu_conv_pairs.c: forward or data of more than 8 channels in, with
  * be's bf16 set "amx" (output widths a multiple of 16) or "avx512bf16"
  * (every width), from a slice of bf16 pairs of channels; cpu_pairs_corr
- * is cpu_kcol_corr's call without the table, and returns -1 (nothing
- * done) where the scratch or the memory for the packed filters falls
- * short. cpu_pairs_scratch: the per-thread scratch bytes it wants. */
+ * is cpu_kcol_corr's call without the table (with outh, beta 0 and
+ * neither bias nor bn: the output as bf16 there instead, out NULL), and
+ * returns -1 (nothing done) where the scratch or the memory for the
+ * packed filters falls short. cpu_pairs_scratch: the per-thread scratch bytes it wants. */
 int cpu_pairs_corr_takes(const cdp_backend *be, const cpu_corr *c);
 size_t cpu_pairs_scratch(const cdp_backend *be, const cpu_corr *c);
 int cpu_pairs_corr(cdp_backend *be, const cpu_corr *p, int n, cpu_src in, const float *a,
-                 long rs, const float *bias, const cdp_bn_infer *bn, float beta, float *out);
+                 long rs, const float *bias, const cdp_bn_infer *bn, float beta, float *out,
+                 uint16_t *outh);
 
 /* cpu_conv_grid_filter.c: the filter gradient (dw +=) with be's bf16 set
  * "amx" (on tiles) or "avx512bf16" (VDPBF16PS), 8 input channels or more

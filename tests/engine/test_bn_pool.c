@@ -16,7 +16,10 @@
  *    parameter gradient, the running statistics, a second backward, and
  *    then an eval-mode forward (validation: unfused) the same bits; and
  *    a U-Net (whose pools share their input with a skip connection)
- *    fuses none.
+ *    fuses none. With the gradients between layers in float
+ *    (CDP_BF16_GRADS=0): fused, a pool's gradient may be bf16 where the
+ *    convolution after it writes it so, unfused it is float
+ *    (test_bf16_grads covers that).
  * Without AVX-512 nothing is fused: exit 77 with the reason. */
 #include <math.h>
 #include <stdlib.h>
@@ -258,6 +261,10 @@ int main(void)
 	static const char *const unet[] = { "width=8", "depth=3" };
 	cdp_pool_desc d = { 1, 1, 32, 32, 2, 2, 0, 0, 0 };
 
+	/* the fused pool's gradient is bf16 where the convolution after it
+	 * writes it so (net.c's bf16 gradients), the unfused pool's float:
+	 * the same bits want float gradients */
+	setenv("CDP_BF16_GRADS", "0", 1);
 	cdp_rng_seed(&rng, 20261207);
 	if (!(be = bf16_backend("test_bn_pool")))
 		return 99;
