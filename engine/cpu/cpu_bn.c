@@ -167,10 +167,10 @@ typedef struct bn_job {
 	 * a convolution's output written so: conv_writes_yh), or NULL */
 	const uint16_t *xh;
 	uint16_t *xh_out, *yh_out;   /* bn_fwd_train_h: the copies, or NULL */
-	/* bn_bwd: dy as bf16 (CDP_H_DY), dx written as bf16 (CDP_H_DX), or NULL */
+	/* bn_bwd: dy as bf16 (CDP_H_DY: the plane's, or the fused pool's
+	 * p->dy), dx written as bf16 (CDP_H_DX), or NULL */
 	const uint16_t *dyh;
 	uint16_t *dxh;
-	int dyh_pool;       /* the fused pool's gradient is bf16 (CDP_H_DY) */
 	float *y, *dx, *run_mean, *run_var, *save_mean, *save_invstd, *dgamma, *dbeta;
 	double *sums;       /* the synchronized parts' (2C) */
 	const cdp_bn_pool *pool;  /* the fused max pool (bn_*_pool), or NULL */
@@ -196,8 +196,8 @@ static dy_src plane_dy(const bn_job *j, int n, int c)
 		return s;
 	}
 	size_t q = ((size_t)n * j->c + c) * j->pool->d.oh * j->pool->d.ow;
-	if (j->dyh_pool)
-		s.dyph = (const uint16_t *)j->pool->dy + q;
+	if (j->dyh)
+		s.dyph = j->dyh + q;
 	else
 		s.dyp = (const float *)j->pool->dy + q;
 	s.ix = j->pool->idx + q;
@@ -573,8 +573,8 @@ static void bwd(cdp_backend *be, int n, int c, int hw, const void *x, int h, con
 {
 	bn_job j = { .n = n, .c = c, .hw = (size_t)hw, .act = act, .slope = slope,
 	             .x = h & CDP_H_X ? NULL : x, .xh = h & CDP_H_X ? x : NULL,
-	             .dy = h & CDP_H_DY ? NULL : dy, .dyh = h & CDP_H_DY ? dy : NULL,
-	             .dyh_pool = p && h & CDP_H_DY,
+	             .dy = h & CDP_H_DY ? NULL : dy,
+	             .dyh = h & CDP_H_DY ? (p ? p->dy : dy) : NULL,
 	             .gamma = gamma, .beta = bn_beta, .mean = save_mean,
 	             .invstd = save_invstd, .dx = h & CDP_H_DX ? NULL : dx,
 	             .dxh = h & CDP_H_DX ? dx : NULL, .dxbeta = beta, .dgamma = dgamma,

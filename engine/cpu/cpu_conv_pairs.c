@@ -42,6 +42,7 @@
  */
 #include <stdlib.h>
 #include <string.h>
+#include "cpu_bf16x16.h"
 #include "cpu_iconv.h"
 
 #ifdef CPU_BF16_KERNELS
@@ -200,26 +201,12 @@ static inline long toff(const pgeo *g, int t)
 	return (long)(t / g->c.kw * g->c.dil) * g->wp + t % g->c.kw * g->c.dil;
 }
 
-/* v's 16 values rounded to bf16 as cpu_bf16_bits rounds them (to nearest
- * even, a NaN made quiet), their bits a lane */
-__attribute__((target("avx512f"), always_inline)) static inline __m256i bits16(__m512 v)
-{
-	__m512i u = _mm512_castps_si512(v), one = _mm512_set1_epi32(1);
-	__m512i r = _mm512_add_epi32(u, _mm512_add_epi32(_mm512_set1_epi32(0x7fff),
-	                                                 _mm512_and_si512(_mm512_srli_epi32(u, 16),
-	                                                                  one)));
-	__mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)),
-	                                        _mm512_set1_epi32(0x7f800000));
-
-	r = _mm512_mask_mov_epi32(r, nan, _mm512_or_si512(u, _mm512_set1_epi32(0x400000)));
-	return _mm512_cvtepi32_epi16(_mm512_srli_epi32(r, 16));
-}
-
 /* a C tile's rows from cb into h as bf16 (the data gradient's outh) */
 AMX_TARGET static void put_h(const float *cb, uint16_t *h, long ldc, int rows)
 {
 	for (int r = 0; r < rows; r++)
-		_mm256_storeu_si256((__m256i *)(h + r * ldc), bits16(_mm512_loadu_ps(cb + 16 * r)));
+		_mm256_storeu_si256((__m256i *)(h + r * ldc),
+		                    cpu_bf16_bits16(_mm512_loadu_si512(cb + 16 * r)));
 }
 
 AMX_TARGET static void put(const float *cb, float *c, long ldc, int rows, float beta)
@@ -351,7 +338,7 @@ DP_TARGET static inline void put_grid(__m512 y, long q0, __mmask16 mk, const pge
 	int ow = g->c.ow;
 	long r = q0 / g->wp;
 	int c = (int)(q0 % g->wp);
-	__m256i yh = onh ? bits16(y) : _mm256_setzero_si256();
+	__m256i yh = onh ? cpu_bf16_bits16(_mm512_castps_si512(y)) : _mm256_setzero_si256();
 
 	for (int i = 0; i < 16; r++, c = 0) {
 		int seg = g->wp - c < 16 - i ? g->wp - c : 16 - i;

@@ -53,26 +53,13 @@ typedef struct stash_job {
 } stash_job;
 
 /* AVX-512F forms of the two loops (GCC leaves cpu_bf16_bits's NaN test
- * scalar): cpu_bf16_bits on 16 lanes in integers, so the bits are the scalar
- * loop's, NaN and denormals included; the passes then run at memory speed
- * (on the classifier the scalar ones cost 7% of a bf16 step). */
-#if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__) && !defined(__clang__)
-#include <immintrin.h>
+ * scalar): cpu_bf16_bits on 16 lanes in integers (cpu_bf16x16.h), so the
+ * bits are the scalar loop's, NaN and denormals included; the passes then
+ * run at memory speed (on the classifier the scalar ones cost 7% of a
+ * bf16 step). */
+#include "cpu_bf16x16.h"
+#ifdef CPU_BF16X16
 #define STASH_AVX512 1
-/* 16 values by cpu_bf16_bits, in integers */
-__attribute__((target("avx512f"), always_inline)) static inline __m256i bits16(__m512i u)
-{
-	const __m512i abs = _mm512_set1_epi32(0x7fffffff), inf = _mm512_set1_epi32(0x7f800000);
-	const __m512i half = _mm512_set1_epi32(0x7fff), one = _mm512_set1_epi32(1);
-	const __m512i quiet = _mm512_set1_epi32(0x40);
-	__mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, abs), inf);
-	__m512i r = _mm512_add_epi32(u, _mm512_add_epi32(half,
-	                             _mm512_and_si512(_mm512_srli_epi32(u, 16), one)));
-
-	r = _mm512_srli_epi32(r, 16);
-	r = _mm512_mask_or_epi32(r, nan, _mm512_srli_epi32(u, 16), quiet);
-	return _mm512_cvtepi32_epi16(r);
-}
 
 __attribute__((target("avx512f"))) static size_t to_bf16_avx512(const float *x, uint16_t *h,
                                                                  size_t n)
@@ -80,7 +67,7 @@ __attribute__((target("avx512f"))) static size_t to_bf16_avx512(const float *x, 
 	size_t t = 0;
 
 	for (; t + 16 <= n; t += 16)
-		_mm256_storeu_si256((__m256i *)(h + t), bits16(_mm512_loadu_si512(x + t)));
+		_mm256_storeu_si256((__m256i *)(h + t), cpu_bf16_bits16(_mm512_loadu_si512(x + t)));
 	return t;
 }
 
@@ -99,7 +86,7 @@ __attribute__((target("avx512f,avx512bf16,avx512vl"))) static size_t to_bf16_cvt
 		__m512i u = _mm512_loadu_si512(x + t);
 		__m256i r = (__m256i)_mm512_cvtneps_pbh(_mm512_castsi512_ps(u));
 		if (_mm512_mask_test_epi32_mask(_mm512_testn_epi32_mask(u, expo), u, mant))
-			r = bits16(u);
+			r = cpu_bf16_bits16(u);
 		_mm256_storeu_si256((__m256i *)(h + t), r);
 	}
 	return t;

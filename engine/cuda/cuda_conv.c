@@ -647,22 +647,16 @@ static int cu_conv_writes_yh(cdp_backend *be, const cdp_conv_desc *d)
 
 /* cuDNN's staging converts a float dy and writes a float dx: bf16
  * gradients would need conversions of their own, not written; the net
- * keeps them float (net.c, backend.h) */
-static int cu_conv_takes_dyh(cdp_backend *be, const cdp_conv_desc *d)
+ * keeps them float (net.c, backend.h). Both conv_takes_dyh and
+ * conv_writes_dxh. */
+static int cu_conv_float_grads(cdp_backend *be, const cdp_conv_desc *d)
 {
 	(void)be;
 	(void)d;
 	return 0;
 }
 
-static int cu_conv_writes_dxh(cdp_backend *be, const cdp_conv_desc *d)
-{
-	(void)be;
-	(void)d;
-	return 0;
-}
-
-/* gradients as float (d->dyh, d->dxh 0: cu_conv_takes_dyh, cu_conv_writes_dxh) */
+/* gradients as float (d->dyh, d->dxh 0: cu_conv_float_grads) */
 static void float_grads(const cdp_conv_desc *d)
 {
 	if (d->dyh || d->dxh)
@@ -807,8 +801,8 @@ void cu_conv_init(cdp_backend *be)
 	be->conv_workspace = cu_conv_workspace;
 	be->conv_takes_xh = cu_conv_takes_xh;
 	be->conv_writes_yh = cu_conv_writes_yh;
-	be->conv_takes_dyh = cu_conv_takes_dyh;
-	be->conv_writes_dxh = cu_conv_writes_dxh;
+	be->conv_takes_dyh = cu_conv_float_grads;
+	be->conv_writes_dxh = cu_conv_float_grads;
 	be->conv_takes_split = cu_conv_takes_split;
 	be->conv_fwd = cu_conv_fwd;
 	be->conv_fwd_bn = cu_conv_fwd_bn;

@@ -76,12 +76,19 @@ static size_t workspace(cdp_layer *l, cdp_net *net)
 	return ws;
 }
 
-/* The backend reads the stash's copy of the input as it is */
-static int stash_direct(const cdp_layer *l, const cdp_net *net)
+/* What the backend's query q answers for this layer at the net's batch */
+static int backend_says(const cdp_layer *l, const cdp_net *net,
+                        int (*q)(cdp_backend *, const cdp_conv_desc *))
 {
 	cdp_conv_desc d = desc(l, net->n);
 
-	return net->be->conv_takes_xh(net->be, &d);
+	return q(net->be, &d);
+}
+
+/* The backend reads the stash's copy of the input as it is */
+static int stash_direct(const cdp_layer *l, const cdp_net *net)
+{
+	return backend_says(l, net, net->be->conv_takes_xh);
 }
 
 /* No fp32 output where its readers all take the copy (a batchnorm reads
@@ -90,16 +97,12 @@ static int stash_direct(const cdp_layer *l, const cdp_net *net)
  * (whose backward would read y) */
 static int stash_alone(const cdp_layer *l, const cdp_net *net)
 {
-	cdp_conv_desc d = desc(l, net->n);
-
-	return !l->act && net->be->conv_writes_yh(net->be, &d);
+	return !l->act && backend_says(l, net, net->be->conv_writes_yh);
 }
 
 static int takes_split(const cdp_layer *l, const cdp_net *net)
 {
-	cdp_conv_desc d = desc(l, net->n);
-
-	return net->be->conv_takes_split(net->be, &d);
+	return backend_says(l, net, net->be->conv_takes_split);
 }
 
 /* The forward's x; NULL where the input is a virtual concat (net.h,
@@ -145,13 +148,14 @@ static void conv_op(cdp_layer *l, cdp_net *net, const cdp_conv_desc *d, const vo
 /* conv_op on the whole batch, x its input: in fp32; or only as the
  * stash's bf16 copy (net.c), which the backend reads as it is where it
  * says so (conv_takes_xh), else g samples at a time widened into
- * net->wide (dw and dbias then summed group by group) */
-static void conv_in(cdp_layer *l, cdp_net *net, int filter)
+ * net->wide (dw and dbias then summed group by group); dyh: the filter
+ * gradient's dy is bf16 (cdp_layer_grad_h) */
+static void conv_in(cdp_layer *l, cdp_net *net, int filter, int dyh)
 {
 	cdp_backend *be = net->be;
 	cdp_conv_desc d = desc(l, net->n);
 	const uint16_t *xh = cdp_layer_xh(net, l, 0);
-	int g = cdp_net_stash_group(net, l), dyh = filter && cdp_layer_grad_h(net, l->index);
+	int g = cdp_net_stash_group(net, l);
 	size_t per = cdp_shape_numel(l->in[0]);
 
 	d.dyh = dyh;
@@ -195,7 +199,7 @@ static void forward(cdp_layer *l, cdp_net *net)
 		                b->y_fwd ? b->y_fwd : b->y, net->ws);
 		return;
 	}
-	conv_in(l, net, 0);
+	conv_in(l, net, 0, 0);
 	if (l->act)
 		be->act_fwd(be, l->act, l->slope, l->y, l->y, cdp_layer_out_count(l, net));
 }
@@ -210,11 +214,11 @@ static void backward(cdp_layer *l, cdp_net *net)
 	if (l->act)
 		be->act_bwd(be, l->act, l->slope, l->y, l->dy, l->dy, 0.0f,
 		            cdp_layer_out_count(l, net));
-	if (!l->frozen)
-		conv_in(l, net, 1);
 	/* the gradients in bf16 where the net has them so (net.c) */
 	d.dyh = cdp_layer_grad_h(net, l->index);
 	d.dxh = cdp_layer_grad_h(net, l->from[0]);
+	if (!l->frozen)
+		conv_in(l, net, 1, d.dyh);
 	if (dx)
 		be->conv_bwd_data(be, &d, l->dy, net->params + l->w_off, dx, l->in_beta[0], net->ws);
 }
@@ -224,16 +228,12 @@ static void backward(cdp_layer *l, cdp_net *net)
  * the data gradient writes it so */
 static int dy_h(const cdp_layer *l, const cdp_net *net)
 {
-	cdp_conv_desc d = desc(l, net->n);
-
-	return !l->act && net->be->conv_takes_dyh(net->be, &d);
+	return !l->act && backend_says(l, net, net->be->conv_takes_dyh);
 }
 
 static int dx_h(const cdp_layer *l, const cdp_net *net)
 {
-	cdp_conv_desc d = desc(l, net->n);
-
-	return net->be->conv_writes_dxh(net->be, &d);
+	return backend_says(l, net, net->be->conv_writes_dxh);
 }
 
 const cdp_layer_ops cdp_layer_conv = {
