@@ -27,7 +27,8 @@
  * data far from zero. Every sum runs in a fixed order that depends on
  * the shape only: results do not depend on the thread count.
  *
- * One job per channel (it owns that channel's outputs and statistics).
+ * One job per channel, or per group of channels where planes are small
+ * (group_size): it owns their outputs and statistics.
  * The passes are here in generic vectors and in cpu_bn512.c on AVX-512
  * (where cpu_kgemm_wide), alike to the bit; a training batchnorm whose
  * only reader is a 2x2 max pool also runs the pool (bn_*_pool, there).
@@ -175,6 +176,7 @@ typedef struct bn_job {
 	double *sums;       /* the synchronized parts' (2C) */
 	const cdp_bn_pool *pool;  /* the fused max pool (bn_*_pool), or NULL */
 	int wide;           /* the AVX-512 passes (cpu_kgemm_wide) */
+	int group;          /* channels a job takes (group_size) */
 } bn_job;
 
 static size_t plane(const bn_job *j, int n, int c)
@@ -218,58 +220,51 @@ norm_run(const bn_job *j, const float *x, float *y, size_t n, float m, float a, 
 	}
 }
 
-/* pass 2 of the forward for channel c; with the copies, XH_CHUNK values
- * at a time, so that x and y are rounded while in L1 (y NULL: each chunk
- * of y in tmp, for its copy alone); a bf16 x (j->xh) widened a chunk at a
- * time into wide */
-CPU_CLONES static void norm_chan(const bn_job *j, int c, float m, float a, float b)
+/* pass 2 of the forward for sample n's plane of channel c; with the
+ * copies, XH_CHUNK values at a time, so that x and y are rounded while in
+ * L1 (y NULL: each chunk of y in tmp, for its copy alone); a bf16 x
+ * (j->xh) widened a chunk at a time into wide */
+static inline __attribute__((always_inline)) void
+norm_at(const bn_job *j, int n, int c, float m, float a, float b)
 {
-	size_t step = j->xh_out || j->yh_out || j->xh ? XH_CHUNK : j->hw;
+	size_t step = j->xh_out || j->yh_out || j->xh ? XH_CHUNK : j->hw, o = plane(j, n, c);
 	float tmp[XH_CHUNK], wide[XH_CHUNK];
 
 #if BN512
 	if (j->wide) {
-		for (int n = j->n - 1; n >= 0; n--) {
-			size_t o = plane(j, n, c);
-			cpu_bn_norm16(j->act, j->slope, j->x ? j->x + o : NULL, j->xh ? j->xh + o : NULL,
-			              j->y ? j->y + o : NULL, j->yh_out ? j->yh_out + o : NULL,
-			              j->xh_out ? j->xh_out + o : NULL, j->hw, m, a, b);
-		}
+		cpu_bn_norm16(j->act, j->slope, j->x ? j->x + o : NULL, j->xh ? j->xh + o : NULL,
+		              j->y ? j->y + o : NULL, j->yh_out ? j->yh_out + o : NULL,
+		              j->xh_out ? j->xh_out + o : NULL, j->hw, m, a, b);
 		return;
 	}
 #endif
-	for (int n = j->n - 1; n >= 0; n--) {
-		size_t o = plane(j, n, c);
-		for (size_t i = 0; i < j->hw; i += step) {
-			size_t len = j->hw - i < step ? j->hw - i : step;
-			float *yo = j->y ? j->y + o + i : tmp;
-			const float *xi = j->x ? j->x + o + i : wide;
-			if (!j->x)
-				cpu_bf16_widen_run(wide, j->xh + o + i, len);
-			norm_run(j, xi, yo, len, m, a, b);
-			if (j->xh_out)
-				cpu_bf16_narrow_run(j->xh_out + o + i, j->x + o + i, len);
-			if (j->yh_out)
-				cpu_bf16_narrow_run(j->yh_out + o + i, yo, len);
-		}
+	for (size_t i = 0; i < j->hw; i += step) {
+		size_t len = j->hw - i < step ? j->hw - i : step;
+		float *yo = j->y ? j->y + o + i : tmp;
+		const float *xi = j->x ? j->x + o + i : wide;
+		if (!j->x)
+			cpu_bf16_widen_run(wide, j->xh + o + i, len);
+		norm_run(j, xi, yo, len, m, a, b);
+		if (j->xh_out)
+			cpu_bf16_narrow_run(j->xh_out + o + i, j->x + o + i, len);
+		if (j->yh_out)
+			cpu_bf16_narrow_run(j->yh_out + o + i, yo, len);
 	}
 }
 
-/* pass 2 of the forward for channel c into the fused max pool (j->pool,
- * bn_pool_takes: the AVX-512 passes) */
-static void pool_chan(const bn_job *j, int c, float m, float a, float b)
+/* pass 2 of the forward for sample n's plane of channel c into the fused
+ * max pool (j->pool, bn_pool_takes: the AVX-512 passes) */
+static void pool_at(const bn_job *j, int n, int c, float m, float a, float b)
 {
 #if BN512
 	const cdp_pool_desc *d = &j->pool->d;
+	size_t o = plane(j, n, c), q = ((size_t)n * j->c + c) * d->oh * d->ow;
 
-	for (int n = j->n - 1; n >= 0; n--) {
-		size_t o = plane(j, n, c), q = ((size_t)n * j->c + c) * d->oh * d->ow;
-		cpu_bn_norm_pool16(j->act, j->slope, j->x ? j->x + o : NULL, j->xh ? j->xh + o : NULL,
-		                   j->xh_out ? j->xh_out + o : NULL, d->h, d->w, m, a, b,
-		                   j->pool->y + q, j->pool->idx + q);
-	}
+	cpu_bn_norm_pool16(j->act, j->slope, j->x ? j->x + o : NULL, j->xh ? j->xh + o : NULL,
+	                   j->xh_out ? j->xh_out + o : NULL, d->h, d->w, m, a, b, j->pool->y + q,
+	                   j->pool->idx + q);
 #else
-	(void)j, (void)c, (void)m, (void)a, (void)b;
+	(void)j, (void)n, (void)c, (void)m, (void)a, (void)b;
 #endif
 }
 
@@ -286,43 +281,85 @@ static void shifted_sums_h(const uint16_t *xh, size_t n, float k, double *s1, do
 	}
 }
 
-static void bn_train_chan(void *ctx, int c)
+/* pass 1 of the forward over sample n's plane of channel c */
+static void sums_at(const bn_job *j, int n, int c, float k, double *s1, double *s2)
+{
+	size_t o = plane(j, n, c);
+
+#if BN512
+	if (j->wide)
+		cpu_bn_shifted_sums16(j->x ? j->x + o : NULL, j->xh ? j->xh + o : NULL, j->hw, k,
+		                      s1, s2);
+	else
+#endif
+	if (j->x)
+		shifted_sums(j->x + o, j->hw, k, s1, s2);
+	else
+		shifted_sums_h(j->xh + o, j->hw, k, s1, s2);
+}
+
+/* Channels a job takes together (1 where a plane is GROUP_VALUES or more):
+ * its passes walk the samples, and in each sample the group's planes,
+ * which lie one after the other in memory. Small planes one channel at a
+ * time were a short run every C * HW values, each a fresh start for the
+ * prefetchers: at 8x8 the passes took 2.7x the time per value of those of
+ * 64x64 planes. Every channel's sums still run over its planes in the
+ * same order: the group changes no result, only where the job's time
+ * goes. At least 2 groups a thread, for the balance. */
+#define GROUP_VALUES 2048
+#define GROUP_MAX 64
+static int group_size(cdp_backend *be, int c, size_t hw)
+{
+	size_t g = hw >= GROUP_VALUES ? 1 : (GROUP_VALUES + hw - 1) / hw;
+	int most = c / (2 * (be->threads > 0 ? be->threads : 1));
+
+	if (g > GROUP_MAX)
+		g = GROUP_MAX;
+	return (int)g < most ? (int)g : most > 1 ? most : 1;
+}
+
+static int groups(const bn_job *j)
+{
+	return (j->c + j->group - 1) / j->group;
+}
+
+CPU_CLONES static void bn_train_group(void *ctx, int g)
 {
 	const bn_job *j = ctx;
 	size_t m = (size_t)j->n * j->hw;
-	float k = load1(j->x, j->xh, plane(j, 0, c)), fm, fi;
-	double s1 = 0.0, s2 = 0.0, d, var;
+	int c0 = g * j->group, nc = j->c - c0 < j->group ? j->c - c0 : j->group;
+	double s1[GROUP_MAX] = { 0 }, s2[GROUP_MAX] = { 0 };
+	float k[GROUP_MAX], fm[GROUP_MAX], fa[GROUP_MAX];
 
-	for (int n = 0; n < j->n; n++) {
-		size_t o = plane(j, n, c);
-#if BN512
-		if (j->wide)
-			cpu_bn_shifted_sums16(j->x ? j->x + o : NULL, j->xh ? j->xh + o : NULL, j->hw, k,
-			                      &s1, &s2);
-		else
-#endif
-		if (j->x)
-			shifted_sums(j->x + o, j->hw, k, &s1, &s2);
-		else
-			shifted_sums_h(j->xh + o, j->hw, k, &s1, &s2);
+	for (int i = 0; i < nc; i++)
+		k[i] = load1(j->x, j->xh, plane(j, 0, c0 + i));
+	for (int n = 0; n < j->n; n++)
+		for (int i = 0; i < nc; i++)
+			sums_at(j, n, c0 + i, k[i], &s1[i], &s2[i]);
+	for (int i = 0; i < nc; i++) {
+		int c = c0 + i;
+		double d = s1[i] / (double)m, var = s2[i] / (double)m - d * d;
+		if (var < 0.0)          /* rounding, for a constant channel */
+			var = 0.0;
+		float fi = (float)(1.0 / sqrt(var + j->eps));
+		fm[i] = (float)(k[i] + d);
+		fa[i] = j->gamma[c] * fi;
+		j->save_mean[c] = fm[i];
+		j->save_invstd[c] = fi;
+		if (j->run_mean) {
+			double unbiased = m > 1 ? var * (double)m / (double)(m - 1) : var;
+			j->run_mean[c] = (1.0f - j->momentum) * j->run_mean[c] + j->momentum * fm[i];
+			j->run_var[c] = (1.0f - j->momentum) * j->run_var[c] +
+			                j->momentum * (float)unbiased;
+		}
 	}
-	d = s1 / (double)m;
-	var = s2 / (double)m - d * d;
-	if (var < 0.0)          /* rounding, for a constant channel */
-		var = 0.0;
-	fm = (float)(k + d);
-	fi = (float)(1.0 / sqrt(var + j->eps));
-	if (j->pool)
-		pool_chan(j, c, fm, j->gamma[c] * fi, j->beta[c]);
-	else
-		norm_chan(j, c, fm, j->gamma[c] * fi, j->beta[c]);
-	j->save_mean[c] = fm;
-	j->save_invstd[c] = fi;
-	if (j->run_mean) {
-		double unbiased = m > 1 ? var * (double)m / (double)(m - 1) : var;
-		j->run_mean[c] = (1.0f - j->momentum) * j->run_mean[c] + j->momentum * fm;
-		j->run_var[c] = (1.0f - j->momentum) * j->run_var[c] + j->momentum * (float)unbiased;
-	}
+	for (int n = j->n - 1; n >= 0; n--)
+		for (int i = 0; i < nc; i++) {
+			if (j->pool)
+				pool_at(j, n, c0 + i, fm[i], fa[i], j->beta[c0 + i]);
+			else
+				norm_at(j, n, c0 + i, fm[i], fa[i], j->beta[c0 + i]);
+		}
 }
 
 /* bn_fwd_train_h, into the fused pool p where not NULL; x NULL: the
@@ -337,8 +374,9 @@ static void train(cdp_backend *be, int n, int c, int hw, const float *x, uint16_
 	             .run_var = run_var, .momentum = momentum, .eps = eps,
 	             .save_mean = save_mean, .save_invstd = save_invstd,
 	             .xh = x ? NULL : xh, .xh_out = x ? xh : NULL, .yh_out = yh,
-	             .pool = p, .wide = BN512 && cpu_kgemm_wide() };
-	cpu_parallel_for(be, c, bn_train_chan, &j);
+	             .pool = p, .wide = BN512 && cpu_kgemm_wide(),
+	             .group = group_size(be, c, (size_t)hw) };
+	cpu_parallel_for(be, groups(&j), bn_train_group, &j);
 }
 
 void cpu_bn_fwd_train_h(cdp_backend *be, int n, int c, int hw, const float *x, uint16_t *xh,
@@ -405,11 +443,13 @@ static float infer_scale(const float *gamma, const float *var, float eps, int c)
 	return gamma[c] * fi;
 }
 
-static void bn_infer_chan(void *ctx, int c)
+CPU_CLONES static void bn_infer_chan(void *ctx, int c)
 {
 	const bn_job *j = ctx;
+	float a = infer_scale(j->gamma, j->var, j->eps, c);
 
-	norm_chan(j, c, j->mean[c], infer_scale(j->gamma, j->var, j->eps, c), j->beta[c]);
+	for (int n = j->n - 1; n >= 0; n--)
+		norm_at(j, n, c, j->mean[c], a, j->beta[c]);
 }
 
 void cpu_bn_post_coef(const cdp_bn_infer *bn, int o, float *m, float *a, float *b)
@@ -419,7 +459,7 @@ void cpu_bn_post_coef(const cdp_bn_infer *bn, int o, float *m, float *a, float *
 	*b = bn->beta[o];
 }
 
-/* norm_chan's planes, one run of channel o in place; called on each block
+/* norm_at's planes, one run of channel o in place; called on each block
  * of a convolution's output while it is in L1 or L2, so the arithmetic
  * counts: in 16-float vectors where the CPU has them (the same bits) */
 CPU_CLONES void cpu_bn_post_run(const cdp_bn_infer *bn, int o, float *y, size_t n)
@@ -462,81 +502,96 @@ static inline const float *dy_run(const bn_job *j, size_t o, size_t len, float *
 	return wide;
 }
 
-/* Both passes of the backward for channel c with the activation a constant
- * (so each specialisation is a straight vector loop). a = gamma * invstd is
- * the forward's scale (bn_train_chan's), and dx's factor. */
+/* Pass 1 of the backward over sample n's plane of channel c, the
+ * activation a constant (so each specialisation is a straight vector
+ * loop): a plane at once, or with a bf16 x, dy or dx XH_CHUNK values at a
+ * time (whole BLOCKs of grad_sums: the same sums in the same order).
+ * a = gamma * invstd is the forward's scale (bn_train_group's), and dx's
+ * factor. */
 static inline __attribute__((always_inline)) void
-bwd_chan(const int act, const bn_job *j, int c)
+grad_at(const int act, const bn_job *j, int n, int c, double *sg, double *sgx)
 {
-	size_t m = (size_t)j->n * j->hw;
-	double sg = 0.0, sgx = 0.0;
-	float mean = j->mean[c], is = j->invstd[c], a = j->gamma[c] * is, mg, mgx;
-	float b = act ? j->beta[c] : 0.0f;
-
-	/* a plane at once, or with a bf16 x, dy or dx XH_CHUNK values at a
-	 * time (whole BLOCKs of grad_sums: the same sums in the same order) */
-	size_t step = j->xh || j->dyh || j->dxh ? XH_CHUNK : j->hw;
-	float wide[XH_CHUNK], gwide[XH_CHUNK], dxt[XH_CHUNK];
+	size_t o = plane(j, n, c), step = j->xh || j->dyh || j->dxh ? XH_CHUNK : j->hw;
+	float mean = j->mean[c], is = j->invstd[c], a = j->gamma[c] * is;
+	float b = act ? j->beta[c] : 0.0f, wide[XH_CHUNK], gwide[XH_CHUNK];
 
 #if BN512
 	if (j->wide) {           /* the same passes on AVX-512, x read as it lies */
-		for (int n = 0; n < j->n; n++) {
-			size_t o = plane(j, n, c);
-			dy_src ds = plane_dy(j, n, c);
-			cpu_bn_grad_sums16(act, j->slope, j->x ? j->x + o : NULL,
-			                   j->xh ? j->xh + o : NULL, &ds, j->hw, mean, is, a, b, &sg,
-			                   &sgx);
-		}
-		mg = (float)(sg / (double)m);
-		mgx = (float)(sgx / (double)m);
-		for (int n = j->n - 1; n >= 0; n--) {
-			size_t o = plane(j, n, c);
-			dy_src ds = plane_dy(j, n, c);
-			cpu_bn_dx_plane16(act, j->slope, j->x ? j->x + o : NULL,
-			                  j->xh ? j->xh + o : NULL, &ds, j->dxh ? NULL : j->dx + o,
-			                  j->dxh ? j->dxh + o : NULL, j->hw, mean, is, a, b, mg, mgx,
-			                  j->dxbeta != 0.0f);
-		}
-		j->dgamma[c] += (float)sgx;
-		j->dbeta[c] += (float)sg;
+		dy_src ds = plane_dy(j, n, c);
+		cpu_bn_grad_sums16(act, j->slope, j->x ? j->x + o : NULL, j->xh ? j->xh + o : NULL,
+		                   &ds, j->hw, mean, is, a, b, sg, sgx);
 		return;
 	}
 #endif
-	for (int n = 0; n < j->n; n++) {
-		size_t o = plane(j, n, c);
-		for (size_t q = 0; q < j->hw; q += step) {
-			size_t len = j->hw - q < step ? j->hw - q : step;
-			const float *xr = x_run(j, o + q, len, wide);
-			grad_sums(act, j->slope, xr, dy_run(j, o + q, len, gwide), len, mean, is, a, b,
-			          &sg, &sgx);
-		}
+	for (size_t q = 0; q < j->hw; q += step) {
+		size_t len = j->hw - q < step ? j->hw - q : step;
+		const float *xr = x_run(j, o + q, len, wide);
+		grad_sums(act, j->slope, xr, dy_run(j, o + q, len, gwide), len, mean, is, a, b, sg,
+		          sgx);
 	}
-	mg = (float)(sg / (double)m);
-	mgx = (float)(sgx / (double)m);
-	for (int n = j->n - 1; n >= 0; n--) {
-		size_t o = plane(j, n, c);
-		for (size_t q = 0; q < j->hw; q += step) {
-			size_t len = j->hw - q < step ? j->hw - q : step;
-			const float *xr = x_run(j, o + q, len, wide);
-			dx_plane(act, j->slope, xr, dy_run(j, o + q, len, gwide),
-			         j->dxh ? dxt : j->dx + o + q, len, mean, is, a, b, mg, mgx,
-			         j->dxbeta != 0.0f);
-			if (j->dxh)
-				cpu_bf16_narrow_run(j->dxh + o + q, dxt, len);
-		}
-	}
-	j->dgamma[c] += (float)sgx;
-	j->dbeta[c] += (float)sg;
 }
 
-CPU_CLONES static void bn_bwd_chan(void *ctx, int c)
+/* pass 2 of the backward over sample n's plane of channel c, the means
+ * mg and mgx from pass 1 */
+static inline __attribute__((always_inline)) void
+dx_at(const int act, const bn_job *j, int n, int c, float mg, float mgx)
+{
+	size_t o = plane(j, n, c), step = j->xh || j->dyh || j->dxh ? XH_CHUNK : j->hw;
+	float mean = j->mean[c], is = j->invstd[c], a = j->gamma[c] * is;
+	float b = act ? j->beta[c] : 0.0f, wide[XH_CHUNK], gwide[XH_CHUNK], dxt[XH_CHUNK];
+
+#if BN512
+	if (j->wide) {
+		dy_src ds = plane_dy(j, n, c);
+		cpu_bn_dx_plane16(act, j->slope, j->x ? j->x + o : NULL, j->xh ? j->xh + o : NULL,
+		                  &ds, j->dxh ? NULL : j->dx + o, j->dxh ? j->dxh + o : NULL, j->hw,
+		                  mean, is, a, b, mg, mgx, j->dxbeta != 0.0f);
+		return;
+	}
+#endif
+	for (size_t q = 0; q < j->hw; q += step) {
+		size_t len = j->hw - q < step ? j->hw - q : step;
+		const float *xr = x_run(j, o + q, len, wide);
+		dx_plane(act, j->slope, xr, dy_run(j, o + q, len, gwide),
+		         j->dxh ? dxt : j->dx + o + q, len, mean, is, a, b, mg, mgx,
+		         j->dxbeta != 0.0f);
+		if (j->dxh)
+			cpu_bf16_narrow_run(j->dxh + o + q, dxt, len);
+	}
+}
+
+/* both passes for group g's channels (group_size) */
+static inline __attribute__((always_inline)) void bwd_group(const int act, const bn_job *j, int g)
+{
+	size_t m = (size_t)j->n * j->hw;
+	int c0 = g * j->group, nc = j->c - c0 < j->group ? j->c - c0 : j->group;
+	double sg[GROUP_MAX] = { 0 }, sgx[GROUP_MAX] = { 0 };
+	float mg[GROUP_MAX], mgx[GROUP_MAX];
+
+	for (int n = 0; n < j->n; n++)
+		for (int i = 0; i < nc; i++)
+			grad_at(act, j, n, c0 + i, &sg[i], &sgx[i]);
+	for (int i = 0; i < nc; i++) {
+		mg[i] = (float)(sg[i] / (double)m);
+		mgx[i] = (float)(sgx[i] / (double)m);
+	}
+	for (int n = j->n - 1; n >= 0; n--)
+		for (int i = 0; i < nc; i++)
+			dx_at(act, j, n, c0 + i, mg[i], mgx[i]);
+	for (int i = 0; i < nc; i++) {
+		j->dgamma[c0 + i] += (float)sgx[i];
+		j->dbeta[c0 + i] += (float)sg[i];
+	}
+}
+
+CPU_CLONES static void bn_bwd_group(void *ctx, int g)
 {
 	const bn_job *j = ctx;
 
 	switch (j->act) {
-	case CDP_ACT_RELU: bwd_chan(CDP_ACT_RELU, j, c); break;
-	case CDP_ACT_LEAKY: bwd_chan(CDP_ACT_LEAKY, j, c); break;
-	default: bwd_chan(0, j, c);
+	case CDP_ACT_RELU: bwd_group(CDP_ACT_RELU, j, g); break;
+	case CDP_ACT_LEAKY: bwd_group(CDP_ACT_LEAKY, j, g); break;
+	default: bwd_group(0, j, g);
 	}
 }
 
@@ -578,13 +633,14 @@ static void bwd(cdp_backend *be, int n, int c, int hw, const void *x, int h, con
 	             .gamma = gamma, .beta = bn_beta, .mean = save_mean,
 	             .invstd = save_invstd, .dx = h & CDP_H_DX ? NULL : dx,
 	             .dxh = h & CDP_H_DX ? dx : NULL, .dxbeta = beta, .dgamma = dgamma,
-	             .dbeta = dbeta, .pool = p, .wide = BN512 && cpu_kgemm_wide() };
+	             .dbeta = dbeta, .pool = p, .wide = BN512 && cpu_kgemm_wide(),
+	             .group = group_size(be, c, (size_t)hw) };
 
 	if (h & CDP_H_DX && beta != 0.0f) {
 		fprintf(stderr, "cpu backend: batchnorm's backward asked to add to a bf16 dx\n");
 		abort();
 	}
-	cpu_parallel_for(be, c, bn_bwd_chan, &j);
+	cpu_parallel_for(be, groups(&j), bn_bwd_group, &j);
 }
 
 void cpu_bn_bwd(cdp_backend *be, int n, int c, int hw, const void *x, int h, const float *y,
