@@ -281,15 +281,16 @@ static void shifted_sums_h(const uint16_t *xh, size_t n, float k, double *s1, do
 	}
 }
 
-/* pass 1 of the forward over sample n's plane of channel c */
-static void sums_at(const bn_job *j, int n, int c, float k, double *s1, double *s2)
+/* pass 1 of the forward over sample n's plane of channel c (pf:
+ * next_plane's) */
+static void sums_at(const bn_job *j, int n, int c, long pf, float k, double *s1, double *s2)
 {
 	size_t o = plane(j, n, c);
 
 #if BN512
 	if (j->wide)
-		cpu_bn_shifted_sums16(j->x ? j->x + o : NULL, j->xh ? j->xh + o : NULL, j->hw, k,
-		                      s1, s2);
+		cpu_bn_shifted_sums16(j->x ? j->x + o : NULL, j->xh ? j->xh + o : NULL, j->hw, pf,
+		                      k, s1, s2);
 	else
 #endif
 	if (j->x)
@@ -323,6 +324,17 @@ static int groups(const bn_job *j)
 	return (j->c + j->group - 1) / j->group;
 }
 
+/* Values from plane (n, c0 + i) of a group of nc channels to the plane a
+ * pass walking the samples in direction dir (1 or -1) reads after it,
+ * where the prefetchers would not find that one (it does not follow in
+ * memory): the first of the group in the next sample; else 0. */
+static long next_plane(const bn_job *j, int n, int i, int nc, int dir)
+{
+	if (i + 1 < nc || n + dir < 0 || n + dir >= j->n)
+		return 0;
+	return dir * (long)j->c * (long)j->hw - (long)(nc - 1) * (long)j->hw;
+}
+
 CPU_CLONES static void bn_train_group(void *ctx, int g)
 {
 	const bn_job *j = ctx;
@@ -335,7 +347,7 @@ CPU_CLONES static void bn_train_group(void *ctx, int g)
 		k[i] = load1(j->x, j->xh, plane(j, 0, c0 + i));
 	for (int n = 0; n < j->n; n++)
 		for (int i = 0; i < nc; i++)
-			sums_at(j, n, c0 + i, k[i], &s1[i], &s2[i]);
+			sums_at(j, n, c0 + i, next_plane(j, n, i, nc, 1), k[i], &s1[i], &s2[i]);
 	for (int i = 0; i < nc; i++) {
 		int c = c0 + i;
 		double d = s1[i] / (double)m, var = s2[i] / (double)m - d * d;
@@ -509,7 +521,7 @@ static inline const float *dy_run(const bn_job *j, size_t o, size_t len, float *
  * a = gamma * invstd is the forward's scale (bn_train_group's), and dx's
  * factor. */
 static inline __attribute__((always_inline)) void
-grad_at(const int act, const bn_job *j, int n, int c, double *sg, double *sgx)
+grad_at(const int act, const bn_job *j, int n, int c, long pf, double *sg, double *sgx)
 {
 	size_t o = plane(j, n, c), step = j->xh || j->dyh || j->dxh ? XH_CHUNK : j->hw;
 	float mean = j->mean[c], is = j->invstd[c], a = j->gamma[c] * is;
@@ -518,6 +530,7 @@ grad_at(const int act, const bn_job *j, int n, int c, double *sg, double *sgx)
 #if BN512
 	if (j->wide) {           /* the same passes on AVX-512, x read as it lies */
 		dy_src ds = plane_dy(j, n, c);
+		ds.pf = pf;
 		cpu_bn_grad_sums16(act, j->slope, j->x ? j->x + o : NULL, j->xh ? j->xh + o : NULL,
 		                   &ds, j->hw, mean, is, a, b, sg, sgx);
 		return;
@@ -532,9 +545,9 @@ grad_at(const int act, const bn_job *j, int n, int c, double *sg, double *sgx)
 }
 
 /* pass 2 of the backward over sample n's plane of channel c, the means
- * mg and mgx from pass 1 */
+ * mg and mgx from pass 1 (pf: next_plane's, for both) */
 static inline __attribute__((always_inline)) void
-dx_at(const int act, const bn_job *j, int n, int c, float mg, float mgx)
+dx_at(const int act, const bn_job *j, int n, int c, long pf, float mg, float mgx)
 {
 	size_t o = plane(j, n, c), step = j->xh || j->dyh || j->dxh ? XH_CHUNK : j->hw;
 	float mean = j->mean[c], is = j->invstd[c], a = j->gamma[c] * is;
@@ -543,6 +556,7 @@ dx_at(const int act, const bn_job *j, int n, int c, float mg, float mgx)
 #if BN512
 	if (j->wide) {
 		dy_src ds = plane_dy(j, n, c);
+		ds.pf = pf;
 		cpu_bn_dx_plane16(act, j->slope, j->x ? j->x + o : NULL, j->xh ? j->xh + o : NULL,
 		                  &ds, j->dxh ? NULL : j->dx + o, j->dxh ? j->dxh + o : NULL, j->hw,
 		                  mean, is, a, b, mg, mgx, j->dxbeta != 0.0f);
@@ -570,14 +584,14 @@ static inline __attribute__((always_inline)) void bwd_group(const int act, const
 
 	for (int n = 0; n < j->n; n++)
 		for (int i = 0; i < nc; i++)
-			grad_at(act, j, n, c0 + i, &sg[i], &sgx[i]);
+			grad_at(act, j, n, c0 + i, next_plane(j, n, i, nc, 1), &sg[i], &sgx[i]);
 	for (int i = 0; i < nc; i++) {
 		mg[i] = (float)(sg[i] / (double)m);
 		mgx[i] = (float)(sgx[i] / (double)m);
 	}
 	for (int n = j->n - 1; n >= 0; n--)
 		for (int i = 0; i < nc; i++)
-			dx_at(act, j, n, c0 + i, mg[i], mgx[i]);
+			dx_at(act, j, n, c0 + i, next_plane(j, n, i, nc, -1), mg[i], mgx[i]);
 	for (int i = 0; i < nc; i++) {
 		j->dgamma[c0 + i] += (float)sgx[i];
 		j->dbeta[c0 + i] += (float)sg[i];

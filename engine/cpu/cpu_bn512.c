@@ -88,6 +88,37 @@ dy16(const int pooled, const dy_src *s, size_t i, int h, int c0)
 	return __builtin_shufflevector(l, r, 0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15);
 }
 
+/* The next plane's values where this pass reads x[i, i + 16) and their
+ * dy, fetched into the caches (s->pf, cpu_bn.c's next_plane): a plane of
+ * 64x64 bf16 is two pages, and the hardware's prefetchers start again on
+ * each, its first lines read from memory at full latency (the backward's
+ * pass 1 over 64x64 planes took 18% less time with this) */
+static inline __attribute__((always_inline)) BN512_TARGET void
+fetch_next(const int pooled, const float *x, const uint16_t *xh, const dy_src *s, size_t i,
+           int h, int c0)
+{
+	if (!s->pf)
+		return;
+	if (xh)
+		__builtin_prefetch(xh + i + s->pf);
+	else
+		__builtin_prefetch(x + i + s->pf);
+	if (!pooled) {
+		if (s->dyh)
+			__builtin_prefetch(s->dyh + i + s->pf);
+		else
+			__builtin_prefetch(s->dy + i + s->pf);
+		return;
+	}
+	/* the pooled planes are a quarter of the plane, at the same place */
+	size_t q = (size_t)(h >> 1) * s->ow + (c0 >> 1);
+	if (s->dyph)
+		__builtin_prefetch(s->dyph + q + s->pf / 4);
+	else
+		__builtin_prefetch(s->dyp + q + s->pf / 4);
+	__builtin_prefetch(s->ix + q + s->pf / 4);
+}
+
 /* the row and column of the next 16 values (pooled: whole rows of 16s) */
 #define DY_STEP(pooled, s, h, c0) do { \
 	if (pooled && ((c0) += 16) == (s)->w) { \
@@ -109,6 +140,7 @@ grad_sums16_act(const int act, const int pooled, float slope, const float *x, co
 		v16f s1 = { 0 }, s2 = { 0 };
 		for (; i + VL <= end; i += VL) {
 			v16f xv = load16(x, xh, i), gv = dy16(pooled, ds, i, h, c0);
+			fetch_next(pooled, x, xh, ds, i, h, c0);
 			DY_STEP(pooled, ds, h, c0);
 			if (act)
 				gv = grad16(act, slope, (xv - m) * a + b, gv);
@@ -136,6 +168,7 @@ dx_plane16_act(const int act, const int pooled, float slope, const float *x, con
 
 	for (; i + 16 <= n; i += 16) {
 		v16f xv = load16(x, xh, i), gv = dy16(pooled, ds, i, h, c0), d;
+		fetch_next(pooled, x, xh, ds, i, h, c0);
 		DY_STEP(pooled, ds, h, c0);
 		if (act)
 			gv = grad16(act, slope, (xv - m) * a + b, gv);
@@ -214,7 +247,8 @@ norm_vec(const int act, float slope, v16f xv, float m, float a, float b)
 
 /* shifted_sums of x or xh (one of them NULL) */
 BN512_TARGET void
-cpu_bn_shifted_sums16(const float *x, const uint16_t *xh, size_t n, float k, double *s1, double *s2)
+cpu_bn_shifted_sums16(const float *x, const uint16_t *xh, size_t n, long pf, float k, double *s1,
+                      double *s2)
 {
 	size_t i = 0;
 
@@ -223,6 +257,9 @@ cpu_bn_shifted_sums16(const float *x, const uint16_t *xh, size_t n, float k, dou
 		v16f a = { 0 }, b = { 0 };
 		for (; i + VL <= end; i += VL) {
 			v16f t = load16(x, xh, i);
+			if (pf)
+				__builtin_prefetch(xh ? (const void *)(xh + i + pf) :
+				                        (const void *)(x + i + pf));
 			t -= k;
 			a += t;
 			b += t * t;

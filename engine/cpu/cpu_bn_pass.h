@@ -83,18 +83,22 @@ typedef struct dy_src {
 	const uint16_t *dyh, *dyph;
 	const int32_t *ix;
 	int w, ow;
+	/* the plane the pass reads next, pf values on from this one where the
+	 * prefetchers would not find it (next_plane), else 0 */
+	long pf;
 } dy_src;
 
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
 #define BN512 1
 #define BN512_TARGET __attribute__((target("avx512f,avx512bw")))
 /* The AVX-512 passes (cpu_bn512.c), x or xh (one of them NULL) over a
- * plane of n, act 0 or CDP_ACT_*: shifted_sums, norm_plane into y and/or
+ * plane of n, act 0 or CDP_ACT_*: shifted_sums (the next plane pf
+ * values on fetched as it goes: dy_src.pf), norm_plane into y and/or
  * its copy yh and x's copy into xo (each where not NULL), the same over
  * a plane h x w pooled as it goes (bn_fwd_train_pool), grad_sums and
  * dx_plane (dy from ds) */
-BN512_TARGET void cpu_bn_shifted_sums16(const float *x, const uint16_t *xh, size_t n, float k,
-                                        double *s1, double *s2);
+BN512_TARGET void cpu_bn_shifted_sums16(const float *x, const uint16_t *xh, size_t n, long pf,
+                                        float k, double *s1, double *s2);
 BN512_TARGET void cpu_bn_norm16(int act, float slope, const float *x, const uint16_t *xh, float *y,
                                 uint16_t *yh, uint16_t *xo, size_t n, float m, float a, float b);
 BN512_TARGET void cpu_bn_norm_pool16(int act, float slope, const float *x, const uint16_t *xh,
