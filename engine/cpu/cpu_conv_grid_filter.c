@@ -23,8 +23,14 @@
  * of them share each tile of B, three chains of TDPBF16PS in flight.
  * VDPBF16PS takes the same B a vector at a time (16 filters, a pair of
  * positions) and multiplies it by a broadcast pair of the slice, the two
- * neighbours at a tap's offset (one 32-bit load), for 8 (channel, tap)
- * sums at once; no conversion in either loop.
+ * neighbours at a tap's offset (one 32-bit load), for 9 (channel, tap)
+ * sums at once (a 3x3 kernel's taps: no short runs left over, which
+ * with 8 at once were a ninth of the first layer's 27); no conversion in
+ * either loop. The tiles take blocks of 16 channels, so amx leaves
+ * fewer than 8 to cpu_conv_kcol.c; VDPBF16PS loops over the channels
+ * there are and takes the first layer's 3 bands too: its dy in bf16, half
+ * the bytes for the batchnorm after it to write (the FMA timing model's
+ * classifier: the first layer's backward 3.3 -> 2.1 ms, bn1's 3.3 -> 2.8).
  * Small planes take several samples per item (each a block of grid rows
  * bk apart), so a chain sums over at least a few hundred positions.
  *
@@ -43,7 +49,7 @@
 
 #define ITEM_BYTES (1024L * 1024)   /* slice and dy of an item, near L2 */
 #define AT_ONCE 3                   /* C tiles in flight (cpu_amx_chains) */
-#define DP_RUN 8                    /* (channel, tap) sums at once (vec_run) */
+#define DP_RUN 9                    /* (channel, tap) sums at once (vec_run): a 3x3 kernel's taps */
 
 typedef struct afg {
 	cpu_corr c;
@@ -109,7 +115,8 @@ static fscr scratch_of(const afg *a)
 
 int cpu_grid_filter_takes(const cdp_backend *be, const cpu_corr *c)
 {
-	return c->s >= 8 && c->ow >= 32 && (cpu_bf16_uses_amx(be) || cpu_bf16_packs_pairs(be));
+	return (c->s >= 8 || !cpu_bf16_uses_amx(be)) && c->ow >= 32 &&
+	       (cpu_bf16_uses_amx(be) || cpu_bf16_packs_pairs(be));
 }
 
 size_t cpu_grid_filter_scratch(const cdp_backend *be, const cpu_corr *c)
@@ -135,7 +142,7 @@ static void fill(const afg *a, cpu_src x, int n0, int gn, int r0, uint16_t *sl)
 	const cpu_corr *c = &a->c;
 	long plane = (long)c->h * c->w;
 
-	memset(sl, 0, (size_t)a->sp * a->cs * sizeof *sl);
+	memset(sl, 0, (size_t)(a->amx ? a->sp : c->s) * a->cs * sizeof *sl);
 	for (int s = 0; s < c->s; s++)
 		for (int b = 0; b < gn; b++) {
 			uint16_t *d = sl + (size_t)s * a->cs + (size_t)b * a->bk + c->pw;
@@ -225,7 +232,7 @@ vec_run(const int r, const afg *a, const uint16_t *sl, const uint32_t *dyp, long
 	const uint16_t *p[DP_RUN];
 	__m512 sum[DP_RUN];
 
-	#pragma GCC unroll 8
+	#pragma GCC unroll 9
 	for (int u = 0; u < r; u++) {
 		int sc = (v0 + u) / a->kk, t = (v0 + u) % a->kk;
 		p[u] = sl + (size_t)sc * a->cs + tap_at(a, t);
@@ -233,14 +240,14 @@ vec_run(const int r, const afg *a, const uint16_t *sl, const uint32_t *dyp, long
 	}
 	for (long k2 = 0; k2 < kp / 2; k2++) {
 		__m512bh b = (__m512bh)_mm512_loadu_si512(dyp + 16 * k2);
-		#pragma GCC unroll 8
+		#pragma GCC unroll 9
 		for (int u = 0; u < r; u++) {
 			int32_t x;
 			memcpy(&x, p[u] + 2 * k2, sizeof x);
 			sum[u] = _mm512_dpbf16_ps(sum[u], (__m512bh)_mm512_set1_epi32(x), b);
 		}
 	}
-	#pragma GCC unroll 8
+	#pragma GCC unroll 9
 	for (int u = 0; u < r; u++) {
 		int sc = (v0 + u) / a->kk, t = (v0 + u) % a->kk;
 		float *d = acc + ((size_t)(sc / 16) * a->kk + t) * 256 + (sc % 16) * 16;
@@ -261,7 +268,7 @@ vec_run2(const int r, const afg *a, const uint16_t *sl, const uint32_t *dyp,
 	const uint16_t *p[DP_RUN];
 	__m512 sum[DP_RUN], sum2[DP_RUN];
 
-	#pragma GCC unroll 8
+	#pragma GCC unroll 9
 	for (int u = 0; u < r; u++) {
 		int sc = (v0 + u) / a->kk, t = (v0 + u) % a->kk;
 		p[u] = sl + (size_t)sc * a->cs + tap_at(a, t);
@@ -271,7 +278,7 @@ vec_run2(const int r, const afg *a, const uint16_t *sl, const uint32_t *dyp,
 	for (long k2 = 0; k2 < kp / 2; k2++) {
 		__m512bh b = (__m512bh)_mm512_loadu_si512(dyp + 16 * k2);
 		__m512bh b2 = (__m512bh)_mm512_loadu_si512(dyp2 + 16 * k2);
-		#pragma GCC unroll 8
+		#pragma GCC unroll 9
 		for (int u = 0; u < r; u++) {
 			int32_t x;
 			memcpy(&x, p[u] + 2 * k2, sizeof x);
@@ -280,7 +287,7 @@ vec_run2(const int r, const afg *a, const uint16_t *sl, const uint32_t *dyp,
 			sum2[u] = _mm512_dpbf16_ps(sum2[u], xv, b2);
 		}
 	}
-	#pragma GCC unroll 8
+	#pragma GCC unroll 9
 	for (int u = 0; u < r; u++) {
 		int sc = (v0 + u) / a->kk, t = (v0 + u) % a->kk;
 		size_t at = ((size_t)(sc / 16) * a->kk + t) * 256 + (sc % 16) * 16;

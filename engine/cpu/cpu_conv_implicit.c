@@ -359,7 +359,7 @@ void cpu_iconv_data(cdp_backend *be, const cdp_conv_desc *d, const void *dy,
 
 /* The filter gradient is cpu_conv_winof.c's where the forward is
  * Winograd's, cpu_conv_grid_filter.c's with the amx and avx512bf16 sets
- * (8 channels or more, widths of 32 or more), else
+ * (widths of 32 or more; amx's from 8 channels), else
  * cpu_conv_kcol.c's at every width: its sums run over
  * contiguous chunks of at least 1024 pixels (whole samples of small
  * planes), which took 4-23% less time than sums over this file's padded

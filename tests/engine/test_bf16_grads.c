@@ -8,9 +8,9 @@
  *    conv_takes_dyh says the backend reads it so; and the data gradient
  *    written as bf16 (d->dxh) is the float one rounded by to_bf16, bit
  *    for bit, where conv_writes_dxh says so; the layers that take them:
- *    Winograd's (32 channels and more), the grid filter gradient's (8
- *    channels and more, 32 wide: avx512bf16 and amx), not the first
- *    layer's 3 bands, not a 1x1, not a stride 2;
+ *    Winograd's (32 channels and more), the grid filter gradient's (32
+ *    wide: avx512bf16, and amx from 8 channels: not the first layer's 3
+ *    bands there), not a 1x1, not a stride 2;
  *  - batchnorm's backward of a bf16 dy (CDP_H_DY) gives the bits of dy
  *    widened, and its dx as bf16 (CDP_H_DX) is the float dx rounded, with
  *    and without a bf16 x, every activation, planes that are not whole
@@ -70,15 +70,15 @@ typedef struct gcase {
 
 /* The emulated set has neither Winograd nor the grid nor the paired
  * slice (cpu_wino_takes), amx not Winograd; avx512bf16's Winograd filter
- * gradient from 64 x 64 channels, the grid's from 8 channels at 32 wide
- * (amx's too); the data gradient as bf16 from Winograd (32 channels and
+ * gradient from 64 x 64 channels, the grid's at 32 wide (amx's from 8
+ * channels, kcol's below); the data gradient as bf16 from Winograd (32 channels and
  * more each way) or the paired slice (more than 8 filters: avx512bf16,
  * and amx at widths of 16s) */
 static const gcase cases[] = {
 	{ 2, 32, 32, 32, 32, 3, 1, 0, DP | FMA | AMX, DP | FMA | AMX },  /* Winograd, grid */
 	{ 2, 64, 16, 16, 64, 3, 1, 1, DP | FMA, DP | FMA | AMX },        /* Winograd, a bias */
 	{ 3, 8, 32, 40, 16, 3, 1, 0, DP | AMX, DP },                     /* grid; pairs */
-	{ 2, 3, 32, 32, 16, 3, 1, 0, 0, DP | AMX },                      /* 3 bands: kcol */
+	{ 2, 3, 32, 32, 16, 3, 1, 0, DP, DP | AMX },                     /* 3 bands: grid; kcol */
 	{ 2, 32, 16, 16, 32, 1, 1, 0, 0, 0 },                            /* 1x1 */
 	{ 2, 32, 32, 32, 32, 3, 2, 0, 0, 0 },                            /* stride 2 */
 };

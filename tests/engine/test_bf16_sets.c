@@ -585,8 +585,8 @@ static void test_conv(void)
 		{ 1, 12, 6, 48, 20, 3, 1, 1, 1 },
 		/* the amx and avx512bf16 sets' filter gradient
 		 * (cpu_conv_grid_filter.c) takes
-		 * the cases above of 8 channels or more and output widths of
-		 * 32 or more; here 9 channels (a block of 16 half zeros), 7
+		 * the cases above of output widths of 32 or more (amx's of 8
+		 * channels or more: not the 6 of dilation 2); here 9 channels (a block of 16 half zeros), 7
 		 * filters, dilation 2, an odd padded width (37, laid 38 wide) */
 		{ 2, 9, 14, 33, 7, 3, 1, 2, 2 },
 		/* Winograd's forward in the avx512bf16 sets, its output
