@@ -70,6 +70,21 @@ static void test_elementwise(void)
 	near(gy, rg, (size_t)N * c, 1e-6, "gap fwd");
 	cpu_gap_bwd(be, N, c, hw, g, gx, 1.0f);
 	near(gx, rgx, ns, 1e-6, "gap bwd beta 1");
+	/* the forward's 16 lanes over planes of whole vectors and a tail
+	 * (cpu_elem.c): 64 and 203 values, six planes each */
+	for (int ph = 64; ph <= 203; ph += 139) {
+		size_t np = (size_t)N * c * ph;
+		float *px = rnd(np), *py = rnd((size_t)N * c);
+		double *rpy = dzero((size_t)N * c);
+		for (size_t i = 0; i < np; i++)
+			rpy[i / ph] += px[i] / (double)ph;
+		cpu_gap_fwd(be, N, c, ph, px, py);
+		near(py, rpy, (size_t)N * c, 1e-6, ph == 64 ? "gap fwd, 64 a plane" :
+		                                               "gap fwd, 203 a plane");
+		be->free(be, px);
+		be->free(be, py);
+		free(rpy);
+	}
 	cpu_bias_grad(be, N, c, hw, src, db);
 	near(db, rdb, (size_t)c, 1e-6, "bias_grad");
 	cpu_bias_add(be, N, c, hw, b, src);
