@@ -311,7 +311,7 @@ static void sums_at(const bn_job *j, int n, int c, long pf, float k, double *s1,
 #define GROUP_MAX 64
 static int group_size(cdp_backend *be, int c, size_t hw)
 {
-	size_t g = hw >= GROUP_VALUES ? 1 : (GROUP_VALUES + hw - 1) / hw;
+	size_t g = hw >= GROUP_VALUES || hw == 0 ? 1 : (GROUP_VALUES + hw - 1) / hw;
 	int most = c / (2 * (be->threads > 0 ? be->threads : 1));
 
 	if (g > GROUP_MAX)
