@@ -296,8 +296,7 @@ static int set_betas(cdp_net *net)
  * are bf16 where the backend reads and writes them so (the layer types'
  * dy_h and dx_h: conv_takes_dyh, conv_writes_dxh, bn_takes_gh; the CPU's
  * Winograd, grid and paired-slice plans). Each is rounded once, where it
- * is written
- * (to nearest even), and widened exactly where it is read; the
+ * is written (to nearest even), and widened exactly where it is read; the
  * convolutions round their operands to bf16 anyway, so what changes is
  * the batchnorm's reading of a rounded gradient (and Winograd's
  * transforms, of dy's bf16 values). Half the bytes through the

@@ -324,6 +324,15 @@ static int groups(const bn_job *j)
 	return (j->c + j->group - 1) / j->group;
 }
 
+/* group g's first channel, and its count in *nc (the last may be short) */
+static int group_at(const bn_job *j, int g, int *nc)
+{
+	int c0 = g * j->group;
+
+	*nc = j->c - c0 < j->group ? j->c - c0 : j->group;
+	return c0;
+}
+
 /* Values from plane (n, c0 + i) of a group of nc channels to the plane a
  * pass walking the samples in direction dir (1 or -1) reads after it,
  * where the prefetchers would not find that one (it does not follow in
@@ -339,7 +348,7 @@ CPU_CLONES static void bn_train_group(void *ctx, int g)
 {
 	const bn_job *j = ctx;
 	size_t m = (size_t)j->n * j->hw;
-	int c0 = g * j->group, nc = j->c - c0 < j->group ? j->c - c0 : j->group;
+	int nc, c0 = group_at(j, g, &nc);
 	double s1[GROUP_MAX] = { 0 }, s2[GROUP_MAX] = { 0 };
 	float k[GROUP_MAX], fm[GROUP_MAX], fa[GROUP_MAX];
 
@@ -578,7 +587,7 @@ dx_at(const int act, const bn_job *j, int n, int c, long pf, float mg, float mgx
 static inline __attribute__((always_inline)) void bwd_group(const int act, const bn_job *j, int g)
 {
 	size_t m = (size_t)j->n * j->hw;
-	int c0 = g * j->group, nc = j->c - c0 < j->group ? j->c - c0 : j->group;
+	int nc, c0 = group_at(j, g, &nc);
 	double sg[GROUP_MAX] = { 0 }, sgx[GROUP_MAX] = { 0 };
 	float mg[GROUP_MAX], mgx[GROUP_MAX];
 

@@ -769,8 +769,8 @@ DIRECT_TARGET static void input_direct(const cpu_corr *c, const wgeo *g, cpu_src
 	long plane = (long)c->h * c->w, r0 = 2L * ty0 - c->ph, r1 = 2L * ty1 + 2 - c->ph;
 	cpu_src smp = cpu_src_sample(in, n, (long)c->s * plane);
 	/* the bytes of a channel's rows that these tile rows read */
-	long at = (r0 < 0 ? 0 : r0) * c->w * (in.h ? 2 : 4);
-	long bytes = ((r1 > c->h ? c->h : r1) - (r0 < 0 ? 0 : r0)) * c->w * (in.h ? 2 : 4);
+	long row = c->w * (in.h ? 2L : 4L), at = (r0 < 0 ? 0 : r0) * row;
+	long bytes = (r1 > c->h ? c->h : r1) * row - at;
 
 	for (int s = s0; s < s1; s++) {
 		cpu_src p = cpu_src_chan(smp, s, plane);
