@@ -31,7 +31,9 @@
  * widths that are a multiple of 16 but not of 32 (16x16 planes) end on
  * one column block, and cpu_conv_kcol.c takes the other widths; the
  * VDPBF16PS kernel reads the chunk as one long row of the padded grid,
- * so narrow planes fill its vectors too, and it adds the bias and applies
+ * so narrow planes fill its vectors too (output widths that are a
+ * multiple of 16, from 32 on, go row by row instead: whole aligned
+ * stores, no dropped columns), and it adds the bias and applies
  * the inference net's batchnorm (conv_fwd_bn) to each vector as it stores
  * it, in cpu_bn.c's arithmetic (post_op), instead of a pass after the
  * chunk (cpu_corr_finish, which the tiles keep). With 8 channels or fewer the
@@ -293,7 +295,12 @@ AMX_TARGET static void rows_block(const ajob *j, const uint32_t *sl, int r0, int
  * cc) of the chunk sits at grid position q = rr wp + cc, and tap t reads
  * the slice at q + toff(t) in every pair's plane, so 16 positions in a
  * row of the grid are one load however narrow the plane (positions with
- * cc >= ow are computed and dropped: 2 pw of every wp). */
+ * cc >= ow are computed and dropped: 2 pw of every wp). Their stores
+ * (put_grid) are masked pieces of rows, most of them across two cache
+ * lines: at 16 filters of a 256-wide plane, in fp32, a sixth of the
+ * forward's time. Planes whose width is a whole number of vectors, 32
+ * and more, go row by row instead (dp_rows), each vector stored whole
+ * where it lies in the output row. */
 
 /* lanes [i, i + n) of 16 */
 static inline __mmask16 lanes(int i, int n)
@@ -360,10 +367,12 @@ DP_TARGET static inline void put_grid(__m512 y, long q0, __mmask16 mk, const pge
 }
 
 /* Filters [ob, ob + mr) at positions q0 + [0, 16 nv)
- * (masks mk), summed over (t, g) in that order, one chain per element */
+ * (masks mk), summed over (t, g) in that order, one chain per element;
+ * stored at output element e + 16 v of each filter's plane, or where
+ * put_grid finds them (e < 0) */
 DP_TARGET __attribute__((always_inline)) static inline void
 dp_tile(const int mr, const int nv, const ajob *j, const uint32_t *sl, int ob, long q0,
-        const __mmask16 *mk, float *on, uint16_t *onh, long so)
+        const __mmask16 *mk, float *on, uint16_t *onh, long so, long e)
 {
 	const pgeo *g = &j->g;
 	long la = (long)g->kk * g->np;
@@ -395,10 +404,48 @@ dp_tile(const int mr, const int nv, const ajob *j, const uint32_t *sl, int ob, l
 	#pragma GCC unroll 8
 	for (int i = 0; i < mr; i++)
 		#pragma GCC unroll 4
-		for (int v = 0; v < nv; v++)
-			put_grid(j->fused ? post_op(acc[i][v], j, ob + i) : acc[i][v], q0 + 16 * v,
-			         mk[v], g, onh ? NULL : on + i * so, onh ? onh + i * so : NULL,
-			         j->beta);
+		for (int v = 0; v < nv; v++) {
+			__m512 y = j->fused ? post_op(acc[i][v], j, ob + i) : acc[i][v];
+			if (e < 0) {
+				put_grid(y, q0 + 16 * v, mk[v], g, onh ? NULL : on + i * so,
+				         onh ? onh + i * so : NULL, j->beta);
+			} else if (onh) {
+				_mm256_storeu_si256((__m256i *)(onh + i * so + e + 16 * v),
+				                    cpu_bf16_bits16(_mm512_castps_si512(y)));
+			} else {
+				float *d = on + i * so + e + 16 * v;
+				if (j->beta != 0.0f)
+					y = _mm512_fmadd_ps(_mm512_set1_ps(j->beta), _mm512_loadu_ps(d), y);
+				_mm512_storeu_ps(d, y);
+			}
+		}
+}
+
+/* every filter at positions q0 + [0, 16 nv) (masks mk) of the grid;
+ * e >= 0: the positions are output elements e + [0, 16 nv) of a row (the
+ * masks full), else put_grid finds them */
+DP_TARGET static void dp_tiles(const ajob *j, const uint32_t *sl, long q0, int nv,
+                               const __mmask16 *mk, float *o0, uint16_t *h0, long so, long e)
+{
+	const cpu_corr *c = &j->g.c;
+
+	for (int ob = 0; ob < c->o;) {
+		float *oc = o0 ? o0 + ob * so : NULL;
+		uint16_t *hc = h0 ? h0 + ob * so : NULL;
+		if (c->o - ob >= DP_MR) {
+			if (nv == DP_NV)
+				dp_tile(DP_MR, DP_NV, j, sl, ob, q0, mk, oc, hc, so, e);
+			else
+				dp_tile(DP_MR, 1, j, sl, ob, q0, mk, oc, hc, so, e);
+			ob += DP_MR;
+		} else {
+			if (nv == DP_NV)
+				dp_tile(1, DP_NV, j, sl, ob, q0, mk, oc, hc, so, e);
+			else
+				dp_tile(1, 1, j, sl, ob, q0, mk, oc, hc, so, e);
+			ob++;
+		}
+	}
 }
 
 /* output rows [r0, r1) of every filter of one sample: positions up to
@@ -408,11 +455,20 @@ DP_TARGET static void dp_rows(const ajob *j, const uint32_t *sl, int r0, int r1,
 {
 	const pgeo *g = &j->g;
 	const cpu_corr *c = &g->c;
-	long so = (long)c->oh * c->ow;
-	long nq = (long)(r1 - r0 - 1) * g->wp + c->ow;
+	long so = (long)c->oh * c->ow, nq = (long)(r1 - r0 - 1) * g->wp + c->ow;
 	float *o0 = onh ? NULL : on + (long)r0 * c->ow;
 	uint16_t *h0 = onh ? onh + (long)r0 * c->ow : NULL;
 
+	if (c->ow % 16 == 0 && c->ow >= 32) {
+		__mmask16 full[DP_NV];
+		for (int v = 0; v < DP_NV; v++)
+			full[v] = 0xffff;
+		for (int r = 0; r < r1 - r0; r++)
+			for (int cc = 0; cc < c->ow; cc += 16 * DP_NV)
+				dp_tiles(j, sl, (long)r * g->wp + cc, c->ow - cc > 16 ? DP_NV : 1, full,
+				         o0, h0, so, (long)r * c->ow + cc);
+		return;
+	}
 	for (long q0 = 0; q0 < nq; q0 += 16 * DP_NV) {
 		__mmask16 mk[DP_NV];
 		int nv = nq - q0 > 16 ? DP_NV : 1;
@@ -420,23 +476,7 @@ DP_TARGET static void dp_rows(const ajob *j, const uint32_t *sl, int r0, int r1,
 			long left = nq - q0 - 16 * v;
 			mk[v] = left >= 16 ? (__mmask16)0xffff : left <= 0 ? 0 : lanes(0, (int)left);
 		}
-		for (int ob = 0; ob < c->o;) {
-			float *oc = o0 ? o0 + ob * so : NULL;
-			uint16_t *hc = h0 ? h0 + ob * so : NULL;
-			if (c->o - ob >= DP_MR) {
-				if (nv == DP_NV)
-					dp_tile(DP_MR, DP_NV, j, sl, ob, q0, mk, oc, hc, so);
-				else
-					dp_tile(DP_MR, 1, j, sl, ob, q0, mk, oc, hc, so);
-				ob += DP_MR;
-			} else {
-				if (nv == DP_NV)
-					dp_tile(1, DP_NV, j, sl, ob, q0, mk, oc, hc, so);
-				else
-					dp_tile(1, 1, j, sl, ob, q0, mk, oc, hc, so);
-				ob++;
-			}
-		}
+		dp_tiles(j, sl, q0, nv, mk, o0, h0, so, -1);
 	}
 }
 
