@@ -36,8 +36,8 @@
  * bf16), which lets the stash hand it the widened copy, the same bits, or
  * the copy itself where conv_takes_xh says so (bn_bwd: bn_takes_xh). Where
  * conv_writes_yh says a convolution's output can be written as bf16 (the
- * CPU's Winograd and row-by-row plans), its y holds bf16 values in every
- * conv_fwd and conv_fwd_bn (rounded after the bias, before the batchnorm),
+ * CPU's Winograd, paired VDPBF16PS and row-by-row plans), its y holds
+ * bf16 values in every conv_fwd and conv_fwd_bn (rounded after the bias, before the batchnorm),
  * written alone (d->yh) or not, so the results do not depend on which
  * (as PyTorch's autocast's convolution returns bf16; CUDA's staging
  * converts every y from bf16); a stash copy of that y loses nothing, and

@@ -334,7 +334,8 @@ int cpu_conv_takes_xh(cdp_backend *be, const cdp_conv_desc *d)
 }
 
 /* The forward's y as bf16 (d->yh, backend.h): where the implicit plan's
- * Winograd or its row-by-row gemm writes it (cpu_iconv_writes_h) */
+ * Winograd, its paired slice's VDPBF16PS rows or its row-by-row gemm
+ * writes it (cpu_iconv_writes_h) */
 int cpu_conv_writes_yh(cdp_backend *be, const cdp_conv_desc *d)
 {
 	return conv_plan(d) == PLAN_IMPLICIT && cpu_iconv_writes_h(be, d);

@@ -115,7 +115,7 @@ size_t cpu_iconv_scratch(const cdp_backend *be, const cdp_conv_desc *d)
 	size_t fl = cpu_kcol_filter_scratch(&pf, d->f);
 	size_t m;
 
-	if (cpu_iconv_writes_h(be, d) && !cpu_wino_takes(be, &pf))
+	if (cpu_iconv_writes_h(be, d) && !cpu_wino_takes(be, &pf) && !cpu_pairs_writes_h(be, &pf))
 		a += YH_FLOATS * sizeof(float);        /* corr_item's rows for outh */
 	m = a > b ? a : b;
 
@@ -265,8 +265,12 @@ static void run_corr(cdp_backend *be, const cpu_corr *p, int n, cpu_src in,
 		return;
 	}
 	if (cpu_pairs_corr_takes(be, p)) {
-		if (cpu_pairs_corr(be, p, n, in, a, rs, bias, bn, beta, out, outh) == 0)
+		if (cpu_pairs_corr(be, p, n, in, a, rs, bias, bn, beta, out, outh, ro) == 0)
 			return;
+		if (ro && !outh) {      /* the plans below do not round */
+			fprintf(stderr, "cpu backend: out of memory for a convolution's paired slice\n");
+			abort();
+		}
 		if (outh) {      /* its scratch fell short: the rest write float */
 			size_t count = (size_t)n * p->o * p->oh * p->ow;
 			float *t = malloc(count * sizeof *t);
@@ -274,7 +278,7 @@ static void run_corr(cdp_backend *be, const cpu_corr *p, int n, cpu_src in,
 				fprintf(stderr, "cpu backend: out of memory for a bf16 output\n");
 				abort();
 			}
-			run_corr(be, p, n, in, a, rs, bias, bn, beta, t, NULL, ro, tab, u, fwd);
+			run_corr(be, p, n, in, a, rs, bias, bn, beta, t, NULL, 0, tab, u, fwd);
 			cpu_bf16_narrow_run(outh, t, count);
 			free(t);
 			return;
@@ -289,16 +293,18 @@ static void run_corr(cdp_backend *be, const cpu_corr *p, int n, cpu_src in,
 }
 
 /* The forward's y as bf16 (d->yh; no bn: training): where Winograd's
- * output transform writes it, rounded in the register (3x3 kernels), and
- * where corr_item does, rounding its rows while in the cache (the widths
- * of 32s, from few channels: the first layer's 3 bands) */
+ * output transform writes it, rounded in the register (3x3 kernels),
+ * where the paired slice's VDPBF16PS rows do (whole vectors: widths of
+ * 16s from 32, more than 8 channels), and where corr_item does, rounding
+ * its rows while in the cache (the widths of 32s, from few channels: the
+ * first layer's 3 bands) */
 int cpu_iconv_writes_h(const cdp_backend *be, const cdp_conv_desc *d)
 {
 	cpu_corr p = fwd_prob(d);
 
 	if (be->precision != CDP_PREC_BF16 || !cpu_iconv_usable(d))
 		return 0;
-	return cpu_wino_takes(be, &p) ||
+	return cpu_wino_takes(be, &p) || cpu_pairs_writes_h(be, &p) ||
 	       (!cpu_pairs_corr_takes(be, &p) && !cpu_kcol_takes(&p) &&
 	        (long)p.o * p.ow <= YH_FLOATS);
 }

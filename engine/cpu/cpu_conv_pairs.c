@@ -98,6 +98,17 @@ int cpu_pairs_corr_takes(const cdp_backend *be, const cpu_corr *c)
 	return c->s > 8 && (cpu_bf16_packs_pairs(be) || (c->ow % 16 == 0 && cpu_bf16_uses_amx(be)));
 }
 
+/* VDPBF16PS's output rows of whole vectors (dp_rows) */
+static int by_rows(const cpu_corr *c)
+{
+	return c->ow % 16 == 0 && c->ow >= 32;
+}
+
+int cpu_pairs_writes_h(const cdp_backend *be, const cpu_corr *c)
+{
+	return cpu_pairs_corr_takes(be, c) && cpu_bf16_packs_pairs(be) && by_rows(c);
+}
+
 size_t cpu_pairs_scratch(const cdp_backend *be, const cpu_corr *c)
 {
 	pgeo g = make_g(c, cpu_bf16_uses_amx(be), CHUNK_BYTES * 64);
@@ -195,6 +206,7 @@ typedef struct ajob {
 	 * bnc[O + o] and bnc[2 O + o] (cpu_bn_post_coef) */
 	int fused;
 	const float *bnc;
+	int ro;                  /* VDPBF16PS: round y to bf16 after the bias, before bn */
 } ajob;
 
 /* tap t's offset in a pair's plane of the slice */
@@ -308,7 +320,16 @@ static inline __mmask16 lanes(int i, int n)
 	return (__mmask16)(((1u << n) - 1u) << i);
 }
 
-/* filter o's y + bias, then batchnorm and its activation, as
+/* y rounded to bf16, lane by lane (cpu_bf16_round's bits) */
+DP_TARGET static inline __m512 round16(__m512 y)
+{
+	__m256i h = cpu_bf16_bits16(_mm512_castps_si512(y));
+
+	return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+
+/* filter o's y + bias, (ro) rounded to bf16, then batchnorm and its
+ * activation, as
  * cpu_corr_finish and cpu_bn_post_run compute them (the same operations,
  * each rounded on its own: the same bits) */
 DP_TARGET static inline __m512 post_op(__m512 y, const ajob *j, int o)
@@ -320,6 +341,8 @@ DP_TARGET static inline __m512 post_op(__m512 y, const ajob *j, int o)
 
 	if (j->bias)
 		y = _mm512_add_ps(y, _mm512_set1_ps(j->bias[o]));
+	if (j->ro)
+		y = round16(y);
 	if (!bn)
 		return y;
 	y = _mm512_sub_ps(y, _mm512_set1_ps(j->bnc[o]));
@@ -405,7 +428,8 @@ dp_tile(const int mr, const int nv, const ajob *j, const uint32_t *sl, int ob, l
 	for (int i = 0; i < mr; i++)
 		#pragma GCC unroll 4
 		for (int v = 0; v < nv; v++) {
-			__m512 y = j->fused ? post_op(acc[i][v], j, ob + i) : acc[i][v];
+			__m512 y = j->fused ? post_op(acc[i][v], j, ob + i) :
+			           j->ro && !onh ? round16(acc[i][v]) : acc[i][v];
 			if (e < 0) {
 				put_grid(y, q0 + 16 * v, mk[v], g, onh ? NULL : on + i * so,
 				         onh ? onh + i * so : NULL, j->beta);
@@ -459,7 +483,7 @@ DP_TARGET static void dp_rows(const ajob *j, const uint32_t *sl, int r0, int r1,
 	float *o0 = onh ? NULL : on + (long)r0 * c->ow;
 	uint16_t *h0 = onh ? onh + (long)r0 * c->ow : NULL;
 
-	if (c->ow % 16 == 0 && c->ow >= 32) {
+	if (by_rows(c)) {
 		__mmask16 full[DP_NV];
 		for (int v = 0; v < DP_NV; v++)
 			full[v] = 0xffff;
@@ -511,11 +535,12 @@ static void pairs_item(void *ctx, int it)
 
 int cpu_pairs_corr(cdp_backend *be, const cpu_corr *p, int n, cpu_src in, const float *a,
                  long rs, const float *bias, const cdp_bn_infer *bn, float beta, float *out,
-                 uint16_t *outh)
+                 uint16_t *outh, int ro)
 {
 	int amx = cpu_bf16_uses_amx(be);
 	ajob j = { .be = be, .g = make_g(p, amx, (long)cpu_scratch_bytes(be)), .in = in,
-	           .bias = bias, .bn = bn, .beta = beta, .out = out, .outh = outh };
+	           .bias = bias, .bn = bn, .beta = beta, .out = out, .outh = outh,
+	           .ro = ro && !outh };
 	uint32_t *ap;
 	float *bnc = NULL;
 
@@ -527,7 +552,8 @@ int cpu_pairs_corr(cdp_backend *be, const cpu_corr *p, int n, cpu_src in, const 
 		j.fused = 1;
 		j.bnc = bnc;
 	}
-	if (j.g.rows < 1 || (amx && cpu_bf16_amx_tiles() < 0) || !(ap = pack_filters(&j.g, a, rs))) {
+	if (j.g.rows < 1 || (amx && (j.ro || cpu_bf16_amx_tiles() < 0)) ||
+	    !(ap = pack_filters(&j.g, a, rs))) {
 		free(bnc);
 		return -1;
 	}
@@ -547,6 +573,13 @@ int cpu_pairs_corr_takes(const cdp_backend *be, const cpu_corr *c)
 	return 0;
 }
 
+int cpu_pairs_writes_h(const cdp_backend *be, const cpu_corr *c)
+{
+	(void)be;
+	(void)c;
+	return 0;
+}
+
 size_t cpu_pairs_scratch(const cdp_backend *be, const cpu_corr *c)
 {
 	(void)be;
@@ -556,10 +589,10 @@ size_t cpu_pairs_scratch(const cdp_backend *be, const cpu_corr *c)
 
 int cpu_pairs_corr(cdp_backend *be, const cpu_corr *p, int n, cpu_src in, const float *a,
                  long rs, const float *bias, const cdp_bn_infer *bn, float beta, float *out,
-                 uint16_t *outh)
+                 uint16_t *outh, int ro)
 {
 	(void)be; (void)p; (void)n; (void)in; (void)a; (void)rs; (void)bias; (void)bn; (void)beta;
-	(void)out; (void)outh;
+	(void)out; (void)outh; (void)ro;
 	return -1;
 }
 

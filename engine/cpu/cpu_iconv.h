@@ -110,14 +110,19 @@ static inline void cpu_corr_finish(const float *bias, int rnd, const cdp_bn_infe
  * be's bf16 set "amx" (output widths a multiple of 16) or "avx512bf16"
  * (every width), from a slice of bf16 pairs of channels; cpu_pairs_corr
  * is cpu_kcol_corr's call without the table (with outh, beta 0 and
- * neither bias nor bn: the output as bf16 there instead, out NULL), and
- * returns -1 (nothing done) where the scratch or the memory for the
- * packed filters falls short. cpu_pairs_scratch: the per-thread scratch bytes it wants. */
+ * neither bias nor bn: the output as bf16 there instead, out NULL; with
+ * ro, beta 0 and the avx512bf16 set: out rounded to bf16 after the bias,
+ * before bn), and returns -1 (nothing done) where the scratch or the
+ * memory for the packed filters falls short. cpu_pairs_scratch: the
+ * per-thread scratch bytes it wants. cpu_pairs_writes_h: the forward
+ * goes to the avx512bf16 set's rows of whole vectors, whose stores
+ * write bf16 as cheaply as float (cpu_iconv_writes_h). */
 int cpu_pairs_corr_takes(const cdp_backend *be, const cpu_corr *c);
+int cpu_pairs_writes_h(const cdp_backend *be, const cpu_corr *c);
 size_t cpu_pairs_scratch(const cdp_backend *be, const cpu_corr *c);
 int cpu_pairs_corr(cdp_backend *be, const cpu_corr *p, int n, cpu_src in, const float *a,
                  long rs, const float *bias, const cdp_bn_infer *bn, float beta, float *out,
-                 uint16_t *outh);
+                 uint16_t *outh, int ro);
 
 /* cpu_conv_grid_filter.c: the filter gradient (dw +=) with be's bf16 set
  * "amx" (on tiles) or "avx512bf16" (VDPBF16PS), 8 input channels or more
