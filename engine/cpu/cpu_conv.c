@@ -94,6 +94,24 @@ static int chunk_rows(const cdp_conv_desc *d)
 	return r > d->oh ? d->oh : (int)r;
 }
 
+/* The filter gradient of disjoint 2x2 windows (cpu_col2im_disjoint: a
+ * transposed convolution's) in bf16 with the amx or avx512bf16 set: a 1x1
+ * correlation of x's windows as channels (space to depth) with dy, on
+ * cpu_conv_grid_filter.c's grid, which reads every other value of x's
+ * rows as it lays its slice: no column matrix. The plans' im2col and nt
+ * gemm took 2-3x its time (doc/PERFORMANCE.md, session 45). */
+static cpu_corr s2d_prob(const cdp_conv_desc *d)
+{
+	cpu_corr p = { 4 * d->c, d->oh, d->ow, d->f, d->oh, d->ow, 1, 1, 1, 0, 0 };
+	return p;
+}
+
+static int s2d_filter(const cdp_backend *be, const cdp_conv_desc *d)
+{
+	return be->precision == CDP_PREC_BF16 && cpu_col2im_disjoint(d) &&
+	       cpu_grid_filter_s2d_takes(be);
+}
+
 /* The plan's workspace (cpu_conv_workspace) */
 static size_t plan_workspace(cdp_backend *be, const cdp_conv_desc *d)
 {
@@ -115,6 +133,11 @@ static size_t plan_workspace(cdp_backend *be, const cdp_conv_desc *d)
 	}
 	if (cpu_scratch_reserve(be, per * sizeof(float)) < 0)
 		return SIZE_MAX;
+	if (s2d_filter(be, d)) {
+		cpu_corr sp = s2d_prob(d);
+		if (cpu_scratch_reserve(be, cpu_grid_filter_scratch(be, &sp)) < 0)
+			return SIZE_MAX;
+	}
 	return ws;
 }
 
@@ -636,6 +659,12 @@ void cpu_conv_bwd_filter(cdp_backend *be, const cdp_conv_desc *d, const void *x,
 	if (d->dyh) {                    /* implicit_bwd */
 		cpu_iconv_filter(be, d, x, dyv, dw, ws);
 		return;
+	}
+	if (s2d_filter(be, d)) {
+		cpu_corr p = s2d_prob(d);
+		if (cpu_grid_filter_s2d(be, &p, d->n, cpu_src_of(x, d->xh), cpu_src_of(dy, 0),
+		                        dw) == 0)
+			return;
 	}
 	if (phase_op(d, OP_FILTER)) {
 		cpu_phase_filter(be, d, x, dy, dw, ws);

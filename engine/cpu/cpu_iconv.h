@@ -133,6 +133,16 @@ int cpu_grid_filter_takes(const cdp_backend *be, const cpu_corr *c);
 size_t cpu_grid_filter_scratch(const cdp_backend *be, const cpu_corr *c);
 int cpu_grid_filter(cdp_backend *be, const cpu_corr *c, int n, cpu_src x, cpu_src dy,
                    float *dw);
+/* The same for a 1x1 c (stride 1, no padding) whose input is x's 2x2
+ * windows as channels (space to depth): x (N, s/4, 2h, 2w), channel
+ * 4 ci + 2 a + b of the input at (r, q) is x[ci, 2r + a, 2q + b]; so dw
+ * (o, s) is the filter gradient of a 2x2 stride-2 convolution of x
+ * (cpu_col2im_disjoint: a transposed convolution's), in its layout; x
+ * float (a transposed convolution's dy), else -1.
+ * cpu_grid_filter_s2d_takes: be's set has the kernels. */
+int cpu_grid_filter_s2d_takes(const cdp_backend *be);
+int cpu_grid_filter_s2d(cdp_backend *be, const cpu_corr *c, int n, cpu_src x, cpu_src dy,
+                        float *dw);
 
 /* Forward or data goes to cpu_conv_kcol.c. The caller's table (tab
  * below) has room for one long per (s, i, j). */
