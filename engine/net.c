@@ -588,8 +588,8 @@ done:
  * reads the copy too where that holds the input's values themselves
  * (CDP_STASH_IN_EXACT, CDP_STASH_EXACT): a bf16 convolution's output is
  * bf16 where the backend writes it so (conv_writes_yh: the CPU's
- * Winograd, paired VDPBF16PS rows and row-by-row gemm; backend.h), and a convolution read only
- * by such batchnorms writes its copy alone, with no fp32 output
+ * Winograd, paired VDPBF16PS rows and row-by-row gemm; backend.h), and a
+ * convolution read only by such batchnorms writes its copy alone, with no fp32 output
  * (stash_alone): its bytes and the batchnorm's reads of them halve, and
  * nothing is rounded that was not bf16 already. Batchnorm's forward
  * writes the copies of its input (where it is the last to read it

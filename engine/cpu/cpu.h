@@ -467,6 +467,43 @@ void cpu_argmax(cdp_backend *be, int n, int k, int hw, const float *logits, int3
 void cpu_confusion(cdp_backend *be, int n_elems, int k, const int32_t *labels,
                    const int32_t *pred, int ignore, uint64_t *conf_host);
 
+/* ---- sums in 16 double lanes (the global average pool, the bias
+ * gradient) ---- */
+/* lane[i % 16] += x[i] over a run of n values, as two vectors so that
+ * GCC keeps the lanes in registers: one double sum in order was a chain
+ * of dependent adds, 4 cycles a value. Each lane's order depends on n
+ * alone. cpu_sum16_fold: the lanes halved pairwise into one sum. */
+typedef float cpu_v8f __attribute__((vector_size(32), aligned(4)));
+typedef double cpu_v8d __attribute__((vector_size(64)));
+
+static inline void cpu_sum16_run(double lane[16], const float *x, size_t n)
+{
+	cpu_v8d lo, hi;                         /* lanes 0-7, 8-15 */
+	size_t i = 0;
+
+	memcpy(&lo, lane, sizeof lo);
+	memcpy(&hi, lane + 8, sizeof hi);
+	for (; i + 16 <= n; i += 16) {
+		cpu_v8f a, b;
+		memcpy(&a, x + i, sizeof a);
+		memcpy(&b, x + i + 8, sizeof b);
+		lo += __builtin_convertvector(a, cpu_v8d);
+		hi += __builtin_convertvector(b, cpu_v8d);
+	}
+	memcpy(lane, &lo, sizeof lo);
+	memcpy(lane + 8, &hi, sizeof hi);
+	for (size_t l = 0; i + l < n; l++)
+		lane[l] += x[i + l];
+}
+
+static inline double cpu_sum16_fold(double lane[16])
+{
+	for (int w = 8; w > 0; w /= 2)
+		for (int l = 0; l < w; l++)
+			lane[l] += lane[l + w];
+	return lane[0];
+}
+
 /* ---- optimizers (cpu_optim.c, helper G) ---- */
 void cpu_sgd_step(cdp_backend *be, float *w, const float *g, float *v, size_t n,
                   float lr, float mu, float wd, int nesterov, int first);

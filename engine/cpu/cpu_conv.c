@@ -701,17 +701,18 @@ typedef struct dbias_job {
 	size_t p;
 } dbias_job;
 
-/* Sixteen running sums, value i of a plane in sum i % 16, added in a
- * fixed tree at the end: the order depends on P alone, as one sum's did,
- * and the loop vectorizes. One sum was a chain of dependent additions,
+/* Sixteen running sums, value i of a plane in sum i % 16 (cpu_sum16_run;
+ * a bf16 dy widened 16 values at a time into the same lanes), added in a
+ * fixed tree at the end (cpu_sum16_fold): the order depends on P alone,
+ * as one sum's did, and the loop vectorizes. One sum was a chain of dependent additions,
  * one value per add's latency: 6% of a biased layer's three ops in
  * bench/conv_bench, 1% of a U-Net step (its deconvolutions and head). */
-#define DBIAS_LANES 16
+#define DBIAS_LANES 16            /* cpu_sum16_run's lanes */
 
 static void dbias_one(void *ctx, int f)
 {
 	const dbias_job *jb = ctx;
-	double acc[DBIAS_LANES] = { 0.0 }, s;
+	double acc[DBIAS_LANES] = { 0.0 };
 
 	for (int n = 0; n < jb->n && jb->dyh; n++) {     /* the same sums of the widened */
 		const uint16_t *g = jb->dyh + ((size_t)n * jb->f + f) * jb->p;
@@ -723,20 +724,9 @@ static void dbias_one(void *ctx, int f)
 				acc[l] += t[l];
 		}
 	}
-	for (int n = 0; n < jb->n && !jb->dyh; n++) {
-		const float *g = jb->dy + ((size_t)n * jb->f + f) * jb->p;
-		size_t i = 0;
-		for (; i + DBIAS_LANES <= jb->p; i += DBIAS_LANES)
-			for (int l = 0; l < DBIAS_LANES; l++)
-				acc[l] += g[i + l];
-		for (int l = 0; i + l < jb->p; l++)
-			acc[l] += g[i + l];
-	}
-	for (int w = DBIAS_LANES / 2; w > 0; w /= 2)
-		for (int l = 0; l < w; l++)
-			acc[l] += acc[l + w];
-	s = acc[0];
-	jb->dbias[f] += (float)s;
+	for (int n = 0; n < jb->n && !jb->dyh; n++)
+		cpu_sum16_run(acc, jb->dy + ((size_t)n * jb->f + f) * jb->p, jb->p);
+	jb->dbias[f] += (float)cpu_sum16_fold(acc);
 }
 
 static void bias_grad(cdp_backend *be, int n, int f, int hw, const void *dy, int h,

@@ -123,10 +123,15 @@ static fscr scratch_of(const afg *a)
 	return f;
 }
 
+/* be's bf16 set is one of this file's */
+static int has_set(const cdp_backend *be)
+{
+	return cpu_bf16_uses_amx(be) || cpu_bf16_packs_pairs(be);
+}
+
 int cpu_grid_filter_takes(const cdp_backend *be, const cpu_corr *c)
 {
-	return (c->s >= 8 || !cpu_bf16_uses_amx(be)) && c->ow >= 32 &&
-	       (cpu_bf16_uses_amx(be) || cpu_bf16_packs_pairs(be));
+	return (c->s >= 8 || !cpu_bf16_uses_amx(be)) && c->ow >= 32 && has_set(be);
 }
 
 size_t cpu_grid_filter_scratch(const cdp_backend *be, const cpu_corr *c)
@@ -438,7 +443,7 @@ int cpu_grid_filter(cdp_backend *be, const cpu_corr *c, int n, cpu_src x, cpu_sr
 
 int cpu_grid_filter_s2d_takes(const cdp_backend *be)
 {
-	return cpu_bf16_uses_amx(be) || cpu_bf16_packs_pairs(be);
+	return has_set(be);
 }
 
 int cpu_grid_filter_s2d(cdp_backend *be, const cpu_corr *c, int n, cpu_src x, cpu_src dy,

@@ -206,7 +206,8 @@ typedef struct ajob {
 	 * bnc[O + o] and bnc[2 O + o] (cpu_bn_post_coef) */
 	int fused;
 	const float *bnc;
-	int ro;                  /* VDPBF16PS: round y to bf16 after the bias, before bn */
+	int ro;                  /* VDPBF16PS: round out to bf16 after the bias, before bn
+	                          * (outh is rounded as it is stored) */
 } ajob;
 
 /* tap t's offset in a pair's plane of the slice */
@@ -429,7 +430,7 @@ dp_tile(const int mr, const int nv, const ajob *j, const uint32_t *sl, int ob, l
 		#pragma GCC unroll 4
 		for (int v = 0; v < nv; v++) {
 			__m512 y = j->fused ? post_op(acc[i][v], j, ob + i) :
-			           j->ro && !onh ? round16(acc[i][v]) : acc[i][v];
+			           j->ro ? round16(acc[i][v]) : acc[i][v];
 			if (e < 0) {
 				put_grid(y, q0 + 16 * v, mk[v], g, onh ? NULL : on + i * so,
 				         onh ? onh + i * so : NULL, j->beta);

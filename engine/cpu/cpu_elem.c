@@ -211,39 +211,18 @@ typedef struct gap_job {
 	float beta;
 } gap_job;
 
-/* The plane's sum in 16 double lanes (value i into lane i % 16, as two
- * vectors, so that GCC keeps the lanes in registers), then the lanes
- * halved pairwise, as cpu_conv.c's bias gradient sums. One double sum in
- * order was a chain of dependent adds, 4 cycles a value: a batch of 64 x
- * 32 planes of 64x64 took 5.4 ms on two threads, twice the batchnorm
- * before it. The order moves the double sum by a few of its ulps, far
- * below the float mean's. */
-typedef float gap_v8f __attribute__((vector_size(32), aligned(4)));
-typedef double gap_v8d __attribute__((vector_size(64)));
-
+/* The plane's sum in 16 double lanes (cpu_sum16_run, as cpu_conv.c's
+ * bias gradient sums): one double sum in order took 5.4 ms for a batch
+ * of 64 x 32 planes of 64x64 on two threads, twice the batchnorm before
+ * it. The order moves the double sum by a few of its ulps, far below
+ * the float mean's. */
 CPU_CLONES static void gap_fwd_plane(void *ctx, int t)
 {
 	const gap_job *j = ctx;
-	const float *x = j->x + (size_t)t * j->hw;
-	gap_v8d lo = { 0.0 }, hi = { 0.0 };     /* lanes 0-7, 8-15 */
-	double lane[16];
-	int i = 0;
+	double lane[16] = { 0.0 };
 
-	for (; i + 16 <= j->hw; i += 16) {
-		gap_v8f a, b;
-		memcpy(&a, x + i, sizeof a);
-		memcpy(&b, x + i + 8, sizeof b);
-		lo += __builtin_convertvector(a, gap_v8d);
-		hi += __builtin_convertvector(b, gap_v8d);
-	}
-	memcpy(lane, &lo, sizeof lo);
-	memcpy(lane + 8, &hi, sizeof hi);
-	for (int l = 0; i + l < j->hw; l++)
-		lane[l] += x[i + l];
-	for (int w = 8; w > 0; w /= 2)
-		for (int l = 0; l < w; l++)
-			lane[l] += lane[l + w];
-	j->y[t] = (float)(lane[0] / j->hw);
+	cpu_sum16_run(lane, j->x + (size_t)t * j->hw, (size_t)j->hw);
+	j->y[t] = (float)(cpu_sum16_fold(lane) / j->hw);
 }
 
 static void gap_bwd_plane(void *ctx, int t)
