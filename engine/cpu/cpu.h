@@ -224,18 +224,20 @@ int cpu_bf16_amx_tiles(void);
  * cpu_bf16_pack_stride(k) pairs (zeros past K); cpu_bf16_pairs_inplace
  * turns a row of n floats into its pairs where it lies (n/2 rounded up,
  * rounded as VCVTNE2PS2BF16 rounds: denormals to 0, else the same; the
- * rest of the row is then junk). */
+ * rest of the row is then junk); cpu_bf16_pack_run writes a row's n
+ * values so rounded at h (n of them, h at x or not overlapping it). */
 long cpu_bf16_pack_stride(int k);
 void cpu_bf16_pack_row(int k, const float *a, uint32_t *ap);
 void cpu_bf16_pairs_inplace(float *row, int n);
+void cpu_bf16_pack_run(uint16_t *h, const float *x, int n);
 void cpu_bf16f_nn_packed(int m, int n, int k, const uint32_t *ap, long k2, const float *b,
                          long ldb, float beta, float *c, long ldc);
-/* The same (beta 0) with B given in pairs as well: pair p (rows 2p and
- * 2p + 1, the second 0 past K) at bp + p ldbp, the bits of
- * cpu_bf16f_nn_packed on B's floats. cpu_bf16_pair_run: d[j] = (r0[j],
+/* The same with B given in pairs as well: pair p (rows 2p and 2p + 1,
+ * the second 0 past K) at bp + p ldbp, the bits of cpu_bf16f_nn_packed
+ * on B's floats. cpu_bf16_pair_run: d[j] = (r0[j],
  * r1[j]) rounded to bf16, as those pairs (r1 NULL: zeros), j < n. */
 void cpu_bf16_nn_pp(int m, int n, int k, const uint32_t *ap, long k2, const uint32_t *bp,
-                    long ldbp, float *c, long ldc);
+                    long ldbp, float beta, float *c, long ldc);
 void cpu_bf16_pair_run(const float *r0, const float *r1, int n, uint32_t *d);
 /* The avx512bf16 set's C (M,N) = A (M,K) B (K,N) (A as cpu_kgemm_nn's,
  * row k of B at b + k ldb), M even, with C's rows in pairs zipped into

@@ -1009,15 +1009,20 @@ void cpu_wino_input(const cpu_corr *c, const wgeo *g, cpu_src in, int g0, int g1
 /* input_pairs' runs: tile rows grouped to about this many tiles */
 #define PAIR_TILES 128
 
-/* cpu_wino_input's V for VDPBF16PS (cpu_bf16_nn_pp's B): pair p of V[xi]
- * (channels 2p and 2p + 1, rounded, the second 0 past S) at
- * vp + xi stp + p ld. Each pair's 16 rows of a group of tile rows
- * pass through tmp2 (32 floats a tile, PAIR_TILES tiles or one tile row,
- * in L1) as floats and are paired from there, so V
- * is written once at half the bytes and the gemm converts nothing: the
- * same pairs as the gemm's own conversion of fp32 V (cpu_bf16f_nn_packed). */
+/* cpu_wino_input's V for VDPBF16PS, rounded. For the forward's gemm
+ * (cpu_bf16_nn_pp's B; rows 0): pair p of V[xi] (channels 2p and 2p + 1,
+ * the second 0 past S) at (uint32_t *)vp + xi stp + p ld. For the filter
+ * gradient's (its A, cpu_conv_winof.c; rows 1): channel s's row of V[xi]
+ * in bf16 at (uint16_t *)vp + xi stp + s ld, whose pairs are those of
+ * consecutive tiles. Each pair of channels' 16 rows of a group of tile
+ * rows pass through tmp2 (32 floats a tile, PAIR_TILES tiles or one tile
+ * row, in L1) as floats and are rounded from there, so V is written once
+ * at half the bytes and the gemm converts nothing: the same values as
+ * the gemm's own conversion of fp32 V (cpu_bf16f_nn_packed, or
+ * cpu_bf16_pairs_inplace). */
 static void input_pairs(const cpu_corr *c, const wgeo *g, cpu_src in, int g0, int g1,
-                        uint32_t *vp, size_t ld, size_t stp, float *tmp, float *tmp2, int rnd)
+                        void *vp, size_t ld, size_t stp, float *tmp, float *tmp2, int rnd,
+                        int rows)
 {
 	size_t chs = slice_chs(g);
 	int tpr = g->tpr, gr = (PAIR_TILES + tpr - 1) / tpr;
@@ -1044,14 +1049,29 @@ static void input_pairs(const cpu_corr *c, const wgeo *g, cpu_src in, int g0, in
 #endif
 					input_rows(tpr, tmp2, (size_t)rt, 2 * (size_t)rt, 0, tmp, chs,
 					           ta - ty0, tb - ta, s, s1);
-				for (int x = 0; x < 16; x++)
-					cpu_bf16_pair_run(tmp2 + (size_t)x * 2 * rt,
-					                  s1 - s > 1 ? tmp2 + (size_t)x * 2 * rt + rt : NULL,
-					                  rt, vp + x * stp + (size_t)s / 2 * ld + lt);
+				for (int x = 0; x < 16; x++) {
+					const float *t2 = tmp2 + (size_t)x * 2 * rt;
+					uint16_t *h = (uint16_t *)vp + x * stp + (size_t)s * ld + lt;
+					if (!rows) {
+						cpu_bf16_pair_run(t2, s1 - s > 1 ? t2 + rt : NULL, rt,
+						                  (uint32_t *)vp + x * stp +
+						                  (size_t)s / 2 * ld + lt);
+						continue;
+					}
+					cpu_bf16_pack_run(h, t2, rt);
+					if (s1 - s > 1)
+						cpu_bf16_pack_run(h + ld, t2 + rt, rt);
+				}
 			}
 		}
 		r += ty1 - ty0;
 	}
+}
+
+void cpu_wino_input_h(const cpu_corr *c, const wgeo *g, cpu_src in, int g0, int g1,
+                      uint16_t *vh, size_t ld, size_t st, float *tmp, float *tmp2, int rnd)
+{
+	input_pairs(c, g, in, g0, g1, vh, ld, st, tmp, tmp2, rnd, 1);
 }
 #endif
 
@@ -1080,10 +1100,11 @@ static void wino_item(void *ctx, int it)
 				for (int p = 0; p < (c->s + 1) / 2; p++)
 					memset(vp + x * stp + (size_t)p * tb + used, 0,
 					       (size_t)(tb - used) * sizeof *vp);
-		input_pairs(c, &j->g, j->in, g0, g1, vp, tb, stp, sl, v + 16 * stp, j->rnd);
+		input_pairs(c, &j->g, j->in, g0, g1, vp, tb, stp, sl, v + 16 * stp, j->rnd, 0);
 		for (int x = 0; x < 16; x++)
 			cpu_bf16_nn_pp(c->o, tb, c->s, (const uint32_t *)(j->u + x * ustride(c)),
-			               cpu_bf16_pack_stride(c->s), vp + x * stp, tb, mm + x * mst, tb);
+			               cpu_bf16_pack_stride(c->s), vp + x * stp, tb, 0.0f, mm + x * mst,
+			               tb);
 	} else
 #endif
 	{

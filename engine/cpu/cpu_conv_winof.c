@@ -33,12 +33,21 @@
  * filled and dy as it is loaded for its transform, so dU sums products of
  * bf16 operands, as the direct filter gradient does. With the avx512bf16
  * set (VDPBF16PS) the transformed values are rounded instead, as in the
- * forward (cpu_conv_wino.c): V's rows into pairs where they lie, just
- * before their gemm, Z as the gemm reads it.
+ * forward (cpu_conv_wino.c), by the transforms themselves where a tile
+ * row has an even number of tiles (pp): V's rows in bf16
+ * (cpu_wino_input_h), which are the gemm's A in pairs of tiles, and Z in
+ * pairs of tiles, its B as the gemm reads it (cpu_bf16_nn_pp). Written
+ * as floats, V was paired again where it lay before each gemm (5% of the
+ * op) and Z converted as the gemm read it; an item's V and Z now take
+ * half the bytes. Odd rows of tiles keep those passes: the same values,
+ * summed in the same order, either way.
  */
 #include <string.h>
 #include "cpu_iconv.h"
 #include "cpu_wino_vec.h"
+#ifdef CPU_BF16_KERNELS
+#include "cpu_amx.h"     /* DP_TARGET */
+#endif
 
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC optimize ("tree-vectorize", "vect-cost-model=dynamic", "no-trapping-math")
@@ -134,15 +143,16 @@ int cpu_winof_takes(const cdp_backend *be, const cpu_corr *c)
 	       !(cpu_bf16_packs_pairs(be) && (long)c->s * c->o < PAIRS_MIN_SO);
 }
 
-/* the zero row and the input slice (a chunk's runs' are at most the
- * largest chunk's: runs depend on the threads, the reservation must not),
- * and V and Z of an item where the layer may go in items */
+/* the zero row, the input slice and cpu_wino_input_h's tmp2 (a chunk's
+ * runs' are at most the largest chunk's: runs depend on the threads, the
+ * reservation must not), and V and Z of an item where the layer may go in
+ * items */
 size_t cpu_winof_scratch(const cpu_corr *c)
 {
 	fgeo f = make_fgeo(c, 0), g = make_fgeo(c, CHUNK_THREADS);
 	size_t a = chunked(c, 0) ? 0 : 16 * (vst(c, &f) + zst(c, &f)) + zrow(&f) +
-	                               cpu_wino_tmp_floats(c, &f.g);
-	size_t b = zrow(&g) + cpu_wino_tmp_floats(c, &g.g);
+	                               cpu_wino_tmp_floats(c, &f.g) + CPU_WINO_TMP2 * f.ld;
+	size_t b = zrow(&g) + cpu_wino_tmp_floats(c, &g.g) + CPU_WINO_TMP2 * g.ld;
 
 	return ((a > b ? a : b) + 64) * sizeof(float);
 }
@@ -167,6 +177,9 @@ typedef struct fjob {
 	float *du, *dw;
 	int rnd;                 /* round x and dy to bf16 */
 	int pairs;               /* VDPBF16PS's gemms: V[xi] rounded and packed */
+	int pp;                  /* and by the transforms: V[xi] (uint16_t, row s
+	                          * at s ld, xi 2 vst apart), Z[xi] in pairs of
+	                          * tiles (uint32_t, pair p at p O, xi zst apart) */
 	/* chunks: the chunk's tile rows, its V and Z, whether it is the first */
 	int r0, r1, first;
 	float *v, *z;
@@ -189,6 +202,15 @@ static inline float dy_at(const fjob *j, size_t e)
 	u = (uint32_t)j->dyh[e] << 16;
 	memcpy(&v, &u, sizeof v);
 	return v;
+}
+
+/* v's bf16 as VCVTNE2PS2BF16 gives it (a denormal to a signed 0) */
+static inline uint16_t bf16_ne(float v)
+{
+	uint32_t u;
+
+	memcpy(&u, &v, sizeof u);
+	return (u & 0x7f800000u) == 0 ? (uint16_t)(u >> 16 & 0x8000u) : cpu_bf16_bits(v);
 }
 
 static void dy_tiles(const fjob *j, float *z, int n, int ty, int t0, int tx0, int tx1, int o0,
@@ -219,14 +241,22 @@ static void dy_tiles(const fjob *j, float *z, int n, int ty, int t0, int tx0, in
 				b1 = cpu_bf16_round(b1);
 			}
 			float e[4][2] = { { a0, a1 }, { a0 + b0, a1 + b1 }, { a0 - b0, a1 - b1 },
-			                  { -b0, -b1 } };
+			                  { -b0, -b1 } }, zv[16];
 
 			for (int i = 0; i < 4; i++) {
-				zt[(size_t)(4 * i) * zs + o] = e[i][0];
-				zt[(size_t)(4 * i + 1) * zs + o] = e[i][0] + e[i][1];
-				zt[(size_t)(4 * i + 2) * zs + o] = e[i][0] - e[i][1];
-				zt[(size_t)(4 * i + 3) * zs + o] = -e[i][1];
+				zv[4 * i] = e[i][0];
+				zv[4 * i + 1] = e[i][0] + e[i][1];
+				zv[4 * i + 2] = e[i][0] - e[i][1];
+				zv[4 * i + 3] = -e[i][1];
 			}
+			/* pp: tile t's half of pair t / 2 (the low half for even t) */
+			uint16_t *zh = (uint16_t *)((uint32_t *)z + (size_t)(t0 + tx) / 2 * c->o + o) +
+			               (t0 + tx) % 2;
+			for (int x = 0; x < 16; x++)
+				if (j->pp)
+					zh[2 * (size_t)x * zs] = bf16_ne(zv[x]);
+				else
+					zt[(size_t)x * zs + o] = zv[x];
 		}
 	}
 }
@@ -258,14 +288,16 @@ static void dy_tiles(const fjob *j, float *z, int n, int ty, int t0, int tx0, in
  * shuffles of turning the 16 matrices of Z around (dy_tiles' arithmetic
  * on each value: the same Z). RND rounds a vector of the type to bf16
  * (j->rnd). */
-#define DY_BLOCK(VT, VU, VH, W, ZL, ZH, RND) DY_BLOCK_AT(VT, VU, VH, W, ZL, ZH, RND, (W))
+#define DY_BLOCK(VT, VU, VH, W, ZL, ZH, RND, PUT) \
+	DY_BLOCK_AT(VT, VU, VH, W, ZL, ZH, RND, (W), PUT)
 /* W values of a bf16 dy at p as VT, widened (VU, VH: the lanes as 32 and
  * 16 bits) */
 #define DY_WIDEN(VT, VU, VH, p) ((VT)(__builtin_convertvector(*(const VH *)(p), VU) << 16))
 /* SOFF: where the second W floats of the rows lie (W on: the row goes on;
  * 2 OW on: the rows of the next tile row, dy_rows2); a bf16 dy (j->dyh)
- * widened as it is loaded (zeros, all bits 0, read as bf16 too) */
-#define DY_BLOCK_AT(VT, VU, VH, W, ZL, ZH, RND, SOFF) { \
+ * widened as it is loaded (zeros, all bits 0, read as bf16 too). PUT
+ * stores Z[xi] of tiles t and t + 1 of the block (DY_PUT_F: as floats). */
+#define DY_BLOCK_AT(VT, VU, VH, W, ZL, ZH, RND, SOFF, PUT) { \
 	const cpu_corr *c = j->c; \
 	size_t plane = (size_t)c->oh * c->ow, zs = zst(c, &j->f); \
 	size_t d0 = ((size_t)n * c->o + o0) * plane + (size_t)(2 * ty) * c->ow + 2 * tx0; \
@@ -294,45 +326,60 @@ static void dy_tiles(const fjob *j, float *z, int n, int ty, int t0, int tx0, in
 	for (int k = 0; k < 4; k++) { \
 		TRANSPOSE(VT, W, ZL, ZH, in[k]) \
 	} \
-	float *zt = z + (size_t)(t0 + tx0) * c->o + o0; \
-	for (int t = 0; t < (W); t++, zt += c->o) { \
-		/* columns 2t, 2t + 1: of the left W, or of the right */ \
-		int h_ = 2 * t < (W), p_ = h_ ? 2 * t : 2 * t - (W); \
-		VT a0 = in[1 - h_][p_], a1 = in[1 - h_][p_ + 1]; \
-		VT b0 = in[3 - h_][p_], b1 = in[3 - h_][p_ + 1]; \
-		VT e[4][2] = { { a0, a1 }, { a0 + b0, a1 + b1 }, { a0 - b0, a1 - b1 }, { -b0, -b1 } }; \
+	for (int t = 0; t < (W); t += 2) { \
+		VT e[2][4][2]; \
+		for (int u = 0; u < 2; u++) { \
+			/* columns 2t, 2t + 1: of the left W, or of the right */ \
+			int h_ = 2 * (t + u) < (W), p_ = h_ ? 2 * (t + u) : 2 * (t + u) - (W); \
+			VT a0 = in[1 - h_][p_], a1 = in[1 - h_][p_ + 1]; \
+			VT b0 = in[3 - h_][p_], b1 = in[3 - h_][p_ + 1]; \
+			e[u][0][0] = a0, e[u][0][1] = a1, e[u][1][0] = a0 + b0, e[u][1][1] = a1 + b1; \
+			e[u][2][0] = a0 - b0, e[u][2][1] = a1 - b1, e[u][3][0] = -b0, e[u][3][1] = -b1; \
+		} \
 		for (int i = 0; i < 4; i++) { \
-			*(VT *)(zt + (size_t)(4 * i) * zs) = e[i][0]; \
-			*(VT *)(zt + (size_t)(4 * i + 1) * zs) = e[i][0] + e[i][1]; \
-			*(VT *)(zt + (size_t)(4 * i + 2) * zs) = e[i][0] - e[i][1]; \
-			*(VT *)(zt + (size_t)(4 * i + 3) * zs) = -e[i][1]; \
+			PUT(VT, e[0][i][0], e[1][i][0], 4 * i, t); \
+			PUT(VT, e[0][i][0] + e[0][i][1], e[1][i][0] + e[1][i][1], 4 * i + 1, t); \
+			PUT(VT, e[0][i][0] - e[0][i][1], e[1][i][0] - e[1][i][1], 4 * i + 2, t); \
+			PUT(VT, -e[0][i][1], -e[1][i][1], 4 * i + 3, t); \
 		} \
 	} \
 }
+/* Z[x] of tiles t, t + 1 of the block (za, zb) as floats, or (pp) as
+ * pair (t0 + tx0 + t) / 2 (t0 + tx0 even) */
+#define DY_PUT_F(VT, za, zb, x, t) do { \
+	float *zp_ = z + (size_t)(t0 + tx0 + (t)) * c->o + o0 + (size_t)(x) * zs; \
+	*(VT *)zp_ = (za); \
+	*(VT *)(zp_ + c->o) = (zb); \
+} while (0)
+#define DY_PUT_P(VT, za, zb, x, t) \
+	zip_put((uint32_t *)z + (size_t)(t0 + tx0 + (t)) / 2 * c->o + o0 + (size_t)(x) * zs, \
+	        (za), (zb))
 
-static inline __attribute__((always_inline)) void dy_block(const fjob *j, float *z, int n, int ty,
-                                                         int t0, int tx0, int o0,
-                                                         const float *zeros)
-DY_BLOCK(wvec, wvecu, wvech, 16, ZIP_LO, ZIP_HI, WINO_BF16)
+/* The blocks of W = 16, 8 and 4 filters (suffix 8, 4), and tile rows ty
+ * and ty + 1 of a plane 16 wide (8 tiles a row, all four dy rows inside
+ * it) as one row of 16 tiles (2r): Z's rows of the two are consecutive,
+ * and lane l is tile l % 8 of row l / 8, each lane computed as dy_block8
+ * does (the same Z). DY_BLOCKS(SUF, ATTR, PUT) defines them with PUT,
+ * their names ending in SUF. */
+#define DY_BLOCKS(SUF, ATTR, PUT) \
+static inline __attribute__((always_inline)) ATTR void \
+dy_block##SUF(const fjob *j, float *z, int n, int ty, int t0, int tx0, int o0, \
+              const float *zeros) \
+DY_BLOCK(wvec, wvecu, wvech, 16, ZIP_LO, ZIP_HI, WINO_BF16, PUT) \
+static inline __attribute__((always_inline)) ATTR void \
+dy_block8##SUF(const fjob *j, float *z, int n, int ty, int t0, int tx0, int o0, \
+               const float *zeros) \
+DY_BLOCK(wvec8, wvecu8, wvech8, 8, ZIP_LO8, ZIP_HI8, WINO_BF16_8, PUT) \
+static inline __attribute__((always_inline)) ATTR void \
+dy_block2r##SUF(const fjob *j, float *z, int n, int ty, int t0, int tx0, int o0, \
+                const float *zeros) \
+DY_BLOCK_AT(wvec, wvecu, wvech, 16, ZIP_LO, ZIP_HI, WINO_BF16, 2 * c->ow, PUT) \
+static inline __attribute__((always_inline)) ATTR void \
+dy_block4##SUF(const fjob *j, float *z, int n, int ty, int t0, int tx0, int o0, \
+               const float *zeros) \
+DY_BLOCK(wvec4, wvecu4, wvech4, 4, ZIP_LO4, ZIP_HI4, WINO_BF16_4, PUT)
 
-static inline __attribute__((always_inline)) void dy_block8(const fjob *j, float *z, int n,
-                                                          int ty, int t0, int tx0, int o0,
-                                                          const float *zeros)
-DY_BLOCK(wvec8, wvecu8, wvech8, 8, ZIP_LO8, ZIP_HI8, WINO_BF16_8)
-
-/* tile rows ty and ty + 1 of a plane 16 wide (8 tiles a row, all four
- * dy rows inside it) as one row of 16 tiles: Z's rows of the two are
- * consecutive, and lane l is tile l % 8 of row l / 8, each lane computed
- * as dy_block8 does (the same Z) */
-static inline __attribute__((always_inline)) void dy_block2r(const fjob *j, float *z, int n,
-                                                           int ty, int t0, int tx0, int o0,
-                                                           const float *zeros)
-DY_BLOCK_AT(wvec, wvecu, wvech, 16, ZIP_LO, ZIP_HI, WINO_BF16, 2 * c->ow)
-
-static inline __attribute__((always_inline)) void dy_block4(const fjob *j, float *z, int n,
-                                                          int ty, int t0, int tx0, int o0,
-                                                          const float *zeros)
-DY_BLOCK(wvec4, wvecu4, wvech4, 4, ZIP_LO4, ZIP_HI4, WINO_BF16_4)
+DY_BLOCKS(, , DY_PUT_F)
 
 /* the tiles [tx, tx + w) of a row in W x W blocks, filters past the
  * last whole block one at a time */
@@ -342,6 +389,27 @@ DY_BLOCK(wvec4, wvecu4, wvech4, 4, ZIP_LO4, ZIP_HI4, WINO_BF16_4)
 		block(j, z, n, ty, t0, tx, o_, zeros); \
 	dy_tiles(j, z, n, ty, t0, tx, tx + (w), o_, c->o); \
 } while (0)
+
+/* dy_row's and dy_rows2's bodies on the blocks whose names end in SUF */
+#define DY_ROW(SUF) { \
+	const cpu_corr *c = j->c; \
+	int tph = j->f.g.tph, n = r / tph, ty = r % tph, tx = 0; \
+	for (; WINO_WIDE && tx + 16 <= c->ow / 2; tx += 16) \
+		DY_RUN(16, dy_block##SUF); \
+	for (; tx + 8 <= c->ow / 2; tx += 8) \
+		DY_RUN(8, dy_block8##SUF); \
+	for (; tx + 4 <= c->ow / 2; tx += 4) \
+		DY_RUN(4, dy_block4##SUF); \
+	dy_tiles(j, z, n, ty, t0, tx, j->f.g.tpr, 0, c->o); \
+}
+#define DY_ROWS2(SUF) { \
+	const cpu_corr *c = j->c; \
+	int tph = j->f.g.tph, n = r / tph, ty = r % tph, o = 0; \
+	for (; o + 16 <= c->o; o += 16) \
+		dy_block2r##SUF(j, z, n, ty, t0, 0, o, zeros); \
+	dy_tiles(j, z, n, ty, t0, 0, 8, o, c->o); \
+	dy_tiles(j, z, n, ty + 1, t0 + 8, 0, 8, o, c->o); \
+}
 #endif
 
 /* Z for the tiles of tile row r (their columns from t0 on): W x W blocks
@@ -349,67 +417,121 @@ DY_BLOCK(wvec4, wvecu4, wvech4, 4, ZIP_LO4, ZIP_HI4, WINO_BF16_4)
  * (the small planes' rows of 8 and 4 tiles were all scalar: the dy
  * transform's share of a classifier step with VDPBF16PS's time taken
  * out fell from 7.2% to 6.4%, doc/PERFORMANCE.md, session 38) */
+#if WINO_VEC
 CPU_CLONES static void dy_row(const fjob *j, float *z, int r, int t0, const float *zeros)
-{
-	const cpu_corr *c = j->c;
-	int tph = j->f.g.tph, n = r / tph, ty = r % tph, tx = 0;
+DY_ROW()
 
-#if WINO_VEC
-	for (; WINO_WIDE && tx + 16 <= c->ow / 2; tx += 16)
-		DY_RUN(16, dy_block);
-	for (; tx + 8 <= c->ow / 2; tx += 8)
-		DY_RUN(8, dy_block8);
-	for (; tx + 4 <= c->ow / 2; tx += 4)
-		DY_RUN(4, dy_block4);
-#else
-	(void)zeros;
-#endif
-	dy_tiles(j, z, n, ty, t0, tx, j->f.g.tpr, 0, c->o);
-}
-
-#if WINO_VEC
 /* dy_row for tile rows r and r + 1 (dy_block2r's planes), Z from t0 */
 CPU_CLONES static void dy_rows2(const fjob *j, float *z, int r, int t0, const float *zeros)
+DY_ROWS2()
+#else
+static void dy_row(const fjob *j, float *z, int r, int t0, const float *zeros)
 {
-	const cpu_corr *c = j->c;
-	int tph = j->f.g.tph, n = r / tph, ty = r % tph, o = 0;
+	int tph = j->f.g.tph;
 
-	for (; o + 16 <= c->o; o += 16)
-		dy_block2r(j, z, n, ty, t0, 0, o, zeros);
-	dy_tiles(j, z, n, ty, t0, 0, 8, o, c->o);
-	dy_tiles(j, z, n, ty + 1, t0 + 8, 0, 8, o, c->o);
+	(void)zeros;
+	dy_tiles(j, z, r / tph, r % tph, t0, 0, j->f.g.tpr, 0, j->c->o);
 }
+#endif
+
+#if WINO_VEC && defined(CPU_BF16_KERNELS)
+/* pp's Z: (za[l], zb[l]) rounded as VCVTNE2PS2BF16 rounds, the pair at
+ * d[l] (of 16, 8 or 4 lanes) */
+static const int16_t ZIP_PAIRS[32] = { 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23,
+                                       8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30,
+                                       15, 31 };
+static const int16_t ZIP_PAIRS8[16] = { 0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15 };
+static const int16_t ZIP_PAIRS4[8] = { 0, 4, 1, 5, 2, 6, 3, 7 };
+
+DP_TARGET static inline void zip_put16(uint32_t *d, wvec za, wvec zb)
+{
+	__m512i h = (__m512i)_mm512_cvtne2ps_pbh((__m512)zb, (__m512)za);
+
+	_mm512_storeu_si512(d, _mm512_permutexvar_epi16(_mm512_loadu_si512(ZIP_PAIRS), h));
+}
+
+DP_TARGET static inline void zip_put8(uint32_t *d, wvec8 za, wvec8 zb)
+{
+	__m256i h = (__m256i)_mm256_cvtne2ps_pbh((__m256)zb, (__m256)za);
+
+	_mm256_storeu_si256((__m256i *)d,
+	                    _mm256_permutexvar_epi16(_mm256_loadu_si256((const __m256i *)ZIP_PAIRS8),
+	                                             h));
+}
+
+DP_TARGET static inline void zip_put4(uint32_t *d, wvec4 za, wvec4 zb)
+{
+	__m128i h = (__m128i)_mm_cvtne2ps_pbh((__m128)zb, (__m128)za);
+
+	_mm_storeu_si128((__m128i *)d,
+	                 _mm_permutexvar_epi16(_mm_loadu_si128((const __m128i *)ZIP_PAIRS4), h));
+}
+
+#define zip_put(d, za, zb) _Generic((za), wvec: zip_put16, wvec8: zip_put8, \
+                                    wvec4: zip_put4)((d), (za), (zb))
+
+DY_BLOCKS(_pp, DP_TARGET, DY_PUT_P)
+
+DP_TARGET static void dy_row_pp(const fjob *j, float *z, int r, int t0, const float *zeros)
+DY_ROW(_pp)
+
+DP_TARGET static void dy_rows2_pp(const fjob *j, float *z, int r, int t0, const float *zeros)
+DY_ROWS2(_pp)
 #endif
 
 /* V's columns and Z's rows t0 on from tile rows [a, b); scratch: a zero
  * row (zrow floats), then the input slice */
 static void transform(const fjob *j, int a, int b, float *v, float *z, int t0, float *scratch)
 {
-	memset(scratch, 0, zrow(&j->f) * sizeof *scratch);
-	cpu_wino_input(j->c, &j->f.g, j->x, a, b, v + t0, j->f.ld, scratch + zrow(&j->f), j->rnd);
+	const cpu_corr *c = j->c;
+	const fgeo *f = &j->f;
+	float *tmp = scratch + zrow(f);
+
+	memset(scratch, 0, zrow(f) * sizeof *scratch);
+#if WINO_VEC && defined(CPU_BF16_KERNELS)
+	if (j->pp) {
+		cpu_wino_input_h(c, &f->g, j->x, a, b, (uint16_t *)v + t0, f->ld, 2 * vst(c, f), tmp,
+		                 tmp + cpu_wino_tmp_floats(c, &f->g), j->rnd);
+		for (int r = a; r < b; r++) {
+			if (WINO_TWO_ROWS(c, &f->g, r, b)) {
+				dy_rows2_pp(j, z, r, t0 + (r - a) * f->g.tpr, scratch);
+				r++;
+			} else {
+				dy_row_pp(j, z, r, t0 + (r - a) * f->g.tpr, scratch);
+			}
+		}
+		return;
+	}
+#endif
+	cpu_wino_input(c, &f->g, j->x, a, b, v + t0, f->ld, tmp, j->rnd);
 	for (int r = a; r < b; r++) {
 #if WINO_VEC
-		if (WINO_TWO_ROWS(j->c, &j->f.g, r, b)) {
-			dy_rows2(j, z, r, t0 + (r - a) * j->f.g.tpr, scratch);
+		if (WINO_TWO_ROWS(c, &f->g, r, b)) {
+			dy_rows2(j, z, r, t0 + (r - a) * f->g.tpr, scratch);
 			r++;
 			continue;
 		}
 #endif
-		dy_row(j, z, r, t0 + (r - a) * j->f.g.tpr, scratch);
+		dy_row(j, z, r, t0 + (r - a) * f->g.tpr, scratch);
 	}
 }
 
 /* du (m, O) = v (m rows of `tiles`, f.ld apart) z (tiles, O) + beta du:
  * fp32 FMAs (on rounded operands when rnd), or in pairs, VDPBF16PS's
- * products of v's rows rounded and packed where they lie (which spoils
- * them: each row is read by this gemm only) and z rounded as it is read
- * (cpu_gemm_bf16.c) */
+ * products: of the transforms' bf16 (pp), or of v's rows rounded and
+ * packed where they lie (which spoils them: each row is read by this
+ * gemm only) and z rounded as it is read (cpu_gemm_bf16.c) */
 static void dU_gemm(const fjob *j, int m, int tiles, float *v, const float *z, float beta,
                     float *du)
 {
 	const cpu_corr *c = j->c;
 
 #ifdef CPU_BF16_KERNELS
+	if (j->pp) {
+		cpu_bf16_nn_pp(m, c->o, tiles, (const uint32_t *)v, (long)j->f.ld / 2,
+		               (const uint32_t *)z, c->o, beta, du, c->o);
+		return;
+	}
 	if (j->pairs) {
 		for (int s = 0; s < m; s++)
 			cpu_bf16_pairs_inplace(v + (size_t)s * j->f.ld, tiles);
@@ -460,8 +582,12 @@ static void chunk_gemm(void *ctx, int k)
 	int nb = (c->s + SBLOCK - 1) / SBLOCK, x = k / nb, s0 = k % nb * SBLOCK;
 	int m = c->s - s0 < SBLOCK ? c->s - s0 : SBLOCK, tiles = (j->r1 - j->r0) * j->f.g.tpr;
 
-	dU_gemm(j, m, tiles, j->v + x * vst(c, &j->f) + (size_t)s0 * j->f.ld,
-	        j->z + x * zst(c, &j->f), j->first ? 0.0f : 1.0f, j->du + x * ust(c) + (size_t)s0 * c->o);
+	float *v = j->v + x * vst(c, &j->f);
+
+	/* row s0 of V[xi]: of floats, or of bf16 (pp) */
+	v = j->pp ? (float *)((uint16_t *)v + (size_t)s0 * j->f.ld) : v + (size_t)s0 * j->f.ld;
+	dU_gemm(j, m, tiles, v, j->z + x * zst(c, &j->f), j->first ? 0.0f : 1.0f,
+	        j->du + x * ust(c) + (size_t)s0 * c->o);
 }
 
 /* dw[o, s, 3x3] += G^T X G, X (4x4) = the parts' sum of dU_p[.][s][o],
@@ -522,13 +648,15 @@ void cpu_winof_filter(cdp_backend *be, const cpu_corr *c, int n, cpu_src x,
 	           .rnd = cpu_bf16_rounds_copies(be), .pairs = cpu_bf16_packs_pairs(be) };
 	int rows, nb = (c->s + SBLOCK - 1) / SBLOCK;
 
+	j.f = make_fgeo(c, chunked(c, n) ? be->threads : 0);
+#if WINO_VEC && defined(CPU_BF16_KERNELS)
+	j.pp = j.pairs && j.f.g.tpr % 2 == 0;
+#endif
 	if (!chunked(c, n)) {
-		j.f = make_fgeo(c, 0);
 		j.items = items(&j.f, n);
 		j.parts = parts(c, n);
 		cpu_parallel_for(be, j.parts, part, &j);
 	} else {
-		j.f = make_fgeo(c, be->threads);
 		j.parts = 1;
 		j.v = ws + 16 * ust(c);
 		j.z = j.v + 16 * vst(c, &j.f);

@@ -599,22 +599,22 @@ BF_TARGET static void nn_packed(int m, int n, int k, const uint32_t *ap, long k2
  * nn_blocks', so the same sums in the same order as nn_packed on B's
  * floats */
 BF_TARGET static void nn_pp(int m, int n, int k, const uint32_t *ap, long k2, const uint32_t *bp,
-                            long ldbp, float *c, long ldc)
+                            long ldbp, float beta, float *c, long ldc)
 {
 	__m512i idx = pair_idx();
 
 	for (int k0 = 0; k0 < k; k0 += KC) {
 		int k1 = k0 + KC < k ? k0 + KC : k, j = 0;
 		const uint32_t *bk = bp + (long)k0 / 2 * ldbp;
-		/* beta 0: tile_nn adds to C's sums for k0 > 0 itself */
+		/* beta applies at k0 = 0: tile_nn adds to C's sums for k0 > 0 */
 		for (; j + 32 <= n; j += 32)
-			rows_nn(2, 0xffff, 0xffff, m, k0, k1, ap, k2, NULL, 0, NULL, 0.0f, c + j, ldc,
+			rows_nn(2, 0xffff, 0xffff, m, k0, k1, ap, k2, NULL, 0, NULL, beta, c + j, ldc,
 			        idx, 0, NULL, j, bk + j, ldbp);
 		if (n - j > 16)
-			rows_nn(2, 0xffff, mask_of(n - j - 16), m, k0, k1, ap, k2, NULL, 0, NULL, 0.0f,
+			rows_nn(2, 0xffff, mask_of(n - j - 16), m, k0, k1, ap, k2, NULL, 0, NULL, beta,
 			        c + j, ldc, idx, 0, NULL, j, bk + j, ldbp);
 		else if (n > j)
-			rows_nn(1, mask_of(n - j), 0, m, k0, k1, ap, k2, NULL, 0, NULL, 0.0f, c + j,
+			rows_nn(1, mask_of(n - j), 0, m, k0, k1, ap, k2, NULL, 0, NULL, beta, c + j,
 			        ldc, idx, 0, NULL, j, bk + j, ldbp);
 	}
 }
@@ -775,10 +775,10 @@ void cpu_bf16f_nn_packed(int m, int n, int k, const uint32_t *ap, long k2, const
 }
 
 void cpu_bf16_nn_pp(int m, int n, int k, const uint32_t *ap, long k2, const uint32_t *bp,
-                    long ldbp, float *c, long ldc)
+                    long ldbp, float beta, float *c, long ldc)
 {
 	if (m > 0 && n > 0 && k > 0)
-		nn_pp(m, n, k, ap, k2, bp, ldbp, c, ldc);
+		nn_pp(m, n, k, ap, k2, bp, ldbp, beta, c, ldc);
 }
 
 BF_TARGET static void pair_run(const float *r0, const float *r1, int n, uint32_t *d)
@@ -797,18 +797,17 @@ void cpu_bf16_pair_run(const float *r0, const float *r1, int n, uint32_t *d)
 	pair_run(r0, r1, n, d);
 }
 
-/* In place, front to back, 32 values a step: value i's bf16 goes to
- * bytes 2i, 2i + 1, which every later step's floats (bytes 4i' on, i'
- * past the step) lie past; a step loads before it stores. Rounded by
- * VCVTNE2PS2BF16, as the gemms round B (pair_rows) and the forward
- * Winograd's V (cpu_bf16_pair_run): to nearest even, a denormal to a
- * signed 0. The stash's integer rounding (cpu_bf16_bits: denormals
- * kept) took 3 times the instructions: 2% of a classifier step with
- * VDPBF16PS's time taken out (doc/PERFORMANCE.md, session 38). */
-BF_TARGET static void pairs_inplace(float *row, int n)
+/* Front to back, 32 values a step, so that it may run in place (h at
+ * row): value i's bf16 goes to bytes 2i, 2i + 1, which every later
+ * step's floats (bytes 4i' on, i' past the step) lie past; a step loads
+ * before it stores. Rounded by VCVTNE2PS2BF16, as the gemms round B
+ * (pair_rows) and the forward Winograd's V (cpu_bf16_pair_run): to
+ * nearest even, a denormal to a signed 0. The stash's integer rounding
+ * (cpu_bf16_bits: denormals kept) took 3 times the instructions: 2% of a
+ * classifier step with VDPBF16PS's time taken out (doc/PERFORMANCE.md,
+ * session 38). */
+BF_TARGET static void pack_run(uint16_t *h, const float *row, int n)
 {
-	uint16_t *h = (uint16_t *)row;
-
 	for (int t = 0; t < n; t += 32) {
 		int r = n - t;
 		__m512 lo = _mm512_maskz_loadu_ps(mask_of(r), row + t);
@@ -816,13 +815,18 @@ BF_TARGET static void pairs_inplace(float *row, int n)
 		__mmask32 m = r >= 32 ? (__mmask32)0xffffffffu : (__mmask32)((1u << r) - 1u);
 		_mm512_mask_storeu_epi16(h + t, m, (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
 	}
-	if (n % 2)
-		h[n] = 0;
+}
+
+void cpu_bf16_pack_run(uint16_t *h, const float *x, int n)
+{
+	pack_run(h, x, n);
 }
 
 void cpu_bf16_pairs_inplace(float *row, int n)
 {
-	pairs_inplace(row, n);
+	pack_run((uint16_t *)row, row, n);
+	if (n % 2)
+		((uint16_t *)row)[n] = 0;
 }
 
 /* ---- C += A B^T over segments (nt: one segment) ---- */

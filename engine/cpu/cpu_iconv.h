@@ -208,6 +208,12 @@ size_t cpu_wino_tmp_floats(const cpu_corr *c, const cpu_wgeo *g);
  * when rnd (cpu_bf16_rounds_copies) */
 void cpu_wino_input(const cpu_corr *c, const cpu_wgeo *g, cpu_src in, int g0, int g1,
                     float *v, size_t ld, float *tmp, int rnd);
+/* The same V rounded to bf16 as VCVTNE2PS2BF16 rounds (the avx512bf16
+ * set only): channel s's row of V[xi] at vh + xi st + s ld; tmp2 holds
+ * CPU_WINO_TMP2 floats a tile of the largest item */
+#define CPU_WINO_TMP2 32
+void cpu_wino_input_h(const cpu_corr *c, const cpu_wgeo *g, cpu_src in, int g0, int g1,
+                      uint16_t *vh, size_t ld, size_t st, float *tmp, float *tmp2, int rnd);
 /* cpu_conv_winof.c, the filter gradient: dw (O, S*9) += the sum over
  * samples and output pixels of dy (N, O, OH, OW) times the taps of x (N,
  * S, H, W), c the forward's problem (cpu_winof_takes(be, c): cpu_wino_takes

@@ -560,6 +560,16 @@ static void test_conv(void)
 		 * set (rounding the transformed values), direct elsewhere */
 		{ 2, 64, 13, 14, 72, 3, 1, 1, 1 },
 		{ 4, 64, 32, 34, 66, 3, 1, 1, 1 },
+		/* the same where a tile row has an even number of tiles, and
+		 * the avx512bf16 set's transforms round V and Z themselves
+		 * (cpu_conv_winof.c, pp): 16 tiles a row, in chunks; 6 tiles
+		 * a row (4 a vector, then one at a time) and 70 filters (64 by
+		 * vectors, the rest one at a time, a masked last column block
+		 * of the gemm), in chunks; 16-wide planes (two tile rows a
+		 * vector) in parts */
+		{ 1, 64, 8, 32, 66, 3, 1, 1, 1 },
+		{ 2, 64, 12, 12, 70, 3, 1, 1, 1 },
+		{ 16, 64, 16, 16, 64, 3, 1, 1, 1 },
 		/* 32 channels, 16 filters: direct in every set (the paired
 		 * slice in the amx and avx512bf16 sets), though 32 channels
 		 * and more would be Winograd's (cpu_conv_wino.c says why 16
@@ -599,26 +609,26 @@ static void test_conv(void)
 	xh_cases = yh_cases = 0;
 	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
 		conv_one(&cases[i], (int)i);
-	CHECK(xh_cases == 16, "[%s] %d cases read a bf16 input as it is, not the 16 implicit ones", set,
+	CHECK(xh_cases == 19, "[%s] %d cases read a bf16 input as it is, not the 19 implicit ones", set,
 	      xh_cases);
 	{
-		/* Winograd's 5 in the avx512bf16 sets; the row-by-row gemm's
+		/* Winograd's 8 in the avx512bf16 sets; the row-by-row gemm's
 		 * widths of 32s where no paired slice takes them (8 channels
-		 * or fewer in the amx and avx512bf16 sets): 1, else 6; the
+		 * or fewer in the amx and avx512bf16 sets): 1, else 7; the
 		 * avx512bf16 set's paired rows of whole vectors (widths of
 		 * 16s from 32, more than 8 channels, not Winograd's): 96,
 		 * 32 (9 channels), 32 (dilation 2), 256 and 48 wide, 5 */
 		const char *won = getenv("CDP_CPU_WINOGRAD");
 		int dp = strcmp(set, "avx512bf16") == 0;
 		int wino = (dp || strcmp(set, "avx512bf16-fma") == 0) && !(won && strcmp(won, "0") == 0);
-		int rows = strcmp(set, "amx") == 0 || dp ? 1 : 6;
+		int rows = strcmp(set, "amx") == 0 || dp ? 1 : 7;
 		if (wino && strcmp(set, "avx512bf16-fma") == 0)
-			rows -= 1;      /* of the six, Winograd takes 40 channels 32 wide */
-		/* without Winograd the paired rows take 40 channels 32 wide too */
-		int paired = dp ? (wino ? 5 : 6) : 0;
-		CHECK(yh_cases == (wino ? 5 : 0) + rows + paired,
+			rows -= 2;      /* of the seven, Winograd takes 40 and 64 channels 32 wide */
+		/* without Winograd the paired rows take those two too */
+		int paired = dp ? (wino ? 5 : 7) : 0;
+		CHECK(yh_cases == (wino ? 8 : 0) + rows + paired,
 		      "[%s] %d cases write y as bf16 alone, not %d", set, yh_cases,
-		      (wino ? 5 : 0) + rows + paired);
+		      (wino ? 8 : 0) + rows + paired);
 	}
 }
 
