@@ -176,6 +176,7 @@ typedef struct fjob {
 	const uint16_t *dyh;     /* or dy as bf16 (conv_takes_dyh), widened as loaded */
 	float *du, *dw;
 	int rnd;                 /* round x and dy to bf16 */
+	int xrnd;                /* round x (its floats: bf16 as it is) */
 	int pairs;               /* VDPBF16PS's gemms: V[xi] rounded and packed */
 	int pp;                  /* and by the transforms: V[xi] (uint16_t, row s
 	                          * at s ld, xi 2 vst apart), Z[xi] in pairs of
@@ -491,7 +492,7 @@ static void transform(const fjob *j, int a, int b, float *v, float *z, int t0, f
 #if WINO_VEC && defined(CPU_BF16_KERNELS)
 	if (j->pp) {
 		cpu_wino_input_h(c, &f->g, j->x, a, b, (uint16_t *)v + t0, f->ld, 2 * vst(c, f), tmp,
-		                 tmp + cpu_wino_tmp_floats(c, &f->g), j->rnd);
+		                 tmp + cpu_wino_tmp_floats(c, &f->g), j->xrnd);
 		for (int r = a; r < b; r++) {
 			if (WINO_TWO_ROWS(c, &f->g, r, b)) {
 				dy_rows2_pp(j, z, r, t0 + (r - a) * f->g.tpr, scratch);
@@ -503,7 +504,7 @@ static void transform(const fjob *j, int a, int b, float *v, float *z, int t0, f
 		return;
 	}
 #endif
-	cpu_wino_input(c, &f->g, j->x, a, b, v + t0, f->ld, tmp, j->rnd);
+	cpu_wino_input(c, &f->g, j->x, a, b, v + t0, f->ld, tmp, j->xrnd);
 	for (int r = a; r < b; r++) {
 #if WINO_VEC
 		if (WINO_TWO_ROWS(c, &f->g, r, b)) {
@@ -646,6 +647,10 @@ void cpu_winof_filter(cdp_backend *be, const cpu_corr *c, int n, cpu_src x,
 {
 	fjob j = { .be = be, .c = c, .n = n, .x = x, .dy = dy.f, .dyh = dy.h, .du = ws, .dw = dw,
 	           .rnd = cpu_bf16_rounds_copies(be), .pairs = cpu_bf16_packs_pairs(be) };
+
+	/* a convolution depends on its input only through its bf16 values
+	 * (backend.h, the stash's contract), in every bf16 set */
+	j.xrnd = j.rnd || j.pairs;
 	int rows, nb = (c->s + SBLOCK - 1) / SBLOCK;
 
 	j.f = make_fgeo(c, chunked(c, n) ? be->threads : 0);

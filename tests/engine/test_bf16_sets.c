@@ -522,6 +522,18 @@ static void conv_one(const conv_case *cc, int ci)
 	near(dw, rdw, udw, nw, what);
 	snprintf(what, sizeof what, "conv case %d dbias", ci);
 	near(db, sdb, NULL, nf, what);
+	{
+		/* and the filter gradient, from x as from its bf16 values */
+		float *dw1 = rnd(nw), *dw2 = rnd(nw);
+		memset(dw1, 0, nw * sizeof *dw1);
+		memset(dw2, 0, nw * sizeof *dw2);
+		cpu_conv_bwd_filter(be, &d, x, dy, dw1, NULL, ws);
+		cpu_conv_bwd_filter(be, &d, xr, dy, dw2, NULL, ws);
+		CHECK(memcmp(dw1, dw2, nw * sizeof *dw1) == 0,
+		      "[%s] conv case %d bwd_filter: the input rounded first changes dw", set, ci);
+		be->free(be, dw1);
+		be->free(be, dw2);
+	}
 	if (cpu_conv_takes_xh(be, &d))
 		xh_same(&d, ci, xr, w, b, dy, y, ws);
 	else
