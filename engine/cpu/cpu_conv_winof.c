@@ -128,19 +128,35 @@ static int chunked(const cpu_corr *c, int n)
 	return parts(c, n) < PARTS_MIN;
 }
 
+/* The transforms write bf16 themselves (pp, the avx512bf16 set): the
+ * tiles of a tile row come in pairs */
+#if WINO_VEC && defined(CPU_BF16_KERNELS)
+#define PP_BUILT 1
+#else
+#define PP_BUILT 0
+#endif
+static int pp_shape(const cpu_corr *c)
+{
+	return PP_BUILT && (c->ow + 1) / 2 % 2 == 0;
+}
+
 /* With VDPBF16PS (cpu_bf16_packs_pairs) the products of the narrow layers
- * are cheap next to the transforms of dy and x into Z and V: at 32
- * channels in and out the direct filter gradient (cpu_conv_kcol.c) was
- * 13-15% faster on a Zen 4 (bench/conv_bench -b -t 2, 64,32,64,32: 17.4
- * against 15.1 ms; 8,32,128,32: 8.6 against 7.4), at 32 and 64 the two
- * even (64,32,32,64: 8.8 against 8.2; 8,32,128,64 and 8,64,128,32
- * within 1%), from 64 and 64 on Winograd ahead by 18-55%. */
+ * are cheap next to the transforms of dy and x into Z and V. When the
+ * transforms wrote floats, which the gemm paired again, at 32 channels in
+ * and out the direct filter gradient (cpu_conv_kcol.c) was 13-15% faster
+ * on a Zen 4 (bench/conv_bench -b -t 2, 64,32,64,32: 17.4 against 15.1 ms;
+ * 8,32,128,32: 8.6 against 7.4), at 32 and 64 the two even, from 64 and
+ * 64 on Winograd ahead by 18-55%. Writing bf16 (pp), Winograd is ahead
+ * of the grid's direct sums (cpu_conv_grid_filter.c) from 32 and 32 in
+ * the FMA timing model (doc/PERFORMANCE.md, session 46: 64,32,32,64 6.3
+ * against 4.9 ms, 8,32,128,32 6.8 against 5.9), which gives the products
+ * more weight than a Zen 4 does. */
 #define PAIRS_MIN_SO (64 * 64)
 
 int cpu_winof_takes(const cdp_backend *be, const cpu_corr *c)
 {
 	return cpu_wino_takes(be, c) &&
-	       !(cpu_bf16_packs_pairs(be) && (long)c->s * c->o < PAIRS_MIN_SO);
+	       !(cpu_bf16_packs_pairs(be) && (long)c->s * c->o < PAIRS_MIN_SO && !pp_shape(c));
 }
 
 /* the zero row, the input slice and cpu_wino_input_h's tmp2 (a chunk's
@@ -654,9 +670,7 @@ void cpu_winof_filter(cdp_backend *be, const cpu_corr *c, int n, cpu_src x,
 	int rows, nb = (c->s + SBLOCK - 1) / SBLOCK;
 
 	j.f = make_fgeo(c, chunked(c, n) ? be->threads : 0);
-#if WINO_VEC && defined(CPU_BF16_KERNELS)
-	j.pp = j.pairs && j.f.g.tpr % 2 == 0;
-#endif
+	j.pp = j.pairs && pp_shape(c);
 	if (!chunked(c, n)) {
 		j.items = items(&j.f, n);
 		j.parts = parts(c, n);

@@ -217,7 +217,8 @@ void cpu_wino_input_h(const cpu_corr *c, const cpu_wgeo *g, cpu_src in, int g0, 
 /* cpu_conv_winof.c, the filter gradient: dw (O, S*9) += the sum over
  * samples and output pixels of dy (N, O, OH, OW) times the taps of x (N,
  * S, H, W), c the forward's problem (cpu_winof_takes(be, c): cpu_wino_takes
- * but for the narrow layers the avx512bf16 set sums faster directly), in ws of
+ * but for the narrow layers of odd rows of tiles, which the avx512bf16 set
+ * sums faster directly), in ws of
  * cpu_winof_floats(c) floats and per-thread scratch of
  * cpu_winof_scratch(c) bytes */
 int cpu_winof_takes(const cdp_backend *be, const cpu_corr *c);

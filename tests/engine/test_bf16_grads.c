@@ -346,14 +346,15 @@ static void test_net(void)
 	net_out on, off;
 	/* the layers whose gradient is bf16, by set (gcase's rules): conv0
 	 * (8 bands, 32 wide: the grid's), bn1 (conv2's data gradient:
-	 * Winograd's, amx's paired slice), conv2 (32 wide: the grid's;
-	 * Winograd's with fma), conv5 (32 x 64 channels at 16 wide:
-	 * Winograd's with fma only), bn6, conv7 (64 x 64: Winograd's; not
+	 * Winograd's, amx's paired slice), conv2 (32 wide: Winograd's
+	 * with fma and dp, 16 tiles a row; the grid's with amx), conv5 (32
+	 * x 64 channels at 16 wide: Winograd's with fma and dp, 8 tiles a
+	 * row), bn6, conv7 (64 x 64: Winograd's; not
 	 * amx's, whose grid wants 32 wide); the max pool fused into bn3
 	 * (conv5's data gradient; bn3's backward reads it), where it is fused
 	 * (AVX-512 passes); not bn3 itself (the pool reads it) nor bn8 (gap
 	 * does) */
-	int m[9] = { DP | AMX, DP | FMA | AMX, DP | FMA | AMX, 0, DP | FMA | AMX, FMA,
+	int m[9] = { DP | AMX, DP | FMA | AMX, DP | FMA | AMX, 0, DP | FMA | AMX, DP | FMA,
 	             DP | FMA | AMX, DP | FMA, 0 };
 	int any = 0;
 
