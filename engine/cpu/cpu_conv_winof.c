@@ -404,7 +404,8 @@ DY_BLOCKS(, , DY_PUT_F)
 	int o_ = 0; \
 	for (; o_ + (w) <= c->o; o_ += (w)) \
 		block(j, z, n, ty, t0, tx, o_, zeros); \
-	dy_tiles(j, z, n, ty, t0, tx, tx + (w), o_, c->o); \
+	if (o_ < c->o) \
+		dy_tiles(j, z, n, ty, t0, tx, tx + (w), o_, c->o); \
 } while (0)
 
 /* dy_row's and dy_rows2's bodies on the blocks whose names end in SUF */
@@ -417,15 +418,18 @@ DY_BLOCKS(, , DY_PUT_F)
 		DY_RUN(8, dy_block8##SUF); \
 	for (; tx + 4 <= c->ow / 2; tx += 4) \
 		DY_RUN(4, dy_block4##SUF); \
-	dy_tiles(j, z, n, ty, t0, tx, j->f.g.tpr, 0, c->o); \
+	if (tx < j->f.g.tpr) \
+		dy_tiles(j, z, n, ty, t0, tx, j->f.g.tpr, 0, c->o); \
 }
 #define DY_ROWS2(SUF) { \
 	const cpu_corr *c = j->c; \
 	int tph = j->f.g.tph, n = r / tph, ty = r % tph, o = 0; \
 	for (; o + 16 <= c->o; o += 16) \
 		dy_block2r##SUF(j, z, n, ty, t0, 0, o, zeros); \
-	dy_tiles(j, z, n, ty, t0, 0, 8, o, c->o); \
-	dy_tiles(j, z, n, ty + 1, t0 + 8, 0, 8, o, c->o); \
+	if (o < c->o) { \
+		dy_tiles(j, z, n, ty, t0, 0, 8, o, c->o); \
+		dy_tiles(j, z, n, ty + 1, t0 + 8, 0, 8, o, c->o); \
+	} \
 }
 #endif
 
