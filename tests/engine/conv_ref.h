@@ -13,8 +13,9 @@ typedef struct conv_case { int n, c, h, w, f, k, s, p, d; } conv_case;
 /* cc's descriptor, filled by cdp_conv_desc_init (its return value) */
 static inline int conv_case_desc(const conv_case *cc, cdp_conv_desc *d)
 {
-	*d = (cdp_conv_desc){ cc->n, cc->c, cc->h, cc->w, cc->f, cc->k, cc->k, cc->s, cc->p, cc->d,
-	                      0, 0, 0, 0 };
+	*d = (cdp_conv_desc){ .n = cc->n, .c = cc->c, .h = cc->h, .w = cc->w, .f = cc->f,
+	                      .kh = cc->k, .kw = cc->k, .stride = cc->s, .pad = cc->p,
+	                      .dil = cc->d };
 	return cdp_conv_desc_init(d);
 }
 

@@ -394,7 +394,8 @@ static void test_threads(void)
 	float *o1 = rnd(4 * nx), *o3 = rnd(4 * nx), *s1 = rnd(4 * (size_t)c), *s3 = rnd(4 * (size_t)c);
 	int32_t *i1 = be->alloc(be, nx * 4), *i3 = be->alloc(be, nx * 4);
 	cdp_pool_desc pd = { n, c, h, w, 3, 2, 1, 0, 0 };
-	cdp_conv_desc cd = { n, c, h, w, 5, 3, 3, 1, 1, 1, 0, 0, 0, 0 };
+	cdp_conv_desc cd = { .n = n, .c = c, .h = h, .w = w, .f = 5, .kh = 3, .kw = 3, .stride = 1,
+	                     .pad = 1, .dil = 1 };
 
 	if (!b1) {
 		CHECK(0, "cannot create a 1-thread backend");

@@ -91,11 +91,11 @@ static int wino_dp;
 
 /* a 3x3, stride-1, dilation-1 correlation of s channels into o filters
  * takes it (cpu_conv_wino.c: 32 channels in and 32 filters out or more) */
-static int wino_dp_takes(const cdp_backend *be, const cdp_conv_desc *d, int s, int o)
+static int wino_dp_takes(const cdp_backend *b, const cdp_conv_desc *d, int s, int o)
 {
 	const char *won = getenv("CDP_CPU_WINOGRAD");
 
-	return cpu_bf16_packs_pairs(be) && d->kh == 3 && d->kw == 3 && d->stride == 1 &&
+	return cpu_bf16_packs_pairs(b) && d->kh == 3 && d->kw == 3 && d->stride == 1 &&
 	       d->dil == 1 && s >= 32 && o >= 32 && !(won && strcmp(won, "0") == 0);
 }
 

@@ -66,7 +66,7 @@ static void selftest(void)
  * wrong, so that selfcheck.sh can see the comparisons catch it: a filter
  * gradient off by 1e-3 in one element, one dropout mask bit flipped, an
  * AdamW step with lr 0.1% too large. */
-static void (*real_bwd_filter)(cdp_backend *, const cdp_conv_desc *, const void *, const float *,
+static void (*real_bwd_filter)(cdp_backend *, const cdp_conv_desc *, const void *, const void *,
                                float *, float *, void *);
 static void (*real_dropout)(cdp_backend *, float, uint64_t, const float *, float *, uint8_t *,
                             size_t);
@@ -74,7 +74,7 @@ static void (*real_adamw)(cdp_backend *, float *, const float *, float *, float 
                           float, float, float, float, long);
 
 static void broken_bwd_filter(cdp_backend *be, const cdp_conv_desc *d, const void *x,
-                              const float *dy, float *dw, float *dbias, void *ws)
+                              const void *dy, float *dw, float *dbias, void *ws)
 {
 	real_bwd_filter(be, d, x, dy, dw, dbias, ws);
 	dw[0] = dw[0] * 1.001f + 1e-3f;

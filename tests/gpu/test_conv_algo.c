@@ -8,16 +8,16 @@
 #include "cuda/cuda_algo.h"
 #include "tap.h"
 
-/* cuDNN-like candidates, best first: algo, ok, det, math, ws */
+/* cuDNN-like candidates, best first: algo, ok, det, math, ws, transform */
 static const cu_cand cands[] = {
-	{ 6, 1, 0, CU_MATH_TENSOR, 1000 },       /* fastest, not deterministic, tensor op */
-	{ 1, 1, 1, CU_MATH_TENSOR_CONV, 200 },   /* converts float down to fp16 */
-	{ 4, 0, 1, CU_MATH_DEFAULT, 0 },         /* cuDNN rated it not supported */
-	{ 0, 1, 1, CU_MATH_DEFAULT, 0 },
-	{ 5, 1, 1, CU_MATH_FMA, 1 << 20 },       /* wants a large workspace */
-	{ 2, 1, 0, CU_MATH_DEFAULT, 64 },
-	{ 3, 1, 1, CU_MATH_DEFAULT, SIZE_MAX },  /* cuDNN could not size it */
-	{ 7, 1, 1, CU_MATH_FMA, 0, 1 },          /* FFT or non-fused Winograd */
+	{ 6, 1, 0, CU_MATH_TENSOR, 1000, 0 },     /* fastest, not deterministic, tensor op */
+	{ 1, 1, 1, CU_MATH_TENSOR_CONV, 200, 0 }, /* converts float down to fp16 */
+	{ 4, 0, 1, CU_MATH_DEFAULT, 0, 0 },       /* cuDNN rated it not supported */
+	{ 0, 1, 1, CU_MATH_DEFAULT, 0, 0 },
+	{ 5, 1, 1, CU_MATH_FMA, 1 << 20, 0 },     /* wants a large workspace */
+	{ 2, 1, 0, CU_MATH_DEFAULT, 64, 0 },
+	{ 3, 1, 1, CU_MATH_DEFAULT, SIZE_MAX, 0 }, /* cuDNN could not size it */
+	{ 7, 1, 1, CU_MATH_FMA, 0, 1 },           /* FFT or non-fused Winograd */
 };
 #define NC ((int)(sizeof cands / sizeof cands[0]))
 

@@ -93,8 +93,8 @@ static void w_conv_fwd(cdp_backend *be, const cdp_conv_desc *d, const void *x, c
 	cpu->conv_fwd(cpu, d, x, w, bias, y, ws);
 }
 
-static void w_conv_bwd_data(cdp_backend *be, const cdp_conv_desc *d, const float *dy,
-                            const float *w, float *dx, float beta, void *ws)
+static void w_conv_bwd_data(cdp_backend *be, const cdp_conv_desc *d, const void *dy,
+                            const float *w, void *dx, float beta, void *ws)
 {
 	(void)be;
 	check_ws(d, ws);
@@ -102,7 +102,7 @@ static void w_conv_bwd_data(cdp_backend *be, const cdp_conv_desc *d, const float
 }
 
 static void w_conv_bwd_filter(cdp_backend *be, const cdp_conv_desc *d, const void *x,
-                              const float *dy, float *dw, float *dbias, void *ws)
+                              const void *dy, float *dw, float *dbias, void *ws)
 {
 	(void)be;
 	check_ws(d, ws);
