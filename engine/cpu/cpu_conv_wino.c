@@ -1051,16 +1051,16 @@ static void input_pairs(const cpu_corr *c, const wgeo *g, cpu_src in, int g0, in
 					           ta - ty0, tb - ta, s, s1);
 				for (int x = 0; x < 16; x++) {
 					const float *t2 = tmp2 + (size_t)x * 2 * rt;
-					uint16_t *h = (uint16_t *)vp + x * stp + (size_t)s * ld + lt;
-					if (!rows) {
+					if (rows) {
+						uint16_t *h = (uint16_t *)vp + x * stp + (size_t)s * ld + lt;
+						cpu_bf16_pack_run(h, t2, rt);
+						if (s1 - s > 1)
+							cpu_bf16_pack_run(h + ld, t2 + rt, rt);
+					} else {
 						cpu_bf16_pair_run(t2, s1 - s > 1 ? t2 + rt : NULL, rt,
 						                  (uint32_t *)vp + x * stp +
 						                  (size_t)s / 2 * ld + lt);
-						continue;
 					}
-					cpu_bf16_pack_run(h, t2, rt);
-					if (s1 - s > 1)
-						cpu_bf16_pack_run(h + ld, t2 + rt, rt);
 				}
 			}
 		}

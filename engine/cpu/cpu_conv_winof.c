@@ -192,7 +192,6 @@ typedef struct fjob {
 	const uint16_t *dyh;     /* or dy as bf16 (conv_takes_dyh), widened as loaded */
 	float *du, *dw;
 	int rnd;                 /* round x and dy to bf16 */
-	int xrnd;                /* round x (its floats: bf16 as it is) */
 	int pairs;               /* VDPBF16PS's gemms: V[xi] rounded and packed */
 	int pp;                  /* and by the transforms: V[xi] (uint16_t, row s
 	                          * at s ld, xi 2 vst apart), Z[xi] in pairs of
@@ -507,12 +506,16 @@ static void transform(const fjob *j, int a, int b, float *v, float *z, int t0, f
 	const cpu_corr *c = j->c;
 	const fgeo *f = &j->f;
 	float *tmp = scratch + zrow(f);
+	/* a convolution depends on its input only through its bf16 values
+	 * (backend.h, the stash's contract), in every bf16 set: x's floats
+	 * rounded (bf16 x as it is) */
+	int xrnd = j->rnd || j->pairs;
 
 	memset(scratch, 0, zrow(f) * sizeof *scratch);
 #if WINO_VEC && defined(CPU_BF16_KERNELS)
 	if (j->pp) {
 		cpu_wino_input_h(c, &f->g, j->x, a, b, (uint16_t *)v + t0, f->ld, 2 * vst(c, f), tmp,
-		                 tmp + cpu_wino_tmp_floats(c, &f->g), j->xrnd);
+		                 tmp + cpu_wino_tmp_floats(c, &f->g), xrnd);
 		for (int r = a; r < b; r++) {
 			if (WINO_TWO_ROWS(c, &f->g, r, b)) {
 				dy_rows2_pp(j, z, r, t0 + (r - a) * f->g.tpr, scratch);
@@ -524,7 +527,7 @@ static void transform(const fjob *j, int a, int b, float *v, float *z, int t0, f
 		return;
 	}
 #endif
-	cpu_wino_input(c, &f->g, j->x, a, b, v + t0, f->ld, tmp, j->xrnd);
+	cpu_wino_input(c, &f->g, j->x, a, b, v + t0, f->ld, tmp, xrnd);
 	for (int r = a; r < b; r++) {
 #if WINO_VEC
 		if (WINO_TWO_ROWS(c, &f->g, r, b)) {
@@ -667,10 +670,6 @@ void cpu_winof_filter(cdp_backend *be, const cpu_corr *c, int n, cpu_src x,
 {
 	fjob j = { .be = be, .c = c, .n = n, .x = x, .dy = dy.f, .dyh = dy.h, .du = ws, .dw = dw,
 	           .rnd = cpu_bf16_rounds_copies(be), .pairs = cpu_bf16_packs_pairs(be) };
-
-	/* a convolution depends on its input only through its bf16 values
-	 * (backend.h, the stash's contract), in every bf16 set */
-	j.xrnd = j.rnd || j.pairs;
 	int rows, nb = (c->s + SBLOCK - 1) / SBLOCK;
 
 	j.f = make_fgeo(c, chunked(c, n) ? be->threads : 0);
