@@ -4,11 +4,14 @@
  * usage: model_dump [-b N] [-D KEY=VALUE]... [-i C,H,W] [-p DIR] [-s SEED]
  *                   [-t THREADS] [--steps S] [--sgd-lr LR] [--adamw-lr LR]
  *                   [--adam-eps E] [--ignore-frac F] [--init CKPT]
- *                   [--save NAME[,NAME...]] CFG
+ *                   [--save NAME[,NAME...]] [--precision P] CFG
  *
  * Defaults: batch 2, the cfg's input shape, seed 1, 1 thread, 2 steps, SGD
  * lr 0.1, AdamW lr 0.01 and eps 1e-8, 10% ignored labels (when the cfg sets
  * ignore=). -D KEY=VALUE overrides a [net] key (width=4, loss=bce+dice).
+ * --precision fp32|bf16: the backend's precision (set_precision; bf16
+ * needs a CPU with AVX512_BF16, or CDP_CPU_BF16_EMU=1), named in run.json:
+ * parity.py --bf16 holds a bf16 run to PyTorch's autocast.
  * --init CKPT: after cdp_net_init, the tensors of checkpoint CKPT (read by
  * cdp_ckpt_read) taken by name and shape (cdp_ckpt_take, as cdp-train
  * --init takes them); stderr names each one not taken.
@@ -63,7 +66,7 @@
 typedef struct opts {
 	const char *cfg_path, *dir, *init, *save;
 	const char *ov[MAX_OVERRIDES];
-	int nov, batch, threads, steps;
+	int nov, batch, threads, steps, prec;
 	int in_c, in_h, in_w;
 	uint64_t seed;
 	double sgd_lr, adamw_lr, adam_eps, ignore_frac;
@@ -74,7 +77,7 @@ static void usage(FILE *f)
 	fprintf(f, "usage: model_dump [-b N] [-D KEY=VALUE]... [-i C,H,W] [-p DIR] [-s SEED]\n"
 	           "                  [-t THREADS] [--steps S] [--sgd-lr LR] [--adamw-lr LR]\n"
 	           "                  [--adam-eps E] [--ignore-frac F] [--init CKPT]\n"
-	           "                  [--save NAME[,NAME...]] CFG\n");
+	           "                  [--save NAME[,NAME...]] [--precision P] CFG\n");
 }
 
 /* ---- JSON ---- */
@@ -363,8 +366,9 @@ static int write_run_json(run *r, const cdp_loss_result *res, const double *sgd_
 		fprintf(stderr, "model_dump: cannot create '%s': %s\n", tmp, strerror(errno));
 		return -1;
 	}
-	fprintf(f, "{\n  \"seed\": %llu, \"step_seed\": %llu, \"steps\": %d,\n",
-	        (unsigned long long)o->seed, (unsigned long long)net->step_seed, o->steps);
+	fprintf(f, "{\n  \"seed\": %llu, \"step_seed\": %llu, \"steps\": %d, \"precision\": \"%s\",\n",
+	        (unsigned long long)o->seed, (unsigned long long)net->step_seed, o->steps,
+	        cdp_precision_name(o->prec));
 	fprintf(f, "  \"loss\": %.17g, \"loss_sum\": %.17g, \"loss_count\": %.17g, \"dice\": %.17g,\n",
 	        res->loss, res->sum, res->count, res->dice);
 	fprintf(f, "  \"sgd\": {\"lr\": %.9g, \"momentum\": 0.9, \"nesterov\": 0, "
@@ -535,7 +539,7 @@ static int init_from(cdp_net *net, const char *path)
 
 static int parse_args(int argc, char **argv, opts *o)
 {
-	enum { O_STEPS = 256, O_SGD_LR, O_ADAMW_LR, O_ADAM_EPS, O_IGNORE_FRAC, O_INIT, O_SAVE };
+	enum { O_STEPS = 256, O_SGD_LR, O_ADAMW_LR, O_ADAM_EPS, O_IGNORE_FRAC, O_INIT, O_SAVE, O_PRECISION };
 	static const struct option longopts[] = {
 		{ "batch", required_argument, NULL, 'b' },
 		{ "define", required_argument, NULL, 'D' },
@@ -551,12 +555,13 @@ static int parse_args(int argc, char **argv, opts *o)
 		{ "ignore-frac", required_argument, NULL, O_IGNORE_FRAC },
 		{ "init", required_argument, NULL, O_INIT },
 		{ "save", required_argument, NULL, O_SAVE },
+		{ "precision", required_argument, NULL, O_PRECISION },
 		{ NULL, 0, NULL, 0 },
 	};
 	int ch, shape[3];
 	size_t ns;
 
-	*o = (opts){ .batch = 2, .threads = 1, .steps = 2, .seed = 1, .sgd_lr = 0.1,
+	*o = (opts){ .prec = CDP_PREC_FP32, .batch = 2, .threads = 1, .steps = 2, .seed = 1, .sgd_lr = 0.1,
 	             .adamw_lr = 0.01, .adam_eps = 1e-8, .ignore_frac = 0.1 };
 	while ((ch = getopt_long(argc, argv, "b:D:hi:p:s:t:", longopts, NULL)) != -1) {
 		switch (ch) {
@@ -605,6 +610,10 @@ static int parse_args(int argc, char **argv, opts *o)
 		case O_SAVE:
 			o->save = optarg;
 			break;
+		case O_PRECISION:
+			if ((o->prec = cdp_precision_parse(optarg)) < 0)
+				goto bad;
+			break;
 		case O_IGNORE_FRAC:
 			if (cdp_parse_double(optarg, 0, 1, &o->ignore_frac) != 0)
 				goto bad;
@@ -641,6 +650,11 @@ int main(int argc, char **argv)
 	}
 	if (!(be = cdp_backend_cpu(o.threads))) {
 		fprintf(stderr, "model_dump: cannot start the cpu backend\n");
+		goto out;
+	}
+	if (be->set_precision(be, o.prec) != 0) {
+		fprintf(stderr, "model_dump: the %s backend has no %s\n", be->name,
+		        cdp_precision_name(o.prec));
 		goto out;
 	}
 	if (cdp_net_build(&net, be, text, o.cfg_path, o.ov, o.nov, o.in_c, o.in_h, o.in_w,

@@ -2,6 +2,9 @@
 # under $(PYTHON)) through tests/engine/model_dump.
 if HAVE_OPENBLAS
 TESTS += tests/parity/unet_parity.sh
+# bf16_parity.sh: the engine's bf16 (model_dump --precision bf16) no
+# further from PyTorch float64 than twice PyTorch's bf16 autocast is
+TESTS += tests/parity/bf16_parity.sh
 # resnet_import.sh: torchvision's ResNets (python3-torchvision) imported by
 # python3 -m cdpool import-torch equal the engine's resnet*.cfg
 TESTS += tests/parity/resnet_import.sh

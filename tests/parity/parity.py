@@ -32,6 +32,7 @@ whoever computes it).
 Exit 0 when every check passes, 1 otherwise, with a table of errors.
 """
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -76,10 +77,17 @@ class Run:
         return np.fromfile(os.path.join(self.d, name), dtype="<f4")
 
 
-def torch_side(model, r, dtype, channels_last, forward_only=False):
+def torch_side(model, r, dtype, channels_last, forward_only=False, bf16=False):
     """All the compared results from PyTorch at dtype, as numpy float64;
-    with forward_only those compare() then looks at: no backward, no steps."""
+    with forward_only those compare() then looks at: no backward, no steps;
+    with bf16 every forward and loss under torch.autocast("cpu",
+    dtype=torch.bfloat16), as cdpool.torch_model's bench --bf16."""
     res = {}
+
+    def ac():
+        return (torch.autocast("cpu", dtype=torch.bfloat16) if bf16
+                else contextlib.nullcontext())
+
     fmt = torch.channels_last if channels_last else torch.contiguous_format
     net = EngineNet(model, r.run["dropout_seeds"]).to(dtype)
     smooth = r.run["dice_smooth"]
@@ -96,8 +104,9 @@ def torch_side(model, r, dtype, channels_last, forward_only=False):
     lab = torch.from_numpy(r.labels.astype(np.int64))
     fresh()
     x = xin(not forward_only)
-    logits = net(x)
-    loss = loss_fn(model, logits, lab, smooth)
+    with ac():
+        logits = net(x)
+        loss = loss_fn(model, logits, lab, smooth)
     res["logits"] = logits.detach().double().numpy()
     res["loss"] = float(loss.detach())
     if not forward_only:
@@ -108,7 +117,7 @@ def torch_side(model, r, dtype, channels_last, forward_only=False):
     res["bn"] = {L["name"]: (m.running_mean.double().numpy().copy(),
                              m.running_var.double().numpy().copy()) for L, m in net.bn_modules()}
     net.eval()
-    with torch.no_grad():
+    with torch.no_grad(), ac():
         res["eval"] = net(xin()).double().numpy()
 
     for kind in ("sgd", "adamw") if not forward_only else ():
@@ -123,24 +132,23 @@ def torch_side(model, r, dtype, channels_last, forward_only=False):
         res[kind] = []
         for _ in range(r.run["steps"]):
             opt.zero_grad()
-            loss_fn(model, net(xin()), lab, smooth).backward()
+            with ac():
+                loss = loss_fn(model, net(xin()), lab, smooth)
+            loss.backward()
             opt.step()
             res[kind].append(net.param_block())
     return res
 
 
-def compare(model, r, ref, t32, tol, tol32=None, forward_only=False):
-    """Rows (what, err vs float64, err vs float32, limit, float32 limit); the
-    engine's side from DIR. tol32 (default tol) stands for tol in the float32
-    column's limit; forward_only compares the logits, the loss and the
-    batchnorm statistics, not the gradients and steps."""
-    tol32 = tol if tol32 is None else tol32
-    rows = []
+def tensors(model, r, ref, t32, forward_only=False):
+    """The compared tensors: (what, ours, reference, other, tiny, extra),
+    ours from DIR, the reference and the other side from PyTorch; extra is
+    the float32 rounding a step's update is allowed on top of the limit."""
+    out = []
     names = EngineNet(model).tensor_names()
 
-    def add(what, ours, a64, a32, limit=tol, tiny=TINY):
-        rows.append((what, rel_err(ours, a64, tiny), rel_err(ours, a32, tiny), limit,
-                     limit - tol + tol32))
+    def add(what, ours, a64, a32, tiny=TINY, extra=0.0):
+        out.append((what, ours, a64, a32, tiny, extra))
 
     add("logits (train)", r.f32("logits.f32").reshape(r.out_shape), ref["logits"], t32["logits"])
     add("loss", r.run["loss"], ref["loss"], t32["loss"])
@@ -169,8 +177,67 @@ def compare(model, r, ref, t32, tol, tol32=None, forward_only=False):
                 upd = ref[kind][k][sl] - p0[sl]
                 ulp = 2.0 ** -23 * float(np.max(np.abs(ref[kind][k][sl])))
                 add("%s step %d update %s" % (kind, k + 1, name), ours[sl] - p0[sl], upd,
-                    t32[kind][k][sl] - p0[sl],
-                    tol + ulp / max(float(np.max(np.abs(upd))), tiny), tiny)
+                    t32[kind][k][sl] - p0[sl], tiny, ulp / max(float(np.max(np.abs(upd))), tiny))
+    return out
+
+
+def compare(model, r, ref, t32, tol, tol32=None, forward_only=False):
+    """Rows (what, err vs float64, err vs float32, limit, float32 limit); the
+    engine's side from DIR. tol32 (default tol) stands for tol in the float32
+    column's limit; forward_only compares the logits, the loss and the
+    batchnorm statistics, not the gradients and steps."""
+    tol32 = tol if tol32 is None else tol32
+    return [(what, rel_err(ours, a64, tiny), rel_err(ours, a32, tiny), tol + extra, tol32 + extra)
+            for what, ours, a64, a32, tiny, extra in tensors(model, r, ref, t32, forward_only)]
+
+
+def l2_err(a, b):
+    """||a - b|| / ||b|| over a whole block (0 where b is all zeros and a is b)."""
+    a = np.asarray(a, dtype=np.float64).ravel()
+    b = np.asarray(b, dtype=np.float64).ravel()
+    d = float(np.linalg.norm(a - b))
+    return d / float(np.linalg.norm(b)) if d else 0.0
+
+
+def block_of(what):
+    """The block a tensor of tensors() belongs to in the bf16 comparison."""
+    if what.startswith("grad "):
+        return "parameter gradients"
+    if " update " in what:
+        return what.split(" update ")[0] + " updates"
+    if what.endswith(" params"):
+        return None             # the updates say it on their own scale
+    if "." in what and not what.startswith(("logits", "input")):
+        return "batchnorm statistics"
+    return what
+
+
+def compare_bf16(model, r, ref, peer, factor, floor, forward_only=False):
+    """Rows (block, the engine's error, autocast's error, limit): a bf16 run
+    of the engine and PyTorch's autocast (peer), each against float64, as
+    l2_err over whole blocks (the logits, the loss, the input gradient,
+    every parameter gradient, every batchnorm statistic, each step's
+    updates of every parameter). One tensor of a few values is mostly
+    rounding noise in bf16, on both sides (a batchnorm bias's gradient
+    0.28 off float64 in one, 0.06 in the other, and the other way round
+    with another seed); a block is steady. The limit is factor times
+    autocast's error; the loss's at least floor (relative; autocast's loss
+    can land on float64's by chance)."""
+    blocks = {}
+    for what, ours, a64, a16, _tiny, _extra in tensors(model, r, ref, peer, forward_only):
+        b = block_of(what)
+        if b is not None:
+            blocks.setdefault(b, ([], [], []))
+            for lst, v in zip(blocks[b], (ours, a64, a16)):
+                lst.append(np.asarray(v, dtype=np.float64).ravel())
+    rows = []
+    for b, (ours, a64, a16) in blocks.items():
+        ours, a64, a16 = (np.concatenate(v) for v in (ours, a64, a16))
+        e_peer = l2_err(a16, a64)
+        lim = factor * e_peer
+        if b == "loss":
+            lim = max(lim, floor)
+        rows.append((b, l2_err(ours, a64), e_peer, lim))
     return rows
 
 
@@ -186,11 +253,20 @@ def main():
     ap.add_argument("--channels-last", action="store_true",
                     help="run the PyTorch float32 model in channels_last")
     ap.add_argument("--verbose", action="store_true", help="print every row, not just failures")
+    ap.add_argument("--bf16", action="store_true",
+                    help="DIR is a bf16 run (model_dump --precision bf16): hold its error "
+                    "against float64 to PyTorch autocast's")
+    ap.add_argument("--factor", type=float, default=2.0,
+                    help="with --bf16: the most the engine's error may be, in autocast's")
+    ap.add_argument("--floor", type=float, default=2.0 ** -8,
+                    help="with --bf16: the least limit of the loss's relative error")
     args = ap.parse_args()
     torch.set_num_threads(1)
     with open(args.model) as f:
         model = json.load(f)
     r = Run(model, args.dir)
+    if args.bf16:
+        return main_bf16(model, r, args)
     ref = torch_side(model, r, torch.float64, False, args.forward_only)
     t32 = torch_side(model, r, torch.float32, args.channels_last, args.forward_only)
     rows = compare(model, r, ref, t32, args.tol, args.tol32, args.forward_only)
@@ -207,6 +283,32 @@ def main():
         for what, e64, e32, lim, lim32 in show:
             flag = "" if (e64 <= lim and e32 <= lim32) else "  FAIL"
             print("%-48s %11.3g %11.3g %11.3g %11.3g%s" % (what, e64, e32, lim, lim32, flag))
+    if bad:
+        print("%d of %d comparisons exceed their limit" % (len(bad), len(rows)))
+        return 1
+    return 0
+
+
+def main_bf16(model, r, args):
+    """--bf16: the engine's bf16 run and autocast's, each against float64."""
+    if r.run.get("precision") != "bf16":
+        print("%s: --bf16, but run.json says precision %s" % (args.dir, r.run.get("precision")))
+        return 1
+    ref = torch_side(model, r, torch.float64, False, args.forward_only)
+    peer = torch_side(model, r, torch.float32, args.channels_last, args.forward_only, bf16=True)
+    rows = compare_bf16(model, r, ref, peer, args.factor, args.floor, args.forward_only)
+    bad = [row for row in rows if not row[1] <= row[3]]
+    worst = max(rows, key=lambda row: row[1] / row[3])
+    print("%s: bf16, %d blocks compared, loss %.9g (autocast %.9g, float64 %.9g); error "
+          "||a-b||/||b|| against float64, limit %g x autocast's (the loss's at least %g)" % (
+              model["cfg"], len(rows), r.run["loss"], peer["loss"], ref["loss"], args.factor,
+              args.floor))
+    print("worst: %s: %.3g (autocast %.3g, limit %.3g)" % worst)
+    if args.verbose or bad:
+        print("%-28s %11s %11s %11s" % ("block", "cdpool bf16", "autocast", "limit"))
+        for what, ours, ac, lim in rows if args.verbose else bad:
+            print("%-28s %11.3g %11.3g %11.3g%s" % (what, ours, ac, lim,
+                                                   "" if ours <= lim else "  FAIL"))
     if bad:
         print("%d of %d comparisons exceed their limit" % (len(bad), len(rows)))
         return 1

@@ -15,12 +15,7 @@
 # NAME its $0 gives.
 set -eu
 name=$(basename "$0" .sh)
-PY=${PYTHON:-/usr/bin/python3}
-src=${CDP_SRCDIR:-$(cd "$(dirname "$0")/../.." && pwd)}
-dump=${CDP_BUILDDIR:-.}/tests/engine/model_dump
-PYTHONPATH=$src/python${PYTHONPATH:+:$PYTHONPATH}
-PYTHONDONTWRITEBYTECODE=1
-export PYTHONPATH PYTHONDONTWRITEBYTECODE
+. "${CDP_SRCDIR:-$(dirname "$0")/../..}/tests/parity/parity_env.sh"
 # find_spec finds the packages without importing them (torch's import costs
 # seconds; the test's own Python imports it)
 if ! "$PY" -c 'import importlib.util as u, sys

@@ -36,18 +36,9 @@
 # model_dump reports a model that cannot be built.
 # Needs torch and numpy in $PYTHON (/usr/bin/python3); skips (77) without.
 set -eu
-PY=${PYTHON:-/usr/bin/python3}
-src=${CDP_SRCDIR:-$(cd "$(dirname "$0")/../.." && pwd)}
-dump=${CDP_BUILDDIR:-.}/tests/engine/model_dump
-# parity.py imports the torch twin, python/cdpool/torch_model.py
-PYTHONPATH=$src/python${PYTHONPATH:+:$PYTHONPATH}
-PYTHONDONTWRITEBYTECODE=1
-export PYTHONPATH PYTHONDONTWRITEBYTECODE
+. "${CDP_SRCDIR:-$(dirname "$0")/../..}/tests/parity/parity_env.sh"
 models=$src/share/cdpool/models
-if ! "$PY" -c 'import numpy, torch' 2>/dev/null; then
-	echo "unet_parity: $PY has no torch/numpy: skipped"
-	exit 77
-fi
+need_torch unet_parity
 [ -x "$dump" ] || { echo "unet_parity: no $dump" >&2; exit 99; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
