@@ -13,7 +13,10 @@
  *   cpu_conv_winof.c its filter gradient over the same tiles
  *   cpu_gemm.c     the sgemm kernels for convolution-shaped products
  *                  (cpu_gemm_kern.h: their code, per vector width;
- *                  cpu_gemm_bf16.c: the same products in bf16)
+ *                  cpu_gemm_bf16.c: the same products in bf16,
+ *                  cpu_gemm_amx.c on AMX tiles, cpu_bf16_pack.h what
+ *                  they share)
+ *   cpu_bf16_stash.c the bf16 copies of activations (to_bf16, from_bf16)
  *   cpu_bn.c       batchnorm with its activation fused in
  *   cpu_ops.c      activations, pooling
  *   cpu_elem.c     upsampling, concat slices, dropout, global average
@@ -278,7 +281,7 @@ static inline float cpu_bf16_round(float x)
 	memcpy(&f, &u, sizeof f);
 	return f;
 }
-/* backend.h's to_bf16 / from_bf16 (cpu_gemm_bf16.c), threaded by blocks */
+/* backend.h's to_bf16 / from_bf16 (cpu_bf16_stash.c), threaded by blocks */
 void cpu_to_bf16(cdp_backend *be, const float *x, uint16_t *y, size_t n);
 void cpu_from_bf16(cdp_backend *be, const uint16_t *x, float *y, size_t n);
 /* Called by each op that runs bf16 products (conv_*, gemm) before them:

@@ -1,4 +1,4 @@
-/* cpu_amx.h: what the AMX kernels share (cpu_gemm_bf16.c, cpu_conv_pairs.c,
+/* cpu_amx.h: what the AMX kernels share (cpu_gemm_amx.c, cpu_conv_pairs.c,
  * cpu_conv_grid_filter.c), and with them the VDPBF16PS kernels of the last
  * two, private to them; only where the compiler has the AMX and AVX-512
  * intrinsics (CPU_BF16_KERNELS, cpu.h). */

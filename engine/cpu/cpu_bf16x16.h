@@ -1,7 +1,7 @@
 /* cpu_bf16x16.h: cpu_bf16_bits (cpu.h) on 16 lanes of AVX-512F, in
  * integers, so the bits are the scalar function's, NaN and denormals
  * included (VCVTNEPS2BF16 reads denormals as zeros): for the stash's
- * conversions (cpu_gemm_bf16.c) and the kernels that store their output
+ * conversions (cpu_bf16_stash.c) and the kernels that store their output
  * as bf16 (cpu_conv_pairs.c). Where GCC targets x86 (CPU_BF16X16). */
 #ifndef CDP_CPU_BF16X16_H
 #define CDP_CPU_BF16X16_H

@@ -27,7 +27,7 @@
  * element is summed over (t, g) in that order, each tile (each vector)
  * in one chain, so the bits do not depend on the threads or the chunks.
  * Up to four C tiles are in flight at once (32 filters x 32 columns), as
- * cpu_gemm_bf16.c's amx_nn does, for TDPBF16PS's latency. On tiles,
+ * cpu_gemm_amx.c's amx_nn does, for TDPBF16PS's latency. On tiles,
  * widths that are a multiple of 16 but not of 32 (16x16 planes) end on
  * one column block, and cpu_conv_kcol.c takes the other widths; the
  * VDPBF16PS kernel reads the chunk as one long row of the padded grid,

@@ -7,7 +7,7 @@
  *
  * Three sets:
  *  - amx (AMX-TILE and AMX-BF16, granted by the kernel; Sapphire Rapids and
- *    later): nn and nt on tiles (amx_nn, amx_nts below: TDPBF16PS,
+ *    later): nn and nt on tiles (cpu_gemm_amx.c: TDPBF16PS,
  *    16 x 16 x 32 per instruction); the implicit convolutions' forward and
  *    data gradient go to cpu_conv_pairs.c instead, whose slice is already in
  *    the tiles' pairs.
@@ -39,150 +39,16 @@
 #include <stdlib.h>
 #include <string.h>
 #include "cpu.h"
+#include "cpu_bf16_pack.h"
 
 #define KC 128               /* even: pairs of k never straddle a block */
-#define NT_KC 1024
-
-/* ---- the bf16 stash of activations (backend.h to_bf16 / from_bf16) ----
- * The same rounding as the GEMM operands', so a stashed tensor holds the
- * values a bf16 convolution would have read from it. Plain C: one pass
- * over memory, which bounds it on any instruction set. */
-
-typedef struct stash_job {
-	const float *x; uint16_t *h; const uint16_t *ch; float *y; size_t n;
-} stash_job;
-
-/* AVX-512F forms of the two loops (GCC leaves cpu_bf16_bits's NaN test
- * scalar): cpu_bf16_bits on 16 lanes in integers (cpu_bf16x16.h), so the
- * bits are the scalar loop's, NaN and denormals included; the passes then
- * run at memory speed (on the classifier the scalar ones cost 7% of a
- * bf16 step). */
-#include "cpu_bf16x16.h"
-#ifdef CPU_BF16X16
-#define STASH_AVX512 1
-
-__attribute__((target("avx512f"))) static size_t to_bf16_avx512(const float *x, uint16_t *h,
-                                                                 size_t n)
-{
-	size_t t = 0;
-
-	for (; t + 16 <= n; t += 16)
-		_mm256_storeu_si256((__m256i *)(h + t), cpu_bf16_bits16(_mm512_loadu_si512(x + t)));
-	return t;
-}
-
-/* The same bits by VCVTNEPS2BF16 (round to nearest even; a NaN's top
- * half with the quiet bit set, as cpu_bf16_bits), which reads denormal
- * inputs as zeros: a vector holding one goes the integer way. Half the
- * instructions of to_bf16_avx512: its 3% of a classifier step on a Zen 4
- * (the batchnorm forward's copies, rounded while in L1) was compute. */
-__attribute__((target("avx512f,avx512bf16,avx512vl"))) static size_t to_bf16_cvt(
-	const float *x, uint16_t *h, size_t n)
-{
-	const __m512i expo = _mm512_set1_epi32(0x7f800000), mant = _mm512_set1_epi32(0x007fffff);
-	size_t t = 0;
-
-	for (; t + 16 <= n; t += 16) {
-		__m512i u = _mm512_loadu_si512(x + t);
-		__m256i r = (__m256i)_mm512_cvtneps_pbh(_mm512_castsi512_ps(u));
-		if (_mm512_mask_test_epi32_mask(_mm512_testn_epi32_mask(u, expo), u, mant))
-			r = cpu_bf16_bits16(u);
-		_mm256_storeu_si256((__m256i *)(h + t), r);
-	}
-	return t;
-}
-
-__attribute__((target("avx512f"))) static size_t from_bf16_avx512(const uint16_t *h, float *y,
-                                                                   size_t n)
-{
-	size_t t = 0;
-
-	for (; t + 16 <= n; t += 16) {
-		__m512i w = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(h + t)));
-		_mm512_storeu_si512(y + t, _mm512_slli_epi32(w, 16));
-	}
-	return t;
-}
-
-/* 1: AVX-512F; 2: and AVX512_BF16 (to_bf16_cvt) */
-static int stash_avx512(void)
-{
-	static int has = -1;
-
-	if (has < 0)
-		has = !__builtin_cpu_supports("avx512f") ? 0 :
-		      __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512vl") ? 2 :
-		      1;
-	return has;
-}
-#endif
-
-void cpu_bf16_narrow_run(uint16_t *h, const float *x, size_t n)
-{
-	size_t t = 0;
-
-#ifdef STASH_AVX512
-	if (stash_avx512() == 2)
-		t = to_bf16_cvt(x, h, n);
-	else if (stash_avx512())
-		t = to_bf16_avx512(x, h, n);
-#endif
-	for (; t < n; t++)
-		h[t] = cpu_bf16_bits(x[t]);
-}
-
-static void to_bf16_block(void *ctx, int i)
-{
-	stash_job *j = ctx;
-	size_t lo, hi;
-
-	cpu_block_range(j->n, i, &lo, &hi);
-	cpu_bf16_narrow_run(j->h + lo, j->x + lo, hi - lo);
-}
-
-void cpu_bf16_widen_run(float *y, const uint16_t *h, size_t n)
-{
-	size_t t = 0;
-
-#ifdef STASH_AVX512
-	if (stash_avx512())
-		t = from_bf16_avx512(h, y, n);
-#endif
-	for (; t < n; t++) {
-		uint32_t u = (uint32_t)h[t] << 16;
-		memcpy(&y[t], &u, sizeof u);
-	}
-}
-
-static void from_bf16_block(void *ctx, int i)
-{
-	stash_job *j = ctx;
-	size_t lo, hi;
-
-	cpu_block_range(j->n, i, &lo, &hi);
-	cpu_bf16_widen_run(j->y + lo, j->ch + lo, hi - lo);
-}
-
-void cpu_to_bf16(cdp_backend *be, const float *x, uint16_t *y, size_t n)
-{
-	stash_job j = { x, y, NULL, NULL, n };
-
-	cpu_parallel_for(be, cpu_nblocks(n), to_bf16_block, &j);
-}
-
-void cpu_from_bf16(cdp_backend *be, const uint16_t *x, float *y, size_t n)
-{
-	stash_job j = { NULL, NULL, x, y, n };
-
-	cpu_parallel_for(be, cpu_nblocks(n), from_bf16_block, &j);
-}
 
 /* ---- the emulated set ---- */
 
 #define R cpu_bf16_round
 
-static void nn_emu_any(int m, int n, int k, const float *a, long rs, long cs, const float *b,
-                       long ldb, const long *tab, float beta, float *c, long ldc)
+void cpu_bf16e_nn_any(int m, int n, int k, const float *a, long rs, long cs, const float *b,
+                      long ldb, const long *tab, float beta, float *c, long ldc)
 {
 	for (int i = 0; i < m; i++) {
 		float *ci = c + i * ldc;
@@ -197,8 +63,8 @@ static void nn_emu_any(int m, int n, int k, const float *a, long rs, long cs, co
 	}
 }
 
-static void nts_emu_any(int m, int n, int ns, int seg, const float *a, long lda, long as,
-                        const float *b, long ldb, const long *tab, long bs, float *c, long ldc)
+void cpu_bf16e_nts_any(int m, int n, int ns, int seg, const float *a, long lda, long as,
+                       const float *b, long ldb, const long *tab, long bs, float *c, long ldc)
 {
 	for (int i = 0; i < m; i++)
 		for (int j = 0; j < n; j++) {
@@ -231,25 +97,11 @@ static void nts_emu_any(int m, int n, int ns, int seg, const float *a, long lda,
 	                const float *b, const long *tab, long bs, float *c, long ldc) \
 	{ nts_any(m, n, ns, seg, a, lda, as, b, 0, tab, bs, c, ldc); }
 
-BF16_ENTRIES(cpu_bf16e, nn_emu_any, nts_emu_any)
+BF16_ENTRIES(cpu_bf16e, cpu_bf16e_nn_any, cpu_bf16e_nts_any)
 
 /* ---- the avx512bf16 set ---- */
 #ifdef CPU_BF16_KERNELS
 #include <immintrin.h>
-
-/* A packed as bf16 pairs: a buffer per thread, freed when the thread ends */
-typedef struct pack_buf {
-	uint32_t *p;
-	size_t cap;
-	uint32_t *bv;            /* AMX: B's column block in pairs (amx_nn) */
-	size_t bvcap;
-	int tiles;               /* AMX: this thread's tiles are configured */
-	/* what p holds: A's address, shape and strides, and the op */
-	const float *a;
-	int m, k;
-	long rs, cs;
-	unsigned long op;
-} pack_buf;
 
 /* Numbers the ops (cpu_bf16_new_op): the products of one op read the same
  * A (the weights) many times, each call of an implicit convolution's
@@ -280,8 +132,8 @@ static void pack_free(void *v)
 
 static void pack_key_make(void) { pthread_key_create(&pack_key, pack_free); }
 
-/* this thread's buffers; NULL when out of memory */
-static pack_buf *this_buf(void)
+/* this thread's buffers (cpu_bf16_pack.h) */
+pack_buf *cpu_bf16_buf(void)
 {
 	pack_buf *pb;
 
@@ -297,18 +149,14 @@ static pack_buf *this_buf(void)
 	return pb;
 }
 
-/* A packed (pack_a) in this thread's buffer; NULL when out of memory */
 static void pack_a(int m, int k, const float *a, long rs, long cs, uint32_t *ap);
 
-/* The row stride of packed A in pairs: K/2 rounded up to whole AMX tile
- * rows (16 pairs); the rows are padded to 16 as well, with zeros. */
-static long pack_stride(int k) { return ((k + 1) / 2 + 15) / 16 * 16; }
-
-static const uint32_t *pack_get(int m, int k, const float *a, long rs, long cs)
+/* cpu_bf16_pack.h: A packed (pack_a) in this thread's buffer, once per op */
+const uint32_t *cpu_bf16_pack_get(int m, int k, const float *a, long rs, long cs)
 {
 	size_t n = (size_t)(m + 15) / 16 * 16 * pack_stride(k);
 	unsigned long op = __atomic_load_n(&op_count, __ATOMIC_RELAXED);
-	pack_buf *pb = this_buf();
+	pack_buf *pb = cpu_bf16_buf();
 
 	if (!pb)
 		return NULL;
@@ -356,23 +204,6 @@ static void pack_a(int m, int k, const float *a, long rs, long cs, uint32_t *ap)
 	memset(ap + (size_t)m * k2, 0, (size_t)(mp - m) * k2 * sizeof *ap);
 }
 
-#define BF_TARGET __attribute__((target("avx512bf16,avx512f,avx512bw")))
-#define BF_INLINE BF_TARGET __attribute__((always_inline)) static inline
-
-/* 16 columns of rows r0 and r1 (NULL: zeros) as (r0[j], r1[j]) bf16 pairs */
-BF_INLINE __m512bh pair_rows(const float *r0, const float *r1, __mmask16 msk, __m512i idx)
-{
-	__m512 x0 = _mm512_maskz_loadu_ps(msk, r0);
-	__m512 x1 = r1 ? _mm512_maskz_loadu_ps(msk, r1) : _mm512_setzero_ps();
-	__m512bh h = _mm512_cvtne2ps_pbh(x1, x0);
-	return (__m512bh)_mm512_permutexvar_epi16(idx, (__m512i)h);
-}
-
-static inline __mmask16 mask_of(int r)
-{
-	return r <= 0 ? 0 : r >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << r) - 1u);
-}
-
 #define NN_MR 8
 
 /* Column j of a row zipped in pairs (cpu_bf16f_nn_cp's B, cpu_bf16f_nn_zip's
@@ -382,19 +213,6 @@ typedef struct zip_geo { int cpr; long rstep; } zip_geo;
 static inline long zip_at(const zip_geo *g, long col)
 {
 	return col / g->cpr * g->rstep + 2 * (col % g->cpr);
-}
-
-/* The permutation that turns VCVTNE2PS2BF16's halves (row k's 16 values,
- * then row k+1's) into 16 pairs (k, k+1) */
-BF_INLINE __m512i pair_idx(void)
-{
-	int16_t ix[32];
-
-	for (int j = 0; j < 16; j++) {
-		ix[2 * j] = (int16_t)j;
-		ix[2 * j + 1] = (int16_t)(16 + j);
-	}
-	return _mm512_loadu_si512(ix);
 }
 
 /* 16 columns from col on of a contiguous pair row (masks: cols valid) */
@@ -627,8 +445,8 @@ BF_TARGET static void nn_fast(int m, int n, int k, const float *a, long rs, long
 
 	if (m <= 0 || n <= 0)
 		return;
-	if (k <= 0 || !(ap = pack_get(m, k, a, rs, cs))) {
-		nn_emu_any(m, n, k, a, rs, cs, b, ldb, tab, beta, c, ldc);
+	if (k <= 0 || !(ap = cpu_bf16_pack_get(m, k, a, rs, cs))) {
+		cpu_bf16e_nn_any(m, n, k, a, rs, cs, b, ldb, tab, beta, c, ldc);
 		return;
 	}
 	nn_packed(m, n, k, ap, pack_stride(k), b, ldb, tab, beta, c, ldc);
@@ -717,7 +535,7 @@ BF_TARGET int cpu_bf16f_nn_cp(int m, int n, int k, const float *a, long rs, long
 	const uint32_t *ap;
 
 	if (m <= 0 || n <= 0 || k <= 0 || k % 2 || cpr <= 0 || (n > cpr && cpr % 16) ||
-	    !(ap = pack_get(m, k, a, rs, cs)))
+	    !(ap = cpu_bf16_pack_get(m, k, a, rs, cs)))
 		return -1;
 	nn_blocks(m, n, k, ap, pack_stride(k), b, 0, ptab, beta, c, ldc, 1, &g);
 	return 0;
@@ -736,7 +554,7 @@ BF_TARGET int cpu_bf16f_nn_zip(int m, int n, int k, const float *a, long rs, lon
 	int j = 0;
 
 	if (m <= 0 || n <= 0 || m % 2 || k <= 0 || cpr <= 0 || (n > cpr && cpr % 16) ||
-	    !(ap = pack_get(m, k, a, rs, cs)))
+	    !(ap = cpu_bf16_pack_get(m, k, a, rs, cs)))
 		return -1;
 	k2 = pack_stride(k);
 	for (int t = 0; t < 16; t++) {
@@ -834,12 +652,6 @@ void cpu_bf16_pairs_inplace(float *row, int n)
 #define NT_MR 4
 #define NT_NR 6
 
-/* 32 floats (masks m0, m1 for the two halves) as 32 bf16 */
-BF_INLINE __m512bh cvt32(const float *p, __mmask16 m0, __mmask16 m1)
-{
-	return _mm512_cvtne2ps_pbh(_mm512_maskz_loadu_ps(m1, p + 16), _mm512_maskz_loadu_ps(m0, p));
-}
-
 BF_INLINE void step_nt(const int mr, const int nr, __m512 acc[NT_MR][NT_NR], const float *a,
                        long lda, const float *const *bp, long q, __mmask16 m0, __mmask16 m1)
 {
@@ -926,374 +738,6 @@ BF_TARGET static void nts_fast(int m, int n, int ns, int seg, const float *a, lo
 				rows_nt(1, m, sn, len, ab, lda, as, tab ? bb : bb + j * ldb, ldb,
 				        tab ? tab + j : NULL, bs, c + j, ldc);
 		}
-}
-
-/* ---- AMX: nn on tiles ----
- * C in blocks of 16 x 16 (tiles, fp32), summed over K in steps of 32
- * (16 pairs) by TDPBF16PS from a tile of packed A (16 rows of 16 pairs,
- * straight from pack_a's rows) and a tile of B's 16 columns in pairs
- * (VNNI layout: row p holds (B[2p, j], B[2p+1, j]) for each j), which is
- * built once per column block for all rows of C. A whole tile with beta 0
- * is stored straight into C; others go through a small buffer, masked at
- * the edges, with beta C added. */
-#include <cpuid.h>
-#include <sys/syscall.h>
-#include <unistd.h>
-
-#include "cpu_amx.h"
-#define ARCH_REQ_XCOMP_PERM 0x1023
-#define XFEATURE_XTILEDATA 18
-
-static int amx_ok;
-static pthread_once_t amx_once = PTHREAD_ONCE_INIT;
-
-/* the CPU reports AMX-TILE and AMX-BF16, and the kernel lets this process
- * use the tile data (Linux 5.16 and later) */
-static void amx_probe(void)
-{
-	unsigned a, b, c, d;
-
-	if (!__get_cpuid_count(7, 0, &a, &b, &c, &d) || !(d & (1u << 24)) || !(d & (1u << 22)))
-		return;
-#ifdef SYS_arch_prctl
-	amx_ok = syscall(SYS_arch_prctl, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) == 0;
-#endif
-}
-
-int cpu_bf16_amx_usable(void)
-{
-	pthread_once(&amx_once, amx_probe);
-	return amx_ok;
-}
-
-/* All eight tiles 16 rows of 64 bytes: 0-3 the C blocks of a 2 x 2 step,
- * 4-5 two tiles of A (or of the first operand), 6-7 two of B. A constant
- * in memory: GCC 12's _tile_loadconfig tells the compiler it reads only
- * the first 8 bytes, so the stores that build a configuration on the
- * stack may be dropped. */
-static const unsigned char amx_tiles[64] __attribute__((aligned(64))) = {
-	[0] = 1,                                      /* palette 1 */
-	[16] = 64, [18] = 64, [20] = 64, [22] = 64,   /* bytes per row */
-	[24] = 64, [26] = 64, [28] = 64, [30] = 64,
-	[48] = 16, [49] = 16, [50] = 16, [51] = 16,   /* rows */
-	[52] = 16, [53] = 16, [54] = 16, [55] = 16,
-};
-
-AMX_TARGET static void amx_config(pack_buf *pb)
-{
-	if (pb->tiles)
-		return;
-	_tile_loadconfig(amx_tiles);
-	pb->tiles = 1;
-}
-
-int cpu_bf16_amx_tiles(void)
-{
-	pack_buf *pb = this_buf();
-
-	if (!pb)
-		return -1;
-	amx_config(pb);
-	return 0;
-}
-
-/* TDPBF16PS takes about three times as long to finish as to issue (Intel's
- * tables: latency 52 cycles, one every 16), so one chain of sums into one
- * C tile runs at a third of the unit's rate. The steps below keep two or
- * four C tiles in flight, each summed over K in the same order as alone,
- * so a C element's bits do not depend on which step computed it; the
- * 2 x 2 step also loads each A and B tile once for two products. With 16
- * rows of C or fewer (16 filters) the conversion of B into pairs costs
- * more than the tiles, and pairing column blocks there was slower (fwd of
- * 16 -> 16 channels at 256x256: 22 against 19 ms), so such a C goes one
- * column block at a time, its chain overlapping the next block's
- * conversion. conv_bench -b -t 1, 8 x C x H x H, 3x3, best of 15, Sapphire
- * Rapids VM: fwd 64 -> 64 at 64x64 7.2 -> 5.6 ms, 128 at 32x32 5.5 -> 4.4,
- * 256 at 16x16 6.9 -> 4.8; 16 and 32 channels unchanged. */
-
-/* C tile T (16 x 16 fp32) into c (rows, columns masked mk), beta c added:
- * straight from the tile where the block is whole and beta is 0 */
-#define AMX_PUT(T, c, ldc, rows, mk, beta, cb)                                          \
-	do {                                                                            \
-		if ((rows) == 16 && (mk) == (__mmask16)0xffff && (beta) == 0.0f) {     \
-			_tile_stored(T, c, (ldc) * 4);                                  \
-		} else {                                                                \
-			_tile_stored(T, cb, 64);                                        \
-			amx_put(cb, c, ldc, rows, mk, beta);                            \
-		}                                                                       \
-	} while (0)
-
-AMX_TARGET static void amx_put(const float *cb, float *c, long ldc, int rows, __mmask16 mk,
-                               float beta)
-{
-	for (int r = 0; r < rows; r++) {
-		float *cr = c + r * ldc;
-		__m512 v = _mm512_loadu_ps(cb + 16 * r);
-		if (beta != 0.0f)
-			v = _mm512_fmadd_ps(_mm512_set1_ps(beta), _mm512_maskz_loadu_ps(mk, cr), v);
-		_mm512_mask_storeu_ps(cr, mk, v);
-	}
-}
-
-/* B's columns [j, j + 16) (mask mk) in VNNI pairs: bv[p*16 + c] =
- * (B[2p, j+c], B[2p+1, j+c]), k2 rows, zeros past K */
-AMX_TARGET static void amx_pair_block(int k, long k2, const float *b, long ldb,
-                                      const long *tab, int j, __mmask16 mk, __m512i idx,
-                                      uint32_t *bv)
-{
-	for (long p = 0; p < k2; p++) {
-		__m512bh v;
-		if (2 * p + 1 < k)
-			v = pair_rows(b + (tab ? tab[2 * p] : 2 * p * ldb) + j,
-			              b + (tab ? tab[2 * p + 1] : (2 * p + 1) * ldb) + j, mk, idx);
-		else if (2 * p < k)
-			v = pair_rows(b + (tab ? tab[2 * p] : 2 * p * ldb) + j, NULL, mk, idx);
-		else
-			v = (__m512bh)_mm512_setzero_si512();
-		_mm512_store_si512(bv + p * 16, (__m512i)v);
-	}
-}
-
-AMX_TARGET static void amx_nn(int m, int n, int k, const float *a, long rs, long cs,
-                              const float *b, long ldb, const long *tab, float beta,
-                              float *c, long ldc)
-{
-	long k2 = pack_stride(k), sa = k2 * 4;
-	const uint32_t *ap;
-	pack_buf *pb;
-	float cb[16 * 16] __attribute__((aligned(64)));
-	__m512i idx = pair_idx();
-
-	if (m <= 0 || n <= 0)
-		return;
-	if (k <= 0 || !(ap = pack_get(m, k, a, rs, cs)) || !(pb = this_buf())) {
-		nn_emu_any(m, n, k, a, rs, cs, b, ldb, tab, beta, c, ldc);
-		return;
-	}
-	if (pb->bvcap < (size_t)k2 * 32) {
-		free(pb->bv);
-		pb->bvcap = 0;
-		if (!(pb->bv = aligned_alloc(64, (size_t)k2 * 32 * sizeof *pb->bv))) {
-			nn_emu_any(m, n, k, a, rs, cs, b, ldb, tab, beta, c, ldc);
-			return;
-		}
-		pb->bvcap = (size_t)k2 * 32;
-	}
-	amx_config(pb);
-	/* two column blocks (bv0, bv1) at a time, then two row blocks */
-	for (int j = 0; j < n; j += m > 16 ? 32 : 16) {
-		int two = n - j > 16 && m > 16;
-		__mmask16 m0 = mask_of(n - j), m1 = mask_of(n - j - 16);
-		uint32_t *bv0 = pb->bv, *bv1 = bv0 + k2 * 16;
-		amx_pair_block(k, k2, b, ldb, tab, j, m0, idx, bv0);
-		if (two)
-			amx_pair_block(k, k2, b, ldb, tab, j + 16, m1, idx, bv1);
-		for (int i = 0; i < m; i += 32) {
-			const uint32_t *a0 = ap + (size_t)i * k2, *a1 = a0 + 16 * k2;
-			int r0 = m - i < 16 ? m - i : 16, r1 = m - i - 16 < 16 ? m - i - 16 : 16;
-			float *c00 = c + (long)i * ldc + j, *c10 = c00 + 16 * ldc;
-			_tile_zero(0);
-			_tile_zero(1);
-			_tile_zero(2);
-			_tile_zero(3);
-			if (r1 > 0 && two) {
-				for (long p = 0; p < k2; p += 16) {
-					_tile_loadd(4, a0 + p, sa);
-					_tile_loadd(5, a1 + p, sa);
-					_tile_loadd(6, bv0 + p * 16, 64);
-					_tile_loadd(7, bv1 + p * 16, 64);
-					_tile_dpbf16ps(0, 4, 6);
-					_tile_dpbf16ps(1, 4, 7);
-					_tile_dpbf16ps(2, 5, 6);
-					_tile_dpbf16ps(3, 5, 7);
-				}
-			} else if (r1 > 0) {
-				for (long p = 0; p < k2; p += 16) {
-					_tile_loadd(4, a0 + p, sa);
-					_tile_loadd(5, a1 + p, sa);
-					_tile_loadd(6, bv0 + p * 16, 64);
-					_tile_dpbf16ps(0, 4, 6);
-					_tile_dpbf16ps(2, 5, 6);
-				}
-			} else if (two) {
-				for (long p = 0; p < k2; p += 16) {
-					_tile_loadd(4, a0 + p, sa);
-					_tile_loadd(6, bv0 + p * 16, 64);
-					_tile_loadd(7, bv1 + p * 16, 64);
-					_tile_dpbf16ps(0, 4, 6);
-					_tile_dpbf16ps(1, 4, 7);
-				}
-			} else {
-				for (long p = 0; p < k2; p += 16) {
-					_tile_loadd(4, a0 + p, sa);
-					_tile_loadd(6, bv0 + p * 16, 64);
-					_tile_dpbf16ps(0, 4, 6);
-				}
-			}
-			AMX_PUT(0, c00, ldc, r0, m0, beta, cb);
-			if (two)
-				AMX_PUT(1, c00 + 16, ldc, r0, m1, beta, cb);
-			if (r1 > 0) {
-				AMX_PUT(2, c10, ldc, r1, m0, beta, cb);
-				if (two)
-					AMX_PUT(3, c10 + 16, ldc, r1, m1, beta, cb);
-			}
-		}
-	}
-}
-
-/* nt over segments on tiles: C^T blocks (16 columns j of C as tile rows,
- * 16 rows i as tile columns) = B's rows (bf16, natural) times A's rows in
- * pairs (VNNI: A transposed, 16 rows at a time through a small buffer),
- * so that each 16 x 32 piece of A is converted and transposed once per
- * block of k for all of C's columns, and each 16 x 32 piece of B once per
- * block for all of C's rows. The sum over k runs in blocks as nts_fast's
- * (whole segments, or pieces of one), each segment padded with zeros to
- * whole steps of 32; C += each block's tile, in block order.
- * Up to NTS_BLOCKS column blocks of C share each tile of A's pairs, each
- * its own chain of sums in the same order as alone (the bits do not
- * change): one chain ran at TDPBF16PS's latency, a third of its rate, and
- * the filter gradients' C is 16 rows where a layer has 16 filters, so the
- * second row block amx_nn pairs with is not there (perf of the bf16
- * U-Net step: the chain's wait was half of amx_nts). */
-#define NTS_BLOCKS 3
-
-/* c (rows x cols, ldc apart; cols capped at 16) += cb transposed, cb a
- * stored C^T tile: cb[16j + i] is c[i][j] */
-AMX_TARGET static void nts_add(const float *cb, float *c, long ldc, int rows, int cols)
-{
-	__m512i r[16];
-	float t[16 * 16] __attribute__((aligned(64)));
-	__mmask16 mk = mask_of(cols);
-
-	for (int j = 0; j < 16; j++)
-		r[j] = _mm512_load_si512(cb + 16 * j);
-	cpu_amx_transpose16(r, (uint32_t *)t);
-	for (int i = 0; i < rows; i++) {
-		float *ci = c + i * ldc;
-		_mm512_mask_storeu_ps(ci, mk, _mm512_add_ps(_mm512_maskz_loadu_ps(mk, ci),
-		                                            _mm512_load_ps(t + 16 * i)));
-	}
-}
-
-AMX_TARGET static void amx_nts(int m, int n, int ns, int seg, const float *a, long lda, long as,
-                               const float *b, long ldb, const long *tab, long bs, float *c,
-                               long ldc)
-{
-	int per = NT_KC / seg > 1 ? NT_KC / seg : 1, piece = seg, mp = (m + 15) / 16 * 16;
-	long kbmax;
-	size_t need;
-	pack_buf *pb;
-	float cb[16 * 16] __attribute__((aligned(64)));
-
-	if (m <= 0 || n <= 0 || seg <= 0)
-		return;
-	if (ns == 1 && seg > NT_KC) {
-		int nblk = seg / NT_KC;
-		piece = ((seg + nblk - 1) / nblk + 31) / 32 * 32;
-	}
-	/* the largest block: (sn segments) x (len rounded up to 32) */
-	kbmax = (long)(ns < per ? ns : per) * ((piece + 31) / 32 * 32);
-	/* A's pairs (mp x kb/2) then B's 16 * NTS_BLOCKS rows of kb bf16 */
-	need = (size_t)mp * (kbmax / 2) + 8 * NTS_BLOCKS * (size_t)kbmax;
-	if (!(pb = this_buf())) {
-		nts_emu_any(m, n, ns, seg, a, lda, as, b, ldb, tab, bs, c, ldc);
-		return;
-	}
-	if (pb->bvcap < need) {
-		free(pb->bv);
-		pb->bvcap = 0;
-		if (!(pb->bv = aligned_alloc(64, (need * sizeof *pb->bv + 63) / 64 * 64))) {
-			nts_emu_any(m, n, ns, seg, a, lda, as, b, ldb, tab, bs, c, ldc);
-			return;
-		}
-		pb->bvcap = need;
-	}
-	amx_config(pb);
-	for (int s0 = 0; s0 < ns; s0 += per)
-		for (int q0 = 0; q0 < seg; q0 += piece) {
-			int sn = ns - s0 < per ? ns - s0 : per, len = seg - q0 < piece ? seg - q0 : piece;
-			long segp = (len + 31) / 32 * 32, kb = sn * segp, kp = kb / 2;
-			uint32_t *av = pb->bv, *bn = av + (size_t)mp * kp;
-			/* A: av[ib*16*kp + p*16 + r] = (A[16ib+r, 2p], A[16ib+r, 2p+1]) */
-			for (int ib = 0; ib < mp; ib += 16)
-				for (int t = 0; t < sn; t++)
-					for (int q = 0; q < segp; q += 32) {
-						int rest = len - q;
-						__mmask16 m0 = mask_of(rest), m1 = rest > 16 ? mask_of(rest - 16) : 0;
-						__m512i rv[16];
-						for (int r = 0; r < 16; r++)
-							rv[r] = ib + r < m ? (__m512i)cvt32(a + (ib + r) * lda +
-							                                    (s0 + t) * as + q0 + q, m0, m1) :
-							                     _mm512_setzero_si512();
-						cpu_amx_transpose16(rv, av + (size_t)ib * kp + (size_t)(t * segp + q) / 2 * 16);
-					}
-			for (int jb = 0; jb < n; jb += 16 * NTS_BLOCKS) {
-				int nj = (n - jb + 15) / 16 < NTS_BLOCKS ? (n - jb + 15) / 16 : NTS_BLOCKS;
-				/* B: row r of bn (kb bf16, kp pairs) = B[jb + r, block];
-				 * column block q is rows [16q, 16q + 16) */
-				for (int r = 0; r < 16 * nj; r++) {
-					const float *bj = jb + r < n ?
-						b + (tab ? tab[jb + r] : (jb + r) * ldb) + s0 * bs + q0 : NULL;
-					for (int t = 0; t < sn; t++)
-						for (int q = 0; q < segp; q += 32) {
-							int rest = len - q;
-							__m512bh v = bj ? cvt32(bj + t * bs + q, mask_of(rest),
-							                        rest > 16 ? mask_of(rest - 16) : 0) :
-							                  (__m512bh)_mm512_setzero_si512();
-							_mm512_storeu_si512(bn + (size_t)r * kp + (t * segp + q) / 2,
-							                    (__m512i)v);
-						}
-				}
-				for (int ib = 0; ib < m; ib += 16) {
-					int rows = m - ib < 16 ? m - ib : 16;
-					const uint32_t *ai = av + (size_t)ib * kp;
-					float *ci = c + (long)ib * ldc + jb;
-					const void *bq[3] = { bn, bn + 16 * kp, bn + 32 * kp };
-					cpu_amx_chains(nj, kp / 16, ai, bq, kp * 4);
-					_tile_stored(0, cb, 64);
-					nts_add(cb, ci, ldc, rows, n - jb);
-					if (nj > 1) {
-						_tile_stored(1, cb, 64);
-						nts_add(cb, ci + 16, ldc, rows, n - jb - 16);
-					}
-					if (nj > 2) {
-						_tile_stored(2, cb, 64);
-						nts_add(cb, ci + 32, ldc, rows, n - jb - 32);
-					}
-				}
-			}
-		}
-}
-
-void cpu_bf16a_nn(int m, int n, int k, const float *a, long rs, long cs,
-                  const float *b, long ldb, float beta, float *c, long ldc)
-{
-	amx_nn(m, n, k, a, rs, cs, b, ldb, NULL, beta, c, ldc);
-}
-
-void cpu_bf16a_nn_tab(int m, int n, int k, const float *a, long rs, long cs,
-                      const float *b, const long *tab, float beta, float *c, long ldc)
-{
-	amx_nn(m, n, k, a, rs, cs, b, 0, tab, beta, c, ldc);
-}
-
-void cpu_bf16a_nt(int m, int n, int k, const float *a, long lda, const float *b,
-                  long ldb, float *c, long ldc)
-{
-	amx_nts(m, n, 1, k, a, lda, 0, b, ldb, NULL, 0, c, ldc);
-}
-
-void cpu_bf16a_nt_tab(int m, int n, int k, const float *a, long lda, const float *b,
-                      const long *tab, float *c, long ldc)
-{
-	amx_nts(m, n, 1, k, a, lda, 0, b, 0, tab, 0, c, ldc);
-}
-
-void cpu_bf16a_nt_seg(int m, int n, int ns, int seg, const float *a, long lda, long as,
-                      const float *b, const long *tab, long bs, float *c, long ldc)
-{
-	amx_nts(m, n, ns, seg, a, lda, as, b, 0, tab, bs, c, ldc);
 }
 
 BF16_ENTRIES(cpu_bf16f, nn_fast, nts_fast)
