@@ -27,7 +27,7 @@
  * (cpu/cpu_gemm_bf16.c: the same rounding of the inputs of convolutions
  * and GEMMs, fp32 sums). In CDP_PREC_BF16 on either backend the net keeps
  * the activations that backward reads as bf16 between forward and backward
- * (to_bf16 / from_bf16 below; which tensors: net.c's "bf16 stash"), so
+ * (to_bf16 / from_bf16 below; which tensors: net_plan.c's "bf16 stash"), so
  * ops see float32 (but for the two that say they read the bf16 copy),
  * only the values backward reads are rounded, and the activation memory
  * is about halved. A CDP_PREC_BF16 convolution
@@ -44,7 +44,7 @@
  * bn_fwd_train_h reads it as it is (bn_takes_xh). So, as in PyTorch's
  * autocast, is its gradient: where conv_takes_dyh, conv_writes_dxh and
  * bn_takes_gh say so (the CPU), the gradients between a convolution and
- * a batchnorm are bf16 too (net.c's "bf16 gradients"), rounded where
+ * a batchnorm are bf16 too (net_plan.c's "bf16 gradients"), rounded where
  * they are written and widened exactly where they are read. On
  * CUDA, CDP_PREC_TF32 lets convolutions and
  * GEMMs use TF32 tensor cores (PyTorch's default for cuDNN convolutions),
@@ -88,7 +88,7 @@ typedef struct cdp_conv_desc {
 	/* nseg > 0: conv_fwd and conv_fwd_bn read x's channels from nseg
 	 * tensors in order, seg[i] (N, segc[i], H, W) float, the segc[i]
 	 * summing to c, and take no x (NULL): the inputs of an inference
-	 * net's concat read where they lie, with no copy made (net.c), where
+	 * net's concat read where they lie, with no copy made (net_plan.c), where
 	 * conv_takes_split says the backend reads them so. 0: x (the
 	 * default). */
 	int nseg;
@@ -116,7 +116,7 @@ typedef struct cdp_pool_desc {
  * would be empty or pad > k/2. */
 int cdp_pool_desc_init(cdp_pool_desc *d);
 
-/* A max pool fused into the training batchnorm before it (net.c): d, 2x2
+/* A max pool fused into the training batchnorm before it (net_plan.c): d, 2x2
  * windows of stride 2 without padding over the batchnorm's output (N, C,
  * H, W), H = 2 OH and W = 2 OW, where bn_pool_takes says the backend fuses
  * it. Device pointers. */
@@ -311,7 +311,7 @@ struct cdp_backend {
 	/* sum of squares of x[0..n) in double (for gradient clipping by norm) */
 	double (*sumsq)(cdp_backend *be, const float *x, size_t n);
 
-	/* The bf16 stash of the activations kept for backward (net.c, in
+	/* The bf16 stash of the activations kept for backward (net_plan.c, in
 	 * CDP_PREC_BF16): to_bf16 rounds x[0..n) to bf16 (round to nearest
 	 * even; a NaN stays a NaN) into y, the top 16 bits of each float;
 	 * from_bf16 widens them back exactly (y[i] = x[i] << 16 as a float
@@ -325,7 +325,7 @@ struct cdp_backend {
 	/* 1: in the precision set, conv_fwd, conv_fwd_bn and conv_bwd_filter
 	 * of d read x as bf16 with d->xh = 1 (the same results as x widened:
 	 * a bf16 convolution depends on x only through its bf16 values), so
-	 * the stash need not widen it (net.c); 0: they take float only (the
+	 * the stash need not widen it (net_plan.c); 0: they take float only (the
 	 * CPU's plans but the implicit one, CUDA). d->xh is not read. */
 	int (*conv_takes_xh)(cdp_backend *be, const cdp_conv_desc *d);
 	/* 1: conv_fwd and conv_fwd_bn of d read x from d->nseg segments
@@ -336,7 +336,7 @@ struct cdp_backend {
 	/* 1: in the precision set (bf16), conv_fwd of d writes y as bf16
 	 * with d->yh = 1 (its values' bits: no fp32 y is made), so the stash
 	 * keeps only that copy of a convolution's output that a batchnorm
-	 * reads (net.c); 0: float only (the CPU's plans but Winograd's, CUDA).
+	 * reads (net_plan.c); 0: float only (the CPU's plans but Winograd's, CUDA).
 	 * d->yh is not read. */
 	int (*conv_writes_yh)(cdp_backend *be, const cdp_conv_desc *d);
 	void (*conv_fwd)(cdp_backend *be, const cdp_conv_desc *d, const void *x,
@@ -351,7 +351,7 @@ struct cdp_backend {
 	                    void *ws);
 	/* The gradients between a convolution and a batchnorm in bf16, as
 	 * PyTorch's autocast has them (the gradient of a bf16 tensor is bf16;
-	 * net.c's "bf16 gradients"). conv_takes_dyh: 1 when, in the
+	 * net_plan.c's "bf16 gradients"). conv_takes_dyh: 1 when, in the
 	 * precision set (bf16), conv_bwd_data and conv_bwd_filter of d read
 	 * dy as bf16 with d->dyh = 1, with the results of dy widened (the
 	 * CPU's implicit plan where its filter gradient is the grid's: their
@@ -382,7 +382,7 @@ struct cdp_backend {
 	                     float *save_mean, float *save_invstd, int act, float slope);
 	/* bn_fwd_train, which also writes the bf16 copies (as to_bf16 rounds)
 	 * of x into xh and of y into yh, each where not NULL: the stash's
-	 * copies of a batchnorm's input and output (net.c), written from the
+	 * copies of a batchnorm's input and output (net_plan.c), written from the
 	 * pass that reads x and writes y (the CPU's) instead of two more
 	 * passes over them (CUDA's: bn_fwd_train, then to_bf16). y, save_* and
 	 * the running statistics are bn_fwd_train's, bit for bit. x NULL
@@ -396,7 +396,7 @@ struct cdp_backend {
 	                       float slope);
 	/* 1 when bn_fwd_train_h takes y NULL and writes its output to yh
 	 * alone (the CPU): the stash then keeps no fp32 output for a batchnorm
-	 * whose readers all take its copy (net.c); 0: y is always written */
+	 * whose readers all take its copy (net_plan.c); 0: y is always written */
 	int (*bn_fwd_h_alone)(cdp_backend *be);
 	void (*bn_fwd_infer)(cdp_backend *be, int n, int c, int hw, const float *x,
 	                     const float *gamma, const float *beta, float *y,
@@ -414,7 +414,7 @@ struct cdp_backend {
 	 * backward wants it). dx (+)= per beta; dgamma, dbeta accumulate. */
 	/* 1: bn_bwd with an activation reads y (CUDA); 0: it computes bn(x)
 	 * again and never reads y (the CPU), so y may be NULL: the bf16 stash
-	 * then need not widen it (net.c) */
+	 * then need not widen it (net_plan.c) */
 	int (*bn_bwd_needs_y)(cdp_backend *be);
 	/* 1: bn_bwd reads x as bf16 with xh = 1, and bn_fwd_train_h with x
 	 * NULL (the stash's copy, the same results as x widened), so the
@@ -487,7 +487,7 @@ struct cdp_backend {
 	void (*maxpool_bwd)(cdp_backend *be, const cdp_pool_desc *d, const float *x, const float *y,
 	                    const float *dy, const int32_t *idx, float *dx, float beta);
 	/* 1 when maxpool_bwd reads x and y (CUDA), 0 when idx is all it reads
-	 * (the CPU): the bf16 stash then widens neither for it (net.c) */
+	 * (the CPU): the bf16 stash then widens neither for it (net_plan.c) */
 	int (*maxpool_bwd_needs_xy)(cdp_backend *be);
 	void (*avgpool_fwd)(cdp_backend *be, const cdp_pool_desc *d, const float *x, float *y);
 	void (*avgpool_bwd)(cdp_backend *be, const cdp_pool_desc *d, const float *dy, float *dx, float beta);

@@ -36,12 +36,12 @@ static inline size_t cdp_layer_out_count(const cdp_layer *l, const cdp_net *net)
 const float *cdp_layer_x(const cdp_net *net, const cdp_layer *l, int j);
 float *cdp_layer_dx(const cdp_net *net, const cdp_layer *l, int j);
 /* 1 when layer i's gradient (its dy, its reader's dx) is bf16 in this
- * backward (net.c, "bf16 gradients"): in bf16, where the one layer that
+ * backward (net_plan.c, "bf16 gradients"): in bf16, where the one layer that
  * reads i writes it as bf16 (dx_h) and i reads it so (dy_h);
  * CDP_BF16_GRADS=0 in the environment turns it off. i < 0 (the net
  * input): 0. */
 int cdp_layer_grad_h(const cdp_net *net, int i);
-/* With the bf16 stash (net.c), for a layer type that says so in
+/* With the bf16 stash (net_plan.c), for a layer type that says so in
  * stash_io: where cdp_layer_x is NULL (the input's fp32 is not live), its
  * bf16 copy (N, C, H, W), else NULL. */
 const uint16_t *cdp_layer_xh(const cdp_net *net, const cdp_layer *l, int j);
@@ -55,7 +55,7 @@ const uint16_t *cdp_layer_xh(const cdp_net *net, const cdp_layer *l, int j);
 uint16_t *cdp_layer_copy_in(cdp_net *net, const cdp_layer *l, int j);
 uint16_t *cdp_layer_copy_out(cdp_layer *l);
 /* The samples a layer reading cdp_layer_xh widens into net->wide at once
- * (net.c): 1..net->n */
+ * (net_plan.c): 1..net->n */
 int cdp_net_stash_group(const cdp_net *net, const cdp_layer *l);
 
 /* Option readers for make(): the section being made, in net->cfg. They

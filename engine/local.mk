@@ -13,7 +13,8 @@ endif
 ENGINE_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/engine $(OPENBLAS_CFLAGS) $(LMDB_CFLAGS) $(ZLIB_CFLAGS)
 engine_libcdpengine_a_CPPFLAGS = $(ENGINE_CPPFLAGS) $(CUDA_CPPFLAGS)
 engine_libcdpengine_a_SOURCES = \
-	engine/backend.h engine/backend.c engine/net.h engine/net.c engine/layers.h \
+	engine/backend.h engine/backend.c engine/net.h engine/net.c engine/net_plan.c \
+	engine/net_plan.h engine/layers.h \
 	engine/loss.c engine/loss.h engine/optim.c engine/optim.h \
 	engine/device.h engine/device.c engine/precision.c engine/features.c \
 	engine/augment.h engine/augment.c \

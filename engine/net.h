@@ -10,7 +10,7 @@
  *    checkpointed and averaged across ranks, never touched by the optimizer;
  *  - activations and their gradients, one (N, C, H, W) pair per layer
  *    (the gradients share buffers by liveness; in bf16 so do the
- *    activations, with bf16 copies of those backward reads: net.c);
+ *    activations, with bf16 copies of those backward reads: net_plan.c);
  *  - one workspace shared by all layers, sized for the largest need.
  * Parameter order in the block is layer order, and within a layer weight then
  * bias (conv/dense), gamma then beta (batchnorm) - the order of PyTorch's
@@ -53,17 +53,17 @@ typedef struct cdp_layer_ops {
 	void (*backward)(cdp_layer *l, cdp_net *net);
 	void (*free)(cdp_layer *l, cdp_net *net);
 	/* What backward reads besides dy (CDP_BWD_*), for the bf16 stash
-	 * (net.c): 0 means unknown, taken as CDP_BWD_X | CDP_BWD_Y, so a
+	 * (net_plan.c): 0 means unknown, taken as CDP_BWD_X | CDP_BWD_Y, so a
 	 * layer type that does not say keeps what it may need. */
 	unsigned bwd_reads;
 	/* NULL, or what backward reads for this layer and backend now
 	 * (CDP_BWD_X, CDP_BWD_Y), in place of bwd_reads */
 	unsigned (*bwd_reads_now)(const cdp_layer *l, const cdp_net *net);
 	/* 1: backward passes dy to every input unchanged, so an input it alone
-	 * reads may share its dy buffer (net.c, dy_slots); backward then
+	 * reads may share its dy buffer (net_plan.c, dy_slots); backward then
 	 * writes nothing for an input whose gradient is l->dy itself */
 	int dy_through;
-	/* What the layer type can do with the bf16 stash (net.c, CDP_STASH_*):
+	/* What the layer type can do with the bf16 stash (net_plan.c, CDP_STASH_*):
 	 * 0 for a type that reads and writes fp32 only */
 	unsigned stash_io;
 	/* With CDP_STASH_IN_*: 1 when this layer's ops read the copy as it is
@@ -78,9 +78,9 @@ typedef struct cdp_layer_ops {
 	/* 1 when forward, for this layer and backend now, can read its one
 	 * input from the inputs of a concat where they lie (the backend's
 	 * conv_takes_split), so that an inference net need not make the
-	 * concat's output (net.c, virt); NULL: never */
+	 * concat's output (net_plan.c, virt); NULL: never */
 	int (*takes_split)(const cdp_layer *l, const cdp_net *net);
-	/* The bf16 gradients (net.c; in bf16 only): dy_h, 1 when backward,
+	/* The bf16 gradients (net_plan.c; in bf16 only): dy_h, 1 when backward,
 	 * for this layer and backend now, reads its dy as bf16 (the
 	 * backend's conv_takes_dyh, bn_takes_gh); dx_h, 1 when it writes its
 	 * input's gradient as bf16 (conv_writes_dxh, bn_takes_gh) where it
@@ -139,7 +139,7 @@ struct cdp_layer {
 	 * In bf16 an inner dy may hold bf16 values (uint16_t, in the first
 	 * half of its bytes) where cdp_layer_grad_h says so (layers.h). */
 	float *y, *dy;
-	/* The bf16 stash (net.c; only while net->stash): y_fwd and y_bwd, the
+	/* The bf16 stash (net_plan.c; only while net->stash): y_fwd and y_bwd, the
 	 * fp32 buffers y points at in forward and in backward (in net->act_arena,
 	 * shared with other layers by liveness; y is NULL where it is not live), yh the bf16
 	 * copy kept between them (NULL: backward does not read this tensor),
@@ -237,7 +237,7 @@ struct cdp_net {
 	size_t nparams, nbuffers;
 	void *ws; size_t ws_bytes;  /* shared workspace */
 	/* 1: the activations backward reads are kept in bf16 between forward
-	 * and backward (net.c's "bf16 stash"): set when the batch is
+	 * and backward (net_plan.c's "bf16 stash"): set when the batch is
 	 * allocated with the backend in CDP_PREC_BF16, unless CDP_BF16_STASH=0
 	 * is in the environment. act_arena: the fp32 outputs' shared block. */
 	int stash;
@@ -312,7 +312,7 @@ int  cdp_net_resize(cdp_net *net, int n, char *err, size_t cap);
  * stages its operands there: a net sized in fp32 is too small for it).
  * Calling be->set_precision alone on a built net leaves the workspace as
  * it was, and the CUDA backend refuses a convolution it has not sized.
- * When the bf16 stash (net.c) comes or goes with the precision, the
+ * When the bf16 stash (net_plan.c) comes or goes with the precision, the
  * layers' outputs are laid out anew (their contents are lost; the input
  * net->x, the gradients and the layers' state stay).
  * Returns 0, or -1 with the reason in err (the backend refuses the

@@ -1144,7 +1144,7 @@ void cpu_wino_corr(cdp_backend *be, const cpu_corr *c, int n, cpu_src in, const 
 	/* the forward's input rounded in every bf16 set, the pairs' too (which
 	 * round the transformed values again): so that a bf16 convolution
 	 * depends on its input only through the input's bf16 values, as every
-	 * other path does, and the stash may hand it those (net.c); dy is not
+	 * other path does, and the stash may hand it those (net_plan.c); dy is not
 	 * (4% of the data gradient's time on 64 channels at 64x64) */
 	wjob j = { .be = be, .c = c, .g = item_geo(c), .n = n, .in = in, .u = u, .bias = bias,
 	           .bn = bn, .beta = beta, .out = out, .outh = outh, .rnd = rnd || (pairs && fwd),

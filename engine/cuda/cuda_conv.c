@@ -627,7 +627,7 @@ static int cu_conv_takes_xh(cdp_backend *be, const cdp_conv_desc *d)
 	return 0;
 }
 
-/* cuDNN reads one x: a concat's output is made (net.c) */
+/* cuDNN reads one x: a concat's output is made (net_plan.c) */
 static int cu_conv_takes_split(cdp_backend *be, const cdp_conv_desc *d)
 {
 	(void)be;
@@ -647,7 +647,7 @@ static int cu_conv_writes_yh(cdp_backend *be, const cdp_conv_desc *d)
 
 /* cuDNN's staging converts a float dy and writes a float dx: bf16
  * gradients would need conversions of their own, not written; the net
- * keeps them float (net.c, backend.h). Both conv_takes_dyh and
+ * keeps them float (net_plan.c, backend.h). Both conv_takes_dyh and
  * conv_writes_dxh. */
 static int cu_conv_float_grads(cdp_backend *be, const cdp_conv_desc *d)
 {

@@ -199,7 +199,7 @@ static void cu_bn_fwd_infer(cdp_backend *be, int n, int c, int hw, const float *
 
 /* dx = beta dx + the input gradient; dgamma, dbeta accumulate (beta 1).
  * With act, dy first becomes the gradient before the activation, in place,
- * masked by y (bn_beta is not needed). dx is never dy (net.c's gradient
+ * masked by y (bn_beta is not needed). dx is never dy (net_plan.c's gradient
  * slots give a layer's dy and its input's dy different buffers). */
 /* cuDNN's backward takes the activation's gradient from y (act_bwd);
  * ours computes bn(x) again, as the CPU does */

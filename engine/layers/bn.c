@@ -314,7 +314,7 @@ static void backward(cdp_layer *l, cdp_net *net)
 	xh = !x;
 	if (xh)
 		x = cdp_layer_xh(net, l, 0);
-	/* the gradients in bf16 where the net has them so (net.c) */
+	/* the gradients in bf16 where the net has them so (net_plan.c) */
 	h = (xh ? CDP_H_X : 0) | (dx != net->ws && cdp_layer_grad_h(net, l->from[0]) ? CDP_H_DX : 0);
 	/* dy: its own, or the fused pool's */
 	if (cdp_layer_grad_h(net, l->pool_on ? l->pool_fuse - 1 : l->index))
@@ -357,7 +357,7 @@ static int stash_alone(const cdp_layer *l, const cdp_net *net)
 	return !l->frozen && !net->bn_sync && net->be->bn_fwd_h_alone(net->be);
 }
 
-/* The bf16 gradients (net.c): read and written so by bn_bwd where the
+/* The bf16 gradients (net_plan.c): read and written so by bn_bwd where the
  * backend does (bn_takes_gh), not by the frozen or synchronized ones
  * (bn_fwd_infer, the parts: float); a fused pool's gradient is the
  * pool's (its dy_h) */

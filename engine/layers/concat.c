@@ -29,7 +29,7 @@ static int make(cdp_layer *l, cdp_net *net, const cdp_cfg_section *s, char *err,
 	return 0;
 }
 
-/* The stash's bf16-only output (net.c: every reader takes the copy): each
+/* The stash's bf16-only output (net_plan.c: every reader takes the copy): each
  * input's sample rows rounded into yh, or copied from the input's copy */
 static void forward_h(cdp_layer *l, cdp_net *net)
 {

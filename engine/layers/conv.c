@@ -146,7 +146,7 @@ static void conv_op(cdp_layer *l, cdp_net *net, const cdp_conv_desc *d, const vo
 }
 
 /* conv_op on the whole batch, x its input: in fp32; or only as the
- * stash's bf16 copy (net.c), which the backend reads as it is where it
+ * stash's bf16 copy (net_plan.c), which the backend reads as it is where it
  * says so (conv_takes_xh), else g samples at a time widened into
  * net->wide (dw and dbias then summed group by group); dyh: the filter
  * gradient's dy is bf16 (cdp_layer_grad_h) */
@@ -214,7 +214,7 @@ static void backward(cdp_layer *l, cdp_net *net)
 	if (l->act)
 		be->act_bwd(be, l->act, l->slope, l->y, l->dy, l->dy, 0.0f,
 		            cdp_layer_out_count(l, net));
-	/* the gradients in bf16 where the net has them so (net.c) */
+	/* the gradients in bf16 where the net has them so (net_plan.c) */
 	d.dyh = cdp_layer_grad_h(net, l->index);
 	d.dxh = cdp_layer_grad_h(net, l->from[0]);
 	if (!l->frozen)
@@ -223,7 +223,7 @@ static void backward(cdp_layer *l, cdp_net *net)
 		be->conv_bwd_data(be, &d, l->dy, net->params + l->w_off, dx, l->in_beta[0], net->ws);
 }
 
-/* The bf16 gradients (net.c): dy where the backend reads it so in both
+/* The bf16 gradients (net_plan.c): dy where the backend reads it so in both
  * ops, without an activation of its own (act_bwd reads float); dx where
  * the data gradient writes it so */
 static int dy_h(const cdp_layer *l, const cdp_net *net)

@@ -77,7 +77,7 @@ static unsigned bwd_reads_now(const cdp_layer *l, const cdp_net *net)
 	return needs_xy(net) ? CDP_BWD_X | CDP_BWD_Y : CDP_BWD_NONE;
 }
 
-/* The bf16 gradients (net.c): fused, its gradient is read by the bn's
+/* The bf16 gradients (net_plan.c): fused, its gradient is read by the bn's
  * backward (bn_bwd_pool), which takes it as bf16 where the backend does
  * (bn_takes_gh); its own backward then does nothing */
 static int dy_h(const cdp_layer *l, const cdp_net *net)

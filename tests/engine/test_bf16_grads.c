@@ -1,5 +1,5 @@
 /* test_bf16_grads.c: the bf16 gradients between convolutions and
- * batchnorms (net.c's "bf16 gradients"; backend.h: conv_takes_dyh,
+ * batchnorms (net_plan.c's "bf16 gradients"; backend.h: conv_takes_dyh,
  * conv_writes_dxh, bn_takes_gh), with each bf16 set of kernels the CPU
  * runs ("emulated" everywhere, "avx512bf16", "avx512bf16-fma", "amx"
  * where it has them):

@@ -19,7 +19,7 @@
  *
  * And every set's forward depends on the input only through its bf16
  * values (the same bits for x and x rounded), Winograd's included: the
- * bf16 stash (net.c) gives a convolution its input that way. Where the
+ * bf16 stash (net_plan.c) gives a convolution its input that way. Where the
  * backend says it reads that input as bf16 (conv_takes_xh: the implicit
  * plan, its kcol and Winograd halves), the forward and the filter
  * gradient of the bf16 copy give the same bits as of its values widened.
@@ -436,7 +436,7 @@ static void conv_one(const conv_case *cc, int ci)
 		free(ry16);
 	}
 	/* the input only through its bf16 values: the stash hands a
-	 * convolution its input rounded (net.c) and must not change it */
+	 * convolution its input rounded (net_plan.c) and must not change it */
 	float *y2 = rnd(ny);
 	cpu_conv_fwd(be, &d, xr, w, b, y2, ws);
 	CHECK(memcmp(y, y2, ny * sizeof *y) == 0, "[%s] %s: the input rounded first changes y", set,

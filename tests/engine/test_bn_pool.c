@@ -262,7 +262,7 @@ int main(void)
 	cdp_pool_desc d = { 1, 1, 32, 32, 2, 2, 0, 0, 0 };
 
 	/* the fused pool's gradient is bf16 where the convolution after it
-	 * writes it so (net.c's bf16 gradients), the unfused pool's float:
+	 * writes it so (net_plan.c's bf16 gradients), the unfused pool's float:
 	 * the same bits want float gradients */
 	setenv("CDP_BF16_GRADS", "0", 1);
 	cdp_rng_seed(&rng, 20261207);

@@ -1,4 +1,4 @@
-/* test_stash.c: the bf16 stash of activations (net.c): in --precision bf16
+/* test_stash.c: the bf16 stash of activations (net_plan.c): in --precision bf16
  * the activations backward reads are kept as bf16 between forward and
  * backward, in half the bytes, and the fp32 ones share buffers by liveness.
  *

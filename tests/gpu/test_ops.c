@@ -112,7 +112,7 @@ void test_blas(void)
 			be->fill(be, GF(y, s), 1.5f, n);
 		snprintf(what, sizeof what, "fill n=%zu", n);
 		gh_cmp_exact(what, &y, n * sizeof(float));
-		/* the bf16 stash (net.c): the same bits on both, and back */
+		/* the bf16 stash (net_plan.c): the same bits on both, and back */
 		{
 			gh_buf h = gh_alloc(n * sizeof(uint16_t));
 			GH_BOTH(s, be) {

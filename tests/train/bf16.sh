@@ -6,7 +6,7 @@
 #  - the loss curve of 16 steps follows fp32's: every step within relative
 #    0.05 of it, yet not equal to it bit for bit (bf16 is in effect), and
 #    train.log names the precision;
-#  - with the bf16 stash of activations (net.c; the default) the curve
+#  - with the bf16 stash of activations (net_plan.c; the default) the curve
 #    stays within relative 0.02 of bf16's without it (CDP_BF16_STASH=0)
 #    (bit for bit where the stash keeps only bf16 values: convolutions'
 #    outputs, and what only convolutions read), and train.log says the

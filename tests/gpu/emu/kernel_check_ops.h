@@ -449,7 +449,7 @@ static void t_prec(void)
 			if (prec != CDP_PREC_BF16)
 				continue;
 			/* the CUDA backend's to_bf16 / from_bf16 (the bf16 stash of
-			 * net.c) are these launches: the CPU's ops' bits */
+			 * net_plan.c) are these launches: the CPU's ops' bits */
 			std::vector<uint16_t> zc(len);
 			std::vector<float> bc(len), bd(len, 7.0f);
 			be->to_bf16(be, x.data(), zc.data(), len);
