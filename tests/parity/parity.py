@@ -2,6 +2,7 @@
 PyTorch and compares every result with the engine's.
 
     python3 parity.py MODEL.json DIR [--tol 1e-4] [--channels-last]
+    python3 parity.py MODEL.json DIR --bf16 [--factor 2] [--floor 2**-8]
 
 The PyTorch model is cdpool.torch_model's EngineNet (python/cdpool; the
 driver sets PYTHONPATH), loaded with the
@@ -29,6 +30,11 @@ there the limit is tol plus a float32 rounding of the stored parameter on
 each side, 2 * 2^-24 max|p_k| / max|p_k - p_0| (a batchnorm gamma near 1
 moved by 1e-4 keeps only ~3 significant digits of its update in float32,
 whoever computes it).
+With --bf16 DIR is a bf16 run (model_dump --precision bf16) and the
+other side is PyTorch float32 under torch.autocast("cpu",
+dtype=torch.bfloat16): each side's error against float64 is measured
+over whole blocks (compare_bf16), and the engine's may be at most
+--factor (2) times autocast's.
 Exit 0 when every check passes, 1 otherwise, with a table of errors.
 """
 import argparse
