@@ -539,7 +539,8 @@ static int init_from(cdp_net *net, const char *path)
 
 static int parse_args(int argc, char **argv, opts *o)
 {
-	enum { O_STEPS = 256, O_SGD_LR, O_ADAMW_LR, O_ADAM_EPS, O_IGNORE_FRAC, O_INIT, O_SAVE, O_PRECISION };
+	enum { O_STEPS = 256, O_SGD_LR, O_ADAMW_LR, O_ADAM_EPS, O_IGNORE_FRAC, O_INIT, O_SAVE,
+	       O_PRECISION };
 	static const struct option longopts[] = {
 		{ "batch", required_argument, NULL, 'b' },
 		{ "define", required_argument, NULL, 'D' },
@@ -561,8 +562,8 @@ static int parse_args(int argc, char **argv, opts *o)
 	int ch, shape[3];
 	size_t ns;
 
-	*o = (opts){ .prec = CDP_PREC_FP32, .batch = 2, .threads = 1, .steps = 2, .seed = 1, .sgd_lr = 0.1,
-	             .adamw_lr = 0.01, .adam_eps = 1e-8, .ignore_frac = 0.1 };
+	*o = (opts){ .prec = CDP_PREC_FP32, .batch = 2, .threads = 1, .steps = 2, .seed = 1,
+	             .sgd_lr = 0.1, .adamw_lr = 0.01, .adam_eps = 1e-8, .ignore_frac = 0.1 };
 	while ((ch = getopt_long(argc, argv, "b:D:hi:p:s:t:", longopts, NULL)) != -1) {
 		switch (ch) {
 		case 'b':
