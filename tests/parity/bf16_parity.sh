@@ -86,32 +86,15 @@ done
 # the comparison catches gradients half again too large
 g=$tmp/unet16.default/grads.f32
 if [ -f "$g" ]; then
-	"$PY" -c 'import numpy as np, sys
-g = np.fromfile(sys.argv[1], "<f4"); (g * np.float32(1.5)).astype("<f4").tofile(sys.argv[1])' "$g"
-	if "$PY" "$src/tests/parity/parity.py" "$tmp/unet16.default/model.json" \
-		"$tmp/unet16.default" --bf16 >"$tmp/neg.out"; then
-		echo "FAIL negative control: gradients scaled by 1.5 passed"
-		fail=1
-	elif grep -q "parameter gradients .* FAIL" "$tmp/neg.out"; then
-		echo "ok   negative control"
-	else
-		echo "FAIL negative control: no report of the gradients"
-		cat "$tmp/neg.out"
-		fail=1
-	fi
+	scale_f32 "$g" 1.5
+	must_fail "negative control" "parameter gradients .* FAIL" \
+		"$PY" "$src/tests/parity/parity.py" "$tmp/unet16.default/model.json" \
+		"$tmp/unet16.default" --bf16
 fi
 # and a run that is not bf16
 mkdir "$tmp/fp32"
 "$dump" -s 7 -p "$tmp/fp32" -D width=4 -D blocks=1 -i 3,16,16 "$models/classifier.cfg" \
 	>"$tmp/fp32/model.json"
-if "$PY" "$src/tests/parity/parity.py" "$tmp/fp32/model.json" "$tmp/fp32" --bf16 \
-	>"$tmp/fp32.out"; then
-	echo "FAIL an fp32 run passed for bf16"
-	fail=1
-elif grep -q "says precision fp32" "$tmp/fp32.out"; then
-	echo "ok   an fp32 run is refused"
-else
-	echo "FAIL an fp32 run: $(cat "$tmp/fp32.out")"
-	fail=1
-fi
+must_fail "an fp32 run is refused" "says precision fp32" \
+	"$PY" "$src/tests/parity/parity.py" "$tmp/fp32/model.json" "$tmp/fp32" --bf16
 exit $fail

@@ -147,14 +147,17 @@ def torch_side(model, r, dtype, channels_last, forward_only=False, bf16=False):
 
 
 def tensors(model, r, ref, t32, forward_only=False):
-    """The compared tensors: (what, ours, reference, other, tiny, extra),
-    ours from DIR, the reference and the other side from PyTorch; extra is
-    the float32 rounding a step's update is allowed on top of the limit."""
+    """The compared tensors: (what, block, ours, reference, other, tiny,
+    extra), ours from DIR, the reference and the other side from PyTorch;
+    block names the whole the tensor is part of for compare_bf16 (None:
+    left out there, a step's parameters, whose updates say it on their own
+    scale); extra is the float32 rounding a step's update is allowed on top
+    of the limit."""
     out = []
     names = EngineNet(model).tensor_names()
 
-    def add(what, ours, a64, a32, tiny=TINY, extra=0.0):
-        out.append((what, ours, a64, a32, tiny, extra))
+    def add(what, ours, a64, a32, tiny=TINY, extra=0.0, block=None):
+        out.append((what, block or what, ours, a64, a32, tiny, extra))
 
     add("logits (train)", r.f32("logits.f32").reshape(r.out_shape), ref["logits"], t32["logits"])
     add("loss", r.run["loss"], ref["loss"], t32["loss"])
@@ -164,26 +167,29 @@ def tensors(model, r, ref, t32, forward_only=False):
         tiny = block_tiny(ref["grads"])
     for name, off, n in names if not forward_only else ():
         add("grad " + name, g[off:off + n], ref["grads"][off:off + n], t32["grads"][off:off + n],
-            tiny=tiny)
+            tiny=tiny, block="parameter gradients")
     b1 = r.f32("buffers1.f32")
     for L in model["layers"]:
         for i, b in enumerate(L["buffers"]):
             n = int(np.prod(b["shape"]))
             add("%s.%s" % (L["name"], b["name"]), b1[b["off"]:b["off"] + n],
-                ref["bn"][L["name"]][i], t32["bn"][L["name"]][i])
+                ref["bn"][L["name"]][i], t32["bn"][L["name"]][i],
+                block="batchnorm statistics")
     add("logits (eval)", r.f32("eval.f32").reshape(r.out_shape), ref["eval"], t32["eval"])
     p0 = r.p0.astype(np.float64)
     for kind in ("sgd", "adamw"):
         for k in range(r.run["steps"] if not forward_only else 0):
             ours = r.f32("%s%d.f32" % (kind, k + 1)).astype(np.float64)
-            add("%s step %d params" % (kind, k + 1), ours, ref[kind][k], t32[kind][k])
+            out.append(("%s step %d params" % (kind, k + 1), None, ours, ref[kind][k],
+                        t32[kind][k], TINY, 0.0))
             tiny = block_tiny(ref[kind][k] - p0)
             for name, off, n in names:
                 sl = slice(off, off + n)
                 upd = ref[kind][k][sl] - p0[sl]
                 ulp = 2.0 ** -23 * float(np.max(np.abs(ref[kind][k][sl])))
                 add("%s step %d update %s" % (kind, k + 1, name), ours[sl] - p0[sl], upd,
-                    t32[kind][k][sl] - p0[sl], tiny, ulp / max(float(np.max(np.abs(upd))), tiny))
+                    t32[kind][k][sl] - p0[sl], tiny, ulp / max(float(np.max(np.abs(upd))), tiny),
+                    "%s step %d updates" % (kind, k + 1))
     return out
 
 
@@ -194,7 +200,7 @@ def compare(model, r, ref, t32, tol, tol32=None, forward_only=False):
     batchnorm statistics, not the gradients and steps."""
     tol32 = tol if tol32 is None else tol32
     return [(what, rel_err(ours, a64, tiny), rel_err(ours, a32, tiny), tol + extra, tol32 + extra)
-            for what, ours, a64, a32, tiny, extra in tensors(model, r, ref, t32, forward_only)]
+            for what, _b, ours, a64, a32, tiny, extra in tensors(model, r, ref, t32, forward_only)]
 
 
 def l2_err(a, b):
@@ -203,19 +209,6 @@ def l2_err(a, b):
     b = np.asarray(b, dtype=np.float64).ravel()
     d = float(np.linalg.norm(a - b))
     return d / float(np.linalg.norm(b)) if d else 0.0
-
-
-def block_of(what):
-    """The block a tensor of tensors() belongs to in the bf16 comparison."""
-    if what.startswith("grad "):
-        return "parameter gradients"
-    if " update " in what:
-        return what.split(" update ")[0] + " updates"
-    if what.endswith(" params"):
-        return None             # the updates say it on their own scale
-    if "." in what and not what.startswith(("logits", "input")):
-        return "batchnorm statistics"
-    return what
 
 
 def compare_bf16(model, r, ref, peer, factor, floor, forward_only=False):
@@ -230,8 +223,7 @@ def compare_bf16(model, r, ref, peer, factor, floor, forward_only=False):
     autocast's error; the loss's at least floor (relative; autocast's loss
     can land on float64's by chance)."""
     blocks = {}
-    for what, ours, a64, a16, _tiny, _extra in tensors(model, r, ref, peer, forward_only):
-        b = block_of(what)
+    for _what, b, ours, a64, a16, _tiny, _extra in tensors(model, r, ref, peer, forward_only):
         if b is not None:
             blocks.setdefault(b, ([], [], []))
             for lst, v in zip(blocks[b], (ours, a64, a16)):
