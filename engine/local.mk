@@ -21,7 +21,7 @@ engine_libcdpengine_a_SOURCES = \
 	engine/cpu/cpu.h engine/cpu/cpu_backend.c engine/cpu/cpu_bn.c engine/cpu/cpu_bn512.c engine/cpu/cpu_bn_pass.h engine/cpu/cpu_conv.c \
 	engine/cpu/cpu_elem.c engine/cpu/cpu_gemm.c engine/cpu/cpu_gemm_kern.h engine/cpu/cpu_gemm_bf16.c engine/cpu/cpu_gemm_amx.c engine/cpu/cpu_bf16_pack.h engine/cpu/cpu_bf16_stash.c engine/cpu/cpu_gemm_bf16r.c engine/cpu/cpu_ops.c \
 	engine/cpu/cpu_im2col.c engine/cpu/cpu_pool.c \
-	engine/cpu/cpu_conv_implicit.c engine/cpu/cpu_conv_pairs.c engine/cpu/cpu_conv_grid_filter.c engine/cpu/cpu_amx.h engine/cpu/cpu_bf16x16.h engine/cpu/cpu_conv_kcol.c engine/cpu/cpu_conv_phase.c engine/cpu/cpu_conv_wino.c engine/cpu/cpu_conv_winof.c engine/cpu/cpu_iconv.h engine/cpu/cpu_wino_vec.h \
+	engine/cpu/cpu_conv_implicit.c engine/cpu/cpu_conv_pairs.c engine/cpu/cpu_conv_grid_filter.c engine/cpu/cpu_amx.h engine/cpu/cpu_bf16x16.h engine/cpu/cpu_conv_kcol.c engine/cpu/cpu_conv_phase.c engine/cpu/cpu_conv_wino.c engine/cpu/cpu_wino_input.c engine/cpu/cpu_conv_winof.c engine/cpu/cpu_iconv.h engine/cpu/cpu_wino_vec.h \
 	engine/cpu/cpu_loss.c engine/cpu/cpu_optim.c engine/cpu/cpu_data.c \
 	engine/cpu/cpu_window.c \
 	engine/layers/add.c engine/layers/avgpool.c engine/layers/bn.c \

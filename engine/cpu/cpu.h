@@ -10,6 +10,7 @@
  *   cpu_conv_implicit.c  stride-1 convolution without im2col
  *   cpu_conv_kcol.c  its small planes and filter gradients (cpu_iconv.h)
  *   cpu_conv_wino.c  its 3x3 fp32 forward and data by Winograd F(2x2, 3x3)
+ *   cpu_wino_input.c Winograd's input transform (V)
  *   cpu_conv_winof.c its filter gradient over the same tiles
  *   cpu_gemm.c     the sgemm kernels for convolution-shaped products
  *                  (cpu_gemm_kern.h: their code, per vector width;

@@ -413,7 +413,7 @@ BF_TARGET static void nn_packed(int m, int n, int k, const uint32_t *ap, long k2
 }
 
 /* C = A B with A packed (ap, k2) and B already in pairs: pair p's n
- * columns at bp + p ldbp (Winograd's V, cpu_conv_wino.c); K blocks as
+ * columns at bp + p ldbp (Winograd's V, cpu_wino_input.c); K blocks as
  * nn_blocks', so the same sums in the same order as nn_packed on B's
  * floats */
 BF_TARGET static void nn_pp(int m, int n, int k, const uint32_t *ap, long k2, const uint32_t *bp,

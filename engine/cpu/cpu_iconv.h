@@ -200,7 +200,10 @@ typedef struct cpu_wgeo {
 } cpu_wgeo;
 /* items of at least `tiles` tiles */
 cpu_wgeo cpu_wino_geo(const cpu_corr *c, long tiles);
-/* floats of cpu_wino_input's tmp */
+/* cpu_wino_input.c, the input transform. Floats of cpu_wino_input's tmp:
+ * the padded slice of the item's rows (cpu_wino_slice_floats), then a
+ * spare output row */
+size_t cpu_wino_slice_floats(const cpu_corr *c, const cpu_wgeo *g);
 size_t cpu_wino_tmp_floats(const cpu_corr *c, const cpu_wgeo *g);
 /* V[xi] (S, ld), xi = 0..15, S*ld + CPU_WINO_XPAD floats apart: columns
  * 0 .. (g1 - g0) tpr - 1 from the input patches under tile rows [g0, g1)
@@ -214,6 +217,10 @@ void cpu_wino_input(const cpu_corr *c, const cpu_wgeo *g, cpu_src in, int g0, in
 #define CPU_WINO_TMP2 32
 void cpu_wino_input_h(const cpu_corr *c, const cpu_wgeo *g, cpu_src in, int g0, int g1,
                       uint16_t *vh, size_t ld, size_t st, float *tmp, float *tmp2, int rnd);
+/* and in pairs of channels, the forward's B of cpu_bf16_nn_pp: pair p of
+ * V[xi] (channels 2p and 2p + 1, the second 0 past S) at vp + xi st + p ld */
+void cpu_wino_input_pairs(const cpu_corr *c, const cpu_wgeo *g, cpu_src in, int g0, int g1,
+                          uint32_t *vp, size_t ld, size_t st, float *tmp, float *tmp2, int rnd);
 /* cpu_conv_winof.c, the filter gradient: dw (O, S*9) += the sum over
  * samples and output pixels of dy (N, O, OH, OW) times the taps of x (N,
  * S, H, W), c the forward's problem (cpu_winof_takes(be, c): cpu_wino_takes
