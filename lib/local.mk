@@ -28,7 +28,8 @@ lib_libcdp_a_SOURCES = \
 CDP_LIBS = lib/libcdp.a $(LMDB_LIBS) $(PNG_LIBS) $(ZLIB_LIBS) -lm
 
 lib_libcdpraster_a_CPPFLAGS = $(AM_CPPFLAGS) $(GDAL_CFLAGS)
-lib_libcdpraster_a_SOURCES = lib/cdp_raster.c lib/cdp_raster.h lib/cdp_label.c lib/cdp_label.h \
+lib_libcdpraster_a_SOURCES = lib/cdp_raster.c lib/cdp_raster.h lib/cdp_raster_impl.h \
+	lib/cdp_raster_write.c lib/cdp_raster_warp.c lib/cdp_label.c lib/cdp_label.h \
 	lib/cdp_label_vector.c lib/cdp_label_vector_cli.c lib/cdp_label_vector.h
 RASTER_LIBS = lib/libcdpraster.a $(GDAL_LIBS)
 
