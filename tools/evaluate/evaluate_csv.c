@@ -180,7 +180,8 @@ static int entries(const char *dir, int dirs, char ***out, size_t *n, char *err,
 		*out = NULL;
 		return FAIL("out of memory");
 	}
-	qsort(*out, *n, sizeof **out, cmp_str);
+	if (*n > 0)   /* an empty folder: no array (qsort's NULL) */
+		qsort(*out, *n, sizeof **out, cmp_str);
 	return 0;
 }
 

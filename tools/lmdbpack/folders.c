@@ -83,7 +83,7 @@ static int list_dir(pk *p, const char *dir, int want_dir, names *out)
 		out->n++;
 	}
 	closedir(d);
-	if (rc == CDP_OK)
+	if (rc == CDP_OK && out->n > 0)   /* an empty folder: no array to sort (qsort's NULL) */
 		qsort(out->v, out->n, sizeof *out->v, cmp_str);
 	return rc;
 }

@@ -120,7 +120,7 @@ static int read_folder(const char *dir, int depth, chips *out, char *err, size_t
 		if (e->d_name[0] != '.' && chips_add(&names, e->d_name, NULL) < 0)
 			rc = pr_fail(err, cap, "out of memory");
 	closedir(d);
-	if (rc == 0)
+	if (rc == 0 && names.n > 0)   /* an empty folder: no array (qsort's NULL) */
 		qsort(names.path, names.n, sizeof *names.path, cmp_str);
 	for (size_t i = 0; i < names.n && rc == 0; i++) {
 		snprintf(path, sizeof path, "%s/%s", dir, names.path[i]);

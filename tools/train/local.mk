@@ -15,7 +15,8 @@ tools_train_libcdptrain_a_SOURCES = \
 	tools/train/loader.h tools/train/loader_int.h tools/train/loader.c tools/train/loader_open.c \
 	tools/train/loader_sample.c tools/train/loader_conv.c tools/train/loader_sources.c \
 	tools/train/train.h tools/train/train_int.h \
-	tools/train/train.c tools/train/train_setup.c tools/train/train_sync.c \
+	tools/train/train.c tools/train/train_setup.c tools/train/train_init.c \
+	tools/train/train_agree.c tools/train/train_sync.c \
 	tools/train/train_eval.c tools/train/train_log.c tools/train/train_std.c \
 	tools/train/train_weights.c tools/train/train_rundir.c tools/train/train_trace.h tools/train/train_trace.c
 TRAIN_LIBS = tools/train/libcdptrain.a $(PLOT_LIBS) $(DIST_LIBS)

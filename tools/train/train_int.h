@@ -1,6 +1,7 @@
 /* train_int.h: the state of one cdp-train run, shared by train.c (the
- * loop), train_setup.c (opening data, model, optimizer, resume),
- * train_sync.c (gradient and model synchronization), train_eval.c
+ * loop), train_setup.c (opening data, model, optimizer, resume; --init in
+ * train_init.c, the ranks' agreement in train_agree.c), train_sync.c
+ * (gradient and model synchronization), train_eval.c
  * (validation and checkpoints) and train_log.c (metrics.jsonl, train.log,
  * loss.png). Not installed; nothing outside tools/train/train*.c uses it.
  */
@@ -257,7 +258,20 @@ void tr_class_weights_log(trainer *t);
  * cut even without --freeze, for lr_mult). 0 or -1 with err. */
 int  tr_freeze(trainer *t, int first, char *err, size_t cap);
 void tr_teardown(trainer *t);
-/* Collective, in tr_setup once the device is open (failed: this rank has
+void tr_optim_log(trainer *t);     /* train.log: the optimizer and schedule (rank 0) */
+/* train_setup.c: "optimizer ...; schedule ..., warm-up ..." of train.log's
+ * line, the same on every rank (tr_same_data compares it) */
+void tr_optim_text(const trainer *t, char *buf, size_t cap);
+/* train_init.c, for tr_setup: --init's checkpoint read (rank 0's bytes,
+ * broadcast) into t->init_ck, before the standardization (--init-norm
+ * takes its normalization); where the weights came from into t->prov
+ * (sha: the SHA-256 of --init's bytes; NULL when resuming, which keeps
+ * the checkpoint's); its tensors over the seeded initialization. Each 0
+ * or -1 with err. */
+int  tr_init_fetch(trainer *t, char *err, size_t cap);
+int  tr_init_provenance(trainer *t, const unsigned char *sha, char *err, size_t cap);
+int  tr_init_weights(trainer *t, char *err, size_t cap);
+/* train_agree.c. Collective, in tr_setup once the device is open (failed: this rank has
  * failed, err set): -1 on every rank when any rank failed, which says why
  * itself, or when a rank's options are not rank 0's (the settings of the
  * data plan, the collectives and the update, and which optional files are
@@ -304,7 +318,6 @@ void tr_class_names_free(trainer *t);
 /* train_sync.c */
 int  tr_sync_init(trainer *t, char *err, size_t cap);
 void tr_buckets_log(trainer *t);
-void tr_optim_log(trainer *t);     /* train.log: the optimizer and schedule (rank 0) */
 void tr_sync_free(trainer *t);
 /* At setup, after tr_resume: whether the checkpoint's per-rank state
  * (average, admm) is this run's to restore: the same j and --sync, else a

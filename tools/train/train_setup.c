@@ -2,7 +2,8 @@
  * backend (--device, --precision) and where the dist layer finds its
  * buffers (--allreduce), the pool and its two loaders, the model (from --model or the
  * checkpoint being resumed), the loss, the optimizer and its schedule,
- * the initial weights (rank 0's, broadcast) and the logs.
+ * the initial weights (rank 0's, broadcast; --init's in train_init.c) and
+ * the logs; that the ranks agree on all of it is train_agree.c's.
  *
  * Every check that can fail on one rank only (a file it cannot read) runs
  * here, before any collective of the training loop, so train.c can agree
@@ -17,12 +18,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "cdp_crc32.h"
 #include "cdp_dtype.h"
 #include "cdp_error.h"
 #include "cdp_file.h"
 #include "cdp_lmdb.h"
-#include "cdp_sha256.h"
 #include "cdp_thread.h"
 #include "ckpt/checkpoint.h"
 #include "device.h"
@@ -538,7 +537,7 @@ static int ema(trainer *t, char *err, size_t cap)
 }
 
 /* "optimizer ...; schedule ..., warm-up ..." of train.log's line */
-static void optim_text(const trainer *t, char *buf, size_t cap)
+void tr_optim_text(const trainer *t, char *buf, size_t cap)
 {
 	const cdp_optim_cfg *c = &t->oc;
 	char opt[160], sch[120], warm[160] = "no warm-up";
@@ -568,7 +567,7 @@ void tr_optim_log(trainer *t)
 {
 	char line[512];
 
-	optim_text(t, line, sizeof line);
+	tr_optim_text(t, line, sizeof line);
 	tr_logf(t, "%s", line);
 }
 
@@ -826,201 +825,6 @@ static void run_checks(trainer *t)
 		         t->vi.pool->uuid, t->vi.keys_seed, t->vi.count, t->vi.keys_crc);
 }
 
-/* train.log's line on the net's tensors not taken, growing, and the first
- * of them that may not be left out (bad: its name and why, nbad: how many) */
-typedef struct init_list {
-	char *s;
-	size_t len, cap;
-	int n;
-	const cdp_net *net;
-	int head;                   /* the head: the last layer with parameters */
-	int nbad, bad_in;           /* bad_in: the first bad one's layer reads the input */
-	char bad[CDP_LAYER_NAME + 200];
-} init_list;
-
-/* The layer of tensor name (LAYER.w, .b, .mean, .var), or NULL. */
-static const cdp_layer *init_layer(const cdp_net *net, const char *name)
-{
-	const char *dot = strrchr(name, '.');
-
-	for (int i = 0; dot && i < net->nlayers; i++)
-		if (strlen(net->layers[i].name) == (size_t)(dot - name) &&
-		    strncmp(net->layers[i].name, name, (size_t)(dot - name)) == 0)
-			return &net->layers[i];
-	return NULL;
-}
-
-/* A tensor not taken may be the head's (a head of another class count),
- * or a decoder's the checkpoint lacks (import-torch leaves a decoder out,
- * cdpool's python/README); any other is a checkpoint of another model. */
-static void init_each(void *ctx, const char *name, const char *why)
-{
-	init_list *l = ctx;
-	const cdp_layer *L;
-	size_t need = strlen(name) + 3;
-
-	if (!why || !l->s)
-		return;
-	L = init_layer(l->net, name);
-	if (!L || (L->index != l->head &&
-	           (strncmp(L->name, "decoder.", 8) != 0 || strcmp(why, "missing") != 0))) {
-		if (l->nbad++ == 0) {
-			snprintf(l->bad, sizeof l->bad, "%s: %s", name, why);
-			for (int j = 0; L && j < L->nfrom; j++)
-				l->bad_in |= L->from[j] == -1;
-		}
-		return;
-	}
-	if (l->len + need >= l->cap) {
-		char *p = realloc(l->s, l->cap * 2 + need);
-		if (!p) {
-			free(l->s);
-			l->s = NULL;
-			return;
-		}
-		l->s = p;
-		l->cap = l->cap * 2 + need;
-	}
-	l->len += (size_t)snprintf(l->s + l->len, l->cap - l->len, "%s%s", l->n++ ? ", " : "", name);
-}
-
-/* Where this run's initial weights came from (t->prov's FROM): --init's
- * file (sha the SHA-256 of its bytes) and the FROM it records itself, or
- * the resumed checkpoint's, so a resumed run keeps it. */
-static int provenance(trainer *t, const unsigned char *sha, char *err, size_t cap)
-{
-	const cdp_ckpt *up = t->have_ck ? &t->ck : &t->init_ck;
-	int rc = CDP_OK;
-
-	if (!t->have_ck)
-		rc = cdp_ckpt_add_from(&t->prov, CDP_CKPT_FROM_CKPT, t->o->init, sha);
-	for (int i = 0; rc == CDP_OK && i < up->nfrom && t->prov.nfrom < CDP_CKPT_FROM_MAX; i++)
-		rc = cdp_ckpt_add_from(&t->prov, up->from[i].kind, up->from[i].name,
-		                       up->from[i].sha256);
-	if (rc == CDP_EINVAL)
-		return tr_fail(err, cap, "--init '%s': a name of 1 to %d bytes expected", t->o->init,
-		               CDP_CKPT_FROM_NAME_MAX);
-	return rc ? tr_fail(err, cap, "out of memory") : 0;
-}
-
-/* --init: every rank reads the checkpoint (rank 0's bytes, broadcast)
- * into t->init_ck, before the standardization: --init-norm takes the
- * weights' input normalization from it, and its bands are checked there. */
-static int init_fetch(trainer *t, char *err, size_t cap)
-{
-	unsigned char *buf = NULL, sha[CDP_SHA256_BYTES];
-	size_t len = 0;
-	char why[256];
-	int rc = 0;
-
-	why[0] = '\0';
-	if (cdp_dist_bcast_buf(t->rank == 0 ? cdp_ckpt_load_why(t->o->init, &buf, &len, why,
-	                                                        sizeof why) : 0, &buf, &len,
-	                       &rc) != 0)
-		return rc ? tr_fail(err, cap, "--init: cannot read '%s': %s", t->o->init,
-		                    why[0] ? why : cdp_strerror(rc)) : -1;
-	cdp_sha256_of(buf, len, sha);
-	rc = cdp_ckpt_decode_why(buf, len, CDP_CKPT_MAX_RANKS, &t->init_ck, why, sizeof why);
-	free(buf);
-	if (rc != 0)
-		return tr_fail(err, cap, "--init: cannot read '%s': %s", t->o->init, why);
-	t->have_init = 1;
-	return provenance(t, sha, err, cap);
-}
-
-/* --init: takes the tensors of the checkpoint init_fetch read by name and
- * shape over the seeded initialization; nothing else of it (optimizer,
- * progress, RNG; its standardization only with --init-norm). */
-/* The checkpoint's tensors that have no place in the net, as PyTorch's
- * strict load_state_dict refuses unexpected keys, but for those of the
- * checkpoint's head (a classifier's fc into a segmentation net) and of a
- * module the net lacks altogether (a U-Net's decoder.* into a classifier):
- * a name under a module the net has (layer1.2.conv1.w of a ResNet-34 into a
- * ResNet-18, whose layer1 ends at layer1.1) or a plain layer name it lacks
- * is a checkpoint of another, deeper model. Their count, the first in
- * first[cap]. */
-static int init_unused(const cdp_ckpt *ck, const cdp_net *net, char *first, size_t cap)
-{
-	const char *last = ck->nparams ? ck->params[ck->nparams - 1].name : "";
-	size_t hl = strrchr(last, '.') ? (size_t)(strrchr(last, '.') - last) : 0;
-	int n = 0;
-
-	for (int i = 0; i < ck->nparams + ck->nbuffers; i++) {
-		const char *name = i < ck->nparams ? ck->params[i].name :
-		                   ck->buffers[i - ck->nparams].name;
-		const char *dot = strrchr(name, '.'), *top = strchr(name, '.');
-		size_t ll = dot ? (size_t)(dot - name) : strlen(name), tl = (size_t)(top - name);
-		int under = 0;
-
-		if (init_layer(net, name) || (hl && ll == hl && strncmp(name, last, hl) == 0))
-			continue;
-		if (top && top < dot)       /* a module path: does the net have that module? */
-			for (int j = 0; j < net->nlayers && !under; j++)
-				under = strncmp(net->layers[j].name, name, tl + 1) == 0;
-		if (top && top < dot && !under)
-			continue;
-		if (n++ == 0)
-			snprintf(first, cap, "%s", name);
-	}
-	return n;
-}
-
-static int init_weights(trainer *t, char *err, size_t cap)
-{
-	init_list l = { malloc(256), 0, 256, 0, &t->net, -1, 0, 0, "" };
-	int rc, taken = 0, total = 0, unused;
-	char more[48], extra[CDP_CKPT_NAME_MAX + 1] = "";
-	size_t n;
-
-	for (int i = 0; i < t->net.nlayers; i++)
-		if (t->net.layers[i].w_len + t->net.layers[i].b_len > 0)
-			l.head = i;
-	rc = cdp_ckpt_take(&t->init_ck, &t->net, init_each, &l, &taken, &total);
-	unused = rc == 0 ? init_unused(&t->init_ck, &t->net, extra, sizeof extra) : 0;
-	cdp_ckpt_free(&t->init_ck);
-	t->have_init = 0;
-	if (rc != 0 || !l.s) {
-		free(l.s);
-		return tr_fail(err, cap, "--init '%s': %s", t->o->init,
-		               rc ? cdp_strerror(rc) : "out of memory");
-	}
-	if (taken == 0) {
-		free(l.s);
-		return tr_fail(err, cap, "--init '%s': none of its tensors has a name and shape of "
-		               "this net's", t->o->init);
-	}
-	if (l.nbad) {
-		free(l.s);
-		if (l.bad_in)
-			return tr_fail(err, cap, "--init '%s': %s: weights for another number of input "
-			               "bands than the pool's %d (import them with python3 -m cdpool "
-			               "import-torch --in-channels %d)", t->o->init, l.bad, t->net.in.c,
-			               t->net.in.c);
-		snprintf(more, sizeof more, " (and %d more tensors)", l.nbad - 1);
-		return tr_fail(err, cap, "--init '%s': %s%s: a checkpoint of another model (only "
-		               "the head, '%s', may differ)", t->o->init, l.bad, l.nbad > 1 ? more : "",
-		               l.head >= 0 ? t->net.layers[l.head].name : "none");
-	}
-	if (unused) {
-		free(l.s);
-		snprintf(more, sizeof more, " (and %d more tensors)", unused - 1);
-		return tr_fail(err, cap, "--init '%s': %s%s: not in this net: a checkpoint of "
-		               "another, deeper model (only its head, and modules this net does "
-		               "not have, may be left over)", t->o->init, extra,
-		               unused > 1 ? more : "");
-	}
-	n = strlen(t->o->init) + l.len + 128;
-	if ((t->init_note = malloc(n)))
-		snprintf(t->init_note, n, "init: %d of the net's %d tensors from '%s'; initialized as "
-		         "usual: %s", taken, total, t->o->init, l.n ? l.s : "none");
-	free(l.s);
-	if (!t->init_note)
-		return tr_fail(err, cap, "out of memory");
-	if (t->rank == 0 && !t->o->quiet && l.n)
-		fprintf(stderr, "cdp-train: %s\n", t->init_note);
-	return 0;
-}
-
 /* A batchnorm that trains normalizes each channel over the values of one
  * micro-batch (b samples of out.h x out.w; times the ranks under
  * bn_sync=1). Over one value it outputs beta whatever its input, so the
@@ -1158,12 +962,12 @@ int tr_setup(trainer *t, char *err, size_t cap)
 	} else if (tr_agree_report(t, rc != 0, err)) {
 		/* as fetch_ckpt: a rank whose RUNDIR was refused would wait in
 		 * cdp_train_run's agreement while the others went on to
-		 * init_fetch's broadcast */
+		 * tr_init_fetch's broadcast */
 		return -1;
 	}
 	if (rc < 0 || run_settings(t, err, cap) < 0)
 		return -1;
-	if ((o->init && init_fetch(t, err, cap) < 0) || (t->have_ck && provenance(t, NULL, err, cap) < 0))
+	if ((o->init && tr_init_fetch(t, err, cap) < 0) || (t->have_ck && tr_init_provenance(t, NULL, err, cap) < 0))
 		return -1;
 	if (model_text(t, err, cap) < 0)
 		return -1;
@@ -1241,7 +1045,7 @@ int tr_setup(trainer *t, char *err, size_t cap)
 	cdp_net_init(&t->net, o->seed);
 	if (t->have_ck && tr_resume(t, err, cap) < 0)
 		return -1;
-	if (o->init && init_weights(t, err, cap) < 0)
+	if (o->init && tr_init_weights(t, err, cap) < 0)
 		return -1;
 	if (t->dema && !t->have_ck)    /* a resumed run's came from the checkpoint */
 		t->be->copy(t->be, t->dema, t->net.params, t->net.nparams * sizeof(float));
@@ -1310,169 +1114,6 @@ int tr_setup(trainer *t, char *err, size_t cap)
 			return tr_fail(err, cap, "cannot create '%s': %s", path, strerror(errno));
 	}
 	return 0;
-}
-
-/* The header line of a pointer file (its pool uuid, seed, count and the
- * CRC of its keys) into line[cap], or "" when it cannot be read. */
-static void ptr_header(const char *path, char *line, size_t cap)
-{
-	FILE *f = path ? fopen(path, "r") : NULL;
-
-	line[0] = '\0';
-	if (f && !fgets(line, (int)cap, f))
-		line[0] = '\0';
-	if (f)
-		fclose(f);
-	line[strcspn(line, "\n")] = '\0';
-}
-
-/* This host's name for the messages of a rank at odds with rank 0. */
-static void host_name(char *host, size_t cap)
-{
-	if (gethostname(host, cap) != 0)
-		snprintf(host, cap, "?");
-	host[cap - 1] = '\0';
-}
-
-/* The canonical text of the settings every rank must share: those that
- * decide which samples each rank reads in which step (the data plan), the
- * collectives each step makes and when (steps, validations, logs,
- * checkpoints, the sync and its algorithm), and what the update does.
- * Paths are not in it: a rank may read a copy of the pool or the pointer
- * files under another path (tr_same_data compares their contents), only
- * whether an optional file is given at all. Per-rank matters (threads,
- * device index, log verbosity) are not in it either. */
-static void opts_text(const trainer *t, char *buf, size_t cap)
-{
-	static const char *const bests[] = { "miou", "loss", "acc", "f1", "map", "rmse", "r2" };
-	static const char *const scheds[] = { "constant", "step", "cosine" };
-	static const char *const overlaps[] = { "off", "on", "auto" };
-	const cdp_train_opts *o = t->o;
-	const char *no = "not given", *yes = "given";
-	char a[40];
-#define OPT(...) cdp_dist_opt(buf, cap, __VA_ARGS__)
-#define NUM(v) cdp_dist_num(a, sizeof a, (v))
-
-	buf[0] = '\0';
-	OPT("--resume", "%s", o->resume ? yes : no);
-	OPT("--overwrite", "%s", o->overwrite ? yes : no);
-	OPT("--init", "%s", o->init ? yes : no);
-	OPT("--init-norm", "%s", o->init_norm ? yes : no);
-	OPT("--val-keys", "%s", o->val_keys ? yes : no);
-	OPT("--seed", "%" PRIu64, o->seed);
-	OPT("--batch", "%d", o->batch);
-	OPT("--pad-last", "%s", o->pad_last > 0 ? yes : no);   /* -1: not given */
-	OPT("--skip-bad-records", "%s", o->skip_bad ? yes : no);
-	OPT("--steps", "%ld", o->steps);
-	OPT("--epochs", "%ld", o->epochs);
-	OPT("--val-every", "%ld", o->val_every);
-	OPT("--log-every", "%ld", o->log_every);
-	OPT("--checkpoint-every", "%ld", o->checkpoint_every);
-	if (o->resume && !o->sync_given)    /* the checkpoint's, the same for all */
-		OPT("--sync", "%s", no);
-	else if (o->sync == CDP_SYNC_ALLREDUCE)
-		OPT("--sync", "allreduce");
-	else if (o->sync == CDP_SYNC_AVERAGE)
-		OPT("--sync", "average:%ld", o->sync_k);
-	else
-		OPT("--sync", "admm:%ld:%s", o->sync_k, NUM(o->rho));
-	/* as open_device resolved it: the default may differ by node */
-	OPT("--allreduce", "%s", cdp_dist_algo_name(t->algo));
-	OPT("--grad-compress", "%s", cdp_dist_comp_name((cdp_dist_comp)o->grad_compress));
-	OPT("--bucket-mb", "%s", o->bucket_mb > 0 ? NUM(o->bucket_mb) : no);
-	OPT("--overlap", "%s", overlaps[o->overlap]);
-	OPT("--nan-policy", "%s", o->nan_policy < 0 ? no : o->nan_policy == CDP_NAN_SKIP ? "skip" :
-	    "stop");
-	OPT("--loss-scale", "%s", o->loss_scale < 0 ? no : o->loss_scale == 0 ? "off" :
-	    NUM(o->loss_scale));
-	OPT("--precision", "%s", cdp_precision_name(o->precision));
-	OPT("--optimizer", "%s", o->optimizer == CDP_OPT_SGD ? "sgd" :
-	    o->optimizer == CDP_OPT_ADAMW ? "adamw" : no);
-	OPT("--lr", "%s", o->lr < 0 ? no : NUM(o->lr));
-	OPT("--momentum", "%s", o->momentum < 0 ? no : NUM(o->momentum));
-	OPT("--nesterov", "%s", o->nesterov > 0 ? yes : no);
-	OPT("--weight-decay", "%s", o->weight_decay < 0 ? no : NUM(o->weight_decay));
-	OPT("--schedule", "%s", o->schedule < 0 ? no : scheds[o->schedule]);
-	OPT("--warmup", "%s", o->warmup < 0 ? no : NUM((double)o->warmup));
-	OPT("--freeze", "%s", o->freeze ? o->freeze : no);
-	OPT("--unfreeze-at", "%ld", o->unfreeze_at);
-	OPT("--class-weights", "%s", o->class_weights ? o->class_weights : no);
-	OPT("--keep-best", "%s", o->keep_best ? bests[o->keep_best - CDP_BEST_MIOU] : no);
-	OPT("--patience", "%ld", o->patience);
-	OPT("--min-delta", "%s", NUM(o->min_delta));
-	OPT("--trace", "%s", o->trace ? yes : no);      /* its spans are gathered to rank 0 */
-	OPT("CDP_TRAIN_STEP_PER_BUCKET", "%d", o->step_per_bucket);
-#undef OPT
-#undef NUM
-}
-
-int tr_same_opts(trainer *t, int failed, char *err, size_t cap)
-{
-	static char text[CDP_DIST_OPTS_MAX];
-	char host[256], msg[600];
-
-	if (t->size == 1)
-		return failed ? -1 : 0;
-	/* a failed rank says why first: launched without MPI it may end the
-	 * job (no GPU for NCCL) */
-	if (failed)
-		tr_report(t, err);
-	if (cdp_dist_any(failed))
-		return -1;
-	opts_text(t, text, sizeof text);
-	if (!cdp_dist_same_opts(text, msg, sizeof msg))
-		return 0;
-	if (msg[0]) {
-		host_name(host, sizeof host);
-		fprintf(stderr, "cdp-train: rank %d on host '%s': %s (every rank must be given the "
-		        "same options)\n", t->rank, host, msg);
-	}
-	return -1;
-}
-
-int tr_same_data(trainer *t)
-{
-	const cdp_train_opts *o = t->o;
-	char mine[5][512], first[5][512], host[256], opt[480];
-	uint32_t crc = cdp_crc32(0, t->cfg_text, strlen(t->cfg_text));
-	int bad = 0;
-
-	/* the data, then the model and its training: ranks that differ in
-	 * either would train apart (another rate on the same summed gradient)
-	 * or fail in the first all-reduce (other parameter counts) */
-	snprintf(mine[0], sizeof mine[0], "%s", t->ti.pool->uuid);
-	ptr_header(o->keys, mine[1], sizeof mine[1]);
-	ptr_header(o->val_keys, mine[2], sizeof mine[2]);
-	for (int i = 0; i < t->nov; i++)
-		crc = cdp_crc32(cdp_crc32(crc, "\n", 1), t->ov[i], strlen(t->ov[i]));
-	snprintf(mine[3], sizeof mine[3], "crc32 %08" PRIx32 ", %zu parameters", crc,
-	         t->net.nparams);
-	optim_text(t, opt, sizeof opt);
-	snprintf(mine[4], sizeof mine[4], "batch %d, %.470s", o->batch, opt);
-	memcpy(first, mine, sizeof first);
-	cdp_dist_bcast_bytes(first, sizeof first);
-	for (int i = 0; i < 5 && !bad; i++)
-		bad = strcmp(mine[i], first[i]) != 0 ? i + 1 : 0;
-	if (bad) {
-		host_name(host, sizeof host);
-		if (bad == 1)
-			fprintf(stderr, "cdp-train: rank %d on host '%s': pool '%s' is %s, rank 0's is %s\n",
-			        t->rank, host, o->db, mine[0], first[0]);
-		else if (bad == 3 && !o->val_keys)
-			/* tr_same_opts refuses this first; said plainly all the same */
-			fprintf(stderr, "cdp-train: rank %d on host '%s': this rank was given no "
-			        "--val-keys, rank 0 was\n", t->rank, host);
-		else if (bad <= 3)
-			fprintf(stderr, "cdp-train: rank %d on host '%s': pointer file '%s' is not rank "
-			        "0's: '%s' here, '%s' there\n", t->rank, host,
-			        bad == 2 ? o->keys : o->val_keys, mine[bad - 1], first[bad - 1]);
-		else
-			fprintf(stderr, "cdp-train: rank %d on host '%s': the %s is not rank 0's: "
-			        "%s here, %s there\n", t->rank, host,
-			        bad == 4 ? "model cfg (with its overrides)" : "training setting",
-			        mine[bad - 1], first[bad - 1]);
-	}
-	return cdp_dist_any(bad);
 }
 
 void tr_teardown(trainer *t)
