@@ -15,7 +15,7 @@ engine_libcdpengine_a_CPPFLAGS = $(ENGINE_CPPFLAGS) $(CUDA_CPPFLAGS)
 engine_libcdpengine_a_SOURCES = \
 	engine/backend.h engine/backend.c engine/net.h engine/net.c engine/net_plan.c \
 	engine/net_plan.h engine/layers.h \
-	engine/loss.c engine/loss.h engine/optim.c engine/optim.h \
+	engine/loss.c engine/loss.h engine/loss_host.c engine/loss_host.h engine/optim.c engine/optim.h \
 	engine/device.h engine/device.c engine/precision.c engine/features.c \
 	engine/augment.h engine/augment.c \
 	engine/cpu/cpu.h engine/cpu/cpu_backend.c engine/cpu/cpu_bn.c engine/cpu/cpu_bn512.c engine/cpu/cpu_bn_pass.h engine/cpu/cpu_conv.c \
