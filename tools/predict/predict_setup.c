@@ -479,15 +479,21 @@ int pr_same_raster(predictor *p, char *err, size_t cap)
 	mine.failed = rows_crc(p, &mine.crc, err, cap) != 0;
 	first = mine;
 	cdp_dist_bcast_bytes(&first, sizeof first);
+	/* rank 0's CRS with its terminating NUL: the other ranks read it as a
+	 * string (it once went without, and they read past their copy) */
 	if (p->rank == 0) {
-		n = strlen(p->ri->crs);
-		if (!(crs0 = malloc(n + 1)))
+		n = strlen(p->ri->crs) + 1;
+		if (!(crs0 = malloc(n)))
 			rc0 = CDP_ENOMEM;
 		else
-			memcpy(crs0, p->ri->crs, n + 1);
+			memcpy(crs0, p->ri->crs, n);
 	}
 	if (cdp_dist_bcast_buf(rc0, &crs0, &n, &e) != 0)
 		return pr_fail(err, cap, e ? "out of memory" : "another rank failed");
+	if (n == 0 || crs0[n - 1] != '\0') {
+		free(crs0);
+		return pr_fail(err, cap, "rank 0's CRS came without its end");
+	}
 	bad = mine.failed;
 	if (!bad && !first.failed && p->rank != 0) {
 		print_diff(&mine, &first, what, sizeof what);
