@@ -6,5 +6,8 @@ TESTS += tests/predict/predict.sh tests/predict/gis.sh tests/predict/classify.sh
 	tests/predict/finetune.sh tests/predict/init_norm.sh tests/predict/change.sh \
 	tests/predict/siamese_change.sh tests/predict/siamese_absdiff.sh tests/predict/multilabel.sh
 TESTS += tests/predict/tta_reg.sh tests/predict/outputs.sh
+TESTS += tests/predict/ranks.sh
+SAN_SCRIPT_TESTS += tests/predict/ranks.sh
+UNIT_TEST_TOOLS += cdp-train$(EXEEXT) cdp-predict$(EXEEXT)
 endif
 EXTRA_DIST += tests/predict
