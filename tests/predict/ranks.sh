@@ -1,13 +1,14 @@
 #!/bin/sh
 # cdp-predict on 2 ranks of one host (mpirun): byte-identical output to 1
-# process; refused before the first strip, leaving nothing, when rank 1
-# reads another raster (narrower, shorter, other pixels: named with its
-# host), and before anything when rank 1 was given other options (--tta,
-# --size, --overlap); nothing left when the watchdog aborts. Skipped
-# without $MPIRUN. Short (a net of 3 steps: the ranks are compared with 1
-# process, not with the labels), so that CI also runs it under ASan and
-# UBSan (check-unit): rank 0's CRS once reached rank 1 without its
-# terminating NUL, which only a sanitizer sees every time.
+# process, also for a raster without a CRS; refused before the first
+# strip, leaving nothing, when rank 1 reads another raster (narrower,
+# shorter, other pixels: named with its host), and before anything when
+# rank 1 was given other options (--tta, --size, --overlap); nothing left
+# when the watchdog aborts. Skipped without $MPIRUN. Short (a net of 3
+# steps: the ranks are compared with 1 process, not with the labels), so
+# that CI also runs it under ASan and UBSan (check-unit): rank 0's CRS
+# once reached rank 1 without its terminating NUL, which only a
+# sanitizer sees every time where the raster has one.
 . "$CDP_SRCDIR/tests/tools/common.sh"
 need_python
 # Under LeakSanitizer, Open MPI's plugins leave allocations it cannot
@@ -31,6 +32,17 @@ $MP cdp-predict -q --threads 1 --prob "$T/run" "$T/b.tif" -o "$T/two.tif" ||
 py "a, b = gdal.Open('$T/one.tif').ReadAsArray(), gdal.Open('$T/two.tif').ReadAsArray()
 assert np.array_equal(a, b, equal_nan=True)" || fail "2 ranks differ from 1 process"
 echo "2 ranks: the same probabilities as 1 process"
+# a raster without a CRS: rank 0's empty CRS reached rank 1 as no bytes,
+# whose first, never written, rank 1 read as the CRS's first character
+# and refused the run ("has no CRS, rank 0's has one") wherever the heap
+# left it non-zero; MALLOC_PERTURB_ makes glibc fill every allocation so
+py "ds = gdal.Translate('$T/nocrs.tif', '$T/b.tif'); ds.SetProjection(''); ds = None"
+py "assert gdal.Open('$T/nocrs.tif').GetProjection() == ''" || fail "nocrs.tif has a CRS"
+cdp-predict -q --threads 1 "$T/run" "$T/nocrs.tif" -o "$T/one_nocrs.tif"
+MALLOC_PERTURB_=165 $MP cdp-predict -q --threads 1 "$T/run" "$T/nocrs.tif" \
+	-o "$T/two_nocrs.tif" || fail "2 ranks failed on a raster without a CRS"
+cmp "$T/one_nocrs.tif" "$T/two_nocrs.tif" || fail "2 ranks differ from 1 process without a CRS"
+echo "2 ranks: a raster without a CRS"
 # node-local copies that differ: rank 1 reads another raster (rk.sh)
 # narrower (rank 0 read its strips with the wrong row width), shorter
 # (rank 0 waited for a round rank 1 never started), the same size with
