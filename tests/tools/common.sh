@@ -9,7 +9,7 @@ fail() { echo "FAIL: $*" >&2; exit 1; }
 need_python() { [ -n "$PYTHON" ] || { echo "SKIP: no Python with osgeo, numpy and lmdb" >&2; exit 77; }; }
 # sanitized PROG: PROG (on PATH) is built with AddressSanitizer or UBSan
 # (configure --enable-asan, --enable-ubsan), whose shadow memory and
-# quarantine make peak RSS and address-space limits say nothing of cdpool
+# quarantine make its peak RSS say nothing of cdpool's
 sanitized() { ldd "$(command -v "$1")" 2>/dev/null | grep -q 'libasan\|libubsan'; }
 # expect_fail CODE PATTERN CMD...: CMD must exit CODE with a one-line stderr matching PATTERN.
 expect_fail() {

@@ -271,12 +271,12 @@ void tr_optim_text(const trainer *t, char *buf, size_t cap);
 int  tr_init_fetch(trainer *t, char *err, size_t cap);
 int  tr_init_provenance(trainer *t, const unsigned char *sha, char *err, size_t cap);
 int  tr_init_weights(trainer *t, char *err, size_t cap);
-/* train_agree.c. Collective, in tr_setup once the device is open (failed: this rank has
- * failed, err set): -1 on every rank when any rank failed, which says why
- * itself, or when a rank's options are not rank 0's (the settings of the
- * data plan, the collectives and the update, and which optional files are
- * given), which that rank reports naming the first such option, both
- * values and its host; else 0. */
+/* train_agree.c. Collective, in tr_setup once the device is open
+ * (failed: this rank has failed, err set): -1 on every rank when any rank
+ * failed, which says why itself, or when a rank's options are not rank
+ * 0's (the settings of the data plan, the collectives and the update, and
+ * which optional files are given), which that rank reports naming the
+ * first such option, both values and its host; else 0. */
 int  tr_same_opts(trainer *t, int failed, char *err, size_t cap);
 /* Collective, after a successful tr_setup: 1 on every rank when a rank's
  * pool (its uuid) or pointer files (their header: uuid, seed, count, CRC)
