@@ -273,6 +273,18 @@ printf '1 200 0 0 r\377d\n' >"$T/utf.colors"
 expect_fail 1 "^cdp-predict: '$T/utf.colors' line 1: the name is not UTF-8 at byte 2\$" \
 	cdp-predict -q --colors "$T/utf.colors" "$T/run" "$T/b.tif" -o "$T/o/x.tif"
 [ ! -e "$T/o/x.tif" ] || fail "a refused --colors left an output"
+# the --colors file is an input: no output may be it, or be a file whose
+# side file it is (once replaced by the map's class names, the preview)
+cp "$T/roads.colors" "$T/o/m.tif.aux.xml"
+cp "$T/roads.colors" "$T/o/c.png"
+expect_fail 1 "^cdp-predict: refusing to write '$T/o/c.png': it is the --colors file '$T/o/c.png'\$" \
+	cdp-predict -q --colors "$T/o/c.png" "$T/run" "$T/b.tif" -o "$T/o/m.tif" --preview "$T/o/c.png"
+expect_fail 1 "^cdp-predict: refusing to write '$T/o/m.tif': .*--colors file '$T/o/m.tif.aux.xml'" \
+	cdp-predict -q --colors "$T/o/m.tif.aux.xml" "$T/run" "$T/b.tif" -o "$T/o/m.tif"
+cmp -s "$T/roads.colors" "$T/o/c.png" && cmp -s "$T/roads.colors" "$T/o/m.tif.aux.xml" ||
+	fail "an output overwrote the --colors file"
+[ ! -e "$T/o/m.tif" ] || fail "a refused output over --colors was written"
+rm -f "$T/o/c.png" "$T/o/m.tif.aux.xml"
 
 echo "== a segmentation model asked for a CSV"
 expect_fail 1 "^cdp-predict: '$T/run/checkpoint.cdpt' is a segmentation model, which writes a raster, not the CSV that -o '$T/o/x.csv' names (.csv): give -o OUT.tif\$" \

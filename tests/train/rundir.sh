@@ -221,6 +221,13 @@ env CDP_DIST_TIMEOUT= CDP_DIST_HEARTBEAT= CDP_BF16_STASH= CDP_BF16_GRADS= CDP_CP
 expect_fail 2 "^cdp-train: --model: an override holds control character 0x0a at byte [0-9]*: each KEY=VALUE is one line of the cfg\$" \
 	cdp-train --db "$T/pool" --keys "$T/train.keys" --model "$SMALL:width=4${nl}depth=9" --out "$T/nl" --steps 1
 [ ! -e "$T/nl" ] || fail "an override with a newline made RUNDIR"
+# every item that is not KEY=VALUE is a usage error, wherever it is short
+# (an empty value went on to the cfg parser and exited 1)
+for ov in 'width=' '=5' 'width=4,,depth=2' 'depth=2,width'; do
+	expect_fail 2 "^cdp-train: $SMALL: override '[^']*': expected key=value\$" \
+		cdp-train --db "$T/pool" --keys "$T/train.keys" --model "$SMALL:$ov" --out "$T/ov" --steps 1
+	[ ! -e "$T/ov" ] || fail "override '$ov' made RUNDIR"
+done
 # the last --model wins with its overrides (the first one's stayed: an
 # unknown key of the first failed a run of the second)
 cdp-train $C --model "$SMALL:nonesuch=1" --model "$SMALL" --out "$T/m2" --steps 1 ||

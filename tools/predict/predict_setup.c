@@ -703,8 +703,11 @@ int pr_check_outputs(predictor *p, char *err, size_t cap)
 	snprintf(what, sizeof what, "the model '%s'", p->model);
 	if ((rc = cdp_fileset_add(&set, p->model, what)) != 0)
 		goto out;
+	snprintf(what, sizeof what, "the --colors file '%s'", o->colors ? o->colors : "");
+	if (o->colors && (rc = cdp_fileset_add(&set, o->colors, what)) != 0)
+		goto out;
 	/* against the inputs (the model, the raster and what GDAL reads for
-	 * it, their side files) and each other; all seekable: a FIFO or a
+	 * it, the --colors file, their side files) and each other; all seekable: a FIFO or a
 	 * device is refused before anything is written, as are a checkpoint
 	 * and a pool's file and a folder that is not there; then the names'
 	 * extensions, and last a folder where no file can be made: the

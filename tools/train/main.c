@@ -91,7 +91,9 @@ static int split_model(char *arg, cdp_train_opts *o, size_t *bad)
 	s = colon + 1;
 	while ((tok = strsep(&s, ",")) != NULL) {
 		char **nv;
-		if (!*tok || !strchr(tok, '=') || *tok == '=') {
+		const char *eq = strchr(tok, '=');
+		/* "", "width", "=3" and "width=" alike (cdp-model(5): exit 2) */
+		if (!eq || eq == tok || !eq[1]) {
 			*bad = (size_t)(tok - arg);
 			return -1;
 		}
