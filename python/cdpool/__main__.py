@@ -207,6 +207,12 @@ def _lines(path, show, *args):
 
 
 def _info(path, out):
+    # a cdp-train run folder is its checkpoint, as cdp-predict takes it (a
+    # pool's folder holds data.mdb)
+    ck = os.path.join(path, "checkpoint.cdpt")
+    if os.path.isdir(path) and not os.path.exists(os.path.join(path, "data.mdb")) and \
+            os.path.isfile(ck):
+        path = ck
     kind = kind_of(path)
     if kind is None:
         raise CdpError("EMAGIC", path)
@@ -259,7 +265,7 @@ def _main(argv=None):
     ap.add_argument("--version", action="version", version="%s (python) %s" % (PROG, __version__))
     sub = ap.add_subparsers(dest="cmd", required=True)
     info = sub.add_parser("info", help="print what a pool, checkpoint or pointer file holds")
-    info.add_argument("path", nargs="+", metavar="POOL|CHECKPOINT|KEYS")
+    info.add_argument("path", nargs="+", metavar="POOL|CHECKPOINT|RUN|KEYS")
     tr = sub.add_parser("trace", help="what a cdp-train --trace file says about the steps")
     tr.add_argument("--skip", type=_count, default=0, metavar="N",
                     help="leave out the trace's first N steps (the warm-up)")

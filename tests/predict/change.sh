@@ -64,5 +64,12 @@ expect_fail 2 "two or more rasters" cdp-predict run --time ha.tif -o x.tif
 expect_fail 2 "^cdp-predict: extra operand 'ha.tif'\$" cdp-predict run ha.tif --time ha.tif,hb.tif -o x.tif
 expect_fail 1 "has 3 bands, the model in 'run/checkpoint.cdpt' takes 6" cdp-predict run ha.tif -o x.tif
 expect_fail 1 "cannot open date 'nope.tif'" cdp-predict run --time ha.tif,nope.tif -o x.tif
+# a window the U-Net of depth 3 cannot take: the sizes it can named (the
+# message named only a concat layer whose shapes differ)
+expect_fail 1 "^cdp-predict: run/checkpoint.cdpt:[0-9]*: layer 'concat[0-9]*' (concat): .* (--size 60 does not fit the model: sizes that do are multiples of 8, as 56 and 64)\$" \
+	cdp-predict --size 60 run --time ha.tif,hb.tif -o x.tif
+expect_fail 1 "(--size 5 does not fit the model: the next size that does is 8)\$" \
+	cdp-predict --size 5 run --time ha.tif,hb.tif -o x.tif
+[ ! -e x.tif ] || fail "a refused --size wrote the map"
 [ ! -e x.tif ] || fail "a refused run wrote its output"
 exit 0

@@ -75,6 +75,22 @@ d = gdal.GetDriverByName('GTiff').Create(sys.argv[1], 4, 3, 1, gdal.GDT_Float32)
 d.GetRasterBand(1).WriteArray(np.full((3, 4), 0.25, np.float32))" "$T/prob.tif"
 expect_fail 1 "^cdp-evaluate: '$T/prob.tif': value 0.25 at pixel (0, 0) is not a class id (it looks like a probability map, cdp-predict --prob: score the class map; a map of values is scored with --task regression)\$" \
 	cdp-evaluate "$T/prob.tif" "$T/ref.tif"
+# a class id past the 1024 counted without --classes: the raster that
+# holds it is named (it said "'PRED' or 'REF'"), on either side
+"$PYTHON" -c "
+import sys, numpy as np
+from osgeo import gdal
+d = gdal.GetDriverByName('GTiff').Create(sys.argv[1], 4, 3, 1, gdal.GDT_UInt16)
+d.GetRasterBand(1).WriteArray(np.array([[0, 1, 1, 0], [0, 1, 1, 1], [1, 0, 0, 5000]], np.uint16))" \
+	"$T/p16.tif"
+for pair in "$T/p16.tif $T/ref.tif" "$T/ref.tif $T/p16.tif"; do
+	# shellcheck disable=SC2086
+	expect_fail 1 "^cdp-evaluate: '$T/p16.tif' holds class 5000, past the 1024 classes counted without --classes: give --classes K (at most 1024) to count ids from K on as outside\$" \
+		cdp-evaluate $pair
+done
+cdp-evaluate --classes 2 "$T/p16.tif" "$T/ref.tif" >"$T/out" || fail "--classes 2 with an id of 5000"
+grep -q '^pixels: 11 counted, 0 ignored, 0 unpredicted, 1 outside \[0, 2)$' "$T/out" ||
+	fail "an id of 5000 past --classes 2: $(cat "$T/out")"
 # no pixel valid in both: nothing to score, refused as a regression map's
 # is (it reported 0 pixels and nulls, exit 0)
 mk "$T/empty.tif" "9 9 9 9;9 9 9 9;9 9 9 9" 9
@@ -190,6 +206,10 @@ expect_fail 1 "^cdp-evaluate: '$T/pgcp.tif' and '$T/rgcp32.tif' have other GCPs 
 	cdp-evaluate "$T/pgcp.tif" "$T/rgcp32.tif"
 expect_fail 1 "^cdp-evaluate: '$T/ref.tif' has no georeference, '$T/pgcp.tif' has GCPs: not the same georeference\$" \
 	cdp-evaluate "$T/pgcp.tif" "$T/ref.tif"
+# a map placed by GCPs against one with a geotransform: the GCPs' CRS
+# named as theirs (it once said "in CRS none")
+expect_fail 1 "^cdp-evaluate: '$T/pgcp.tif' is placed by GCPs in EPSG:32633, '$T/pg.tif' in EPSG:32633: not the same georeference\$" \
+	cdp-evaluate "$T/pgcp.tif" "$T/pg.tif"
 expect_fail 1 "^cdp-evaluate: '$T/ref.tif' has no georeference, '$T/rgcp.tif' has GCPs: not the same georeference\$" \
 	cdp-evaluate "$T/ref.tif" "$T/rgcp.tif"
 printf '{"type":"FeatureCollection","features":[{"type":"Feature","properties":{},"geometry":{"type":"Point","coordinates":[15,52]}}]}\n' >"$T/v.geojson"

@@ -188,6 +188,10 @@ expect_fail 1 "^cdp-evaluate: '$T/pred.tif' and '$T/nan.tif' have no pixel valid
 expect_fail 1 "is a regression map: --classes, --ignore and a vector reference are for class maps" \
 	cdp-evaluate --classes 3 "$T/pred.tif" "$T/ref.tif"
 expect_fail 1 "is a regression map" cdp-evaluate --ignore 0 "$T/pred.tif" "$T/ref.tif"
+# asked for by --task, the map is not called a regression map (it was
+# said of a u8 class map)
+expect_fail 1 "^cdp-evaluate: --task regression scores '$T/u8.tif' as a map of values: --classes, --ignore and a vector reference are for class maps; give a raster of reference values\$" \
+	cdp-evaluate --task regression --ignore 9 "$T/u8.tif" "$T/u8.tif"
 printf 'path,class\n' >"$T/p.csv"
 expect_fail 2 "^cdp-evaluate: --task regression scores a raster, not the CSV '$T/p.csv'\$" \
 	cdp-evaluate --task regression "$T/p.csv" "$T"

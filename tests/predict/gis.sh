@@ -257,6 +257,10 @@ expect_fail 1 "'$T/short.colors' line 1: want VALUE R G B" cdp-predict -q --colo
 printf '# ok\n1 300 0 0 road\n' >"$T/big.colors"
 expect_fail 1 "'$T/big.colors' line 2: want VALUE R G B" cdp-predict -q --colors "$T/big.colors" \
 	"$T/run" "$T/b.tif" -o "$T/o/x.tif"
+# two lines for one class: refused naming both (the last one won)
+printf '1 200 0 0 road\n0 1 1 1 land\n1 0 0 200 river\n' >"$T/twice.colors"
+expect_fail 1 "^cdp-predict: '$T/twice.colors' line 3: class 1 again (line 1 gave it)\$" \
+	cdp-predict -q --colors "$T/twice.colors" "$T/run" "$T/b.tif" -o "$T/o/x.tif"
 printf '2 1 2 3 water\n' >"$T/k.colors"
 expect_fail 1 "'$T/k.colors' line 1: class 2, but the model has 2 classes" cdp-predict -q \
 	--colors "$T/k.colors" "$T/run" "$T/b.tif" -o "$T/o/x.tif"
@@ -447,5 +451,18 @@ assert fr == {(1, 'road')}, fr
 " || fail "--vector-class all or a name polygonized the wrong classes"
 expect_fail 1 "^cdp-predict: --vector-class 'lake': the model in '$T/trun/checkpoint.cdpt' has no class of that name (its classes: 'bg', 'road', 'water')\$" \
 	cdp-predict -q --vector "$T/t/x.gpkg" --vector-class lake "$T/trun" "$T/b.tif" -o "$T/t/x.tif"
-expect_fail 1 "^cdp-predict: --vector-class 'road': the model in '$T/run/checkpoint.cdpt' names no class (give an id or all)\$" \
+expect_fail 1 "^cdp-predict: --vector-class 'road': the model in '$T/run/checkpoint.cdpt' names no class (give an id or all, or name them with --colors)\$" \
 	cdp-predict -q --vector "$T/t/x.gpkg" --vector-class road "$T/run" "$T/b.tif" -o "$T/t/x.tif"
+# the names of --colors, which name the map's classes and its polygons, name
+# the class polygonized too (they were refused as "names no class")
+printf '1 200 0 0 street\n' >"$T/t/street.colors"
+cdp-predict -q --colors "$T/t/street.colors" --vector "$T/t/st.gpkg" --vector-class street \
+	"$T/run" "$T/b.tif" -o "$T/t/st.tif" || fail "--vector-class by a --colors name"
+py "
+r = ogr.Open('$T/t/st.gpkg')
+f = {(f.GetField('class'), f.GetField('name')) for f in r.GetLayer(0)}
+assert f == {(1, 'street')}, f
+" || fail "--vector-class street polygonized the wrong class"
+expect_fail 1 "^cdp-predict: --vector-class 'road': no class has that name in the model in '$T/run/checkpoint.cdpt' with --colors '$T/t/street.colors' (its classes: 'class 0', 'street')\$" \
+	cdp-predict -q --colors "$T/t/street.colors" --vector "$T/t/x.gpkg" --vector-class road \
+	"$T/run" "$T/b.tif" -o "$T/t/x.tif"

@@ -1747,6 +1747,16 @@ def test_info_refusals():
     good = os.path.join(T, "run1", "checkpoint.cdpt")
     d = os.path.join(T, "ck")
     os.makedirs(d, exist_ok=True)
+    # a run folder is its checkpoint, as cdp-predict takes it (it was read
+    # as a pool: "no data.mdb")
+    r, g = info(os.path.join(T, "run1")), info(good)
+    check(r.returncode == 0 and r.stdout == g.stdout and "kind: checkpoint" in r.stdout,
+          "info RUN: %d %r" % (r.returncode, r.stderr))
+    empty = os.path.join(T, "emptyrun")
+    os.makedirs(empty, exist_ok=True)
+    r = info(empty)
+    check(r.returncode == 1 and "no data.mdb" in r.stderr, "info of a folder without a "
+          "checkpoint: %d %r" % (r.returncode, r.stderr))
     two, three = os.path.join(d, "names2.cdpt"), os.path.join(d, "names3.cdpt")
     subprocess.run([EDIT, "-n", "road,other", good, two], check=True)
     subprocess.run([EDIT, "-n", "road,other,third", good, three], check=True)

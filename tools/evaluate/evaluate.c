@@ -46,7 +46,7 @@ typedef struct side {
 
 typedef struct counts {
 	uint64_t counted, ignored, unpredicted, outside;
-	double vmax;
+	double pmax, rmax;      /* the largest class id of the prediction, the reference */
 } counts;
 
 static int fail(char *err, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -204,7 +204,7 @@ static int pass(side *p, side *r, const cdp_evaluate_opts *o, uint64_t *conf, in
 	int b1 = 1;
 
 	memset(n, 0, sizeof *n);
-	n->vmax = -1;
+	n->pmax = n->rmax = -1;
 	for (uint64_t y = 0; y < h; y += ROWS) {
 		int rows = h - y < ROWS ? (int)(h - y) : ROWS;
 		const uint8_t *pm, *rm = NULL;
@@ -245,7 +245,8 @@ static int pass(side *p, side *r, const cdp_evaluate_opts *o, uint64_t *conf, in
 				return fail(err, cap, "'%s': value %g at pixel (%zu, %llu) is not a class id",
 				            r->path, lv, (size_t)(i % w), (unsigned long long)(y + i / w));
 			if (!conf) {
-				n->vmax = fmax(n->vmax, fmax(lv, pv));
+				n->pmax = fmax(n->pmax, pv);
+				n->rmax = fmax(n->rmax, lv);
 				continue;
 			}
 			if (lv >= k || pv >= k) {
@@ -445,6 +446,22 @@ static void gt_text(const cdp_raster_info *ri, char *out, size_t cap)
 	}
 }
 
+/* "in CRS EPSG:32633" (the second of a sentence "in EPSG:32633"),
+ * "placed by GCPs in EPSG:32633", "in CRS none": a map of GCPs only has
+ * no CRS of its own, and "in CRS none" sent users looking for a CRS that
+ * the file has */
+static void crs_text(const cdp_raster_info *ri, int first, char *out, size_t cap)
+{
+	char name[200];
+	int gcp = !ri->crs[0] && ri->ngcps > 0 && ri->gcp_crs && ri->gcp_crs[0];
+
+	if (!ri->crs[0] && !gcp)
+		snprintf(name, sizeof name, "none");
+	else
+		cdp_raster_crs_name(gcp ? ri->gcp_crs : ri->crs, name, sizeof name);
+	snprintf(out, cap, "%s %s", gcp ? "placed by GCPs in" : first ? "in CRS" : "in", name);
+}
+
 /* The same pixels on the ground: the same CRS (OGR's comparison; none on
  * both sides is the same) and geotransform (to a millionth of a pixel).
  * The sizes were compared already. */
@@ -462,10 +479,10 @@ static int same_georef(const side *p, const side *r, char *err, size_t cap)
 		same = !a->crs[0] == !b->crs[0];
 	}
 	if (!same) {
-		cdp_raster_crs_name(a->crs, x, sizeof x);
-		cdp_raster_crs_name(b->crs, y, sizeof y);
-		return fail(err, cap, "'%s' is in CRS %s, '%s' in %s: not the same georeference",
-		            p->path, a->crs[0] ? x : "none", r->path, b->crs[0] ? y : "none");
+		crs_text(a, 1, x, sizeof x);
+		crs_text(b, 0, y, sizeof y);
+		return fail(err, cap, "'%s' is %s, '%s' %s: not the same georeference", p->path, x,
+		            r->path, y);
 	}
 	same = a->has_gt == b->has_gt;
 	if (same && a->has_gt) {
@@ -714,8 +731,16 @@ int cdp_evaluate_run(const cdp_evaluate_opts *o, FILE *out, char *err, size_t ca
 	}
 	if (task == CDP_EVALUATE_TASK_REGRESSION &&
 	    (o->classes || o->ignore >= 0 || o->vec.given || isvec)) {
-		fail(err, cap, "'%s' is a regression map: --classes, --ignore and a vector "
-		     "reference are for class maps; give a raster of reference values", p.path);
+		/* "--task regression" where the user said so: the map itself
+		 * may be anything (a class map given for a try) */
+		char who[4200];
+		if (o->task == CDP_EVALUATE_TASK_REGRESSION)
+			snprintf(who, sizeof who, "--task regression scores '%s' as a map of values",
+			         p.path);
+		else
+			snprintf(who, sizeof who, "'%s' is a regression map", p.path);
+		fail(err, cap, "%s: --classes, --ignore and a vector reference are for class maps; "
+		     "give a raster of reference values", who);
 		goto out;
 	}
 	if (isvec) {
@@ -747,12 +772,17 @@ int cdp_evaluate_run(const cdp_evaluate_opts *o, FILE *out, char *err, size_t ca
 	if (!k) {
 		if (pass(&p, &r, o, NULL, 0, &n, err, cap) < 0)
 			goto out;
-		if (n.vmax >= CDP_EVALUATE_MAX_CLASSES) {
-			fail(err, cap, "'%s' or '%s' holds class %g: give --classes", p.path, r.path,
-			     n.vmax);
+		double vmax = fmax(n.pmax, n.rmax);
+		if (vmax >= CDP_EVALUATE_MAX_CLASSES) {
+			/* the file that holds it: a 16-bit map of values given
+			 * for a class map is the usual cause */
+			fail(err, cap, "'%s' holds class %g, past the %d classes counted without "
+			     "--classes: give --classes K (at most %d) to count ids from K on as "
+			     "outside", n.pmax >= n.rmax ? p.path : r.path, vmax,
+			     CDP_EVALUATE_MAX_CLASSES, CDP_EVALUATE_MAX_CLASSES);
 			goto out;
 		}
-		k = n.vmax < 1 ? 2 : (int)n.vmax + 1;
+		k = vmax < 1 ? 2 : (int)vmax + 1;
 		if (png_fits(o, k, err, cap) < 0)
 			goto out;
 	}

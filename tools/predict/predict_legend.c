@@ -10,7 +10,7 @@
  * 0..255, NAME the rest of the line, a class name as the checkpoint's:
  * UTF-8 without control characters, at most 255 bytes); blank lines and
  * lines starting with '#' are skipped. A control character anywhere (a
- * NUL, an escape) is refused. A line of FILE sets its class's colour, and
+ * NUL, an escape) is refused, as is a second line for one class. A line of FILE sets its class's colour, and
  * its name when it gives one: FILE wins over the checkpoint, class by
  * class.
  */
@@ -40,8 +40,10 @@ void pr_legend_free(pr_legend *l)
 	memset(l, 0, sizeof *l);
 }
 
-/* "VALUE R G B [NAME]" of line `ln` into l; 0 or -1 with err */
-static int parse_line(pr_legend *l, char *s, const char *path, int ln, char *err, size_t cap)
+/* "VALUE R G B [NAME]" of line `ln` into l; at[v], the line that gave
+ * class v (0: none yet); 0 or -1 with err */
+static int parse_line(pr_legend *l, int *at, char *s, const char *path, int ln, char *err,
+                      size_t cap)
 {
 	long v[4];
 	char *end, why[128];
@@ -58,6 +60,12 @@ static int parse_line(pr_legend *l, char *s, const char *path, int ln, char *err
 	if (v[0] >= l->k)
 		return pr_fail(err, cap, "'%s' line %d: class %ld, but the model has %d classes",
 		               path, ln, v[0], l->k);
+	/* a second line for a class is a slip (a copied line whose value was
+	 * not changed): the last one winning would hide it */
+	if (at[v[0]])
+		return pr_fail(err, cap, "'%s' line %d: class %ld again (line %d gave it)", path,
+		               ln, v[0], at[v[0]]);
+	at[v[0]] = ln;
 	while (isspace((unsigned char)*s))
 		s++;
 	for (end = s + strlen(s); end > s && isspace((unsigned char)end[-1]);)
@@ -78,7 +86,7 @@ int pr_legend_make(pr_legend *l, int k, const cdp_ckpt *ck, const char *colors, 
 	size_t lcap = 0;
 	ssize_t len;
 	FILE *f = NULL;
-	int ln = 0, rc = 0;
+	int ln = 0, rc = 0, *at;
 
 	memset(l, 0, sizeof *l);
 	l->k = k;
@@ -99,7 +107,12 @@ int pr_legend_make(pr_legend *l, int k, const cdp_ckpt *ck, const char *colors, 
 		snprintf(l->name[c], PR_NAME_MAX, "%s", ck->class_names[c]);
 	if (!colors)
 		return 0;
+	if (!(at = calloc((size_t)k, sizeof *at))) {
+		pr_legend_free(l);
+		return pr_fail(err, cap, "out of memory");
+	}
 	if (!(f = fopen(colors, "r"))) {
+		free(at);
 		pr_legend_free(l);
 		return pr_fail(err, cap, "cannot open '%s': %s", colors, strerror(errno));
 	}
@@ -123,11 +136,12 @@ int pr_legend_make(pr_legend *l, int k, const cdp_ckpt *ck, const char *colors, 
 		while (isspace((unsigned char)*s))
 			s++;
 		if (rc == 0 && *s && *s != '#')
-			rc = parse_line(l, s, colors, ln, err, cap);
+			rc = parse_line(l, at, s, colors, ln, err, cap);
 	}
 	if (rc == 0 && ferror(f))
 		rc = pr_fail(err, cap, "cannot read '%s': %s", colors, strerror(errno));
 	free(line);
+	free(at);
 	fclose(f);
 	if (rc)
 		pr_legend_free(l);

@@ -163,6 +163,92 @@ static int regression(predictor *p, char *err, size_t cap)
 	return 0;
 }
 
+/* --vector-class NAME: the class of that name, as the outputs name the
+ * classes: the checkpoint's names, and with --colors those of the file
+ * over them (pr_legend_make); 0 with p->vclass, or -1 listing the names. */
+static int vector_class_by_name(predictor *p, char *err, size_t cap)
+{
+	const cdp_predict_opts *o = p->o;
+	const char *want = o->vector_class_name;
+	char names[1024] = "";
+	size_t n = 0;
+	pr_legend l;
+
+	if (!o->colors) {
+		for (int k = 0; k < p->ck.nclass_names; k++) {
+			if (strcmp(p->ck.class_names[k], want) == 0)
+				return (p->vclass = k), 0;
+			if (n < sizeof names)
+				n += (size_t)snprintf(names + n, sizeof names - n, "%s'%s'",
+				                      k ? ", " : "", p->ck.class_names[k]);
+		}
+		if (!p->ck.nclass_names)
+			return pr_fail(err, cap, "--vector-class '%s': the model in '%s' names no "
+			               "class (give an id or all, or name them with --colors)", want,
+			               p->model);
+		return pr_fail(err, cap, "--vector-class '%s': the model in '%s' has no class "
+		               "of that name (its classes: %s)", want, p->model, names);
+	}
+	/* the file is read again for the map's legend: a few lines */
+	if (pr_legend_make(&l, p->K > 1 ? p->K : 2, &p->ck, o->colors, err, cap) < 0)
+		return -1;
+	for (int k = 0; k < l.k; k++) {
+		if (strcmp(l.name[k], want) == 0) {
+			pr_legend_free(&l);
+			return (p->vclass = k), 0;
+		}
+		if (n < sizeof names)
+			n += (size_t)snprintf(names + n, sizeof names - n, "%s'%s'", k ? ", " : "",
+			                      l.name[k]);
+	}
+	pr_legend_free(&l);
+	return pr_fail(err, cap, "--vector-class '%s': no class has that name in the model in '%s' "
+	               "with --colors '%s' (its classes: %s)", want, p->model, o->colors, names);
+}
+
+/* The sizes around --size (p->S) that the model takes, for the message of
+ * a failed build: for the smallest power of two P (2..512) at which both
+ * multiples of P around S build, lo and hi = lo + P, and 2; else the
+ * smallest such multiple above S that builds (a size under the model's
+ * smallest window), hi, and 1; else 0. A U-Net of depth d or an FPN
+ * halves a side d times and concatenates or adds it back: a build at an
+ * odd size fails with "shapes differ" at some concat, and the sizes that
+ * build tell the user more than the layer does. Only on that failure
+ * path: each try builds a net of one window. */
+static int builds(const predictor *p, int size)
+{
+	cdp_net t;
+	char w[512], e[512];
+
+	memset(&t, 0, sizeof t);
+	if (cdp_net_build_infer(&t, p->be, p->ck.cfg_text, p->model,
+	                        (const char *const *)p->ck.overrides, p->ck.noverrides, p->C, size,
+	                        size, 1, w, sizeof w, e, sizeof e) != 0)
+		return 0;
+	cdp_net_free(&t);
+	return 1;
+}
+
+static int size_fits(const predictor *p, int *lo, int *hi)
+{
+	int up = 0;
+
+	for (int P = 2; P <= 512; P *= 2) {
+		int l = p->S / P * P, h = l + P;
+		if (!builds(p, h))
+			continue;
+		if (!up)
+			up = h;
+		if (l > 0 && builds(p, l)) {
+			*lo = l;
+			*hi = h;
+			return 2;
+		}
+	}
+	*hi = up;
+	return up ? 1 : 0;
+}
+
 /* The checkpoint, the net rebuilt from it at (C, S, S), and its tensors. */
 int pr_load_model(predictor *p, char *err, size_t cap)
 {
@@ -212,7 +298,16 @@ int pr_load_model(predictor *p, char *err, size_t cap)
 	                       (const char *const *)p->ck.overrides, p->ck.noverrides, p->C, p->S,
 	                       p->S, p->B, why, sizeof why, err, cap) < 0) {
 		size_t l = strlen(err);
-		snprintf(err + l, cap - l, " (window size %d)", p->S);
+		int lo, hi;
+		int fits = o->size ? size_fits(p, &lo, &hi) : 0;
+		if (fits == 2)
+			snprintf(err + l, cap - l, " (--size %d does not fit the model: sizes that do "
+			         "are multiples of %d, as %d and %d)", p->S, hi - lo, lo, hi);
+		else if (fits == 1)
+			snprintf(err + l, cap - l, " (--size %d does not fit the model: the next size "
+			         "that does is %d)", p->S, hi);
+		else
+			snprintf(err + l, cap - l, " (window size %d)", p->S);
 		return -1;
 	}
 	if (why[0] && p->rank == 0)
@@ -236,23 +331,8 @@ int pr_load_model(predictor *p, char *err, size_t cap)
 		return pr_fail(err, cap, "'%s': %d classes do not fit class ids of uint8 (use --prob)",
 		            p->model, p->K);
 	p->vclass = o->vector_class;
-	if (o->vector && o->vector_class_name) {
-		char names[1024] = "";
-		size_t n = 0;
-
-		for (int k = 0; k < p->ck.nclass_names; k++) {
-			if (strcmp(p->ck.class_names[k], o->vector_class_name) == 0)
-				return (p->vclass = k), 0;
-			if (n < sizeof names)
-				n += (size_t)snprintf(names + n, sizeof names - n, "%s'%s'",
-				                      k ? ", " : "", p->ck.class_names[k]);
-		}
-		if (!p->ck.nclass_names)
-			return pr_fail(err, cap, "--vector-class '%s': the model in '%s' names no "
-			               "class (give an id or all)", o->vector_class_name, p->model);
-		return pr_fail(err, cap, "--vector-class '%s': the model in '%s' has no class "
-		               "of that name (its classes: %s)", o->vector_class_name, p->model, names);
-	}
+	if (o->vector && o->vector_class_name)
+		return vector_class_by_name(p, err, cap);
 	if (o->vector && o->vector_class >= (p->K > 1 ? p->K : 2))
 		return pr_fail(err, cap, "--vector-class %d: the model in '%s' has classes 0 to %d",
 		            o->vector_class, p->model, p->K > 1 ? p->K - 1 : 1);
