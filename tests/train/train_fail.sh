@@ -9,7 +9,10 @@
 #    the tensor; a NaN loss stops the run naming the step, keeping the last
 #    checkpoint, exit 1 (--nan-policy skip: logged, 100 in a row stop it;
 #    stopped and resumed, at the uninterrupted run's step, the policy and
-#    the count in a row the checkpoint's (RUN));
+#    the count in a row the checkpoint's (RUN)); so does a batchnorm
+#    running variance that overflows under a finite loss, naming the
+#    buffer (skip undoes the step, statistics too); an AdamW moment that
+#    overflows is named at the checkpoint write, with what the run keeps;
 #  - a resume with another global batch than the checkpoint's is refused,
 #    both named; one that adds --pad-last to a run without it, naming it
 #    (a checkpoint without RUN: past the first epoch), and one without it
@@ -177,6 +180,33 @@ expect_fail 1 "^cdp-train: rank 0: step 103: the loss is -\?nan: 100 steps in a 
 	--steps 200 --resume
 grep -q "step 103: the loss is -\?nan, update skipped (100 in a row, 100 in this run)" "$T/nan2/train.log" ||
 	fail "the resumed nan-skip run's count: $(grep 'update skipped' "$T/nan2/train.log" | tail -1)"
+# a batch of huge activations (--lr 1e6) overflows a batchnorm running
+# variance while the loss stays finite: the run stops at that step naming
+# the buffer, the checkpoint of the step before stays (before: it trained
+# on and failed at its next checkpoint write, keeping none of the steps
+# since the last); the AdamW moment that overflows alike, found at the
+# write, says what the run keeps
+VAR="--db $T/pool --keys $T/train.keys --model $UNET --optimizer sgd --lr 1e6 --schedule constant --warmup 0 --batch 4 --threads 1 -q --checkpoint-every 1 --steps 8"
+rm -rf "$T/var" "$T/var2"
+expect_fail 1 "^cdp-train: rank 0: step [0-9]*: buffer tensor 'enc0.var' is inf at element [0-9]*: training stopped (--nan-policy stop), '$T/var/checkpoint.cdpt' keeps step [0-9]*\$" \
+	cdp-train $VAR --out "$T/var"
+s=$(sed -n 's/.*: step \([0-9]*\): buffer.*keeps step \([0-9]*\)$/\1 \2/p' "$T/err")
+[ "${s% *}" -eq $((${s#* } + 1)) ] || fail "the buffer's step and the checkpoint kept: $(cat "$T/err")"
+PYTHONPATH="$CDP_SRCDIR/python" "$PYTHON" -c 'import sys, cdpool
+sys.exit(cdpool.load_checkpoint(sys.argv[1]).step != int(sys.argv[2]))' "$T/var/checkpoint.cdpt" "${s#* }" ||
+	fail "the checkpoint kept is not that of step ${s#* }"
+# skip: each such step is undone, its statistics too, and the run ends
+# with a checkpoint a resume takes
+cdp-train $VAR --out "$T/var2" --nan-policy skip || fail "--nan-policy skip on an infinite variance"
+grep -q "step ${s% *}: buffer tensor 'enc0.var' is inf at element [0-9]*, update skipped (1 in a row, 1 in this run)" \
+	"$T/var2/train.log" || fail "--nan-policy skip: the infinite variance's step is not logged"
+cdp-train $VAR --out "$T/var2" --steps 9 --resume --nan-policy skip ||
+	fail "the --nan-policy skip run's checkpoint does not resume"
+rm -rf "$T/var"
+expect_fail 1 "^cdp-train: rank 0: cannot write '$T/var/checkpoint.cdpt' at step [0-9]*: the optimizer's second moment holds +Inf at element [0-9]*: training stopped, '$T/var/checkpoint.cdpt' keeps step [0-9]*\$" \
+	cdp-train --db "$T/pool" --keys "$T/train.keys" --model "$SMALL" --optimizer adamw --lr 1e6 \
+	--schedule constant --warmup 0 --batch 4 --threads 1 -q --checkpoint-every 1 --steps 8 --out "$T/var"
+rm -rf "$T/var" "$T/var2"
 expect_fail 2 "--nan-policy: 'ignore' is not" cdp-train --db "$T/pool" --keys "$T/train.keys" $C \
 	--nan-policy ignore
 

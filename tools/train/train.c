@@ -394,32 +394,69 @@ static int scale_check(trainer *t)
 	return 1;
 }
 
-/* A step whose loss or gradient is not finite, outside the loss scaler's
- * skips (its gradients are zeroed, the update not made): under --nan-policy
- * stop the job ends here, before any checkpoint holds what followed; under
- * skip it is counted and logged, and ends the job after CDP_NAN_MAX_SKIPS
- * in a row. Returns 0 (the step did not go ahead). */
-static int nonfinite(trainer *t, const char *what, double v)
+/* A step whose loss, gradient or buffers are not finite, outside the loss
+ * scaler's skips (its gradients are zeroed, the update not made, the
+ * buffers restored): under --nan-policy stop the job ends here, before any
+ * checkpoint holds what followed; under skip it is counted and logged, and
+ * ends the job after CDP_NAN_MAX_SKIPS in a row. said: what is not finite
+ * ("the loss is nan"). Returns 0 (the step did not go ahead). */
+static int nonfinite(trainer *t, const char *said)
 {
 	char kept[4200];
 
-	if (t->ck_step >= 0)
-		snprintf(kept, sizeof kept, "'%s/checkpoint.cdpt' keeps step %ld", t->o->out,
-		         t->ck_step);
-	else
-		snprintf(kept, sizeof kept, "no checkpoint written");
+	tr_ckpt_kept(t, kept, sizeof kept);
 	if (t->nan_policy == CDP_NAN_STOP) {
-		tr_logf(t, "step %ld: %s is %g: training stopped", t->step + 1, what, v);
-		TR_FAIL("step %ld: %s is %g: training stopped (--nan-policy stop), %s", t->step + 1,
-		        what, v, kept);
+		tr_logf(t, "step %ld: %s: training stopped", t->step + 1, said);
+		TR_FAIL("step %ld: %s: training stopped (--nan-policy stop), %s", t->step + 1, said,
+		        kept);
 	}
 	t->nan_skipped++;
-	tr_logf(t, "step %ld: %s is %g, update skipped (%ld in a row, %ld in this run)",
-	        t->step + 1, what, v, t->nan_run + 1, t->nan_skipped);
+	tr_logf(t, "step %ld: %s, update skipped (%ld in a row, %ld in this run)", t->step + 1,
+	        said, t->nan_run + 1, t->nan_skipped);
 	if (++t->nan_run >= CDP_NAN_MAX_SKIPS)
-		TR_FAIL("step %ld: %s is %g: %ld steps in a row were not finite, training stopped, %s",
-		        t->step + 1, what, v, t->nan_run, kept);
+		TR_FAIL("step %ld: %s: %ld steps in a row were not finite, training stopped, %s",
+		        t->step + 1, said, t->nan_run, kept);
 	return 0;
+}
+
+/* The buffers (batchnorm running statistics) after this step's forward
+ * passes, on every rank alike: 1 when one is not finite on some rank, with
+ * said saying which value of this rank's ("buffer tensor 'enc0.var' is inf
+ * at element 0"). The checkpoint refuses such a buffer, so without this
+ * check the run would go on to its next write and fail there, with no
+ * checkpoint of the steps since. One sum over nbuffers floats (two per
+ * channel of each bn layer): nothing next to the step. */
+static int buffers_bad(trainer *t, char *said, size_t cap)
+{
+	cdp_backend *be = t->be;
+	cdp_ckpt ck = { 0 };
+	float *h;
+	size_t i = 0, at = 0;
+	int bad;
+
+	if (!t->net.nbuffers)
+		return 0;
+	bad = !isfinite(be->sumsq(be, t->net.buffers, t->net.nbuffers));
+	if (!cdp_dist_any(bad))
+		return 0;
+	snprintf(said, cap, "a buffer tensor of another rank is not finite");
+	if (!bad || !(h = malloc(t->net.nbuffers * sizeof *h)))
+		return 1;
+	be->to_host(be, h, t->net.buffers, t->net.nbuffers * sizeof *h);
+	while (i + 1 < t->net.nbuffers && isfinite(h[i]))
+		i++;
+	snprintf(said, cap, "a buffer tensor is %g at element %zu", h[i], i);
+	/* the checkpoint's names: BUFS's tensors tile the block in order */
+	if (cdp_ckpt_from_net(&ck, &t->net) == 0)
+		for (int k = 0; k < ck.nbuffers; at += ck.buffers[k].numel, k++)
+			if (i < at + ck.buffers[k].numel) {
+				snprintf(said, cap, "buffer tensor '%s' is %g at element %zu",
+				         ck.buffers[k].name, h[i], i - at);
+				break;
+			}
+	cdp_ckpt_free(&ck);
+	free(h);
+	return 1;
 }
 
 /* One line on stderr: at an epoch's end "epoch N" (t->epoch, already
@@ -535,6 +572,7 @@ static int train_loop(trainer *t)
 	}
 	while (t->step < t->total && !stop && !lost && !early) {
 		int epoch_end = 0, go, finite, parts, due;
+		char said[CDP_CKPT_NAME_MAX + 96];
 		long applied;                   /* the optimizer's steps before this one */
 		double loss = 0, lr, ts = t->trace ? cdp_now() : 0, tp = 0, top = cdp_now();
 		long s1 = t->step + 1;          /* this step's number, as metrics.jsonl's */
@@ -608,13 +646,25 @@ static int train_loop(trainer *t)
 		if (go && !isfinite(loss)) {
 			t->be->fill(t->be, t->net.grads, 0.0f, t->net.nparams);
 			t->opt.micro = 0;
-			finite = nonfinite(t, "the loss", loss);
+			snprintf(said, sizeof said, "the loss is %g", loss);
+			finite = nonfinite(t, said);
+		} else if (go && buffers_bad(t, said, sizeof said)) {
+			/* the statistics of a forward pass that overflowed:
+			 * not a model any checkpoint can keep */
+			t->be->fill(t->be, t->net.grads, 0.0f, t->net.nparams);
+			t->opt.micro = 0;
+			finite = nonfinite(t, said);
 		} else if (go && (parts ? cdp_optim_parts_done(&t->opt) :
 		                  cdp_optim_step(&t->opt, t->net.params, t->net.grads)) != 0) {
-			finite = nonfinite(t, "the gradient norm", t->opt.last_norm);
+			snprintf(said, sizeof said, "the gradient norm is %g", t->opt.last_norm);
+			finite = nonfinite(t, said);
 		} else if (go) {
 			t->nan_run = 0;
 		}
+		/* --nan-policy skip: the step is undone, its forward passes'
+		 * batchnorm statistics too (NaN after a NaN loss) */
+		if (!finite && t->bufsave)
+			t->be->copy(t->be, t->net.buffers, t->bufsave, t->net.nbuffers * sizeof(float));
 		/* ADMM's penalty follows a step the optimizer took, at its rate */
 		if (t->opt.step != applied)
 			tr_sync_prox(t);

@@ -414,15 +414,30 @@ static void write_checkpoint(trainer *t, const char *name)
 		rc = cdp_ckpt_write(path, &ck);
 done:
 	cdp_ckpt_free(&ck);
+	/* a value the file cannot hold (a moment or weight that overflowed
+	 * with a finite loss): the run cannot go on, and says what is left */
+	if (rc != 0 && why[0]) {
+		char kept[4200];
+		tr_ckpt_kept(t, kept, sizeof kept);
+		TR_FAIL("cannot write '%s' at step %ld: %s: training stopped, %s", path, t->step,
+		        why, kept);
+	}
 	if (rc != 0)
-		TR_FAIL("cannot write '%s' at step %ld: %s", path, t->step,
-		        why[0] ? why : cdp_strerror(rc));
+		TR_FAIL("cannot write '%s' at step %ld: %s", path, t->step, cdp_strerror(rc));
 	tr_logf(t, "%scheckpoint at step %ld: %s", strcmp(name, "best.cdpt") ? "" : "best ",
 	        t->step, path);
 out:
 	if (!strcmp(name, "checkpoint.cdpt"))
 		t->ck_step = t->step;
 	tr_eval_model_end(t);
+}
+
+void tr_ckpt_kept(const trainer *t, char *buf, size_t cap)
+{
+	if (t->ck_step >= 0)
+		snprintf(buf, cap, "'%s/checkpoint.cdpt' keeps step %ld", t->o->out, t->ck_step);
+	else
+		snprintf(buf, cap, "no checkpoint written");
 }
 
 void tr_checkpoint(trainer *t)

@@ -396,6 +396,9 @@ void tr_upload(trainer *t, cdp_loader *l, const cdp_batch *b);
  * done), the rank that found it having said so */
 int  tr_validate(trainer *t, tr_val *v);
 void tr_checkpoint(trainer *t);            /* collective; rank 0 writes */
+/* What a run stopped now leaves, for its message: "'RUNDIR/checkpoint.cdpt'
+ * keeps step N", or "no checkpoint written" */
+void tr_ckpt_kept(const trainer *t, char *buf, size_t cap);
 /* At setup, before step 1: -1 with err set when the checkpoint this run
  * would write (the per-rank state aside) is one cdp_ckpt_validate refuses,
  * so no run trains to the end and then cannot save (issue 14) */
