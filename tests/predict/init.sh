@@ -9,8 +9,9 @@
 #  - the same at --lr 0.05 trains (finite, changed weights);
 #  - --init from a cdp-train checkpoint (chips.sh's classifier) takes all
 #    its tensors; one whose tensors fit no tensor of the net, one whose
-#    tensor other than the head's does not fit (a stem for 4 bands, a conv
-#    of another model), naming it, one with tensors under a module the net
+#    tensor other than the head's does not fit (a stem for 4 bands, a stem
+#    of another width for 3, which is no advice on bands, a conv of another
+#    model), naming it, one with tensors under a module the net
 #    has but not in it (a deeper ResNet's layer1.2), and a missing file, are
 #    refused; tensors of a module the net lacks (a decoder) are left over;
 #  - --resume of a run directory whose checkpoint.cdpt is initial weights is
@@ -88,16 +89,22 @@ from cdpool import load_checkpoint
 from cdpool.checkpoint import encode_initial
 ck = load_checkpoint(sys.argv[1])
 for out, name, t in ((sys.argv[2], "conv1.w", np.tile(ck.params["conv1.w"], (1, 2, 1, 1))[:, :4]),
-                     (sys.argv[3], "layer1.0.conv1.w", ck.params["layer1.0.conv1.w"][:, :, :1, :1])):
+                     (sys.argv[3], "layer1.0.conv1.w", ck.params["layer1.0.conv1.w"][:, :, :1, :1]),
+                     (sys.argv[4], "conv1.w", ck.params["conv1.w"][:32])):
     p = dict(ck.params)
     p[name] = np.ascontiguousarray(t)
     if name == "layer1.0.conv1.w":
         p["layer1.0.conv2.w"] = p["layer1.0.conv2.w"][:, :, :1, :1].copy()
     open(out, "wb").write(encode_initial(ck.cfg_text, ck.overrides, ck.in_shape, p, ck.buffers))
-' "$T/init.cdpt" "$T/in4.cdpt" "$T/other.cdpt" || fail "the misfit checkpoints"
+' "$T/init.cdpt" "$T/in4.cdpt" "$T/other.cdpt" "$T/narrow.cdpt" || fail "the misfit checkpoints"
 expect_fail 1 "^cdp-train: --init '$T/in4.cdpt': conv1.w: (64,4,7,7) in the checkpoint, the net has (64,3,7,7): weights for another number of input bands than the pool's 3 (import them with python3 -m cdpool import-torch --in-channels 3)\$" \
 	cdp-train -q --db "$T/pool" --keys "$T/k" --out "$T/r6" --batch 4 --steps 1 --threads 1 \
 	--model "$CFG:classes=5" --init "$T/in4.cdpt" --freeze 'conv1,bn1,layer*'
+# a stem of another width for the same 3 bands: another model, not
+# weights for other bands (before: the --in-channels advice)
+expect_fail 1 "^cdp-train: --init '$T/narrow.cdpt': conv1.w: (32,3,7,7) in the checkpoint, the net has (64,3,7,7): a checkpoint of another model (only the head, 'fc', may differ)\$" \
+	cdp-train -q --db "$T/pool" --keys "$T/k" --out "$T/r6" --batch 4 --steps 1 --threads 1 \
+	--model "$CFG:classes=5" --init "$T/narrow.cdpt"
 expect_fail 1 "^cdp-train: --init '$T/other.cdpt': layer1.0.conv1.w: (64,64,1,1) in the checkpoint, the net has (64,64,3,3) (and 1 more tensors): a checkpoint of another model (only the head, 'fc', may differ)\$" \
 	cdp-train -q --db "$T/pool" --keys "$T/k" --out "$T/r6" --batch 4 --steps 1 --threads 1 \
 	--model "$CFG:classes=5" --init "$T/other.cdpt"

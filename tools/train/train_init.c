@@ -25,8 +25,11 @@ typedef struct init_list {
 	int n;
 	const cdp_net *net;
 	int head;                   /* the head: the last layer with parameters */
-	int nbad, bad_in;           /* bad_in: the first bad one's layer reads the input */
+	/* bad_in: the first bad one is the weight of a layer that reads the
+	 * input, and differs from the checkpoint's in its input channels only */
+	int nbad, bad_in;
 	char bad[CDP_LAYER_NAME + 200];
+	const cdp_ckpt *ck;
 } init_list;
 
 /* The layer of tensor name (LAYER.w, .b, .mean, .var), or NULL. */
@@ -39,6 +42,39 @@ static const cdp_layer *init_layer(const cdp_net *net, const char *name)
 		    strncmp(net->layers[i].name, name, (size_t)(dot - name)) == 0)
 			return &net->layers[i];
 	return NULL;
+}
+
+/* Whether weight tensor name of layer L (a conv's (F,C,K,K), a deconv's
+ * (C,F,K,K)) has in ck another number of input channels C and else the
+ * net's shape: weights for another number of input bands, which
+ * import-torch --in-channels adapts. Another width (F) or kernel is
+ * another model, whatever C is. */
+static int init_other_bands(const cdp_ckpt *ck, const cdp_layer *L, const char *name)
+{
+	const char *type = L->ops ? L->ops->type : "", *dot = strrchr(name, '.');
+	int d[4] = { L->filters, L->in[0].c, L->k, L->k }, c = 1;
+
+	if (!dot || strcmp(dot, ".w") != 0)
+		return 0;
+	if (!strcmp(type, "deconv")) {
+		d[0] = L->in[0].c;
+		d[1] = L->filters;
+		c = 0;
+	} else if (strcmp(type, "conv") != 0) {
+		return 0;
+	}
+	for (int j = 0; j < ck->nparams; j++) {
+		const cdp_ckpt_tensor *t = &ck->params[j];
+		if (strcmp(t->name, name) != 0)
+			continue;
+		if (t->ndim != 4 || t->dims[c] == d[c])
+			return 0;
+		for (int i = 0; i < 4; i++)
+			if (i != c && t->dims[i] != d[i])
+				return 0;
+		return 1;
+	}
+	return 0;
 }
 
 /* A tensor not taken may be the head's (a head of another class count),
@@ -58,7 +94,7 @@ static void init_each(void *ctx, const char *name, const char *why)
 		if (l->nbad++ == 0) {
 			snprintf(l->bad, sizeof l->bad, "%s: %s", name, why);
 			for (int j = 0; L && j < L->nfrom; j++)
-				l->bad_in |= L->from[j] == -1;
+				l->bad_in |= L->from[j] == -1 && init_other_bands(l->ck, L, name);
 		}
 		return;
 	}
@@ -158,7 +194,7 @@ static int init_unused(const cdp_ckpt *ck, const cdp_net *net, char *first, size
 
 int tr_init_weights(trainer *t, char *err, size_t cap)
 {
-	init_list l = { malloc(256), 0, 256, 0, &t->net, -1, 0, 0, "" };
+	init_list l = { malloc(256), 0, 256, 0, &t->net, -1, 0, 0, "", &t->init_ck };
 	int rc, taken = 0, total = 0, unused;
 	char more[48], extra[CDP_CKPT_NAME_MAX + 1] = "";
 	size_t n;
@@ -182,7 +218,8 @@ int tr_init_weights(trainer *t, char *err, size_t cap)
 	}
 	if (l.nbad) {
 		free(l.s);
-		if (l.bad_in)
+		/* the advice only where the bands are all that differs */
+		if (l.bad_in && l.nbad == 1)
 			return tr_fail(err, cap, "--init '%s': %s: weights for another number of input "
 			               "bands than the pool's %d (import them with python3 -m cdpool "
 			               "import-torch --in-channels %d)", t->o->init, l.bad, t->net.in.c,
