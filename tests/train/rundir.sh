@@ -6,7 +6,9 @@
 #    one line naming what is there and both ways on, the files untouched;
 #    --overwrite removes those files and nothing else; an empty directory or
 #    one with only the user's files trains; --resume with --overwrite is a
-#    usage error; a run refused before its first step leaves none behind;
+#    usage error; --overwrite with --init naming one of the files it
+#    removes (checkpoint.cdpt, best.cdpt, by inode) is refused, both kept;
+#    a run refused before its first step leaves none behind;
 #    a RUNDIR whose run stopped before its first checkpoint has nothing to
 #    resume, which a run with or without --resume says, sweeping a dead
 #    run's temporaries;
@@ -162,6 +164,20 @@ expect_fail 1 "refusing to write '$T/run/k.keys'" cdp-train --db "$T/pool" --key
 cmp -s "$T/train.keys" "$T/run/k.keys" || fail "--overwrite --trace removed or changed an input"
 cmp -s "$T/ck.before" "$T/run/checkpoint.cdpt" || fail "a refused --overwrite removed the run"
 rm "$T/run/k.keys"
+# --init from the checkpoint --overwrite removes (by its own name, another
+# name of it, a link to it, or best.cdpt): refused before anything is
+# removed (before: read, then deleted with the run it came from)
+cp "$T/run/checkpoint.cdpt" "$T/run/best.cdpt"
+ln "$T/run/checkpoint.cdpt" "$T/hard.cdpt"
+ln -s run/best.cdpt "$T/soft.cdpt"
+for i in "$T/run/checkpoint.cdpt=checkpoint" "$T/run/./best.cdpt=best" "$T/hard.cdpt=checkpoint" \
+	"$T/soft.cdpt=best"; do
+	expect_fail 1 "^cdp-train: --init '${i%=*}': it is the run's '$T/run/${i#*=}.cdpt', which --overwrite removes: copy it out of '$T/run' first, or continue the run with --resume\$" \
+		cdp-train $C --out "$T/run" --steps 3 --overwrite --init "${i%=*}"
+	cmp -s "$T/ck.before" "$T/run/checkpoint.cdpt" && cmp -s "$T/ck.before" "$T/run/best.cdpt" ||
+		fail "--init '${i%=*}' --overwrite removed or changed it"
+done
+rm "$T/run/best.cdpt" "$T/hard.cdpt" "$T/soft.cdpt"
 
 echo "== fresh, empty and user-only directories train"
 mkdir "$T/empty" "$T/user"

@@ -13,7 +13,8 @@
  *  - An earlier run is neither continued nor replaced by accident: when
  *    RUNDIR holds a file cdp-train writes (rundir_files, and --trace FILE
  *    when FILE lies in RUNDIR), the run needs --resume to continue it or
- *    --overwrite to start over, which removes those files and nothing else.
+ *    --overwrite to start over, which removes those files and nothing else
+ *    (and is refused when --init names one of them).
  *    Only regular files count: cdp-train writes no other kind, and the
  *    output checks (train_log.c) judge a link or a device in their place.
  */
@@ -149,6 +150,36 @@ static int take_lock(trainer *t, char *err, size_t cap)
 	return 0;
 }
 
+/* --overwrite with an --init file that is one of the files it removes
+ * (by device and inode: RUNDIR/checkpoint.cdpt, best.cdpt, a link to one
+ * of them or another name of one): refused with err, before anything is
+ * removed. The weights would be read, then deleted with the run they came
+ * from, and no input is ever overwritten. A link at a run file's name is
+ * removed, not what it names, so it takes nothing from --init. */
+static int init_removed(const trainer *t, char *err, size_t cap)
+{
+	const char *names[NFILES + 1], *tr = trace_in_rundir(t);
+	char path[4200];
+	struct stat in, st;
+	size_t n = 0;
+
+	if (!t->o->overwrite || !t->o->init || stat(t->o->init, &in) != 0)
+		return 0;
+	for (size_t i = 0; i < NFILES; i++)
+		names[n++] = rundir_files[i];
+	if (tr && *tr)
+		names[n++] = tr;
+	for (size_t i = 0; i < n; i++) {
+		snprintf(path, sizeof path, "%s/%s", t->o->out, names[i]);
+		if (lstat(path, &st) == 0 && S_ISREG(st.st_mode) && st.st_dev == in.st_dev &&
+		    st.st_ino == in.st_ino)
+			return tr_fail(err, cap, "--init '%s': it is the run's '%s', which --overwrite "
+			               "removes: copy it out of '%s' first, or continue the run with "
+			               "--resume", t->o->init, path, t->o->out);
+	}
+	return 0;
+}
+
 int tr_rundir_open(trainer *t, char *err, size_t cap)
 {
 	const cdp_train_opts *o = t->o;
@@ -183,6 +214,8 @@ int tr_rundir_open(trainer *t, char *err, size_t cap)
 		                       "--overwrite starts over and removes those files", o->out, list)
 		             : tr_fail(err, cap, "cannot resume: '%s' holds no checkpoint.cdpt, no run "
 		                       "to resume (leave --resume out to start one)", o->out);
+	if (init_removed(t, err, cap) < 0)
+		return -1;
 	if (o->resume || o->overwrite)
 		return 0;
 	if (found == 0) {
