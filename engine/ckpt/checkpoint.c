@@ -585,6 +585,12 @@ uint64_t cdp_ckpt_global_batch(const cdp_ckpt *ck)
 	} \
 } while (0)
 
+/* OPTM's ten floats in the file's order (cdp-checkpoint(5)) */
+static const char *const optim_float_names[10] = {
+	"lr", "momentum", "weight decay", "beta1", "beta2", "eps", "gamma", "minimum lr",
+	"warm-up factor", "clipping norm"
+};
+
 static int check_why(const cdp_ckpt *ck, char *why, size_t cap)
 {
 	uint64_t ptotal, btotal;
@@ -614,12 +620,27 @@ static int check_why(const cdp_ckpt *ck, char *why, size_t cap)
 	RULE(tensors_ok(ck->buffers, ck->nbuffers, &btotal),
 	     "a buffer tensor (BUFS) has a bad name or a shape other than its values");
 	if (ck->optim.type != 0) {
-		int nb = cdp_optim_nblocks(&ck->optim);
-		RULE(cdp_optim_cfg_check(&ck->optim, w, sizeof(w)) == 0,
+		const cdp_optim_cfg *o = &ck->optim;
+		const float f[10] = { o->lr, o->momentum, o->weight_decay, o->beta1, o->beta2,
+		                      o->eps, o->gamma, o->min_lr, o->warmup_factor, o->clip_norm };
+		int nb = cdp_optim_nblocks(o);
+		/* every float finite, named before the ranges (an infinite
+		 * clipping norm is >= 0, and would clip nothing) */
+		for (int i = 0; i < 10; i++)
+			RULE(isfinite(f[i]), "the optimizer's settings (OPTM): %s is %g (every setting "
+			     "finite)", optim_float_names[i], f[i]);
+		RULE(cdp_optim_cfg_check(o, w, sizeof(w)) == 0,
 		     "the optimizer's settings (OPTM): %s", w);
-		RULE(ck->optim_step >= 0 && (nb < 1 || (ck->optim_n == ptotal && ck->optim_v)) &&
-		     (nb != 2 || ck->optim_m), "the optimizer's state (OPTM) holds %zu values a "
-		     "block for %" PRIu64 " parameters", ck->optim_n, ptotal);
+		/* each of META's steps applies at most one update (accumulated
+		 * micro-batches make one; a step the loss scaler or --nan-policy
+		 * skip skipped, none), so the updates are at most the steps:
+		 * more would resume AdamW's bias correction elsewhere */
+		RULE(ck->optim_step >= 0 && (uint64_t)ck->optim_step <= ck->step,
+		     "the optimizer's steps taken (OPTM) are %ld, 0 to META's step %" PRIu64
+		     " expected", ck->optim_step, ck->step);
+		RULE((nb < 1 || (ck->optim_n == ptotal && ck->optim_v)) && (nb != 2 || ck->optim_m),
+		     "the optimizer's state (OPTM) holds %zu values a block for %" PRIu64
+		     " parameters", ck->optim_n, ptotal);
 	}
 	RULE(ck->nrng >= 0 && ck->nrng <= CDP_CKPT_MAX_RNG && (ck->nrng == 0 || ck->rng),
 	     "%d random generators (RNG), 0 to %d", ck->nrng, CDP_CKPT_MAX_RNG);

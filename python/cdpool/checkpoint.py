@@ -7,7 +7,8 @@ against the real size, the CRC-32 (zlib's) before any field is trusted, the chun
 tags, flags (version 8: a chunk this reader does not know is skipped when it is
 marked skippable, else refused as a newer cdpool's), lengths and counts against
 the bytes left in each chunk, then the values (ranges, tensor
-totals, optimizer blocks of the parameter count, bands matching the input
+totals, optimizer settings finite, steps taken 0 to META's step and blocks of the
+parameter count, bands matching the input
 channels, finite deviations >= 0 (0: a constant band, centred only), the
 global batch (version 4), the kind (version 7), the standardization's origin, sources and the
 training data's CRS and pixel size (version 5), the class names (version 6: 1 to 255 bytes
@@ -305,6 +306,13 @@ def _tensors(r):
     return out, s
 
 
+# OPTM's ten floats in the file's order, with the C reader's names
+_OPTIM_FLOATS = (("lr", "lr"), ("momentum", "momentum"), ("weight_decay", "weight decay"),
+                 ("beta1", "beta1"), ("beta2", "beta2"), ("eps", "eps"), ("gamma", "gamma"),
+                 ("min_lr", "minimum lr"), ("warmup_factor", "warm-up factor"),
+                 ("clip_norm", "clipping norm"))
+
+
 def _optim(r, ck):
     typ, policy, nesterov, accumulate = r.take("<4I")
     f = r.take("<10f")
@@ -584,6 +592,11 @@ def _check(ck):
     o = ck.optim
     ptotal = sum(t.size for t in ck.params.values())
     if o["type"] != "none":
+        # every float finite, named before the ranges (cdp_ckpt_validate)
+        for key, name in _OPTIM_FLOATS:
+            if not math.isfinite(o[key]):
+                raise _Bad("EFORMAT", "the optimizer's settings (OPTM): %s is %g (every setting "
+                           "finite)" % (name, o[key]))
         ok = o["lr"] >= 0 and math.isfinite(o["lr"]) and o["weight_decay"] >= 0 \
             and math.isfinite(o["weight_decay"])
         if o["type"] == "sgd":
@@ -598,7 +611,12 @@ def _check(ck):
         ok = ok and o["clip_norm"] >= 0 and o["accumulate"] >= 1
         if not ok:
             raise _Bad("EFORMAT")
-        if o["step"] < 0 or (o["blocks"] >= 1 and o["n"] != ptotal):
+        # at most one update a step: more would resume AdamW's bias
+        # correction elsewhere
+        if not 0 <= o["step"] <= ck.step:
+            raise _Bad("EFORMAT", "the optimizer's steps taken (OPTM) are %d, 0 to META's step "
+                       "%d expected" % (o["step"], ck.step))
+        if o["blocks"] >= 1 and o["n"] != ptotal:
             raise _Bad("EFORMAT", "the optimizer's state (OPTM) holds %d values a block for %d "
                        "parameters" % (o["n"], ptotal))
     if ck.bands and len(ck.bands) != c:

@@ -873,6 +873,7 @@ static void test_models(void)
 		CHECK_RC(cdp_ckpt_from_net(&ck, &a), CDP_OK);
 		CHECK_RC(cdp_ckpt_set_cfg(&ck, text, NULL, 0), CDP_OK);
 		CHECK_RC(cdp_ckpt_set_optim(&ck, &o), CDP_OK);
+		ck.step = 1;                 /* the one step its update was */
 		CHECK_RC(cdp_ckpt_write(ck_path, &ck), CDP_OK);
 		CHECK_RC(cdp_ckpt_read(ck_path, &rd), CDP_OK);
 		CHECK(strcmp(rd.cfg_text, text) == 0 && rd.in_c == 3 && rd.in_h == models[i].in,
@@ -1172,6 +1173,59 @@ static void refused_as(const unsigned char *b, size_t len, int code, const char 
 	CHECK(!want || strcmp(why, want) == 0, "%s: says '%s', want '%s'", what, why, want);
 	if (rc == CDP_OK)
 		cdp_ckpt_free(&ck);
+}
+
+/* OPTM's fields against cdp-checkpoint(5), in a hand-edited file with its
+ * CRC recomputed: steps taken beyond META's step (before: 2^60 resumed
+ * with a wrong AdamW bias correction), fewer (steps skipped: read), a
+ * negative count (before: "holds 120 values a block for 120 parameters")
+ * and an infinite clipping norm (before: read), each refused naming the
+ * field and its value; the writer refuses what the reader would. */
+static void test_optm_fields(void)
+{
+	cdp_ckpt a;
+	unsigned char *buf, *c;
+	size_t len, at;
+	/* the chunk's header, four u32, then ten f32 and four i64 */
+	const size_t clip = 16 + 16 + 9 * 4, steps = 16 + 16 + 10 * 4 + 3 * 8;
+	float inf = INFINITY;
+	char why[300];
+
+	make_ck(&a);
+	a.step = 2;
+	a.optim_step = 2;
+	CHECK_RC(cdp_ckpt_encode(&a, &buf, &len), CDP_OK);
+	at = find_chunk(buf, len, "OPTM");
+	CHECK(at > 0 && rd_u64(buf + at + steps) == 2 && memcmp(buf + at + clip, &a.optim.clip_norm, 4) == 0,
+	      "OPTM's layout");
+	c = malloc(len);
+	memcpy(c, buf, len);
+	wr_u64(c + at + steps, 1);
+	fix_crc(c, len);
+	refused_as(c, len, CDP_OK, NULL, "one step of two skipped");
+	wr_u64(c + at + steps, 1ULL << 60);
+	fix_crc(c, len);
+	refused_as(c, len, CDP_EFORMAT, "the optimizer's steps taken (OPTM) are 1152921504606846976, "
+	           "0 to META's step 2 expected", "steps taken 2^60, META's step 2");
+	wr_u64(c + at + steps, (uint64_t)-3);
+	fix_crc(c, len);
+	refused_as(c, len, CDP_EFORMAT, "the optimizer's steps taken (OPTM) are -3, 0 to META's "
+	           "step 2 expected", "steps taken -3");
+	memcpy(c, buf, len);
+	memcpy(c + at + clip, &inf, 4);
+	fix_crc(c, len);
+	refused_as(c, len, CDP_EFORMAT, "the optimizer's settings (OPTM): clipping norm is inf "
+	           "(every setting finite)", "an infinite clipping norm");
+	a.optim_step = 3;
+	CHECK_RC(cdp_ckpt_validate(&a, why, sizeof why), -1);
+	CHECK(strcmp(why, "the optimizer's steps taken (OPTM) are 3, 0 to META's step 2 "
+	             "expected") == 0, "%s", why);
+	a.optim_step = 2;
+	a.optim.eps = INFINITY;
+	CHECK_RC(cdp_ckpt_encode(&a, &c, &len), CDP_EINVAL);
+	free(c);
+	free(buf);
+	cdp_ckpt_free(&a);
 }
 
 /* Version 8's chunk flags (cdp-checkpoint(5) COMPATIBILITY): an unknown
@@ -1691,6 +1745,7 @@ int main(void)
 	test_initial(buf, len);
 	test_norm_from();
 	test_nonfinite();
+	test_optm_fields();
 	test_mismatch();
 	test_models();
 	free(buf);

@@ -584,6 +584,28 @@ def test_checkpoint():
     check("parameter tensor 'conv0.w' holds NaN at element 0" in str(e), "NaN: %s" % e)
     c_says(e, "cdp-predict", "-q", f, os.path.join(T, "r", "road.tif"),
            "-o", os.path.join(T, "pred.tif"))
+    # OPTM against META and cdp-checkpoint(5), as the C reader: steps taken
+    # beyond META's step (before: read), negative (before: "holds N values
+    # a block for N parameters") and an infinite clipping norm (before: read)
+    optm = b.index(b"OPTM") + 16
+    steps, clip = optm + 16 + 40 + 24, optm + 16 + 36
+    check(struct.unpack_from("<q", b, steps)[0] == 18, "OPTM's steps taken")
+    for k, (at, raw, says) in enumerate((
+            (steps, struct.pack("<q", 1 << 60), "the optimizer's steps taken (OPTM) are "
+             "1152921504606846976, 0 to META's step 18 expected"),
+            (steps, struct.pack("<q", -3), "the optimizer's steps taken (OPTM) are -3, 0 to "
+             "META's step 18 expected"),
+            (clip, struct.pack("<f", float("inf")), "the optimizer's settings (OPTM): clipping "
+             "norm is inf (every setting finite)"))):
+        f = os.path.join(d, "optm%d.cdpt" % k)
+        open(f, "wb").write(fixcrc(b[:at] + raw + b[at + len(raw):]))
+        e = refused("EFORMAT", cdpool.load_checkpoint, f)
+        check(says in str(e), "OPTM case %d: %s, want %r" % (k, e, says))
+        c_says(e, "cdp-predict", "-q", f, os.path.join(T, "r", "road.tif"),
+               "-o", os.path.join(T, "pred.tif"))
+    f = os.path.join(d, "optm.cdpt")
+    open(f, "wb").write(fixcrc(b[:steps] + struct.pack("<q", 17) + b[steps + 8:]))
+    check(cdpool.load_checkpoint(f).optim["step"] == 17, "a step skipped: read")
     ok("damaged checkpoints: the refusals and messages of cdp-predict; NaN refused")
 
 
