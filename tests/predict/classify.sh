@@ -17,7 +17,8 @@
 #    palette, 256x256 tiles; a --colors line overrides its class's colour,
 #    and its name when it gives one, the others keep the folders' names;
 #    --resume keeps the checkpoint's names, and says so in one line when
-#    the pool's differ;
+#    the pool's differ; resumed on a pool of per-pixel labels it is refused
+#    naming the checkpoint;
 #  - refusals: chips of another size, --vector with a classifier.
 . "$CDP_SRCDIR/tests/tools/common.sh"
 need_python
@@ -156,6 +157,15 @@ cdp-train -q --db "$T/pool2" --keys "$T/run.keys" --out "$T/run3" --batch 4 --st
 [ "$(grep -v 'schedule is re-planned over' "$T/err")" = "cdp-train: resume: using the checkpoint's class names ('green', 'lake', 'land', 'residential', 'road'), not the pool's ('a', 'b', 'c', 'd', 'e')" ] ||
 	fail "--resume, other names: $(cat "$T/err")"
 [ "$(ckn "$T/run3")" = "green lake land residential road" ] || fail "resumed: $(ckn "$T/run3")"
+# resumed on a pool of another kind (per-pixel labels): the model is named
+# by the checkpoint it comes from (before: model '(checkpoint)')
+"$PYTHON" "$GEN" "$T/seg.tif" --size 64 --seed 5 --mask "$T/seg_mask.tif"
+cdp-tile -q --size 16 --label-suffix _mask "$T/seg.tif" | cdp-lmdbpack -q "$T/segpool"
+cdp-keyshuffle -q -o "$T/seg.keys" "$T/segpool"
+cp -r "$T/run" "$T/run4"
+expect_fail 1 "^cdp-train: model '$T/run4/checkpoint.cdpt' gives a 1x1 output, the pool's per-pixel labels are 16x16 (a segmentation head is needed)\$" \
+	cdp-train -q --db "$T/segpool" --keys "$T/seg.keys" --out "$T/run4" --batch 4 --steps 8 \
+	--threads 1 --resume
 # cell (1, 1) all nodata, and cells (0, 2) and (3, 0) of the last column and
 # row too, whose windows (shifted inwards) still hold their neighbours'
 # valid pixels: nodata all three

@@ -158,6 +158,27 @@ one_line 2 "^cdp-train: --class-weights: '1,,2' is not auto or numbers >= 0 sepa
 	"$B/cdp-train" --class-weights 1,,2
 one_line 2 "^cdp-predict: --overlap 32 must be smaller than --size 32\$" \
 	"$B/cdp-predict" --size 32 --overlap 32 run x.tif -o y.tif
+# cdp-train's options that exclude or need each other: one line each, as
+# its other usage errors (they printed the 17-line usage after it); a
+# missing --db, --keys, --out or --model is a missing operand's reason and
+# usage (above)
+R="$B/cdp-train --db=d --keys=k --out=o"
+while IFS='|' read -r args pat; do
+	# shellcheck disable=SC2086
+	one_line 2 "^cdp-train: $pat" $R $args
+done <<'EOF2'
+--model=m --nesterov --momentum 0|--nesterov needs a momentum above 0 \(--momentum 0 given\)$
+--model=m --optimizer adamw --momentum 0.5|--momentum applies to --optimizer sgd, not adamw$
+--resume --overwrite|--resume and --overwrite exclude each other
+--resume --init x|--resume and --init exclude each other
+--model=m --patience 2|--patience needs --keep-best
+--model=m --min-delta 0.1|--min-delta needs --patience$
+--model=m --overlap on --no-overlap|--overlap and --no-overlap exclude each other
+EOF2
+set +e; "$B/cdp-train" --db=d --keys=k --model=m >/dev/null 2>"$T/err"; rc=$?; set -e
+[ "$rc" -eq 2 ] && [ "$(head -1 "$T/err")" = "cdp-train: missing --out" ] &&
+	sed -n 2p "$T/err" | grep -q '^usage: ' || fail "missing --out: exit $rc, $(cat "$T/err")"
+
 # -0 is 0 for an unsigned option too, as for a signed one
 "$B/cdp-keyshuffle" --seed -0 "$T/nonesuch" 2>"$T/err" && fail "keyshuffle of no pool passed"
 grep -q "cannot open" "$T/err" || fail "--seed -0 refused: $(cat "$T/err")"

@@ -403,6 +403,9 @@ static void test_bad_open(void)
 	o.keys_path = pth("missing.keys");
 	open_fails(&o, CDP_EKEY, "nokey_0_0", "missing key");
 	open_fails(&o, CDP_EKEY, pth("missing.keys"), "missing key names the file");
+	f = fopen(pth("one.keys"), "w");
+	CHECK_RC(cdp_ptrfile_write(f, kl.uuid, 0, keys, lens, 1), 0);
+	fclose(f);
 	free(keys);
 	free(lens);
 	cdp_keylist_free(&kl);
@@ -417,6 +420,10 @@ static void test_bad_open(void)
 	open_fails(&o, CDP_ERANGE, "of 32 (4 ranks x 8)", "fewer keys than a global batch");
 	o = opts(0, 1, 31);
 	open_fails(&o, CDP_ERANGE, "of 31 (1 rank x 31)", "fewer keys than one process's batch");
+	o = opts(0, 1, 8);
+	o.keys_path = pth("one.keys");    /* before: "1 keys are" */
+	open_fails(&o, CDP_ERANGE, "one.keys': 1 key is fewer than one global batch of 8 (1 rank x 8)",
+	           "one key");
 	o = opts(0, 4, 8);
 	o.pad_last = 1;
 	cdp_loader_close(open_ok(&o));

@@ -194,9 +194,10 @@ static int open_keys(cdp_loader *l, char *err, size_t cap)
 		if (A > 1)
 			snprintf(acc, sizeof acc, " x accumulate=%zu", A);
 		if (l->steps == 0)
-			return fail(err, cap, CDP_ERANGE, "'%s': %zu keys are fewer than one global batch "
+			return fail(err, cap, CDP_ERANGE, "'%s': %zu %s fewer than one global batch "
 			            "of %zu (%zu rank%s x %zu%s); use fewer ranks, a smaller batch or "
-			            "--pad-last", l->keys_path, l->N, S, j, j == 1 ? "" : "s", b, acc);
+			            "--pad-last", l->keys_path, l->N, l->N == 1 ? "key is" : "keys are",
+			            S, j, j == 1 ? "" : "s", b, acc);
 	}
 	return 0;
 }

@@ -474,6 +474,8 @@ int main(int argc, char **argv)
 		usage(stderr);
 		goto out;
 	}
+	/* nothing to run: the reason, then the usage, as a missing operand
+	 * gets in every program; a conflict of options given is one line */
 	if (!o.db || !o.keys || !o.out || (!o.model && !o.resume)) {
 		fprintf(stderr, PROG ": missing %s\n", !o.db ? "--db" : !o.keys ? "--keys" :
 		        !o.out ? "--out" : "--model (needed unless --resume)");
@@ -485,13 +487,11 @@ int main(int argc, char **argv)
 	if (overlap_set && no_overlap) {
 		fprintf(stderr, PROG ": --overlap and --no-overlap exclude each other "
 		        "(--no-overlap is --overlap off)\n");
-		usage(stderr);
 		goto out;
 	}
 	if (o.resume && o.overwrite) {
 		fprintf(stderr, PROG ": --resume and --overwrite exclude each other (continue the run "
 		        "in '%s', or start it over)\n", o.out);
-		usage(stderr);
 		goto out;
 	}
 	o.overlap_given = overlap_set ? "--overlap" : no_overlap ? "--no-overlap" : NULL;
@@ -514,7 +514,6 @@ int main(int argc, char **argv)
 	if (o.resume && o.init) {
 		fprintf(stderr, PROG ": --resume and --init exclude each other (a resumed run has its "
 		        "weights)\n");
-		usage(stderr);
 		goto out;
 	}
 	/* as torch.optim.SGD refuses nesterov without momentum; AdamW has
@@ -522,19 +521,16 @@ int main(int argc, char **argv)
 	if (o.optimizer == CDP_OPT_ADAMW && (o.momentum >= 0 || o.nesterov > 0)) {
 		fprintf(stderr, PROG ": %s applies to --optimizer sgd, not adamw\n",
 		        o.momentum >= 0 ? "--momentum" : "--nesterov");
-		usage(stderr);
 		goto out;
 	}
 	if (o.nesterov > 0 && o.momentum == 0) {
 		fprintf(stderr, PROG ": --nesterov needs a momentum above 0 (--momentum 0 given)\n");
-		usage(stderr);
 		goto out;
 	}
 	if ((o.patience || min_delta_set) && (!o.keep_best || !o.patience || !o.val_keys)) {
 		fprintf(stderr, PROG ": %s\n", !o.patience ? "--min-delta needs --patience" :
 		        !o.keep_best ? "--patience needs --keep-best (the metric it watches)" :
 		        "--patience needs --val-keys (it watches validations)");
-		usage(stderr);
 		goto out;
 	}
 	o.log_keys = getenv("CDP_TRAIN_LOG_KEYS");

@@ -103,6 +103,9 @@ typedef struct trainer {
 	/* logging (rank 0) */
 	FILE *jsonl, *log, *keylog;
 	char png_path[4096];
+	/* what messages call the model: --model, or resuming without it the
+	 * checkpoint whose cfg it is (RUNDIR/checkpoint.cdpt) */
+	char model_name[4200];
 	/* log_failed: a write or flush of metrics.jsonl, train.log or --log
 	 * failed (said on stderr then; that file gets nothing more, and the
 	 * run stops at the end of the step: train.c); the end of each file's

@@ -360,7 +360,7 @@ static int raw_buffers(trainer *t)
 
 static const char *o_model_name(const trainer *t)
 {
-	return t->o->model ? t->o->model : "(checkpoint)";
+	return t->model_name;
 }
 
 /* A multi-label pool needs a multi-label head (net.multi: loss=bce on K
@@ -934,6 +934,10 @@ int tr_setup(trainer *t, char *err, size_t cap)
 	struct stat st;
 	char why[512];
 
+	if (o->model)
+		snprintf(t->model_name, sizeof t->model_name, "%s", o->model);
+	else
+		snprintf(t->model_name, sizeof t->model_name, "%s/checkpoint.cdpt", o->out);
 	if (threads <= 0) {
 		threads = cdp_thread_cpus() / cdp_dist_local_share();
 		if (threads < 1)
