@@ -948,18 +948,16 @@ int cdp_label_vector_read_rows(cdp_label_vector *v, const cdp_raster_info *g, in
 	return CDP_OK;
 }
 
-int cdp_label_vector_files(const cdp_label_vector *v,
+int cdp_label_vector_files(const cdp_label_vector *v, int extent,
                            int (*fn)(const char *path, void *arg), void *arg)
 {
+	GDALDatasetH ds = extent ? v->ext.ds : v->lab.ds;
+	char **list = ds ? GDALGetFileList(ds) : NULL;
 	int rc = CDP_OK;
 
-	for (int i = 0; i < 2 && rc == CDP_OK; i++) {
-		GDALDatasetH ds = i ? v->ext.ds : v->lab.ds;
-		char **list = ds ? GDALGetFileList(ds) : NULL;
-		for (char **f = list; f && *f && rc == CDP_OK; f++)
-			rc = fn(*f, arg);
-		CSLDestroy(list);
-	}
+	for (char **f = list; f && *f && rc == CDP_OK; f++)
+		rc = fn(*f, arg);
+	CSLDestroy(list);
 	return rc;
 }
 

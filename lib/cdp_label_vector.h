@@ -142,9 +142,11 @@ int cdp_label_vector_place(cdp_label_vector *v, const cdp_raster_info *g, int tp
 void *cdp_label_vector_take_transformer(cdp_label_vector *v);
 void cdp_label_vector_give_transformer(cdp_label_vector *v, void *tr);
 
-/* Calls fn(path, arg) for each file GDAL reads for v (its labels and its
- * extent); stops at and returns the first non-zero value of fn. */
-int cdp_label_vector_files(const cdp_label_vector *v,
+/* Calls fn(path, arg) for each file GDAL reads for v's labels (extent 0)
+ * or for its o->extent layer (extent 1; none without one), so that a
+ * caller can name each by the option that gave it; stops at and returns
+ * the first non-zero value of fn. */
+int cdp_label_vector_files(const cdp_label_vector *v, int extent,
                            int (*fn)(const char *path, void *arg), void *arg);
 
 void cdp_label_vector_close(cdp_label_vector *v);

@@ -6,6 +6,7 @@
 #    --resume (before: SIGBUS, or exit 0 from cdp-keyshuffle);
 #  - no output replaces a file the run reads (by any name: a symlink, a hard
 #    link, a VRT's source): cdp-tile's tiles or stream over a source,
+#    a file an option names (--label-map, --stats) among them;
 #    cdp-keyshuffle's -o or --val-out over the pool or each other;
 #  - a failed run leaves nothing it created: cdp-train no RUNDIR, a first
 #    cdp-lmdbpack no pool; a cdp-tile that fails mid-read ends its stream
@@ -71,6 +72,14 @@ rm -f "$T/o/s_0_0.tif.msk" "$T/o/s_0_0.tif"
 expect_fail 1 "refusing to write the record stream: standard output is the input '$T/s.tif'" \
 	sh -c 'cdp-tile -q --size 64 "$1" >>"$1"' sh "$T/s.tif"
 intact "$T/s.tif" "cdp-tile >> its source"
+# a file an option names is read too: >> onto the --label-map file appended
+# the stream to it (exit 0); the --stats file was refused already
+printf '0 0 background\n1 1 object\n' >"$T/map.txt"
+cp "$T/map.txt" "$T/map.orig"
+expect_fail 1 "^cdp-tile: refusing to write the record stream: standard output is the --label-map file '$T/map.txt'\$" \
+	sh -c 'cdp-tile -q --size 64 --label "$2" --label-map "$3" "$1" >>"$3"' sh "$T/s.tif" \
+	"$T/s_mask.tif" "$T/map.txt"
+cmp -s "$T/map.txt" "$T/map.orig" || fail "cdp-tile >> its --label-map file changed it"
 
 cp "$T/pool/data.mdb" "$T/data.orig"
 expect_fail 1 "^cdp-keyshuffle: refusing to write '$T/pool/data.mdb': it is '$T/pool/data.mdb' of the pool\$" \

@@ -391,4 +391,22 @@ expect_fail 1 "the ignore value 3 is also a value of the label attribute 'cls' o
 	cdp-evaluate --label-field cls --ignore 3 pred.tif feat.gpkg
 cdp-evaluate --label-field cls --label-where "cls < 3" --ignore 3 pred.tif feat.gpkg >/dev/null ||
 	fail "cdp-evaluate --ignore 3 with only ids 0..2 burned"
+# a >> onto the --label-extent file or a --label-crs file is refused, named
+# as that option's file (the extent's was named "read through the input
+# 'feat.gpkg'", the --label-crs file was overwritten); the extent's side
+# files are read through it
+cp extent.geojson ext.geojson
+refused 1 "^cdp-tile: refusing to write the record stream: standard output is the --label-extent file 'ext.geojson'\$" \
+	sh -c 'cdp-tile -q -s 32 --label feat.gpkg --label-extent ext.geojson img.tif >>ext.geojson'
+cmp -s ext.geojson extent.geojson || fail "cdp-tile >> its --label-extent file changed it"
+ogr2ogr -q ext.shp extent.geojson
+cp ext.dbf ext.dbf.orig
+refused 1 "^cdp-tile: refusing to write the record stream: standard output is '.*ext.dbf', read through the --label-extent file 'ext.shp'\$" \
+	sh -c 'cdp-tile -q -s 32 --label feat.gpkg --label-extent ext.shp img.tif >>ext.dbf'
+cmp -s ext.dbf ext.dbf.orig || fail "cdp-tile >> the --label-extent's .dbf changed it"
+gdalsrsinfo -o wkt EPSG:32633 >crs.wkt
+cp crs.wkt crs.orig
+refused 1 "^cdp-tile: refusing to write the record stream: standard output is the --label-crs file 'crs.wkt'\$" \
+	sh -c 'cdp-tile -q -s 32 --label nocrs.shp --label-crs crs.wkt img.tif >>crs.wkt'
+cmp -s crs.wkt crs.orig || fail "cdp-tile >> its --label-crs file changed it"
 echo "vector_labels.sh: ok"

@@ -409,9 +409,10 @@ static int check_out(side *p, side *r, FILE *out, const char *png, char *err, si
 		char what[4200];
 		snprintf(what, sizeof what, "the %s '%s'", i ? "reference" : "prediction",
 		         s[i]->path);
-		if ((rc = cdp_fileset_add(&set, s[i]->path, what)) == 0)
-			rc = s[i]->v ? cdp_label_vector_files(s[i]->v, add_read, &a)
-			             : cdp_raster_files(s[i]->r, add_read, &a);
+		if ((rc = cdp_fileset_add(&set, s[i]->path, what)) == 0 && !s[i]->v)
+			rc = cdp_raster_files(s[i]->r, add_read, &a);
+		for (int e = 0; e < 2 && rc == 0 && s[i]->v; e++)
+			rc = cdp_label_vector_files(s[i]->v, e, add_read, &a);
 	}
 	if (rc == 0 && (hit = cdp_fileset_find_fd(&set, fileno(out))))
 		fail(err, cap, "refusing to write the report: standard output is %s", hit);

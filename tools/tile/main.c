@@ -422,6 +422,7 @@ int main(int argc, char **argv)
 		}
 		have_map = 1;
 		o.label_map = &map;
+		o.label_map_path = inl ? NULL : map_arg;
 	}
 	if (format >= 0 && !o.outdir) {
 		fprintf(stderr, "cdp-tile: --format needs -O DIR\n");

@@ -767,6 +767,7 @@ out:
 
 typedef struct reads_arg {
 	ctx *c;
+	const char *role;          /* "the input", "the --label-extent file" */
 	const char *path;
 } reads_arg;
 
@@ -776,15 +777,15 @@ static int add_read(const char *file, void *arg)
 	char what[8400];
 
 	if (cdp_same_file(file, a->path))
-		snprintf(what, sizeof what, "the input '%s'", a->path);
+		snprintf(what, sizeof what, "%s '%s'", a->role, a->path);
 	else
-		snprintf(what, sizeof what, "'%s', read through the input '%s'", file, a->path);
+		snprintf(what, sizeof what, "'%s', read through %s '%s'", file, a->role, a->path);
 	return cdp_fileset_add(&a->c->reads, file, what);
 }
 
 int tile_add_reads(ctx *c, cdp_raster *r, const char *path)
 {
-	reads_arg a = { c, path };
+	reads_arg a = { c, "the input", path };
 	char what[4200];
 	int rc;
 
@@ -796,15 +797,47 @@ int tile_add_reads(ctx *c, cdp_raster *r, const char *path)
 	return rc;
 }
 
-/* tile_add_reads for a vector label. */
+/* tile_add_reads for a vector label, and its --label-extent named as
+ * that: the file a refusal names is the one the user gave for it. */
 static int tile_add_vector_reads(ctx *c, cdp_label_vector *v, const char *path)
 {
-	reads_arg a = { c, path };
+	reads_arg a = { c, "the input", path }, e = { c, "the --label-extent file",
+	                                               c->o->vec.extent };
 	int rc;
 
-	if ((rc = cdp_label_vector_files(v, add_read, &a)) != CDP_OK)
+	if ((rc = cdp_label_vector_files(v, 0, add_read, &a)) != CDP_OK)
 		ERR(c, "cannot examine the files of '%s': %s", path, cdp_strerror(rc));
+	else if (e.path && (rc = cdp_label_vector_files(v, 1, add_read, &e)) != CDP_OK)
+		ERR(c, "cannot examine the files of '%s': %s", e.path, cdp_strerror(rc));
 	return rc;
+}
+
+/* The files that options name and the run reads: no output may be one.
+ * --label-crs may name a file of WKT (OSRSetFromUserInput reads it); a
+ * value that names none (EPSG:32633) is skipped, as cdp_fileset_add skips
+ * every path that is not there. */
+static int add_option_reads(ctx *c)
+{
+	const cdp_tile_opts *o = c->o;
+	const struct { const char *opt, *path; } f[] = {
+		{ "--stats", o->stats_path },
+		{ "--label-map", o->label_map_path },
+		{ "--label-extent", o->vec.extent },
+		{ "--label-crs", o->vec.crs },
+	};
+	char what[4200];
+	int rc;
+
+	for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) {
+		if (!f[i].path)
+			continue;
+		snprintf(what, sizeof what, "the %s file '%s'", f[i].opt, f[i].path);
+		if ((rc = cdp_fileset_add(&c->reads, f[i].path, what))) {
+			ERR(c, "cannot examine '%s': %s", f[i].path, cdp_strerror(rc));
+			return rc;
+		}
+	}
+	return CDP_OK;
 }
 
 /* The source frame of the stream holds the paths one to a line
@@ -875,14 +908,8 @@ int cdp_tile_run(const cdp_tile_opts *o, FILE *out, cdp_tile_result *res,
 		cdp_stream_pipe_grow(fileno(out));
 	if (o->stats_path && (rc = tile_stats_load(c, o->stats_path)))
 		goto out;
-	if (o->stats_path) {
-		char what[4200];
-		snprintf(what, sizeof what, "the --stats file '%s'", o->stats_path);
-		if ((rc = cdp_fileset_add(&c->reads, o->stats_path, what))) {
-			ERR(c, "cannot examine '%s': %s", o->stats_path, cdp_strerror(rc));
-			goto out;
-		}
-	}
+	if ((rc = add_option_reads(c)))
+		goto out;
 
 	/* Check every input before writing anything. */
 	names = calloc(o->ninputs, sizeof(*names));

@@ -48,6 +48,8 @@ typedef struct cdp_tile_opts {
 	int tps;                     /* GCPs place labels and dates by a thin
 	                                plate spline (gdalwarp -tps) */
 	const cdp_labelmap *label_map; /* or NULL: --label-map */
+	const char *label_map_path;  /* or NULL: the --label-map file (not an
+	                                inline map), which no output may be */
 	int label_map_ignore;        /* values absent from label_map: ignored, not refused */
 	int has_ignore;              /* ignore overrides 255 / 65535 */
 	uint32_t ignore;
