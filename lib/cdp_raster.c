@@ -209,13 +209,33 @@ uint64_t cdp_raster_strip_bytes(const cdp_raster *r, int rows)
 	return sum;
 }
 
+/* 0 when in's geotransform is finite, and so are its corners (the
+ * geotransform applied to the raster's full extent, as a tile's origin is
+ * computed); 1 for a NaN or infinite term (GDAL takes one from a VRT), 2
+ * for terms so large that a corner overflows. Either would reach the
+ * records' geotransforms and be refused only after the stream has begun. */
+static int gt_bad(const cdp_raster_info *in)
+{
+	const double *g = in->gt, w = (double)in->width, h = (double)in->height;
+
+	for (int i = 0; i < 6; i++)
+		if (!isfinite(g[i]))
+			return 1;
+	for (int c = 0; c < 4; c++) {
+		double x = c & 1 ? w : 0, y = c & 2 ? h : 0;
+		if (!isfinite(g[0] + x * g[1] + y * g[2]) || !isfinite(g[3] + x * g[4] + y * g[5]))
+			return 2;
+	}
+	return 0;
+}
+
 /* Fills r->info and r->crs from r->ds; CDP_OK, or an error with err set. */
 int cdp_raster_describe(cdp_raster *r, char *err, size_t errcap)
 {
 	cdp_raster_info *in = &r->info;
 	GDALRasterBandH b1;
 	const char *what, *wkt;
-	int nb = GDALGetRasterCount(r->ds);
+	int nb = GDALGetRasterCount(r->ds), bad;
 
 	if (nb < 1) {
 		cdp_raster_set_err(err, errcap, "dataset has no raster bands");
@@ -247,6 +267,16 @@ int cdp_raster_describe(cdp_raster *r, char *err, size_t errcap)
 	if (!in->has_gt) {
 		static const double id[6] = { 0, 1, 0, 0, 0, 1 };
 		memcpy(in->gt, id, sizeof(id));
+	}
+	if (in->has_gt && (bad = gt_bad(in))) {
+		char where[96] = "";
+		if (bad == 2)
+			snprintf(where, sizeof where, " at the corners of the raster's %llux%llu pixels",
+			         (unsigned long long)in->width, (unsigned long long)in->height);
+		snprintf(err, errcap, "the geotransform (%.15g, %.15g, %.15g, %.15g, %.15g, %.15g) is "
+		         "not finite%s", in->gt[0], in->gt[1], in->gt[2], in->gt[3], in->gt[4],
+		         in->gt[5], where);
+		return CDP_EFORMAT;
 	}
 	wkt = GDALGetProjectionRef(r->ds);
 	r->crs = strdup(wkt ? wkt : "");

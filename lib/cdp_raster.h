@@ -55,6 +55,10 @@ void cdp_raster_cache_fit(uint64_t bytes);
  * summed. What consecutive strips read twice (a block taller than the step,
  * a block a strip boundary cuts, the rows --overlap shares) lies in it. */
 uint64_t cdp_raster_strip_bytes(const cdp_raster *r, int rows);
+/* Opens path read-only and describes it (cdp_raster_get_info). Refuses,
+ * with CDP_EFORMAT, a geotransform that is not finite (a NaN or infinite
+ * term, or corners of the raster's extent that overflow) and a GCP that is
+ * not a number where there is no geotransform. */
 int  cdp_raster_open(const char *path, cdp_raster **out, char *err, size_t errcap);
 const cdp_raster_info *cdp_raster_get_info(const cdp_raster *r);
 /* Reads the window (x, y, w, h) of the listed 1-based bands into buf as

@@ -24,7 +24,9 @@
 #    leaves every tile dropped; on an image placed by GCPs no affine fits
 #    a label on its corner is taken (as gdalwarp labels it) and one off
 #    it refused, and overlapping tiles agree on the pixels they share
-#    (bilinear, mode); a GCP that is not a number is refused naming it;
+#    (bilinear, mode); a GCP that is not a number is refused naming it,
+#    as is a geotransform that is not finite (or whose corners are not),
+#    before the stream starts;
 #  - -O tiles keep the RPCs with LINE_OFF and SAMP_OFF moved by the tile's
 #    offset (as gdal_translate -srcwin), and each band's scale, offset,
 #    unit and description (a VRT's too), but not with --standardize;
@@ -488,6 +490,26 @@ expect_fail 1 "^cdp-tile: cannot open 'bentnan.tif': GCP 4 of 12 ('4') is not a 
 	cdp-tile -s 64 bentnan.tif
 expect_fail 1 "^cdp-tile: 'bent.tif': cannot open label 'bentnan.tif': GCP 4 of 12 ('4') is not a number" \
 	cdp-tile -s 64 --label bentnan.tif bent.tif
+# A geotransform that is not finite (a NaN term in a VRT, or terms whose
+# corners overflow) is refused when the input is checked, before the stream
+# starts (it stopped the stream after the inputs before it, the huge one
+# reaching cdp-lmdbpack as "geotransform[0] is inf"), raster, label or date.
+for g in "nan, 10, 0, 5800000, 0, -10" "1e308, 1e308, 0, 1e308, 0, 1e308"; do
+	gdal_translate -q -of VRT same.tif gt.vrt
+	sed -i "s|<GeoTransform>.*</GeoTransform>|<GeoTransform>$g</GeoTransform>|" gt.vrt
+	gt=$(echo "$g" | sed 's/1e308/1e+308/g')
+	case $g in
+	nan*) at="" ;;
+	*) at=" at the corners of the raster's [0-9]*x[0-9]* pixels" ;;
+	esac
+	expect_fail 1 "^cdp-tile: cannot open 'gt.vrt': the geotransform ($gt) is not finite$at\$" \
+		cdp-tile -s 16 same.tif gt.vrt
+	[ ! -s "$T/out" ] || fail "a geotransform ($g) refused after the stream began"
+	expect_fail 1 "^cdp-tile: 'same.tif': cannot open label 'gt.vrt': the geotransform ($gt) is not finite$at\$" \
+		cdp-tile -s 16 --label gt.vrt same.tif
+	expect_fail 1 "^cdp-tile: --time 'same.tif,gt.vrt': cannot open date 'gt.vrt': the geotransform ($gt) is not finite$at\$" \
+		cdp-tile -s 16 --time same.tif,gt.vrt
+done
 
 # --- RPCs, scale and offset of -O tiles -------------------------------------
 cdp-tile -q -s 16 -O rpc rpc.tif && gdal_translate -q -srcwin 32 16 16 16 rpc.tif rpc_gt.tif &&
