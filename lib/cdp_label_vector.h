@@ -185,9 +185,11 @@ enum { CDP_LVO_BASE = 1024, CDP_LVO_ALL_TOUCHED = CDP_LVO_BASE, CDP_LVO_BACKGROU
 int cdp_label_vector_option(cdp_label_vector_opts *o, int ch, const char *arg);
 /* The options of o as one line of cdp-tile options, the values shell-quoted
  * where needed ("--label-field cls --label-where 'cls >= 2' --background 0
- * --all-touched"), into out[cap], for a record of how labels were made:
- * CDP_OK, CDP_ERANGE when it does not fit, CDP_EINVAL for a value with a
- * newline. --classes is left out (the names travel on their own). */
+ * --all-touched"; a value with a newline or another control character as
+ * $'...' with backslash escapes, "--label-where $'a = 1\n OR a = 2'"), into
+ * out[cap], for a record of how labels were made: CDP_OK, or CDP_ERANGE
+ * when it does not fit. --classes is left out (the names travel on their
+ * own). */
 int cdp_label_vector_describe(const cdp_label_vector_opts *o, char *out, size_t cap);
 /* After every option (and o->classes): the ones that exclude each other,
  * and --classes naming more than 2 classes when every feature burns the one

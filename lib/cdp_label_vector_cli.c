@@ -74,15 +74,20 @@ int cdp_label_vector_option(cdp_label_vector_opts *o, int ch, const char *arg)
 	return -1;
 }
 
-/* Appends " OPT" and, when v is not NULL, " V" shell-quoted where needed;
- * 0, or -1 when out[cap] is full or v has a newline. */
+/* Appends " OPT" and, when v is not NULL, " V" shell-quoted where needed:
+ * as it is when every byte is plain, else in '...', or in $'...' with
+ * backslash escapes where V holds a control character (a --label-where
+ * written on several lines, a pasted multi-line WKT): the record is one
+ * line, and bash, zsh and a POSIX.1-2024 sh give the value back byte for
+ * byte. 0, or -1 when out[cap] is full. */
 static int put(char *out, size_t cap, size_t *n, const char *opt, const char *v)
 {
 	static const char plain[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 	                            "0123456789._/:+-=,@%";
+	int ansi = 0;
 	size_t m;
 
-	if (*n >= cap || (v && strchr(v, '\n')))
+	if (*n >= cap)
 		return -1;
 	m = (size_t)snprintf(out + *n, cap - *n, "%s%s", *n ? " " : "", opt);
 	if ((*n += m) >= cap || !v)
@@ -91,10 +96,26 @@ static int put(char *out, size_t cap, size_t *n, const char *opt, const char *v)
 		*n += (size_t)snprintf(out + *n, cap - *n, " %s", v);
 		return *n >= cap ? -1 : 0;
 	}
-	*n += (size_t)snprintf(out + *n, cap - *n, " '");
-	for (; *v && *n < cap; v++)
-		*n += (size_t)(*v == '\'' ? snprintf(out + *n, cap - *n, "'\\''")
-		                          : snprintf(out + *n, cap - *n, "%c", *v));
+	for (const unsigned char *p = (const unsigned char *)v; *p; p++)
+		ansi |= *p < 0x20 || *p == 0x7f;
+	*n += (size_t)snprintf(out + *n, cap - *n, ansi ? " $'" : " '");
+	for (const unsigned char *p = (const unsigned char *)v; *p && *n < cap; p++) {
+		int c = *p;
+		if (!ansi)
+			m = (size_t)(c == '\'' ? snprintf(out + *n, cap - *n, "'\\''")
+			                      : snprintf(out + *n, cap - *n, "%c", c));
+		else if (c == '\'' || c == '\\')
+			m = (size_t)snprintf(out + *n, cap - *n, "\\%c", c);
+		else if (c == '\n' || c == '\t' || c == '\r')
+			m = (size_t)snprintf(out + *n, cap - *n, "\\%c",
+			                     c == '\n' ? 'n' : c == '\t' ? 't' : 'r');
+		else if (c < 0x20 || c == 0x7f)
+			/* two digits always: a hex digit after it stays itself */
+			m = (size_t)snprintf(out + *n, cap - *n, "\\x%02x", (unsigned)c);
+		else
+			m = (size_t)snprintf(out + *n, cap - *n, "%c", c);
+		*n += m;
+	}
 	if (*n < cap)
 		*n += (size_t)snprintf(out + *n, cap - *n, "'");
 	return *n >= cap ? -1 : 0;
@@ -133,7 +154,7 @@ int cdp_label_vector_describe(const cdp_label_vector_opts *o, char *out, size_t 
 		bad |= put(out, cap, &n, "--label-type", o->type == CDP_LABEL_U8 ? "u8" : "u16");
 	if (bad)
 		out[0] = '\0';
-	return !bad ? CDP_OK : n >= cap ? CDP_ERANGE : CDP_EINVAL;
+	return bad ? CDP_ERANGE : CDP_OK;
 }
 
 int cdp_label_vector_options_check(const cdp_label_vector_opts *o)

@@ -12,6 +12,7 @@
 # The twin of the image placed by GCPs that encode its geotransform (no
 # geotransform) gets the image's labels, rasterized through the GCPs;
 # GCPs that place nothing are refused before the stream starts.
+# A --label-where on two lines is recorded in label_options as $'...'.
 # Each refusal is checked with its message; a --label-crs that is no CRS is
 # a usage error even beside a layer's own CRS, which wins with a warning.
 . "$CDP_SRCDIR/tests/tools/common.sh"
@@ -119,6 +120,23 @@ got=$(PYTHONPATH="$CDP_SRCDIR/python" "$PYTHON" -c 'import sys, cdpool
 s = cdpool.Pool(sys.argv[1], lock=False).sources[0]
 print(s["label"], "|", s["label_options"])' p1)
 [ "$got" = "feat.gpkg | --label-field kind --background 0" ] || fail "source label: '$got'"
+# a filter on two lines, as gdal_rasterize -where takes it (it stopped the
+# stream after its start, "cannot describe the label options"): the labels
+# are gdal_rasterize's, and label_options, one line, gives the filter back
+# to a shell byte for byte as $'...'
+W=$(printf "cls = 1\n OR kind = 'road'")
+cdp-tile -q -s 32 --label feat.gpkg --label-where "$W" img.tif >wnl.s ||
+	fail "cdp-tile --label-where on two lines"
+$VL check wnl.s img.tif feat.gpkg --where "$W" >/dev/null || fail "labels of a two-line --label-where"
+cdp-lmdbpack -q pwnl <wnl.s || fail "cdp-lmdbpack of a two-line --label-where's stream"
+got=$(PYTHONPATH="$CDP_SRCDIR/python" "$PYTHON" -c 'import sys, cdpool
+print(cdpool.Pool(sys.argv[1], lock=False).sources[0]["label_options"])' pwnl)
+[ "$got" = "--burn 1 --label-where \$'cls = 1\\n OR kind = \\'road\\'' --background 0" ] ||
+	fail "label_options of a two-line --label-where: '$got'"
+if command -v bash >/dev/null; then
+	bash -c 'w=$2; eval "set -- $1"; [ "$4" = "$w" ]' sh "$got" "$W" ||
+		fail "bash does not read the two-line --label-where back from '$got'"
+fi
 expect_fail 1 "source 'img' names class 2 'road', --classes names it 'street'" \
 	cdp-lmdbpack -q --classes bg,house,street,field p3 <s3
 [ ! -e p3 ] || fail "a refused pack left p3"

@@ -6,7 +6,7 @@
  * the same CRS: two overlapping rectangles (the later wins), a point whose
  * attribute is NULL (the ignore value), a window cut from the grid (the
  * same pixels), a completeness extent, the label type, the suffix search
- * and the refusals. The expected label of each pixel comes from testing its
+ * and the refusals; the options' one-line record. The expected label of each pixel comes from testing its
  * centre against the rectangles, not from GDAL.
  */
 #include <stdint.h>
@@ -182,6 +182,28 @@ static void test_refusals(void)
 	      "two: %s", err);
 }
 
+/* The record of the options is one line a shell reads back: a value with
+ * a control character (a --label-where on two lines) as $'...' with
+ * escapes (it was refused, after the stream had begun), one with a quote in
+ * '...', a plain one bare. */
+static void test_describe(void)
+{
+	cdp_label_vector_opts o;
+	char out[256];
+
+	cdp_label_vector_opts_init(&o);
+	o.layer = "roads";
+	o.where = "k = 'a'\n OR k = 'b'";
+	o.field = "it's";
+	o.crs = "a\\b\t\001f\x7f";
+	CHECK_RC(cdp_label_vector_describe(&o, out, sizeof out), CDP_OK);
+	CHECK(strcmp(out, "--label-layer roads --label-field 'it'\\''s' --label-where "
+	              "$'k = \\'a\\'\\n OR k = \\'b\\'' --background 0 --label-crs "
+	              "$'a\\\\b\\t\\x01f\\x7f'") == 0, "describe: %s", out);
+	CHECK_RC(cdp_label_vector_describe(&o, out, 40), CDP_ERANGE);
+	CHECK(out[0] == '\0', "a description cut short is left empty: %s", out);
+}
+
 int main(void)
 {
 	if (tap_tmpdir(dir, sizeof dir, "test_label_vector"))
@@ -189,6 +211,7 @@ int main(void)
 	cdp_raster_init();
 	test_rasterize();
 	test_refusals();
+	test_describe();
 	tap_tmpdir_remove(dir);
 	return tap_done();
 }

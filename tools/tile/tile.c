@@ -864,6 +864,7 @@ int cdp_tile_run(const cdp_tile_opts *o, FILE *out, cdp_tile_result *res,
 	char (*names)[CDP_NAME_MAX + 1] = NULL;
 	const char **owner = NULL;
 	uint64_t total = 0;
+	char lopts[CDP_TILE_LOPTS_MAX];
 	int rc = CDP_OK, made_dir = 0, streaming = 0, frc;
 	const char *hit;
 	void *tr;
@@ -925,7 +926,9 @@ int cdp_tile_run(const cdp_tile_opts *o, FILE *out, cdp_tile_result *res,
 		    (in.lab && (rc = tile_add_reads(c, cdp_label_raster(in.lab), in.lpath))) ||
 		    (in.vlab && (rc = tile_add_vector_reads(c, in.vlab, in.lpath))))
 			goto out;
-		if ((!o->outdir && (rc = stream_paths(c, &in))) || (rc = input_fits(c, &in)))
+		if ((!o->outdir && ((rc = stream_paths(c, &in)) ||
+		                    (rc = tile_label_options(c, &in, lopts, sizeof lopts)))) ||
+		    (rc = input_fits(c, &in)))
 			goto out;
 		if (o->stats_path && c->nstats != (size_t)in.nb) {
 			ERR(c, "'%s': %zu lines of statistics for %d bands", o->stats_path,

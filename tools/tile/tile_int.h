@@ -120,6 +120,15 @@ int tile_files_end(ctx *c, int commit);
 int tile_emit_record(ctx *c, const char *key, const cdp_record *r,
                      cdp_buf *enc);
 
+/* The most bytes of a source's label_options, its NUL included. */
+#define CDP_TILE_LOPTS_MAX 8192
+
+/* in's label_options into lopts[cap] ("" for none): a vector label's
+ * options (cdp_label_vector_describe) and --tps where GCPs placed the
+ * label. The check calls it too, so that options too long to record fail
+ * before the stream starts. */
+int tile_label_options(ctx *c, const input *in, char *lopts, size_t cap);
+
 /* Writes in's source frame (index idx) to c->out, using body as scratch. */
 int tile_emit_source(ctx *c, size_t idx, input *in, cdp_buf *body);
 

@@ -378,10 +378,32 @@ static int label_by_gcps(const input *in)
 	       cdp_raster_by_gcps(cdp_raster_get_info(cdp_label_raster(in->lab)));
 }
 
+int tile_label_options(ctx *c, const input *in, char *lopts, size_t cap)
+{
+	int rc = CDP_OK;
+	size_t n = 0;
+
+	lopts[0] = '\0';
+	if (in->vlab && (rc = cdp_label_vector_describe(&c->o->vec, lopts, cap)) == CDP_OK)
+		n = strlen(lopts);
+	/* --tps where it placed the label: GCPs on one side of a warp, or
+	 * under a vector's rasterization; it changes the labels as much as
+	 * any option above */
+	if (rc == CDP_OK && c->o->tps && label_by_gcps(in)) {
+		if (n + sizeof " --tps" > cap)
+			rc = CDP_ERANGE;
+		else
+			snprintf(lopts + n, cap - n, "%s--tps", n ? " " : "");
+	}
+	if (rc)
+		ERR(c, "'%s': cannot describe the label options: %s", in->path, cdp_strerror(rc));
+	return rc;
+}
+
 int tile_emit_source(ctx *c, size_t idx, input *in, cdp_buf *body)
 {
 	cdp_source s;
-	char lopts[8192];
+	char lopts[CDP_TILE_LOPTS_MAX];
 	int rc;
 
 	memset(&s, 0, sizeof(s));
@@ -419,27 +441,10 @@ int tile_emit_source(ctx *c, size_t idx, input *in, cdp_buf *body)
 	if (in->vlab) {
 		s.class_names = (char **)c->o->vec.classes;
 		s.nclass_names = (uint32_t)c->o->vec.nclasses;
-		if ((rc = cdp_label_vector_describe(&c->o->vec, lopts, sizeof lopts))) {
-			ERR(c, "'%s': cannot describe the label options: %s", in->path,
-			    cdp_strerror(rc));
-			goto out;
-		}
-		s.label_options = lopts;
 	}
-	/* --tps where it placed the label: GCPs on one side of a warp, or
-	 * under a vector's rasterization; it changes the labels as much as
-	 * any option above */
-	if (c->o->tps && label_by_gcps(in)) {
-		size_t n = in->vlab ? strlen(lopts) : 0;
-		if (n + sizeof " --tps" > sizeof lopts) {
-			ERR(c, "'%s': cannot describe the label options: %s", in->path,
-			    cdp_strerror(CDP_ERANGE));
-			rc = CDP_ERANGE;
-			goto out;
-		}
-		snprintf(lopts + n, sizeof lopts - n, "%s--tps", n ? " " : "");
-		s.label_options = lopts;
-	}
+	if ((rc = tile_label_options(c, in, lopts, sizeof lopts)))
+		goto out;
+	s.label_options = lopts[0] ? lopts : NULL;
 	if ((rc = cdp_source_format(&s, body))) {
 		ERR(c, "'%s': cannot describe the source: %s", in->path,
 		    cdp_strerror(rc));
