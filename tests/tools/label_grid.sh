@@ -14,7 +14,8 @@
 #    names reach the pool's class_names through the stream's source frame,
 #    read by cdpool; cdp-lmdbpack --classes must agree),
 #    --label-map-other ignore against the refusal naming value and pixel,
-#    and the refusals of malformed maps with their line.
+#    and the refusals of malformed maps with their line;
+#  - each label-only option without a label is a usage error.
 . "$CDP_SRCDIR/tests/tools/common.sh"
 need_python
 cd "$T"
@@ -291,4 +292,18 @@ expect_fail 2 "--label-map: '1:0,,': item 2: not VALUE:ID" \
 	cdp-tile -q -s 16 --label same.tif --label-map 1:0,, img.tif
 expect_fail 2 "--label-map needs --label, --label-all or --label-suffix" \
 	cdp-tile -q -s 16 --label-map 1:0 img.tif
+# every option that only a label uses is a usage error without one, as
+# --label-map is (they were ignored without a word, exit 0); the first
+# given is named
+for lo in "--ignore 3" "--label-kind value" "--label-bands 1" "--label-resample mode" \
+	"--label-error-threshold 0" "--label-map-other ignore"; do
+	# shellcheck disable=SC2086
+	expect_fail 2 "^cdp-tile: ${lo% *} needs --label, --label-all or --label-suffix\$" \
+		cdp-tile -q -s 16 $lo img.tif
+	[ ! -s "$T/out" ] || fail "cdp-tile $lo without a label wrote a stream"
+done
+expect_fail 2 "^cdp-tile: --label-kind needs --label, --label-all or --label-suffix\$" \
+	cdp-tile -q -s 16 --label-kind value --ignore 3 img.tif
+# --tps also places --time dates: not a label's only
+cdp-tile -q -s 16 --tps img.tif >/dev/null || fail "--tps without a label refused"
 exit 0

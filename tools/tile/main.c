@@ -118,6 +118,7 @@ int main(int argc, char **argv)
 	                                   CDP_RESAMPLE_AVERAGE };
 	static const char *const lkinds[] = { "class", "value", NULL };
 	const char *map_arg = NULL;
+	const char *label_only = NULL;  /* the first option given that only a label uses */
 	cdp_labelmap map;
 	int have_map = 0;
 
@@ -168,6 +169,7 @@ int main(int argc, char **argv)
 			format = format_of[ign];
 			break;
 		case OPT_IGNORE:
+			label_only = label_only ? label_only : "--ignore";
 			if (cdp_cli_int("--ignore", optarg, 0, 65535, &ign))
 				goto out;
 			o.has_ignore = 1;
@@ -178,23 +180,28 @@ int main(int argc, char **argv)
 				goto nomem;
 			break;
 		case OPT_LABEL_ET:
+			label_only = label_only ? label_only : "--label-error-threshold";
 			if (cdp_cli_double("--label-error-threshold", optarg, 0, 100, 0,
 			                   &o.label_max_error))
 				goto out;
 			break;
 		case OPT_LABEL_MAP:
+			label_only = label_only ? label_only : "--label-map";
 			map_arg = optarg;
 			break;
 		case OPT_LABEL_MAP_OTHER:
+			label_only = label_only ? label_only : "--label-map-other";
 			if (cdp_cli_keyword("--label-map-other", optarg, others, &o.label_map_ignore))
 				goto out;
 			break;
 		case OPT_LABEL_RESAMPLE:
+			label_only = label_only ? label_only : "--label-resample";
 			if (cdp_cli_keyword("--label-resample", optarg, resamples, &ign))
 				goto out;
 			o.label_resample = resample_of[ign];
 			break;
 		case OPT_LABEL_BANDS:
+			label_only = label_only ? label_only : "--label-bands";
 			if (cdp_cli_int_list("--label-bands", optarg, 1, (int)CDP_RECORD_MAXDIM,
 			                     lbands, MAXBANDS, &nlb))
 				goto out;
@@ -202,6 +209,7 @@ int main(int argc, char **argv)
 			o.nlabel_bands = nlb;
 			break;
 		case OPT_LABEL_KIND:
+			label_only = label_only ? label_only : "--label-kind";
 			if (cdp_cli_keyword("--label-kind", optarg, lkinds, &ign))
 				goto out;
 			o.label_kind = ign ? CDP_LKIND_VALUE : CDP_LKIND_CLASS;
@@ -342,6 +350,13 @@ int main(int argc, char **argv)
 		ret = 2;
 		goto out;
 	}
+	/* an option only a label uses would be ignored without a word */
+	if (label_only && !nlabels && !o.label_suffix && !o.label_all) {
+		fprintf(stderr, "cdp-tile: %s needs --label, --label-all or --label-suffix\n",
+		        label_only);
+		ret = 2;
+		goto out;
+	}
 	{
 		/* label options that exclude or need each other */
 		const struct { int bad; const char *why; } rules[] = {
@@ -379,12 +394,6 @@ int main(int argc, char **argv)
 	}
 	if (o.stats_path && !o.standardize) {
 		fprintf(stderr, "cdp-tile: --stats needs --standardize\n");
-		ret = 2;
-		goto out;
-	}
-	if (map_arg && !nlabels && !o.label_suffix && !o.label_all) {
-		fprintf(stderr, "cdp-tile: --label-map needs --label, --label-all or "
-		        "--label-suffix\n");
 		ret = 2;
 		goto out;
 	}
