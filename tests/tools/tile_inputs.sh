@@ -5,7 +5,7 @@
 #    invalid where one band holds its own (crosscheck.py), their -O tiles
 #    carry no nodata value (a GeoTIFF holds one), the same one is kept;
 #  - a nodata value the type cannot hold: --nodata refused naming the file
-#    and type; a file's own matched as GDAL's mask matches it (3.5 of u8 is
+#    and type (with its article: "an i16"); a file's own matched as GDAL's mask matches it (3.5 of u8 is
 #    3, 300 nothing) and carried as it was;
 #  - --standardize: a valid infinite or NaN pixel, or a value too large to
 #    standardize, is an error with --stats as without, each named;
@@ -189,6 +189,22 @@ for v in 300 -1 nan 3.5; do
 	expect_fail 1 "'same.tif': --nodata $v is not a u8 value" cdp-tile -s 16 --nodata $v same.tif
 done
 cdp-tile -q -s 16 --nodata 255 same.tif >/dev/null || fail "--nodata 255 of u8 refused"
+# each type with its article ("is not a i16 value" read wrong)
+for t in Int16:i16 Int32:i32 UInt16:u16 UInt32:u32 Float32:f32; do
+	gdal_translate -q -ot "${t%:*}" same.tif "t_${t#*:}.tif"
+	case ${t#*:} in u*) a=a ;; *) a=an ;; esac
+	expect_fail 1 "^cdp-tile: 't_${t#*:}.tif': --nodata 1e+300 is not $a ${t#*:} value\$" \
+		cdp-tile -s 16 --nodata 1e300 "t_${t#*:}.tif"
+done
+expect_fail 1 "^cdp-tile: 't_i16.tif': --nodata nan is not an i16 value\$" \
+	cdp-tile -s 16 --nodata nan t_i16.tif
+# a stem too long for a tile name says so (it said only "cannot make a tile
+# name from the file name")
+long=$(printf '%0201d' 0)
+cp same.tif "$long.tif"
+expect_fail 1 "^cdp-tile: '$long.tif': cannot make a tile name from the file name: without its extension it is longer than the 200 characters of a tile name (use --name)\$" \
+	cdp-tile -s 16 "$long.tif"
+cdp-tile -q -s 16 --name long "$long.tif" >/dev/null || fail "--name did not name a long file's tiles"
 for f in frac out; do
 	cdp-tile -q -s 16 $f.tif >$f.s || fail "$f.tif"
 	$XC --stream $f.s --raster $f=$f.tif --size 16 || fail "$f.tif: crosscheck"

@@ -158,8 +158,10 @@ static int input_nodata(ctx *c, input *in)
 	const cdp_tile_opts *o = c->o;
 
 	if (o->has_nodata && !cdp_raster_dtype_holds(in->dt, o->nodata)) {
-		ERR(c, "'%s': --nodata %g is not a %s value", in->path, o->nodata,
-		    cdp_dtype_name(in->dt));
+		const char *t = cdp_dtype_name(in->dt);
+		/* "a u8" (you-eight), "an i16", "an f32" */
+		ERR(c, "'%s': --nodata %g is not %s %s value", in->path, o->nodata,
+		    t[0] == 'u' ? "a" : "an", t);
 		return CDP_ERANGE;
 	}
 	if (!(in->hasnd = calloc((size_t)in->nb, sizeof *in->hasnd)) ||
@@ -228,8 +230,16 @@ static int input_open(ctx *c, size_t i, input *in)
 		}
 		snprintf(in->name, sizeof(in->name), "%s", o->names[i]);
 	} else if ((rc = cdp_key_stem(in->path, in->name, sizeof(in->name)))) {
-		ERR(c, "'%s': cannot make a tile name from the file name (use --name)",
-		    in->path);
+		/* with room for any NAME, the stem is empty or too long */
+		const char *base = strrchr(in->path, '/');
+		base = base ? base + 1 : in->path;
+		if (!*base)
+			ERR(c, "'%s': cannot make a tile name from the file name: it is empty "
+			    "(use --name)", in->path);
+		else
+			ERR(c, "'%s': cannot make a tile name from the file name: without its "
+			    "extension it is longer than the %d characters of a tile name (use "
+			    "--name)", in->path, CDP_NAME_MAX);
 		goto fail;
 	}
 
