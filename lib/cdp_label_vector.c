@@ -880,6 +880,46 @@ int cdp_label_vector_place(cdp_label_vector *v, const cdp_raster_info *g, int tp
 	return CDP_OK;
 }
 
+int cdp_label_vector_over(cdp_label_vector *v, const cdp_raster_info *g, int tps, int *any,
+                          char *err, size_t errcap)
+{
+	vsrc *s = &v->lab;
+	const double *gt = g->gt;
+	vwin wn = { { gt[0], gt[1], gt[2], gt[3], gt[4], gt[5] }, NULL, (int)g->width,
+	            (int)g->height };
+	double px, b[4];
+	OGRFeatureH f;
+	int rc;
+
+	*any = 1;
+	if (cdp_raster_by_gcps(g)) {
+		if (!v->tr && (rc = cdp_label_vector_place(v, g, tps, err, errcap)))
+			return rc;
+		cdp_raster_transformer_move(v->tr, 0, 0);
+		wn.tr = v->tr;
+	}
+	/* bounds that do not reach the layer's CRS say nothing: the reads
+	 * report that failure themselves */
+	if (win_pixel(&wn, &px) || window_bounds(s, &wn, px + s->maxbuf, b))
+		return CDP_OK;
+	*any = 0;
+	OGR_L_SetSpatialFilterRect(s->lay, b[0], b[1], b[2], b[3]);
+	OGR_L_ResetReading(s->lay);
+	CPLErrorReset();
+	while (!*any && (f = OGR_L_GetNextFeature(s->lay))) {
+		OGRGeometryH t = OGR_F_GetGeometryRef(f);
+		*any = t && !OGR_G_IsEmpty(t);
+		OGR_F_Destroy(f);
+	}
+	OGR_L_SetSpatialFilter(s->lay, NULL);
+	if (CPLGetLastErrorType() == CE_Failure) {
+		ogr_err(err, errcap, "cannot read: ", "read error");
+		*any = 1;
+		return CDP_EGDAL;
+	}
+	return CDP_OK;
+}
+
 void *cdp_label_vector_take_transformer(cdp_label_vector *v)
 {
 	void *tr = v ? v->tr : NULL;

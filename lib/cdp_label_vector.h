@@ -133,6 +133,15 @@ int cdp_label_vector_read_rows(cdp_label_vector *v, const cdp_raster_info *g, in
  * when no caller has, and uses the g and tps of the first call. */
 int cdp_label_vector_place(cdp_label_vector *v, const cdp_raster_info *g, int tps,
                            char *err, size_t errcap);
+/* *any = 1 when a feature of the label layer that passes o->where (and is
+ * not empty) lies within the grid g's bounds carried into the layer's CRS
+ * (widened by a pixel and the largest buffer), as the reads' spatial filter
+ * selects them; 0 when none does, so that every label of g would be the
+ * background (a layer of another place, or coordinates read in a CRS they
+ * are not in). Bounds that cannot be carried into the layer's CRS give 1.
+ * CDP_OK, or CDP_EGDAL (a read error) with err set. */
+int cdp_label_vector_over(cdp_label_vector *v, const cdp_raster_info *g, int tps, int *any,
+                          char *err, size_t errcap);
 /* The transformer place fitted (NULL when g has a geotransform), taken
  * from v: the caller frees it (cdp_raster_transformer_free) or gives it to
  * another opening of the same label for the same grid and tps before its

@@ -13,6 +13,7 @@
 # geotransform) gets the image's labels, rasterized through the GCPs;
 # GCPs that place nothing are refused before the stream starts.
 # A --label-where on two lines is recorded in label_options as $'...'.
+# A layer with no feature over a scene is a warning per such scene.
 # Each refusal is checked with its message; a --label-crs that is no CRS is
 # a usage error even beside a layer's own CRS, which wins with a warning.
 . "$CDP_SRCDIR/tests/tools/common.sh"
@@ -409,6 +410,38 @@ expect_fail 1 "the ignore value 3 is also a value of the label attribute 'cls' o
 	cdp-evaluate --label-field cls --ignore 3 pred.tif feat.gpkg
 cdp-evaluate --label-field cls --label-where "cls < 3" --ignore 3 pred.tif feat.gpkg >/dev/null ||
 	fail "cdp-evaluate --ignore 3 with only ids 0..2 burned"
+# a layer that no feature reaches over the scene (GeoJSON written with the
+# scene's UTM coordinates, read as EPSG:4326; a filter that passes none)
+# gives all-background tiles: a warning naming both files, -q or not, one
+# per such scene of a run (gave none); none where a feature lies over it
+"$PYTHON" - <<'PYEOF' || fail "cannot make utm.geojson"
+import json
+from osgeo import gdal
+g = gdal.Open("img.tif").GetGeoTransform()
+x, y = g[0] + 10 * g[1], g[3] + 10 * g[5]
+ring = [[x, y], [x + 100, y], [x + 100, y - 100], [x, y - 100], [x, y]]
+json.dump({"type": "FeatureCollection", "features": [{"type": "Feature", "properties": {},
+           "geometry": {"type": "Polygon", "coordinates": [ring]}}]}, open("utm.geojson", "w"))
+PYEOF
+warned() {
+	"$@" >wn.s 2>wn.err || fail "$*: $(cat wn.err)"
+	[ -s wn.s ] || fail "$*: no stream"
+}
+warned cdp-tile -q -s 32 --label utm.geojson img.tif
+[ "$(cat wn.err)" = "cdp-tile: warning: 'utm.geojson': no feature of the layer lies over 'img.tif': all its labels are background" ] ||
+	fail "a layer beside the scene: '$(cat wn.err)'"
+warned cdp-tile -q -s 32 --label feat.gpkg --label-where "cls > 100" --background ignore img.tif
+[ "$(cat wn.err)" = "cdp-tile: warning: 'feat.gpkg': no feature of the layer (after --label-where) lies over 'img.tif': all its labels are the ignore value" ] ||
+	fail "a filter that passes no feature: '$(cat wn.err)'"
+"$PYTHON" -c 'from osgeo import gdal
+d = gdal.Translate("away.tif", "img.tif")
+g = d.GetGeoTransform()
+d.SetGeoTransform((g[0] + 100000,) + g[1:])' || fail "cannot make away.tif"
+warned cdp-tile -q -s 32 --label-all feat.gpkg img.tif away.tif
+[ "$(cat wn.err)" = "cdp-tile: warning: 'feat.gpkg': no feature of the layer lies over 'away.tif': all its labels are background" ] ||
+	fail "one scene of two without features: '$(cat wn.err)'"
+warned cdp-tile -q -s 32 --label feat.gpkg img.tif
+[ ! -s wn.err ] || fail "a warning with features over the scene: $(cat wn.err)"
 # a >> onto the --label-extent file or a --label-crs file is refused, named
 # as that option's file (the extent's was named "read through the input
 # 'feat.gpkg'", the --label-crs file was overwritten); the extent's side

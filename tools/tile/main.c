@@ -450,6 +450,8 @@ int main(int argc, char **argv)
 	o.names = nnames ? names : NULL;
 	o.labels = nlabels ? labels : NULL;
 
+	/* a warning, -q or not: the labels of that input are all background */
+	o.warn = stderr;
 	/* A consumer that exits early must give EPIPE, reported, not a kill. */
 	signal(SIGPIPE, SIG_IGN);
 	rc = cdp_tile_run(&o, stdout, &res, err, sizeof(err));

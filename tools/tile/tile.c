@@ -850,6 +850,27 @@ static int add_option_reads(ctx *c)
 	return CDP_OK;
 }
 
+/* A vector label that no feature (after --label-where) reaches over in's
+ * scene would give it only background labels without a word, where a label
+ * raster that does not overlap is refused: a warning, not a refusal, since
+ * one layer under many scenes (--label-all) may have none under some. */
+static int vector_over(ctx *c, input *in)
+{
+	char msg[1024];
+	int any, rc;
+
+	if ((rc = cdp_label_vector_over(in->vlab, in->ri, c->o->tps, &any, msg, sizeof msg))) {
+		ERR(c, "cannot read '%s': %s", in->lpath, msg);
+		return rc;
+	}
+	if (!any && c->o->warn)
+		fprintf(c->o->warn, "cdp-tile: warning: '%s': no feature of the layer%s lies over "
+		        "'%s': all its labels are %s\n", in->lpath,
+		        c->o->vec.where ? " (after --label-where)" : "", in->path,
+		        c->o->vec.background_ignore ? "the ignore value" : "background");
+	return CDP_OK;
+}
+
 /* The source frame of the stream holds the paths one to a line
  * (cdp_source_format): one with a newline cannot go there, whatever
  * --name says. CDP_EINVAL with the path escaped, else CDP_OK. */
@@ -936,7 +957,8 @@ int cdp_tile_run(const cdp_tile_opts *o, FILE *out, cdp_tile_result *res,
 		    (in.lab && (rc = tile_add_reads(c, cdp_label_raster(in.lab), in.lpath))) ||
 		    (in.vlab && (rc = tile_add_vector_reads(c, in.vlab, in.lpath))))
 			goto out;
-		if ((!o->outdir && ((rc = stream_paths(c, &in)) ||
+		if ((in.vlab && (rc = vector_over(c, &in))) ||
+		    (!o->outdir && ((rc = stream_paths(c, &in)) ||
 		                    (rc = tile_label_options(c, &in, lopts, sizeof lopts)))) ||
 		    (rc = input_fits(c, &in)))
 			goto out;

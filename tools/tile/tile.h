@@ -60,6 +60,8 @@ typedef struct cdp_tile_opts {
 	const char *outdir;          /* or NULL: a record stream on out */
 	int format;                  /* CDP_TILE_PNG or CDP_TILE_TIF with outdir */
 	int progress;                /* CDP_PROGRESS_* */
+	FILE *warn;                  /* or NULL: warnings about one input, a
+	                                line each as the check meets them */
 } cdp_tile_opts;
 
 typedef struct cdp_tile_result {
