@@ -12,7 +12,8 @@
 #    u8 is no alpha) and pack with --list to the stream's records;
 #  - a full disk (tmpfs), kill -9 mid-pack then --resume (bit-identical meta,
 #    f32 stats included), two packers at once, and a failed first pack
-#    beside another packer that keeps the pool they both created.
+#    beside another packer that keeps the pool they both created; a failed
+#    first pack into a folder that was there removes only its own files.
 . "$CDP_SRCDIR/tests/tools/common.sh"
 need_python
 MK="$CDP_SRCDIR/tests/tools/mkraster.py"
@@ -722,6 +723,24 @@ wait "$a" || fail "race: packer A: $(cat "$T/erra")"
 wait "$pa" || :
 [ -e "$T/race/data.mdb" ] && [ "$(pp dump "$T/race" keys)" = "$(pp dump "$T/seq" keys | grep c1_)" ] ||
 	fail "race: the pool does not hold packer A's records"
+
+# A failed first pack into a folder that was there, empty or not, removes
+# the data.mdb and lock.mdb it created there (only those): it left an empty
+# pool, which cdp-keyshuffle called "pool has no tiles". Into a pool that
+# was there, nothing goes.
+head -c 700 "$T/c1.cdps" >"$T/c1cut.cdps"
+mkdir "$T/ef"
+expect_fail 1 "^cdp-lmdbpack: '<stdin>': truncated record stream (its producer died?) after 0 records; nothing was committed\$" \
+	cdp-lmdbpack -q "$T/ef" <"$T/c1cut.cdps"
+[ -d "$T/ef" ] && [ -z "$(ls -A "$T/ef")" ] || fail "a failed first pack into an empty folder left $(ls -A "$T/ef")"
+echo mine >"$T/ef/notes.txt"
+expect_fail 1 "nothing was committed\$" cdp-lmdbpack -q "$T/ef" <"$T/c1cut.cdps"
+[ "$(ls -A "$T/ef")" = notes.txt ] || fail "a failed first pack beside a file left $(ls -A "$T/ef")"
+cdp-lmdbpack -q --txn-records 5 "$T/ef" <"$T/c1.cdps" || fail "a pack into a folder with a file"
+expect_fail 1 "nothing of it was committed, re-run with --resume\$" \
+	cdp-lmdbpack -q "$T/ef" <"$T/c1cut.cdps"
+[ "$(pp dump "$T/ef" keys)" = "$(pp dump "$T/seq" keys | grep c1_)" ] ||
+	fail "a failed pack into a pool that was there changed it"
 
 # A plain pack, and a --resume, while another's --replace is running (held
 # after its first commits, which marked the stats stale) are refused as for

@@ -361,7 +361,7 @@ static const char *kept(const pk *p, char *buf, size_t cap)
 {
 	const char *again = p->o->dup == CDP_DUP_REPLACE ? "--replace" : "--resume";
 
-	if (!p->pool_open || (p->w.written == 0 && p->made))
+	if (!p->pool_open || (p->w.written == 0 && (p->made || (p->fresh & 1))))
 		return "nothing was committed";
 	if (p->w.written == 0)
 		snprintf(buf, cap, "nothing of it was committed, re-run with %s", again);
@@ -548,7 +548,9 @@ static int only_lmdb_files(const char *db)
 }
 
 /* A failed first pack removes the pool directory it created when no tile
- * was committed: data.mdb then holds only the format and uuid the open
+ * was committed (in a directory that was there, only the files it created
+ * there: an empty pool would be left, which readers refuse as holding no
+ * tiles): data.mdb then holds only the format and uuid the open
  * wrote, or, when the open itself failed, whatever LMDB wrote before it
  * failed (its meta pages, with a map size nobody may be able to map).
  * Packers may fill one pool at once, and two that start together both find
@@ -569,13 +571,16 @@ static void remove_new_pool(pk *p, int *lockfd)
 		return;
 	if (p->pool_open ? !pool_empty(&p->pool) : !never_committed(db))
 		return;
-	if (!only_lmdb_files(db))
+	if (p->made && !only_lmdb_files(db))
 		return;
 	for (int i = 0; i < 2; i++) {
+		if (!p->made && !(p->fresh & (1 << i)))
+			continue;
 		snprintf(path, sizeof path, "%s/%s", db, files[i]);
 		unlink(path);
 	}
-	rmdir(db);
+	if (p->made)
+		rmdir(db);
 }
 
 /* The pool's bands that cannot be standardized (cdp_stats_wide) into
@@ -679,6 +684,12 @@ int cdp_pack_run(const cdp_pack_opts *o, FILE *in, cdp_pack_result *res,
 		}
 	}
 	p.made = made = stat(o->db, &st) != 0 && errno == ENOENT;
+	for (int i = 0; !made && i < 2; i++) {
+		char path[4200];
+		snprintf(path, sizeof path, "%s/%s", o->db, i ? "lock.mdb" : "data.mdb");
+		if (lstat(path, &st) != 0 && errno == ENOENT)
+			p.fresh |= 1 << i;
+	}
 	/* LMDB writes data.mdb's first meta pages, with this map size in them,
 	 * before its own mmap fails; a pool left so cannot be read by anyone
 	 * (LMDB never lowers a stored size), so ask first. */
@@ -742,8 +753,9 @@ out:
 	res->seconds = cdp_now() - t0;
 	pack_list_free(ents, nents);
 	cdp_lmdb_writer_free(&p.w);
-	/* An open that failed may still have created data.mdb and lock.mdb. */
-	if (rc && made)
+	/* An open that failed may still have created data.mdb and lock.mdb;
+	 * a pool whose data.mdb was there is not new, whatever it lacked */
+	if (rc && (made || (p.fresh & 1)))
 		remove_new_pool(&p, &lockfd);
 	if (p.pool_open)
 		cdp_pool_close(&p.pool);

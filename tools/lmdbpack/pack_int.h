@@ -46,6 +46,9 @@ typedef struct pk {
 	cdp_pool pool;
 	int pool_open;
 	int made;                    /* this run creates the pool directory */
+	int fresh;                   /* in a directory that was there: bit 0
+	                                data.mdb, bit 1 lock.mdb, absent before
+	                                this run (its to remove on failure) */
 	cdp_lmdb_writer w;
 	cdp_record shape;             /* the pool's, or the first record's */
 	int have_shape;
