@@ -1222,6 +1222,8 @@ static void test_optm_fields(void)
 	             "expected") == 0, "%s", why);
 	a.optim_step = 2;
 	a.optim.eps = INFINITY;
+	free(c);
+	c = NULL;
 	CHECK_RC(cdp_ckpt_encode(&a, &c, &len), CDP_EINVAL);
 	free(c);
 	free(buf);
