@@ -471,6 +471,8 @@ static int put_existing(cdp_lmdb_writer *w, MDB_txn *txn, cdp_lmdb_item *it)
 	       memcmp(old.mv_data, it->val.mv_data, old.mv_size) == 0;
 	switch (w->dup) {
 	case CDP_DUP_SKIP:
+		if (!same && w->same && !w->same(&old, &it->val, w->arg))
+			return MDB_KEYEXIST;
 		it->status = same ? CDP_PUT_SAME : CDP_PUT_SKIPPED;
 		return CDP_OK;
 	case CDP_DUP_REPLACE:

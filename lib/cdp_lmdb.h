@@ -153,6 +153,11 @@ typedef struct cdp_lmdb_writer {
 	size_t max_items, max_bytes;  /* batch caps */
 	cdp_lmdb_hook prepare, finish;/* either may be NULL */
 	void *arg;
+	/* CDP_DUP_SKIP: 1 when a present key's stored value, other bytes than
+	 * the one put, is still the same item (a record packed from the same
+	 * raster, named by another source index); 0 fails the batch with
+	 * MDB_KEYEXIST, the key in failkey. NULL (the default) skips any. */
+	int (*same)(const MDB_val *stored, const MDB_val *put, void *arg);
 
 	cdp_lmdb_item *items;         /* [n] buffered items */
 	size_t n, cap;

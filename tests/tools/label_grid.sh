@@ -304,6 +304,10 @@ for lo in "--ignore 3" "--label-kind value" "--label-bands 1" "--label-resample 
 done
 expect_fail 2 "^cdp-tile: --label-kind needs --label, --label-all or --label-suffix\$" \
 	cdp-tile -q -s 16 --label-kind value --ignore 3 img.tif
-# --tps also places --time dates: not a label's only
-cdp-tile -q -s 16 --tps img.tif >/dev/null || fail "--tps without a label refused"
+# --tps also places --time dates: not a label's only, but alone it would
+# do nothing (it was taken without a word)
+expect_fail 2 "^cdp-tile: --tps needs a label (--label, --label-all or --label-suffix) or --time dates, which it places on the image's grid\$" \
+	cdp-tile -q -s 16 --tps img.tif
+cdp-tile -q -s 16 --tps --time img.tif,img.tif >/dev/null || fail "--tps with --time dates refused"
+cdp-tile -q -s 16 --tps --label same.tif img.tif >/dev/null || fail "--tps with a label refused"
 exit 0

@@ -355,6 +355,19 @@ pp dump "$T/sp" source.000001 | tr '\n' ' ' | grep -q 'name=other path=s.tif wid
 pp dump "$T/sp" source.000002 | grep -q 'band_list=3,2,1' ||
 	fail "same path: source 2 $(pp dump "$T/sp" source.000002)"
 pp dump "$T/sp" source.000003 | grep -q 'None' || fail "same path: a fourth source"
+# --resume skips a key only where the pool holds that very tile: another
+# raster of the same name (sb/s.tif as s, other pixels) is refused naming
+# the key, the pool unchanged (it was skipped without a word, the raster
+# lost); the same raster by another path (a resume from another folder: a
+# source of its own) is still skipped
+snapshot "$T/sp" "$T/before"
+expect_fail 1 "^cdp-lmdbpack: '$T/sp': key 's_0_0' holds another tile than the stream's (other pixels, place or bands): --resume skips only tiles packed before (two rasters of one name? cdp-tile --name renames one; --replace overwrites)\$" \
+	sh -c "cd '$T/sb' && cdp-tile -q -s 32 s.tif | cdp-lmdbpack -q --resume '$T/sp'"
+snapshot "$T/sp" "$T/after"
+cmp -s "$T/before" "$T/after" || fail "a refused --resume changed the pool"
+(cd "$T" && cdp-tile -q -s 32 sa/s.tif | cdp-lmdbpack --resume "$T/sp") 2>"$T/err" ||
+	fail "the same raster by another path: resume refused: $(cat "$T/err")"
+grep -q ' 0 records written, 6 skipped' "$T/err" || fail "another path: $(cat "$T/err")"
 
 # --- concatenated streams: each with its own header and sources from 0 ---------
 "$PYTHON" "$MK" "$T/ca.tif" --width 64 --height 64 --bands 2 --seed 31

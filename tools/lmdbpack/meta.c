@@ -133,6 +133,21 @@ static void patch_source(MDB_val *v, uint32_t idx)
 	put_le32(b + v->mv_size - 4, (uint32_t)crc32_z(0, b, v->mv_size - 4));
 }
 
+/* The writer's same (cdp_lmdb.h): a stored record is the one put but for
+ * the source index and so the CRC (the same raster named by another path,
+ * a resume from another folder, is another pool source). Another tile
+ * under the key (two rasters of one name, d1/s.tif and d2/s.tif) is not:
+ * --resume skipped it without a word, and the second raster was lost. */
+int pack_same_record(const MDB_val *stored, const MDB_val *put, void *arg)
+{
+	const unsigned char *a = stored->mv_data, *b = put->mv_data;
+	size_t n = put->mv_size;
+
+	(void)arg;
+	return stored->mv_size == n && n >= SRC_OFF + 8 && memcmp(a, b, SRC_OFF) == 0 &&
+	       memcmp(a + SRC_OFF + 4, b + SRC_OFF + 4, n - SRC_OFF - 8) == 0;
+}
+
 /* ---- the batch hooks ---------------------------------------------------- */
 
 int pack_meta_error(pk *p, const char *name, int rc)

@@ -236,6 +236,11 @@ static int flush(pk *p)
 	if (rc && cdp_lmdb_broken(p->pool.env, &want) == rc)
 		return pack_seterr(p, rc, "'%s': cannot grow the map to %zu bytes: %s%s", p->o->db,
 		                   want, cdp_strerror(rc), rc == ENOMEM ? " (ulimit -v?)" : "");
+	if (rc == MDB_KEYEXIST && p->o->dup == CDP_DUP_SKIP)
+		return pack_seterr(p, rc, "'%s': key '%s' holds another tile than the stream's "
+		                   "(other pixels, place or bands): --resume skips only tiles "
+		                   "packed before (two rasters of one name? cdp-tile --name "
+		                   "renames one; --replace overwrites)", p->o->db, w->failkey);
 	if (rc == MDB_KEYEXIST)
 		return pack_seterr(p, rc, "'%s': duplicate key '%s' (use --resume to skip or "
 		                   "--replace to overwrite)", p->o->db, w->failkey);
@@ -734,6 +739,7 @@ int cdp_pack_run(const cdp_pack_opts *o, FILE *in, cdp_pack_result *res,
 	}
 	cdp_lmdb_writer_init(&p.w, p.pool.env, p.pool.tiles, o->dup, o->txn_records,
 	                     o->txn_bytes, pack_prepare, pack_finish, &p);
+	p.w.same = pack_same_record;
 	cdp_progress_start(&p.pg, o->progress, "cdp-lmdbpack", "packing", nents);
 	pg = 1;
 

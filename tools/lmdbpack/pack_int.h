@@ -122,6 +122,7 @@ int pack_source_desc(const cdp_source *s, char **out);
 int pack_meta_error(pk *p, const char *name, int rc);
 /* cdp_lmdb_hook: maps the batch's sources to pool indices. */
 int pack_prepare(MDB_txn *txn, cdp_lmdb_item *items, size_t n, void *arg);
+int pack_same_record(const MDB_val *stored, const MDB_val *put, void *arg);
 /* cdp_lmdb_hook: folds the written records into shape, count, stats,
  * classes and cmdline. */
 int pack_finish(MDB_txn *txn, cdp_lmdb_item *items, size_t n, void *arg);

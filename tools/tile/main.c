@@ -364,6 +364,10 @@ int main(int argc, char **argv)
 			  "--label, --label-all and --label-suffix exclude each other" },
 			{ o.vec.given && !nlabels && !o.label_suffix && !o.label_all,
 			  "the vector label options need --label, --label-all or --label-suffix" },
+			/* it places a warped label or date: alone it would do nothing */
+			{ o.tps && !o.time && !nlabels && !o.label_suffix && !o.label_all,
+			  "--tps needs a label (--label, --label-all or --label-suffix) or --time "
+			  "dates, which it places on the image's grid" },
 			/* values are interpolated, classes counted or picked */
 			{ o.label_kind == CDP_LKIND_CLASS && o.label_resample != CDP_RESAMPLE_NEAR &&
 			  o.label_resample != CDP_RESAMPLE_MODE,
