@@ -811,10 +811,14 @@ def load_checkpoint(path, finite=True):
     """Reads and checks a checkpoint file (cdp_ckpt_read), or raises
     CdpError (EMAGIC, EVERSION, ETRUNC, ECRC, EFORMAT) naming the file.
     Like the C reader it refuses a NaN or infinite value (a run that
-    diverged); finite=False reads such a file for inspection."""
+    diverged); finite=False reads such a file for inspection. A cdp-train
+    run folder is its checkpoint.cdpt, as cdp-predict takes it."""
     path = os.fspath(path)
     if os.path.isdir(path):
-        raise IsADirectoryError(21, "Is a directory", path)
+        ck = os.path.join(path, "checkpoint.cdpt")
+        if not os.path.isfile(ck):
+            raise IsADirectoryError(21, "Is a directory", path)
+        path = ck
     with open(path, "rb") as f:
         data = f.read()
     return decode_checkpoint(data, path, finite)

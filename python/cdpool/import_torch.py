@@ -425,7 +425,10 @@ def _model_name(path):
 
 def _initial(path):
     """True when path is an initial-weights checkpoint (this command's own
-    output, which it may replace); a run's checkpoint is cdp-train's."""
+    output, which it may replace); a run's checkpoint is cdp-train's, and a
+    folder (load_checkpoint reads a run folder's checkpoint) is none."""
+    if os.path.isdir(path):
+        return False
     try:
         return bool(load_checkpoint(path, finite=False).initial)
     except Exception:

@@ -1182,6 +1182,8 @@ class Pool:
     def __contains__(self, key):
         import lmdb
         k = _key(key)
+        if not k:
+            return False        # LMDB has no empty key (MDB_BAD_VALSIZE, not "absent")
         try:
             with self._begin(buffers=True) as txn:
                 return txn.get(k, db=self._tiles) is not None
@@ -1288,8 +1290,11 @@ class _View:
     def raw(self, key):
         """The record's bytes as a memoryview into the map, or KeyError."""
         import lmdb
+        k = _key(key)
+        if not k:
+            raise KeyError(key)     # no record has it; LMDB calls it a bad size
         try:
-            v = self._txn.get(_key(key), db=self._pool._tiles)
+            v = self._txn.get(k, db=self._pool._tiles)
         except lmdb.Error as e:
             raise _read_error(self._pool.path, e) from None
         if v is None:

@@ -19,6 +19,9 @@ def check_seed(seed):
     (taken modulo 2**64, 2**64 would silently be seed 0 and -1 seed
     2**64-1)."""
     try:
+        # a bool is an int to Python, but seed=True is a slip, not seed 1
+        if isinstance(seed, bool):
+            raise TypeError
         s = operator.index(seed)
     except TypeError:
         raise ValueError("seed %r is not an integer in [0, 2**64-1]" % (seed,)) from None

@@ -1774,6 +1774,9 @@ def test_info_refusals():
     r, g = info(os.path.join(T, "run1")), info(good)
     check(r.returncode == 0 and r.stdout == g.stdout and "kind: checkpoint" in r.stdout,
           "info RUN: %d %r" % (r.returncode, r.stderr))
+    a, b = cdpool.load_checkpoint(os.path.join(T, "run1")), cdpool.load_checkpoint(good)
+    check(a.step == b.step and all(np.array_equal(a.params[k], b.params[k]) for k in b.params),
+          "load_checkpoint(RUN) is not RUN/checkpoint.cdpt")
     empty = os.path.join(T, "emptyrun")
     os.makedirs(empty, exist_ok=True)
     r = info(empty)
@@ -1828,6 +1831,12 @@ def test_seed_range():
                             os.path.join(T, "seed.keys"), os.path.join(T, "pool")],
                            capture_output=True, text=True)
         check(p.returncode == 2, "cdp-keyshuffle --seed %d: exit %d" % (seed, p.returncode))
+    for seed in (True, False):
+        try:
+            cdpool.BlockSampler(16, 4, 0, 1, seed=seed)
+            raise Fail("BlockSampler took seed=%r" % seed)
+        except ValueError as e:
+            check("is not an integer in [0, 2**64-1]" in str(e), str(e))
     s = cdpool.BlockSampler(16, 4, 0, 1, seed=top)
     check(s.seed == top and sorted(s) == list(range(16)), "seed 2**64-1")
     subprocess.run(["cdp-keyshuffle", "-q", "--seed", str(top), "-o",
@@ -2408,6 +2417,8 @@ def test_dataset_key_list():
     for given, exc, why in (
             ([], ValueError, "keys: no keys"),
             (["nosuch_0_0"], ValueError, "keys[0]: key 'nosuch_0_0' is not in '%s'" % pool.path),
+            # the empty key: absent, not LMDB's MDB_BAD_VALSIZE as a damaged pool's error
+            ([keys[0], ""], ValueError, "keys[1]: key '' is not in '%s'" % pool.path),
             ([keys[0], 3], TypeError, "keys[1]: a key is str or bytes, not int"),
             (5, TypeError, "keys: int is not a KeyList, a pointer file's path or a list of keys"),
             (None, TypeError, "keys: NoneType is not a KeyList, a pointer file's path or a list "
@@ -2418,6 +2429,13 @@ def test_dataset_key_list():
         except exc as e:
             check(str(e) == why and not isinstance(e, CdpError),
                   "keys=%r: %s %s, want %s" % (given, type(e).__name__, e, why))
+    check("" not in pool and b"" not in pool, "the empty key in the pool")
+    for k in ("", b""):
+        try:
+            pool[k]
+            raise Fail("pool[%r] found a record" % (k,))
+        except KeyError:
+            pass
     forms = "True, False, 'pool', a PoolDataset, a Checkpoint or (mean, std)"
     for given, exc, why in ((None, TypeError, "standardize: None is not " + forms),
                             (1, TypeError, "standardize: 1 is not " + forms),
