@@ -30,7 +30,7 @@ import signal
 import sys
 
 from . import __version__
-from .checkpoint import load_checkpoint, sync_name
+from .checkpoint import load_checkpoint, run_checkpoint, sync_name
 from .errors import CdpError
 from .keys import read_keys
 from .model import CfgError, fit_checkpoint, model_of
@@ -207,12 +207,7 @@ def _lines(path, show, *args):
 
 
 def _info(path, out):
-    # a cdp-train run folder is its checkpoint, as cdp-predict takes it (a
-    # pool's folder holds data.mdb)
-    ck = os.path.join(path, "checkpoint.cdpt")
-    if os.path.isdir(path) and not os.path.exists(os.path.join(path, "data.mdb")) and \
-            os.path.isfile(ck):
-        path = ck
+    path = run_checkpoint(path)
     kind = kind_of(path)
     if kind is None:
         raise CdpError("EMAGIC", path)

@@ -597,8 +597,7 @@ def _check(ck):
             if not math.isfinite(o[key]):
                 raise _Bad("EFORMAT", "the optimizer's settings (OPTM): %s is %g (every setting "
                            "finite)" % (name, o[key]))
-        ok = o["lr"] >= 0 and math.isfinite(o["lr"]) and o["weight_decay"] >= 0 \
-            and math.isfinite(o["weight_decay"])
+        ok = o["lr"] >= 0 and o["weight_decay"] >= 0
         if o["type"] == "sgd":
             ok = ok and 0 <= o["momentum"] < 1 and not (o["nesterov"] and o["momentum"] == 0)
         else:
@@ -807,18 +806,25 @@ def decode_checkpoint(buf, subject="checkpoint", finite=True):
     return ck
 
 
+def run_checkpoint(path):
+    """RUN/checkpoint.cdpt for a cdp-train run folder RUN, as cdp-predict
+    takes one (a pool's folder holds data.mdb); any other path as it is."""
+    ck = os.path.join(path, "checkpoint.cdpt")
+    if os.path.isdir(path) and not os.path.exists(os.path.join(path, "data.mdb")) and \
+            os.path.isfile(ck):
+        return ck
+    return path
+
+
 def load_checkpoint(path, finite=True):
     """Reads and checks a checkpoint file (cdp_ckpt_read), or raises
     CdpError (EMAGIC, EVERSION, ETRUNC, ECRC, EFORMAT) naming the file.
     Like the C reader it refuses a NaN or infinite value (a run that
     diverged); finite=False reads such a file for inspection. A cdp-train
     run folder is its checkpoint.cdpt, as cdp-predict takes it."""
-    path = os.fspath(path)
+    path = run_checkpoint(os.fspath(path))
     if os.path.isdir(path):
-        ck = os.path.join(path, "checkpoint.cdpt")
-        if not os.path.isfile(ck):
-            raise IsADirectoryError(21, "Is a directory", path)
-        path = ck
+        raise IsADirectoryError(21, "Is a directory", path)
     with open(path, "rb") as f:
         data = f.read()
     return decode_checkpoint(data, path, finite)

@@ -10,9 +10,9 @@
  * 0..255, NAME the rest of the line, a class name as the checkpoint's:
  * UTF-8 without control characters, at most 255 bytes); blank lines and
  * lines starting with '#' are skipped. A control character anywhere (a
- * NUL, an escape) is refused, as is a second line for one class. A line of FILE sets its class's colour, and
- * its name when it gives one: FILE wins over the checkpoint, class by
- * class.
+ * NUL, an escape) is refused, as is a second line for one class. A line
+ * of FILE sets its class's colour, and its name when it gives one: FILE
+ * wins over the checkpoint, class by class.
  */
 #include "predict_int.h"
 

@@ -172,49 +172,38 @@ static int vector_class_by_name(predictor *p, char *err, size_t cap)
 	const char *want = o->vector_class_name;
 	char names[1024] = "";
 	size_t n = 0;
-	pr_legend l;
+	pr_legend l = { 0 };
+	int nk, found = -1;
 
-	if (!o->colors) {
-		for (int k = 0; k < p->ck.nclass_names; k++) {
-			if (strcmp(p->ck.class_names[k], want) == 0)
-				return (p->vclass = k), 0;
-			if (n < sizeof names)
-				n += (size_t)snprintf(names + n, sizeof names - n, "%s'%s'",
-				                      k ? ", " : "", p->ck.class_names[k]);
-		}
-		if (!p->ck.nclass_names)
-			return pr_fail(err, cap, "--vector-class '%s': the model in '%s' names no "
-			               "class (give an id or all, or name them with --colors)", want,
-			               p->model);
-		return pr_fail(err, cap, "--vector-class '%s': the model in '%s' has no class "
-		               "of that name (its classes: %s)", want, p->model, names);
+	if (o->colors) {
+		/* the file is read again for the map's legend: a few lines */
+		if (pr_legend_make(&l, p->K > 1 ? p->K : 2, &p->ck, o->colors, err, cap) < 0)
+			return -1;
+		nk = l.k;
+	} else if (!(nk = p->ck.nclass_names)) {
+		return pr_fail(err, cap, "--vector-class '%s': the model in '%s' names no class "
+		               "(give an id or all, or name them with --colors)", want, p->model);
 	}
-	/* the file is read again for the map's legend: a few lines */
-	if (pr_legend_make(&l, p->K > 1 ? p->K : 2, &p->ck, o->colors, err, cap) < 0)
-		return -1;
-	for (int k = 0; k < l.k; k++) {
-		if (strcmp(l.name[k], want) == 0) {
-			pr_legend_free(&l);
-			return (p->vclass = k), 0;
-		}
-		if (n < sizeof names)
-			n += (size_t)snprintf(names + n, sizeof names - n, "%s'%s'", k ? ", " : "",
-			                      l.name[k]);
+	for (int k = 0; k < nk && found < 0; k++) {
+		const char *name = o->colors ? l.name[k] : p->ck.class_names[k];
+		if (strcmp(name, want) == 0)
+			found = k;
+		else if (n < sizeof names)
+			n += (size_t)snprintf(names + n, sizeof names - n, "%s'%s'", k ? ", " : "", name);
 	}
 	pr_legend_free(&l);
-	return pr_fail(err, cap, "--vector-class '%s': no class has that name in the model in '%s' "
-	               "with --colors '%s' (its classes: %s)", want, p->model, o->colors, names);
+	if (found >= 0)
+		return (p->vclass = found), 0;
+	if (o->colors)
+		return pr_fail(err, cap, "--vector-class '%s': no class has that name in the model in "
+		               "'%s' with --colors '%s' (its classes: %s)", want, p->model, o->colors,
+		               names);
+	return pr_fail(err, cap, "--vector-class '%s': the model in '%s' has no class of that name "
+	               "(its classes: %s)", want, p->model, names);
 }
 
-/* The sizes around --size (p->S) that the model takes, for the message of
- * a failed build: for the smallest power of two P (2..512) at which both
- * multiples of P around S build, lo and hi = lo + P, and 2; else the
- * smallest such multiple above S that builds (a size under the model's
- * smallest window), hi, and 1; else 0. A U-Net of depth d or an FPN
- * halves a side d times and concatenates or adds it back: a build at an
- * odd size fails with "shapes differ" at some concat, and the sizes that
- * build tell the user more than the layer does. Only on that failure
- * path: each try builds a net of one window. */
+/* 1 when the model builds for a window of size (batch 1): the probe of
+ * size_fits, on the failure path only. */
 static int builds(const predictor *p, int size)
 {
 	cdp_net t;
@@ -229,6 +218,15 @@ static int builds(const predictor *p, int size)
 	return 1;
 }
 
+/* The sizes around --size (p->S) that the model takes, for the message of
+ * a failed build: for the smallest power of two P (2..512) at which both
+ * multiples of P around S build, lo and hi = lo + P, and 2; else the
+ * smallest such multiple above S that builds (a size under the model's
+ * smallest window), hi, and 1; else 0. A U-Net of depth d or an FPN
+ * halves a side d times and concatenates or adds it back: a build at an
+ * odd size fails with "shapes differ" at some concat, and the sizes that
+ * build tell the user more than the layer does. Only on that failure
+ * path: each try builds a net of one window. */
 static int size_fits(const predictor *p, int *lo, int *hi)
 {
 	int up = 0;
@@ -783,15 +781,18 @@ int pr_check_outputs(predictor *p, char *err, size_t cap)
 	snprintf(what, sizeof what, "the model '%s'", p->model);
 	if ((rc = cdp_fileset_add(&set, p->model, what)) != 0)
 		goto out;
-	snprintf(what, sizeof what, "the --colors file '%s'", o->colors ? o->colors : "");
-	if (o->colors && (rc = cdp_fileset_add(&set, o->colors, what)) != 0)
-		goto out;
+	if (o->colors) {
+		snprintf(what, sizeof what, "the --colors file '%s'", o->colors);
+		if ((rc = cdp_fileset_add(&set, o->colors, what)) != 0)
+			goto out;
+	}
 	/* against the inputs (the model, the raster and what GDAL reads for
-	 * it, the --colors file, their side files) and each other; all seekable: a FIFO or a
-	 * device is refused before anything is written, as are a checkpoint
-	 * and a pool's file and a folder that is not there; then the names'
-	 * extensions, and last a folder where no file can be made: the
-	 * preview is first opened after the whole prediction */
+	 * it, the --colors file, their side files) and each other; all
+	 * seekable: a FIFO or a device is refused before anything is
+	 * written, as are a checkpoint and a pool's file and a folder that is
+	 * not there; then the names' extensions, and last a folder where no
+	 * file can be made: the preview is first opened after the whole
+	 * prediction */
 	rc = cdp_out_check_outputs(&set, 3, out, opt, CDP_OUT_SEEK, err, cap) != CDP_OK ||
 	     check_exts(o, err, cap) < 0 ? -1 : 0;
 	for (int i = 0; i < 3 && rc == 0; i++)

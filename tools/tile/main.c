@@ -96,6 +96,13 @@ static const struct option longopts[] = {
 	{ NULL, 0, NULL, 0 }
 };
 
+/* *first = opt unless an option came before: the one a refusal names */
+static void first_given(const char **first, const char *opt)
+{
+	if (!*first)
+		*first = opt;
+}
+
 int main(int argc, char **argv)
 {
 	cdp_tile_opts o;
@@ -169,7 +176,7 @@ int main(int argc, char **argv)
 			format = format_of[ign];
 			break;
 		case OPT_IGNORE:
-			label_only = label_only ? label_only : "--ignore";
+			first_given(&label_only, "--ignore");
 			if (cdp_cli_int("--ignore", optarg, 0, 65535, &ign))
 				goto out;
 			o.has_ignore = 1;
@@ -180,28 +187,28 @@ int main(int argc, char **argv)
 				goto nomem;
 			break;
 		case OPT_LABEL_ET:
-			label_only = label_only ? label_only : "--label-error-threshold";
+			first_given(&label_only, "--label-error-threshold");
 			if (cdp_cli_double("--label-error-threshold", optarg, 0, 100, 0,
 			                   &o.label_max_error))
 				goto out;
 			break;
 		case OPT_LABEL_MAP:
-			label_only = label_only ? label_only : "--label-map";
+			first_given(&label_only, "--label-map");
 			map_arg = optarg;
 			break;
 		case OPT_LABEL_MAP_OTHER:
-			label_only = label_only ? label_only : "--label-map-other";
+			first_given(&label_only, "--label-map-other");
 			if (cdp_cli_keyword("--label-map-other", optarg, others, &o.label_map_ignore))
 				goto out;
 			break;
 		case OPT_LABEL_RESAMPLE:
-			label_only = label_only ? label_only : "--label-resample";
+			first_given(&label_only, "--label-resample");
 			if (cdp_cli_keyword("--label-resample", optarg, resamples, &ign))
 				goto out;
 			o.label_resample = resample_of[ign];
 			break;
 		case OPT_LABEL_BANDS:
-			label_only = label_only ? label_only : "--label-bands";
+			first_given(&label_only, "--label-bands");
 			if (cdp_cli_int_list("--label-bands", optarg, 1, (int)CDP_RECORD_MAXDIM,
 			                     lbands, MAXBANDS, &nlb))
 				goto out;
@@ -209,7 +216,7 @@ int main(int argc, char **argv)
 			o.nlabel_bands = nlb;
 			break;
 		case OPT_LABEL_KIND:
-			label_only = label_only ? label_only : "--label-kind";
+			first_given(&label_only, "--label-kind");
 			if (cdp_cli_keyword("--label-kind", optarg, lkinds, &ign))
 				goto out;
 			o.label_kind = ign ? CDP_LKIND_VALUE : CDP_LKIND_CLASS;
